@@ -1,0 +1,32 @@
+# make demo: set up the environment and run the main job.
+# make test: set up the environment (with the test extras) and run the whole suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/python -m tensig.demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest src tests
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/bench_core.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

@@ -1,0 +1,171 @@
+"""The ``tensig`` command line.
+
+``tensig spec SPEC [SHAPE ...] [--param NAME=VALUE] [--use-padding | --no-padding] [--json]``
+prints a spec's parsed structure and, given operand shapes, the inferred result shape and every
+label's size -- or the error.  Exit status: 0 ok, 1 a spec or shape error, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tensig.errors import ShapeError, SpecSyntaxError
+from tensig.inference import Inferred, infer
+from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, Row, Spec, parse
+
+__all__ = ["describe_spec", "main"]
+
+
+def _axis_text(a: Any) -> str:
+    if isinstance(a, Label):
+        return a.name
+    if isinstance(a, Placeholder):
+        return "_ (placeholder)"
+    if isinstance(a, Fixed):
+        return f"{a.index} (fixed index)"
+    if isinstance(a, Affine):
+        kind = {"padded": "padded", "valid": "valid", None: "padding from use_padding"}
+        what = "offset" if a.kernel is None else kind[a.padding]
+        return f"{a.render(True)} (affine, {what})"
+    if isinstance(a, Concat):
+        return f"{a.render(True)} (concatenation)"
+    raise TypeError(a)
+
+
+def _row_text(row: Row, multichar: bool) -> str:
+    if row.is_context_ellipsis:
+        return "... (context ellipsis)"
+    text = row.render(multichar)
+    return text if text else "(empty, closed)"
+
+
+def describe_spec(spec: Spec) -> dict[str, Any]:
+    """The parsed structure as plain data (what ``tensig spec --json`` prints)."""
+    mc = spec.multichar
+
+    def shape(s: Any) -> dict[str, Any]:
+        return {
+            kind: {
+                "text": _row_text(row, mc),
+                "left": [_axis_text(a) for a in row.left],
+                "row_var": row.var.render() if row.var is not None else None,
+                "right": [_axis_text(a) for a in row.right],
+            }
+            for kind, row in s.rows()
+        }
+
+    return {
+        "spec": spec.text,
+        "canonical": str(spec),
+        "mode": "multichar" if spec.multichar else "single-char",
+        "operands": [shape(s) for s in spec.operands],
+        "result": shape(spec.result),
+        "labels": sorted(spec.labels),
+        "row_variables": sorted(spec.row_vars),
+        "params": sorted(spec.params),
+    }
+
+
+def _inferred_data(r: Inferred) -> dict[str, Any]:
+    return {
+        "result": str(r.shape),
+        "operands": [str(s) for s in r.operands],
+        "dims": {k: str(v) for k, v in r.dims.items()},
+        "rows": {k: [str(s) for s in v] for k, v in r.rows.items()},
+        "ellipses": {k: [str(s) for s in v] for k, v in r.ellipses.items()},
+        "conditions": [str(c) for c in r.conditions],
+    }
+
+
+def _print_text(desc: dict[str, Any], inferred: dict[str, Any] | None) -> None:
+    print(f"spec:      {desc['spec']}")
+    print(f"canonical: {desc['canonical']}")
+    print(f"mode:      {desc['mode']}")
+    shapes = [(f"operand {i}", s) for i, s in enumerate(desc["operands"])]
+    for name, s in [*shapes, ("result", desc["result"])]:
+        rows = "  ".join(f"{k}: {v['text']}" for k, v in s.items())
+        print(f"  {name:<10} {rows}")
+    if desc["row_variables"]:
+        print(f"row variables: {', '.join('..' + v + '..' for v in desc['row_variables'])}")
+    if desc["params"]:
+        print(f"params: {', '.join(desc['params'])}")
+    if inferred is None:
+        return
+    print(f"result shape: {inferred['result']}")
+    for k, v in inferred["dims"].items():
+        print(f"  {k} = {v}")
+    for k, v in inferred["rows"].items():
+        print(f"  ..{k}.. = ({', '.join(v)})")
+    for k, v in inferred["ellipses"].items():
+        if v:
+            print(f"  ... ({k}) = ({', '.join(v)})")
+    for c in inferred["conditions"]:
+        print(f"  requires {c}")
+
+
+def _param(text: str) -> tuple[str, int]:
+    name, eq, value = text.partition("=")
+    if not eq or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not an integer") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tensig", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("spec", help="parse a spec and infer shapes")
+    s.add_argument("spec", help="an einsum spec, e.g. 'ij;jk=>ik'")
+    s.add_argument("shapes", nargs="*", metavar="SHAPE",
+                   help="operand shapes such as '2,3' or '8|3->4' (then a result=: '--result')")
+    s.add_argument("--param", action="append", type=_param, default=[], metavar="NAME=VALUE",
+                   help="an integer stride/dilation identifier used in the spec")
+    pad = s.add_mutually_exclusive_group()
+    pad.add_argument("--use-padding", dest="use_padding", action="store_true", default=None,
+                     help="plain '+' affine axes are padded")
+    pad.add_argument("--no-padding", dest="use_padding", action="store_false",
+                     help="plain '+' affine axes are valid (unpadded)")
+    s.add_argument("--result", help="the known result shape (for middle concatenation)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
+        return int(e.code or 0)
+    try:
+        spec = parse(args.spec)
+        desc = describe_spec(spec)
+        inferred = None
+        if args.shapes:
+            r = infer(args.spec, *args.shapes, params=dict(args.param),
+                      use_padding=args.use_padding, result=args.result)
+            inferred = _inferred_data(r)
+    except (SpecSyntaxError, ShapeError, ValueError, TypeError) as e:
+        if args.json:
+            data = e.to_dict() if isinstance(e, ShapeError) else {
+                "error": type(e).__name__, "message": str(e)}
+            if isinstance(e, SpecSyntaxError):
+                data.update(column=e.column, reason=e.reason, hint=e.hint)
+            print(json.dumps(data, indent=2))
+        else:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({**desc, **({"inferred": inferred} if inferred else {})}, indent=2))
+    else:
+        _print_text(desc, inferred)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

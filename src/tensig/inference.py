@@ -1,0 +1,605 @@
+"""Shape inference: ``infer(spec, *operands) -> Inferred``.
+
+This module turns a spec and operand shapes into solver constraints (:mod:`tensig.solver`),
+runs the solver, and packages the answer: the result shape, every label's size, every row
+variable's axes, the conditions that hold only for some symbolic sizes, and the *projections*
+(:attr:`Inferred.layout`: which iteration axis indexes which array axis), which the execution
+layer lowers to backend calls.
+
+Three logics are available (OCANNL's ``~logic``):
+
+- an einsum spec: **equalities** -- labels unify exactly, a size-1 axis does not stretch, a
+  shared row variable (including the implicit ``...`` of omitted rows) forces equal rows;
+- ``"."`` pointwise broadcasting: each operand is broadcast into the result; only a claim-free
+  (basis-free) size-1 axis stretches, and an unlabelled axis never fuses with a labelled one;
+- ``"@"`` compose: the left operand's input row contracts with the right operand's output row,
+  batch rows broadcast; ``"T"`` transposes the input and output rows.
+
+>>> r = infer("ij;jk=>ik", (2, 3), (3, 4))
+>>> r.shape, r.dims["j"]
+(Shape('2,4'), 3)
+>>> infer("...|2*oh<+wh; |wh => ...|oh", "8|9", (3,)).shape
+Shape('8|4')
+>>> from tensig.dims import dim
+>>> r = infer("i<+k; k => i", [dim("T")], [3])
+>>> r.shape, [str(c) for c in r.conditions]
+(Shape('T - 2'), ['T >= 3'])
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from tensig.dims import Condition
+from tensig.errors import ShapeError
+from tensig.notation import (
+    Affine,
+    Axis,
+    Concat,
+    Fixed,
+    Kind,
+    Label,
+    Placeholder,
+    Row,
+    Spec,
+    parse,
+)
+from tensig.shapes import Shape, Size, as_shape, normalize_size
+from tensig.solver import (
+    AffineRel,
+    AtLeast,
+    ConcatSum,
+    DimVar,
+    Origin,
+    RowNode,
+    Solver,
+    SRow,
+)
+
+__all__ = [
+    "AffineIndex",
+    "AxisUse",
+    "ConcatIndex",
+    "FixedIndex",
+    "Inferred",
+    "Iter",
+    "infer",
+]
+
+MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
+EINSUM_OPS: dict[str, tuple[int, int | None]] = {
+    # op name: (min operands, max operands)
+    "einsum": (1, None),
+    "einsum1": (1, 1),
+    "outer_sum": (2, 2),
+    "tropical": (2, 2),
+    "einmax1": (1, 1),
+    "concat": (1, None),
+}
+LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
+
+
+# --------------------------------------------------------------------------------------------
+# Projections: how each array axis is indexed
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Iter:
+    """An iteration axis of the operation's product space."""
+
+    id: int
+    name: str | None
+    size: Size
+
+
+@dataclass(frozen=True)
+class FixedIndex:
+    """The axis is read (operand) or written (result) at one index only."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class AffineIndex:
+    """The axis is read at ``stride*over + dilation*kernel + offset`` (minus the left padding)."""
+
+    stride: int
+    over: Iter
+    dilation: int
+    kernel: Iter | None
+    offset: int
+    padded: bool
+
+
+@dataclass(frozen=True)
+class ConcatIndex:
+    """The axis is the concatenation of ``parts``; an ``int`` part is that many skipped cells."""
+
+    parts: tuple[Iter | int, ...]
+
+
+Index = Iter | FixedIndex | AffineIndex | ConcatIndex
+
+
+@dataclass(frozen=True)
+class AxisUse:
+    """One axis of one operand (or of the result), in memory order."""
+
+    kind: Kind
+    position: int
+    size: Size
+    basis: str | None
+    index: Index
+
+
+# --------------------------------------------------------------------------------------------
+# The answer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """What inference found.
+
+    ``shape``: the result :class:`Shape`; ``dims``: label -> size; ``rows``: named row variable
+    -> sizes; ``ellipses``: kind -> the sizes of that kind's ``...``; ``conditions``: facts that
+    hold only for some symbolic sizes (for example a valid convolution's divisibility), reported
+    rather than assumed; ``operands``: the operand shapes as read; ``layout``: per operand and
+    then the result, each axis (memory order) with its projection; ``iterators``: the product
+    space (every :class:`Iter`).
+    """
+
+    spec: Spec | None
+    logic: str
+    operands: tuple[Shape, ...]
+    shape: Shape
+    dims: Mapping[str, Size]
+    rows: Mapping[str, tuple[Size, ...]]
+    ellipses: Mapping[str, tuple[Size, ...]]
+    conditions: tuple[Condition, ...]
+    layout: tuple[tuple[AxisUse, ...], ...]
+    iterators: tuple[Iter, ...]
+
+    def capture(self, names: Iterable[str]) -> dict[str, Size]:
+        """Sizes of the named labels; a row variable captures the product of its axes.
+
+        >>> infer("...|h, w, ..c.. => ...|..c..", "2|4,5,3").capture(["h", "w", "c"])
+        {'h': 4, 'w': 5, 'c': 3}
+        """
+        if isinstance(names, str):
+            raise TypeError("capture takes a list of names, e.g. capture=['h', 'w']")
+        out: dict[str, Size] = {}
+        for name in names:
+            if name in self.dims:
+                out[name] = self.dims[name]
+            elif name in self.rows:
+                total: Size = 1
+                for s in self.rows[name]:
+                    total = normalize_size(total * s)
+                out[name] = total
+            else:
+                known = sorted(self.dims) + sorted(f"..{r}.." for r in self.rows)
+                spec = f" in {self.spec.text!r}" if self.spec is not None else ""
+                raise ValueError(f"cannot capture {name!r}: no such label or row variable"
+                                 f"{spec}; known: {', '.join(known) or 'none'}")
+        return out
+
+    def __str__(self) -> str:
+        dims = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        return f"{self.shape} ({dims})" if dims else str(self.shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+
+def infer(
+    spec: str,
+    *operands: Any,
+    op: str = "einsum",
+    params: Mapping[str, int] | None = None,
+    use_padding: bool | None = None,
+    result: Any = None,
+    sizes: Mapping[str, Any] | None = None,
+) -> Inferred:
+    """Infer the result shape of ``spec`` applied to ``operands``.
+
+    Operands are :class:`Shape` objects, shape strings (``"2|3->4"``), tuples (output axes) or
+    arrays.  ``spec`` is an einsum spec, or one of the logics ``"."`` (pointwise broadcasting),
+    ``"@"`` (compose) and ``"T"`` (transpose).  ``params`` resolves stride/dilation identifiers,
+    ``use_padding`` decides plain ``+`` affine axes, ``result`` gives a known result shape (for
+    middle concatenation and replicated labels) and ``sizes`` gives label sizes directly.
+
+    The answer is cached per (spec, shapes, options): a repeated call costs a dictionary lookup.
+
+    >>> infer("b|i->o; o->p => b|i->p", "8|3->4", "4->5").shape
+    Shape('8|3->5')
+    >>> infer(".", (8, 1, 4), (3, 1)).shape
+    Shape('8,3,4')
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a str, not {type(spec).__name__}")
+    shapes = tuple(as_shape(x, where=f"operand {i}") for i, x in enumerate(operands))
+    res = None if result is None else as_shape(result, where="result")
+    key_params = _freeze_params(params)
+    key_sizes = None if sizes is None else tuple(
+        (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in sizes.items())
+    if use_padding is not None and not isinstance(use_padding, bool):
+        raise TypeError(f"use_padding must be True, False or None, not {use_padding!r}")
+    return _infer_cached(spec, shapes, op, key_params, use_padding, res, key_sizes)
+
+
+def _freeze_params(params: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
+    if params is None:
+        return ()
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping such as {{'stride': 2}}, not "
+                        f"{type(params).__name__}")
+    return tuple(sorted(params.items()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _infer_cached(spec: str, shapes: tuple[Shape, ...], op: str,
+                  params: tuple[tuple[str, int], ...], use_padding: bool | None,
+                  result: Shape | None, sizes: tuple[tuple[str, Any], ...] | None) -> Inferred:
+    if spec.strip() in LOGICS:
+        return _infer_logic(LOGICS[spec.strip()], shapes, result)
+    if op in LOGICS.values():
+        return _infer_logic(op, shapes, result)
+    if op not in EINSUM_OPS:
+        raise ValueError(f"unknown op {op!r}; expected one of "
+                         f"{', '.join([*EINSUM_OPS, *LOGICS.values()])}")
+    return _EinsumInference(parse(spec), shapes, op, dict(params), use_padding, result,
+                            dict(sizes) if sizes is not None else None).run()
+
+
+# --------------------------------------------------------------------------------------------
+# Einsum specs
+# --------------------------------------------------------------------------------------------
+
+
+class _EinsumInference:
+    """One spec instance: labels and row variables are local to it."""
+
+    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str, params: dict[str, int],
+                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None):
+        self.spec, self.shapes, self.op = spec, shapes, op
+        self.params, self.use_padding = params, use_padding
+        self.result, self.sizes = result, sizes
+        self.solver = Solver(spec.text)
+        self.labels: dict[str, DimVar] = {}
+        self.rowvars: dict[str, RowNode] = {}
+        # occurrence var id -> the spec axis it came from (for projections)
+        self.terms: dict[int, tuple[Axis, Any]] = {}
+        self.result_fixed: list[tuple[DimVar, int]] = []
+
+    def err(self, reason: str, span: tuple[int, int] | None = None, **kw: Any) -> ShapeError:
+        return ShapeError(reason, spec=self.spec.text, span=span, **kw)
+
+    # -- building ------------------------------------------------------------------------------
+    def label(self, name: str) -> DimVar:
+        v = self.labels.get(name)
+        if v is None:
+            v = self.labels[name] = DimVar(name)
+        return v
+
+    def occurrence(self, name: str, span: tuple[int, int], origin: Origin) -> DimVar:
+        """A fresh node for one written occurrence of a label (so errors can point at it)."""
+        v = DimVar(name, span=span)
+        self.solver.union(v, self.label(name), origin)
+        return v
+
+    def coef(self, c: int | str, what: str, span: tuple[int, int]) -> int:
+        if isinstance(c, int):
+            return c
+        if c not in self.params:
+            given = ", ".join(sorted(self.params)) or "none"
+            raise self.err(f"the {what} {c!r} is an identifier, but params= does not give it",
+                           span, hint=f"pass params={{{c!r}: <positive int>}} "
+                                      f"(params given: {given})")
+        v = self.params[c]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise self.err(f"params[{c!r}] must be a positive int (the {what}), not {v!r}", span)
+        return v
+
+    def axis_var(self, a: Axis, kind: Kind, where: Origin) -> DimVar:
+        span = a.span
+        o = replace(where, span=span, kind=kind)
+        if isinstance(a, Label):
+            v = self.occurrence(a.name, span, o)
+            self.terms[v.id] = (a, None)
+            return v
+        v = DimVar(None, span=span)
+        if isinstance(a, Placeholder):
+            self.terms[v.id] = (a, None)
+        elif isinstance(a, Fixed):
+            self.terms[v.id] = (a, None)
+            self.solver.add(AtLeast(v, a.index + 1, o,
+                                    what=f"fixed index {a.index} needs an axis of at least "
+                                         "{bound} elements, but it has {size}"))
+            if where.operand == "result":
+                self.result_fixed.append((v, a.index))
+        elif isinstance(a, Affine):
+            stride = self.coef(a.stride, "stride", span)
+            dilation = self.coef(a.dilation, "dilation", span)
+            padding = a.padding
+            if a.kernel is not None and padding is None:
+                if self.use_padding is None:
+                    raise self.err(
+                        f"{a.render(True)!r} uses a plain '+', which takes its padding from "
+                        "use_padding=, and none was given", span,
+                        hint=f"pass use_padding=True (padded, like {a.over}=+{a.kernel}) or "
+                             f"use_padding=False (valid, like {a.over}<+{a.kernel}), or write "
+                             "=+ / <+ in the spec")
+                padding = "padded" if self.use_padding else "valid"
+            over = self.occurrence(a.over, span, o)
+            kernel = self.occurrence(a.kernel, span, o) if a.kernel is not None else None
+            self.terms[v.id] = (a, (stride, over, dilation, kernel, padding))
+            self.solver.add(AffineRel(v, over, kernel, stride, dilation, padding, o))
+        elif isinstance(a, Concat):
+            parts = tuple(p if isinstance(p, int) else self.occurrence(p, span, o)
+                          for p in a.parts)
+            self.terms[v.id] = (a, parts)
+            self.solver.add(ConcatSum(v, parts, o))
+        return v
+
+    def row_node(self, name: str | None, kind: Kind) -> RowNode:
+        key = name if name is not None else f"...{kind}"
+        node = self.rowvars.get(key)
+        if node is None:
+            node = self.rowvars[key] = RowNode(key)
+        return node
+
+    def pattern(self, row: Row, kind: Kind, where: Origin) -> SRow:
+        left = tuple(self.axis_var(a, kind, where) for a in row.left)
+        right = tuple(self.axis_var(a, kind, where) for a in row.right)
+        node = self.row_node(row.var.name, kind) if row.var is not None else None
+        return SRow(left, node, right)
+
+    @staticmethod
+    def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
+        return SRow((), None, tuple(
+            DimVar(None, size, basis, replace(where, kind=kind, position=j))
+            for j, (size, basis) in enumerate(shape.axes(kind))))
+
+    # -- solving -------------------------------------------------------------------------------
+    def run(self) -> Inferred:
+        spec, shapes = self.spec, self.shapes
+        self.check_arity()
+        patterns: list[dict[Kind, SRow]] = []
+        for i, sh in enumerate(spec.shapes()):
+            who: int | str = "result" if i == len(spec.operands) else i
+            where = Origin(spec.text, None, who,
+                           str(shapes[i]) if isinstance(who, int) else None)
+            patterns.append({k: self.pattern(row, k, where) for k, row in sh.rows()})
+        actuals = list(enumerate(shapes))
+        if self.result is not None:
+            actuals.append((len(spec.operands), self.result))
+        for i, shape in actuals:
+            who = "result" if i == len(spec.operands) else i
+            where = Origin(spec.text, None, who, str(shape))
+            for kind, row in spec.shapes()[i].rows():
+                o = replace(where, kind=kind, span=_row_span(row),
+                            note=_row_hint(spec, i, kind, row))
+                self.solver.unify_rows(patterns[i][kind], self.given(shape, kind, where), o,
+                                       describe=(f"the spec's {kind} row "
+                                                 f"{row.render(spec.multichar) or '(empty)'!r}",
+                                                 _whose(who, kind)))
+        self.apply_sizes()
+        self.solver.run()
+        self.close_result(patterns[-1])
+        return self.package(patterns)
+
+    def check_arity(self) -> None:
+        n, spec = len(self.shapes), self.spec
+        if n != len(spec.operands):
+            raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
+                           f"{'was' if n == 1 else 'were'} given")
+        lo, hi = EINSUM_OPS[self.op]
+        if n < lo or (hi is not None and n > hi):
+            want = str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+            raise self.err(f"{self.op} takes {want} operand(s), got {n}")
+
+    def apply_sizes(self) -> None:
+        if not self.sizes:
+            return
+        for name, value in self.sizes.items():
+            origin = Origin(self.spec.text, note=f"sizes[{name!r}]")
+            if name in self.labels:
+                self.solver.set_value(self.labels[name], normalize_size(value, where=name),
+                                      origin, "sizes=")
+            elif name in self.rowvars and not name.startswith("..."):
+                vals = value if isinstance(value, tuple | list) else (value,)
+                row = SRow((), None, tuple(DimVar(None, normalize_size(s), None, origin)
+                                           for s in vals))
+                self.solver.unify_rows(SRow((), self.rowvars[name], ()), row, origin)
+            else:
+                known = ", ".join(sorted(self.spec.labels | self.spec.row_vars))
+                raise ValueError(f"sizes= names {name!r}, which is not a label or row variable"
+                                 f" of {self.spec.text!r} (known: {known})")
+
+    def close_result(self, result: dict[Kind, SRow]) -> None:
+        """Fixed result indices default to ``index + 1``; unsolved result rows to empty."""
+        for v, index in self.result_fixed:
+            if v.root().value is None:
+                self.solver.set_value(v, index + 1, Origin(self.spec.text, note="placement"))
+        for row in result.values():
+            r = self.solver.resolve(row)
+            if r.var is not None:
+                self.solver.bind_row(r.var, SRow(), Origin(self.spec.text))
+        self.solver.run()
+        missing: list[str] = []
+        span = None
+        for row in result.values():
+            for v in self.solver.resolve(row).axes():
+                if v.root().value is None:
+                    name = v.root().name or v.name
+                    if name not in missing:
+                        missing.append(name or "_")
+                        span = span or v.span
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            hint_sizes = ", ".join(f"{m!r}: ..." for m in missing if m != "_")
+            raise self.err(
+                f"cannot infer the size of {names} in the result: no operand determines it",
+                span, label=missing[0],
+                hint=(f"give it with sizes={{{hint_sizes}}} or pass result=<the result shape>"
+                      if hint_sizes else "pass result=<the result shape>"))
+
+    # -- packaging -----------------------------------------------------------------------------
+    def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:
+        S = self.solver
+        iters: dict[int, Iter] = {}
+
+        def iter_of(v: DimVar) -> Iter:
+            r = v.root()
+            it = iters.get(r.id)
+            if it is None:
+                assert r.value is not None
+                it = iters[r.id] = Iter(len(iters), r.name, r.value)
+            return it
+
+        def index_of(v: DimVar) -> Index:
+            term = self.terms.get(v.id)
+            if term is None or isinstance(term[0], Label | Placeholder):
+                return iter_of(v)
+            a, extra = term
+            if isinstance(a, Fixed):
+                return FixedIndex(a.index)
+            if isinstance(a, Affine):
+                stride, over, dilation, kernel, padding = extra
+                return AffineIndex(stride, iter_of(over), dilation,
+                                   iter_of(kernel) if kernel is not None else None, a.offset,
+                                   padding == "padded")
+            assert isinstance(a, Concat)
+            return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p) for p in extra))
+
+        layout = []
+        result_rows: dict[Kind, list[tuple[Size, str | None]]] = {}
+        for i, pat in enumerate(patterns):
+            uses = []
+            for kind in MEMORY_ORDER:
+                axes = S.resolve(pat[kind]).axes()
+                for j, v in enumerate(axes):
+                    r = v.root()
+                    assert r.value is not None
+                    uses.append(AxisUse(kind, j, r.value, r.basis, index_of(v)))
+                if i == len(patterns) - 1:
+                    result_rows[kind] = [(v.root().value, v.root().basis) for v in axes]
+            layout.append(tuple(uses))
+        dims = {n: v.root().value for n, v in sorted(self.labels.items())}
+        rows, ellipses = {}, {}
+        for key, node in self.rowvars.items():
+            r = S.resolve(SRow((), node, ()))
+            vals = tuple(v.root().value for v in r.axes())
+            if key.startswith("..."):
+                ellipses[key[3:]] = vals
+            else:
+                rows[key] = vals
+        return Inferred(
+            spec=self.spec, logic="einsum", operands=self.shapes,
+            shape=Shape.from_rows(result_rows), dims=MappingProxyType(dims),
+            rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
+            conditions=tuple(S.conditions), layout=tuple(layout),
+            iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
+
+
+def _row_span(row: Row) -> tuple[int, int] | None:
+    spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
+    spans = [s for s in spans if s != (0, 0)]
+    if not spans:
+        return None
+    return (min(s[0] for s in spans), max(s[1] for s in spans))
+
+
+def _whose(who: int | str, kind: str) -> str:
+    return ("the result" if who == "result" else f"operand {who}") + f"'s {kind} row"
+
+
+def _row_hint(spec: Spec, i: int, kind: Kind, row: Row) -> str | None:
+    """The obvious fix for a rank mismatch in this row, when there is one."""
+    if row.is_context_ellipsis and kind != "output":
+        return (f"omitted {kind} rows share one '...' across the spec, so they must be equal; "
+                f"close the row with '{'|' if kind == 'batch' else '->'}' where an operand "
+                f"must have no {kind} axes (e.g. '{'|' if kind == 'batch' else ''}"
+                f"{'' if kind == 'batch' else '->'}jk')")
+    if row.var is None:
+        return (f"add a row variable (e.g. '...' in the {kind} row) to accept any number of "
+                "further axes, or check the operand order")
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Broadcasting logics
+# --------------------------------------------------------------------------------------------
+
+
+def _infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
+    S = Solver(logic)
+    want = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
+    n = len(shapes)
+    if n < want[0] or (want[1] is not None and n > want[1]):
+        raise ShapeError(f"the {logic} logic takes {want[0] if want[1] == want[0] else '2'}"
+                         f" operand(s), got {n}")
+    given = [{k: _Given.row(sh, k, i) for k in MEMORY_ORDER} for i, sh in enumerate(shapes)]
+    rows: dict[Kind, list[DimVar]] = {}
+    if logic == "pointwise":
+        for kind in MEMORY_ORDER:
+            rows[kind] = _broadcast(S, [g[kind] for g in given], kind)
+    elif logic == "transpose":
+        g = given[0]
+        rows = {"batch": list(g["batch"]), "input": list(g["output"]),
+                "output": list(g["input"])}
+    else:
+        a, b = given
+        o = Origin(None, None, None, None, "input", None,
+                   "compose: operand 0's input row contracts with operand 1's output row")
+        S.unify_rows(SRow((), None, tuple(a["input"])), SRow((), None, tuple(b["output"])), o,
+                     strict_basis=True, describe=("operand 0's input row",
+                                                  "operand 1's output row"))
+        rows = {"batch": _broadcast(S, [a["batch"], b["batch"]], "batch"),
+                "input": list(b["input"]), "output": list(a["output"])}
+    S.run()
+    shape = Shape.from_rows({k: [(v.root().value, v.root().basis) for v in rows[k]]
+                             for k in MEMORY_ORDER})
+    if result is not None and result != shape:
+        raise ShapeError(f"the {logic} result has shape {shape}, not the given {result}")
+    return Inferred(spec=None, logic=logic, operands=shapes, shape=shape,
+                    dims=MappingProxyType({}), rows=MappingProxyType({}),
+                    ellipses=MappingProxyType({}), conditions=tuple(S.conditions), layout=(),
+                    iterators=())
+
+
+class _Given:
+    @staticmethod
+    def row(shape: Shape, kind: Kind, i: int) -> list[DimVar]:
+        o = Origin(None, None, i, str(shape), kind)
+        return [DimVar(None, s, b, replace(o, position=j))
+                for j, (s, b) in enumerate(shape.axes(kind))]
+
+
+def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
+    """Right-aligned broadcasting of ``rows`` into one row (claim-free size 1 stretches)."""
+    n = max((len(r) for r in rows), default=0)
+    out: list[DimVar] = []
+    for pos in range(n):
+        at = [r[len(r) - n + pos] for r in rows if len(r) - n + pos >= 0]
+        firm = [v for v in at if not (v.value == 1 and v.basis is None)]
+        if not firm:
+            out.append(at[0])
+            continue
+        first = firm[0]
+        for v in firm[1:]:
+            o = v.origin or Origin()
+            o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
+                                "claim-free 1")
+            S.union(first, v, o, strict_basis=True)
+        out.append(first.root())
+    return out
+

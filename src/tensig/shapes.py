@@ -1,0 +1,231 @@
+"""Shapes with three rows: ``batch|input->output``.
+
+A :class:`Shape` holds, for each row, a tuple of sizes (``int`` or symbolic
+:class:`tensig.dims.Dim`), and each size may carry a *basis* label (``rgb=3``): a semantic tag
+that inference propagates and refuses to fuse with a different one.  A plain tuple, or a plain
+array's ``.shape``, means output axes only.  Memory order is batch, output, input (OCANNL's
+convention), which is what :attr:`Shape.dims` returns.
+
+>>> s = Shape.parse("2|3->rgb=4")
+>>> s.batch, s.input, s.output, str(s)
+((2,), (3,), (4,), '2|3->rgb=4')
+>>> Shape.parse("B, T|->d").dims
+(Dim('B'), Dim('T'), Dim('d'))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tensig.dims import Dim
+from tensig.notation import KINDS, Kind
+
+__all__ = ["Shape", "Size", "as_shape", "normalize_size"]
+
+Size = int | Dim
+_BASIS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.+)$")
+
+
+def normalize_size(x: Any, *, where: str = "size") -> Size:
+    """An ``int`` for every constant size (NumPy integers and constant ``Dim`` included).
+
+    >>> normalize_size(Dim.parse("2 + 1")), normalize_size("T + 1")
+    (3, Dim('T + 1'))
+    """
+    if isinstance(x, bool):
+        raise TypeError(f"{where}: a size cannot be a bool")
+    if isinstance(x, int):
+        value = int(x)
+    elif isinstance(x, Dim):
+        if x.constant is None:
+            return x
+        value = x.constant
+    elif isinstance(x, str):
+        return normalize_size(Dim.parse(x), where=where)
+    elif hasattr(x, "__index__") and not isinstance(x, float):
+        value = int(x.__index__())
+    else:
+        raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
+    if value < 0:
+        raise ValueError(f"{where}: a size cannot be negative ({value})")
+    return value
+
+
+def _axis(item: Any, where: str) -> tuple[Size, str | None]:
+    """One axis from ``3``, ``Dim``, ``"B"``, ``"rgb=3"`` or a ``(basis, size)`` pair."""
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str | type(None)):
+        return normalize_size(item[1], where=where), item[0]
+    if isinstance(item, str):
+        m = _BASIS.match(item)
+        if m:
+            return normalize_size(m.group(2), where=where), m.group(1)
+        return normalize_size(item.strip(), where=where), None
+    return normalize_size(item, where=where), None
+
+
+class Shape:
+    """An immutable three-row shape; sizes are ints or symbolic dims, bases optional.
+
+    >>> Shape(batch=[8], input=[3], output=["rgb=3"])
+    Shape('8|3->rgb=3')
+    >>> Shape(output=(2, 3)) == Shape.parse("2, 3")
+    True
+    """
+
+    __slots__ = ("_bases", "_hash", "_rows")
+
+    def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),  # noqa: A002
+                 output: Iterable[Any] = ()):
+        rows = []
+        bases = []
+        for kind, items in zip(KINDS, (batch, input, output), strict=True):
+            axes = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
+            rows.append(tuple(a[0] for a in axes))
+            bases.append(tuple(a[1] for a in axes))
+        self._rows: tuple[tuple[Size, ...], ...] = tuple(rows)
+        self._bases: tuple[tuple[str | None, ...], ...] = tuple(bases)
+        self._hash = hash((self._rows, self._bases))
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> Shape:
+        """Build from ``{kind: [(size, basis), ...]}`` (sizes already normalized)."""
+        self = cls.__new__(cls)
+        axes = [tuple(rows.get(k, ())) for k in KINDS]
+        self._rows = tuple(tuple(normalize_size(s) for s, _ in row) for row in axes)
+        self._bases = tuple(tuple(b for _, b in row) for row in axes)
+        self._hash = hash((self._rows, self._bases))
+        return self
+
+    # -- rows ------------------------------------------------------------------------------
+    @property
+    def batch(self) -> tuple[Size, ...]:
+        return self._rows[0]
+
+    @property
+    def input(self) -> tuple[Size, ...]:
+        return self._rows[1]
+
+    @property
+    def output(self) -> tuple[Size, ...]:
+        return self._rows[2]
+
+    def row(self, kind: Kind) -> tuple[Size, ...]:
+        return self._rows[KINDS.index(kind)]
+
+    def row_bases(self, kind: Kind) -> tuple[str | None, ...]:
+        return self._bases[KINDS.index(kind)]
+
+    def axes(self, kind: Kind) -> tuple[tuple[Size, str | None], ...]:
+        """``(size, basis)`` pairs of one row."""
+        i = KINDS.index(kind)
+        return tuple(zip(self._rows[i], self._bases[i], strict=True))
+
+    @property
+    def dims(self) -> tuple[Size, ...]:
+        """All sizes in memory order: batch, output, input."""
+        return self.batch + self.output + self.input
+
+    @property
+    def rank(self) -> int:
+        return sum(len(r) for r in self._rows)
+
+    @property
+    def is_concrete(self) -> bool:
+        return all(isinstance(s, int) for r in self._rows for s in r)
+
+    def numel(self) -> Size:
+        """The number of elements (symbolic when a size is)."""
+        total: Size = 1
+        for s in self.dims:
+            total = total * s
+        return normalize_size(total)
+
+    # -- text ------------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """Read ``"2,3|4->5"``; omitted rows are empty; ``"B T d"`` splits on whitespace.
+
+        >>> Shape.parse("3->2").input, Shape.parse("()").rank
+        ((3,), 0)
+        """
+        src = text.strip()
+        if src in ("", "()"):
+            return cls()
+        batch = inp = ""
+        rest = src
+        if rest.count("|") > 1 or rest.count("->") > 1:
+            raise ValueError(f"a shape has at most one '|' and one '->': {text!r}")
+        if "|" in rest:
+            batch, rest = rest.split("|")
+        if "->" in rest:
+            inp, rest = rest.split("->")
+        rows = {}
+        for kind, part in zip(KINDS, (batch, inp, rest), strict=True):
+            part = part.strip()
+            if not part:
+                items: list[str] = []
+            elif "," in part:
+                items = [p for p in (q.strip() for q in part.split(",")) if p]
+            else:
+                items = part.split()
+            try:
+                rows[kind] = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"cannot read shape {text!r}: {e}") from None
+        return cls.from_rows(rows)
+
+    def __str__(self) -> str:
+        def row(i: int) -> str:
+            return ",".join(
+                (f"{b}={s}" if b else str(s)) for s, b in zip(self._rows[i], self._bases[i],
+                                                               strict=True)
+            )
+
+        if self.rank == 0:
+            return "()"
+        out = row(2)
+        if self.input:
+            out = f"{row(1)}->{out}"
+        if self.batch:
+            out = f"{row(0)}|{out}"
+        return out
+
+    def __repr__(self) -> str:
+        return f"Shape({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Shape):
+            return NotImplemented
+        return self._rows == other._rows and self._bases == other._bases
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def as_shape(x: Any, *, where: str = "operand") -> Shape:
+    """Coerce a ``Shape``, shape string, tuple/list of sizes or array to a :class:`Shape`.
+
+    Arrays and tuples have output axes only, unless the array carries tensig row information
+    (an object with a ``__tensig_shape__`` attribute, as ``tensig.rows`` results will have).
+
+    >>> as_shape((2, 3)), as_shape("4|5")
+    (Shape('2,3'), Shape('4|5'))
+    """
+    if isinstance(x, Shape):
+        return x
+    if isinstance(x, str):
+        return Shape.parse(x)
+    tensig_shape = getattr(x, "__tensig_shape__", None)
+    if tensig_shape is not None:
+        return as_shape(tensig_shape, where=where)
+    if isinstance(x, tuple | list):
+        return Shape(output=x)
+    shape = getattr(x, "shape", None)
+    if shape is not None and not callable(shape):
+        return Shape(output=tuple(shape))
+    raise TypeError(
+        f"{where}: expected a Shape, a shape string, a tuple of sizes or an array, "
+        f"not {type(x).__name__}"
+    )
