@@ -272,7 +272,7 @@ def test_components_exceeding_the_total():
 
 
 def test_symbolic_matmul_and_distinct_symbols():
-    B, T, d, S = (dim(n) for n in "B T d S".split())
+    B, T, d, S = (dim(n) for n in ["B", "T", "d", "S"])
     assert shape_of("ij;jk=>ik", [B, T], [T, d]) == Shape(output=[B, d])
     e = error_of("ij;jk=>ik", [B, T], [S, d])
     assert "size mismatch for label 'j': T vs S" in str(e)

@@ -15,7 +15,6 @@ from tensig.notation import Spec, parse
 from tensig.shapes import Shape
 
 
-
 class _CallableModule(_types.ModuleType):
     """``tensig.dims`` is the module of symbolic dimensions and, called, ``dims.dims``."""
 

@@ -67,6 +67,8 @@ __all__ = [
     "FixedIndex",
     "Inferred",
     "Iter",
+    "ShapeGraph",
+    "TensorNode",
     "infer",
 ]
 
@@ -223,6 +225,43 @@ def infer(
     >>> infer(".", (8, 1, 4), (3, 1)).shape
     Shape('8,3,4')
     """
+    try:
+        key = (spec, tuple(map(_raw_key, operands)), op,
+               None if params is None else tuple(params.items()), use_padding,
+               None if result is None else _raw_key(result),
+               None if sizes is None else tuple(sizes.items()))
+        hit = _FAST.get(key)
+    except (TypeError, AttributeError):  # unhashable pieces: take the checked path
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    answer = _infer_checked(spec, operands, op, params, use_padding, result, sizes)
+    if key is not None:
+        if len(_FAST) >= _FAST_MAX:
+            _FAST.clear()
+        _FAST[key] = answer
+    return answer
+
+
+# The fast path: raw operand keys (shape tuples, strings) straight to the answer.
+_FAST: dict[tuple[Any, ...], Inferred] = {}
+_FAST_MAX = 8192
+
+
+def _raw_key(x: Any) -> Any:
+    """A cheap hashable key for an operand: its shape tuple, string or Shape."""
+    if isinstance(x, tuple | str | Shape):
+        return x
+    shape = getattr(x, "__tensig_shape__", None)
+    if shape is not None:
+        return shape
+    shape = x.shape
+    return shape if type(shape) is tuple else tuple(shape)
+
+
+def _infer_checked(spec: Any, operands: tuple[Any, ...], op: str,
+                   params: Mapping[str, int] | None, use_padding: bool | None, result: Any,
+                   sizes: Mapping[str, Any] | None) -> Inferred:
     if not isinstance(spec, str):
         raise TypeError(f"spec must be a str, not {type(spec).__name__}")
     shapes = tuple(as_shape(x, where=f"operand {i}") for i, x in enumerate(operands))
@@ -268,11 +307,12 @@ class _EinsumInference:
     """One spec instance: labels and row variables are local to it."""
 
     def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str, params: dict[str, int],
-                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None):
+                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None,
+                 solver: Solver | None = None):
         self.spec, self.shapes, self.op = spec, shapes, op
         self.params, self.use_padding = params, use_padding
         self.result, self.sizes = result, sizes
-        self.solver = Solver(spec.text)
+        self.solver = solver if solver is not None else Solver(spec.text)
         self.labels: dict[str, DimVar] = {}
         self.rowvars: dict[str, RowNode] = {}
         # occurrence var id -> the spec axis it came from (for projections)
@@ -310,7 +350,7 @@ class _EinsumInference:
 
     def axis_var(self, a: Axis, kind: Kind, where: Origin) -> DimVar:
         span = a.span
-        o = replace(where, span=span, kind=kind)
+        o = Origin(where.spec, span, where.operand, where.shape, kind)
         if isinstance(a, Label):
             v = self.occurrence(a.name, span, o)
             self.terms[v.id] = (a, None)
@@ -364,40 +404,61 @@ class _EinsumInference:
 
     @staticmethod
     def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
+        spec, who, shown, note = where.spec, where.operand, where.shape, where.note
         return SRow((), None, tuple(
-            DimVar(None, size, basis, replace(where, kind=kind, position=j))
+            DimVar(None, size, basis, Origin(spec, None, who, shown, kind, j, note))
             for j, (size, basis) in enumerate(shape.axes(kind))))
 
     # -- solving -------------------------------------------------------------------------------
-    def run(self) -> Inferred:
-        spec, shapes = self.spec, self.shapes
-        self.check_arity()
+    def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
+                    result: dict[Kind, SRow] | None = None,
+                    result_shown: str | None = None) -> list[dict[Kind, SRow]]:
+        """Relate ``operands``' rows through the spec; the last pattern returned is the result.
+
+        ``shown`` are the operands' shapes as text (for messages); ``result`` optionally gives
+        rows the result must equal.
+        """
+        spec = self.spec
+        self.check_arity(len(operands))
         patterns: list[dict[Kind, SRow]] = []
         for i, sh in enumerate(spec.shapes()):
             who: int | str = "result" if i == len(spec.operands) else i
-            where = Origin(spec.text, None, who,
-                           str(shapes[i]) if isinstance(who, int) else None)
+            text = shown[i] if isinstance(who, int) else result_shown
+            where = Origin(spec.text, None, who, text)
             patterns.append({k: self.pattern(row, k, where) for k, row in sh.rows()})
-        actuals = list(enumerate(shapes))
-        if self.result is not None:
-            actuals.append((len(spec.operands), self.result))
-        for i, shape in actuals:
+        actual = list(enumerate(operands))
+        if result is not None:
+            actual.append((len(spec.operands), result))
+        for i, rows in actual:
             who = "result" if i == len(spec.operands) else i
-            where = Origin(spec.text, None, who, str(shape))
+            text = shown[i] if isinstance(who, int) else result_shown
             for kind, row in spec.shapes()[i].rows():
-                o = replace(where, kind=kind, span=_row_span(row),
-                            note=_row_hint(spec, i, kind, row))
-                self.solver.unify_rows(patterns[i][kind], self.given(shape, kind, where), o,
-                                       describe=(f"the spec's {kind} row "
-                                                 f"{row.render(spec.multichar) or '(empty)'!r}",
-                                                 _whose(who, kind)))
+                def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
+                    shown = row.render(spec.multichar) or "(empty)"
+                    return (f"the spec's {kind} row {shown!r}", _whose(who, kind),
+                            _row_hint(spec, i, kind, row))
+
+                o = Origin(spec.text, _row_span(row), who, text, kind, explain=explain)
+                self.solver.unify_rows(patterns[i][kind], rows[kind], o)
+        return patterns
+
+    def run(self) -> Inferred:
+        """``infer``: operands and the optional result are given shapes."""
+        def rows(shape: Shape, who: int | str) -> dict[Kind, SRow]:
+            where = Origin(self.spec.text, None, who, str(shape))
+            return {k: self.given(shape, k, where) for k in MEMORY_ORDER}
+
+        patterns = self.instantiate(
+            [rows(sh, i) for i, sh in enumerate(self.shapes)], [str(s) for s in self.shapes],
+            rows(self.result, "result") if self.result is not None else None,
+            str(self.result) if self.result is not None else None)
         self.apply_sizes()
         self.solver.run()
         self.close_result(patterns[-1])
         return self.package(patterns)
 
-    def check_arity(self) -> None:
-        n, spec = len(self.shapes), self.spec
+    def check_arity(self, n: int) -> None:
+        spec = self.spec
         if n != len(spec.operands):
             raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
                            f"{'was' if n == 1 else 'were'} given")
@@ -533,6 +594,108 @@ def _row_hint(spec: Spec, i: int, kind: Kind, row: Row) -> str | None:
         return (f"add a row variable (e.g. '...' in the {kind} row) to accept any number of "
                 "further axes, or check the operand order")
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Graph-wide inference: many tensors, many specs, one solver
+# --------------------------------------------------------------------------------------------
+
+
+class TensorNode:
+    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown)."""
+
+    __slots__ = ("name", "rows")
+
+    def __init__(self, name: str, rows: dict[Kind, SRow]):
+        self.name = name
+        self.rows = rows
+
+    def __repr__(self) -> str:
+        return f"TensorNode({self.name!r})"
+
+
+class ShapeGraph:
+    """Shapes of many tensors related by many specs, solved together.
+
+    A tensor's shape may be unknown when it is created; uses constrain it, in any order.  This
+    is the engine the model layer's graph-wide inference runs on.
+
+    >>> g = ShapeGraph()
+    >>> x = g.tensor("x", "8|->3")
+    >>> w = g.tensor("w")                       # a parameter: shape unknown
+    >>> h = g.apply("b|->i; |i->o => b|->o", x, w)
+    >>> g.tensor_equal(h, g.tensor("target", "8|->5"))
+    >>> g.solve()
+    >>> g.shape(w)
+    Shape('3->5')
+    """
+
+    def __init__(self) -> None:
+        self.solver = Solver()
+        self.tensors: list[TensorNode] = []
+        self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
+
+    def tensor(self, name: str, shape: Any = None) -> TensorNode:
+        """A tensor with a known ``shape``, or an unknown one (``None``)."""
+        if shape is None:
+            rows = {k: SRow((), RowNode(f"{name}.{k}"), ()) for k in MEMORY_ORDER}
+        else:
+            sh = as_shape(shape, where=name)
+            where = Origin(None, None, None, None, note=f"tensor {name!r} (shape {sh})")
+            rows = {k: _EinsumInference.given(sh, k, where) for k in MEMORY_ORDER}
+        node = TensorNode(name, rows)
+        self.tensors.append(node)
+        return node
+
+    def apply(self, spec: str, *operands: TensorNode, name: str | None = None,
+              op: str = "einsum", params: Mapping[str, int] | None = None,
+              use_padding: bool | None = None) -> TensorNode:
+        """The result of ``spec`` applied to ``operands`` (a new tensor)."""
+        inst = _EinsumInference(parse(spec), (), op, dict(_freeze_params(params)), use_padding,
+                                None, None, solver=self.solver)
+        patterns = inst.instantiate([t.rows for t in operands],
+                                    [f"tensor {t.name!r}" for t in operands])
+        self._apps.append((inst, patterns))
+        node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
+        self.tensors.append(node)
+        return node
+
+    def tensor_equal(self, a: TensorNode, b: TensorNode) -> None:
+        """``a`` and ``b`` have the same shape."""
+        for k in MEMORY_ORDER:
+            o = Origin(None, None, None, None, k, note=f"{a.name!r} = {b.name!r}")
+            self.solver.unify_rows(a.rows[k], b.rows[k], o,
+                                   describe=(f"{a.name!r}", f"{b.name!r}"))
+
+    def solve(self) -> None:
+        """Propagate; close what nothing determines; every shape must then be known."""
+        S = self.solver
+        S.run()
+        for inst, patterns in self._apps:
+            for v, index in inst.result_fixed:
+                if v.root().value is None:
+                    S.set_value(v, index + 1, Origin(inst.spec.text, note="placement"))
+        S.run()
+        for t in self.tensors:
+            for k in MEMORY_ORDER:
+                r = S.resolve(t.rows[k])
+                if r.var is not None:
+                    S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
+                for j, v in enumerate(S.resolve(t.rows[k]).axes()):
+                    if v.root().value is None:
+                        label = v.root().name or v.name
+                        raise ShapeError(
+                            f"cannot infer the size of {k} axis {j} of {t.name!r}"
+                            + (f" (label {label!r})" if label else "")
+                            + ": nothing in the graph determines it", label=label,
+                            hint=f"give {t.name!r} a shape, or use it where that axis meets a "
+                                 "known size")
+
+    def shape(self, t: TensorNode) -> Shape:
+        """The solved shape of ``t`` (after :meth:`solve`)."""
+        return Shape.from_rows({
+            k: [(v.root().value, v.root().basis) for v in self.solver.resolve(t.rows[k]).axes()]
+            for k in MEMORY_ORDER})
 
 
 # --------------------------------------------------------------------------------------------

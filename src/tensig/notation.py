@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -420,7 +421,8 @@ class _Parser:
         if len(pipes) > 1:
             self.fail(pipes[1], "a shape has at most one '|' (batch|input->output)")
         if len(arrows) > 1:
-            self.fail(arrows[1], "a shape has at most one '->' (batch|input->output)", end=arrows[1] + 2)
+            self.fail(arrows[1], "a shape has at most one '->' (batch|input->output)",
+                      end=arrows[1] + 2)
         for i in range(start, end):
             if text[i] == "-" and not text.startswith("->", i):
                 self.fail(i, "'-' is only valid as part of '->'")
@@ -602,7 +604,7 @@ class _Parser:
         """One axis: ``label | int | _ | affine | concat``."""
         span = (toks[0][2], toks[-1][3])
         # Two atoms in a row without an operator: whitespace used as a separator.
-        for a, b in zip(toks, toks[1:], strict=False):
+        for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":
                 self.fail(b[2], "whitespace does not separate axes in multichar mode",
                           hint=self.whitespace_hint(), end=b[3])
@@ -611,7 +613,7 @@ class _Parser:
             return self.concat(toks, span)
         if ops & {"*", "+", "=+", "<+"}:
             return self.affine(toks, span)
-        (kind, val, s, e) = toks[0]
+        (kind, val, _s, _e) = toks[0]
         if kind == "int":
             return Fixed(int(val), span)
         if val == "_":

@@ -76,7 +76,7 @@ class Shape:
 
     __slots__ = ("_bases", "_hash", "_rows")
 
-    def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),  # noqa: A002
+    def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),
                  output: Iterable[Any] = ()):
         rows = []
         bases = []

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tensig.dims import Condition, Dim
@@ -59,6 +60,9 @@ class Origin:
     kind: str | None = None
     position: int | None = None
     note: str | None = None
+    # Rendered only when an error needs them (building strings on the hot path is waste).
+    explain: Callable[[], tuple[str, str, str | None]] | None = field(
+        default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         parts = []
@@ -343,7 +347,7 @@ class Solver:
     def _merge_basis(self, ra: DimVar, rb: DimVar, origin: Origin, strict: bool) -> str | None:
         if ra.basis == rb.basis:
             return ra.basis
-        if ra.basis is not None and rb.basis is not None or strict:
+        if (ra.basis is not None and rb.basis is not None) or strict:
             name = ra.name or rb.name
             shown = [b if b is not None else "no basis" for b in (ra.basis, rb.basis)]
             raise self.error(
@@ -407,13 +411,35 @@ class Solver:
     def resolve(row: SRow) -> SRow:
         """Splice bound row variables in until the row's variable (if any) is unbound."""
         left, var, right = row.left, row.var, row.right
-        while var is not None and var.value is not None:
-            v = var.value
+        if var is not None and var.value is not None:
+            v = Solver._expand(var)
             left, var, right = left + v.left, v.var, v.right + right
         if var is None and left:
             return SRow((), None, left + right)
         return SRow(left, var, right) if (left, var, right) != (row.left, row.var, row.right) \
             else row
+
+    @staticmethod
+    def _expand(node: RowNode) -> SRow:
+        """The full value of a bound row variable, compressing the chain of bindings.
+
+        Rebinding each visited variable to its final expansion keeps later lookups O(1), so
+        long chains of row variables (graph-wide inference) stay linear.
+        """
+        chain = []
+        left: tuple[DimVar, ...] = ()
+        right: tuple[DimVar, ...] = ()
+        cur: RowNode | None = node
+        while cur is not None and cur.value is not None:
+            chain.append((cur, left, right))
+            v = cur.value
+            left, cur, right = left + v.left, v.var, v.right + right
+        for n, pl, pr in chain[1:] if len(chain) > 2 else ():
+            # n's own expansion: strip what the nodes before it contributed
+            n.value = SRow(left[len(pl):], cur, right[:len(right) - len(pr)])
+        if len(chain) > 1:
+            node.value = SRow(left, cur, right)
+        return SRow(left, cur, right)
 
     def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
         if value.var is node:
@@ -429,7 +455,11 @@ class Solver:
 
     def unify_rows(self, a: SRow, b: SRow, origin: Origin, *, strict_basis: bool = False,
                    describe: tuple[str, str] = ("the spec", "the operand")) -> None:
-        """``a`` and ``b`` are the same row (equality, not broadcasting)."""
+        """``a`` and ``b`` are the same row (equality, not broadcasting).
+
+        ``describe`` names the two rows in a rank-mismatch message (``origin.explain``, when
+        set, supplies the names and a hint lazily instead).
+        """
         bound = [r.var for r in (a, b) if r.var is not None and r.var.value is not None]
         a, b = self.resolve(a), self.resolve(b)
         u = self.union
@@ -499,13 +529,17 @@ class Solver:
             return "(" + ", ".join(vals) + ")"
 
         kind = origin.kind or "a"
+        hint = origin.note
+        if origin.explain is not None:
+            first, second, hint = origin.explain()
+            describe = (first, second) if describe[0] == "the spec" else (second, first)
         origins = tuple(
             f"{_show_var(v)} was bound to {sizes(v.value)} by {v.origin.describe()}"
             for v in bound if v.value is not None and v.origin is not None)
         return self.error(
             f"rank mismatch in the {kind} row: {describe[0]} has {count(a)} "
             f"{sizes(a)}, {describe[1]} has {count(b)} {sizes(b)}", origin,
-            origins=origins, hint=origin.note)
+            origins=origins, hint=hint)
 
 
 def _show_var(node: RowNode) -> str:
