@@ -671,7 +671,7 @@ class ShapeGraph:
         """Propagate; close what nothing determines; every shape must then be known."""
         S = self.solver
         S.run()
-        for inst, patterns in self._apps:
+        for inst, _ in self._apps:
             for v, index in inst.result_fixed:
                 if v.root().value is None:
                     S.set_value(v, index + 1, Origin(inst.spec.text, note="placement"))
