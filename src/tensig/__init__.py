@@ -12,6 +12,7 @@ from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
+from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
 from tensig.shapes import Shape
 
 
@@ -29,6 +30,7 @@ __all__ = [
     "Dim",
     "InconclusiveError",
     "Inferred",
+    "RowArray",
     "Shape",
     "ShapeError",
     "ShapeIndex",
@@ -36,9 +38,16 @@ __all__ = [
     "Spec",
     "SpecSyntaxError",
     "TensigError",
+    "concat",
     "dim",
     "dims",
+    "einmax1",
+    "einsum",
+    "einsum1",
     "infer",
+    "outer_sum",
     "parse",
+    "rows",
+    "tropical",
 ]
 __version__ = "0.1.0"

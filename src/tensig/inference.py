@@ -75,7 +75,7 @@ __all__ = [
 MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
 EINSUM_OPS: dict[str, tuple[int, int | None]] = {
     # op name: (min operands, max operands)
-    "einsum": (1, None),
+    "einsum": (2, None),
     "einsum1": (1, 1),
     "outer_sum": (2, 2),
     "tropical": (2, 2),
@@ -204,7 +204,7 @@ class Inferred:
 def infer(
     spec: str,
     *operands: Any,
-    op: str = "einsum",
+    op: str | None = None,
     params: Mapping[str, int] | None = None,
     use_padding: bool | None = None,
     result: Any = None,
@@ -215,8 +215,10 @@ def infer(
     Operands are :class:`Shape` objects, shape strings (``"2|3->4"``), tuples (output axes) or
     arrays.  ``spec`` is an einsum spec, or one of the logics ``"."`` (pointwise broadcasting),
     ``"@"`` (compose) and ``"T"`` (transpose).  ``params`` resolves stride/dilation identifiers,
-    ``use_padding`` decides plain ``+`` affine axes, ``result`` gives a known result shape (for
-    middle concatenation and replicated labels) and ``sizes`` gives label sizes directly.
+    ``use_padding`` decides plain ``+`` affine axes, ``op`` (one of ``einsum``, ``einsum1``,
+    ``outer_sum``, ``tropical``, ``einmax1``, ``concat``) also checks that operator's arity,
+    ``result`` gives a known result shape (for middle concatenation and replicated labels) and
+    ``sizes`` gives label sizes directly.
 
     The answer is cached per (spec, shapes, options): a repeated call costs a dictionary lookup.
 
@@ -259,7 +261,7 @@ def _raw_key(x: Any) -> Any:
     return shape if type(shape) is tuple else tuple(shape)
 
 
-def _infer_checked(spec: Any, operands: tuple[Any, ...], op: str,
+def _infer_checked(spec: Any, operands: tuple[Any, ...], op: str | None,
                    params: Mapping[str, int] | None, use_padding: bool | None, result: Any,
                    sizes: Mapping[str, Any] | None) -> Inferred:
     if not isinstance(spec, str):
@@ -284,14 +286,14 @@ def _freeze_params(params: Mapping[str, int] | None) -> tuple[tuple[str, int], .
 
 
 @functools.lru_cache(maxsize=8192)
-def _infer_cached(spec: str, shapes: tuple[Shape, ...], op: str,
+def _infer_cached(spec: str, shapes: tuple[Shape, ...], op: str | None,
                   params: tuple[tuple[str, int], ...], use_padding: bool | None,
                   result: Shape | None, sizes: tuple[tuple[str, Any], ...] | None) -> Inferred:
     if spec.strip() in LOGICS:
         return _infer_logic(LOGICS[spec.strip()], shapes, result)
     if op in LOGICS.values():
         return _infer_logic(op, shapes, result)
-    if op not in EINSUM_OPS:
+    if op is not None and op not in EINSUM_OPS:
         raise ValueError(f"unknown op {op!r}; expected one of "
                          f"{', '.join([*EINSUM_OPS, *LOGICS.values()])}")
     return _EinsumInference(parse(spec), shapes, op, dict(params), use_padding, result,
@@ -306,7 +308,8 @@ def _infer_cached(spec: str, shapes: tuple[Shape, ...], op: str,
 class _EinsumInference:
     """One spec instance: labels and row variables are local to it."""
 
-    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str, params: dict[str, int],
+    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str | None,
+                 params: dict[str, int],
                  use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None,
                  solver: Solver | None = None):
         self.spec, self.shapes, self.op = spec, shapes, op
@@ -462,6 +465,8 @@ class _EinsumInference:
         if n != len(spec.operands):
             raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
                            f"{'was' if n == 1 else 'were'} given")
+        if self.op is None:
+            return
         lo, hi = EINSUM_OPS[self.op]
         if n < lo or (hi is not None and n > hi):
             want = str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
@@ -648,7 +653,7 @@ class ShapeGraph:
         return node
 
     def apply(self, spec: str, *operands: TensorNode, name: str | None = None,
-              op: str = "einsum", params: Mapping[str, int] | None = None,
+              op: str | None = None, params: Mapping[str, int] | None = None,
               use_padding: bool | None = None) -> TensorNode:
         """The result of ``spec`` applied to ``operands`` (a new tensor)."""
         inst = _EinsumInference(parse(spec), (), op, dict(_freeze_params(params)), use_padding,

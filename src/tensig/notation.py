@@ -25,8 +25,8 @@ carets but do not take part in equality):
 'ij; jk => ik'
 >>> parse("b|i->o; o->p => b|i->p") == parse("b|i->o;o->p=>b|i->p")
 True
->>> str(parse("...|2*oh<+wh, ..c..; wh => ...|oh, ..c.."))
-'...|2*oh<+wh, ..c..; wh => ...|oh, ..c..'
+>>> str(parse("...|...->2*oh<+wh, ..c..; |wh => ...|...->oh, ..c.."))
+'2*oh<+wh, ..c..; |wh => oh, ..c..'
 """
 
 from __future__ import annotations
@@ -335,8 +335,8 @@ def parse(text: str) -> Spec:
 def parse_shape_spec(text: str) -> ShapeSpec:
     """Parse one shape spec (no ``;`` or ``=>``), e.g. ``"b|i->o"``.
 
-    >>> str(parse_shape_spec("...|h, w, ..c.."))
-    '...|h, w, ..c..'
+    >>> str(parse_shape_spec("b|h, w, ..c.."))
+    'b|hw..c..'
     """
     if not isinstance(text, str):
         raise TypeError(f"a shape spec must be a str, not {type(text).__name__}")

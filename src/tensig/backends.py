@@ -1,0 +1,358 @@
+"""Thin backend adapters: the few array primitives the lowering needs, per array library.
+
+A backend is chosen by the type of the arrays (a dispatch table keyed by the array's top-level
+module, as einops does); libraries are imported lazily, only when an array of theirs shows up.
+Every primitive is functional (no item assignment), so the same lowering runs on NumPy,
+PyTorch, JAX and Dask, and results stay the kind of array that came in.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Backend", "backend_for", "backend_of"]
+
+
+class Backend:
+    """The primitives the lowering uses; subclasses adapt one array library."""
+
+    name = "abstract"
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        raise NotImplementedError
+
+    def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
+        """A callable computing ``einsum(subscripts, *xs)`` at the backend's best speed.
+
+        Planned once per shape signature (the caller caches it); BLAS-backed when it pays.
+        """
+        return functools.partial(self.einsum, subscripts)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        raise NotImplementedError
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last."""
+        raise NotImplementedError
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def transpose(self, x: Any, perm: Sequence[int]) -> Any:
+        return x.transpose(*perm)
+
+    def reshape(self, x: Any, shape: Sequence[int]) -> Any:
+        return x.reshape(tuple(shape))
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        raise NotImplementedError
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        raise NotImplementedError
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        raise NotImplementedError
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        """An ``n x n`` boolean identity mask on ``like``'s device."""
+        raise NotImplementedError
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def neutral_max(self, like: Any) -> float:
+        """The neutral element of max for ``like``'s dtype: -inf, or the dtype's minimum."""
+        raise NotImplementedError
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+
+    def __init__(self) -> None:
+        import numpy
+
+        self.np = numpy
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        return self.np.einsum(subscripts, *xs)
+
+    def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
+        flops = _flops(subscripts, shapes)
+        if flops < 1 << 15 or len(shapes) < 2:
+            return functools.partial(self.np.einsum, subscripts)
+        try:
+            import opt_einsum
+        except ImportError:  # the optional extra is missing: numpy's own planner
+            return functools.partial(self.np.einsum, subscripts, optimize=True)
+        return opt_einsum.contract_expression(subscripts, *shapes)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        return self.np.pad(x, list(widths), constant_values=value)
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        from numpy.lib.stride_tricks import sliding_window_view
+
+        w = sliding_window_view(x, size, axis=axis)
+        if step != 1:
+            index = [slice(None)] * w.ndim
+            index[axis] = slice(None, None, step)
+            w = w[tuple(index)]
+        return w
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return x.max(axis=axes) if axes else x
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return self.np.broadcast_to(x, tuple(shape))
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        return self.np.concatenate(xs, axis=axis)
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        return self.np.full(tuple(shape), value, dtype=like.dtype)
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        return self.np.eye(n, dtype=bool)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return self.np.where(mask, a, b)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.np.maximum(a, b)
+
+    def neutral_max(self, like: Any) -> float:
+        np = self.np
+        dt = np.asarray(like).dtype if not hasattr(like, "dtype") else like.dtype
+        if np.issubdtype(dt, np.integer):
+            return int(np.iinfo(dt).min)
+        if dt == np.bool_:
+            return False
+        return -np.inf
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        return self.np.result_type(*xs)
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        return self.torch.einsum(subscripts, *xs)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        flat: list[int] = []
+        for lo, hi in reversed(list(widths)):  # torch pads the last axis first
+            flat += [lo, hi]
+        return self.torch.nn.functional.pad(x, flat, value=value)
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        return x.unfold(axis, size, step)
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.torch.amax(x, dim=axes) if axes else x
+
+    def transpose(self, x: Any, perm: Sequence[int]) -> Any:
+        return x.permute(*perm)
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return x.expand(*shape)
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        return self.torch.cat(list(xs), dim=axis)
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        return self.torch.full(tuple(shape), value, dtype=like.dtype, device=like.device)
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        return self.torch.eye(n, dtype=self.torch.bool, device=like.device)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return self.torch.where(mask, a, b)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.torch.maximum(a, b)
+
+    def neutral_max(self, like: Any) -> float:
+        t = self.torch
+        if like.dtype == t.bool:
+            return False
+        if not like.dtype.is_floating_point and not like.dtype.is_complex:
+            return int(t.iinfo(like.dtype).min)
+        return -float("inf")
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        dt = xs[0].dtype
+        for x in xs[1:]:
+            dt = self.torch.promote_types(dt, x.dtype)
+        return dt
+
+
+class JaxBackend(Backend):
+    name = "jax"
+
+    def __init__(self) -> None:
+        import jax.numpy as jnp
+
+        self.jnp = jnp
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        return self.jnp.einsum(subscripts, *xs)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        return self.jnp.pad(x, list(widths), constant_values=value)
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        # A gather: JAX has no strided views; XLA fuses the gather into the consumer.
+        n = (x.shape[axis] - size) // step + 1
+        jnp = self.jnp
+        idx = jnp.arange(n)[:, None] * step + jnp.arange(size)[None, :]
+        w = jnp.take(x, idx, axis=axis)  # axis -> (n, size) in place
+        return jnp.moveaxis(w, axis + 1, -1)
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.jnp.max(x, axis=axes) if axes else x
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return self.jnp.broadcast_to(x, tuple(shape))
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        return self.jnp.concatenate(list(xs), axis=axis)
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        return self.jnp.full(tuple(shape), value, dtype=like.dtype)
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        return self.jnp.eye(n, dtype=bool)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return self.jnp.where(mask, a, b)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.jnp.maximum(a, b)
+
+    def neutral_max(self, like: Any) -> float:
+        jnp = self.jnp
+        if jnp.issubdtype(like.dtype, jnp.integer):
+            return int(jnp.iinfo(like.dtype).min)
+        if like.dtype == jnp.bool_:
+            return False
+        return -float("inf")
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        return self.jnp.result_type(*xs)
+
+
+class DaskBackend(Backend):
+    name = "dask"
+
+    def __init__(self) -> None:
+        import dask.array as da
+        import numpy
+
+        self.da = da
+        self.np = numpy
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        return self.da.einsum(subscripts, *xs)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        return self.da.pad(x, list(widths), mode="constant", constant_values=value)
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        from dask.array.lib.stride_tricks import sliding_window_view
+
+        w = sliding_window_view(x, size, axis=axis)
+        if step != 1:
+            index = [slice(None)] * w.ndim
+            index[axis] = slice(None, None, step)
+            w = w[tuple(index)]
+        return w
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return x.max(axis=axes) if axes else x
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return self.da.broadcast_to(x, tuple(shape))
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        return self.da.concatenate(list(xs), axis=axis)
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        return self.da.full(tuple(shape), value, dtype=like.dtype)
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        return self.np.eye(n, dtype=bool)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return self.da.where(mask, a, b)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.da.maximum(a, b)
+
+    def neutral_max(self, like: Any) -> float:
+        np = self.np
+        if np.issubdtype(like.dtype, np.integer):
+            return int(np.iinfo(like.dtype).min)
+        if like.dtype == np.bool_:
+            return False
+        return -np.inf
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        return self.np.result_type(*[x.dtype for x in xs])
+
+
+_BACKENDS: dict[str, type[Backend]] = {
+    "numpy": NumpyBackend,
+    "torch": TorchBackend,
+    "jax": JaxBackend,
+    "jaxlib": JaxBackend,
+    "dask": DaskBackend,
+}
+
+
+@functools.cache
+def backend_for(array_type: type) -> Backend:
+    """The backend of an array type (instantiated once, importing its library then)."""
+    module = array_type.__module__.split(".")[0]
+    cls = _BACKENDS.get(module)
+    if cls is None:
+        raise TypeError(
+            f"tensig does not know arrays of type {array_type.__module__}.{array_type.__name__}; "
+            "supported: numpy.ndarray, torch.Tensor, jax.Array, dask.array.Array")
+    return cls()
+
+
+def backend_of(xs: Sequence[Any]) -> Backend:
+    """The one backend of ``xs``; mixing array libraries in one call is a ``TypeError``."""
+    first = backend_for(type(xs[0]))
+    for i, x in enumerate(xs[1:], 1):
+        b = backend_for(type(x))
+        if b is not first:
+            raise TypeError(
+                f"operands mix array libraries: operand 0 is a {first.name} array, operand {i} "
+                f"a {b.name} array; convert them to one library first")
+    return first
+
+
+def _flops(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> int:
+    sizes: dict[str, int] = {}
+    for sub, shape in zip(subscripts.split("->")[0].split(","), shapes, strict=True):
+        for c, n in zip(sub, shape, strict=True):
+            sizes[c] = n
+    total = 1
+    for n in sizes.values():
+        total *= n
+    return total

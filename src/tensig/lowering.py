@@ -1,0 +1,536 @@
+"""Lowering: solved projections (:attr:`tensig.Inferred.layout`) to backend calls.
+
+A :class:`Plan` is built once per (operation, spec, shapes, options, backend) and is a short
+list of vectorised backend calls -- no Python loop over elements:
+
+1. **operand views**: a fixed index slices (``x[..., 2, ...]``), a concatenation component
+   slices its range, an affine axis pads with the accumulator's neutral element (padded or
+   offset forms) and becomes sliding windows (NumPy ``sliding_window_view``, torch ``unfold``,
+   a gather on JAX) whose window axis is the kernel iterator;
+2. **the core**: one contraction (``einsum``; opt_einsum/BLAS when the problem is big) for the
+   add-reducing operations, ``amax`` for the max-reducing ones, and for the add-combining
+   operations (``outer_sum``, ``tropical``) a reduction of each operand before they meet, so
+   the product space is materialised only over the axes both share;
+3. **placement**: labels only in the result are broadcast (replicated), repeated result labels
+   are written on the diagonal, fixed result indices and concatenation components are padded
+   into place with the neutral element.
+
+Concatenation is a sum type: each *phase* picks one component of every concatenated axis; a
+tensor takes part in the phases whose components it uses.  Phases are enumerated at plan time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tensig.backends import Backend
+from tensig.inference import (
+    AffineIndex,
+    AxisUse,
+    ConcatIndex,
+    FixedIndex,
+    Inferred,
+    Iter,
+)
+from tensig.shapes import Shape
+
+__all__ = ["OPS", "OpKind", "Plan", "build_plan"]
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """An OCANNL einsum operator: how operand values combine, how results accumulate."""
+
+    name: str
+    combine: Literal["mul", "add", "one"]
+    accumulate: Literal["add", "max"]
+    min_operands: int
+    max_operands: int | None
+
+
+OPS: dict[str, OpKind] = {
+    "einsum": OpKind("einsum", "mul", "add", 2, None),  # +*
+    "einsum1": OpKind("einsum1", "one", "add", 1, 1),  # ++
+    "outer_sum": OpKind("outer_sum", "add", "add", 2, 2),  # +++
+    "tropical": OpKind("tropical", "add", "max", 2, 2),  # @^+
+    "einmax1": OpKind("einmax1", "one", "max", 1, 1),  # @^^
+    "concat": OpKind("concat", "mul", "add", 1, None),  # ++^
+}
+
+_LETTERS = string.ascii_letters
+
+# Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
+# of a concatenated axis, which is private to that axis.
+Key = int | tuple[str, int, int, int]
+
+
+@dataclass
+class Plan:
+    """A compiled operation: ``run(arrays)`` does only backend calls."""
+
+    run: Callable[[Sequence[Any]], Any]
+    shape: Shape
+    inferred: Inferred
+
+
+# --------------------------------------------------------------------------------------------
+# Phases of concatenation
+# --------------------------------------------------------------------------------------------
+
+
+def _components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, int]]:
+    idx = uses[pos].index
+    assert isinstance(idx, ConcatIndex)
+    out: list[tuple[Key, int]] = []
+    for j, part in enumerate(idx.parts):
+        if isinstance(part, Iter):
+            out.append((part.id, int(part.size)))
+        else:
+            out.append((("part", t, pos, j), part))
+    return out
+
+
+def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int], int]]:
+    """Consistent choices of one active component per concatenated axis."""
+    axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
+            if isinstance(u.index, ConcatIndex)]
+    if not axes:
+        return [{}]
+    comps = {ax: _components(layout[ax[0]], *ax) for ax in axes}
+    labels = {k for cs in comps.values() for k, _ in cs if isinstance(k, int)}
+    phases = []
+    for choice in itertools.product(*(range(len(comps[ax])) for ax in axes)):
+        chosen = dict(zip(axes, choice, strict=True))
+        active = {comps[ax][j][0] for ax, j in chosen.items()} & labels
+        ok = all(
+            sum(1 for k, _ in comps[ax] if k in active) == (1 if comps[ax][j][0] in labels else 0)
+            for ax, j in chosen.items())
+        if ok:
+            phases.append(chosen)
+    return phases
+
+
+# --------------------------------------------------------------------------------------------
+# Building a plan
+# --------------------------------------------------------------------------------------------
+
+
+def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
+    """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
+    layout = inferred.layout
+    n_ops = len(layout) - 1
+    result_uses = layout[-1]
+    phases = _phases(layout)
+    concat_labels = {k for ph in phases for (t, p) in ph
+                     for k, _ in _components(layout[t], t, p) if isinstance(k, int)}
+    steps = []
+    for phase in phases:
+        active = {_components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
+        inactive = concat_labels - active
+
+        def takes_part(uses: tuple[AxisUse, ...], inactive: set[Key] = inactive) -> bool:
+            for u in uses:
+                ix = u.index
+                used = [ix] if isinstance(ix, Iter) else \
+                    [ix.over] + ([ix.kernel] if ix.kernel is not None else []) \
+                    if isinstance(ix, AffineIndex) else []
+                if any(it.id in inactive for it in used if it is not None):
+                    return False
+            return True
+
+        if not takes_part(result_uses):
+            continue
+        members = [t for t in range(n_ops) if takes_part(layout[t])]
+        if not members:
+            continue
+        steps.append(_phase_step(inferred, op, backend, phase, members))
+    shape = inferred.shape
+    full_shape = tuple(int(u.size) for u in result_uses)
+
+    def run(arrays: Sequence[Any]) -> Any:
+        neutral = _neutral(op, backend, arrays)
+        out = None
+        for step in steps:
+            piece = step(arrays, neutral)
+            if out is None:
+                out = piece
+            elif op.accumulate == "add":
+                out = out + piece
+            else:
+                out = backend.maximum(out, piece)
+        if out is None:
+            like = arrays[0]
+            return backend.full(full_shape, neutral, like)
+        return out
+
+    if len(steps) == 1:
+        only = steps[0]
+        if op.accumulate == "add" and not _needs_neutral(inferred):
+            def run(arrays: Sequence[Any]) -> Any:
+                return only(arrays, 0)
+    return Plan(run, shape, inferred)
+
+
+def _needs_neutral(inferred: Inferred) -> bool:
+    return any(not isinstance(u.index, Iter) for uses in inferred.layout for u in uses)
+
+
+def _neutral(op: OpKind, backend: Backend, arrays: Sequence[Any]) -> float:
+    return 0 if op.accumulate == "add" else backend.neutral_max(arrays[0])
+
+
+class _Letters:
+    """Einsum letters for iterator keys."""
+
+    def __init__(self) -> None:
+        self.map: dict[Key, str] = {}
+
+    def __getitem__(self, key: Key) -> str:
+        s = self.map.get(key)
+        if s is None:
+            if len(self.map) >= len(_LETTERS):
+                raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
+                                 "to an einsum call")
+            s = self.map[key] = _LETTERS[len(self.map)]
+        return s
+
+
+def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
+                phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
+    """One phase: operand views, the core, the placement into the full result."""
+    layout = inferred.layout
+    views = [_operand_view(layout[t], t, phase, backend) for t in members]
+    res_keys, res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
+    key_sizes: dict[Key, int] = {}
+    for _, ks, ns in views:
+        key_sizes.update(zip(ks, ns, strict=True))
+    for kind, info in res_axes:
+        if kind == "iter":
+            key_sizes.setdefault(info, _iter_size(inferred, info))
+        elif kind == "part":
+            key_sizes.setdefault(info[0], info[3])
+    covered = {k for _, ks, _ in views for k in ks} & set(res_keys)
+    core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
+    place = _placement(backend, covered, res_keys, res_axes, key_sizes)
+    funcs = [v[0] for v in views]
+
+    if len(members) == 1:
+        (t,), (f,) = members, funcs
+
+        def step(arrays: Sequence[Any], neutral: float) -> Any:
+            return place(core([f(arrays[t], neutral)], neutral), neutral)
+    else:
+        def step(arrays: Sequence[Any], neutral: float) -> Any:
+            xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
+            return place(core(xs, neutral), neutral)
+
+    return step
+
+
+def _iter_size(inferred: Inferred, key: int) -> int:
+    return int(inferred.iterators[key].size)
+
+
+def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
+                  backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
+                                             list[int]]:
+    """How to turn operand ``t`` into an array whose axes are iterators.
+
+    Returns the view function, the iterator key of each axis of the view, and their sizes.
+    """
+    index: list[Any] = []
+    keys: list[Key] = []
+    sizes: list[int] = []
+    pads: list[tuple[int, int]] = []
+    windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
+    strided: list[tuple[int, slice]] = []
+    kernel_keys: list[tuple[Key, int]] = []
+    for p, u in enumerate(uses):
+        ix = u.index
+        size = int(u.size)
+        if isinstance(ix, FixedIndex):
+            index.append(ix.index)
+            continue
+        axis = len(keys)
+        if isinstance(ix, ConcatIndex):
+            comps = _components(uses, t, p)
+            j = phase[(t, p)]
+            off = sum(n for _, n in comps[:j])
+            index.append(slice(off, off + comps[j][1]))
+            keys.append(comps[j][0])
+            sizes.append(comps[j][1])
+            pads.append((0, 0))
+            continue
+        index.append(slice(None))
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            sizes.append(size)
+            pads.append((0, 0))
+            continue
+        assert isinstance(ix, AffineIndex)
+        out = int(ix.over.size)
+        keys.append(ix.over.id)
+        sizes.append(out)
+        if ix.kernel is None:
+            need = ix.stride * (out - 1) + ix.offset + 1
+            pads.append((0, max(0, need - size)))
+            strided.append((axis, slice(ix.offset, need, ix.stride)))
+            continue
+        k = int(ix.kernel.size)
+        span = (k - 1) * ix.dilation + 1
+        left = span - (span + 1) // 2 if ix.padded else 0
+        need = ix.stride * (out - 1) + span
+        pads.append((left, max(0, need - left - size)))
+        windows.append((axis, span, ix.stride, out, ix.dilation))
+        kernel_keys.append((ix.kernel.id, k))
+    keys += [kk for kk, _ in kernel_keys]
+    sizes += [n for _, n in kernel_keys]
+    basic = tuple(index)
+    trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
+    any_pad = any(p != (0, 0) for p in pads)
+    ndim = len(pads)
+
+    def view(x: Any, neutral: float) -> Any:
+        if not trivial_index:
+            x = x[basic]
+        if any_pad:
+            x = backend.pad(x, pads, neutral)
+        if strided:
+            sl = [slice(None)] * ndim
+            for axis, s in strided:
+                sl[axis] = s
+            x = x[tuple(sl)]
+        for axis, span, stride, out, dilation in windows:
+            x = backend.windows(x, axis, span, stride)
+            sl = [slice(None)] * x.ndim
+            sl[axis] = slice(0, out)
+            sl[-1] = slice(None, None, dilation)
+            x = x[tuple(sl)]
+        return x
+
+    if trivial_index and not any_pad and not strided and not windows:
+        def view(x: Any, neutral: float) -> Any:
+            return x
+
+    return view, keys, sizes
+
+
+def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int]
+                 ) -> tuple[list[Key], list[tuple[str, Any]]]:
+    """The result's iterator keys (first appearance order) and how each axis is produced."""
+    keys: list[Key] = []
+    axes: list[tuple[str, Any]] = []
+    for p, u in enumerate(uses):
+        ix = u.index
+        if isinstance(ix, FixedIndex):
+            axes.append(("fixed", (ix.index, 0, int(u.size))))
+            continue
+        if isinstance(ix, ConcatIndex):
+            comps = _components(uses, t, p)
+            j = phase[(t, p)]
+            off = sum(n for _, n in comps[:j])
+            key, n = comps[j]
+            axes.append(("part", (key, off, int(u.size), n)))
+        else:
+            assert isinstance(ix, Iter)
+            key = ix.id
+            axes.append(("iter", key))
+        if key not in keys:
+            keys.append(key)
+    return keys, axes
+
+
+# --------------------------------------------------------------------------------------------
+# The core computation of a phase
+# --------------------------------------------------------------------------------------------
+
+
+def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
+          res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
+    """Combine the operand views into an array over the result keys they cover.
+
+    Result keys no operand covers are replicated later; the core's axes are the covered
+    result keys, in result order.
+    """
+    letters = _Letters()
+    present = {k for ks in keys for k in ks}
+    out_keys = [k for k in res_keys if k in present]
+    size_of = {k: n for ks, ns in zip(keys, sizes, strict=True) for k, n in zip(ks, ns,
+                                                                                  strict=True)}
+    subs_in = ["".join(letters[k] for k in ks) for ks in keys]
+    subs_out = "".join(letters[k] for k in out_keys)
+    shapes = [tuple(ns) for ns in sizes]
+    combine = "one" if len(keys) == 1 else op.combine
+    if op.accumulate == "add" and combine in ("one", "mul"):
+        subscripts = ",".join(subs_in) + "->" + subs_out
+        contract = backend.contraction(subscripts, shapes)
+        if len(keys) == 1 and subs_in[0] == subs_out:
+            return lambda xs, neutral: xs[0]
+        return lambda xs, neutral: contract(*xs)
+    if combine == "one":  # max-reduce one operand
+        return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
+    if op.accumulate == "add":  # outer_sum: sum of (a + b) over the reduced axes
+        return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
+    return _max_of_sums(backend, keys, subs_in, out_keys, letters)
+
+
+def _unique(s: str) -> str:
+    return "".join(dict.fromkeys(s))
+
+
+def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
+             ) -> Callable[[list[Any], float], Any]:
+    uniq = _unique(sub)
+    diag = f"{sub}->{uniq}" if uniq != sub else None  # a diagonal: no reduction
+    reduce_axes = tuple(i for i, c in enumerate(uniq) if c not in out)
+    kept = [c for c in uniq if c in out]
+    perm = [kept.index(c) for c in out]
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        x = xs[0]
+        if diag is not None:
+            x = backend.einsum(diag, x)
+        x = backend.amax(x, reduce_axes)
+        return backend.transpose(x, perm) if perm != sorted(perm) else x
+
+    return core
+
+
+def _aligned(backend: Backend, x: Any, sub: str, order: str) -> Any:
+    """``x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``."""
+    perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
+    if perm != list(range(len(sub))):
+        x = backend.transpose(x, perm)
+    shape = []
+    present = {c: n for c, n in zip(sorted(sub, key=order.index), x.shape, strict=True)}
+    for c in order:
+        shape.append(present.get(c, 1))
+    return backend.reshape(x, shape)
+
+
+def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
+                 letters: _Letters, size_of: dict[Key, int]) -> Callable[[list[Any], float], Any]:
+    """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
+    out = "".join(letters[k] for k in out_keys)
+    reduced = {k for ks in keys for k in ks} - set(out_keys)
+    parts = []
+    for ks, sub in zip(keys, subs, strict=True):
+        mine = _unique(sub)
+        kept = "".join(c for c in mine if c in out)
+        count = 1
+        for k in reduced - set(ks):
+            count *= size_of[k]
+        parts.append((f"{sub}->{kept}", kept, count))
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        total = None
+        for x, (subscripts, kept, count) in zip(xs, parts, strict=True):
+            y = backend.einsum(subscripts, x)
+            if count != 1:
+                y = y * count
+            y = _aligned(backend, y, kept, out)
+            total = y if total is None else total + y
+        return total
+
+    return core
+
+
+def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
+                 letters: _Letters) -> Callable[[list[Any], float], Any]:
+    """max_R (a + b): reduce each operand over the reduced axes only it has, then meet."""
+    out = "".join(letters[k] for k in out_keys)
+    all_subs = [_unique(s) for s in subs]
+    shared_reduced = "".join(
+        c for c in dict.fromkeys("".join(all_subs))
+        if c not in out and sum(c in s for s in all_subs) > 1)
+    order = out + shared_reduced
+    preps = []
+    for sub, mine in zip(subs, all_subs, strict=True):
+        others = set("".join(s for s in all_subs if s is not mine))
+        diag = f"{sub}->{mine}" if mine != sub else None
+        own = tuple(i for i, c in enumerate(mine) if c not in out and c not in others)
+        kept = "".join(c for c in mine if c in out or c in others)
+        preps.append((diag, own, kept))
+    final_axes = tuple(range(len(out), len(order)))
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        total = None
+        for x, (diag, own, kept) in zip(xs, preps, strict=True):
+            if diag is not None:
+                x = backend.einsum(diag, x)
+            x = backend.amax(x, own)
+            x = _aligned(backend, x, kept, order)
+            total = x if total is None else total + x
+        return backend.amax(total, final_axes)
+
+    return core
+
+
+# --------------------------------------------------------------------------------------------
+# Placement into the result
+# --------------------------------------------------------------------------------------------
+
+
+def _placement(backend: Backend, covered: set[Key], res_keys: list[Key],
+               res_axes: list[tuple[str, Any]], key_sizes: dict[Key, int]
+               ) -> Callable[[Any, float], Any]:
+    """From the core (axes: the covered result keys, in result order) to the full result.
+
+    Replicates keys no operand covers, writes repeated keys on the diagonal, and pads fixed
+    placements and concatenation components into place with the neutral element.
+    """
+    # 1. replicate: insert the uncovered keys as broadcast axes
+    rep_shape = [key_sizes[k] if k in covered else 1 for k in res_keys]
+    full_keys = [key_sizes[k] for k in res_keys]
+    replicate = any(k not in covered for k in res_keys)
+    # 2. one axis per result axis: first occurrences in order, new size-1 axes otherwise
+    seen: dict[Key, int] = {}
+    expanded: list[int] = []
+    diagonals: list[tuple[int, int, int]] = []  # (first position, duplicate position, size)
+    pads: list[tuple[int, int]] = []
+    for pos, (kind, info) in enumerate(res_axes):
+        if kind == "fixed":
+            index, _, size = info
+            expanded.append(1)
+            pads.append((index, size - index - 1))
+            continue
+        key = info if kind == "iter" else info[0]
+        n = key_sizes[key]
+        if key in seen:
+            expanded.append(1)
+            diagonals.append((seen[key], pos, n))
+        else:
+            seen[key] = pos
+            expanded.append(n)
+        if kind == "part":
+            _, off, total, n = info
+            pads.append((off, total - off - n))
+        else:
+            pads.append((0, 0))
+    reshape_needed = expanded != full_keys
+    any_pad = any(p != (0, 0) for p in pads)
+    if not replicate and not reshape_needed and not diagonals and not any_pad:
+        return lambda core, neutral: core
+
+    def place(x: Any, neutral: float) -> Any:
+        if replicate:
+            x = backend.broadcast_to(backend.reshape(x, rep_shape), full_keys)
+        if reshape_needed:
+            x = backend.reshape(x, expanded)
+        for first, dup, n in diagonals:
+            target = list(x.shape)
+            target[dup] = n
+            x = backend.broadcast_to(x, target)
+            mask_shape = [1] * len(target)
+            mask_shape[first] = mask_shape[dup] = n
+            mask = backend.reshape(backend.eye_mask(n, x), mask_shape)
+            x = backend.where(mask, x, backend.full((), neutral, x))
+        if any_pad:
+            x = backend.pad(x, pads, neutral)
+        return x
+
+    return place

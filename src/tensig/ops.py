@@ -1,0 +1,238 @@
+"""The eager API: the notation runs on NumPy (default), PyTorch, JAX and Dask arrays.
+
+One function per OCANNL einsum operator, spec first, then the arrays:
+
+=================  =========  ====================================  ==========================
+function           OCANNL     combine, then reduce                  neutral (unreached cells)
+=================  =========  ====================================  ==========================
+``einsum``         ``+*``     multiply, add-reduce (2+ operands)    0
+``einsum1``        ``++``     add-reduce / permute / diag / place   0
+``outer_sum``      ``+++``    add, add-reduce                       0
+``tropical``       ``@^+``    add, max-reduce (max pooling)         -inf
+``einmax1``        ``@^^``    max-reduce                            -inf
+``concat``         ``++^``    concatenate, slice, build blocks      0
+=================  =========  ====================================  ==========================
+
+Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
+the call is lowered once per (spec, shapes, options, array type) into backend calls
+(:mod:`tensig.lowering`) and cached, so a repeated call costs a dictionary lookup plus the
+backend's own work.
+
+Plain arrays have output axes only; :func:`rows` marks leading batch and trailing input axes,
+so ``batch|input->output`` specs work on real data.
+
+>>> import numpy as np
+>>> einsum("ij;jk=>ik", np.ones((2, 3)), np.ones((3, 4))).shape
+(2, 4)
+>>> einsum1("i => ii", np.array([1., 2.]))
+array([[1., 0.],
+       [0., 2.]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensig.backends import backend_of
+from tensig.inference import _raw_key, infer
+from tensig.lowering import OPS, Plan, build_plan
+from tensig.shapes import Shape
+
+__all__ = [
+    "RowArray",
+    "concat",
+    "einmax1",
+    "einsum",
+    "einsum1",
+    "outer_sum",
+    "rows",
+    "tropical",
+]
+
+
+class RowArray:
+    """A backend array together with its three-row tensig :class:`~tensig.Shape`.
+
+    Memory order is batch, output, input.  ``.array`` unwraps; ``.rows`` is the Shape.
+
+    >>> import numpy as np
+    >>> x = rows(np.zeros((8, 3, 4)), batch=1, input=1)
+    >>> x.rows
+    Shape('8|4->3')
+    """
+
+    __slots__ = ("array", "rows")
+
+    def __init__(self, array: Any, shape: Shape):
+        dims = tuple(array.shape)
+        if tuple(int(d) for d in shape.dims) != dims:
+            raise ValueError(f"array of shape {dims} does not have the sizes of {shape} "
+                             f"(memory order batch, output, input: {shape.dims})")
+        self.array = array
+        self.rows = shape
+
+    @property
+    def __tensig_shape__(self) -> Shape:
+        return self.rows
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self.array.dtype
+
+    def unwrap(self) -> Any:
+        return self.array
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self.array, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"RowArray({self.rows}, {type(self.array).__module__}.{type(self.array).__name__})"
+
+
+def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
+    """Say that the first ``batch`` axes of ``x`` are batch axes and the last ``input`` axes
+    are input axes (the rest are output axes).
+
+    >>> import numpy as np
+    >>> rows(np.zeros((2, 3, 4, 5)), batch=2).rows
+    Shape('2,3|4,5')
+    """
+    if isinstance(x, RowArray):
+        x = x.array
+    dims = tuple(int(d) for d in x.shape)
+    for name, n in (("batch", batch), ("input", input)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"rows(): {name}= must be a nonnegative int, not {n!r}")
+    if batch + input > len(dims):
+        raise ValueError(f"rows(): batch={batch} + input={input} axes exceed the array's "
+                         f"{len(dims)} axes (shape {dims})")
+    out_end = len(dims) - input
+    return RowArray(x, Shape(batch=dims[:batch], input=dims[out_end:],
+                             output=dims[batch:out_end]))
+
+
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+_PLANS_MAX = 4096
+
+
+def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
+          use_padding: bool | None, capture: Sequence[str] | None) -> Any:
+    if not xs:
+        raise TypeError(f"{op}() needs at least one array after the spec")
+    wrapped = False
+    arrays = []
+    for x in xs:
+        if isinstance(x, RowArray):
+            wrapped = True
+            arrays.append(x.array)
+        else:
+            arrays.append(x)
+    try:
+        key = (op, spec, tuple(map(_raw_key, xs)), tuple(map(type, arrays)),
+               None if params is None else tuple(params.items()), use_padding)
+        plan = _PLANS.get(key)
+    except (TypeError, AttributeError):
+        key, plan = None, None
+    if plan is None:
+        plan = _plan(op, spec, xs, arrays, params, use_padding)
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    out = plan.run(arrays)
+    if wrapped or plan.shape.batch or plan.shape.input:
+        out = RowArray(out, plan.shape)
+    if capture is not None:
+        return out, plan.inferred.capture(capture)
+    return out
+
+
+def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
+          params: Mapping[str, int] | None, use_padding: bool | None) -> Plan:
+    if not isinstance(spec, str):
+        raise TypeError(f"{op}(): the spec comes first and must be a str, not "
+                        f"{type(spec).__name__}")
+    for i, a in enumerate(arrays):
+        if not hasattr(a, "shape") or isinstance(a, str | tuple | list):
+            raise TypeError(f"{op}(): operand {i} is a {type(a).__name__}, not an array")
+    backend = backend_of(arrays)
+    inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding)
+    return build_plan(inferred, OPS[op], backend)
+
+
+def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
+           use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Multiply, add-reduce (OCANNL ``+*``): two or more operands.
+
+    >>> import numpy as np
+    >>> x, k = np.arange(5.), np.array([1., 10.])
+    >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
+    array([10., 21., 32., 43.])
+    """
+    return _call("einsum", spec, xs, params, use_padding, capture)
+
+
+def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
+            use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Add-reduce, permute, diagonal, embed, slice, place (OCANNL ``++``).
+
+    >>> import numpy as np
+    >>> einsum1("i => i2", np.array([1., 2.]))
+    array([[0., 0., 1.],
+           [0., 0., 2.]])
+    """
+    return _call("einsum1", spec, (x,), params, use_padding, capture)
+
+
+def outer_sum(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
+              use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Add, add-reduce (OCANNL ``+++``).
+
+    >>> import numpy as np
+    >>> outer_sum("i; j => ij", np.array([0., 10.]), np.array([1., 2., 3.]))
+    array([[ 1.,  2.,  3.],
+           [11., 12., 13.]])
+    """
+    return _call("outer_sum", spec, (a, b), params, use_padding, capture)
+
+
+def tropical(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
+             use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Add, max-reduce (OCANNL ``@^+``): max pooling with a window, the tropical semiring.
+
+    >>> import numpy as np
+    >>> tropical("2*o<+w; w => o", np.array([1., 5., 2., 3.]), np.zeros(2))
+    array([5., 3.])
+    """
+    return _call("tropical", spec, (a, b), params, use_padding, capture)
+
+
+def einmax1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
+            use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Max-reduce (OCANNL ``@^^``).
+
+    >>> import numpy as np
+    >>> einmax1("ij => i", np.array([[1., 7.], [4., 2.]]))
+    array([7., 4.])
+    """
+    return _call("einmax1", spec, (x,), params, use_padding, capture)
+
+
+def concat(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
+           use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+    """Concatenation, slicing and block construction (OCANNL ``++^``).
+
+    >>> import numpy as np
+    >>> concat("a; b => a^b", np.array([1., 2.]), np.array([3.]))
+    array([1., 2., 3.])
+    >>> concat("3^a => a", np.arange(5.))
+    array([3., 4.])
+    """
+    return _call("concat", spec, xs, params, use_padding, capture)

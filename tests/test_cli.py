@@ -1,0 +1,92 @@
+"""The command line: exit codes, text and JSON output, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tensig.cli import main
+
+
+def run(capsys, *args):
+    status = main(list(args))
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_spec_structure_only(capsys):
+    status, out, _ = run(capsys, "spec", "ij;jk=>ik")
+    assert status == 0
+    assert "canonical: ij; jk => ik" in out
+    assert "mode:      single-char" in out
+    assert "operand 1" in out and "... (context ellipsis)" in out
+
+
+def test_spec_with_shapes(capsys):
+    status, out, _ = run(capsys, "spec", "ij;jk=>ik", "3,4", "4,5")
+    assert status == 0
+    assert "result shape: 3,5" in out
+    assert "  j = 4" in out
+
+
+def test_params_padding_and_conditions(capsys):
+    status, out, _ = run(capsys, "spec", "stride*o<+k; k => o", "T", "3", "--param", "stride=2")
+    assert status == 0
+    assert "requires T >= 3" in out
+    status, out, _ = run(capsys, "spec", "o+k; k => o", "8", "3", "--use-padding")
+    assert status == 0 and "result shape: 8" in out
+    status, out, _ = run(capsys, "spec", "o+k; k => o", "8", "3", "--no-padding")
+    assert status == 0 and "result shape: 6" in out
+
+
+def test_shape_error_exit_1(capsys):
+    status, _, err = run(capsys, "spec", "ij;jk=>ik", "3,4", "5,4")
+    assert status == 1
+    assert "size mismatch for label 'j': 4 vs 5" in err
+    assert "       ^" in err
+
+
+def test_syntax_error_exit_1_json(capsys):
+    status, out, _ = run(capsys, "spec", "s a; s b => s a^b", "--json")
+    assert status == 1
+    data = json.loads(out)
+    assert data["error"] == "SpecSyntaxError" and data["column"] == 2
+    assert data["hint"] == "separate axes with commas: s, a; s, b => s, a^b"
+
+
+def test_json_success(capsys):
+    status, out, _ = run(capsys, "spec", "b|i->o; o->p => b|i->p", "8|3->4", "4->5", "--json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["inferred"]["result"] == "8|3->5"
+    assert data["operands"][0]["batch"]["left"] == []
+    assert data["operands"][0]["batch"]["right"] == ["b"]
+
+
+def test_shape_error_json(capsys):
+    status, out, _ = run(capsys, "spec", "ij;jk=>ik", "3,4", "5,4", "--json")
+    data = json.loads(out)
+    assert status == 1 and data["label"] == "j" and data["sizes"] == ["4", "5"]
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main([]) == 2
+    assert main(["spec", "ij=>i", "--param", "stride"]) == 2
+    assert main(["frobnicate"]) == 2
+
+
+def test_module_entry_point():
+    p = subprocess.run([sys.executable, "-m", "tensig", "spec", "i=>i", "3"],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 0 and "result shape: 3" in p.stdout
+
+
+def test_demo_runs(capsys):
+    from tensig.demo import main as demo
+
+    assert demo() == 0
+    out = capsys.readouterr()
+    assert out.out.count("(exit status 0)") == 5
+    assert out.out.count("(exit status 1)") == 2
+    assert "size mismatch for label 'j'" in out.err

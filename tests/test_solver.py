@@ -1,0 +1,116 @@
+"""The solver on its own: row unification (equidivisibility), cycles, and graph-wide inference."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tensig import Shape, ShapeError
+from tensig.inference import ShapeGraph
+from tensig.solver import DimVar, Origin, RowNode, Solver, SRow
+
+
+def dv(value=None, name=None):
+    return DimVar(name, value)
+
+
+def values(S, row):
+    return tuple(v.root().value for v in S.resolve(row).axes())
+
+
+def test_open_row_matches_a_closed_row():
+    S = Solver()
+    v = RowNode("v")
+    a, b = dv(name="a"), dv(name="b")
+    S.unify_rows(SRow((a,), v, (b,)), SRow((), None, (dv(2), dv(3), dv(4), dv(5))), Origin())
+    assert a.root().value == 2 and b.root().value == 5
+    assert values(S, SRow((), v, ())) == (3, 4)
+
+
+def test_two_open_rows_complete_through_a_fresh_variable():
+    # x ++ v = w ++ y  =>  w = x ++ u,  v = u ++ y
+    S = Solver()
+    v, w = RowNode("v"), RowNode("w")
+    x, y = dv(1), dv(9)
+    S.unify_rows(SRow((x,), v, ()), SRow((), w, (y,)), Origin())
+    S.unify_rows(SRow((), w, ()), SRow((), None, (dv(1), dv(2), dv(3))), Origin())
+    assert values(S, SRow((), v, ())) == (2, 3, 9)
+
+
+def test_self_reference_is_an_error_not_a_hang():
+    S = Solver()
+    v = RowNode("v")
+    with pytest.raises(ShapeError, match="itself"):
+        S.unify_rows(SRow((), v, ()), SRow((dv(),), v, ()), Origin())
+
+
+def test_cycle_through_two_variables_is_an_error():
+    S = Solver()
+    v, w = RowNode("v"), RowNode("w")
+    S.unify_rows(SRow((), v, ()), SRow((dv(),), w, ()), Origin())
+    with pytest.raises(ShapeError, match="itself"):
+        S.unify_rows(SRow((), w, ()), SRow((), v, ()), Origin())
+
+
+def test_long_chains_of_row_variables_are_compressed():
+    S = Solver()
+    nodes = [RowNode(f"v{i}") for i in range(3000)]
+    for a, b in itertools.pairwise(nodes):
+        S.unify_rows(SRow((), a, ()), SRow((dv(1),), b, ()), Origin())
+    S.unify_rows(SRow((), nodes[-1], ()), SRow(), Origin())
+    assert len(values(S, SRow((), nodes[0], ()))) == 2999
+    assert len(values(S, SRow((), nodes[1500], ()))) == 1499
+
+
+def test_union_conflict_names_both_origins():
+    S = Solver("ij")
+    a = DimVar("j", 4, None, Origin(operand=0, shape="3,4", kind="output", position=1))
+    b = DimVar(None, 5, None, Origin(operand=1, shape="5,6", kind="output", position=0))
+    with pytest.raises(ShapeError) as e:
+        S.union(a, b, Origin("ij", (1, 2), 1, "5,6"))
+    assert "4: from operand 0 (shape 3,4), output axis 1" in str(e.value)
+    assert "5: from operand 1 (shape 5,6), output axis 0" in str(e.value)
+
+
+# -- graph-wide inference ------------------------------------------------------------------------
+
+
+def test_parameter_shape_inferred_from_use():
+    g = ShapeGraph()
+    x = g.tensor("x", "32|->784")
+    w1, w2 = g.tensor("w1"), g.tensor("w2")
+    h = g.apply("b|->i; |i->o => b|->o", x, w1)
+    y = g.apply("b|->i; |i->o => b|->o", h, w2)
+    g.tensor_equal(g.apply("b|->o => b|->o", h), g.tensor("h_shape", "32|->128"))
+    g.tensor_equal(y, g.tensor("logits", "32|->10"))
+    g.solve()
+    assert g.shape(w1) == Shape.parse("784->128")
+    assert g.shape(w2) == Shape.parse("128->10")
+
+
+def test_constraints_added_in_any_order():
+    g = ShapeGraph()
+    a, k = g.tensor("a"), g.tensor("k", "3")
+    out = g.apply("2*o<+k; |k => o", a, k)
+    g.tensor_equal(out, g.tensor("known", (4,)))
+    g.solve()
+    # the input size is inferred backwards from the output and the kernel
+    assert g.shape(a) == Shape(output=(9,))
+
+
+def test_under_determined_tensor_is_named():
+    g = ShapeGraph()
+    x = g.tensor("x", "8|->3")
+    w = g.tensor("w")
+    g.apply("b|->i; |i->o => b|->o", x, w)
+    with pytest.raises(ShapeError, match="'w'"):
+        g.solve()
+
+
+def test_graph_conflict_is_raised_when_added():
+    g = ShapeGraph()
+    x = g.tensor("x", (3, 4))
+    w = g.tensor("w", (5, 6))
+    with pytest.raises(ShapeError, match="size mismatch for label 'j': 4 vs 5"):
+        g.apply("ij;jk=>ik", x, w)
