@@ -123,7 +123,8 @@ _PLANS_MAX = 4096
 
 
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
-          use_padding: bool | None, capture: Sequence[str] | None) -> Any:
+          use_padding: bool | None, capture: Sequence[str] | None,
+          sizes: Mapping[str, int] | None = None) -> Any:
     if not xs:
         raise TypeError(f"{op}() needs at least one array after the spec")
     wrapped = False
@@ -136,12 +137,13 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
             arrays.append(x)
     try:
         key = (op, spec, tuple(map(_raw_key, xs)), tuple(map(type, arrays)),
-               None if params is None else tuple(params.items()), use_padding)
+               None if params is None else tuple(params.items()), use_padding,
+               None if sizes is None else tuple(sizes.items()))
         plan = _PLANS.get(key)
     except (TypeError, AttributeError):
         key, plan = None, None
     if plan is None:
-        plan = _plan(op, spec, xs, arrays, params, use_padding)
+        plan = _plan(op, spec, xs, arrays, params, use_padding, sizes)
         if key is not None:
             if len(_PLANS) >= _PLANS_MAX:
                 _PLANS.clear()
@@ -155,7 +157,8 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
 
 
 def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
-          params: Mapping[str, int] | None, use_padding: bool | None) -> Plan:
+          params: Mapping[str, int] | None, use_padding: bool | None,
+          sizes: Mapping[str, int] | None) -> Plan:
     if not isinstance(spec, str):
         raise TypeError(f"{op}(): the spec comes first and must be a str, not "
                         f"{type(spec).__name__}")
@@ -163,12 +166,13 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
         if not hasattr(a, "shape") or isinstance(a, str | tuple | list):
             raise TypeError(f"{op}(): operand {i} is a {type(a).__name__}, not an array")
     backend = backend_of(arrays)
-    inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding)
+    inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
     return build_plan(inferred, OPS[op], backend)
 
 
 def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
-           use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+           use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Multiply, add-reduce (OCANNL ``+*``): two or more operands.
 
     >>> import numpy as np
@@ -176,11 +180,12 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
     >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
     array([10., 21., 32., 43.])
     """
-    return _call("einsum", spec, xs, params, use_padding, capture)
+    return _call("einsum", spec, xs, params, use_padding, capture, sizes)
 
 
 def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
-            use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+            use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Add-reduce, permute, diagonal, embed, slice, place (OCANNL ``++``).
 
     >>> import numpy as np
@@ -188,11 +193,12 @@ def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
     array([[0., 0., 1.],
            [0., 0., 2.]])
     """
-    return _call("einsum1", spec, (x,), params, use_padding, capture)
+    return _call("einsum1", spec, (x,), params, use_padding, capture, sizes)
 
 
 def outer_sum(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
-              use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+              use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Add, add-reduce (OCANNL ``+++``).
 
     >>> import numpy as np
@@ -200,33 +206,36 @@ def outer_sum(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = N
     array([[ 1.,  2.,  3.],
            [11., 12., 13.]])
     """
-    return _call("outer_sum", spec, (a, b), params, use_padding, capture)
+    return _call("outer_sum", spec, (a, b), params, use_padding, capture, sizes)
 
 
 def tropical(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
-             use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+             use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Add, max-reduce (OCANNL ``@^+``): max pooling with a window, the tropical semiring.
 
     >>> import numpy as np
     >>> tropical("2*o<+w; w => o", np.array([1., 5., 2., 3.]), np.zeros(2))
     array([5., 3.])
     """
-    return _call("tropical", spec, (a, b), params, use_padding, capture)
+    return _call("tropical", spec, (a, b), params, use_padding, capture, sizes)
 
 
 def einmax1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
-            use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+            use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Max-reduce (OCANNL ``@^^``).
 
     >>> import numpy as np
     >>> einmax1("ij => i", np.array([[1., 7.], [4., 2.]]))
     array([7., 4.])
     """
-    return _call("einmax1", spec, (x,), params, use_padding, capture)
+    return _call("einmax1", spec, (x,), params, use_padding, capture, sizes)
 
 
 def concat(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
-           use_padding: bool | None = None, capture: Sequence[str] | None = None) -> Any:
+           use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
     """Concatenation, slicing and block construction (OCANNL ``++^``).
 
     >>> import numpy as np
@@ -235,4 +244,4 @@ def concat(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
     >>> concat("3^a => a", np.arange(5.))
     array([3., 4.])
     """
-    return _call("concat", spec, xs, params, use_padding, capture)
+    return _call("concat", spec, xs, params, use_padding, capture, sizes)

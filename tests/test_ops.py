@@ -1,0 +1,279 @@
+"""The eager operations on every backend, against independent oracles: numpy.einsum,
+np.correlate, torch's conv2d / max_pool2d / avg_pool2d, and hand-written numpy."""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensig as ts
+from arrays import to_backend, to_numpy
+from tensig import ShapeError
+from tensig.ops import RowArray
+
+
+def run(backend: str, fn, spec: str, *xs, rows=None, **kw) -> np.ndarray:
+    args = [to_backend(backend, x) for x in xs]
+    if rows is not None:
+        args = [ts.rows(a, batch=b, input=i) if (b or i) else a
+                for a, (b, i) in zip(args, rows, strict=True)]
+    return to_numpy(backend, fn(spec, *args, **kw))
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), b, rtol=tol, atol=tol)
+
+
+rng = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# -- einsum family on every backend ---------------------------------------------------------------
+
+
+def test_matmul_and_friends(backend):
+    a, b = rand(3, 4), rand(4, 5)
+    close(run(backend, ts.einsum, "ij;jk=>ik", a, b), a @ b)
+    close(run(backend, ts.einsum1, "ij=>ji", a), a.T)
+    close(run(backend, ts.einsum1, "ij=>", a), a.sum())
+    sq = rand(4, 4)
+    close(run(backend, ts.einsum1, "ii=>i", sq), np.diag(sq))
+    close(run(backend, ts.einsum1, "ii=>", sq), np.trace(sq))
+    v = rand(3)
+    close(run(backend, ts.einsum1, "i=>ii", v), np.diag(v))
+    placed = np.zeros((3, 3), np.float32)
+    placed[:, 2] = v
+    close(run(backend, ts.einsum1, "i=>i2", v), placed)
+    close(run(backend, ts.einsum1, "i2=>i", rand(3, 4) * 0 + a[:, :4]), a[:, 2])
+
+
+def test_batched_rows(backend):
+    x, w = rand(8, 5, 3), rand(4, 3)  # x: batch 8 | output 5 -> input 3... as rows below
+    out = run(backend, ts.einsum, "b|i->o; o->p => b|i->p", rand(8, 4, 3), rand(5, 4),
+              rows=[(1, 1), (0, 1)])
+    assert out.shape == (8, 5, 3)
+    xb = rand(8, 3, 4)
+    ref = np.einsum("bji,pj->bpi", xb, rand(5, 3) * 0 + 1)
+    got = run(backend, ts.einsum, "b|i->o; o->p => b|i->p", xb, np.ones((5, 3), np.float32),
+              rows=[(1, 1), (0, 1)])
+    close(got, ref)
+    del x, w
+
+
+def test_reduce_batch_and_slice(backend):
+    x = rand(4, 5, 6)
+    close(run(backend, ts.einsum1, "... => |->0", x, rows=[(1, 0)]), [x.sum()])
+    close(run(backend, ts.einsum1, "...|...->... => |...->...", x, rows=[(2, 0)]),
+          x.sum(axis=(0, 1)))
+    close(run(backend, ts.einsum1, "2..v..|... => ..v..", x, rows=[(2, 0)]),
+          x[2].sum(axis=1))
+
+
+def test_replication(backend):
+    v = rand(3)
+    got = run(backend, ts.einsum1, "i => ij", v, rows=None) if False else None
+    assert got is None
+    x = rand(3, 2)
+    close(run(backend, ts.einsum, "i; ij => ij", v, x), v[:, None] * x)
+
+
+def test_outer_sum_and_max(backend):
+    a, b = rand(3), rand(4)
+    close(run(backend, ts.outer_sum, "i; j => ij", a, b), a[:, None] + b[None, :])
+    close(run(backend, ts.outer_sum, "i; j => i", a, b), 4 * a + b.sum())
+    c = rand(3)
+    close(run(backend, ts.outer_sum, "i; i => ", a, c), (a + c).sum())
+    m = rand(3, 5)
+    close(run(backend, ts.einmax1, "ij => i", m), m.max(axis=1))
+    close(run(backend, ts.einmax1, "ij => ", m), m.max())
+    close(run(backend, ts.tropical, "ij; jk => ik", m, rand(5, 2) * 0 + m[:2].T),
+          (m[:, :, None] + m[:2].T[None]).max(axis=1))
+
+
+# -- convolution and pooling ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, stride, dilation, n", [
+    ("o<+k; k => o", 1, 1, 10),
+    ("2*o<+k; k => o", 2, 1, 9),
+    ("o<+2*k; k => o", 1, 2, 11),
+    ("3*o<+2*k; k => o", 3, 2, 14),
+])
+def test_1d_valid_convolution(backend, spec, stride, dilation, n):
+    x, k = rand(n), rand(3)
+    span = (3 - 1) * dilation + 1
+    ref = np.array([sum(x[stride * o + dilation * j] * k[j] for j in range(3))
+                    for o in range((n - span) // stride + 1)])
+    close(run(backend, ts.einsum, spec, x, k), ref)
+
+
+def test_1d_padded_convolution(backend):
+    x, k = rand(10), rand(3)
+    close(run(backend, ts.einsum, "o=+k; k => o", x, k), np.correlate(x, k, "same"))
+    close(run(backend, ts.einsum, "o+k; k => o", x, k, use_padding=True),
+          np.correlate(x, k, "same"))
+
+
+@pytest.mark.parametrize("stride, dilation, padded", [(1, 1, False), (2, 1, False),
+                                                     (1, 2, False), (1, 1, True),
+                                                     (2, 2, False)])
+def test_2d_convolution_against_torch(backend, stride, dilation, padded):
+    n, h, w, ic, oc, k = 2, 9, 11, 3, 4, 3
+    op = "=+" if padded else "<+"
+    spec = (f"...|{stride}*oh{op}{dilation}*kh, {stride}*ow{op}{dilation}*kw, ic; "
+            "|kh, kw, ic -> oc => ...|oh, ow, oc")
+    x, weight = rand(n, h, w, ic), rand(oc, k, k, ic)
+    if stride == 2 and not padded:
+        x = rand(n, 9, 11, ic)
+    if dilation == 2 and stride == 2:
+        x = rand(n, 9, 13, ic)
+    got = run(backend, ts.einsum, spec, x, weight, rows=[(1, 0), (0, 3)])
+    ref = F.conv2d(torch.tensor(x).permute(0, 3, 1, 2), torch.tensor(weight).permute(0, 3, 1, 2),
+                   stride=stride, dilation=dilation, padding=1 if padded else 0)
+    close(got, ref.permute(0, 2, 3, 1).numpy(), tol=1e-4)
+
+
+def test_max_and_avg_pooling_against_torch(backend):
+    x = rand(2, 8, 6, 3)
+    spec = "...|2*oh<+wh, 2*ow<+ww, c; |wh, ww => ...|oh, ow, c"
+    got = run(backend, ts.tropical, spec, x, np.zeros((2, 2), np.float32), rows=[(1, 0), (0, 0)])
+    ref = F.max_pool2d(torch.tensor(x).permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
+    close(got, ref.numpy())
+    got = run(backend, ts.einsum, spec, x, np.full((2, 2), 0.25, np.float32),
+              rows=[(1, 0), (0, 0)])
+    ref = F.avg_pool2d(torch.tensor(x).permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
+    close(got, ref.numpy())
+
+
+def test_padded_max_pool_reads_minus_infinity(backend):
+    x = -np.abs(rand(1, 5, 5, 2)) - 1.0  # all negative: a zero pad would win the max
+    spec = "...|oh=+wh, ow=+ww, c; |wh, ww => ...|oh, ow, c"
+    got = run(backend, ts.tropical, spec, x, np.zeros((3, 3), np.float32), rows=[(1, 0), (0, 0)])
+    ref = F.max_pool2d(torch.tensor(x).permute(0, 3, 1, 2), 3, stride=1, padding=1)
+    close(got, ref.permute(0, 2, 3, 1).numpy())
+
+
+def test_offset_form(backend):
+    x = rand(8)
+    close(run(backend, ts.einsum1, "2*o+1 => o", x), x[1::2])
+    close(run(backend, ts.einsum1, "2*o => o", x), x[::2])
+
+
+# -- concatenation --------------------------------------------------------------------------------
+
+
+def test_concatenation(backend):
+    a, b, c = rand(2), rand(3), rand(4)
+    close(run(backend, ts.concat, "a; b => a^b", a, b), np.concatenate([a, b]))
+    close(run(backend, ts.concat, "a; b; c => a^b^c", a, b, c), np.concatenate([a, b, c]))
+    x = rand(6)
+    close(run(backend, ts.concat, "3^a => a", x), x[3:])
+    close(run(backend, ts.concat, "a => a^3", a), np.concatenate([a, np.zeros(3)]))
+    close(run(backend, ts.concat, "3^a^1 => a", x), x[3:5])
+    close(run(backend, ts.concat, "s, a; s, b => s, a^b", rand(2, 2) * 0 + 1, np.zeros((2, 3),
+                                                                                   np.float32)),
+          np.concatenate([np.ones((2, 2)), np.zeros((2, 3))], axis=1))
+    y = [rand(1, 2), rand(2, 2), rand(1, 2)]
+    close(run(backend, ts.concat, "x, ...; y, ...; z, ... => x^y^z, ...", *y), np.concatenate(y))
+
+
+# -- captures, rows, errors -----------------------------------------------------------------------
+
+
+def test_capture_returns_sizes():
+    y, sizes = ts.einsum1("...|h, w, ..c.. => ...|..c..", ts.rows(np.ones((2, 3, 4, 5)), batch=1),
+                          capture=["h", "w", "c"])
+    assert sizes == {"h": 3, "w": 4, "c": 5}
+    assert isinstance(y, RowArray) and y.rows == ts.Shape.parse("2|5")
+    with pytest.raises(ValueError, match="cannot capture 'q'"):
+        ts.einsum1("ij => i", np.ones((2, 3)), capture=["q"])
+
+
+def test_rows_wrapper():
+    x = ts.rows(np.zeros((2, 3, 4)), batch=1, input=1)
+    assert x.rows == ts.Shape.parse("2|4->3") and x.shape == (2, 3, 4)
+    assert np.asarray(x).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match="exceed"):
+        ts.rows(np.zeros((2, 3)), batch=2, input=1)
+    with pytest.raises(ValueError):
+        ts.rows(np.zeros((2, 3)), batch=-1)
+
+
+def test_errors_before_computation():
+    with pytest.raises(ShapeError, match="rank mismatch"):
+        ts.einsum("ij;jk=>ik", np.ones((2, 3, 4)), np.ones((3, 4)))
+    with pytest.raises(ShapeError, match="size mismatch for label 'j': 3 vs 4"):
+        ts.einsum("ij;jk=>ik", np.ones((2, 3)), np.ones((4, 4)))
+    with pytest.raises(ShapeError, match="must be a positive int"):
+        ts.einsum("s*o<+k; k => o", np.ones(9), np.ones(3), params={"s": 1.5})
+    with pytest.raises(TypeError, match="mix array libraries"):
+        ts.einsum("ij;jk=>ik", np.ones((2, 3)), torch.ones(3, 4))
+    with pytest.raises(TypeError, match="not an array"):
+        ts.einsum("ij;jk=>ik", np.ones((2, 3)), [[1.0]])
+    with pytest.raises(TypeError, match="does not know arrays"):
+        ts.einsum1("i => i", _FakeArray())
+    with pytest.raises(ShapeError, match="einsum takes at least 2"):
+        ts.einsum("i => i", np.ones(3))
+
+
+class _FakeArray:
+    shape = (3,)
+
+
+def test_results_keep_the_array_kind_and_dtype():
+    a = torch.ones(2, 3, dtype=torch.float64)
+    assert ts.einsum1("ij => ji", a).dtype == torch.float64
+    r = ts.einmax1("ij => i", np.arange(6, dtype=np.int64).reshape(2, 3))
+    assert r.dtype == np.int64 and list(r) == [2, 5]
+    # integer max pooling with padding uses the dtype's minimum as neutral
+    r = ts.tropical("o=+w; w => o", np.array([-5, -7, -9], dtype=np.int64),
+                    np.zeros(3, dtype=np.int64))
+    assert list(r) == [-5, -5, -7]
+
+
+def test_repeated_calls_use_the_plan_cache():
+    from tensig.ops import _PLANS
+
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    ts.einsum("ij;jk=>ik", a, b)
+    n = len(_PLANS)
+    for _ in range(3):
+        ts.einsum("ij;jk=>ik", a, b)
+    assert len(_PLANS) == n
+
+
+# -- numpy.einsum as an oracle for random classic specs -------------------------------------------
+
+
+@st.composite
+def classic(draw):
+    labels = draw(st.lists(st.sampled_from(string.ascii_lowercase[:6]), min_size=1, max_size=5,
+                           unique=True))
+    sizes = {c: draw(st.integers(1, 3)) for c in labels}
+    n = draw(st.integers(2, 3))
+    ops = [draw(st.lists(st.sampled_from(labels), min_size=0, max_size=3)) for _ in range(n)]
+    used = sorted({c for op in ops for c in op})
+    out = draw(st.permutations(used).flatmap(lambda p: st.integers(0, len(p)).map(
+        lambda k: p[:k])))
+    seed = draw(st.integers(0, 2**16))
+    return ops, out, sizes, seed
+
+
+@settings(max_examples=150, deadline=None)
+@given(classic())
+def test_random_classic_specs_match_numpy_einsum(case):
+    ops, out, sizes, seed = case
+    g = np.random.default_rng(seed)
+    arrays = [g.standard_normal([sizes[c] for c in op]) for op in ops]
+    ref = np.einsum(",".join("".join(o) for o in ops) + "->" + "".join(out), *arrays)
+    got = ts.einsum(";".join("".join(o) for o in ops) + "=>" + "".join(out), *arrays)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
