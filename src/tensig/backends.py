@@ -266,7 +266,18 @@ class DaskBackend(Backend):
         self.np = numpy
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        return self.da.einsum(subscripts, *xs)
+        # dask contracts block by block: a repeated index (a diagonal) needs its axes chunked
+        # alike, and every occurrence of an index across operands too.
+        subs = subscripts.split("->")[0].split(",")
+        chunks: dict[str, tuple[int, ...]] = {}
+        for sub, x in zip(subs, xs, strict=True):
+            for c, ch in zip(sub, x.chunks, strict=True):
+                chunks.setdefault(c, ch)
+        aligned = []
+        for sub, x in zip(subs, xs, strict=True):
+            want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
+            aligned.append(x.rechunk(want) if want else x)
+        return self.da.einsum(subscripts, *aligned)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         return self.da.pad(x, list(widths), mode="constant", constant_values=value)
