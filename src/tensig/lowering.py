@@ -75,6 +75,12 @@ class Plan:
     run: Callable[[Sequence[Any]], Any]
     shape: Shape
     inferred: Inferred
+    #: ``direct(*arrays)``: the whole operation as one backend call, when it is one
+    direct: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        #: whether the result has batch or input axes (then it is returned as a RowArray)
+        self.has_rows = bool(self.shape.batch or self.shape.input)
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,12 +173,17 @@ def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
             return backend.full(full_shape, neutral, like)
         return out
 
+    direct = None
     if len(steps) == 1:
         only = steps[0]
-        if op.accumulate == "add" and not _needs_neutral(inferred):
+        direct = getattr(only, "direct", None)
+        if direct is not None:  # a bare contraction: one backend call, nothing around it
+            def run(arrays: Sequence[Any]) -> Any:
+                return direct(*arrays)
+        elif op.accumulate == "add" and not _needs_neutral(inferred):
             def run(arrays: Sequence[Any]) -> Any:
                 return only(arrays, 0)
-    return Plan(run, shape, inferred)
+    return Plan(run, shape, inferred, direct)
 
 
 def _needs_neutral(inferred: Inferred) -> bool:
@@ -217,6 +228,10 @@ def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
     core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
     place = _placement(backend, covered, res_keys, res_axes, key_sizes)
     funcs = [v[0] for v in views]
+    contract = getattr(core, "contract", None)
+    bare = (contract is not None and getattr(place, "identity", False)
+            and all(getattr(f, "identity", False) for f in funcs)
+            and members == list(range(len(layout) - 1)))
 
     if len(members) == 1:
         (t,), (f,) = members, funcs
@@ -228,6 +243,8 @@ def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
             xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
             return place(core(xs, neutral), neutral)
 
+    if bare:
+        step.direct = contract  # type: ignore[attr-defined]
     return step
 
 
@@ -316,6 +333,8 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
         def view(x: Any, neutral: float) -> Any:
             return x
 
+        view.identity = True  # type: ignore[attr-defined]
+
     return view, keys, sizes
 
 
@@ -370,7 +389,12 @@ def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[
         contract = backend.contraction(subscripts, shapes)
         if len(keys) == 1 and subs_in[0] == subs_out:
             return lambda xs, neutral: xs[0]
-        return lambda xs, neutral: contract(*xs)
+
+        def core(xs: list[Any], neutral: float) -> Any:
+            return contract(*xs)
+
+        core.contract = contract  # type: ignore[attr-defined]
+        return core
     if combine == "one":  # max-reduce one operand
         return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
     if op.accumulate == "add":  # outer_sum: sum of (a + b) over the reduced axes
@@ -514,7 +538,11 @@ def _placement(backend: Backend, covered: set[Key], res_keys: list[Key],
     reshape_needed = expanded != full_keys
     any_pad = any(p != (0, 0) for p in pads)
     if not replicate and not reshape_needed and not diagonals and not any_pad:
-        return lambda core, neutral: core
+        def identity(core: Any, neutral: float) -> Any:
+            return core
+
+        identity.identity = True  # type: ignore[attr-defined]
+        return identity
 
     def place(x: Any, neutral: float) -> Any:
         if replicate:

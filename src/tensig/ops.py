@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensig.backends import backend_of
-from tensig.inference import _raw_key, infer
+from tensig.inference import infer
 from tensig.lowering import OPS, Plan, build_plan
 from tensig.shapes import Shape
 
@@ -125,31 +125,41 @@ _PLANS_MAX = 4096
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
-    if not xs:
-        raise TypeError(f"{op}() needs at least one array after the spec")
+    """Look the plan up by (op, spec, shapes, array types, options); build it on a miss.
+
+    This is the hot path of every eager call: one pass over the operands, one dict lookup.
+    """
     wrapped = False
     arrays = []
-    for x in xs:
-        if isinstance(x, RowArray):
-            wrapped = True
-            arrays.append(x.array)
-        else:
-            arrays.append(x)
+    key_parts: list[Any] = [op, spec]
     try:
-        key = (op, spec, tuple(map(_raw_key, xs)), tuple(map(type, arrays)),
-               None if params is None else tuple(params.items()), use_padding,
-               None if sizes is None else tuple(sizes.items()))
+        for x in xs:
+            if type(x) is RowArray:
+                wrapped = True
+                a = x.array
+                key_parts += (x.rows, type(a))
+            else:
+                a = x
+                key_parts += (a.shape, type(a))
+            arrays.append(a)
+        if params is not None or use_padding is not None or sizes is not None:
+            key_parts += (None if params is None else tuple(params.items()), use_padding,
+                          None if sizes is None else tuple(sizes.items()))
+        key: tuple[Any, ...] | None = tuple(key_parts)
         plan = _PLANS.get(key)
-    except (TypeError, AttributeError):
+    except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
         key, plan = None, None
+        arrays = [x.array if isinstance(x, RowArray) else x for x in xs]
     if plan is None:
+        if not xs:
+            raise TypeError(f"{op}() needs at least one array after the spec")
         plan = _plan(op, spec, xs, arrays, params, use_padding, sizes)
         if key is not None:
             if len(_PLANS) >= _PLANS_MAX:
                 _PLANS.clear()
             _PLANS[key] = plan
     out = plan.run(arrays)
-    if wrapped or plan.shape.batch or plan.shape.input:
+    if wrapped or plan.has_rows:
         out = RowArray(out, plan.shape)
     if capture is not None:
         return out, plan.inferred.capture(capture)
@@ -180,6 +190,16 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
     >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
     array([10., 21., 32., 43.])
     """
+    if len(xs) == 2 and params is None and use_padding is None and capture is None \
+            and sizes is None:
+        # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
+        a, b = xs
+        try:
+            plan = _PLANS.get(("einsum", spec, a.shape, type(a), b.shape, type(b)))
+        except (AttributeError, TypeError):
+            plan = None
+        if plan is not None and plan.direct is not None and not plan.has_rows:
+            return plan.direct(a, b)
     return _call("einsum", spec, xs, params, use_padding, capture, sizes)
 
 

@@ -1,0 +1,111 @@
+"""Execution benchmarks: tensig's eager ops against the backends' own primitives, in one run.
+
+- per-call time on tiny arrays (2x3x4 by 4x5) against numpy.einsum and einops.einsum
+  (target: no slower than einops.einsum);
+- a large contraction (64x512x512 by 512x512, float32) against numpy.matmul (target: >= 0.9x
+  its throughput);
+- a 3x3 convolution, stride 1 and 2, NHWC 16x64x64x32 -> 64 channels, against
+  torch.nn.functional.conv2d on the CPU (targets: >= 0.5x with NumPy, >= 0.9x with torch);
+  2x2 max pooling against torch.nn.functional.max_pool2d.
+
+Prints medians and ratios (anchor time / tensig time: above 1 means tensig is faster).
+Run: ``.venv/bin/python bench/bench_exec.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import tensig as ts
+
+
+def median_time(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float:
+    fn()  # warm-up: plans, caches, BLAS threads
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def row(name: str, t_ours: float, t_anchor: float, anchor: str, target: str) -> None:
+    ratio = t_anchor / t_ours
+    print(f"  {name:<34} {t_ours * 1e3:10.3f} ms  {anchor:<22} {t_anchor * 1e3:10.3f} ms  "
+          f"speed ratio {ratio:5.2f}  (target {target})")
+
+
+def bench_tiny() -> None:
+    import einops
+
+    print("tiny arrays, per call (median of 7 x 2000 calls)")
+    a, b = np.random.rand(2, 3, 4), np.random.rand(4, 5)
+    n = 2000
+    t_np = median_time(lambda: np.einsum("ijk,kl->ijl", a, b), number=n)
+    t_eo = median_time(lambda: einops.einsum(a, b, "i j k, k l -> i j l"), number=n)
+    t_ts = median_time(lambda: ts.einsum("ijk;kl=>ijl", a, b), number=n)
+    print(f"  numpy.einsum {t_np * 1e6:6.2f} us   einops.einsum {t_eo * 1e6:6.2f} us   "
+          f"tensig.einsum {t_ts * 1e6:6.2f} us")
+    print(f"  tensig / einops = {t_ts / t_eo:.2f} (target <= 1.00);  "
+          f"tensig / numpy.einsum = {t_ts / t_np:.2f}")
+
+
+def bench_large() -> None:
+    print("\nlarge contraction 64x512x512 @ 512x512 float32 (median of 7)")
+    a = np.random.rand(64, 512, 512).astype(np.float32)
+    b = np.random.rand(512, 512).astype(np.float32)
+    t_mm = median_time(lambda: np.matmul(a, b))
+    t_ts = median_time(lambda: ts.einsum("bij;jk=>bik", a, b))
+    row("tensig.einsum (numpy)", t_ts, t_mm, "numpy.matmul", ">= 0.9")
+
+
+def bench_conv() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    print("\n3x3 convolution NHWC 16x64x64x32 -> 64 channels, and 2x2 max pooling (median of 5)")
+    x = np.random.rand(16, 64, 64, 32).astype(np.float32)
+    w = np.random.rand(64, 3, 3, 32).astype(np.float32)  # |kh, kw, ic -> oc: (oc, kh, kw, ic)
+    xt = torch.from_numpy(x)
+    wt = torch.from_numpy(w)
+    x_nchw = xt.permute(0, 3, 1, 2).contiguous()
+    w_oihw = wt.permute(0, 3, 1, 2).contiguous()
+    for stride in (1, 2):
+        size = 64 if stride == 1 else 65
+        xs = x if stride == 1 else np.random.rand(16, size, size, 32).astype(np.float32)
+        xs_t = torch.from_numpy(xs)
+        xs_nchw = xs_t.permute(0, 3, 1, 2).contiguous()
+        spec = f"...|{stride}*oh<+kh, {stride}*ow<+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
+        t_torch = median_time(lambda xs_nchw=xs_nchw, stride=stride: F.conv2d(
+            xs_nchw, w_oihw, stride=stride), repeat=5)
+        xr = ts.rows(xs, batch=1)
+        wr = ts.rows(w, input=3)
+        t_np = median_time(lambda xr=xr, wr=wr, spec=spec: ts.einsum(spec, xr, wr), repeat=5)
+        xr_t = ts.rows(xs_t, batch=1)
+        wr_t = ts.rows(wt, input=3)
+        t_tt = median_time(lambda xr_t=xr_t, wr_t=wr_t, spec=spec: ts.einsum(spec, xr_t, wr_t),
+                           repeat=5)
+        row(f"conv stride {stride}, numpy backend", t_np, t_torch, "torch conv2d (NCHW)",
+            ">= 0.5")
+        row(f"conv stride {stride}, torch backend", t_tt, t_torch, "torch conv2d (NCHW)",
+            ">= 0.9")
+    pool = "...|2*oh<+wh, 2*ow<+ww, c; |wh, ww => ...|oh, ow, c"
+    window = np.zeros((2, 2), np.float32)
+    t_torch = median_time(lambda: F.max_pool2d(x_nchw, 2), repeat=5)
+    t_np = median_time(lambda: ts.tropical(pool, ts.rows(x, batch=1), window), repeat=5)
+    t_tt = median_time(lambda: ts.tropical(pool, ts.rows(xt, batch=1), torch.from_numpy(window)),
+                       repeat=5)
+    row("max pool 2x2, numpy backend", t_np, t_torch, "torch max_pool2d", "report")
+    row("max pool 2x2, torch backend", t_tt, t_torch, "torch max_pool2d", "report")
+
+
+if __name__ == "__main__":
+    bench_tiny()
+    bench_large()
+    bench_conv()
