@@ -277,3 +277,32 @@ def test_random_classic_specs_match_numpy_einsum(case):
     ref = np.einsum(",".join("".join(o) for o in ops) + "->" + "".join(out), *arrays)
     got = ts.einsum(";".join("".join(o) for o in ops) + "=>" + "".join(out), *arrays)
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_torch_convolution_lowering_matches_the_generic_path():
+    # torch uses its own conv for floats; integers take the windows + einsum path
+    x = torch.randint(-3, 4, (2, 8, 6, 3))
+    w = torch.randint(-3, 4, (4, 3, 3, 3))
+    spec = "...|2*oh=+kh, ow<+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
+    ints = ts.einsum(spec, ts.rows(x, batch=1), ts.rows(w, input=3)).array
+    floats = ts.einsum(spec, ts.rows(x.double(), batch=1), ts.rows(w.double(), input=3)).array
+    assert ints.dtype == torch.int64
+    assert torch.equal(ints.double(), floats)
+
+
+def test_numpy_blocked_gemm_matches_einsum(monkeypatch):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from tensig.backends import _NumpyGemm
+
+    monkeypatch.setattr(_NumpyGemm, "BLOCK_BYTES", 64)  # force many blocks
+    x = rng.standard_normal((3, 8, 7, 4))
+    w = rng.standard_normal((5, 3, 2, 4))
+    view = sliding_window_view(sliding_window_view(x, 3, axis=1), 2, axis=2)
+    gemm = _NumpyGemm.plan(np, "nabicd,ocdi->nabo")
+    assert gemm is not None
+    close(gemm(view, w), np.einsum("nabicd,ocdi->nabo", view, w), tol=1e-10)
+    # batch axes shared by both operands go through matmul's batch dimension
+    a, b = rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 5, 2))
+    close(_NumpyGemm.plan(np, "bij,bjk->kbi")(a, b), np.einsum("bij,bjk->kbi", a, b), tol=1e-10)
+    assert _NumpyGemm.plan(np, "ii,ij->j") is None  # diagonals stay with einsum

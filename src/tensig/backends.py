@@ -88,6 +88,10 @@ class NumpyBackend(Backend):
         flops = _flops(subscripts, shapes)
         if flops < 1 << 15 or len(shapes) < 2:
             return functools.partial(self.np.einsum, subscripts)
+        if len(shapes) == 2:
+            gemm = _NumpyGemm.plan(self.np, subscripts)
+            if gemm is not None:
+                return gemm
         try:
             import opt_einsum
         except ImportError:  # the optional extra is missing: numpy's own planner
@@ -141,6 +145,73 @@ class NumpyBackend(Backend):
         return self.np.result_type(*xs)
 
 
+class _NumpyGemm:
+    """A two-operand contraction as one batched GEMM, blocked when an operand is a big view.
+
+    ``tensordot`` copies a strided window view (convolution) into a matrix in the order the
+    axes are written, which can read memory against its grain, and copies it whole.  Here the
+    contracted axes are ordered by the view's strides (so the copy reads contiguous runs) and
+    the copy is done in blocks of the first free axis, each block multiplied while it is still
+    in cache and written straight into the output.
+    """
+
+    BLOCK_BYTES = 1 << 21
+
+    def __init__(self, np: Any, a: str, b: str, out: str):
+        self.np = np
+        self.a, self.b, self.out = a, b, out
+        self.batch = [c for c in a if c in b and c in out]
+        self.m = [c for c in a if c not in b]
+        self.n = [c for c in b if c not in a]
+        self.k = [c for c in a if c in b and c not in out]
+
+    @classmethod
+    def plan(cls, np: Any, subscripts: str) -> _NumpyGemm | None:
+        ins, out = subscripts.split("->")
+        a, b = ins.split(",")
+        if len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(out)) != len(out):
+            return None  # diagonals: let einsum do them
+        if any(c not in out and c not in b for c in a) or \
+                any(c not in out and c not in a for c in b):
+            return None  # an axis summed within one operand
+        return cls(np, a, b, out)
+
+    def __call__(self, x: Any, y: Any) -> Any:
+        np = self.np
+        a, b = self.a, self.b
+        # contracted axes in the order of x's memory: the copy then reads contiguous runs
+        k = sorted(self.k, key=lambda c: -abs(x.strides[a.index(c)]))
+        size = dict(zip(a, x.shape, strict=True)) | dict(zip(b, y.shape, strict=True))
+        batch, m, n = self.batch, self.m, self.n
+        bs = _prod(size[c] for c in batch)
+        ks = _prod(size[c] for c in k)
+        ns = _prod(size[c] for c in n)
+        xt = x.transpose([a.index(c) for c in batch + m + k])
+        y2 = y.transpose([b.index(c) for c in batch + k + n]).reshape(bs, ks, ns)
+        res = np.empty([size[c] for c in batch + m] + [ns], dtype=np.result_type(x, y))
+        lead = len(batch)
+        row_bytes = x.itemsize * ks * _prod(size[c] for c in m[1:])
+        if m and not xt.flags.c_contiguous and row_bytes * size[m[0]] > self.BLOCK_BYTES:
+            step = max(1, self.BLOCK_BYTES // max(1, row_bytes))
+            for s in range(0, size[m[0]], step):
+                idx = (slice(None),) * lead + (slice(s, s + step),)
+                blk = xt[idx]
+                x2 = blk.reshape(bs, -1, ks)
+                np.matmul(x2, y2, out=res[idx].reshape(bs, -1, ns))
+        else:
+            np.matmul(xt.reshape(bs, -1, ks), y2, out=res.reshape(bs, -1, ns))
+        res = res.reshape([size[c] for c in batch + m + n])
+        order = batch + m + n
+        return res.transpose([order.index(c) for c in self.out])
+
+
+def _prod(xs: Any) -> int:
+    total = 1
+    for x in xs:
+        total *= x
+    return total
+
+
 class TorchBackend(Backend):
     name = "torch"
 
@@ -160,6 +231,22 @@ class TorchBackend(Backend):
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         return x.unfold(axis, size, step)
+
+    def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
+             pads: Sequence[tuple[int, int]]) -> Any:
+        """torch's own convolution: ``x`` is (N, C, *spatial), ``w`` is (O, C, *kernel)."""
+        F = self.torch.nn.functional
+        fn = (F.conv1d, F.conv2d, F.conv3d)[len(strides) - 1]
+        if all(lo == hi for lo, hi in pads):
+            padding = [lo for lo, _ in pads]
+        else:  # torch pads symmetrically: pad the input itself first
+            x = self.pad(x, [(0, 0), (0, 0), *pads], 0)
+            padding = [0] * len(pads)
+        return fn(x, w, stride=list(strides), dilation=list(dilations), padding=padding)
+
+    def conv_accepts(self, x: Any, w: Any) -> bool:
+        """torch's conv takes floating operands of one dtype on one device."""
+        return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
         return self.torch.amax(x, dim=axes) if axes else x

@@ -214,6 +214,18 @@ def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """One phase: operand views, the core, the placement into the full result."""
     layout = inferred.layout
+    generic = _generic_step(inferred, op, backend, phase, members)
+    if not phase and op.combine == "mul" and op.accumulate == "add" and len(members) == 2:
+        conv = _conv_step(layout, backend, generic)
+        if conv is not None:
+            return conv
+    return generic
+
+
+def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
+                  phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
+    """Operand views (windows for affine axes), one core computation, placement."""
+    layout = inferred.layout
     views = [_operand_view(layout[t], t, phase, backend) for t in members]
     res_keys, res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
     key_sizes: dict[Key, int] = {}
@@ -246,6 +258,110 @@ def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
     if bare:
         step.direct = contract  # type: ignore[attr-defined]
     return step
+
+
+def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
+               generic: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``).
+
+    Applies when one operand (the input) has 1-3 affine axes whose kernels are plain axes of
+    the other operand (the kernel), every other axis is a batch axis (input and result), an
+    input channel (both operands, reduced) or an output channel (kernel and result), and the
+    result is plain.  Anything else takes the generic windows-then-contraction path.
+    """
+    conv = getattr(backend, "conv", None)
+    if conv is None:
+        return None
+    res = layout[2]
+    if not all(isinstance(u.index, Iter) for u in res):
+        return None
+    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    for xi, wi in ((0, 1), (1, 0)):
+        x_uses, w_uses = layout[xi], layout[wi]
+        affine = [u for u in x_uses if isinstance(u.index, AffineIndex)]
+        if not 1 <= len(affine) <= 3 or not all(isinstance(u.index, Iter) for u in w_uses):
+            continue
+        if any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses):
+            return None
+        w_ids = [u.index.id for u in w_uses]  # type: ignore[union-attr]
+        x_ids = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
+        idx = [u.index for u in affine]
+        if any(a.kernel is None or a.kernel.id not in w_ids or a.over.id not in res_ids
+               for a in idx):  # type: ignore[union-attr]
+            return None
+        kernels = [a.kernel.id for a in idx]  # type: ignore[union-attr]
+        overs = [a.over.id for a in idx]  # type: ignore[union-attr]
+        channels = [i for i in x_ids if i in w_ids and i not in res_ids]
+        batch = [i for i in x_ids if i in res_ids and i not in w_ids]
+        outs = [i for i in w_ids if i in res_ids and i not in x_ids]
+        if sorted(x_ids) != sorted(channels + batch) or \
+                sorted(w_ids) != sorted(channels + outs + kernels) or \
+                sorted(res_ids) != sorted(batch + overs + outs) or \
+                len(set(res_ids)) != len(res_ids) or len(set(x_ids + overs)) != len(x_ids) + \
+                len(overs):
+            return None
+        fast = _make_conv(conv, x_uses, w_uses, res, xi, batch, channels, outs, kernels, idx)
+        accepts = backend.conv_accepts  # type: ignore[attr-defined]
+
+        def step(arrays: Any, neutral: float) -> Any:
+            if accepts(arrays[0], arrays[1]):
+                return fast(arrays, neutral)
+            return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
+
+        return step
+    return None
+
+
+def _make_conv(conv: Callable[..., Any], x_uses: tuple[AxisUse, ...],
+               w_uses: tuple[AxisUse, ...], res: tuple[AxisUse, ...], xi: int,
+               batch: list[int], channels: list[int], outs: list[int], kernels: list[int],
+               idx: list[AffineIndex]) -> Callable[..., Any]:
+    def pos(uses: tuple[AxisUse, ...], key: int) -> int:
+        for p, u in enumerate(uses):
+            ix = u.index
+            if (isinstance(ix, Iter) and ix.id == key) or \
+                    (isinstance(ix, AffineIndex) and ix.over.id == key):
+                return p
+        raise KeyError(key)
+
+    overs = [a.over.id for a in idx]
+    x_perm = [pos(x_uses, k) for k in batch + channels + overs]
+    w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
+    size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
+    x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
+        [int(x_uses[pos(x_uses, k)].size) for k in overs]
+    w_shape = [_prod_sizes(size, outs), _prod_sizes(size, channels)] + \
+        [size[k] for k in kernels]
+    y_shape = [size[k] for k in batch + outs + overs]
+    order = batch + outs + overs
+    y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
+    strides = [a.stride for a in idx]
+    dilations = [a.dilation for a in idx]
+    pads = []
+    for a, k in zip(idx, kernels, strict=True):
+        if not a.padded:
+            pads.append((0, 0))
+            continue
+        span = (size[k] - 1) * a.dilation + 1
+        left = span - (span + 1) // 2
+        n_in = int(x_uses[pos(x_uses, a.over.id)].size)
+        pads.append((left, max(0, a.stride * (size[a.over.id] - 1) + span - left - n_in)))
+
+    def step(arrays: Any, neutral: float) -> Any:
+        x, w = arrays[xi], arrays[1 - xi]
+        x = x.permute(*x_perm).reshape(x_shape)
+        w = w.permute(*w_perm).reshape(w_shape)
+        y = conv(x, w, strides, dilations, pads)
+        return y.reshape(y_shape).permute(*y_perm)
+
+    return step
+
+
+def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
+    total = 1
+    for k in keys:
+        total *= size[k]
+    return total
 
 
 def _iter_size(inferred: Inferred, key: int) -> int:
