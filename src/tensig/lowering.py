@@ -303,7 +303,7 @@ def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
         fast = _make_conv(conv, x_uses, w_uses, res, xi, batch, channels, outs, kernels, idx)
         accepts = backend.conv_accepts  # type: ignore[attr-defined]
 
-        def step(arrays: Any, neutral: float) -> Any:
+        def step(arrays: Any, neutral: float, fast: Any = fast, accepts: Any = accepts) -> Any:
             if accepts(arrays[0], arrays[1]):
                 return fast(arrays, neutral)
             return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
