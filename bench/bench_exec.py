@@ -76,6 +76,7 @@ def bench_conv() -> None:
     wt = torch.from_numpy(w)
     x_nchw = xt.permute(0, 3, 1, 2).contiguous()
     w_oihw = wt.permute(0, 3, 1, 2).contiguous()
+    torch.set_num_threads(torch.get_num_threads())
     for stride in (1, 2):
         size = 64 if stride == 1 else 65
         xs = x if stride == 1 else np.random.rand(16, size, size, 32).astype(np.float32)
@@ -84,6 +85,9 @@ def bench_conv() -> None:
         spec = f"...|{stride}*oh<+kh, {stride}*ow<+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
         t_torch = median_time(lambda xs_nchw=xs_nchw, stride=stride: F.conv2d(
             xs_nchw, w_oihw, stride=stride), repeat=5)
+        # the same data in the layout tensig reads it (NHWC = channels-last), for reference
+        t_torch_cl = median_time(lambda xs_t=xs_t, stride=stride: F.conv2d(
+            xs_t.permute(0, 3, 1, 2), wt.permute(0, 3, 1, 2), stride=stride), repeat=5)
         xr = ts.rows(xs, batch=1)
         wr = ts.rows(w, input=3)
         t_np = median_time(lambda xr=xr, wr=wr, spec=spec: ts.einsum(spec, xr, wr), repeat=5)
@@ -95,6 +99,8 @@ def bench_conv() -> None:
             ">= 0.5")
         row(f"conv stride {stride}, torch backend", t_tt, t_torch, "torch conv2d (NCHW)",
             ">= 0.9")
+        row(f"conv stride {stride}, torch backend", t_tt, t_torch_cl,
+            "torch conv2d (NHWC view)", "report")
     pool = "...|2*oh<+wh, 2*ow<+ww, c; |wh, ww => ...|oh, ow, c"
     window = np.zeros((2, 2), np.float32)
     t_torch = median_time(lambda: F.max_pool2d(x_nchw, 2), repeat=5)
