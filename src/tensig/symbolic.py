@@ -1,0 +1,1395 @@
+"""Symbolic arrays: run array code once with sizes that are symbols, for all sizes at once.
+
+A :class:`SymArray` has a shape made of :class:`~tensig.dims.Dim` values and no data.  It
+answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``), torch's
+(``__torch_function__``) and the usual array methods, computing each result's symbolic shape
+and recording a :class:`Finding` whenever an operation needs two different dimensions to be
+equal, stretches both operands of a broadcast into an outer product, reshapes where a transpose
+was meant, or silently assumes a size condition.  Sizes read from ``.shape`` are
+:class:`SymSize` objects: they do integer arithmetic symbolically and, where Python needs a real
+number (``math.sqrt``, ``range``), give a *witness* value chosen so that no two dimensions
+collide.
+
+Supported operations are listed in :data:`SUPPORTED`; anything else stops the trace with a
+note naming the operation (the report is then incomplete, never silently wrong).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensig.dims import Dim
+from tensig.errors import InconclusiveError
+
+__all__ = ["SUPPORTED", "Finding", "SymArray", "SymSize", "Tracer", "Unsupported"]
+
+ONE = Dim.const(1)
+_TENSIG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing verification found, at a source line of the verified code."""
+
+    kind: str  # "broadcast", "contraction", "outer-product", "return-shape", "reshape", ...
+    message: str
+    file: str | None = None
+    line: int | None = None
+    severity: str = "error"  # or "warning" (assumptions)
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        return f"{where}{self.severity}: {self.message}"
+
+
+class Unsupported(Exception):
+    """An operation that verification does not model (the trace stops there)."""
+
+
+@dataclass
+class Tracer:
+    """Collects findings while a function runs on symbolic arrays."""
+
+    witness: dict[str, int]
+    findings: list[Finding] = field(default_factory=list)
+    fresh: int = 0
+    largest: Any = None  # the largest intermediate (a SymArray), for pricing
+    divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+
+    def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
+        """``a == b`` canonically, or at sizes where every assumed division is exact.
+
+        Two assignments that make each divided symbol a multiple of all divisors stand in for
+        the assumption (a heuristic: exact for divisions of single symbols, the usual case).
+        """
+        if a == b:
+            return True
+        if not self.divisors:
+            return False
+        lcm = 1
+        for _, k in self.divisors:
+            lcm = lcm * k // math.gcd(lcm, k)
+        for bump in (0, 1):
+            env = {n: (w + bump) * lcm for n, w in self.witness.items()}
+            try:
+                if a.evaluate(env) != b.evaluate(env):
+                    return False
+            except ValueError:
+                return False
+        return True
+
+    def where(self) -> tuple[str | None, int | None]:
+        """The innermost frame outside tensig and the array libraries: the user's line."""
+        f = sys._getframe(1)
+        while f is not None:
+            name = os.path.abspath(f.f_code.co_filename)
+            if not name.startswith(_TENSIG_DIR) and "site-packages" not in name and \
+                    not name.startswith(sys.prefix + os.sep + "lib") and "<frozen" not in name:
+                return f.f_code.co_filename, f.f_lineno
+            f = f.f_back
+        return None, None
+
+    def report(self, kind: str, message: str, severity: str = "error") -> None:
+        file, line = self.where()
+        finding = Finding(kind, message, file, line, severity)
+        if finding not in self.findings:
+            self.findings.append(finding)
+
+    def new_dim(self, hint: str) -> Dim:
+        """A fresh existential dimension (a data-dependent size, like a Remora box)."""
+        self.fresh += 1
+        name = f"{hint}{self.fresh}"
+        self.witness[name] = 3
+        return Dim.symbol(name)
+
+    def value(self, d: Dim) -> int:
+        return d.evaluate(self.witness)
+
+
+_TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",
+                                                                       default=None)
+
+
+def tracer() -> Tracer:
+    t = _TRACER.get()
+    if t is None:
+        raise RuntimeError("symbolic arrays are only usable inside tensig.verify")
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes
+# --------------------------------------------------------------------------------------------
+
+
+def as_dim(x: Any) -> Dim:
+    if isinstance(x, SymSize):
+        return x.dim
+    if isinstance(x, Dim):
+        return x
+    if isinstance(x, bool):
+        raise TypeError("a size cannot be a bool")
+    return Dim.const(int(x))
+
+
+def show(d: Dim | int) -> str:
+    return str(d)
+
+
+class SymSize:
+    """A size read from a symbolic shape: symbolic in arithmetic, a witness where Python
+    needs a number (``range``, ``math.sqrt``, indexing a list)."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim: Dim):
+        self.dim = dim
+
+    # numbers Python insists on
+    def __index__(self) -> int:
+        return tracer().value(self.dim)
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(tracer().value(self.dim))
+
+    def __repr__(self) -> str:
+        return f"SymSize({self.dim})"
+
+    __str__ = __repr__
+
+    def __hash__(self) -> int:
+        return hash(self.dim)
+
+    # arithmetic stays symbolic
+    def _op(self, other: Any, fn: Callable[[Dim, Any], Dim]) -> Any:
+        if isinstance(other, float):
+            return fn(Dim.const(tracer().value(self.dim)), other)  # a float: leave symbols
+        if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
+            return SymSize(fn(self.dim, as_dim(other)))
+        return NotImplemented
+
+    def __add__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a + b)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b + a)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a - b)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b - a)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a * b)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b * a)
+
+    def __floordiv__(self, o: Any) -> Any:
+        if isinstance(o, int) and o > 0:
+            if (self.dim % o).constant != 0:
+                require_divisible(self.dim, o)
+            return SymSize(self.dim // o)
+        return float(self) // o if isinstance(o, float) else int(self) // int(o)
+
+    def __truediv__(self, o: Any) -> float:
+        return float(self) / float(o)
+
+    def __rtruediv__(self, o: Any) -> float:
+        return float(o) / float(self)
+
+    def __mod__(self, o: Any) -> Any:
+        if isinstance(o, int) and o > 0:
+            return SymSize(self.dim % o)
+        return int(self) % int(o)
+
+    def __neg__(self) -> Any:
+        return SymSize(-self.dim)
+
+    def __pow__(self, o: Any) -> Any:
+        if isinstance(o, int) and o >= 0:
+            return SymSize(self.dim ** o)
+        return float(self) ** o
+
+    # comparisons: decided on canonical forms when possible, else an assumption
+    def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
+        if isinstance(other, float):
+            return fn(float(self), other)
+        if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
+            return NotImplemented
+        a, b = self.dim, as_dim(other)
+        try:
+            decided: bool | None = fn(a, b)
+        except InconclusiveError:
+            decided = None
+        witness = fn(tracer().value(a), tracer().value(b))
+        if decided is None:
+            _assume(f"{a} {name} {b}", None, witness)
+            return witness
+        return decided
+
+    def __eq__(self, o: Any) -> bool:  # type: ignore[override]
+        if isinstance(o, SymSize | int | Dim) and not isinstance(o, bool):
+            a, b = self.dim, as_dim(o)
+            if a == b:
+                return True
+            diff = a - b
+            if diff.constant is not None:
+                return False
+            return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
+        return NotImplemented
+
+    def __ne__(self, o: Any) -> bool:  # type: ignore[override]
+        r = self.__eq__(o)
+        return r if r is NotImplemented else not r
+
+    def __lt__(self, o: Any) -> bool:
+        return self._cmp(o, "<", lambda a, b: a < b)
+
+    def __le__(self, o: Any) -> bool:
+        return self._cmp(o, "<=", lambda a, b: a <= b)
+
+    def __gt__(self, o: Any) -> bool:
+        return self._cmp(o, ">", lambda a, b: a > b)
+
+    def __ge__(self, o: Any) -> bool:
+        return self._cmp(o, ">=", lambda a, b: a >= b)
+
+    def __bool__(self) -> bool:
+        try:
+            return bool(self.dim)
+        except InconclusiveError:
+            return self._cmp(0, "!=", lambda a, b: a != b)
+
+
+def _undecided_eq(a: Any, b: Any) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    raise InconclusiveError(f"{a} == {b}")
+
+
+def _assume(text: str, decided: bool | None, witness: bool) -> None:
+    """A size condition the code branches on: reported as an assumption (a warning)."""
+    if decided is True:
+        return
+    cond = text if witness else f"not ({text})"
+    tracer().report("assumption", f"assumes {cond}: a shape-dependent branch or size "
+                                  "condition, traced for one side only", severity="warning")
+
+
+def require_divisible(p: Dim, k: int) -> None:
+    """Exact division the code relies on (``D // heads``): reported once as a requirement."""
+    t = tracer()
+    t.divisors.append((p, k))
+    t.report("assumption", f"requires {p} divisible by {k}", severity="warning")
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays
+# --------------------------------------------------------------------------------------------
+
+
+class SymArray:
+    """An array with a symbolic shape and no data.
+
+    ``dims`` are canonical dimensions; ``kind`` is the dtype kind (``"f"``, ``"i"``, ``"b"``);
+    ``loose`` marks size-1 axes that came from the outside (a signature's ``1``): stretching
+    them is *implicit*, while a size-1 axis the code made itself (``None``, ``unsqueeze``,
+    ``keepdims``) is an explicit request to broadcast.
+    """
+
+    __array_priority__ = 1000
+
+    def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
+                 loose: frozenset[int] = frozenset(), name: str | None = None):
+        self.dims = tuple(as_dim(d) for d in dims)
+        self.kind = kind
+        self.loose = loose
+        self.name = name
+        t = _TRACER.get()
+        if t is not None:
+            biggest = t.largest
+            if biggest is None or _bigger(self, biggest, t):
+                t.largest = self
+
+    # -- describing ------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(SymSize(d) if d.constant is None else d.constant for d in self.dims)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+    @property
+    def dtype(self) -> Any:
+        return {"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32")
+
+    def size(self, dim: int | None = None) -> Any:  # torch's .size(); numpy's is .size attr
+        if dim is None:
+            return self.shape
+        return self.shape[_axis(dim, self.ndim)]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> Any:
+        total = ONE
+        for d in self.dims:
+            total = total * d
+        return SymSize(total)
+
+    def __len__(self) -> int:
+        if not self.dims:
+            raise TypeError("len() of a 0-d array")
+        return tracer().value(self.dims[0])
+
+    def __repr__(self) -> str:
+        return f"SymArray[{', '.join(map(str, self.dims))}]"
+
+    def _like(self, dims: Iterable[Dim | int], kind: str | None = None,
+              loose: frozenset[int] = frozenset()) -> SymArray:
+        return SymArray(dims, kind or self.kind, loose)
+
+    # -- elementwise -----------------------------------------------------------------------
+    def _binary(self, other: Any, kind: str | None = None, reverse: bool = False) -> SymArray:
+        a, b = (other, self) if reverse else (self, other)
+        return elementwise([a, b], kind)
+
+    def __add__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __radd__(self, o: Any) -> SymArray:
+        return self._binary(o, reverse=True)
+
+    def __sub__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __rsub__(self, o: Any) -> SymArray:
+        return self._binary(o, reverse=True)
+
+    def __mul__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __rmul__(self, o: Any) -> SymArray:
+        return self._binary(o, reverse=True)
+
+    def __truediv__(self, o: Any) -> SymArray:
+        return self._binary(o, "f")
+
+    def __rtruediv__(self, o: Any) -> SymArray:
+        return self._binary(o, "f", reverse=True)
+
+    def __floordiv__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __mod__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __pow__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __rpow__(self, o: Any) -> SymArray:
+        return self._binary(o, reverse=True)
+
+    def __lt__(self, o: Any) -> SymArray:  # type: ignore[override]
+        return self._binary(o, "b")
+
+    def __le__(self, o: Any) -> SymArray:
+        return self._binary(o, "b")
+
+    def __gt__(self, o: Any) -> SymArray:
+        return self._binary(o, "b")
+
+    def __ge__(self, o: Any) -> SymArray:
+        return self._binary(o, "b")
+
+    def __eq__(self, o: Any) -> SymArray:  # type: ignore[override]
+        return self._binary(o, "b")
+
+    def __ne__(self, o: Any) -> SymArray:  # type: ignore[override]
+        return self._binary(o, "b")
+
+    def __and__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __or__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __xor__(self, o: Any) -> SymArray:
+        return self._binary(o)
+
+    def __invert__(self) -> SymArray:
+        return self._like(self.dims, loose=self.loose)
+
+    def __neg__(self) -> SymArray:
+        return self._like(self.dims, loose=self.loose)
+
+    def __pos__(self) -> SymArray:
+        return self
+
+    def __abs__(self) -> SymArray:
+        return self._like(self.dims, loose=self.loose)
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise Unsupported("the truth value of an array depends on its data")
+
+    def __matmul__(self, o: Any) -> SymArray:
+        return matmul(self, o)
+
+    def __rmatmul__(self, o: Any) -> SymArray:
+        return matmul(o, self)
+
+    # -- methods shared by numpy and torch ---------------------------------------------------
+    def __getitem__(self, key: Any) -> SymArray:
+        return getitem(self, key)
+
+    def reshape(self, *shape: Any, **kw: Any) -> SymArray:
+        return reshape(self, _varargs(shape, kw.get("shape")))
+
+    view = reshape
+
+    def transpose(self, *axes: Any) -> SymArray:
+        if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
+                not (self.ndim == 2 and axes == (1, 0)):
+            return swapaxes(self, axes[0], axes[1])  # torch's transpose(d0, d1)
+        perm = _varargs(axes, None)
+        return permute(self, perm if perm else tuple(reversed(range(self.ndim))))
+
+    def permute(self, *axes: Any) -> SymArray:
+        return permute(self, _varargs(axes, None))
+
+    def swapaxes(self, a: int, b: int) -> SymArray:
+        return swapaxes(self, a, b)
+
+    @property
+    def T(self) -> SymArray:
+        return permute(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> SymArray:
+        return swapaxes(self, -1, -2)
+
+    def unsqueeze(self, dim: int) -> SymArray:
+        return expand_dims(self, dim)
+
+    def squeeze(self, *axis: Any, **kw: Any) -> SymArray:
+        ax = axis[0] if axis else kw.get("axis", kw.get("dim"))
+        return squeeze(self, ax)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> SymArray:
+        s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
+        merged = ONE
+        for d in self.dims[s:e + 1]:
+            merged = merged * d
+        return self._like((*self.dims[:s], merged, *self.dims[e + 1:]))
+
+    def expand(self, *sizes: Any) -> SymArray:
+        target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
+                  for s in _varargs(sizes, None)]
+        off = len(target) - self.ndim
+        dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
+        return broadcast_to(self, dims)
+
+    def expand_as(self, other: SymArray) -> SymArray:
+        return broadcast_to(self, other.dims)
+
+    def repeat(self, *reps: Any) -> SymArray:
+        r = _varargs(reps, None)
+        dims = (ONE,) * (len(r) - self.ndim) + self.dims
+        return self._like([d * as_dim(n) for d, n in zip(dims, r, strict=True)])
+
+    def masked_fill(self, mask: Any, value: Any) -> SymArray:
+        into(self, mask, "masked_fill's mask")
+        return self._like(self.dims, loose=self.loose)
+
+    def sum(self, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
+
+    def mean(self, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "f")
+
+    def prod(self, axis: Any = None, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
+
+    def std(self, axis: Any = None, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "f")
+
+    var = std
+
+    def max(self, axis: Any = None, *args: Any, **kw: Any) -> Any:
+        return _minmax(self, axis if axis is not None else kw.get("dim"), _keep(kw))
+
+    min = max
+
+    def amax(self, axis: Any = None, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
+
+    amin = amax
+
+    def argmax(self, axis: Any = None, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "i")
+
+    argmin = argmax
+
+    def all(self, axis: Any = None, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "b")
+
+    any = all
+
+    def logsumexp(self, dim: Any, keepdim: bool = False) -> SymArray:
+        return reduce_(self, dim, keepdim, "f")
+
+    def norm(self, *args: Any, **kw: Any) -> SymArray:
+        dim = kw.get("dim", args[1] if len(args) > 1 else None)
+        return reduce_(self, dim, _keep(kw), "f")
+
+    def softmax(self, dim: int, *args: Any, **kw: Any) -> SymArray:
+        _axis(dim, self.ndim)
+        return self._like(self.dims, "f", self.loose)
+
+    log_softmax = softmax
+
+    def _same(self, *args: Any, **kw: Any) -> SymArray:
+        return self._like(self.dims, loose=self.loose)
+
+    exp = log = sqrt = tanh = sigmoid = relu = abs = clamp = clip = contiguous = _same
+    clone = detach = cpu = cuda = round = floor = ceil = sin = cos = rsqrt = _same
+    copy = numpy = square = neg = _same
+
+    def _to_float(self, *args: Any, **kw: Any) -> SymArray:
+        return self._like(self.dims, "f", self.loose)
+
+    float = double = half = bfloat16 = _to_float
+
+    def long(self, *args: Any, **kw: Any) -> SymArray:
+        return self._like(self.dims, "i", self.loose)
+
+    int = long
+
+    def bool(self, *args: Any, **kw: Any) -> SymArray:
+        return self._like(self.dims, "b", self.loose)
+
+    def to(self, *args: Any, **kw: Any) -> SymArray:
+        kind = self.kind
+        for a in (*args, kw.get("dtype")):
+            text = str(a)
+            if "float" in text or "half" in text:
+                kind = "f"
+            elif "int" in text or "long" in text:
+                kind = "i"
+            elif "bool" in text:
+                kind = "b"
+        return self._like(self.dims, kind, self.loose)
+
+    def astype(self, dtype: Any, **kw: Any) -> SymArray:
+        return self.to(dtype)
+
+    type_as = _same
+
+    # -- the protocols -----------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("out") is not None:
+            raise Unsupported(f"numpy.{ufunc.__name__}(out=...)")
+        if method == "__call__":
+            if ufunc.__name__ == "matmul":
+                return matmul(*inputs)
+            kind = "b" if ufunc.__name__ in _BOOL_UFUNCS else \
+                ("f" if ufunc.__name__ in _FLOAT_UFUNCS else None)
+            if ufunc.nout != 1:
+                raise Unsupported(f"numpy.{ufunc.__name__} with {ufunc.nout} outputs")
+            return elementwise(list(inputs), kind)
+        if method == "reduce":
+            (x,) = inputs
+            return reduce_(_sym(x), kwargs.get("axis", 0), kwargs.get("keepdims", False))
+        raise Unsupported(f"numpy.{ufunc.__name__}.{method}")
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        impl = NUMPY.get(func.__name__)
+        if impl is None:
+            raise Unsupported(f"numpy.{func.__name__}")
+        return impl(*args, **kwargs)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        impl = TORCH.get(name)
+        if impl is None:
+            # a Tensor method called through torch.Tensor.method(x, ...)
+            if args and isinstance(args[0], SymArray) and hasattr(SymArray, name):
+                return getattr(args[0], name)(*args[1:], **kwargs)
+            raise Unsupported(f"torch.{name}")
+        return impl(*args, **kwargs)
+
+
+def _bigger(a: SymArray, b: SymArray, t: Tracer) -> bool:
+    def n(x: SymArray) -> int:
+        total = 1
+        for d in x.dims:
+            total *= t.value(d)
+        return total
+
+    return n(a) > n(b)
+
+
+_BOOL_UFUNCS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+                "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
+                "isfinite", "signbit"}
+_FLOAT_UFUNCS = {"true_divide", "divide", "exp", "log", "sqrt", "tanh", "sin", "cos",
+                 "exp2", "log2", "log10", "log1p", "expm1", "reciprocal", "arctan", "power"}
+
+
+def _keep(kw: dict[str, Any]) -> bool:
+    return bool(kw.get("keepdims", kw.get("keepdim", False)))
+
+
+def _varargs(args: Sequence[Any], kw: Any) -> tuple[Any, ...]:
+    if kw is not None:
+        return tuple(kw)
+    if len(args) == 1 and isinstance(args[0], tuple | list):
+        return tuple(args[0])
+    if len(args) == 1 and hasattr(args[0], "__iter__") and not isinstance(args[0], SymArray):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def _axis(a: Any, ndim: int) -> int:
+    a = int(a)
+    if not -ndim <= a < max(ndim, 1):
+        raise IndexError(f"axis {a} is out of range for an array of rank {ndim}")
+    return a % ndim if ndim else 0
+
+
+def _sym(x: Any) -> SymArray:
+    """A symbolic view of any operand: SymArray, real array (constant sizes) or scalar."""
+    if isinstance(x, SymArray):
+        return x
+    if isinstance(x, int | float | bool | complex) or x is None:
+        kind = "b" if isinstance(x, bool) else ("i" if isinstance(x, int) else "f")
+        return SymArray((), kind)
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        if isinstance(x, list | tuple):
+            import numpy as np
+
+            return _sym(np.asarray(x))
+        raise Unsupported(f"an operand of type {type(x).__name__}")
+    dtype = str(getattr(x, "dtype", "float"))
+    kind = "b" if "bool" in dtype else ("i" if "int" in dtype else "f")
+    return SymArray(tuple(int(s) for s in shape), kind, frozenset())
+
+
+# --------------------------------------------------------------------------------------------
+# Broadcasting and the checks it carries
+# --------------------------------------------------------------------------------------------
+
+
+def elementwise(operands: list[Any], kind: str | None = None, what: str = "an elementwise "
+                "operation") -> SymArray:
+    arrays = [_sym(x) for x in operands]
+    dims, loose = broadcast([a for a in arrays], what)
+    if kind is None:
+        kinds = {a.kind for a in arrays if a.dims or isinstance(a, SymArray)}
+        kind = "f" if "f" in kinds else ("i" if "i" in kinds else "b")
+    return SymArray(dims, kind, loose)
+
+
+def broadcast(arrays: list[SymArray], what: str) -> tuple[tuple[Dim, ...], frozenset[int]]:
+    """NumPy's rule, right-aligned, with three checks the rule itself does not make."""
+    n = max((a.ndim for a in arrays), default=0)
+    out: list[Dim] = []
+    implicit: list[set[int]] = [set() for _ in arrays]
+    firm: list[set[int]] = [set() for _ in arrays]
+    loose_out: set[int] = set()
+    for pos in range(n):
+        sizes = []
+        for i, a in enumerate(arrays):
+            j = pos - (n - a.ndim)
+            sizes.append(None if j < 0 else (a.dims[j], j in a.loose))
+        real = [s[0] for s in sizes if s is not None and s[0] != ONE]
+        target = real[0] if real else ONE
+        for d in real[1:]:
+            if d != target:
+                shapes = " and ".join(_shape_text(a) for a in arrays if a.ndim)
+                tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
+                                             f"(shapes {shapes})")
+                break
+        if target == ONE and all(s is None or s[1] for s in sizes if s is not None) and \
+                any(s is not None and s[1] for s in sizes):
+            loose_out.add(pos)
+        for i, s in enumerate(sizes):
+            if target == ONE:
+                continue
+            if s is None or (s[0] == ONE and s[1]):
+                implicit[i].add(pos)
+            elif s[0] != ONE:
+                firm[i].add(pos)
+        out.append(target)
+    _two_sided(arrays, implicit, firm, out)
+    return tuple(out), frozenset(loose_out)
+
+
+def _two_sided(arrays: list[SymArray], implicit: list[set[int]], firm: list[set[int]],
+               out: list[Dim]) -> None:
+    """Both operands stretched by the rule itself: an outer product nobody asked for."""
+    for i in range(len(arrays)):
+        for k in range(len(arrays)):
+            if i != k and implicit[i] & firm[k] and implicit[k] & firm[i]:
+                tracer().report(
+                    "outer-product",
+                    f"implicit two-sided broadcast: {_shape_text(arrays[i])} and "
+                    f"{_shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
+                    "product (expand one side explicitly with None/unsqueeze if that is meant)")
+                return
+
+
+def _shape_text(a: SymArray) -> str:
+    return "[" + ", ".join(map(str, a.dims)) + "]"
+
+
+def into(target: SymArray, x: Any, what: str) -> None:
+    """``x`` must broadcast into ``target``'s shape without changing it."""
+    dims, _ = broadcast([target, _sym(x)], what)
+    if dims != target.dims:
+        tracer().report("broadcast", f"{what} {_shape_text(_sym(x))} does not fit "
+                                     f"{_shape_text(target)}")
+
+
+def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
+    a = _sym(x)
+    target = tuple(as_dim(d) for d in dims)
+    off = len(target) - a.ndim
+    for i, d in enumerate(a.dims):
+        if d != ONE and d != target[i + off]:
+            tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} "
+                                         f"(broadcast_to {_shape_text(a)} -> "
+                                         f"[{', '.join(map(str, target))}])")
+    return SymArray(target, a.kind)
+
+
+# --------------------------------------------------------------------------------------------
+# Operations
+# --------------------------------------------------------------------------------------------
+
+
+def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) -> SymArray:
+    a = _sym(x)
+    if axis is None:
+        axes = set(range(a.ndim))
+    elif isinstance(axis, tuple | list):
+        axes = {_axis(i, a.ndim) for i in axis}
+    else:
+        axes = {_axis(axis, a.ndim)}
+    if keepdims:
+        dims = [ONE if i in axes else d for i, d in enumerate(a.dims)]
+    else:
+        dims = [d for i, d in enumerate(a.dims) if i not in axes]
+    return SymArray(dims, kind or a.kind)
+
+
+def _minmax(x: SymArray, axis: Any, keepdims: bool) -> Any:
+    values = reduce_(x, axis, keepdims)
+    if axis is not None and _TORCH_STYLE.get():
+        return _MaxResult(values, reduce_(x, axis, keepdims, "i"))
+    return values
+
+
+_TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torch_style",
+                                                                    default=False)
+
+
+class _MaxResult(tuple):
+    """torch's (values, indices) result of ``max(dim=...)``."""
+
+    def __new__(cls, values: SymArray, indices: SymArray) -> _MaxResult:
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self) -> SymArray:
+        return self[0]
+
+    @property
+    def indices(self) -> SymArray:
+        return self[1]
+
+
+def permute(x: Any, perm: Sequence[int]) -> SymArray:
+    a = _sym(x)
+    p = [_axis(i, a.ndim) for i in perm]
+    if sorted(p) != list(range(a.ndim)):
+        raise ValueError(f"{list(perm)} is not a permutation of the axes of {_shape_text(a)}")
+    return SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
+
+
+def swapaxes(x: Any, i: int, j: int) -> SymArray:
+    a = _sym(x)
+    p = list(range(a.ndim))
+    i, j = _axis(i, a.ndim), _axis(j, a.ndim)
+    p[i], p[j] = p[j], p[i]
+    return permute(a, p)
+
+
+def moveaxis(x: Any, source: int, destination: int) -> SymArray:
+    a = _sym(x)
+    p = list(range(a.ndim))
+    s = p.pop(_axis(source, a.ndim))
+    p.insert(_axis(destination, a.ndim), s)
+    return permute(a, p)
+
+
+def expand_dims(x: Any, axis: int) -> SymArray:
+    a = _sym(x)
+    ax = int(axis)
+    ax = ax + a.ndim + 1 if ax < 0 else ax
+    dims = list(a.dims)
+    dims.insert(ax, ONE)
+    return SymArray(dims, a.kind)
+
+
+def squeeze(x: Any, axis: Any = None) -> SymArray:
+    a = _sym(x)
+    if axis is None:
+        return SymArray([d for d in a.dims if d != ONE], a.kind)
+    axes = {_axis(i, a.ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
+    return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
+
+
+def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
+    a = _sym(x)
+    total = ONE
+    for d in a.dims:
+        total = total * d
+    target: list[Dim | None] = []
+    for s in shape:
+        if isinstance(s, int) and not isinstance(s, bool) and s == -1:
+            target.append(None)
+        else:
+            target.append(as_dim(s))
+    known = ONE
+    for d in target:
+        if d is not None:
+            known = known * d
+    if None in target:
+        q = total // known if known.constant is not None else None
+        if q is not None and known.constant is not None and (total % known.constant).constant != 0:
+            require_divisible(total, known.constant)
+        elif q is None or q * known != total:
+            q = _divide(total, known)
+        target[target.index(None)] = q
+    elif not tracer().equal_under_assumptions(known, total):
+        tracer().report("reshape", f"reshape of {_shape_text(a)} ({total} elements) into "
+                                   f"[{', '.join(map(str, target))}] ({known} elements)")
+    dims = [d for d in target if d is not None]
+    src = [d for d in a.dims if d != ONE]
+    dst = [d for d in dims if d != ONE]
+    if len(src) > 1 and src != dst and sorted(map(str, src)) == sorted(map(str, dst)):
+        tracer().report("reshape", f"reshape of {_shape_text(a)} into "
+                                   f"[{', '.join(map(str, dims))}] only reorders the "
+                                   "dimensions: it mixes elements; use a transpose/permute if "
+                                   "reordering axes was meant")
+    return SymArray(dims, a.kind)
+
+
+def _divide(total: Dim, known: Dim) -> Dim:
+    """``total / known`` for a ``-1`` in a reshape: cancel common factors, then divide.
+
+    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
+    """
+    if len(known.terms) == 1 and len(total.terms) == 1:
+        ((mk, ck),) = known.terms.items()
+        ((mt, ct),) = total.terms.items()
+        powers = dict(mt)
+        if all(powers.get(atom, 0) >= p for atom, p in mk):
+            for atom, p in mk:
+                powers[atom] -= p
+            rest = Dim.const(ct)
+            for atom, p in powers.items():
+                for _ in range(p):
+                    rest = rest * (Dim.symbol(atom) if isinstance(atom, str) else _atom_dim(atom))
+            if ck == 1:
+                return rest
+            if (rest % ck).constant != 0:
+                require_divisible(rest, ck)
+            return rest // ck
+    t = tracer()
+    t.report("assumption", f"requires {total} divisible by {known}", severity="warning")
+    return t.new_dim("n")
+
+
+def _atom_dim(atom: Any) -> Dim:
+    """A FloorDiv/Mod atom as a Dim of its own."""
+    num, k = atom.numerator, atom.divisor
+    return num // k if type(atom).__name__ == "FloorDiv" else num % k
+
+
+def getitem(x: SymArray, key: Any) -> SymArray:
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ellipsis = sum(1 for k in key if k is Ellipsis)
+    used = sum(1 for k in key if k is not None and k is not Ellipsis and
+               not (isinstance(k, SymArray) and k.kind == "b"))
+    used += sum(k.ndim for k in key if isinstance(k, SymArray) and k.kind == "b")
+    if n_ellipsis:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - used)
+    dims: list[Dim] = []
+    axis = 0
+    advanced: list[SymArray] = []
+    adv_pos = None
+    for k in key:
+        if k is None:
+            dims.append(ONE)
+            continue
+        if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
+            into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
+            adv_pos = len(dims) if adv_pos is None else adv_pos
+            dims.append(tracer().new_dim("nnz"))
+            axis += k.ndim
+            continue
+        if isinstance(k, SymArray) or (hasattr(k, "shape") and not isinstance(k, SymSize)) or \
+                isinstance(k, list):
+            adv_pos = len(dims) if adv_pos is None else adv_pos
+            advanced.append(_sym(k))
+            axis += 1
+            continue
+        if isinstance(k, slice):
+            dims.append(_slice_len(x.dims[axis], k))
+            axis += 1
+            continue
+        _check_index(x.dims[axis], k)
+        axis += 1
+    if advanced:
+        adv_dims, _ = broadcast(advanced, "advanced indexing")
+        assert adv_pos is not None
+        dims[adv_pos:adv_pos] = list(adv_dims)
+    return SymArray(dims, x.kind)
+
+
+def _check_index(size: Dim, k: Any) -> None:
+    d = as_dim(k)
+    try:
+        ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
+    except InconclusiveError:
+        _assume(f"{d} < {size}", None, True)
+        return
+    if not ok:
+        tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _slice_len(size: Dim, s: slice) -> Dim:
+    step = 1 if s.step is None else int(s.step)
+    if step != 1 or (s.start is not None and as_dim(s.start).constant is not None and \
+            as_dim(s.start).constant < 0):
+        if step == 1 and s.stop is None:
+            return Dim.const(-as_dim(s.start).constant)  # x[-k:]
+        return tracer().new_dim("s")  # strided slices: a fresh size (documented limitation)
+    start = ONE * 0 if s.start is None else as_dim(s.start)
+    stop = size if s.stop is None else as_dim(s.stop)
+    if stop.constant is not None and stop.constant < 0:
+        stop = size + stop
+    length = stop - start
+    try:
+        if stop > size:
+            tracer().report("index", f"slice up to {stop} on an axis of size {size}")
+            length = size - start
+    except InconclusiveError:
+        _assume(f"{stop} <= {size}", None, True)
+    return length
+
+
+def matmul(a: Any, b: Any) -> SymArray:
+    x, y = _sym(a), _sym(b)
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("matmul of a scalar")
+    xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
+    yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
+    if xd[-1] != yd[-2]:
+        tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
+                                       f"{_shape_text(x)} @ {_shape_text(y)})")
+    batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
+    out = list(batch) + ([xd[-2]] if x.ndim > 1 else []) + ([yd[-1]] if y.ndim > 1 else [])
+    return SymArray(out, "f" if "f" in (x.kind, y.kind) else x.kind)
+
+
+def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
+    arrays = [_sym(o) for o in operands]
+    spec = subscripts.replace(" ", "")
+    ins, _, out = spec.partition("->")
+    subs = ins.split(",")
+    if "..." in spec:
+        raise Unsupported("einsum with '...'")
+    sizes: dict[str, Dim] = {}
+    for sub, a in zip(subs, arrays, strict=True):
+        if len(sub) != a.ndim:
+            tracer().report("contraction", f"einsum operand {sub!r} has rank {a.ndim}")
+            continue
+        for c, d in zip(sub, a.dims, strict=True):
+            if c in sizes and sizes[c] != d:
+                if sizes[c] == ONE:
+                    sizes[c] = d
+                elif d != ONE:
+                    tracer().report("contraction", f"einsum index {c!r} is {sizes[c]} in one "
+                                                   f"operand and {d} in another")
+            else:
+                sizes.setdefault(c, d)
+    if not _:
+        out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
+    return SymArray([sizes[c] for c in out], "f")
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
+    xs = [_sym(a) for a in arrays]
+    axis = kw.get("dim", axis)
+    ax = _axis(axis, xs[0].ndim)
+    total = ONE * 0
+    for a in xs:
+        if a.ndim != xs[0].ndim:
+            tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
+            continue
+        for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
+            if i != ax and d != e:
+                tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
+                                          f"on axis {i}: {e} vs {d}")
+        total = total + a.dims[ax]
+    dims = list(xs[0].dims)
+    dims[ax] = total
+    return SymArray(dims, xs[0].kind)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
+    axis = kw.get("dim", axis)
+    xs = [expand_dims(_sym(a), axis) for a in arrays]
+    return concatenate(xs, axis)
+
+
+def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
+    if a is None:
+        raise Unsupported("where(cond) with one argument (data-dependent indices)")
+    out = elementwise([cond, a, b], None, "where")
+    kinds = {_sym(a).kind, _sym(b).kind}
+    return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
+
+
+def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
+    a, w = _sym(x), _sym(weight)
+    if a.dims[-1] != w.dims[-1]:
+        tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
+                                       f"weight in_features {w.dims[-1]} (weight "
+                                       f"{_shape_text(w)})")
+    out = SymArray((*a.dims[:-1], w.dims[0]), "f")
+    if bias is not None:
+        into(out, bias, "the bias")
+    return out
+
+
+def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+         dilation: Any = 1, groups: int = 1) -> SymArray:
+    a, w = _sym(x), _sym(weight)
+    nd = w.ndim - 2
+    def per(v: Any) -> list[Any]:
+        return list(v) if isinstance(v, tuple | list) else [v] * nd
+    st, pd, dl = per(stride), per(padding), per(dilation)
+    if a.dims[-nd - 1] != w.dims[1] * groups:
+        tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
+                                       f"weight {w.dims[1]} x groups {groups}")
+    spatial = []
+    for i in range(nd):
+        n, k = a.dims[-nd + i], w.dims[2 + i]
+        if pd[i] == "same":
+            spatial.append(n)
+            continue
+        p = 0 if pd[i] == "valid" else int(pd[i])
+        span = (k - 1) * int(dl[i]) + 1
+        num = n + 2 * p - span
+        s = int(st[i])
+        if s > 1 and (num % s).constant != 0:
+            require_divisible(num, s)
+        spatial.append(num // s + 1)
+    return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
+
+
+def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean",
+                    **kw: Any) -> SymArray:
+    a, b = _sym(input), _sym(target)
+    if a.dims != b.dims:
+        tracer().report("broadcast", f"loss between {_shape_text(a)} and {_shape_text(b)}: "
+                                     "the shapes differ, so the loss broadcasts")
+    dims, _ = broadcast([a, b], "a loss")
+    return SymArray(() if reduction != "none" else dims, "f")
+
+
+def cross_entropy(input: Any, target: Any, *args: Any, reduction: str = "mean",
+                  **kw: Any) -> SymArray:
+    a, t = _sym(input), _sym(target)
+    if t.kind == "f":
+        batch = t.dims
+        if a.dims != t.dims:
+            tracer().report("broadcast", f"cross_entropy with probabilities {_shape_text(t)} "
+                                         f"for logits {_shape_text(a)}")
+    else:
+        batch = a.dims[:1] + a.dims[2:]
+        if t.dims != batch:
+            tracer().report("contraction", f"cross_entropy: targets {_shape_text(t)} for "
+                                           f"logits {_shape_text(a)} (expected "
+                                           f"[{', '.join(map(str, batch))}])")
+    return SymArray(() if reduction != "none" else batch, "f")
+
+
+def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,
+               *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    ns = tuple(as_dim(d) for d in (normalized_shape if isinstance(normalized_shape, tuple | list)
+                                   else (normalized_shape,)))
+    if a.dims[len(a.dims) - len(ns):] != ns:
+        tracer().report("contraction", f"layer_norm over [{', '.join(map(str, ns))}] of "
+                                       f"{_shape_text(a)}")
+    for p in (weight, bias):
+        if p is not None and _sym(p).dims != ns:
+            tracer().report("broadcast", f"layer_norm parameter {_shape_text(_sym(p))} for "
+                                         f"normalized shape [{', '.join(map(str, ns))}]")
+    return SymArray(a.dims, "f")
+
+
+def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, *args: Any, **kw: Any) -> SymArray:
+    scores = matmul(q, swapaxes(_sym(k), -1, -2))
+    if attn_mask is not None:
+        into(scores, attn_mask, "the attention mask")
+    return matmul(scores, v)
+
+
+def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
+    i, w = _sym(idx), _sym(weight)
+    return SymArray(i.dims + w.dims[1:], "f")
+
+
+def _same_as(x: Any, *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    dim = kw.get("dim", args[0] if args and isinstance(args[0], int) else None)
+    if dim is not None:
+        _axis(dim, a.ndim)
+    return SymArray(a.dims, "f" if a.kind != "b" else a.kind, a.loose)
+
+
+def _created(*shape: Any, **kw: Any) -> SymArray:
+    dims = _varargs(shape, kw.get("size", kw.get("shape")))
+    dtype = str(kw.get("dtype", "float"))
+    kind = "b" if "bool" in dtype else ("i" if "int" in dtype or "long" in dtype else "f")
+    return SymArray([as_dim(d) for d in dims], kind)
+
+
+def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
+    return _created(shape, **kw)
+
+
+def _like(x: Any, *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    return SymArray(a.dims, a.kind)
+
+
+def _arange(*args: Any, **kw: Any) -> SymArray:
+    nums = [as_dim(a) for a in args if not isinstance(a, float)]
+    if len(nums) == 1:
+        return SymArray([nums[0]], "i")
+    if len(nums) >= 2 and (len(nums) == 2 or nums[2] == ONE):
+        return SymArray([nums[1] - nums[0]], "i")
+    raise Unsupported("arange with a step")
+
+
+def _eye(n: Any, m: Any = None, *args: Any, **kw: Any) -> SymArray:
+    return SymArray([as_dim(n), as_dim(m if m is not None else n)], "f")
+
+
+def _split_like(*args: Any, **kw: Any) -> Any:
+    raise Unsupported("split/chunk")
+
+
+NUMPY: dict[str, Callable[..., Any]] = {
+    "sum": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "mean": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "std": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "var": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "max": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "min": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "amax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "amin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "prod": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "argmax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
+    "argmin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
+    "all": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
+    "any": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
+    "reshape": lambda a, shape=None, newshape=None, **k: reshape(
+        a, shape if shape is not None else newshape
+        if isinstance(shape if shape is not None else newshape, tuple | list)
+        else (shape if shape is not None else newshape,)),
+    "transpose": lambda a, axes=None: permute(a, axes if axes is not None
+                                              else tuple(reversed(range(_sym(a).ndim)))),
+    "permute_dims": lambda a, axes=None: permute(a, axes),
+    "swapaxes": swapaxes,
+    "moveaxis": moveaxis,
+    "expand_dims": expand_dims,
+    "squeeze": squeeze,
+    "concatenate": concatenate,
+    "concat": concatenate,
+    "stack": stack,
+    "where": where,
+    "matmul": matmul,
+    "dot": matmul,
+    "einsum": einsum,
+    "broadcast_to": lambda a, shape: broadcast_to(a, shape),
+    "zeros_like": _like,
+    "ones_like": _like,
+    "empty_like": _like,
+    "full_like": lambda a, fill_value, **k: _like(a),
+    "clip": lambda a, *args, **k: _same_as(a),
+    "round": lambda a, *args, **k: _same_as(a),
+    "copy": lambda a, *args, **k: _same_as(a),
+    "tril": lambda a, k=0: _same_as(a),
+    "triu": lambda a, k=0: _same_as(a),
+    "isclose": lambda a, b, **k: elementwise([a, b], "b"),
+    "allclose": lambda a, b, **k: SymArray((), "b"),
+    "shape": lambda a: _sym(a).shape,
+    "ndim": lambda a: _sym(a).ndim,
+    "size": lambda a: _sym(a).numel(),
+    "linalg.norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims,
+                                                                           "f"),
+    "norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims, "f"),
+    "split": _split_like,
+}
+
+TORCH: dict[str, Callable[..., Any]] = {
+    "matmul": matmul,
+    "bmm": matmul,
+    "mm": matmul,
+    "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
+                                          isinstance(ops[0], list | tuple) else ops)),
+    "cat": concatenate,
+    "concat": concatenate,
+    "concatenate": concatenate,
+    "stack": stack,
+    "where": where,
+    "linear": linear,
+    "conv1d": conv,
+    "conv2d": conv,
+    "conv3d": conv,
+    "mse_loss": same_shape_loss,
+    "l1_loss": same_shape_loss,
+    "smooth_l1_loss": same_shape_loss,
+    "huber_loss": same_shape_loss,
+    "binary_cross_entropy": same_shape_loss,
+    "binary_cross_entropy_with_logits": same_shape_loss,
+    "cross_entropy": cross_entropy,
+    "nll_loss": cross_entropy,
+    "layer_norm": layer_norm,
+    "scaled_dot_product_attention": sdpa,
+    "embedding": embedding,
+    "softmax": _same_as,
+    "log_softmax": _same_as,
+    "relu": _same_as,
+    "gelu": _same_as,
+    "silu": _same_as,
+    "sigmoid": _same_as,
+    "tanh": _same_as,
+    "dropout": _same_as,
+    "exp": _same_as,
+    "log": _same_as,
+    "sqrt": _same_as,
+    "rsqrt": _same_as,
+    "abs": _same_as,
+    "tril": lambda a, diagonal=0: _same_as(a),
+    "triu": lambda a, diagonal=0: _same_as(a),
+    "zeros_like": _like,
+    "ones_like": _like,
+    "empty_like": _like,
+    "rand_like": _like,
+    "randn_like": _like,
+    "full_like": lambda a, fill_value, **k: _like(a),
+    "sum": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "mean": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim, "f"),
+    "amax": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "amin": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "logsumexp": lambda a, dim, keepdim=False: reduce_(a, dim, keepdim, "f"),
+    "argmax": lambda a, dim=None, keepdim=False: reduce_(a, dim, keepdim, "i"),
+    "transpose": swapaxes,
+    "permute": lambda a, dims: permute(a, dims),
+    "reshape": lambda a, shape: reshape(a, shape),
+    "unsqueeze": expand_dims,
+    "squeeze": lambda a, dim=None: squeeze(a, dim),
+    "flatten": lambda a, start_dim=0, end_dim=-1: _sym(a).flatten(start_dim, end_dim),
+    "broadcast_to": lambda a, size: broadcast_to(a, size),
+    "maximum": lambda a, b: elementwise([a, b]),
+    "minimum": lambda a, b: elementwise([a, b]),
+    "add": lambda a, b, alpha=1: elementwise([a, b]),
+    "sub": lambda a, b, alpha=1: elementwise([a, b]),
+    "mul": lambda a, b: elementwise([a, b]),
+    "div": lambda a, b, **k: elementwise([a, b], "f"),
+    "masked_fill": lambda a, mask, value: _sym(a).masked_fill(mask, value),
+    "split": _split_like,
+    "chunk": _split_like,
+}
+
+# torch's Tensor dunder methods reach __torch_function__ under their own names
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
+    TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
+
+SUPPORTED = sorted(set(NUMPY) | set(TORCH))
+
+CREATION_NUMPY: dict[str, Callable[..., Any]] = {
+    "zeros": _created, "ones": _created, "empty": _created, "full": _full,
+    "arange": _arange, "eye": _eye,
+}
+CREATION_TORCH: dict[str, Callable[..., Any]] = {
+    "zeros": _created, "ones": _created, "empty": _created, "full": _full,
+    "randn": _created, "rand": _created, "arange": _arange, "eye": _eye,
+}
+
+
+def _has_sym(args: Iterable[Any]) -> bool:
+    for a in args:
+        if isinstance(a, SymSize | SymArray):
+            return True
+        if isinstance(a, tuple | list) and _has_sym(a):
+            return True
+    return False
+
+
+def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
+                     ) -> Callable[..., Any]:
+    """Creation functions called with symbolic sizes build symbolic arrays."""
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if _TRACER.get() is not None and (_has_sym(args) or _has_sym(kw.values())):
+            return symbolic(*args, **kw)
+        return original(*args, **kw)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def set_tracer(t: Tracer | None) -> contextvars.Token[Tracer | None]:
+    return _TRACER.set(t)
+
+
+def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
+    _TRACER.reset(token)
+
+
+def set_torch_style(flag: bool) -> contextvars.Token[bool]:
+    return _TORCH_STYLE.set(flag)
+
+
+_ = math

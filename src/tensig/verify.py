@@ -1,0 +1,350 @@
+"""``tensig.verify(fn, signature)``: prove a function's shape contract for all sizes at once.
+
+The function runs once on :class:`~tensig.symbolic.SymArray` arguments whose sizes are the
+signature's dimension variables, each a distinct symbol.  Every broadcast, contraction, reshape
+and reduction is computed on canonical symbolic shapes, so ``B`` never equals ``T`` by accident:
+the bugs that hide when sizes collide (``B == T == 16``) are found at any size.  No full-size
+data is allocated.
+
+The report lists findings at source lines of ``fn``, in the signature's names:
+
+- a broadcast or contraction that needs two different dimensions to be equal;
+- a result whose shape differs from the declared return shape;
+- an implicit two-sided broadcast that turns two vectors into an outer product;
+- a reshape whose target only reorders the source's dimensions (a transpose was meant);
+- a size condition the code silently assumes (reported as a warning).
+
+>>> import numpy as np
+>>> def scores(q, k):
+...     return q @ k.swapaxes(-1, -2)
+>>> verify(scores, "B T d; B S d => B T S").ok
+True
+>>> def bad_mean(x):
+...     return x.mean(axis=0)          # meant axis=1
+>>> print(verify(bad_mean, "B T d => B d").findings[0].message)
+returns [T, d] but the signature declares [B, d]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensig import symbolic as S
+from tensig.dims import Dim
+from tensig.errors import SpecSyntaxError
+from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, ShapeSpec, parse
+
+__all__ = ["Report", "Signature", "verify"]
+
+
+# --------------------------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Argument shapes and the declared result shape, as symbolic dimensions.
+
+    ``results`` is ``None`` when nothing is declared about the return value.
+    """
+
+    args: tuple[tuple[Dim, ...], ...]
+    results: tuple[tuple[Dim, ...], ...] | None
+    symbols: tuple[str, ...]
+    text: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Signature:
+        """Read ``"B T d; B T => B d"`` (the notation's syntax; written rows only).
+
+        An omitted row is empty here (a signature states shapes; it does not broadcast), a
+        fixed index is a literal size, ``_`` is a fresh size and a row variable stands for one
+        axis of its own symbol.
+        """
+        spec = parse(text if "=>" in text else text + " =>")
+        fresh = itertools.count()
+        names: list[str] = []
+
+        def dims(shape: ShapeSpec) -> tuple[Dim, ...]:
+            out: list[Dim] = []
+            for kind in ("batch", "output", "input"):
+                row = shape.row(kind)  # type: ignore[arg-type]
+                if row.is_context_ellipsis:
+                    continue
+                for a in row.left:
+                    out.append(axis(a))
+                if row.var is not None:
+                    name = row.var.name or f"{kind}_"
+                    names.append(name) if name not in names else None
+                    out.append(Dim.symbol(name))
+                for a in row.right:
+                    out.append(axis(a))
+            return tuple(out)
+
+        def axis(a: Any) -> Dim:
+            if isinstance(a, Label):
+                if a.name not in names:
+                    names.append(a.name)
+                return Dim.symbol(a.name)
+            if isinstance(a, Fixed):
+                return Dim.const(a.index)
+            if isinstance(a, Placeholder):
+                name = f"_{next(fresh)}"
+                names.append(name)
+                return Dim.symbol(name)
+            assert isinstance(a, Affine | Concat)
+            raise SpecSyntaxError(text, a.span[0], "a signature has plain axes only",
+                                  end=a.span[1])
+
+        args = tuple(dims(s) for s in spec.operands)
+        result_text = text.split("=>", 1)[1].strip() if "=>" in text else ""
+        results = (dims(spec.result),) if result_text else None
+        return cls(args, results, tuple(names), text)
+
+
+def _witnesses(names: Sequence[str]) -> dict[str, int]:
+    """Distinct sizes, none 1, none the sum or product of two others: no accidental fits."""
+    out: dict[str, int] = {}
+    used: set[int] = set()
+    candidate = 5
+    for name in names:
+        while True:
+            vals = list(used)
+            bad = candidate in used or any(candidate == a + b or candidate == a * b
+                                           for a in vals for b in vals)
+            if not bad:
+                break
+            candidate += 1
+        out[name] = candidate
+        used.add(candidate)
+        candidate += 1
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """What verification found; ``ok`` when the contract holds for all sizes."""
+
+    function: str
+    signature: Signature
+    findings: list[S.Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    result: tuple[tuple[Dim, ...], ...] | None = None
+    largest: tuple[Dim, ...] | None = None
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No finding, and the whole function was traced."""
+        return not self.findings and not self.notes
+
+    @property
+    def complete(self) -> bool:
+        return not self.notes
+
+    def __iter__(self) -> Iterator[S.Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def largest_bytes(self, dtype: Any = "float32") -> Dim | None:
+        """The largest intermediate array's size in bytes, symbolically (``4*B*T*T*h``)."""
+        if self.largest is None:
+            return None
+        import numpy as np
+
+        total = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
+        for d in self.largest:
+            total = total * d
+        return total
+
+    def __str__(self) -> str:
+        lines = [str(f) for f in self.findings]
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        lines += [f"{where}note: {n}" for n in self.notes]
+        if not lines:
+            syms = ", ".join(self.signature.symbols) or "its sizes"
+            lines.append(f"{where}ok: {self.function} verified for all {syms}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "signature": self.signature.text,
+            "ok": self.ok,
+            "findings": [{"kind": f.kind, "severity": f.severity, "message": f.message,
+                          "file": f.file, "line": f.line} for f in self.findings],
+            "notes": self.notes,
+            "result": None if self.result is None else [[str(d) for d in r]
+                                                        for r in self.result],
+            "largest": None if self.largest is None else [str(d) for d in self.largest],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Running a function symbolically
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _creation_patched() -> Iterator[None]:
+    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    patched: list[tuple[Any, str, Any]] = []
+    targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
+    try:
+        for module_name, table in targets:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            for name, fn in table.items():
+                original = getattr(module, name)
+                patched.append((module, name, original))
+                setattr(module, name, S.creation_wrapper(original, fn))
+        yield
+    finally:
+        for module, name, original in reversed(patched):
+            setattr(module, name, original)
+
+
+def _uses_torch(fn: Callable[..., Any]) -> bool:
+    g = getattr(fn, "__globals__", {})
+    return any(getattr(v, "__name__", "").split(".")[0] == "torch" for v in g.values()
+               if inspect.ismodule(v) or callable(v))
+
+
+def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
+           torch_style: bool | None = None) -> Report:
+    """Run ``fn`` once on symbolic arrays and report shape findings.
+
+    ``signature`` is a spec-style string (``"B T d; B T => B d"``) or a :class:`Signature`;
+    without it the function's annotations are read (``tensig.Shaped[...]``).  ``torch_style``
+    selects torch semantics where NumPy and torch differ (``x.max(dim)`` returns values and
+    indices); by default it is guessed from the modules the function's globals use.
+    """
+    sig = _signature_of(fn, signature)
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+    code = getattr(fn, "__code__", None)
+    report = Report(name, sig, file=code.co_filename if code else None,
+                    line=code.co_firstlineno if code else None)
+    n_params = _positional_count(fn)
+    if n_params is not None and n_params != len(sig.args):
+        raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
+                        f"{sig.text!r} describes {len(sig.args)}")
+    tracer = S.Tracer(_witnesses(sig.symbols))
+    token = S.set_tracer(tracer)
+    style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    try:
+        args = [S.SymArray(dims, "f", frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                for dims in sig.args]
+        with _creation_patched():
+            try:
+                out = fn(*args)
+            except S.Unsupported as e:
+                report.notes.append(f"verification stopped: {e} is not modelled "
+                                    f"(see tensig.symbolic.SUPPORTED)")
+                out = None
+            except Exception as e:  # the function failed on symbolic input: say where
+                file, line = _failure_line(e)
+                report.notes.append(f"verification stopped at {file}:{line}: "
+                                    f"{type(e).__name__}: {e}")
+                out = None
+        if out is not None:
+            report.result = _result_dims(out)
+            _check_result(report, sig, tracer)
+        report.findings = list(tracer.findings) + report.findings
+        if tracer.largest is not None:
+            report.largest = tracer.largest.dims
+    finally:
+        S.reset_tracer(token)
+        S._TORCH_STYLE.reset(style)
+    return report
+
+
+def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
+    if isinstance(signature, Signature):
+        return signature
+    if isinstance(signature, str):
+        return Signature.parse(signature)
+    from_annotations = _signature_from_annotations(fn)
+    if from_annotations is None:
+        raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
+                        "pass a signature such as 'B T d; B T => B d'")
+    return from_annotations
+
+
+def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
+    """Build a signature from ``tensig.Shaped`` annotations, when the function has them."""
+    try:
+        from tensig.annotations import signature_text
+    except ImportError:
+        return None
+    text = signature_text(fn)
+    return None if text is None else Signature.parse(text)
+
+
+def _positional_count(fn: Callable[..., Any]) -> int | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+               and p.default is p.empty)
+
+
+def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
+    tb = e.__traceback__
+    file, line = None, None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "tensig" not in name.replace("\\", "/").split("/site-packages/")[-1][:0] and \
+                not name.startswith(S._TENSIG_DIR):
+            file, line = name, tb.tb_lineno
+        tb = tb.tb_next
+    return file, line
+
+
+def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
+    items = out if isinstance(out, tuple) else (out,)
+    return tuple(S._sym(o).dims if not isinstance(o, S.SymSize) else () for o in items)
+
+
+def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
+    """The result against the declared shape; symbols only in the result bind to anything."""
+    if sig.results is None or report.result is None:
+        return
+    in_args = {name for dims in sig.args for d in dims for name in d.symbols}
+    bound: dict[str, Dim] = {}
+    for got, want in zip(report.result, sig.results, strict=False):
+        ok = len(got) == len(want)
+        for g, w in zip(got, want, strict=False):
+            if not ok:
+                break
+            w = w.subs(bound) if bound else w
+            if tracer.equal_under_assumptions(g, w):
+                continue
+            free = w.symbols - in_args - set(bound)
+            if len(free) == 1 and w == Dim.symbol(next(iter(free))):
+                bound[next(iter(free))] = g
+                continue
+            ok = False
+        if not ok:
+            report.findings.append(S.Finding(
+                "return-shape",
+                f"returns [{', '.join(map(str, got))}] but the signature declares "
+                f"[{', '.join(map(str, want))}]", report.file, report.line))
