@@ -316,7 +316,7 @@ class SymArray:
         self.loose = loose
         self.name = name
         t = _TRACER.get()
-        if t is not None:
+        if t is not None and any(d.constant is None for d in self.dims):
             biggest = t.largest
             if biggest is None or _bigger(self, biggest, t):
                 t.largest = self
@@ -636,10 +636,13 @@ class SymArray:
 
 
 def _bigger(a: SymArray, b: SymArray, t: Tracer) -> bool:
+    """Compare element counts at large sizes, so the symbolic degree decides."""
+    big = {name: 1000 * w for name, w in t.witness.items()}
+
     def n(x: SymArray) -> int:
         total = 1
         for d in x.dims:
-            total *= t.value(d)
+            total *= d.evaluate(big)
         return total
 
     return n(a) > n(b)
@@ -716,7 +719,7 @@ def broadcast(arrays: list[SymArray], what: str) -> tuple[tuple[Dim, ...], froze
     loose_out: set[int] = set()
     for pos in range(n):
         sizes = []
-        for i, a in enumerate(arrays):
+        for a in arrays:
             j = pos - (n - a.ndim)
             sizes.append(None if j < 0 else (a.dims[j], j in a.loose))
         real = [s[0] for s in sizes if s is not None and s[0] != ONE]
