@@ -114,7 +114,7 @@ def test_blog_pool_with_mask_is_clean():
     assert r.ok, str(r)
 
 
-# -- other findings ----------------------------------------------------------------------------------
+# -- other findings ------------------------------------------------------------
 
 
 def test_reshape_used_for_a_transpose():
@@ -205,7 +205,7 @@ def test_contractions():
 
 def test_sizes_work_in_ordinary_python():
     def f(x):
-        b, t, d = x.shape
+        _b, t, d = x.shape
         scale = 1.0 / math.sqrt(d)
         steps = [i for i in range(t)]
         assert len(steps) > 0
