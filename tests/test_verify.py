@@ -248,3 +248,21 @@ def test_report_formats():
     ok = verify(pool_fix, "B T d => B d")
     assert "ok: pool_fix verified for all B, T, d" in str(ok)
     assert list(ok) == [] and len(ok) == 0
+
+
+def test_jax_code_through_jax_symbolic_shapes():
+    jnp = pytest.importorskip("jax.numpy")
+
+    def bug(scores, mask):
+        return jnp.add(scores, mask)
+
+    def fix(scores, mask):
+        return scores + mask[:, None, :]
+
+    def pool(x):
+        return jnp.mean(x, axis=0)
+
+    r = verify(bug, "B T T; B T => B T T")
+    assert kinds(r) == ["broadcast"] and "Incompatible shapes" in r.findings[0].message
+    assert verify(fix, "B T T; B T => B T T").ok
+    assert kinds(verify(pool, "B T d => B d")) == ["return-shape"]

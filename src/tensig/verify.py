@@ -220,10 +220,33 @@ def _creation_patched() -> Iterator[None]:
             setattr(module, name, original)
 
 
-def _uses_torch(fn: Callable[..., Any]) -> bool:
+def _libraries(fn: Callable[..., Any]) -> set[str]:
+    """Top-level modules the function's code refers to (globals it names, closure cells)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return set()
     g = getattr(fn, "__globals__", {})
-    return any(getattr(v, "__name__", "").split(".")[0] == "torch" for v in g.values()
-               if inspect.ismodule(v) or callable(v))
+    values = [g[n] for n in code.co_names if n in g]
+    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+               if _filled(c)]
+    out = set()
+    for v in values:
+        module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+        if isinstance(module, str):
+            out.add(module.split(".")[0])
+    return out
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _uses_torch(fn: Callable[..., Any]) -> bool:
+    return "torch" in _libraries(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -244,6 +267,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if n_params is not None and n_params != len(sig.args):
         raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
+    if _uses_jax(fn):
+        return _verify_jax(fn, sig, report)
     tracer = S.Tracer(_witnesses(sig.symbols))
     token = S.set_tracer(tracer)
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
@@ -271,6 +296,47 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     finally:
         S.reset_tracer(token)
         S._TORCH_STYLE.reset(style)
+    return report
+
+
+def _uses_jax(fn: Callable[..., Any]) -> bool:
+    return bool({"jax", "jaxlib"} & _libraries(fn))
+
+
+def _verify_jax(fn: Callable[..., Any], sig: Signature, report: Report) -> Report:
+    """JAX code runs under ``jax.eval_shape`` with JAX's own symbolic dimensions.
+
+    JAX refuses a broadcast of two different symbols, and the result's symbolic shape is
+    compared with the declaration; the outer-product, reshape and assumption findings are
+    NumPy/torch-only (JAX's tracer does not expose where a size-1 axis stretched).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    names = list(sig.symbols)
+    syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
+        if names else {}
+
+    def jax_dim(d: Dim) -> Any:
+        if d.constant is not None:
+            return d.constant
+        if d in {Dim.symbol(n) for n in names}:
+            return syms[str(d)]
+        return eval(str(d), {}, dict(syms))
+
+    args = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), jnp.float32)
+            for dims in sig.args]
+    try:
+        out = jax.eval_shape(fn, *args)
+    except Exception as e:  # JAX raises on a broadcast or contraction of different symbols
+        file, line = _failure_line(e)
+        report.findings.append(S.Finding("broadcast", f"{type(e).__name__}: {e}", file, line))
+        return report
+    items = out if isinstance(out, tuple) else (out,)
+    report.result = tuple(tuple(Dim.parse(str(x)) if not isinstance(x, int) else Dim.const(x)
+                                for x in o.shape) for o in items)
+    _check_result(report, sig, S.Tracer(_witnesses(names)))
     return report
 
 
