@@ -3,6 +3,10 @@
 ``tensig spec SPEC [SHAPE ...] [--param NAME=VALUE] [--use-padding | --no-padding] [--json]``
 prints a spec's parsed structure and, given operand shapes, the inferred result shape and every
 label's size -- or the error.  Exit status: 0 ok, 1 a spec or shape error, 2 bad usage.
+
+``tensig verify PATH[::FUNCTION] [--json]`` verifies every shape-annotated function of a file
+(or of every ``.py`` file under a folder) for all sizes at once; exit status 1 when anything is
+found.
 """
 
 from __future__ import annotations
@@ -133,7 +137,28 @@ def _parser() -> argparse.ArgumentParser:
                      help="plain '+' affine axes are valid (unpadded)")
     s.add_argument("--result", help="the known result shape (for middle concatenation)")
     s.add_argument("--json", action="store_true", help="print JSON")
+    v = sub.add_parser("verify", help="verify annotated functions for all sizes")
+    v.add_argument("path", help="a .py file, a folder, or FILE::FUNCTION")
+    v.add_argument("--json", action="store_true", help="print JSON")
     return p
+
+
+def _verify_command(path: str, as_json: bool) -> int:
+    from tensig.verify import verify_path
+
+    try:
+        reports = verify_path(path)
+    except (OSError, ImportError, SyntaxError, LookupError) as e:
+        print(f"tensig verify: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2))
+    else:
+        for r in reports:
+            print(r)
+        found = sum(len(r.findings) + len(r.notes) for r in reports)
+        print(f"{len(reports)} function(s) verified, {found} finding(s)")
+    return 1 if any(r.findings or r.notes for r in reports) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
+    if args.command == "verify":
+        return _verify_command(args.path, args.json)
     try:
         spec = parse(args.spec)
         desc = describe_spec(spec)

@@ -40,7 +40,7 @@ from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
 from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, ShapeSpec, parse
 
-__all__ = ["Report", "Signature", "verify"]
+__all__ = ["Report", "Signature", "verify", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,6 +59,7 @@ class Signature:
     results: tuple[tuple[Dim, ...], ...] | None
     symbols: tuple[str, ...]
     text: str = ""
+    kinds: tuple[str, ...] | None = None  # dtype kinds of the arguments ("f", "i", "b")
 
     @classmethod
     def parse(cls, text: str) -> Signature:
@@ -273,8 +274,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     token = S.set_tracer(tracer)
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
-        args = [S.SymArray(dims, "f", frozenset(i for i, d in enumerate(dims) if d == S.ONE))
-                for dims in sig.args]
+        kinds = sig.kinds or ("f",) * len(sig.args)
+        args = [S.SymArray(dims, kind, frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                for dims, kind in zip(sig.args, kinds, strict=True)]
         with _creation_patched():
             try:
                 out = fn(*args)
@@ -353,13 +355,49 @@ def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> 
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
-    """Build a signature from ``tensig.Shaped`` annotations, when the function has them."""
-    try:
-        from tensig.annotations import signature_text
-    except ImportError:
+    """Build a signature from ``tensig.Shaped`` annotations, when the function has them.
+
+    Items map as in :meth:`Signature.parse`: a name or expression is that dimension, an int a
+    literal size, ``_`` a fresh size, a row variable one axis of its own symbol.
+    """
+    from tensig.annotations import RowVariable, signature_of
+
+    target = getattr(fn, "__wrapped__", fn)
+    fs = signature_of(target)
+    if not fs.parameters and fs.result is None:
         return None
-    text = signature_text(fn)
-    return None if text is None else Signature.parse(text)
+    fresh = itertools.count()
+    names: list[str] = []
+
+    def dims(marker: Any) -> tuple[Dim, ...]:
+        out: list[Dim] = []
+        for item in marker.shape.items:
+            if isinstance(item, RowVariable):
+                d = Dim.symbol(item.key.replace("...", "rows_"))
+            elif isinstance(item, Dim):
+                d = item
+            elif isinstance(item, int):
+                d = Dim.const(item)
+            else:  # typing.Any: the placeholder
+                d = Dim.symbol(f"_{next(fresh)}")
+            for name in sorted(d.symbols):
+                if name not in names:
+                    names.append(name)
+            out.append(d)
+        return tuple(out)
+
+    positional = sorted((p for p in fs.parameters if p.position is not None),
+                        key=lambda p: p.position)  # type: ignore[arg-type, return-value]
+    args = tuple(dims(p.marker) for p in positional)
+    if fs.result is None:
+        results = None
+    elif isinstance(fs.result, tuple):
+        results = tuple(dims(m) if m is not None else () for m in fs.result)
+    else:
+        results = (dims(fs.result),)
+    text = "; ".join(", ".join(map(str, a)) for a in args)
+    kinds = tuple({"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
+    return Signature(args, results, tuple(names), text, kinds)
 
 
 def _positional_count(fn: Callable[..., Any]) -> int | None:
@@ -414,3 +452,45 @@ def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
                 "return-shape",
                 f"returns [{', '.join(map(str, got))}] but the signature declares "
                 f"[{', '.join(map(str, want))}]", report.file, report.line))
+
+
+# --------------------------------------------------------------------------------------------
+# Files and folders (the command line)
+# --------------------------------------------------------------------------------------------
+
+
+def verify_path(path: str) -> list[Report]:
+    """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``."""
+    import importlib.util
+    from pathlib import Path
+
+    target, _, only = path.partition("::")
+    root = Path(target)
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or folder: {target}")
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    reports: list[Report] = []
+    for file in files:
+        name = f"_tensig_verify_{abs(hash(str(file.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules.pop(name, None)
+        found = False
+        for attr, fn in vars(module).items():
+            if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+                continue
+            if getattr(fn, "__module__", None) != name or (only and attr != only):
+                continue
+            sig = _signature_from_annotations(fn)
+            if sig is None:
+                continue
+            found = True
+            reports.append(verify(fn, sig))
+        if only and not found:
+            raise LookupError(f"{file} has no shape-annotated function {only!r}")
+    return reports
