@@ -11,18 +11,18 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,demo]"
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(BIN)/python -m tensig.demo
 
 test: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/python -m pytest src tests
 
 bench: $(VENV)/.installed-test
