@@ -114,3 +114,52 @@ def test_graph_conflict_is_raised_when_added():
     w = g.tensor("w", (5, 6))
     with pytest.raises(ShapeError, match="size mismatch for label 'j': 4 vs 5"):
         g.apply("ij;jk=>ik", x, w)
+
+
+# -- the broadcasting logics with unknown shapes ---------------------------------------------------
+
+
+def test_mlp_parameters_inferred_through_compose_and_pointwise():
+    # relu(w1 @ x + b1) then w2 @ h + b2: only b1's and b2's sizes and x's are given
+    g = ShapeGraph()
+    x = g.tensor("x", "32|->784")
+    w1, b1 = g.tensor("w1", param=True), g.tensor("b1", "128", param=True)
+    w2, b2 = g.tensor("w2", param=True), g.tensor("b2", "10", param=True)
+    h = g.pointwise(g.compose(w1, x), b1)
+    y = g.pointwise(g.compose(w2, h), b2)
+    g.solve()
+    assert g.shape(w1) == Shape.parse("784->128")
+    assert g.shape(w2) == Shape.parse("128->10")
+    assert g.shape(y) == Shape.parse("32|10")
+
+
+def test_parameter_closes_to_its_pointwise_use():
+    g = ShapeGraph()
+    x = g.tensor("x", "8|3->4")
+    b = g.tensor("b", param=True)
+    y = g.pointwise(x, b)
+    g.solve()
+    assert g.shape(b) == Shape.parse("3->4")  # no batch axes: parameters have none
+    assert g.shape(y) == Shape.parse("8|3->4")
+
+
+def test_forgot_to_specify_the_hidden_size():
+    g = ShapeGraph()
+    x = g.tensor("x", "32|->784")
+    w = g.tensor("w", param=True)
+    g.compose(w, x)
+    with pytest.raises(ShapeError, match="'w'"):
+        g.solve()
+
+
+def test_parameters_with_batch_axes_are_refused():
+    with pytest.raises(ShapeError, match="cannot have batch axes"):
+        ShapeGraph().tensor("w", "2|3", param=True)
+
+
+def test_pointwise_conflict_in_a_graph():
+    g = ShapeGraph()
+    a, b = g.tensor("a", (3,)), g.tensor("b", (4,))
+    g.pointwise(a, b)
+    with pytest.raises(ShapeError, match="3 vs 4"):
+        g.solve()

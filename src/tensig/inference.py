@@ -607,13 +607,18 @@ def _row_hint(spec: Spec, i: int, kind: Kind, row: Row) -> str | None:
 
 
 class TensorNode:
-    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown)."""
+    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).
 
-    __slots__ = ("name", "rows")
+    A *parameter* has no batch axes and closes to what its uses need: in a pointwise operation
+    its unknown rows take the broadcast shape of the other operands.
+    """
 
-    def __init__(self, name: str, rows: dict[Kind, SRow]):
+    __slots__ = ("name", "param", "rows")
+
+    def __init__(self, name: str, rows: dict[Kind, SRow], param: bool = False):
         self.name = name
         self.rows = rows
+        self.param = param
 
     def __repr__(self) -> str:
         return f"TensorNode({self.name!r})"
@@ -639,16 +644,64 @@ class ShapeGraph:
         self.solver = Solver()
         self.tensors: list[TensorNode] = []
         self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
+        self._broadcasts: list[_Broadcast] = []
 
-    def tensor(self, name: str, shape: Any = None) -> TensorNode:
-        """A tensor with a known ``shape``, or an unknown one (``None``)."""
+    def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
+        """A tensor with a known ``shape``, or an unknown one (``None``).
+
+        A parameter (``param=True``) has no batch axes; its other rows may stay unknown until
+        its uses determine them.
+        """
         if shape is None:
-            rows = {k: SRow((), RowNode(f"{name}.{k}"), ()) for k in MEMORY_ORDER}
+            rows = {k: SRow((), RowNode(f"{name}.{k}", closes=param), ()) for k in MEMORY_ORDER}
+            if param:
+                rows["batch"] = SRow()
         else:
             sh = as_shape(shape, where=name)
+            if param and sh.batch:
+                raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
+                                 hint="batch axes belong to data; give the parameter output and "
+                                      "input axes only")
             where = Origin(None, None, None, None, note=f"tensor {name!r} (shape {sh})")
             rows = {k: _EinsumInference.given(sh, k, where) for k in MEMORY_ORDER}
-        node = TensorNode(name, rows)
+        node = TensorNode(name, rows, param)
+        self.tensors.append(node)
+        return node
+
+    def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
+        """Pointwise broadcasting (OCANNL ``+ - *. /.``): each operand broadcasts into the
+        result, row by row; only a claim-free size-1 axis stretches."""
+        if not operands:
+            raise ValueError("pointwise needs at least one operand")
+        node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER))
+        for kind in MEMORY_ORDER:
+            self._broadcasts.append(_Broadcast(
+                self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind))
+        return node
+
+    def compose(self, a: TensorNode, b: TensorNode, name: str | None = None) -> TensorNode:
+        """Compose (OCANNL ``*``, Python ``@``): ``a``'s input row contracts with ``b``'s output
+        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output."""
+        o = Origin(None, None, None, None, "input",
+                   note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
+        self.solver.unify_rows(a.rows["input"], b.rows["output"], o, strict_basis=True,
+                               describe=(f"{a.name!r}'s input row", f"{b.name!r}'s output row"))
+        node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
+                                             "output": a.rows["output"]})
+        self._broadcasts.append(_Broadcast(
+            self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch"))
+        return node
+
+    def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
+        """Swap the input and output rows (OCANNL ``~logic:"T"``)."""
+        return self._new(name or "transpose", {"batch": a.rows["batch"],
+                                               "input": a.rows["output"],
+                                               "output": a.rows["input"]})
+
+    def _new(self, name: str, rows: dict[Kind, SRow | None]) -> TensorNode:
+        full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}"), ())
+                for k, r in rows.items()}
+        node = TensorNode(name, full)
         self.tensors.append(node)
         return node
 
@@ -676,6 +729,7 @@ class ShapeGraph:
         """Propagate; close what nothing determines; every shape must then be known."""
         S = self.solver
         S.run()
+        self._settle_broadcasts()
         for inst, _ in self._apps:
             for v, index in inst.result_fixed:
                 if v.root().value is None:
@@ -684,6 +738,13 @@ class ShapeGraph:
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
+                if r.var is not None and r.var.closes:
+                    owner = r.var.name.rsplit(".", 1)[0]
+                    raise ShapeError(
+                        f"under-determined parameter {owner!r}: no use determines its {k} "
+                        f"axes (seen from {t.name!r})", label=owner,
+                        hint=f"give {owner!r} its {k} axes explicitly ({k}=...), the way "
+                             "OCANNL's { w; o = [hid] } does")
                 if r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
                 for j, v in enumerate(S.resolve(t.rows[k]).axes()):
@@ -695,6 +756,26 @@ class ShapeGraph:
                             + ": nothing in the graph determines it", label=label,
                             hint=f"give {t.name!r} a shape, or use it where that axis meets a "
                                  "known size")
+
+    def _settle_broadcasts(self) -> None:
+        """Resolve pointwise broadcasts as their operands become known (to a fixpoint)."""
+        pending = [b for b in self._broadcasts if not b.done]
+        while pending:
+            progress = False
+            for b in pending:
+                progress |= b.settle()
+                self.solver.run()
+            remaining = [b for b in pending if not b.done]
+            if not progress:
+                stuck = remaining[0]
+                names = ", ".join(sorted({t.name for _, t in stuck.operands
+                                          if not stuck.known(t)}))
+                raise ShapeError(
+                    f"cannot infer the {stuck.kind} axes of {names}: a pointwise operation "
+                    "needs them, and nothing else determines them",
+                    hint="give a shape to one of these tensors, or use them where the shape is "
+                         "known (a parameter takes its shape from its uses)")
+            pending = remaining
 
     def shape(self, t: TensorNode) -> Shape:
         """The solved shape of ``t`` (after :meth:`solve`)."""
@@ -708,48 +789,65 @@ class ShapeGraph:
 # --------------------------------------------------------------------------------------------
 
 
+class _Broadcast:
+    """One row of a pointwise operation: waits for its non-parameter operands' rows, then
+    broadcasts them; unknown parameter rows take the broadcast shape (they close to their use).
+    """
+
+    def __init__(self, graph: ShapeGraph, result: SRow, operands: list[tuple[SRow, TensorNode]],
+                 kind: Kind):
+        self.graph, self.result, self.operands, self.kind = graph, result, operands, kind
+        self.done = False
+
+    def row(self, t: TensorNode) -> SRow:
+        return next(self.graph.solver.resolve(r) for r, o in self.operands if o is t)
+
+    def known(self, t: TensorNode) -> bool:
+        r = self.row(t)
+        return (r.var is None and all(v.root().value is not None for v in r.right)) or \
+            (r.var is not None and r.var.closes)
+
+    def settle(self) -> bool:
+        """Broadcast if possible; returns whether anything changed."""
+        S = self.graph.solver
+        rows = [(S.resolve(r), t) for r, t in self.operands]
+        known = [(r, t) for r, t in rows
+                 if r.var is None and all(v.root().value is not None for v in r.right)]
+        waiting = [(r, t) for r, t in rows if (r, t) not in known]
+        # a parameter's row (even seen through a compose) closes to this use; others must wait
+        if any(r.var is None or not r.var.closes for r, _ in waiting) or not known:
+            return False
+        out = _broadcast(S, [list(r.right) for r, _ in known], self.kind)
+        closed = SRow((), None, tuple(out))
+        for r, t in waiting:  # parameters close to what this use needs
+            o = Origin(None, None, None, None, self.kind,
+                       note=f"parameter {t.name!r} takes its {self.kind} axes from its use")
+            S.unify_rows(r, closed, o, describe=(f"{t.name!r}", "the broadcast"))
+        o = Origin(None, None, None, None, self.kind, note="the pointwise result")
+        S.unify_rows(self.result, closed, o, describe=("the result", "the broadcast"))
+        self.done = True
+        return True
+
+
 def _infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
-    S = Solver(logic)
+    """``infer(".")``, ``infer("@")``, ``infer("T")``: the graph's logics on given shapes."""
     want = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
     n = len(shapes)
     if n < want[0] or (want[1] is not None and n > want[1]):
         raise ShapeError(f"the {logic} logic takes {want[0] if want[1] == want[0] else '2'}"
                          f" operand(s), got {n}")
-    given = [{k: _Given.row(sh, k, i) for k in MEMORY_ORDER} for i, sh in enumerate(shapes)]
-    rows: dict[Kind, list[DimVar]] = {}
-    if logic == "pointwise":
-        for kind in MEMORY_ORDER:
-            rows[kind] = _broadcast(S, [g[kind] for g in given], kind)
-    elif logic == "transpose":
-        g = given[0]
-        rows = {"batch": list(g["batch"]), "input": list(g["output"]),
-                "output": list(g["input"])}
-    else:
-        a, b = given
-        o = Origin(None, None, None, None, "input", None,
-                   "compose: operand 0's input row contracts with operand 1's output row")
-        S.unify_rows(SRow((), None, tuple(a["input"])), SRow((), None, tuple(b["output"])), o,
-                     strict_basis=True, describe=("operand 0's input row",
-                                                  "operand 1's output row"))
-        rows = {"batch": _broadcast(S, [a["batch"], b["batch"]], "batch"),
-                "input": list(b["input"]), "output": list(a["output"])}
-    S.run()
-    shape = Shape.from_rows({k: [(v.root().value, v.root().basis) for v in rows[k]]
-                             for k in MEMORY_ORDER})
+    g = ShapeGraph()
+    ts = [g.tensor(f"operand {i}", sh) for i, sh in enumerate(shapes)]
+    out = {"pointwise": lambda: g.pointwise(*ts), "compose": lambda: g.compose(*ts),
+           "transpose": lambda: g.transpose(*ts)}[logic]()
+    g.solve()
+    shape = g.shape(out)
     if result is not None and result != shape:
         raise ShapeError(f"the {logic} result has shape {shape}, not the given {result}")
     return Inferred(spec=None, logic=logic, operands=shapes, shape=shape,
                     dims=MappingProxyType({}), rows=MappingProxyType({}),
-                    ellipses=MappingProxyType({}), conditions=tuple(S.conditions), layout=(),
-                    iterators=())
-
-
-class _Given:
-    @staticmethod
-    def row(shape: Shape, kind: Kind, i: int) -> list[DimVar]:
-        o = Origin(None, None, i, str(shape), kind)
-        return [DimVar(None, s, b, replace(o, position=j))
-                for j, (s, b) in enumerate(shape.axes(kind))]
+                    ellipses=MappingProxyType({}), conditions=tuple(g.solver.conditions),
+                    layout=(), iterators=())
 
 
 def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
@@ -758,13 +856,13 @@ def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
     out: list[DimVar] = []
     for pos in range(n):
         at = [r[len(r) - n + pos] for r in rows if len(r) - n + pos >= 0]
-        firm = [v for v in at if not (v.value == 1 and v.basis is None)]
+        firm = [v for v in at if not (v.root().value == 1 and v.root().basis is None)]
         if not firm:
             out.append(at[0])
             continue
         first = firm[0]
         for v in firm[1:]:
-            o = v.origin or Origin()
+            o = v.root().origin or Origin()
             o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
                                 "claim-free 1")
             S.union(first, v, o, strict_basis=True)

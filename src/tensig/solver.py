@@ -106,15 +106,20 @@ class DimVar:
 
 
 class RowNode:
-    """A row variable; ``value`` is the :class:`SRow` it was bound to, or ``None``."""
+    """A row variable; ``value`` is the :class:`SRow` it was bound to, or ``None``.
 
-    __slots__ = ("id", "name", "origin", "value")
+    ``closes`` marks a parameter's row: it takes whatever shape its uses need (graph-wide
+    inference), where any other unknown row must be determined by its own arguments.
+    """
 
-    def __init__(self, name: str):
+    __slots__ = ("closes", "id", "name", "origin", "value")
+
+    def __init__(self, name: str, closes: bool = False):
         self.id = next(_ids)
         self.name = name
         self.value: SRow | None = None
         self.origin: Origin | None = None
+        self.closes = closes
 
     def __repr__(self) -> str:
         return f"RowNode({self.name})"
