@@ -668,6 +668,25 @@ class ShapeGraph:
         self.tensors.append(node)
         return node
 
+    def parameter(self, name: str, output: Any = None, input: Any = None) -> TensorNode:
+        """A parameter whose output and/or input axes may be given; the rest is inferred.
+
+        ``output=[8]`` is OCANNL's ``{ b; o = [8] }``: the given rows are fixed, the others
+        close to what the parameter's uses need.  Parameters have no batch axes.
+        """
+        rows: dict[Kind, SRow] = {"batch": SRow()}
+        for kind, sizes in (("output", output), ("input", input)):
+            if sizes is None:
+                rows[kind] = SRow((), RowNode(f"{name}.{kind}", closes=True), ())
+            else:
+                sh = Shape(output=sizes)
+                where = Origin(None, None, None, None, note=f"parameter {name!r} {kind} {sh}")
+                given = _EinsumInference.given(sh, "output", where)
+                rows[kind] = given
+        node = TensorNode(name, rows, True)
+        self.tensors.append(node)
+        return node
+
     def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
         """Pointwise broadcasting (OCANNL ``+ - *. /.``): each operand broadcasts into the
         result, row by row; only a claim-free size-1 axis stretches."""
@@ -767,6 +786,15 @@ class ShapeGraph:
                 self.solver.run()
             remaining = [b for b in pending if not b.done]
             if not progress:
+                # Last resort, OCANNL's closing rule: rows that only parameters reach, with
+                # no size anywhere, have no axes.
+                for b in remaining:
+                    if b.close_empty():
+                        progress = True
+                        break
+                self.solver.run()
+                remaining = [b for b in pending if not b.done]
+            if not progress:
                 stuck = remaining[0]
                 names = ", ".join(sorted({t.name for _, t in stuck.operands
                                           if not stuck.known(t)}))
@@ -804,26 +832,53 @@ class _Broadcast:
 
     def known(self, t: TensorNode) -> bool:
         r = self.row(t)
-        return (r.var is None and all(v.root().value is not None for v in r.right)) or \
-            (r.var is not None and r.var.closes)
+        return r.var is None and all(v.root().value is not None for v in r.right)
+
+    def close_empty(self) -> bool:
+        """Every operand row is an open parameter row: they all have no axes."""
+        S = self.graph.solver
+        rows = [S.resolve(r) for r, _ in self.operands]
+        if not all(r.var is not None and r.var.closes and not r.left and not r.right
+                   for r in rows):
+            return False
+        o = Origin(None, None, None, None, self.kind, note="no use gives these axes a size")
+        for r in rows:
+            S.unify_rows(r, SRow(), o)
+        S.unify_rows(self.result, SRow(), o)
+        self.done = True
+        return True
 
     def settle(self) -> bool:
-        """Broadcast if possible; returns whether anything changed."""
+        """Broadcast if possible; returns whether anything changed.
+
+        The fully known rows broadcast into ``R``.  A row that is closed but has sizes no one
+        has determined yet takes ``R``'s sizes (its use determines them); a parameter's open
+        row takes ``R`` itself.  Any other open row must first be determined elsewhere.
+        """
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
-        known = [(r, t) for r, t in rows
-                 if r.var is None and all(v.root().value is not None for v in r.right)]
-        waiting = [(r, t) for r, t in rows if (r, t) not in known]
-        # a parameter's row (even seen through a compose) closes to this use; others must wait
-        if any(r.var is None or not r.var.closes for r, _ in waiting) or not known:
+
+        def full(r: SRow) -> bool:
+            return r.var is None and all(v.root().value is not None for v in r.right)
+
+        known = [r for r, _ in rows if full(r)]
+        partial = [r for r, _ in rows if r.var is None and not full(r)]
+        open_rows = [r for r, _ in rows if r.var is not None]
+        if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
             return False
-        out = _broadcast(S, [list(r.right) for r, _ in known], self.kind)
+        out = _broadcast(S, [list(r.right) for r in known], self.kind)
+        if any(len(r.right) > len(out) for r in partial):
+            return False
+        o = Origin(None, None, None, None, self.kind, note="determined by a pointwise use")
+        for r in partial:
+            for v, target in zip(r.right, out[len(out) - len(r.right):], strict=True):
+                if v.root().value is None:
+                    S.union(v, target, o)
+                elif v.root().value != 1:
+                    S.union(v, target, o, strict_basis=True)
         closed = SRow((), None, tuple(out))
-        for r, t in waiting:  # parameters close to what this use needs
-            o = Origin(None, None, None, None, self.kind,
-                       note=f"parameter {t.name!r} takes its {self.kind} axes from its use")
-            S.unify_rows(r, closed, o, describe=(f"{t.name!r}", "the broadcast"))
-        o = Origin(None, None, None, None, self.kind, note="the pointwise result")
+        for r in open_rows:  # parameters close to what this use needs
+            S.unify_rows(r, closed, o, describe=("a parameter's row", "the broadcast"))
         S.unify_rows(self.result, closed, o, describe=("the result", "the broadcast"))
         self.done = True
         return True

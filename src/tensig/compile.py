@@ -1,0 +1,303 @@
+"""Compiling assignment code into straight-line backend calls.
+
+:func:`compile_code` turns a :class:`~tensig.ir.Code` into a :class:`Routine`: for each
+assignment the projections are made concrete once (:mod:`tensig.projections`) and the
+assignment becomes a closure doing only array calls -- an ``einsum`` for multiply-accumulate
+contractions, or indexing, a transpose, the primitive, a reduction and the accumulation.
+Running a routine does no shape work.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from typing import Any
+
+from tensig.backends import Backend, backend_for
+from tensig.errors import ShapeError
+from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Code, Expr
+from tensig.projections import Labels, project
+
+__all__ = ["OpProjection", "Routine", "Store", "compile_code"]
+
+
+class OpProjection:
+    """The projections of an operation: its result tensor and its argument tensors.
+
+    Backward code uses these (``logic=op_projection``) so that a gradient buffer is indexed
+    like its tensor was in the forward operation.
+    """
+
+    __slots__ = ("args", "logic", "result")
+
+    def __init__(self, logic: str, result: Any, args: tuple[Any, ...]):
+        self.logic, self.result, self.args = logic, result, args
+
+    def labels(self) -> dict[int, Labels]:
+        lhs, args = project(self.logic, self.result.shape, [a.shape for a in self.args])
+        out = {self.result.id: lhs}
+        for t, labels in zip(self.args, args, strict=True):
+            if t.id in out and out[t.id] != labels:
+                raise ShapeError(f"{t.name!r} appears twice in one operation with different "
+                                 "projections; this is not supported in backward code")
+            out[t.id] = labels
+        return out
+
+    def __repr__(self) -> str:
+        return f"projections of {self.result.name}"
+
+
+class Store:
+    """The arrays of a graph: each tensor's value and gradient, by tensor id."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[tuple[int, str], Any] = {}
+
+    def read(self, buf: Buf) -> Any:
+        key = (buf.tensor.id, buf.field)
+        if key not in self.arrays:
+            raise KeyError(f"{buf!r} has no array yet: run the routine that computes it first")
+        return self.arrays[key]
+
+    def write(self, buf: Buf, value: Any) -> None:
+        self.arrays[(buf.tensor.id, buf.field)] = value
+
+    def has(self, buf: Buf) -> bool:
+        return (buf.tensor.id, buf.field) in self.arrays
+
+
+class Routine:
+    """A compiled sequence of assignments: ``run(store)`` only calls array functions."""
+
+    def __init__(self, steps: list[Callable[[Store], None]], code: Code):
+        self.steps, self.code = steps, code
+
+    def run(self, store: Store) -> None:
+        for step in self.steps:
+            step(store)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        return f"Routine({len(self.steps)} steps)\n{self.code!r}"
+
+
+def compile_code(code: Code, array_type: type) -> Routine:
+    """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
+    backend = backend_for(array_type)
+    xp = _namespace(backend)
+    return Routine([_compile_assign(a, backend, xp) for a in code], code)
+
+
+def _namespace(backend: Backend) -> Any:
+    if backend.name == "torch":
+        import torch
+
+        return torch
+    if backend.name == "numpy":
+        import numpy
+
+        return numpy
+    raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
+
+
+def _bufs(expr: Any) -> list[Buf]:
+    """The buffers an expression reads, in order of first appearance."""
+    out: list[Buf] = []
+
+    def walk(e: Any) -> None:
+        if isinstance(e, Buf):
+            if not any(_key(b) == _key(e) for b in out):
+                out.append(e)
+        elif isinstance(e, Expr):
+            for a in e.args:
+                walk(a)
+
+    walk(expr)
+    return out
+
+
+def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
+    if isinstance(a.logic, OpProjection):
+        table = a.logic.labels()
+        try:
+            return table[a.lhs.tensor.id], [table[b.tensor.id] for b in bufs]
+        except KeyError as e:
+            raise ShapeError(f"{a!r}: a buffer is not part of {a.logic!r}") from e
+    return project(a.logic, a.lhs.tensor.shape, [b.tensor.shape for b in bufs])
+
+
+def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
+    bufs = _bufs(a.expr)
+    lhs_labels, arg_labels = _labels_for(a, bufs)
+    sizes: dict[str, int] = {}
+    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
+                                                     in zip(bufs, arg_labels, strict=True)]]:
+        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
+            if isinstance(lab, str):
+                sizes[lab] = d
+    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
+                                 for lab in labels if isinstance(lab, str)))
+    lhs_set = {lab for lab in lhs_labels if isinstance(lab, str)}
+    reduced = [lab for lab in product if lab not in lhs_set]
+    accum = a.accum
+    if reduced and accum is None:
+        raise ShapeError(f"{a!r} reduces over {', '.join(reduced)} but has no accumulation "
+                         "operator (write accum='+', 'max', ...)")
+    if len(set(lhs_labels) - {lab for lab in lhs_labels if isinstance(lab, int)}) != \
+            len([lab for lab in lhs_labels if isinstance(lab, str)]):
+        raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
+    value = _value_fn(a, bufs, arg_labels, product, sizes, reduced, lhs_labels, backend, xp)
+    return _store_fn(a, lhs_labels, sizes, product, reduced, value, backend, xp)
+
+
+def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: list[str],
+              sizes: dict[str, int], reduced: list[str], lhs_labels: Labels,
+              backend: Backend, xp: Any) -> Callable[[Store], Any]:
+    """The right-hand side, reduced over the labels the left-hand side lacks, in the order of
+    the left-hand side's labels."""
+    lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
+    e = a.expr
+    bare_product = (e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
+                                                               for x in e.args))
+    bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
+    if (bare_product or bare_id) and a.accum in ("+", None):
+        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(product)}
+        idx = [[_key(b) for b in bufs].index(_key(x)) for x in e.args]
+        take = [_take_fixed(lb) for lb in arg_labels]
+        subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
+                        for i in idx)
+        spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
+        missing = [lab for lab in lhs_order if not any(lab in lb for lb in arg_labels)]
+        if not missing:
+            def contract(store: Store) -> Any:
+                arrays = [t(store.read(b)) for b, t in zip(bufs, take, strict=True)]
+                return backend.einsum(spec, *[arrays[i] for i in idx])
+
+            return contract
+    prep = [_aligner(lb, product, backend) for lb in arg_labels]
+    accum = a.accum or "+"
+    how = ACCUMULATORS[accum][2]
+    red_axes = tuple(product.index(lab) for lab in reduced)
+    kept = [lab for lab in product if lab not in reduced]
+    perm = [kept.index(lab) for lab in lhs_order]
+    full = [sizes[lab] for lab in product]
+
+    def value(store: Store) -> Any:
+        env = {_key(b): p(store.read(b)) for b, p in zip(bufs, prep, strict=True)}
+        v = _eval(e, env, xp)
+        if not hasattr(v, "shape") or tuple(v.shape) != tuple(full):
+            v = backend.broadcast_to(v if hasattr(v, "shape") else _scalar(v, env, xp), full)
+        if red_axes:
+            v = _reduce(v, how, red_axes, backend)
+        if perm != sorted(perm):
+            v = backend.transpose(v, perm)
+        return v
+
+    return value
+
+
+def _scalar(v: Any, env: dict[tuple[int, str], Any], xp: Any) -> Any:
+    like = next(iter(env.values()), None)
+    if like is not None:
+        return like * 0 + v
+    return xp.asarray(v, dtype=xp.float32)
+
+
+def _take_fixed(labels: Labels) -> Callable[[Any], Any]:
+    if not any(isinstance(x, int) for x in labels):
+        return lambda x: x
+    index = tuple(x if isinstance(x, int) else slice(None) for x in labels)
+    return lambda x: x[index]
+
+
+def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[Any], Any]:
+    """Index fixed positions, take diagonals, and line axes up with the product space."""
+    take = _take_fixed(labels)
+    names = [x for x in labels if isinstance(x, str)]
+    uniq = list(dict.fromkeys(names))
+    diag = None
+    if len(uniq) != len(names):
+        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(uniq)}
+        diag = "".join(letters[n] for n in names) + "->" + "".join(letters[n] for n in uniq)
+    order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
+    ranked = [uniq[i] for i in order]
+
+    def align(x: Any) -> Any:
+        x = take(x)
+        if diag is not None:
+            x = backend.einsum(diag, x)
+        if order != sorted(order):
+            x = backend.transpose(x, order)
+        shape = [x.shape[ranked.index(lab)] if lab in ranked else 1 for lab in product]
+        return backend.reshape(x, shape)
+
+    return align
+
+
+def _key(b: Buf) -> tuple[int, str]:
+    return (b.tensor.id, b.field)
+
+
+def _eval(e: Any, env: dict[tuple[int, str], Any], xp: Any) -> Any:
+    if isinstance(e, Buf):
+        return env[_key(e)]
+    if not isinstance(e, Expr):
+        return e
+    args = [_eval(x, env, xp) for x in e.args]
+    if e.op in UNARY:
+        return UNARY[e.op](xp, *args)
+    if e.op in BINARY:
+        return BINARY[e.op](xp, *args)
+    return TERNARY[e.op](xp, *args)
+
+
+def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
+    if how == "sum":
+        return v.sum(axes)
+    if how == "max":
+        return backend.amax(v, axes)
+    if how == "min":
+        return -backend.amax(-v, axes)
+    out = v
+    for ax in sorted(axes, reverse=True):
+        out = out.prod(ax)
+    return out
+
+
+def _store_fn(a: Assign, lhs_labels: Labels, sizes: dict[str, int], product: list[str],
+              reduced: list[str], value: Callable[[Store], Any], backend: Backend, xp: Any
+              ) -> Callable[[Store], None]:
+    """Combine the value with the left-hand side: initialise, place, accumulate."""
+    accum = a.accum
+    lhs = a.lhs
+    shape = [int(d) for d in lhs.tensor.shape.dims]
+    fixed = [(i, x) for i, x in enumerate(lhs_labels) if isinstance(x, int)]
+    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    if fixed:
+        expand = [1 if isinstance(x, int) else sizes[x] for x in lhs_labels]
+        pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
+                for i, x in enumerate(lhs_labels)]
+    combine = BINARY[ACCUMULATORS[accum][0]] if accum is not None else None
+
+    def step(store: Store) -> None:
+        v = value(store)
+        if fixed:
+            v = backend.pad(backend.reshape(v, expand), pads, neutral)
+        if accum is None or a.init or not store.has(lhs):
+            if accum is not None and not a.init and not store.has(lhs):
+                v = combine(xp, _full_like(v, shape, neutral, backend), v)
+            elif fixed and accum is None and store.has(lhs):
+                mask = backend.pad(backend.reshape(v * 0 + 1, expand), pads, 0) != 0
+                v = backend.where(mask, v, store.read(lhs))
+            store.write(lhs, v if tuple(v.shape) == tuple(shape)
+                        else backend.broadcast_to(v, shape))
+        else:
+            store.write(lhs, combine(xp, store.read(lhs), v))
+
+    return step
+
+
+def _full_like(v: Any, shape: list[int], fill: float, backend: Backend) -> Any:
+    return backend.full(shape, fill, v)

@@ -1,0 +1,628 @@
+"""The model layer (OCANNL's ``%op``): lazy tensors whose shapes are inferred graph-wide.
+
+A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
+from its uses), a constant, or an operation on other tensors.  Building a model only records
+nodes and shape constraints in the graph's :class:`~tensig.inference.ShapeGraph`; shapes are
+solved for the whole graph at once, before any memory is allocated.
+
+Every operation is an :class:`OpDef`: its shape logic (pointwise ``"."``, compose ``"@"``,
+transpose ``"T"``, or an einsum spec), its forward code and its backward code, both written
+in the assignment IR (:mod:`tensig.ir`).  A user-defined operation is one more ``OpDef`` and
+works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop, zero
+grads, a full ``grad_update``) compile once (:mod:`tensig.compile`) and then run with no shape
+work.
+
+>>> import numpy as np
+>>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
+>>> w = param("w", output=[2])                              # 3 -> 2, inferred from use
+>>> y = (w @ x).relu()
+>>> y.shape, w.shape
+(Shape('4|2'), Shape('3->2'))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import math
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensig.compile import OpProjection, Routine, Store, compile_code
+from tensig.errors import ShapeError
+from tensig.inference import ShapeGraph, TensorNode
+from tensig.ir import Buf, Code, Expr
+from tensig.shapes import Shape
+
+__all__ = [
+    "Graph",
+    "OpDef",
+    "Tensor",
+    "constant",
+    "einsum",
+    "einsum1",
+    "grad_update",
+    "leaf",
+    "param",
+    "scope",
+    "stop_gradient",
+    "where",
+]
+
+_ids = itertools.count()
+
+
+class Graph:
+    """Every tensor built in one graph shares one shape inference and one array store."""
+
+    def __init__(self, backend: str = "numpy") -> None:
+        self.shapes = ShapeGraph()
+        self.tensors: list[Tensor] = []
+        self.store = Store()
+        self.backend = backend
+        self._solved = 0
+        self._counter = itertools.count()
+
+    def solve(self) -> None:
+        """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
+        if self._solved != len(self.tensors):
+            self.shapes.solve()
+            self._solved = len(self.tensors)
+
+    @property
+    def array_type(self) -> type:
+        if self.backend == "torch":
+            import torch
+
+            return torch.Tensor
+        return np.ndarray
+
+    def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
+               ) -> list[tuple[str, Shape, int]]:
+        """Every tensor's name, shape and bytes at ``dtype`` (gradients counted separately),
+        before anything is allocated; ``sizes`` substitutes symbolic dimensions."""
+        from tensig.dims import Dim
+
+        self.solve()
+        itemsize = _itemsize(dtype)
+        out = []
+        for t in self.tensors:
+            n = 1
+            for d in t.shape.dims:
+                d = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
+                n *= int(d) if d is not None else 0
+            out.append((t.name, t.shape, n * itemsize))
+            if t.differentiable:
+                out.append((f"{t.name}.grad", t.shape, n * itemsize))
+        return out
+
+
+def _itemsize(dtype: Any) -> int:
+    name = str(dtype).replace("torch.", "")
+    if name == "bfloat16":
+        return 2
+    return int(np.dtype(name).itemsize)
+
+
+_GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
+                                                                     default=None)
+_SCOPE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tensig_scope",
+                                                                         default=())
+
+
+def current_graph() -> Graph:
+    g = _GRAPH.get()
+    if g is None:
+        g = Graph()
+        _GRAPH.set(g)
+    return g
+
+
+@contextlib.contextmanager
+def new_graph(backend: str = "numpy") -> Iterator[Graph]:
+    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``)."""
+    g = Graph(backend)
+    token = _GRAPH.set(g)
+    try:
+        yield g
+    finally:
+        _GRAPH.reset(token)
+
+
+@contextlib.contextmanager
+def scope(name: str) -> Iterator[None]:
+    """Tensors created inside carry ``name`` in their label (OCANNL's name from binding)."""
+    token = _SCOPE.set((*_SCOPE.get(), name))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+# --------------------------------------------------------------------------------------------
+# Operations
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """An operation: shape logic, forward code and backward code.
+
+    ``forward(t, *args) -> Code`` computes ``t.val``; ``backward(t, *args) -> Code`` adds into
+    the arguments' gradients (``None``: not differentiable).  ``logic`` is ``"."``, ``"@"``,
+    ``"T"`` or an einsum spec; ``op`` names the eager operator for specs (``"einsum"``...).
+    """
+
+    name: str
+    logic: str
+    forward: Callable[..., Code]
+    backward: Callable[..., Code] | None = None
+    op: str | None = None
+
+
+class Tensor:
+    """A lazy node of a model graph."""
+
+    __slots__ = ("args", "differentiable", "graph", "id", "init", "kind", "label", "node",
+                 "op", "value_init")
+
+    def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
+                 op: OpDef | None = None, args: tuple[Tensor, ...] = (),
+                 differentiable: bool = False):
+        self.id = next(_ids)
+        self.kind, self.node, self.graph = kind, node, graph
+        self.label = (*_SCOPE.get(), *label)
+        self.op, self.args = op, args
+        self.differentiable = differentiable
+        self.init: Callable[[tuple[int, ...]], Any] | None = None
+        self.value_init: Any = None
+        graph.tensors.append(self)
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.label) or f"t{self.id}"
+
+    @property
+    def shape(self) -> Shape:
+        """The solved shape (solving the whole graph if needed)."""
+        self.graph.solve()
+        return self.graph.shapes.shape(self.node)
+
+    @property
+    def val(self) -> Buf:
+        return Buf(self, "value")
+
+    @property
+    def grad(self) -> Buf:
+        if not self.differentiable:
+            raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
+        return Buf(self, "grad")
+
+    def numpy(self) -> Any:
+        """The value (after a routine computed it)."""
+        return self.graph.store.read(self.val)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name!r}, {self.kind})"
+
+    # -- operators ---------------------------------------------------------------------------
+    def __add__(self, o: Any) -> Tensor:
+        return apply(ADD, self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return apply(ADD, o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return apply(SUB, self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return apply(SUB, o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return apply(MUL, self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return apply(MUL, o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return apply(DIV, self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return apply(DIV, o, self)
+
+    def __pow__(self, p: float) -> Tensor:
+        if not isinstance(p, int | float):
+            raise TypeError("a tensor's power is a number (OCANNL's **.)")
+        return apply(_pow_op(float(p)), self)
+
+    def __neg__(self) -> Tensor:
+        return apply(UNARY_OPS["neg"], self)
+
+    def __matmul__(self, o: Tensor) -> Tensor:
+        return apply(COMPOSE, self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["lt"], self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["le"], self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["lt"], o, self)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["le"], o, self)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return apply(BINARY_OPS["eq"], self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return apply(BINARY_OPS["ne"], self, o)
+
+    __hash__ = object.__hash__
+
+    def __getattr__(self, name: str) -> Any:
+        if name in UNARY_OPS:
+            return lambda: apply(UNARY_OPS[name], self)
+        raise AttributeError(name)
+
+    # -- routines ----------------------------------------------------------------------------
+    def forward_code(self) -> Code:
+        """Code computing this tensor from its leaves and parameters."""
+        code = Code()
+        for t in _topo(self):
+            if t.op is not None:
+                code.extend(t.op.forward(t, *t.args))
+        return code
+
+    def backprop_code(self) -> Code:
+        """Code adding d(self)/d(x) into every differentiable tensor's gradient."""
+        code = Code()
+        for t in reversed(_topo(self)):
+            if t.op is not None and t.differentiable and t.op.backward is not None:
+                code.extend(t.op.backward(t, *t.args))
+        return code
+
+    def zero_grads_code(self) -> Code:
+        code = Code()
+        for t in _topo(self):
+            if t.differentiable:
+                code.assign(t.grad, 0.0, logic=".")
+        return code
+
+
+def _topo(root: Tensor) -> list[Tensor]:
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        stack.append((t, True))
+        stack.extend((a, False) for a in reversed(t.args) if a.id not in seen)
+    return order
+
+
+def _as_tensor(x: Any, g: Graph) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, int | float):
+        return constant(np.array([float(x)], np.float32), name=repr(x))
+    raise TypeError(f"cannot use {type(x).__name__} as a tensor (numbers auto-lift; arrays "
+                    "need tensig.graph.constant or leaf)")
+
+
+def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Tensor:
+    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint."""
+    g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
+    args = tuple(_as_tensor(o, g) for o in operands)
+    if any(a.graph is not g for a in args):
+        raise ValueError(f"{opdef.name}: operands come from different graphs")
+    nodes = [a.node for a in args]
+    label = [name or opdef.name]
+    shapes = g.shapes
+    if opdef.logic == ".":
+        node = shapes.pointwise(*nodes, name=label[0])
+    elif opdef.logic == "@":
+        node = shapes.compose(*nodes, name=label[0])
+    elif opdef.logic == "T":
+        node = shapes.transpose(*nodes, name=label[0])
+    else:
+        node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
+    diff = opdef.backward is not None and any(a.differentiable for a in args)
+    return Tensor("op", node, g, label, opdef, args, diff)
+
+
+# -- forward and backward code of the built-in operations --------------------------------------
+
+
+def _fwd(op: str) -> Callable[..., Code]:
+    def forward(t: Tensor, *args: Tensor) -> Code:
+        return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), logic=t.op.logic)
+
+    return forward
+
+
+def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
+    """Backward code from one rule per argument: ``rule(t, *args) -> (expr, accum)``."""
+    def backward(t: Tensor, *args: Tensor) -> Code:
+        code = Code()
+        proj = OpProjection(t.op.logic, t, args)
+        for a, rule in zip(args, rules, strict=True):
+            if rule is None or not a.differentiable:
+                continue
+            expr, accum = rule(t, *args)
+            code.assign(a.grad, expr, accum=accum, logic=proj)  # type: ignore[arg-type]
+        return code
+
+    return backward
+
+
+def _e(op: str, *args: Any) -> Expr:
+    return Expr(op, args)
+
+
+LN2 = math.log(2.0)
+
+ADD = OpDef("add", ".", _fwd("add"), _grads(lambda t, a, b: (t.grad, "+"),
+                                            lambda t, a, b: (t.grad, "+")))
+SUB = OpDef("sub", ".", _fwd("sub"), _grads(lambda t, a, b: (t.grad, "+"),
+                                            lambda t, a, b: (t.grad, "-")))
+MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+                                            lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
+DIV = OpDef("div", ".", _fwd("div"), _grads(
+    lambda t, a, b: (_e("div", t.grad, b.val), "+"),
+    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
+
+BINARY_OPS: dict[str, OpDef] = {
+    "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
+    "max": OpDef("max", ".", _fwd("max"), _grads(
+        lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
+        lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+"))),
+    "min": OpDef("min", ".", _fwd("min"), _grads(
+        lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
+        lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
+    "relu_gate": OpDef("relu_gate", ".", _fwd("relu_gate"), _grads(
+        None, lambda t, a, b: (_e("relu_gate", a.val, t.grad), "+"))),
+    "sat01_gate": OpDef("sat01_gate", ".", _fwd("sat01_gate"), _grads(
+        None, lambda t, a, b: (_e("sat01_gate", a.val, t.grad), "+"))),
+}
+for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
+    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
+
+
+def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
+    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
+
+
+UNARY_OPS: dict[str, OpDef] = {
+    "id": _unary("id", lambda t, a: (t.grad, "+")),
+    "relu": _unary("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
+    "sat01": _unary("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
+    "exp": _unary("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
+    "exp2": _unary("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
+    "log": _unary("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
+    "log2": _unary("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
+    "sin": _unary("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
+    "cos": _unary("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
+    "sqrt": _unary("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
+    "recip": _unary("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
+    "recip_sqrt": _unary("recip_sqrt", lambda t, a: (
+        _e("mul", _e("mul", 0.5, t.grad), _e("pow", t.val, 3.0)), "-")),
+    "neg": _unary("neg", lambda t, a: (t.grad, "-")),
+    "tanh": _unary("tanh", lambda t, a: (
+        _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
+    "not": _unary("not", None),
+}
+
+
+def _pow_op(p: float) -> OpDef:
+    def forward(t: Tensor, a: Tensor) -> Code:
+        return Code().assign(t.val, _e("pow", a.val, p))
+
+    def rule(t: Tensor, a: Tensor) -> tuple[Any, str]:
+        if p == 1.0:
+            return t.grad, "+"
+        if p == 2.0:
+            return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
+        return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
+
+    return OpDef(f"pow{p:g}", ".", forward, _grads(rule))
+
+
+def _compose_fwd(t: Tensor, a: Tensor, b: Tensor) -> Code:
+    return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True, logic="@")
+
+
+COMPOSE = OpDef("matmul", "@", _compose_fwd, _grads(
+    lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+    lambda t, a, b: (_e("mul", a.val, t.grad), "+")))
+
+TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+")))
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Pointwise choice (a non-zero condition picks ``a``)."""
+    op = OpDef("where", ".", _fwd("where"), _grads(
+        None, lambda t, c, x, y: (_e("where", c.val, t.grad, 0.0), "+"),
+        lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")))
+    return apply(op, cond, a, b)
+
+
+def _spec_op(kind: str, spec: str) -> OpDef:
+    """Einsum-family operations: forward through the eager lowering's projections."""
+    if kind == "einsum":
+        def forward(t: Tensor, a: Tensor, b: Tensor) -> Code:
+            return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True,
+                                 logic=spec)
+
+        backward = _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+                          lambda t, a, b: (_e("mul", a.val, t.grad), "+"))
+    else:  # einsum1: add-reduce / permute / place
+        def forward(t: Tensor, a: Tensor) -> Code:  # type: ignore[misc]
+            return Code().assign(t.val, _e("id", a.val), accum="+", init=True, logic=spec)
+
+        backward = _grads(lambda t, a: (t.grad, "+"))
+    return OpDef(kind, spec, forward, backward, op=kind)
+
+
+def einsum(spec: str, a: Tensor, b: Tensor) -> Tensor:
+    """Multiply, add-reduce (OCANNL ``+*``) as a graph node."""
+    return apply(_spec_op("einsum", spec), a, b)
+
+
+def einsum1(spec: str, a: Tensor) -> Tensor:
+    """Add-reduce / permute / place (OCANNL ``++``) as a graph node."""
+    return apply(_spec_op("einsum1", spec), a)
+
+
+def stop_gradient(x: Tensor) -> Tensor:
+    """The same values, with no gradient flowing back (OCANNL's ``stop_gradient``)."""
+    return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
+
+
+# --------------------------------------------------------------------------------------------
+# Leaves, parameters, constants
+# --------------------------------------------------------------------------------------------
+
+
+def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0) -> Tensor:
+    """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
+    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`."""
+    g = current_graph()
+    dims = tuple(int(d) for d in value.shape)
+    out_end = len(dims) - input
+    shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
+    t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
+    t.value_init = value
+    return t
+
+
+def constant(value: Any, *, name: str = "const") -> Tensor:
+    """A constant (output axes only); numbers in expressions become these."""
+    g = current_graph()
+    arr = np.asarray(value, dtype=np.float32)
+    t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
+    t.value_init = arr
+    return t
+
+
+def param(name: str, *, output: Sequence[int] | None = None,
+          input: Sequence[int] | None = None,
+          init: str | Callable[..., Any] = "uniform", seed: int = 0) -> Tensor:
+    """A learned tensor: no batch axes, sizes inferred from its uses unless given.
+
+    ``init``: ``"uniform"`` (centered uniform in [-0.25, 0.25), OCANNL's default),
+    ``"kaiming"`` / ``"xavier"`` (normal, fan from the inferred input size), or a callable
+    ``(shape, rng) -> array``.  Random numbers come from a counter-based generator keyed by
+    ``(seed, name)``, so they do not depend on creation order.
+    """
+    g = current_graph()
+    t = Tensor("param", g.shapes.parameter(name, output=output, input=input), g, [name],
+               differentiable=True)
+    t.init = _initializer(init, seed, t)
+    return t
+
+
+def _initializer(init: str | Callable[..., Any], seed: int, t: Tensor
+                 ) -> Callable[[tuple[int, ...]], Any]:
+    key = [seed, zlib.crc32(t.name.encode())]
+
+    def rng() -> np.random.Generator:
+        return np.random.Generator(np.random.Philox(key=key))
+
+    if callable(init):
+        return lambda shape: np.asarray(init(shape, rng()), np.float32)
+
+    def make(shape: tuple[int, ...]) -> Any:
+        s = t.shape
+        fan_in = max(1, math.prod(int(d) for d in s.input))
+        fan_out = max(1, math.prod(int(d) for d in s.output))
+        r = rng()
+        if init == "uniform":
+            return (r.random(shape, np.float32) - 0.5) * 0.5
+        if init == "kaiming":
+            return r.normal(0, math.sqrt(2.0 / fan_in), shape).astype(np.float32)
+        if init == "xavier":
+            return r.normal(0, math.sqrt(2.0 / (fan_in + fan_out)), shape).astype(np.float32)
+        raise ValueError(f"unknown init {init!r}: 'uniform', 'kaiming', 'xavier' or a callable")
+
+    return make
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+
+class Model:
+    """Compiled routines around a loss (or any output): initialise, forward, update."""
+
+    def __init__(self, output: Tensor):
+        self.output = output
+        self.graph = output.graph
+        self.graph.solve()
+        self.tensors = _topo(output)
+        at = self.graph.array_type
+        self.forward = compile_code(output.forward_code(), at)
+        self._update: Routine | None = None
+        self.initialize()
+
+    def _array(self, value: Any) -> Any:
+        if self.graph.backend == "torch":
+            import torch
+
+            return torch.as_tensor(np.asarray(value))
+        return np.asarray(value)
+
+    def initialize(self) -> None:
+        """Parameters from their initialisers; leaves and constants from their values."""
+        store = self.graph.store
+        for t in self.tensors:
+            if t.kind == "param" and t.init is not None and not store.has(t.val):
+                shape = tuple(int(d) for d in t.shape.dims)
+                store.write(t.val, self._array(t.init(shape)))
+            elif t.value_init is not None:
+                self.set(t, t.value_init)
+
+    def set(self, t: Tensor, value: Any) -> None:
+        """Feed ``value`` to a leaf (same shape as declared)."""
+        want = tuple(int(d) for d in t.shape.dims)
+        if tuple(value.shape) != want:
+            raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
+                             f"{want}); got an array of shape {tuple(value.shape)}")
+        self.graph.store.write(t.val, self._array(value))
+
+    def run(self) -> Any:
+        self.forward.run(self.graph.store)
+        return self.output.numpy()
+
+    def grad_update(self) -> Routine:
+        """Forward, zero grads, seed 1, backprop: compiled once."""
+        if self._update is None:
+            code = Code()
+            code.extend(self.output.forward_code())
+            code.extend(self.output.zero_grads_code())
+            code.assign(self.output.grad, 1.0)
+            code.extend(self.output.backprop_code())
+            self._update = compile_code(code, self.graph.array_type)
+        return self._update
+
+    def backward(self) -> Any:
+        self.grad_update().run(self.graph.store)
+        return self.output.numpy()
+
+
+def grad_update(loss: Tensor) -> Model:
+    """A model whose ``backward()`` runs forward, zero grads, seed 1 and backprop."""
+    return Model(loss)

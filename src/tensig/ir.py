@@ -1,0 +1,248 @@
+"""The assignment IR (OCANNL's ``%cd`` layer): ``lhs accum= op(rhs1, rhs2, ...)``.
+
+An :class:`Assign` names its left-hand buffer, the accumulation operator (``"+"`` for
+``=+``; ``None`` for plain ``=:`` assignment), whether the left-hand side is first set to the
+accumulator's neutral element (``init``, OCANNL's ``:``), the primitive applied to the
+right-hand sides, and the *projections* -- how the loops index each buffer: ``"."`` pointwise,
+``"@"`` compose, ``"T"`` transpose, or any einsum spec.  Buffers are a tensor's value or its
+gradient (``t.val`` / ``t.grad`` on a graph tensor).
+
+A readable builder: ``code.assign(c.val, a.val * b.val, accum="+", init=True, logic="@")`` is
+OCANNL's ``c =:+ a * b ~logic:"@"``.  Expressions on buffers (``a.val * b.val``,
+``relu(x.val)``) are primitive applications.
+
+The primitives and their exact semantics (the doc's interpretation functions) live in
+:data:`UNARY`, :data:`BINARY` and :data:`TERNARY`, written once over array namespaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ACCUMULATORS",
+    "BINARY",
+    "TERNARY",
+    "UNARY",
+    "Assign",
+    "Buf",
+    "Code",
+    "Expr",
+    "prim",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class Buf:
+    """A tensor's value (``field="value"``) or gradient (``field="grad"``) buffer."""
+
+    tensor: Any
+    field: str = "value"
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}.{'grad' if self.field == 'grad' else 'value'}"
+
+    # expressions
+    def _e(self, op: str, *others: Any) -> Expr:
+        return Expr(op, (self, *others))
+
+    def __add__(self, o: Any) -> Expr:
+        return self._e("add", o)
+
+    def __sub__(self, o: Any) -> Expr:
+        return self._e("sub", o)
+
+    def __mul__(self, o: Any) -> Expr:
+        return self._e("mul", o)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return self._e("div", o)
+
+    def __pow__(self, o: Any) -> Expr:
+        return self._e("pow", o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return Expr("mul", (o, self))
+
+    def __neg__(self) -> Expr:
+        return Expr("neg", (self,))
+
+    def numpy(self) -> Any:
+        """The realized array of this buffer."""
+        return self.tensor.graph.store.read(self)
+
+
+Operand = Any  # Buf | float | int
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A primitive applied to buffers or numbers."""
+
+    op: str
+    args: tuple[Operand, ...]
+
+    def __post_init__(self) -> None:
+        if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY:
+            raise ValueError(f"unknown primitive {self.op!r}; known: "
+                             f"{', '.join(sorted({*UNARY, *BINARY, *TERNARY}))}")
+
+    def __repr__(self) -> str:
+        return f"{self.op}({', '.join(map(repr, self.args))})"
+
+
+def prim(op: str, *args: Operand) -> Expr:
+    """``prim("relu_gate", x.val, g)``: any primitive by name."""
+    return Expr(op, args)
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``lhs accum= op(args)`` under the projections of ``logic``."""
+
+    lhs: Buf
+    expr: Expr
+    accum: str | None = None  # "+", "*", "max", ...; None: plain assignment
+    init: bool = False  # set lhs to the accumulator's neutral element first (OCANNL's ':')
+    logic: str = "."
+
+    def __post_init__(self) -> None:
+        if self.accum is not None and self.accum not in ACCUMULATORS:
+            raise ValueError(f"unknown accumulation {self.accum!r}; known: "
+                             f"{', '.join(ACCUMULATORS)}")
+        if self.logic == "@" and self.expr.op in ("div", "pow"):
+            raise ValueError(f"logic '@' with {self.expr.op} reads like a matrix "
+                             f"{'inverse' if self.expr.op == 'div' else 'power'} but computes "
+                             "neither; use logic='.' or an explicit einsum spec")
+
+    def __repr__(self) -> str:
+        op = "=" + (":" if self.init else "") + (self.accum or "")
+        if self.accum is None:
+            op = "=:"
+        return f"{self.lhs!r} {op} {self.expr!r} ~logic:{self.logic!r}"
+
+
+@dataclass
+class Code:
+    """A sequence of assignments (a routine's body)."""
+
+    items: list[Assign] = field(default_factory=list)
+
+    def assign(self, lhs: Buf, expr: Expr | Buf | float, *, accum: str | None = None,
+               init: bool = False, logic: str = ".") -> Code:
+        if not isinstance(expr, Expr):
+            expr = Expr("id", (expr,))
+        self.items.append(Assign(lhs, expr, accum, init, logic))
+        return self
+
+    def extend(self, other: Code) -> Code:
+        self.items.extend(other.items)
+        return self
+
+    def __iter__(self) -> Iterator[Assign]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return "\n".join(map(repr, self.items)) or "(no code)"
+
+
+# --------------------------------------------------------------------------------------------
+# Primitive semantics, over an array namespace ``xp`` (numpy, torch, jax.numpy)
+# --------------------------------------------------------------------------------------------
+
+
+def _integer_power(xp: Any, base: Any, exponent: float) -> Any:
+    """Integral powers by squaring, then a reciprocal for negative exponents.
+
+    Exponent zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and of
+    infinity (both follow from multiplication).
+    """
+    magnitude = int(abs(exponent))
+    result = xp.ones_like(base) if hasattr(xp, "ones_like") else base * 0 + 1
+    if magnitude == 0:
+        return result
+    b = base
+    while True:
+        if magnitude % 2 == 1:
+            result = result * b
+        magnitude //= 2
+        if magnitude == 0:
+            break
+        b = b * b
+    return 1 / result if exponent < 0 else result
+
+
+def _pow(xp: Any, a: Any, b: Any) -> Any:
+    if isinstance(b, int | float) and float(b).is_integer() and abs(b) != float("inf"):
+        return _integer_power(xp, a, float(b))
+    return a ** b
+
+
+def _where(xp: Any, c: Any, a: Any, b: Any) -> Any:
+    return xp.where(c != 0, a, b)
+
+
+def _f(xp: Any, x: Any) -> Any:
+    """Booleans as the number type of the computation (1.0 / 0.0)."""
+    return x * 1.0
+
+
+UNARY: dict[str, Callable[[Any, Any], Any]] = {
+    "id": lambda xp, v: v,
+    "relu": lambda xp, v: xp.where(v >= 0, v, v * 0),
+    "sat01": lambda xp, v: xp.where(v <= 0, v * 0, xp.where(v >= 1, v * 0 + 1, v)),
+    "exp": lambda xp, v: xp.exp(v),
+    "log": lambda xp, v: xp.log(v),
+    "exp2": lambda xp, v: 2.0 ** v,
+    "log2": lambda xp, v: xp.log(v) / xp.log(v * 0 + 2.0),
+    "sin": lambda xp, v: xp.sin(v),
+    "cos": lambda xp, v: xp.cos(v),
+    "sqrt": lambda xp, v: xp.sqrt(v),
+    "recip": lambda xp, v: 1.0 / v,
+    "recip_sqrt": lambda xp, v: 1.0 / xp.sqrt(v),
+    "neg": lambda xp, v: -v,
+    "tanh": lambda xp, v: xp.tanh(v),
+    "not": lambda xp, v: _f(xp, v == 0),
+}
+
+BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "fst": lambda xp, a, b: a + b * 0,
+    "snd": lambda xp, a, b: b + a * 0,
+    "add": lambda xp, a, b: a + b,
+    "sub": lambda xp, a, b: a - b,
+    "mul": lambda xp, a, b: a * b,
+    "div": lambda xp, a, b: a / b,
+    "pow": _pow,
+    "relu_gate": lambda xp, a, b: xp.where(a > 0, b, b * 0),
+    "sat01_gate": lambda xp, a, b: xp.where((a > 0) & (a < 1), b, b * 0),
+    "max": lambda xp, a, b: xp.maximum(a, b),
+    "min": lambda xp, a, b: xp.minimum(a, b),
+    "mod": lambda xp, a, b: xp.fmod(a, b),
+    "lt": lambda xp, a, b: _f(xp, a < b),
+    "le": lambda xp, a, b: _f(xp, a <= b),  # its own primitive: not (b < a) is wrong on NaN
+    "eq": lambda xp, a, b: _f(xp, a == b),
+    "ne": lambda xp, a, b: _f(xp, a != b),
+    "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0)),
+    "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0)),
+}
+
+TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
+    "where": _where,
+    "fma": lambda xp, a, b, c: a * b + c,
+}
+
+#: accumulation operator -> (binary primitive, neutral element, reduction name)
+ACCUMULATORS: dict[str, tuple[str, float, str]] = {
+    "+": ("add", 0.0, "sum"),
+    "-": ("sub", 0.0, "sum"),
+    "*": ("mul", 1.0, "prod"),
+    "max": ("max", float("-inf"), "max"),
+    "min": ("min", float("inf"), "min"),
+    "or": ("or", 0.0, "max"),
+    "and": ("and", 1.0, "min"),
+}

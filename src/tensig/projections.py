@@ -1,0 +1,130 @@
+"""Concrete projections: which loop (product-space axis) indexes each axis of each buffer.
+
+Once shapes are solved, every operation's projections are made concrete: each tensor involved
+gets, per axis in memory order, a product-space label (a string; a label repeated within one
+tensor is a diagonal) or a fixed index (an ``int``: a broadcast size-1 axis is read at 0, a
+placement writes at that index).  A gradient buffer has its tensor's shape, so it uses its
+tensor's labels: backward code reuses the forward projections, as OCANNL's ``%cd`` does.
+
+Logics: ``"."`` pointwise (rows broadcast right-aligned, kind by kind), ``"@"`` compose (the
+first argument's input row contracts with the second's output row), ``"T"`` (input and output
+rows swapped), or an einsum spec with labels and fixed indices (solved by
+:func:`tensig.infer`, whose projections this reuses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensig.errors import ShapeError
+from tensig.inference import FixedIndex, Iter, infer
+from tensig.shapes import Shape
+
+__all__ = ["Labels", "project"]
+
+Labels = tuple[str | int, ...]
+ORDER = ("batch", "output", "input")
+
+
+def project(logic: str, lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
+    """Labels of ``lhs`` and of each argument, in memory order."""
+    if logic == ".":
+        return _pointwise(lhs, args)
+    if logic == "@":
+        return _compose(lhs, args)
+    if logic == "T":
+        return _transpose(lhs, args)
+    return _einsum(logic, lhs, args)
+
+
+def _row_labels(kind: str, shapes: Sequence[tuple[int, ...]], prefix: str
+                ) -> list[list[str | int]]:
+    """Right-aligned broadcasting of one row kind across ``shapes``."""
+    n = max((len(s) for s in shapes), default=0)
+    sizes = [1] * n
+    for s in shapes:
+        for j, d in enumerate(s):
+            p = n - len(s) + j
+            if d != 1:
+                if sizes[p] not in (1, d):
+                    raise ShapeError(f"pointwise {kind} axes do not broadcast: "
+                                     f"{' vs '.join(map(str, shapes))}")
+                sizes[p] = d
+    out = []
+    for s in shapes:
+        labels: list[str | int] = []
+        for j, d in enumerate(s):
+            p = n - len(s) + j
+            labels.append(0 if d == 1 and sizes[p] != 1 else f"{prefix}{kind[0]}{p}")
+        out.append(labels)
+    return out
+
+
+def _concrete(shape: Shape) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(int(d) for d in shape.row(k)) for k in ORDER}  # type: ignore[arg-type]
+
+
+def _assemble(rows: list[dict[str, list[str | int]]]) -> list[Labels]:
+    return [tuple(r["batch"] + r["output"] + r["input"]) for r in rows]
+
+
+def _pointwise(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
+    shapes = [_concrete(s) for s in (lhs, *args)]
+    rows: list[dict[str, list[str | int]]] = [{} for _ in shapes]
+    for kind in ORDER:
+        for r, labels in zip(rows, _row_labels(kind, [s[kind] for s in shapes], "p"),
+                             strict=True):
+            r[kind] = labels
+    out = _assemble(rows)
+    return out[0], out[1:]
+
+
+def _compose(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
+    if len(args) != 2:
+        raise ShapeError(f"logic '@' relates two arguments, got {len(args)}")
+    c, a, b = (_concrete(s) for s in (lhs, *args))
+    if a["input"] != b["output"]:
+        raise ShapeError(f"compose: input row {a['input']} does not match output row "
+                         f"{b['output']}")
+    batch = _row_labels("batch", [c["batch"], a["batch"], b["batch"]], "p")
+    k = [f"k{j}" for j in range(len(a["input"]))]
+    i = [f"i{j}" for j in range(len(b["input"]))]
+    o = [f"o{j}" for j in range(len(a["output"]))]
+    rows = [
+        {"batch": batch[0], "input": i, "output": o},
+        {"batch": batch[1], "input": k, "output": o},
+        {"batch": batch[2], "input": i, "output": k},
+    ]
+    out = _assemble(rows)
+    return out[0], out[1:]
+
+
+def _transpose(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
+    (a,) = args
+    c, x = _concrete(lhs), _concrete(a)
+    batch = _row_labels("batch", [c["batch"], x["batch"]], "p")
+    i = [f"i{j}" for j in range(len(c["input"]))]
+    o = [f"o{j}" for j in range(len(c["output"]))]
+    rows = [{"batch": batch[0], "input": i, "output": o},
+            {"batch": batch[1], "input": o, "output": i}]
+    out = _assemble(rows)
+    return out[0], out[1:]
+
+
+def _einsum(spec: str, lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
+    r = infer(spec, *args, result=lhs)
+    out: list[Labels] = []
+    for uses in r.layout:
+        labels: list[str | int] = []
+        for u in uses:
+            ix: Any = u.index
+            if isinstance(ix, Iter):
+                labels.append(f"e{ix.id}")
+            elif isinstance(ix, FixedIndex):
+                labels.append(ix.index)
+            else:
+                raise ShapeError(f"{spec!r}: affine and concatenated axes are executed by the "
+                                 "einsum lowering, not by generic projections")
+        out.append(tuple(labels))
+    return out[-1], out[:-1]

@@ -1,0 +1,267 @@
+"""The model layer: graph-wide inference, each operation's forward against NumPy, each
+gradient against finite differences and torch.autograd, on shapes that cannot collide."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tensig import Shape, ShapeError
+from tensig import graph as G
+from tensig.ir import Code, prim
+
+rng = np.random.default_rng(3)
+
+
+def rand(*shape, positive=False):
+    x = rng.standard_normal(shape).astype(np.float64)
+    return np.abs(x) + 0.5 if positive else x
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    with G.new_graph() as g:
+        yield g
+
+
+# -- inference ----------------------------------------------------------------------
+
+
+def test_inline_parameters_inferred_through_matmul():
+    x = G.leaf("x", rand(5, 7), batch=1)  # 5 | 7
+    w1 = G.param("w1", output=[11])
+    w2 = G.param("w2", output=[3])
+    b1 = G.param("b1")
+    y = w2 @ (w1 @ x + b1).relu()
+    assert w1.shape == Shape.parse("7->11")
+    assert b1.shape == Shape.parse("11")
+    assert w2.shape == Shape.parse("11->3")
+    assert y.shape == Shape.parse("5|3")
+
+
+def test_parameters_inferred_through_einsum():
+    x = G.leaf("x", rand(5, 7), batch=1)
+    w = G.param("w")
+    G.einsum("b|i; i->o => b|o", x, w)
+    out = G.leaf("target", rand(5, 4), batch=1)
+    G.einsum1("b|o => b|o", G.einsum("b|i; i->o => b|o", x, w) - out)
+    assert w.shape == Shape.parse("7->4")
+
+
+def test_forgot_to_specify_the_hidden_size():
+    x = G.leaf("x", rand(5, 7), batch=1)
+    w = G.param("w")
+    y = w @ x
+    with pytest.raises(ShapeError, match="under-determined parameter 'w'"):
+        _ = y.shape
+
+
+def test_memory_bill_before_allocation():
+    x = G.leaf("x", rand(32, 784).astype(np.float32), batch=1)
+    w = G.param("w", output=[128])
+    h = (w @ x).relu()
+    bill = {name: (shape, nbytes) for name, shape, nbytes in h.graph.memory("float32")}
+    assert bill["w"] == (Shape.parse("784->128"), 784 * 128 * 4)
+    assert bill["w.grad"][1] == 784 * 128 * 4
+    assert bill["relu"] == (Shape.parse("32|128"), 32 * 128 * 4)
+    bf16 = {n: b for n, _, b in h.graph.memory("bfloat16")}
+    assert bf16["w"] == 784 * 128 * 2
+
+
+def test_scope_labels():
+    with G.scope("layer1"):
+        w = G.param("w", output=[3], input=[2])
+    assert w.name == "layer1.w"
+
+
+# -- forward values ----------------------------------------------------------------------
+
+
+def run(y):
+    return G.Model(y).run()
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("relu", lambda v: np.maximum(v, 0)),
+    ("exp", np.exp),
+    ("tanh", np.tanh),
+    ("sin", np.sin),
+    ("cos", np.cos),
+    ("neg", lambda v: -v),
+    ("sat01", lambda v: np.clip(v, 0, 1)),
+])
+def test_unary_forward(name, fn):
+    a = rand(3, 4)
+    x = G.constant(a)
+    np.testing.assert_allclose(run(getattr(x, name)()), fn(a.astype(np.float32)), rtol=1e-6)
+
+
+def test_positive_domain_unary_forward():
+    a = rand(3, 4, positive=True)
+    x = G.constant(a)
+    np.testing.assert_allclose(run(x.log()), np.log(a.astype(np.float32)), rtol=1e-6)
+    np.testing.assert_allclose(run(x.sqrt()), np.sqrt(a.astype(np.float32)), rtol=1e-6)
+    np.testing.assert_allclose(run(x.recip()), 1 / a.astype(np.float32), rtol=1e-6)
+
+
+def test_binary_forward_with_broadcasting():
+    a, b = rand(2, 3, 4), rand(4)
+    x = G.leaf("x", a.astype(np.float32), batch=1)  # 2 | 3 4
+    c = G.constant(b)
+    np.testing.assert_allclose(run(x + c), (a + b).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(run(x * c), (a * b).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(run(x - 1.0), (a - 1).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(run(x < c), (a < b).astype(np.float32))
+
+
+def test_integer_power_semantics():
+    a = np.array([0.0, -0.0, 2.0, -3.0, np.nan, np.inf, -np.inf], np.float32)
+    x = G.constant(a)
+    r0 = run(x ** 0)
+    assert np.all(r0 == 1)  # exponent zero gives 1, even for zero and NaN
+    r3 = run(x ** 3)
+    np.testing.assert_array_equal(np.signbit(r3), np.signbit(a))  # odd powers keep the sign
+    with np.errstate(divide="ignore"):  # 0 ** -2 is inf, as it should be
+        np.testing.assert_allclose(run(x ** -2)[2:4], [0.25, 1 / 9], rtol=1e-6)
+
+
+def test_le_is_its_own_primitive_for_nan():
+    a = G.constant(np.array([np.nan, 1.0]))
+    b = G.constant(np.array([1.0, 1.0]))
+    assert list(run(a <= b)) == [0.0, 1.0]
+    assert list(run(a > b)) == [0.0, 0.0]
+
+
+def test_matmul_forward_three_rows():
+    xs, ws = rand(5, 7), rand(3, 7)  # x: 5 | 7 (output), w: 7 -> 3 stored (3, 7)
+    x = G.leaf("x", xs.astype(np.float32), batch=1)
+    w = G.leaf("w", ws.astype(np.float32), input=1)
+    np.testing.assert_allclose(run(w @ x), (xs @ ws.T).astype(np.float32), rtol=1e-5)
+
+
+# -- gradients ----------------------------------------------------------------------
+
+
+def grads_by_torch(fn_torch, arrays):
+    ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    fn_torch(*ts).sum().backward()
+    return [t.grad.numpy() for t in ts]
+
+
+def grads_by_tensig(build, arrays):
+    params = []
+    for i, a in enumerate(arrays):
+        p = G.param(f"p{i}", output=list(a.shape), init=lambda shape, r, a=a: a)
+        params.append(p)
+    y = build(*params)
+    loss = G.einsum1("...|...->... => |->0", y)
+    m = G.grad_update(loss)
+    m.backward()
+    return [p.grad.numpy() for p in params]
+
+
+def finite_difference(f, arrays, i, eps=1e-3):
+    base = [a.astype(np.float64) for a in arrays]
+    out = np.zeros_like(base[i])
+    for idx in np.ndindex(base[i].shape):
+        plus = [a.copy() for a in base]
+        minus = [a.copy() for a in base]
+        plus[i][idx] += eps
+        minus[i][idx] -= eps
+        out[idx] = (f(*plus).sum() - f(*minus).sum()) / (2 * eps)
+    return out
+
+
+CASES = [
+    ("add", lambda a, b: a + b, lambda a, b: a + b, [(3, 4), (4,)]),
+    ("sub", lambda a, b: a - b, lambda a, b: a - b, [(3, 4), (3, 4)]),
+    ("mul", lambda a, b: a * b, lambda a, b: a * b, [(3, 4), (4,)]),
+    ("div", lambda a, b: a / b, lambda a, b: a / b, [(3, 4), (4,)]),
+    ("pow2", lambda a: a ** 2, lambda a: a ** 2, [(3, 5)]),
+    ("pow3", lambda a: a ** 3, lambda a: a ** 3, [(3, 5)]),
+    ("relu", lambda a: a.relu(), lambda a: torch.relu(a), [(4, 5)]),
+    ("tanh", lambda a: a.tanh(), lambda a: torch.tanh(a), [(4, 5)]),
+    ("exp", lambda a: a.exp(), lambda a: torch.exp(a), [(4, 5)]),
+    ("sin", lambda a: a.sin(), lambda a: torch.sin(a), [(4, 5)]),
+    ("cos", lambda a: a.cos(), lambda a: torch.cos(a), [(4, 5)]),
+    ("max", lambda a, b: G.apply(G.BINARY_OPS["max"], a, b),
+     lambda a, b: torch.maximum(a, b), [(3, 4), (3, 4)]),
+    ("chain", lambda a, b: ((a * b).tanh() + a).relu() * b, lambda a, b:
+     torch.relu(torch.tanh(a * b) + a) * b, [(3, 4), (3, 4)]),
+    ("einsum", lambda a, b: G.einsum("ij;jk=>ik", a, b), lambda a, b: a @ b,
+     [(3, 4), (4, 5)]),
+    ("einsum1", lambda a: G.einsum1("ij => j", a), lambda a: a.sum(0), [(3, 4)]),
+    ("where", lambda a, b: G.where(a > b, a, b), lambda a, b: torch.where(a > b, a, b),
+     [(3, 4), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("name, build, ref, shapes", CASES, ids=[c[0] for c in CASES])
+def test_gradients_against_torch_autograd(name, build, ref, shapes):
+    arrays = [rand(*s) for s in shapes]
+    if name == "div":
+        arrays[1] = np.abs(arrays[1]) + 0.5
+    ours = grads_by_tensig(build, [a.astype(np.float32) for a in arrays])
+    theirs = grads_by_torch(ref, arrays)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=2e-4, atol=2e-4)
+
+
+def test_gradient_of_matmul_against_finite_differences():
+    xs, ws = rand(5, 7), rand(3, 7)
+    x = G.leaf("x", xs.astype(np.float32), batch=1)
+    w = G.param("w", output=[3], init=lambda shape, r: ws.astype(np.float32))
+    y = (w @ x).tanh()
+    m = G.grad_update(G.einsum1("...|...->... => |->0", y * y))
+    m.backward()
+
+    def f(W):
+        return np.tanh(xs @ W.T) ** 2
+
+    np.testing.assert_allclose(w.grad.numpy(), finite_difference(f, [ws], 0), rtol=1e-3,
+                               atol=1e-3)
+
+
+def test_stop_gradient_cuts_the_graph():
+    a = G.param("a", output=[3], init=lambda s, r: np.ones(s, np.float32))
+    y = G.stop_gradient(a) * a
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.ones(3))
+
+
+def test_user_defined_operation_works_like_a_builtin():
+    # softplus written once with its forward and backward code in the IR
+    def forward(t, a):
+        return Code().assign(t.val, prim("log", prim("add", 1.0, prim("exp", a.val))))
+
+    def backward(t, a):
+        sig = prim("recip", prim("add", 1.0, prim("exp", prim("neg", a.val))))
+        return Code().assign(a.grad, prim("mul", t.grad, sig), accum="+", logic=".")
+
+    softplus = G.OpDef("softplus", ".", forward, backward)
+    arr = rand(3, 4)
+    ours = grads_by_tensig(lambda a: G.apply(softplus, a), [arr.astype(np.float32)])
+    theirs = grads_by_torch(lambda a: torch.nn.functional.softplus(a), [arr])
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-4, atol=1e-5)
+
+
+def test_torch_backend_gives_the_same_results():
+    xs = rand(5, 7).astype(np.float32)
+    results = []
+    for backend in ("numpy", "torch"):
+        with G.new_graph(backend):
+            x = G.leaf("x", xs, batch=1)
+            w = G.param("w", output=[3], seed=1)
+            loss = G.einsum1("...|...->... => |->0", (w @ x).relu())
+            m = G.grad_update(loss)
+            m.backward()
+            results.append((np.asarray(m.output.numpy()), np.asarray(w.grad.numpy())))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5)
+
+
+def test_ir_refuses_matrix_looking_division():
+    a = G.param("a", output=[2], input=[2])
+    with pytest.raises(ValueError, match="matrix inverse"):
+        Code().assign(a.val, prim("div", a.val, a.val), accum="+", logic="@")
