@@ -265,3 +265,40 @@ def test_ir_refuses_matrix_looking_division():
     a = G.param("a", output=[2], input=[2])
     with pytest.raises(ValueError, match="matrix inverse"):
         Code().assign(a.val, prim("div", a.val, a.val), accum="+", logic="@")
+
+
+def test_eager_functions_build_graph_nodes_on_tensors():
+    import tensig as ts
+
+    a, b = rand(3, 4), rand(4, 5)
+    x, w = G.constant(a), G.param("w", output=[4, 5], init=lambda s, r: b.astype(np.float32))
+    y = ts.einsum("ij;jk=>ik", x, w)
+    assert isinstance(y, G.Tensor) and y.shape == Shape(output=(3, 5))
+    np.testing.assert_allclose(run(y), (a @ b).astype(np.float32), rtol=1e-5)
+
+
+def test_max_pooling_forward_and_gradient_gate():
+    # windows that do not overlap: each max position gets the whole gradient
+    xs = rand(1, 4, 4, 2)
+    x = G.param("x", output=[4, 4, 2], init=lambda s, r: xs[0].astype(np.float32))
+    window = G.constant(np.zeros((2, 2)))
+    pooled = G.tropical("2*oh<+wh, 2*ow<+ww, c; wh, ww => oh, ow, c", x, window)
+    ref = torch.nn.functional.max_pool2d(torch.tensor(xs).permute(0, 3, 1, 2), 2)
+    np.testing.assert_allclose(run(pooled), ref.permute(0, 2, 3, 1)[0].numpy(), rtol=1e-6)
+
+
+def test_tropical_and_einmax1_gradients_against_torch():
+    arrays = [rand(3, 4), rand(4, 5)]
+    ours = grads_by_tensig(lambda a, b: G.tropical("ij; jk => ik", a, b),
+                           [a.astype(np.float32) for a in arrays])
+    theirs = grads_by_torch(lambda a, b: (a[:, :, None] + b[None]).amax(dim=1), arrays)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-6)
+    ours = grads_by_tensig(lambda a: G.einmax1("ij => i", a), [arrays[0].astype(np.float32)])
+    theirs = grads_by_torch(lambda a: a.amax(dim=1), [arrays[0]])
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+    ours = grads_by_tensig(lambda a, b: G.outer_sum("ij; jk => ik", a, b),
+                           [a.astype(np.float32) for a in arrays])
+    theirs = grads_by_torch(lambda a, b: (a[:, :, None] + b[None]).sum(dim=1), arrays)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-5)

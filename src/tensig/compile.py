@@ -128,9 +128,20 @@ def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
     return project(a.logic, a.lhs.tensor.shape, [b.tensor.shape for b in bufs])
 
 
+#: (combine, accumulation) of a spec assignment -> the eager operator that lowers it
+_EAGER = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_sum",
+          ("add", "max"): "tropical", ("id", "max"): "einmax1"}
+
+
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
     bufs = _bufs(a.expr)
-    lhs_labels, arg_labels = _labels_for(a, bufs)
+    try:
+        lhs_labels, arg_labels = _labels_for(a, bufs)
+    except ShapeError:
+        eager = _eager_assign(a, backend)
+        if eager is None:
+            raise
+        return eager
     sizes: dict[str, int] = {}
     for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
                                                      in zip(bufs, arg_labels, strict=True)]]:
@@ -150,6 +161,27 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
     value = _value_fn(a, bufs, arg_labels, product, sizes, reduced, lhs_labels, backend, xp)
     return _store_fn(a, lhs_labels, sizes, product, reduced, value, backend, xp)
+
+
+def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
+    """Convolution and concatenation specs run through the eager lowering (forward)."""
+    if not isinstance(a.logic, str) or a.logic in (".", "@", "T") or not a.init:
+        return None
+    e = a.expr
+    op = _EAGER.get((e.op, a.accum or ""))
+    if op is None or not all(isinstance(x, Buf) for x in e.args):
+        return None
+    from tensig.inference import infer
+    from tensig.lowering import OPS, build_plan
+
+    shapes = [x.tensor.shape for x in e.args]
+    plan = build_plan(infer(a.logic, *shapes, op=op), OPS[op], backend)
+    lhs = a.lhs
+
+    def step(store: Store) -> None:
+        store.write(lhs, plan.run([store.read(x) for x in e.args]))
+
+    return step
 
 
 def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: list[str],

@@ -44,13 +44,17 @@ __all__ = [
     "OpDef",
     "Tensor",
     "constant",
+    "einmax1",
     "einsum",
     "einsum1",
+    "fma",
     "grad_update",
     "leaf",
+    "outer_sum",
     "param",
     "scope",
     "stop_gradient",
+    "tropical",
     "where",
 ]
 
@@ -459,20 +463,41 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return apply(op, cond, a, b)
 
 
-def _spec_op(kind: str, spec: str) -> OpDef:
-    """Einsum-family operations: forward through the eager lowering's projections."""
-    if kind == "einsum":
-        def forward(t: Tensor, a: Tensor, b: Tensor) -> Code:
-            return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True,
-                                 logic=spec)
+#: the einsum-family operators: (combine primitive, accumulation) of OCANNL's operators
+SPEC_OPS: dict[str, tuple[str, str]] = {
+    "einsum": ("mul", "+"),      # +*
+    "einsum1": ("id", "+"),      # ++
+    "outer_sum": ("add", "+"),   # +++
+    "tropical": ("add", "max"),  # @^+
+    "einmax1": ("id", "max"),    # @^^
+}
 
+
+def _spec_op(kind: str, spec: str) -> OpDef:
+    """An einsum-family operation: forward and backward code under the spec's projections.
+
+    Backward of the max-reducing operators gates the gradient in the product space: a pair
+    (result cell, reduced position) receives the gradient only where it achieved the max,
+    which stays exact when windows overlap (OCANNL's product-space gate).
+    """
+    combine, accum = SPEC_OPS[kind]
+
+    def forward(t: Tensor, *args: Tensor) -> Code:
+        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum=accum,
+                             init=True, logic=spec)
+
+    if kind == "einsum":
         backward = _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
                           lambda t, a, b: (_e("mul", a.val, t.grad), "+"))
-    else:  # einsum1: add-reduce / permute / place
-        def forward(t: Tensor, a: Tensor) -> Code:  # type: ignore[misc]
-            return Code().assign(t.val, _e("id", a.val), accum="+", init=True, logic=spec)
+    elif kind in ("einsum1", "outer_sum"):
+        backward = _grads(*[lambda t, *args: (t.grad, "+")] * (1 if kind == "einsum1" else 2))
+    elif kind == "tropical":
+        def gate(t: Tensor, a: Tensor, b: Tensor) -> tuple[Any, str]:
+            return _e("where", _e("eq", _e("add", a.val, b.val), t.val), t.grad, 0.0), "+"
 
-        backward = _grads(lambda t, a: (t.grad, "+"))
+        backward = _grads(gate, gate)
+    else:  # einmax1
+        backward = _grads(lambda t, a: (_e("where", _e("eq", a.val, t.val), t.grad, 0.0), "+"))
     return OpDef(kind, spec, forward, backward, op=kind)
 
 
@@ -484,6 +509,30 @@ def einsum(spec: str, a: Tensor, b: Tensor) -> Tensor:
 def einsum1(spec: str, a: Tensor) -> Tensor:
     """Add-reduce / permute / place (OCANNL ``++``) as a graph node."""
     return apply(_spec_op("einsum1", spec), a)
+
+
+def outer_sum(spec: str, a: Tensor, b: Tensor) -> Tensor:
+    """Add, add-reduce (OCANNL ``+++``) as a graph node."""
+    return apply(_spec_op("outer_sum", spec), a, b)
+
+
+def tropical(spec: str, a: Tensor, b: Tensor) -> Tensor:
+    """Add, max-reduce (OCANNL ``@^+``) as a graph node."""
+    return apply(_spec_op("tropical", spec), a, b)
+
+
+def einmax1(spec: str, a: Tensor) -> Tensor:
+    """Max-reduce (OCANNL ``@^^``) as a graph node."""
+    return apply(_spec_op("einmax1", spec), a)
+
+
+def fma(a: Any, b: Any, c: Any) -> Tensor:
+    """``a * b + c`` pointwise."""
+    op = OpDef("fma", ".", _fwd("fma"), _grads(
+        lambda t, x, y, z: (_e("mul", t.grad, y.val), "+"),
+        lambda t, x, y, z: (_e("mul", t.grad, x.val), "+"),
+        lambda t, x, y, z: (t.grad, "+")))
+    return apply(op, a, b, c)
 
 
 def stop_gradient(x: Tensor) -> Tensor:
@@ -626,3 +675,12 @@ class Model:
 def grad_update(loss: Tensor) -> Model:
     """A model whose ``backward()`` runs forward, zero grads, seed 1 and backprop."""
     return Model(loss)
+
+
+def _register() -> None:
+    from tensig import ops
+
+    ops._GRAPH_TYPES.add(Tensor)
+
+
+_register()

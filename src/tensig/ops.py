@@ -119,6 +119,8 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 
 
 _PLANS: dict[tuple[Any, ...], Plan] = {}
+#: graph tensor types (registered by tensig.graph): the eager functions build nodes on them
+_GRAPH_TYPES: set[type] = set()
 _PLANS_MAX = 4096
 
 
@@ -126,9 +128,12 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
     """Look the plan up by (op, spec, shapes, array types, options); build it on a miss.
+    Graph tensors (:class:`tensig.graph.Tensor`) build a graph node instead.
 
     This is the hot path of every eager call: one pass over the operands, one dict lookup.
     """
+    if xs and type(xs[0]) in _GRAPH_TYPES:
+        return _graph_call(op, spec, xs, params, use_padding, capture, sizes)
     wrapped = False
     arrays = []
     key_parts: list[Any] = [op, spec]
@@ -166,6 +171,18 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
     return out
 
 
+def _graph_call(op: str, spec: str, xs: Sequence[Any], params: Any, use_padding: Any,
+                capture: Any, sizes: Any) -> Any:
+    from tensig import graph
+
+    if params or use_padding is not None or capture or sizes:
+        raise NotImplementedError(f"{op}() on graph tensors takes no params/use_padding/"
+                                  "capture/sizes yet: write them into the spec")
+    if op == "concat":
+        raise NotImplementedError("concat on graph tensors is not implemented yet")
+    return getattr(graph, op)(spec, *xs)
+
+
 def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
           params: Mapping[str, int] | None, use_padding: bool | None,
           sizes: Mapping[str, int] | None) -> Plan:
@@ -194,6 +211,8 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
             and sizes is None:
         # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
         a, b = xs
+        if type(a) in _GRAPH_TYPES:
+            return _call("einsum", spec, xs, params, use_padding, capture, sizes)
         try:
             plan = _PLANS.get(("einsum", spec, a.shape, type(a), b.shape, type(b)))
         except (AttributeError, TypeError):
