@@ -28,6 +28,8 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_core.py
 	$(BIN)/python bench/bench_exec.py
+	$(BIN)/python bench/bench_verify.py
+	$(BIN)/python bench/bench_rank.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info

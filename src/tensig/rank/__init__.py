@@ -1,0 +1,147 @@
+"""Rank polymorphism: Remora's frames, cells, boxes and primitives on real arrays.
+
+A function expects arguments of some *cell* shape (``dot`` expects two n-vectors).  Applied to
+bigger arrays, each argument splits into a *frame* (its leading axes) and cells (its trailing
+axes); the function runs on every cell and the results are assembled in the frame.  The
+frames must agree by **prefix**: the longest frame is the *principal frame*, every other frame
+must be a prefix of it (sizes equal exactly; a size-1 axis does not stretch), and an argument
+with a shorter frame has its cells replicated over the missing trailing frame axes.
+
+>>> import numpy as np
+>>> import tensig
+>>> from tensig import rank
+>>> add = rank.lift(np.add)                 # scalar cells: both frames are the full shapes
+>>> add(np.array([10, 100]), np.array([[1, 2], [3, 4]]))
+array([[ 11,  12],
+       [103, 104]])
+
+That is Remora's ``[10 100] + [[1 2][3 4]]``: the vector's frame ``(2,)`` is a prefix of the
+matrix's frame ``(2, 2)``, so ``10`` pairs with the first *row* and ``100`` with the second.
+NumPy broadcasts from the right instead (the vector pairs with each row's *columns*):
+
+>>> np.array([10, 100]) + np.array([[1, 2], [3, 4]])
+array([[ 11, 102],
+       [ 13, 104]])
+
+Where NumPy stretches size-1 axes, Remora does not; where NumPy aligns trailing axes, Remora
+aligns leading ones:
+
+>>> try:
+...     add(np.array([1, 2, 3]), np.ones((2, 3)))
+... except tensig.ShapeError as e:
+...     print(*e.reason.split(" is "), sep="\\nis ")
+...     print(e.hint[:96])
+add: frame (3,) of argument 0 (arg0)
+is not a prefix of the principal frame (2, 3) from argument 1 (arg1)
+Remora matches frames from the left (prefix agreement) and a size-1 axis does not stretch; NumPy
+
+Cells make the difference visible: a function of vectors lifts over the leading axes only.
+
+>>> dot = rank.lift(lambda a, b: (a * b).sum(), "n; n => ")
+>>> dot(np.array([[1, 2], [3, 4]]), np.array([1, 10]))   # frames (2,) and (): row-wise dots
+array([21, 43])
+
+The pieces:
+
+- :func:`lift`, :func:`rerank`, :func:`apply` (arrays of functions) -- application;
+- :class:`Box`, :func:`unbox` -- dependent sums (arrays whose shape is hidden);
+- :func:`typeof`, :func:`check` -- types written with :mod:`tensig.dims` indices, instantiated
+  at actual or symbolic shapes (:class:`FnType`, :class:`Instance`, :class:`Arr`,
+  :class:`Sigma`);
+- the primitives (``head`` ... ``antibase``), each a lifted function with its Remora type.
+
+Cell ranks are naturals or ``None`` (the whole argument: an empty frame); Remora's dynamic
+negative ranks are not supported.
+"""
+
+from tensig.rank._boxes import Box, unbox
+from tensig.rank._lifting import (
+    Lifted,
+    Overloaded,
+    apply,
+    as_lifted,
+    check,
+    lift,
+    principal_frame,
+    rerank,
+    typeof,
+)
+from tensig.rank._primitives import (
+    antibase,
+    append,
+    base,
+    behead,
+    curtail,
+    drop,
+    filter,
+    fold,
+    fold_right,
+    head,
+    index,
+    iota,
+    iota_s,
+    iota_v,
+    iota_w,
+    itemize,
+    length,
+    ravel,
+    reduce,
+    reshape,
+    reverse,
+    rotate,
+    scan,
+    select,
+    shape_of,
+    tail,
+    take,
+    transpose,
+)
+from tensig.rank._types import Arr, FnType, Fun, Instance, Sigma, Static
+
+__all__ = [
+    "Arr",
+    "Box",
+    "FnType",
+    "Fun",
+    "Instance",
+    "Lifted",
+    "Overloaded",
+    "Sigma",
+    "Static",
+    "antibase",
+    "append",
+    "apply",
+    "as_lifted",
+    "base",
+    "behead",
+    "check",
+    "curtail",
+    "drop",
+    "filter",
+    "fold",
+    "fold_right",
+    "head",
+    "index",
+    "iota",
+    "iota_s",
+    "iota_v",
+    "iota_w",
+    "itemize",
+    "length",
+    "lift",
+    "principal_frame",
+    "ravel",
+    "reduce",
+    "rerank",
+    "reshape",
+    "reverse",
+    "rotate",
+    "scan",
+    "select",
+    "shape_of",
+    "tail",
+    "take",
+    "transpose",
+    "typeof",
+    "unbox",
+]

@@ -1,0 +1,249 @@
+"""Boxes: Remora's dependent sums, an atom that holds an array whose shape is (partly) hidden.
+
+A box is an atom, so arrays of boxes (NumPy object arrays) have frames like any other array,
+and lifting passes the boxes themselves to a function of scalar cells.  :func:`unbox` is the
+only way in: it maps a body over the boxes and refuses a declared result that mentions a hidden
+size, because that size would escape the box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensig.dims import Dim, ShapeIndex
+from tensig.errors import ShapeError
+from tensig.rank._backend import backend_of, is_array
+from tensig.rank._types import Arr, FnType, Sigma, arr, instantiate
+
+__all__ = ["Box", "unbox"]
+
+
+def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
+              hidden: str | Sequence[str] | None) -> Sigma:
+    if shape is None:
+        return Sigma(("s",), arr("t", "..s.."))
+    body = arr("t", shape)
+    if hidden is None:
+        names: list[str] = [v.name for v in body.shape.shape_vars]
+        for d in body.shape.dims:
+            names += [n for n in sorted(d.symbols) if n not in names]
+        return Sigma(tuple(names), body)
+    return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)
+
+
+def _elem_name(value: Any) -> str:
+    dt = getattr(value, "dtype", None)
+    if dt is None:
+        return "t"
+    return str(dt).removeprefix("torch.")
+
+
+class Box:
+    """An array with an existentially hidden shape: Remora's ``box`` (a dependent sum).
+
+    ``shape`` is the box's type body with the hidden indices named (default: all of the shape
+    is hidden, ``Σ(..s..). [t ..s..]``); ``hidden`` picks which names are hidden (default:
+    every name in ``shape``).  The value must fit the type; ``witness`` holds the hidden indices'
+    actual values.
+
+    >>> b = Box(np.array([[1, 2, 3], [4, 5, 6]]), "l, 3")
+    >>> b.type, b.witness
+    (Sigma(hidden=('l',), body=Arr(elem='int64', shape=ShapeIndex('[l, 3]'))), {'l': Dim('2')})
+    >>> print(b)
+    Box(Σ(l). [int64 l, 3] with l = 2)
+    >>> Box(np.arange(4), "l, 3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensig.errors.ShapeError: Box: the value's shape is [4], which does not fit [l, 3]: its ...
+    """
+
+    __slots__ = ("_sigma", "value", "witness")
+    __hash__ = None  # type: ignore[assignment]  # a box holds a mutable array
+
+    def __init__(self, value: Any, shape: str | ShapeIndex | Sequence[Any] | None = None,
+                 hidden: str | Sequence[str] | None = None, *, _sigma: Sigma | None = None):
+        if not is_array(value):
+            value = np.asarray(value)
+        sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
+        self.value = value
+        self._sigma = sigma
+        self.witness = _witness(sigma, tuple(value.shape))
+
+    @property
+    def type(self) -> Sigma:
+        """The box's dependent-sum type, with the element type of its value."""
+        return Sigma(self._sigma.hidden, Arr(_elem_name(self.value), self._sigma.body.shape))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The value's actual shape (what the type hides)."""
+        return tuple(self.value.shape)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Box):
+            return NotImplemented
+        return (self.shape == other.shape and self._sigma.body.shape == other._sigma.body.shape
+                and bool(np.array_equal(np.asarray(self.value), np.asarray(other.value))))
+
+    def __repr__(self) -> str:
+        return f"Box({self.value!r}, {self.type})"
+
+    def __str__(self) -> str:
+        bound = ", ".join(f"{k} = {v}" for k, v in self.witness.items())
+        return f"Box({self.type}" + (f" with {bound})" if bound else ")")
+
+
+def _witness(sigma: Sigma, shape: tuple[int, ...]) -> dict[str, Dim | ShapeIndex]:
+    """Check the value's shape against the Σ body; return the hidden indices' values."""
+    ftype = FnType("Box", (sigma.body,), None, names=("value",))
+    try:
+        m = instantiate(ftype, "Box", [ShapeIndex(shape)], {})
+    except ShapeError as e:
+        raise ShapeError(e.reason.replace("the cell of argument 0 (value)", "the value's shape"),
+                         shape=str(shape), sizes=e.sizes) from None
+    out: dict[str, Dim | ShapeIndex] = {}
+    for name in sigma.hidden:
+        if name in m.dims:
+            out[name] = m.dims[name]
+        elif name in m.shapes:
+            out[name] = m.shapes[name]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# unbox
+# --------------------------------------------------------------------------------------------
+
+
+def _hidden_names(box: Box) -> set[str]:
+    return set(box.type.hidden)
+
+
+def _declared(result: str | ShapeIndex | Sequence[Any] | None) -> ShapeIndex | None:
+    if result is None or isinstance(result, ShapeIndex):
+        return result
+    if isinstance(result, str):
+        return ShapeIndex.parse(result) if result.strip() else ShapeIndex(())
+    return ShapeIndex(result)
+
+
+def _names_in(shape: ShapeIndex) -> set[str]:
+    names = {v.name for v in shape.shape_vars}
+    for d in shape.dims:
+        names |= d.symbols
+    return names
+
+
+def _check_escape(box: Box, declared: ShapeIndex | None) -> None:
+    if declared is None:
+        return
+    escaping = sorted(_names_in(declared) & _hidden_names(box))
+    if escaping:
+        shown = ", ".join(escaping)
+        raise ShapeError(
+            f"unbox: the declared result cell {declared} mentions {shown}, hidden in the box "
+            f"{box.type}: a hidden size must not escape its box",
+            sizes=(str(declared), str(box.type)),
+            hint="return a Box from the body (rank.Box(value)) to keep the size hidden, or "
+                 "declare a result that does not depend on it")
+
+
+class _ResultCheck:
+    """Checks body results against the declared cell, binding its free names on first sight."""
+
+    def __init__(self, declared: ShapeIndex | None):
+        self.declared = declared
+        self.seen: tuple[int, ...] | None = None
+        self.bound: dict[str, Dim] = {}
+
+    def __call__(self, out: Any, where: str) -> None:
+        if isinstance(out, Box):
+            return
+        shape = tuple(np.shape(out))
+        if self.declared is None:
+            if self.seen is not None and shape != self.seen:
+                raise ShapeError(f"unbox: the body returned cells of shapes {self.seen} and "
+                                 f"{shape} ({where})", sizes=(self.seen, shape),
+                                 hint="return a Box from the body, or declare result=")
+            self.seen = shape
+            return
+        ftype = FnType("unbox", (Arr("t", self.declared),), None, names=("result",))
+        try:
+            m = instantiate(ftype, "unbox", [ShapeIndex(shape)], {})
+        except ShapeError as e:
+            raise ShapeError(f"unbox: the body's result {shape} ({where}) does not fit the "
+                             f"declared result cell {self.declared}: {e.reason.split(': ')[-1]}",
+                             sizes=(str(self.declared), shape)) from None
+        for k, v in m.dims.items():
+            if self.bound.setdefault(k, v) != v:
+                raise ShapeError(f"unbox: the declared result cell {self.declared} binds {k} to "
+                                 f"{self.bound[k]} and to {v} ({where})",
+                                 sizes=(self.bound[k], v))
+
+
+def unbox(boxes: Box | Any, body: Callable[[Any], Any],
+          result: str | ShapeIndex | Sequence[Any] | None = None) -> Any:
+    """Map ``body`` over a box or an array of boxes: Remora's ``unbox``.
+
+    ``body`` receives each box's value.  ``result`` declares the result cell (a shape index,
+    e.g. ``()`` for a scalar or ``"n"``); it must not mention a size hidden in the box (that
+    size would escape), and every body result must fit it.  Without ``result`` the body's
+    results must all have one shape, and an empty array of boxes is an error (the result cell
+    cannot be known without a call).  A body that returns a :class:`Box` gives boxes back.
+
+    >>> b = Box(np.array([3, 1, 2]), "l")
+    >>> unbox(b, lambda v: v.sum(), result=())
+    np.int64(6)
+    >>> bs = np.array([Box(np.arange(3), "l"), Box(np.arange(5), "l")], dtype=object)
+    >>> unbox(bs, lambda v: v.sum(), result=())
+    array([ 3, 10])
+    >>> unbox(b, lambda v: v, result="l")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensig.errors.ShapeError: unbox: the declared result cell [l] mentions l, hidden in the box ...
+    """
+    declared = _declared(result)
+    check = _ResultCheck(declared)
+    if isinstance(boxes, Box):
+        _check_escape(boxes, declared)
+        out = body(boxes.value)
+        check(out, "the box")
+        return out
+    frame_array = np.asarray(boxes, dtype=object)
+    return _unbox_array(frame_array, body, declared, check)
+
+
+def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeIndex | None,
+                 check: _ResultCheck) -> Any:
+    frame = boxes.shape
+    outs = []
+    for idx in np.ndindex(*frame):
+        box = boxes[idx]
+        if not isinstance(box, Box):
+            raise TypeError(f"unbox: the item at {idx} is a {type(box).__name__}, not a Box")
+        _check_escape(box, declared)
+        out = body(box.value)
+        check(out, f"the box at {idx}")
+        outs.append(out)
+    if not outs:
+        return _empty_unbox(frame, declared)
+    if all(isinstance(o, Box) for o in outs):
+        result = np.empty(len(outs), dtype=object)
+        result[:] = outs
+        return result.reshape(frame)
+    if any(isinstance(o, Box) for o in outs):
+        raise TypeError("unbox: the body returned boxes for some items and arrays for others")
+    cell = tuple(np.shape(outs[0]))
+    return backend_of(outs).stack_cells(outs, frame, cell)
+
+
+def _empty_unbox(frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:
+    if declared is None or not declared.is_concrete:
+        raise ShapeError(f"unbox: the array of boxes is empty (frame {frame}), so the body is "
+                         f"never called and the result cell cannot be known",
+                         hint="declare it with result=, e.g. result=() for scalars")
+    return np.zeros(frame + declared.as_tuple())
+

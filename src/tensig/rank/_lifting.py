@@ -1,0 +1,1023 @@
+"""Lifting: Remora's function application on real arrays (frames, cells, principal frame).
+
+Applying a lifted function splits each argument into a *frame* (leading axes) and *cells*
+(the trailing axes its cell rank names), takes the principal frame (the longest frame; every
+other frame must be a prefix of it), replicates each cell over the missing trailing frame axes,
+applies the function to the cells and assembles ``frame + result cell``.
+
+Execution paths, fastest first: a NumPy ufunc is called once on the arguments with singleton
+axes inserted after their frames (NumPy broadcasting then replicates, as views); a function
+declared ``vectorized=True`` is called once on the broadcast-equalised arrays (views, no
+copies); a torch or jax function goes through nested ``torch.vmap`` / ``jax.vmap``; a Python
+loop over the frame is the last resort.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensig.dims import Dim, ShapeIndex, ShapeVar
+from tensig.errors import ShapeError
+from tensig.rank._backend import Backend, backend_of, dtype_kind, is_array
+from tensig.rank._boxes import Box, _elem_name
+from tensig.rank._signature import parse_cells
+from tensig.rank._types import (
+    Arr,
+    FnType,
+    Fun,
+    Instance,
+    Matcher,
+    Sigma,
+    Static,
+    bindings,
+    instantiate,
+)
+
+__all__ = ["Lifted", "Overloaded", "apply", "as_lifted", "check", "lift", "rerank", "typeof"]
+
+Rank = int | None
+ShapeLike = str | ShapeIndex | Sequence[Any]
+
+
+# --------------------------------------------------------------------------------------------
+# frames
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(frame: Sequence[Any]) -> str:
+    items = ", ".join(str(x) for x in frame)
+    return f"({items},)" if len(frame) == 1 else f"({items})"
+
+
+def _suffix_broadcasts(frames: Sequence[Sequence[Any]]) -> bool:
+    try:
+        np.broadcast_shapes(*[tuple(int(x) for x in f) for f in frames])
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]) -> tuple:
+    """The longest frame, after checking that every other frame is a prefix of it.
+
+    Sizes compare exactly (a size-1 axis does not stretch); the error names both frames.
+
+    >>> principal_frame("f", [(2,), (2, 3)], ["argument 0", "argument 1"])
+    (2, 3)
+    >>> principal_frame("f", [(2, 4), (2, 3)], ["argument 0", "argument 1"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensig.errors.ShapeError: f: frame (2, 3) of argument 1 is not a prefix of the principal ...
+    """
+    if not frames:
+        return ()
+    best = 0
+    for i, f in enumerate(frames):
+        if len(f) > len(frames[best]):
+            best = i
+    principal = tuple(frames[best])
+    for i, f in enumerate(frames):
+        if principal[:len(f)] != tuple(f):
+            raise _frame_error(fname, frames, who, i, best)
+    return principal
+
+
+def _frame_error(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str], i: int,
+                 best: int) -> ShapeError:
+    f, p = frames[i], frames[best]
+    hint = "Remora matches frames from the left (prefix agreement) and a size-1 axis does not " \
+           "stretch"
+    if _suffix_broadcasts(frames):
+        hint += ("; NumPy would broadcast these shapes from the right. To pair trailing axes, "
+                 "raise the cell rank of the shorter argument (rank.rerank) so those axes are "
+                 "part of its cell, or move the shared axes to the front")
+    return ShapeError(f"{fname}: frame {_fmt(f)} of {who[i]} is not a prefix of the principal "
+                      f"frame {_fmt(p)} from {who[best]}", operand=i, shape=_fmt(f),
+                      sizes=(_fmt(f), _fmt(p)), hint=hint)
+
+
+# --------------------------------------------------------------------------------------------
+# types of lifted user functions
+# --------------------------------------------------------------------------------------------
+
+
+def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
+    if r is None:
+        return ShapeIndex([ShapeVar(f"c{i}")])
+    letter = chr(ord("a") + i) if i < 26 else f"x{i}_"
+    return ShapeIndex([Dim.symbol(f"{letter}{j}") for j in range(r)])
+
+
+def _check_rank_value(fname: str, r: object) -> Rank:
+    if r is None:
+        return None
+    if isinstance(r, bool) or not isinstance(r, int | np.integer):
+        raise TypeError(f"{fname}: a cell rank is an int >= 0 or None (the whole argument), "
+                        f"not {r!r}")
+    if r < 0:
+        raise ValueError(f"{fname}: cell rank {r} is negative; negative (complementary) ranks "
+                         f"are not supported, give the cell rank itself or None for all axes")
+    return int(r)
+
+
+def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> FnType:
+    params = tuple(Arr("t", _ranks_pattern(i, r)) for i, r in enumerate(ranks))
+    return FnType(name, params, None if result is None else Arr("t", result),
+                  names=tuple(f"arg{i}" for i in range(len(ranks))))
+
+
+def _shape_index(x: ShapeLike) -> ShapeIndex:
+    if isinstance(x, ShapeIndex):
+        return x
+    if isinstance(x, str):
+        return ShapeIndex.parse(x) if x.strip() else ShapeIndex(())
+    return ShapeIndex(tuple(x))
+
+
+def _pattern_rank(p: Arr) -> Rank:
+    return None if p.shape.shape_vars else len(p.shape.items)
+
+
+def _unconstrained(ftype: FnType) -> bool:
+    """Whether any cells fit: every parameter item is a distinct bare variable and the result
+    is unknown or constant (then a call needs no instantiation)."""
+    seen: set[object] = set()
+    for p in ftype.params:
+        if not isinstance(p, Arr):
+            return False
+        for item in p.shape:
+            if isinstance(item, ShapeVar):
+                key: object = item
+            else:
+                names = item.symbols
+                if len(names) != 1 or item != Dim.symbol(next(iter(names))):
+                    return False
+                key = next(iter(names))
+            if key in seen:
+                return False
+            seen.add(key)
+    result = ftype.result
+    return result is None or (isinstance(result, Arr) and result.shape.is_concrete)
+
+
+def _fits(p: Arr, r: Rank) -> bool:
+    n_dims = len(p.shape.dims)
+    if not p.shape.shape_vars:
+        return r == n_dims
+    return r is None or r >= n_dims
+
+
+# --------------------------------------------------------------------------------------------
+# Lifted
+# --------------------------------------------------------------------------------------------
+
+
+class Lifted:
+    """A function lifted over frames: call it on arrays of any frame.
+
+    Made by :func:`lift` (user functions) or defined by :mod:`tensig.rank`'s primitives.
+    ``type`` is its Remora type (:class:`FnType`), ``ranks`` the cell rank of each array
+    parameter (``None``: the whole argument).
+    """
+
+    def __init__(self, fn: Callable[..., Any], ftype: FnType, ranks: Sequence[Rank] | None = None,
+                 *, name: str | None = None, ufunc: np.ufunc | None = None,
+                 batched: Callable[..., Any] | None = None, boxed: bool = False,
+                 dtype: Any = None, retypable: bool = False, doc: str | None = None):
+        self.fn = fn
+        self.type = ftype
+        self.name = name or ftype.name
+        self.ufunc = ufunc
+        self.batched = batched
+        self.boxed = boxed
+        self.dtype = dtype
+        self.retypable = retypable
+        self.arrays = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Arr))
+        self.statics = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Static))
+        if ranks is None:
+            ranks = [_pattern_rank(ftype.params[i]) for i in self.arrays]  # type: ignore[arg-type]
+        self.ranks: tuple[Rank, ...] = tuple(_check_rank_value(self.name, r) for r in ranks)
+        if len(self.ranks) != len(self.arrays):
+            raise TypeError(f"{self.name}: {len(self.ranks)} cell ranks for "
+                            f"{len(self.arrays)} array parameters")
+        self._trivial = _unconstrained(ftype)
+        result = ftype.result
+        self._fixed = (result.shape.as_tuple() if self._trivial and isinstance(result, Arr)
+                       else None)
+        self._typed: dict[object, tuple[ShapeIndex | None, Sigma | None]] = {}
+        if doc is not None:
+            self.__doc__ = doc
+
+    # -- calling -------------------------------------------------------------------------------
+    def __call__(self, *args: Any) -> Any:
+        return _run(_prepare(self, args))
+
+    def rerank(self, *ranks: Rank, **named: Rank) -> Lifted:
+        """The same function at other cell ranks (positional, one per array parameter, or by
+        parameter name; a single positional rank applies to every array parameter).
+
+        >>> sum_cells = lift(np.sum, ranks=(1,))
+        >>> sum_cells(np.arange(6).reshape(2, 3)), sum_cells.rerank(2)(np.ones((2, 2, 2)))
+        (array([ 3, 12]), array([4., 4.]))
+        """
+        new = self._ranks_from(ranks, named)
+        ftype = self.type
+        fits = all(_fits(ftype.params[i], r)  # type: ignore[arg-type]
+                   for i, r in zip(self.arrays, new, strict=True))
+        if not fits:
+            if not self.retypable:
+                raise self._rerank_error(new)
+            scalar = self.ufunc is not None and all(r == 0 for r in new)
+            ftype = _ranks_type(ftype.name, new, ShapeIndex(()) if scalar else None)
+        return Lifted(self.fn, ftype, new, name=self.name, ufunc=self.ufunc,
+                      batched=self.batched, boxed=self.boxed, dtype=self.dtype,
+                      retypable=self.retypable)
+
+    def _ranks_from(self, ranks: Sequence[Rank], named: dict[str, Rank]) -> tuple[Rank, ...]:
+        names = [self.type.param_name(i) for i in self.arrays]
+        if len(ranks) == 1 and len(names) > 1:
+            ranks = tuple(ranks) * len(names)
+        if len(ranks) > len(names):
+            raise TypeError(f"{self.name}: {len(ranks)} ranks for {len(names)} array parameters "
+                            f"({', '.join(names)})")
+        new = list(self.ranks)
+        for k, r in enumerate(ranks):
+            new[k] = _check_rank_value(self.name, r)
+        for key, r in named.items():
+            if key not in names:
+                raise TypeError(f"{self.name} has no array parameter {key!r} "
+                                f"(it has {', '.join(names)})")
+            new[names.index(key)] = _check_rank_value(self.name, r)
+        return tuple(new)
+
+    def _rerank_error(self, new: Sequence[Rank]) -> ShapeError:
+        for i, r in zip(self.arrays, new, strict=True):
+            p = self.type.params[i]
+            if not _fits(p, r):  # type: ignore[arg-type]
+                return ShapeError(f"{self.name}: argument {i} ({self.type.param_name(i)}) has "
+                                  f"cell type {p}, which cannot have cell rank {r}",
+                                  sizes=(str(p), r))
+        return ShapeError(f"{self.name}: ranks {tuple(new)} do not fit {self.type}")
+
+    def typeof(self, *args: Any) -> Instance:
+        """The type instantiated at these arguments (arrays, or shapes as tuples/ShapeIndex)."""
+        return _typeof_call(self, args)
+
+    def choose(self, args: Sequence[Any]) -> Lifted:
+        return self
+
+    def __repr__(self) -> str:
+        ranks = ", ".join("all" if r is None else str(r) for r in self.ranks)
+        return f"<lifted {self.type}; cell ranks ({ranks})>"
+
+
+class Overloaded:
+    """A primitive with a static and a data form (``take(2, x)`` vs ``take(array(2), x)``).
+
+    ``chooser(args)`` picks the variant; ranks and types are the variants'.
+    """
+
+    def __init__(self, name: str, variants: Sequence[Lifted | ShapeError],
+                 chooser: Callable[[Sequence[Any]], int], doc: str | None = None):
+        self.name = name
+        self.variants = tuple(variants)  # an error stands for a variant reranked out of its type
+        self.chooser = chooser
+        if doc is not None:
+            self.__doc__ = doc
+
+    @property
+    def type(self) -> tuple[FnType, ...]:
+        return tuple(v.type for v in self.variants if isinstance(v, Lifted))
+
+    @property
+    def ranks(self) -> tuple[Rank, ...]:
+        return next(v for v in self.variants if isinstance(v, Lifted)).ranks
+
+    def choose(self, args: Sequence[Any]) -> Lifted:
+        chosen = self.variants[self.chooser(args)]
+        if isinstance(chosen, ShapeError):
+            raise chosen
+        return chosen
+
+    def __call__(self, *args: Any) -> Any:
+        return self.choose(args)(*args)
+
+    def typeof(self, *args: Any) -> Instance:
+        return self.choose(args).typeof(*args)
+
+    def rerank(self, *ranks: Rank, **named: Rank) -> Overloaded:
+        """Rerank every variant; positional ranks follow the variant with the most array
+        parameters.  A variant whose type cannot take the ranks fails when it is chosen."""
+        live = [v for v in self.variants if isinstance(v, Lifted)]
+        widest = max(live, key=lambda v: len(v.arrays))
+        names = [widest.type.param_name(i) for i in widest.arrays]
+        if len(ranks) == 1 and len(names) > 1:
+            ranks = tuple(ranks) * len(names)
+        if len(ranks) > len(names):
+            raise TypeError(f"{self.name}: {len(ranks)} ranks for {len(names)} array parameters "
+                            f"({', '.join(names)})")
+        wanted = dict(zip(names, ranks, strict=False)) | named
+        variants: list[Lifted | ShapeError] = []
+        for v in self.variants:
+            if isinstance(v, ShapeError):
+                variants.append(v)
+                continue
+            own = {v.type.param_name(i) for i in v.arrays}
+            try:
+                variants.append(v.rerank(**{k: r for k, r in wanted.items() if k in own}))
+            except ShapeError as e:
+                variants.append(e)
+        if not any(isinstance(v, Lifted) for v in variants):
+            raise next(v for v in variants if isinstance(v, ShapeError))
+        return Overloaded(self.name, variants, self.chooser)
+
+    def __repr__(self) -> str:
+        return f"<overloaded {self.name}: " + " | ".join(str(t) for t in self.type) + ">"
+
+
+# --------------------------------------------------------------------------------------------
+# one call
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    lf: Lifted
+    args: list[Any]
+    arrays: list[Any]
+    frames: list[tuple[int, ...]]
+    cells: list[tuple[int, ...]]
+    frame: tuple[int, ...]
+    backend: Backend
+    matcher: Matcher | None
+    declared: ShapeIndex | None
+    sigma: Sigma | None
+
+
+def _is_object(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind == "O"
+
+
+def _atom(a: Any) -> Any:
+    """A 0-d object array is a wrapped atom (a box): pass the atom itself."""
+    return a[()] if _is_object(a) and a.ndim == 0 else a
+
+
+def _coerce(backend: Backend, x: Any, like: Any) -> Any:
+    """``x`` as an array of the call's library (on ``like``'s device); boxes stay objects."""
+    if is_array(x):
+        if backend.owns(x) or _is_object(x):
+            return x
+        return backend.asarray(x, like)
+    a = np.asarray(x)
+    return a if a.dtype == object or backend.name == "numpy" else backend.asarray(a, like)
+
+
+def _who(lf: Lifted, i: int) -> str:
+    return f"argument {i} ({lf.type.param_name(i)})"
+
+
+def _check_arity(lf: Lifted, args: Sequence[Any]) -> None:
+    n = len(lf.type.params)
+    if len(args) != n:
+        names = ", ".join(lf.type.param_name(i) for i in range(n))
+        raise TypeError(f"{lf.name} takes {n} argument{'s' * (n != 1)} ({names}), "
+                        f"got {len(args)}")
+    for i, p in enumerate(lf.type.params):
+        if isinstance(p, Fun) and not callable(args[i]):
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must be a function {p}, "
+                            f"not {type(args[i]).__name__}")
+
+
+def _cell_rank(lf: Lifted, k: int, shape: tuple[int, ...]) -> int:
+    r = lf.ranks[k]
+    if r is None:
+        return len(shape)
+    if r > len(shape):
+        i = lf.arrays[k]
+        raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
+                         f"{len(shape)}, less than its cell rank {r}", operand=i,
+                         shape=_fmt(shape), sizes=(len(shape), r),
+                         hint=f"pass an array with at least {r} axes, or rerank {lf.name}")
+    return r
+
+
+def _prepare(lf: Lifted, args: Sequence[Any]) -> _Call:
+    _check_arity(lf, args)
+    backend = backend_of([args[i] for i in lf.arrays])
+    like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
+    all_args = list(args)
+    for i in lf.arrays:
+        all_args[i] = _coerce(backend, all_args[i], like)
+    arrays = [all_args[i] for i in lf.arrays]
+    frames, cells = [], []
+    for k, a in enumerate(arrays):
+        shape = tuple(a.shape)
+        split = len(shape) - _cell_rank(lf, k, shape)
+        frames.append(shape[:split])
+        cells.append(shape[split:])
+    frame = principal_frame(lf.name, frames, [_who(lf, i) for i in lf.arrays])
+    matcher, declared, sigma = _typecheck(lf, cells, all_args)
+    _check_elems(lf, arrays)
+    return _Call(lf, all_args, arrays, frames, cells, frame, backend, matcher, declared, sigma)
+
+
+_CACHE_SIZE = 256
+
+
+def _typecheck(lf: Lifted, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
+               ) -> tuple[Matcher | None, ShapeIndex | None, Sigma | None]:
+    """Instantiate the type at the cells; cached per (cells, static arguments) when the
+    instantiated result cell is concrete (then no matcher is needed later)."""
+    if lf._trivial:
+        result = lf.type.result
+        return None, (result.shape if isinstance(result, Arr) else None), None
+    key = (tuple(cells), tuple(args[i] for i in lf.statics))
+    try:
+        hit = lf._typed.get(key)
+    except TypeError:  # an unhashable static argument
+        key, hit = None, None
+    if hit is not None:
+        return None, hit[0], hit[1]
+    m, declared, sigma = _instantiate_cells(lf, cells, args)
+    if key is not None and (declared is None or declared.is_concrete):
+        if len(lf._typed) >= _CACHE_SIZE:
+            lf._typed.clear()
+        lf._typed[key] = (declared, sigma)
+    return m, declared, sigma
+
+
+def _instantiate_cells(lf: Lifted, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
+                       ) -> tuple[Matcher, ShapeIndex | None, Sigma | None]:
+    actual: list[ShapeIndex | None] = [None] * len(lf.type.params)
+    for k, i in enumerate(lf.arrays):
+        actual[i] = ShapeIndex(cells[k])
+    m = instantiate(lf.type, lf.name, actual, {i: args[i] for i in lf.statics})
+    result = m.result()
+    if isinstance(result, Arr):
+        return m, result.shape, None
+    return m, None, result
+
+
+_KINDS = {"Int": ("iu", "integers"), "Bool": ("b", "booleans")}
+
+
+def _check_elems(lf: Lifted, arrays: Sequence[Any]) -> None:
+    for k, i in enumerate(lf.arrays):
+        want = _KINDS.get(lf.type.params[i].elem)  # type: ignore[union-attr]
+        a = arrays[k]
+        if want is None or math.prod(a.shape) == 0:
+            continue
+        if dtype_kind(a) not in want[0]:
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
+                            f"{_elem_name(a)}")
+
+
+def _merge(call: _Call, arrays: Sequence[Any]) -> list[Any]:
+    args = list(call.args)
+    for k, i in enumerate(call.lf.arrays):
+        args[i] = arrays[k]
+    return args
+
+
+# --------------------------------------------------------------------------------------------
+# execution paths
+# --------------------------------------------------------------------------------------------
+
+
+def _run(call: _Call) -> Any:
+    lf = call.lf
+    if lf.ufunc is not None:
+        return _via_ufunc(call)
+    if 0 in call.frame:
+        return _empty(call)
+    if not call.frame:
+        return _finish(call, lf.fn(*_merge(call, [_atom(a) for a in call.arrays])))
+    if lf.batched is not None:
+        out = _via_batched(call)
+        if out is not NotImplemented:
+            return out
+    if not lf.boxed and call.backend.vmap() is not None:
+        out = _via_vmap(call)
+        if out is not NotImplemented:
+            return out
+    return _via_loop(call)
+
+
+def _align(backend: Backend, a: Any, frame: tuple[int, ...], cell: tuple[int, ...], n: int,
+           k: int) -> Any:
+    """``a`` with singleton axes after its frame (to ``n`` frame axes) and before its cell."""
+    target = frame + (1,) * (n - len(frame)) + (1,) * (k - len(cell)) + cell
+    return a if tuple(a.shape) == target else backend.reshape(a, target)
+
+
+def _via_ufunc(call: _Call) -> Any:
+    """One ufunc call: NumPy broadcasting of the aligned arrays replicates the cells."""
+    lf, backend = call.lf, call.backend
+    op = backend.ufunc(lf.ufunc)  # type: ignore[arg-type]
+    k = max((len(c) for c in call.cells), default=0)
+    try:
+        if len(set(call.cells)) > 1:
+            np.broadcast_shapes(*call.cells)
+    except ValueError:
+        raise ShapeError(f"{lf.name}: the cells {', '.join(_fmt(c) for c in call.cells)} do not "
+                         f"combine elementwise", sizes=tuple(_fmt(c) for c in call.cells),
+                         hint="give the arguments cells of one shape (or of size 1)") from None
+    n = len(call.frame)
+    aligned = [_align(backend, a, f, c, n, k)
+               for a, f, c in zip(call.arrays, call.frames, call.cells, strict=True)]
+    return _finish(call, op(*_merge(call, aligned)))
+
+
+def _equalise(call: _Call) -> list[Any]:
+    """Every array broadcast to ``principal frame + its cell``: views, no copies."""
+    n, out = len(call.frame), []
+    for a, f, c in zip(call.arrays, call.frames, call.cells, strict=True):
+        a = _align(call.backend, a, f, c, n, len(c))
+        out.append(call.backend.broadcast_to(a, call.frame + c))
+    return out
+
+
+def _via_batched(call: _Call) -> Any:
+    out = call.lf.batched(len(call.frame), *_merge(call, _equalise(call)))  # type: ignore[misc]
+    if out is NotImplemented:
+        return out
+    return _finish(call, out)
+
+
+def _via_vmap(call: _Call) -> Any:
+    """Nested ``torch.vmap`` / ``jax.vmap``, one per frame axis; ``NotImplemented`` if the
+    function cannot be vmapped (data-dependent Python control flow, non-array results)."""
+    vmap = call.backend.vmap()
+    fn = call.lf.fn
+
+    def cells_fn(*arrays: Any) -> Any:
+        return fn(*_merge(call, arrays))
+
+    g = cells_fn
+    for _ in call.frame:
+        g = vmap(g)
+    try:
+        out = g(*_equalise(call))
+    except Exception:
+        return NotImplemented
+    return _finish(call, out)
+
+
+def _cell_calls(call: _Call) -> list[Any]:
+    """``fn`` on every cell, in row-major frame order (the last resort)."""
+    fn, frame = call.lf.fn, call.frame
+    n = len(frame)
+    pairs = [(a, len(f)) for a, f in zip(call.arrays, call.frames, strict=True)]
+    positions = itertools.product(*map(range, frame))
+    if len(pairs) == len(call.args):  # only array parameters: no merging
+        return [fn(*[a[idx] if k == n else a[idx[:k]] for a, k in pairs]) for idx in positions]
+    return [fn(*_merge(call, [a[idx[:k]] for a, k in pairs])) for idx in positions]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    s = getattr(x, "shape", None)
+    return tuple(s) if s is not None else tuple(np.shape(x))
+
+
+def _via_loop(call: _Call) -> Any:
+    lf = call.lf
+    results = _cell_calls(call)
+    if lf.boxed:
+        out = np.empty(len(results), dtype=object)
+        out[:] = [_box(call, r) for r in results]
+        return out.reshape(call.frame)
+    if call.backend.name == "numpy" and not _shape(results[0]):
+        try:
+            out = np.asarray(results)  # all scalars: one conversion, no per-cell shape checks
+        except ValueError:  # ragged: reported below
+            out = None
+        if out is not None and out.dtype != object and out.shape == (len(results),):
+            _check_cell(call, ())
+            return out.reshape(call.frame)
+    shapes = set(map(_shape, results))
+    if len(shapes) > 1:
+        raise _ragged_error(call, results)
+    cell = shapes.pop()
+    _check_cell(call, cell)
+    return call.backend.stack_cells(results, call.frame, cell)
+
+
+def _ragged_error(call: _Call, results: Sequence[Any]) -> ShapeError:
+    first = tuple(np.shape(results[0]))
+    idx, other = (), first
+    for idx, r in zip(np.ndindex(*call.frame), results, strict=False):  # noqa: B007
+        other = tuple(np.shape(r))
+        if other != first:
+            break
+    return ShapeError(
+        f"{call.lf.name}: result cells differ in shape: {_fmt(first)} at frame index "
+        f"{_fmt((0,) * len(call.frame))}, {_fmt(other)} at {_fmt(idx)}",
+        sizes=(_fmt(first), _fmt(other)),
+        hint=f"an array needs cells of one shape; lift with boxed=True to get an array of "
+             f"boxes (rank.lift({call.lf.name}, ..., boxed=True))")
+
+
+def _box(call: _Call, value: Any) -> Box:
+    if isinstance(value, Box):
+        return value
+    if call.sigma is not None:
+        return Box(value, _sigma=call.sigma)
+    return Box(value)
+
+
+def _finish(call: _Call, out: Any) -> Any:
+    if call.lf.boxed:
+        if not call.frame:
+            return _box(call, out)
+        return out  # batched boxed results are already arrays of boxes
+    shape = tuple(np.shape(out))
+    n = len(call.frame)
+    if shape[:n] != call.frame:
+        raise ShapeError(f"{call.lf.name}: the function returned shape {_fmt(shape)}, which "
+                         f"does not start with the frame {_fmt(call.frame)}",
+                         sizes=(_fmt(shape), _fmt(call.frame)),
+                         hint="a vectorized function must keep the leading frame axes")
+    _check_cell(call, shape[n:])
+    return out
+
+
+def _check_cell(call: _Call, cell: tuple[int, ...]) -> None:
+    declared = call.declared
+    if declared is None:
+        return
+    lf = call.lf
+    if declared.is_concrete:
+        if cell != (lf._fixed or declared.as_tuple()):
+            raise ShapeError(f"{lf.name}: the function returned a cell of shape {_fmt(cell)}, "
+                             f"but its declared result cell is {declared}",
+                             sizes=(str(declared), _fmt(cell)))
+        return
+    m = call.matcher
+    if m is None:  # pragma: no cover - a symbolic declared cell is never cached
+        return
+    m.match("the result cell the function returned", declared, ShapeIndex(cell))
+    m.finish([])
+
+
+def _empty(call: _Call) -> Any:
+    """An empty frame: the function is never called; the declared result cell gives the
+    shape (Remora's answer to the "hole" in untyped array languages)."""
+    lf = call.lf
+    if lf.boxed:
+        return np.empty(call.frame, dtype=object)
+    declared = call.declared
+    if declared is None or not declared.is_concrete:
+        what = "has no declared result cell" if declared is None else \
+            f"declares the result cell {declared}, which the arguments do not determine"
+        raise ShapeError(f"{lf.name}: the frame {_fmt(call.frame)} is empty, so the function "
+                         f"is never called, and it {what}",
+                         hint="declare the result cell: lift(fn, cells='... => m', "
+                              "sizes={'m': ...}) or lift(fn, ranks=..., result=(...))")
+    typed = [a for a in call.arrays if not _is_object(a)]
+    dtype = lf.dtype if lf.dtype is not None else call.backend.result_dtype(typed)
+    return call.backend.empty(call.frame + declared.as_tuple(), dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# lift, rerank, apply
+# --------------------------------------------------------------------------------------------
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _signature_type(name: str, cells: str, sizes: dict[str, int] | None) -> FnType:
+    ops, res = parse_cells(cells)
+    if sizes:
+        ops = tuple(op.subs(sizes) for op in ops)
+        res = res.subs(sizes)
+    return FnType(name, tuple(Arr("t", op) for op in ops), Arr("t", res),
+                  names=tuple(f"arg{i}" for i in range(len(ops))))
+
+
+def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
+         ranks: Sequence[Rank] | None = None, result: ShapeLike | None = None,
+         sizes: dict[str, int] | None = None, vectorized: bool = False, boxed: bool = False,
+         dtype: Any = None, name: str | None = None) -> Any:
+    """Lift ``fn`` over frames: Remora's implicit iteration for a Python function.
+
+    ``cells`` is a cell signature in the notation's syntax (``"n; n => "``: two n-vectors to a
+    scalar; labels agree across cells; ``sizes`` fixes labels only the result mentions), or
+    ``ranks`` gives each argument's cell rank (``None``: the whole argument) with an optional
+    ``result`` cell shape.  A NumPy ufunc needs neither (scalar cells).
+
+    ``vectorized=True`` promises that ``fn`` accepts extra leading frame axes, like a gufunc:
+    called with arrays of shape ``frame + cell`` it returns ``frame + result cell``.  It is then
+    called once.  ``boxed=True`` wraps each result cell in a :class:`Box`, for functions whose
+    result shapes differ from cell to cell.  ``dtype`` is the element type of an empty result
+    (in the arrays' own library; default: the arguments' promoted type).
+
+    >>> dot = lift(lambda a, b: (a * b).sum(), "n; n => ")
+    >>> dot(np.array([[1, 2], [3, 4]]), np.array([10, 100]))
+    array([210, 430])
+    >>> add = lift(np.add)
+    >>> add(np.array([10, 100]), np.array([[1, 2], [3, 4]]))
+    array([[ 11,  12],
+           [103, 104]])
+    """
+    if fn is None:
+        return lambda f: lift(f, cells, ranks=ranks, result=result, sizes=sizes,
+                              vectorized=vectorized, boxed=boxed, dtype=dtype, name=name)
+    if not callable(fn):
+        raise TypeError(f"lift: fn must be callable, not {type(fn).__name__}")
+    name = name or _fn_name(fn)
+    ufunc = fn if isinstance(fn, np.ufunc) else None
+    if ufunc is not None and ufunc.nout != 1:
+        raise TypeError(f"lift({name}): a lifted function returns one array; {name} returns "
+                        f"{ufunc.nout}")
+    ftype = _lift_type(fn, name, cells, ranks, result, sizes, ufunc)
+    batched = None
+    if vectorized and ufunc is None and not boxed:
+        def batched(nf: int, *args: Any) -> Any:
+            return fn(*args)
+    return Lifted(fn, ftype, name=name, ufunc=ufunc, batched=batched, boxed=boxed, dtype=dtype,
+                  retypable=True,
+                  ranks=None if cells is not None or ranks is None else ranks)
+
+
+def _lift_type(fn: Any, name: str, cells: str | None, ranks: Sequence[Rank] | None,
+               result: ShapeLike | None, sizes: dict[str, int] | None,
+               ufunc: np.ufunc | None) -> FnType:
+    if cells is not None and ranks is not None:
+        raise TypeError(f"lift({name}): give cells= or ranks=, not both")
+    if cells is not None:
+        if result is not None:
+            raise TypeError(f"lift({name}): the cell signature already declares the result")
+        if not isinstance(cells, str):
+            raise TypeError(f"lift({name}): cells is a signature string like 'n; n => '")
+        return _signature_type(name, cells, sizes)
+    if ranks is None:
+        if ufunc is None:
+            raise TypeError(f"lift({name}): give the cell signature (cells='n; n => ') or the "
+                            f"cell ranks (ranks=(0, 1)); only NumPy ufuncs default to scalars")
+        ranks = (0,) * ufunc.nin
+    ranks = tuple(_check_rank_value(f"lift({name})", r) for r in ranks)
+    if ufunc is not None and len(ranks) != ufunc.nin:
+        raise TypeError(f"lift({name}): {len(ranks)} ranks for a ufunc of {ufunc.nin} arguments")
+    if result is None and ufunc is not None and not any(ranks):
+        result = ()
+    return _ranks_type(name, ranks, None if result is None else _shape_index(result))
+
+
+def as_lifted(f: Any, ranks: Sequence[Rank] | None = None, cells: str | None = None
+              ) -> Lifted | Overloaded:
+    """``f`` itself when lifted already (reranked if ``ranks`` is given), else ``lift(f, ...)``.
+
+    >>> as_lifted(np.add).ranks
+    (0, 0)
+    """
+    if isinstance(f, Lifted | Overloaded):
+        if cells is not None:
+            raise TypeError(f"{f.name} is lifted already; rerank it instead of giving cells")
+        return f.rerank(*ranks) if ranks is not None else f
+    return lift(f, cells, ranks=ranks)
+
+
+def rerank(f: Any, *ranks: Rank, **named: Rank) -> Lifted | Overloaded:
+    """``f`` at other cell ranks: Remora's reranking (J's rank conjunction ``f"r``).
+
+    Works on lifted functions, primitives and plain callables (then it is ``lift(f,
+    ranks=ranks)``).  A primitive keeps its type, so a rank its type cannot take is an error.
+
+    >>> from tensig import rank
+    >>> m = np.array([[0, 1], [2, 3], [4, 5]])
+    >>> rank.head(m), rerank(rank.head, 1)(m)
+    (array([0, 1]), array([0, 2, 4]))
+    """
+    if isinstance(f, Lifted | Overloaded):
+        return f.rerank(*ranks, **named)
+    if named:
+        raise TypeError("rerank: a plain function has no parameter names; give ranks by position")
+    return lift(f, ranks=ranks)
+
+
+def _function_array(fs: Any) -> np.ndarray:
+    if isinstance(fs, np.ndarray) and fs.dtype == object:
+        return fs
+    if callable(fs):
+        out = np.empty((), dtype=object)
+        out[()] = fs
+        return out
+    arr = np.array(fs, dtype=object)
+    if not all(callable(f) for f in arr.flat):
+        raise TypeError("apply: every item of the function array must be callable")
+    return arr
+
+
+def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str | None = None,
+          result: ShapeLike | None = None) -> Any:
+    """Apply an array of functions: its shape is one more frame in the principal frame.
+
+    Each function is applied to the cells at its own position (Remora's application of a
+    function array).  All functions need the same cell ranks; plain callables are lifted with
+    ``ranks`` / ``cells`` (ufuncs default to scalar cells).
+
+    >>> apply([np.add, np.subtract], np.array([10, 20]), 1)
+    array([11, 19])
+    >>> apply([np.add, np.subtract], np.array([[1, 2], [3, 4]]), 10)
+    array([[11, 12],
+           [-7, -6]])
+    """
+    funcs = _function_array(fs)
+    lifted = [as_lifted(f, ranks, cells) for f in funcs.flat]
+    if not lifted:
+        return _apply_empty(funcs, result)
+    chosen = [f.choose(args) for f in lifted]
+    ranks0 = chosen[0].ranks
+    for f in chosen[1:]:
+        if f.ranks != ranks0 or len(f.type.params) != len(chosen[0].type.params):
+            raise TypeError(f"apply: the functions of an array need one type; {chosen[0].name} "
+                            f"has cell ranks {ranks0}, {f.name} has {f.ranks}")
+    call = _prepare(chosen[0], args)
+    principal_frame("apply", [funcs.shape, *call.frames],
+                    ["the function array", *(_who(call.lf, i) for i in call.lf.arrays)])
+    outs = []
+    for pos, f in zip(np.ndindex(*funcs.shape), lifted, strict=True):
+        sub = [a[pos[:len(fr)]] for a, fr in zip(call.arrays, call.frames, strict=True)]
+        outs.append(f(*_merge(call, sub)))
+    return _assemble_apply(funcs.shape, outs, call.backend)
+
+
+def _assemble_apply(shape: tuple[int, ...], outs: list[Any], backend: Backend) -> Any:
+    if all(isinstance(o, Box) for o in outs):
+        out = np.empty(len(outs), dtype=object)
+        out[:] = outs
+        return out.reshape(shape)
+    shapes = {tuple(np.shape(o)) for o in outs}
+    if len(shapes) > 1:
+        a, b = sorted(shapes)[:2]
+        raise ShapeError(f"apply: the functions' results differ in shape: {_fmt(a)} and "
+                         f"{_fmt(b)}", sizes=(_fmt(a), _fmt(b)),
+                         hint="lift the functions with boxed=True to get an array of boxes")
+    if not shape:
+        return outs[0]
+    return backend.stack_cells(outs, shape, shapes.pop())
+
+
+def _apply_empty(funcs: np.ndarray, result: ShapeLike | None) -> Any:
+    if result is None:
+        raise ShapeError(f"apply: the function array of shape {_fmt(funcs.shape)} is empty, so "
+                         f"no function is called and the result cell cannot be known",
+                         hint="declare it with result=(...)")
+    return np.zeros(funcs.shape + _shape_index(result).as_tuple())
+
+
+# --------------------------------------------------------------------------------------------
+# typeof / check
+# --------------------------------------------------------------------------------------------
+
+
+def _shape_arg(lf: Lifted, i: int, x: Any) -> ShapeIndex:
+    if isinstance(x, ShapeIndex):
+        shape = x
+    elif isinstance(x, tuple | str):
+        shape = _shape_index(x)
+    else:
+        shape = ShapeIndex(tuple(np.shape(x)))
+    if shape.shape_vars:
+        raise TypeError(f"typeof({lf.name}): the shape {shape} of {_who(lf, i)} has shape "
+                        f"variables; give its axes")
+    return shape
+
+
+def _elem_of(x: Any, p: Arr) -> str:
+    if is_array(x) or isinstance(x, list):
+        return _elem_name(x if is_array(x) else np.asarray(x))
+    return p.elem
+
+
+def _typeof_call(lf: Lifted, args: Sequence[Any]) -> Instance:
+    n = len(lf.type.params)
+    if len(args) != n:
+        _check_arity(lf, args)
+    shapes = {i: _shape_arg(lf, i, args[i]) for i in lf.arrays}
+    frames: list[ShapeIndex | None] = [None] * n
+    cells: list[ShapeIndex | None] = [None] * n
+    for k, i in enumerate(lf.arrays):
+        items = shapes[i].items
+        r = lf.ranks[k]
+        split = 0 if r is None else len(items) - _cell_rank(lf, k, items)
+        frames[i], cells[i] = shapes[i][:split], shapes[i][split:]
+    real = [frames[i] for i in lf.arrays]
+    frame = ShapeIndex(principal_frame(lf.name, [f.items for f in real],  # type: ignore[union-attr]
+                                       [_who(lf, i) for i in lf.arrays]))
+    m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
+    result = m.result()
+    elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}  # type: ignore[arg-type]
+    cell_types = tuple(None if cells[i] is None else Arr(elems[i], cells[i]) for i in range(n))
+    dims, shapes_b = bindings(m)
+    return Instance(lf.name, frame, tuple(frames), cell_types, _elem_result(lf, result, elems),
+                    dims, shapes_b, tuple(m.conditions), lf.type.names)
+
+
+def _elem_result(lf: Lifted, result: Arr | Sigma | None, elems: dict[int, str]
+                 ) -> Arr | Sigma | None:
+    body = result.body if isinstance(result, Sigma) else result
+    if body is None:
+        return None
+    for i, e in elems.items():
+        if lf.type.params[i].elem == body.elem:  # type: ignore[union-attr]
+            body = Arr(e, body.shape)
+            break
+    return Sigma(result.hidden, body) if isinstance(result, Sigma) else body
+
+
+def typeof(x: Any, *args: Any) -> Any:
+    """Remora's type of a function, a box or an array; of an application when ``args`` are given.
+
+    ``typeof(f)`` is ``f``'s (polymorphic) type; ``typeof(f, *args)`` instantiates it at the
+    arguments (arrays, or shapes written as tuples / :class:`ShapeIndex`, symbolic sizes
+    allowed) and reports the principal frame, each cell type and the result
+    (:class:`Instance`); a failed index equality raises :class:`tensig.ShapeError` naming it.
+
+    >>> from tensig import rank
+    >>> print(typeof(rank.head))
+    head : Π(d, ..s..). [t d + 1, ..s..] -> [t ..s..]
+    >>> print(typeof(rank.head, np.zeros((5, 6, 7))))
+    head at principal frame []
+      argument 0 (x): frame [], cell [float64 5, 6, 7]
+      result cell [float64 6, 7], result [float64 6, 7]
+      with d = 4, ..s.. = [6, 7]
+    >>> str(typeof(np.zeros((2, 3), dtype=np.int32)))
+    '[int32 2, 3]'
+    """
+    lf = _lifted_or_none(x)
+    if lf is not None:
+        return lf.typeof(*args) if args else lf.type
+    if args:
+        raise TypeError("typeof: only a lifted function takes arguments")
+    if isinstance(x, Box):
+        return x.type
+    if callable(x):
+        raise TypeError(f"typeof: {_fn_name(x)} has no Remora type yet; lift it first")
+    a = x if is_array(x) else np.asarray(x)
+    if _is_object(a) and a.size and all(isinstance(b, Box) for b in a.flat):
+        kinds = {str(b.type) for b in a.flat}
+        return Arr(kinds.pop() if len(kinds) == 1 else "Box", ShapeIndex(tuple(a.shape)))
+    return Arr(_elem_name(a), ShapeIndex(tuple(a.shape)))
+
+
+def _lifted_or_none(x: Any) -> Lifted | Overloaded | None:
+    if isinstance(x, Lifted | Overloaded):
+        return x
+    if isinstance(x, np.ufunc):
+        return lift(x)
+    return None
+
+
+def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:
+    """Type-check an application without running it; with ``result``, also its result shape.
+
+    Returns the :class:`Instance`; an index equality that fails raises
+    :class:`tensig.ShapeError` naming it.
+
+    >>> from tensig import rank
+    >>> check(rank.append, (2, 3), (4, 3), result=(6, 3)).result.shape
+    ShapeIndex('[6, 3]')
+    >>> try:
+    ...     check(rank.head, (0, 3))
+    ... except ShapeError as e:
+    ...     print(*e.reason.split(": "), sep="\\n")
+    head
+    the cell of argument 0 (x) is [0, 3], which does not fit [d + 1, ..s..]
+    the index equality d + 1 == 0 has no solution in the naturals (d would be -1) (with ..s.. = [3])
+    """
+    lf = _lifted_or_none(f)
+    if lf is None:
+        raise TypeError(f"check: {_fn_name(f)} is not a lifted function")
+    inst = lf.typeof(*args)
+    if result is not None:
+        _check_expected(inst, _shape_index(result))
+    return inst
+
+
+def _check_expected(inst: Instance, expected: ShapeIndex) -> None:
+    got = inst.result
+    if got is None:
+        raise ShapeError(f"check({inst.name}): the result type is unknown ([?]); it cannot be "
+                         f"compared with {expected}")
+    a, b = got.shape.items, expected.items
+    why = None
+    if len(a) != len(b):
+        why = f"the ranks differ ({len(a)} vs {len(b)})"
+    else:
+        for x, y in zip(a, b, strict=True):
+            if x != y:
+                why = f"the index equality {x} == {y} does not hold"
+                break
+    if why is not None:
+        raise ShapeError(f"check({inst.name}): the result type is {got}, not {expected}: {why}",
+                         sizes=(str(got.shape), str(expected)))

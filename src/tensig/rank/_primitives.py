@@ -1,0 +1,701 @@
+"""Remora's primitives, each a lifted function with its type written in :mod:`tensig.dims`.
+
+Every primitive works on its argument's *major axis* (the first axis of its cell).  With the
+default cell ranks a shape-polymorphic argument is taken whole (its cell is the whole array, the
+frame is empty), so ``head(m)`` is the first row of a matrix; :func:`rerank` picks smaller
+cells, so ``rerank(head, 1)(m)`` is the first column.  Scalar arguments (``rotate``'s ``n``,
+``select``'s condition) have rank-0 cells and lift over their frames.
+
+Each implementation ``_name(nf, *args)`` works on arrays carrying ``nf`` leading frame axes
+(all frames equalised), so a reranked primitive runs as one vectorised call; with ``nf == 0``
+it is the cell function itself.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from tensig.errors import ShapeError
+from tensig.rank._backend import backend_of
+from tensig.rank._lifting import Lifted, Overloaded, rerank  # noqa: F401 (doctests)
+from tensig.rank._types import FnType, Fun, Sigma, Static, arr
+
+__all__ = [
+    "antibase", "append", "base", "behead", "curtail", "drop", "filter", "fold", "fold_right",
+    "head", "index", "iota", "iota_s", "iota_v", "iota_w", "itemize", "length", "ravel",
+    "reduce", "reshape", "reverse", "rotate", "scan", "select", "shape_of", "tail", "take",
+    "transpose",
+]
+
+
+def _at(nf: int, k: Any) -> tuple[Any, ...]:
+    """An index selecting ``k`` on the major axis of cells behind ``nf`` frame axes."""
+    return (slice(None),) * nf + (k,)
+
+
+def _prim(name: str, impl: Callable[..., Any], params: Sequence[Any], result: Any,
+          names: Sequence[str], doc: str, *, ranks: Sequence[Any] | None = None,
+          batched: bool = True, boxed: bool = False, **type_kw: Any) -> Lifted:
+    ftype = FnType(name, tuple(params), result, names=tuple(names), **type_kw)
+    return Lifted(partial(impl, 0), ftype, ranks, name=name,
+                  batched=impl if batched else None, boxed=boxed, doc=doc)
+
+
+def _xp(*xs: Any) -> Any:
+    return backend_of(xs)
+
+
+# --------------------------------------------------------------------------------------------
+# items of the major axis
+# --------------------------------------------------------------------------------------------
+
+_NONEMPTY = arr("t", "1 + d, ..s..")
+
+
+def _head(nf: int, x: Any) -> Any:
+    return x[_at(nf, 0)]
+
+
+def _tail(nf: int, x: Any) -> Any:
+    return x[_at(nf, -1)]
+
+
+def _behead(nf: int, x: Any) -> Any:
+    return x[_at(nf, slice(1, None))]
+
+
+def _curtail(nf: int, x: Any) -> Any:
+    return x[_at(nf, slice(None, -1))]
+
+
+head = _prim("head", _head, [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
+
+    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``: the major axis has ``1 + d >= 1``
+    items.
+
+    >>> head(np.array([[0, 1], [2, 3], [4, 5]]))
+    array([0, 1])
+    >>> rerank(head, 1)(np.array([[0, 1], [2, 3], [4, 5]]))  # first scalar of each row
+    array([0, 2, 4])
+    """, hint="head needs a nonempty major axis (1 + d items)")
+
+tail = _prim("tail", _tail, [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
+
+    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``.
+
+    >>> tail(np.array([[0, 1], [2, 3], [4, 5]]))
+    array([4, 5])
+    """, hint="tail needs a nonempty major axis (1 + d items)")
+
+behead = _prim("behead", _behead, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+                  """All but the first item.
+
+    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
+
+    >>> behead(np.array([1, 2, 3]))
+    array([2, 3])
+    """, hint="behead needs a nonempty major axis (1 + d items)")
+
+curtail = _prim("curtail", _curtail, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+                  """All but the last item.
+
+    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
+
+    >>> curtail(np.array([1, 2, 3]))
+    array([1, 2])
+    """, hint="curtail needs a nonempty major axis (1 + d items)")
+
+
+def _reverse(nf: int, x: Any) -> Any:
+    return _xp(x).flip(x, nf)
+
+
+reverse = _prim("reverse", _reverse, [arr("t", "d, ..s..")], arr("t", "d, ..s.."), ["x"],
+                """The items in reverse order.
+
+    Type ``Π(d, ..s..). [t d, ..s..] -> [t d, ..s..]``.
+
+    >>> reverse(np.array([[1, 2], [3, 4]]))
+    array([[3, 4],
+           [1, 2]])
+    """)
+
+
+def _rotate(nf: int, x: Any, n: Any) -> Any:
+    m = x.shape[nf]
+    if m == 0:
+        return x
+    xp = _xp(x, n)
+    if nf == 0:
+        k = operator.index(int(n)) % m
+        return xp.concat([x[k:], x[:k]], 0)
+    ar = xp.arange(m, like=x)
+    idx = (xp.reshape(n, (*tuple(n.shape), 1)) + ar) % m
+    idx = xp.reshape(idx, tuple(idx.shape) + (1,) * (x.ndim - nf - 1))
+    return xp.take_along(x, xp.broadcast_to(idx, tuple(x.shape)), nf)
+
+
+rotate = _prim("rotate", _rotate, [arr("t", "d, ..s.."), arr("Int")], arr("t", "d, ..s.."),
+               ["x", "n"], """The items rotated left by ``n`` (negative ``n`` rotates right).
+
+    Type ``Π(d, ..s..). [t d, ..s..] [Int] -> [t d, ..s..]``; ``n`` is a scalar cell, so an
+    array of amounts gives one rotation each.
+
+    >>> rotate(np.array([1, 2, 3, 4]), 1)
+    array([2, 3, 4, 1])
+    >>> rotate(np.array([1, 2, 3, 4]), np.array([0, -1]))
+    array([[1, 2, 3, 4],
+           [4, 1, 2, 3]])
+    """)
+
+
+def _append(nf: int, a: Any, b: Any) -> Any:
+    return _xp(a, b).concat([a, b], nf)
+
+
+append = _prim("append", _append, [arr("t", "m, ..s.."), arr("t", "n, ..s..")],
+               arr("t", "m + n, ..s.."), ["a", "b"],
+               """The items of ``a`` followed by those of ``b``.
+
+    Type ``Π(m, n, ..s..). [t m, ..s..] [t n, ..s..] -> [t m + n, ..s..]``: the items' shapes
+    must be equal.
+
+    >>> append(np.array([1, 2]), np.array([3, 4, 5]))
+    array([1, 2, 3, 4, 5])
+    """)
+
+
+def _length(nf: int, x: Any) -> Any:
+    return _xp(x).full(tuple(x.shape[:nf]), x.shape[nf], like=x)
+
+
+length = _prim("length", _length, [arr("t", "d, ..s..")], arr("Int"), ["x"], """The number of items.
+
+    Type ``Π(d, ..s..). [t d, ..s..] -> [Int]``.
+
+    >>> length(np.zeros((4, 2)))
+    array(4)
+    """)
+
+
+def _shape_of(nf: int, x: Any) -> Any:
+    xp = _xp(x)
+    cell = tuple(int(v) for v in x.shape[nf:])
+    v = xp.asarray(np.array(cell, dtype=np.int64), like=x)
+    return xp.broadcast_to(v, (*tuple(x.shape[:nf]), len(cell)))
+
+
+shape_of = _prim("shape_of", _shape_of, [arr("t", "..s..")], arr("Int", "k"), ["x"],
+                 """The shape as a vector.
+
+    Type ``Π(k, ..s..). [t ..s..] -> [Int k]`` where ``k`` is the length of ``..s..`` (a
+    relation beyond Remora's index language, decided at instantiation where ranks are known).
+
+    >>> shape_of(np.zeros((2, 3)))
+    array([2, 3])
+    """, rank_of=(("s", "k"),), note="len(..s..) == k")
+
+
+def _itemize(nf: int, x: Any) -> Any:
+    return _xp(x).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
+
+
+itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), ["x"],
+                """The cell as a one-item array (a new major axis of length 1).
+
+    Type ``Π(..s..). [t ..s..] -> [t 1, ..s..]``.
+
+    >>> itemize(np.array([1, 2]))
+    array([[1, 2]])
+    """)
+
+
+def _transpose(nf: int, x: Any) -> Any:
+    axes = list(range(nf)) + list(range(x.ndim - 1, nf - 1, -1))
+    return _xp(x).permute(x, axes)
+
+
+def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
+    return {"r": shapes["s"][::-1]}
+
+
+transpose = _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
+                  """The axes in reverse order (APL's monadic transpose).
+
+    Type ``Π(..s..). [t ..s..] -> [t ..r..]`` where ``..r..`` is ``..s..`` reversed (outside
+    Remora's index language; computed at instantiation).
+
+    >>> transpose(np.arange(6).reshape(2, 3)).shape
+    (3, 2)
+    """, derive=_reversed_shape, note="..r.. is ..s.. reversed")
+
+
+# --------------------------------------------------------------------------------------------
+# reductions: reduce, fold, fold_right, scan
+# --------------------------------------------------------------------------------------------
+
+
+def _elementwise(op: Any, *xs: Any) -> Any:
+    """``op``'s version for the arrays' library when it is elementwise (a ufunc), else None."""
+    if isinstance(op, np.ufunc):
+        return backend_of(xs).ufunc(op)
+    return None
+
+
+def _reduce(nf: int, op: Any, x: Any) -> Any:
+    f = _elementwise(op, x)
+    if f is op and _xp(x).name == "numpy":
+        return op.reduce(x, axis=nf)
+    if nf and f is None:
+        return NotImplemented
+    f = f or op
+    acc = x[_at(nf, 0)]
+    for i in range(1, x.shape[nf]):
+        acc = f(acc, x[_at(nf, i)])
+    return acc
+
+
+_CELL_OP = Fun((arr("t", "..s.."), arr("t", "..s..")), arr("t", "..s.."))
+_FOLD_OP = Fun((arr("u", "..r.."), arr("t", "..s..")), arr("u", "..r.."))
+_FOLD_R_OP = Fun((arr("t", "..s.."), arr("u", "..r..")), arr("u", "..r.."))
+
+reduce = _prim("reduce", _reduce, [_CELL_OP, _NONEMPTY], arr("t", "..s.."), ["op", "x"],
+               """Combine the items left to right: ``op(op(x0, x1), x2) ...``.
+
+    Type ``Π(d, ..s..). ([t ..s..] [t ..s..] -> [t ..s..]) [t 1 + d, ..s..] -> [t ..s..]``:
+    at least one item (use :func:`fold` with an initial value for possibly empty arrays).
+    ``op`` receives whole item cells; a NumPy ufunc runs as ``op.reduce``.
+
+    >>> reduce(np.add, np.array([[1, 2], [3, 4], [5, 6]]))
+    array([ 9, 12])
+    >>> rerank(reduce, 1)(np.subtract, np.array([[10, 1, 2], [5, 5, 5]]))
+    array([ 7, -5])
+    """, hint="reduce needs at least one item; fold takes an initial value for empty arrays")
+
+
+def _lead(nf: int, x: Any) -> Any:
+    return _xp(x).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
+
+
+def _same_items(nf: int, init: Any, x: Any) -> bool:
+    return tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
+
+
+def _fold(nf: int, op: Any, init: Any, x: Any) -> Any:
+    f = _elementwise(op, init, x)
+    if f is op and _xp(init, x).name == "numpy" and _same_items(nf, init, x):
+        return op.reduce(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+    if nf and f is None:
+        return NotImplemented
+    f, acc = f or op, init
+    for i in range(x.shape[nf]):
+        acc = f(acc, x[_at(nf, i)])
+    return acc
+
+
+def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
+    f = _elementwise(op, init, x)
+    if nf and f is None:
+        return NotImplemented
+    f, acc = f or op, init
+    for i in reversed(range(x.shape[nf])):
+        acc = f(x[_at(nf, i)], acc)
+    return acc
+
+
+def _scan(nf: int, op: Any, init: Any, x: Any) -> Any:
+    f = _elementwise(op, init, x)
+    xp = _xp(init, x)
+    if f is op and xp.name == "numpy" and _same_items(nf, init, x):
+        return op.accumulate(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+    if nf and f is None:
+        return NotImplemented
+    f, acc = f or op, init
+    out = [acc]
+    for i in range(x.shape[nf]):
+        acc = f(acc, x[_at(nf, i)])
+        out.append(acc)
+    return xp.stack([xp.asarray(o, like=x) for o in out], nf)
+
+
+fold = _prim("fold", _fold, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
+             ["op", "init", "x"], """Left fold from ``init``: ``op(op(op(init, x0), x1), x2) ...``.
+
+    Type ``Π(d, ..r.., ..s..). ([u ..r..] [t ..s..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
+    [u ..r..]``; an empty major axis gives ``init``.
+
+    >>> fold(np.subtract, np.array(100), np.array([1, 2, 3]))
+    np.int64(94)
+    >>> fold(lambda acc, item: acc * 10 + item, np.array(0), np.array([4, 5, 6]))
+    np.int64(456)
+    """)
+
+fold_right = _prim("fold_right", _fold_right,
+                   [_FOLD_R_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
+                   ["op", "init", "x"], """Right fold to ``init``: ``op(x0, op(x1, op(x2, init)))``.
+
+    Type ``Π(d, ..r.., ..s..). ([t ..s..] [u ..r..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
+    [u ..r..]``.
+
+    >>> fold_right(np.subtract, np.array(0), np.array([1, 2, 3]))  # 1 - (2 - (3 - 0))
+    np.int64(2)
+    """)
+
+scan = _prim("scan", _scan, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")],
+             arr("u", "1 + d, ..r.."), ["op", "init", "x"],
+             """Every intermediate result of :func:`fold`, starting with ``init`` (``1 + d`` items).
+
+    Type ``Π(d, ..r.., ..s..). ([u ..r..] [t ..s..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
+    [u 1 + d, ..r..]``.
+
+    >>> scan(np.add, np.array(0), np.array([1, 2, 3]))
+    array([0, 1, 3, 6])
+    """)
+
+
+# --------------------------------------------------------------------------------------------
+# iota and reshape
+# --------------------------------------------------------------------------------------------
+
+
+def _naturals(name: str, v: Any) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in np.asarray(v).reshape(-1).tolist())
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{name}: a shape has no negative sizes, got {dims}")
+    return dims
+
+
+def _iota_array(shape: tuple[int, ...], like: Any = None) -> Any:
+    xp = backend_of([like])
+    return xp.reshape(xp.arange(math.prod(shape), like=like), shape)
+
+
+def _iota(nf: int, shape: Any) -> Any:
+    return _iota_array(_naturals("iota", shape), shape)
+
+
+def _iota_v(nf: int, n: Any) -> Any:
+    return _iota_array(_naturals("iota_v", n), n)
+
+
+def _iota_s(nf: int, shape: Any) -> Any:
+    return _iota_array(_naturals("iota_s", shape))
+
+
+def _iota_w(nf: int, w: Any) -> Any:
+    cell = tuple(w.shape[nf:])
+    return _xp(w).broadcast_to(_iota_array(cell, w), tuple(w.shape))
+
+
+iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")), ["shape"],
+             """Successive naturals in an array of the given shape, boxed (the shape is data).
+
+    Type ``Π(d). [Int d] -> Σ(..s..). [Int ..s..]``; lifted over a frame of shape vectors it
+    gives an array of boxes of different shapes.
+
+    >>> iota(np.array([2, 3])).value
+    array([[0, 1, 2],
+           [3, 4, 5]])
+    >>> [b.shape for b in iota(np.array([[2, 2], [3, 1]]))]
+    [(2, 2), (3, 1)]
+    """, batched=False, boxed=True)
+
+iota_v = _prim("iota_v", _iota_v, [arr("Int")], Sigma(("d",), arr("Int", "d")), ["n"],
+               """The vector ``0 .. n-1``, boxed as a vector of unknown length.
+
+    Type ``[Int] -> Σ(d). [Int d]``.
+
+    >>> b = iota_v(4)
+    >>> b.value, str(b.type)
+    (array([0, 1, 2, 3]), 'Σ(d). [int64 d]')
+    """, batched=False, boxed=True)
+
+iota_s = _prim("iota_s", _iota_s, [Static("s", "Shape", convert=tuple)], arr("Int", "..s.."),
+               ["shape"], """Successive naturals at a static shape (an index argument): unboxed.
+
+    Type ``Π(..s..). [Int ..s..]``; ``shape`` is a Python tuple.
+
+    >>> iota_s((2, 2))
+    array([[0, 1],
+           [2, 3]])
+    """, batched=False)
+
+iota_w = _prim("iota_w", _iota_w, [arr("t", "..s..")], arr("Int", "..s.."), ["witness"],
+               """Successive naturals shaped like the witness array (a shape witness): unboxed.
+
+    Type ``Π(..s..). [t ..s..] -> [Int ..s..]``.
+
+    >>> iota_w(np.zeros((2, 3)))
+    array([[0, 1, 2],
+           [3, 4, 5]])
+    """)
+
+
+def _cyclic(nf: int, shape: tuple[int, ...], x: Any) -> Any:
+    xp = _xp(x)
+    frame = tuple(x.shape[:nf])
+    flat = xp.reshape(x, (*frame, -1)) if x.ndim > nf else xp.reshape(x, (*frame, 1))
+    have, need = flat.shape[-1], math.prod(shape)
+    if need and not have:
+        raise ShapeError(f"reshape: cannot fill shape {shape} from a cell with no atoms",
+                         sizes=(need, have))
+    if need == have:
+        return xp.reshape(flat, frame + shape)
+    idx = xp.arange(need, like=x) % max(have, 1)
+    return xp.reshape(flat[(slice(None),) * nf + (idx,)], frame + shape)
+
+
+def _reshape_static(nf: int, shape: Any, x: Any) -> Any:
+    return _cyclic(nf, _naturals("reshape", shape), x)
+
+
+def _reshape_data(nf: int, shape: Any, x: Any) -> Any:
+    return _cyclic(0, _naturals("reshape", shape), x)
+
+
+_RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyclically.
+
+    Static shape (a Python tuple, an index argument):
+    ``Π(..s.., ..r..). {..r..} [t ..s..] -> [t ..r..]``.  Data shape (a list or an array):
+    ``Π(d, ..s..). [Int d] [t ..s..] -> Σ(..r..). [t ..r..]``, boxed.
+
+    >>> reshape((3, 2), np.array([1, 2, 3, 4, 5]))
+    array([[1, 2],
+           [3, 4],
+           [5, 1]])
+    >>> reshape(np.array([2, 2]), np.array([7, 8, 9])).value
+    array([[7, 8],
+           [9, 7]])
+    """
+
+reshape = Overloaded("reshape", [
+    _prim("reshape", _reshape_static, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
+          arr("t", "..r.."), ["shape", "x"], _RESHAPE_DOC),
+    _prim("reshape", _reshape_data, [arr("Int", "d"), arr("t", "..s..")],
+          Sigma(("r",), arr("t", "..r..")), ["shape", "x"], _RESHAPE_DOC, batched=False,
+          boxed=True),
+], lambda args: 0 if isinstance(args[0], tuple) else 1, doc=_RESHAPE_DOC)
+
+
+def _ravel(nf: int, x: Any) -> Any:
+    return _xp(x).reshape(x, (-1,))
+
+
+ravel = _prim("ravel", _ravel, [arr("t", "..s..")], Sigma(("d",), arr("t", "d")), ["x"],
+              """The atoms in row-major order, boxed (their number is a product of sizes,
+    outside Presburger arithmetic).
+
+    Type ``Π(..s..). [t ..s..] -> Σ(d). [t d]``.
+
+    >>> ravel(np.array([[1, 2], [3, 4]])).value
+    array([1, 2, 3, 4])
+    """, batched=False, boxed=True)
+
+
+def _filter(nf: int, mask: Any, x: Any) -> Any:
+    return x[mask]
+
+
+filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
+               Sigma(("l",), arr("t", "l, ..s..")), ["mask", "x"],
+               """The items where ``mask`` is true, boxed (their number is data).
+
+    Type ``Π(d, ..s..). [Bool d] [t d, ..s..] -> Σ(l). [t l, ..s..]``: only the major axis is
+    hidden.
+
+    >>> b = filter(np.array([True, False, True]), np.array([[1, 2], [3, 4], [5, 6]]))
+    >>> b.value, str(b.type)
+    (array([[1, 2],
+           [5, 6]]), 'Σ(l). [int64 l, 2]')
+    """, batched=False, boxed=True)
+
+
+# --------------------------------------------------------------------------------------------
+# take and drop
+# --------------------------------------------------------------------------------------------
+
+
+def _count(name: str, n: Any) -> int:
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"{name}: n must be an integer, not {type(n).__name__}") from None
+
+
+def _span(name: str, n: int, m: int, keep: bool) -> slice:
+    l_ = abs(n)
+    if l_ > m:
+        raise ShapeError(f"{name}: |n| = {l_} is more than the {m} items of the major axis",
+                         sizes=(l_, m))
+    if keep:
+        return slice(0, l_) if n >= 0 else slice(m - l_, m)
+    return slice(l_, m) if n >= 0 else slice(0, m - l_)
+
+
+def _take(nf: int, n: Any, x: Any, keep: bool = True, name: str = "take") -> Any:
+    k = int(n) if hasattr(n, "shape") else _count(name, n)
+    return x[_at(nf, _span(name, k, x.shape[nf], keep))]
+
+
+def _abs_int(n: Any) -> int:
+    return abs(_count("take/drop", n))
+
+
+def _is_static(args: Sequence[Any]) -> int:
+    n = args[0] if args else None
+    return 0 if isinstance(n, int | np.integer) and not isinstance(n, bool) else 1
+
+
+_TAKE_DOC = """The first ``n`` items (the last ``-n`` when ``n < 0``).
+
+    Static ``n`` (a Python int, an index argument):
+    ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t l, ..s..]`` with ``l = |n|``.  Data ``n`` (an
+    array, lifted over its frame): ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+
+    >>> take(2, np.array([1, 2, 3])), take(-2, np.array([1, 2, 3]))
+    (array([1, 2]), array([2, 3]))
+    >>> [b.value.tolist() for b in take(np.array([1, 3]), np.array([1, 2, 3]))]
+    [[1], [1, 2, 3]]
+    """
+
+_DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n < 0``).
+
+    Static ``n``: ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t d, ..s..]`` with ``l = |n|``.
+    Data ``n``: ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+
+    >>> drop(1, np.array([1, 2, 3])), drop(-1, np.array([1, 2, 3]))
+    (array([2, 3]), array([1, 2]))
+    """
+
+
+def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
+    impl = partial(_lifted_take, keep=keep, name=name)
+    kept = "l, ..s.." if keep else "d, ..s.."
+    static = _prim(name, impl, [Static("l", convert=_abs_int), arr("t", "l + d, ..s..")],
+                   arr("t", kept), ["n", "x"], doc,
+                   hint=f"{name}: |n| must not exceed the number of items")
+    data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
+                 Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)
+    return Overloaded(name, [static, data], _is_static, doc=doc)
+
+
+def _lifted_take(nf: int, n: Any, x: Any, keep: bool, name: str) -> Any:
+    return _take(nf, n, x, keep, name)
+
+
+take = _take_or_drop("take", True, _TAKE_DOC)
+drop = _take_or_drop("drop", False, _DROP_DOC)
+
+
+# --------------------------------------------------------------------------------------------
+# index, select, base, antibase
+# --------------------------------------------------------------------------------------------
+
+
+def _check_bounds(i: Any, bounds: tuple[int, ...]) -> None:
+    idx = np.asarray(i.tolist() if hasattr(i, "tolist") else i).reshape(-1, len(bounds))
+    bad = (idx < 0) | (idx >= np.asarray(bounds, dtype=np.int64))
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        raise IndexError(f"index: position {tuple(idx[row].tolist())} is out of range for "
+                         f"leading axes {bounds} (positions are naturals below the sizes)")
+
+
+def _index(nf: int, x: Any, i: Any) -> Any:
+    n = i.shape[-1]
+    bounds = tuple(int(v) for v in x.shape[nf:nf + n])
+    _check_bounds(i, bounds)
+    xp = _xp(x, i)
+    frame = tuple(x.shape[:nf])
+    grids = tuple(xp.reshape(xp.arange(frame[k], like=x), (1,) * k + (frame[k],)
+                             + (1,) * (nf - k - 1)) for k in range(nf))
+    return x[grids + tuple(i[..., j] for j in range(n))]
+
+
+index = _prim("index", _index, [arr("t", "..s.., ..r.."), arr("Int", "l")], arr("t", "..r.."),
+              ["x", "i"], """The cell of ``x`` at position ``i`` along its leading axes.
+
+    Type ``Π(l, ..s.., ..r..). [t ..s.., ..r..] [Int l] -> [t ..r..]`` where ``l`` is the
+    length of ``..s..``; positions are naturals (no negative indices).
+
+    >>> m = np.array([[1, 2], [3, 4]])
+    >>> index(m, np.array([1, 0])), index(m, np.array([1]))
+    (np.int64(3), array([3, 4]))
+    >>> index(m, np.array([[0, 1], [1, 1]]))  # a frame of positions
+    array([2, 4])
+    """, rank_of=(("s", "l"),), note="len(..s..) == l")
+
+
+def _select(nf: int, cond: Any, a: Any, b: Any) -> Any:
+    xp = _xp(cond, a, b)
+    extra = max(a.ndim, b.ndim) - nf
+    c = xp.reshape(cond, tuple(cond.shape) + (1,) * extra)
+    return xp.where(c, a, b)
+
+
+select = _prim("select", _select, [arr("Bool"), arr("t", "..s.."), arr("t", "..s..")],
+               arr("t", "..s.."), ["cond", "a", "b"], """``a`` where ``cond`` holds, else ``b``.
+
+    Type ``Π(..s..). [Bool] [t ..s..] [t ..s..] -> [t ..s..]``, at cell ranks ``(0, 0, 0)`` by
+    default (pointwise); ``rerank(select, 0, 1, 1)`` picks whole rows.
+
+    >>> select(np.array([True, False]), np.array([1, 2]), np.array([10, 20]))
+    array([ 1, 20])
+    """, ranks=(0, 0, 0))
+
+
+def _base(nf: int, bases: Any, digits: Any) -> Any:
+    xp = _xp(bases, digits)
+    frame = tuple(digits.shape[:-1])
+    acc = xp.full(frame, 0, like=digits)
+    for k in range(digits.shape[-1]):
+        acc = acc * bases[..., k] + digits[..., k]
+    return acc
+
+
+def _antibase(nf: int, bases: Any, n: Any) -> Any:
+    xp = _xp(bases, n)
+    if bool((np.asarray(bases.tolist() if hasattr(bases, "tolist") else bases) <= 0).any()):
+        raise ValueError("antibase: radices must be positive")
+    d = bases.shape[-1]
+    if d == 0:
+        return xp.full((*tuple(n.shape), 0), 0, like=n)
+    digits, rest = [], n
+    for k in reversed(range(d)):
+        digits.append(rest % bases[..., k])
+        rest = rest // bases[..., k]
+    return xp.stack(digits[::-1], -1)
+
+
+base = _prim("base", _base, [arr("Int", "d"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
+             """The number that mixed-radix ``digits`` denote (APL's decode).
+
+    Type ``Π(d). [Int d] [Int d] -> [Int]``.
+
+    >>> base(np.array([24, 60, 60]), np.array([1, 2, 3]))  # 1h 2min 3s in seconds
+    np.int64(3723)
+    >>> base(np.array([2, 2, 2]), np.array([[1, 0, 1], [0, 1, 1]]))
+    array([5, 3])
+    """)
+
+antibase = _prim("antibase", _antibase, [arr("Int", "d"), arr("Int")], arr("Int", "d"),
+                 ["bases", "n"], """The mixed-radix digits of ``n`` (APL's encode).
+
+    Type ``Π(d). [Int d] [Int] -> [Int d]``; ``n`` is taken modulo the product of the radices,
+    which must be positive.
+
+    >>> antibase(np.array([24, 60, 60]), 3723)
+    array([1, 2, 3])
+    >>> antibase(np.array([2, 2, 2]), np.array([5, 3]))
+    array([[1, 0, 1],
+           [0, 1, 1]])
+    """)
+
+
+__test__ = {name: globals()[name].__doc__ for name in __all__}

@@ -1,0 +1,469 @@
+"""Remora's types on top of :mod:`tensig.dims`: array types, boxes, function types, instances.
+
+A type is data: ``head`` is ``FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s.."))``,
+the paper's ``[t (++ (Shp (+ 1 d)) s)] -> [t s]``.  Instantiating it against actual cell shapes
+matches canonical forms item by item (Remora's decision procedure): a pattern dimension with one
+unknown variable is solved for it (``1 + d == 5`` gives ``d = 4``), a shape variable takes what
+is left between the fixed items (prefix subtraction), and anything else must be canonically
+equal.  A failure names the index equality that does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar
+from tensig.errors import ShapeError
+
+__all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
+
+
+def _shape_index(shape: str | ShapeIndex | Sequence[Any]) -> ShapeIndex:
+    if isinstance(shape, ShapeIndex):
+        return shape
+    if isinstance(shape, str):
+        return ShapeIndex.parse(shape) if shape.strip() else ShapeIndex(())
+    return ShapeIndex(shape)
+
+
+def _items(shape: ShapeIndex) -> str:
+    return ", ".join(str(x) for x in shape)
+
+
+@dataclass(frozen=True)
+class Arr:
+    """An array type ``[elem shape]``: an element type name and a shape index.
+
+    >>> str(arr("t", "1 + d, ..s..")), str(arr("Int"))
+    ('[t d + 1, ..s..]', '[Int]')
+    """
+
+    elem: str
+    shape: ShapeIndex
+
+    def __str__(self) -> str:
+        inner = _items(self.shape)
+        return f"[{self.elem} {inner}]" if inner else f"[{self.elem}]"
+
+
+def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
+    """``Arr(elem, shape)`` with the shape read by :meth:`ShapeIndex.parse` when it is text."""
+    return Arr(elem, _shape_index(shape))
+
+
+@dataclass(frozen=True)
+class Sigma:
+    """A dependent sum ``Σ(l). [t l, 3]``: the type of a box; ``hidden`` are the hidden indices.
+
+    >>> str(Sigma(("l",), arr("t", "l, 3"))), str(Sigma(("s",), arr("Int", "..s..")))
+    ('Σ(l). [t l, 3]', 'Σ(..s..). [Int ..s..]')
+    """
+
+    hidden: tuple[str, ...]
+    body: Arr
+
+    def __str__(self) -> str:
+        shape_vars = {v.name for v in self.body.shape.shape_vars}
+        names = [f"..{h}.." if h in shape_vars else h for h in self.hidden]
+        return f"Σ({', '.join(names)}). {self.body}"
+
+
+@dataclass(frozen=True)
+class Fun:
+    """A function-typed parameter (``reduce``'s operator); it is passed through, not lifted."""
+
+    params: tuple[Arr, ...]
+    result: Arr
+
+    def __str__(self) -> str:
+        return "(" + " ".join(str(p) for p in self.params) + f" -> {self.result})"
+
+
+@dataclass(frozen=True)
+class Static:
+    """An index argument given as a Python value (Remora's ``i-app``): it binds ``name``.
+
+    ``sort`` is ``"Dim"`` (an ``int``) or ``"Shape"`` (a tuple); ``convert`` maps the Python
+    argument to the index (``take``'s ``n`` binds ``l = abs(n)``).
+    """
+
+    name: str
+    sort: str = "Dim"
+    convert: Callable[[Any], Any] | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{{..{self.name}..}}" if self.sort == "Shape" else f"{{{self.name}}}"
+
+    def index(self, value: Any) -> Dim | ShapeIndex:
+        v = self.convert(value) if self.convert is not None else value
+        if self.sort == "Shape":
+            return _shape_index(tuple(v))
+        return v if isinstance(v, Dim) else Dim.const(v)
+
+
+Param = Arr | Fun | Static
+Derive = Callable[[Mapping[str, Dim], Mapping[str, ShapeIndex]], dict[str, ShapeIndex]]
+
+
+def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) -> None:
+    for item in shape:
+        if isinstance(item, ShapeVar):
+            shapes.setdefault(item.name)
+        else:
+            for name in sorted(item.symbols):
+                dims.setdefault(name)
+
+
+@dataclass(frozen=True)
+class FnType:
+    """A Remora function type ``Π(vars). params -> result``, all indices from :mod:`tensig.dims`.
+
+    ``rank_of`` pairs ``(shape variable, dimension variable)`` whose length and value agree
+    (``len(..s..) == l``), a relation Remora's index language cannot state but that is decided at
+    instantiation because ranks are always known there; ``derive`` computes result-only shape
+    variables (``transpose``'s reversed shape), described by ``note``.
+
+    >>> print(FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s..")))
+    head : Π(d, ..s..). [t d + 1, ..s..] -> [t ..s..]
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    result: Arr | Sigma | None
+    names: tuple[str, ...] = ()
+    rank_of: tuple[tuple[str, str], ...] = ()
+    derive: Derive | None = field(default=None, compare=False)
+    note: str = ""
+    hint: str | None = None
+
+    def param_name(self, i: int) -> str:
+        return self.names[i] if i < len(self.names) else f"arg{i}"
+
+    def index_vars(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The Π-bound dimension and shape variables, in order of appearance."""
+        dims: dict[str, None] = {}
+        shapes: dict[str, None] = {}
+        for p in self.params:
+            if isinstance(p, Arr):
+                _vars_of(p.shape, dims, shapes)
+            elif isinstance(p, Fun):
+                for q in (*p.params, p.result):
+                    _vars_of(q.shape, dims, shapes)
+            else:
+                (shapes if p.sort == "Shape" else dims).setdefault(p.name)
+        if isinstance(self.result, Arr):
+            _vars_of(self.result.shape, dims, shapes)
+        elif isinstance(self.result, Sigma):
+            hidden_d: dict[str, None] = {}
+            hidden_s: dict[str, None] = {}
+            _vars_of(self.result.body.shape, hidden_d, hidden_s)
+            for name in hidden_d:
+                if name not in self.result.hidden:
+                    dims.setdefault(name)
+            for name in hidden_s:
+                if name not in self.result.hidden:
+                    shapes.setdefault(name)
+        return tuple(dims), tuple(shapes)
+
+    def __str__(self) -> str:
+        dims, shapes = self.index_vars()
+        names = [*dims, *(f"..{s}.." for s in shapes)]
+        head = f"{self.name} : " + (f"Π({', '.join(names)}). " if names else "")
+        params = " ".join(str(p) for p in self.params)
+        result = "[?]" if self.result is None else str(self.result)
+        text = f"{head}{params} -> {result}" if params else f"{head}{result}"
+        return f"{text}  where {self.note}" if self.note else text
+
+
+def _fmt_bindings(dims: Mapping[str, Dim], shapes: Mapping[str, ShapeIndex]) -> str:
+    parts = [f"{k} = {v}" for k, v in dims.items()]
+    parts += [f"..{k}.. = {v}" for k, v in shapes.items()]
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A function type instantiated at actual argument shapes: frames, cells and the result.
+
+    ``frame`` is the principal frame; ``frames[i]`` / ``cells[i]`` the frame and the
+    instantiated cell type of parameter ``i`` (``None`` for function and static parameters);
+    ``result_cell`` the instantiated result cell (a :class:`Sigma` for boxed results) and
+    ``result`` the whole result (``frame ++ result_cell``; an array of boxes is
+    ``[Σ(...) frame]``).  ``dims`` / ``shapes`` bind the Π variables; ``conditions`` are what
+    must still hold for symbolic sizes.
+    """
+
+    name: str
+    frame: ShapeIndex
+    frames: tuple[ShapeIndex | None, ...]
+    cells: tuple[Arr | None, ...]
+    result_cell: Arr | Sigma | None
+    dims: Mapping[str, Dim]
+    shapes: Mapping[str, ShapeIndex]
+    conditions: tuple[Condition, ...] = ()
+    names: tuple[str, ...] = ()
+
+    @property
+    def result(self) -> Arr | None:
+        cell = self.result_cell
+        if cell is None:
+            return None
+        if isinstance(cell, Sigma):
+            return Arr(str(cell), self.frame)
+        return Arr(cell.elem, self.frame + cell.shape)
+
+    def __str__(self) -> str:
+        lines = [f"{self.name} at principal frame {self.frame}"]
+        for i, (frame, cell) in enumerate(zip(self.frames, self.cells, strict=True)):
+            if cell is not None:
+                name = self.names[i] if i < len(self.names) else f"arg{i}"
+                lines.append(f"  argument {i} ({name}): frame {frame}, cell {cell}")
+        lines.append(f"  result cell {self.result_cell or '[?]'}, result {self.result or '[?]'}")
+        if self.dims or self.shapes:
+            lines.append(f"  with {_fmt_bindings(self.dims, self.shapes)}")
+        for c in self.conditions:
+            lines.append(f"  provided {c}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# instantiation: match patterns against actual cell shapes on canonical forms
+# --------------------------------------------------------------------------------------------
+
+
+class Matcher:
+    """Binds a type's Π variables from actual cell shapes; raises on an equality that fails."""
+
+    def __init__(self, ftype: FnType, fname: str, taken: frozenset[str] = frozenset()):
+        self.type = ftype
+        self.fname = fname
+        dims, shapes = ftype.index_vars()
+        self.dim_vars = set(dims)
+        self.shape_vars = set(shapes)
+        self.dims: dict[str, Dim] = {}
+        self.shapes: dict[str, ShapeIndex] = {}
+        self.conditions: list[Condition] = []
+        self.rank_of = dict(ftype.rank_of)
+        self.pending: list[tuple[Dim, Dim, str, ShapeIndex, ShapeIndex]] = []
+        self.expanded: dict[str, list[str]] = {}
+        self.rename = _renaming(dims + shapes, taken)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def pattern(self, shape: ShapeIndex) -> ShapeIndex:
+        """``shape`` with variables renamed away from the user's names, then substituted."""
+        if self.rename:
+            dmap = {k: Dim.symbol(v) for k, v in self.rename.items()}
+            smap = {k: ShapeIndex([ShapeVar(v)]) for k, v in self.rename.items()}
+            shape = shape.subs(dmap, smap)
+        return shape.subs(self.dims, self.shapes)
+
+    def _var(self, name: str) -> str:
+        return self.rename.get(name, name)
+
+    def _is_dim_var(self, name: str) -> bool:
+        inverse = {v: k for k, v in self.rename.items()}
+        return inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
+
+    def expanded_names(self) -> set[str]:
+        return {n for names in self.expanded.values() for n in names}
+
+    def _unknown(self, d: Dim) -> list[str]:
+        return sorted(s for s in d.symbols if self._is_dim_var(s) and s not in self.dims)
+
+    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
+        bound = _fmt_bindings(self.dims, self.shapes)
+        reason = (f"{self.fname}: {where} is {actual}, which does not fit {pattern}: {why}"
+                  + (f" (with {bound})" if bound else ""))
+        raise ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
+                         hint=self.type.hint)
+
+    # -- matching ------------------------------------------------------------------------------
+    def bind_static(self, p: Static, value: Any) -> None:
+        index = p.index(value)
+        name = self._var(p.name)
+        if isinstance(index, ShapeIndex):
+            self.shapes[name] = index
+        else:
+            self.dims[name] = index
+
+    def match(self, where: str, pattern: ShapeIndex, actual: ShapeIndex) -> bool:
+        """Match one cell; ``False`` when it must wait for other arguments (two shape vars)."""
+        p = self._expand_ranked(self.pattern(pattern))
+        svs = p.shape_vars
+        if len(svs) > 1:
+            return False
+        items, got = p.items, actual.items
+        if not svs:
+            if len(items) != len(got):
+                self.fail(where, pattern, actual,
+                          f"its rank is {len(got)}, the type's is {len(items)}")
+            pairs = list(zip(items, got, strict=True))
+        else:
+            k = next(j for j, x in enumerate(items) if isinstance(x, ShapeVar))
+            left, right = items[:k], items[k + 1:]
+            n = len(got)
+            if n < len(left) + len(right):
+                self.fail(where, pattern, actual,
+                          f"its rank is {n}, the type needs at least {len(left) + len(right)}")
+            self._bind_shape(svs[0].name, actual[len(left):n - len(right)], where, pattern, actual)
+            pairs = list(zip(left, got[:len(left)], strict=True))
+            pairs += list(zip(right, got[n - len(right):], strict=True))
+        for pi, ci in pairs:
+            if not self.match_dim(pi, ci, where, pattern, actual):
+                self.pending.append((pi, ci, where, pattern, actual))
+        return True
+
+    def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
+                    actual: ShapeIndex) -> None:
+        self.shapes[name] = value
+        inverse = {v: k for k, v in self.rename.items()}
+        dim_name = self.rank_of.get(inverse.get(name, name))
+        if dim_name is None:
+            return
+        dim_name = self._var(dim_name)
+        length = Dim.const(len(value.items))
+        if dim_name not in self.dims:
+            self.dims[dim_name] = length
+        elif self.dims[dim_name] != length:
+            self.fail(where, pattern, actual,
+                      f"the index equality {self.dims[dim_name]} == {length} (the length of "
+                      f"..{name}..) does not hold")
+
+    def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
+        """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
+        inverse = {v: k for k, v in self.rename.items()}
+        for sv in p.shape_vars:
+            dim_name = self.rank_of.get(inverse.get(sv.name, sv.name))
+            value = self.dims.get(self._var(dim_name)) if dim_name else None
+            if value is None or value.constant is None:
+                continue
+            fresh = [f"{sv.name}[{j}]" for j in range(value.constant)]
+            self.expanded[sv.name] = fresh
+            p = p.subs({}, {sv.name: [Dim.symbol(f) for f in fresh]})
+        return p
+
+    def match_dim(self, p: Dim, c: Dim, where: str, pattern: ShapeIndex,
+                  actual: ShapeIndex) -> bool:
+        """Match one dimension; ``False`` when it has two unknowns (it waits)."""
+        p = p.subs(self.dims)
+        c = c if isinstance(c, Dim) else Dim.const(c)
+        unknown = self._unknown(p)
+        if not unknown:
+            if p != c:
+                self.fail(where, pattern, actual, f"the index equality {p} == {c} does not hold")
+            return True
+        if len(unknown) > 1:
+            return False
+        v = unknown[0]
+        try:
+            sol, conds = (p - c).solve_for(v)
+        except ValueError:
+            return False
+        for cond in (Condition.at_least(sol, 0), *conds):
+            decided = cond.decide()
+            if decided is False:
+                self.fail(where, pattern, actual,
+                          f"the index equality {p} == {c} has no solution in the naturals "
+                          f"({v} would be {sol})")
+            if decided is None:
+                self.conditions.append(cond)
+        self.dims[v] = sol
+        return True
+
+    def finish(self, deferred: list[tuple[str, ShapeIndex, ShapeIndex]]) -> None:
+        """Retry what waited for other arguments; whatever still cannot be matched fails."""
+        progress = True
+        while progress and (deferred or self.pending):
+            progress = False
+            for item in list(deferred):
+                if self.match(*item):
+                    deferred.remove(item)
+                    progress = True
+            for pend in list(self.pending):
+                if self.match_dim(*pend):
+                    self.pending.remove(pend)
+                    progress = True
+        for where, pattern, actual in deferred:
+            self.fail(where, pattern, actual, "its shape variables cannot be split")
+        for p, c, where, pattern, actual in self.pending:
+            self.fail(where, pattern, actual, f"cannot solve the index equality {p} == {c}")
+        for name, fresh in self.expanded.items():
+            self.shapes[name] = ShapeIndex([self.dims.pop(f) for f in fresh])
+        self.expanded.clear()
+
+    # -- results -------------------------------------------------------------------------------
+    def result(self) -> Arr | Sigma | None:
+        r = self.type.result
+        if self.type.derive is not None:
+            derived = self.type.derive(self.public_dims(), self.public_shapes())
+            self.shapes.update({self._var(k): v for k, v in derived.items()})
+        if isinstance(r, Arr):
+            return Arr(r.elem, self.pattern(r.shape))
+        if isinstance(r, Sigma):
+            visible = {k: v for k, v in self.rename.items() if k not in r.hidden}
+            shape = r.body.shape
+            if visible:
+                shape = shape.subs({k: Dim.symbol(v) for k, v in visible.items()},
+                                   {k: ShapeIndex([ShapeVar(v)]) for k, v in visible.items()})
+            keep_d = {k: v for k, v in self.dims.items() if k not in r.hidden}
+            keep_s = {k: v for k, v in self.shapes.items() if k not in r.hidden}
+            return Sigma(r.hidden, Arr(r.body.elem, shape.subs(keep_d, keep_s)))
+        return None
+
+    def public_dims(self) -> dict[str, Dim]:
+        inverse = {v: k for k, v in self.rename.items()}
+        return {inverse.get(k, k): v for k, v in self.dims.items()}
+
+    def public_shapes(self) -> dict[str, ShapeIndex]:
+        inverse = {v: k for k, v in self.rename.items()}
+        return {inverse.get(k, k): v for k, v in self.shapes.items()}
+
+
+def _renaming(names: Sequence[str], taken: frozenset[str]) -> dict[str, str]:
+    """Fresh names (primed) for type variables that collide with the user's size names."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name in taken:
+            new = name + "'"
+            while new in taken or new in names:
+                new += "'"
+            out[name] = new
+    return out
+
+
+def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
+                statics: Mapping[int, Any]) -> Matcher:
+    """Match every array parameter's pattern against its actual cell shape (``cells[i]``).
+
+    ``statics`` gives the values of :class:`Static` parameters.  Returns the matcher, whose
+    ``dims`` / ``shapes`` hold the bindings and ``result()`` the instantiated result.
+
+    >>> m = instantiate(FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s..")), "head",
+    ...                 [ShapeIndex([5, 6, 7])], {})
+    >>> m.dims, m.shapes, str(m.result())
+    ({'d': Dim('4')}, {'s': ShapeIndex('[6, 7]')}, '[t 6, 7]')
+    """
+    taken: set[str] = set()
+    for cell in cells:
+        if cell is not None:
+            for d in cell.dims:
+                taken |= d.symbols
+    m = Matcher(ftype, fname, frozenset(taken))
+    for i, value in statics.items():
+        m.bind_static(ftype.params[i], value)  # type: ignore[arg-type]
+    deferred: list[tuple[str, ShapeIndex, ShapeIndex]] = []
+    for i, (p, cell) in enumerate(zip(ftype.params, cells, strict=True)):
+        if isinstance(p, Arr) and cell is not None:
+            where = f"the cell of argument {i} ({ftype.param_name(i)})"
+            if not m.match(where, p.shape, cell):
+                deferred.append((where, p.shape, cell))
+    m.finish(deferred)
+    return m
+
+
+def bindings(m: Matcher) -> tuple[Mapping[str, Dim], Mapping[str, ShapeIndex]]:
+    """The matcher's bindings under the type's own variable names (read-only)."""
+    return MappingProxyType(m.public_dims()), MappingProxyType(m.public_shapes())
