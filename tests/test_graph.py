@@ -152,7 +152,7 @@ def grads_by_torch(fn_torch, arrays):
 def grads_by_tensig(build, arrays):
     params = []
     for i, a in enumerate(arrays):
-        p = G.param(f"p{i}", output=list(a.shape), init=lambda shape, r, a=a: a)
+        p = G.param(f"p{i}", output=list(a.shape), input=[], init=lambda shape, r, a=a: a)
         params.append(p)
     y = build(*params)
     loss = G.einsum1("...|...->... => |->0", y)
@@ -302,3 +302,28 @@ def test_tropical_and_einmax1_gradients_against_torch():
     theirs = grads_by_torch(lambda a, b: (a[:, :, None] + b[None]).sum(dim=1), arrays)
     for o, t in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(o, t, rtol=1e-5)
+
+
+@pytest.mark.parametrize("spec_axes, stride, dil, padding", [
+    ("oh<+kh, ow<+kw", 1, 1, 0),
+    ("2*oh<+kh, 2*ow<+kw", 2, 1, 0),
+    ("oh<+2*kh, ow<+2*kw", 1, 2, 0),
+    ("oh=+kh, ow=+kw", 1, 1, 1),
+])
+def test_convolution_gradients_against_torch(spec_axes, stride, dil, padding):
+    n, h, w, ic, oc = 2, 9, 9, 3, 4
+    xs, ks = rand(n, h, w, ic), rand(oc, 3, 3, ic)
+    xp = G.param("xp", output=[n, h, w, ic], input=[],
+                 init=lambda s, r: xs.astype(np.float32))
+    k = G.param("k", output=[oc], input=[3, 3, ic], init=lambda s, r: ks.astype(np.float32))
+    spec = f"bn, {spec_axes}, ic; kh, kw, ic -> oc => bn, oh, ow, oc"
+    y = G.einsum(spec, xp, k)
+    loss = G.einsum1("... => |->0", y * y)
+    G.grad_update(loss).backward()
+    tx = torch.tensor(xs, requires_grad=True)
+    tk = torch.tensor(ks, requires_grad=True)
+    out = torch.nn.functional.conv2d(tx.permute(0, 3, 1, 2), tk.permute(0, 3, 1, 2),
+                                     stride=stride, dilation=dil, padding=padding)
+    (out ** 2).sum().backward()
+    np.testing.assert_allclose(xp.grad.numpy(), tx.grad.numpy(), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(k.grad.numpy(), tk.grad.numpy(), rtol=2e-3, atol=2e-3)

@@ -138,7 +138,7 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     try:
         lhs_labels, arg_labels = _labels_for(a, bufs)
     except ShapeError:
-        eager = _eager_assign(a, backend)
+        eager = _eager_assign(a, backend) or _affine_grad_assign(a, backend)
         if eager is None:
             raise
         return eager
@@ -180,6 +180,135 @@ def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None
 
     def step(store: Store) -> None:
         store.write(lhs, plan.run([store.read(x) for x in e.args]))
+
+    return step
+
+
+def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
+    """Backward of a convolution-style einsum (``g_x += g * w`` under the op's projections).
+
+    The gradient of the kernel is an einsum whose operands still carry the affine axes (the
+    eager lowering handles it).  The gradient of the windowed input is the transposed
+    operation: an einsum to the (output position, kernel position) pairs, then a scatter-add
+    of each kernel position's slice into the strided input positions -- a loop over kernel
+    positions only, vectorised over everything else.
+    """
+    import itertools
+
+    from tensig.inference import infer
+    from tensig.lowering import OPS, build_plan
+    from tensig.notation import Affine, Label, Row, ShapeSpec, Spec, parse
+
+    proj, e = a.logic, a.expr
+    if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "mul" or \
+            len(e.args) != 2 or not all(isinstance(x, Buf) for x in e.args):
+        return None
+    spec = parse(proj.logic)
+    roles = {proj.result.id: spec.result, **{t.id: sh for t, sh in zip(proj.args,
+                                                                        spec.operands,
+                                                                        strict=True)}}
+    try:
+        arg_specs = [roles[x.tensor.id] for x in e.args]
+        lhs_spec = roles[a.lhs.tensor.id]
+    except KeyError:
+        return None
+    affine = [ax for _, row in lhs_spec.rows() for ax in row.axes if isinstance(ax, Affine)]
+
+    def split(row: Row) -> Row:
+        def parts(ax: Any) -> tuple[Any, ...]:
+            if not isinstance(ax, Affine):
+                return (ax,)
+            if ax.kernel is None:
+                return (Label(ax.over),)
+            return (Label(ax.over), Label(ax.kernel))
+
+        return Row(tuple(p for ax in row.left for p in parts(ax)), row.var,
+                   tuple(p for ax in row.right for p in parts(ax)))
+
+    target = ShapeSpec(*(split(r) for _, r in lhs_spec.rows()))
+    text = str(Spec(tuple(arg_specs), target))
+    shapes = [x.tensor.shape for x in e.args]
+    # sizes the forward operation determined (a padded kernel's size is not implied by the
+    # input and output sizes, so the transposed spec needs it given)
+    forward = infer(proj.logic, *[t.shape for t in proj.args])
+    labels = parse(text).labels
+    known = {k: v for k, v in forward.dims.items() if k in labels}
+    try:
+        r = infer(text, *shapes, op="einsum", sizes=known)
+    except ShapeError:
+        return None
+    plan = build_plan(r, OPS["einsum"], backend)
+    lhs = a.lhs
+    if not affine:
+        def step(store: Store) -> None:
+            v = plan.run([store.read(x) for x in e.args])
+            store.write(lhs, store.read(lhs) + v if store.has(lhs) else v)
+
+        return step
+    # where each affine axis sits in the expanded result, and how it scatters back
+    lhs_dims = [int(d) for d in lhs.tensor.shape.dims]
+    src_layout = r.layout[-1]
+    plans = []  # per affine axis: (input axis, over position, kernel position or None, ...)
+    pos_in, pos_src = 0, 0
+    for kind in ("batch", "output", "input"):
+        row = lhs_spec.row(kind)  # type: ignore[arg-type]
+        expanded = [ax for ax in (*row.left, *row.right)]
+        n_axes = len([d for d in lhs.tensor.shape.row(kind)])  # type: ignore[arg-type]
+        n_var = n_axes - len(expanded)
+        items = list(row.left) + [None] * n_var + list(row.right)
+        for ax in items:
+            if isinstance(ax, Affine):
+                k_pos = pos_src + 1 if ax.kernel is not None else None
+                plans.append((pos_in, pos_src, k_pos, ax))
+                pos_src += 2 if ax.kernel is not None else 1
+            else:
+                pos_src += 1
+            pos_in += 1
+    del src_layout
+    specs = []
+    for axis, o_pos, k_pos, ax in plans:
+        idx = r.layout[-1]
+        out_n = int(idx[o_pos].size)
+        k_n = int(idx[k_pos].size) if k_pos is not None else 1
+        stride = ax.stride if isinstance(ax.stride, int) else None
+        dil = ax.dilation if isinstance(ax.dilation, int) else None
+        if stride is None or dil is None:
+            return None  # identifier strides: resolved at forward time only
+        span = (k_n - 1) * dil + 1
+        padded = ax.padding == "padded"
+        left = span - (span + 1) // 2 if padded and ax.kernel is not None else 0
+        offset = ax.offset if ax.kernel is None else 0
+        specs.append((axis, o_pos, k_pos, out_n, k_n, stride, dil, left, offset))
+
+    def step(store: Store) -> None:
+        p = plan.run([store.read(x) for x in e.args])
+        grad = store.read(lhs) if store.has(lhs) else backend.full(lhs_dims, 0, p)
+        grad = grad + 0  # a fresh array: the scatter below writes into it
+        for ks in itertools.product(*(range(sp[4]) for sp in specs)):
+            dst: list[Any] = [slice(None)] * len(lhs_dims)
+            src: list[Any] = [slice(None)] * p.ndim
+            ok = True
+            for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
+                    specs, ks, strict=True):
+                start = dil * k - left + off
+                n_in = lhs_dims[axis]
+                o_lo = max(0, -(start // stride) if start < 0 else 0)
+                while start + stride * o_lo < 0:
+                    o_lo += 1
+                o_hi = out_n
+                while o_hi > o_lo and start + stride * (o_hi - 1) >= n_in:
+                    o_hi -= 1
+                if o_hi <= o_lo:
+                    ok = False
+                    break
+                first = start + stride * o_lo
+                dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
+                src[o_pos] = slice(o_lo, o_hi)
+                if k_pos is not None:
+                    src[k_pos] = k
+            if ok:
+                grad[tuple(dst)] += p[tuple(src)]
+        store.write(lhs, grad)
 
     return step
 

@@ -758,12 +758,13 @@ class ShapeGraph:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
                 if r.var is not None and r.var.closes:
-                    owner = r.var.name.rsplit(".", 1)[0]
+                    what = f"parameter {t.name!r}" if t.param else \
+                        f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
-                        f"under-determined parameter {owner!r}: no use determines its {k} "
-                        f"axes (seen from {t.name!r})", label=owner,
-                        hint=f"give {owner!r} its {k} axes explicitly ({k}=...), the way "
-                             "OCANNL's { w; o = [hid] } does")
+                        f"under-determined {what}: no use determines its {k} axes",
+                        label=t.name,
+                        hint=f"give the parameter its {k} axes explicitly ({k}=[...]), the "
+                             "way OCANNL's { w; o = [hid] } does")
                 if r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
                 for j, v in enumerate(S.resolve(t.rows[k]).axes()):

@@ -457,6 +457,8 @@ class Solver:
             return
         node.value = value
         node.origin = origin
+        if node.closes and value.var is not None and not value.left and not value.right:
+            value.var.closes = True  # the same row as a parameter's: it closes to uses too
 
     def unify_rows(self, a: SRow, b: SRow, origin: Origin, *, strict_basis: bool = False,
                    describe: tuple[str, str] = ("the spec", "the operand")) -> None:
