@@ -327,3 +327,19 @@ def test_convolution_gradients_against_torch(spec_axes, stride, dil, padding):
     (out ** 2).sum().backward()
     np.testing.assert_allclose(xp.grad.numpy(), tx.grad.numpy(), rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(k.grad.numpy(), tk.grad.numpy(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("stride", [2, 1])
+def test_max_pooling_gradient_against_torch(stride):
+    # stride 1 overlaps the windows: the product-space gate keeps the gradient exact
+    xs = rand(2, 6, 6, 3)
+    x = G.param("x", output=[2, 6, 6, 3], input=[], init=lambda s, r: xs.astype(np.float32))
+    window = G.constant(np.zeros((2, 2)))
+    spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
+    pooled = G.tropical(spec, x, window)
+    G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+    tx = torch.tensor(xs, requires_grad=True)
+    out = torch.nn.functional.max_pool2d(tx.permute(0, 3, 1, 2), 2, stride=stride)
+    (out ** 2).sum().backward()
+    np.testing.assert_allclose(run(pooled), out.permute(0, 2, 3, 1).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)

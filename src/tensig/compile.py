@@ -138,7 +138,8 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     try:
         lhs_labels, arg_labels = _labels_for(a, bufs)
     except ShapeError:
-        eager = _eager_assign(a, backend) or _affine_grad_assign(a, backend)
+        eager = _eager_assign(a, backend) or _affine_grad_assign(a, backend) or \
+            _affine_generic_assign(a, backend, xp)
         if eager is None:
             raise
         return eager
@@ -311,6 +312,122 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
         store.write(lhs, grad)
 
     return step
+
+
+def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
+                           ) -> Callable[[Store], None] | None:
+    """Any assignment under a convolution-style spec's projections (e.g. the max-pooling
+    gradient gate): read windowed operands through the lowering's own views, compute over
+    the (output position, kernel position) product space, and scatter into a windowed
+    left-hand side over kernel positions.
+    """
+    import itertools
+
+    from tensig.inference import AffineIndex, infer
+    from tensig.lowering import _operand_view
+
+    proj = a.logic
+    if not isinstance(proj, OpProjection) or a.accum not in ("+", None):
+        return None
+    r = infer(proj.logic, *[t.shape for t in proj.args])
+    index = {proj.result.id: len(proj.args), **{t.id: i for i, t in enumerate(proj.args)}}
+    bufs = _bufs(a.expr)
+    if a.lhs.tensor.id not in index or any(b.tensor.id not in index for b in bufs):
+        return None
+    op = getattr(proj.result, "op", None)
+    neutral = float("-inf") if getattr(op, "op", None) in ("tropical", "einmax1") else 0.0
+
+    def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
+        i = index[t.id]
+        fn, keys, sizes = _operand_view(r.layout[i], i, {}, backend)
+        return fn, [f"e{k}" for k in keys], sizes
+
+    views = [view_of(b.tensor) for b in bufs]
+    _, lhs_keys, lhs_sizes = view_of(a.lhs.tensor)
+    product = list(dict.fromkeys([*lhs_keys, *(k for _, ks, _ in views for k in ks)]))
+    sizes = dict(zip(lhs_keys, lhs_sizes, strict=True))
+    for _, ks, ns in views:
+        sizes.update(zip(ks, ns, strict=True))
+    reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
+    kept = [k for k in product if k in lhs_keys]
+    perm = [kept.index(k) for k in lhs_keys]
+    aligners = [_aligner(tuple(ks), product, backend) for _, ks, _ in views]
+    full = [sizes[k] for k in product]
+    # the left-hand side's affine axes: scatter positions
+    lhs_uses = r.layout[index[a.lhs.tensor.id]]
+    lhs_dims = [int(d) for d in a.lhs.tensor.shape.dims]
+    scatter = []
+    n_plain = 0
+    kpos = 0
+    plain_axes = [u for u in lhs_uses if not _is_fixed(u)]
+    for axis, u in enumerate(lhs_uses):
+        if _is_fixed(u):
+            return None
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            k = int(ix.kernel.size) if ix.kernel is not None else 1
+            span = (k - 1) * ix.dilation + 1
+            left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
+            scatter.append((axis, n_plain, len(plain_axes) + kpos if ix.kernel is not None
+                            else None, int(ix.over.size), k, ix.stride, ix.dilation,
+                            left, ix.offset))
+            if ix.kernel is not None:
+                kpos += 1
+        n_plain += 1
+
+    def value(store: Store) -> Any:
+        env = {}
+        for b, (fn, _, _), align in zip(bufs, views, aligners, strict=True):
+            env[_key(b)] = align(fn(store.read(b), neutral))
+        v = _eval(a.expr, env, xp)
+        v = backend.broadcast_to(v, full)
+        if reduced:
+            v = v.sum(reduced)
+        if perm != sorted(perm):
+            v = backend.transpose(v, perm)
+        return v
+
+    lhs = a.lhs
+
+    def step(store: Store) -> None:
+        p = value(store)
+        if not scatter:
+            store.write(lhs, store.read(lhs) + p if (store.has(lhs) and a.accum) else p)
+            return
+        grad = store.read(lhs) if (store.has(lhs) and a.accum) else backend.full(lhs_dims, 0, p)
+        grad = grad + 0
+        for ks in itertools.product(*(range(sp[4]) for sp in scatter)):
+            dst: list[Any] = [slice(None)] * len(lhs_dims)
+            src: list[Any] = [slice(None)] * p.ndim
+            ok = True
+            for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
+                    scatter, ks, strict=True):
+                start = dil * k - left + off
+                o_lo = 0
+                while start + stride * o_lo < 0:
+                    o_lo += 1
+                o_hi = out_n
+                while o_hi > o_lo and start + stride * (o_hi - 1) >= lhs_dims[axis]:
+                    o_hi -= 1
+                if o_hi <= o_lo:
+                    ok = False
+                    break
+                first = start + stride * o_lo
+                dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
+                src[o_pos] = slice(o_lo, o_hi)
+                if k_pos is not None:
+                    src[k_pos] = k
+            if ok:
+                grad[tuple(dst)] += p[tuple(src)]
+        store.write(lhs, grad)
+
+    return step
+
+
+def _is_fixed(u: Any) -> bool:
+    from tensig.inference import FixedIndex
+
+    return isinstance(u.index, FixedIndex)
 
 
 def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: list[str],
