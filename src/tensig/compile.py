@@ -356,24 +356,23 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     # the left-hand side's affine axes: scatter positions
     lhs_uses = r.layout[index[a.lhs.tensor.id]]
     lhs_dims = [int(d) for d in a.lhs.tensor.shape.dims]
+    if any(_is_fixed(u) for u in lhs_uses):
+        return None
+    # the view keeps one axis per left-hand axis (an affine axis as its output position) and
+    # appends the kernel axes at the end, in order
     scatter = []
-    n_plain = 0
     kpos = 0
-    plain_axes = [u for u in lhs_uses if not _is_fixed(u)]
     for axis, u in enumerate(lhs_uses):
-        if _is_fixed(u):
-            return None
         ix = u.index
         if isinstance(ix, AffineIndex):
             k = int(ix.kernel.size) if ix.kernel is not None else 1
             span = (k - 1) * ix.dilation + 1
             left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
-            scatter.append((axis, n_plain, len(plain_axes) + kpos if ix.kernel is not None
+            scatter.append((axis, axis, len(lhs_uses) + kpos if ix.kernel is not None
                             else None, int(ix.over.size), k, ix.stride, ix.dilation,
                             left, ix.offset))
             if ix.kernel is not None:
                 kpos += 1
-        n_plain += 1
 
     def value(store: Store) -> Any:
         env = {}
