@@ -343,3 +343,36 @@ def test_max_pooling_gradient_against_torch(stride):
     (out ** 2).sum().backward()
     np.testing.assert_allclose(run(pooled), out.permute(0, 2, 3, 1).detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_ndarray_literals_and_bases():
+    m = G.ndarray([(1, 2, 3), (4, 5, 6)])
+    assert m.shape == Shape.parse("3->2")
+    np.testing.assert_array_equal(run(m), [[1, 2, 3], [4, 5, 6]])
+    b = G.ndarray(G.batch([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    assert b.shape == Shape.parse("3|2")
+    rgb = G.ndarray(G.axis([1.0, 2.0, 3.0], "rgb"))
+    assert str(rgb.shape) == "rgb=3"
+    with pytest.raises(ValueError, match="nest as batch"):
+        G.ndarray([G.batch([1.0])])
+    with pytest.raises(ValueError, match="ragged"):
+        G.ndarray([[1.0, 2.0], [3.0]])
+
+
+def test_bases_propagate_and_refuse_to_fuse():
+    rgb = G.ndarray(G.axis([1.0, 2.0, 3.0], "rgb"))
+    w = G.param("w")
+    y = rgb * w
+    assert str(w.shape) == "rgb=3" and str(y.shape) == "rgb=3"
+    with pytest.raises(ShapeError, match="basis mismatch"):
+        _ = (rgb + G.ndarray([1.0, 2.0, 3.0])).shape
+
+
+def test_ranges():
+    np.testing.assert_array_equal(run(G.range_(4)), [0, 1, 2, 3])
+    np.testing.assert_array_equal(run(G.range_of_shape(2, 3)), [[0, 1, 2], [3, 4, 5]])
+    # the per-axis index-grid idiom of the doc: range n => i0 and range n => 0j
+    rows = G.einsum1("i => i0", G.range_(3))
+    cols = G.einsum1("j => 0j", G.range_(3))
+    assert rows.shape == Shape(output=(3, 1)) and cols.shape == Shape(output=(1, 3))
+    np.testing.assert_array_equal(run(rows <= cols), np.triu(np.ones((3, 3))))

@@ -43,6 +43,8 @@ __all__ = [
     "Graph",
     "OpDef",
     "Tensor",
+    "axis",
+    "batch",
     "constant",
     "einmax1",
     "einsum",
@@ -50,8 +52,11 @@ __all__ = [
     "fma",
     "grad_update",
     "leaf",
+    "ndarray",
     "outer_sum",
     "param",
+    "range_",
+    "range_of_shape",
     "scope",
     "stop_gradient",
     "tropical",
@@ -564,6 +569,89 @@ def constant(value: Any, *, name: str = "const") -> Tensor:
     t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
     t.value_init = arr
     return t
+
+
+class batch(list):
+    """A batch axis in an :func:`ndarray` literal (OCANNL's ``[| ... |]``)."""
+
+
+@dataclass(frozen=True)
+class axis:
+    """An axis of an :func:`ndarray` literal with a basis label: ``axis([1., 2., 3.], "rgb")``
+    (OCANNL's ``([1.; 2.; 3.] : rgb)``)."""
+
+    items: Any
+    basis: str
+
+
+def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
+    """A constant from a nested literal: a ``list`` is an output axis, a ``tuple`` an input
+    axis, a :class:`batch` a batch axis; :class:`axis` attaches a basis label.
+
+    Axes nest in memory order: batch outermost, then output, then input.
+
+    >>> ndarray([(1, 2, 3), (4, 5, 6)]).shape      # converts 3-vectors to 2-vectors
+    Shape('3->2')
+    >>> ndarray(axis([1., 2., 3.], "rgb")).shape
+    Shape('rgb=3')
+    """
+    kinds: list[str] = []
+    bases: list[str | None] = []
+    node: Any = literal
+    while True:
+        basis = None
+        if isinstance(node, axis):
+            basis, node = node.basis, node.items
+        if isinstance(node, batch):
+            kind = "batch"
+        elif isinstance(node, list):
+            kind = "output"
+        elif isinstance(node, tuple):
+            kind = "input"
+        else:
+            break
+        if not node:
+            raise ValueError(f"{name}: an empty {kind} axis in a literal")
+        kinds.append(kind)
+        bases.append(basis)
+        node = node[0]
+    order = {"batch": 0, "output": 1, "input": 2}
+    if [order[k] for k in kinds] != sorted(order[k] for k in kinds):
+        raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
+                         f"got {' > '.join(kinds)}")
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, axis):
+            x = x.items
+        if isinstance(x, list | tuple):
+            return [plain(v) for v in x]
+        if isinstance(x, Tensor):
+            raise TypeError(f"{name}: block tensors (literals of tensors) are not supported yet")
+        return float(x)
+
+    try:
+        arr = np.array(plain(literal), dtype=np.float32)
+    except ValueError:
+        arr = None
+    if arr is None or arr.ndim != len(kinds):
+        raise ValueError(f"{name}: a ragged literal: every axis needs equal lengths")
+    rows: dict[str, list[Any]] = {"batch": [], "input": [], "output": []}
+    for n, kind, basis in zip(arr.shape, kinds, bases, strict=True):
+        rows[kind].append((basis, n) if basis else n)
+    g = current_graph()
+    t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
+    t.value_init = arr
+    return t
+
+
+def range_(n: int, *, name: str = "range") -> Tensor:
+    """``0, 1, ..., n-1`` as one output axis (OCANNL's ``range``)."""
+    return constant(np.arange(n, dtype=np.float32), name=name)
+
+
+def range_of_shape(*sizes: int, name: str = "range_of_shape") -> Tensor:
+    """Row-major offsets ``0 .. prod(sizes)-1`` laid out in ``sizes`` (output axes)."""
+    return constant(np.arange(math.prod(sizes), dtype=np.float32).reshape(sizes), name=name)
 
 
 def param(name: str, *, output: Sequence[int] | None = None,
