@@ -89,4 +89,27 @@ def test_demo_runs(capsys):
     out = capsys.readouterr()
     assert out.out.count("(exit status 0)") == 5
     assert out.out.count("(exit status 1)") == 2
+    assert "(exit status 1: 1 means something was found)" in out.out
     assert "size mismatch for label 'j'" in out.err
+
+
+def test_verify_command_on_the_examples(capsys):
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    status, out, _ = run(capsys, "verify", str(examples))
+    assert status == 1
+    assert "blog_bugs.py:17: error: broadcasts T against B" in out
+    assert "ok: masked_scores verified for all B, T" in out
+    assert "returns [T, d] but the signature declares [B, d]" in out
+    assert "implicit two-sided broadcast: [N] and [N, 1] become [N, N]" in out
+    assert "only reorders the dimensions" in out
+    # every fixed version verifies clean
+    for name in ("masked_scores", "squared_error", "mean_pool", "add_bias", "attention"):
+        assert f"ok: {name} verified" in out
+    status, out, _ = run(capsys, "verify", f"{examples}/blog_bugs.py::mean_pool", "--json")
+    data = json.loads(out)
+    assert status == 0 and [r["function"] for r in data] == ["mean_pool"] and data[0]["ok"]
+    status, _, err = run(capsys, "verify", f"{examples}/blog_bugs.py::nothing")
+    assert status == 2 and "no shape-annotated function 'nothing'" in err
+    assert run(capsys, "verify", "/no/such/file.py")[0] == 2

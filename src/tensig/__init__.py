@@ -7,13 +7,17 @@ The core: OCANNL's generalized einsum notation (:func:`parse`), symbolic dimensi
 
 import types as _types
 
-from tensig import dims
+from tensig import dims, verify
+from tensig.annotations import Bool, Float, Int, Shaped
 from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
 from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
+from tensig.price import price
+from tensig.runtime import shaped
 from tensig.shapes import Shape
+from tensig.verify import Report
 
 
 class _CallableModule(_types.ModuleType):
@@ -25,16 +29,31 @@ class _CallableModule(_types.ModuleType):
 
 dims.__class__ = _CallableModule
 
+
+class _VerifyModule(_types.ModuleType):
+    """``tensig.verify`` is the module and, called, :func:`tensig.verify.verify`."""
+
+    def __call__(self, fn, signature=None, **kw):  # type: ignore[no-untyped-def]
+        return self.verify(fn, signature, **kw)
+
+
+verify.__class__ = _VerifyModule
+
 __all__ = [
+    "Bool",
     "Condition",
     "Dim",
+    "Float",
     "InconclusiveError",
     "Inferred",
+    "Int",
+    "Report",
     "RowArray",
     "Shape",
     "ShapeError",
     "ShapeIndex",
     "ShapeVar",
+    "Shaped",
     "Spec",
     "SpecSyntaxError",
     "TensigError",
@@ -47,7 +66,10 @@ __all__ = [
     "infer",
     "outer_sum",
     "parse",
+    "price",
     "rows",
+    "shaped",
     "tropical",
+    "verify",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
-"""The main job of ``make demo``: a walk through ``tensig spec`` on real specs."""
+"""The main job of ``make demo``: ``tensig verify`` on the blog's shape bugs and their fixes,
+then a walk through ``tensig spec`` on real specs."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ EXAMPLES: list[tuple[str, list[str]]] = [
 
 
 def main() -> int:
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    if examples.is_dir():
+        print("# Verify the blog's four shape bugs, their fixes and an attention block, for")
+        print("# all sizes at once (each bug runs silently at B == T == 16).")
+        print(f"$ tensig verify {examples.name}/")
+        status = cli(["verify", str(examples)])
+        print(f"(exit status {status}: 1 means something was found)\n")
     for title, args in EXAMPLES:
         print(f"# {title}")
         print("$ tensig spec " + " ".join(shlex.quote(a) for a in args))

@@ -1,0 +1,121 @@
+"""Per-call overhead of ``@tensig.shaped`` against jaxtyping + beartype, measured in one run.
+
+The function: two arguments annotated ``"b t d"`` (floating dtype) and a return annotated the
+same; small arrays, so the call itself costs almost nothing and the overhead is the check.
+Also shown: arithmetic items (``t+1``, ``2*h``, solved per call) and the interpreter alone
+(``shaped(compiled=False)``, the path that explains errors).  The
+target (issue 4) is <= 10 microseconds per call; the anchor is
+``jaxtyped(typechecker=beartype)`` with ``jaxtyping.Float[np.ndarray, "b t d"]``.
+
+Run: ``.venv/bin/python bench/bench_runtime.py``.  Prints medians of repeated runs and ratios
+(these machines are noisy: compare ratios, not absolute numbers).  Without jaxtyping/beartype
+installed the anchor rows are skipped.
+"""
+# ruff reads strings in annotation subscripts it cannot resolve as forward references, so the
+# multichar specs ("b, t+1, d") look like undefined names to it (see tensig.annotations).
+# ruff: noqa: F821
+
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tensig.annotations import Float
+from tensig.runtime import shaped
+
+TARGET_US = 10.0
+
+
+def median_call_us(fn: Callable[[], object], repeat: int = 9, number: int = 20000) -> float:
+    """Median over ``repeat`` runs of the mean time of one call, in microseconds."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times) * 1e6
+
+
+def functions(array_type: Any) -> dict[str, Callable[..., Any]]:
+    """The same two-argument function: plain, tensig, and (when installed) jaxtyping+beartype."""
+
+    def plain(x: Any, y: Any) -> Any:
+        return x
+
+    @shaped
+    def tensig_fn(x: Float[array_type, "b t d"],
+                  y: Float[array_type, "b t d"]) -> Float[array_type, "b t d"]:
+        return x
+
+    @shaped
+    def tensig_arith(x: Float[array_type, "b, t+1, d"],
+                     y: Float[array_type, "b, t, 2*h"]) -> Float[array_type, "b, t+1, d"]:
+        return x
+
+    @shaped(compiled=False)
+    def tensig_interpreted(x: Float[array_type, "b t d"],
+                           y: Float[array_type, "b t d"]) -> Float[array_type, "b t d"]:
+        return x
+
+    out = {"undecorated": plain, "tensig.shaped": tensig_fn, "tensig (T+1, 2*h)": tensig_arith,
+           "tensig interpreted": tensig_interpreted}
+    try:
+        from beartype import beartype
+        from jaxtyping import Float as JFloat
+        from jaxtyping import jaxtyped
+    except ImportError:
+        return out
+
+    @jaxtyped(typechecker=beartype)
+    def jaxtyping_fn(x: JFloat[array_type, "b t d"],
+                     y: JFloat[array_type, "b t d"]) -> JFloat[array_type, "b t d"]:
+        return x
+
+    out["jaxtyping+beartype"] = jaxtyping_fn
+    return out
+
+
+def bench(label: str, array_type: Any, x: Any, y: Any, y_arith: Any, x_arith: Any) -> None:
+    fns = functions(array_type)
+    times: dict[str, float] = {}
+    for name, fn in fns.items():
+        args = (x_arith, y_arith) if "T+1" in name else (x, y)
+        fn(*args)  # warm caches, and fail loudly if a check is wrong
+        times[name] = median_call_us(lambda fn=fn, args=args: fn(*args))
+    base = times["undecorated"]
+    anchor = times.get("jaxtyping+beartype")
+    print(f"{label}: per-call time, median of 9 runs of 20000 calls")
+    print(f"  {'function':<22} {'call us':>8} {'overhead us':>12} {'vs anchor':>10}")
+    for name, t in times.items():
+        overhead = t - base
+        ratio = "" if anchor is None or name == "undecorated" else \
+            f"{overhead / (anchor - base):9.3f}x"
+        print(f"  {name:<22} {t:8.2f} {overhead:12.2f} {ratio:>10}")
+    ours = times["tensig.shaped"] - base
+    verdict = "meets" if ours <= TARGET_US else "MISSES"
+    line = f"  tensig.shaped overhead {ours:.2f} us {verdict} the <= {TARGET_US:.0f} us target"
+    if anchor is not None:
+        line += f"; jaxtyping+beartype is {(anchor - base) / ours:.1f}x slower"
+    print(line)
+
+
+def main() -> None:
+    x = np.zeros((2, 3, 4), np.float32)
+    bench("numpy", np.ndarray, x, x.copy(), np.zeros((2, 3, 10), np.float32),
+          np.zeros((2, 4, 4), np.float32))
+    try:
+        import torch
+    except ImportError:
+        return
+    t = torch.zeros(2, 3, 4)
+    bench("torch", torch.Tensor, t, t.clone(), torch.zeros(2, 3, 10), torch.zeros(2, 4, 4))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""The annotation parser, the AnnotationShape data model, Shaped/Float/Int/Bool and signatures."""
+
+from __future__ import annotations
+
+import typing
+from typing import Annotated, Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tensig.annotations import (
+    AnnotationShape,
+    Bool,
+    Float,
+    Int,
+    RowVariable,
+    Shaped,
+    ShapeSpecMarker,
+    dtype_kind,
+    parse_annotation,
+    signature_of,
+    words_hint,
+)
+from tensig.dims import Dim
+from tensig.errors import SpecSyntaxError
+
+B, T, d, h, w = (Dim.symbol(n) for n in "BTdhw")
+
+
+# --------------------------------------------------------------------------------------------
+# every syntax form
+# --------------------------------------------------------------------------------------------
+
+FORMS = [
+    # text, batch, input, output
+    ("B T d", (), (), (B, T, d)),
+    ("BTd", (), (), (B, T, d)),
+    ("B, T, d", (), (), (B, T, d)),
+    ("", (), (), ()),
+    ("B 3 _", (), (), (B, 3, Any)),
+    ("B, 16", (), (), (B, 16)),
+    ("B, T+1, 2*h", (), (), (B, T + 1, 2 * h)),
+    ("h*w, T-1", (), (), (h * w, T - 1)),
+    ("(T + 1)//2", (), (), ((T + 1) // 2,)),
+    ("2*3, B", (), (), (6, B)),
+    ("batch, seq", (), (), (Dim.symbol("batch"), Dim.symbol("seq"))),
+    ("batch,", (), (), (Dim.symbol("batch"),)),
+    ("batch seq", (), (), tuple(Dim.symbol(c) for c in "batchseq")),
+    ("B|T->d", (B,), (T,), (d,)),
+    ("B|d", (B,), (), (d,)),
+    ("T->d", (), (T,), (d,)),
+    ("B|->d", (B,), (), (d,)),
+    ("B, T|h*w->d", (B, T), (h * w,), (d,)),
+    ("... d", (), (), (RowVariable(None, "output"), d)),
+    ("...|T d", (RowVariable(None, "batch"),), (), (T, d)),
+    ("..b.. T", (), (), (RowVariable("b"), T)),
+    ("..b.., T+1", (), (), (RowVariable("b"), T + 1)),
+    ("B ..v.. d", (), (), (B, RowVariable("v"), d)),
+    ("..a..|..b..->d", (RowVariable("a", "batch"),), (RowVariable("b", "input"),), (d,)),
+    ("..._", (), (), (RowVariable(None), Any)),
+]
+
+
+@pytest.mark.parametrize("text, batch, inp, out", FORMS)
+def test_every_syntax_form(text, batch, inp, out):
+    a = parse_annotation(text)
+    assert (a.batch, a.input, a.output) == (batch, inp, out)
+    assert a.text == text
+
+
+@pytest.mark.parametrize("text", [f[0] for f in FORMS])
+def test_canonical_text_parses_back_equal(text):
+    a = parse_annotation(text)
+    assert parse_annotation(str(a)) == a
+
+
+def test_single_char_and_multichar_modes_agree_and_whitespace_never_matters():
+    assert parse_annotation("B T d") == parse_annotation("BTd") == parse_annotation(" B,T , d ")
+    assert parse_annotation("B T d") != parse_annotation("B T")
+    # the notation's mode rule: without commas or operators, a word is one axis per letter
+    assert parse_annotation("batch seq").rank == 8
+    assert parse_annotation("batch, seq").rank == 2
+
+
+def test_sizes_are_ints_expressions_are_dims_and_placeholders_are_any():
+    a = parse_annotation("B, 3, 2*3, T+1, _")
+    assert [type(x).__name__ for x in a.output[:4]] == ["Dim", "int", "int", "Dim"]
+    assert a.output[4] is Any
+    assert a.output[1] == 3 and a.output[2] == 6
+
+
+def test_data_model_properties():
+    a = parse_annotation("B, T|..v.., h*w->d, T+1")
+    assert a.items == (B, T, d, T + 1, RowVariable("v", "input"), h * w)  # batch, output, input
+    assert [a.text[s:e] for s, e in a.item_spans] == ["B", "T", "d", "T+1", "..v..", "h*w"]
+    assert a.names == ("B", "T", "h", "w", "d")
+    assert a.row_variables == (RowVariable("v", "input"),)
+    assert a.rank is None and a.min_rank == 5
+    assert parse_annotation("B T d").rank == 3
+    assert a.row("input") == (RowVariable("v", "input"), h * w)
+    assert [k for k, _ in a.rows()] == ["batch", "input", "output"]
+
+
+def test_constants_collect_fixed_sizes_coefficients_offsets_and_divisors():
+    assert parse_annotation("3, 2*h + 5, (T + 1) // 4").constants == {1, 2, 3, 4, 5}
+    assert parse_annotation("B T").constants == frozenset()
+
+
+def test_row_variable_keys():
+    # named row variables are one variable in every row; `...` is one per row kind
+    assert RowVariable("v", "batch").key == RowVariable("v", "output").key == "v"
+    assert RowVariable(None, "batch").key == "...batch"
+    assert RowVariable(None, "batch").key != RowVariable(None, "output").key
+    assert str(RowVariable(None)) == "..." and str(RowVariable("v")) == "..v.."
+
+
+def test_equality_ignores_text_and_spans_and_the_parse_is_cached():
+    assert parse_annotation("B T") == AnnotationShape(output=(B, T))
+    assert hash(parse_annotation("B T")) == hash(AnnotationShape(output=(B, T)))
+    assert parse_annotation("B T d") is parse_annotation("B T d")
+
+
+NAMES = ["B", "T", "d", "batch", "h", "w"]
+EXPRS = ["T + 1", "2*h", "h*w", "T - 1", "(T + 1) // 2", "3*B + 2"]
+item = st.one_of(
+    st.sampled_from(NAMES).map(Dim.symbol),
+    st.integers(0, 40),
+    st.just(Any),
+    st.sampled_from(EXPRS).map(Dim.parse),
+)
+
+
+@st.composite
+def rows(draw, kind):
+    items = draw(st.lists(item, max_size=4))
+    if draw(st.booleans()):
+        name = draw(st.sampled_from([None, "u", "v"]))
+        items.insert(draw(st.integers(0, len(items))), RowVariable(name, kind))
+    return tuple(items)
+
+
+@given(rows("batch"), rows("input"), rows("output"))
+def test_any_annotation_prints_to_text_that_parses_back_equal(batch, inp, out):
+    a = AnnotationShape(batch, inp, out)
+    assert parse_annotation(str(a)) == a
+
+
+# --------------------------------------------------------------------------------------------
+# syntax errors: a caret under the problem, and a hint
+# --------------------------------------------------------------------------------------------
+
+ERRORS = [
+    # text, column (0-based), reason fragment, hint fragment
+    ("B 16", 2, "more than one digit", "B, 16"),
+    ("B T, d", 2, "expected an operator", "separate axes with commas: B, T, d"),
+    ("B T+1", 2, "expected an operator", "B, T+1"),
+    ("B, , T", 2, "empty axis between commas", "remove the extra comma"),
+    ("..b.. ..c..", 6, "at most one row variable", "another row"),
+    ("a^b", 1, "unexpected character '^'", "concatenation"),
+    ("o<+k", 1, "unexpected character '<'", "convolution"),
+    ("ij;jk", 2, "unexpected character ';'", "einsum spec"),
+    ("i=>j", 1, "unexpected character '='", "einsum spec"),
+    ("B, -1", 3, "cannot be negative", None),
+    ("..B.., B", 7, "both as a size and as the row variable", "rename"),
+    ("B/2", 1, "unexpected character '/'", "//"),
+    ("B.", 1, "a lone '.'", "..name.."),
+    (".._..", 0, "needs a name", "..."),
+    ("B->T->d", 4, "at most one '->'", None),
+    ("B|T|d", 3, "at most one '|'", None),
+    ("T->B|d", 4, "batch row comes first", None),
+    ("$x, B", 0, "not a size name", None),
+    ("..b..T, d", 5, "a row variable is a whole item", "..b.., T, d"),
+    ("B T>", 3, "'>' is only valid", None),
+    ("B, T @ d", 5, "unexpected character '@'", None),
+]
+
+
+@pytest.mark.parametrize("text, column, reason, hint", ERRORS)
+def test_syntax_errors_point_at_the_problem(text, column, reason, hint):
+    with pytest.raises(SpecSyntaxError) as info:
+        parse_annotation(text)
+    e = info.value
+    assert isinstance(e, ValueError)
+    assert e.spec == text and e.column == column
+    assert reason in e.reason
+    if hint is not None:
+        assert hint in (e.hint or "")
+    lines = str(e).splitlines()
+    assert lines[1].strip() == text.strip()
+    assert lines[2].index("^") - lines[1].index(text.strip()[0]) == column - (
+        len(text) - len(text.lstrip()))
+
+
+def test_non_string_annotation_is_a_type_error():
+    with pytest.raises(TypeError, match="is a str"):
+        parse_annotation(3)  # type: ignore[arg-type]
+
+
+def test_words_hint_suggests_commas_for_multi_letter_names():
+    hint = words_hint(parse_annotation("batch seq"))
+    assert hint is not None and "'batch, seq'" in hint and "8 here" in hint
+    assert "'batch,'" in words_hint(parse_annotation("batch"))  # type: ignore[operator]
+    assert words_hint(parse_annotation("B T d")) is None
+    assert words_hint(parse_annotation("BTd")) is None  # plainly meant as letters
+    assert words_hint(parse_annotation("batch, seq")) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Shaped / Float / Int / Bool
+# --------------------------------------------------------------------------------------------
+
+
+def test_shaped_is_an_annotated_alias_of_the_array_type():
+    hint = Shaped[np.ndarray, "B T d"]
+    assert typing.get_origin(hint) is Annotated
+    assert typing.get_args(hint)[0] is np.ndarray
+    marker = hint.__metadata__[0]
+    assert marker == ShapeSpecMarker(parse_annotation("B T d"), None)
+    assert marker.text == "B T d" and repr(marker) == "Shaped['B T d']"
+
+
+@pytest.mark.parametrize("family, kind", [(Shaped, None), (Float, "float"), (Int, "int"),
+                                          (Bool, "bool")])
+def test_dtype_families_attach_their_kind(family, kind):
+    marker = family[np.ndarray, "B"].__metadata__[0]
+    assert marker.dtype == kind
+
+
+def test_get_type_hints_shows_the_markers_and_hides_them_without_extras():
+    def f(x: Float[np.ndarray, "B T d"], mask: Bool[np.ndarray, "B T"]) -> Float[np.ndarray, "B d"]:
+        ...
+
+    hints = typing.get_type_hints(f, include_extras=True, localns=locals())
+    assert hints["x"].__metadata__[0] == ShapeSpecMarker(parse_annotation("B T d"), "float")
+    assert hints["mask"].__metadata__[0].dtype == "bool"
+    assert hints["return"].__metadata__[0].shape.output == (B, d)
+    assert typing.get_type_hints(f, localns=locals())["x"] is np.ndarray
+
+
+def test_bad_subscripts_and_bad_specs_fail_at_definition_time():
+    with pytest.raises(TypeError, match="array type and a shape string"):
+        Float[np.ndarray]  # type: ignore[misc]
+    with pytest.raises(SpecSyntaxError):
+        Float[np.ndarray, "B 16"]
+
+
+def test_an_annotation_shape_can_be_passed_directly():
+    a = parse_annotation("B, T+1")
+    assert Float[np.ndarray, a].__metadata__[0].shape is a
+
+
+# --------------------------------------------------------------------------------------------
+# dtype kinds
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, kind", [
+    ("float16", "float"), ("float32", "float"), ("float64", "float"), ("int8", "int"),
+    ("uint16", "int"), ("int64", "int"), ("bool", "bool"), ("complex64", "complex"),
+    ("U3", "other"), ("datetime64[s]", "other"),
+])
+def test_numpy_dtype_kinds(dtype, kind):
+    assert dtype_kind(np.dtype(dtype)) == kind
+    assert dtype_kind(np.zeros(1, dtype).dtype) == kind
+
+
+def test_torch_dtype_kinds():
+    torch = pytest.importorskip("torch")
+    assert [dtype_kind(t) for t in (torch.float32, torch.bfloat16, torch.float16)] == \
+        ["float"] * 3
+    assert [dtype_kind(t) for t in (torch.int8, torch.uint8, torch.int64)] == ["int"] * 3
+    assert dtype_kind(torch.bool) == "bool" and dtype_kind(torch.complex64) == "complex"
+
+
+def test_jax_and_ml_dtypes_kinds():
+    jnp = pytest.importorskip("jax.numpy")
+    assert dtype_kind(jnp.zeros(2, jnp.bfloat16).dtype) == "float"
+    assert dtype_kind(jnp.zeros(2, jnp.int32).dtype) == "int"
+    assert dtype_kind(jnp.zeros(2, bool).dtype) == "bool"
+    assert dtype_kind(jnp.float32) == "float"  # a jax scalar type
+
+
+# --------------------------------------------------------------------------------------------
+# reading a function's signature
+# --------------------------------------------------------------------------------------------
+
+
+def test_signature_of_reads_parameters_positions_and_results():
+    def f(self, x: Float[np.ndarray, "B T d"], n: int, /, mask: Bool[Any, "B T"] | None = None,
+          *, k: Int[np.ndarray, "B"], z: Shaped[Any, "_"] | None = None
+          ) -> tuple[Float[np.ndarray, "B d"], int]:
+        ...
+
+    sig = signature_of(f, localns=locals())
+    assert [(p.name, p.position, p.optional) for p in sig.parameters] == [
+        ("x", 1, False), ("mask", 3, True), ("k", None, False), ("z", None, True)]
+    assert sig.result == (ShapeSpecMarker(parse_annotation("B d"), "float"), None)
+    assert sig.names == ("B", "T", "d")
+    assert [label for label, _ in sig.markers()] == ["x", "mask", "k", "z", "return[0]"]
+
+
+def test_a_none_default_makes_a_parameter_optional():
+    def f(x: Float[np.ndarray, "B"] = None) -> typing.Union[Float[np.ndarray, "B"], None]:  # noqa: UP007
+        ...
+
+    sig = signature_of(f)
+    assert sig.parameters[0].optional and sig.result_optional
+
+
+def test_a_name_cannot_be_a_size_in_one_annotation_and_a_row_variable_in_another():
+    def f(x: Float[np.ndarray, "B T"], y: Float[np.ndarray, "..B.., d"]): ...
+
+    with pytest.raises(SpecSyntaxError, match=r"'y' uses \.\.B\.\. as a row variable, but 'x'"):
+        signature_of(f)
+
+
+def test_unresolvable_annotations_say_so():
+    def f(x: Float[Undefined, "B"]): ...
+
+    with pytest.raises(TypeError, match=r"cannot read the annotations of .*Undefined"):
+        signature_of(f)
+
+
+def test_beartype_sees_the_plain_array_type():
+    beartype = pytest.importorskip("beartype").beartype
+    roar = pytest.importorskip("beartype.roar")
+
+    @beartype
+    def f(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B"]:
+        return x.sum(1)
+
+    assert f(np.zeros((2, 3))).shape == (2,)
+    with pytest.raises(roar.BeartypeCallHintParamViolation):
+        f([1.0])  # not an ndarray: beartype's own check, the shape string is metadata to it
