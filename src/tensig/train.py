@@ -1,0 +1,243 @@
+"""Training with the model layer: optimizers written in the assignment IR, and a loop.
+
+:func:`sgd` is OCANNL's ``sgd_one`` (momentum, Nesterov, weight decay) for every parameter;
+:func:`adam` is Adam, or AdamW with decoupled weight decay, with the same arithmetic as
+``torch.optim``.  Both return :class:`~tensig.ir.Code`, compiled together with the gradient
+routine into one update routine, so a training step is one run of straight-line backend calls.
+Optimizer state (momentum, Adam's moments) are tensors of the graph, so they appear in
+``graph.memory()``.
+
+:class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
+trainer slices the dataset arrays along their first axis before each step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensig.compile import compile_code
+from tensig.graph import _GRAPH, Model, Tensor, leaf
+from tensig.ir import Code, Expr
+
+__all__ = ["Trainer", "adam", "sgd"]
+
+
+def _state(p: Tensor, what: str) -> Tensor:
+    """A non-differentiable buffer with ``p``'s shape (optimizer state)."""
+    return Tensor("state", p.node, p.graph, [*p.label, what])
+
+
+def _scalar(like: Tensor, name: str, value: float) -> Tensor:
+    """A one-number leaf in ``like``'s graph (a per-step hyperparameter)."""
+    token = _GRAPH.set(like.graph)
+    try:
+        return leaf(name, np.array([value], np.float32))
+    finally:
+        _GRAPH.reset(token)
+
+
+def _e(op: str, *args: Any) -> Expr:
+    return Expr(op, args)
+
+
+class Optimizer:
+    """Update code plus the per-step scalars it reads (learning rate, bias corrections)."""
+
+    def __init__(self, params: Sequence[Tensor], code: Code,
+                 scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]]):
+        self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
+            per_step
+
+    def set_step(self, model: Model, step: int) -> None:
+        for name, value in self.per_step(step).items():
+            model.set(self.scalars[name], np.array([value], np.float32))
+
+
+def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
+        weight_decay: float = 0.0, nesterov: bool = False,
+        schedule: Callable[[int], float] | None = None) -> Optimizer:
+    """OCANNL's ``sgd_one`` for each parameter ``p``::
+
+        sgd_delta =: p.grad + weight_decay * p
+        if momentum > 0:
+            sgd_momentum =: momentum * sgd_momentum + sgd_delta
+            if nesterov: sgd_delta =+ momentum * sgd_momentum
+            else:        sgd_delta =: sgd_momentum
+        p =- learning_rate * sgd_delta
+
+    ``schedule(step) -> lr`` changes the learning rate per step (a scalar leaf of the graph).
+    """
+    params = list(params)
+    if not params:
+        raise ValueError("sgd: no parameters")
+    lr_t = _scalar(params[0], "sgd.lr", lr)
+    code = Code()
+    for p in params:
+        delta = _state(p, "sgd_delta")
+        code.assign(delta.val, _e("add", p.grad, _e("mul", weight_decay, p.val))
+                    if weight_decay else _e("id", p.grad))
+        if momentum > 0:
+            mom = _state(p, "sgd_momentum")
+            # state starts at zero, so the first step gives grad, as torch's buffer does
+            code.assign(mom.val, _e("add", _e("mul", momentum, mom.val), delta.val))
+            if nesterov:
+                code.assign(delta.val, _e("mul", momentum, mom.val), accum="+")
+            else:
+                code.assign(delta.val, _e("id", mom.val))
+        code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
+
+    def per_step(step: int) -> dict[str, float]:
+        return {"lr": schedule(step) if schedule is not None else lr}
+
+    return Optimizer(params, code, {"lr": lr_t}, per_step)
+
+
+def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, float] = (0.9, 0.999),
+         eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False,
+         schedule: Callable[[int], float] | None = None) -> Optimizer:
+    """Adam (``decoupled=True``: AdamW) with ``torch.optim``'s arithmetic::
+
+        g = p.grad (+ weight_decay * p for Adam's L2 form)
+        p =* (1 - lr * weight_decay)                      (AdamW)
+        m =: b1 * m + (1 - b1) * g
+        v =: b2 * v + (1 - b2) * g * g
+        p =- (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+    The step-dependent factors are scalar leaves set before each step.
+    """
+    params = list(params)
+    if not params:
+        raise ValueError("adam: no parameters")
+    b1, b2 = betas
+    s_lr = _scalar(params[0], "adam.step_size", lr)
+    s_c2 = _scalar(params[0], "adam.inv_sqrt_bias2", 1.0)
+    s_decay = _scalar(params[0], "adam.decay", 1.0)
+    code = Code()
+    for p in params:
+        m, v = _state(p, "adam_m"), _state(p, "adam_v")
+        g: Any = p.grad
+        if weight_decay and not decoupled:
+            g = _e("add", p.grad, _e("mul", weight_decay, p.val))
+        if weight_decay and decoupled:
+            code.assign(p.val, _e("mul", p.val, s_decay.val))
+        code.assign(m.val, _e("add", _e("mul", b1, m.val), _e("mul", 1.0 - b1, g)))
+        code.assign(v.val, _e("add", _e("mul", b2, v.val), _e("mul", 1.0 - b2, _e("mul", g, g))))
+        denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
+        code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
+
+    def per_step(step: int) -> dict[str, float]:
+        t = step + 1
+        rate = schedule(step) if schedule is not None else lr
+        return {"step_size": rate / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t),
+                "decay": 1 - rate * weight_decay}
+
+    return Optimizer(params, code, {"step_size": s_lr, "inv_sqrt_bias2": s_c2,
+                                    "decay": s_decay}, per_step)
+
+
+def _zero_state(model: Model, opt: Optimizer) -> None:
+    """Optimizer state starts at zero."""
+    store = model.graph.store
+    for t in model.graph.tensors:
+        if t.kind == "state" and not store.has(t.val):
+            shape = tuple(int(d) for d in t.shape.dims)
+            store.write(t.val, model._array(np.zeros(shape, np.float32)))
+
+
+class Trainer:
+    """Compiled training: one routine runs forward, gradients and the optimizer update.
+
+    ``data`` maps each data leaf to the full dataset array; a leaf's declared batch size is
+    the batch size, and batches are sliced along the first axis (the last partial batch is
+    dropped, the order reshuffled every epoch when ``shuffle``).
+    """
+
+    def __init__(self, loss: Tensor, optimizer: Optimizer, data: Mapping[Tensor, Any],
+                 *, shuffle: bool = True, seed: int = 0):
+        self.loss, self.opt = loss, optimizer
+        t0 = time.perf_counter()
+        self.model = Model(loss)
+        code = Code()
+        code.extend(loss.forward_code())
+        code.extend(loss.zero_grads_code())
+        code.assign(loss.grad, 1.0)
+        code.extend(loss.backprop_code())
+        code.extend(optimizer.code)
+        self.routine = compile_code(code, self.model.graph.array_type)
+        for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
+            if t.value_init is not None and not loss.graph.store.has(t.val):
+                self.model.set(t, t.value_init)
+        _zero_state(self.model, optimizer)
+        self.build_seconds = time.perf_counter() - t0
+        self.data = dict(data)
+        sizes = {len(v) for v in self.data.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"dataset arrays have different lengths: {sorted(sizes)}")
+        self.n = sizes.pop()
+        batch = {int(t.shape.batch[0]) if t.shape.batch else None for t in self.data}
+        if len(batch) != 1 or None in batch:
+            raise ValueError("every data leaf needs the same leading batch axis")
+        self.batch = batch.pop()
+        if self.batch > self.n:
+            raise ValueError(f"batch size {self.batch} exceeds the dataset ({self.n} rows)")
+        self.rng = np.random.default_rng(seed)
+        self.shuffle = shuffle
+        self.step_count = 0
+        self.history: list[float] = []
+
+    def step(self, rows: np.ndarray) -> float:
+        for t, arr in self.data.items():
+            self.model.set(t, arr[rows])
+        self.opt.set_step(self.model, self.step_count)
+        self.routine.run(self.model.graph.store)
+        self.step_count += 1
+        loss = float(np.asarray(self.loss.numpy()).reshape(-1)[0])
+        self.history.append(loss)
+        return loss
+
+    def epoch(self) -> float:
+        order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+        losses = [self.step(order[i:i + self.batch])
+                  for i in range(0, self.n - self.batch + 1, self.batch)]
+        return float(np.mean(losses))
+
+    def fit(self, epochs: int, *, progress: bool = False) -> list[float]:
+        """Train for ``epochs`` epochs; returns the mean loss of each epoch."""
+        means = []
+        bar = _progress(epochs) if progress else None
+        for _ in range(epochs):
+            means.append(self.epoch())
+            if bar is not None:
+                bar.set_postfix(loss=f"{means[-1]:.4f}")
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        return means
+
+    def save_plot(self, path: str) -> None:
+        """The loss curve as a PNG (needs matplotlib)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.plot(self.history)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+def _progress(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="epoch")

@@ -1,0 +1,76 @@
+"""Training: optimizer updates equal torch.optim's on the same gradients, a short run lowers
+the loss on both backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tensig import graph as G
+from tensig.train import Trainer, adam, sgd
+
+rng = np.random.default_rng(11)
+
+
+def quadratic_problem(backend="numpy"):
+    """loss = sum((w @ x - y)^2) with known data: the gradient is easy to cross-check."""
+    xs = rng.standard_normal((6, 4)).astype(np.float32)
+    ys = rng.standard_normal((6, 3)).astype(np.float32)
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    with G.new_graph(backend):
+        x = G.leaf("x", xs, batch=1)
+        y = G.leaf("y", ys, batch=1)
+        w = G.param("w", output=[3], init=lambda s, r: w0.copy())
+        diff = w @ x - y
+        loss = G.einsum1("...|...->... => |->0", diff * diff)
+    return xs, ys, w0, x, y, w, loss
+
+
+@pytest.mark.parametrize("kind, kwargs", [
+    ("sgd", {"lr": 0.01}),
+    ("sgd", {"lr": 0.01, "momentum": 0.9}),
+    ("sgd", {"lr": 0.01, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
+    ("adam", {"lr": 0.05}),
+    ("adam", {"lr": 0.05, "weight_decay": 0.1}),
+    ("adamw", {"lr": 0.05, "weight_decay": 0.1}),
+])
+def test_updates_equal_torch_optim(kind, kwargs):
+    xs, ys, w0, x, y, w, loss = quadratic_problem()
+    if kind == "sgd":
+        opt = sgd([w], **kwargs)
+        ref_opt = lambda p: torch.optim.SGD([p], **kwargs)  # noqa: E731
+    else:
+        opt = adam([w], decoupled=kind == "adamw", **kwargs)
+        cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+        ref_opt = lambda p: cls([p], **kwargs)  # noqa: E731
+    trainer = Trainer(loss, opt, {x: xs, y: ys}, shuffle=False)
+    tw = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    topt = ref_opt(tw)
+    tx, ty = torch.tensor(xs, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
+    for _ in range(5):
+        trainer.step(np.arange(6))
+        topt.zero_grad()
+        ((tx @ tw.T - ty) ** 2).sum().backward()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_short_training_lowers_the_loss(backend):
+    xs = rng.standard_normal((64, 2)).astype(np.float32)
+    labels = (xs[:, 0] * xs[:, 1] > 0).astype(np.float32)[:, None]  # XOR-like quadrants
+    with G.new_graph(backend):
+        x = G.leaf("x", xs[:16], batch=1)
+        t = G.leaf("t", labels[:16], batch=1)
+        w1, b1 = G.param("w1", output=[16], init="kaiming"), G.param("b1")
+        w2, b2 = G.param("w2", output=[1], init="kaiming"), G.param("b2")
+        z = w2 @ (w1 @ x + b1).relu() + b2
+        # logistic loss: log(1 + exp(-s*z)) with s = 2t - 1
+        s = t * 2.0 - 1.0
+        loss = G.einsum1("...|...->... => |->0", ((-(s * z)).exp() + 1.0).log())
+        trainer = Trainer(loss, adam([w1, b1, w2, b2], lr=0.05), {x: xs, t: labels})
+        first = trainer.epoch()
+        losses = trainer.fit(40)
+    assert losses[-1] < first / 3, (first, losses[-1])
+    assert trainer.build_seconds < 1.0
