@@ -85,7 +85,7 @@ def test_module_entry_point():
 def test_demo_runs(capsys):
     from tensig.demo import main as demo
 
-    assert demo() == 0
+    assert demo(train=False) == 0
     out = capsys.readouterr()
     assert out.out.count("(exit status 0)") == 5
     assert out.out.count("(exit status 1)") == 2

@@ -26,7 +26,7 @@ EXAMPLES: list[tuple[str, list[str]]] = [
 ]
 
 
-def main() -> int:
+def main(train: bool = True) -> int:
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[2] / "examples"
@@ -41,6 +41,13 @@ def main() -> int:
         print("$ tensig spec " + " ".join(shlex.quote(a) for a in args))
         status = cli(["spec", *args])
         print(f"(exit status {status})\n")
+    if train:
+        from tensig.demos import digits, moons
+
+        print("# Training with the model layer: the two-moons MLP (parameters sized by use)")
+        moons.main()
+        print("\n# Handwritten digits: a CNN with convolution and max pooling in the notation")
+        digits.main()
     return 0
 
 

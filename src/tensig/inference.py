@@ -748,11 +748,14 @@ class ShapeGraph:
         """Propagate; close what nothing determines; every shape must then be known."""
         S = self.solver
         S.run()
-        self._settle_broadcasts()
+        # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
+        # it but cannot widen it (a result closes down to its arguments), so this comes first.
         for inst, _ in self._apps:
             for v, index in inst.result_fixed:
                 if v.root().value is None:
                     S.set_value(v, index + 1, Origin(inst.spec.text, note="placement"))
+        S.run()
+        self._settle_broadcasts()
         S.run()
         for t in self.tensors:
             for k in MEMORY_ORDER:

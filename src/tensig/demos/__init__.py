@@ -1,0 +1,1 @@
+"""Training demos of the model layer (run by ``make demo``)."""

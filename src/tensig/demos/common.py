@@ -1,0 +1,45 @@
+"""Pieces the demos share: a softmax cross-entropy, accuracy, the memory bill."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensig import graph as G
+
+
+def cross_entropy(logits: G.Tensor, onehot: G.Tensor, batch: int) -> G.Tensor:
+    """Mean softmax cross-entropy over a ``b|o`` batch, with the max subtracted (detached)."""
+    top = G.stop_gradient(G.einmax1("b|o => b|0", logits))
+    z = logits - top
+    lse = G.einsum1("b|o => b|0", z.exp()).log()
+    logp = z - lse
+    return G.einsum1("...|...->... => |->0", onehot * logp) * (-1.0 / batch)
+
+
+def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
+             labels: np.ndarray, batch: int) -> float:
+    """Accuracy over ``xs`` evaluated in batches of the leaf's size (the rest padded)."""
+    correct = 0
+    n = len(xs)
+    for i in range(0, n, batch):
+        chunk = xs[i:i + batch]
+        pad = batch - len(chunk)
+        if pad:
+            chunk = np.concatenate([chunk, np.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
+        model.set(x, chunk)
+        out = np.asarray(model.run())
+        pred = out.argmax(axis=-1)[:batch - pad]
+        correct += int((pred == labels[i:i + batch]).sum())
+    return correct / n
+
+
+def print_bill(graph: G.Graph, params: list[G.Tensor], dtype: str = "float32") -> None:
+    """The inferred shape of every parameter and the memory bill, before training."""
+    print("  parameters (shapes inferred from use):")
+    for p in params:
+        print(f"    {p.name:<10} {p.shape!s:<16}")
+    bill = graph.memory(dtype)
+    total = sum(b for _, _, b in bill)
+    biggest = max(bill, key=lambda r: r[2])
+    print(f"  memory bill at {dtype}: {len(bill)} buffers, {total / 1024:.1f} KiB in all; "
+          f"largest {biggest[0]} {biggest[1]} ({biggest[2] / 1024:.1f} KiB)")
