@@ -194,7 +194,6 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     of each kernel position's slice into the strided input positions -- a loop over kernel
     positions only, vectorised over everything else.
     """
-    import itertools
 
     from tensig.inference import infer
     from tensig.lowering import OPS, build_plan
@@ -281,34 +280,14 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
         offset = ax.offset if ax.kernel is None else 0
         specs.append((axis, o_pos, k_pos, out_n, k_n, stride, dil, left, offset))
 
+    pairs = _scatter_pairs(specs, lhs_dims, len(r.layout[-1]))
+
     def step(store: Store) -> None:
         p = plan.run([store.read(x) for x in e.args])
         grad = store.read(lhs) if store.has(lhs) else backend.full(lhs_dims, 0, p)
         grad = grad + 0  # a fresh array: the scatter below writes into it
-        for ks in itertools.product(*(range(sp[4]) for sp in specs)):
-            dst: list[Any] = [slice(None)] * len(lhs_dims)
-            src: list[Any] = [slice(None)] * p.ndim
-            ok = True
-            for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
-                    specs, ks, strict=True):
-                start = dil * k - left + off
-                n_in = lhs_dims[axis]
-                o_lo = max(0, -(start // stride) if start < 0 else 0)
-                while start + stride * o_lo < 0:
-                    o_lo += 1
-                o_hi = out_n
-                while o_hi > o_lo and start + stride * (o_hi - 1) >= n_in:
-                    o_hi -= 1
-                if o_hi <= o_lo:
-                    ok = False
-                    break
-                first = start + stride * o_lo
-                dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
-                src[o_pos] = slice(o_lo, o_hi)
-                if k_pos is not None:
-                    src[k_pos] = k
-            if ok:
-                grad[tuple(dst)] += p[tuple(src)]
+        for dst, src in pairs:
+            grad[dst] += p[src]
         store.write(lhs, grad)
 
     return step
@@ -321,7 +300,6 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     the (output position, kernel position) product space, and scatter into a windowed
     left-hand side over kernel positions.
     """
-    import itertools
 
     from tensig.inference import AffineIndex, infer
     from tensig.lowering import _operand_view
@@ -387,6 +365,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         return v
 
     lhs = a.lhs
+    pairs = _scatter_pairs(scatter, lhs_dims, len(lhs_keys))
 
     def step(store: Store) -> None:
         p = value(store)
@@ -394,33 +373,45 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             store.write(lhs, store.read(lhs) + p if (store.has(lhs) and a.accum) else p)
             return
         grad = store.read(lhs) if (store.has(lhs) and a.accum) else backend.full(lhs_dims, 0, p)
-        grad = grad + 0
-        for ks in itertools.product(*(range(sp[4]) for sp in scatter)):
-            dst: list[Any] = [slice(None)] * len(lhs_dims)
-            src: list[Any] = [slice(None)] * p.ndim
-            ok = True
-            for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
-                    scatter, ks, strict=True):
-                start = dil * k - left + off
-                o_lo = 0
-                while start + stride * o_lo < 0:
-                    o_lo += 1
-                o_hi = out_n
-                while o_hi > o_lo and start + stride * (o_hi - 1) >= lhs_dims[axis]:
-                    o_hi -= 1
-                if o_hi <= o_lo:
-                    ok = False
-                    break
-                first = start + stride * o_lo
-                dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
-                src[o_pos] = slice(o_lo, o_hi)
-                if k_pos is not None:
-                    src[k_pos] = k
-            if ok:
-                grad[tuple(dst)] += p[tuple(src)]
+        grad = grad + 0  # a fresh array: the scatter below writes into it
+        for dst, src in pairs:
+            grad[dst] += p[src]
         store.write(lhs, grad)
 
     return step
+
+
+def _scatter_pairs(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int
+                   ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """For each kernel position: the strided slice of the windowed axis it reads, and the
+    matching slice of the (output position, kernel position) array -- computed once.
+
+    ``specs`` holds, per affine axis: (axis, output-position axis, kernel axis or None,
+    outputs, kernel size, stride, dilation, left padding, offset).
+    """
+    import itertools
+
+    pairs = []
+    for ks in itertools.product(*(range(sp[4]) for sp in specs)):
+        dst: list[Any] = [slice(None)] * len(lhs_dims)
+        src: list[Any] = [slice(None)] * p_ndim
+        for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
+                specs, ks, strict=True):
+            start = dil * k - left + off
+            o_lo = 0 if start >= 0 else -(start // stride)  # first output reading in range
+            o_hi = out_n
+            while o_hi > o_lo and start + stride * (o_hi - 1) >= lhs_dims[axis]:
+                o_hi -= 1
+            if o_hi <= o_lo:
+                break
+            first = start + stride * o_lo
+            dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
+            src[o_pos] = slice(o_lo, o_hi)
+            if k_pos is not None:
+                src[k_pos] = k
+        else:
+            pairs.append((tuple(dst), tuple(src)))
+    return pairs
 
 
 def _is_fixed(u: Any) -> bool:
