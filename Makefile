@@ -30,6 +30,8 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_exec.py
 	$(BIN)/python bench/bench_verify.py
 	$(BIN)/python bench/bench_rank.py
+	$(BIN)/python bench/bench_runtime.py
+	$(BIN)/python bench/bench_train.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
