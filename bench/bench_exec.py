@@ -23,15 +23,18 @@ import numpy as np
 import tensig as ts
 
 
-def median_time(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float:
-    fn()  # warm-up: plans, caches, BLAS threads
-    times = []
+def interleaved(*fns: Callable[[], object], repeat: int = 9, number: int = 1) -> list[float]:
+    """Medians of each function's time, measured in alternation (so load drifts hit all)."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[i].append((time.perf_counter() - t0) / number)
+    return [statistics.median(t) for t in times]
 
 
 def row(name: str, t_ours: float, t_anchor: float, anchor: str, target: str) -> None:
@@ -43,12 +46,11 @@ def row(name: str, t_ours: float, t_anchor: float, anchor: str, target: str) -> 
 def bench_tiny() -> None:
     import einops
 
-    print("tiny arrays, per call (median of 7 x 2000 calls)")
+    print("tiny arrays, per call (median of 9 x 2000 calls, measured in alternation)")
     a, b = np.random.rand(2, 3, 4), np.random.rand(4, 5)
-    n = 2000
-    t_np = median_time(lambda: np.einsum("ijk,kl->ijl", a, b), number=n)
-    t_eo = median_time(lambda: einops.einsum(a, b, "i j k, k l -> i j l"), number=n)
-    t_ts = median_time(lambda: ts.einsum("ijk;kl=>ijl", a, b), number=n)
+    t_np, t_eo, t_ts = interleaved(lambda: np.einsum("ijk,kl->ijl", a, b),
+                                   lambda: einops.einsum(a, b, "i j k, k l -> i j l"),
+                                   lambda: ts.einsum("ijk;kl=>ijl", a, b), number=2000)
     print(f"  numpy.einsum {t_np * 1e6:6.2f} us   einops.einsum {t_eo * 1e6:6.2f} us   "
           f"tensig.einsum {t_ts * 1e6:6.2f} us")
     print(f"  tensig / einops = {t_ts / t_eo:.2f} (target <= 1.00);  "
@@ -56,11 +58,11 @@ def bench_tiny() -> None:
 
 
 def bench_large() -> None:
-    print("\nlarge contraction 64x512x512 @ 512x512 float32 (median of 7)")
+    print("\nlarge contraction 64x512x512 @ 512x512 float32 (median of 7, alternating)")
     a = np.random.rand(64, 512, 512).astype(np.float32)
     b = np.random.rand(512, 512).astype(np.float32)
-    t_mm = median_time(lambda: np.matmul(a, b))
-    t_ts = median_time(lambda: ts.einsum("bij;jk=>bik", a, b))
+    t_mm, t_ts = interleaved(lambda: np.matmul(a, b), lambda: ts.einsum("bij;jk=>bik", a, b),
+                             repeat=7)
     row("tensig.einsum (numpy)", t_ts, t_mm, "numpy.matmul", ">= 0.9")
 
 
@@ -68,33 +70,29 @@ def bench_conv() -> None:
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    print("\n3x3 convolution NHWC 16x64x64x32 -> 64 channels, and 2x2 max pooling (median of 5)")
+    print("\n3x3 convolution NHWC 16x64x64x32 -> 64 channels, and 2x2 max pooling "
+          "(median of 7, alternating)")
     x = np.random.rand(16, 64, 64, 32).astype(np.float32)
     w = np.random.rand(64, 3, 3, 32).astype(np.float32)  # |kh, kw, ic -> oc: (oc, kh, kw, ic)
     xt = torch.from_numpy(x)
     wt = torch.from_numpy(w)
     x_nchw = xt.permute(0, 3, 1, 2).contiguous()
     w_oihw = wt.permute(0, 3, 1, 2).contiguous()
-    torch.set_num_threads(torch.get_num_threads())
     for stride in (1, 2):
         size = 64 if stride == 1 else 65
         xs = x if stride == 1 else np.random.rand(16, size, size, 32).astype(np.float32)
         xs_t = torch.from_numpy(xs)
         xs_nchw = xs_t.permute(0, 3, 1, 2).contiguous()
         spec = f"...|{stride}*oh<+kh, {stride}*ow<+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
-        t_torch = median_time(lambda xs_nchw=xs_nchw, stride=stride: F.conv2d(
-            xs_nchw, w_oihw, stride=stride), repeat=5)
-        # the same data in the layout tensig reads it (NHWC = channels-last), for reference
-        t_torch_cl = median_time(lambda xs_t=xs_t, stride=stride: F.conv2d(
-            xs_t.permute(0, 3, 1, 2), wt.permute(0, 3, 1, 2), stride=stride), repeat=5)
-        xr = ts.rows(xs, batch=1)
-        wr = ts.rows(w, input=3)
-        t_np = median_time(lambda xr=xr, wr=wr, spec=spec: ts.einsum(spec, xr, wr), repeat=5)
-        xr_t = ts.rows(xs_t, batch=1)
-        wr_t = ts.rows(wt, input=3)
-        t_tt = median_time(lambda xr_t=xr_t, wr_t=wr_t, spec=spec: ts.einsum(spec, xr_t, wr_t),
-                           repeat=5)
+        xr, wr = ts.rows(xs, batch=1), ts.rows(w, input=3)
+        xr_t, wr_t = ts.rows(xs_t, batch=1), ts.rows(wt, input=3)
+        t_torch, t_torch_cl, t_np, t_tt = interleaved(
+            lambda xs_nchw=xs_nchw, stride=stride: F.conv2d(xs_nchw, w_oihw, stride=stride),
+            # the same data in the layout tensig reads it (NHWC = channels-last), for reference
+            lambda xs_t=xs_t, stride=stride: F.conv2d(xs_t.permute(0, 3, 1, 2),
+                                                      wt.permute(0, 3, 1, 2), stride=stride),
+            lambda xr=xr, wr=wr, spec=spec: ts.einsum(spec, xr, wr),
+            lambda xr_t=xr_t, wr_t=wr_t, spec=spec: ts.einsum(spec, xr_t, wr_t), repeat=7)
         row(f"conv stride {stride}, numpy backend", t_np, t_torch, "torch conv2d (NCHW)",
             ">= 0.5")
         row(f"conv stride {stride}, torch backend", t_tt, t_torch, "torch conv2d (NCHW)",
@@ -103,10 +101,11 @@ def bench_conv() -> None:
             "torch conv2d (NHWC view)", "report")
     pool = "...|2*oh<+wh, 2*ow<+ww, c; |wh, ww => ...|oh, ow, c"
     window = np.zeros((2, 2), np.float32)
-    t_torch = median_time(lambda: F.max_pool2d(x_nchw, 2), repeat=5)
-    t_np = median_time(lambda: ts.tropical(pool, ts.rows(x, batch=1), window), repeat=5)
-    t_tt = median_time(lambda: ts.tropical(pool, ts.rows(xt, batch=1), torch.from_numpy(window)),
-                       repeat=5)
+    window_t = torch.from_numpy(window)
+    t_torch, t_np, t_tt = interleaved(
+        lambda: F.max_pool2d(x_nchw, 2),
+        lambda: ts.tropical(pool, ts.rows(x, batch=1), window),
+        lambda: ts.tropical(pool, ts.rows(xt, batch=1), window_t), repeat=7)
     row("max pool 2x2, numpy backend", t_np, t_torch, "torch max_pool2d", "report")
     row("max pool 2x2, torch backend", t_tt, t_torch, "torch max_pool2d", "report")
 
