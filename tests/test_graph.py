@@ -376,3 +376,62 @@ def test_ranges():
     cols = G.einsum1("j => 0j", G.range_(3))
     assert rows.shape == Shape(output=(3, 1)) and cols.shape == Shape(output=(1, 3))
     np.testing.assert_array_equal(run(rows <= cols), np.triu(np.ones((3, 3))))
+
+
+def test_concat_forward_and_gradients():
+    a0, b0 = rand(2, 3), rand(2, 4)
+    a = G.param("a", output=[2, 3], input=[], init=lambda s, r: a0.astype(np.float32))
+    b = G.param("b", output=[2, 4], input=[], init=lambda s, r: b0.astype(np.float32))
+    c = G.concat("s, x; s, y => s, x^y", a, b)
+    assert c.shape == Shape(output=(2, 7))
+    np.testing.assert_allclose(run(c), np.concatenate([a0, b0], axis=1).astype(np.float32))
+    weights = G.constant(rand(2, 7))
+    G.grad_update(G.einsum1("... => |->0", c * c * weights)).backward()
+    w = np.asarray(weights.numpy())
+    full = 2 * np.concatenate([a0, b0], axis=1) * w
+    np.testing.assert_allclose(a.grad.numpy(), full[:, :3], rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), full[:, 3:], rtol=1e-5)
+
+
+def test_prefix_slice_gradient_lands_in_the_prefix():
+    v0 = rand(6)
+    v = G.param("v", output=[6], input=[], init=lambda s, r: v0.astype(np.float32))
+    head = G.concat("2^x => x", v)          # skip 2
+    assert head.shape == Shape(output=(4,))
+    G.grad_update(G.einsum1("... => |->0", head)).backward()
+    np.testing.assert_allclose(v.grad.numpy(), [0, 0, 1, 1, 1, 1])
+
+
+def test_block_tensors_stack_along_new_axes():
+    a0, b0 = rand(3), rand(3)
+    a = G.param("a", output=[3], input=[], init=lambda s, r: a0.astype(np.float32))
+    b = G.param("b", output=[3], input=[], init=lambda s, r: b0.astype(np.float32))
+    rows = G.ndarray([a, b])                # a new output axis: 2, 3
+    cols = G.ndarray((a, b))                # a new input axis: 2 -> 3
+    assert rows.shape == Shape(output=(2, 3))
+    assert cols.shape == Shape.parse("2->3")
+    np.testing.assert_allclose(run(rows), np.stack([a0, b0]).astype(np.float32))
+    np.testing.assert_allclose(run(cols), np.stack([a0, b0], axis=1).astype(np.float32))
+    G.grad_update(G.einsum1("... => |->0", rows * rows)).backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * a0, rtol=1e-5)
+    grid = G.ndarray([[a, b], [b, a]])      # nested: 2, 2, 3
+    assert grid.shape == Shape(output=(2, 2, 3))
+
+
+def test_stretch_takes_its_shape_from_its_use():
+    xs = rand(4, 3)
+    x = G.leaf("x", xs.astype(np.float32), batch=1)   # 4 | 3
+    s = G.stretch(2.0)
+    y = x * s
+    assert s.shape == Shape.parse("4|3") and y.shape == Shape.parse("4|3")
+    np.testing.assert_allclose(run(y), (2 * xs).astype(np.float32), rtol=1e-6)
+    # without stretch the constant keeps its own shape: it is broadcast, not widened
+    assert G.constant(np.array([2.0])).shape == Shape(output=(1,))
+
+
+def test_merge_buffers():
+    a = G.param("a", output=[3], input=[], init=lambda s, r: np.ones(s, np.float32))
+    code = Code().assign(a.grad, a.grad.merge, accum="+")
+    assert repr(code) == "a.grad =+ id(a.grad.merge) ~logic:'.'"
+    with pytest.raises(ValueError):
+        _ = a.grad.merge.merge

@@ -130,7 +130,7 @@ def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
 
 #: (combine, accumulation) of a spec assignment -> the eager operator that lowers it
 _EAGER = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_sum",
-          ("add", "max"): "tropical", ("id", "max"): "einmax1"}
+          ("add", "max"): "tropical", ("id", "max"): "einmax1", ("concat", "+"): "concat"}
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
@@ -138,8 +138,8 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     try:
         lhs_labels, arg_labels = _labels_for(a, bufs)
     except ShapeError:
-        eager = _eager_assign(a, backend) or _affine_grad_assign(a, backend) or \
-            _affine_generic_assign(a, backend, xp)
+        eager = _eager_assign(a, backend) or _concat_grad_assign(a, backend) or \
+            _affine_grad_assign(a, backend) or _affine_generic_assign(a, backend, xp)
         if eager is None:
             raise
         return eager
@@ -181,6 +181,37 @@ def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None
 
     def step(store: Store) -> None:
         store.write(lhs, plan.run([store.read(x) for x in e.args]))
+
+    return step
+
+
+def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
+    """Backward of a concatenation: each operand's gradient is its part of the result's
+    gradient, extracted by the reversed spec (``a^b => a``) through the eager lowering."""
+    from tensig.inference import infer
+    from tensig.lowering import OPS, build_plan
+    from tensig.notation import Spec, parse
+
+    proj, e = a.logic, a.expr
+    if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "id" or \
+            not isinstance(e.args[0], Buf) or e.args[0].tensor is not proj.result:
+        return None
+    spec = parse(proj.logic)
+    try:
+        i = [t.id for t in proj.args].index(a.lhs.tensor.id)
+    except ValueError:
+        return None
+    text = str(Spec((spec.result,), spec.operands[i]))
+    forward = infer(proj.logic, *[t.shape for t in proj.args])
+    labels = parse(text).labels
+    r = infer(text, proj.result.shape, sizes={k: v for k, v in forward.dims.items()
+                                              if k in labels})
+    plan = build_plan(r, OPS["einsum1"], backend)
+    lhs, src = a.lhs, e.args[0]
+
+    def step(store: Store) -> None:
+        v = plan.run([store.read(src)])
+        store.write(lhs, store.read(lhs) + v if store.has(lhs) else v)
 
     return step
 

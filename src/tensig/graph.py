@@ -38,6 +38,7 @@ from tensig.errors import ShapeError
 from tensig.inference import ShapeGraph, TensorNode
 from tensig.ir import Buf, Code, Expr
 from tensig.shapes import Shape
+from tensig.solver import RowNode, SRow
 
 __all__ = [
     "Graph",
@@ -45,6 +46,7 @@ __all__ = [
     "Tensor",
     "axis",
     "batch",
+    "concat",
     "constant",
     "einmax1",
     "einsum",
@@ -58,7 +60,9 @@ __all__ = [
     "range_",
     "range_of_shape",
     "scope",
+    "stack",
     "stop_gradient",
+    "stretch",
     "tropical",
     "where",
 ]
@@ -211,6 +215,11 @@ class Tensor:
         if not self.differentiable:
             raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
         return Buf(self, "grad")
+
+    @property
+    def merge(self) -> Buf:
+        """The value's merge buffer (data-parallel merging: ``p.grad =+ p.grad.merge``)."""
+        return Buf(self, "merge")
 
     def numpy(self) -> Any:
         """The value (after a routine computed it)."""
@@ -531,6 +540,46 @@ def einmax1(spec: str, a: Tensor) -> Tensor:
     return apply(_spec_op("einmax1", spec), a)
 
 
+def concat(spec: str, *tensors: Tensor) -> Tensor:
+    """Concatenation, slicing and block construction (OCANNL ``++^``) as a graph node."""
+    def forward(t: Tensor, *args: Tensor) -> Code:
+        return Code().assign(t.val, Expr("concat", tuple(a.val for a in args)), accum="+",
+                             init=True, logic=spec)
+
+    backward = _grads(*[lambda t, *args: (t.grad, "+")] * len(tensors))
+    return apply(OpDef("concat", spec, forward, backward, op="concat"), *tensors)
+
+
+def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
+    """Stack along a new leading axis of ``kind`` ("batch", "output" or "input"): OCANNL's
+    block tensors (each operand gets a size-1 axis, then they are concatenated)."""
+    if not tensors:
+        raise ValueError("stack needs at least one tensor")
+    row = {"batch": "{}...|...->...", "output": "...|...->{}...", "input": "...|{}...->..."}
+    if kind not in row:
+        raise ValueError(f"stack: kind is 'batch', 'output' or 'input', not {kind!r}")
+    pattern = row[kind]
+    parts = []
+    for i, t in enumerate(tensors):
+        parts.append(einsum1(f"{pattern.format('')} => {pattern.format('0, ')}", t))
+        del i
+    names = [f"bt{i}" for i in range(len(parts))]
+    spec = "; ".join(pattern.format(f"{n}, ") for n in names) + " => " + \
+        pattern.format("^".join(names) + ", ")
+    return concat(spec, *parts)
+
+
+def stretch(x: Any) -> Tensor:
+    """``x`` broadcast to whatever shape its use needs (OCANNL's ``stretch``): the result
+    takes its shape from its consumer, as a parameter does, instead of closing down to ``x``."""
+    g = x.graph if isinstance(x, Tensor) else current_graph()
+    src = _as_tensor(x, g)
+    node = g.shapes.parameter(f"stretch.{src.name}")
+    node.rows["batch"] = SRow((), RowNode(f"stretch.{src.name}.batch", closes=True), ())
+    op = OpDef("stretch", ".", _fwd("id"), _grads(lambda t, a: (t.grad, "+")))
+    return Tensor("op", node, g, ["stretch"], op, (src,), src.differentiable)
+
+
 def fma(a: Any, b: Any, c: Any) -> Tensor:
     """``a * b + c`` pointwise."""
     op = OpDef("fma", ".", _fwd("fma"), _grads(
@@ -620,13 +669,17 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
+    if _first_leaf(literal) is not None and isinstance(_first_leaf(literal), Tensor):
+        return _block(literal)
+
     def plain(x: Any) -> Any:
         if isinstance(x, axis):
             x = x.items
         if isinstance(x, list | tuple):
             return [plain(v) for v in x]
         if isinstance(x, Tensor):
-            raise TypeError(f"{name}: block tensors (literals of tensors) are not supported yet")
+            raise TypeError(f"{name}: a literal mixes tensors and numbers; wrap numbers with "
+                            "constant()")
         return float(x)
 
     try:
@@ -642,6 +695,20 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
     t.value_init = arr
     return t
+
+
+def _first_leaf(x: Any) -> Any:
+    while isinstance(x, axis | list | tuple):
+        x = x.items if isinstance(x, axis) else (x[0] if x else None)
+    return x
+
+
+def _block(literal: Any) -> Tensor:
+    """A literal of tensors stacks them (OCANNL's block tensors), nesting at any depth."""
+    kind = "batch" if isinstance(literal, batch) else \
+        "output" if isinstance(literal, list) else "input"
+    items = [it if isinstance(it, Tensor) else _block(it) for it in literal]
+    return stack(kind, items)
 
 
 def range_(n: int, *, name: str = "range") -> Tensor:

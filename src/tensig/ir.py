@@ -36,13 +36,25 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class Buf:
-    """A tensor's value (``field="value"``) or gradient (``field="grad"``) buffer."""
+    """A tensor's value (``field="value"``), gradient (``"grad"``) or merge buffer
+    (``"merge"``: where another device's copy arrives, as in ``p.grad =+ p.grad.merge``)."""
 
     tensor: Any
     field: str = "value"
 
+    def __post_init__(self) -> None:
+        if self.field not in ("value", "grad", "merge", "grad.merge"):
+            raise ValueError(f"a buffer is a value, grad or merge buffer, not {self.field!r}")
+
     def __repr__(self) -> str:
-        return f"{self.tensor.name}.{'grad' if self.field == 'grad' else 'value'}"
+        return f"{self.tensor.name}.{self.field}"
+
+    @property
+    def merge(self) -> Buf:
+        """This buffer's merge buffer (``t.grad.merge``)."""
+        if self.field in ("merge", "grad.merge"):
+            raise ValueError("a merge buffer has no merge buffer")
+        return Buf(self.tensor, "merge" if self.field == "value" else "grad.merge")
 
     # expressions
     def _e(self, op: str, *others: Any) -> Expr:
@@ -85,7 +97,8 @@ class Expr:
     args: tuple[Operand, ...]
 
     def __post_init__(self) -> None:
-        if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY:
+        if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY and \
+                self.op not in STRUCTURAL:
             raise ValueError(f"unknown primitive {self.op!r}; known: "
                              f"{', '.join(sorted({*UNARY, *BINARY, *TERNARY}))}")
 
@@ -235,6 +248,10 @@ TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
     "where": _where,
     "fma": lambda xp, a, b, c: a * b + c,
 }
+
+#: operations that only the einsum lowering executes (their operands are not combined
+#: cell by cell): concatenation takes its operands one phase at a time.
+STRUCTURAL = {"concat"}
 
 #: accumulation operator -> (binary primitive, neutral element, reduction name)
 ACCUMULATORS: dict[str, tuple[str, float, str]] = {

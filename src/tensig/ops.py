@@ -178,8 +178,6 @@ def _graph_call(op: str, spec: str, xs: Sequence[Any], params: Any, use_padding:
     if params or use_padding is not None or capture or sizes:
         raise NotImplementedError(f"{op}() on graph tensors takes no params/use_padding/"
                                   "capture/sizes yet: write them into the spec")
-    if op == "concat":
-        raise NotImplementedError("concat on graph tensors is not implemented yet")
     return getattr(graph, op)(spec, *xs)
 
 
