@@ -559,10 +559,8 @@ def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
     if kind not in row:
         raise ValueError(f"stack: kind is 'batch', 'output' or 'input', not {kind!r}")
     pattern = row[kind]
-    parts = []
-    for i, t in enumerate(tensors):
-        parts.append(einsum1(f"{pattern.format('')} => {pattern.format('0, ')}", t))
-        del i
+    # a size-1 axis on each operand, then one concatenation of those axes
+    parts = [einsum1(f"{pattern.format('')} => {pattern.format('0, ')}", t) for t in tensors]
     names = [f"bt{i}" for i in range(len(parts))]
     spec = "; ".join(pattern.format(f"{n}, ") for n in names) + " => " + \
         pattern.format("^".join(names) + ", ")
