@@ -435,3 +435,16 @@ def test_merge_buffers():
     assert repr(code) == "a.grad =+ id(a.grad.merge) ~logic:'.'"
     with pytest.raises(ValueError):
         _ = a.grad.merge.merge
+
+
+def test_user_operation_runs_eagerly_on_arrays():
+    def forward(t, a):
+        return Code().assign(t.val, prim("log", prim("add", 1.0, prim("exp", a.val))))
+
+    softplus = G.OpDef("softplus", ".", forward)
+    x = rand(3, 4).astype(np.float32)
+    out = G.apply(softplus, x)
+    np.testing.assert_allclose(out, np.log1p(np.exp(x)), rtol=1e-6)
+    tout = G.apply(softplus, torch.tensor(x))
+    assert isinstance(tout, torch.Tensor)
+    np.testing.assert_allclose(tout.numpy(), np.log1p(np.exp(x)), rtol=1e-6)

@@ -340,8 +340,15 @@ def _as_tensor(x: Any, g: Graph) -> Tensor:
                     "need tensig.graph.constant or leaf)")
 
 
-def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Tensor:
-    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint."""
+def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
+    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint.
+
+    Applied to arrays instead of tensors, the operation runs eagerly and returns an array: a
+    user-defined :class:`OpDef` works like a built-in in both worlds.
+    """
+    if operands and not any(isinstance(o, Tensor) for o in operands) and \
+            any(hasattr(o, "shape") for o in operands):
+        return _eager(opdef, operands)
     g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
     args = tuple(_as_tensor(o, g) for o in operands)
     if any(a.graph is not g for a in args):
@@ -359,6 +366,29 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Tensor:
         node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
     diff = opdef.backward is not None and any(a.differentiable for a in args)
     return Tensor("op", node, g, label, opdef, args, diff)
+
+
+def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
+    """Run one operation on arrays through a throwaway graph (same shape rules, same code)."""
+    first = next(o for o in operands if hasattr(o, "shape"))
+    backend = "torch" if type(first).__module__.split(".")[0] == "torch" else "numpy"
+    with new_graph(backend):
+        args = []
+        for i, o in enumerate(operands):
+            rows = getattr(o, "rows", None)
+            arr = np.asarray(o.array if rows is not None else o, dtype=np.float32) \
+                if backend == "numpy" or rows is not None else o
+            if rows is not None:
+                t = leaf(f"x{i}", arr, batch=len(rows.batch), input=len(rows.input))
+            elif hasattr(o, "shape"):
+                t = leaf(f"x{i}", np.asarray(arr.detach().cpu() if hasattr(arr, "detach")
+                                             else arr, np.float32))
+            else:
+                t = o
+            args.append(t)
+        out = apply(opdef, *args)
+        value = Model(out).run()
+    return value
 
 
 # -- forward and backward code of the built-in operations --------------------------------------
