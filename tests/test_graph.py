@@ -448,3 +448,12 @@ def test_user_operation_runs_eagerly_on_arrays():
     tout = G.apply(softplus, torch.tensor(x))
     assert isinstance(tout, torch.Tensor)
     np.testing.assert_allclose(tout.numpy(), np.log1p(np.exp(x)), rtol=1e-6)
+
+
+def test_labels_are_enriched_from_operands():
+    x = G.leaf("x", rand(2, 3).astype(np.float32), batch=1)
+    with G.scope("layer1"):
+        w = G.param("w", output=[4])
+        h = (w @ x).relu()
+    assert w.name == "layer1.w" and h.name == "layer1.relu"
+    assert h.label == ("layer1", "relu", "w", "x")

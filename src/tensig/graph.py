@@ -181,15 +181,23 @@ class OpDef:
 class Tensor:
     """A lazy node of a model graph."""
 
-    __slots__ = ("args", "differentiable", "graph", "id", "init", "kind", "label", "node",
-                 "op", "value_init")
+    __slots__ = ("args", "base", "differentiable", "graph", "id", "init", "kind", "label",
+                 "node", "op", "value_init")
 
     def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
                  op: OpDef | None = None, args: tuple[Tensor, ...] = (),
                  differentiable: bool = False):
         self.id = next(_ids)
         self.kind, self.node, self.graph = kind, node, graph
-        self.label = (*_SCOPE.get(), *label)
+        # ``base``: scope and own name; ``label`` adds the names of the operands' labels
+        # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
+        self.base = (*_SCOPE.get(), *label)
+        extra: list[str] = []
+        for a in args:
+            # a leaf or parameter contributes its name, an operation what it was built from
+            names = a.base[-1:] if a.kind != "op" else a.label[len(a.base):]
+            extra += [n for n in names if n not in extra and n not in self.base]
+        self.label = (*self.base, *extra)
         self.op, self.args = op, args
         self.differentiable = differentiable
         self.init: Callable[[tuple[int, ...]], Any] | None = None
@@ -198,7 +206,7 @@ class Tensor:
 
     @property
     def name(self) -> str:
-        return ".".join(self.label) or f"t{self.id}"
+        return ".".join(self.base) or f"t{self.id}"
 
     @property
     def shape(self) -> Shape:
