@@ -457,3 +457,34 @@ def test_labels_are_enriched_from_operands():
         h = (w @ x).relu()
     assert w.name == "layer1.w" and h.name == "layer1.relu"
     assert h.label == ("layer1", "relu", "w", "x")
+
+
+def test_every_accumulation_operator():
+    a0, b0 = rand(3, positive=True), rand(3, 4, positive=True)
+    a = G.constant(a0)
+    b = G.constant(b0)
+    G.Model(a).run()
+    G.Model(b).run()
+    store = a.graph.store
+    expected = {
+        "+": a0 + b0.sum(1), "-": a0 - b0.sum(1), "*": a0 * b0.prod(1),
+        "/": a0 / b0.prod(1), "**": a0 ** b0.prod(1), "max": np.maximum(a0, b0.max(1)),
+        "min": np.minimum(a0, b0.min(1)),
+    }
+    from tensig.compile import compile_code
+
+    for accum, want in expected.items():
+        store.write(a.val, a0.astype(np.float32))
+        code = Code().assign(a.val, b.val, accum=accum, logic="ij => i")
+        compile_code(code, np.ndarray).run(store)
+        np.testing.assert_allclose(store.read(a.val), want.astype(np.float32), rtol=1e-4,
+                                   err_msg=accum)
+
+
+def test_concatenation_component_inferred_from_the_result():
+    x = G.leaf("x", rand(2, 3).astype(np.float32))             # output 2, 3
+    p = G.param("p", input=[])                                 # size from use
+    c = G.concat("s, a; s, b => s, a^b", x, p)
+    out = G.leaf("target", rand(2, 8).astype(np.float32))
+    G.concat("s, a => s, a", c - out)  # ties c to the target's shape
+    assert p.shape == Shape(output=(2, 5))

@@ -258,6 +258,9 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
     "+": ("add", 0.0, "sum"),
     "-": ("sub", 0.0, "sum"),
     "*": ("mul", 1.0, "prod"),
+    # dividing (raising) by each value in turn is dividing (raising) by their product
+    "/": ("div", 1.0, "prod"),
+    "**": ("pow", 1.0, "prod"),
     "max": ("max", float("-inf"), "max"),
     "min": ("min", float("inf"), "min"),
     "or": ("or", 0.0, "max"),
