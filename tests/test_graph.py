@@ -488,3 +488,18 @@ def test_concatenation_component_inferred_from_the_result():
     out = G.leaf("target", rand(2, 8).astype(np.float32))
     G.concat("s, a => s, a", c - out)  # ties c to the target's shape
     assert p.shape == Shape(output=(2, 5))
+
+
+def test_zeroing_folds_into_the_first_gradient_contribution():
+    from tensig.compile import fold_zero_init
+
+    a = G.param("a", output=[3], input=[], init=lambda s, r: np.ones(s, np.float32))
+    y = a * a + a
+    loss = G.einsum1("... => |->0", y)
+    m = G.grad_update(loss)
+    code = Code().extend(loss.forward_code()).extend(loss.zero_grads_code())
+    code.assign(loss.grad, 1.0).extend(loss.backprop_code())
+    folded = fold_zero_init(code)
+    assert len(folded) < len(code)  # zeroing assignments disappeared
+    m.backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * np.ones(3) + 1)  # d(a^2 + a) = 2a + 1

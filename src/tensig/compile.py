@@ -87,7 +87,40 @@ def compile_code(code: Code, array_type: type) -> Routine:
     """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
     backend = backend_for(array_type)
     xp = _namespace(backend)
+    code = fold_zero_init(code)
     return Routine([_compile_assign(a, backend, xp) for a in code], code)
+
+
+def fold_zero_init(code: Code) -> Code:
+    """``g =: 0`` followed (before any read of ``g``) by ``g =+ v`` is ``g =:+ v``.
+
+    Zeroing every gradient and then adding the first contribution costs two passes; the
+    first contribution can initialise instead.  Semantics are unchanged.
+    """
+    from dataclasses import replace as dc_replace
+
+    items = list(code)
+    zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
+    drop: set[int] = set()
+    out: list[Assign] = []
+    for a in items:
+        reads = {_key(b) for b in _bufs(a.expr)}
+        for k in reads:
+            zeroed.pop(k, None)  # read while zero: the zeroing must stay
+        key = _key(a.lhs)
+        is_zero = a.accum is None and a.expr.op == "id" and a.expr.args == (0.0,) and \
+            a.logic == "."
+        if is_zero:
+            zeroed[key] = len(out)
+            out.append(a)
+            continue
+        if key in zeroed and a.accum == "+" and not a.init and key not in reads:
+            drop.add(zeroed.pop(key))
+            a = dc_replace(a, init=True)
+        else:
+            zeroed.pop(key, None)
+        out.append(a)
+    return Code([a for i, a in enumerate(out) if i not in drop])
 
 
 def _namespace(backend: Backend) -> Any:
@@ -208,10 +241,11 @@ def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
                                               if k in labels})
     plan = build_plan(r, OPS["einsum1"], backend)
     lhs, src = a.lhs, e.args[0]
+    init = a.init  # the first contribution sets the gradient (see fold_zero_init)
 
     def step(store: Store) -> None:
         v = plan.run([store.read(src)])
-        store.write(lhs, store.read(lhs) + v if store.has(lhs) else v)
+        store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
 
     return step
 
@@ -270,10 +304,11 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
         return None
     plan = build_plan(r, OPS["einsum"], backend)
     lhs = a.lhs
+    init = a.init  # the first contribution sets the gradient (see fold_zero_init)
     if not affine:
         def step(store: Store) -> None:
             v = plan.run([store.read(x) for x in e.args])
-            store.write(lhs, store.read(lhs) + v if store.has(lhs) else v)
+            store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
 
         return step
     # where each affine axis sits in the expanded result, and how it scatters back
@@ -315,7 +350,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
 
     def step(store: Store) -> None:
         p = plan.run([store.read(x) for x in e.args])
-        grad = store.read(lhs) if store.has(lhs) else backend.full(lhs_dims, 0, p)
+        grad = store.read(lhs) if store.has(lhs) and not init else backend.full(lhs_dims, 0, p)
         grad = grad + 0  # a fresh array: the scatter below writes into it
         for dst, src in pairs:
             grad[dst] += p[src]
@@ -396,14 +431,16 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         return v
 
     lhs = a.lhs
+    init = a.init  # the first contribution sets the gradient (see fold_zero_init)
     pairs = _scatter_pairs(scatter, lhs_dims, len(lhs_keys))
 
     def step(store: Store) -> None:
         p = value(store)
+        add_to_old = store.has(lhs) and a.accum is not None and not init
         if not scatter:
-            store.write(lhs, store.read(lhs) + p if (store.has(lhs) and a.accum) else p)
+            store.write(lhs, store.read(lhs) + p if add_to_old else p)
             return
-        grad = store.read(lhs) if (store.has(lhs) and a.accum) else backend.full(lhs_dims, 0, p)
+        grad = store.read(lhs) if add_to_old else backend.full(lhs_dims, 0, p)
         grad = grad + 0  # a fresh array: the scatter below writes into it
         for dst, src in pairs:
             grad[dst] += p[src]
@@ -481,27 +518,57 @@ def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: lis
     red_axes = tuple(product.index(lab) for lab in reduced)
     kept = [lab for lab in product if lab not in reduced]
     perm = [kept.index(lab) for lab in lhs_order]
+    transpose = perm != sorted(perm)
     full = [sizes[lab] for lab in product]
+    slots = {_key(b): i for i, b in enumerate(bufs)}
+    expr = _compile_expr(e, slots, xp)
+    keys = [_key(b) for b in bufs]
+    # labels only the left-hand side has are replicated: the value must span them
+    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
 
     def value(store: Store) -> Any:
-        env = {_key(b): p(store.read(b)) for b, p in zip(bufs, prep, strict=True)}
-        v = _eval(e, env, xp)
-        if not hasattr(v, "shape") or tuple(v.shape) != tuple(full):
-            v = backend.broadcast_to(v if hasattr(v, "shape") else _scalar(v, env, xp), full)
+        table = store.arrays
+        try:
+            args = [p(table[k]) for k, p in zip(keys, prep, strict=True)]
+        except KeyError:
+            args = [p(store.read(b)) for b, p in zip(bufs, prep, strict=True)]  # the message
+        v = expr(args)
+        if replicated or getattr(v, "ndim", -1) != len(full):
+            # numbers only, or a rank-deficient result: make it an array of the product space
+            v = backend.broadcast_to(v if hasattr(v, "shape") else _scalar_like(v, args, xp),
+                                     full)
         if red_axes:
             v = _reduce(v, how, red_axes, backend)
-        if perm != sorted(perm):
+        if transpose:
             v = backend.transpose(v, perm)
         return v
 
     return value
 
 
-def _scalar(v: Any, env: dict[tuple[int, str], Any], xp: Any) -> Any:
-    like = next(iter(env.values()), None)
-    if like is not None:
-        return like * 0 + v
+def _scalar_like(v: Any, args: list[Any], xp: Any) -> Any:
+    if args:
+        return args[0] * 0 + v
     return xp.asarray(v, dtype=xp.float32)
+
+
+def _compile_expr(e: Any, slots: dict[tuple[int, str], int], xp: Any
+                  ) -> Callable[[list[Any]], Any]:
+    """An expression as a closure over its argument list: no dispatch at run time."""
+    if isinstance(e, Buf):
+        i = slots[_key(e)]
+        return lambda args: args[i]
+    if not isinstance(e, Expr):
+        return lambda args: e
+    subs = [_compile_expr(x, slots, xp) for x in e.args]
+    fn = UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op]
+    if len(subs) == 1:
+        (a,) = subs
+        return lambda args: fn(xp, a(args))
+    if len(subs) == 2:
+        a, b = subs
+        return lambda args: fn(xp, a(args), b(args))
+    return lambda args: fn(xp, *[s(args) for s in subs])
 
 
 def _take_fixed(labels: Labels) -> Callable[[Any], Any]:
@@ -523,13 +590,19 @@ def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[
     order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
     ranked = [uniq[i] for i in order]
 
+    permute = order != sorted(order)
+    ranked_pos = [ranked.index(lab) if lab in ranked else None for lab in product]
+    if not any(isinstance(x, int) for x in labels) and diag is None and not permute and \
+            ranked == product:
+        return lambda x: x  # already laid out as the product space
+
     def align(x: Any) -> Any:
         x = take(x)
         if diag is not None:
             x = backend.einsum(diag, x)
-        if order != sorted(order):
+        if permute:
             x = backend.transpose(x, order)
-        shape = [x.shape[ranked.index(lab)] if lab in ranked else 1 for lab in product]
+        shape = [1 if p is None else x.shape[p] for p in ranked_pos]
         return backend.reshape(x, shape)
 
     return align
