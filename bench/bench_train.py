@@ -3,7 +3,8 @@
 Both demos (the two-moons MLP and the digits CNN) are built with tensig's model layer on the
 NumPy and torch backends, and written again as plain ``torch.nn`` code with the same
 architecture, batch, initialisation scheme and optimizer (Adam).  Prints the median time per
-training step and the ratio to PyTorch (targets: <= 1.5x with NumPy, <= 1.1x with torch), and
+training step (the three measured in alternating blocks) and the ratio to PyTorch (targets: <= 1.5x
+with NumPy, <= 1.1x with torch), and
 the time of graph construction + inference + compilation (target: under one second).
 
 Run: ``.venv/bin/python bench/bench_train.py``.
@@ -24,15 +25,23 @@ from tensig.demos.common import cross_entropy
 from tensig.train import Trainer, adam
 
 
-def per_step(step: Callable[[], object], n: int = 60) -> float:
-    for _ in range(5):
-        step()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 4) -> list[float]:
+    """Median time per step of each, in alternating blocks of consecutive steps.
+
+    Blocks keep each library's thread pool warm as in real training (interleaving single
+    steps makes torch wake its threads every step, which penalises it unfairly); alternating
+    the blocks spreads load drift over all of them.
+    """
+    times: list[list[float]] = [[] for _ in steps]
+    for _ in range(rounds):
+        for i, step in enumerate(steps):
+            for _ in range(3):
+                step()  # warm up this block
+            for _ in range(block):
+                t0 = time.perf_counter()
+                step()
+                times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 def tensig_moons(backend: str) -> tuple[Callable[[], object], float]:
@@ -124,11 +133,11 @@ def torch_digits() -> Callable[[], object]:
 def main() -> None:
     for name, ours, theirs in (("two-moons MLP", tensig_moons, torch_moons),
                                ("digits CNN", tensig_digits, torch_digits)):
-        t_torch = per_step(theirs())
+        (np_step, np_build), (torch_step, torch_build) = ours("numpy"), ours("torch")
+        t_torch, t_np, t_tt = per_step(theirs(), np_step, torch_step)
         print(f"{name}: PyTorch eager {t_torch * 1e3:.2f} ms/step")
-        for backend, target in (("numpy", 1.5), ("torch", 1.1)):
-            step, build = ours(backend)
-            t = per_step(step)
+        for backend, t, build, target in (("numpy", t_np, np_build, 1.5),
+                                          ("torch", t_tt, torch_build, 1.1)):
             print(f"  tensig ({backend:5}) {t * 1e3:7.2f} ms/step   ratio {t / t_torch:5.2f} "
                   f"(target <= {target})   build+infer+compile {build * 1e3:6.1f} ms "
                   f"(target < 1000)")
