@@ -74,3 +74,20 @@ def test_short_training_lowers_the_loss(backend):
         losses = trainer.fit(40)
     assert losses[-1] < first / 3, (first, losses[-1])
     assert trainer.build_seconds < 1.0
+
+
+def test_progress_bar_and_loss_plot(tmp_path, capsys):
+    xs, ys, _w0, x, y, w, loss = quadratic_problem()
+    trainer = Trainer(loss, sgd([w], lr=0.01), {x: xs, y: ys}, shuffle=False)
+    losses = trainer.fit(3, progress=True)
+    assert len(losses) == 3 and len(trainer.history) == 3
+    assert "epoch" in capsys.readouterr().err  # tqdm writes to stderr
+    path = tmp_path / "loss.png"
+    trainer.save_plot(str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_trainer_refuses_bad_data():
+    xs, ys, _w0, x, y, w, loss = quadratic_problem()
+    with pytest.raises(ValueError, match="different lengths"):
+        Trainer(loss, sgd([w], lr=0.01), {x: xs, y: ys[:5]})
