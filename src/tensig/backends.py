@@ -69,8 +69,6 @@ class Backend:
         """The neutral element of max for ``like``'s dtype: -inf, or the dtype's minimum."""
         raise NotImplementedError
 
-    def result_dtype(self, xs: Sequence[Any]) -> Any:
-        raise NotImplementedError
 
 
 class NumpyBackend(Backend):
@@ -141,8 +139,6 @@ class NumpyBackend(Backend):
             return False
         return -np.inf
 
-    def result_dtype(self, xs: Sequence[Any]) -> Any:
-        return self.np.result_type(*xs)
 
 
 class _NumpyGemm:
@@ -280,11 +276,6 @@ class TorchBackend(Backend):
             return int(t.iinfo(like.dtype).min)
         return -float("inf")
 
-    def result_dtype(self, xs: Sequence[Any]) -> Any:
-        dt = xs[0].dtype
-        for x in xs[1:]:
-            dt = self.torch.promote_types(dt, x.dtype)
-        return dt
 
 
 class JaxBackend(Backend):
@@ -338,8 +329,6 @@ class JaxBackend(Backend):
             return False
         return -float("inf")
 
-    def result_dtype(self, xs: Sequence[Any]) -> Any:
-        return self.jnp.result_type(*xs)
 
 
 class DaskBackend(Backend):
@@ -408,8 +397,6 @@ class DaskBackend(Backend):
             return False
         return -np.inf
 
-    def result_dtype(self, xs: Sequence[Any]) -> Any:
-        return self.np.result_type(*[x.dtype for x in xs])
 
 
 _BACKENDS: dict[str, type[Backend]] = {

@@ -416,8 +416,7 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if "tensig" not in name.replace("\\", "/").split("/site-packages/")[-1][:0] and \
-                not name.startswith(S._TENSIG_DIR):
+        if not name.startswith(S._TENSIG_DIR):
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line
