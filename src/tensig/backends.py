@@ -70,7 +70,6 @@ class Backend:
         raise NotImplementedError
 
 
-
 class NumpyBackend(Backend):
     name = "numpy"
 
@@ -138,7 +137,6 @@ class NumpyBackend(Backend):
         if dt == np.bool_:
             return False
         return -np.inf
-
 
 
 class _NumpyGemm:
@@ -277,7 +275,6 @@ class TorchBackend(Backend):
         return -float("inf")
 
 
-
 class JaxBackend(Backend):
     name = "jax"
 
@@ -328,7 +325,6 @@ class JaxBackend(Backend):
         if like.dtype == jnp.bool_:
             return False
         return -float("inf")
-
 
 
 class DaskBackend(Backend):
@@ -396,7 +392,6 @@ class DaskBackend(Backend):
         if like.dtype == np.bool_:
             return False
         return -np.inf
-
 
 
 _BACKENDS: dict[str, type[Backend]] = {
