@@ -3,7 +3,6 @@ post's bugs at distinct and at colliding sizes, and torch.compile / jax.jit comp
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -747,9 +746,8 @@ def test_under_torch_compile_the_check_is_skipped():
     assert tuple(out.shape) == (2, 3)  # documented: compiled code is not checked
 
 
-@pytest.mark.skipif(not os.environ.get("TENSIG_SLOW"),
-                    reason="slow: inductor compiles C++ (about 30 s); set TENSIG_SLOW=1")
 def test_torch_compile_inductor_fullgraph(torch_pool):
+    """The default backend (inductor, compiling C++): slow, but it is what users run."""
     torch = pytest.importorskip("torch")
     compiled = _torch_compile(torch_pool)
     x, mask = torch.randn(3, 5, 7), torch.ones(3, 5, dtype=torch.bool)
