@@ -70,16 +70,69 @@ class Backend:
         raise NotImplementedError
 
 
-class NumpyBackend(Backend):
+class _ArrayAPIBackend(Backend):
+    """NumPy's API, shared by NumPy, JAX and Dask: ``xp`` is the library's namespace."""
+
+    xp: Any
+
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        return self.xp.einsum(subscripts, *xs)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        return self.xp.pad(x, list(widths), mode="constant", constant_values=value)
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        w = self._sliding(x, size, axis)
+        if step != 1:
+            index = [slice(None)] * w.ndim
+            index[axis] = slice(None, None, step)
+            w = w[tuple(index)]
+        return w
+
+    def _sliding(self, x: Any, size: int, axis: int) -> Any:
+        raise NotImplementedError
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.xp.max(x, axis=axes) if axes else x
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return self.xp.broadcast_to(x, tuple(shape))
+
+    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
+        return self.xp.concatenate(list(xs), axis=axis)
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        return self.xp.full(tuple(shape), value, dtype=like.dtype)
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        import numpy
+
+        return numpy.eye(n, dtype=bool)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        return self.xp.where(mask, a, b)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.xp.maximum(a, b)
+
+    def neutral_max(self, like: Any) -> float:
+        import numpy as np
+
+        dt = like.dtype if hasattr(like, "dtype") else np.asarray(like).dtype  # numpy dtypes
+        if np.issubdtype(dt, np.integer):
+            return int(np.iinfo(dt).min)
+        if dt == np.bool_:
+            return False
+        return -float("inf")
+
+
+class NumpyBackend(_ArrayAPIBackend):
     name = "numpy"
 
     def __init__(self) -> None:
         import numpy
 
-        self.np = numpy
-
-    def einsum(self, subscripts: str, *xs: Any) -> Any:
-        return self.np.einsum(subscripts, *xs)
+        self.np = self.xp = numpy
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         flops = _flops(subscripts, shapes)
@@ -95,48 +148,10 @@ class NumpyBackend(Backend):
             return functools.partial(self.np.einsum, subscripts, optimize=True)
         return opt_einsum.contract_expression(subscripts, *shapes)
 
-    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        return self.np.pad(x, list(widths), constant_values=value)
-
-    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+    def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from numpy.lib.stride_tricks import sliding_window_view
 
-        w = sliding_window_view(x, size, axis=axis)
-        if step != 1:
-            index = [slice(None)] * w.ndim
-            index[axis] = slice(None, None, step)
-            w = w[tuple(index)]
-        return w
-
-    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        return x.max(axis=axes) if axes else x
-
-    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        return self.np.broadcast_to(x, tuple(shape))
-
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
-        return self.np.concatenate(xs, axis=axis)
-
-    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        return self.np.full(tuple(shape), value, dtype=like.dtype)
-
-    def eye_mask(self, n: int, like: Any) -> Any:
-        return self.np.eye(n, dtype=bool)
-
-    def where(self, mask: Any, a: Any, b: Any) -> Any:
-        return self.np.where(mask, a, b)
-
-    def maximum(self, a: Any, b: Any) -> Any:
-        return self.np.maximum(a, b)
-
-    def neutral_max(self, like: Any) -> float:
-        np = self.np
-        dt = np.asarray(like).dtype if not hasattr(like, "dtype") else like.dtype
-        if np.issubdtype(dt, np.integer):
-            return int(np.iinfo(dt).min)
-        if dt == np.bool_:
-            return False
-        return -np.inf
+        return sliding_window_view(x, size, axis=axis)
 
 
 class _NumpyGemm:
@@ -275,19 +290,13 @@ class TorchBackend(Backend):
         return -float("inf")
 
 
-class JaxBackend(Backend):
+class JaxBackend(_ArrayAPIBackend):
     name = "jax"
 
     def __init__(self) -> None:
         import jax.numpy as jnp
 
-        self.jnp = jnp
-
-    def einsum(self, subscripts: str, *xs: Any) -> Any:
-        return self.jnp.einsum(subscripts, *xs)
-
-    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        return self.jnp.pad(x, list(widths), constant_values=value)
+        self.jnp = self.xp = jnp
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         # A gather: JAX has no strided views; XLA fuses the gather into the consumer.
@@ -297,45 +306,14 @@ class JaxBackend(Backend):
         w = jnp.take(x, idx, axis=axis)  # axis -> (n, size) in place
         return jnp.moveaxis(w, axis + 1, -1)
 
-    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        return self.jnp.max(x, axis=axes) if axes else x
 
-    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        return self.jnp.broadcast_to(x, tuple(shape))
-
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
-        return self.jnp.concatenate(list(xs), axis=axis)
-
-    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        return self.jnp.full(tuple(shape), value, dtype=like.dtype)
-
-    def eye_mask(self, n: int, like: Any) -> Any:
-        return self.jnp.eye(n, dtype=bool)
-
-    def where(self, mask: Any, a: Any, b: Any) -> Any:
-        return self.jnp.where(mask, a, b)
-
-    def maximum(self, a: Any, b: Any) -> Any:
-        return self.jnp.maximum(a, b)
-
-    def neutral_max(self, like: Any) -> float:
-        jnp = self.jnp
-        if jnp.issubdtype(like.dtype, jnp.integer):
-            return int(jnp.iinfo(like.dtype).min)
-        if like.dtype == jnp.bool_:
-            return False
-        return -float("inf")
-
-
-class DaskBackend(Backend):
+class DaskBackend(_ArrayAPIBackend):
     name = "dask"
 
     def __init__(self) -> None:
         import dask.array as da
-        import numpy
 
-        self.da = da
-        self.np = numpy
+        self.da = self.xp = da
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
         # dask contracts block by block: a repeated index (a diagonal) needs its axes chunked
@@ -351,47 +329,10 @@ class DaskBackend(Backend):
             aligned.append(x.rechunk(want) if want else x)
         return self.da.einsum(subscripts, *aligned)
 
-    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        return self.da.pad(x, list(widths), mode="constant", constant_values=value)
-
-    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+    def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from dask.array.lib.stride_tricks import sliding_window_view
 
-        w = sliding_window_view(x, size, axis=axis)
-        if step != 1:
-            index = [slice(None)] * w.ndim
-            index[axis] = slice(None, None, step)
-            w = w[tuple(index)]
-        return w
-
-    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        return x.max(axis=axes) if axes else x
-
-    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        return self.da.broadcast_to(x, tuple(shape))
-
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
-        return self.da.concatenate(list(xs), axis=axis)
-
-    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        return self.da.full(tuple(shape), value, dtype=like.dtype)
-
-    def eye_mask(self, n: int, like: Any) -> Any:
-        return self.np.eye(n, dtype=bool)
-
-    def where(self, mask: Any, a: Any, b: Any) -> Any:
-        return self.da.where(mask, a, b)
-
-    def maximum(self, a: Any, b: Any) -> Any:
-        return self.da.maximum(a, b)
-
-    def neutral_max(self, like: Any) -> float:
-        np = self.np
-        if np.issubdtype(like.dtype, np.integer):
-            return int(np.iinfo(like.dtype).min)
-        if like.dtype == np.bool_:
-            return False
-        return -np.inf
+        return sliding_window_view(x, size, axis=axis)
 
 
 _BACKENDS: dict[str, type[Backend]] = {
