@@ -7,26 +7,11 @@ runs and ratios (these machines are noisy; compare ratios, not absolute numbers)
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-
 import numpy as np
 
 from tensig import infer, parse
 from tensig.inference import _FAST, ShapeGraph, _infer_cached
-
-
-def median_time(fn: Callable[[], object], repeat: int = 7, number: int = 1) -> float:
-    """Median over ``repeat`` runs of the mean time of ``number`` calls, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
-
+from timing import median_time
 
 SPECS = [
     ("matmul", "ij;jk=>ik", [(32, 64), (64, 16)], {}),

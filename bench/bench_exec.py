@@ -14,27 +14,10 @@ Run: ``.venv/bin/python bench/bench_exec.py``.
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-
 import numpy as np
 
 import tensig as ts
-
-
-def interleaved(*fns: Callable[[], object], repeat: int = 9, number: int = 1) -> list[float]:
-    """Medians of each function's time, measured in alternation (so load drifts hit all)."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            times[i].append((time.perf_counter() - t0) / number)
-    return [statistics.median(t) for t in times]
+from timing import interleaved
 
 
 def row(name: str, t_ours: float, t_anchor: float, anchor: str, target: str) -> None:

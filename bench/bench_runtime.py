@@ -18,8 +18,6 @@ installed the anchor rows are skipped.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,19 +25,14 @@ import numpy as np
 
 from tensig.annotations import Float
 from tensig.runtime import shaped
+from timing import median_time
 
 TARGET_US = 10.0
 
 
 def median_call_us(fn: Callable[[], object], repeat: int = 9, number: int = 20000) -> float:
-    """Median over ``repeat`` runs of the mean time of one call, in microseconds."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times) * 1e6
+    """Median time of one call, in microseconds."""
+    return median_time(fn, repeat, number) * 1e6
 
 
 def functions(array_type: Any) -> dict[str, Callable[..., Any]]:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from tensig import graph as G
 from tensig.demos import digits, moons
-from tensig.demos.common import cross_entropy
-from tensig.train import Trainer, adam
 
 
 def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 4) -> list[float]:
@@ -44,57 +43,25 @@ def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 4) -> 
     return [statistics.median(t) for t in times]
 
 
-def tensig_moons(backend: str) -> tuple[Callable[[], object], float]:
-    xs, ys = moons.data()
-    onehot = np.eye(2, dtype=np.float32)[ys]
-    b = moons.BATCH
+def tensig_step(demo: Any, lr: float, backend: str) -> tuple[Callable[[], object], float]:
+    """One training step of a demo's model (its own ``build``), and the build time."""
+    xs, ys, _, _ = demo.data()
+    onehot = np.eye(2 if demo is moons else 10, dtype=np.float32)[ys]
     with G.new_graph(backend):
         t0 = time.perf_counter()
-        x, t = G.leaf("x", xs[:b], batch=1), G.leaf("t", onehot[:b], batch=1)
-        w1, b1 = G.param("w1", output=[32], init="kaiming"), G.param("b1")
-        w2, b2 = G.param("w2", output=[32], init="kaiming"), G.param("b2")
-        w3, b3 = G.param("w3", output=[2], init="kaiming"), G.param("b3")
-        logits = w3 @ (w2 @ (w1 @ x + b1).relu() + b2).relu() + b3
-        trainer = Trainer(cross_entropy(logits, t, b), adam([w1, b1, w2, b2, w3, b3], lr=0.01),
-                          {x: xs, t: onehot})
+        trainer = demo.build(xs, onehot).trainer(xs, onehot, lr)
         build = time.perf_counter() - t0
-    rows = np.arange(b)
+    rows = np.arange(demo.BATCH)
     return (lambda: trainer.step(rows)), build
 
 
-def tensig_digits(backend: str) -> tuple[Callable[[], object], float]:
-    xs, ys, _, _ = digits.data()
-    onehot = np.eye(10, dtype=np.float32)[ys]
-    b = digits.BATCH
-    with G.new_graph(backend):
-        t0 = time.perf_counter()
-        x, t = G.leaf("x", xs[:b], batch=1), G.leaf("t", onehot[:b], batch=1)
-        k1, b1 = G.param("k1", output=[16], input=[3, 3, 1], init="kaiming"), \
-            G.param("b1", output=[16])
-        k2, b2 = G.param("k2", output=[32], input=[3, 3, 16], init="kaiming"), \
-            G.param("b2", output=[32])
-        wd, bd = G.param("wd", output=[10], init="kaiming"), G.param("bd")
-        window = G.constant(np.zeros((2, 2), np.float32))
-        h = G.tropical(digits.POOL, (G.einsum(digits.CONV, x, k1) + b1).relu(), window)
-        h = G.tropical(digits.POOL, (G.einsum(digits.CONV, h, k2) + b2).relu(), window)
-        logits = G.einsum(digits.DENSE, h, wd) + bd
-        trainer = Trainer(cross_entropy(logits, t, b), adam([k1, b1, k2, b2, wd, bd], lr=0.005),
-                          {x: xs, t: onehot})
-        build = time.perf_counter() - t0
-    rows = np.arange(b)
-    return (lambda: trainer.step(rows)), build
-
-
-def torch_moons() -> Callable[[], object]:
-    xs, ys = moons.data()
-    b = moons.BATCH
-    net = torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
-                              torch.nn.ReLU(), torch.nn.Linear(32, 2))
-    for m in net:
-        if isinstance(m, torch.nn.Linear):
+def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float
+               ) -> Callable[[], object]:
+    """One eager PyTorch training step (kaiming-normal weights, Adam, cross-entropy)."""
+    for m in net.modules():
+        if isinstance(m, torch.nn.Conv2d | torch.nn.Linear):
             torch.nn.init.kaiming_normal_(m.weight)
-    opt = torch.optim.Adam(net.parameters(), lr=0.01)
-    x, y = torch.tensor(xs[:b]), torch.tensor(ys[:b])
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
 
     def step() -> float:
         opt.zero_grad()
@@ -104,6 +71,14 @@ def torch_moons() -> Callable[[], object]:
         return loss.item()
 
     return step
+
+
+def torch_moons() -> Callable[[], object]:
+    xs, ys, _, _ = moons.data()
+    b = moons.BATCH
+    net = torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
+                              torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    return torch_step(net, torch.tensor(xs[:b]), torch.tensor(ys[:b]), 0.01)
 
 
 def torch_digits() -> Callable[[], object]:
@@ -113,28 +88,16 @@ def torch_digits() -> Callable[[], object]:
         torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(128, 10))
-    for m in net:
-        if isinstance(m, torch.nn.Conv2d | torch.nn.Linear):
-            torch.nn.init.kaiming_normal_(m.weight)
-    opt = torch.optim.Adam(net.parameters(), lr=0.005)
     x = torch.tensor(xs[:b]).permute(0, 3, 1, 2).contiguous()
-    y = torch.tensor(ys[:b])
-
-    def step() -> float:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step
+    return torch_step(net, x, torch.tensor(ys[:b]), 0.005)
 
 
 def main() -> None:
-    for name, ours, theirs in (("two-moons MLP", tensig_moons, torch_moons),
-                               ("digits CNN", tensig_digits, torch_digits)):
-        (np_step, np_build), (torch_step, torch_build) = ours("numpy"), ours("torch")
-        t_torch, t_np, t_tt = per_step(theirs(), np_step, torch_step)
+    for name, demo, lr, theirs in (("two-moons MLP", moons, 0.01, torch_moons),
+                                   ("digits CNN", digits, 0.005, torch_digits)):
+        (np_step, np_build) = tensig_step(demo, lr, "numpy")
+        (tt_step, torch_build) = tensig_step(demo, lr, "torch")
+        t_torch, t_np, t_tt = per_step(theirs(), np_step, tt_step)
         print(f"{name}: PyTorch eager {t_torch * 1e3:.2f} ms/step")
         for backend, t, build, target in (("numpy", t_np, np_build, 1.5),
                                           ("torch", t_tt, torch_build, 1.1)):

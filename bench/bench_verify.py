@@ -11,13 +11,12 @@ Run: ``.venv/bin/python bench/bench_verify.py``.
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from collections.abc import Callable
 
 import torch
 
 from tensig.verify import verify
+from timing import median_time
 
 D, HEADS = 256, 8
 
@@ -42,16 +41,6 @@ class Block(torch.nn.Module):
         att = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.out(att)
         return x + self.down(torch.relu(self.up(self.norm2(x))))
-
-
-def median_time(fn: Callable[[], object], repeat: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -2,9 +2,44 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
 from tensig import graph as G
+from tensig.train import Trainer, adam
+
+
+@dataclass
+class Built:
+    """A demo model: its data leaves, parameters, logits and loss."""
+
+    x: G.Tensor
+    t: G.Tensor
+    params: list[G.Tensor]
+    logits: G.Tensor
+    loss: G.Tensor
+
+    def trainer(self, xs: np.ndarray, onehot: np.ndarray, lr: float) -> Trainer:
+        return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: onehot})
+
+
+def train_and_evaluate(g: G.Graph, m: Built, data: tuple[np.ndarray, ...], *, lr: float,
+                       epochs: int, batch: int, what: str, target: float) -> float:
+    """Print the parameter shapes and the bill, train, and report held-out accuracy."""
+    train_x, train_y, test_x, test_y = data
+    onehot = np.eye(int(m.t.shape.output[0]), dtype=np.float32)[train_y]
+    print_bill(g, m.params)
+    trainer = m.trainer(train_x, onehot, lr)
+    print(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+    t0 = time.perf_counter()
+    losses = trainer.fit(epochs)
+    seconds = time.perf_counter() - t0
+    acc = accuracy(G.Model(m.logits), m.x, m.logits, test_x, test_y, batch)
+    print(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
+          f"{what} accuracy {acc:.1%} (target >= {target:.0%})")
+    return acc
 
 
 def cross_entropy(logits: G.Tensor, onehot: G.Tensor, batch: int) -> G.Tensor:

@@ -2,50 +2,42 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from tensig import graph as G
-from tensig.demos.common import accuracy, cross_entropy, print_bill
-from tensig.train import Trainer, adam
+from tensig.demos.common import Built, cross_entropy, train_and_evaluate
 
 BATCH = 40
 
 
-def data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """1000 noisy two-moons points: 800 to train on, 200 held out."""
     from sklearn.datasets import make_moons
 
     xs, ys = make_moons(n_samples=1000, noise=0.1, random_state=seed)
-    return xs.astype(np.float32), ys.astype(np.int64)
+    xs, ys = xs.astype(np.float32), ys.astype(np.int64)
+    return xs[:800], ys[:800], xs[800:], ys[800:]
+
+
+def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
+    """The MLP in the current graph, for one batch of ``xs`` and one-hot targets."""
+    x = G.leaf("x", xs[:BATCH], batch=1)                               # 40 | 2
+    t = G.leaf("t", onehot[:BATCH], batch=1)                           # 40 | 2
+    w1, b1 = G.param("w1", output=[32], init="kaiming"), G.param("b1")
+    w2, b2 = G.param("w2", output=[32], init="kaiming"), G.param("b2")
+    w3, b3 = G.param("w3", output=[2], init="kaiming"), G.param("b3")
+    h = (w1 @ x + b1).relu()
+    h = (w2 @ h + b2).relu()
+    logits = w3 @ h + b3
+    return Built(x, t, [w1, b1, w2, b2, w3, b3], logits, cross_entropy(logits, t, BATCH))
 
 
 def main(epochs: int = 60, backend: str = "numpy") -> float:
-    xs, ys = data()
-    train_x, train_y, test_x, test_y = xs[:800], ys[:800], xs[800:], ys[800:]
-    onehot = np.eye(2, dtype=np.float32)[train_y]
+    train = data()
+    onehot = np.eye(2, dtype=np.float32)[train[1]]
     with G.new_graph(backend) as g:
-        x = G.leaf("x", train_x[:BATCH], batch=1)          # 40 | 2
-        t = G.leaf("t", onehot[:BATCH], batch=1)           # 40 | 2
-        w1, b1 = G.param("w1", output=[32], init="kaiming"), G.param("b1")
-        w2, b2 = G.param("w2", output=[32], init="kaiming"), G.param("b2")
-        w3, b3 = G.param("w3", output=[2], init="kaiming"), G.param("b3")
-        h = (w1 @ x + b1).relu()
-        h = (w2 @ h + b2).relu()
-        logits = w3 @ h + b3
-        loss = cross_entropy(logits, t, BATCH)
-        params = [w1, b1, w2, b2, w3, b3]
-        print_bill(g, params)
-        trainer = Trainer(loss, adam(params, lr=0.01), {x: train_x, t: onehot})
-        print(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
-        t0 = time.perf_counter()
-        losses = trainer.fit(epochs)
-        seconds = time.perf_counter() - t0
-        evaluate = G.Model(logits)
-        acc = accuracy(evaluate, x, logits, test_x, test_y, BATCH)
-    print(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
-          f"held-out accuracy {acc:.1%} (target >= 98%)")
-    return acc
+        return train_and_evaluate(g, build(train[0], onehot), train, lr=0.01, epochs=epochs,
+                                  batch=BATCH, what="held-out", target=0.98)
 
 
 if __name__ == "__main__":
