@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
+from tensig.notation import KINDS, Kind, Span
 
 __all__ = [
     "AnnotationShape",
@@ -77,10 +78,7 @@ __all__ = [
     "words_hint",
 ]
 
-Kind = Literal["batch", "input", "output"]
-KINDS: tuple[Kind, ...] = ("batch", "input", "output")
 DtypeKind = Literal["float", "int", "bool"]
-Span = tuple[int, int]
 
 _MULTICHAR = re.compile(r"[,+*/%()]|-(?!>)")
 _ROW_VAR = re.compile(r"\.\.([A-Za-z_][A-Za-z0-9_]*)\.\.")
