@@ -266,3 +266,32 @@ def test_jax_code_through_jax_symbolic_shapes():
     assert kinds(r) == ["broadcast"] and "Incompatible shapes" in r.findings[0].message
     assert verify(fix, "B T T; B T => B T T").ok
     assert kinds(verify(pool, "B T d => B d")) == ["return-shape"]
+
+
+def test_split_and_chunk():
+    def qkv(x):
+        q, k, v = x.split(32, dim=-1)
+        return q @ k.transpose(-1, -2) @ v
+
+    assert verify(qkv, "B, T, 96 => B, T, 32").ok
+
+    def bad(x):
+        q, k = x.chunk(2, dim=-1)
+        return q + k.transpose(-1, -2)
+
+    # d // 2 meets T twice: [B, T, d // 2] + [B, d // 2, T]
+    assert kinds(verify(bad, "B T d =>")) == ["assumption", "broadcast", "broadcast"]
+
+    def sections(x):
+        a, b = torch.split(x, [3, 5], dim=1)
+        return a.sum(1) + b.sum(1)
+
+    assert verify(sections, "B, 8 => B").ok
+    assert kinds(verify(sections, "B, 9 => B")) == ["split"]
+
+    def np_halves(x):
+        left, right = np.split(x, 2, axis=1)
+        return left * right
+
+    r = verify(np_halves, "B T => B e")
+    assert [f.message for f in r] == ["requires T divisible by 2"]

@@ -17,6 +17,7 @@ note naming the operation (the report is then incomplete, never silently wrong).
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 import os
 import sys
@@ -560,6 +561,12 @@ class SymArray:
         return self._like(self.dims, "f", self.loose)
 
     log_softmax = softmax
+
+    def split(self, size_or_sections: Any, dim: int = 0) -> tuple[SymArray, ...]:
+        return split(self, size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
+        return chunk(self, chunks, dim)
 
     def _same(self, *args: Any, **kw: Any) -> SymArray:
         return self._like(self.dims, loose=self.loose)
@@ -1217,8 +1224,51 @@ def _eye(n: Any, m: Any = None, *args: Any, **kw: Any) -> SymArray:
     return SymArray([as_dim(n), as_dim(m if m is not None else n)], "f")
 
 
-def _split_like(*args: Any, **kw: Any) -> Any:
-    raise Unsupported("split/chunk")
+def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``split(size_or_sections, dim)``: equal pieces of a size, or given sizes."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    n = a.dims[ax]
+    if isinstance(size_or_sections, list | tuple):
+        sizes = [as_dim(v) for v in size_or_sections]
+        total = ONE * 0
+        for v in sizes:
+            total = total + v
+        if not tracer().equal_under_assumptions(total, n):
+            tracer().report("split", f"split into [{', '.join(map(str, sizes))}] "
+                                     f"({total} in all) of an axis of size {n}")
+    else:
+        size = as_dim(size_or_sections)
+        count = n // size if size.constant is not None else None
+        if count is None or count.constant is None:
+            raise Unsupported("split into a symbolic number of pieces")
+        if (n % size).constant != 0:
+            require_divisible(n, int(size.constant))
+        sizes = [size] * int(count.constant)
+    return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
+
+
+def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here)."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    n = a.dims[ax]
+    if (n % int(chunks)).constant != 0:
+        require_divisible(n, int(chunks))
+    piece = n // int(chunks)
+    return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
+                 for _ in range(int(chunks)))
+
+
+def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
+    """numpy's ``split``: a number of equal sections, or split indices."""
+    if isinstance(indices_or_sections, int):
+        return chunk(x, indices_or_sections, axis)
+    a = _sym(x)
+    ax = _axis(axis, a.ndim)
+    cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
+    return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
+                 for lo, hi in itertools.pairwise(cuts))
 
 
 NUMPY: dict[str, Callable[..., Any]] = {
@@ -1271,7 +1321,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "linalg.norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims,
                                                                            "f"),
     "norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims, "f"),
-    "split": _split_like,
+    "split": np_split,
+    "array_split": np_split,
 }
 
 TORCH: dict[str, Callable[..., Any]] = {
@@ -1341,8 +1392,8 @@ TORCH: dict[str, Callable[..., Any]] = {
     "mul": lambda a, b: elementwise([a, b]),
     "div": lambda a, b, **k: elementwise([a, b], "f"),
     "masked_fill": lambda a, mask, value: _sym(a).masked_fill(mask, value),
-    "split": _split_like,
-    "chunk": _split_like,
+    "split": split,
+    "chunk": chunk,
 }
 
 # torch's Tensor dunder methods reach __torch_function__ under their own names
