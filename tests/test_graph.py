@@ -503,3 +503,14 @@ def test_zeroing_folds_into_the_first_gradient_contribution():
     assert len(folded) < len(code)  # zeroing assignments disappeared
     m.backward()
     np.testing.assert_allclose(a.grad.numpy(), 2 * np.ones(3) + 1)  # d(a^2 + a) = 2a + 1
+
+
+def test_transpose_swaps_input_and_output_rows():
+    ws = rand(3, 4)  # stored (output 3, input 4)
+    w = G.param("w", output=[3], input=[4], init=lambda s, r: ws.astype(np.float32))
+    wt = w.T
+    assert wt.shape == Shape.parse("3->4")
+    np.testing.assert_allclose(run(wt), ws.T.astype(np.float32))
+    weights = G.leaf("weights", rand(4, 3).astype(np.float32), input=1)  # 3 -> 4, like wt
+    G.grad_update(G.einsum1("... => |->0", wt * weights)).backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.asarray(weights.numpy()).T, rtol=1e-6)

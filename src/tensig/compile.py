@@ -418,12 +418,12 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             if ix.kernel is not None:
                 kpos += 1
 
+    expr = _compile_expr(a.expr, {_key(b): i for i, b in enumerate(bufs)}, xp)
+
     def value(store: Store) -> Any:
-        env = {}
-        for b, (fn, _, _), align in zip(bufs, views, aligners, strict=True):
-            env[_key(b)] = align(fn(store.read(b), neutral))
-        v = _eval(a.expr, env, xp)
-        v = backend.broadcast_to(v, full)
+        args = [align(fn(store.read(b), neutral))
+                for b, (fn, _, _), align in zip(bufs, views, aligners, strict=True)]
+        v = backend.broadcast_to(expr(args), full)
         if reduced:
             v = v.sum(reduced)
         if perm != sorted(perm):
@@ -610,19 +610,6 @@ def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[
 
 def _key(b: Buf) -> tuple[int, str]:
     return (b.tensor.id, b.field)
-
-
-def _eval(e: Any, env: dict[tuple[int, str], Any], xp: Any) -> Any:
-    if isinstance(e, Buf):
-        return env[_key(e)]
-    if not isinstance(e, Expr):
-        return e
-    args = [_eval(x, env, xp) for x in e.args]
-    if e.op in UNARY:
-        return UNARY[e.op](xp, *args)
-    if e.op in BINARY:
-        return BINARY[e.op](xp, *args)
-    return TERNARY[e.op](xp, *args)
 
 
 def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:

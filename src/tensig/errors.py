@@ -110,14 +110,6 @@ class ShapeError(TensigError, ValueError):
             lines.append(f"hint: {self.hint}")
         return "\n".join(lines)
 
-    def with_hint(self, hint: str | None) -> ShapeError:
-        """The same error with ``hint`` (when it has none yet)."""
-        if hint is None or self.hint is not None:
-            return self
-        return ShapeError(self.reason, spec=self.spec, span=self.span, operand=self.operand,
-                          shape=self.shape, label=self.label, sizes=self.sizes,
-                          origins=self.origins, hint=hint)
-
     def to_dict(self) -> dict[str, object]:
         """The error's facts as plain data (for ``--json`` output and reports)."""
         return {

@@ -79,7 +79,6 @@ class Graph:
         self.store = Store()
         self.backend = backend
         self._solved = 0
-        self._counter = itertools.count()
 
     def solve(self) -> None:
         """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
@@ -271,6 +270,11 @@ class Tensor:
 
     def __matmul__(self, o: Tensor) -> Tensor:
         return apply(COMPOSE, self, o)
+
+    @property
+    def T(self) -> Tensor:
+        """Input and output rows swapped (OCANNL's ``~logic:"T"``)."""
+        return apply(TRANSPOSE, self)
 
     def __lt__(self, o: Any) -> Tensor:
         return apply(BINARY_OPS["lt"], self, o)

@@ -43,22 +43,22 @@ __all__ = ["OPS", "OpKind", "Plan", "build_plan"]
 
 @dataclass(frozen=True)
 class OpKind:
-    """An OCANNL einsum operator: how operand values combine, how results accumulate."""
+    """An OCANNL einsum operator: how operand values combine, how results accumulate.
+
+    (Operand counts are checked once, by inference: ``tensig.inference.EINSUM_OPS``.)"""
 
     name: str
     combine: Literal["mul", "add", "one"]
     accumulate: Literal["add", "max"]
-    min_operands: int
-    max_operands: int | None
 
 
 OPS: dict[str, OpKind] = {
-    "einsum": OpKind("einsum", "mul", "add", 2, None),  # +*
-    "einsum1": OpKind("einsum1", "one", "add", 1, 1),  # ++
-    "outer_sum": OpKind("outer_sum", "add", "add", 2, 2),  # +++
-    "tropical": OpKind("tropical", "add", "max", 2, 2),  # @^+
-    "einmax1": OpKind("einmax1", "one", "max", 1, 1),  # @^^
-    "concat": OpKind("concat", "mul", "add", 1, None),  # ++^
+    "einsum": OpKind("einsum", "mul", "add"),  # +*
+    "einsum1": OpKind("einsum1", "one", "add"),  # ++
+    "outer_sum": OpKind("outer_sum", "add", "add"),  # +++
+    "tropical": OpKind("tropical", "add", "max"),  # @^+
+    "einmax1": OpKind("einmax1", "one", "max"),  # @^^
+    "concat": OpKind("concat", "mul", "add"),  # ++^
 }
 
 _LETTERS = string.ascii_letters

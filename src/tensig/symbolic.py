@@ -139,10 +139,6 @@ def as_dim(x: Any) -> Dim:
     return Dim.const(int(x))
 
 
-def show(d: Dim | int) -> str:
-    return str(d)
-
-
 class SymSize:
     """A size read from a symbolic shape: symbolic in arithmetic, a witness where Python
     needs a number (``range``, ``math.sqrt``, indexing a list)."""
