@@ -260,7 +260,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     positions only, vectorised over everything else.
     """
 
-    from tensig.inference import infer
+    from tensig.inference import AffineIndex, infer
     from tensig.lowering import OPS, build_plan
     from tensig.notation import Affine, Label, Row, ShapeSpec, Spec, parse
 
@@ -311,41 +311,20 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
             store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
 
         return step
-    # where each affine axis sits in the expanded result, and how it scatters back
+    # where each affine axis sits in the expanded result (output position, then kernel
+    # position), with the geometry the forward operation resolved
     lhs_dims = [int(d) for d in lhs.tensor.shape.dims]
-    src_layout = r.layout[-1]
-    plans = []  # per affine axis: (input axis, over position, kernel position or None, ...)
-    pos_in, pos_src = 0, 0
-    for kind in ("batch", "output", "input"):
-        row = lhs_spec.row(kind)  # type: ignore[arg-type]
-        expanded = [ax for ax in (*row.left, *row.right)]
-        n_axes = len([d for d in lhs.tensor.shape.row(kind)])  # type: ignore[arg-type]
-        n_var = n_axes - len(expanded)
-        items = list(row.left) + [None] * n_var + list(row.right)
-        for ax in items:
-            if isinstance(ax, Affine):
-                k_pos = pos_src + 1 if ax.kernel is not None else None
-                plans.append((pos_in, pos_src, k_pos, ax))
-                pos_src += 2 if ax.kernel is not None else 1
-            else:
-                pos_src += 1
-            pos_in += 1
-    del src_layout
+    lhs_index = [t.id for t in proj.args].index(lhs.tensor.id)
     specs = []
-    for axis, o_pos, k_pos, ax in plans:
-        idx = r.layout[-1]
-        out_n = int(idx[o_pos].size)
-        k_n = int(idx[k_pos].size) if k_pos is not None else 1
-        stride = ax.stride if isinstance(ax.stride, int) else None
-        dil = ax.dilation if isinstance(ax.dilation, int) else None
-        if stride is None or dil is None:
-            return None  # identifier strides: resolved at forward time only
-        span = (k_n - 1) * dil + 1
-        padded = ax.padding == "padded"
-        left = span - (span + 1) // 2 if padded and ax.kernel is not None else 0
-        offset = ax.offset if ax.kernel is None else 0
-        specs.append((axis, o_pos, k_pos, out_n, k_n, stride, dil, left, offset))
-
+    pos = 0
+    for axis, u in enumerate(forward.layout[lhs_index]):
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            specs.append(_scatter_spec(axis, pos, pos + 1 if ix.kernel is not None else None,
+                                       ix))
+            pos += 2 if ix.kernel is not None else 1
+        else:
+            pos += 1
     pairs = _scatter_pairs(specs, lhs_dims, len(r.layout[-1]))
 
     def step(store: Store) -> None:
@@ -409,12 +388,8 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     for axis, u in enumerate(lhs_uses):
         ix = u.index
         if isinstance(ix, AffineIndex):
-            k = int(ix.kernel.size) if ix.kernel is not None else 1
-            span = (k - 1) * ix.dilation + 1
-            left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
-            scatter.append((axis, axis, len(lhs_uses) + kpos if ix.kernel is not None
-                            else None, int(ix.over.size), k, ix.stride, ix.dilation,
-                            left, ix.offset))
+            scatter.append(_scatter_spec(axis, axis, len(lhs_uses) + kpos
+                                         if ix.kernel is not None else None, ix))
             if ix.kernel is not None:
                 kpos += 1
 
@@ -447,6 +422,15 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         store.write(lhs, grad)
 
     return step
+
+
+def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[Any, ...]:
+    """One windowed axis of a left-hand side: where its output and kernel positions sit in
+    the value, and the geometry (outputs, kernel size, stride, dilation, left pad, offset)."""
+    k = int(ix.kernel.size) if ix.kernel is not None else 1
+    span = (k - 1) * ix.dilation + 1
+    left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
+    return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
 
 
 def _scatter_pairs(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int
