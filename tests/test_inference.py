@@ -52,7 +52,6 @@ def test_size_mismatch_message_names_both_sides():
     msg = str(e)
     assert e.label == "j" and e.sizes == (4, 5) and e.operand == 1
     assert "size mismatch for label 'j': 4 vs 5" in msg
-    assert "4: from operand 0 (shape 4... " not in msg
     assert "4: from operand 0 (shape 3,4), output axis 1" in msg
     assert "5: from operand 1 (shape 5,6), output axis 0" in msg
     # the caret sits under the j of the second operand
@@ -308,7 +307,7 @@ def test_pointwise_broadcasting():
 def test_pointwise_basis_rules():
     # a labelled size-1 axis makes a claim, so it does not stretch
     e = error_of(".", Shape(output=["q=1"]), (3,))
-    assert "1 vs 3" in str(e) or "basis" in str(e)
+    assert "size mismatch for an axis: 1 vs 3" in str(e)
     # an unlabelled axis never fuses with a labelled one
     e = error_of(".", Shape(output=["rgb=3"]), (3,))
     assert "basis mismatch" in str(e)
