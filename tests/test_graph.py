@@ -9,6 +9,7 @@ import torch
 
 from tensig import Shape, ShapeError
 from tensig import graph as G
+from tensig.compile import compile_code
 from tensig.ir import Code, prim
 
 rng = np.random.default_rng(3)
@@ -124,6 +125,33 @@ def test_integer_power_semantics():
     np.testing.assert_array_equal(np.signbit(r3), np.signbit(a))  # odd powers keep the sign
     with np.errstate(divide="ignore"):  # 0 ** -2 is inf, as it should be
         np.testing.assert_allclose(run(x ** -2)[2:4], [0.25, 1 / 9], rtol=1e-6)
+
+
+SPECIAL = np.array([np.nan, -np.inf, -3.0, -0.0, 0.0, 0.5, 2.0, np.inf], np.float32)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_relu_and_gates_on_special_values(lib):
+    """NaN propagates through relu and passes relu_gate (PyTorch's convention), infinities
+    under a closed gate give 0 (not 0 * inf), and both backends agree element by element."""
+    from tensig.ir import BINARY, UNARY
+
+    xp = pytest.importorskip(lib)
+    arr = (lambda a: a) if lib == "numpy" else xp.asarray
+    v = arr(SPECIAL)
+    relu = np.asarray(UNARY["relu"](xp, v))
+    np.testing.assert_array_equal(relu, [np.nan, 0, 0, 0, 0, 0.5, 2, np.inf])
+    sat = np.asarray(UNARY["sat01"](xp, v))
+    np.testing.assert_array_equal(sat, [np.nan, 0, 0, 0, 0, 0.5, 1, 1])
+    # the gate: a gradient of inf, NaN or finite values under every kind of pre-activation
+    for g in (np.full(8, np.inf, np.float32), np.full(8, np.nan, np.float32),
+              np.arange(8, dtype=np.float32) + 1):
+        gate = np.asarray(BINARY["relu_gate"](xp, v, arr(g)))
+        expected = np.where(SPECIAL <= 0, 0.0, g).astype(np.float32)  # NaN > 0 is false...
+        expected[0] = g[0]  # ...but a NaN pre-activation passes the gradient
+        np.testing.assert_array_equal(gate, expected)
+    sat_gate = np.asarray(BINARY["sat01_gate"](xp, v, arr(np.full(8, np.inf, np.float32))))
+    np.testing.assert_array_equal(sat_gate, [0, 0, 0, 0, 0, np.inf, 0, 0])
 
 
 def test_le_is_its_own_primitive_for_nan():
@@ -503,6 +531,36 @@ def test_zeroing_folds_into_the_first_gradient_contribution():
     assert len(folded) < len(code)  # zeroing assignments disappeared
     m.backward()
     np.testing.assert_allclose(a.grad.numpy(), 2 * np.ones(3) + 1)  # d(a^2 + a) = 2a + 1
+
+
+@pytest.mark.parametrize("accum, expected", [
+    ("+", lambda v: v), ("-", lambda v: -v), ("*", lambda v: v), ("/", lambda v: 1 / v),
+    ("max", lambda v: v), ("min", lambda v: v)])
+def test_initialising_accumulation_starts_from_the_neutral_element(accum, expected):
+    """``y =:- v`` is ``0 - v``, ``y =:/ v`` is ``1 / v``: whatever y held before is ignored."""
+    v = rand(3, positive=True).astype(np.float32)
+    x = G.leaf("x", v)
+    y = G.leaf("y", np.full(3, 7.0, np.float32))
+    store = G.Model(x).graph.store
+    store.write(y.val, np.full(3, 7.0, np.float32))
+    compile_code(Code().assign(y.val, x.val, accum=accum, init=True), np.ndarray).run(store)
+    np.testing.assert_allclose(store.read(y.val), expected(v), rtol=1e-6)
+
+
+def test_dead_stores_and_copies_are_dropped_without_changing_results():
+    from tensig.compile import drop_dead_stores
+
+    x = G.leaf("x", rand(3).astype(np.float32))
+    y = G.leaf("y", rand(3).astype(np.float32))
+    code = Code().assign(y.val, 0.0).assign(y.val, 1.0)      # the zero is never read
+    code.assign(y.val, x.val, accum="+")                     # reads y: keeps the 1.0
+    assert [repr(a) for a in drop_dead_stores(code)] == [repr(a) for a in list(code)[1:]]
+    store = G.Model(x).graph.store
+    compile_code(code, np.ndarray).run(store)
+    np.testing.assert_allclose(store.read(y.val), 1.0 + np.asarray(x.numpy()), rtol=1e-6)
+    # y =: id(x) pointwise stores x's own array
+    compile_code(Code().assign(y.val, x.val), np.ndarray).run(store)
+    assert store.read(y.val) is store.read(x.val)
 
 
 def test_transpose_swaps_input_and_output_rows():

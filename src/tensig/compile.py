@@ -87,12 +87,34 @@ def compile_code(code: Code, array_type: type) -> Routine:
     """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
     backend = backend_for(array_type)
     xp = _namespace(backend)
-    code = fold_zero_init(code)
+    code = drop_dead_stores(fold_zero_init(code))
     return Routine([_compile_assign(a, backend, xp) for a in code], code)
 
 
+def drop_dead_stores(code: Code) -> Code:
+    """Drop an assignment whose buffer is overwritten whole before anything reads it.
+
+    ``g =: 0`` followed by ``g =: 1`` (the loss seed after zeroing every gradient) costs an
+    array fill for nothing.  Only pointwise overwrites count (``=:`` or an initialising
+    accumulation under ``"."``): they cover every cell.  The routine's final state is unchanged.
+    """
+    items = list(code)
+    dead = set()
+    for i, a in enumerate(items):
+        key = _key(a.lhs)
+        for b in items[i + 1:]:
+            if any(_key(r) == key for r in _bufs(b.expr)):
+                break  # read: the value is live
+            if _key(b.lhs) == key:
+                if b.logic == "." and (b.accum is None or b.init):
+                    dead.add(i)
+                break
+    return Code([a for i, a in enumerate(items) if i not in dead])
+
+
 def fold_zero_init(code: Code) -> Code:
-    """``g =: 0`` followed (before any read of ``g``) by ``g =+ v`` is ``g =:+ v``.
+    """``g =: 0`` followed (before any read of ``g``) by ``g =+ v`` is ``g =:+ v`` (and
+    ``g =- v`` is ``g =:- v``).
 
     Zeroing every gradient and then adding the first contribution costs two passes; the
     first contribution can initialise instead.  Semantics are unchanged.
@@ -114,7 +136,7 @@ def fold_zero_init(code: Code) -> Code:
             zeroed[key] = len(out)
             out.append(a)
             continue
-        if key in zeroed and a.accum == "+" and not a.init and key not in reads:
+        if key in zeroed and a.accum in ("+", "-") and not a.init and key not in reads:
             drop.add(zeroed.pop(key))
             a = dc_replace(a, init=True)
         else:
@@ -168,6 +190,9 @@ _EAGER = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_s
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
     bufs = _bufs(a.expr)
+    alias = _alias_assign(a)
+    if alias is not None:
+        return alias
     try:
         lhs_labels, arg_labels = _labels_for(a, bufs)
     except ShapeError:
@@ -195,6 +220,23 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
     value = _value_fn(a, bufs, arg_labels, product, sizes, reduced, lhs_labels, backend, xp)
     return _store_fn(a, lhs_labels, sizes, product, reduced, value, backend, xp)
+
+
+def _alias_assign(a: Assign) -> Callable[[Store], None] | None:
+    """``y =: id(x)`` pointwise between equal shapes stores ``x``'s array as ``y``'s: no copy.
+
+    Safe because compiled steps never write into an array they did not just create.
+    """
+    e = a.expr
+    if a.accum is not None or a.logic != "." or e.op != "id" or not isinstance(e.args[0], Buf) \
+            or tuple(e.args[0].tensor.shape.dims) != tuple(a.lhs.tensor.shape.dims):
+        return None
+    src, dst = e.args[0], _key(a.lhs)
+
+    def step(store: Store) -> None:
+        store.arrays[dst] = store.read(src)
+
+    return step
 
 
 def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
@@ -491,12 +533,37 @@ def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: lis
         spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
         missing = [lab for lab in lhs_order if not any(lab in lb for lb in arg_labels)]
         if not missing:
+            shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
+            planned = backend.contraction(spec, shapes)
+            keys = [_key(bufs[i]) for i in idx]
+            takes = [take[i] for i in idx]
+            if all(t is _no_take for t in takes):
+                if len(keys) == 2:
+                    k0, k1 = keys
+
+                    def contract2(store: Store) -> Any:
+                        table = store.arrays
+                        if k0 in table and k1 in table:
+                            return planned(table[k0], table[k1])
+                        return planned(*[store.read(bufs[i]) for i in idx])  # the message
+
+                    return contract2
+                if len(keys) == 1:
+                    (k0,) = keys
+
+                    def contract1(store: Store) -> Any:
+                        table = store.arrays
+                        return planned(table[k0] if k0 in table else store.read(bufs[idx[0]]))
+
+                    return contract1
+
             def contract(store: Store) -> Any:
                 arrays = [t(store.read(b)) for b, t in zip(bufs, take, strict=True)]
-                return backend.einsum(spec, *[arrays[i] for i in idx])
+                return planned(*[arrays[i] for i in idx])
 
             return contract
-    prep = [_aligner(lb, product, backend) for lb in arg_labels]
+    prep = [_aligner(lb, product, backend, [int(d) for d in b.tensor.shape.dims])
+            for b, lb in zip(bufs, arg_labels, strict=True)]
     accum = a.accum or "+"
     how = ACCUMULATORS[accum][2]
     red_axes = tuple(product.index(lab) for lab in reduced)
@@ -555,15 +622,22 @@ def _compile_expr(e: Any, slots: dict[tuple[int, str], int], xp: Any
     return lambda args: fn(xp, *[s(args) for s in subs])
 
 
+def _no_take(x: Any) -> Any:
+    return x
+
+
 def _take_fixed(labels: Labels) -> Callable[[Any], Any]:
     if not any(isinstance(x, int) for x in labels):
-        return lambda x: x
+        return _no_take
     index = tuple(x if isinstance(x, int) else slice(None) for x in labels)
     return lambda x: x[index]
 
 
-def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[Any], Any]:
+def _aligner(labels: Labels, product: list[str], backend: Backend,
+             dims: list[int] | None = None) -> Callable[[Any], Any]:
     """Index fixed positions, take diagonals, and line axes up with the product space."""
+    if dims is not None and _broadcasts_as_is(labels, product, dims):
+        return _no_take
     take = _take_fixed(labels)
     names = [x for x in labels if isinstance(x, str)]
     uniq = list(dict.fromkeys(names))
@@ -577,8 +651,8 @@ def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[
     permute = order != sorted(order)
     ranked_pos = [ranked.index(lab) if lab in ranked else None for lab in product]
     if not any(isinstance(x, int) for x in labels) and diag is None and not permute and \
-            ranked == product:
-        return lambda x: x  # already laid out as the product space
+            ranked == product[len(product) - len(ranked):]:
+        return _no_take  # laid out as the product space (missing leading axes broadcast)
 
     def align(x: Any) -> Any:
         x = take(x)
@@ -590,6 +664,22 @@ def _aligner(labels: Labels, product: list[str], backend: Backend) -> Callable[[
         return backend.reshape(x, shape)
 
     return align
+
+
+def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
+    """Whether the array already lines up with the product space's trailing axes, a size-1
+    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
+    offset = len(product) - len(labels)
+    if offset < 0:
+        return False
+    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
+        at = product[offset + j]
+        if lab == at:
+            continue
+        if lab == 0 and n == 1 and at not in labels:
+            continue
+        return False
+    return True
 
 
 def _key(b: Buf) -> tuple[int, str]:
@@ -624,12 +714,18 @@ def _store_fn(a: Assign, lhs_labels: Labels, sizes: dict[str, int], product: lis
                 for i, x in enumerate(lhs_labels)]
     combine = BINARY[ACCUMULATORS[accum][0]] if accum is not None else None
 
+    # initialising with - / **: the neutral element is the left operand (0 - v, 1 / v, 1 ** v)
+    init_combines = a.init and accum in ("/", "**")
+    init_negates = a.init and accum == "-"
+
     def step(store: Store) -> None:
         v = value(store)
         if fixed:
             v = backend.pad(backend.reshape(v, expand), pads, neutral)
         if accum is None or a.init or not store.has(lhs):
-            if accum is not None and not a.init and not store.has(lhs):
+            if init_negates:
+                v = -v
+            elif init_combines or (accum is not None and not a.init and not store.has(lhs)):
                 v = combine(xp, _full_like(v, shape, neutral, backend), v)
             elif fixed and accum is None and store.has(lhs):
                 mask = backend.pad(backend.reshape(v * 0 + 1, expand), pads, 0) != 0
