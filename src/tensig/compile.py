@@ -13,6 +13,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+from tensig import ir
 from tensig.backends import Backend, backend_for
 from tensig.errors import ShapeError
 from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Code, Expr
@@ -450,10 +451,16 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     lhs = a.lhs
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
     pairs = _scatter_pairs(scatter, lhs_dims, len(lhs_keys))
+    tiling = _tiling(scatter, lhs_dims, len(lhs_keys))
 
     def step(store: Store) -> None:
         p = value(store)
         add_to_old = store.has(lhs) and a.accum is not None and not init
+        if tiling is not None:  # windows tile the axis: the scatter is a reshape
+            perm, shape = tiling
+            p = backend.reshape(backend.transpose(p, perm), shape)
+            store.write(lhs, store.read(lhs) + p if add_to_old else p)
+            return
         if not scatter:
             store.write(lhs, store.read(lhs) + p if add_to_old else p)
             return
@@ -473,6 +480,30 @@ def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[An
     span = (k - 1) * ix.dilation + 1
     left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
     return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
+
+
+def _tiling(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int
+            ) -> tuple[list[int], list[int]] | None:
+    """When every windowed axis is tiled exactly by its windows (stride = kernel size, no
+    dilation, padding or offset, nothing left over), scattering the (output position, kernel
+    position) array back is a transpose -- each kernel axis next to its output axis -- and a
+    reshape: no zero fill, no per-kernel-position adds.  ``None`` otherwise."""
+    if not specs:
+        return None
+    after: dict[int, int] = {}
+    for axis, o_pos, k_pos, out_n, k, stride, dil, left, off in specs:
+        if k_pos is None or o_pos != axis or stride != k or (dil != 1 and k > 1) or left or off \
+                or out_n * k != lhs_dims[axis]:
+            return None
+        after[o_pos] = k_pos
+    perm: list[int] = []
+    for i in range(len(lhs_dims)):
+        perm.append(i)
+        if i in after:
+            perm.append(after[i])
+    if len(perm) != p_ndim:
+        return None
+    return perm, list(lhs_dims)
 
 
 def _scatter_pairs(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int
@@ -612,6 +643,13 @@ def _compile_expr(e: Any, slots: dict[tuple[int, str], int], xp: Any
     if not isinstance(e, Expr):
         return lambda args: e
     subs = [_compile_expr(x, slots, xp) for x in e.args]
+    cond = e.args[0]
+    if e.op == "where" and isinstance(cond, Expr) and cond.op in ir.COMPARE:
+        # the comparison's boolean mask selects directly (no 1.0/0.0 numbers and back)
+        test = ir.COMPARE[cond.op]
+        x, y = (_compile_expr(c, slots, xp) for c in cond.args)
+        _, a, b = subs
+        return lambda args: ir.select(xp, test(x(args), y(args)), a(args), b(args))
     fn = UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op]
     if len(subs) == 1:
         (a,) = subs
