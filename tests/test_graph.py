@@ -332,45 +332,60 @@ def test_tropical_and_einmax1_gradients_against_torch():
         np.testing.assert_allclose(o, t, rtol=1e-5)
 
 
-@pytest.mark.parametrize("spec_axes, stride, dil, padding", [
-    ("oh<+kh, ow<+kw", 1, 1, 0),
-    ("2*oh<+kh, 2*ow<+kw", 2, 1, 0),
-    ("oh<+2*kh, ow<+2*kw", 1, 2, 0),
-    ("oh=+kh, ow=+kw", 1, 1, 1),
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("spec_axes, size, stride, dil, pads", [
+    ("oh<+kh, ow<+kw", 3, 1, 1, (0, 0)),
+    ("2*oh<+kh, 2*ow<+kw", 3, 2, 1, (0, 0)),
+    ("oh<+2*kh, ow<+2*kw", 3, 1, 2, (0, 0)),
+    ("oh=+kh, ow=+kw", 3, 1, 1, (1, 1)),
+    ("oh=+kh, ow=+kw", 2, 1, 1, (1, 0)),  # an even kernel pads one side only
 ])
-def test_convolution_gradients_against_torch(spec_axes, stride, dil, padding):
+def test_convolution_gradients_against_torch(backend, spec_axes, size, stride, dil, pads):
+    """Both backends (torch runs its own convolution and convolution backward)."""
     n, h, w, ic, oc = 2, 9, 9, 3, 4
-    xs, ks = rand(n, h, w, ic), rand(oc, 3, 3, ic)
-    xp = G.param("xp", output=[n, h, w, ic], input=[],
-                 init=lambda s, r: xs.astype(np.float32))
-    k = G.param("k", output=[oc], input=[3, 3, ic], init=lambda s, r: ks.astype(np.float32))
-    spec = f"bn, {spec_axes}, ic; kh, kw, ic -> oc => bn, oh, ow, oc"
-    y = G.einsum(spec, xp, k)
-    loss = G.einsum1("... => |->0", y * y)
-    G.grad_update(loss).backward()
+    xs, ks = rand(n, h, w, ic), rand(oc, size, size, ic)
+    with G.new_graph(backend):
+        xp = G.param("xp", output=[n, h, w, ic], input=[],
+                     init=lambda s, r: xs.astype(np.float32))
+        k = G.param("k", output=[oc], input=[size, size, ic],
+                    init=lambda s, r: ks.astype(np.float32))
+        spec = f"bn, {spec_axes}, ic; kh, kw, ic -> oc => bn, oh, ow, oc"
+        y = G.einsum(spec, xp, k)
+        loss = G.einsum1("... => |->0", y * y)
+        G.grad_update(loss).backward()
+        ours = np.asarray(y.numpy()), np.asarray(xp.grad.numpy()), np.asarray(k.grad.numpy())
     tx = torch.tensor(xs, requires_grad=True)
     tk = torch.tensor(ks, requires_grad=True)
-    out = torch.nn.functional.conv2d(tx.permute(0, 3, 1, 2), tk.permute(0, 3, 1, 2),
-                                     stride=stride, dilation=dil, padding=padding)
+    lo, hi = pads
+    padded = torch.nn.functional.pad(tx.permute(0, 3, 1, 2), (lo, hi, lo, hi))
+    out = torch.nn.functional.conv2d(padded, tk.permute(0, 3, 1, 2), stride=stride,
+                                     dilation=dil)
     (out ** 2).sum().backward()
-    np.testing.assert_allclose(xp.grad.numpy(), tx.grad.numpy(), rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(k.grad.numpy(), tk.grad.numpy(), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(ours[0], out.permute(0, 2, 3, 1).detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(ours[1], tx.grad.numpy(), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(ours[2], tk.grad.numpy(), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("stride", [2, 1])
-def test_max_pooling_gradient_against_torch(stride):
-    # stride 1 overlaps the windows: the product-space gate keeps the gradient exact
+def test_max_pooling_gradient_against_torch(backend, stride):
+    # stride 1 overlaps the windows: the product-space gate keeps the gradient exact;
+    # stride 2 tiles the axes: the gate scatters back by a reshape
     xs = rand(2, 6, 6, 3)
-    x = G.param("x", output=[2, 6, 6, 3], input=[], init=lambda s, r: xs.astype(np.float32))
-    window = G.constant(np.zeros((2, 2)))
-    spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
-    pooled = G.tropical(spec, x, window)
-    G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+    with G.new_graph(backend):
+        x = G.param("x", output=[2, 6, 6, 3], input=[],
+                    init=lambda s, r: xs.astype(np.float32))
+        window = G.constant(np.zeros((2, 2)))
+        spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
+        pooled = G.tropical(spec, x, window)
+        G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+        ours = np.asarray(pooled.numpy()), np.asarray(x.grad.numpy())
     tx = torch.tensor(xs, requires_grad=True)
     out = torch.nn.functional.max_pool2d(tx.permute(0, 3, 1, 2), 2, stride=stride)
     (out ** 2).sum().backward()
-    np.testing.assert_allclose(run(pooled), out.permute(0, 2, 3, 1).detach().numpy(), rtol=1e-6)
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours[0], out.permute(0, 2, 3, 1).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ours[1], tx.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_ndarray_literals_and_bases():

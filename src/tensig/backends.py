@@ -376,6 +376,37 @@ class TorchBackend(Backend):
                              else t.channels_last_3d)
         return y
 
+    def conv_backward(self, g: Any, other: Any, shape: Sequence[int], of_input: bool,
+                      strides: Sequence[int], dilations: Sequence[int],
+                      pads: Sequence[tuple[int, int]]) -> Any:
+        """The gradient of :meth:`conv` for the input (``other`` is the kernel) or for the
+        kernel (``other`` is the input), from the result's gradient ``g``; ``shape`` is the
+        missing operand's, whose values the gradient does not need."""
+        t = self.torch
+        pads = list(pads)
+        symmetric = all(lo == hi for lo, hi in pads)
+        nd = len(strides)
+        fmt = {4: t.channels_last, 5: t.channels_last_3d}.get(len(shape), t.contiguous_format)
+        if of_input:
+            full = list(shape) if symmetric else \
+                list(shape[:2]) + [n + lo + hi for n, (lo, hi) in zip(shape[2:], pads,
+                                                                      strict=True)]
+            x, w = t.empty(full, dtype=g.dtype, device=g.device, memory_format=fmt), other
+        else:
+            x = other if symmetric else self.pad(other, [(0, 0), (0, 0), *pads], 0)
+            w = t.empty(list(shape), dtype=g.dtype, device=g.device, memory_format=fmt)
+        padding = [lo for lo, _ in pads] if symmetric else [0] * nd
+        gx, gw, _ = t.ops.aten.convolution_backward(
+            g, x, w, None, list(strides), padding, list(dilations), False, [0] * nd, 1,
+            [of_input, not of_input, False])
+        out = gx if of_input else gw
+        if of_input and not symmetric:
+            out = out[(slice(None), slice(None),
+                       *(slice(lo, lo + n) for (lo, _), n in zip(pads, shape[2:], strict=True)))]
+        if len(shape) in (4, 5):
+            out = out.contiguous(memory_format=fmt)
+        return out
+
     def conv_accepts(self, x: Any, w: Any) -> bool:
         """torch's conv takes floating operands of one dtype on one device."""
         return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device

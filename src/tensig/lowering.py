@@ -262,15 +262,49 @@ def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
 
 def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
                generic: Callable[..., Any]) -> Callable[..., Any] | None:
-    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``).
+    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``),
+    when :func:`_conv_geometry` finds one; other dtypes (integers) take ``generic``."""
+    geometry = _conv_geometry(layout, backend)
+    if geometry is None:
+        return None
+    fast, xi = geometry.forward, geometry.xi
+    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+
+    def step(arrays: Any, neutral: float) -> Any:
+        if accepts(arrays[xi], arrays[1 - xi]):
+            return fast(arrays[xi], arrays[1 - xi])
+        return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
+
+    return step
+
+
+def conv_gradient(inferred: Inferred, backend: Backend, wrt: int
+                  ) -> Callable[[Any, Any], Any] | None:
+    """The gradient of a two-operand convolution spec with respect to operand ``wrt``, by the
+    backend's own convolution backward: a callable ``(result gradient, other operand)``.
+
+    ``None`` when the spec is not one the backend's convolution runs (see
+    :func:`_conv_geometry`) or the backend has no convolution backward.
+    """
+    layout = inferred.layout
+    if len(layout) != 3 or getattr(backend, "conv_backward", None) is None:
+        return None
+    geometry = _conv_geometry(layout, backend)
+    if geometry is None:
+        return None
+    return geometry.gradient(wrt == geometry.xi)
+
+
+def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
+                   ) -> _ConvGeometry | None:
+    """How a spec maps onto the backend's convolution, or ``None``.
 
     Applies when one operand (the input) has 1-3 affine axes whose kernels are plain axes of
     the other operand (the kernel), every other axis is a batch axis (input and result), an
     input channel (both operands, reduced) or an output channel (kernel and result), and the
     result is plain.  Anything else takes the generic windows-then-contraction path.
     """
-    conv = getattr(backend, "conv", None)
-    if conv is None:
+    if getattr(backend, "conv", None) is None:
         return None
     res = layout[2]
     if not all(isinstance(u.index, Iter) for u in res):
@@ -300,66 +334,91 @@ def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
                 len(set(res_ids)) != len(res_ids) or len(set(x_ids + overs)) != len(x_ids) + \
                 len(overs):
             return None
-        fast = _make_conv(conv, x_uses, w_uses, res, xi, batch, channels, outs, kernels, idx)
-        accepts = backend.conv_accepts  # type: ignore[attr-defined]
-
-        def step(arrays: Any, neutral: float, fast: Any = fast, accepts: Any = accepts) -> Any:
-            if accepts(arrays[0], arrays[1]):
-                return fast(arrays, neutral)
-            return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
-
-        return step
+        return _ConvGeometry(backend, x_uses, w_uses, res, xi, batch, channels, outs, kernels,
+                             idx)  # type: ignore[arg-type]
     return None
 
 
-def _make_conv(conv: Callable[..., Any], x_uses: tuple[AxisUse, ...],
-               w_uses: tuple[AxisUse, ...], res: tuple[AxisUse, ...], xi: int,
-               batch: list[int], channels: list[int], outs: list[int], kernels: list[int],
-               idx: list[AffineIndex]) -> Callable[..., Any]:
-    def pos(uses: tuple[AxisUse, ...], key: int) -> int:
-        for p, u in enumerate(uses):
-            ix = u.index
-            if (isinstance(ix, Iter) and ix.id == key) or \
-                    (isinstance(ix, AffineIndex) and ix.over.id == key):
-                return p
-        raise KeyError(key)
+class _ConvGeometry:
+    """The permutations and reshapes between a spec's operands and the backend's
+    (N, C, *spatial) / (O, C, *kernel) convolution, with strides, dilations and padding."""
 
-    overs = [a.over.id for a in idx]
-    x_perm = [pos(x_uses, k) for k in batch + channels + overs]
-    w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
-    size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
-    x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
-        [int(x_uses[pos(x_uses, k)].size) for k in overs]
-    w_shape = [_prod_sizes(size, outs), _prod_sizes(size, channels)] + \
-        [size[k] for k in kernels]
-    y_shape = [size[k] for k in batch + outs + overs]
-    order = batch + outs + overs
-    y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
-    strides = [a.stride for a in idx]
-    dilations = [a.dilation for a in idx]
-    pads = []
-    for a, k in zip(idx, kernels, strict=True):
-        if not a.padded:
-            pads.append((0, 0))
-            continue
-        span = (size[k] - 1) * a.dilation + 1
-        left = span - (span + 1) // 2
-        n_in = int(x_uses[pos(x_uses, a.over.id)].size)
-        pads.append((left, max(0, a.stride * (size[a.over.id] - 1) + span - left - n_in)))
+    def __init__(self, backend: Backend, x_uses: tuple[AxisUse, ...],
+                 w_uses: tuple[AxisUse, ...], res: tuple[AxisUse, ...], xi: int,
+                 batch: list[int], channels: list[int], outs: list[int], kernels: list[int],
+                 idx: list[AffineIndex]):
+        def pos(uses: tuple[AxisUse, ...], key: int) -> int:
+            for p, u in enumerate(uses):
+                ix = u.index
+                if (isinstance(ix, Iter) and ix.id == key) or \
+                        (isinstance(ix, AffineIndex) and ix.over.id == key):
+                    return p
+            raise KeyError(key)
 
-    # a result with its channels last (NHWC) is asked for in channels-last memory, so the
-    # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
-    channels_last = len(batch) == 1 and len(outs) == 1 and y_perm == \
-        [0, *range(2, 2 + len(overs)), 1]
+        self.backend, self.xi = backend, xi
+        overs = [a.over.id for a in idx]
+        self.x_perm = [pos(x_uses, k) for k in batch + channels + overs]
+        self.w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
+        size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
+        self.x_sizes = [int(x_uses[p].size) for p in self.x_perm]  # before merging
+        self.w_sizes = [int(w_uses[p].size) for p in self.w_perm]
+        self.x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
+            [int(x_uses[pos(x_uses, k)].size) for k in overs]
+        self.w_shape = [_prod_sizes(size, outs), _prod_sizes(size, channels)] + \
+            [size[k] for k in kernels]
+        self.y_shape = [size[k] for k in batch + outs + overs]
+        order = batch + outs + overs
+        self.y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
+        self.y_conv_shape = [_prod_sizes(size, batch), _prod_sizes(size, outs)] + \
+            [size[k] for k in overs]
+        self.strides = [a.stride for a in idx]
+        self.dilations = [a.dilation for a in idx]
+        self.pads = []
+        for a, k in zip(idx, kernels, strict=True):
+            if not a.padded:
+                self.pads.append((0, 0))
+                continue
+            span = (size[k] - 1) * a.dilation + 1
+            left = span - (span + 1) // 2
+            n_in = int(x_uses[pos(x_uses, a.over.id)].size)
+            self.pads.append((left, max(0, a.stride * (size[a.over.id] - 1) + span - left
+                                        - n_in)))
+        # a result with its channels last (NHWC) is asked for in channels-last memory, so the
+        # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
+        self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
+            [0, *range(2, 2 + len(overs)), 1]
 
-    def step(arrays: Any, neutral: float) -> Any:
-        x, w = arrays[xi], arrays[1 - xi]
-        x = x.permute(*x_perm).reshape(x_shape)
-        w = w.permute(*w_perm).reshape(w_shape)
-        y = conv(x, w, strides, dilations, pads, channels_last=channels_last)
-        return y.reshape(y_shape).permute(*y_perm)
+    def forward(self, x: Any, w: Any) -> Any:
+        x = x.permute(*self.x_perm).reshape(self.x_shape)
+        w = w.permute(*self.w_perm).reshape(self.w_shape)
+        y = self.backend.conv(x, w, self.strides, self.dilations,  # type: ignore[attr-defined]
+                              self.pads, channels_last=self.channels_last)
+        return y.reshape(self.y_shape).permute(*self.y_perm)
 
-    return step
+    def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
+        """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
+        backward = self.backend.conv_backward  # type: ignore[attr-defined]
+        y_inv = _inverse(self.y_perm)
+        perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
+        back = _inverse(perm)
+        other_perm, other_shape = (self.w_perm, self.w_shape) if of_input else \
+            (self.x_perm, self.x_shape)
+        shape = self.x_shape if of_input else self.w_shape
+
+        def grad(g: Any, other: Any) -> Any:
+            g = g.permute(*y_inv).reshape(self.y_conv_shape)
+            other = other.permute(*other_perm).reshape(other_shape)
+            out = backward(g, other, shape, of_input, self.strides, self.dilations, self.pads)
+            return out.reshape(sizes).permute(*back)
+
+        return grad
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
 
 
 def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
