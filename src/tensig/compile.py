@@ -9,14 +9,13 @@ Running a routine does no shape work.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable
 from typing import Any
 
-from tensig import ir
 from tensig.backends import Backend, backend_for
+from tensig.codegen import align_function, assignment_step, expression_function
 from tensig.errors import ShapeError
-from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Code, Expr
+from tensig.ir import Assign, Buf, Code, Expr
 from tensig.projections import Labels, project
 
 __all__ = ["OpProjection", "Routine", "Store", "compile_code"]
@@ -215,25 +214,7 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         if eager is None:
             raise
         return eager
-    sizes: dict[str, int] = {}
-    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
-                                                     in zip(bufs, arg_labels, strict=True)]]:
-        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
-            if isinstance(lab, str):
-                sizes[lab] = d
-    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
-                                 for lab in labels if isinstance(lab, str)))
-    lhs_set = {lab for lab in lhs_labels if isinstance(lab, str)}
-    reduced = [lab for lab in product if lab not in lhs_set]
-    accum = a.accum
-    if reduced and accum is None:
-        raise ShapeError(f"{a!r} reduces over {', '.join(reduced)} but has no accumulation "
-                         "operator (write accum='+', 'max', ...)")
-    if len(set(lhs_labels) - {lab for lab in lhs_labels if isinstance(lab, int)}) != \
-            len([lab for lab in lhs_labels if isinstance(lab, str)]):
-        raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
-    value = _value_fn(a, bufs, arg_labels, product, sizes, reduced, lhs_labels, backend, xp)
-    return _store_fn(a, lhs_labels, sizes, product, reduced, value, backend, xp)
+    return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
 
 
 def _alias_assign(a: Assign) -> Callable[[Store], None] | None:
@@ -466,7 +447,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
     kept = [k for k in product if k in lhs_keys]
     perm = [kept.index(k) for k in lhs_keys]
-    aligners = [_aligner(tuple(ks), product, backend) for _, ks, _ in views]
+    aligners = [align_function(tuple(ks), product, backend, xp) for _, ks, _ in views]
     full = [sizes[k] for k in product]
     # the left-hand side's affine axes: scatter positions
     lhs_uses = r.layout[index[a.lhs.tensor.id]]
@@ -485,7 +466,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             if ix.kernel is not None:
                 kpos += 1
 
-    expr = _compile_expr(a.expr, {_key(b): i for i, b in enumerate(bufs)}, xp)
+    expr = expression_function(a.expr, {_key(b): i for i, b in enumerate(bufs)}, backend, xp)
 
     def value(store: Store) -> Any:
         args = [align(fn(store.read(b), neutral))
@@ -594,236 +575,5 @@ def _is_fixed(u: Any) -> bool:
     return isinstance(u.index, FixedIndex)
 
 
-def _value_fn(a: Assign, bufs: list[Buf], arg_labels: list[Labels], product: list[str],
-              sizes: dict[str, int], reduced: list[str], lhs_labels: Labels,
-              backend: Backend, xp: Any) -> Callable[[Store], Any]:
-    """The right-hand side, reduced over the labels the left-hand side lacks, in the order of
-    the left-hand side's labels."""
-    lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
-    e = a.expr
-    bare_product = (e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
-                                                               for x in e.args))
-    bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
-    if (bare_product or bare_id) and a.accum in ("+", None):
-        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(product)}
-        idx = [[_key(b) for b in bufs].index(_key(x)) for x in e.args]
-        take = [_take_fixed(lb) for lb in arg_labels]
-        subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
-                        for i in idx)
-        spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
-        missing = [lab for lab in lhs_order if not any(lab in lb for lb in arg_labels)]
-        if not missing:
-            shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
-            planned = backend.contraction(spec, shapes)
-            keys = [_key(bufs[i]) for i in idx]
-            takes = [take[i] for i in idx]
-            if all(t is _no_take for t in takes):
-                if len(keys) == 2:
-                    k0, k1 = keys
-
-                    def contract2(store: Store) -> Any:
-                        table = store.arrays
-                        if k0 in table and k1 in table:
-                            return planned(table[k0], table[k1])
-                        return planned(*[store.read(bufs[i]) for i in idx])  # the message
-
-                    return contract2
-                if len(keys) == 1:
-                    (k0,) = keys
-
-                    def contract1(store: Store) -> Any:
-                        table = store.arrays
-                        return planned(table[k0] if k0 in table else store.read(bufs[idx[0]]))
-
-                    return contract1
-
-            def contract(store: Store) -> Any:
-                arrays = [t(store.read(b)) for b, t in zip(bufs, take, strict=True)]
-                return planned(*[arrays[i] for i in idx])
-
-            return contract
-    prep = [_aligner(lb, product, backend, [int(d) for d in b.tensor.shape.dims])
-            for b, lb in zip(bufs, arg_labels, strict=True)]
-    accum = a.accum or "+"
-    how = ACCUMULATORS[accum][2]
-    red_axes = tuple(product.index(lab) for lab in reduced)
-    kept = [lab for lab in product if lab not in reduced]
-    perm = [kept.index(lab) for lab in lhs_order]
-    transpose = perm != sorted(perm)
-    full = [sizes[lab] for lab in product]
-    slots = {_key(b): i for i, b in enumerate(bufs)}
-    expr = _compile_expr(e, slots, xp)
-    keys = [_key(b) for b in bufs]
-    # labels only the left-hand side has are replicated: the value must span them
-    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
-
-    def value(store: Store) -> Any:
-        table = store.arrays
-        try:
-            args = [p(table[k]) for k, p in zip(keys, prep, strict=True)]
-        except KeyError:
-            args = [p(store.read(b)) for b, p in zip(bufs, prep, strict=True)]  # the message
-        v = expr(args)
-        if replicated or getattr(v, "ndim", -1) != len(full):
-            # numbers only, or a rank-deficient result: make it an array of the product space
-            v = backend.broadcast_to(v if hasattr(v, "shape") else _scalar_like(v, args, xp),
-                                     full)
-        if red_axes:
-            v = _reduce(v, how, red_axes, backend)
-        if transpose:
-            v = backend.transpose(v, perm)
-        return v
-
-    return value
-
-
-def _scalar_like(v: Any, args: list[Any], xp: Any) -> Any:
-    if args:
-        return args[0] * 0 + v
-    return xp.asarray(v, dtype=xp.float32)
-
-
-def _compile_expr(e: Any, slots: dict[tuple[int, str], int], xp: Any
-                  ) -> Callable[[list[Any]], Any]:
-    """An expression as a closure over its argument list: no dispatch at run time."""
-    if isinstance(e, Buf):
-        i = slots[_key(e)]
-        return lambda args: args[i]
-    if not isinstance(e, Expr):
-        return lambda args: e
-    subs = [_compile_expr(x, slots, xp) for x in e.args]
-    cond = e.args[0]
-    if e.op == "where" and isinstance(cond, Expr) and cond.op in ir.COMPARE:
-        # the comparison's boolean mask selects directly (no 1.0/0.0 numbers and back)
-        test = ir.COMPARE[cond.op]
-        x, y = (_compile_expr(c, slots, xp) for c in cond.args)
-        _, a, b = subs
-        return lambda args: ir.select(xp, test(x(args), y(args)), a(args), b(args))
-    fn = UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op]
-    if len(subs) == 1:
-        (a,) = subs
-        return lambda args: fn(xp, a(args))
-    if len(subs) == 2:
-        a, b = subs
-        return lambda args: fn(xp, a(args), b(args))
-    return lambda args: fn(xp, *[s(args) for s in subs])
-
-
-def _no_take(x: Any) -> Any:
-    return x
-
-
-def _take_fixed(labels: Labels) -> Callable[[Any], Any]:
-    if not any(isinstance(x, int) for x in labels):
-        return _no_take
-    index = tuple(x if isinstance(x, int) else slice(None) for x in labels)
-    return lambda x: x[index]
-
-
-def _aligner(labels: Labels, product: list[str], backend: Backend,
-             dims: list[int] | None = None) -> Callable[[Any], Any]:
-    """Index fixed positions, take diagonals, and line axes up with the product space."""
-    if dims is not None and _broadcasts_as_is(labels, product, dims):
-        return _no_take
-    take = _take_fixed(labels)
-    names = [x for x in labels if isinstance(x, str)]
-    uniq = list(dict.fromkeys(names))
-    diag = None
-    if len(uniq) != len(names):
-        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(uniq)}
-        diag = "".join(letters[n] for n in names) + "->" + "".join(letters[n] for n in uniq)
-    order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
-    ranked = [uniq[i] for i in order]
-
-    permute = order != sorted(order)
-    ranked_pos = [ranked.index(lab) if lab in ranked else None for lab in product]
-    if not any(isinstance(x, int) for x in labels) and diag is None and not permute and \
-            ranked == product[len(product) - len(ranked):]:
-        return _no_take  # laid out as the product space (missing leading axes broadcast)
-
-    def align(x: Any) -> Any:
-        x = take(x)
-        if diag is not None:
-            x = backend.einsum(diag, x)
-        if permute:
-            x = backend.transpose(x, order)
-        shape = [1 if p is None else x.shape[p] for p in ranked_pos]
-        return backend.reshape(x, shape)
-
-    return align
-
-
-def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
-    """Whether the array already lines up with the product space's trailing axes, a size-1
-    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
-    offset = len(product) - len(labels)
-    if offset < 0:
-        return False
-    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
-        at = product[offset + j]
-        if lab == at:
-            continue
-        if lab == 0 and n == 1 and at not in labels:
-            continue
-        return False
-    return True
-
-
 def _key(b: Buf) -> tuple[int, str]:
     return (b.tensor.id, b.field)
-
-
-def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
-    if how == "sum":
-        return v.sum(axes)
-    if how == "max":
-        return backend.amax(v, axes)
-    if how == "min":
-        return -backend.amax(-v, axes)
-    out = v
-    for ax in sorted(axes, reverse=True):
-        out = out.prod(ax)
-    return out
-
-
-def _store_fn(a: Assign, lhs_labels: Labels, sizes: dict[str, int], product: list[str],
-              reduced: list[str], value: Callable[[Store], Any], backend: Backend, xp: Any
-              ) -> Callable[[Store], None]:
-    """Combine the value with the left-hand side: initialise, place, accumulate."""
-    accum = a.accum
-    lhs = a.lhs
-    shape = [int(d) for d in lhs.tensor.shape.dims]
-    fixed = [(i, x) for i, x in enumerate(lhs_labels) if isinstance(x, int)]
-    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
-    if fixed:
-        expand = [1 if isinstance(x, int) else sizes[x] for x in lhs_labels]
-        pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
-                for i, x in enumerate(lhs_labels)]
-    combine = BINARY[ACCUMULATORS[accum][0]] if accum is not None else None
-
-    # initialising with - / **: the neutral element is the left operand (0 - v, 1 / v, 1 ** v)
-    init_combines = a.init and accum in ("/", "**")
-    init_negates = a.init and accum == "-"
-
-    def step(store: Store) -> None:
-        v = value(store)
-        if fixed:
-            v = backend.pad(backend.reshape(v, expand), pads, neutral)
-        if accum is None or a.init or not store.has(lhs):
-            if init_negates:
-                v = -v
-            elif init_combines or (accum is not None and not a.init and not store.has(lhs)):
-                v = combine(xp, _full_like(v, shape, neutral, backend), v)
-            elif fixed and accum is None and store.has(lhs):
-                mask = backend.pad(backend.reshape(v * 0 + 1, expand), pads, 0) != 0
-                v = backend.where(mask, v, store.read(lhs))
-            store.write(lhs, v if tuple(v.shape) == tuple(shape)
-                        else backend.broadcast_to(v, shape))
-        else:
-            store.write(lhs, combine(xp, store.read(lhs), v))
-
-    return step
-
-
-def _full_like(v: Any, shape: list[int], fill: float, backend: Backend) -> Any:
-    return backend.full(shape, fill, v)

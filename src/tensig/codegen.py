@@ -1,0 +1,306 @@
+"""Python source for compiled assignments: one generated function per assignment.
+
+A routine runs dozens of small assignments per training step, and each array call takes a few
+microseconds; closures nested per primitive, per operand alignment and per accumulation step
+cost as much again.  Here every decision is taken once, at compile time, and written out as
+straight-line Python -- read the operands, align them, the expression with its operators
+inlined, reduce, transpose, store -- so running a step is only its array calls.
+
+:func:`assignment_step` writes the step of a generic assignment (any expression under
+projections that :mod:`tensig.projections` resolves); :func:`expression_function` and
+:func:`align_function` serve the windowed paths of :mod:`tensig.compile`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import re
+import string
+from collections.abc import Callable
+from typing import Any
+
+from tensig import ir
+from tensig.backends import Backend
+from tensig.errors import ShapeError
+from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
+from tensig.projections import Labels
+
+__all__ = ["align_function", "assignment_step", "expression_function"]
+
+#: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
+_INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
+           "neg": "(-{})", "id": "{}"}
+_COMPARE = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+_serial = itertools.count()
+
+
+class _Source:
+    """Lines of one generated function and the objects its names refer to."""
+
+    def __init__(self, backend: Backend, xp: Any):
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"xp": xp, "backend": backend}
+        self.torch = backend.name == "torch"
+
+    def bind(self, value: Any, prefix: str = "c") -> str:
+        name = f"_{prefix}{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def literal(self, value: Any) -> str:
+        """A number as source (infinities and NaN by name)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return self.bind(value)
+        return repr(value)
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def transpose(self, x: str, perm: list[int]) -> str:
+        return f"{x}.{'permute' if self.torch else 'transpose'}({tuple(perm)!r})"
+
+    def function(self, signature: str, name: str) -> Callable[..., Any]:
+        text = f"def {name}({signature}):\n" + "".join(f"    {line}\n" for line in self.lines)
+        filename = f"<tensig: {name} {next(_serial)}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks
+        namespace = dict(self.env)
+        exec(compile(text, filename, "exec"), namespace)
+        fn = namespace[name]
+        fn.source = text  # type: ignore[attr-defined]
+        return fn  # type: ignore[no-any-return]
+
+
+def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
+    """The source of an expression over operands already bound to ``names``."""
+    if isinstance(e, Buf):
+        return names[(e.tensor.id, e.field)]
+    if not isinstance(e, Expr):
+        return src.literal(e)
+    cond = e.args[0]
+    if e.op == "where" and isinstance(cond, Expr) and cond.op in _COMPARE:
+        # the comparison's boolean mask selects directly (no 1.0/0.0 numbers and back)
+        x, y = (_expression(src, c, names) for c in cond.args)
+        a, b = (_expression(src, c, names) for c in e.args[1:])
+        select = src.bind(ir.select, "select")
+        return f"{select}(xp, ({x} {_COMPARE[cond.op]} {y}), {a}, {b})"
+    args = [_expression(src, x, names) for x in e.args]
+    if e.op in _INLINE:
+        return _INLINE[e.op].format(*args)
+    fn = src.bind(UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op], e.op)
+    return f"{fn}(xp, {', '.join(args)})"
+
+
+def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend, xp: Any
+                        ) -> Callable[[list[Any]], Any]:
+    """``args -> value`` of an expression whose buffers are ``args[slots[key]]``."""
+    src = _Source(backend, xp)
+    src.emit(f"return {_expression(src, e, {k: f'args[{i}]' for k, i in slots.items()})}")
+    return src.function("args", "expression")
+
+
+def _align(src: _Source, x: str, labels: Labels, product: list[str],
+           dims: list[int] | None) -> tuple[str, int]:
+    """Source that indexes fixed positions, takes diagonals and lines ``x`` up with the
+    product space; and the rank of the result."""
+    if dims is not None and _broadcasts_as_is(labels, product, dims):
+        return x, len(labels)
+    if any(isinstance(lab, int) for lab in labels):
+        index = tuple(lab if isinstance(lab, int) else slice(None) for lab in labels)
+        x = f"{x}[{src.bind(index, 'index')}]"
+    names = [lab for lab in labels if isinstance(lab, str)]
+    uniq = list(dict.fromkeys(names))
+    if len(uniq) != len(names):
+        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(uniq)}
+        diag = "".join(letters[n] for n in names) + "->" + "".join(letters[n] for n in uniq)
+        x = f"backend.einsum({diag!r}, {x})"
+    order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
+    ranked = [uniq[i] for i in order]
+    if order != sorted(order):
+        x = src.transpose(x, order)
+    if ranked == product[len(product) - len(ranked):] and not any(isinstance(lab, int)
+                                                                   for lab in labels):
+        return x, len(ranked)  # missing leading axes broadcast
+    sizes = dims if dims is not None else None
+    if sizes is not None and not any(isinstance(lab, int) for lab in labels) and \
+            len(uniq) == len(names):
+        size_of = dict(zip(names, sizes, strict=True))
+        shape = tuple(size_of.get(lab, 1) for lab in product)
+        return f"{x}.reshape({shape!r})", len(product)
+    pos = [ranked.index(lab) if lab in ranked else None for lab in product]
+    expand = src.bind(lambda v, pos=pos: v.reshape(tuple(1 if p is None else v.shape[p]
+                                                         for p in pos)), "expand")
+    return f"{expand}({x})", len(product)
+
+
+def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any
+                   ) -> Callable[[Any], Any]:
+    """``x -> x`` lined up with the product space (see :func:`_align`)."""
+    src = _Source(backend, xp)
+    expr, _ = _align(src, "x", labels, product, None)
+    src.emit(f"return {expr}")
+    return src.function("x", "align")
+
+
+def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
+    """Whether the array already lines up with the product space's trailing axes, a size-1
+    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
+    offset = len(product) - len(labels)
+    if offset < 0:
+        return False
+    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
+        at = product[offset + j]
+        if lab == at:
+            continue
+        if lab == 0 and n == 1 and at not in labels:
+            continue
+        return False
+    return True
+
+
+def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
+                    backend: Backend, xp: Any) -> Callable[[Any], None]:
+    """The generated ``step(store)`` of a generic assignment."""
+    sizes: dict[str, int] = {}
+    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
+                                                     in zip(bufs, arg_labels, strict=True)]]:
+        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
+            if isinstance(lab, str):
+                sizes[lab] = d
+    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
+                                 for lab in labels if isinstance(lab, str)))
+    lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
+    reduced = [lab for lab in product if lab not in lhs_order]
+    if reduced and a.accum is None:
+        raise ShapeError(f"{a!r} reduces over {', '.join(reduced)} but has no accumulation "
+                         "operator (write accum='+', 'max', ...)")
+    if len(set(lhs_order)) != len(lhs_order):
+        raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
+    src = _Source(backend, xp)
+    keys = [(b.tensor.id, b.field) for b in bufs]
+    src.emit("A = store.arrays")
+    if keys:
+        src.emit("try:")
+        for i, k in enumerate(keys):
+            src.emit(f"    x{i} = A[{k!r}]")
+        src.emit("except KeyError:")
+        src.emit(f"    [store.read(b) for b in {src.bind(bufs, 'bufs')}]  # the message")
+        src.emit("    raise")
+    if not _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend):
+        _pointwise(src, a, bufs, keys, arg_labels, product, lhs_order, reduced, sizes, xp)
+    _store(src, a, lhs_labels, sizes)
+    return src.function("store", re.sub(r"\W", "_", f"step_{a.lhs.tensor.name}_{a.lhs.field}"))
+
+
+def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
+                 arg_labels: list[Labels], lhs_order: list[str], sizes: dict[str, int],
+                 backend: Backend) -> bool:
+    """A sum of products (or a bare sum) is one planned contraction: ``v = plan(x0, x1)``."""
+    e = a.expr
+    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
+                                                               for x in e.args)
+    bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
+    if not (bare_product or bare_id) or a.accum not in ("+", None):
+        return False
+    if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
+        return False  # replicated labels: the generic path broadcasts them
+    names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
+    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
+        [*lhs_order, *names]))}
+    idx = [keys.index((x.tensor.id, x.field)) for x in e.args]
+    subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
+                    for i in idx)
+    spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
+    shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
+    plan = src.bind(backend.contraction(spec, shapes), "contract")
+    operands = []
+    for i in idx:
+        x = f"x{i}"
+        if any(isinstance(lab, int) for lab in arg_labels[i]):
+            index = tuple(lab if isinstance(lab, int) else slice(None) for lab in arg_labels[i])
+            x = f"{x}[{src.bind(index, 'index')}]"
+        operands.append(x)
+    src.emit(f"v = {plan}({', '.join(operands)})")
+    return True
+
+
+def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
+               arg_labels: list[Labels], product: list[str], lhs_order: list[str],
+               reduced: list[str], sizes: dict[str, int], xp: Any) -> None:
+    """Align the operands with the product space, evaluate, reduce, order as the lhs."""
+    names: dict[tuple[int, str], str] = {}
+    ranks = []
+    for i, (b, lb) in enumerate(zip(bufs, arg_labels, strict=True)):
+        expr, rank = _align(src, f"x{i}", lb, product, [int(d) for d in b.tensor.shape.dims])
+        if expr != f"x{i}":
+            src.emit(f"x{i} = {expr}")
+        names[keys[i]] = f"x{i}"
+        ranks.append(rank)
+    src.emit(f"v = {_expression(src, a.expr, names)}")
+    full = tuple(sizes[lab] for lab in product)
+    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
+    if not bufs:  # numbers only: an array of the product space
+        src.emit(f"v = backend.broadcast_to(xp.asarray(v, dtype=xp.float32), {full!r})")
+    elif replicated or max(ranks) != len(full):
+        # a rank-deficient value spans the product space (numbers stay the operands' type)
+        src.emit(f"v = backend.broadcast_to(v if hasattr(v, 'shape') else x0 * 0 + v, "
+                 f"{full!r})")
+    if reduced:
+        axes = tuple(product.index(lab) for lab in reduced)
+        how = ACCUMULATORS[a.accum or "+"][2]
+        if how == "sum":
+            src.emit(f"v = v.sum({axes!r})")
+        else:
+            src.emit(f"v = {src.bind(_reduce, 'reduce')}(v, {how!r}, {axes!r}, backend)")
+    kept = [lab for lab in product if lab not in reduced]
+    perm = [kept.index(lab) for lab in lhs_order]
+    if perm != sorted(perm):
+        src.emit(f"v = {src.transpose('v', perm)}")
+
+
+def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
+    if how == "max":
+        return backend.amax(v, axes)
+    if how == "min":
+        return -backend.amax(-v, axes)
+    out = v
+    for ax in sorted(axes, reverse=True):
+        out = out.prod(ax)
+    return out
+
+
+def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -> None:
+    """Combine ``v`` with the left-hand side: initialise, place at fixed indices, accumulate.
+
+    ``=:`` stores; an initialising accumulation starts from the neutral element (``0 - v``,
+    ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
+    """
+    accum = a.accum
+    key = (a.lhs.tensor.id, a.lhs.field)
+    shape = tuple(int(d) for d in a.lhs.tensor.shape.dims)
+    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    fixed = any(isinstance(x, int) for x in lhs_labels)
+    if fixed:  # the value fills the fixed positions; the pad holds the neutral element
+        expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
+        pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
+                for i, x in enumerate(lhs_labels)]
+        pad = f"backend.pad({{}}.reshape({expand!r}), {pads!r}, {{}})"
+        src.emit("v = " + pad.format("v", src.literal(neutral)))
+        if accum is None:  # cells outside the fixed positions keep their values
+            src.emit(f"if {key!r} in A:")
+            src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
+            src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
+    if accum is not None:
+        op = ACCUMULATORS[accum][0]
+        combine = _INLINE.get(op) or f"{src.bind(BINARY[op], op)}(xp, {{}}, {{}})"
+        start = combine.format(f"backend.full({shape!r}, {src.literal(neutral)}, v)", "v")
+        if a.init:
+            if accum == "-":
+                src.emit("v = -v")
+            elif accum in ("/", "**", "or", "and"):  # 1 / v, 0 || v: not v itself
+                src.emit(f"v = {start}")
+        else:
+            src.emit(f"old = A.get({key!r})")
+            src.emit(f"v = {start} if old is None else {combine.format('old', 'v')}")
+    src.emit(f"A[{key!r}] = v if v.shape == {shape!r} else backend.broadcast_to(v, {shape!r})")
