@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tensig import ShapeError
 from tensig import graph as G
 from tensig.train import Trainer, adam, sgd
 
@@ -91,3 +92,8 @@ def test_trainer_refuses_bad_data():
     xs, ys, _w0, x, y, w, loss = quadratic_problem()
     with pytest.raises(ValueError, match="different lengths"):
         Trainer(loss, sgd([w], lr=0.01), {x: xs, y: ys[:5]})
+    with pytest.raises(ShapeError, match=r"y was built with shape .*rows have shape \(2,\)"):
+        Trainer(loss, sgd([w], lr=0.01), {x: xs, y: ys[:, :2]})
+    trainer = Trainer(loss, sgd([w], lr=0.01), {x: xs, y: ys})
+    with pytest.raises(ValueError, match="takes 6 rows"):
+        trainer.step(np.arange(3))

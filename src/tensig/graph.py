@@ -829,6 +829,14 @@ class Model:
             return torch.as_tensor(np.asarray(value))
         return np.asarray(value)
 
+    def scalar(self, value: float) -> Any:
+        """A one-element float32 array of the backend (a scalar leaf's value)."""
+        if self.graph.backend == "torch":
+            import torch
+
+            return torch.tensor([value], dtype=torch.float32)
+        return np.array([value], np.float32)
+
     def initialize(self) -> None:
         """Parameters from their initialisers; leaves and constants from their values."""
         store = self.graph.store

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tensig.compile import compile_code
+from tensig.errors import ShapeError
 from tensig.graph import _GRAPH, Model, Tensor, leaf
 from tensig.ir import Code, Expr
 
@@ -54,8 +55,9 @@ class Optimizer:
             per_step
 
     def set_step(self, model: Model, step: int) -> None:
+        store = model.graph.store
         for name, value in self.per_step(step).items():
-            model.set(self.scalars[name], np.array([value], np.float32))
+            store.write(self.scalars[name].val, model.scalar(value))
 
 
 def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
@@ -185,18 +187,33 @@ class Trainer:
         self.batch = batch.pop()
         if self.batch > self.n:
             raise ValueError(f"batch size {self.batch} exceeds the dataset ({self.n} rows)")
+        # each dataset becomes the backend's array once, checked against its leaf once; a
+        # step then only slices rows into the store
+        self._feeds = []
+        for t, arr in self.data.items():
+            want = tuple(int(d) for d in t.shape.dims)
+            if tuple(arr.shape[1:]) != want[1:]:
+                raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
+                                 f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
+            self._feeds.append(((t.id, t.val.field), self.model._array(arr)))
+        self._rows = self.model._array
         self.rng = np.random.default_rng(seed)
         self.shuffle = shuffle
         self.step_count = 0
         self.history: list[float] = []
 
     def step(self, rows: np.ndarray) -> float:
-        for t, arr in self.data.items():
-            self.model.set(t, arr[rows])
+        """One update on the dataset rows ``rows`` (as many as the batch size)."""
+        if len(rows) != self.batch:
+            raise ValueError(f"a step takes {self.batch} rows (the batch size), got {len(rows)}")
+        store = self.model.graph.store
+        index = self._rows(rows)
+        for key, arr in self._feeds:
+            store.arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
-        self.routine.run(self.model.graph.store)
+        self.routine.run(store)
         self.step_count += 1
-        loss = float(np.asarray(self.loss.numpy()).reshape(-1)[0])
+        loss = float(self.loss.numpy().reshape(-1)[0])
         self.history.append(loss)
         return loss
 
