@@ -55,6 +55,18 @@ class _Source:
             return self.bind(value)
         return repr(value)
 
+    def operand(self, value: float) -> str:
+        """A number as an operand of an arithmetic operator.
+
+        torch wraps a Python number in a fresh tensor on every call (~2 us, as much as the
+        operation on a small array); a 0-d tensor of the default dtype made once behaves the
+        same in type promotion (it never widens a dimensioned operand's dtype).
+        """
+        if self.torch and isinstance(value, float):
+            t = self.env["xp"]
+            return self.bind(t.tensor(value, dtype=t.get_default_dtype()), "k")
+        return self.literal(value)
+
     def emit(self, line: str) -> None:
         self.lines.append(line)
 
@@ -85,11 +97,16 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select, "select")
         return f"{select}(xp, ({x} {_COMPARE[cond.op]} {y}), {a}, {b})"
-    args = [_expression(src, x, names) for x in e.args]
     if e.op in _INLINE:
-        return _INLINE[e.op].format(*args)
+        return _INLINE[e.op].format(*(src.operand(x) if _is_number(x) else
+                                      _expression(src, x, names) for x in e.args))
+    args = [_expression(src, x, names) for x in e.args]
     fn = src.bind(UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op], e.op)
     return f"{fn}(xp, {', '.join(args)})"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend, xp: Any
@@ -203,6 +220,8 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
     if not (bare_product or bare_id) or a.accum not in ("+", None):
         return False
+    if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
+        return False  # nothing summed: an elementwise product is cheaper than a matmul
     if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
         return False  # replicated labels: the generic path broadcasts them
     names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
