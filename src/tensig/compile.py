@@ -420,7 +420,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     """
 
     from tensig.inference import AffineIndex, infer
-    from tensig.lowering import _operand_view
+    from tensig.lowering import _operand_view, _tiled_view
 
     proj = a.logic
     if not isinstance(proj, OpProjection) or a.accum not in ("+", None):
@@ -454,13 +454,16 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     lhs_dims = [int(d) for d in a.lhs.tensor.shape.dims]
     if any(_is_fixed(u) for u in lhs_uses):
         return None
-    # the view keeps one axis per left-hand axis (an affine axis as its output position) and
-    # appends the kernel axes at the end, in order
+    # windows that tile their axes: the view split each in place (output, kernel position),
+    # so the value is the gradient, reshaped
+    tiled = _tiled_view(lhs_uses) is not None
+    # otherwise the view keeps one axis per left-hand axis (an affine axis as its output
+    # position) and appends the kernel axes at the end, in order: scatter over them
     scatter = []
     kpos = 0
     for axis, u in enumerate(lhs_uses):
         ix = u.index
-        if isinstance(ix, AffineIndex):
+        if isinstance(ix, AffineIndex) and not tiled:
             scatter.append(_scatter_spec(axis, axis, len(lhs_uses) + kpos
                                          if ix.kernel is not None else None, ix))
             if ix.kernel is not None:
@@ -481,14 +484,12 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     lhs = a.lhs
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
     pairs = _scatter_pairs(scatter, lhs_dims, len(lhs_keys))
-    tiling = _tiling(scatter, lhs_dims, len(lhs_keys))
 
     def step(store: Store) -> None:
         p = value(store)
         add_to_old = store.has(lhs) and a.accum is not None and not init
-        if tiling is not None:  # windows tile the axis: the scatter is a reshape
-            perm, shape = tiling
-            p = backend.reshape(backend.transpose(p, perm), shape)
+        if tiled:
+            p = backend.reshape(p, lhs_dims)
             store.write(lhs, store.read(lhs) + p if add_to_old else p)
             return
         if not scatter:
@@ -510,30 +511,6 @@ def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[An
     span = (k - 1) * ix.dilation + 1
     left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
     return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
-
-
-def _tiling(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int
-            ) -> tuple[list[int], list[int]] | None:
-    """When every windowed axis is tiled exactly by its windows (stride = kernel size, no
-    dilation, padding or offset, nothing left over), scattering the (output position, kernel
-    position) array back is a transpose -- each kernel axis next to its output axis -- and a
-    reshape: no zero fill, no per-kernel-position adds.  ``None`` otherwise."""
-    if not specs:
-        return None
-    after: dict[int, int] = {}
-    for axis, o_pos, k_pos, out_n, k, stride, dil, left, off in specs:
-        if k_pos is None or o_pos != axis or stride != k or (dil != 1 and k > 1) or left or off \
-                or out_n * k != lhs_dims[axis]:
-            return None
-        after[o_pos] = k_pos
-    perm: list[int] = []
-    for i in range(len(lhs_dims)):
-        perm.append(i)
-        if i in after:
-            perm.append(after[i])
-    if len(perm) != p_ndim:
-        return None
-    return perm, list(lhs_dims)
 
 
 def _scatter_pairs(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: int

@@ -439,6 +439,9 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
 
     Returns the view function, the iterator key of each axis of the view, and their sizes.
     """
+    tiled = _tiled_view(uses)
+    if tiled is not None:
+        return tiled
     index: list[Any] = []
     keys: list[Key] = []
     sizes: list[int] = []
@@ -516,6 +519,44 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
         view.identity = True  # type: ignore[attr-defined]
 
     return view, keys, sizes
+
+
+def tiles(ix: AffineIndex, size: int) -> bool:
+    """Whether the windows of an affine axis tile it: back to back, nothing padded, nothing
+    left over."""
+    if ix.kernel is None or ix.padded or ix.offset:
+        return False
+    k = int(ix.kernel.size)
+    return ix.stride == k and (ix.dilation == 1 or k == 1) and int(ix.over.size) * k == size
+
+
+def _tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
+                                                      list[int]] | None:
+    """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
+    reshape: each windowed axis becomes (output position, kernel position) in place.
+
+    Unlike a window view this stays contiguous, so the elementwise work on it runs at full
+    speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
+    """
+    keys: list[Key] = []
+    shape: list[int] = []
+    if not any(isinstance(u.index, AffineIndex) for u in uses):
+        return None
+    for u in uses:
+        ix, size = u.index, int(u.size)
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            shape.append(size)
+        elif isinstance(ix, AffineIndex) and tiles(ix, size):
+            keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
+            shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
+        else:
+            return None
+
+    def view(x: Any, neutral: float) -> Any:
+        return x.reshape(shape)
+
+    return view, keys, shape
 
 
 def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int]
