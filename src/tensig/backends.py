@@ -407,6 +407,18 @@ class TorchBackend(Backend):
             out = out.contiguous(memory_format=fmt)
         return out
 
+    def max_pool(self, x: Any, kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int], pads: Sequence[tuple[int, int]]) -> Any:
+        """torch's max pooling of ``x`` (N, C, *spatial); padding reads -inf (the neutral
+        element of max), uneven padding done by hand first."""
+        F = self.torch.nn.functional
+        fn = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[len(kernel) - 1]
+        padding = [lo for lo, _ in pads]
+        if any(lo != hi or 2 * lo > k for (lo, hi), k in zip(pads, kernel, strict=True)):
+            x = self.pad(x, [(0, 0), (0, 0), *pads], -float("inf"))
+            padding = [0] * len(pads)
+        return fn(x, list(kernel), list(strides), padding, list(dilations))
+
     def conv_accepts(self, x: Any, w: Any) -> bool:
         """torch's conv takes floating operands of one dtype on one device."""
         return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device

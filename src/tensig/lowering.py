@@ -219,7 +219,72 @@ def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
         conv = _conv_step(layout, backend, generic)
         if conv is not None:
             return conv
+    if not phase and op.combine == "add" and op.accumulate == "max" and len(members) == 2:
+        pool = _pool_step(layout, backend, generic)
+        if pool is not None:
+            return pool
     return generic
+
+
+def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
+               generic: Callable[..., Any]) -> Callable[..., Any] | None:
+    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``).
+
+    A tropical operation whose second operand is a window holding only zeros is max pooling:
+    ``max over the window of (x + 0)`` is ``max of x``.  Applies when one operand has 1-3
+    windowed axes whose kernels are exactly the other operand's axes, and every other axis
+    passes through to the result; the zero test runs on the (small) window each call, and
+    any other window (or a dtype the kernel does not take) runs ``generic``.
+    """
+    pool = getattr(backend, "max_pool", None)
+    res = layout[2]
+    if pool is None or not all(isinstance(u.index, Iter) for u in res):
+        return None
+    xi = next((i for i in (0, 1) if any(isinstance(u.index, AffineIndex) for u in layout[i])),
+              None)
+    if xi is None:
+        return None
+    x_uses, w_uses = layout[xi], layout[1 - xi]
+    idx = [u.index for u in x_uses if isinstance(u.index, AffineIndex)]
+    if len(idx) > 3 or any(a.kernel is None or a.offset for a in idx) or \
+            any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses) or \
+            [getattr(u.index, "id", None) for u in w_uses] != [a.kernel.id for a in idx]:
+        return None
+    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    through = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
+    overs = [a.over.id for a in idx]
+    if not through or sorted(res_ids) != sorted(through + overs) or \
+            len(set(res_ids)) != len(res_ids):
+        return None
+    order = through + overs
+    x_perm = [p for p, u in enumerate(x_uses) if isinstance(u.index, Iter)] + \
+        [p for p, u in enumerate(x_uses) if isinstance(u.index, AffineIndex)]
+    sizes = {u.index.id: int(u.size) for u in res}  # type: ignore[union-attr]
+    # (N, C, *spatial): the pass-through axes but the last merge into N, the last is C
+    x_shape = [_prod_sizes(sizes, through[:-1]), sizes[through[-1]]] + \
+        [int(x_uses[p].size) for p in x_perm[len(through):]]
+    y_shape = [sizes[k] for k in order]
+    y_perm = [order.index(i) for i in res_ids]
+    kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
+    strides = [a.stride for a in idx]
+    dilations = [a.dilation for a in idx]
+    pads = []
+    for a, k, p in zip(idx, kernel, x_perm[len(through):], strict=True):
+        span = (k - 1) * a.dilation + 1
+        left = span - (span + 1) // 2 if a.padded else 0
+        need = a.stride * (int(a.over.size) - 1) + span
+        pads.append((left, max(0, need - left - int(x_uses[p].size))))
+    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+
+    def step(arrays: Any, neutral: float) -> Any:
+        x, w = arrays[xi], arrays[1 - xi]
+        if not accepts(x, x) or bool(w.any()):
+            return generic(arrays, neutral)
+        v = x.permute(*x_perm).reshape(x_shape)
+        y = pool(v, kernel, strides, dilations, pads)
+        return y.reshape(y_shape).permute(*y_perm)
+
+    return step
 
 
 def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
