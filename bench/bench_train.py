@@ -12,6 +12,14 @@ Run: ``.venv/bin/python bench/bench_train.py``.
 
 from __future__ import annotations
 
+import os
+
+# OpenBLAS's threads spin after each call and starve torch's OpenMP threads when the two
+# libraries alternate in one process on a 2-core machine (tensig's torch CNN step measured
+# 2.3 or 6.2 ms depending on it, run to run).  The models' matrices are small: one BLAS
+# thread costs the NumPy backend nothing here.  Set before NumPy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import statistics
 import time
 from collections.abc import Callable
