@@ -562,20 +562,22 @@ def test_initialising_accumulation_starts_from_the_neutral_element(accum, expect
     np.testing.assert_allclose(store.read(y.val), expected(v), rtol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("gs", [[1.0, 2.0, 3.0, 4.0], [np.inf, np.nan, -np.inf, 4.0]])
-def test_where_of_a_comparison_selects_exactly(gs):
+def test_where_of_a_comparison_selects_exactly(backend, gs):
     """``where(eq(x, y), g, 0)`` masks by multiplication when g is finite, and still gives 0
     (not 0 * inf = NaN) where g is infinite or NaN."""
-    x = G.leaf("x", np.array([1.0, 2.0, 3.0, 5.0], np.float32))
-    y = G.leaf("y", np.array([1.0, 0.0, 3.0, 4.0], np.float32))
-    g = G.leaf("g", np.array(gs, np.float32))
-    out = G.leaf("out", np.zeros(4, np.float32))
-    store = G.Model(x + y + g + out).graph.store
-    for cmp, keep in (("eq", [1, 0, 1, 0]), ("lt", [0, 0, 0, 0]), ("ne", [0, 1, 0, 1])):
-        code = Code().assign(out.val, prim("where", prim(cmp, x.val, y.val), g.val, 0.0))
-        compile_code(code, np.ndarray).run(store)
-        want = np.where(np.array(keep, bool), np.array(gs, np.float32), 0.0)
-        np.testing.assert_array_equal(store.read(out.val), want, err_msg=cmp)
+    with G.new_graph(backend) as graph:
+        x = G.leaf("x", np.array([1.0, 2.0, 3.0, 5.0], np.float32))
+        y = G.leaf("y", np.array([1.0, 0.0, 3.0, 4.0], np.float32))
+        g = G.leaf("g", np.array(gs, np.float32))
+        out = G.leaf("out", np.zeros(4, np.float32))
+        store = G.Model(x + y + g + out).graph.store
+        for cmp, keep in (("eq", [1, 0, 1, 0]), ("lt", [0, 0, 0, 0]), ("ne", [0, 1, 0, 1])):
+            code = Code().assign(out.val, prim("where", prim(cmp, x.val, y.val), g.val, 0.0))
+            compile_code(code, graph.array_type).run(store)
+            want = np.where(np.array(keep, bool), np.array(gs, np.float32), 0.0)
+            np.testing.assert_array_equal(np.asarray(store.read(out.val)), want, err_msg=cmp)
 
 
 def test_dead_stores_and_copies_are_dropped_without_changing_results():

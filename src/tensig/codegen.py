@@ -32,7 +32,7 @@ __all__ = ["align_function", "assignment_step", "expression_function"]
 #: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "neg": "(-{})", "id": "{}"}
-_COMPARE = {"lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+_COMPARE = {"lt", "le", "eq", "ne"}
 _serial = itertools.count()
 
 
@@ -92,11 +92,11 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         return src.literal(e)
     cond = e.args[0]
     if e.op == "where" and isinstance(cond, Expr) and cond.op in _COMPARE:
-        # the comparison's boolean mask selects directly (no 1.0/0.0 numbers and back)
+        # the comparison's mask selects directly (no 1.0/0.0 numbers and back)
         x, y = (_expression(src, c, names) for c in cond.args)
         a, b = (_expression(src, c, names) for c in e.args[1:])
-        select = src.bind(ir.select, "select")
-        return f"{select}(xp, ({x} {_COMPARE[cond.op]} {y}), {a}, {b})"
+        select = src.bind(ir.select_where, "select")
+        return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
     if e.op in _INLINE:
         return _INLINE[e.op].format(*(src.operand(x) if _is_number(x) else
                                       _expression(src, x, names) for x in e.args))
