@@ -62,7 +62,7 @@ class _Source:
         operation on a small array); a 0-d tensor of the default dtype made once behaves the
         same in type promotion (it never widens a dimensioned operand's dtype).
         """
-        if self.torch and isinstance(value, float):
+        if self.torch and isinstance(value, int | float) and not isinstance(value, bool):
             t = self.env["xp"]
             return self.bind(t.tensor(value, dtype=t.get_default_dtype()), "k")
         return self.literal(value)
@@ -90,23 +90,41 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         return names[(e.tensor.id, e.field)]
     if not isinstance(e, Expr):
         return src.literal(e)
+    if not _reads_buffers(e):
+        return src.literal(_fold(e))
     cond = e.args[0]
+    if e.op == "where" and not _reads_buffers(cond):  # a constant condition picks a branch
+        return _expression(src, e.args[1] if _fold(cond) != 0 else e.args[2], names)
     if e.op == "where" and isinstance(cond, Expr) and cond.op in _COMPARE:
         # the comparison's mask selects directly (no 1.0/0.0 numbers and back)
         x, y = (_expression(src, c, names) for c in cond.args)
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select_where, "select")
         return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
+    # numbers enter as operands (torch's functions take tensors, not numbers); a power's
+    # exponent stays a number: an integral one is computed by squaring
+    args = [src.operand(_fold(x)) if not _reads_buffers(x) and not (e.op == "pow" and i == 1)
+            else _expression(src, x, names) for i, x in enumerate(e.args)]
     if e.op in _INLINE:
-        return _INLINE[e.op].format(*(src.operand(x) if _is_number(x) else
-                                      _expression(src, x, names) for x in e.args))
-    args = [_expression(src, x, names) for x in e.args]
+        return _INLINE[e.op].format(*args)
     fn = src.bind(UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op], e.op)
     return f"{fn}(xp, {', '.join(args)})"
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
+def _reads_buffers(e: Any) -> bool:
+    return isinstance(e, Buf) or (isinstance(e, Expr) and any(map(_reads_buffers, e.args)))
+
+
+def _fold(e: Any) -> float:
+    """A subexpression of numbers only, evaluated once (NumPy, double precision): its value
+    then enters the array expression as a Python number does."""
+    import numpy as np
+
+    if not isinstance(e, Expr):
+        return e  # type: ignore[no-any-return]
+    fn = UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op]
+    with np.errstate(all="ignore"):
+        return float(fn(np, *(np.float64(_fold(a)) for a in e.args)))
 
 
 def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend, xp: Any
@@ -256,15 +274,16 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
             src.emit(f"x{i} = {expr}")
         names[keys[i]] = f"x{i}"
         ranks.append(rank)
-    src.emit(f"v = {_expression(src, a.expr, names)}")
+    expr = _expression(src, a.expr, names)
+    src.emit(f"v = {expr}")
     full = tuple(sizes[lab] for lab in product)
     replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
-    if not bufs:  # numbers only: an array of the product space
-        src.emit(f"v = backend.broadcast_to(xp.asarray(v, dtype=xp.float32), {full!r})")
-    elif replicated or max(ranks) != len(full):
-        # a rank-deficient value spans the product space (numbers stay the operands' type)
-        src.emit(f"v = backend.broadcast_to(v if hasattr(v, 'shape') else x0 * 0 + v, "
-                 f"{full!r})")
+    used = [r for i, r in enumerate(ranks) if re.search(rf"\bx{i}\b", expr)]
+    if not used:  # a number (its operands folded away): an array of the product space
+        like = "x0" if bufs else "None"
+        src.emit(f"v = {src.bind(_number_array, 'number')}(xp, v, {full!r}, {like})")
+    elif replicated or max(used) != len(full):  # a rank-deficient value spans the space
+        src.emit(f"v = backend.broadcast_to(v, {full!r})")
     if reduced:
         axes = tuple(product.index(lab) for lab in reduced)
         how = ACCUMULATORS[a.accum or "+"][2]
@@ -276,6 +295,17 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
     perm = [kept.index(lab) for lab in lhs_order]
     if perm != sorted(perm):
         src.emit(f"v = {src.transpose('v', perm)}")
+
+
+def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any) -> Any:
+    """A number as an array of ``shape``: the dtype of a floating operand, else float32."""
+    dtype = getattr(like, "dtype", None)
+    floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
+                                      getattr(dtype, "kind", "") == "f")
+    dtype = dtype if floating else xp.float32
+    if hasattr(like, "device"):
+        return xp.full(shape, v, dtype=dtype, device=like.device)
+    return xp.full(shape, v, dtype=dtype)
 
 
 def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:

@@ -226,7 +226,8 @@ def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
         if a.shape != g.shape:
             a, g = xp.broadcast_tensors(a, g)
         return xp.ops.aten.threshold_backward(g, a, 0)
-    return select(xp, ~(a <= 0), g, 0)
+    closed = a <= 0
+    return select(xp, ~closed if hasattr(closed, "shape") else not closed, g, 0)
 
 
 def select(xp: Any, keep: Any, a: Any, b: Any) -> Any:
@@ -234,7 +235,9 @@ def select(xp: Any, keep: Any, a: Any, b: Any) -> Any:
 
     ``where`` with a data-dependent mask runs at branch-misprediction speed on CPUs (~6 ns an
     element on this project's machines, 20x a multiply), so ``b == 0`` multiplies ``a`` by the
-    mask instead -- exact when ``a`` is finite (0 * inf is NaN), which a check makes sure of.
+    mask instead -- exact when ``a`` is finite (0 * inf is NaN), which a check makes sure of,
+    except that the sign of a masked-off zero is unspecified (-0.0 under a negative ``a``
+    here, +0.0 from torch's ReLU backward): equal to 0, different only as a divisor.
     """
     if isinstance(b, int | float) and b == 0 and hasattr(a, "shape") and _finite(xp, a):
         return a * keep
