@@ -596,6 +596,26 @@ def test_dead_stores_and_copies_are_dropped_without_changing_results():
     assert store.read(y.val) is store.read(x.val)
 
 
+def test_contributions_of_a_zeroed_buffer_are_dropped():
+    from tensig.compile import drop_zero_contributions
+
+    a = G.leaf("a", np.array([1.0, np.inf, 3.0], np.float32))
+    z = G.leaf("z", np.zeros(3, np.float32))
+    y = G.leaf("y", np.ones(3, np.float32))
+    code = Code().assign(z.val, 0.0)
+    code.assign(y.val, prim("where", prim("eq", a.val, a.val), z.val, 0.0), accum="+")  # zero
+    code.assign(y.val, prim("relu_gate", a.val, prim("neg", z.val)), accum="-")          # zero
+    code.assign(y.val, z.val * a.val, accum="+")  # 0 * inf is NaN: kept
+    kept = list(drop_zero_contributions(code))
+    assert [repr(x) for x in kept] == [repr(x) for x in (list(code)[0], list(code)[3])]
+    store = G.Model(a + z + y).graph.store
+    compile_code(code, np.ndarray).run(store)
+    np.testing.assert_array_equal(store.read(y.val), [1.0, np.nan, 1.0])
+    # once the buffer is written again it is no longer known to be zero
+    code.assign(z.val, a.val).assign(y.val, prim("id", z.val), accum="+")
+    assert len(drop_zero_contributions(code)) == 4
+
+
 def test_transpose_swaps_input_and_output_rows():
     ws = rand(3, 4)  # stored (output 3, input 4)
     w = G.param("w", output=[3], input=[4], init=lambda s, r: ws.astype(np.float32))

@@ -99,7 +99,7 @@ def compile_code(code: Code, array_type: type) -> Routine:
     """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
     backend = backend_for(array_type)
     xp = _namespace(backend)
-    code = drop_dead_stores(fold_zero_init(code))
+    code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = xp.inference_mode if backend.name == "torch" else None
     return Routine([_compile_assign(a, backend, xp) for a in code], code, mode)
 
@@ -123,6 +123,47 @@ def drop_dead_stores(code: Code) -> Code:
                     dead.add(i)
                 break
     return Code([a for i, a in enumerate(items) if i not in dead])
+
+
+def drop_zero_contributions(code: Code) -> Code:
+    """Drop ``g =+ v`` (or ``=-``) when ``v`` is zero whatever the data: ``v`` reads only
+    buffers last set to 0 through operations that keep a zero a zero (``where``, the gates,
+    ``id``, negation, sums of zeros).
+
+    A gradient that nothing ever accumulates into (the row maximum in a softmax sits behind
+    ``stop_gradient``) is zeroed and then gated back into its operand's gradient: a full
+    pass over the data for nothing.  Products are not zero-preserving (0 * inf is NaN), so
+    they keep their assignments.
+    """
+    zero: set[tuple[int, str]] = set()
+    out = []
+    for a in code:
+        key = _key(a.lhs)
+        if a.accum in ("+", "-") and not a.init and _always_zero(a.expr, zero):
+            continue
+        zero.discard(key)
+        if a.accum is None and a.logic == "." and a.expr.op == "id" and \
+                a.expr.args in ((0.0,), (0,)):
+            zero.add(key)
+        out.append(a)
+    return Code(out)
+
+
+def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
+    if isinstance(e, Buf):
+        return _key(e) in zero
+    if not isinstance(e, Expr):
+        return isinstance(e, int | float) and e == 0
+    args = e.args
+    if e.op in ("id", "neg"):
+        return _always_zero(args[0], zero)
+    if e.op == "where":
+        return _always_zero(args[1], zero) and _always_zero(args[2], zero)
+    if e.op in ("relu_gate", "sat01_gate"):
+        return _always_zero(args[1], zero)
+    if e.op in ("add", "sub"):
+        return all(_always_zero(x, zero) for x in args)
+    return False
 
 
 def fold_zero_init(code: Code) -> Code:
