@@ -3,9 +3,10 @@
 Both demos (the two-moons MLP and the digits CNN) are built with tensig's model layer on the
 NumPy and torch backends, and written again as plain ``torch.nn`` code with the same
 architecture, batch, initialisation scheme and optimizer (Adam).  Prints the median time per
-training step (the three measured in alternating blocks) and the ratio to PyTorch (targets: <= 1.5x
-with NumPy, <= 1.1x with torch), and
-the time of graph construction + inference + compilation (target: under one second).
+training step (the three measured in alternating blocks, eight rounds), the median over rounds
+of the ratio to PyTorch within a round with its range (targets: <= 1.5x with NumPy, <= 1.1x
+with torch), and the time of graph construction + inference + compilation (target: under one
+second).
 
 Run: ``.venv/bin/python bench/bench_train.py``.
 """
@@ -32,23 +33,29 @@ from tensig import graph as G
 from tensig.demos import digits, moons
 
 
-def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 4) -> list[float]:
-    """Median time per step of each, in alternating blocks of consecutive steps.
+def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 8
+             ) -> list[list[float]]:
+    """Median time per step of each, per round of alternating blocks of consecutive steps.
 
     Blocks keep each library's thread pool warm as in real training (interleaving single
     steps makes torch wake its threads every step, which penalises it unfairly); alternating
-    the blocks spreads load drift over all of them.
+    the blocks exposes every candidate to the same load drift, so ratios are taken within a
+    round and their median is what counts.
     """
-    times: list[list[float]] = [[] for _ in steps]
+    rows: list[list[float]] = []
     for _ in range(rounds):
-        for i, step in enumerate(steps):
+        row = []
+        for step in steps:
             for _ in range(3):
                 step()  # warm up this block
+            times = []
             for _ in range(block):
                 t0 = time.perf_counter()
                 step()
-                times[i].append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in times]
+                times.append(time.perf_counter() - t0)
+            row.append(statistics.median(times))
+        rows.append(row)
+    return rows
 
 
 def tensig_step(demo: Any, lr: float, backend: str) -> tuple[Callable[[], object], float]:
@@ -105,12 +112,17 @@ def main() -> None:
                                    ("digits CNN", digits, 0.005, torch_digits)):
         (np_step, np_build) = tensig_step(demo, lr, "numpy")
         (tt_step, torch_build) = tensig_step(demo, lr, "torch")
-        t_torch, t_np, t_tt = per_step(theirs(), np_step, tt_step)
-        print(f"{name}: PyTorch eager {t_torch * 1e3:.2f} ms/step")
-        for backend, t, build, target in (("numpy", t_np, np_build, 1.5),
-                                          ("torch", t_tt, torch_build, 1.1)):
-            print(f"  tensig ({backend:5}) {t * 1e3:7.2f} ms/step   ratio {t / t_torch:5.2f} "
-                  f"(target <= {target})   build+infer+compile {build * 1e3:6.1f} ms "
+        rounds = per_step(theirs(), np_step, tt_step)
+        t_torch = statistics.median(r[0] for r in rounds)
+        print(f"{name}: PyTorch eager {t_torch * 1e3:.2f} ms/step "
+              f"(median of {len(rounds)} rounds)")
+        for col, backend, build, target in ((1, "numpy", np_build, 1.5),
+                                            (2, "torch", torch_build, 1.1)):
+            t = statistics.median(r[col] for r in rounds)
+            ratios = sorted(r[col] / r[0] for r in rounds)
+            print(f"  tensig ({backend:5}) {t * 1e3:7.2f} ms/step   ratio "
+                  f"{statistics.median(ratios):5.2f} (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+                  f"target <= {target})   build+infer+compile {build * 1e3:6.1f} ms "
                   f"(target < 1000)")
 
 
