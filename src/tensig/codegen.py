@@ -169,11 +169,12 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     return f"{expand}({x})", len(product)
 
 
-def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any
-                   ) -> Callable[[Any], Any]:
-    """``x -> x`` lined up with the product space (see :func:`_align`)."""
+def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any,
+                   dims: list[int] | None = None) -> Callable[[Any], Any]:
+    """``x -> x`` lined up with the product space (see :func:`_align`); ``dims``, the
+    array's sizes when known, lets the reshape be written out."""
     src = _Source(backend, xp)
-    expr, _ = _align(src, "x", labels, product, None)
+    expr, _ = _align(src, "x", labels, product, dims)
     src.emit(f"return {expr}")
     return src.function("x", "align")
 

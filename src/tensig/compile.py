@@ -488,7 +488,8 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
     kept = [k for k in product if k in lhs_keys]
     perm = [kept.index(k) for k in lhs_keys]
-    aligners = [align_function(tuple(ks), product, backend, xp) for _, ks, _ in views]
+    aligners = [align_function(tuple(ks), product, backend, xp, list(ns))
+                for _, ks, ns in views]
     full = [sizes[k] for k in product]
     # the left-hand side's affine axes: scatter positions
     lhs_uses = r.layout[index[a.lhs.tensor.id]]
