@@ -336,8 +336,11 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
         pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
                 for i, x in enumerate(lhs_labels)]
         pad = f"backend.pad({{}}.reshape({expand!r}), {pads!r}, {{}})"
-        src.emit("v = " + pad.format("v", src.literal(neutral)))
-        if accum is None:  # cells outside the fixed positions keep their values
+        if all(p == (0, 0) for p in pads):  # size-1 axes: the value covers the whole lhs
+            src.emit(f"v = v.reshape({expand!r})")
+        else:
+            src.emit("v = " + pad.format("v", src.literal(neutral)))
+        if accum is None and any(p != (0, 0) for p in pads):  # other cells keep their values
             src.emit(f"if {key!r} in A:")
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
             src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
