@@ -298,3 +298,40 @@ def test_numpy_blocked_gemm_matches_einsum(monkeypatch):
     a, b = rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 5, 2))
     close(_NumpyGemm.plan(np, "bij,bjk->kbi")(a, b), np.einsum("bij,bjk->kbi", a, b), tol=1e-10)
     assert _NumpyGemm.plan(np, "ii,ij->j") is None  # diagonals stay with einsum
+
+
+@st.composite
+def two_operand_subscripts(draw):
+    """Einsum subscripts of two operands without repeated labels: batch, free, contracted
+    and summed-alone labels in any order, any result order."""
+    labels = list("abcdef")[:draw(st.integers(1, 6))]
+    a = [c for c in labels if draw(st.booleans())]
+    b = [c for c in labels if draw(st.booleans())]
+    present = list(dict.fromkeys(a + b))
+    out = [c for c in present if draw(st.booleans())]
+    a = draw(st.permutations(a))
+    b = draw(st.permutations(b))
+    out = draw(st.permutations(out))
+    sizes = {c: draw(st.integers(1, 4)) for c in labels}
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", sizes
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@settings(max_examples=80, deadline=None)
+@given(two_operand_subscripts())
+def test_planned_matmul_contractions_match_einsum(lib, case):
+    """The compiled routines' contraction plans (reshapes around one matmul, every
+    permutation worked out at plan time) against numpy.einsum."""
+    from tensig.backends import _matmul_plan
+
+    subscripts, sizes = case
+    ins = subscripts.split("->")[0].split(",")
+    rng = np.random.default_rng(len(subscripts))
+    xs = [rng.standard_normal([sizes[c] for c in s]).astype(np.float32) for s in ins]
+    matmul = np.matmul if lib == "numpy" else torch.matmul
+    plan = _matmul_plan(matmul, subscripts, [x.shape for x in xs])
+    args = xs if lib == "numpy" else [torch.tensor(x) for x in xs]
+    got = np.asarray(plan(*args))
+    want = np.einsum(subscripts, *xs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
