@@ -101,6 +101,9 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select_where, "select")
         return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
+    fused = _fused(src, e, names) if src.torch else None
+    if fused is not None:
+        return fused
     # numbers enter as operands (torch's functions take tensors, not numbers); a power's
     # exponent stays a number: an integral one is computed by squaring
     args = [src.operand(_fold(x)) if not _reads_buffers(x) and not (e.op == "pow" and i == 1)
@@ -109,6 +112,51 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         return _INLINE[e.op].format(*args)
     fn = src.bind(UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op], e.op)
     return f"{fn}(xp, {', '.join(args)})"
+
+
+def _scaled(e: Any) -> tuple[float, Any] | None:
+    """``mul(number, x)`` (either order) as ``(number, x)``."""
+    if isinstance(e, Expr) and e.op == "mul" and len(e.args) == 2:
+        a, b = e.args
+        if not _reads_buffers(a) and _reads_buffers(b):
+            return _fold(a), b
+        if not _reads_buffers(b) and _reads_buffers(a):
+            return _fold(b), a
+    return None
+
+
+def _fused(src: _Source, e: Expr, names: dict[tuple[int, str], str]) -> str | None:
+    """torch's fused kernels for a sum with a scaled term: ``x + c * y`` is one ``add`` (its
+    ``alpha``) and ``x + c * (p * q)`` one ``addcmul`` -- an optimizer's moment updates in two
+    kernels instead of three or four.  Rounding may differ from the separate operations in
+    the last bit; integer operands take the plain operators."""
+    if e.op != "add" or len(e.args) != 2:
+        return None
+    for first, second in (e.args, e.args[::-1]):
+        scaled = _scaled(second)
+        if scaled is None or not _reads_buffers(first):
+            continue
+        c, y = scaled
+        x = _expression(src, first, names)
+        if isinstance(y, Expr) and y.op == "mul" and len(y.args) == 2 and \
+                all(map(_reads_buffers, y.args)):
+            p, q = (_expression(src, t, names) for t in y.args)
+            return f"{src.bind(_addcmul, 'addcmul')}(xp, {x}, {p}, {q}, {src.literal(c)})"
+        return f"{src.bind(_axpy, 'axpy')}(xp, {x}, {_expression(src, y, names)}, " \
+               f"{src.literal(c)})"
+    return None
+
+
+def _axpy(xp: Any, x: Any, y: Any, c: float) -> Any:
+    if getattr(y, "is_floating_point", lambda: False)() and hasattr(x, "shape"):
+        return xp.add(x, y, alpha=c)
+    return x + c * y
+
+
+def _addcmul(xp: Any, x: Any, p: Any, q: Any, c: float) -> Any:
+    if all(getattr(t, "is_floating_point", lambda: False)() for t in (x, p, q)):
+        return xp.addcmul(x, p, q, value=c)
+    return x + c * (p * q)
 
 
 def _reads_buffers(e: Any) -> bool:
