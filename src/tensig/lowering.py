@@ -275,14 +275,15 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
         need = a.stride * (int(a.over.size) - 1) + span
         pads.append((left, max(0, need - left - int(x_uses[p].size))))
     accepts = backend.conv_accepts  # type: ignore[attr-defined]
+    x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
+    y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
 
     def step(arrays: Any, neutral: float) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
-        if not accepts(x, x) or bool(w.any()):
+        # all zeros: |w| sums to 0 (NaN does not); cheaper than a boolean any() on torch
+        if not accepts(x, x) or float(w.abs().sum()) != 0:
             return generic(arrays, neutral)
-        v = x.permute(*x_perm).reshape(x_shape)
-        y = pool(v, kernel, strides, dilations, pads)
-        return y.reshape(y_shape).permute(*y_perm)
+        return y_out(pool(x_in(x), kernel, strides, dilations, pads))
 
     return step
 
@@ -453,30 +454,57 @@ class _ConvGeometry:
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
 
+        self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape)
+        self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape)
+        self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm)
+
     def forward(self, x: Any, w: Any) -> Any:
-        x = x.permute(*self.x_perm).reshape(self.x_shape)
-        w = w.permute(*self.w_perm).reshape(self.w_shape)
-        y = self.backend.conv(x, w, self.strides, self.dilations,  # type: ignore[attr-defined]
-                              self.pads, channels_last=self.channels_last)
-        return y.reshape(self.y_shape).permute(*self.y_perm)
+        y = self.backend.conv(self.x_in(x), self.w_in(w),  # type: ignore[attr-defined]
+                              self.strides, self.dilations, self.pads,
+                              channels_last=self.channels_last)
+        return self.y_out(y)
 
     def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
         """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
         backward = self.backend.conv_backward  # type: ignore[attr-defined]
-        y_inv = _inverse(self.y_perm)
+        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape)
+        other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)
         perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
-        back = _inverse(perm)
-        other_perm, other_shape = (self.w_perm, self.w_shape) if of_input else \
-            (self.x_perm, self.x_shape)
-        shape = self.x_shape if of_input else self.w_shape
+        out = _reshape_permute(shape, sizes, _inverse(perm))
+        strides, dilations, pads = self.strides, self.dilations, self.pads
 
         def grad(g: Any, other: Any) -> Any:
-            g = g.permute(*y_inv).reshape(self.y_conv_shape)
-            other = other.permute(*other_perm).reshape(other_shape)
-            out = backward(g, other, shape, of_input, self.strides, self.dilations, self.pads)
-            return out.reshape(sizes).permute(*back)
+            return out(backward(g_in(g), other_in(other), shape, of_input, strides, dilations,
+                                pads))
 
         return grad
+
+
+def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int]
+                     ) -> Callable[[Any], Any]:
+    """``x -> x.permute(perm).reshape(shape)`` (``sizes``: the permuted sizes), without the
+    steps that change nothing -- each is a call of its own on every run."""
+    moves, merges = perm != sorted(perm), list(sizes) != list(shape)
+    if moves and merges:
+        return lambda x: x.permute(*perm).reshape(shape)
+    if moves:
+        return lambda x: x.permute(*perm)
+    if merges:
+        return lambda x: x.reshape(shape)
+    return lambda x: x
+
+
+def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int]
+                     ) -> Callable[[Any], Any]:
+    """``x -> x.reshape(shape).permute(perm)`` (``sizes``: x's), likewise pruned."""
+    moves, splits = perm != sorted(perm), list(sizes) != list(shape)
+    if moves and splits:
+        return lambda x: x.reshape(shape).permute(*perm)
+    if moves:
+        return lambda x: x.permute(*perm)
+    if splits:
+        return lambda x: x.reshape(shape)
+    return lambda x: x
 
 
 def _inverse(perm: list[int]) -> list[int]:
