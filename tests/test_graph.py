@@ -550,7 +550,8 @@ def test_zeroing_folds_into_the_first_gradient_contribution():
 
 @pytest.mark.parametrize("accum, expected", [
     ("+", lambda v: v), ("-", lambda v: -v), ("*", lambda v: v), ("/", lambda v: 1 / v),
-    ("max", lambda v: v), ("min", lambda v: v)])
+    ("**", lambda v: v ** 0), ("max", lambda v: v), ("min", lambda v: v),
+    ("or", lambda v: (v != 0) * 1.0), ("and", lambda v: (v != 0) * 1.0)])
 def test_initialising_accumulation_starts_from_the_neutral_element(accum, expected):
     """``y =:- v`` is ``0 - v``, ``y =:/ v`` is ``1 / v``: whatever y held before is ignored."""
     v = rand(3, positive=True).astype(np.float32)
