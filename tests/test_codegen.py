@@ -99,3 +99,18 @@ def test_generated_steps_match_the_definitions(backend, tree, accum, init, xs, y
             want = combine(np, start, v)
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-6, atol=1e-6,
                                equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_integer_arrays_stay_integers(backend):
+    """Integer constants enter integer arithmetic as integers (on torch as int64 0-d tensors,
+    which never widen an operand's dtype)."""
+    with G.new_graph(backend) as g:
+        x = G.leaf("x", np.arange(6, dtype=np.int64).reshape(2, 3))
+        out = G.leaf("out", np.zeros((2, 3), np.int64))
+        model = G.Model(x + out)
+        e = Expr("add", (Expr("mul", (Expr("mod", (x.val, 4)), 2)), 1))
+        compile_code(Code().assign(out.val, e), g.array_type).run(model.graph.store)
+        got = model.graph.store.read(out.val)
+    assert str(got.dtype).endswith("int64")
+    np.testing.assert_array_equal(np.asarray(got), (np.arange(6).reshape(2, 3) % 4) * 2 + 1)

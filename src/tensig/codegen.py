@@ -59,12 +59,14 @@ class _Source:
         """A number as an operand of an arithmetic operator.
 
         torch wraps a Python number in a fresh tensor on every call (~2 us, as much as the
-        operation on a small array); a 0-d tensor of the default dtype made once behaves the
-        same in type promotion (it never widens a dimensioned operand's dtype).
+        operation on a small array); a 0-d tensor made once behaves the same in type
+        promotion (a 0-d tensor never widens a dimensioned operand's dtype): a float becomes
+        one of the default float dtype, an integer one of int64.
         """
         if self.torch and isinstance(value, int | float) and not isinstance(value, bool):
             t = self.env["xp"]
-            return self.bind(t.tensor(value, dtype=t.get_default_dtype()), "k")
+            dtype = t.get_default_dtype() if isinstance(value, float) else t.int64
+            return self.bind(t.tensor(value, dtype=dtype), "k")
         return self.literal(value)
 
     def emit(self, line: str) -> None:
