@@ -457,7 +457,8 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     """Any assignment under a convolution-style spec's projections (e.g. the max-pooling
     gradient gate): read windowed operands through the lowering's own views, compute over
     the (output position, kernel position) product space, and scatter into a windowed
-    left-hand side over kernel positions.
+    left-hand side over kernel positions -- or, when its windows tile their axes, reshape
+    the value into it.
     """
 
     from tensig.inference import AffineIndex, infer
