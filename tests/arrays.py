@@ -1,9 +1,12 @@
-"""Moving test data between NumPy and each backend."""
+"""Test data: moving arrays between NumPy and each backend, and random classic einsum specs."""
 
 from __future__ import annotations
 
+import string
+
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from tensig.ops import RowArray
 
@@ -44,3 +47,23 @@ def to_numpy(name: str, y) -> np.ndarray:
 
     assert isinstance(y, da.Array)
     return y.compute()
+
+
+@st.composite
+def classic_specs(draw, alphabet: int, labels: int, sizes: int, ops: tuple[int, int],
+                  axes: int):
+    """A classic einsum (one letter per axis, repeats allowed): operand labels, result labels
+    (distinct, a prefix of a permutation of those used) and a size per label.
+
+    1 to ``labels`` letters from the first ``alphabet`` of a-z, sizes 1 to ``sizes``, an
+    operand count in the range ``ops``, at most ``axes`` axes per operand.
+    """
+    letters = draw(st.lists(st.sampled_from(string.ascii_lowercase[:alphabet]), min_size=1,
+                            max_size=labels, unique=True))
+    size = {c: draw(st.integers(1, sizes)) for c in letters}
+    n = draw(st.integers(*ops))
+    operands = [draw(st.lists(st.sampled_from(letters), max_size=axes)) for _ in range(n)]
+    used = sorted({c for op in operands for c in op})
+    out = draw(st.permutations(used).flatmap(lambda p: st.integers(0, len(p)).map(
+        lambda k: p[:k])))
+    return operands, out, size

@@ -3,13 +3,12 @@ paths with assertions on their messages, symbolic sizes, and numpy.einsum as an 
 
 from __future__ import annotations
 
-import string
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arrays import classic_specs
 from tensig import Shape, ShapeError, dim, infer
 from tensig.inference import AffineIndex, ConcatIndex, FixedIndex, Iter
 
@@ -376,21 +375,8 @@ def test_layout_for_fixed_and_concat():
 # -- numpy.einsum as an oracle -----------------------------------------------------------------
 
 
-@st.composite
-def classic_einsum(draw):
-    labels = draw(st.lists(st.sampled_from(string.ascii_lowercase[:8]), min_size=1, max_size=6,
-                           unique=True))
-    sizes = {c: draw(st.integers(1, 4)) for c in labels}
-    n_ops = draw(st.integers(1, 3))
-    ops = [draw(st.lists(st.sampled_from(labels), max_size=4)) for _ in range(n_ops)]
-    used = sorted({c for op in ops for c in op})
-    out = draw(st.permutations(used).flatmap(lambda p: st.integers(0, len(p)).map(
-        lambda k: p[:k])))
-    return ops, out, sizes
-
-
 @settings(max_examples=200, deadline=None)
-@given(classic_einsum())
+@given(classic_specs(alphabet=8, labels=6, sizes=4, ops=(1, 3), axes=4))
 def test_classic_specs_match_numpy_einsum(case):
     ops, out, sizes = case
     arrays = [np.zeros([sizes[c] for c in op]) for op in ops]

@@ -9,6 +9,7 @@ PyTorch, JAX and Dask, and results stay the kind of array that came in.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,9 +48,6 @@ class Backend:
         return x.reshape(tuple(shape))
 
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        raise NotImplementedError
-
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
         raise NotImplementedError
 
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
@@ -97,9 +95,6 @@ class _ArrayAPIBackend(Backend):
 
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         return self.xp.broadcast_to(x, tuple(shape))
-
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
-        return self.xp.concatenate(list(xs), axis=axis)
 
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
         return self.xp.full(tuple(shape), value, dtype=like.dtype)
@@ -197,14 +192,14 @@ class _NumpyGemm:
         k = sorted(self.k, key=lambda c: -abs(x.strides[a.index(c)]))
         size = dict(zip(a, x.shape, strict=True)) | dict(zip(b, y.shape, strict=True))
         batch, m, n = self.batch, self.m, self.n
-        bs = _prod(size[c] for c in batch)
-        ks = _prod(size[c] for c in k)
-        ns = _prod(size[c] for c in n)
+        bs = math.prod(size[c] for c in batch)
+        ks = math.prod(size[c] for c in k)
+        ns = math.prod(size[c] for c in n)
         xt = x.transpose([a.index(c) for c in batch + m + k])
         y2 = y.transpose([b.index(c) for c in batch + k + n]).reshape(bs, ks, ns)
         res = np.empty([size[c] for c in batch + m] + [ns], dtype=np.result_type(x, y))
         lead = len(batch)
-        row_bytes = x.itemsize * ks * _prod(size[c] for c in m[1:])
+        row_bytes = x.itemsize * ks * math.prod(size[c] for c in m[1:])
         if m and not xt.flags.c_contiguous and row_bytes * size[m[0]] > self.BLOCK_BYTES:
             step = max(1, self.BLOCK_BYTES // max(1, row_bytes))
             for s in range(0, size[m[0]], step):
@@ -250,7 +245,7 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     if swap:  # compute the transposed product: the result then needs no permutation
         a, b, m, n = b, a, n, m
         pre.reverse()
-    bs, ms, ns, ks = (_prod(size[c] for c in g) for g in (batch, m, n, k))
+    bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
     xa = [a.index(c) for c in batch + m + k]
     yb = [b.index(c) for c in batch + k + n]
     x_shape = (bs, ms, ks) if batch else (ms, ks)
@@ -298,13 +293,14 @@ def _reduce_plan(sub: str, out: str) -> Callable[[Any], Any] | None:
     axes = tuple(i for i, c in enumerate(sub) if c not in out)
     kept = [c for c in sub if c in out]
     perm = [kept.index(c) for c in out]
-    if not axes and perm == sorted(perm):
+    moves = perm != sorted(perm)
+    if not axes and not moves:
         return None
 
     def run(x: Any) -> Any:
         if axes:
             x = x.sum(axes)
-        if perm != sorted(perm):
+        if moves:
             x = x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
         return x
 
@@ -325,8 +321,8 @@ def _small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any
     import itertools
 
     sizes = [x.shape[a] for a in axes]
-    if not axes or _prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
-            _prod(x.shape) < 4 * _prod(sizes):
+    if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
+            math.prod(x.shape) < 4 * math.prod(sizes):
         return None
     out = None
     for cell in itertools.product(*(range(n) for n in sizes)):
@@ -336,13 +332,6 @@ def _small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any
         v = x[tuple(index)]
         out = v if out is None else maximum(out, v)
     return out
-
-
-def _prod(xs: Any) -> int:
-    total = 1
-    for x in xs:
-        total *= x
-    return total
 
 
 class TorchBackend(Backend):
@@ -447,9 +436,6 @@ class TorchBackend(Backend):
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         return x.expand(*shape)
 
-    def concatenate(self, xs: Sequence[Any], axis: int) -> Any:
-        return self.torch.cat(list(xs), dim=axis)
-
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
         return self.torch.full(tuple(shape), value, dtype=like.dtype, device=like.device)
 
@@ -550,11 +536,8 @@ def backend_of(xs: Sequence[Any]) -> Backend:
 
 
 def _flops(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> int:
-    sizes: dict[str, int] = {}
-    for sub, shape in zip(subscripts.split("->")[0].split(","), shapes, strict=True):
-        for c, n in zip(sub, shape, strict=True):
-            sizes[c] = n
-    total = 1
-    for n in sizes.values():
-        total *= n
-    return total
+    """The size of the contraction's iteration space (one multiply-add per point)."""
+    sizes = {c: n for sub, shape in zip(subscripts.split("->")[0].split(","), shapes,
+                                        strict=True)
+             for c, n in zip(sub, shape, strict=True)}
+    return math.prod(sizes.values())

@@ -22,6 +22,7 @@ tensor takes part in the phases whose components it uses.  Phases are enumerated
 from __future__ import annotations
 
 import itertools
+import math
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -268,12 +269,8 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
     strides = [a.stride for a in idx]
     dilations = [a.dilation for a in idx]
-    pads = []
-    for a, k, p in zip(idx, kernel, x_perm[len(through):], strict=True):
-        span = (k - 1) * a.dilation + 1
-        left = span - (span + 1) // 2 if a.padded else 0
-        need = a.stride * (int(a.over.size) - 1) + span
-        pads.append((left, max(0, need - left - int(x_uses[p].size))))
+    pads = [_window_pads(a, int(x_uses[p].size))[1]
+            for a, p in zip(idx, x_perm[len(through):], strict=True)]
     accepts = backend.conv_accepts  # type: ignore[attr-defined]
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
     y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
@@ -439,16 +436,9 @@ class _ConvGeometry:
             [size[k] for k in overs]
         self.strides = [a.stride for a in idx]
         self.dilations = [a.dilation for a in idx]
-        self.pads = []
-        for a, k in zip(idx, kernels, strict=True):
-            if not a.padded:
-                self.pads.append((0, 0))
-                continue
-            span = (size[k] - 1) * a.dilation + 1
-            left = span - (span + 1) // 2
-            n_in = int(x_uses[pos(x_uses, a.over.id)].size)
-            self.pads.append((left, max(0, a.stride * (size[a.over.id] - 1) + span - left
-                                        - n_in)))
+        # a valid axis is exactly as long as its windows need: no padding
+        self.pads = [_window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1]
+                     if a.padded else (0, 0) for a in idx]
         # a result with its channels last (NHWC) is asked for in channels-last memory, so the
         # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
@@ -515,10 +505,7 @@ def _inverse(perm: list[int]) -> list[int]:
 
 
 def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
-    total = 1
-    for k in keys:
-        total *= size[k]
-    return total
+    return math.prod(size[k] for k in keys)
 
 
 def _iter_size(inferred: Inferred, key: int) -> int:
@@ -573,36 +560,39 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
             pads.append((0, max(0, need - size)))
             strided.append((axis, slice(ix.offset, need, ix.stride)))
             continue
-        k = int(ix.kernel.size)
-        span = (k - 1) * ix.dilation + 1
-        left = span - (span + 1) // 2 if ix.padded else 0
-        need = ix.stride * (out - 1) + span
-        pads.append((left, max(0, need - left - size)))
+        span, pad = _window_pads(ix, size)
+        pads.append(pad)
         windows.append((axis, span, ix.stride, out, ix.dilation))
-        kernel_keys.append((ix.kernel.id, k))
+        kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
     keys += [kk for kk, _ in kernel_keys]
     sizes += [n for _, n in kernel_keys]
     basic = tuple(index)
     trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
     any_pad = any(p != (0, 0) for p in pads)
     ndim = len(pads)
+    # every index below is fixed by the plan: built once here, not on each call
+    strided_index: tuple[slice, ...] | None = None
+    if strided:
+        sl = [slice(None)] * ndim
+        for axis, s in strided:
+            sl[axis] = s
+        strided_index = tuple(sl)
+    window_steps = []
+    for i, (axis, span, stride, out, dilation) in enumerate(windows):
+        sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
+        sl[axis] = slice(0, out)
+        sl[-1] = slice(None, None, dilation)
+        window_steps.append((axis, span, stride, tuple(sl)))
 
     def view(x: Any, neutral: float) -> Any:
         if not trivial_index:
             x = x[basic]
         if any_pad:
             x = backend.pad(x, pads, neutral)
-        if strided:
-            sl = [slice(None)] * ndim
-            for axis, s in strided:
-                sl[axis] = s
-            x = x[tuple(sl)]
-        for axis, span, stride, out, dilation in windows:
-            x = backend.windows(x, axis, span, stride)
-            sl = [slice(None)] * x.ndim
-            sl[axis] = slice(0, out)
-            sl[-1] = slice(None, None, dilation)
-            x = x[tuple(sl)]
+        if strided_index is not None:
+            x = x[strided_index]
+        for axis, span, stride, index in window_steps:
+            x = backend.windows(x, axis, span, stride)[index]
         return x
 
     if trivial_index and not any_pad and not strided and not windows:
@@ -612,6 +602,16 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
         view.identity = True  # type: ignore[attr-defined]
 
     return view, keys, sizes
+
+
+def _window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
+    """A windowed axis of ``size`` cells (``ix.kernel`` set): the window's span, and the
+    (left, right) padding that makes every window fit -- left only when ``ix.padded``."""
+    assert ix.kernel is not None
+    span = (int(ix.kernel.size) - 1) * ix.dilation + 1
+    left = span - (span + 1) // 2 if ix.padded else 0
+    need = ix.stride * (int(ix.over.size) - 1) + span
+    return span, (left, max(0, need - left - size))
 
 
 def tiles(ix: AffineIndex, size: int) -> bool:
@@ -727,27 +727,34 @@ def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list
     reduce_axes = tuple(i for i, c in enumerate(uniq) if c not in out)
     kept = [c for c in uniq if c in out]
     perm = [kept.index(c) for c in out]
+    moves = perm != sorted(perm)
 
     def core(xs: list[Any], neutral: float) -> Any:
         x = xs[0]
         if diag is not None:
             x = backend.einsum(diag, x)
         x = backend.amax(x, reduce_axes)
-        return backend.transpose(x, perm) if perm != sorted(perm) else x
+        return backend.transpose(x, perm) if moves else x
 
     return core
 
 
-def _aligned(backend: Backend, x: Any, sub: str, order: str) -> Any:
-    """``x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``."""
+def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
+    """``x -> x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``;
+    the permutation and the axes' places are worked out once, here."""
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
-    if perm != list(range(len(sub))):
-        x = backend.transpose(x, perm)
-    shape = []
-    present = {c: n for c, n in zip(sorted(sub, key=order.index), x.shape, strict=True)}
-    for c in order:
-        shape.append(present.get(c, 1))
-    return backend.reshape(x, shape)
+    moves = perm != list(range(len(sub)))
+    places = [order.index(c) for c in sorted(sub, key=order.index)]
+
+    def align(x: Any) -> Any:
+        if moves:
+            x = backend.transpose(x, perm)
+        shape = [1] * len(order)
+        for i, n in zip(places, x.shape, strict=True):
+            shape[i] = n
+        return backend.reshape(x, shape)
+
+    return align
 
 
 def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
@@ -762,15 +769,15 @@ def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         count = 1
         for k in reduced - set(ks):
             count *= size_of[k]
-        parts.append((f"{sub}->{kept}", kept, count))
+        parts.append((f"{sub}->{kept}", _aligner(backend, kept, out), count))
 
     def core(xs: list[Any], neutral: float) -> Any:
         total = None
-        for x, (subscripts, kept, count) in zip(xs, parts, strict=True):
+        for x, (subscripts, align, count) in zip(xs, parts, strict=True):
             y = backend.einsum(subscripts, x)
             if count != 1:
                 y = y * count
-            y = _aligned(backend, y, kept, out)
+            y = align(y)
             total = y if total is None else total + y
         return total
 
@@ -792,16 +799,16 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         diag = f"{sub}->{mine}" if mine != sub else None
         own = tuple(i for i, c in enumerate(mine) if c not in out and c not in others)
         kept = "".join(c for c in mine if c in out or c in others)
-        preps.append((diag, own, kept))
+        preps.append((diag, own, _aligner(backend, kept, order)))
     final_axes = tuple(range(len(out), len(order)))
 
     def core(xs: list[Any], neutral: float) -> Any:
         total = None
-        for x, (diag, own, kept) in zip(xs, preps, strict=True):
+        for x, (diag, own, align) in zip(xs, preps, strict=True):
             if diag is not None:
                 x = backend.einsum(diag, x)
             x = backend.amax(x, own)
-            x = _aligned(backend, x, kept, order)
+            x = align(x)
             total = x if total is None else total + x
         return backend.amax(total, final_axes)
 
