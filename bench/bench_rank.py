@@ -16,27 +16,20 @@ Run: ``.venv/bin/python bench/bench_rank.py``.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 from tensig import rank
+from timing import interleaved
 
 
 def paired(lifted: Callable[[], object], anchor: Callable[[], object], repeat: int = 21
            ) -> tuple[float, float]:
     """Medians of interleaved runs (lifted, anchor, lifted, ...), so that load and frequency
     changes during the run hit both alike."""
-    lifted(), anchor()  # warm-up: caches, allocator
-    t_l, t_a = [], []
-    for _ in range(repeat):
-        for fn, out in ((lifted, t_l), (anchor, t_a)):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    return statistics.median(t_l), statistics.median(t_a)
+    t_lift, t_anchor = interleaved(lifted, anchor, repeat=repeat)
+    return t_lift, t_anchor
 
 
 def row(name: str, times: tuple[float, float], anchor: str, target: str = "") -> float:

@@ -25,14 +25,9 @@ import numpy as np
 
 from tensig.annotations import Float
 from tensig.runtime import shaped
-from timing import median_time
+from timing import interleaved
 
 TARGET_US = 10.0
-
-
-def median_call_us(fn: Callable[[], object], repeat: int = 9, number: int = 20000) -> float:
-    """Median time of one call, in microseconds."""
-    return median_time(fn, repeat, number) * 1e6
 
 
 def functions(array_type: Any) -> dict[str, Callable[..., Any]]:
@@ -76,14 +71,17 @@ def functions(array_type: Any) -> dict[str, Callable[..., Any]]:
 
 def bench(label: str, array_type: Any, x: Any, y: Any, y_arith: Any, x_arith: Any) -> None:
     fns = functions(array_type)
-    times: dict[str, float] = {}
+    calls = []
     for name, fn in fns.items():
         args = (x_arith, y_arith) if "T+1" in name else (x, y)
         fn(*args)  # warm caches, and fail loudly if a check is wrong
-        times[name] = median_call_us(lambda fn=fn, args=args: fn(*args))
+        calls.append(lambda fn=fn, args=args: fn(*args))
+    # measured in alternation, so that load drifts hit the anchors and tensig alike
+    medians = interleaved(*calls, repeat=9, number=20000)
+    times = {name: t * 1e6 for name, t in zip(fns, medians, strict=True)}
     base = times["undecorated"]
     anchor = times.get("jaxtyping+beartype")
-    print(f"{label}: per-call time, median of 9 runs of 20000 calls")
+    print(f"{label}: per-call time, median of 9 interleaved runs of 20000 calls")
     print(f"  {'function':<22} {'call us':>8} {'overhead us':>12} {'vs anchor':>10}")
     for name, t in times.items():
         overhead = t - base

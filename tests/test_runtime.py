@@ -419,6 +419,7 @@ def test_the_generated_check_agrees_with_the_interpreter(data):
     ints = {f_rows: (2, 3)}.get(fn, ())
     arrays = [z(s, np.int64 if i in ints else np.float32) for i, s in enumerate(shapes)]
     fast, reference = _pair(fn)
+    assert hasattr(fast, "__tensig_source__")  # the generated path, not the interpreter twice
     outcomes = []
     for wrapped in (fast, reference):
         args, kwargs = list(arrays[:-1]), {"out": arrays[-1]}

@@ -256,6 +256,11 @@ def _collect_constants(item: Dim, out: set[int]) -> None:
                 _collect_constants(atom.numerator, out)
 
 
+def _is_name(d: Dim) -> bool:
+    """Whether ``d`` is a bare size name (``T``), not an expression (``T + 1``, ``2*h``)."""
+    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
+
+
 def _needs_multichar(items: tuple[Item, ...]) -> bool:
     for x in items:
         if isinstance(x, int) and x > 9:

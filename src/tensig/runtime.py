@@ -66,6 +66,7 @@ from tensig.annotations import (
     FunctionSignature,
     RowVariable,
     ShapeSpecMarker,
+    _is_name,
     dtype_kind,
     parse_annotation,
     signature_of,
@@ -800,10 +801,6 @@ class _Generator:
             self.emit(depth, f"q, r = divmod({size} - {self.source(rest)}, {divisor})",
                       "if r or q < 0:", f"    {fail}")
         self.emit(depth, f"{local} = q")
-
-
-def _is_name(d: Dim) -> bool:
-    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
 
 
 def _generate(checker: _Checker) -> Callable[..., Any] | None:

@@ -1441,5 +1441,3 @@ def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
 def set_torch_style(flag: bool) -> contextvars.Token[bool]:
     return _TORCH_STYLE.set(flag)
 
-
-_ = math

@@ -26,6 +26,7 @@ from tensig.annotations import (
     AnnotationShape,
     FunctionSignature,
     RowVariable,
+    _is_name,
     parse_annotation,
     signature_of,
 )
@@ -103,10 +104,6 @@ class _Problem:
                 return False
             seen.add(value)
         return True
-
-
-def _is_name(d: Dim) -> bool:
-    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
 
 
 def _derived(x: int, others: list[int]) -> bool:

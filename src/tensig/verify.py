@@ -362,8 +362,7 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     """
     from tensig.annotations import RowVariable, signature_of
 
-    target = getattr(fn, "__wrapped__", fn)
-    fs = signature_of(target)
+    fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
     fresh = itertools.count()

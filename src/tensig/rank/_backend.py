@@ -8,13 +8,12 @@ Results stay the kind of array that came in.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Backend", "backend_of", "dtype_kind", "is_array"]
+__all__ = ["Backend", "backend_of", "is_array"]
 
 
 class Backend:
@@ -165,6 +164,7 @@ class _Jax(Backend):
         return jax.vmap
 
 
+@functools.cache
 def _library(t: type) -> str:
     root = t.__module__.partition(".")[0]
     if root in ("jax", "jaxlib"):
@@ -205,19 +205,3 @@ def is_array(x: Any) -> bool:
     lib = _library(type(x))
     return lib in ("torch", "jax") and hasattr(x, "shape")
 
-
-def dtype_kind(x: Any) -> str:
-    """NumPy's kind letter of an array's elements: ``b`` bool, ``i``/``u`` integer, ``f``...
-
-    >>> dtype_kind(np.arange(3)), dtype_kind(np.zeros(2) > 0)
-    ('i', 'b')
-    """
-    if _library(type(x)) == "torch":
-        dt = x.dtype
-        if dt is importlib.import_module("torch").bool:
-            return "b"
-        if dt.is_complex:
-            return "c"
-        return "f" if dt.is_floating_point else "i"
-    dt = getattr(x, "dtype", None)
-    return np.dtype(np.asarray(x).dtype if dt is None else dt).kind

@@ -16,7 +16,7 @@ import numpy as np
 from tensig.dims import Dim, ShapeIndex
 from tensig.errors import ShapeError
 from tensig.rank._backend import backend_of, is_array
-from tensig.rank._types import Arr, FnType, Sigma, arr, instantiate
+from tensig.rank._types import Arr, FnType, Sigma, _shape_index, arr, instantiate
 
 __all__ = ["Box", "unbox"]
 
@@ -123,11 +123,7 @@ def _hidden_names(box: Box) -> set[str]:
 
 
 def _declared(result: str | ShapeIndex | Sequence[Any] | None) -> ShapeIndex | None:
-    if result is None or isinstance(result, ShapeIndex):
-        return result
-    if isinstance(result, str):
-        return ShapeIndex.parse(result) if result.strip() else ShapeIndex(())
-    return ShapeIndex(result)
+    return None if result is None else _shape_index(result)
 
 
 def _names_in(shape: ShapeIndex) -> set[str]:

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from tensig.annotations import dtype_kind
 from tensig.dims import Dim, ShapeIndex, ShapeVar
 from tensig.errors import ShapeError
-from tensig.rank._backend import Backend, backend_of, dtype_kind, is_array
+from tensig.rank._backend import Backend, backend_of, is_array
 from tensig.rank._boxes import Box, _elem_name
 from tensig.rank._signature import parse_cells
 from tensig.rank._types import (
@@ -35,6 +36,7 @@ from tensig.rank._types import (
     Matcher,
     Sigma,
     Static,
+    _shape_index,
     bindings,
     instantiate,
 )
@@ -132,14 +134,6 @@ def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> 
                   names=tuple(f"arg{i}" for i in range(len(ranks))))
 
 
-def _shape_index(x: ShapeLike) -> ShapeIndex:
-    if isinstance(x, ShapeIndex):
-        return x
-    if isinstance(x, str):
-        return ShapeIndex.parse(x) if x.strip() else ShapeIndex(())
-    return ShapeIndex(tuple(x))
-
-
 def _pattern_rank(p: Arr) -> Rank:
     return None if p.shape.shape_vars else len(p.shape.items)
 
@@ -164,6 +158,16 @@ def _unconstrained(ftype: FnType) -> bool:
             seen.add(key)
     result = ftype.result
     return result is None or (isinstance(result, Arr) and result.shape.is_concrete)
+
+
+def _spread_ranks(name: str, ranks: Sequence[Rank], names: Sequence[str]) -> Sequence[Rank]:
+    """Positional ranks for the array parameters ``names``: one rank applies to all of them."""
+    if len(ranks) == 1 and len(names) > 1:
+        ranks = tuple(ranks) * len(names)
+    if len(ranks) > len(names):
+        raise TypeError(f"{name}: {len(ranks)} ranks for {len(names)} array parameters "
+                        f"({', '.join(names)})")
+    return ranks
 
 
 def _fits(p: Arr, r: Rank) -> bool:
@@ -211,6 +215,7 @@ class Lifted:
         self._fixed = (result.shape.as_tuple() if self._trivial and isinstance(result, Arr)
                        else None)
         self._typed: dict[object, tuple[ShapeIndex | None, Sigma | None]] = {}
+        self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
         if doc is not None:
             self.__doc__ = doc
 
@@ -241,11 +246,7 @@ class Lifted:
 
     def _ranks_from(self, ranks: Sequence[Rank], named: dict[str, Rank]) -> tuple[Rank, ...]:
         names = [self.type.param_name(i) for i in self.arrays]
-        if len(ranks) == 1 and len(names) > 1:
-            ranks = tuple(ranks) * len(names)
-        if len(ranks) > len(names):
-            raise TypeError(f"{self.name}: {len(ranks)} ranks for {len(names)} array parameters "
-                            f"({', '.join(names)})")
+        ranks = _spread_ranks(self.name, ranks, names)
         new = list(self.ranks)
         for k, r in enumerate(ranks):
             new[k] = _check_rank_value(self.name, r)
@@ -317,11 +318,7 @@ class Overloaded:
         live = [v for v in self.variants if isinstance(v, Lifted)]
         widest = max(live, key=lambda v: len(v.arrays))
         names = [widest.type.param_name(i) for i in widest.arrays]
-        if len(ranks) == 1 and len(names) > 1:
-            ranks = tuple(ranks) * len(names)
-        if len(ranks) > len(names):
-            raise TypeError(f"{self.name}: {len(ranks)} ranks for {len(names)} array parameters "
-                            f"({', '.join(names)})")
+        ranks = _spread_ranks(self.name, ranks, names)
         wanted = dict(zip(names, ranks, strict=False)) | named
         variants: list[Lifted | ShapeError] = []
         for v in self.variants:
@@ -422,7 +419,7 @@ def _prepare(lf: Lifted, args: Sequence[Any]) -> _Call:
         split = len(shape) - _cell_rank(lf, k, shape)
         frames.append(shape[:split])
         cells.append(shape[split:])
-    frame = principal_frame(lf.name, frames, [_who(lf, i) for i in lf.arrays])
+    frame = principal_frame(lf.name, frames, lf._who)
     matcher, declared, sigma = _typecheck(lf, cells, all_args)
     _check_elems(lf, arrays)
     return _Call(lf, all_args, arrays, frames, cells, frame, backend, matcher, declared, sigma)
@@ -465,7 +462,7 @@ def _instantiate_cells(lf: Lifted, cells: Sequence[tuple[int, ...]], args: Seque
     return m, None, result
 
 
-_KINDS = {"Int": ("iu", "integers"), "Bool": ("b", "booleans")}
+_KINDS = {"Int": ("int", "integers"), "Bool": ("bool", "booleans")}
 
 
 def _check_elems(lf: Lifted, arrays: Sequence[Any]) -> None:
@@ -474,7 +471,7 @@ def _check_elems(lf: Lifted, arrays: Sequence[Any]) -> None:
         a = arrays[k]
         if want is None or math.prod(a.shape) == 0:
             continue
-        if dtype_kind(a) not in want[0]:
+        if dtype_kind(a.dtype) != want[0]:
             raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
                             f"{_elem_name(a)}")
 
@@ -843,7 +840,7 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
                             f"has cell ranks {ranks0}, {f.name} has {f.ranks}")
     call = _prepare(chosen[0], args)
     principal_frame("apply", [funcs.shape, *call.frames],
-                    ["the function array", *(_who(call.lf, i) for i in call.lf.arrays)])
+                    ["the function array", *call.lf._who])
     outs = []
     for pos, f in zip(np.ndindex(*funcs.shape), lifted, strict=True):
         sub = [a[pos[:len(fr)]] for a, fr in zip(call.arrays, call.frames, strict=True)]
@@ -913,7 +910,7 @@ def _typeof_call(lf: Lifted, args: Sequence[Any]) -> Instance:
         frames[i], cells[i] = shapes[i][:split], shapes[i][split:]
     real = [frames[i] for i in lf.arrays]
     frame = ShapeIndex(principal_frame(lf.name, [f.items for f in real],  # type: ignore[union-attr]
-                                       [_who(lf, i) for i in lf.arrays]))
+                                       lf._who))
     m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
     result = m.result()
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}  # type: ignore[arg-type]
