@@ -61,7 +61,7 @@ def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 8
 def tensig_step(demo: Any, lr: float, backend: str) -> tuple[Callable[[], object], float]:
     """One training step of a demo's model (its own ``build``), and the build time."""
     xs, ys, _, _ = demo.data()
-    onehot = np.eye(2 if demo is moons else 10, dtype=np.float32)[ys]
+    onehot = np.eye(demo.CLASSES, dtype=np.float32)[ys]
     with G.new_graph(backend):
         t0 = time.perf_counter()
         trainer = demo.build(xs, onehot).trainer(xs, onehot, lr)

@@ -311,8 +311,13 @@ def test_max_pooling_forward_and_gradient_gate():
     x = G.param("x", output=[4, 4, 2], init=lambda s, r: xs[0].astype(np.float32))
     window = G.constant(np.zeros((2, 2)))
     pooled = G.tropical("2*oh<+wh, 2*ow<+ww, c; wh, ww => oh, ow, c", x, window)
-    ref = torch.nn.functional.max_pool2d(torch.tensor(xs).permute(0, 3, 1, 2), 2)
-    np.testing.assert_allclose(run(pooled), ref.permute(0, 2, 3, 1)[0].numpy(), rtol=1e-6)
+    tx = torch.tensor(xs, requires_grad=True)
+    ref = torch.nn.functional.max_pool2d(tx.permute(0, 3, 1, 2), 2)
+    np.testing.assert_allclose(run(pooled), ref.permute(0, 2, 3, 1)[0].detach().numpy(),
+                               rtol=1e-6)
+    G.grad_update(G.einsum1("... => |->0", pooled)).backward()
+    ref.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad[0].numpy())
 
 
 def test_tropical_and_einmax1_gradients_against_torch():
@@ -514,8 +519,6 @@ def test_every_accumulation_operator():
         "/": a0 / b0.prod(1), "**": a0 ** b0.prod(1), "max": np.maximum(a0, b0.max(1)),
         "min": np.minimum(a0, b0.min(1)),
     }
-    from tensig.compile import compile_code
-
     for accum, want in expected.items():
         store.write(a.val, a0.astype(np.float32))
         code = Code().assign(a.val, b.val, accum=accum, logic="ij => i")

@@ -72,6 +72,13 @@ class _Source:
     def emit(self, line: str) -> None:
         self.lines.append(line)
 
+    def fixed(self, x: str, labels: Labels) -> str:
+        """``x`` read at the fixed positions of ``labels`` (their integers)."""
+        if not any(isinstance(lab, int) for lab in labels):
+            return x
+        index = tuple(lab if isinstance(lab, int) else slice(None) for lab in labels)
+        return f"{x}[{self.bind(index, 'index')}]"
+
     def transpose(self, x: str, perm: list[int]) -> str:
         return f"{x}.{'permute' if self.torch else 'transpose'}({tuple(perm)!r})"
 
@@ -89,7 +96,7 @@ class _Source:
 def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
     """The source of an expression over operands already bound to ``names``."""
     if isinstance(e, Buf):
-        return names[(e.tensor.id, e.field)]
+        return names[e.key]
     if not isinstance(e, Expr):
         return src.literal(e)
     if not _reads_buffers(e):
@@ -112,7 +119,7 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
             else _expression(src, x, names) for i, x in enumerate(e.args)]
     if e.op in _INLINE:
         return _INLINE[e.op].format(*args)
-    fn = src.bind(UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op], e.op)
+    fn = src.bind(_definition(e.op), e.op)
     return f"{fn}(xp, {', '.join(args)})"
 
 
@@ -161,6 +168,11 @@ def _addcmul(xp: Any, x: Any, p: Any, q: Any, c: float) -> Any:
     return x + c * (p * q)
 
 
+def _definition(op: str) -> Callable[..., Any]:
+    """A primitive's definition (:mod:`tensig.ir`) by name."""
+    return UNARY.get(op) or BINARY.get(op) or TERNARY[op]
+
+
 def _reads_buffers(e: Any) -> bool:
     return isinstance(e, Buf) or (isinstance(e, Expr) and any(map(_reads_buffers, e.args)))
 
@@ -172,7 +184,7 @@ def _fold(e: Any) -> float:
 
     if not isinstance(e, Expr):
         return e  # type: ignore[no-any-return]
-    fn = UNARY.get(e.op) or BINARY.get(e.op) or TERNARY[e.op]
+    fn = _definition(e.op)
     with np.errstate(all="ignore"):
         return float(fn(np, *(np.float64(_fold(a)) for a in e.args)))
 
@@ -186,14 +198,12 @@ def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Back
 
 
 def _align(src: _Source, x: str, labels: Labels, product: list[str],
-           dims: list[int] | None) -> tuple[str, int]:
-    """Source that indexes fixed positions, takes diagonals and lines ``x`` up with the
-    product space; and the rank of the result."""
-    if dims is not None and _broadcasts_as_is(labels, product, dims):
+           dims: list[int]) -> tuple[str, int]:
+    """Source that indexes fixed positions, takes diagonals and lines ``x`` (of sizes
+    ``dims``) up with the product space; and the rank of the result."""
+    if _broadcasts_as_is(labels, product, dims):
         return x, len(labels)
-    if any(isinstance(lab, int) for lab in labels):
-        index = tuple(lab if isinstance(lab, int) else slice(None) for lab in labels)
-        x = f"{x}[{src.bind(index, 'index')}]"
+    x = src.fixed(x, labels)
     names = [lab for lab in labels if isinstance(lab, str)]
     uniq = list(dict.fromkeys(names))
     if len(uniq) != len(names):
@@ -207,22 +217,15 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     if ranked == product[len(product) - len(ranked):] and not any(isinstance(lab, int)
                                                                    for lab in labels):
         return x, len(ranked)  # missing leading axes broadcast
-    sizes = dims if dims is not None else None
-    if sizes is not None and not any(isinstance(lab, int) for lab in labels) and \
-            len(uniq) == len(names):
-        size_of = dict(zip(names, sizes, strict=True))
-        shape = tuple(size_of.get(lab, 1) for lab in product)
-        return f"{x}.reshape({shape!r})", len(product)
-    pos = [ranked.index(lab) if lab in ranked else None for lab in product]
-    expand = src.bind(lambda v, pos=pos: v.reshape(tuple(1 if p is None else v.shape[p]
-                                                         for p in pos)), "expand")
-    return f"{expand}({x})", len(product)
+    # the remaining axes are ``ranked``, in product order: size-1 axes go in between
+    size_of = {lab: n for lab, n in zip(labels, dims, strict=True) if isinstance(lab, str)}
+    shape = tuple(size_of.get(lab, 1) for lab in product)
+    return f"{x}.reshape({shape!r})", len(product)
 
 
 def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any,
-                   dims: list[int] | None = None) -> Callable[[Any], Any]:
-    """``x -> x`` lined up with the product space (see :func:`_align`); ``dims``, the
-    array's sizes when known, lets the reshape be written out."""
+                   dims: list[int]) -> Callable[[Any], Any]:
+    """``x -> x`` (of sizes ``dims``) lined up with the product space (see :func:`_align`)."""
     src = _Source(backend, xp)
     expr, _ = _align(src, "x", labels, product, dims)
     src.emit(f"return {expr}")
@@ -264,7 +267,7 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     if len(set(lhs_order)) != len(lhs_order):
         raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
     src = _Source(backend, xp)
-    keys = [(b.tensor.id, b.field) for b in bufs]
+    keys = [b.key for b in bufs]
     src.emit("A = store.arrays")
     if keys:
         src.emit("try:")
@@ -296,19 +299,13 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
     letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
         [*lhs_order, *names]))}
-    idx = [keys.index((x.tensor.id, x.field)) for x in e.args]
+    idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
                     for i in idx)
     spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
     shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
     plan = src.bind(backend.contraction(spec, shapes), "contract")
-    operands = []
-    for i in idx:
-        x = f"x{i}"
-        if any(isinstance(lab, int) for lab in arg_labels[i]):
-            index = tuple(lab if isinstance(lab, int) else slice(None) for lab in arg_labels[i])
-            x = f"{x}[{src.bind(index, 'index')}]"
-        operands.append(x)
+    operands = [src.fixed(f"x{i}", arg_labels[i]) for i in idx]
     src.emit(f"v = {plan}({', '.join(operands)})")
     return True
 
@@ -377,7 +374,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
     """
     accum = a.accum
-    key = (a.lhs.tensor.id, a.lhs.field)
+    key = a.lhs.key
     shape = tuple(int(d) for d in a.lhs.tensor.shape.dims)
     neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
     fixed = any(isinstance(x, int) for x in lhs_labels)

@@ -10,6 +10,7 @@ Running a routine does no shape work.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tensig.backends import Backend, backend_for
@@ -54,16 +55,16 @@ class Store:
         self.arrays: dict[tuple[int, str], Any] = {}
 
     def read(self, buf: Buf) -> Any:
-        key = (buf.tensor.id, buf.field)
+        key = buf.key
         if key not in self.arrays:
             raise KeyError(f"{buf!r} has no array yet: run the routine that computes it first")
         return self.arrays[key]
 
     def write(self, buf: Buf, value: Any) -> None:
-        self.arrays[(buf.tensor.id, buf.field)] = value
+        self.arrays[buf.key] = value
 
     def has(self, buf: Buf) -> bool:
-        return (buf.tensor.id, buf.field) in self.arrays
+        return buf.key in self.arrays
 
 
 class Routine:
@@ -142,11 +143,15 @@ def drop_zero_contributions(code: Code) -> Code:
         if a.accum in ("+", "-") and not a.init and _always_zero(a.expr, zero):
             continue
         zero.discard(key)
-        if a.accum is None and a.logic == "." and a.expr.op == "id" and \
-                a.expr.args in ((0.0,), (0,)):
+        if _is_zero_fill(a):
             zero.add(key)
         out.append(a)
     return Code(out)
+
+
+def _is_zero_fill(a: Assign) -> bool:
+    """``g =: 0`` pointwise: every cell of ``g`` set to zero."""
+    return a.accum is None and a.logic == "." and a.expr.op == "id" and a.expr.args == (0.0,)
 
 
 def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
@@ -173,8 +178,6 @@ def fold_zero_init(code: Code) -> Code:
     Zeroing every gradient and then adding the first contribution costs two passes; the
     first contribution can initialise instead.  Semantics are unchanged.
     """
-    from dataclasses import replace as dc_replace
-
     items = list(code)
     zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
     drop: set[int] = set()
@@ -184,15 +187,13 @@ def fold_zero_init(code: Code) -> Code:
         for k in reads:
             zeroed.pop(k, None)  # read while zero: the zeroing must stay
         key = _key(a.lhs)
-        is_zero = a.accum is None and a.expr.op == "id" and a.expr.args == (0.0,) and \
-            a.logic == "."
-        if is_zero:
+        if _is_zero_fill(a):
             zeroed[key] = len(out)
             out.append(a)
             continue
         if key in zeroed and a.accum in ("+", "-") and not a.init and key not in reads:
             drop.add(zeroed.pop(key))
-            a = dc_replace(a, init=True)
+            a = replace(a, init=True)
         else:
             zeroed.pop(key, None)
         out.append(a)
@@ -201,13 +202,9 @@ def fold_zero_init(code: Code) -> Code:
 
 def _namespace(backend: Backend) -> Any:
     if backend.name == "torch":
-        import torch
-
-        return torch
+        return backend.torch  # type: ignore[attr-defined]
     if backend.name == "numpy":
-        import numpy
-
-        return numpy
+        return backend.np  # type: ignore[attr-defined]
     raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
 
 
@@ -322,8 +319,7 @@ def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
 
     def step(store: Store) -> None:
-        v = plan.run([store.read(src)])
-        store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
+        _add_into(store, lhs, plan.run([store.read(src)]), not init)
 
     return step
 
@@ -389,7 +385,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
             v = fast(store) if fast is not None else None
             if v is None:
                 v = plan.run([store.read(x) for x in e.args])
-            store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
+            _add_into(store, lhs, v, not init)
 
         return step
     # where each affine axis sits in the expanded result (output position, then kernel
@@ -411,14 +407,10 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     def step(store: Store) -> None:
         v = fast(store) if fast is not None else None
         if v is not None:
-            store.write(lhs, store.read(lhs) + v if store.has(lhs) and not init else v)
+            _add_into(store, lhs, v, not init)
             return
         p = plan.run([store.read(x) for x in e.args])
-        grad = store.read(lhs) if store.has(lhs) and not init else backend.full(lhs_dims, 0, p)
-        grad = grad + 0  # a fresh array: the scatter below writes into it
-        for dst, src in pairs:
-            grad[dst] += p[src]
-        store.write(lhs, grad)
+        _scatter_into(store, lhs, p, pairs, lhs_dims, backend, not init)
 
     return step
 
@@ -520,39 +512,53 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         v = backend.broadcast_to(expr(args), full)
         if reduced:
             v = v.sum(reduced)
-        if perm != sorted(perm):
+        if transpose:
             v = backend.transpose(v, perm)
         return v
 
+    transpose = perm != sorted(perm)
     lhs = a.lhs
-    init = a.init  # the first contribution sets the gradient (see fold_zero_init)
+    # onto the old value: an accumulation, unless it is the first contribution (see
+    # fold_zero_init)
+    add = a.accum is not None and not a.init
     pairs = _scatter_pairs(scatter, lhs_dims, len(lhs_keys))
 
     def step(store: Store) -> None:
         p = value(store)
-        add_to_old = store.has(lhs) and a.accum is not None and not init
         if tiled:
-            p = backend.reshape(p, lhs_dims)
-            store.write(lhs, store.read(lhs) + p if add_to_old else p)
-            return
-        if not scatter:
-            store.write(lhs, store.read(lhs) + p if add_to_old else p)
-            return
-        grad = store.read(lhs) if add_to_old else backend.full(lhs_dims, 0, p)
-        grad = grad + 0  # a fresh array: the scatter below writes into it
-        for dst, src in pairs:
-            grad[dst] += p[src]
-        store.write(lhs, grad)
+            _add_into(store, lhs, backend.reshape(p, lhs_dims), add)
+        elif scatter:
+            _scatter_into(store, lhs, p, pairs, lhs_dims, backend, add)
+        else:
+            _add_into(store, lhs, p, add)
 
     return step
+
+
+def _add_into(store: Store, lhs: Buf, v: Any, add: bool) -> None:
+    """``lhs =+ v`` when ``add`` and ``lhs`` has a value, else ``lhs =: v``."""
+    store.write(lhs, store.read(lhs) + v if add and store.has(lhs) else v)
+
+
+def _scatter_into(store: Store, lhs: Buf, p: Any, pairs: list[tuple[Any, Any]],
+                  lhs_dims: list[int], backend: Backend, add: bool) -> None:
+    """Scatter-add each kernel position's slice of ``p`` into ``lhs`` (see
+    :func:`_scatter_pairs`), onto its old value when ``add`` and it has one, else onto 0."""
+    # a fresh array (a copy of the old value): the scatter below writes into it
+    grad = store.read(lhs) + 0 if add and store.has(lhs) else backend.full(lhs_dims, 0, p)
+    for dst, src in pairs:
+        grad[dst] += p[src]
+    store.write(lhs, grad)
 
 
 def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[Any, ...]:
     """One windowed axis of a left-hand side: where its output and kernel positions sit in
     the value, and the geometry (outputs, kernel size, stride, dilation, left pad, offset)."""
+    from tensig.lowering import _window_pads
+
     k = int(ix.kernel.size) if ix.kernel is not None else 1
-    span = (k - 1) * ix.dilation + 1
-    left = span - (span + 1) // 2 if ix.padded and ix.kernel is not None else 0
+    # the lowering's own padding rule (only the left pad matters here, so no size is needed)
+    left = _window_pads(ix, 0)[1][0] if ix.kernel is not None else 0
     return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
 
 
@@ -596,4 +602,4 @@ def _is_fixed(u: Any) -> bool:
 
 
 def _key(b: Buf) -> tuple[int, str]:
-    return (b.tensor.id, b.field)
+    return b.key

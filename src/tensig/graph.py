@@ -37,6 +37,8 @@ from tensig.compile import OpProjection, Routine, Store, compile_code
 from tensig.errors import ShapeError
 from tensig.inference import ShapeGraph, TensorNode
 from tensig.ir import Buf, Code, Expr
+from tensig.ir import prim as _e
+from tensig.price import itemsize
 from tensig.shapes import Shape
 from tensig.solver import RowNode, SRow
 
@@ -101,24 +103,17 @@ class Graph:
         from tensig.dims import Dim
 
         self.solve()
-        itemsize = _itemsize(dtype)
+        size = itemsize(dtype)
         out = []
         for t in self.tensors:
             n = 1
             for d in t.shape.dims:
                 d = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
                 n *= int(d) if d is not None else 0
-            out.append((t.name, t.shape, n * itemsize))
+            out.append((t.name, t.shape, n * size))
             if t.differentiable:
-                out.append((f"{t.name}.grad", t.shape, n * itemsize))
+                out.append((f"{t.name}.grad", t.shape, n * size))
         return out
-
-
-def _itemsize(dtype: Any) -> int:
-    name = str(dtype).replace("torch.", "")
-    if name == "bfloat16":
-        return 2
-    return int(np.dtype(name).itemsize)
 
 
 _GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
@@ -318,6 +313,13 @@ class Tensor:
                 code.extend(t.op.backward(t, *t.args))
         return code
 
+    def grad_update_code(self) -> Code:
+        """Forward, zero grads, seed this tensor's gradient with 1, backprop."""
+        code = self.forward_code()
+        code.extend(self.zero_grads_code())
+        code.assign(self.grad, 1.0)
+        return code.extend(self.backprop_code())
+
     def zero_grads_code(self) -> Code:
         code = Code()
         for t in _topo(self):
@@ -388,14 +390,13 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
         args = []
         for i, o in enumerate(operands):
             rows = getattr(o, "rows", None)
-            arr = np.asarray(o.array if rows is not None else o, dtype=np.float32) \
-                if backend == "numpy" or rows is not None else o
-            if rows is not None:
-                t = leaf(f"x{i}", arr, batch=len(rows.batch), input=len(rows.input))
+            if rows is not None:  # an array with its three rows
+                t = leaf(f"x{i}", np.asarray(o.array, np.float32), batch=len(rows.batch),
+                         input=len(rows.input))
             elif hasattr(o, "shape"):
-                t = leaf(f"x{i}", np.asarray(arr.detach().cpu() if hasattr(arr, "detach")
-                                             else arr, np.float32))
-            else:
+                t = leaf(f"x{i}", np.asarray(o.detach().cpu() if hasattr(o, "detach") else o,
+                                             np.float32))
+            else:  # a number
                 t = o
             args.append(t)
         out = apply(opdef, *args)
@@ -426,10 +427,6 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
         return code
 
     return backward
-
-
-def _e(op: str, *args: Any) -> Expr:
-    return Expr(op, args)
 
 
 LN2 = math.log(2.0)
@@ -709,7 +706,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
-    if _first_leaf(literal) is not None and isinstance(_first_leaf(literal), Tensor):
+    if isinstance(_first_leaf(literal), Tensor):
         return _block(literal)
 
     def plain(x: Any) -> Any:
@@ -862,12 +859,7 @@ class Model:
     def grad_update(self) -> Routine:
         """Forward, zero grads, seed 1, backprop: compiled once."""
         if self._update is None:
-            code = Code()
-            code.extend(self.output.forward_code())
-            code.extend(self.output.zero_grads_code())
-            code.assign(self.output.grad, 1.0)
-            code.extend(self.output.backprop_code())
-            self._update = compile_code(code, self.graph.array_type)
+            self._update = compile_code(self.output.grad_update_code(), self.graph.array_type)
         return self._update
 
     def backward(self) -> Any:

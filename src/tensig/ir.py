@@ -54,6 +54,11 @@ class Buf:
         return f"{self.tensor.name}.{self.field}"
 
     @property
+    def key(self) -> tuple[int, str]:
+        """Where the buffer's array lives in a store: ``(tensor id, field)``."""
+        return (self.tensor.id, self.field)
+
+    @property
     def merge(self) -> Buf:
         """This buffer's merge buffer (``t.grad.merge``)."""
         if self.field in ("merge", "grad.merge"):

@@ -23,7 +23,8 @@ import numpy as np
 from tensig.compile import compile_code
 from tensig.errors import ShapeError
 from tensig.graph import _GRAPH, Model, Tensor, leaf
-from tensig.ir import Code, Expr
+from tensig.ir import Code
+from tensig.ir import prim as _e
 
 __all__ = ["Trainer", "adam", "sgd"]
 
@@ -40,10 +41,6 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
         return leaf(name, np.array([value], np.float32))
     finally:
         _GRAPH.reset(token)
-
-
-def _e(op: str, *args: Any) -> Expr:
-    return Expr(op, args)
 
 
 class Optimizer:
@@ -142,7 +139,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
                                     "decay": s_decay}, per_step)
 
 
-def _zero_state(model: Model, opt: Optimizer) -> None:
+def _zero_state(model: Model) -> None:
     """Optimizer state starts at zero."""
     store = model.graph.store
     for t in model.graph.tensors:
@@ -164,17 +161,12 @@ class Trainer:
         self.loss, self.opt = loss, optimizer
         t0 = time.perf_counter()
         self.model = Model(loss)
-        code = Code()
-        code.extend(loss.forward_code())
-        code.extend(loss.zero_grads_code())
-        code.assign(loss.grad, 1.0)
-        code.extend(loss.backprop_code())
-        code.extend(optimizer.code)
+        code = loss.grad_update_code().extend(optimizer.code)
         self.routine = compile_code(code, self.model.graph.array_type)
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
             if t.value_init is not None and not loss.graph.store.has(t.val):
                 self.model.set(t, t.value_init)
-        _zero_state(self.model, optimizer)
+        _zero_state(self.model)
         self.build_seconds = time.perf_counter() - t0
         self.data = dict(data)
         sizes = {len(v) for v in self.data.values()}
@@ -195,7 +187,7 @@ class Trainer:
             if tuple(arr.shape[1:]) != want[1:]:
                 raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                                  f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
-            self._feeds.append(((t.id, t.val.field), self.model._array(arr)))
+            self._feeds.append((t.val.key, self.model._array(arr)))
         self._rows = self.model._array
         self.rng = np.random.default_rng(seed)
         self.shuffle = shuffle

@@ -1,8 +1,10 @@
-"""Pieces the demos share: a softmax cross-entropy, accuracy, the memory bill."""
+"""Pieces the demos share: the run itself, a softmax cross-entropy, accuracy, the memory
+bill."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,18 +27,22 @@ class Built:
         return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: onehot})
 
 
-def train_and_evaluate(g: G.Graph, m: Built, data: tuple[np.ndarray, ...], *, lr: float,
-                       epochs: int, batch: int, what: str, target: float) -> float:
-    """Print the parameter shapes and the bill, train, and report held-out accuracy."""
-    train_x, train_y, test_x, test_y = data
-    onehot = np.eye(int(m.t.shape.output[0]), dtype=np.float32)[train_y]
-    print_bill(g, m.params)
-    trainer = m.trainer(train_x, onehot, lr)
-    print(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
-    t0 = time.perf_counter()
-    losses = trainer.fit(epochs)
-    seconds = time.perf_counter() - t0
-    acc = accuracy(G.Model(m.logits), m.x, m.logits, test_x, test_y, batch)
+def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
+             build: Callable[[np.ndarray, np.ndarray], Built], *, classes: int, batch: int,
+             lr: float, epochs: int, backend: str, what: str, target: float) -> float:
+    """Build a demo's model in a fresh graph on its training data, print the parameter
+    shapes and the bill, train, and report held-out accuracy."""
+    train_x, train_y, test_x, test_y = data()
+    onehot = np.eye(classes, dtype=np.float32)[train_y]
+    with G.new_graph(backend) as g:
+        m = build(train_x, onehot)
+        print_bill(g, m.params)
+        trainer = m.trainer(train_x, onehot, lr)
+        print(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+        t0 = time.perf_counter()
+        losses = trainer.fit(epochs)
+        seconds = time.perf_counter() - t0
+        acc = accuracy(G.Model(m.logits), m.x, m.logits, test_x, test_y, batch)
     print(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
           f"{what} accuracy {acc:.1%} (target >= {target:.0%})")
     return acc

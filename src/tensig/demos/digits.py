@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from tensig import graph as G
-from tensig.demos.common import Built, cross_entropy, train_and_evaluate
+from tensig.demos.common import Built, cross_entropy, run_demo
 
 BATCH = 32
+CLASSES = 10
 CONV = "b|h=+kh, w=+kw, c; kh, kw, c -> oc => b|h, w, oc"          # 3x3, padded
 POOL = "b|2*oh<+wh, 2*ow<+ww, c; wh, ww => b|oh, ow, c"            # 2x2 max pooling
 DENSE = "b|h, w, c; h, w, c -> o => b|o"
@@ -45,11 +46,8 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
 
 
 def main(epochs: int = 15, backend: str = "numpy") -> float:
-    train = data()
-    onehot = np.eye(10, dtype=np.float32)[train[1]]
-    with G.new_graph(backend) as g:
-        return train_and_evaluate(g, build(train[0], onehot), train, lr=0.005, epochs=epochs,
-                                  batch=BATCH, what="test", target=0.97)
+    return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.005, epochs=epochs,
+                    backend=backend, what="test", target=0.97)
 
 
 if __name__ == "__main__":

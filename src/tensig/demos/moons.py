@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tensig import graph as G
-from tensig.demos.common import Built, cross_entropy, train_and_evaluate
+from tensig.demos.common import Built, cross_entropy, run_demo
 
 BATCH = 40
+CLASSES = 2
 
 
 def data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -33,11 +34,8 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
 
 
 def main(epochs: int = 60, backend: str = "numpy") -> float:
-    train = data()
-    onehot = np.eye(2, dtype=np.float32)[train[1]]
-    with G.new_graph(backend) as g:
-        return train_and_evaluate(g, build(train[0], onehot), train, lr=0.01, epochs=epochs,
-                                  batch=BATCH, what="held-out", target=0.98)
+    return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.01, epochs=epochs,
+                    backend=backend, what="held-out", target=0.98)
 
 
 if __name__ == "__main__":
