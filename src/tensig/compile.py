@@ -9,13 +9,15 @@ Running a routine does no shape work.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from tensig.backends import Backend, backend_for
+from tensig.backends import Backend, ZeroTest, backend_for
 from tensig.codegen import align_function, assignment_step, expression_function
 from tensig.errors import ShapeError
+from tensig.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.ir import Assign, Buf, Code, Expr
 from tensig.projections import Labels, project
 
@@ -102,7 +104,27 @@ def compile_code(code: Code, array_type: type) -> Routine:
     xp = _namespace(backend)
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = xp.inference_mode if backend.name == "torch" else None
-    return Routine([_compile_assign(a, backend, xp) for a in code], code, mode)
+    if backend.name not in ("numpy", "torch"):  # eager libraries, where calls cost
+        return Routine([_compile_assign(a, backend, xp) for a in code], code, mode)
+    steps = []
+    for item in fuse_repeats(code):
+        if isinstance(item, Assign):
+            steps.append(_compile_assign(item, backend, xp))
+        else:
+            steps.append(_fused_step(item, backend, xp))
+    return Routine(steps, code, mode)
+
+
+def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
+    """One step for a run of repeated pointwise blocks (see :mod:`tensig.fusion`)."""
+    singles = [_compile_assign(a, backend, xp) for a in run.assigns]
+
+    def one_by_one(store: Store) -> None:
+        for step in singles:
+            step(store)
+
+    return FusedBlocks(run, lambda e, slots: expression_function(e, slots, backend, xp),
+                       backend, xp, one_by_one)
 
 
 def drop_dead_stores(code: Code) -> Code:
@@ -504,12 +526,32 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             if ix.kernel is not None:
                 kpos += 1
 
-    expr = expression_function(a.expr, {_key(b): i for i, b in enumerate(bufs)}, backend, xp)
+    slots = {_key(b): i for i, b in enumerate(bufs)}
+    expr = expression_function(a.expr, slots, backend, xp)
+    # a small buffer added to a term (the pooling gate's window, ``x + w == max``) is zero in
+    # max pooling: a second expression leaves it out, chosen per call by a test of the buffer
+    small = [i for i, b in enumerate(bufs) if _numel(b.tensor) <= 64]
+    dropped = _drop_added(a.expr, {_key(bufs[i]) for i in small})
+    zero_slots = [i for i in small if _key(bufs[i]) not in
+                  {_key(b) for b in _bufs(dropped)}] if dropped != a.expr else []
+    expr_dropped = expression_function(dropped, slots, backend, xp) if zero_slots else None
+    zero_tests = [ZeroTest() for _ in zero_slots]
+    widen = getattr(backend, "widen", None)
+    aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
+    widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
 
     def value(store: Store) -> Any:
-        args = [align(fn(store.read(b), neutral))
-                for b, (fn, _, _), align in zip(bufs, views, aligners, strict=True)]
-        v = backend.broadcast_to(expr(args), full)
+        raw = [store.read(b) for b in bufs]
+        e = expr
+        if zero_slots and all(test(raw[i]) for i, test in zip(zero_slots, zero_tests,
+                                                              strict=True)):
+            e = expr_dropped
+        args = [align(fn(x, neutral))
+                for x, (fn, _, _), align in zip(raw, views, aligners, strict=True)]
+        if widen is not None:
+            args = [x if w is None or (e is expr_dropped and i in zero_slots) else widen(x, w)
+                    for i, (x, w) in enumerate(zip(args, widths, strict=True))]
+        v = backend.broadcast_to(e(args), full)
         if reduced:
             v = v.sum(reduced)
         if transpose:
@@ -533,6 +575,52 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             _add_into(store, lhs, p, add)
 
     return step
+
+
+def _numel(t: Any) -> int:
+    return math.prod(int(d) for d in t.shape.dims)
+
+
+def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
+    """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
+    ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
+    of a zero may differ: ``-0.0 + 0.0`` is ``+0.0``; equal to 0 in every comparison.)"""
+    if not isinstance(e, Expr):
+        return e
+    args = tuple(_drop_added(x, keys) for x in e.args)
+    if e.op == "add" and len(args) == 2:
+        for w, x in (args, args[::-1]):
+            if isinstance(w, Buf) and w.key in keys and _bufs(x):
+                return x
+    return Expr(e.op, args) if args != e.args else e
+
+
+def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
+    """The shape to materialise a broadcast operand at before a windowed elementwise op on
+    torch's CPU kernels, or None to leave it as it is.
+
+    An operand broadcast along an axis just outside a short block of inner axes (the pooling
+    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
+    torch's elementwise loops into rows of that block's length, at about 1 ns an element
+    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
+    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
+    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
+    the size of the product space.
+    """
+    full = [max(s[k] for s in aligned) for k in range(len(shape))]
+    total = math.prod(full)
+    if math.prod(shape) <= 1 or total < 4096:
+        return None
+    target = list(shape)
+    while True:
+        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
+        if k is None or math.prod(full[k + 1:]) >= rows:
+            break
+        wider = [*target[:k], full[k], *target[k + 1:]]
+        if 2 * math.prod(wider) > total:
+            break
+        target = wider
+    return target if target != shape else None
 
 
 def _add_into(store: Store, lhs: Buf, v: Any, add: bool) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tensig.backends import Backend
+from tensig.backends import Backend, ZeroTest
 from tensig.inference import (
     AffineIndex,
     AxisUse,
@@ -275,10 +275,11 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
     y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
 
+    zero = ZeroTest()
+
     def step(arrays: Any, neutral: float) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
-        # all zeros: |w| sums to 0 (NaN does not); cheaper than a boolean any() on torch
-        if not accepts(x, x) or float(w.abs().sum()) != 0:
+        if not accepts(x, x) or not zero(w):
             return generic(arrays, neutral)
         return y_out(pool(x_in(x), kernel, strides, dilations, pads))
 
