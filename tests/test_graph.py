@@ -393,6 +393,70 @@ def test_max_pooling_gradient_against_torch(backend, stride, size):
     np.testing.assert_allclose(ours[1], tx.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("stride", [2, 1])
+def test_pooling_sees_a_window_that_stops_being_zero(backend, stride):
+    """A zero window runs max pooling, and a gradient gate without the window's add; after
+    the window changes (in place on torch, whose version counter the zero test remembers;
+    replaced on NumPy) the same compiled routine must add it, forward and backward."""
+    xs, bias = rand(4, 8, 8, 16), rand(2, 2)  # big enough for the widened operands
+    spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
+    with G.new_graph(backend) as g:
+        x = G.param("x", output=[4, 8, 8, 16], input=[], init=lambda s, r: xs.astype(np.float32))
+        window = G.constant(np.zeros((2, 2), np.float32))
+        pooled = G.tropical(spec, x, window)
+        model = G.grad_update(G.einsum1("... => |->0", pooled * pooled))
+        results = []
+        for step in range(2):
+            if step == 1:
+                w = g.store.read(window.val)
+                if backend == "torch":
+                    w.add_(torch.tensor(bias, dtype=torch.float32))
+                else:
+                    g.store.write(window.val, bias.astype(np.float32))
+            model.backward()
+            results.append((np.array(np.asarray(pooled.numpy())),
+                            np.array(np.asarray(x.grad.numpy()))))
+    for (got, grad), w in zip(results, [np.zeros((2, 2)), bias], strict=True):
+        tx = torch.tensor(xs, requires_grad=True)
+        windows = tx.unfold(1, 2, stride).unfold(2, 2, stride)  # n, oh, ow, c, wh, ww
+        out = (windows + torch.tensor(w)).amax(dim=(-2, -1))
+        (out ** 2).sum().backward()
+        np.testing.assert_allclose(got, out.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
+    from tensig.compile import _widening
+
+    gate = [[32, 4, 2, 4, 2, 16], [32, 4, 1, 4, 1, 16], [1, 1, 2, 1, 2, 1]]
+    # the pooled max: copied along the inner window axis (rows of 2 x 16), not the outer one
+    assert _widening(gate[1], gate) == [32, 4, 1, 4, 2, 16]
+    # the window: along channels, then the output column axis (rows of 4 x 2 x 16 = 128)
+    assert _widening(gate[2], gate) == [1, 1, 2, 4, 2, 16]
+    assert _widening(gate[0], gate) is None  # nothing broadcast
+    # rows already long, or a space too small to pay for a copy
+    assert _widening([64, 1, 256], [[64, 8, 256], [64, 1, 256]]) is None
+    assert _widening([2, 1, 16], [[2, 2, 16], [2, 1, 16]]) is None
+
+
+def test_zero_test_remembers_only_arrays_that_cannot_have_changed():
+    from tensig.backends import ZeroTest
+
+    test = ZeroTest()
+    t = torch.zeros(2, 2)
+    assert test(t) and test(t)
+    t.add_(1)  # in place: the version counter moves
+    assert not test(t)
+    a = np.zeros((2, 2), np.float32)
+    assert test(a)
+    a[0, 0] = 1  # a writeable NumPy array is tested again every time
+    assert not test(a)
+    r = np.zeros((2, 2), np.float32)
+    r.setflags(write=False)
+    assert test(r) and test.seen is not None and test.seen[0] is r
+
+
 def test_ndarray_literals_and_bases():
     m = G.ndarray([(1, 2, 3), (4, 5, 6)])
     assert m.shape == Shape.parse("3->2")
