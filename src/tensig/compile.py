@@ -505,7 +505,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     perm = [kept.index(k) for k in lhs_keys]
     aligners = [align_function(tuple(ks), product, backend, xp, list(ns))
                 for _, ks, ns in views]
-    full = [sizes[k] for k in product]
+    full = tuple(sizes[k] for k in product)
     # the left-hand side's affine axes: scatter positions
     lhs_uses = r.layout[index[a.lhs.tensor.id]]
     lhs_dims = [int(d) for d in a.lhs.tensor.shape.dims]
@@ -551,7 +551,9 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         if widen is not None:
             args = [x if w is None or (e is expr_dropped and i in zero_slots) else widen(x, w)
                     for i, (x, w) in enumerate(zip(args, widths, strict=True))]
-        v = backend.broadcast_to(e(args), full)
+        v = e(args)
+        if tuple(v.shape) != full:
+            v = backend.broadcast_to(v, full)
         if reduced:
             v = v.sum(reduced)
         if transpose:

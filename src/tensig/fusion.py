@@ -202,6 +202,7 @@ class FusedBlocks:
                        for s in loads if not varying[s]]
         self.written = sorted(written)
         self.cache: dict[int, tuple[list[Any], Any]] = {}
+        self.run = run
 
     def __call__(self, store: Any) -> None:
         A = store.arrays
