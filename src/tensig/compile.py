@@ -539,18 +539,24 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     widen = getattr(backend, "widen", None)
     aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
     widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
+    # each operand: its view, lined up with the product space, widened (see _widening)
+    prepare = [_operand_prep(fn, align, widen, w, neutral)
+               for (fn, _, _), align, w in zip(views, aligners, widths, strict=True)]
+    keys = [_key(b) for b in bufs]
 
     def value(store: Store) -> Any:
-        raw = [store.read(b) for b in bufs]
-        e = expr
+        try:
+            raw = [store.arrays[k] for k in keys]
+        except KeyError:
+            raw = [store.read(b) for b in bufs]  # the message
         if zero_slots and all(test(raw[i]) for i, test in zip(zero_slots, zero_tests,
                                                               strict=True)):
-            e = expr_dropped
-        args = [align(fn(x, neutral))
-                for x, (fn, _, _), align in zip(raw, views, aligners, strict=True)]
-        if widen is not None:
-            args = [x if w is None or (e is expr_dropped and i in zero_slots) else widen(x, w)
-                    for i, (x, w) in enumerate(zip(args, widths, strict=True))]
+            e = expr_dropped  # the window's operand is not read
+            args = [None if i in zero_slots else prep(x)
+                    for i, (x, prep) in enumerate(zip(raw, prepare, strict=True))]
+        else:
+            e = expr
+            args = [prep(x) for x, prep in zip(raw, prepare, strict=True)]
         v = e(args)
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
@@ -577,6 +583,14 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             _add_into(store, lhs, p, add)
 
     return step
+
+
+def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any],
+                  widen: Callable[[Any, Any], Any] | None, width: Any, neutral: float
+                  ) -> Callable[[Any], Any]:
+    if widen is None or width is None:
+        return lambda x: align(view(x, neutral))
+    return lambda x: widen(align(view(x, neutral)), width)
 
 
 def _numel(t: Any) -> int:
