@@ -129,11 +129,15 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
         code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
 
+    decays = bool(weight_decay and decoupled)
+
     def per_step(step: int) -> dict[str, float]:
         t = step + 1
         rate = schedule(step) if schedule is not None else lr
-        return {"step_size": rate / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t),
-                "decay": 1 - rate * weight_decay}
+        values = {"step_size": rate / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t)}
+        if decays:  # the only code that reads it
+            values["decay"] = 1 - rate * weight_decay
+        return values
 
     return Optimizer(params, code, {"step_size": s_lr, "inv_sqrt_bias2": s_c2,
                                     "decay": s_decay}, per_step)
