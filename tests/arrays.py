@@ -1,4 +1,5 @@
-"""Test data: moving arrays between NumPy and each backend, and random classic einsum specs."""
+"""Test data: moving arrays between NumPy and each backend, random classic einsum specs, and
+drawn expression trees as IR."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from tensig.ir import Expr
 from tensig.ops import RowArray
 
 BACKENDS = ["numpy", "torch", "jax", "dask"]
@@ -67,3 +69,14 @@ def classic_specs(draw, alphabet: int, labels: int, sizes: int, ops: tuple[int, 
     out = draw(st.permutations(used).flatmap(lambda p: st.integers(0, len(p)).map(
         lambda k: p[:k])))
     return operands, out, size
+
+
+def expr_of(tree, bufs):
+    """The IR expression of a drawn tree: a name is ``bufs[name]``, a float a number,
+    ``(op, *args)`` a primitive applied."""
+    if isinstance(tree, str):
+        return bufs[tree]
+    if isinstance(tree, float):
+        return tree
+    op, *args = tree
+    return Expr(op, tuple(expr_of(a, bufs) for a in args))

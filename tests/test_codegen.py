@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arrays import expr_of
 from tensig import graph as G
 from tensig.compile import compile_code
 from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Code, Expr
@@ -48,16 +49,6 @@ roots = st.one_of(
     st.tuples(st.just("relu_gate"), trees(2), trees(2)))
 
 
-def build(tree, bufs):
-    """The IR expression of a drawn tree."""
-    if isinstance(tree, str):
-        return bufs[tree]
-    if isinstance(tree, float):
-        return tree
-    op, *args = tree
-    return Expr(op, tuple(build(a, bufs) for a in args))
-
-
 def evaluate(tree, arrays):
     """The same tree by the primitives' definitions, with NumPy broadcasting."""
     if isinstance(tree, str):
@@ -83,7 +74,7 @@ def test_generated_steps_match_the_definitions(backend, tree, accum, init, xs, y
         leaves = {"x": G.leaf("x", arrays["x"]), "y": G.leaf("y", arrays["y"]),
                   "s": G.leaf("s", arrays["s"]), "out": G.leaf("out", old)}
         model = G.Model(leaves["x"] + leaves["y"] + leaves["s"] + leaves["out"])
-        code = Code().assign(leaves["out"].val, build(tree, {k: t.val for k, t in
+        code = Code().assign(leaves["out"].val, expr_of(tree, {k: t.val for k, t in
                                                               leaves.items()}),
                              accum=accum, init=init and accum is not None)
         with np.errstate(all="ignore"):

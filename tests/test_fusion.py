@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensig.fusion as fusion
+from arrays import expr_of
 from tensig import graph as G
 from tensig.compile import compile_code
 from tensig.fusion import Run, fuse_repeats
@@ -123,15 +124,6 @@ def exprs(depth: int = 2):
                      st.tuples(OPS, exprs(depth - 1), exprs(depth - 1)))
 
 
-def to_ir(tree, bufs):
-    if isinstance(tree, str):
-        return bufs[tree]
-    if isinstance(tree, float):
-        return tree
-    op, *args = tree
-    return Expr(op, tuple(to_ir(a, bufs) for a in args))
-
-
 def reads_a_buffer(tree) -> bool:
     return isinstance(tree, str) or (isinstance(tree, tuple) and
                                      any(reads_a_buffer(a) for a in tree[1:]))
@@ -168,7 +160,7 @@ def test_fused_runs_equal_one_assignment_at_a_time(backend, block, rounds, rewri
             for grp in groups:
                 bufs = {**{n: t.val for n, t in grp.items()}, "s": s.val}
                 for lhs, acc, e in block:
-                    code.assign(bufs[lhs], to_ir(e, bufs), accum=acc)
+                    code.assign(bufs[lhs], expr_of(e, bufs), accum=acc)
             with pytest.MonkeyPatch.context() as m:
                 if not fused:
                     m.setattr(fusion, "MAX_BLOCK", 0)
