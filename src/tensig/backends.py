@@ -221,10 +221,7 @@ class _NumpyGemm:
     def __init__(self, np: Any, a: str, b: str, out: str):
         self.np = np
         self.a, self.b, self.out = a, b, out
-        self.batch = [c for c in a if c in b and c in out]
-        self.m = [c for c in a if c not in b]
-        self.n = [c for c in b if c not in a]
-        self.k = [c for c in a if c in b and c not in out]
+        self.batch, self.m, self.n, self.k = _gemm_groups(a, b, out)
 
     @classmethod
     def plan(cls, np: Any, subscripts: str) -> _NumpyGemm | None:
@@ -266,6 +263,17 @@ class _NumpyGemm:
         return res.transpose([order.index(c) for c in self.out])
 
 
+def _gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The labels of ``a,b->out`` (every label of an operand kept or contracted) as a batched
+    matrix product's groups: batch and rows of ``a`` / columns of ``b`` in the result's order,
+    contracted in ``a``'s."""
+    batch = [c for c in out if c in a and c in b]
+    m = [c for c in out if c in a and c not in b]
+    n = [c for c in out if c in b and c not in a]
+    k = [c for c in a if c in b and c not in out]
+    return batch, m, n, k
+
+
 def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
                  shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
     """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (or, for one
@@ -289,10 +297,7 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
            for s, other in ((a, b), (b, a))]
     a = "".join(c for c in a if c in out or c in b)
     b = "".join(c for c in b if c in out or c in a)
-    batch = [c for c in out if c in a and c in b]
-    k = [c for c in a if c in b and c not in out]
-    m = [c for c in out if c in a and c not in b]
-    n = [c for c in out if c in b and c not in a]
+    batch, m, n, k = _gemm_groups(a, b, out)
     swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
     if swap:  # compute the transposed product: the result then needs no permutation
         a, b, m, n = b, a, n, m
