@@ -476,7 +476,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     """
 
     from tensig.inference import AffineIndex, infer
-    from tensig.lowering import _operand_view, _tiled_view
+    from tensig.lowering import operand_view, tiled_view
 
     proj = a.logic
     if not isinstance(proj, OpProjection) or a.accum not in ("+", None):
@@ -491,7 +491,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
 
     def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
         i = index[t.id]
-        fn, keys, sizes = _operand_view(r.layout[i], i, {}, backend)
+        fn, keys, sizes = operand_view(r.layout[i], i, {}, backend)
         return fn, [f"e{k}" for k in keys], sizes
 
     views = [view_of(b.tensor) for b in bufs]
@@ -513,7 +513,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         return None
     # windows that tile their axes: the view split each in place (output, kernel position),
     # so the value is the gradient, reshaped
-    tiled = _tiled_view(lhs_uses) is not None
+    tiled = tiled_view(lhs_uses) is not None
     # otherwise the view keeps one axis per left-hand axis (an affine axis as its output
     # position) and appends the kernel axes at the end, in order: scatter over them
     scatter = []
@@ -658,11 +658,11 @@ def _scatter_into(store: Store, lhs: Buf, p: Any, pairs: list[tuple[Any, Any]],
 def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[Any, ...]:
     """One windowed axis of a left-hand side: where its output and kernel positions sit in
     the value, and the geometry (outputs, kernel size, stride, dilation, left pad, offset)."""
-    from tensig.lowering import _window_pads
+    from tensig.lowering import window_pads
 
     k = int(ix.kernel.size) if ix.kernel is not None else 1
     # the lowering's own padding rule (only the left pad matters here, so no size is needed)
-    left = _window_pads(ix, 0)[1][0] if ix.kernel is not None else 0
+    left = window_pads(ix, 0)[1][0] if ix.kernel is not None else 0
     return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
 
 

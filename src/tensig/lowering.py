@@ -39,7 +39,8 @@ from tensig.inference import (
 )
 from tensig.shapes import Shape
 
-__all__ = ["OPS", "OpKind", "Plan", "build_plan"]
+__all__ = ["OPS", "OpKind", "Plan", "build_plan", "conv_gradient", "operand_view", "tiled_view",
+           "window_pads"]
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,7 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
     strides = [a.stride for a in idx]
     dilations = [a.dilation for a in idx]
-    pads = [_window_pads(a, int(x_uses[p].size))[1]
+    pads = [window_pads(a, int(x_uses[p].size))[1]
             for a, p in zip(idx, x_perm[len(through):], strict=True)]
     accepts = backend.conv_accepts  # type: ignore[attr-defined]
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
@@ -290,7 +291,7 @@ def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
                   phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """Operand views (windows for affine axes), one core computation, placement."""
     layout = inferred.layout
-    views = [_operand_view(layout[t], t, phase, backend) for t in members]
+    views = [operand_view(layout[t], t, phase, backend) for t in members]
     res_keys, res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
     key_sizes: dict[Key, int] = {}
     for _, ks, ns in views:
@@ -438,7 +439,7 @@ class _ConvGeometry:
         self.strides = [a.stride for a in idx]
         self.dilations = [a.dilation for a in idx]
         # a valid axis is exactly as long as its windows need: no padding
-        self.pads = [_window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1]
+        self.pads = [window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1]
                      if a.padded else (0, 0) for a in idx]
         # a result with its channels last (NHWC) is asked for in channels-last memory, so the
         # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
@@ -513,14 +514,17 @@ def _iter_size(inferred: Inferred, key: int) -> int:
     return int(inferred.iterators[key].size)
 
 
-def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
+def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
                   backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
                                              list[int]]:
     """How to turn operand ``t`` into an array whose axes are iterators.
 
-    Returns the view function, the iterator key of each axis of the view, and their sizes.
+    Returns the view function (``(array, padding value) -> view``), the iterator key of each
+    axis of the view, and their sizes.  The eager lowering and the compiled windowed
+    assignments of :mod:`tensig.compile` (the pooling gate) read operands through it, so both
+    see a window the same way.
     """
-    tiled = _tiled_view(uses)
+    tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
     index: list[Any] = []
@@ -561,7 +565,7 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
             pads.append((0, max(0, need - size)))
             strided.append((axis, slice(ix.offset, need, ix.stride)))
             continue
-        span, pad = _window_pads(ix, size)
+        span, pad = window_pads(ix, size)
         pads.append(pad)
         windows.append((axis, span, ix.stride, out, ix.dilation))
         kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
@@ -605,7 +609,7 @@ def _operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int]
     return view, keys, sizes
 
 
-def _window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
+def window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
     """A windowed axis of ``size`` cells (``ix.kernel`` set): the window's span, and the
     (left, right) padding that makes every window fit -- left only when ``ix.padded``."""
     assert ix.kernel is not None
@@ -624,7 +628,7 @@ def tiles(ix: AffineIndex, size: int) -> bool:
     return ix.stride == k and (ix.dilation == 1 or k == 1) and int(ix.over.size) * k == size
 
 
-def _tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
+def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
                                                       list[int]] | None:
     """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
     reshape: each windowed axis becomes (output position, kernel position) in place.
