@@ -426,6 +426,19 @@ def test_pooling_sees_a_window_that_stops_being_zero(backend, stride):
         np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_a_windowed_assignment_no_path_runs_is_refused_by_name():
+    """Hand-written IR under a convolution spec with an accumulation no windowed path takes:
+    a ShapeError naming the assignment, not a crash or a generic projection error."""
+    with G.new_graph("numpy") as g:
+        x = G.leaf("x", np.ones((6, 2), np.float32))
+        k = G.leaf("k", np.ones((3, 2), np.float32))
+        y = G.einsum("h=+kh, c; kh, c => h", x, k)
+        code = Code().assign(y.val, prim("mul", x.val, k.val), accum="max",
+                             logic="h=+kh, c; kh, c => h")
+        with pytest.raises(ShapeError, match=r"einsum.value =max .*affine or concatenated axes"):
+            compile_code(code, g.array_type)
+
+
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
     from tensig.compile import _widening
 

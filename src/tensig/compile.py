@@ -19,7 +19,7 @@ from tensig.codegen import align_function, assignment_step, expression_function
 from tensig.errors import ShapeError
 from tensig.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.ir import Assign, Buf, Code, Expr
-from tensig.projections import Labels, project
+from tensig.projections import Labels, WindowedAxes, project
 
 __all__ = ["OpProjection", "Routine", "Store", "compile_code"]
 
@@ -268,12 +268,16 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         return alias
     try:
         lhs_labels, arg_labels = _labels_for(a, bufs)
-    except ShapeError:
-        eager = _eager_assign(a, backend) or _concat_grad_assign(a, backend) or \
+    except WindowedAxes as e:
+        windowed = _eager_assign(a, backend) or _concat_grad_assign(a, backend) or \
             _affine_grad_assign(a, backend) or _affine_generic_assign(a, backend, xp)
-        if eager is None:
-            raise
-        return eager
+        if windowed is None:
+            raise ShapeError(
+                f"{a!r}: its spec has affine or concatenated axes, which run only as an "
+                "operation's forward code (einsum, einsum1, outer_sum, tropical, einmax1, "
+                "concat, initialising), or under the operation's projections as gradient code "
+                "accumulating with + (or storing)") from e
+        return windowed
     return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
 
 

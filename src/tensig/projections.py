@@ -21,10 +21,16 @@ from tensig.errors import ShapeError
 from tensig.inference import FixedIndex, Iter, infer
 from tensig.shapes import Shape
 
-__all__ = ["Labels", "project"]
+__all__ = ["Labels", "WindowedAxes", "project"]
 
 Labels = tuple[str | int, ...]
 ORDER = ("batch", "output", "input")
+
+
+class WindowedAxes(ShapeError):
+    """An einsum spec indexes an axis by an affine term (a convolution window, a stride) or a
+    concatenation: one label per axis cannot say that.  Not a user error: the compiler runs
+    such assignments by the lowering's windowed paths instead."""
 
 
 def project(logic: str, lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
@@ -124,7 +130,7 @@ def _einsum(spec: str, lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[
             elif isinstance(ix, FixedIndex):
                 labels.append(ix.index)
             else:
-                raise ShapeError(f"{spec!r}: affine and concatenated axes are executed by the "
-                                 "einsum lowering, not by generic projections")
+                raise WindowedAxes(f"{spec!r}: affine and concatenated axes are executed by "
+                                   "the einsum lowering, not by generic projections")
         out.append(tuple(labels))
     return out[-1], out[:-1]
