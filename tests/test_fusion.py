@@ -209,3 +209,30 @@ def test_a_missing_buffer_or_a_different_dtype_runs_one_by_one(backend):
     assert "float64" in str(got[1].dtype) and "float32" in str(got[0].dtype)
     np.testing.assert_array_equal(np.asarray(got[1]), np.full(SHAPES[1], 6.0))
     np.testing.assert_array_equal(np.asarray(got[2]), np.full(SHAPES[2], 2.0))
+
+
+def test_torch_without_its_private_flatten_falls_back_to_cat(monkeypatch):
+    """The torch backend's one-call flatten and split are private torch functions; without
+    them the public ``cat`` and slicing give the same views."""
+    import torch._C._nn as nn
+
+    for name in ("flatten_dense_tensors", "unflatten_dense_tensors"):
+        monkeypatch.delattr(nn, name)
+    rng = np.random.default_rng(3)
+    values = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    with G.new_graph("torch") as g:
+        ps = [G.leaf(f"p{i}", v) for i, v in enumerate(values)]
+        qs = [G.leaf(f"q{i}", v) for i, v in enumerate(values)]
+        model = G.Model(ps[0])
+        for t, v in [*zip(ps, values, strict=True), *zip(qs, values, strict=True)]:
+            model.set(t, v)
+        code = Code()
+        for p, q in zip(ps, qs, strict=True):
+            code.assign(q.val, Expr("add", (Expr("mul", (p.val, 3.0)), q.val)))
+        routine = compile_code(code, g.array_type)
+        assert isinstance(routine.steps[0], fusion.FusedBlocks)
+        routine.run(model.graph.store)
+        routine.run(model.graph.store)
+        got = [np.asarray(model.graph.store.read(q.val)) for q in qs]
+    for v, out in zip(values, got, strict=True):
+        np.testing.assert_allclose(out, v * 7, rtol=1e-6)
