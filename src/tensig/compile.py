@@ -95,7 +95,9 @@ class Routine:
         return len(self.steps)
 
     def __repr__(self) -> str:
-        return f"Routine({len(self.steps)} steps)\n{self.code!r}"
+        fused = len(self.code) - len(self.steps)
+        note = f", {len(self.code)} assignments (runs fused)" if fused else ""
+        return f"Routine({len(self.steps)} steps{note})\n{self.code!r}"
 
 
 def compile_code(code: Code, array_type: type) -> Routine:
