@@ -594,6 +594,8 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
 def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any],
                   widen: Callable[[Any, Any], Any] | None, width: Any, neutral: float
                   ) -> Callable[[Any], Any]:
+    """``array -> operand``: the window view, lined up with the product space, widened when
+    ``width`` says so -- composed once, one call per operand per step."""
     if widen is None or width is None:
         return lambda x: align(view(x, neutral))
     return lambda x: widen(align(view(x, neutral)), width)
