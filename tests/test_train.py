@@ -125,3 +125,37 @@ def test_numpy_and_torch_backends_train_alike(demo):
     np.testing.assert_allclose(l_np, l_t, rtol=1e-5)  # measured: 1e-7 apart
     for a, b in zip(p_np, p_t, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)  # measured: 1.2e-7 at most
+
+
+@pytest.mark.parametrize("demo", ["moons", "digits"])
+def test_every_array_lives_on_the_graphs_device(demo, monkeypatch):
+    """``new_graph("torch", device=...)`` puts parameters, fed batches, optimizer state and
+    every array a training step computes on that device.  Checked on torch's meta device,
+    which like CUDA refuses to mix with CPU arrays; it holds no values, so the pooling
+    window's zero test (which reads one) is told the window is zero, as it is."""
+    import tensig.backends as backends
+    from tensig.demos import digits, moons
+
+    monkeypatch.setattr(backends, "all_zero", lambda x: True)
+    mod = {"moons": moons, "digits": digits}[demo]
+    xs, ys, _, _ = mod.data()
+    onehot = np.eye(mod.CLASSES, dtype=np.float32)[ys]
+    with G.new_graph("torch", device="meta") as g:
+        m = mod.build(xs, onehot)
+        trainer = m.trainer(xs, onehot, 0.01)
+        index = trainer._rows(np.arange(mod.BATCH))
+        for key, arr in trainer._feeds:
+            g.store.arrays[key] = arr[index]
+        trainer.opt.set_step(trainer.model, 0)
+        trainer.routine.run(g.store)  # Trainer.step would also read the loss's value
+        devices = {str(v.device) for v in g.store.arrays.values()}
+        assert m.loss.val.key in g.store.arrays and all(p.grad.key in g.store.arrays
+                                                        for p in m.params)
+    assert devices == {"meta"}
+
+
+def test_a_device_needs_the_torch_backend():
+    with pytest.raises(ValueError, match="needs the torch backend"):
+        G.Graph("numpy", device="cuda")
+    with pytest.raises(ValueError, match="'numpy' or 'torch'"):
+        G.Graph("jax")

@@ -329,7 +329,8 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
     used = [r for i, r in enumerate(ranks) if re.search(rf"\bx{i}\b", expr)]
     if not used:  # a number (its operands folded away): an array of the product space
         like = "x0" if bufs else "None"
-        src.emit(f"v = {src.bind(_number_array, 'number')}(xp, v, {full!r}, {like})")
+        src.emit(f"v = {src.bind(_number_array, 'number')}(xp, v, {full!r}, {like}, "
+                 "store.device)")
     elif replicated or max(used) != len(full):  # a rank-deficient value spans the space
         src.emit(f"v = backend.broadcast_to(v, {full!r})")
     if reduced:
@@ -345,14 +346,18 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
         src.emit(f"v = {src.transpose('v', perm)}")
 
 
-def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any) -> Any:
-    """A number as an array of ``shape``: the dtype of a floating operand, else float32."""
+def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
+                  device: Any = None) -> Any:
+    """A number as an array of ``shape``: the dtype of a floating operand, else float32; on
+    the operand's device, else the store's (a gradient zeroed before anything is read)."""
     dtype = getattr(like, "dtype", None)
     floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
                                       getattr(dtype, "kind", "") == "f")
     dtype = dtype if floating else xp.float32
     if hasattr(like, "device"):
         return xp.full(shape, v, dtype=dtype, device=like.device)
+    if device is not None:
+        return xp.full(shape, v, dtype=dtype, device=device)
     return xp.full(shape, v, dtype=dtype)
 
 

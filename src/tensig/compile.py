@@ -51,10 +51,12 @@ class OpProjection:
 
 
 class Store:
-    """The arrays of a graph: each tensor's value and gradient, by tensor id."""
+    """The arrays of a graph: each tensor's value and gradient, by tensor id; ``device``
+    (torch only, None for NumPy) is where arrays made from numbers alone go."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
+        self.device = device
 
     def read(self, buf: Buf) -> Any:
         key = buf.key

@@ -75,11 +75,21 @@ _ids = itertools.count()
 class Graph:
     """Every tensor built in one graph shares one shape inference and one array store."""
 
-    def __init__(self, backend: str = "numpy") -> None:
+    def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
+        if backend not in ("numpy", "torch"):
+            raise ValueError(f"a graph's backend is 'numpy' or 'torch', not {backend!r}")
+        if backend == "numpy" and device not in (None, "cpu"):
+            raise ValueError(f"device={device!r} needs the torch backend "
+                             "(new_graph('torch', device=...)); NumPy arrays live on the CPU")
+        if backend == "torch":
+            import torch
+
+            device = torch.device(device if device is not None else "cpu")
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
-        self.store = Store()
+        self.store = Store(device)
         self.backend = backend
+        self.device = device
         self._solved = 0
 
     def solve(self) -> None:
@@ -131,9 +141,14 @@ def current_graph() -> Graph:
 
 
 @contextlib.contextmanager
-def new_graph(backend: str = "numpy") -> Iterator[Graph]:
-    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``)."""
-    g = Graph(backend)
+def new_graph(backend: str = "numpy", device: str | None = None) -> Iterator[Graph]:
+    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``).
+
+    ``backend`` is ``"numpy"`` or ``"torch"``; with torch, ``device`` (``"cuda"``,
+    ``"cuda:1"``, ...; the CPU by default) is where every array of the graph lives: parameters,
+    fed data, optimizer state and what the routines compute.
+    """
+    g = Graph(backend, device)
     token = _GRAPH.set(g)
     try:
         yield g
@@ -386,7 +401,7 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     """Run one operation on arrays through a throwaway graph (same shape rules, same code)."""
     first = next(o for o in operands if hasattr(o, "shape"))
     backend = "torch" if type(first).__module__.split(".")[0] == "torch" else "numpy"
-    with new_graph(backend):
+    with new_graph(backend, str(first.device) if backend == "torch" else None):
         args = []
         for i, o in enumerate(operands):
             rows = getattr(o, "rows", None)
@@ -820,10 +835,13 @@ class Model:
         self.initialize()
 
     def _array(self, value: Any) -> Any:
+        """``value`` as an array of the graph's backend, on its device."""
         if self.graph.backend == "torch":
             import torch
 
-            return torch.as_tensor(np.asarray(value))
+            if isinstance(value, torch.Tensor):
+                return value.to(self.graph.device)
+            return torch.as_tensor(np.asarray(value), device=self.graph.device)
         return np.asarray(value)
 
     def scalar(self, value: float) -> Any:
@@ -831,7 +849,7 @@ class Model:
         if self.graph.backend == "torch":
             import torch
 
-            return torch.tensor([value], dtype=torch.float32)
+            return torch.tensor([value], dtype=torch.float32, device=self.graph.device)
         return np.array([value], np.float32)
 
     def initialize(self) -> None:

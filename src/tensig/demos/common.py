@@ -29,12 +29,14 @@ class Built:
 
 def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
              build: Callable[[np.ndarray, np.ndarray], Built], *, classes: int, batch: int,
-             lr: float, epochs: int, backend: str, what: str, target: float) -> float:
+             lr: float, epochs: int, backend: str, what: str, target: float,
+             device: str | None = None) -> float:
     """Build a demo's model in a fresh graph on its training data, print the parameter
-    shapes and the bill, train, and report held-out accuracy."""
+    shapes and the bill, train, and report held-out accuracy (``device``: torch's, e.g.
+    ``"cuda"``)."""
     train_x, train_y, test_x, test_y = data()
     onehot = np.eye(classes, dtype=np.float32)[train_y]
-    with G.new_graph(backend) as g:
+    with G.new_graph(backend, device) as g:
         m = build(train_x, onehot)
         print_bill(g, m.params)
         trainer = m.trainer(train_x, onehot, lr)
@@ -68,7 +70,8 @@ def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
         if pad:
             chunk = np.concatenate([chunk, np.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
         model.set(x, chunk)
-        out = np.asarray(model.run())
+        out = model.run()
+        out = out.cpu().numpy() if hasattr(out, "cpu") else np.asarray(out)  # torch, any device
         pred = out.argmax(axis=-1)[:batch - pad]
         correct += int((pred == labels[i:i + batch]).sum())
     return correct / n

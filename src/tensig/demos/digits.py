@@ -45,9 +45,10 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     return Built(x, t, [k1, b1, k2, b2, wd, bd], logits, cross_entropy(logits, t, BATCH))
 
 
-def main(epochs: int = 15, backend: str = "numpy") -> float:
+def main(epochs: int = 15, backend: str = "numpy",
+         device: str | None = None) -> float:
     return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.005, epochs=epochs,
-                    backend=backend, what="test", target=0.97)
+                    backend=backend, device=device, what="test", target=0.97)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     return Built(x, t, [w1, b1, w2, b2, w3, b3], logits, cross_entropy(logits, t, BATCH))
 
 
-def main(epochs: int = 60, backend: str = "numpy") -> float:
+def main(epochs: int = 60, backend: str = "numpy",
+         device: str | None = None) -> float:
     return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.01, epochs=epochs,
-                    backend=backend, what="held-out", target=0.98)
+                    backend=backend, device=device, what="held-out", target=0.98)
 
 
 if __name__ == "__main__":
