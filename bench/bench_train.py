@@ -8,7 +8,8 @@ of the ratio to PyTorch within a round with its range (targets: <= 1.5x with Num
 with torch), and the time of graph construction + inference + compilation (target: under one
 second).
 
-Run: ``.venv/bin/python bench/bench_train.py``.
+Run: ``.venv/bin/python bench/bench_train.py`` (``--device cuda`` puts the torch backend and
+the PyTorch reference on a GPU; the targets are for the CPU).
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 8
     return rows
 
 
-def tensig_step(demo: Any, lr: float, backend: str) -> tuple[Callable[[], object], float]:
+def tensig_step(demo: Any, lr: float, backend: str, device: str | None = None
+                ) -> tuple[Callable[[], object], float]:
     """One training step of a demo's model (its own ``build``), and the build time."""
     xs, ys, _, _ = demo.data()
     onehot = np.eye(demo.CLASSES, dtype=np.float32)[ys]
-    with G.new_graph(backend):
+    with G.new_graph(backend, device):
         t0 = time.perf_counter()
         trainer = demo.build(xs, onehot).trainer(xs, onehot, lr)
         build = time.perf_counter() - t0
@@ -70,9 +72,10 @@ def tensig_step(demo: Any, lr: float, backend: str) -> tuple[Callable[[], object
     return (lambda: trainer.step(rows)), build
 
 
-def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float
-               ) -> Callable[[], object]:
+def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float,
+               device: str) -> Callable[[], object]:
     """One eager PyTorch training step (kaiming-normal weights, Adam, cross-entropy)."""
+    net, x, y = net.to(device), x.to(device), y.to(device)
     for m in net.modules():
         if isinstance(m, torch.nn.Conv2d | torch.nn.Linear):
             torch.nn.init.kaiming_normal_(m.weight)
@@ -88,15 +91,15 @@ def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float
     return step
 
 
-def torch_moons() -> Callable[[], object]:
+def torch_moons(device: str) -> Callable[[], object]:
     xs, ys, _, _ = moons.data()
     b = moons.BATCH
     net = torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
                               torch.nn.ReLU(), torch.nn.Linear(32, 2))
-    return torch_step(net, torch.tensor(xs[:b]), torch.tensor(ys[:b]), 0.01)
+    return torch_step(net, torch.tensor(xs[:b]), torch.tensor(ys[:b]), 0.01, device)
 
 
-def torch_digits() -> Callable[[], object]:
+def torch_digits(device: str) -> Callable[[], object]:
     xs, ys, _, _ = digits.data()
     b = digits.BATCH
     net = torch.nn.Sequential(
@@ -104,17 +107,19 @@ def torch_digits() -> Callable[[], object]:
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(128, 10))
     x = torch.tensor(xs[:b]).permute(0, 3, 1, 2).contiguous()
-    return torch_step(net, x, torch.tensor(ys[:b]), 0.005)
+    return torch_step(net, x, torch.tensor(ys[:b]), 0.005, device)
 
 
-def main() -> None:
+def main(device: str = "cpu") -> None:
+    """``device``: where the torch backend and the PyTorch reference run (``--device cuda``
+    on a machine with a GPU; a step reads its loss, so each step waits for the device)."""
     for name, demo, lr, theirs in (("two-moons MLP", moons, 0.01, torch_moons),
                                    ("digits CNN", digits, 0.005, torch_digits)):
         (np_step, np_build) = tensig_step(demo, lr, "numpy")
-        (tt_step, torch_build) = tensig_step(demo, lr, "torch")
-        rounds = per_step(theirs(), np_step, tt_step)
+        (tt_step, torch_build) = tensig_step(demo, lr, "torch", device)
+        rounds = per_step(theirs(device), np_step, tt_step)
         t_torch = statistics.median(r[0] for r in rounds)
-        print(f"{name}: PyTorch eager {t_torch * 1e3:.2f} ms/step "
+        print(f"{name}: PyTorch eager on {device} {t_torch * 1e3:.2f} ms/step "
               f"(median of {len(rounds)} rounds)")
         for col, backend, build, target in ((1, "numpy", np_build, 1.5),
                                             (2, "torch", torch_build, 1.1)):
@@ -127,4 +132,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="torch's device (cpu, cuda, ...)")
+    main(parser.parse_args().device)
