@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
 from tensig import graph as G
@@ -437,6 +439,48 @@ def test_a_windowed_assignment_no_path_runs_is_refused_by_name():
                              logic="h=+kh, c; kh, c => h")
         with pytest.raises(ShapeError, match=r"einsum.value =max .*affine or concatenated axes"):
             compile_code(code, g.array_type)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 4), outs=st.integers(1, 5), channels=st.sampled_from([1, 3, 16]),
+       stride=st.integers(1, 3), window=st.integers(1, 3), zero=st.booleans(),
+       ties=st.booleans(), seed=st.integers(0, 2**16))
+def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels, stride,
+                                                     window, zero, ties, seed):
+    """Drawn geometries (tiled, overlapping, gapped windows; one to 16 channels; big enough
+    that torch's operands are widened), zero or random windows, and values rounded to make
+    ties: the tropical value and its gradient gate against torch's own window max (unfold)
+    with every tied maximum given the gradient, as the product space says."""
+    size = stride * (outs - 1) + window  # "<+": every window inside the input
+    r = np.random.default_rng(seed)
+    xs = r.standard_normal((n, size, size, channels))
+    if ties:
+        xs = np.round(xs)  # many equal values per window
+    ws = np.zeros((window, window)) if zero else r.standard_normal((window, window))
+    spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
+    with G.new_graph(backend):
+        x = G.param("x", output=[n, size, size, channels], input=[],
+                    init=lambda s, rr: xs.astype(np.float32))
+        w = G.constant(ws.astype(np.float32))
+        pooled = G.tropical(spec, x, w)
+        G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+        got, grad = (np.array(np.asarray(t)) for t in (pooled.numpy(), x.grad.numpy()))
+    tx = torch.tensor(xs.astype(np.float32), dtype=torch.float64)
+    cells = tx.unfold(1, window, stride).unfold(2, window, stride)   # n, oh, ow, c, wh, ww
+    summed = cells + torch.tensor(ws.astype(np.float32), dtype=torch.float64)
+    out = summed.amax(dim=(-2, -1))
+    np.testing.assert_allclose(got, out.numpy(), rtol=1e-6, atol=1e-6)
+    # every cell equal to its window's max gets 2 * max (d/dx of sum(max^2)), summed over
+    # the windows it belongs to
+    hit = (summed == out[..., None, None]).to(torch.float64) * (2 * out)[..., None, None]
+    want = torch.zeros_like(tx)
+    oh, ow = out.shape[1:3]
+    for i in range(window):
+        for j in range(window):
+            want[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :] \
+                += hit[..., i, j]
+    np.testing.assert_allclose(grad, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
