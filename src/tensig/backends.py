@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Backend", "ZeroTest", "all_zero", "backend_for", "backend_of"]
+__all__ = ["Backend", "ZeroTest", "all_zero", "backend_for", "backend_of", "library_of"]
 
 
 def all_zero(x: Any) -> bool:
@@ -603,16 +603,27 @@ _BACKENDS: dict[str, type[Backend]] = {
     "numpy": NumpyBackend,
     "torch": TorchBackend,
     "jax": JaxBackend,
-    "jaxlib": JaxBackend,
     "dask": DaskBackend,
 }
 
 
 @functools.cache
+def library_of(array_type: type) -> str:
+    """The array library a type comes from, by its top-level module (``jaxlib`` is ``jax``):
+    the one dispatch key of every layer (lowering, compiled routines, the rank layer).
+
+    >>> import numpy as np
+    >>> library_of(np.ndarray)
+    'numpy'
+    """
+    root = array_type.__module__.partition(".")[0]
+    return "jax" if root == "jaxlib" else root
+
+
+@functools.cache
 def backend_for(array_type: type) -> Backend:
     """The backend of an array type (instantiated once, importing its library then)."""
-    module = array_type.__module__.split(".")[0]
-    cls = _BACKENDS.get(module)
+    cls = _BACKENDS.get(library_of(array_type))
     if cls is None:
         raise TypeError(
             f"tensig does not know arrays of type {array_type.__module__}.{array_type.__name__}; "

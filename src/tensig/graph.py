@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import library_of
 from tensig.compile import OpProjection, Routine, Store, compile_code
 from tensig.errors import ShapeError
 from tensig.inference import ShapeGraph, TensorNode
@@ -400,7 +401,7 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     """Run one operation on arrays through a throwaway graph (same shape rules, same code)."""
     first = next(o for o in operands if hasattr(o, "shape"))
-    backend = "torch" if type(first).__module__.split(".")[0] == "torch" else "numpy"
+    backend = "torch" if library_of(type(first)) == "torch" else "numpy"
     with new_graph(backend, str(first.device) if backend == "torch" else None):
         args = []
         for i, o in enumerate(operands):

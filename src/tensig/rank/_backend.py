@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import library_of
+
 __all__ = ["Backend", "backend_of", "is_array"]
 
 
@@ -33,7 +35,7 @@ class Backend:
 
     def owns(self, x: Any) -> bool:
         """Whether ``x`` is already an array of this library."""
-        return _library(type(x)) == self.name
+        return library_of(type(x)) == self.name
 
     def ufunc(self, op: np.ufunc) -> Any:
         """This library's version of a NumPy ufunc, found by name (``np.add`` -> ``torch.add``)."""
@@ -165,14 +167,6 @@ class _Jax(Backend):
 
 
 @functools.cache
-def _library(t: type) -> str:
-    root = t.__module__.partition(".")[0]
-    if root in ("jax", "jaxlib"):
-        return "jax"
-    return root
-
-
-@functools.cache
 def _backend_named(name: str) -> Backend:
     if name == "torch":
         return _Torch()
@@ -188,7 +182,7 @@ def backend_of(xs: Sequence[Any]) -> Backend:
     Backend('numpy')
     """
     for x in xs:
-        lib = _library(type(x))
+        lib = library_of(type(x))
         if lib in ("torch", "jax"):
             return _backend_named(lib)
     return _backend_named("numpy")
@@ -202,6 +196,6 @@ def is_array(x: Any) -> bool:
     """
     if isinstance(x, np.ndarray):
         return True
-    lib = _library(type(x))
+    lib = library_of(type(x))
     return lib in ("torch", "jax") and hasattr(x, "shape")
 
