@@ -92,10 +92,12 @@ class Graph:
         self.backend = backend
         self.device = device
         self._solved = 0
+        self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
 
     def solve(self) -> None:
         """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
         if self._solved != len(self.tensors):
+            self._shapes.clear()  # new tensors can refine old shapes (a parameter's, say)
             self.shapes.solve()
             self._solved = len(self.tensors)
 
@@ -221,8 +223,12 @@ class Tensor:
     @property
     def shape(self) -> Shape:
         """The solved shape (solving the whole graph if needed)."""
-        self.graph.solve()
-        return self.graph.shapes.shape(self.node)
+        g = self.graph
+        g.solve()
+        s = g._shapes.get(self.id)
+        if s is None:  # read from the solver once per solve: compiling asks thousands of times
+            s = g._shapes[self.id] = g.shapes.shape(self.node)
+        return s
 
     @property
     def val(self) -> Buf:
