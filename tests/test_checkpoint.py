@@ -479,10 +479,11 @@ def test_without_safetensors_the_error_names_the_extra(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_training_resumes_exactly_from_a_checkpoint(tmp_path, backend):
-    """Trained parameters are views into the fused optimizer's flat arrays; they save like any
-    array, and a model loaded from the file (its arrays replaced, so the fused update must
-    concatenate them afresh) continues training exactly as the original does."""
+def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
+    """A Trainer's checkpoint holds its parameters (views into the fused optimizer's flat
+    arrays when saved), Adam's moments and the step count; a fresh trainer loaded from it
+    (its arrays replaced, so the fused update concatenates them afresh) continues exactly as
+    the original does."""
     from tensig.demos import moons
 
     xs, ys, _, _ = moons.data()
@@ -493,22 +494,45 @@ def test_training_resumes_exactly_from_a_checkpoint(tmp_path, backend):
         ta = a.trainer(xs, onehot, 0.01)
         for r in rows[:4]:
             ta.step(r)
-        path = save(a.params, tmp_path / "ckpt.safetensors")
-        # the optimizer's state is not in the file: the moments and the step come along
-        moments = values({".".join(t.label): t for t in a.loss.graph.tensors
-                          if t.kind == "state"})
+        path = save(ta, tmp_path / "ckpt.safetensors")
         after = [ta.step(r) for r in rows[4:]]
         final = values({p.name: p for p in a.params})
+    _, names = header(path)
+    assert "w1.adam_m" in names and "b3.adam_v" in names and "w1" in names
     with G.new_graph(backend):
         b = moons.build(xs, onehot)
         tb = b.trainer(xs, onehot, 0.01)
-        load(tb.model, path)
-        for t in b.loss.graph.tensors:
-            if t.kind == "state":
-                tb.model.graph.store.write(t.val, tb.model._array(moments[".".join(t.label)]))
-        tb.step_count = 4
+        report = load(tb, path)
+        assert tb.step_count == 4 and "w1.adam_v" in report.loaded
         resumed = [tb.step(r) for r in rows[4:]]
         got = values({p.name: p for p in b.params})
     np.testing.assert_array_equal(resumed, after)
     for name, v in final.items():
         np.testing.assert_array_equal(got[name], v, err_msg=name)
+
+
+def test_a_trainer_needs_the_optimizer_state_unless_not_strict(tmp_path):
+    """A parameters-only checkpoint loads into a trainer only with strict=False (the moments
+    and the step count then stay as they are), and a damaged step count is refused."""
+    from tensig.demos import moons
+
+    xs, ys, _, _ = moons.data()
+    onehot = np.eye(moons.CLASSES, dtype=np.float32)[ys]
+    with G.new_graph():
+        m = moons.build(xs, onehot)
+        t = m.trainer(xs, onehot, 0.01)
+        t.step(np.arange(moons.BATCH))
+        params_only = save(t.model, tmp_path / "params.safetensors")
+        with pytest.raises(CheckpointError, match=r"'w1\.adam_m' is missing from the file"):
+            load(t, params_only)
+        report = load(t, params_only, strict=False)
+        assert "w1.adam_m" in report.missing and t.step_count == 1
+        full = save(t, tmp_path / "full.safetensors")
+        tensors = safetensors.numpy.load_file(str(full))
+        meta, _ = header(full)
+        meta["tensig.step"] = "three"
+        (tmp_path / "bad.safetensors").write_bytes(safetensors.numpy.save(tensors, meta))
+        before = snapshot(m.loss.graph)
+        with pytest.raises(CheckpointError, match="step count 'three'"):
+            load(t, tmp_path / "bad.safetensors")
+        assert_unchanged(m.loss.graph, before)

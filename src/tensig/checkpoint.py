@@ -63,6 +63,7 @@ FORMAT_VERSION = "1"
 
 _FORMAT_KEY = "tensig.format"
 _SHAPE_PREFIX = "tensig.shape."
+_STEP_KEY = "tensig.step"  # a trainer's step count
 _RESERVED_PREFIX = "tensig."
 
 # safetensors' dtype codes that NumPy can hold (BF16 and the F8 types it cannot).
@@ -121,10 +122,15 @@ def _safetensors() -> Any:
 
 
 def _parameters(source: Any) -> tuple[list[Any], bool]:
-    """The parameter tensors of a Model, a Graph, one Tensor or an iterable of Tensors, and
-    whether the caller named them one by one (then every one of them must be saveable)."""
+    """The parameter tensors of a Model, a Graph, one Tensor or an iterable of Tensors (a
+    Trainer: its model's parameters and its optimizer's state), and whether the caller named
+    them one by one (then every one of them must be saveable)."""
     from tensig.graph import Graph, Model, Tensor
+    from tensig.train import Trainer
 
+    if isinstance(source, Trainer):
+        params, _ = _parameters(source.model)
+        return params + source.opt.state, False
     if isinstance(source, Model):  # creation order (as in the code), not evaluation order
         return sorted((t for t in source.tensors if t.kind == "param"), key=lambda t: t.id), False
     if isinstance(source, Graph):
@@ -192,8 +198,10 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
     """Write the parameters' values to a safetensors file at ``path``, atomically.
 
     ``params_or_model``: a :class:`tensig.graph.Model` (its parameters), a
-    :class:`tensig.graph.Graph` (every parameter of the graph that has a value: parameters
-    of models not yet built are skipped) or parameter tensors (each must have a value).
+    :class:`tensig.train.Trainer` (its parameters, its optimizer's state -- momentum, Adam's
+    moments -- and its step count: training resumes exactly), a :class:`tensig.graph.Graph`
+    (every parameter of the graph that has a value: parameters of models not yet built are
+    skipped) or parameter tensors (each must have a value).
     ``metadata``: your own string pairs for the header (a step count, a config hash); keys
     beginning with ``tensig.`` are reserved.  Returns the path written.
 
@@ -234,6 +242,9 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
                              f"{_dims(shape)}) but its stored array is {tuple(array.shape)}")
         tensors[t.name] = array
         header[_SHAPE_PREFIX + t.name] = str(shape)
+    step = getattr(params_or_model, "step_count", None)  # a Trainer: where to resume
+    if step is not None:
+        header[_STEP_KEY] = str(step)
     data = st.numpy.save(tensors, metadata={**user, **header})
     target = Path(path)
     _write_atomic(target, data)
@@ -302,9 +313,12 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
     """Load parameter values from a safetensors file written by :func:`save` (or any
     safetensors file keyed by parameter name), after checking that every one fits.
 
-    ``params_or_model``: a :class:`tensig.graph.Model`, a :class:`tensig.graph.Graph` (all
-    its parameters: loading before building a ``Model`` works, and the model then keeps the
-    loaded values instead of initialising them) or parameter tensors.
+    ``params_or_model``: a :class:`tensig.graph.Model`, a :class:`tensig.train.Trainer`
+    (parameters, optimizer state and step count, as :func:`save` wrote them; ``strict=False``
+    loads the parameters of a file that has no optimizer state), a
+    :class:`tensig.graph.Graph` (all its parameters: loading before building a ``Model``
+    works, and the model then keeps the loaded values instead of initialising them) or
+    parameter tensors.
 
     Checks, all before anything is written:
 
@@ -397,6 +411,10 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                 "precision)")
             else:
                 matched.append((t, str(target)))
+        step = header.get(_STEP_KEY) if version is not None else None
+        if step is not None and not step.isdigit():
+            problems.append(f"the header's step count {step!r} is not a whole number: the "
+                            "file is damaged")
         if problems:
             raise CheckpointError(shown, problems)
         # Every check passed: read and convert everything, still without touching a store.
@@ -405,6 +423,9 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
 
     for t, value in staged:
         t.graph.store.write(t.val, value)
+    if step is not None and hasattr(params_or_model, "step_count"):
+        params_or_model.step_count = int(step)  # a Trainer resumes its schedule and Adam's
+        #                                         bias corrections where the file left off
     user = {k: v for k, v in header.items()
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)

@@ -44,12 +44,15 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
 
 
 class Optimizer:
-    """Update code plus the per-step scalars it reads (learning rate, bias corrections)."""
+    """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
+    the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves)."""
 
     def __init__(self, params: Sequence[Tensor], code: Code,
-                 scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]]):
+                 scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]],
+                 state: Sequence[Tensor] = ()):
         self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
             per_step
+        self.state = list(state)
 
     def set_step(self, model: Model, step: int) -> None:
         store = model.graph.store
@@ -76,12 +79,14 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
         raise ValueError("sgd: no parameters")
     lr_t = _scalar(params[0], "sgd.lr", lr)
     code = Code()
+    state = []
     for p in params:
-        delta = _state(p, "sgd_delta")
+        delta = _state(p, "sgd_delta")  # recomputed every step: not state to keep
         code.assign(delta.val, _e("add", p.grad, _e("mul", weight_decay, p.val))
                     if weight_decay else _e("id", p.grad))
         if momentum > 0:
             mom = _state(p, "sgd_momentum")
+            state.append(mom)
             # state starts at zero, so the first step gives grad, as torch's buffer does
             code.assign(mom.val, _e("add", _e("mul", momentum, mom.val), delta.val))
             if nesterov:
@@ -93,7 +98,7 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
     def per_step(step: int) -> dict[str, float]:
         return {"lr": schedule(step) if schedule is not None else lr}
 
-    return Optimizer(params, code, {"lr": lr_t}, per_step)
+    return Optimizer(params, code, {"lr": lr_t}, per_step, state)
 
 
 def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, float] = (0.9, 0.999),
@@ -117,8 +122,10 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
     s_c2 = _scalar(params[0], "adam.inv_sqrt_bias2", 1.0)
     s_decay = _scalar(params[0], "adam.decay", 1.0)
     code = Code()
+    state = []
     for p in params:
         m, v = _state(p, "adam_m"), _state(p, "adam_v")
+        state += [m, v]
         g: Any = p.grad
         if weight_decay and not decoupled:
             g = _e("add", p.grad, _e("mul", weight_decay, p.val))
@@ -140,7 +147,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         return values
 
     return Optimizer(params, code, {"step_size": s_lr, "inv_sqrt_bias2": s_c2,
-                                    "decay": s_decay}, per_step)
+                                    "decay": s_decay}, per_step, state)
 
 
 def _zero_state(model: Model) -> None:
