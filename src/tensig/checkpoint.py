@@ -155,6 +155,11 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
     return out, True
 
 
+def _kind(t: Any) -> str:
+    """What a checkpointed tensor is, for messages."""
+    return "optimizer state" if t.kind == "state" else "parameter"
+
+
 def _check_unique(params: list[Any]) -> None:
     """A checkpoint is keyed by name, so two parameters with one name cannot be told apart."""
     first: dict[str, Any] = {}
@@ -363,8 +368,8 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         missing = tuple(n for n in by_name if n not in present)
         unexpected = tuple(k for k in keys if k not in by_name)
         if strict:
-            problems += [f"parameter '{n}' is missing from the file (strict=False loads the "
-                         "parameters it has)" for n in missing]
+            problems += [f"{_kind(by_name[n])} '{n}' is missing from the file (strict=False "
+                         "loads the tensors it has)" for n in missing]
             problems += [f"the file has '{k}', which is no parameter here (strict=False "
                          "ignores it)" for k in unexpected]
         for t in params:  # in the model's order, so reports read like the architecture
@@ -381,7 +386,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                 except ValueError:
                     file_shape = None
                 if file_shape is None or _dims(file_shape) != file_dims:
-                    problems.append(f"parameter '{key}': the tensig shape recorded in the "
+                    problems.append(f"{_kind(t)} '{key}': the tensig shape recorded in the "
                                     f"header ({text!r}) does not describe the stored tensor "
                                     f"{file_dims}: the file is damaged")
                     continue
@@ -391,7 +396,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             if not same:
                 where = "" if file_shape is not None else (
                     f" (memory order {_dims(model_shape)})")
-                problems.append(f"parameter '{key}' has shape {model_shape}{where} in the "
+                problems.append(f"{_kind(t)} '{key}' has shape {model_shape}{where} in the "
                                 f"model but {_describe(file_shape, file_dims)} in the file")
                 continue
             code = slot.get_dtype()
@@ -400,13 +405,13 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             target = _numpy_dtype(store.read(t.val)) if store.has(t.val) else np.dtype(
                 np.float32)
             if source is None:
-                problems.append(f"parameter '{key}' is stored as {code}, which NumPy cannot "
+                problems.append(f"{_kind(t)} '{key}' is stored as {code}, which NumPy cannot "
                                 "read")
             elif target is None:
-                problems.append(f"parameter '{key}' holds a {store.read(t.val).dtype} value, "
+                problems.append(f"{_kind(t)} '{key}' holds a {store.read(t.val).dtype} value, "
                                 "which tensig checkpoints cannot load into")
             elif not np.can_cast(source, target, casting="safe"):
-                problems.append(f"parameter '{key}' is {target} in the model but "
+                problems.append(f"{_kind(t)} '{key}' is {target} in the model but "
                                 f"{np.dtype(source)} in the file (casting would lose "
                                 "precision)")
             else:
