@@ -185,6 +185,15 @@ class NumpyBackend(_ArrayAPIBackend):
         small = _small_amax(x, axes, self.np.maximum)
         return small if small is not None else super().amax(x, axes)
 
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        """A constant pad as one fill and one copy: ``numpy.pad`` spends ~90 us in Python
+        per call on a convolution's input, this ~5 us."""
+        x = self.np.asarray(x)
+        out = self.np.full([n + lo + hi for n, (lo, hi) in zip(x.shape, widths, strict=True)],
+                           value, dtype=x.dtype)
+        out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, widths, strict=True))] = x
+        return out
+
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         flops = _flops(subscripts, shapes)
         if flops < 1 << 15 or len(shapes) < 2:
