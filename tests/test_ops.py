@@ -326,3 +326,22 @@ def test_planned_matmul_contractions_match_einsum(lib, case):
     want = np.einsum(subscripts, *xs)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.float64, np.int64]),
+       value=st.sampled_from([0, 1.5, -np.inf]))
+def test_numpy_backends_pad_is_numpys_pad(shape, data, dtype, value):
+    """The NumPy backend pads by a fill and a copy (numpy.pad is slow); same result, same
+    dtype, empty axes included."""
+    from tensig.backends import NumpyBackend
+
+    if value == -np.inf and dtype is np.int64:
+        value = int(np.iinfo(np.int64).min)  # what the max's neutral element is for ints
+    widths = [data.draw(st.tuples(st.integers(0, 3), st.integers(0, 3))) for _ in shape]
+    x = (np.arange(int(np.prod(shape))) - 3).reshape(shape).astype(dtype)
+    got = NumpyBackend().pad(x, widths, value)
+    want = np.pad(x, widths, mode="constant", constant_values=value)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
