@@ -210,9 +210,18 @@ class NumpyBackend(_ArrayAPIBackend):
         return opt_einsum.contract_expression(subscripts, *shapes)
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
-        from numpy.lib.stride_tricks import sliding_window_view
+        """``sliding_window_view(x, size, axis)``, built directly from the strides: the
+        library function normalises and checks its arguments in Python (~15 us a call, eight
+        calls in a small CNN's training step), this ~3 us.  Read-only, as that view is."""
+        from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-        return sliding_window_view(x, size, axis=axis)
+        x = self.np.asarray(x)
+        if not -x.ndim <= axis < x.ndim or not 1 <= size <= x.shape[axis]:
+            return sliding_window_view(x, size, axis=axis)  # its error message
+        axis %= x.ndim
+        n = x.shape[axis] - size + 1
+        shape = (*x.shape[:axis], n, *x.shape[axis + 1:], size)
+        return as_strided(x, shape, (*x.strides, x.strides[axis]), writeable=False)
 
 
 class _NumpyGemm:
