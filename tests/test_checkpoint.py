@@ -537,3 +537,19 @@ def test_a_trainer_needs_the_optimizer_state_unless_not_strict(tmp_path):
         with pytest.raises(CheckpointError, match="step count 'three'"):
             load(t, tmp_path / "bad.safetensors")
         assert_unchanged(m.loss.graph, before)
+
+
+def test_a_load_lands_on_the_graphs_device(tmp_path):
+    """Values loaded before any model exists go to the graph's device (torch's meta device
+    here, standing in for CUDA), not to the CPU."""
+    _, m1, _ = build("torch")
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    with G.new_graph("torch", device="meta") as g:
+        x = G.leaf("x", np.ones((5, 3), np.float32), batch=1)
+        with G.scope("layer1"):
+            w1, b1 = G.param("w", output=[4]), G.param("b")
+        with G.scope("layer2"):
+            w2, b2 = G.param("w", output=[2]), G.param("b")
+        _ = w2 @ (w1 @ x + b1).relu() + b2
+        load(g, path)
+        assert {str(g.store.read(t.val).device) for t in (w1, b1, w2, b2)} == {"meta"}

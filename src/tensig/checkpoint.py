@@ -439,15 +439,13 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
 
 def _for_graph(t: Any, array: np.ndarray) -> Any:
     """The array as the parameter's graph stores it: NumPy, or torch on the old value's
-    device."""
+    device (the graph's device when there is no old value yet)."""
     if t.graph.backend != "torch":
         return array
     import torch
 
     value = torch.from_numpy(array)
     store = t.graph.store
-    if store.has(t.val):
-        old = store.read(t.val)
-        if isinstance(old, torch.Tensor) and old.device != value.device:
-            value = value.to(old.device)
-    return value
+    old = store.read(t.val) if store.has(t.val) else None
+    device = old.device if isinstance(old, torch.Tensor) else t.graph.device
+    return value if device is None or value.device == device else value.to(device)
