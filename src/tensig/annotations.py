@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
-from tensig.notation import KINDS, Kind, Span
+from tensig.notation import KINDS, Kind, Span, row_spans
 
 __all__ = [
     "AnnotationShape",
@@ -333,26 +333,7 @@ class _AnnotationParser:
                 self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
 
     def row_bounds(self) -> dict[Kind, Span]:
-        text = self.text
-        pipes = [i for i, c in enumerate(text) if c == "|"]
-        arrows = [m.start() for m in re.finditer("->", text)]
-        if len(pipes) > 1:
-            self.fail(pipes[1], "an annotation has at most one '|' (batch|input->output)")
-        if len(arrows) > 1:
-            self.fail(arrows[1], "an annotation has at most one '->' (batch|input->output)",
-                      end=arrows[1] + 2)
-        if pipes and arrows and arrows[0] < pipes[0]:
-            self.fail(pipes[0], "the batch row comes first: write batch|input->output")
-        bounds: dict[Kind, Span] = {}
-        pos = 0
-        if pipes:
-            bounds["batch"] = (0, pipes[0])
-            pos = pipes[0] + 1
-        if arrows:
-            bounds["input"] = (pos, arrows[0])
-            pos = arrows[0] + 2
-        bounds["output"] = (pos, len(text))
-        return bounds
+        return row_spans(self.text, 0, len(self.text), "an annotation", self.fail)
 
     def row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
         if self.multichar:

@@ -34,8 +34,9 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NoReturn
 
 from tensig.errors import SpecSyntaxError
 
@@ -53,6 +54,7 @@ __all__ = [
     "Spec",
     "parse",
     "parse_shape_spec",
+    "row_spans",
 ]
 
 Kind = Literal["batch", "input", "output"]
@@ -350,6 +352,33 @@ def parse_shape_spec(text: str) -> ShapeSpec:
     return shape
 
 
+def row_spans(text: str, start: int, end: int, what: str,
+              fail: Callable[..., NoReturn]) -> dict[Kind, Span]:
+    """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
+    output row always, the batch and input rows when their ``|`` and ``->`` are there.  The
+    einsum parser and the annotation parser share it; ``what`` names the thing in errors
+    ("a shape", "an annotation"), and ``fail(column, reason, end=...)`` raises them."""
+    pipes = [i for i in range(start, end) if text[i] == "|"]
+    arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
+    if len(pipes) > 1:
+        fail(pipes[1], f"{what} has at most one '|' (batch|input->output)")
+    if len(arrows) > 1:
+        fail(arrows[1], f"{what} has at most one '->' (batch|input->output)",
+             end=arrows[1] + 2)
+    if pipes and arrows and arrows[0] < pipes[0]:
+        fail(pipes[0], "the batch row comes first: write batch|input->output")
+    spans: dict[Kind, Span] = {}
+    pos = start
+    if pipes:
+        spans["batch"] = (pos, pipes[0])
+        pos = pipes[0] + 1
+    if arrows:
+        spans["input"] = (pos, arrows[0])
+        pos = arrows[0] + 2
+    spans["output"] = (pos, end)
+    return spans
+
+
 class _Parser:
     """A hand-written scanner over the spec text; every error carries a column."""
 
@@ -416,30 +445,14 @@ class _Parser:
 
     def shape(self, start: int, end: int) -> ShapeSpec:
         text = self.text
-        pipes = [i for i in range(start, end) if text[i] == "|"]
-        arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
-        if len(pipes) > 1:
-            self.fail(pipes[1], "a shape has at most one '|' (batch|input->output)")
-        if len(arrows) > 1:
-            self.fail(arrows[1], "a shape has at most one '->' (batch|input->output)",
-                      end=arrows[1] + 2)
         for i in range(start, end):
             if text[i] == "-" and not text.startswith("->", i):
                 self.fail(i, "'-' is only valid as part of '->'")
             if text[i] == ">" and not (i > 0 and text[i - 1] in "-="):
                 self.fail(i, "'>' is only valid as part of '->' or '=>'")
-        if pipes and arrows and arrows[0] < pipes[0]:
-            self.fail(pipes[0], "the batch row comes first: write batch|input->output")
-        batch = inp = None
-        pos = start
-        if pipes:
-            batch = self.row(pos, pipes[0])
-            pos = pipes[0] + 1
-        if arrows:
-            inp = self.row(pos, arrows[0])
-            pos = arrows[0] + 2
-        output = self.row(pos, end)
-        return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, output)
+        spans = row_spans(text, start, end, "a shape", self.fail)
+        batch, inp = (self.row(*spans[k]) if k in spans else None for k in ("batch", "input"))
+        return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, self.row(*spans["output"]))
 
     def row(self, start: int, end: int) -> Row:
         items = self.row_items_multichar(start, end) if self.multichar else \
