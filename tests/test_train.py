@@ -154,8 +154,11 @@ def test_every_array_lives_on_the_graphs_device(demo, monkeypatch):
     assert devices == {"meta"}
 
 
-def test_a_device_needs_the_torch_backend():
+def test_a_device_needs_the_torch_backend(monkeypatch):
     with pytest.raises(ValueError, match="needs the torch backend"):
         G.Graph("numpy", device="cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI's machines
+    with pytest.raises(ValueError, match="sees no CUDA device"):
+        G.Graph("torch", device="cuda")
     with pytest.raises(ValueError, match="'numpy' or 'torch'"):
         G.Graph("jax")

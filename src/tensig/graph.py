@@ -86,6 +86,10 @@ class Graph:
             import torch
 
             device = torch.device(device if device is not None else "cpu")
+            if device.type == "cuda" and not torch.cuda.is_available():
+                raise ValueError(f"device={str(device)!r}: this torch sees no CUDA device "
+                                 f"(torch {torch.__version__}, built for CUDA "
+                                 f"{torch.version.cuda or 'none'}); use device='cpu'")
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
         self.store = Store(device)
