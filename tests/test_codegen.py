@@ -50,14 +50,20 @@ roots = st.one_of(
 
 
 def evaluate(tree, arrays):
-    """The same tree by the primitives' definitions, with NumPy broadcasting."""
+    """The same tree by the primitives' definitions, with NumPy broadcasting.
+
+    A number is a weak Python float, as in the compiled step (float32 arrays stay float32:
+    a NumPy float64 scalar would promote them); a subexpression of numbers alone is
+    computed in double precision with IEEE division by zero, as the compiler folds it."""
     if isinstance(tree, str):
         return arrays[tree]
     if isinstance(tree, float):
-        return np.float64(tree)  # IEEE division by zero, as arrays have
+        return tree
     op, *args = tree
     vals = [evaluate(a, arrays) for a in args]
     fn = UNARY.get(op) or BINARY.get(op) or TERNARY[op]
+    if all(isinstance(v, float) for v in vals):
+        return float(fn(np, *map(np.float64, vals)))
     return fn(np, *vals)
 
 

@@ -277,18 +277,41 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     """``where(op(x, y), a, b)`` with the comparison's mask used directly (no 1.0 / 0.0
-    numbers and back).  On torch's CPU kernels a comparison into a float buffer runs 4x
-    faster than one producing booleans, so that is the mask there."""
-    if _is_torch(xp) and hasattr(a, "shape") and a.dtype.is_floating_point and \
-            hasattr(x, "shape") and hasattr(y, "shape") and a.device.type == "cpu":
-        shape = _broadcast(x.shape, y.shape)
-        mask = xp.empty(shape, dtype=a.dtype)
-        getattr(xp, op)(x, y, out=mask)
-        if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
-                _finite(xp, a):
-            return xp.mul(a, mask, out=mask)  # the mask is ours: no second array to allocate
-        return select(xp, mask, a, b)
-    return select(xp, _COMPARISONS[op](x, y), a, b)
+    numbers and back).  On the CPU the comparison writes a mask of ``a``'s float dtype, which
+    then takes the product in place: on torch's kernels 4x faster than a boolean mask, on
+    NumPy's a quarter faster than multiplying by booleans (no second array either)."""
+    compare = _float_compare(xp, op, x, y, a)
+    if compare is None:
+        return select(xp, _COMPARISONS[op](x, y), a, b)
+    shape = _broadcast(x.shape, y.shape)
+    mask = xp.empty(shape, dtype=a.dtype)
+    compare(x, y, mask)
+    if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
+            _finite(xp, a):
+        return xp.multiply(a, mask, out=mask)  # the mask is ours to overwrite
+    return select(xp, mask, a, b)
+
+
+#: comparisons by name in NumPy's namespace (torch's are ``lt``, ``le``, ``eq``, ``ne``
+#: themselves: its ``equal`` compares whole tensors)
+_UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
+
+
+def _float_compare(xp: Any, op: str, x: Any, y: Any, a: Any
+                   ) -> Callable[[Any, Any, Any], Any] | None:
+    """``(x, y, out) -> op(x, y)`` written into a float ``out``, when ``a`` is a float array on
+    the CPU and ``x``, ``y`` are arrays; else None."""
+    if not (hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape")):
+        return None
+    if _is_torch(xp):
+        if not a.dtype.is_floating_point or a.device.type != "cpu":
+            return None
+        fn = getattr(xp, op)
+        return lambda x, y, out: fn(x, y, out=out)
+    if getattr(xp, "__name__", "") != "numpy" or getattr(a.dtype, "kind", "") != "f":
+        return None
+    ufunc = getattr(xp, _UFUNC_NAMES[op])
+    return lambda x, y, out: ufunc(x, y, out=out, casting="unsafe")
 
 
 def _f(xp: Any, x: Any) -> Any:
