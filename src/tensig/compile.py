@@ -487,7 +487,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     the value into it.
     """
 
-    from tensig.inference import AffineIndex, infer
+    from tensig.inference import infer
     from tensig.lowering import operand_view, tiled_view
 
     proj = a.logic
@@ -524,29 +524,13 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     if any(_is_fixed(u) for u in lhs_uses):
         return None
     # windows that tile their axes: the view split each in place (output, kernel position),
-    # so the value is the gradient, reshaped
+    # so the value is the gradient, reshaped; otherwise a scatter over kernel positions
     tiled = tiled_view(lhs_uses) is not None
-    # otherwise the view keeps one axis per left-hand axis (an affine axis as its output
-    # position) and appends the kernel axes at the end, in order: scatter over them
-    scatter = []
-    kpos = 0
-    for axis, u in enumerate(lhs_uses):
-        ix = u.index
-        if isinstance(ix, AffineIndex) and not tiled:
-            scatter.append(_scatter_spec(axis, axis, len(lhs_uses) + kpos
-                                         if ix.kernel is not None else None, ix))
-            if ix.kernel is not None:
-                kpos += 1
+    scatter = [] if tiled else _lhs_scatter(lhs_uses)
 
     slots = {_key(b): i for i, b in enumerate(bufs)}
     expr = expression_function(a.expr, slots, backend, xp)
-    # a small buffer added to a term (the pooling gate's window, ``x + w == max``) is zero in
-    # max pooling: a second expression leaves it out, chosen per call by a test of the buffer
-    small = [i for i, b in enumerate(bufs) if _numel(b.tensor) <= 64]
-    dropped = _drop_added(a.expr, {_key(bufs[i]) for i in small})
-    zero_slots = [i for i in small if _key(bufs[i]) not in
-                  {_key(b) for b in _bufs(dropped)}] if dropped != a.expr else []
-    expr_dropped = expression_function(dropped, slots, backend, xp) if zero_slots else None
+    zero_slots, expr_dropped = _zero_window_variant(a.expr, bufs, slots, backend, xp)
     zero_tests = [ZeroTest() for _ in zero_slots]
     widen = getattr(backend, "widen", None)
     aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
@@ -595,6 +579,39 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             _add_into(store, lhs, p, add)
 
     return step
+
+
+def _lhs_scatter(lhs_uses: Any) -> list[tuple[Any, ...]]:
+    """Where a windowed left-hand side's value comes from when its windows do not tile: the
+    view keeps one axis per left-hand axis (an affine axis as its output position) and
+    appends the kernel axes at the end, in order; one scatter spec per affine axis."""
+    from tensig.inference import AffineIndex
+
+    scatter = []
+    kpos = 0
+    for axis, u in enumerate(lhs_uses):
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            scatter.append(_scatter_spec(axis, axis, len(lhs_uses) + kpos
+                                         if ix.kernel is not None else None, ix))
+            if ix.kernel is not None:
+                kpos += 1
+    return scatter
+
+
+def _zero_window_variant(e: Expr, bufs: list[Buf], slots: dict[tuple[int, str], int],
+                         backend: Backend, xp: Any
+                         ) -> tuple[list[int], Callable[[list[Any]], Any] | None]:
+    """A small buffer added to a term (the pooling gate's window: ``x + w == max``) holds
+    zeros in max pooling.  The operands that are such buffers, and the expression without
+    them (None when there are none); the step picks it per call, by a test of the buffers."""
+    small = [i for i, b in enumerate(bufs) if _numel(b.tensor) <= 64]
+    dropped = _drop_added(e, {_key(bufs[i]) for i in small})
+    if dropped == e:
+        return [], None
+    kept = {_key(b) for b in _bufs(dropped)}
+    zero_slots = [i for i in small if _key(bufs[i]) not in kept]
+    return zero_slots, expression_function(dropped, slots, backend, xp) if zero_slots else None
 
 
 def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any],
