@@ -3,7 +3,7 @@
 Both demos (the two-moons MLP and the digits CNN) are built with tensig's model layer on the
 NumPy and torch backends, and written again as plain ``torch.nn`` code with the same
 architecture, batch, initialisation scheme and optimizer (Adam).  Prints the median time per
-training step (the three measured in alternating blocks, eight rounds), the median over rounds
+training step (the three measured in alternating blocks, twelve rounds), the median over rounds
 of the ratio to PyTorch within a round with its range (targets: <= 1.5x with NumPy, <= 1.1x
 with torch), and the time of graph construction + inference + compilation (target: under one
 second).
@@ -34,7 +34,7 @@ from tensig import graph as G
 from tensig.demos import digits, moons
 
 
-def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 8
+def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 12
              ) -> list[list[float]]:
     """Median time per step of each, per round of alternating blocks of consecutive steps.
 
