@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensig.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr
+from tensig.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr, buffers_of
 
 __all__ = ["FusedBlocks", "Run", "fuse_repeats"]
 
@@ -112,14 +112,14 @@ def _longest_run(items: list[Assign], start: int, length: int) -> Run | None:
 def _eligible(a: Assign) -> bool:
     """Pointwise, reading some buffer, and a plain store or an accumulation onto the old
     value."""
-    return a.logic == "." and (a.accum is None or not a.init) and bool(_bufs(a.expr))
+    return a.logic == "." and (a.accum is None or not a.init) and bool(buffers_of(a.expr))
 
 
 def _local_keys(block: Sequence[Assign]) -> list[tuple[int, str]]:
     """The block's buffers in order of first appearance (left-hand sides included)."""
     keys: dict[tuple[int, str], None] = {}
     for a in block:
-        for b in _bufs(a.expr):
+        for b in buffers_of(a.expr):
             keys.setdefault(b.key)
         keys.setdefault(a.lhs.key)
     return list(keys)
@@ -143,19 +143,11 @@ def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bo
     """Whether a block can run over flat arrays, given which of its buffers vary from block to
     block: the varying ones all of one shape (its left-hand sides'), the shared ones read-only
     and of one element (they broadcast against a flat array)."""
-    bufs = {b.key: b for a in block for b in (*_bufs(a.expr), a.lhs)}
+    bufs = {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
     lhs = {a.lhs.key for a in block}
     shapes = {_dims(bufs[k]) for k, v in zip(keys, varying, strict=True) if v}
     return len(shapes) == 1 and all(k not in lhs and _numel(bufs[k]) == 1
                                     for k, v in zip(keys, varying, strict=True) if not v)
-
-
-def _bufs(e: Any) -> list[Buf]:
-    if isinstance(e, Buf):
-        return [e]
-    if isinstance(e, Expr):
-        return [b for x in e.args for b in _bufs(x)]
-    return []
 
 
 def _dims(b: Buf) -> tuple[int, ...]:
@@ -163,7 +155,7 @@ def _dims(b: Buf) -> tuple[int, ...]:
 
 
 def _buf_at(block: Sequence[Assign], key: tuple[int, str]) -> Buf:
-    return next(b for a in block for b in (*_bufs(a.expr), a.lhs) if b.key == key)
+    return next(b for a in block for b in (*buffers_of(a.expr), a.lhs) if b.key == key)
 
 
 def _numel(b: Buf) -> int:
@@ -195,7 +187,7 @@ class FusedBlocks:
         loads = []  # slots read before the block writes them: from the store
         self.program = []
         for a in blocks[0]:
-            reads = [slot_of[b.key] for b in _bufs(a.expr)]
+            reads = [slot_of[b.key] for b in buffers_of(a.expr)]
             lhs = slot_of[a.lhs.key]
             if a.accum is not None:
                 reads.append(lhs)

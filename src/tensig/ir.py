@@ -35,6 +35,7 @@ __all__ = [
     "Buf",
     "Code",
     "Expr",
+    "buffers_of",
     "prim",
 ]
 
@@ -119,6 +120,21 @@ class Expr:
 def prim(op: str, *args: Operand) -> Expr:
     """``prim("relu_gate", x.val, g)``: any primitive by name."""
     return Expr(op, args)
+
+
+def buffers_of(e: Any) -> list[Buf]:
+    """The buffers an expression reads, each once, in order of first appearance."""
+    out: dict[tuple[int, str], Buf] = {}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Buf):
+            out.setdefault(x.key, x)
+        elif isinstance(x, Expr):
+            for a in x.args:
+                walk(a)
+
+    walk(e)
+    return list(out.values())
 
 
 @dataclass(frozen=True)

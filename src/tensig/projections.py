@@ -21,7 +21,7 @@ from tensig.errors import ShapeError
 from tensig.inference import FixedIndex, Iter, infer
 from tensig.shapes import Shape
 
-__all__ = ["Labels", "WindowedAxes", "project"]
+__all__ = ["Labels", "OpProjection", "WindowedAxes", "project"]
 
 Labels = tuple[str | int, ...]
 ORDER = ("batch", "output", "input")
@@ -134,3 +134,29 @@ def _einsum(spec: str, lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[
                                    "the einsum lowering, not by generic projections")
         out.append(tuple(labels))
     return out[-1], out[:-1]
+
+
+class OpProjection:
+    """The projections of an operation: its result tensor and its argument tensors.
+
+    Backward code uses these (``logic=op_projection``) so that a gradient buffer is indexed
+    like its tensor was in the forward operation.
+    """
+
+    __slots__ = ("args", "logic", "result")
+
+    def __init__(self, logic: str, result: Any, args: tuple[Any, ...]):
+        self.logic, self.result, self.args = logic, result, args
+
+    def labels(self) -> dict[int, Labels]:
+        lhs, args = project(self.logic, self.result.shape, [a.shape for a in self.args])
+        out = {self.result.id: lhs}
+        for t, labels in zip(self.args, args, strict=True):
+            if t.id in out and out[t.id] != labels:
+                raise ShapeError(f"{t.name!r} appears twice in one operation with different "
+                                 "projections; this is not supported in backward code")
+            out[t.id] = labels
+        return out
+
+    def __repr__(self) -> str:
+        return f"projections of {self.result.name}"
