@@ -143,13 +143,24 @@ class OpProjection:
     like its tensor was in the forward operation.
     """
 
-    __slots__ = ("args", "logic", "result")
+    __slots__ = ("_cached", "args", "logic", "result")
 
     def __init__(self, logic: str, result: Any, args: tuple[Any, ...]):
         self.logic, self.result, self.args = logic, result, args
+        self._cached: tuple[tuple[Any, ...], dict[int, Labels]] | None = None
 
     def labels(self) -> dict[int, Labels]:
-        lhs, args = project(self.logic, self.result.shape, [a.shape for a in self.args])
+        """Each tensor's labels (by tensor id), projected once for the shapes the tensors have
+        now (an operation's backward code asks once per gradient it feeds)."""
+        shapes = (self.result.shape, *(a.shape for a in self.args))
+        if self._cached is not None and self._cached[0] == shapes:
+            return self._cached[1]
+        out = self._project(shapes)
+        self._cached = (shapes, out)
+        return out
+
+    def _project(self, shapes: tuple[Any, ...]) -> dict[int, Labels]:
+        lhs, args = project(self.logic, shapes[0], list(shapes[1:]))
         out = {self.result.id: lhs}
         for t, labels in zip(self.args, args, strict=True):
             if t.id in out and out[t.id] != labels:
