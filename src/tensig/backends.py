@@ -186,8 +186,8 @@ class NumpyBackend(_ArrayAPIBackend):
         return small if small is not None else super().amax(x, axes)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        """A constant pad as one fill and one copy: ``numpy.pad`` spends ~90 us in Python
-        per call on a convolution's input, this ~5 us."""
+        """A constant pad as one fill and one copy: ``numpy.pad`` took 34-56 us a call on a
+        small CNN's 32x4x4x16 activation (its argument handling is Python), this 9-14 us."""
         x = self.np.asarray(x)
         out = self.np.full([n + lo + hi for n, (lo, hi) in zip(x.shape, widths, strict=True)],
                            value, dtype=x.dtype)
@@ -211,8 +211,8 @@ class NumpyBackend(_ArrayAPIBackend):
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         """``sliding_window_view(x, size, axis)``, built directly from the strides: the
-        library function normalises and checks its arguments in Python (~15 us a call, eight
-        calls in a small CNN's training step), this ~3 us.  Read-only, as that view is."""
+        library function normalises and checks its arguments in Python (19-22 us a call on a
+        32x6x6x16 array, eight calls in a small CNN's training step), this 10-11 us.  Read-only, as that view is."""
         from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
         x = self.np.asarray(x)

@@ -284,8 +284,8 @@ _COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
 @functools.lru_cache(maxsize=1024)
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast of two shapes, remembered: a compiled step meets the same few shapes
-    every call (``numpy.broadcast_shapes`` makes two arrays to answer, ~5 us; torch's own
-    ``broadcast_shapes`` takes 36 us)."""
+    every call (``numpy.broadcast_shapes`` makes two arrays to answer: 4.5 us a call for two
+    6-axis shapes, torch's own ``broadcast_shapes`` 38 us, a remembered answer 0.4 us)."""
     import numpy
 
     return tuple(numpy.broadcast_shapes(tuple(a), tuple(b)))
