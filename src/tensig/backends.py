@@ -212,7 +212,8 @@ class NumpyBackend(_ArrayAPIBackend):
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         """``sliding_window_view(x, size, axis)``, built directly from the strides: the
         library function normalises and checks its arguments in Python (19-22 us a call on a
-        32x6x6x16 array, eight calls in a small CNN's training step), this 10-11 us.  Read-only, as that view is."""
+        32x6x6x16 array, eight calls in a small CNN's training step), this 10-11 us.
+        Read-only, as that view is."""
         from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
         x = self.np.asarray(x)
