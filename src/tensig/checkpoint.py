@@ -180,7 +180,7 @@ def _concrete_shape(t: Any) -> Shape:
 
 
 def _dims(shape: Shape) -> tuple[int, ...]:
-    return tuple(int(d) for d in shape.dims)
+    return shape.int_dims
 
 
 # --------------------------------------------------------------------------------------------

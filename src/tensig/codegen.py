@@ -317,7 +317,7 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
     names: dict[tuple[int, str], str] = {}
     ranks = []
     for i, (b, lb) in enumerate(zip(bufs, arg_labels, strict=True)):
-        expr, rank = _align(src, f"x{i}", lb, product, [int(d) for d in b.tensor.shape.dims])
+        expr, rank = _align(src, f"x{i}", lb, product, list(b.tensor.shape.int_dims))
         if expr != f"x{i}":
             src.emit(f"x{i} = {expr}")
         names[keys[i]] = f"x{i}"
@@ -380,7 +380,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     """
     accum = a.accum
     key = a.lhs.key
-    shape = tuple(int(d) for d in a.lhs.tensor.shape.dims)
+    shape = a.lhs.tensor.shape.int_dims
     neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
     fixed = any(isinstance(x, int) for x in lhs_labels)
     if fixed:  # the value fills the fixed positions; the pad holds the neutral element

@@ -151,7 +151,7 @@ def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bo
 
 
 def _dims(b: Buf) -> tuple[int, ...]:
-    return tuple(int(d) for d in b.tensor.shape.dims)
+    return b.tensor.shape.int_dims
 
 
 def _buf_at(block: Sequence[Assign], key: tuple[int, str]) -> Buf:

@@ -868,14 +868,14 @@ class Model:
         store = self.graph.store
         for t in self.tensors:
             if t.kind == "param" and t.init is not None and not store.has(t.val):
-                shape = tuple(int(d) for d in t.shape.dims)
+                shape = t.shape.int_dims
                 store.write(t.val, self._array(t.init(shape)))
             elif t.value_init is not None:
                 self.set(t, t.value_init)
 
     def set(self, t: Tensor, value: Any) -> None:
         """Feed ``value`` to a leaf (same shape as declared)."""
-        want = tuple(int(d) for d in t.shape.dims)
+        want = t.shape.int_dims
         if tuple(value.shape) != want:
             raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                              f"{want}); got an array of shape {tuple(value.shape)}")

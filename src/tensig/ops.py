@@ -66,7 +66,7 @@ class RowArray:
 
     def __init__(self, array: Any, shape: Shape):
         dims = tuple(array.shape)
-        if tuple(int(d) for d in shape.dims) != dims:
+        if shape.int_dims != dims:
             raise ValueError(f"array of shape {dims} does not have the sizes of {shape} "
                              f"(memory order batch, output, input: {shape.dims})")
         self.array = array

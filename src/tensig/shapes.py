@@ -128,6 +128,12 @@ class Shape:
         return self.batch + self.output + self.input
 
     @property
+    def int_dims(self) -> tuple[int, ...]:
+        """``dims`` as Python ints, as an array of this (concrete) shape has them: the sizes
+        compiled code works with.  A symbolic size raises."""
+        return tuple(int(d) for d in self.dims)
+
+    @property
     def rank(self) -> int:
         return sum(len(r) for r in self._rows)
 

@@ -155,7 +155,7 @@ def _zero_state(model: Model) -> None:
     store = model.graph.store
     for t in model.graph.tensors:
         if t.kind == "state" and not store.has(t.val):
-            shape = tuple(int(d) for d in t.shape.dims)
+            shape = t.shape.int_dims
             store.write(t.val, model._array(np.zeros(shape, np.float32)))
 
 
@@ -194,7 +194,7 @@ class Trainer:
         # step then only slices rows into the store
         self._feeds = []
         for t, arr in self.data.items():
-            want = tuple(int(d) for d in t.shape.dims)
+            want = t.shape.int_dims
             if tuple(arr.shape[1:]) != want[1:]:
                 raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                                  f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")

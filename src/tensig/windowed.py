@@ -159,7 +159,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
         return step
     # where each affine axis sits in the expanded result (output position, then kernel
     # position), with the geometry the forward operation resolved
-    lhs_dims = [int(d) for d in lhs.tensor.shape.dims]
+    lhs_dims = list(lhs.tensor.shape.int_dims)
     lhs_index = [t.id for t in proj.args].index(lhs.tensor.id)
     specs = []
     pos = 0
@@ -255,7 +255,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     full = tuple(sizes[k] for k in product)
     # the left-hand side's affine axes: scatter positions
     lhs_uses = r.layout[index[a.lhs.tensor.id]]
-    lhs_dims = [int(d) for d in a.lhs.tensor.shape.dims]
+    lhs_dims = list(a.lhs.tensor.shape.int_dims)
     if any(_is_fixed(u) for u in lhs_uses):
         return None
     # windows that tile their axes: the view split each in place (output, kernel position),
@@ -360,7 +360,7 @@ def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any]
 
 
 def _numel(t: Any) -> int:
-    return math.prod(int(d) for d in t.shape.dims)
+    return math.prod(t.shape.int_dims)
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
