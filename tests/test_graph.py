@@ -143,6 +143,8 @@ def test_relu_and_gates_on_special_values(lib):
     v = arr(SPECIAL)
     relu = np.asarray(UNARY["relu"](xp, v))
     np.testing.assert_array_equal(relu, [np.nan, 0, 0, 0, 0, 0.5, 2, np.inf])
+    # v where v >= 0: -0.0 stays -0.0, a negative becomes +0.0 (1 / relu would show it)
+    np.testing.assert_array_equal(np.signbit(relu[1:5]), [False, False, True, False])
     sat = np.asarray(UNARY["sat01"](xp, v))
     np.testing.assert_array_equal(sat, [np.nan, 0, 0, 0, 0, 0.5, 1, 1])
     # the gate: a gradient of inf, NaN or finite values under every kind of pre-activation

@@ -231,10 +231,14 @@ def _is_torch(xp: Any) -> bool:
 
 
 def _relu(xp: Any, v: Any) -> Any:
-    """``v`` where ``v >= 0``, else 0; NaN propagates (as in PyTorch and ``numpy.maximum``)."""
+    """``v`` where ``v >= 0``, else 0; NaN propagates (as in PyTorch and ``numpy.maximum``).
+
+    So ``relu(-0.0)`` is ``-0.0`` (``-0.0 >= 0``), as torch's kernel gives: NumPy's
+    ``maximum`` returns its second operand when the two are equal, so the zero goes first
+    (``maximum(v, 0)`` gave ``+0.0``, and ``1 / relu`` told the backends apart)."""
     if not hasattr(v, "shape"):
         return v if v != v or v >= 0 else 0.0
-    return xp.relu(v) if _is_torch(xp) else xp.maximum(v, 0)
+    return xp.relu(v) if _is_torch(xp) else xp.maximum(0, v)
 
 
 def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
