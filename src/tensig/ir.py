@@ -300,12 +300,15 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     numbers and back).  On the CPU the comparison writes a mask of ``a``'s float dtype, which
     then takes the product in place: on torch's kernels 4x faster than a boolean mask, on
     NumPy's a quarter faster than multiplying by booleans (no second array either)."""
-    compare = _float_compare(xp, op, x, y, a)
-    if compare is None:
+    library = _float_mask_library(xp, x, y, a)
+    if library is None:
         return select(xp, _COMPARISONS[op](x, y), a, b)
     shape = _broadcast(x.shape, y.shape)
     mask = xp.empty(shape, dtype=a.dtype)
-    compare(x, y, mask)
+    if library == "torch":
+        getattr(xp, op)(x, y, out=mask)
+    else:
+        getattr(xp, _UFUNC_NAMES[op])(x, y, out=mask, casting="unsafe")
     if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
             _finite(xp, a):
         return xp.multiply(a, mask, out=mask)  # the mask is ours to overwrite
@@ -317,21 +320,16 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
 _UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
 
 
-def _float_compare(xp: Any, op: str, x: Any, y: Any, a: Any
-                   ) -> Callable[[Any, Any, Any], Any] | None:
-    """``(x, y, out) -> op(x, y)`` written into a float ``out``, when ``a`` is a float array on
-    the CPU and ``x``, ``y`` are arrays; else None."""
+def _float_mask_library(xp: Any, x: Any, y: Any, a: Any) -> str | None:
+    """"torch" or "numpy" when a comparison of the arrays ``x``, ``y`` can be written into a
+    float mask of ``a``'s dtype (``a`` a float array on the CPU); else None."""
     if not (hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape")):
         return None
     if _is_torch(xp):
-        if not a.dtype.is_floating_point or a.device.type != "cpu":
-            return None
-        fn = getattr(xp, op)
-        return lambda x, y, out: fn(x, y, out=out)
-    if getattr(xp, "__name__", "") != "numpy" or getattr(a.dtype, "kind", "") != "f":
-        return None
-    ufunc = getattr(xp, _UFUNC_NAMES[op])
-    return lambda x, y, out: ufunc(x, y, out=out, casting="unsafe")
+        return "torch" if a.dtype.is_floating_point and a.device.type == "cpu" else None
+    if getattr(xp, "__name__", "") == "numpy" and getattr(a.dtype, "kind", "") == "f":
+        return "numpy"
+    return None
 
 
 def _f(xp: Any, x: Any) -> Any:
