@@ -172,7 +172,7 @@ def test_fused_runs_equal_one_assignment_at_a_time(backend, block, rounds, rewri
                     routine.run(store)
                     if rewrite and k == 0:
                         t = groups[1]["q"]
-                        store.write(t.val, model._array(np.full(
+                        store.write(t.val, model.graph.array(np.full(
                             tuple(int(d) for d in t.shape.dims), 0.25, np.float32)))
             results.append({t.name: (np.array(np.asarray(store.read(t.val))),
                                      tuple(store.read(t.val).shape)) for t in everything})
@@ -203,7 +203,7 @@ def test_a_missing_buffer_or_a_different_dtype_runs_one_by_one(backend):
         with pytest.raises(KeyError, match=r"p1\.value has no array yet"):
             routine.run(store)
         wide = np.full(SHAPES[1], 3.0, np.float64)
-        store.write(ps[1].val, model._array(wide))
+        store.write(ps[1].val, model.graph.array(wide))
         routine.run(store)
         got = [store.read(q.val) for q in qs]
     assert "float64" in str(got[1].dtype) and "float32" in str(got[0].dtype)

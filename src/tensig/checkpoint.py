@@ -440,12 +440,6 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
 def _for_graph(t: Any, array: np.ndarray) -> Any:
     """The array as the parameter's graph stores it: NumPy, or torch on the old value's
     device (the graph's device when there is no old value yet)."""
-    if t.graph.backend != "torch":
-        return array
-    import torch
-
-    value = torch.from_numpy(array)
     store = t.graph.store
     old = store.read(t.val) if store.has(t.val) else None
-    device = old.device if isinstance(old, torch.Tensor) else t.graph.device
-    return value if device is None or value.device == device else value.to(device)
+    return t.graph.array(array, device=getattr(old, "device", None))

@@ -105,6 +105,19 @@ class Graph:
             self.shapes.solve()
             self._solved = len(self.tensors)
 
+    def array(self, value: Any, device: Any = None) -> Any:
+        """``value`` as an array of the graph's backend: NumPy, or a torch tensor on
+        ``device`` (the graph's by default).  Every array entering the store comes through
+        here (initial values, fed data, optimizer state, checkpoints)."""
+        if self.backend != "torch":
+            return np.asarray(value)
+        import torch
+
+        device = self.device if device is None else device
+        if isinstance(value, torch.Tensor):
+            return value.to(device)
+        return torch.as_tensor(np.asarray(value), device=device)
+
     @property
     def array_type(self) -> type:
         if self.backend == "torch":
@@ -845,16 +858,6 @@ class Model:
         self._update: Routine | None = None
         self.initialize()
 
-    def _array(self, value: Any) -> Any:
-        """``value`` as an array of the graph's backend, on its device."""
-        if self.graph.backend == "torch":
-            import torch
-
-            if isinstance(value, torch.Tensor):
-                return value.to(self.graph.device)
-            return torch.as_tensor(np.asarray(value), device=self.graph.device)
-        return np.asarray(value)
-
     def scalar(self, value: float) -> Any:
         """A one-element float32 array of the backend (a scalar leaf's value)."""
         if self.graph.backend == "torch":
@@ -869,7 +872,7 @@ class Model:
         for t in self.tensors:
             if t.kind == "param" and t.init is not None and not store.has(t.val):
                 shape = t.shape.int_dims
-                store.write(t.val, self._array(t.init(shape)))
+                store.write(t.val, self.graph.array(t.init(shape)))
             elif t.value_init is not None:
                 self.set(t, t.value_init)
 
@@ -879,7 +882,7 @@ class Model:
         if tuple(value.shape) != want:
             raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                              f"{want}); got an array of shape {tuple(value.shape)}")
-        self.graph.store.write(t.val, self._array(value))
+        self.graph.store.write(t.val, self.graph.array(value))
 
     def run(self) -> Any:
         self.forward.run(self.graph.store)

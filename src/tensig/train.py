@@ -156,7 +156,7 @@ def _zero_state(model: Model) -> None:
     for t in model.graph.tensors:
         if t.kind == "state" and not store.has(t.val):
             shape = t.shape.int_dims
-            store.write(t.val, model._array(np.zeros(shape, np.float32)))
+            store.write(t.val, model.graph.array(np.zeros(shape, np.float32)))
 
 
 class Trainer:
@@ -198,8 +198,8 @@ class Trainer:
             if tuple(arr.shape[1:]) != want[1:]:
                 raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                                  f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
-            self._feeds.append((t.val.key, self.model._array(arr)))
-        self._rows = self.model._array
+            self._feeds.append((t.val.key, self.model.graph.array(arr)))
+        self._rows = self.model.graph.array
         self.rng = np.random.default_rng(seed)
         self.shuffle = shuffle
         self.step_count = 0
