@@ -860,11 +860,7 @@ class Model:
 
     def scalar(self, value: float) -> Any:
         """A one-element float32 array of the backend (a scalar leaf's value)."""
-        if self.graph.backend == "torch":
-            import torch
-
-            return torch.tensor([value], dtype=torch.float32, device=self.graph.device)
-        return np.array([value], np.float32)
+        return self.graph.array(np.array([value], np.float32))
 
     def initialize(self) -> None:
         """Parameters from their initialisers; leaves and constants from their values."""
