@@ -97,19 +97,17 @@ class _Ops:
     def amax(self, x: Any, axis: int) -> Any:
         return self.xp.max(x, axis=axis)
 
-    def scatter(self, shape: tuple[int, ...], value: Any, dtype: Any, mask: np.ndarray,
-                flat: Any, like: Any) -> Any:
-        """An array of ``shape`` full of ``value`` with ``flat``'s rows at ``mask``'s cells."""
-        out = self.xp.full(shape, value, dtype=dtype)
+    def pad_rows(self, seqs: Sequence[Any], mask: np.ndarray, on: Any,
+                 trailing: tuple[int, ...], value: Any) -> Any:
+        """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
+        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library): one
+        concatenation and one masked write, whatever the number of rows."""
+        flat = self.concat(seqs)
+        out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype)
         if self.name == "numpy":
             out[mask] = flat
             return out
         return out.at[mask].set(flat)
-
-    def pad_rows(self, seqs: Sequence[Any], lengths: Sequence[int], mask: np.ndarray,
-                 trailing: tuple[int, ...], value: Any, side: Side) -> Any:
-        flat = self.concat(seqs)
-        return self.scatter((*mask.shape, *trailing), value, flat.dtype, mask, flat, seqs[0])
 
 
 class _TorchOps(_Ops):
@@ -142,17 +140,13 @@ class _TorchOps(_Ops):
     def amax(self, x: Any, axis: int) -> Any:
         return self.xp.amax(x, dim=axis)
 
-    def pad_rows(self, seqs: Sequence[Any], lengths: Sequence[int], mask: np.ndarray,
-                 trailing: tuple[int, ...], value: Any, side: Side) -> Any:
-        """torch's own ``pad_sequence`` (one C++ loop of copies), widened when ``length=`` or
-        ``multiple_of=`` asks for more than the longest row."""
-        data = self.xp.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True,
-                                                 padding_value=value, padding_side=side)
-        extra = mask.shape[1] - data.shape[1]
-        if extra:
-            flat = [0, 0] * len(trailing) + ([extra, 0] if side == "left" else [0, extra])
-            data = self.xp.nn.functional.pad(data, flat, value=value)
-        return data
+    def pad_rows(self, seqs: Sequence[Any], mask: np.ndarray, on: Any,
+                 trailing: tuple[int, ...], value: Any) -> Any:
+        """``masked_scatter_`` of the concatenated rows: 1.5x faster than ``pad_sequence``
+        (which copies row by row) on 10,000 rows (bench/bench_padding.py)."""
+        flat = self.xp.cat(list(seqs))
+        out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype, device=flat.device)
+        return out.masked_scatter_(on.reshape(on.shape + (1,) * len(trailing)), flat)
 
 
 @functools.cache
@@ -235,10 +229,9 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
         ops = _ops_for(np.ndarray)
     T = _padded_length(lengths, length, multiple_of)
     mask = _row_mask(lengths, T, side)
-    data = ops.pad_rows(seqs, lengths, mask, trailing, value, side)
-    like = data
-    return Padded._trusted(data, ops.from_numpy(mask, like),
-                           ops.from_numpy(np.asarray(lengths, dtype=np.int64), like),
+    on = ops.from_numpy(mask, seqs[0])
+    data = ops.pad_rows(seqs, mask, on, trailing, value)
+    return Padded._trusted(data, on, ops.from_numpy(np.asarray(lengths, dtype=np.int64), data),
                            side, tuple(lengths))
 
 
