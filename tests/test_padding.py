@@ -4,6 +4,8 @@ built."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 import tensig
 from arrays import to_backend
-from tensig import padding
+from tensig import Float, padding
 from tensig.padding import Padded, PaddingError, pad
 
 LIBS = ["numpy", "torch", "jax"]
@@ -283,3 +285,85 @@ def test_last_of_an_empty_row_names_it():
     p = pad([[1, 2], [], [3]])
     with pytest.raises(PaddingError, match=r"last\(\): row 1 is empty"):
         p.last()
+
+
+# -- annotations: @shaped and verify know padded batches ---------------------------------------
+def test_a_padded_batch_is_read_only():
+    p = pad([[1, 2], [3]])
+    with pytest.raises(AttributeError):
+        p.mask = np.ones((2, 2), bool)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_shaped_checks_a_padded_argument(compiled):
+    @tensig.shaped(compiled=compiled)
+    def pool(batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B d"]:
+        return batch.mean()
+
+    @tensig.shaped(compiled=compiled)
+    def wrong_axis(batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B d"]:
+        return batch.data.mean(0)
+
+    batch = pad([torch.ones(3, 4), torch.ones(1, 4)])
+    assert pool(batch).shape == (2, 4)
+    with pytest.raises(TypeError, match=r"'batch' is a Tensor, but its annotation is "
+                                        r"Padded\[Float\['B T d'\]\]"):
+        pool(batch.data)  # the data alone, without its mask
+    with pytest.raises(tensig.ShapeError, match="'batch' has 2 axes"):
+        pool(pad([torch.ones(3), torch.ones(2)]))
+    with pytest.raises(tensig.ShapeError, match="needs a floating dtype"):
+        pool(pad([torch.ones(3, 4, dtype=torch.int64)]))
+    with pytest.raises(tensig.ShapeError, match="B = 2 was bound by argument 'batch'"):
+        wrong_axis(batch)
+
+
+def test_padded_annotation_needs_a_shape_of_rank_two():
+    assert repr(Padded[Float[np.ndarray, "B T d"]].__metadata__[0]) == "Padded[Float['B T d']]"
+    with pytest.raises(tensig.SpecSyntaxError, match=r"a padded batch is \[B, T, ...\]"):
+        Padded[Float[np.ndarray, "B"]]
+    with pytest.raises(TypeError, match=r"Padded\[...\] takes a shape annotation"):
+        Padded[np.ndarray]
+
+
+def np_attend_bad(q: Float[np.ndarray, "B T d"],
+                  batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B T T"]:
+    scores = q @ batch.data.swapaxes(-1, -2)
+    return scores + np.where(batch.mask, 0.0, -np.inf)  # the dropped None
+
+
+def np_attend(q: Float[np.ndarray, "B T d"],
+              batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B T T"]:
+    scores = q @ batch.data.swapaxes(-1, -2)
+    return scores + batch.additive_key_mask()
+
+
+def torch_attend_bad(q: Float[torch.Tensor, "B T d"],
+                     batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B T T"]:
+    return q @ batch.data.transpose(-1, -2) + batch.mask
+
+
+def torch_attend(q: Float[torch.Tensor, "B T d"],
+                 batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B T T"]:
+    return (q @ batch.data.transpose(-1, -2)).masked_fill(~batch.key_mask(), float("-inf"))
+
+
+def np_pool(batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B d"]:
+    return batch.mean() + batch.last() + batch.max()
+
+
+def np_pool_unmasked(batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B d"]:
+    return (batch.data * batch.mask).sum(axis=1)  # mask[..., None] was meant
+
+
+@pytest.mark.parametrize(("fn", "finding"), [
+    (np_attend_bad, r"broadcasts T against B .*\[B, T, T\] and \[B, T\]"),
+    (torch_attend_bad, r"broadcasts T against B .*\[B, T, T\] and \[B, T\]"),
+    (np_pool_unmasked, "broadcasts d against T"),
+    (np_attend, None), (torch_attend, None), (np_pool, None),
+])
+def test_verify_reads_the_mask_as_b_t_bool(fn, finding):
+    report = tensig.verify(fn)
+    if finding is None:
+        assert report.ok, (report.findings, report.notes)
+    else:
+        assert any(re.search(finding, f.message) for f in report.findings), report.findings

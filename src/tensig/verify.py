@@ -39,6 +39,7 @@ from tensig import symbolic as S
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
 from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, ShapeSpec, parse
+from tensig.padding import symbolic_batch
 
 __all__ = ["Report", "Signature", "verify", "verify_path"]
 
@@ -275,8 +276,10 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
-        args = [S.SymArray(dims, kind, frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+        args = [S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
                 for dims, kind in zip(sig.args, kinds, strict=True)]
+        # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
+        args = [symbolic_batch(a) if k[0] == "P" else a for a, k in zip(args, kinds, strict=True)]
         with _creation_patched():
             try:
                 out = fn(*args)
@@ -395,7 +398,8 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     else:
         results = (dims(fs.result),)
     text = "; ".join(", ".join(map(str, a)) for a in args)
-    kinds = tuple({"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
+    kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
+                  + {"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
     return Signature(args, results, tuple(names), text, kinds)
 
 
