@@ -184,6 +184,42 @@ def test_token_lists_pad_like_a_loop(tokens, side, multiple):
         assert row == (seq + padding if side == "right" else padding + seq)
 
 
+def mask_oracle(mask: np.ndarray) -> tuple[list[bool], list[bool]]:
+    """Per row: is it right-padded (real, then padding), is it left-padded."""
+    rows = [list(map(bool, r)) for r in mask]
+    return ([r == sorted(r, reverse=True) for r in rows], [r == sorted(r) for r in rows])
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda T: st.lists(
+    st.lists(st.booleans(), min_size=T, max_size=T), min_size=1, max_size=4)),
+       st.sampled_from(LIBS[:2]))
+def test_any_mask_is_accepted_or_refused_like_a_loop(rows, lib):
+    mask = np.array(rows, dtype=bool)
+    right, left = mask_oracle(mask)
+    data, on = to_backend(lib, np.zeros(mask.shape)), to_backend(lib, mask)
+    for side, ok in (("right", right), ("left", left)):
+        if all(ok):
+            assert host(Padded(data, on, side).lengths).tolist() == mask.sum(1).tolist()
+        else:
+            with pytest.raises(PaddingError, match=f"mask row {ok.index(False)} is not {side}"):
+                Padded(data, on, side)
+    neither = [not r and not q for r, q in zip(right, left, strict=True)]
+    only_right = [r and not q for r, q in zip(right, left, strict=True)]
+    only_left = [q and not r for r, q in zip(right, left, strict=True)]
+    if any(neither):
+        with pytest.raises(PaddingError, match=f"row {neither.index(True)} is padded on neither"):
+            Padded.infer_side(on)
+    elif any(only_right) and any(only_left):
+        with pytest.raises(PaddingError, match="the mask mixes sides"):
+            Padded.infer_side(on)
+    elif any(only_right) or any(only_left):
+        assert Padded.infer_side(on) == ("right" if any(only_right) else "left")
+    else:
+        with pytest.raises(PaddingError, match="does not show the side"):
+            Padded.infer_side(on)
+
+
 # -- policies and options ----------------------------------------------------------------------
 def test_additive_key_mask_dtype_and_finite(lib):
     p = pad([to_backend(lib, np.ones(3, np.int32)), to_backend(lib, np.ones(1, np.int32))])
