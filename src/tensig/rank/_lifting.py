@@ -216,6 +216,7 @@ class Lifted:
                        else None)
         self._typed: dict[object, tuple[ShapeIndex | None, Sigma | None]] = {}
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
+        self.inner: Lifted | None = None  # set by rerank's eta-expansion
         if doc is not None:
             self.__doc__ = doc
 
@@ -227,19 +228,26 @@ class Lifted:
         """The same function at other cell ranks (positional, one per array parameter, or by
         parameter name; a single positional rank applies to every array parameter).
 
-        >>> sum_cells = lift(np.sum, ranks=(1,))
-        >>> sum_cells(np.arange(6).reshape(2, 3)), sum_cells.rerank(2)(np.ones((2, 2, 2)))
-        (array([ 3, 12]), array([4., 4.]))
+        Remora's reranking is an eta-expansion: the new function takes cells of the new ranks
+        and applies this one to each, and this one still lifts at its own ranks inside a cell.
+
+        >>> sum_rows = lift(np.sum, ranks=(1,))
+        >>> sum_rows(np.arange(6).reshape(2, 3)), sum_rows.rerank(2)(np.ones((2, 2, 2)))
+        (array([ 3, 12]), array([[2., 2.],
+               [2., 2.]]))
         """
         new = self._ranks_from(ranks, named)
+        if new == self.ranks:
+            return self
+        if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)):
+            return _eta_expand(self, new)
         ftype = self.type
         fits = all(_fits(ftype.params[i], r)  # type: ignore[arg-type]
                    for i, r in zip(self.arrays, new, strict=True))
         if not fits:
             if not self.retypable:
                 raise self._rerank_error(new)
-            scalar = self.ufunc is not None and all(r == 0 for r in new)
-            ftype = _ranks_type(ftype.name, new, ShapeIndex(()) if scalar else None)
+            ftype = _ranks_type(ftype.name, new, None)
         return Lifted(self.fn, ftype, new, name=self.name, ufunc=self.ufunc,
                       batched=self.batched, boxed=self.boxed, dtype=self.dtype,
                       retypable=self.retypable)
@@ -276,6 +284,50 @@ class Lifted:
     def __repr__(self) -> str:
         ranks = ", ".join("all" if r is None else str(r) for r in self.ranks)
         return f"<lifted {self.type}; cell ranks ({ranks})>"
+
+
+def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
+    """``inner`` at cells of ranks ``new``: Remora's ``(rerank (r ...) f)`` is
+    ``(λ ((x r) ...) (f x ...))``, so ``inner`` still lifts at its own ranks inside each cell.
+
+    Because a lifted function already accepts extra leading frame axes (its frames agree by
+    prefix), the whole application is one call of ``inner`` on the arguments broadcast to the
+    outer principal frame: no loop over the new cells.
+    """
+    for k, i in enumerate(inner.arrays):
+        r, n = inner.ranks[k], new[k]
+        p = inner.type.params[i]
+        too_small = n is not None and (not _fits(p, n) if r is None else n < r)
+        if too_small:
+            raise ShapeError(f"{inner.name}: argument {i} ({inner.type.param_name(i)}) has "
+                             f"cell type {p}, which cannot have cell rank {n}",
+                             sizes=(str(p), n),
+                             hint=f"a cell of rank {n} is smaller than the cells "
+                                  f"{inner.name} takes; give a rank of at least "
+                                  f"{len(p.shape.dims) if r is None else r}")  # type: ignore[union-attr]
+    params = list(inner.type.params)
+    for k, i in enumerate(inner.arrays):
+        params[i] = Arr(params[i].elem, _ranks_pattern(i, new[k]))  # type: ignore[union-attr]
+    ftype = FnType(inner.name, tuple(params), None, names=inner.type.names)
+
+    whole = [k for k, r in enumerate(inner.ranks) if r is None]
+    pinned: dict[tuple[int, ...], Lifted] = {}
+
+    def batched(nf: int, *args: Any) -> Any:
+        if not whole:
+            return inner(*args)
+        # A parameter ``inner`` takes whole gets exactly the new cell, not the outer frame too.
+        ranks = tuple(len(args[inner.arrays[k]].shape) - nf for k in whole)
+        f = pinned.get(ranks)
+        if f is None:
+            f = pinned[ranks] = inner.rerank(**{
+                inner.type.param_name(inner.arrays[k]): r
+                for k, r in zip(whole, ranks, strict=True)})
+        return f(*args)
+
+    out = Lifted(inner, ftype, new, name=inner.name, batched=batched, dtype=inner.dtype)
+    out.inner = inner
+    return out
 
 
 class Overloaded:
@@ -492,6 +544,8 @@ def _run(call: _Call) -> Any:
     lf = call.lf
     if lf.ufunc is not None:
         return _via_ufunc(call)
+    if lf.inner is not None:
+        return _via_batched(call)
     if 0 in call.frame:
         return _empty(call)
     if not call.frame:
@@ -735,6 +789,14 @@ def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
     if ufunc is not None and ufunc.nout != 1:
         raise TypeError(f"lift({name}): a lifted function returns one array; {name} returns "
                         f"{ufunc.nout}")
+    if ufunc is not None and ranks is not None and cells is None and any(
+            r != 0 for r in ranks):
+        # A ufunc is a scalar function: other ranks are a reranking of it (eta-expansion),
+        # so it still combines scalars by prefix agreement inside each cell.
+        if len(ranks) != ufunc.nin:
+            raise TypeError(f"lift({name}): {len(ranks)} ranks for a ufunc of {ufunc.nin} "
+                            f"arguments")
+        return lift(fn, dtype=dtype, name=name).rerank(*ranks)
     ftype = _lift_type(fn, name, cells, ranks, result, sizes, ufunc)
     batched = None
     if vectorized and ufunc is None and not boxed:
@@ -913,11 +975,22 @@ def _typeof_call(lf: Lifted, args: Sequence[Any]) -> Instance:
                                        lf._who))
     m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
     result = m.result()
+    if lf.inner is not None:
+        result = _inner_result(lf, cells, args)
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}  # type: ignore[arg-type]
     cell_types = tuple(None if cells[i] is None else Arr(elems[i], cells[i]) for i in range(n))
     dims, shapes_b = bindings(m)
     return Instance(lf.name, frame, tuple(frames), cell_types, _elem_result(lf, result, elems),
                     dims, shapes_b, tuple(m.conditions), lf.type.names)
+
+
+def _inner_result(lf: Lifted, cells: Sequence[ShapeIndex | None], args: Sequence[Any]
+                  ) -> Arr | None:
+    """An eta-expanded function's result cell: the inner function's whole result on a cell."""
+    inner = lf.inner
+    assert inner is not None
+    at = [cells[i] if i in lf.arrays else args[i] for i in range(len(args))]
+    return inner.typeof(*at).result
 
 
 def _elem_result(lf: Lifted, result: Arr | Sigma | None, elems: dict[int, str]

@@ -1,0 +1,115 @@
+"""Remora's own test cases for reranking and the primitives tensig lacked, ported.
+
+Each case cites its source: jrslepak/Remora's Racket library (``remora/examples``,
+``remora/tests``), remora-lang/remora and liam923/remora's tests.  Remora's rerank is an
+eta-expansion: ``(rerank (r ...) f)`` is ``(λ ((x r) ...) (f x ...))``, so ``f`` still lifts at
+its own ranks inside each new cell.  The oracle here is an explicit loop over the outer frame
+that calls the inner function on each cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensig
+from tensig import rank
+
+
+def prefix_add(a, b):
+    """Remora's scalar ``+`` on two arrays: frames agree by prefix (an explicit loop)."""
+    a, b = np.asarray(a), np.asarray(b)
+    big, small = (a, b) if a.ndim >= b.ndim else (b, a)
+    assert big.shape[:small.ndim] == small.shape
+    out = np.empty(big.shape, dtype=np.result_type(a, b))
+    for idx in itertools.product(*map(range, big.shape)):
+        out[idx] = a[idx[:a.ndim]] + b[idx[:b.ndim]]
+    return out
+
+
+def eta_oracle(inner, ranks, *args):
+    """The reranked call by its definition: a loop over the outer principal frame."""
+    frames = [x.shape[:x.ndim - r] for x, r in zip(args, ranks, strict=True)]
+    frame = max(frames, key=len)
+    results = [inner(*[x[idx[:len(f)]] for x, f in zip(args, frames, strict=True)])
+               for idx in itertools.product(*map(range, frame))]
+    return np.array(results).reshape(frame + np.shape(results[0]))
+
+
+class TestRerankIsEtaExpansion:
+    def test_issue_example_add(self):
+        # Remora: ((rerank (1 2) +) [10 20] [[1 2] [3 4]]) = [[11 12] [23 24]]
+        add = rank.lift(np.add)
+        got = rank.rerank(add, 1, 2)(np.array([10, 20]), np.array([[1, 2], [3, 4]]))
+        np.testing.assert_array_equal(got, [[11, 12], [23, 24]])
+        # a ufunc lifted at other ranks is the same reranking of the scalar function
+        got = rank.lift(np.add, ranks=(1, 2))(np.array([10, 20]), np.array([[1, 2], [3, 4]]))
+        np.testing.assert_array_equal(got, [[11, 12], [23, 24]])
+
+    def test_scalar_function_reranked_to_vectors(self):
+        # a function of scalars reranked to rank 1 still sees scalars (no TypeError from int())
+        even = rank.lift(lambda n: int(n) % 2 == 0, ranks=(0,))
+        np.testing.assert_array_equal(rank.rerank(even, 1)(np.arange(4)),
+                                      [True, False, True, False])
+
+    def test_matrix_product_from_kernels_rkt(self):
+        # remora/examples/kernels.rkt's m*: multiply each row of a (rank 1) with the whole of
+        # b (rank 2) by prefix agreement, then add up the major axis of each cell
+        mul = rank.lift(np.multiply)
+        a = np.array([[1, 2], [3, 4]])
+        b = np.array([[5, 6], [7, 8]])
+        products = rank.rerank(mul, 1, 2)(a, b)
+        got = rank.rerank(rank.reduce, 2)(np.add, products)
+        np.testing.assert_array_equal(got, a @ b)
+        # the square case is where passing bigger cells to the ufunc went silently wrong
+        assert not np.array_equal(np.add.reduce(a[:, None, :] * b[None], axis=1), a @ b)
+
+    def test_rerank_with_all_on_a_fixed_rank_parameter(self):
+        # Remora: ((rerank (all 1) filter) mask x): one mask for every row of x
+        mask = np.array([True, False, True, True])
+        x = np.arange(12).reshape(3, 4)
+        boxes = rank.rerank(rank.filter, None, 1)(mask, x)
+        assert [b.value.tolist() for b in boxes] == [row[mask].tolist() for row in x]
+
+    def test_function_array_reranked(self):
+        # an array of functions applied at new ranks: each still lifts inside its cells
+        fs = [rank.lift(np.add), rank.lift(np.subtract)]
+        got = rank.apply(fs, np.array([10, 20]), np.array([[1, 2], [3, 4]]), ranks=(1, 2))
+        np.testing.assert_array_equal(got[0], prefix_add([10, 20], [[1, 2], [3, 4]]))
+        np.testing.assert_array_equal(got[1], [[9, 8], [17, 16]])
+
+    def test_reranked_type_composes_the_inner_frame(self):
+        inst = rank.typeof(rank.lift(np.add, ranks=(1, 2)), (5, 2), (5, 2, 3))
+        assert inst.result.shape.as_tuple() == (5, 2, 3)
+
+    def test_same_ranks_is_the_function_itself(self):
+        add = rank.lift(np.add)
+        assert rank.rerank(add, 0, 0) is add
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.data())
+    def test_against_the_loop_oracle(self, data):
+        r0 = data.draw(st.integers(0, 2))
+        r1 = data.draw(st.integers(0, 2))
+        outer = data.draw(st.lists(st.integers(1, 3), max_size=2))
+        cell0 = data.draw(st.lists(st.integers(1, 3), min_size=r0, max_size=r0))
+        cell1 = data.draw(st.lists(st.integers(1, 3), min_size=r1, max_size=r1))
+        # prefix agreement inside the cells: the shorter cell is a prefix of the longer
+        if len(cell0) <= len(cell1):
+            cell0 = cell1[:len(cell0)]
+        else:
+            cell1 = cell0[:len(cell1)]
+        keep = data.draw(st.integers(0, len(outer)))  # argument 0 may have a shorter frame
+        a = np.arange(int(np.prod(outer[:keep] + cell0))).reshape(outer[:keep] + cell0)
+        b = 100 * np.arange(int(np.prod(outer + cell1))).reshape(outer + cell1)
+        got = rank.rerank(rank.lift(np.add), r0, r1)(a, b)
+        np.testing.assert_array_equal(got, eta_oracle(prefix_add, (r0, r1), a, b))
+
+
+def test_too_small_a_cell_is_refused_at_rerank():
+    with pytest.raises(tensig.ShapeError, match="cannot have cell rank 0"):
+        rank.rerank(rank.base, 0, 1)
