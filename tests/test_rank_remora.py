@@ -113,3 +113,43 @@ class TestRerankIsEtaExpansion:
 def test_too_small_a_cell_is_refused_at_rerank():
     with pytest.raises(tensig.ShapeError, match="cannot have cell rank 0"):
         rank.rerank(rank.base, 0, 1)
+
+
+class TestAtomTypes:
+    def test_truth_values_are_not_numbers(self):
+        # Remora's (+ #t 5) is a type error; NumPy would answer 6
+        with pytest.raises(TypeError, match="holds booleans"):
+            rank.lift(np.add)(True, 5)
+        with pytest.raises(TypeError, match="holds booleans"):
+            rank.check(np.add, np.array([True, False]), np.arange(2))
+
+    def test_strings_and_numbers_do_not_add(self):
+        with pytest.raises(TypeError, match="no add of int64 and <U1"):
+            rank.check(np.add, np.arange(3), np.array(["a", "b", "c"]))
+
+    def test_result_atom_type_is_resolved_not_copied(self):
+        inst = rank.typeof(np.add, np.array([2], np.int64), np.array([1.5]))
+        assert inst.result.elem == "float64"  # not the first argument's int64
+        inst = rank.typeof(np.less, np.arange(2.0), np.arange(2.0))
+        assert inst.result.elem == "bool"
+
+    def test_logical_functions_of_truth_values_still_work(self):
+        got = rank.lift(np.logical_and)(np.array([True, False]), np.array([[True], [True]]))
+        np.testing.assert_array_equal(got, [[True], [False]])
+
+
+class TestBoxWitnesses:
+    def test_hidden_indices_the_shape_does_not_show(self):
+        # Remora: (box (1 2) 100 (Sigma ($d $e) Int)) keeps d = 1, e = 2
+        b = rank.Box(np.array(100), (), hidden=("d", "e"), witness={"d": 1, "e": 2})
+        assert {k: int(v) for k, v in b.witness.items()} == {"d": 1, "e": 2}
+        assert b.type.hidden == ("d", "e")
+
+    def test_explicit_witness_must_agree_with_the_shape(self):
+        assert int(rank.Box(np.arange(3), "l", witness={"l": 3}).witness["l"]) == 3
+        with pytest.raises(tensig.ShapeError, match="disagrees"):
+            rank.Box(np.arange(3), "l", witness={"l": 4})
+        with pytest.raises(TypeError, match="not a hidden index"):
+            rank.Box(np.arange(3), "l", witness={"q": 4})
+        with pytest.raises(TypeError, match="natural number"):
+            rank.Box(np.arange(3), "l", witness={"l": -1})

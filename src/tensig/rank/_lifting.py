@@ -474,6 +474,8 @@ def _prepare(lf: Lifted, args: Sequence[Any]) -> _Call:
     frame = principal_frame(lf.name, frames, lf._who)
     matcher, declared, sigma = _typecheck(lf, cells, all_args)
     _check_elems(lf, arrays)
+    if lf.ufunc is not None:
+        _check_atoms(lf, [a.dtype for a in arrays if not _is_object(a)])
     return _Call(lf, all_args, arrays, frames, cells, frame, backend, matcher, declared, sigma)
 
 
@@ -526,6 +528,48 @@ def _check_elems(lf: Lifted, arrays: Sequence[Any]) -> None:
         if dtype_kind(a.dtype) != want[0]:
             raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
                             f"{_elem_name(a)}")
+
+
+def _check_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
+    """A scalar function's atoms are of one type, as Remora's: truth values are not numbers,
+    and NumPy's own type resolution refuses the rest (strings with numbers).  Returns the
+    result's NumPy dtype where NumPy can tell (``None`` otherwise)."""
+    key = (lf.ufunc, *dtypes)
+    try:
+        return _ATOMS[key]
+    except (KeyError, TypeError):
+        pass
+    out = _resolve_atoms(lf, dtypes)
+    try:
+        _ATOMS[key] = out
+    except TypeError:  # an unhashable dtype
+        pass
+    return out
+
+
+_ATOMS: dict[tuple[Any, ...], Any] = {}  # (ufunc, dtypes...) -> result dtype: resolved once
+
+
+def _resolve_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
+    kinds = [dtype_kind(d) for d in dtypes]
+    if "bool" in kinds and any(k != "bool" for k in kinds):
+        b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
+        raise TypeError(f"{lf.name}: {_who(lf, lf.arrays[b])} holds booleans and "
+                        f"{_who(lf, lf.arrays[n])} holds {_elem_kind(dtypes[n])}; Remora's "
+                        f"atoms do not convert: cast the booleans (x.astype(int))")
+    if not all(isinstance(d, np.dtype) for d in dtypes) or len(dtypes) != lf.ufunc.nin:
+        return None  # torch/jax dtypes: their libraries' own rules apply when it runs
+    try:
+        return lf.ufunc.resolve_dtypes((*dtypes, None))[-1]  # type: ignore[union-attr]
+    except (TypeError, ValueError) as e:  # numpy's UFuncTypeError is a TypeError
+        names = " and ".join(str(d) for d in dtypes)
+        raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
+
+
+def _elem_kind(dtype: Any) -> str:
+    kind = dtype_kind(dtype)
+    return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
+        kind, f"{_elem_name(np.empty(0, dtype)) if isinstance(dtype, np.dtype) else dtype}")
 
 
 def _merge(call: _Call, arrays: Sequence[Any]) -> list[Any]:
@@ -978,10 +1022,23 @@ def _typeof_call(lf: Lifted, args: Sequence[Any]) -> Instance:
     if lf.inner is not None:
         result = _inner_result(lf, cells, args)
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}  # type: ignore[arg-type]
+    if lf.ufunc is not None:
+        result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if cells[i] is None else Arr(elems[i], cells[i]) for i in range(n))
     dims, shapes_b = bindings(m)
     return Instance(lf.name, frame, tuple(frames), cell_types, _elem_result(lf, result, elems),
                     dims, shapes_b, tuple(m.conditions), lf.type.names)
+
+
+def _ufunc_result(lf: Lifted, result: Arr | Sigma | None, args: Sequence[Any]
+                  ) -> Arr | Sigma | None:
+    """A ufunc's result atom type from NumPy's type resolution, not the first argument's."""
+    dtypes = [x.dtype if is_array(x) else np.asarray(x).dtype for x in args
+              if is_array(x) or isinstance(x, list | int | float | bool | complex)]
+    if len(dtypes) != len(args) or not isinstance(result, Arr):
+        return result
+    out = _check_atoms(lf, dtypes)
+    return result if out is None else Arr(str(out), result.shape)
 
 
 def _inner_result(lf: Lifted, cells: Sequence[ShapeIndex | None], args: Sequence[Any]
