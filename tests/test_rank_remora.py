@@ -153,3 +153,24 @@ class TestBoxWitnesses:
             rank.Box(np.arange(3), "l", witness={"q": 4})
         with pytest.raises(TypeError, match="natural number"):
             rank.Box(np.arange(3), "l", witness={"l": -1})
+
+
+class TestComplementaryRanks:
+    # Remora (and J) allow a negative cell rank -k: the frame is the first k axes, whatever
+    # the argument's rank (remora-lang/remora's rank tests)
+    def test_negative_rank_leaves_k_frame_axes(self):
+        m = np.arange(24).reshape(2, 3, 4)
+        got = rank.rerank(rank.head, -1)(m)  # cells of rank 2: the first row of each matrix
+        np.testing.assert_array_equal(got, m[:, 0])
+        got = rank.rerank(rank.head, -2)(m)  # cells of rank 1
+        np.testing.assert_array_equal(got, m[:, :, 0])
+
+    def test_negative_rank_on_a_user_function(self):
+        total = rank.lift(np.sum, ranks=(-1,))
+        m = np.arange(24).reshape(2, 3, 4)
+        np.testing.assert_array_equal(total(m), m.reshape(2, -1).sum(1))
+        np.testing.assert_array_equal(total(np.arange(5)), np.arange(5))  # cells are scalars
+
+    def test_negative_rank_past_the_argument_is_a_scalar_cell(self):
+        got = rank.lift(np.add, ranks=(-5, 0))(np.array([1, 2]), np.array([10, 20]))
+        np.testing.assert_array_equal(got, [11, 22])

@@ -50,8 +50,9 @@ The pieces:
   :class:`Sigma`);
 - the primitives (``head`` ... ``antibase``), each a lifted function with its Remora type.
 
-Cell ranks are naturals or ``None`` (the whole argument: an empty frame); Remora's dynamic
-negative ranks are not supported.
+Cell ranks are naturals, ``None`` (the whole argument: an empty frame) or a complementary
+``-k`` (all but the first ``k`` axes).  Reranking is Remora's eta-expansion: a reranked
+function still lifts at its own ranks inside each new cell.
 """
 
 from tensig.rank._boxes import Box, unbox

@@ -109,8 +109,16 @@ def _frame_error(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]
 # --------------------------------------------------------------------------------------------
 
 
-def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
+def _concrete_rank(r: Rank, n: int) -> int:
+    """The cell rank of an argument of rank ``n``: ``None`` is all of it, a negative ``-k``
+    all but its first ``k`` axes (J's and Remora's complementary rank)."""
     if r is None:
+        return n
+    return max(n + r, 0) if r < 0 else r
+
+
+def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
+    if r is None or r < 0:
         return ShapeIndex([ShapeVar(f"c{i}")])
     letter = chr(ord("a") + i) if i < 26 else f"x{i}_"
     return ShapeIndex([Dim.symbol(f"{letter}{j}") for j in range(r)])
@@ -122,10 +130,7 @@ def _check_rank_value(fname: str, r: object) -> Rank:
     if isinstance(r, bool) or not isinstance(r, int | np.integer):
         raise TypeError(f"{fname}: a cell rank is an int >= 0 or None (the whole argument), "
                         f"not {r!r}")
-    if r < 0:
-        raise ValueError(f"{fname}: cell rank {r} is negative; negative (complementary) ranks "
-                         f"are not supported, give the cell rank itself or None for all axes")
-    return int(r)
+    return int(r)  # a negative rank -k is complementary: all but the first k axes
 
 
 def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> FnType:
@@ -174,7 +179,7 @@ def _fits(p: Arr, r: Rank) -> bool:
     n_dims = len(p.shape.dims)
     if not p.shape.shape_vars:
         return r == n_dims
-    return r is None or r >= n_dims
+    return r is None or r < 0 or r >= n_dims  # a complementary rank is checked per call
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,7 +244,8 @@ class Lifted:
         new = self._ranks_from(ranks, named)
         if new == self.ranks:
             return self
-        if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)):
+        if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)) or any(
+                r is not None and r < 0 for r in self.ranks):
             return _eta_expand(self, new)
         ftype = self.type
         fits = all(_fits(ftype.params[i], r)  # type: ignore[arg-type]
@@ -297,7 +303,8 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     for k, i in enumerate(inner.arrays):
         r, n = inner.ranks[k], new[k]
         p = inner.type.params[i]
-        too_small = n is not None and (not _fits(p, n) if r is None else n < r)
+        dynamic = n is None or n < 0 or (r is not None and r < 0)  # known only per call
+        too_small = not dynamic and (not _fits(p, n) if r is None else n < r)
         if too_small:
             raise ShapeError(f"{inner.name}: argument {i} ({inner.type.param_name(i)}) has "
                              f"cell type {p}, which cannot have cell rank {n}",
@@ -310,14 +317,16 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
         params[i] = Arr(params[i].elem, _ranks_pattern(i, new[k]))  # type: ignore[union-attr]
     ftype = FnType(inner.name, tuple(params), None, names=inner.type.names)
 
-    whole = [k for k, r in enumerate(inner.ranks) if r is None]
+    whole = [k for k, r in enumerate(inner.ranks) if r is None or r < 0]
     pinned: dict[tuple[int, ...], Lifted] = {}
 
     def batched(nf: int, *args: Any) -> Any:
         if not whole:
             return inner(*args)
-        # A parameter ``inner`` takes whole gets exactly the new cell, not the outer frame too.
-        ranks = tuple(len(args[inner.arrays[k]].shape) - nf for k in whole)
+        # A rank ``inner`` counts from the whole argument (``None``, negative) counts from the
+        # new cell, not from the outer frame too.
+        ranks = tuple(_concrete_rank(inner.ranks[k], len(args[inner.arrays[k]].shape) - nf)
+                      for k in whole)
         f = pinned.get(ranks)
         if f is None:
             f = pinned[ranks] = inner.rerank(**{
@@ -446,8 +455,8 @@ def _check_arity(lf: Lifted, args: Sequence[Any]) -> None:
 
 def _cell_rank(lf: Lifted, k: int, shape: tuple[int, ...]) -> int:
     r = lf.ranks[k]
-    if r is None:
-        return len(shape)
+    if r is None or r < 0:
+        return _concrete_rank(r, len(shape))
     if r > len(shape):
         i = lf.arrays[k]
         raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
