@@ -14,6 +14,7 @@ loop over the frame is the last resort.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -549,10 +550,8 @@ def _check_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
     except (KeyError, TypeError):
         pass
     out = _resolve_atoms(lf, dtypes)
-    try:
+    with contextlib.suppress(TypeError):  # an unhashable dtype is resolved every time
         _ATOMS[key] = out
-    except TypeError:  # an unhashable dtype
-        pass
     return out
 
 
