@@ -174,3 +174,89 @@ class TestComplementaryRanks:
     def test_negative_rank_past_the_argument_is_a_scalar_cell(self):
         got = rank.lift(np.add, ranks=(-5, 0))(np.array([1, 2]), np.array([10, 20]))
         np.testing.assert_array_equal(got, [11, 22])
+
+
+def first_occurrence_loop(x):
+    """nub-sieve by its definition: an item is kept when no earlier item equals it whole."""
+    return [not any(np.array_equal(x[i], x[j]) for j in range(i)) for i in range(len(x))]
+
+
+class TestNubAndEqual:
+    # Remora's native primitives nub, nub-sieve and equal (jrslepak/Remora's basis-lib tests)
+    def test_nub_sieve_and_nub_of_scalars(self):
+        x = np.array([3, 1, 3, 2, 1])
+        np.testing.assert_array_equal(rank.nub_sieve(x), [True, True, False, True, False])
+        np.testing.assert_array_equal(rank.nub(x).value, [3, 1, 2])
+
+    def test_items_compare_whole(self):
+        x = np.array([[1, 2], [1, 3], [1, 2]])
+        np.testing.assert_array_equal(rank.nub_sieve(x), [True, True, False])
+        assert str(rank.nub(x).type) == "Σ(l). [int64 l, 2]"
+
+    @settings(max_examples=50, deadline=None, derandomize=True)
+    @given(st.lists(st.lists(st.integers(0, 2), min_size=2, max_size=2), max_size=8))
+    def test_against_the_loop(self, rows):
+        x = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+        np.testing.assert_array_equal(rank.nub_sieve(x), first_occurrence_loop(x))
+        kept = [r for r, k in zip(rows, first_occurrence_loop(x), strict=True) if k]
+        assert rank.nub(x).value.tolist() == kept
+
+    def test_reranked_nub_sieve_per_row(self):
+        x = np.array([[1, 1, 2], [3, 4, 3]])
+        np.testing.assert_array_equal(rank.rerank(rank.nub_sieve, 1)(x),
+                                      [first_occurrence_loop(r) for r in x])
+
+    def test_equal(self):
+        assert bool(rank.equal(np.array([1, 2]), np.array([1, 2])))
+        assert not bool(rank.equal(np.array([1, 2]), np.array([[1, 2]])))  # shapes differ
+        np.testing.assert_array_equal(
+            rank.rerank(rank.equal, 1, 1)(np.array([[1, 2], [3, 4]]), np.array([[1, 2], [4, 3]])),
+            [True, False])
+
+    def test_torch_arrays(self):
+        torch = pytest.importorskip("torch")
+        x = torch.tensor([[1, 2], [1, 2], [0, 0]])
+        assert rank.nub_sieve(x).tolist() == [True, False, True]
+        assert rank.nub(x).value.tolist() == [[1, 2], [0, 0]]
+
+
+class TestTransposeAndBase:
+    def test_transpose_with_a_permutation(self):
+        x = np.arange(24).reshape(2, 3, 4)
+        for perm in itertools.permutations(range(3)):
+            np.testing.assert_array_equal(rank.transpose(perm, x), np.transpose(x, perm))
+        # reranked: the permutation applies inside each cell
+        np.testing.assert_array_equal(rank.rerank(rank.transpose, x=2)((1, 0), x),
+                                      np.transpose(x, (0, 2, 1)))
+        with pytest.raises(tensig.ShapeError, match="not a permutation"):
+            rank.transpose((0, 0, 1), x)
+
+    def test_base_extends_a_single_radix(self):
+        # APL's 2 ⊥ 1 1 0 1 is 13: one radix serves every digit
+        assert int(rank.base(np.array([2]), np.array([1, 1, 0, 1]))) == 13
+        digits = np.array([[1, 0, 1], [0, 1, 1]])
+        np.testing.assert_array_equal(rank.base(np.array([2]), digits),
+                                      rank.base(np.array([2, 2, 2]), digits))
+
+
+class TestFunctionArraysAsOperators:
+    # Remora applies an array of functions pointwise: (reduce [+ *] x) is two reductions
+    def test_reduce_with_two_functions(self):
+        x = np.array([[1, 2, 3], [4, 5, 6]])
+        got = rank.reduce(np.array([np.add, np.multiply], dtype=object), x)
+        np.testing.assert_array_equal(got, [rank.reduce(np.add, x), rank.reduce(np.multiply, x)])
+
+    def test_fold_and_scan(self):
+        ops = np.array([np.add, np.subtract], dtype=object)
+        x = np.array([1, 2, 3])
+        np.testing.assert_array_equal(rank.fold(ops, np.array(0), x), [6, -6])
+        np.testing.assert_array_equal(rank.scan(ops, np.array(0), x),
+                                      [[0, 1, 3, 6], [0, -1, -3, -6]])
+
+    def test_function_frame_agrees_by_prefix(self):
+        ops = np.array([np.add, np.multiply], dtype=object)
+        rows = np.array([[1, 2], [3, 4], [5, 6]])  # frame (3,) at rank 1: not a prefix of (2,)
+        with pytest.raises(tensig.ShapeError, match="prefix"):
+            rank.rerank(rank.reduce, 1)(ops, rows)
+        rows = np.array([[1, 2, 3], [4, 5, 6]])  # frame (2,): each function takes its row
+        np.testing.assert_array_equal(rank.rerank(rank.reduce, 1)(ops, rows), [6, 120])

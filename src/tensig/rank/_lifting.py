@@ -223,11 +223,15 @@ class Lifted:
         self._typed: dict[object, tuple[ShapeIndex | None, Sigma | None]] = {}
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
         self.inner: Lifted | None = None  # set by rerank's eta-expansion
+        self._funs = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Fun))
         if doc is not None:
             self.__doc__ = doc
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        for i in self._funs:
+            if i < len(args) and _is_function_array(args[i]):
+                return _over_functions(self, args, i)
         return _run(_prepare(self, args))
 
     def rerank(self, *ranks: Rank, **named: Rank) -> Lifted:
@@ -340,6 +344,13 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     return out
 
 
+class Overloads(tuple):
+    """The types of an overloaded primitive's variants; prints one per line."""
+
+    def __str__(self) -> str:
+        return "\n".join(str(t) for t in self)
+
+
 class Overloaded:
     """A primitive with a static and a data form (``take(2, x)`` vs ``take(array(2), x)``).
 
@@ -355,8 +366,8 @@ class Overloaded:
             self.__doc__ = doc
 
     @property
-    def type(self) -> tuple[FnType, ...]:
-        return tuple(v.type for v in self.variants if isinstance(v, Lifted))
+    def type(self) -> Overloads:
+        return Overloads(v.type for v in self.variants if isinstance(v, Lifted))
 
     @property
     def ranks(self) -> tuple[Rank, ...]:
@@ -953,13 +964,44 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
             raise TypeError(f"apply: the functions of an array need one type; {chosen[0].name} "
                             f"has cell ranks {ranks0}, {f.name} has {f.ranks}")
     call = _prepare(chosen[0], args)
-    principal_frame("apply", [funcs.shape, *call.frames],
-                    ["the function array", *call.lf._who])
+    return _per_function(funcs.shape, call, "the function array",
+                         lambda pos, sub: lifted[pos](*sub))
+
+
+def _per_function(shape: tuple[int, ...], call: _Call, who: str,
+                  run: Callable[[int, list[Any]], Any]) -> Any:
+    """One application per position of a function array whose shape is one more frame: each
+    argument is sliced by the position over the frame axes it has, then lifts over the rest."""
+    principal_frame(call.lf.name, [shape, *call.frames], [who, *call.lf._who])
     outs = []
-    for pos, f in zip(np.ndindex(*funcs.shape), lifted, strict=True):
+    for flat, pos in enumerate(np.ndindex(*shape)):
         sub = [a[pos[:len(fr)]] for a, fr in zip(call.arrays, call.frames, strict=True)]
-        outs.append(f(*_merge(call, sub)))
-    return _assemble_apply(funcs.shape, outs, call.backend)
+        outs.append(run(flat, _merge(call, sub)))
+    return _assemble_apply(shape, outs, call.backend)
+
+
+def _is_function_array(x: Any) -> bool:
+    return (isinstance(x, np.ndarray) and x.dtype == object and x.ndim > 0
+            and all(callable(f) for f in x.flat))
+
+
+def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
+    """A function parameter given an array of functions (Remora's ``(reduce [+ *] x)``): the
+    array's shape is one more frame; each function runs the primitive on its cells."""
+    funcs = args[i]
+    if funcs.size == 0:
+        raise ShapeError(f"{lf.name}: the array of functions for {_who(lf, i)} is empty, so the "
+                         f"result's cells cannot be known")
+    probe = list(args)
+    probe[i] = funcs.flat[0]
+    call = _prepare(lf, probe)
+    flat = list(funcs.flat)
+
+    def run(k: int, sub: list[Any]) -> Any:
+        sub[i] = flat[k]
+        return lf(*sub)
+
+    return _per_function(funcs.shape, call, f"the function array ({lf.type.param_name(i)})", run)
 
 
 def _assemble_apply(shape: tuple[int, ...], outs: list[Any], backend: Backend) -> Any:
