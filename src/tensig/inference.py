@@ -423,8 +423,9 @@ class _EinsumInference:
         """
         spec = self.spec
         self.check_arity(len(operands))
+        shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
         patterns: list[dict[Kind, SRow]] = []
-        for i, sh in enumerate(spec.shapes()):
+        for i, sh in enumerate(shapes):
             who: int | str = "result" if i == len(spec.operands) else i
             text = shown[i] if isinstance(who, int) else result_shown
             where = Origin(spec.text, None, who, text)
@@ -435,7 +436,7 @@ class _EinsumInference:
         for i, rows in actual:
             who = "result" if i == len(spec.operands) else i
             text = shown[i] if isinstance(who, int) else result_shown
-            for kind, row in spec.shapes()[i].rows():
+            for kind, row in shapes[i].rows():
                 def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
                     shown = row.render(spec.multichar) or "(empty)"
                     return (f"the spec's {kind} row {shown!r}", _whose(who, kind),
