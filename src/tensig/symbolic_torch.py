@@ -448,18 +448,24 @@ def _rebuild(template: Any, args: Any) -> Any:
 # Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms
 # --------------------------------------------------------------------------------------------
 
-_UNARY = """abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_UNARY = _words("""abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
 clamp_min clamp_max clip cos cosh deg2rad digamma elu erf erfc erfinv exp exp2 expm1 fix floor
 frac gelu hardshrink hardsigmoid hardswish hardtanh isfinite isinf isnan leaky_relu lgamma log
 log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg reciprocal
 relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
 softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
-feature_alpha_dropout dropout1d dropout2d dropout3d glu_ detach clone contiguous""".split()
+feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous""")
 _BOOL_UNARY = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
-_BINARY = """atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq floor_divide
+_BINARY = _words("""atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
+floor_divide
 fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal logaddexp
 logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal nextafter pow
-float_power remainder rsub sub subtract true_divide xlogy add""".split()
+float_power remainder rsub sub subtract true_divide xlogy add""")
 _BOOL_BINARY = {"eq", "ge", "greater", "greater_equal", "gt", "le", "less", "less_equal", "lt",
                 "ne", "not_equal", "logical_and", "logical_or", "logical_xor"}
 
