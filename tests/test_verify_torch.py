@@ -1,0 +1,229 @@
+"""verify on PyTorch code: tensor attributes, concrete buffers, the long tail of layers, and the
+meta-tensor fallback (its fitted sizes checked against real torch at sizes it never saw)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import einops
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tensig import symbolic as S
+from tensig.verify import Report, Signature, verify
+
+
+def kinds(report: Report) -> list[str]:
+    return [f.kind for f in report]
+
+
+def with_kinds(text: str, kinds: str) -> Signature:
+    """A signature whose arguments have the given dtype kinds (``"fi"``: float, int)."""
+    return dataclasses.replace(Signature.parse(text), kinds=tuple(kinds))
+
+
+# -- 1. the tensor API real code touches ----------------------------------------------------------
+
+
+def test_issue_reproductions_trace_to_the_end():
+    assert verify(lambda i: torch.arange(0, i.size(1), device=i.device), "B, T => T").ok
+    assert verify(lambda x: F.linear(x, torch.ones(8, 8).to(x.dtype)), "B, 8 => B, 8").ok
+    assert verify(lambda x: x.float().type(x.dtype), "B, 8 => B, 8").ok
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    r = verify(lambda x: mha(x, x, x, need_weights=False)[0], "B, T, 8 => B, T, 8")
+    assert r.ok, str(r)
+
+
+def test_tensor_attributes_are_torch_objects():
+    seen = {}
+
+    def f(x):
+        seen.update(dtype=x.dtype, device=x.device, type=x.type(), nested=x.is_nested,
+                    grad=x.requires_grad, cuda=x.is_cuda, ndim=x.ndim, size=x.element_size(),
+                    data=x.data, numel=x.numel(), length=len(x))
+        ids = x.long()
+        seen.update(int_dtype=ids.dtype, int_size=ids.element_size())
+        return x.detach().contiguous().clone().to(torch.float16).to(x).to("cpu")
+
+    r = verify(f, "B, T => B, T")
+    assert r.ok, str(r)
+    assert seen["dtype"] is torch.float32 and seen["int_dtype"] is torch.int64
+    assert seen["device"] == torch.device("cpu") and seen["type"] == "torch.FloatTensor"
+    assert (seen["nested"], seen["grad"], seen["cuda"]) == (False, False, False)
+    assert (seen["ndim"], seen["size"], seen["int_size"]) == (2, 4, 8)
+    assert isinstance(seen["data"], S.SymArray) and str(seen["numel"].dim) == "B*T"
+
+
+def test_creation_with_symbolic_sizes():
+    def f(x):
+        t = x.size(1)
+        causal = torch.tril(torch.ones(t, t)) == 0
+        pos = torch.arange(t, device=x.device)
+        return x.masked_fill(causal, 0.0) + pos[None, :]
+
+    assert verify(f, "B, T, T => B, T, T").ok
+
+
+def test_wrong_axis_is_still_found_through_attributes():
+    def f(x):
+        t = x.size(0)  # meant size(1)
+        return x + torch.zeros(t, device=x.device, dtype=x.dtype)
+
+    assert kinds(verify(f, "B, T => B, T")) == ["broadcast"]
+
+
+# -- 2. concrete buffers met by symbolic sizes ----------------------------------------------------
+
+
+CAUSAL = torch.tril(torch.ones(32, 32))
+PE = torch.zeros(1, 64, 8)
+
+
+def test_causal_buffer_sliced_by_a_symbolic_size_is_an_assumption():
+    def f(att):
+        t = att.size(-1)
+        return att.masked_fill(CAUSAL[:t, :t] == 0, float("-inf"))
+
+    r = verify(f, "B, T, T => B, T, T")
+    assert [(x.kind, x.severity) for x in r] == [("assumption", "warning")], str(r)
+    assert "assumes T <= 32" in r.findings[0].message
+    assert r.result == ((S.Dim.symbol("B"), S.Dim.symbol("T"), S.Dim.symbol("T")),)
+
+
+def test_positional_table_sliced_by_a_symbolic_size():
+    r = verify(lambda x: x + PE[:, :x.size(1)], "B, T, 8 => B, T, 8")
+    assert [x.severity for x in r] == ["warning"] and "T <= 64" in r.findings[0].message
+    # the slice of the wrong axis is still an error
+    r = verify(lambda x: x + PE[:, :x.size(0)], "B, T, 8 => B, T, 8")
+    assert "broadcast" in kinds(r)
+
+
+def test_buffers_behave_normally_outside_verify():
+    assert CAUSAL[:3, :3].shape == (3, 3) and isinstance(CAUSAL[:3, :3], torch.Tensor)
+    verify(lambda x: x + PE[:, :x.size(1)], "B, T, 8 => B, T, 8")
+    assert type(PE[:, :5]) is torch.Tensor and "__getitem__" not in torch.Tensor.__dict__
+
+
+def test_recorded_divisibility_is_used_by_later_checks():
+    def f(x, w):
+        parts = torch.split(x, x.size(-1) // 4, -1)
+        return torch.cat(parts, -1) @ w
+
+    r = verify(f, "B, d; d, d => B, d")
+    assert [(x.kind, x.severity) for x in r] == [("assumption", "warning")], str(r)
+    assert "d divisible by 4" in r.findings[0].message
+
+    def chunked(x, w):
+        return torch.cat(torch.chunk(x, 4, -1), -1) @ w
+
+    r = verify(chunked, "B, d; d, d => B, d")
+    assert [x.severity for x in r] == ["warning"], str(r)
+    r = verify(chunked, "B, d; e, e => B, e")  # a real mismatch stays an error
+    assert "contraction" in kinds(r)
+
+
+# -- 3. the long tail of layers -------------------------------------------------------------------
+
+
+LAYERS = [
+    (lambda x: torch.pow(x, 2) + x.pow(3), "B, T => B, T"),
+    (nn.BatchNorm2d(8).eval(), "B, 8, H, W => B, 8, H, W"),
+    (nn.BatchNorm1d(8).eval(), "B, 8, T => B, 8, T"),
+    (nn.GroupNorm(2, 8), "B, 8, H, W => B, 8, H, W"),
+    (nn.InstanceNorm1d(8), "B, 8, T => B, 8, T"),
+    (nn.Embedding(100, 8), "B, T => B, T, 8"),
+    (nn.Dropout(0.1), "B, T => B, T"),
+    (nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1), "B, 8, H, W => B, 4, H2, W2"),
+    (nn.MaxPool2d(2), "B, 8, H, W => B, 8, H2, W2"),
+    (nn.AvgPool1d(3, stride=1, padding=1), "B, 8, T => B, 8, T"),
+    (nn.AdaptiveAvgPool2d(1), "B, 8, H, W => B, 8, 1, 1"),
+    (nn.Upsample(scale_factor=2), "B, 8, H, W => B, 8, H2, W2"),
+    (nn.PixelShuffle(2), "B, 16, H, W => B, 4, H2, W2"),
+    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     "B, H, T, E; B, H, T, E; B, H, T, E => B, H, T, E"),
+    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+     "B, 8, T, E; B, 2, T, E; B, 2, T, E => B, 8, T, E"),
+    (lambda x: einops.rearrange(x, "b t (h d) -> b h t d", h=4).sum(-1),
+     "B, T, 32 => B, 4, T"),
+    (lambda x: einops.repeat(einops.reduce(x, "b t d -> b d", "mean"), "b d -> b n d", n=3),
+     "B, T, D => B, 3, D"),
+]
+
+
+@pytest.mark.parametrize("layer, sig", LAYERS)
+def test_layers_trace_clean(layer, sig):
+    r = verify(layer, sig)
+    assert r.ok, str(r)
+
+
+def test_embedding_with_integer_ids():
+    emb = nn.Embedding(100, 8)
+    r = verify(lambda ids: emb(ids).sum(1), with_kinds("B, T => B, 8", "i"))
+    assert r.ok, str(r)
+
+
+def test_sdpa_with_different_key_and_value_lengths_is_an_error():
+    q, k, v = torch.zeros(2, 1, 5, 4), torch.zeros(2, 1, 6, 4), torch.zeros(2, 1, 7, 4)
+    # torch's CPU kernel runs it (keys of length 6, values of length 7) without a word
+    assert F.scaled_dot_product_attention(q, k, v).shape == (2, 1, 5, 4)
+    r = verify(lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+               "B, H, T, E; B, H, S, E; B, H, S2, E => B, H, T, E")
+    assert kinds(r) == ["contraction"] and "keys have length S but values S2" in str(r)
+
+
+def test_mha_catches_a_wrong_embedding_size():
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    r = verify(lambda x: mha(x, x, x, need_weights=False)[0], "B, T, 6 => B, T, 6")
+    assert not r.ok and "op-shape" in kinds(r)
+
+
+def test_einops_split_records_divisibility_and_finds_mismatches():
+    r = verify(lambda x: einops.rearrange(x, "b t (h d) -> b h t d", h=4), "B, T, D => B, 4, T, E")
+    assert [x.severity for x in r] == ["warning"] and "D divisible by 4" in str(r)
+    r = verify(lambda q, k: einops.einsum(q, k, "b t d, b s d -> b t s"),
+               "B, T, D; B, S, E => B, T, S")
+    assert kinds(r) == ["contraction"]
+
+
+# -- the general mechanism: meta tensors, fitted sizes --------------------------------------------
+
+
+FITTED = [
+    (lambda x: F.pad(x, (1, 2)), "B, T", ["B", "T + 3"]),
+    (lambda x: F.max_pool1d(x, 2), "B, 4, T", ["B", "4", "T // 2"]),
+    (lambda x: F.conv_transpose1d(x, torch.zeros(4, 2, 4), stride=2, padding=1), "B, 4, T",
+     ["B", "2", "2*T"]),
+    (lambda x: F.avg_pool1d(x, 3, stride=2), "B, 4, T", ["B", "4", "(T + 1) // 2 - 1"]),
+    (lambda x: torch.roll(x, 1, 0).cumsum(1), "B, T", ["B", "T"]),
+    (lambda x: torch.kron(x, torch.ones(2, 3)), "B, T", ["2*B", "3*T"]),
+    (lambda x: torch.diff(x, dim=1), "B, T", ["B", "T - 1"]),
+]
+
+
+@pytest.mark.parametrize("fn, args, expected", FITTED)
+def test_fitted_sizes_match_real_torch(fn, args, expected):
+    """The fit, checked against running the op on real tensors at sizes the fit never saw."""
+    r = verify(fn, args + " =>")
+    assert r.complete and not [f for f in r if f.severity == "error"], str(r)
+    (dims,) = r.result
+    assert [str(d) for d in dims] == expected
+    names = sorted({n for d in Signature.parse(args).args[0] for n in d.symbols})
+    for values in itertools.product((9, 10, 13), repeat=len(names)):
+        env = dict(zip(names, values, strict=True))
+        x = torch.zeros([d.evaluate(env) for d in Signature.parse(args).args[0]])
+        assert list(fn(x).shape) == [d.evaluate(env) for d in dims]
+
+
+def test_an_op_torch_rejects_at_every_size_is_a_finding():
+    r = verify(lambda x, i, s: x.index_add(0, i, s), with_kinds("N, D; E; F, D => N, D", "fif"))
+    assert kinds(r) == ["op-shape"] and "Tensor.index_add" in str(r)
+    assert verify(lambda x, i, s: x.index_add(0, i, s),
+                  with_kinds("N, D; E; E, D => N, D", "fif")).ok
+
+
+def test_data_dependent_ops_stop_with_a_note():
+    r = verify(lambda x: torch.nonzero(x), "B, T =>")
+    assert not r.complete and "nonzero" in r.notes[0]
