@@ -227,3 +227,101 @@ def test_an_op_torch_rejects_at_every_size_is_a_finding():
 def test_data_dependent_ops_stop_with_a_note():
     r = verify(lambda x: torch.nonzero(x), "B, T =>")
     assert not r.complete and "nonzero" in r.notes[0]
+
+
+# -- coverage: the share of torch's API verify traces, measured against torch itself --------------
+
+_NOT_SHAPES = {"backward", "share_memory_", "pin_memory", "cuda", "set_", "detach_",
+               "requires_grad_", "retain_grad", "storage", "untyped_storage", "numpy", "tolist",
+               "item", "xpu", "ipu", "mtia", "hpu", "mps"}
+_SIZES = {"B": 2, "T": 7, "H": 9, "W": 11}
+
+
+def _traced(fn, sig, real) -> bool:
+    """verify runs to the end without an error and predicts the real result's shape."""
+    try:
+        r = verify(fn, sig, torch_style=True)
+    except Exception:
+        return False
+    if not r.complete or any(f.severity == "error" for f in r) or r.result is None:
+        return False
+    outs = real if isinstance(real, tuple) else (real,)
+    try:
+        return len(outs) == len(r.result) and all(
+            list(o.shape) == [d.evaluate(_SIZES) for d in dims]
+            for o, dims in zip(outs, r.result, strict=True))
+    except (KeyError, ValueError):  # a fresh (unfitted) size: not a prediction
+        return False
+
+
+def _probe(calls) -> tuple[int, int, list[str]]:
+    """(traced, runnable, missed) over ``(name, fn, sig, real input)`` candidates: the
+    denominator is what torch itself runs on the real input and answers with a tensor."""
+    traced = runnable = 0
+    missed = []
+    for name, fn, sig, x in calls:
+        try:
+            with torch.no_grad():
+                real = fn(*(a.clone() for a in x))
+        except Exception:
+            continue
+        if not isinstance(real, torch.Tensor):
+            continue
+        runnable += 1
+        if _traced(fn, sig, real):
+            traced += 1
+        else:
+            missed.append(name)
+    return traced, runnable, missed
+
+
+def _module_calls():
+    import inspect
+
+    inputs = [((torch.randn(2, 3, 9, 11),), "B, 3, H, W"), ((torch.randn(2, 3, 9),), "B, 3, H"),
+              ((torch.randn(2, 7, 3),), "B, T, 3")]
+    for name in sorted(dir(nn)):
+        cls = getattr(nn, name)
+        if not (inspect.isclass(cls) and issubclass(cls, nn.Module)) or cls is nn.Module:
+            continue
+        found = None
+        for ctor, (x, sig) in itertools.product([(), (3,), (3, 3), (3, 3, 3)], inputs):
+            try:
+                module = cls(*ctor).eval()
+                with torch.no_grad():
+                    if isinstance(module(*(a.clone() for a in x)), torch.Tensor):
+                        found = name, module, sig, x
+                        break
+            except Exception:
+                continue
+        if found is not None:
+            yield found
+
+
+def test_coverage_of_torch_api(capsys):
+    import inspect
+    import warnings
+
+    x2, x4 = (torch.randn(2, 7),), (torch.randn(2, 3, 9, 11),)
+    methods = [(n, lambda a, n=n: getattr(a, n)(), "B, T", x2) for n in sorted(dir(torch.Tensor))
+               if not n.startswith("_") and n not in _NOT_SHAPES]
+    functional = []
+    for n in sorted(dir(F)):
+        fn = getattr(F, n)
+        if n.startswith("_") or not callable(fn) or inspect.isclass(fn):
+            continue
+        functional.append((n, lambda a, fn=fn: fn(a), "B, 3, H, W", x4))
+        functional.append((n + "(x, x)", lambda a, fn=fn: fn(a, a), "B, 3, H, W", x4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = {"torch.Tensor methods": _probe(methods),
+                   "torch.nn.functional": _probe(functional),
+                   "torch.nn modules": _probe(_module_calls())}
+    with capsys.disabled():
+        print()
+        for what, (ok, total, missed) in results.items():
+            print(f"verify traces {ok}/{total} ({ok / total:.0%}) of the {what} that run on "
+                  f"a real input; missed: {', '.join(missed) or 'none'}")
+    floors = {"torch.Tensor methods": 0.9, "torch.nn.functional": 0.9, "torch.nn modules": 0.9}
+    for what, (ok, total, _) in results.items():
+        assert total > 30 and ok / total >= floors[what], (what, ok, total)

@@ -340,14 +340,18 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         assert first_error is not None
         return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: "
                                    f"{_short(first_error)}", "error")], True
-    outputs = [r for r, _ in results]
     inputs = results[0][1]
+    candidates = _products(args)
+    residues: dict[str, int] = {}
     fresh = False
 
-    def size(values: list[int]) -> Any:
+    def size(values: list[int], final: bool) -> Any:
         nonlocal fresh
-        d = _fit_size(order, envs, values)
-        if d is None:
+        d = _fit_size(order, envs, values, candidates)
+        if isinstance(d, tuple) and not final:  # floors: check every residue first
+            residues[d[0]] = max(residues.get(d[0], 1), d[1])
+            return None
+        if d is None or isinstance(d, tuple):
             fresh = True
             messages.append(("assumption", f"{name}: a result size ({values[0]} at one "
                              "assignment) is no simple expression in the input sizes; "
@@ -355,26 +359,57 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             return ("fresh",)
         return d
 
-    def build(items: list[Any]) -> Any:
+    def build(items: list[Any], final: bool) -> Any:
         head = items[0]
         if isinstance(head, torch.Tensor):
             if id(head) in inputs:
-                return ("input", inputs[id(head)])
+                orig = inputs[id(head)]
+                if isinstance(orig, S.SymArray) and \
+                        list(head.shape) != [d.evaluate(envs[0]) for d in orig.dims]:
+                    raise S.Unsupported(f"{name} (an in-place change of shape)")
+                return ("input", orig)
             if any(x.ndim != head.ndim for x in items):
                 raise S.Unsupported(f"{name} (its result rank depends on the sizes)")
-            dims = tuple(size([x.shape[i] for x in items]) for i in range(head.ndim))
+            dims = tuple(size([x.shape[i] for x in items], final) for i in range(head.ndim))
             kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
             return ("array", dims, kind)
         if isinstance(head, bool) or head is None or isinstance(head, str | float):
             return ("value", head)
         if isinstance(head, int):
-            return ("size", size(items))
+            return ("size", size(items, final))
         if isinstance(head, tuple | list):
-            parts = tuple(build([x[i] for x in items]) for i in range(len(head)))
+            parts = tuple(build([x[i] for x in items], final) for i in range(len(head)))
             return ("seq", type(head), parts)
         raise S.Unsupported(f"{name} returning {type(head).__name__}")
 
-    return build(outputs), messages, fresh
+    outputs = [r for r, _ in results]
+    template = build(outputs, final=False)
+    if residues:
+        base = envs[0]
+        extra = [{**base, sym: base[sym] + r} for sym, q in residues.items()
+                 for r in range(1, q)]
+        try:
+            outputs += [_run(func, args, kwargs, env)[0] for env in extra]
+            envs = envs + extra
+        except _SHAPE_ERRORS:
+            pass
+        messages = [m for m in messages if "no simple expression" not in m[1]]
+        template = build(outputs, final=True)
+    return template, messages, fresh
+
+
+def _products(args: Any) -> list[Dim]:
+    """Products of adjacent input axes: the sizes of flattened views (``ravel``, ``flatten``)."""
+    out: list[Dim] = []
+    for a in _flat(args):
+        if isinstance(a, S.SymArray):
+            for i in range(a.ndim):
+                total = a.dims[i]
+                for d in a.dims[i + 1:]:
+                    total = total * d
+                    if total.constant is None and len(total.terms) == 1:
+                        out.append(total)
+    return out
 
 
 def _short(e: BaseException) -> str:
@@ -387,14 +422,21 @@ def _describe(a: Any) -> str:
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
-def _fit_size(order: list[str], envs: list[dict[str, int]], values: list[int]) -> Dim | None:
+def _fit_size(order: list[str], envs: list[dict[str, int]], values: list[int],
+              candidates: list[Dim]) -> Dim | tuple[str, int] | None:
     """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest.
 
     ``envs`` is ``[base, base + step*e_1, ..., base + step*e_n, check...]`` (see
     :func:`_assignments`); fewer entries than that (an op refused some) fit only constants.
+    A floor (``q > 1``) that more than one offset ``b`` fits asks for assignments at every
+    residue of one symbol: ``(symbol, q)``.  A product of input axes (``candidates``) that
+    matches every assignment is taken first.
     """
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
+    for d in candidates:
+        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
+            return d
     n = len(order)
     if len(envs) < n + 1:
         return None
@@ -406,16 +448,22 @@ def _fit_size(order: list[str], envs: list[dict[str, int]], values: list[int]) -
     q = 1
     for num, den in slopes:
         q = q * (den // math.gcd(num, den)) // math.gcd(q, den // math.gcd(num, den))
+    if q > 8:
+        return None
     coeffs = [num * q // den for num, den in slopes]
     n0 = sum(c * base[s] for c, s in zip(coeffs, order, strict=True))
-    for b in range(q * values[0] - n0, q * values[0] - n0 + q):
-        if all((sum(c * env[s] for c, s in zip(coeffs, order, strict=True)) + b) // q == v
-               for env, v in zip(envs, values, strict=True)):
-            total = Dim.const(b)
-            for c, s in zip(coeffs, order, strict=True):
-                total = total + Dim.symbol(s) * c
-            return total if q == 1 else total // q
-    return None
+    fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
+            if all((sum(c * env[s] for c, s in zip(coeffs, order, strict=True)) + b) // q == v
+                   for env, v in zip(envs, values, strict=True))]
+    if not fits:
+        return None
+    if len(fits) > 1:
+        coprime = [s for c, s in zip(coeffs, order, strict=True) if math.gcd(c, q) == 1]
+        return (coprime or [s for c, s in zip(coeffs, order, strict=True) if c])[0], q
+    total = Dim.const(fits[0])
+    for c, s in zip(coeffs, order, strict=True):
+        total = total + Dim.symbol(s) * c
+    return total if q == 1 else total // q
 
 
 def _rebuild(template: Any, args: Any) -> Any:
