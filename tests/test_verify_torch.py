@@ -325,3 +325,109 @@ def test_coverage_of_torch_api(capsys):
     floors = {"torch.Tensor methods": 0.9, "torch.nn.functional": 0.9, "torch.nn modules": 0.9}
     for what, (ok, total, _) in results.items():
         assert total > 30 and ok / total >= floors[what], (what, ok, total)
+
+
+# -- the corpus: realistic models, each verified clean, each injected bug caught ------------------
+
+
+def _corpus():
+    from verify_corpus import torch_models
+
+    return torch_models
+
+
+def _real_inputs(sig: Signature, sizes: dict[str, int]):
+    """Real tensors for a signature at concrete sizes (ids and masks small and in range)."""
+    out = []
+    for dims, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True):
+        shape = [d.evaluate(sizes) for d in dims]
+        out.append(torch.randint(0, 2, shape) if kind == "i" else
+                   torch.zeros(shape, dtype=torch.bool) if kind == "b" else torch.randn(shape))
+    return out
+
+
+def _sizes(sig: Signature, override: dict[str, int] | None = None) -> dict[str, int]:
+    sizes = {name: 4 * (i + 2) for i, name in enumerate(sig.symbols)}
+    return {**sizes, **(override or {})}
+
+
+def _verdicts():
+    """(case, report on the correct code, report on the buggy code, crashes)."""
+    corpus = _corpus()
+    out = []
+    for case in corpus.CASES:
+        reports, crashes = [], []
+        for fn in (case.good, case.bad):
+            try:
+                reports.append(verify(fn, corpus.signature(case)))
+            except Exception as e:  # a crash of verify itself
+                crashes.append(f"{type(e).__name__}: {e}")
+                reports.append(None)
+        out.append((case, *reports, crashes))
+    return out
+
+
+def _errors(r: Report | None) -> list:
+    return [] if r is None else [f for f in r if f.severity == "error"]
+
+
+def test_corpus_verifies_clean_and_catches_each_bug(capsys):
+    results = _verdicts()
+    n = len(results)
+    verified = [c.name for c, good, _, _ in results
+                if good is not None and good.complete and not _errors(good)]
+    false_alarms = [(c.name, str(f)) for c, good, _, _ in results for f in _errors(good)]
+    crashes = [(c.name, x) for c, *_, xs in results for x in xs]
+    crashes += [(c.name, note) for c, good, _, _ in results if good is not None
+                for note in good.notes]
+    caught = [c.name for c, _, bad, _ in results if _errors(bad)]
+    pending = [c for c, _, bad, _ in results if not _errors(bad) and c.needs]
+    missed = [c.name for c, _, bad, _ in results if not _errors(bad) and not c.needs]
+    silent = [c for c, *_ in results if c.silent]
+    silent_caught = [c for c in silent if c.name in caught]
+    warnings = sum(1 for _, good, _, _ in results if good is not None
+                   for f in good if f.severity == "warning")
+    with capsys.disabled():
+        print(f"\ntorch corpus: verified {len(verified)}/{n}, caught {len(caught)}/{n} "
+              f"(silent bugs {len(silent_caught)}/{len(silent)}), false alarms "
+              f"{len(false_alarms)}, crashes {len(crashes)}, warnings on correct code "
+              f"{warnings}")
+        for c in pending:
+            print(f"  not caught yet, expected once it lands: {c.name} ({c.needs})")
+    assert n >= 18
+    assert not false_alarms and not crashes, (false_alarms, crashes)
+    assert len(verified) == n and not missed, missed
+
+
+def test_corpus_correct_code_runs_and_matches_its_signature():
+    """The oracle for the corpus itself: torch runs the correct code at concrete sizes and the
+    result has the declared shape (so "verified" is about code that works)."""
+    corpus = _corpus()
+    for case in corpus.CASES:
+        sig = corpus.signature(case)
+        sizes = _sizes(sig)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = case.good(*_real_inputs(sig, sizes))
+        if sig.results is None:
+            continue
+        declared = sig.results[0]
+        bound = {n for dims in sig.args for d in dims for n in d.symbols}
+        assert len(out.shape) == len(declared), case.name
+        for got, want in zip(out.shape, declared, strict=True):
+            if want.symbols <= bound:  # a result-only symbol (H2, T2) binds to anything
+                assert got == want.evaluate(sizes), case.name
+
+
+def test_corpus_silent_bugs_run_without_error_where_sizes_collide():
+    """What makes these bugs dangerous: at the colliding sizes torch runs them silently."""
+    import warnings
+
+    corpus = _corpus()
+    for case in corpus.CASES:
+        if not case.silent:
+            continue
+        sig = corpus.signature(case)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            case.bad(*_real_inputs(sig, _sizes(sig, case.collide)))

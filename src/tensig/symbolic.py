@@ -366,6 +366,10 @@ class SymArray:
             raise TypeError("len() of a 0-d array")
         return tracer().value(self.dims[0])
 
+    def __iter__(self) -> Any:
+        """Rows along the first axis (``k, v = kv``): as many as its size, or its witness."""
+        return (getitem(self, i) for i in range(len(self)))
+
     def __repr__(self) -> str:
         return f"SymArray[{', '.join(map(str, self.dims))}]"
 
@@ -653,13 +657,10 @@ class SymArray:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         impl = TORCH.get(name)
-        if impl is None:
-            # a Tensor method called through torch.Tensor.method(x, ...)
-            if args and isinstance(args[0], SymArray) and hasattr(SymArray, name):
-                return getattr(args[0], name)(*args[1:], **kwargs)
-            from tensig import symbolic_torch  # torch's shape functions, fitted
+        if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
+            from tensig import symbolic_torch
 
-            return symbolic_torch.fallback(func, tuple(args), kwargs)
+            return symbolic_torch.dispatch(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
 
 
@@ -1028,10 +1029,18 @@ def _check_index(size: Dim, k: Any) -> None:
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
     except InconclusiveError:
-        _assume(f"{d} < {size}", None, True)
+        if not _assumed_here(f"< {size}:"):  # a loop over range(T) assumes once per line
+            _assume(f"{d} < {size}", None, True)
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _assumed_here(text: str) -> bool:
+    t = tracer()
+    file, line = t.where()
+    return any(f.file == file and f.line == line and f.kind == "assumption" and text in f.message
+               for f in t.findings)
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:
@@ -1040,7 +1049,10 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             as_dim(s.start).constant < 0):
         if step == 1 and s.stop is None:
             return Dim.const(-as_dim(s.start).constant)  # x[-k:]
-        return tracer().new_dim("s")  # strided slices: a fresh size (documented limitation)
+        start_at = 0 if s.start is None else as_dim(s.start).constant
+        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
+            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
+        return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
@@ -1160,10 +1172,7 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         p = 0 if pd[i] == "valid" else int(pd[i])
         span = (k - 1) * int(dl[i]) + 1
         num = n + 2 * p - span
-        s = int(st[i])
-        if s > 1 and (num % s).constant != 0:
-            require_divisible(num, s)
-        spatial.append(num // s + 1)
+        spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
 

@@ -120,6 +120,8 @@ def attribute(a: S.SymArray, name: str) -> Any:
     if name in _METHODS:
         fn = _METHODS[name]
         return lambda *args, **kw: fn(a, *args, **kw)
+    if name in HAND:
+        return lambda *args, **kw: HAND[name](a, *args, **kw)
     member = getattr(torch.Tensor, name, None)
     if member is None or not callable(member):
         raise AttributeError(f"{type(a).__name__} has no attribute {name!r}")
@@ -152,11 +154,33 @@ def buffers_symbolic() -> Iterator[None]:
             return S.getitem(S._sym(self), key)
         return original(self, key)
 
+    def sized(name: str, method: Any) -> Any:
+        def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
+            if S._TRACER.get() is not None and S._has_sym((args, kw.values())):
+                a = S._sym(self)
+                if hasattr(S.SymArray, name):
+                    return getattr(a, name)(*args, **kw)
+                return attribute(a, name)(*args, **kw)
+            return method(self, *args, **kw)
+        return call
+
+    own = {name: torch.Tensor.__dict__.get(name) for name in ("__getitem__", *_SIZED)}
     torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
+    for name in _SIZED:
+        setattr(torch.Tensor, name, sized(name, getattr(torch.Tensor, name)))
     try:
         yield
     finally:
-        del torch.Tensor.__getitem__  # back to TensorBase's own
+        for name, original in own.items():  # torch.Tensor's own, or back to TensorBase's
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+
+
+# real-tensor methods that take sizes: with a symbolic size they give symbolic arrays
+_SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_ones", "new_empty",
+          "new_full", "unflatten", "tile", "split", "roll", "select")
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,12 +197,20 @@ class Rejected(Exception):
     since no result shape can be trusted past that point."""
 
 
-def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
+def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A torch function outside :data:`tensig.symbolic.TORCH`: modelled by hand here, a
+    :class:`SymArray` method of the same name (``torch.Tensor.view(x, ...)``), or fitted."""
     short = getattr(func, "__name__", "")
     by_hand = HAND.get(short)
     if by_hand is not None:
         return by_hand(*args, **kwargs)
+    if args and isinstance(args[0], S.SymArray) and hasattr(S.SymArray, short):
+        return getattr(args[0], short)(*args[1:], **kwargs)
+    return fallback(func, args, kwargs)
+
+
+def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
     name = _name(func)
     key = _cache_key(func, args, kwargs)
     hit = _CACHE.get(key) if key is not _NO_CACHE else None
@@ -338,8 +370,9 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         shapes = ", ".join(_describe(a) for a in _flat(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
-        return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: "
-                                   f"{_short(first_error)}", "error")], True
+        named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
+        return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
+                       "error")], True
     inputs = results[0][1]
     candidates = _products(args)
     residues: dict[str, int] = {}
@@ -410,6 +443,14 @@ def _products(args: Any) -> list[Dim]:
                     if total.constant is None and len(total.terms) == 1:
                         out.append(total)
     return out
+
+
+def _named_sizes(message: str, env: dict[str, int]) -> str:
+    """torch's message at a witness assignment, its numbers put back as the symbols."""
+    import re
+
+    names = {str(v): k for k, v in env.items()}
+    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)
 
 
 def _short(e: BaseException) -> str:
@@ -607,7 +648,25 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     return S.SymArray((*batch, qa.dims[-2], va.dims[-1]), "f")
 
 
+def _max_or_min(name: str) -> Callable[..., Any]:
+    """``torch.max(x)``, ``torch.max(x, dim)`` (values, indices), ``torch.max(x, other)``."""
+    def op(x: Any, *args: Any, **kw: Any) -> Any:
+        other = args[0] if args else kw.get("other")
+        if isinstance(other, S.SymArray | torch.Tensor):
+            return S.elementwise([x, other])
+        dim = args[0] if args else kw.get("dim")
+        keep = bool(args[1] if len(args) > 1 else kw.get("keepdim", False))
+        values = S.reduce_(x, dim, keep)
+        if dim is None:
+            return values
+        return torch.return_types.max((values, S.reduce_(x, dim, keep, "i"))) \
+            if name == "max" else torch.return_types.min((values, S.reduce_(x, dim, keep, "i")))
+    return op
+
+
 HAND: dict[str, Callable[..., Any]] = {
+    "max": _max_or_min("max"),
+    "min": _max_or_min("min"),
     **{n: _unary(n) for n in _UNARY},
     **{n: _binary(n) for n in _BINARY},
     "batch_norm": batch_norm,

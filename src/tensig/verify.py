@@ -429,7 +429,7 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(S._TENSIG_DIR):
+        if not name.startswith(S._TENSIG_DIR) and "site-packages" not in name:
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line
