@@ -224,10 +224,10 @@ def test_boolean_mask_gives_an_existential_size():
 
 def test_unsupported_operation_is_a_note_not_a_silent_pass():
     def f(x):
-        return np.fft.fft(x)
+        return np.einsum("...i->...", x)
 
     r = verify(f, "B T =>")
-    assert not r.ok and not r.complete and "fft" in r.notes[0]
+    assert not r.ok and not r.complete and "einsum" in r.notes[0]
 
 
 def test_signature_arity_and_syntax():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -111,20 +112,15 @@ class Signature:
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
-    """Distinct sizes, none 1, none the sum or product of two others: no accidental fits."""
+    """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
+    fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
+    witness size can be read back as its symbol."""
     out: dict[str, int] = {}
-    used: set[int] = set()
-    candidate = 5
+    candidate = 11
     for name in names:
-        while True:
-            vals = list(used)
-            bad = candidate in used or any(candidate == a + b or candidate == a * b
-                                           for a in vals for b in vals)
-            if not bad:
-                break
+        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
             candidate += 1
         out[name] = candidate
-        used.add(candidate)
         candidate += 1
     return out
 
@@ -204,9 +200,14 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    import builtins
+
     patched: list[tuple[Any, str, Any]] = []
     targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
     try:
+        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+            patched.append((builtins, name, getattr(builtins, name)))
+            setattr(builtins, name, fn)
         for module_name, table in targets:
             module = sys.modules.get(module_name)
             if module is None:
