@@ -586,6 +586,13 @@ class SymArray:
     def mT(self) -> SymArray:
         return swapaxes(self, -1, -2)
 
+    @property
+    def at(self) -> Any:
+        """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
+        from tensig.symbolic_jax import AtIndexer
+
+        return AtIndexer(self)
+
     def unsqueeze(self, dim: int) -> SymArray:
         return expand_dims(self, dim)
 

@@ -26,7 +26,7 @@ from typing import Any
 from tensig import symbolic as S
 from tensig.dims import Dim
 
-__all__ = ["fit_sizes", "fitted_numpy"]
+__all__ = ["fit_sizes", "fitted", "fitted_numpy"]
 
 _MAX_SYMBOLS = 8
 _MAX_ELEMENTS = 2_000_000  # per evaluation; witnesses are small primes, this bounds the work
@@ -579,68 +579,87 @@ def _kind(dtype: Any) -> str:
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
 
 
+def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
+           make: Callable[[tuple[int, ...], str], Any],
+           describe: Callable[[Any], tuple[tuple[int, ...], str] | None],
+           make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
+    """Trace a library function by fitting (see :func:`fit_sizes`).
+
+    ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
+    concrete array (zeros, or a JAX shape-only stand-in), ``describe(leaf)`` reads a result
+    leaf's shape and kind (``None``: not an array; kind ``"size"``: an int that is a size).
+    ``make_data`` is a second fill, of distinct values: a size that differs between the two
+    fills depends on the data and is a fresh size.  A failure at the witness sizes is a shape
+    finding when the library's message says so, else the trace stops with a note.
+    """
+    t = S.tracer()
+    base = _base(t)
+
+    def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
+        return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
+
+    def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
+        return [describe(leaf) for leaf in _leaves(result)]
+
+    _size_guard((args, kwargs), base)
+    try:
+        sample = run(base, make)
+    except (ValueError, IndexError, TypeError) as e:
+        if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
+                "unexpected keyword" in str(e) or "not a valid" in str(e):
+            raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+        kind = "broadcast" if "broadcast" in str(e).lower() else "contraction"
+        t.report(kind, f"{name} fails on these shapes at every size: {_named(e, t)}")
+        first = next((a for a in _leaves(args) if isinstance(a, S.SymArray)), None)
+        return S.SymArray(first.dims if first is not None else (), "f")
+    except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
+        raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+    described = shapes_of(sample)
+    fits = fit_sizes(lambda env: [d[0] if d else None for d in shapes_of(run(env, make))],
+                     (args, kwargs), name)
+    if make_data is not None:
+        try:
+            data = [d[0] if d else None for d in shapes_of(run(base, make_data))]
+        except Exception:  # the data fill is invalid for it (indices out of range): sizes only
+            data = None
+        if data is not None:
+            fits = _boxed(fits, [d[0] if d else None for d in described], data, t)
+    leaves = []
+    for leaf, dims, desc in zip(_leaves(sample), fits, described, strict=True):
+        if dims is None or desc is None:
+            leaves.append(leaf)
+        elif desc[1] == "size":
+            leaves.append(S.SymSize(dims[0]))
+        else:
+            leaves.append(S.SymArray(dims, desc[1]))
+    if not isinstance(sample, tuple | list):
+        return leaves[0]
+    return _rebuild(sample, iter(leaves))
+
+
 def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
-    """A NumPy function not modelled by hand, traced by fitting (see :func:`fit_sizes`)."""
+    """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
     import numpy as np
 
-    name = f"numpy.{func.__name__}"
-    kinds: dict[int, str] = {}
-    t = S.tracer()
+    dtypes = {"f": np.float64, "i": np.int64, "b": np.bool_}
 
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
-        return np.zeros(shape, {"f": np.float64, "i": np.int64, "b": np.bool_}[kind])
+        return np.zeros(shape, dtypes[kind])
 
     def distinct(shape: tuple[int, ...], kind: str) -> Any:
         if kind == "b":
             return np.ones(shape, np.bool_)
-        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(
-            np.float64 if kind == "f" else np.int64)
+        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(dtypes[kind])
 
-    def run(env: dict[str, int], make: Callable[..., Any]) -> Any:
-        return func(*_concrete(args, env, make), **_concrete(kwargs, env, make))
+    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
+        if isinstance(leaf, np.ndarray | np.generic):
+            return tuple(leaf.shape), _kind(leaf.dtype)
+        if isinstance(leaf, int) and not isinstance(leaf, bool):
+            return (leaf,), "size"
+        return None
 
-    def shapes_of(result: Any) -> list[tuple[int, ...] | None]:
-        out: list[tuple[int, ...] | None] = []
-        for i, leaf in enumerate(_leaves(result)):
-            if isinstance(leaf, np.ndarray | np.generic):
-                kinds[i] = _kind(leaf.dtype)
-                out.append(tuple(leaf.shape))
-            elif isinstance(leaf, int) and not isinstance(leaf, bool):
-                kinds[i] = "size"
-                out.append((leaf,))
-            else:
-                out.append(None)
-        return out
-
-    base = _base(t)
-    try:
-        sample = run(base, zeros)
-    except (ValueError, IndexError) as e:
-        if any(w in str(e).lower() for w in _SHAPE_WORDS):
-            kind = "broadcast" if "broadcast" in str(e) else "contraction"
-            t.report(kind, f"{name} fails on these shapes at every size: {_named(e, t)}")
-            return S.SymArray((), "f")
-        raise S.Unsupported(f"{name} (it fails on zero arrays: {e})") from None
-    except Exception as e:  # a data error (LinAlgError) or an argument NumPy rejects
-        raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-    try:
-        data_shapes = shapes_of(run(base, distinct))
-    except Exception:  # the data fill is invalid for it (indices out of range): sizes only
-        data_shapes = None
-    fits = fit_sizes(lambda env: shapes_of(run(env, zeros)), (args, kwargs), name)
-    if data_shapes is not None:
-        fits = _boxed(fits, shapes_of(sample), data_shapes, t)
-    leaves = []
-    for i, (leaf, dims) in enumerate(zip(_leaves(sample), fits, strict=True)):
-        if dims is None:
-            leaves.append(leaf)
-        elif kinds.get(i) == "size":
-            leaves.append(S.SymSize(dims[0]))
-        else:
-            leaves.append(S.SymArray(dims, kinds.get(i, "f")))
-    if not isinstance(sample, tuple | list):
-        return leaves[0]
-    return _rebuild(sample, iter(leaves))
+    return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
+                  describe, distinct)
 
 
 def _boxed(fits: list[list[Dim] | None], zero_shapes: list[Any], data_shapes: list[Any],
