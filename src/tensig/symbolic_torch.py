@@ -372,7 +372,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         assert first_error is not None
         named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
         return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
-                       "error")], True
+                       "error")], False
     inputs = results[0][1]
     candidates = _products(args)
     residues: dict[str, int] = {}
