@@ -62,6 +62,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -115,6 +116,15 @@ class Tracer:
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
 
+    def leak(self, d: Dim) -> int:
+        """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
+        array): its witness is remembered, so a concrete axis of exactly that size can be read
+        back as the symbol (witnesses are distinct primes, so the reading is unambiguous)."""
+        w = self.value(d)
+        if len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols))) and w >= 11:
+            self.leaks[w] = d
+        return w
+
 
 _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",
                                                                        default=None)
@@ -153,9 +163,15 @@ class SymSize:
 
     # numbers Python insists on
     def __index__(self) -> int:
-        return tracer().value(self.dim)
+        return tracer().leak(self.dim)
 
     __int__ = __index__
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
+        import numpy as np
+
+        return np.asarray(int(self), dtype=dtype)
 
     def __float__(self) -> float:
         return float(tracer().value(self.dim))
@@ -271,6 +287,81 @@ class SymSize:
             return self._cmp(0, "!=", lambda a, b: a != b)
 
 
+class SymRange:
+    """``range(T)`` with a symbolic bound: a loop runs over the witness; as an index it is
+    ``arange(T)``, so ``wpe[range(len(ids))]`` is ``[T, d]``."""
+
+    __slots__ = ("start", "step", "stop")
+
+    def __init__(self, *args: Any):
+        start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
+        self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
+
+    def _concrete(self) -> range:
+        t = tracer()
+        return _RANGE(t.value(self.start), t.value(self.stop), self.step)
+
+    def __iter__(self) -> Any:
+        return iter(self._concrete())
+
+    def __reversed__(self) -> Any:
+        return reversed(self._concrete())
+
+    def __len__(self) -> int:
+        return _LEN(self._concrete())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._concrete()[i]
+
+    def __contains__(self, x: Any) -> bool:
+        return x in self._concrete()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self._concrete(), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"range({self.start}, {self.stop}, {self.step})"
+
+    def as_array(self) -> SymArray:
+        if self.step == 1:
+            return SymArray([self.stop - self.start], "i")
+        return SymArray([tracer().new_dim("r")], "i")
+
+
+_LEN, _RANGE = len, range
+
+
+def sym_len(x: Any) -> Any:
+    """``len()`` during verification: a symbolic array's first size stays a symbol."""
+    if _TRACER.get() is not None:
+        if isinstance(x, SymArray) and x.dims:
+            return SymSize(x.dims[0]) if x.dims[0].constant is None else x.dims[0].constant
+        if isinstance(x, SymRange) and x.step == 1:
+            return SymSize(x.stop - x.start)
+    return _LEN(x)
+
+
+class _RangeType(type):
+    """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _RANGE | SymRange)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, _RANGE | SymRange)
+
+
+class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
+    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`."""
+
+    def __new__(cls, *args: Any) -> Any:  # type: ignore[misc]
+        if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
+            return SymRange(*args)
+        return _RANGE(*args)
+
+
 def _undecided_eq(a: Any, b: Any) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
@@ -332,11 +423,15 @@ class SymArray:
 
     @property
     def dtype(self) -> Any:
+        """The library's own dtype object: torch's in torch code, else NumPy's (JAX uses
+        NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
         if _TORCH_STYLE.get():
             from tensig import symbolic_torch
 
             return symbolic_torch.dtype_of(self)
-        return {"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32")
+        import numpy as np
+
+        return np.dtype({"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32"))
 
     def __getattr__(self, name: str) -> Any:
         """torch tensor attributes and methods not defined here (torch code only)."""
@@ -364,7 +459,21 @@ class SymArray:
     def __len__(self) -> int:
         if not self.dims:
             raise TypeError("len() of a 0-d array")
-        return tracer().value(self.dims[0])
+        return tracer().leak(self.dims[0])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise Unsupported("converting a symbolic array to a concrete one (np.asarray, or "
+                          "assigning it into a concrete array)")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice."""
+        into(getitem(self, key), value, "an assignment")
+
+    def _inplace(self, o: Any) -> SymArray:
+        into(self, o, "an in-place operation")
+        return self
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
 
     def __iter__(self) -> Any:
         """Rows along the first axis (``k, v = kv``): as many as its size, or its witness."""
@@ -472,10 +581,6 @@ class SymArray:
     def __getitem__(self, key: Any) -> SymArray:
         return getitem(self, key)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
-        """An assignment keeps the shape; the value must broadcast into the selection."""
-        into(getitem(self, key), value, "an assigned value")
-
     def reshape(self, *shape: Any, **kw: Any) -> SymArray:
         return reshape(self, _varargs(shape, kw.get("shape")))
 
@@ -501,6 +606,13 @@ class SymArray:
     @property
     def mT(self) -> SymArray:
         return swapaxes(self, -1, -2)
+
+    @property
+    def at(self) -> Any:
+        """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
+        from tensig.symbolic_jax import AtIndexer
+
+        return AtIndexer(self)
 
     def unsqueeze(self, dim: int) -> SymArray:
         return expand_dims(self, dim)
@@ -643,12 +755,21 @@ class SymArray:
         if method == "reduce":
             (x,) = inputs
             return reduce_(_sym(x), kwargs.get("axis", 0), kwargs.get("keepdims", False))
+        if method == "accumulate":
+            return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
+        if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
+            a, b = _sym(inputs[0]), _sym(inputs[1])
+            return SymArray(a.dims + b.dims, "b" if ufunc.__name__ in _BOOL_UFUNCS else a.kind)
         raise Unsupported(f"numpy.{ufunc.__name__}.{method}")
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        impl = NUMPY.get(func.__name__)
-        if impl is None:
-            raise Unsupported(f"numpy.{func.__name__}")
+        sub = str(getattr(func, "__module__", "")).removeprefix("numpy").strip(".")
+        impl = NUMPY.get(f"{sub}.{func.__name__}") if sub and "_" not in sub[:1] else None
+        impl = impl or NUMPY.get(func.__name__)
+        if impl is None:  # not modelled by hand: fit its sizes from witness evaluations
+            from tensig.symbolic_numpy import fitted_numpy
+
+            return fitted_numpy(func, args, kwargs)
         return impl(*args, **kwargs)
 
     @classmethod
@@ -721,19 +842,38 @@ def _sym(x: Any) -> SymArray:
     """A symbolic view of any operand: SymArray, real array (constant sizes) or scalar."""
     if isinstance(x, SymArray):
         return x
+    if isinstance(x, SymRange):
+        return x.as_array()
     if isinstance(x, int | float | bool | complex) or x is None:
         kind = "b" if isinstance(x, bool) else ("i" if isinstance(x, int) else "f")
         return SymArray((), kind)
     shape = getattr(x, "shape", None)
     if shape is None:
-        if isinstance(x, list | tuple):
+        if isinstance(x, list | tuple | _RANGE):
             import numpy as np
 
             return _sym(np.asarray(x))
         raise Unsupported(f"an operand of type {type(x).__name__}")
     dtype = str(getattr(x, "dtype", "float"))
     kind = "b" if "bool" in dtype else ("i" if "int" in dtype else "f")
-    return SymArray(tuple(int(s) for s in shape), kind, frozenset())
+    dims: tuple[Dim | int, ...] = tuple(int(s) for s in shape)
+    t = _TRACER.get()
+    if t is not None and t.leaks and any(s in t.leaks for s in dims):
+        dims = tuple(_read_leak(t, int(s)) for s in dims)
+    return SymArray(dims, kind, frozenset())
+
+
+def _read_leak(t: Tracer, size: int) -> Dim | int:
+    """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]`` on
+    a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an assumption."""
+    d = t.leaks.get(size)
+    if d is None:
+        return size
+    t.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} was "
+                           "turned into a number (a concrete buffer sliced or built by it); "
+                           f"assumes {d} is within the concrete array's bounds",
+             severity="warning")
+    return d
 
 
 # --------------------------------------------------------------------------------------------
@@ -1006,7 +1146,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             axis += k.ndim
             continue
         if isinstance(k, SymArray) or (hasattr(k, "shape") and not isinstance(k, SymSize)) or \
-                isinstance(k, list):
+                isinstance(k, list | _RANGE | SymRange):
             adv_pos = len(dims) if adv_pos is None else adv_pos
             advanced.append(_sym(k))
             axis += 1
@@ -1501,3 +1641,7 @@ def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
 def set_torch_style(flag: bool) -> contextvars.Token[bool]:
     return _TORCH_STYLE.set(flag)
 
+
+
+# NumPy's long tail (hand models and the fitted fallback) registers itself in the tables above.
+from tensig import symbolic_numpy as _symbolic_numpy  # noqa: E402, F401
