@@ -329,6 +329,8 @@ def _flat(value: Any) -> Iterator[Any]:
 
 
 _SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
+_SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", "length",
+                "channel", "rank", "dim", "out of range", "divisible")
 
 
 def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -355,6 +357,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             if "data-dependent" in text or "data dependent" in text or \
                     ("meta" in text and "not implemented" in text):
                 raise S.Unsupported(f"{name} (its result shape depends on data)") from None
+            if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
+                raise S.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
             first_error = first_error or e
             if not results:
                 continue
