@@ -31,6 +31,7 @@ import torch
 
 from tensig import symbolic as S
 from tensig.dims import Dim
+from tensig.symbolic_numpy import _candidates, _symbols_in  # the fit's shared pieces
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -258,20 +259,6 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     return key
 
 
-def _symbols(value: Any, out: set[str]) -> None:
-    if isinstance(value, S.SymArray):
-        for d in value.dims:
-            out.update(d.symbols)
-    elif isinstance(value, S.SymSize):
-        out.update(value.dim.symbols)
-    elif isinstance(value, tuple | list):
-        for v in value:
-            _symbols(v, out)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _symbols(v, out)
-
-
 def _assignments(names: list[str], base: int, step: int) -> list[dict[str, int]]:
     """A base assignment, one step per symbol, and a check with other residues."""
     w0 = {n: base + 6 * i for i, n in enumerate(names)}
@@ -337,7 +324,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
          ) -> tuple[Any, list[tuple[str, str, str]], bool]:
     """(result template, findings to report, whether a size fell back to a fresh one)."""
     names: set[str] = set()
-    _symbols((args, kwargs), names)
+    _symbols_in((args, kwargs), names)
     order = sorted(names)
     messages: list[tuple[str, str, str]] = []
     results: list[Any] = []
@@ -378,7 +365,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
                        "error")], False
     inputs = results[0][1]
-    candidates = _products(args)
+    candidates = _candidates(args)  # products of adjacent axes: flattened sizes
     residues: dict[str, int] = {}
     fresh = False
 
@@ -433,20 +420,6 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         messages = [m for m in messages if "no simple expression" not in m[1]]
         template = build(outputs, final=True)
     return template, messages, fresh
-
-
-def _products(args: Any) -> list[Dim]:
-    """Products of adjacent input axes: the sizes of flattened views (``ravel``, ``flatten``)."""
-    out: list[Dim] = []
-    for a in _flat(args):
-        if isinstance(a, S.SymArray):
-            for i in range(a.ndim):
-                total = a.dims[i]
-                for d in a.dims[i + 1:]:
-                    total = total * d
-                    if total.constant is None and len(total.terms) == 1:
-                        out.append(total)
-    return out
 
 
 def _named_sizes(message: str, env: dict[str, int]) -> str:
