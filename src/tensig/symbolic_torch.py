@@ -190,6 +190,8 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
 
 _STEP = 24  # one step per symbol: a multiple of the usual strides, so floors divide evenly
 _CACHE: dict[Any, Any] = {}
+_CACHE_SIZE = 4096
+_MAX_SYMBOLS = 8  # each symbol costs one more evaluation
 _NO_CACHE = object()
 
 
@@ -218,6 +220,8 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if hit is None:
         hit = _fit(func, name, args, kwargs)
         if key is not _NO_CACHE and not hit[2]:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.clear()
             _CACHE[key] = hit
     template, messages, _ = hit
     t = S.tracer()
@@ -326,6 +330,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     names: set[str] = set()
     _symbols_in((args, kwargs), names)
     order = sorted(names)
+    if len(order) > _MAX_SYMBOLS:
+        raise S.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
     messages: list[tuple[str, str, str]] = []
     results: list[Any] = []
     envs: list[dict[str, int]] = []
