@@ -278,8 +278,10 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__  # a module: its class (its repr would print its weights)
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
+                                                    None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     n_params = _positional_count(fn)
