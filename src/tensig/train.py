@@ -20,6 +20,7 @@ checkpoint saved after an interrupt resumes without repeating or skipping a step
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import threading
@@ -271,12 +272,14 @@ class Trainer:
         # parameters untouched) and the update, whose last step advances the step count, so
         # the count moves exactly when the parameters do.
         gradients = loss.grad_update_code()
-        self._gradients = compile_code(gradients, array_type)
-        self._update = compile_code(optimizer.code, array_type)
+        grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
         #: both, as one routine (to inspect, or to run a step by hand)
-        self.routine = Routine(self._gradients.steps + self._update.steps,
-                               Code([*gradients, *optimizer.code]), self._gradients.mode)
-        self._update.steps.append(self._count_step)
+        self.routine = Routine(grads.steps + update.steps, Code([*gradients, *optimizer.code]),
+                               grads.mode)
+        # a step enters the routines' mode (torch's inference mode) once for both
+        self._mode = grads.mode or contextlib.nullcontext
+        self._gradients = Routine(grads.steps, grads.code)
+        self._update = Routine([*update.steps, self._count_step], update.code)
         self._loss_now = math.nan
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
             if t.value_init is not None and not loss.graph.store.has(t.val):
@@ -320,19 +323,25 @@ class Trainer:
         for key, arr in self._feeds:
             store.arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
-        self._gradients.run(store)
-        loss = float(self.loss.numpy().reshape(-1)[0])
-        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-            error = NonFiniteLossError(loss, self.step_count, rows)
-            if self.on_nonfinite == "raise":
-                raise error
-            warnings.warn(str(error).replace("the update was not applied", "this batch's "
-                                             "update was skipped"), RuntimeWarning, stacklevel=2)
-            return loss
-        self._loss_now = loss
-        with _InterruptsHeld():
-            self._update.run(store)  # its last step is _count_step
+        with self._mode():
+            self._gradients.run(store)
+            loss = float(self.loss.numpy().reshape(-1)[0])
+            if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+                self._refuse(loss, rows)
+                return loss
+            self._loss_now = loss
+            with _InterruptsHeld():
+                self._update.run(store)  # its last step is _count_step
         return loss
+
+    def _refuse(self, loss: float, rows: np.ndarray) -> None:
+        """A non-finite loss: raise, or warn that the batch's update is skipped."""
+        error = NonFiniteLossError(loss, self.step_count, rows)
+        if self.on_nonfinite == "raise":
+            raise error
+        warnings.warn(str(error).replace("the update was not applied",
+                                         "this batch's update was skipped"),
+                      RuntimeWarning, stacklevel=3)
 
     def _count_step(self, store: Any) -> None:
         """The update routine's last step: the count and the history move with the
