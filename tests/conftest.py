@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # Test helper modules (the loop oracle, array conversions) live beside the tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from arrays import BACKENDS
+
+# `make test` draws the same hypothesis examples on every run and machine (no random seed, no
+# replay of a local example database); HYPOTHESIS_PROFILE=explore draws new ones each run.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(scope="module")

@@ -423,10 +423,7 @@ def fuzz_case(draw):
 @settings(max_examples=400, deadline=None)
 @given(fuzz_case())
 def test_solver_fuzz_answers_or_raises_shape_error(case):
-    import time as _time
-
-    spec, shapes = case
-    t0 = _time.perf_counter()
+    spec, shapes = case  # (no wall-clock bound: hangs are attacked in a limited child)
     try:
         r = infer(spec, *shapes)
     except ShapeError as e:
@@ -435,4 +432,3 @@ def test_solver_fuzz_answers_or_raises_shape_error(case):
         # an answer is consistent: every operand axis size equals its iterator's size
         for uses, shape in zip(r.layout, [*shapes, r.shape], strict=True):
             assert [u.size for u in uses] == list(shape.dims)
-    assert _time.perf_counter() - t0 < 0.5

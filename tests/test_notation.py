@@ -3,9 +3,6 @@ error messages with carets and hints, and fuzzing of the parser."""
 
 from __future__ import annotations
 
-import gc
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -358,17 +355,13 @@ ALPHABET = st.sampled_from(list("ij k,;=>|-<+*^&_.0123456789abv()$ \t"))
 @given(st.text(ALPHABET, max_size=40) | st.text(max_size=30))
 def test_random_strings_only_raise_spec_syntax_error(text):
     parse.cache_clear()
-    gc.disable()  # time the parser, not a collector pause
+    # no wall-clock bound here (it depends on the machine and its load): the inputs that
+    # could hang or blow up are attacked in tests/test_attacks_parser.py, in a child process
+    # under a time and memory limit
     try:
-        t0 = time.perf_counter()
-        try:
-            spec = parse(text)
-        except SpecSyntaxError as e:
-            spec = None
-            assert 0 <= e.column <= len(text)
-        elapsed = time.perf_counter() - t0
-    finally:
-        gc.enable()
-    assert elapsed < 0.05
+        spec = parse(text)
+    except SpecSyntaxError as e:
+        spec = None
+        assert 0 <= e.column <= len(text)
     if spec is not None:
         assert parse(str(spec)) == spec

@@ -20,6 +20,7 @@ checkpoint saved after an interrupt resumes without repeating or skipping a step
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import threading
@@ -35,6 +36,14 @@ from tensig.errors import ShapeError, TensigError
 from tensig.graph import _GRAPH, Model, Tensor, leaf
 from tensig.ir import Code
 from tensig.ir import prim as _e
+
+# The signal module's C functions: its Python wrappers convert every handler to and from an
+# enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
+# twice a training step.
+try:
+    import _signal as _sig
+except ImportError:  # pragma: no cover - not CPython
+    _sig = signal
 
 if TYPE_CHECKING:
     from tensig.distributed import Replicas
@@ -207,11 +216,11 @@ class _InterruptsHeld:
         self.previous = self.received = None
         if threading.current_thread() is not threading.main_thread():
             return
-        previous = signal.getsignal(signal.SIGINT)
+        previous = _sig.getsignal(signal.SIGINT)
         if previous is None:  # installed outside Python: it cannot be put back
             return
         self.previous = previous
-        signal.signal(signal.SIGINT, self._hold)
+        _sig.signal(signal.SIGINT, self._hold)
 
     def _hold(self, signum: int, frame: Any) -> None:
         self.received = signum
@@ -219,7 +228,7 @@ class _InterruptsHeld:
     def __exit__(self, *exc: object) -> None:
         if self.previous is None:
             return
-        signal.signal(signal.SIGINT, self.previous)
+        _sig.signal(signal.SIGINT, self.previous)
         if self.received is not None:
             signal.raise_signal(signal.SIGINT)
 
@@ -267,12 +276,14 @@ class Trainer:
         # parameters untouched) and the update, whose last step advances the step count, so
         # the count moves exactly when the parameters do.
         gradients = loss.grad_update_code()
-        self._gradients = compile_code(gradients, array_type)
-        self._update = compile_code(optimizer.code, array_type)
+        grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
         #: both, as one routine (to inspect, or to run a step by hand)
-        self.routine = Routine(self._gradients.steps + self._update.steps,
-                               Code([*gradients, *optimizer.code]), self._gradients.mode)
-        self._update.steps.append(self._count_step)
+        self.routine = Routine(grads.steps + update.steps, Code([*gradients, *optimizer.code]),
+                               grads.mode)
+        # a step enters the routines' mode (torch's inference mode) once for both
+        self._mode = grads.mode or contextlib.nullcontext
+        self._gradients = Routine(grads.steps, grads.code)
+        self._update = Routine([*update.steps, self._count_step], update.code)
         self._loss_now = math.nan
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
             if t.value_init is not None and not loss.graph.store.has(t.val):
@@ -303,6 +314,7 @@ class Trainer:
         self.seed, self.shuffle = seed, shuffle
         self._order: tuple[int, np.ndarray] | None = None
         self.step_count = 0
+        self.skipped = 0
         self.history: list[float] = []
         self.replicas = self._join(distributed)
         world = self.replicas.world if self.replicas is not None else 1
@@ -339,25 +351,32 @@ class Trainer:
         for key, arr in self._feeds:
             store.arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
-        self._gradients.run(store)
-        loss = float(self.loss.numpy().reshape(-1)[0])
-        if self.replicas is not None:  # every replica continues with the mean gradients
-            arrays = store.arrays
-            grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys], loss,
-                                                self.step_count)
-            for k, g in zip(self._grad_keys, grads, strict=True):
-                arrays[k] = g
-        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-            error = NonFiniteLossError(loss, self.step_count, rows)
-            if self.on_nonfinite == "raise":
-                raise error
-            warnings.warn(str(error).replace("the update was not applied", "this batch's "
-                                             "update was skipped"), RuntimeWarning, stacklevel=2)
-            return loss
-        self._loss_now = loss
-        with _InterruptsHeld():
-            self._update.run(store)  # its last step is _count_step
+        with self._mode():
+            self._gradients.run(store)
+            loss = float(self.loss.numpy().reshape(-1)[0])
+            if self.replicas is not None:  # every replica continues with the mean gradients
+                arrays = store.arrays
+                grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys], loss,
+                                                    self.step_count)
+                for k, g in zip(self._grad_keys, grads, strict=True):
+                    arrays[k] = g
+            if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+                self._refuse(loss, rows)
+                return loss
+            self._loss_now = loss
+            with _InterruptsHeld():
+                self._update.run(store)  # its last step is _count_step
         return loss
+
+    def _refuse(self, loss: float, rows: np.ndarray) -> None:
+        """A non-finite loss: raise, or warn that the batch's update is skipped."""
+        error = NonFiniteLossError(loss, self.step_count, rows)
+        if self.on_nonfinite == "raise":
+            raise error
+        self.skipped += 1  # the batch is consumed: the position in the epoch moves on
+        warnings.warn(str(error).replace("the update was not applied",
+                                         "this batch's update was skipped"),
+                      RuntimeWarning, stacklevel=3)
 
     def _count_step(self, store: Any) -> None:
         """The update routine's last step: the count and the history move with the
@@ -384,12 +403,19 @@ class Trainer:
         i = self.global_batch * k + self.batch * rank
         return self.order(epoch)[i:i + self.batch]
 
+    @property
+    def position(self) -> int:
+        """Batches consumed: the steps taken plus the batches skipped for a non-finite loss
+        (``on_nonfinite="warn"``).  A checkpoint keeps the step count, so a trainer loaded
+        after skipped batches continues from its step count."""
+        return self.step_count + self.skipped
+
     def epoch(self) -> float:
         """The rest of the current epoch (all of it on a fresh trainer or after a whole
-        number of epochs): the position is the step count, so a trainer loaded from a
-        checkpoint mid-epoch continues with the batch it would have taken next.  Returns the
-        mean loss of the batches run."""
-        epoch, start = divmod(self.step_count, self.steps_per_epoch)
+        number of epochs): the position comes from the step count, so a trainer loaded from
+        a checkpoint mid-epoch continues with the batch it would have taken next.  Returns
+        the mean loss of the batches run."""
+        epoch, start = divmod(self.position, self.steps_per_epoch)
         losses = []
         for batch in range(start, self.steps_per_epoch):
             try:
