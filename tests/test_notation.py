@@ -372,3 +372,14 @@ def test_random_strings_only_raise_spec_syntax_error(text):
     assert elapsed < 0.05
     if spec is not None:
         assert parse(str(spec)) == spec
+
+
+def test_unit_stride_zero_offset_is_the_label():
+    """``o+0`` and ``1*o`` index exactly like ``o``; as an Affine they printed as ``o`` and
+    parsed back as a Label (found by the fuzz in test_attacks_parser.py)."""
+    for text in ("a, a+0 => a", "a, 1*a => a", "a, 1*a+0 => a"):
+        spec = parse(text)
+        assert spec.operands[0].output.right[1] == Label("a")
+        assert parse(str(spec)) == spec
+    assert isinstance(parse("a, 2*a => a").operands[0].output.right[1], Affine)
+    assert isinstance(parse("a, a+1 => a").operands[0].output.right[1], Affine)
