@@ -587,3 +587,10 @@ def test_fuzz_specs_with_shapes(rnd):
     assert len(r.layout) == len(problem.operands) + 1
     for use, op in zip(r.layout, r.operands, strict=False):
         assert len(use) == op.rank
+
+
+def test_sizes_naming_no_label_is_a_shape_error():
+    """Found by the fuzz (a damaged spec no longer names a label ``sizes=`` gives)."""
+    with pytest.raises(ShapeError) as e:
+        ts.infer("_, 1 => α, oø", (4, 2), sizes={"o": 2})
+    assert e.value.label == "o" and "known: oø, α" in e.value.reason
