@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tensig as ts
@@ -349,95 +349,190 @@ def test_twenty_thousand_operands_in_a_limited_child():
 
 
 # -- the fuzz: random multichar specs with random shapes ----------------------------------------
+#
+# A drawn problem is coherent by construction: every label gets a size (an int or a symbolic
+# Dim), every operand axis the size the spec implies (an affine axis ``s*(o - 1) + 1 +
+# d*(k - 1)`` or ``s*o``, a concatenation the sum of its parts, a row variable one fill per
+# spec), and the expected result shape follows.  Then, often, something is broken: a size
+# changed, an axis dropped or added, an operand missing or extra, a character inserted into the
+# spec.  An unbroken problem must give exactly the expected shape (the generator is the oracle);
+# a broken one a result or one of the four errors.
 
 FUZZ_EXAMPLES = int(os.environ.get("TENSIG_FUZZ_EXAMPLES", "300"))
 FUZZ_SEED = os.environ.get("TENSIG_FUZZ_SEED")
-LABELS = ["a", "b", "o", "k", "s", "α", "é"]
-ODD_CHARS = ["²", "٣", "\u0301", "=", "<", "^", "*", "+", ",", ";", "|", "->", "..", "_", " ",
-             "9" * 25, "(", "ø"]
+LABELS = ["a", "b", "o", "k", "s2", "α", "é"]
+SYMBOLIC = [dim("T"), dim("T") + 1, 2 * dim("B"), dim("B") * dim("T"), dim("(T + 1) // 2")]
+ODD_TEXT = ["²", "٣", "\u0301", "=", "<", "^", "*", "+", ",", ";", "|", "->", "..", "_", " ",
+            "9" * 25, "(", "ø", "0*", "..v.."]
+ODD_SIZES = [-1, 0, 1, 2**63, dim("T") - 1, dim("T") ** 2, dim("X")]
 
 
-@st.composite
-def axis_texts(draw) -> str:
-    label = st.sampled_from(LABELS)
-    coef = st.sampled_from(["", "", "2*", "3*", "s*", "0*"])
-    kind = draw(st.sampled_from(["label", "label", "label", "_", "int", "affine", "offset",
-                                 "concat"]))
-    if kind == "label":
-        return draw(label)
-    if kind == "_":
-        return "_"
-    if kind == "int":
-        return str(draw(st.integers(0, 12)))
-    if kind == "affine":
-        op = draw(st.sampled_from(["<+", "=+", "+"]))
-        return f"{draw(coef)}{draw(label)}{op}{draw(coef)}{draw(label)}"
-    if kind == "offset":
-        return f"{draw(coef)}{draw(label)}+{draw(st.integers(0, 3))}"
-    parts = draw(st.lists(label | st.integers(0, 3).map(str), min_size=2, max_size=3))
-    return "^".join(parts)
+class Problem:
+    """One drawn problem: the spec's text, the operands, keyword arguments, the oracle."""
+
+    def __init__(self, rnd):
+        self.rnd = rnd
+        self.kw = {}
+        self.seen = set()  # labels the spec mentions
+        names = rnd.sample(LABELS, rnd.randint(1, len(LABELS)))
+        self.size = {n: self.label_size() for n in names}
+        self.fills = {}  # row variable -> its axes' sizes
+        self.used_vars = set()
+        self.plain = set()  # labels some operand gives as a plain axis
+        ops = [self.shape(operand=True) for _ in range(rnd.randint(1, 3))]
+        result = self.shape(operand=False)
+        # Labels no operand gives as a plain axis (kernels, components, result-only): given.
+        sizes = {n: self.size[n] for n in sorted(self.seen - self.plain)}
+        if sizes:
+            self.kw["sizes"] = sizes
+        self.text = "; ".join(t for t, _ in ops) + " => " + result[0]
+        if "," not in self.text:
+            self.text += ","  # stay in the multichar mode
+        self.operands = [Shape(**rows) for _, rows in ops]
+        self.expected = Shape(**{k: self.resolve(v) for k, v in result[1].items()})
+        self.broken = False
+
+    def label_size(self):
+        r = self.rnd.random()
+        return self.rnd.randint(1, 5) if r < 0.75 else self.rnd.choice(SYMBOLIC)
+
+    def axis(self, operand: bool) -> tuple[str, object]:
+        rnd, size = self.rnd, self.size
+        names = list(size)
+        kind = rnd.choice(["label"] * 4 + ["_", "int", "affine", "offset", "concat"])
+        if kind == "_" and operand:
+            return "_", rnd.randint(1, 4)
+        if kind == "int":
+            i = rnd.randint(0, 3)
+            return str(i), (rnd.randint(i + 1, i + 3) if operand else i + 1)
+        if kind == "concat":
+            parts = [rnd.choice([*names, "1", "2"]) for _ in range(rnd.randint(2, 3))]
+            self.seen.update(p for p in parts if p in size)
+            total = sum((size[p] if p in size else int(p) for p in parts), 0)
+            return "^".join(parts), total
+        if kind in ("affine", "offset") and operand:
+            o = rnd.choice(names)
+            self.seen.add(o)
+            stride = rnd.choice([1, 2, "stride"])
+            s = 3 if stride == "stride" else stride
+            if stride == "stride":
+                self.kw["params"] = {"stride": 3}
+            out = o if stride == 1 else f"{stride}*{o}"
+            if kind == "offset":
+                return f"{out}+{rnd.randint(0, 2)}", s * size[o]
+            k, d = rnd.choice(names), rnd.choice([1, 2])
+            self.seen.add(k)
+            ker = k if d == 1 else f"{d}*{k}"
+            op = rnd.choice(["<+", "=+", "+"])
+            if op == "+":
+                self.kw.setdefault("use_padding", rnd.random() < 0.5)
+                op = "=+" if self.kw["use_padding"] else "<+"
+                text = f"{out}+{ker}"
+            else:
+                text = f"{out}{op}{ker}"
+            if op == "=+":
+                return text, s * size[o]
+            return text, s * (size[o] - 1) + 1 + (size[k] - 1) * d
+        name = rnd.choice(names)
+        self.seen.add(name)
+        if operand:
+            self.plain.add(name)
+        return name, size[name]
+
+    def row(self, kind: str, operand: bool) -> tuple[str, list]:
+        rnd = self.rnd
+        items = [self.axis(operand) for _ in range(rnd.randint(0, 3))]
+        var = rnd.choice([None, None, "...", "..v..", "..w.."])
+        if var is not None:
+            key = var if var != "..." else f"...{kind}"
+            if operand:
+                self.used_vars.add(key)
+                fill = self.fills.setdefault(key, [self.label_size()
+                                                   for _ in range(rnd.randint(0, 2))])
+            else:
+                fill = key
+            items.insert(rnd.randint(0, len(items)), (var, fill))
+        texts = [t for t, _ in items]
+        sizes = []
+        for t, v in items:
+            if t in ("...", "..v..", "..w.."):
+                sizes += v if isinstance(v, list) else [v]
+            else:
+                sizes.append(v)
+        return ", ".join(texts), sizes
+
+    def shape(self, operand: bool) -> tuple[str, dict]:
+        rnd = self.rnd
+        form = rnd.choice(["output", "output", "input", "full"])
+        rows = {}
+        out_text, rows["output"] = self.row("output", operand)
+        text = out_text
+        for kind, sep in (("input", "->"), ("batch", "|")):
+            if form == "full" or (form == "input" and kind == "input"):
+                t, rows[kind] = self.row(kind, operand)
+                text = t + sep + text
+            else:  # an omitted row is the context ellipsis of its kind
+                key = f"...{kind}"
+                if operand:
+                    self.used_vars.add(key)
+                    rows[kind] = self.fills.setdefault(key, [self.label_size() for _ in
+                                                             range(rnd.randint(0, 2))])
+                else:
+                    rows[kind] = [key]
+        return text, rows
+
+    def resolve(self, sizes: list) -> list:
+        """A result row's sizes: row variables the operands never bound are empty."""
+        out = []
+        for v in sizes:
+            if isinstance(v, str):
+                out += self.fills.get(v, []) if v in self.used_vars else []
+            else:
+                out.append(v)
+        return out
+
+    def break_it(self) -> None:
+        """Often, damage one thing; the oracle no longer applies."""
+        rnd = self.rnd
+        what = rnd.choice(["none"] * 4 + ["size", "axis", "count", "text", "result"])
+        if what == "none":
+            return
+        self.broken = True
+        ops = self.operands
+        if what == "size" and ops:
+            i = rnd.randrange(len(ops))
+            rows = {k: list(ops[i].row(k)) for k in ("batch", "input", "output")}
+            kind = rnd.choice([k for k in rows if rows[k]] or ["output"])
+            if rows[kind]:
+                rows[kind][rnd.randrange(len(rows[kind]))] = rnd.choice(ODD_SIZES)
+            ops[i] = tuple(rows["output"]) if not rows["batch"] and not rows["input"] and \
+                rnd.random() < 0.5 else _shape_or_tuple(rows)
+        elif what == "axis" and ops:
+            i = rnd.randrange(len(ops))
+            rows = {k: list(ops[i].row(k)) for k in ("batch", "input", "output")}
+            kind = rnd.choice(list(rows))
+            if rows[kind] and rnd.random() < 0.5:
+                rows[kind].pop(rnd.randrange(len(rows[kind])))
+            else:
+                rows[kind].insert(0, rnd.randint(1, 4))
+            ops[i] = Shape(**rows)
+        elif what == "count":
+            if ops and rnd.random() < 0.5:
+                ops.pop()
+            else:
+                ops.append(Shape(output=(rnd.randint(1, 4),)))
+        elif what == "text":
+            at = rnd.randint(0, len(self.text))
+            self.text = self.text[:at] + rnd.choice(ODD_TEXT) + self.text[at:]
+        else:
+            self.kw["result"] = rnd.choice([(rnd.randint(0, 4),), "T, 2", Shape(input=(1,))])
 
 
-@st.composite
-def row_texts(draw) -> str:
-    items = draw(st.lists(axis_texts(), max_size=3))
-    var = draw(st.sampled_from([None, None, "...", "..v..", "..w.."]))
-    if var is not None:
-        items.insert(draw(st.integers(0, len(items))), var)
-    return ", ".join(items)
-
-
-@st.composite
-def shape_texts(draw) -> str:
-    text = draw(row_texts())
-    if draw(st.booleans()):
-        text = draw(row_texts()) + "->" + text
-    if draw(st.integers(0, 3)) == 0:
-        text = draw(row_texts()) + "|" + text
-    return text
-
-
-SIZES = st.integers(0, 7) | st.sampled_from(
-    [dim("T"), dim("T") + 1, 2 * dim("B"), dim("T") - 1, dim("B") * dim("T"),
-     dim("(T + 1) // 2"), -1])
-
-
-@st.composite
-def shapes(draw):
-    rows = {k: draw(st.lists(SIZES, max_size=3)) for k in ("batch", "input", "output")}
-    if draw(st.integers(0, 2)) == 0:
-        rows["batch"] = rows["input"] = []
-    form = draw(st.sampled_from(["shape", "text", "tuple"]))
+def _shape_or_tuple(rows: dict):
     try:
-        shape = Shape(**rows)
-    except ShapeError:  # a negative size: given as is, the tuple form meets it in infer
+        return Shape(**rows)
+    except ShapeError:  # a negative size: a tuple carries it to infer as is
         return tuple(rows["output"])
-    if form == "text":
-        return str(shape)
-    if form == "tuple" and not shape.batch and not shape.input:
-        return tuple(shape.output)
-    return shape
-
-
-@st.composite
-def problems(draw):
-    ops = draw(st.lists(shape_texts(), min_size=1, max_size=3))
-    text = "; ".join(ops) + " => " + draw(shape_texts())
-    if "," not in text:
-        text += ","  # stay in the multichar mode
-    if draw(st.integers(0, 9)) == 0:  # a damaged spec: the parser's share of the fuzz
-        at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from(ODD_CHARS)) + text[at:]
-    n = len(ops) + draw(st.sampled_from([0, 0, 0, 0, 1, -1]))
-    operands = [draw(shapes()) for _ in range(max(n, 0))]
-    kw = {}
-    if draw(st.booleans()):
-        kw["use_padding"] = draw(st.booleans())
-    if draw(st.booleans()):
-        kw["params"] = {"s": draw(st.sampled_from([1, 2, 0]))}
-    if draw(st.integers(0, 4)) == 0:
-        kw["result"] = draw(shapes())
-    return text, operands, kw
 
 
 @contextmanager
@@ -466,18 +561,36 @@ def fuzz_settings(f):
     return seed(int(FUZZ_SEED))(f) if FUZZ_SEED is not None else f
 
 
-@fuzz_settings
-@given(problems())
-def test_fuzz_specs_with_shapes(problem):
-    text, operands, kw = problem
+def solve(problem: Problem):
+    """``infer`` on the problem, under the damage bound: the answer or the expected error."""
     with damage_bound(20):
         try:
-            r = ts.infer(text, *operands, **kw)
-        except EXPECTED:
-            return
-    # A result is consistent: the spec round-trips and the layout covers every operand axis.
-    spec = ts.parse(text)
+            return ts.infer(problem.text, *problem.operands, **problem.kw)
+        except EXPECTED as e:
+            return e
+
+
+@fuzz_settings
+@given(st.randoms(use_true_random=False))
+def test_fuzz_specs_with_shapes(rnd):
+    problem = Problem(rnd)
+    problem.break_it()
+    note(f"infer({problem.text!r}, *{problem.operands!r}, **{problem.kw!r})")
+    r = solve(problem)
+    if not problem.broken:
+        assert not isinstance(r, Exception), r
+        assert r.shape == problem.expected
+    if isinstance(r, Exception):
+        return
+    spec = ts.parse(problem.text)
     assert ts.parse(str(spec)) == spec
-    assert len(r.layout) == len(operands) + 1
+    assert len(r.layout) == len(problem.operands) + 1
     for use, op in zip(r.layout, r.operands, strict=False):
         assert len(use) == op.rank
+
+
+def test_sizes_naming_no_label_is_a_shape_error():
+    """Found by the fuzz (a damaged spec no longer names a label ``sizes=`` gives)."""
+    with pytest.raises(ShapeError) as e:
+        ts.infer("_, 1 => α, oø", (4, 2), sizes={"o": 2})
+    assert e.value.label == "o" and "known: oø, α" in e.value.reason

@@ -659,7 +659,7 @@ def _parse(text: str) -> Dim:
     return _Parser(text).parse()
 
 
-def _parse_at(text: str, start: int, end: int) -> Dim:
+def parse_at(text: str, start: int, end: int) -> Dim:
     """Parse ``text[start:end]``, reporting errors at their columns in the whole ``text``."""
     try:
         return _parse(text[start:end])
@@ -667,7 +667,7 @@ def _parse_at(text: str, start: int, end: int) -> Dim:
         raise SpecSyntaxError(text, e.column + start, e.reason, e.hint, e.end + start) from None
 
 
-def _split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Item spans of ``text[start:end]``: comma-separated if it has a comma, else by spaces.
 
     Without commas, pieces that an operator or an open parenthesis joins stay one item, so
@@ -1347,7 +1347,7 @@ def dims(text: str) -> tuple[Dim, ...]:
     >>> dims("T + 1, 2*B")
     (Dim('T + 1'), Dim('2*B'))
     """
-    return tuple(_parse_at(text, s, e) for s, e in _split_items(text, 0, len(text)))
+    return tuple(parse_at(text, s, e) for s, e in split_items(text, 0, len(text)))
 
 
 class Condition:
@@ -1629,9 +1629,9 @@ class ShapeIndex:
         elif start < end and text[end - 1] == "]":
             raise SpecSyntaxError(text, end - 1, "unmatched ']'")
         items: list[ShapeItem] = []
-        for s, e in _split_items(text, start, end):
+        for s, e in split_items(text, start, end):
             match = _SHAPE_VAR.fullmatch(text, s, e)
-            items.append(ShapeVar(match.group(1)) if match else _parse_at(text, s, e))
+            items.append(ShapeVar(match.group(1)) if match else parse_at(text, s, e))
         return _shape_index(tuple(items))
 
     # -- sequence protocol ------------------------------------------------------------------

@@ -489,8 +489,8 @@ class _EinsumInference:
                 self.solver.unify_rows(SRow((), self.rowvars[name], ()), row, origin)
             else:
                 known = ", ".join(sorted(self.spec.labels | self.spec.row_vars))
-                raise ValueError(f"sizes= names {name!r}, which is not a label or row variable"
-                                 f" of {self.spec.text!r} (known: {known})")
+                raise self.err(f"sizes= names {name!r}, which is not a label or row variable"
+                               f" of the spec (known: {known or 'none'})", label=name)
 
     def close_result(self, result: dict[Kind, SRow]) -> None:
         """Fixed result indices default to ``index + 1``; unsolved result rows to empty."""

@@ -701,7 +701,7 @@ class _Parser:
         assert isinstance(over, str)
         t = peek()
         if t is None:
-            return Affine(stride, over, span=span)
+            return self.offset_axis(stride, over, 0, span)
         if t[1] not in ("+", "=+", "<+"):
             self.fail(t[2], f"expected '+', '=+' or '<+' after the output part, found {t[1]!r}",
                       end=t[3])
@@ -719,10 +719,18 @@ class _Parser:
                 self.fail(op_col, "an offset has no kernel, so it takes a plain '+'",
                           hint=f"write {Affine(stride, over, offset=kernel).render(True)}",
                           end=op_col + 2)
-            return Affine(stride, over, offset=kernel, span=span)
+            return self.offset_axis(stride, over, kernel, span)
         if kernel == "_":
             self.fail(ker_col, "the kernel part must be a label or an integer offset")
         return Affine(stride, over, dilation, kernel, 0, padding, span)
+
+    @staticmethod
+    def offset_axis(stride: Coef, over: str, offset: int, span: Span) -> Axis:
+        """``stride*over + offset``; ``1*o`` and ``o+0`` index exactly like the label ``o``,
+        so they are that label (the canonical form must parse back equal)."""
+        if stride == 1 and offset == 0:
+            return Label(over, span)
+        return Affine(stride, over, offset=offset, span=span)
 
     # -- whole-spec checks -------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from tensig.dims import Dim, _parse_at, _split_items
+from tensig.dims import Dim, parse_at, split_items
 from tensig.errors import ShapeError, SpecSyntaxError
 from tensig.notation import KINDS, Kind, row_spans
 
@@ -65,7 +65,7 @@ def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | N
     m = _BASIS.match(text, start, end)
     if m and m.group(1).isidentifier():
         basis, start = m.group(1), m.start(2)
-    size = _parse_at(text, start, end)
+    size = parse_at(text, start, end)
     try:
         return normalize_size(size, where=where), basis
     except ShapeError as e:
@@ -192,7 +192,7 @@ class Shape:
         rows = {}
         for kind, (start, stop) in spans.items():
             rows[kind] = [_axis_at(text, s, e, f"{kind} axis {i}")
-                          for i, (s, e) in enumerate(_split_items(text, start, stop))]
+                          for i, (s, e) in enumerate(split_items(text, start, stop))]
         return cls.from_rows(rows)
 
     def __str__(self) -> str:
