@@ -414,7 +414,9 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
     items = out if isinstance(out, tuple) else (out,)
-    return tuple(S._sym(o).dims if not isinstance(o, S.SymSize) else () for o in items)
+    return tuple(S._sym(o).dims if isinstance(o, S.SymArray | int | float) or
+                 (hasattr(o, "shape") and not isinstance(o, type))
+                 else () for o in items)  # a size, a string, None: no shape
 
 
 def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
