@@ -74,17 +74,20 @@ class Tracer:
             return True
         if not self.divisors:
             return False
-        lcm = 1
-        for _, k in self.divisors:
-            lcm = lcm * k // math.gcd(lcm, k)
-        for bump in (0, 1):
-            env = {n: (w + bump) * lcm for n, w in self.witness.items()}
+        for env in self.assumption_envs():
             try:
                 if a.evaluate(env) != b.evaluate(env):
                     return False
             except ValueError:
                 return False
         return True
+
+    def assumption_envs(self) -> list[dict[str, int]]:
+        """Two size assignments where every assumed division is exact."""
+        lcm = 1
+        for _, k in self.divisors:
+            lcm = lcm * k // math.gcd(lcm, k)
+        return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
 
     def where(self) -> tuple[str | None, int | None]:
         """The innermost frame outside tensig and the array libraries: the user's line."""
@@ -387,17 +390,17 @@ def _undecided_eq(a: Any, b: Any) -> bool:
     raise InconclusiveError(f"{a} == {b}")
 
 
-def _assume(text: str, decided: bool | None, witness: bool) -> None:
+def _assume(text: str, decided: bool | None, witness: bool, why: str | None = None) -> None:
     """A size condition the code branches on: reported as an assumption (a warning)."""
     if decided is True:
         return
     cond = text if witness else f"not ({text})"
+    why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
     where = t.where()
     if any(f.kind == "assumption" and (f.file, f.line) == where for f in t.findings):
         return  # one assumption per line: a loop over a witness would repeat it per step
-    t.report("assumption", f"assumes {cond}: a shape-dependent branch or size "
-                                  "condition, traced for one side only", severity="warning")
+    t.report("assumption", f"assumes {cond}: {why}", severity="warning")
 
 
 def require_divisible(p: Dim, k: int) -> None:
@@ -446,10 +449,24 @@ class SymArray:
 
     @property
     def dtype(self) -> Any:
-        """NumPy's own dtype object (JAX uses the same), so ``np.finfo(x.dtype)`` works."""
+        """The library's own dtype object: torch's in torch code, else NumPy's (JAX uses
+        NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
+        if _TORCH_STYLE.get():
+            from tensig import symbolic_torch
+
+            return symbolic_torch.dtype_of(self)
         import numpy as np
 
         return np.dtype({"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32"))
+
+    def __getattr__(self, name: str) -> Any:
+        """torch tensor attributes and methods not defined here (torch code only)."""
+        if name.startswith("_") or "torch" not in sys.modules or \
+                not (_TORCH_STYLE.get() or _torch_only(name)):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        from tensig import symbolic_torch
+
+        return symbolic_torch.attribute(self, name)
 
     def size(self, dim: int | None = None) -> Any:  # torch's .size(); numpy's is .size attr
         if dim is None:
@@ -471,7 +488,8 @@ class SymArray:
         return tracer().leak(self.dims[0])
 
     def __iter__(self) -> Any:
-        """Rows, one per step of the first axis's witness (``for row in X``)."""
+        """Rows along the first axis (``for row in X``, ``k, v = kv``): as many as its size,
+        or its witness."""
         if not self.dims:
             raise TypeError("iteration over a 0-d array")
         n = self.dims[0]
@@ -735,6 +753,10 @@ class SymArray:
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
         for a in (*args, kw.get("dtype")):
+            if isinstance(a, SymArray) or (hasattr(a, "shape") and hasattr(a, "dtype")):
+                # x.to(other): its dtype (an np.dtype has a .shape too, but no .dtype)
+                a = a.kind if isinstance(a, SymArray) else a.dtype
+                a = {"f": "float", "i": "int", "b": "bool"}.get(a, a)
             text = str(a)
             if "float" in text or "half" in text:
                 kind = "f"
@@ -787,12 +809,23 @@ class SymArray:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         impl = TORCH.get(name)
-        if impl is None:
-            # a Tensor method called through torch.Tensor.method(x, ...)
-            if args and isinstance(args[0], SymArray) and hasattr(SymArray, name):
-                return getattr(args[0], name)(*args[1:], **kwargs)
-            raise Unsupported(f"torch.{name}")
+        if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
+            from tensig import symbolic_torch
+
+            return symbolic_torch.dispatch(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
+
+
+def _torch_only(name: str) -> bool:
+    """A torch tensor attribute NumPy arrays lack (``x.type()``), read even in NumPy style."""
+    import numpy as np
+
+    return not hasattr(np.ndarray, name)
+
+
+def _differ(a: Dim, b: Dim) -> bool:
+    """Different sizes, even where every recorded divisibility assumption holds."""
+    return a != b and not tracer().equal_under_assumptions(a, b)
 
 
 def _bigger(a: SymArray, b: SymArray, t: Tracer) -> bool:
@@ -906,7 +939,7 @@ def broadcast(arrays: list[SymArray], what: str) -> tuple[tuple[Dim, ...], froze
         real = [s[0] for s in sizes if s is not None and s[0] != ONE]
         target = real[0] if real else ONE
         for d in real[1:]:
-            if d != target and not tracer().equal_under_assumptions(d, target):
+            if _differ(d, target):
                 shapes = " and ".join(_shape_text(a) for a in arrays if a.ndim)
                 tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
                                              f"(shapes {shapes})")
@@ -1171,10 +1204,18 @@ def _check_index(size: Dim, k: Any) -> None:
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
     except InconclusiveError:
-        _assume(f"{d} < {size}", None, True)
+        if not _assumed_here(f"< {size}:"):  # a loop over range(T) assumes once per line
+            _assume(f"{d} < {size}", None, True)
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _assumed_here(text: str) -> bool:
+    t = tracer()
+    file, line = t.where()
+    return any(f.file == file and f.line == line and f.kind == "assumption" and text in f.message
+               for f in t.findings)
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:
@@ -1187,7 +1228,10 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             as_dim(s.start).constant < 0):
         if step == 1 and s.stop is None:
             return Dim.const(-as_dim(s.start).constant)  # x[-k:]
-        return tracer().new_dim("s")  # strided slices: a fresh size (documented limitation)
+        start_at = 0 if s.start is None else as_dim(s.start).constant
+        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
+            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
+        return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
@@ -1198,7 +1242,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             tracer().report("index", f"slice up to {stop} on an axis of size {size}")
             length = size - start
     except InconclusiveError:
-        _assume(f"{stop} <= {size}", None, True)
+        _assume(f"{stop} <= {size}", None, True, f"a slice up to {stop} of an axis of size "
+                f"{size} (a buffer or table sized for at most {size})")
     return length
 
 
@@ -1208,7 +1253,7 @@ def matmul(a: Any, b: Any) -> SymArray:
         raise ValueError("matmul of a scalar")
     xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
     yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
-    if not tracer().equal_under_assumptions(xd[-1], yd[-2]):
+    if _differ(xd[-1], yd[-2]):
         tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
                                        f"{_shape_text(x)} @ {_shape_text(y)})")
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
@@ -1252,7 +1297,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
             tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
             continue
         for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
-            if i != ax and d != e:
+            if i != ax and _differ(d, e):
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
@@ -1277,7 +1322,7 @@ def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
 
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     a, w = _sym(x), _sym(weight)
-    if a.dims[-1] != w.dims[-1]:
+    if _differ(a.dims[-1], w.dims[-1]):
         tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
                                        f"weight in_features {w.dims[-1]} (weight "
                                        f"{_shape_text(w)})")
@@ -1306,10 +1351,7 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         p = 0 if pd[i] == "valid" else int(pd[i])
         span = (k - 1) * int(dl[i]) + 1
         num = n + 2 * p - span
-        s = int(st[i])
-        if s > 1 and (num % s).constant != 0:
-            require_divisible(num, s)
-        spatial.append(num // s + 1)
+        spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
 
@@ -1355,11 +1397,10 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
     return SymArray(a.dims, "f")
 
 
-def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, *args: Any, **kw: Any) -> SymArray:
-    scores = matmul(q, swapaxes(_sym(k), -1, -2))
-    if attn_mask is not None:
-        into(scores, attn_mask, "the attention mask")
-    return matmul(scores, v)
+def sdpa(*args: Any, **kw: Any) -> SymArray:
+    from tensig import symbolic_torch
+
+    return symbolic_torch.sdpa(*args, **kw)
 
 
 def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
@@ -1422,13 +1463,27 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
                                      f"({total} in all) of an axis of size {n}")
     else:
         size = as_dim(size_or_sections)
-        count = n // size if size.constant is not None else None
+        count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if (n % size).constant != 0:
+        if size.constant is not None and (n % size).constant != 0:
             require_divisible(n, int(size.constant))
         sizes = [size] * int(count.constant)
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
+
+
+def _pieces(n: Dim, size: Dim) -> Dim | None:
+    """``n / size`` when it is one constant wherever the recorded divisions are exact."""
+    t = tracer()
+    if not t.divisors:
+        return None
+    counts = set()
+    for env in t.assumption_envs():
+        total, piece = n.evaluate(env), size.evaluate(env)
+        if piece <= 0 or total % piece:
+            return None
+        counts.add(total // piece)
+    return Dim.const(counts.pop()) if len(counts) == 1 else None
 
 
 def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:

@@ -216,7 +216,15 @@ def _creation_patched() -> Iterator[None]:
                 original = getattr(module, name)
                 patched.append((module, name, original))
                 setattr(module, name, S.creation_wrapper(original, fn))
-        yield
+        with contextlib.ExitStack() as stack:
+            from tensig import symbolic_einops
+
+            symbolic_einops.register()
+            if "torch" in sys.modules:
+                from tensig import symbolic_torch
+
+                stack.enter_context(symbolic_torch.buffers_symbolic())
+            yield
     finally:
         for module, name, original in reversed(patched):
             setattr(module, name, original)
@@ -248,7 +256,13 @@ def _filled(cell: Any) -> bool:
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
-    return "torch" in _libraries(fn)
+    if "torch" in _libraries(fn):
+        return True
+    if "torch" not in sys.modules:
+        return False
+    from tensig import symbolic_torch
+
+    return symbolic_torch.looks_like_torch(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -406,7 +420,7 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(S._TENSIG_DIR):
+        if not name.startswith(S._TENSIG_DIR) and "site-packages" not in name:
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line
