@@ -89,6 +89,16 @@ def test_creation_with_symbolic_sizes():
     assert agrees(causal, "T, d => T, T", {"T": 4, "d": 3}, r)
 
 
+def test_random_with_symbolic_sizes():
+    def init(X):
+        centroids = X[np.random.choice(len(X), 3, replace=False)]
+        noise = np.random.randn(*X.shape) + np.random.normal(size=X.shape)
+        return (X + noise)[:, None, :] - centroids[None]
+
+    r = verify(init, "N, D => N, 3, D")
+    assert r.ok, str(r)
+
+
 @pytest.mark.parametrize("fn, sig", [
     (lambda a, b: np.hstack([a, b]), "T, d; T, e =>"),
     (lambda a, b: np.vstack([a, b]), "T, d; S, d =>"),

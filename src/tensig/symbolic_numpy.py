@@ -391,6 +391,28 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
+def _sized(shape: Any, kind: str = "f") -> S.SymArray:
+    dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
+    return S.SymArray([S.as_dim(d) for d in dims], kind)
+
+
+CREATION_RANDOM: dict[str, Callable[..., Any]] = {
+    "randn": lambda *dims: _sized(dims),
+    "rand": lambda *dims: _sized(dims),
+    "standard_normal": lambda size=None, **k: _sized(size),
+    "random": lambda size=None, **k: _sized(size),
+    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
+    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
+    "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
+    "choice": lambda a, size=None, *args, **k: _sized(size, "i" if isinstance(
+        a, int | S.SymSize) else S._sym(a).kind),
+    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | S.SymSize)
+    else S.SymArray(S._sym(x).dims, S._sym(x).kind),
+}
+"""``np.random``'s module functions with symbolic sizes (a ``Generator``'s methods cannot be
+patched: their sizes are read back from the witness, under an assumption)."""
+
+
 # --------------------------------------------------------------------------------------------
 # The general mechanism: fit result sizes from witness evaluations
 # --------------------------------------------------------------------------------------------

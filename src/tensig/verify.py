@@ -203,7 +203,10 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     patched: list[tuple[Any, str, Any]] = []
-    targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
+    from tensig.symbolic_numpy import CREATION_RANDOM
+
+    targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
+               ("torch", S.CREATION_TORCH)]
     try:
         for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
             patched.append((builtins, name, getattr(builtins, name)))
