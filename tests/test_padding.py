@@ -4,6 +4,8 @@ built."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 import tensig
 from arrays import to_backend
-from tensig import padding
+from tensig import Float, padding
 from tensig.padding import Padded, PaddingError, pad
 
 LIBS = ["numpy", "torch", "jax"]
@@ -182,6 +184,42 @@ def test_token_lists_pad_like_a_loop(tokens, side, multiple):
         assert row == (seq + padding if side == "right" else padding + seq)
 
 
+def mask_oracle(mask: np.ndarray) -> tuple[list[bool], list[bool]]:
+    """Per row: is it right-padded (real, then padding), is it left-padded."""
+    rows = [list(map(bool, r)) for r in mask]
+    return ([r == sorted(r, reverse=True) for r in rows], [r == sorted(r) for r in rows])
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda T: st.lists(
+    st.lists(st.booleans(), min_size=T, max_size=T), min_size=1, max_size=4)),
+       st.sampled_from(LIBS[:2]))
+def test_any_mask_is_accepted_or_refused_like_a_loop(rows, lib):
+    mask = np.array(rows, dtype=bool)
+    right, left = mask_oracle(mask)
+    data, on = to_backend(lib, np.zeros(mask.shape)), to_backend(lib, mask)
+    for side, ok in (("right", right), ("left", left)):
+        if all(ok):
+            assert host(Padded(data, on, side).lengths).tolist() == mask.sum(1).tolist()
+        else:
+            with pytest.raises(PaddingError, match=f"mask row {ok.index(False)} is not {side}"):
+                Padded(data, on, side)
+    neither = [not r and not q for r, q in zip(right, left, strict=True)]
+    only_right = [r and not q for r, q in zip(right, left, strict=True)]
+    only_left = [q and not r for r, q in zip(right, left, strict=True)]
+    if any(neither):
+        with pytest.raises(PaddingError, match=f"row {neither.index(True)} is padded on neither"):
+            Padded.infer_side(on)
+    elif any(only_right) and any(only_left):
+        with pytest.raises(PaddingError, match="the mask mixes sides"):
+            Padded.infer_side(on)
+    elif any(only_right) or any(only_left):
+        assert Padded.infer_side(on) == ("right" if any(only_right) else "left")
+    else:
+        with pytest.raises(PaddingError, match="does not show the side"):
+            Padded.infer_side(on)
+
+
 # -- policies and options ----------------------------------------------------------------------
 def test_additive_key_mask_dtype_and_finite(lib):
     p = pad([to_backend(lib, np.ones(3, np.int32)), to_backend(lib, np.ones(1, np.int32))])
@@ -283,3 +321,85 @@ def test_last_of_an_empty_row_names_it():
     p = pad([[1, 2], [], [3]])
     with pytest.raises(PaddingError, match=r"last\(\): row 1 is empty"):
         p.last()
+
+
+# -- annotations: @shaped and verify know padded batches ---------------------------------------
+def test_a_padded_batch_is_read_only():
+    p = pad([[1, 2], [3]])
+    with pytest.raises(AttributeError):
+        p.mask = np.ones((2, 2), bool)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_shaped_checks_a_padded_argument(compiled):
+    @tensig.shaped(compiled=compiled)
+    def pool(batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B d"]:
+        return batch.mean()
+
+    @tensig.shaped(compiled=compiled)
+    def wrong_axis(batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B d"]:
+        return batch.data.mean(0)
+
+    batch = pad([torch.ones(3, 4), torch.ones(1, 4)])
+    assert pool(batch).shape == (2, 4)
+    with pytest.raises(TypeError, match=r"'batch' is a Tensor, but its annotation is "
+                                        r"Padded\[Float\['B T d'\]\]"):
+        pool(batch.data)  # the data alone, without its mask
+    with pytest.raises(tensig.ShapeError, match="'batch' has 2 axes"):
+        pool(pad([torch.ones(3), torch.ones(2)]))
+    with pytest.raises(tensig.ShapeError, match="needs a floating dtype"):
+        pool(pad([torch.ones(3, 4, dtype=torch.int64)]))
+    with pytest.raises(tensig.ShapeError, match="B = 2 was bound by argument 'batch'"):
+        wrong_axis(batch)
+
+
+def test_padded_annotation_needs_a_shape_of_rank_two():
+    assert repr(Padded[Float[np.ndarray, "B T d"]].__metadata__[0]) == "Padded[Float['B T d']]"
+    with pytest.raises(tensig.SpecSyntaxError, match=r"a padded batch is \[B, T, ...\]"):
+        Padded[Float[np.ndarray, "B"]]
+    with pytest.raises(TypeError, match=r"Padded\[...\] takes a shape annotation"):
+        Padded[np.ndarray]
+
+
+def np_attend_bad(q: Float[np.ndarray, "B T d"],
+                  batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B T T"]:
+    scores = q @ batch.data.swapaxes(-1, -2)
+    return scores + np.where(batch.mask, 0.0, -np.inf)  # the dropped None
+
+
+def np_attend(q: Float[np.ndarray, "B T d"],
+              batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B T T"]:
+    scores = q @ batch.data.swapaxes(-1, -2)
+    return scores + batch.additive_key_mask()
+
+
+def torch_attend_bad(q: Float[torch.Tensor, "B T d"],
+                     batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B T T"]:
+    return q @ batch.data.transpose(-1, -2) + batch.mask
+
+
+def torch_attend(q: Float[torch.Tensor, "B T d"],
+                 batch: Padded[Float[torch.Tensor, "B T d"]]) -> Float[torch.Tensor, "B T T"]:
+    return (q @ batch.data.transpose(-1, -2)).masked_fill(~batch.key_mask(), float("-inf"))
+
+
+def np_pool(batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B d"]:
+    return batch.mean() + batch.last() + batch.max()
+
+
+def np_pool_unmasked(batch: Padded[Float[np.ndarray, "B T d"]]) -> Float[np.ndarray, "B d"]:
+    return (batch.data * batch.mask).sum(axis=1)  # mask[..., None] was meant
+
+
+@pytest.mark.parametrize(("fn", "finding"), [
+    (np_attend_bad, r"broadcasts T against B .*\[B, T, T\] and \[B, T\]"),
+    (torch_attend_bad, r"broadcasts T against B .*\[B, T, T\] and \[B, T\]"),
+    (np_pool_unmasked, "broadcasts d against T"),
+    (np_attend, None), (torch_attend, None), (np_pool, None),
+])
+def test_verify_reads_the_mask_as_b_t_bool(fn, finding):
+    report = tensig.verify(fn)
+    if finding is None:
+        assert report.ok, (report.findings, report.notes)
+    else:
+        assert any(re.search(finding, f.message) for f in report.findings), report.findings

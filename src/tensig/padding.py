@@ -31,14 +31,15 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
+from tensig.annotations import ShapeSpecMarker
 from tensig.backends import backend_for, library_of
-from tensig.errors import ShapeError
+from tensig.errors import ShapeError, SpecSyntaxError
 
-__all__ = ["Padded", "PaddedPrice", "PaddingError", "pad"]
+__all__ = ["Padded", "PaddedMarker", "PaddedPrice", "PaddingError", "pad", "symbolic_batch"]
 
 Side = Literal["left", "right"]
 SIDES: tuple[Side, ...] = ("left", "right")
@@ -144,7 +145,7 @@ class _TorchOps(_Ops):
                  trailing: tuple[int, ...], value: Any) -> Any:
         """``masked_scatter_`` of the concatenated rows: 1.5x faster than ``pad_sequence``
         (which copies row by row) on 10,000 rows (bench/bench_padding.py)."""
-        flat = self.xp.cat(list(seqs))
+        flat = self.concat(seqs)
         out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype, device=flat.device)
         return out.masked_scatter_(on.reshape(on.shape + (1,) * len(trailing)), flat)
 
@@ -323,7 +324,7 @@ class Padded:
     :meth:`last_index` raise, since there is no last item to read.
     """
 
-    __slots__ = ("_ops", "data", "lengths", "mask", "side", "sizes")
+    __slots__ = ("_data", "_lengths", "_mask", "_ops", "_side", "_sizes")
 
     def __init__(self, data: Any, mask: Any, side: Side | None = None):
         if side is not None:
@@ -339,17 +340,29 @@ class Padded:
 
     @classmethod
     def _trusted(cls, data: Any, mask: Any, lengths: Any, side: Side,
-                 sizes: tuple[int, ...]) -> Padded:
+                 sizes: tuple[int, ...], ops: _Ops | None = None) -> Padded:
         """A batch whose mask was built from ``sizes`` here: nothing to check."""
         self = cls.__new__(cls)
-        self._init(data, mask, lengths, side, sizes, _ops_for(type(data)))
+        self._init(data, mask, lengths, side, sizes, ops or _ops_for(type(data)))
         return self
 
     def _init(self, data: Any, mask: Any, lengths: Any, side: Side, sizes: tuple[int, ...],
               ops: _Ops) -> None:
-        self.data, self.mask, self.lengths, self.side = data, mask, lengths, side
-        self.sizes = sizes  # the lengths as Python ints
+        self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
+        self._sizes = sizes
         self._ops = ops
+
+    def __class_getitem__(cls, annotation: Any) -> Any:
+        """``Padded[Float[ArrayType, "B T d"]]``: a padded batch whose data has that shape and
+        dtype, for ``@tensig.shaped`` and ``tensig.verify`` (see :class:`PaddedMarker`)."""
+        return _annotation(annotation)
+
+    # read-only: the data, mask, lengths and side were checked together
+    data = property(lambda self: self._data, doc="``[B, T, ...]``: the padded sequences.")
+    mask = property(lambda self: self._mask, doc="``[B, T]`` bool: True where real.")
+    lengths = property(lambda self: self._lengths, doc="``[B]``: the rows' lengths.")
+    side = property(lambda self: self._side, doc="``'right'`` or ``'left'``.")
+    sizes = property(lambda self: self._sizes, doc="The lengths as Python ints.")
 
     @staticmethod
     def infer_side(mask: Any) -> Side:
@@ -387,7 +400,13 @@ class Padded:
     # -- sizes -----------------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
+        """The data's shape, ``(B, T, ...)`` (what ``@tensig.shaped`` checks)."""
         return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> Any:
+        """The data's dtype."""
+        return self.data.dtype
 
     @property
     def padding_fraction(self) -> float:
@@ -425,7 +444,7 @@ class Padded:
         self._need_items("last()")
         if self.side == "left":
             return self.data[:, -1]
-        rows = self._ops.from_numpy(np.arange(len(self.sizes)), self.data)
+        rows = self._ops.from_numpy(np.arange(self.data.shape[0]), self.data)
         return self.data[rows, self.lengths - 1]
 
     def sum(self) -> Any:
@@ -445,7 +464,7 @@ class Padded:
         neutral element of max (-inf, or an integer dtype's minimum)."""
         ops = self._ops
         neutral = ops.backend.neutral_max(self.data)
-        if self.data.shape[1] == 0:
+        if self.sizes is not None and self.data.shape[1] == 0:  # (not asked under verify)
             return ops.backend.full((self.data.shape[0], *self.shape[2:]), neutral, self.data)
         return ops.amax(ops.backend.where(self._cell_mask(), self.data, neutral), 1)
 
@@ -453,7 +472,7 @@ class Padded:
         return self.mask.reshape(self.mask.shape + (1,) * (self.data.ndim - 2))
 
     def _need_items(self, what: str) -> None:
-        if 0 in self.sizes:
+        if self.sizes is not None and 0 in self.sizes:  # None: symbolic (tensig.verify)
             r = self.sizes.index(0)
             raise PaddingError(f"{what}: row {r} is empty (length 0): it has no last item",
                                row=r, side=self.side,
@@ -595,3 +614,47 @@ def _check_rows(mask: Any, side: Side) -> None:
             f"{first}", row=r, side=side,
             hint=f"this row is {other}-padded: pass side={other!r}" if fits_other else
             "each row must be one contiguous run of real positions")
+
+
+# -- annotations: Padded[Float[ArrayType, "B T d"]] ------------------------------------------------
+@dataclass(frozen=True, repr=False)
+class PaddedMarker(ShapeSpecMarker):
+    """The marker of ``Padded[Float[ArrayType, "B T d"]]``: the value must be a :class:`Padded`
+    (``wrapper``) whose data has that shape and dtype.  Its mask ``[B, T]`` and lengths ``[B]``
+    agree with the data by construction (they are read-only), so checking the data checks the
+    three together.  ``tensig.verify`` passes a batch of symbolic arrays
+    (:func:`symbolic_batch`), whose mask is ``[B, T]`` bool.
+
+    >>> import numpy as np
+    >>> from tensig import Float
+    >>> Padded[Float[np.ndarray, "B T d"]].__metadata__
+    (Padded[Float['B T d']],)
+    """
+
+    wrapper = Padded
+
+    def __repr__(self) -> str:
+        return f"Padded[{ShapeSpecMarker.__repr__(self)}]"
+
+
+def _annotation(annotation: Any) -> Any:
+    found = [m for m in getattr(annotation, "__metadata__", ())
+             if isinstance(m, ShapeSpecMarker)]
+    if not found or isinstance(found[-1], PaddedMarker):
+        raise TypeError('Padded[...] takes a shape annotation, e.g. '
+                        'Padded[Float[np.ndarray, "B T d"]]')
+    marker = found[-1]
+    if marker.shape.rank is not None and marker.shape.rank < 2:
+        raise SpecSyntaxError(marker.text, 0, f"a padded batch is [B, T, ...]: {marker.text!r} "
+                              f"has {marker.shape.rank} axis(es)", end=len(marker.text))
+    return Annotated[Padded, PaddedMarker(marker.shape, marker.dtype)]
+
+
+def symbolic_batch(data: Any) -> Padded:
+    """The padded batch ``tensig.verify`` passes for a ``Padded[...]`` parameter: ``data`` (a
+    symbolic ``[B, T, ...]`` array), a ``[B, T]`` bool mask and ``[B]`` lengths of the same
+    symbolic sizes.  Methods that need the lengths' values (``to_side``, ``unpad``) stop the
+    trace with a note."""
+    mask = type(data)(data.dims[:2], "b")
+    return Padded._trusted(data, mask, type(data)(data.dims[:1], "i"), "right", None,
+                           _ops_for(np.ndarray))  # type: ignore[arg-type]

@@ -753,8 +753,8 @@ class SymArray:
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
         for a in (*args, kw.get("dtype")):
+            # x.to(other): its dtype (a numpy dtype has a .shape too, but no .dtype)
             if isinstance(a, SymArray) or (hasattr(a, "shape") and hasattr(a, "dtype")):
-                # x.to(other): its dtype (an np.dtype has a .shape too, but no .dtype)
                 a = a.kind if isinstance(a, SymArray) else a.dtype
                 a = {"f": "float", "i": "int", "b": "bool"}.get(a, a)
             text = str(a)

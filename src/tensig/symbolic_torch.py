@@ -31,6 +31,7 @@ import torch
 
 from tensig import symbolic as S
 from tensig.dims import Dim
+from tensig.symbolic_numpy import _candidates, _symbols_in  # the fit's shared pieces
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -189,6 +190,8 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
 
 _STEP = 24  # one step per symbol: a multiple of the usual strides, so floors divide evenly
 _CACHE: dict[Any, Any] = {}
+_CACHE_SIZE = 4096
+_MAX_SYMBOLS = 8  # each symbol costs one more evaluation
 _NO_CACHE = object()
 
 
@@ -217,6 +220,8 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if hit is None:
         hit = _fit(func, name, args, kwargs)
         if key is not _NO_CACHE and not hit[2]:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.clear()
             _CACHE[key] = hit
     template, messages, _ = hit
     t = S.tracer()
@@ -256,20 +261,6 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     except TypeError:
         return _NO_CACHE
     return key
-
-
-def _symbols(value: Any, out: set[str]) -> None:
-    if isinstance(value, S.SymArray):
-        for d in value.dims:
-            out.update(d.symbols)
-    elif isinstance(value, S.SymSize):
-        out.update(value.dim.symbols)
-    elif isinstance(value, tuple | list):
-        for v in value:
-            _symbols(v, out)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _symbols(v, out)
 
 
 def _assignments(names: list[str], base: int, step: int) -> list[dict[str, int]]:
@@ -329,14 +320,18 @@ def _flat(value: Any) -> Iterator[Any]:
 
 
 _SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
+_SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", "length",
+                "channel", "rank", "dim", "out of range", "divisible")
 
 
 def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
          ) -> tuple[Any, list[tuple[str, str, str]], bool]:
     """(result template, findings to report, whether a size fell back to a fresh one)."""
     names: set[str] = set()
-    _symbols((args, kwargs), names)
+    _symbols_in((args, kwargs), names)
     order = sorted(names)
+    if len(order) > _MAX_SYMBOLS:
+        raise S.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
     messages: list[tuple[str, str, str]] = []
     results: list[Any] = []
     envs: list[dict[str, int]] = []
@@ -355,6 +350,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             if "data-dependent" in text or "data dependent" in text or \
                     ("meta" in text and "not implemented" in text):
                 raise S.Unsupported(f"{name} (its result shape depends on data)") from None
+            if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
+                raise S.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
             first_error = first_error or e
             if not results:
                 continue
@@ -372,9 +369,9 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         assert first_error is not None
         named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
         return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
-                       "error")], True
+                       "error")], False
     inputs = results[0][1]
-    candidates = _products(args)
+    candidates = _candidates(args)  # products of adjacent axes: flattened sizes
     residues: dict[str, int] = {}
     fresh = False
 
@@ -429,20 +426,6 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         messages = [m for m in messages if "no simple expression" not in m[1]]
         template = build(outputs, final=True)
     return template, messages, fresh
-
-
-def _products(args: Any) -> list[Dim]:
-    """Products of adjacent input axes: the sizes of flattened views (``ravel``, ``flatten``)."""
-    out: list[Dim] = []
-    for a in _flat(args):
-        if isinstance(a, S.SymArray):
-            for i in range(a.ndim):
-                total = a.dims[i]
-                for d in a.dims[i + 1:]:
-                    total = total * d
-                    if total.constant is None and len(total.terms) == 1:
-                        out.append(total)
-    return out
 
 
 def _named_sizes(message: str, env: dict[str, int]) -> str:

@@ -40,6 +40,7 @@ from tensig import symbolic as S
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
 from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, ShapeSpec, parse
+from tensig.padding import symbolic_batch
 
 __all__ = ["Report", "Signature", "verify", "verify_path"]
 
@@ -280,8 +281,10 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__  # a module: its class (its repr would print its weights)
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
+                                                    None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     n_params = _positional_count(fn)
@@ -293,8 +296,10 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
-        args = [S.SymArray(dims, kind, frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+        args = [S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
                 for dims, kind in zip(sig.args, kinds, strict=True)]
+        # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
+        args = [symbolic_batch(a) if k[0] == "P" else a for a, k in zip(args, kinds, strict=True)]
         with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
@@ -403,7 +408,8 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     else:
         results = (dims(fs.result),)
     text = "; ".join(", ".join(map(str, a)) for a in args)
-    kinds = tuple({"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
+    kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
+                  + {"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
     return Signature(args, results, tuple(names), text, kinds)
 
 
