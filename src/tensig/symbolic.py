@@ -301,11 +301,22 @@ class SymRange:
         t = tracer()
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
+    def _index(self, i: int) -> Any:
+        """Loop indices in the first half are numbers; in the second half they count from the
+        symbolic end (``T - 1``, ``T - 2``), so ``t + 1 < T`` and ``x[t + 1]`` are decided."""
+        t = tracer()
+        lo, hi = t.value(self.start), t.value(self.stop)
+        if self.step != 1 or i - lo <= hi - 1 - i:
+            if self.start.constant is None:
+                return SymSize(self.start + (i - lo))
+            return _LoopInt(i, self.stop) if self.step == 1 else i
+        return SymSize(self.stop - (hi - i))
+
     def __iter__(self) -> Any:
-        return iter(self._concrete())
+        return (self._index(i) for i in self._concrete())
 
     def __reversed__(self) -> Any:
-        return reversed(self._concrete())
+        return (self._index(i) for i in reversed(self._concrete()))
 
     def __len__(self) -> int:
         return _LEN(self._concrete())
@@ -331,6 +342,17 @@ class SymRange:
 
 
 _LEN, _RANGE = len, range
+
+
+class _LoopInt(int):
+    """A loop index over ``range(T)``: a number, that indexes an axis of size ``T`` safely."""
+
+    bound: Dim
+
+    def __new__(cls, value: int, bound: Dim) -> _LoopInt:
+        out = super().__new__(cls, value)
+        out.bound = bound
+        return out
 
 
 def sym_len(x: Any) -> Any:
@@ -374,7 +396,11 @@ def _assume(text: str, decided: bool | None, witness: bool, why: str | None = No
         return
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
-    tracer().report("assumption", f"assumes {cond}: {why}", severity="warning")
+    t = tracer()
+    where = t.where()
+    if any(f.kind == "assumption" and (f.file, f.line) == where for f in t.findings):
+        return  # one assumption per line: a loop over a witness would repeat it per step
+    t.report("assumption", f"assumes {cond}: {why}", severity="warning")
 
 
 def require_divisible(p: Dim, k: int) -> None:
@@ -461,6 +487,14 @@ class SymArray:
             raise TypeError("len() of a 0-d array")
         return tracer().leak(self.dims[0])
 
+    def __iter__(self) -> Any:
+        """Rows along the first axis (``for row in X``, ``k, v = kv``): as many as its size,
+        or its witness."""
+        if not self.dims:
+            raise TypeError("iteration over a 0-d array")
+        n = self.dims[0]
+        return (getitem(self, _LoopInt(i, n)) for i in _RANGE(tracer().value(n)))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise Unsupported("converting a symbolic array to a concrete one (np.asarray, or "
                           "assigning it into a concrete array)")
@@ -474,10 +508,6 @@ class SymArray:
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
-
-    def __iter__(self) -> Any:
-        """Rows along the first axis (``k, v = kv``): as many as its size, or its witness."""
-        return (getitem(self, i) for i in range(len(self)))
 
     def __repr__(self) -> str:
         return f"SymArray[{', '.join(map(str, self.dims))}]"
@@ -845,6 +875,8 @@ def _sym(x: Any) -> SymArray:
         return x
     if isinstance(x, SymRange):
         return x.as_array()
+    if isinstance(x, SymSize):  # a size in arithmetic with arrays: an integer scalar
+        return SymArray((), "i")
     if isinstance(x, int | float | bool | complex) or x is None:
         kind = "b" if isinstance(x, bool) else ("i" if isinstance(x, int) else "f")
         return SymArray((), kind)
@@ -1166,6 +1198,8 @@ def getitem(x: SymArray, key: Any) -> SymArray:
 
 
 def _check_index(size: Dim, k: Any) -> None:
+    if isinstance(k, _LoopInt) and k.bound == size:
+        return  # step i of a loop over range(size): i < size, or the step would not run
     d = as_dim(k)
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
@@ -1186,6 +1220,10 @@ def _assumed_here(text: str) -> bool:
 
 def _slice_len(size: Dim, s: slice) -> Dim:
     step = 1 if s.step is None else int(s.step)
+    if step != 1 and s.start is None and s.stop is None:  # x[::-1], x[::2]
+        return size if abs(step) == 1 else (size + abs(step) - 1) // abs(step)
+    if step > 1 and (s.start is None or (as_dim(s.start).constant or 0) >= 0):
+        return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step
     if step != 1 or (s.start is not None and as_dim(s.start).constant is not None and \
             as_dim(s.start).constant < 0):
         if step == 1 and s.stop is None:
@@ -1400,7 +1438,10 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
         return SymArray([nums[0]], "i")
     if len(nums) >= 2 and (len(nums) == 2 or nums[2] == ONE):
         return SymArray([nums[1] - nums[0]], "i")
-    raise Unsupported("arange with a step")
+    if len(nums) == 3 and nums[2].constant is not None and nums[2].constant > 0:
+        k = nums[2].constant
+        return SymArray([(nums[1] - nums[0] + k - 1) // k], "i")
+    raise Unsupported("arange with a symbolic or negative step")
 
 
 def _eye(n: Any, m: Any = None, *args: Any, **kw: Any) -> SymArray:

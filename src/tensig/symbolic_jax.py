@@ -42,7 +42,7 @@ from tensig.symbolic_numpy import fitted
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
-_NAMESPACES = ("numpy", "numpy.linalg", "nn", "lax", "random", "scipy.special")
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
 _WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
 
 
@@ -139,7 +139,8 @@ def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
         return impl(*args, **kw)
     if ns == "numpy" and name in S.CREATION_NUMPY:
         return S.CREATION_NUMPY[name](*args, **kw)
-    twin_module = {"numpy": np, "numpy.linalg": np.linalg, "lax": np}.get(ns)
+    twin_module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
+                   "lax": np}.get(ns)
     twin = getattr(twin_module, name, None) if twin_module is not None else None
     if twin is not None and (isinstance(twin, np.ufunc) or hasattr(twin, "_implementation")):
         try:
@@ -575,7 +576,24 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
                 "not a valid jax type" not in text.lower():
             return [S.Finding("broadcast", text, file, line)], [], None
         return [], [f"verification stopped at {file}:{line}: {text}"], None
-    items = out if isinstance(out, tuple) else (out,)
-    result = tuple(tuple(Dim.parse(str(x)) if not isinstance(x, int) else Dim.const(x)
-                         for x in o.shape) for o in items)
+    items = jax.tree_util.tree_leaves(out)
+    try:
+        result = tuple(tuple(_from_jax(x) for x in o.shape) for o in items)
+    except ValueError as e:
+        return [], [f"verification stopped: a JAX size {e} is not a tensig dimension"], None
     return [], [], result
+
+
+def _from_jax(x: Any) -> Dim:
+    """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
+    import re
+
+    if isinstance(x, int):
+        return Dim.const(x)
+    text = str(x)
+    for name, op in (("floordiv", "//"), ("mod", "%")):
+        text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)
+    try:
+        return Dim.parse(text)
+    except Exception:
+        raise ValueError(str(x)) from None

@@ -391,6 +391,28 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
+def _sized(shape: Any, kind: str = "f") -> S.SymArray:
+    dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
+    return S.SymArray([S.as_dim(d) for d in dims], kind)
+
+
+CREATION_RANDOM: dict[str, Callable[..., Any]] = {
+    "randn": lambda *dims: _sized(dims),
+    "rand": lambda *dims: _sized(dims),
+    "standard_normal": lambda size=None, **k: _sized(size),
+    "random": lambda size=None, **k: _sized(size),
+    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
+    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
+    "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
+    "choice": lambda a, size=None, *args, **k: _sized(size, "i" if isinstance(
+        a, int | S.SymSize) else S._sym(a).kind),
+    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | S.SymSize)
+    else S.SymArray(S._sym(x).dims, S._sym(x).kind),
+}
+"""``np.random``'s module functions with symbolic sizes (a ``Generator``'s methods cannot be
+patched: their sizes are read back from the witness, under an assumption)."""
+
+
 # --------------------------------------------------------------------------------------------
 # The general mechanism: fit result sizes from witness evaluations
 # --------------------------------------------------------------------------------------------
@@ -463,14 +485,18 @@ def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
 
 
 def _points(names: list[str], base: dict[str, int], step: int) -> list[dict[str, int]]:
-    """The base assignment, one bump per symbol (to solve), and a bump of all (to check)."""
+    """The base assignment, one bump per symbol (to solve), and a bump of all (to check).
+
+    Bumps keep the symbols' order (witnesses are at least ``2 * step`` apart and the check
+    bumps grow with the rank), so a function valid only for ``K <= L`` stays valid.
+    """
     points = [dict(base)]
-    for i, n in enumerate(names):
+    for n in names:
         p = dict(base)
-        p[n] = base[n] + step * (i + 1)
+        p[n] = base[n] + step
         points.append(p)
-    points.append({n: base[n] + step * (2 * i + 3) if n in names else base[n]
-                   for i, n in enumerate(base)})
+    rank = {n: r for r, n in enumerate(sorted(names, key=lambda n: base[n]))}
+    points.append({n: base[n] + step * (rank[n] + 2) if n in rank else base[n] for n in base})
     return points
 
 
@@ -518,14 +544,48 @@ def _lcm(t: S.Tracer) -> int:
     return lcm
 
 
+def _names(*args: Any) -> list[str]:
+    found: set[str] = set()
+    _symbols_in(args, found)
+    return sorted(found)
+
+
+def _bases(t: S.Tracer, args: Any) -> list[dict[str, int]]:
+    """The witnesses, then the same values in the reverse order among the call's symbols: an
+    operation valid only for ``K <= L`` (a window no longer than its input) runs in one."""
+    base = _base(t)
+    names = sorted(_names(args), key=base.__getitem__)
+    if len(names) < 2:
+        return [base]
+    flipped = dict(base)
+    for n, m in zip(names, reversed(names), strict=True):
+        flipped[n] = base[m]
+    return [base, flipped]
+
+
 def _base(t: S.Tracer) -> dict[str, int]:
     """The witnesses, scaled so that every division the code assumed is exact."""
     lcm = _lcm(t)
     return dict(t.witness) if lcm == 1 else {n: w * lcm for n, w in t.witness.items()}
 
 
+def _floor_fit(names: list[str], points: list[dict[str, int]], values: list[int]) -> Dim | None:
+    """``(N + c) // k + e`` for ``N`` a symbol or a difference of two (``T // 2 + 1`` from an
+    rfft, ``(L - K) // 2 + 1`` from a strided window), ``k`` up to 4; checked at every point."""
+    numerators = [Dim.symbol(n) for n in names]
+    numerators += [Dim.symbol(a) - Dim.symbol(b) for a in names for b in names if a != b]
+    for k in (2, 3, 4):
+        for num in numerators:
+            for c in range(k):
+                cand = (num + c) // k
+                e = values[0] - cand.evaluate(points[0])
+                if all(cand.evaluate(p) + e == v for p, v in zip(points, values, strict=True)):
+                    return cand + e
+    return None
+
+
 def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]], args: Any,
-              what: str) -> list[list[Dim] | None]:
+              what: str, base: dict[str, int] | None = None) -> list[list[Dim] | None]:
     """Fit each result size of an operation as an expression in the symbols of its arguments.
 
     ``evaluate(env)`` runs the operation at one size assignment and returns each result's
@@ -541,9 +601,8 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
     if len(names) > _MAX_SYMBOLS:
         raise S.Unsupported(f"{what} with more than {_MAX_SYMBOLS} symbolic sizes")
     lcm = _lcm(t)
-    full = _base(t)
-    base = {n: full[n] for n in names}
-    points = _points(names, base, 2 * lcm)
+    full = base or _base(t)
+    points = _points(names, full, lcm)
     for p in points:
         _size_guard(args, p)
     shapes = [evaluate(p) for p in points]
@@ -561,6 +620,8 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
                 fit = next((c for c in candidates
                             if all(c.evaluate(p) == v for p, v in zip(points, values,
                                                                        strict=True))), None)
+            if fit is None:
+                fit = _floor_fit(names, points, values)
             if fit is None:
                 fit = t.new_dim("n")
                 t.report("assumption", f"{what}: result axis {axis} is not a function of the "
@@ -593,7 +654,6 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     finding when the library's message says so, else the trace stops with a note.
     """
     t = S.tracer()
-    base = _base(t)
 
     def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
         return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
@@ -601,22 +661,34 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
         return [describe(leaf) for leaf in _leaves(result)]
 
-    _size_guard((args, kwargs), base)
-    try:
-        sample = run(base, make)
-    except (ValueError, IndexError, TypeError) as e:
-        if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
-                "unexpected keyword" in str(e) or "not a valid" in str(e):
+    bases = _bases(t, (args, kwargs))
+    _size_guard((args, kwargs), bases[0])
+    error: BaseException | None = None
+    for i, base in enumerate(bases):
+        try:
+            sample = run(base, make)
+        except (ValueError, IndexError, TypeError) as e:
+            if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
+                    "unexpected keyword" in str(e) or "not a valid" in str(e):
+                raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+            error = error or e
+            continue
+        except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
             raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-        kind = "broadcast" if "broadcast" in str(e).lower() else "contraction"
-        t.report(kind, f"{name} fails on these shapes at every size: {_named(e, t)}")
+        if i:  # it runs only where the sizes are ordered the other way: say so
+            order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
+            t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
+                                   f"assumes {order}", severity="warning")
+        break
+    else:
+        assert error is not None
+        kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
+        t.report(kind, f"{name} fails on these shapes at every size: {_named(error, t)}")
         first = next((a for a in _leaves(args) if isinstance(a, S.SymArray)), None)
         return S.SymArray(first.dims if first is not None else (), "f")
-    except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
-        raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
     described = shapes_of(sample)
     fits = fit_sizes(lambda env: [d[0] if d else None for d in shapes_of(run(env, make))],
-                     (args, kwargs), name)
+                     (args, kwargs), name, base)
     if make_data is not None:
         try:
             data = [d[0] if d else None for d in shapes_of(run(base, make_data))]
@@ -683,5 +755,25 @@ def _named(e: BaseException, t: S.Tracer) -> str:
     return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), str(e))
 
 
+def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any]:
+    """``np.concatenate(x)`` of one array treats its rows as the sequence: fitted."""
+    def impl(arrays: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(arrays, S.SymArray):
+            import numpy as np
+
+            return fitted_numpy(getattr(np, name), (arrays, *args), kw)
+        return model(arrays, *args, **kw)
+    return impl
+
+
+def _where(cond: Any, *args: Any, **kw: Any) -> Any:
+    if not args:  # where(cond): the indices of the true elements, a data-dependent size
+        return _nonzero(cond)
+    return S.where(cond, *args, **kw)
+
+
+NUMPY_EXTRA["where"] = _where
+for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack"):
+    NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
 S.NUMPY.update(NUMPY_EXTRA)
 S.CREATION_NUMPY.update(CREATION_EXTRA)

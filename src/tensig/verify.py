@@ -204,7 +204,10 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     patched: list[tuple[Any, str, Any]] = []
-    targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
+    from tensig.symbolic_numpy import CREATION_RANDOM
+
+    targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
+               ("torch", S.CREATION_TORCH)]
     try:
         for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
             patched.append((builtins, name, getattr(builtins, name)))
@@ -434,7 +437,9 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
     items = out if isinstance(out, tuple) else (out,)
-    return tuple(S._sym(o).dims if not isinstance(o, S.SymSize) else () for o in items)
+    return tuple(S._sym(o).dims if isinstance(o, S.SymArray | int | float) or
+                 (hasattr(o, "shape") and not isinstance(o, type))
+                 else () for o in items)  # a size, a string, None: no shape
 
 
 def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
