@@ -13,7 +13,17 @@ from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
-from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
+from tensig.ops import (
+    RowArray,
+    concat,
+    einmax1,
+    einsum,
+    einsum1,
+    einsum_path,
+    outer_sum,
+    rows,
+    tropical,
+)
 from tensig.price import price
 from tensig.runtime import shaped
 from tensig.shapes import Shape
@@ -63,6 +73,7 @@ __all__ = [
     "einmax1",
     "einsum",
     "einsum1",
+    "einsum_path",
     "infer",
     "outer_sum",
     "parse",

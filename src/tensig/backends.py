@@ -203,7 +203,7 @@ class NumpyBackend(_ArrayAPIBackend):
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         flops = _flops(subscripts, shapes)
         if flops < 1 << 15 or len(shapes) < 2:
-            small = _matmul_plan(self.np.matmul, subscripts, shapes)
+            small = _matmul_plan(self.np.matmul, subscripts, shapes, keep_dtype=True)
             return small or functools.partial(self.np.einsum, subscripts)
         if len(shapes) == 2:
             gemm = _NumpyGemm.plan(self.np, subscripts)
@@ -300,7 +300,8 @@ def _gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[s
 
 
 def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
-                 shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
+                 shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+                 ) -> Callable[..., Any] | None:
     """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (or, for one
     operand, a sum and a transpose), every permutation and size worked out here, once.
 
@@ -315,10 +316,10 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     size = {c: n for s, shape in zip(subs, shapes, strict=True)
             for c, n in zip(s, shape, strict=True)}
     if len(subs) == 1:
-        return _reduce_plan(subs[0], out) or (lambda x: x)
+        return _reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
     a, b = subs
     # a label in one operand only and absent from the result is summed away first
-    pre = [_reduce_plan(s, "".join(c for c in s if c in out or c in other))
+    pre = [_reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
            for s, other in ((a, b), (b, a))]
     a = "".join(c for c in a if c in out or c in b)
     b = "".join(c for c in b if c in out or c in a)
@@ -370,8 +371,11 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     return run
 
 
-def _reduce_plan(sub: str, out: str) -> Callable[[Any], Any] | None:
-    """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing)."""
+def _reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
+    """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
+
+    ``keep_dtype``: sum in the operand's dtype, as ``numpy.einsum`` does (an int8 sum wraps
+    around, a bool sum is a logical or), where ``ndarray.sum`` would widen to int64."""
     axes = tuple(i for i, c in enumerate(sub) if c not in out)
     kept = [c for c in sub if c in out]
     perm = [kept.index(c) for c in out]
@@ -381,7 +385,7 @@ def _reduce_plan(sub: str, out: str) -> Callable[[Any], Any] | None:
 
     def run(x: Any) -> Any:
         if axes:
-            x = x.sum(axes)
+            x = x.sum(axes, dtype=x.dtype) if keep_dtype else x.sum(axes)
         if moves:
             x = x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
         return x
@@ -634,7 +638,15 @@ class DaskBackend(_ArrayAPIBackend):
         for sub, x in zip(subs, xs, strict=True):
             want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
             aligned.append(x.rechunk(want) if want else x)
-        return self.da.einsum(subscripts, *aligned)
+        # in the operands' result dtype, as numpy.einsum (an int8 sum wraps, a bool sum is a
+        # logical or): dask sums the blocks' partial results in int64.  Casting the int64
+        # total back is exact: integer sums wrap modulo 2^bits either way, and a count is
+        # nonzero exactly when the logical or is true
+        import numpy as np
+
+        out = self.da.einsum(subscripts, *aligned)
+        dtype = np.result_type(*[x.dtype for x in xs])
+        return out if out.dtype == dtype else out.astype(dtype)
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from dask.array.lib.stride_tricks import sliding_window_view
