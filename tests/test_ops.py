@@ -208,7 +208,7 @@ def test_errors_before_computation():
     with pytest.raises(TypeError, match="mix array libraries"):
         ts.einsum("ij;jk=>ik", np.ones((2, 3)), torch.ones(3, 4))
     with pytest.raises(TypeError, match="not an array"):
-        ts.einsum("ij;jk=>ik", np.ones((2, 3)), [[1.0]])
+        ts.einsum("ij;jk=>ik", np.ones((2, 3)), {"j": 1.0})
     with pytest.raises(TypeError, match="does not know arrays"):
         ts.einsum1("i => i", _FakeArray())
     with pytest.raises(ShapeError, match="einsum takes at least 2"):

@@ -13,7 +13,17 @@ from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
-from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
+from tensig.ops import (
+    RowArray,
+    concat,
+    einmax1,
+    einsum,
+    einsum1,
+    einsum_path,
+    outer_sum,
+    rows,
+    tropical,
+)
 from tensig.padding import Padded, PaddingError, pad
 from tensig.price import price
 from tensig.runtime import shaped
@@ -66,6 +76,7 @@ __all__ = [
     "einmax1",
     "einsum",
     "einsum1",
+    "einsum_path",
     "infer",
     "outer_sum",
     "pad",

@@ -13,43 +13,63 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Backend", "ZeroTest", "all_zero", "backend_for", "backend_of", "library_of"]
+__all__ = ["Backend", "all_zero", "backend_for", "backend_of", "is_integer",
+           "library_of", "neutral_max"]
 
 
 def all_zero(x: Any) -> bool:
-    """Whether every element of ``x`` is zero (NaN is not): ``|x|`` sums to 0.  For small
-    arrays tested per call (a pooling window), where it is cheaper than a boolean ``any``."""
-    return float(abs(x).sum()) == 0
+    """Whether every element of ``x`` is zero (NaN is not), tested afresh on every call.
+
+    For small arrays tested per call (a pooling window).  There is no cache: a torch
+    tensor's version counter misses writes through ``torch.from_numpy`` memory or ``.data``,
+    and a read-only NumPy view can have a writable base, so a remembered answer could be
+    stale.  ``count_nonzero`` is one C call (2-6 us on a 2x2 window, a ~0-8% difference on
+    the digits CNN's training step, within the bench's noise).
+    """
+    count = getattr(x, "count_nonzero", None)  # torch
+    if count is not None:
+        return int(count()) == 0
+    import numpy as np
+
+    return int(np.count_nonzero(x)) == 0
 
 
-class ZeroTest:
-    """:func:`all_zero` remembered for the last array tested while it cannot have changed:
-    the same torch tensor at the same version counter (bumped by every in-place write), or
-    the same read-only NumPy array.  A pooling window is tested every step; this makes the
-    test a pointer comparison instead of three array calls."""
+@functools.cache
+def neutral_max(dtype: Any) -> float | int | bool:
+    """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch dtype):
+    ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
+    definition every padding for a max reads (lowering, max pooling, compiled routines).
 
-    def __init__(self) -> None:
-        self.seen: tuple[Any, Any, bool] | None = None
+    >>> import numpy as np
+    >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)
+    (-128, False, -inf)
+    """
+    if hasattr(dtype, "is_floating_point"):  # a torch dtype
+        import torch
 
-    def __call__(self, x: Any) -> bool:
-        seen = self.seen
-        version = _version(x)
-        if seen is not None and seen[0] is x and version is not None and seen[1] == version:
-            return seen[2]
-        result = all_zero(x)
-        self.seen = (x, version, result) if version is not None else None
-        return result
+        if dtype == torch.bool:
+            return False
+        if dtype.is_floating_point or dtype.is_complex:
+            return -math.inf
+        return int(torch.iinfo(dtype).min)
+    import numpy as np
+
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return False
+    if np.issubdtype(dt, np.integer):
+        return int(np.iinfo(dt).min)
+    return -math.inf
 
 
-def _version(x: Any) -> Any:
-    """A value that changes whenever ``x``'s elements may have, or None when there is none."""
-    flags = getattr(x, "flags", None)
-    if flags is not None:
-        return None if flags.writeable else 0
-    try:
-        return x._version  # torch; inference tensors keep no counter
-    except (AttributeError, RuntimeError):
-        return None
+@functools.cache
+def is_integer(dtype: Any) -> bool:
+    """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
+    if hasattr(dtype, "is_floating_point"):
+        return not (dtype.is_floating_point or dtype.is_complex) and str(dtype) != "torch.bool"
+    import numpy as np
+
+    return bool(np.issubdtype(np.dtype(dtype), np.integer))
 
 
 class Backend:
@@ -97,10 +117,6 @@ class Backend:
         raise NotImplementedError
 
     def maximum(self, a: Any, b: Any) -> Any:
-        raise NotImplementedError
-
-    def neutral_max(self, like: Any) -> float:
-        """The neutral element of max for ``like``'s dtype: -inf, or the dtype's minimum."""
         raise NotImplementedError
 
     def flatten(self, xs: Sequence[Any]) -> Any:
@@ -162,16 +178,6 @@ class _ArrayAPIBackend(Backend):
     def maximum(self, a: Any, b: Any) -> Any:
         return self.xp.maximum(a, b)
 
-    def neutral_max(self, like: Any) -> float:
-        import numpy as np
-
-        dt = like.dtype if hasattr(like, "dtype") else np.asarray(like).dtype  # numpy dtypes
-        if np.issubdtype(dt, np.integer):
-            return int(np.iinfo(dt).min)
-        if dt == np.bool_:
-            return False
-        return -float("inf")
-
 
 class NumpyBackend(_ArrayAPIBackend):
     name = "numpy"
@@ -197,7 +203,7 @@ class NumpyBackend(_ArrayAPIBackend):
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         flops = _flops(subscripts, shapes)
         if flops < 1 << 15 or len(shapes) < 2:
-            small = _matmul_plan(self.np.matmul, subscripts, shapes)
+            small = _matmul_plan(self.np.matmul, subscripts, shapes, keep_dtype=True)
             return small or functools.partial(self.np.einsum, subscripts)
         if len(shapes) == 2:
             gemm = _NumpyGemm.plan(self.np, subscripts)
@@ -294,7 +300,8 @@ def _gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[s
 
 
 def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
-                 shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
+                 shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+                 ) -> Callable[..., Any] | None:
     """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (or, for one
     operand, a sum and a transpose), every permutation and size worked out here, once.
 
@@ -309,10 +316,10 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     size = {c: n for s, shape in zip(subs, shapes, strict=True)
             for c, n in zip(s, shape, strict=True)}
     if len(subs) == 1:
-        return _reduce_plan(subs[0], out) or (lambda x: x)
+        return _reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
     a, b = subs
     # a label in one operand only and absent from the result is summed away first
-    pre = [_reduce_plan(s, "".join(c for c in s if c in out or c in other))
+    pre = [_reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
            for s, other in ((a, b), (b, a))]
     a = "".join(c for c in a if c in out or c in b)
     b = "".join(c for c in b if c in out or c in a)
@@ -364,8 +371,11 @@ def _matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     return run
 
 
-def _reduce_plan(sub: str, out: str) -> Callable[[Any], Any] | None:
-    """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing)."""
+def _reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
+    """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
+
+    ``keep_dtype``: sum in the operand's dtype, as ``numpy.einsum`` does (an int8 sum wraps
+    around, a bool sum is a logical or), where ``ndarray.sum`` would widen to int64."""
     axes = tuple(i for i, c in enumerate(sub) if c not in out)
     kept = [c for c in sub if c in out]
     perm = [kept.index(c) for c in out]
@@ -375,7 +385,7 @@ def _reduce_plan(sub: str, out: str) -> Callable[[Any], Any] | None:
 
     def run(x: Any) -> Any:
         if axes:
-            x = x.sum(axes)
+            x = x.sum(axes, dtype=x.dtype) if keep_dtype else x.sum(axes)
         if moves:
             x = x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
         return x
@@ -425,7 +435,33 @@ class TorchBackend(Backend):
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
         plan = _matmul_plan(self.torch.matmul, subscripts, shapes)
-        return plan or functools.partial(self.torch.einsum, subscripts)
+        einsum = functools.partial(self.torch.einsum, subscripts)
+        if plan is None:
+            return einsum
+
+        def contract(*xs: Any) -> Any:
+            try:  # the try costs nothing on the fast path
+                return plan(*xs)
+            except (RuntimeError, NotImplementedError):
+                return self._promoted(plan, einsum, xs)
+
+        return contract
+
+    def _promoted(self, plan: Callable[..., Any], einsum: Callable[..., Any],
+                  xs: Sequence[Any]) -> Any:
+        """A contraction that matmul refused: operands of mixed dtypes (int8 with float32)
+        in torch's promoted dtype, as ``torch.einsum`` does for products that reduce nothing
+        (its contractions refuse them); bool operands as NumPy's logical or of ands (torch
+        has no bool matmul).  Anything still refused raises torch's own error."""
+        t = self.torch
+        dtype = functools.reduce(t.promote_types, [x.dtype for x in xs])
+        if dtype == t.bool:
+            return plan(*[x.to(t.float32) for x in xs]) > 0  # exact: sums of 0s and 1s
+        cast = [x if x.dtype == dtype else x.to(dtype) for x in xs]
+        try:
+            return plan(*cast)
+        except (RuntimeError, NotImplementedError):
+            return einsum(*cast)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         flat: list[int] = []
@@ -503,7 +539,7 @@ class TorchBackend(Backend):
         fn = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[len(kernel) - 1]
         padding = [lo for lo, _ in pads]
         if any(lo != hi or 2 * lo > k for (lo, hi), k in zip(pads, kernel, strict=True)):
-            x = self.pad(x, [(0, 0), (0, 0), *pads], -float("inf"))
+            x = self.pad(x, [(0, 0), (0, 0), *pads], neutral_max(x.dtype))
             padding = [0] * len(pads)
         return fn(x, list(kernel), list(strides), padding, list(dilations))
 
@@ -564,14 +600,6 @@ class TorchBackend(Backend):
     def maximum(self, a: Any, b: Any) -> Any:
         return self.torch.maximum(a, b)
 
-    def neutral_max(self, like: Any) -> float:
-        t = self.torch
-        if like.dtype == t.bool:
-            return False
-        if not like.dtype.is_floating_point and not like.dtype.is_complex:
-            return int(t.iinfo(like.dtype).min)
-        return -float("inf")
-
 
 class JaxBackend(_ArrayAPIBackend):
     name = "jax"
@@ -610,7 +638,15 @@ class DaskBackend(_ArrayAPIBackend):
         for sub, x in zip(subs, xs, strict=True):
             want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
             aligned.append(x.rechunk(want) if want else x)
-        return self.da.einsum(subscripts, *aligned)
+        # in the operands' result dtype, as numpy.einsum (an int8 sum wraps, a bool sum is a
+        # logical or): dask sums the blocks' partial results in int64.  Casting the int64
+        # total back is exact: integer sums wrap modulo 2^bits either way, and a count is
+        # nonzero exactly when the logical or is true
+        import numpy as np
+
+        out = self.da.einsum(subscripts, *aligned)
+        dtype = np.result_type(*[x.dtype for x in xs])
+        return out if out.dtype == dtype else out.astype(dtype)
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from dask.array.lib.stride_tricks import sliding_window_view
@@ -628,25 +664,55 @@ _BACKENDS: dict[str, type[Backend]] = {
 
 @functools.cache
 def library_of(array_type: type) -> str:
-    """The array library a type comes from, by its top-level module (``jaxlib`` is ``jax``):
-    the one dispatch key of every layer (lowering, compiled routines, the rank layer).
+    """The array library a type comes from, by the top-level module of the first class in its
+    MRO that one of the four libraries defines (``jaxlib`` is ``jax``): the one dispatch key of
+    every layer (lowering, compiled routines, the rank layer).  A subclass is its base's
+    library, so ``np.memmap`` and a user's ``ndarray`` subclass are ``'numpy'``.
 
     >>> import numpy as np
-    >>> library_of(np.ndarray)
-    'numpy'
+    >>> library_of(np.ndarray), library_of(np.memmap)
+    ('numpy', 'numpy')
     """
+    for cls in array_type.__mro__:
+        root = cls.__module__.partition(".")[0]
+        root = "jax" if root == "jaxlib" else root
+        if root in _BACKENDS:
+            return root
     root = array_type.__module__.partition(".")[0]
     return "jax" if root == "jaxlib" else root
 
 
+#: ndarray subclasses whose meaning an einsum would silently drop: refused, not converted
+_REFUSED = {
+    ("numpy", "matrix"): "it is always 2-D (its reshape keeps two axes); pass np.asarray(m)",
+    ("numpy.ma", "MaskedArray"): "einsum would ignore the mask; pass m.filled(value) "
+                                 "(what masked cells hold) or np.asarray(m)",
+}
+
+
 @functools.cache
 def backend_for(array_type: type) -> Backend:
-    """The backend of an array type (instantiated once, importing its library then)."""
-    cls = _BACKENDS.get(library_of(array_type))
+    """The backend of an array type: one instance per library (importing it then), shared by
+    its subclasses."""
+    for cls in array_type.__mro__:
+        why = _REFUSED.get((cls.__module__, cls.__qualname__))
+        if why is not None:
+            raise TypeError(f"tensig does not take {cls.__module__}.{cls.__qualname__} "
+                            f"operands: {why}")
+    return _backend_named(library_of(array_type), array_type)
+
+
+def _backend_named(library: str, array_type: type) -> Backend:
+    cls = _BACKENDS.get(library)
     if cls is None:
         raise TypeError(
             f"tensig does not know arrays of type {array_type.__module__}.{array_type.__name__}; "
             "supported: numpy.ndarray, torch.Tensor, jax.Array, dask.array.Array")
+    return _instance(cls)
+
+
+@functools.cache
+def _instance(cls: type[Backend]) -> Backend:
     return cls()
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tensig import ir
-from tensig.backends import Backend
+from tensig.backends import Backend, neutral_max
 from tensig.errors import ShapeError
 from tensig.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
 from tensig.projections import Labels
@@ -382,6 +382,9 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     key = a.lhs.key
     shape = a.lhs.tensor.shape.int_dims
     neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    # max's neutral element depends on the dtype (an integer's minimum): one definition
+    first = src.literal(neutral) if accum is None or ACCUMULATORS[accum][0] != "max" else \
+        f"{src.bind(neutral_max, 'neutral_max')}(v.dtype)"
     fixed = any(isinstance(x, int) for x in lhs_labels)
     if fixed:  # the value fills the fixed positions; the pad holds the neutral element
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
@@ -391,7 +394,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
         if all(p == (0, 0) for p in pads):  # size-1 axes: the value covers the whole lhs
             src.emit(f"v = v.reshape({expand!r})")
         else:
-            src.emit("v = " + pad.format("v", src.literal(neutral)))
+            src.emit("v = " + pad.format("v", first))
         if accum is None and any(p != (0, 0) for p in pads):  # other cells keep their values
             src.emit(f"if {key!r} in A:")
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
@@ -399,7 +402,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     if accum is not None:
         op = ACCUMULATORS[accum][0]
         combine = _INLINE.get(op) or f"{src.bind(BINARY[op], op)}(xp, {{}}, {{}})"
-        start = combine.format(f"backend.full({shape!r}, {src.literal(neutral)}, v)", "v")
+        start = combine.format(f"backend.full({shape!r}, {first}, v)", "v")
         if a.init:
             if accum == "-":
                 src.emit("v = -v")

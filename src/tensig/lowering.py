@@ -21,14 +21,15 @@ tensor takes part in the phases whose components it uses.  Phases are enumerated
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import math
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tensig.backends import Backend, ZeroTest
+from tensig.backends import Backend, all_zero, is_integer, neutral_max
+from tensig.errors import ShapeError
 from tensig.inference import (
     AffineIndex,
     AxisUse,
@@ -39,8 +40,8 @@ from tensig.inference import (
 )
 from tensig.shapes import Shape
 
-__all__ = ["OPS", "OpKind", "Plan", "build_plan", "conv_gradient", "operand_view", "tiled_view",
-           "window_pads"]
+__all__ = ["OPS", "OpKind", "Plan", "build_plan", "check_windows", "conv_gradient", "fill",
+           "operand_view", "tiled_view", "window_pads"]
 
 
 @dataclass(frozen=True)
@@ -102,23 +103,105 @@ def _components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, 
     return out
 
 
+def _iters_of(ix: Any) -> list[Iter]:
+    """The iterators a non-concatenated index reads."""
+    if isinstance(ix, Iter):
+        return [ix]
+    if isinstance(ix, AffineIndex):
+        return [ix.over] + ([ix.kernel] if ix.kernel is not None else [])
+    return []
+
+
+def collapse_concats(inferred: Inferred) -> Inferred:
+    """Concatenations that are one axis in disguise, made one iterator.
+
+    When every use of labels ``a`` and ``b`` is the same concatenation ``a^b`` (``a^b, c^d =>
+    a^b, c^d``, or a sum over ``a^b``), nothing tells the two parts apart: the axis is one
+    iterator of size ``|a| + |b|``.  Without this, each such axis doubles the phases, so ``n``
+    of them cost ``2^n`` slices and pads, planned through ``4^n`` choices (11 axes: 29 s).
+    """
+    seq_of: dict[int, tuple[int, ...]] = {}
+    mixed: set[int] = set()
+    found = False
+    for uses in inferred.layout:
+        for u in uses:
+            ix = u.index
+            if not isinstance(ix, ConcatIndex):
+                mixed.update(it.id for it in _iters_of(ix))
+                continue
+            found = True
+            ids = tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts)
+            if -1 in ids or len(set(ids)) != len(ids):  # a skipped range, or a label twice
+                mixed.update(i for i in ids if i != -1)
+                continue
+            for i in ids:
+                if seq_of.setdefault(i, ids) != ids:
+                    mixed.add(i)
+    if not found:
+        return inferred
+    fresh = max((it.id for it in inferred.iterators), default=-1) + 1
+    merged: dict[tuple[int, ...], Iter] = {}
+    for ids in dict.fromkeys(seq_of.values()):
+        if not any(i in mixed for i in ids):
+            merged[ids] = Iter(fresh + len(merged), None, 0)
+    if not merged:
+        return inferred
+
+    def new_use(u: AxisUse) -> AxisUse:
+        ix = u.index
+        if isinstance(ix, ConcatIndex):
+            it = merged.get(tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts))
+            if it is not None:
+                return dataclasses.replace(u, index=Iter(it.id, it.name, int(u.size)))
+        return u
+
+    layout = tuple(tuple(new_use(u) for u in uses) for uses in inferred.layout)
+    iters = {it.id: it for uses in layout for u in uses for it in [u.index]
+             if isinstance(it, Iter) and it.id >= fresh}
+    return dataclasses.replace(inferred, layout=layout,
+                               iterators=inferred.iterators + tuple(iters.values()))
+
+
 def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int], int]]:
-    """Consistent choices of one active component per concatenated axis."""
+    """Consistent choices of one active component per concatenated axis in which the result
+    and at least one operand take part (no label they read outside a concatenation is
+    inactive), by a depth-first search that drops a partial choice as soon as it cannot
+    lead to one: the work is per phase that counts, not per combination of components."""
     axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
             if isinstance(u.index, ConcatIndex)]
     if not axes:
         return [{}]
     comps = {ax: _components(layout[ax[0]], *ax) for ax in axes}
-    labels = {k for cs in comps.values() for k, _ in cs if isinstance(k, int)}
-    phases = []
-    for choice in itertools.product(*(range(len(comps[ax])) for ax in axes)):
-        chosen = dict(zip(axes, choice, strict=True))
-        active = {comps[ax][j][0] for ax, j in chosen.items()} & labels
-        ok = all(
-            sum(1 for k, _ in comps[ax] if k in active) == (1 if comps[ax][j][0] in labels else 0)
-            for ax, j in chosen.items())
-        if ok:
-            phases.append(chosen)
+    reads = [{it.id for u in uses for it in _iters_of(u.index)} for uses in layout]
+    result, operands = reads[-1], reads[:-1]
+    phases: list[dict[tuple[int, int], int]] = []
+    chosen: dict[tuple[int, int], int] = {}
+    state: dict[Key, bool] = {}  # label -> active
+
+    def possible() -> bool:
+        off = {k for k, on in state.items() if not on}
+        return not (result & off) and any(not (r & off) for r in operands)
+
+    def visit(i: int) -> None:
+        if i == len(axes):
+            phases.append(dict(chosen))
+            return
+        ax = axes[i]
+        labels = [k for k, _ in comps[ax] if isinstance(k, int)]
+        for j, (key, _) in enumerate(comps[ax]):
+            want = {k: k == key for k in labels}
+            if any(state.get(k, on) != on for k, on in want.items()):
+                continue
+            new = [k for k in want if k not in state]
+            state.update((k, want[k]) for k in new)
+            if possible():
+                chosen[ax] = j
+                visit(i + 1)
+                del chosen[ax]
+            for k in new:
+                del state[k]
+
+    visit(0)
     return phases
 
 
@@ -129,6 +212,8 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
 
 def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
     """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
+    check_windows(inferred)
+    answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     n_ops = len(layout) - 1
     result_uses = layout[-1]
@@ -172,7 +257,7 @@ def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
                 out = backend.maximum(out, piece)
         if out is None:
             like = arrays[0]
-            return backend.full(full_shape, neutral, like)
+            return backend.full(full_shape, fill(neutral, like), like)
         return out
 
     direct = None
@@ -185,7 +270,27 @@ def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
         elif op.accumulate == "add" and not _needs_neutral(inferred):
             def run(arrays: Sequence[Any]) -> Any:
                 return only(arrays, 0)
-    return Plan(run, shape, inferred, direct)
+    return Plan(run, shape, answer, direct)
+
+
+def check_windows(inferred: Inferred) -> None:
+    """Refuse a window of no cells (a size-0 kernel axis): every output position would be a
+    sum (or a max) over nothing, and the output axis would have more positions than the
+    input has cells (``o<+k`` with 4 inputs and an empty kernel: 5), which no backend
+    computes alike (zeros, -inf or a raw error).  Checked here, per plan, on every backend."""
+    for t, uses in enumerate(inferred.layout[:-1]):
+        for p, u in enumerate(uses):
+            ix = u.index
+            if isinstance(ix, AffineIndex) and ix.kernel is not None and \
+                    int(ix.kernel.size) == 0:
+                k, o = ix.kernel.name or "kernel", ix.over.name or "output"
+                raise ShapeError(
+                    f"the window axis {k!r} has size 0: operand {t}'s axis {p} ({o} over {k}, "
+                    f"{int(u.size)} cells) would have {int(ix.over.size)} windows of no cells",
+                    spec=inferred.spec.text if inferred.spec is not None else inferred.logic,
+                    operand=t, label=k, sizes=(0, int(u.size)),
+                    hint=f"a convolution or pooling window needs at least one cell: give "
+                         f"{k!r} a size of 1 or more")
 
 
 def _needs_neutral(inferred: Inferred) -> bool:
@@ -193,7 +298,17 @@ def _needs_neutral(inferred: Inferred) -> bool:
 
 
 def _neutral(op: OpKind, backend: Backend, arrays: Sequence[Any]) -> float:
-    return 0 if op.accumulate == "add" else backend.neutral_max(arrays[0])
+    """0 for the add-reducing operations; for the max-reducing ones the first operand's
+    neutral element of max -- views and placement pad with :func:`fill`, which reads the
+    padded array's own dtype, so this value only says which of the two it is."""
+    return 0 if op.accumulate == "add" else neutral_max(arrays[0].dtype)
+
+
+def fill(neutral: float, x: Any) -> float | int | bool:
+    """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
+    the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
+    pads with -128, its float result with -inf)."""
+    return neutral if neutral == 0 else neutral_max(x.dtype)
 
 
 class _Letters:
@@ -276,11 +391,9 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
     y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
 
-    zero = ZeroTest()
-
     def step(arrays: Any, neutral: float) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
-        if not accepts(x, x) or not zero(w):
+        if not accepts(x, x) or not all_zero(w):
             return generic(arrays, neutral)
         return y_out(pool(x_in(x), kernel, strides, dilations, pads))
 
@@ -316,8 +429,14 @@ def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
         def step(arrays: Sequence[Any], neutral: float) -> Any:
             return place(core([f(arrays[t], neutral)], neutral), neutral)
     else:
+        masked = getattr(core, "masked", None)
+
         def step(arrays: Sequence[Any], neutral: float) -> Any:
             xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
+            if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
+                ones = [f(backend.full(arrays[t].shape, 1, arrays[t]), neutral)
+                        for t, f in zip(members, funcs, strict=True)]
+                return place(masked(xs, ones), neutral)
             return place(core(xs, neutral), neutral)
 
     if bare:
@@ -511,7 +630,7 @@ def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
 
 
 def _iter_size(inferred: Inferred, key: int) -> int:
-    return int(inferred.iterators[key].size)
+    return int(next(it.size for it in inferred.iterators if it.id == key))
 
 
 def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
@@ -593,7 +712,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
         if not trivial_index:
             x = x[basic]
         if any_pad:
-            x = backend.pad(x, pads, neutral)
+            x = backend.pad(x, pads, fill(neutral, x))
         if strided_index is not None:
             x = x[strided_index]
         for axis, span, stride, index in window_steps:
@@ -817,6 +936,22 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
             total = x if total is None else total + x
         return backend.amax(total, final_axes)
 
+    def masked(xs: list[Any], valid: list[Any]) -> Any:
+        """``core`` for integer operands.  Their padding (the dtype's minimum) is a number:
+        ``min + (-1)`` wraps around to the largest value and would win the max.  ``valid``
+        holds each view of ones (padding: the minimum again), so a cell is real where every
+        operand's reads 1; the sum elsewhere is replaced by the neutral element."""
+        total = ok = None
+        for x, v, (diag, own, align) in zip(xs, valid, preps, strict=True):
+            if diag is not None:
+                x, v = backend.einsum(diag, x), backend.einsum(diag, v)
+            x, v = align(backend.amax(x, own)), align(backend.amax(v, own)) == 1
+            total = x if total is None else total + x
+            ok = v if ok is None else ok & v
+        lo = backend.full((), neutral_max(total.dtype), total)
+        return backend.amax(backend.where(ok, total, lo), final_axes)
+
+    core.masked = masked  # type: ignore[attr-defined]
     return core
 
 
@@ -882,9 +1017,9 @@ def _placement(backend: Backend, covered: set[Key], res_keys: list[Key],
             mask_shape = [1] * len(target)
             mask_shape[first] = mask_shape[dup] = n
             mask = backend.reshape(backend.eye_mask(n, x), mask_shape)
-            x = backend.where(mask, x, backend.full((), neutral, x))
+            x = backend.where(mask, x, backend.full((), fill(neutral, x), x))
         if any_pad:
-            x = backend.pad(x, pads, neutral)
+            x = backend.pad(x, pads, fill(neutral, x))
         return x
 
     return place

@@ -31,6 +31,8 @@ array([[1., 0.],
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,6 +47,8 @@ __all__ = [
     "einmax1",
     "einsum",
     "einsum1",
+    "einsum_path",
+    "numpy_subscripts",
     "outer_sum",
     "rows",
     "tropical",
@@ -154,6 +158,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
         plan = _PLANS.get(key)
     except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
         key, plan = None, None
+        xs = [_array_like(x) for x in xs]
         arrays = [x.array if isinstance(x, RowArray) else x for x in xs]
     if plan is None:
         if not xs:
@@ -169,6 +174,41 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
     if capture is not None:
         return out, plan.inferred.capture(capture)
     return out
+
+
+_SUBSCRIPTS = re.compile(r"[A-Za-z ]*(?:,[A-Za-z ]*)*(?:->[A-Za-z ]*)?|[A-Za-z]*(?:;[A-Za-z]*)+")
+
+
+def numpy_subscripts(spec: str) -> str | None:
+    """A NumPy subscripts string as a tensig spec, or None when ``spec`` is not one.
+
+    Taken only where tensig's own notation has no meaning (no ``=>``): ``"ij,jk->ik"``
+    (NumPy's explicit mode), and NumPy's implicit mode ``"ij,jk"`` or ``"ij;jk"``, whose
+    result is the labels that occur once, sorted (``ik``).  Commas here separate operands,
+    as in NumPy, not axes: a spec with ``=>`` is tensig's notation, unchanged.
+
+    >>> numpy_subscripts("ij,jk"), numpy_subscripts("ba,ca->bc"), numpy_subscripts("i;j=>ij")
+    ('ij;jk=>ik', 'ba;ca=>bc', None)
+    """
+    if "=>" in spec or not _SUBSCRIPTS.fullmatch(spec):
+        return None
+    ins, arrow, out = spec.replace(" ", "").partition("->")
+    subs = re.split("[,;]", ins)
+    if not arrow:
+        counts = Counter("".join(subs))
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return ";".join(subs) + "=>" + out
+
+
+def _array_like(x: Any) -> Any:
+    """Nested lists and Python numbers become NumPy arrays, as ``numpy.einsum`` reads them
+    (``einsum("i;i=>", [1, 2], [3, 4])``); tuples stay refused, since a tuple is a shape
+    everywhere else in tensig."""
+    if isinstance(x, list | int | float | complex):
+        import numpy as np
+
+        return np.asarray(x)
+    return x
 
 
 def _graph_call(op: str, spec: str, xs: Sequence[Any], params: Any, use_padding: Any,
@@ -191,20 +231,32 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
         if not hasattr(a, "shape") or isinstance(a, str | tuple | list):
             raise TypeError(f"{op}(): operand {i} is a {type(a).__name__}, not an array")
     backend = backend_of(arrays)
+    spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
     return build_plan(inferred, OPS[op], backend)
 
 
 def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
            use_padding: bool | None = None, capture: Sequence[str] | None = None,
-           sizes: Mapping[str, int] | None = None) -> Any:
+           sizes: Mapping[str, int] | None = None, out: Any = None, dtype: Any = None,
+           optimize: bool | str | None = None) -> Any:
     """Multiply, add-reduce (OCANNL ``+*``): two or more operands.
+
+    For NumPy users: a NumPy subscripts string works as in ``numpy.einsum`` (``"ij,jk->ik"``,
+    implicit ``"ij,jk"``: see :func:`numpy_subscripts`); ``dtype=`` converts the operands
+    first, ``out=`` receives the result (its shape must be the result's), ``optimize=`` is
+    accepted for compatibility (every call is planned; :func:`einsum_path` shows the order).
 
     >>> import numpy as np
     >>> x, k = np.arange(5.), np.array([1., 10.])
     >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
     array([10., 21., 32., 43.])
+    >>> einsum("ij,jk", np.ones((2, 3)), np.ones((3, 4))).shape
+    (2, 4)
     """
+    if out is not None or dtype is not None or optimize is not None:
+        return _numpy_keywords(spec, xs, out, dtype, optimize, params, use_padding, capture,
+                               sizes)
     if len(xs) == 2 and params is None and use_padding is None and capture is None \
             and sizes is None:
         # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
@@ -218,6 +270,78 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
         if plan is not None and plan.direct is not None and not plan.has_rows:
             return plan.direct(a, b)
     return _call("einsum", spec, xs, params, use_padding, capture, sizes)
+
+
+def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize: Any,
+                    params: Any, use_padding: Any, capture: Any, sizes: Any) -> Any:
+    """``einsum`` with NumPy's ``out=``, ``dtype=`` and ``optimize=`` keywords."""
+    if optimize is not None and not isinstance(optimize, bool | str | list):
+        raise TypeError(f"einsum(): optimize= is a bool, a strategy name or a path, not "
+                        f"{type(optimize).__name__}")
+    if dtype is not None:
+        xs = [_cast(_array_like(x), dtype) for x in xs]
+    result = _call("einsum", spec, xs, params, use_padding, capture, sizes)
+    if out is None:
+        return result
+    value = result[0] if capture is not None else result
+    value = value.array if isinstance(value, RowArray) else value
+    if not hasattr(out, "shape") or tuple(out.shape) != tuple(value.shape):
+        raise ValueError(f"einsum(): out= has shape {getattr(out, 'shape', None)}, the result "
+                         f"{tuple(value.shape)}")
+    if hasattr(out, "copy_"):  # torch
+        out.copy_(value)
+    else:
+        out[...] = value
+    return (out, result[1]) if capture is not None else out
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    """``x`` in ``dtype``: ``astype`` (NumPy, JAX, Dask) or ``to`` (torch)."""
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    return x.to(dtype)
+
+
+def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
+    """The contraction order for an einsum of three or more operands, as opt_einsum (or,
+    without it, ``numpy.einsum_path``) chooses it for these shapes: ``(path, report)``.
+
+    Reads shapes only (operands may be arrays or shape tuples).  The spec's axes must be
+    plain labels (no convolution, fixed or concatenated axes, whose lowering is not a single
+    contraction).
+
+    >>> import numpy as np
+    >>> path, _ = einsum_path("ij;jk;kl=>il", (2, 30), (30, 40), (40, 5))
+    >>> path
+    [(0, 1), (0, 1)]
+    """
+    from tensig.inference import Iter
+
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else x for x in xs]
+    inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum")
+    letters: dict[int, str] = {}
+    subs = []
+    for uses in inferred.layout:
+        if not all(isinstance(u.index, Iter) for u in uses):
+            raise ValueError(f"einsum_path({spec!r}): only plain label axes are one "
+                             "contraction")
+        subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
+                            for u in uses))  # type: ignore[union-attr]
+    subscripts = ",".join(subs[:-1]) + "->" + subs[-1]
+    dims = [tuple(int(u.size) for u in uses) for uses in inferred.layout[:-1]]
+    try:
+        import opt_einsum
+    except ImportError:
+        import numpy as np
+
+        views = [np.broadcast_to(np.empty(()), d) for d in dims]
+        path, report = np.einsum_path(subscripts, *views, optimize="greedy")
+        return [tuple(p) for p in path[1:]], report
+    path, info = opt_einsum.contract_path(subscripts, *dims, shapes=True)
+    return [tuple(p) for p in path], str(info)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tensig.backends import Backend, ZeroTest
+from tensig.backends import Backend, all_zero
 from tensig.codegen import align_function, expression_function
 from tensig.errors import ShapeError
 from tensig.ir import Assign, Buf, Expr, buffers_of
@@ -223,17 +223,19 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     """
 
     from tensig.inference import infer
-    from tensig.lowering import operand_view, tiled_view
+    from tensig.lowering import check_windows, operand_view, tiled_view
 
     proj = a.logic
     if not isinstance(proj, OpProjection) or a.accum not in ("+", None):
         return None
     r = infer(proj.logic, *[t.shape for t in proj.args])
+    check_windows(r)
     index = {proj.result.id: len(proj.args), **{t.id: i for i, t in enumerate(proj.args)}}
     bufs = buffers_of(a.expr)
     if a.lhs.tensor.id not in index or any(b.tensor.id not in index for b in bufs):
         return None
     op = getattr(proj.result, "op", None)
+    # a max-reducing operation: the views pad each operand with its dtype's neutral_max
     neutral = float("-inf") if getattr(op, "op", None) in ("tropical", "einmax1") else 0.0
 
     def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
@@ -266,7 +268,6 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     slots = {b.key: i for i, b in enumerate(bufs)}
     expr = expression_function(a.expr, slots, backend, xp)
     zero_slots, expr_dropped = _zero_window_variant(a.expr, bufs, slots, backend, xp)
-    zero_tests = [ZeroTest() for _ in zero_slots]
     widen = getattr(backend, "widen", None)
     aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
     widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
@@ -280,8 +281,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
             raw = [store.arrays[k] for k in keys]
         except KeyError:
             raw = [store.read(b) for b in bufs]  # the message
-        if zero_slots and all(test(raw[i]) for i, test in zip(zero_slots, zero_tests,
-                                                              strict=True)):
+        if zero_slots and all(all_zero(raw[i]) for i in zero_slots):
             e = expr_dropped  # the window's operand is not read
             args = [None if i in zero_slots else prep(x)
                     for i, (x, prep) in enumerate(zip(raw, prepare, strict=True))]
