@@ -125,7 +125,7 @@ def test_reshape_used_for_a_transpose():
     def good(x):
         return x.transpose(0, 2, 1)
 
-    assert kinds(verify(bad, "B T d => B d T")) == ["reshape"]
+    assert kinds(verify(bad, "B T d => B d T")) == ["reorder"]
     assert verify(good, "B T d => B d T").ok
 
 

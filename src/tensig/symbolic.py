@@ -23,12 +23,14 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from tensig.dims import Dim
+from tensig import findings
+from tensig.dims import Dim, FloorDiv
 from tensig.errors import InconclusiveError
 
-__all__ = ["SUPPORTED", "Finding", "SymArray", "SymSize", "Tracer", "Unsupported"]
+__all__ = ["SUPPORTED", "Finding", "SymArray", "SymSize", "TraceLimit", "Tracer", "Unsupported"]
 
 ONE = Dim.const(1)
 _TENSIG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -36,17 +38,34 @@ _TENSIG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing verification found, at a source line of the verified code."""
+    """One thing verification found, at a source line of the verified code.
 
-    kind: str  # "broadcast", "contraction", "outer-product", "return-shape", "reshape", ...
+    ``kind`` is a registered name in :mod:`tensig.findings` (``"broadcast"``, ``"reorder"``,
+    ...); an unregistered one raises ``KeyError`` at construction (a programming error).
+    ``code`` is the kind's stable code (``TS101``).
+    """
+
+    kind: str
     message: str
     file: str | None = None
     line: int | None = None
     severity: str = "error"  # or "warning" (assumptions)
 
+    def __post_init__(self) -> None:
+        findings.rule(self.kind)
+
+    @property
+    def code(self) -> str:
+        return findings.rule(self.kind).code
+
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}: " if self.file else ""
-        return f"{where}{self.severity}: {self.message}"
+        return f"{where}{self.severity}: {self.message}  [{self.code}]"
+
+
+class TraceLimit(BaseException):
+    """The trace ran past its step or time budget (a ``BaseException``: user code's
+    ``except Exception`` must not swallow it)."""
 
 
 class Unsupported(Exception):
@@ -62,6 +81,8 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    steps: int = 0  # symbolic arrays made so far (see step)
+    max_steps: int = 1_000_000
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -86,21 +107,29 @@ class Tracer:
         return True
 
     def where(self) -> tuple[str | None, int | None]:
-        """The innermost frame outside tensig and the array libraries: the user's line."""
+        """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
+        run their own Python code is the user's line that called into the library."""
         f = sys._getframe(1)
         while f is not None:
-            name = os.path.abspath(f.f_code.co_filename)
-            if not name.startswith(_TENSIG_DIR) and "site-packages" not in name and \
-                    not name.startswith(sys.prefix + os.sep + "lib") and "<frozen" not in name:
+            if findings.user_code(f.f_code.co_filename):
                 return f.f_code.co_filename, f.f_lineno
             f = f.f_back
         return None, None
 
-    def report(self, kind: str, message: str, severity: str = "error") -> None:
+    def report(self, kind: str, message: str, severity: str | None = None) -> None:
+        """Record a finding of a registered ``kind`` (its default severity unless given)."""
         file, line = self.where()
-        finding = Finding(kind, message, file, line, severity)
+        finding = Finding(kind, message, file, line,
+                          severity or findings.rule(kind).severity)
         if finding not in self.findings:
             self.findings.append(finding)
+
+    def step(self) -> None:
+        """Count one symbolic operation; past ``max_steps`` the trace stops (a loop that runs
+        at the witness sizes for too long is reported, never waited for)."""
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise TraceLimit(f"the trace passed {self.max_steps} symbolic operations")
 
     def new_dim(self, hint: str) -> Dim:
         """A fresh existential dimension (a data-dependent size, like a Remora box)."""
@@ -313,6 +342,8 @@ class SymArray:
         self.loose = loose
         self.name = name
         t = _TRACER.get()
+        if t is not None:
+            t.step()
         if t is not None and any(d.constant is None for d in self.dims):
             biggest = t.largest
             if biggest is None or _bigger(self, biggest, t):
@@ -898,15 +929,123 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
     elif not tracer().equal_under_assumptions(known, total):
         tracer().report("reshape", f"reshape of {_shape_text(a)} ({total} elements) into "
                                    f"[{', '.join(map(str, target))}] ({known} elements)")
+        return SymArray([d for d in target if d is not None], a.kind)
     dims = [d for d in target if d is not None]
-    src = [d for d in a.dims if d != ONE]
-    dst = [d for d in dims if d != ONE]
-    if len(src) > 1 and src != dst and sorted(map(str, src)) == sorted(map(str, dst)):
-        tracer().report("reshape", f"reshape of {_shape_text(a)} into "
-                                   f"[{', '.join(map(str, dims))}] only reorders the "
-                                   "dimensions: it mixes elements; use a transpose/permute if "
-                                   "reordering axes was meant")
+    moved = _moved(a.dims, dims)
+    if moved is not None:
+        tracer().report("reorder", f"reshape of {_shape_text(a)} into "
+                                   f"[{', '.join(map(str, dims))}] {moved}: a reshape keeps "
+                                   "elements in order, so this mixes them; use a "
+                                   "transpose/permute if moving axes was meant")
     return SymArray(dims, a.kind)
+
+
+def _factors(d: Dim) -> tuple[Fraction, list[Dim]]:
+    """An axis as its literal factor and symbolic factors: ``4*T`` is ``(4, [T])``, ``C // 4``
+    is ``(1/4, [C])`` (the exact division the reshape already required), a sum is opaque."""
+    if d.constant is not None:
+        return Fraction(d.constant), []
+    if len(d.terms) != 1:
+        return Fraction(1), [d]
+    ((monomial, coefficient),) = d.terms.items()
+    literal, atoms = Fraction(coefficient), []
+    for atom, power in monomial:
+        for _ in range(power):
+            if isinstance(atom, str):
+                atoms.append(Dim.symbol(atom))
+            elif isinstance(atom, FloorDiv):
+                inner, inner_atoms = _factors(atom.numerator)
+                literal *= inner / atom.divisor
+                atoms += inner_atoms
+            else:
+                atoms.append(_atom_dim(atom))
+    return literal, atoms
+
+
+def _moved(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
+    """What a reshape moves, or ``None`` when it keeps elements in order.
+
+    A reshape reinterprets the row-major order, so the symbolic factors of the source's axes
+    must appear in the same order in the target's (within one axis their order is unknown,
+    so any order is allowed), and between two consecutive symbolic factors the literal
+    factors of source and target must multiply to the same number.  A literal factor of an
+    axis that also has symbolic factors may sit anywhere inside that axis, so the gaps that
+    axis spans are compared together.  When the two sides do not have the same symbolic
+    factors (an existential size, a sum that does not factor) nothing is claimed: this lint
+    never guesses.  Cost: quadratic in the number of axes (a handful).
+    """
+    fa, fb = [_factors(d) for d in src], [_factors(d) for d in dst]
+    occ_a = [(i, x) for i, (_, xs) in enumerate(fa) for x in xs]
+    occ_b = [(j, x) for j, (_, xs) in enumerate(fb) for x in xs]
+    if not occ_a or sorted(map(str, (x for _, x in occ_a))) != \
+            sorted(map(str, (x for _, x in occ_b))):
+        return _only_permuted(src, dst) if not occ_a and not occ_b else None
+    where_b: dict[Dim, list[int]] = {}
+    for j, x in occ_b:
+        where_b.setdefault(x, []).append(j)
+    chain = sorted((i, where_b[x].pop(0), x) for i, x in occ_a)  # k-th T matches k-th T
+    for p, q in itertools.combinations(chain, 2):
+        if p[0] < q[0] and p[1] > q[1]:
+            return _detail(src, dst, f"moves {q[2]} before {p[2]}")
+    names = [str(x) for _, _, x in chain]
+    gaps = _literal_gaps(fa, [i for i, _, _ in chain], len(chain)), \
+        _literal_gaps(fb, sorted(j for _, j, _ in chain), len(chain))
+    groups = _join(gaps[0][1] + gaps[1][1], len(chain) + 1)
+    for root in sorted(set(groups)):
+        lits = [math.prod((v for g, v in side[0] if groups[g] == root), start=Fraction(1))
+                for side in gaps]
+        if lits[0] != lits[1]:
+            span = [g for g in range(len(chain) + 1) if groups[g] == root]
+            return _detail(src, dst, f"changes the literal factors "
+                                     f"{_between(names, span[0], span[-1])}: {lits[0]} in the "
+                                     f"source, {lits[1]} in the target")
+    return None
+
+
+def _literal_gaps(factors: list[tuple[Fraction, list[Dim]]], chain_axes: list[int], n: int
+                  ) -> tuple[list[tuple[int, Fraction]], list[tuple[int, int]]]:
+    """Each axis's literal placed at a gap of the chain of symbolic factors (gap ``k`` lies
+    before the ``k``-th), and the spans of gaps over which an axis's literal may float (an
+    axis with symbolic factors and a literal other than 1)."""
+    placed, spans = [], []
+    for axis, (literal, atoms) in enumerate(factors):
+        start = sum(1 for a in chain_axes if a < axis)
+        placed.append((start, literal))
+        if atoms and literal != 1:
+            spans.append((start, start + len(atoms)))
+    return placed, spans
+
+
+def _join(spans: list[tuple[int, int]], n: int) -> list[int]:
+    """Gaps grouped by the spans that cover them: each gap's group is its lowest gap."""
+    group = list(range(n))
+    for lo, hi in sorted(spans):
+        for g in range(lo, hi + 1):
+            group[g] = group[lo]
+    for g in range(n):
+        group[g] = group[group[g]]
+    return group
+
+
+def _detail(src: Sequence[Dim], dst: Sequence[Dim], what: str) -> str:
+    only = _only_permuted(src, dst)
+    return f"{only} ({what})" if only else what
+
+
+def _between(names: list[str], lo: int, hi: int) -> str:
+    if lo > 0 and hi < len(names):
+        return f"between {names[lo - 1]} and {names[hi]}"
+    if hi < len(names):
+        return f"before {names[hi]}"
+    return f"after {names[lo - 1]}" if lo > 0 else "of the whole array"
+
+
+def _only_permuted(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
+    """Literal sizes only: a target that merely permutes the source's sizes."""
+    a, b = [d for d in src if d != ONE], [d for d in dst if d != ONE]
+    if len(a) > 1 and a != b and sorted(map(str, a)) == sorted(map(str, b)):
+        return "only reorders the dimensions"
+    return None
 
 
 def _divide(total: Dim, known: Dim) -> Dim:
