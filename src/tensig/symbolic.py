@@ -63,6 +63,9 @@ class Finding:
         return f"{where}{self.severity}: {self.message}  [{self.code}]"
 
 
+MAX_STEPS = 1_000_000  # symbolic arrays one trace may make (a bound on a loop's work)
+
+
 class TraceLimit(BaseException):
     """The trace ran past its step or time budget (a ``BaseException``: user code's
     ``except Exception`` must not swallow it)."""
@@ -82,7 +85,7 @@ class Tracer:
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
     steps: int = 0  # symbolic arrays made so far (see step)
-    max_steps: int = 1_000_000
+    max_steps: int = field(default_factory=lambda: MAX_STEPS)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
