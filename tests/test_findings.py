@@ -50,6 +50,12 @@ def _reported_kinds() -> list[tuple[str, int, str]]:
             if name in ("report", "Finding") and isinstance(first, ast.Constant) and \
                     isinstance(first.value, str):
                 out.append((str(path.relative_to(ROOT)), node.lineno, first.value))
+        for node in ast.walk(tree):  # (kind, message, severity) triples reported later
+            if isinstance(node, ast.Tuple) and len(node.elts) == 3 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    for e in (node.elts[0], node.elts[2])) and \
+                    node.elts[2].value in ("error", "warning"):
+                out.append((str(path.relative_to(ROOT)), node.lineno, node.elts[0].value))
     return out
 
 

@@ -14,6 +14,7 @@ from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, Tensig
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
 from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
+from tensig.padding import Padded, PaddingError, pad
 from tensig.price import price
 from tensig.runtime import shaped
 from tensig.shapes import Shape
@@ -47,6 +48,8 @@ __all__ = [
     "InconclusiveError",
     "Inferred",
     "Int",
+    "Padded",
+    "PaddingError",
     "Report",
     "RowArray",
     "Shape",
@@ -65,6 +68,7 @@ __all__ = [
     "einsum1",
     "infer",
     "outer_sum",
+    "pad",
     "parse",
     "price",
     "rows",

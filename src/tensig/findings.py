@@ -71,6 +71,10 @@ RULES: tuple[Rule, ...] = (
     Rule("TS107", "split", "error",
          "Explicit split sizes do not add up to the axis being split.",
          "split(x [B, 9], [4, 4], dim=1)"),
+    Rule("TS108", "op-shape", "error",
+         "An operation the library itself rejects for these operand shapes at every size "
+         "(found by running it on shape-only tensors at several sizes).",
+         "F.multi_head_attention_forward on [B, T, 6] with embed_dim 8"),
     Rule("TS201", "outer-product", "error",
          "An implicit two-sided broadcast makes an outer product (expand one side explicitly "
          "with None/unsqueeze if that is meant).",

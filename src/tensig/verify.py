@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -115,20 +116,15 @@ class Signature:
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
-    """Distinct sizes, none 1, none the sum or product of two others: no accidental fits."""
+    """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
+    fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
+    witness size can be read back as its symbol."""
     out: dict[str, int] = {}
-    used: set[int] = set()
-    candidate = 5
+    candidate = 11
     for name in names:
-        while True:
-            vals = list(used)
-            bad = candidate in used or any(candidate == a + b or candidate == a * b
-                                           for a in vals for b in vals)
-            if not bad:
-                break
+        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
             candidate += 1
         out[name] = candidate
-        used.add(candidate)
         candidate += 1
     return out
 
@@ -220,9 +216,14 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    import builtins
+
     patched: list[tuple[Any, str, Any]] = []
     targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
     try:
+        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+            patched.append((builtins, name, getattr(builtins, name)))
+            setattr(builtins, name, fn)
         for module_name, table in targets:
             module = sys.modules.get(module_name)
             if module is None:
@@ -231,7 +232,15 @@ def _creation_patched() -> Iterator[None]:
                 original = getattr(module, name)
                 patched.append((module, name, original))
                 setattr(module, name, S.creation_wrapper(original, fn))
-        yield
+        with contextlib.ExitStack() as stack:
+            from tensig import symbolic_einops
+
+            symbolic_einops.register()
+            if "torch" in sys.modules:
+                from tensig import symbolic_torch
+
+                stack.enter_context(symbolic_torch.buffers_symbolic())
+            yield
     finally:
         for module, name, original in reversed(patched):
             setattr(module, name, original)
@@ -263,7 +272,13 @@ def _filled(cell: Any) -> bool:
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
-    return "torch" in _libraries(fn)
+    if "torch" in _libraries(fn):
+        return True
+    if "torch" not in sys.modules:
+        return False
+    from tensig import symbolic_torch
+
+    return symbolic_torch.looks_like_torch(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -279,6 +294,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     on a line); ``timeout`` (seconds, main thread only) stops a trace that does not finish
     and reports it as a note.
     """
+    if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
+        fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
     skip = findings.resolve(ignore)
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
@@ -291,10 +308,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
         with _time_limit(timeout):
-            if _uses_jax(fn):
-                _verify_jax(fn, sig, report)
-            else:
-                _verify_traced(fn, sig, report, torch_style)
+            _verify_traced(fn, sig, report, torch_style)
     except S.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
@@ -340,7 +354,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         kinds = sig.kinds or ("f",) * len(sig.args)
         args = [S.SymArray(dims, kind, frozenset(i for i, d in enumerate(dims) if d == S.ONE))
                 for dims, kind in zip(sig.args, kinds, strict=True)]
-        with _creation_patched():
+        with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
             except S.Unsupported as e:
@@ -355,6 +369,11 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
+        report.findings = list(tracer.findings) + report.findings
+        tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
+        if report.notes and "jax" in sys.modules and (tracer.__dict__.get("used_jax") or
+                                                      _uses_jax(fn) or "JAX" in report.notes[0]):
+            _jax_fallback(fn, sig, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
@@ -363,45 +382,32 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         S._TORCH_STYLE.reset(style)
 
 
+def _jax_patched() -> contextlib.AbstractContextManager[None]:
+    if "jax" not in sys.modules:
+        return contextlib.nullcontext()
+    from tensig.symbolic_jax import patched
+
+    return patched()
+
+
 def _uses_jax(fn: Callable[..., Any]) -> bool:
     return bool({"jax", "jaxlib"} & _libraries(fn))
 
 
-def _verify_jax(fn: Callable[..., Any], sig: Signature, report: Report) -> Report:
-    """JAX code runs under ``jax.eval_shape`` with JAX's own symbolic dimensions.
+def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
+                  tracer: S.Tracer) -> None:
+    """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
+    JAX's own symbolic shapes; findings made before the stop are kept."""
+    from tensig.symbolic_jax import jax_shapes_fallback
 
-    JAX refuses a broadcast of two different symbols, and the result's symbolic shape is
-    compared with the declaration; the outer-product, reshape and assumption findings are
-    NumPy/torch-only (JAX's tracer does not expose where a size-1 axis stretched).
-    """
-    import jax
-    import jax.numpy as jnp
-    from jax import export
-
-    names = list(sig.symbols)
-    syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
-        if names else {}
-
-    def jax_dim(d: Dim) -> Any:
-        if d.constant is not None:
-            return d.constant
-        if d in {Dim.symbol(n) for n in names}:
-            return syms[str(d)]
-        return eval(str(d), {}, dict(syms))
-
-    args = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), jnp.float32)
-            for dims in sig.args]
-    try:
-        out = jax.eval_shape(fn, *args)
-    except Exception as e:  # JAX raises on a broadcast or contraction of different symbols
-        file, line = _failure_line(e)
-        report.findings.append(S.Finding("broadcast", f"{type(e).__name__}: {e}", file, line))
-        return report
-    items = out if isinstance(out, tuple) else (out,)
-    report.result = tuple(tuple(Dim.parse(str(x)) if not isinstance(x, int) else Dim.const(x)
-                                for x in o.shape) for o in items)
-    _check_result(report, sig, S.Tracer(_witnesses(names)))
-    return report
+    kinds = sig.kinds or ("f",) * len(sig.args)
+    findings, notes, result = jax_shapes_fallback(fn, sig.args, kinds)
+    if notes:
+        return
+    report.notes = []
+    report.findings += [f for f in findings if f not in report.findings]
+    report.result = result
+    _check_result(report, sig, tracer)
 
 
 def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
