@@ -323,13 +323,15 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
     A ``SIGALRM`` timer interrupts a Python-level loop (``while True: pass``) wherever it is;
     code stuck inside one C call is the command line's watchdog's business.  Without a timer
-    (another thread, no ``setitimer``) the step limit of the trace still bounds the work.
+    (another thread, no ``setitimer``, a timer already set by someone else) the step limit of
+    the trace still bounds the work.
     """
     import signal
     import threading
 
     if seconds is None or not hasattr(signal, "setitimer") or \
-            threading.current_thread() is not threading.main_thread():
+            threading.current_thread() is not threading.main_thread() or \
+            signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer (pytest-timeout)
         yield
         return
 
