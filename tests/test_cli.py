@@ -113,3 +113,55 @@ def test_verify_command_on_the_examples(capsys):
     status, _, err = run(capsys, "verify", f"{examples}/blog_bugs.py::nothing")
     assert status == 2 and "no shape-annotated function 'nothing'" in err
     assert run(capsys, "verify", "/no/such/file.py")[0] == 2
+
+
+WARNS = '''
+import numpy as np
+from tensig import Float
+
+def heads(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B 4 T e"]:
+    b, t, d = x.shape
+    return x.reshape(b, t, 4, d // 4).transpose(0, 2, 1, 3)
+'''
+
+ERRS = '''
+import numpy as np
+from tensig import Float
+
+def merge(y: Float[np.ndarray, "B H T E"]) -> Float[np.ndarray, "B T F"]:
+    b, h, t, e = y.shape
+    return y.reshape(b, t, h * e)  # meant y.transpose(0, 2, 1, 3).reshape(...)
+
+def merge_known(y: Float[np.ndarray, "B H T E"]) -> Float[np.ndarray, "B T F"]:
+    b, h, t, e = y.shape
+    return y.reshape(b, t, h * e)  # tensig: ignore[TS202]
+'''
+
+
+def test_verify_exit_codes_follow_severity(capsys, tmp_path):
+    warns, errs = tmp_path / "warns.py", tmp_path / "errs.py"
+    warns.write_text(WARNS)
+    errs.write_text(ERRS)
+    status, out, _ = run(capsys, "verify", str(warns))
+    assert status == 0 and "warning: requires d divisible by 4  [TS301]" in out
+    assert run(capsys, "verify", str(warns), "--strict")[0] == 1
+    assert run(capsys, "verify", str(warns), "--strict", "--ignore", "assumption")[0] == 0
+    status, out, _ = run(capsys, "verify", str(errs), str(warns))  # several paths (pre-commit)
+    assert status == 1 and "errs.py:7: error: reshape of [B, H, T, E] into [B, T, E*H] moves " \
+        "T before H" in out and "[TS202]" in out
+    assert "1 error(s), 1 warning(s), 0 note(s)" in out
+    assert "ok: merge_known verified" in out  # suppressed by its comment
+    assert run(capsys, "verify", str(errs), "--ignore", "TS202")[0] == 0
+    status, out, _ = run(capsys, "verify", str(errs), "--json", "--in-process")
+    data = json.loads(out)
+    assert status == 1 and data[0]["findings"][0]["code"] == "TS202"
+    assert data[1]["suppressed"] == [{"code": "TS202", "file": str(errs), "line": 11}]
+
+
+def test_verify_usage_errors(capsys, tmp_path):
+    (tmp_path / "warns.py").write_text(WARNS)
+    status, _, err = run(capsys, "verify", str(tmp_path), "--ignore", "E501")
+    assert status == 2 and "unknown finding code 'E501'" in err
+    assert run(capsys, "verify")[0] == 2
+    assert run(capsys, "verify", str(tmp_path), "--timeout", "0")[0] == 2
+    assert run(capsys, "verify", str(tmp_path / "nothere.py"))[0] == 2

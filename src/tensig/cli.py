@@ -4,9 +4,10 @@
 prints a spec's parsed structure and, given operand shapes, the inferred result shape and every
 label's size -- or the error.  Exit status: 0 ok, 1 a spec or shape error, 2 bad usage.
 
-``tensig verify PATH[::FUNCTION] [--json]`` verifies every shape-annotated function of a file
-(or of every ``.py`` file under a folder) for all sizes at once; exit status 1 when anything is
-found.
+``tensig verify PATH[::FUNCTION] ... [--ignore CODE] [--strict] [--timeout S] [--json]``
+verifies every shape-annotated function of files (or of every ``.py`` file under folders) for
+all sizes at once.  Exit status: 0 when nothing or only warnings and notes were found, 1 when
+an error was (``--strict``: or a warning or note), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -138,27 +139,56 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--result", help="the known result shape (for middle concatenation)")
     s.add_argument("--json", action="store_true", help="print JSON")
     v = sub.add_parser("verify", help="verify annotated functions for all sizes")
-    v.add_argument("path", help="a .py file, a folder, or FILE::FUNCTION")
+    v.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a .py file, a folder, or FILE::FUNCTION")
+    v.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                   help="leave out findings of a code or name (TS202, reorder); repeatable")
+    v.add_argument("--strict", action="store_true",
+                   help="warnings and notes (incomplete verification) count as errors")
+    v.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="time limit per function and per import (default: 5)")
+    v.add_argument("--in-process", action="store_true",
+                   help="import the files in this interpreter instead of a worker")
     v.add_argument("--json", action="store_true", help="print JSON")
     return p
 
 
-def _verify_command(path: str, as_json: bool) -> int:
-    from tensig.verify import verify_path
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"the timeout must be a positive number, got {text}")
+    return value
+
+
+def _verify_command(args: argparse.Namespace) -> int:
+    """Exit status 0: only warnings/notes (or nothing), 1: an error (``--strict``: anything),
+    2: bad usage (a missing path, an unknown code, no such function)."""
+    from tensig import findings
+    from tensig.verify import DEFAULT_TIMEOUT, verify_path
 
     try:
-        reports = verify_path(path)
-    except (OSError, ImportError, SyntaxError, LookupError) as e:
+        ignore = sorted(findings.resolve(args.ignore))
+        timeout = args.timeout or DEFAULT_TIMEOUT
+        reports = [r for path in args.paths for r in
+                   verify_path(path, ignore=ignore, timeout=timeout, isolate=not args.in_process)]
+    except (OSError, LookupError, ValueError) as e:
         print(f"tensig verify: {e}", file=sys.stderr)
         return 2
-    if as_json:
+    errors = sum(len(r.errors) for r in reports)
+    others = sum(len(r.warnings) + len(r.notes) for r in reports)
+    if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
         for r in reports:
             print(r)
-        found = sum(len(r.findings) + len(r.notes) for r in reports)
-        print(f"{len(reports)} function(s) verified, {found} finding(s)")
-    return 1 if any(r.findings or r.notes for r in reports) else 0
+        functions = sum(1 for r in reports if r.function != "<module>")
+        print(f"{functions} function(s) verified: {errors} error(s), "
+              f"{sum(len(r.warnings) for r in reports)} warning(s), "
+              f"{sum(len(r.notes) for r in reports)} note(s)")
+    return 1 if errors or (args.strict and others) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
     if args.command == "verify":
-        return _verify_command(args.path, args.json)
+        return _verify_command(args)
     try:
         spec = parse(args.spec)
         desc = describe_spec(spec)

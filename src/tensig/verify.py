@@ -6,12 +6,14 @@ and reduction is computed on canonical symbolic shapes, so ``B`` never equals ``
 the bugs that hide when sizes collide (``B == T == 16``) are found at any size.  No full-size
 data is allocated.
 
-The report lists findings at source lines of ``fn``, in the signature's names:
+The report lists findings at source lines of ``fn``, in the signature's names, each with its
+stable code from :mod:`tensig.findings` (where ``# tensig: ignore[CODE]`` comments and
+``ignore=`` suppress them):
 
 - a broadcast or contraction that needs two different dimensions to be equal;
 - a result whose shape differs from the declared return shape;
 - an implicit two-sided broadcast that turns two vectors into an outer product;
-- a reshape whose target only reorders the source's dimensions (a transpose was meant);
+- a reshape that moves axes or literal factors past each other (a transpose was meant);
 - a size condition the code silently assumes (reported as a warning).
 
 >>> import numpy as np
@@ -31,11 +33,13 @@ import contextlib
 import inspect
 import itertools
 import math
+import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensig import findings
 from tensig import symbolic as S
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
@@ -143,6 +147,15 @@ class Report:
     largest: tuple[Dim, ...] | None = None
     file: str | None = None
     line: int | None = None
+    suppressed: list[S.Finding] = field(default_factory=list)  # by a comment or ``ignore``
+
+    @property
+    def errors(self) -> list[S.Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[S.Finding]:
+        return [f for f in self.findings if f.severity != "error"]
 
     @property
     def ok(self) -> bool:
@@ -184,8 +197,11 @@ class Report:
             "function": self.function,
             "signature": self.signature.text,
             "ok": self.ok,
-            "findings": [{"kind": f.kind, "severity": f.severity, "message": f.message,
-                          "file": f.file, "line": f.line} for f in self.findings],
+            "findings": [{"code": f.code, "kind": f.kind, "severity": f.severity,
+                          "message": f.message, "file": f.file, "line": f.line}
+                         for f in self.findings],
+            "suppressed": [{"code": f.code, "file": f.file, "line": f.line}
+                           for f in self.suppressed],
             "notes": self.notes,
             "result": None if self.result is None else [[str(d) for d in r]
                                                         for r in self.result],
@@ -270,17 +286,22 @@ def _uses_torch(fn: Callable[..., Any]) -> bool:
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
-           torch_style: bool | None = None) -> Report:
+           torch_style: bool | None = None, ignore: Iterable[str] = (),
+           timeout: float | None = None) -> Report:
     """Run ``fn`` once on symbolic arrays and report shape findings.
 
     ``signature`` is a spec-style string (``"B T d; B T => B d"``) or a :class:`Signature`;
     without it the function's annotations are read (``tensig.Shaped[...]``).  ``torch_style``
     selects torch semantics where NumPy and torch differ (``x.max(dim)`` returns values and
     indices); by default it is guessed from the modules the function's globals use.
+    ``ignore`` lists finding codes or names to leave out (as ``# tensig: ignore[CODE]`` does
+    on a line); ``timeout`` (seconds, main thread only) stops a trace that does not finish
+    and reports it as a note.
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
+    skip = findings.resolve(ignore)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
         type(fn).__name__  # a module: its class (its repr would print its weights)
     code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
@@ -291,6 +312,49 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if n_params is not None and n_params != len(sig.args):
         raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
+    try:
+        with _time_limit(timeout):
+            _verify_traced(fn, sig, report, torch_style)
+    except S.TraceLimit as e:
+        report.notes.append(f"verification stopped: {e}")
+    kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
+    report.suppressed = [f for f in report.findings if f not in kept]
+    report.findings = kept
+    return report
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`~tensig.symbolic.TraceLimit` in the main thread after ``seconds``.
+
+    A ``SIGALRM`` timer interrupts a Python-level loop (``while True: pass``) wherever it is;
+    code stuck inside one C call is the command line's watchdog's business.  Without a timer
+    (another thread, no ``setitimer``, a timer already set by someone else) the step limit of
+    the trace still bounds the work.
+    """
+    import signal
+    import threading
+
+    if seconds is None or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread() or \
+            signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer (pytest-timeout)
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise S.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
+                   torch_style: bool | None) -> None:
     tracer = S.Tracer(_witnesses(sig.symbols))
     token = S.set_tracer(tracer)
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
@@ -316,15 +380,16 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
         report.findings = list(tracer.findings) + report.findings
+        tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
         if report.notes and "jax" in sys.modules and (tracer.__dict__.get("used_jax") or
                                                       _uses_jax(fn) or "JAX" in report.notes[0]):
             _jax_fallback(fn, sig, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
+        report.findings = list(tracer.findings) + report.findings
         S.reset_tracer(token)
         S._TORCH_STYLE.reset(style)
-    return report
 
 
 def _jax_patched() -> contextlib.AbstractContextManager[None]:
@@ -425,11 +490,12 @@ def _positional_count(fn: Callable[..., Any]) -> int | None:
 
 
 def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
+    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
     tb = e.__traceback__
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(S._TENSIG_DIR) and "site-packages" not in name:
+        if findings.user_code(name):
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line
@@ -473,9 +539,20 @@ def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def verify_path(path: str) -> list[Report]:
-    """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``."""
-    import importlib.util
+DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
+
+
+def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None = DEFAULT_TIMEOUT,
+                isolate: bool = False) -> list[Report]:
+    """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
+
+    Each file is imported on its own, guarded: an import that raises (a malformed annotation
+    included) or calls ``sys.exit``, and a function that does not finish within ``timeout``,
+    become notes of that file or function, and the other files are still verified.
+    ``isolate`` runs the files in a worker interpreter (what the command line does): a file
+    that kills or hangs its interpreter in C code is then a note too, and the worker is
+    restarted for the files after it.
+    """
     from pathlib import Path
 
     target, _, only = path.partition("::")
@@ -483,28 +560,214 @@ def verify_path(path: str) -> list[Report]:
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")
     files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-    reports: list[Report] = []
-    for file in files:
-        name = f"_tensig_verify_{abs(hash(str(file.resolve())))}"
-        spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.modules.pop(name, None)
-        found = False
-        for attr, fn in vars(module).items():
-            if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
-                continue
-            if getattr(fn, "__module__", None) != name or (only and attr != only):
-                continue
-            sig = _signature_from_annotations(fn)
-            if sig is None:
-                continue
-            found = True
-            reports.append(verify(fn, sig))
-        if only and not found:
-            raise LookupError(f"{file} has no shape-annotated function {only!r}")
+    skip = sorted(findings.resolve(ignore))
+    if isolate:
+        reports = _isolated([str(f) for f in files], only or None, skip, timeout)
+    else:
+        reports = [r for f in files for r in verify_file(str(f), only or None, ignore=skip,
+                                                         timeout=timeout)]
+    if only and not any(r.function in (only, _MODULE) for r in reports):
+        raise LookupError(f"{target} has no shape-annotated function {only!r}")
     return reports
+
+
+_MODULE = "<module>"  # the function name of a report about a whole file
+
+
+def _file_note(file: str, line: int | None, note: str) -> Report:
+    return Report(_MODULE, Signature((), None, ()), notes=[note], file=file, line=line or 1)
+
+
+def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
+                timeout: float | None = DEFAULT_TIMEOUT) -> list[Report]:
+    """Import one file, guarded, and verify its shape-annotated functions (see verify_path)."""
+    module, failure = _import_guarded(file, timeout)
+    if module is None:
+        assert failure is not None
+        return [failure]
+    reports = []
+    for attr, fn in vars(module).items():
+        if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+            continue
+        if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
+            continue
+        try:
+            sig = _signature_from_annotations(fn)
+        except Exception as e:  # a malformed annotation read lazily: that function's note
+            code = getattr(fn, "__code__", None)
+            reports.append(Report(attr, Signature((), None, ()), file=file,
+                                  line=code.co_firstlineno if code else None,
+                                  notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
+            continue
+        if sig is None:
+            continue
+        try:
+            reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
+        except TypeError as e:  # the signature does not fit the function
+            code = getattr(fn, "__code__", None)
+            reports.append(Report(attr, sig, file=file, notes=[str(e)],
+                                  line=code.co_firstlineno if code else None))
+    return reports
+
+
+def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
+    """The module of ``file``, or a note saying why it could not be imported.
+
+    ``SystemExit`` (a script's top-level ``sys.exit(main())``) and every exception are caught;
+    the import is under the same time limit as a function.  The file's folder is put first on
+    ``sys.path`` for the import, as running the script would.
+    """
+    import importlib.util
+
+    name = f"_tensig_verify_{abs(hash(os.path.abspath(file)))}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = os.path.dirname(os.path.abspath(file))
+    sys.path.insert(0, folder)
+    try:
+        with _time_limit(None if timeout is None else max(timeout, 30.0)):
+            spec.loader.exec_module(module)
+    except SystemExit as e:
+        return None, _file_note(file, _line_in(e, file),
+                                f"not verified: importing it calls sys.exit({e.code!r}) (guard "
+                                "the script's entry point with if __name__ == '__main__')")
+    except S.TraceLimit:
+        return None, _file_note(file, None, "not verified: importing it did not finish "
+                                            "within the time limit")
+    except SyntaxError as e:
+        return None, _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
+    except Exception as e:
+        return None, _file_note(file, _line_in(e, file),
+                                f"not verified: importing it raises {type(e).__name__}: {e}")
+    finally:
+        sys.modules.pop(name, None)
+        if folder in sys.path:
+            sys.path.remove(folder)
+    return module, None
+
+
+def _line_in(e: BaseException, file: str) -> int | None:
+    """The last line of ``file`` in a traceback."""
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(file):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+# --------------------------------------------------------------------------------------------
+# The worker interpreter of the command line
+# --------------------------------------------------------------------------------------------
+
+
+def _isolated(files: list[str], only: str | None, ignore: list[str],
+              timeout: float | None) -> list[Report]:
+    """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
+
+    One interpreter serves all files (the cost is one start, ~0.3 s of CPU with NumPy and
+    tensig, nothing measurable per file, and each library is imported once), each file
+    imported guarded inside it; the worker streams a report per function, and a watchdog here
+    kills it when nothing arrives for ``max(60, 3 * timeout)`` seconds (a hang inside C code,
+    which ``SIGALRM`` cannot interrupt).
+    """
+    import json
+    import pickle
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    patience = max(60.0, 3 * (timeout or 0))
+    src = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        src, os.environ.get("PYTHONPATH")])))
+    reports: list[Report] = []
+    pending = list(files)
+    while pending:
+        job = json.dumps({"files": pending, "only": only, "ignore": ignore, "timeout": timeout})
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from tensig.verify import _worker; _worker()", job],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+            assert proc.stdout is not None
+            current: str | None = None
+            try:
+                for kind, value in _frames(proc.stdout, patience, pickle.loads):
+                    if kind == "start":
+                        current = value
+                    elif kind == "report":
+                        reports.append(value)
+                    else:
+                        pending.remove(value)
+                        current = None
+                why = f"the verifier's interpreter exited ({proc.wait()}) while importing or " \
+                      "verifying it"
+            except TimeoutError:
+                proc.kill()
+                proc.wait()
+                why = f"no answer within {patience:g} s (a hang inside compiled code?)"
+            finally:
+                proc.stdout.close()
+            if current is None and pending:  # the worker died before starting a file
+                err.seek(0)
+                tail = err.read().decode(errors="replace").strip().splitlines()[-1:]
+                current = pending[0]
+                why += f": {tail[0]}" if tail else ""
+            if current is not None:
+                reports.append(_file_note(current, None, f"not verified: {why}"))
+                pending.remove(current)
+    return reports
+
+
+def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Iterator[Any]:
+    """Length-prefixed messages from the worker; ``TimeoutError`` after ``patience`` s idle."""
+    import select
+
+    fd = stream.fileno()
+
+    def read(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            ready, _, _ = select.select([fd], [], [], patience)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(fd, n - len(out))
+            if not chunk:
+                return out
+            out += chunk
+        return out
+
+    while True:
+        head = read(8)
+        if len(head) < 8:
+            return
+        body = read(int.from_bytes(head, "big"))
+        yield load(body)
+
+
+def _worker() -> None:
+    """The worker's main: verify the files named in ``argv[1]``, one message per event.
+
+    The messages go to a copy of the original stdout; the user code's own prints go nowhere.
+    """
+    import json
+    import pickle
+
+    job = json.loads(sys.argv[1])
+    channel = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+
+    def send(kind: str, value: Any) -> None:
+        body = pickle.dumps((kind, value))
+        channel.write(len(body).to_bytes(8, "big") + body)
+        channel.flush()
+
+    for file in job["files"]:
+        send("start", file)
+        for report in verify_file(file, job["only"], ignore=job["ignore"],
+                                  timeout=job["timeout"]):
+            send("report", report)
+        send("done", file)

@@ -1,0 +1,166 @@
+"""Attacks on ``tensig verify`` (issue 12, items 20-22): a function that never returns, a file
+that raises at import or has a malformed annotation, a script that calls ``sys.exit`` at top
+level, a file that kills its interpreter.  Each is that file's or function's note, the rest of
+the folder is still verified, and the exit status follows the findings.  Every run is a child
+interpreter under a time and memory limit (tests/limits.py): a hang fails the test, never the
+session."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from limits import run_limited
+
+FILES = {
+    "wrong_axis.py": '''
+        import numpy as np
+        from tensig import Float
+
+        def pool(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B d"]:
+            return x.mean(axis=0)
+    ''',
+    "good.py": '''
+        import numpy as np
+        from tensig import Float
+
+        def pool(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B d"]:
+            return x.mean(axis=1)
+    ''',
+    "spins.py": '''
+        import numpy as np
+        from tensig import Float
+
+        def spin(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B T"]:
+            while True:
+                pass
+
+        def after(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B T"]:
+            return x * 2
+    ''',
+    "raises.py": '''
+        import numpy as np
+        from tensig import Float
+
+        def f(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B T"]:
+            return x
+
+        raise RuntimeError("needs a GPU")
+    ''',
+    "malformed.py": '''
+        import numpy as np
+        from tensig import Float
+
+        def f(x: Float[np.ndarray, "B T ("]) -> Float[np.ndarray, "B T"]:
+            return x
+    ''',
+    "malformed_lazy.py": '''
+        from __future__ import annotations
+        import numpy as np
+        from tensig import Float
+
+        def f(x: Float[np.ndarray, "B T ("]) -> Float[np.ndarray, "B T"]:
+            return x
+
+        def g(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "T B"]:
+            return x
+    ''',
+    "script.py": '''
+        import sys
+        import numpy as np
+        from tensig import Float
+
+        def f(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B T"]:
+            return x
+
+        def main():
+            print("the script ran")
+            return 3
+
+        sys.exit(main())
+    ''',
+    "a_dies.py": '''
+        import os
+        os._exit(7)
+    ''',
+}
+
+
+def _folder(tmp_path, *names):
+    for name in names:
+        (tmp_path / name).write_text(textwrap.dedent(FILES[name]))
+    return tmp_path
+
+
+def _verify(*args, timeout=180.0):
+    """``tensig verify ARGS`` in a limited child: (exit status, stdout, stderr)."""
+    argv = ["verify", *args]
+    out = run_limited(f"import sys\nfrom tensig.cli import main\nsys.exit(main({argv!r}))",
+                      timeout=timeout)
+    assert not out.timed_out, f"tensig verify {args} did not return:\n{out.stderr[-2000:]}"
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_a_function_that_never_returns_is_a_note(tmp_path):
+    """Item 20: ``while True: pass`` is stopped after --timeout; the folder goes on."""
+    folder = _folder(tmp_path, "spins.py", "wrong_axis.py")
+    status, out, err = _verify(str(folder), "--timeout", "1")
+    assert "spins.py:5: note: verification stopped: the function did not finish within 1 s" \
+        in out
+    assert "ok: after verified for all B, T" in out  # the next function of the same file
+    assert "wrong_axis.py:5: error: returns [T, d] but the signature declares [B, d]" in out
+    assert status == 1 and "Traceback" not in out + err
+    status, out, _ = _verify(str(folder / "spins.py"), "--timeout", "1")
+    assert status == 0 and "1 note(s)" in out  # only a note: not an error
+    assert _verify(str(folder / "spins.py"), "--timeout", "1", "--strict")[0] == 1
+
+
+def test_a_file_that_raises_at_import_is_a_note(tmp_path):
+    """Item 21: an import error and malformed annotations are notes, not tracebacks."""
+    folder = _folder(tmp_path, "raises.py", "malformed.py", "malformed_lazy.py", "good.py")
+    status, out, err = _verify(str(folder))
+    assert "raises.py:8: note: not verified: importing it raises RuntimeError: needs a GPU" in out
+    assert "malformed.py:5: note: not verified: importing it raises SpecSyntaxError" in out
+    assert "malformed_lazy.py:6: note: malformed annotation: TypeError: cannot read the " \
+        "annotations of f(): expected an operator" in out
+    assert "malformed_lazy.py:9: error: returns [B, T] but the signature declares [T, B]" in out
+    assert "good.py:5: ok: pool verified for all B, T, d" in out
+    assert status == 1 and "Traceback" not in out + err  # 1: malformed_lazy.g's error
+    status, out, err = _verify(str(folder / "raises.py"), str(folder / "good.py"))
+    assert status == 0 and "Traceback" not in out + err  # notes alone are not errors
+    assert _verify(str(folder / "raises.py"), "--strict")[0] == 1
+
+
+def test_a_top_level_sys_exit_is_a_note(tmp_path):
+    """Item 22: ``sys.exit(main())`` at top level no longer ends the whole run silently."""
+    folder = _folder(tmp_path, "script.py", "wrong_axis.py")
+    status, out, _ = _verify(str(folder))
+    assert "script.py:13: note: not verified: importing it calls sys.exit(3)" in out
+    assert "wrong_axis.py:5: error: returns [T, d] but the signature declares [B, d]" in out
+    assert "the script ran" not in out  # the user code's prints do not mix with the report
+    assert status == 1 and "1 function(s) verified: 1 error(s), 0 warning(s), 1 note(s)" in out
+
+
+def test_a_file_that_kills_the_interpreter_is_a_note(tmp_path):
+    """``os._exit`` at import ends the worker; it is restarted for the files after it."""
+    folder = _folder(tmp_path, "a_dies.py", "wrong_axis.py", "good.py")
+    status, out, _ = _verify(str(folder), "--json")
+    data = json.loads(out)
+    by_file = {r["function"] + ":" + r["notes"][0] if r["notes"] else r["function"]: r
+               for r in data}
+    assert any("exited (7)" in key for key in by_file), data
+    assert sorted(r["ok"] for r in data if r["function"] == "pool") == [False, True]
+    assert status == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ignore", "TS999"], "unknown finding code 'TS999'"),
+    (["--timeout", "-1"], "the timeout must be a positive number"),
+    (["--timeout", "nan"], "the timeout must be a positive number"),
+])
+def test_usage_errors_exit_2(tmp_path, args, message):
+    folder = _folder(tmp_path, "good.py")
+    status, _, err = _verify(str(folder), *args)
+    assert status == 2 and message in err and "Traceback" not in err
