@@ -8,14 +8,41 @@ The core: OCANNL's generalized einsum notation (:func:`parse`), symbolic dimensi
 import types as _types
 
 from tensig import dims, verify
-from tensig.annotations import Bool, Float, Int, Shaped
+from tensig.annotations import (
+    BFloat16,
+    Bool,
+    Complex,
+    Complex64,
+    Complex128,
+    Float,
+    Float16,
+    Float32,
+    Float64,
+    Inexact,
+    Int,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Integer,
+    Key,
+    Num,
+    PyTree,
+    Real,
+    Shaped,
+    UInt,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+)
 from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
 from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
 from tensig.price import price
-from tensig.runtime import shaped
+from tensig.runtime import print_bindings, shape_scope, shaped
 from tensig.shapes import Shape
 from tensig.verify import Report
 
@@ -40,13 +67,30 @@ class _VerifyModule(_types.ModuleType):
 verify.__class__ = _VerifyModule
 
 __all__ = [
+    "BFloat16",
     "Bool",
+    "Complex",
+    "Complex64",
+    "Complex128",
     "Condition",
     "Dim",
     "Float",
+    "Float16",
+    "Float32",
+    "Float64",
     "InconclusiveError",
+    "Inexact",
     "Inferred",
     "Int",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "Integer",
+    "Key",
+    "Num",
+    "PyTree",
+    "Real",
     "Report",
     "RowArray",
     "Shape",
@@ -57,6 +101,11 @@ __all__ = [
     "Spec",
     "SpecSyntaxError",
     "TensigError",
+    "UInt",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
     "concat",
     "dim",
     "dims",
@@ -67,7 +116,9 @@ __all__ = [
     "outer_sum",
     "parse",
     "price",
+    "print_bindings",
     "rows",
+    "shape_scope",
     "shaped",
     "tropical",
     "verify",

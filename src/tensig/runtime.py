@@ -54,20 +54,25 @@ per compilation, and costs nothing in the compiled function.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 from tensig.annotations import (
-    _KIND_CACHE,
+    _ACCEPT,
     AnnotationShape,
+    Broadcastable,
+    Deferred,
     FunctionSignature,
     RowVariable,
     ShapeSpecMarker,
     _is_name,
-    dtype_kind,
+    dtype_accepts,
     parse_annotation,
     signature_of,
     words_hint,
@@ -75,10 +80,13 @@ from tensig.annotations import (
 from tensig.dims import Dim, FloorDiv
 from tensig.errors import ShapeError
 
-__all__ = ["SignatureError", "compile_dim", "match_shape", "shaped"]
+__all__ = ["SignatureError", "compile_dim", "instance_check", "match_shape", "print_bindings",
+           "shape_scope", "shaped"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_NAME, _FIXED, _EXPR, _VAR = 0, 1, 2, 3
+_NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
+_BCAST = 16  # flag: size 1 also fits (jaxtyping's ``#``), and binds nothing
+_ARGS = "{}"  # the binding that holds a call's arguments, for deferred ``{name}`` sizes
 _EMPTY = inspect.Parameter.empty
 _NO_POSITION = sys.maxsize
 
@@ -160,6 +168,43 @@ class _Expr:
         return self._solvers[name]
 
 
+class _DeferredExpr:
+    """A :class:`~tensig.annotations.Deferred` size: evaluated once its names are bound.
+
+    ``{...}`` parts read the call's arguments (``{n}``, ``{self.size}``), then the text is a
+    Python expression of the bound sizes with ``min`` and ``max``: jaxtyping's f-string axes.
+    It is never solved for a name.
+    """
+
+    __slots__ = ("code", "symbols", "text")
+
+    def __init__(self, item: Deferred):
+        self.text = item.text
+        self.symbols = tuple(sorted(item.symbols)) + ((_ARGS,) if "{" in item.text else ())
+        self.code = item.text
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        text = self.code
+        if "{" in text:
+            arguments = env[_ARGS]
+            text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
+        return _eval(text, env)
+
+    def solver(self, name: str) -> None:
+        return None
+
+
+def _eval(text: str, names: dict[str, Any]) -> Any:
+    try:
+        return eval(text, {"__builtins__": {}, "min": min, "max": max}, names)
+    except Exception as e:
+        raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
+                        f"{type(e).__name__}: {e}") from None
+
+
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
 # --------------------------------------------------------------------------------------------
 # matching one shape
 # --------------------------------------------------------------------------------------------
@@ -197,18 +242,24 @@ class _Program:
         self.shape = shape
         ops: list[tuple[int, Any, int]] = []
         for index, item in enumerate(shape.items):
+            flag = 0
+            if isinstance(item, Broadcastable):
+                flag, item = _BCAST, item.item
             if isinstance(item, RowVariable):
-                ops.append((_VAR, item.key, index))
+                code = _ANON if item.name is None else _VAR | (_BCAST * item.broadcast)
+                ops.append((code, item.key, index))
             elif item is Any:
                 ops.append((-1, None, index))
             elif isinstance(item, int):
-                ops.append((_FIXED, item, index))
+                ops.append((_FIXED | flag, item, index))
+            elif isinstance(item, Deferred):
+                ops.append((_EXPR | flag, _DeferredExpr(item), index))
             elif _is_name(item):
-                ops.append((_NAME, next(iter(item.symbols)), index))
+                ops.append((_NAME | flag, next(iter(item.symbols)), index))
             else:
-                ops.append((_EXPR, _Expr(item), index))
+                ops.append((_EXPR | flag, _Expr(item), index))
         self.ops = tuple(ops)
-        self.keys = tuple(p for c, p, _ in ops if c == _VAR)
+        self.keys = tuple(p for c, p, _ in ops if c & ~_BCAST in (_VAR, _ANON))
         self.n_fixed = len(ops) - len(self.keys)
         self.rank = None if self.keys else len(ops)
 
@@ -218,13 +269,19 @@ class _Program:
         lengths = self.row_lengths(shape, env, label)
         axis = 0
         for code, payload, index in self.ops:
-            if code == _VAR:
+            if code & ~_BCAST in (_VAR, _ANON):
                 n = lengths[payload]
-                _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
-                           shape, axis, index)
+                if code != _ANON:
+                    _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
+                               shape, axis, index, code & _BCAST)
                 axis += n
                 continue
             size = shape[axis]
+            if code & _BCAST:
+                if size == 1:
+                    axis += 1
+                    continue
+                code &= ~_BCAST
             if code == _NAME:
                 bound = env.get(payload)
                 if bound is None:
@@ -268,15 +325,34 @@ class _Program:
 
 def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-               axis: int, index: int) -> None:
-    """Bind a row variable to its axes, or compare them with its binding."""
+               axis: int, index: int, broadcast: int = 0) -> None:
+    """Bind a row variable to its axes, or compare them with its binding.
+
+    A broadcastable one (``*#v``) accepts axes that broadcast against its binding, and binds
+    the broadcast of both (jaxtyping's rule).
+    """
     bound = env.get(key)
     if bound is None:
         env[key] = segment
         origins[key] = (label, axis, shape, len(segment))
     elif bound != segment and all(_is_size(s) for s in segment):
-        raise _Mismatch("rowvar", label, program, shape, axis, index, name=key, bound=bound,
-                        segment=segment)
+        joined = _broadcast(bound, segment) if broadcast else None
+        if joined is None:
+            raise _Mismatch("rowvar", label, program, shape, axis, index, name=key,
+                            bound=bound, segment=segment)
+        env[key] = joined
+
+
+def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """NumPy's broadcast of two shapes, or ``None``."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
 
 
 def _check_expr(expr: _Expr, size: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
@@ -447,7 +523,8 @@ def _reason(fname: str, m: _Mismatch, env: dict[str, Any],
                 f"annotation fixes it to {item}", item, m.shape[m.axis], None)
     if m.kind == "expr":
         expr = f["expr"]
-        uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols)
+        uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
+                         if n != _ARGS)
         return (f"{head} {m.shape[m.axis]}, but {expr.text} = {f['value']} with {uses}", item,
                 m.shape[m.axis], uses)
     if m.kind == "solve":
@@ -469,9 +546,8 @@ def _reason(fname: str, m: _Mismatch, env: dict[str, Any],
                 f"axes belong to {names}; bind all but one of them in an earlier argument",
                 ann.text, tuple(m.shape), None)
     if m.kind == "dtype":
-        need = {"float": "a floating", "int": "an integer", "bool": "a bool"}[f["marker"].dtype]
         return (f"{fname}(): {where} has dtype {f['dtype']}, but its annotation "
-                f"{f['marker']!r} needs {need} dtype", f["marker"].dtype, f["dtype"], None)
+                f"{f['marker']!r} needs {f['marker'].need}", f["marker"].dtype, f["dtype"], None)
     raise AssertionError(m.kind)
 
 
@@ -528,6 +604,83 @@ def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:
 
 
 # --------------------------------------------------------------------------------------------
+# the bindings of the current call: isinstance, shape_scope, print_bindings
+# --------------------------------------------------------------------------------------------
+
+_SCOPE: contextvars.ContextVar[tuple[dict[str, Any], dict[str, tuple[Any, ...]]] | None] = \
+    contextvars.ContextVar("tensig_shape_scope", default=None)
+
+
+@contextlib.contextmanager
+def shape_scope() -> Iterator[dict[str, Any]]:
+    """A scope of bindings for ``isinstance`` checks (jaxtyping's ``jaxtyped("context")``).
+
+    Inside, ``isinstance(x, Float[np.ndarray, "B T"])`` binds ``B`` and ``T`` and later checks
+    must agree; the dict of bindings is yielded.  Every ``@shaped`` call opens its own scope
+    (bindings of a nested checked call stay in it, as jaxtyping's memo).
+
+    >>> import numpy as np
+    >>> from tensig.annotations import Float
+    >>> with shape_scope() as sizes:
+    ...     isinstance(np.zeros((2, 3)), Float[np.ndarray, "B T"]), sizes
+    (True, {'B': 2, 'T': 3})
+    >>> with shape_scope():
+    ...     isinstance(np.zeros((2, 3)), Float[np.ndarray, "B T"])
+    ...     isinstance(np.zeros((3, 3)), Float[np.ndarray, "B T"])
+    True
+    False
+    """
+    env: dict[str, Any] = {}
+    token = _SCOPE.set((env, {}))
+    try:
+        yield env
+    finally:
+        _SCOPE.reset(token)
+
+
+def _scope() -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]] | None:
+    scope = _SCOPE.get()
+    if scope is not None and any(v is _UNBOUND for v in scope[0].values()):
+        env = {k: v for k, v in scope[0].items() if v is not _UNBOUND}  # a fast-path scope
+        scope[0].clear()
+        scope[0].update(env)
+    return scope
+
+
+def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
+    """``isinstance(obj, Float[ArrayType, "B T"])``: type, dtype and shape, with the current
+    call's bindings (inside a checked call or a :func:`shape_scope`), which a fit extends."""
+    if isinstance(array_type, type) and not isinstance(obj, array_type) \
+            and not (marker.scalar is not None and isinstance(obj, marker.scalar)):
+        return False
+    scope = _scope()
+    env, origins = scope if scope is not None else ({}, {})
+    trial, trial_origins = dict(env), dict(origins)
+    try:
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial,
+                     trial_origins, [])
+    except _Mismatch:
+        return False
+    env.update(trial)
+    origins.update(trial_origins)
+    return True
+
+
+def print_bindings() -> None:
+    """Print the sizes bound so far in the current checked call (jaxtyping's
+    ``print_bindings``), for debugging."""
+    scope = _scope()
+    env = {k: v for k, v in (scope[0] if scope is not None else {}).items() if k != _ARGS}
+    if not env:
+        print("No sizes are bound here (call print_bindings() inside a @shaped function).")
+        return
+    print("The current values of each size in the shape annotations:")
+    for name, value in env.items():
+        shown = f"*{name}" if isinstance(value, tuple) else name
+        print(f"{shown}={value}")
+
+
+# --------------------------------------------------------------------------------------------
 # the decorator
 # --------------------------------------------------------------------------------------------
 
@@ -559,16 +712,44 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if optional:
             return
         raise _Mismatch("none", label, program, x, marker=marker)
+    if marker.pytree:
+        for path, leaf in _leaves(x, label):
+            _check_value(leaf, path, program, marker.__class__(marker.shape, marker.dtype,
+                         marker.scalar), False, env, origins, pending)
+        return
     try:
         shape = x.shape
+        dtype = x.dtype if marker.dtype is not None else None
     except AttributeError:
-        raise _Mismatch("noshape", label, program, x, marker=marker) from None
+        scalar = marker.scalar
+        if scalar is None or not isinstance(x, scalar) or (scalar is int and x is True) \
+                or (scalar is int and x is False):
+            raise _Mismatch("noshape", label, program, x, marker=marker) from None
+        shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
     program.match(shape, env, origins, label, pending)
-    kind = marker.dtype
-    if kind is not None:
-        dtype = getattr(x, "dtype", None)
-        if dtype_kind(dtype) != kind:
-            raise _Mismatch("dtype", label, program, shape, dtype=dtype, marker=marker)
+    if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
+        raise _Mismatch("dtype", label, program, shape, dtype=dtype, marker=marker)
+
+
+_PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
+_MAX_LEAVES = 1_000_000
+
+
+def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
+    """The leaves of nested dicts, lists and tuples, with their paths (``x['a'][0]``)."""
+    stack = [(label, tree)]
+    count = 0
+    while stack:
+        path, node = stack.pop()
+        count += 1
+        if count > _MAX_LEAVES:
+            raise TypeError(f"{label}: a PyTree of more than {_MAX_LEAVES} nodes")
+        if isinstance(node, dict):
+            stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(node.items()))
+        elif isinstance(node, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+        else:
+            yield path, node
 
 
 def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tuple[Any, ...],
@@ -612,6 +793,8 @@ class _Checker:
         self.fn = fn
         self.sig = sig
         self.single, self.variadic = _slots(sig)
+        self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
+        self.signature = inspect.signature(fn) if self.deferred else None
         self.result: Any = None
         if check_return and isinstance(sig.result, ShapeSpecMarker):
             self.result = _program(sig.result.shape)
@@ -623,6 +806,11 @@ class _Checker:
         env: dict[str, Any] = {}
         origins: dict[str, tuple[Any, ...]] = {}
         pending: list[tuple[Any, ...]] = []
+        if self.signature is not None:
+            bound = self.signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            env[_ARGS] = dict(bound.arguments)
+            origins[_ARGS] = ("given", None, None, None)
         nargs = len(args)
         try:
             for label, position, name, default, program, marker, optional in self.single:
@@ -648,7 +836,11 @@ class _Checker:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Check the arguments, call the function, check its result."""
         state = self.check_args(args, kwargs)
-        result = self.fn(*args, **kwargs)
+        token = _SCOPE.set(state[:2])
+        try:
+            result = self.fn(*args, **kwargs)
+        finally:
+            _SCOPE.reset(token)
         self.check_result(result, *state)
         return result
 
@@ -669,12 +861,34 @@ def _interpreted(checker: _Checker) -> Callable[..., Any]:
     return wrapper
 
 
+def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A function with nothing to check still opens a scope, for ``isinstance`` inside."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = _SCOPE.set(({}, {}))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _SCOPE.reset(token)
+
+    return wrapper
+
+
 def _wrap(fn: F, check_return: bool, localns: dict[str, Any] | None = None,
           compiled: bool = True) -> F:
+    if isinstance(fn, classmethod | staticmethod):  # @shaped above @classmethod
+        return type(fn)(_wrap(fn.__func__, check_return, localns, compiled))  # type: ignore
+    if isinstance(fn, property):
+        accessors = (fn.fget, fn.fset, fn.fdel)
+        return property(*(None if f is None else _wrap(f, check_return, localns, compiled)  # type: ignore
+                          for f in accessors), fn.__doc__)
+    if not callable(fn):
+        raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
-    if not sig.parameters and sig.result is None:
-        raise TypeError(f"@shaped: {sig.name}() has no Shaped/Float/Int/Bool annotations to "
-                        "check")
+    if not sig.parameters and sig.result is None:  # nothing to check: a no-op, as jaxtyping
+        wrapper = functools.wraps(fn)(_unchecked(fn))
+        wrapper.__tensig_signature__ = sig  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
     checker = _Checker(fn, sig, check_return)
     wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
     wrapper = functools.wraps(fn)(wrapper)
@@ -708,6 +922,7 @@ class _Generator:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.locals: dict[str, str] = {}
+        self.families: dict[str, str] = {}  # dtype family -> the local of its accept cache
 
     def local(self, key: str) -> str:
         """The local variable holding the binding ``key`` (a size name or a row variable)."""
@@ -723,7 +938,10 @@ class _Generator:
         """Emit the check of the value in ``x``; ``False`` when it needs the interpreter."""
         items = program.shape.items
         variables = [i for i, item in enumerate(items) if isinstance(item, RowVariable)]
-        if len(variables) > 1:
+        if len(variables) > 1 or marker.pytree or any(
+                isinstance(item, Deferred) or (isinstance(item, RowVariable) and item.broadcast)
+                or (isinstance(item, Broadcastable) and isinstance(item.item, Deferred))
+                for item in items):
             return False
         self.emit(depth, "if x is None:", f"    {'pass' if optional else fail}", "else:")
         depth += 1
@@ -735,7 +953,8 @@ class _Generator:
         for i, item in enumerate(items):
             self.item(depth, item, f"a{i}", fail)
         if marker.dtype is not None:
-            self.emit(depth, f"if _KIND.get(dt) != {marker.dtype!r}:", f"    {fail}")
+            cache = self.families.setdefault(marker.dtype, f"_A{len(self.families)}")
+            self.emit(depth, f"if {cache}.get(dt) is not True:", f"    {fail}")
         return True
 
     def unpack(self, depth: int, m: int, var: int | None, fail: str) -> None:
@@ -759,7 +978,12 @@ class _Generator:
                   f"elif {local} != {size}:", f"    {fail}")
 
     def item(self, depth: int, item: Any, size: str, fail: str) -> None:
-        if item is Any:
+        if item is Any or (isinstance(item, RowVariable) and item.name is None):
+            return
+        if isinstance(item, Broadcastable):  # size 1 fits and binds nothing
+            self.emit(depth, f"if {size} != 1:")
+            self.item(depth + 1, item.item, size, fail)
+            self.emit(depth + 1, "pass")
             return
         if isinstance(item, RowVariable):
             self.bind(depth, self.local(item.key), size, fail)
@@ -817,11 +1041,14 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
                   f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")
         if not g.value(3, program, marker, optional, fail):
             return None
-    g.emit(2, "result = fn(*args, **kwargs)")
+    bindings = ", ".join(f"{k!r}: {v}" for k, v in g.locals.items())
+    g.emit(2, f"token = _set(({{{bindings}}}, {{}}))", "try:",
+           "    result = fn(*args, **kwargs)", "finally:", "    _reset(token)")
     if not _generate_result(g, checker, "return _slow_result(args, kwargs, result)"):
         return None
     g.emit(2, "return result")
-    header = ["def make(fn, _slow, _slow_result, _modules, _KIND, _U, _EMPTY, _D):",
+    header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D, _set, _reset):",
+              *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
               "    def wrapper(*args, **kwargs):",
               "        t = _modules.get('torch')",
               "        if t is not None and t.compiler.is_compiling():",
@@ -832,7 +1059,8 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<tensig.shaped {checker.sig.name}>", "exec"), namespace)
     wrapper = namespace["make"](checker.fn, checker.call, checker.after, sys.modules,
-                                _KIND_CACHE, _UNBOUND, _EMPTY, tuple(defaults))
+                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults), _SCOPE.set,
+                                _SCOPE.reset)
     wrapper.__tensig_source__ = source
     return wrapper  # type: ignore[no-any-return]
 
