@@ -54,12 +54,13 @@ per compilation, and costs nothing in the compiled function.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import inspect
 import re
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
@@ -607,17 +608,22 @@ def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:
 # the bindings of the current call: isinstance, shape_scope, print_bindings
 # --------------------------------------------------------------------------------------------
 
-_SCOPE: contextvars.ContextVar[tuple[dict[str, Any], dict[str, tuple[Any, ...]]] | None] = \
+_SCOPE: contextvars.ContextVar[tuple[Any, dict[str, Any]] | None] = \
     contextvars.ContextVar("tensig_shape_scope", default=None)
+_FAST_FRAMES: weakref.WeakKeyDictionary[Any, tuple[tuple[str, str], ...]] = \
+    weakref.WeakKeyDictionary()
+"""Generated wrappers' code objects -> ``(size name, local variable)``: a checked call's
+bindings are read from its frame when asked (``isinstance``), so calls publish nothing."""
+_EXTRA = threading.local()
 
 
-@contextlib.contextmanager
-def shape_scope() -> Iterator[dict[str, Any]]:
+class shape_scope:
     """A scope of bindings for ``isinstance`` checks (jaxtyping's ``jaxtyped("context")``).
 
     Inside, ``isinstance(x, Float[np.ndarray, "B T"])`` binds ``B`` and ``T`` and later checks
-    must agree; the dict of bindings is yielded.  Every ``@shaped`` call opens its own scope
-    (bindings of a nested checked call stay in it, as jaxtyping's memo).
+    must agree; the dict of bindings is what ``with`` yields.  Every ``@shaped`` call is such
+    a scope of its own, holding its arguments' bindings (a nested checked call has its own, as
+    jaxtyping's memo).
 
     >>> import numpy as np
     >>> from tensig.annotations import Float
@@ -630,21 +636,62 @@ def shape_scope() -> Iterator[dict[str, Any]]:
     True
     False
     """
-    env: dict[str, Any] = {}
-    token = _SCOPE.set((env, {}))
-    try:
-        yield env
-    finally:
-        _SCOPE.reset(token)
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {}
+        self.token: Any = None
+
+    def __enter__(self) -> dict[str, Any]:
+        self.token = _SCOPE.set((sys._getframe(1), self.env))
+        return self.env
+
+    def __exit__(self, *exc: object) -> None:
+        _SCOPE.reset(self.token)
 
 
-def _scope() -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]] | None:
+def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(bindings, sink)`` of the innermost checked call or scope around the caller.
+
+    The interpreter's and ``shape_scope``'s bindings are one dict (``sink is bindings``); a
+    generated wrapper's are its local variables, read from its frame, and new bindings go to a
+    side table for that frame (dropped once the frame is no longer on the stack).
+    """
     scope = _SCOPE.get()
-    if scope is not None and any(v is _UNBOUND for v in scope[0].values()):
-        env = {k: v for k, v in scope[0].items() if v is not _UNBOUND}  # a fast-path scope
-        scope[0].clear()
-        scope[0].update(env)
-    return scope
+    frame = sys._getframe(2)
+    live: set[int] = set()
+    found: tuple[dict[str, Any], dict[str, Any]] | None = None
+    while frame is not None:
+        live.add(id(frame))
+        code = frame.f_code
+        if found is None:
+            if scope is not None and frame is scope[0]:
+                found = scope[1], scope[1]
+            elif code is _CALL_CODE:
+                env = frame.f_locals.get("state", ({},))[0]
+                found = env, env
+            elif code is _UNCHECKED_CODE:
+                env = frame.f_locals["bindings"]
+                found = env, env
+            elif code in _FAST_FRAMES:
+                found = _fast_scope(frame, _FAST_FRAMES[code])
+        frame = frame.f_back
+    table = getattr(_EXTRA, "frames", {})
+    for key in [k for k in table if k not in live]:
+        del table[key]
+    return found
+
+
+def _fast_scope(frame: Any, names: tuple[tuple[str, str], ...]
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    values = frame.f_locals
+    env = {name: values[local] for name, local in names
+           if values.get(local, _UNBOUND) is not _UNBOUND}
+    table = getattr(_EXTRA, "frames", None)
+    if table is None:
+        table = _EXTRA.frames = {}
+    _, extra = table.setdefault(id(frame), (frame, {}))
+    env.update(extra)
+    return env, extra
 
 
 def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
@@ -654,15 +701,13 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
             and not (marker.scalar is not None and isinstance(obj, marker.scalar)):
         return False
     scope = _scope()
-    env, origins = scope if scope is not None else ({}, {})
-    trial, trial_origins = dict(env), dict(origins)
+    env, sink = scope if scope is not None else ({}, {})
+    trial = dict(env)
     try:
-        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial,
-                     trial_origins, [])
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, {}, [])
     except _Mismatch:
         return False
-    env.update(trial)
-    origins.update(trial_origins)
+    sink.update((k, v) for k, v in trial.items() if k not in env)
     return True
 
 
@@ -836,11 +881,7 @@ class _Checker:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Check the arguments, call the function, check its result."""
         state = self.check_args(args, kwargs)
-        token = _SCOPE.set(state[:2])
-        try:
-            result = self.fn(*args, **kwargs)
-        finally:
-            _SCOPE.reset(token)
+        result = self.fn(*args, **kwargs)  # isinstance inside reads ``state`` (_scope)
         self.check_result(result, *state)
         return result
 
@@ -848,6 +889,9 @@ class _Checker:
         """Check a result the function already returned (the arguments are checked again)."""
         self.check_result(result, *self.check_args(args, kwargs))
         return result
+
+
+_CALL_CODE = _Checker.call.__code__
 
 
 def _interpreted(checker: _Checker) -> Callable[..., Any]:
@@ -865,13 +909,13 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A function with nothing to check still opens a scope, for ``isinstance`` inside."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        token = _SCOPE.set(({}, {}))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _SCOPE.reset(token)
+        bindings: dict[str, Any] = {}  # noqa: F841 (read from this frame by _scope)
+        return fn(*args, **kwargs)
 
     return wrapper
+
+
+_UNCHECKED_CODE = _unchecked(print).__code__
 
 
 def _wrap(fn: F, check_return: bool, localns: dict[str, Any] | None = None,
@@ -1041,13 +1085,12 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
                   f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")
         if not g.value(3, program, marker, optional, fail):
             return None
-    bindings = ", ".join(f"{k!r}: {v}" for k, v in g.locals.items())
-    g.emit(2, f"token = _set(({{{bindings}}}, {{}}))", "try:",
-           "    result = fn(*args, **kwargs)", "finally:", "    _reset(token)")
+    g.emit(2, "result = fn(*args, **kwargs)")
+    names = tuple(g.locals.items())
     if not _generate_result(g, checker, "return _slow_result(args, kwargs, result)"):
         return None
     g.emit(2, "return result")
-    header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D, _set, _reset):",
+    header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
               *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
               "    def wrapper(*args, **kwargs):",
               "        t = _modules.get('torch')",
@@ -1059,8 +1102,8 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<tensig.shaped {checker.sig.name}>", "exec"), namespace)
     wrapper = namespace["make"](checker.fn, checker.call, checker.after, sys.modules,
-                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults), _SCOPE.set,
-                                _SCOPE.reset)
+                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults))
+    _FAST_FRAMES[wrapper.__code__] = names
     wrapper.__tensig_source__ = source
     return wrapper  # type: ignore[no-any-return]
 
