@@ -472,16 +472,18 @@ class _AnnotationParser:
             return self.row_variable_item(kind, s, e)
         modifiers: set[str] = set()
         i = s
-        while i < e and text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
-            if text[i] in modifiers:
-                self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
-            modifiers.add(text[i])
-            i += 1
+        while i < e:
+            if text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
+                if text[i] in modifiers:
+                    self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
+                modifiers.add(text[i])
+                i += 1
+            elif m := re.match(r"[^\W\d]\w*=(?!=)", text[i:e]):
+                i += m.end()  # jaxtyping's ``rows=4``: the size is 4, the name documents it
+            else:
+                break
         broadcast, variadic, anonymous = ("#" in modifiers, "*" in modifiers,
                                           "_" in modifiers)
-        m = re.match(r"([^\W\d]\w*)=(?!=)", text[i:e])
-        if m:  # jaxtyping's ``rows=4``: the size is 4, the name documents it
-            i += m.end()
         rest = text[i:e]
         if rest == "_":  # ``*_`` and ``#_``
             anonymous, rest = True, ""
@@ -764,10 +766,14 @@ class _ShapedFamily:
             shape = _nest(shape, inner.shape)
             dtype = _meet(self._name, dtype, inner.dtype)
             array_type = array_type.__origin__
-        scalar = array_type if array_type in (float, int, bool, complex) else None
+        scalar = array_type if array_type in _PYTHON_DTYPES else None
         if scalar is not None and shape.min_rank:
             raise TypeError(f"{self._name}[{array_type.__name__}, {shape.text!r}]: a Python "
                             f"{array_type.__name__} has no axes (write \"\")")
+        if scalar is not None and dtype is not None \
+                and not dtype_accepts(dtype, _PYTHON_DTYPES[scalar]):
+            raise TypeError(f"{self._name}[{array_type.__name__}, ...]: a Python "
+                            f"{array_type.__name__} is never {_family_text(dtype)}")
         name = self._name if self._dtype is not None or inner is None else inner.family
         marker = ShapeSpecMarker(shape, dtype, scalar, family=name)
         return _ShapedAlias(array_type, (marker,))
@@ -802,6 +808,8 @@ def _meet(name: str, outer: str | None, inner: str | None) -> str | None:
     return "{" + ",".join(names) + "}"
 
 
+_PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
+"""The dtype a plain Python scalar stands for (``Float[float, ""]``)."""
 _KNOWN_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                  "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
                  "complex128")

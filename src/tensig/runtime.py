@@ -66,6 +66,7 @@ from typing import Any, TypeVar, overload
 
 from tensig.annotations import (
     _ACCEPT,
+    _PYTHON_DTYPES,
     AnnotationShape,
     Broadcastable,
     Deferred,
@@ -237,7 +238,7 @@ class _Program:
     fixed size, a compiled expression, a row variable's key, or ``-1`` for ``_``.
     """
 
-    __slots__ = ("keys", "n_fixed", "ops", "rank", "shape")
+    __slots__ = ("keys", "loose", "n_fixed", "ops", "rank", "shape")
 
     def __init__(self, shape: AnnotationShape):
         self.shape = shape
@@ -261,6 +262,7 @@ class _Program:
                 ops.append((_EXPR | flag, _Expr(item), index))
         self.ops = tuple(ops)
         self.keys = tuple(p for c, p, _ in ops if c & ~_BCAST in (_VAR, _ANON))
+        self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
         self.n_fixed = len(ops) - len(self.keys)
         self.rank = None if self.keys else len(ops)
 
@@ -307,7 +309,7 @@ class _Program:
         lengths: dict[str, int] = {}
         for key in self.keys:
             bound = env.get(key)
-            if bound is None:
+            if bound is None or key in self.loose or "#" + key in env:  # *#v: any length
                 unknown[key] = unknown.get(key, 0) + 1
             else:
                 lengths[key] = len(bound)
@@ -336,12 +338,19 @@ def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
     if bound is None:
         env[key] = segment
         origins[key] = (label, axis, shape, len(segment))
+        if broadcast:
+            env["#" + key] = True
     elif bound != segment and all(_is_size(s) for s in segment):
-        joined = _broadcast(bound, segment) if broadcast else None
-        if joined is None:
+        loose = env.get("#" + key, False)
+        joined = _broadcast(bound, segment) if broadcast or loose else None
+        if joined is None or (not broadcast and joined != segment) \
+                or (not loose and joined != bound):
             raise _Mismatch("rowvar", label, program, shape, axis, index, name=key,
                             bound=bound, segment=segment)
-        env[key] = joined
+        if loose:  # jaxtyping: the binding takes this occurrence's broadcastability
+            env[key] = joined
+            if not broadcast:
+                del env["#" + key]
 
 
 def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -466,7 +475,8 @@ def _display(key: str) -> str:
 
 def _swap_hint(size: Any, name: str, env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]]) -> str | None:
-    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)]
+    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)
+              and not isinstance(v, bool)]
     if not others:
         return None
     other = others[0]
@@ -702,9 +712,13 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
         return False
     scope = _scope()
     env, sink = scope if scope is not None else ({}, {})
-    trial = dict(env)
+    trial: dict[str, Any] = dict(env)
+    origins: dict[str, tuple[Any, ...]] = {k: ("given", None, None, None) for k in env}
     try:
-        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, {}, [])
+        pending: list[tuple[Any, ...]] = []
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, origins,
+                     pending)
+        _resolve(pending, trial, origins)
     except _Mismatch:
         return False
     sink.update((k, v) for k, v in trial.items() if k not in env)
@@ -715,7 +729,8 @@ def print_bindings() -> None:
     """Print the sizes bound so far in the current checked call (jaxtyping's
     ``print_bindings``), for debugging."""
     scope = _scope()
-    env = {k: v for k, v in (scope[0] if scope is not None else {}).items() if k != _ARGS}
+    env = {k: v for k, v in (scope[0] if scope is not None else {}).items()
+           if k != _ARGS and not k.startswith("#")}
     if not env:
         print("No sizes are bound here (call print_bindings() inside a @shaped function).")
         return
@@ -776,7 +791,6 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         raise _Mismatch("dtype", label, program, shape, dtype=dtype, marker=marker)
 
 
-_PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
 _MAX_LEAVES = 1_000_000
 
 
