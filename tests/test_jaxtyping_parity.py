@@ -370,6 +370,19 @@ def test_deferred_symbolic_bad():  # jaxtyping: test_deferred_symbolic_bad
     fails(K().bar, np.array(0.0), where="return")
 
 
+def test_deferred_symbolic_dataclass():  # jaxtyping: test_deferred_symbolic_dataclass
+    import dataclasses
+
+    @shaped
+    @dataclasses.dataclass
+    class K:
+        value: int
+        array: Float[A, " {value}"]
+
+    K(3, z(3))
+    fails(K, 3, z(4), where="array")
+
+
 def test_default_bindings():  # jaxtyping: test_decorator.py test_default_bindings
     @shaped
     def f(x: int, y: int = 1) -> Float[A, "x {y}"]:

@@ -392,7 +392,13 @@ def f_pending(x: Float[np.ndarray, "h*w, c"], y: Float[np.ndarray, "h, _"],
     return out
 
 
+def f_bcast(x: Float[np.ndarray, "#B T #3"], y: Float[np.ndarray, "B, #(T+1)"], out
+            ) -> Float[np.ndarray, "... T"]:
+    return out
+
+
 CASES = {
+    f_bcast: ["#B T #3", "B, #(T+1)", "... T"],
     f_arith: ["B, T+1, d", "B, 2*h", "B, T, d"],
     f_rows: ["..b.., T", "..b.., T, T", "h*w", "h, w", "..., T"],
     f_pending: ["h*w, c", "h, _", "w", "c, (h + 1)//2"],

@@ -940,6 +940,9 @@ def _wrap(fn: F, check_return: bool, localns: dict[str, Any] | None = None,
         accessors = (fn.fget, fn.fset, fn.fdel)
         return property(*(None if f is None else _wrap(f, check_return, localns, compiled)  # type: ignore
                           for f in accessors), fn.__doc__)
+    if isinstance(fn, type):  # a dataclass: its __init__ checks the annotated fields
+        fn.__init__ = _wrap(fn.__init__, check_return, localns, compiled)  # type: ignore
+        return fn
     if not callable(fn):
         raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
