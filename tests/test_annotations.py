@@ -351,3 +351,42 @@ def test_beartype_sees_the_plain_array_type():
     assert f(np.zeros((2, 3))).shape == (2,)
     with pytest.raises(roar.BeartypeCallHintParamViolation):
         f([1.0])  # not an ndarray: beartype's own check, the shape string is metadata to it
+
+
+# --------------------------------------------------------------------------------------------
+# signature strings for verify (issue 13, section 6): operands read as annotations
+# --------------------------------------------------------------------------------------------
+
+
+def test_signature_strings_take_size_expressions():
+    from tensig.verify import Signature, verify
+
+    sig = Signature.parse("T, d; d, 3*d => T, 3*d")
+    assert sig.args == ((T, d), (d, 3 * d)) and sig.results == ((T, 3 * d),)
+    assert verify(lambda x, w: x @ w, sig).ok
+    report = verify(lambda x, w: x @ w, "T, d; d, 3*d => T, d")
+    assert "returns [T, 3*d] but the signature declares [T, d]" in report.findings[0].message
+    # a word is one axis, as in annotations
+    assert Signature.parse("n_seq n_embd =>").args == ((Dim.symbol("n_seq"),
+                                                         Dim.symbol("n_embd")),)
+
+
+def test_signature_strings_take_dtypes_and_tuple_results():
+    from tensig.verify import Signature, verify
+
+    sig = Signature.parse("B T: int; V d => B T d; B")
+    assert sig.kinds == ("i", "f") and sig.results == ((B, T, d), (B,))
+    assert Signature.parse("B T: bool; V d: float32").kinds == ("b", "f")
+
+    def embed(ids, wte):
+        return wte[ids], ids.sum(-1)
+
+    assert verify(embed, sig).ok
+    report = verify(embed, "B T: int; V d => B T d; T")
+    assert "returns [B] but the signature declares [T]" in report.findings[0].message
+    with pytest.raises(SpecSyntaxError) as info:
+        Signature.parse("B T: integr; V d")
+    assert info.value.column == 5 and "unknown dtype 'integr'" in info.value.reason
+    with pytest.raises(SpecSyntaxError) as info:
+        Signature.parse("B T; V, , d")
+    assert info.value.column == 7  # the caret points into the whole signature

@@ -118,10 +118,10 @@ def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
     if colon:
         name = dtype.strip()
         if not known_family(name):
-            col = offset + len(body) + 1
+            col = offset + len(body) + 1 + len(dtype) - len(dtype.lstrip())
             raise SpecSyntaxError(text, col, f"unknown dtype {name!r} after ':'",
                                   hint="write a dtype family: float, int, uint, bool, complex, "
-                                       "float32, int64, ...", end=offset + len(operand))
+                                       "float32, int64, ...", end=col + len(name))
         kind = family_kind(known_family(name))
     try:
         return parse_annotation(body), kind
