@@ -144,6 +144,8 @@ item = st.one_of(
     st.integers(0, 40),
     st.just(Any),
     st.sampled_from(EXPRS).map(Dim.parse),
+    st.sampled_from(NAMES + EXPRS).map(lambda t: Broadcastable(Dim.parse(t))),
+    st.integers(0, 40).map(Broadcastable),
 )
 
 
@@ -152,7 +154,8 @@ def rows(draw, kind):
     items = draw(st.lists(item, max_size=4))
     if draw(st.booleans()):
         name = draw(st.sampled_from([None, "u", "v"]))
-        items.insert(draw(st.integers(0, len(items))), RowVariable(name, kind))
+        broadcast = name is not None and draw(st.booleans())
+        items.insert(draw(st.integers(0, len(items))), RowVariable(name, kind, broadcast))
     return tuple(items)
 
 

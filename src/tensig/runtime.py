@@ -38,12 +38,18 @@ Binding rules:
   binds ``T = size - 1``; ``2*h`` binds ``h = size // 2`` and must divide exactly; ``h*w`` with
   ``h`` known binds ``w``.  An expression with several unknowns waits until the other
   arguments bind them; one whose names are never determined cannot be checked and is skipped;
-- a row variable (``..v..``, and ``...`` per row kind) binds a tuple of sizes; at most one
-  unbound row variable per argument can be split off (bind the others in earlier arguments);
+- a named variadic (``*v``, ``..v..``) binds a tuple of sizes; ``...`` binds nothing; at most
+  one unbound variadic per argument can be split off (bind the others in earlier arguments);
+  ``*#v`` accepts axes that broadcast against its binding (jaxtyping's rule);
+- ``#n`` and ``#4`` also accept size 1, which binds nothing;
+- ``{n}``/``{self.size}`` read the call's arguments and ``min(a, b)`` the bound sizes, once
+  their names are bound (the interpreter does these; the generated path hands them over);
 - ``_`` matches any size; a size that is not an integer (a dask array's unknown ``nan``) is
   not checked;
-- ``Float``/``Int``/``Bool`` check the dtype kind; ``None`` is accepted for ``Optional``
-  annotations and parameters whose default is ``None``.
+- the dtype families (``Float``, ``Int``, ``UInt``, ``Float32``...) check the dtype; ``None``
+  is accepted for ``Optional`` annotations and parameters whose default is ``None``;
+- ``isinstance(x, Float[A, "n"])`` inside the call checks against the call's bindings and
+  extends them (read from the wrapper's frame, so the fast path publishes nothing).
 
 Compilers: under ``torch.compile`` (``torch.compiler.is_compiling()``) the check is
 **skipped**, so dynamo traces only the function body and ``fullgraph=True`` holds; run the
