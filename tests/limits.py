@@ -10,7 +10,6 @@ machine.
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import textwrap
@@ -33,15 +32,14 @@ class Outcome:
 def run_limited(code: str, *, timeout: float = 30.0, memory_mb: int = 4096) -> Outcome:
     """Run ``code`` (dedented) in a fresh interpreter with tensig's source first on the path."""
 
-    def limit() -> None:
-        limit_bytes = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
+    # The child limits itself: a preexec_fn would make the parent fork without exec, which
+    # is unsafe in a test process where JAX or torch have started threads.
+    limit = memory_mb * 2**20
+    prologue = f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
     try:
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                              capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=limit)
+        done = subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(code)],
+                              env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         return Outcome(None, _text(e.stdout), _text(e.stderr), True)
     return Outcome(done.returncode, done.stdout, done.stderr, False)

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ import safetensors.numpy
 from tensig import checkpoint
 from tensig import graph as G
 from tensig.checkpoint import CheckpointError, LoadReport, load, save
+from tolerance import assert_equal_up_to_rounding
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -105,7 +107,15 @@ def test_round_trip_is_exact_on_and_across_backends(tmp_path, src, dst):
     out1, out2 = m1.run(), m2.run()
     out1 = out1.numpy() if isinstance(out1, torch.Tensor) else out1
     out2 = out2.numpy() if isinstance(out2, torch.Tensor) else out2
-    np.testing.assert_array_equal(out1, out2)
+    if src == dst:  # one library, the same calls on equal inputs: the same bits
+        np.testing.assert_array_equal(out1, out2)
+    else:  # NumPy's BLAS and torch's sum in their own orders (1 ulp apart on some CPUs)
+        w1, b1, w2, b2 = (np.abs(saved[n]).astype(np.float64)
+                          for n in ("layer1.w", "layer1.b", "layer2.w", "layer2.b"))
+        x = np.abs(np.linspace(-1, 1, 15).reshape(5, 3))
+        magnitude = (x @ w1.T + b1) @ w2.T + b2  # the forward pass on absolute values
+        assert_equal_up_to_rounding(out1, out2, dtype=np.float32, length=(3 + 1) + (4 + 1),
+                                    magnitude=magnitude)
 
 
 def test_loaded_values_are_copies_not_views_of_the_file(tmp_path):
@@ -129,6 +139,9 @@ def test_header_holds_tensig_shapes_and_the_file_is_plain_safetensors(tmp_path):
         "tensig.format": "1", "step": "12", "note": "hi",
         "tensig.shape.layer1.w": "3->4", "tensig.shape.layer1.b": "4",
         "tensig.shape.layer2.w": "4->2", "tensig.shape.layer2.b": "2",
+        # CRC-32 of each tensor's little-endian bytes, computed independently here
+        **{f"tensig.crc32.{n}": f"{zlib.crc32(v.astype('<f4').tobytes()):08x}"
+           for n, v in values(p).items()},
     }
     plain = safetensors.numpy.load_file(str(path))
     assert plain["layer1.w"].shape == (4, 3)  # memory order: output, then input
@@ -495,6 +508,7 @@ def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
         for r in rows[:4]:
             ta.step(r)
         path = save(ta, tmp_path / "ckpt.safetensors")
+        state = values({t.name: t for t in [*a.params, *ta.opt.state]})
         after = [ta.step(r) for r in rows[4:]]
         final = values({p.name: p for p in a.params})
     _, names = header(path)
@@ -504,11 +518,20 @@ def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
         tb = b.trainer(xs, onehot, 0.01)
         report = load(tb, path)
         assert tb.step_count == 4 and "w1.adam_v" in report.loaded
+        loaded = values({t.name: t for t in [*b.params, *tb.opt.state]})
         resumed = [tb.step(r) for r in rows[4:]]
         got = values({p.name: p for p in b.params})
-    np.testing.assert_array_equal(resumed, after)
+    # the state is copied: parameters, moments (and the step count above) are the same bits
+    assert loaded.keys() == state.keys()
+    for name, v in state.items():
+        np.testing.assert_array_equal(loaded[name], v, err_msg=name)
+    # The continuation runs the same code on that state, but the saved trainer's parameters
+    # were views into the fused update's flat arrays and the loaded ones are fresh arrays: a
+    # BLAS may pick another kernel for another alignment, so the steps agree to rounding
+    # (a wrong step count changes Adam's bias correction by percents, far beyond this).
+    np.testing.assert_allclose(resumed, after, rtol=1e-5)
     for name, v in final.items():
-        np.testing.assert_array_equal(got[name], v, err_msg=name)
+        np.testing.assert_allclose(got[name], v, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 def test_a_trainer_needs_the_optimizer_state_unless_not_strict(tmp_path):

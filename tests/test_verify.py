@@ -224,10 +224,10 @@ def test_boolean_mask_gives_an_existential_size():
 
 def test_unsupported_operation_is_a_note_not_a_silent_pass():
     def f(x):
-        return np.fft.fft(x)
+        return np.einsum("...i->...", x)
 
     r = verify(f, "B T =>")
-    assert not r.ok and not r.complete and "fft" in r.notes[0]
+    assert not r.ok and not r.complete and "einsum" in r.notes[0]
 
 
 def test_signature_arity_and_syntax():
@@ -263,7 +263,7 @@ def test_jax_code_through_jax_symbolic_shapes():
         return jnp.mean(x, axis=0)
 
     r = verify(bug, "B T T; B T => B T T")
-    assert kinds(r) == ["broadcast"] and "Incompatible shapes" in r.findings[0].message
+    assert kinds(r) == ["broadcast"] and "broadcasts T against B" in r.findings[0].message
     assert verify(fix, "B T T; B T => B T T").ok
     assert kinds(verify(pool, "B T d => B d")) == ["return-shape"]
 

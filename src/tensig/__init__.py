@@ -41,6 +41,7 @@ from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, Tensig
 from tensig.inference import Inferred, infer
 from tensig.notation import Spec, parse
 from tensig.ops import RowArray, concat, einmax1, einsum, einsum1, outer_sum, rows, tropical
+from tensig.padding import Padded, PaddingError, pad
 from tensig.price import price
 from tensig.runtime import print_bindings, shape_scope, shaped
 from tensig.shapes import Shape
@@ -89,6 +90,8 @@ __all__ = [
     "Integer",
     "Key",
     "Num",
+    "Padded",
+    "PaddingError",
     "PyTree",
     "Real",
     "Report",
@@ -114,6 +117,7 @@ __all__ = [
     "einsum1",
     "infer",
     "outer_sum",
+    "pad",
     "parse",
     "price",
     "print_bindings",

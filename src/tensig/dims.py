@@ -57,7 +57,16 @@ from math import comb
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
-from tensig.errors import InconclusiveError, SpecSyntaxError
+from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError
+from tensig.lexical import (
+    digits_end,
+    identifier_end,
+    int_literal,
+    is_digit,
+    is_name_char,
+    is_name_start,
+    unexpected_character,
+)
 
 __all__ = [
     "Condition",
@@ -77,6 +86,26 @@ Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
 
 _new_object = object.__new__
 _setattr = object.__setattr__
+
+# Bounds on the work one expression can cause (sizes are small polynomials; these are far above
+# any real shape and far below what takes a noticeable time): ``(T + 1)**3000`` or ``9**9**9``
+# is a clear error, not minutes of expansion.
+MAX_EXPONENT = 64  # a written or computed ``**`` exponent
+MAX_POWER = 64  # the power of one size in a monomial (``T**64``)
+MAX_TERMS = 256  # the terms of one polynomial after a product
+MAX_BITS = 512  # the bit length of one coefficient
+MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
+
+
+def _too_large(what: str, limit: str) -> ShapeError:
+    return ShapeError(f"dimension expression too large: {what} (the limit is {limit})",
+                      hint="sizes are small polynomials; check the expression")
+
+
+def _check_bits(c: int) -> int:
+    if c.bit_length() > MAX_BITS:
+        raise _too_large(f"a coefficient of {c.bit_length()} bits", f"{MAX_BITS} bits")
+    return c
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,8 +192,8 @@ def _scale(p: Dim, n: int) -> Dim:
         return _ZERO
     c = p._const
     if c is not None:
-        return _const(c * n)
-    return _make(tuple([(m, c * n) for m, c in p._terms]))
+        return _const(_check_bits(c * n))
+    return _make(tuple([(m, _check_bits(c * n)) for m, c in p._terms]))
 
 
 def _mono_mul(a: Monomial, b: Monomial) -> Monomial:
@@ -175,17 +204,23 @@ def _mono_mul(a: Monomial, b: Monomial) -> Monomial:
     d = dict(a)
     get = d.get
     for atom, p in b:
-        d[atom] = get(atom, 0) + p
+        power = d[atom] = get(atom, 0) + p
+        if power > MAX_POWER:
+            raise _too_large(f"{atom}**{power}", f"a power of {MAX_POWER}")
     return tuple(sorted(d.items()))
 
 
 def _mul_terms(a: Terms, b: Terms) -> Dim:
+    if len(a) * len(b) > MAX_TERMS * MAX_TERMS:
+        raise _too_large(f"a product of {len(a)} by {len(b)} terms", f"{MAX_TERMS} terms")
     d: dict[Monomial, int] = {}
     get = d.get
     for m1, c1 in a:
         for m2, c2 in b:
             m = _mono_mul(m1, m2)
-            d[m] = get(m, 0) + c1 * c2
+            d[m] = get(m, 0) + _check_bits(c1 * c2)
+    if len(d) > MAX_TERMS:
+        raise _too_large(f"a product with {len(d)} terms", f"{MAX_TERMS} terms")
     return _from_dict(d)
 
 
@@ -303,6 +338,20 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
     return (const if lo_ok else None, const if hi_ok else None)
 
 
+_MAX_EXPANSION = 20_000
+
+
+def _expansion_size(terms: Terms) -> int:
+    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
+    total = 0
+    for m, _ in terms:
+        size = 1
+        for _, power in m:
+            size *= power + 1
+        total += size
+    return total
+
+
 def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
     atoms: dict[Atom, list[tuple[int, int] | None]] = {}
     combinations = 1
@@ -314,6 +363,8 @@ def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
                     options = options[:1]
                 combinations *= len(options)
                 atoms[atom] = options
+    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
+        return None, None  # too costly to expand: undecided, which is always sound
     lo: int | None = None
     hi: int | None = None
     for combo in itertools.product(*atoms.values()):
@@ -428,44 +479,72 @@ def _format_terms(terms: Terms) -> str:
 # parsing
 # --------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"(?P<ws>\s+)|(?P<int>\d+)|(?P<name>\$\w+|[^\W\d]\w*)|(?P<op>\*\*|//|[-+*%()])")
+_OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
 _Token: TypeAlias = "tuple[str, str, int, int]"
 
 
 def _tokenize(text: str) -> list[_Token]:
+    """Tokens by the rules of :mod:`tensig.lexical` (plus ``$name``, the solver's fresh names);
+    a literal's token holds its canonical digits."""
     tokens: list[_Token] = []
     pos, n = 0, len(text)
     while pos < n:
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            ch = text[pos]
+        ch = text[pos]
+        if ch.isspace():
+            pos += 1
+            continue
+        if is_digit(ch):
+            end = digits_end(text, pos)
+            tokens.append(("int", str(int_literal(text, pos, end)), pos, end))
+        elif is_name_start(ch):
+            end = identifier_end(text, pos)
+            tokens.append(("name", text[pos:end], pos, end))
+        elif ch == "$" and pos + 1 < n and is_name_char(text[pos + 1]):
+            end = pos + 2
+            while end < n and is_name_char(text[end]):
+                end += 1
+            tokens.append(("name", text[pos:end], pos, end))
+        elif (match := _OPERATOR.match(text, pos)) is not None:
+            end = match.end()
+            tokens.append(("op", match.group(), pos, end))
+        else:
+            reason, hint = unexpected_character(ch)
             hint = {
                 "/": "floor division is written //",
                 ".": "sizes are integers",
                 "^": "a power is written **",
-            }.get(ch)
-            raise SpecSyntaxError(text, pos, f"unexpected character {ch!r} in a dimension", hint)
-        kind = match.lastgroup
-        assert kind is not None
-        if kind != "ws":
-            tokens.append((kind, match.group(), pos, match.end()))
-        pos = match.end()
+            }.get(ch, hint)
+            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
+        pos = end
     tokens.append(("end", "", n, n))
     return tokens
 
 
 class _Parser:
-    """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``."""
+    """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
 
-    __slots__ = ("i", "text", "tokens")
+    Every recursion passes through :meth:`unary`, which bounds the depth (``MAX_NESTING``), and
+    every operation goes through :meth:`apply`, which turns an expression that grows past the
+    module's bounds into a caret under the operator that did it.
+    """
+
+    __slots__ = ("depth", "i", "text", "tokens")
 
     def __init__(self, text: str):
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
 
     def fail(self, start: int, reason: str, hint: str | None = None, end: int | None = None):
         raise SpecSyntaxError(self.text, start, reason, hint, end)
+
+    def apply(self, op: _Token, f: Any, a: Dim, b: Any) -> Dim:
+        try:
+            return f(a, b)  # type: ignore[no-any-return]
+        except ShapeError as e:
+            self.fail(op[2], e.reason, e.hint, op[3])
+            raise AssertionError from None  # unreachable: fail() raises
 
     def parse(self) -> Dim:
         if self.tokens[0][0] == "end":
@@ -486,23 +565,24 @@ class _Parser:
     def expr(self) -> Dim:
         value = self.term()
         while True:
-            tok = self.tokens[self.i][1]
-            if tok == "+":
+            op = self.tokens[self.i]
+            if op[1] == "+":
                 self.i += 1
-                value = value + self.term()
-            elif tok == "-":
+                value = self.apply(op, operator.add, value, self.term())
+            elif op[1] == "-":
                 self.i += 1
-                value = value - self.term()
+                value = self.apply(op, operator.sub, value, self.term())
             else:
                 return value
 
     def term(self) -> Dim:
         value = self.unary()
         while True:
-            tok = self.tokens[self.i][1]
+            op = self.tokens[self.i]
+            tok = op[1]
             if tok == "*":
                 self.i += 1
-                value = value * self.unary()
+                value = self.apply(op, operator.mul, value, self.unary())
             elif tok in ("//", "%"):
                 self.i += 1
                 start = self.tokens[self.i][2]
@@ -519,18 +599,26 @@ class _Parser:
                 return value
 
     def unary(self) -> Dim:
-        tok = self.tokens[self.i][1]
+        _kind, tok, start, end = self.tokens[self.i]
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(start, f"the expression nests deeper than {MAX_NESTING} levels "
+                             "(parentheses, signs and powers)", None, end)
         if tok == "-":
             self.i += 1
-            return -self.unary()
-        if tok == "+":
+            value = self.apply(self.tokens[self.i - 1], operator.mul, self.unary(), -1)
+        elif tok == "+":
             self.i += 1
-            return self.unary()
-        return self.power()
+            value = self.unary()
+        else:
+            value = self.power()
+        self.depth -= 1
+        return value
 
     def power(self) -> Dim:
         base = self.primary()
-        if self.tokens[self.i][1] != "**":
+        op = self.tokens[self.i]
+        if op[1] != "**":
             return base
         self.i += 1
         start = self.tokens[self.i][2]
@@ -543,7 +631,7 @@ class _Parser:
                 None,
                 self.tokens[self.i - 1][3],
             )
-        return base**e
+        return self.apply(op, operator.pow, base, e)
 
     def primary(self) -> Dim:
         kind, tok, start, end = self.tokens[self.i]
@@ -1118,9 +1206,14 @@ class Dim:
                 return NotImplemented
         if e < 0:
             raise ValueError(f"an exponent must be nonnegative, got {e}")
+        if e > MAX_EXPONENT:
+            raise _too_large(f"an exponent of {e}", f"an exponent of {MAX_EXPONENT}")
         c = self._const
         if c is not None:
-            return _const(c**e)
+            if (abs(c).bit_length() - 1) * e > MAX_BITS:
+                raise _too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
+                                 f"{MAX_BITS} bits")
+            return _const(_check_bits(c**e))
         result, base = _ONE, self
         while e:
             if e & 1:

@@ -423,8 +423,9 @@ class _EinsumInference:
         """
         spec = self.spec
         self.check_arity(len(operands))
+        shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
         patterns: list[dict[Kind, SRow]] = []
-        for i, sh in enumerate(spec.shapes()):
+        for i, sh in enumerate(shapes):
             who: int | str = "result" if i == len(spec.operands) else i
             text = shown[i] if isinstance(who, int) else result_shown
             where = Origin(spec.text, None, who, text)
@@ -435,7 +436,7 @@ class _EinsumInference:
         for i, rows in actual:
             who = "result" if i == len(spec.operands) else i
             text = shown[i] if isinstance(who, int) else result_shown
-            for kind, row in spec.shapes()[i].rows():
+            for kind, row in shapes[i].rows():
                 def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
                     shown = row.render(spec.multichar) or "(empty)"
                     return (f"the spec's {kind} row {shown!r}", _whose(who, kind),
@@ -458,6 +459,7 @@ class _EinsumInference:
         self.apply_sizes()
         self.solver.run()
         self.close_result(patterns[-1])
+        self.check_determined()
         return self.package(patterns)
 
     def check_arity(self, n: int) -> None:
@@ -517,6 +519,45 @@ class _EinsumInference:
                 span, label=missing[0],
                 hint=(f"give it with sizes={{{hint_sizes}}} or pass result=<the result shape>"
                       if hint_sizes else "pass result=<the result shape>"))
+
+    def check_determined(self) -> None:
+        """Every label needs a size to iterate over, also one that is not in the result.
+
+        Operand axes take their sizes from the operands and the result's were checked by
+        :meth:`close_result`; what can remain is a label that only a relation mentions: the
+        kernel of a padded axis (``o=+k``: the input is ``o`` long whatever ``k`` is) or the
+        components of a concatenation (``a^b``: only their sum is known).
+        """
+        missing = [name for name, v in self.labels.items() if v.root().value is None]
+        if not missing:
+            return
+        axis, why = self.undetermined_use(missing[0])
+        names = ", ".join(repr(m) for m in missing)
+        sizes = ", ".join(f"{m!r}: ..." for m in missing)
+        raise self.err(f"cannot infer the size of {names}: {why}",
+                       axis.span if axis is not None else None, label=missing[0],
+                       hint=f"give it with sizes={{{sizes}}}, or pass it as an operand")
+
+    def undetermined_use(self, name: str) -> tuple[Axis | None, str]:
+        """The spec axis whose relation mentions label ``name`` without sizing it, and why."""
+        root = self.labels[name].root()
+        for c in self.solver.constraints:
+            if isinstance(c, AffineRel) and root in (c.over.root(), c.kernel and c.kernel.root()):
+                a = self.terms[c.inp.id][0]
+                assert isinstance(a, Affine)
+                if c.padding == "padded":
+                    size = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
+                    return a, (f"{a.render(True)!r} is padded, so its input's size is "
+                               f"{size} whatever the kernel {a.kernel!r} is")
+                return a, (f"{a.render(True)!r} relates the input's size "
+                           f"({c.inp.root().value}) to {a.over!r} and {a.kernel!r} together, "
+                           "and nothing gives either alone")
+            if isinstance(c, ConcatSum) and any(
+                    isinstance(p, DimVar) and p.root() is root for p in c.parts):
+                return self.terms[c.total.id][0], (
+                    f"{self.terms[c.total.id][0].render(True)!r} only gives the sum of its "
+                    f"components ({c.total.root().value})")
+        return None, "no operand determines it"
 
     # -- packaging -----------------------------------------------------------------------------
     def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:

@@ -7,8 +7,9 @@ a written separator with nothing closes the row (``|->x``).
 
 Two modes (the mode rule): a comma, ``*``, ``+``, ``^``, ``<``, ``&`` or an ``=`` that does not
 start ``=>`` anywhere in the text selects the *multichar* mode, where axes are comma-separated
-identifiers; otherwise every alphanumeric character is an axis (*single-char* mode).
-Whitespace never separates axes.
+identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
+separates axes.  Names and numbers follow :mod:`tensig.lexical` in both modes: a letter of any
+script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
 
 Axis kinds (all frozen dataclasses with structural equality; source spans are kept for error
 carets but do not take part in equality):
@@ -39,6 +40,14 @@ from dataclasses import dataclass, field
 from typing import Literal, NoReturn
 
 from tensig.errors import SpecSyntaxError
+from tensig.lexical import (
+    digits_end,
+    identifier_end,
+    int_literal,
+    is_digit,
+    is_name_start,
+    unexpected_character,
+)
 
 __all__ = [
     "KINDS",
@@ -61,7 +70,6 @@ Kind = Literal["batch", "input", "output"]
 KINDS: tuple[Kind, ...] = ("batch", "input", "output")
 Span = tuple[int, int]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MULTICHAR_TRIGGER = re.compile(r"[,*+^<&]|=(?!>)")
 
 
@@ -416,8 +424,10 @@ class _Parser:
 
     def check_mode_and_misspellings(self) -> None:
         text = self.text
-        for m in re.finditer(r"\.\.\.([A-Za-z_][A-Za-z0-9_]*)\.\.(?!\.)", text):
+        for m in re.finditer(r"\.\.\.(\w+)\.\.(?!\.)", text):
             name = m.group(1)
+            if not name.isidentifier():
+                continue
             # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
             # dangling "..", so this is always the misspelling of a named row variable.
             self.fail(m.start(), f"'...{name}..' is not a row variable",
@@ -481,14 +491,14 @@ class _Parser:
         if text.startswith("...", i) and i + 3 <= end:
             return RowVar(None, (i, i + 3)), i + 3
         if text.startswith("..", i):
-            m = _IDENT.match(text, i + 2)
-            if m and m.end() <= end and text.startswith("..", m.end()) and m.end() + 2 <= end:
-                if m.group() == "_":
-                    self.fail(i, "a row variable needs a name", end=m.end() + 2)
-                return RowVar(m.group(), (i, m.end() + 2)), m.end() + 2
+            j = identifier_end(text, i + 2, end)
+            if j > i + 2 and text.startswith("..", j) and j + 2 <= end:
+                if text[i + 2:j] == "_":
+                    self.fail(i, "a row variable needs a name", end=j + 2)
+                return RowVar(text[i + 2:j], (i, j + 2)), j + 2
             self.fail(i, "unterminated row variable",
                       hint="a row variable is written ..name.., and the context ellipsis ...",
-                      end=min(end, (m.end() if m else i + 2)))
+                      end=min(end, max(j, i + 2)))
         return None
 
     def row_items_single(self, start: int, end: int) -> list[Axis | RowVar]:
@@ -509,14 +519,14 @@ class _Parser:
             elif c == "_":
                 items.append(Placeholder((i, i + 1)))
                 i += 1
-            elif c.isdigit():
+            elif is_digit(c):
                 items.append(Fixed(int(c), (i, i + 1)))
                 i += 1
-            elif c.isalpha() and c.isascii():
+            elif is_name_start(c):
                 items.append(Label(c, (i, i + 1)))
                 i += 1
             else:
-                self.fail(i, f"unexpected character {c!r}")
+                self.fail(i, *unexpected_character(c))
         return items
 
     # -- multichar mode ----------------------------------------------------------------------
@@ -538,19 +548,16 @@ class _Parser:
                 assert found is not None
                 out.append(("var", text[i:found[1]], i, found[1]))
                 i = found[1]
-            elif c.isdigit():
-                j = i
-                while j < end and text[j].isdigit():
-                    j += 1
-                if j < end and (text[j].isalpha() or text[j] == "_"):
+            elif is_digit(c):
+                j = digits_end(text, i, end)
+                if j < end and is_name_start(text[j]):
                     self.fail(i, "an identifier cannot start with a digit",
                               hint="write a coefficient with '*', e.g. 2*o", end=j + 1)
-                out.append(("int", text[i:j], i, j))
+                # Bounded before any conversion; the token holds the canonical digits.
+                out.append(("int", str(int_literal(text, i, j)), i, j))
                 i = j
-            elif c.isalpha() or c == "_":
-                m = _IDENT.match(text, i)
-                assert m is not None
-                j = min(m.end(), end)
+            elif is_name_start(c):
+                j = identifier_end(text, i, end)
                 out.append(("ident", text[i:j], i, j))
                 i = j
             elif text.startswith("=+", i) or text.startswith("<+", i):
@@ -564,7 +571,7 @@ class _Parser:
             elif c == "=":
                 self.fail(i, "'=' must be followed by '+' (padded convolution: o=+k) or '>'")
             else:
-                self.fail(i, f"unexpected character {c!r}")
+                self.fail(i, *unexpected_character(c))
         return out
 
     def row_items_multichar(self, start: int, end: int) -> list[Axis | RowVar]:
@@ -610,7 +617,7 @@ class _Parser:
     def whitespace_hint(self) -> str:
         """The spec with commas between whitespace-separated axes."""
         text = self.text
-        fixed = re.sub(r"(?<=[A-Za-z0-9_.])[ \t]+(?=[A-Za-z0-9_.])", ", ", text)
+        fixed = re.sub(r"(?<=[\w.])[ \t]+(?=[\w.])", ", ", text)
         return f"separate axes with commas: {fixed}"
 
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:

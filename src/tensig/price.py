@@ -63,17 +63,23 @@ def itemsize(dtype: Any) -> int:
         raise TypeError(f"price(): cannot tell the size of dtype {dtype!r}") from None
 
 
-def price(shape: Any, dtype: Any = None) -> int | Dim:
+def price(shape: Any, dtype: Any = None) -> Any:
     """Bytes of a tensor of ``shape`` with ``dtype``: an ``int``, or a ``Dim`` when symbolic.
 
     ``shape`` is a :class:`tensig.Shape`, a tuple of sizes (ints, ``Dim``s or names), a shape
     string (``"B, T, d"``) or an array.  ``dtype`` is a numpy/torch/jax dtype, a scalar type or
     a name (see :func:`itemsize`); ``None`` means the array's own dtype, else float32.
+    A :class:`tensig.Padded` batch gets a :class:`tensig.padding.PaddedPrice`, which also
+    reports the bytes spent on padding.
 
     >>> import numpy as np
     >>> price(np.zeros((3, 4), np.float16)), price([8, 1024], "float32")
     (24, 32768)
     """
+    from tensig.padding import Padded
+
+    if isinstance(shape, Padded):
+        return shape.price(dtype)
     if dtype is None:
         dtype = getattr(shape, "dtype", "float32")
     numel = as_shape(shape, where="price()").numel()

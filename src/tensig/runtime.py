@@ -575,6 +575,9 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
     if m.kind == "noshape":
         return TypeError(f"{fname}(): {where} is a {type(m.shape).__name__}, which has no "
                          f".shape; its annotation is {m.facts['marker']!r}")
+    if m.kind == "wrapper":
+        return TypeError(f"{fname}(): {where} is a {type(m.shape).__name__}, but its annotation "
+                         f"is {m.facts['marker']!r}")
     if m.kind == "none":
         return TypeError(f"{fname}(): {where} is None, but its annotation "
                          f"{m.facts['marker']!r} is not Optional")
@@ -779,10 +782,14 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
             return
         raise _Mismatch("none", label, program, x, marker=marker)
     if marker.pytree:
+        leaf_marker = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar,
+                                      family=marker.family)
         for path, leaf in _leaves(x, label):
-            _check_value(leaf, path, program, marker.__class__(marker.shape, marker.dtype,
-                         marker.scalar), False, env, origins, pending)
+            _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
         return
+    wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.padding): its type
+    if wrapper is not None and not isinstance(x, wrapper):
+        raise _Mismatch("wrapper", label, program, x, marker=marker)
     try:
         shape = x.shape
         dtype = x.dtype if marker.dtype is not None else None
@@ -1012,6 +1019,10 @@ class _Generator:
             return False
         self.emit(depth, "if x is None:", f"    {'pass' if optional else fail}", "else:")
         depth += 1
+        wrapper = getattr(marker, "wrapper", None)  # Padded[...]: the value's type first
+        if wrapper is not None:
+            self.emit(depth, f"if not isinstance(x, _modules[{wrapper.__module__!r}]."
+                             f"{wrapper.__qualname__}):", f"    {fail}")
         self.emit(depth, "try:", "    s = x.shape")
         if marker.dtype is not None:
             self.emit(depth, "    dt = x.dtype")

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
-from tensig.dims import Dim
-from tensig.notation import KINDS, Kind
+from tensig.dims import Dim, _parse_at, _split_items
+from tensig.errors import ShapeError, SpecSyntaxError
+from tensig.notation import KINDS, Kind, row_spans
 
 __all__ = ["Shape", "Size", "as_shape", "normalize_size"]
 
 Size = int | Dim
-_BASIS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.+)$")
+_BASIS = re.compile(r"\s*(\w+)\s*=(?!=)\s*(.+)$")
 
 
 def normalize_size(x: Any, *, where: str = "size") -> Size:
@@ -49,8 +50,26 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
     else:
         raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
     if value < 0:
-        raise ValueError(f"{where}: a size cannot be negative ({value})")
+        raise ShapeError(f"{where}: a size cannot be negative ({value})")
     return value
+
+
+def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
+    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
+    errors pointing into the whole ``text``."""
+    while text[start].isspace():
+        start += 1
+    while text[end - 1].isspace():
+        end -= 1
+    basis = None
+    m = _BASIS.match(text, start, end)
+    if m and m.group(1).isidentifier():
+        basis, start = m.group(1), m.start(2)
+    size = _parse_at(text, start, end)
+    try:
+        return normalize_size(size, where=where), basis
+    except ShapeError as e:
+        raise SpecSyntaxError(text, start, e.reason, end=end) from None
 
 
 def _axis(item: Any, where: str) -> tuple[Size, str | None]:
@@ -59,7 +78,7 @@ def _axis(item: Any, where: str) -> tuple[Size, str | None]:
         return normalize_size(item[1], where=where), item[0]
     if isinstance(item, str):
         m = _BASIS.match(item)
-        if m:
+        if m and m.group(1).isidentifier():
             return normalize_size(m.group(2), where=where), m.group(1)
         return normalize_size(item.strip(), where=where), None
     return normalize_size(item, where=where), None
@@ -151,35 +170,29 @@ class Shape:
     # -- text ------------------------------------------------------------------------------
     @classmethod
     def parse(cls, text: str) -> Shape:
-        """Read ``"2,3|4->5"``; omitted rows are empty; ``"B T d"`` splits on whitespace.
+        """Read ``"2,3|4->5"``; omitted rows are empty; without commas, whitespace separates
+        axes unless an operator joins them (``"B T+1 d"`` has three axes).
+
+        Bad text raises :class:`~tensig.errors.SpecSyntaxError` (a ``ValueError``) with a caret
+        under the offending item, and no item can cause unbounded work (see :mod:`tensig.dims`).
 
         >>> Shape.parse("3->2").input, Shape.parse("()").rank
         ((3,), 0)
         """
-        src = text.strip()
-        if src in ("", "()"):
+        if not isinstance(text, str):
+            raise TypeError(f"a shape string is a str, not {type(text).__name__}")
+        if text.strip() in ("", "()"):
             return cls()
-        batch = inp = ""
-        rest = src
-        if rest.count("|") > 1 or rest.count("->") > 1:
-            raise ValueError(f"a shape has at most one '|' and one '->': {text!r}")
-        if "|" in rest:
-            batch, rest = rest.split("|")
-        if "->" in rest:
-            inp, rest = rest.split("->")
+
+        def fail(column: int, reason: str, hint: str | None = None,
+                 end: int | None = None) -> NoReturn:
+            raise SpecSyntaxError(text, column, reason, hint, end)
+
+        spans = row_spans(text, 0, len(text), "a shape", fail)
         rows = {}
-        for kind, part in zip(KINDS, (batch, inp, rest), strict=True):
-            part = part.strip()
-            if not part:
-                items: list[str] = []
-            elif "," in part:
-                items = [p for p in (q.strip() for q in part.split(",")) if p]
-            else:
-                items = part.split()
-            try:
-                rows[kind] = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"cannot read shape {text!r}: {e}") from None
+        for kind, (start, stop) in spans.items():
+            rows[kind] = [_axis_at(text, s, e, f"{kind} axis {i}")
+                          for i, (s, e) in enumerate(_split_items(text, start, stop))]
         return cls.from_rows(rows)
 
     def __str__(self) -> str:

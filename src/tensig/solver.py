@@ -205,8 +205,16 @@ class AffineRel(Constraint):
         vk = _val(self.kernel)
         d = self.dilation
         if vk is not None:
+            solver.require_at_least(
+                vk, 1, self.origin,
+                what=f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
+                     "needs a kernel of at least one element")
             span = normalize_size(1 + (vk - 1) * d)
             if vo is not None:
+                solver.require_at_least(
+                    vo, 1, self.origin,
+                    what=f"{vo} outputs: a valid convolution has at least one output (input "
+                         f"at least the kernel's span {span})")
                 solver.set_value(self.inp, normalize_size(s * (vo - 1) + span), self.origin,
                                  "affine")
                 self.done = True

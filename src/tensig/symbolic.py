@@ -62,6 +62,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -73,17 +74,20 @@ class Tracer:
             return True
         if not self.divisors:
             return False
-        lcm = 1
-        for _, k in self.divisors:
-            lcm = lcm * k // math.gcd(lcm, k)
-        for bump in (0, 1):
-            env = {n: (w + bump) * lcm for n, w in self.witness.items()}
+        for env in self.assumption_envs():
             try:
                 if a.evaluate(env) != b.evaluate(env):
                     return False
             except ValueError:
                 return False
         return True
+
+    def assumption_envs(self) -> list[dict[str, int]]:
+        """Two size assignments where every assumed division is exact."""
+        lcm = 1
+        for _, k in self.divisors:
+            lcm = lcm * k // math.gcd(lcm, k)
+        return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
 
     def where(self) -> tuple[str | None, int | None]:
         """The innermost frame outside tensig and the array libraries: the user's line."""
@@ -111,6 +115,15 @@ class Tracer:
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
+
+    def leak(self, d: Dim) -> int:
+        """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
+        array): its witness is remembered, so a concrete axis of exactly that size can be read
+        back as the symbol (witnesses are distinct primes, so the reading is unambiguous)."""
+        w = self.value(d)
+        if len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols))) and w >= 11:
+            self.leaks[w] = d
+        return w
 
 
 _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",
@@ -150,9 +163,15 @@ class SymSize:
 
     # numbers Python insists on
     def __index__(self) -> int:
-        return tracer().value(self.dim)
+        return tracer().leak(self.dim)
 
     __int__ = __index__
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
+        import numpy as np
+
+        return np.asarray(int(self), dtype=dtype)
 
     def __float__(self) -> float:
         return float(tracer().value(self.dim))
@@ -268,19 +287,94 @@ class SymSize:
             return self._cmp(0, "!=", lambda a, b: a != b)
 
 
+class SymRange:
+    """``range(T)`` with a symbolic bound: a loop runs over the witness; as an index it is
+    ``arange(T)``, so ``wpe[range(len(ids))]`` is ``[T, d]``."""
+
+    __slots__ = ("start", "step", "stop")
+
+    def __init__(self, *args: Any):
+        start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
+        self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
+
+    def _concrete(self) -> range:
+        t = tracer()
+        return _RANGE(t.value(self.start), t.value(self.stop), self.step)
+
+    def __iter__(self) -> Any:
+        return iter(self._concrete())
+
+    def __reversed__(self) -> Any:
+        return reversed(self._concrete())
+
+    def __len__(self) -> int:
+        return _LEN(self._concrete())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._concrete()[i]
+
+    def __contains__(self, x: Any) -> bool:
+        return x in self._concrete()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self._concrete(), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"range({self.start}, {self.stop}, {self.step})"
+
+    def as_array(self) -> SymArray:
+        if self.step == 1:
+            return SymArray([self.stop - self.start], "i")
+        return SymArray([tracer().new_dim("r")], "i")
+
+
+_LEN, _RANGE = len, range
+
+
+def sym_len(x: Any) -> Any:
+    """``len()`` during verification: a symbolic array's first size stays a symbol."""
+    if _TRACER.get() is not None:
+        if isinstance(x, SymArray) and x.dims:
+            return SymSize(x.dims[0]) if x.dims[0].constant is None else x.dims[0].constant
+        if isinstance(x, SymRange) and x.step == 1:
+            return SymSize(x.stop - x.start)
+    return _LEN(x)
+
+
+class _RangeType(type):
+    """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _RANGE | SymRange)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, _RANGE | SymRange)
+
+
+class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
+    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`."""
+
+    def __new__(cls, *args: Any) -> Any:  # type: ignore[misc]
+        if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
+            return SymRange(*args)
+        return _RANGE(*args)
+
+
 def _undecided_eq(a: Any, b: Any) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     raise InconclusiveError(f"{a} == {b}")
 
 
-def _assume(text: str, decided: bool | None, witness: bool) -> None:
+def _assume(text: str, decided: bool | None, witness: bool, why: str | None = None) -> None:
     """A size condition the code branches on: reported as an assumption (a warning)."""
     if decided is True:
         return
     cond = text if witness else f"not ({text})"
-    tracer().report("assumption", f"assumes {cond}: a shape-dependent branch or size "
-                                  "condition, traced for one side only", severity="warning")
+    why = why or "a shape-dependent branch or size condition, traced for one side only"
+    tracer().report("assumption", f"assumes {cond}: {why}", severity="warning")
 
 
 def require_divisible(p: Dim, k: int) -> None:
@@ -329,7 +423,24 @@ class SymArray:
 
     @property
     def dtype(self) -> Any:
-        return {"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32")
+        """The library's own dtype object: torch's in torch code, else NumPy's (JAX uses
+        NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
+        if _TORCH_STYLE.get():
+            from tensig import symbolic_torch
+
+            return symbolic_torch.dtype_of(self)
+        import numpy as np
+
+        return np.dtype({"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32"))
+
+    def __getattr__(self, name: str) -> Any:
+        """torch tensor attributes and methods not defined here (torch code only)."""
+        if name.startswith("_") or "torch" not in sys.modules or \
+                not (_TORCH_STYLE.get() or _torch_only(name)):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        from tensig import symbolic_torch
+
+        return symbolic_torch.attribute(self, name)
 
     def size(self, dim: int | None = None) -> Any:  # torch's .size(); numpy's is .size attr
         if dim is None:
@@ -348,7 +459,25 @@ class SymArray:
     def __len__(self) -> int:
         if not self.dims:
             raise TypeError("len() of a 0-d array")
-        return tracer().value(self.dims[0])
+        return tracer().leak(self.dims[0])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise Unsupported("converting a symbolic array to a concrete one (np.asarray, or "
+                          "assigning it into a concrete array)")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice."""
+        into(getitem(self, key), value, "an assignment")
+
+    def _inplace(self, o: Any) -> SymArray:
+        into(self, o, "an in-place operation")
+        return self
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
+
+    def __iter__(self) -> Any:
+        """Rows along the first axis (``k, v = kv``): as many as its size, or its witness."""
+        return (getitem(self, i) for i in range(len(self)))
 
     def __repr__(self) -> str:
         return f"SymArray[{', '.join(map(str, self.dims))}]"
@@ -478,6 +607,13 @@ class SymArray:
     def mT(self) -> SymArray:
         return swapaxes(self, -1, -2)
 
+    @property
+    def at(self) -> Any:
+        """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
+        from tensig.symbolic_jax import AtIndexer
+
+        return AtIndexer(self)
+
     def unsqueeze(self, dim: int) -> SymArray:
         return expand_dims(self, dim)
 
@@ -587,6 +723,10 @@ class SymArray:
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
         for a in (*args, kw.get("dtype")):
+            # x.to(other): its dtype (a numpy dtype has a .shape too, but no .dtype)
+            if isinstance(a, SymArray) or (hasattr(a, "shape") and hasattr(a, "dtype")):
+                a = a.kind if isinstance(a, SymArray) else a.dtype
+                a = {"f": "float", "i": "int", "b": "bool"}.get(a, a)
             text = str(a)
             if "float" in text or "half" in text:
                 kind = "f"
@@ -616,12 +756,21 @@ class SymArray:
         if method == "reduce":
             (x,) = inputs
             return reduce_(_sym(x), kwargs.get("axis", 0), kwargs.get("keepdims", False))
+        if method == "accumulate":
+            return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
+        if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
+            a, b = _sym(inputs[0]), _sym(inputs[1])
+            return SymArray(a.dims + b.dims, "b" if ufunc.__name__ in _BOOL_UFUNCS else a.kind)
         raise Unsupported(f"numpy.{ufunc.__name__}.{method}")
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        impl = NUMPY.get(func.__name__)
-        if impl is None:
-            raise Unsupported(f"numpy.{func.__name__}")
+        sub = str(getattr(func, "__module__", "")).removeprefix("numpy").strip(".")
+        impl = NUMPY.get(f"{sub}.{func.__name__}") if sub and "_" not in sub[:1] else None
+        impl = impl or NUMPY.get(func.__name__)
+        if impl is None:  # not modelled by hand: fit its sizes from witness evaluations
+            from tensig.symbolic_numpy import fitted_numpy
+
+            return fitted_numpy(func, args, kwargs)
         return impl(*args, **kwargs)
 
     @classmethod
@@ -630,12 +779,23 @@ class SymArray:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         impl = TORCH.get(name)
-        if impl is None:
-            # a Tensor method called through torch.Tensor.method(x, ...)
-            if args and isinstance(args[0], SymArray) and hasattr(SymArray, name):
-                return getattr(args[0], name)(*args[1:], **kwargs)
-            raise Unsupported(f"torch.{name}")
+        if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
+            from tensig import symbolic_torch
+
+            return symbolic_torch.dispatch(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
+
+
+def _torch_only(name: str) -> bool:
+    """A torch tensor attribute NumPy arrays lack (``x.type()``), read even in NumPy style."""
+    import numpy as np
+
+    return not hasattr(np.ndarray, name)
+
+
+def _differ(a: Dim, b: Dim) -> bool:
+    """Different sizes, even where every recorded divisibility assumption holds."""
+    return a != b and not tracer().equal_under_assumptions(a, b)
 
 
 def _bigger(a: SymArray, b: SymArray, t: Tracer) -> bool:
@@ -683,19 +843,38 @@ def _sym(x: Any) -> SymArray:
     """A symbolic view of any operand: SymArray, real array (constant sizes) or scalar."""
     if isinstance(x, SymArray):
         return x
+    if isinstance(x, SymRange):
+        return x.as_array()
     if isinstance(x, int | float | bool | complex) or x is None:
         kind = "b" if isinstance(x, bool) else ("i" if isinstance(x, int) else "f")
         return SymArray((), kind)
     shape = getattr(x, "shape", None)
     if shape is None:
-        if isinstance(x, list | tuple):
+        if isinstance(x, list | tuple | _RANGE):
             import numpy as np
 
             return _sym(np.asarray(x))
         raise Unsupported(f"an operand of type {type(x).__name__}")
     dtype = str(getattr(x, "dtype", "float"))
     kind = "b" if "bool" in dtype else ("i" if "int" in dtype else "f")
-    return SymArray(tuple(int(s) for s in shape), kind, frozenset())
+    dims: tuple[Dim | int, ...] = tuple(int(s) for s in shape)
+    t = _TRACER.get()
+    if t is not None and t.leaks and any(s in t.leaks for s in dims):
+        dims = tuple(_read_leak(t, int(s)) for s in dims)
+    return SymArray(dims, kind, frozenset())
+
+
+def _read_leak(t: Tracer, size: int) -> Dim | int:
+    """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]`` on
+    a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an assumption."""
+    d = t.leaks.get(size)
+    if d is None:
+        return size
+    t.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} was "
+                           "turned into a number (a concrete buffer sliced or built by it); "
+                           f"assumes {d} is within the concrete array's bounds",
+             severity="warning")
+    return d
 
 
 # --------------------------------------------------------------------------------------------
@@ -728,7 +907,7 @@ def broadcast(arrays: list[SymArray], what: str) -> tuple[tuple[Dim, ...], froze
         real = [s[0] for s in sizes if s is not None and s[0] != ONE]
         target = real[0] if real else ONE
         for d in real[1:]:
-            if d != target:
+            if _differ(d, target):
                 shapes = " and ".join(_shape_text(a) for a in arrays if a.ndim)
                 tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
                                              f"(shapes {shapes})")
@@ -968,7 +1147,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             axis += k.ndim
             continue
         if isinstance(k, SymArray) or (hasattr(k, "shape") and not isinstance(k, SymSize)) or \
-                isinstance(k, list):
+                isinstance(k, list | _RANGE | SymRange):
             adv_pos = len(dims) if adv_pos is None else adv_pos
             advanced.append(_sym(k))
             axis += 1
@@ -991,10 +1170,18 @@ def _check_index(size: Dim, k: Any) -> None:
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
     except InconclusiveError:
-        _assume(f"{d} < {size}", None, True)
+        if not _assumed_here(f"< {size}:"):  # a loop over range(T) assumes once per line
+            _assume(f"{d} < {size}", None, True)
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _assumed_here(text: str) -> bool:
+    t = tracer()
+    file, line = t.where()
+    return any(f.file == file and f.line == line and f.kind == "assumption" and text in f.message
+               for f in t.findings)
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:
@@ -1003,7 +1190,10 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             as_dim(s.start).constant < 0):
         if step == 1 and s.stop is None:
             return Dim.const(-as_dim(s.start).constant)  # x[-k:]
-        return tracer().new_dim("s")  # strided slices: a fresh size (documented limitation)
+        start_at = 0 if s.start is None else as_dim(s.start).constant
+        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
+            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
+        return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
@@ -1014,7 +1204,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             tracer().report("index", f"slice up to {stop} on an axis of size {size}")
             length = size - start
     except InconclusiveError:
-        _assume(f"{stop} <= {size}", None, True)
+        _assume(f"{stop} <= {size}", None, True, f"a slice up to {stop} of an axis of size "
+                f"{size} (a buffer or table sized for at most {size})")
     return length
 
 
@@ -1024,7 +1215,7 @@ def matmul(a: Any, b: Any) -> SymArray:
         raise ValueError("matmul of a scalar")
     xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
     yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
-    if xd[-1] != yd[-2]:
+    if _differ(xd[-1], yd[-2]):
         tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
                                        f"{_shape_text(x)} @ {_shape_text(y)})")
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
@@ -1068,7 +1259,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
             tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
             continue
         for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
-            if i != ax and d != e:
+            if i != ax and _differ(d, e):
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
@@ -1093,7 +1284,7 @@ def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
 
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     a, w = _sym(x), _sym(weight)
-    if a.dims[-1] != w.dims[-1]:
+    if _differ(a.dims[-1], w.dims[-1]):
         tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
                                        f"weight in_features {w.dims[-1]} (weight "
                                        f"{_shape_text(w)})")
@@ -1122,10 +1313,7 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         p = 0 if pd[i] == "valid" else int(pd[i])
         span = (k - 1) * int(dl[i]) + 1
         num = n + 2 * p - span
-        s = int(st[i])
-        if s > 1 and (num % s).constant != 0:
-            require_divisible(num, s)
-        spatial.append(num // s + 1)
+        spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
 
@@ -1171,11 +1359,10 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
     return SymArray(a.dims, "f")
 
 
-def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, *args: Any, **kw: Any) -> SymArray:
-    scores = matmul(q, swapaxes(_sym(k), -1, -2))
-    if attn_mask is not None:
-        into(scores, attn_mask, "the attention mask")
-    return matmul(scores, v)
+def sdpa(*args: Any, **kw: Any) -> SymArray:
+    from tensig import symbolic_torch
+
+    return symbolic_torch.sdpa(*args, **kw)
 
 
 def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
@@ -1235,13 +1422,27 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
                                      f"({total} in all) of an axis of size {n}")
     else:
         size = as_dim(size_or_sections)
-        count = n // size if size.constant is not None else None
+        count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if (n % size).constant != 0:
+        if size.constant is not None and (n % size).constant != 0:
             require_divisible(n, int(size.constant))
         sizes = [size] * int(count.constant)
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
+
+
+def _pieces(n: Dim, size: Dim) -> Dim | None:
+    """``n / size`` when it is one constant wherever the recorded divisions are exact."""
+    t = tracer()
+    if not t.divisors:
+        return None
+    counts = set()
+    for env in t.assumption_envs():
+        total, piece = n.evaluate(env), size.evaluate(env)
+        if piece <= 0 or total % piece:
+            return None
+        counts.add(total // piece)
+    return Dim.const(counts.pop()) if len(counts) == 1 else None
 
 
 def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
@@ -1441,3 +1642,7 @@ def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
 def set_torch_style(flag: bool) -> contextvars.Token[bool]:
     return _TORCH_STYLE.set(flag)
 
+
+
+# NumPy's long tail (hand models and the fitted fallback) registers itself in the tables above.
+from tensig import symbolic_numpy as _symbolic_numpy  # noqa: E402, F401

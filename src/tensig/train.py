@@ -9,24 +9,34 @@ Optimizer state (momentum, Adam's moments) are tensors of the graph, so they app
 
 :class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
 trainer slices the dataset arrays along their first axis before each step.
+
+A step is atomic from the trainer's point of view: the gradients are computed first (the
+parameters untouched), the loss is checked (a NaN or an infinity stops training before it
+reaches the parameters, see ``on_nonfinite``), and the update runs with Ctrl-C held back, the
+step count advancing as the update's last act; a ``KeyboardInterrupt`` arrives once the step
+is complete.  Parameters, optimizer state and ``step_count`` therefore always agree, and a
+checkpoint saved after an interrupt resumes without repeating or skipping a step.
 """
 
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tensig.compile import compile_code
-from tensig.errors import ShapeError
+from tensig.compile import Routine, compile_code
+from tensig.errors import ShapeError, TensigError
 from tensig.graph import _GRAPH, Model, Tensor, leaf
 from tensig.ir import Code
 from tensig.ir import prim as _e
 
-__all__ = ["Trainer", "adam", "sgd"]
+__all__ = ["NonFiniteLossError", "Trainer", "adam", "sgd"]
 
 
 def _state(p: Tensor, what: str) -> Tensor:
@@ -150,6 +160,70 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
                                     "decay": s_decay}, per_step, state)
 
 
+class NonFiniteLossError(TensigError, FloatingPointError):
+    """A training step's loss is NaN or infinite; its update was not applied.
+
+    Attributes: ``loss``, ``step`` (the trainer's step count: the parameters are those after
+    ``step`` updates), ``rows`` (the dataset rows of the batch), and ``epoch`` and ``batch``
+    (0-based, when the step ran inside :meth:`Trainer.fit` or :meth:`Trainer.epoch`).
+    """
+
+    def __init__(self, loss: float, step: int, rows: np.ndarray):
+        self.loss, self.step, self.rows = loss, step, np.asarray(rows)
+        self.epoch: int | None = None
+        self.batch: int | None = None
+        super().__init__()
+
+    def __str__(self) -> str:
+        where = [f"epoch {self.epoch}"] if self.epoch is not None else []
+        where += [f"batch {self.batch}"] if self.batch is not None else []
+        rows = self.rows.tolist()
+        shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+        return (f"the loss is {self.loss} at step {self.step}"
+                f"{' (' + ', '.join(where) + ')' if where else ''}, dataset rows [{shown}]: the "
+                f"update was not applied, the parameters are those after step {self.step}.  "
+                "Look for NaN or inf in those rows or a learning rate too high; "
+                "Trainer(on_nonfinite='warn') skips such batches instead")
+
+
+class _InterruptsHeld:
+    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it.
+
+    Python runs signal handlers in the main thread only, between bytecodes: a
+    ``KeyboardInterrupt`` can land anywhere in a multi-step update.  Inside the block a
+    handler that only records the signal is installed; on exit the previous handler comes
+    back and a recorded signal is raised again (``signal.raise_signal``), so the user's own
+    handler (or Python's ``KeyboardInterrupt``) runs once the block is complete.  In another
+    thread, or where Python does not own the handler, nothing can interrupt the block and
+    nothing is installed.
+    """
+
+    __slots__ = ("previous", "received")
+
+    def __enter__(self) -> None:
+        self.previous = self.received = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is None:  # installed outside Python: it cannot be put back
+            return
+        self.previous = previous
+        signal.signal(signal.SIGINT, self._hold)
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is None:
+            return
+        signal.signal(signal.SIGINT, self.previous)
+        if self.received is not None:
+            signal.raise_signal(signal.SIGINT)
+
+
+_NONFINITE = ("raise", "warn", "ignore")
+
+
 def _zero_state(model: Model) -> None:
     """Optimizer state starts at zero."""
     store = model.graph.store
@@ -165,15 +239,37 @@ class Trainer:
     ``data`` maps each data leaf to the full dataset array; a leaf's declared batch size is
     the batch size, and batches are sliced along the first axis (the last partial batch is
     dropped, the order reshuffled every epoch when ``shuffle``).
+
+    ``on_nonfinite``: what a step does when its loss is NaN or infinite, checked after the
+    gradients and before the update touches anything.  ``"raise"`` (the default) raises
+    :class:`NonFiniteLossError` naming the step, the epoch and batch and the dataset rows,
+    with the parameters and optimizer state of the last finite step kept; ``"warn"`` warns
+    (a ``RuntimeWarning`` with the same text) and skips that batch's update, so training goes
+    on without it; ``"ignore"`` applies the update anyway (NaN then spreads to the
+    parameters).  The check reads the one loss number each step already reports.
     """
 
     def __init__(self, loss: Tensor, optimizer: Optimizer, data: Mapping[Tensor, Any],
-                 *, shuffle: bool = True, seed: int = 0):
+                 *, shuffle: bool = True, seed: int = 0, on_nonfinite: str = "raise"):
+        if on_nonfinite not in _NONFINITE:
+            raise ValueError(f"on_nonfinite must be one of {', '.join(map(repr, _NONFINITE))}, "
+                             f"not {on_nonfinite!r}")
+        self.on_nonfinite = on_nonfinite
         self.loss, self.opt = loss, optimizer
         t0 = time.perf_counter()
         self.model = Model(loss)
-        code = loss.grad_update_code().extend(optimizer.code)
-        self.routine = compile_code(code, self.model.graph.array_type)
+        array_type = self.model.graph.array_type
+        # Two routines so the loss can be checked before the update: the gradients (the
+        # parameters untouched) and the update, whose last step advances the step count, so
+        # the count moves exactly when the parameters do.
+        gradients = loss.grad_update_code()
+        self._gradients = compile_code(gradients, array_type)
+        self._update = compile_code(optimizer.code, array_type)
+        #: both, as one routine (to inspect, or to run a step by hand)
+        self.routine = Routine(self._gradients.steps + self._update.steps,
+                               Code([*gradients, *optimizer.code]), self._gradients.mode)
+        self._update.steps.append(self._count_step)
+        self._loss_now = math.nan
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
             if t.value_init is not None and not loss.graph.store.has(t.val):
                 self.model.set(t, t.value_init)
@@ -206,7 +302,9 @@ class Trainer:
         self.history: list[float] = []
 
     def step(self, rows: np.ndarray) -> float:
-        """One update on the dataset rows ``rows`` (as many as the batch size)."""
+        """One update on the dataset rows ``rows`` (as many as the batch size); returns its
+        loss.  Atomic: an interrupt arrives before the update or after the whole step (see
+        the module's docstring); a non-finite loss is handled by ``on_nonfinite``."""
         if len(rows) != self.batch:
             raise ValueError(f"a step takes {self.batch} rows (the batch size), got {len(rows)}")
         store = self.model.graph.store
@@ -214,29 +312,57 @@ class Trainer:
         for key, arr in self._feeds:
             store.arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
-        self.routine.run(store)
-        self.step_count += 1
+        self._gradients.run(store)
         loss = float(self.loss.numpy().reshape(-1)[0])
-        self.history.append(loss)
+        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+            error = NonFiniteLossError(loss, self.step_count, rows)
+            if self.on_nonfinite == "raise":
+                raise error
+            warnings.warn(str(error).replace("the update was not applied", "this batch's "
+                                             "update was skipped"), RuntimeWarning, stacklevel=2)
+            return loss
+        self._loss_now = loss
+        with _InterruptsHeld():
+            self._update.run(store)  # its last step is _count_step
         return loss
 
+    def _count_step(self, store: Any) -> None:
+        """The update routine's last step: the count and the history move with the
+        parameters."""
+        self.step_count += 1
+        self.history.append(self._loss_now)
+
     def epoch(self) -> float:
+        """One pass over the dataset; returns the mean loss of its batches."""
         order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
-        losses = [self.step(order[i:i + self.batch])
-                  for i in range(0, self.n - self.batch + 1, self.batch)]
+        losses = []
+        for batch, i in enumerate(range(0, self.n - self.batch + 1, self.batch)):
+            try:
+                losses.append(self.step(order[i:i + self.batch]))
+            except NonFiniteLossError as e:
+                e.batch = batch
+                raise
         return float(np.mean(losses))
 
     def fit(self, epochs: int, *, progress: bool = False) -> list[float]:
-        """Train for ``epochs`` epochs; returns the mean loss of each epoch."""
+        """Train for ``epochs`` epochs; returns the mean loss of each epoch.  Stops at the
+        first non-finite loss with :class:`NonFiniteLossError` (``on_nonfinite="raise"``),
+        the parameters those of the last finite step."""
         means = []
         bar = _progress(epochs) if progress else None
-        for _ in range(epochs):
-            means.append(self.epoch())
+        try:
+            for epoch in range(epochs):
+                try:
+                    means.append(self.epoch())
+                except NonFiniteLossError as e:
+                    e.epoch = epoch
+                    raise
+                if bar is not None:
+                    bar.set_postfix(loss=f"{means[-1]:.4f}")
+                    bar.update(1)
+        finally:
             if bar is not None:
-                bar.set_postfix(loss=f"{means[-1]:.4f}")
-                bar.update(1)
-        if bar is not None:
-            bar.close()
+                bar.close()
         return means
 
     def save_plot(self, path: str) -> None:

@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import inspect
 import itertools
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from typing import Any
 from tensig import symbolic as S
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
+from tensig.padding import symbolic_batch
 
 __all__ = ["Report", "Signature", "verify", "verify_path"]
 
@@ -160,20 +162,15 @@ def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
-    """Distinct sizes, none 1, none the sum or product of two others: no accidental fits."""
+    """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
+    fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
+    witness size can be read back as its symbol."""
     out: dict[str, int] = {}
-    used: set[int] = set()
-    candidate = 5
+    candidate = 11
     for name in names:
-        while True:
-            vals = list(used)
-            bad = candidate in used or any(candidate == a + b or candidate == a * b
-                                           for a in vals for b in vals)
-            if not bad:
-                break
+        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
             candidate += 1
         out[name] = candidate
-        used.add(candidate)
         candidate += 1
     return out
 
@@ -253,9 +250,14 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    import builtins
+
     patched: list[tuple[Any, str, Any]] = []
     targets = [("numpy", S.CREATION_NUMPY), ("torch", S.CREATION_TORCH)]
     try:
+        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+            patched.append((builtins, name, getattr(builtins, name)))
+            setattr(builtins, name, fn)
         for module_name, table in targets:
             module = sys.modules.get(module_name)
             if module is None:
@@ -264,7 +266,15 @@ def _creation_patched() -> Iterator[None]:
                 original = getattr(module, name)
                 patched.append((module, name, original))
                 setattr(module, name, S.creation_wrapper(original, fn))
-        yield
+        with contextlib.ExitStack() as stack:
+            from tensig import symbolic_einops
+
+            symbolic_einops.register()
+            if "torch" in sys.modules:
+                from tensig import symbolic_torch
+
+                stack.enter_context(symbolic_torch.buffers_symbolic())
+            yield
     finally:
         for module, name, original in reversed(patched):
             setattr(module, name, original)
@@ -296,7 +306,13 @@ def _filled(cell: Any) -> bool:
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
-    return "torch" in _libraries(fn)
+    if "torch" in _libraries(fn):
+        return True
+    if "torch" not in sys.modules:
+        return False
+    from tensig import symbolic_torch
+
+    return symbolic_torch.looks_like_torch(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -308,28 +324,33 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     selects torch semantics where NumPy and torch differ (``x.max(dim)`` returns values and
     indices); by default it is guessed from the modules the function's globals use.
     """
+    if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
+        fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style)
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__  # a module: its class (its repr would print its weights)
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
+                                                    None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     n_params = _positional_count(fn)
     if n_params is not None and not n_params <= len(sig.args) <= _positional_total(fn):
         raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
-    if _uses_jax(fn):
-        return _verify_jax(fn, sig, report)
     tracer = S.Tracer(_witnesses(sig.symbols))
     token = S.set_tracer(tracer)
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args = [None if i in sig.absent else
-                S.SymArray(dims, kind, frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
                 for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
-        with _creation_patched():
+        # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
+        args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
+                for a, k in zip(args, kinds, strict=True)]
+        with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
             except S.Unsupported as e:
@@ -345,6 +366,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
         report.findings = list(tracer.findings) + report.findings
+        if report.notes and "jax" in sys.modules and (tracer.__dict__.get("used_jax") or
+                                                      _uses_jax(fn) or "JAX" in report.notes[0]):
+            _jax_fallback(fn, sig, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
@@ -353,46 +377,32 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     return report
 
 
+def _jax_patched() -> contextlib.AbstractContextManager[None]:
+    if "jax" not in sys.modules:
+        return contextlib.nullcontext()
+    from tensig.symbolic_jax import patched
+
+    return patched()
+
+
 def _uses_jax(fn: Callable[..., Any]) -> bool:
     return bool({"jax", "jaxlib"} & _libraries(fn))
 
 
-def _verify_jax(fn: Callable[..., Any], sig: Signature, report: Report) -> Report:
-    """JAX code runs under ``jax.eval_shape`` with JAX's own symbolic dimensions.
+def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
+                  tracer: S.Tracer) -> None:
+    """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
+    JAX's own symbolic shapes; findings made before the stop are kept."""
+    from tensig.symbolic_jax import jax_shapes_fallback
 
-    JAX refuses a broadcast of two different symbols, and the result's symbolic shape is
-    compared with the declaration; the outer-product, reshape and assumption findings are
-    NumPy/torch-only (JAX's tracer does not expose where a size-1 axis stretched).
-    """
-    import jax
-    import jax.numpy as jnp
-    from jax import export
-
-    names = list(sig.symbols)
-    syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
-        if names else {}
-
-    def jax_dim(d: Dim) -> Any:
-        if d.constant is not None:
-            return d.constant
-        if d in {Dim.symbol(n) for n in names}:
-            return syms[str(d)]
-        return eval(str(d), {}, dict(syms))
-
-    args = [None if i in sig.absent else
-            jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), jnp.float32)
-            for i, dims in enumerate(sig.args)]
-    try:
-        out = jax.eval_shape(fn, *args)
-    except Exception as e:  # JAX raises on a broadcast or contraction of different symbols
-        file, line = _failure_line(e)
-        report.findings.append(S.Finding("broadcast", f"{type(e).__name__}: {e}", file, line))
-        return report
-    items = out if isinstance(out, tuple) else (out,)
-    report.result = tuple(tuple(Dim.parse(str(x)) if not isinstance(x, int) else Dim.const(x)
-                                for x in o.shape) for o in items)
-    _check_result(report, sig, S.Tracer(_witnesses(names)))
-    return report
+    kinds = sig.kinds or ("f",) * len(sig.args)
+    findings, notes, result = jax_shapes_fallback(fn, sig.args, kinds)
+    if notes:
+        return
+    report.notes = []
+    report.findings += [f for f in findings if f not in report.findings]
+    report.result = result
+    _check_result(report, sig, tracer)
 
 
 def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
@@ -431,7 +441,8 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     else:
         results = (_axes(fs.result.shape, names, fresh),)
     text = "; ".join(str(p.marker.shape) for p in positional)
-    kinds = tuple(family_kind(p.marker.dtype) for p in positional)
+    kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
+                  + family_kind(p.marker.dtype) for p in positional)
     optional = tuple(p.optional for p in positional)
     return Signature(args, results, tuple(names), text, kinds, optional)
 
@@ -501,7 +512,7 @@ def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(S._TENSIG_DIR):
+        if not name.startswith(S._TENSIG_DIR) and "site-packages" not in name:
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line

@@ -50,8 +50,9 @@ The pieces:
   :class:`Sigma`);
 - the primitives (``head`` ... ``antibase``), each a lifted function with its Remora type.
 
-Cell ranks are naturals or ``None`` (the whole argument: an empty frame); Remora's dynamic
-negative ranks are not supported.
+Cell ranks are naturals, ``None`` (the whole argument: an empty frame) or a complementary
+``-k`` (all but the first ``k`` axes).  Reranking is Remora's eta-expansion: a reranked
+function still lifts at its own ranks inside each new cell.
 """
 
 from tensig.rank._boxes import Box, unbox
@@ -73,6 +74,7 @@ from tensig.rank._primitives import (
     behead,
     curtail,
     drop,
+    equal,
     filter,
     fold,
     fold_right,
@@ -84,6 +86,8 @@ from tensig.rank._primitives import (
     iota_w,
     itemize,
     length,
+    nub,
+    nub_sieve,
     ravel,
     reduce,
     reshape,
@@ -117,6 +121,7 @@ __all__ = [
     "check",
     "curtail",
     "drop",
+    "equal",
     "filter",
     "fold",
     "fold_right",
@@ -129,6 +134,8 @@ __all__ = [
     "itemize",
     "length",
     "lift",
+    "nub",
+    "nub_sieve",
     "principal_frame",
     "ravel",
     "reduce",

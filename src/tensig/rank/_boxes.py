@@ -8,7 +8,7 @@ size, because that size would escape the box.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,13 +64,16 @@ class Box:
     __hash__ = None  # type: ignore[assignment]  # a box holds a mutable array
 
     def __init__(self, value: Any, shape: str | ShapeIndex | Sequence[Any] | None = None,
-                 hidden: str | Sequence[str] | None = None, *, _sigma: Sigma | None = None):
+                 hidden: str | Sequence[str] | None = None, *,
+                 witness: Mapping[str, Any] | None = None, _sigma: Sigma | None = None):
         if not is_array(value):
             value = np.asarray(value)
         sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
         self.value = value
         self._sigma = sigma
         self.witness = _witness(sigma, tuple(value.shape))
+        if witness:
+            self.witness = _explicit_witness(sigma, self.witness, witness)
 
     @property
     def type(self) -> Sigma:
@@ -94,6 +97,36 @@ class Box:
     def __str__(self) -> str:
         bound = ", ".join(f"{k} = {v}" for k, v in self.witness.items())
         return f"Box({self.type}" + (f" with {bound})" if bound else ")")
+
+
+def _explicit_witness(sigma: Sigma, derived: dict[str, Dim | ShapeIndex],
+                      given: Mapping[str, Any]) -> dict[str, Dim | ShapeIndex]:
+    """Remora's ``(box (i ...) e τ)``: hidden indices may be given explicitly, also those the
+    value's shape does not determine (``(box (1 2) 100 (Sigma ($d $e) Int))``); where the
+    shape does determine one, the two must agree."""
+    out = dict(derived)
+    for name, w in given.items():
+        if name not in sigma.hidden:
+            raise TypeError(f"Box: witness {name!r} is not a hidden index of {sigma} (hidden: "
+                            f"{', '.join(sigma.hidden) or 'none'})")
+        value = _index_value(name, w)
+        if name in out and out[name] != value:
+            raise ShapeError(f"Box: the witness {name} = {value} disagrees with the value's "
+                             f"shape, which gives {name} = {out[name]}",
+                             sizes=(str(value), str(out[name])))
+        out[name] = value
+    return out
+
+
+def _index_value(name: str, w: Any) -> Dim | ShapeIndex:
+    if isinstance(w, Dim | ShapeIndex):
+        return w
+    if isinstance(w, tuple | list):
+        return ShapeIndex(tuple(_index_value(name, x) for x in w))
+    if isinstance(w, bool) or not isinstance(w, int | np.integer) or w < 0:
+        raise TypeError(f"Box: witness {name} must be a natural number, a shape (a tuple of "
+                        f"them) or a tensig Dim, not {w!r}")
+    return Dim.const(int(w))
 
 
 def _witness(sigma: Sigma, shape: tuple[int, ...]) -> dict[str, Dim | ShapeIndex]:

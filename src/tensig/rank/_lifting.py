@@ -14,6 +14,7 @@ loop over the frame is the last resort.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -109,8 +110,16 @@ def _frame_error(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]
 # --------------------------------------------------------------------------------------------
 
 
-def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
+def _concrete_rank(r: Rank, n: int) -> int:
+    """The cell rank of an argument of rank ``n``: ``None`` is all of it, a negative ``-k``
+    all but its first ``k`` axes (J's and Remora's complementary rank)."""
     if r is None:
+        return n
+    return max(n + r, 0) if r < 0 else r
+
+
+def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
+    if r is None or r < 0:
         return ShapeIndex([ShapeVar(f"c{i}")])
     letter = chr(ord("a") + i) if i < 26 else f"x{i}_"
     return ShapeIndex([Dim.symbol(f"{letter}{j}") for j in range(r)])
@@ -122,10 +131,7 @@ def _check_rank_value(fname: str, r: object) -> Rank:
     if isinstance(r, bool) or not isinstance(r, int | np.integer):
         raise TypeError(f"{fname}: a cell rank is an int >= 0 or None (the whole argument), "
                         f"not {r!r}")
-    if r < 0:
-        raise ValueError(f"{fname}: cell rank {r} is negative; negative (complementary) ranks "
-                         f"are not supported, give the cell rank itself or None for all axes")
-    return int(r)
+    return int(r)  # a negative rank -k is complementary: all but the first k axes
 
 
 def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> FnType:
@@ -174,7 +180,7 @@ def _fits(p: Arr, r: Rank) -> bool:
     n_dims = len(p.shape.dims)
     if not p.shape.shape_vars:
         return r == n_dims
-    return r is None or r >= n_dims
+    return r is None or r < 0 or r >= n_dims  # a complementary rank is checked per call
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,30 +222,43 @@ class Lifted:
                        else None)
         self._typed: dict[object, tuple[ShapeIndex | None, Sigma | None]] = {}
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
+        self.inner: Lifted | None = None  # set by rerank's eta-expansion
+        self._funs = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Fun))
         if doc is not None:
             self.__doc__ = doc
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        for i in self._funs:
+            if i < len(args) and _is_function_array(args[i]):
+                return _over_functions(self, args, i)
         return _run(_prepare(self, args))
 
     def rerank(self, *ranks: Rank, **named: Rank) -> Lifted:
         """The same function at other cell ranks (positional, one per array parameter, or by
         parameter name; a single positional rank applies to every array parameter).
 
-        >>> sum_cells = lift(np.sum, ranks=(1,))
-        >>> sum_cells(np.arange(6).reshape(2, 3)), sum_cells.rerank(2)(np.ones((2, 2, 2)))
-        (array([ 3, 12]), array([4., 4.]))
+        Remora's reranking is an eta-expansion: the new function takes cells of the new ranks
+        and applies this one to each, and this one still lifts at its own ranks inside a cell.
+
+        >>> sum_rows = lift(np.sum, ranks=(1,))
+        >>> sum_rows(np.arange(6).reshape(2, 3)), sum_rows.rerank(2)(np.ones((2, 2, 2)))
+        (array([ 3, 12]), array([[2., 2.],
+               [2., 2.]]))
         """
         new = self._ranks_from(ranks, named)
+        if new == self.ranks:
+            return self
+        if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)) or any(
+                r is not None and r < 0 for r in self.ranks):
+            return _eta_expand(self, new)
         ftype = self.type
         fits = all(_fits(ftype.params[i], r)  # type: ignore[arg-type]
                    for i, r in zip(self.arrays, new, strict=True))
         if not fits:
             if not self.retypable:
                 raise self._rerank_error(new)
-            scalar = self.ufunc is not None and all(r == 0 for r in new)
-            ftype = _ranks_type(ftype.name, new, ShapeIndex(()) if scalar else None)
+            ftype = _ranks_type(ftype.name, new, None)
         return Lifted(self.fn, ftype, new, name=self.name, ufunc=self.ufunc,
                       batched=self.batched, boxed=self.boxed, dtype=self.dtype,
                       retypable=self.retypable)
@@ -278,6 +297,60 @@ class Lifted:
         return f"<lifted {self.type}; cell ranks ({ranks})>"
 
 
+def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
+    """``inner`` at cells of ranks ``new``: Remora's ``(rerank (r ...) f)`` is
+    ``(λ ((x r) ...) (f x ...))``, so ``inner`` still lifts at its own ranks inside each cell.
+
+    Because a lifted function already accepts extra leading frame axes (its frames agree by
+    prefix), the whole application is one call of ``inner`` on the arguments broadcast to the
+    outer principal frame: no loop over the new cells.
+    """
+    for k, i in enumerate(inner.arrays):
+        r, n = inner.ranks[k], new[k]
+        p = inner.type.params[i]
+        dynamic = n is None or n < 0 or (r is not None and r < 0)  # known only per call
+        too_small = not dynamic and (not _fits(p, n) if r is None else n < r)
+        if too_small:
+            raise ShapeError(f"{inner.name}: argument {i} ({inner.type.param_name(i)}) has "
+                             f"cell type {p}, which cannot have cell rank {n}",
+                             sizes=(str(p), n),
+                             hint=f"a cell of rank {n} is smaller than the cells "
+                                  f"{inner.name} takes; give a rank of at least "
+                                  f"{len(p.shape.dims) if r is None else r}")  # type: ignore[union-attr]
+    params = list(inner.type.params)
+    for k, i in enumerate(inner.arrays):
+        params[i] = Arr(params[i].elem, _ranks_pattern(i, new[k]))  # type: ignore[union-attr]
+    ftype = FnType(inner.name, tuple(params), None, names=inner.type.names)
+
+    whole = [k for k, r in enumerate(inner.ranks) if r is None or r < 0]
+    pinned: dict[tuple[int, ...], Lifted] = {}
+
+    def batched(nf: int, *args: Any) -> Any:
+        if not whole:
+            return inner(*args)
+        # A rank ``inner`` counts from the whole argument (``None``, negative) counts from the
+        # new cell, not from the outer frame too.
+        ranks = tuple(_concrete_rank(inner.ranks[k], len(args[inner.arrays[k]].shape) - nf)
+                      for k in whole)
+        f = pinned.get(ranks)
+        if f is None:
+            f = pinned[ranks] = inner.rerank(**{
+                inner.type.param_name(inner.arrays[k]): r
+                for k, r in zip(whole, ranks, strict=True)})
+        return f(*args)
+
+    out = Lifted(inner, ftype, new, name=inner.name, batched=batched, dtype=inner.dtype)
+    out.inner = inner
+    return out
+
+
+class Overloads(tuple):
+    """The types of an overloaded primitive's variants; prints one per line."""
+
+    def __str__(self) -> str:
+        return "\n".join(str(t) for t in self)
+
+
 class Overloaded:
     """A primitive with a static and a data form (``take(2, x)`` vs ``take(array(2), x)``).
 
@@ -293,8 +366,8 @@ class Overloaded:
             self.__doc__ = doc
 
     @property
-    def type(self) -> tuple[FnType, ...]:
-        return tuple(v.type for v in self.variants if isinstance(v, Lifted))
+    def type(self) -> Overloads:
+        return Overloads(v.type for v in self.variants if isinstance(v, Lifted))
 
     @property
     def ranks(self) -> tuple[Rank, ...]:
@@ -394,8 +467,8 @@ def _check_arity(lf: Lifted, args: Sequence[Any]) -> None:
 
 def _cell_rank(lf: Lifted, k: int, shape: tuple[int, ...]) -> int:
     r = lf.ranks[k]
-    if r is None:
-        return len(shape)
+    if r is None or r < 0:
+        return _concrete_rank(r, len(shape))
     if r > len(shape):
         i = lf.arrays[k]
         raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
@@ -422,6 +495,8 @@ def _prepare(lf: Lifted, args: Sequence[Any]) -> _Call:
     frame = principal_frame(lf.name, frames, lf._who)
     matcher, declared, sigma = _typecheck(lf, cells, all_args)
     _check_elems(lf, arrays)
+    if lf.ufunc is not None:
+        _check_atoms(lf, [a.dtype for a in arrays if not _is_object(a)])
     return _Call(lf, all_args, arrays, frames, cells, frame, backend, matcher, declared, sigma)
 
 
@@ -476,6 +551,46 @@ def _check_elems(lf: Lifted, arrays: Sequence[Any]) -> None:
                             f"{_elem_name(a)}")
 
 
+def _check_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
+    """A scalar function's atoms are of one type, as Remora's: truth values are not numbers,
+    and NumPy's own type resolution refuses the rest (strings with numbers).  Returns the
+    result's NumPy dtype where NumPy can tell (``None`` otherwise)."""
+    key = (lf.ufunc, *dtypes)
+    try:
+        return _ATOMS[key]
+    except (KeyError, TypeError):
+        pass
+    out = _resolve_atoms(lf, dtypes)
+    with contextlib.suppress(TypeError):  # an unhashable dtype is resolved every time
+        _ATOMS[key] = out
+    return out
+
+
+_ATOMS: dict[tuple[Any, ...], Any] = {}  # (ufunc, dtypes...) -> result dtype: resolved once
+
+
+def _resolve_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
+    kinds = [dtype_kind(d) for d in dtypes]
+    if "bool" in kinds and any(k != "bool" for k in kinds):
+        b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
+        raise TypeError(f"{lf.name}: {_who(lf, lf.arrays[b])} holds booleans and "
+                        f"{_who(lf, lf.arrays[n])} holds {_elem_kind(dtypes[n])}; Remora's "
+                        f"atoms do not convert: cast the booleans (x.astype(int))")
+    if not all(isinstance(d, np.dtype) for d in dtypes) or len(dtypes) != lf.ufunc.nin:
+        return None  # torch/jax dtypes: their libraries' own rules apply when it runs
+    try:
+        return lf.ufunc.resolve_dtypes((*dtypes, None))[-1]  # type: ignore[union-attr]
+    except (TypeError, ValueError) as e:  # numpy's UFuncTypeError is a TypeError
+        names = " and ".join(str(d) for d in dtypes)
+        raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
+
+
+def _elem_kind(dtype: Any) -> str:
+    kind = dtype_kind(dtype)
+    return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
+        kind, f"{_elem_name(np.empty(0, dtype)) if isinstance(dtype, np.dtype) else dtype}")
+
+
 def _merge(call: _Call, arrays: Sequence[Any]) -> list[Any]:
     args = list(call.args)
     for k, i in enumerate(call.lf.arrays):
@@ -492,6 +607,8 @@ def _run(call: _Call) -> Any:
     lf = call.lf
     if lf.ufunc is not None:
         return _via_ufunc(call)
+    if lf.inner is not None:
+        return _via_batched(call)
     if 0 in call.frame:
         return _empty(call)
     if not call.frame:
@@ -735,6 +852,14 @@ def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
     if ufunc is not None and ufunc.nout != 1:
         raise TypeError(f"lift({name}): a lifted function returns one array; {name} returns "
                         f"{ufunc.nout}")
+    if ufunc is not None and ranks is not None and cells is None and any(
+            r != 0 for r in ranks):
+        # A ufunc is a scalar function: other ranks are a reranking of it (eta-expansion),
+        # so it still combines scalars by prefix agreement inside each cell.
+        if len(ranks) != ufunc.nin:
+            raise TypeError(f"lift({name}): {len(ranks)} ranks for a ufunc of {ufunc.nin} "
+                            f"arguments")
+        return lift(fn, dtype=dtype, name=name).rerank(*ranks)
     ftype = _lift_type(fn, name, cells, ranks, result, sizes, ufunc)
     batched = None
     if vectorized and ufunc is None and not boxed:
@@ -839,13 +964,44 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
             raise TypeError(f"apply: the functions of an array need one type; {chosen[0].name} "
                             f"has cell ranks {ranks0}, {f.name} has {f.ranks}")
     call = _prepare(chosen[0], args)
-    principal_frame("apply", [funcs.shape, *call.frames],
-                    ["the function array", *call.lf._who])
+    return _per_function(funcs.shape, call, "the function array",
+                         lambda pos, sub: lifted[pos](*sub))
+
+
+def _per_function(shape: tuple[int, ...], call: _Call, who: str,
+                  run: Callable[[int, list[Any]], Any]) -> Any:
+    """One application per position of a function array whose shape is one more frame: each
+    argument is sliced by the position over the frame axes it has, then lifts over the rest."""
+    principal_frame(call.lf.name, [shape, *call.frames], [who, *call.lf._who])
     outs = []
-    for pos, f in zip(np.ndindex(*funcs.shape), lifted, strict=True):
+    for flat, pos in enumerate(np.ndindex(*shape)):
         sub = [a[pos[:len(fr)]] for a, fr in zip(call.arrays, call.frames, strict=True)]
-        outs.append(f(*_merge(call, sub)))
-    return _assemble_apply(funcs.shape, outs, call.backend)
+        outs.append(run(flat, _merge(call, sub)))
+    return _assemble_apply(shape, outs, call.backend)
+
+
+def _is_function_array(x: Any) -> bool:
+    return (isinstance(x, np.ndarray) and x.dtype == object and x.ndim > 0
+            and all(callable(f) for f in x.flat))
+
+
+def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
+    """A function parameter given an array of functions (Remora's ``(reduce [+ *] x)``): the
+    array's shape is one more frame; each function runs the primitive on its cells."""
+    funcs = args[i]
+    if funcs.size == 0:
+        raise ShapeError(f"{lf.name}: the array of functions for {_who(lf, i)} is empty, so the "
+                         f"result's cells cannot be known")
+    probe = list(args)
+    probe[i] = funcs.flat[0]
+    call = _prepare(lf, probe)
+    flat = list(funcs.flat)
+
+    def run(k: int, sub: list[Any]) -> Any:
+        sub[i] = flat[k]
+        return lf(*sub)
+
+    return _per_function(funcs.shape, call, f"the function array ({lf.type.param_name(i)})", run)
 
 
 def _assemble_apply(shape: tuple[int, ...], outs: list[Any], backend: Backend) -> Any:
@@ -913,11 +1069,35 @@ def _typeof_call(lf: Lifted, args: Sequence[Any]) -> Instance:
                                        lf._who))
     m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
     result = m.result()
+    if lf.inner is not None:
+        result = _inner_result(lf, cells, args)
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}  # type: ignore[arg-type]
+    if lf.ufunc is not None:
+        result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if cells[i] is None else Arr(elems[i], cells[i]) for i in range(n))
     dims, shapes_b = bindings(m)
     return Instance(lf.name, frame, tuple(frames), cell_types, _elem_result(lf, result, elems),
                     dims, shapes_b, tuple(m.conditions), lf.type.names)
+
+
+def _ufunc_result(lf: Lifted, result: Arr | Sigma | None, args: Sequence[Any]
+                  ) -> Arr | Sigma | None:
+    """A ufunc's result atom type from NumPy's type resolution, not the first argument's."""
+    dtypes = [x.dtype if is_array(x) else np.asarray(x).dtype for x in args
+              if is_array(x) or isinstance(x, list | int | float | bool | complex)]
+    if len(dtypes) != len(args) or not isinstance(result, Arr):
+        return result
+    out = _check_atoms(lf, dtypes)
+    return result if out is None else Arr(str(out), result.shape)
+
+
+def _inner_result(lf: Lifted, cells: Sequence[ShapeIndex | None], args: Sequence[Any]
+                  ) -> Arr | None:
+    """An eta-expanded function's result cell: the inner function's whole result on a cell."""
+    inner = lf.inner
+    assert inner is not None
+    at = [cells[i] if i in lf.arrays else args[i] for i in range(len(args))]
+    return inner.typeof(*at).result
 
 
 def _elem_result(lf: Lifted, result: Arr | Sigma | None, elems: dict[int, str]

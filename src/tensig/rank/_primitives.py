@@ -27,10 +27,10 @@ from tensig.rank._lifting import Lifted, Overloaded, rerank  # noqa: F401 (docte
 from tensig.rank._types import FnType, Fun, Sigma, Static, arr
 
 __all__ = [
-    "antibase", "append", "base", "behead", "curtail", "drop", "filter", "fold", "fold_right",
-    "head", "index", "iota", "iota_s", "iota_v", "iota_w", "itemize", "length", "ravel",
-    "reduce", "reshape", "reverse", "rotate", "scan", "select", "shape_of", "tail", "take",
-    "transpose",
+    "antibase", "append", "base", "behead", "curtail", "drop", "equal", "filter", "fold",
+    "fold_right", "head", "index", "iota", "iota_s", "iota_v", "iota_w", "itemize", "length",
+    "nub", "nub_sieve", "ravel", "reduce", "reshape", "reverse", "rotate", "scan", "select",
+    "shape_of", "tail", "take", "transpose",
 ]
 
 
@@ -225,15 +225,40 @@ def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
     return {"r": shapes["s"][::-1]}
 
 
-transpose = _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
-                  """The axes in reverse order (APL's monadic transpose).
+def _permute(nf: int, perm: Any, x: Any) -> Any:
+    return _xp(x).permute(x, [*range(nf), *(nf + int(p) for p in perm)])
 
-    Type ``Π(..s..). [t ..s..] -> [t ..r..]`` where ``..r..`` is ``..s..`` reversed (outside
-    Remora's index language; computed at instantiation).
+
+def _permuted_shape(dims: Any, shapes: Any) -> dict[str, Any]:
+    perm, s = [int(p) for p in shapes["p"]], shapes["s"]
+    if sorted(perm) != list(range(len(s))):
+        raise ShapeError(f"transpose: {tuple(perm)} is not a permutation of the {len(s)} axes "
+                         f"of a cell of shape {s}", sizes=(str(tuple(perm)), len(s)),
+                         hint=f"give each of 0 .. {len(s) - 1} once")
+    return {"r": type(s)([s[i] for i in perm])}
+
+
+_TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a given order.
+
+    ``transpose(x)``: ``Π(..s..). [t ..s..] -> [t ..r..]`` where ``..r..`` is ``..s..``
+    reversed.  ``transpose(perm, x)`` with a static permutation (a tuple):
+    ``Π(..p.., ..s..). {..p..} [t ..s..] -> [t ..r..]`` where axis ``i`` of the result is axis
+    ``perm[i]`` of the cell (NumPy's ``transpose(x, perm)``).  ``..r..`` is outside Remora's
+    index language; it is computed at instantiation.
 
     >>> transpose(np.arange(6).reshape(2, 3)).shape
     (3, 2)
-    """, derive=_reversed_shape, note="..r.. is ..s.. reversed")
+    >>> transpose((1, 2, 0), np.zeros((2, 3, 4))).shape
+    (3, 4, 2)
+    """
+
+transpose = Overloaded("transpose", [
+    _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
+          _TRANSPOSE_DOC, derive=_reversed_shape, note="..r.. is ..s.. reversed"),
+    _prim("transpose", _permute, [Static("p", "Shape", convert=tuple), arr("t", "..s..")],
+          arr("t", "..r.."), ["perm", "x"], _TRANSPOSE_DOC, derive=_permuted_shape,
+          note="..r.. is ..s.. permuted by ..p.."),
+], lambda args: 1 if len(args) == 2 else 0, doc=_TRANSPOSE_DOC)
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,6 +542,78 @@ filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
 
 
 # --------------------------------------------------------------------------------------------
+# nub, nub_sieve, equal
+# --------------------------------------------------------------------------------------------
+
+
+def _host(x: Any) -> np.ndarray:
+    """The values on the host, as NumPy (torch through ``.numpy()``, jax through asarray)."""
+    if isinstance(x, np.ndarray):
+        return x
+    cpu = getattr(x, "cpu", None)
+    return np.asarray(cpu().numpy() if cpu is not None else x)
+
+
+def _sieve(x: Any) -> np.ndarray:
+    """True at the first occurrence of each distinct item of the major axis (sort-based:
+    ``O(d log d)`` comparisons of whole items)."""
+    items = _host(x).reshape(x.shape[0], math.prod(x.shape[1:]))
+    sieve = np.zeros(items.shape[0], dtype=bool)
+    if items.shape[0]:
+        _, first = np.unique(items, axis=0, return_index=True)
+        sieve[first] = True
+    return sieve
+
+
+def _nub_sieve(nf: int, x: Any) -> Any:
+    return _xp(x).asarray(_sieve(x), like=x)
+
+
+def _nub(nf: int, x: Any) -> Any:
+    return x[_xp(x).asarray(_sieve(x), like=x)]
+
+
+nub_sieve = _prim("nub_sieve", _nub_sieve, [arr("t", "d, ..s..")], arr("Bool", "d"), ["x"],
+                  """Whether each item of the major axis is the first of its kind.
+
+    Type ``Π(d, ..s..). [t d, ..s..] -> [Bool d]`` (Remora's ``nub-sieve``; items compare
+    whole, so a row is a duplicate only when all of it repeats an earlier row).
+
+    >>> nub_sieve(np.array([3, 1, 3, 2, 1]))
+    array([ True,  True, False,  True, False])
+    """, batched=False)
+
+nub = _prim("nub", _nub, [arr("t", "d, ..s..")], Sigma(("l",), arr("t", "l, ..s..")), ["x"],
+            """The distinct items of the major axis in order of first appearance, boxed.
+
+    Type ``Π(d, ..s..). [t d, ..s..] -> Σ(l). [t l, ..s..]`` (Remora's ``nub``): how many
+    items are distinct is data.
+
+    >>> nub(np.array([[1, 2], [3, 4], [1, 2]])).value
+    array([[1, 2],
+           [3, 4]])
+    """, batched=False, boxed=True)
+
+
+def _equal(nf: int, a: Any, b: Any) -> Any:
+    same = tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(_host(a), _host(b)))
+    return _xp(a, b).asarray(np.bool_(same), like=a)
+
+
+equal = _prim("equal", _equal, [arr("t", "..s.."), arr("u", "..r..")], arr("Bool"), ["a", "b"],
+              """Whether two arrays are the same: equal shapes and equal atoms.
+
+    Type ``Π(..s.., ..r..). [t ..s..] [u ..r..] -> [Bool]`` (Remora's ``equal``); arrays of
+    different shapes are simply unequal.  Rerank it to compare cells:
+
+    >>> equal(np.array([1, 2]), np.array([1, 2])), equal(np.array([1, 2]), np.array([1]))
+    (array(True), array(False))
+    >>> rerank(equal, 1, 1)(np.array([[1, 2], [3, 4]]), np.array([[1, 2], [4, 3]]))
+    array([ True, False])
+    """, batched=False)
+
+
+# --------------------------------------------------------------------------------------------
 # take and drop
 # --------------------------------------------------------------------------------------------
 
@@ -654,8 +751,9 @@ def _base(nf: int, bases: Any, digits: Any) -> Any:
     xp = _xp(bases, digits)
     frame = tuple(digits.shape[:-1])
     acc = xp.full(frame, 0, like=digits)
+    one = bases.shape[-1] == 1  # a single radix serves every digit (APL's 2 ⊥ 1 0 1)
     for k in range(digits.shape[-1]):
-        acc = acc * bases[..., k] + digits[..., k]
+        acc = acc * bases[..., 0 if one else k] + digits[..., k]
     return acc
 
 
@@ -673,16 +771,32 @@ def _antibase(nf: int, bases: Any, n: Any) -> Any:
     return xp.stack(digits[::-1], -1)
 
 
-base = _prim("base", _base, [arr("Int", "d"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-             """The number that mixed-radix ``digits`` denote (APL's decode).
+_BASE_DOC = """The number that mixed-radix ``digits`` denote (APL's decode).
 
-    Type ``Π(d). [Int d] [Int d] -> [Int]``.
+    Type ``Π(d). [Int d] [Int d] -> [Int]``; a single radix extends to every digit, as APL's
+    decode extends a length-1 left argument: ``Π(d). [Int 1] [Int d] -> [Int]``.
 
     >>> base(np.array([24, 60, 60]), np.array([1, 2, 3]))  # 1h 2min 3s in seconds
     np.int64(3723)
     >>> base(np.array([2, 2, 2]), np.array([[1, 0, 1], [0, 1, 1]]))
     array([5, 3])
-    """)
+    >>> base(np.array([2]), np.array([1, 1, 0, 1]))
+    np.int64(13)
+    """
+
+
+def _one_radix(args: Sequence[Any]) -> int:
+    bases = args[0] if args else None
+    shape = getattr(bases, "shape", None)
+    return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
+
+
+base = Overloaded("base", [
+    _prim("base", _base, [arr("Int", "d"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
+          _BASE_DOC),
+    _prim("base", _base, [arr("Int", "1"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
+          _BASE_DOC),
+], _one_radix, doc=_BASE_DOC)
 
 antibase = _prim("antibase", _antibase, [arr("Int", "d"), arr("Int")], arr("Int", "d"),
                  ["bases", "n"], """The mixed-radix digits of ``n`` (APL's encode).
