@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from tensig.annotations import (
     AnnotationShape,
     Bool,
+    Broadcastable,
+    Deferred,
     Float,
     Int,
     RowVariable,
@@ -36,7 +38,16 @@ B, T, d, h, w = (Dim.symbol(n) for n in "BTdhw")
 FORMS = [
     # text, batch, input, output
     ("B T d", (), (), (B, T, d)),
-    ("BTd", (), (), (B, T, d)),
+    ("BTd", (), (), (Dim.symbol("BTd"),)),  # one axis, as jaxtyping reads it
+    ("n_embd", (), (), (Dim.symbol("n_embd"),)),
+    ("B 16", (), (), (B, 16)),
+    ("B T, d", (), (), (B, T, d)),
+    ("B T+1 2 * h", (), (), (B, T + 1, 2 * h)),
+    ("*b T", (), (), (RowVariable("b"), T)),
+    ("#4 #T", (), (), (Broadcastable(4), Broadcastable(T))),
+    ("*#b T", (), (), (RowVariable("b", broadcast=True), T)),
+    ("_b rows=3", (), (), (Any, 3)),
+    ("{n} min(T,d)", (), (), (Deferred("{n}"), Deferred("min(T,d)"))),
     ("B, T, d", (), (), (B, T, d)),
     ("", (), (), ()),
     ("B 3 _", (), (), (B, 3, Any)),
@@ -47,7 +58,7 @@ FORMS = [
     ("2*3, B", (), (), (6, B)),
     ("batch, seq", (), (), (Dim.symbol("batch"), Dim.symbol("seq"))),
     ("batch,", (), (), (Dim.symbol("batch"),)),
-    ("batch seq", (), (), tuple(Dim.symbol(c) for c in "batchseq")),
+    ("batch seq", (), (), (Dim.symbol("batch"), Dim.symbol("seq"))),
     ("B|T->d", (B,), (T,), (d,)),
     ("B|d", (B,), (), (d,)),
     ("T->d", (), (T,), (d,)),
@@ -59,7 +70,7 @@ FORMS = [
     ("..b.., T+1", (), (), (RowVariable("b"), T + 1)),
     ("B ..v.. d", (), (), (B, RowVariable("v"), d)),
     ("..a..|..b..->d", (RowVariable("a", "batch"),), (RowVariable("b", "input"),), (d,)),
-    ("..._", (), (), (RowVariable(None), Any)),
+    ("... _", (), (), (RowVariable(None), Any)),
 ]
 
 
@@ -76,12 +87,16 @@ def test_canonical_text_parses_back_equal(text):
     assert parse_annotation(str(a)) == a
 
 
-def test_single_char_and_multichar_modes_agree_and_whitespace_never_matters():
-    assert parse_annotation("B T d") == parse_annotation("BTd") == parse_annotation(" B,T , d ")
+def test_whitespace_and_commas_separate_axes_and_a_word_is_one_axis():
+    assert parse_annotation("B T d") == parse_annotation(" B,T , d ") == parse_annotation("B T,d")
     assert parse_annotation("B T d") != parse_annotation("B T")
-    # the notation's mode rule: without commas or operators, a word is one axis per letter
-    assert parse_annotation("batch seq").rank == 8
-    assert parse_annotation("batch, seq").rank == 2
+    # jaxtyping's reading (issue 13 section 6): tensig once read these letter by letter
+    assert parse_annotation("batch seq").rank == 2
+    assert parse_annotation("n_embd").rank == 1
+    assert parse_annotation("BTd").rank == 1
+    # whitespace next to an operator does not separate; brackets hold their commas
+    assert parse_annotation("T + 1, (h + 1) // 2").rank == 2
+    assert parse_annotation("min(a, b) c").rank == 2
 
 
 def test_sizes_are_ints_expressions_are_dims_and_placeholders_are_any():
@@ -129,6 +144,8 @@ item = st.one_of(
     st.integers(0, 40),
     st.just(Any),
     st.sampled_from(EXPRS).map(Dim.parse),
+    st.sampled_from(NAMES + EXPRS).map(lambda t: Broadcastable(Dim.parse(t))),
+    st.integers(0, 40).map(Broadcastable),
 )
 
 
@@ -137,7 +154,8 @@ def rows(draw, kind):
     items = draw(st.lists(item, max_size=4))
     if draw(st.booleans()):
         name = draw(st.sampled_from([None, "u", "v"]))
-        items.insert(draw(st.integers(0, len(items))), RowVariable(name, kind))
+        broadcast = name is not None and draw(st.booleans())
+        items.insert(draw(st.integers(0, len(items))), RowVariable(name, kind, broadcast))
     return tuple(items)
 
 
@@ -153,19 +171,22 @@ def test_any_annotation_prints_to_text_that_parses_back_equal(batch, inp, out):
 
 ERRORS = [
     # text, column (0-based), reason fragment, hint fragment
-    ("B 16", 2, "more than one digit", "B, 16"),
-    ("B T, d", 2, "expected an operator", "separate axes with commas: B, T, d"),
-    ("B T+1", 2, "expected an operator", "B, T+1"),
+    ("B ##T", 3, "'#' twice", None),
+    ("*4", 0, "a variadic '*' takes a name", None),
+    ("#_", 0, "both anonymous and broadcastable", None),
+    ("?b", 0, "unexpected character '?'", "PyTree"),
+    ("B {n", 2, "unbalanced", None),
     ("B, , T", 2, "empty axis between commas", "remove the extra comma"),
     ("..b.. ..c..", 6, "at most one row variable", "another row"),
     ("a^b", 1, "unexpected character '^'", "concatenation"),
     ("o<+k", 1, "unexpected character '<'", "convolution"),
     ("ij;jk", 2, "unexpected character ';'", "einsum spec"),
-    ("i=>j", 1, "unexpected character '='", "einsum spec"),
+    ("i=>j", 1, "'=>' belongs in einsum specs", None),
     ("B, -1", 3, "cannot be negative", None),
     ("..B.., B", 7, "both as a size and as the row variable", "rename"),
     ("B/2", 1, "unexpected character '/'", "//"),
-    ("B.", 1, "a lone '.'", "..name.."),
+    ("B.", 1, "unexpected character '.'", None),
+    (". B", 0, "a lone '.'", "*name"),
     (".._..", 0, "needs a name", "..."),
     ("B->T->d", 4, "at most one '->'", None),
     ("B|T|d", 3, "at most one '|'", None),
@@ -198,13 +219,12 @@ def test_non_string_annotation_is_a_type_error():
         parse_annotation(3)  # type: ignore[arg-type]
 
 
-def test_words_hint_suggests_commas_for_multi_letter_names():
-    hint = words_hint(parse_annotation("batch seq"))
-    assert hint is not None and "'batch, seq'" in hint and "8 here" in hint
-    assert "'batch,'" in words_hint(parse_annotation("batch"))  # type: ignore[operator]
+def test_words_hint_explains_a_compact_word_is_one_axis():
+    hint = words_hint(parse_annotation("BTd"))
+    assert hint is not None and "one axis named BTd" in hint and "'B T d'" in hint
+    assert words_hint(parse_annotation("batch")) is None  # a word, plainly meant
     assert words_hint(parse_annotation("B T d")) is None
-    assert words_hint(parse_annotation("BTd")) is None  # plainly meant as letters
-    assert words_hint(parse_annotation("batch, seq")) is None
+    assert words_hint(parse_annotation("batch seq")) is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,7 +263,7 @@ def test_bad_subscripts_and_bad_specs_fail_at_definition_time():
     with pytest.raises(TypeError, match="array type and a shape string"):
         Float[np.ndarray]  # type: ignore[misc]
     with pytest.raises(SpecSyntaxError):
-        Float[np.ndarray, "B 16"]
+        Float[np.ndarray, "B, , 16"]
 
 
 def test_an_annotation_shape_can_be_passed_directly():
@@ -334,3 +354,42 @@ def test_beartype_sees_the_plain_array_type():
     assert f(np.zeros((2, 3))).shape == (2,)
     with pytest.raises(roar.BeartypeCallHintParamViolation):
         f([1.0])  # not an ndarray: beartype's own check, the shape string is metadata to it
+
+
+# --------------------------------------------------------------------------------------------
+# signature strings for verify (issue 13, section 6): operands read as annotations
+# --------------------------------------------------------------------------------------------
+
+
+def test_signature_strings_take_size_expressions():
+    from tensig.verify import Signature, verify
+
+    sig = Signature.parse("T, d; d, 3*d => T, 3*d")
+    assert sig.args == ((T, d), (d, 3 * d)) and sig.results == ((T, 3 * d),)
+    assert verify(lambda x, w: x @ w, sig).ok
+    report = verify(lambda x, w: x @ w, "T, d; d, 3*d => T, d")
+    assert "returns [T, 3*d] but the signature declares [T, d]" in report.findings[0].message
+    # a word is one axis, as in annotations
+    assert Signature.parse("n_seq n_embd =>").args == ((Dim.symbol("n_seq"),
+                                                         Dim.symbol("n_embd")),)
+
+
+def test_signature_strings_take_dtypes_and_tuple_results():
+    from tensig.verify import Signature, verify
+
+    sig = Signature.parse("B T: int; V d => B T d; B")
+    assert sig.kinds == ("i", "f") and sig.results == ((B, T, d), (B,))
+    assert Signature.parse("B T: bool; V d: float32").kinds == ("b", "f")
+
+    def embed(ids, wte):
+        return wte[ids], ids.sum(-1)
+
+    assert verify(embed, sig).ok
+    report = verify(embed, "B T: int; V d => B T d; T")
+    assert "returns [B] but the signature declares [T]" in report.findings[0].message
+    with pytest.raises(SpecSyntaxError) as info:
+        Signature.parse("B T: integr; V d")
+    assert info.value.column == 5 and "unknown dtype 'integr'" in info.value.reason
+    with pytest.raises(SpecSyntaxError) as info:
+        Signature.parse("B T; V, , d")
+    assert info.value.column == 7  # the caret points into the whole signature

@@ -49,7 +49,7 @@ def rule_breaks(values: dict[str, int]) -> list[str]:
 def test_sizes_are_small_distinct_and_deterministic():
     assert sizes("B T d") == {"B": 2, "T": 5, "d": 8}
     assert sizes("B T d") == sizes("B T d")
-    assert sizes("B, T, d") == sizes("BTd")
+    assert sizes("B, T, d") == sizes("B T d")
     assert rule_breaks(sizes("B T d h w c k")) == []
 
 

@@ -8,7 +8,34 @@ The core: OCANNL's generalized einsum notation (:func:`parse`), symbolic dimensi
 import types as _types
 
 from tensig import dims, verify
-from tensig.annotations import Bool, Float, Int, Shaped
+from tensig.annotations import (
+    BFloat16,
+    Bool,
+    Complex,
+    Complex64,
+    Complex128,
+    Float,
+    Float16,
+    Float32,
+    Float64,
+    Inexact,
+    Int,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Integer,
+    Key,
+    Num,
+    PyTree,
+    Real,
+    Shaped,
+    UInt,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+)
 from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.inference import Inferred, infer
@@ -26,7 +53,7 @@ from tensig.ops import (
 )
 from tensig.padding import Padded, PaddingError, pad
 from tensig.price import price
-from tensig.runtime import shaped
+from tensig.runtime import print_bindings, shape_scope, shaped
 from tensig.shapes import Shape
 from tensig.verify import Report
 
@@ -51,15 +78,32 @@ class _VerifyModule(_types.ModuleType):
 verify.__class__ = _VerifyModule
 
 __all__ = [
+    "BFloat16",
     "Bool",
+    "Complex",
+    "Complex64",
+    "Complex128",
     "Condition",
     "Dim",
     "Float",
+    "Float16",
+    "Float32",
+    "Float64",
     "InconclusiveError",
+    "Inexact",
     "Inferred",
     "Int",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "Integer",
+    "Key",
+    "Num",
     "Padded",
     "PaddingError",
+    "PyTree",
+    "Real",
     "Report",
     "RowArray",
     "Shape",
@@ -70,6 +114,11 @@ __all__ = [
     "Spec",
     "SpecSyntaxError",
     "TensigError",
+    "UInt",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
     "concat",
     "dim",
     "dims",
@@ -82,7 +131,9 @@ __all__ = [
     "pad",
     "parse",
     "price",
+    "print_bindings",
     "rows",
+    "shape_scope",
     "shaped",
     "tropical",
     "verify",

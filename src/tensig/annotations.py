@@ -1,40 +1,41 @@
 """Shape annotations: ``Shaped[ArrayType, "B T d"]`` and the parser behind it.
 
-An annotation is the notation's shape syntax, read as a *type*: the sizes an array must have,
-named so that every argument of a function (and its return value) that mentions ``T`` must
-agree on it.  :func:`parse_annotation` turns the text into an :class:`AnnotationShape`;
-:data:`Shaped`, :data:`Float`, :data:`Int` and :data:`Bool` wrap it into a
+An annotation is a shape read as a *type*: the sizes an array must have, named so that every
+argument of a function (and its return value) that mentions ``T`` must agree on it.
+:func:`parse_annotation` turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
+:data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap it into a
 ``typing.Annotated`` alias, so static checkers (pyright, mypy) and runtime type checkers
 (beartype) still see the plain ``ArrayType``, while ``tensig.shaped`` and ``tensig.verify``
-read the marker.
+read the marker.  jaxtyping's own annotation objects are read too (:func:`signature_of`).
 
 >>> import numpy as np
 >>> hint = Float[np.ndarray, "B T d"]
 >>> hint.__origin__ is np.ndarray, hint.__metadata__[0]
 (True, Float['B T d'])
->>> parse_annotation("B T d").output
-(Dim('B'), Dim('T'), Dim('d'))
+>>> parse_annotation("batch n_embd").output
+(Dim('batch'), Dim('n_embd'))
 
-Syntax (the notation's, with two differences noted below):
+Syntax: jaxtyping's, extended with the notation's rows, row variables and size expressions.
 
-- **single-char mode** (no comma and no arithmetic operator anywhere): every letter is one
-  axis and whitespace is ignored, so ``"B T d"`` and ``"BTd"`` are the same three axes.  A digit
-  is a fixed size (``"B 3"``); two adjacent digits are an error (write ``"B, 16"``).
-  A multi-letter word is *several axes*: ``"batch seq"`` is eight axes, by the notation's mode
-  rule.  Errors about such annotations carry a hint to write ``"batch, seq"``.
-- **multichar mode** (a comma, or one of ``+ - * // % ( )``): items are comma-separated, and each
-  item is ``...``, ``..name..``, ``_``, an integer, or a dimension expression read by
-  :meth:`tensig.dims.Dim.parse`: ``T+1``, ``2*h``, ``h*w``, ``T-1``, ``(T+1)//2``.
-- **rows**: ``batch|input->output`` as in the notation.  *Difference 1*: an omitted row is
-  **empty** here (in an einsum spec it is the context ellipsis ``...``).  A plain ``"B T d"``
-  is output axes only, which is what a plain array has.  Arrays without tensig row information
-  are matched in tensig's memory order: batch, output, input (see :attr:`AnnotationShape.items`).
-- **row variables**: at most one per row.  ``..name..`` binds across every annotation of a
-  signature; ``...`` is the anonymous row variable of its row kind, *also shared across the
-  signature* (as in the notation, where ``...`` is one per row kind for the whole spec).
-  *Difference 2* from jaxtyping, where ``...`` is never bound across arguments: write distinct
-  names (``..a..``, ``..b..``) for leading axes that are unrelated.
-- ``_`` is any size (two ``_`` are unrelated); ``""`` is a scalar (no axes).
+- **axes** are separated by whitespace or commas: ``"b t d"``, ``"b, t, d"`` and
+  ``"batch n_embd"`` (two axes) read as jaxtyping reads them; a word is one axis, so
+  ``"BTd"`` is *one* axis named ``BTd``.  Whitespace next to an operator does not separate:
+  ``"T + 1, d"`` and ``"(T + 1) // 2"`` are one expression each.
+- each axis is a name, an integer, ``_`` (any size), or a size expression
+  (:meth:`tensig.dims.Dim.parse`: ``T+1``, ``2*h``, ``h*w``, ``(T+1)//2``; an expression
+  with one unknown name is *solved* for it where jaxtyping raises);
+- jaxtyping's modifiers: ``#`` broadcastable (``#4``, ``#n``: size 1 also fits, and binds
+  nothing), ``*name`` a variadic (any number of axes, the same wherever ``name`` recurs;
+  ``..name..`` is the notation's spelling of it), ``...`` and ``*_`` an anonymous variadic
+  (never bound across arguments, as in jaxtyping), ``_name`` an unchecked axis, ``name=4`` a
+  fixed size (the name is documentation), ``*#batch`` variadic axes that broadcast;
+- deferred sizes, evaluated per call: ``{n}`` and ``{self.size}`` read the call's arguments,
+  ``min(a, b)``/``max(a, b)`` the bound sizes (both as jaxtyping's f-string axes);
+- **rows**: ``batch|input->output`` as in the notation.  An omitted row is **empty** here (in an
+  einsum spec it is the context ellipsis ``...``).  Arrays without tensig row information are
+  matched in tensig's memory order: batch, output, input (see :attr:`AnnotationShape.items`).
+  At most one variadic per row.
+- ``""`` is a scalar (no axes).
 
 Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
 mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
@@ -50,11 +51,12 @@ import contextlib
 import functools
 import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
@@ -62,33 +64,65 @@ from tensig.notation import KINDS, Kind, Span, row_spans
 
 __all__ = [
     "AnnotationShape",
+    "BFloat16",
     "Bool",
+    "Broadcastable",
+    "Complex",
+    "Complex64",
+    "Complex128",
+    "Deferred",
     "DtypeKind",
     "Float",
+    "Float16",
+    "Float32",
+    "Float64",
     "FunctionSignature",
+    "Inexact",
     "Int",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "Integer",
     "Item",
+    "Key",
+    "Num",
     "ParameterSpec",
+    "PyTree",
+    "Real",
     "RowVariable",
     "ShapeSpecMarker",
     "Shaped",
+    "UInt",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
+    "dtype_accepts",
     "dtype_kind",
+    "family_kind",
+    "known_family",
     "parse_annotation",
     "signature_of",
     "words_hint",
 ]
 
-DtypeKind = Literal["float", "int", "bool"]
+DtypeKind = str
+"""A dtype family's key: ``"float"``, ``"int"`` (signed), ``"uint"``, ``"integer"``, ``"bool"``,
+``"complex"``, ``"inexact"``, ``"real"``, ``"num"``, ``"key"``, or one exact dtype name
+(``"float32"``, ``"int8"``...)."""
 
-_MULTICHAR = re.compile(r"[,+*/%()]|-(?!>)")
 _ROW_VAR = re.compile(r"\.\.([A-Za-z_][A-Za-z0-9_]*)\.\.")
 _UNSUPPORTED = {
     "^": "concatenation (a^b) belongs in einsum specs, not in annotations",
     "<": "convolution axes (o<+k) belong in einsum specs, not in annotations",
-    "=": "an annotation is one shape: '=' and '=>' belong in einsum specs",
     ";": "an annotation is one shape: ';' separates operands of an einsum spec",
     "&": "'&' is reserved in the notation and has no meaning yet",
+    "?": "jaxtyping's '?' (sizes that depend on the place in a PyTree) is not supported",
 }
+_JOIN_AFTER = "+-*/%(=<>"
+_JOIN_BEFORE = "+-/%)="
+_DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,9 +134,10 @@ _UNSUPPORTED = {
 class RowVariable:
     """A row variable: any number of axes, the same axes wherever its :attr:`key` recurs.
 
-    ``name is None`` is the anonymous ``...``; it belongs to the row ``kind`` it sits in, so the
-    ``...`` of the batch row and the ``...`` of the output row are different variables.  A named
-    ``..v..`` is one variable in every row.
+    ``name is None`` is the anonymous ``...`` (jaxtyping's ``...``/``*_``): it matches any
+    axes and binds nothing, so two ``...`` are unrelated.  A named ``*v`` (``..v..``) is one
+    variable in every row and every argument.  ``broadcast`` (``*#v``) lets the axes differ
+    where they broadcast: the binding is the broadcast of every occurrence.
 
     >>> RowVariable(None, "batch").key, RowVariable("v", "output").key, str(RowVariable(None))
     ('...batch', 'v', '...')
@@ -110,6 +145,7 @@ class RowVariable:
 
     name: str | None
     kind: Kind = "output"
+    broadcast: bool = False
 
     @property
     def key(self) -> str:
@@ -117,13 +153,43 @@ class RowVariable:
         return self.name if self.name is not None else f"...{self.kind}"
 
     def __str__(self) -> str:
-        return "..." if self.name is None else f"..{self.name}.."
+        if self.name is None:
+            return "..."
+        return f"*#{self.name}" if self.broadcast else f"..{self.name}.."
+
+
+@dataclass(frozen=True)
+class Broadcastable:
+    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1.
+
+    A size 1 binds nothing: ``#n`` binds ``n`` only from a size other than 1.
+    """
+
+    item: Any
+
+    def __str__(self) -> str:
+        return f"#{_render_item(self.item)}"
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A size known only per call: ``{n}``/``{self.size}`` (the call's arguments) or an
+    expression Dim cannot hold (``min(a, b)``), as jaxtyping's f-string axes.
+
+    ``symbols`` are the size names the expression reads outside braces.
+    """
+
+    text: str
+    symbols: frozenset[str] = field(default=frozenset(), compare=False)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 Item = Any
 """One axis of an annotation: a :class:`~tensig.dims.Dim` (a name or an expression with at
-least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), or a
-:class:`RowVariable` (any number of axes)."""
+least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), a
+:class:`RowVariable` (any number of axes), a :class:`Broadcastable` or a :class:`Deferred`."""
 
 
 def _render_item(item: Item) -> str:
@@ -132,23 +198,28 @@ def _render_item(item: Item) -> str:
     return str(item)
 
 
+def _plain(item: Item) -> Item:
+    """The item under a ``#``."""
+    return item.item if isinstance(item, Broadcastable) else item
+
+
 @dataclass(frozen=True)
 class AnnotationShape:
     """A parsed annotation: three rows of items (``batch|input->output``).
 
-    Equality is structural: ``"B T d"``, ``"BTd"`` and ``"B, T, d"`` are equal; ``str()`` is a
-    canonical text that parses back to an equal value.  ``spans`` (per row, per item) point
-    into ``text`` for error carets; ``words`` lists whitespace-separated multi-letter words that
-    single-char mode split into letters (for the "write commas" hint).
+    Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
+    text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
+    for error carets; ``words`` holds the one word of an annotation such as ``"BTd"`` that an
+    older tensig read letter by letter (for a hint when the rank is wrong).
 
     >>> a = parse_annotation("B|T+1, ..v..->2*h")
     >>> a.batch, a.input, a.output
-    ((Dim('B'),), (Dim('T + 1'), RowVariable(name='v', kind='input')), (Dim('2*h'),))
+    ((Dim('B'),), (Dim('T + 1'), RowVariable(name='v', kind='input', broadcast=False)), (Dim('2*h'),))
     >>> str(a), a.names, a.rank
     ('B|T + 1, ..v..->2*h', ('B', 'T', 'h'), None)
     >>> [str(i) for i in a.items]  # memory order: batch, output, input
     ['B', '2*h', 'T + 1', '..v..']
-    """
+    """  # noqa: E501
 
     batch: tuple[Item, ...] = ()
     input: tuple[Item, ...] = ()
@@ -184,9 +255,13 @@ class AnnotationShape:
         for kind, row in self.rows():
             spans = self.spans[KINDS.index(kind)]
             for i, item in enumerate(row):
+                item = _plain(item)
                 if isinstance(item, Dim):
                     text = self.text[slice(*spans[i])] if i < len(spans) else ""
                     for name in _ordered_symbols(item, text):
+                        seen.setdefault(name, None)
+                elif isinstance(item, Deferred):
+                    for name in sorted(item.symbols):
                         seen.setdefault(name, None)
         return tuple(seen)
 
@@ -215,7 +290,7 @@ class AnnotationShape:
         [1, 2, 3, 4, 5]
         """
         out: set[int] = set()
-        for item in self.items:
+        for item in map(_plain, self.items):
             if isinstance(item, int):
                 out.add(item)
             elif isinstance(item, Dim):
@@ -226,23 +301,18 @@ class AnnotationShape:
         def render(row: tuple[Item, ...]) -> str:
             return ", ".join(_render_item(x) for x in row)
 
-        parts = [render(self.batch), render(self.input), render(self.output)]
-        if not any(_MULTICHAR.search(p) for p in parts) and _needs_multichar(self.items):
-            first = next(i for i, p in enumerate(parts) if p)
-            parts[first] += ","  # a trailing comma selects the multichar mode
-        out = parts[2]
+        out = render(self.output)
         if self.input:
-            out = f"{parts[1]}->{out}"
+            out = f"{render(self.input)}->{out}"
         if self.batch:
-            out = f"{parts[0]}|{out}"
+            out = f"{render(self.batch)}|{out}"
         return out
 
 
 def _ordered_symbols(item: Dim, text: str) -> list[str]:
     """The names of ``item`` in the order they appear in its source ``text`` (else sorted)."""
     names = item.symbols
-    order = [m.group() for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", text)
-             if m.group() in names]
+    order = [m.group() for m in re.finditer(r"[^\W\d]\w*", text) if m.group() in names]
     return list(dict.fromkeys(order)) + sorted(names.difference(order))
 
 
@@ -261,16 +331,6 @@ def _is_name(d: Dim) -> bool:
     return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
 
 
-def _needs_multichar(items: tuple[Item, ...]) -> bool:
-    for x in items:
-        if isinstance(x, int) and x > 9:
-            return True
-        if isinstance(x, Dim) and not (len(x.symbols) == 1 and str(x) in x.symbols
-                                       and len(str(x)) == 1):
-            return True
-    return False
-
-
 # --------------------------------------------------------------------------------------------
 # the parser
 # --------------------------------------------------------------------------------------------
@@ -280,22 +340,25 @@ def _needs_multichar(items: tuple[Item, ...]) -> bool:
 def parse_annotation(text: str) -> AnnotationShape:
     """Parse an annotation string (cached); bad text raises :class:`tensig.SpecSyntaxError`.
 
-    >>> parse_annotation("B T d") == parse_annotation("B, T, d") == parse_annotation("BTd")
+    >>> parse_annotation("B T d") == parse_annotation("B, T, d")
     True
-    >>> parse_annotation("..b.., T+1, 2*h").output
-    (RowVariable(name='b', kind='output'), Dim('T + 1'), Dim('2*h'))
-    >>> parse_annotation("B, 16").output, parse_annotation("B _ 3").output
-    ((Dim('B'), 16), (Dim('B'), typing.Any, 3))
-    >>> parse_annotation("B 16")
+    >>> parse_annotation("*b T+1 2*h").output
+    (RowVariable(name='b', kind='output', broadcast=False), Dim('T + 1'), Dim('2*h'))
+    >>> parse_annotation("B 16").output, parse_annotation("B _ #3").output
+    ((Dim('B'), 16), (Dim('B'), typing.Any, Broadcastable(item=3)))
+    >>> parse_annotation("B, , T")
     Traceback (most recent call last):
     ...
-    tensig.errors.SpecSyntaxError: a size of more than one digit needs the multichar mode (column 3)
-        B 16
-          ^^
-    hint: separate axes with commas: B, 16
+    tensig.errors.SpecSyntaxError: an empty axis between commas (column 3)
+        B, , T
+          ^
+    hint: remove the extra comma
     """
     if not isinstance(text, str):
-        raise TypeError(f"a shape annotation is a str, not {type(text).__name__}")
+        raise TypeError(f"a shape annotation is a str, not {type(text).__name__} ({text!r})")
+    if len(text) > 100_000:
+        raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
+                              "characters")
     return _AnnotationParser(text).parse()
 
 
@@ -304,7 +367,6 @@ class _AnnotationParser:
 
     def __init__(self, text: str):
         self.text = text
-        self.multichar = _MULTICHAR.search(text) is not None
 
     def fail(self, col: int, reason: str, hint: str | None = None, end: int | None = None):
         raise SpecSyntaxError(self.text, col, reason, hint, end)
@@ -316,30 +378,31 @@ class _AnnotationParser:
         for kind, (start, end) in bounds.items():
             rows[kind] = self.row(kind, start, end)
         self.check_names(rows)
+        shape_rows = {k: tuple(x for x, _ in rows[k]) for k in KINDS}
         return AnnotationShape(
-            batch=tuple(x for x, _ in rows["batch"]),
-            input=tuple(x for x, _ in rows["input"]),
-            output=tuple(x for x, _ in rows["output"]),
+            batch=shape_rows["batch"], input=shape_rows["input"], output=shape_rows["output"],
             text=self.text,
             spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS),
-            words=self.words(),
+            words=self.words(shape_rows),
         )
 
     def check_characters(self) -> None:
+        depth = 0
         for i, c in enumerate(self.text):
             if c == ">" and not (i > 0 and self.text[i - 1] == "-"):
                 self.fail(i, "'>' is only valid as part of '->'")
-            if c in _UNSUPPORTED:
+            if c == "=" and self.text.startswith("=>", i):
+                self.fail(i, "an annotation is one shape: '=>' belongs in einsum specs",
+                          end=i + 2)
+            if c in _UNSUPPORTED and depth == 0:
                 self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
+            depth += (c in "({") - (c in ")}")
 
     def row_bounds(self) -> dict[Kind, Span]:
         return row_spans(self.text, 0, len(self.text), "an annotation", self.fail)
 
     def row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
-        if self.multichar:
-            items = self.items_multichar(kind, start, end)
-        else:
-            items = self.items_single(kind, start, end)
+        items = [(self.item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
         variables = [(x, s) for x, s in items if isinstance(x, RowVariable)]
         if len(variables) > 1:
             span = variables[1][1]
@@ -348,93 +411,140 @@ class _AnnotationParser:
                            "them into one row variable")
         return items
 
-    # -- single-char mode ---------------------------------------------------------------------
+    # -- splitting a row into items -------------------------------------------------------------
 
-    def items_single(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
+    def split(self, start: int, end: int) -> list[Span]:
+        """Item spans: commas (outside brackets) separate, then whitespace between words."""
         text = self.text
-        items: list[tuple[Item, Span]] = []
-        i = start
-        while i < end:
+        pieces: list[Span] = []
+        depth, begin = 0, start
+        for i in range(start, end):
             c = text[i]
-            if c.isspace():
-                i += 1
-            elif c == ".":
-                var, i2 = self.row_variable(kind, i, end)
-                items.append((var, (i, i2)))
-                i = i2
-            elif c == "_":
-                items.append((Any, (i, i + 1)))
-                i += 1
-            elif c.isdigit() and c.isascii():
-                if i + 1 < end and text[i + 1].isdigit():
-                    j = i
-                    while j < end and text[j].isdigit():
-                        j += 1
-                    self.fail(i, "a size of more than one digit needs the multichar mode",
-                              hint=self.commas_hint(), end=j)
-                items.append((int(c), (i, i + 1)))
-                i += 1
-            elif c.isalpha() and c.isascii():
-                items.append((Dim.symbol(c), (i, i + 1)))
-                i += 1
-            else:
-                self.fail(i, f"unexpected character {c!r} in an annotation")
-        return items
-
-    def row_variable(self, kind: Kind, i: int, end: int) -> tuple[RowVariable, int]:
-        text = self.text
-        if text.startswith("...", i) and i + 3 <= end:
-            if text.startswith("....", i):
-                self.fail(i, "a row variable is '...' or '..name..'", end=i + 4)
-            return RowVariable(None, kind), i + 3
-        m = _ROW_VAR.match(text, i, end)
-        if m is None:
-            self.fail(i, "a lone '.': row variables are '...' or '..name..'",
-                      hint="a size is an integer; a row variable is written ..name..")
-        assert m is not None
-        if m.group(1) == "_":
-            self.fail(i, "a row variable needs a name", end=m.end(),
-                      hint="write ... for the anonymous row variable")
-        return RowVariable(m.group(1), kind), m.end()
-
-    # -- multichar mode -----------------------------------------------------------------------
-
-    def items_multichar(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
-        text = self.text
-        pieces = text[start:end].split(",")
-        items: list[tuple[Item, Span]] = []
-        pos = start
-        for n, piece in enumerate(pieces):
-            stripped = piece.strip()
-            lead = len(piece) - len(piece.lstrip())
-            s, e = pos + lead, pos + lead + len(stripped)
-            if stripped:
-                items.append((self.item(kind, s, e), (s, e)))
-            elif len(pieces) > 1 and not (n == len(pieces) - 1 and items):
+            depth += (c in "({[") - (c in ")}]")
+            if c == "," and depth == 0:
+                pieces.append((begin, i))
+                begin = i + 1
+        pieces.append((begin, end))
+        spans: list[Span] = []
+        for n, (s, e) in enumerate(pieces):
+            words = self.words_of(s, e)
+            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
                 # an empty row is fine; one trailing comma after an item is too
-                self.fail(pos, "an empty axis between commas", hint="remove the extra comma")
-            pos += len(piece) + 1
-        return items
+                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
+            spans.extend(words)
+        return spans
+
+    def words_of(self, start: int, end: int) -> list[Span]:
+        """Whitespace-separated words, joined where an operator needs its operand."""
+        text = self.text
+        words: list[Span] = []
+        depth, i = 0, start
+        while i < end:
+            if text[i].isspace() and depth == 0:
+                i += 1
+                continue
+            j = i
+            while j < end and not (text[j].isspace() and depth == 0):
+                depth += (text[j] in "({[") - (text[j] in ")}]")
+                j += 1
+            if words and self.joins(words[-1], (i, j)):
+                words[-1] = (words[-1][0], j)
+            else:
+                words.append((i, j))
+            i = j
+        return words
+
+    def joins(self, previous: Span, word: Span) -> bool:
+        before, after = self.text[slice(*previous)], self.text[slice(*word)]
+        if before[-1] in _JOIN_AFTER or after[0] in _JOIN_BEFORE:
+            return True
+        # ``2 * h`` and ``h **2`` are expressions; ``*batch`` starts a variadic
+        return after[0] == "*" and (len(after) == 1 or after[1] in "*0123456789(")
+
+    # -- one item ---------------------------------------------------------------------------------
 
     def item(self, kind: Kind, s: int, e: int) -> Item:
         text = self.text
         piece = text[s:e]
-        if piece.startswith("."):
-            var, end = self.row_variable(kind, s, e)
-            if end != e:
-                fixed = f"{text[:end]}, {text[end:]}"
-                self.fail(end, "a row variable is a whole item", end=e,
-                          hint=f"separate axes with commas: {fixed}")
-            return var
         if piece == "_":
             return Any
+        if piece.startswith(".") or "..." in piece:
+            return self.row_variable_item(kind, s, e)
+        modifiers: set[str] = set()
+        i = s
+        while i < e:
+            if text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
+                if text[i] in modifiers:
+                    self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
+                modifiers.add(text[i])
+                i += 1
+            elif m := re.match(r"[^\W\d]\w*=(?!=)", text[i:e]):
+                i += m.end()  # jaxtyping's ``rows=4``: the size is 4, the name documents it
+            else:
+                break
+        broadcast, variadic, anonymous = ("#" in modifiers, "*" in modifiers,
+                                          "_" in modifiers)
+        rest = text[i:e]
+        if rest == "_":  # ``*_`` and ``#_``
+            anonymous, rest = True, ""
+        if variadic:
+            return self.variadic(kind, rest, anonymous, broadcast, s, e)
+        if anonymous:
+            if broadcast:
+                self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
+            if rest and not rest.isidentifier():
+                self.fail(s, "'_' before a name makes an unchecked axis: '_' and a name",
+                          end=e)
+            return Any
+        if not rest:
+            self.fail(s, f"{piece!r} needs a size after its modifiers", end=e)
+        value = self.size(rest, i, e)
+        return Broadcastable(value) if broadcast else value
+
+    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
+                 e: int) -> RowVariable:
+        if anonymous or rest == "":
+            if broadcast:
+                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
+            return RowVariable(None, kind)
+        if not rest.isidentifier():
+            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
+                      hint="write *name for any number of axes, or ... for unrelated ones")
+        return RowVariable(rest, kind, broadcast)
+
+    def row_variable_item(self, kind: Kind, s: int, e: int) -> RowVariable:
+        text = self.text
+        if text.startswith("...", s):
+            if text.startswith("....", s):
+                self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
+            if s + 3 != e:
+                self.fail(s, "'...' is a whole item", end=e,
+                          hint=f"separate axes with spaces or commas: "
+                               f"{text[:s + 3]} {text[s + 3:]}")
+            return RowVariable(None, kind)
+        m = _ROW_VAR.match(text, s, e)
+        if m is None:
+            self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
+                      hint="a size is an integer; a row variable is written *name")
+        assert m is not None
+        if m.group(1) == "_":
+            self.fail(s, "a row variable needs a name", end=m.end(),
+                      hint="write ... for the anonymous row variable")
+        if m.end() != e:
+            fixed = f"{text[:m.end()]}, {text[m.end():]}"
+            self.fail(m.end(), "a row variable is a whole item", end=e,
+                      hint=f"separate axes with commas: {fixed}")
+        return RowVariable(m.group(1), kind)
+
+    def size(self, piece: str, s: int, e: int) -> Item:
+        """An integer, a name, an expression, or a :class:`Deferred` one."""
+        if "{" in piece or _DEFERRED_CALL.search(piece):
+            return self.deferred(piece, s, e)
         try:
             value = Dim.parse(piece)
         except SpecSyntaxError as err:
-            hint = err.hint
-            if err.reason.startswith("expected an operator") and piece[err.column - 1].isspace():
-                hint = self.commas_hint()
-            raise SpecSyntaxError(text, s + err.column, err.reason, hint, s + err.end) from None
+            raise SpecSyntaxError(self.text, s + err.column, err.reason, err.hint,
+                                  s + err.end) from None
         for name in value.symbols:
             if not name.isidentifier():
                 col = s + piece.find(name)
@@ -445,6 +555,17 @@ class _AnnotationParser:
             return value.constant
         return value
 
+    def deferred(self, piece: str, s: int, e: int) -> Deferred:
+        outside = re.sub(r"\{[^{}]*\}", "0", piece)
+        if "{" in outside or "}" in outside:
+            self.fail(s, "unbalanced '{' '}' in a deferred size", end=e)
+        try:
+            compile(outside, "<annotation>", "eval")
+        except SyntaxError:
+            self.fail(s, f"{piece!r} is not a Python expression", end=e)
+        names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}
+        return Deferred(piece, names)
+
     # -- whole-annotation checks ----------------------------------------------------------------
 
     def check_names(self, rows: dict[Kind, list[tuple[Item, Span]]]) -> None:
@@ -452,60 +573,113 @@ class _AnnotationParser:
                      if isinstance(x, RowVariable) and x.name is not None}
         for k in KINDS:
             for x, (s, e) in rows[k]:
-                if isinstance(x, Dim) and (both := x.symbols & variables):
+                x = _plain(x)
+                if isinstance(x, Dim | Deferred) and (both := x.symbols & variables):
                     name = sorted(both)[0]
                     self.fail(s, f"{name!r} is used both as a size and as the row variable "
-                                 f"..{name}..", end=e, hint="rename one of them")
+                                 f"*{name}", end=e, hint="rename one of them")
 
-    def words(self) -> tuple[str, ...]:
-        """Multi-letter words that single-char mode reads letter by letter.
-
-        Flagged when the text has several whitespace-separated words, or a word with two
-        lowercase letters in a row (``"batch"``); ``"BTd"`` is taken as the intended letters.
-        """
-        if self.multichar:
-            return ()
-        runs = re.findall(r"[A-Za-z0-9]+", self.text)
-        words = tuple(w for w in runs if len(w) > 1)
-        if len(runs) > 1 or any(re.search("[a-z]{2}", w) for w in words):
-            return words
+    def words(self, rows: dict[Kind, tuple[Item, ...]]) -> tuple[str, ...]:
+        """The one short word of ``"BTd"``-style text, which tensig once read as letters."""
+        items = rows["batch"] + rows["input"] + rows["output"]
+        text = self.text.strip()
+        if (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
+                and re.fullmatch(r"[A-Za-z]{2,5}", text) and re.search("[A-Z]", text)):
+            return (text,)
         return ()
-
-    def commas_hint(self) -> str:
-        """The annotation with commas between whitespace-separated items."""
-        fixed = re.sub(r"(?<=[A-Za-z0-9_.)])[ \t]+(?=[A-Za-z0-9_.(])", ", ", self.text)
-        return f"separate axes with commas: {fixed}"
 
 
 def words_hint(shape: AnnotationShape) -> str | None:
-    """The hint for an annotation whose multi-letter words single-char mode split up.
+    """The hint for an annotation such as ``"BTd"``: one axis here (as in jaxtyping).
 
-    >>> print(words_hint(parse_annotation("batch seq")))
-    'batch seq' is read in single-char mode: every letter is an axis (8 here); for multi-letter names write 'batch, seq'
+    >>> print(words_hint(parse_annotation("BTd")))
+    'BTd' is one axis named BTd (axes are separated by spaces or commas); for one axis per letter write 'B T d'
     >>> words_hint(parse_annotation("B T d")) is None
     True
     """  # noqa: E501
     if not shape.words:
         return None
-    fixed = re.sub(r"(?<=[A-Za-z0-9_.])[ \t]+(?=[A-Za-z0-9_.])", ", ", shape.text.strip())
-    if "," not in fixed:
-        fixed += ","
-    return (f"{shape.text!r} is read in single-char mode: every letter is an axis "
-            f"({shape.min_rank} here); for multi-letter names write {fixed!r}")
+    word = shape.words[0]
+    return (f"{word!r} is one axis named {word} (axes are separated by spaces or commas); for "
+            f"one axis per letter write {' '.join(word)!r}")
 
 
 # --------------------------------------------------------------------------------------------
-# Shaped / Float / Int / Bool
+# dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ...
 # --------------------------------------------------------------------------------------------
+
+_FLOAT = re.compile(r"(b?float\d+\w*|half|double)$")
+_SIGNED = re.compile(r"int\d+$")
+_UNSIGNED = re.compile(r"uint\d+$")
+_COMPLEX = re.compile(r"complex\d+$")
+
+
+def _family_test(family: str) -> Callable[[str], bool]:
+    """The test of a dtype name for one family (families by kind, or one exact dtype)."""
+    kinds: dict[str, tuple[re.Pattern[str], ...]] = {
+        "float": (_FLOAT,), "int": (_SIGNED,), "uint": (_UNSIGNED,),
+        "integer": (_SIGNED, _UNSIGNED), "complex": (_COMPLEX,), "inexact": (_FLOAT, _COMPLEX),
+        "real": (_FLOAT, _SIGNED, _UNSIGNED), "num": (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX),
+    }
+    if family in kinds:
+        patterns = kinds[family]
+        return lambda name: any(p.match(name) for p in patterns)
+    if family == "bool":
+        return lambda name: name == "bool"
+    if family == "key":
+        return lambda name: name.startswith("key<")
+    if family.startswith("{"):  # an exact set of names: jaxtyping's dtype lists
+        names = frozenset(family[1:-1].split(","))
+        return lambda name: name in names
+    return lambda name: name == family
+
+
+_FAMILIES: dict[str, str] = {  # family key -> the description errors use
+    "float": "a floating", "int": "a signed integer", "uint": "an unsigned integer",
+    "integer": "an integer", "bool": "a bool", "complex": "a complex", "inexact":
+    "a floating or complex", "real": "a floating or integer", "num": "a numeric",
+    "key": "a PRNG key",
+}
+_ACCEPT: dict[str, dict[Any, bool]] = {}
+"""Per family, dtype -> accepted; filled by :func:`dtype_accepts`, read by generated checks."""
+
+
+def dtype_accepts(family: str, dtype: Any) -> bool:
+    """Whether ``dtype`` (numpy, torch, jax or ml_dtypes) belongs to a dtype family.
+
+    >>> import numpy as np
+    >>> dtype_accepts("int", np.dtype("int8")), dtype_accepts("int", np.dtype("uint8"))
+    (True, False)
+    >>> dtype_accepts("inexact", np.complex64), dtype_accepts("float32", np.dtype("float64"))
+    (True, False)
+    """
+    cache = _ACCEPT.setdefault(family, {})
+    try:
+        return cache[dtype]
+    except (KeyError, TypeError):
+        pass
+    ok = dtype is not None and _family_test(family)(_dtype_name(dtype))
+    with contextlib.suppress(TypeError):  # an unhashable dtype-like object is not cached
+        cache[dtype] = ok
+    return ok
+
+
+def _family_text(family: str) -> str:
+    """``a floating dtype``, ``a float32 dtype``, ``a dtype among int8, int16``."""
+    if family.startswith("{"):
+        return "a dtype among " + ", ".join(sorted(family[1:-1].split(",")))
+    return f"{_FAMILIES.get(family, 'a ' + family)} dtype"
 
 
 @dataclass(frozen=True)
 class ShapeSpecMarker:
     """The ``typing.Annotated`` metadata that :data:`Shaped` and friends attach.
 
-    ``shape`` is the parsed annotation; ``dtype`` is ``None`` (any dtype) or a dtype kind:
-    ``"float"`` (any floating dtype: float16/32/64, bfloat16, float8 of numpy, torch or jax),
-    ``"int"`` (signed or unsigned integers, not bool) or ``"bool"``.
+    ``shape`` is the parsed annotation; ``dtype`` is ``None`` (any dtype) or a dtype family
+    (:data:`DtypeKind`); ``scalar`` is the Python type (``float``, ``int``, ``bool``,
+    ``complex``) whose plain values also fit (``Float[float, ""]``); ``pytree`` says every
+    array leaf of a dict/list/tuple is checked (``PyTree[Float[...]]``); ``family`` is the
+    name ``repr`` shows.
 
     >>> ShapeSpecMarker(parse_annotation("B T"), "bool")
     Bool['B T']
@@ -513,15 +687,54 @@ class ShapeSpecMarker:
 
     shape: AnnotationShape
     dtype: DtypeKind | None = None
+    scalar: type | None = field(default=None, compare=False)
+    pytree: bool = False
+    family: str = field(default="", compare=False)
 
     @property
     def text(self) -> str:
         """The annotation as written."""
         return self.shape.text
 
+    @property
+    def need(self) -> str:
+        """The dtype requirement in words, for errors."""
+        return _family_text(self.dtype) if self.dtype else "any dtype"
+
     def __repr__(self) -> str:
-        family = {None: "Shaped", "float": "Float", "int": "Int", "bool": "Bool"}[self.dtype]
-        return f"{family}[{self.shape.text!r}]"
+        name = self.family or _DEFAULT_NAMES.get(self.dtype, "Shaped")
+        inner = f"{name}[{self.shape.text!r}]"
+        return f"PyTree[{inner}]" if self.pytree else inner
+
+
+_DEFAULT_NAMES = {None: "Shaped", "float": "Float", "int": "Int", "bool": "Bool"}
+
+
+class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg, misc]
+    """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
+
+    Inside a checked call (``@shaped``, or ``with shape_scope():``) the check uses and extends
+    that call's bindings; elsewhere it checks the one value alone.  Calling it raises: an
+    annotation is not a constructor.
+    """
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        from tensig.runtime import instance_check
+
+        return instance_check(obj, self.__origin__, self.__metadata__[-1])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self.__metadata__[-1]!r} is an annotation: it cannot be "
+                        "instantiated (create the array with its library)")
+
+    def __reduce__(self) -> Any:
+        return _ShapedAlias, (self.__origin__, self.__metadata__)
+
+
+def _valid_array_type(array_type: Any) -> bool:
+    return (isinstance(array_type, type | typing.TypeVar | str | typing.ForwardRef)
+            or array_type is Any or typing.get_origin(array_type) is not None
+            or isinstance(array_type, _ShapedAlias))
 
 
 class _ShapedFamily:
@@ -534,31 +747,143 @@ class _ShapedFamily:
         self._dtype = dtype
 
     def __getitem__(self, params: tuple[Any, str | AnnotationShape]) -> Any:
+        usage = f'e.g. {self._name}[np.ndarray, "B T d"]'
         if not isinstance(params, tuple) or len(params) != 2:
-            raise TypeError(f"{self._name}[...] takes an array type and a shape string, "
-                            f'e.g. {self._name}[np.ndarray, "B T d"]')
+            raise TypeError(f"{self._name}[...] takes an array type and a shape string, {usage}"
+                            f"; got {self._name}[{_args_text(params)}]")
         array_type, spec = params
+        if not _valid_array_type(array_type):
+            raise TypeError(f"{self._name}[{_args_text(params)}]: the first argument is the "
+                            f"array type (np.ndarray, torch.Tensor, jax.Array, float...), not "
+                            f"{array_type!r} (of type {type(array_type).__name__}); {usage}")
+        if not isinstance(spec, str | AnnotationShape):
+            raise TypeError(f"{self._name}[{_args_text(params)}]: the second argument is the "
+                            f"shape string, not {spec!r} (of type {type(spec).__name__}); {usage}")
         shape = spec if isinstance(spec, AnnotationShape) else parse_annotation(spec)
-        return Annotated[array_type, ShapeSpecMarker(shape, self._dtype)]
+        dtype = self._dtype
+        inner = _marker_of(array_type)[0] if isinstance(array_type, _ShapedAlias) else None
+        if inner is not None:  # Shaped[Shaped[Array, "a b"], "c d"] is "c d a b"
+            shape = _nest(shape, inner.shape)
+            dtype = _meet(self._name, dtype, inner.dtype)
+            array_type = array_type.__origin__
+        scalar = array_type if array_type in _PYTHON_DTYPES else None
+        if scalar is not None and shape.min_rank:
+            raise TypeError(f"{self._name}[{array_type.__name__}, {shape.text!r}]: a Python "
+                            f"{array_type.__name__} has no axes (write \"\")")
+        if scalar is not None and dtype is not None \
+                and not dtype_accepts(dtype, _PYTHON_DTYPES[scalar]):
+            raise TypeError(f"{self._name}[{array_type.__name__}, ...]: a Python "
+                            f"{array_type.__name__} is never {_family_text(dtype)}")
+        name = self._name if self._dtype is not None or inner is None else inner.family
+        marker = ShapeSpecMarker(shape, dtype, scalar, family=name)
+        return _ShapedAlias(array_type, (marker,))
 
     def __repr__(self) -> str:
         return f"tensig.{self._name}"
 
 
+def _args_text(params: Any) -> str:
+    items = params if isinstance(params, tuple) else (params,)
+    return ", ".join(getattr(x, "__name__", None) or repr(x) for x in items)
+
+
+def _nest(outer: AnnotationShape, inner: AnnotationShape) -> AnnotationShape:
+    """jaxtyping's nesting: the outer axes come first."""
+    if outer.batch or outer.input or inner.batch or inner.input:
+        raise TypeError("nested annotations take output axes only (no '|' or '->')")
+    if outer.row_variables and inner.row_variables:
+        raise TypeError("a variadic in both the inner and the outer annotation")
+    return parse_annotation(f"{outer.text}, {inner.text}" if outer.text.strip()
+                            and inner.text.strip() else outer.text + inner.text)
+
+
+def _meet(name: str, outer: str | None, inner: str | None) -> str | None:
+    if outer is None or inner is None or outer == inner:
+        return outer or inner
+    test_outer, test_inner = _family_test(outer), _family_test(inner)
+    names = [n for n in _KNOWN_DTYPES if test_outer(n) and test_inner(n)]
+    if not names:
+        raise TypeError(f"{name}[...] around a {inner!r} annotation: no dtype is both "
+                        "(wrap in Shaped instead)")
+    return "{" + ",".join(names) + "}"
+
+
+_PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
+"""The dtype a plain Python scalar stands for (``Float[float, ""]``)."""
+_KNOWN_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
+                 "complex128")
+_SIZED = {"Float16": "float16", "Float32": "float32", "Float64": "float64",
+          "BFloat16": "bfloat16", "Int8": "int8", "Int16": "int16", "Int32": "int32",
+          "Int64": "int64", "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32",
+          "UInt64": "uint64", "Complex64": "complex64", "Complex128": "complex128"}
+
+
+class _PyTree:
+    """``PyTree[Float[Array, "n"]]``: every leaf of nested dicts, lists and tuples is an array
+    of that annotation, all sharing one set of bindings (jaxtyping's ``PyTree``)."""
+
+    def __getitem__(self, hint: Any) -> Any:
+        marker, _ = _marker_of(hint)
+        if marker is None:
+            raise TypeError(f"PyTree[...] takes a shape annotation such as "
+                            f'PyTree[Float[np.ndarray, "n"]], not {hint!r}')
+        pytree = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar, True,
+                                 marker.family)
+        return Annotated[Any, pytree]
+
+    def __repr__(self) -> str:
+        return "tensig.PyTree"
+
+
 if TYPE_CHECKING:  # static checkers see Annotated: Shaped[np.ndarray, "B T"] is an np.ndarray
+    from typing import Annotated as BFloat16
     from typing import Annotated as Bool
+    from typing import Annotated as Complex
+    from typing import Annotated as Complex64
+    from typing import Annotated as Complex128
     from typing import Annotated as Float
+    from typing import Annotated as Float16
+    from typing import Annotated as Float32
+    from typing import Annotated as Float64
+    from typing import Annotated as Inexact
     from typing import Annotated as Int
+    from typing import Annotated as Int8
+    from typing import Annotated as Int16
+    from typing import Annotated as Int32
+    from typing import Annotated as Int64
+    from typing import Annotated as Integer
+    from typing import Annotated as Key
+    from typing import Annotated as Num
+    from typing import Annotated as PyTree
+    from typing import Annotated as Real
     from typing import Annotated as Shaped
+    from typing import Annotated as UInt
+    from typing import Annotated as UInt8
+    from typing import Annotated as UInt16
+    from typing import Annotated as UInt32
+    from typing import Annotated as UInt64
 else:
     Shaped = _ShapedFamily("Shaped", None)
     """``Shaped[ArrayType, "B T d"]``: an array of that shape, any dtype."""
     Float = _ShapedFamily("Float", "float")
     """``Float[ArrayType, "B T d"]``: floating dtype (numpy, torch or jax; bfloat16 included)."""
     Int = _ShapedFamily("Int", "int")
-    """``Int[ArrayType, "B T"]``: signed or unsigned integer dtype."""
+    """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
     Bool = _ShapedFamily("Bool", "bool")
     """``Bool[ArrayType, "B T"]``: boolean dtype."""
+    UInt = _ShapedFamily("UInt", "uint")
+    Integer = _ShapedFamily("Integer", "integer")
+    Complex = _ShapedFamily("Complex", "complex")
+    Inexact = _ShapedFamily("Inexact", "inexact")
+    Real = _ShapedFamily("Real", "real")
+    Num = _ShapedFamily("Num", "num")
+    Key = _ShapedFamily("Key", "key")
+    for _name, _dtype in _SIZED.items():
+        globals()[_name] = _ShapedFamily(_name, _dtype)  # Float32, Int8, UInt8, ...
+    del _name, _dtype
+    PyTree = _PyTree()
+
 
 
 _KIND_CACHE: dict[Any, str] = {}
@@ -681,7 +1006,58 @@ def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:
             marker, _ = _marker_of(arg)
             if marker is not None:
                 return marker, optional
-    return None, False
+    return _jaxtyping_marker(hint), False
+
+
+def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
+    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``), read as is.
+
+    jaxtyping's classes carry the whole shape string (nesting already joined) and the list of
+    dtype names they accept; jaxtyping is only looked at when the program imported it.
+    """
+    jaxtyping = sys.modules.get("jaxtyping")
+    abstract = getattr(jaxtyping, "AbstractArray", None)
+    if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
+            or hint is abstract:
+        return None
+    dtypes = hint.dtypes
+    family = None
+    if isinstance(dtypes, list | tuple):
+        family = "{" + ",".join(sorted(dtypes)) + "}"
+    name = getattr(hint.dtype, "__name__", "Shaped")
+    return ShapeSpecMarker(parse_annotation(hint.dim_str), family, family=f"jaxtyping.{name}")
+
+
+def known_family(name: str) -> str | None:
+    """The family key a dtype word names (``int``, ``Float32``, ``uint8``...), or ``None``.
+
+    >>> known_family("Int"), known_family("float32"), known_family("Float32"), known_family("x")
+    ('int', 'float32', 'float32', None)
+    """
+    key = name.strip().lower()
+    if key in ("any", "shaped"):
+        return "num"
+    if key in _FAMILIES or key in _KNOWN_DTYPES:
+        return key
+    return None
+
+
+def family_kind(family: str | None) -> str:
+    """The symbolic kind (``"f"``, ``"i"``, ``"b"``) of a dtype family, for ``tensig.verify``.
+
+    >>> family_kind("int"), family_kind("{int32,uint8}"), family_kind(None)
+    ('i', 'i', 'f')
+    """
+    if family is None:
+        return "f"
+    test = _family_test(family)
+    known = [n for n in _KNOWN_DTYPES if test(n)]
+    if known and all(n == "bool" for n in known):
+        return "b"
+    if (known and all(_SIGNED.match(n) or _UNSIGNED.match(n) for n in known)) \
+            or family == "key":
+        return "i"
+    return "f"
 
 
 def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | None, ...] | None,

@@ -38,12 +38,18 @@ Binding rules:
   binds ``T = size - 1``; ``2*h`` binds ``h = size // 2`` and must divide exactly; ``h*w`` with
   ``h`` known binds ``w``.  An expression with several unknowns waits until the other
   arguments bind them; one whose names are never determined cannot be checked and is skipped;
-- a row variable (``..v..``, and ``...`` per row kind) binds a tuple of sizes; at most one
-  unbound row variable per argument can be split off (bind the others in earlier arguments);
+- a named variadic (``*v``, ``..v..``) binds a tuple of sizes; ``...`` binds nothing; at most
+  one unbound variadic per argument can be split off (bind the others in earlier arguments);
+  ``*#v`` accepts axes that broadcast against its binding (jaxtyping's rule);
+- ``#n`` and ``#4`` also accept size 1, which binds nothing;
+- ``{n}``/``{self.size}`` read the call's arguments and ``min(a, b)`` the bound sizes, once
+  their names are bound (the interpreter does these; the generated path hands them over);
 - ``_`` matches any size; a size that is not an integer (a dask array's unknown ``nan``) is
   not checked;
-- ``Float``/``Int``/``Bool`` check the dtype kind; ``None`` is accepted for ``Optional``
-  annotations and parameters whose default is ``None``.
+- the dtype families (``Float``, ``Int``, ``UInt``, ``Float32``...) check the dtype; ``None``
+  is accepted for ``Optional`` annotations and parameters whose default is ``None``;
+- ``isinstance(x, Float[A, "n"])`` inside the call checks against the call's bindings and
+  extends them (read from the wrapper's frame, so the fast path publishes nothing).
 
 Compilers: under ``torch.compile`` (``torch.compiler.is_compiling()``) the check is
 **skipped**, so dynamo traces only the function body and ``fullgraph=True`` holds; run the
@@ -54,20 +60,27 @@ per compilation, and costs nothing in the compiled function.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
+import re
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 from tensig.annotations import (
-    _KIND_CACHE,
+    _ACCEPT,
+    _PYTHON_DTYPES,
     AnnotationShape,
+    Broadcastable,
+    Deferred,
     FunctionSignature,
     RowVariable,
     ShapeSpecMarker,
     _is_name,
-    dtype_kind,
+    dtype_accepts,
     parse_annotation,
     signature_of,
     words_hint,
@@ -75,10 +88,13 @@ from tensig.annotations import (
 from tensig.dims import Dim, FloorDiv
 from tensig.errors import ShapeError
 
-__all__ = ["SignatureError", "compile_dim", "match_shape", "shaped"]
+__all__ = ["SignatureError", "compile_dim", "instance_check", "match_shape", "print_bindings",
+           "shape_scope", "shaped"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_NAME, _FIXED, _EXPR, _VAR = 0, 1, 2, 3
+_NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
+_BCAST = 16  # flag: size 1 also fits (jaxtyping's ``#``), and binds nothing
+_ARGS = "{}"  # the binding that holds a call's arguments, for deferred ``{name}`` sizes
 _EMPTY = inspect.Parameter.empty
 _NO_POSITION = sys.maxsize
 
@@ -160,6 +176,43 @@ class _Expr:
         return self._solvers[name]
 
 
+class _DeferredExpr:
+    """A :class:`~tensig.annotations.Deferred` size: evaluated once its names are bound.
+
+    ``{...}`` parts read the call's arguments (``{n}``, ``{self.size}``), then the text is a
+    Python expression of the bound sizes with ``min`` and ``max``: jaxtyping's f-string axes.
+    It is never solved for a name.
+    """
+
+    __slots__ = ("code", "symbols", "text")
+
+    def __init__(self, item: Deferred):
+        self.text = item.text
+        self.symbols = tuple(sorted(item.symbols)) + ((_ARGS,) if "{" in item.text else ())
+        self.code = item.text
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        text = self.code
+        if "{" in text:
+            arguments = env[_ARGS]
+            text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
+        return _eval(text, env)
+
+    def solver(self, name: str) -> None:
+        return None
+
+
+def _eval(text: str, names: dict[str, Any]) -> Any:
+    try:
+        return eval(text, {"__builtins__": {}, "min": min, "max": max}, names)
+    except Exception as e:
+        raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
+                        f"{type(e).__name__}: {e}") from None
+
+
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
 # --------------------------------------------------------------------------------------------
 # matching one shape
 # --------------------------------------------------------------------------------------------
@@ -191,24 +244,31 @@ class _Program:
     fixed size, a compiled expression, a row variable's key, or ``-1`` for ``_``.
     """
 
-    __slots__ = ("keys", "n_fixed", "ops", "rank", "shape")
+    __slots__ = ("keys", "loose", "n_fixed", "ops", "rank", "shape")
 
     def __init__(self, shape: AnnotationShape):
         self.shape = shape
         ops: list[tuple[int, Any, int]] = []
         for index, item in enumerate(shape.items):
+            flag = 0
+            if isinstance(item, Broadcastable):
+                flag, item = _BCAST, item.item
             if isinstance(item, RowVariable):
-                ops.append((_VAR, item.key, index))
+                code = _ANON if item.name is None else _VAR | (_BCAST * item.broadcast)
+                ops.append((code, item.key, index))
             elif item is Any:
                 ops.append((-1, None, index))
             elif isinstance(item, int):
-                ops.append((_FIXED, item, index))
+                ops.append((_FIXED | flag, item, index))
+            elif isinstance(item, Deferred):
+                ops.append((_EXPR | flag, _DeferredExpr(item), index))
             elif _is_name(item):
-                ops.append((_NAME, next(iter(item.symbols)), index))
+                ops.append((_NAME | flag, next(iter(item.symbols)), index))
             else:
-                ops.append((_EXPR, _Expr(item), index))
+                ops.append((_EXPR | flag, _Expr(item), index))
         self.ops = tuple(ops)
-        self.keys = tuple(p for c, p, _ in ops if c == _VAR)
+        self.keys = tuple(p for c, p, _ in ops if c & ~_BCAST in (_VAR, _ANON))
+        self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
         self.n_fixed = len(ops) - len(self.keys)
         self.rank = None if self.keys else len(ops)
 
@@ -218,13 +278,19 @@ class _Program:
         lengths = self.row_lengths(shape, env, label)
         axis = 0
         for code, payload, index in self.ops:
-            if code == _VAR:
+            if code & ~_BCAST in (_VAR, _ANON):
                 n = lengths[payload]
-                _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
-                           shape, axis, index)
+                if code != _ANON:
+                    _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
+                               shape, axis, index, code & _BCAST)
                 axis += n
                 continue
             size = shape[axis]
+            if code & _BCAST:
+                if size == 1:
+                    axis += 1
+                    continue
+                code &= ~_BCAST
             if code == _NAME:
                 bound = env.get(payload)
                 if bound is None:
@@ -249,7 +315,7 @@ class _Program:
         lengths: dict[str, int] = {}
         for key in self.keys:
             bound = env.get(key)
-            if bound is None:
+            if bound is None or key in self.loose or "#" + key in env:  # *#v: any length
                 unknown[key] = unknown.get(key, 0) + 1
             else:
                 lengths[key] = len(bound)
@@ -268,15 +334,41 @@ class _Program:
 
 def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-               axis: int, index: int) -> None:
-    """Bind a row variable to its axes, or compare them with its binding."""
+               axis: int, index: int, broadcast: int = 0) -> None:
+    """Bind a row variable to its axes, or compare them with its binding.
+
+    A broadcastable one (``*#v``) accepts axes that broadcast against its binding, and binds
+    the broadcast of both (jaxtyping's rule).
+    """
     bound = env.get(key)
     if bound is None:
         env[key] = segment
         origins[key] = (label, axis, shape, len(segment))
+        if broadcast:
+            env["#" + key] = True
     elif bound != segment and all(_is_size(s) for s in segment):
-        raise _Mismatch("rowvar", label, program, shape, axis, index, name=key, bound=bound,
-                        segment=segment)
+        loose = env.get("#" + key, False)
+        joined = _broadcast(bound, segment) if broadcast or loose else None
+        if joined is None or (not broadcast and joined != segment) \
+                or (not loose and joined != bound):
+            raise _Mismatch("rowvar", label, program, shape, axis, index, name=key,
+                            bound=bound, segment=segment)
+        if loose:  # jaxtyping: the binding takes this occurrence's broadcastability
+            env[key] = joined
+            if not broadcast:
+                del env["#" + key]
+
+
+def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """NumPy's broadcast of two shapes, or ``None``."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
 
 
 def _check_expr(expr: _Expr, size: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
@@ -389,7 +481,8 @@ def _display(key: str) -> str:
 
 def _swap_hint(size: Any, name: str, env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]]) -> str | None:
-    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)]
+    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)
+              and not isinstance(v, bool)]
     if not others:
         return None
     other = others[0]
@@ -447,7 +540,8 @@ def _reason(fname: str, m: _Mismatch, env: dict[str, Any],
                 f"annotation fixes it to {item}", item, m.shape[m.axis], None)
     if m.kind == "expr":
         expr = f["expr"]
-        uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols)
+        uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
+                         if n != _ARGS)
         return (f"{head} {m.shape[m.axis]}, but {expr.text} = {f['value']} with {uses}", item,
                 m.shape[m.axis], uses)
     if m.kind == "solve":
@@ -469,9 +563,8 @@ def _reason(fname: str, m: _Mismatch, env: dict[str, Any],
                 f"axes belong to {names}; bind all but one of them in an earlier argument",
                 ann.text, tuple(m.shape), None)
     if m.kind == "dtype":
-        need = {"float": "a floating", "int": "an integer", "bool": "a bool"}[f["marker"].dtype]
         return (f"{fname}(): {where} has dtype {f['dtype']}, but its annotation "
-                f"{f['marker']!r} needs {need} dtype", f["marker"].dtype, f["dtype"], None)
+                f"{f['marker']!r} needs {f['marker'].need}", f["marker"].dtype, f["dtype"], None)
     raise AssertionError(m.kind)
 
 
@@ -531,6 +624,132 @@ def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:
 
 
 # --------------------------------------------------------------------------------------------
+# the bindings of the current call: isinstance, shape_scope, print_bindings
+# --------------------------------------------------------------------------------------------
+
+_SCOPE: contextvars.ContextVar[tuple[Any, dict[str, Any]] | None] = \
+    contextvars.ContextVar("tensig_shape_scope", default=None)
+_FAST_FRAMES: weakref.WeakKeyDictionary[Any, tuple[tuple[str, str], ...]] = \
+    weakref.WeakKeyDictionary()
+"""Generated wrappers' code objects -> ``(size name, local variable)``: a checked call's
+bindings are read from its frame when asked (``isinstance``), so calls publish nothing."""
+_EXTRA = threading.local()
+
+
+class shape_scope:
+    """A scope of bindings for ``isinstance`` checks (jaxtyping's ``jaxtyped("context")``).
+
+    Inside, ``isinstance(x, Float[np.ndarray, "B T"])`` binds ``B`` and ``T`` and later checks
+    must agree; the dict of bindings is what ``with`` yields.  Every ``@shaped`` call is such
+    a scope of its own, holding its arguments' bindings (a nested checked call has its own, as
+    jaxtyping's memo).
+
+    >>> import numpy as np
+    >>> from tensig.annotations import Float
+    >>> with shape_scope() as sizes:
+    ...     isinstance(np.zeros((2, 3)), Float[np.ndarray, "B T"]), sizes
+    (True, {'B': 2, 'T': 3})
+    >>> with shape_scope():
+    ...     isinstance(np.zeros((2, 3)), Float[np.ndarray, "B T"])
+    ...     isinstance(np.zeros((3, 3)), Float[np.ndarray, "B T"])
+    True
+    False
+    """
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {}
+        self.token: Any = None
+
+    def __enter__(self) -> dict[str, Any]:
+        self.token = _SCOPE.set((sys._getframe(1), self.env))
+        return self.env
+
+    def __exit__(self, *exc: object) -> None:
+        _SCOPE.reset(self.token)
+
+
+def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(bindings, sink)`` of the innermost checked call or scope around the caller.
+
+    The interpreter's and ``shape_scope``'s bindings are one dict (``sink is bindings``); a
+    generated wrapper's are its local variables, read from its frame, and new bindings go to a
+    side table for that frame (dropped once the frame is no longer on the stack).
+    """
+    scope = _SCOPE.get()
+    frame = sys._getframe(2)
+    live: set[int] = set()
+    found: tuple[dict[str, Any], dict[str, Any]] | None = None
+    while frame is not None:
+        live.add(id(frame))
+        code = frame.f_code
+        if found is None:
+            if scope is not None and frame is scope[0]:
+                found = scope[1], scope[1]
+            elif code is _CALL_CODE:
+                env = frame.f_locals.get("state", ({},))[0]
+                found = env, env
+            elif code is _UNCHECKED_CODE:
+                env = frame.f_locals["bindings"]
+                found = env, env
+            elif code in _FAST_FRAMES:
+                found = _fast_scope(frame, _FAST_FRAMES[code])
+        frame = frame.f_back
+    table = getattr(_EXTRA, "frames", {})
+    for key in [k for k in table if k not in live]:
+        del table[key]
+    return found
+
+
+def _fast_scope(frame: Any, names: tuple[tuple[str, str], ...]
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    values = frame.f_locals
+    env = {name: values[local] for name, local in names
+           if values.get(local, _UNBOUND) is not _UNBOUND}
+    table = getattr(_EXTRA, "frames", None)
+    if table is None:
+        table = _EXTRA.frames = {}
+    _, extra = table.setdefault(id(frame), (frame, {}))
+    env.update(extra)
+    return env, extra
+
+
+def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
+    """``isinstance(obj, Float[ArrayType, "B T"])``: type, dtype and shape, with the current
+    call's bindings (inside a checked call or a :func:`shape_scope`), which a fit extends."""
+    if isinstance(array_type, type) and not isinstance(obj, array_type) \
+            and not (marker.scalar is not None and isinstance(obj, marker.scalar)):
+        return False
+    scope = _scope()
+    env, sink = scope if scope is not None else ({}, {})
+    trial: dict[str, Any] = dict(env)
+    origins: dict[str, tuple[Any, ...]] = {k: ("given", None, None, None) for k in env}
+    try:
+        pending: list[tuple[Any, ...]] = []
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, origins,
+                     pending)
+        _resolve(pending, trial, origins)
+    except _Mismatch:
+        return False
+    sink.update((k, v) for k, v in trial.items() if k not in env)
+    return True
+
+
+def print_bindings() -> None:
+    """Print the sizes bound so far in the current checked call (jaxtyping's
+    ``print_bindings``), for debugging."""
+    scope = _scope()
+    env = {k: v for k, v in (scope[0] if scope is not None else {}).items()
+           if k != _ARGS and not k.startswith("#")}
+    if not env:
+        print("No sizes are bound here (call print_bindings() inside a @shaped function).")
+        return
+    print("The current values of each size in the shape annotations:")
+    for name, value in env.items():
+        shown = f"*{name}" if isinstance(value, tuple) else name
+        print(f"{shown}={value}")
+
+
+# --------------------------------------------------------------------------------------------
 # the decorator
 # --------------------------------------------------------------------------------------------
 
@@ -562,19 +781,47 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if optional:
             return
         raise _Mismatch("none", label, program, x, marker=marker)
+    if marker.pytree:
+        leaf_marker = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar,
+                                      family=marker.family)
+        for path, leaf in _leaves(x, label):
+            _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
+        return
     wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.padding): its type
     if wrapper is not None and not isinstance(x, wrapper):
         raise _Mismatch("wrapper", label, program, x, marker=marker)
     try:
         shape = x.shape
+        dtype = x.dtype if marker.dtype is not None else None
     except AttributeError:
-        raise _Mismatch("noshape", label, program, x, marker=marker) from None
+        scalar = marker.scalar
+        if scalar is None or not isinstance(x, scalar) or (scalar is int and x is True) \
+                or (scalar is int and x is False):
+            raise _Mismatch("noshape", label, program, x, marker=marker) from None
+        shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
     program.match(shape, env, origins, label, pending)
-    kind = marker.dtype
-    if kind is not None:
-        dtype = getattr(x, "dtype", None)
-        if dtype_kind(dtype) != kind:
-            raise _Mismatch("dtype", label, program, shape, dtype=dtype, marker=marker)
+    if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
+        raise _Mismatch("dtype", label, program, shape, dtype=dtype, marker=marker)
+
+
+_MAX_LEAVES = 1_000_000
+
+
+def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
+    """The leaves of nested dicts, lists and tuples, with their paths (``x['a'][0]``)."""
+    stack = [(label, tree)]
+    count = 0
+    while stack:
+        path, node = stack.pop()
+        count += 1
+        if count > _MAX_LEAVES:
+            raise TypeError(f"{label}: a PyTree of more than {_MAX_LEAVES} nodes")
+        if isinstance(node, dict):
+            stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(node.items()))
+        elif isinstance(node, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+        else:
+            yield path, node
 
 
 def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tuple[Any, ...],
@@ -618,6 +865,8 @@ class _Checker:
         self.fn = fn
         self.sig = sig
         self.single, self.variadic = _slots(sig)
+        self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
+        self.signature = inspect.signature(fn) if self.deferred else None
         self.result: Any = None
         if check_return and isinstance(sig.result, ShapeSpecMarker):
             self.result = _program(sig.result.shape)
@@ -629,6 +878,11 @@ class _Checker:
         env: dict[str, Any] = {}
         origins: dict[str, tuple[Any, ...]] = {}
         pending: list[tuple[Any, ...]] = []
+        if self.signature is not None:
+            bound = self.signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            env[_ARGS] = dict(bound.arguments)
+            origins[_ARGS] = ("given", None, None, None)
         nargs = len(args)
         try:
             for label, position, name, default, program, marker, optional in self.single:
@@ -654,7 +908,7 @@ class _Checker:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Check the arguments, call the function, check its result."""
         state = self.check_args(args, kwargs)
-        result = self.fn(*args, **kwargs)
+        result = self.fn(*args, **kwargs)  # isinstance inside reads ``state`` (_scope)
         self.check_result(result, *state)
         return result
 
@@ -662,6 +916,9 @@ class _Checker:
         """Check a result the function already returned (the arguments are checked again)."""
         self.check_result(result, *self.check_args(args, kwargs))
         return result
+
+
+_CALL_CODE = _Checker.call.__code__
 
 
 def _interpreted(checker: _Checker) -> Callable[..., Any]:
@@ -675,12 +932,37 @@ def _interpreted(checker: _Checker) -> Callable[..., Any]:
     return wrapper
 
 
+def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A function with nothing to check still opens a scope, for ``isinstance`` inside."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bindings: dict[str, Any] = {}  # noqa: F841 (read from this frame by _scope)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+_UNCHECKED_CODE = _unchecked(print).__code__
+
+
 def _wrap(fn: F, check_return: bool, localns: dict[str, Any] | None = None,
           compiled: bool = True) -> F:
+    if isinstance(fn, classmethod | staticmethod):  # @shaped above @classmethod
+        return type(fn)(_wrap(fn.__func__, check_return, localns, compiled))  # type: ignore
+    if isinstance(fn, property):
+        accessors = (fn.fget, fn.fset, fn.fdel)
+        return property(*(None if f is None else _wrap(f, check_return, localns, compiled)  # type: ignore
+                          for f in accessors), fn.__doc__)
+    if isinstance(fn, type):  # a dataclass: its __init__ checks the annotated fields
+        fn.__init__ = _wrap(fn.__init__, check_return, localns, compiled)  # type: ignore
+        return fn
+    if not callable(fn):
+        raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
-    if not sig.parameters and sig.result is None:
-        raise TypeError(f"@shaped: {sig.name}() has no Shaped/Float/Int/Bool annotations to "
-                        "check")
+    if not sig.parameters and sig.result is None:  # nothing to check: a no-op, as jaxtyping
+        wrapper = functools.wraps(fn)(_unchecked(fn))
+        wrapper.__tensig_signature__ = sig  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
     checker = _Checker(fn, sig, check_return)
     wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
     wrapper = functools.wraps(fn)(wrapper)
@@ -714,6 +996,7 @@ class _Generator:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.locals: dict[str, str] = {}
+        self.families: dict[str, str] = {}  # dtype family -> the local of its accept cache
 
     def local(self, key: str) -> str:
         """The local variable holding the binding ``key`` (a size name or a row variable)."""
@@ -729,7 +1012,10 @@ class _Generator:
         """Emit the check of the value in ``x``; ``False`` when it needs the interpreter."""
         items = program.shape.items
         variables = [i for i, item in enumerate(items) if isinstance(item, RowVariable)]
-        if len(variables) > 1:
+        if len(variables) > 1 or marker.pytree or any(
+                isinstance(item, Deferred) or (isinstance(item, RowVariable) and item.broadcast)
+                or (isinstance(item, Broadcastable) and isinstance(item.item, Deferred))
+                for item in items):
             return False
         self.emit(depth, "if x is None:", f"    {'pass' if optional else fail}", "else:")
         depth += 1
@@ -745,7 +1031,8 @@ class _Generator:
         for i, item in enumerate(items):
             self.item(depth, item, f"a{i}", fail)
         if marker.dtype is not None:
-            self.emit(depth, f"if _KIND.get(dt) != {marker.dtype!r}:", f"    {fail}")
+            cache = self.families.setdefault(marker.dtype, f"_A{len(self.families)}")
+            self.emit(depth, f"if {cache}.get(dt) is not True:", f"    {fail}")
         return True
 
     def unpack(self, depth: int, m: int, var: int | None, fail: str) -> None:
@@ -769,7 +1056,12 @@ class _Generator:
                   f"elif {local} != {size}:", f"    {fail}")
 
     def item(self, depth: int, item: Any, size: str, fail: str) -> None:
-        if item is Any:
+        if item is Any or (isinstance(item, RowVariable) and item.name is None):
+            return
+        if isinstance(item, Broadcastable):  # size 1 fits and binds nothing
+            self.emit(depth, f"if {size} != 1:")
+            self.item(depth + 1, item.item, size, fail)
+            self.emit(depth + 1, "pass")
             return
         if isinstance(item, RowVariable):
             self.bind(depth, self.local(item.key), size, fail)
@@ -828,10 +1120,12 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
         if not g.value(3, program, marker, optional, fail):
             return None
     g.emit(2, "result = fn(*args, **kwargs)")
+    names = tuple(g.locals.items())
     if not _generate_result(g, checker, "return _slow_result(args, kwargs, result)"):
         return None
     g.emit(2, "return result")
-    header = ["def make(fn, _slow, _slow_result, _modules, _KIND, _U, _EMPTY, _D):",
+    header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
+              *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
               "    def wrapper(*args, **kwargs):",
               "        t = _modules.get('torch')",
               "        if t is not None and t.compiler.is_compiling():",
@@ -842,7 +1136,8 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<tensig.shaped {checker.sig.name}>", "exec"), namespace)
     wrapper = namespace["make"](checker.fn, checker.call, checker.after, sys.modules,
-                                _KIND_CACHE, _UNBOUND, _EMPTY, tuple(defaults))
+                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults))
+    _FAST_FRAMES[wrapper.__code__] = names
     wrapper.__tensig_source__ = source
     return wrapper  # type: ignore[no-any-return]
 

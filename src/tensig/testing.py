@@ -24,9 +24,11 @@ from typing import Any
 
 from tensig.annotations import (
     AnnotationShape,
+    Broadcastable,
     FunctionSignature,
     RowVariable,
     _is_name,
+    dtype_accepts,
     parse_annotation,
     signature_of,
 )
@@ -243,6 +245,8 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
     rows = rows or {}
     out: list[int | None] = []
     for item in ann.items:
+        if isinstance(item, Broadcastable):
+            item = item.item
         if isinstance(item, RowVariable):
             out.extend(rows.get(item.key, ()))
         elif isinstance(item, int):
@@ -288,5 +292,17 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
         import numpy as xp
     sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
     return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
-                             dtype=_dtype(xp, _DTYPES[p.marker.dtype]))
+                             dtype=_dtype(xp, _dtype_name_for(p.marker.dtype)))
             for p in sig.parameters}
+
+
+def _dtype_name_for(family: str | None) -> str:
+    """A dtype of a family: float32, int32 and bool first, else the first that fits."""
+    if family in _DTYPES:
+        return _DTYPES[family]
+    import numpy as np
+
+    return next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
+                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
+                                  "float16", "complex128")
+                if dtype_accepts(family, np.dtype(name)))

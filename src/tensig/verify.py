@@ -30,6 +30,7 @@ returns [T, d] but the signature declares [B, d]
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import itertools
 import math
@@ -43,7 +44,6 @@ from tensig import findings
 from tensig import symbolic as S
 from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
-from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, ShapeSpec, parse
 from tensig.padding import symbolic_batch
 
 __all__ = ["Report", "Signature", "verify", "verify_path"]
@@ -56,9 +56,13 @@ __all__ = ["Report", "Signature", "verify", "verify_path"]
 
 @dataclass(frozen=True)
 class Signature:
-    """Argument shapes and the declared result shape, as symbolic dimensions.
+    """Argument shapes and the declared result shapes, as symbolic dimensions.
 
-    ``results`` is ``None`` when nothing is declared about the return value.
+    ``results`` is ``None`` when nothing is declared about the return value, else one tuple
+    of dimensions per result (several for a tuple result).  ``kinds`` are the arguments' dtype
+    kinds (``"f"``, ``"i"``, ``"b"``); ``optional`` says which arguments may be ``None``
+    (``mask: Float[...] | None = None``): :func:`verify` traces both branches.  ``absent``
+    holds the arguments passed as ``None`` in one branch's trace.
     """
 
     args: tuple[tuple[Dim, ...], ...]
@@ -66,54 +70,99 @@ class Signature:
     symbols: tuple[str, ...]
     text: str = ""
     kinds: tuple[str, ...] | None = None  # dtype kinds of the arguments ("f", "i", "b")
+    optional: tuple[bool, ...] = ()
+    absent: frozenset[int] = frozenset()
 
     @classmethod
     def parse(cls, text: str) -> Signature:
-        """Read ``"B T d; B T => B d"`` (the notation's syntax; written rows only).
+        """Read ``"B T d; B T => B d"``: operands separated by ``;``, results after ``=>``.
 
-        An omitted row is empty here (a signature states shapes; it does not broadcast), a
-        fixed index is a literal size, ``_`` is a fresh size and a row variable stands for one
-        axis of its own symbol.
+        Each operand is read as an annotation is (:func:`tensig.annotations.parse_annotation`:
+        axes separated by spaces or commas, ``3*d`` and ``T + 1`` size expressions, a fixed
+        number a literal size, ``_`` a fresh size, ``*rows`` or ``..rows..`` one axis of its
+        own symbol), optionally followed by ``: dtype`` (``"B T: int"``; ``float`` by default;
+        any dtype family name: ``int``, ``uint``, ``bool``, ``float32``...).  Several results
+        are a tuple: ``"B T d => B T; B"``.  Nothing after ``=>`` declares nothing.
+
+        >>> Signature.parse("T, d; d, 3*d => T, 3*d").args
+        ((Dim('T'), Dim('d')), (Dim('d'), Dim('3*d')))
+        >>> sig = Signature.parse("B T: int; V d => B T d; B")
+        >>> sig.kinds, len(sig.results), sig.symbols
+        (('i', 'f'), 2, ('B', 'T', 'V', 'd'))
         """
-        spec = parse(text if "=>" in text else text + " =>")
-        fresh = itertools.count()
+        if not isinstance(text, str):
+            raise TypeError(f"a signature is a str, not {type(text).__name__}")
+        left, arrow, right = text.partition("=>")
         names: list[str] = []
+        fresh = itertools.count()
+        args, kinds = [], []
+        offset = 0
+        operands = left.split(";") if left.strip() else []
+        for operand in operands:
+            shape, kind = _operand(text, operand, offset)
+            args.append(_axes(shape, names, fresh))
+            kinds.append(kind)
+            offset += len(operand) + 1
+        results = None
+        if arrow and right.strip():
+            offset = len(left) + 2
+            results = []
+            for operand in right.split(";"):
+                shape, _ = _operand(text, operand, offset)
+                results.append(_axes(shape, names, fresh))
+                offset += len(operand) + 1
+        return cls(tuple(args), None if results is None else tuple(results), tuple(names),
+                   text, tuple(kinds))
 
-        def dims(shape: ShapeSpec) -> tuple[Dim, ...]:
-            out: list[Dim] = []
-            for kind in ("batch", "output", "input"):
-                row = shape.row(kind)  # type: ignore[arg-type]
-                if row.is_context_ellipsis:
-                    continue
-                for a in row.left:
-                    out.append(axis(a))
-                if row.var is not None:
-                    name = row.var.name or f"{kind}_"
-                    names.append(name) if name not in names else None
-                    out.append(Dim.symbol(name))
-                for a in row.right:
-                    out.append(axis(a))
-            return tuple(out)
 
-        def axis(a: Any) -> Dim:
-            if isinstance(a, Label):
-                if a.name not in names:
-                    names.append(a.name)
-                return Dim.symbol(a.name)
-            if isinstance(a, Fixed):
-                return Dim.const(a.index)
-            if isinstance(a, Placeholder):
-                name = f"_{next(fresh)}"
+def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
+    """One operand of a signature string: its shape and its dtype kind."""
+    from tensig.annotations import family_kind, known_family, parse_annotation
+
+    body, colon, dtype = operand.partition(":")
+    kind = "f"
+    if colon:
+        name = dtype.strip()
+        if not known_family(name):
+            col = offset + len(body) + 1 + len(dtype) - len(dtype.lstrip())
+            raise SpecSyntaxError(text, col, f"unknown dtype {name!r} after ':'",
+                                  hint="write a dtype family: float, int, uint, bool, complex, "
+                                       "float32, int64, ...", end=col + len(name))
+        kind = family_kind(known_family(name))
+    try:
+        return parse_annotation(body), kind
+    except SpecSyntaxError as e:
+        raise SpecSyntaxError(text, offset + e.column, e.reason, e.hint,
+                              offset + e.end) from None
+
+
+def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
+    """An annotation's axes as dimensions (memory order), new names appended to ``names``.
+
+    A name or expression is that dimension, an int a literal size, ``_`` and a deferred size
+    (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
+    one axis of a fresh symbol, ``#n`` is ``n``.
+    """
+    from tensig.annotations import Broadcastable, Deferred, RowVariable
+
+    out: list[Dim] = []
+    for item in shape.items:
+        if isinstance(item, Broadcastable):
+            item = item.item
+        if isinstance(item, RowVariable):
+            d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
+        elif isinstance(item, Dim):
+            d = item
+        elif isinstance(item, int):
+            d = Dim.const(item)
+        else:  # typing.Any or Deferred: a size of its own
+            assert item is Any or isinstance(item, Deferred)
+            d = Dim.symbol(f"_{next(fresh)}")
+        for name in sorted(d.symbols):
+            if name not in names:
                 names.append(name)
-                return Dim.symbol(name)
-            assert isinstance(a, Affine | Concat)
-            raise SpecSyntaxError(text, a.span[0], "a signature has plain axes only",
-                                  end=a.span[1])
-
-        args = tuple(dims(s) for s in spec.operands)
-        result_text = text.split("=>", 1)[1].strip() if "=>" in text else ""
-        results = (dims(spec.result),) if result_text else None
-        return cls(args, results, tuple(names), text)
+        out.append(d)
+    return tuple(out)
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
@@ -301,6 +350,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
     sig = _signature_of(fn, signature)
+    if any(sig.optional):
+        return _verify_branches(fn, sig, torch_style, ignore, timeout)
     skip = findings.resolve(ignore)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
         type(fn).__name__  # a module: its class (its repr would print its weights)
@@ -309,7 +360,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     n_params = _positional_count(fn)
-    if n_params is not None and n_params != len(sig.args):
+    if n_params is not None and not n_params <= len(sig.args) <= _positional_total(fn):
         raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
@@ -360,10 +411,12 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
     style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
-        args = [S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
-                for dims, kind in zip(sig.args, kinds, strict=True)]
+        args = [None if i in sig.absent else
+                S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
-        args = [symbolic_batch(a) if k[0] == "P" else a for a, k in zip(args, kinds, strict=True)]
+        args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
+                for a, k in zip(args, kinds, strict=True)]
         with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
@@ -433,49 +486,72 @@ def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> 
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
-    """Build a signature from ``tensig.Shaped`` annotations, when the function has them.
+    """Build a signature from shape annotations (tensig's or jaxtyping's), when there are any.
 
-    Items map as in :meth:`Signature.parse`: a name or expression is that dimension, an int a
-    literal size, ``_`` a fresh size, a row variable one axis of its own symbol.
+    Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
+    default) are marked, so :func:`verify` traces both branches.
     """
-    from tensig.annotations import RowVariable, signature_of
+    from tensig.annotations import family_kind, signature_of
 
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
     fresh = itertools.count()
     names: list[str] = []
-
-    def dims(marker: Any) -> tuple[Dim, ...]:
-        out: list[Dim] = []
-        for item in marker.shape.items:
-            if isinstance(item, RowVariable):
-                d = Dim.symbol(item.key.replace("...", "rows_"))
-            elif isinstance(item, Dim):
-                d = item
-            elif isinstance(item, int):
-                d = Dim.const(item)
-            else:  # typing.Any: the placeholder
-                d = Dim.symbol(f"_{next(fresh)}")
-            for name in sorted(d.symbols):
-                if name not in names:
-                    names.append(name)
-            out.append(d)
-        return tuple(out)
-
     positional = sorted((p for p in fs.parameters if p.position is not None),
                         key=lambda p: p.position)  # type: ignore[arg-type, return-value]
-    args = tuple(dims(p.marker) for p in positional)
+    args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
     if fs.result is None:
         results = None
     elif isinstance(fs.result, tuple):
-        results = tuple(dims(m) if m is not None else () for m in fs.result)
+        results = tuple(_axes(m.shape, names, fresh) if m is not None else ()
+                        for m in fs.result)
     else:
-        results = (dims(fs.result),)
-    text = "; ".join(", ".join(map(str, a)) for a in args)
+        results = (_axes(fs.result.shape, names, fresh),)
+    text = "; ".join(str(p.marker.shape) for p in positional)
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
-                  + {"bool": "b", "int": "i"}.get(p.marker.dtype or "", "f") for p in positional)
-    return Signature(args, results, tuple(names), text, kinds)
+                  + family_kind(p.marker.dtype) for p in positional)
+    optional = tuple(p.optional for p in positional)
+    return Signature(args, results, tuple(names), text, kinds, optional)
+
+
+def _branches(sig: Signature) -> list[frozenset[int]]:
+    """The ``None`` patterns to trace: every subset of up to 3 optional arguments, else all
+    given, all absent and each one absent alone."""
+    optional = [i for i, o in enumerate(sig.optional) if o]
+    if len(optional) <= 3:
+        return [frozenset(c) for n in range(len(optional) + 1)
+                for c in itertools.combinations(optional, n)]
+    return [frozenset(), frozenset(optional), *(frozenset({i}) for i in optional)]
+
+
+def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool | None,
+                     ignore: Iterable[str], timeout: float | None) -> Report:
+    """Verify once per ``None`` pattern of the optional arguments; merge the reports."""
+    reports = [(absent, verify(fn, dataclasses.replace(sig, absent=absent, optional=()),
+                               torch_style=torch_style, ignore=ignore, timeout=timeout))
+               for absent in _branches(sig)]
+    reports[0][1].signature = sig
+    report = reports[0][1]
+    seen = {(f.kind, f.message, f.file, f.line) for f in report.findings}
+    names = _parameter_names(fn)
+    for absent, other in reports[1:]:
+        where = ", ".join(f"{names[i] if i < len(names) else i}=None" for i in sorted(absent))
+        for f in other.findings:
+            if (f.kind, f.message, f.file, f.line) not in seen:
+                seen.add((f.kind, f.message, f.file, f.line))
+                report.findings.append(dataclasses.replace(f, message=f"{f.message} (with "
+                                                                     f"{where})"))
+        report.notes += [f"with {where}: {n}" for n in other.notes if n not in report.notes]
+    return report
+
+
+def _parameter_names(fn: Callable[..., Any]) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
 
 
 def _positional_count(fn: Callable[..., Any]) -> int | None:
@@ -487,6 +563,17 @@ def _positional_count(fn: Callable[..., Any]) -> int | None:
         return None
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                and p.default is p.empty)
+
+
+def _positional_total(fn: Callable[..., Any]) -> int:
+    """How many positional parameters ``fn`` has, defaults included (or a huge number)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return sys.maxsize
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return sys.maxsize
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
