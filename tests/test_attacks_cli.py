@@ -124,7 +124,7 @@ def test_a_file_that_raises_at_import_is_a_note(tmp_path):
     assert "raises.py:8: note: not verified: importing it raises RuntimeError: needs a GPU" in out
     assert "malformed.py:5: note: not verified: importing it raises SpecSyntaxError" in out
     assert "malformed_lazy.py:6: note: malformed annotation: TypeError: cannot read the " \
-        "annotations of f(): expected an operator" in out
+        "annotations of f(): unexpected end of the dimension expression" in out
     assert "malformed_lazy.py:9: error: returns [B, T] but the signature declares [T, B]" in out
     assert "good.py:5: ok: pool verified for all B, T, d" in out
     assert status == 1 and "Traceback" not in out + err  # 1: malformed_lazy.g's error

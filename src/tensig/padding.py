@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 
 from tensig.annotations import ShapeSpecMarker
-from tensig.backends import backend_for, library_of
+from tensig.backends import backend_for, library_of, neutral_max
 from tensig.errors import ShapeError, SpecSyntaxError
 
 __all__ = ["Padded", "PaddedMarker", "PaddedPrice", "PaddingError", "pad", "symbolic_batch"]
@@ -463,7 +463,7 @@ class Padded:
         """``[B, ...]``: the maximum over ``T`` of the real items; an empty row gets the
         neutral element of max (-inf, or an integer dtype's minimum)."""
         ops = self._ops
-        neutral = ops.backend.neutral_max(self.data)
+        neutral = neutral_max(self.data.dtype)
         if self.sizes is not None and self.data.shape[1] == 0:  # (not asked under verify)
             return ops.backend.full((self.data.shape[0], *self.shape[2:]), neutral, self.data)
         return ops.amax(ops.backend.where(self._cell_mask(), self.data, neutral), 1)

@@ -205,6 +205,13 @@ class AffineRel(Constraint):
         vk = _val(self.kernel)
         d = self.dilation
         if vk is not None:
+            if isinstance(vk, int) and vk < 1:  # named with the input's size when known
+                raise solver.error(
+                    f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
+                    "needs a kernel of at least one element", self.origin,
+                    label=self.kernel.name, sizes=(vk,) if vi is None else (vk, vi),
+                    hint="a window of no elements reads nothing; give the kernel at least "
+                         "one element")
             solver.require_at_least(
                 vk, 1, self.origin,
                 what=f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
