@@ -494,9 +494,8 @@ class _EinsumInference:
 
     def close_result(self, result: dict[Kind, SRow]) -> None:
         """Fixed result indices default to ``index + 1``; unsolved result rows to empty."""
-        for v, index in self.result_fixed:
-            if v.root().value is None:
-                self.solver.set_value(v, index + 1, Origin(self.spec.text, note="placement"))
+        _close_placements(self.solver, self.result_fixed, self.spec.text)
+        self.solver.settle_bases()
         for row in result.values():
             r = self.solver.resolve(row)
             if r.var is not None:
@@ -615,6 +614,29 @@ class _EinsumInference:
             rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
             conditions=tuple(S.conditions), layout=tuple(layout),
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
+
+
+def _close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
+                      spec: str | None = None) -> None:
+    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule.
+
+    A fixed index ``k`` only requires ``size >= k + 1``; an axis nothing else sizes takes the
+    largest index any of its uses needs, result placements and operand reads alike (``i=>i0``
+    and ``j=>j1`` meeting on one label give it 2 cells), not ``k + 1`` of whichever came first.
+    """
+    need: dict[int, tuple[DimVar, int]] = {}
+    for v, _ in fixed:
+        r = v.root()
+        if r.value is None:
+            need[id(r)] = (r, 0)
+    for c in S.constraints:
+        if isinstance(c, AtLeast):
+            r = c.var.root()
+            if id(r) in need and c.bound > need[id(r)][1]:
+                need[id(r)] = (r, c.bound)
+    for r, bound in need.values():
+        S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
+                                                "any use needs, plus one)"))
 
 
 def _row_span(row: Row) -> tuple[int, int] | None:
@@ -791,13 +813,12 @@ class ShapeGraph:
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
-        for inst, _ in self._apps:
-            for v, index in inst.result_fixed:
-                if v.root().value is None:
-                    S.set_value(v, index + 1, Origin(inst.spec.text, note="placement"))
+        _close_placements(S, [f for inst, _ in self._apps for f in inst.result_fixed])
         S.run()
+        S.settle_bases()
         self._settle_broadcasts()
         S.run()
+        S.settle_bases()
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
@@ -957,6 +978,9 @@ def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
     for pos in range(n):
         at = [r[len(r) - n + pos] for r in rows if len(r) - n + pos >= 0]
         firm = [v for v in at if not (v.root().value == 1 and v.root().basis is None)]
+        labelled = next((v for v in firm if v.root().basis is not None), None)
+        if labelled is not None and len(firm) < len(at):
+            raise _no_stretch(S, next(v for v in at if v not in firm), labelled)
         if not firm:
             out.append(at[0])
             continue
@@ -969,3 +993,17 @@ def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
         out.append(first.root())
     return out
 
+
+
+def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
+    """A written unlabelled 1 is no claim-free broadcast onto a labelled axis (OCANNL: the
+    default basis does not fuse with a named one; only its ``bcast_if_1`` stretches)."""
+    r = labelled.root()
+    o = one.root().origin or Origin()
+    return S.error(
+        f"an unlabelled size-1 axis does not stretch onto the labelled axis {r.basis}={r.value}",
+        o, label=r.basis, sizes=(1, r.value),
+        origins=(f"1: from {o.describe()}",
+                 f"{r.basis}={r.value}: from {r.origin.describe() if r.origin else 'the spec'}"),
+        hint="wrap the size-1 operand in G.stretch(...) to broadcast it to its use (OCANNL's "
+             "bcast_if_1), or give both axes the same label and size")
