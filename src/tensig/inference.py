@@ -907,6 +907,17 @@ class _Broadcast:
         if not all(r.var is not None and r.var.closes and not r.left and not r.right
                    for r in rows):
             return False
+        unsized = [t.name for _, t in self.operands if t.param and all(
+            S.resolve(t.rows[k]).var is not None for k in ("output", "input"))]
+        if unsized:
+            # OCANNL: "You forgot to specify the hidden dimension(s)"; a parameter nothing
+            # sizes at all is a forgotten size, not a scalar
+            names = ", ".join(repr(n) for n in unsized)
+            raise ShapeError(
+                f"parameter(s) {names} have hidden dimensions nothing determines: no use "
+                f"gives their {self.kind} axes (or any other) a size", label=unsized[0],
+                hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
+                     "{ w; o = [hid] } does, or use it where the sizes are known")
         o = Origin(None, None, None, None, self.kind, note="no use gives these axes a size")
         for r in rows:
             S.unify_rows(r, SRow(), o)
