@@ -103,3 +103,44 @@ def test_unlabelled_size1_does_not_stretch_onto_labelled_axis():
     with G.new_graph():  # unlabelled onto unlabelled broadcasts (NumPy's rule; a difference)
         z = G.ndarray([1.0]) + G.ndarray([1., 2., 3.])
         np.testing.assert_array_equal(G.Model(z).run(), np.array([2., 3., 4.]))
+
+
+# -- parameters nothing sizes ------------------------------------------------------------------
+
+
+def test_parameters_nothing_sizes_are_an_error_naming_them():
+    # test/einsum/test_closing_order.ml / OCANNL's "You forgot to specify the hidden
+    # dimension(s)": two unsized parameters meeting only each other are not a scalar
+    with pytest.raises(ShapeError, match=r"'x', 'y' have hidden dimensions"):
+        _ = (G.param("x") + G.param("y")).shape
+
+
+def test_a_parameter_with_given_outputs_still_closes_its_input_row():
+    # OCANNL's closing rule for a row only parameters reach: { a; o = [3] } has no input axes
+    a = G.param("a", output=[3], init=lambda s, r: np.ones(s, np.float32))
+    assert str((G.stop_gradient(a) * a).shape) == "3"
+
+
+# -- compose follows the broadcast inequality --------------------------------------------------
+
+
+def test_compose_contracts_against_a_stretched_size1_axis():
+    # test/einsum/einsum_trivia.ml (matmul of a broadcast vector) via the issue's reproduction:
+    # the right operand's output 1 stretches to the left's input 3
+    assert str(infer("@", "3->4", "1").shape) == "4"
+    assert str(infer("@", "1->4", "3").shape) == "4"
+    assert str(infer("@", "2|3->4", "2|1").shape) == "2|4"
+    with pytest.raises(ShapeError):
+        infer("@", "3->4", "2")
+
+
+def test_compose_with_a_stretched_axis_runs_and_differentiates():
+    wv = np.arange(6.0).reshape(2, 3)
+    w = G.param("w", output=[2], input=[3], init=lambda s, r: wv.astype(np.float32))
+    x = G.param("x", output=[1], input=[], init=lambda s, r: np.full(s, 10.0, np.float32))
+    y = w @ x
+    np.testing.assert_allclose(G.Model(y).run(), wv.sum(axis=1) * 10.0)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    # d sum_o sum_k w[o,k] x[0] / dw = x[0]; / dx = sum(w)
+    np.testing.assert_allclose(w.grad.numpy(), np.full((2, 3), 10.0))
+    np.testing.assert_allclose(x.grad.numpy(), [wv.sum()])

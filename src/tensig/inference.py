@@ -766,8 +766,11 @@ class ShapeGraph:
         row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output."""
         o = Origin(None, None, None, None, "input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
-        self.solver.unify_rows(a.rows["input"], b.rows["output"], o, strict_basis=True,
-                               describe=(f"{a.name!r}'s input row", f"{b.name!r}'s output row"))
+        ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
+        if not _contract_stretched(self.solver, ra, rb, o):
+            self.solver.unify_rows(ra, rb, o, strict_basis=True,
+                                   describe=(f"{a.name!r}'s input row",
+                                             f"{b.name!r}'s output row"))
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
                                              "output": a.rows["output"]})
         self._broadcasts.append(_Broadcast(
@@ -959,6 +962,31 @@ class _Broadcast:
         S.unify_rows(self.result, closed, o, describe=("the result", "the broadcast"))
         self.done = True
         return True
+
+
+def _claim_free(v: DimVar) -> bool:
+    return v.root().value == 1 and v.root().basis is None
+
+
+def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
+    """Compose's rows when a claim-free 1 meets a wider axis: OCANNL's broadcast inequality
+    stretches the 1 (``"3->4" @ "1"`` contracts 3 against the stretched 1: the result is 4).
+
+    Applies to closed rows of equal rank with known sizes; returns False (unify exactly) when
+    no axis stretches or the rows are not known yet.
+    """
+    if a.var is not None or b.var is not None or len(a.right) != len(b.right):
+        return False
+    pairs = list(zip(a.right, b.right, strict=True))
+    if any(v.root().value is None for p in pairs for v in p):
+        return False
+    stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
+    if not stretched:
+        return False
+    for x, y in pairs:
+        if (x, y) not in stretched:
+            S.union(x, y, o, strict_basis=True)
+    return True
 
 
 def _infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
