@@ -144,3 +144,83 @@ def test_compose_with_a_stretched_axis_runs_and_differentiates():
     # d sum_o sum_k w[o,k] x[0] / dw = x[0]; / dx = sum(w)
     np.testing.assert_allclose(w.grad.numpy(), np.full((2, 3), 10.0))
     np.testing.assert_allclose(x.grad.numpy(), [wv.sum()])
+
+
+# -- block tensors -----------------------------------------------------------------------------
+
+
+def test_one_element_block_runs():
+    # test/einsum/test_concat_dim_solver.ml / OCANNL's block tensors: a block of one tensor is
+    # that tensor under a new size-1 axis (no '^' left to concatenate)
+    y = G.ndarray([G.ndarray([1., 2., 3.])])
+    assert str(y.shape) == "1,3"
+    np.testing.assert_array_equal(G.Model(y).run(), [[1., 2., 3.]])
+    with G.new_graph():
+        p = G.param("p", output=[2], input=[], init=lambda s, r: np.ones(s, np.float32))
+        z = G.ndarray(G.batch([p]))
+        assert str(z.shape) == "1|2"
+        G.grad_update(G.einsum1("...|... => |->0", z * z)).backward()
+        np.testing.assert_allclose(p.grad.numpy(), [2.0, 2.0])  # d sum(p^2) / dp = 2p
+
+
+# -- einsum with three operands; ternary compose -----------------------------------------------
+
+
+def _params(**arrays):
+    return {n: G.param(n, output=list(a.shape), input=[],
+                       init=lambda s, r, a=a: a.astype(np.float32)) for n, a in arrays.items()}
+
+
+def test_einsum_with_three_graph_operands():
+    # test/einsum/einsum_trivia.ml (multi-operand einsum) through tensig.einsum's graph path
+    import tensig as ts
+    rng = np.random.default_rng(1)
+    A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    p = _params(a=A, b=B, c=C)
+    y = ts.einsum("ij; jk; kl => il", p["a"], p["b"], p["c"])
+    assert str(y.shape) == "2,5"
+    tol = 50 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(G.Model(y).run(), np.einsum("ij,jk,kl->il", A, B, C), atol=tol)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    ones = np.ones((2, 5))
+    np.testing.assert_allclose(p["a"].grad.numpy(), ones @ (B @ C).T, atol=tol)
+    np.testing.assert_allclose(p["b"].grad.numpy(), A.T @ ones @ C.T, atol=tol)
+    np.testing.assert_allclose(p["c"].grad.numpy(), (A @ B).T @ ones, atol=tol)
+    with pytest.raises(TypeError, match="two or more"):
+        G.einsum("i => i", p["a"])
+
+
+def test_user_opdef_compose_with_three_operands():
+    # OCANNL's fma (a ternary compose): the first two compose, the third is pointwise with the
+    # result.  Written as c stored, then a @ b accumulated, with its backward.
+    from tensig.ir import Code, prim
+    from tensig.projections import OpProjection
+    rng = np.random.default_rng(2)
+    A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
+
+    def forward(t, a, b, c):
+        return (Code().assign(t.val, c.val, logic=".")
+                .assign(t.val, prim("mul", a.val, b.val), accum="+", logic="@"))
+
+    def backward(t, a, b, c):
+        proj = OpProjection("@", t, (a, b, c))  # index each gradient as its tensor
+        return (Code().assign(a.grad, prim("mul", t.grad, b.val), accum="+", logic=proj)
+                .assign(b.grad, prim("mul", a.val, t.grad), accum="+", logic=proj)
+                .assign(c.grad, t.grad, accum="+", logic=proj))
+
+    fma = G.OpDef("fma", "@", forward, backward)
+    a = G.param("a", output=[2], input=[3], init=lambda s, r: A.astype(np.float32))
+    b = G.param("b", output=[3], input=[4], init=lambda s, r: B.astype(np.float32))
+    c = G.param("c", output=[], input=[4], init=lambda s, r: C.astype(np.float32))
+    y = G.apply(fma, a, b, c)
+    assert str(y.shape) == "4->2"
+    tol = 50 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(G.Model(y).run(), A @ B + C, atol=tol)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_allclose(c.grad.numpy(), np.full(4, 2.0), atol=tol)  # broadcast over 2
+    np.testing.assert_allclose(a.grad.numpy(), np.ones((2, 4)) @ B.T, atol=tol)
+    # one fused assignment reads c in every product-space cell (so it adds 3 times: the
+    # contraction has 3 steps), as any value under the "@" projections does
+    fused = G.OpDef("fma1", "@", lambda t, a, b, c: Code().assign(
+        t.val, prim("fma", a.val, b.val, c.val), accum="+", init=True, logic="@"))
+    np.testing.assert_allclose(G.Model(G.apply(fused, a, b, c)).run(), A @ B + 3 * C, atol=tol)

@@ -761,9 +761,14 @@ class ShapeGraph:
                 self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind))
         return node
 
-    def compose(self, a: TensorNode, b: TensorNode, name: str | None = None) -> TensorNode:
+    def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
+                name: str | None = None) -> TensorNode:
         """Compose (OCANNL ``*``, Python ``@``): ``a``'s input row contracts with ``b``'s output
-        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output."""
+        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output.
+
+        A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
+        result: it broadcasts into the result's rows, which it cannot widen.
+        """
         o = Origin(None, None, None, None, "input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
@@ -775,6 +780,10 @@ class ShapeGraph:
                                              "output": a.rows["output"]})
         self._broadcasts.append(_Broadcast(
             self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch"))
+        if c is not None:
+            for kind in MEMORY_ORDER:
+                self._broadcasts.append(_Broadcast(
+                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind))
         return node
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:

@@ -87,9 +87,10 @@ def _pointwise(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]
 
 
 def _compose(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
-    if len(args) != 2:
-        raise ShapeError(f"logic '@' relates two arguments, got {len(args)}")
-    c, a, b = (_concrete(s) for s in (lhs, *args))
+    if len(args) not in (2, 3):
+        raise ShapeError(f"logic '@' relates two arguments (a third is pointwise with the "
+                         f"result), got {len(args)}")
+    c, a, b = (_concrete(s) for s in (lhs, *args[:2]))
     if len(a["input"]) != len(b["output"]):
         raise ShapeError(f"compose: input row {a['input']} does not match output row "
                          f"{b['output']}")
@@ -104,6 +105,10 @@ def _compose(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
         {"batch": batch[2], "input": i, "output": kb},
     ]
     out = _assemble(rows)
+    if len(args) == 3:  # the third argument reads the result's cells, broadcasting
+        own, (_, third) = _pointwise(lhs, [lhs, args[2]])
+        rename = dict(zip(own, out[0], strict=True))
+        out.append(tuple(x if isinstance(x, int) else rename[x] for x in third))
     return out[0], out[1:]
 
 
