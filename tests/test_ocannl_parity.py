@@ -224,3 +224,100 @@ def test_user_opdef_compose_with_three_operands():
     fused = G.OpDef("fma1", "@", lambda t, a, b, c: Code().assign(
         t.val, prim("fma", a.val, b.val, c.val), accum="+", init=True, logic="@"))
     np.testing.assert_allclose(G.Model(G.apply(fused, a, b, c)).run(), A @ B + 3 * C, atol=tol)
+
+
+# -- set_dim / set_equal / set_scale on captured labels ----------------------------------------
+# test/einsum/test_set_scale.ml's nine scenarios, on the graph-wide solver (ShapeGraph)
+
+
+def _scale_refs():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    return g, g.variable("input_dim"), g.variable("hidden_dim")
+
+
+def test_set_scale_input_solved_first():
+    g, inp, hid = _scale_refs()
+    g.set_dim(inp, 8)
+    g.set_scale(hid, inp, 2)
+    assert (g.value(inp), g.value(hid)) == (8, 16)
+
+
+def test_set_scale_hidden_solved_first():
+    g, inp, hid = _scale_refs()
+    g.set_dim(hid, 16)
+    g.set_scale(hid, inp, 2)
+    assert (g.value(inp), g.value(hid)) == (8, 16)
+
+
+def test_set_scale_both_solved_mismatch():
+    g, inp, hid = _scale_refs()
+    g.set_dim(inp, 8)
+    g.set_dim(hid, 17)
+    with pytest.raises(ShapeError, match=r"17 vs 16|16 vs 17"):
+        g.set_scale(hid, inp, 2)
+
+
+def test_set_scale_non_divisible():
+    g, inp, hid = _scale_refs()
+    g.set_dim(hid, 17)
+    with pytest.raises(ShapeError, match="divisible"):
+        g.set_scale(hid, inp, 2)
+
+
+def test_set_scale_invalid_factor():
+    g, inp, hid = _scale_refs()
+    with pytest.raises(ShapeError, match="positive int"):
+        g.set_scale(hid, inp, 0)
+
+
+def test_set_scale_consistent_with_einsum_capture():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("ij;jk=>ik", g.tensor("a", "4,6"), g.tensor("b", "6,12"))
+    i, j, k = (g.label(c, n) for n in "ijk")
+    g.set_scale(k, i, 3)
+    g.solve()
+    assert (g.value(i), g.value(j), g.value(k)) == (4, 6, 12)
+
+
+def test_set_scale_propagates_through_the_solver():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
+    i, k = g.label(c, "i"), g.label(c, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 4)
+    g.solve()
+    assert (g.value(i), g.value(k)) == (4, 8)
+    assert str(g.shape(c)) == "4,8"
+
+
+def test_set_scale_mismatch_through_the_solver():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
+    i, k = g.label(c, "i"), g.label(c, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 8)
+    with pytest.raises(ShapeError, match="15"):
+        g.set_dim(k, 15)
+
+
+def test_set_scale_rejects_a_row_variable():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    z = g.apply("a..s..;..s..b=>ab", g.tensor("x", "2,6"), g.tensor("y", "6,3"))
+    with pytest.raises(ShapeError, match="row variable"):
+        g.label(z, "s")
+
+
+def test_set_equal_ties_two_specs():
+    # OCANNL's Shape.set_equal on captures of two einsums: both sizes follow the one given
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    y1 = g.apply("i=>i", g.parameter("p", input=[]))
+    y2 = g.apply("j=>j", g.tensor("x", "5"))
+    g.set_equal(g.label(y1, "i"), g.label(y2, "j"))
+    g.solve()
+    assert str(g.shape(y1)) == "5"

@@ -708,6 +708,7 @@ class ShapeGraph:
         self.tensors: list[TensorNode] = []
         self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
         self._broadcasts: list[_Broadcast] = []
+        self._labels: dict[int, _EinsumInference] = {}  # spec results' labels, for capture
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
         """A tensor with a known ``shape``, or an unknown one (``None``).
@@ -810,7 +811,53 @@ class ShapeGraph:
         self._apps.append((inst, patterns))
         node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self.tensors.append(node)
+        self._labels[id(node)] = inst
         return node
+
+    # -- constraints on captured labels (OCANNL's Shape.set_dim / set_equal / set_scale) ----
+    def label(self, t: TensorNode, name: str) -> DimVar:
+        """The size variable of label ``name`` in the spec that produced ``t`` (OCANNL's
+        ``capture_dims``); constrain it with :meth:`set_dim`, :meth:`set_equal`,
+        :meth:`set_scale`, read it after :meth:`solve` with :meth:`value`."""
+        inst = self._labels.get(id(t))
+        if inst is None:
+            raise ValueError(f"{t.name!r} was not made by a spec: it has no labels to capture")
+        if name not in inst.labels:
+            if name in inst.rowvars:
+                raise ShapeError(f"{name!r} is a row variable of {inst.spec.text!r}: only "
+                                 "dimension labels take set_dim/set_equal/set_scale")
+            known = ", ".join(sorted(inst.labels)) or "none"
+            raise ValueError(f"{inst.spec.text!r} has no label {name!r} (labels: {known})")
+        return inst.labels[name]
+
+    @staticmethod
+    def variable(name: str) -> DimVar:
+        """A free size variable (OCANNL's ``Shape.get_variable_ref``)."""
+        return DimVar(name)
+
+    def set_dim(self, v: DimVar, size: int) -> None:
+        """``v`` has ``size`` elements."""
+        self.solver.set_value(v, normalize_size(size, where=v.name or "size"),
+                              Origin(note=f"set_dim({v.name!r}, {size})"), "set_dim")
+        self.solver.run()
+
+    def set_equal(self, a: DimVar, b: DimVar) -> None:
+        """``a`` and ``b`` are the same size."""
+        self.solver.union(a, b, Origin(note=f"set_equal({a.name!r}, {b.name!r})"))
+        self.solver.run()
+
+    def set_scale(self, big: DimVar, small: DimVar, factor: int) -> None:
+        """``big == factor * small`` (either side is inferred from the other)."""
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ShapeError(f"set_scale: the factor must be a positive int, not {factor!r}")
+        o = Origin(note=f"set_scale({big.name!r} = {factor} * {small.name!r})")
+        self.solver.add(AffineRel(big, small, None, factor, 1, None, o))
+        self.solver.run()
+
+    @staticmethod
+    def value(v: DimVar) -> Size | None:
+        """``v``'s size (``None`` while unsolved)."""
+        return v.root().value
 
     def tensor_equal(self, a: TensorNode, b: TensorNode) -> None:
         """``a`` and ``b`` have the same shape."""
