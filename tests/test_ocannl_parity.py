@@ -321,3 +321,13 @@ def test_set_equal_ties_two_specs():
     g.set_equal(g.label(y1, "i"), g.label(y2, "j"))
     g.solve()
     assert str(g.shape(y1)) == "5"
+
+
+def test_set_scale_in_a_model_graph():
+    # test/einsum/test_set_scale.ml, "Dim/Dim propagates", written on the model layer
+    c = G.einsum("i;k=>ik", G.param("a", input=[]), G.param("b", input=[]))
+    g = G.current_graph().shapes
+    i, k = g.label(c.node, "i"), g.label(c.node, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 3)
+    assert str(c.shape) == "3,6" and g.value(k) == 6
