@@ -331,3 +331,35 @@ def test_set_scale_in_a_model_graph():
     g.set_scale(k, i, 2)
     g.set_dim(i, 3)
     assert str(c.shape) == "3,6" and g.value(k) == 6
+
+
+# -- test/einsum/test_dimension_labels.ml ------------------------------------------------------
+
+
+def test_dimension_labels_pointwise():
+    # Test 1: same basis, same size: kept in the result
+    y = G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray(G.axis([2.] * 4, "batch"))
+    assert y.shape.row_bases("output") == ("batch",)
+    # Test 2: conflicting bases, same size: an error naming both
+    with G.new_graph(), pytest.raises(ShapeError, match=r"batch.*features|features.*batch"):
+        _ = (G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray(G.axis([1.] * 4, "features"))
+             ).shape
+    # Tests 3-4 (one based, one unbased, same size: compatible in that test) are a documented
+    # difference: tensig follows the syntax doc's default basis, which does not fuse
+    with G.new_graph(), pytest.raises(ShapeError, match="basis mismatch"):
+        _ = (G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray([1.] * 4)).shape
+
+
+def test_dimension_labels_concat_and_affine():
+    # Tests 9-11: a concatenation keeps its components' basis (an unbased one takes it);
+    # conflicting components raise
+    assert str(infer("a; b => a^b", "x=2", "x=3").shape) == "x=5"
+    assert str(infer("a; b => a^b", "x=2", "3").shape) == "x=5"
+    with pytest.raises(ShapeError, match="basis mismatch"):
+        infer("a; b => a^b", "x=2", "y=3")
+    # Tests 12-13: an affine axis over x with an x kernel is x (4 outputs, kernel 3: input 6);
+    # a y kernel over an x iterator raises
+    r = infer("o<+k; k => o", "x=6", "x=3")
+    assert str(r.shape) == "x=4" and r.operands[0].row_bases("output") == ("x",)
+    with pytest.raises(ShapeError, match="basis mismatch across an affine axis"):
+        infer("o<+k; k => o", "x=6", "y=3")

@@ -193,8 +193,9 @@ class AffineRel(Constraint):
         return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
 
     def linked(self) -> tuple[DimVar, ...]:
-        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o``
-        return (self.inp, self.over)
+        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
+        # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
+        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
 
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
