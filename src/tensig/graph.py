@@ -565,7 +565,14 @@ SPEC_OPS: dict[str, tuple[str, str]] = {
 }
 
 
-def _spec_op(kind: str, spec: str) -> OpDef:
+def _product(vals: list[Any]) -> Any:
+    out = vals[0]
+    for v in vals[1:]:
+        out = _e("mul", out, v)
+    return out
+
+
+def _spec_op(kind: str, spec: str, n: int = 2) -> OpDef:
     """An einsum-family operation: forward and backward code under the spec's projections.
 
     Backward of the max-reducing operators gates the gradient in the product space: a pair
@@ -575,12 +582,18 @@ def _spec_op(kind: str, spec: str) -> OpDef:
     combine, accum = SPEC_OPS[kind]
 
     def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum=accum,
-                             init=True, logic=spec)
+        vals = [a.val for a in args]
+        expr = _product(vals) if kind == "einsum" else Expr(combine, tuple(vals))
+        return Code().assign(t.val, expr, accum=accum, init=True, logic=spec)
 
     if kind == "einsum":
-        backward = _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-                          lambda t, a, b: (_e("mul", a.val, t.grad), "+"))
+        # operand i's gradient: the result's gradient times every other operand, under the
+        # spec's projections (n >= 2 operands, as OCANNL's multi-operand einsum)
+        def rule(i: int) -> Callable[..., Any]:
+            return lambda t, *args: (_product(
+                [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
+
+        backward = _grads(*[rule(i) for i in range(n)])
     elif kind in ("einsum1", "outer_sum"):
         backward = _grads(*[lambda t, *args: (t.grad, "+")] * (1 if kind == "einsum1" else 2))
     elif kind == "tropical":
@@ -593,9 +606,11 @@ def _spec_op(kind: str, spec: str) -> OpDef:
     return OpDef(kind, spec, forward, backward, op=kind)
 
 
-def einsum(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    """Multiply, add-reduce (OCANNL ``+*``) as a graph node."""
-    return apply(_spec_op("einsum", spec), a, b)
+def einsum(spec: str, *tensors: Tensor) -> Tensor:
+    """Multiply, add-reduce (OCANNL ``+*``) as a graph node: two or more operands."""
+    if len(tensors) < 2:
+        raise TypeError(f"einsum takes two or more tensors, got {len(tensors)}")
+    return apply(_spec_op("einsum", spec, len(tensors)), *tensors)
 
 
 def einsum1(spec: str, a: Tensor) -> Tensor:
@@ -620,8 +635,11 @@ def einmax1(spec: str, a: Tensor) -> Tensor:
 
 def concat(spec: str, *tensors: Tensor) -> Tensor:
     """Concatenation, slicing and block construction (OCANNL ``++^``) as a graph node."""
+    # without a '^' nothing is concatenated (a one-element block): it is einsum1's copy
+    combine = "concat" if "^" in spec else "id"
+
     def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr("concat", tuple(a.val for a in args)), accum="+",
+        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum="+",
                              init=True, logic=spec)
 
     backward = _grads(*[lambda t, *args: (t.grad, "+")] * len(tensors))
