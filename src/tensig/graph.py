@@ -446,6 +446,8 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         return _eager(opdef, operands)
     g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
     args = tuple(_as_tensor(o, g) for o in operands)
+    if opdef.logic != "." and len({a.id for a in args}) < len(args):
+        args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
     integer = not opdef.integers and bool(args) and all(a.integer for a in args)
@@ -472,6 +474,18 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     t = Tensor("op", node, g, label, opdef, args, diff and not integer)
     t.integer = integer  # integer arithmetic stays integer
     return t
+
+
+def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
+    have different labels; its second use becomes an identity node (an alias of the same
+    array, no copy), so each operand has a buffer of its own and its gradient both parts."""
+    seen: set[int] = set()
+    out = []
+    for a in args:
+        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
+        seen.add(a.id)
+    return tuple(out)
 
 
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
