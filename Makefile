@@ -32,6 +32,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_rank.py
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_train.py
+	$(BIN)/python bench/bench_distributed.py
 	$(BIN)/python bench/bench_padding.py
 
 clean:

@@ -264,7 +264,9 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
     Everything that can go wrong with the data (duplicate names, a missing value, an unusual
     dtype, bad metadata, a name the format reserves such as ``__metadata__``, a directory as
     ``path``) is checked before the file system is touched; a previous checkpoint
-    at ``path`` is replaced only once the new one is completely on disk.
+    at ``path`` is replaced only once the new one is completely on disk.  A data-parallel
+    trainer's replicas are identical, so rank 0 writes and every rank returns once the file
+    is complete; every rank loads.
     """
     st = _safetensors()
     params, explicit = _parameters(params_or_model)
@@ -309,7 +311,11 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
     if target.is_dir():
         raise IsADirectoryError(f"cannot save a checkpoint to '{os.fspath(path)}': it is a "
                                 "directory (give a file name inside it)")
-    _write_atomic(target, data)
+    replicas = getattr(params_or_model, "replicas", None)  # a data-parallel Trainer
+    if replicas is None or replicas.is_root:  # replicas are identical: rank 0 writes
+        _write_atomic(target, data)
+    if replicas is not None:
+        replicas.barrier()  # nobody loads before the file is complete
     return target
 
 

@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from tensig.errors import ShapeError, TensigError
 from tensig.graph import _GRAPH, Model, Tensor, leaf
 from tensig.ir import Code
 from tensig.ir import prim as _e
+
+if TYPE_CHECKING:
+    from tensig.distributed import Replicas
 
 __all__ = ["NonFiniteLossError", "Trainer", "adam", "sgd"]
 
@@ -250,7 +253,8 @@ class Trainer:
     """
 
     def __init__(self, loss: Tensor, optimizer: Optimizer, data: Mapping[Tensor, Any],
-                 *, shuffle: bool = True, seed: int = 0, on_nonfinite: str = "raise"):
+                 *, shuffle: bool = True, seed: int = 0, on_nonfinite: str = "raise",
+                 distributed: bool | Replicas = False):
         if on_nonfinite not in _NONFINITE:
             raise ValueError(f"on_nonfinite must be one of {', '.join(map(repr, _NONFINITE))}, "
                              f"not {on_nonfinite!r}")
@@ -296,10 +300,33 @@ class Trainer:
                                  f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
             self._feeds.append((t.val.key, self.model.graph.array(arr)))
         self._rows = self.model.graph.array
-        self.rng = np.random.default_rng(seed)
-        self.shuffle = shuffle
+        self.seed, self.shuffle = seed, shuffle
+        self._order: tuple[int, np.ndarray] | None = None
         self.step_count = 0
         self.history: list[float] = []
+        self.replicas = self._join(distributed)
+        world = self.replicas.world if self.replicas is not None else 1
+        #: rows per step over all replicas; each replica takes ``batch`` of them
+        self.global_batch = self.batch * world
+        if self.global_batch > self.n:
+            raise ValueError(f"the global batch ({world} replicas x {self.batch} rows) exceeds "
+                             f"the dataset ({self.n} rows)")
+        self.steps_per_epoch = self.n // self.global_batch
+
+    def _join(self, distributed: bool | Replicas) -> Replicas | None:
+        """The process group (``distributed=True``: joined from torchrun's environment), after
+        checking that every replica built the same parameters."""
+        if distributed is False:
+            return None
+        from tensig.distributed import Replicas
+
+        replicas = distributed if isinstance(distributed, Replicas) else Replicas(
+            device=self.model.graph.store.device)
+        store = self.model.graph.store
+        replicas.check_same([(p.name, tuple(store.read(p.val).shape), str(store.read(p.val).dtype))
+                             for p in self.opt.params])
+        self._grad_keys = [p.grad.key for p in self.opt.params]
+        return replicas
 
     def step(self, rows: np.ndarray) -> float:
         """One update on the dataset rows ``rows`` (as many as the batch size); returns its
@@ -314,6 +341,12 @@ class Trainer:
         self.opt.set_step(self.model, self.step_count)
         self._gradients.run(store)
         loss = float(self.loss.numpy().reshape(-1)[0])
+        if self.replicas is not None:  # every replica continues with the mean gradients
+            arrays = store.arrays
+            grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys], loss,
+                                                self.step_count)
+            for k, g in zip(self._grad_keys, grads, strict=True):
+                arrays[k] = g
         if not math.isfinite(loss) and self.on_nonfinite != "ignore":
             error = NonFiniteLossError(loss, self.step_count, rows)
             if self.on_nonfinite == "raise":
@@ -332,13 +365,35 @@ class Trainer:
         self.step_count += 1
         self.history.append(self._loss_now)
 
+    def order(self, epoch: int) -> np.ndarray:
+        """The dataset rows in epoch ``epoch``'s order: a function of the seed and the epoch
+        only, so a resumed run (on any number of replicas) sees the same batches."""
+        cached = self._order
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        rows = (np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle
+                else np.arange(self.n))
+        self._order = (epoch, rows)
+        return rows
+
+    def rows_of(self, step: int) -> np.ndarray:
+        """This replica's dataset rows at step ``step``: its slice of that step's global
+        batch."""
+        epoch, k = divmod(step, self.steps_per_epoch)
+        rank = self.replicas.rank if self.replicas is not None else 0
+        i = self.global_batch * k + self.batch * rank
+        return self.order(epoch)[i:i + self.batch]
+
     def epoch(self) -> float:
-        """One pass over the dataset; returns the mean loss of its batches."""
-        order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+        """The rest of the current epoch (all of it on a fresh trainer or after a whole
+        number of epochs): the position is the step count, so a trainer loaded from a
+        checkpoint mid-epoch continues with the batch it would have taken next.  Returns the
+        mean loss of the batches run."""
+        epoch, start = divmod(self.step_count, self.steps_per_epoch)
         losses = []
-        for batch, i in enumerate(range(0, self.n - self.batch + 1, self.batch)):
+        for batch in range(start, self.steps_per_epoch):
             try:
-                losses.append(self.step(order[i:i + self.batch]))
+                losses.append(self.step(self.rows_of(epoch * self.steps_per_epoch + batch)))
             except NonFiniteLossError as e:
                 e.batch = batch
                 raise
@@ -349,7 +404,8 @@ class Trainer:
         first non-finite loss with :class:`NonFiniteLossError` (``on_nonfinite="raise"``),
         the parameters those of the last finite step."""
         means = []
-        bar = _progress(epochs) if progress else None
+        shown = progress and (self.replicas is None or self.replicas.is_root)
+        bar = _progress(epochs) if shown else None
         try:
             for epoch in range(epochs):
                 try:
@@ -366,7 +422,10 @@ class Trainer:
         return means
 
     def save_plot(self, path: str) -> None:
-        """The loss curve as a PNG (needs matplotlib)."""
+        """The loss curve as a PNG (needs matplotlib); only rank 0 writes it when training
+        data-parallel (the losses are the global means, the same on every replica)."""
+        if self.replicas is not None and not self.replicas.is_root:
+            return
         import matplotlib
 
         matplotlib.use("Agg")

@@ -3,6 +3,7 @@ bill."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,31 +24,62 @@ class Built:
     logits: G.Tensor
     loss: G.Tensor
 
-    def trainer(self, xs: np.ndarray, onehot: np.ndarray, lr: float) -> Trainer:
-        return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: onehot})
+    def trainer(self, xs: np.ndarray, onehot: np.ndarray, lr: float,
+                distributed: bool = False) -> Trainer:
+        return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: onehot},
+                       distributed=distributed)
 
 
 def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
              build: Callable[[np.ndarray, np.ndarray], Built], *, classes: int, batch: int,
              lr: float, epochs: int, backend: str, what: str, target: float,
-             device: str | None = None) -> float:
+             device: str | None = None, distributed: bool = False) -> float:
     """Build a demo's model in a fresh graph on its training data, print the parameter
     shapes and the bill, train, and report held-out accuracy (``device``: torch's, e.g.
-    ``"cuda"``)."""
+    ``"cuda"``).  ``distributed``: one replica of a data-parallel run started by torchrun
+    (each process takes ``batch`` rows of every global batch; only rank 0 prints)."""
     train_x, train_y, test_x, test_y = data()
     onehot = np.eye(classes, dtype=np.float32)[train_y]
+    rank = int(os.environ.get("RANK", "0")) if distributed else 0
+    if distributed and device == "cuda":
+        device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"  # one GPU per process
+    say = print if rank == 0 else (lambda *a, **k: None)
     with G.new_graph(backend, device) as g:
         m = build(train_x, onehot)
-        print_bill(g, m.params)
-        trainer = m.trainer(train_x, onehot, lr)
-        print(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+        if rank == 0:
+            print_bill(g, m.params)
+        trainer = m.trainer(train_x, onehot, lr, distributed)
+        replicas = trainer.replicas
+        if replicas is not None:
+            say(f"  data-parallel: {replicas.world} replicas x {trainer.batch} rows = global "
+                f"batch {trainer.global_batch}")
+        say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
         t0 = time.perf_counter()
         losses = trainer.fit(epochs)
         seconds = time.perf_counter() - t0
         acc = accuracy(G.Model(m.logits), m.x, m.logits, test_x, test_y, batch)
-    print(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
-          f"{what} accuracy {acc:.1%} (target >= {target:.0%})")
+        if replicas is not None:
+            replicas.close()
+    say(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
+        f"{what} accuracy {acc:.1%} (target >= {target:.0%})")
     return acc
+
+
+def command_line(main: Callable[..., float], argv: list[str] | None = None) -> float:
+    """A demo's command line: ``--epochs N --backend numpy|torch --device cuda
+    --distributed`` (the last under ``python -m torch.distributed.run --nproc_per_node 2 -m
+    tensig.demos.digits --distributed``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=main.__module__)
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--backend", default="numpy", choices=["numpy", "torch"])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--distributed", action="store_true",
+                    help="one replica of a torchrun data-parallel run")
+    a = ap.parse_args(argv)
+    kw = {} if a.epochs is None else {"epochs": a.epochs}
+    return main(backend=a.backend, device=a.device, distributed=a.distributed, **kw)
 
 
 def cross_entropy(logits: G.Tensor, onehot: G.Tensor, batch: int) -> G.Tensor:

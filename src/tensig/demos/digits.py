@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensig import graph as G
-from tensig.demos.common import Built, cross_entropy, run_demo
+from tensig.demos.common import Built, command_line, cross_entropy, run_demo
 
 BATCH = 32
 CLASSES = 10
@@ -45,11 +45,12 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     return Built(x, t, [k1, b1, k2, b2, wd, bd], logits, cross_entropy(logits, t, BATCH))
 
 
-def main(epochs: int = 15, backend: str = "numpy",
-         device: str | None = None) -> float:
+def main(epochs: int = 15, backend: str = "numpy", device: str | None = None,
+         distributed: bool = False) -> float:
     return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.005, epochs=epochs,
-                    backend=backend, device=device, what="test", target=0.97)
+                    backend=backend, device=device, distributed=distributed,
+                    what="test", target=0.97)
 
 
 if __name__ == "__main__":
-    main()
+    command_line(main)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensig import graph as G
-from tensig.demos.common import Built, cross_entropy, run_demo
+from tensig.demos.common import Built, command_line, cross_entropy, run_demo
 
 BATCH = 40
 CLASSES = 2
@@ -33,11 +33,12 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     return Built(x, t, [w1, b1, w2, b2, w3, b3], logits, cross_entropy(logits, t, BATCH))
 
 
-def main(epochs: int = 60, backend: str = "numpy",
-         device: str | None = None) -> float:
+def main(epochs: int = 60, backend: str = "numpy", device: str | None = None,
+         distributed: bool = False) -> float:
     return run_demo(data, build, classes=CLASSES, batch=BATCH, lr=0.01, epochs=epochs,
-                    backend=backend, device=device, what="held-out", target=0.98)
+                    backend=backend, device=device, distributed=distributed,
+                    what="held-out", target=0.98)
 
 
 if __name__ == "__main__":
-    main()
+    command_line(main)

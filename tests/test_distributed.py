@@ -1,0 +1,170 @@
+"""Data-parallel training on real torch.distributed process groups (gloo on 127.0.0.1).
+
+Each test starts its own processes (a free port chosen at run time) and waits for them under a
+time limit, so a hang fails the test instead of the session.  The one-process reference runs
+the same trainer with the global batch; two runs differ only in the order the mean gradient
+is summed, so they agree to a tolerance derived from float32 (``sqrt(eps)``: half its
+digits, far above what a few steps of rounding can move and far below any wrong batch).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "distributed_worker.py"
+SRC = str(HERE.parent / "src")
+TOL = float(np.sqrt(np.finfo(np.float32).eps))  # 3.5e-4
+LIMIT = 240  # seconds for a whole group: generous on a loaded two-core machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_for(rank: int, world: int, port: int) -> dict[str, str]:
+    return dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+
+
+def launch(args: list[str], world: int, *, script: str | None = None) -> list[subprocess.Popen]:
+    port = free_port()
+    cmd = [sys.executable, "-c", script] if script else [sys.executable, str(WORKER)]
+    return [subprocess.Popen([*cmd, *args], env=env_for(r, world, port),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for r in range(world)]
+
+
+def finish(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    out = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=LIMIT)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"a replica did not finish within {LIMIT} s")
+        out.append((p.returncode, err))
+    return out
+
+
+def run_group(tmp_path, backend, optimizer, steps, world=2, batch=8) -> dict:
+    out = tmp_path / f"group-{world}.npz"
+    results = finish(launch([backend, optimizer, str(steps), str(out), str(batch)], world))
+    for rc, err in results:
+        assert rc == 0, err[-3000:]
+    return dict(np.load(out))
+
+
+def run_single(tmp_path, backend, optimizer, steps, batch) -> dict:
+    out = tmp_path / "single.npz"
+    subprocess.run([sys.executable, str(WORKER), backend, optimizer, str(steps), str(out),
+                    str(batch), "--single"], check=True, timeout=LIMIT,
+                   env=dict(os.environ, PYTHONPATH=SRC))
+    return dict(np.load(out))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_two_replicas_follow_one_process_with_the_global_batch(tmp_path, backend, optimizer):
+    steps = 14  # more than one epoch (96 rows / 16 a step = 6 steps an epoch)
+    group = run_group(tmp_path, backend, optimizer, steps)
+    single = run_single(tmp_path, backend, optimizer, steps, batch=16)
+    np.testing.assert_allclose(group["losses"], single["losses"], rtol=TOL, atol=TOL)
+    for name in ("w1", "b1", "w2"):
+        np.testing.assert_allclose(group[name], single[name], rtol=TOL, atol=TOL)
+    # a wrong split (each replica on the same rows) would follow another trajectory
+    assert not np.allclose(group["losses"], run_single(tmp_path, backend, optimizer, steps,
+                                                       batch=8)["losses"][:steps], atol=1e-3)
+
+
+def test_bytes_on_the_wire_are_the_gradients(tmp_path):
+    group = run_group(tmp_path, "numpy", "sgd", 3)
+    params = 16 * 6 + 16 + 3 * 16  # w1, b1, w2 (float32) plus the loss, per step
+    assert int(group["sent"]) == 3 * 4 * (params + 1)
+
+
+def test_resume_on_another_number_of_processes(tmp_path):
+    # 2 replicas x 8 rows save at step 5; one process with 16 rows resumes to step 12: the same
+    # run as one process all along (the batch order is a function of the seed and the step)
+    ckpt = tmp_path / "ckpt.safetensors"
+    out = tmp_path / "first.npz"
+    results = finish(launch(["numpy", "adam", "5", str(out), "8", "--save-at", "5",
+                             str(ckpt)], 2))
+    assert all(rc == 0 for rc, _ in results), results
+    resumed = tmp_path / "resumed.npz"
+    subprocess.run([sys.executable, str(WORKER), "numpy", "adam", "12", str(resumed), "16",
+                    "--single", "--resume", str(ckpt)], check=True, timeout=LIMIT,
+                   env=dict(os.environ, PYTHONPATH=SRC))
+    whole = run_single(tmp_path, "numpy", "adam", 12, batch=16)
+    got = dict(np.load(resumed))
+    np.testing.assert_allclose(got["losses"], whole["losses"][5:], rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(got["w1"], whole["w1"], rtol=TOL, atol=TOL)
+
+
+DYING = textwrap.dedent("""
+    import os, sys
+    sys.argv = ["w", "numpy", "sgd", "1000", os.devnull, "8"]
+    sys.path.insert(0, {here!r})
+    import distributed_worker as w
+    import tensig.train as train
+    step = train.Trainer.step
+    def dying(self, rows):
+        if self.replicas.rank == 1 and self.step_count == 3:
+            os._exit(17)  # the process vanishes mid-run
+        return step(self, rows)
+    train.Trainer.step = dying
+    w.main(sys.argv[1:])
+""")
+
+
+def test_a_dying_replica_fails_the_others_with_a_clear_error():
+    procs = launch([], 2, script=DYING.format(here=str(HERE)))
+    (rc0, err0), (rc1, _) = finish(procs)
+    assert rc1 == 17
+    assert rc0 != 0 and "ReplicaError" in err0 and "step 3" in err0, err0[-2000:]
+
+
+DIFFERENT = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {here!r})
+    import distributed_worker as w
+    if os.environ["RANK"] == "1":
+        w.HIDDEN = 12  # this replica builds another model
+    w.main(["numpy", "sgd", "2", os.devnull, "8"])
+""")
+
+
+def test_replicas_with_different_models_are_refused_at_start():
+    (rc0, err0), (rc1, err1) = finish(launch([], 2, script=DIFFERENT.format(here=str(HERE))))
+    assert rc0 != 0 and rc1 != 0
+    for err in (err0, err1):
+        assert "ReplicaError" in err and "w1" in err and "(12, 6)" in err and "(16, 6)" in err, \
+            err[-2000:]
+
+
+def test_without_a_process_group_the_error_says_how_to_launch():
+    from tensig.distributed import ReplicaError, Replicas
+
+    env = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+           if k in os.environ}
+    try:
+        with pytest.raises(ReplicaError, match="torchrun"):
+            Replicas()
+    finally:
+        os.environ.update(env)
+
+
