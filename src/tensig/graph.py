@@ -231,6 +231,17 @@ class OpDef:
     integers: bool = False
 
 
+class _Id(int):
+    """A tensor's number (the key of its arrays in a store) that, called, is the identity
+    operation: ``t.id()`` is OCANNL's ``id`` like ``t.relu()`` is ``relu``, which the number's
+    attribute would otherwise shadow."""
+
+    tensor: Tensor
+
+    def __call__(self) -> Tensor:
+        return apply(UNARY_OPS["id"], self.tensor)
+
+
 class Tensor:
     """A lazy node of a model graph."""
 
@@ -240,7 +251,8 @@ class Tensor:
     def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
                  op: OpDef | None = None, args: tuple[Tensor, ...] = (),
                  differentiable: bool = False):
-        self.id = next(_ids)
+        self.id = _Id(next(_ids))
+        self.id.tensor = self
         self.kind, self.node, self.graph = kind, node, graph
         # ``base``: scope and own name; ``label`` adds the names of the operands' labels
         # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
