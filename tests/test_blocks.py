@@ -420,3 +420,12 @@ def test_a_token_model_trains_from_integer_ids(backend):
         trainer = Trainer(loss, sgd([emb, w], 0.5), {x: xs, y: ys}, shuffle=False)
         losses = trainer.fit(30)
     assert losses[-1] < 0.1 * losses[0]
+
+
+def test_a_trainer_refuses_float_data_for_an_integer_leaf():
+    with G.new_graph():
+        x = G.leaf("x", np.zeros((4, 1), np.int64), batch=2)
+        emb = G.param("emb", output=[3], input=[2])
+        loss = G.einsum1(B.ALL, G.embedding(emb, x))
+        with pytest.raises(TypeError, match="x was built from integer data"):
+            Trainer(loss, sgd([emb], 0.1), {x: np.zeros((8, 1), np.float32)})
