@@ -429,3 +429,17 @@ def test_a_trainer_refuses_float_data_for_an_integer_leaf():
         loss = G.einsum1(B.ALL, G.embedding(emb, x))
         with pytest.raises(TypeError, match="x was built from integer data"):
             Trainer(loss, sgd([emb], 0.1), {x: np.zeros((8, 1), np.float32)})
+
+
+def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
+    from tensig.compile import compile_code
+    from tensig.ir import Code, prim
+
+    with G.new_graph() as g:
+        t = G.param("emb", output=[3], input=[2])
+        i = G.leaf("ids", np.zeros(2, np.int64), batch=1)
+        e = G.embedding(t, i)
+        G.Model(e)
+        code = Code().assign(e.val, prim("mul", prim("take", t.val, i.val), 2.0))
+        with pytest.raises(ShapeError, match="whole-array primitive"):
+            compile_code(code, g.array_type)

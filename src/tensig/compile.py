@@ -229,6 +229,9 @@ def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
+    if any(op in WHOLE for op in _ops(a.expr)):
+        raise ShapeError(f"{a!r}: a whole-array primitive ({', '.join(sorted(WHOLE))}) is an "
+                         "assignment's whole right-hand side, not part of an expression")
     bufs = buffers_of(a.expr)
     alias = _alias_assign(a)
     if alias is not None:
@@ -245,6 +248,13 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
                 "accumulating with + (or storing)") from e
         return windowed
     return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
+
+
+def _ops(e: Any) -> set[str]:
+    """The primitives an expression applies."""
+    if not isinstance(e, Expr):
+        return set()
+    return {e.op}.union(*(_ops(x) for x in e.args))
 
 
 def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
