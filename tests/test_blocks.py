@@ -443,3 +443,18 @@ def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
         code = Code().assign(e.val, prim("mul", prim("take", t.val, i.val), 2.0))
         with pytest.raises(ShapeError, match="whole-array primitive"):
             compile_code(code, g.array_type)
+
+
+def _torch_rotary(x, base=10000.0):
+    t, e = x.shape[1], x.shape[3]
+    freq = base ** (-torch.arange(0, e, 2, dtype=torch.float64) / e)
+    ang = torch.outer(torch.arange(t, dtype=torch.float64), freq)
+    ang = torch.cat([ang, ang], -1)[None, :, None, :]
+    x1, x2 = x[..., : e // 2], x[..., e // 2:]
+    return x * ang.cos() + torch.cat([-x2, x1], -1) * ang.sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rotary_position_embedding_against_torch(backend):
+    x = data(2, 7, 3, 6)
+    check(backend, B.rotary, _torch_rotary, [x], ["b, t, h, e => b, t | h, e"], 6)

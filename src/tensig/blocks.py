@@ -52,6 +52,7 @@ __all__ = [
     "mean",
     "multi_head_attention",
     "rms_norm",
+    "rotary",
     "silu",
     "softmax",
 ]
@@ -197,6 +198,44 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
 #: last axis; heads and head dimensions are the output row
 _SCORES = "..., q | h, e; ..., k | h, e => ..., q | h, k"
 _MIX = "..., q | h, k; ..., k | h, e => ..., q | h, e"
+
+
+def _sized_constant(x: Tensor, spec: str, name: str,
+                    value: Callable[[tuple[int, ...]], np.ndarray]) -> Tensor:
+    """A constant whose shape is ``spec`` applied to ``x``'s (inferred with the graph) and
+    whose value ``value(shape)`` is computed from that solved shape at initialisation."""
+    g = x.graph
+    t = Tensor("const", g.shapes.apply(spec, x.node, name=name), g, [name])
+    t.value_init = lambda: value(t.shape.int_dims).astype(np.float32)
+    return t
+
+
+def rotary(x: Tensor, *, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding of ``x`` (``..., t | h, e``, as attention's ``q`` and ``k``):
+    each head's ``e`` cells are ``E/2`` pairs ``(j, j + E/2)``, pair ``j`` rotated by the angle
+    ``t * base^(-2j/E)`` at position ``t`` (the half-split form of GPT-NeoX and Llama).  The
+    angle tables and the half swap are sized from the solved shapes."""
+
+    def angles(shape: tuple[int, ...]) -> np.ndarray:
+        nt, ne = shape
+        if ne % 2:
+            raise ValueError(f"rotary: the head dimension is {ne}, not even")
+        freq = base ** (-np.arange(0, ne, 2, dtype=np.float64) / ne)
+        return np.outer(np.arange(nt), np.concatenate([freq, freq]))
+
+    def swap(shape: tuple[int, ...]) -> np.ndarray:  # (e_out, f_in): (-x2, x1)
+        half = shape[0] // 2
+        m = np.zeros(shape)
+        m[np.arange(half), np.arange(half) + half] = -1.0
+        m[np.arange(half) + half, np.arange(half)] = 1.0
+        return m
+
+    cos = _sized_constant(x, "..., t | h, e => t | e", "rotary.cos",
+                          lambda s: np.cos(angles(s)))
+    sin = _sized_constant(x, "..., t | h, e => t | e", "rotary.sin",
+                          lambda s: np.sin(angles(s)))
+    half = _sized_constant(x, "..., t | h, e => | e -> e", "rotary.swap", swap)
+    return x * cos + G.einsum("..., t | h, f; | f -> e => ..., t | h, e", x, half) * sin
 
 
 def causal_mask(scores: Tensor) -> Tensor:
