@@ -178,8 +178,12 @@ def test_fused_runs_equal_one_assignment_at_a_time(backend, block, rounds, rewri
     fused_r, plain_r = results
     for name, (value, shape) in plain_r.items():
         assert fused_r[name][1] == shape, name
-        np.testing.assert_allclose(fused_r[name][0], value, rtol=1e-6, atol=1e-7,
-                                   equal_nan=True, err_msg=name)
+        # The same pointwise ops on one flat array or on each part: a library may take a SIMD
+        # lane for an element in one and a scalar tail loop in the other (1-4 ulp apart for
+        # exp on some CPUs), and nested exp/div amplify that, so allow ~1000 float32 ulps; a
+        # fusion bug (a wrong buffer, a lost write) is off by O(1).
+        np.testing.assert_allclose(fused_r[name][0], value, rtol=1000 * np.finfo(np.float32).eps,
+                                   atol=1e-6, equal_nan=True, err_msg=name)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])

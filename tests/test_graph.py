@@ -794,3 +794,46 @@ def test_transpose_swaps_input_and_output_rows():
     weights = G.leaf("weights", rand(4, 3).astype(np.float32), input=1)  # 3 -> 4, like wt
     G.grad_update(G.einsum1("... => |->0", wt * weights)).backward()
     np.testing.assert_allclose(w.grad.numpy(), np.asarray(weights.numpy()).T, rtol=1e-6)
+
+
+# -- fixes: diagonals, t.id() ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_writing_a_diagonal_and_its_gradient(backend):
+    """``i => ii`` places a vector on a diagonal (eager einsum1 does; now a graph too), and
+    the gradient of ``ii => i`` is the diagonal placement of the incoming gradient."""
+    xs, ws = rand(3), rand(3, 3)
+    with G.new_graph(backend):
+        x = G.param("x", output=[3], input=[], init=lambda s, r: xs.astype(np.float32))
+        y = G.einsum1("i => ii", x)
+        w = G.leaf("w", ws.astype(np.float32))
+        m = G.grad_update(G.einsum1("... => 0", y * w))
+        m.backward()
+        got_y, got_gx = np.asarray(y.numpy()), np.asarray(x.grad.numpy())
+        z = G.param("z", output=[3, 3], input=[], init=lambda s, r: ws.astype(np.float32))
+        d = G.einsum1("ii => i", z)
+        m = G.grad_update(G.einsum1("... => 0", d * G.leaf("u", xs.astype(np.float32))))
+        m.backward()
+        got_d, got_gz = np.asarray(d.numpy()), np.asarray(z.grad.numpy())
+    np.testing.assert_allclose(got_y, np.diag(xs), rtol=1e-6)
+    np.testing.assert_allclose(got_gx, np.diag(ws), rtol=1e-6)
+    np.testing.assert_allclose(got_d, np.diag(ws), rtol=1e-6)
+    np.testing.assert_allclose(got_gz, np.diag(xs), rtol=1e-6)
+
+
+def test_id_method_is_not_shadowed_by_the_tensor_number():
+    a = G.param("a", output=[3], init=lambda s, r: np.arange(3, dtype=np.float32))
+    b = a.id()
+    assert isinstance(b, G.Tensor) and b.op.name == "id" and b.args == (a,)
+    assert isinstance(a.id, int) and a.val.key == (a.id, "value")
+    np.testing.assert_array_equal(G.Model(b * 2.0).run(), [0.0, 2.0, 4.0])
+
+
+def test_one_tensor_twice_in_a_spec_plays_both_roles():
+    """``a`` as both operands of ``ij;jk=>ik`` (its axes labelled differently in each role):
+    the value is ``a @ a`` and the gradient has both parts."""
+    arr = rand(3, 3)
+    ours = grads_by_tensig(lambda a: G.einsum("ij;jk=>ik", a, a), [arr.astype(np.float32)])
+    theirs = grads_by_torch(lambda a: a @ a, [arr])
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)

@@ -19,3 +19,26 @@ def test_readme_example(index):
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     assert runner.failures == 0, f"README python block {index} fails (see the output above)"
+
+
+def modelled_block() -> str:
+    """The README's list of modelled operations, rendered from the code."""
+    import textwrap
+
+    from tensig.verify import modelled_operations
+
+    lines = []
+    for library, names in modelled_operations().items():
+        shown = [n for n in names if not n.startswith("_")]
+        text = f"- **{library}** ({len(shown)} by hand): " + ", ".join(f"`{n}`" for n in shown)
+        lines.append(textwrap.fill(text, 100, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False))
+    return "\n".join(lines)
+
+
+def test_modelled_operations_list_is_generated_from_the_code():
+    text = README.read_text()
+    found = re.search(r"<!-- modelled:start -->\n(.*?)\n<!-- modelled:end -->", text, re.S)
+    assert found, "the README's verify section lost its generated list of modelled operations"
+    expected = modelled_block()
+    assert found.group(1) == expected, f"regenerate the README's list:\n{expected}"

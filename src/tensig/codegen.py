@@ -264,8 +264,13 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     if reduced and a.accum is None:
         raise ShapeError(f"{a!r} reduces over {', '.join(reduced)} but has no accumulation "
                          "operator (write accum='+', 'max', ...)")
-    if len(set(lhs_order)) != len(lhs_order):
-        raise ShapeError(f"{a!r}: writing a diagonal of the left-hand side is not supported")
+    diagonal = None
+    if len(set(lhs_order)) != len(lhs_order):  # ``i => ii``: computed on ``i``, then placed
+        if len(lhs_order) != len(lhs_labels):
+            raise ShapeError(f"{a!r}: a diagonal of the left-hand side with fixed indices is "
+                             "not supported")
+        diagonal = _diagonal(lhs_order, sizes)
+        lhs_order = list(dict.fromkeys(lhs_order))
     src = _Source(backend, xp)
     keys = [b.key for b in bufs]
     src.emit("A = store.arrays")
@@ -278,8 +283,36 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
         src.emit("    raise")
     if not _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend):
         _pointwise(src, a, bufs, keys, arg_labels, product, lhs_order, reduced, sizes, xp)
+    if diagonal is not None:
+        src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
     _store(src, a, lhs_labels, sizes)
     return src.function("store", re.sub(r"\W", "_", f"step_{a.lhs.tensor.name}_{a.lhs.field}"))
+
+
+def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, Any], Any]:
+    """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
+    of an array on ``labels``, zeros elsewhere: one einsum with an identity matrix per
+    repeated label (``a, ab -> ab`` for ``i => ii``)."""
+    letters = iter(string.ascii_letters)
+    first: dict[str, str] = {}
+    out, eyes = [], []
+    for lab in labels:
+        if lab not in first:
+            first[lab] = next(letters)
+            out.append(first[lab])
+        else:
+            new = next(letters)
+            out.append(new)
+            eyes.append((first[lab] + new, sizes[lab]))
+    spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
+
+    def place(backend: Backend, v: Any) -> Any:
+        torch = backend.name == "torch"
+        like = {"dtype": v.dtype, **({"device": v.device} if torch else {})}
+        xp = backend.torch if torch else backend.np  # type: ignore[attr-defined]
+        return backend.einsum(spec, v, *(xp.eye(n, **like) for _, n in eyes))
+
+    return place
 
 
 def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],

@@ -19,7 +19,7 @@ from tensig.backends import Backend, backend_for
 from tensig.codegen import assignment_step, expression_function
 from tensig.errors import ShapeError
 from tensig.fusion import FusedBlocks, Run, fuse_repeats
-from tensig.ir import Assign, Buf, Code, Expr, buffers_of
+from tensig.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
 from tensig.projections import Labels, OpProjection, WindowedAxes, project
 from tensig.windowed import windowed_step
 
@@ -33,6 +33,8 @@ class Store:
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
         self.device = device
+        #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
+        self.training = True
 
     def read(self, buf: Buf) -> Any:
         key = buf.key
@@ -225,6 +227,11 @@ def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
+    if a.expr.op in WHOLE:
+        return _whole_step(a, xp)
+    if any(op in WHOLE for op in _ops(a.expr)):
+        raise ShapeError(f"{a!r}: a whole-array primitive ({', '.join(sorted(WHOLE))}) is an "
+                         "assignment's whole right-hand side, not part of an expression")
     bufs = buffers_of(a.expr)
     alias = _alias_assign(a)
     if alias is not None:
@@ -241,6 +248,35 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
                 "accumulating with + (or storing)") from e
         return windowed
     return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
+
+
+def _ops(e: Any) -> set[str]:
+    """The primitives an expression applies."""
+    if not isinstance(e, Expr):
+        return set()
+    return {e.op}.union(*(_ops(x) for x in e.args))
+
+
+def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
+    """A primitive on whole arrays (:data:`tensig.ir.WHOLE`: gathers, scatter-adds, one-hot,
+    dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``)."""
+    if a.accum not in (None, "+"):
+        raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
+    fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
+    shape = tuple(a.lhs.tensor.shape.int_dims)
+    adds = a.accum == "+" and not a.init
+    outs = {mode: Out(shape, mode) for mode in (True, False)}
+
+    def step(store: Store) -> None:
+        v = fn(xp, outs[store.training], *(store.read(x) if isinstance(x, Buf) else x
+                                          for x in args))
+        if tuple(v.shape) != shape:
+            raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
+                             f"side has {shape}")
+        old = store.arrays.get(key) if adds else None
+        store.arrays[key] = v if old is None else old + v
+
+    return step
 
 
 def _alias_assign(a: Assign) -> Callable[[Store], None] | None:

@@ -37,7 +37,7 @@ from tensig.backends import library_of
 from tensig.compile import OpProjection, Routine, Store, compile_code
 from tensig.errors import ShapeError
 from tensig.inference import ShapeGraph, TensorNode
-from tensig.ir import Buf, Code, Expr
+from tensig.ir import CASTS, Buf, Code, Expr
 from tensig.ir import prim as _e
 from tensig.price import itemsize
 from tensig.shapes import Shape
@@ -49,15 +49,20 @@ __all__ = [
     "Tensor",
     "axis",
     "batch",
+    "cast",
     "concat",
     "constant",
     "einmax1",
     "einsum",
     "einsum1",
+    "embedding",
     "fma",
     "grad_update",
     "leaf",
+    "maximum",
+    "minimum",
     "ndarray",
+    "one_hot",
     "outer_sum",
     "param",
     "range_",
@@ -117,6 +122,22 @@ class Graph:
         if isinstance(value, torch.Tensor):
             return value.to(device)
         return torch.as_tensor(np.asarray(value), device=device)
+
+    @property
+    def training(self) -> bool:
+        """Training mode (the default): dropout draws a fresh mask each step.  Out of it
+        (:meth:`eval`) dropout passes its input through; compiled routines read the mode when
+        they run, so one routine serves both."""
+        return self.store.training
+
+    def train(self, mode: bool = True) -> Graph:
+        """Switch training mode on (or off with ``mode=False``); returns the graph."""
+        self.store.training = bool(mode)
+        return self
+
+    def eval(self) -> Graph:
+        """Switch training mode off (dropout off); :meth:`train` switches it back."""
+        return self.train(False)
 
     @property
     def array_type(self) -> type:
@@ -205,18 +226,33 @@ class OpDef:
     forward: Callable[..., Code]
     backward: Callable[..., Code] | None = None
     op: str | None = None
+    #: whether integer tensors may be operands (a gather's ids, a cast); other operations
+    #: refuse them, so integer data never turns into floats unnoticed
+    integers: bool = False
+
+
+class _Id(int):
+    """A tensor's number (the key of its arrays in a store) that, called, is the identity
+    operation: ``t.id()`` is OCANNL's ``id`` like ``t.relu()`` is ``relu``, which the number's
+    attribute would otherwise shadow."""
+
+    tensor: Tensor
+
+    def __call__(self) -> Tensor:
+        return apply(UNARY_OPS["id"], self.tensor)
 
 
 class Tensor:
     """A lazy node of a model graph."""
 
-    __slots__ = ("args", "base", "differentiable", "graph", "id", "init", "kind", "label",
-                 "node", "op", "value_init")
+    __slots__ = ("args", "base", "differentiable", "graph", "id", "init", "integer", "kind",
+                 "label", "node", "op", "value_init")
 
     def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
                  op: OpDef | None = None, args: tuple[Tensor, ...] = (),
                  differentiable: bool = False):
-        self.id = next(_ids)
+        self.id = _Id(next(_ids))
+        self.id.tensor = self
         self.kind, self.node, self.graph = kind, node, graph
         # ``base``: scope and own name; ``label`` adds the names of the operands' labels
         # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
@@ -229,6 +265,8 @@ class Tensor:
         self.label = (*self.base, *extra)
         self.op, self.args = op, args
         self.differentiable = differentiable
+        #: integer data (ids, class labels): only operations that take integers accept it
+        self.integer = False
         self.init: Callable[[tuple[int, ...]], Any] | None = None
         self.value_init: Any = None
         graph.tensors.append(self)
@@ -330,9 +368,25 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __and__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["and"], self, o)
+
+    def __or__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["or"], self, o)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["mod"], self, o)
+
+    def cast(self, dtype: str = "float32") -> Tensor:
+        """The values as ``dtype`` ("float32" or "float64"): how integer data enters float
+        arithmetic."""
+        return cast(self, dtype)
+
     def __getattr__(self, name: str) -> Any:
         if name in UNARY_OPS:
             return lambda: apply(UNARY_OPS[name], self)
+        if name in BINARY_OPS:  # t.max(u), t.min(u), t.mod(u), ...
+            return lambda o: apply(BINARY_OPS[name], self, o)
         raise AttributeError(name)
 
     # -- routines ----------------------------------------------------------------------------
@@ -404,8 +458,19 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         return _eager(opdef, operands)
     g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
     args = tuple(_as_tensor(o, g) for o in operands)
+    if opdef.logic != "." and len({a.id for a in args}) < len(args):
+        args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
+    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
+    if not opdef.integers and not integer:  # integers among floats
+        for a in args:
+            if a.integer:
+                other = next(o for o in args if not o.integer)
+                raise TypeError(
+                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
+                    f"integers do not enter float arithmetic silently.  Cast them "
+                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -418,7 +483,21 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     else:
         node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
     diff = opdef.backward is not None and any(a.differentiable for a in args)
-    return Tensor("op", node, g, label, opdef, args, diff)
+    t = Tensor("op", node, g, label, opdef, args, diff and not integer)
+    t.integer = integer  # integer arithmetic stays integer
+    return t
+
+
+def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
+    have different labels; its second use becomes an identity node (an alias of the same
+    array, no copy), so each operand has a buffer of its own and its gradient both parts."""
+    seen: set[int] = set()
+    out = []
+    for a in args:
+        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
+        seen.add(a.id)
+    return tuple(out)
 
 
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
@@ -565,7 +644,14 @@ SPEC_OPS: dict[str, tuple[str, str]] = {
 }
 
 
-def _spec_op(kind: str, spec: str) -> OpDef:
+def _product(vals: list[Any]) -> Any:
+    out = vals[0]
+    for v in vals[1:]:
+        out = _e("mul", out, v)
+    return out
+
+
+def _spec_op(kind: str, spec: str, n: int = 2) -> OpDef:
     """An einsum-family operation: forward and backward code under the spec's projections.
 
     Backward of the max-reducing operators gates the gradient in the product space: a pair
@@ -575,12 +661,18 @@ def _spec_op(kind: str, spec: str) -> OpDef:
     combine, accum = SPEC_OPS[kind]
 
     def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum=accum,
-                             init=True, logic=spec)
+        vals = [a.val for a in args]
+        expr = _product(vals) if kind == "einsum" else Expr(combine, tuple(vals))
+        return Code().assign(t.val, expr, accum=accum, init=True, logic=spec)
 
     if kind == "einsum":
-        backward = _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-                          lambda t, a, b: (_e("mul", a.val, t.grad), "+"))
+        # operand i's gradient: the result's gradient times every other operand, under the
+        # spec's projections (n >= 2 operands, as OCANNL's multi-operand einsum)
+        def rule(i: int) -> Callable[..., Any]:
+            return lambda t, *args: (_product(
+                [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
+
+        backward = _grads(*[rule(i) for i in range(n)])
     elif kind in ("einsum1", "outer_sum"):
         backward = _grads(*[lambda t, *args: (t.grad, "+")] * (1 if kind == "einsum1" else 2))
     elif kind == "tropical":
@@ -593,9 +685,11 @@ def _spec_op(kind: str, spec: str) -> OpDef:
     return OpDef(kind, spec, forward, backward, op=kind)
 
 
-def einsum(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    """Multiply, add-reduce (OCANNL ``+*``) as a graph node."""
-    return apply(_spec_op("einsum", spec), a, b)
+def einsum(spec: str, *tensors: Tensor) -> Tensor:
+    """Multiply, add-reduce (OCANNL ``+*``) as a graph node: two or more operands."""
+    if len(tensors) < 2:
+        raise TypeError(f"einsum takes two or more tensors, got {len(tensors)}")
+    return apply(_spec_op("einsum", spec, len(tensors)), *tensors)
 
 
 def einsum1(spec: str, a: Tensor) -> Tensor:
@@ -620,8 +714,11 @@ def einmax1(spec: str, a: Tensor) -> Tensor:
 
 def concat(spec: str, *tensors: Tensor) -> Tensor:
     """Concatenation, slicing and block construction (OCANNL ``++^``) as a graph node."""
+    # without a '^' nothing is concatenated (a one-element block): it is einsum1's copy
+    combine = "concat" if "^" in spec else "id"
+
     def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr("concat", tuple(a.val for a in args)), accum="+",
+        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum="+",
                              init=True, logic=spec)
 
     backward = _grads(*[lambda t, *args: (t.grad, "+")] * len(tensors))
@@ -670,6 +767,81 @@ def stop_gradient(x: Tensor) -> Tensor:
     return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
 
 
+def maximum(a: Any, b: Any) -> Tensor:
+    """Pointwise maximum (OCANNL's ``@^``; also ``a.max(b)``); the gradient goes to the larger
+    operand, to the first on ties."""
+    return apply(BINARY_OPS["max"], a, b)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    """Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``)."""
+    return apply(BINARY_OPS["min"], a, b)
+
+
+def cast(x: Tensor, dtype: str = "float32") -> Tensor:
+    """``x``'s values as ``dtype`` ("float32" or "float64"; also ``x.cast(dtype)``): how
+    integer data enters float arithmetic.  The gradient passes through unchanged."""
+    if dtype not in CASTS:
+        raise ValueError(f"cast: dtype is one of {', '.join(CASTS)}, not {dtype!r}")
+    op = OpDef(f"cast_{dtype}", ".", _fwd(f"to_{dtype}"), _grads(lambda t, a: (t.grad, "+")),
+               integers=True)
+    return apply(op, x)
+
+
+#: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row
+#: is the table's input row
+_EMBEDDING = "..d..->v; ..b..|-> => ..b..|->..d.."
+
+
+def embedding(table: Tensor, ids: Tensor) -> Tensor:
+    """Rows of ``table`` picked by integer ``ids``: ``embedding(table, ids)[b, t | d]`` is
+    ``table[ids[b, t]]``.
+
+    ``table`` is ``d -> V`` (output row: the ``V`` entries, one axis; input row: an entry's
+    axes), laid out as PyTorch's ``(V, d)`` embedding weight, so the same table read as
+    ``table @ h`` gives ``V`` logits (weight tying).  ``ids`` is integer data whose axes are
+    all batch axes (``b, t |``); the result is ``b, t | d``: what ``table.T @ one_hot(ids, V)``
+    computes, without the one-hots.  The gradient adds each position's gradient into its
+    id's row (a scatter-add; repeated ids add up).  An id outside ``0..V-1`` is an
+    ``IndexError``.
+    """
+    if not isinstance(ids, Tensor) or not ids.integer:
+        raise TypeError(f"embedding: ids must be integer data (a leaf of integer ids), not "
+                        f"{getattr(ids, 'name', type(ids).__name__)}")
+
+    def forward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
+        return Code().assign(t.val, _e("take", tab.val, i.val), logic=_EMBEDDING)
+
+    def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
+        code = Code()
+        if tab.differentiable:
+            code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=_EMBEDDING)
+        return code
+
+    return apply(OpDef("embedding", _EMBEDDING, forward, backward, op="einsum", integers=True),
+                 table, ids)
+
+
+def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor:
+    """``ids`` (integer data, ``b | o``) as one-hot rows ``b | o, n`` of float32: 1 at each
+    id's position.  ``n`` is the number of classes, or a tensor ``b | o, n`` whose last output
+    axis gives it from the solved shapes (logits, say).  An id equal to ``ignore_index`` gives
+    a row of zeros; any other id outside ``0..n-1`` is an ``IndexError``.  Not
+    differentiable."""
+    if not isinstance(ids, Tensor) or not ids.integer:
+        raise TypeError("one_hot: ids must be integer data (a leaf of integer ids)")
+    if isinstance(n, Tensor):
+        like, spec = n, "..b..|->..o..; ..b..|->..o.., n => ..b..|->..o.., n"
+    else:
+        like, spec = constant(np.zeros(int(n), np.float32), name="classes"), \
+            "..b..|->..o..; n => ..b..|->..o.., n"
+
+    def forward(t: Tensor, i: Tensor, c: Tensor) -> Code:
+        return Code().assign(t.val, _e("one_hot", i.val, c.val, ignore_index), logic=spec)
+
+    return apply(OpDef("one_hot", spec, forward, None, op="einsum", integers=True), ids, like)
+
+
 # --------------------------------------------------------------------------------------------
 # Leaves, parameters, constants
 # --------------------------------------------------------------------------------------------
@@ -684,7 +856,19 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0) -> Tensor:
     shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
     t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
     t.value_init = value
+    t.integer = _is_integer(value)
     return t
+
+
+def _is_integer(value: Any) -> bool:
+    """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return False
+    if hasattr(dtype, "is_floating_point"):  # torch
+        return not dtype.is_floating_point and not dtype.is_complex and \
+            str(dtype) != "torch.bool"
+    return np.dtype(dtype).kind in "iu"
 
 
 def constant(value: Any, *, name: str = "const") -> Tensor:
@@ -866,14 +1050,20 @@ class Model:
         """Parameters from their initialisers; leaves and constants from their values."""
         store = self.graph.store
         for t in self.tensors:
-            if t.kind == "param" and t.init is not None and not store.has(t.val):
+            if t.kind in ("param", "state") and t.init is not None and not store.has(t.val):
                 shape = t.shape.int_dims
                 store.write(t.val, self.graph.array(t.init(shape)))
             elif t.value_init is not None:
                 self.set(t, t.value_init)
 
     def set(self, t: Tensor, value: Any) -> None:
-        """Feed ``value`` to a leaf (same shape as declared)."""
+        """Feed ``value`` to a leaf (same shape as declared; integer data to an integer leaf).
+        A callable gives the value when called (a constant captured from solved shapes)."""
+        if callable(value):
+            value = value()
+        if t.kind == "leaf" and t.integer != _is_integer(value):
+            raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
+                            f"data; got an array of dtype {value.dtype}")
         want = t.shape.int_dims
         if tuple(value.shape) != want:
             raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "

@@ -494,9 +494,8 @@ class _EinsumInference:
 
     def close_result(self, result: dict[Kind, SRow]) -> None:
         """Fixed result indices default to ``index + 1``; unsolved result rows to empty."""
-        for v, index in self.result_fixed:
-            if v.root().value is None:
-                self.solver.set_value(v, index + 1, Origin(self.spec.text, note="placement"))
+        _close_placements(self.solver, self.result_fixed, self.spec.text)
+        self.solver.settle_bases()
         for row in result.values():
             r = self.solver.resolve(row)
             if r.var is not None:
@@ -617,6 +616,29 @@ class _EinsumInference:
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
 
 
+def _close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
+                      spec: str | None = None) -> None:
+    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule.
+
+    A fixed index ``k`` only requires ``size >= k + 1``; an axis nothing else sizes takes the
+    largest index any of its uses needs, result placements and operand reads alike (``i=>i0``
+    and ``j=>j1`` meeting on one label give it 2 cells), not ``k + 1`` of whichever came first.
+    """
+    need: dict[int, tuple[DimVar, int]] = {}
+    for v, _ in fixed:
+        r = v.root()
+        if r.value is None:
+            need[id(r)] = (r, 0)
+    for c in S.constraints:
+        if isinstance(c, AtLeast):
+            r = c.var.root()
+            if id(r) in need and c.bound > need[id(r)][1]:
+                need[id(r)] = (r, c.bound)
+    for r, bound in need.values():
+        S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
+                                                "any use needs, plus one)"))
+
+
 def _row_span(row: Row) -> tuple[int, int] | None:
     spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
     spans = [s for s in spans if s != (0, 0)]
@@ -686,6 +708,7 @@ class ShapeGraph:
         self.tensors: list[TensorNode] = []
         self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
         self._broadcasts: list[_Broadcast] = []
+        self._labels: dict[int, _EinsumInference] = {}  # spec results' labels, for capture
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
         """A tensor with a known ``shape``, or an unknown one (``None``).
@@ -739,17 +762,29 @@ class ShapeGraph:
                 self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind))
         return node
 
-    def compose(self, a: TensorNode, b: TensorNode, name: str | None = None) -> TensorNode:
+    def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
+                name: str | None = None) -> TensorNode:
         """Compose (OCANNL ``*``, Python ``@``): ``a``'s input row contracts with ``b``'s output
-        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output."""
+        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output.
+
+        A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
+        result: it broadcasts into the result's rows, which it cannot widen.
+        """
         o = Origin(None, None, None, None, "input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
-        self.solver.unify_rows(a.rows["input"], b.rows["output"], o, strict_basis=True,
-                               describe=(f"{a.name!r}'s input row", f"{b.name!r}'s output row"))
+        ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
+        if not _contract_stretched(self.solver, ra, rb, o):
+            self.solver.unify_rows(ra, rb, o, strict_basis=True,
+                                   describe=(f"{a.name!r}'s input row",
+                                             f"{b.name!r}'s output row"))
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
                                              "output": a.rows["output"]})
         self._broadcasts.append(_Broadcast(
             self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch"))
+        if c is not None:
+            for kind in MEMORY_ORDER:
+                self._broadcasts.append(_Broadcast(
+                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind))
         return node
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
@@ -776,7 +811,53 @@ class ShapeGraph:
         self._apps.append((inst, patterns))
         node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self.tensors.append(node)
+        self._labels[id(node)] = inst
         return node
+
+    # -- constraints on captured labels (OCANNL's Shape.set_dim / set_equal / set_scale) ----
+    def label(self, t: TensorNode, name: str) -> DimVar:
+        """The size variable of label ``name`` in the spec that produced ``t`` (OCANNL's
+        ``capture_dims``); constrain it with :meth:`set_dim`, :meth:`set_equal`,
+        :meth:`set_scale`, read it after :meth:`solve` with :meth:`value`."""
+        inst = self._labels.get(id(t))
+        if inst is None:
+            raise ValueError(f"{t.name!r} was not made by a spec: it has no labels to capture")
+        if name not in inst.labels:
+            if name in inst.rowvars:
+                raise ShapeError(f"{name!r} is a row variable of {inst.spec.text!r}: only "
+                                 "dimension labels take set_dim/set_equal/set_scale")
+            known = ", ".join(sorted(inst.labels)) or "none"
+            raise ValueError(f"{inst.spec.text!r} has no label {name!r} (labels: {known})")
+        return inst.labels[name]
+
+    @staticmethod
+    def variable(name: str) -> DimVar:
+        """A free size variable (OCANNL's ``Shape.get_variable_ref``)."""
+        return DimVar(name)
+
+    def set_dim(self, v: DimVar, size: int) -> None:
+        """``v`` has ``size`` elements."""
+        self.solver.set_value(v, normalize_size(size, where=v.name or "size"),
+                              Origin(note=f"set_dim({v.name!r}, {size})"), "set_dim")
+        self.solver.run()
+
+    def set_equal(self, a: DimVar, b: DimVar) -> None:
+        """``a`` and ``b`` are the same size."""
+        self.solver.union(a, b, Origin(note=f"set_equal({a.name!r}, {b.name!r})"))
+        self.solver.run()
+
+    def set_scale(self, big: DimVar, small: DimVar, factor: int) -> None:
+        """``big == factor * small`` (either side is inferred from the other)."""
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ShapeError(f"set_scale: the factor must be a positive int, not {factor!r}")
+        o = Origin(note=f"set_scale({big.name!r} = {factor} * {small.name!r})")
+        self.solver.add(AffineRel(big, small, None, factor, 1, None, o))
+        self.solver.run()
+
+    @staticmethod
+    def value(v: DimVar) -> Size | None:
+        """``v``'s size (``None`` while unsolved)."""
+        return v.root().value
 
     def tensor_equal(self, a: TensorNode, b: TensorNode) -> None:
         """``a`` and ``b`` have the same shape."""
@@ -791,13 +872,12 @@ class ShapeGraph:
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
-        for inst, _ in self._apps:
-            for v, index in inst.result_fixed:
-                if v.root().value is None:
-                    S.set_value(v, index + 1, Origin(inst.spec.text, note="placement"))
+        _close_placements(S, [f for inst, _ in self._apps for f in inst.result_fixed])
         S.run()
+        S.settle_bases()
         self._settle_broadcasts()
         S.run()
+        S.settle_bases()
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
@@ -886,6 +966,17 @@ class _Broadcast:
         if not all(r.var is not None and r.var.closes and not r.left and not r.right
                    for r in rows):
             return False
+        unsized = [t.name for _, t in self.operands if t.param and all(
+            S.resolve(t.rows[k]).var is not None for k in ("output", "input"))]
+        if unsized:
+            # OCANNL: "You forgot to specify the hidden dimension(s)"; a parameter nothing
+            # sizes at all is a forgotten size, not a scalar
+            names = ", ".join(repr(n) for n in unsized)
+            raise ShapeError(
+                f"parameter(s) {names} have hidden dimensions nothing determines: no use "
+                f"gives their {self.kind} axes (or any other) a size", label=unsized[0],
+                hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
+                     "{ w; o = [hid] } does, or use it where the sizes are known")
         o = Origin(None, None, None, None, self.kind, note="no use gives these axes a size")
         for r in rows:
             S.unify_rows(r, SRow(), o)
@@ -929,6 +1020,31 @@ class _Broadcast:
         return True
 
 
+def _claim_free(v: DimVar) -> bool:
+    return v.root().value == 1 and v.root().basis is None
+
+
+def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
+    """Compose's rows when a claim-free 1 meets a wider axis: OCANNL's broadcast inequality
+    stretches the 1 (``"3->4" @ "1"`` contracts 3 against the stretched 1: the result is 4).
+
+    Applies to closed rows of equal rank with known sizes; returns False (unify exactly) when
+    no axis stretches or the rows are not known yet.
+    """
+    if a.var is not None or b.var is not None or len(a.right) != len(b.right):
+        return False
+    pairs = list(zip(a.right, b.right, strict=True))
+    if any(v.root().value is None for p in pairs for v in p):
+        return False
+    stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
+    if not stretched:
+        return False
+    for x, y in pairs:
+        if (x, y) not in stretched:
+            S.union(x, y, o, strict_basis=True)
+    return True
+
+
 def _infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
     """``infer(".")``, ``infer("@")``, ``infer("T")``: the graph's logics on given shapes."""
     want = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
@@ -957,6 +1073,9 @@ def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
     for pos in range(n):
         at = [r[len(r) - n + pos] for r in rows if len(r) - n + pos >= 0]
         firm = [v for v in at if not (v.root().value == 1 and v.root().basis is None)]
+        labelled = next((v for v in firm if v.root().basis is not None), None)
+        if labelled is not None and len(firm) < len(at):
+            raise _no_stretch(S, next(v for v in at if v not in firm), labelled)
         if not firm:
             out.append(at[0])
             continue
@@ -969,3 +1088,17 @@ def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
         out.append(first.root())
     return out
 
+
+
+def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
+    """A written unlabelled 1 is no claim-free broadcast onto a labelled axis (OCANNL: the
+    default basis does not fuse with a named one; only its ``bcast_if_1`` stretches)."""
+    r = labelled.root()
+    o = one.root().origin or Origin()
+    return S.error(
+        f"an unlabelled size-1 axis does not stretch onto the labelled axis {r.basis}={r.value}",
+        o, label=r.basis, sizes=(1, r.value),
+        origins=(f"1: from {o.describe()}",
+                 f"{r.basis}={r.value}: from {r.origin.describe() if r.origin else 'the spec'}"),
+        hint="wrap the size-1 operand in G.stretch(...) to broadcast it to its use (OCANNL's "
+             "bcast_if_1), or give both axes the same label and size")

@@ -31,6 +31,7 @@ __all__ = [
     "BINARY",
     "TERNARY",
     "UNARY",
+    "WHOLE",
     "Assign",
     "Buf",
     "Code",
@@ -109,7 +110,7 @@ class Expr:
 
     def __post_init__(self) -> None:
         if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY and \
-                self.op not in STRUCTURAL:
+                self.op not in STRUCTURAL and self.op not in WHOLE:
             raise ValueError(f"unknown primitive {self.op!r}; known: "
                              f"{', '.join(sorted({*UNARY, *BINARY, *TERNARY}))}")
 
@@ -380,6 +381,104 @@ TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
     "where": _where,
     "fma": lambda xp, a, b, c: a * b + c,
 }
+
+@dataclass(frozen=True)
+class Out:
+    """What a :data:`WHOLE` primitive knows of its result: the left-hand side's shape, and
+    whether the store runs in training mode (dropout draws only then)."""
+
+    shape: tuple[int, ...]
+    training: bool = True
+
+
+def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> None:
+    """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
+    (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
+    would wait for it (torch checks its own gathers there)."""
+    if _is_torch(xp) and ids.device.type != "cpu":
+        return
+    bad = (ids < 0) | (ids >= n)
+    if ignore is not None:
+        bad &= ids != ignore
+    if bool(bad.any()):
+        first = int(ids[bad].reshape(-1)[0])
+        raise IndexError(f"{what}: id {first} is outside 0..{n - 1}"
+                         + (f" (and is not the ignore_index {ignore})" if ignore is not None
+                            else ""))
+
+
+def _astype(xp: Any, x: Any, like: Any) -> Any:
+    return x.to(like.dtype) if _is_torch(xp) else x.astype(like.dtype)
+
+
+def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
+    """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
+    _check_ids(xp, ids, table.shape[0], "embedding")
+    if _is_torch(xp):
+        flat = table.reshape(table.shape[0], -1)
+        return xp.nn.functional.embedding(ids, flat).reshape(out.shape)
+    return table[ids]
+
+
+def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
+    """The gradient of :func:`_take`: an array of zeros with each row of ``g`` added
+    into row ``ids`` of it (repeated ids add up)."""
+    shape = out.shape
+    rows = g.reshape(-1, math.prod(shape[1:]))
+    flat = ids.reshape(-1)
+    if _is_torch(xp):
+        acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype, device=g.device)
+        return acc.index_add_(0, flat, rows).reshape(shape)
+    acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype)
+    xp.add.at(acc, flat, rows)
+    return acc.reshape(shape)
+
+
+def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
+    """1 where the last axis's position is the id, else 0 (all 0 where the id is
+    ``ignore``), of ``like``'s float dtype."""
+    n = out.shape[-1]
+    _check_ids(xp, ids, n, "one_hot", ignore)
+    classes = xp.arange(n, device=ids.device) if _is_torch(xp) else xp.arange(n)
+    return _astype(xp, ids[..., None] == classes, like)
+
+
+def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
+               key: int) -> Any:
+    """Dropout's mask, ``0`` or ``1 / (1 - p)`` per cell: drawn from a Philox generator keyed by
+    ``(seed, key)`` at the counter's value, so each step draws afresh and a run is repeatable
+    (the same on both backends).  All ``1`` out of training."""
+    import numpy as np
+
+    shape = out.shape
+    if not out.training or p == 0.0:
+        keep = np.ones(shape, np.float32)
+    else:
+        step = int(counter.reshape(-1)[0])
+        gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
+        keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
+    if _is_torch(xp):
+        return xp.from_numpy(keep).to(device=like.device, dtype=like.dtype)
+    return keep.astype(like.dtype, copy=False)
+
+
+#: primitives on whole arrays, each one step of its own (:mod:`tensig.compile`):
+#: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
+#: their scatter-add, one-hot encoding, dropout's random mask.  Their derivatives are
+#: declared with the operations that use them (:func:`tensig.graph.embedding`: ``take``'s
+#: is ``put_add``).
+WHOLE: dict[str, Callable[..., Any]] = {
+    "take": _take,
+    "put_add": _put_add,
+    "one_hot": _one_hot,
+    "keep_mask": _keep_mask,
+}
+
+#: casts to a float dtype (an integer leaf enters float arithmetic only through one)
+CASTS = ("float32", "float64")
+for _dtype in CASTS:
+    UNARY[f"to_{_dtype}"] = (lambda d: lambda xp, v: v.to(getattr(xp, d)) if _is_torch(xp)
+                             else v.astype(d))(_dtype)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.

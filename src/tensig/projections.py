@@ -87,22 +87,28 @@ def _pointwise(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]
 
 
 def _compose(lhs: Shape, args: Sequence[Shape]) -> tuple[Labels, list[Labels]]:
-    if len(args) != 2:
-        raise ShapeError(f"logic '@' relates two arguments, got {len(args)}")
-    c, a, b = (_concrete(s) for s in (lhs, *args))
-    if a["input"] != b["output"]:
+    if len(args) not in (2, 3):
+        raise ShapeError(f"logic '@' relates two arguments (a third is pointwise with the "
+                         f"result), got {len(args)}")
+    c, a, b = (_concrete(s) for s in (lhs, *args[:2]))
+    if len(a["input"]) != len(b["output"]):
         raise ShapeError(f"compose: input row {a['input']} does not match output row "
                          f"{b['output']}")
     batch = _row_labels("batch", [c["batch"], a["batch"], b["batch"]], "p")
-    k = [f"k{j}" for j in range(len(a["input"]))]
+    # the contracted axes; a size-1 side is read at 0 (OCANNL's broadcast inequality)
+    ka, kb = _row_labels("input", [a["input"], b["output"]], "k")
     i = [f"i{j}" for j in range(len(b["input"]))]
     o = [f"o{j}" for j in range(len(a["output"]))]
     rows = [
         {"batch": batch[0], "input": i, "output": o},
-        {"batch": batch[1], "input": k, "output": o},
-        {"batch": batch[2], "input": i, "output": k},
+        {"batch": batch[1], "input": ka, "output": o},
+        {"batch": batch[2], "input": i, "output": kb},
     ]
     out = _assemble(rows)
+    if len(args) == 3:  # the third argument reads the result's cells, broadcasting
+        own, (_, third) = _pointwise(lhs, [lhs, args[2]])
+        rename = dict(zip(own, out[0], strict=True))
+        out.append(tuple(x if isinstance(x, int) else rename[x] for x in third))
     return out[0], out[1:]
 
 

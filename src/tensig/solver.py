@@ -154,6 +154,10 @@ class Constraint:
         """Derive what can be derived; set ``done`` once the relation is fully checked."""
         raise NotImplementedError
 
+    def linked(self) -> tuple[DimVar, ...]:
+        """Axes that carry one basis across this relation (see :meth:`Solver.settle_bases`)."""
+        return ()
+
 
 def _val(v: DimVar) -> Size | None:
     return v.root().value
@@ -186,6 +190,11 @@ class AffineRel(Constraint):
         self.done = False
 
     def watched(self) -> tuple[DimVar, ...]:
+        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
+
+    def linked(self) -> tuple[DimVar, ...]:
+        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
+        # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
         return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
 
     def propagate(self, solver: Solver) -> None:
@@ -256,6 +265,9 @@ class ConcatSum(Constraint):
         self.done = False
 
     def watched(self) -> tuple[DimVar, ...]:
+        return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
+
+    def linked(self) -> tuple[DimVar, ...]:
         return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
 
     def propagate(self, solver: Solver) -> None:
@@ -383,6 +395,38 @@ class Solver:
         for c in root.watchers:
             if not c.done:
                 self.queue.append(c)
+
+    def settle_bases(self) -> None:
+        """Carry bases across concatenations and affine axes (OCANNL's bases survive them).
+
+        A concatenated axis has its components' basis, an affine input axis its iterator's;
+        an unlabelled member takes the relation's basis, and two different bases in one
+        relation are an error naming both.  Each pass fills at least one unlabelled axis, so
+        this ends within (number of axes) passes.
+        """
+        changed = True
+        while changed:
+            changed = False
+            for c in self.constraints:
+                roots = [v.root() for v in c.linked()]
+                named: dict[str, DimVar] = {}
+                for r in roots:
+                    if r.basis is not None:
+                        named.setdefault(r.basis, r)
+                if len(named) > 1:
+                    (b1, r1), (b2, r2) = list(named.items())[:2]
+                    raise self.error(
+                        f"basis mismatch across {_relation(c)}: {b1} vs {b2}", c.origin,
+                        label=r1.name or r2.name,
+                        origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
+                                      for b, r in ((b1, r1), (b2, r2))),
+                        hint="a concatenation or affine axis keeps one basis; relabel one side")
+                if named:
+                    basis = next(iter(named))
+                    for r in roots:
+                        if r.basis is None:
+                            r.basis = basis
+                            changed = True
 
     # -- conditions --------------------------------------------------------------------------
     def add_condition(self, cond: Condition, origin: Origin, what: str) -> None:
@@ -562,6 +606,10 @@ class Solver:
             f"rank mismatch in the {kind} row: {describe[0]} has {count(a)} "
             f"{sizes(a)}, {describe[1]} has {count(b)} {sizes(b)}", origin,
             origins=origins, hint=hint)
+
+
+def _relation(c: Constraint) -> str:
+    return "a concatenation" if isinstance(c, ConcatSum) else "an affine axis"
 
 
 def _show_var(node: RowNode) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from tensig.compile import Routine, compile_code
 from tensig.errors import ShapeError, TensigError
-from tensig.graph import _GRAPH, Model, Tensor, leaf
+from tensig.graph import _GRAPH, Model, Tensor, _is_integer, leaf
 from tensig.ir import Code
 from tensig.ir import prim as _e
 
@@ -309,6 +309,9 @@ class Trainer:
             if tuple(arr.shape[1:]) != want[1:]:
                 raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
                                  f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
+            if t.integer != _is_integer(arr):
+                raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
+                                f"data; its dataset has dtype {arr.dtype}")
             self._feeds.append((t.val.key, self.model.graph.array(arr)))
         self._rows = self.model.graph.array
         self.seed, self.shuffle = seed, shuffle

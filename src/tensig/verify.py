@@ -46,7 +46,7 @@ from tensig.dims import Dim
 from tensig.errors import SpecSyntaxError
 from tensig.padding import symbolic_batch
 
-__all__ = ["Report", "Signature", "verify", "verify_path"]
+__all__ = ["Report", "Signature", "modelled_operations", "verify", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -858,3 +858,24 @@ def _worker() -> None:
                                   timeout=job["timeout"]):
             send("report", report)
         send("done", file)
+
+
+def modelled_operations() -> dict[str, list[str]]:
+    """The operations verify models by hand, by library (the README's list is generated from
+    this).  Everything else is fitted where a library can tell shapes without data (every
+    other NumPy array function on small zero arrays, torch ops on meta tensors, JAX through
+    ``jax.eval_shape``) or stops the trace with a note."""
+    from tensig import symbolic_numpy
+
+    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(symbolic_numpy.NUMPY_EXTRA)
+                           | set(symbolic_numpy.CREATION_EXTRA)
+                           | {f"random.{n}" for n in symbolic_numpy.CREATION_RANDOM})}
+    with contextlib.suppress(ImportError):
+        from tensig import symbolic_torch
+
+        out["PyTorch"] = sorted(set(S.TORCH) | set(S.CREATION_TORCH) | set(symbolic_torch.HAND))
+    with contextlib.suppress(ImportError):
+        from tensig import symbolic_jax
+
+        out["JAX"] = sorted(set(symbolic_jax.TABLE) | set(symbolic_jax.CONTROL))
+    return out

@@ -1,0 +1,460 @@
+"""The blocks (:mod:`tensig.blocks`) and integer data (embedding, one-hot): every block's
+value and gradients against torch.autograd in float64, on both backends, within tolerances
+derived from float32's epsilon and the length of the block's reductions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tensig import ShapeError
+from tensig import blocks as B
+from tensig import graph as G
+from tensig.train import Trainer, sgd
+
+BACKENDS = ["numpy", "torch"]
+EPS = float(np.finfo(np.float32).eps)
+
+
+def A(x):
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def tol(n: int, chain: int = 32) -> float:
+    """float32 rounding over a block: a few dozen operations, sums of ``n`` terms."""
+    return chain * EPS * max(n, 1)
+
+
+def close(ours, ref, n, chain=32):
+    ours, ref = A(ours).astype(np.float64), A(ref).astype(np.float64)
+    assert ours.shape == ref.shape, (ours.shape, ref.shape)
+    t = tol(n, chain)
+    np.testing.assert_allclose(ours, ref, rtol=t, atol=t)
+
+
+def data(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def input_(name, arr, spec):
+    """A differentiable input: a parameter holding ``arr`` (output axes), its axes moved into
+    rows by ``spec`` (``"b, d => b | d"``)."""
+    p = G.param(name, output=list(arr.shape), input=[], init=lambda s, r, a=arr: a)
+    return p, G.einsum1(spec, p)
+
+
+def weighted_loss(y, seed=9):
+    """``sum(y * R)`` for a fixed random ``R``: every output cell gets its own gradient (a
+    plain sum would give softmax a zero gradient)."""
+    r = data(*y.shape.int_dims, seed=seed)
+    w = G.leaf("R", r, batch=len(y.shape.batch), input=len(y.shape.input))
+    return G.einsum1(B.ALL, y * w), r
+
+
+def torch_inputs(*arrays):
+    return [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+
+
+def check(backend, build, torch_fn, arrays, specs, n, chain=32):
+    """``build(*inputs)`` against ``torch_fn(*tensors)``: the value and each input's
+    gradient of ``sum(y * R)``."""
+    with G.new_graph(backend):
+        pairs = [input_(f"in{i}", a, s) for i, (a, s) in enumerate(zip(arrays, specs,
+                                                                         strict=True))]
+        y = build(*(x for _, x in pairs))
+        loss, r = weighted_loss(y)
+        m = G.grad_update(loss)
+        m.backward()
+        ours = A(y.numpy())
+        grads = [A(p.grad.numpy()) for p, _ in pairs]
+    ts = torch_inputs(*arrays)
+    ref = torch_fn(*ts)
+    (ref * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    close(ours, ref, n, chain)
+    for g, t in zip(grads, ts, strict=True):
+        close(g, t.grad, n, chain)
+
+
+# -- softmax, log-softmax, cross-entropy ----------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_and_log_softmax_against_torch(backend):
+    x = data(4, 7) * 3
+    check(backend, B.softmax, lambda t: torch.softmax(t, -1), [x], ["b, v => b | v"], 7)
+    check(backend, B.log_softmax, lambda t: torch.log_softmax(t, -1), [x], ["b, v => b | v"],
+          7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_over_a_row_variable_and_over_the_last_axis_only(backend):
+    x = data(3, 4, 5)
+    # the whole output row (two axes) as one distribution
+    check(backend, lambda t: B.softmax(t, B.ROW),
+          lambda t: torch.softmax(t.reshape(3, 20), -1).reshape(3, 4, 5), [x],
+          ["b, i, j => b | i, j"], 20)
+    # the last output axis only: never mixed up with the other output axis (4 != 5 here,
+    # and the default spec keeps it as a size-1 axis that lines up with the right one)
+    check(backend, B.softmax, lambda t: torch.softmax(t, -1), [x], ["b, i, j => b | i, j"], 5)
+
+
+def test_softmax_max_row_is_detached_and_huge_logits_stay_finite():
+    with G.new_graph():
+        x = G.leaf("x", np.array([[1000.0, 0.0, -1000.0]], np.float32), batch=1)
+        p = G.Model(B.softmax(x)).run()
+        lp = G.Model(B.log_softmax(x)).run()
+    np.testing.assert_allclose(p, [[1.0, 0.0, 0.0]])
+    assert np.isfinite(lp).all() and lp[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_with_class_ids_and_ignore_index(backend):
+    logits = data(6, 5) * 2
+    targets = np.array([1, 4, -100, 0, 4, -100])
+    with G.new_graph(backend):
+        p, z = input_("z", logits, "b, v => b | v")
+        t = G.leaf("t", targets, batch=1)
+        loss = B.cross_entropy(z, t)
+        m = G.grad_update(loss)
+        m.backward()
+        ours, grad = A(loss.numpy()), A(p.grad.numpy())
+    (zt,) = torch_inputs(logits)
+    ref = F.cross_entropy(zt, torch.tensor(targets), ignore_index=-100)
+    ref.backward()
+    close(ours, ref.reshape(1), 5)
+    close(grad, zt.grad, 5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_with_probabilities(backend):
+    logits = data(4, 6)
+    probs = np.random.default_rng(1).dirichlet(np.ones(6), 4).astype(np.float32)
+    with G.new_graph(backend):
+        p, z = input_("z", logits, "b, v => b | v")
+        t = G.leaf("t", probs, batch=1)
+        loss = B.cross_entropy(z, t)
+        m = G.grad_update(loss)
+        m.backward()
+        ours, grad = A(loss.numpy()), A(p.grad.numpy())
+    (zt,) = torch_inputs(logits)
+    ref = F.cross_entropy(zt, torch.tensor(probs, dtype=torch.float64))
+    ref.backward()
+    close(ours, ref.reshape(1), 6)
+    close(grad, zt.grad, 6)
+
+
+def test_cross_entropy_ids_out_of_range_are_an_error():
+    with G.new_graph():
+        z = G.leaf("z", data(2, 3), batch=1)
+        t = G.leaf("t", np.array([0, 3]), batch=1)
+        with pytest.raises(IndexError, match=r"id 3 is outside 0\.\.2"):
+            G.Model(B.cross_entropy(z, t)).run()
+
+
+# -- normalisation ------------------------------------------------------------------------
+
+
+def _norm_case(backend, block, ref, x, spec, name):
+    with G.new_graph(backend) as g:
+        p, h = input_("x", x, spec)
+        y = block(h)
+        loss, r = weighted_loss(y)
+        G.grad_update(loss).backward()
+        params = {t.name: t for t in g.tensors if t.kind == "param" and t.name != "x"}
+        ours = A(y.numpy())
+        grads = {k: A(t.grad.numpy()) for k, t in params.items()}
+        gx = A(p.grad.numpy())
+        shapes = {k: t.shape for k, t in params.items()}
+    (xt,) = torch_inputs(x)
+    d = x.shape[1:]
+    scale = torch.ones(d, dtype=torch.float64, requires_grad=True)
+    shift = torch.zeros(d, dtype=torch.float64, requires_grad=True)
+    out = ref(xt, scale, shift)
+    (out * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    n = math.prod(d)
+    close(ours, out, n)
+    close(gx, xt.grad, n, chain=64)
+    close(grads[f"{name}.scale"], scale.grad, x.shape[0] * n)
+    assert shapes[f"{name}.scale"] == G.Shape(output=d)  # sized by use: the normalised axes
+    if f"{name}.shift" in grads:
+        close(grads[f"{name}.shift"], shift.grad, x.shape[0])
+    return shapes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_over_the_output_row(backend):
+    x = data(5, 3, 4) * 2 + 1
+    _norm_case(backend, B.layer_norm,
+               lambda t, w, b: F.layer_norm(t, (3, 4), w, b, eps=1e-5),
+               x, "b, i, j => b | i, j", "layer_norm")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rms_norm_over_the_output_row(backend):
+    x = data(5, 6) * 2 + 1
+    _norm_case(backend, B.rms_norm,
+               lambda t, w, b: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6) * w,
+               x, "b, d => b | d", "rms_norm")
+
+
+def test_a_mean_divides_by_the_solved_size_not_a_written_one():
+    """``w``'s output size is decided by a use that comes after the mean is built."""
+    with G.new_graph():
+        x = G.leaf("x", np.ones((2, 3), np.float32), batch=1)
+        w = G.param("w", init=lambda s, r: np.ones(s, np.float32))  # 3 -> ?
+        h = w @ x
+        mu = B.mean(h)
+        _ = h * G.leaf("target", np.ones((2, 7), np.float32), batch=1)  # sizes w: 3 -> 7
+        got = G.Model(mu).run()
+    np.testing.assert_allclose(got, np.full((2,), 3.0))  # each of the 7 cells is 3
+
+
+# -- activations ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gelu_and_silu_against_torch(backend):
+    x = data(4, 9) * 3
+    x[0, :3] = [-40.0, 40.0, 0.0]  # the tails: no overflow in value or gradient
+    spec = ["b, d => b | d"]
+    check(backend, B.gelu, lambda t: F.gelu(t, approximate="tanh"), [x], spec, 1)
+    check(backend, B.silu, F.silu, [x], spec, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_and_min_as_functions_and_methods(backend):
+    a, b = data(3, 4), data(3, 4, seed=1)
+    spec = ["i, j => i | j"] * 2
+    check(backend, G.maximum, torch.maximum, [a, b], spec, 1)
+    check(backend, lambda x, y: x.min(y), torch.minimum, [a, b], spec, 1)
+    with G.new_graph():
+        x = G.leaf("x", np.array([0.0, 1.0, 1.0], np.float32))
+        y = G.leaf("y", np.array([0.0, 0.0, 1.0], np.float32))
+        np.testing.assert_array_equal(G.Model(x & y).run(), [0, 0, 1])
+        np.testing.assert_array_equal(G.Model(x | y).run(), [0, 1, 1])
+
+
+# -- dropout -------------------------------------------------------------------------------
+
+
+def _dropout_runs(backend, runs, seed=0, p=0.25, train=True):
+    x = data(8, 50) + 5  # no zeros of its own
+    with G.new_graph(backend) as g:
+        p_, h = input_("x", x, "b, d => b | d")
+        y = B.dropout(h, p, seed=seed)
+        loss, r = weighted_loss(y)
+        m = G.grad_update(loss)
+        g.train(train)
+        out = []
+        for _ in range(runs):
+            m.backward()
+            out.append((A(y.numpy()).copy(), A(p_.grad.numpy()).copy()))
+    return x, r, out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_masks_scales_and_redraws_every_step(backend):
+    x, r, runs = _dropout_runs(backend, 3)
+    for y, g in runs:
+        kept = y != 0
+        np.testing.assert_allclose(y[kept], x[kept] / 0.75, rtol=4 * EPS)
+        np.testing.assert_allclose(g, np.where(kept, r / 0.75, 0.0), rtol=4 * EPS)
+        assert 0.15 < 1 - kept.mean() < 0.35  # 400 cells at p = 0.25
+    assert not np.array_equal(runs[0][0] != 0, runs[1][0] != 0)  # a fresh mask each step
+
+
+def test_dropout_is_repeatable_from_its_seed_and_the_same_on_both_backends():
+    _, _, a = _dropout_runs("numpy", 2)
+    _, _, b = _dropout_runs("numpy", 2)
+    _, _, c = _dropout_runs("torch", 2)
+    _, _, d = _dropout_runs("numpy", 2, seed=1)
+    for i in range(2):
+        np.testing.assert_array_equal(a[i][0] != 0, b[i][0] != 0)
+        np.testing.assert_array_equal(a[i][0] != 0, c[i][0] != 0)
+    assert not np.array_equal(a[0][0] != 0, d[0][0] != 0)
+
+
+def test_dropout_is_off_in_eval_mode():
+    x, r, runs = _dropout_runs("numpy", 2, train=False)
+    for y, g in runs:
+        np.testing.assert_array_equal(y, x)
+        np.testing.assert_allclose(g, r)
+
+
+# -- attention ------------------------------------------------------------------------------
+
+
+def _torch_attention(q, k, v, causal):
+    # ours is (b, t, h, e); torch's (b, h, t, e)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                         v.transpose(1, 2), is_causal=causal)
+    return out.transpose(1, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention_against_torch(backend, causal):
+    q, k, v = data(2, 5, 3, 4), data(2, 5, 3, 4, seed=1), data(2, 5, 3, 4, seed=2)
+    spec = "b, t, h, e => b, t | h, e"
+    check(backend,
+          lambda a, b, c: B.multi_head_attention(a, b, c, mask="causal" if causal else None),
+          lambda a, b, c: _torch_attention(a, b, c, causal), [q, k, v], [spec] * 3, 5 * 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_self_attention_with_one_tensor_as_query_key_and_value(backend):
+    x = data(2, 6, 2, 3)
+    check(backend, lambda a: B.multi_head_attention(a, a, a, mask="causal"),
+          lambda a: _torch_attention(a, a, a, True), [x], ["b, t, h, e => b, t | h, e"], 18)
+
+
+# -- integer data ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_gathers_rows_and_scatters_gradients(backend):
+    table = data(7, 3)  # V = 7 entries of 3
+    ids = np.array([[1, 6, 1], [0, 1, 4]])  # repeated ids: their gradients add up
+    with G.new_graph(backend):
+        t = G.param("emb", output=[7], input=[3], init=lambda s, r: table)  # 3 -> 7
+        i = G.leaf("ids", ids, batch=2)
+        e = G.embedding(t, i)
+        assert e.shape == G.Shape(batch=(2, 3), output=(3,))
+        loss, r = weighted_loss(e.tanh())
+        G.grad_update(loss).backward()
+        ours, grad = A(e.numpy()), A(t.grad.numpy())
+    (tt,) = torch_inputs(table)
+    ref = F.embedding(torch.tensor(ids), tt)
+    (ref.tanh() * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    close(ours, ref, 1)
+    close(grad, tt.grad, 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_table_read_as_logits_is_weight_tying(backend):
+    with G.new_graph(backend):
+        t = G.param("emb", output=[5], input=[4], seed=2)
+        i = G.leaf("ids", np.array([[0, 3], [2, 2]]), batch=2)
+        logits = t @ G.embedding(t, i)  # b, t | 5
+        assert logits.shape == G.Shape(batch=(2, 2), output=(5,))
+        G.grad_update(B.cross_entropy(logits, i)).backward()
+
+
+def test_integer_data_never_enters_float_arithmetic_silently():
+    with G.new_graph():
+        ids = G.leaf("ids", np.zeros((4, 4), np.int64), batch=2)
+        emb = G.param("emb", output=[8], input=[2])
+        with pytest.raises(TypeError, match="matmul: ids holds integer data"):
+            emb @ ids
+        with pytest.raises(TypeError, match="add: ids holds integer data"):
+            ids + 1.0
+        x = G.leaf("x", np.ones((4, 4), np.float32), batch=2)
+        with pytest.raises(TypeError, match="mul: ids holds integer data and x does not"):
+            x * ids
+        y = x * ids.cast("float32")  # explicit: fine
+        assert G.Model(y).run().dtype == np.float32
+        twice = ids + ids  # integer arithmetic stays integer
+        assert twice.integer and G.Model(twice).run().dtype == np.int64
+        with pytest.raises(TypeError, match="integer data"):
+            G.embedding(emb, x)
+
+
+def test_feeding_floats_to_an_integer_leaf_is_an_error():
+    with G.new_graph():
+        ids = G.leaf("ids", np.zeros(3, np.int64), batch=1)
+        m = G.Model(G.one_hot(ids, 4))
+        with pytest.raises(TypeError, match="ids was built from integer data"):
+            m.set(ids, np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_hot(backend):
+    ids = np.array([[2, 0, -100], [1, 1, 3]])
+    with G.new_graph(backend):
+        i = G.leaf("ids", ids, batch=1)  # 2 | 3
+        h = G.one_hot(i, 4)
+        assert h.shape == G.Shape(batch=(2,), output=(3, 4))
+        got = A(G.Model(h).run())
+    want = np.zeros((2, 3, 4), np.float32)
+    for idx in np.ndindex(ids.shape):
+        if ids[idx] >= 0:
+            want[(*idx, ids[idx])] = 1
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32
+
+
+def test_ids_outside_the_table_are_an_error():
+    with G.new_graph():
+        t = G.param("emb", output=[5], input=[2])
+        for bad in (5, -1):
+            i = G.leaf("ids", np.array([0, bad]), batch=1)
+            with pytest.raises(IndexError, match=rf"embedding: id {bad} is outside 0\.\.4"):
+                G.Model(G.embedding(t, i)).run()
+
+
+def test_embedding_refuses_ids_with_output_axes():
+    with G.new_graph():
+        t = G.param("emb", output=[5], input=[2])
+        i = G.leaf("ids", np.zeros((2, 3), np.int64), batch=1)  # 2 | 3: positions misplaced
+        with pytest.raises(ShapeError):
+            G.embedding(t, i)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_token_model_trains_from_integer_ids(backend):
+    """Predict the next token of a cycle 0 1 2 3 4 0 1 ...: embedding, layer norm, tied
+    logits, cross-entropy from ids; no one-hot on the host."""
+    seq = np.arange(64) % 5
+    xs, ys = seq[:-1].reshape(-1, 1), seq[1:].reshape(-1, 1)
+    with G.new_graph(backend):
+        x = G.leaf("x", xs[:8], batch=2)
+        y = G.leaf("y", ys[:8], batch=2)
+        emb = G.param("emb", output=[5], input=[8], init="xavier")
+        h = B.layer_norm(G.embedding(emb, x))
+        w = G.param("w", output=[8], input=[8], init="xavier")
+        loss = B.cross_entropy(emb @ (w @ h).tanh(), y)
+        trainer = Trainer(loss, sgd([emb, w], 0.5), {x: xs, y: ys}, shuffle=False)
+        losses = trainer.fit(30)
+    assert losses[-1] < 0.1 * losses[0]
+
+
+def test_a_trainer_refuses_float_data_for_an_integer_leaf():
+    with G.new_graph():
+        x = G.leaf("x", np.zeros((4, 1), np.int64), batch=2)
+        emb = G.param("emb", output=[3], input=[2])
+        loss = G.einsum1(B.ALL, G.embedding(emb, x))
+        with pytest.raises(TypeError, match="x was built from integer data"):
+            Trainer(loss, sgd([emb], 0.1), {x: np.zeros((8, 1), np.float32)})
+
+
+def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
+    from tensig.compile import compile_code
+    from tensig.ir import Code, prim
+
+    with G.new_graph() as g:
+        t = G.param("emb", output=[3], input=[2])
+        i = G.leaf("ids", np.zeros(2, np.int64), batch=1)
+        e = G.embedding(t, i)
+        G.Model(e)
+        code = Code().assign(e.val, prim("mul", prim("take", t.val, i.val), 2.0))
+        with pytest.raises(ShapeError, match="whole-array primitive"):
+            compile_code(code, g.array_type)
+
+
+def _torch_rotary(x, base=10000.0):
+    t, e = x.shape[1], x.shape[3]
+    freq = base ** (-torch.arange(0, e, 2, dtype=torch.float64) / e)
+    ang = torch.outer(torch.arange(t, dtype=torch.float64), freq)
+    ang = torch.cat([ang, ang], -1)[None, :, None, :]
+    x1, x2 = x[..., : e // 2], x[..., e // 2:]
+    return x * ang.cos() + torch.cat([-x2, x1], -1) * ang.sin()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rotary_position_embedding_against_torch(backend):
+    x = data(2, 7, 3, 6)
+    check(backend, B.rotary, _torch_rotary, [x], ["b, t, h, e => b, t | h, e"], 6)

@@ -1,0 +1,365 @@
+"""OCANNL's own shape tests (``ahrefs/ocannl``, ``test/``), ported case by case.
+
+Each test names the OCANNL test it comes from.  The deliberate differences from OCANNL are
+listed in the README ("Differences from OCANNL"); tests of those check tensig's side and the
+way to write OCANNL's behaviour.  Values are checked against NumPy written independently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensig import ShapeError
+from tensig import graph as G
+from tensig.inference import infer
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    with G.new_graph() as g:
+        yield g
+
+
+# -- placement axes: OCANNL's at-least constraint ---------------------------------------------
+
+
+def test_placement_takes_the_largest_index_any_use_needs():
+    # test/einsum/einsum_trivia.ml, "outer_sum simulating axis concatenation": ti places at
+    # 0, tj at 1, tk at 2 on the shared label l, which therefore has 3 cells (not 1, as the
+    # first spec alone would say)
+    ti = G.einsum1("i=>i0", G.range_(3))
+    tj = G.einsum1("j=>j1", G.range_(4))
+    tk = G.einsum1("k=>k2", G.range_(5))
+    positions = G.outer_sum("ijl;kl=>ijkl", G.outer_sum("il;jl=>ijl", ti, tj), tk)
+    assert str(positions.shape) == "3,4,5,3"
+    i, j, k = np.meshgrid(np.arange(3), np.arange(4), np.arange(5), indexing="ij")
+    np.testing.assert_array_equal(G.Model(positions).run(), np.stack([i, j, k], axis=-1))
+
+
+def test_placement_two_uses_issue_reproduction():
+    # the issue's reproduction of the same OCANNL test, two operands
+    ti = G.einsum1("i=>i0", G.range_(4))
+    tj = G.einsum1("j=>j1", G.range_(5))
+    y = G.outer_sum("il;jl=>ijl", ti, tj)
+    assert str(y.shape) == "4,5,2"
+    i, j = np.meshgrid(np.arange(4), np.arange(5), indexing="ij")
+    np.testing.assert_array_equal(G.Model(y).run(), np.stack([i, j], axis=-1))
+
+
+def test_placement_alone_is_index_plus_one():
+    # test/einsum/einsum_trivia.ml: a lone placement "i=>i2" has 3 cells, the others zero
+    y = G.einsum1("i=>i2", G.range_(3))
+    want = np.zeros((3, 3))
+    want[:, 2] = np.arange(3)
+    np.testing.assert_array_equal(G.Model(y).run(), want)
+    assert str(infer("i => i2", "3").shape) == "3,3"
+
+
+# -- bases through concatenation and affine axes ----------------------------------------------
+
+
+def test_bases_survive_concatenation():
+    # test/einsum/test_concat_dim_solver.ml and test_dimension_labels.ml: a concatenation of
+    # two x axes is an x axis
+    r = infer("a; b => a^b", "x=2", "x=3")
+    assert str(r.shape) == "x=5"
+    assert r.shape.row_bases("output") == ("x",)
+    # an unlabelled component takes the other's basis (einsum equality)
+    assert str(infer("a; b => a^b", "x=2", "3").shape) == "x=5"
+    # slicing keeps the basis too
+    assert str(infer("a^b; b => a", "x=5", "3").shape) == "x=2"
+
+
+def test_conflicting_bases_in_a_concatenation_name_both():
+    with pytest.raises(ShapeError) as e:
+        infer("a; b => a^b", "x=2", "y=3")
+    msg = str(e.value)
+    assert "basis mismatch" in msg and "x" in msg and "y" in msg
+
+
+def test_bases_survive_affine_axes():
+    # test/einsum/test_dimension_labels.ml (convolution over a labelled axis): the output
+    # iterator is the input's basis
+    assert str(infer("o<+k; k => o", "x=6", "x=3").shape) == "x=4"
+    assert str(infer("2*o => o", "x=8").shape) == "x=4"
+    with pytest.raises(ShapeError, match="basis mismatch"):
+        infer("2*o; o => o", "x=8", "y=4")
+
+
+# -- broadcasting: a written unlabelled 1 vs a labelled axis ----------------------------------
+
+
+def test_unlabelled_size1_does_not_stretch_onto_labelled_axis():
+    # test/einsum/test_dimension_labels.ml / OCANNL's syntax doc: the default basis does not
+    # fuse with a named one; only bcast_if_1 stretches
+    rgb = G.axis([1., 2., 3., 4., 5.], "rgb")
+    with pytest.raises(ShapeError, match="does not stretch onto the labelled axis rgb=5"):
+        _ = (G.ndarray([1.0]) + G.ndarray(rgb)).shape
+    with G.new_graph():  # OCANNL's bcast_if_1, written with stretch: broadcasts
+        y = G.stretch(G.ndarray([1.0])) + G.ndarray(rgb)
+        assert str(y.shape) == "rgb=5"
+        np.testing.assert_array_equal(G.Model(y).run(), np.arange(1, 6) + 1.0)
+    with G.new_graph():  # unlabelled onto unlabelled broadcasts (NumPy's rule; a difference)
+        z = G.ndarray([1.0]) + G.ndarray([1., 2., 3.])
+        np.testing.assert_array_equal(G.Model(z).run(), np.array([2., 3., 4.]))
+
+
+# -- parameters nothing sizes ------------------------------------------------------------------
+
+
+def test_parameters_nothing_sizes_are_an_error_naming_them():
+    # test/einsum/test_closing_order.ml / OCANNL's "You forgot to specify the hidden
+    # dimension(s)": two unsized parameters meeting only each other are not a scalar
+    with pytest.raises(ShapeError, match=r"'x', 'y' have hidden dimensions"):
+        _ = (G.param("x") + G.param("y")).shape
+
+
+def test_a_parameter_with_given_outputs_still_closes_its_input_row():
+    # OCANNL's closing rule for a row only parameters reach: { a; o = [3] } has no input axes
+    a = G.param("a", output=[3], init=lambda s, r: np.ones(s, np.float32))
+    assert str((G.stop_gradient(a) * a).shape) == "3"
+
+
+# -- compose follows the broadcast inequality --------------------------------------------------
+
+
+def test_compose_contracts_against_a_stretched_size1_axis():
+    # test/einsum/einsum_trivia.ml (matmul of a broadcast vector) via the issue's reproduction:
+    # the right operand's output 1 stretches to the left's input 3
+    assert str(infer("@", "3->4", "1").shape) == "4"
+    assert str(infer("@", "1->4", "3").shape) == "4"
+    assert str(infer("@", "2|3->4", "2|1").shape) == "2|4"
+    with pytest.raises(ShapeError):
+        infer("@", "3->4", "2")
+
+
+def test_compose_with_a_stretched_axis_runs_and_differentiates():
+    wv = np.arange(6.0).reshape(2, 3)
+    w = G.param("w", output=[2], input=[3], init=lambda s, r: wv.astype(np.float32))
+    x = G.param("x", output=[1], input=[], init=lambda s, r: np.full(s, 10.0, np.float32))
+    y = w @ x
+    np.testing.assert_allclose(G.Model(y).run(), wv.sum(axis=1) * 10.0)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    # d sum_o sum_k w[o,k] x[0] / dw = x[0]; / dx = sum(w)
+    np.testing.assert_allclose(w.grad.numpy(), np.full((2, 3), 10.0))
+    np.testing.assert_allclose(x.grad.numpy(), [wv.sum()])
+
+
+# -- block tensors -----------------------------------------------------------------------------
+
+
+def test_one_element_block_runs():
+    # test/einsum/test_concat_dim_solver.ml / OCANNL's block tensors: a block of one tensor is
+    # that tensor under a new size-1 axis (no '^' left to concatenate)
+    y = G.ndarray([G.ndarray([1., 2., 3.])])
+    assert str(y.shape) == "1,3"
+    np.testing.assert_array_equal(G.Model(y).run(), [[1., 2., 3.]])
+    with G.new_graph():
+        p = G.param("p", output=[2], input=[], init=lambda s, r: np.ones(s, np.float32))
+        z = G.ndarray(G.batch([p]))
+        assert str(z.shape) == "1|2"
+        G.grad_update(G.einsum1("...|... => |->0", z * z)).backward()
+        np.testing.assert_allclose(p.grad.numpy(), [2.0, 2.0])  # d sum(p^2) / dp = 2p
+
+
+# -- einsum with three operands; ternary compose -----------------------------------------------
+
+
+def _params(**arrays):
+    return {n: G.param(n, output=list(a.shape), input=[],
+                       init=lambda s, r, a=a: a.astype(np.float32)) for n, a in arrays.items()}
+
+
+def test_einsum_with_three_graph_operands():
+    # test/einsum/einsum_trivia.ml (multi-operand einsum) through tensig.einsum's graph path
+    import tensig as ts
+    rng = np.random.default_rng(1)
+    A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    p = _params(a=A, b=B, c=C)
+    y = ts.einsum("ij; jk; kl => il", p["a"], p["b"], p["c"])
+    assert str(y.shape) == "2,5"
+    tol = 50 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(G.Model(y).run(), np.einsum("ij,jk,kl->il", A, B, C), atol=tol)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    ones = np.ones((2, 5))
+    np.testing.assert_allclose(p["a"].grad.numpy(), ones @ (B @ C).T, atol=tol)
+    np.testing.assert_allclose(p["b"].grad.numpy(), A.T @ ones @ C.T, atol=tol)
+    np.testing.assert_allclose(p["c"].grad.numpy(), (A @ B).T @ ones, atol=tol)
+    with pytest.raises(TypeError, match="two or more"):
+        G.einsum("i => i", p["a"])
+
+
+def test_user_opdef_compose_with_three_operands():
+    # OCANNL's fma (a ternary compose): the first two compose, the third is pointwise with the
+    # result.  Written as c stored, then a @ b accumulated, with its backward.
+    from tensig.ir import Code, prim
+    from tensig.projections import OpProjection
+    rng = np.random.default_rng(2)
+    A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
+
+    def forward(t, a, b, c):
+        return (Code().assign(t.val, c.val, logic=".")
+                .assign(t.val, prim("mul", a.val, b.val), accum="+", logic="@"))
+
+    def backward(t, a, b, c):
+        proj = OpProjection("@", t, (a, b, c))  # index each gradient as its tensor
+        return (Code().assign(a.grad, prim("mul", t.grad, b.val), accum="+", logic=proj)
+                .assign(b.grad, prim("mul", a.val, t.grad), accum="+", logic=proj)
+                .assign(c.grad, t.grad, accum="+", logic=proj))
+
+    fma = G.OpDef("fma", "@", forward, backward)
+    a = G.param("a", output=[2], input=[3], init=lambda s, r: A.astype(np.float32))
+    b = G.param("b", output=[3], input=[4], init=lambda s, r: B.astype(np.float32))
+    c = G.param("c", output=[], input=[4], init=lambda s, r: C.astype(np.float32))
+    y = G.apply(fma, a, b, c)
+    assert str(y.shape) == "4->2"
+    tol = 50 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(G.Model(y).run(), A @ B + C, atol=tol)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_allclose(c.grad.numpy(), np.full(4, 2.0), atol=tol)  # broadcast over 2
+    np.testing.assert_allclose(a.grad.numpy(), np.ones((2, 4)) @ B.T, atol=tol)
+    # one fused assignment reads c in every product-space cell (so it adds 3 times: the
+    # contraction has 3 steps), as any value under the "@" projections does
+    fused = G.OpDef("fma1", "@", lambda t, a, b, c: Code().assign(
+        t.val, prim("fma", a.val, b.val, c.val), accum="+", init=True, logic="@"))
+    np.testing.assert_allclose(G.Model(G.apply(fused, a, b, c)).run(), A @ B + 3 * C, atol=tol)
+
+
+# -- set_dim / set_equal / set_scale on captured labels ----------------------------------------
+# test/einsum/test_set_scale.ml's nine scenarios, on the graph-wide solver (ShapeGraph)
+
+
+def _scale_refs():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    return g, g.variable("input_dim"), g.variable("hidden_dim")
+
+
+def test_set_scale_input_solved_first():
+    g, inp, hid = _scale_refs()
+    g.set_dim(inp, 8)
+    g.set_scale(hid, inp, 2)
+    assert (g.value(inp), g.value(hid)) == (8, 16)
+
+
+def test_set_scale_hidden_solved_first():
+    g, inp, hid = _scale_refs()
+    g.set_dim(hid, 16)
+    g.set_scale(hid, inp, 2)
+    assert (g.value(inp), g.value(hid)) == (8, 16)
+
+
+def test_set_scale_both_solved_mismatch():
+    g, inp, hid = _scale_refs()
+    g.set_dim(inp, 8)
+    g.set_dim(hid, 17)
+    with pytest.raises(ShapeError, match=r"17 vs 16|16 vs 17"):
+        g.set_scale(hid, inp, 2)
+
+
+def test_set_scale_non_divisible():
+    g, inp, hid = _scale_refs()
+    g.set_dim(hid, 17)
+    with pytest.raises(ShapeError, match="divisible"):
+        g.set_scale(hid, inp, 2)
+
+
+def test_set_scale_invalid_factor():
+    g, inp, hid = _scale_refs()
+    with pytest.raises(ShapeError, match="positive int"):
+        g.set_scale(hid, inp, 0)
+
+
+def test_set_scale_consistent_with_einsum_capture():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("ij;jk=>ik", g.tensor("a", "4,6"), g.tensor("b", "6,12"))
+    i, j, k = (g.label(c, n) for n in "ijk")
+    g.set_scale(k, i, 3)
+    g.solve()
+    assert (g.value(i), g.value(j), g.value(k)) == (4, 6, 12)
+
+
+def test_set_scale_propagates_through_the_solver():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
+    i, k = g.label(c, "i"), g.label(c, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 4)
+    g.solve()
+    assert (g.value(i), g.value(k)) == (4, 8)
+    assert str(g.shape(c)) == "4,8"
+
+
+def test_set_scale_mismatch_through_the_solver():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
+    i, k = g.label(c, "i"), g.label(c, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 8)
+    with pytest.raises(ShapeError, match="15"):
+        g.set_dim(k, 15)
+
+
+def test_set_scale_rejects_a_row_variable():
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    z = g.apply("a..s..;..s..b=>ab", g.tensor("x", "2,6"), g.tensor("y", "6,3"))
+    with pytest.raises(ShapeError, match="row variable"):
+        g.label(z, "s")
+
+
+def test_set_equal_ties_two_specs():
+    # OCANNL's Shape.set_equal on captures of two einsums: both sizes follow the one given
+    from tensig.inference import ShapeGraph
+    g = ShapeGraph()
+    y1 = g.apply("i=>i", g.parameter("p", input=[]))
+    y2 = g.apply("j=>j", g.tensor("x", "5"))
+    g.set_equal(g.label(y1, "i"), g.label(y2, "j"))
+    g.solve()
+    assert str(g.shape(y1)) == "5"
+
+
+def test_set_scale_in_a_model_graph():
+    # test/einsum/test_set_scale.ml, "Dim/Dim propagates", written on the model layer
+    c = G.einsum("i;k=>ik", G.param("a", input=[]), G.param("b", input=[]))
+    g = G.current_graph().shapes
+    i, k = g.label(c.node, "i"), g.label(c.node, "k")
+    g.set_scale(k, i, 2)
+    g.set_dim(i, 3)
+    assert str(c.shape) == "3,6" and g.value(k) == 6
+
+
+# -- test/einsum/test_dimension_labels.ml ------------------------------------------------------
+
+
+def test_dimension_labels_pointwise():
+    # Test 1: same basis, same size: kept in the result
+    y = G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray(G.axis([2.] * 4, "batch"))
+    assert y.shape.row_bases("output") == ("batch",)
+    # Test 2: conflicting bases, same size: an error naming both
+    with G.new_graph(), pytest.raises(ShapeError, match=r"batch.*features|features.*batch"):
+        _ = (G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray(G.axis([1.] * 4, "features"))
+             ).shape
+    # Tests 3-4 (one based, one unbased, same size: compatible in that test) are a documented
+    # difference: tensig follows the syntax doc's default basis, which does not fuse
+    with G.new_graph(), pytest.raises(ShapeError, match="basis mismatch"):
+        _ = (G.ndarray(G.axis([1.] * 4, "batch")) + G.ndarray([1.] * 4)).shape
+
+
+def test_dimension_labels_concat_and_affine():
+    # Tests 9-11: a concatenation keeps its components' basis (an unbased one takes it);
+    # conflicting components raise
+    assert str(infer("a; b => a^b", "x=2", "x=3").shape) == "x=5"
+    assert str(infer("a; b => a^b", "x=2", "3").shape) == "x=5"
+    with pytest.raises(ShapeError, match="basis mismatch"):
+        infer("a; b => a^b", "x=2", "y=3")
+    # Tests 12-13: an affine axis over x with an x kernel is x (4 outputs, kernel 3: input 6);
+    # a y kernel over an x iterator raises
+    r = infer("o<+k; k => o", "x=6", "x=3")
+    assert str(r.shape) == "x=4" and r.operands[0].row_bases("output") == ("x",)
+    with pytest.raises(ShapeError, match="basis mismatch across an affine axis"):
+        infer("o<+k; k => o", "x=6", "y=3")
