@@ -10,7 +10,9 @@ step sends (the gradient bytes and the loss).
 
 Each configuration runs in fresh processes, in turn, ``--rounds`` times; medians are quoted.
 
-Run: ``.venv/bin/python bench/bench_distributed.py [--rounds 3] [--steps 60]``.
+Run: ``.venv/bin/python bench/bench_distributed.py [--rounds 3] [--steps 60] [--batch 64]``
+(``--batch``: the global batch; at 64 a step is a few milliseconds and the all-reduce's fixed
+cost dominates for tensig and DDP alike).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ GLOBAL_BATCH = 64
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(kind: str, backend: str, world: int, steps: int) -> None:
+def worker(kind: str, backend: str, world: int, steps: int, batch: int) -> None:
     """One replica (or the single process): warm up, then time ``steps`` steps."""
     import numpy as np
     import torch
@@ -37,6 +39,8 @@ def worker(kind: str, backend: str, world: int, steps: int) -> None:
     from tensig import graph as G
     from tensig.demos import digits
 
+    global GLOBAL_BATCH
+    GLOBAL_BATCH = batch
     local = GLOBAL_BATCH // world
     xs, ys, _, _ = digits.data()
     dist = None
@@ -99,13 +103,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(kind: str, backend: str, world: int, steps: int) -> tuple[float, float]:
+def run(kind: str, backend: str, world: int, steps: int, batch: int) -> tuple[float, float]:
     """Steps per second of a fresh group (rank 0's view) and bytes sent per step."""
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, __file__, "--worker", kind, backend, str(world), str(steps)]
+    cmd = [sys.executable, __file__, "--worker", kind, backend, str(world), str(steps),
+           str(batch)]
     procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, text=True) for r in range(world)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
@@ -118,6 +123,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--batch", type=int, default=GLOBAL_BATCH, help="global batch")
     a = ap.parse_args()
     configs = [("tensig", "torch", 1), ("tensig", "torch", 2), ("ddp", "torch", 1),
                ("ddp", "torch", 2), ("tensig", "numpy", 1), ("tensig", "numpy", 2)]
@@ -125,11 +131,11 @@ def main() -> None:
     sent: dict[tuple[str, str, int], float] = {}
     for _ in range(a.rounds):
         for c in configs:
-            sps, b = run(*c, a.steps)
+            sps, b = run(*c, a.steps, a.batch)
             rates[c].append(sps)
             sent[c] = b
     med = {c: statistics.median(v) for c, v in rates.items()}
-    print(f"digits CNN, global batch {GLOBAL_BATCH}, one thread per process, "
+    print(f"digits CNN, global batch {a.batch}, one thread per process, "
           f"{a.rounds} rounds of {a.steps} steps (medians):")
     for c in configs:
         print(f"  {c[0]:<7}{c[1]:<6}{c[2]} process{'es' if c[2] > 1 else '  '}: "
@@ -147,6 +153,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     else:
         main()
