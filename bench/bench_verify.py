@@ -145,6 +145,29 @@ def _export(module: torch.nn.Module, sig) -> tuple[float, str]:
     return time.perf_counter() - t0, verdict
 
 
+def numpy_jax_corpus() -> None:
+    """verify's time per function of the NumPy and JAX corpus (``tests/verify_corpus``)."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parent.parent / "tests" / "verify_corpus"
+    rows = []
+    for path in sorted(folder.glob("numpy_*.py")) + sorted(folder.glob("jax_*.py")):
+        spec = importlib.util.spec_from_file_location(f"corpus_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, good, bad, sig in module.CASES:
+            for label, fn in (("ok", good), ("bug", bad)):
+                verify(fn, sig)  # the first call pays imports and JAX's wrapping
+                rows.append((f"{name} ({label})",
+                             median_time(lambda fn=fn, sig=sig: verify(fn, sig), repeat=5)))
+    warm = [t for _, t in rows]
+    slowest = max(rows, key=lambda r: r[1])
+    print(f"\nNumPy and JAX corpus: {len(rows)} functions, verify warm median "
+          f"{statistics.median(warm) * 1e3:.2f} ms, max {slowest[1] * 1e3:.1f} ms ({slowest[0]}) "
+          f"(targets 5 ms, 100 ms)")
+
+
 if __name__ == "__main__":
     main()
     corpus()
+    numpy_jax_corpus()
