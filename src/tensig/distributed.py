@@ -173,18 +173,16 @@ class Replicas:
 def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:
     """One contiguous buffer holding ``arrays`` (and the loss after them), and the torch
     tensor that goes over the wire (the buffer itself on torch; a zero-copy view on NumPy)."""
+    import torch
+
     extra = [] if loss is None else [loss]
     if arrays and not isinstance(arrays[0], np.ndarray):
-        import torch
-
         like = arrays[0]
         parts = [a.reshape(-1) for a in arrays]
         if extra:
             parts.append(torch.tensor(extra, dtype=like.dtype, device=like.device))
         flat = torch.cat(parts)
         return flat, flat
-    import torch
-
     dtype = arrays[0].dtype if arrays else np.float32
     flat = np.concatenate([*(np.ravel(a) for a in arrays), np.asarray(extra, dtype)])
     flat = np.ascontiguousarray(flat, dtype=dtype)

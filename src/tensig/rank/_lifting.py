@@ -586,9 +586,9 @@ def _resolve_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
 
 
 def _elem_kind(dtype: Any) -> str:
-    kind = dtype_kind(dtype)
+    """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
     return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
-        kind, f"{_elem_name(np.empty(0, dtype)) if isinstance(dtype, np.dtype) else dtype}")
+        dtype_kind(dtype), str(dtype).removeprefix("torch."))
 
 
 def _merge(call: _Call, arrays: Sequence[Any]) -> list[Any]:
