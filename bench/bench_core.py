@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensig import infer, parse
-from tensig.inference import _FAST, ShapeGraph, _infer_cached
+from tensig.core.inference import _FAST, ShapeGraph, _infer_cached
 from timing import median_time
 
 SPECS = [

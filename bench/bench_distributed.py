@@ -36,8 +36,8 @@ def worker(kind: str, backend: str, world: int, steps: int, batch: int) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from tensig import graph as G
     from tensig.demos import digits
+    from tensig.model import graph as G
 
     global GLOBAL_BATCH
     GLOBAL_BATCH = batch

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tensig.annotations import Float
-from tensig.runtime import shaped
+from tensig.check.decorator import shaped
+from tensig.core.annotations import Float
 from timing import interleaved
 
 TARGET_US = 3.0

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensig import graph as G
 from tensig.demos import digits, moons
+from tensig.model import graph as G
 
 
 def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 12

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from tensig.verify import verify
+from tensig.check.verify import verify
 from timing import median_time
 
 D, HEADS = 256, 8

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from tensig.ir import Expr
-from tensig.ops import RowArray
+from tensig.execution.eager import RowArray
+from tensig.model.ir import Expr
 
 BACKENDS = ["numpy", "torch", "jax", "dask"]
 

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-from tensig import checkpoint
-from tensig import graph as G
 from tensig.demos.common import cross_entropy
-from tensig.train import Trainer, adam, sgd
+from tensig.model import checkpoint
+from tensig.model import graph as G
+from tensig.model.train import Trainer, adam, sgd
 
 ROWS, FEATURES, HIDDEN, CLASSES = 96, 6, 16, 3
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import tensig
-from tensig.notation import KINDS, Affine, Concat, Fixed, Label, Placeholder, ShapeSpec
+from tensig.core.notation import KINDS, Affine, Concat, Fixed, Label, Placeholder, ShapeSpec
 
 __all__ = ["ACCUMULATE", "OPS", "reference"]
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tensig.annotations import (
+from tensig.core.annotations import (
     AnnotationShape,
     Bool,
     Broadcastable,
@@ -25,8 +25,8 @@ from tensig.annotations import (
     signature_of,
     words_hint,
 )
-from tensig.dims import Dim
-from tensig.errors import SpecSyntaxError
+from tensig.core.dims import Dim
+from tensig.core.errors import SpecSyntaxError
 
 B, T, d, h, w = (Dim.symbol(n) for n in "BTdhw")
 
@@ -362,7 +362,7 @@ def test_beartype_sees_the_plain_array_type():
 
 
 def test_signature_strings_take_size_expressions():
-    from tensig.verify import Signature, verify
+    from tensig.check.verify import Signature, verify
 
     sig = Signature.parse("T, d; d, 3*d => T, 3*d")
     assert sig.args == ((T, d), (d, 3 * d)) and sig.results == ((T, 3 * d),)
@@ -375,7 +375,7 @@ def test_signature_strings_take_size_expressions():
 
 
 def test_signature_strings_take_dtypes_and_tuple_results():
-    from tensig.verify import Signature, verify
+    from tensig.check.verify import Signature, verify
 
     sig = Signature.parse("B T: int; V d => B T d; B")
     assert sig.kinds == ("i", "f") and sig.results == ((B, T, d), (B,))

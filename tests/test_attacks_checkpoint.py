@@ -27,10 +27,10 @@ pytest.importorskip("safetensors")
 import safetensors.numpy
 
 from limits import assert_clean_error
-from tensig import graph as G
-from tensig.checkpoint import CheckpointError, load, save
-from tensig.compile import Routine
-from tensig.train import Trainer, adam, sgd
+from tensig.model import graph as G
+from tensig.model.checkpoint import CheckpointError, load, save
+from tensig.model.compile import Routine
+from tensig.model.train import Trainer, adam, sgd
 
 
 def build(seed=0, hidden=4):
@@ -148,8 +148,8 @@ def test_loading_a_pipe_is_refused_instead_of_blocking(tmp_path):
     os.mkfifo(fifo)
     assert_clean_error(f"""
         import numpy as np
-        from tensig import graph as G
-        from tensig.checkpoint import load
+        from tensig.model import graph as G
+        from tensig.model.checkpoint import load
         with G.new_graph():
             x = G.leaf("x", np.ones((4, 2), np.float32), batch=1)
             m = G.Model(G.param("w", output=[3]) @ x)
@@ -234,8 +234,8 @@ def test_crafted_header_shape_texts_are_damage_at_once(tmp_path, text):
         metadata={"tensig.format": "1", "tensig.shape.w": text})
     assert_clean_error(f"""
         import numpy as np
-        from tensig import graph as G
-        from tensig.checkpoint import load
+        from tensig.model import graph as G
+        from tensig.model.checkpoint import load
         with G.new_graph():
             x = G.leaf("x", np.ones((4, 2), np.float32), batch=1)  # w: 2 -> 3, stored (3, 2)
             w = G.param("w", output=[3])

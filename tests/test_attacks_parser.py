@@ -24,8 +24,9 @@ import tensig as ts
 from limits import SRC, assert_clean_error, run_limited
 from tensig import InconclusiveError, Shape, ShapeError, SpecSyntaxError, dim
 from tensig.cli import main
-from tensig.dims import Dim
-from tensig.notation import Fixed, Label, Spec
+from tensig.core import notation
+from tensig.core.dims import Dim
+from tensig.core.notation import Fixed, Label, Spec
 
 EXPECTED = (SpecSyntaxError, ShapeError, InconclusiveError, TypeError)
 
@@ -68,7 +69,7 @@ def test_greek_letters_are_axes_in_both_modes():
 
 
 def is_multichar_text(spec: Spec) -> bool:
-    return ts.notation.is_multichar(spec.text)
+    return notation.is_multichar(spec.text)
 
 
 def test_accented_multichar_identifier():
@@ -290,7 +291,7 @@ def test_high_degree_comparisons_stay_bounded():
     undecided rather than expanded into millions of terms."""
     assert_clean_error("""
         import tensig as ts
-        from tensig.dims import Dim
+        from tensig.core.dims import Dim
         d = Dim.parse("(A*B*C*D*E*F*G*H)**8")
         try:
             print(d >= 1)

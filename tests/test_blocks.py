@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from tensig import ShapeError
-from tensig import blocks as B
-from tensig import graph as G
-from tensig.train import Trainer, sgd
+from tensig.model import blocks as B
+from tensig.model import graph as G
+from tensig.model.train import Trainer, sgd
 
 BACKENDS = ["numpy", "torch"]
 EPS = float(np.finfo(np.float32).eps)
@@ -432,8 +432,8 @@ def test_a_trainer_refuses_float_data_for_an_integer_leaf():
 
 
 def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
-    from tensig.compile import compile_code
-    from tensig.ir import Code, prim
+    from tensig.model.compile import compile_code
+    from tensig.model.ir import Code, prim
 
     with G.new_graph() as g:
         t = G.param("emb", output=[3], input=[2])

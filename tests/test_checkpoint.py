@@ -22,9 +22,9 @@ pytest.importorskip("safetensors")
 import safetensors
 import safetensors.numpy
 
-from tensig import checkpoint
-from tensig import graph as G
-from tensig.checkpoint import CheckpointError, LoadReport, load, save
+from tensig.model import checkpoint
+from tensig.model import graph as G
+from tensig.model.checkpoint import CheckpointError, LoadReport, load, save
 from tolerance import assert_equal_up_to_rounding
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -246,7 +246,7 @@ def test_a_crash_mid_write_never_damages_the_checkpoint(tmp_path):
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import numpy as np
         from test_checkpoint import build
-        from tensig.checkpoint import save
+        from tensig.model.checkpoint import save
         _, m, p = build(seed=9)
         os.fsync = lambda fd: os._exit(3)   # power cut before the data reached the disk
         save(m, {str(path)!r})

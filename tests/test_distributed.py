@@ -120,7 +120,7 @@ DYING = textwrap.dedent("""
     sys.argv = ["w", "numpy", "sgd", "1000", os.devnull, "8"]
     sys.path.insert(0, {here!r})
     import distributed_worker as w
-    import tensig.train as train
+    import tensig.model.train as train
     step = train.Trainer.step
     def dying(self, rows):
         if self.replicas.rank == 1 and self.step_count == 3:
@@ -157,7 +157,7 @@ def test_replicas_with_different_models_are_refused_at_start():
 
 
 def test_without_a_process_group_the_error_says_how_to_launch():
-    from tensig.distributed import ReplicaError, Replicas
+    from tensig.model.distributed import ReplicaError, Replicas
 
     env = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
            if k in os.environ}

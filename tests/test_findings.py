@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensig import findings
-from tensig import symbolic as S
-from tensig.verify import verify
+from tensig.check import findings
+from tensig.check import tracer as S
+from tensig.check.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,8 @@ def test_every_reported_kind_is_registered():
     found = _reported_kinds()
     assert len(found) > 20  # the scan sees the call sites (a broken scan passes nothing)
     unknown = [f for f in found if f[2] not in {r.name for r in findings.RULES}]
-    assert not unknown, f"unregistered finding kinds (add them to tensig.findings.RULES): {unknown}"
+    assert not unknown, (
+        f"unregistered finding kinds (add them to tensig.check.findings.RULES): {unknown}")
     # and every registered kind is reported somewhere (no dead codes)
     assert {r.name for r in findings.RULES} <= {f[2] for f in found}
 
@@ -148,9 +149,10 @@ def test_ignored_on_parses_lists():
 def test_readme_lists_the_registry():
     text = (ROOT / "README.md").read_text()
     m = re.search(r"<!-- findings:start -->\n(.*?)\n<!-- findings:end -->", text, re.S)
-    assert m, "README.md lacks the generated findings list (see tensig.findings.markdown_table)"
+    assert m, (
+        "README.md lacks the generated findings list (see tensig.check.findings.markdown_table)")
     assert m.group(1) == findings.markdown_table(), (
-        "README's findings list differs from the registry: paste tensig.findings."
+        "README's findings list differs from the registry: paste tensig.check.findings."
         "markdown_table() between the findings markers")
 
 
@@ -304,7 +306,7 @@ def _project(pytester):
 def test_pytest_plugin_verifies_the_imported_project_functions(pytester, monkeypatch):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     _project(pytester)
-    result = pytester.runpytest("-p", "tensig.pytest_plugin", "--tensig", "-v")
+    result = pytester.runpytest("-p", "tensig.check.pytest_plugin", "--tensig", "-v")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([
         "*shapes_pkg/model.py::tensig?pool? PASSED*",
@@ -319,21 +321,22 @@ def test_pytest_plugin_verifies_the_imported_project_functions(pytester, monkeyp
 def test_pytest_plugin_strict_ignore_and_off_by_default(pytester, monkeypatch):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     _project(pytester)
-    pytester.runpytest("-p", "tensig.pytest_plugin").assert_outcomes(passed=1)
+    pytester.runpytest("-p", "tensig.check.pytest_plugin").assert_outcomes(passed=1)
     # the divisibility assumption of heads() is a warning: it fails only under --tensig-strict
-    strict = pytester.runpytest("-p", "tensig.pytest_plugin", "--tensig", "--tensig-strict")
+    strict = pytester.runpytest("-p", "tensig.check.pytest_plugin", "--tensig", "--tensig-strict")
     strict.assert_outcomes(passed=2, failed=2)
     assert "warning: requires d divisible by 4  [TS301]" in strict.stdout.str()
-    ignored = pytester.runpytest("-p", "tensig.pytest_plugin", "--tensig", "--tensig-strict",
+    ignored = pytester.runpytest("-p", "tensig.check.pytest_plugin", "--tensig", "--tensig-strict",
                                  "--tensig-ignore", "TS103", "--tensig-ignore", "assumption")
     ignored.assert_outcomes(passed=4)
-    bad = pytester.runpytest("-p", "tensig.pytest_plugin", "--tensig", "--tensig-ignore", "X1")
+    bad = pytester.runpytest(
+        "-p", "tensig.check.pytest_plugin", "--tensig", "--tensig-ignore", "X1")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_the_plugin_and_the_hook_are_declared():
     text = (ROOT / "pyproject.toml").read_text()
-    assert '[project.entry-points.pytest11]\ntensig = "tensig.pytest_plugin"' in text
+    assert '[project.entry-points.pytest11]\ntensig = "tensig.check.pytest_plugin"' in text
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "- id: tensig-verify" in hooks and "entry: tensig verify" in hooks
     assert "types: [python]" in hooks and 'tensig = "tensig.cli:main"' in text

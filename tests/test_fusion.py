@@ -12,13 +12,13 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import tensig.fusion as fusion
+import tensig.model.fusion as fusion
 from arrays import expr_of
-from tensig import graph as G
-from tensig.compile import compile_code
-from tensig.fusion import Run, fuse_repeats
-from tensig.ir import Code, Expr
-from tensig.train import Trainer, adam, sgd
+from tensig.model import graph as G
+from tensig.model.compile import compile_code
+from tensig.model.fusion import Run, fuse_repeats
+from tensig.model.ir import Code, Expr
+from tensig.model.train import Trainer, adam, sgd
 
 SHAPES = [(3, 2), (4,), (2, 2, 3)]
 

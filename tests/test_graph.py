@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
-from tensig import graph as G
-from tensig.compile import compile_code
-from tensig.ir import Code, prim
+from tensig.model import graph as G
+from tensig.model.compile import compile_code
+from tensig.model.ir import Code, prim
 from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(3)
@@ -137,7 +137,7 @@ SPECIAL = np.array([np.nan, -np.inf, -3.0, -0.0, 0.0, 0.5, 2.0, np.inf], np.floa
 def test_relu_and_gates_on_special_values(lib):
     """NaN propagates through relu and passes relu_gate (PyTorch's convention), infinities
     under a closed gate give 0 (not 0 * inf), and both backends agree element by element."""
-    from tensig.ir import BINARY, UNARY
+    from tensig.model.ir import BINARY, UNARY
 
     xp = pytest.importorskip(lib)
     arr = (lambda a: a) if lib == "numpy" else xp.asarray
@@ -493,7 +493,7 @@ def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels,
 
 
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
-    from tensig.windowed import _widening
+    from tensig.model.windowed import _widening
 
     gate = [[32, 4, 2, 4, 2, 16], [32, 4, 1, 4, 1, 16], [1, 1, 2, 1, 2, 1]]
     # the pooled max: copied along the inner window axis (rows of 2 x 16), not the outer one
@@ -664,7 +664,7 @@ def test_concatenation_component_inferred_from_the_result():
 
 
 def test_zeroing_folds_into_the_first_gradient_contribution():
-    from tensig.compile import fold_zero_init
+    from tensig.model.compile import fold_zero_init
 
     a = G.param("a", output=[3], input=[], init=lambda s, r: np.ones(s, np.float32))
     y = a * a + a
@@ -712,7 +712,7 @@ def test_where_of_a_comparison_selects_exactly(backend, gs):
 
 
 def test_dead_stores_and_copies_are_dropped_without_changing_results():
-    from tensig.compile import drop_dead_stores
+    from tensig.model.compile import drop_dead_stores
 
     x = G.leaf("x", rand(3).astype(np.float32))
     y = G.leaf("y", rand(3).astype(np.float32))
@@ -765,7 +765,7 @@ def test_compile_passes_keep_what_running_one_assignment_at_a_time_gives(assigns
 
 
 def test_contributions_of_a_zeroed_buffer_are_dropped():
-    from tensig.compile import drop_zero_contributions
+    from tensig.model.compile import drop_zero_contributions
 
     a = G.leaf("a", np.array([1.0, np.inf, 3.0], np.float32))
     z = G.leaf("z", np.zeros(3, np.float32))

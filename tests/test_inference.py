@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from arrays import classic_specs
 from tensig import Shape, ShapeError, dim, infer
-from tensig.inference import AffineIndex, ConcatIndex, FixedIndex, Iter
+from tensig.core.inference import AffineIndex, ConcatIndex, FixedIndex, Iter
 
 
 def shape_of(spec, *ops, **kw):

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import tensig as ts
-from tensig.annotations import (
+from tensig.check.decorator import SignatureError, print_bindings, shape_scope, shaped
+from tensig.core.annotations import (
     Bool,
     Complex,
     Float,
@@ -41,8 +42,7 @@ from tensig.annotations import (
     parse_annotation,
     signature_of,
 )
-from tensig.errors import SpecSyntaxError
-from tensig.runtime import SignatureError, print_bindings, shape_scope, shaped
+from tensig.core.errors import SpecSyntaxError
 
 try:  # jaxtyping's own objects: module level, so postponed annotations can name them
     import jaxtyping as jt
@@ -681,7 +681,7 @@ def test_jaxtyping_annotations_are_checked_by_shaped():
 
 @needs_jaxtyping
 def test_jaxtyping_annotations_are_verified():
-    from tensig.verify import verify
+    from tensig.check.verify import verify
 
     def proj(x: jt.Float[A, "n_seq n_embd"], w: jt.Float[A, "n_embd n_out"]
              ) -> jt.Float[A, "n_seq n_out"]:
@@ -698,7 +698,7 @@ def test_jaxtyping_annotations_are_verified():
 
 @needs_jaxtyping
 def test_jaxtyping_optional_mask_is_verified_on_both_branches():
-    from tensig.verify import verify
+    from tensig.check.verify import verify
 
     def scores(q: jt.Float[A, "t d"], k: jt.Float[A, "s d"],
                mask: jt.Bool[A, "t s"] | None = None) -> jt.Float[A, "t s"]:

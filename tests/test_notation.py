@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensig import SpecSyntaxError, parse
-from tensig.notation import (
+from tensig.core.notation import (
     Affine,
     Concat,
     Fixed,

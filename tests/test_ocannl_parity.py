@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tensig import ShapeError
-from tensig import graph as G
-from tensig.inference import infer
+from tensig.core.inference import infer
+from tensig.model import graph as G
 
 
 @pytest.fixture(autouse=True)
@@ -193,8 +193,8 @@ def test_einsum_with_three_graph_operands():
 def test_user_opdef_compose_with_three_operands():
     # OCANNL's fma (a ternary compose): the first two compose, the third is pointwise with the
     # result.  Written as c stored, then a @ b accumulated, with its backward.
-    from tensig.ir import Code, prim
-    from tensig.projections import OpProjection
+    from tensig.model.ir import Code, prim
+    from tensig.model.projections import OpProjection
     rng = np.random.default_rng(2)
     A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
 
@@ -231,7 +231,7 @@ def test_user_opdef_compose_with_three_operands():
 
 
 def _scale_refs():
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     return g, g.variable("input_dim"), g.variable("hidden_dim")
 
@@ -272,7 +272,7 @@ def test_set_scale_invalid_factor():
 
 
 def test_set_scale_consistent_with_einsum_capture():
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     c = g.apply("ij;jk=>ik", g.tensor("a", "4,6"), g.tensor("b", "6,12"))
     i, j, k = (g.label(c, n) for n in "ijk")
@@ -282,7 +282,7 @@ def test_set_scale_consistent_with_einsum_capture():
 
 
 def test_set_scale_propagates_through_the_solver():
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
     i, k = g.label(c, "i"), g.label(c, "k")
@@ -294,7 +294,7 @@ def test_set_scale_propagates_through_the_solver():
 
 
 def test_set_scale_mismatch_through_the_solver():
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     c = g.apply("i;k=>ik", g.parameter("a", input=[]), g.parameter("b", input=[]))
     i, k = g.label(c, "i"), g.label(c, "k")
@@ -305,7 +305,7 @@ def test_set_scale_mismatch_through_the_solver():
 
 
 def test_set_scale_rejects_a_row_variable():
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     z = g.apply("a..s..;..s..b=>ab", g.tensor("x", "2,6"), g.tensor("y", "6,3"))
     with pytest.raises(ShapeError, match="row variable"):
@@ -314,7 +314,7 @@ def test_set_scale_rejects_a_row_variable():
 
 def test_set_equal_ties_two_specs():
     # OCANNL's Shape.set_equal on captures of two einsums: both sizes follow the one given
-    from tensig.inference import ShapeGraph
+    from tensig.core.inference import ShapeGraph
     g = ShapeGraph()
     y1 = g.apply("i=>i", g.parameter("p", input=[]))
     y2 = g.apply("j=>j", g.tensor("x", "5"))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tensig as ts
 from arrays import classic_specs, to_backend, to_numpy
 from tensig import ShapeError
-from tensig.ops import RowArray
+from tensig.execution.eager import RowArray
 
 
 def run(backend: str, fn, spec: str, *xs, rows=None, **kw) -> np.ndarray:
@@ -231,8 +231,8 @@ def test_results_keep_the_array_kind_and_dtype():
 
 
 def test_repeated_calls_use_the_plan_cache(monkeypatch):
-    from tensig import ops
-    from tensig.ops import _PLANS
+    from tensig.execution import eager as ops
+    from tensig.execution.eager import _PLANS
 
     built = []
     build = ops._plan

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 import tensig
 from arrays import to_backend
-from tensig import Float, padding
-from tensig.padding import Padded, PaddingError, pad
+from tensig import Float
+from tensig.execution import padding
+from tensig.execution.padding import Padded, PaddingError, pad
 
 LIBS = ["numpy", "torch", "jax"]
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import tensig
 from tensig import rank
-from tensig.dims import Dim, ShapeIndex
+from tensig.core.dims import Dim, ShapeIndex
 
 # --------------------------------------------------------------------------------------------
 # oracles

@@ -25,7 +25,7 @@ def modelled_block() -> str:
     """The README's list of modelled operations, rendered from the code."""
     import textwrap
 
-    from tensig.verify import modelled_operations
+    from tensig.check.verify import modelled_operations
 
     lines = []
     for library, names in modelled_operations().items():

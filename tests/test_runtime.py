@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensig.annotations import Bool, Float, Int
-from tensig.dims import Dim
-from tensig.errors import ShapeError
-from tensig.runtime import SignatureError, compile_dim, match_shape, shaped
-from tensig.testing import sizes
+from tensig.check.decorator import SignatureError, compile_dim, match_shape, shaped
+from tensig.check.testing import sizes
+from tensig.core.annotations import Bool, Float, Int
+from tensig.core.dims import Dim
+from tensig.core.errors import ShapeError
 
 z = np.zeros
 
@@ -423,7 +423,7 @@ def perturbed(data, shape: tuple[int, ...]) -> tuple[int, ...]:
 def test_the_generated_check_agrees_with_the_interpreter(data):
     """Shapes that fit one drawn set of sizes, then (mostly) one of them perturbed: the fast
     path must accept exactly what the interpreter accepts."""
-    from tensig.testing import shape_for
+    from tensig.check.testing import shape_for
 
     fn = data.draw(st.sampled_from(list(CASES)))
     values = {n: data.draw(st.integers(0, 5)) for n in ("B", "T", "d", "h", "w", "c")}
@@ -510,7 +510,7 @@ COLLIDING = {"B": 16, "T": 16, "d": 64}
 
 
 def test_the_distinct_sizes_cannot_collide():
-    from tensig.testing import collisions
+    from tensig.check.testing import collisions
 
     assert collisions(sizes("B T d")) == []
     assert collisions(COLLIDING) == ["B == T == 16"]

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from tensig import Shape, ShapeError
-from tensig.inference import ShapeGraph
-from tensig.solver import DimVar, Origin, RowNode, Solver, SRow
+from tensig.core.inference import ShapeGraph
+from tensig.core.solver import DimVar, Origin, RowNode, Solver, SRow
 
 
 def dv(value=None, name=None):

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensig.annotations import Bool, Float, Int, parse_annotation
-from tensig.dims import Dim
-from tensig.price import itemsize, price
-from tensig.runtime import SignatureError, shaped
-from tensig.shapes import Shape
-from tensig.testing import arrays_for, collisions, shape_for, sizes, strategy
+from tensig.check.decorator import SignatureError, shaped
+from tensig.check.testing import arrays_for, collisions, shape_for, sizes, strategy
+from tensig.core.annotations import Bool, Float, Int, parse_annotation
+from tensig.core.dims import Dim
+from tensig.core.shapes import Shape
+from tensig.execution.price import itemsize, price
 
 
 def rule_breaks(values: dict[str, int]) -> list[str]:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from tensig import ShapeError
-from tensig import graph as G
-from tensig.train import Trainer, adam, sgd
+from tensig.model import graph as G
+from tensig.model.train import Trainer, adam, sgd
 from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(11)
@@ -157,8 +157,8 @@ def test_every_array_lives_on_the_graphs_device(demo, monkeypatch):
     every array a training step computes on that device.  Checked on torch's meta device,
     which like CUDA refuses to mix with CPU arrays; it holds no values, so the pooling
     window's zero test (which reads one) is told the window is zero, as it is."""
-    import tensig.lowering as lowering
-    import tensig.windowed as windowed
+    import tensig.execution.lowering as lowering
+    import tensig.model.windowed as windowed
     from tensig.demos import digits, moons
 
     for module in (lowering, windowed):

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tensig.verify import Report, Signature, verify
+from tensig.check.verify import Report, Signature, verify
 
 
 def kinds(report: Report) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tensig.verify import Report, Signature, verify
+from tensig.check.verify import Report, Signature, verify
 
 CORPUS = pathlib.Path(__file__).parent / "verify_corpus"
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tensig import symbolic as S
-from tensig.verify import Report, Signature, verify
+from tensig.check import tracer as S
+from tensig.check.verify import Report, Signature, verify
 
 
 def kinds(report: Report) -> list[str]:

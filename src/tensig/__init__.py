@@ -1,14 +1,14 @@
 """tensig: array shapes as a checked type system.
 
 The core: OCANNL's generalized einsum notation (:func:`parse`), symbolic dimensions
-(:mod:`tensig.dims`), three-row shapes (:class:`Shape`) and the shape-inference engine
-(:func:`infer`), which every other layer asks instead of re-deriving shapes.
+(:func:`dims`, :mod:`tensig.core.dims`), three-row shapes (:class:`Shape`) and the
+shape-inference engine (:func:`infer`), which every other layer asks instead of re-deriving shapes.
 """
 
-import types as _types
-
-from tensig import dims, verify
-from tensig.annotations import (
+from tensig import _moved
+from tensig.check.decorator import print_bindings, shape_scope, shaped
+from tensig.check.verify import Report, verify
+from tensig.core.annotations import (
     BFloat16,
     Bool,
     Complex,
@@ -36,11 +36,12 @@ from tensig.annotations import (
     UInt32,
     UInt64,
 )
-from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
-from tensig.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
-from tensig.inference import Inferred, infer
-from tensig.notation import Spec, parse
-from tensig.ops import (
+from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar, dim, dims
+from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
+from tensig.core.inference import Inferred, infer
+from tensig.core.notation import Spec, parse
+from tensig.core.shapes import Shape
+from tensig.execution.eager import (
     RowArray,
     concat,
     einmax1,
@@ -51,31 +52,10 @@ from tensig.ops import (
     rows,
     tropical,
 )
-from tensig.padding import Padded, PaddingError, pad
-from tensig.price import price
-from tensig.runtime import print_bindings, shape_scope, shaped
-from tensig.shapes import Shape
-from tensig.verify import Report
+from tensig.execution.padding import Padded, PaddingError, pad
+from tensig.execution.price import price
 
-
-class _CallableModule(_types.ModuleType):
-    """``tensig.dims`` is the module of symbolic dimensions and, called, ``dims.dims``."""
-
-    def __call__(self, text: str) -> tuple[Dim, ...]:
-        return self.dims(text)
-
-
-dims.__class__ = _CallableModule
-
-
-class _VerifyModule(_types.ModuleType):
-    """``tensig.verify`` is the module and, called, :func:`tensig.verify.verify`."""
-
-    def __call__(self, fn, signature=None, **kw):  # type: ignore[no-untyped-def]
-        return self.verify(fn, signature, **kw)
-
-
-verify.__class__ = _VerifyModule
+_moved.install()
 
 __all__ = [
     "BFloat16",

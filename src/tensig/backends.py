@@ -576,7 +576,7 @@ class TorchBackend(Backend):
 
     def widen(self, x: Any, shape: Sequence[int]) -> Any:
         """``x`` broadcast to ``shape`` as a contiguous copy, on the CPU (see
-        :func:`tensig.compile._widening`); elsewhere ``x`` as it is.  Copies by ``cat`` of
+        :func:`tensig.model.compile._widening`); elsewhere ``x`` as it is.  Copies by ``cat`` of
         ``x`` with itself along each widened axis: 3x faster than ``expand().contiguous()``
         (4 us against 12 for a 32x4x4x16 pooled map doubled)."""
         if not x.is_cpu:

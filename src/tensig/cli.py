@@ -18,9 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tensig.errors import ShapeError, SpecSyntaxError
-from tensig.inference import Inferred, infer
-from tensig.notation import Affine, Concat, Fixed, Label, Placeholder, Row, Spec, parse
+from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.core.inference import Inferred, infer
+from tensig.core.notation import Affine, Concat, Fixed, Label, Placeholder, Row, Spec, parse
 
 __all__ = ["describe_spec", "main"]
 
@@ -166,8 +166,8 @@ def _seconds(text: str) -> float:
 def _verify_command(args: argparse.Namespace) -> int:
     """Exit status 0: only warnings/notes (or nothing), 1: an error (``--strict``: anything),
     2: bad usage (a missing path, an unknown code, no such function)."""
-    from tensig import findings
-    from tensig.verify import DEFAULT_TIMEOUT, verify_path
+    from tensig.check import findings
+    from tensig.check.verify import DEFAULT_TIMEOUT, verify_path
 
     try:
         ignore = sorted(findings.resolve(args.ignore))

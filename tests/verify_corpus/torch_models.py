@@ -560,7 +560,7 @@ def signature(case: Case) -> Any:
     """The case's signature, with its argument dtype kinds when it declares them."""
     import dataclasses
 
-    from tensig.verify import Signature
+    from tensig.check.verify import Signature
 
     sig = Signature.parse(case.signature)
     return dataclasses.replace(sig, kinds=tuple(case.kinds)) if case.kinds else sig

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensig import graph as G
-from tensig.train import Trainer, adam
+from tensig.model import graph as G
+from tensig.model.train import Trainer, adam
 
 
 @dataclass

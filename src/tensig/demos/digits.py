@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensig import graph as G
 from tensig.demos.common import Built, command_line, cross_entropy, run_demo
+from tensig.model import graph as G
 
 BATCH = 32
 CLASSES = 10

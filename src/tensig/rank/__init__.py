@@ -45,7 +45,7 @@ The pieces:
 
 - :func:`lift`, :func:`rerank`, :func:`apply` (arrays of functions) -- application;
 - :class:`Box`, :func:`unbox` -- dependent sums (arrays whose shape is hidden);
-- :func:`typeof`, :func:`check` -- types written with :mod:`tensig.dims` indices, instantiated
+- :func:`typeof`, :func:`check` -- types written with :mod:`tensig.core.dims` indices, instantiated
   at actual or symbolic shapes (:class:`FnType`, :class:`Instance`, :class:`Arr`,
   :class:`Sigma`);
 - the primitives (``head`` ... ``antibase``), each a lifted function with its Remora type.

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from tensig.dims import Dim, ShapeIndex
-from tensig.errors import ShapeError
+from tensig.core.dims import Dim, ShapeIndex
+from tensig.core.errors import ShapeError
 from tensig.rank._backend import backend_of, is_array
 from tensig.rank._types import Arr, FnType, Sigma, _shape_index, arr, instantiate
 
@@ -57,7 +57,7 @@ class Box:
     >>> Box(np.arange(4), "l, 3")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    tensig.errors.ShapeError: Box: the value's shape is [4], which does not fit [l, 3]: its ...
+    tensig.ShapeError: Box: the value's shape is [4], which does not fit [l, 3]: its ...
     """
 
     __slots__ = ("_sigma", "value", "witness")
@@ -232,7 +232,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
     >>> unbox(b, lambda v: v, result="l")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    tensig.errors.ShapeError: unbox: the declared result cell [l] mentions l, hidden in the box ...
+    tensig.ShapeError: unbox: the declared result cell [l] mentions l, hidden in the box ...
     """
     declared = _declared(result)
     check = _ResultCheck(declared)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tensig.annotations import dtype_kind
-from tensig.dims import Dim, ShapeIndex, ShapeVar
-from tensig.errors import ShapeError
+from tensig.core.annotations import dtype_kind
+from tensig.core.dims import Dim, ShapeIndex, ShapeVar
+from tensig.core.errors import ShapeError
 from tensig.rank._backend import Backend, backend_of, is_array
 from tensig.rank._boxes import Box, _elem_name
 from tensig.rank._signature import parse_cells
@@ -76,7 +76,7 @@ def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[s
     >>> principal_frame("f", [(2, 4), (2, 3)], ["argument 0", "argument 1"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    tensig.errors.ShapeError: f: frame (2, 3) of argument 1 is not a prefix of the principal ...
+    tensig.ShapeError: f: frame (2, 3) of argument 1 is not a prefix of the principal ...
     """
     if not frames:
         return ()

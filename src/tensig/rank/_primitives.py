@@ -1,4 +1,4 @@
-"""Remora's primitives, each a lifted function with its type written in :mod:`tensig.dims`.
+"""Remora's primitives, each a lifted function with its type written in :mod:`tensig.core.dims`.
 
 Every primitive works on its argument's *major axis* (the first axis of its cell).  With the
 default cell ranks a shape-polymorphic argument is taken whole (its cell is the whole array, the
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.errors import ShapeError
+from tensig.core.errors import ShapeError
 from tensig.rank._backend import backend_of
 from tensig.rank._lifting import Lifted, Overloaded, rerank  # noqa: F401 (doctests)
 from tensig.rank._types import FnType, Fun, Sigma, Static, arr

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tensig.dims import Dim, ShapeIndex, ShapeVar
-from tensig.errors import SpecSyntaxError
-from tensig.notation import Fixed, Label, Placeholder, Row, ShapeSpec, parse
+from tensig.core.dims import Dim, ShapeIndex, ShapeVar
+from tensig.core.errors import SpecSyntaxError
+from tensig.core.notation import Fixed, Label, Placeholder, Row, ShapeSpec, parse
 
 __all__ = ["parse_cells"]
 

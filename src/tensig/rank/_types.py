@@ -1,4 +1,4 @@
-"""Remora's types on top of :mod:`tensig.dims`: array types, boxes, function types, instances.
+"""Remora's types on top of :mod:`tensig.core.dims`: array types, boxes, function types, instances.
 
 A type is data: ``head`` is ``FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s.."))``,
 the paper's ``[t (++ (Shp (+ 1 d)) s)] -> [t s]``.  Instantiating it against actual cell shapes
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tensig.dims import Condition, Dim, ShapeIndex, ShapeVar
-from tensig.errors import ShapeError
+from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar
+from tensig.core.errors import ShapeError
 
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
@@ -119,7 +119,7 @@ def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) 
 
 @dataclass(frozen=True)
 class FnType:
-    """A Remora function type ``Π(vars). params -> result``, all indices from :mod:`tensig.dims`.
+    """A Remora function type ``Π(vars). params -> result``, indices from :mod:`tensig.core.dims`.
 
     ``rank_of`` pairs ``(shape variable, dimension variable)`` whose length and value agree
     (``len(..s..) == l``), a relation Remora's index language cannot state but that is decided at

@@ -1,0 +1,139 @@
+"""``pytest --tensig``: prove the shape contracts of the project code the tests import.
+
+Registered as a ``pytest11`` entry point (``pyproject.toml``), inactive unless ``--tensig`` is
+given.  The rule for what is verified: after collection, every module that is imported (by
+the test modules, directly or through other imports) and whose file lies under pytest's
+rootdir -- the project's code, not an installed package, not the standard library, not tensig
+-- except the collected test files and ``conftest.py`` files.  In those modules, every function
+defined there whose annotations give a shape signature (``tensig.Float[...]`` and friends, as
+``tensig.verify`` reads them) becomes one test item, ``<module path>::tensig[<qualname>]``,
+that fails when verification finds an error (``--tensig-strict``: also a warning or a note,
+i.e. an assumption or a trace that stopped).  ``--tensig-ignore CODE`` leaves out a finding
+code; ``# tensig: ignore[CODE]`` comments work as everywhere.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tensig.check import findings
+
+__all__ = ["TensigItem", "project_functions"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tensig", "shape verification of annotated functions")
+    group.addoption("--tensig", action="store_true",
+                    help="verify every shape-annotated function of the imported project modules")
+    group.addoption("--tensig-strict", action="store_true",
+                    help="warnings and notes (assumptions, incomplete traces) fail too")
+    group.addoption("--tensig-ignore", action="append", default=[], metavar="CODE",
+                    help="leave out findings of a code or name (TS301, assumption)")
+    group.addoption("--tensig-timeout", type=float, default=None, metavar="SECONDS",
+                    help="time limit per function (default: tensig verify's)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        findings.resolve(config.getoption("tensig_ignore"))
+    except ValueError as e:
+        raise pytest.UsageError(f"--tensig-ignore: {e}") from None
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if not config.getoption("tensig"):
+        return
+    tests = {Path(str(item.path)).resolve() for item in items}
+    added: list[pytest.Item] = []
+    files: dict[Path, pytest.File] = {}
+    for path, fn in project_functions(Path(str(config.rootpath)), tests):
+        parent = files.get(path)
+        if parent is None:
+            parent = files[path] = _Source.from_parent(session, path=path)
+        name = f"tensig[{fn.__qualname__}]"
+        added.append(TensigItem.from_parent(parent, name=name, fn=fn))
+    items.extend(added)
+
+
+def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, Any]]:
+    """The shape-annotated functions of the imported project modules (see the module doc)."""
+    from tensig.check.verify import _signature_from_annotations
+
+    root = rootdir.resolve()
+    for module in sorted(list(sys.modules.values()), key=lambda m: getattr(m, "__name__", "")):
+        path = _project_file(module, root, tests)
+        if path is None:
+            continue
+        for fn in list(vars(module).values()):
+            if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
+                continue
+            try:
+                sig = _signature_from_annotations(fn)
+            except Exception:  # a malformed annotation: the item reports it
+                sig = True
+            if sig is not None:
+                yield path, fn
+
+
+def _project_file(module: ModuleType, root: Path, tests: set[Path]) -> Path | None:
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return None
+    path = Path(os.path.abspath(file))
+    if root not in path.parents or path in tests or path.name == "conftest.py":
+        return None
+    return path if findings.user_code(str(path)) else None
+
+
+class _Source(pytest.File):
+    """A project file whose functions are verified (it collects nothing by itself)."""
+
+    def collect(self) -> list[pytest.Item]:
+        return []
+
+
+class TensigFailure(Exception):
+    def __init__(self, report: Any):
+        super().__init__(str(report))
+        self.report = report
+
+
+class TensigItem(pytest.Item):
+    """One annotated function, proved for all sizes by ``tensig.verify``."""
+
+    def __init__(self, *, fn: Any, **kw: Any):
+        super().__init__(**kw)
+        self.fn = fn
+
+    def runtest(self) -> None:
+        from tensig.check.verify import DEFAULT_TIMEOUT, verify
+
+        config = self.config
+        timeout = config.getoption("tensig_timeout") or DEFAULT_TIMEOUT
+        try:
+            report = verify(self.fn, ignore=config.getoption("tensig_ignore"), timeout=timeout)
+        except Exception as e:  # a malformed annotation, a signature that does not fit
+            raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {type(e).__name__}: "
+                                f"{e}") from None
+        strict = config.getoption("tensig_strict")
+        if report.errors or (strict and (report.warnings or report.notes)):
+            raise TensigFailure(report)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, TensigFailure):
+            return str(excinfo.value.report)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        line = getattr(getattr(self.fn, "__code__", None), "co_firstlineno", 1) - 1
+        return self.path, line, f"tensig verify {self.fn.__qualname__}"

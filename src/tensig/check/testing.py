@@ -1,0 +1,308 @@
+"""Test helpers: sizes that cannot collide, and arrays built from a signature.
+
+A shape bug hides when two axes happen to have the same size: at ``B == T == 16`` a mask added
+without ``[:, None, :]`` broadcasts, and a mean over the wrong axis returns the right shape.  A
+runtime check of sizes cannot see either.  Tests that use sizes that cannot collide make every
+such mix-up produce a size that matches nothing, so the runtime (or ``@tensig.shaped``) raises.
+
+:func:`sizes` picks such sizes deterministically; :func:`strategy` draws them with hypothesis;
+:func:`shape_for` and :func:`arrays_for` build shapes and zero arrays for a function's
+annotations.
+
+>>> sizes("B T d")
+{'B': 2, 'T': 5, 'd': 8}
+>>> s = sizes("B, T+1, 2*h")
+>>> s, sorted([s["B"], s["T"], s["T"] + 1, s["h"], 2 * s["h"]])
+({'B': 3, 'T': 7, 'h': 11}, [3, 7, 8, 11, 22])
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from tensig.core.annotations import (
+    AnnotationShape,
+    Broadcastable,
+    FunctionSignature,
+    RowVariable,
+    _is_name,
+    dtype_accepts,
+    parse_annotation,
+    signature_of,
+)
+from tensig.core.dims import Dim
+
+__all__ = ["arrays_for", "collisions", "shape_for", "sizes", "strategy"]
+
+Source = str | AnnotationShape | Callable[..., Any] | Iterable[Any]
+
+
+# --------------------------------------------------------------------------------------------
+# what must not collide
+# --------------------------------------------------------------------------------------------
+
+
+def _annotations(source: Source) -> list[AnnotationShape]:
+    """Every annotation in ``source``: a string, an AnnotationShape, a function, or several."""
+    if isinstance(source, AnnotationShape):
+        return [source]
+    if isinstance(source, str):
+        return [parse_annotation(part) for part in source.split(";")]
+    if isinstance(source, FunctionSignature):
+        return [m.shape for _, m in source.markers()]
+    if callable(source):
+        sig = getattr(source, "__tensig_signature__", None) or signature_of(source)
+        return [m.shape for _, m in sig.markers()]
+    if isinstance(source, Iterable):
+        return [a for s in source for a in _annotations(s)]
+    raise TypeError(f"expected an annotation string, an AnnotationShape or a function, not "
+                    f"{type(source).__name__}")
+
+
+class _Problem:
+    """The names to size, the expressions whose values must stay distinct, the taken values."""
+
+    def __init__(self, source: Source, avoid: Iterable[int] = ()):
+        annotations = _annotations(source)
+        names: dict[str, None] = {}
+        exprs: dict[Dim, None] = {}
+        constants: set[int] = set()
+        for a in annotations:
+            names.update(dict.fromkeys(a.names))
+            constants |= a.constants
+            for item in a.items:
+                if isinstance(item, Dim) and not _is_name(item):
+                    exprs[item] = None
+        self.names = tuple(names)
+        self.exprs = tuple(exprs)
+        self.constants = frozenset(c for c in constants if c > 1)
+        self.taken = frozenset({0, 1} | set(avoid) | self.constants)
+
+    def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:
+        """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far."""
+        if candidate in self.taken or candidate < 2:
+            return False
+        values = list(chosen.values())
+        if any(abs(candidate - v) <= 1 for v in values):
+            return False
+        pool = [*values, candidate]
+        if any(_derived(x, [y for y in pool if y != x]) for x in pool):
+            return False
+        if any(candidate == k * v or candidate in (v + k, v - k)
+               for k in self.constants for v in values):
+            return False
+        return self.expressions_distinct({**chosen, name: candidate})
+
+    def expressions_distinct(self, chosen: Mapping[str, int]) -> bool:
+        """Every evaluable expression differs from every name, constant and other expression."""
+        seen = set(chosen.values()) | self.constants
+        for e in self.exprs:
+            if not e.symbols <= chosen.keys():
+                continue
+            value = e.evaluate(chosen)
+            if value in seen or value < 2:
+                return False
+            seen.add(value)
+        return True
+
+
+def _derived(x: int, others: list[int]) -> bool:
+    """Whether ``x`` is ``a + b`` or ``a * b`` for ``a``, ``b`` in ``others`` (``a == b`` too)."""
+    for i, a in enumerate(others):
+        for b in others[i:]:
+            if x in (a + b, a * b):
+                return True
+    return False
+
+
+def collisions(values: Mapping[str, int]) -> list[str]:
+    """The rules a size assignment breaks (empty when its sizes cannot collide).
+
+    The rules: no size below 2; no two sizes equal or adjacent (so ``T + 1`` and ``T - 1`` miss
+    every other size); no size equal to the sum or product of two others (``a + a`` and ``a * a``
+    included).
+
+    >>> collisions({"B": 16, "T": 16}), collisions({"B": 3, "T": 5, "d": 8})
+    (['B == T == 16'], ['d == B + T'])
+    """
+    items = list(values.items())
+    out: list[str] = []
+    for name, v in items:
+        if v < 2:
+            out.append(f"{name} = {v} is below 2")
+    for i, (a, x) in enumerate(items):
+        for b, y in items[i + 1:]:
+            if x == y:
+                out.append(f"{a} == {b} == {x}")
+            elif abs(x - y) == 1:
+                out.append(f"{a} and {b} are adjacent ({x}, {y})")
+    for name, v in items:
+        others = [(n, w) for n, w in items if n != name]
+        for i, (a, x) in enumerate(others):
+            for b, y in others[i:]:
+                if v == x + y:
+                    out.append(f"{name} == {a} + {b}")
+                elif v == x * y:
+                    out.append(f"{name} == {a} * {b}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# sizes and strategy
+# --------------------------------------------------------------------------------------------
+
+
+def _candidates(seed: int | None, start: int) -> Iterator[int]:
+    """2, 3, 4, ... (``seed=None``), or every integer from ``start`` up in a shuffled order."""
+    if seed is None:
+        n = start
+        while True:
+            yield n
+            n += 1
+    rng = random.Random(seed)
+    low, high = start, start + 64
+    while True:
+        block = list(range(low, high))
+        rng.shuffle(block)
+        yield from block
+        low, high = high, high * 2
+
+
+def sizes(source: Source, seed: int | None = None, *, start: int = 2,
+          avoid: Iterable[int] = ()) -> dict[str, int]:
+    """Distinct sizes for every name in ``source`` that cannot collide.
+
+    ``source`` is an annotation (``"B T d"``; several joined with ``;``), a parsed
+    :class:`~tensig.core.annotations.AnnotationShape`, a function with ``Shaped`` annotations, or a
+    list of those.  Rules: no 1s (a size-1 axis broadcasts), no two sizes equal or adjacent, no
+    size equal to the sum or product of two others, none equal to a constant of the annotations
+    (or ``k*x``, ``x + k``, ``x - k`` for such a constant ``k``) or to ``avoid``, and every
+    expression (``T+1``, ``2*h``) different from every other size.  Deterministic: the smallest
+    such sizes in order of appearance, or a seeded shuffle when ``seed`` is given.
+
+    >>> sizes("B T d", seed=7) != sizes("B T d")
+    True
+    >>> sizes("B 3 d")  # 3 is the fixed axis; 4 = 2 + 2, 5 = 2 + 3, 6 = 2 * 3
+    {'B': 2, 'd': 7}
+    """
+    problem = _Problem(source, avoid)
+    chosen: dict[str, int] = {}
+    for name in problem.names:
+        for candidate in _candidates(seed, start):
+            if problem.acceptable(candidate, chosen, name):
+                chosen[name] = candidate
+                break
+    return chosen
+
+
+def strategy(source: Source, *, max_size: int = 64) -> Any:
+    """A hypothesis strategy drawing :func:`sizes`-like dicts (the same rules) for ``source``.
+
+    Each name draws from the sizes up to ``max_size`` (grown when too few remain) that keep the
+    rules with the names drawn before it, so no draw is ever rejected; shrinking goes toward
+    the smallest sizes.  Needs ``hypothesis`` (a test dependency, imported here).
+    """
+    from hypothesis import strategies as st
+
+    problem = _Problem(source)
+
+    @st.composite
+    def draw_sizes(draw: Callable[[Any], Any]) -> dict[str, int]:
+        chosen: dict[str, int] = {}
+        for name in problem.names:
+            high = max_size
+            while True:
+                options = [c for c in range(2, high + 1)
+                           if problem.acceptable(c, chosen, name)]
+                if options:
+                    break
+                high *= 2
+            chosen[name] = draw(st.sampled_from(options))
+        return chosen
+
+    return draw_sizes()
+
+
+# --------------------------------------------------------------------------------------------
+# shapes and arrays for a signature
+# --------------------------------------------------------------------------------------------
+
+
+def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
+              rows: Mapping[str, tuple[int, ...]] | None = None,
+              fill: int | None = None) -> tuple[int, ...]:
+    """The concrete shape (memory order) of an annotation for the given sizes.
+
+    ``rows`` gives row variables by key (``"v"`` for ``..v..``, ``"...output"`` for ``...``;
+    missing ones are empty); ``_`` takes ``fill`` (default: a size different from all others).
+
+    >>> shape_for("B, T+1, ..v.., _", {"B": 2, "T": 5}, rows={"v": (3, 4)})
+    (2, 6, 3, 4, 13)
+    """
+    ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
+    rows = rows or {}
+    out: list[int | None] = []
+    for item in ann.items:
+        if isinstance(item, Broadcastable):
+            item = item.item
+        if isinstance(item, RowVariable):
+            out.extend(rows.get(item.key, ()))
+        elif isinstance(item, int):
+            out.append(item)
+        elif isinstance(item, Dim):
+            out.append(item.evaluate(sizes))
+        else:
+            out.append(None)
+    if fill is None and None in out:
+        taken = sorted({*sizes.values(), *(x for x in out if x is not None)})
+        fill = next(c for c in range(max(taken, default=0) + 2, 1 << 30)
+                    if not _derived(c, taken))
+    return tuple(fill if x is None else x for x in out)  # type: ignore[misc]
+
+
+_DTYPES = {None: "float32", "float": "float32", "int": "int32", "bool": "bool"}
+
+
+def _dtype(xp: Any, name: str) -> Any:
+    dtype = getattr(xp, name, None)
+    if dtype is None and name == "bool":
+        dtype = getattr(xp, "bool_", None)
+    if dtype is None:
+        raise TypeError(f"{getattr(xp, '__name__', xp)!r} has no dtype {name}")
+    return dtype
+
+
+def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
+               rows: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
+    """Zero arrays, one per annotated parameter of ``fn``, keyed by parameter name.
+
+    ``xp`` is an array module with ``zeros(shape, dtype=...)`` (numpy by default; torch and
+    jax.numpy work): ``Float`` gives float32, ``Int`` int32 (jax's default integer; no x64
+    warning), ``Bool`` bool, ``Shaped`` float32.
+
+    >>> import numpy as np
+    >>> from tensig.core.annotations import Bool, Float
+    >>> def pool(x: Float[np.ndarray, "B T d"], mask: Bool[np.ndarray, "B T"]): ...
+    >>> {k: (v.shape, v.dtype.name) for k, v in arrays_for(pool, sizes(pool)).items()}
+    {'x': ((2, 5, 8), 'float32'), 'mask': ((2, 5), 'bool')}
+    """
+    if xp is None:
+        import numpy as xp
+    sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
+    return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
+                             dtype=_dtype(xp, _dtype_name_for(p.marker.dtype)))
+            for p in sig.parameters}
+
+
+def _dtype_name_for(family: str | None) -> str:
+    """A dtype of a family: float32, int32 and bool first, else the first that fits."""
+    if family in _DTYPES:
+        return _DTYPES[family]
+    import numpy as np
+
+    return next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
+                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
+                                  "float16", "complex128")
+                if dtype_accepts(family, np.dtype(name)))

@@ -1,0 +1,599 @@
+"""JAX for :mod:`tensig.symbolic`: JAX code runs on the same symbolic arrays as NumPy code.
+
+While :func:`tensig.verify` runs, the public callables of ``jax.numpy``, ``jax.nn``,
+``jax.lax`` and ``jax.random`` (and ``jax.vmap``, ``jax.jit``, ``jax.grad``) are wrapped: a
+call that receives a symbolic array or size is traced symbolically, any other call runs JAX
+unchanged.  So the framework is chosen by the values that reach a function, not by the names
+the verified function mentions (a wrapper around JAX code works), and JAX code gets every
+finding NumPy code gets (outer products, reshapes, assumptions; ``math.sqrt`` of a size is a
+witness number).
+
+A symbolic call is resolved in order: a hand model here (control flow, ``vmap``, ``.at[]``,
+``jax.nn``); NumPy's twin of the same name (``jnp.tanh`` is ``np.tanh``: same shapes);
+otherwise the function is *fitted*: ``jax.eval_shape`` runs it at witness sizes (JAX needs no
+data for shapes) and :func:`tensig.check.trace_numpy.fit_sizes` solves each result size.
+
+Code JAX has already compiled (a function jitted at import, called from the verified one)
+cannot see symbolic arrays: :func:`jax_shapes_fallback` then re-runs the function under
+``jax.eval_shape`` with JAX's own symbolic dimensions, which checks broadcasts, contractions and
+the result but finds no outer product.
+
+>>> import jax.numpy as jnp
+>>> from tensig.check.verify import verify
+>>> def model(x):
+...     return jnp.tanh(x)
+>>> verify(lambda x: model(x), "N, D => N, D").ok
+True
+>>> [f.kind for f in verify(lambda p, y: jnp.sum((p - y) ** 2), "N; N, 1 =>")]
+['outer-product']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tensig.check import tracer as S
+from tensig.check.trace_numpy import fitted
+from tensig.core.dims import Dim
+
+__all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
+
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
+_WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
+
+
+# --------------------------------------------------------------------------------------------
+# Patching JAX's namespaces while verify runs
+# --------------------------------------------------------------------------------------------
+
+
+def _any_sym(x: Any) -> bool:
+    if isinstance(x, S.SymArray | S.SymSize | S.SymRange):
+        return True
+    if isinstance(x, list | tuple):
+        return any(_any_sym(v) for v in x)
+    if isinstance(x, dict):
+        return any(_any_sym(v) for v in x.values())
+    return False
+
+
+def _mark_used() -> None:
+    S.tracer().__dict__["used_jax"] = True
+
+
+def _wrap(ns: str, name: str, original: Any) -> Any:
+    control = f"{ns}.{name}" in CONTROL
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if S._TRACER.get() is None or not (control or _any_sym(args) or _any_sym(kw)):
+            return original(*args, **kw)
+        _mark_used()
+        return _symbolic(ns, name, original, args, kw)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _targets() -> list[tuple[Any, str, Any, Any]]:
+    """(module, name, original, wrapper) for every public callable: built once per JAX."""
+    import jax
+
+    cached = _WRAPPERS.get(id(jax))
+    if cached is not None:
+        return cached
+    import importlib
+    import inspect
+
+    out: list[tuple[Any, str, Any, Any]] = []
+    for ns in _NAMESPACES:
+        try:
+            module = importlib.import_module(f"jax.{ns}")
+        except ImportError:
+            continue
+        for name in dir(module):
+            obj = getattr(module, name)
+            if name.startswith("_") or inspect.isclass(obj) or inspect.ismodule(obj) or \
+                    not callable(obj):
+                continue
+            out.append((module, name, obj, _wrap(ns, name, obj)))
+    for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
+                       ("grad", _grad), ("value_and_grad", _grad)):
+        original = getattr(jax, name)
+        out.append((jax, name, original, make(original)))
+    _WRAPPERS[id(jax)] = out
+    return out
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported)."""
+    if "jax" not in sys.modules:
+        yield
+        return
+    targets = _targets()
+    try:
+        for module, name, _, wrapper in targets:
+            setattr(module, name, wrapper)
+        yield
+    finally:
+        for module, name, original, _ in reversed(targets):
+            setattr(module, name, original)
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving one symbolic call
+# --------------------------------------------------------------------------------------------
+
+
+def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
+    import numpy as np
+
+    key = f"{ns}.{name}"
+    impl = TABLE.get(key) or CONTROL.get(key)
+    if impl is not None:
+        return impl(*args, **kw)
+    if ns == "numpy" and name in S.CREATION_NUMPY:
+        return S.CREATION_NUMPY[name](*args, **kw)
+    twin_module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
+                   "lax": np}.get(ns)
+    twin = getattr(twin_module, name, None) if twin_module is not None else None
+    if twin is not None and (isinstance(twin, np.ufunc) or hasattr(twin, "_implementation")):
+        try:
+            return twin(*args, **kw)
+        except TypeError as e:
+            if "keyword" not in str(e):
+                raise
+    return fitted_jax(original, args, kw, f"jax.{key}")
+
+
+def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
+    """Fit a JAX function's result sizes from ``jax.eval_shape`` at witness sizes."""
+    import jax
+    import numpy as np
+
+    dtypes = {"f": np.float32, "i": np.int32, "b": np.bool_}
+
+    def make(shape: tuple[int, ...], kind: str) -> Any:
+        return jax.ShapeDtypeStruct(shape, dtypes[kind])
+
+    def call(a: Any, k: Any) -> Any:
+        structs: list[Any] = []
+        _collect(a, structs)
+        _collect(k, structs)
+
+        def run(*arrays: Any) -> Any:
+            it = iter(arrays)
+            return original(*_put(a, it), **_put(k, it))
+
+        token = S.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
+        try:
+            return jax.eval_shape(run, *structs)
+        finally:
+            S.reset_tracer(token)
+
+    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
+        if isinstance(leaf, jax.ShapeDtypeStruct):
+            k = np.dtype(leaf.dtype).kind
+            return tuple(leaf.shape), "b" if k == "b" else ("i" if k in "iu" else "f")
+        if isinstance(leaf, int) and not isinstance(leaf, bool):
+            return (leaf,), "size"
+        return None
+
+    result = fitted(name, args, kw, call, make, describe)
+    return jax.tree_util.tree_map(lambda x: x, result) if isinstance(result, dict) else result
+
+
+def _collect(x: Any, out: list[Any]) -> None:
+    import jax
+
+    if isinstance(x, jax.ShapeDtypeStruct):
+        out.append(x)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            _collect(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _collect(v, out)
+
+
+def _put(x: Any, it: Iterator[Any]) -> Any:
+    import jax
+
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return next(it)
+    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
+        return type(x)(_put(v, it) for v in x)
+    if isinstance(x, dict):
+        return {k: _put(v, it) for k, v in x.items()}
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# Hand models: jax.nn, lax's strict binary operations, jax.random, .at[]
+# --------------------------------------------------------------------------------------------
+
+
+def _same(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    return S.SymArray(a.dims, "f" if a.kind != "b" else a.kind, a.loose)
+
+
+def _along(x: Any, axis: Any = -1, *args: Any, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    for ax in (axis if isinstance(axis, tuple | list) else (axis,)):
+        if ax is not None:
+            S._axis(ax, a.ndim)
+    return S.SymArray(a.dims, "f", a.loose)
+
+
+def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    dims = list(a.dims)
+    pos = axis if axis >= 0 else len(dims) + 1 + axis
+    dims.insert(pos, S.as_dim(num_classes))
+    return S.SymArray(dims, "f")
+
+
+def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+               **kw: Any) -> S.SymArray:
+    return S.reduce_(a, axis, keepdims, "f")
+
+
+def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """lax's binary operations do not broadcast: equal shapes, or a scalar."""
+    x, y = S._sym(a), S._sym(b)
+    if x.ndim and y.ndim and x.dims != y.dims:
+        S.tracer().report("broadcast", f"lax needs equal shapes: {S._shape_text(x)} and "
+                                       f"{S._shape_text(y)} (lax does not broadcast)")
+    return S.elementwise([x, y])
+
+
+def _random(shape_at: int, shape_kw: str = "shape") -> Callable[..., S.SymArray]:
+    def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
+        shape = kw.get(shape_kw, args[shape_at - 1] if len(args) >= shape_at else ())
+        dtype = str(kw.get("dtype", "float"))
+        dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
+        return S.SymArray([S.as_dim(d) for d in dims], "i" if "int" in dtype else "f")
+    return model
+
+
+def _randint(key: Any, shape: Any, *args: Any, **kw: Any) -> S.SymArray:
+    return S.SymArray([S.as_dim(d) for d in shape], "i")
+
+
+def _bernoulli(key: Any, p: Any = 0.5, shape: Any = None) -> S.SymArray:
+    dims = S._sym(p).dims if shape is None else tuple(S.as_dim(d) for d in shape)
+    return S.SymArray(dims, "b")
+
+
+def _categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, **kw: Any
+                 ) -> S.SymArray:
+    if shape is not None:
+        return S.SymArray([S.as_dim(d) for d in shape], "i")
+    return S.reduce_(logits, axis, False, "i")
+
+
+def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
+    if isinstance(a, S.SymArray):
+        return a.astype(dtype) if dtype is not None else a
+    import numpy as np
+
+    return S._sym(np.asarray(a, dtype=dtype)) if not _any_sym(a) else S.stack(a, 0)
+
+
+class _AtRef:
+    """``x.at[idx]``: the functional update's target slice."""
+
+    def __init__(self, array: S.SymArray, key: Any):
+        self.array, self.key = array, key
+
+    def _update(self, value: Any, *args: Any, **kw: Any) -> S.SymArray:
+        S.into(S.getitem(self.array, self.key), value, "an .at[] update")
+        return S.SymArray(self.array.dims, self.array.kind, self.array.loose)
+
+    set = add = multiply = mul = divide = power = min = max = _update
+
+    def get(self, *args: Any, **kw: Any) -> S.SymArray:
+        return S.getitem(self.array, self.key)
+
+    def apply(self, fn: Any, *args: Any, **kw: Any) -> S.SymArray:
+        return S.SymArray(self.array.dims, self.array.kind, self.array.loose)
+
+
+class AtIndexer:
+    """``x.at``: JAX's indexed update syntax on a symbolic array."""
+
+    def __init__(self, array: S.SymArray):
+        self.array = array
+
+    def __getitem__(self, key: Any) -> _AtRef:
+        return _AtRef(self.array, key)
+
+
+TABLE: dict[str, Callable[..., Any]] = {
+    **{f"nn.{n}": _same for n in (
+        "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "tanh", "elu", "celu", "selu",
+        "leaky_relu", "softplus", "soft_sign", "log_sigmoid", "hard_tanh", "hard_sigmoid",
+        "hard_silu", "hard_swish", "mish", "identity", "squareplus", "sparse_plus")},
+    "nn.softmax": _along,
+    "nn.log_softmax": _along,
+    "nn.standardize": _along,
+    "nn.one_hot": _one_hot,
+    "nn.logsumexp": _logsumexp,
+    "scipy.special.logsumexp": _logsumexp,
+    **{f"lax.{n}": _same for n in (
+        "rsqrt", "logistic", "erf", "erf_inv", "neg", "stop_gradient", "integer_pow",
+        "exp", "log", "tanh", "sqrt", "abs", "sin", "cos", "sign", "square", "floor", "ceil",
+        "round", "cbrt", "log1p", "expm1", "is_finite", "reciprocal")},
+    **{f"lax.{n}": _lax_binary for n in ("add", "sub", "mul", "div", "max", "min", "pow",
+                                         "rem", "atan2")},
+    "numpy.asarray": _asarray,
+    "numpy.array": _asarray,
+    "random.normal": _random(1),
+    "random.uniform": _random(1),
+    "random.truncated_normal": _random(3),
+    "random.gumbel": _random(1),
+    "random.randint": _randint,
+    "random.bernoulli": _bernoulli,
+    "random.categorical": _categorical,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Function transformations and control flow
+# --------------------------------------------------------------------------------------------
+
+
+def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
+    import jax
+
+    return jax.tree_util.tree_map(fn, *trees, is_leaf=lambda x: x is None)
+
+
+def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
+    import jax
+
+    return [S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
+
+
+def _same_structure(before: Any, after: Any, what: str) -> None:
+    """A loop's carry (or both branches of a cond) keep their shapes: JAX requires it."""
+    a, b = _shapes(before), _shapes(after)
+    if len(a) != len(b) or any(x != y for x, y in zip(a, b, strict=False)):
+        fmt = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in a)
+        got = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in b)
+        S.tracer().report("broadcast", f"{what}: shapes change from {fmt} to {got}")
+
+
+def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
+    if axis is None:
+        return tree
+
+    def leaf(x: Any) -> Any:
+        if x is None or isinstance(x, int | float | bool):
+            return x
+        a = S._sym(x)
+        i = S._axis(axis, a.ndim)
+        sizes.append(a.dims[i])
+        return S.SymArray(a.dims[:i] + a.dims[i + 1:], a.kind)
+
+    if isinstance(axis, int):
+        return _tree_map(leaf, tree)
+    return _tree_map(lambda ax, sub: _unbatch(ax, sub, sizes), axis, tree)
+
+
+def _batch(axis: Any, tree: Any, n: Dim) -> Any:
+    if axis is None:
+        return tree
+
+    def leaf(x: Any) -> Any:
+        a = S._sym(x)
+        dims = list(a.dims)
+        dims.insert(axis if axis >= 0 else len(dims) + 1 + axis, n)
+        return S.SymArray(dims, a.kind)
+
+    if isinstance(axis, int):
+        return _tree_map(leaf, tree)
+    return _tree_map(lambda ax, sub: _batch(ax, sub, n), axis, tree)
+
+
+def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+    axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
+    if len(axes) != len(args):
+        raise ValueError(f"vmap: in_axes {in_axes} for {len(args)} arguments")
+    sizes: list[Dim] = []
+    inner = [_unbatch(ax, arg, sizes) for ax, arg in zip(axes, args, strict=True)]
+    if not sizes:
+        raise ValueError("vmap: no argument is mapped (every in_axes is None)")
+    for d in sizes[1:]:
+        if d != sizes[0]:
+            S.tracer().report("broadcast", f"vmap maps axes of different sizes: {sizes[0]} "
+                                           f"and {d}")
+            break
+    out = fun(*inner, **kwargs)
+    if isinstance(out_axes, int) or out_axes is None:
+        return _batch(out_axes, out, sizes[0])
+    return _tree_map(lambda ax, sub: _batch(ax, sub, sizes[0]), type(out)(out_axes), out)
+
+
+def _vmap(original: Any) -> Any:
+    def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, *a: Any, **kw: Any) -> Any:
+        @functools.wraps(fun)
+        def batched(*args: Any, **kwargs: Any) -> Any:
+            if S._TRACER.get() is not None and (_any_sym(args) or _any_sym(kwargs)):
+                _mark_used()
+                return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
+            return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
+        return batched
+    return vmap
+
+
+def _jit(original: Any) -> Any:
+    def jit(fun: Any = None, *a: Any, **kw: Any) -> Any:
+        if fun is None:
+            return lambda f: jit(f, *a, **kw)
+        compiled: list[Any] = []
+
+        @functools.wraps(fun)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if S._TRACER.get() is not None:
+                return fun(*args, **kwargs)
+            if not compiled:
+                compiled.append(original(fun, *a, **kw))
+            return compiled[0](*args, **kwargs)
+        return run
+    return jit
+
+
+def _grad(original: Any) -> Any:
+    with_value = original.__name__ == "value_and_grad"
+
+    def grad(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
+        @functools.wraps(fun)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if S._TRACER.get() is None or not (_any_sym(args) or _any_sym(kwargs)):
+                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
+            _mark_used()
+            out = fun(*args, **kwargs)
+            value = out[0] if has_aux else out
+            if S._sym(value).ndim:
+                S.tracer().report("return-shape", f"grad of a non-scalar: the function returns "
+                                                  f"{S._shape_text(S._sym(value))}")
+            nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
+            grads = tuple(_tree_map(lambda x: _same(x), args[i]) for i in nums)
+            g = grads if isinstance(argnums, tuple | list) else grads[0]
+            g = (g, out[1]) if has_aux else g
+            return (out, g) if with_value else g
+        return run
+    return grad
+
+
+def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool = False,
+          unroll: Any = 1, **kw: Any) -> Any:
+    sizes: list[Dim] = []
+    x0 = _unbatch(0, xs, sizes) if xs is not None else None
+    for d in sizes[1:]:
+        if d != sizes[0]:
+            S.tracer().report("broadcast", f"scan over leading axes of different sizes: "
+                                           f"{sizes[0]} and {d}")
+            break
+    n = sizes[0] if sizes else S.as_dim(length)
+    carry, y = f(init, x0)
+    _same_structure(init, carry, "scan's carry")
+    ys = _tree_map(lambda leaf: None if leaf is None else _batch(0, leaf, n), y) \
+        if y is not None else None
+    return carry, ys
+
+
+def _fori_loop(lower: Any, upper: Any, body: Any, init_val: Any, **kw: Any) -> Any:
+    out = body(lower, init_val)
+    _same_structure(init_val, out, "fori_loop's carry")
+    return out
+
+
+def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:
+    cond_fun(init_val)
+    out = body_fun(init_val)
+    _same_structure(init_val, out, "while_loop's carry")
+    return out
+
+
+def _cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any, **kw: Any) -> Any:
+    a = true_fun(*operands)
+    b = false_fun(*operands)
+    _same_structure(a, b, "cond's two branches")
+    return a
+
+
+def _switch(index: Any, branches: Any, *operands: Any, **kw: Any) -> Any:
+    outs = [b(*operands) for b in branches]
+    for o in outs[1:]:
+        _same_structure(outs[0], o, "switch's branches")
+    return outs[0]
+
+
+def _map(f: Any, xs: Any, **kw: Any) -> Any:
+    return _sym_vmap(f, 0, 0, (xs,), {})
+
+
+CONTROL: dict[str, Callable[..., Any]] = {
+    "lax.scan": _scan,
+    "lax.fori_loop": _fori_loop,
+    "lax.while_loop": _while_loop,
+    "lax.cond": _cond,
+    "lax.switch": _switch,
+    "lax.map": _map,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The fallback: JAX's own symbolic shapes
+# --------------------------------------------------------------------------------------------
+
+
+_JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", "shape",
+                    "inconclusive", "dimension")
+
+
+def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...],
+                        kinds: tuple[str, ...]) -> tuple[list[S.Finding], list[str],
+                                                         tuple[tuple[Dim, ...], ...] | None]:
+    """Run ``fn`` under ``jax.eval_shape`` with JAX's symbolic dimensions.
+
+    Returns (findings, notes, result shapes).  An exception is a shape finding only when it is
+    one (JAX's broadcasting, contraction and symbolic-dimension errors); anything else stops
+    with a note, as in the symbolic trace.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    names = sorted({n for dims in args for d in dims for n in d.symbols})
+    syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
+        if names else {}
+
+    def jax_dim(d: Dim) -> Any:
+        if d.constant is not None:
+            return d.constant
+        return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression
+
+    dtypes = {"f": jnp.float32, "i": jnp.int32, "b": jnp.bool_}
+    structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), dtypes.get(k, jnp.float32))
+               for dims, k in zip(args, kinds, strict=True)]
+    try:
+        out = jax.eval_shape(fn, *structs)
+    except Exception as e:
+        from tensig.check.verify import _failure_line
+
+        file, line = _failure_line(e)
+        text = f"{type(e).__name__}: {e}".split("\n")[0]
+        if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and \
+                "not a valid jax type" not in text.lower():
+            return [S.Finding("broadcast", text, file, line)], [], None
+        return [], [f"verification stopped at {file}:{line}: {text}"], None
+    items = jax.tree_util.tree_leaves(out)
+    try:
+        result = tuple(tuple(_from_jax(x) for x in o.shape) for o in items)
+    except ValueError as e:
+        return [], [f"verification stopped: a JAX size {e} is not a tensig dimension"], None
+    return [], [], result
+
+
+def _from_jax(x: Any) -> Dim:
+    """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
+    import re
+
+    if isinstance(x, int):
+        return Dim.const(x)
+    text = str(x)
+    for name, op in (("floordiv", "//"), ("mod", "%")):
+        text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)
+    try:
+        return Dim.parse(text)
+    except Exception:
+        raise ValueError(str(x)) from None

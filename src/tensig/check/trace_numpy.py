@@ -1,0 +1,779 @@
+"""NumPy's long tail for :mod:`tensig.symbolic`: hand models and a fitted general mechanism.
+
+Two layers.  The functions classic NumPy code leans on (``hstack``, ``pad``, ``take``,
+``cumsum``, ``outer``, the ``linalg`` solvers and decompositions, ``tri``) are modelled by hand,
+with the checks that make them worth modelling (a square matrix where one is needed, a
+right-hand side that matches).  Every other function NumPy dispatches through
+``__array_function__`` is *fitted*: it runs on small zero arrays at a few witness size
+assignments, and each result size is solved as an affine expression in the symbols from those
+runs and checked on one more (:func:`fit_sizes`).  A size that is not affine (``B*T`` from a
+ravel is tried as a product of the arguments' sizes), or that changes with the data, becomes a
+fresh size with an assumption, never a wrong answer.
+
+>>> import numpy as np
+>>> from tensig.check.verify import verify
+>>> verify(lambda x: np.roll(np.flip(x, 0), 2, axis=1), "B T => B T").ok
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from typing import Any
+
+from tensig.check import tracer as S
+from tensig.core.dims import Dim
+
+__all__ = ["fit_sizes", "fitted", "fitted_numpy"]
+
+_MAX_SYMBOLS = 8
+_MAX_ELEMENTS = 2_000_000  # per evaluation; witnesses are small primes, this bounds the work
+
+
+# --------------------------------------------------------------------------------------------
+# Hand models
+# --------------------------------------------------------------------------------------------
+
+
+def _at_least(x: Any, rank: int) -> S.SymArray:
+    """``atleast_2d``/``atleast_3d``: NumPy's padding rules (a vector is a row; 3-d is
+    ``[1, n, 1]`` for a vector and ``[m, n, 1]`` for a matrix)."""
+    a = S._sym(x)
+    one = S.ONE
+    if a.ndim >= rank:
+        return a
+    if rank == 1:
+        return S.SymArray((one,), a.kind)
+    if rank == 2:
+        return S.SymArray((one,) * (2 - a.ndim) + a.dims, a.kind)
+    dims = {0: (one, one, one), 1: (one, *a.dims, one), 2: (*a.dims, one)}[a.ndim]
+    return S.SymArray(dims, a.kind)
+
+
+def _hstack(tup: Any, **kw: Any) -> S.SymArray:
+    xs = [_at_least(x, 1) for x in tup]
+    return S.concatenate(xs, 0 if xs[0].ndim == 1 else 1)
+
+
+def _vstack(tup: Any, **kw: Any) -> S.SymArray:
+    return S.concatenate([_at_least(x, 2) for x in tup], 0)
+
+
+def _dstack(tup: Any, **kw: Any) -> S.SymArray:
+    return S.concatenate([_at_least(x, 3) for x in tup], 2)
+
+
+def _column_stack(tup: Any) -> S.SymArray:
+    xs = [S._sym(x) for x in tup]
+    return S.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
+
+
+def _flat_size(a: S.SymArray) -> Dim:
+    total = S.ONE
+    for d in a.dims:
+        total = total * d
+    return total
+
+
+def _cumulative(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+                **kw: Any) -> S.SymArray:
+    x = S._sym(a)
+    if axis is None:
+        return S.SymArray((_flat_size(x),), x.kind if x.kind != "b" else "i")
+    S._axis(axis, x.ndim)
+    return S.SymArray(x.dims, x.kind if x.kind != "b" else "i")
+
+
+def _outer(a: Any, b: Any, out: Any = None) -> S.SymArray:
+    """``np.outer``: the outer product asked for by name (no finding), of the flattened inputs."""
+    x, y = S._sym(a), S._sym(b)
+    return S.SymArray((_flat_size(x), _flat_size(y)), "f" if "f" in (x.kind, y.kind) else x.kind)
+
+
+def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise"
+          ) -> S.SymArray:
+    x, i = S._sym(a), S._sym(indices)
+    if axis is None:
+        return S.SymArray(i.dims, x.kind)
+    ax = S._axis(axis, x.ndim)
+    return S.SymArray((*x.dims[:ax], *i.dims, *x.dims[ax + 1:]), x.kind)
+
+
+def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
+    x, i = S._sym(a), S._sym(indices)
+    if axis is None:
+        return S.SymArray(i.dims, x.kind)
+    ax = S._axis(axis, x.ndim)
+    if i.ndim != x.ndim:
+        S.tracer().report("broadcast", f"take_along_axis: indices {S._shape_text(i)} need the "
+                                       f"rank of the array {S._shape_text(x)}")
+    others = [S.SymArray(x.dims[:ax] + x.dims[ax + 1:]), S.SymArray(i.dims[:ax] + i.dims[ax + 1:])]
+    dims, _ = S.broadcast(others, "take_along_axis")
+    return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
+
+
+def _sort_like(kind: str | None) -> Callable[..., S.SymArray]:
+    def model(a: Any, axis: Any = -1, *args: Any, **kw: Any) -> S.SymArray:
+        x = S._sym(a)
+        if axis is None:
+            return S.SymArray((_flat_size(x),), kind or x.kind)
+        S._axis(axis, x.ndim)
+        return S.SymArray(x.dims, kind or x.kind)
+    return model
+
+
+def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.SymArray:
+    """``np.pad``: each axis grows by its (before, after) widths, which may be symbolic."""
+    x = S._sym(array)
+    width = pad_width
+    if isinstance(width, int | S.SymSize) or (hasattr(width, "__len__") and
+                                              len(width) and not _nested(width)):
+        pair = tuple(width) if hasattr(width, "__len__") else (width,)
+        pairs = [(pair[0], pair[-1])] * x.ndim
+    else:
+        pairs = [tuple(p) if hasattr(p, "__len__") else (p, p) for p in width]
+        pairs = [(p[0], p[-1]) for p in pairs]
+        if len(pairs) == 1:
+            pairs = pairs * x.ndim
+    if len(pairs) != x.ndim:
+        raise ValueError(f"np.pad: {len(pairs)} (before, after) pairs for an array of rank "
+                         f"{x.ndim}")
+    return S.SymArray([d + S.as_dim(lo) + S.as_dim(hi)
+                       for d, (lo, hi) in zip(x.dims, pairs, strict=True)], x.kind)
+
+
+def _nested(width: Any) -> bool:
+    return any(hasattr(p, "__len__") for p in width)
+
+
+def _data_sized(hint: str, kind: str = "i") -> Callable[..., Any]:
+    """A result whose length depends on the data (``bincount``, ``unique``, ``nonzero``):
+    a fresh size, like a Remora box."""
+    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
+        S._sym(a)
+        return S.SymArray((S.tracer().new_dim(hint),), kind)
+    return model
+
+
+def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
+    x = S._sym(a)
+    n = S.tracer().new_dim("nnz")
+    return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
+
+
+def _argwhere(a: Any) -> S.SymArray:
+    x = S._sym(a)
+    return S.SymArray((S.tracer().new_dim("nnz"), S.Dim.const(x.ndim)), "i")
+
+
+def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
+            return_counts: bool = False, axis: Any = None, **kw: Any) -> Any:
+    x = S._sym(ar)
+    n = S.tracer().new_dim("uniq")
+    values = S.SymArray((n,), x.kind)
+    extra = []
+    if return_index:
+        extra.append(S.SymArray((n,), "i"))
+    if return_inverse:
+        extra.append(S.SymArray(x.dims, "i"))
+    if return_counts:
+        extra.append(S.SymArray((n,), "i"))
+    return (values, *extra) if extra else values
+
+
+# -- linear algebra ----------------------------------------------------------------------------
+
+
+def _square(a: S.SymArray, what: str) -> Dim:
+    if a.ndim < 2:
+        raise ValueError(f"np.linalg.{what}: needs a matrix, got {S._shape_text(a)}")
+    if a.dims[-1] != a.dims[-2]:
+        S.tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
+                                         f"{S._shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
+    return a.dims[-1]
+
+
+def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
+    dims, _ = S.broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
+    return dims
+
+
+def _solve(a: Any, b: Any) -> S.SymArray:
+    """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
+    x, y = S._sym(a), S._sym(b)
+    n = _square(x, "solve")
+    if y.ndim == 1:
+        if y.dims[0] != n:
+            S.tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)}"
+                                             f" for a {n} by {n} system")
+        return S.SymArray((*x.dims[:-1],), "f")
+    if y.dims[-2] != n:
+        S.tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)} "
+                                         f"for a {n} by {n} system {S._shape_text(x)}")
+    batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
+    return S.SymArray((*batch, n, y.dims[-1]), "f")
+
+
+def _inv(a: Any) -> S.SymArray:
+    x = S._sym(a)
+    _square(x, "inv")
+    return S.SymArray(x.dims, "f")
+
+
+def _det(a: Any) -> S.SymArray:
+    x = S._sym(a)
+    _square(x, "det")
+    return S.SymArray(x.dims[:-2], "f")
+
+
+def _slogdet(a: Any) -> tuple[S.SymArray, S.SymArray]:
+    d = _det(a)
+    return d, S.SymArray(d.dims, "f")
+
+
+def _eigh(a: Any, UPLO: str = "L") -> tuple[S.SymArray, S.SymArray]:
+    x = S._sym(a)
+    n = _square(x, "eigh")
+    return S.SymArray((*x.dims[:-1],), "f"), S.SymArray((*x.dims[:-2], n, n), "f")
+
+
+def _eigvals(a: Any, *args: Any, **kw: Any) -> S.SymArray:
+    return _eigh(a)[0]
+
+
+def _min_dim(m: Dim, n: Dim) -> Dim:
+    """``min(m, n)`` of two sizes: decided when it can be, else one fresh size per pair."""
+    if m == n:
+        return m
+    try:
+        return m if m <= n else n
+    except S.InconclusiveError:
+        pass
+    t = S.tracer()
+    cache = t.__dict__.setdefault("_min_dims", {})
+    if (m, n) not in cache:
+        cache[(m, n)] = t.new_dim("k")
+    return cache[(m, n)]
+
+
+def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
+         hermitian: bool = False) -> Any:
+    x = S._sym(a)
+    m, n = x.dims[-2], x.dims[-1]
+    k = _min_dim(m, n)
+    batch = x.dims[:-2]
+    s = S.SymArray((*batch, k), "f")
+    if not compute_uv:
+        return s
+    u = S.SymArray((*batch, m, m if full_matrices else k), "f")
+    vh = S.SymArray((*batch, n if full_matrices else k, n), "f")
+    return u, s, vh
+
+
+def _qr(a: Any, mode: str = "reduced") -> Any:
+    x = S._sym(a)
+    m, n = x.dims[-2], x.dims[-1]
+    k = _min_dim(m, n)
+    batch = x.dims[:-2]
+    r = S.SymArray((*batch, k if mode != "complete" else m, n), "f")
+    if mode == "r":
+        return r
+    return S.SymArray((*batch, m, k if mode != "complete" else m), "f"), r
+
+
+def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
+    x, y = S._sym(a), S._sym(b)
+    m, n = x.dims[-2], x.dims[-1]
+    if y.dims[0] != m:
+        S.tracer().report("contraction", f"np.linalg.lstsq: right-hand side {S._shape_text(y)} "
+                                         f"for {m} equations ({S._shape_text(x)})")
+    sol = S.SymArray((n, *y.dims[1:]), "f")
+    return (sol, S.SymArray((S.tracer().new_dim("res"),), "f"), S.SymArray((), "i"),
+            S.SymArray((_min_dim(m, n),), "f"))
+
+
+def _pinv(a: Any, *args: Any, **kw: Any) -> S.SymArray:
+    x = S._sym(a)
+    return S.SymArray((*x.dims[:-2], x.dims[-1], x.dims[-2]), "f")
+
+
+def _multi_dot(arrays: Any, *, out: Any = None) -> S.SymArray:
+    result = arrays[0]
+    for b in arrays[1:]:
+        result = S.matmul(result, b)
+    return S._sym(result)
+
+
+def _scalar_of_matrix(what: str) -> Callable[..., S.SymArray]:
+    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
+        x = S._sym(a)
+        return S.SymArray(x.dims[:-2], "i" if what == "matrix_rank" else "f")
+    return model
+
+
+def _same_square(what: str) -> Callable[..., S.SymArray]:
+    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
+        x = S._sym(a)
+        _square(x, what)
+        return S.SymArray(x.dims, "f")
+    return model
+
+
+def _trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, **kw: Any) -> S.SymArray:
+    x = S._sym(a)
+    i, j = S._axis(axis1, x.ndim), S._axis(axis2, x.ndim)
+    return S.SymArray([d for k, d in enumerate(x.dims) if k not in (i, j)], x.kind)
+
+
+NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
+    "hstack": _hstack,
+    "vstack": _vstack,
+    "row_stack": _vstack,
+    "dstack": _dstack,
+    "column_stack": _column_stack,
+    "atleast_1d": lambda *xs: _at_least(xs[0], 1) if len(xs) == 1 else
+    tuple(_at_least(x, 1) for x in xs),
+    "atleast_2d": lambda *xs: _at_least(xs[0], 2) if len(xs) == 1 else
+    tuple(_at_least(x, 2) for x in xs),
+    "atleast_3d": lambda *xs: _at_least(xs[0], 3) if len(xs) == 1 else
+    tuple(_at_least(x, 3) for x in xs),
+    "cumsum": _cumulative,
+    "cumprod": _cumulative,
+    "nancumsum": _cumulative,
+    "outer": _outer,
+    "take": _take,
+    "take_along_axis": _take_along_axis,
+    "argsort": _sort_like("i"),
+    "sort": _sort_like(None),
+    "pad": _pad,
+    "bincount": _data_sized("bins"),
+    "flatnonzero": _data_sized("nnz"),
+    "nonzero": _nonzero,
+    "argwhere": _argwhere,
+    "unique": _unique,
+    "trace": _trace,
+    "linalg.solve": _solve,
+    "linalg.inv": _inv,
+    "linalg.det": _det,
+    "linalg.slogdet": _slogdet,
+    "linalg.eigh": _eigh,
+    "linalg.eig": _eigh,
+    "linalg.eigvalsh": _eigvals,
+    "linalg.eigvals": _eigvals,
+    "linalg.svd": _svd,
+    "linalg.svdvals": lambda x: _svd(x, compute_uv=False),
+    "linalg.qr": _qr,
+    "linalg.cholesky": _same_square("cholesky"),
+    "linalg.matrix_power": _same_square("matrix_power"),
+    "linalg.lstsq": _lstsq,
+    "linalg.pinv": _pinv,
+    "linalg.multi_dot": _multi_dot,
+    "linalg.matrix_rank": _scalar_of_matrix("matrix_rank"),
+    "linalg.cond": _scalar_of_matrix("cond"),
+}
+
+
+def _tri(N: Any, M: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> S.SymArray:
+    n = S.as_dim(N)
+    return S.SymArray((n, S.as_dim(M) if M is not None else n), "b" if dtype is bool else "f")
+
+
+def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.SymArray:
+    return S.SymArray((S.as_dim(num),), "f")
+
+
+CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    "tri": _tri,
+    "identity": lambda n, *a, **k: S.SymArray((S.as_dim(n), S.as_dim(n)), "f"),
+    "linspace": _linspace,
+}
+
+
+def _sized(shape: Any, kind: str = "f") -> S.SymArray:
+    dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
+    return S.SymArray([S.as_dim(d) for d in dims], kind)
+
+
+CREATION_RANDOM: dict[str, Callable[..., Any]] = {
+    "randn": lambda *dims: _sized(dims),
+    "rand": lambda *dims: _sized(dims),
+    "standard_normal": lambda size=None, **k: _sized(size),
+    "random": lambda size=None, **k: _sized(size),
+    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
+    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
+    "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
+    "choice": lambda a, size=None, *args, **k: _sized(size, "i" if isinstance(
+        a, int | S.SymSize) else S._sym(a).kind),
+    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | S.SymSize)
+    else S.SymArray(S._sym(x).dims, S._sym(x).kind),
+}
+"""``np.random``'s module functions with symbolic sizes (a ``Generator``'s methods cannot be
+patched: their sizes are read back from the witness, under an assumption)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The general mechanism: fit result sizes from witness evaluations
+# --------------------------------------------------------------------------------------------
+
+
+def _symbols_in(x: Any, out: set[str]) -> None:
+    if isinstance(x, S.SymArray):
+        for d in x.dims:
+            out.update(d.symbols)
+    elif isinstance(x, S.SymSize):
+        out.update(x.dim.symbols)
+    elif isinstance(x, S.SymRange):
+        out.update(x.start.symbols | x.stop.symbols)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            _symbols_in(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _symbols_in(v, out)
+
+
+def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str], Any]) -> Any:
+    """The arguments at one size assignment: arrays from ``make``, sizes as ints."""
+    if isinstance(x, S.SymArray):
+        return make(tuple(d.evaluate(env) for d in x.dims), x.kind)
+    if isinstance(x, S.SymSize):
+        return x.dim.evaluate(env)
+    if isinstance(x, S.SymRange):
+        return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
+    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
+        return type(x)(_concrete(v, env, make) for v in x)
+    if isinstance(x, dict):
+        return {k: _concrete(v, env, make) for k, v in x.items()}
+    return x
+
+
+def _size_guard(args: Any, env: dict[str, int]) -> None:
+    total = [0]
+
+    def walk(x: Any) -> None:
+        if isinstance(x, S.SymArray):
+            total[0] += math.prod(d.evaluate(env) for d in x.dims)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    walk(args)
+    if total[0] > _MAX_ELEMENTS:
+        raise S.Unsupported("evaluating at witness sizes (too large)")
+
+
+def _leaves(result: Any) -> Iterator[Any]:
+    if isinstance(result, tuple | list):
+        for r in result:
+            yield from _leaves(r)
+    else:
+        yield result
+
+
+def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
+    if isinstance(result, tuple | list):
+        items = [_rebuild(r, leaves) for r in result]
+        if hasattr(result, "_fields"):
+            return type(result)(*items)
+        return type(result)(items)
+    return next(leaves)
+
+
+def _points(names: list[str], base: dict[str, int], step: int) -> list[dict[str, int]]:
+    """The base assignment, one bump per symbol (to solve), and a bump of all (to check).
+
+    Bumps keep the symbols' order (witnesses are at least ``2 * step`` apart and the check
+    bumps grow with the rank), so a function valid only for ``K <= L`` stays valid.
+    """
+    points = [dict(base)]
+    for n in names:
+        p = dict(base)
+        p[n] = base[n] + step
+        points.append(p)
+    rank = {n: r for r, n in enumerate(sorted(names, key=lambda n: base[n]))}
+    points.append({n: base[n] + step * (rank[n] + 2) if n in rank else base[n] for n in base})
+    return points
+
+
+def _affine(names: list[str], points: list[dict[str, int]], values: list[int]) -> Dim | None:
+    """Solve ``c0 + sum(c_i * s_i)`` from the base and per-symbol bumps; check the last point."""
+    base, v0 = points[0], values[0]
+    coeffs: dict[str, int] = {}
+    for i, n in enumerate(names):
+        c = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
+        if c.denominator != 1:
+            return None
+        coeffs[n] = int(c)
+    const = v0 - sum(c * base[n] for n, c in coeffs.items())
+    expr = Dim.const(const)
+    for n, c in coeffs.items():
+        expr = expr + Dim.symbol(n) * c
+    if expr.evaluate(points[-1]) != values[-1]:
+        return None
+    return expr
+
+
+def _candidates(args: Any) -> list[Dim]:
+    """Non-affine sizes worth trying: each argument's total size and its runs of sizes."""
+    out: list[Dim] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, S.SymArray):
+            for i in range(x.ndim):
+                prod = S.ONE
+                for d in x.dims[i:]:
+                    prod = prod * d
+                    out.append(prod)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                walk(v)
+
+    walk(args)
+    return out
+
+
+def _lcm(t: S.Tracer) -> int:
+    lcm = 1
+    for _, k in t.divisors:
+        lcm = lcm * k // math.gcd(lcm, k)
+    return lcm
+
+
+def _names(*args: Any) -> list[str]:
+    found: set[str] = set()
+    _symbols_in(args, found)
+    return sorted(found)
+
+
+def _bases(t: S.Tracer, args: Any) -> list[dict[str, int]]:
+    """The witnesses, then the same values in the reverse order among the call's symbols: an
+    operation valid only for ``K <= L`` (a window no longer than its input) runs in one."""
+    base = _base(t)
+    names = sorted(_names(args), key=base.__getitem__)
+    if len(names) < 2:
+        return [base]
+    flipped = dict(base)
+    for n, m in zip(names, reversed(names), strict=True):
+        flipped[n] = base[m]
+    return [base, flipped]
+
+
+def _base(t: S.Tracer) -> dict[str, int]:
+    """The witnesses, scaled so that every division the code assumed is exact."""
+    lcm = _lcm(t)
+    return dict(t.witness) if lcm == 1 else {n: w * lcm for n, w in t.witness.items()}
+
+
+def _floor_fit(names: list[str], points: list[dict[str, int]], values: list[int]) -> Dim | None:
+    """``(N + c) // k + e`` for ``N`` a symbol or a difference of two (``T // 2 + 1`` from an
+    rfft, ``(L - K) // 2 + 1`` from a strided window), ``k`` up to 4; checked at every point."""
+    numerators = [Dim.symbol(n) for n in names]
+    numerators += [Dim.symbol(a) - Dim.symbol(b) for a in names for b in names if a != b]
+    for k in (2, 3, 4):
+        for num in numerators:
+            for c in range(k):
+                cand = (num + c) // k
+                e = values[0] - cand.evaluate(points[0])
+                if all(cand.evaluate(p) + e == v for p, v in zip(points, values, strict=True)):
+                    return cand + e
+    return None
+
+
+def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]], args: Any,
+              what: str, base: dict[str, int] | None = None) -> list[list[Dim] | None]:
+    """Fit each result size of an operation as an expression in the symbols of its arguments.
+
+    ``evaluate(env)`` runs the operation at one size assignment and returns each result's
+    concrete shape.  The base assignment is the tracer's witnesses (distinct primes, scaled so
+    every division the code assumes is exact); each symbol is bumped once to solve an affine
+    expression, and all at once to check it.  Sizes that are not affine are matched against
+    products of the arguments' sizes; anything else is a fresh size, reported as an assumption.
+    """
+    t = S.tracer()
+    found: set[str] = set()
+    _symbols_in(args, found)
+    names = sorted(found)
+    if len(names) > _MAX_SYMBOLS:
+        raise S.Unsupported(f"{what} with more than {_MAX_SYMBOLS} symbolic sizes")
+    lcm = _lcm(t)
+    full = base or _base(t)
+    points = _points(names, full, lcm)
+    for p in points:
+        _size_guard(args, p)
+    shapes = [evaluate(p) for p in points]
+    fits: list[list[Dim] | None] = []
+    candidates = _candidates(args)
+    for j, first in enumerate(shapes[0]):
+        if first is None:
+            fits.append(None)
+            continue
+        dims: list[Dim] = []
+        for axis in range(len(first)):
+            values = [s[j][axis] for s in shapes]  # type: ignore[index]
+            fit = _affine(names, points, values)
+            if fit is None:
+                fit = next((c for c in candidates
+                            if all(c.evaluate(p) == v for p, v in zip(points, values,
+                                                                       strict=True))), None)
+            if fit is None:
+                fit = _floor_fit(names, points, values)
+            if fit is None:
+                fit = t.new_dim("n")
+                t.report("assumption", f"{what}: result axis {axis} is not a function of the "
+                                       "sizes verify can fit; read as a new size",
+                         severity="warning")
+            dims.append(fit)
+        fits.append(dims)
+    return fits
+
+
+def _kind(dtype: Any) -> str:
+    k = getattr(dtype, "kind", "f")
+    return "b" if k == "b" else ("i" if k in "iu" else "f")
+
+
+_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
+
+
+def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
+           make: Callable[[tuple[int, ...], str], Any],
+           describe: Callable[[Any], tuple[tuple[int, ...], str] | None],
+           make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
+    """Trace a library function by fitting (see :func:`fit_sizes`).
+
+    ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
+    concrete array (zeros, or a JAX shape-only stand-in), ``describe(leaf)`` reads a result
+    leaf's shape and kind (``None``: not an array; kind ``"size"``: an int that is a size).
+    ``make_data`` is a second fill, of distinct values: a size that differs between the two
+    fills depends on the data and is a fresh size.  A failure at the witness sizes is a shape
+    finding when the library's message says so, else the trace stops with a note.
+    """
+    t = S.tracer()
+
+    def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
+        return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
+
+    def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
+        return [describe(leaf) for leaf in _leaves(result)]
+
+    bases = _bases(t, (args, kwargs))
+    _size_guard((args, kwargs), bases[0])
+    error: BaseException | None = None
+    for i, base in enumerate(bases):
+        try:
+            sample = run(base, make)
+        except (ValueError, IndexError, TypeError) as e:
+            if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
+                    "unexpected keyword" in str(e) or "not a valid" in str(e):
+                raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+            error = error or e
+            continue
+        except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
+            raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+        if i:  # it runs only where the sizes are ordered the other way: say so
+            order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
+            t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
+                                   f"assumes {order}", severity="warning")
+        break
+    else:
+        assert error is not None
+        kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
+        t.report(kind, f"{name} fails on these shapes at every size: {_named(error, t)}")
+        first = next((a for a in _leaves(args) if isinstance(a, S.SymArray)), None)
+        return S.SymArray(first.dims if first is not None else (), "f")
+    described = shapes_of(sample)
+    fits = fit_sizes(lambda env: [d[0] if d else None for d in shapes_of(run(env, make))],
+                     (args, kwargs), name, base)
+    if make_data is not None:
+        try:
+            data = [d[0] if d else None for d in shapes_of(run(base, make_data))]
+        except Exception:  # the data fill is invalid for it (indices out of range): sizes only
+            data = None
+        if data is not None:
+            fits = _boxed(fits, [d[0] if d else None for d in described], data, t)
+    leaves = []
+    for leaf, dims, desc in zip(_leaves(sample), fits, described, strict=True):
+        if dims is None or desc is None:
+            leaves.append(leaf)
+        elif desc[1] == "size":
+            leaves.append(S.SymSize(dims[0]))
+        else:
+            leaves.append(S.SymArray(dims, desc[1]))
+    if not isinstance(sample, tuple | list):
+        return leaves[0]
+    return _rebuild(sample, iter(leaves))
+
+
+def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
+    """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
+    import numpy as np
+
+    dtypes = {"f": np.float64, "i": np.int64, "b": np.bool_}
+
+    def zeros(shape: tuple[int, ...], kind: str) -> Any:
+        return np.zeros(shape, dtypes[kind])
+
+    def distinct(shape: tuple[int, ...], kind: str) -> Any:
+        if kind == "b":
+            return np.ones(shape, np.bool_)
+        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(dtypes[kind])
+
+    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
+        if isinstance(leaf, np.ndarray | np.generic):
+            return tuple(leaf.shape), _kind(leaf.dtype)
+        if isinstance(leaf, int) and not isinstance(leaf, bool):
+            return (leaf,), "size"
+        return None
+
+    return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
+                  describe, distinct)
+
+
+def _boxed(fits: list[list[Dim] | None], zero_shapes: list[Any], data_shapes: list[Any],
+           t: S.Tracer) -> list[list[Dim] | None]:
+    """Sizes that change with the data (not with the sizes) are fresh: a Remora box."""
+    out: list[list[Dim] | None] = []
+    for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True):
+        if dims is None or z is None or d is None or z == d:
+            out.append(dims)
+            continue
+        out.append([t.new_dim("n") if i >= len(d) or z[i] != d[i] else dim
+                    for i, dim in enumerate(dims)])
+    return out
+
+
+def _named(e: BaseException, t: S.Tracer) -> str:
+    """NumPy's message with each witness number written as its symbol."""
+    import re
+
+    names = {str(w): n for n, w in t.witness.items() if w >= 11}
+    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), str(e))
+
+
+def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any]:
+    """``np.concatenate(x)`` of one array treats its rows as the sequence: fitted."""
+    def impl(arrays: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(arrays, S.SymArray):
+            import numpy as np
+
+            return fitted_numpy(getattr(np, name), (arrays, *args), kw)
+        return model(arrays, *args, **kw)
+    return impl
+
+
+def _where(cond: Any, *args: Any, **kw: Any) -> Any:
+    if not args:  # where(cond): the indices of the true elements, a data-dependent size
+        return _nonzero(cond)
+    return S.where(cond, *args, **kw)
+
+
+NUMPY_EXTRA["where"] = _where
+for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack"):
+    NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
+S.NUMPY.update(NUMPY_EXTRA)
+S.CREATION_NUMPY.update(CREATION_EXTRA)

@@ -1,0 +1,689 @@
+"""torch's side of symbolic arrays: tensor attributes, concrete buffers, and every other op.
+
+Three things live here, all imported lazily by :mod:`tensig.symbolic` once torch is in use:
+
+- **Tensor attributes that are not data.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device``
+  a real ``torch.device`` (``cpu``: module parameters live there), ``x.is_nested``,
+  ``x.requires_grad``, ``x.type()``, ``x.element_size()``... so library code that inspects a
+  tensor before computing (``nn.MultiheadAttention``'s fast-path checks) runs unchanged.
+- **Concrete buffers met by symbolic sizes.**  ``causal[:T, :T]`` on a registered 32x32 mask
+  is ``[T, T]`` under the recorded assumption ``T <= 32`` (a warning), not a 6x6 witness
+  array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
+  symbolic size or array to the symbolic indexer.
+- **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
+  torch's own meta tensors (shapes, no data) at a few witness size assignments, and each
+  result size is *fitted* as an expression in the symbols: ``floor((sum a_i*s_i + b) / q)``
+  with integer ``a_i``, ``b`` (``q == 1``: affine), solved from one base assignment and one
+  step per symbol, then checked at an assignment with other residues.  A size that does not
+  fit becomes a fresh size, recorded as an assumption (a warning).  An op that torch rejects
+  at every assignment is a finding (``op-shape``), with torch's own message.  Fits are cached
+  per op and argument shapes, so a module verified twice pays once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from tensig.check import tracer as S
+from tensig.check.trace_numpy import _candidates, _symbols_in  # the fit's shared pieces
+from tensig.core.dims import Dim
+
+__all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
+           "looks_like_torch"]
+
+_DTYPES = {"f": torch.float32, "i": torch.int64, "b": torch.bool}
+_KINDS = {torch.bool: "b"}
+_CPU = torch.device("cpu")
+
+
+def dtype_of(a: S.SymArray) -> torch.dtype:
+    return _DTYPES.get(a.kind, torch.float32)
+
+
+def kind_of(dtype: Any) -> str | None:
+    """The kind of a dtype-like argument (``torch.float16``, ``"int64"``, a tensor), or None."""
+    if isinstance(dtype, S.SymArray):
+        return dtype.kind
+    if isinstance(dtype, torch.Tensor):
+        dtype = dtype.dtype
+    if isinstance(dtype, torch.dtype):
+        if dtype == torch.bool:
+            return "b"
+        return "f" if dtype.is_floating_point or dtype.is_complex else "i"
+    text = str(dtype)
+    for key, kind in (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"),
+                      ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i")):
+        if key in text:
+            return kind
+    return None
+
+
+def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
+    """``x.type()`` names the tensor type; ``x.type(dtype)`` converts like ``x.to(dtype)``."""
+    if dtype is None:
+        return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
+                "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
+    return a._like(a.dims, kind_of(dtype) or a.kind, a.loose)
+
+
+_PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
+    "device": lambda a: _CPU,
+    "is_nested": lambda a: False,
+    "requires_grad": lambda a: False,
+    "is_cuda": lambda a: False,
+    "is_sparse": lambda a: False,
+    "is_quantized": lambda a: False,
+    "is_meta": lambda a: False,
+    "is_leaf": lambda a: True,
+    "is_mkldnn": lambda a: False,
+    "grad": lambda a: None,
+    "grad_fn": lambda a: None,
+    "layout": lambda a: torch.strided,
+    "data": lambda a: a,
+    "itemsize": lambda a: dtype_of(a).itemsize,
+}
+
+_METHODS: dict[str, Callable[..., Any]] = {
+    "type": _type,
+    "element_size": lambda a: dtype_of(a).itemsize,
+    "is_floating_point": lambda a: a.kind == "f",
+    "is_complex": lambda a: False,
+    "get_device": lambda a: -1,
+    "requires_grad_": lambda a, *r, **k: a,
+    "retain_grad": lambda a: None,
+    "nelement": lambda a: a.numel(),
+    "dim": lambda a: a.ndim,
+    "ndimension": lambda a: a.ndim,
+    "is_contiguous": lambda a, *r, **k: True,
+    "new_zeros": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_ones": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_empty": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_full": lambda a, size, fill, **k: S._created(size, **{"dtype": dtype_of(a), **k}),
+    "item": lambda a: _data("item()"),
+    "tolist": lambda a: _data("tolist()"),
+    "nonzero": lambda a, *r, **k: _data("nonzero()"),
+}
+
+
+def _data(what: str) -> Any:
+    raise S.Unsupported(f"{what} (it reads data)")
+
+
+def attribute(a: S.SymArray, name: str) -> Any:
+    """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define."""
+    if name in _PLAIN:
+        return _PLAIN[name](a)
+    if name in _METHODS:
+        fn = _METHODS[name]
+        return lambda *args, **kw: fn(a, *args, **kw)
+    if name in HAND:
+        return lambda *args, **kw: HAND[name](a, *args, **kw)
+    member = getattr(torch.Tensor, name, None)
+    if member is None or not callable(member):
+        raise AttributeError(f"{type(a).__name__} has no attribute {name!r}")
+    return lambda *args, **kw: fallback(member, (a, *args), kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Concrete buffers indexed by symbolic sizes
+# --------------------------------------------------------------------------------------------
+
+
+def _symbolic_key(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    for k in items:
+        if isinstance(k, S.SymSize | S.SymArray):
+            return True
+        if isinstance(k, slice) and any(isinstance(v, S.SymSize)
+                                        for v in (k.start, k.stop, k.step)):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def buffers_symbolic() -> Iterator[None]:
+    """While verifying, a real tensor indexed by a symbolic size gives a symbolic array."""
+    original = torch.Tensor.__getitem__
+
+    def getitem(self: torch.Tensor, key: Any) -> Any:
+        if S._TRACER.get() is not None and _symbolic_key(key):
+            return S.getitem(S._sym(self), key)
+        return original(self, key)
+
+    def sized(name: str, method: Any) -> Any:
+        def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
+            if S._TRACER.get() is not None and S._has_sym((args, kw.values())):
+                a = S._sym(self)
+                if hasattr(S.SymArray, name):
+                    return getattr(a, name)(*args, **kw)
+                return attribute(a, name)(*args, **kw)
+            return method(self, *args, **kw)
+        return call
+
+    own = {name: torch.Tensor.__dict__.get(name) for name in ("__getitem__", *_SIZED)}
+    torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
+    for name in _SIZED:
+        setattr(torch.Tensor, name, sized(name, getattr(torch.Tensor, name)))
+    try:
+        yield
+    finally:
+        for name, original in own.items():  # torch.Tensor's own, or back to TensorBase's
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+
+
+# real-tensor methods that take sizes: with a symbolic size they give symbolic arrays
+_SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_ones", "new_empty",
+          "new_full", "unflatten", "tile", "split", "roll", "select")
+
+
+# --------------------------------------------------------------------------------------------
+# The general mechanism: torch's shape functions on meta tensors, fitted in the symbols
+# --------------------------------------------------------------------------------------------
+
+_STEP = 24  # one step per symbol: a multiple of the usual strides, so floors divide evenly
+_CACHE: dict[Any, Any] = {}
+_CACHE_SIZE = 4096
+_MAX_SYMBOLS = 8  # each symbol costs one more evaluation
+_NO_CACHE = object()
+
+
+class Rejected(Exception):
+    """torch refused an op's operands at every size (reported as a finding): tracing stops,
+    since no result shape can be trusted past that point."""
+
+
+def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A torch function outside :data:`tensig.check.tracer.TORCH`: modelled by hand here, a
+    :class:`SymArray` method of the same name (``torch.Tensor.view(x, ...)``), or fitted."""
+    short = getattr(func, "__name__", "")
+    by_hand = HAND.get(short)
+    if by_hand is not None:
+        return by_hand(*args, **kwargs)
+    if args and isinstance(args[0], S.SymArray) and hasattr(S.SymArray, short):
+        return getattr(args[0], short)(*args[1:], **kwargs)
+    return fallback(func, args, kwargs)
+
+
+def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
+    name = _name(func)
+    key = _cache_key(func, args, kwargs)
+    hit = _CACHE.get(key) if key is not _NO_CACHE else None
+    if hit is None:
+        hit = _fit(func, name, args, kwargs)
+        if key is not _NO_CACHE and not hit[2]:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.clear()
+            _CACHE[key] = hit
+    template, messages, _ = hit
+    t = S.tracer()
+    for kind, message, severity in messages:
+        t.report(kind, message, severity)
+    return _rebuild(template, args)
+
+
+def _name(func: Any) -> str:
+    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
+    owner = getattr(func, "__objclass__", None)
+    if owner is not None or qual.startswith(("Tensor.", "TensorBase.", "_TensorBase.")):
+        return "Tensor." + qual.rsplit(".", 1)[-1]
+    module = getattr(func, "__module__", None) or "torch"
+    if module.startswith("torch._C") or "_VariableFunctions" in qual:
+        qual = qual.rsplit(".", 1)[-1]
+        module = "torch"
+    return f"{module}.{qual}"
+
+
+def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    def describe(v: Any) -> Any:
+        if isinstance(v, S.SymArray):
+            return ("A", v.dims, v.kind)
+        if isinstance(v, S.SymSize):
+            return ("S", v.dim)
+        if isinstance(v, torch.Tensor):
+            return ("R", tuple(v.shape), v.dtype)
+        if isinstance(v, tuple | list):
+            return (type(v).__name__, tuple(describe(x) for x in v))
+        if v is None or isinstance(v, int | float | str | bool | torch.dtype | torch.device):
+            return (type(v).__name__, v)
+        raise TypeError
+    try:
+        key = (func, describe(args), tuple(sorted((k, describe(v)) for k, v in kwargs.items())))
+        hash(key)
+    except TypeError:
+        return _NO_CACHE
+    return key
+
+
+def _assignments(names: list[str], base: int, step: int) -> list[dict[str, int]]:
+    """A base assignment, one step per symbol, and a check with other residues."""
+    w0 = {n: base + 6 * i for i, n in enumerate(names)}
+    out = [w0]
+    for n in names:
+        out.append({**w0, n: w0[n] + step})
+    out.append({n: w0[n] + 2 * step + 1 + 2 * i for i, n in enumerate(names)})
+    out.append({n: w0[n] + 3 * step + 3 + i for i, n in enumerate(names)})
+    return out
+
+
+def _to_meta(value: Any, env: dict[str, int], memo: dict[int, Any]) -> Any:
+    if isinstance(value, S.SymArray):
+        got = memo.get(id(value))
+        if got is None:
+            got = torch.empty([d.evaluate(env) for d in value.dims], dtype=dtype_of(value),
+                              device="meta")
+            memo[id(value)] = got
+        return got
+    if isinstance(value, S.SymSize):
+        return value.dim.evaluate(env)
+    if isinstance(value, torch.Tensor):
+        got = memo.get(id(value))
+        if got is None:
+            got = value.to("meta")
+            memo[id(value)] = got
+        return got
+    if isinstance(value, tuple | list):
+        return type(value)(_to_meta(v, env, memo) for v in value) \
+            if not hasattr(value, "_fields") else type(value)(*(_to_meta(v, env, memo)
+                                                                for v in value))
+    if isinstance(value, torch.device):
+        return torch.device("meta")
+    return value
+
+
+def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> Any:
+    memo: dict[int, Any] = {}
+    margs = _to_meta(args, env, memo)
+    mkw = {k: _to_meta(v, env, memo) for k, v in kwargs.items()}
+    if "device" in mkw:
+        mkw["device"] = "meta"
+    inputs = {id(m): orig for orig in _flat(args) for m in [memo.get(id(orig))] if m is not None}
+    with torch.no_grad():
+        result = func(*margs, **mkw)
+    return result, inputs
+
+
+def _flat(value: Any) -> Iterator[Any]:
+    if isinstance(value, tuple | list):
+        for v in value:
+            yield from _flat(v)
+    else:
+        yield value
+
+
+_SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
+_SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", "length",
+                "channel", "rank", "dim", "out of range", "divisible")
+
+
+def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+         ) -> tuple[Any, list[tuple[str, str, str]], bool]:
+    """(result template, findings to report, whether a size fell back to a fresh one)."""
+    names: set[str] = set()
+    _symbols_in((args, kwargs), names)
+    order = sorted(names)
+    if len(order) > _MAX_SYMBOLS:
+        raise S.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
+    messages: list[tuple[str, str, str]] = []
+    results: list[Any] = []
+    envs: list[dict[str, int]] = []
+    first_error: BaseException | None = None
+    for base, step in ((40, _STEP), (48, 2 * _STEP)):
+        envs = _assignments(order, base, step) if order else [{}]
+        results = []
+        try:
+            for env in envs:
+                results.append(_run(func, args, kwargs, env))
+        except NotImplementedError as e:
+            raise S.Unsupported(f"{name} (no meta kernel: {str(e).splitlines()[0][:120]})") \
+                from None
+        except _SHAPE_ERRORS as e:
+            text = str(e).lower()
+            if "data-dependent" in text or "data dependent" in text or \
+                    ("meta" in text and "not implemented" in text):
+                raise S.Unsupported(f"{name} (its result shape depends on data)") from None
+            if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
+                raise S.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
+            first_error = first_error or e
+            if not results:
+                continue
+            # accepted at one assignment but not another: a size condition the op needs
+            messages.append(("assumption", f"{name} accepts these shapes only at some sizes "
+                             f"({_short(e)}); traced where it does", "warning"))
+            envs = envs[:len(results)]
+        if first_error is not None and base == 48 and results:
+            messages.append(("assumption", f"{name} needs sizes divisible by {_STEP} or "
+                             f"larger ({_short(first_error)}): assumed", "warning"))
+        break
+    else:
+        shapes = ", ".join(_describe(a) for a in _flat(args)
+                           if isinstance(a, S.SymArray | torch.Tensor))
+        assert first_error is not None
+        named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
+        return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
+                       "error")], False
+    inputs = results[0][1]
+    candidates = _candidates(args)  # products of adjacent axes: flattened sizes
+    residues: dict[str, int] = {}
+    fresh = False
+
+    def size(values: list[int], final: bool) -> Any:
+        nonlocal fresh
+        d = _fit_size(order, envs, values, candidates)
+        if isinstance(d, tuple) and not final:  # floors: check every residue first
+            residues[d[0]] = max(residues.get(d[0], 1), d[1])
+            return None
+        if d is None or isinstance(d, tuple):
+            fresh = True
+            messages.append(("assumption", f"{name}: a result size ({values[0]} at one "
+                             "assignment) is no simple expression in the input sizes; "
+                             "traced as a fresh size", "warning"))
+            return ("fresh",)
+        return d
+
+    def build(items: list[Any], final: bool) -> Any:
+        head = items[0]
+        if isinstance(head, torch.Tensor):
+            if id(head) in inputs:
+                orig = inputs[id(head)]
+                if isinstance(orig, S.SymArray) and \
+                        list(head.shape) != [d.evaluate(envs[0]) for d in orig.dims]:
+                    raise S.Unsupported(f"{name} (an in-place change of shape)")
+                return ("input", orig)
+            if any(x.ndim != head.ndim for x in items):
+                raise S.Unsupported(f"{name} (its result rank depends on the sizes)")
+            dims = tuple(size([x.shape[i] for x in items], final) for i in range(head.ndim))
+            kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
+            return ("array", dims, kind)
+        if isinstance(head, bool) or head is None or isinstance(head, str | float):
+            return ("value", head)
+        if isinstance(head, int):
+            return ("size", size(items, final))
+        if isinstance(head, tuple | list):
+            parts = tuple(build([x[i] for x in items], final) for i in range(len(head)))
+            return ("seq", type(head), parts)
+        raise S.Unsupported(f"{name} returning {type(head).__name__}")
+
+    outputs = [r for r, _ in results]
+    template = build(outputs, final=False)
+    if residues:
+        base = envs[0]
+        extra = [{**base, sym: base[sym] + r} for sym, q in residues.items()
+                 for r in range(1, q)]
+        try:
+            outputs += [_run(func, args, kwargs, env)[0] for env in extra]
+            envs = envs + extra
+        except _SHAPE_ERRORS:
+            pass
+        messages = [m for m in messages if "no simple expression" not in m[1]]
+        template = build(outputs, final=True)
+    return template, messages, fresh
+
+
+def _named_sizes(message: str, env: dict[str, int]) -> str:
+    """torch's message at a witness assignment, its numbers put back as the symbols."""
+    import re
+
+    names = {str(v): k for k, v in env.items()}
+    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)
+
+
+def _short(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, S.SymArray):
+        return S._shape_text(a)
+    return "[" + ", ".join(str(s) for s in a.shape) + "]"
+
+
+def _fit_size(order: list[str], envs: list[dict[str, int]], values: list[int],
+              candidates: list[Dim]) -> Dim | tuple[str, int] | None:
+    """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest.
+
+    ``envs`` is ``[base, base + step*e_1, ..., base + step*e_n, check...]`` (see
+    :func:`_assignments`); fewer entries than that (an op refused some) fit only constants.
+    A floor (``q > 1``) that more than one offset ``b`` fits asks for assignments at every
+    residue of one symbol: ``(symbol, q)``.  A product of input axes (``candidates``) that
+    matches every assignment is taken first.
+    """
+    if all(v == values[0] for v in values):
+        return Dim.const(values[0])
+    for d in candidates:
+        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
+            return d
+    n = len(order)
+    if len(envs) < n + 1:
+        return None
+    base = envs[0]
+    slopes = []
+    for i, name in enumerate(order):
+        step = envs[i + 1][name] - base[name]
+        slopes.append((values[i + 1] - values[0], step))
+    q = 1
+    for num, den in slopes:
+        q = q * (den // math.gcd(num, den)) // math.gcd(q, den // math.gcd(num, den))
+    if q > 8:
+        return None
+    coeffs = [num * q // den for num, den in slopes]
+    n0 = sum(c * base[s] for c, s in zip(coeffs, order, strict=True))
+    fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
+            if all((sum(c * env[s] for c, s in zip(coeffs, order, strict=True)) + b) // q == v
+                   for env, v in zip(envs, values, strict=True))]
+    if not fits:
+        return None
+    if len(fits) > 1:
+        coprime = [s for c, s in zip(coeffs, order, strict=True) if math.gcd(c, q) == 1]
+        return (coprime or [s for c, s in zip(coeffs, order, strict=True) if c])[0], q
+    total = Dim.const(fits[0])
+    for c, s in zip(coeffs, order, strict=True):
+        total = total + Dim.symbol(s) * c
+    return total if q == 1 else total // q
+
+
+def _rebuild(template: Any, args: Any) -> Any:
+    if template is None:
+        raise Rejected("torch rejected the operands (reported above)")
+    tag = template[0]
+    if tag == "array":
+        t = S.tracer()
+        dims = [t.new_dim("n") if d == ("fresh",) else d for d in template[1]]
+        return S.SymArray(dims, template[2])
+    if tag == "input":
+        return template[1]
+    if tag == "value":
+        return template[1]
+    if tag == "size":
+        d = template[1]
+        d = S.tracer().new_dim("n") if d == ("fresh",) else d
+        return S.SymSize(d) if d.constant is None else d.constant
+    _, kind, parts = template
+    items = [_rebuild(p, args) for p in parts]
+    if kind in (tuple, list):
+        return kind(items)
+    try:
+        return kind(items)  # torch.return_types.* take one sequence
+    except TypeError:
+        return tuple(items)
+
+
+# --------------------------------------------------------------------------------------------
+# Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms
+# --------------------------------------------------------------------------------------------
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_UNARY = _words("""abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
+clamp_min clamp_max clip cos cosh deg2rad digamma elu erf erfc erfinv exp exp2 expm1 fix floor
+frac gelu hardshrink hardsigmoid hardswish hardtanh isfinite isinf isnan leaky_relu lgamma log
+log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg reciprocal
+relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
+softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
+feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous""")
+_BOOL_UNARY = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
+_BINARY = _words("""atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
+floor_divide
+fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal logaddexp
+logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal nextafter pow
+float_power remainder rsub sub subtract true_divide xlogy add""")
+_BOOL_BINARY = {"eq", "ge", "greater", "greater_equal", "gt", "le", "less", "less_equal", "lt",
+                "ne", "not_equal", "logical_and", "logical_or", "logical_xor"}
+
+
+def _unary(name: str) -> Callable[..., Any]:
+    kind = "b" if name in _BOOL_UNARY else None
+
+    def op(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+        a = S._sym(x)
+        return S.SymArray(a.dims, kind or a.kind, a.loose)
+    return op
+
+
+def _binary(name: str) -> Callable[..., Any]:
+    kind = "b" if name in _BOOL_BINARY else ("f" if name in ("div", "divide", "true_divide",
+                                                             "float_power") else None)
+
+    def op(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
+        return S.elementwise([a, b], kind)
+    return op
+
+
+def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) -> None:
+    """Per-channel parameters (running statistics, affine weights) against the input."""
+    if a.ndim <= axis:
+        S.tracer().report("contraction", f"{what} of {S._shape_text(a)}: no channel axis")
+        return
+    for p in params:
+        if p is not None and S._differ(S._sym(p).dims[0] if S._sym(p).ndim else S.ONE,
+                                       a.dims[axis]):
+            S.tracer().report("contraction", f"{what}: a per-channel parameter of shape "
+                              f"{S._shape_text(S._sym(p))} for {a.dims[axis]} channels "
+                              f"(input {S._shape_text(a)})")
+
+
+def batch_norm(x: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
+               bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    _channels("batch_norm", a, (running_mean, running_var, weight, bias))
+    return S.SymArray(a.dims, "f")
+
+
+def instance_norm(x: Any, running_mean: Any = None, running_var: Any = None,
+                  weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    _channels("instance_norm", a, (running_mean, running_var, weight, bias))
+    return S.SymArray(a.dims, "f")
+
+
+def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
+               *args: Any, **kw: Any) -> S.SymArray:
+    a = S._sym(x)
+    _channels("group_norm", a, (weight, bias))
+    if a.ndim > 1 and (a.dims[1] % int(num_groups)).constant != 0:
+        S.require_divisible(a.dims[1], int(num_groups))
+    return S.SymArray(a.dims, "f")
+
+
+def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
+             **kw: Any) -> S.SymArray:
+    return S.layer_norm(x, normalized_shape, weight)
+
+
+def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+         is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> S.SymArray:
+    """``F.scaled_dot_product_attention``, including what torch's kernels let through.
+
+    Keys and values of different lengths are accepted silently by torch's CPU kernel; here
+    they are an error.  With ``enable_gqa`` the key/value heads must divide the query heads.
+    """
+    qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
+    t = S.tracer()
+    if S._differ(ka.dims[-2], va.dims[-2]):
+        t.report("contraction", f"scaled_dot_product_attention: keys have length "
+                 f"{ka.dims[-2]} but values {va.dims[-2]} (keys {S._shape_text(ka)}, values "
+                 f"{S._shape_text(va)}; torch's CPU kernel accepts this silently)")
+    if S._differ(qa.dims[-1], ka.dims[-1]):
+        t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
+                 f"features but keys {ka.dims[-1]}")
+    if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
+        hq, hk = qa.dims[-3], ka.dims[-3]
+        if hk.constant is not None and hk.constant > 0 and (hq % hk.constant).constant != 0:
+            S.require_divisible(hq, hk.constant)
+        ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
+        va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)
+    batch, _ = S.broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),
+                            S.SymArray(va.dims[:-2])], "attention's batch axes")
+    scores = S.SymArray((*batch, qa.dims[-2], ka.dims[-2]), "f")
+    if attn_mask is not None:
+        S.into(scores, attn_mask, "the attention mask")
+    return S.SymArray((*batch, qa.dims[-2], va.dims[-1]), "f")
+
+
+def _max_or_min(name: str) -> Callable[..., Any]:
+    """``torch.max(x)``, ``torch.max(x, dim)`` (values, indices), ``torch.max(x, other)``."""
+    def op(x: Any, *args: Any, **kw: Any) -> Any:
+        other = args[0] if args else kw.get("other")
+        if isinstance(other, S.SymArray | torch.Tensor):
+            return S.elementwise([x, other])
+        dim = args[0] if args else kw.get("dim")
+        keep = bool(args[1] if len(args) > 1 else kw.get("keepdim", False))
+        values = S.reduce_(x, dim, keep)
+        if dim is None:
+            return values
+        return torch.return_types.max((values, S.reduce_(x, dim, keep, "i"))) \
+            if name == "max" else torch.return_types.min((values, S.reduce_(x, dim, keep, "i")))
+    return op
+
+
+HAND: dict[str, Callable[..., Any]] = {
+    "max": _max_or_min("max"),
+    "min": _max_or_min("min"),
+    **{n: _unary(n) for n in _UNARY},
+    **{n: _binary(n) for n in _BINARY},
+    "batch_norm": batch_norm,
+    "instance_norm": instance_norm,
+    "group_norm": group_norm,
+    "rms_norm": rms_norm,
+    "scaled_dot_product_attention": sdpa,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Which framework the verified code uses
+# --------------------------------------------------------------------------------------------
+
+
+def looks_like_torch(fn: Any) -> bool:
+    """A torch module, a method of one, or code whose globals or closure hold one."""
+    owner = getattr(fn, "__self__", fn)
+    if isinstance(owner, torch.nn.Module):
+        return True
+    values = list(getattr(fn, "__closure__", None) or ())
+    cells = []
+    for c in values:
+        with contextlib.suppress(ValueError):
+            cells.append(c.cell_contents)
+    code = getattr(fn, "__code__", None)
+    g = getattr(fn, "__globals__", {})
+    named = [g[n] for n in code.co_names if n in g] if code is not None else []
+    for v in cells + named:
+        if isinstance(v, torch.nn.Module | torch.Tensor):
+            return True
+        if getattr(v, "__code__", None) is not None and v is not fn:
+            inner = v.__globals__
+            if any(inner.get(n) is torch or inner.get(n) is torch.nn.functional
+                   for n in v.__code__.co_names):
+                return True
+    return False

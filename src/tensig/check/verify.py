@@ -1,0 +1,875 @@
+"""``tensig.verify(fn, signature)``: prove a function's shape contract for all sizes at once.
+
+The function runs once on :class:`~tensig.check.tracer.SymArray` arguments whose sizes are the
+signature's dimension variables, each a distinct symbol.  Every broadcast, contraction, reshape
+and reduction is computed on canonical symbolic shapes, so ``B`` never equals ``T`` by accident:
+the bugs that hide when sizes collide (``B == T == 16``) are found at any size.  No full-size
+data is allocated.
+
+The report lists findings at source lines of ``fn``, in the signature's names, each with its
+stable code from :mod:`tensig.findings` (where ``# tensig: ignore[CODE]`` comments and
+``ignore=`` suppress them):
+
+- a broadcast or contraction that needs two different dimensions to be equal;
+- a result whose shape differs from the declared return shape;
+- an implicit two-sided broadcast that turns two vectors into an outer product;
+- a reshape that moves axes or literal factors past each other (a transpose was meant);
+- a size condition the code silently assumes (reported as a warning).
+
+>>> import numpy as np
+>>> def scores(q, k):
+...     return q @ k.swapaxes(-1, -2)
+>>> verify(scores, "B T d; B S d => B T S").ok
+True
+>>> def bad_mean(x):
+...     return x.mean(axis=0)          # meant axis=1
+>>> print(verify(bad_mean, "B T d => B d").findings[0].message)
+returns [T, d] but the signature declares [B, d]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import itertools
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensig.check import findings
+from tensig.check import tracer as S
+from tensig.core.dims import Dim
+from tensig.core.errors import SpecSyntaxError
+from tensig.execution.padding import symbolic_batch
+
+__all__ = ["Report", "Signature", "modelled_operations", "verify", "verify_path"]
+
+
+# --------------------------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Argument shapes and the declared result shapes, as symbolic dimensions.
+
+    ``results`` is ``None`` when nothing is declared about the return value, else one tuple
+    of dimensions per result (several for a tuple result).  ``kinds`` are the arguments' dtype
+    kinds (``"f"``, ``"i"``, ``"b"``); ``optional`` says which arguments may be ``None``
+    (``mask: Float[...] | None = None``): :func:`verify` traces both branches.  ``absent``
+    holds the arguments passed as ``None`` in one branch's trace.
+    """
+
+    args: tuple[tuple[Dim, ...], ...]
+    results: tuple[tuple[Dim, ...], ...] | None
+    symbols: tuple[str, ...]
+    text: str = ""
+    kinds: tuple[str, ...] | None = None  # dtype kinds of the arguments ("f", "i", "b")
+    optional: tuple[bool, ...] = ()
+    absent: frozenset[int] = frozenset()
+
+    @classmethod
+    def parse(cls, text: str) -> Signature:
+        """Read ``"B T d; B T => B d"``: operands separated by ``;``, results after ``=>``.
+
+        Each operand is read as an annotation is (:func:`tensig.core.annotations.parse_annotation`:
+        axes separated by spaces or commas, ``3*d`` and ``T + 1`` size expressions, a fixed
+        number a literal size, ``_`` a fresh size, ``*rows`` or ``..rows..`` one axis of its
+        own symbol), optionally followed by ``: dtype`` (``"B T: int"``; ``float`` by default;
+        any dtype family name: ``int``, ``uint``, ``bool``, ``float32``...).  Several results
+        are a tuple: ``"B T d => B T; B"``.  Nothing after ``=>`` declares nothing.
+
+        >>> Signature.parse("T, d; d, 3*d => T, 3*d").args
+        ((Dim('T'), Dim('d')), (Dim('d'), Dim('3*d')))
+        >>> sig = Signature.parse("B T: int; V d => B T d; B")
+        >>> sig.kinds, len(sig.results), sig.symbols
+        (('i', 'f'), 2, ('B', 'T', 'V', 'd'))
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"a signature is a str, not {type(text).__name__}")
+        left, arrow, right = text.partition("=>")
+        names: list[str] = []
+        fresh = itertools.count()
+        args, kinds = [], []
+        offset = 0
+        operands = left.split(";") if left.strip() else []
+        for operand in operands:
+            shape, kind = _operand(text, operand, offset)
+            args.append(_axes(shape, names, fresh))
+            kinds.append(kind)
+            offset += len(operand) + 1
+        results = None
+        if arrow and right.strip():
+            offset = len(left) + 2
+            results = []
+            for operand in right.split(";"):
+                shape, _ = _operand(text, operand, offset)
+                results.append(_axes(shape, names, fresh))
+                offset += len(operand) + 1
+        return cls(tuple(args), None if results is None else tuple(results), tuple(names),
+                   text, tuple(kinds))
+
+
+def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
+    """One operand of a signature string: its shape and its dtype kind."""
+    from tensig.core.annotations import family_kind, known_family, parse_annotation
+
+    body, colon, dtype = operand.partition(":")
+    kind = "f"
+    if colon:
+        name = dtype.strip()
+        if not known_family(name):
+            col = offset + len(body) + 1 + len(dtype) - len(dtype.lstrip())
+            raise SpecSyntaxError(text, col, f"unknown dtype {name!r} after ':'",
+                                  hint="write a dtype family: float, int, uint, bool, complex, "
+                                       "float32, int64, ...", end=col + len(name))
+        kind = family_kind(known_family(name))
+    try:
+        return parse_annotation(body), kind
+    except SpecSyntaxError as e:
+        raise SpecSyntaxError(text, offset + e.column, e.reason, e.hint,
+                              offset + e.end) from None
+
+
+def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
+    """An annotation's axes as dimensions (memory order), new names appended to ``names``.
+
+    A name or expression is that dimension, an int a literal size, ``_`` and a deferred size
+    (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
+    one axis of a fresh symbol, ``#n`` is ``n``.
+    """
+    from tensig.core.annotations import Broadcastable, Deferred, RowVariable
+
+    out: list[Dim] = []
+    for item in shape.items:
+        if isinstance(item, Broadcastable):
+            item = item.item
+        if isinstance(item, RowVariable):
+            d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
+        elif isinstance(item, Dim):
+            d = item
+        elif isinstance(item, int):
+            d = Dim.const(item)
+        else:  # typing.Any or Deferred: a size of its own
+            assert item is Any or isinstance(item, Deferred)
+            d = Dim.symbol(f"_{next(fresh)}")
+        for name in sorted(d.symbols):
+            if name not in names:
+                names.append(name)
+        out.append(d)
+    return tuple(out)
+
+
+def _witnesses(names: Sequence[str]) -> dict[str, int]:
+    """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
+    fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
+    witness size can be read back as its symbol."""
+    out: dict[str, int] = {}
+    candidate = 11
+    for name in names:
+        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
+            candidate += 1
+        out[name] = candidate
+        candidate += 1
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """What verification found; ``ok`` when the contract holds for all sizes."""
+
+    function: str
+    signature: Signature
+    findings: list[S.Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    result: tuple[tuple[Dim, ...], ...] | None = None
+    largest: tuple[Dim, ...] | None = None
+    file: str | None = None
+    line: int | None = None
+    suppressed: list[S.Finding] = field(default_factory=list)  # by a comment or ``ignore``
+
+    @property
+    def errors(self) -> list[S.Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[S.Finding]:
+        return [f for f in self.findings if f.severity != "error"]
+
+    @property
+    def ok(self) -> bool:
+        """No finding, and the whole function was traced."""
+        return not self.findings and not self.notes
+
+    @property
+    def complete(self) -> bool:
+        return not self.notes
+
+    def __iter__(self) -> Iterator[S.Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def largest_bytes(self, dtype: Any = "float32") -> Dim | None:
+        """The largest intermediate array's size in bytes, symbolically (``4*B*T*T*h``)."""
+        if self.largest is None:
+            return None
+        import numpy as np
+
+        total = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
+        for d in self.largest:
+            total = total * d
+        return total
+
+    def __str__(self) -> str:
+        lines = [str(f) for f in self.findings]
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        lines += [f"{where}note: {n}" for n in self.notes]
+        if not lines:
+            syms = ", ".join(self.signature.symbols) or "its sizes"
+            lines.append(f"{where}ok: {self.function} verified for all {syms}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "signature": self.signature.text,
+            "ok": self.ok,
+            "findings": [{"code": f.code, "kind": f.kind, "severity": f.severity,
+                          "message": f.message, "file": f.file, "line": f.line}
+                         for f in self.findings],
+            "suppressed": [{"code": f.code, "file": f.file, "line": f.line}
+                           for f in self.suppressed],
+            "notes": self.notes,
+            "result": None if self.result is None else [[str(d) for d in r]
+                                                        for r in self.result],
+            "largest": None if self.largest is None else [str(d) for d in self.largest],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Running a function symbolically
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _creation_patched() -> Iterator[None]:
+    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    import builtins
+
+    patched: list[tuple[Any, str, Any]] = []
+    from tensig.check.trace_numpy import CREATION_RANDOM
+
+    targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
+               ("torch", S.CREATION_TORCH)]
+    try:
+        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+            patched.append((builtins, name, getattr(builtins, name)))
+            setattr(builtins, name, fn)
+        for module_name, table in targets:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            for name, fn in table.items():
+                original = getattr(module, name)
+                patched.append((module, name, original))
+                setattr(module, name, S.creation_wrapper(original, fn))
+        with contextlib.ExitStack() as stack:
+            from tensig.check import trace_einops as symbolic_einops
+            symbolic_einops.register()
+            if "torch" in sys.modules:
+                from tensig.check import trace_torch as symbolic_torch
+                stack.enter_context(symbolic_torch.buffers_symbolic())
+            yield
+    finally:
+        for module, name, original in reversed(patched):
+            setattr(module, name, original)
+
+
+def _libraries(fn: Callable[..., Any]) -> set[str]:
+    """Top-level modules the function's code refers to (globals it names, closure cells)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return set()
+    g = getattr(fn, "__globals__", {})
+    values = [g[n] for n in code.co_names if n in g]
+    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+               if _filled(c)]
+    out = set()
+    for v in values:
+        module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+        if isinstance(module, str):
+            out.add(module.split(".")[0])
+    return out
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _uses_torch(fn: Callable[..., Any]) -> bool:
+    if "torch" in _libraries(fn):
+        return True
+    if "torch" not in sys.modules:
+        return False
+    from tensig.check import trace_torch as symbolic_torch
+    return symbolic_torch.looks_like_torch(fn)
+
+
+def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
+           torch_style: bool | None = None, ignore: Iterable[str] = (),
+           timeout: float | None = None) -> Report:
+    """Run ``fn`` once on symbolic arrays and report shape findings.
+
+    ``signature`` is a spec-style string (``"B T d; B T => B d"``) or a :class:`Signature`;
+    without it the function's annotations are read (``tensig.Shaped[...]``).  ``torch_style``
+    selects torch semantics where NumPy and torch differ (``x.max(dim)`` returns values and
+    indices); by default it is guessed from the modules the function's globals use.
+    ``ignore`` lists finding codes or names to leave out (as ``# tensig: ignore[CODE]`` does
+    on a line); ``timeout`` (seconds, main thread only) stops a trace that does not finish
+    and reports it as a note.
+    """
+    if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
+        fn = getattr(fn, "__wrapped__", fn)
+    sig = _signature_of(fn, signature)
+    if any(sig.optional):
+        return _verify_branches(fn, sig, torch_style, ignore, timeout)
+    skip = findings.resolve(ignore)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__  # a module: its class (its repr would print its weights)
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
+                                                    None)
+    report = Report(name, sig, file=code.co_filename if code else None,
+                    line=code.co_firstlineno if code else None)
+    n_params = _positional_count(fn)
+    if n_params is not None and not n_params <= len(sig.args) <= _positional_total(fn):
+        raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
+                        f"{sig.text!r} describes {len(sig.args)}")
+    try:
+        with _time_limit(timeout):
+            _verify_traced(fn, sig, report, torch_style)
+    except S.TraceLimit as e:
+        report.notes.append(f"verification stopped: {e}")
+    kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
+    report.suppressed = [f for f in report.findings if f not in kept]
+    report.findings = kept
+    return report
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`~tensig.check.tracer.TraceLimit` in the main thread after ``seconds``.
+
+    A ``SIGALRM`` timer interrupts a Python-level loop (``while True: pass``) wherever it is;
+    code stuck inside one C call is the command line's watchdog's business.  Without a timer
+    (another thread, no ``setitimer``, a timer already set by someone else) the step limit of
+    the trace still bounds the work.
+    """
+    import signal
+    import threading
+
+    if seconds is None or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread() or \
+            signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer (pytest-timeout)
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise S.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
+                   torch_style: bool | None) -> None:
+    tracer = S.Tracer(_witnesses(sig.symbols))
+    token = S.set_tracer(tracer)
+    style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    try:
+        kinds = sig.kinds or ("f",) * len(sig.args)
+        args = [None if i in sig.absent else
+                S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
+        # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
+        args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
+                for a, k in zip(args, kinds, strict=True)]
+        with _creation_patched(), _jax_patched():
+            try:
+                out = fn(*args)
+            except S.Unsupported as e:
+                report.notes.append(f"verification stopped: {e} is not modelled "
+                                    f"(see tensig.check.tracer.SUPPORTED)")
+                out = None
+            except Exception as e:  # the function failed on symbolic input: say where
+                file, line = _failure_line(e)
+                report.notes.append(f"verification stopped at {file}:{line}: "
+                                    f"{type(e).__name__}: {e}")
+                out = None
+        if out is not None:
+            report.result = _result_dims(out)
+            _check_result(report, sig, tracer)
+        report.findings = list(tracer.findings) + report.findings
+        tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
+        if report.notes and "jax" in sys.modules and (tracer.__dict__.get("used_jax") or
+                                                      _uses_jax(fn) or "JAX" in report.notes[0]):
+            _jax_fallback(fn, sig, report, tracer)
+        if tracer.largest is not None:
+            report.largest = tracer.largest.dims
+    finally:
+        report.findings = list(tracer.findings) + report.findings
+        S.reset_tracer(token)
+        S._TORCH_STYLE.reset(style)
+
+
+def _jax_patched() -> contextlib.AbstractContextManager[None]:
+    if "jax" not in sys.modules:
+        return contextlib.nullcontext()
+    from tensig.check.trace_jax import patched
+
+    return patched()
+
+
+def _uses_jax(fn: Callable[..., Any]) -> bool:
+    return bool({"jax", "jaxlib"} & _libraries(fn))
+
+
+def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
+                  tracer: S.Tracer) -> None:
+    """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
+    JAX's own symbolic shapes; findings made before the stop are kept."""
+    from tensig.check.trace_jax import jax_shapes_fallback
+
+    kinds = sig.kinds or ("f",) * len(sig.args)
+    findings, notes, result = jax_shapes_fallback(fn, sig.args, kinds)
+    if notes:
+        return
+    report.notes = []
+    report.findings += [f for f in findings if f not in report.findings]
+    report.result = result
+    _check_result(report, sig, tracer)
+
+
+def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
+    if isinstance(signature, Signature):
+        return signature
+    if isinstance(signature, str):
+        return Signature.parse(signature)
+    from_annotations = _signature_from_annotations(fn)
+    if from_annotations is None:
+        raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
+                        "pass a signature such as 'B T d; B T => B d'")
+    return from_annotations
+
+
+def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
+    """Build a signature from shape annotations (tensig's or jaxtyping's), when there are any.
+
+    Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
+    default) are marked, so :func:`verify` traces both branches.
+    """
+    from tensig.core.annotations import family_kind, signature_of
+
+    fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
+    if not fs.parameters and fs.result is None:
+        return None
+    fresh = itertools.count()
+    names: list[str] = []
+    positional = sorted((p for p in fs.parameters if p.position is not None),
+                        key=lambda p: p.position)  # type: ignore[arg-type, return-value]
+    args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
+    if fs.result is None:
+        results = None
+    elif isinstance(fs.result, tuple):
+        results = tuple(_axes(m.shape, names, fresh) if m is not None else ()
+                        for m in fs.result)
+    else:
+        results = (_axes(fs.result.shape, names, fresh),)
+    text = "; ".join(str(p.marker.shape) for p in positional)
+    kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
+                  + family_kind(p.marker.dtype) for p in positional)
+    optional = tuple(p.optional for p in positional)
+    return Signature(args, results, tuple(names), text, kinds, optional)
+
+
+def _branches(sig: Signature) -> list[frozenset[int]]:
+    """The ``None`` patterns to trace: every subset of up to 3 optional arguments, else all
+    given, all absent and each one absent alone."""
+    optional = [i for i, o in enumerate(sig.optional) if o]
+    if len(optional) <= 3:
+        return [frozenset(c) for n in range(len(optional) + 1)
+                for c in itertools.combinations(optional, n)]
+    return [frozenset(), frozenset(optional), *(frozenset({i}) for i in optional)]
+
+
+def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool | None,
+                     ignore: Iterable[str], timeout: float | None) -> Report:
+    """Verify once per ``None`` pattern of the optional arguments; merge the reports."""
+    reports = [(absent, verify(fn, dataclasses.replace(sig, absent=absent, optional=()),
+                               torch_style=torch_style, ignore=ignore, timeout=timeout))
+               for absent in _branches(sig)]
+    reports[0][1].signature = sig
+    report = reports[0][1]
+    seen = {(f.kind, f.message, f.file, f.line) for f in report.findings}
+    names = _parameter_names(fn)
+    for absent, other in reports[1:]:
+        where = ", ".join(f"{names[i] if i < len(names) else i}=None" for i in sorted(absent))
+        for f in other.findings:
+            if (f.kind, f.message, f.file, f.line) not in seen:
+                seen.add((f.kind, f.message, f.file, f.line))
+                report.findings.append(dataclasses.replace(f, message=f"{f.message} (with "
+                                                                     f"{where})"))
+        report.notes += [f"with {where}: {n}" for n in other.notes if n not in report.notes]
+    return report
+
+
+def _parameter_names(fn: Callable[..., Any]) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _positional_count(fn: Callable[..., Any]) -> int | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+               and p.default is p.empty)
+
+
+def _positional_total(fn: Callable[..., Any]) -> int:
+    """How many positional parameters ``fn`` has, defaults included (or a huge number)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return sys.maxsize
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return sys.maxsize
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
+    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
+    tb = e.__traceback__
+    file, line = None, None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if findings.user_code(name):
+            file, line = name, tb.tb_lineno
+        tb = tb.tb_next
+    return file, line
+
+
+def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
+    items = out if isinstance(out, tuple) else (out,)
+    return tuple(S._sym(o).dims if isinstance(o, S.SymArray | int | float) or
+                 (hasattr(o, "shape") and not isinstance(o, type))
+                 else () for o in items)  # a size, a string, None: no shape
+
+
+def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
+    """The result against the declared shape; symbols only in the result bind to anything."""
+    if sig.results is None or report.result is None:
+        return
+    in_args = {name for dims in sig.args for d in dims for name in d.symbols}
+    bound: dict[str, Dim] = {}
+    for got, want in zip(report.result, sig.results, strict=False):
+        ok = len(got) == len(want)
+        for g, w in zip(got, want, strict=False):
+            if not ok:
+                break
+            w = w.subs(bound) if bound else w
+            if tracer.equal_under_assumptions(g, w):
+                continue
+            free = w.symbols - in_args - set(bound)
+            if len(free) == 1 and w == Dim.symbol(next(iter(free))):
+                bound[next(iter(free))] = g
+                continue
+            ok = False
+        if not ok:
+            report.findings.append(S.Finding(
+                "return-shape",
+                f"returns [{', '.join(map(str, got))}] but the signature declares "
+                f"[{', '.join(map(str, want))}]", report.file, report.line))
+
+
+# --------------------------------------------------------------------------------------------
+# Files and folders (the command line)
+# --------------------------------------------------------------------------------------------
+
+
+DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
+
+
+def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None = DEFAULT_TIMEOUT,
+                isolate: bool = False) -> list[Report]:
+    """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
+
+    Each file is imported on its own, guarded: an import that raises (a malformed annotation
+    included) or calls ``sys.exit``, and a function that does not finish within ``timeout``,
+    become notes of that file or function, and the other files are still verified.
+    ``isolate`` runs the files in a worker interpreter (what the command line does): a file
+    that kills or hangs its interpreter in C code is then a note too, and the worker is
+    restarted for the files after it.
+    """
+    from pathlib import Path
+
+    target, _, only = path.partition("::")
+    root = Path(target)
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or folder: {target}")
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    skip = sorted(findings.resolve(ignore))
+    if isolate:
+        reports = _isolated([str(f) for f in files], only or None, skip, timeout)
+    else:
+        reports = [r for f in files for r in verify_file(str(f), only or None, ignore=skip,
+                                                         timeout=timeout)]
+    if only and not any(r.function in (only, _MODULE) for r in reports):
+        raise LookupError(f"{target} has no shape-annotated function {only!r}")
+    return reports
+
+
+_MODULE = "<module>"  # the function name of a report about a whole file
+
+
+def _file_note(file: str, line: int | None, note: str) -> Report:
+    return Report(_MODULE, Signature((), None, ()), notes=[note], file=file, line=line or 1)
+
+
+def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
+                timeout: float | None = DEFAULT_TIMEOUT) -> list[Report]:
+    """Import one file, guarded, and verify its shape-annotated functions (see verify_path)."""
+    module, failure = _import_guarded(file, timeout)
+    if module is None:
+        assert failure is not None
+        return [failure]
+    reports = []
+    for attr, fn in vars(module).items():
+        if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+            continue
+        if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
+            continue
+        try:
+            sig = _signature_from_annotations(fn)
+        except Exception as e:  # a malformed annotation read lazily: that function's note
+            code = getattr(fn, "__code__", None)
+            reports.append(Report(attr, Signature((), None, ()), file=file,
+                                  line=code.co_firstlineno if code else None,
+                                  notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
+            continue
+        if sig is None:
+            continue
+        try:
+            reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
+        except TypeError as e:  # the signature does not fit the function
+            code = getattr(fn, "__code__", None)
+            reports.append(Report(attr, sig, file=file, notes=[str(e)],
+                                  line=code.co_firstlineno if code else None))
+    return reports
+
+
+def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
+    """The module of ``file``, or a note saying why it could not be imported.
+
+    ``SystemExit`` (a script's top-level ``sys.exit(main())``) and every exception are caught;
+    the import is under the same time limit as a function.  The file's folder is put first on
+    ``sys.path`` for the import, as running the script would.
+    """
+    import importlib.util
+
+    name = f"_tensig_verify_{abs(hash(os.path.abspath(file)))}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = os.path.dirname(os.path.abspath(file))
+    sys.path.insert(0, folder)
+    try:
+        with _time_limit(None if timeout is None else max(timeout, 30.0)):
+            spec.loader.exec_module(module)
+    except SystemExit as e:
+        return None, _file_note(file, _line_in(e, file),
+                                f"not verified: importing it calls sys.exit({e.code!r}) (guard "
+                                "the script's entry point with if __name__ == '__main__')")
+    except S.TraceLimit:
+        return None, _file_note(file, None, "not verified: importing it did not finish "
+                                            "within the time limit")
+    except SyntaxError as e:
+        return None, _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
+    except Exception as e:
+        return None, _file_note(file, _line_in(e, file),
+                                f"not verified: importing it raises {type(e).__name__}: {e}")
+    finally:
+        sys.modules.pop(name, None)
+        if folder in sys.path:
+            sys.path.remove(folder)
+    return module, None
+
+
+def _line_in(e: BaseException, file: str) -> int | None:
+    """The last line of ``file`` in a traceback."""
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(file):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+# --------------------------------------------------------------------------------------------
+# The worker interpreter of the command line
+# --------------------------------------------------------------------------------------------
+
+
+def _isolated(files: list[str], only: str | None, ignore: list[str],
+              timeout: float | None) -> list[Report]:
+    """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
+
+    One interpreter serves all files (the cost is one start, ~0.3 s of CPU with NumPy and
+    tensig, nothing measurable per file, and each library is imported once), each file
+    imported guarded inside it; the worker streams a report per function, and a watchdog here
+    kills it when nothing arrives for ``max(60, 3 * timeout)`` seconds (a hang inside C code,
+    which ``SIGALRM`` cannot interrupt).
+    """
+    import json
+    import pickle
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    patience = max(60.0, 3 * (timeout or 0))
+    src = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        src, os.environ.get("PYTHONPATH")])))
+    reports: list[Report] = []
+    pending = list(files)
+    while pending:
+        job = json.dumps({"files": pending, "only": only, "ignore": ignore, "timeout": timeout})
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from tensig.check.verify import _worker; _worker()", job],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+            assert proc.stdout is not None
+            current: str | None = None
+            try:
+                for kind, value in _frames(proc.stdout, patience, pickle.loads):
+                    if kind == "start":
+                        current = value
+                    elif kind == "report":
+                        reports.append(value)
+                    else:
+                        pending.remove(value)
+                        current = None
+                why = f"the verifier's interpreter exited ({proc.wait()}) while importing or " \
+                      "verifying it"
+            except TimeoutError:
+                proc.kill()
+                proc.wait()
+                why = f"no answer within {patience:g} s (a hang inside compiled code?)"
+            finally:
+                proc.stdout.close()
+            if current is None and pending:  # the worker died before starting a file
+                err.seek(0)
+                tail = err.read().decode(errors="replace").strip().splitlines()[-1:]
+                current = pending[0]
+                why += f": {tail[0]}" if tail else ""
+            if current is not None:
+                reports.append(_file_note(current, None, f"not verified: {why}"))
+                pending.remove(current)
+    return reports
+
+
+def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Iterator[Any]:
+    """Length-prefixed messages from the worker; ``TimeoutError`` after ``patience`` s idle."""
+    import select
+
+    fd = stream.fileno()
+
+    def read(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            ready, _, _ = select.select([fd], [], [], patience)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(fd, n - len(out))
+            if not chunk:
+                return out
+            out += chunk
+        return out
+
+    while True:
+        head = read(8)
+        if len(head) < 8:
+            return
+        body = read(int.from_bytes(head, "big"))
+        yield load(body)
+
+
+def _worker() -> None:
+    """The worker's main: verify the files named in ``argv[1]``, one message per event.
+
+    The messages go to a copy of the original stdout; the user code's own prints go nowhere.
+    """
+    import json
+    import pickle
+
+    job = json.loads(sys.argv[1])
+    channel = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+
+    def send(kind: str, value: Any) -> None:
+        body = pickle.dumps((kind, value))
+        channel.write(len(body).to_bytes(8, "big") + body)
+        channel.flush()
+
+    for file in job["files"]:
+        send("start", file)
+        for report in verify_file(file, job["only"], ignore=job["ignore"],
+                                  timeout=job["timeout"]):
+            send("report", report)
+        send("done", file)
+
+
+def modelled_operations() -> dict[str, list[str]]:
+    """The operations verify models by hand, by library (the README's list is generated from
+    this).  Everything else is fitted where a library can tell shapes without data (every
+    other NumPy array function on small zero arrays, torch ops on meta tensors, JAX through
+    ``jax.eval_shape``) or stops the trace with a note."""
+    from tensig.check import trace_numpy as symbolic_numpy
+    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(symbolic_numpy.NUMPY_EXTRA)
+                           | set(symbolic_numpy.CREATION_EXTRA)
+                           | {f"random.{n}" for n in symbolic_numpy.CREATION_RANDOM})}
+    with contextlib.suppress(ImportError):
+        from tensig.check import trace_torch as symbolic_torch
+        out["PyTorch"] = sorted(set(S.TORCH) | set(S.CREATION_TORCH) | set(symbolic_torch.HAND))
+    with contextlib.suppress(ImportError):
+        from tensig.check import trace_jax as symbolic_jax
+        out["JAX"] = sorted(set(symbolic_jax.TABLE) | set(symbolic_jax.CONTROL))
+    return out

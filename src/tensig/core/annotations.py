@@ -1,0 +1,1128 @@
+"""Shape annotations: ``Shaped[ArrayType, "B T d"]`` and the parser behind it.
+
+An annotation is a shape read as a *type*: the sizes an array must have, named so that every
+argument of a function (and its return value) that mentions ``T`` must agree on it.
+:func:`parse_annotation` turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
+:data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap it into a
+``typing.Annotated`` alias, so static checkers (pyright, mypy) and runtime type checkers
+(beartype) still see the plain ``ArrayType``, while ``tensig.shaped`` and ``tensig.verify``
+read the marker.  jaxtyping's own annotation objects are read too (:func:`signature_of`).
+
+>>> import numpy as np
+>>> hint = Float[np.ndarray, "B T d"]
+>>> hint.__origin__ is np.ndarray, hint.__metadata__[0]
+(True, Float['B T d'])
+>>> parse_annotation("batch n_embd").output
+(Dim('batch'), Dim('n_embd'))
+
+Syntax: jaxtyping's, extended with the notation's rows, row variables and size expressions.
+
+- **axes** are separated by whitespace or commas: ``"b t d"``, ``"b, t, d"`` and
+  ``"batch n_embd"`` (two axes) read as jaxtyping reads them; a word is one axis, so
+  ``"BTd"`` is *one* axis named ``BTd``.  Whitespace next to an operator does not separate:
+  ``"T + 1, d"`` and ``"(T + 1) // 2"`` are one expression each.
+- each axis is a name, an integer, ``_`` (any size), or a size expression
+  (:meth:`tensig.core.dims.Dim.parse`: ``T+1``, ``2*h``, ``h*w``, ``(T+1)//2``; an expression
+  with one unknown name is *solved* for it where jaxtyping raises);
+- jaxtyping's modifiers: ``#`` broadcastable (``#4``, ``#n``: size 1 also fits, and binds
+  nothing), ``*name`` a variadic (any number of axes, the same wherever ``name`` recurs;
+  ``..name..`` is the notation's spelling of it), ``...`` and ``*_`` an anonymous variadic
+  (never bound across arguments, as in jaxtyping), ``_name`` an unchecked axis, ``name=4`` a
+  fixed size (the name is documentation), ``*#batch`` variadic axes that broadcast;
+- deferred sizes, evaluated per call: ``{n}`` and ``{self.size}`` read the call's arguments,
+  ``min(a, b)``/``max(a, b)`` the bound sizes (both as jaxtyping's f-string axes);
+- **rows**: ``batch|input->output`` as in the notation.  An omitted row is **empty** here (in an
+  einsum spec it is the context ellipsis ``...``).  Arrays without tensig row information are
+  matched in tensig's memory order: batch, output, input (see :attr:`AnnotationShape.items`).
+  At most one variadic per row.
+- ``""`` is a scalar (no axes).
+
+Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
+mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
+``Float[np.ndarray, "B, T+1"]`` as a forward reference and report ``F821`` (undefined name) for
+strings that are valid Python, ``F722`` for the others.  Ignore those codes where annotations
+live, or bind the hint once at module level (``Tokens = Float[np.ndarray, "B, T"]``), where
+linters do not read it as a type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+from tensig.core.dims import Dim
+from tensig.core.errors import SpecSyntaxError
+from tensig.core.notation import KINDS, Kind, Span, row_spans
+
+__all__ = [
+    "AnnotationShape",
+    "BFloat16",
+    "Bool",
+    "Broadcastable",
+    "Complex",
+    "Complex64",
+    "Complex128",
+    "Deferred",
+    "DtypeKind",
+    "Float",
+    "Float16",
+    "Float32",
+    "Float64",
+    "FunctionSignature",
+    "Inexact",
+    "Int",
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "Integer",
+    "Item",
+    "Key",
+    "Num",
+    "ParameterSpec",
+    "PyTree",
+    "Real",
+    "RowVariable",
+    "ShapeSpecMarker",
+    "Shaped",
+    "UInt",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
+    "dtype_accepts",
+    "dtype_kind",
+    "family_kind",
+    "known_family",
+    "parse_annotation",
+    "signature_of",
+    "words_hint",
+]
+
+DtypeKind = str
+"""A dtype family's key: ``"float"``, ``"int"`` (signed), ``"uint"``, ``"integer"``, ``"bool"``,
+``"complex"``, ``"inexact"``, ``"real"``, ``"num"``, ``"key"``, or one exact dtype name
+(``"float32"``, ``"int8"``...)."""
+
+_ROW_VAR = re.compile(r"\.\.([A-Za-z_][A-Za-z0-9_]*)\.\.")
+_UNSUPPORTED = {
+    "^": "concatenation (a^b) belongs in einsum specs, not in annotations",
+    "<": "convolution axes (o<+k) belong in einsum specs, not in annotations",
+    ";": "an annotation is one shape: ';' separates operands of an einsum spec",
+    "&": "'&' is reserved in the notation and has no meaning yet",
+    "?": "jaxtyping's '?' (sizes that depend on the place in a PyTree) is not supported",
+}
+_JOIN_AFTER = "+-*/%(=<>"
+_JOIN_BEFORE = "+-/%)="
+_DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
+
+
+# --------------------------------------------------------------------------------------------
+# the data model
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowVariable:
+    """A row variable: any number of axes, the same axes wherever its :attr:`key` recurs.
+
+    ``name is None`` is the anonymous ``...`` (jaxtyping's ``...``/``*_``): it matches any
+    axes and binds nothing, so two ``...`` are unrelated.  A named ``*v`` (``..v..``) is one
+    variable in every row and every argument.  ``broadcast`` (``*#v``) lets the axes differ
+    where they broadcast: the binding is the broadcast of every occurrence.
+
+    >>> RowVariable(None, "batch").key, RowVariable("v", "output").key, str(RowVariable(None))
+    ('...batch', 'v', '...')
+    """
+
+    name: str | None
+    kind: Kind = "output"
+    broadcast: bool = False
+
+    @property
+    def key(self) -> str:
+        """The binding key: the name, or ``...`` plus the row kind for the anonymous one."""
+        return self.name if self.name is not None else f"...{self.kind}"
+
+    def __str__(self) -> str:
+        if self.name is None:
+            return "..."
+        return f"*#{self.name}" if self.broadcast else f"..{self.name}.."
+
+
+@dataclass(frozen=True)
+class Broadcastable:
+    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1.
+
+    A size 1 binds nothing: ``#n`` binds ``n`` only from a size other than 1.
+    """
+
+    item: Any
+
+    def __str__(self) -> str:
+        return f"#{_render_item(self.item)}"
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A size known only per call: ``{n}``/``{self.size}`` (the call's arguments) or an
+    expression Dim cannot hold (``min(a, b)``), as jaxtyping's f-string axes.
+
+    ``symbols`` are the size names the expression reads outside braces.
+    """
+
+    text: str
+    symbols: frozenset[str] = field(default=frozenset(), compare=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Item = Any
+"""One axis of an annotation: a :class:`~tensig.core.dims.Dim` (a name or an expression with at
+least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), a
+:class:`RowVariable` (any number of axes), a :class:`Broadcastable` or a :class:`Deferred`."""
+
+
+def _render_item(item: Item) -> str:
+    if item is Any:
+        return "_"
+    return str(item)
+
+
+def _plain(item: Item) -> Item:
+    """The item under a ``#``."""
+    return item.item if isinstance(item, Broadcastable) else item
+
+
+@dataclass(frozen=True)
+class AnnotationShape:
+    """A parsed annotation: three rows of items (``batch|input->output``).
+
+    Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
+    text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
+    for error carets; ``words`` holds the one word of an annotation such as ``"BTd"`` that an
+    older tensig read letter by letter (for a hint when the rank is wrong).
+
+    >>> a = parse_annotation("B|T+1, ..v..->2*h")
+    >>> a.batch, a.input, a.output
+    ((Dim('B'),), (Dim('T + 1'), RowVariable(name='v', kind='input', broadcast=False)), (Dim('2*h'),))
+    >>> str(a), a.names, a.rank
+    ('B|T + 1, ..v..->2*h', ('B', 'T', 'h'), None)
+    >>> [str(i) for i in a.items]  # memory order: batch, output, input
+    ['B', '2*h', 'T + 1', '..v..']
+    """  # noqa: E501
+
+    batch: tuple[Item, ...] = ()
+    input: tuple[Item, ...] = ()
+    output: tuple[Item, ...] = ()
+    text: str = field(default="", compare=False)
+    spans: tuple[tuple[Span, ...], ...] = field(default=((), (), ()), compare=False,
+                                               repr=False)
+    words: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def row(self, kind: Kind) -> tuple[Item, ...]:
+        """The items of one row."""
+        return getattr(self, kind)  # type: ignore[no-any-return]
+
+    def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
+        """``(kind, items)`` for the three rows, in written order (batch, input, output)."""
+        return (("batch", self.batch), ("input", self.input), ("output", self.output))
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        """All items in memory order (batch, output, input): how a plain array's axes match."""
+        return self.batch + self.output + self.input
+
+    @property
+    def item_spans(self) -> tuple[Span, ...]:
+        """The source span of each of :attr:`items` (same order)."""
+        b, i, o = self.spans
+        return b + o + i
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every size name, in the order it first appears in the text."""
+        seen: dict[str, None] = {}
+        for kind, row in self.rows():
+            spans = self.spans[KINDS.index(kind)]
+            for i, item in enumerate(row):
+                item = _plain(item)
+                if isinstance(item, Dim):
+                    text = self.text[slice(*spans[i])] if i < len(spans) else ""
+                    for name in _ordered_symbols(item, text):
+                        seen.setdefault(name, None)
+                elif isinstance(item, Deferred):
+                    for name in sorted(item.symbols):
+                        seen.setdefault(name, None)
+        return tuple(seen)
+
+    @property
+    def row_variables(self) -> tuple[RowVariable, ...]:
+        """The row variables, in written order."""
+        return tuple(x for _, row in self.rows() for x in row if isinstance(x, RowVariable))
+
+    @property
+    def rank(self) -> int | None:
+        """The number of axes, or ``None`` when a row variable makes it open."""
+        if self.row_variables:
+            return None
+        return len(self.items)
+
+    @property
+    def min_rank(self) -> int:
+        """The number of axes that are not row variables."""
+        return sum(1 for x in self.items if not isinstance(x, RowVariable))
+
+    @property
+    def constants(self) -> frozenset[int]:
+        """Every integer the annotation mentions (fixed sizes, coefficients, offsets, divisors).
+
+        >>> sorted(parse_annotation("3, 2*h + 5, (T + 1) // 4").constants)
+        [1, 2, 3, 4, 5]
+        """
+        out: set[int] = set()
+        for item in map(_plain, self.items):
+            if isinstance(item, int):
+                out.add(item)
+            elif isinstance(item, Dim):
+                _collect_constants(item, out)
+        return frozenset(out)
+
+    def __str__(self) -> str:
+        def render(row: tuple[Item, ...]) -> str:
+            return ", ".join(_render_item(x) for x in row)
+
+        out = render(self.output)
+        if self.input:
+            out = f"{render(self.input)}->{out}"
+        if self.batch:
+            out = f"{render(self.batch)}|{out}"
+        return out
+
+
+def _ordered_symbols(item: Dim, text: str) -> list[str]:
+    """The names of ``item`` in the order they appear in its source ``text`` (else sorted)."""
+    names = item.symbols
+    order = [m.group() for m in re.finditer(r"[^\W\d]\w*", text) if m.group() in names]
+    return list(dict.fromkeys(order)) + sorted(names.difference(order))
+
+
+def _collect_constants(item: Dim, out: set[int]) -> None:
+    for monomial, coefficient in item.terms.items():
+        if coefficient != 1 or not monomial:  # the implicit 1 of a plain name is no constant
+            out.add(abs(coefficient))
+        for atom, _ in monomial:
+            if not isinstance(atom, str):
+                out.add(atom.divisor)
+                _collect_constants(atom.numerator, out)
+
+
+def _is_name(d: Dim) -> bool:
+    """Whether ``d`` is a bare size name (``T``), not an expression (``T + 1``, ``2*h``)."""
+    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_annotation(text: str) -> AnnotationShape:
+    """Parse an annotation string (cached); bad text raises :class:`tensig.SpecSyntaxError`.
+
+    >>> parse_annotation("B T d") == parse_annotation("B, T, d")
+    True
+    >>> parse_annotation("*b T+1 2*h").output
+    (RowVariable(name='b', kind='output', broadcast=False), Dim('T + 1'), Dim('2*h'))
+    >>> parse_annotation("B 16").output, parse_annotation("B _ #3").output
+    ((Dim('B'), 16), (Dim('B'), typing.Any, Broadcastable(item=3)))
+    >>> parse_annotation("B, , T")
+    Traceback (most recent call last):
+    ...
+    tensig.SpecSyntaxError: an empty axis between commas (column 3)
+        B, , T
+          ^
+    hint: remove the extra comma
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a shape annotation is a str, not {type(text).__name__} ({text!r})")
+    if len(text) > 100_000:
+        raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
+                              "characters")
+    return _AnnotationParser(text).parse()
+
+
+class _AnnotationParser:
+    """A scanner over one annotation; every error carries a column and a caret."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def fail(self, col: int, reason: str, hint: str | None = None, end: int | None = None):
+        raise SpecSyntaxError(self.text, col, reason, hint, end)
+
+    def parse(self) -> AnnotationShape:
+        self.check_characters()
+        bounds = self.row_bounds()
+        rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
+        for kind, (start, end) in bounds.items():
+            rows[kind] = self.row(kind, start, end)
+        self.check_names(rows)
+        shape_rows = {k: tuple(x for x, _ in rows[k]) for k in KINDS}
+        return AnnotationShape(
+            batch=shape_rows["batch"], input=shape_rows["input"], output=shape_rows["output"],
+            text=self.text,
+            spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS),
+            words=self.words(shape_rows),
+        )
+
+    def check_characters(self) -> None:
+        depth = 0
+        for i, c in enumerate(self.text):
+            if c == ">" and not (i > 0 and self.text[i - 1] == "-"):
+                self.fail(i, "'>' is only valid as part of '->'")
+            if c == "=" and self.text.startswith("=>", i):
+                self.fail(i, "an annotation is one shape: '=>' belongs in einsum specs",
+                          end=i + 2)
+            if c in _UNSUPPORTED and depth == 0:
+                self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
+            depth += (c in "({") - (c in ")}")
+
+    def row_bounds(self) -> dict[Kind, Span]:
+        return row_spans(self.text, 0, len(self.text), "an annotation", self.fail)
+
+    def row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
+        items = [(self.item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
+        variables = [(x, s) for x, s in items if isinstance(x, RowVariable)]
+        if len(variables) > 1:
+            span = variables[1][1]
+            self.fail(span[0], "a row holds at most one row variable", end=span[1],
+                      hint="bind one of them in another row (batch|input->output) or merge "
+                           "them into one row variable")
+        return items
+
+    # -- splitting a row into items -------------------------------------------------------------
+
+    def split(self, start: int, end: int) -> list[Span]:
+        """Item spans: commas (outside brackets) separate, then whitespace between words."""
+        text = self.text
+        pieces: list[Span] = []
+        depth, begin = 0, start
+        for i in range(start, end):
+            c = text[i]
+            depth += (c in "({[") - (c in ")}]")
+            if c == "," and depth == 0:
+                pieces.append((begin, i))
+                begin = i + 1
+        pieces.append((begin, end))
+        spans: list[Span] = []
+        for n, (s, e) in enumerate(pieces):
+            words = self.words_of(s, e)
+            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
+                # an empty row is fine; one trailing comma after an item is too
+                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
+            spans.extend(words)
+        return spans
+
+    def words_of(self, start: int, end: int) -> list[Span]:
+        """Whitespace-separated words, joined where an operator needs its operand."""
+        text = self.text
+        words: list[Span] = []
+        depth, i = 0, start
+        while i < end:
+            if text[i].isspace() and depth == 0:
+                i += 1
+                continue
+            j = i
+            while j < end and not (text[j].isspace() and depth == 0):
+                depth += (text[j] in "({[") - (text[j] in ")}]")
+                j += 1
+            if words and self.joins(words[-1], (i, j)):
+                words[-1] = (words[-1][0], j)
+            else:
+                words.append((i, j))
+            i = j
+        return words
+
+    def joins(self, previous: Span, word: Span) -> bool:
+        before, after = self.text[slice(*previous)], self.text[slice(*word)]
+        if before[-1] in _JOIN_AFTER or after[0] in _JOIN_BEFORE:
+            return True
+        # ``2 * h`` and ``h **2`` are expressions; ``*batch`` starts a variadic
+        return after[0] == "*" and (len(after) == 1 or after[1] in "*0123456789(")
+
+    # -- one item ---------------------------------------------------------------------------------
+
+    def item(self, kind: Kind, s: int, e: int) -> Item:
+        text = self.text
+        piece = text[s:e]
+        if piece == "_":
+            return Any
+        if piece.startswith(".") or "..." in piece:
+            return self.row_variable_item(kind, s, e)
+        modifiers: set[str] = set()
+        i = s
+        while i < e:
+            if text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
+                if text[i] in modifiers:
+                    self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
+                modifiers.add(text[i])
+                i += 1
+            elif m := re.match(r"[^\W\d]\w*=(?!=)", text[i:e]):
+                i += m.end()  # jaxtyping's ``rows=4``: the size is 4, the name documents it
+            else:
+                break
+        broadcast, variadic, anonymous = ("#" in modifiers, "*" in modifiers,
+                                          "_" in modifiers)
+        rest = text[i:e]
+        if rest == "_":  # ``*_`` and ``#_``
+            anonymous, rest = True, ""
+        if variadic:
+            return self.variadic(kind, rest, anonymous, broadcast, s, e)
+        if anonymous:
+            if broadcast:
+                self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
+            if rest and not rest.isidentifier():
+                self.fail(s, "'_' before a name makes an unchecked axis: '_' and a name",
+                          end=e)
+            return Any
+        if not rest:
+            self.fail(s, f"{piece!r} needs a size after its modifiers", end=e)
+        value = self.size(rest, i, e)
+        return Broadcastable(value) if broadcast else value
+
+    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
+                 e: int) -> RowVariable:
+        if anonymous or rest == "":
+            if broadcast:
+                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
+            return RowVariable(None, kind)
+        if not rest.isidentifier():
+            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
+                      hint="write *name for any number of axes, or ... for unrelated ones")
+        return RowVariable(rest, kind, broadcast)
+
+    def row_variable_item(self, kind: Kind, s: int, e: int) -> RowVariable:
+        text = self.text
+        if text.startswith("...", s):
+            if text.startswith("....", s):
+                self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
+            if s + 3 != e:
+                self.fail(s, "'...' is a whole item", end=e,
+                          hint=f"separate axes with spaces or commas: "
+                               f"{text[:s + 3]} {text[s + 3:]}")
+            return RowVariable(None, kind)
+        m = _ROW_VAR.match(text, s, e)
+        if m is None:
+            self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
+                      hint="a size is an integer; a row variable is written *name")
+        assert m is not None
+        if m.group(1) == "_":
+            self.fail(s, "a row variable needs a name", end=m.end(),
+                      hint="write ... for the anonymous row variable")
+        if m.end() != e:
+            fixed = f"{text[:m.end()]}, {text[m.end():]}"
+            self.fail(m.end(), "a row variable is a whole item", end=e,
+                      hint=f"separate axes with commas: {fixed}")
+        return RowVariable(m.group(1), kind)
+
+    def size(self, piece: str, s: int, e: int) -> Item:
+        """An integer, a name, an expression, or a :class:`Deferred` one."""
+        if "{" in piece or _DEFERRED_CALL.search(piece):
+            return self.deferred(piece, s, e)
+        try:
+            value = Dim.parse(piece)
+        except SpecSyntaxError as err:
+            raise SpecSyntaxError(self.text, s + err.column, err.reason, err.hint,
+                                  s + err.end) from None
+        for name in value.symbols:
+            if not name.isidentifier():
+                col = s + piece.find(name)
+                self.fail(col, f"{name!r} is not a size name", end=col + len(name))
+        if value.constant is not None:
+            if value.constant < 0:
+                self.fail(s, f"a size cannot be negative ({value.constant})", end=e)
+            return value.constant
+        return value
+
+    def deferred(self, piece: str, s: int, e: int) -> Deferred:
+        outside = re.sub(r"\{[^{}]*\}", "0", piece)
+        if "{" in outside or "}" in outside:
+            self.fail(s, "unbalanced '{' '}' in a deferred size", end=e)
+        try:
+            compile(outside, "<annotation>", "eval")
+        except SyntaxError:
+            self.fail(s, f"{piece!r} is not a Python expression", end=e)
+        names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}
+        return Deferred(piece, names)
+
+    # -- whole-annotation checks ----------------------------------------------------------------
+
+    def check_names(self, rows: dict[Kind, list[tuple[Item, Span]]]) -> None:
+        variables = {x.name for k in KINDS for x, _ in rows[k]
+                     if isinstance(x, RowVariable) and x.name is not None}
+        for k in KINDS:
+            for x, (s, e) in rows[k]:
+                x = _plain(x)
+                if isinstance(x, Dim | Deferred) and (both := x.symbols & variables):
+                    name = sorted(both)[0]
+                    self.fail(s, f"{name!r} is used both as a size and as the row variable "
+                                 f"*{name}", end=e, hint="rename one of them")
+
+    def words(self, rows: dict[Kind, tuple[Item, ...]]) -> tuple[str, ...]:
+        """The one short word of ``"BTd"``-style text, which tensig once read as letters."""
+        items = rows["batch"] + rows["input"] + rows["output"]
+        text = self.text.strip()
+        if (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
+                and re.fullmatch(r"[A-Za-z]{2,5}", text) and re.search("[A-Z]", text)):
+            return (text,)
+        return ()
+
+
+def words_hint(shape: AnnotationShape) -> str | None:
+    """The hint for an annotation such as ``"BTd"``: one axis here (as in jaxtyping).
+
+    >>> print(words_hint(parse_annotation("BTd")))
+    'BTd' is one axis named BTd (axes are separated by spaces or commas); for one axis per letter write 'B T d'
+    >>> words_hint(parse_annotation("B T d")) is None
+    True
+    """  # noqa: E501
+    if not shape.words:
+        return None
+    word = shape.words[0]
+    return (f"{word!r} is one axis named {word} (axes are separated by spaces or commas); for "
+            f"one axis per letter write {' '.join(word)!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ...
+# --------------------------------------------------------------------------------------------
+
+_FLOAT = re.compile(r"(b?float\d+\w*|half|double)$")
+_SIGNED = re.compile(r"int\d+$")
+_UNSIGNED = re.compile(r"uint\d+$")
+_COMPLEX = re.compile(r"complex\d+$")
+
+
+def _family_test(family: str) -> Callable[[str], bool]:
+    """The test of a dtype name for one family (families by kind, or one exact dtype)."""
+    kinds: dict[str, tuple[re.Pattern[str], ...]] = {
+        "float": (_FLOAT,), "int": (_SIGNED,), "uint": (_UNSIGNED,),
+        "integer": (_SIGNED, _UNSIGNED), "complex": (_COMPLEX,), "inexact": (_FLOAT, _COMPLEX),
+        "real": (_FLOAT, _SIGNED, _UNSIGNED), "num": (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX),
+    }
+    if family in kinds:
+        patterns = kinds[family]
+        return lambda name: any(p.match(name) for p in patterns)
+    if family == "bool":
+        return lambda name: name == "bool"
+    if family == "key":
+        return lambda name: name.startswith("key<")
+    if family.startswith("{"):  # an exact set of names: jaxtyping's dtype lists
+        names = frozenset(family[1:-1].split(","))
+        return lambda name: name in names
+    return lambda name: name == family
+
+
+_FAMILIES: dict[str, str] = {  # family key -> the description errors use
+    "float": "a floating", "int": "a signed integer", "uint": "an unsigned integer",
+    "integer": "an integer", "bool": "a bool", "complex": "a complex", "inexact":
+    "a floating or complex", "real": "a floating or integer", "num": "a numeric",
+    "key": "a PRNG key",
+}
+_ACCEPT: dict[str, dict[Any, bool]] = {}
+"""Per family, dtype -> accepted; filled by :func:`dtype_accepts`, read by generated checks."""
+
+
+def dtype_accepts(family: str, dtype: Any) -> bool:
+    """Whether ``dtype`` (numpy, torch, jax or ml_dtypes) belongs to a dtype family.
+
+    >>> import numpy as np
+    >>> dtype_accepts("int", np.dtype("int8")), dtype_accepts("int", np.dtype("uint8"))
+    (True, False)
+    >>> dtype_accepts("inexact", np.complex64), dtype_accepts("float32", np.dtype("float64"))
+    (True, False)
+    """
+    cache = _ACCEPT.setdefault(family, {})
+    try:
+        return cache[dtype]
+    except (KeyError, TypeError):
+        pass
+    ok = dtype is not None and _family_test(family)(_dtype_name(dtype))
+    with contextlib.suppress(TypeError):  # an unhashable dtype-like object is not cached
+        cache[dtype] = ok
+    return ok
+
+
+def _family_text(family: str) -> str:
+    """``a floating dtype``, ``a float32 dtype``, ``a dtype among int8, int16``."""
+    if family.startswith("{"):
+        return "a dtype among " + ", ".join(sorted(family[1:-1].split(",")))
+    return f"{_FAMILIES.get(family, 'a ' + family)} dtype"
+
+
+@dataclass(frozen=True)
+class ShapeSpecMarker:
+    """The ``typing.Annotated`` metadata that :data:`Shaped` and friends attach.
+
+    ``shape`` is the parsed annotation; ``dtype`` is ``None`` (any dtype) or a dtype family
+    (:data:`DtypeKind`); ``scalar`` is the Python type (``float``, ``int``, ``bool``,
+    ``complex``) whose plain values also fit (``Float[float, ""]``); ``pytree`` says every
+    array leaf of a dict/list/tuple is checked (``PyTree[Float[...]]``); ``family`` is the
+    name ``repr`` shows.
+
+    >>> ShapeSpecMarker(parse_annotation("B T"), "bool")
+    Bool['B T']
+    """
+
+    shape: AnnotationShape
+    dtype: DtypeKind | None = None
+    scalar: type | None = field(default=None, compare=False)
+    pytree: bool = False
+    family: str = field(default="", compare=False)
+
+    @property
+    def text(self) -> str:
+        """The annotation as written."""
+        return self.shape.text
+
+    @property
+    def need(self) -> str:
+        """The dtype requirement in words, for errors."""
+        return _family_text(self.dtype) if self.dtype else "any dtype"
+
+    def __repr__(self) -> str:
+        name = self.family or _DEFAULT_NAMES.get(self.dtype, "Shaped")
+        inner = f"{name}[{self.shape.text!r}]"
+        return f"PyTree[{inner}]" if self.pytree else inner
+
+
+_DEFAULT_NAMES = {None: "Shaped", "float": "Float", "int": "Int", "bool": "Bool"}
+
+
+class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg, misc]
+    """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
+
+    Inside a checked call (``@shaped``, or ``with shape_scope():``) the check uses and extends
+    that call's bindings; elsewhere it checks the one value alone.  Calling it raises: an
+    annotation is not a constructor.
+    """
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        from tensig.check.decorator import instance_check
+
+        return instance_check(obj, self.__origin__, self.__metadata__[-1])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self.__metadata__[-1]!r} is an annotation: it cannot be "
+                        "instantiated (create the array with its library)")
+
+    def __reduce__(self) -> Any:
+        return _ShapedAlias, (self.__origin__, self.__metadata__)
+
+
+def _valid_array_type(array_type: Any) -> bool:
+    return (isinstance(array_type, type | typing.TypeVar | str | typing.ForwardRef)
+            or array_type is Any or typing.get_origin(array_type) is not None
+            or isinstance(array_type, _ShapedAlias))
+
+
+class _ShapedFamily:
+    """``Family[ArrayType, "spec"]`` -> ``Annotated[ArrayType, ShapeSpecMarker(...)]``."""
+
+    __slots__ = ("_dtype", "_name")
+
+    def __init__(self, name: str, dtype: DtypeKind | None):
+        self._name = name
+        self._dtype = dtype
+
+    def __getitem__(self, params: tuple[Any, str | AnnotationShape]) -> Any:
+        usage = f'e.g. {self._name}[np.ndarray, "B T d"]'
+        if not isinstance(params, tuple) or len(params) != 2:
+            raise TypeError(f"{self._name}[...] takes an array type and a shape string, {usage}"
+                            f"; got {self._name}[{_args_text(params)}]")
+        array_type, spec = params
+        if not _valid_array_type(array_type):
+            raise TypeError(f"{self._name}[{_args_text(params)}]: the first argument is the "
+                            f"array type (np.ndarray, torch.Tensor, jax.Array, float...), not "
+                            f"{array_type!r} (of type {type(array_type).__name__}); {usage}")
+        if not isinstance(spec, str | AnnotationShape):
+            raise TypeError(f"{self._name}[{_args_text(params)}]: the second argument is the "
+                            f"shape string, not {spec!r} (of type {type(spec).__name__}); {usage}")
+        shape = spec if isinstance(spec, AnnotationShape) else parse_annotation(spec)
+        dtype = self._dtype
+        inner = _marker_of(array_type)[0] if isinstance(array_type, _ShapedAlias) else None
+        if inner is not None:  # Shaped[Shaped[Array, "a b"], "c d"] is "c d a b"
+            shape = _nest(shape, inner.shape)
+            dtype = _meet(self._name, dtype, inner.dtype)
+            array_type = array_type.__origin__
+        scalar = array_type if array_type in _PYTHON_DTYPES else None
+        if scalar is not None and shape.min_rank:
+            raise TypeError(f"{self._name}[{array_type.__name__}, {shape.text!r}]: a Python "
+                            f"{array_type.__name__} has no axes (write \"\")")
+        if scalar is not None and dtype is not None \
+                and not dtype_accepts(dtype, _PYTHON_DTYPES[scalar]):
+            raise TypeError(f"{self._name}[{array_type.__name__}, ...]: a Python "
+                            f"{array_type.__name__} is never {_family_text(dtype)}")
+        name = self._name if self._dtype is not None or inner is None else inner.family
+        marker = ShapeSpecMarker(shape, dtype, scalar, family=name)
+        return _ShapedAlias(array_type, (marker,))
+
+    def __repr__(self) -> str:
+        return f"tensig.{self._name}"
+
+
+def _args_text(params: Any) -> str:
+    items = params if isinstance(params, tuple) else (params,)
+    return ", ".join(getattr(x, "__name__", None) or repr(x) for x in items)
+
+
+def _nest(outer: AnnotationShape, inner: AnnotationShape) -> AnnotationShape:
+    """jaxtyping's nesting: the outer axes come first."""
+    if outer.batch or outer.input or inner.batch or inner.input:
+        raise TypeError("nested annotations take output axes only (no '|' or '->')")
+    if outer.row_variables and inner.row_variables:
+        raise TypeError("a variadic in both the inner and the outer annotation")
+    return parse_annotation(f"{outer.text}, {inner.text}" if outer.text.strip()
+                            and inner.text.strip() else outer.text + inner.text)
+
+
+def _meet(name: str, outer: str | None, inner: str | None) -> str | None:
+    if outer is None or inner is None or outer == inner:
+        return outer or inner
+    test_outer, test_inner = _family_test(outer), _family_test(inner)
+    names = [n for n in _KNOWN_DTYPES if test_outer(n) and test_inner(n)]
+    if not names:
+        raise TypeError(f"{name}[...] around a {inner!r} annotation: no dtype is both "
+                        "(wrap in Shaped instead)")
+    return "{" + ",".join(names) + "}"
+
+
+_PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
+"""The dtype a plain Python scalar stands for (``Float[float, ""]``)."""
+_KNOWN_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
+                 "complex128")
+_SIZED = {"Float16": "float16", "Float32": "float32", "Float64": "float64",
+          "BFloat16": "bfloat16", "Int8": "int8", "Int16": "int16", "Int32": "int32",
+          "Int64": "int64", "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32",
+          "UInt64": "uint64", "Complex64": "complex64", "Complex128": "complex128"}
+
+
+class _PyTree:
+    """``PyTree[Float[Array, "n"]]``: every leaf of nested dicts, lists and tuples is an array
+    of that annotation, all sharing one set of bindings (jaxtyping's ``PyTree``)."""
+
+    def __getitem__(self, hint: Any) -> Any:
+        marker, _ = _marker_of(hint)
+        if marker is None:
+            raise TypeError(f"PyTree[...] takes a shape annotation such as "
+                            f'PyTree[Float[np.ndarray, "n"]], not {hint!r}')
+        pytree = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar, True,
+                                 marker.family)
+        return Annotated[Any, pytree]
+
+    def __repr__(self) -> str:
+        return "tensig.PyTree"
+
+
+if TYPE_CHECKING:  # static checkers see Annotated: Shaped[np.ndarray, "B T"] is an np.ndarray
+    from typing import Annotated as BFloat16
+    from typing import Annotated as Bool
+    from typing import Annotated as Complex
+    from typing import Annotated as Complex64
+    from typing import Annotated as Complex128
+    from typing import Annotated as Float
+    from typing import Annotated as Float16
+    from typing import Annotated as Float32
+    from typing import Annotated as Float64
+    from typing import Annotated as Inexact
+    from typing import Annotated as Int
+    from typing import Annotated as Int8
+    from typing import Annotated as Int16
+    from typing import Annotated as Int32
+    from typing import Annotated as Int64
+    from typing import Annotated as Integer
+    from typing import Annotated as Key
+    from typing import Annotated as Num
+    from typing import Annotated as PyTree
+    from typing import Annotated as Real
+    from typing import Annotated as Shaped
+    from typing import Annotated as UInt
+    from typing import Annotated as UInt8
+    from typing import Annotated as UInt16
+    from typing import Annotated as UInt32
+    from typing import Annotated as UInt64
+else:
+    Shaped = _ShapedFamily("Shaped", None)
+    """``Shaped[ArrayType, "B T d"]``: an array of that shape, any dtype."""
+    Float = _ShapedFamily("Float", "float")
+    """``Float[ArrayType, "B T d"]``: floating dtype (numpy, torch or jax; bfloat16 included)."""
+    Int = _ShapedFamily("Int", "int")
+    """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
+    Bool = _ShapedFamily("Bool", "bool")
+    """``Bool[ArrayType, "B T"]``: boolean dtype."""
+    UInt = _ShapedFamily("UInt", "uint")
+    Integer = _ShapedFamily("Integer", "integer")
+    Complex = _ShapedFamily("Complex", "complex")
+    Inexact = _ShapedFamily("Inexact", "inexact")
+    Real = _ShapedFamily("Real", "real")
+    Num = _ShapedFamily("Num", "num")
+    Key = _ShapedFamily("Key", "key")
+    for _name, _dtype in _SIZED.items():
+        globals()[_name] = _ShapedFamily(_name, _dtype)  # Float32, Int8, UInt8, ...
+    del _name, _dtype
+    PyTree = _PyTree()
+
+
+
+_KIND_CACHE: dict[Any, str] = {}
+
+
+def dtype_kind(dtype: Any) -> str:
+    """Classify a numpy, torch or jax dtype: ``float``, ``int``, ``bool``, ``complex``, ``other``.
+
+    Read from the dtype's name, so numpy, ml_dtypes (jax's bfloat16, float8) and torch dtypes
+    classify alike without importing torch or jax.
+
+    >>> import numpy as np
+    >>> dtype_kind(np.dtype("float16")), dtype_kind(np.dtype("uint8")), dtype_kind(np.bool_)
+    ('float', 'int', 'bool')
+    """
+    try:
+        return _KIND_CACHE[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = _dtype_name(dtype)
+    if name.startswith("bool"):
+        kind = "bool"
+    elif name.startswith(("float", "bfloat", "half", "double")):
+        kind = "float"
+    elif name.startswith(("int", "uint", "long", "short")):
+        kind = "int"
+    elif name.startswith("complex"):
+        kind = "complex"
+    else:
+        kind = "other"
+    with contextlib.suppress(TypeError):  # an unhashable dtype-like object is not cached
+        _KIND_CACHE[dtype] = kind
+    return kind
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``float32``, ``bfloat16``, ``int64``... for numpy, ml_dtypes, jax and torch dtypes."""
+    if type(dtype).__module__.startswith("torch"):
+        return str(dtype).removeprefix("torch.")
+    import numpy as np
+
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# reading a function's annotations
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One annotated parameter: its name, position, kind and marker.
+
+    ``position`` is the index in positional arguments (``None`` for keyword-only and ``**``
+    parameters); ``kind`` is the :class:`inspect.Parameter` kind; ``optional`` says ``None`` is
+    accepted (an ``Optional[...]`` annotation or a ``None`` default); ``default`` is the default
+    value or :data:`inspect.Parameter.empty`.
+    """
+
+    name: str
+    position: int | None
+    kind: inspect._ParameterKind
+    marker: ShapeSpecMarker
+    optional: bool = False
+    default: Any = field(default=inspect.Parameter.empty, compare=False)
+
+
+@dataclass(frozen=True)
+class FunctionSignature:
+    """The shape annotations of a function: what ``@shaped`` checks and ``verify`` reasons about.
+
+    ``result`` is ``None`` (no shape annotation on the return), a marker, or a tuple with one
+    entry per element of a ``tuple[...]`` return annotation (``None`` for elements without one).
+
+    >>> import numpy as np
+    >>> def f(x: Float[np.ndarray, "B T d"], k: int) -> Float[np.ndarray, "B d"]: ...
+    >>> sig = signature_of(f)
+    >>> [p.name for p in sig.parameters], sig.result, sig.names
+    (['x'], Float['B d'], ('B', 'T', 'd'))
+    """
+
+    name: str
+    parameters: tuple[ParameterSpec, ...]
+    result: ShapeSpecMarker | tuple[ShapeSpecMarker | None, ...] | None = None
+    result_optional: bool = False
+
+    def markers(self) -> Iterator[tuple[str, ShapeSpecMarker]]:
+        """``(label, marker)`` for every parameter, then ``return`` (``return[i]`` in tuples)."""
+        for p in self.parameters:
+            yield p.name, p.marker
+        if isinstance(self.result, ShapeSpecMarker):
+            yield "return", self.result
+        elif self.result is not None:
+            for i, m in enumerate(self.result):
+                if m is not None:
+                    yield f"return[{i}]", m
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every size name of the signature, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for _, m in self.markers():
+            for name in m.shape.names:
+                seen.setdefault(name, None)
+        return tuple(seen)
+
+
+def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:
+    """The marker of an annotation, and whether it admits ``None`` (``Optional[...]``)."""
+    if typing.get_origin(hint) is Annotated:
+        found = [m for m in hint.__metadata__ if isinstance(m, ShapeSpecMarker)]
+        return (found[-1] if found else None), False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        optional = type(None) in args
+        for arg in args:
+            marker, _ = _marker_of(arg)
+            if marker is not None:
+                return marker, optional
+    return _jaxtyping_marker(hint), False
+
+
+def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
+    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``), read as is.
+
+    jaxtyping's classes carry the whole shape string (nesting already joined) and the list of
+    dtype names they accept; jaxtyping is only looked at when the program imported it.
+    """
+    jaxtyping = sys.modules.get("jaxtyping")
+    abstract = getattr(jaxtyping, "AbstractArray", None)
+    if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
+            or hint is abstract:
+        return None
+    dtypes = hint.dtypes
+    family = None
+    if isinstance(dtypes, list | tuple):
+        family = "{" + ",".join(sorted(dtypes)) + "}"
+    name = getattr(hint.dtype, "__name__", "Shaped")
+    return ShapeSpecMarker(parse_annotation(hint.dim_str), family, family=f"jaxtyping.{name}")
+
+
+def known_family(name: str) -> str | None:
+    """The family key a dtype word names (``int``, ``Float32``, ``uint8``...), or ``None``.
+
+    >>> known_family("Int"), known_family("float32"), known_family("Float32"), known_family("x")
+    ('int', 'float32', 'float32', None)
+    """
+    key = name.strip().lower()
+    if key in ("any", "shaped"):
+        return "num"
+    if key in _FAMILIES or key in _KNOWN_DTYPES:
+        return key
+    return None
+
+
+def family_kind(family: str | None) -> str:
+    """The symbolic kind (``"f"``, ``"i"``, ``"b"``) of a dtype family, for ``tensig.verify``.
+
+    >>> family_kind("int"), family_kind("{int32,uint8}"), family_kind(None)
+    ('i', 'i', 'f')
+    """
+    if family is None:
+        return "f"
+    test = _family_test(family)
+    known = [n for n in _KNOWN_DTYPES if test(n)]
+    if known and all(n == "bool" for n in known):
+        return "b"
+    if (known and all(_SIGNED.match(n) or _UNSIGNED.match(n) for n in known)) \
+            or family == "key":
+        return "i"
+    return "f"
+
+
+def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | None, ...] | None,
+                                    bool]:
+    marker, optional = _marker_of(hint)
+    if marker is not None:
+        return marker, optional
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if args and args[-1] is not Ellipsis:
+            elements = tuple(_marker_of(a)[0] for a in args)
+            if any(m is not None for m in elements):
+                return elements, False
+    return None, False
+
+
+def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, localns=localns, include_extras=True)
+    except Exception as e:  # an unresolvable forward reference, typically
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(f"cannot read the annotations of {name}(): {e}; with `from __future__ "
+                        "import annotations`, names in annotations must be visible from the "
+                        "function's module (or its defining scope, when decorated there)") from e
+
+
+def signature_of(fn: Callable[..., Any],
+                 localns: dict[str, Any] | None = None) -> FunctionSignature:
+    """Read the shape annotations of ``fn`` (``Shaped``/``Float``/``Int``/``Bool`` hints).
+
+    Parameters without a shape annotation are left out.  ``localns`` resolves string
+    annotations (``from __future__ import annotations``) that name local variables of the
+    scope ``fn`` was defined in.  A name used as a size in one annotation and as a row variable
+    in another raises :class:`tensig.SpecSyntaxError`.
+    """
+    hints = _hints(fn, localns)
+    params: list[ParameterSpec] = []
+    position = 0
+    for p in inspect.signature(fn).parameters.values():
+        positional = p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        marker, optional = _marker_of(hints.get(p.name))
+        if marker is not None:
+            params.append(ParameterSpec(p.name, position if positional else None, p.kind, marker,
+                                        optional or p.default is None, p.default))
+        position += positional
+    result, result_optional = _result_of(hints.get("return"))
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "function"))
+    sig = FunctionSignature(qualname.rsplit("<locals>.", 1)[-1], tuple(params), result,
+                            result_optional)
+    _check_signature_names(sig)
+    return sig
+
+
+def _check_signature_names(sig: FunctionSignature) -> None:
+    """A name is a size everywhere in a signature or a row variable everywhere."""
+    sizes: dict[str, str] = {}
+    for label, m in sig.markers():
+        for name in m.shape.names:
+            sizes.setdefault(name, label)
+    for label, m in sig.markers():
+        spans = m.shape.item_spans
+        for item, span in zip(m.shape.items, spans or [(0, 0)] * len(m.shape.items),
+                              strict=True):
+            if isinstance(item, RowVariable) and item.name in sizes:
+                raise SpecSyntaxError(
+                    m.shape.text, span[0], f"{sig.name}(): {label!r} uses ..{item.name}.. as a "
+                    f"row variable, but {sizes[item.name]!r} uses {item.name!r} as a size",
+                    hint="rename one of them", end=span[1])

@@ -1,0 +1,1788 @@
+"""Symbolic array dimensions: integer polynomials in named sizes, in one canonical form.
+
+A :class:`Dim` is an integer polynomial over named sizes (``B``, ``T``, ...) that may also
+contain exact floor-division and modulo terms (``(T + 1) // 2``, ``T % 2``).  Every ``Dim`` is
+kept in a *canonical form*, so two dimensions are equal exactly when their canonical forms are
+the same tuple: ``==`` and ``hash`` are a tuple comparison, never an algebra problem.
+
+The canonical form is a sorted tuple of ``(monomial, coefficient)`` pairs with nonzero integer
+coefficients; a monomial is a sorted tuple of ``(atom, power)`` pairs (``power >= 1``) and the
+empty monomial is the constant term.  An atom is a size name (a ``str``), a :class:`FloorDiv` or
+a :class:`Mod`.  Sums and products are fully expanded, so ``B*(T + 1)`` and ``B*T + B`` are one
+object:
+
+>>> B, T = dims("B T")
+>>> B * (T + 1) == B*T + B
+True
+>>> (B + T) ** 2
+Dim('B**2 + 2*B*T + T**2')
+
+Floor division by a positive integer ``k`` splits every coefficient ``c`` into
+``k*(c // k) + c % k``: the multiples of ``k`` leave the division, and only the remainder
+polynomial (coefficients in ``[0, k)``) stays inside an opaque :class:`FloorDiv` / :class:`Mod`
+atom.  That keeps the semantics exactly Python's floor semantics and makes equal quotients
+print alike:
+
+>>> (2*B + 4) // 2, (2*B + 1) // 2, (2*B + 1) % 2
+(Dim('B + 2'), Dim('B'), Dim('1'))
+>>> (T - 3) // 2
+Dim('(T + 1) // 2 - 2')
+
+Comparisons ``< <= > >=`` assume what array sizes are: **every size name denotes a positive
+integer** (``>= 1``).  Under that assumption ``B + 1 > B`` and ``B*T >= B`` are decided, while
+``B < T`` is not: it raises :class:`~tensig.InconclusiveError` rather than guess.  A
+decided answer is always right for every positive assignment (the procedure is sound, not
+complete).
+
+>>> B*T >= B
+True
+>>> B < T
+Traceback (most recent call last):
+...
+tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
+
+:class:`Condition` is a side condition a solver attaches to an answer (``(T + 1) % 2 == 0``),
+and :class:`ShapeIndex` is Remora's shape index: a flat sequence of dimensions and shape
+variables (``[B, T + 1, ..s..]``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from math import comb
+from types import MappingProxyType
+from typing import Any, ClassVar, TypeAlias
+
+from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError
+from tensig.core.lexical import (
+    digits_end,
+    identifier_end,
+    int_literal,
+    is_digit,
+    is_name_char,
+    is_name_start,
+    unexpected_character,
+)
+
+__all__ = [
+    "Condition",
+    "Dim",
+    "FloorDiv",
+    "Mod",
+    "ShapeIndex",
+    "ShapeVar",
+    "atom_sort_key",
+    "dim",
+    "dims",
+]
+
+Atom: TypeAlias = "str | FloorDiv | Mod"
+Monomial: TypeAlias = "tuple[tuple[Atom, int], ...]"
+Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
+
+_new_object = object.__new__
+_setattr = object.__setattr__
+
+# Bounds on the work one expression can cause (sizes are small polynomials; these are far above
+# any real shape and far below what takes a noticeable time): ``(T + 1)**3000`` or ``9**9**9``
+# is a clear error, not minutes of expansion.
+MAX_EXPONENT = 64  # a written or computed ``**`` exponent
+MAX_POWER = 64  # the power of one size in a monomial (``T**64``)
+MAX_TERMS = 256  # the terms of one polynomial after a product
+MAX_BITS = 512  # the bit length of one coefficient
+MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
+
+
+def _too_large(what: str, limit: str) -> ShapeError:
+    return ShapeError(f"dimension expression too large: {what} (the limit is {limit})",
+                      hint="sizes are small polynomials; check the expression")
+
+
+def _check_bits(c: int) -> int:
+    if c.bit_length() > MAX_BITS:
+        raise _too_large(f"a coefficient of {c.bit_length()} bits", f"{MAX_BITS} bits")
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# construction helpers (the hot path: no validation, inputs are already canonical)
+# --------------------------------------------------------------------------------------------
+
+
+def _make(terms: Terms) -> Dim:
+    """Wrap an already canonical (sorted, nonzero) terms tuple; also the unpickler."""
+    self = _new_object(Dim)
+    if not terms:
+        const: int | None = 0
+    elif len(terms) == 1 and not terms[0][0]:
+        const = terms[0][1]
+    else:
+        const = None
+    _set_terms(self, terms)
+    _set_const(self, const)
+    _set_hash(self, hash(terms) if const is None else hash(const))
+    return self
+
+
+def _from_dict(d: dict[Monomial, int]) -> Dim:
+    items = [item for item in d.items() if item[1]]
+    items.sort()  # monomials are unique, so coefficients are never compared
+    return _make(tuple(items))
+
+
+def _const(n: int) -> Dim:
+    cached = _CONSTS.get(n)
+    if cached is not None:
+        return cached
+    return _make((((), n),) if n else ())
+
+
+def _atom_dim(atom: Atom) -> Dim:
+    return _make(((((atom, 1),), 1),))
+
+
+def _int_or_none(x: object) -> int | None:
+    """``x`` as an ``int`` when it is integer-like (``int``, NumPy integers), else ``None``."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float | complex):
+        return None
+    index = getattr(type(x), "__index__", None)
+    if index is None:
+        return None
+    try:
+        return index(x)  # type: ignore[no-any-return]
+    except TypeError:  # e.g. a NumPy array with more than one element
+        return None
+
+
+def _add_const(p: Dim, n: int) -> Dim:
+    if not n:
+        return p
+    c = p._const
+    if c is not None:
+        return _const(c + n)
+    terms = p._terms
+    if not terms[0][0]:
+        c = terms[0][1] + n
+        return _make((((), c), *terms[1:]) if c else terms[1:])
+    return _make((((), n), *terms))
+
+
+def _add_terms(a: Terms, b: Terms, sign: int) -> Dim:
+    d = dict(a)
+    get = d.get
+    if sign == 1:
+        for m, c in b:
+            d[m] = get(m, 0) + c
+    else:
+        for m, c in b:
+            d[m] = get(m, 0) - c
+    return _from_dict(d)
+
+
+def _scale(p: Dim, n: int) -> Dim:
+    if n == 1:
+        return p
+    if not n:
+        return _ZERO
+    c = p._const
+    if c is not None:
+        return _const(_check_bits(c * n))
+    return _make(tuple([(m, _check_bits(c * n)) for m, c in p._terms]))
+
+
+def _mono_mul(a: Monomial, b: Monomial) -> Monomial:
+    if not a:
+        return b
+    if not b:
+        return a
+    d = dict(a)
+    get = d.get
+    for atom, p in b:
+        power = d[atom] = get(atom, 0) + p
+        if power > MAX_POWER:
+            raise _too_large(f"{atom}**{power}", f"a power of {MAX_POWER}")
+    return tuple(sorted(d.items()))
+
+
+def _mul_terms(a: Terms, b: Terms) -> Dim:
+    if len(a) * len(b) > MAX_TERMS * MAX_TERMS:
+        raise _too_large(f"a product of {len(a)} by {len(b)} terms", f"{MAX_TERMS} terms")
+    d: dict[Monomial, int] = {}
+    get = d.get
+    for m1, c1 in a:
+        for m2, c2 in b:
+            m = _mono_mul(m1, m2)
+            d[m] = get(m, 0) + _check_bits(c1 * c2)
+    if len(d) > MAX_TERMS:
+        raise _too_large(f"a product with {len(d)} terms", f"{MAX_TERMS} terms")
+    return _from_dict(d)
+
+
+def _mod_upper_bound(terms: Terms) -> int | None:
+    """An upper bound of a polynomial with positive coefficients made only of ``Mod`` atoms."""
+    total = 0
+    for m, c in terms:
+        bound = c
+        for atom, p in m:
+            if type(atom) is not Mod:
+                return None
+            bound *= (atom.divisor - 1) ** p
+        total += bound
+    return total
+
+
+@functools.lru_cache(maxsize=8192)
+def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
+    """``(p // k, p % k)`` in canonical form, for an ``int`` ``k >= 1`` (see the module doc)."""
+    if k == 1:
+        return p, _ZERO
+    c = p._const
+    if c is not None:
+        return _const(c // k), _const(c % k)
+    q: list[tuple[Monomial, int]] = []
+    r: list[tuple[Monomial, int]] = []
+    for m, c in p._terms:
+        qc, rc = divmod(c, k)
+        if qc:
+            q.append((m, qc))
+        if rc:
+            r.append((m, rc))
+    quotient = _make(tuple(q))
+    if not r:
+        return quotient, _ZERO
+    if len(r) == 1 and not r[0][0]:
+        return quotient, _const(r[0][1])
+    rest = _make(tuple(r))
+    bound = _mod_upper_bound(rest._terms)
+    if bound is not None and bound < k:  # 0 <= rest < k: nothing left to divide
+        return quotient, rest
+    if len(r) == 1 and r[0][1] == 1 and len(r[0][0]) == 1 and r[0][0][0][1] == 1:
+        inner = r[0][0][0][0]
+        if type(inner) is FloorDiv:  # (x // a) // k == x // (a*k)
+            return quotient + _divmod(inner.numerator, inner.divisor * k)[0], _atom_dim(
+                Mod(rest, k)
+            )
+        if type(inner) is Mod and inner.divisor % k == 0:  # (x % (j*k)) % k == x % k
+            return quotient + _atom_dim(FloorDiv(rest, k)), _divmod(inner.numerator, k)[1]
+    return quotient + _atom_dim(FloorDiv(rest, k)), _atom_dim(Mod(rest, k))
+
+
+def _reduce_coefficients(p: Dim, k: int) -> Dim:
+    """``p`` with every coefficient taken modulo ``k`` (same divisibility by ``k``)."""
+    return _make(tuple([(m, c % k) for m, c in p._terms if c % k]))
+
+
+# --------------------------------------------------------------------------------------------
+# deciding signs under "every size is a positive integer"
+# --------------------------------------------------------------------------------------------
+
+_MAX_COMBINATIONS = 16
+
+
+def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
+    """Ways to write ``atom`` as ``shift + sign*v`` with ``v >= 0``; ``[None]``: sign unknown."""
+    if isinstance(atom, str):
+        return [(1, 1)]
+    k = atom.divisor
+    if type(atom) is Mod:
+        return [(0, 1), (k - 1, -1)]
+    lo, hi = _bounds(atom.numerator)
+    options: list[tuple[int, int] | None] = []
+    if lo is not None:
+        options.append((lo // k, 1))
+    if hi is not None:
+        options.append((hi // k, -1))
+    return options or [None]
+
+
+def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple[int | None, ...]:
+    acc: dict[Monomial, int] = {}
+    for m, c in terms:
+        poly: dict[Monomial, int] = {(): c}
+        for atom, power in m:
+            s = sub[atom]
+            if s is None:
+                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
+                continue
+            shift, sign = s
+            factor = [
+                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
+            ]
+            new: dict[Monomial, int] = {}
+            for mono, cc in poly.items():
+                for j, fc in factor:
+                    if fc:
+                        nm = (*mono, (atom, j)) if j else mono
+                        new[nm] = new.get(nm, 0) + cc * fc
+            poly = new
+        for mono, cc in poly.items():
+            acc[mono] = acc.get(mono, 0) + cc
+    const = acc.pop((), 0)
+    lo_ok = hi_ok = True
+    for mono, cc in acc.items():
+        if not cc:
+            continue
+        for atom, power in mono:
+            if power % 2 and sub[atom] is None:
+                return None, None
+        if cc > 0:
+            hi_ok = False
+        else:
+            lo_ok = False
+    return (const if lo_ok else None, const if hi_ok else None)
+
+
+_MAX_EXPANSION = 20_000
+
+
+def _expansion_size(terms: Terms) -> int:
+    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
+    total = 0
+    for m, _ in terms:
+        size = 1
+        for _, power in m:
+            size *= power + 1
+        total += size
+    return total
+
+
+def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
+    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
+    combinations = 1
+    for m, _ in p._terms:
+        for atom, _ in m:
+            if atom not in atoms:
+                options = _atom_options(atom)
+                if combinations * len(options) > _MAX_COMBINATIONS:
+                    options = options[:1]
+                combinations *= len(options)
+                atoms[atom] = options
+    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
+        return None, None  # too costly to expand: undecided, which is always sound
+    lo: int | None = None
+    hi: int | None = None
+    for combo in itertools.product(*atoms.values()):
+        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+        if low is not None and (lo is None or low > lo):
+            lo = low
+        if high is not None and (hi is None or high < hi):
+            hi = high
+    return lo, hi
+
+
+def _bounds(p: Dim) -> tuple[int | None, int | None]:
+    """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
+
+    Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
+    ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
+    (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
+    (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
+    """
+    c = p._const
+    if c is not None:
+        return c, c
+    try:
+        return p._bnd  # type: ignore[no-any-return]
+    except AttributeError:
+        pass
+    result = _compute_bounds(p)
+    _setattr(p, "_bnd", result)
+    return result
+
+
+def _sign_decide(d: Dim, strict: bool) -> bool | None:
+    """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
+    need = 1 if strict else 0
+    c = d._const
+    if c is not None:
+        return c >= need
+    lo, hi = _bounds(d)
+    if lo is not None and lo >= need:
+        return True
+    if hi is not None and hi < need:
+        return False
+    return None
+
+
+def _provably_nonzero(d: Dim) -> bool:
+    c = d._const
+    if c is not None:
+        return c != 0
+    lo, hi = _bounds(d)
+    return (lo is not None and lo > 0) or (hi is not None and hi < 0)
+
+
+def _compare(a: Dim, other: object, op: str) -> bool:
+    if isinstance(other, Dim):
+        b = other
+    else:
+        n = _int_or_none(other)
+        if n is None:
+            return NotImplemented
+        b = _const(n)
+    d = b - a if op in ("<", "<=") else a - b
+    decided = _sign_decide(d, strict=len(op) == 1)
+    if decided is None:
+        raise InconclusiveError(f"cannot decide {a} {op} {b}: it depends on the sizes")
+    return decided
+
+
+# --------------------------------------------------------------------------------------------
+# printing
+# --------------------------------------------------------------------------------------------
+
+
+def _print_key(term: tuple[Monomial, int]) -> tuple[Any, ...]:
+    m = term[0]
+    return (-sum(p for _, p in m), tuple([(a, -p) for a, p in m]))
+
+
+def _format_factor(atom: Atom, power: int, wrap: bool) -> str:
+    if isinstance(atom, str):
+        text = atom
+    else:
+        text = str(atom)
+        if wrap or power > 1:
+            text = f"({text})"
+    return text if power == 1 else f"{text}**{power}"
+
+
+def _format_terms(terms: Terms) -> str:
+    if not terms:
+        return "0"
+    parts = []
+    for i, (m, c) in enumerate(sorted(terms, key=_print_key)):
+        negative = c < 0
+        size = -c if negative else c
+        if not m:
+            body = str(size)
+        else:
+            # a lone `x // k` needs no parentheses unless a factor or a leading `-` touches it
+            bare = size == 1 and len(m) == 1 and not (negative and i == 0)
+            body = "*".join(_format_factor(a, p, wrap=not bare) for a, p in m)
+            if size != 1:
+                body = f"{size}*{body}"
+        if i == 0:
+            parts.append(f"-{body}" if negative else body)
+        else:
+            parts.append(f" - {body}" if negative else f" + {body}")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# parsing
+# --------------------------------------------------------------------------------------------
+
+_OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
+_Token: TypeAlias = "tuple[str, str, int, int]"
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """Tokens by the rules of :mod:`tensig.lexical` (plus ``$name``, the solver's fresh names);
+    a literal's token holds its canonical digits."""
+    tokens: list[_Token] = []
+    pos, n = 0, len(text)
+    while pos < n:
+        ch = text[pos]
+        if ch.isspace():
+            pos += 1
+            continue
+        if is_digit(ch):
+            end = digits_end(text, pos)
+            tokens.append(("int", str(int_literal(text, pos, end)), pos, end))
+        elif is_name_start(ch):
+            end = identifier_end(text, pos)
+            tokens.append(("name", text[pos:end], pos, end))
+        elif ch == "$" and pos + 1 < n and is_name_char(text[pos + 1]):
+            end = pos + 2
+            while end < n and is_name_char(text[end]):
+                end += 1
+            tokens.append(("name", text[pos:end], pos, end))
+        elif (match := _OPERATOR.match(text, pos)) is not None:
+            end = match.end()
+            tokens.append(("op", match.group(), pos, end))
+        else:
+            reason, hint = unexpected_character(ch)
+            hint = {
+                "/": "floor division is written //",
+                ".": "sizes are integers",
+                "^": "a power is written **",
+            }.get(ch, hint)
+            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
+        pos = end
+    tokens.append(("end", "", n, n))
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
+
+    Every recursion passes through :meth:`unary`, which bounds the depth (``MAX_NESTING``), and
+    every operation goes through :meth:`apply`, which turns an expression that grows past the
+    module's bounds into a caret under the operator that did it.
+    """
+
+    __slots__ = ("depth", "i", "text", "tokens")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.i = 0
+        self.depth = 0
+
+    def fail(self, start: int, reason: str, hint: str | None = None, end: int | None = None):
+        raise SpecSyntaxError(self.text, start, reason, hint, end)
+
+    def apply(self, op: _Token, f: Any, a: Dim, b: Any) -> Dim:
+        try:
+            return f(a, b)  # type: ignore[no-any-return]
+        except ShapeError as e:
+            self.fail(op[2], e.reason, e.hint, op[3])
+            raise AssertionError from None  # unreachable: fail() raises
+
+    def parse(self) -> Dim:
+        if self.tokens[0][0] == "end":
+            self.fail(0, "empty dimension expression")
+        value = self.expr()
+        kind, tok, start, end = self.tokens[self.i]
+        if kind != "end":
+            if tok == ")":
+                self.fail(start, "unmatched ')'")
+            self.fail(
+                start,
+                f"expected an operator before {tok!r}",
+                "write * for a product, e.g. 2*B" if tok not in ("*", "**") else None,
+                end,
+            )
+        return value
+
+    def expr(self) -> Dim:
+        value = self.term()
+        while True:
+            op = self.tokens[self.i]
+            if op[1] == "+":
+                self.i += 1
+                value = self.apply(op, operator.add, value, self.term())
+            elif op[1] == "-":
+                self.i += 1
+                value = self.apply(op, operator.sub, value, self.term())
+            else:
+                return value
+
+    def term(self) -> Dim:
+        value = self.unary()
+        while True:
+            op = self.tokens[self.i]
+            tok = op[1]
+            if tok == "*":
+                self.i += 1
+                value = self.apply(op, operator.mul, value, self.unary())
+            elif tok in ("//", "%"):
+                self.i += 1
+                start = self.tokens[self.i][2]
+                divisor = self.unary()
+                end = self.tokens[self.i - 1][3]
+                k = divisor._const
+                if k is None:
+                    self.fail(start, f"the divisor of {tok} must be a constant", None, end)
+                elif k <= 0:
+                    self.fail(start, f"the divisor of {tok} must be positive", None, end)
+                quotient, remainder = _divmod(value, k)
+                value = quotient if tok == "//" else remainder
+            else:
+                return value
+
+    def unary(self) -> Dim:
+        _kind, tok, start, end = self.tokens[self.i]
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(start, f"the expression nests deeper than {MAX_NESTING} levels "
+                             "(parentheses, signs and powers)", None, end)
+        if tok == "-":
+            self.i += 1
+            value = self.apply(self.tokens[self.i - 1], operator.mul, self.unary(), -1)
+        elif tok == "+":
+            self.i += 1
+            value = self.unary()
+        else:
+            value = self.power()
+        self.depth -= 1
+        return value
+
+    def power(self) -> Dim:
+        base = self.primary()
+        op = self.tokens[self.i]
+        if op[1] != "**":
+            return base
+        self.i += 1
+        start = self.tokens[self.i][2]
+        exponent = self.unary()
+        e = exponent._const
+        if e is None or e < 0:
+            self.fail(
+                start,
+                "an exponent must be a nonnegative integer",
+                None,
+                self.tokens[self.i - 1][3],
+            )
+        return self.apply(op, operator.pow, base, e)
+
+    def primary(self) -> Dim:
+        kind, tok, start, end = self.tokens[self.i]
+        if kind == "int":
+            self.i += 1
+            return _const(int(tok))
+        if kind == "name":
+            self.i += 1
+            return _atom_dim(tok)
+        if tok == "(":
+            self.i += 1
+            value = self.expr()
+            if self.tokens[self.i][1] != ")":
+                self.fail(start, "unclosed '('", "add the missing ')'")
+            self.i += 1
+            return value
+        if kind == "end":
+            self.fail(start, "unexpected end of the dimension expression")
+        self.fail(start, f"expected a number, a name or '(', found {tok!r}", None, end)
+        raise AssertionError  # unreachable: fail() raises
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Dim:
+    return _Parser(text).parse()
+
+
+def parse_at(text: str, start: int, end: int) -> Dim:
+    """Parse ``text[start:end]``, reporting errors at their columns in the whole ``text``."""
+    try:
+        return _parse(text[start:end])
+    except SpecSyntaxError as e:
+        raise SpecSyntaxError(text, e.column + start, e.reason, e.hint, e.end + start) from None
+
+
+def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Item spans of ``text[start:end]``: comma-separated if it has a comma, else by spaces.
+
+    Without commas, pieces that an operator or an open parenthesis joins stay one item, so
+    ``"B + T"`` is one item while ``"B T+1"`` is two (and ``"B -T"`` is ``B`` and ``-T``).
+    """
+    segment = text[start:end]
+    spans: list[tuple[int, int]] = []
+    if "," not in segment:
+        depth = 0
+        joined = False  # the previous piece asks for the next one
+        for m in re.finditer(r"\S+", segment):
+            piece = m.group()
+            operator_only = not piece.strip("+-*/%")
+            if spans and (joined or operator_only or piece[0] in "*/%)"):
+                spans[-1] = (spans[-1][0], start + m.end())
+            else:
+                spans.append((start + m.start(), start + m.end()))
+            depth += piece.count("(") - piece.count(")")
+            joined = depth > 0 or piece[-1] in "+-*/%("
+        return spans
+    pieces = segment.split(",")
+    pos = start
+    for i, piece in enumerate(pieces):
+        stripped = piece.strip()
+        if stripped:
+            lead = len(piece) - len(piece.lstrip())
+            spans.append((pos + lead, pos + lead + len(stripped)))
+        elif not (i == len(pieces) - 1 and i > 0):  # a single trailing comma is allowed
+            raise SpecSyntaxError(text, pos, "empty item between commas")
+        pos += len(piece) + 1
+    return spans
+
+
+# --------------------------------------------------------------------------------------------
+# the public classes
+# --------------------------------------------------------------------------------------------
+
+
+class _DivAtom:
+    """Shared machinery of :class:`FloorDiv` and :class:`Mod` (an opaque integer atom)."""
+
+    __slots__ = ("_hash", "_key", "divisor", "numerator")
+    _rank: ClassVar[int] = 0
+    _op: ClassVar[str] = ""
+    numerator: Dim
+    divisor: int
+
+    def __init__(self, numerator: Dim, divisor: int):
+        if not isinstance(numerator, Dim):
+            raise TypeError(f"the numerator must be a Dim, not {type(numerator).__name__}")
+        divisor = operator.index(divisor)
+        if divisor < 2:
+            raise ValueError(f"the divisor must be an integer >= 2, got {divisor}")
+        _setattr(self, "numerator", numerator)
+        _setattr(self, "divisor", divisor)
+        _setattr(self, "_key", (self._rank, numerator._terms, divisor))
+        _setattr(self, "_hash", hash((self._op, numerator, divisor)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.numerator, self.divisor))
+
+    @property
+    def sort_key(self) -> tuple[Any, ...]:
+        """The total order of atoms: names first, then ``FloorDiv``, then ``Mod``."""
+        return self._key  # type: ignore[no-any-return]
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return self._hash == other._hash and self._key == other._key  # type: ignore[attr-defined]
+        return NotImplemented
+
+    # Atoms sit inside tuples that Python sorts directly, so they compare with size names too.
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return False
+        if isinstance(other, _DivAtom):
+            return self._key < other._key  # type: ignore[no-any-return]
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return False
+        if isinstance(other, _DivAtom):
+            return self._key <= other._key  # type: ignore[no-any-return]
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return True
+        if isinstance(other, _DivAtom):
+            return self._key > other._key  # type: ignore[no-any-return]
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return True
+        if isinstance(other, _DivAtom):
+            return self._key >= other._key  # type: ignore[no-any-return]
+        return NotImplemented
+
+    def __str__(self) -> str:
+        num = str(self.numerator)
+        if len(self.numerator._terms) > 1:
+            num = f"({num})"
+        return f"{num} {self._op} {self.divisor}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(Dim({str(self.numerator)!r}), {self.divisor})"
+
+
+class FloorDiv(_DivAtom):
+    """The atom ``numerator // divisor`` that canonical division could not remove.
+
+    Only :class:`Dim`'s ``//`` creates canonical ones (numerator coefficients in
+    ``[0, divisor)``); build atoms directly only to inspect or test them.
+
+    >>> atom = FloorDiv(Dim("T + 1"), 2)
+    >>> atom, str(atom)
+    (FloorDiv(Dim('T + 1'), 2), '(T + 1) // 2')
+    >>> (dim("T") + 1) // 2 == Dim("(T + 1) // 2")
+    True
+    """
+
+    __slots__ = ()
+    _rank: ClassVar[int] = 1
+    _op: ClassVar[str] = "//"
+
+
+class Mod(_DivAtom):
+    """The atom ``numerator % divisor``, always in ``[0, divisor - 1]``.
+
+    >>> str(Mod(Dim("T"), 2)), (dim("T") + 2) % 2
+    ('T % 2', Dim('T % 2'))
+    """
+
+    __slots__ = ()
+    _rank: ClassVar[int] = 2
+    _op: ClassVar[str] = "%"
+
+
+def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
+    """The sort key of an atom: names (by name) before ``FloorDiv`` before ``Mod``.
+
+    >>> sorted(["T", FloorDiv(Dim("B + 1"), 2), "B"], key=atom_sort_key)[:2]
+    ['B', 'T']
+    """
+    if isinstance(atom, str):
+        return (0, atom)
+    return atom._key  # type: ignore[no-any-return]
+
+
+class Dim:
+    """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
+
+    Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
+    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic.  ``==`` compares
+    canonical forms (and ``Dim.const(3) == 3``); ``<`` and friends assume positive sizes and
+    raise :class:`~tensig.InconclusiveError` when the answer depends on the sizes.
+
+    >>> B, T = Dim("B"), Dim("T")
+    >>> B + T + 5 + B == (B + B) + 5 + T
+    True
+    >>> 2*B*T + 1, B - 1, 3 - B, Dim(0)
+    (Dim('2*B*T + 1'), Dim('B - 1'), Dim('-B + 3'), Dim('0'))
+    """
+
+    __slots__ = ("_bnd", "_const", "_hash", "_str", "_syms", "_terms")
+    __array_ufunc__ = None  # NumPy scalars defer to our reflected operators
+    _terms: Terms
+    _const: int | None
+    _hash: int
+
+    def __new__(cls, value: str | int | Dim = 0) -> Dim:
+        return dim(value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Dim is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Dim is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_make, (self._terms,))
+
+    def __copy__(self) -> Dim:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Dim:
+        return self
+
+    # -- constructors -----------------------------------------------------------------------
+    @classmethod
+    def symbol(cls, name: str) -> Dim:
+        """The size named ``name``; unvalidated so solvers can use internal names like ``$12``.
+
+        >>> Dim.symbol("B"), Dim.symbol("$12") + 1
+        (Dim('B'), Dim('$12 + 1'))
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"a size name is a str, not {type(name).__name__}")
+        return _make(((((name, 1),), 1),))
+
+    @classmethod
+    def const(cls, n: int) -> Dim:
+        """The constant dimension ``n`` (equal to, and hashing like, the ``int``).
+
+        >>> Dim.const(3) == 3, hash(Dim.const(3)) == hash(3)
+        (True, True)
+        """
+        if type(n) is not int:
+            value = n._const if isinstance(n, Dim) else _int_or_none(n)
+            if value is None:
+                raise TypeError(f"a constant dimension is an int, not {n!r}")
+            n = value
+        return _const(n)
+
+    @classmethod
+    def parse(cls, text: str) -> Dim:
+        """Read a dimension expression: ints, names, ``+ - * // % **``, parentheses.
+
+        Precedence is Python's.  Divisors must be positive constants and exponents
+        nonnegative constants.  Bad text raises :class:`ValueError` (a
+        :class:`~tensig.SpecSyntaxError`) with a caret under the problem.
+
+        >>> Dim.parse("2*(T - 1) // 2 + B**2")
+        Dim('B**2 + T - 1')
+        >>> Dim.parse("T / 2")
+        Traceback (most recent call last):
+        ...
+        tensig.SpecSyntaxError: unexpected character '/' in a dimension (column 3)
+            T / 2
+              ^
+        hint: floor division is written //
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"Dim.parse reads a str, not {type(text).__name__}")
+        return _parse(text)
+
+    # -- inspection -------------------------------------------------------------------------
+    @property
+    def is_constant(self) -> bool:
+        """Whether the dimension is a plain number (no size names).
+
+        >>> Dim("2 + 1").is_constant, Dim("B - B + 1").is_constant, Dim("B").is_constant
+        (True, True, False)
+        """
+        return self._const is not None
+
+    @property
+    def constant(self) -> int | None:
+        """The value of a constant dimension, ``None`` for a symbolic one.
+
+        >>> Dim("3*2").constant, Dim("B").constant is None
+        (6, True)
+        """
+        return self._const
+
+    @property
+    def symbols(self) -> frozenset[str]:
+        """Every size name the dimension mentions, including inside ``//`` and ``%``.
+
+        >>> sorted(Dim("B*T + (d + 1) // 2").symbols)
+        ['B', 'T', 'd']
+        """
+        try:
+            return self._syms  # type: ignore[no-any-return]
+        except AttributeError:
+            pass
+        names: set[str] = set()
+        for m, _ in self._terms:
+            for atom, _ in m:
+                if isinstance(atom, str):
+                    names.add(atom)
+                else:
+                    names |= atom.numerator.symbols
+        result = frozenset(names)
+        _setattr(self, "_syms", result)
+        return result
+
+    @property
+    def terms(self) -> Mapping[Monomial, int]:
+        """A read-only view of the canonical form: monomial -> nonzero coefficient.
+
+        >>> dict(Dim("2*B*T - 1").terms)
+        {(): -1, (('B', 1), ('T', 1)): 2}
+        """
+        return MappingProxyType(dict(self._terms))
+
+    @property
+    def degree(self) -> int:
+        """The total degree (``//`` and ``%`` atoms count as degree 1; ``0`` for constants).
+
+        >>> Dim("B**2*T + T").degree, Dim("7").degree
+        (3, 0)
+        """
+        return max((sum(p for _, p in m) for m, _ in self._terms), default=0)
+
+    @property
+    def is_linear(self) -> bool:
+        """Degree at most 1 and no ``//`` / ``%`` atoms: what simple solving handles.
+
+        >>> Dim("2*B + T - 1").is_linear, Dim("B*T").is_linear, Dim("B // 2").is_linear
+        (True, False, False)
+        """
+        for m, _ in self._terms:
+            if len(m) > 1 or (m and (m[0][1] != 1 or not isinstance(m[0][0], str))):
+                return False
+        return True
+
+    def free_of(self, name: str) -> bool:
+        """Whether the size ``name`` does not occur (not even inside ``//`` or ``%``).
+
+        >>> Dim("B + T // 2").free_of("T"), Dim("B + T // 2").free_of("d")
+        (False, True)
+        """
+        return name not in self.symbols
+
+    def coefficient(self, name: str) -> Dim:
+        """``c`` in ``self == c*name + rest`` with ``c`` and ``rest`` free of ``name``.
+
+        Raises :class:`ValueError` when ``name`` occurs nonlinearly (a power, or inside
+        ``//`` / ``%``), since then no such split exists.
+
+        >>> Dim("2*B*T + 3*T + B").coefficient("T"), Dim("B").coefficient("T")
+        (Dim('2*B + 3'), Dim('0'))
+        """
+        d: dict[Monomial, int] = {}
+        for m, c in self._terms:
+            rest = []
+            found = False
+            for atom, p in m:
+                if atom == name:
+                    if p != 1:
+                        raise ValueError(f"{name} occurs nonlinearly (as {name}**{p}) in {self}")
+                    found = True
+                else:
+                    if not isinstance(atom, str) and name in atom.numerator.symbols:
+                        raise ValueError(f"{name} occurs inside {atom} in {self}")
+                    rest.append((atom, p))
+            if found:
+                d[tuple(rest)] = c
+        return _from_dict(d)
+
+    # -- evaluation -------------------------------------------------------------------------
+    def subs(self, mapping: Mapping[str, int | Dim]) -> Dim:
+        """Replace sizes by ints or dims; ``//`` and ``%`` atoms are simplified again.
+
+        >>> Dim("(T + 1) // 2 + B").subs({"T": 5}), Dim("B*T").subs({"T": Dim("B + 1")})
+        (Dim('B + 3'), Dim('B**2 + B'))
+        """
+        if self._const is not None or not mapping:
+            return self
+        names = self.symbols
+        values = {k: dim(v) for k, v in mapping.items() if k in names}
+        if not values:
+            return self
+        return _subs_terms(self._terms, values)
+
+    def evaluate(self, mapping: Mapping[str, int]) -> int:
+        """The integer value for concrete sizes; a :class:`ValueError` names missing ones.
+
+        >>> Dim("(T - 3) // 2 + 1").evaluate({"T": 9})
+        4
+        """
+        c = self._const
+        if c is not None:
+            return c
+        names = self.symbols
+        missing = sorted(n for n in names if n not in mapping)
+        if missing:
+            raise ValueError(f"cannot evaluate {self}: no size given for {', '.join(missing)}")
+        env = {n: operator.index(mapping[n]) for n in names}
+        return _eval_terms(self._terms, env)
+
+    def solve_for(self, name: str) -> tuple[Dim, tuple[Condition, ...]]:
+        """Solve ``self == 0`` for ``name``, which must occur linearly with a constant factor.
+
+        Returns ``(solution, conditions)``: the solution is exact when the division is exact
+        coefficient-wise; otherwise it is the floor quotient, valid only under the returned
+        divisibility condition.
+
+        >>> sol, conds = Dim("T - 2*(o - 1) - 1 - (3 - 1)*1").solve_for("o")
+        >>> sol == Dim("(T - 3) // 2 + 1"), [str(c) for c in conds]
+        (True, ['(T + 1) % 2 == 0'])
+        >>> Dim("2*o - 2*B").solve_for("o")
+        (Dim('B'), ())
+        """
+        coeff = self.coefficient(name)
+        c = coeff._const
+        if c is None:
+            raise ValueError(f"cannot solve {self} == 0 for {name}: its factor {coeff} is symbolic")
+        if not c:
+            raise ValueError(f"cannot solve {self} == 0 for {name}: {name} does not occur")
+        numerator = _scale(self, -1) + _atom_dim(name) * c  # -rest
+        if c < 0:
+            c, numerator = -c, -numerator
+        quotient, remainder = _divmod(numerator, c)
+        if remainder._const == 0:
+            return quotient, ()
+        return quotient, (Condition.divisible(numerator, c),)
+
+    # -- conversions --------------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        c = self._const
+        if c is not None:
+            return c != 0
+        if _provably_nonzero(self):
+            return True
+        raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the sizes")
+
+    def __int__(self) -> int:
+        c = self._const
+        if c is None:
+            raise InconclusiveError(f"{self} is not a constant: its value depends on the sizes")
+        return c
+
+    __index__ = __int__
+
+    def __str__(self) -> str:
+        try:
+            return self._str  # type: ignore[no-any-return]
+        except AttributeError:
+            pass
+        text = _format_terms(self._terms)
+        _setattr(self, "_str", text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"Dim({str(self)!r})"
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # -- comparison ---------------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Dim):
+            return self is other or (self._hash == other._hash and self._terms == other._terms)
+        if isinstance(other, int):
+            return self._const == other
+        n = _int_or_none(other)
+        if n is None:
+            return NotImplemented
+        return self._const == n
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __lt__(self, other: object) -> bool:
+        return _compare(self, other, "<")
+
+    def __le__(self, other: object) -> bool:
+        return _compare(self, other, "<=")
+
+    def __gt__(self, other: object) -> bool:
+        return _compare(self, other, ">")
+
+    def __ge__(self, other: object) -> bool:
+        return _compare(self, other, ">=")
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def __add__(self, other: object) -> Dim:
+        if isinstance(other, Dim):
+            if other._const is not None:
+                return _add_const(self, other._const)
+            if self._const is not None:
+                return _add_const(other, self._const)
+            return _add_terms(self._terms, other._terms, 1)
+        if isinstance(other, int):
+            return _add_const(self, other)
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _add_const(self, n)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> Dim:
+        if isinstance(other, Dim):
+            if other._const is not None:
+                return _add_const(self, -other._const)
+            return _add_terms(self._terms, other._terms, -1)
+        if isinstance(other, int):
+            return _add_const(self, -other)
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _add_const(self, -n)
+
+    def __rsub__(self, other: object) -> Dim:
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _add_const(_scale(self, -1), n)
+
+    def __mul__(self, other: object) -> Dim:
+        if isinstance(other, Dim):
+            if other._const is not None:
+                return _scale(self, other._const)
+            if self._const is not None:
+                return _scale(other, self._const)
+            return _mul_terms(self._terms, other._terms)
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _scale(self, n)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Dim:
+        return _scale(self, -1)
+
+    def __pos__(self) -> Dim:
+        return self
+
+    def __abs__(self) -> Dim:
+        """The dimension itself when provably ``>= 0``, its negation when provably ``<= 0``."""
+        lo, hi = _bounds(self)
+        if lo is not None and lo >= 0:
+            return self
+        if hi is not None and hi <= 0:
+            return _scale(self, -1)
+        raise InconclusiveError(f"cannot decide the sign of {self}: it depends on the sizes")
+
+    def __pow__(self, exponent: object, modulo: None = None) -> Dim:
+        if modulo is not None:
+            return NotImplemented
+        if isinstance(exponent, Dim):
+            e = exponent._const
+            if e is None:
+                raise TypeError(f"an exponent must be a constant, not {exponent}")
+        else:
+            e = _int_or_none(exponent)
+            if e is None:
+                return NotImplemented
+        if e < 0:
+            raise ValueError(f"an exponent must be nonnegative, got {e}")
+        if e > MAX_EXPONENT:
+            raise _too_large(f"an exponent of {e}", f"an exponent of {MAX_EXPONENT}")
+        c = self._const
+        if c is not None:
+            if (abs(c).bit_length() - 1) * e > MAX_BITS:
+                raise _too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
+                                 f"{MAX_BITS} bits")
+            return _const(_check_bits(c**e))
+        result, base = _ONE, self
+        while e:
+            if e & 1:
+                result = result * base
+            e >>= 1
+            if e:
+                base = base * base
+        return result
+
+    def __rpow__(self, base: object) -> Dim:
+        n = _int_or_none(base)
+        if n is None:
+            return NotImplemented
+        return _const(n) ** self
+
+    def _divisor(self, other: object) -> int | None:
+        if isinstance(other, Dim):
+            k = other._const
+            if k is None:
+                raise TypeError(f"cannot divide {self} by {other}: the divisor must be a constant")
+        else:
+            k = _int_or_none(other)
+            if k is None:
+                return None
+        if k <= 0:
+            raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
+        return k
+
+    def __floordiv__(self, other: object) -> Dim:
+        k = self._divisor(other)
+        return NotImplemented if k is None else _divmod(self, k)[0]
+
+    def __mod__(self, other: object) -> Dim:
+        k = self._divisor(other)
+        return NotImplemented if k is None else _divmod(self, k)[1]
+
+    def __divmod__(self, other: object) -> tuple[Dim, Dim]:
+        k = self._divisor(other)
+        return NotImplemented if k is None else _divmod(self, k)
+
+    def __rfloordiv__(self, other: object) -> Dim:
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _const(n) // self
+
+    def __rmod__(self, other: object) -> Dim:
+        n = _int_or_none(other)
+        return NotImplemented if n is None else _const(n) % self
+
+    def __truediv__(self, other: object) -> Dim:
+        if isinstance(other, Dim | int):
+            raise TypeError(f"cannot divide {self} by {other} with /: sizes use // and %")
+        return NotImplemented
+
+    def __rtruediv__(self, other: object) -> Dim:
+        if isinstance(other, int):
+            raise TypeError(f"cannot divide {other} by {self} with /: sizes use // and %")
+        return NotImplemented
+
+
+# Slot descriptors: faster than object.__setattr__ for the constructor above.
+_set_terms = Dim._terms.__set__  # type: ignore[attr-defined]
+_set_const = Dim._const.__set__  # type: ignore[attr-defined]
+_set_hash = Dim._hash.__set__  # type: ignore[attr-defined]
+_ZERO = _make(())
+_ONE = _make((((), 1),))
+_CONSTS: dict[int, Dim] = {n: _make((((), n),)) for n in range(-8, 65) if n}
+_CONSTS[0] = _ZERO
+_CONSTS[1] = _ONE
+
+
+def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
+    total = _ZERO
+    for m, c in terms:
+        term = _const(c)
+        for atom, p in m:
+            if isinstance(atom, str):
+                factor = values.get(atom)
+                if factor is None:
+                    factor = _atom_dim(atom)
+            else:
+                num = atom.numerator
+                if num.symbols.isdisjoint(values):
+                    factor = _atom_dim(atom)
+                else:
+                    q, r = _divmod(_subs_terms(num._terms, values), atom.divisor)
+                    factor = q if type(atom) is FloorDiv else r
+            term = term * (factor if p == 1 else factor**p)
+        total = total + term
+    return total
+
+
+def _eval_terms(terms: Terms, env: dict[str, int]) -> int:
+    total = 0
+    for m, c in terms:
+        value = c
+        for atom, p in m:
+            if isinstance(atom, str):
+                x = env[atom]
+            else:
+                x = _eval_terms(atom.numerator._terms, env)
+                x = x // atom.divisor if type(atom) is FloorDiv else x % atom.divisor
+            value *= x if p == 1 else x**p
+        total += value
+    return total
+
+
+def dim(x: str | int | Dim) -> Dim:
+    """Coerce a name, an expression, an ``int`` or a :class:`Dim` to a :class:`Dim`.
+
+    >>> dim("B"), dim("T + 1"), dim(3), dim(dim("B")) == dim("B")
+    (Dim('B'), Dim('T + 1'), Dim('3'), True)
+    """
+    if isinstance(x, Dim):
+        return x
+    if isinstance(x, str):
+        return _make(((((x, 1),), 1),)) if x.isidentifier() else _parse(x)
+    n = _int_or_none(x)
+    if n is None:
+        raise TypeError(f"a dimension is a str, an int or a Dim, not {type(x).__name__}")
+    return _const(n)
+
+
+def dims(text: str) -> tuple[Dim, ...]:
+    """Several dimensions at once: ``dims("B T d")`` or ``dims("T + 1, B")``.
+
+    Items are comma-separated when the text has a comma (so items may contain spaces),
+    else whitespace-separated; each item is read by :meth:`Dim.parse`.
+
+    >>> dims("B T d")
+    (Dim('B'), Dim('T'), Dim('d'))
+    >>> dims("T + 1, 2*B")
+    (Dim('T + 1'), Dim('2*B'))
+    """
+    return tuple(parse_at(text, s, e) for s, e in split_items(text, 0, len(text)))
+
+
+class Condition:
+    """A fact that holds only for some sizes, such as ``(T + 1) % 2 == 0`` or ``T >= 3``.
+
+    A solver returns these next to answers that are valid only under them.  Conditions are
+    stored canonically (so equivalent ones are equal and hash alike): ``divisible`` keeps the
+    polynomial with coefficients reduced modulo ``k``; ``at_least`` and ``equal`` keep one
+    difference ``expr`` (``expr >= 0`` / ``expr == 0``).
+
+    >>> c = Condition.divisible(Dim("T - 3"), 2)
+    >>> str(c), c.holds({"T": 9}), c.decide() is None
+    ('(T + 1) % 2 == 0', True, True)
+    >>> str(Condition.at_least(Dim("T"), 3)), Condition.equal(Dim("B"), Dim("T"))
+    ('T >= 3', Condition.equal(Dim('B - T'), 0))
+    """
+
+    __slots__ = ("_hash", "expr", "kind", "modulus")
+    DIVISIBLE: ClassVar[str] = "divisible"
+    AT_LEAST: ClassVar[str] = "at_least"
+    EQUAL: ClassVar[str] = "equal"
+    kind: str
+    expr: Dim
+    modulus: int
+
+    def __init__(self, kind: str, expr: Dim | int, modulus: int = 0):
+        expr = dim(expr)
+        if kind == self.DIVISIBLE:
+            modulus = operator.index(modulus)
+            if modulus < 1:
+                raise ValueError(f"a divisor must be positive, got {modulus}")
+            expr = _reduce_coefficients(expr, modulus)
+        elif kind in (self.AT_LEAST, self.EQUAL):
+            modulus = 0
+            if kind == self.EQUAL and expr._terms:
+                first = min(expr._terms, key=_print_key)
+                if first[1] < 0:
+                    expr = _scale(expr, -1)
+        else:
+            raise ValueError(f"unknown condition kind {kind!r}")
+        _setattr(self, "kind", kind)
+        _setattr(self, "expr", expr)
+        _setattr(self, "modulus", modulus)
+        _setattr(self, "_hash", hash((kind, expr, modulus)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Condition is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Condition is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Condition, (self.kind, self.expr, self.modulus))
+
+    @classmethod
+    def divisible(cls, p: Dim | int, k: int) -> Condition:
+        """``p % k == 0``: a size must split evenly (strides, reshapes, solved divisions).
+
+        >>> Condition.divisible(Dim("2*B"), 2).decide(), Condition.divisible(Dim("2*B + 1"), 2)
+        (True, Condition.divisible(Dim('1'), 2))
+        """
+        return cls(cls.DIVISIBLE, p, k)
+
+    @classmethod
+    def at_least(cls, p: Dim | int, bound: Dim | int) -> Condition:
+        """``p >= bound``: e.g. a window must fit inside its input.
+
+        >>> Condition.at_least(Dim("T + 1"), 1).decide(), str(Condition.at_least("T", "B + 2"))
+        (True, 'T >= B + 2')
+        """
+        return cls(cls.AT_LEAST, dim(p) - dim(bound))
+
+    @classmethod
+    def equal(cls, a: Dim | int, b: Dim | int) -> Condition:
+        """``a == b``: two sizes the solver could not unify symbolically.
+
+        >>> str(Condition.equal(Dim("T"), Dim("B"))), Condition.equal(2, 3).decide()
+        ('B == T', False)
+        """
+        return cls(cls.EQUAL, dim(a) - dim(b))
+
+    def holds(self, mapping: Mapping[str, int]) -> bool:
+        """Whether the condition is true for these concrete sizes.
+
+        >>> Condition.at_least(Dim("T"), 3).holds({"T": 2})
+        False
+        """
+        value = self.expr.evaluate(mapping)
+        if self.kind == self.DIVISIBLE:
+            return value % self.modulus == 0
+        if self.kind == self.AT_LEAST:
+            return value >= 0
+        return value == 0
+
+    def decide(self) -> bool | None:
+        """``True``/``False`` when it holds for all / no positive sizes; ``None``: it depends.
+
+        >>> Condition.at_least(Dim("B*T"), Dim("B")).decide(), Condition.equal("B", "T").decide()
+        (True, None)
+        """
+        if self.kind == self.DIVISIBLE:
+            remainder = _divmod(self.expr, self.modulus)[1]
+            if remainder._const is not None:
+                return remainder._const == 0
+            return False if _provably_nonzero(remainder) else None
+        if self.kind == self.AT_LEAST:
+            return _sign_decide(self.expr, strict=False)
+        if self.expr._const is not None:
+            return self.expr._const == 0
+        return False if _provably_nonzero(self.expr) else None
+
+    def subs(self, mapping: Mapping[str, int | Dim]) -> Condition:
+        """The condition with sizes replaced (see :meth:`Dim.subs`).
+
+        >>> str(Condition.at_least(Dim("T"), Dim("B")).subs({"B": 3}))
+        'T >= 3'
+        """
+        return Condition(self.kind, self.expr.subs(mapping), self.modulus)
+
+    def _sides(self) -> tuple[Dim, Dim]:
+        """Split ``expr`` into ``lhs - rhs`` with positive terms on the left, for printing."""
+        expr = self.expr
+        if expr._const is not None:
+            return expr, _ZERO
+        pos = {m: c for m, c in expr._terms if m and c > 0}
+        neg = {m: -c for m, c in expr._terms if m and c < 0}
+        const = dict(expr._terms).get((), 0)
+        if pos:
+            return _from_dict(pos), _add_const(_from_dict(neg), -const)
+        return _const(const), _from_dict(neg)
+
+    def __str__(self) -> str:
+        if self.kind == self.DIVISIBLE:
+            num = str(self.expr)
+            if len(self.expr._terms) > 1:
+                num = f"({num})"
+            return f"{num} % {self.modulus} == 0"
+        lhs, rhs = self._sides()
+        return f"{lhs} {'>=' if self.kind == self.AT_LEAST else '=='} {rhs}"
+
+    def __repr__(self) -> str:
+        if self.kind == self.DIVISIBLE:
+            return f"Condition.divisible({self.expr!r}, {self.modulus})"
+        return f"Condition.{self.kind}({self.expr!r}, 0)"
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Condition):
+            return NotImplemented
+        return (self.kind, self.modulus, self.expr) == (other.kind, other.modulus, other.expr)
+
+
+class ShapeVar:
+    """A named shape (row) variable: any number of axes, printed ``..name..``.
+
+    >>> ShapeVar("s"), str(ShapeVar("s")), ShapeVar("s") == ShapeVar("s")
+    (ShapeVar('s'), '..s..', True)
+    """
+
+    __slots__ = ("_hash", "name")
+    name: str
+
+    def __init__(self, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"a shape variable name is a str, not {type(name).__name__}")
+        _setattr(self, "name", name)
+        _setattr(self, "_hash", hash(("ShapeVar", name)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("ShapeVar is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ShapeVar is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ShapeVar, (self.name,))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShapeVar):
+            return self.name == other.name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]
+
+    def __str__(self) -> str:
+        return f"..{self.name}.."
+
+    def __repr__(self) -> str:
+        return f"ShapeVar({self.name!r})"
+
+
+_SHAPE_VAR = re.compile(r"\.\.([^\W\d]\w*)\.\.")
+ShapeItem: TypeAlias = "Dim | ShapeVar"
+
+
+def _flatten(items: Iterable[Any], out: list[ShapeItem]) -> None:
+    for x in items:
+        if isinstance(x, Dim | ShapeVar):
+            out.append(x)
+        elif isinstance(x, ShapeIndex):
+            out.extend(x._items)
+        elif isinstance(x, str):
+            match = _SHAPE_VAR.fullmatch(x.strip())
+            out.append(ShapeVar(match.group(1)) if match else dim(x))
+        elif isinstance(x, tuple | list):
+            _flatten(x, out)
+        else:
+            n = _int_or_none(x)
+            if n is None:
+                raise TypeError(f"a shape item is an int, a Dim or a ShapeVar, not {x!r}")
+            out.append(_const(n))
+
+
+def _shape_index(items: tuple[ShapeItem, ...]) -> ShapeIndex:
+    self = _new_object(ShapeIndex)
+    _setattr(self, "_items", items)
+    _setattr(self, "_hash", hash(items))
+    _setattr(self, "_nvars", sum(1 for x in items if type(x) is ShapeVar))
+    return self
+
+
+class ShapeIndex:
+    """Remora's shape index: a flat, immutable sequence of dimensions and shape variables.
+
+    Nested indices, tuples and lists are flattened on construction (Remora's canonical form
+    of ``++`` and ``shape``), so equality is item-wise equality of canonical dimensions.
+
+    >>> s = ShapeIndex([2, Dim("T + 1"), ShapeIndex([ShapeVar("s"), 3])])
+    >>> s, s.rank, s + (4,)
+    (ShapeIndex('[2, T + 1, ..s.., 3]'), None, ShapeIndex('[2, T + 1, ..s.., 3, 4]'))
+    >>> ShapeIndex([3, 4, 5, 6]).prefix_minus([3, 4])
+    ShapeIndex('[5, 6]')
+    """
+
+    __slots__ = ("_hash", "_items", "_nvars")
+    _items: tuple[ShapeItem, ...]
+    _hash: int
+    _nvars: int
+
+    def __init__(self, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()):
+        if isinstance(items, str):
+            flat = list(ShapeIndex.parse(items)._items)
+        else:
+            flat = []
+            _flatten(items, flat)
+        t = tuple(flat)
+        _setattr(self, "_items", t)
+        _setattr(self, "_hash", hash(t))
+        _setattr(self, "_nvars", sum(1 for x in t if type(x) is ShapeVar))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("ShapeIndex is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ShapeIndex is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ShapeIndex, (list(self._items),))
+
+    @classmethod
+    def parse(cls, text: str) -> ShapeIndex:
+        """Read ``"B, T + 1, ..s.."`` (optionally in brackets; spaces separate without commas).
+
+        >>> ShapeIndex.parse("[B, T+1, ..s..]") == ShapeIndex.parse("B T+1 ..s..")
+        True
+        """
+        start, end = 0, len(text)
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start < end and text[start] == "[":
+            if text[end - 1] != "]":
+                raise SpecSyntaxError(text, start, "unclosed '['", "add the missing ']'")
+            start, end = start + 1, end - 1
+        elif start < end and text[end - 1] == "]":
+            raise SpecSyntaxError(text, end - 1, "unmatched ']'")
+        items: list[ShapeItem] = []
+        for s, e in split_items(text, start, end):
+            match = _SHAPE_VAR.fullmatch(text, s, e)
+            items.append(ShapeVar(match.group(1)) if match else parse_at(text, s, e))
+        return _shape_index(tuple(items))
+
+    # -- sequence protocol ------------------------------------------------------------------
+    @property
+    def items(self) -> tuple[Dim | ShapeVar, ...]:
+        """The items in order (dimensions and shape variables)."""
+        return self._items
+
+    def __iter__(self) -> Iterator[Dim | ShapeVar]:
+        return iter(self._items)
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return _shape_index(self._items[i])
+        return self._items[i]
+
+    def __len__(self) -> int:
+        if self._nvars:
+            raise TypeError(f"the length of {self} depends on its shape variables")
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        if not self._items:
+            return False
+        if self._nvars == len(self._items):
+            raise InconclusiveError(f"cannot decide whether {self} is empty")
+        return True
+
+    @property
+    def rank(self) -> int | None:
+        """The number of axes, or ``None`` when shape variables make it unknown.
+
+        >>> ShapeIndex.parse("B, 3").rank, ShapeIndex.parse("B, ..s..").rank
+        (2, None)
+        """
+        return None if self._nvars else len(self._items)
+
+    @property
+    def dims(self) -> tuple[Dim, ...]:
+        """The dimension items, in order (shape variables left out).
+
+        >>> ShapeIndex.parse("B, ..s.., 3").dims
+        (Dim('B'), Dim('3'))
+        """
+        return tuple(x for x in self._items if type(x) is Dim)
+
+    @property
+    def shape_vars(self) -> tuple[ShapeVar, ...]:
+        """The shape variable items, in order.
+
+        >>> ShapeIndex.parse("B, ..s.., ..t..").shape_vars
+        (ShapeVar('s'), ShapeVar('t'))
+        """
+        return tuple(x for x in self._items if type(x) is ShapeVar)
+
+    @property
+    def is_concrete(self) -> bool:
+        """Whether every item is a constant dimension (a NumPy-style shape).
+
+        >>> ShapeIndex([3, 4]).is_concrete, ShapeIndex(["B"]).is_concrete
+        (True, False)
+        """
+        return not self._nvars and all(x._const is not None for x in self._items)  # type: ignore[union-attr]
+
+    def as_tuple(self) -> tuple[int, ...]:
+        """The concrete shape as ints (:class:`TypeError` with shape variables,
+        :class:`~tensig.InconclusiveError` with symbolic dimensions).
+
+        >>> ShapeIndex([3, Dim("2*2")]).as_tuple()
+        (3, 4)
+        """
+        if self._nvars:
+            raise TypeError(f"{self} has shape variables, so it is not a concrete shape")
+        return tuple(int(x) for x in self._items)  # type: ignore[call-overload]
+
+    def product(self) -> Dim:
+        """The number of elements (``1`` for the empty index); no shape variables allowed.
+
+        >>> ShapeIndex.parse("B, T, 2").product(), ShapeIndex([]).product()
+        (Dim('2*B*T'), Dim('1'))
+        """
+        if self._nvars:
+            raise TypeError(f"the size of {self} depends on its shape variables")
+        result = _ONE
+        for x in self._items:
+            result = result * x
+        return result
+
+    def subs(
+        self,
+        dim_map: Mapping[str, int | Dim],
+        shape_map: Mapping[str, ShapeIndex | tuple[Any, ...] | list[Any]] | None = None,
+    ) -> ShapeIndex:
+        """Replace sizes (``dim_map``) and shape variables (``shape_map``, by name).
+
+        >>> ShapeIndex.parse("B, ..s..").subs({"B": 2}, {"s": (Dim("T"), 3)})
+        ShapeIndex('[2, T, 3]')
+        """
+        out: list[ShapeItem] = []
+        for x in self._items:
+            if type(x) is ShapeVar:
+                if shape_map is not None and x.name in shape_map:
+                    _flatten((shape_map[x.name],), out)
+                else:
+                    out.append(x)
+            else:
+                out.append(x.subs(dim_map) if dim_map else x)  # type: ignore[union-attr]
+        return _shape_index(tuple(out))
+
+    def prefix_minus(self, other: ShapeIndex | Iterable[Any]) -> ShapeIndex | None:
+        """Remora's partial prefix subtraction: ``a ∸ b = c`` iff ``b ++ c == a``.
+
+        Decided on canonical forms; ``None`` when ``b`` is not a prefix of ``a``.
+
+        >>> ShapeIndex([3, 4, 5, 6]).prefix_minus(ShapeIndex([4])) is None
+        True
+        """
+        if not isinstance(other, ShapeIndex):
+            other = ShapeIndex(other)
+        n = len(other._items)
+        if self._items[:n] == other._items:
+            return _shape_index(self._items[n:])
+        return None
+
+    # -- operators ----------------------------------------------------------------------------
+    def __add__(self, other: object) -> ShapeIndex:
+        if isinstance(other, ShapeIndex):
+            return _shape_index(self._items + other._items)
+        if isinstance(other, tuple | list):
+            return _shape_index(self._items + ShapeIndex(other)._items)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> ShapeIndex:
+        if isinstance(other, tuple | list):
+            return _shape_index(ShapeIndex(other)._items + self._items)
+        return NotImplemented
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShapeIndex):
+            return self._hash == other._hash and self._items == other._items
+        if isinstance(other, tuple | list):
+            return len(self._items) == len(other) and all(
+                a == b for a, b in zip(self._items, other, strict=True)
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(x) for x in self._items) + "]"
+
+    def __repr__(self) -> str:
+        return f"ShapeIndex({str(self)!r})"

@@ -1,0 +1,140 @@
+"""Errors that carry data, and the one formatter that renders them.
+
+Every layer raises these: the parser raises :class:`SpecSyntaxError`, the solver raises
+:class:`ShapeError`, symbolic comparisons that cannot be decided raise
+:class:`InconclusiveError`.  They keep the structured facts (spec, column, operand, sizes,
+origins) as attributes so that tools (the CLI's ``--json``, the checker's reports) can use them
+without parsing the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "InconclusiveError",
+    "ShapeError",
+    "SpecSyntaxError",
+    "TensigError",
+    "caret_block",
+]
+
+
+def caret_block(text: str, start: int, end: int | None = None, indent: str = "    ") -> str:
+    """Render ``text`` with carets under the half-open column range ``[start, end)``.
+
+    >>> print(caret_block("ij;jk=>ik", 3, 4))
+        ij;jk=>ik
+           ^
+    """
+    start = max(0, min(start, len(text)))
+    end = start + 1 if end is None or end <= start else min(end, max(len(text), start + 1))
+    return f"{indent}{text}\n{indent}{' ' * start}{'^' * (end - start)}"
+
+
+class TensigError(Exception):
+    """Base class of every error tensig raises on purpose."""
+
+
+class SpecSyntaxError(TensigError, ValueError):
+    """A spec string does not follow the notation.
+
+    Attributes: ``spec`` (the text), ``column`` (0-based), ``end`` (end column of the offending
+    span), ``reason`` (one line) and ``hint`` (the fix, when it is knowable, else ``None``).
+    """
+
+    def __init__(
+        self, spec: str, column: int, reason: str, hint: str | None = None, end: int | None = None
+    ):
+        self.spec = spec
+        self.column = column
+        self.end = end if end is not None else column + 1
+        self.reason = reason
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [f"{self.reason} (column {self.column + 1})", caret_block(self.spec, self.column,
+                                                                         self.end)]
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class ShapeError(TensigError, ValueError):
+    """Shapes do not fit a spec, or cannot be inferred from it.
+
+    Attributes (any may be ``None`` when it does not apply): ``spec`` (text), ``span`` (column
+    range of the offending axis in ``spec``), ``operand`` (0-based operand index, or ``"result"``),
+    ``shape`` (that operand's shape as text), ``label`` (the axis label or row variable),
+    ``sizes`` (the conflicting sizes), ``origins`` (where each size came from), ``hint``.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        spec: str | None = None,
+        span: tuple[int, int] | None = None,
+        operand: int | str | None = None,
+        shape: str | None = None,
+        label: str | None = None,
+        sizes: Sequence[object] = (),
+        origins: Sequence[str] = (),
+        hint: str | None = None,
+    ):
+        self.reason = reason
+        self.spec = spec
+        self.span = span
+        self.operand = operand
+        self.shape = shape
+        self.label = label
+        self.sizes = tuple(sizes)
+        self.origins = tuple(origins)
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [self.reason]
+        if self.spec is not None:
+            if self.span is not None:
+                lines.append(caret_block(self.spec, self.span[0], self.span[1]))
+            else:
+                lines.append(f"    {self.spec}")
+        if self.operand is not None:
+            which = "result" if self.operand == "result" else f"operand {self.operand}"
+            lines.append(f"  in {which}" + (f" with shape {self.shape}" if self.shape else ""))
+        for origin in self.origins:
+            lines.append(f"  {origin}")
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        """The error's facts as plain data (for ``--json`` output and reports)."""
+        return {
+            "error": "ShapeError",
+            "reason": self.reason,
+            "spec": self.spec,
+            "span": list(self.span) if self.span else None,
+            "operand": self.operand,
+            "shape": self.shape,
+            "label": self.label,
+            "sizes": [str(s) for s in self.sizes],
+            "origins": list(self.origins),
+            "hint": self.hint,
+        }
+
+
+class InconclusiveError(TensigError, ValueError):
+    """A comparison of symbolic dimensions cannot be decided from their canonical forms.
+
+    ``B < T`` holds for some sizes and not for others; tensig refuses to guess.
+    """
+
+
+# Tracebacks and doctests show the public name (``tensig.ShapeError``), not the module that
+# happens to define it; pickling finds the class there too.
+for _cls in (TensigError, SpecSyntaxError, ShapeError, InconclusiveError):
+    _cls.__module__ = "tensig"
+del _cls

@@ -1,0 +1,101 @@
+"""The lexical rules every tensig text shares: names, integer literals, characters to refuse.
+
+Specs (:mod:`tensig.notation`) and dimension expressions (:mod:`tensig.dims`, shape strings)
+read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 1")`` agree:
+
+- a **name** follows Python's :meth:`str.isidentifier`: a letter (any script) or ``_``, then
+  letters, digits and ``_`` (no normalization: ``é`` precomposed and ``e`` + a combining accent
+  are different texts);
+- a **number** is written with the ASCII digits ``0-9`` only: ``²``, ``１`` or ``٣`` are
+  refused with a caret, never read as numbers or as names;
+- a literal is at most :data:`MAX_LITERAL` (``2**63``), checked on the digit count before any
+  conversion, so a 5,000-digit literal costs nothing and says what is wrong.
+
+>>> identifier_end("αβ, γ", 0), identifier_end("2o", 0)
+(2, 0)
+>>> int_literal("a, 12 => a", 3, 5)
+12
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from tensig.core.errors import SpecSyntaxError
+
+__all__ = [
+    "MAX_LITERAL",
+    "digits_end",
+    "identifier_end",
+    "int_literal",
+    "is_digit",
+    "is_name_char",
+    "is_name_start",
+    "unexpected_character",
+]
+
+MAX_LITERAL = 2**63
+_MAX_DIGITS = len(str(MAX_LITERAL))
+
+
+def is_digit(c: str) -> bool:
+    """An ASCII digit: the only characters that write numbers."""
+    return "0" <= c <= "9"
+
+
+def is_name_start(c: str) -> bool:
+    """Can a name start with ``c``?  (A letter of any script, or ``_``.)"""
+    return c.isidentifier()
+
+
+def is_name_char(c: str) -> bool:
+    """Can ``c`` continue a name?  (Letters, digits of any script, ``_``, combining marks.)"""
+    return ("_" + c).isidentifier()
+
+
+def identifier_end(text: str, i: int, end: int | None = None) -> int:
+    """Where the name starting at ``text[i]`` ends (``i`` itself when no name starts there)."""
+    end = len(text) if end is None else end
+    if i >= end or not is_name_start(text[i]):
+        return i
+    j = i + 1
+    while j < end and is_name_char(text[j]):
+        j += 1
+    return j
+
+
+def digits_end(text: str, i: int, end: int | None = None) -> int:
+    """Where the run of ASCII digits starting at ``text[i]`` ends."""
+    end = len(text) if end is None else end
+    while i < end and is_digit(text[i]):
+        i += 1
+    return i
+
+
+def int_literal(text: str, start: int, end: int) -> int:
+    """The value of the ASCII digits ``text[start:end]``, at most :data:`MAX_LITERAL`.
+
+    The length is checked before converting, so no digit string is ever expensive.
+    """
+    digits = text[start:end].lstrip("0") or "0"
+    if len(digits) <= _MAX_DIGITS:
+        value = int(digits)
+        if value <= MAX_LITERAL:
+            return value
+    shown = digits if len(digits) <= 24 else f"a {len(digits)}-digit number"
+    raise SpecSyntaxError(text, start, f"an integer literal is at most 2**63, not {shown}",
+                          end=end)
+
+
+def unexpected_character(c: str) -> tuple[str, str | None]:
+    """The reason (and hint) for refusing ``c``; non-ASCII numerals and combining marks are
+    named, since they look like something tensig reads."""
+    if c.isnumeric() and not is_digit(c):
+        name = unicodedata.name(c, "a numeral")
+        return (f"{c!r} ({name}) is not a number here: only the ASCII digits 0-9 write numbers",
+                None)
+    if unicodedata.combining(c):
+        return (f"a combining mark {c!r} cannot stand on its own",
+                "write the accented letter precomposed (Unicode NFC), e.g. with "
+                "unicodedata.normalize('NFC', spec)")
+    return f"unexpected character {c!r}", None

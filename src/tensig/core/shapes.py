@@ -1,0 +1,250 @@
+"""Shapes with three rows: ``batch|input->output``.
+
+A :class:`Shape` holds, for each row, a tuple of sizes (``int`` or symbolic
+:class:`tensig.core.dims.Dim`), and each size may carry a *basis* label (``rgb=3``): a semantic tag
+that inference propagates and refuses to fuse with a different one.  A plain tuple, or a plain
+array's ``.shape``, means output axes only.  Memory order is batch, output, input (OCANNL's
+convention), which is what :attr:`Shape.dims` returns.
+
+>>> s = Shape.parse("2|3->rgb=4")
+>>> s.batch, s.input, s.output, str(s)
+((2,), (3,), (4,), '2|3->rgb=4')
+>>> Shape.parse("B, T|->d").dims
+(Dim('B'), Dim('T'), Dim('d'))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn
+
+from tensig.core.dims import Dim, parse_at, split_items
+from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.core.notation import KINDS, Kind, row_spans
+
+__all__ = ["Shape", "Size", "as_shape", "normalize_size"]
+
+Size = int | Dim
+_BASIS = re.compile(r"\s*(\w+)\s*=(?!=)\s*(.+)$")
+
+
+def normalize_size(x: Any, *, where: str = "size") -> Size:
+    """An ``int`` for every constant size (NumPy integers and constant ``Dim`` included).
+
+    >>> normalize_size(Dim.parse("2 + 1")), normalize_size("T + 1")
+    (3, Dim('T + 1'))
+    """
+    if isinstance(x, bool):
+        raise TypeError(f"{where}: a size cannot be a bool")
+    if isinstance(x, int):
+        value = int(x)
+    elif isinstance(x, Dim):
+        if x.constant is None:
+            return x
+        value = x.constant
+    elif isinstance(x, str):
+        return normalize_size(Dim.parse(x), where=where)
+    elif hasattr(x, "__index__") and not isinstance(x, float):
+        value = int(x.__index__())
+    else:
+        raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
+    if value < 0:
+        raise ShapeError(f"{where}: a size cannot be negative ({value})")
+    return value
+
+
+def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
+    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
+    errors pointing into the whole ``text``."""
+    while text[start].isspace():
+        start += 1
+    while text[end - 1].isspace():
+        end -= 1
+    basis = None
+    m = _BASIS.match(text, start, end)
+    if m and m.group(1).isidentifier():
+        basis, start = m.group(1), m.start(2)
+    size = parse_at(text, start, end)
+    try:
+        return normalize_size(size, where=where), basis
+    except ShapeError as e:
+        raise SpecSyntaxError(text, start, e.reason, end=end) from None
+
+
+def _axis(item: Any, where: str) -> tuple[Size, str | None]:
+    """One axis from ``3``, ``Dim``, ``"B"``, ``"rgb=3"`` or a ``(basis, size)`` pair."""
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str | type(None)):
+        return normalize_size(item[1], where=where), item[0]
+    if isinstance(item, str):
+        m = _BASIS.match(item)
+        if m and m.group(1).isidentifier():
+            return normalize_size(m.group(2), where=where), m.group(1)
+        return normalize_size(item.strip(), where=where), None
+    return normalize_size(item, where=where), None
+
+
+class Shape:
+    """An immutable three-row shape; sizes are ints or symbolic dims, bases optional.
+
+    >>> Shape(batch=[8], input=[3], output=["rgb=3"])
+    Shape('8|3->rgb=3')
+    >>> Shape(output=(2, 3)) == Shape.parse("2, 3")
+    True
+    """
+
+    __slots__ = ("_bases", "_hash", "_rows")
+
+    def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),
+                 output: Iterable[Any] = ()):
+        rows = []
+        bases = []
+        for kind, items in zip(KINDS, (batch, input, output), strict=True):
+            axes = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
+            rows.append(tuple(a[0] for a in axes))
+            bases.append(tuple(a[1] for a in axes))
+        self._rows: tuple[tuple[Size, ...], ...] = tuple(rows)
+        self._bases: tuple[tuple[str | None, ...], ...] = tuple(bases)
+        self._hash = hash((self._rows, self._bases))
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> Shape:
+        """Build from ``{kind: [(size, basis), ...]}`` (sizes already normalized)."""
+        self = cls.__new__(cls)
+        axes = [tuple(rows.get(k, ())) for k in KINDS]
+        self._rows = tuple(tuple(normalize_size(s) for s, _ in row) for row in axes)
+        self._bases = tuple(tuple(b for _, b in row) for row in axes)
+        self._hash = hash((self._rows, self._bases))
+        return self
+
+    # -- rows ------------------------------------------------------------------------------
+    @property
+    def batch(self) -> tuple[Size, ...]:
+        return self._rows[0]
+
+    @property
+    def input(self) -> tuple[Size, ...]:
+        return self._rows[1]
+
+    @property
+    def output(self) -> tuple[Size, ...]:
+        return self._rows[2]
+
+    def row(self, kind: Kind) -> tuple[Size, ...]:
+        return self._rows[KINDS.index(kind)]
+
+    def row_bases(self, kind: Kind) -> tuple[str | None, ...]:
+        return self._bases[KINDS.index(kind)]
+
+    def axes(self, kind: Kind) -> tuple[tuple[Size, str | None], ...]:
+        """``(size, basis)`` pairs of one row."""
+        i = KINDS.index(kind)
+        return tuple(zip(self._rows[i], self._bases[i], strict=True))
+
+    @property
+    def dims(self) -> tuple[Size, ...]:
+        """All sizes in memory order: batch, output, input."""
+        return self.batch + self.output + self.input
+
+    @property
+    def int_dims(self) -> tuple[int, ...]:
+        """``dims`` as Python ints, as an array of this (concrete) shape has them: the sizes
+        compiled code works with.  A symbolic size raises."""
+        return tuple(int(d) for d in self.dims)
+
+    @property
+    def rank(self) -> int:
+        return sum(len(r) for r in self._rows)
+
+    @property
+    def is_concrete(self) -> bool:
+        return all(isinstance(s, int) for r in self._rows for s in r)
+
+    def numel(self) -> Size:
+        """The number of elements (symbolic when a size is)."""
+        total: Size = 1
+        for s in self.dims:
+            total = total * s
+        return normalize_size(total)
+
+    # -- text ------------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """Read ``"2,3|4->5"``; omitted rows are empty; without commas, whitespace separates
+        axes unless an operator joins them (``"B T+1 d"`` has three axes).
+
+        Bad text raises :class:`~tensig.SpecSyntaxError` (a ``ValueError``) with a caret
+        under the offending item, and no item can cause unbounded work (see :mod:`tensig.dims`).
+
+        >>> Shape.parse("3->2").input, Shape.parse("()").rank
+        ((3,), 0)
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"a shape string is a str, not {type(text).__name__}")
+        if text.strip() in ("", "()"):
+            return cls()
+
+        def fail(column: int, reason: str, hint: str | None = None,
+                 end: int | None = None) -> NoReturn:
+            raise SpecSyntaxError(text, column, reason, hint, end)
+
+        spans = row_spans(text, 0, len(text), "a shape", fail)
+        rows = {}
+        for kind, (start, stop) in spans.items():
+            rows[kind] = [_axis_at(text, s, e, f"{kind} axis {i}")
+                          for i, (s, e) in enumerate(split_items(text, start, stop))]
+        return cls.from_rows(rows)
+
+    def __str__(self) -> str:
+        def row(i: int) -> str:
+            return ",".join(
+                (f"{b}={s}" if b else str(s)) for s, b in zip(self._rows[i], self._bases[i],
+                                                               strict=True)
+            )
+
+        if self.rank == 0:
+            return "()"
+        out = row(2)
+        if self.input:
+            out = f"{row(1)}->{out}"
+        if self.batch:
+            out = f"{row(0)}|{out}"
+        return out
+
+    def __repr__(self) -> str:
+        return f"Shape({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Shape):
+            return NotImplemented
+        return self._rows == other._rows and self._bases == other._bases
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def as_shape(x: Any, *, where: str = "operand") -> Shape:
+    """Coerce a ``Shape``, shape string, tuple/list of sizes or array to a :class:`Shape`.
+
+    Arrays and tuples have output axes only, unless the array carries tensig row information
+    (an object with a ``__tensig_shape__`` attribute, as ``tensig.rows`` results will have).
+
+    >>> as_shape((2, 3)), as_shape("4|5")
+    (Shape('2,3'), Shape('4|5'))
+    """
+    if isinstance(x, Shape):
+        return x
+    if isinstance(x, str):
+        return Shape.parse(x)
+    tensig_shape = getattr(x, "__tensig_shape__", None)
+    if tensig_shape is not None:
+        return as_shape(tensig_shape, where=where)
+    if isinstance(x, tuple | list):
+        return Shape(output=x)
+    shape = getattr(x, "shape", None)
+    if shape is not None and not callable(shape):
+        return Shape(output=tuple(shape))
+    raise TypeError(
+        f"{where}: expected a Shape, a shape string, a tuple of sizes or an array, "
+        f"not {type(x).__name__}"
+    )

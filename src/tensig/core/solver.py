@@ -1,0 +1,616 @@
+"""The constraint solver shared by every layer.
+
+Unknowns are :class:`DimVar` (one axis size) and :class:`RowNode` (a row variable: a sequence of
+axes).  Dimension variables live in a union-find: two axes that must be the same iteration axis
+(the same label, the same element of a row variable) end up in one class, which holds the size
+(an ``int`` or a symbolic :class:`~tensig.core.dims.Dim`), the basis label and where the size came
+from.  Row variables are solved by the free-monoid rules of Remora's index language: matching an
+open row ``L ..v.. R`` against another row binds ``v`` to the middle, and two open rows are
+completed through a fresh variable (equidivisibility).
+
+Relations that are not equalities -- affine (convolution) axes, concatenation sums, fixed-index
+lower bounds -- are :class:`Constraint` objects that wake up when the sizes they watch become
+known.  Facts that hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition`
+values, reported rather than assumed.  Every size and binding keeps an :class:`Origin`, so a
+conflict can say where each side came from.
+
+The solver never loops over data and never re-reads a constraint that has not changed, so the
+cost is linear in the number of axes and constraints (``bench/bench_core.py`` measures this).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from tensig.core.dims import Condition, Dim
+from tensig.core.errors import ShapeError
+from tensig.core.shapes import Size, normalize_size
+
+__all__ = [
+    "AffineRel",
+    "AtLeast",
+    "ConcatSum",
+    "Constraint",
+    "DimVar",
+    "Origin",
+    "RowNode",
+    "SRow",
+    "Solver",
+]
+
+_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an axis, a size or a constraint comes from (for error messages).
+
+    ``operand`` is an operand index, ``"result"`` or ``None``; ``span`` is the column range in
+    ``spec`` of the axis that produced it.
+    """
+
+    spec: str | None = None
+    span: tuple[int, int] | None = None
+    operand: int | str | None = None
+    shape: str | None = None
+    kind: str | None = None
+    position: int | None = None
+    note: str | None = None
+    # Rendered only when an error needs them (building strings on the hot path is waste).
+    explain: Callable[[], tuple[str, str, str | None]] | None = field(
+        default=None, compare=False, repr=False)
+
+    def describe(self) -> str:
+        parts = []
+        if self.operand is not None:
+            who = "the result" if self.operand == "result" else f"operand {self.operand}"
+            parts.append(who + (f" (shape {self.shape})" if self.shape is not None else ""))
+        if self.kind is not None and self.position is not None:
+            parts.append(f"{self.kind} axis {self.position}")
+        if self.note:
+            parts.append(self.note)
+        return ", ".join(parts) if parts else "the spec"
+
+
+class DimVar:
+    """One axis size: a union-find node.  Only roots carry ``value``/``basis``/``watchers``."""
+
+    __slots__ = ("basis", "id", "name", "origin", "parent", "span", "value", "watchers")
+
+    def __init__(self, name: str | None = None, value: Size | None = None,
+                 basis: str | None = None, origin: Origin | None = None,
+                 span: tuple[int, int] | None = None):
+        self.id = next(_ids)
+        self.span = span  # the written occurrence in the spec, for carets
+        self.name = name
+        self.parent: DimVar = self
+        self.value = value
+        self.basis = basis
+        self.origin = origin
+        self.watchers: list[Constraint] = []
+
+    def root(self) -> DimVar:
+        node = self
+        while node.parent is not node:
+            node.parent = node.parent.parent
+            node = node.parent
+        return node
+
+    def __repr__(self) -> str:
+        r = self.root()
+        return f"DimVar({self.name or '$' + str(self.id)}={r.value})"
+
+
+class RowNode:
+    """A row variable; ``value`` is the :class:`SRow` it was bound to, or ``None``.
+
+    ``closes`` marks a parameter's row: it takes whatever shape its uses need (graph-wide
+    inference), where any other unknown row must be determined by its own arguments.
+    """
+
+    __slots__ = ("closes", "id", "name", "origin", "value")
+
+    def __init__(self, name: str, closes: bool = False):
+        self.id = next(_ids)
+        self.name = name
+        self.value: SRow | None = None
+        self.origin: Origin | None = None
+        self.closes = closes
+
+    def __repr__(self) -> str:
+        return f"RowNode({self.name})"
+
+
+@dataclass(frozen=True)
+class SRow:
+    """A row in the solver: ``left`` axes, an optional row variable, ``right`` axes."""
+
+    left: tuple[DimVar, ...] = ()
+    var: RowNode | None = None
+    right: tuple[DimVar, ...] = ()
+
+    @property
+    def closed(self) -> bool:
+        return self.var is None
+
+    def axes(self) -> tuple[DimVar, ...]:
+        return self.left + self.right
+
+
+class Constraint:
+    """A relation among dimension variables that is not a plain equality."""
+
+    origin: Origin
+    done: bool = False
+
+    def watched(self) -> tuple[DimVar, ...]:
+        raise NotImplementedError
+
+    def propagate(self, solver: Solver) -> None:
+        """Derive what can be derived; set ``done`` once the relation is fully checked."""
+        raise NotImplementedError
+
+    def linked(self) -> tuple[DimVar, ...]:
+        """Axes that carry one basis across this relation (see :meth:`Solver.settle_bases`)."""
+        return ()
+
+
+def _val(v: DimVar) -> Size | None:
+    return v.root().value
+
+
+def _simplify(x: int | Dim) -> int | Dim:
+    """A constant ``Dim`` as an ``int`` (no sign check: differences may be negative)."""
+    if isinstance(x, Dim) and x.constant is not None:
+        return x.constant
+    return x
+
+
+def _is_concrete(*xs: Size) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+class AffineRel(Constraint):
+    """``input`` is indexed by ``stride*over + dilation*kernel`` (or ``+ offset``).
+
+    Padded (and kernel-free) axes: ``input = stride*over``.  Valid axes:
+    ``input = stride*(over - 1) + 1 + (kernel - 1)*dilation``.  Any one of the three sizes is
+    inferred from the other two.
+    """
+
+    def __init__(self, inp: DimVar, over: DimVar, kernel: DimVar | None, stride: int,
+                 dilation: int, padding: Literal["padded", "valid"] | None, origin: Origin):
+        self.inp, self.over, self.kernel = inp, over, kernel
+        self.stride, self.dilation, self.padding = stride, dilation, padding
+        self.origin = origin
+        self.done = False
+
+    def watched(self) -> tuple[DimVar, ...]:
+        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
+
+    def linked(self) -> tuple[DimVar, ...]:
+        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
+        # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
+        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
+
+    def propagate(self, solver: Solver) -> None:
+        vi, vo = _val(self.inp), _val(self.over)
+        s = self.stride
+        if self.kernel is None or self.padding == "padded":
+            if vo is not None:
+                solver.set_value(self.inp, normalize_size(s * vo), self.origin, "affine")
+                self.done = True
+            elif vi is not None:
+                out = solver.exact_div(vi, s, self.origin,
+                                       what=f"a padded strided axis needs its size divisible "
+                                            f"by the stride: input size {vi}, stride {s}")
+                solver.set_value(self.over, out, self.origin, "affine")
+                self.done = True
+            return
+        vk = _val(self.kernel)
+        d = self.dilation
+        if vk is not None:
+            if isinstance(vk, int) and vk < 1:  # named with the input's size when known
+                raise solver.error(
+                    f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
+                    "needs a kernel of at least one element", self.origin,
+                    label=self.kernel.name, sizes=(vk,) if vi is None else (vk, vi),
+                    hint="a window of no elements reads nothing; give the kernel at least "
+                         "one element")
+            solver.require_at_least(
+                vk, 1, self.origin,
+                what=f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
+                     "needs a kernel of at least one element")
+            span = normalize_size(1 + (vk - 1) * d)
+            if vo is not None:
+                solver.require_at_least(
+                    vo, 1, self.origin,
+                    what=f"{vo} outputs: a valid convolution has at least one output (input "
+                         f"at least the kernel's span {span})")
+                solver.set_value(self.inp, normalize_size(s * (vo - 1) + span), self.origin,
+                                 "affine")
+                self.done = True
+            elif vi is not None:
+                solver.require_at_least(
+                    vi, span, self.origin,
+                    what=f"input size {vi} is smaller than the kernel's span {span} "
+                         f"(kernel {vk}, dilation {d})")
+                q = solver.exact_div(
+                    _simplify(vi - span), s, self.origin,
+                    what=f"incompatible stride: input size {vi} minus kernel span {span} "
+                         f"(kernel {vk}, dilation {d}) is not divisible by stride {s}")
+                solver.set_value(self.over, normalize_size(q + 1), self.origin, "affine")
+                self.done = True
+        elif vi is not None and vo is not None:
+            rest = _simplify(vi - s * (vo - 1) - 1)
+            solver.require_at_least(rest, 0, self.origin,
+                                    what=f"input size {vi} is too small for {vo} outputs at "
+                                         f"stride {s}")
+            k = solver.exact_div(rest, d, self.origin,
+                                 what=f"no kernel size fits input {vi}, output {vo}, stride "
+                                      f"{s}, dilation {d}")
+            solver.set_value(self.kernel, normalize_size(k + 1), self.origin, "affine")
+            self.done = True
+
+
+class ConcatSum(Constraint):
+    """A concatenated axis: ``total = part_0 + part_1 + ...`` (integer parts are fixed)."""
+
+    def __init__(self, total: DimVar, parts: tuple[DimVar | int, ...], origin: Origin):
+        self.total, self.parts, self.origin = total, parts, origin
+        self.done = False
+
+    def watched(self) -> tuple[DimVar, ...]:
+        return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
+
+    def linked(self) -> tuple[DimVar, ...]:
+        return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
+
+    def propagate(self, solver: Solver) -> None:
+        vals = [p if isinstance(p, int) else _val(p) for p in self.parts]
+        unknown = [i for i, v in enumerate(vals) if v is None]
+        vt = _val(self.total)
+        if not unknown:
+            solver.set_value(self.total, normalize_size(sum(vals)), self.origin, "concat")
+            self.done = True
+        elif vt is not None and len(unknown) == 1:
+            known = normalize_size(sum(v for v in vals if v is not None))
+            rest = _simplify(vt - known)
+            solver.require_at_least(rest, 0, self.origin,
+                                    what=f"the known components add up to {known}, more than "
+                                         f"the concatenated axis's size {vt}")
+            part = self.parts[unknown[0]]
+            assert isinstance(part, DimVar)
+            solver.set_value(part, rest, self.origin, "concat")
+            self.done = True
+
+
+class AtLeast(Constraint):
+    """A fixed index ``k`` needs its axis to have at least ``k + 1`` elements."""
+
+    def __init__(self, var: DimVar, bound: int, origin: Origin, what: str):
+        self.var, self.bound, self.origin, self.what = var, bound, origin, what
+        self.done = False
+
+    def watched(self) -> tuple[DimVar, ...]:
+        return (self.var,)
+
+    def propagate(self, solver: Solver) -> None:
+        v = _val(self.var)
+        if v is not None:
+            solver.require_at_least(v, self.bound, self.origin,
+                                    what=self.what.format(size=v, bound=self.bound))
+            self.done = True
+
+
+class Solver:
+    """Collects equalities and relations, solves them incrementally.
+
+    ``strict_basis`` selects how basis labels fuse: with ``False`` (einsum equality) an unlabelled
+    axis takes its partner's basis; with ``True`` (pointwise broadcasting) an unlabelled axis
+    never fuses with a labelled one.
+    """
+
+    def __init__(self, spec: str | None = None):
+        self.spec = spec
+        self.queue: deque[Constraint] = deque()
+        self.constraints: list[Constraint] = []
+        self.conditions: dict[Condition, Origin] = {}
+
+    # -- errors ------------------------------------------------------------------------------
+    def error(self, reason: str, origin: Origin | None, *, label: str | None = None,
+              sizes: tuple[object, ...] = (), origins: tuple[str, ...] = (),
+              hint: str | None = None) -> ShapeError:
+        o = origin or Origin()
+        return ShapeError(reason, spec=o.spec or self.spec, span=o.span, operand=o.operand,
+                          shape=o.shape, label=label, sizes=sizes, origins=origins, hint=hint)
+
+    # -- values ------------------------------------------------------------------------------
+    def set_value(self, var: DimVar, value: Size, origin: Origin, how: str = "given") -> None:
+        """Give ``var``'s class a size, or check it against the one it has."""
+        r = var.root()
+        if r.value is None:
+            r.value = value
+            r.origin = origin
+            self._wake(r)
+            return
+        if r.value != value:
+            name = r.name or var.name
+            what = f"label {name!r}" if name else "an axis"
+            raise self.error(
+                f"size mismatch for {what}: {r.value} vs {value}", origin, label=name,
+                sizes=(r.value, value),
+                origins=(f"{r.value}: from {r.origin.describe() if r.origin else 'the spec'}",
+                         f"{value}: from {origin.describe()} ({how})"))
+
+    def union(self, a: DimVar, b: DimVar, origin: Origin, *, strict_basis: bool = False) -> None:
+        """``a`` and ``b`` are the same axis: same size, same basis."""
+        ra, rb = a.root(), b.root()
+        if ra is rb:
+            return
+        name = ra.name or rb.name
+        if ra.value is not None and rb.value is not None and ra.value != rb.value:
+            what = f"label {name!r}" if name else "an axis"
+            if a.span is not None or b.span is not None:
+                origin = replace(origin, span=a.span or b.span)
+            raise self.error(
+                f"size mismatch for {what}: {ra.value} vs {rb.value}", origin, label=name,
+                sizes=(ra.value, rb.value),
+                origins=(f"{ra.value}: from {ra.origin.describe() if ra.origin else 'the spec'}",
+                         f"{rb.value}: from {rb.origin.describe() if rb.origin else 'the spec'}"))
+        basis = self._merge_basis(ra, rb, origin, strict_basis)
+        # Union by watcher count keeps merging linear overall.
+        if len(ra.watchers) < len(rb.watchers):
+            ra, rb = rb, ra
+        rb.parent = ra
+        ra.watchers.extend(rb.watchers)
+        rb.watchers = []
+        ra.basis = basis
+        if ra.name is None:
+            ra.name = rb.name
+        if ra.value is None and rb.value is not None:
+            ra.value, ra.origin = rb.value, rb.origin
+            self._wake(ra)
+
+    def _merge_basis(self, ra: DimVar, rb: DimVar, origin: Origin, strict: bool) -> str | None:
+        if ra.basis == rb.basis:
+            return ra.basis
+        if (ra.basis is not None and rb.basis is not None) or strict:
+            name = ra.name or rb.name
+            shown = [b if b is not None else "no basis" for b in (ra.basis, rb.basis)]
+            raise self.error(
+                f"basis mismatch{' for label ' + repr(name) if name else ''}: "
+                f"{shown[0]} vs {shown[1]}", origin, label=name,
+                origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
+                              for b, r in zip(shown, (ra, rb), strict=True)),
+                hint="an unlabelled axis never fuses with a labelled one; label both axes"
+                if strict else None)
+        return ra.basis if ra.basis is not None else rb.basis
+
+    def _wake(self, root: DimVar) -> None:
+        for c in root.watchers:
+            if not c.done:
+                self.queue.append(c)
+
+    def settle_bases(self) -> None:
+        """Carry bases across concatenations and affine axes (OCANNL's bases survive them).
+
+        A concatenated axis has its components' basis, an affine input axis its iterator's;
+        an unlabelled member takes the relation's basis, and two different bases in one
+        relation are an error naming both.  Each pass fills at least one unlabelled axis, so
+        this ends within (number of axes) passes.
+        """
+        changed = True
+        while changed:
+            changed = False
+            for c in self.constraints:
+                roots = [v.root() for v in c.linked()]
+                named: dict[str, DimVar] = {}
+                for r in roots:
+                    if r.basis is not None:
+                        named.setdefault(r.basis, r)
+                if len(named) > 1:
+                    (b1, r1), (b2, r2) = list(named.items())[:2]
+                    raise self.error(
+                        f"basis mismatch across {_relation(c)}: {b1} vs {b2}", c.origin,
+                        label=r1.name or r2.name,
+                        origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
+                                      for b, r in ((b1, r1), (b2, r2))),
+                        hint="a concatenation or affine axis keeps one basis; relabel one side")
+                if named:
+                    basis = next(iter(named))
+                    for r in roots:
+                        if r.basis is None:
+                            r.basis = basis
+                            changed = True
+
+    # -- conditions --------------------------------------------------------------------------
+    def add_condition(self, cond: Condition, origin: Origin, what: str) -> None:
+        decided = cond.decide()
+        if decided is True:
+            return
+        if decided is False:
+            raise self.error(what, origin, sizes=(), origins=(f"required: {cond}",))
+        self.conditions.setdefault(cond, origin)
+
+    def require_at_least(self, value: Size, bound: Size, origin: Origin, what: str) -> None:
+        if _is_concrete(value, bound):
+            if value < bound:  # type: ignore[operator]
+                raise self.error(what, origin, sizes=(value, bound))
+            return
+        self.add_condition(Condition.at_least(Dim.const(0) + value, bound), origin, what)
+
+    def exact_div(self, value: Size, divisor: int, origin: Origin, what: str) -> Size:
+        """``value / divisor``, which must be exact; symbolic values give a condition."""
+        if divisor == 1:
+            return value
+        if isinstance(value, int):
+            if value % divisor:
+                raise self.error(what, origin, sizes=(value, divisor))
+            return value // divisor
+        self.add_condition(Condition.divisible(value, divisor), origin, what)
+        return normalize_size(value // divisor)
+
+    # -- constraints -------------------------------------------------------------------------
+    def add(self, c: Constraint) -> None:
+        self.constraints.append(c)
+        for v in c.watched():
+            v.root().watchers.append(c)
+        self.queue.append(c)
+
+    def run(self) -> None:
+        """Propagate until nothing changes."""
+        q = self.queue
+        while q:
+            c = q.popleft()
+            if not c.done:
+                c.propagate(self)
+
+    # -- rows --------------------------------------------------------------------------------
+    @staticmethod
+    def resolve(row: SRow) -> SRow:
+        """Splice bound row variables in until the row's variable (if any) is unbound."""
+        left, var, right = row.left, row.var, row.right
+        if var is not None and var.value is not None:
+            v = Solver._expand(var)
+            left, var, right = left + v.left, v.var, v.right + right
+        if var is None and left:
+            return SRow((), None, left + right)
+        return SRow(left, var, right) if (left, var, right) != (row.left, row.var, row.right) \
+            else row
+
+    @staticmethod
+    def _expand(node: RowNode) -> SRow:
+        """The full value of a bound row variable, compressing the chain of bindings.
+
+        Rebinding each visited variable to its final expansion keeps later lookups O(1), so
+        long chains of row variables (graph-wide inference) stay linear.
+        """
+        chain = []
+        left: tuple[DimVar, ...] = ()
+        right: tuple[DimVar, ...] = ()
+        cur: RowNode | None = node
+        while cur is not None and cur.value is not None:
+            chain.append((cur, left, right))
+            v = cur.value
+            left, cur, right = left + v.left, v.var, v.right + right
+        for n, pl, pr in chain[1:] if len(chain) > 2 else ():
+            # n's own expansion: strip what the nodes before it contributed
+            n.value = SRow(left[len(pl):], cur, right[:len(right) - len(pr)])
+        if len(chain) > 1:
+            node.value = SRow(left, cur, right)
+        return SRow(left, cur, right)
+
+    def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
+        if value.var is node:
+            if value.left or value.right:
+                raise self.error(
+                    f"row variable {_show_var(node)} would have to contain itself "
+                    f"plus {len(value.left) + len(value.right)} more axes", origin,
+                    label=node.name, hint="a row variable cannot be strictly longer than itself;"
+                                          " check where it is used twice")
+            return
+        node.value = value
+        node.origin = origin
+        if node.closes and value.var is not None and not value.left and not value.right:
+            value.var.closes = True  # the same row as a parameter's: it closes to uses too
+
+    def unify_rows(self, a: SRow, b: SRow, origin: Origin, *, strict_basis: bool = False,
+                   describe: tuple[str, str] = ("the spec", "the operand")) -> None:
+        """``a`` and ``b`` are the same row (equality, not broadcasting).
+
+        ``describe`` names the two rows in a rank-mismatch message (``origin.explain``, when
+        set, supplies the names and a hint lazily instead).
+        """
+        bound = [r.var for r in (a, b) if r.var is not None and r.var.value is not None]
+        a, b = self.resolve(a), self.resolve(b)
+        u = self.union
+        if a.var is None and b.var is None:
+            if len(a.right) != len(b.right):
+                raise self._rank_error(a, b, origin, describe, bound)
+            for x, y in zip(a.right, b.right, strict=True):
+                u(x, y, origin, strict_basis=strict_basis)
+            return
+        if a.var is None:
+            a, b = b, a
+            describe = (describe[1], describe[0])
+        # Now a is open.
+        if b.var is None:
+            need = len(a.left) + len(a.right)
+            if len(b.right) < need:
+                raise self._rank_error(a, b, origin, describe, bound)
+            axes = b.right
+            for x, y in zip(a.left, axes[:len(a.left)], strict=True):
+                u(x, y, origin, strict_basis=strict_basis)
+            for x, y in zip(a.right, axes[len(axes) - len(a.right):], strict=True):
+                u(x, y, origin, strict_basis=strict_basis)
+            assert a.var is not None
+            self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
+                          origin)
+            return
+        # Both open: unify the common prefix and suffix, then complete the middle.
+        n = min(len(a.left), len(b.left))
+        for x, y in zip(a.left[:n], b.left[:n], strict=True):
+            u(x, y, origin, strict_basis=strict_basis)
+        m = min(len(a.right), len(b.right))
+        for x, y in zip(a.right[len(a.right) - m:], b.right[len(b.right) - m:], strict=True):
+            u(x, y, origin, strict_basis=strict_basis)
+        la, lb = a.left[n:], b.left[n:]
+        ra, rb = a.right[:len(a.right) - m], b.right[:len(b.right) - m]
+        va, vb = a.var, b.var
+        assert va is not None and vb is not None
+        if va is vb:
+            if la or lb or ra or rb:
+                raise self.error(
+                    f"row variable {_show_var(va)} would have to equal itself with extra axes",
+                    origin, label=va.name,
+                    hint="a row variable used twice must have the same axes around it")
+            return
+        if not lb and not rb:  # b's variable absorbs a's extras
+            self.bind_row(vb, SRow(la, va, ra), origin)
+        elif not la and not ra:
+            self.bind_row(va, SRow(lb, vb, rb), origin)
+        elif la and rb:  # a = la ++ va,  b = vb ++ rb  =>  vb = la ++ w,  va = w ++ rb
+            w = RowNode(f"{va.name}~{vb.name}")
+            self.bind_row(vb, SRow(la, w, ()), origin)
+            self.bind_row(va, SRow((), w, rb), origin)
+        else:  # lb and ra
+            w = RowNode(f"{va.name}~{vb.name}")
+            self.bind_row(va, SRow(lb, w, ()), origin)
+            self.bind_row(vb, SRow((), w, ra), origin)
+
+    def _rank_error(self, a: SRow, b: SRow, origin: Origin, describe: tuple[str, str],
+                    bound: list[RowNode]) -> ShapeError:
+        def count(r: SRow) -> str:
+            n = len(r.left) + len(r.right)
+            noun = "axis" if n == 1 else "axes"
+            return f"exactly {n} {noun}" if r.var is None else f"at least {n} {noun}"
+
+        def sizes(r: SRow) -> str:
+            vals = [str(_val(x)) if _val(x) is not None else "?" for x in r.left + r.right]
+            return "(" + ", ".join(vals) + ")"
+
+        kind = origin.kind or "a"
+        hint = origin.note
+        if origin.explain is not None:
+            first, second, hint = origin.explain()
+            describe = (first, second) if describe[0] == "the spec" else (second, first)
+        origins = tuple(
+            f"{_show_var(v)} was bound to {sizes(v.value)} by {v.origin.describe()}"
+            for v in bound if v.value is not None and v.origin is not None)
+        return self.error(
+            f"rank mismatch in the {kind} row: {describe[0]} has {count(a)} "
+            f"{sizes(a)}, {describe[1]} has {count(b)} {sizes(b)}", origin,
+            origins=origins, hint=hint)
+
+
+def _relation(c: Constraint) -> str:
+    return "a concatenation" if isinstance(c, ConcatSum) else "an affine axis"
+
+
+def _show_var(node: RowNode) -> str:
+    return "..." if node.name.startswith("...") else f"..{node.name}.."

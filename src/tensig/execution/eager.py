@@ -1,0 +1,407 @@
+"""The eager API: the notation runs on NumPy (default), PyTorch, JAX and Dask arrays.
+
+One function per OCANNL einsum operator, spec first, then the arrays:
+
+=================  =========  ====================================  ==========================
+function           OCANNL     combine, then reduce                  neutral (unreached cells)
+=================  =========  ====================================  ==========================
+``einsum``         ``+*``     multiply, add-reduce (2+ operands)    0
+``einsum1``        ``++``     add-reduce / permute / diag / place   0
+``outer_sum``      ``+++``    add, add-reduce                       0
+``tropical``       ``@^+``    add, max-reduce (max pooling)         -inf
+``einmax1``        ``@^^``    max-reduce                            -inf
+``concat``         ``++^``    concatenate, slice, build blocks      0
+=================  =========  ====================================  ==========================
+
+Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
+the call is lowered once per (spec, shapes, options, array type) into backend calls
+(:mod:`tensig.lowering`) and cached, so a repeated call costs a dictionary lookup plus the
+backend's own work.
+
+Plain arrays have output axes only; :func:`rows` marks leading batch and trailing input axes,
+so ``batch|input->output`` specs work on real data.
+
+>>> import numpy as np
+>>> einsum("ij;jk=>ik", np.ones((2, 3)), np.ones((3, 4))).shape
+(2, 4)
+>>> einsum1("i => ii", np.array([1., 2.]))
+array([[1., 0.],
+       [0., 2.]])
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensig.backends import backend_of
+from tensig.core.inference import infer
+from tensig.core.shapes import Shape
+from tensig.execution.lowering import OPS, Plan, build_plan
+
+__all__ = [
+    "RowArray",
+    "concat",
+    "einmax1",
+    "einsum",
+    "einsum1",
+    "einsum_path",
+    "numpy_subscripts",
+    "outer_sum",
+    "rows",
+    "tropical",
+]
+
+
+class RowArray:
+    """A backend array together with its three-row tensig :class:`~tensig.Shape`.
+
+    Memory order is batch, output, input.  ``.array`` unwraps; ``.rows`` is the Shape.
+
+    >>> import numpy as np
+    >>> x = rows(np.zeros((8, 3, 4)), batch=1, input=1)
+    >>> x.rows
+    Shape('8|4->3')
+    """
+
+    __slots__ = ("array", "rows")
+
+    def __init__(self, array: Any, shape: Shape):
+        dims = tuple(array.shape)
+        if shape.int_dims != dims:
+            raise ValueError(f"array of shape {dims} does not have the sizes of {shape} "
+                             f"(memory order batch, output, input: {shape.dims})")
+        self.array = array
+        self.rows = shape
+
+    @property
+    def __tensig_shape__(self) -> Shape:
+        return self.rows
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self.array.dtype
+
+    def unwrap(self) -> Any:
+        return self.array
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self.array, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"RowArray({self.rows}, {type(self.array).__module__}.{type(self.array).__name__})"
+
+
+def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
+    """Say that the first ``batch`` axes of ``x`` are batch axes and the last ``input`` axes
+    are input axes (the rest are output axes).
+
+    >>> import numpy as np
+    >>> rows(np.zeros((2, 3, 4, 5)), batch=2).rows
+    Shape('2,3|4,5')
+    """
+    if isinstance(x, RowArray):
+        x = x.array
+    dims = tuple(int(d) for d in x.shape)
+    for name, n in (("batch", batch), ("input", input)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"rows(): {name}= must be a nonnegative int, not {n!r}")
+    if batch + input > len(dims):
+        raise ValueError(f"rows(): batch={batch} + input={input} axes exceed the array's "
+                         f"{len(dims)} axes (shape {dims})")
+    out_end = len(dims) - input
+    return RowArray(x, Shape(batch=dims[:batch], input=dims[out_end:],
+                             output=dims[batch:out_end]))
+
+
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+#: graph tensor types (registered by tensig.graph): the eager functions build nodes on them
+_GRAPH_TYPES: set[type] = set()
+_PLANS_MAX = 4096
+
+
+def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
+          use_padding: bool | None, capture: Sequence[str] | None,
+          sizes: Mapping[str, int] | None = None) -> Any:
+    """Look the plan up by (op, spec, shapes, array types, options); build it on a miss.
+    Graph tensors (:class:`tensig.graph.Tensor`) build a graph node instead.
+
+    This is the hot path of every eager call: one pass over the operands, one dict lookup.
+    """
+    if xs and type(xs[0]) in _GRAPH_TYPES:
+        return _graph_call(op, spec, xs, params, use_padding, capture, sizes)
+    wrapped = False
+    arrays = []
+    key_parts: list[Any] = [op, spec]
+    try:
+        for x in xs:
+            if type(x) is RowArray:
+                wrapped = True
+                a = x.array
+                key_parts += (x.rows, type(a))
+            else:
+                a = x
+                key_parts += (a.shape, type(a))
+            arrays.append(a)
+        if params is not None or use_padding is not None or sizes is not None:
+            key_parts += (None if params is None else tuple(params.items()), use_padding,
+                          None if sizes is None else tuple(sizes.items()))
+        key: tuple[Any, ...] | None = tuple(key_parts)
+        plan = _PLANS.get(key)
+    except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
+        key, plan = None, None
+        xs = [_array_like(x) for x in xs]
+        arrays = [x.array if isinstance(x, RowArray) else x for x in xs]
+    if plan is None:
+        if not xs:
+            raise TypeError(f"{op}() needs at least one array after the spec")
+        plan = _plan(op, spec, xs, arrays, params, use_padding, sizes)
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    out = plan.run(arrays)
+    if wrapped or plan.has_rows:
+        out = RowArray(out, plan.shape)
+    if capture is not None:
+        return out, plan.inferred.capture(capture)
+    return out
+
+
+_SUBSCRIPTS = re.compile(r"[A-Za-z ]*(?:,[A-Za-z ]*)*(?:->[A-Za-z ]*)?|[A-Za-z]*(?:;[A-Za-z]*)+")
+
+
+def numpy_subscripts(spec: str) -> str | None:
+    """A NumPy subscripts string as a tensig spec, or None when ``spec`` is not one.
+
+    Taken only where tensig's own notation has no meaning (no ``=>``): ``"ij,jk->ik"``
+    (NumPy's explicit mode), and NumPy's implicit mode ``"ij,jk"`` or ``"ij;jk"``, whose
+    result is the labels that occur once, sorted (``ik``).  Commas here separate operands,
+    as in NumPy, not axes: a spec with ``=>`` is tensig's notation, unchanged.
+
+    >>> numpy_subscripts("ij,jk"), numpy_subscripts("ba,ca->bc"), numpy_subscripts("i;j=>ij")
+    ('ij;jk=>ik', 'ba;ca=>bc', None)
+    """
+    if "=>" in spec or not _SUBSCRIPTS.fullmatch(spec):
+        return None
+    ins, arrow, out = spec.replace(" ", "").partition("->")
+    subs = re.split("[,;]", ins)
+    if not arrow:
+        counts = Counter("".join(subs))
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return ";".join(subs) + "=>" + out
+
+
+def _array_like(x: Any) -> Any:
+    """Nested lists and Python numbers become NumPy arrays, as ``numpy.einsum`` reads them
+    (``einsum("i;i=>", [1, 2], [3, 4])``); tuples stay refused, since a tuple is a shape
+    everywhere else in tensig."""
+    if isinstance(x, list | int | float | complex):
+        import numpy as np
+
+        return np.asarray(x)
+    return x
+
+
+def _graph_call(op: str, spec: str, xs: Sequence[Any], params: Any, use_padding: Any,
+                capture: Any, sizes: Any) -> Any:
+    from tensig.model import graph
+    if params or use_padding is not None or capture or sizes:
+        raise NotImplementedError(f"{op}() on graph tensors takes no params/use_padding/"
+                                  "capture/sizes yet: write them into the spec")
+    return getattr(graph, op)(spec, *xs)
+
+
+def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
+          params: Mapping[str, int] | None, use_padding: bool | None,
+          sizes: Mapping[str, int] | None) -> Plan:
+    if not isinstance(spec, str):
+        raise TypeError(f"{op}(): the spec comes first and must be a str, not "
+                        f"{type(spec).__name__}")
+    for i, a in enumerate(arrays):
+        if not hasattr(a, "shape") or isinstance(a, str | tuple | list):
+            raise TypeError(f"{op}(): operand {i} is a {type(a).__name__}, not an array")
+    backend = backend_of(arrays)
+    spec = numpy_subscripts(spec) or spec
+    inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
+    return build_plan(inferred, OPS[op], backend)
+
+
+def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
+           use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None, out: Any = None, dtype: Any = None,
+           optimize: bool | str | None = None) -> Any:
+    """Multiply, add-reduce (OCANNL ``+*``): two or more operands.
+
+    For NumPy users: a NumPy subscripts string works as in ``numpy.einsum`` (``"ij,jk->ik"``,
+    implicit ``"ij,jk"``: see :func:`numpy_subscripts`); ``dtype=`` converts the operands
+    first, ``out=`` receives the result (its shape must be the result's), ``optimize=`` is
+    accepted for compatibility (every call is planned; :func:`einsum_path` shows the order).
+
+    >>> import numpy as np
+    >>> x, k = np.arange(5.), np.array([1., 10.])
+    >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
+    array([10., 21., 32., 43.])
+    >>> einsum("ij,jk", np.ones((2, 3)), np.ones((3, 4))).shape
+    (2, 4)
+    """
+    if out is not None or dtype is not None or optimize is not None:
+        return _numpy_keywords(spec, xs, out, dtype, optimize, params, use_padding, capture,
+                               sizes)
+    if len(xs) == 2 and params is None and use_padding is None and capture is None \
+            and sizes is None:
+        # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
+        a, b = xs
+        if type(a) in _GRAPH_TYPES:
+            return _call("einsum", spec, xs, params, use_padding, capture, sizes)
+        try:
+            plan = _PLANS.get(("einsum", spec, a.shape, type(a), b.shape, type(b)))
+        except (AttributeError, TypeError):
+            plan = None
+        if plan is not None and plan.direct is not None and not plan.has_rows:
+            return plan.direct(a, b)
+    return _call("einsum", spec, xs, params, use_padding, capture, sizes)
+
+
+def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize: Any,
+                    params: Any, use_padding: Any, capture: Any, sizes: Any) -> Any:
+    """``einsum`` with NumPy's ``out=``, ``dtype=`` and ``optimize=`` keywords."""
+    if optimize is not None and not isinstance(optimize, bool | str | list):
+        raise TypeError(f"einsum(): optimize= is a bool, a strategy name or a path, not "
+                        f"{type(optimize).__name__}")
+    if dtype is not None:
+        xs = [_cast(_array_like(x), dtype) for x in xs]
+    result = _call("einsum", spec, xs, params, use_padding, capture, sizes)
+    if out is None:
+        return result
+    value = result[0] if capture is not None else result
+    value = value.array if isinstance(value, RowArray) else value
+    if not hasattr(out, "shape") or tuple(out.shape) != tuple(value.shape):
+        raise ValueError(f"einsum(): out= has shape {getattr(out, 'shape', None)}, the result "
+                         f"{tuple(value.shape)}")
+    if hasattr(out, "copy_"):  # torch
+        out.copy_(value)
+    else:
+        out[...] = value
+    return (out, result[1]) if capture is not None else out
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    """``x`` in ``dtype``: ``astype`` (NumPy, JAX, Dask) or ``to`` (torch)."""
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    return x.to(dtype)
+
+
+def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
+    """The contraction order for an einsum of three or more operands, as opt_einsum (or,
+    without it, ``numpy.einsum_path``) chooses it for these shapes: ``(path, report)``.
+
+    Reads shapes only (operands may be arrays or shape tuples).  The spec's axes must be
+    plain labels (no convolution, fixed or concatenated axes, whose lowering is not a single
+    contraction).
+
+    >>> import numpy as np
+    >>> path, _ = einsum_path("ij;jk;kl=>il", (2, 30), (30, 40), (40, 5))
+    >>> path
+    [(0, 1), (0, 1)]
+    """
+    from tensig.core.inference import Iter
+
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else x for x in xs]
+    inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum")
+    letters: dict[int, str] = {}
+    subs = []
+    for uses in inferred.layout:
+        if not all(isinstance(u.index, Iter) for u in uses):
+            raise ValueError(f"einsum_path({spec!r}): only plain label axes are one "
+                             "contraction")
+        subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
+                            for u in uses))  # type: ignore[union-attr]
+    subscripts = ",".join(subs[:-1]) + "->" + subs[-1]
+    dims = [tuple(int(u.size) for u in uses) for uses in inferred.layout[:-1]]
+    try:
+        import opt_einsum
+    except ImportError:
+        import numpy as np
+
+        views = [np.broadcast_to(np.empty(()), d) for d in dims]
+        path, report = np.einsum_path(subscripts, *views, optimize="greedy")
+        return [tuple(p) for p in path[1:]], report
+    path, info = opt_einsum.contract_path(subscripts, *dims, shapes=True)
+    return [tuple(p) for p in path], str(info)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
+            use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
+    """Add-reduce, permute, diagonal, embed, slice, place (OCANNL ``++``).
+
+    >>> import numpy as np
+    >>> einsum1("i => i2", np.array([1., 2.]))
+    array([[0., 0., 1.],
+           [0., 0., 2.]])
+    """
+    return _call("einsum1", spec, (x,), params, use_padding, capture, sizes)
+
+
+def outer_sum(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
+              use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
+    """Add, add-reduce (OCANNL ``+++``).
+
+    >>> import numpy as np
+    >>> outer_sum("i; j => ij", np.array([0., 10.]), np.array([1., 2., 3.]))
+    array([[ 1.,  2.,  3.],
+           [11., 12., 13.]])
+    """
+    return _call("outer_sum", spec, (a, b), params, use_padding, capture, sizes)
+
+
+def tropical(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
+             use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
+    """Add, max-reduce (OCANNL ``@^+``): max pooling with a window, the tropical semiring.
+
+    >>> import numpy as np
+    >>> tropical("2*o<+w; w => o", np.array([1., 5., 2., 3.]), np.zeros(2))
+    array([5., 3.])
+    """
+    return _call("tropical", spec, (a, b), params, use_padding, capture, sizes)
+
+
+def einmax1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
+            use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
+    """Max-reduce (OCANNL ``@^^``).
+
+    >>> import numpy as np
+    >>> einmax1("ij => i", np.array([[1., 7.], [4., 2.]]))
+    array([7., 4.])
+    """
+    return _call("einmax1", spec, (x,), params, use_padding, capture, sizes)
+
+
+def concat(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
+           use_padding: bool | None = None, capture: Sequence[str] | None = None,
+           sizes: Mapping[str, int] | None = None) -> Any:
+    """Concatenation, slicing and block construction (OCANNL ``++^``).
+
+    >>> import numpy as np
+    >>> concat("a; b => a^b", np.array([1., 2.]), np.array([3.]))
+    array([1., 2., 3.])
+    >>> concat("3^a => a", np.arange(5.))
+    array([3., 4.])
+    """
+    return _call("concat", spec, xs, params, use_padding, capture, sizes)

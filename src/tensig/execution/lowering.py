@@ -1,0 +1,1025 @@
+"""Lowering: solved projections (:attr:`tensig.Inferred.layout`) to backend calls.
+
+A :class:`Plan` is built once per (operation, spec, shapes, options, backend) and is a short
+list of vectorised backend calls -- no Python loop over elements:
+
+1. **operand views**: a fixed index slices (``x[..., 2, ...]``), a concatenation component
+   slices its range, an affine axis pads with the accumulator's neutral element (padded or
+   offset forms) and becomes sliding windows (NumPy ``sliding_window_view``, torch ``unfold``,
+   a gather on JAX) whose window axis is the kernel iterator;
+2. **the core**: one contraction (``einsum``; opt_einsum/BLAS when the problem is big) for the
+   add-reducing operations, ``amax`` for the max-reducing ones, and for the add-combining
+   operations (``outer_sum``, ``tropical``) a reduction of each operand before they meet, so
+   the product space is materialised only over the axes both share;
+3. **placement**: labels only in the result are broadcast (replicated), repeated result labels
+   are written on the diagonal, fixed result indices and concatenation components are padded
+   into place with the neutral element.
+
+Concatenation is a sum type: each *phase* picks one component of every concatenated axis; a
+tensor takes part in the phases whose components it uses.  Phases are enumerated at plan time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tensig.backends import Backend, all_zero, is_integer, neutral_max
+from tensig.core.errors import ShapeError
+from tensig.core.inference import (
+    AffineIndex,
+    AxisUse,
+    ConcatIndex,
+    FixedIndex,
+    Inferred,
+    Iter,
+)
+from tensig.core.shapes import Shape
+
+__all__ = ["OPS", "OpKind", "Plan", "build_plan", "check_windows", "conv_gradient", "fill",
+           "operand_view", "tiled_view", "window_pads"]
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """An OCANNL einsum operator: how operand values combine, how results accumulate.
+
+    (Operand counts are checked once, by inference: ``tensig.core.inference.EINSUM_OPS``.)"""
+
+    name: str
+    combine: Literal["mul", "add", "one"]
+    accumulate: Literal["add", "max"]
+
+
+OPS: dict[str, OpKind] = {
+    "einsum": OpKind("einsum", "mul", "add"),  # +*
+    "einsum1": OpKind("einsum1", "one", "add"),  # ++
+    "outer_sum": OpKind("outer_sum", "add", "add"),  # +++
+    "tropical": OpKind("tropical", "add", "max"),  # @^+
+    "einmax1": OpKind("einmax1", "one", "max"),  # @^^
+    "concat": OpKind("concat", "mul", "add"),  # ++^
+}
+
+_LETTERS = string.ascii_letters
+
+# Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
+# of a concatenated axis, which is private to that axis.
+Key = int | tuple[str, int, int, int]
+
+
+@dataclass
+class Plan:
+    """A compiled operation: ``run(arrays)`` does only backend calls."""
+
+    run: Callable[[Sequence[Any]], Any]
+    shape: Shape
+    inferred: Inferred
+    #: ``direct(*arrays)``: the whole operation as one backend call, when it is one
+    direct: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        #: whether the result has batch or input axes (then it is returned as a RowArray)
+        self.has_rows = bool(self.shape.batch or self.shape.input)
+
+
+# --------------------------------------------------------------------------------------------
+# Phases of concatenation
+# --------------------------------------------------------------------------------------------
+
+
+def _components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, int]]:
+    idx = uses[pos].index
+    assert isinstance(idx, ConcatIndex)
+    out: list[tuple[Key, int]] = []
+    for j, part in enumerate(idx.parts):
+        if isinstance(part, Iter):
+            out.append((part.id, int(part.size)))
+        else:
+            out.append((("part", t, pos, j), part))
+    return out
+
+
+def _iters_of(ix: Any) -> list[Iter]:
+    """The iterators a non-concatenated index reads."""
+    if isinstance(ix, Iter):
+        return [ix]
+    if isinstance(ix, AffineIndex):
+        return [ix.over] + ([ix.kernel] if ix.kernel is not None else [])
+    return []
+
+
+def collapse_concats(inferred: Inferred) -> Inferred:
+    """Concatenations that are one axis in disguise, made one iterator.
+
+    When every use of labels ``a`` and ``b`` is the same concatenation ``a^b`` (``a^b, c^d =>
+    a^b, c^d``, or a sum over ``a^b``), nothing tells the two parts apart: the axis is one
+    iterator of size ``|a| + |b|``.  Without this, each such axis doubles the phases, so ``n``
+    of them cost ``2^n`` slices and pads, planned through ``4^n`` choices (11 axes: 29 s).
+    """
+    seq_of: dict[int, tuple[int, ...]] = {}
+    mixed: set[int] = set()
+    found = False
+    for uses in inferred.layout:
+        for u in uses:
+            ix = u.index
+            if not isinstance(ix, ConcatIndex):
+                mixed.update(it.id for it in _iters_of(ix))
+                continue
+            found = True
+            ids = tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts)
+            if -1 in ids or len(set(ids)) != len(ids):  # a skipped range, or a label twice
+                mixed.update(i for i in ids if i != -1)
+                continue
+            for i in ids:
+                if seq_of.setdefault(i, ids) != ids:
+                    mixed.add(i)
+    if not found:
+        return inferred
+    fresh = max((it.id for it in inferred.iterators), default=-1) + 1
+    merged: dict[tuple[int, ...], Iter] = {}
+    for ids in dict.fromkeys(seq_of.values()):
+        if not any(i in mixed for i in ids):
+            merged[ids] = Iter(fresh + len(merged), None, 0)
+    if not merged:
+        return inferred
+
+    def new_use(u: AxisUse) -> AxisUse:
+        ix = u.index
+        if isinstance(ix, ConcatIndex):
+            it = merged.get(tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts))
+            if it is not None:
+                return dataclasses.replace(u, index=Iter(it.id, it.name, int(u.size)))
+        return u
+
+    layout = tuple(tuple(new_use(u) for u in uses) for uses in inferred.layout)
+    iters = {it.id: it for uses in layout for u in uses for it in [u.index]
+             if isinstance(it, Iter) and it.id >= fresh}
+    return dataclasses.replace(inferred, layout=layout,
+                               iterators=inferred.iterators + tuple(iters.values()))
+
+
+def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int], int]]:
+    """Consistent choices of one active component per concatenated axis in which the result
+    and at least one operand take part (no label they read outside a concatenation is
+    inactive), by a depth-first search that drops a partial choice as soon as it cannot
+    lead to one: the work is per phase that counts, not per combination of components."""
+    axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
+            if isinstance(u.index, ConcatIndex)]
+    if not axes:
+        return [{}]
+    comps = {ax: _components(layout[ax[0]], *ax) for ax in axes}
+    reads = [{it.id for u in uses for it in _iters_of(u.index)} for uses in layout]
+    result, operands = reads[-1], reads[:-1]
+    phases: list[dict[tuple[int, int], int]] = []
+    chosen: dict[tuple[int, int], int] = {}
+    state: dict[Key, bool] = {}  # label -> active
+
+    def possible() -> bool:
+        off = {k for k, on in state.items() if not on}
+        return not (result & off) and any(not (r & off) for r in operands)
+
+    def visit(i: int) -> None:
+        if i == len(axes):
+            phases.append(dict(chosen))
+            return
+        ax = axes[i]
+        labels = [k for k, _ in comps[ax] if isinstance(k, int)]
+        for j, (key, _) in enumerate(comps[ax]):
+            want = {k: k == key for k in labels}
+            if any(state.get(k, on) != on for k, on in want.items()):
+                continue
+            new = [k for k in want if k not in state]
+            state.update((k, want[k]) for k in new)
+            if possible():
+                chosen[ax] = j
+                visit(i + 1)
+                del chosen[ax]
+            for k in new:
+                del state[k]
+
+    visit(0)
+    return phases
+
+
+# --------------------------------------------------------------------------------------------
+# Building a plan
+# --------------------------------------------------------------------------------------------
+
+
+def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
+    """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
+    check_windows(inferred)
+    answer, inferred = inferred, collapse_concats(inferred)
+    layout = inferred.layout
+    n_ops = len(layout) - 1
+    result_uses = layout[-1]
+    phases = _phases(layout)
+    concat_labels = {k for ph in phases for (t, p) in ph
+                     for k, _ in _components(layout[t], t, p) if isinstance(k, int)}
+    steps = []
+    for phase in phases:
+        active = {_components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
+        inactive = concat_labels - active
+
+        def takes_part(uses: tuple[AxisUse, ...], inactive: set[Key] = inactive) -> bool:
+            for u in uses:
+                ix = u.index
+                used = [ix] if isinstance(ix, Iter) else \
+                    [ix.over] + ([ix.kernel] if ix.kernel is not None else []) \
+                    if isinstance(ix, AffineIndex) else []
+                if any(it.id in inactive for it in used if it is not None):
+                    return False
+            return True
+
+        if not takes_part(result_uses):
+            continue
+        members = [t for t in range(n_ops) if takes_part(layout[t])]
+        if not members:
+            continue
+        steps.append(_phase_step(inferred, op, backend, phase, members))
+    shape = inferred.shape
+    full_shape = tuple(int(u.size) for u in result_uses)
+
+    def run(arrays: Sequence[Any]) -> Any:
+        neutral = _neutral(op, backend, arrays)
+        out = None
+        for step in steps:
+            piece = step(arrays, neutral)
+            if out is None:
+                out = piece
+            elif op.accumulate == "add":
+                out = out + piece
+            else:
+                out = backend.maximum(out, piece)
+        if out is None:
+            like = arrays[0]
+            return backend.full(full_shape, fill(neutral, like), like)
+        return out
+
+    direct = None
+    if len(steps) == 1:
+        only = steps[0]
+        direct = getattr(only, "direct", None)
+        if direct is not None:  # a bare contraction: one backend call, nothing around it
+            def run(arrays: Sequence[Any]) -> Any:
+                return direct(*arrays)
+        elif op.accumulate == "add" and not _needs_neutral(inferred):
+            def run(arrays: Sequence[Any]) -> Any:
+                return only(arrays, 0)
+    return Plan(run, shape, answer, direct)
+
+
+def check_windows(inferred: Inferred) -> None:
+    """Refuse a window of no cells (a size-0 kernel axis): every output position would be a
+    sum (or a max) over nothing, and the output axis would have more positions than the
+    input has cells (``o<+k`` with 4 inputs and an empty kernel: 5), which no backend
+    computes alike (zeros, -inf or a raw error).  Checked here, per plan, on every backend."""
+    for t, uses in enumerate(inferred.layout[:-1]):
+        for p, u in enumerate(uses):
+            ix = u.index
+            if isinstance(ix, AffineIndex) and ix.kernel is not None and \
+                    int(ix.kernel.size) == 0:
+                k, o = ix.kernel.name or "kernel", ix.over.name or "output"
+                raise ShapeError(
+                    f"the window axis {k!r} has size 0: operand {t}'s axis {p} ({o} over {k}, "
+                    f"{int(u.size)} cells) would have {int(ix.over.size)} windows of no cells",
+                    spec=inferred.spec.text if inferred.spec is not None else inferred.logic,
+                    operand=t, label=k, sizes=(0, int(u.size)),
+                    hint=f"a convolution or pooling window needs at least one cell: give "
+                         f"{k!r} a size of 1 or more")
+
+
+def _needs_neutral(inferred: Inferred) -> bool:
+    return any(not isinstance(u.index, Iter) for uses in inferred.layout for u in uses)
+
+
+def _neutral(op: OpKind, backend: Backend, arrays: Sequence[Any]) -> float:
+    """0 for the add-reducing operations; for the max-reducing ones the first operand's
+    neutral element of max -- views and placement pad with :func:`fill`, which reads the
+    padded array's own dtype, so this value only says which of the two it is."""
+    return 0 if op.accumulate == "add" else neutral_max(arrays[0].dtype)
+
+
+def fill(neutral: float, x: Any) -> float | int | bool:
+    """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
+    the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
+    pads with -128, its float result with -inf)."""
+    return neutral if neutral == 0 else neutral_max(x.dtype)
+
+
+class _Letters:
+    """Einsum letters for iterator keys."""
+
+    def __init__(self) -> None:
+        self.map: dict[Key, str] = {}
+
+    def __getitem__(self, key: Key) -> str:
+        s = self.map.get(key)
+        if s is None:
+            if len(self.map) >= len(_LETTERS):
+                raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
+                                 "to an einsum call")
+            s = self.map[key] = _LETTERS[len(self.map)]
+        return s
+
+
+def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
+                phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
+    """One phase: operand views, the core, the placement into the full result."""
+    layout = inferred.layout
+    generic = _generic_step(inferred, op, backend, phase, members)
+    if not phase and op.combine == "mul" and op.accumulate == "add" and len(members) == 2:
+        conv = _conv_step(layout, backend, generic)
+        if conv is not None:
+            return conv
+    if not phase and op.combine == "add" and op.accumulate == "max" and len(members) == 2:
+        pool = _pool_step(layout, backend, generic)
+        if pool is not None:
+            return pool
+    return generic
+
+
+def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
+               generic: Callable[..., Any]) -> Callable[..., Any] | None:
+    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``).
+
+    A tropical operation whose second operand is a window holding only zeros is max pooling:
+    ``max over the window of (x + 0)`` is ``max of x``.  Applies when one operand has 1-3
+    windowed axes whose kernels are exactly the other operand's axes, and every other axis
+    passes through to the result; the zero test runs on the (small) window each call, and
+    any other window (or a dtype the kernel does not take) runs ``generic``.
+    """
+    pool = getattr(backend, "max_pool", None)
+    res = layout[2]
+    if pool is None or not all(isinstance(u.index, Iter) for u in res):
+        return None
+    xi = next((i for i in (0, 1) if any(isinstance(u.index, AffineIndex) for u in layout[i])),
+              None)
+    if xi is None:
+        return None
+    x_uses, w_uses = layout[xi], layout[1 - xi]
+    idx = [u.index for u in x_uses if isinstance(u.index, AffineIndex)]
+    if len(idx) > 3 or any(a.kernel is None or a.offset for a in idx) or \
+            any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses) or \
+            [getattr(u.index, "id", None) for u in w_uses] != [a.kernel.id for a in idx]:
+        return None
+    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    through = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
+    overs = [a.over.id for a in idx]
+    if not through or sorted(res_ids) != sorted(through + overs) or \
+            len(set(res_ids)) != len(res_ids):
+        return None
+    order = through + overs
+    x_perm = [p for p, u in enumerate(x_uses) if isinstance(u.index, Iter)] + \
+        [p for p, u in enumerate(x_uses) if isinstance(u.index, AffineIndex)]
+    sizes = {u.index.id: int(u.size) for u in res}  # type: ignore[union-attr]
+    # (N, C, *spatial): the pass-through axes but the last merge into N, the last is C
+    x_shape = [_prod_sizes(sizes, through[:-1]), sizes[through[-1]]] + \
+        [int(x_uses[p].size) for p in x_perm[len(through):]]
+    y_shape = [sizes[k] for k in order]
+    y_perm = [order.index(i) for i in res_ids]
+    kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
+    strides = [a.stride for a in idx]
+    dilations = [a.dilation for a in idx]
+    pads = [window_pads(a, int(x_uses[p].size))[1]
+            for a, p in zip(idx, x_perm[len(through):], strict=True)]
+    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+    x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
+    y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
+
+    def step(arrays: Any, neutral: float) -> Any:
+        x, w = arrays[xi], arrays[1 - xi]
+        if not accepts(x, x) or not all_zero(w):
+            return generic(arrays, neutral)
+        return y_out(pool(x_in(x), kernel, strides, dilations, pads))
+
+    return step
+
+
+def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
+                  phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
+    """Operand views (windows for affine axes), one core computation, placement."""
+    layout = inferred.layout
+    views = [operand_view(layout[t], t, phase, backend) for t in members]
+    res_keys, res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
+    key_sizes: dict[Key, int] = {}
+    for _, ks, ns in views:
+        key_sizes.update(zip(ks, ns, strict=True))
+    for kind, info in res_axes:
+        if kind == "iter":
+            key_sizes.setdefault(info, _iter_size(inferred, info))
+        elif kind == "part":
+            key_sizes.setdefault(info[0], info[3])
+    covered = {k for _, ks, _ in views for k in ks} & set(res_keys)
+    core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
+    place = _placement(backend, covered, res_keys, res_axes, key_sizes)
+    funcs = [v[0] for v in views]
+    contract = getattr(core, "contract", None)
+    bare = (contract is not None and getattr(place, "identity", False)
+            and all(getattr(f, "identity", False) for f in funcs)
+            and members == list(range(len(layout) - 1)))
+
+    if len(members) == 1:
+        (t,), (f,) = members, funcs
+
+        def step(arrays: Sequence[Any], neutral: float) -> Any:
+            return place(core([f(arrays[t], neutral)], neutral), neutral)
+    else:
+        masked = getattr(core, "masked", None)
+
+        def step(arrays: Sequence[Any], neutral: float) -> Any:
+            xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
+            if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
+                ones = [f(backend.full(arrays[t].shape, 1, arrays[t]), neutral)
+                        for t, f in zip(members, funcs, strict=True)]
+                return place(masked(xs, ones), neutral)
+            return place(core(xs, neutral), neutral)
+
+    if bare:
+        step.direct = contract  # type: ignore[attr-defined]
+    return step
+
+
+def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
+               generic: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``),
+    when :func:`_conv_geometry` finds one; other dtypes (integers) take ``generic``."""
+    geometry = _conv_geometry(layout, backend)
+    if geometry is None:
+        return None
+    fast, xi = geometry.forward, geometry.xi
+    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+
+    def step(arrays: Any, neutral: float) -> Any:
+        if accepts(arrays[xi], arrays[1 - xi]):
+            return fast(arrays[xi], arrays[1 - xi])
+        return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
+
+    return step
+
+
+def conv_gradient(inferred: Inferred, backend: Backend, wrt: int
+                  ) -> Callable[[Any, Any], Any] | None:
+    """The gradient of a two-operand convolution spec with respect to operand ``wrt``, by the
+    backend's own convolution backward: a callable ``(result gradient, other operand)``.
+
+    ``None`` when the spec is not one the backend's convolution runs (see
+    :func:`_conv_geometry`) or the backend has no convolution backward.
+    """
+    layout = inferred.layout
+    if len(layout) != 3 or getattr(backend, "conv_backward", None) is None:
+        return None
+    geometry = _conv_geometry(layout, backend)
+    if geometry is None:
+        return None
+    return geometry.gradient(wrt == geometry.xi)
+
+
+def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
+                   ) -> _ConvGeometry | None:
+    """How a spec maps onto the backend's convolution, or ``None``.
+
+    Applies when one operand (the input) has 1-3 affine axes whose kernels are plain axes of
+    the other operand (the kernel), every other axis is a batch axis (input and result), an
+    input channel (both operands, reduced) or an output channel (kernel and result), and the
+    result is plain.  Anything else takes the generic windows-then-contraction path.
+    """
+    if getattr(backend, "conv", None) is None:
+        return None
+    res = layout[2]
+    if not all(isinstance(u.index, Iter) for u in res):
+        return None
+    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    for xi, wi in ((0, 1), (1, 0)):
+        x_uses, w_uses = layout[xi], layout[wi]
+        affine = [u for u in x_uses if isinstance(u.index, AffineIndex)]
+        if not 1 <= len(affine) <= 3 or not all(isinstance(u.index, Iter) for u in w_uses):
+            continue
+        if any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses):
+            return None
+        w_ids = [u.index.id for u in w_uses]  # type: ignore[union-attr]
+        x_ids = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
+        idx = [u.index for u in affine]
+        if any(a.kernel is None or a.kernel.id not in w_ids or a.over.id not in res_ids
+               for a in idx):  # type: ignore[union-attr]
+            return None
+        kernels = [a.kernel.id for a in idx]  # type: ignore[union-attr]
+        overs = [a.over.id for a in idx]  # type: ignore[union-attr]
+        channels = [i for i in x_ids if i in w_ids and i not in res_ids]
+        batch = [i for i in x_ids if i in res_ids and i not in w_ids]
+        outs = [i for i in w_ids if i in res_ids and i not in x_ids]
+        if sorted(x_ids) != sorted(channels + batch) or \
+                sorted(w_ids) != sorted(channels + outs + kernels) or \
+                sorted(res_ids) != sorted(batch + overs + outs) or \
+                len(set(res_ids)) != len(res_ids) or len(set(x_ids + overs)) != len(x_ids) + \
+                len(overs):
+            return None
+        return _ConvGeometry(backend, x_uses, w_uses, res, xi, batch, channels, outs, kernels,
+                             idx)  # type: ignore[arg-type]
+    return None
+
+
+class _ConvGeometry:
+    """The permutations and reshapes between a spec's operands and the backend's
+    (N, C, *spatial) / (O, C, *kernel) convolution, with strides, dilations and padding."""
+
+    def __init__(self, backend: Backend, x_uses: tuple[AxisUse, ...],
+                 w_uses: tuple[AxisUse, ...], res: tuple[AxisUse, ...], xi: int,
+                 batch: list[int], channels: list[int], outs: list[int], kernels: list[int],
+                 idx: list[AffineIndex]):
+        def pos(uses: tuple[AxisUse, ...], key: int) -> int:
+            for p, u in enumerate(uses):
+                ix = u.index
+                if (isinstance(ix, Iter) and ix.id == key) or \
+                        (isinstance(ix, AffineIndex) and ix.over.id == key):
+                    return p
+            raise KeyError(key)
+
+        self.backend, self.xi = backend, xi
+        overs = [a.over.id for a in idx]
+        self.x_perm = [pos(x_uses, k) for k in batch + channels + overs]
+        self.w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
+        size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
+        self.x_sizes = [int(x_uses[p].size) for p in self.x_perm]  # before merging
+        self.w_sizes = [int(w_uses[p].size) for p in self.w_perm]
+        self.x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
+            [int(x_uses[pos(x_uses, k)].size) for k in overs]
+        self.w_shape = [_prod_sizes(size, outs), _prod_sizes(size, channels)] + \
+            [size[k] for k in kernels]
+        self.y_shape = [size[k] for k in batch + outs + overs]
+        order = batch + outs + overs
+        self.y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
+        self.y_conv_shape = [_prod_sizes(size, batch), _prod_sizes(size, outs)] + \
+            [size[k] for k in overs]
+        self.strides = [a.stride for a in idx]
+        self.dilations = [a.dilation for a in idx]
+        # a valid axis is exactly as long as its windows need: no padding
+        self.pads = [window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1]
+                     if a.padded else (0, 0) for a in idx]
+        # a result with its channels last (NHWC) is asked for in channels-last memory, so the
+        # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
+        self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
+            [0, *range(2, 2 + len(overs)), 1]
+
+        self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape)
+        self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape)
+        self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm)
+
+    def forward(self, x: Any, w: Any) -> Any:
+        y = self.backend.conv(self.x_in(x), self.w_in(w),  # type: ignore[attr-defined]
+                              self.strides, self.dilations, self.pads,
+                              channels_last=self.channels_last)
+        return self.y_out(y)
+
+    def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
+        """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
+        backward = self.backend.conv_backward  # type: ignore[attr-defined]
+        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape)
+        other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)
+        perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
+        out = _reshape_permute(shape, sizes, _inverse(perm))
+        strides, dilations, pads = self.strides, self.dilations, self.pads
+
+        def grad(g: Any, other: Any) -> Any:
+            return out(backward(g_in(g), other_in(other), shape, of_input, strides, dilations,
+                                pads))
+
+        return grad
+
+
+def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int]
+                     ) -> Callable[[Any], Any]:
+    """``x -> x.permute(perm).reshape(shape)`` (``sizes``: the permuted sizes), without the
+    steps that change nothing -- each is a call of its own on every run."""
+    moves, merges = perm != sorted(perm), list(sizes) != list(shape)
+    if moves and merges:
+        return lambda x: x.permute(*perm).reshape(shape)
+    if moves:
+        return lambda x: x.permute(*perm)
+    if merges:
+        return lambda x: x.reshape(shape)
+    return lambda x: x
+
+
+def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int]
+                     ) -> Callable[[Any], Any]:
+    """``x -> x.reshape(shape).permute(perm)`` (``sizes``: x's), likewise pruned."""
+    moves, splits = perm != sorted(perm), list(sizes) != list(shape)
+    if moves and splits:
+        return lambda x: x.reshape(shape).permute(*perm)
+    if moves:
+        return lambda x: x.permute(*perm)
+    if splits:
+        return lambda x: x.reshape(shape)
+    return lambda x: x
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
+    return math.prod(size[k] for k in keys)
+
+
+def _iter_size(inferred: Inferred, key: int) -> int:
+    return int(next(it.size for it in inferred.iterators if it.id == key))
+
+
+def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
+                  backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
+                                             list[int]]:
+    """How to turn operand ``t`` into an array whose axes are iterators.
+
+    Returns the view function (``(array, padding value) -> view``), the iterator key of each
+    axis of the view, and their sizes.  The eager lowering and the compiled windowed
+    assignments of :mod:`tensig.compile` (the pooling gate) read operands through it, so both
+    see a window the same way.
+    """
+    tiled = tiled_view(uses)
+    if tiled is not None:
+        return tiled
+    index: list[Any] = []
+    keys: list[Key] = []
+    sizes: list[int] = []
+    pads: list[tuple[int, int]] = []
+    windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
+    strided: list[tuple[int, slice]] = []
+    kernel_keys: list[tuple[Key, int]] = []
+    for p, u in enumerate(uses):
+        ix = u.index
+        size = int(u.size)
+        if isinstance(ix, FixedIndex):
+            index.append(ix.index)
+            continue
+        axis = len(keys)
+        if isinstance(ix, ConcatIndex):
+            comps = _components(uses, t, p)
+            j = phase[(t, p)]
+            off = sum(n for _, n in comps[:j])
+            index.append(slice(off, off + comps[j][1]))
+            keys.append(comps[j][0])
+            sizes.append(comps[j][1])
+            pads.append((0, 0))
+            continue
+        index.append(slice(None))
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            sizes.append(size)
+            pads.append((0, 0))
+            continue
+        assert isinstance(ix, AffineIndex)
+        out = int(ix.over.size)
+        keys.append(ix.over.id)
+        sizes.append(out)
+        if ix.kernel is None:
+            need = ix.stride * (out - 1) + ix.offset + 1
+            pads.append((0, max(0, need - size)))
+            strided.append((axis, slice(ix.offset, need, ix.stride)))
+            continue
+        span, pad = window_pads(ix, size)
+        pads.append(pad)
+        windows.append((axis, span, ix.stride, out, ix.dilation))
+        kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
+    keys += [kk for kk, _ in kernel_keys]
+    sizes += [n for _, n in kernel_keys]
+    basic = tuple(index)
+    trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
+    any_pad = any(p != (0, 0) for p in pads)
+    ndim = len(pads)
+    # every index below is fixed by the plan: built once here, not on each call
+    strided_index: tuple[slice, ...] | None = None
+    if strided:
+        sl = [slice(None)] * ndim
+        for axis, s in strided:
+            sl[axis] = s
+        strided_index = tuple(sl)
+    window_steps = []
+    for i, (axis, span, stride, out, dilation) in enumerate(windows):
+        sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
+        sl[axis] = slice(0, out)
+        sl[-1] = slice(None, None, dilation)
+        window_steps.append((axis, span, stride, tuple(sl)))
+
+    def view(x: Any, neutral: float) -> Any:
+        if not trivial_index:
+            x = x[basic]
+        if any_pad:
+            x = backend.pad(x, pads, fill(neutral, x))
+        if strided_index is not None:
+            x = x[strided_index]
+        for axis, span, stride, index in window_steps:
+            x = backend.windows(x, axis, span, stride)[index]
+        return x
+
+    if trivial_index and not any_pad and not strided and not windows:
+        def view(x: Any, neutral: float) -> Any:
+            return x
+
+        view.identity = True  # type: ignore[attr-defined]
+
+    return view, keys, sizes
+
+
+def window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
+    """A windowed axis of ``size`` cells (``ix.kernel`` set): the window's span, and the
+    (left, right) padding that makes every window fit -- left only when ``ix.padded``."""
+    assert ix.kernel is not None
+    span = (int(ix.kernel.size) - 1) * ix.dilation + 1
+    left = span - (span + 1) // 2 if ix.padded else 0
+    need = ix.stride * (int(ix.over.size) - 1) + span
+    return span, (left, max(0, need - left - size))
+
+
+def tiles(ix: AffineIndex, size: int) -> bool:
+    """Whether the windows of an affine axis tile it: back to back, nothing padded, nothing
+    left over."""
+    if ix.kernel is None or ix.padded or ix.offset:
+        return False
+    k = int(ix.kernel.size)
+    return ix.stride == k and (ix.dilation == 1 or k == 1) and int(ix.over.size) * k == size
+
+
+def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
+                                                      list[int]] | None:
+    """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
+    reshape: each windowed axis becomes (output position, kernel position) in place.
+
+    Unlike a window view this stays contiguous, so the elementwise work on it runs at full
+    speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
+    """
+    keys: list[Key] = []
+    shape: list[int] = []
+    if not any(isinstance(u.index, AffineIndex) for u in uses):
+        return None
+    for u in uses:
+        ix, size = u.index, int(u.size)
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            shape.append(size)
+        elif isinstance(ix, AffineIndex) and tiles(ix, size):
+            keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
+            shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
+        else:
+            return None
+
+    def view(x: Any, neutral: float) -> Any:
+        return x.reshape(shape)
+
+    return view, keys, shape
+
+
+def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int]
+                 ) -> tuple[list[Key], list[tuple[str, Any]]]:
+    """The result's iterator keys (first appearance order) and how each axis is produced."""
+    keys: list[Key] = []
+    axes: list[tuple[str, Any]] = []
+    for p, u in enumerate(uses):
+        ix = u.index
+        if isinstance(ix, FixedIndex):
+            axes.append(("fixed", (ix.index, 0, int(u.size))))
+            continue
+        if isinstance(ix, ConcatIndex):
+            comps = _components(uses, t, p)
+            j = phase[(t, p)]
+            off = sum(n for _, n in comps[:j])
+            key, n = comps[j]
+            axes.append(("part", (key, off, int(u.size), n)))
+        else:
+            assert isinstance(ix, Iter)
+            key = ix.id
+            axes.append(("iter", key))
+        if key not in keys:
+            keys.append(key)
+    return keys, axes
+
+
+# --------------------------------------------------------------------------------------------
+# The core computation of a phase
+# --------------------------------------------------------------------------------------------
+
+
+def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
+          res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
+    """Combine the operand views into an array over the result keys they cover.
+
+    Result keys no operand covers are replicated later; the core's axes are the covered
+    result keys, in result order.
+    """
+    letters = _Letters()
+    present = {k for ks in keys for k in ks}
+    out_keys = [k for k in res_keys if k in present]
+    size_of = {k: n for ks, ns in zip(keys, sizes, strict=True) for k, n in zip(ks, ns,
+                                                                                  strict=True)}
+    subs_in = ["".join(letters[k] for k in ks) for ks in keys]
+    subs_out = "".join(letters[k] for k in out_keys)
+    shapes = [tuple(ns) for ns in sizes]
+    combine = "one" if len(keys) == 1 else op.combine
+    if op.accumulate == "add" and combine in ("one", "mul"):
+        subscripts = ",".join(subs_in) + "->" + subs_out
+        contract = backend.contraction(subscripts, shapes)
+        if len(keys) == 1 and subs_in[0] == subs_out:
+            return lambda xs, neutral: xs[0]
+
+        def core(xs: list[Any], neutral: float) -> Any:
+            return contract(*xs)
+
+        core.contract = contract  # type: ignore[attr-defined]
+        return core
+    if combine == "one":  # max-reduce one operand
+        return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
+    if op.accumulate == "add":  # outer_sum: sum of (a + b) over the reduced axes
+        return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
+    return _max_of_sums(backend, keys, subs_in, out_keys, letters)
+
+
+def _unique(s: str) -> str:
+    return "".join(dict.fromkeys(s))
+
+
+def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
+             ) -> Callable[[list[Any], float], Any]:
+    uniq = _unique(sub)
+    diag = f"{sub}->{uniq}" if uniq != sub else None  # a diagonal: no reduction
+    reduce_axes = tuple(i for i, c in enumerate(uniq) if c not in out)
+    kept = [c for c in uniq if c in out]
+    perm = [kept.index(c) for c in out]
+    moves = perm != sorted(perm)
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        x = xs[0]
+        if diag is not None:
+            x = backend.einsum(diag, x)
+        x = backend.amax(x, reduce_axes)
+        return backend.transpose(x, perm) if moves else x
+
+    return core
+
+
+def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
+    """``x -> x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``;
+    the permutation and the axes' places are worked out once, here."""
+    perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
+    moves = perm != list(range(len(sub)))
+    places = [order.index(c) for c in sorted(sub, key=order.index)]
+
+    def align(x: Any) -> Any:
+        if moves:
+            x = backend.transpose(x, perm)
+        shape = [1] * len(order)
+        for i, n in zip(places, x.shape, strict=True):
+            shape[i] = n
+        return backend.reshape(x, shape)
+
+    return align
+
+
+def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
+                 letters: _Letters, size_of: dict[Key, int]) -> Callable[[list[Any], float], Any]:
+    """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
+    out = "".join(letters[k] for k in out_keys)
+    reduced = {k for ks in keys for k in ks} - set(out_keys)
+    parts = []
+    for ks, sub in zip(keys, subs, strict=True):
+        mine = _unique(sub)
+        kept = "".join(c for c in mine if c in out)
+        count = 1
+        for k in reduced - set(ks):
+            count *= size_of[k]
+        parts.append((f"{sub}->{kept}", _aligner(backend, kept, out), count))
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        total = None
+        for x, (subscripts, align, count) in zip(xs, parts, strict=True):
+            y = backend.einsum(subscripts, x)
+            if count != 1:
+                y = y * count
+            y = align(y)
+            total = y if total is None else total + y
+        return total
+
+    return core
+
+
+def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
+                 letters: _Letters) -> Callable[[list[Any], float], Any]:
+    """max_R (a + b): reduce each operand over the reduced axes only it has, then meet."""
+    out = "".join(letters[k] for k in out_keys)
+    all_subs = [_unique(s) for s in subs]
+    shared_reduced = "".join(
+        c for c in dict.fromkeys("".join(all_subs))
+        if c not in out and sum(c in s for s in all_subs) > 1)
+    order = out + shared_reduced
+    preps = []
+    for sub, mine in zip(subs, all_subs, strict=True):
+        others = set("".join(s for s in all_subs if s is not mine))
+        diag = f"{sub}->{mine}" if mine != sub else None
+        own = tuple(i for i, c in enumerate(mine) if c not in out and c not in others)
+        kept = "".join(c for c in mine if c in out or c in others)
+        preps.append((diag, own, _aligner(backend, kept, order)))
+    final_axes = tuple(range(len(out), len(order)))
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        total = None
+        for x, (diag, own, align) in zip(xs, preps, strict=True):
+            if diag is not None:
+                x = backend.einsum(diag, x)
+            x = backend.amax(x, own)
+            x = align(x)
+            total = x if total is None else total + x
+        return backend.amax(total, final_axes)
+
+    def masked(xs: list[Any], valid: list[Any]) -> Any:
+        """``core`` for integer operands.  Their padding (the dtype's minimum) is a number:
+        ``min + (-1)`` wraps around to the largest value and would win the max.  ``valid``
+        holds each view of ones (padding: the minimum again), so a cell is real where every
+        operand's reads 1; the sum elsewhere is replaced by the neutral element."""
+        total = ok = None
+        for x, v, (diag, own, align) in zip(xs, valid, preps, strict=True):
+            if diag is not None:
+                x, v = backend.einsum(diag, x), backend.einsum(diag, v)
+            x, v = align(backend.amax(x, own)), align(backend.amax(v, own)) == 1
+            total = x if total is None else total + x
+            ok = v if ok is None else ok & v
+        lo = backend.full((), neutral_max(total.dtype), total)
+        return backend.amax(backend.where(ok, total, lo), final_axes)
+
+    core.masked = masked  # type: ignore[attr-defined]
+    return core
+
+
+# --------------------------------------------------------------------------------------------
+# Placement into the result
+# --------------------------------------------------------------------------------------------
+
+
+def _placement(backend: Backend, covered: set[Key], res_keys: list[Key],
+               res_axes: list[tuple[str, Any]], key_sizes: dict[Key, int]
+               ) -> Callable[[Any, float], Any]:
+    """From the core (axes: the covered result keys, in result order) to the full result.
+
+    Replicates keys no operand covers, writes repeated keys on the diagonal, and pads fixed
+    placements and concatenation components into place with the neutral element.
+    """
+    # 1. replicate: insert the uncovered keys as broadcast axes
+    rep_shape = [key_sizes[k] if k in covered else 1 for k in res_keys]
+    full_keys = [key_sizes[k] for k in res_keys]
+    replicate = any(k not in covered for k in res_keys)
+    # 2. one axis per result axis: first occurrences in order, new size-1 axes otherwise
+    seen: dict[Key, int] = {}
+    expanded: list[int] = []
+    diagonals: list[tuple[int, int, int]] = []  # (first position, duplicate position, size)
+    pads: list[tuple[int, int]] = []
+    for pos, (kind, info) in enumerate(res_axes):
+        if kind == "fixed":
+            index, _, size = info
+            expanded.append(1)
+            pads.append((index, size - index - 1))
+            continue
+        key = info if kind == "iter" else info[0]
+        n = key_sizes[key]
+        if key in seen:
+            expanded.append(1)
+            diagonals.append((seen[key], pos, n))
+        else:
+            seen[key] = pos
+            expanded.append(n)
+        if kind == "part":
+            _, off, total, n = info
+            pads.append((off, total - off - n))
+        else:
+            pads.append((0, 0))
+    reshape_needed = expanded != full_keys
+    any_pad = any(p != (0, 0) for p in pads)
+    if not replicate and not reshape_needed and not diagonals and not any_pad:
+        def identity(core: Any, neutral: float) -> Any:
+            return core
+
+        identity.identity = True  # type: ignore[attr-defined]
+        return identity
+
+    def place(x: Any, neutral: float) -> Any:
+        if replicate:
+            x = backend.broadcast_to(backend.reshape(x, rep_shape), full_keys)
+        if reshape_needed:
+            x = backend.reshape(x, expanded)
+        for first, dup, n in diagonals:
+            target = list(x.shape)
+            target[dup] = n
+            x = backend.broadcast_to(x, target)
+            mask_shape = [1] * len(target)
+            mask_shape[first] = mask_shape[dup] = n
+            mask = backend.reshape(backend.eye_mask(n, x), mask_shape)
+            x = backend.where(mask, x, backend.full((), fill(neutral, x), x))
+        if any_pad:
+            x = backend.pad(x, pads, fill(neutral, x))
+        return x
+
+    return place

@@ -1,0 +1,275 @@
+"""Neural-network blocks written in the notation (OCANNL's ``nn_blocks``).
+
+Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs, the
+broadcasting back is pointwise, gradients come from the operations' own backward code.  A
+block adds no lowering of its own.
+
+Specs name what a block reduces over.  The defaults:
+
+- :data:`LAST`: the last output axis, kept as a size-1 axis so that the pointwise step back
+  lines it up with the axis it came from (``b | q, k``: over ``k``, never over ``q``);
+- :data:`ROW`: the whole output row (a row variable), as layer normalisation does.
+
+Sizes a block needs (``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved
+shapes when the model is initialised, never written in: :func:`captured`.
+
+>>> import numpy as np
+>>> from tensig import graph as G
+>>> from tensig import blocks as B
+>>> with G.new_graph():
+...     x = G.leaf("x", np.arange(6, dtype=np.float32).reshape(2, 3), batch=1)
+...     p = B.softmax(x)
+...     np.round(G.Model(p).run().astype(np.float64), 3).tolist()
+[[0.09, 0.245, 0.665], [0.09, 0.245, 0.665]]
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tensig.core.shapes import Shape
+from tensig.model import graph as G
+from tensig.model.graph import OpDef, Tensor
+from tensig.model.ir import Code
+from tensig.model.ir import prim as _e
+
+__all__ = [
+    "ALL",
+    "LAST",
+    "ROW",
+    "captured",
+    "causal_mask",
+    "cross_entropy",
+    "dropout",
+    "gelu",
+    "layer_norm",
+    "log_softmax",
+    "mean",
+    "multi_head_attention",
+    "rms_norm",
+    "rotary",
+    "silu",
+    "softmax",
+]
+
+#: reduce the last output axis, keeping it as one cell
+LAST = "...|...->..., v => ...|...->..., 0"
+#: reduce the whole output row (a row variable)
+ROW = "...|..d.. => ...|"
+#: reduce everything to one number
+ALL = "...|...->... => |->0"
+
+
+def _numel(t: Tensor) -> int:
+    return math.prod(int(d) for d in t.shape.int_dims)
+
+
+def captured(fn: Callable[[], float], *, name: str = "captured") -> Tensor:
+    """A number (a constant with no axes: it broadcasts into anything without adding one)
+    whose value ``fn()`` is computed when a model is initialised, after shapes are solved:
+    how a block uses a size (``1/D``) that inference decides."""
+    t = G.constant(np.zeros((), np.float32), name=name)
+    t.value_init = lambda: np.array(fn(), np.float32)
+    return t
+
+
+def mean(x: Tensor, spec: str = ROW) -> Tensor:
+    """The mean over what ``spec`` reduces: its sum times ``1/D``, ``D`` the number of cells
+    summed into each result cell (from the solved shapes)."""
+    total = G.einsum1(spec, x)
+    return total * captured(lambda: _numel(total) / _numel(x), name="1/D")
+
+
+def _shifted(x: Tensor, spec: str) -> Tensor:
+    """``x`` minus its maximum over ``spec``, the maximum detached (OCANNL's softmax: the
+    shift cancels in the value, so no gradient flows through it)."""
+    return x - G.stop_gradient(G.einmax1(spec, x))
+
+
+def softmax(x: Tensor, spec: str = LAST) -> Tensor:
+    """``exp(x) / sum exp(x)`` over what ``spec`` reduces (the last output axis by default),
+    computed on ``x`` minus its detached maximum."""
+    e = _shifted(x, spec).exp()
+    return e / G.einsum1(spec, e)
+
+
+def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
+    """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
+    subtracted first."""
+    z = _shifted(x, spec)
+    return z - G.einsum1(spec, z.exp()).log()
+
+
+def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) -> Tensor:
+    """The mean cross-entropy of ``logits`` (``b | n``: classes on the last output axis)
+    against ``targets``, as ``torch.nn.functional.cross_entropy`` computes it.
+
+    Integer ``targets`` (``b |``) are class ids: the mean is over the rows whose id is not
+    ``ignore_index`` (no such row: NaN, as torch gives).  Float ``targets`` (``b | n``) are
+    probabilities: the mean is over all rows.
+    """
+    logp = log_softmax(logits)
+    if targets.integer:
+        hot = G.one_hot(targets, logits, ignore_index=ignore_index)
+        return -(G.einsum1(ALL, hot * logp) / G.einsum1(ALL, hot))
+    total = G.einsum1(ALL, targets * logp)
+    rows = G.einsum1(LAST, logits)  # one cell per row: its size is the row count
+    return total * captured(lambda: -1.0 / _numel(rows), name="-1/N")
+
+
+def _affine(y: Tensor, name: str, shift: bool) -> Tensor:
+    """``y * scale (+ shift)`` with learned ``scale`` (ones) and ``shift`` (zeros) whose
+    shapes come from their use (the normalised axes)."""
+    with G.scope(name):
+        scale = G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
+        y = y * scale
+        if shift:
+            y = y + G.param("shift", init=lambda shape, rng: np.zeros(shape, np.float32))
+    return y
+
+
+def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "layer_norm",
+               affine: bool = True) -> Tensor:
+    """``(x - mean) / sqrt(var + eps)`` over what ``spec`` reduces (the whole output row by
+    default: a row variable), then a learned scale and shift (``affine``), as
+    ``torch.nn.LayerNorm`` (the biased variance)."""
+    c = x - mean(x, spec)
+    y = c * (mean(c * c, spec) + eps).recip_sqrt()
+    return _affine(y, name, shift=True) if affine else y
+
+
+def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_norm",
+             shift: bool = False) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps)`` over what ``spec`` reduces, times a learned scale (and a
+    learned shift with ``shift=True``), as ``torch.nn.RMSNorm``."""
+    y = x * (mean(x * x, spec) + eps).recip_sqrt()
+    return _affine(y, name, shift)
+
+
+def gelu(x: Tensor) -> Tensor:
+    """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
+    ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive)."""
+    inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+    return x * (inner.tanh() * 0.5 + 0.5)
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)``, the sigmoid as ``(1 + tanh(x/2)) / 2``: no ``exp`` to overflow, in
+    the value or its gradient."""
+    return x * ((x * 0.5).tanh() * 0.5 + 0.5)
+
+
+def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Tensor:
+    """Zero each cell with probability ``p`` and scale the rest by ``1/(1-p)``; a fresh mask
+    every run, drawn by a counter-based generator (Philox keyed by ``(seed, name)``, at a
+    counter the routine advances), so a run is repeatable from its seed, and the same on
+    NumPy and torch.  Out of training mode (``graph.eval()``) the input passes unchanged.
+    The counter is a state tensor of the graph (``graph.memory()`` lists it)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
+    g = x.graph
+    with G.scope(name):
+        counter = Tensor("state", g.shapes.tensor(f"{name}.counter", Shape(output=(1,))), g,
+                         ["counter"])
+        counter.init = lambda shape: np.zeros(shape, np.float64)
+        mask = Tensor("state", x.node, g, ["mask"])  # x's shape
+    key = zlib.crc32(name.encode())
+
+    def forward(t: Tensor, a: Tensor, ctr: Tensor, m: Tensor) -> Code:
+        code = Code().assign(m.val, _e("keep_mask", a.val, ctr.val, float(p), seed, key),
+                             logic="whole")
+        code.assign(t.val, _e("mul", a.val, m.val))
+        return code.assign(ctr.val, 1.0, accum="+")
+
+    def backward(t: Tensor, a: Tensor, ctr: Tensor, m: Tensor) -> Code:
+        return Code().assign(a.grad, _e("mul", t.grad, m.val), accum="+")
+
+    op = OpDef("dropout", ".", forward, backward)
+    node = g.shapes.pointwise(x.node, name="dropout")
+    return Tensor("op", node, g, ["dropout"], op, (x, counter, mask), x.differentiable)
+
+
+#: attention's two einsums: query and key positions are different labels of the batch row's
+#: last axis; heads and head dimensions are the output row
+_SCORES = "..., q | h, e; ..., k | h, e => ..., q | h, k"
+_MIX = "..., q | h, k; ..., k | h, e => ..., q | h, e"
+
+
+def _sized_constant(x: Tensor, spec: str, name: str,
+                    value: Callable[[tuple[int, ...]], np.ndarray]) -> Tensor:
+    """A constant whose shape is ``spec`` applied to ``x``'s (inferred with the graph) and
+    whose value ``value(shape)`` is computed from that solved shape at initialisation."""
+    g = x.graph
+    t = Tensor("const", g.shapes.apply(spec, x.node, name=name), g, [name])
+    t.value_init = lambda: value(t.shape.int_dims).astype(np.float32)
+    return t
+
+
+def rotary(x: Tensor, *, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding of ``x`` (``..., t | h, e``, as attention's ``q`` and ``k``):
+    each head's ``e`` cells are ``E/2`` pairs ``(j, j + E/2)``, pair ``j`` rotated by the angle
+    ``t * base^(-2j/E)`` at position ``t`` (the half-split form of GPT-NeoX and Llama).  The
+    angle tables and the half swap are sized from the solved shapes."""
+
+    def angles(shape: tuple[int, ...]) -> np.ndarray:
+        nt, ne = shape
+        if ne % 2:
+            raise ValueError(f"rotary: the head dimension is {ne}, not even")
+        freq = base ** (-np.arange(0, ne, 2, dtype=np.float64) / ne)
+        return np.outer(np.arange(nt), np.concatenate([freq, freq]))
+
+    def swap(shape: tuple[int, ...]) -> np.ndarray:  # (e_out, f_in): (-x2, x1)
+        half = shape[0] // 2
+        m = np.zeros(shape)
+        m[np.arange(half), np.arange(half) + half] = -1.0
+        m[np.arange(half) + half, np.arange(half)] = 1.0
+        return m
+
+    cos = _sized_constant(x, "..., t | h, e => t | e", "rotary.cos",
+                          lambda s: np.cos(angles(s)))
+    sin = _sized_constant(x, "..., t | h, e => t | e", "rotary.sin",
+                          lambda s: np.sin(angles(s)))
+    half = _sized_constant(x, "..., t | h, e => | e -> e", "rotary.swap", swap)
+    return x * cos + G.einsum("..., t | h, f; | f -> e => ..., t | h, e", x, half) * sin
+
+
+def causal_mask(scores: Tensor) -> Tensor:
+    """``-inf`` where a key position comes after the query position, else ``0``: a ``q | k``
+    constant sized from ``scores``'s solved shape (``..., q | h, k``) when the model is
+    initialised."""
+    g = scores.graph
+    node = g.shapes.apply("..., q | h, k => q | k", scores.node, name="causal")
+    t = Tensor("const", node, g, ["causal"])
+
+    def value() -> np.ndarray:
+        nq, nk = t.shape.int_dims
+        return np.triu(np.full((nq, nk), -np.inf, np.float32), 1)
+
+    t.value_init = value
+    return t
+
+
+def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -> Tensor:
+    """``softmax(q k^T / sqrt(E) + mask) v`` per head, as two einsums.
+
+    ``q``, ``k``, ``v`` are ``..., t | h, e``: positions the last batch axis, heads and head
+    dimensions the output row (``wq @ x`` with ``wq`` a parameter of ``output=[H, E]`` makes
+    one).  ``mask``: None, ``"causal"`` (built from the solved shapes), or a tensor added to the
+    ``..., q | h, k`` scores (``-inf`` masks).  The result is ``..., q | h, e``.
+    """
+    scores = G.einsum(_SCORES, q, k)
+    scores = scores * captured(lambda: 1.0 / math.sqrt(int(q.shape.output[-1])),
+                               name="1/sqrt(E)")
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"multi_head_attention: mask is None, 'causal' or a tensor, not "
+                             f"{mask!r}")
+        mask = causal_mask(scores)
+    if mask is not None:
+        scores = scores + mask
+    return G.einsum(_MIX, softmax(scores), v)

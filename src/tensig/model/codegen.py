@@ -1,0 +1,447 @@
+"""Python source for compiled assignments: one generated function per assignment.
+
+A routine runs dozens of small assignments per training step, and each array call takes a few
+microseconds; closures nested per primitive, per operand alignment and per accumulation step
+cost as much again.  Here every decision is taken once, at compile time, and written out as
+straight-line Python -- read the operands, align them, the expression with its operators
+inlined, reduce, transpose, store -- so running a step is only its array calls.
+
+:func:`assignment_step` writes the step of a generic assignment (any expression under
+projections that :mod:`tensig.projections` resolves); :func:`expression_function` and
+:func:`align_function` serve the windowed paths of :mod:`tensig.compile`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import re
+import string
+from collections.abc import Callable
+from typing import Any
+
+from tensig.backends import Backend, neutral_max
+from tensig.core.errors import ShapeError
+from tensig.model import ir
+from tensig.model.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
+from tensig.model.projections import Labels
+
+__all__ = ["align_function", "assignment_step", "expression_function"]
+
+#: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
+_INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
+           "neg": "(-{})", "id": "{}"}
+_COMPARE = {"lt", "le", "eq", "ne"}
+_serial = itertools.count()
+
+
+class _Source:
+    """Lines of one generated function and the objects its names refer to."""
+
+    def __init__(self, backend: Backend, xp: Any):
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"xp": xp, "backend": backend}
+        self.torch = backend.name == "torch"
+
+    def bind(self, value: Any, prefix: str = "c") -> str:
+        name = f"_{prefix}{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def literal(self, value: Any) -> str:
+        """A number as source (infinities and NaN by name)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return self.bind(value)
+        return repr(value)
+
+    def operand(self, value: float) -> str:
+        """A number as an operand of an arithmetic operator.
+
+        torch wraps a Python number in a fresh tensor on every call (~2 us, as much as the
+        operation on a small array); a 0-d tensor made once behaves the same in type
+        promotion (a 0-d tensor never widens a dimensioned operand's dtype): a float becomes
+        one of the default float dtype, an integer one of int64.
+        """
+        if self.torch and isinstance(value, int | float) and not isinstance(value, bool):
+            t = self.env["xp"]
+            dtype = t.get_default_dtype() if isinstance(value, float) else t.int64
+            return self.bind(t.tensor(value, dtype=dtype), "k")
+        return self.literal(value)
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def fixed(self, x: str, labels: Labels) -> str:
+        """``x`` read at the fixed positions of ``labels`` (their integers)."""
+        if not any(isinstance(lab, int) for lab in labels):
+            return x
+        index = tuple(lab if isinstance(lab, int) else slice(None) for lab in labels)
+        return f"{x}[{self.bind(index, 'index')}]"
+
+    def transpose(self, x: str, perm: list[int]) -> str:
+        return f"{x}.{'permute' if self.torch else 'transpose'}({tuple(perm)!r})"
+
+    def function(self, signature: str, name: str) -> Callable[..., Any]:
+        text = f"def {name}({signature}):\n" + "".join(f"    {line}\n" for line in self.lines)
+        filename = f"<tensig: {name} {next(_serial)}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks
+        namespace = dict(self.env)
+        exec(compile(text, filename, "exec"), namespace)
+        fn = namespace[name]
+        fn.source = text  # type: ignore[attr-defined]
+        return fn  # type: ignore[no-any-return]
+
+
+def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
+    """The source of an expression over operands already bound to ``names``."""
+    if isinstance(e, Buf):
+        return names[e.key]
+    if not isinstance(e, Expr):
+        return src.literal(e)
+    if not _reads_buffers(e):
+        return src.literal(_fold(e))
+    cond = e.args[0]
+    if e.op == "where" and not _reads_buffers(cond):  # a constant condition picks a branch
+        return _expression(src, e.args[1] if _fold(cond) != 0 else e.args[2], names)
+    if e.op == "where" and isinstance(cond, Expr) and cond.op in _COMPARE:
+        # the comparison's mask selects directly (no 1.0/0.0 numbers and back)
+        x, y = (_expression(src, c, names) for c in cond.args)
+        a, b = (_expression(src, c, names) for c in e.args[1:])
+        select = src.bind(ir.select_where, "select")
+        return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
+    fused = _fused(src, e, names) if src.torch else None
+    if fused is not None:
+        return fused
+    # numbers enter as operands (torch's functions take tensors, not numbers); a power's
+    # exponent stays a number: an integral one is computed by squaring
+    args = [src.operand(_fold(x)) if not _reads_buffers(x) and not (e.op == "pow" and i == 1)
+            else _expression(src, x, names) for i, x in enumerate(e.args)]
+    if e.op in _INLINE:
+        return _INLINE[e.op].format(*args)
+    fn = src.bind(_definition(e.op), e.op)
+    return f"{fn}(xp, {', '.join(args)})"
+
+
+def _scaled(e: Any) -> tuple[float, Any] | None:
+    """``mul(number, x)`` (either order) as ``(number, x)``."""
+    if isinstance(e, Expr) and e.op == "mul" and len(e.args) == 2:
+        a, b = e.args
+        if not _reads_buffers(a) and _reads_buffers(b):
+            return _fold(a), b
+        if not _reads_buffers(b) and _reads_buffers(a):
+            return _fold(b), a
+    return None
+
+
+def _fused(src: _Source, e: Expr, names: dict[tuple[int, str], str]) -> str | None:
+    """torch's fused kernels for a sum with a scaled term: ``x + c * y`` is one ``add`` (its
+    ``alpha``) and ``x + c * (p * q)`` one ``addcmul`` -- an optimizer's moment updates in two
+    kernels instead of three or four.  Rounding may differ from the separate operations in
+    the last bit; integer operands take the plain operators."""
+    if e.op != "add" or len(e.args) != 2:
+        return None
+    for first, second in (e.args, e.args[::-1]):
+        scaled = _scaled(second)
+        if scaled is None or not _reads_buffers(first):
+            continue
+        c, y = scaled
+        x = _expression(src, first, names)
+        if isinstance(y, Expr) and y.op == "mul" and len(y.args) == 2 and \
+                all(map(_reads_buffers, y.args)):
+            p, q = (_expression(src, t, names) for t in y.args)
+            return f"{src.bind(_addcmul, 'addcmul')}(xp, {x}, {p}, {q}, {src.literal(c)})"
+        return f"{src.bind(_axpy, 'axpy')}(xp, {x}, {_expression(src, y, names)}, " \
+               f"{src.literal(c)})"
+    return None
+
+
+def _axpy(xp: Any, x: Any, y: Any, c: float) -> Any:
+    if getattr(y, "is_floating_point", lambda: False)() and hasattr(x, "shape"):
+        return xp.add(x, y, alpha=c)
+    return x + c * y
+
+
+def _addcmul(xp: Any, x: Any, p: Any, q: Any, c: float) -> Any:
+    if all(getattr(t, "is_floating_point", lambda: False)() for t in (x, p, q)):
+        return xp.addcmul(x, p, q, value=c)
+    return x + c * (p * q)
+
+
+def _definition(op: str) -> Callable[..., Any]:
+    """A primitive's definition (:mod:`tensig.ir`) by name."""
+    return UNARY.get(op) or BINARY.get(op) or TERNARY[op]
+
+
+def _reads_buffers(e: Any) -> bool:
+    return isinstance(e, Buf) or (isinstance(e, Expr) and any(map(_reads_buffers, e.args)))
+
+
+def _fold(e: Any) -> float:
+    """A subexpression of numbers only, evaluated once (NumPy, double precision): its value
+    then enters the array expression as a Python number does."""
+    import numpy as np
+
+    if not isinstance(e, Expr):
+        return e  # type: ignore[no-any-return]
+    fn = _definition(e.op)
+    with np.errstate(all="ignore"):
+        return float(fn(np, *(np.float64(_fold(a)) for a in e.args)))
+
+
+def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend, xp: Any
+                        ) -> Callable[[list[Any]], Any]:
+    """``args -> value`` of an expression whose buffers are ``args[slots[key]]``."""
+    src = _Source(backend, xp)
+    src.emit(f"return {_expression(src, e, {k: f'args[{i}]' for k, i in slots.items()})}")
+    return src.function("args", "expression")
+
+
+def _align(src: _Source, x: str, labels: Labels, product: list[str],
+           dims: list[int]) -> tuple[str, int]:
+    """Source that indexes fixed positions, takes diagonals and lines ``x`` (of sizes
+    ``dims``) up with the product space; and the rank of the result."""
+    if _broadcasts_as_is(labels, product, dims):
+        return x, len(labels)
+    x = src.fixed(x, labels)
+    names = [lab for lab in labels if isinstance(lab, str)]
+    uniq = list(dict.fromkeys(names))
+    if len(uniq) != len(names):
+        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(uniq)}
+        diag = "".join(letters[n] for n in names) + "->" + "".join(letters[n] for n in uniq)
+        x = f"backend.einsum({diag!r}, {x})"
+    order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
+    ranked = [uniq[i] for i in order]
+    if order != sorted(order):
+        x = src.transpose(x, order)
+    if ranked == product[len(product) - len(ranked):] and not any(isinstance(lab, int)
+                                                                   for lab in labels):
+        return x, len(ranked)  # missing leading axes broadcast
+    # the remaining axes are ``ranked``, in product order: size-1 axes go in between
+    size_of = {lab: n for lab, n in zip(labels, dims, strict=True) if isinstance(lab, str)}
+    shape = tuple(size_of.get(lab, 1) for lab in product)
+    return f"{x}.reshape({shape!r})", len(product)
+
+
+def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any,
+                   dims: list[int]) -> Callable[[Any], Any]:
+    """``x -> x`` (of sizes ``dims``) lined up with the product space (see :func:`_align`)."""
+    src = _Source(backend, xp)
+    expr, _ = _align(src, "x", labels, product, dims)
+    src.emit(f"return {expr}")
+    return src.function("x", "align")
+
+
+def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
+    """Whether the array already lines up with the product space's trailing axes, a size-1
+    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
+    offset = len(product) - len(labels)
+    if offset < 0:
+        return False
+    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
+        at = product[offset + j]
+        if lab == at:
+            continue
+        if lab == 0 and n == 1 and at not in labels:
+            continue
+        return False
+    return True
+
+
+def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
+                    backend: Backend, xp: Any) -> Callable[[Any], None]:
+    """The generated ``step(store)`` of a generic assignment."""
+    sizes: dict[str, int] = {}
+    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
+                                                     in zip(bufs, arg_labels, strict=True)]]:
+        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
+            if isinstance(lab, str):
+                sizes[lab] = d
+    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
+                                 for lab in labels if isinstance(lab, str)))
+    lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
+    reduced = [lab for lab in product if lab not in lhs_order]
+    if reduced and a.accum is None:
+        raise ShapeError(f"{a!r} reduces over {', '.join(reduced)} but has no accumulation "
+                         "operator (write accum='+', 'max', ...)")
+    diagonal = None
+    if len(set(lhs_order)) != len(lhs_order):  # ``i => ii``: computed on ``i``, then placed
+        if len(lhs_order) != len(lhs_labels):
+            raise ShapeError(f"{a!r}: a diagonal of the left-hand side with fixed indices is "
+                             "not supported")
+        diagonal = _diagonal(lhs_order, sizes)
+        lhs_order = list(dict.fromkeys(lhs_order))
+    src = _Source(backend, xp)
+    keys = [b.key for b in bufs]
+    src.emit("A = store.arrays")
+    if keys:
+        src.emit("try:")
+        for i, k in enumerate(keys):
+            src.emit(f"    x{i} = A[{k!r}]")
+        src.emit("except KeyError:")
+        src.emit(f"    [store.read(b) for b in {src.bind(bufs, 'bufs')}]  # the message")
+        src.emit("    raise")
+    if not _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend):
+        _pointwise(src, a, bufs, keys, arg_labels, product, lhs_order, reduced, sizes, xp)
+    if diagonal is not None:
+        src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
+    _store(src, a, lhs_labels, sizes)
+    return src.function("store", re.sub(r"\W", "_", f"step_{a.lhs.tensor.name}_{a.lhs.field}"))
+
+
+def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, Any], Any]:
+    """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
+    of an array on ``labels``, zeros elsewhere: one einsum with an identity matrix per
+    repeated label (``a, ab -> ab`` for ``i => ii``)."""
+    letters = iter(string.ascii_letters)
+    first: dict[str, str] = {}
+    out, eyes = [], []
+    for lab in labels:
+        if lab not in first:
+            first[lab] = next(letters)
+            out.append(first[lab])
+        else:
+            new = next(letters)
+            out.append(new)
+            eyes.append((first[lab] + new, sizes[lab]))
+    spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
+
+    def place(backend: Backend, v: Any) -> Any:
+        torch = backend.name == "torch"
+        like = {"dtype": v.dtype, **({"device": v.device} if torch else {})}
+        xp = backend.torch if torch else backend.np  # type: ignore[attr-defined]
+        return backend.einsum(spec, v, *(xp.eye(n, **like) for _, n in eyes))
+
+    return place
+
+
+def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
+                 arg_labels: list[Labels], lhs_order: list[str], sizes: dict[str, int],
+                 backend: Backend) -> bool:
+    """A sum of products (or a bare sum) is one planned contraction: ``v = plan(x0, x1)``."""
+    e = a.expr
+    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
+                                                               for x in e.args)
+    bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
+    if not (bare_product or bare_id) or a.accum not in ("+", None):
+        return False
+    if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
+        return False  # nothing summed: an elementwise product is cheaper than a matmul
+    if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
+        return False  # replicated labels: the generic path broadcasts them
+    names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
+    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
+        [*lhs_order, *names]))}
+    idx = [keys.index(x.key) for x in e.args]
+    subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
+                    for i in idx)
+    spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
+    shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
+    plan = src.bind(backend.contraction(spec, shapes), "contract")
+    operands = [src.fixed(f"x{i}", arg_labels[i]) for i in idx]
+    src.emit(f"v = {plan}({', '.join(operands)})")
+    return True
+
+
+def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
+               arg_labels: list[Labels], product: list[str], lhs_order: list[str],
+               reduced: list[str], sizes: dict[str, int], xp: Any) -> None:
+    """Align the operands with the product space, evaluate, reduce, order as the lhs."""
+    names: dict[tuple[int, str], str] = {}
+    ranks = []
+    for i, (b, lb) in enumerate(zip(bufs, arg_labels, strict=True)):
+        expr, rank = _align(src, f"x{i}", lb, product, list(b.tensor.shape.int_dims))
+        if expr != f"x{i}":
+            src.emit(f"x{i} = {expr}")
+        names[keys[i]] = f"x{i}"
+        ranks.append(rank)
+    expr = _expression(src, a.expr, names)
+    src.emit(f"v = {expr}")
+    full = tuple(sizes[lab] for lab in product)
+    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
+    used = [r for i, r in enumerate(ranks) if re.search(rf"\bx{i}\b", expr)]
+    if not used:  # a number (its operands folded away): an array of the product space
+        like = "x0" if bufs else "None"
+        src.emit(f"v = {src.bind(_number_array, 'number')}(xp, v, {full!r}, {like}, "
+                 "store.device)")
+    elif replicated or max(used) != len(full):  # a rank-deficient value spans the space
+        src.emit(f"v = backend.broadcast_to(v, {full!r})")
+    if reduced:
+        axes = tuple(product.index(lab) for lab in reduced)
+        how = ACCUMULATORS[a.accum or "+"][2]
+        if how == "sum":
+            src.emit(f"v = v.sum({axes!r})")
+        else:
+            src.emit(f"v = {src.bind(_reduce, 'reduce')}(v, {how!r}, {axes!r}, backend)")
+    kept = [lab for lab in product if lab not in reduced]
+    perm = [kept.index(lab) for lab in lhs_order]
+    if perm != sorted(perm):
+        src.emit(f"v = {src.transpose('v', perm)}")
+
+
+def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
+                  device: Any = None) -> Any:
+    """A number as an array of ``shape``: the dtype of a floating operand, else float32; on
+    the operand's device, else the store's (a gradient zeroed before anything is read)."""
+    dtype = getattr(like, "dtype", None)
+    floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
+                                      getattr(dtype, "kind", "") == "f")
+    dtype = dtype if floating else xp.float32
+    if hasattr(like, "device"):
+        return xp.full(shape, v, dtype=dtype, device=like.device)
+    if device is not None:
+        return xp.full(shape, v, dtype=dtype, device=device)
+    return xp.full(shape, v, dtype=dtype)
+
+
+def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
+    if how == "max":
+        return backend.amax(v, axes)
+    if how == "min":
+        return -backend.amax(-v, axes)
+    out = v
+    for ax in sorted(axes, reverse=True):
+        out = out.prod(ax)
+    return out
+
+
+def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -> None:
+    """Combine ``v`` with the left-hand side: initialise, place at fixed indices, accumulate.
+
+    ``=:`` stores; an initialising accumulation starts from the neutral element (``0 - v``,
+    ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
+    """
+    accum = a.accum
+    key = a.lhs.key
+    shape = a.lhs.tensor.shape.int_dims
+    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    # max's neutral element depends on the dtype (an integer's minimum): one definition
+    first = src.literal(neutral) if accum is None or ACCUMULATORS[accum][0] != "max" else \
+        f"{src.bind(neutral_max, 'neutral_max')}(v.dtype)"
+    fixed = any(isinstance(x, int) for x in lhs_labels)
+    if fixed:  # the value fills the fixed positions; the pad holds the neutral element
+        expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
+        pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
+                for i, x in enumerate(lhs_labels)]
+        pad = f"backend.pad({{}}.reshape({expand!r}), {pads!r}, {{}})"
+        if all(p == (0, 0) for p in pads):  # size-1 axes: the value covers the whole lhs
+            src.emit(f"v = v.reshape({expand!r})")
+        else:
+            src.emit("v = " + pad.format("v", first))
+        if accum is None and any(p != (0, 0) for p in pads):  # other cells keep their values
+            src.emit(f"if {key!r} in A:")
+            src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
+            src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
+    if accum is not None:
+        op = ACCUMULATORS[accum][0]
+        combine = _INLINE.get(op) or f"{src.bind(BINARY[op], op)}(xp, {{}}, {{}})"
+        start = combine.format(f"backend.full({shape!r}, {first}, v)", "v")
+        if a.init:
+            if accum == "-":
+                src.emit("v = -v")
+            elif accum in ("/", "**", "or", "and"):  # 1 / v, 0 || v: not v itself
+                src.emit(f"v = {start}")
+        else:
+            src.emit(f"old = A.get({key!r})")
+            src.emit(f"v = {start} if old is None else {combine.format('old', 'v')}")
+    src.emit(f"A[{key!r}] = v if v.shape == {shape!r} else backend.broadcast_to(v, {shape!r})")

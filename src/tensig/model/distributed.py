@@ -1,0 +1,189 @@
+"""Data-parallel training on ``torch.distributed``: one process per replica, gradients averaged.
+
+The engine is PyTorch's own -- ``torchrun`` starts the processes, gloo (CPUs) or NCCL (CUDA)
+moves the bytes -- and tensig adds only what is its own: which dataset rows each replica takes,
+which arrays go over the wire, and the checks that keep the replicas identical.
+
+A step on every replica: forward and backward on its own rows (the trainer's gradient
+routine), then the gradients, flattened into one buffer per dtype and cut into buckets, are
+summed by one all-reduce per bucket and divided by the world size; the update routine then
+runs on identical inputs everywhere, so the replicas stay identical without ever sending a
+parameter.  The step's loss rides in the first buffer as one more element, so every replica
+reports the global mean loss and takes the same decision about a non-finite one.
+
+Rows: an epoch's order is a function of the seed and the epoch only (see
+:meth:`tensig.train.Trainer.order`); the global batch of step ``s`` is the rows
+``order[s*G:(s+1)*G]`` with ``G = world size * the leaf's batch``, and replica ``r`` takes its
+``r``-th slice -- :class:`torch.utils.data.DistributedSampler`'s split, applied per batch.  A run
+resumed on another number of processes with the same global batch continues on the same rows.
+
+The NumPy backend takes part through zero-copy torch views of its arrays
+(:func:`torch.from_numpy`), so both backends use the same collectives.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensig.core.errors import TensigError
+
+__all__ = ["ReplicaError", "Replicas", "launched"]
+
+_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class ReplicaError(TensigError, RuntimeError):
+    """The replicas disagree (different models), or one of them failed during a step."""
+
+
+def launched() -> bool:
+    """Whether this process was started for a process group (``torchrun`` sets these)."""
+    return all(k in os.environ for k in _ENV)
+
+
+def _dist() -> Any:
+    try:
+        import torch.distributed as dist
+    except ImportError as e:  # pragma: no cover - torch is an extra
+        raise ImportError("distributed training needs PyTorch: pip install 'tensig[torch]'"
+                          ) from e
+    if not dist.is_available():  # pragma: no cover - builds without distributed support
+        raise ReplicaError("this PyTorch build has no torch.distributed")
+    return dist
+
+
+class Replicas:
+    """This process's view of the process group: its rank, the world size, and the
+    collectives a data-parallel trainer needs.
+
+    Joins the default process group, starting it from the environment ``torchrun`` sets
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) when it is not started yet:
+    gloo, or NCCL when ``device`` is a CUDA device.  ``timeout`` (seconds) bounds how long a
+    collective waits for a replica that has stopped answering; a replica that died closes its
+    connections, which the others see at once.  ``bucket_mb`` is the most each all-reduce
+    sends.
+    """
+
+    def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
+        dist = _dist()
+        if not dist.is_initialized():
+            if not launched():
+                missing = ", ".join(k for k in _ENV if k not in os.environ)
+                raise ReplicaError(f"distributed training needs a process group: start the "
+                                   f"script with torchrun (python -m torch.distributed.run "
+                                   f"--nproc_per_node N ...); missing environment: {missing}")
+            backend = "nccl" if str(device or "").startswith("cuda") else "gloo"
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+            self.owns_group = True
+        else:
+            self.owns_group = False
+        self.dist = dist
+        self.rank: int = dist.get_rank()
+        self.world: int = dist.get_world_size()
+        self.bucket_bytes = max(1, int(bucket_mb * 2**20))
+        self.bytes_sent = 0  # per step: the gradient bytes (and the loss), nothing else
+
+    @property
+    def is_root(self) -> bool:
+        """Rank 0: the replica that writes checkpoints, shows progress and plots."""
+        return self.rank == 0
+
+    def check_same(self, described: Sequence[tuple[str, tuple[int, ...], str]]) -> None:
+        """Refuse to start unless every replica has the same parameters (name, shape, dtype),
+        naming the first difference with both shapes."""
+        everyone: list[Any] = [None] * self.world
+        self.dist.all_gather_object(everyone, list(described))
+        root = everyone[0]
+        for rank, mine in enumerate(everyone):
+            if mine == root:
+                continue
+            for (n0, s0, d0), (n1, s1, d1) in zip(root, mine, strict=False):
+                if (n0, s0, d0) != (n1, s1, d1):
+                    raise ReplicaError(
+                        f"replica {rank}'s model differs from replica 0's: parameter {n1} has "
+                        f"shape {s1} ({d1}) where replica 0's {n0} has shape {s0} ({d0}); every "
+                        f"process must build the same model")
+            raise ReplicaError(f"replica {rank} has {len(mine)} parameters, replica 0 has "
+                               f"{len(root)}; every process must build the same model")
+
+    def average(self, arrays: Sequence[Any], loss: float, step: int) -> tuple[list[Any], float]:
+        """The mean over replicas of each array and of ``loss``: one flat buffer per dtype,
+        an all-reduce per bucket (all started before any is waited for), divided in place.
+        Returns views of the averaged buffers shaped as ``arrays`` were, and the mean loss."""
+        groups: dict[Any, list[int]] = {}
+        for i, a in enumerate(arrays):
+            groups.setdefault(a.dtype, []).append(i)
+        out: list[Any] = list(arrays)
+        flats, pending = [], []
+        first = True
+        for idxs in groups.values():
+            flat, wire = _flat([arrays[i] for i in idxs], loss if first else None)
+            first = False
+            flats.append((idxs, flat, wire))
+            pending += self._start(wire)
+        if first:  # no gradients at all: the loss alone
+            flat, wire = _flat([], loss)
+            flats.append(([], flat, wire))
+            pending += self._start(wire)
+        self._wait(pending, step)
+        mean_loss = loss
+        for n, (idxs, flat, wire) in enumerate(flats):
+            wire /= self.world
+            offset = 0
+            for i in idxs:
+                size = int(np.prod(arrays[i].shape))
+                out[i] = flat[offset:offset + size].reshape(arrays[i].shape)
+                offset += size
+            if n == 0:
+                mean_loss = float(flat[offset])
+        return out, mean_loss
+
+    def _start(self, wire: Any) -> list[Any]:
+        per = max(1, self.bucket_bytes // wire.element_size())
+        works = []
+        for start in range(0, wire.numel(), per):
+            bucket = wire[start:start + per]
+            self.bytes_sent += bucket.numel() * bucket.element_size()
+            works.append(self.dist.all_reduce(bucket, async_op=True))
+        return works
+
+    def _wait(self, works: list[Any], step: int) -> None:
+        try:
+            for w in works:
+                w.wait()
+        except RuntimeError as e:
+            raise ReplicaError(f"replica {self.rank} of {self.world}: the gradient all-reduce "
+                               f"of step {step} failed ({str(e).splitlines()[0]}); another "
+                               f"replica has probably stopped") from e
+
+    def barrier(self) -> None:
+        self.dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group if this object started it."""
+        if self.owns_group and self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+
+def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:
+    """One contiguous buffer holding ``arrays`` (and the loss after them), and the torch
+    tensor that goes over the wire (the buffer itself on torch; a zero-copy view on NumPy)."""
+    import torch
+
+    extra = [] if loss is None else [loss]
+    if arrays and not isinstance(arrays[0], np.ndarray):
+        like = arrays[0]
+        parts = [a.reshape(-1) for a in arrays]
+        if extra:
+            parts.append(torch.tensor(extra, dtype=like.dtype, device=like.device))
+        flat = torch.cat(parts)
+        return flat, flat
+    dtype = arrays[0].dtype if arrays else np.float32
+    flat = np.concatenate([*(np.ravel(a) for a in arrays), np.asarray(extra, dtype)])
+    flat = np.ascontiguousarray(flat, dtype=dtype)
+    return flat, torch.from_numpy(flat)

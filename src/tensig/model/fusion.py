@@ -1,0 +1,245 @@
+"""Horizontal fusion: a block of pointwise assignments repeated for many tensors runs once,
+over their concatenation.
+
+An optimizer updates every parameter with the same few assignments (Adam: the two moments,
+then the parameter), so a routine holds that block once per parameter: for the digits CNN,
+6 x 3 assignments of about 8 array calls each on tensors of 1 to 4608 elements.  Each call
+costs a few microseconds whatever its size, so the update took about 200 us of a 1.8 ms
+step on torch.  Run over the parameters' concatenation it is 14 calls instead of 60:
+one concatenation, the block's 8, and one split per written buffer; the CNN's step measured
+3% faster for it (in-round A/B medians over 30 rounds).
+
+:func:`fuse_repeats` finds the runs of consecutive blocks that are copies of one another,
+the same assignments with other buffers; :class:`FusedBlocks` runs such a run.  Its results
+are views into one flat array per written buffer; the next run finds those same views in the
+store and reads the flat array again instead of concatenating (an identity check per array),
+so in a training loop only the gradients are concatenated.  Any other array in the store
+(one written by a checkpoint load, say) is concatenated, so results never depend on the cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tensig.model.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr, buffers_of
+
+__all__ = ["FusedBlocks", "Run", "fuse_repeats"]
+
+#: the longest block looked for, in assignments (Adam's is 3, SGD with momentum's 3 or 4)
+MAX_BLOCK = 8
+
+
+@dataclass(frozen=True)
+class Run:
+    """``len(blocks)`` consecutive copies of one block of assignments."""
+
+    blocks: tuple[tuple[Assign, ...], ...]
+
+    @property
+    def assigns(self) -> list[Assign]:
+        return [a for block in self.blocks for a in block]
+
+
+def fuse_repeats(code: Sequence[Assign]) -> list[Assign | Run]:
+    """``code`` with each run of two or more repeated blocks of pointwise assignments
+    replaced by one :class:`Run`; the run covering the most assignments wins at each position.
+
+    Blocks repeat when they are the same assignments with other buffers (:func:`_signature`),
+    each buffer either different in every block (concatenated) or the same one-element buffer
+    in all (broadcast), and no block touches a buffer another block writes (so running them
+    together, in any order, is running them one after another).
+
+    >>> from tensig import graph as G
+    >>> from tensig.model.train import adam
+    >>> with G.new_graph():
+    ...     ps = [G.param(f"p{i}", output=[i + 1], input=[]) for i in range(3)]
+    ...     code = adam(ps, lr=0.1).code
+    >>> [[len(block) for block in item.blocks] for item in fuse_repeats(code)]
+    [[3, 3, 3]]
+    """
+    items = list(code)
+    out: list[Assign | Run] = []
+    i = 0
+    while i < len(items):
+        best: Run | None = None
+        for length in range(1, MAX_BLOCK + 1):
+            run = _longest_run(items, i, length)
+            if run is not None and (best is None or len(run.assigns) > len(best.assigns)):
+                best = run
+        if best is None:
+            out.append(items[i])
+            i += 1
+        else:
+            out.append(best)
+            i += len(best.assigns)
+    return out
+
+
+def _longest_run(items: list[Assign], start: int, length: int) -> Run | None:
+    """The run of blocks of ``length`` assignments from ``start``, grown block by block while
+    each new block is a copy of the first that can run together with the ones before it."""
+    template = tuple(items[start:start + length])
+    if len(template) < length or not all(_eligible(a) for a in template):
+        return None
+    sig, base = _signature(template), _local_keys(template)
+    blocks = [template]
+    varying: list[bool] | None = None
+    seen, written = set(base), {a.lhs.key for a in template}
+    at = start + length
+    while at + length <= len(items):
+        block = tuple(items[at:at + length])
+        if not all(_eligible(a) for a in block) or _signature(block) != sig:
+            break
+        keys = _local_keys(block)
+        flags = [k != b for k, b in zip(keys, base, strict=True)]
+        if varying is None and not _fits(template, base, flags):
+            return None
+        mine = {a.lhs.key for a in block}
+        if (varying is not None and flags != varying) or not _fits(block, keys, flags) or \
+                written.intersection(keys) or mine & seen:
+            break  # a buffer shared in part, or touching what another block writes
+        varying = flags
+        seen.update(keys)
+        written |= mine
+        blocks.append(block)
+        at += length
+    return Run(tuple(blocks)) if len(blocks) >= 2 else None
+
+
+def _eligible(a: Assign) -> bool:
+    """Pointwise, reading some buffer, and a plain store or an accumulation onto the old
+    value."""
+    return a.logic == "." and (a.accum is None or not a.init) and bool(buffers_of(a.expr))
+
+
+def _local_keys(block: Sequence[Assign]) -> list[tuple[int, str]]:
+    """The block's buffers in order of first appearance (left-hand sides included)."""
+    keys: dict[tuple[int, str], None] = {}
+    for a in block:
+        for b in buffers_of(a.expr):
+            keys.setdefault(b.key)
+        keys.setdefault(a.lhs.key)
+    return list(keys)
+
+
+def _signature(block: Sequence[Assign]) -> tuple[Any, ...]:
+    """The block with each buffer replaced by its place among the block's buffers."""
+    local = {k: i for i, k in enumerate(_local_keys(block))}
+
+    def skeleton(e: Any) -> Any:
+        if isinstance(e, Buf):
+            return ("buf", local[e.key])
+        if isinstance(e, Expr):
+            return (e.op, *map(skeleton, e.args))
+        return ("num", repr(e))
+
+    return tuple((local[a.lhs.key], a.accum, skeleton(a.expr)) for a in block)
+
+
+def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bool]) -> bool:
+    """Whether a block can run over flat arrays, given which of its buffers vary from block to
+    block: the varying ones all of one shape (its left-hand sides'), the shared ones read-only
+    and of one element (they broadcast against a flat array)."""
+    bufs = {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
+    lhs = {a.lhs.key for a in block}
+    shapes = {_dims(bufs[k]) for k, v in zip(keys, varying, strict=True) if v}
+    return len(shapes) == 1 and all(k not in lhs and _numel(bufs[k]) == 1
+                                    for k, v in zip(keys, varying, strict=True) if not v)
+
+
+def _dims(b: Buf) -> tuple[int, ...]:
+    return b.tensor.shape.int_dims
+
+
+def _buf_at(block: Sequence[Assign], key: tuple[int, str]) -> Buf:
+    return next(b for a in block for b in (*buffers_of(a.expr), a.lhs) if b.key == key)
+
+
+def _numel(b: Buf) -> int:
+    return math.prod(_dims(b))
+
+
+class FusedBlocks:
+    """The step of a :class:`Run`: concatenate, evaluate the block once, split into views.
+
+    ``fallback`` runs the assignments one by one; it takes over when a buffer has no array
+    yet (its error message) or the arrays to concatenate differ in dtype, device or shape
+    from what the code says.
+    """
+
+    def __init__(self, run: Run, expression: Callable[[Expr, dict[tuple[int, str], int]],
+                                                     Callable[[list[Any]], Any]],
+                 backend: Any, xp: Any, fallback: Callable[[Any], None]):
+        blocks = run.blocks
+        keyed = [_local_keys(b) for b in blocks]
+        varying = [k != b for k, b in zip(keyed[1], keyed[0], strict=True)]
+        self.backend, self.xp, self.fallback = backend, xp, fallback
+        self.slots = len(keyed[0])
+        slot_of = {k: i for i, k in enumerate(keyed[0])}
+        self.keys = [[k[s] for k in keyed] for s in range(self.slots)]
+        self.shapes = [_dims(blocks[j][0].lhs) for j in range(len(blocks))]
+        self.split = backend.splitter(self.shapes)
+        self.total = sum(math.prod(s) for s in self.shapes)
+        written: set[int] = set()
+        loads = []  # slots read before the block writes them: from the store
+        self.program = []
+        for a in blocks[0]:
+            reads = [slot_of[b.key] for b in buffers_of(a.expr)]
+            lhs = slot_of[a.lhs.key]
+            if a.accum is not None:
+                reads.append(lhs)
+            loads += [s for s in reads if s not in written and s not in loads]
+            combine = BINARY[ACCUMULATORS[a.accum][0]] if a.accum is not None else None
+            self.program.append((lhs, expression(a.expr, slot_of), combine))
+            written.add(lhs)
+        self.concat = [s for s in loads if varying[s]]
+        # one-element buffers, flattened to broadcast against the flat arrays
+        self.shared = [(s, self.keys[s][0], len(_dims(_buf_at(blocks[0], keyed[0][s]))) > 1)
+                       for s in loads if not varying[s]]
+        self.written = sorted(written)
+        self.cache: dict[int, tuple[list[Any], Any]] = {}
+
+    def __call__(self, store: Any) -> None:
+        A = store.arrays
+        args: list[Any] = [None] * self.slots
+        try:
+            for s in self.concat:
+                args[s] = self._flat(s, [A[k] for k in self.keys[s]])
+            for s, key, flatten in self.shared:
+                args[s] = A[key].reshape(-1) if flatten else A[key]
+        except KeyError:
+            self.fallback(store)  # the store's own message for the missing buffer
+            return
+        if any(args[s] is None for s in self.concat):
+            self.fallback(store)
+            return
+        xp, backend, total = self.xp, self.backend, self.total
+        for lhs, fn, combine in self.program:
+            v = fn(args)
+            if combine is not None:
+                v = combine(xp, args[lhs], v)
+            if tuple(v.shape) != (total,):
+                v = backend.broadcast_to(v, (total,))
+            args[lhs] = v
+        for s in self.written:
+            flat = args[s]
+            views = self.split(flat)
+            for key, view in zip(self.keys[s], views, strict=True):
+                A[key] = view
+            self.cache[s] = (views, flat)
+
+    def _flat(self, slot: int, arrays: list[Any]) -> Any:
+        """The concatenation of ``arrays`` (the cached one when they are its own views), or
+        None when they cannot be concatenated as the code says."""
+        cached = self.cache.get(slot)
+        if cached is not None and all(a is b for a, b in zip(arrays, cached[0], strict=True)):
+            return cached[1]
+        first = arrays[0]
+        kind = (first.dtype, getattr(first, "device", None))
+        for a, shape in zip(arrays, self.shapes, strict=True):
+            if (a.dtype, getattr(a, "device", None)) != kind or tuple(a.shape) != shape:
+                return None
+        return self.backend.flatten(arrays)

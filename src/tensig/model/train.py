@@ -1,0 +1,477 @@
+"""Training with the model layer: optimizers written in the assignment IR, and a loop.
+
+:func:`sgd` is OCANNL's ``sgd_one`` (momentum, Nesterov, weight decay) for every parameter;
+:func:`adam` is Adam, or AdamW with decoupled weight decay, with the same arithmetic as
+``torch.optim``.  Both return :class:`~tensig.model.ir.Code`, compiled together with the gradient
+routine into one update routine, so a training step is one run of straight-line backend calls.
+Optimizer state (momentum, Adam's moments) are tensors of the graph, so they appear in
+``graph.memory()``.
+
+:class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
+trainer slices the dataset arrays along their first axis before each step.
+
+A step is atomic from the trainer's point of view: the gradients are computed first (the
+parameters untouched), the loss is checked (a NaN or an infinity stops training before it
+reaches the parameters, see ``on_nonfinite``), and the update runs with Ctrl-C held back, the
+step count advancing as the update's last act; a ``KeyboardInterrupt`` arrives once the step
+is complete.  Parameters, optimizer state and ``step_count`` therefore always agree, and a
+checkpoint saved after an interrupt resumes without repeating or skipping a step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensig.core.errors import ShapeError, TensigError
+from tensig.model.compile import Routine, compile_code
+from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
+from tensig.model.ir import Code
+from tensig.model.ir import prim as _e
+
+# The signal module's C functions: its Python wrappers convert every handler to and from an
+# enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
+# twice a training step.
+try:
+    import _signal as _sig
+except ImportError:  # pragma: no cover - not CPython
+    _sig = signal
+
+if TYPE_CHECKING:
+    from tensig.model.distributed import Replicas
+
+__all__ = ["NonFiniteLossError", "Trainer", "adam", "sgd"]
+
+
+def _state(p: Tensor, what: str) -> Tensor:
+    """A non-differentiable buffer with ``p``'s shape (optimizer state)."""
+    return Tensor("state", p.node, p.graph, [*p.label, what])
+
+
+def _scalar(like: Tensor, name: str, value: float) -> Tensor:
+    """A one-number leaf in ``like``'s graph (a per-step hyperparameter)."""
+    token = _GRAPH.set(like.graph)
+    try:
+        return leaf(name, np.array([value], np.float32))
+    finally:
+        _GRAPH.reset(token)
+
+
+class Optimizer:
+    """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
+    the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves)."""
+
+    def __init__(self, params: Sequence[Tensor], code: Code,
+                 scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]],
+                 state: Sequence[Tensor] = ()):
+        self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
+            per_step
+        self.state = list(state)
+
+    def set_step(self, model: Model, step: int) -> None:
+        store = model.graph.store
+        for name, value in self.per_step(step).items():
+            store.write(self.scalars[name].val, model.scalar(value))
+
+
+def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
+        weight_decay: float = 0.0, nesterov: bool = False,
+        schedule: Callable[[int], float] | None = None) -> Optimizer:
+    """OCANNL's ``sgd_one`` for each parameter ``p``::
+
+        sgd_delta =: p.grad + weight_decay * p
+        if momentum > 0:
+            sgd_momentum =: momentum * sgd_momentum + sgd_delta
+            if nesterov: sgd_delta =+ momentum * sgd_momentum
+            else:        sgd_delta =: sgd_momentum
+        p =- learning_rate * sgd_delta
+
+    ``schedule(step) -> lr`` changes the learning rate per step (a scalar leaf of the graph).
+    """
+    params = list(params)
+    if not params:
+        raise ValueError("sgd: no parameters")
+    lr_t = _scalar(params[0], "sgd.lr", lr)
+    code = Code()
+    state = []
+    for p in params:
+        delta = _state(p, "sgd_delta")  # recomputed every step: not state to keep
+        code.assign(delta.val, _e("add", p.grad, _e("mul", weight_decay, p.val))
+                    if weight_decay else _e("id", p.grad))
+        if momentum > 0:
+            mom = _state(p, "sgd_momentum")
+            state.append(mom)
+            # state starts at zero, so the first step gives grad, as torch's buffer does
+            code.assign(mom.val, _e("add", _e("mul", momentum, mom.val), delta.val))
+            if nesterov:
+                code.assign(delta.val, _e("mul", momentum, mom.val), accum="+")
+            else:
+                code.assign(delta.val, _e("id", mom.val))
+        code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
+
+    def per_step(step: int) -> dict[str, float]:
+        return {"lr": schedule(step) if schedule is not None else lr}
+
+    return Optimizer(params, code, {"lr": lr_t}, per_step, state)
+
+
+def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, float] = (0.9, 0.999),
+         eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False,
+         schedule: Callable[[int], float] | None = None) -> Optimizer:
+    """Adam (``decoupled=True``: AdamW) with ``torch.optim``'s arithmetic::
+
+        g = p.grad (+ weight_decay * p for Adam's L2 form)
+        p =* (1 - lr * weight_decay)                      (AdamW)
+        m =: b1 * m + (1 - b1) * g
+        v =: b2 * v + (1 - b2) * g * g
+        p =- (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+    The step-dependent factors are scalar leaves set before each step.
+    """
+    params = list(params)
+    if not params:
+        raise ValueError("adam: no parameters")
+    b1, b2 = betas
+    s_lr = _scalar(params[0], "adam.step_size", lr)
+    s_c2 = _scalar(params[0], "adam.inv_sqrt_bias2", 1.0)
+    s_decay = _scalar(params[0], "adam.decay", 1.0)
+    code = Code()
+    state = []
+    for p in params:
+        m, v = _state(p, "adam_m"), _state(p, "adam_v")
+        state += [m, v]
+        g: Any = p.grad
+        if weight_decay and not decoupled:
+            g = _e("add", p.grad, _e("mul", weight_decay, p.val))
+        if weight_decay and decoupled:
+            code.assign(p.val, _e("mul", p.val, s_decay.val))
+        code.assign(m.val, _e("add", _e("mul", b1, m.val), _e("mul", 1.0 - b1, g)))
+        code.assign(v.val, _e("add", _e("mul", b2, v.val), _e("mul", 1.0 - b2, _e("mul", g, g))))
+        denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
+        code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
+
+    decays = bool(weight_decay and decoupled)
+
+    def per_step(step: int) -> dict[str, float]:
+        t = step + 1
+        rate = schedule(step) if schedule is not None else lr
+        values = {"step_size": rate / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t)}
+        if decays:  # the only code that reads it
+            values["decay"] = 1 - rate * weight_decay
+        return values
+
+    return Optimizer(params, code, {"step_size": s_lr, "inv_sqrt_bias2": s_c2,
+                                    "decay": s_decay}, per_step, state)
+
+
+class NonFiniteLossError(TensigError, FloatingPointError):
+    """A training step's loss is NaN or infinite; its update was not applied.
+
+    Attributes: ``loss``, ``step`` (the trainer's step count: the parameters are those after
+    ``step`` updates), ``rows`` (the dataset rows of the batch), and ``epoch`` and ``batch``
+    (0-based, when the step ran inside :meth:`Trainer.fit` or :meth:`Trainer.epoch`).
+    """
+
+    def __init__(self, loss: float, step: int, rows: np.ndarray):
+        self.loss, self.step, self.rows = loss, step, np.asarray(rows)
+        self.epoch: int | None = None
+        self.batch: int | None = None
+        super().__init__()
+
+    def __str__(self) -> str:
+        where = [f"epoch {self.epoch}"] if self.epoch is not None else []
+        where += [f"batch {self.batch}"] if self.batch is not None else []
+        rows = self.rows.tolist()
+        shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+        return (f"the loss is {self.loss} at step {self.step}"
+                f"{' (' + ', '.join(where) + ')' if where else ''}, dataset rows [{shown}]: the "
+                f"update was not applied, the parameters are those after step {self.step}.  "
+                "Look for NaN or inf in those rows or a learning rate too high; "
+                "Trainer(on_nonfinite='warn') skips such batches instead")
+
+
+class _InterruptsHeld:
+    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it.
+
+    Python runs signal handlers in the main thread only, between bytecodes: a
+    ``KeyboardInterrupt`` can land anywhere in a multi-step update.  Inside the block a
+    handler that only records the signal is installed; on exit the previous handler comes
+    back and a recorded signal is raised again (``signal.raise_signal``), so the user's own
+    handler (or Python's ``KeyboardInterrupt``) runs once the block is complete.  In another
+    thread, or where Python does not own the handler, nothing can interrupt the block and
+    nothing is installed.
+    """
+
+    __slots__ = ("previous", "received")
+
+    def __enter__(self) -> None:
+        self.previous = self.received = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = _sig.getsignal(signal.SIGINT)
+        if previous is None:  # installed outside Python: it cannot be put back
+            return
+        self.previous = previous
+        _sig.signal(signal.SIGINT, self._hold)
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is None:
+            return
+        _sig.signal(signal.SIGINT, self.previous)
+        if self.received is not None:
+            signal.raise_signal(signal.SIGINT)
+
+
+_NONFINITE = ("raise", "warn", "ignore")
+
+
+def _zero_state(model: Model) -> None:
+    """Optimizer state starts at zero."""
+    store = model.graph.store
+    for t in model.graph.tensors:
+        if t.kind == "state" and not store.has(t.val):
+            shape = t.shape.int_dims
+            store.write(t.val, model.graph.array(np.zeros(shape, np.float32)))
+
+
+class Trainer:
+    """Compiled training: one routine runs forward, gradients and the optimizer update.
+
+    ``data`` maps each data leaf to the full dataset array; a leaf's declared batch size is
+    the batch size, and batches are sliced along the first axis (the last partial batch is
+    dropped, the order reshuffled every epoch when ``shuffle``).
+
+    ``on_nonfinite``: what a step does when its loss is NaN or infinite, checked after the
+    gradients and before the update touches anything.  ``"raise"`` (the default) raises
+    :class:`NonFiniteLossError` naming the step, the epoch and batch and the dataset rows,
+    with the parameters and optimizer state of the last finite step kept; ``"warn"`` warns
+    (a ``RuntimeWarning`` with the same text) and skips that batch's update, so training goes
+    on without it; ``"ignore"`` applies the update anyway (NaN then spreads to the
+    parameters).  The check reads the one loss number each step already reports.
+    """
+
+    def __init__(self, loss: Tensor, optimizer: Optimizer, data: Mapping[Tensor, Any],
+                 *, shuffle: bool = True, seed: int = 0, on_nonfinite: str = "raise",
+                 distributed: bool | Replicas = False):
+        if on_nonfinite not in _NONFINITE:
+            raise ValueError(f"on_nonfinite must be one of {', '.join(map(repr, _NONFINITE))}, "
+                             f"not {on_nonfinite!r}")
+        self.on_nonfinite = on_nonfinite
+        self.loss, self.opt = loss, optimizer
+        t0 = time.perf_counter()
+        self.model = Model(loss)
+        array_type = self.model.graph.array_type
+        # Two routines so the loss can be checked before the update: the gradients (the
+        # parameters untouched) and the update, whose last step advances the step count, so
+        # the count moves exactly when the parameters do.
+        gradients = loss.grad_update_code()
+        grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
+        #: both, as one routine (to inspect, or to run a step by hand)
+        self.routine = Routine(grads.steps + update.steps, Code([*gradients, *optimizer.code]),
+                               grads.mode)
+        # a step enters the routines' mode (torch's inference mode) once for both
+        self._mode = grads.mode or contextlib.nullcontext
+        self._gradients = Routine(grads.steps, grads.code)
+        self._update = Routine([*update.steps, self._count_step], update.code)
+        self._loss_now = math.nan
+        for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
+            if t.value_init is not None and not loss.graph.store.has(t.val):
+                self.model.set(t, t.value_init)
+        _zero_state(self.model)
+        self.build_seconds = time.perf_counter() - t0
+        self.data = dict(data)
+        sizes = {len(v) for v in self.data.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"dataset arrays have different lengths: {sorted(sizes)}")
+        self.n = sizes.pop()
+        batch = {int(t.shape.batch[0]) if t.shape.batch else None for t in self.data}
+        if len(batch) != 1 or None in batch:
+            raise ValueError("every data leaf needs the same leading batch axis")
+        self.batch = batch.pop()
+        if self.batch > self.n:
+            raise ValueError(f"batch size {self.batch} exceeds the dataset ({self.n} rows)")
+        # each dataset becomes the backend's array once, checked against its leaf once; a
+        # step then only slices rows into the store
+        self._feeds = []
+        for t, arr in self.data.items():
+            want = t.shape.int_dims
+            if tuple(arr.shape[1:]) != want[1:]:
+                raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
+                                 f"{want}); the dataset's rows have shape {tuple(arr.shape[1:])}")
+            if t.integer != _is_integer(arr):
+                raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
+                                f"data; its dataset has dtype {arr.dtype}")
+            self._feeds.append((t.val.key, self.model.graph.array(arr)))
+        self._rows = self.model.graph.array
+        self.seed, self.shuffle = seed, shuffle
+        self._order: tuple[int, np.ndarray] | None = None
+        self.step_count = 0
+        self.skipped = 0
+        self.history: list[float] = []
+        self.replicas = self._join(distributed)
+        world = self.replicas.world if self.replicas is not None else 1
+        #: rows per step over all replicas; each replica takes ``batch`` of them
+        self.global_batch = self.batch * world
+        if self.global_batch > self.n:
+            raise ValueError(f"the global batch ({world} replicas x {self.batch} rows) exceeds "
+                             f"the dataset ({self.n} rows)")
+        self.steps_per_epoch = self.n // self.global_batch
+
+    def _join(self, distributed: bool | Replicas) -> Replicas | None:
+        """The process group (``distributed=True``: joined from torchrun's environment), after
+        checking that every replica built the same parameters."""
+        if distributed is False:
+            return None
+        from tensig.model.distributed import Replicas
+
+        replicas = distributed if isinstance(distributed, Replicas) else Replicas(
+            device=self.model.graph.store.device)
+        store = self.model.graph.store
+        replicas.check_same([(p.name, tuple(store.read(p.val).shape), str(store.read(p.val).dtype))
+                             for p in self.opt.params])
+        self._grad_keys = [p.grad.key for p in self.opt.params]
+        return replicas
+
+    def step(self, rows: np.ndarray) -> float:
+        """One update on the dataset rows ``rows`` (as many as the batch size); returns its
+        loss.  Atomic: an interrupt arrives before the update or after the whole step (see
+        the module's docstring); a non-finite loss is handled by ``on_nonfinite``."""
+        if len(rows) != self.batch:
+            raise ValueError(f"a step takes {self.batch} rows (the batch size), got {len(rows)}")
+        store = self.model.graph.store
+        index = self._rows(rows)
+        for key, arr in self._feeds:
+            store.arrays[key] = arr[index]
+        self.opt.set_step(self.model, self.step_count)
+        with self._mode():
+            self._gradients.run(store)
+            loss = float(self.loss.numpy().reshape(-1)[0])
+            if self.replicas is not None:  # every replica continues with the mean gradients
+                arrays = store.arrays
+                grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys], loss,
+                                                    self.step_count)
+                for k, g in zip(self._grad_keys, grads, strict=True):
+                    arrays[k] = g
+            if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+                self._refuse(loss, rows)
+                return loss
+            self._loss_now = loss
+            with _InterruptsHeld():
+                self._update.run(store)  # its last step is _count_step
+        return loss
+
+    def _refuse(self, loss: float, rows: np.ndarray) -> None:
+        """A non-finite loss: raise, or warn that the batch's update is skipped."""
+        error = NonFiniteLossError(loss, self.step_count, rows)
+        if self.on_nonfinite == "raise":
+            raise error
+        self.skipped += 1  # the batch is consumed: the position in the epoch moves on
+        warnings.warn(str(error).replace("the update was not applied",
+                                         "this batch's update was skipped"),
+                      RuntimeWarning, stacklevel=3)
+
+    def _count_step(self, store: Any) -> None:
+        """The update routine's last step: the count and the history move with the
+        parameters."""
+        self.step_count += 1
+        self.history.append(self._loss_now)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The dataset rows in epoch ``epoch``'s order: a function of the seed and the epoch
+        only, so a resumed run (on any number of replicas) sees the same batches."""
+        cached = self._order
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        rows = (np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle
+                else np.arange(self.n))
+        self._order = (epoch, rows)
+        return rows
+
+    def rows_of(self, step: int) -> np.ndarray:
+        """This replica's dataset rows at step ``step``: its slice of that step's global
+        batch."""
+        epoch, k = divmod(step, self.steps_per_epoch)
+        rank = self.replicas.rank if self.replicas is not None else 0
+        i = self.global_batch * k + self.batch * rank
+        return self.order(epoch)[i:i + self.batch]
+
+    @property
+    def position(self) -> int:
+        """Batches consumed: the steps taken plus the batches skipped for a non-finite loss
+        (``on_nonfinite="warn"``).  A checkpoint keeps the step count, so a trainer loaded
+        after skipped batches continues from its step count."""
+        return self.step_count + self.skipped
+
+    def epoch(self) -> float:
+        """The rest of the current epoch (all of it on a fresh trainer or after a whole
+        number of epochs): the position comes from the step count, so a trainer loaded from
+        a checkpoint mid-epoch continues with the batch it would have taken next.  Returns
+        the mean loss of the batches run."""
+        epoch, start = divmod(self.position, self.steps_per_epoch)
+        losses = []
+        for batch in range(start, self.steps_per_epoch):
+            try:
+                losses.append(self.step(self.rows_of(epoch * self.steps_per_epoch + batch)))
+            except NonFiniteLossError as e:
+                e.batch = batch
+                raise
+        return float(np.mean(losses))
+
+    def fit(self, epochs: int, *, progress: bool = False) -> list[float]:
+        """Train for ``epochs`` epochs; returns the mean loss of each epoch.  Stops at the
+        first non-finite loss with :class:`NonFiniteLossError` (``on_nonfinite="raise"``),
+        the parameters those of the last finite step."""
+        means = []
+        shown = progress and (self.replicas is None or self.replicas.is_root)
+        bar = _progress(epochs) if shown else None
+        try:
+            for epoch in range(epochs):
+                try:
+                    means.append(self.epoch())
+                except NonFiniteLossError as e:
+                    e.epoch = epoch
+                    raise
+                if bar is not None:
+                    bar.set_postfix(loss=f"{means[-1]:.4f}")
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return means
+
+    def save_plot(self, path: str) -> None:
+        """The loss curve as a PNG (needs matplotlib); only rank 0 writes it when training
+        data-parallel (the losses are the global means, the same on every replica)."""
+        if self.replicas is not None and not self.replicas.is_root:
+            return
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.plot(self.history)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+def _progress(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="epoch")
