@@ -56,22 +56,6 @@ CIRCLES: set[tuple[str, str]] = {
     # core.annotations <-> check.decorator (issue 14, F)
     ("tensig.check.decorator", "tensig.core.annotations"),
     ("tensig.core.annotations", "tensig.check.decorator"),
-    # the verifier's tracer and its per-library models (issue 14, H)
-    ("tensig.check.trace_einops", "tensig.check.tracer"),
-    ("tensig.check.trace_jax", "tensig.check.trace_numpy"),
-    ("tensig.check.trace_jax", "tensig.check.tracer"),
-    ("tensig.check.trace_jax", "tensig.check.verify"),
-    ("tensig.check.trace_numpy", "tensig.check.tracer"),
-    ("tensig.check.trace_torch", "tensig.check.trace_numpy"),
-    ("tensig.check.trace_torch", "tensig.check.tracer"),
-    ("tensig.check.tracer", "tensig.check.trace_jax"),
-    ("tensig.check.tracer", "tensig.check.trace_numpy"),
-    ("tensig.check.tracer", "tensig.check.trace_torch"),
-    ("tensig.check.verify", "tensig.check.trace_einops"),
-    ("tensig.check.verify", "tensig.check.trace_jax"),
-    ("tensig.check.verify", "tensig.check.trace_numpy"),
-    ("tensig.check.verify", "tensig.check.trace_torch"),
-    ("tensig.check.verify", "tensig.check.tracer"),
     # execution.eager <-> model.graph (issue 14, G)
     ("tensig.execution.eager", "tensig.model.graph"),
     ("tensig.model.graph", "tensig.execution.eager"),
@@ -90,15 +74,8 @@ _LIGHT = "none: `import tensig` already loads it, so deferring saves nothing"
 #: Function-local tensig imports allowed: (importer, imported) -> why it is local.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tensig.check.pytest_plugin", "tensig.check.verify"): _LIGHT,
-    ("tensig.check.trace_jax", "tensig.check.verify"): _CIRCLE,
-    ("tensig.check.tracer", "tensig.check.trace_jax"): _CIRCLE,
-    ("tensig.check.tracer", "tensig.check.trace_numpy"): _CIRCLE,
-    ("tensig.check.tracer", "tensig.check.trace_torch"): _CIRCLE,
-    ("tensig.check.verify", "tensig.check.trace_einops"): _CIRCLE,
-    ("tensig.check.verify", "tensig.check.trace_jax"): _CIRCLE,
-    ("tensig.check.verify", "tensig.check.trace_numpy"): _CIRCLE,
-    ("tensig.check.verify", "tensig.check.trace_torch"): _CIRCLE,
-    ("tensig.check.verify", "tensig.core.annotations"): _HEAD,
+    ("tensig.check.verify", "tensig.check.trace_torch"): "trace_torch imports torch, so it is "
+                                                         "loaded once the user has imported it",
     ("tensig.cli", "tensig.check.findings"): _LIGHT,
     ("tensig.cli", "tensig.check.verify"): _LIGHT,
     ("tensig.core.annotations", "tensig.check.decorator"): _CIRCLE + "; and upward",

@@ -40,8 +40,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.check import findings
+from tensig.check import findings, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
+from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
+from tensig.core.annotations import (
+    Broadcastable,
+    Deferred,
+    RowVariable,
+    family_kind,
+    known_family,
+    parse_annotation,
+    signature_of,
+)
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.execution.padding import symbolic_batch
@@ -117,8 +127,6 @@ class Signature:
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
     """One operand of a signature string: its shape and its dtype kind."""
-    from tensig.core.annotations import family_kind, known_family, parse_annotation
-
     body, colon, dtype = operand.partition(":")
     kind = "f"
     if colon:
@@ -143,8 +151,6 @@ def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]
     (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
     one axis of a fresh symbol, ``#n`` is ``n``.
     """
-    from tensig.core.annotations import Broadcastable, Deferred, RowVariable
-
     out: list[Dim] = []
     for item in shape.items:
         if isinstance(item, Broadcastable):
@@ -190,20 +196,20 @@ class Report:
 
     function: str
     signature: Signature
-    findings: list[S.Finding] = field(default_factory=list)
+    findings: list[tracing.Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     result: tuple[tuple[Dim, ...], ...] | None = None
     largest: tuple[Dim, ...] | None = None
     file: str | None = None
     line: int | None = None
-    suppressed: list[S.Finding] = field(default_factory=list)  # by a comment or ``ignore``
+    suppressed: list[tracing.Finding] = field(default_factory=list)  # by a comment or ``ignore``
 
     @property
-    def errors(self) -> list[S.Finding]:
+    def errors(self) -> list[tracing.Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
     @property
-    def warnings(self) -> list[S.Finding]:
+    def warnings(self) -> list[tracing.Finding]:
         return [f for f in self.findings if f.severity != "error"]
 
     @property
@@ -215,7 +221,7 @@ class Report:
     def complete(self) -> bool:
         return not self.notes
 
-    def __iter__(self) -> Iterator[S.Finding]:
+    def __iter__(self) -> Iterator[tracing.Finding]:
         return iter(self.findings)
 
     def __len__(self) -> int:
@@ -269,12 +275,11 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     patched: list[tuple[Any, str, Any]] = []
-    from tensig.check.trace_numpy import CREATION_RANDOM
 
     targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                ("torch", S.CREATION_TORCH)]
     try:
-        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+        for name, fn in (("len", S.sym_len), ("range", sym_sizes.sym_range)):  # len(x), range(T)
             patched.append((builtins, name, getattr(builtins, name)))
             setattr(builtins, name, fn)
         for module_name, table in targets:
@@ -286,8 +291,7 @@ def _creation_patched() -> Iterator[None]:
                 patched.append((module, name, original))
                 setattr(module, name, S.creation_wrapper(original, fn))
         with contextlib.ExitStack() as stack:
-            from tensig.check import trace_einops as symbolic_einops
-            symbolic_einops.register()
+            trace_einops.register()
             if "torch" in sys.modules:
                 from tensig.check import trace_torch as symbolic_torch
                 stack.enter_context(symbolic_torch.buffers_symbolic())
@@ -363,7 +367,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     try:
         with _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
-    except S.TraceLimit as e:
+    except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
     report.suppressed = [f for f in report.findings if f not in kept]
@@ -390,7 +394,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: Any) -> None:
-        raise S.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
+        raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -403,13 +407,14 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                    torch_style: bool | None) -> None:
-    tracer = S.Tracer(_witnesses(sig.symbols))
-    token = S.set_tracer(tracer)
-    style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    tracer = tracing.Tracer(_witnesses(sig.symbols))
+    token = tracing.set_tracer(tracer)
+    style = tracing.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args = [None if i in sig.absent else
-                S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                S.SymArray(dims, kind[-1],
+                           frozenset(i for i, d in enumerate(dims) if d == sym_sizes.ONE))
                 for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
@@ -417,12 +422,12 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
-            except S.Unsupported as e:
+            except tracing.Unsupported as e:
                 report.notes.append(f"verification stopped: {e} is not modelled "
-                                    f"(see tensig.check.tracer.SUPPORTED)")
+                                    f"(see tensig.check.verify.modelled_operations())")
                 out = None
             except Exception as e:  # the function failed on symbolic input: say where
-                file, line = _failure_line(e)
+                file, line = tracing.failure_line(e)
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
                 out = None
@@ -438,16 +443,14 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
             report.largest = tracer.largest.dims
     finally:
         report.findings = list(tracer.findings) + report.findings
-        S.reset_tracer(token)
-        S._TORCH_STYLE.reset(style)
+        tracing.reset_tracer(token)
+        tracing._TORCH_STYLE.reset(style)
 
 
 def _jax_patched() -> contextlib.AbstractContextManager[None]:
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
-    from tensig.check.trace_jax import patched
-
-    return patched()
+    return trace_jax.patched()
 
 
 def _uses_jax(fn: Callable[..., Any]) -> bool:
@@ -455,13 +458,11 @@ def _uses_jax(fn: Callable[..., Any]) -> bool:
 
 
 def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
-                  tracer: S.Tracer) -> None:
+                  tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    from tensig.check.trace_jax import jax_shapes_fallback
-
     kinds = sig.kinds or ("f",) * len(sig.args)
-    findings, notes, result = jax_shapes_fallback(fn, sig.args, kinds)
+    findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
     if notes:
         return
     report.notes = []
@@ -488,8 +489,6 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
     default) are marked, so :func:`verify` traces both branches.
     """
-    from tensig.core.annotations import family_kind, signature_of
-
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
@@ -573,18 +572,6 @@ def _positional_total(fn: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
-    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
-    tb = e.__traceback__
-    file, line = None, None
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if findings.user_code(name):
-            file, line = name, tb.tb_lineno
-        tb = tb.tb_next
-    return file, line
-
-
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
     items = out if isinstance(out, tuple) else (out,)
     return tuple(S._sym(o).dims if isinstance(o, S.SymArray | int | float) or
@@ -592,7 +579,7 @@ def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
                  else () for o in items)  # a size, a string, None: no shape
 
 
-def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
+def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> None:
     """The result against the declared shape; symbols only in the result bind to anything."""
     if sig.results is None or report.result is None:
         return
@@ -612,7 +599,7 @@ def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
                 continue
             ok = False
         if not ok:
-            report.findings.append(S.Finding(
+            report.findings.append(tracing.Finding(
                 "return-shape",
                 f"returns [{', '.join(map(str, got))}] but the signature declares "
                 f"[{', '.join(map(str, want))}]", report.file, report.line))
@@ -717,7 +704,7 @@ def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | Non
         return None, _file_note(file, _line_in(e, file),
                                 f"not verified: importing it calls sys.exit({e.code!r}) (guard "
                                 "the script's entry point with if __name__ == '__main__')")
-    except S.TraceLimit:
+    except tracing.TraceLimit:
         return None, _file_note(file, None, "not verified: importing it did not finish "
                                             "within the time limit")
     except SyntaxError as e:
@@ -862,14 +849,10 @@ def modelled_operations() -> dict[str, list[str]]:
     this).  Everything else is fitted where a library can tell shapes without data (every
     other NumPy array function on small zero arrays, torch ops on meta tensors, JAX through
     ``jax.eval_shape``) or stops the trace with a note."""
-    from tensig.check import trace_numpy as symbolic_numpy
-    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(symbolic_numpy.NUMPY_EXTRA)
-                           | set(symbolic_numpy.CREATION_EXTRA)
-                           | {f"random.{n}" for n in symbolic_numpy.CREATION_RANDOM})}
+    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(NUMPY_EXTRA)
+                           | set(CREATION_EXTRA) | {f"random.{n}" for n in CREATION_RANDOM})}
     with contextlib.suppress(ImportError):
         from tensig.check import trace_torch as symbolic_torch
         out["PyTorch"] = sorted(set(S.TORCH) | set(S.CREATION_TORCH) | set(symbolic_torch.HAND))
-    with contextlib.suppress(ImportError):
-        from tensig.check import trace_jax as symbolic_jax
-        out["JAX"] = sorted(set(symbolic_jax.TABLE) | set(symbolic_jax.CONTROL))
+    out["JAX"] = sorted(set(trace_jax.TABLE) | set(trace_jax.CONTROL))
     return out
