@@ -100,7 +100,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 OVERSIZE: dict[str, str] = {
     "tensig.check.decorator": "the decorator and its interpreter: E moves the solving to "
                               "core.solver (issue 14)",
-    "tensig.check.tracer": "symbolic arrays and every traced operation in one module: H splits",
     "tensig.check.verify": "entry points, signature reading and reporting together: H splits",
     "tensig.core.annotations": "dtype families beside shape annotations and a second parser: "
                                "F splits (issue 14)",

@@ -11,10 +11,11 @@ creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which regist
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tensig.check.sym_sizes import ONE, as_dim
+from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.sym_sizes import ONE, SymSize, as_dim
 from tensig.check.tracer import (
     CREATION_NUMPY,
     CREATION_TORCH,
@@ -22,11 +23,8 @@ from tensig.check.tracer import (
     TORCH,
     SymArray,
     _axis,
-    _differ,
-    _shape_text,
     _sym,
     _varargs,
-    broadcast,
     broadcast_to,
     chunk,
     elementwise,
@@ -41,7 +39,7 @@ from tensig.check.tracer import (
     squeeze,
     swapaxes,
 )
-from tensig.check.tracing import Unsupported, plugin, tracer
+from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
 from tensig.core.dims import Dim
 
 __all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "stack",
@@ -84,7 +82,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
             tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
             continue
         for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
-            if i != ax and _differ(d, e):
+            if i != ax and differ(d, e):
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
@@ -109,10 +107,10 @@ def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
 
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     a, w = _sym(x), _sym(weight)
-    if _differ(a.dims[-1], w.dims[-1]):
-        tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
-                                       f"weight in_features {w.dims[-1]} (weight "
-                                       f"{_shape_text(w)})")
+    if differ(a.dims[-1], w.dims[-1]):
+       tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
+                                      f"weight in_features {w.dims[-1]} (weight "
+                                       f"{shape_text(w)})")
     out = SymArray((*a.dims[:-1], w.dims[0]), "f")
     if bias is not None:
         into(out, bias, "the bias")
@@ -146,7 +144,7 @@ def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean"
                     **kw: Any) -> SymArray:
     a, b = _sym(input), _sym(target)
     if a.dims != b.dims:
-        tracer().report("broadcast", f"loss between {_shape_text(a)} and {_shape_text(b)}: "
+        tracer().report("broadcast", f"loss between {shape_text(a)} and {shape_text(b)}: "
                                      "the shapes differ, so the loss broadcasts")
     dims, _ = broadcast([a, b], "a loss")
     return SymArray(() if reduction != "none" else dims, "f")
@@ -158,13 +156,13 @@ def cross_entropy(input: Any, target: Any, *args: Any, reduction: str = "mean",
     if t.kind == "f":
         batch = t.dims
         if a.dims != t.dims:
-            tracer().report("broadcast", f"cross_entropy with probabilities {_shape_text(t)} "
-                                         f"for logits {_shape_text(a)}")
+            tracer().report("broadcast", f"cross_entropy with probabilities {shape_text(t)} "
+                                         f"for logits {shape_text(a)}")
     else:
         batch = a.dims[:1] + a.dims[2:]
         if t.dims != batch:
-            tracer().report("contraction", f"cross_entropy: targets {_shape_text(t)} for "
-                                           f"logits {_shape_text(a)} (expected "
+            tracer().report("contraction", f"cross_entropy: targets {shape_text(t)} for "
+                                           f"logits {shape_text(a)} (expected "
                                            f"[{', '.join(map(str, batch))}])")
     return SymArray(() if reduction != "none" else batch, "f")
 
@@ -176,10 +174,10 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
                                    else (normalized_shape,)))
     if a.dims[len(a.dims) - len(ns):] != ns:
         tracer().report("contraction", f"layer_norm over [{', '.join(map(str, ns))}] of "
-                                       f"{_shape_text(a)}")
+                                       f"{shape_text(a)}")
     for p in (weight, bias):
         if p is not None and _sym(p).dims != ns:
-            tracer().report("broadcast", f"layer_norm parameter {_shape_text(_sym(p))} for "
+            tracer().report("broadcast", f"layer_norm parameter {shape_text(_sym(p))} for "
                                          f"normalized shape [{', '.join(map(str, ns))}]")
     return SymArray(a.dims, "f")
 
@@ -383,3 +381,24 @@ CREATION_TORCH.update({
     "zeros": created, "ones": created, "empty": created, "full": _full,
     "randn": created, "rand": created, "arange": _arange, "eye": _eye,
 })
+
+
+def _has_sym(args: Iterable[Any]) -> bool:
+    for a in args:
+        if isinstance(a, SymSize | SymArray):
+            return True
+        if isinstance(a, tuple | list) and _has_sym(a):
+            return True
+    return False
+
+
+def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
+                     ) -> Callable[..., Any]:
+    """Creation functions called with symbolic sizes build symbolic arrays."""
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if _TRACER.get() is not None and (_has_sym(args) or _has_sym(kw.values())):
+            return symbolic(*args, **kw)
+        return original(*args, **kw)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper

@@ -38,6 +38,7 @@ from typing import Any
 
 from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
 from tensig.check.trace_numpy import fitted
 from tensig.check.tracing import tracer
@@ -251,8 +252,8 @@ def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     """lax's binary operations do not broadcast: equal shapes, or a scalar."""
     x, y = S._sym(a), S._sym(b)
     if x.ndim and y.ndim and x.dims != y.dims:
-        tracer().report("broadcast", f"lax needs equal shapes: {S._shape_text(x)} and "
-                                     f"{S._shape_text(y)} (lax does not broadcast)")
+        tracer().report("broadcast", f"lax needs equal shapes: {shape_text(x)} and "
+                                     f"{shape_text(y)} (lax does not broadcast)")
     return S.elementwise([x, y])
 
 
@@ -466,7 +467,7 @@ def _grad(original: Any) -> Any:
             value = out[0] if has_aux else out
             if S._sym(value).ndim:
                 tracer().report("return-shape", f"grad of a non-scalar: the function returns "
-                                                f"{S._shape_text(S._sym(value))}")
+                                                f"{shape_text(S._sym(value))}")
             nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
             grads = tuple(_tree_map(lambda x: _same(x), args[i]) for i in nums)
             g = grads if isinstance(argnums, tuple | list) else grads[0]

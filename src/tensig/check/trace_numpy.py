@@ -25,6 +25,7 @@ from typing import Any
 
 from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import broadcast, shape_text
 from tensig.check.sym_sizes import as_dim
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
@@ -111,10 +112,10 @@ def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
         return S.SymArray(i.dims, x.kind)
     ax = S._axis(axis, x.ndim)
     if i.ndim != x.ndim:
-        tracer().report("broadcast", f"take_along_axis: indices {S._shape_text(i)} need the "
-                                     f"rank of the array {S._shape_text(x)}")
+        tracer().report("broadcast", f"take_along_axis: indices {shape_text(i)} need the "
+                                     f"rank of the array {shape_text(x)}")
     others = [S.SymArray(x.dims[:ax] + x.dims[ax + 1:]), S.SymArray(i.dims[:ax] + i.dims[ax + 1:])]
-    dims, _ = S.broadcast(others, "take_along_axis")
+    dims, _ = broadcast(others, "take_along_axis")
     return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
 
 
@@ -192,15 +193,15 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
 
 def _square(a: S.SymArray, what: str) -> Dim:
     if a.ndim < 2:
-        raise ValueError(f"np.linalg.{what}: needs a matrix, got {S._shape_text(a)}")
+        raise ValueError(f"np.linalg.{what}: needs a matrix, got {shape_text(a)}")
     if a.dims[-1] != a.dims[-2]:
         tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
-                                       f"{S._shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
+                                       f"{shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
     return a.dims[-1]
 
 
 def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
-    dims, _ = S.broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
+    dims, _ = broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
     return dims
 
 
@@ -210,12 +211,12 @@ def _solve(a: Any, b: Any) -> S.SymArray:
     n = _square(x, "solve")
     if y.ndim == 1:
         if y.dims[0] != n:
-            tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)}"
+            tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)}"
                                            f" for a {n} by {n} system")
         return S.SymArray((*x.dims[:-1],), "f")
     if y.dims[-2] != n:
-        tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)} "
-                                       f"for a {n} by {n} system {S._shape_text(x)}")
+        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} "
+                                       f"for a {n} by {n} system {shape_text(x)}")
     batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
     return S.SymArray((*batch, n, y.dims[-1]), "f")
 
@@ -291,8 +292,8 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
     x, y = S._sym(a), S._sym(b)
     m, n = x.dims[-2], x.dims[-1]
     if y.dims[0] != m:
-        tracer().report("contraction", f"np.linalg.lstsq: right-hand side {S._shape_text(y)} "
-                                       f"for {m} equations ({S._shape_text(x)})")
+        tracer().report("contraction", f"np.linalg.lstsq: right-hand side {shape_text(y)} "
+                                       f"for {m} equations ({shape_text(x)})")
     sol = S.SymArray((n, *y.dims[1:]), "f")
     return (sol, S.SymArray((tracer().new_dim("res"),), "f"), S.SymArray((), "i"),
             S.SymArray((_min_dim(m, n),), "f"))

@@ -31,6 +31,7 @@ import torch
 
 from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
 from tensig.check.trace_numpy import _candidates, _symbols_in  # the fit's shared pieces
 from tensig.check.tracing import tracer
@@ -160,7 +161,7 @@ def buffers_symbolic() -> Iterator[None]:
 
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if tracing._TRACER.get() is not None and S._has_sym((args, kw.values())):
+            if tracing._TRACER.get() is not None and sym_functions._has_sym((args, kw.values())):
                       a = S._sym(self)
                       if hasattr(S.SymArray, name):
                           return getattr(a, name)(*args, **kw)
@@ -445,7 +446,7 @@ def _short(e: BaseException) -> str:
 
 def _describe(a: Any) -> str:
     if isinstance(a, S.SymArray):
-        return S._shape_text(a)
+        return shape_text(a)
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
@@ -566,14 +567,14 @@ def _binary(name: str) -> Callable[..., Any]:
 def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) -> None:
     """Per-channel parameters (running statistics, affine weights) against the input."""
     if a.ndim <= axis:
-        tracer().report("contraction", f"{what} of {S._shape_text(a)}: no channel axis")
+        tracer().report("contraction", f"{what} of {shape_text(a)}: no channel axis")
         return
     for p in params:
-        if p is not None and S._differ(S._sym(p).dims[0] if S._sym(p).ndim else sym_sizes.ONE,
-                                       a.dims[axis]):
+        if p is not None and differ(S._sym(p).dims[0] if S._sym(p).ndim else sym_sizes.ONE,
+                                    a.dims[axis]):
             tracer().report("contraction", f"{what}: a per-channel parameter of shape "
-                            f"{S._shape_text(S._sym(p))} for {a.dims[axis]} channels "
-                            f"(input {S._shape_text(a)})")
+                            f"{shape_text(S._sym(p))} for {a.dims[axis]} channels "
+                            f"(input {shape_text(a)})")
 
 
 def batch_norm(x: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
@@ -613,21 +614,21 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     """
     qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
     t = tracer()
-    if S._differ(ka.dims[-2], va.dims[-2]):
-        t.report("contraction", f"scaled_dot_product_attention: keys have length "
-                 f"{ka.dims[-2]} but values {va.dims[-2]} (keys {S._shape_text(ka)}, values "
-                 f"{S._shape_text(va)}; torch's CPU kernel accepts this silently)")
-    if S._differ(qa.dims[-1], ka.dims[-1]):
-        t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
-                 f"features but keys {ka.dims[-1]}")
+    if differ(ka.dims[-2], va.dims[-2]):
+     t.report("contraction", f"scaled_dot_product_attention: keys have length "
+                 f"{ka.dims[-2]} but values {va.dims[-2]} (keys {shape_text(ka)}, values "
+                 f"{shape_text(va)}; torch's CPU kernel accepts this silently)")
+    if differ(qa.dims[-1], ka.dims[-1]):
+     t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
+              f"features but keys {ka.dims[-1]}")
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
         if hk.constant is not None and hk.constant > 0 and (hq % hk.constant).constant != 0:
             sym_sizes.require_divisible(hq, hk.constant)
         ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
         va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)
-    batch, _ = S.broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),
-                            S.SymArray(va.dims[:-2])], "attention's batch axes")
+    batch, _ = broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),
+                          S.SymArray(va.dims[:-2])], "attention's batch axes")
     scores = S.SymArray((*batch, qa.dims[-2], ka.dims[-2]), "f")
     if attn_mask is not None:
         S.into(scores, attn_mask, "the attention mask")

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.reshape_order import divide, moved_factors
 from tensig.check.sym_sizes import (
     _LEN,
@@ -36,10 +37,21 @@ from tensig.check.sym_sizes import (
     as_dim,
     require_divisible,
 )
-from tensig.check.tracing import _TORCH_STYLE, _TRACER, Tracer, Unsupported, plugin, tracer
+from tensig.check.tracing import (
+    _TORCH_STYLE,
+    _TRACER,
+    Finding,
+    TraceLimit,
+    Tracer,
+    Unsupported,
+    plugin,
+    tracer,
+)
 from tensig.core.dims import Dim
 
-__all__ = ["CREATION_NUMPY", "CREATION_TORCH", "NUMPY", "TORCH", "SymArray", "sym_len"]
+#: Finding, SymSize, TraceLimit, Tracer and Unsupported are re-exported: their home moved in 0.2.
+__all__ = ["CREATION_NUMPY", "CREATION_TORCH", "NUMPY", "TORCH", "Finding", "SymArray", "SymSize",
+           "TraceLimit", "Tracer", "Unsupported", "sym_len"]
 
 #: ``numpy.<name>`` (``"linalg.norm"`` for submodules) -> its model on symbolic arrays.
 NUMPY: dict[str, Callable[..., Any]] = {}
@@ -84,11 +96,7 @@ class SymArray:
         self.name = name
         t = _TRACER.get()
         if t is not None:
-            t.step()
-        if t is not None and any(d.constant is None for d in self.dims):
-            biggest = t.largest
-            if biggest is None or _bigger(self, biggest, t):
-                t.largest = self
+            t.made(self)
 
     # -- describing ------------------------------------------------------------------------
     @property
@@ -465,24 +473,6 @@ def _torch_only(name: str) -> bool:
     return not hasattr(np.ndarray, name)
 
 
-def _differ(a: Dim, b: Dim) -> bool:
-    """Different sizes, even where every recorded divisibility assumption holds."""
-    return a != b and not tracer().equal_under_assumptions(a, b)
-
-
-def _bigger(a: SymArray, b: SymArray, t: Tracer) -> bool:
-    """Compare element counts at large sizes, so the symbolic degree decides."""
-    big = {name: 1000 * w for name, w in t.witness.items()}
-
-    def n(x: SymArray) -> int:
-        total = 1
-        for d in x.dims:
-            total *= d.evaluate(big)
-        return total
-
-    return n(a) > n(b)
-
-
 _BOOL_UFUNCS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
                 "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
                 "isfinite", "signbit"}
@@ -534,26 +524,8 @@ def _sym(x: Any) -> SymArray:
     dims: tuple[Dim | int, ...] = tuple(int(s) for s in shape)
     t = _TRACER.get()
     if t is not None and t.leaks and any(s in t.leaks for s in dims):
-        dims = tuple(_read_leak(t, int(s)) for s in dims)
+        dims = tuple(t.read_leak(int(s)) for s in dims)
     return SymArray(dims, kind, frozenset())
-
-
-def _read_leak(t: Tracer, size: int) -> Dim | int:
-    """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]`` on
-    a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an assumption."""
-    d = t.leaks.get(size)
-    if d is None:
-        return size
-    t.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} was "
-                           "turned into a number (a concrete buffer sliced or built by it); "
-                           f"assumes {d} is within the concrete array's bounds",
-             severity="warning")
-    return d
-
-
-# --------------------------------------------------------------------------------------------
-# Broadcasting and the checks it carries
-# --------------------------------------------------------------------------------------------
 
 
 def elementwise(operands: list[Any], kind: str | None = None, what: str = "an elementwise "
@@ -566,65 +538,12 @@ def elementwise(operands: list[Any], kind: str | None = None, what: str = "an el
     return SymArray(dims, kind, loose)
 
 
-def broadcast(arrays: list[SymArray], what: str) -> tuple[tuple[Dim, ...], frozenset[int]]:
-    """NumPy's rule, right-aligned, with three checks the rule itself does not make."""
-    n = max((a.ndim for a in arrays), default=0)
-    out: list[Dim] = []
-    implicit: list[set[int]] = [set() for _ in arrays]
-    firm: list[set[int]] = [set() for _ in arrays]
-    loose_out: set[int] = set()
-    for pos in range(n):
-        sizes = []
-        for a in arrays:
-            j = pos - (n - a.ndim)
-            sizes.append(None if j < 0 else (a.dims[j], j in a.loose))
-        real = [s[0] for s in sizes if s is not None and s[0] != ONE]
-        target = real[0] if real else ONE
-        for d in real[1:]:
-            if _differ(d, target):
-                shapes = " and ".join(_shape_text(a) for a in arrays if a.ndim)
-                tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
-                                             f"(shapes {shapes})")
-                break
-        if target == ONE and all(s is None or s[1] for s in sizes if s is not None) and \
-                any(s is not None and s[1] for s in sizes):
-            loose_out.add(pos)
-        for i, s in enumerate(sizes):
-            if target == ONE:
-                continue
-            if s is None or (s[0] == ONE and s[1]):
-                implicit[i].add(pos)
-            elif s[0] != ONE:
-                firm[i].add(pos)
-        out.append(target)
-    _two_sided(arrays, implicit, firm, out)
-    return tuple(out), frozenset(loose_out)
-
-
-def _two_sided(arrays: list[SymArray], implicit: list[set[int]], firm: list[set[int]],
-               out: list[Dim]) -> None:
-    """Both operands stretched by the rule itself: an outer product nobody asked for."""
-    for i in range(len(arrays)):
-        for k in range(len(arrays)):
-            if i != k and implicit[i] & firm[k] and implicit[k] & firm[i]:
-                tracer().report(
-                    "outer-product",
-                    f"implicit two-sided broadcast: {_shape_text(arrays[i])} and "
-                    f"{_shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
-                    "product (expand one side explicitly with None/unsqueeze if that is meant)")
-                return
-
-
-def _shape_text(a: SymArray) -> str:
-    return "[" + ", ".join(map(str, a.dims)) + "]"
-
-
 def into(target: SymArray, x: Any, what: str) -> None:
     """``x`` must broadcast into ``target``'s shape without changing it."""
     dims, _ = broadcast([target, _sym(x)], what)
     if dims != target.dims:
-        tracer().report("broadcast", f"{what} {_shape_text(_sym(x))} does not fit "
-                                     f"{_shape_text(target)}")
+        tracer().report("broadcast", f"{what} {shape_text(_sym(x))} does not fit "
+                                     f"{shape_text(target)}")
 
 
 def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
@@ -634,7 +553,7 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
     for i, d in enumerate(a.dims):
         if d != ONE and d != target[i + off]:
             tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} "
-                                         f"(broadcast_to {_shape_text(a)} -> "
+                                         f"(broadcast_to {shape_text(a)} -> "
                                          f"[{', '.join(map(str, target))}])")
     return SymArray(target, a.kind)
 
@@ -685,7 +604,7 @@ def permute(x: Any, perm: Sequence[int]) -> SymArray:
     a = _sym(x)
     p = [_axis(i, a.ndim) for i in perm]
     if sorted(p) != list(range(a.ndim)):
-        raise ValueError(f"{list(perm)} is not a permutation of the axes of {_shape_text(a)}")
+        raise ValueError(f"{list(perm)} is not a permutation of the axes of {shape_text(a)}")
     return SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
 
 
@@ -745,13 +664,13 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
             q = divide(total, known)
         target[target.index(None)] = q
     elif not tracer().equal_under_assumptions(known, total):
-        tracer().report("reshape", f"reshape of {_shape_text(a)} ({total} elements) into "
+        tracer().report("reshape", f"reshape of {shape_text(a)} ({total} elements) into "
                                    f"[{', '.join(map(str, target))}] ({known} elements)")
         return SymArray([d for d in target if d is not None], a.kind)
     dims = [d for d in target if d is not None]
     moved = moved_factors(a.dims, dims)
     if moved is not None:
-        tracer().report("reorder", f"reshape of {_shape_text(a)} into "
+        tracer().report("reorder", f"reshape of {shape_text(a)} into "
                                    f"[{', '.join(map(str, dims))}] {moved}: a reshape keeps "
                                    "elements in order, so this mixes them; use a "
                                    "transpose/permute if moving axes was meant")
@@ -809,9 +728,9 @@ def matmul(a: Any, b: Any) -> SymArray:
         raise ValueError("matmul of a scalar")
     xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
     yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
-    if _differ(xd[-1], yd[-2]):
-        tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
-                                       f"{_shape_text(x)} @ {_shape_text(y)})")
+    if differ(xd[-1], yd[-2]):
+       tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
+                                       f"{shape_text(x)} @ {shape_text(y)})")
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
     out = list(batch) + ([xd[-2]] if x.ndim > 1 else []) + ([yd[-1]] if y.ndim > 1 else [])
     return SymArray(out, "f" if "f" in (x.kind, y.kind) else x.kind)
@@ -865,24 +784,3 @@ def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
     piece = n // int(chunks)
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))
-
-
-def _has_sym(args: Iterable[Any]) -> bool:
-    for a in args:
-        if isinstance(a, SymSize | SymArray):
-            return True
-        if isinstance(a, tuple | list) and _has_sym(a):
-            return True
-    return False
-
-
-def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
-                     ) -> Callable[..., Any]:
-    """Creation functions called with symbolic sizes build symbolic arrays."""
-    def wrapper(*args: Any, **kw: Any) -> Any:
-        if _TRACER.get() is not None and (_has_sym(args) or _has_sym(kw.values())):
-            return symbolic(*args, **kw)
-        return original(*args, **kw)
-
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    return wrapper

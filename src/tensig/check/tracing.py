@@ -131,6 +131,30 @@ class Tracer:
         if self.steps > self.max_steps:
             raise TraceLimit(f"the trace passed {self.max_steps} symbolic operations")
 
+    def made(self, array: Any) -> None:
+        """Count a new symbolic array (:meth:`step`) and keep the largest one with a symbolic
+        size, for pricing: element counts compared at large sizes, so the degree decides."""
+        self.step()
+        if all(d.constant is not None for d in array.dims):
+            return
+        big = {name: 1000 * w for name, w in self.witness.items()}
+        if self.largest is None or math.prod(d.evaluate(big) for d in array.dims) > \
+                math.prod(d.evaluate(big) for d in self.largest.dims):
+            self.largest = array
+
+    def read_leak(self, size: int) -> Dim | int:
+        """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]``
+        on a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an
+        assumption (see :meth:`leak`)."""
+        d = self.leaks.get(size)
+        if d is None:
+            return size
+        self.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} "
+                                  "was turned into a number (a concrete buffer sliced or built "
+                                  f"by it); assumes {d} is within the concrete array's bounds",
+                    severity="warning")
+        return d
+
     def new_dim(self, hint: str) -> Dim:
         """A fresh existential dimension (a data-dependent size, like a Remora box)."""
         self.fresh += 1

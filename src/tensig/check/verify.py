@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.check import findings, sym_sizes, trace_einops, trace_jax, tracing
+from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
 from tensig.core.annotations import (
@@ -289,7 +289,7 @@ def _creation_patched() -> Iterator[None]:
             for name, fn in table.items():
                 original = getattr(module, name)
                 patched.append((module, name, original))
-                setattr(module, name, S.creation_wrapper(original, fn))
+                setattr(module, name, sym_functions.creation_wrapper(original, fn))
         with contextlib.ExitStack() as stack:
             trace_einops.register()
             if "torch" in sys.modules:
