@@ -69,15 +69,11 @@ CIRCLES: set[tuple[str, str]] = {
 
 _CIRCLE = "dodges an import circle (listed in CIRCLES)"
 _HEAD = "none: no circle needs it, it can move to the module head"
-_LIGHT = "none: `import tensig` already loads it, so deferring saves nothing"
 
 #: Function-local tensig imports allowed: (importer, imported) -> why it is local.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
-    ("tensig.check.pytest_plugin", "tensig.check.verify"): _LIGHT,
     ("tensig.check.verify", "tensig.check.trace_torch"): "trace_torch imports torch, so it is "
                                                          "loaded once the user has imported it",
-    ("tensig.cli", "tensig.check.findings"): _LIGHT,
-    ("tensig.cli", "tensig.check.verify"): _LIGHT,
     ("tensig.core.annotations", "tensig.check.decorator"): _CIRCLE + "; and upward",
     ("tensig.demo", "tensig.demos.digits"): "the demos load the model layer and their data "
                                             "sets only when `--train` asks for them",
@@ -100,7 +96,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 OVERSIZE: dict[str, str] = {
     "tensig.check.decorator": "the decorator and its interpreter: E moves the solving to "
                               "core.solver (issue 14)",
-    "tensig.check.verify": "entry points, signature reading and reporting together: H splits",
     "tensig.core.annotations": "dtype families beside shape annotations and a second parser: "
                                "F splits (issue 14)",
     "tensig.core.dims": "canonical forms, conditions and parsing together: H splits",
