@@ -59,9 +59,6 @@ CIRCLES: set[tuple[str, str]] = {
     # execution.eager <-> model.graph (issue 14, G)
     ("tensig.execution.eager", "tensig.model.graph"),
     ("tensig.model.graph", "tensig.execution.eager"),
-    # execution.padding <-> execution.price (issue 14, H)
-    ("tensig.execution.padding", "tensig.execution.price"),
-    ("tensig.execution.price", "tensig.execution.padding"),
     # model.compile <-> model.windowed (issue 14, A: windowed goes)
     ("tensig.model.compile", "tensig.model.windowed"),
     ("tensig.model.windowed", "tensig.model.compile"),
@@ -80,8 +77,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tensig.demo", "tensig.demos.moons"): "as demos.digits",
     ("tensig.execution.eager", "tensig.core.inference"): _HEAD,
     ("tensig.execution.eager", "tensig.model.graph"): _CIRCLE + "; and upward",
-    ("tensig.execution.padding", "tensig.execution.price"): _CIRCLE,
-    ("tensig.execution.price", "tensig.execution.padding"): _CIRCLE,
     ("tensig.model.checkpoint", "tensig.model.graph"): _HEAD,
     ("tensig.model.checkpoint", "tensig.model.train"): _HEAD,
     ("tensig.model.graph", "tensig.core.dims"): _HEAD,

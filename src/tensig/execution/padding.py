@@ -38,6 +38,7 @@ import numpy as np
 from tensig.backends import backend_for, library_of, neutral_max
 from tensig.core.annotations import ShapeSpecMarker
 from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.execution.price import itemsize
 
 __all__ = ["Padded", "PaddedMarker", "PaddedPrice", "PaddingError", "pad", "symbolic_batch"]
 
@@ -421,8 +422,6 @@ class Padded:
     def price(self, dtype: Any = None) -> PaddedPrice:
         """The batch's bytes (data, mask, lengths) and those of its data spent on padding; with
         ``dtype``, as if the data were stored in it.  ``tensig.price(batch)`` calls this."""
-        from tensig.execution.price import itemsize
-
         per_cell = math.prod(self.shape[2:]) * itemsize(self.data.dtype if dtype is None
                                                          else dtype)
         cells = len(self.sizes) * self.shape[1]
