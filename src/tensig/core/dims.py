@@ -49,14 +49,13 @@ variables (``[B, T + 1, ..s..]``).
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from math import comb
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
+from tensig.core.dim_bounds import bounds, provably_nonzero, sign_decide
 from tensig.core.dim_syntax import Parser, split_items
 from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError
 
@@ -269,146 +268,6 @@ def _reduce_coefficients(p: Dim, k: int) -> Dim:
     return _make(tuple([(m, c % k) for m, c in p._terms if c % k]))
 
 
-# --------------------------------------------------------------------------------------------
-# deciding signs under "every size is a positive integer"
-# --------------------------------------------------------------------------------------------
-
-_MAX_COMBINATIONS = 16
-
-
-def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
-    """Ways to write ``atom`` as ``shift + sign*v`` with ``v >= 0``; ``[None]``: sign unknown."""
-    if isinstance(atom, str):
-        return [(1, 1)]
-    k = atom.divisor
-    if type(atom) is Mod:
-        return [(0, 1), (k - 1, -1)]
-    lo, hi = _bounds(atom.numerator)
-    options: list[tuple[int, int] | None] = []
-    if lo is not None:
-        options.append((lo // k, 1))
-    if hi is not None:
-        options.append((hi // k, -1))
-    return options or [None]
-
-
-def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple[int | None, ...]:
-    acc: dict[Monomial, int] = {}
-    for m, c in terms:
-        poly: dict[Monomial, int] = {(): c}
-        for atom, power in m:
-            s = sub[atom]
-            if s is None:
-                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
-                continue
-            shift, sign = s
-            factor = [
-                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
-            ]
-            new: dict[Monomial, int] = {}
-            for mono, cc in poly.items():
-                for j, fc in factor:
-                    if fc:
-                        nm = (*mono, (atom, j)) if j else mono
-                        new[nm] = new.get(nm, 0) + cc * fc
-            poly = new
-        for mono, cc in poly.items():
-            acc[mono] = acc.get(mono, 0) + cc
-    const = acc.pop((), 0)
-    lo_ok = hi_ok = True
-    for mono, cc in acc.items():
-        if not cc:
-            continue
-        for atom, power in mono:
-            if power % 2 and sub[atom] is None:
-                return None, None
-        if cc > 0:
-            hi_ok = False
-        else:
-            lo_ok = False
-    return (const if lo_ok else None, const if hi_ok else None)
-
-
-_MAX_EXPANSION = 20_000
-
-
-def _expansion_size(terms: Terms) -> int:
-    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    total = 0
-    for m, _ in terms:
-        size = 1
-        for _, power in m:
-            size *= power + 1
-        total += size
-    return total
-
-
-def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
-    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
-    combinations = 1
-    for m, _ in p._terms:
-        for atom, _ in m:
-            if atom not in atoms:
-                options = _atom_options(atom)
-                if combinations * len(options) > _MAX_COMBINATIONS:
-                    options = options[:1]
-                combinations *= len(options)
-                atoms[atom] = options
-    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
-        return None, None  # too costly to expand: undecided, which is always sound
-    lo: int | None = None
-    hi: int | None = None
-    for combo in itertools.product(*atoms.values()):
-        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-        if low is not None and (lo is None or low > lo):
-            lo = low
-        if high is not None and (hi is None or high < hi):
-            hi = high
-    return lo, hi
-
-
-def _bounds(p: Dim) -> tuple[int | None, int | None]:
-    """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
-
-    Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
-    ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
-    (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
-    (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
-    """
-    c = p._const
-    if c is not None:
-        return c, c
-    try:
-        return p._bnd  # type: ignore[no-any-return]
-    except AttributeError:
-        pass
-    result = _compute_bounds(p)
-    _setattr(p, "_bnd", result)
-    return result
-
-
-def _sign_decide(d: Dim, strict: bool) -> bool | None:
-    """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
-    need = 1 if strict else 0
-    c = d._const
-    if c is not None:
-        return c >= need
-    lo, hi = _bounds(d)
-    if lo is not None and lo >= need:
-        return True
-    if hi is not None and hi < need:
-        return False
-    return None
-
-
-def _provably_nonzero(d: Dim) -> bool:
-    c = d._const
-    if c is not None:
-        return c != 0
-    lo, hi = _bounds(d)
-    return (lo is not None and lo > 0) or (hi is not None and hi < 0)
-
-
 def _compare(a: Dim, other: object, op: str) -> bool:
     if isinstance(other, Dim):
         b = other
@@ -418,7 +277,7 @@ def _compare(a: Dim, other: object, op: str) -> bool:
             return NotImplemented
         b = _const(n)
     d = b - a if op in ("<", "<=") else a - b
-    decided = _sign_decide(d, strict=len(op) == 1)
+    decided = sign_decide(d, strict=len(op) == 1)
     if decided is None:
         raise InconclusiveError(f"cannot decide {a} {op} {b}: it depends on the sizes")
     return decided
@@ -876,7 +735,7 @@ class Dim:
         c = self._const
         if c is not None:
             return c != 0
-        if _provably_nonzero(self):
+        if provably_nonzero(self):
             return True
         raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the sizes")
 
@@ -979,7 +838,7 @@ class Dim:
 
     def __abs__(self) -> Dim:
         """The dimension itself when provably ``>= 0``, its negation when provably ``<= 0``."""
-        lo, hi = _bounds(self)
+        lo, hi = bounds(self)
         if lo is not None and lo >= 0:
             return self
         if hi is not None and hi <= 0:
@@ -1245,12 +1104,12 @@ class Condition:
             remainder = _divmod(self.expr, self.modulus)[1]
             if remainder._const is not None:
                 return remainder._const == 0
-            return False if _provably_nonzero(remainder) else None
+            return False if provably_nonzero(remainder) else None
         if self.kind == self.AT_LEAST:
-            return _sign_decide(self.expr, strict=False)
+            return sign_decide(self.expr, strict=False)
         if self.expr._const is not None:
             return self.expr._const == 0
-        return False if _provably_nonzero(self.expr) else None
+        return False if provably_nonzero(self.expr) else None
 
     def subs(self, mapping: Mapping[str, int | Dim]) -> Condition:
         """The condition with sizes replaced (see :meth:`Dim.subs`).
