@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import tensig
 from tensig import rank
-from tensig.core.dims import Dim, ShapeIndex
+from tensig.core.dims import Dim
+from tensig.core.shape_index import ShapeIndex
 
 # --------------------------------------------------------------------------------------------
 # oracles

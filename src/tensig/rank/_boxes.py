@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from tensig.core.dims import Dim, ShapeIndex
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
+from tensig.core.shape_index import ShapeIndex
 from tensig.rank._backend import backend_of, is_array
 from tensig.rank._types import Arr, FnType, Sigma, _shape_index, arr, instantiate
 

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from tensig.core.annotations import dtype_kind
-from tensig.core.dims import Dim, ShapeIndex, ShapeVar
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.rank._backend import Backend, backend_of, is_array
 from tensig.rank._boxes import Box, _elem_name
 from tensig.rank._signature import parse_cells

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar
+from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
