@@ -93,7 +93,9 @@ OVERSIZE: dict[str, str] = {
                               "core.solver (issue 14)",
     "tensig.core.annotations": "dtype families beside shape annotations and a second parser: "
                                "F splits (issue 14)",
-    "tensig.core.dims": "canonical forms, conditions and parsing together: H splits",
+    "tensig.core.dims": "Dim's canonical form: the construction helpers build through the class's "
+                        "slots, and Condition is what Dim.solve_for returns (grammar, sign "
+                        "decisions and shape indices are out)",
     "tensig.core.inference": "solve and projections together; A adds projections for every "
                              "logic (issue 14)",
     "tensig.execution.lowering": "A rewrites it around assignments with projections (issue 14)",
