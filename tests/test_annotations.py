@@ -393,3 +393,37 @@ def test_signature_strings_take_dtypes_and_tuple_results():
     with pytest.raises(SpecSyntaxError) as info:
         Signature.parse("B T; V, , d")
     assert info.value.column == 7  # the caret points into the whole signature
+
+
+# --------------------------------------------------------------------------------------------
+# the layer rule: annotations are core, the checker that answers isinstance is not
+# --------------------------------------------------------------------------------------------
+
+
+def test_annotations_import_nothing_from_a_later_layer():
+    """``core/annotations.py`` reads no module above the core, not even inside a function:
+    ``isinstance`` reaches the checker through the hook the checker installs."""
+    import ast
+    import pathlib
+
+    import tensig.core.annotations as mod
+
+    tree = ast.parse(pathlib.Path(mod.__file__).read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    later = [m for m in imported if m.startswith("tensig") and not m.startswith("tensig.core")]
+    assert later == []
+
+
+def test_isinstance_works_when_only_the_core_module_is_imported():
+    """A fresh interpreter importing just ``tensig.core.annotations`` still answers isinstance
+    (importing the package installs the checker)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom tensig.core.annotations import Float\n"
+            "print(isinstance(np.zeros((2, 3)), Float[np.ndarray, 'a b']),"
+            " isinstance(np.zeros((2,)), Float[np.ndarray, 'a b']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["True", "False"]

@@ -101,6 +101,7 @@ __all__ = [
     "dtype_accepts",
     "dtype_kind",
     "family_kind",
+    "install_instance_check",
     "known_family",
     "parse_annotation",
     "signature_of",
@@ -710,6 +711,23 @@ class ShapeSpecMarker:
 _DEFAULT_NAMES = {None: "Shaped", "float": "Float", "int": "Int", "bool": "Bool"}
 
 
+InstanceCheck = Callable[[Any, Any, ShapeSpecMarker], bool]
+"""``(obj, array_type, marker) -> bool``: what ``isinstance(obj, Float[...])`` asks."""
+_INSTANCE_CHECK: InstanceCheck | None = None
+
+
+def install_instance_check(check: InstanceCheck) -> None:
+    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``.
+
+    Matching a value against an annotation with the current call's bindings is the shape
+    checker's work (:func:`tensig.check.decorator.instance_check`), a later layer than the
+    annotations it reads: the checker installs itself here when it is imported (``import
+    tensig`` does), so this module imports nothing from a later layer.
+    """
+    global _INSTANCE_CHECK
+    _INSTANCE_CHECK = check
+
+
 class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg, misc]
     """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
 
@@ -719,9 +737,10 @@ class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-def
     """
 
     def __instancecheck__(self, obj: Any) -> bool:
-        from tensig.check.decorator import instance_check
-
-        return instance_check(obj, self.__origin__, self.__metadata__[-1])
+        if _INSTANCE_CHECK is None:  # pragma: no cover - tensig/__init__ installs it
+            raise TypeError(f"isinstance(x, {self.__metadata__[-1]!r}) needs the shape checker "
+                            "of tensig.check: import tensig")
+        return _INSTANCE_CHECK(obj, self.__origin__, self.__metadata__[-1])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self.__metadata__[-1]!r} is an annotation: it cannot be "
