@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
+from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.notation import parse_annotation
 from tensig.core.syntax import (
@@ -65,8 +66,8 @@ from tensig.core.syntax import (
     Deferred,
     Item,
     RowVariable,
+    _is_name,
 )
-from tensig.core.syntax import _is_name as _is_name  # the decorator's checks read it here
 
 __all__ = [
     "AnnotationShape",
@@ -133,9 +134,11 @@ def words_hint(shape: AnnotationShape) -> str | None:
     >>> words_hint(parse_annotation("B T d")) is None
     True
     """  # noqa: E501
-    if not shape.words:
-        return None
-    word = shape.words[0]
+    word = shape.text.strip()
+    items = shape.items
+    if not (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
+            and re.fullmatch(r"[A-Za-z]{2,5}", word) and re.search("[A-Z]", word)):
+        return None  # only a short mixed-case word, which tensig once read letter by letter
     return (f"{word!r} is one axis named {word} (axes are separated by spaces or commas); for "
             f"one axis per letter write {' '.join(word)!r}")
 

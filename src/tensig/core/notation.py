@@ -1,4 +1,6 @@
-"""The generalized einsum notation: ``parse(text) -> Spec``.
+"""The notation's parser: einsum specs (``parse(text) -> Spec``) and, in its annotation mode,
+shape annotations (``parse_annotation(text) -> AnnotationShape``).  The values it produces are
+in :mod:`tensig.core.syntax` (and importable from here).
 
 A spec is ``operand; operand; ... => result``; each shape is ``batch|input->output``; each row
 is a sequence of axes with at most one row variable (``...`` or ``..name..``).  A row whose
@@ -8,8 +10,11 @@ a written separator with nothing closes the row (``|->x``).
 Two modes (the mode rule): a comma, ``*``, ``+``, ``^``, ``<``, ``&`` or an ``=`` that does not
 start ``=>`` anywhere in the text selects the *multichar* mode, where axes are comma-separated
 identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
-separates axes.  Names and numbers follow :mod:`tensig.lexical` in both modes: a letter of any
+separates axes.  Names and numbers follow :mod:`tensig.core.lexical` in both: a letter of any
 script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
+
+The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
+sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
 Axis kinds (all frozen dataclasses with structural equality; source spans are kept for error
 carets but do not take part in equality):
@@ -70,7 +75,6 @@ from tensig.core.syntax import (
     Span,
     Spec,
     _axis_labels_of,
-    _is_name,
     _plain,
     is_multichar,
 )
@@ -111,7 +115,6 @@ _UNSUPPORTED = {  # spec syntax that an annotation refuses, and why
 _JOIN_AFTER = "+-*/%(=<>"  # an annotation word ending so needs the next word as its operand
 _JOIN_BEFORE = "+-/%)="  # and one starting so continues the previous word
 _DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
-_MAX_ANNOTATION = 100_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,9 +177,9 @@ def parse_annotation(text: str) -> AnnotationShape:
     """
     if not isinstance(text, str):
         raise TypeError(f"a shape annotation is a str, not {type(text).__name__} ({text!r})")
-    if len(text) > _MAX_ANNOTATION:
-        raise SpecSyntaxError(text[:60] + "...", 0, f"an annotation of more than "
-                              f"{_MAX_ANNOTATION} characters")
+    if len(text) > 100_000:
+        raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
+                              "characters")
     return _Parser(text, "annotation").annotation()
 
 
@@ -233,8 +236,7 @@ class _Parser:
         """A row holds at most one row variable (``spans``: the row's row variables)."""
         if len(spans) > 1:
             self.fail(spans[1][0], "a row holds at most one row variable", end=spans[1][1],
-                      hint="merge them into one row variable, or move one to another row "
-                           "(batch|input->output)")
+                      hint="merge them into one, or move one to another row (batch|input->output)")
 
     def check_clashes(self, row_variables: Iterable[str],
                       sized: Iterable[tuple[Iterable[str], Span]]) -> None:
@@ -243,8 +245,7 @@ class _Parser:
         if not variables:
             return
         for names, (s, e) in sized:
-            both = sorted(set(names) & variables)
-            if both:
+            if both := sorted(set(names) & variables):
                 name = both[0]
                 size, var = (("a dimension", f"..{name}..") if self.mode == "spec"
                              else ("a size", f"*{name}"))
@@ -345,9 +346,9 @@ class _Parser:
             j = identifier_end(text, i + 2, end)
             if j > i + 2 and text.startswith("..", j) and j + 2 <= end:
                 if text[i + 2:j] == "_":
+                    nameless = "the context ellipsis" if self.mode == "spec" else "a nameless one"
                     self.fail(i, "a row variable needs a name", end=j + 2,
-                              hint="write ... for " + ("the context ellipsis" if self.mode == "spec"
-                                                       else "the anonymous row variable"))
+                              hint=f"write ... for {nameless}")
                 return RowVar(text[i + 2:j], (i, j + 2)), j + 2
             self.fail(i, "unterminated row variable",
                       hint="a row variable is written ..name.., and the context ellipsis ...",
@@ -607,7 +608,7 @@ class _Parser:
     # -- annotation mode -----------------------------------------------------------------------
 
     def annotation(self) -> AnnotationShape:
-        """The whole text as one shape: rows of items, spans and the one-word hint."""
+        """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
         rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
         for kind, (start, end) in row_spans(self.text, 0, len(self.text), "an annotation",
@@ -620,8 +621,8 @@ class _Parser:
              if isinstance(x, Dim | Deferred)))
         items = {k: tuple(x for x, _ in rows[k]) for k in KINDS}
         return AnnotationShape(
-            batch=items["batch"], input=items["input"], output=items["output"], text=self.text,
-            spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS), words=self.words(items))
+            items["batch"], items["input"], items["output"], text=self.text,
+            spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS))
 
     def check_annotation_characters(self) -> None:
         """Spec-only syntax (``=>``, ``;``, ``^``, ``<``...) is refused, with the reason."""
@@ -788,12 +789,3 @@ class _Parser:
             self.fail(s, f"{piece!r} is not a Python expression", end=e)
         names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}
         return Deferred(piece, names)
-
-    def words(self, rows: dict[Kind, tuple[Item, ...]]) -> tuple[str, ...]:
-        """The one short word of ``"BTd"``-style text, which tensig once read as letters."""
-        items = rows["batch"] + rows["input"] + rows["output"]
-        text = self.text.strip()
-        if (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
-                and re.fullmatch(r"[A-Za-z]{2,5}", text) and re.search("[A-Z]", text)):
-            return (text,)
-        return ()

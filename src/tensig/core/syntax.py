@@ -385,8 +385,7 @@ class AnnotationShape:
 
     Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
     text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
-    for error carets; ``words`` holds the one word of an annotation such as ``"BTd"`` that an
-    older tensig read letter by letter (for a hint when the rank is wrong).
+    for error carets.
 
     >>> from tensig.core.notation import parse_annotation
     >>> a = parse_annotation("B|T+1, ..v..->2*h")
@@ -404,7 +403,6 @@ class AnnotationShape:
     text: str = field(default="", compare=False)
     spans: tuple[tuple[Span, ...], ...] = field(default=((), (), ()), compare=False,
                                                repr=False)
-    words: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def row(self, kind: Kind) -> tuple[Item, ...]:
         """The items of one row."""
