@@ -81,6 +81,7 @@ from tensig.core.annotations import (
     ShapeSpecMarker,
     _is_name,
     dtype_accepts,
+    install_instance_check,
     parse_annotation,
     signature_of,
     words_hint,
@@ -732,6 +733,9 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
         return False
     sink.update((k, v) for k, v in trial.items() if k not in env)
     return True
+
+
+install_instance_check(instance_check)
 
 
 def print_bindings() -> None:
