@@ -163,3 +163,96 @@ def test_pointwise_conflict_in_a_graph():
     g.pointwise(a, b)
     with pytest.raises(ShapeError, match="3 vs 4"):
         g.solve()
+
+
+# -- linear relations: a size that is a polynomial of other sizes ---------------------------------
+
+
+def linear(S, target, text, **names):
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+    S.add(LinearRel(target, Dim(text), names, Origin()))
+    S.run()
+
+
+def test_linear_relation_evaluates_when_every_name_is_known():
+    S = Solver()
+    n, m = dv(), dv(3)
+    linear(S, n, "2*m + 1", m=m)
+    assert n.root().value == 7
+
+
+def test_linear_relation_solves_its_one_unknown_backwards():
+    S = Solver()
+    n, m = dv(11), dv()
+    linear(S, n, "2*m + 1", m=m)
+    assert m.root().value == 5
+
+
+def test_linear_relation_waits_for_a_later_binding():
+    # h*w = 12 with both unknown waits; h = 3 arriving later solves w (a product of a known size)
+    S = Solver()
+    size, h, w = dv(12), dv(), dv()
+    linear(S, size, "h*w", h=h, w=w)
+    assert w.root().value is None
+    S.set_value(h, 3, Origin())
+    S.run()
+    assert w.root().value == 4
+
+
+def test_linear_relation_values_flow_through_unions():
+    S = Solver()
+    n, m, other = dv(), dv(), dv()
+    linear(S, n, "m + 2", m=m)
+    S.union(m, other, Origin())
+    S.set_value(other, 5, Origin())
+    S.run()
+    assert n.root().value == 7
+
+
+@pytest.mark.parametrize("size", [10, 0])
+def test_linear_relation_without_a_whole_solution_is_an_error(size):
+    S = Solver()
+    with pytest.raises(ShapeError, match=r"no whole m >= 0 gives 2\*m \+ 1"):
+        linear(S, dv(size), "2*m + 1", m=dv())
+
+
+def test_linear_relation_mismatch_names_both_sizes():
+    S = Solver()
+    with pytest.raises(ShapeError, match=r"2\*m \+ 1 = 7, but the size is 8"):
+        linear(S, dv(8), "2*m + 1", m=dv(3))
+
+
+def test_floor_is_evaluated_not_solved():
+    S = Solver()
+    size, t = dv(4), dv()
+    linear(S, size, "(t + 1) // 2", t=t)  # t is 7 or 8: not determined, so it waits
+    assert t.root().value is None and not S.constraints[0].done
+    S.set_value(t, 9, Origin())
+    with pytest.raises(ShapeError, match="= 5, but the size is 4"):
+        S.run()
+
+
+def test_symbolic_sizes_give_conditions():
+    from tensig.core.dims import Dim
+    S = Solver()
+    m = dv()
+    linear(S, dv(Dim("T")), "2*m", m=m)
+    assert m.root().value == Dim("T // 2")
+    assert [str(c) for c in S.conditions] == ["T % 2 == 0"]
+
+
+def test_report_words_the_failure_for_the_caller():
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+    seen = []
+
+    def report(kind, facts):
+        seen.append((kind, facts))
+        return KeyError(kind)
+
+    S = Solver()
+    S.add(LinearRel(dv(3), Dim("m + 5"), {"m": dv()}, Origin(), report))
+    with pytest.raises(KeyError):
+        S.run()
+    assert seen == [("no_solution", {"name": "m", "value": -2, "target": 3})]

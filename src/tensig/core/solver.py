@@ -9,10 +9,11 @@ open row ``L ..v.. R`` against another row binds ``v`` to the middle, and two op
 completed through a fresh variable (equidivisibility).
 
 Relations that are not equalities -- affine (convolution) axes, concatenation sums, fixed-index
-lower bounds -- are :class:`Constraint` objects that wake up when the sizes they watch become
-known.  Facts that hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition`
-values, reported rather than assumed.  Every size and binding keeps an :class:`Origin`, so a
-conflict can say where each side came from.
+lower bounds, a size that is a polynomial of other sizes (:class:`LinearRel`) -- are
+:class:`Constraint` objects that wake up when the sizes they watch become known.  Facts that
+hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition` values, reported
+rather than assumed.  Every size and binding keeps an :class:`Origin`, so a conflict can say
+where each side came from.
 
 The solver never loops over data and never re-reads a constraint that has not changed, so the
 cost is linear in the number of axes and constraints (``bench/bench_core.py`` measures this).
@@ -22,9 +23,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
@@ -36,6 +37,7 @@ __all__ = [
     "ConcatSum",
     "Constraint",
     "DimVar",
+    "LinearRel",
     "Origin",
     "RowNode",
     "SRow",
@@ -305,6 +307,94 @@ class AtLeast(Constraint):
             solver.require_at_least(v, self.bound, self.origin,
                                     what=self.what.format(size=v, bound=self.bound))
             self.done = True
+
+
+Report = Callable[[str, dict[str, Any]], Exception]
+"""Words a failed relation in its caller's terms: ``(kind, facts) -> the exception to raise``."""
+
+
+class LinearRel(Constraint):
+    """``target == expr``: a size that is a polynomial of other sizes (``n = 2*m + 1``, ``h*w``,
+    ``(T + 1) // 2``).
+
+    ``expr`` is a :class:`~tensig.core.dims.Dim`; ``names`` maps the symbols that are unknowns of
+    this problem to their :class:`DimVar` (any other symbol is a symbolic size, a constant here).
+    Once every name is known the target is set or checked; once the target and all names but
+    one are known, and that one occurs linearly with a factor that is then a constant (``h*w``
+    with ``h`` known), it is solved: the solution must be a whole number ``>= 0``, and for
+    symbolic sizes that may become a :class:`~tensig.core.dims.Condition`.  A name inside a
+    floor, a modulo or a power is never solved for, only evaluated (the relation waits).
+
+    A failure is reported as data: ``report(kind, facts)`` builds the exception (each caller
+    words it its own way); without ``report`` the solver's :class:`ShapeError` is raised.
+    Kinds: ``"mismatch"`` (facts ``value``, ``target``), ``"no_solution"`` (``name``,
+    ``value``: the would-be solution, ``target``).  Each propagation is one substitution and at
+    most one division, so the cost is linear in the size of ``expr``.
+    """
+
+    def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
+                 report: Report | None = None):
+        self.target, self.expr, self.names = target, expr, dict(names)
+        self.origin, self.report = origin, report
+        self.done = False
+
+    def watched(self) -> tuple[DimVar, ...]:
+        return (self.target, *self.names.values())
+
+    def pending(self) -> tuple[Dim, Size]:
+        """The relation with what is known substituted: ``(expr, target)`` (for messages)."""
+        known = {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
+        vt = _val(self.target)
+        return self.expr.subs(known), (vt if vt is not None else "?")  # type: ignore[return-value]
+
+    def propagate(self, solver: Solver) -> None:
+        known: dict[str, Size] = {}
+        for name, var in self.names.items():
+            value = _val(var)
+            if value is not None:
+                known[name] = value
+        e = self.expr.subs(known) if known else self.expr
+        free = [n for n in self.names if n not in known and n in e.symbols]
+        vt = _val(self.target)
+        if not free:
+            value = _simplify(e)
+            if vt is None:
+                if isinstance(value, int) and value < 0:
+                    self._fail(solver, "mismatch", value=value, target=None)
+                solver.set_value(self.target, value, self.origin, "linear")
+            elif vt != value:
+                self._fail(solver, "mismatch", value=value, target=vt)
+            self.done = True
+            return
+        if vt is None or len(free) > 1:
+            return
+        name = free[0]
+        try:
+            solution, conditions = (e - vt).solve_for(name)
+        except ValueError:  # nonlinear in ``name``, or its factor is symbolic: wait
+            return
+        checks = (Condition.at_least(solution, 0), *conditions)
+        decided = [c.decide() for c in checks]
+        if False in decided:
+            self._fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
+        for c, d in zip(checks, decided, strict=True):
+            if d is None:
+                solver.add_condition(c, self.origin, f"{self.expr} = {vt} needs {c}")
+        solver.set_value(self.names[name], _simplify(solution), self.origin, "linear")
+        self.done = True
+
+    def _fail(self, solver: Solver, kind: str, **facts: Any) -> None:
+        if self.report is not None:
+            raise self.report(kind, facts)
+        target = facts["target"]
+        if kind == "no_solution":
+            reason = (f"no whole {facts['name']} >= 0 gives {self.expr} = {target} "
+                      f"({facts['name']} would be {facts['value']})")
+        elif target is None:
+            reason = f"{self.expr} = {facts['value']} is negative, not a size"
+        else:
+            reason = f"{self.expr} = {facts['value']}, but the size is {target}"
+        raise solver.error(reason, self.origin, sizes=(facts["value"], target))
 
 
 class Solver:
