@@ -371,14 +371,17 @@ class _Relations:
     (``{n}``, ``min(a, b)``) are Python, not polynomials: they are evaluated once bound.
     """
 
-    __slots__ = ("deferred", "relations", "solver", "vars", "where")
+    __slots__ = ("deferred", "solver", "vars", "where")
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # nothing built until an expression item is met
         self.solver: Solver | None = None
-        self.vars: dict[str, DimVar] = {}
-        self.relations: list[LinearRel] = []
-        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
         self.deferred: list[tuple[Any, ...]] = []
+
+    def _start(self) -> Solver:
+        self.solver = Solver()
+        self.vars: dict[str, DimVar] = {}
+        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
+        return self.solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
             origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
@@ -391,8 +394,7 @@ class _Relations:
             self.deferred.append(place)
             self._evaluate_deferred(env)
             return
-        if self.solver is None:
-            self.solver = Solver()
+        solver = self.solver if self.solver is not None else self._start()
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
         origin = Origin(operand=label, position=axis, note=expr.text)
         self.where[id(origin)] = place
@@ -404,9 +406,7 @@ class _Relations:
             return _Mismatch("expr", label, program, shape, axis, index, expr=expr,
                              value=facts["value"])
 
-        rel = LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report)
-        self.relations.append(rel)
-        self.solver.add(rel)
+        solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
         self.run(env, origins)
 
     def run(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:

@@ -337,6 +337,9 @@ class LinearRel(Constraint):
         self.target, self.expr, self.names = target, expr, dict(names)
         self.origin, self.report = origin, report
         self.done = False
+        # ``n == size`` (a bare name) is an equality: no substitution or division needed
+        self.bare = next(iter(self.names.values())) if len(self.names) == 1 \
+            and expr == Dim.symbol(next(iter(self.names))) else None
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
@@ -348,6 +351,16 @@ class LinearRel(Constraint):
         return self.expr.subs(known), (vt if vt is not None else "?")  # type: ignore[return-value]
 
     def propagate(self, solver: Solver) -> None:
+        if self.bare is not None:
+            vt, vn = _val(self.target), _val(self.bare)
+            if vn is not None and vt is not None and vn != vt:
+                self._fail(solver, "mismatch", value=vn, target=vt)
+            if vn is None and vt is not None:
+                solver.set_value(self.bare, vt, self.origin, "linear")
+            elif vt is None and vn is not None:
+                solver.set_value(self.target, vn, self.origin, "linear")
+            self.done = vn is not None or vt is not None
+            return
         known: dict[str, Size] = {}
         for name, var in self.names.items():
             value = _val(var)

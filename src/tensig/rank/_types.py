@@ -4,9 +4,9 @@ A type is data: ``head`` is ``FnType("head", (arr("t", "1 + d, ..s.."),), arr("t
 the paper's ``[t (++ (Shp (+ 1 d)) s)] -> [t s]``.  Instantiating it against actual cell shapes
 is a problem for the one solver (:mod:`tensig.core.solver`), on canonical forms (Remora's
 decision procedure): a pattern dimension is a linear relation with its actual size, so one
-unknown variable is solved for it (``1 + d == 5`` gives ``d = 4``), a shape variable is a row
-variable and takes what is left between the fixed items (prefix subtraction), and anything else
-must be canonically equal.  A failure names the index equality that does not hold.
+unknown variable is solved for it (``1 + d == 5`` gives ``d = 4``), a shape variable takes what
+is left between the fixed items (prefix subtraction), and anything else must be canonically
+equal.  A failure names the index equality that does not hold.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar, dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import normalize_size
-from tensig.core.solver import DimVar, LinearRel, Origin, RowNode, Solver, SRow
+from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
@@ -240,12 +240,13 @@ class Instance:
 class Matcher:
     """Binds a type's Π variables from actual cell shapes by building a solver problem.
 
-    Each Π dimension variable is a :class:`~tensig.core.solver.DimVar`; a cell's axes are unified
-    with the pattern's row (a shape variable is a row variable: prefix subtraction is the
-    solver's open-against-closed row rule), and each pattern dimension is a
-    :class:`~tensig.core.solver.LinearRel` with its actual size, so ``1 + d == 5`` solves
-    ``d = 4`` and an equation with two unknowns waits in the solver until another argument
-    binds one.  A failed relation is reported back here and worded as an index equality.
+    Each Π dimension variable is a :class:`~tensig.core.solver.DimVar`, and each pattern
+    dimension with an unknown is a :class:`~tensig.core.solver.LinearRel` with its actual size,
+    so ``1 + d == 5`` solves ``d = 4``, an equation with two unknowns waits in the solver until
+    another argument binds one, and symbolic sizes leave conditions in the solver.  A shape
+    variable takes the axes the fixed items leave (prefix subtraction; a cell's shape is always
+    known, so this is slicing).  A failed relation is reported back here and worded as an
+    index equality.
     """
 
     def __init__(self, ftype: FnType, fname: str, taken: frozenset[str] = frozenset()):
@@ -259,6 +260,7 @@ class Matcher:
         self.rank_of = dict(ftype.rank_of)
         self.expanded: dict[str, list[str]] = {}
         self.rename = _renaming(dims + shapes, taken)
+        self.inverse = {v: k for k, v in self.rename.items()}
         self.solver = Solver()
         self.vars: dict[str, DimVar] = {}
         self.relations: list[tuple[LinearRel, str, ShapeIndex, ShapeIndex]] = []
@@ -281,8 +283,7 @@ class Matcher:
         return self.rename.get(name, name)
 
     def _is_dim_var(self, name: str) -> bool:
-        inverse = {v: k for k, v in self.rename.items()}
-        return inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
+        return self.inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
 
     def expanded_names(self) -> set[str]:
         return {n for names in self.expanded.values() for n in names}
@@ -357,26 +358,27 @@ class Matcher:
         if svs and n < len(items) - 1:
             self.fail(where, pattern, actual,
                       f"its rank is {n}, the type needs at least {len(items) - 1}")
-        positions = tuple(DimVar() for _ in items)
-        cell = SRow((), None, tuple(DimVar(None, normalize_size(c)) for c in actual.items))
         k = next((j for j, x in enumerate(items) if isinstance(x, ShapeVar)), None)
-        if k is None:
-            self.solver.unify_rows(SRow((), None, positions), cell, _GIVEN)
-        else:  # prefix subtraction: the shape variable takes what the fixed items leave
-            row = RowNode(svs[0].name)
-            self.solver.unify_rows(SRow(positions[:k], row, positions[k + 1:]), cell, _GIVEN)
-            right = len(items) - 1 - k
-            self._bind_shape(svs[0].name, actual[k:n - right], where, pattern, actual)
-        for item, position in zip(items, positions, strict=True):
-            if not isinstance(item, ShapeVar):
-                self._relate(item, position, where, pattern, actual)
+        pairs = list(zip(items, actual.items, strict=True)) if k is None else [
+            *zip(items[:k], actual.items[:k], strict=True),
+            *zip(items[k + 1:], actual.items[n - (len(items) - 1 - k):], strict=True)]
+        if k is not None:  # prefix subtraction: the shape variable takes what is left
+            self._bind_shape(svs[0].name, actual[k:n - (len(items) - 1 - k)], where, pattern,
+                             actual)
+        for item, size in pairs:
+            if any(self._is_dim_var(s) for s in item.symbols):
+                target = DimVar(None, normalize_size(size))
+                self._relate(item, target, where, pattern, actual)
+            elif item != size:  # no unknown: nothing to solve, the sizes must be equal
+                self.fail(where, pattern, actual,
+                          f"the index equality {item} == {dim(size)} does not hold")
         self._run()
         return True
 
     def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
                     actual: ShapeIndex) -> None:
         self.shapes[name] = value
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         dim_name = self.rank_of.get(inverse.get(name, name))
         if dim_name is None:
             return
@@ -392,7 +394,7 @@ class Matcher:
 
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         for sv in p.shape_vars:
             dim_name = self.rank_of.get(inverse.get(sv.name, sv.name))
             value = self.dims.get(self._var(dim_name)) if dim_name else None
@@ -445,11 +447,11 @@ class Matcher:
         return None
 
     def public_dims(self) -> dict[str, Dim]:
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         return {inverse.get(k, k): v for k, v in self.dims.items()}
 
     def public_shapes(self) -> dict[str, ShapeIndex]:
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         return {inverse.get(k, k): v for k, v in self.shapes.items()}
 
 
