@@ -87,7 +87,9 @@ from tensig.core.annotations import (
     signature_of,
     words_hint,
 )
-from tensig.core.dims import Dim, FloorDiv
+from tensig.core.dimcode import compile_dim
+from tensig.core.dimcode import emit as _emit
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
@@ -122,36 +124,6 @@ class SignatureError(ShapeError):
         self.actual = actual
         self.bound_by = bound_by
         super().__init__(reason, **facts)
-
-
-# --------------------------------------------------------------------------------------------
-# compiling expressions into int functions
-# --------------------------------------------------------------------------------------------
-
-
-def _emit(d: Dim, name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> str:
-    """Python source evaluating ``d``; ``name`` gives the source of each size (a dict ``e``)."""
-    parts = []
-    for monomial, coefficient in d.terms.items():
-        factors = [] if coefficient == 1 and monomial else [str(coefficient)]
-        for atom, power in monomial:
-            if isinstance(atom, str):
-                factor = name(atom)
-            else:
-                op = "//" if isinstance(atom, FloorDiv) else "%"
-                factor = f"({_emit(atom.numerator, name)} {op} {atom.divisor})"
-            factors.append(factor if power == 1 else f"{factor}**{power}")
-        parts.append("*".join(factors))
-    return "(" + (" + ".join(parts) or "0") + ")"
-
-
-def compile_dim(d: Dim) -> Callable[[dict[str, int]], int]:
-    """An int function of a sizes dict that evaluates ``d`` (compiled once, no ``Dim`` per call).
-
-    >>> compile_dim(Dim.parse("(T + 1) // 2 + 3*B"))({"T": 8, "B": 2})
-    10
-    """
-    return eval(f"lambda e: {_emit(d)}", {"__builtins__": {}})  # type: ignore[no-any-return]
 
 
 class _Expr:

@@ -21,12 +21,14 @@ cost is linear in the number of axes and constraints (``bench/bench_core.py`` me
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from tensig.core.dimcode import compile_dim
 from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import Size, normalize_size
@@ -366,6 +368,8 @@ class LinearRel(Constraint):
             value = _val(var)
             if value is not None:
                 known[name] = value
+        if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
+            return
         e = self.expr.subs(known) if known else self.expr
         free = [n for n in self.names if n not in known and n in e.symbols]
         vt = _val(self.target)
@@ -395,6 +399,40 @@ class LinearRel(Constraint):
                 solver.add_condition(c, self.origin, f"{self.expr} = {vt} needs {c}")
         solver.set_value(self.names[name], _simplify(solution), self.origin, "linear")
         self.done = True
+
+    def _concrete(self, solver: Solver, known: dict[str, Size]) -> bool:
+        """The same rules on ``int`` sizes with compiled functions (no ``Dim`` arithmetic);
+        ``False`` hands the case to the general path (symbolic sizes, a failure to word)."""
+        vt = _val(self.target)
+        if not (vt is None or isinstance(vt, int)) or not _is_concrete(*known.values()):
+            return False
+        evaluate, solvers = _int_plan(self.expr)
+        unknown = [n for n in self.names if n not in known]
+        if not unknown:
+            value = evaluate(known)
+            if vt is None and value >= 0:
+                solver.set_value(self.target, value, self.origin, "linear")
+            elif vt != value:
+                return False
+            self.done = True
+            return True
+        if vt is None:
+            return True  # waits for the target
+        split = solvers[unknown[0]]
+        if split is None:
+            return False
+        factor, rest = split[0](known), split[1](known)
+        if factor == 0:
+            if rest != vt:
+                return False
+            self.done = True
+            return True
+        q, r = divmod(vt - rest, factor)
+        if r or q < 0:
+            return False
+        solver.set_value(self.names[unknown[0]], q, self.origin, "linear")
+        self.done = True
+        return True
 
     def _fail(self, solver: Solver, kind: str, **facts: Any) -> None:
         if self.report is not None:
@@ -709,6 +747,23 @@ class Solver:
             f"rank mismatch in the {kind} row: {describe[0]} has {count(a)} "
             f"{sizes(a)}, {describe[1]} has {count(b)} {sizes(b)}", origin,
             origins=origins, hint=hint)
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
+                                  dict[str, tuple[Callable[[Mapping[str, int]], int],
+                                                  Callable[[Mapping[str, int]], int]] | None]]:
+    """Compiled ``int`` functions of a relation's polynomial: its value and, per name that occurs
+    linearly, ``(factor, rest)`` with ``expr == factor*name + rest`` (``None``: nonlinear)."""
+    splits: dict[str, Any] = {}
+    for name in expr.symbols:
+        try:
+            factor = expr.coefficient(name)
+        except ValueError:
+            splits[name] = None
+        else:
+            splits[name] = (compile_dim(factor), compile_dim(expr - factor * Dim.symbol(name)))
+    return compile_dim(expr), splits
 
 
 def _relation(c: Constraint) -> str:
