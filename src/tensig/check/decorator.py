@@ -368,7 +368,7 @@ class _Relations:
             return
         solver = self.solver if self.solver is not None else self._start()
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
-        origin = Origin(operand=label, position=axis, note=expr.text)
+        origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
@@ -416,6 +416,12 @@ class _Relations:
 
 
 _BOUND = Origin(note="bound by an earlier item")
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(label: str, axis: int, text: str) -> Origin:
+    """One :class:`Origin` per place (building a frozen dataclass per call costs microseconds)."""
+    return Origin(operand=label, position=axis, note=text)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -336,12 +336,12 @@ class LinearRel(Constraint):
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
                  report: Report | None = None):
-        self.target, self.expr, self.names = target, expr, dict(names)
+        self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
         self.done = False
         # ``n == size`` (a bare name) is an equality: no substitution or division needed
-        self.bare = next(iter(self.names.values())) if len(self.names) == 1 \
-            and expr == Dim.symbol(next(iter(self.names))) else None
+        bare = _int_plan(expr)[2]
+        self.bare = names[bare] if bare is not None and len(names) == 1 else None
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
@@ -406,7 +406,7 @@ class LinearRel(Constraint):
         vt = _val(self.target)
         if not (vt is None or isinstance(vt, int)) or not _is_concrete(*known.values()):
             return False
-        evaluate, solvers = _int_plan(self.expr)
+        evaluate, solvers, _ = _int_plan(self.expr)
         unknown = [n for n in self.names if n not in known]
         if not unknown:
             value = evaluate(known)
@@ -752,9 +752,11 @@ class Solver:
 @functools.lru_cache(maxsize=4096)
 def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
                                   dict[str, tuple[Callable[[Mapping[str, int]], int],
-                                                  Callable[[Mapping[str, int]], int]] | None]]:
+                                                  Callable[[Mapping[str, int]], int]] | None],
+                                  str | None]:
     """Compiled ``int`` functions of a relation's polynomial: its value and, per name that occurs
-    linearly, ``(factor, rest)`` with ``expr == factor*name + rest`` (``None``: nonlinear)."""
+    linearly, ``(factor, rest)`` with ``expr == factor*name + rest`` (``None``: nonlinear); and
+    the name when ``expr`` is just that name."""
     splits: dict[str, Any] = {}
     for name in expr.symbols:
         try:
@@ -763,7 +765,9 @@ def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
             splits[name] = None
         else:
             splits[name] = (compile_dim(factor), compile_dim(expr - factor * Dim.symbol(name)))
-    return compile_dim(expr), splits
+    bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
+    return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
+        else None
 
 
 def _relation(c: Constraint) -> str:
