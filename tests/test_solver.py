@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
 from tensig.core.inference import ShapeGraph
@@ -256,3 +258,33 @@ def test_report_words_the_failure_for_the_caller():
     with pytest.raises(KeyError):
         S.run()
     assert seen == [("no_solution", {"name": "m", "value": -2, "target": 3})]
+
+
+_EXPRS = ["2*m + 1", "m + n", "h*w", "3*m - n", "(t + 1) // 2", "m", "10 - m", "h*w + h"]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.sampled_from(_EXPRS), st.integers(0, 12), st.data())
+def test_concrete_sizes_decide_as_the_symbolic_path_does(text, size, data):
+    """LinearRel decides ``int`` sizes with compiled functions; the same problem with the sizes
+    as constant ``Dim`` values takes the general path.  Both must agree on every outcome."""
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+
+    expr = Dim(text)
+    given_values = {n: data.draw(st.one_of(st.none(), st.integers(0, 6))) for n in
+                    sorted(expr.symbols)}
+
+    def outcome(wrap):
+        S = Solver()
+        names = {n: dv(None if v is None else wrap(v), n) for n, v in given_values.items()}
+        target = dv(wrap(size))
+        S.add(LinearRel(target, expr, names, Origin(), lambda kind, facts: KeyError(kind)))
+        try:
+            S.run()
+        except KeyError as e:
+            return ("fail", e.args[0])
+        return tuple(None if v.root().value is None else int(v.root().value)
+                     for v in names.values())
+
+    assert outcome(int) == outcome(Dim.const)
