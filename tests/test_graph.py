@@ -314,6 +314,12 @@ def test_eager_functions_build_graph_nodes_on_tensors():
     y = ts.einsum("ij;jk=>ik", x, w)
     assert isinstance(y, G.Tensor) and y.shape == Shape(output=(3, 5))
     np.testing.assert_allclose(run(y), (a @ b).astype(np.float32), rtol=1e-5)
+    assert isinstance(ts.tropical("ij;jk=>ik", x, w), G.Tensor)
+    with pytest.raises(NotImplementedError, match=r"einsum1\(\) on graph tensors takes no "
+                                                  "params/sizes"):
+        ts.einsum1("ij => ji", x, params={"s": 2}, sizes={"i": 3})
+    with pytest.raises(NotImplementedError, match="use_padding"):
+        ts.einsum("ij;jk=>ik", x, w, use_padding=False)
 
 
 def test_max_pooling_forward_and_gradient_gate():
