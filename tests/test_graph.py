@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
+from tensig.execution.ir import Code, prim
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
-from tensig.model.ir import Code, prim
 from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(3)
@@ -137,7 +137,7 @@ SPECIAL = np.array([np.nan, -np.inf, -3.0, -0.0, 0.0, 0.5, 2.0, np.inf], np.floa
 def test_relu_and_gates_on_special_values(lib):
     """NaN propagates through relu and passes relu_gate (PyTorch's convention), infinities
     under a closed gate give 0 (not 0 * inf), and both backends agree element by element."""
-    from tensig.model.ir import BINARY, UNARY
+    from tensig.execution.ir import BINARY, UNARY
 
     xp = pytest.importorskip(lib)
     arr = (lambda a: a) if lib == "numpy" else xp.asarray

@@ -39,10 +39,10 @@ from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import RowNode, SRow
 from tensig.execution.eager import register_tensor_type
+from tensig.execution.ir import CASTS, Buf, Code, Expr
+from tensig.execution.ir import prim as _e
 from tensig.execution.price import itemsize
 from tensig.model.compile import OpProjection, Routine, Store, compile_code
-from tensig.model.ir import CASTS, Buf, Code, Expr
-from tensig.model.ir import prim as _e
 
 __all__ = [
     "Graph",
