@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from tensig.execution.eager import RowArray
-from tensig.model.ir import Expr
+from tensig.execution.ir import Expr
 
 BACKENDS = ["numpy", "torch", "jax", "dask"]
 

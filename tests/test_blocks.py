@@ -432,8 +432,8 @@ def test_a_trainer_refuses_float_data_for_an_integer_leaf():
 
 
 def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
+    from tensig.execution.ir import Code, prim
     from tensig.model.compile import compile_code
-    from tensig.model.ir import Code, prim
 
     with G.new_graph() as g:
         t = G.param("emb", output=[3], input=[2])

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arrays import expr_of
+from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Code, Expr
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
-from tensig.model.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Code, Expr
 
 # primitives whose results stay well-defined on the drawn values (log of a negative is NaN
 # in both; that is compared too)
@@ -40,7 +40,7 @@ def trees(depth: int = 3) -> st.SearchStrategy:
 
 
 # ``where(comparison, a, 0)`` and ``relu_gate`` mask by a product: a masked-off cell is a
-# zero whose sign is unspecified (documented in ``tensig.model.ir.select``), equal to 0 but not
+# zero whose sign is unspecified (documented in ``tensig.execution.ir.select``), equal to 0 but not
 # under a division.  So masks are drawn at the root, where only the value counts.
 roots = st.one_of(
     trees(),

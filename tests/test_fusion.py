@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import tensig.model.fusion as fusion
 from arrays import expr_of
+from tensig.execution.ir import Code, Expr
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
 from tensig.model.fusion import Run, fuse_repeats
-from tensig.model.ir import Code, Expr
 from tensig.model.train import Trainer, adam, sgd
 
 SHAPES = [(3, 2), (4,), (2, 2, 3)]

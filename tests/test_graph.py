@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
+from tensig.execution.ir import Code, prim
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
-from tensig.model.ir import Code, prim
 from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(3)
@@ -137,7 +137,7 @@ SPECIAL = np.array([np.nan, -np.inf, -3.0, -0.0, 0.0, 0.5, 2.0, np.inf], np.floa
 def test_relu_and_gates_on_special_values(lib):
     """NaN propagates through relu and passes relu_gate (PyTorch's convention), infinities
     under a closed gate give 0 (not 0 * inf), and both backends agree element by element."""
-    from tensig.model.ir import BINARY, UNARY
+    from tensig.execution.ir import BINARY, UNARY
 
     xp = pytest.importorskip(lib)
     arr = (lambda a: a) if lib == "numpy" else xp.asarray
@@ -314,6 +314,12 @@ def test_eager_functions_build_graph_nodes_on_tensors():
     y = ts.einsum("ij;jk=>ik", x, w)
     assert isinstance(y, G.Tensor) and y.shape == Shape(output=(3, 5))
     np.testing.assert_allclose(run(y), (a @ b).astype(np.float32), rtol=1e-5)
+    assert isinstance(ts.tropical("ij;jk=>ik", x, w), G.Tensor)
+    with pytest.raises(NotImplementedError, match=r"einsum1\(\) on graph tensors takes no "
+                                                  "params/sizes"):
+        ts.einsum1("ij => ji", x, params={"s": 2}, sizes={"i": 3})
+    with pytest.raises(NotImplementedError, match="use_padding"):
+        ts.einsum("ij;jk=>ik", x, w, use_padding=False)
 
 
 def test_max_pooling_forward_and_gradient_gate():

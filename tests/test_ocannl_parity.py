@@ -193,7 +193,7 @@ def test_einsum_with_three_graph_operands():
 def test_user_opdef_compose_with_three_operands():
     # OCANNL's fma (a ternary compose): the first two compose, the third is pointwise with the
     # result.  Written as c stored, then a @ b accumulated, with its backward.
-    from tensig.model.ir import Code, prim
+    from tensig.execution.ir import Code, prim
     from tensig.model.projections import OpProjection
     rng = np.random.default_rng(2)
     A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)

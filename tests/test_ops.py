@@ -367,3 +367,21 @@ def test_numpy_backends_windows_are_sliding_window_view(shape, data, layout):
     want = sliding_window_view(x, size, axis=axis)
     assert got.shape == want.shape and not got.flags.writeable
     np.testing.assert_array_equal(got, want)
+
+
+def test_registered_tensor_types_answer_the_eager_functions(monkeypatch):
+    # a later layer's tensor type (the model layer's graph Tensor) answers the eager
+    # functions through the hook it registers: eager imports nothing above it
+    from tensig.execution import eager
+
+    class Lazy:
+        shape = (2, 2)
+
+    calls = []
+    monkeypatch.setitem(eager._HANDLERS, Lazy, lambda *a: calls.append(a) or "node")
+    x = np.ones((2, 2))
+    assert ts.einsum("ij;jk=>ik", Lazy(), x) == "node"
+    assert ts.einmax1("ij => i", Lazy(), sizes={"i": 2}) == "node"
+    assert [(op, spec, len(xs), options) for op, spec, xs, options in calls] == [
+        ("einsum", "ij;jk=>ik", 2, {}), ("einmax1", "ij => i", 1, {"sizes": {"i": 2}})]
+    assert ts.einsum("ij;jk=>ik", x, x).shape == (2, 2)  # arrays still run

@@ -36,7 +36,7 @@ DEPRECATED = {
     "symbolic": "check.tracer", "symbolic_numpy": "check.trace_numpy",
     "symbolic_torch": "check.trace_torch", "symbolic_jax": "check.trace_jax",
     "symbolic_einops": "check.trace_einops", "pytest_plugin": "check.pytest_plugin",
-    "ir": "model.ir", "compile": "model.compile", "codegen": "model.codegen",
+    "ir": "execution.ir", "compile": "model.compile", "codegen": "model.codegen",
     "fusion": "model.fusion",
 }
 

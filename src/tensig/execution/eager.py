@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tensig.backends import backend_of
@@ -50,6 +50,7 @@ __all__ = [
     "einsum_path",
     "numpy_subscripts",
     "outer_sum",
+    "register_tensor_type",
     "rows",
     "tropical",
 ]
@@ -123,9 +124,23 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 
 
 _PLANS: dict[tuple[Any, ...], Plan] = {}
-#: graph tensor types (registered by tensig.graph): the eager functions build nodes on them
-_GRAPH_TYPES: set[type] = set()
 _PLANS_MAX = 4096
+
+#: Tensor types of later layers (the model layer's lazy :class:`tensig.graph.Tensor`) that
+#: answer the eager functions themselves, with the function that does it.  A layer above
+#: registers its type here, so this module never imports one (no import circle), and the hot
+#: path pays one dict lookup by type, as for a set.
+_HANDLERS: dict[type, Callable[..., Any]] = {}
+
+
+def register_tensor_type(cls: type, handler: Callable[..., Any]) -> None:
+    """Route every eager call whose first operand is a ``cls`` to
+    ``handler(op, spec, xs, options)``: ``op`` the eager function's name, ``options`` the
+    keywords given (``params``, ``use_padding``, ``capture``, ``sizes``) that are not None.
+    The model layer registers its lazy tensors, so ``tensig.einsum(spec, x, w)`` on graph
+    tensors builds a graph node.
+    """
+    _HANDLERS[cls] = handler
 
 
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
@@ -136,8 +151,11 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
 
     This is the hot path of every eager call: one pass over the operands, one dict lookup.
     """
-    if xs and type(xs[0]) in _GRAPH_TYPES:
-        return _graph_call(op, spec, xs, params, use_padding, capture, sizes)
+    if xs and type(xs[0]) in _HANDLERS:
+        options = {"params": params, "use_padding": use_padding, "capture": capture,
+                   "sizes": sizes}
+        return _HANDLERS[type(xs[0])](op, spec, xs, {k: v for k, v in options.items()
+                                                     if v is not None})
     wrapped = False
     arrays = []
     key_parts: list[Any] = [op, spec]
@@ -211,15 +229,6 @@ def _array_like(x: Any) -> Any:
     return x
 
 
-def _graph_call(op: str, spec: str, xs: Sequence[Any], params: Any, use_padding: Any,
-                capture: Any, sizes: Any) -> Any:
-    from tensig.model import graph
-    if params or use_padding is not None or capture or sizes:
-        raise NotImplementedError(f"{op}() on graph tensors takes no params/use_padding/"
-                                  "capture/sizes yet: write them into the spec")
-    return getattr(graph, op)(spec, *xs)
-
-
 def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
           params: Mapping[str, int] | None, use_padding: bool | None,
           sizes: Mapping[str, int] | None) -> Plan:
@@ -260,7 +269,7 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
             and sizes is None:
         # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
         a, b = xs
-        if type(a) in _GRAPH_TYPES:
+        if type(a) in _HANDLERS:
             return _call("einsum", spec, xs, params, use_padding, capture, sizes)
         try:
             plan = _PLANS.get(("einsum", spec, a.shape, type(a), b.shape, type(b)))

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from tensig.core.shapes import Shape
+from tensig.execution.ir import Code
+from tensig.execution.ir import prim as _e
 from tensig.model import graph as G
 from tensig.model.graph import OpDef, Tensor
-from tensig.model.ir import Code
-from tensig.model.ir import prim as _e
 
 __all__ = [
     "ALL",

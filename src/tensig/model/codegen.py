@@ -23,8 +23,8 @@ from typing import Any
 
 from tensig.backends import Backend, neutral_max
 from tensig.core.errors import ShapeError
-from tensig.model import ir
-from tensig.model.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
+from tensig.execution import ir
+from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
 from tensig.model.projections import Labels
 
 __all__ = ["align_function", "assignment_step", "expression_function"]

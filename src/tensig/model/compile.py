@@ -1,6 +1,6 @@
 """Compiling assignment code into straight-line backend calls.
 
-:func:`compile_code` turns a :class:`~tensig.model.ir.Code` into a :class:`Routine`: for each
+:func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: for each
 assignment the projections are made concrete once (:mod:`tensig.projections`) and the
 assignment becomes one generated function of array calls (:mod:`tensig.codegen`); one whose
 spec has convolution windows or concatenations runs by :mod:`tensig.windowed`, and repeated
@@ -17,9 +17,9 @@ from typing import Any
 
 from tensig.backends import Backend, backend_for
 from tensig.core.errors import ShapeError
+from tensig.execution.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
 from tensig.model.codegen import assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
-from tensig.model.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
 from tensig.model.projections import Labels, OpProjection, WindowedAxes, project
 from tensig.model.windowed import windowed_step
 
@@ -258,8 +258,8 @@ def _ops(e: Any) -> set[str]:
 
 
 def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
-    """A primitive on whole arrays (:data:`tensig.model.ir.WHOLE`: gathers, scatter-adds, one-hot,
-    dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``)."""
+    """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
+    one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``)."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key

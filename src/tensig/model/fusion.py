@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensig.model.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr, buffers_of
+from tensig.execution.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr, buffers_of
 
 __all__ = ["FusedBlocks", "Run", "fuse_repeats"]
 

@@ -38,10 +38,11 @@ from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import RowNode, SRow
+from tensig.execution.eager import register_tensor_type
+from tensig.execution.ir import CASTS, Buf, Code, Expr
+from tensig.execution.ir import prim as _e
 from tensig.execution.price import itemsize
 from tensig.model.compile import OpProjection, Routine, Store, compile_code
-from tensig.model.ir import CASTS, Buf, Code, Expr
-from tensig.model.ir import prim as _e
 
 __all__ = [
     "Graph",
@@ -1090,9 +1091,15 @@ def grad_update(loss: Tensor) -> Model:
     return Model(loss)
 
 
-def _register() -> None:
-    from tensig.execution import eager as ops
-    ops._GRAPH_TYPES.add(Tensor)
+def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:
+    """``tensig.einsum(spec, x, w)`` and the other eager functions on graph tensors: the
+    graph operation of the same name (a node, not an array)."""
+    given = [k for k, v in options.items() if v or k == "use_padding"]  # {} is no params
+    if given:
+        raise NotImplementedError(f"{op}() on graph tensors takes no {'/'.join(given)} yet: "
+                                  "write them into the spec")
+    operation: Callable[..., Tensor] = globals()[op]
+    return operation(spec, *xs)
 
 
-_register()
+register_tensor_type(Tensor, _eager_call)

@@ -2,10 +2,10 @@
 
 :func:`sgd` is OCANNL's ``sgd_one`` (momentum, Nesterov, weight decay) for every parameter;
 :func:`adam` is Adam, or AdamW with decoupled weight decay, with the same arithmetic as
-``torch.optim``.  Both return :class:`~tensig.model.ir.Code`, compiled together with the gradient
-routine into one update routine, so a training step is one run of straight-line backend calls.
-Optimizer state (momentum, Adam's moments) are tensors of the graph, so they appear in
-``graph.memory()``.
+``torch.optim``.  Both return :class:`~tensig.execution.ir.Code`, compiled together with the
+gradient routine into one update routine, so a training step is one run of straight-line
+backend calls.  Optimizer state (momentum, Adam's moments) are tensors of the graph, so they
+appear in ``graph.memory()``.
 
 :class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
 trainer slices the dataset arrays along their first axis before each step.
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensig.core.errors import ShapeError, TensigError
+from tensig.execution.ir import Code
+from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
 from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
-from tensig.model.ir import Code
-from tensig.model.ir import prim as _e
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,

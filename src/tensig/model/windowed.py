@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from tensig.backends import Backend, all_zero
 from tensig.core.errors import ShapeError
+from tensig.execution.ir import Assign, Buf, Expr, buffers_of
 from tensig.model.codegen import align_function, expression_function
-from tensig.model.ir import Assign, Buf, Expr, buffers_of
 from tensig.model.projections import OpProjection
 
 if TYPE_CHECKING:
