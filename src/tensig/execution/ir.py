@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensig.backends import backend_of_namespace, neutral_max, neutral_min
+
 __all__ = [
     "ACCUMULATORS",
     "BINARY",
@@ -227,10 +229,6 @@ def _where(xp: Any, c: Any, a: Any, b: Any) -> Any:
     return xp.where(c != 0, a, b)
 
 
-def _is_torch(xp: Any) -> bool:
-    return getattr(xp, "__name__", "") == "torch"
-
-
 def _relu(xp: Any, v: Any) -> Any:
     """``v`` where ``v >= 0``, else 0; NaN propagates (as in PyTorch and ``numpy.maximum``).
 
@@ -239,7 +237,7 @@ def _relu(xp: Any, v: Any) -> Any:
     (``maximum(v, 0)`` gave ``+0.0``, and ``1 / relu`` told the backends apart)."""
     if not hasattr(v, "shape"):
         return v if v != v or v >= 0 else 0.0
-    return xp.relu(v) if _is_torch(xp) else xp.maximum(0, v)
+    return backend_of_namespace(xp).relu(v)
 
 
 def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
@@ -249,10 +247,9 @@ def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
     """
     if not hasattr(a, "shape") and not hasattr(g, "shape"):
         return 0.0 if a <= 0 else g
-    if _is_torch(xp) and hasattr(a, "shape") and hasattr(g, "shape"):
-        if a.shape != g.shape:
-            a, g = xp.broadcast_tensors(a, g)
-        return xp.ops.aten.threshold_backward(g, a, 0)
+    kernel = backend_of_namespace(xp).relu_backward(a, g)
+    if kernel is not None:
+        return kernel
     closed = a <= 0
     return select(xp, ~closed if hasattr(closed, "shape") else not closed, g, 0)
 
@@ -275,7 +272,7 @@ def _finite(xp: Any, a: Any) -> bool:
     """Whether every element of ``a`` is finite, cheaply: an infinity or NaN makes the sum
     non-finite (an overflowing sum only costs the exact slow path).  Never on an accelerator,
     where reading the answer would wait for the device (and ``where`` is fast there)."""
-    if _is_torch(xp) and a.device.type != "cpu":
+    if not backend_of_namespace(xp).on_host(a):
         return False
     return math.isfinite(float(a.sum()))
 
@@ -301,36 +298,16 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     numbers and back).  On the CPU the comparison writes a mask of ``a``'s float dtype, which
     then takes the product in place: on torch's kernels 4x faster than a boolean mask, on
     NumPy's a quarter faster than multiplying by booleans (no second array either)."""
-    library = _float_mask_library(xp, x, y, a)
-    if library is None:
+    mask = None
+    if hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape"):
+        shape = _broadcast(x.shape, y.shape)
+        mask = backend_of_namespace(xp).float_mask(op, x, y, shape, a)
+    if mask is None:
         return select(xp, _COMPARISONS[op](x, y), a, b)
-    shape = _broadcast(x.shape, y.shape)
-    mask = xp.empty(shape, dtype=a.dtype)
-    if library == "torch":
-        getattr(xp, op)(x, y, out=mask)
-    else:
-        getattr(xp, _UFUNC_NAMES[op])(x, y, out=mask, casting="unsafe")
     if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
             _finite(xp, a):
         return xp.multiply(a, mask, out=mask)  # the mask is ours to overwrite
     return select(xp, mask, a, b)
-
-
-#: comparisons by name in NumPy's namespace (torch's are ``lt``, ``le``, ``eq``, ``ne``
-#: themselves: its ``equal`` compares whole tensors)
-_UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
-
-
-def _float_mask_library(xp: Any, x: Any, y: Any, a: Any) -> str | None:
-    """"torch" or "numpy" when a comparison of the arrays ``x``, ``y`` can be written into a
-    float mask of ``a``'s dtype (``a`` a float array on the CPU); else None."""
-    if not (hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape")):
-        return None
-    if _is_torch(xp):
-        return "torch" if a.dtype.is_floating_point and a.device.type == "cpu" else None
-    if getattr(xp, "__name__", "") == "numpy" and getattr(a.dtype, "kind", "") == "f":
-        return "numpy"
-    return None
 
 
 def _f(xp: Any, x: Any) -> Any:
@@ -395,7 +372,7 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
     """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
     (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
     would wait for it (torch checks its own gathers there)."""
-    if _is_torch(xp) and ids.device.type != "cpu":
+    if not backend_of_namespace(xp).on_host(ids):
         return
     bad = (ids < 0) | (ids >= n)
     if ignore is not None:
@@ -408,16 +385,13 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
 
 
 def _astype(xp: Any, x: Any, like: Any) -> Any:
-    return x.to(like.dtype) if _is_torch(xp) else x.astype(like.dtype)
+    return backend_of_namespace(xp).astype(x, like.dtype)
 
 
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
     """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
     _check_ids(xp, ids, table.shape[0], "embedding")
-    if _is_torch(xp):
-        flat = table.reshape(table.shape[0], -1)
-        return xp.nn.functional.embedding(ids, flat).reshape(out.shape)
-    return table[ids]
+    return backend_of_namespace(xp).take_rows(table, ids, out.shape)
 
 
 def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
@@ -425,13 +399,7 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     into row ``ids`` of it (repeated ids add up)."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
-    flat = ids.reshape(-1)
-    if _is_torch(xp):
-        acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype, device=g.device)
-        return acc.index_add_(0, flat, rows).reshape(shape)
-    acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype)
-    xp.add.at(acc, flat, rows)
-    return acc.reshape(shape)
+    return backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
 
 
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
@@ -439,7 +407,7 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    classes = xp.arange(n, device=ids.device) if _is_torch(xp) else xp.arange(n)
+    classes = backend_of_namespace(xp).arange(n, like=ids)
     return _astype(xp, ids[..., None] == classes, like)
 
 
@@ -457,9 +425,8 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
         step = int(counter.reshape(-1)[0])
         gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
         keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
-    if _is_torch(xp):
-        return xp.from_numpy(keep).to(device=like.device, dtype=like.dtype)
-    return keep.astype(like.dtype, copy=False)
+    backend = backend_of_namespace(xp)
+    return backend.astype(backend.from_numpy(keep, like), like.dtype)
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.compile`):
@@ -476,9 +443,18 @@ WHOLE: dict[str, Callable[..., Any]] = {
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")
+
+
+def _cast_to(dtype: str) -> Callable[[Any, Any], Any]:
+    def cast(xp: Any, v: Any) -> Any:
+        backend = backend_of_namespace(xp)
+        return backend.astype(v, backend.as_dtype(dtype))
+
+    return cast
+
+
 for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = (lambda d: lambda xp, v: v.to(getattr(xp, d)) if _is_torch(xp)
-                             else v.astype(d))(_dtype)
+    UNARY[f"to_{_dtype}"] = _cast_to(_dtype)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.
@@ -492,8 +468,8 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
     # dividing (raising) by each value in turn is dividing (raising) by their product
     "/": ("div", 1.0, "prod"),
     "**": ("pow", 1.0, "prod"),
-    "max": ("max", float("-inf"), "max"),
-    "min": ("min", float("inf"), "min"),
+    "max": ("max", float(neutral_max("float64")), "max"),  # a dtype's own: neutral_max(dtype)
+    "min": ("min", float(neutral_min("float64")), "min"),
     "or": ("or", 0.0, "max"),
     "and": ("and", 1.0, "min"),
 }

@@ -21,7 +21,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from tensig.backends import Backend, neutral_max
+from tensig.backends import Backend, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
 from tensig.execution import ir
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
@@ -42,7 +42,7 @@ class _Source:
     def __init__(self, backend: Backend, xp: Any):
         self.lines: list[str] = []
         self.env: dict[str, Any] = {"xp": xp, "backend": backend}
-        self.torch = backend.name == "torch"
+        self.backend = backend
 
     def bind(self, value: Any, prefix: str = "c") -> str:
         name = f"_{prefix}{len(self.env)}"
@@ -56,17 +56,13 @@ class _Source:
         return repr(value)
 
     def operand(self, value: float) -> str:
-        """A number as an operand of an arithmetic operator.
-
-        torch wraps a Python number in a fresh tensor on every call (~2 us, as much as the
-        operation on a small array); a 0-d tensor made once behaves the same in type
-        promotion (a 0-d tensor never widens a dimensioned operand's dtype): a float becomes
-        one of the default float dtype, an integer one of int64.
-        """
-        if self.torch and isinstance(value, int | float) and not isinstance(value, bool):
-            t = self.env["xp"]
-            dtype = t.get_default_dtype() if isinstance(value, float) else t.int64
-            return self.bind(t.tensor(value, dtype=dtype), "k")
+        """A number as an operand of an arithmetic operator: the adapter's
+        :meth:`~tensig.backends.Backend.scalar_operand`, made once (a 0-d tensor on torch,
+        which would otherwise wrap the number afresh on every call)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            made = self.backend.scalar_operand(value)
+            if made is not value:
+                return self.bind(made, "k")
         return self.literal(value)
 
     def emit(self, line: str) -> None:
@@ -80,7 +76,7 @@ class _Source:
         return f"{x}[{self.bind(index, 'index')}]"
 
     def transpose(self, x: str, perm: list[int]) -> str:
-        return f"{x}.{'permute' if self.torch else 'transpose'}({tuple(perm)!r})"
+        return f"{x}.{self.backend.permute_method}({tuple(perm)!r})"
 
     def function(self, signature: str, name: str) -> Callable[..., Any]:
         text = f"def {name}({signature}):\n" + "".join(f"    {line}\n" for line in self.lines)
@@ -110,7 +106,7 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select_where, "select")
         return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
-    fused = _fused(src, e, names) if src.torch else None
+    fused = _fused(src, e, names) if src.backend.fused_axpy else None
     if fused is not None:
         return fused
     # numbers enter as operands (torch's functions take tensors, not numbers); a power's
@@ -307,10 +303,7 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
     spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
 
     def place(backend: Backend, v: Any) -> Any:
-        torch = backend.name == "torch"
-        like = {"dtype": v.dtype, **({"device": v.device} if torch else {})}
-        xp = backend.torch if torch else backend.np  # type: ignore[attr-defined]
-        return backend.einsum(spec, v, *(xp.eye(n, **like) for _, n in eyes))
+        return backend.einsum(spec, v, *(backend.eye(n, v) for _, n in eyes))
 
     return place
 
@@ -415,9 +408,11 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     key = a.lhs.key
     shape = a.lhs.tensor.shape.int_dims
     neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
-    # max's neutral element depends on the dtype (an integer's minimum): one definition
-    first = src.literal(neutral) if accum is None or ACCUMULATORS[accum][0] != "max" else \
-        f"{src.bind(neutral_max, 'neutral_max')}(v.dtype)"
+    # max's and min's neutral elements depend on the dtype (an integer's minimum, maximum)
+    dtyped = {"max": neutral_max, "min": neutral_min}.get(ACCUMULATORS[accum][0]) \
+        if accum is not None else None
+    first = src.literal(neutral) if dtyped is None else \
+        f"{src.bind(dtyped, 'neutral')}(v.dtype)"
     fixed = any(isinstance(x, int) for x in lhs_labels)
     if fixed:  # the value fills the fixed positions; the pad holds the neutral element
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)

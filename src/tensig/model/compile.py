@@ -85,7 +85,7 @@ def compile_code(code: Code, array_type: type) -> Routine:
     backend = backend_for(array_type)
     xp = _namespace(backend)
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
-    mode = xp.inference_mode if backend.name == "torch" else None
+    mode = backend.no_autograd()
     steps = []
     for item in fuse_repeats(code):
         if isinstance(item, Assign):
@@ -209,11 +209,9 @@ def fold_zero_init(code: Code) -> Code:
 
 
 def _namespace(backend: Backend) -> Any:
-    if backend.name == "torch":
-        return backend.torch  # type: ignore[attr-defined]
-    if backend.name == "numpy":
-        return backend.np  # type: ignore[attr-defined]
-    raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
+    if not backend.compiles:
+        raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
+    return backend.xp  # type: ignore[attr-defined]
 
 
 def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
