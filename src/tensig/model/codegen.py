@@ -7,8 +7,8 @@ straight-line Python -- read the operands, align them, the expression with its o
 inlined, reduce, transpose, store -- so running a step is only its array calls.
 
 :func:`assignment_step` writes the step of a generic assignment (any expression under
-projections that :mod:`tensig.projections` resolves); :func:`expression_function` and
-:func:`align_function` serve the windowed paths of :mod:`tensig.compile`.
+projections whose axes are iterators and fixed indices); :func:`expression_function` and
+:func:`align_function` serve the windowed paths of :mod:`tensig.model.compile`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from tensig.backends import Backend, neutral_max
 from tensig.core.errors import ShapeError
 from tensig.model import ir
 from tensig.model.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
-from tensig.model.projections import Labels
 
-__all__ = ["align_function", "assignment_step", "expression_function"]
+__all__ = ["Labels", "align_function", "assignment_step", "expression_function"]
+
+#: one label per axis in memory order: an iterator (a label repeated within one buffer is a
+#: diagonal) or a fixed index
+Labels = tuple[str | int, ...]
 
 #: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",

@@ -1,9 +1,10 @@
 """Compiling assignment code into straight-line backend calls.
 
-:func:`compile_code` turns a :class:`~tensig.model.ir.Code` into a :class:`Routine`: for each
-assignment the projections are made concrete once (:mod:`tensig.projections`) and the
-assignment becomes one generated function of array calls (:mod:`tensig.codegen`); one whose
-spec has convolution windows or concatenations runs by :mod:`tensig.windowed`, and repeated
+:func:`compile_code` turns a :class:`~tensig.model.ir.Code` into a :class:`Routine`: each
+assignment carries its projections (the graph's solve made them); an assignment whose axes are
+all iterators or fixed indices becomes one generated function of array calls
+(:mod:`tensig.model.codegen`), one with convolution windows or concatenations runs by
+:mod:`tensig.model.windowed` through the lowering, and repeated
 pointwise blocks run once over their concatenation (:mod:`tensig.fusion`).  The passes here
 drop dead stores and zero contributions and fold zero initialisations first.  Running a
 routine does no shape work.
@@ -17,13 +18,13 @@ from typing import Any
 
 from tensig.backends import Backend, backend_for
 from tensig.core.errors import ShapeError
-from tensig.model.codegen import assignment_step, expression_function
+from tensig.core.projections import AxisUse, FixedIndex, Iter
+from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
-from tensig.model.projections import Labels, OpProjection, WindowedAxes, project
 from tensig.model.windowed import windowed_step
 
-__all__ = ["OpProjection", "Routine", "Store", "compile_code"]
+__all__ = ["Routine", "Store", "compile_code"]
 
 
 class Store:
@@ -216,14 +217,28 @@ def _namespace(backend: Backend) -> Any:
     raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
 
 
-def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
-    if isinstance(a.logic, OpProjection):
-        table = a.logic.labels()
-        try:
-            return table[a.lhs.tensor.id], [table[b.tensor.id] for b in bufs]
-        except KeyError as e:
-            raise ShapeError(f"{a!r}: a buffer is not part of {a.logic!r}") from e
-    return project(a.logic, a.lhs.tensor.shape, [b.tensor.shape for b in bufs])
+def _uses_of(a: Assign, bufs: list[Buf]) -> tuple[tuple[AxisUse, ...], list[tuple[AxisUse, ...]]]:
+    """The axis uses of the left-hand side and of each buffer, from the assignment's
+    projections."""
+    try:
+        return a.proj.uses(a.lhs.tensor), [a.proj.uses(b.tensor) for b in bufs]
+    except KeyError as e:
+        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
+
+
+def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
+    """One label per axis (an iterator's name, or a fixed index), or ``None`` when an axis is
+    a window or a concatenation (the lowering's views run those)."""
+    out: list[str | int] = []
+    for u in uses:
+        ix = u.index
+        if isinstance(ix, Iter):
+            out.append(f"e{ix.id}")
+        elif isinstance(ix, FixedIndex):
+            out.append(ix.index)
+        else:
+            return None
+    return tuple(out)
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
@@ -236,18 +251,20 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     alias = _alias_assign(a)
     if alias is not None:
         return alias
-    try:
-        lhs_labels, arg_labels = _labels_for(a, bufs)
-    except WindowedAxes as e:
+    lhs_uses, arg_uses = _uses_of(a, bufs)
+    lhs_labels = _labels(lhs_uses)
+    arg_labels = [_labels(u) for u in arg_uses]
+    if lhs_labels is None or any(lb is None for lb in arg_labels):
         windowed = windowed_step(a, backend, xp)
         if windowed is None:
             raise ShapeError(
                 f"{a!r}: its spec has affine or concatenated axes, which run only as an "
                 "operation's forward code (einsum, einsum1, outer_sum, tropical, einmax1, "
                 "concat, initialising), or under the operation's projections as gradient code "
-                "accumulating with + (or storing)") from e
+                "accumulating with + (or storing)")
         return windowed
-    return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
+    return assignment_step(a, bufs, lhs_labels, arg_labels,  # type: ignore[arg-type]
+                           backend, xp)
 
 
 def _ops(e: Any) -> set[str]:

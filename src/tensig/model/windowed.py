@@ -1,26 +1,38 @@
-"""Compiled assignments whose spec has convolution windows or concatenations.
+"""Compiled assignments whose projections have convolution windows or concatenations.
 
-One label per axis (:mod:`tensig.projections`) cannot say ``h = 2*oh + kh`` or ``a^b``:
-such a projection raises :class:`~tensig.model.projections.WindowedAxes`, and
-:func:`windowed_step` compiles the assignment here instead.  Forward code runs through the
-eager lowering (torch's own convolution and max pooling where it applies); a convolution's
-gradients through the backend's convolution backward, or an einsum to (output position,
-kernel position) pairs and a scatter; a concatenation's gradient by the reversed spec; any
-other expression under the operation's projections (the max-pooling gradient gate) over the
-(output, kernel position) product space, read through the lowering's own window views.
+One label per axis (what :mod:`tensig.model.codegen` generates code for) cannot say
+``h = 2*oh + kh`` or ``a^b``; :func:`windowed_step` compiles such an assignment through the
+lowering, under the projections it carries (the operation's own, from the graph's solve):
+forward code and a concatenation's gradient as one einsum-family operation (torch's own
+convolution and max pooling where it applies); a convolution's gradients through the
+backend's convolution backward, or an einsum to (output position, kernel position) pairs and
+a scatter (a write through a window); any other expression under the operation's projections
+(the max-pooling gradient gate) over the (output, kernel position) product space, read
+through the lowering's own window views.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tensig.backends import Backend, all_zero
-from tensig.core.errors import ShapeError
+from tensig.core.inference import Inferred
+from tensig.core.projections import AffineIndex, AxisUse, FixedIndex, Iter
+from tensig.core.shapes import Shape
+from tensig.execution.lowering import (
+    OPS,
+    build_plan,
+    check_windows,
+    conv_gradient,
+    operand_view,
+    tiled_view,
+    window_pads,
+)
 from tensig.model.codegen import align_function, expression_function
-from tensig.model.ir import Assign, Buf, Expr, buffers_of
-from tensig.model.projections import OpProjection
+from tensig.model.ir import Assign, Buf, Expr, Projections, buffers_of
 
 if TYPE_CHECKING:
     from tensig.model.compile import Store
@@ -32,8 +44,8 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
     """The step of an assignment under a windowed or concatenating spec, or None when it is
     none of the kinds this module runs (forward code of a spec operation, a concatenation's
     or a convolution's gradient, an expression under an operation's projections)."""
-    return _eager_assign(a, backend) or _concat_grad_assign(a, backend) or \
-        _affine_grad_assign(a, backend) or _affine_generic_assign(a, backend, xp)
+    return _eager_assign(a, backend) or _affine_grad_assign(a, backend) or \
+        _affine_generic_assign(a, backend, xp)
 
 
 #: (combine, accumulation) of a spec assignment -> the eager operator that lowers it
@@ -41,54 +53,37 @@ _EAGER = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_s
           ("add", "max"): "tropical", ("id", "max"): "einmax1", ("concat", "+"): "concat"}
 
 
+def _relayout(proj: Projections, operands: list[Any], result: Any,
+              result_uses: tuple[AxisUse, ...] | None = None) -> Inferred:
+    """The operation's projections read as one einsum-family operation from ``operands`` to
+    ``result`` (tensors of the operation, in any roles): the same iterators, so a gradient is
+    lowered under the forward operation's own projections.  ``result_uses`` replaces the
+    result's (a written-side view)."""
+    forward = proj.inferred()
+    uses = result_uses if result_uses is not None else proj.uses(result)
+    shape = Shape(output=tuple(int(u.size) for u in uses))
+    return replace(forward, layout=(*(proj.uses(t) for t in operands), uses),
+                   operands=tuple(t.shape for t in operands), shape=shape)
+
+
 def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
-    """Convolution and concatenation specs run through the eager lowering (forward)."""
-    if not isinstance(a.logic, str) or a.logic in (".", "@", "T") or not a.init:
-        return None
+    """An initialising sum-of-products-family assignment whose axes the lowering views
+    (windows, concatenations): forward code, or a concatenation's gradient, lowered as one
+    einsum-family operation under the operation's projections."""
     e = a.expr
     op = _EAGER.get((e.op, a.accum or ""))
-    if op is None or not all(isinstance(x, Buf) for x in e.args):
+    if op is None or not all(isinstance(x, Buf) for x in e.args) or \
+            any(isinstance(u.index, AffineIndex) for u in a.proj.uses(a.lhs.tensor)):
         return None
-    from tensig.core.inference import infer
-    from tensig.execution.lowering import OPS, build_plan
-
-    shapes = [x.tensor.shape for x in e.args]
-    plan = build_plan(infer(a.logic, *shapes, op=op), OPS[op], backend)
-    lhs = a.lhs
+    if a.lhs.tensor is not a.proj.result and op != "einsum1":
+        return None  # a product into an operand's gradient: _affine_grad_assign
+    plan = build_plan(_relayout(a.proj, [x.tensor for x in e.args], a.lhs.tensor), OPS[op],
+                      backend)
+    lhs, args = a.lhs, e.args
+    add = not a.init  # a gradient's later contribution (see fold_zero_init)
 
     def step(store: Store) -> None:
-        store.write(lhs, plan.run([store.read(x) for x in e.args]))
-
-    return step
-
-
-def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
-    """Backward of a concatenation: each operand's gradient is its part of the result's
-    gradient, extracted by the reversed spec (``a^b => a``) through the eager lowering."""
-    from tensig.core.inference import infer
-    from tensig.core.notation import Spec, parse
-    from tensig.execution.lowering import OPS, build_plan
-
-    proj, e = a.logic, a.expr
-    if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "id" or \
-            not isinstance(e.args[0], Buf) or e.args[0].tensor is not proj.result:
-        return None
-    spec = parse(proj.logic)
-    try:
-        i = [t.id for t in proj.args].index(a.lhs.tensor.id)
-    except ValueError:
-        return None
-    text = str(Spec((spec.result,), spec.operands[i]))
-    forward = infer(proj.logic, *[t.shape for t in proj.args])
-    labels = parse(text).labels
-    r = infer(text, proj.result.shape, sizes={k: v for k, v in forward.dims.items()
-                                              if k in labels})
-    plan = build_plan(r, OPS["einsum1"], backend)
-    lhs, src = a.lhs, e.args[0]
-    init = a.init  # the first contribution sets the gradient (see fold_zero_init)
-
-    def step(store: Store) -> None:
-        _add_into(store, lhs, plan.run([store.read(src)]), not init)
+        _add_into(store, lhs, plan.run([store.read(x) for x in args]), add)
 
     return step
 
@@ -97,59 +92,32 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     """Backward of a convolution-style einsum (``g_x += g * w`` under the op's projections).
 
     The gradient of the kernel is an einsum whose operands still carry the affine axes (the
-    eager lowering handles it).  The gradient of the windowed input is the transposed
-    operation: an einsum to the (output position, kernel position) pairs, then a scatter-add
-    of each kernel position's slice into the strided input positions -- a loop over kernel
-    positions only, vectorised over everything else.
+    lowering handles it).  The gradient of the windowed input writes through a window: an
+    einsum to the (output position, kernel position) pairs, then a scatter-add of each kernel
+    position's slice into the strided input positions -- a loop over kernel positions only,
+    vectorised over everything else.
     """
-
-    from tensig.core.inference import AffineIndex, infer
-    from tensig.core.notation import Affine, Label, Row, ShapeSpec, Spec, parse
-    from tensig.execution.lowering import OPS, build_plan
-
-    proj, e = a.logic, a.expr
-    if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "mul" or \
-            len(e.args) != 2 or not all(isinstance(x, Buf) for x in e.args):
+    proj, e = a.proj, a.expr
+    if a.accum != "+" or e.op != "mul" or len(e.args) != 2 or \
+            not all(isinstance(x, Buf) for x in e.args):
         return None
-    spec = parse(proj.logic)
-    roles = {proj.result.id: spec.result, **{t.id: sh for t, sh in zip(proj.args,
-                                                                        spec.operands,
-                                                                        strict=True)}}
-    try:
-        arg_specs = [roles[x.tensor.id] for x in e.args]
-        lhs_spec = roles[a.lhs.tensor.id]
-    except KeyError:
-        return None
-    affine = [ax for _, row in lhs_spec.rows() for ax in row.axes if isinstance(ax, Affine)]
-
-    def split(row: Row) -> Row:
-        def parts(ax: Any) -> tuple[Any, ...]:
-            if not isinstance(ax, Affine):
-                return (ax,)
-            if ax.kernel is None:
-                return (Label(ax.over),)
-            return (Label(ax.over), Label(ax.kernel))
-
-        return Row(tuple(p for ax in row.left for p in parts(ax)), row.var,
-                   tuple(p for ax in row.right for p in parts(ax)))
-
-    target = ShapeSpec(*(split(r) for _, r in lhs_spec.rows()))
-    text = str(Spec(tuple(arg_specs), target))
-    shapes = [x.tensor.shape for x in e.args]
-    # sizes the forward operation determined (a padded kernel's size is not implied by the
-    # input and output sizes, so the transposed spec needs it given)
-    forward = infer(proj.logic, *[t.shape for t in proj.args])
-    labels = parse(text).labels
-    known = {k: v for k, v in forward.dims.items() if k in labels}
-    try:
-        r = infer(text, *shapes, op="einsum", sizes=known)
-    except ShapeError:
-        return None
+    lhs_uses = proj.uses(a.lhs.tensor)
+    expanded: list[AxisUse] = []
+    for u in lhs_uses:
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            expanded += [AxisUse(u.kind, u.position, it.size, None, it)
+                         for it in (ix.over, ix.kernel) if it is not None]
+        elif isinstance(ix, Iter):
+            expanded.append(u)
+        else:
+            return None
+    r = _relayout(proj, [x.tensor for x in e.args], a.lhs.tensor, tuple(expanded))
     plan = build_plan(r, OPS["einsum"], backend)
     lhs = a.lhs
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
-    fast = _conv_grad_assign(a, forward, backend)
-    if not affine:
+    fast = _conv_grad_assign(a, proj.inferred(), backend)
+    if len(expanded) == len(lhs_uses):  # no window on the written side
         def step(store: Store) -> None:
             v = fast(store) if fast is not None else None
             if v is None:
@@ -160,10 +128,9 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     # where each affine axis sits in the expanded result (output position, then kernel
     # position), with the geometry the forward operation resolved
     lhs_dims = list(lhs.tensor.shape.int_dims)
-    lhs_index = [t.id for t in proj.args].index(lhs.tensor.id)
     specs = []
     pos = 0
-    for axis, u in enumerate(forward.layout[lhs_index]):
+    for axis, u in enumerate(lhs_uses):
         ix = u.index
         if isinstance(ix, AffineIndex):
             specs.append(_scatter_spec(axis, pos, pos + 1 if ix.kernel is not None else None,
@@ -171,7 +138,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
             pos += 2 if ix.kernel is not None else 1
         else:
             pos += 1
-    pairs = _scatter_pairs(specs, lhs_dims, len(r.layout[-1]))
+    pairs = _scatter_pairs(specs, lhs_dims, len(expanded))
 
     def step(store: Store) -> None:
         v = fast(store) if fast is not None else None
@@ -189,9 +156,8 @@ def _conv_grad_assign(a: Assign, forward: Any, backend: Backend
     """The gradient of a convolution's operand by the backend's own convolution backward
     (torch), when the forward operation is one it convolves: ``store -> gradient``, or
     ``None`` from the callable for operands it does not take (integers)."""
-    from tensig.execution.lowering import conv_gradient
 
-    proj, e = a.logic, a.expr
+    proj, e = a.proj, a.expr
     if len(proj.args) != 2:
         return None
     ids = [t.id for t in proj.args]
@@ -222,13 +188,11 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
     the value into it.
     """
 
-    from tensig.core.inference import infer
-    from tensig.execution.lowering import check_windows, operand_view, tiled_view
 
-    proj = a.logic
-    if not isinstance(proj, OpProjection) or a.accum not in ("+", None):
+    proj = a.proj
+    if a.accum not in ("+", None):
         return None
-    r = infer(proj.logic, *[t.shape for t in proj.args])
+    r = proj.inferred()
     check_windows(r)
     index = {proj.result.id: len(proj.args), **{t.id: i for i, t in enumerate(proj.args)}}
     bufs = buffers_of(a.expr)
@@ -320,7 +284,6 @@ def _lhs_scatter(lhs_uses: Any) -> list[tuple[Any, ...]]:
     """Where a windowed left-hand side's value comes from when its windows do not tile: the
     view keeps one axis per left-hand axis (an affine axis as its output position) and
     appends the kernel axes at the end, in order; one scatter spec per affine axis."""
-    from tensig.core.inference import AffineIndex
 
     scatter = []
     kpos = 0
@@ -419,7 +382,6 @@ def _scatter_into(store: Store, lhs: Buf, p: Any, pairs: list[tuple[Any, Any]],
 def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: Any) -> tuple[Any, ...]:
     """One windowed axis of a left-hand side: where its output and kernel positions sit in
     the value, and the geometry (outputs, kernel size, stride, dilation, left pad, offset)."""
-    from tensig.execution.lowering import window_pads
 
     k = int(ix.kernel.size) if ix.kernel is not None else 1
     # the lowering's own padding rule (only the left pad matters here, so no size is needed)
@@ -461,7 +423,6 @@ def _scatter_pairs(specs: list[tuple[Any, ...]], lhs_dims: list[int], p_ndim: in
 
 
 def _is_fixed(u: Any) -> bool:
-    from tensig.core.inference import FixedIndex
 
     return isinstance(u.index, FixedIndex)
 
