@@ -4,7 +4,8 @@
 assignment carries its projections (the graph's solve made them); an assignment whose axes are
 all iterators or fixed indices becomes one generated function of array calls
 (:mod:`tensig.model.codegen`), one with convolution windows or concatenations runs by
-:mod:`tensig.model.windowed` through the lowering, and repeated
+:func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression) or
+:func:`~tensig.model.codegen.windowed_step` (any other), and repeated
 pointwise blocks run once over their concatenation (:mod:`tensig.fusion`).  The passes here
 drop dead stores and zero contributions and fold zero initialisations first.  Running a
 routine does no shape work.
@@ -18,11 +19,20 @@ from typing import Any
 
 from tensig.backends import Backend, backend_for
 from tensig.core.errors import ShapeError
+from tensig.core.inference import Inferred
 from tensig.core.projections import AxisUse, FixedIndex, Iter
-from tensig.model.codegen import Labels, assignment_step, expression_function
+from tensig.core.shapes import Shape
+from tensig.execution.assignment import lower_assignment
+from tensig.execution.lowering import OPS
+from tensig.model.codegen import (
+    Labels,
+    add_into,
+    assignment_step,
+    expression_function,
+    windowed_step,
+)
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
-from tensig.model.windowed import windowed_step
 
 __all__ = ["Routine", "Store", "compile_code"]
 
@@ -255,7 +265,7 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     lhs_labels = _labels(lhs_uses)
     arg_labels = [_labels(u) for u in arg_uses]
     if lhs_labels is None or any(lb is None for lb in arg_labels):
-        windowed = windowed_step(a, backend, xp)
+        windowed = _family_step(a, backend) or windowed_step(a, backend, xp)
         if windowed is None:
             raise ShapeError(
                 f"{a!r}: its spec has affine or concatenated axes, which run only as an "
@@ -265,6 +275,44 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         return windowed
     return assignment_step(a, bufs, lhs_labels, arg_labels,  # type: ignore[arg-type]
                            backend, xp)
+
+
+#: (combine, accumulation) of an assignment -> the einsum-family operation it is
+_FAMILY = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_sum",
+           ("add", "max"): "tropical", ("id", "max"): "einmax1", ("concat", "+"): "concat"}
+
+
+def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
+    """An einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a, b)``)
+    under projections with windows or concatenations: one operation lowered under those
+    projections (:func:`~tensig.execution.assignment.lower_assignment`: forward code, a
+    concatenation's or a convolution's gradients alike), stored or added."""
+    e = a.expr
+    op = _FAMILY.get((e.op, a.accum or ""))
+    if op is None or not all(isinstance(x, Buf) for x in e.args) or \
+            (a.accum == "max" and not a.init):
+        return None
+    try:
+        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), OPS[op], backend)
+    except ValueError:  # a window written with a max, a fixed index beside a window
+        return None
+    lhs, args, add = a.lhs, e.args, not a.init  # a later contribution adds (fold_zero_init)
+
+    def step(store: Store) -> None:
+        add_into(store, lhs, run([store.read(x) for x in args]), add)
+
+    return step
+
+
+def _relayout(a: Assign, operands: list[Any]) -> Inferred:
+    """The assignment's projections read as one operation from ``operands`` to its left-hand
+    side (tensors of the operation in any roles): the same iterators, so a gradient is
+    lowered under the forward operation's own projections."""
+    proj = a.proj
+    uses = proj.uses(a.lhs.tensor)
+    return replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
+                   operands=tuple(t.shape for t in operands),
+                   shape=Shape(output=tuple(int(u.size) for u in uses)))
 
 
 def _ops(e: Any) -> set[str]:
