@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from tensig.model.ir import Code, Expr
 
 import tensig
 from tensig import backends, rank
 from tensig.backends import NumpyBackend, register, unregister
+from tensig.execution.ir import Code, Expr
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
 

@@ -142,7 +142,7 @@ class ArrayAPIBackend(Backend):
         out[mask] = values
         return out
 
-    # -- the IR's primitives (tensig.model.ir) --------------------------------------------------
+    # -- the IR's primitives (tensig.execution.ir) ---------------------------------------------
     def relu(self, v: Any) -> Any:
         """``v`` where ``v >= 0``, else 0, NaN passing; the zero goes first because
         ``maximum`` returns its second operand when the two are equal (``relu(-0.0)`` is

@@ -321,7 +321,7 @@ class TorchBackend(Backend):
                               device=flat.device)
         return out.masked_scatter_(on.reshape(on.shape + (1,) * len(trailing)), flat)
 
-    # -- the IR's primitives (tensig.model.ir) --------------------------------------------------
+    # -- the IR's primitives (tensig.execution.ir) ---------------------------------------------
     def on_host(self, x: Any) -> bool:
         return bool(x.device.type == "cpu")
 

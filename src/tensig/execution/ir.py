@@ -3,13 +3,16 @@
 An :class:`Assign` names its left-hand buffer, the accumulation operator (``"+"`` for
 ``=+``; ``None`` for plain ``=:`` assignment), whether the left-hand side is first set to the
 accumulator's neutral element (``init``, OCANNL's ``:``), the primitive applied to the
-right-hand sides, and the *projections* -- how the loops index each buffer: ``"."`` pointwise,
-``"@"`` compose, ``"T"`` transpose, or any einsum spec.  Buffers are a tensor's value or its
-gradient (``t.val`` / ``t.grad`` on a graph tensor).
+right-hand sides, and its :class:`Projections` -- how the loops index each buffer (the axis
+uses of :mod:`tensig.core.projections`: iterators, fixed indices, windows, concatenations).
+Buffers are a tensor's value or its gradient (``t.val`` / ``t.grad`` on a graph tensor); a
+gradient buffer is indexed as its tensor.  A graph operation's code carries the projections the
+graph's solve produced for it (``t.projections``), forward and backward alike.
 
 A readable builder: ``code.assign(c.val, a.val * b.val, accum="+", init=True, logic="@")`` is
-OCANNL's ``c =:+ a * b ~logic:"@"``.  Expressions on buffers (``a.val * b.val``,
-``relu(x.val)``) are primitive applications.
+OCANNL's ``c =:+ a * b ~logic:"@"``: a logic (``"."`` pointwise, ``"@"`` compose, ``"T"``
+transpose, or an einsum spec) relates the left-hand side to the expression's buffers, in order.
+Expressions on buffers (``a.val * b.val``, ``relu(x.val)``) are primitive applications.
 
 The primitives and their exact semantics (the doc's interpretation functions) live in
 :data:`UNARY`, :data:`BINARY` and :data:`TERNARY`, written once over array namespaces.  One
@@ -27,6 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min
+from tensig.core.errors import ShapeError
+from tensig.core.inference import LOGICS, Inferred, infer, logic_projections
+from tensig.core.projections import AxisUse
 
 __all__ = [
     "ACCUMULATORS",
@@ -38,6 +44,7 @@ __all__ = [
     "Buf",
     "Code",
     "Expr",
+    "Projections",
     "buffers_of",
     "prim",
 ]
@@ -140,17 +147,72 @@ def buffers_of(e: Any) -> list[Buf]:
     return list(out.values())
 
 
+class Projections:
+    """The projections of one operation over its tensors (``args``, then ``result``).
+
+    ``solve() -> Inferred`` gives them (a graph tensor's: read from the graph's solve);
+    without it they follow from ``logic`` and the tensors' shapes.  Resolved when compiled,
+    once per set of shapes; each tensor's axis uses by tensor id (:meth:`uses`).
+    """
+
+    __slots__ = ("_cached", "_solve", "args", "logic", "result")
+
+    def __init__(self, logic: str, result: Any, args: tuple[Any, ...],
+                 solve: Callable[[], Inferred] | None = None):
+        self.logic, self.result, self.args, self._solve = logic, result, tuple(args), solve
+        self._cached: tuple[tuple[Any, ...], Inferred, dict[int, tuple[AxisUse, ...]]] | None \
+            = None
+
+    def _resolve(self) -> tuple[Inferred, dict[int, tuple[AxisUse, ...]]]:
+        shapes = (*(t.shape for t in self.args), self.result.shape)
+        if self._cached is not None and self._cached[0] == shapes:
+            return self._cached[1], self._cached[2]
+        if self._solve is not None:
+            answer = self._solve()
+        elif self.logic.strip() in LOGICS:
+            answer = logic_projections(self.logic.strip(), shapes[-1], shapes[:-1])
+        else:
+            answer = infer(self.logic, *shapes[:-1], result=shapes[-1])
+        table: dict[int, tuple[AxisUse, ...]] = {}
+        for t, uses in zip((*self.args, self.result), answer.layout, strict=True):
+            if t.id in table and table[t.id] != uses:
+                raise ShapeError(f"{t.name!r} appears twice in one operation with different "
+                                 "projections; this is not supported in backward code")
+            table[t.id] = uses
+        self._cached = (shapes, answer, table)
+        return answer, table
+
+    def inferred(self) -> Inferred:
+        """The solved answer: :attr:`Inferred.layout` lists the ``args``, then the result."""
+        return self._resolve()[0]
+
+    def uses(self, tensor: Any) -> tuple[AxisUse, ...]:
+        """``tensor``'s axis uses (a ``KeyError`` when it is not part of the operation)."""
+        return self._resolve()[1][tensor.id]
+
+    def position(self, tensor: Any) -> int:
+        """``tensor``'s place in :attr:`Inferred.layout` (the result last)."""
+        ids = [t.id for t in (*self.args, self.result)]
+        return ids.index(tensor.id)
+
+    def __repr__(self) -> str:
+        return repr(self.logic)
+
+
 @dataclass(frozen=True)
 class Assign:
-    """``lhs accum= op(args)`` under the projections of ``logic``."""
+    """``lhs accum= op(args)`` under the projections ``proj``."""
 
     lhs: Buf
     expr: Expr
     accum: str | None = None  # "+", "*", "max", ...; None: plain assignment
     init: bool = False  # set lhs to the accumulator's neutral element first (OCANNL's ':')
-    logic: str = "."
+    proj: Projections = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.proj is None:
+            object.__setattr__(self, "proj", Projections(
+                ".", self.lhs.tensor, tuple(b.tensor for b in buffers_of(self.expr))))
         if self.accum is not None and self.accum not in ACCUMULATORS:
             raise ValueError(f"unknown accumulation {self.accum!r}; known: "
                              f"{', '.join(ACCUMULATORS)}")
@@ -158,6 +220,11 @@ class Assign:
             raise ValueError(f"logic '@' with {self.expr.op} reads like a matrix "
                              f"{'inverse' if self.expr.op == 'div' else 'power'} but computes "
                              "neither; use logic='.' or an explicit einsum spec")
+
+    @property
+    def logic(self) -> str:
+        """The logic the projections come from (``"."``, ``"@"``, ``"T"`` or a spec)."""
+        return self.proj.logic
 
     def __repr__(self) -> str:
         op = "=" + (":" if self.init else "") + (self.accum or "")
@@ -173,10 +240,15 @@ class Code:
     items: list[Assign] = field(default_factory=list)
 
     def assign(self, lhs: Buf, expr: Expr | Buf | float, *, accum: str | None = None,
-               init: bool = False, logic: str = ".") -> Code:
+               init: bool = False, logic: str | Projections = ".") -> Code:
+        """Append ``lhs accum= expr`` under ``logic``: a logic string relates ``lhs`` to the
+        expression's buffers in order; :class:`Projections` (an operation's) are used as
+        they are."""
         if not isinstance(expr, Expr):
             expr = Expr("id", (expr,))
-        self.items.append(Assign(lhs, expr, accum, init, logic))
+        proj = logic if isinstance(logic, Projections) else Projections(
+            logic, lhs.tensor, tuple(b.tensor for b in buffers_of(expr)))
+        self.items.append(Assign(lhs, expr, accum, init, proj))
         return self
 
     def extend(self, other: Code) -> Code:
