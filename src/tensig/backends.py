@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Backend", "all_zero", "backend_for", "backend_of", "is_integer",
+__all__ = ["Backend", "all_zero", "backend_for", "backend_named", "backend_of", "is_integer",
            "library_of", "neutral_max"]
 
 
@@ -132,6 +132,46 @@ class Backend:
             at += n
         return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
 
+    # -- compiled routines: the arrays a graph's store holds ----------------------------------
+    @property
+    def namespace(self) -> Any:
+        """The library's array functions (numpy, torch, jax.numpy, dask.array): what the IR's
+        primitives (:mod:`tensig.model.ir`) are written over."""
+        return self.xp  # type: ignore[attr-defined]
+
+    @property
+    def array_type(self) -> type:
+        """The type of the library's arrays: what a graph of this backend keeps."""
+        raise NotImplementedError
+
+    def asarray(self, value: Any, device: Any = None) -> Any:
+        """``value`` (an array of any library, or nested numbers) as an array of this
+        library, its dtype kept, on ``device`` when given: how data enters a graph."""
+        raise NotImplementedError
+
+    def routine_mode(self) -> Callable[[], Any] | None:
+        """A context compiled routines run in (torch: no autograd bookkeeping), or None."""
+        return None
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        """``x`` with ``v`` added at ``x[index]`` (slices and integers), for an ``x`` the
+        caller owns: written in place where arrays are mutable (NumPy, torch); an immutable
+        library returns a new array (the caller keeps what is returned)."""
+        x[index] += v
+        return x
+
+    def index_add(self, acc: Any, ids: Any, rows: Any) -> Any:
+        """``acc`` (``V x n``, the caller's) with row ``i`` of ``rows`` added into row
+        ``ids[i]``; repeated ids add up (an embedding's gradient).  Without a scatter kernel,
+        a one-hot product: exact, as each sum has one term per id."""
+        xp = self.namespace
+        hot = ids.reshape(-1)[:, None] == xp.arange(acc.shape[0])[None, :]
+        return acc + self.einsum("iv,in->vn", hot.astype(rows.dtype), rows)
+
+    def eye(self, n: int, like: Any) -> Any:
+        """The ``n x n`` identity of ``like``'s dtype (and device)."""
+        return self.namespace.eye(n, dtype=like.dtype)
+
 
 class _ArrayAPIBackend(Backend):
     """NumPy's API, shared by NumPy, JAX and Dask: ``xp`` is the library's namespace."""
@@ -186,6 +226,22 @@ class NumpyBackend(_ArrayAPIBackend):
         import numpy
 
         self.np = self.xp = numpy
+
+    # -- compiled routines --------------------------------------------------------------------
+    @property
+    def array_type(self) -> type:
+        return self.np.ndarray  # type: ignore[no-any-return]
+
+    def asarray(self, value: Any, device: Any = None) -> Any:
+        if device not in (None, "cpu"):
+            raise ValueError(f"device={device!r}: NumPy arrays live on the CPU")
+        if hasattr(value, "detach"):  # a torch tensor, possibly on an accelerator
+            value = value.detach().cpu()
+        return self.np.asarray(value)
+
+    def index_add(self, acc: Any, ids: Any, rows: Any) -> Any:
+        self.np.add.at(acc, ids.reshape(-1), rows)
+        return acc
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
         small = _small_amax(x, axes, self.np.maximum)
@@ -430,14 +486,23 @@ class TorchBackend(Backend):
         self._templates: dict[tuple[Any, ...], Any] = {}
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        return self.torch.einsum(subscripts, *xs)
+        """``torch.einsum`` in the operands' promoted dtype, as ``numpy.einsum``: a sum of one
+        int8 operand comes back int8 (torch's widens to int64; the cast back wraps as the
+        int8 sum would), operands of mixed dtypes are promoted first (see _promoted)."""
+        t = self.torch
+        try:
+            out = t.einsum(subscripts, *xs)
+        except (RuntimeError, NotImplementedError):
+            einsum = functools.partial(t.einsum, subscripts)
+            return self._promoted(einsum, einsum, xs)
+        dtype = functools.reduce(t.promote_types, [x.dtype for x in xs])
+        return out if out.dtype == dtype else out.to(dtype)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
-        plan = _matmul_plan(self.torch.matmul, subscripts, shapes)
         einsum = functools.partial(self.torch.einsum, subscripts)
-        if plan is None:
-            return einsum
+        # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64)
+        plan = _matmul_plan(self.torch.matmul, subscripts, shapes, keep_dtype=True) or einsum
 
         def contract(*xs: Any) -> Any:
             try:  # the try costs nothing on the fast path
@@ -600,6 +665,34 @@ class TorchBackend(Backend):
     def maximum(self, a: Any, b: Any) -> Any:
         return self.torch.maximum(a, b)
 
+    # -- compiled routines --------------------------------------------------------------------
+    @property
+    def namespace(self) -> Any:
+        return self.torch
+
+    @property
+    def array_type(self) -> type:
+        return self.torch.Tensor  # type: ignore[no-any-return]
+
+    def asarray(self, value: Any, device: Any = None) -> Any:
+        t = self.torch
+        if not isinstance(value, t.Tensor):
+            import numpy
+
+            value = t.as_tensor(numpy.asarray(value))
+        return value if device is None else value.to(device)
+
+    def routine_mode(self) -> Callable[[], Any] | None:
+        """tensig differentiates by its own backward code, so torch's autograd bookkeeping
+        is pure overhead (6-14% of a training step): routines run in inference mode."""
+        return self.torch.inference_mode  # type: ignore[no-any-return]
+
+    def index_add(self, acc: Any, ids: Any, rows: Any) -> Any:
+        return acc.index_add_(0, ids.reshape(-1), rows)
+
+    def eye(self, n: int, like: Any) -> Any:
+        return self.torch.eye(n, dtype=like.dtype, device=like.device)
+
 
 class JaxBackend(_ArrayAPIBackend):
     name = "jax"
@@ -616,6 +709,35 @@ class JaxBackend(_ArrayAPIBackend):
         idx = jnp.arange(n)[:, None] * step + jnp.arange(size)[None, :]
         w = jnp.take(x, idx, axis=axis)  # axis -> (n, size) in place
         return jnp.moveaxis(w, axis + 1, -1)
+
+    # -- compiled routines: JAX arrays are immutable, so every store builds a new array -------
+    @property
+    def array_type(self) -> type:
+        import jax
+
+        return jax.Array  # type: ignore[no-any-return]
+
+    def asarray(self, value: Any, device: Any = None) -> Any:
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        x = self.jnp.asarray(value)
+        if device is None:
+            return x
+        import jax
+
+        if isinstance(device, str):  # "cpu", "gpu:1": a platform and an index
+            platform, _, index = device.partition(":")
+            device = jax.devices(platform)[int(index or 0)]
+        return jax.device_put(x, device)
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        return x.at[index].add(v)
+
+    def index_add(self, acc: Any, ids: Any, rows: Any) -> Any:
+        return acc.at[ids.reshape(-1)].add(rows)
+
+    def eye(self, n: int, like: Any) -> Any:
+        return self.jnp.eye(n, dtype=like.dtype, device=like.device)
 
 
 class DaskBackend(_ArrayAPIBackend):
@@ -652,6 +774,29 @@ class DaskBackend(_ArrayAPIBackend):
         from dask.array.lib.stride_tricks import sliding_window_view
 
         return sliding_window_view(x, size, axis=axis)
+
+    # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
+    @property
+    def array_type(self) -> type:
+        return self.da.Array  # type: ignore[no-any-return]
+
+    def asarray(self, value: Any, device: Any = None) -> Any:
+        if device is not None:
+            raise ValueError(f"device={device!r}: Dask places chunks by its scheduler")
+        if isinstance(value, self.da.Array):
+            return value
+        import numpy
+
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        return self.da.from_array(numpy.asarray(value))
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        # dask's item assignment records a new task on the same Python object, so the sum is
+        # built first (``x[index] += v`` reads and writes one block of the graph)
+        x = x.copy()
+        x[index] = x[index] + v
+        return x
 
 
 _BACKENDS: dict[str, type[Backend]] = {
@@ -714,6 +859,15 @@ def _backend_named(library: str, array_type: type) -> Backend:
 @functools.cache
 def _instance(cls: type[Backend]) -> Backend:
     return cls()
+
+
+def backend_named(name: str) -> Backend:
+    """The backend of the library ``name`` ("numpy", "torch", "jax", "dask"): a graph's."""
+    cls = _BACKENDS.get(name)
+    if cls is None:
+        raise ValueError(f"a graph's backend is one of {', '.join(map(repr, _BACKENDS))}, "
+                         f"not {name!r}")
+    return _instance(cls)
 
 
 def backend_of(xs: Sequence[Any]) -> Backend:

@@ -81,11 +81,12 @@ class Routine:
 
 
 def compile_code(code: Code, array_type: type) -> Routine:
-    """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
+    """Compile ``code`` for arrays of ``array_type`` (any type eager ops take: numpy.ndarray,
+    torch.Tensor, jax.Array, dask.array.Array)."""
     backend = backend_for(array_type)
-    xp = _namespace(backend)
+    xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
-    mode = xp.inference_mode if backend.name == "torch" else None
+    mode = backend.routine_mode()
     steps = []
     for item in fuse_repeats(code):
         if isinstance(item, Assign):
@@ -206,14 +207,6 @@ def fold_zero_init(code: Code) -> Code:
             zeroed.pop(key, None)
         out.append(a)
     return Code([a for i, a in enumerate(out) if i not in drop])
-
-
-def _namespace(backend: Backend) -> Any:
-    if backend.name == "torch":
-        return backend.torch  # type: ignore[attr-defined]
-    if backend.name == "numpy":
-        return backend.np  # type: ignore[attr-defined]
-    raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
 
 
 def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
