@@ -139,3 +139,35 @@ def test_a_graph_refuses_to_mix_integers_and_floats():
     assert ts.einsum("ij;jk=>ik", a, b).dtype == np.float64
     with pytest.raises(TypeError, match="integer data"):
         G.einsum("ij;jk=>ik", a, b)
+
+
+def test_the_mlp_demo_trains_on_a_jax_graph():
+    """The two-moons MLP (:mod:`tensig.demos.moons`) in a graph of JAX arrays: its gradients
+    are the NumPy graph's up to float32 rounding, and training lowers the loss."""
+    pytest.importorskip("jax")
+    import jax
+
+    from tensig.demos import moons
+
+    g = np.random.default_rng(0)
+    xs = g.standard_normal((200, 2)).astype(np.float32)
+    onehot = np.eye(2, dtype=np.float32)[(xs[:, 0] * xs[:, 1] > 0).astype(np.int64)]
+    grads, losses = {}, {}
+    for backend in ("numpy", "jax"):
+        with G.new_graph(backend) as graph:
+            m = moons.build(xs, onehot)  # parameters drawn from (seed, name): the same values
+            G.grad_update(m.loss).backward()
+            grads[backend] = [graph.store.read(p.grad) for p in m.params]
+            trainer = m.trainer(xs, onehot, lr=0.01)
+            losses[backend] = [trainer.step(trainer.rows_of(i)) for i in range(10)]
+    assert all(isinstance(x, jax.Array) for x in grads["jax"])
+    # rounding adds up along the chain of reductions: the batch, two hidden layers, the
+    # classes and the softmax's sum
+    length = moons.BATCH + 32 + 32 + 2 * moons.CLASSES
+    for ours, theirs in zip(grads["jax"], grads["numpy"], strict=True):
+        assert ours.dtype == theirs.dtype == np.float32
+        assert_equal_up_to_rounding(np.asarray(ours), theirs, dtype=np.float32, length=length,
+                                    magnitude=np.abs(theirs).max())
+    assert losses["jax"][-1] < 0.5 * losses["jax"][0]
+    # ten Adam steps carry the rounding differences along: ~800 float32 ulps
+    np.testing.assert_allclose(losses["jax"], losses["numpy"], rtol=1e-4)

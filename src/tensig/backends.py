@@ -172,6 +172,11 @@ class Backend:
         """The ``n x n`` identity of ``like``'s dtype (and device)."""
         return self.namespace.eye(n, dtype=like.dtype)
 
+    def reads_cheaply(self, x: Any) -> bool:
+        """Whether reading a value of ``x`` back into Python is cheap: not on an accelerator
+        (the read would wait for it), not lazy (the read would compute the graph)."""
+        return True
+
 
 class _ArrayAPIBackend(Backend):
     """NumPy's API, shared by NumPy, JAX and Dask: ``xp`` is the library's namespace."""
@@ -693,6 +698,9 @@ class TorchBackend(Backend):
     def eye(self, n: int, like: Any) -> Any:
         return self.torch.eye(n, dtype=like.dtype, device=like.device)
 
+    def reads_cheaply(self, x: Any) -> bool:
+        return x.device.type == "cpu"  # type: ignore[no-any-return]
+
 
 class JaxBackend(_ArrayAPIBackend):
     name = "jax"
@@ -738,6 +746,9 @@ class JaxBackend(_ArrayAPIBackend):
 
     def eye(self, n: int, like: Any) -> Any:
         return self.jnp.eye(n, dtype=like.dtype, device=like.device)
+
+    def reads_cheaply(self, x: Any) -> bool:
+        return all(d.platform == "cpu" for d in x.devices())
 
 
 class DaskBackend(_ArrayAPIBackend):
@@ -797,6 +808,9 @@ class DaskBackend(_ArrayAPIBackend):
         x = x.copy()
         x[index] = x[index] + v
         return x
+
+    def reads_cheaply(self, x: Any) -> bool:
+        return False
 
 
 _BACKENDS: dict[str, type[Backend]] = {

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensig.backends import backend_for
+
 __all__ = [
     "ACCUMULATORS",
     "BINARY",
@@ -275,7 +277,7 @@ def _finite(xp: Any, a: Any) -> bool:
     """Whether every element of ``a`` is finite, cheaply: an infinity or NaN makes the sum
     non-finite (an overflowing sum only costs the exact slow path).  Never on an accelerator,
     where reading the answer would wait for the device (and ``where`` is fast there)."""
-    if _is_torch(xp) and a.device.type != "cpu":
+    if not backend_for(type(a)).reads_cheaply(a):
         return False
     return math.isfinite(float(a.sum()))
 
@@ -425,13 +427,9 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     into row ``ids`` of it (repeated ids add up)."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
-    flat = ids.reshape(-1)
-    if _is_torch(xp):
-        acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype, device=g.device)
-        return acc.index_add_(0, flat, rows).reshape(shape)
-    acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype)
-    xp.add.at(acc, flat, rows)
-    return acc.reshape(shape)
+    backend = backend_for(type(g))  # its scatter-add: in place, or functional (JAX)
+    acc = backend.full((shape[0], rows.shape[1]), 0, g)
+    return backend.index_add(acc, ids, rows).reshape(shape)
 
 
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
@@ -459,7 +457,7 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
         keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
     if _is_torch(xp):
         return xp.from_numpy(keep).to(device=like.device, dtype=like.dtype)
-    return keep.astype(like.dtype, copy=False)
+    return backend_for(type(like)).asarray(keep.astype(like.dtype, copy=False))
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.compile`):

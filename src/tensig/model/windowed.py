@@ -412,7 +412,7 @@ def _scatter_into(store: Store, lhs: Buf, p: Any, pairs: list[tuple[Any, Any]],
     # a fresh array (a copy of the old value): the scatter below writes into it
     grad = store.read(lhs) + 0 if add and store.has(lhs) else backend.full(lhs_dims, 0, p)
     for dst, src in pairs:
-        grad[dst] += p[src]
+        grad = backend.scatter_add(grad, dst, p[src])  # in place where arrays are mutable
     store.write(lhs, grad)
 
 
