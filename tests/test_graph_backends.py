@@ -171,3 +171,30 @@ def test_the_mlp_demo_trains_on_a_jax_graph():
     assert losses["jax"][-1] < 0.5 * losses["jax"][0]
     # ten Adam steps carry the rounding differences along: ~800 float32 ulps
     np.testing.assert_allclose(losses["jax"], losses["numpy"], rtol=1e-4)
+
+
+def test_a_dask_graph_runs_lazily_and_refuses_to_train():
+    """Forward and gradient routines on Dask arrays build task graphs (the result computes
+    to the NumPy graph's); a Trainer refuses Dask, whose parameters would chain every step."""
+    da = pytest.importorskip("dask.array")
+    from tensig.demos import moons
+    from tensig.model.train import Trainer, sgd
+
+    g = np.random.default_rng(1)
+    xs = g.standard_normal((40, 2)).astype(np.float32)
+    onehot = np.eye(2, dtype=np.float32)[(xs[:, 0] > 0).astype(np.int64)]
+    values = {}
+    for backend in ("numpy", "dask"):
+        with G.new_graph(backend) as graph:
+            m = moons.build(xs, onehot)
+            G.grad_update(m.loss).backward()
+            values[backend] = [graph.store.read(p.grad) for p in m.params]
+            if backend == "dask":
+                with pytest.raises(TypeError, match="lazy arrays of a 'dask' graph"):
+                    Trainer(m.loss, sgd(m.params, lr=0.1), {m.x: xs, m.t: onehot})
+    assert all(isinstance(x, da.Array) for x in values["dask"])
+    length = moons.BATCH + 32 + 32 + 2 * moons.CLASSES
+    for ours, theirs in zip(values["dask"], values["numpy"], strict=True):
+        assert ours.dtype == theirs.dtype
+        assert_equal_up_to_rounding(ours.compute(), theirs, dtype=np.float32, length=length,
+                                    magnitude=np.abs(theirs).max())

@@ -133,6 +133,10 @@ class Backend:
         return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
 
     # -- compiled routines: the arrays a graph's store holds ----------------------------------
+    #: whether arrays are lazy (a task graph computed on demand): a training loop's parameters
+    #: would then be a graph of every step before, so training refuses such a backend
+    lazy = False
+
     @property
     def namespace(self) -> Any:
         """The library's array functions (numpy, torch, jax.numpy, dask.array): what the IR's
@@ -787,6 +791,8 @@ class DaskBackend(_ArrayAPIBackend):
         return sliding_window_view(x, size, axis=axis)
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
+    lazy = True
+
     @property
     def array_type(self) -> type:
         return self.da.Array  # type: ignore[no-any-return]
