@@ -16,6 +16,7 @@ from tensig.backends.base import (
     all_zero,
     backend_among,
     backend_for,
+    backend_named,
     backend_of,
     backend_of_namespace,
     is_array,
@@ -32,6 +33,6 @@ from tensig.backends.numpy import NumpyBackend, _NumpyGemm  # noqa: F401 (tests)
 from tensig.backends.torch import TorchBackend
 
 __all__ = ["Backend", "DaskBackend", "JaxBackend", "NumpyBackend", "TorchBackend", "all_zero",
-           "backend_among", "backend_for", "backend_of", "backend_of_namespace", "dask",
-           "is_array", "is_integer", "jax", "library_of", "neutral_max", "neutral_min",
+           "backend_among", "backend_for", "backend_named", "backend_of", "backend_of_namespace",
+           "dask", "is_array", "is_integer", "jax", "library_of", "neutral_max", "neutral_min",
            "numpy", "register", "torch", "unregister"]

@@ -181,6 +181,30 @@ class Backend:
         """The library's ``vmap`` (``torch.vmap``, ``jax.vmap``), or ``None``."""
         return None
 
+    # -- compiled routines: the arrays a graph's store holds ----------------------------------
+    @property
+    def namespace(self) -> Any:
+        """The library's array functions (numpy, torch, jax.numpy, dask.array): what the IR's
+        primitives (:mod:`tensig.execution.ir`) are written over."""
+        return self.xp  # type: ignore[attr-defined]
+
+    @property
+    def array_type(self) -> type:
+        """The type of the library's arrays: what a graph of this backend keeps."""
+        raise NotImplementedError
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        """``value`` (an array of any library, or nested numbers) as an array of this
+        library, its dtype kept, on ``device`` when given: how data enters a graph."""
+        raise NotImplementedError
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        """``x`` with ``v`` added at ``x[index]`` (slices and integers), for an ``x`` the
+        caller owns: written in place where arrays are mutable (NumPy, torch); an immutable
+        library returns a new array (the caller keeps what is returned)."""
+        x[index] += v
+        return x
+
 
 def all_zero(x: Any) -> bool:
     """Whether every element of ``x`` is zero (NaN is not), tested afresh on every call.
@@ -288,6 +312,16 @@ def backend_for(array_type: type) -> Backend:
 @functools.cache
 def _instance(cls: type[Backend]) -> Backend:
     return cls()
+
+
+def backend_named(name: str) -> Backend:
+    """The backend of the library ``name`` ("numpy", "torch", "jax", "dask"): a graph's."""
+    adapter = next((a for a in _BY_MODULE.values() if a.name == name), None)
+    if adapter is None:
+        names = dict.fromkeys(a.name for a in _BY_MODULE.values())
+        raise ValueError(f"a graph's backend is one of {', '.join(map(repr, names))}, "
+                         f"not {name!r}")
+    return _instance(adapter)
 
 
 def backend_of(xs: Sequence[Any]) -> Backend:

@@ -47,3 +47,35 @@ class DaskBackend(ArrayAPIBackend):
         from dask.array.lib.stride_tricks import sliding_window_view
 
         return sliding_window_view(x, size, axis=axis)
+
+    # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
+    @property
+    def array_type(self) -> type:
+        return self.da.Array  # type: ignore[no-any-return]
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        if device is not None:
+            raise ValueError(f"device={device!r}: Dask places chunks by its scheduler")
+        if isinstance(value, self.da.Array):
+            return value
+        import numpy
+
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        return self.da.from_array(numpy.asarray(value))
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        # dask's item assignment records a new task on the same Python object, so the sum is
+        # built first (``x[index] += v`` reads and writes one block of the graph)
+        x = x.copy()
+        x[index] = x[index] + v
+        return x
+
+    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+        """Without a scatter kernel, a one-hot product: exact, as each sum has one term per
+        id."""
+        hot = ids.reshape(-1)[:, None] == self.da.arange(n)[None, :]
+        return self.einsum("iv,in->vn", hot.astype(rows.dtype), rows)
+
+    def on_host(self, x: Any) -> bool:
+        return False  # reading a value computes the task graph

@@ -35,3 +35,32 @@ class JaxBackend(ArrayAPIBackend):
 
     def masked_set(self, out: Any, mask: Any, values: Any) -> Any:
         return out.at[mask].set(values)  # JAX arrays are immutable
+
+    # -- compiled routines: JAX arrays are immutable, so every store builds a new array -------
+    @property
+    def array_type(self) -> type:
+        import jax
+
+        return jax.Array  # type: ignore[no-any-return]
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        x = self.jnp.asarray(value)
+        if device is None:
+            return x
+        import jax
+
+        if isinstance(device, str):  # "cpu", "gpu:1": a platform and an index
+            platform, _, index = device.partition(":")
+            device = jax.devices(platform)[int(index or 0)]
+        return jax.device_put(x, device)
+
+    def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
+        return x.at[index].add(v)
+
+    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+        return self.jnp.zeros((n, rows.shape[1]), dtype=rows.dtype).at[ids].add(rows)
+
+    def on_host(self, x: Any) -> bool:
+        return all(d.platform == "cpu" for d in x.devices())

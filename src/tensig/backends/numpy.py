@@ -33,6 +33,17 @@ class NumpyBackend(ArrayAPIBackend):
     def ufunc(self, op: Any) -> Any:
         return op
 
+    @property
+    def array_type(self) -> type:
+        return self.np.ndarray  # type: ignore[no-any-return]
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        if device not in (None, "cpu"):
+            raise ValueError(f"device={device!r}: NumPy arrays live on the CPU")
+        if hasattr(value, "detach"):  # a torch tensor, possibly on an accelerator
+            value = value.detach().cpu()
+        return self.np.asarray(value)
+
     def from_numpy(self, a: Any, like: Any) -> Any:
         return a
 

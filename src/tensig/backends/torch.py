@@ -31,6 +31,18 @@ class TorchBackend(Backend):
     def no_autograd(self) -> Any:
         return self.torch.inference_mode
 
+    @property
+    def array_type(self) -> type:
+        return self.torch.Tensor  # type: ignore[no-any-return]
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        t = self.torch
+        if not isinstance(value, t.Tensor):
+            import numpy
+
+            value = t.as_tensor(numpy.asarray(value))
+        return value if device is None else value.to(device)
+
     def scalar_operand(self, value: int | float) -> Any:
         """A 0-d tensor: torch wraps a Python number in a fresh tensor on every call (~2 us,
         as much as the operation on a small array); a 0-d tensor made once behaves the same
@@ -63,14 +75,23 @@ class TorchBackend(Backend):
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        return self.torch.einsum(subscripts, *xs)
+        """``torch.einsum`` in the operands' promoted dtype, as ``numpy.einsum``: a sum of one
+        int8 operand comes back int8 (torch's widens to int64; the cast back wraps as the
+        int8 sum would), operands of mixed dtypes are promoted first (see _promoted)."""
+        t = self.torch
+        try:
+            out = t.einsum(subscripts, *xs)
+        except (RuntimeError, NotImplementedError):
+            einsum = functools.partial(t.einsum, subscripts)
+            return self._promoted(einsum, einsum, xs)
+        dtype = functools.reduce(t.promote_types, [x.dtype for x in xs])
+        return out if out.dtype == dtype else out.to(dtype)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
-        plan = matmul_plan(self.torch.matmul, subscripts, shapes)
         einsum = functools.partial(self.torch.einsum, subscripts)
-        if plan is None:
-            return einsum
+        # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64)
+        plan = matmul_plan(self.torch.matmul, subscripts, shapes, keep_dtype=True) or einsum
 
         def contract(*xs: Any) -> Any:
             try:  # the try costs nothing on the fast path

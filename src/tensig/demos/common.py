@@ -66,14 +66,14 @@ def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
 
 
 def command_line(main: Callable[..., float], argv: list[str] | None = None) -> float:
-    """A demo's command line: ``--epochs N --backend numpy|torch --device cuda
+    """A demo's command line: ``--epochs N --backend numpy|torch|jax --device cuda
     --distributed`` (the last under ``python -m torch.distributed.run --nproc_per_node 2 -m
     tensig.demos.digits --distributed``)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog=main.__module__)
     ap.add_argument("--epochs", type=int, default=None)
-    ap.add_argument("--backend", default="numpy", choices=["numpy", "torch"])
+    ap.add_argument("--backend", default="numpy", choices=["numpy", "torch", "jax"])
     ap.add_argument("--device", default=None)
     ap.add_argument("--distributed", action="store_true",
                     help="one replica of a torchrun data-parallel run")

@@ -131,7 +131,7 @@ def scatter_add(backend: Backend, onto: Any, p: Any, pairs: list[tuple[Any, Any]
     its strided positions (see :func:`scatter_pairs`): a fresh array."""
     out = onto + 0 if onto is not None else backend.full(dims, 0, p)
     for dst, src in pairs:
-        out[dst] += p[src]
+        out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
     return out
 
 

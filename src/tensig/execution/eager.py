@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tensig.backends import backend_of
@@ -241,7 +242,18 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     backend = backend_of(arrays)
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
-    return build_plan(inferred, OPS[op], backend)
+    plan = build_plan(inferred, OPS[op], backend)
+    return plan if plan.shape.dims else _zero_d(plan, backend)
+
+
+def _zero_d(plan: Plan, backend: Any) -> Plan:
+    """A plan whose 0-d result is an array: NumPy's reductions to no axes give scalars
+    (``numpy.float64``), which neither carry on as arrays nor match what a compiled routine
+    stores."""
+    run, direct = plan.run, plan.direct
+    return replace(plan, run=lambda arrays: backend.asarray(run(arrays)),
+                   direct=None if direct is None else
+                   lambda *xs: backend.asarray(direct(*xs)))
 
 
 def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,

@@ -204,6 +204,10 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
            dims: list[int]) -> tuple[str, int]:
     """Source that indexes fixed positions, takes diagonals and lines ``x`` (of sizes
     ``dims``) up with the product space; and the rank of the result."""
+    if not labels and product:  # a 0-d operand: torch's give way to any dimensioned one in
+        # type promotion (float16 times a 0-d float32 is float16); a size-1 array promotes as
+        # NumPy and the eager API do
+        return f"{x}.reshape({(1,) * len(product)!r})", len(product)
     if _broadcasts_as_is(labels, product, dims):
         return x, len(labels)
     x = src.fixed(x, labels)
@@ -369,8 +373,8 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
     if reduced:
         axes = tuple(product.index(lab) for lab in reduced)
         how = ACCUMULATORS[a.accum or "+"][2]
-        if how == "sum":
-            src.emit(f"v = v.sum({axes!r})")
+        if how == "sum":  # in v's dtype, as einsum sums (an int8 ``sum`` widens to int64)
+            src.emit(f"v = v.sum({axes!r}, dtype=v.dtype)")
         else:
             src.emit(f"v = {src.bind(_reduce, 'reduce')}(v, {how!r}, {axes!r}, backend)")
     kept = [lab for lab in product if lab not in reduced]
@@ -446,6 +450,8 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
         else:
             src.emit(f"old = A.get({key!r})")
             src.emit(f"v = {start} if old is None else {combine.format('old', 'v')}")
+    if not shape:  # NumPy's operations on 0-d arrays give scalars: a store holds arrays
+        src.emit("v = backend.asarray(v)")
     src.emit(f"A[{key!r}] = v if v.shape == {shape!r} else backend.broadcast_to(v, {shape!r})")
 
 

@@ -92,9 +92,10 @@ class Routine:
 
 
 def compile_code(code: Code, array_type: type) -> Routine:
-    """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor)."""
+    """Compile ``code`` for arrays of ``array_type`` (any type eager ops take: numpy.ndarray,
+    torch.Tensor, jax.Array, dask.array.Array)."""
     backend = backend_for(array_type)
-    xp = _namespace(backend)
+    xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
     steps = []
@@ -217,12 +218,6 @@ def fold_zero_init(code: Code) -> Code:
             zeroed.pop(key, None)
         out.append(a)
     return Code([a for i, a in enumerate(out) if i not in drop])
-
-
-def _namespace(backend: Backend) -> Any:
-    if not backend.compiles:
-        raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
-    return backend.xp  # type: ignore[attr-defined]
 
 
 def _uses_of(a: Assign, bufs: list[Buf]) -> tuple[tuple[AxisUse, ...], list[tuple[AxisUse, ...]]]:

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import library_of
+from tensig.backends import backend_named, library_of
 from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import RowNode, SRow
-from tensig.execution.eager import register_tensor_type
+from tensig.execution.eager import RowArray, register_tensor_type
 from tensig.execution.ir import CASTS, Buf, Code, Expr, Projections
 from tensig.execution.ir import prim as _e
 from tensig.execution.price import itemsize
@@ -83,8 +83,8 @@ class Graph:
     """Every tensor built in one graph shares one shape inference and one array store."""
 
     def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
-        if backend not in ("numpy", "torch"):
-            raise ValueError(f"a graph's backend is 'numpy' or 'torch', not {backend!r}")
+        #: the adapter of the array library every array of the graph belongs to
+        self.adapter = backend_named(backend)
         if backend == "numpy" and device not in (None, "cpu"):
             raise ValueError(f"device={device!r} needs the torch backend "
                              "(new_graph('torch', device=...)); NumPy arrays live on the CPU")
@@ -112,17 +112,10 @@ class Graph:
             self._solved = len(self.tensors)
 
     def array(self, value: Any, device: Any = None) -> Any:
-        """``value`` as an array of the graph's backend: NumPy, or a torch tensor on
-        ``device`` (the graph's by default).  Every array entering the store comes through
-        here (initial values, fed data, optimizer state, checkpoints)."""
-        if self.backend != "torch":
-            return np.asarray(value)
-        import torch
-
-        device = self.device if device is None else device
-        if isinstance(value, torch.Tensor):
-            return value.to(device)
-        return torch.as_tensor(np.asarray(value), device=device)
+        """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
+        graph's by default).  Every array entering the store comes through here (initial
+        values, fed data, optimizer state, checkpoints)."""
+        return self.adapter.to_array(value, self.device if device is None else device)
 
     @property
     def training(self) -> bool:
@@ -142,11 +135,7 @@ class Graph:
 
     @property
     def array_type(self) -> type:
-        if self.backend == "torch":
-            import torch
-
-            return torch.Tensor
-        return np.ndarray
+        return self.adapter.array_type
 
     def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
                ) -> list[tuple[str, Shape, int]]:
@@ -186,9 +175,10 @@ def current_graph() -> Graph:
 def new_graph(backend: str = "numpy", device: str | None = None) -> Iterator[Graph]:
     """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``).
 
-    ``backend`` is ``"numpy"`` or ``"torch"``; with torch, ``device`` (``"cuda"``,
-    ``"cuda:1"``, ...; the CPU by default) is where every array of the graph lives: parameters,
-    fed data, optimizer state and what the routines compute.
+    ``backend`` is ``"numpy"``, ``"torch"``, ``"jax"`` or ``"dask"``: the library of every
+    array of the graph (parameters, fed data, optimizer state and what the routines compute).
+    With torch, ``device`` (``"cuda"``, ``"cuda:1"``, ...; the CPU by default) is where they
+    live; with JAX, a platform (``"gpu"``, ``"cpu:0"``; JAX's default device by default).
     """
     g = Graph(backend, device)
     token = _GRAPH.set(g)
@@ -518,24 +508,27 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
 
 
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
-    """Run one operation on arrays through a throwaway graph (same shape rules, same code)."""
-    first = next(o for o in operands if hasattr(o, "shape"))
-    backend = "torch" if library_of(type(first)) == "torch" else "numpy"
-    with new_graph(backend, str(first.device) if backend == "torch" else None):
+    """Run one operation on arrays through a throwaway graph (same shape rules, same code):
+    a graph of the arrays' own library, on their device, keeping their dtypes, so the result
+    is the array ``tensig.einsum`` and its siblings give (an array with rows gives one)."""
+    arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
+    library = library_of(type(arrays[0]))
+    device = arrays[0].device if library == "torch" else None
+    with new_graph(library, device):
         args = []
         for i, o in enumerate(operands):
             rows = getattr(o, "rows", None)
             if rows is not None:  # an array with its three rows
-                t = leaf(f"x{i}", np.asarray(o.array, np.float32), batch=len(rows.batch),
-                         input=len(rows.input))
+                t = leaf(f"x{i}", o.array, batch=len(rows.batch), input=len(rows.input))
             elif hasattr(o, "shape"):
-                t = leaf(f"x{i}", np.asarray(o.detach().cpu() if hasattr(o, "detach") else o,
-                                             np.float32))
+                t = leaf(f"x{i}", o)
             else:  # a number
                 t = o
             args.append(t)
         out = apply(opdef, *args)
         value = Model(out).run()
+    if any(getattr(o, "rows", None) is not None for o in operands):
+        return RowArray(value, out.shape)
     return value
 
 

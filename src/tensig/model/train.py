@@ -267,6 +267,12 @@ class Trainer:
         if on_nonfinite not in _NONFINITE:
             raise ValueError(f"on_nonfinite must be one of {', '.join(map(repr, _NONFINITE))}, "
                              f"not {on_nonfinite!r}")
+        if loss.graph.adapter.lazy:
+            raise TypeError(
+                f"a Trainer computes each step's parameters from the last ones; on the lazy "
+                f"arrays of a {loss.graph.backend!r} graph every parameter would be a task "
+                "graph of all the steps before it.  Train on NumPy (or torch, JAX); Dask "
+                "graphs run forward and gradient routines lazily (Model.run, backward)")
         self.on_nonfinite = on_nonfinite
         self.loss, self.opt = loss, optimizer
         t0 = time.perf_counter()
