@@ -8,6 +8,8 @@
   torch.nn.functional.conv2d on the CPU (targets: >= 0.5x with NumPy, >= 0.9x with torch);
   2x2 max pooling against torch.nn.functional.max_pool2d.
 
+- the padded 3x3 convolution (stride 1) on JAX arrays against ``lax.conv_general_dilated``
+  on the same NHWC data, jitted (target: >= 0.83x, a time within 1.2x); skipped without jax;
 - a chunked float32 4000x3000 @ 3000x2000 contraction on Dask (a ``LocalCluster`` of two
   workers, one thread each) against ``da.tensordot`` and ``da.matmul`` (target: >= 0.83x, a
   time within 1.2x); skipped without dask.distributed.
@@ -98,6 +100,28 @@ def bench_conv() -> None:
     row("max pool 2x2, torch backend", t_tt, t_torch, "torch max_pool2d", "report")
 
 
+def bench_jax_conv() -> None:
+    try:
+        import jax
+        from jax import lax
+    except ImportError:
+        print("\njax not installed: the JAX convolution row is skipped")
+        return
+    print("\npadded 3x3 convolution NHWC 16x64x64x32 -> 64 channels on JAX arrays "
+          "(median of 7, alternating)")
+    rng = np.random.default_rng(0)
+    x = jax.numpy.asarray(rng.random((16, 64, 64, 32), dtype=np.float32))
+    w = jax.numpy.asarray(rng.random((64, 3, 3, 32), dtype=np.float32))  # (oc, kh, kw, ic)
+    conv = jax.jit(lambda x, w: lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "OHWI", "NHWC")))
+    spec = "...|oh=+kh, ow=+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
+    xr, wr = ts.rows(x, batch=1), ts.rows(w, input=3)
+    t_lax, t_ts = interleaved(lambda: conv(x, w).block_until_ready(),
+                              lambda: ts.einsum(spec, xr, wr).array.block_until_ready(),
+                              repeat=7)
+    row("conv stride 1, jax backend", t_ts, t_lax, "lax.conv_general_dilated", ">= 0.83")
+
+
 def bench_dask(size: int = 1000) -> None:
     try:
         import dask.array as da
@@ -122,7 +146,8 @@ def bench_dask(size: int = 1000) -> None:
     row("tensig.einsum (dask)", t_ts, t_mm, "da.matmul (A @ B)", ">= 0.83")
 
 
-ROWS = {"tiny": bench_tiny, "large": bench_large, "conv": bench_conv, "dask": bench_dask}
+ROWS = {"tiny": bench_tiny, "large": bench_large, "conv": bench_conv,
+        "jaxconv": bench_jax_conv, "dask": bench_dask}
 
 
 if __name__ == "__main__":
