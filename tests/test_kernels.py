@@ -116,3 +116,41 @@ def test_jax_convolution_of_integers_sums_in_their_dtype():
     got = ts.einsum(spec, jax.numpy.asarray(x), jax.numpy.asarray(w))
     want = ts.einsum(spec, x, w)
     assert got.dtype == want.dtype == np.int8 and np.array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("library", ["torch", "jax"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lift_runs_through_the_library_vmap(library, dtype, monkeypatch):
+    """A lifted function of torch / JAX arrays runs as the library's own nested ``vmap``, made
+    once per frame rank (not per call), with Remora's prefix agreement; values against
+    ``numpy.einsum`` within the rounding of a sum of 16 terms."""
+    from tensig import rank
+
+    lib = pytest.importorskip(library)
+    vmaps = []
+    real = lib.vmap
+
+    def counting(f, *args, **kwargs):
+        vmaps.append(f)
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(lib, "vmap", counting)
+    to = (lambda x: lib.tensor(x)) if library == "torch" else lib.numpy.asarray
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((1000, 16)).astype(dtype), rng.standard_normal(16).astype(dtype)
+    c = rng.standard_normal((7, 5, 16)).astype(dtype)
+    dot = rank.lift(lambda x, y: (x * y).sum(), "n; n => ")
+    for _ in range(3):
+        x = to(a)  # JAX without x64 holds float64 data as float32
+        got = dot(x, to(b))
+        assert got.shape == (1000,) and got.dtype == x.dtype
+        dtype = np.dtype(str(x.dtype).removeprefix("torch."))
+        assert_equal_up_to_rounding(np.asarray(got), np.einsum("in,n->i", a, b), dtype=dtype,
+                                    length=16, magnitude=np.abs(a) @ np.abs(b))
+    assert len(vmaps) == 1, vmaps  # one frame axis: one vmap, kept across calls
+    # a frame of rank 2 whose second argument's frame (7,) is a prefix: replicated
+    got = dot(to(c), to(c[:, 0]))
+    assert_equal_up_to_rounding(np.asarray(got), np.einsum("ijn,in->ij", c, c[:, 0]),
+                                dtype=dtype, length=16,
+                                magnitude=np.einsum("ijn,in->ij", np.abs(c), np.abs(c[:, 0])))
+    assert len(vmaps) == 3
