@@ -652,6 +652,8 @@ def _via_ufunc(call: _Call) -> Any:
 
 def _equalise(call: _Call) -> list[Any]:
     """Every array broadcast to ``principal frame + its cell``: views, no copies."""
+    if all(f == call.frame for f in call.frames):  # the common case: nothing to replicate
+        return list(call.arrays)
     n, out = len(call.frame), []
     for a, f, c in zip(call.arrays, call.frames, call.cells, strict=True):
         a = _align(call.backend, a, f, c, n, len(c))
