@@ -8,8 +8,15 @@
   torch.nn.functional.conv2d on the CPU (targets: >= 0.5x with NumPy, >= 0.9x with torch);
   2x2 max pooling against torch.nn.functional.max_pool2d.
 
+- the padded 3x3 convolution (stride 1) on JAX arrays against ``lax.conv_general_dilated``
+  on the same NHWC data, jitted (target: >= 0.83x, a time within 1.2x); skipped without jax;
+- a chunked float32 4000x3000 @ 3000x2000 contraction on Dask (a ``LocalCluster`` of two
+  workers, one thread each) against ``da.tensordot`` and ``da.matmul`` (target: >= 0.83x, a
+  time within 1.2x); skipped without dask.distributed.
+
 Prints medians and ratios (anchor time / tensig time: above 1 means tensig is faster).
-Run: ``.venv/bin/python bench/bench_exec.py``.
+Run: ``.venv/bin/python bench/bench_exec.py`` (all rows), or name the rows to run:
+``bench/bench_exec.py dask`` (``dask --size 1000`` for a quick check at a smaller size).
 """
 
 from __future__ import annotations
@@ -93,7 +100,64 @@ def bench_conv() -> None:
     row("max pool 2x2, torch backend", t_tt, t_torch, "torch max_pool2d", "report")
 
 
+def bench_jax_conv() -> None:
+    try:
+        import jax
+        from jax import lax
+    except ImportError:
+        print("\njax not installed: the JAX convolution row is skipped")
+        return
+    print("\npadded 3x3 convolution NHWC 16x64x64x32 -> 64 channels on JAX arrays "
+          "(median of 7, alternating)")
+    rng = np.random.default_rng(0)
+    x = jax.numpy.asarray(rng.random((16, 64, 64, 32), dtype=np.float32))
+    w = jax.numpy.asarray(rng.random((64, 3, 3, 32), dtype=np.float32))  # (oc, kh, kw, ic)
+    conv = jax.jit(lambda x, w: lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "OHWI", "NHWC")))
+    spec = "...|oh=+kh, ow=+kw, ic; |kh, kw, ic -> oc => ...|oh, ow, oc"
+    xr, wr = ts.rows(x, batch=1), ts.rows(w, input=3)
+    t_lax, t_ts = interleaved(lambda: conv(x, w).block_until_ready(),
+                              lambda: ts.einsum(spec, xr, wr).array.block_until_ready(),
+                              repeat=7)
+    row("conv stride 1, jax backend", t_ts, t_lax, "lax.conv_general_dilated", ">= 0.83")
+
+
+def bench_dask(size: int = 1000) -> None:
+    try:
+        import dask.array as da
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        print("\ndask.distributed not installed: the Dask row is skipped")
+        return
+    m, k, n = 4 * size, 3 * size, 2 * size
+    print(f"\nDask contraction {m}x{k} @ {k}x{n} float32, chunks of {size}x{size}, a "
+          "LocalCluster of 2 workers x 1 thread (median of 3, alternating)")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster):
+        rng = da.random.default_rng(0)
+        a = rng.random((m, k), dtype=np.float32, chunks=size).persist()
+        b = rng.random((k, n), dtype=np.float32, chunks=size).persist()
+        lazy = ts.einsum("ij;jk=>ik", a, b)
+        assert isinstance(lazy, da.Array), type(lazy)  # the result stays lazy
+        t_td, t_mm, t_ts = interleaved(
+            lambda: da.tensordot(a, b, axes=1).compute(), lambda: (a @ b).compute(),
+            lambda: ts.einsum("ij;jk=>ik", a, b).compute(), repeat=3)
+    row("tensig.einsum (dask)", t_ts, t_td, "da.tensordot", ">= 0.83")
+    row("tensig.einsum (dask)", t_ts, t_mm, "da.matmul (A @ B)", ">= 0.83")
+
+
+ROWS = {"tiny": bench_tiny, "large": bench_large, "conv": bench_conv,
+        "jaxconv": bench_jax_conv, "dask": bench_dask}
+
+
 if __name__ == "__main__":
-    bench_tiny()
-    bench_large()
-    bench_conv()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("rows", nargs="*", choices=[[], *ROWS], default=[],
+                        help="the rows to run (default: all)")
+    parser.add_argument("--size", type=int, default=1000,
+                        help="the Dask row's unit: (4u x 3u) @ (3u x 2u) in u x u chunks")
+    args = parser.parse_args()
+    for name in args.rows or ROWS:
+        ROWS[name](args.size) if name == "dask" else ROWS[name]()

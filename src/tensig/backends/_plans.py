@@ -93,6 +93,36 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     return run
 
 
+def tensordot_plan(tensordot: Callable[..., Any], subscripts: str
+                   ) -> Callable[[Any, Any], Any] | None:
+    """``einsum(a,b->out)`` as one ``tensordot`` and a transpose, labels of one operand only
+    summed first (in the operand's dtype); ``None`` when a label repeats within an operand
+    or is batched (in both operands and the result), which ``tensordot`` cannot express."""
+    ins, out = subscripts.split("->")
+    a, b = ins.split(",")
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or any(c in b and c in out for c in a):
+        return None
+    pre_a, pre_b = (reduce_plan(s, "".join(c for c in s if c in out or c in other), True)
+                    for s, other in ((a, b), (b, a)))
+    a = "".join(c for c in a if c in out or c in b)
+    b = "".join(c for c in b if c in out or c in a)
+    k = [c for c in a if c in b]
+    axes = ([a.index(c) for c in k], [b.index(c) for c in k])
+    order = [c for c in a + b if c not in k]
+    perm = [order.index(c) for c in out]
+    moves = perm != sorted(perm)
+
+    def run(x: Any, y: Any) -> Any:
+        if pre_a is not None:
+            x = pre_a(x)
+        if pre_b is not None:
+            y = pre_b(y)
+        r = tensordot(x, y, axes=axes)
+        return r.transpose(perm) if moves else r
+
+    return run
+
+
 def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
     """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
 

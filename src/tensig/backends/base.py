@@ -129,6 +129,11 @@ class Backend:
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         raise NotImplementedError
 
+    def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` (a function of arrays made of this backend's calls) compiled as one kernel
+        where the library compiles (``jax.jit``); elsewhere ``fn`` itself."""
+        return fn
+
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
         raise NotImplementedError
 

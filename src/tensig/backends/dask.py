@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tensig.backends._arrayapi import ArrayAPIBackend
+from tensig.backends._plans import matmul_plan, tensordot_plan
 from tensig.backends.base import register
 
 __all__ = ["DaskBackend"]
@@ -42,6 +44,27 @@ class DaskBackend(ArrayAPIBackend):
         out = self.da.einsum(subscripts, *aligned)
         dtype = np.result_type(*[x.dtype for x in xs])
         return out if out.dtype == dtype else out.astype(dtype)
+
+    def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
+        """Two operands as one ``da.tensordot`` (``da.matmul`` when an axis is batched), with
+        transposes around it: per block a BLAS call, where ``da.einsum`` runs NumPy's einsum
+        loop on every block (9x slower on a 4000x3000 @ 3000x2000 float32 product).  The
+        result stays lazy, in the operands' result dtype as :meth:`einsum`'s; diagonals, one
+        operand and three or more take :meth:`einsum`."""
+        if len(shapes) != 2 or any(n != n for shape in shapes for n in shape):  # nan: unknown
+            return super().contraction(subscripts, shapes)
+        plan = tensordot_plan(self.da.tensordot, subscripts) or \
+            matmul_plan(self.da.matmul, subscripts, shapes, keep_dtype=True)
+        if plan is None:
+            return super().contraction(subscripts, shapes)
+        import numpy as np
+
+        def contract(x: Any, y: Any) -> Any:
+            out = plan(x, y)
+            dtype = np.result_type(x.dtype, y.dtype)  # blocks' partial sums may widen
+            return out if out.dtype == dtype else out.astype(dtype)
+
+        return contract
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from dask.array.lib.stride_tricks import sliding_window_view

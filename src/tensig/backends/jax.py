@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._arrayapi import ArrayAPIBackend
@@ -19,6 +20,26 @@ class JaxBackend(ArrayAPIBackend):
         import jax.numpy as jnp
 
         self.jnp = self.xp = jnp
+
+    def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        import jax
+
+        return jax.jit(fn)
+
+    def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
+             pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
+        """``lax.conv_general_dilated``: ``x`` is (N, C, *spatial), ``w`` is (O, C, *kernel),
+        as the torch adapter's :meth:`TorchBackend.conv` (XLA chooses the memory layout, so
+        ``channels_last`` changes nothing); uneven padding is native."""
+        from jax import lax
+
+        return lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
+                                        rhs_dilation=tuple(dilations))
+
+    def conv_accepts(self, x: Any, w: Any) -> bool:
+        """XLA's conv takes floating operands of one dtype (integers take the windows path,
+        which sums in the operands' dtype as numpy.einsum does)."""
+        return bool(x.dtype == w.dtype and self.jnp.issubdtype(x.dtype, self.jnp.floating))
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         # A gather: JAX has no strided views; XLA fuses the gather into the consumer.

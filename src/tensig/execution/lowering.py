@@ -388,8 +388,9 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     pads = [window_pads(a, int(x_uses[p].size))[1]
             for a, p in zip(idx, x_perm[len(through):], strict=True)]
     accepts = backend.conv_accepts  # type: ignore[attr-defined]
-    x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape)
-    y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm)
+    move = backend.transpose
+    x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape, move)
+    y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm, move)
 
     def step(arrays: Any, neutral: float) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
@@ -451,7 +452,9 @@ def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     geometry = _conv_geometry(layout, backend)
     if geometry is None:
         return None
-    fast, xi = geometry.forward, geometry.xi
+    # JAX: the permutes, reshapes and the conv compiled as one kernel (XLA then folds the
+    # permutes into the conv's layout instead of copying the operands in eager steps)
+    fast, xi = backend.fused(geometry.forward), geometry.xi
     accepts = backend.conv_accepts  # type: ignore[attr-defined]
 
     def step(arrays: Any, neutral: float) -> Any:
@@ -565,9 +568,10 @@ class _ConvGeometry:
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
 
-        self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape)
-        self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape)
-        self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm)
+        move = backend.transpose
+        self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape, move)
+        self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape, move)
+        self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm, move)
 
     def forward(self, x: Any, w: Any) -> Any:
         y = self.backend.conv(self.x_in(x), self.w_in(w),  # type: ignore[attr-defined]
@@ -578,10 +582,11 @@ class _ConvGeometry:
     def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
         """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
         backward = self.backend.conv_backward  # type: ignore[attr-defined]
-        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape)
+        move = self.backend.transpose
+        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, move)
         other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)
         perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
-        out = _reshape_permute(shape, sizes, _inverse(perm))
+        out = _reshape_permute(shape, sizes, _inverse(perm), move)
         strides, dilations, pads = self.strides, self.dilations, self.pads
 
         def grad(g: Any, other: Any) -> Any:
@@ -591,28 +596,29 @@ class _ConvGeometry:
         return grad
 
 
-def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int]
-                     ) -> Callable[[Any], Any]:
-    """``x -> x.permute(perm).reshape(shape)`` (``sizes``: the permuted sizes), without the
-    steps that change nothing -- each is a call of its own on every run."""
+def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int],
+                     move: Callable[[Any, list[int]], Any]) -> Callable[[Any], Any]:
+    """``x -> move(x, perm).reshape(shape)`` (``move``: the backend's transpose; ``sizes``:
+    the permuted sizes), without the steps that change nothing -- each is a call of its own
+    on every run."""
     moves, merges = perm != sorted(perm), list(sizes) != list(shape)
     if moves and merges:
-        return lambda x: x.permute(*perm).reshape(shape)
+        return lambda x: move(x, perm).reshape(shape)
     if moves:
-        return lambda x: x.permute(*perm)
+        return lambda x: move(x, perm)
     if merges:
         return lambda x: x.reshape(shape)
     return lambda x: x
 
 
-def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int]
-                     ) -> Callable[[Any], Any]:
-    """``x -> x.reshape(shape).permute(perm)`` (``sizes``: x's), likewise pruned."""
+def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int],
+                     move: Callable[[Any, list[int]], Any]) -> Callable[[Any], Any]:
+    """``x -> move(x.reshape(shape), perm)`` (``sizes``: x's), likewise pruned."""
     moves, splits = perm != sorted(perm), list(sizes) != list(shape)
     if moves and splits:
-        return lambda x: x.reshape(shape).permute(*perm)
+        return lambda x: move(x.reshape(shape), perm)
     if moves:
-        return lambda x: x.permute(*perm)
+        return lambda x: move(x, perm)
     if splits:
         return lambda x: x.reshape(shape)
     return lambda x: x

@@ -225,6 +225,7 @@ class Lifted:
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
         self.inner: Lifted | None = None  # set by rerank's eta-expansion
         self._funs = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Fun))
+        self._vmapped: dict[tuple[Any, int], Callable[..., Any]] = {}  # see _via_vmap
         if doc is not None:
             self.__doc__ = doc
 
@@ -652,6 +653,8 @@ def _via_ufunc(call: _Call) -> Any:
 
 def _equalise(call: _Call) -> list[Any]:
     """Every array broadcast to ``principal frame + its cell``: views, no copies."""
+    if all(f == call.frame for f in call.frames):  # the common case: nothing to replicate
+        return list(call.arrays)
     n, out = len(call.frame), []
     for a, f, c in zip(call.arrays, call.frames, call.cells, strict=True):
         a, target = _align(call.backend, a, f, c, n, len(c)), call.frame + c
@@ -668,16 +671,27 @@ def _via_batched(call: _Call) -> Any:
 
 def _via_vmap(call: _Call) -> Any:
     """Nested ``torch.vmap`` / ``jax.vmap``, one per frame axis; ``NotImplemented`` if the
-    function cannot be vmapped (data-dependent Python control flow, non-array results)."""
+    function cannot be vmapped (data-dependent Python control flow, non-array results).
+
+    When every argument is an array, the nested function is made once per library and frame
+    rank and kept on the lifted function: making it costs as much as running it on a small
+    frame (a ``vmap`` wrapper per axis, each copying the function's metadata)."""
     vmap = call.backend.vmap()
-    fn = call.lf.fn
+    lf = call.lf
+    only_arrays = len(call.args) == len(call.arrays)  # else the cells_fn holds this call's
+    key = (vmap, len(call.frame))
+    g = lf._vmapped.get(key) if only_arrays else None
+    if g is None:
+        fn = lf.fn
 
-    def cells_fn(*arrays: Any) -> Any:
-        return fn(*_merge(call, arrays))
+        def cells_fn(*arrays: Any) -> Any:
+            return fn(*_merge(call, arrays))
 
-    g = cells_fn
-    for _ in call.frame:
-        g = vmap(g)
+        g = fn if only_arrays else cells_fn
+        for _ in call.frame:
+            g = vmap(g)
+        if only_arrays:
+            lf._vmapped[key] = g
     try:
         out = g(*_equalise(call))
     except Exception:
