@@ -395,8 +395,8 @@ class LinearRel(Constraint):
         if False in decided:
             self._fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
         for c, d in zip(checks, decided, strict=True):
-            if d is None:
-                solver.add_condition(c, self.origin, f"{self.expr} = {vt} needs {c}")
+            if d is None:  # decided once above: recorded, as add_condition would
+                solver.conditions.setdefault(c, self.origin)
         solver.set_value(self.names[name], _simplify(solution), self.origin, "linear")
         self.done = True
 
