@@ -505,4 +505,4 @@ def test_annotation_row_variables_follow_the_lexical_rules():
     assert parse_annotation(str(a)) == a
     with pytest.raises(SpecSyntaxError, match="unterminated row variable") as info:
         parse_annotation("B ..v")
-    assert info.value.column == 2
+    assert info.value.column == 2 and "*name" in (info.value.hint or "")

@@ -1,8 +1,9 @@
-"""Shape annotations: ``Shaped[ArrayType, "B T d"]`` and the parser behind it.
+"""Shape annotations: ``Shaped[ArrayType, "B T d"]``, their dtype families and signatures.
 
 An annotation is a shape read as a *type*: the sizes an array must have, named so that every
 argument of a function (and its return value) that mentions ``T`` must agree on it.
-:func:`parse_annotation` turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
+:func:`parse_annotation` (the notation's parser in its annotation mode,
+:mod:`tensig.core.notation`) turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
 :data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap it into a
 ``typing.Annotated`` alias, so static checkers (pyright, mypy) and runtime type checkers
 (beartype) still see the plain ``ArrayType``, while ``tensig.shaped`` and ``tensig.verify``

@@ -350,8 +350,9 @@ class _Parser:
                     self.fail(i, "a row variable needs a name", end=j + 2,
                               hint=f"write ... for {nameless}")
                 return RowVar(text[i + 2:j], (i, j + 2)), j + 2
-            self.fail(i, "unterminated row variable",
-                      hint="a row variable is written ..name.., and the context ellipsis ...",
+            written = ("..name.., and the context ellipsis ..." if self.mode == "spec"
+                       else "*name or ..name.., and any axes ...")
+            self.fail(i, "unterminated row variable", hint=f"a row variable is written {written}",
                       end=min(end, max(j, i + 2)))
         return None
 
