@@ -235,6 +235,20 @@ def test_unsupported_operation_is_a_note_not_a_silent_pass():
     assert not r.ok and not r.complete and "einsum" in r.notes[0]
 
 
+def test_the_numpy_long_tail_is_a_hook_and_a_missing_hook_is_a_note(monkeypatch):
+    """Symbolic arrays reach trace_numpy's fitted fallback through tracing.PLUGINS (the core
+    imports no library model); without the hook the trace stops with a note, never passes."""
+    from tensig.check import tracing
+
+    def f(x):
+        return np.roll(x, 1, axis=0)  # not modelled by hand: fitted
+
+    assert verify(f, "B T => B T").ok
+    monkeypatch.delitem(tracing.PLUGINS, "numpy_fallback")
+    r = verify(f, "B T => B T")
+    assert not r.ok and not r.complete and "before tensig loaded its model" in r.notes[0], str(r)
+
+
 def test_signature_arity_and_syntax():
     with pytest.raises(TypeError, match="takes 1 array argument"):
         verify(lambda x: x, "B; T =>")
