@@ -1,10 +1,10 @@
 # make demo: set up the environment and run the main job.
-# make test: set up the environment (with the test extras) and run the whole suite.
+# make test: set up the environment (with the test extras), then ruff, mypy on src/ and the whole suite.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test typecheck lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,11 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest src tests
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_core.py
@@ -36,4 +40,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_padding.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis build src/*.egg-info

@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             inferred = _inferred_data(r)
     except (SpecSyntaxError, ShapeError, ValueError, TypeError) as e:
         if args.json:
-            data = e.to_dict() if isinstance(e, ShapeError) else {
+            data: dict[str, object] = e.to_dict() if isinstance(e, ShapeError) else {
                 "error": type(e).__name__, "message": str(e)}
             if isinstance(e, SpecSyntaxError):
                 data.update(column=e.column, reason=e.reason, hint=e.hint)

@@ -298,7 +298,7 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
 
 def _dtype_name_for(family: str | None) -> str:
     """A dtype of a family: float32, int32 and bool first, else the first that fits."""
-    if family in _DTYPES:
+    if family is None or family in _DTYPES:
         return _DTYPES[family]
     import numpy as np
 

@@ -219,7 +219,7 @@ def _checksum(array: np.ndarray) -> str:
     """The CRC-32 of an array's little-endian bytes in C order, as 8 hex digits: what the
     header records for each tensor (the bytes safetensors stores)."""
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-    return f"{zlib.crc32(data.reshape(-1).view(np.uint8)):08x}"
+    return f"{zlib.crc32(data.reshape(-1).view(np.uint8).data):08x}"
 
 
 def _concrete_shape(t: Any) -> Shape:

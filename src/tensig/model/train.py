@@ -21,6 +21,7 @@ checkpoint saved after an interrupt resumes without repeating or skipping a step
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import signal
 import threading
@@ -41,7 +42,7 @@ from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
 # twice a training step.
 try:
-    import _signal as _sig
+    _sig: Any = importlib.import_module("_signal")
 except ImportError:  # pragma: no cover - not CPython
     _sig = signal
 
@@ -213,7 +214,8 @@ class _InterruptsHeld:
     __slots__ = ("previous", "received")
 
     def __enter__(self) -> None:
-        self.previous = self.received = None
+        self.previous: Any = None
+        self.received: int | None = None
         if threading.current_thread() is not threading.main_thread():
             return
         previous = _sig.getsignal(signal.SIGINT)
@@ -304,7 +306,7 @@ class Trainer:
         batch = {int(t.shape.batch[0]) if t.shape.batch else None for t in self.data}
         if len(batch) != 1 or None in batch:
             raise ValueError("every data leaf needs the same leading batch axis")
-        self.batch = batch.pop()
+        self.batch: int = next(b for b in batch if b is not None)
         if self.batch > self.n:
             raise ValueError(f"batch size {self.batch} exceeds the dataset ({self.n} rows)")
         # each dataset becomes the backend's array once, checked against its leaf once; a
