@@ -30,6 +30,10 @@ class NumpyBackend(ArrayAPIBackend):
 
         self.np = self.xp = numpy
 
+    @property
+    def array_type(self) -> type:
+        return self.np.ndarray
+
     def ufunc(self, op: Any) -> Any:
         return op
 

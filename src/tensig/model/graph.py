@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import library_of
+from tensig.backends import backend_for, backend_named, graph_backends, is_integer
 from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
@@ -82,19 +82,12 @@ class Graph:
     """Every tensor built in one graph shares one shape inference and one array store."""
 
     def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
-        if backend not in ("numpy", "torch"):
-            raise ValueError(f"a graph's backend is 'numpy' or 'torch', not {backend!r}")
-        if backend == "numpy" and device not in (None, "cpu"):
-            raise ValueError(f"device={device!r} needs the torch backend "
-                             "(new_graph('torch', device=...)); NumPy arrays live on the CPU")
-        if backend == "torch":
-            import torch
-
-            device = torch.device(device if device is not None else "cpu")
-            if device.type == "cuda" and not torch.cuda.is_available():
-                raise ValueError(f"device={str(device)!r}: this torch sees no CUDA device "
-                                 f"(torch {torch.__version__}, built for CUDA "
-                                 f"{torch.version.cuda or 'none'}); use device='cpu'")
+        adapter = backend_named(backend) if backend in graph_backends() else None
+        if adapter is None:
+            raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
+                             f" not {backend!r}")
+        device = adapter.device(device)
+        self.adapter = adapter
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
         self.store = Store(device)
@@ -114,14 +107,7 @@ class Graph:
         """``value`` as an array of the graph's backend: NumPy, or a torch tensor on
         ``device`` (the graph's by default).  Every array entering the store comes through
         here (initial values, fed data, optimizer state, checkpoints)."""
-        if self.backend != "torch":
-            return np.asarray(value)
-        import torch
-
-        device = self.device if device is None else device
-        if isinstance(value, torch.Tensor):
-            return value.to(device)
-        return torch.as_tensor(np.asarray(value), device=device)
+        return self.adapter.to_array(value, self.device if device is None else device)
 
     @property
     def training(self) -> bool:
@@ -141,11 +127,7 @@ class Graph:
 
     @property
     def array_type(self) -> type:
-        if self.backend == "torch":
-            import torch
-
-            return torch.Tensor
-        return np.ndarray
+        return self.adapter.array_type
 
     def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
                ) -> list[tuple[str, Shape, int]]:
@@ -503,8 +485,9 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     """Run one operation on arrays through a throwaway graph (same shape rules, same code)."""
     first = next(o for o in operands if hasattr(o, "shape"))
-    backend = "torch" if library_of(type(first)) == "torch" else "numpy"
-    with new_graph(backend, str(first.device) if backend == "torch" else None):
+    adapter = backend_for(type(first))
+    backend = adapter.name if adapter.name in graph_backends() else "numpy"
+    with new_graph(backend, adapter.device_of(first) if backend == adapter.name else None):
         args = []
         for i, o in enumerate(operands):
             rows = getattr(o, "rows", None)
@@ -863,12 +846,7 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0) -> Tensor:
 def _is_integer(value: Any) -> bool:
     """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
     dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return False
-    if hasattr(dtype, "is_floating_point"):  # torch
-        return not dtype.is_floating_point and not dtype.is_complex and \
-            str(dtype) != "torch.bool"
-    return np.dtype(dtype).kind in "iu"
+    return dtype is not None and is_integer(dtype)
 
 
 def constant(value: Any, *, name: str = "const") -> Tensor:
