@@ -186,6 +186,6 @@ def test_a_device_needs_the_torch_backend(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI's machines
     with pytest.raises(ValueError, match="sees no CUDA device"):
         G.Graph("torch", device="cuda")
-    with pytest.raises(ValueError, match=r"backend is one of .*not 'cupy'") as refused:
+    with pytest.raises(ValueError, match=r"backend is .*not 'cupy'") as refused:
         G.Graph("cupy")
     assert all(f"'{name}'" in str(refused.value) for name in ("numpy", "torch", "jax", "dask"))

@@ -19,6 +19,8 @@ from tensig.backends.base import (
     backend_named,
     backend_of,
     backend_of_namespace,
+    dtype_name,
+    graph_backends,
     is_array,
     is_integer,
     library_of,
@@ -32,7 +34,29 @@ from tensig.backends.jax import JaxBackend
 from tensig.backends.numpy import NumpyBackend, _NumpyGemm  # noqa: F401 (tests)
 from tensig.backends.torch import TorchBackend
 
-__all__ = ["Backend", "DaskBackend", "JaxBackend", "NumpyBackend", "TorchBackend", "all_zero",
-           "backend_among", "backend_for", "backend_named", "backend_of", "backend_of_namespace",
-           "dask", "is_array", "is_integer", "jax", "library_of", "neutral_max", "neutral_min",
-           "numpy", "register", "torch", "unregister"]
+__all__ = [
+    "Backend",
+    "DaskBackend",
+    "JaxBackend",
+    "NumpyBackend",
+    "TorchBackend",
+    "all_zero",
+    "backend_among",
+    "backend_for",
+    "backend_named",
+    "backend_of",
+    "backend_of_namespace",
+    "dask",
+    "dtype_name",
+    "graph_backends",
+    "is_array",
+    "is_integer",
+    "jax",
+    "library_of",
+    "neutral_max",
+    "neutral_min",
+    "numpy",
+    "register",
+    "torch",
+    "unregister",
+]

@@ -12,8 +12,6 @@ from tensig.backends.base import Backend
 class ArrayAPIBackend(Backend):
     """NumPy's API, shared by NumPy, JAX and Dask: ``xp`` is the library's namespace."""
 
-    xp: Any
-
     def einsum(self, subscripts: str, *xs: Any) -> Any:
         return self.xp.einsum(subscripts, *xs)
 
@@ -61,14 +59,6 @@ class ArrayAPIBackend(Backend):
     def asarray(self, x: Any, like: Any = None) -> Any:
         return self.xp.asarray(x)
 
-    def ufunc(self, op: Any) -> Any:
-        """This library's version of a NumPy ufunc, found by name (``np.add`` -> ``jnp.add``)."""
-        found = getattr(self.xp, op.__name__, None)
-        if found is None:
-            raise TypeError(f"{self.name} has no function named {op.__name__!r} to stand in for "
-                            f"the NumPy ufunc; pass a {self.name} function with vectorized=True")
-        return found
-
     def flip(self, x: Any, axis: int) -> Any:
         return self.xp.flip(x, axis)
 
@@ -88,7 +78,6 @@ class ArrayAPIBackend(Backend):
         return self.xp.zeros(tuple(shape), dtype=dtype)
 
     def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
-        """A new array of ``value`` in the value's own dtype (:meth:`full` takes ``like``'s)."""
         return self.xp.full(tuple(shape), value)
 
     def result_dtype(self, xs: Sequence[Any]) -> Any:
@@ -96,14 +85,12 @@ class ArrayAPIBackend(Backend):
 
     # -- padded batches (tensig.execution.padding) ----------------------------------------------
     def from_numpy(self, a: Any, like: Any) -> Any:
-        """A NumPy array as this library's, on ``like``'s device."""
         return self.xp.asarray(a)
 
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.astype(dtype)
 
     def as_dtype(self, dtype: Any) -> Any:
-        """A dtype given by name (``"float32"``) as this library's dtype."""
         import numpy as np
 
         return np.dtype(dtype) if isinstance(dtype, str) else dtype
@@ -120,19 +107,14 @@ class ArrayAPIBackend(Backend):
         return self.xp.float32
 
     def finite_min(self, dtype: Any) -> float:
-        """The lowest finite value of a floating dtype."""
         return float(self.xp.finfo(dtype).min)
 
     def max_along(self, x: Any, axis: int) -> Any:
-        """The library's max over one axis, one call whatever the sizes (:meth:`amax` may
-        unroll a small window, which reads sizes that are symbolic under ``verify``)."""
         return self.xp.max(x, axis=axis)
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],
                  value: Any) -> Any:
-        """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
-        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library): one
-        concatenation and one masked write, whatever the number of rows."""
+        """One concatenation and one masked write, whatever the number of rows."""
         flat = self.concat(seqs, 0)
         out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype)
         return self.masked_set(out, mask, flat)
@@ -149,22 +131,10 @@ class ArrayAPIBackend(Backend):
         ``-0.0``, as torch's kernel gives)."""
         return self.xp.maximum(0, v)
 
-    def relu_backward(self, a: Any, g: Any) -> Any:
-        """The library's ReLU backward kernel on ``g`` at ``a``, or ``None`` when it has none."""
-        return None
-
-    def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
-        """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
-        straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or
-        ``None`` when the library cannot (then a boolean mask does)."""
-        return None
-
     def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
-        """Rows of ``table`` at integer ``ids``, of ``shape`` (``ids.shape + cell``)."""
         return table[ids]
 
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
-        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
         acc = self.xp.zeros((n, rows.shape[1]), dtype=rows.dtype)
         self.xp.add.at(acc, ids, rows)
         return acc

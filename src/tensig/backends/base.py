@@ -20,9 +20,24 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Backend", "all_zero", "backend_among", "backend_for", "backend_of",
-           "backend_of_namespace", "is_array", "is_integer", "library_of", "neutral_max",
-           "neutral_min", "register", "unregister"]
+__all__ = [
+    "Backend",
+    "all_zero",
+    "backend_among",
+    "backend_for",
+    "backend_named",
+    "backend_of",
+    "backend_of_namespace",
+    "dtype_name",
+    "graph_backends",
+    "is_array",
+    "is_integer",
+    "library_of",
+    "neutral_max",
+    "neutral_min",
+    "register",
+    "unregister",
+]
 
 
 class Backend:
@@ -34,6 +49,8 @@ class Backend:
 
     name = "abstract"
     modules: tuple[str, ...] = ()
+    #: the library's namespace (``numpy``, ``torch``, ``jax.numpy``, ``dask.array``)
+    xp: Any
     #: arrays are task graphs computed later (Dask): per-cell loops (the rank layer's
     #: lifting, padded batches' checks) cannot read them
     lazy = False
@@ -46,6 +63,8 @@ class Backend:
     permute_method = "transpose"
     #: fused ``x + c*y`` and ``x + c*p*q`` kernels (``add(alpha=)``, ``addcmul``) exist
     fused_axpy = False
+    #: arrays can live on devices other than the host (a graph's ``device=``)
+    has_devices = False
 
     def __repr__(self) -> str:
         return f"<tensig backend {self.name!r}>"
@@ -74,6 +93,10 @@ class Backend:
             return int(np.iinfo(dt).max)
         return math.inf
 
+    def dtype_name(self, dtype: Any) -> str:
+        """A dtype's short name in messages (``float32``, not ``torch.float32``)."""
+        return str(dtype)
+
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
         import numpy as np
@@ -93,6 +116,26 @@ class Backend:
     def device_of(self, x: Any) -> str | None:
         """The device an array lives on, by name (``None``: the host, the only one)."""
         return None
+
+    @property
+    def array_type(self) -> type:
+        """The library's array type (what a graph of this backend stores)."""
+        raise NotImplementedError
+
+    def device(self, name: str | None) -> Any:
+        """The device ``name`` names, checked; ``None`` for the default.  Here the host
+        only: ``"cpu"`` or nothing."""
+        if name not in (None, "cpu"):
+            with_devices = " or ".join(c.name for c in _adapters() if c.has_devices)
+            raise ValueError(f"device={name!r} needs the {with_devices} backend "
+                             f"(new_graph({with_devices!r}, device=...)); {self.name} arrays "
+                             f"live on the CPU")
+        return None
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        """A host value (a NumPy array, a list, an array of this library) as this library's
+        array, on ``device`` (from :meth:`device`)."""
+        return self.asarray(value)
 
     def on_host(self, x: Any) -> bool:
         """Whether reading ``x``'s values now is cheap (it is in host memory): checks that
@@ -193,22 +236,103 @@ class Backend:
         primitives (:mod:`tensig.execution.ir`) are written over."""
         return self.xp  # type: ignore[attr-defined]
 
-    @property
-    def array_type(self) -> type:
-        """The type of the library's arrays: what a graph of this backend keeps."""
-        raise NotImplementedError
-
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        """``value`` (an array of any library, or nested numbers) as an array of this
-        library, its dtype kept, on ``device`` when given: how data enters a graph."""
-        raise NotImplementedError
-
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         """``x`` with ``v`` added at ``x[index]`` (slices and integers), for an ``x`` the
         caller owns: written in place where arrays are mutable (NumPy, torch); an immutable
         library returns a new array (the caller keeps what is returned)."""
         x[index] += v
         return x
+
+    def ufunc(self, op: Any) -> Any:
+        """This library's version of a NumPy ufunc, found by name in its namespace ``xp``
+        (``np.add`` -> ``torch.add``)."""
+        found = getattr(self.xp, op.__name__, None)
+        if found is None:
+            raise TypeError(f"{self.name} has no function named {op.__name__!r} to stand in for "
+                            f"the NumPy ufunc; pass a {self.name} function with vectorized=True")
+        return found
+
+    def flip(self, x: Any, axis: int) -> Any:
+        raise NotImplementedError
+
+    def concat(self, xs: Sequence[Any], axis: int) -> Any:
+        raise NotImplementedError
+
+    def take_along(self, x: Any, index: Any, axis: int) -> Any:
+        raise NotImplementedError
+
+    def arange(self, n: int, like: Any = None) -> Any:
+        """``0 .. n-1`` on ``like``'s device."""
+        raise NotImplementedError
+
+    def empty(self, shape: Sequence[int], dtype: Any) -> Any:
+        raise NotImplementedError
+
+    def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
+        """A new array of ``value`` in the value's own dtype (:meth:`full` takes ``like``'s)."""
+        raise NotImplementedError
+
+    def result_dtype(self, xs: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    # -- dtypes and host transfers (padded batches, the IR's primitives) -------------------------
+    def from_numpy(self, a: Any, like: Any) -> Any:
+        """A NumPy array as this library's, on ``like``'s device."""
+        raise NotImplementedError
+
+    def astype(self, x: Any, dtype: Any) -> Any:
+        raise NotImplementedError
+
+    def as_dtype(self, dtype: Any) -> Any:
+        """A dtype given by name (``"float32"``) as this library's dtype."""
+        raise NotImplementedError
+
+    def is_bool(self, dtype: Any) -> bool:
+        raise NotImplementedError
+
+    def is_float(self, dtype: Any) -> bool:
+        raise NotImplementedError
+
+    def default_float(self) -> Any:
+        raise NotImplementedError
+
+    def finite_min(self, dtype: Any) -> float:
+        """The lowest finite value of a floating dtype."""
+        raise NotImplementedError
+
+    def max_along(self, x: Any, axis: int) -> Any:
+        """The library's max over one axis, one call whatever the sizes (:meth:`amax` may
+        unroll a small window, which reads sizes that are symbolic under ``verify``)."""
+        raise NotImplementedError
+
+    def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],
+                 value: Any) -> Any:
+        """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
+        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library)."""
+        raise NotImplementedError
+
+    # -- the IR's primitives (tensig.model.ir) ---------------------------------------------------
+    def relu(self, v: Any) -> Any:
+        """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``."""
+        raise NotImplementedError
+
+    def relu_backward(self, a: Any, g: Any) -> Any:
+        """The library's ReLU backward kernel on ``g`` at ``a``, or ``None`` when it has none."""
+        return None
+
+    def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
+        """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
+        straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or
+        ``None`` when the library cannot (then a boolean mask does)."""
+        return None
+
+    def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
+        """Rows of ``table`` at integer ``ids``, of ``shape`` (``ids.shape + cell``)."""
+        raise NotImplementedError
+
+    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
+        raise NotImplementedError
 
 
 def all_zero(x: Any) -> bool:
@@ -319,16 +443,6 @@ def _instance(cls: type[Backend]) -> Backend:
     return cls()
 
 
-def backend_named(name: str) -> Backend:
-    """The backend of the library ``name`` ("numpy", "torch", "jax", "dask"): a graph's."""
-    adapter = next((a for a in _BY_MODULE.values() if a.name == name), None)
-    if adapter is None:
-        names = dict.fromkeys(a.name for a in _BY_MODULE.values())
-        raise ValueError(f"a graph's backend is one of {', '.join(map(repr, names))}, "
-                         f"not {name!r}")
-    return _instance(adapter)
-
-
 def backend_of(xs: Sequence[Any]) -> Backend:
     """The one backend of ``xs``; mixing array libraries in one call is a ``TypeError``."""
     first = backend_for(type(xs[0]))
@@ -367,6 +481,23 @@ def is_array(x: Any) -> bool:
     """
     cls = _adapter_class(type(x))
     return cls is not None and not cls.lazy and hasattr(x, "shape")
+
+
+def _adapters() -> list[type[Backend]]:
+    """The registered adapter classes, each once, in registration order."""
+    return list(dict.fromkeys(_BY_MODULE.values()))
+
+
+def backend_named(name: str) -> Backend | None:
+    """The adapter called ``name`` (``"numpy"``, ``"torch"``, ...), importing its library:
+    for a user who names the library (``new_graph("torch")``); ``None`` when none is."""
+    found = next((c for c in _adapters() if c.name == name), None)
+    return _instance(found) if found is not None else None
+
+
+def graph_backends() -> list[str]:
+    """The names of the adapters compiled routines run on (a graph's choices)."""
+    return [c.name for c in _adapters() if c.compiles]
 
 
 @functools.cache
@@ -412,3 +543,13 @@ def neutral_min(dtype: Any) -> float | int | bool:
 def is_integer(dtype: Any) -> bool:
     """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
     return _dtype_backend(type(dtype)).is_integer(dtype)
+
+
+def dtype_name(dtype: Any) -> str:
+    """A dtype's short name in messages, whichever library it comes from.
+
+    >>> import numpy as np
+    >>> dtype_name(np.dtype(np.int8))
+    'int8'
+    """
+    return _dtype_backend(type(dtype)).dtype_name(dtype)

@@ -17,6 +17,7 @@ class DaskBackend(ArrayAPIBackend):
     name = "dask"
     modules = ("dask",)
     lazy = True
+    compiles = True
 
     def __init__(self) -> None:
         import dask.array as da

@@ -15,6 +15,8 @@ __all__ = ["JaxBackend"]
 class JaxBackend(ArrayAPIBackend):
     name = "jax"
     modules = ("jax", "jaxlib")
+    compiles = True
+    has_devices = True
 
     def __init__(self) -> None:
         import jax.numpy as jnp
@@ -76,6 +78,11 @@ class JaxBackend(ArrayAPIBackend):
             platform, _, index = device.partition(":")
             device = jax.devices(platform)[int(index or 0)]
         return jax.device_put(x, device)
+
+    def device(self, name: str | None) -> Any:
+        """A platform and an index (``"gpu"``, ``"cpu:0"``), resolved by :meth:`to_array`;
+        ``None``: JAX's default device."""
+        return name
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         return x.at[index].add(v)

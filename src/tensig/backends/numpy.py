@@ -30,12 +30,12 @@ class NumpyBackend(ArrayAPIBackend):
 
         self.np = self.xp = numpy
 
-    def ufunc(self, op: Any) -> Any:
-        return op
-
     @property
     def array_type(self) -> type:
-        return self.np.ndarray  # type: ignore[no-any-return]
+        return self.np.ndarray
+
+    def ufunc(self, op: Any) -> Any:
+        return op
 
     def to_array(self, value: Any, device: Any = None) -> Any:
         if device not in (None, "cpu"):

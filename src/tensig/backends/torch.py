@@ -21,6 +21,7 @@ class TorchBackend(Backend):
     compiles = True
     permute_method = "permute"
     fused_axpy = True
+    has_devices = True
 
     def __init__(self) -> None:
         import torch
@@ -30,18 +31,6 @@ class TorchBackend(Backend):
 
     def no_autograd(self) -> Any:
         return self.torch.inference_mode
-
-    @property
-    def array_type(self) -> type:
-        return self.torch.Tensor  # type: ignore[no-any-return]
-
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        t = self.torch
-        if not isinstance(value, t.Tensor):
-            import numpy
-
-            value = t.as_tensor(numpy.asarray(value))
-        return value if device is None else value.to(device)
 
     def scalar_operand(self, value: int | float) -> Any:
         """A 0-d tensor: torch wraps a Python number in a fresh tensor on every call (~2 us,
@@ -54,6 +43,26 @@ class TorchBackend(Backend):
 
     def device_of(self, x: Any) -> str | None:
         return str(x.device)
+
+    @property
+    def array_type(self) -> type:
+        return self.torch.Tensor
+
+    def device(self, name: str | None) -> Any:
+        t = self.torch
+        device = t.device(name if name is not None else "cpu")
+        if device.type == "cuda" and not t.cuda.is_available():
+            raise ValueError(f"device={str(device)!r}: this torch sees no CUDA device "
+                             f"(torch {t.__version__}, built for CUDA "
+                             f"{t.version.cuda or 'none'}); use device='cpu'")
+        return device
+
+    def to_array(self, value: Any, device: Any = None) -> Any:
+        if isinstance(value, self.torch.Tensor):
+            return value.to(device)
+        import numpy as np
+
+        return self.torch.as_tensor(np.asarray(value), device=device)
 
     def neutral_max(self, dtype: Any) -> float | int | bool:
         t = self.torch
@@ -70,6 +79,9 @@ class TorchBackend(Backend):
         if dtype.is_floating_point or dtype.is_complex:
             return math.inf
         return int(t.iinfo(dtype).max)
+
+    def dtype_name(self, dtype: Any) -> str:
+        return str(dtype).removeprefix("torch.")
 
     def is_integer(self, dtype: Any) -> bool:
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
@@ -267,14 +279,6 @@ class TorchBackend(Backend):
         import numpy as np
 
         return self.torch.as_tensor(np.asarray(x), device=getattr(like, "device", None))
-
-    def ufunc(self, op: Any) -> Any:
-        """torch's version of a NumPy ufunc, found by name (``np.add`` -> ``torch.add``)."""
-        found = getattr(self.torch, op.__name__, None)
-        if found is None:
-            raise TypeError(f"torch has no function named {op.__name__!r} to stand in for "
-                            f"the NumPy ufunc; pass a torch function with vectorized=True")
-        return found
 
     def flip(self, x: Any, axis: int) -> Any:
         return self.torch.flip(x, (axis,))

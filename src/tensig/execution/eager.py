@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tensig.backends import backend_of
+from tensig.backends import backend_for, backend_of
 from tensig.core.inference import infer
 from tensig.core.shapes import Shape
 from tensig.execution.lowering import OPS, Plan, build_plan
@@ -316,10 +316,9 @@ def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize
 
 
 def _cast(x: Any, dtype: Any) -> Any:
-    """``x`` in ``dtype``: ``astype`` (NumPy, JAX, Dask) or ``to`` (torch)."""
-    if hasattr(x, "astype"):
-        return x.astype(dtype)
-    return x.to(dtype)
+    """``x`` in ``dtype`` (a dtype of its library or a name), by its adapter."""
+    backend = backend_for(type(x))
+    return backend.astype(x, backend.as_dtype(dtype))
 
 
 def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:

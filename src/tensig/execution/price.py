@@ -42,8 +42,8 @@ def itemsize(dtype: Any) -> int:
     >>> itemsize("bf16"), itemsize(np.float64), itemsize(np.dtype("int16")), itemsize("bool")
     (2, 8, 2, 1)
     """
-    if type(dtype).__module__.startswith("torch"):
-        return int(dtype.itemsize)  # torch.dtype (torch >= 2.1)
+    if isinstance(getattr(dtype, "itemsize", None), int):
+        return int(dtype.itemsize)  # a dtype object: NumPy's, JAX's, torch's (torch >= 2.1)
     if isinstance(dtype, str):
         name = dtype.strip().lower().removeprefix("torch.").removeprefix("jnp.")
         name = _ALIASES.get(name, name)

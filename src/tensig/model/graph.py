@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import backend_named, library_of
+from tensig.backends import backend_for, backend_named, graph_backends, is_integer
 from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
@@ -83,19 +83,12 @@ class Graph:
     """Every tensor built in one graph shares one shape inference and one array store."""
 
     def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
-        #: the adapter of the array library every array of the graph belongs to
-        self.adapter = backend_named(backend)
-        if backend == "numpy" and device not in (None, "cpu"):
-            raise ValueError(f"device={device!r} needs the torch backend "
-                             "(new_graph('torch', device=...)); NumPy arrays live on the CPU")
-        if backend == "torch":
-            import torch
-
-            device = torch.device(device if device is not None else "cpu")
-            if device.type == "cuda" and not torch.cuda.is_available():
-                raise ValueError(f"device={str(device)!r}: this torch sees no CUDA device "
-                                 f"(torch {torch.__version__}, built for CUDA "
-                                 f"{torch.version.cuda or 'none'}); use device='cpu'")
+        adapter = backend_named(backend) if backend in graph_backends() else None
+        if adapter is None:
+            raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
+                             f" not {backend!r}")
+        device = adapter.device(device)
+        self.adapter = adapter
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
         self.store = Store(device)
@@ -512,9 +505,8 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     a graph of the arrays' own library, on their device, keeping their dtypes, so the result
     is the array ``tensig.einsum`` and its siblings give (an array with rows gives one)."""
     arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
-    library = library_of(type(arrays[0]))
-    device = arrays[0].device if library == "torch" else None
-    with new_graph(library, device):
+    adapter = backend_for(type(arrays[0]))
+    with new_graph(adapter.name, adapter.device_of(arrays[0])):
         args = []
         for i, o in enumerate(operands):
             rows = getattr(o, "rows", None)
@@ -873,12 +865,7 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0) -> Tensor:
 def _is_integer(value: Any) -> bool:
     """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
     dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return False
-    if hasattr(dtype, "is_floating_point"):  # torch
-        return not dtype.is_floating_point and not dtype.is_complex and \
-            str(dtype) != "torch.bool"
-    return np.dtype(dtype).kind in "iu"
+    return dtype is not None and is_integer(dtype)
 
 
 def constant(value: Any, *, name: str = "const") -> Tensor:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import backend_among, is_array
+from tensig.backends import backend_among, dtype_name, is_array
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
@@ -39,7 +39,7 @@ def _elem_name(value: Any) -> str:
     dt = getattr(value, "dtype", None)
     if dt is None:
         return "t"
-    return str(dt).removeprefix("torch.")
+    return dtype_name(dt)
 
 
 class Box:

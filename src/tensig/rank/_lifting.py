@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import Backend, backend_among, is_array
+from tensig.backends import Backend, backend_among, dtype_name, is_array
 from tensig.core.annotations import dtype_kind
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
@@ -590,7 +590,7 @@ def _resolve_atoms(lf: Lifted, dtypes: Sequence[Any]) -> Any:
 def _elem_kind(dtype: Any) -> str:
     """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
     return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
-        dtype_kind(dtype), str(dtype).removeprefix("torch."))
+        dtype_kind(dtype), dtype_name(dtype))
 
 
 def _merge(call: _Call, arrays: Sequence[Any]) -> list[Any]:
