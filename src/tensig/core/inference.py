@@ -672,9 +672,9 @@ class ShapeGraph:
         self.tensors: list[TensorNode] = []
         self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
         self._broadcasts: list[_Broadcast] = []
-        self._labels: dict[int, _EinsumInference] = {}  # spec results' labels, for capture
-        #: how each operation's result was made (by node id): a spec instance and its
-        #: patterns, or a logic and its operands -- what its projections are read from
+        #: how each operation's result was made (by node id): a spec instance (its labels
+        #: are captured from it), its operands and patterns, or a logic and its operands --
+        #: what its projections are read from
         self._made: dict[int, tuple[Any, ...]] = {}
         self._projections: dict[int, Inferred] = {}  # answered since the last solve
 
@@ -783,7 +783,6 @@ class ShapeGraph:
         self._apps.append((inst, patterns))
         node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self.tensors.append(node)
-        self._labels[id(node)] = inst
         self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
 
@@ -817,8 +816,8 @@ class ShapeGraph:
         """The size variable of label ``name`` in the spec that produced ``t`` (OCANNL's
         ``capture_dims``); constrain it with :meth:`set_dim`, :meth:`set_equal`,
         :meth:`set_scale`, read it after :meth:`solve` with :meth:`value`."""
-        inst = self._labels.get(id(t))
-        if inst is None:
+        inst = self._made.get(id(t), (None,))[0]
+        if not isinstance(inst, _EinsumInference):
             raise ValueError(f"{t.name!r} was not made by a spec: it has no labels to capture")
         if name not in inst.labels:
             if name in inst.rowvars:

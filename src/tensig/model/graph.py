@@ -812,12 +812,12 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
                         f"{getattr(ids, 'name', type(ids).__name__)}")
 
     def forward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
-        return Code().assign(t.val, _e("take", tab.val, i.val), logic=_EMBEDDING)
+        return Code().assign(t.val, _e("take", tab.val, i.val), logic=t.projections)
 
     def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
         code = Code()
         if tab.differentiable:
-            code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=_EMBEDDING)
+            code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=t.projections)
         return code
 
     return apply(OpDef("embedding", _EMBEDDING, forward, backward, op="einsum", integers=True),
@@ -839,7 +839,8 @@ def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor
             "..b..|->..o..; n => ..b..|->..o.., n"
 
     def forward(t: Tensor, i: Tensor, c: Tensor) -> Code:
-        return Code().assign(t.val, _e("one_hot", i.val, c.val, ignore_index), logic=spec)
+        return Code().assign(t.val, _e("one_hot", i.val, c.val, ignore_index),
+                             logic=t.projections)
 
     return apply(OpDef("one_hot", spec, forward, None, op="einsum", integers=True), ids, like)
 
