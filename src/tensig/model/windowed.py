@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensig.backends import Backend, all_zero
 from tensig.core.errors import ShapeError
-from tensig.execution.ir import Assign, Buf, Expr, buffers_of
+from tensig.execution.ir import OPERATORS, Assign, Buf, Expr, buffers_of
 from tensig.model.codegen import align_function, expression_function
 from tensig.model.projections import OpProjection
 
@@ -37,8 +37,7 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
 
 
 #: (combine, accumulation) of a spec assignment -> the eager operator that lowers it
-_EAGER = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_sum",
-          ("add", "max"): "tropical", ("id", "max"): "einmax1", ("concat", "+"): "concat"}
+_EAGER = {(o.combine, o.accum): o for o in OPERATORS.values()}
 
 
 def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
@@ -50,10 +49,10 @@ def _eager_assign(a: Assign, backend: Backend) -> Callable[[Store], None] | None
     if op is None or not all(isinstance(x, Buf) for x in e.args):
         return None
     from tensig.core.inference import infer
-    from tensig.execution.lowering import OPS, build_plan
+    from tensig.execution.lowering import build_plan
 
     shapes = [x.tensor.shape for x in e.args]
-    plan = build_plan(infer(a.logic, *shapes, op=op), OPS[op], backend)
+    plan = build_plan(infer(a.logic, *shapes, op=op.name), op, backend)
     lhs = a.lhs
 
     def step(store: Store) -> None:
@@ -67,7 +66,7 @@ def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     gradient, extracted by the reversed spec (``a^b => a``) through the eager lowering."""
     from tensig.core.inference import infer
     from tensig.core.notation import Spec, parse
-    from tensig.execution.lowering import OPS, build_plan
+    from tensig.execution.lowering import build_plan
 
     proj, e = a.logic, a.expr
     if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "id" or \
@@ -83,7 +82,7 @@ def _concat_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
     labels = parse(text).labels
     r = infer(text, proj.result.shape, sizes={k: v for k, v in forward.dims.items()
                                               if k in labels})
-    plan = build_plan(r, OPS["einsum1"], backend)
+    plan = build_plan(r, OPERATORS["einsum1"], backend)
     lhs, src = a.lhs, e.args[0]
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
 
@@ -105,7 +104,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
 
     from tensig.core.inference import AffineIndex, infer
     from tensig.core.notation import Affine, Label, Row, ShapeSpec, Spec, parse
-    from tensig.execution.lowering import OPS, build_plan
+    from tensig.execution.lowering import build_plan
 
     proj, e = a.logic, a.expr
     if not isinstance(proj, OpProjection) or a.accum != "+" or e.op != "mul" or \
@@ -145,7 +144,7 @@ def _affine_grad_assign(a: Assign, backend: Backend) -> Callable[[Store], None] 
         r = infer(text, *shapes, op="einsum", sizes=known)
     except ShapeError:
         return None
-    plan = build_plan(r, OPS["einsum"], backend)
+    plan = build_plan(r, OPERATORS["einsum"], backend)
     lhs = a.lhs
     init = a.init  # the first contribution sets the gradient (see fold_zero_init)
     fast = _conv_grad_assign(a, forward, backend)
@@ -236,7 +235,7 @@ def _affine_generic_assign(a: Assign, backend: Backend, xp: Any
         return None
     op = getattr(proj.result, "op", None)
     # a max-reducing operation: the views pad each operand with its dtype's neutral_max
-    neutral = float("-inf") if getattr(op, "op", None) in ("tropical", "einmax1") else 0.0
+    neutral = OPERATORS[op.op].neutral if getattr(op, "op", None) in OPERATORS else 0.0
 
     def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
         i = index[t.id]
