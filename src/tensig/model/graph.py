@@ -704,8 +704,8 @@ def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     :data:`~tensig.execution.ir.OPERATORS`."""
     op = OPERATORS[fn.__name__]
     fn.__doc__ = (f"{op.doc} (OCANNL ``{op.ocannl}``) as a graph node: "
-                  f"{count_text(*op.operands)} tensor(s).  On arrays it runs eagerly, as "
-                  f":func:`tensig.{op.name}` (under this module's float32 graph).")
+                  f"{count_text(*op.operands)} tensor(s) (arrays run at once, through a "
+                  f"throwaway graph; :func:`tensig.{op.name}` is the eager function).")
     return fn
 
 
