@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensig.core.annotations import (
@@ -27,6 +27,7 @@ from tensig.core.annotations import (
 )
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
+from tensig.core.notation import parse_shape_spec
 
 B, T, d, h, w = (Dim.symbol(n) for n in "BTdhw")
 
@@ -393,3 +394,115 @@ def test_signature_strings_take_dtypes_and_tuple_results():
     with pytest.raises(SpecSyntaxError) as info:
         Signature.parse("B T; V, , d")
     assert info.value.column == 7  # the caret points into the whole signature
+
+
+# --------------------------------------------------------------------------------------------
+# the layer rule: annotations are core, the checker that answers isinstance is not
+# --------------------------------------------------------------------------------------------
+
+
+def test_annotations_import_nothing_from_a_later_layer():
+    """``core/annotations.py`` reads no module above the core, not even inside a function:
+    ``isinstance`` reaches the checker through the hook the checker installs."""
+    import ast
+    import pathlib
+
+    import tensig.core.annotations as mod
+
+    tree = ast.parse(pathlib.Path(mod.__file__).read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    later = [m for m in imported if m.startswith("tensig") and not m.startswith("tensig.core")]
+    assert later == []
+
+
+def test_isinstance_works_when_only_the_core_module_is_imported():
+    """A fresh interpreter importing just ``tensig.core.annotations`` still answers isinstance
+    (importing the package installs the checker)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom tensig.core.annotations import Float\n"
+            "print(isinstance(np.zeros((2, 3)), Float[np.ndarray, 'a b']),"
+            " isinstance(np.zeros((2,)), Float[np.ndarray, 'a b']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["True", "False"]
+
+
+# --------------------------------------------------------------------------------------------
+# one parser, two modes: what both read, they read alike
+# --------------------------------------------------------------------------------------------
+
+AXIS_NAMES = ["B", "T", "dd", "batch", "n_embd", "αβ"]
+
+
+@st.composite
+def shared_rows(draw):
+    """Rows both modes read: comma-separated names and at most one row variable per row."""
+    rows = []
+    for least in (0, 0, 2):  # batch, input, output
+        items = draw(st.lists(st.sampled_from(AXIS_NAMES), min_size=least, max_size=3))
+        if draw(st.booleans()):
+            var = draw(st.sampled_from(["...", "..u..", "..v..", "..λ.."]))
+            items.insert(draw(st.integers(0, len(items))), var)
+        rows.append(", ".join(items))
+    return "{}|{}->{}".format(*rows)
+
+
+def _spec_items(row):
+    out = [a.name for a in row.left]
+    if row.var is not None:
+        out.append(("var", row.var.name))
+    return out + [a.name for a in row.right]
+
+
+def _spec_spans(row):
+    return [a.span for a in row.left] + ([row.var.span] if row.var else []) + \
+        [a.span for a in row.right]
+
+
+def _annotation_items(row):
+    return [("var", x.name) if isinstance(x, RowVariable) else str(x) for x in row]
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(shared_rows())
+def test_annotation_and_spec_modes_read_shared_syntax_alike(text):
+    """The same text of names and row variables, read by the notation's parser in its spec
+    mode (an independent reading: Labels and RowVars) and in its annotation mode: the same
+    items, row by row, at the same columns."""
+    spec, ann = parse_shape_spec(text), parse_annotation(text)
+    for i, (kind, row) in enumerate(spec.rows()):
+        assert _spec_items(row) == _annotation_items(ann.row(kind)), kind
+        assert _spec_spans(row) == list(ann.spans[i]), kind
+
+
+@pytest.mark.parametrize("text, column, reason", [
+    ("a, ..u.., ..v..", 10, "at most one row variable"),
+    ("..u.., T|..w.., ..x..->d, e", 16, "at most one row variable"),
+    ("..u.., T|u->d, e", 9, "both as a"),
+    ("..ab.., cd, .._..", 12, "needs a name"),
+])
+def test_both_modes_refuse_shared_mistakes_at_the_same_column(text, column, reason):
+    """The rules both modes share (one row variable per row, a name is a size or a row
+    variable, a row variable has a name) raise from one place: same column, same reason."""
+    errors = []
+    for parse in (parse_shape_spec, parse_annotation):
+        with pytest.raises(SpecSyntaxError) as info:
+            parse(text)
+        errors.append(info.value)
+    assert [e.column for e in errors] == [column, column]
+    assert all(reason in e.reason for e in errors)
+    assert errors[0].hint and errors[1].hint
+
+
+def test_annotation_row_variables_follow_the_lexical_rules():
+    """Names in annotations are the notation's names (any script), row variables included;
+    an unterminated one says so."""
+    a = parse_annotation("..αβ.., d")
+    assert a.output == (RowVariable("αβ"), Dim.symbol("d"))
+    assert parse_annotation(str(a)) == a
+    with pytest.raises(SpecSyntaxError, match="unterminated row variable") as info:
+        parse_annotation("B ..v")
+    assert info.value.column == 2

@@ -22,13 +22,12 @@ from tensig.core.dims import (
     Dim,
     FloorDiv,
     Mod,
-    ShapeIndex,
-    ShapeVar,
     atom_sort_key,
     dim,
     dims,
 )
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 
 B, T, D = dims("B T d")
 NAMES = ("B", "T", "d")

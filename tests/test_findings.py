@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensig.check import findings
+from tensig.check import findings, tracing
 from tensig.check import tracer as S
 from tensig.check.verify import verify
 
@@ -71,16 +71,16 @@ def test_every_reported_kind_is_registered():
 
 def test_an_unknown_kind_is_a_programming_error():
     with pytest.raises(KeyError, match="not a registered verify finding"):
-        S.Finding("shape-mismatch", "oops")
-    t = S.Tracer({})
+        tracing.Finding("shape-mismatch", "oops")
+    t = tracing.Tracer({})
     with pytest.raises(KeyError):
         t.report("no-such-kind", "oops")
 
 
 def test_findings_carry_their_code_and_default_severity():
-    f = S.Finding("broadcast", "broadcasts T against B", "x.py", 3)
+    f = tracing.Finding("broadcast", "broadcasts T against B", "x.py", 3)
     assert f.code == "TS101" and str(f) == "x.py:3: error: broadcasts T against B  [TS101]"
-    t = S.Tracer({})
+    t = tracing.Tracer({})
     t.report("assumption", "requires d divisible by 4")
     assert t.findings[0].severity == "warning" and t.findings[0].code == "TS301"
 
@@ -219,7 +219,7 @@ def test_a_torch_module_finding_is_the_users_line():
 
 
 def test_step_limit_stops_a_long_trace(monkeypatch):
-    monkeypatch.setattr(S, "MAX_STEPS", 50)
+    monkeypatch.setattr(tracing, "MAX_STEPS", 50)
 
     def loop(x):
         for _ in range(10_000):

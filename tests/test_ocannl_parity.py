@@ -194,7 +194,6 @@ def test_user_opdef_compose_with_three_operands():
     # OCANNL's fma (a ternary compose): the first two compose, the third is pointwise with the
     # result.  Written as c stored, then a @ b accumulated, with its backward.
     from tensig.execution.ir import Code, prim
-    from tensig.model.projections import OpProjection
     rng = np.random.default_rng(2)
     A, B, C = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
 
@@ -203,7 +202,7 @@ def test_user_opdef_compose_with_three_operands():
                 .assign(t.val, prim("mul", a.val, b.val), accum="+", logic="@"))
 
     def backward(t, a, b, c):
-        proj = OpProjection("@", t, (a, b, c))  # index each gradient as its tensor
+        proj = t.projections  # the solve's: each gradient indexed as its tensor
         return (Code().assign(a.grad, prim("mul", t.grad, b.val), accum="+", logic=proj)
                 .assign(b.grad, prim("mul", a.val, t.grad), accum="+", logic=proj)
                 .assign(c.grad, t.grad, accum="+", logic=proj))

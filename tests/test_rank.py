@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import tensig
 from tensig import rank
-from tensig.core.dims import Dim, ShapeIndex
+from tensig.core.dims import Dim
+from tensig.core.shape_index import ShapeIndex
 
 # --------------------------------------------------------------------------------------------
 # oracles
@@ -859,3 +860,30 @@ def test_readme_rank_section_examples():
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.failures == 0
+
+
+# --------------------------------------------------------------------------------------------
+# instantiation is a solver problem: relations wait for later arguments, conditions stay
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_equality_with_two_unknowns_waits_for_a_later_argument():
+    from tensig.rank._types import FnType, arr, instantiate
+    ft = FnType("f", (arr("t", "m + n"), arr("t", "m")), arr("t", "n, m"))
+    m = instantiate(ft, "f", [ShapeIndex([7]), ShapeIndex([3])], {})
+    assert m.dims == {"m": Dim(3), "n": Dim(4)} and str(m.result()) == "[t 4, 3]"
+    with pytest.raises(tensig.ShapeError, match=r"has no solution in the naturals \(n would "
+                                                r"be -2\)"):
+        instantiate(ft, "f", [ShapeIndex([1]), ShapeIndex([3])], {})
+    lone = FnType("g", (arr("t", "m + n"),), arr("t", "m"))
+    with pytest.raises(tensig.ShapeError, match=r"cannot solve the index equality m \+ n == 7"):
+        instantiate(lone, "g", [ShapeIndex([7])], {})
+
+
+def test_a_symbolic_cell_gives_the_conditions_it_needs():
+    from tensig.rank._types import FnType, arr, instantiate
+    ft = FnType("halve", (arr("t", "2*h, ..s.."),), arr("t", "h, ..s.."))
+    m = instantiate(ft, "halve", [ShapeIndex(["T", 3])], {})
+    assert m.dims == {"h": Dim("T // 2")} and [str(c) for c in m.conditions] == ["T % 2 == 0"]
+    with pytest.raises(tensig.ShapeError, match=r"2\*h == 5 has no solution"):
+        instantiate(ft, "halve", [ShapeIndex([5, 3])], {})

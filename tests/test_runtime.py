@@ -160,6 +160,18 @@ def test_a_product_with_one_known_factor_solves_for_the_other():
                                                                   z((2, 13))))
 
 
+def test_a_product_with_a_zero_factor_is_checked_though_the_other_stays_unknown():
+    # h = 0 decides h*w = 0 whatever w is: the solver checks it (the old interpreter left the
+    # relation waiting for w forever and accepted any size)
+    @shaped
+    def f(x: Float[np.ndarray, "h*w"], y: Float[np.ndarray, "h"]): ...
+
+    f(z((0,)), z((0,)))
+    e = error_of(f, z((5,)), z((0,)))
+    assert "argument 'x' axis 0 ('h*w') has size 5, but h*w = 0 with h = 0 (bound by " \
+           "argument 'y' axis 0)" in str(e)
+
+
 def test_an_expression_of_known_names_is_evaluated():
     @shaped
     def conv(x: Float[np.ndarray, "B T"], y: Float[np.ndarray, "B, (T - 3)//2 + 1"]): ...

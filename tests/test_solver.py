@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tensig import Shape, ShapeError
 from tensig.core.inference import ShapeGraph
@@ -163,3 +165,126 @@ def test_pointwise_conflict_in_a_graph():
     g.pointwise(a, b)
     with pytest.raises(ShapeError, match="3 vs 4"):
         g.solve()
+
+
+# -- linear relations: a size that is a polynomial of other sizes ---------------------------------
+
+
+def linear(S, target, text, **names):
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+    S.add(LinearRel(target, Dim(text), names, Origin()))
+    S.run()
+
+
+def test_linear_relation_evaluates_when_every_name_is_known():
+    S = Solver()
+    n, m = dv(), dv(3)
+    linear(S, n, "2*m + 1", m=m)
+    assert n.root().value == 7
+
+
+def test_linear_relation_solves_its_one_unknown_backwards():
+    S = Solver()
+    n, m = dv(11), dv()
+    linear(S, n, "2*m + 1", m=m)
+    assert m.root().value == 5
+
+
+def test_linear_relation_waits_for_a_later_binding():
+    # h*w = 12 with both unknown waits; h = 3 arriving later solves w (a product of a known size)
+    S = Solver()
+    size, h, w = dv(12), dv(), dv()
+    linear(S, size, "h*w", h=h, w=w)
+    assert w.root().value is None
+    S.set_value(h, 3, Origin())
+    S.run()
+    assert w.root().value == 4
+
+
+def test_linear_relation_values_flow_through_unions():
+    S = Solver()
+    n, m, other = dv(), dv(), dv()
+    linear(S, n, "m + 2", m=m)
+    S.union(m, other, Origin())
+    S.set_value(other, 5, Origin())
+    S.run()
+    assert n.root().value == 7
+
+
+@pytest.mark.parametrize("size", [10, 0])
+def test_linear_relation_without_a_whole_solution_is_an_error(size):
+    S = Solver()
+    with pytest.raises(ShapeError, match=r"no whole m >= 0 gives 2\*m \+ 1"):
+        linear(S, dv(size), "2*m + 1", m=dv())
+
+
+def test_linear_relation_mismatch_names_both_sizes():
+    S = Solver()
+    with pytest.raises(ShapeError, match=r"2\*m \+ 1 = 7, but the size is 8"):
+        linear(S, dv(8), "2*m + 1", m=dv(3))
+
+
+def test_floor_is_evaluated_not_solved():
+    S = Solver()
+    size, t = dv(4), dv()
+    linear(S, size, "(t + 1) // 2", t=t)  # t is 7 or 8: not determined, so it waits
+    assert t.root().value is None and not S.constraints[0].done
+    S.set_value(t, 9, Origin())
+    with pytest.raises(ShapeError, match="= 5, but the size is 4"):
+        S.run()
+
+
+def test_symbolic_sizes_give_conditions():
+    from tensig.core.dims import Dim
+    S = Solver()
+    m = dv()
+    linear(S, dv(Dim("T")), "2*m", m=m)
+    assert m.root().value == Dim("T // 2")
+    assert [str(c) for c in S.conditions] == ["T % 2 == 0"]
+
+
+def test_report_words_the_failure_for_the_caller():
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+    seen = []
+
+    def report(kind, facts):
+        seen.append((kind, facts))
+        return KeyError(kind)
+
+    S = Solver()
+    S.add(LinearRel(dv(3), Dim("m + 5"), {"m": dv()}, Origin(), report))
+    with pytest.raises(KeyError):
+        S.run()
+    assert seen == [("no_solution", {"name": "m", "value": -2, "target": 3})]
+
+
+_EXPRS = ["2*m + 1", "m + n", "h*w", "3*m - n", "(t + 1) // 2", "m", "10 - m", "h*w + h"]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.sampled_from(_EXPRS), st.integers(0, 12), st.data())
+def test_concrete_sizes_decide_as_the_symbolic_path_does(text, size, data):
+    """LinearRel decides ``int`` sizes with compiled functions; the same problem with the sizes
+    as constant ``Dim`` values takes the general path.  Both must agree on every outcome."""
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+
+    expr = Dim(text)
+    given_values = {n: data.draw(st.one_of(st.none(), st.integers(0, 6))) for n in
+                    sorted(expr.symbols)}
+
+    def outcome(wrap):
+        S = Solver()
+        names = {n: dv(None if v is None else wrap(v), n) for n, v in given_values.items()}
+        target = dv(wrap(size))
+        S.add(LinearRel(target, expr, names, Origin(), lambda kind, facts: KeyError(kind)))
+        try:
+            S.run()
+        except KeyError as e:
+            return ("fail", e.args[0])
+        return tuple(None if v.root().value is None else int(v.root().value)
+                     for v in names.values())
+
+    assert outcome(int) == outcome(Dim.const)

@@ -36,10 +36,11 @@ from tensig.core.annotations import (
     UInt32,
     UInt64,
 )
-from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar, dim, dims
+from tensig.core.dims import Condition, Dim, dim, dims
 from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError, TensigError
 from tensig.core.inference import Inferred, infer
 from tensig.core.notation import Spec, parse
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.core.shapes import Shape
 from tensig.execution.eager import (
     RowArray,

@@ -22,6 +22,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tensig.check import findings
+from tensig.check.verify import DEFAULT_TIMEOUT
+from tensig.check.verify_files import verify_path
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.inference import Inferred, infer
 from tensig.core.notation import Affine, Concat, Fixed, Label, Placeholder, Row, Spec, parse
@@ -190,9 +193,6 @@ def _seconds(text: str) -> float:
 def _verify_command(args: argparse.Namespace) -> int:
     """Exit status 0: only warnings/notes (or nothing), 1: an error (``--strict``: anything),
     2: bad usage (a missing path, an unknown code, no such function)."""
-    from tensig.check import findings
-    from tensig.check.verify import DEFAULT_TIMEOUT, verify_path
-
     try:
         ignore = sorted(findings.resolve(args.ignore))
         timeout = args.timeout or DEFAULT_TIMEOUT

@@ -6,9 +6,10 @@ hand: read ``.shape``, compare its length, unpack the sizes, bind names to local
 evaluate ``T + 1`` as ``v1 + 1``, solve ``2*h`` with one ``divmod``.  Anything not plainly right
 (a mismatch, an expression with two unknowns, an unseen dtype) hands the call to the
 interpreter: per annotation a list of operations over a dict of bindings that records where
-each name was bound, so it can say so.  The fast path only accepts or defers, and a
-differential test checks that it accepts exactly what the interpreter accepts.  No ``Dim`` is
-built per call: about 1.5 us per call for two numpy arguments and a return value
+each name was bound, so it can say so, with the expression items of a call as one problem for
+the solver (:mod:`tensig.core.solver`).  The fast path only accepts or defers, and a
+differential test checks that it accepts exactly what the interpreter accepts.  The fast path
+builds no ``Dim`` per call: about 1.5 us per call for two numpy arguments and a return value
 (``bench/bench_runtime.py``).
 
 >>> import numpy as np
@@ -34,10 +35,11 @@ with ``tensig.verify``.
 Binding rules:
 
 - a name binds at its first occurrence (arguments in signature order, then the return value);
-- an expression with one unknown name that occurs linearly solves for it: ``T + 1`` seen first
-  binds ``T = size - 1``; ``2*h`` binds ``h = size // 2`` and must divide exactly; ``h*w`` with
-  ``h`` known binds ``w``.  An expression with several unknowns waits until the other
-  arguments bind them; one whose names are never determined cannot be checked and is skipped;
+- an expression is a relation for the solver (:class:`~tensig.core.solver.LinearRel`): with one
+  unknown name that occurs linearly it solves for it: ``T + 1`` seen first binds
+  ``T = size - 1``; ``2*h`` binds ``h = size // 2`` and must divide exactly; ``h*w`` with ``h``
+  known binds ``w``.  An expression with several unknowns waits until the other arguments bind
+  them; one whose names never decide it cannot be checked and is skipped;
 - a named variadic (``*v``, ``..v..``) binds a tuple of sizes; ``...`` binds nothing; at most
   one unbound variadic per argument can be split off (bind the others in earlier arguments);
   ``*#v`` accepts axes that broadcast against its binding (jaxtyping's rule);
@@ -81,12 +83,16 @@ from tensig.core.annotations import (
     ShapeSpecMarker,
     _is_name,
     dtype_accepts,
+    install_instance_check,
     parse_annotation,
     signature_of,
     words_hint,
 )
-from tensig.core.dims import Dim, FloorDiv
+from tensig.core.dimcode import compile_dim
+from tensig.core.dimcode import emit as _emit
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
+from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
 __all__ = ["SignatureError", "compile_dim", "instance_check", "match_shape", "print_bindings",
            "shape_scope", "shaped"]
@@ -121,59 +127,19 @@ class SignatureError(ShapeError):
         super().__init__(reason, **facts)
 
 
-# --------------------------------------------------------------------------------------------
-# compiling expressions into int functions
-# --------------------------------------------------------------------------------------------
-
-
-def _emit(d: Dim, name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> str:
-    """Python source evaluating ``d``; ``name`` gives the source of each size (a dict ``e``)."""
-    parts = []
-    for monomial, coefficient in d.terms.items():
-        factors = [] if coefficient == 1 and monomial else [str(coefficient)]
-        for atom, power in monomial:
-            if isinstance(atom, str):
-                factor = name(atom)
-            else:
-                op = "//" if isinstance(atom, FloorDiv) else "%"
-                factor = f"({_emit(atom.numerator, name)} {op} {atom.divisor})"
-            factors.append(factor if power == 1 else f"{factor}**{power}")
-        parts.append("*".join(factors))
-    return "(" + (" + ".join(parts) or "0") + ")"
-
-
-def compile_dim(d: Dim) -> Callable[[dict[str, int]], int]:
-    """An int function of a sizes dict that evaluates ``d`` (compiled once, no ``Dim`` per call).
-
-    >>> compile_dim(Dim.parse("(T + 1) // 2 + 3*B"))({"T": 8, "B": 2})
-    10
-    """
-    return eval(f"lambda e: {_emit(d)}", {"__builtins__": {}})  # type: ignore[no-any-return]
-
-
 class _Expr:
-    """A compiled expression item: its int function and, per unknown name, a linear solver."""
+    """A compiled expression item: the polynomial, its text and its names (sorted).
 
-    __slots__ = ("_solvers", "dim", "evaluate", "symbols", "text")
+    The interpreter relates it to an axis's size through the solver
+    (:class:`~tensig.core.solver.LinearRel`); the generated path compiles it to Python.
+    """
+
+    __slots__ = ("dim", "symbols", "text")
 
     def __init__(self, d: Dim):
         self.dim = d
         self.text = str(d)
         self.symbols = tuple(sorted(d.symbols))
-        self.evaluate = compile_dim(d)
-        self._solvers: dict[str, tuple[Callable[..., int], Callable[..., int]] | None] = {}
-
-    def solver(self, name: str) -> tuple[Callable[..., int], Callable[..., int]] | None:
-        """``(coefficient, rest)`` int functions with ``self == coefficient*name + rest``."""
-        if name not in self._solvers:
-            try:
-                coefficient = self.dim.coefficient(name)
-            except ValueError:  # name occurs nonlinearly (a power, or inside // or %)
-                self._solvers[name] = None
-            else:
-                rest = self.dim - coefficient * Dim.symbol(name)
-                self._solvers[name] = (compile_dim(coefficient), compile_dim(rest))
-        return self._solvers[name]
 
 
 class _DeferredExpr:
@@ -197,9 +163,6 @@ class _DeferredExpr:
             arguments = env[_ARGS]
             text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
         return _eval(text, env)
-
-    def solver(self, name: str) -> None:
-        return None
 
 
 def _eval(text: str, names: dict[str, Any]) -> Any:
@@ -273,7 +236,7 @@ class _Program:
         self.rank = None if self.keys else len(ops)
 
     def match(self, shape: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-              label: str, pending: list[tuple[Any, ...]]) -> None:
+              label: str, pending: _Relations) -> None:
         """Check ``shape`` against the annotation, binding new names into ``env``."""
         lengths = self.row_lengths(shape, env, label)
         axis = 0
@@ -304,8 +267,7 @@ class _Program:
                 if size != payload and _is_size(size):
                     raise _Mismatch("fixed", label, self, shape, axis, index)
             elif code == _EXPR:
-                _check_expr(payload, size, env, origins, label, self, shape, axis, index,
-                            pending)
+                pending.add(payload, size, env, origins, label, self, shape, axis, index)
             axis += 1
 
     def row_lengths(self, shape: Any, env: dict[str, Any], label: str) -> dict[str, int]:
@@ -371,40 +333,96 @@ def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None
     return tuple(out)
 
 
-def _check_expr(expr: _Expr, size: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-                label: str, program: _Program, shape: Any, axis: int, index: int,
-                pending: list[tuple[Any, ...]]) -> None:
-    """Evaluate an expression item, or solve it for its one unknown, or leave it pending."""
-    unknown = [s for s in expr.symbols if s not in env]
-    if not unknown:
-        value = expr.evaluate(env)
-        if value != size and _is_size(size) and _is_size(value):
-            raise _Mismatch("expr", label, program, shape, axis, index, expr=expr, value=value)
-        return
-    solver = expr.solver(unknown[0]) if len(unknown) == 1 else None
-    coefficient = solver[0](env) if solver is not None else 0
-    if not coefficient or not _is_size(size):
-        pending.append((expr, size, label, program, shape, axis, index))
-        return
-    quotient, remainder = divmod(size - solver[1](env), coefficient)  # type: ignore[index]
-    if remainder or quotient < 0:
-        raise _Mismatch("solve", label, program, shape, axis, index, expr=expr,
-                        name=unknown[0])
-    env[unknown[0]] = quotient
-    origins[unknown[0]] = (label, axis, shape, (expr.text, size))
+class _Relations:
+    """A call's expression items as one solver problem (built on the first one met).
+
+    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names and
+    the axis's size: evaluated once its names are bound, solved for its one unknown linear name
+    (``h*w`` with ``h`` known binds ``w``), waiting otherwise.  The names' sizes live in the
+    interpreter's ``env`` (where plain names bind, with the origins messages need): each run
+    gives the solver the sizes bound since, and writes back what it solved.  Deferred sizes
+    (``{n}``, ``min(a, b)``) are Python, not polynomials: they are evaluated once bound.
+    """
+
+    __slots__ = ("deferred", "solver", "vars", "where")
+
+    def __init__(self) -> None:  # nothing built until an expression item is met
+        self.solver: Solver | None = None
+        self.deferred: list[tuple[Any, ...]] = []
+
+    def _start(self) -> Solver:
+        self.solver = Solver()
+        self.vars: dict[str, DimVar] = {}
+        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
+        return self.solver
+
+    def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
+            origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
+            axis: int, index: int) -> None:
+        """Relate an expression item to the size it has in this call."""
+        if not _is_size(size):  # an unknown (dask ``nan``) size checks and binds nothing
+            return
+        place = (expr, size, label, program, shape, axis, index)
+        if isinstance(expr, _DeferredExpr):
+            self.deferred.append(place)
+            self._evaluate_deferred(env)
+            return
+        solver = self.solver if self.solver is not None else self._start()
+        names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
+        origin = _origin(label, axis, expr.text)
+        self.where[id(origin)] = place
+
+        def report(kind: str, facts: dict[str, Any]) -> Exception:
+            if kind == "no_solution":
+                return _Mismatch("solve", label, program, shape, axis, index, expr=expr,
+                                 name=facts["name"])
+            return _Mismatch("expr", label, program, shape, axis, index, expr=expr,
+                             value=facts["value"])
+
+        solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
+        self.run(env, origins)
+
+    def run(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+        """Propagate the sizes bound so far; bind in ``env`` what the solver solved."""
+        solver = self.solver
+        if solver is None:
+            return
+        for name, var in self.vars.items():
+            if var.value is None and name in env:
+                solver.set_value(var, int(env[name]), _BOUND)
+        solver.run()
+        for name, var in self.vars.items():
+            if var.value is not None and name not in env:
+                expr, size, label, _, shape, axis, _ = self.where[id(var.origin)]
+                env[name] = var.value
+                origins[name] = (label, axis, shape, (expr.text, size))
+
+    def resolve(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+        """Settle everything the bindings so far determine; what they do not is skipped."""
+        self.run(env, origins)
+        self._evaluate_deferred(env)
+
+    def _evaluate_deferred(self, env: dict[str, Any]) -> None:
+        waiting = []
+        for place in self.deferred:
+            expr, size, label, program, shape, axis, index = place
+            if any(s not in env for s in expr.symbols):
+                waiting.append(place)
+                continue
+            value = expr.evaluate(env)
+            if value != size and _is_size(value):
+                raise _Mismatch("expr", label, program, shape, axis, index, expr=expr,
+                                value=value)
+        self.deferred = waiting
 
 
-def _resolve(pending: list[tuple[Any, ...]], env: dict[str, Any],
-             origins: dict[str, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Retry pending expressions until none makes progress; return those still undetermined."""
-    while pending:
-        waiting: list[tuple[Any, ...]] = []
-        for expr, size, label, program, shape, axis, index in pending:
-            _check_expr(expr, size, env, origins, label, program, shape, axis, index, waiting)
-        if len(waiting) == len(pending):
-            return waiting
-        pending = waiting
-    return pending
+_BOUND = Origin(note="bound by an earlier item")
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(label: str, axis: int, text: str) -> Origin:
+    """One :class:`Origin` per place (building a frozen dataclass per call costs microseconds)."""
+    return Origin(operand=label, position=axis, note=text)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -432,10 +450,10 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
     ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
     env = dict(sizes or {})
     origins = {k: ("given", None, None, None) for k in env}
-    pending: list[tuple[Any, ...]] = []
+    pending = _Relations()
     try:
         _program(ann).match(tuple(shape), env, origins, "shape", pending)
-        _resolve(pending, env, origins)
+        pending.resolve(env, origins)
     except _Mismatch as m:
         raise _error("match_shape", m, env, origins) from None
     return env
@@ -541,7 +559,7 @@ def _reason(fname: str, m: _Mismatch, env: dict[str, Any],
     if m.kind == "expr":
         expr = f["expr"]
         uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
-                         if n != _ARGS)
+                         if n != _ARGS and n in env)
         return (f"{head} {m.shape[m.axis]}, but {expr.text} = {f['value']} with {uses}", item,
                 m.shape[m.axis], uses)
     if m.kind == "solve":
@@ -724,14 +742,17 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
     trial: dict[str, Any] = dict(env)
     origins: dict[str, tuple[Any, ...]] = {k: ("given", None, None, None) for k in env}
     try:
-        pending: list[tuple[Any, ...]] = []
+        pending = _Relations()
         _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, origins,
                      pending)
-        _resolve(pending, trial, origins)
+        pending.resolve(trial, origins)
     except _Mismatch:
         return False
     sink.update((k, v) for k, v in trial.items() if k not in env)
     return True
+
+
+install_instance_check(instance_check)
 
 
 def print_bindings() -> None:
@@ -775,7 +796,7 @@ def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
 
 def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
                  optional: bool, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-                 pending: list[tuple[Any, ...]]) -> None:
+                 pending: _Relations) -> None:
     """Check one value (an argument or the return value) against its compiled annotation."""
     if x is None:
         if optional:
@@ -826,7 +847,7 @@ def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
 
 def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tuple[Any, ...],
                     kwargs: dict[str, Any], env: dict[str, Any],
-                    origins: dict[str, tuple[Any, ...]], pending: list[tuple[Any, ...]]) -> None:
+                    origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
     named = {p.name for p in sig.parameters}
     for kind, label, position, _, _, program, marker, _ in variadic:
         if kind == inspect.Parameter.VAR_POSITIONAL:
@@ -838,7 +859,7 @@ def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tup
 
 
 def _check_result(result: Any, sig: FunctionSignature, programs: Any, env: dict[str, Any],
-                  origins: dict[str, tuple[Any, ...]], pending: list[tuple[Any, ...]]) -> None:
+                  origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
     if isinstance(sig.result, ShapeSpecMarker):
         _check_value(result, "return", programs, sig.result, sig.result_optional, env, origins,
                      pending)
@@ -850,7 +871,7 @@ def _check_result(result: Any, sig: FunctionSignature, programs: Any, env: dict[
         for i, (x, marker, program) in enumerate(zip(result, markers, programs, strict=True)):
             if marker is not None:
                 _check_value(x, f"return[{i}]", program, marker, False, env, origins, pending)
-    _resolve(pending, env, origins)
+    pending.resolve(env, origins)
 
 
 class _Checker:
@@ -877,7 +898,7 @@ class _Checker:
         """Check the arguments; return ``(env, origins, pending)`` for the return value."""
         env: dict[str, Any] = {}
         origins: dict[str, tuple[Any, ...]] = {}
-        pending: list[tuple[Any, ...]] = []
+        pending = _Relations()
         if self.signature is not None:
             bound = self.signature.bind_partial(*args, **kwargs)
             bound.apply_defaults()
@@ -891,13 +912,13 @@ class _Checker:
                     _check_value(x, label, program, marker, optional, env, origins, pending)
             if self.variadic:
                 _check_variadic(self.variadic, self.sig, args, kwargs, env, origins, pending)
-            pending = _resolve(pending, env, origins)
+            pending.resolve(env, origins)
         except _Mismatch as m:
             raise _error(self.sig.name, m, env, origins) from None
         return env, origins, pending
 
     def check_result(self, result: Any, env: dict[str, Any],
-                     origins: dict[str, tuple[Any, ...]], pending: list[tuple[Any, ...]]) -> None:
+                     origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
         if self.result is None:
             return
         try:

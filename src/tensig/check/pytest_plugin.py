@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tensig.check import findings
+from tensig.check.verify import DEFAULT_TIMEOUT, _signature_from_annotations, verify
 
 __all__ = ["TensigItem", "project_functions"]
 
@@ -66,8 +67,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, Any]]:
     """The shape-annotated functions of the imported project modules (see the module doc)."""
-    from tensig.check.verify import _signature_from_annotations
-
     root = rootdir.resolve()
     for module in sorted(list(sys.modules.values()), key=lambda m: getattr(m, "__name__", "")):
         path = _project_file(module, root, tests)
@@ -115,8 +114,6 @@ class TensigItem(pytest.Item):
         self.fn = fn
 
     def runtest(self) -> None:
-        from tensig.check.verify import DEFAULT_TIMEOUT, verify
-
         config = self.config
         timeout = config.getoption("tensig_timeout") or DEFAULT_TIMEOUT
         try:

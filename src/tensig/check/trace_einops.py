@@ -13,7 +13,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
+from tensig.check.sym_sizes import as_dim
 
 __all__ = ["register"]
 
@@ -46,29 +48,29 @@ def register() -> None:
             return S.reduce_(x, tuple(axes), False, kind)
 
         def stack_on_zeroth_dimension(self, tensors: list[Any]) -> S.SymArray:
-            return S.stack(tensors, 0)
+            return sym_functions.stack(tensors, 0)
 
         def add_axis(self, x: Any, new_position: int) -> S.SymArray:
             return S.expand_dims(x, new_position)
 
         def tile(self, x: Any, repeats: Any) -> S.SymArray:
             a = S._sym(x)
-            return S.SymArray([d * S.as_dim(r) for d, r in zip(a.dims, repeats, strict=True)],
+            return S.SymArray([d * as_dim(r) for d, r in zip(a.dims, repeats, strict=True)],
                               a.kind)
 
         def concat(self, tensors: list[Any], axis: int) -> S.SymArray:
-            return S.concatenate(tensors, axis)
+            return sym_functions.concatenate(tensors, axis)
 
         def is_float_type(self, x: Any) -> bool:
             return S._sym(x).kind == "f"
 
         def arange(self, start: Any, stop: Any) -> S.SymArray:
-            return S._arange(start, stop)
+            return sym_functions._arange(start, stop)
 
         def einsum(self, pattern: str, *x: Any) -> S.SymArray:
-            return S.einsum(pattern, *x)
+            return sym_functions.einsum(pattern, *x)
 
         def layers(self) -> Any:
-            raise S.Unsupported("einops layers built from symbolic arrays")
+            raise tracing.Unsupported("einops layers built from symbolic arrays")
 
     _REGISTERED.append(SymbolicBackend)

@@ -36,8 +36,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import shape_text
+from tensig.check.sym_sizes import as_dim
 from tensig.check.trace_numpy import fitted
+from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
@@ -52,7 +56,7 @@ _WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
 
 
 def _any_sym(x: Any) -> bool:
-    if isinstance(x, S.SymArray | S.SymSize | S.SymRange):
+    if isinstance(x, S.SymArray | sym_sizes.SymSize | sym_sizes.SymRange):
         return True
     if isinstance(x, list | tuple):
         return any(_any_sym(v) for v in x)
@@ -62,7 +66,7 @@ def _any_sym(x: Any) -> bool:
 
 
 def _mark_used() -> None:
-    S.tracer().__dict__["used_jax"] = True
+    tracer().__dict__["used_jax"] = True
 
 
 def _wrap(ns: str, name: str, original: Any) -> Any:
@@ -70,8 +74,8 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        if S._TRACER.get() is None or not (control or _any_sym(args) or _any_sym(kw)):
-            return original(*args, **kw)
+        if tracing._TRACER.get() is None or not (control or _any_sym(args) or _any_sym(kw)):
+                  return original(*args, **kw)
         _mark_used()
         return _symbolic(ns, name, original, args, kw)
 
@@ -170,11 +174,11 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
             it = iter(arrays)
             return original(*_put(a, it), **_put(k, it))
 
-        token = S.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
+        token = tracing.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
         try:
             return jax.eval_shape(run, *structs)
         finally:
-            S.reset_tracer(token)
+            tracing.reset_tracer(token)
 
     def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
         if isinstance(leaf, jax.ShapeDtypeStruct):
@@ -235,7 +239,7 @@ def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) ->
     a = S._sym(x)
     dims = list(a.dims)
     pos = axis if axis >= 0 else len(dims) + 1 + axis
-    dims.insert(pos, S.as_dim(num_classes))
+    dims.insert(pos, as_dim(num_classes))
     return S.SymArray(dims, "f")
 
 
@@ -248,8 +252,8 @@ def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     """lax's binary operations do not broadcast: equal shapes, or a scalar."""
     x, y = S._sym(a), S._sym(b)
     if x.ndim and y.ndim and x.dims != y.dims:
-        S.tracer().report("broadcast", f"lax needs equal shapes: {S._shape_text(x)} and "
-                                       f"{S._shape_text(y)} (lax does not broadcast)")
+        tracer().report("broadcast", f"lax needs equal shapes: {shape_text(x)} and "
+                                     f"{shape_text(y)} (lax does not broadcast)")
     return S.elementwise([x, y])
 
 
@@ -258,23 +262,23 @@ def _random(shape_at: int, shape_kw: str = "shape") -> Callable[..., S.SymArray]
         shape = kw.get(shape_kw, args[shape_at - 1] if len(args) >= shape_at else ())
         dtype = str(kw.get("dtype", "float"))
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([S.as_dim(d) for d in dims], "i" if "int" in dtype else "f")
+        return S.SymArray([as_dim(d) for d in dims], "i" if "int" in dtype else "f")
     return model
 
 
 def _randint(key: Any, shape: Any, *args: Any, **kw: Any) -> S.SymArray:
-    return S.SymArray([S.as_dim(d) for d in shape], "i")
+    return S.SymArray([as_dim(d) for d in shape], "i")
 
 
 def _bernoulli(key: Any, p: Any = 0.5, shape: Any = None) -> S.SymArray:
-    dims = S._sym(p).dims if shape is None else tuple(S.as_dim(d) for d in shape)
+    dims = S._sym(p).dims if shape is None else tuple(as_dim(d) for d in shape)
     return S.SymArray(dims, "b")
 
 
 def _categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, **kw: Any
                  ) -> S.SymArray:
     if shape is not None:
-        return S.SymArray([S.as_dim(d) for d in shape], "i")
+        return S.SymArray([as_dim(d) for d in shape], "i")
     return S.reduce_(logits, axis, False, "i")
 
 
@@ -283,7 +287,7 @@ def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
         return a.astype(dtype) if dtype is not None else a
     import numpy as np
 
-    return S._sym(np.asarray(a, dtype=dtype)) if not _any_sym(a) else S.stack(a, 0)
+    return S._sym(np.asarray(a, dtype=dtype)) if not _any_sym(a) else sym_functions.stack(a, 0)
 
 
 class _AtRef:
@@ -367,7 +371,7 @@ def _same_structure(before: Any, after: Any, what: str) -> None:
     if len(a) != len(b) or any(x != y for x, y in zip(a, b, strict=False)):
         fmt = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in a)
         got = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in b)
-        S.tracer().report("broadcast", f"{what}: shapes change from {fmt} to {got}")
+        tracer().report("broadcast", f"{what}: shapes change from {fmt} to {got}")
 
 
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
@@ -412,8 +416,8 @@ def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> 
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
     for d in sizes[1:]:
         if d != sizes[0]:
-            S.tracer().report("broadcast", f"vmap maps axes of different sizes: {sizes[0]} "
-                                           f"and {d}")
+            tracer().report("broadcast", f"vmap maps axes of different sizes: {sizes[0]} "
+                                         f"and {d}")
             break
     out = fun(*inner, **kwargs)
     if isinstance(out_axes, int) or out_axes is None:
@@ -425,9 +429,9 @@ def _vmap(original: Any) -> Any:
     def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, *a: Any, **kw: Any) -> Any:
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
-            if S._TRACER.get() is not None and (_any_sym(args) or _any_sym(kwargs)):
-                _mark_used()
-                return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
+            if tracing._TRACER.get() is not None and (_any_sym(args) or _any_sym(kwargs)):
+                      _mark_used()
+                      return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
             return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
@@ -441,8 +445,8 @@ def _jit(original: Any) -> Any:
 
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if S._TRACER.get() is not None:
-                return fun(*args, **kwargs)
+            if tracing._TRACER.get() is not None:
+                      return fun(*args, **kwargs)
             if not compiled:
                 compiled.append(original(fun, *a, **kw))
             return compiled[0](*args, **kwargs)
@@ -456,14 +460,14 @@ def _grad(original: Any) -> Any:
     def grad(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if S._TRACER.get() is None or not (_any_sym(args) or _any_sym(kwargs)):
-                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
+            if tracing._TRACER.get() is None or not (_any_sym(args) or _any_sym(kwargs)):
+                      return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
             _mark_used()
             out = fun(*args, **kwargs)
             value = out[0] if has_aux else out
             if S._sym(value).ndim:
-                S.tracer().report("return-shape", f"grad of a non-scalar: the function returns "
-                                                  f"{S._shape_text(S._sym(value))}")
+                tracer().report("return-shape", f"grad of a non-scalar: the function returns "
+                                                f"{shape_text(S._sym(value))}")
             nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
             grads = tuple(_tree_map(lambda x: _same(x), args[i]) for i in nums)
             g = grads if isinstance(argnums, tuple | list) else grads[0]
@@ -479,10 +483,10 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     x0 = _unbatch(0, xs, sizes) if xs is not None else None
     for d in sizes[1:]:
         if d != sizes[0]:
-            S.tracer().report("broadcast", f"scan over leading axes of different sizes: "
-                                           f"{sizes[0]} and {d}")
+            tracer().report("broadcast", f"scan over leading axes of different sizes: "
+                                         f"{sizes[0]} and {d}")
             break
-    n = sizes[0] if sizes else S.as_dim(length)
+    n = sizes[0] if sizes else as_dim(length)
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")
     ys = _tree_map(lambda leaf: None if leaf is None else _batch(0, leaf, n), y) \
@@ -541,7 +545,7 @@ _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", 
 
 
 def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...],
-                        kinds: tuple[str, ...]) -> tuple[list[S.Finding], list[str],
+                        kinds: tuple[str, ...]) -> tuple[list[tracing.Finding], list[str],
                                                          tuple[tuple[Dim, ...], ...] | None]:
     """Run ``fn`` under ``jax.eval_shape`` with JAX's symbolic dimensions.
 
@@ -568,13 +572,11 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     try:
         out = jax.eval_shape(fn, *structs)
     except Exception as e:
-        from tensig.check.verify import _failure_line
-
-        file, line = _failure_line(e)
+        file, line = tracing.failure_line(e)
         text = f"{type(e).__name__}: {e}".split("\n")[0]
         if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and \
                 "not a valid jax type" not in text.lower():
-            return [S.Finding("broadcast", text, file, line)], [], None
+            return [tracing.Finding("broadcast", text, file, line)], [], None
         return [], [f"verification stopped at {file}:{line}: {text}"], None
     items = jax.tree_util.tree_leaves(out)
     try:
@@ -597,3 +599,6 @@ def _from_jax(x: Any) -> Dim:
         return Dim.parse(text)
     except Exception:
         raise ValueError(str(x)) from None
+
+
+tracing.PLUGINS["jax_at"] = AtIndexer

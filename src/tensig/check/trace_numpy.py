@@ -23,8 +23,13 @@ from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
+from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import broadcast, shape_text
+from tensig.check.sym_sizes import as_dim
+from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
+from tensig.core.errors import InconclusiveError
 
 __all__ = ["fit_sizes", "fitted", "fitted_numpy"]
 
@@ -41,7 +46,7 @@ def _at_least(x: Any, rank: int) -> S.SymArray:
     """``atleast_2d``/``atleast_3d``: NumPy's padding rules (a vector is a row; 3-d is
     ``[1, n, 1]`` for a vector and ``[m, n, 1]`` for a matrix)."""
     a = S._sym(x)
-    one = S.ONE
+    one = sym_sizes.ONE
     if a.ndim >= rank:
         return a
     if rank == 1:
@@ -54,24 +59,24 @@ def _at_least(x: Any, rank: int) -> S.SymArray:
 
 def _hstack(tup: Any, **kw: Any) -> S.SymArray:
     xs = [_at_least(x, 1) for x in tup]
-    return S.concatenate(xs, 0 if xs[0].ndim == 1 else 1)
+    return sym_functions.concatenate(xs, 0 if xs[0].ndim == 1 else 1)
 
 
 def _vstack(tup: Any, **kw: Any) -> S.SymArray:
-    return S.concatenate([_at_least(x, 2) for x in tup], 0)
+    return sym_functions.concatenate([_at_least(x, 2) for x in tup], 0)
 
 
 def _dstack(tup: Any, **kw: Any) -> S.SymArray:
-    return S.concatenate([_at_least(x, 3) for x in tup], 2)
+    return sym_functions.concatenate([_at_least(x, 3) for x in tup], 2)
 
 
 def _column_stack(tup: Any) -> S.SymArray:
     xs = [S._sym(x) for x in tup]
-    return S.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
+    return sym_functions.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
 
 
 def _flat_size(a: S.SymArray) -> Dim:
-    total = S.ONE
+    total = sym_sizes.ONE
     for d in a.dims:
         total = total * d
     return total
@@ -107,10 +112,10 @@ def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
         return S.SymArray(i.dims, x.kind)
     ax = S._axis(axis, x.ndim)
     if i.ndim != x.ndim:
-        S.tracer().report("broadcast", f"take_along_axis: indices {S._shape_text(i)} need the "
-                                       f"rank of the array {S._shape_text(x)}")
+        tracer().report("broadcast", f"take_along_axis: indices {shape_text(i)} need the "
+                                     f"rank of the array {shape_text(x)}")
     others = [S.SymArray(x.dims[:ax] + x.dims[ax + 1:]), S.SymArray(i.dims[:ax] + i.dims[ax + 1:])]
-    dims, _ = S.broadcast(others, "take_along_axis")
+    dims, _ = broadcast(others, "take_along_axis")
     return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
 
 
@@ -128,8 +133,8 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.Sym
     """``np.pad``: each axis grows by its (before, after) widths, which may be symbolic."""
     x = S._sym(array)
     width = pad_width
-    if isinstance(width, int | S.SymSize) or (hasattr(width, "__len__") and
-                                              len(width) and not _nested(width)):
+    if isinstance(width, int | sym_sizes.SymSize) or (hasattr(width, "__len__") and
+                                                      len(width) and not _nested(width)):
         pair = tuple(width) if hasattr(width, "__len__") else (width,)
         pairs = [(pair[0], pair[-1])] * x.ndim
     else:
@@ -140,7 +145,7 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.Sym
     if len(pairs) != x.ndim:
         raise ValueError(f"np.pad: {len(pairs)} (before, after) pairs for an array of rank "
                          f"{x.ndim}")
-    return S.SymArray([d + S.as_dim(lo) + S.as_dim(hi)
+    return S.SymArray([d + as_dim(lo) + as_dim(hi)
                        for d, (lo, hi) in zip(x.dims, pairs, strict=True)], x.kind)
 
 
@@ -153,25 +158,25 @@ def _data_sized(hint: str, kind: str = "i") -> Callable[..., Any]:
     a fresh size, like a Remora box."""
     def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
         S._sym(a)
-        return S.SymArray((S.tracer().new_dim(hint),), kind)
+        return S.SymArray((tracer().new_dim(hint),), kind)
     return model
 
 
 def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
     x = S._sym(a)
-    n = S.tracer().new_dim("nnz")
+    n = tracer().new_dim("nnz")
     return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
 
 
 def _argwhere(a: Any) -> S.SymArray:
     x = S._sym(a)
-    return S.SymArray((S.tracer().new_dim("nnz"), S.Dim.const(x.ndim)), "i")
+    return S.SymArray((tracer().new_dim("nnz"), Dim.const(x.ndim)), "i")
 
 
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
             return_counts: bool = False, axis: Any = None, **kw: Any) -> Any:
     x = S._sym(ar)
-    n = S.tracer().new_dim("uniq")
+    n = tracer().new_dim("uniq")
     values = S.SymArray((n,), x.kind)
     extra = []
     if return_index:
@@ -188,15 +193,15 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
 
 def _square(a: S.SymArray, what: str) -> Dim:
     if a.ndim < 2:
-        raise ValueError(f"np.linalg.{what}: needs a matrix, got {S._shape_text(a)}")
+        raise ValueError(f"np.linalg.{what}: needs a matrix, got {shape_text(a)}")
     if a.dims[-1] != a.dims[-2]:
-        S.tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
-                                         f"{S._shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
+        tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
+                                       f"{shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
     return a.dims[-1]
 
 
 def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
-    dims, _ = S.broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
+    dims, _ = broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
     return dims
 
 
@@ -206,12 +211,12 @@ def _solve(a: Any, b: Any) -> S.SymArray:
     n = _square(x, "solve")
     if y.ndim == 1:
         if y.dims[0] != n:
-            S.tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)}"
-                                             f" for a {n} by {n} system")
+            tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)}"
+                                           f" for a {n} by {n} system")
         return S.SymArray((*x.dims[:-1],), "f")
     if y.dims[-2] != n:
-        S.tracer().report("contraction", f"np.linalg.solve: right-hand side {S._shape_text(y)} "
-                                         f"for a {n} by {n} system {S._shape_text(x)}")
+        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} "
+                                       f"for a {n} by {n} system {shape_text(x)}")
     batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
     return S.SymArray((*batch, n, y.dims[-1]), "f")
 
@@ -249,9 +254,9 @@ def _min_dim(m: Dim, n: Dim) -> Dim:
         return m
     try:
         return m if m <= n else n
-    except S.InconclusiveError:
+    except InconclusiveError:
         pass
-    t = S.tracer()
+    t = tracer()
     cache = t.__dict__.setdefault("_min_dims", {})
     if (m, n) not in cache:
         cache[(m, n)] = t.new_dim("k")
@@ -287,10 +292,10 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
     x, y = S._sym(a), S._sym(b)
     m, n = x.dims[-2], x.dims[-1]
     if y.dims[0] != m:
-        S.tracer().report("contraction", f"np.linalg.lstsq: right-hand side {S._shape_text(y)} "
-                                         f"for {m} equations ({S._shape_text(x)})")
+        tracer().report("contraction", f"np.linalg.lstsq: right-hand side {shape_text(y)} "
+                                       f"for {m} equations ({shape_text(x)})")
     sol = S.SymArray((n, *y.dims[1:]), "f")
-    return (sol, S.SymArray((S.tracer().new_dim("res"),), "f"), S.SymArray((), "i"),
+    return (sol, S.SymArray((tracer().new_dim("res"),), "f"), S.SymArray((), "i"),
             S.SymArray((_min_dim(m, n),), "f"))
 
 
@@ -376,24 +381,24 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 
 
 def _tri(N: Any, M: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> S.SymArray:
-    n = S.as_dim(N)
-    return S.SymArray((n, S.as_dim(M) if M is not None else n), "b" if dtype is bool else "f")
+    n = as_dim(N)
+    return S.SymArray((n, as_dim(M) if M is not None else n), "b" if dtype is bool else "f")
 
 
 def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.SymArray:
-    return S.SymArray((S.as_dim(num),), "f")
+    return S.SymArray((as_dim(num),), "f")
 
 
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "tri": _tri,
-    "identity": lambda n, *a, **k: S.SymArray((S.as_dim(n), S.as_dim(n)), "f"),
+    "identity": lambda n, *a, **k: S.SymArray((as_dim(n), as_dim(n)), "f"),
     "linspace": _linspace,
 }
 
 
 def _sized(shape: Any, kind: str = "f") -> S.SymArray:
     dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
-    return S.SymArray([S.as_dim(d) for d in dims], kind)
+    return S.SymArray([as_dim(d) for d in dims], kind)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
@@ -405,8 +410,8 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
     "choice": lambda a, size=None, *args, **k: _sized(size, "i" if isinstance(
-        a, int | S.SymSize) else S._sym(a).kind),
-    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | S.SymSize)
+        a, int | sym_sizes.SymSize) else S._sym(a).kind),
+    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
     else S.SymArray(S._sym(x).dims, S._sym(x).kind),
 }
 """``np.random``'s module functions with symbolic sizes (a ``Generator``'s methods cannot be
@@ -422,9 +427,9 @@ def _symbols_in(x: Any, out: set[str]) -> None:
     if isinstance(x, S.SymArray):
         for d in x.dims:
             out.update(d.symbols)
-    elif isinstance(x, S.SymSize):
+    elif isinstance(x, sym_sizes.SymSize):
         out.update(x.dim.symbols)
-    elif isinstance(x, S.SymRange):
+    elif isinstance(x, sym_sizes.SymRange):
         out.update(x.start.symbols | x.stop.symbols)
     elif isinstance(x, list | tuple):
         for v in x:
@@ -438,9 +443,9 @@ def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str]
     """The arguments at one size assignment: arrays from ``make``, sizes as ints."""
     if isinstance(x, S.SymArray):
         return make(tuple(d.evaluate(env) for d in x.dims), x.kind)
-    if isinstance(x, S.SymSize):
+    if isinstance(x, sym_sizes.SymSize):
         return x.dim.evaluate(env)
-    if isinstance(x, S.SymRange):
+    if isinstance(x, sym_sizes.SymRange):
         return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
     if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
         return type(x)(_concrete(v, env, make) for v in x)
@@ -464,7 +469,7 @@ def _size_guard(args: Any, env: dict[str, int]) -> None:
 
     walk(args)
     if total[0] > _MAX_ELEMENTS:
-        raise S.Unsupported("evaluating at witness sizes (too large)")
+        raise tracing.Unsupported("evaluating at witness sizes (too large)")
 
 
 def _leaves(result: Any) -> Iterator[Any]:
@@ -525,7 +530,7 @@ def _candidates(args: Any) -> list[Dim]:
     def walk(x: Any) -> None:
         if isinstance(x, S.SymArray):
             for i in range(x.ndim):
-                prod = S.ONE
+                prod = sym_sizes.ONE
                 for d in x.dims[i:]:
                     prod = prod * d
                     out.append(prod)
@@ -537,7 +542,7 @@ def _candidates(args: Any) -> list[Dim]:
     return out
 
 
-def _lcm(t: S.Tracer) -> int:
+def _lcm(t: tracing.Tracer) -> int:
     lcm = 1
     for _, k in t.divisors:
         lcm = lcm * k // math.gcd(lcm, k)
@@ -550,7 +555,7 @@ def _names(*args: Any) -> list[str]:
     return sorted(found)
 
 
-def _bases(t: S.Tracer, args: Any) -> list[dict[str, int]]:
+def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     """The witnesses, then the same values in the reverse order among the call's symbols: an
     operation valid only for ``K <= L`` (a window no longer than its input) runs in one."""
     base = _base(t)
@@ -563,7 +568,7 @@ def _bases(t: S.Tracer, args: Any) -> list[dict[str, int]]:
     return [base, flipped]
 
 
-def _base(t: S.Tracer) -> dict[str, int]:
+def _base(t: tracing.Tracer) -> dict[str, int]:
     """The witnesses, scaled so that every division the code assumed is exact."""
     lcm = _lcm(t)
     return dict(t.witness) if lcm == 1 else {n: w * lcm for n, w in t.witness.items()}
@@ -594,12 +599,12 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
     expression, and all at once to check it.  Sizes that are not affine are matched against
     products of the arguments' sizes; anything else is a fresh size, reported as an assumption.
     """
-    t = S.tracer()
+    t = tracer()
     found: set[str] = set()
     _symbols_in(args, found)
     names = sorted(found)
     if len(names) > _MAX_SYMBOLS:
-        raise S.Unsupported(f"{what} with more than {_MAX_SYMBOLS} symbolic sizes")
+        raise tracing.Unsupported(f"{what} with more than {_MAX_SYMBOLS} symbolic sizes")
     lcm = _lcm(t)
     full = base or _base(t)
     points = _points(names, full, lcm)
@@ -653,7 +658,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     fills depends on the data and is a fresh size.  A failure at the witness sizes is a shape
     finding when the library's message says so, else the trace stops with a note.
     """
-    t = S.tracer()
+    t = tracer()
 
     def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
         return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
@@ -670,11 +675,11 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         except (ValueError, IndexError, TypeError) as e:
             if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
                     "unexpected keyword" in str(e) or "not a valid" in str(e):
-                raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+                raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
             error = error or e
             continue
         except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
-            raise S.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
+            raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
         if i:  # it runs only where the sizes are ordered the other way: say so
             order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
             t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
@@ -701,7 +706,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         if dims is None or desc is None:
             leaves.append(leaf)
         elif desc[1] == "size":
-            leaves.append(S.SymSize(dims[0]))
+            leaves.append(sym_sizes.SymSize(dims[0]))
         else:
             leaves.append(S.SymArray(dims, desc[1]))
     if not isinstance(sample, tuple | list):
@@ -735,7 +740,7 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
 
 
 def _boxed(fits: list[list[Dim] | None], zero_shapes: list[Any], data_shapes: list[Any],
-           t: S.Tracer) -> list[list[Dim] | None]:
+           t: tracing.Tracer) -> list[list[Dim] | None]:
     """Sizes that change with the data (not with the sizes) are fresh: a Remora box."""
     out: list[list[Dim] | None] = []
     for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True):
@@ -747,7 +752,7 @@ def _boxed(fits: list[list[Dim] | None], zero_shapes: list[Any], data_shapes: li
     return out
 
 
-def _named(e: BaseException, t: S.Tracer) -> str:
+def _named(e: BaseException, t: tracing.Tracer) -> str:
     """NumPy's message with each witness number written as its symbol."""
     import re
 
@@ -769,7 +774,7 @@ def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any
 def _where(cond: Any, *args: Any, **kw: Any) -> Any:
     if not args:  # where(cond): the indices of the true elements, a data-dependent size
         return _nonzero(cond)
-    return S.where(cond, *args, **kw)
+    return sym_functions.where(cond, *args, **kw)
 
 
 NUMPY_EXTRA["where"] = _where
@@ -777,3 +782,4 @@ for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "c
     NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
 S.NUMPY.update(NUMPY_EXTRA)
 S.CREATION_NUMPY.update(CREATION_EXTRA)
+tracing.PLUGINS["numpy_fallback"] = fitted_numpy

@@ -29,8 +29,12 @@ from typing import Any
 
 import torch
 
+from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.sym_functions import created
 from tensig.check.trace_numpy import _candidates, _symbols_in  # the fit's shared pieces
+from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
@@ -100,10 +104,10 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "dim": lambda a: a.ndim,
     "ndimension": lambda a: a.ndim,
     "is_contiguous": lambda a, *r, **k: True,
-    "new_zeros": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
-    "new_ones": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
-    "new_empty": lambda a, *size, **k: S._created(*size, **{"dtype": dtype_of(a), **k}),
-    "new_full": lambda a, size, fill, **k: S._created(size, **{"dtype": dtype_of(a), **k}),
+    "new_zeros": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_ones": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_empty": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
+    "new_full": lambda a, size, fill, **k: created(size, **{"dtype": dtype_of(a), **k}),
     "item": lambda a: _data("item()"),
     "tolist": lambda a: _data("tolist()"),
     "nonzero": lambda a, *r, **k: _data("nonzero()"),
@@ -111,7 +115,7 @@ _METHODS: dict[str, Callable[..., Any]] = {
 
 
 def _data(what: str) -> Any:
-    raise S.Unsupported(f"{what} (it reads data)")
+    raise tracing.Unsupported(f"{what} (it reads data)")
 
 
 def attribute(a: S.SymArray, name: str) -> Any:
@@ -137,9 +141,9 @@ def attribute(a: S.SymArray, name: str) -> Any:
 def _symbolic_key(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     for k in items:
-        if isinstance(k, S.SymSize | S.SymArray):
+        if isinstance(k, sym_sizes.SymSize | S.SymArray):
             return True
-        if isinstance(k, slice) and any(isinstance(v, S.SymSize)
+        if isinstance(k, slice) and any(isinstance(v, sym_sizes.SymSize)
                                         for v in (k.start, k.stop, k.step)):
             return True
     return False
@@ -151,17 +155,17 @@ def buffers_symbolic() -> Iterator[None]:
     original = torch.Tensor.__getitem__
 
     def getitem(self: torch.Tensor, key: Any) -> Any:
-        if S._TRACER.get() is not None and _symbolic_key(key):
-            return S.getitem(S._sym(self), key)
+        if tracing._TRACER.get() is not None and _symbolic_key(key):
+                  return S.getitem(S._sym(self), key)
         return original(self, key)
 
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if S._TRACER.get() is not None and S._has_sym((args, kw.values())):
-                a = S._sym(self)
-                if hasattr(S.SymArray, name):
-                    return getattr(a, name)(*args, **kw)
-                return attribute(a, name)(*args, **kw)
+            if tracing._TRACER.get() is not None and sym_functions._has_sym((args, kw.values())):
+                      a = S._sym(self)
+                      if hasattr(S.SymArray, name):
+                          return getattr(a, name)(*args, **kw)
+                      return attribute(a, name)(*args, **kw)
             return method(self, *args, **kw)
         return call
 
@@ -224,7 +228,7 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 _CACHE.clear()
             _CACHE[key] = hit
     template, messages, _ = hit
-    t = S.tracer()
+    t = tracer()
     for kind, message, severity in messages:
         t.report(kind, message, severity)
     return _rebuild(template, args)
@@ -246,7 +250,7 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
             return ("A", v.dims, v.kind)
-        if isinstance(v, S.SymSize):
+        if isinstance(v, sym_sizes.SymSize):
             return ("S", v.dim)
         if isinstance(v, torch.Tensor):
             return ("R", tuple(v.shape), v.dtype)
@@ -282,7 +286,7 @@ def _to_meta(value: Any, env: dict[str, int], memo: dict[int, Any]) -> Any:
                               device="meta")
             memo[id(value)] = got
         return got
-    if isinstance(value, S.SymSize):
+    if isinstance(value, sym_sizes.SymSize):
         return value.dim.evaluate(env)
     if isinstance(value, torch.Tensor):
         got = memo.get(id(value))
@@ -331,7 +335,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     _symbols_in((args, kwargs), names)
     order = sorted(names)
     if len(order) > _MAX_SYMBOLS:
-        raise S.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
+        raise tracing.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
     messages: list[tuple[str, str, str]] = []
     results: list[Any] = []
     envs: list[dict[str, int]] = []
@@ -343,15 +347,15 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             for env in envs:
                 results.append(_run(func, args, kwargs, env))
         except NotImplementedError as e:
-            raise S.Unsupported(f"{name} (no meta kernel: {str(e).splitlines()[0][:120]})") \
+            raise tracing.Unsupported(f"{name} (no meta kernel: {str(e).splitlines()[0][:120]})") \
                 from None
         except _SHAPE_ERRORS as e:
             text = str(e).lower()
             if "data-dependent" in text or "data dependent" in text or \
                     ("meta" in text and "not implemented" in text):
-                raise S.Unsupported(f"{name} (its result shape depends on data)") from None
+                raise tracing.Unsupported(f"{name} (its result shape depends on data)") from None
             if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
-                raise S.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
+                raise tracing.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
             first_error = first_error or e
             if not results:
                 continue
@@ -396,10 +400,10 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                 orig = inputs[id(head)]
                 if isinstance(orig, S.SymArray) and \
                         list(head.shape) != [d.evaluate(envs[0]) for d in orig.dims]:
-                    raise S.Unsupported(f"{name} (an in-place change of shape)")
+                    raise tracing.Unsupported(f"{name} (an in-place change of shape)")
                 return ("input", orig)
             if any(x.ndim != head.ndim for x in items):
-                raise S.Unsupported(f"{name} (its result rank depends on the sizes)")
+                raise tracing.Unsupported(f"{name} (its result rank depends on the sizes)")
             dims = tuple(size([x.shape[i] for x in items], final) for i in range(head.ndim))
             kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
             return ("array", dims, kind)
@@ -410,7 +414,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         if isinstance(head, tuple | list):
             parts = tuple(build([x[i] for x in items], final) for i in range(len(head)))
             return ("seq", type(head), parts)
-        raise S.Unsupported(f"{name} returning {type(head).__name__}")
+        raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
     outputs = [r for r, _ in results]
     template = build(outputs, final=False)
@@ -442,7 +446,7 @@ def _short(e: BaseException) -> str:
 
 def _describe(a: Any) -> str:
     if isinstance(a, S.SymArray):
-        return S._shape_text(a)
+        return shape_text(a)
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
@@ -495,7 +499,7 @@ def _rebuild(template: Any, args: Any) -> Any:
         raise Rejected("torch rejected the operands (reported above)")
     tag = template[0]
     if tag == "array":
-        t = S.tracer()
+        t = tracer()
         dims = [t.new_dim("n") if d == ("fresh",) else d for d in template[1]]
         return S.SymArray(dims, template[2])
     if tag == "input":
@@ -504,8 +508,8 @@ def _rebuild(template: Any, args: Any) -> Any:
         return template[1]
     if tag == "size":
         d = template[1]
-        d = S.tracer().new_dim("n") if d == ("fresh",) else d
-        return S.SymSize(d) if d.constant is None else d.constant
+        d = tracer().new_dim("n") if d == ("fresh",) else d
+        return sym_sizes.SymSize(d) if d.constant is None else d.constant
     _, kind, parts = template
     items = [_rebuild(p, args) for p in parts]
     if kind in (tuple, list):
@@ -563,14 +567,14 @@ def _binary(name: str) -> Callable[..., Any]:
 def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) -> None:
     """Per-channel parameters (running statistics, affine weights) against the input."""
     if a.ndim <= axis:
-        S.tracer().report("contraction", f"{what} of {S._shape_text(a)}: no channel axis")
+        tracer().report("contraction", f"{what} of {shape_text(a)}: no channel axis")
         return
     for p in params:
-        if p is not None and S._differ(S._sym(p).dims[0] if S._sym(p).ndim else S.ONE,
-                                       a.dims[axis]):
-            S.tracer().report("contraction", f"{what}: a per-channel parameter of shape "
-                              f"{S._shape_text(S._sym(p))} for {a.dims[axis]} channels "
-                              f"(input {S._shape_text(a)})")
+        if p is not None and differ(S._sym(p).dims[0] if S._sym(p).ndim else sym_sizes.ONE,
+                                    a.dims[axis]):
+            tracer().report("contraction", f"{what}: a per-channel parameter of shape "
+                            f"{shape_text(S._sym(p))} for {a.dims[axis]} channels "
+                            f"(input {shape_text(a)})")
 
 
 def batch_norm(x: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
@@ -592,13 +596,13 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
     a = S._sym(x)
     _channels("group_norm", a, (weight, bias))
     if a.ndim > 1 and (a.dims[1] % int(num_groups)).constant != 0:
-        S.require_divisible(a.dims[1], int(num_groups))
+        sym_sizes.require_divisible(a.dims[1], int(num_groups))
     return S.SymArray(a.dims, "f")
 
 
 def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
              **kw: Any) -> S.SymArray:
-    return S.layer_norm(x, normalized_shape, weight)
+    return sym_functions.layer_norm(x, normalized_shape, weight)
 
 
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
@@ -609,22 +613,22 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     they are an error.  With ``enable_gqa`` the key/value heads must divide the query heads.
     """
     qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
-    t = S.tracer()
-    if S._differ(ka.dims[-2], va.dims[-2]):
-        t.report("contraction", f"scaled_dot_product_attention: keys have length "
-                 f"{ka.dims[-2]} but values {va.dims[-2]} (keys {S._shape_text(ka)}, values "
-                 f"{S._shape_text(va)}; torch's CPU kernel accepts this silently)")
-    if S._differ(qa.dims[-1], ka.dims[-1]):
-        t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
-                 f"features but keys {ka.dims[-1]}")
+    t = tracer()
+    if differ(ka.dims[-2], va.dims[-2]):
+     t.report("contraction", f"scaled_dot_product_attention: keys have length "
+                 f"{ka.dims[-2]} but values {va.dims[-2]} (keys {shape_text(ka)}, values "
+                 f"{shape_text(va)}; torch's CPU kernel accepts this silently)")
+    if differ(qa.dims[-1], ka.dims[-1]):
+     t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
+              f"features but keys {ka.dims[-1]}")
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
         if hk.constant is not None and hk.constant > 0 and (hq % hk.constant).constant != 0:
-            S.require_divisible(hq, hk.constant)
+            sym_sizes.require_divisible(hq, hk.constant)
         ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
         va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)
-    batch, _ = S.broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),
-                            S.SymArray(va.dims[:-2])], "attention's batch axes")
+    batch, _ = broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),
+                          S.SymArray(va.dims[:-2])], "attention's batch axes")
     scores = S.SymArray((*batch, qa.dims[-2], ka.dims[-2]), "f")
     if attn_mask is not None:
         S.into(scores, attn_mask, "the attention mask")
@@ -687,3 +691,7 @@ def looks_like_torch(fn: Any) -> bool:
                    for n in v.__code__.co_names):
                 return True
     return False
+
+
+tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of,
+                       torch_sdpa=sdpa)

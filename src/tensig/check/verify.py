@@ -34,19 +34,30 @@ import dataclasses
 import inspect
 import itertools
 import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.check import findings
+from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
+from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
+from tensig.core.annotations import (
+    Broadcastable,
+    Deferred,
+    RowVariable,
+    family_kind,
+    known_family,
+    parse_annotation,
+    signature_of,
+)
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.execution.padding import symbolic_batch
 
-__all__ = ["Report", "Signature", "modelled_operations", "verify", "verify_path"]
+__all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "modelled_operations", "verify"]
+
+DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,8 +128,6 @@ class Signature:
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
     """One operand of a signature string: its shape and its dtype kind."""
-    from tensig.core.annotations import family_kind, known_family, parse_annotation
-
     body, colon, dtype = operand.partition(":")
     kind = "f"
     if colon:
@@ -143,8 +152,6 @@ def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]
     (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
     one axis of a fresh symbol, ``#n`` is ``n``.
     """
-    from tensig.core.annotations import Broadcastable, Deferred, RowVariable
-
     out: list[Dim] = []
     for item in shape.items:
         if isinstance(item, Broadcastable):
@@ -190,20 +197,20 @@ class Report:
 
     function: str
     signature: Signature
-    findings: list[S.Finding] = field(default_factory=list)
+    findings: list[tracing.Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     result: tuple[tuple[Dim, ...], ...] | None = None
     largest: tuple[Dim, ...] | None = None
     file: str | None = None
     line: int | None = None
-    suppressed: list[S.Finding] = field(default_factory=list)  # by a comment or ``ignore``
+    suppressed: list[tracing.Finding] = field(default_factory=list)  # by a comment or ``ignore``
 
     @property
-    def errors(self) -> list[S.Finding]:
+    def errors(self) -> list[tracing.Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
     @property
-    def warnings(self) -> list[S.Finding]:
+    def warnings(self) -> list[tracing.Finding]:
         return [f for f in self.findings if f.severity != "error"]
 
     @property
@@ -215,7 +222,7 @@ class Report:
     def complete(self) -> bool:
         return not self.notes
 
-    def __iter__(self) -> Iterator[S.Finding]:
+    def __iter__(self) -> Iterator[tracing.Finding]:
         return iter(self.findings)
 
     def __len__(self) -> int:
@@ -269,12 +276,11 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     patched: list[tuple[Any, str, Any]] = []
-    from tensig.check.trace_numpy import CREATION_RANDOM
 
     targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                ("torch", S.CREATION_TORCH)]
     try:
-        for name, fn in (("len", S.sym_len), ("range", S.sym_range)):  # len(x), range(T)
+        for name, fn in (("len", S.sym_len), ("range", sym_sizes.sym_range)):  # len(x), range(T)
             patched.append((builtins, name, getattr(builtins, name)))
             setattr(builtins, name, fn)
         for module_name, table in targets:
@@ -284,10 +290,9 @@ def _creation_patched() -> Iterator[None]:
             for name, fn in table.items():
                 original = getattr(module, name)
                 patched.append((module, name, original))
-                setattr(module, name, S.creation_wrapper(original, fn))
+                setattr(module, name, sym_functions.creation_wrapper(original, fn))
         with contextlib.ExitStack() as stack:
-            from tensig.check import trace_einops as symbolic_einops
-            symbolic_einops.register()
+            trace_einops.register()
             if "torch" in sys.modules:
                 from tensig.check import trace_torch as symbolic_torch
                 stack.enter_context(symbolic_torch.buffers_symbolic())
@@ -363,7 +368,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     try:
         with _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
-    except S.TraceLimit as e:
+    except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
     report.suppressed = [f for f in report.findings if f not in kept]
@@ -390,7 +395,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: Any) -> None:
-        raise S.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
+        raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -403,13 +408,14 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                    torch_style: bool | None) -> None:
-    tracer = S.Tracer(_witnesses(sig.symbols))
-    token = S.set_tracer(tracer)
-    style = S.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    tracer = tracing.Tracer(_witnesses(sig.symbols))
+    token = tracing.set_tracer(tracer)
+    style = tracing.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args = [None if i in sig.absent else
-                S.SymArray(dims, kind[-1], frozenset(i for i, d in enumerate(dims) if d == S.ONE))
+                S.SymArray(dims, kind[-1],
+                           frozenset(i for i, d in enumerate(dims) if d == sym_sizes.ONE))
                 for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
@@ -417,12 +423,12 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         with _creation_patched(), _jax_patched():
             try:
                 out = fn(*args)
-            except S.Unsupported as e:
+            except tracing.Unsupported as e:
                 report.notes.append(f"verification stopped: {e} is not modelled "
-                                    f"(see tensig.check.tracer.SUPPORTED)")
+                                    f"(see tensig.check.verify.modelled_operations())")
                 out = None
             except Exception as e:  # the function failed on symbolic input: say where
-                file, line = _failure_line(e)
+                file, line = tracing.failure_line(e)
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
                 out = None
@@ -438,16 +444,14 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
             report.largest = tracer.largest.dims
     finally:
         report.findings = list(tracer.findings) + report.findings
-        S.reset_tracer(token)
-        S._TORCH_STYLE.reset(style)
+        tracing.reset_tracer(token)
+        tracing._TORCH_STYLE.reset(style)
 
 
 def _jax_patched() -> contextlib.AbstractContextManager[None]:
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
-    from tensig.check.trace_jax import patched
-
-    return patched()
+    return trace_jax.patched()
 
 
 def _uses_jax(fn: Callable[..., Any]) -> bool:
@@ -455,13 +459,11 @@ def _uses_jax(fn: Callable[..., Any]) -> bool:
 
 
 def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
-                  tracer: S.Tracer) -> None:
+                  tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    from tensig.check.trace_jax import jax_shapes_fallback
-
     kinds = sig.kinds or ("f",) * len(sig.args)
-    findings, notes, result = jax_shapes_fallback(fn, sig.args, kinds)
+    findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
     if notes:
         return
     report.notes = []
@@ -488,8 +490,6 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
     default) are marked, so :func:`verify` traces both branches.
     """
-    from tensig.core.annotations import family_kind, signature_of
-
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
@@ -573,18 +573,6 @@ def _positional_total(fn: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def _failure_line(e: BaseException) -> tuple[str | None, int | None]:
-    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
-    tb = e.__traceback__
-    file, line = None, None
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if findings.user_code(name):
-            file, line = name, tb.tb_lineno
-        tb = tb.tb_next
-    return file, line
-
-
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
     items = out if isinstance(out, tuple) else (out,)
     return tuple(S._sym(o).dims if isinstance(o, S.SymArray | int | float) or
@@ -592,7 +580,7 @@ def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
                  else () for o in items)  # a size, a string, None: no shape
 
 
-def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
+def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> None:
     """The result against the declared shape; symbols only in the result bind to anything."""
     if sig.results is None or report.result is None:
         return
@@ -612,249 +600,10 @@ def _check_result(report: Report, sig: Signature, tracer: S.Tracer) -> None:
                 continue
             ok = False
         if not ok:
-            report.findings.append(S.Finding(
+            report.findings.append(tracing.Finding(
                 "return-shape",
                 f"returns [{', '.join(map(str, got))}] but the signature declares "
                 f"[{', '.join(map(str, want))}]", report.file, report.line))
-
-
-# --------------------------------------------------------------------------------------------
-# Files and folders (the command line)
-# --------------------------------------------------------------------------------------------
-
-
-DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
-
-
-def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None = DEFAULT_TIMEOUT,
-                isolate: bool = False) -> list[Report]:
-    """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
-
-    Each file is imported on its own, guarded: an import that raises (a malformed annotation
-    included) or calls ``sys.exit``, and a function that does not finish within ``timeout``,
-    become notes of that file or function, and the other files are still verified.
-    ``isolate`` runs the files in a worker interpreter (what the command line does): a file
-    that kills or hangs its interpreter in C code is then a note too, and the worker is
-    restarted for the files after it.
-    """
-    from pathlib import Path
-
-    target, _, only = path.partition("::")
-    root = Path(target)
-    if not root.exists():
-        raise FileNotFoundError(f"no such file or folder: {target}")
-    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-    skip = sorted(findings.resolve(ignore))
-    if isolate:
-        reports = _isolated([str(f) for f in files], only or None, skip, timeout)
-    else:
-        reports = [r for f in files for r in verify_file(str(f), only or None, ignore=skip,
-                                                         timeout=timeout)]
-    if only and not any(r.function in (only, _MODULE) for r in reports):
-        raise LookupError(f"{target} has no shape-annotated function {only!r}")
-    return reports
-
-
-_MODULE = "<module>"  # the function name of a report about a whole file
-
-
-def _file_note(file: str, line: int | None, note: str) -> Report:
-    return Report(_MODULE, Signature((), None, ()), notes=[note], file=file, line=line or 1)
-
-
-def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
-                timeout: float | None = DEFAULT_TIMEOUT) -> list[Report]:
-    """Import one file, guarded, and verify its shape-annotated functions (see verify_path)."""
-    module, failure = _import_guarded(file, timeout)
-    if module is None:
-        assert failure is not None
-        return [failure]
-    reports = []
-    for attr, fn in vars(module).items():
-        if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
-            continue
-        if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
-            continue
-        try:
-            sig = _signature_from_annotations(fn)
-        except Exception as e:  # a malformed annotation read lazily: that function's note
-            code = getattr(fn, "__code__", None)
-            reports.append(Report(attr, Signature((), None, ()), file=file,
-                                  line=code.co_firstlineno if code else None,
-                                  notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
-            continue
-        if sig is None:
-            continue
-        try:
-            reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
-        except TypeError as e:  # the signature does not fit the function
-            code = getattr(fn, "__code__", None)
-            reports.append(Report(attr, sig, file=file, notes=[str(e)],
-                                  line=code.co_firstlineno if code else None))
-    return reports
-
-
-def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
-    """The module of ``file``, or a note saying why it could not be imported.
-
-    ``SystemExit`` (a script's top-level ``sys.exit(main())``) and every exception are caught;
-    the import is under the same time limit as a function.  The file's folder is put first on
-    ``sys.path`` for the import, as running the script would.
-    """
-    import importlib.util
-
-    name = f"_tensig_verify_{abs(hash(os.path.abspath(file)))}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    folder = os.path.dirname(os.path.abspath(file))
-    sys.path.insert(0, folder)
-    try:
-        with _time_limit(None if timeout is None else max(timeout, 30.0)):
-            spec.loader.exec_module(module)
-    except SystemExit as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it calls sys.exit({e.code!r}) (guard "
-                                "the script's entry point with if __name__ == '__main__')")
-    except S.TraceLimit:
-        return None, _file_note(file, None, "not verified: importing it did not finish "
-                                            "within the time limit")
-    except SyntaxError as e:
-        return None, _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
-    except Exception as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it raises {type(e).__name__}: {e}")
-    finally:
-        sys.modules.pop(name, None)
-        if folder in sys.path:
-            sys.path.remove(folder)
-    return module, None
-
-
-def _line_in(e: BaseException, file: str) -> int | None:
-    """The last line of ``file`` in a traceback."""
-    tb, line = e.__traceback__, None
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(file):
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-# --------------------------------------------------------------------------------------------
-# The worker interpreter of the command line
-# --------------------------------------------------------------------------------------------
-
-
-def _isolated(files: list[str], only: str | None, ignore: list[str],
-              timeout: float | None) -> list[Report]:
-    """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
-
-    One interpreter serves all files (the cost is one start, ~0.3 s of CPU with NumPy and
-    tensig, nothing measurable per file, and each library is imported once), each file
-    imported guarded inside it; the worker streams a report per function, and a watchdog here
-    kills it when nothing arrives for ``max(60, 3 * timeout)`` seconds (a hang inside C code,
-    which ``SIGALRM`` cannot interrupt).
-    """
-    import json
-    import pickle
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    patience = max(60.0, 3 * (timeout or 0))
-    src = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
-        src, os.environ.get("PYTHONPATH")])))
-    reports: list[Report] = []
-    pending = list(files)
-    while pending:
-        job = json.dumps({"files": pending, "only": only, "ignore": ignore, "timeout": timeout})
-        with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", "from tensig.check.verify import _worker; _worker()", job],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
-            assert proc.stdout is not None
-            current: str | None = None
-            try:
-                for kind, value in _frames(proc.stdout, patience, pickle.loads):
-                    if kind == "start":
-                        current = value
-                    elif kind == "report":
-                        reports.append(value)
-                    else:
-                        pending.remove(value)
-                        current = None
-                why = f"the verifier's interpreter exited ({proc.wait()}) while importing or " \
-                      "verifying it"
-            except TimeoutError:
-                proc.kill()
-                proc.wait()
-                why = f"no answer within {patience:g} s (a hang inside compiled code?)"
-            finally:
-                proc.stdout.close()
-            if current is None and pending:  # the worker died before starting a file
-                err.seek(0)
-                tail = err.read().decode(errors="replace").strip().splitlines()[-1:]
-                current = pending[0]
-                why += f": {tail[0]}" if tail else ""
-            if current is not None:
-                reports.append(_file_note(current, None, f"not verified: {why}"))
-                pending.remove(current)
-    return reports
-
-
-def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Iterator[Any]:
-    """Length-prefixed messages from the worker; ``TimeoutError`` after ``patience`` s idle."""
-    import select
-
-    fd = stream.fileno()
-
-    def read(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            ready, _, _ = select.select([fd], [], [], patience)
-            if not ready:
-                raise TimeoutError
-            chunk = os.read(fd, n - len(out))
-            if not chunk:
-                return out
-            out += chunk
-        return out
-
-    while True:
-        head = read(8)
-        if len(head) < 8:
-            return
-        body = read(int.from_bytes(head, "big"))
-        yield load(body)
-
-
-def _worker() -> None:
-    """The worker's main: verify the files named in ``argv[1]``, one message per event.
-
-    The messages go to a copy of the original stdout; the user code's own prints go nowhere.
-    """
-    import json
-    import pickle
-
-    job = json.loads(sys.argv[1])
-    channel = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-
-    def send(kind: str, value: Any) -> None:
-        body = pickle.dumps((kind, value))
-        channel.write(len(body).to_bytes(8, "big") + body)
-        channel.flush()
-
-    for file in job["files"]:
-        send("start", file)
-        for report in verify_file(file, job["only"], ignore=job["ignore"],
-                                  timeout=job["timeout"]):
-            send("report", report)
-        send("done", file)
 
 
 def modelled_operations() -> dict[str, list[str]]:
@@ -862,14 +611,10 @@ def modelled_operations() -> dict[str, list[str]]:
     this).  Everything else is fitted where a library can tell shapes without data (every
     other NumPy array function on small zero arrays, torch ops on meta tensors, JAX through
     ``jax.eval_shape``) or stops the trace with a note."""
-    from tensig.check import trace_numpy as symbolic_numpy
-    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(symbolic_numpy.NUMPY_EXTRA)
-                           | set(symbolic_numpy.CREATION_EXTRA)
-                           | {f"random.{n}" for n in symbolic_numpy.CREATION_RANDOM})}
+    out = {"NumPy": sorted(set(S.NUMPY) | set(S.CREATION_NUMPY) | set(NUMPY_EXTRA)
+                           | set(CREATION_EXTRA) | {f"random.{n}" for n in CREATION_RANDOM})}
     with contextlib.suppress(ImportError):
         from tensig.check import trace_torch as symbolic_torch
         out["PyTorch"] = sorted(set(S.TORCH) | set(S.CREATION_TORCH) | set(symbolic_torch.HAND))
-    with contextlib.suppress(ImportError):
-        from tensig.check import trace_jax as symbolic_jax
-        out["JAX"] = sorted(set(symbolic_jax.TABLE) | set(symbolic_jax.CONTROL))
+    out["JAX"] = sorted(set(trace_jax.TABLE) | set(trace_jax.CONTROL))
     return out

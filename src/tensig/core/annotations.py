@@ -48,7 +48,6 @@ linters do not read it as a type.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import re
 import sys
@@ -60,7 +59,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
-from tensig.core.notation import KINDS, Kind, Span, row_spans
+from tensig.core.notation import parse_annotation
+from tensig.core.syntax import (
+    AnnotationShape,
+    Broadcastable,
+    Deferred,
+    Item,
+    RowVariable,
+    _is_name,
+)
 
 __all__ = [
     "AnnotationShape",
@@ -101,6 +108,7 @@ __all__ = [
     "dtype_accepts",
     "dtype_kind",
     "family_kind",
+    "install_instance_check",
     "known_family",
     "parse_annotation",
     "signature_of",
@@ -112,481 +120,10 @@ DtypeKind = str
 ``"complex"``, ``"inexact"``, ``"real"``, ``"num"``, ``"key"``, or one exact dtype name
 (``"float32"``, ``"int8"``...)."""
 
-_ROW_VAR = re.compile(r"\.\.([A-Za-z_][A-Za-z0-9_]*)\.\.")
-_UNSUPPORTED = {
-    "^": "concatenation (a^b) belongs in einsum specs, not in annotations",
-    "<": "convolution axes (o<+k) belong in einsum specs, not in annotations",
-    ";": "an annotation is one shape: ';' separates operands of an einsum spec",
-    "&": "'&' is reserved in the notation and has no meaning yet",
-    "?": "jaxtyping's '?' (sizes that depend on the place in a PyTree) is not supported",
-}
-_JOIN_AFTER = "+-*/%(=<>"
-_JOIN_BEFORE = "+-/%)="
-_DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
-
 
 # --------------------------------------------------------------------------------------------
-# the data model
+# hints about the text (the parser is the notation's annotation mode)
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RowVariable:
-    """A row variable: any number of axes, the same axes wherever its :attr:`key` recurs.
-
-    ``name is None`` is the anonymous ``...`` (jaxtyping's ``...``/``*_``): it matches any
-    axes and binds nothing, so two ``...`` are unrelated.  A named ``*v`` (``..v..``) is one
-    variable in every row and every argument.  ``broadcast`` (``*#v``) lets the axes differ
-    where they broadcast: the binding is the broadcast of every occurrence.
-
-    >>> RowVariable(None, "batch").key, RowVariable("v", "output").key, str(RowVariable(None))
-    ('...batch', 'v', '...')
-    """
-
-    name: str | None
-    kind: Kind = "output"
-    broadcast: bool = False
-
-    @property
-    def key(self) -> str:
-        """The binding key: the name, or ``...`` plus the row kind for the anonymous one."""
-        return self.name if self.name is not None else f"...{self.kind}"
-
-    def __str__(self) -> str:
-        if self.name is None:
-            return "..."
-        return f"*#{self.name}" if self.broadcast else f"..{self.name}.."
-
-
-@dataclass(frozen=True)
-class Broadcastable:
-    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1.
-
-    A size 1 binds nothing: ``#n`` binds ``n`` only from a size other than 1.
-    """
-
-    item: Any
-
-    def __str__(self) -> str:
-        return f"#{_render_item(self.item)}"
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """A size known only per call: ``{n}``/``{self.size}`` (the call's arguments) or an
-    expression Dim cannot hold (``min(a, b)``), as jaxtyping's f-string axes.
-
-    ``symbols`` are the size names the expression reads outside braces.
-    """
-
-    text: str
-    symbols: frozenset[str] = field(default=frozenset(), compare=False)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-Item = Any
-"""One axis of an annotation: a :class:`~tensig.core.dims.Dim` (a name or an expression with at
-least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), a
-:class:`RowVariable` (any number of axes), a :class:`Broadcastable` or a :class:`Deferred`."""
-
-
-def _render_item(item: Item) -> str:
-    if item is Any:
-        return "_"
-    return str(item)
-
-
-def _plain(item: Item) -> Item:
-    """The item under a ``#``."""
-    return item.item if isinstance(item, Broadcastable) else item
-
-
-@dataclass(frozen=True)
-class AnnotationShape:
-    """A parsed annotation: three rows of items (``batch|input->output``).
-
-    Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
-    text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
-    for error carets; ``words`` holds the one word of an annotation such as ``"BTd"`` that an
-    older tensig read letter by letter (for a hint when the rank is wrong).
-
-    >>> a = parse_annotation("B|T+1, ..v..->2*h")
-    >>> a.batch, a.input, a.output
-    ((Dim('B'),), (Dim('T + 1'), RowVariable(name='v', kind='input', broadcast=False)), (Dim('2*h'),))
-    >>> str(a), a.names, a.rank
-    ('B|T + 1, ..v..->2*h', ('B', 'T', 'h'), None)
-    >>> [str(i) for i in a.items]  # memory order: batch, output, input
-    ['B', '2*h', 'T + 1', '..v..']
-    """  # noqa: E501
-
-    batch: tuple[Item, ...] = ()
-    input: tuple[Item, ...] = ()
-    output: tuple[Item, ...] = ()
-    text: str = field(default="", compare=False)
-    spans: tuple[tuple[Span, ...], ...] = field(default=((), (), ()), compare=False,
-                                               repr=False)
-    words: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    def row(self, kind: Kind) -> tuple[Item, ...]:
-        """The items of one row."""
-        return getattr(self, kind)  # type: ignore[no-any-return]
-
-    def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
-        """``(kind, items)`` for the three rows, in written order (batch, input, output)."""
-        return (("batch", self.batch), ("input", self.input), ("output", self.output))
-
-    @property
-    def items(self) -> tuple[Item, ...]:
-        """All items in memory order (batch, output, input): how a plain array's axes match."""
-        return self.batch + self.output + self.input
-
-    @property
-    def item_spans(self) -> tuple[Span, ...]:
-        """The source span of each of :attr:`items` (same order)."""
-        b, i, o = self.spans
-        return b + o + i
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every size name, in the order it first appears in the text."""
-        seen: dict[str, None] = {}
-        for kind, row in self.rows():
-            spans = self.spans[KINDS.index(kind)]
-            for i, item in enumerate(row):
-                item = _plain(item)
-                if isinstance(item, Dim):
-                    text = self.text[slice(*spans[i])] if i < len(spans) else ""
-                    for name in _ordered_symbols(item, text):
-                        seen.setdefault(name, None)
-                elif isinstance(item, Deferred):
-                    for name in sorted(item.symbols):
-                        seen.setdefault(name, None)
-        return tuple(seen)
-
-    @property
-    def row_variables(self) -> tuple[RowVariable, ...]:
-        """The row variables, in written order."""
-        return tuple(x for _, row in self.rows() for x in row if isinstance(x, RowVariable))
-
-    @property
-    def rank(self) -> int | None:
-        """The number of axes, or ``None`` when a row variable makes it open."""
-        if self.row_variables:
-            return None
-        return len(self.items)
-
-    @property
-    def min_rank(self) -> int:
-        """The number of axes that are not row variables."""
-        return sum(1 for x in self.items if not isinstance(x, RowVariable))
-
-    @property
-    def constants(self) -> frozenset[int]:
-        """Every integer the annotation mentions (fixed sizes, coefficients, offsets, divisors).
-
-        >>> sorted(parse_annotation("3, 2*h + 5, (T + 1) // 4").constants)
-        [1, 2, 3, 4, 5]
-        """
-        out: set[int] = set()
-        for item in map(_plain, self.items):
-            if isinstance(item, int):
-                out.add(item)
-            elif isinstance(item, Dim):
-                _collect_constants(item, out)
-        return frozenset(out)
-
-    def __str__(self) -> str:
-        def render(row: tuple[Item, ...]) -> str:
-            return ", ".join(_render_item(x) for x in row)
-
-        out = render(self.output)
-        if self.input:
-            out = f"{render(self.input)}->{out}"
-        if self.batch:
-            out = f"{render(self.batch)}|{out}"
-        return out
-
-
-def _ordered_symbols(item: Dim, text: str) -> list[str]:
-    """The names of ``item`` in the order they appear in its source ``text`` (else sorted)."""
-    names = item.symbols
-    order = [m.group() for m in re.finditer(r"[^\W\d]\w*", text) if m.group() in names]
-    return list(dict.fromkeys(order)) + sorted(names.difference(order))
-
-
-def _collect_constants(item: Dim, out: set[int]) -> None:
-    for monomial, coefficient in item.terms.items():
-        if coefficient != 1 or not monomial:  # the implicit 1 of a plain name is no constant
-            out.add(abs(coefficient))
-        for atom, _ in monomial:
-            if not isinstance(atom, str):
-                out.add(atom.divisor)
-                _collect_constants(atom.numerator, out)
-
-
-def _is_name(d: Dim) -> bool:
-    """Whether ``d`` is a bare size name (``T``), not an expression (``T + 1``, ``2*h``)."""
-    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
-
-
-# --------------------------------------------------------------------------------------------
-# the parser
-# --------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1024)
-def parse_annotation(text: str) -> AnnotationShape:
-    """Parse an annotation string (cached); bad text raises :class:`tensig.SpecSyntaxError`.
-
-    >>> parse_annotation("B T d") == parse_annotation("B, T, d")
-    True
-    >>> parse_annotation("*b T+1 2*h").output
-    (RowVariable(name='b', kind='output', broadcast=False), Dim('T + 1'), Dim('2*h'))
-    >>> parse_annotation("B 16").output, parse_annotation("B _ #3").output
-    ((Dim('B'), 16), (Dim('B'), typing.Any, Broadcastable(item=3)))
-    >>> parse_annotation("B, , T")
-    Traceback (most recent call last):
-    ...
-    tensig.SpecSyntaxError: an empty axis between commas (column 3)
-        B, , T
-          ^
-    hint: remove the extra comma
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"a shape annotation is a str, not {type(text).__name__} ({text!r})")
-    if len(text) > 100_000:
-        raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
-                              "characters")
-    return _AnnotationParser(text).parse()
-
-
-class _AnnotationParser:
-    """A scanner over one annotation; every error carries a column and a caret."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def fail(self, col: int, reason: str, hint: str | None = None, end: int | None = None):
-        raise SpecSyntaxError(self.text, col, reason, hint, end)
-
-    def parse(self) -> AnnotationShape:
-        self.check_characters()
-        bounds = self.row_bounds()
-        rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
-        for kind, (start, end) in bounds.items():
-            rows[kind] = self.row(kind, start, end)
-        self.check_names(rows)
-        shape_rows = {k: tuple(x for x, _ in rows[k]) for k in KINDS}
-        return AnnotationShape(
-            batch=shape_rows["batch"], input=shape_rows["input"], output=shape_rows["output"],
-            text=self.text,
-            spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS),
-            words=self.words(shape_rows),
-        )
-
-    def check_characters(self) -> None:
-        depth = 0
-        for i, c in enumerate(self.text):
-            if c == ">" and not (i > 0 and self.text[i - 1] == "-"):
-                self.fail(i, "'>' is only valid as part of '->'")
-            if c == "=" and self.text.startswith("=>", i):
-                self.fail(i, "an annotation is one shape: '=>' belongs in einsum specs",
-                          end=i + 2)
-            if c in _UNSUPPORTED and depth == 0:
-                self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
-            depth += (c in "({") - (c in ")}")
-
-    def row_bounds(self) -> dict[Kind, Span]:
-        return row_spans(self.text, 0, len(self.text), "an annotation", self.fail)
-
-    def row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
-        items = [(self.item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
-        variables = [(x, s) for x, s in items if isinstance(x, RowVariable)]
-        if len(variables) > 1:
-            span = variables[1][1]
-            self.fail(span[0], "a row holds at most one row variable", end=span[1],
-                      hint="bind one of them in another row (batch|input->output) or merge "
-                           "them into one row variable")
-        return items
-
-    # -- splitting a row into items -------------------------------------------------------------
-
-    def split(self, start: int, end: int) -> list[Span]:
-        """Item spans: commas (outside brackets) separate, then whitespace between words."""
-        text = self.text
-        pieces: list[Span] = []
-        depth, begin = 0, start
-        for i in range(start, end):
-            c = text[i]
-            depth += (c in "({[") - (c in ")}]")
-            if c == "," and depth == 0:
-                pieces.append((begin, i))
-                begin = i + 1
-        pieces.append((begin, end))
-        spans: list[Span] = []
-        for n, (s, e) in enumerate(pieces):
-            words = self.words_of(s, e)
-            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
-                # an empty row is fine; one trailing comma after an item is too
-                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
-            spans.extend(words)
-        return spans
-
-    def words_of(self, start: int, end: int) -> list[Span]:
-        """Whitespace-separated words, joined where an operator needs its operand."""
-        text = self.text
-        words: list[Span] = []
-        depth, i = 0, start
-        while i < end:
-            if text[i].isspace() and depth == 0:
-                i += 1
-                continue
-            j = i
-            while j < end and not (text[j].isspace() and depth == 0):
-                depth += (text[j] in "({[") - (text[j] in ")}]")
-                j += 1
-            if words and self.joins(words[-1], (i, j)):
-                words[-1] = (words[-1][0], j)
-            else:
-                words.append((i, j))
-            i = j
-        return words
-
-    def joins(self, previous: Span, word: Span) -> bool:
-        before, after = self.text[slice(*previous)], self.text[slice(*word)]
-        if before[-1] in _JOIN_AFTER or after[0] in _JOIN_BEFORE:
-            return True
-        # ``2 * h`` and ``h **2`` are expressions; ``*batch`` starts a variadic
-        return after[0] == "*" and (len(after) == 1 or after[1] in "*0123456789(")
-
-    # -- one item ---------------------------------------------------------------------------------
-
-    def item(self, kind: Kind, s: int, e: int) -> Item:
-        text = self.text
-        piece = text[s:e]
-        if piece == "_":
-            return Any
-        if piece.startswith(".") or "..." in piece:
-            return self.row_variable_item(kind, s, e)
-        modifiers: set[str] = set()
-        i = s
-        while i < e:
-            if text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
-                if text[i] in modifiers:
-                    self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
-                modifiers.add(text[i])
-                i += 1
-            elif m := re.match(r"[^\W\d]\w*=(?!=)", text[i:e]):
-                i += m.end()  # jaxtyping's ``rows=4``: the size is 4, the name documents it
-            else:
-                break
-        broadcast, variadic, anonymous = ("#" in modifiers, "*" in modifiers,
-                                          "_" in modifiers)
-        rest = text[i:e]
-        if rest == "_":  # ``*_`` and ``#_``
-            anonymous, rest = True, ""
-        if variadic:
-            return self.variadic(kind, rest, anonymous, broadcast, s, e)
-        if anonymous:
-            if broadcast:
-                self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
-            if rest and not rest.isidentifier():
-                self.fail(s, "'_' before a name makes an unchecked axis: '_' and a name",
-                          end=e)
-            return Any
-        if not rest:
-            self.fail(s, f"{piece!r} needs a size after its modifiers", end=e)
-        value = self.size(rest, i, e)
-        return Broadcastable(value) if broadcast else value
-
-    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
-                 e: int) -> RowVariable:
-        if anonymous or rest == "":
-            if broadcast:
-                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
-            return RowVariable(None, kind)
-        if not rest.isidentifier():
-            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
-                      hint="write *name for any number of axes, or ... for unrelated ones")
-        return RowVariable(rest, kind, broadcast)
-
-    def row_variable_item(self, kind: Kind, s: int, e: int) -> RowVariable:
-        text = self.text
-        if text.startswith("...", s):
-            if text.startswith("....", s):
-                self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
-            if s + 3 != e:
-                self.fail(s, "'...' is a whole item", end=e,
-                          hint=f"separate axes with spaces or commas: "
-                               f"{text[:s + 3]} {text[s + 3:]}")
-            return RowVariable(None, kind)
-        m = _ROW_VAR.match(text, s, e)
-        if m is None:
-            self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
-                      hint="a size is an integer; a row variable is written *name")
-        assert m is not None
-        if m.group(1) == "_":
-            self.fail(s, "a row variable needs a name", end=m.end(),
-                      hint="write ... for the anonymous row variable")
-        if m.end() != e:
-            fixed = f"{text[:m.end()]}, {text[m.end():]}"
-            self.fail(m.end(), "a row variable is a whole item", end=e,
-                      hint=f"separate axes with commas: {fixed}")
-        return RowVariable(m.group(1), kind)
-
-    def size(self, piece: str, s: int, e: int) -> Item:
-        """An integer, a name, an expression, or a :class:`Deferred` one."""
-        if "{" in piece or _DEFERRED_CALL.search(piece):
-            return self.deferred(piece, s, e)
-        try:
-            value = Dim.parse(piece)
-        except SpecSyntaxError as err:
-            raise SpecSyntaxError(self.text, s + err.column, err.reason, err.hint,
-                                  s + err.end) from None
-        for name in value.symbols:
-            if not name.isidentifier():
-                col = s + piece.find(name)
-                self.fail(col, f"{name!r} is not a size name", end=col + len(name))
-        if value.constant is not None:
-            if value.constant < 0:
-                self.fail(s, f"a size cannot be negative ({value.constant})", end=e)
-            return value.constant
-        return value
-
-    def deferred(self, piece: str, s: int, e: int) -> Deferred:
-        outside = re.sub(r"\{[^{}]*\}", "0", piece)
-        if "{" in outside or "}" in outside:
-            self.fail(s, "unbalanced '{' '}' in a deferred size", end=e)
-        try:
-            compile(outside, "<annotation>", "eval")
-        except SyntaxError:
-            self.fail(s, f"{piece!r} is not a Python expression", end=e)
-        names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}
-        return Deferred(piece, names)
-
-    # -- whole-annotation checks ----------------------------------------------------------------
-
-    def check_names(self, rows: dict[Kind, list[tuple[Item, Span]]]) -> None:
-        variables = {x.name for k in KINDS for x, _ in rows[k]
-                     if isinstance(x, RowVariable) and x.name is not None}
-        for k in KINDS:
-            for x, (s, e) in rows[k]:
-                x = _plain(x)
-                if isinstance(x, Dim | Deferred) and (both := x.symbols & variables):
-                    name = sorted(both)[0]
-                    self.fail(s, f"{name!r} is used both as a size and as the row variable "
-                                 f"*{name}", end=e, hint="rename one of them")
-
-    def words(self, rows: dict[Kind, tuple[Item, ...]]) -> tuple[str, ...]:
-        """The one short word of ``"BTd"``-style text, which tensig once read as letters."""
-        items = rows["batch"] + rows["input"] + rows["output"]
-        text = self.text.strip()
-        if (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
-                and re.fullmatch(r"[A-Za-z]{2,5}", text) and re.search("[A-Z]", text)):
-            return (text,)
-        return ()
 
 
 def words_hint(shape: AnnotationShape) -> str | None:
@@ -597,9 +134,11 @@ def words_hint(shape: AnnotationShape) -> str | None:
     >>> words_hint(parse_annotation("B T d")) is None
     True
     """  # noqa: E501
-    if not shape.words:
-        return None
-    word = shape.words[0]
+    word = shape.text.strip()
+    items = shape.items
+    if not (len(items) == 1 and isinstance(items[0], Dim) and _is_name(items[0])
+            and re.fullmatch(r"[A-Za-z]{2,5}", word) and re.search("[A-Z]", word)):
+        return None  # only a short mixed-case word, which tensig once read letter by letter
     return (f"{word!r} is one axis named {word} (axes are separated by spaces or commas); for "
             f"one axis per letter write {' '.join(word)!r}")
 
@@ -710,6 +249,23 @@ class ShapeSpecMarker:
 _DEFAULT_NAMES = {None: "Shaped", "float": "Float", "int": "Int", "bool": "Bool"}
 
 
+InstanceCheck = Callable[[Any, Any, ShapeSpecMarker], bool]
+"""``(obj, array_type, marker) -> bool``: what ``isinstance(obj, Float[...])`` asks."""
+_INSTANCE_CHECK: InstanceCheck | None = None
+
+
+def install_instance_check(check: InstanceCheck) -> None:
+    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``.
+
+    Matching a value against an annotation with the current call's bindings is the shape
+    checker's work (:func:`tensig.check.decorator.instance_check`), a later layer than the
+    annotations it reads: the checker installs itself here when it is imported (``import
+    tensig`` does), so this module imports nothing from a later layer.
+    """
+    global _INSTANCE_CHECK
+    _INSTANCE_CHECK = check
+
+
 class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg, misc]
     """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
 
@@ -719,9 +275,10 @@ class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-def
     """
 
     def __instancecheck__(self, obj: Any) -> bool:
-        from tensig.check.decorator import instance_check
-
-        return instance_check(obj, self.__origin__, self.__metadata__[-1])
+        if _INSTANCE_CHECK is None:  # pragma: no cover - tensig/__init__ installs it
+            raise TypeError(f"isinstance(x, {self.__metadata__[-1]!r}) needs the shape checker "
+                            "of tensig.check: import tensig")
+        return _INSTANCE_CHECK(obj, self.__origin__, self.__metadata__[-1])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self.__metadata__[-1]!r} is an annotation: it cannot be "

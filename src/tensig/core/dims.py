@@ -41,40 +41,28 @@ Traceback (most recent call last):
 ...
 tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 
-:class:`Condition` is a side condition a solver attaches to an answer (``(T + 1) % 2 == 0``),
-and :class:`ShapeIndex` is Remora's shape index: a flat sequence of dimensions and shape
-variables (``[B, T + 1, ..s..]``).
+:class:`Condition` is a side condition a solver attaches to an answer (``(T + 1) % 2 == 0``).
+Remora's shape index (``[B, T + 1, ..s..]``) is in :mod:`tensig.core.shape_index`, the grammar of
+an expression in :mod:`tensig.core.dim_syntax`, sign decisions in :mod:`tensig.core.dim_bounds`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
-import re
-from collections.abc import Iterable, Iterator, Mapping
-from math import comb
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
+from tensig.core.dim_bounds import bounds, provably_nonzero, sign_decide
+from tensig.core.dim_syntax import Parser, split_items
 from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError
-from tensig.core.lexical import (
-    digits_end,
-    identifier_end,
-    int_literal,
-    is_digit,
-    is_name_char,
-    is_name_start,
-    unexpected_character,
-)
 
 __all__ = [
     "Condition",
     "Dim",
     "FloorDiv",
     "Mod",
-    "ShapeIndex",
-    "ShapeVar",
     "atom_sort_key",
     "dim",
     "dims",
@@ -94,7 +82,6 @@ MAX_EXPONENT = 64  # a written or computed ``**`` exponent
 MAX_POWER = 64  # the power of one size in a monomial (``T**64``)
 MAX_TERMS = 256  # the terms of one polynomial after a product
 MAX_BITS = 512  # the bit length of one coefficient
-MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
 
 
 def _too_large(what: str, limit: str) -> ShapeError:
@@ -278,146 +265,6 @@ def _reduce_coefficients(p: Dim, k: int) -> Dim:
     return _make(tuple([(m, c % k) for m, c in p._terms if c % k]))
 
 
-# --------------------------------------------------------------------------------------------
-# deciding signs under "every size is a positive integer"
-# --------------------------------------------------------------------------------------------
-
-_MAX_COMBINATIONS = 16
-
-
-def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
-    """Ways to write ``atom`` as ``shift + sign*v`` with ``v >= 0``; ``[None]``: sign unknown."""
-    if isinstance(atom, str):
-        return [(1, 1)]
-    k = atom.divisor
-    if type(atom) is Mod:
-        return [(0, 1), (k - 1, -1)]
-    lo, hi = _bounds(atom.numerator)
-    options: list[tuple[int, int] | None] = []
-    if lo is not None:
-        options.append((lo // k, 1))
-    if hi is not None:
-        options.append((hi // k, -1))
-    return options or [None]
-
-
-def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple[int | None, ...]:
-    acc: dict[Monomial, int] = {}
-    for m, c in terms:
-        poly: dict[Monomial, int] = {(): c}
-        for atom, power in m:
-            s = sub[atom]
-            if s is None:
-                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
-                continue
-            shift, sign = s
-            factor = [
-                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
-            ]
-            new: dict[Monomial, int] = {}
-            for mono, cc in poly.items():
-                for j, fc in factor:
-                    if fc:
-                        nm = (*mono, (atom, j)) if j else mono
-                        new[nm] = new.get(nm, 0) + cc * fc
-            poly = new
-        for mono, cc in poly.items():
-            acc[mono] = acc.get(mono, 0) + cc
-    const = acc.pop((), 0)
-    lo_ok = hi_ok = True
-    for mono, cc in acc.items():
-        if not cc:
-            continue
-        for atom, power in mono:
-            if power % 2 and sub[atom] is None:
-                return None, None
-        if cc > 0:
-            hi_ok = False
-        else:
-            lo_ok = False
-    return (const if lo_ok else None, const if hi_ok else None)
-
-
-_MAX_EXPANSION = 20_000
-
-
-def _expansion_size(terms: Terms) -> int:
-    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    total = 0
-    for m, _ in terms:
-        size = 1
-        for _, power in m:
-            size *= power + 1
-        total += size
-    return total
-
-
-def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
-    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
-    combinations = 1
-    for m, _ in p._terms:
-        for atom, _ in m:
-            if atom not in atoms:
-                options = _atom_options(atom)
-                if combinations * len(options) > _MAX_COMBINATIONS:
-                    options = options[:1]
-                combinations *= len(options)
-                atoms[atom] = options
-    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
-        return None, None  # too costly to expand: undecided, which is always sound
-    lo: int | None = None
-    hi: int | None = None
-    for combo in itertools.product(*atoms.values()):
-        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-        if low is not None and (lo is None or low > lo):
-            lo = low
-        if high is not None and (hi is None or high < hi):
-            hi = high
-    return lo, hi
-
-
-def _bounds(p: Dim) -> tuple[int | None, int | None]:
-    """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
-
-    Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
-    ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
-    (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
-    (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
-    """
-    c = p._const
-    if c is not None:
-        return c, c
-    try:
-        return p._bnd  # type: ignore[no-any-return]
-    except AttributeError:
-        pass
-    result = _compute_bounds(p)
-    _setattr(p, "_bnd", result)
-    return result
-
-
-def _sign_decide(d: Dim, strict: bool) -> bool | None:
-    """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
-    need = 1 if strict else 0
-    c = d._const
-    if c is not None:
-        return c >= need
-    lo, hi = _bounds(d)
-    if lo is not None and lo >= need:
-        return True
-    if hi is not None and hi < need:
-        return False
-    return None
-
-
-def _provably_nonzero(d: Dim) -> bool:
-    c = d._const
-    if c is not None:
-        return c != 0
-    lo, hi = _bounds(d)
-    return (lo is not None and lo > 0) or (hi is not None and hi < 0)
-
-
 def _compare(a: Dim, other: object, op: str) -> bool:
     if isinstance(other, Dim):
         b = other
@@ -427,7 +274,7 @@ def _compare(a: Dim, other: object, op: str) -> bool:
             return NotImplemented
         b = _const(n)
     d = b - a if op in ("<", "<=") else a - b
-    decided = _sign_decide(d, strict=len(op) == 1)
+    decided = sign_decide(d, strict=len(op) == 1)
     if decided is None:
         raise InconclusiveError(f"cannot decide {a} {op} {b}: it depends on the sizes")
     return decided
@@ -475,188 +322,24 @@ def _format_terms(terms: Terms) -> str:
     return "".join(parts)
 
 
-# --------------------------------------------------------------------------------------------
-# parsing
-# --------------------------------------------------------------------------------------------
+class _DimAlgebra:
+    """How the grammar (:mod:`tensig.core.dim_syntax`) builds a :class:`Dim`."""
 
-_OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
-_Token: TypeAlias = "tuple[str, str, int, int]"
+    const = staticmethod(_const)
+    name = staticmethod(_atom_dim)
+    divmod = staticmethod(_divmod)
 
-
-def _tokenize(text: str) -> list[_Token]:
-    """Tokens by the rules of :mod:`tensig.lexical` (plus ``$name``, the solver's fresh names);
-    a literal's token holds its canonical digits."""
-    tokens: list[_Token] = []
-    pos, n = 0, len(text)
-    while pos < n:
-        ch = text[pos]
-        if ch.isspace():
-            pos += 1
-            continue
-        if is_digit(ch):
-            end = digits_end(text, pos)
-            tokens.append(("int", str(int_literal(text, pos, end)), pos, end))
-        elif is_name_start(ch):
-            end = identifier_end(text, pos)
-            tokens.append(("name", text[pos:end], pos, end))
-        elif ch == "$" and pos + 1 < n and is_name_char(text[pos + 1]):
-            end = pos + 2
-            while end < n and is_name_char(text[end]):
-                end += 1
-            tokens.append(("name", text[pos:end], pos, end))
-        elif (match := _OPERATOR.match(text, pos)) is not None:
-            end = match.end()
-            tokens.append(("op", match.group(), pos, end))
-        else:
-            reason, hint = unexpected_character(ch)
-            hint = {
-                "/": "floor division is written //",
-                ".": "sizes are integers",
-                "^": "a power is written **",
-            }.get(ch, hint)
-            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
-        pos = end
-    tokens.append(("end", "", n, n))
-    return tokens
+    @staticmethod
+    def constant(value: Dim) -> int | None:
+        return value._const
 
 
-class _Parser:
-    """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
-
-    Every recursion passes through :meth:`unary`, which bounds the depth (``MAX_NESTING``), and
-    every operation goes through :meth:`apply`, which turns an expression that grows past the
-    module's bounds into a caret under the operator that did it.
-    """
-
-    __slots__ = ("depth", "i", "text", "tokens")
-
-    def __init__(self, text: str):
-        self.text = text
-        self.tokens = _tokenize(text)
-        self.i = 0
-        self.depth = 0
-
-    def fail(self, start: int, reason: str, hint: str | None = None, end: int | None = None):
-        raise SpecSyntaxError(self.text, start, reason, hint, end)
-
-    def apply(self, op: _Token, f: Any, a: Dim, b: Any) -> Dim:
-        try:
-            return f(a, b)  # type: ignore[no-any-return]
-        except ShapeError as e:
-            self.fail(op[2], e.reason, e.hint, op[3])
-            raise AssertionError from None  # unreachable: fail() raises
-
-    def parse(self) -> Dim:
-        if self.tokens[0][0] == "end":
-            self.fail(0, "empty dimension expression")
-        value = self.expr()
-        kind, tok, start, end = self.tokens[self.i]
-        if kind != "end":
-            if tok == ")":
-                self.fail(start, "unmatched ')'")
-            self.fail(
-                start,
-                f"expected an operator before {tok!r}",
-                "write * for a product, e.g. 2*B" if tok not in ("*", "**") else None,
-                end,
-            )
-        return value
-
-    def expr(self) -> Dim:
-        value = self.term()
-        while True:
-            op = self.tokens[self.i]
-            if op[1] == "+":
-                self.i += 1
-                value = self.apply(op, operator.add, value, self.term())
-            elif op[1] == "-":
-                self.i += 1
-                value = self.apply(op, operator.sub, value, self.term())
-            else:
-                return value
-
-    def term(self) -> Dim:
-        value = self.unary()
-        while True:
-            op = self.tokens[self.i]
-            tok = op[1]
-            if tok == "*":
-                self.i += 1
-                value = self.apply(op, operator.mul, value, self.unary())
-            elif tok in ("//", "%"):
-                self.i += 1
-                start = self.tokens[self.i][2]
-                divisor = self.unary()
-                end = self.tokens[self.i - 1][3]
-                k = divisor._const
-                if k is None:
-                    self.fail(start, f"the divisor of {tok} must be a constant", None, end)
-                elif k <= 0:
-                    self.fail(start, f"the divisor of {tok} must be positive", None, end)
-                quotient, remainder = _divmod(value, k)
-                value = quotient if tok == "//" else remainder
-            else:
-                return value
-
-    def unary(self) -> Dim:
-        _kind, tok, start, end = self.tokens[self.i]
-        self.depth += 1
-        if self.depth > MAX_NESTING:
-            self.fail(start, f"the expression nests deeper than {MAX_NESTING} levels "
-                             "(parentheses, signs and powers)", None, end)
-        if tok == "-":
-            self.i += 1
-            value = self.apply(self.tokens[self.i - 1], operator.mul, self.unary(), -1)
-        elif tok == "+":
-            self.i += 1
-            value = self.unary()
-        else:
-            value = self.power()
-        self.depth -= 1
-        return value
-
-    def power(self) -> Dim:
-        base = self.primary()
-        op = self.tokens[self.i]
-        if op[1] != "**":
-            return base
-        self.i += 1
-        start = self.tokens[self.i][2]
-        exponent = self.unary()
-        e = exponent._const
-        if e is None or e < 0:
-            self.fail(
-                start,
-                "an exponent must be a nonnegative integer",
-                None,
-                self.tokens[self.i - 1][3],
-            )
-        return self.apply(op, operator.pow, base, e)
-
-    def primary(self) -> Dim:
-        kind, tok, start, end = self.tokens[self.i]
-        if kind == "int":
-            self.i += 1
-            return _const(int(tok))
-        if kind == "name":
-            self.i += 1
-            return _atom_dim(tok)
-        if tok == "(":
-            self.i += 1
-            value = self.expr()
-            if self.tokens[self.i][1] != ")":
-                self.fail(start, "unclosed '('", "add the missing ')'")
-            self.i += 1
-            return value
-        if kind == "end":
-            self.fail(start, "unexpected end of the dimension expression")
-        self.fail(start, f"expected a number, a name or '(', found {tok!r}", None, end)
-        raise AssertionError  # unreachable: fail() raises
+_DIM_ALGEBRA = _DimAlgebra()
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse(text: str) -> Dim:
-    return _Parser(text).parse()
+    return Parser(text, _DIM_ALGEBRA).parse()
 
 
 def parse_at(text: str, start: int, end: int) -> Dim:
@@ -665,40 +348,6 @@ def parse_at(text: str, start: int, end: int) -> Dim:
         return _parse(text[start:end])
     except SpecSyntaxError as e:
         raise SpecSyntaxError(text, e.column + start, e.reason, e.hint, e.end + start) from None
-
-
-def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Item spans of ``text[start:end]``: comma-separated if it has a comma, else by spaces.
-
-    Without commas, pieces that an operator or an open parenthesis joins stay one item, so
-    ``"B + T"`` is one item while ``"B T+1"`` is two (and ``"B -T"`` is ``B`` and ``-T``).
-    """
-    segment = text[start:end]
-    spans: list[tuple[int, int]] = []
-    if "," not in segment:
-        depth = 0
-        joined = False  # the previous piece asks for the next one
-        for m in re.finditer(r"\S+", segment):
-            piece = m.group()
-            operator_only = not piece.strip("+-*/%")
-            if spans and (joined or operator_only or piece[0] in "*/%)"):
-                spans[-1] = (spans[-1][0], start + m.end())
-            else:
-                spans.append((start + m.start(), start + m.end()))
-            depth += piece.count("(") - piece.count(")")
-            joined = depth > 0 or piece[-1] in "+-*/%("
-        return spans
-    pieces = segment.split(",")
-    pos = start
-    for i, piece in enumerate(pieces):
-        stripped = piece.strip()
-        if stripped:
-            lead = len(piece) - len(piece.lstrip())
-            spans.append((pos + lead, pos + lead + len(stripped)))
-        elif not (i == len(pieces) - 1 and i > 0):  # a single trailing comma is allowed
-            raise SpecSyntaxError(text, pos, "empty item between commas")
-        pos += len(piece) + 1
-    return spans
 
 
 # --------------------------------------------------------------------------------------------
@@ -1083,7 +732,7 @@ class Dim:
         c = self._const
         if c is not None:
             return c != 0
-        if _provably_nonzero(self):
+        if provably_nonzero(self):
             return True
         raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the sizes")
 
@@ -1186,7 +835,7 @@ class Dim:
 
     def __abs__(self) -> Dim:
         """The dimension itself when provably ``>= 0``, its negation when provably ``<= 0``."""
-        lo, hi = _bounds(self)
+        lo, hi = bounds(self)
         if lo is not None and lo >= 0:
             return self
         if hi is not None and hi <= 0:
@@ -1452,12 +1101,12 @@ class Condition:
             remainder = _divmod(self.expr, self.modulus)[1]
             if remainder._const is not None:
                 return remainder._const == 0
-            return False if _provably_nonzero(remainder) else None
+            return False if provably_nonzero(remainder) else None
         if self.kind == self.AT_LEAST:
-            return _sign_decide(self.expr, strict=False)
+            return sign_decide(self.expr, strict=False)
         if self.expr._const is not None:
             return self.expr._const == 0
-        return False if _provably_nonzero(self.expr) else None
+        return False if provably_nonzero(self.expr) else None
 
     def subs(self, mapping: Mapping[str, int | Dim]) -> Condition:
         """The condition with sizes replaced (see :meth:`Dim.subs`).
@@ -1500,289 +1149,3 @@ class Condition:
         if not isinstance(other, Condition):
             return NotImplemented
         return (self.kind, self.modulus, self.expr) == (other.kind, other.modulus, other.expr)
-
-
-class ShapeVar:
-    """A named shape (row) variable: any number of axes, printed ``..name..``.
-
-    >>> ShapeVar("s"), str(ShapeVar("s")), ShapeVar("s") == ShapeVar("s")
-    (ShapeVar('s'), '..s..', True)
-    """
-
-    __slots__ = ("_hash", "name")
-    name: str
-
-    def __init__(self, name: str):
-        if not isinstance(name, str):
-            raise TypeError(f"a shape variable name is a str, not {type(name).__name__}")
-        _setattr(self, "name", name)
-        _setattr(self, "_hash", hash(("ShapeVar", name)))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ShapeVar is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("ShapeVar is immutable")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ShapeVar, (self.name,))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ShapeVar):
-            return self.name == other.name
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return]
-
-    def __str__(self) -> str:
-        return f"..{self.name}.."
-
-    def __repr__(self) -> str:
-        return f"ShapeVar({self.name!r})"
-
-
-_SHAPE_VAR = re.compile(r"\.\.([^\W\d]\w*)\.\.")
-ShapeItem: TypeAlias = "Dim | ShapeVar"
-
-
-def _flatten(items: Iterable[Any], out: list[ShapeItem]) -> None:
-    for x in items:
-        if isinstance(x, Dim | ShapeVar):
-            out.append(x)
-        elif isinstance(x, ShapeIndex):
-            out.extend(x._items)
-        elif isinstance(x, str):
-            match = _SHAPE_VAR.fullmatch(x.strip())
-            out.append(ShapeVar(match.group(1)) if match else dim(x))
-        elif isinstance(x, tuple | list):
-            _flatten(x, out)
-        else:
-            n = _int_or_none(x)
-            if n is None:
-                raise TypeError(f"a shape item is an int, a Dim or a ShapeVar, not {x!r}")
-            out.append(_const(n))
-
-
-def _shape_index(items: tuple[ShapeItem, ...]) -> ShapeIndex:
-    self = _new_object(ShapeIndex)
-    _setattr(self, "_items", items)
-    _setattr(self, "_hash", hash(items))
-    _setattr(self, "_nvars", sum(1 for x in items if type(x) is ShapeVar))
-    return self
-
-
-class ShapeIndex:
-    """Remora's shape index: a flat, immutable sequence of dimensions and shape variables.
-
-    Nested indices, tuples and lists are flattened on construction (Remora's canonical form
-    of ``++`` and ``shape``), so equality is item-wise equality of canonical dimensions.
-
-    >>> s = ShapeIndex([2, Dim("T + 1"), ShapeIndex([ShapeVar("s"), 3])])
-    >>> s, s.rank, s + (4,)
-    (ShapeIndex('[2, T + 1, ..s.., 3]'), None, ShapeIndex('[2, T + 1, ..s.., 3, 4]'))
-    >>> ShapeIndex([3, 4, 5, 6]).prefix_minus([3, 4])
-    ShapeIndex('[5, 6]')
-    """
-
-    __slots__ = ("_hash", "_items", "_nvars")
-    _items: tuple[ShapeItem, ...]
-    _hash: int
-    _nvars: int
-
-    def __init__(self, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()):
-        if isinstance(items, str):
-            flat = list(ShapeIndex.parse(items)._items)
-        else:
-            flat = []
-            _flatten(items, flat)
-        t = tuple(flat)
-        _setattr(self, "_items", t)
-        _setattr(self, "_hash", hash(t))
-        _setattr(self, "_nvars", sum(1 for x in t if type(x) is ShapeVar))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ShapeIndex is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("ShapeIndex is immutable")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ShapeIndex, (list(self._items),))
-
-    @classmethod
-    def parse(cls, text: str) -> ShapeIndex:
-        """Read ``"B, T + 1, ..s.."`` (optionally in brackets; spaces separate without commas).
-
-        >>> ShapeIndex.parse("[B, T+1, ..s..]") == ShapeIndex.parse("B T+1 ..s..")
-        True
-        """
-        start, end = 0, len(text)
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if start < end and text[start] == "[":
-            if text[end - 1] != "]":
-                raise SpecSyntaxError(text, start, "unclosed '['", "add the missing ']'")
-            start, end = start + 1, end - 1
-        elif start < end and text[end - 1] == "]":
-            raise SpecSyntaxError(text, end - 1, "unmatched ']'")
-        items: list[ShapeItem] = []
-        for s, e in split_items(text, start, end):
-            match = _SHAPE_VAR.fullmatch(text, s, e)
-            items.append(ShapeVar(match.group(1)) if match else parse_at(text, s, e))
-        return _shape_index(tuple(items))
-
-    # -- sequence protocol ------------------------------------------------------------------
-    @property
-    def items(self) -> tuple[Dim | ShapeVar, ...]:
-        """The items in order (dimensions and shape variables)."""
-        return self._items
-
-    def __iter__(self) -> Iterator[Dim | ShapeVar]:
-        return iter(self._items)
-
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return _shape_index(self._items[i])
-        return self._items[i]
-
-    def __len__(self) -> int:
-        if self._nvars:
-            raise TypeError(f"the length of {self} depends on its shape variables")
-        return len(self._items)
-
-    def __bool__(self) -> bool:
-        if not self._items:
-            return False
-        if self._nvars == len(self._items):
-            raise InconclusiveError(f"cannot decide whether {self} is empty")
-        return True
-
-    @property
-    def rank(self) -> int | None:
-        """The number of axes, or ``None`` when shape variables make it unknown.
-
-        >>> ShapeIndex.parse("B, 3").rank, ShapeIndex.parse("B, ..s..").rank
-        (2, None)
-        """
-        return None if self._nvars else len(self._items)
-
-    @property
-    def dims(self) -> tuple[Dim, ...]:
-        """The dimension items, in order (shape variables left out).
-
-        >>> ShapeIndex.parse("B, ..s.., 3").dims
-        (Dim('B'), Dim('3'))
-        """
-        return tuple(x for x in self._items if type(x) is Dim)
-
-    @property
-    def shape_vars(self) -> tuple[ShapeVar, ...]:
-        """The shape variable items, in order.
-
-        >>> ShapeIndex.parse("B, ..s.., ..t..").shape_vars
-        (ShapeVar('s'), ShapeVar('t'))
-        """
-        return tuple(x for x in self._items if type(x) is ShapeVar)
-
-    @property
-    def is_concrete(self) -> bool:
-        """Whether every item is a constant dimension (a NumPy-style shape).
-
-        >>> ShapeIndex([3, 4]).is_concrete, ShapeIndex(["B"]).is_concrete
-        (True, False)
-        """
-        return not self._nvars and all(x._const is not None for x in self._items)  # type: ignore[union-attr]
-
-    def as_tuple(self) -> tuple[int, ...]:
-        """The concrete shape as ints (:class:`TypeError` with shape variables,
-        :class:`~tensig.InconclusiveError` with symbolic dimensions).
-
-        >>> ShapeIndex([3, Dim("2*2")]).as_tuple()
-        (3, 4)
-        """
-        if self._nvars:
-            raise TypeError(f"{self} has shape variables, so it is not a concrete shape")
-        return tuple(int(x) for x in self._items)  # type: ignore[call-overload]
-
-    def product(self) -> Dim:
-        """The number of elements (``1`` for the empty index); no shape variables allowed.
-
-        >>> ShapeIndex.parse("B, T, 2").product(), ShapeIndex([]).product()
-        (Dim('2*B*T'), Dim('1'))
-        """
-        if self._nvars:
-            raise TypeError(f"the size of {self} depends on its shape variables")
-        result = _ONE
-        for x in self._items:
-            result = result * x
-        return result
-
-    def subs(
-        self,
-        dim_map: Mapping[str, int | Dim],
-        shape_map: Mapping[str, ShapeIndex | tuple[Any, ...] | list[Any]] | None = None,
-    ) -> ShapeIndex:
-        """Replace sizes (``dim_map``) and shape variables (``shape_map``, by name).
-
-        >>> ShapeIndex.parse("B, ..s..").subs({"B": 2}, {"s": (Dim("T"), 3)})
-        ShapeIndex('[2, T, 3]')
-        """
-        out: list[ShapeItem] = []
-        for x in self._items:
-            if type(x) is ShapeVar:
-                if shape_map is not None and x.name in shape_map:
-                    _flatten((shape_map[x.name],), out)
-                else:
-                    out.append(x)
-            else:
-                out.append(x.subs(dim_map) if dim_map else x)  # type: ignore[union-attr]
-        return _shape_index(tuple(out))
-
-    def prefix_minus(self, other: ShapeIndex | Iterable[Any]) -> ShapeIndex | None:
-        """Remora's partial prefix subtraction: ``a ∸ b = c`` iff ``b ++ c == a``.
-
-        Decided on canonical forms; ``None`` when ``b`` is not a prefix of ``a``.
-
-        >>> ShapeIndex([3, 4, 5, 6]).prefix_minus(ShapeIndex([4])) is None
-        True
-        """
-        if not isinstance(other, ShapeIndex):
-            other = ShapeIndex(other)
-        n = len(other._items)
-        if self._items[:n] == other._items:
-            return _shape_index(self._items[n:])
-        return None
-
-    # -- operators ----------------------------------------------------------------------------
-    def __add__(self, other: object) -> ShapeIndex:
-        if isinstance(other, ShapeIndex):
-            return _shape_index(self._items + other._items)
-        if isinstance(other, tuple | list):
-            return _shape_index(self._items + ShapeIndex(other)._items)
-        return NotImplemented
-
-    def __radd__(self, other: object) -> ShapeIndex:
-        if isinstance(other, tuple | list):
-            return _shape_index(ShapeIndex(other)._items + self._items)
-        return NotImplemented
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ShapeIndex):
-            return self._hash == other._hash and self._items == other._items
-        if isinstance(other, tuple | list):
-            return len(self._items) == len(other) and all(
-                a == b for a, b in zip(self._items, other, strict=True)
-            )
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __str__(self) -> str:
-        return "[" + ", ".join(str(x) for x in self._items) + "]"
-
-    def __repr__(self) -> str:
-        return f"ShapeIndex({str(self)!r})"

@@ -48,6 +48,15 @@ from tensig.core.notation import (
     Spec,
     parse,
 )
+from tensig.core.projections import (
+    AffineIndex,
+    AxisUse,
+    ConcatIndex,
+    FixedIndex,
+    Index,
+    Iter,
+    logic_layout,
+)
 from tensig.core.shapes import Shape, Size, as_shape, normalize_size
 from tensig.core.solver import (
     AffineRel,
@@ -70,6 +79,7 @@ __all__ = [
     "ShapeGraph",
     "TensorNode",
     "infer",
+    "logic_projections",
     "register_operand_counts",
 ]
 
@@ -89,60 +99,6 @@ def count_text(lo: int, hi: int | None) -> str:
     """Operand counts in words, for messages: ``"1"``, ``"at least 2"``, ``"1 to 3"``."""
     return str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
 LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
-
-
-# --------------------------------------------------------------------------------------------
-# Projections: how each array axis is indexed
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Iter:
-    """An iteration axis of the operation's product space."""
-
-    id: int
-    name: str | None
-    size: Size
-
-
-@dataclass(frozen=True)
-class FixedIndex:
-    """The axis is read (operand) or written (result) at one index only."""
-
-    index: int
-
-
-@dataclass(frozen=True)
-class AffineIndex:
-    """The axis is read at ``stride*over + dilation*kernel + offset`` (minus the left padding)."""
-
-    stride: int
-    over: Iter
-    dilation: int
-    kernel: Iter | None
-    offset: int
-    padded: bool
-
-
-@dataclass(frozen=True)
-class ConcatIndex:
-    """The axis is the concatenation of ``parts``; an ``int`` part is that many skipped cells."""
-
-    parts: tuple[Iter | int, ...]
-
-
-Index = Iter | FixedIndex | AffineIndex | ConcatIndex
-
-
-@dataclass(frozen=True)
-class AxisUse:
-    """One axis of one operand (or of the result), in memory order."""
-
-    kind: Kind
-    position: int
-    size: Size
-    basis: str | None
-    index: Index
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,30 +522,38 @@ class _EinsumInference:
     # -- packaging -----------------------------------------------------------------------------
     def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:
         S = self.solver
-        iters: dict[int, Iter] = {}
+        iters: dict[tuple[str, Any], Iter] = {}
 
-        def iter_of(v: DimVar) -> Iter:
-            r = v.root()
-            it = iters.get(r.id)
+        def iter_of(v: DimVar, label: str | None) -> Iter:
+            """One iterator per label of this spec, and one per other axis variable (a row
+            variable's axes are the same variables wherever the row is used).  Keyed by the
+            spec's own names, not by solver roots: graph-wide, two labels can be unified by
+            other uses (a tensor against its own copy) and must still iterate apart."""
+            key = ("label", label) if label is not None else ("var", id(v))
+            it = iters.get(key)
             if it is None:
+                r = v.root()
                 assert r.value is not None
-                it = iters[r.id] = Iter(len(iters), r.name, r.value)
+                it = iters[key] = Iter(len(iters), label or r.name, r.value)
             return it
 
         def index_of(v: DimVar) -> Index:
             term = self.terms.get(v.id)
-            if term is None or isinstance(term[0], Label | Placeholder):
-                return iter_of(v)
+            if term is None or isinstance(term[0], Placeholder):
+                return iter_of(v, None)
             a, extra = term
+            if isinstance(a, Label):
+                return iter_of(v, a.name)
             if isinstance(a, Fixed):
                 return FixedIndex(a.index)
             if isinstance(a, Affine):
                 stride, over, dilation, kernel, padding = extra
-                return AffineIndex(stride, iter_of(over), dilation,
-                                   iter_of(kernel) if kernel is not None else None, a.offset,
-                                   padding == "padded")
+                return AffineIndex(stride, iter_of(over, over.name), dilation,
+                                   iter_of(kernel, kernel.name) if kernel is not None else None,
+                                   a.offset, padding == "padded")
             assert isinstance(a, Concat)
-            return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p) for p in extra))
+            return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p, p.name)
+                                     for p in extra))
 
         layout = []
         result_rows: dict[Kind, list[tuple[Size, str | None]]] = {}
@@ -714,6 +678,10 @@ class ShapeGraph:
         self._apps: list[tuple[_EinsumInference, list[dict[Kind, SRow]]]] = []
         self._broadcasts: list[_Broadcast] = []
         self._labels: dict[int, _EinsumInference] = {}  # spec results' labels, for capture
+        #: how each operation's result was made (by node id): a spec instance and its
+        #: patterns, or a logic and its operands -- what its projections are read from
+        self._made: dict[int, tuple[Any, ...]] = {}
+        self._projections: dict[int, Inferred] = {}  # answered since the last solve
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
         """A tensor with a known ``shape``, or an unknown one (``None``).
@@ -762,6 +730,7 @@ class ShapeGraph:
         if not operands:
             raise ValueError("pointwise needs at least one operand")
         node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER))
+        self._made[id(node)] = (".", operands)
         for kind in MEMORY_ORDER:
             self._broadcasts.append(_Broadcast(
                 self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind))
@@ -784,6 +753,7 @@ class ShapeGraph:
                                              f"{b.name!r}'s output row"))
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
                                              "output": a.rows["output"]})
+        self._made[id(node)] = ("@", (a, b) if c is None else (a, b, c))
         self._broadcasts.append(_Broadcast(
             self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch"))
         if c is not None:
@@ -794,9 +764,11 @@ class ShapeGraph:
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
         """Swap the input and output rows (OCANNL ``~logic:"T"``)."""
-        return self._new(name or "transpose", {"batch": a.rows["batch"],
+        node = self._new(name or "transpose", {"batch": a.rows["batch"],
                                                "input": a.rows["output"],
                                                "output": a.rows["input"]})
+        self._made[id(node)] = ("T", (a,))
+        return node
 
     def _new(self, name: str, rows: dict[Kind, SRow | None]) -> TensorNode:
         full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}"), ())
@@ -817,7 +789,33 @@ class ShapeGraph:
         node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self.tensors.append(node)
         self._labels[id(node)] = inst
+        self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
+
+    def made(self, node: TensorNode) -> bool:
+        """Whether an operation of this graph made ``node`` (so it has projections)."""
+        return id(node) in self._made
+
+    def projections(self, node: TensorNode) -> Inferred:
+        """The projections of the operation that made ``node`` (after :meth:`solve`): its
+        operands' and its own axis uses (:attr:`Inferred.layout`), read from this solve --
+        a spec's labels, windows and concatenations as its instance solved them, a logic's
+        from the solved shapes.  Compiled code lowers these; nothing is inferred again."""
+        done = self._projections.get(id(node))
+        if done is not None:
+            return done
+        made = self._made.get(id(node))
+        if made is None:
+            raise ValueError(f"{node.name!r} was not made by an operation: it has no "
+                             "projections")
+        shapes = tuple(self.shape(t) for t in made[1])
+        if isinstance(made[0], str):
+            answer = logic_projections(made[0], self.shape(node), shapes,
+                                       tuple(self.solver.conditions))
+        else:
+            answer = replace(made[0].package(list(made[2])), operands=shapes)
+        self._projections[id(node)] = answer
+        return answer
 
     # -- constraints on captured labels (OCANNL's Shape.set_dim / set_equal / set_scale) ----
     def label(self, t: TensorNode, name: str) -> DimVar:
@@ -874,6 +872,7 @@ class ShapeGraph:
     def solve(self) -> None:
         """Propagate; close what nothing determines; every shape must then be known."""
         S = self.solver
+        self._projections.clear()
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
@@ -1065,10 +1064,32 @@ def _infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) ->
     shape = g.shape(out)
     if result is not None and result != shape:
         raise ShapeError(f"the {logic} result has shape {shape}, not the given {result}")
-    return Inferred(spec=None, logic=logic, operands=shapes, shape=shape,
+    return g.projections(out)
+
+
+def logic_projections(logic: str, result: Shape, operands: tuple[Shape, ...],
+                      conditions: tuple[Condition, ...] = ()) -> Inferred:
+    """The answer for a graph logic (``"."``, ``"@"``, ``"T"``) over solved shapes: the
+    result may be any shape the logic relates to the operands (a gradient reduces a
+    broadcast), its projections those of :func:`~tensig.core.projections.logic_layout`."""
+    layout = logic_layout(logic, result, operands)
+    return Inferred(spec=None, logic=LOGICS[logic], operands=operands, shape=result,
                     dims=MappingProxyType({}), rows=MappingProxyType({}),
-                    ellipses=MappingProxyType({}), conditions=tuple(g.solver.conditions),
-                    layout=(), iterators=())
+                    ellipses=MappingProxyType({}), conditions=conditions, layout=layout,
+                    iterators=_iterators(layout))
+
+
+def _iterators(layout: tuple[tuple[AxisUse, ...], ...]) -> tuple[Iter, ...]:
+    """Every iterator a layout reads, by id."""
+    found: dict[int, Iter] = {}
+    for uses in layout:
+        for u in uses:
+            ix = u.index
+            parts: tuple[Any, ...] = (ix,) if isinstance(ix, Iter) else \
+                (ix.over, ix.kernel) if isinstance(ix, AffineIndex) else \
+                ix.parts if isinstance(ix, ConcatIndex) else ()
+            found.update((p.id, p) for p in parts if isinstance(p, Iter))
+    return tuple(found[k] for k in sorted(found))
 
 
 def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:

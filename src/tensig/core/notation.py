@@ -1,4 +1,6 @@
-"""The generalized einsum notation: ``parse(text) -> Spec``.
+"""The notation's parser: einsum specs (``parse(text) -> Spec``) and, in its annotation mode,
+shape annotations (``parse_annotation(text) -> AnnotationShape``).  The values it produces are
+in :mod:`tensig.core.syntax` (and importable from here).
 
 A spec is ``operand; operand; ... => result``; each shape is ``batch|input->output``; each row
 is a sequence of axes with at most one row variable (``...`` or ``..name..``).  A row whose
@@ -8,8 +10,11 @@ a written separator with nothing closes the row (``|->x``).
 Two modes (the mode rule): a comma, ``*``, ``+``, ``^``, ``<``, ``&`` or an ``=`` that does not
 start ``=>`` anywhere in the text selects the *multichar* mode, where axes are comma-separated
 identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
-separates axes.  Names and numbers follow :mod:`tensig.lexical` in both modes: a letter of any
+separates axes.  Names and numbers follow :mod:`tensig.core.lexical` in both: a letter of any
 script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
+
+The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
+sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
 Axis kinds (all frozen dataclasses with structural equality; source spans are kept for error
 carets but do not take part in equality):
@@ -35,10 +40,10 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal, NoReturn
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, NoReturn
 
+from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.lexical import (
     digits_end,
@@ -48,284 +53,73 @@ from tensig.core.lexical import (
     is_name_start,
     unexpected_character,
 )
+from tensig.core.syntax import (
+    _ELLIPSIS_ROW,
+    KINDS,
+    Affine,
+    AnnotationShape,
+    Axis,
+    Broadcastable,
+    Coef,
+    Concat,
+    Deferred,
+    Fixed,
+    Item,
+    Kind,
+    Label,
+    Placeholder,
+    Row,
+    RowVar,
+    RowVariable,
+    ShapeSpec,
+    Span,
+    Spec,
+    _axis_labels_of,
+    _plain,
+    is_multichar,
+)
 
 __all__ = [
     "KINDS",
     "Affine",
+    "AnnotationShape",
     "Axis",
     "Concat",
     "Fixed",
+    "Kind",
     "Label",
+    "Mode",
     "Placeholder",
     "Row",
     "RowVar",
     "ShapeSpec",
+    "Span",
     "Spec",
+    "is_multichar",
     "parse",
+    "parse_annotation",
     "parse_shape_spec",
     "row_spans",
 ]
 
-Kind = Literal["batch", "input", "output"]
-KINDS: tuple[Kind, ...] = ("batch", "input", "output")
-Span = tuple[int, int]
+Mode = Literal["spec", "annotation"]
+"""The parser's two modes: an einsum spec, or a shape annotation (one shape read as a type)."""
 
-_MULTICHAR_TRIGGER = re.compile(r"[,*+^<&]|=(?!>)")
-
-
-# --------------------------------------------------------------------------------------------
-# The data model
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Label:
-    """A dimension variable: every occurrence of the name in a spec has the same size."""
-
-    name: str
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self, multichar: bool) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class Placeholder:
-    """``_``: an axis that is there but unnamed; two placeholders are unrelated."""
-
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self, multichar: bool) -> str:
-        return "_"
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """An integer index: slices an operand at ``index``, places into the result at ``index``."""
-
-    index: int
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self, multichar: bool) -> str:
-        return str(self.index)
-
-
-Coef = int | str  # an integer, or an identifier resolved from ``params=``
-
-
-@dataclass(frozen=True)
-class Affine:
-    """An input axis indexed by ``stride*over + dilation*kernel`` (convolution, pooling).
-
-    ``kernel is None`` means the offset form ``stride*over + offset`` (``offset`` may be 0: a
-    pure stride).  ``padding`` is ``"padded"`` (``=+``), ``"valid"`` (``<+``), or ``None`` for a
-    plain ``+`` whose padding comes from the ``use_padding=`` argument.
-    """
-
-    stride: Coef
-    over: str
-    dilation: Coef = 1
-    kernel: str | None = None
-    offset: int = 0
-    padding: Literal["padded", "valid"] | None = None
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self, multichar: bool) -> str:
-        out = self.over if self.stride == 1 else f"{self.stride}*{self.over}"
-        if self.kernel is None:
-            return out if self.offset == 0 else f"{out}+{self.offset}"
-        op = {"padded": "=+", "valid": "<+", None: "+"}[self.padding]
-        ker = self.kernel if self.dilation == 1 else f"{self.dilation}*{self.kernel}"
-        return f"{out}{op}{ker}"
-
-
-@dataclass(frozen=True)
-class Concat:
-    """``a^b^c``: one axis iterating over each component in turn.
-
-    Components are label names (``str``) or integer sizes (``int``, skipped elements).
-    """
-
-    parts: tuple[str | int, ...]
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self, multichar: bool) -> str:
-        return "^".join(str(p) for p in self.parts)
-
-
-Axis = Label | Placeholder | Fixed | Affine | Concat
-
-
-@dataclass(frozen=True)
-class RowVar:
-    """A row variable. ``name is None`` is the reserved ``...`` of the row's kind."""
-
-    name: str | None
-    span: Span = field(default=(0, 0), compare=False, repr=False)
-
-    def render(self) -> str:
-        return "..." if self.name is None else f"..{self.name}.."
-
-
-@dataclass(frozen=True)
-class Row:
-    """One row: ``left`` axes, an optional row variable, ``right`` axes.
-
-    Without a variable the row is closed: exactly ``right`` (``left`` is then empty).  With a
-    variable, ``left`` anchors at the start of the row and ``right`` at its end.
-    """
-
-    left: tuple[Axis, ...] = ()
-    var: RowVar | None = None
-    right: tuple[Axis, ...] = ()
-
-    @property
-    def axes(self) -> tuple[Axis, ...]:
-        return self.left + self.right
-
-    @property
-    def is_context_ellipsis(self) -> bool:
-        """True for a row that is exactly ``...`` (what an omitted row means)."""
-        return not self.left and not self.right and self.var is not None and self.var.name is None
-
-    def render(self, multichar: bool) -> str:
-        items = [a.render(multichar) for a in self.left]
-        if self.var is not None:
-            items.append(self.var.render())
-        items += [a.render(multichar) for a in self.right]
-        return ", ".join(items) if multichar else "".join(items)
-
-
-_ELLIPSIS_ROW = Row(var=RowVar(None))
-
-
-@dataclass(frozen=True)
-class ShapeSpec:
-    """The three rows of one operand or of the result."""
-
-    batch: Row = _ELLIPSIS_ROW
-    input: Row = _ELLIPSIS_ROW
-    output: Row = _ELLIPSIS_ROW
-
-    def row(self, kind: Kind) -> Row:
-        return getattr(self, kind)
-
-    def rows(self) -> tuple[tuple[Kind, Row], ...]:
-        return (("batch", self.batch), ("input", self.input), ("output", self.output))
-
-    def render(self, multichar: bool) -> str:
-        out = self.output.render(multichar)
-        if self.batch.is_context_ellipsis and self.input.is_context_ellipsis:
-            return out
-        if self.input.is_context_ellipsis:
-            return f"{self.batch.render(multichar)}|{out}"
-        inp = f"{self.input.render(multichar)}->{out}"
-        if self.batch.is_context_ellipsis:
-            return inp
-        return f"{self.batch.render(multichar)}|{inp}"
-
-    def __str__(self) -> str:
-        return self.render(_needs_multichar((self,)))
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A parsed spec: operand shape specs and the result shape spec.
-
-    Equality is structural (mode, whitespace and spans do not matter); ``str()`` prints the
-    canonical form, which parses back to an equal ``Spec``.
-    """
-
-    operands: tuple[ShapeSpec, ...]
-    result: ShapeSpec
-    text: str = field(default="", compare=False, repr=False)
-
-    @property
-    def multichar(self) -> bool:
-        """Whether the canonical form needs the multichar mode."""
-        return _needs_multichar((*self.operands, self.result))
-
-    def shapes(self) -> tuple[ShapeSpec, ...]:
-        return (*self.operands, self.result)
-
-    @property
-    def labels(self) -> frozenset[str]:
-        """Every dimension label (including affine and concat components)."""
-        return frozenset(_axis_labels_of(self.shapes()))
-
-    @property
-    def row_vars(self) -> frozenset[str]:
-        """Every named row variable (``..v..``); the reserved ``...`` are not listed."""
-        return frozenset(
-            row.var.name
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            if row.var is not None and row.var.name is not None
-        )
-
-    @property
-    def params(self) -> frozenset[str]:
-        """Identifiers used as strides or dilations (resolved from ``params=``)."""
-        return frozenset(
-            c
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            for a in row.axes
-            if isinstance(a, Affine)
-            for c in (a.stride, a.dilation)
-            if isinstance(c, str)
-        )
-
-    def __str__(self) -> str:
-        multichar = self.multichar
-        ops = "; ".join(s.render(multichar) for s in self.operands)
-        text = f"{ops} => {self.result.render(multichar)}".rstrip()
-        if multichar and not is_multichar(text):
-            text += ","  # a trailing comma selects the multichar mode, as in "b => a,"
-        return text
-
-
-def _axis_labels_of(shapes: tuple[ShapeSpec, ...]) -> list[str]:
-    names: list[str] = []
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Label):
-                    names.append(a.name)
-                elif isinstance(a, Affine):
-                    names.append(a.over)
-                    if a.kernel is not None:
-                        names.append(a.kernel)
-                elif isinstance(a, Concat):
-                    names += [p for p in a.parts if isinstance(p, str)]
-    return names
-
-
-def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Affine | Concat):
-                    return True
-                if isinstance(a, Label) and len(a.name) != 1:
-                    return True
-                if isinstance(a, Fixed) and a.index > 9:
-                    return True
-    return False
+_UNSUPPORTED = {  # spec syntax that an annotation refuses, and why
+    "^": "concatenation (a^b) belongs in einsum specs, not in annotations",
+    "<": "convolution axes (o<+k) belong in einsum specs, not in annotations",
+    ";": "an annotation is one shape: ';' separates operands of an einsum spec",
+    "&": "'&' is reserved in the notation and has no meaning yet",
+    "?": "jaxtyping's '?' (sizes that depend on the place in a PyTree) is not supported",
+}
+_JOIN_AFTER = "+-*/%(=<>"  # an annotation word ending so needs the next word as its operand
+_JOIN_BEFORE = "+-/%)="  # and one starting so continues the previous word
+_DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
 
 
 # --------------------------------------------------------------------------------------------
-# The parser
+# The parser: entry points
 # --------------------------------------------------------------------------------------------
-
-
-def is_multichar(text: str) -> bool:
-    """The mode rule: does ``text`` select the multichar mode?
-
-    >>> is_multichar("ij;jk=>ik"), is_multichar("i, j => j"), is_multichar("o=+k => o")
-    (False, True, True)
-    """
-    return _MULTICHAR_TRIGGER.search(text) is not None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -360,6 +154,35 @@ def parse_shape_spec(text: str) -> ShapeSpec:
     return shape
 
 
+@functools.lru_cache(maxsize=1024)
+def parse_annotation(text: str) -> AnnotationShape:
+    """Parse a shape annotation (the parser's annotation mode; cached).
+
+    jaxtyping's syntax with the notation's rows, row variables and size expressions (see
+    :mod:`tensig.core.annotations`); bad text raises :class:`tensig.SpecSyntaxError`.
+
+    >>> parse_annotation("B T d") == parse_annotation("B, T, d")
+    True
+    >>> parse_annotation("*b T+1 2*h").output
+    (RowVariable(name='b', kind='output', broadcast=False), Dim('T + 1'), Dim('2*h'))
+    >>> parse_annotation("B 16").output, parse_annotation("B _ #3").output
+    ((Dim('B'), 16), (Dim('B'), typing.Any, Broadcastable(item=3)))
+    >>> parse_annotation("B, , T")
+    Traceback (most recent call last):
+    ...
+    tensig.SpecSyntaxError: an empty axis between commas (column 3)
+        B, , T
+          ^
+    hint: remove the extra comma
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a shape annotation is a str, not {type(text).__name__} ({text!r})")
+    if len(text) > 100_000:
+        raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
+                              "characters")
+    return _Parser(text, "annotation").annotation()
+
+
 def row_spans(text: str, start: int, end: int, what: str,
               fail: Callable[..., NoReturn]) -> dict[Kind, Span]:
     """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
@@ -388,14 +211,46 @@ def row_spans(text: str, start: int, end: int, what: str,
 
 
 class _Parser:
-    """A hand-written scanner over the spec text; every error carries a column."""
+    """One hand-written scanner for the notation's two modes; every error carries a column.
 
-    def __init__(self, text: str):
+    ``"spec"`` reads an einsum spec (:meth:`spec`), ``"annotation"`` one shape read as a type
+    (:meth:`annotation`: jaxtyping's words, modifiers and size expressions).  Both modes split
+    rows with :func:`row_spans`, read ``...`` and ``..name..`` with :meth:`row_var_at`, allow
+    one row variable per row (:meth:`one_row_variable`), refuse a name that is both a size and
+    a row variable (:meth:`check_clashes`), and read names and numbers by
+    :mod:`tensig.core.lexical` (annotation sizes through :meth:`Dim.parse`, which does too).
+    """
+
+    def __init__(self, text: str, mode: Mode = "spec"):
         self.text = text
-        self.multichar = is_multichar(text)
+        self.mode = mode
+        self.multichar = mode == "spec" and is_multichar(text)
 
-    def fail(self, col: int, reason: str, hint: str | None = None, end: int | None = None):
+    def fail(self, col: int, reason: str, hint: str | None = None,
+             end: int | None = None) -> NoReturn:
         raise SpecSyntaxError(self.text, col, reason, hint, end)
+
+    # -- rules both modes share ----------------------------------------------------------------
+
+    def one_row_variable(self, spans: list[Span]) -> None:
+        """A row holds at most one row variable (``spans``: the row's row variables)."""
+        if len(spans) > 1:
+            self.fail(spans[1][0], "a row holds at most one row variable", end=spans[1][1],
+                      hint="merge them into one, or move one to another row (batch|input->output)")
+
+    def check_clashes(self, row_variables: Iterable[str],
+                      sized: Iterable[tuple[Iterable[str], Span]]) -> None:
+        """A name cannot be both a size (``sized``: the names of each axis) and a row variable."""
+        variables = set(row_variables)
+        if not variables:
+            return
+        for names, (s, e) in sized:
+            if both := sorted(set(names) & variables):
+                name = both[0]
+                size, var = (("a dimension", f"..{name}..") if self.mode == "spec"
+                             else ("a size", f"*{name}"))
+                self.fail(s, f"{name!r} is used both as {size} and as the row variable {var}",
+                          end=e, hint="rename one of them")
 
     # -- top level ---------------------------------------------------------------------------
 
@@ -467,15 +322,12 @@ class _Parser:
     def row(self, start: int, end: int) -> Row:
         items = self.row_items_multichar(start, end) if self.multichar else \
             self.row_items_single(start, end)
+        self.one_row_variable([x.span for x in items if isinstance(x, RowVar)])
         left: list[Axis] = []
         right: list[Axis] = []
         var: RowVar | None = None
         for item in items:
             if isinstance(item, RowVar):
-                if var is not None:
-                    self.fail(item.span[0], "a row holds at most one row variable",
-                              hint="merge them into one row variable, or move one to another "
-                                   "row (batch|input->output)", end=item.span[1])
                 var = item
             elif var is None:
                 left.append(item)
@@ -494,7 +346,9 @@ class _Parser:
             j = identifier_end(text, i + 2, end)
             if j > i + 2 and text.startswith("..", j) and j + 2 <= end:
                 if text[i + 2:j] == "_":
-                    self.fail(i, "a row variable needs a name", end=j + 2)
+                    nameless = "the context ellipsis" if self.mode == "spec" else "a nameless one"
+                    self.fail(i, "a row variable needs a name", end=j + 2,
+                              hint=f"write ... for {nameless}")
                 return RowVar(text[i + 2:j], (i, j + 2)), j + 2
             self.fail(i, "unterminated row variable",
                       hint="a row variable is written ..name.., and the context ellipsis ...",
@@ -745,18 +599,193 @@ class _Parser:
 
     def check_names(self, shapes: tuple[ShapeSpec, ...]) -> None:
         """A name cannot be both a dimension label and a row variable."""
-        rowvars: dict[str, Span] = {}
-        for shape in shapes:
-            for _, row in shape.rows():
-                if row.var is not None and row.var.name is not None:
-                    rowvars.setdefault(row.var.name, row.var.span)
-        if not rowvars:
-            return
-        for shape in shapes:
-            for _, row in shape.rows():
-                for a in row.axes:
-                    for name in _axis_labels_of((ShapeSpec(output=Row((), None, (a,))),)):
-                        if name in rowvars:
-                            self.fail(a.span[0], f"{name!r} is used both as a dimension and as "
-                                                 f"the row variable ..{name}..", end=a.span[1],
-                                      hint="rename one of them")
+        rows = [row for shape in shapes for _, row in shape.rows()]
+        self.check_clashes(
+            (row.var.name for row in rows if row.var is not None and row.var.name is not None),
+            ((_axis_labels_of((ShapeSpec(output=Row((), None, (a,))),)), a.span)
+             for row in rows for a in row.axes))
+
+    # -- annotation mode -----------------------------------------------------------------------
+
+    def annotation(self) -> AnnotationShape:
+        """The whole text as one shape: rows of items and their spans."""
+        self.check_annotation_characters()
+        rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
+        for kind, (start, end) in row_spans(self.text, 0, len(self.text), "an annotation",
+                                            self.fail).items():
+            rows[kind] = self.annotation_row(kind, start, end)
+        every = [pair for k in KINDS for pair in rows[k]]
+        self.check_clashes(
+            (x.name for x, _ in every if isinstance(x, RowVariable) and x.name is not None),
+            ((x.symbols, span) for x, span in ((_plain(x), s) for x, s in every)
+             if isinstance(x, Dim | Deferred)))
+        items = {k: tuple(x for x, _ in rows[k]) for k in KINDS}
+        return AnnotationShape(
+            items["batch"], items["input"], items["output"], text=self.text,
+            spans=tuple(tuple(s for _, s in rows[k]) for k in KINDS))
+
+    def check_annotation_characters(self) -> None:
+        """Spec-only syntax (``=>``, ``;``, ``^``, ``<``...) is refused, with the reason."""
+        depth = 0
+        for i, c in enumerate(self.text):
+            if c == ">" and not (i > 0 and self.text[i - 1] == "-"):
+                self.fail(i, "'>' is only valid as part of '->'")
+            if c == "=" and self.text.startswith("=>", i):
+                self.fail(i, "an annotation is one shape: '=>' belongs in einsum specs",
+                          end=i + 2)
+            if c in _UNSUPPORTED and depth == 0:
+                self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
+            depth += (c in "({") - (c in ")}")
+
+    def annotation_row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
+        items = [(self.annotation_item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
+        self.one_row_variable([s for x, s in items if isinstance(x, RowVariable)])
+        return items
+
+    def split(self, start: int, end: int) -> list[Span]:
+        """Item spans: commas (outside brackets) separate, then whitespace between words."""
+        text = self.text
+        pieces: list[Span] = []
+        depth, begin = 0, start
+        for i in range(start, end):
+            c = text[i]
+            depth += (c in "({[") - (c in ")}]")
+            if c == "," and depth == 0:
+                pieces.append((begin, i))
+                begin = i + 1
+        pieces.append((begin, end))
+        spans: list[Span] = []
+        for n, (s, e) in enumerate(pieces):
+            words = self.words_of(s, e)
+            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
+                # an empty row is fine; one trailing comma after an item is too
+                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
+            spans.extend(words)
+        return spans
+
+    def words_of(self, start: int, end: int) -> list[Span]:
+        """Whitespace-separated words, joined where an operator needs its operand."""
+        text = self.text
+        words: list[Span] = []
+        depth, i = 0, start
+        while i < end:
+            if text[i].isspace() and depth == 0:
+                i += 1
+                continue
+            j = i
+            while j < end and not (text[j].isspace() and depth == 0):
+                depth += (text[j] in "({[") - (text[j] in ")}]")
+                j += 1
+            if words and self.joins(words[-1], (i, j)):
+                words[-1] = (words[-1][0], j)
+            else:
+                words.append((i, j))
+            i = j
+        return words
+
+    def joins(self, previous: Span, word: Span) -> bool:
+        before, after = self.text[slice(*previous)], self.text[slice(*word)]
+        if before[-1] in _JOIN_AFTER or after[0] in _JOIN_BEFORE:
+            return True
+        # ``2 * h`` and ``h **2`` are expressions; ``*batch`` starts a variadic
+        return after[0] == "*" and (len(after) == 1 or after[1] in "*0123456789(")
+
+    def annotation_item(self, kind: Kind, s: int, e: int) -> Item:
+        """One word: ``_``, a row variable, or modifiers (``#``, ``*``, ``_``, ``name=``)
+        before a size."""
+        text = self.text
+        piece = text[s:e]
+        if piece == "_":
+            return Any
+        if piece.startswith(".") or "..." in piece:
+            return self.annotation_row_variable(kind, s, e)
+        modifiers: set[str] = set()
+        i = s
+        while i < e:
+            j = identifier_end(text, i, e)
+            if text[i] in "#*_" and not (text[i] == "_" and i + 1 == e):
+                if text[i] in modifiers:
+                    self.fail(i, f"{text[i]!r} twice in one axis", end=i + 1)
+                modifiers.add(text[i])
+                i += 1
+            elif j > i and text.startswith("=", j) and not text.startswith("==", j):
+                i = j + 1  # jaxtyping's ``rows=4``: the size is 4, the name documents it
+            else:
+                break
+        broadcast, variadic, anonymous = "#" in modifiers, "*" in modifiers, "_" in modifiers
+        rest = text[i:e]
+        if rest == "_":  # ``*_`` and ``#_``
+            anonymous, rest = True, ""
+        if variadic:
+            return self.variadic(kind, rest, anonymous, broadcast, s, e)
+        if anonymous:
+            if broadcast:
+                self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
+            if rest and not rest.isidentifier():
+                self.fail(s, "'_' before a name makes an unchecked axis: '_' and a name",
+                          end=e)
+            return Any
+        if not rest:
+            self.fail(s, f"{piece!r} needs a size after its modifiers", end=e)
+        value = self.size(rest, i, e)
+        return Broadcastable(value) if broadcast else value
+
+    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
+                 e: int) -> RowVariable:
+        if anonymous or rest == "":
+            if broadcast:
+                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
+            return RowVariable(None, kind)
+        if not rest.isidentifier():
+            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
+                      hint="write *name for any number of axes, or ... for unrelated ones")
+        return RowVariable(rest, kind, broadcast)
+
+    def annotation_row_variable(self, kind: Kind, s: int, e: int) -> RowVariable:
+        """``...`` or ``..name..`` (the notation's row variables), a whole item."""
+        text = self.text
+        if text.startswith("....", s):
+            self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
+        found = self.row_var_at(s, e) if text.startswith("..", s) else None
+        if found is None:
+            self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
+                      hint="a size is an integer; a row variable is written *name")
+        var, stop = found
+        if stop != e and var.name is None:
+            self.fail(s, "'...' is a whole item", end=e,
+                      hint=f"separate axes with spaces or commas: {text[:stop]} {text[stop:]}")
+        if stop != e:
+            self.fail(stop, "a row variable is a whole item", end=e,
+                      hint=f"separate axes with commas: {text[:stop]}, {text[stop:]}")
+        return RowVariable(var.name, kind)
+
+    def size(self, piece: str, s: int, e: int) -> Item:
+        """An integer, a name, an expression, or a :class:`Deferred` one."""
+        if "{" in piece or _DEFERRED_CALL.search(piece):
+            return self.deferred(piece, s, e)
+        try:
+            value = Dim.parse(piece)
+        except SpecSyntaxError as err:
+            raise SpecSyntaxError(self.text, s + err.column, err.reason, err.hint,
+                                  s + err.end) from None
+        for name in value.symbols:
+            if not name.isidentifier():
+                col = s + piece.find(name)
+                self.fail(col, f"{name!r} is not a size name", end=col + len(name))
+        if value.constant is not None:
+            if value.constant < 0:
+                self.fail(s, f"a size cannot be negative ({value.constant})", end=e)
+            return value.constant
+        return value
+
+    def deferred(self, piece: str, s: int, e: int) -> Deferred:
+        """jaxtyping's f-string axes: ``{n}``, ``{self.size}``, ``min(a, b)``."""
+        outside = re.sub(r"\{[^{}]*\}", "0", piece)
+        if "{" in outside or "}" in outside:
+            self.fail(s, "unbalanced '{' '}' in a deferred size", end=e)
+        try:
+            compile(outside, "<annotation>", "eval")
+        except SyntaxError:
+            self.fail(s, f"{piece!r} is not a Python expression", end=e)
+        names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}
+        return Deferred(piece, names)

@@ -9,10 +9,11 @@ open row ``L ..v.. R`` against another row binds ``v`` to the middle, and two op
 completed through a fresh variable (equidivisibility).
 
 Relations that are not equalities -- affine (convolution) axes, concatenation sums, fixed-index
-lower bounds -- are :class:`Constraint` objects that wake up when the sizes they watch become
-known.  Facts that hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition`
-values, reported rather than assumed.  Every size and binding keeps an :class:`Origin`, so a
-conflict can say where each side came from.
+lower bounds, a size that is a polynomial of other sizes (:class:`LinearRel`) -- are
+:class:`Constraint` objects that wake up when the sizes they watch become known.  Facts that
+hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition` values, reported
+rather than assumed.  Every size and binding keeps an :class:`Origin`, so a conflict can say
+where each side came from.
 
 The solver never loops over data and never re-reads a constraint that has not changed, so the
 cost is linear in the number of axes and constraints (``bench/bench_core.py`` measures this).
@@ -20,12 +21,14 @@ cost is linear in the number of axes and constraints (``bench/bench_core.py`` me
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
+from tensig.core.dimcode import compile_dim
 from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import Size, normalize_size
@@ -36,6 +39,7 @@ __all__ = [
     "ConcatSum",
     "Constraint",
     "DimVar",
+    "LinearRel",
     "Origin",
     "RowNode",
     "SRow",
@@ -305,6 +309,143 @@ class AtLeast(Constraint):
             solver.require_at_least(v, self.bound, self.origin,
                                     what=self.what.format(size=v, bound=self.bound))
             self.done = True
+
+
+Report = Callable[[str, dict[str, Any]], Exception]
+"""Words a failed relation in its caller's terms: ``(kind, facts) -> the exception to raise``."""
+
+
+class LinearRel(Constraint):
+    """``target == expr``: a size that is a polynomial of other sizes (``n = 2*m + 1``, ``h*w``,
+    ``(T + 1) // 2``).
+
+    ``expr`` is a :class:`~tensig.core.dims.Dim`; ``names`` maps the symbols that are unknowns of
+    this problem to their :class:`DimVar` (any other symbol is a symbolic size, a constant here).
+    Once every name is known the target is set or checked; once the target and all names but
+    one are known, and that one occurs linearly with a factor that is then a constant (``h*w``
+    with ``h`` known), it is solved: the solution must be a whole number ``>= 0``, and for
+    symbolic sizes that may become a :class:`~tensig.core.dims.Condition`.  A name inside a
+    floor, a modulo or a power is never solved for, only evaluated (the relation waits).
+
+    A failure is reported as data: ``report(kind, facts)`` builds the exception (each caller
+    words it its own way); without ``report`` the solver's :class:`ShapeError` is raised.
+    Kinds: ``"mismatch"`` (facts ``value``, ``target``), ``"no_solution"`` (``name``,
+    ``value``: the would-be solution, ``target``).  Each propagation is one substitution and at
+    most one division, so the cost is linear in the size of ``expr``.
+    """
+
+    def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
+                 report: Report | None = None):
+        self.target, self.expr, self.names = target, expr, names
+        self.origin, self.report = origin, report
+        self.done = False
+        # ``n == size`` (a bare name) is an equality: no substitution or division needed
+        bare = _int_plan(expr)[2]
+        self.bare = names[bare] if bare is not None and len(names) == 1 else None
+
+    def watched(self) -> tuple[DimVar, ...]:
+        return (self.target, *self.names.values())
+
+    def pending(self) -> tuple[Dim, Size]:
+        """The relation with what is known substituted: ``(expr, target)`` (for messages)."""
+        known = {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
+        vt = _val(self.target)
+        return self.expr.subs(known), (vt if vt is not None else "?")  # type: ignore[return-value]
+
+    def propagate(self, solver: Solver) -> None:
+        if self.bare is not None:
+            vt, vn = _val(self.target), _val(self.bare)
+            if vn is not None and vt is not None and vn != vt:
+                self._fail(solver, "mismatch", value=vn, target=vt)
+            if vn is None and vt is not None:
+                solver.set_value(self.bare, vt, self.origin, "linear")
+            elif vt is None and vn is not None:
+                solver.set_value(self.target, vn, self.origin, "linear")
+            self.done = vn is not None or vt is not None
+            return
+        known: dict[str, Size] = {}
+        for name, var in self.names.items():
+            value = _val(var)
+            if value is not None:
+                known[name] = value
+        if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
+            return
+        e = self.expr.subs(known) if known else self.expr
+        free = [n for n in self.names if n not in known and n in e.symbols]
+        vt = _val(self.target)
+        if not free:
+            value = _simplify(e)
+            if vt is None:
+                if isinstance(value, int) and value < 0:
+                    self._fail(solver, "mismatch", value=value, target=None)
+                solver.set_value(self.target, value, self.origin, "linear")
+            elif vt != value:
+                self._fail(solver, "mismatch", value=value, target=vt)
+            self.done = True
+            return
+        if vt is None or len(free) > 1:
+            return
+        name = free[0]
+        try:
+            solution, conditions = (e - vt).solve_for(name)
+        except ValueError:  # nonlinear in ``name``, or its factor is symbolic: wait
+            return
+        checks = (Condition.at_least(solution, 0), *conditions)
+        decided = [c.decide() for c in checks]
+        if False in decided:
+            self._fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
+        for c, d in zip(checks, decided, strict=True):
+            if d is None:
+                solver.add_condition(c, self.origin, f"{self.expr} = {vt} needs {c}")
+        solver.set_value(self.names[name], _simplify(solution), self.origin, "linear")
+        self.done = True
+
+    def _concrete(self, solver: Solver, known: dict[str, Size]) -> bool:
+        """The same rules on ``int`` sizes with compiled functions (no ``Dim`` arithmetic);
+        ``False`` hands the case to the general path (symbolic sizes, a failure to word)."""
+        vt = _val(self.target)
+        if not (vt is None or isinstance(vt, int)) or not _is_concrete(*known.values()):
+            return False
+        evaluate, solvers, _ = _int_plan(self.expr)
+        unknown = [n for n in self.names if n not in known]
+        if not unknown:
+            value = evaluate(known)
+            if vt is None and value >= 0:
+                solver.set_value(self.target, value, self.origin, "linear")
+            elif vt != value:
+                return False
+            self.done = True
+            return True
+        if vt is None:
+            return True  # waits for the target
+        split = solvers[unknown[0]]
+        if split is None:
+            return False
+        factor, rest = split[0](known), split[1](known)
+        if factor == 0:
+            if rest != vt:
+                return False
+            self.done = True
+            return True
+        q, r = divmod(vt - rest, factor)
+        if r or q < 0:
+            return False
+        solver.set_value(self.names[unknown[0]], q, self.origin, "linear")
+        self.done = True
+        return True
+
+    def _fail(self, solver: Solver, kind: str, **facts: Any) -> None:
+        if self.report is not None:
+            raise self.report(kind, facts)
+        target = facts["target"]
+        if kind == "no_solution":
+            reason = (f"no whole {facts['name']} >= 0 gives {self.expr} = {target} "
+                      f"({facts['name']} would be {facts['value']})")
+        elif target is None:
+            reason = f"{self.expr} = {facts['value']} is negative, not a size"
+        else:
+            reason = f"{self.expr} = {facts['value']}, but the size is {target}"
+        raise solver.error(reason, self.origin, sizes=(facts["value"], target))
 
 
 class Solver:
@@ -606,6 +747,27 @@ class Solver:
             f"rank mismatch in the {kind} row: {describe[0]} has {count(a)} "
             f"{sizes(a)}, {describe[1]} has {count(b)} {sizes(b)}", origin,
             origins=origins, hint=hint)
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
+                                  dict[str, tuple[Callable[[Mapping[str, int]], int],
+                                                  Callable[[Mapping[str, int]], int]] | None],
+                                  str | None]:
+    """Compiled ``int`` functions of a relation's polynomial: its value and, per name that occurs
+    linearly, ``(factor, rest)`` with ``expr == factor*name + rest`` (``None``: nonlinear); and
+    the name when ``expr`` is just that name."""
+    splits: dict[str, Any] = {}
+    for name in expr.symbols:
+        try:
+            factor = expr.coefficient(name)
+        except ValueError:
+            splits[name] = None
+        else:
+            splits[name] = (compile_dim(factor), compile_dim(expr - factor * Dim.symbol(name)))
+    bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
+    return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
+        else None
 
 
 def _relation(c: Constraint) -> str:

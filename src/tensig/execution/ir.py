@@ -3,13 +3,16 @@
 An :class:`Assign` names its left-hand buffer, the accumulation operator (``"+"`` for
 ``=+``; ``None`` for plain ``=:`` assignment), whether the left-hand side is first set to the
 accumulator's neutral element (``init``, OCANNL's ``:``), the primitive applied to the
-right-hand sides, and the *projections* -- how the loops index each buffer: ``"."`` pointwise,
-``"@"`` compose, ``"T"`` transpose, or any einsum spec.  Buffers are a tensor's value or its
-gradient (``t.val`` / ``t.grad`` on a graph tensor).
+right-hand sides, and its :class:`Projections` -- how the loops index each buffer (the axis
+uses of :mod:`tensig.core.projections`: iterators, fixed indices, windows, concatenations).
+Buffers are a tensor's value or its gradient (``t.val`` / ``t.grad`` on a graph tensor); a
+gradient buffer is indexed as its tensor.  A graph operation's code carries the projections the
+graph's solve produced for it (``t.projections``), forward and backward alike.
 
 A readable builder: ``code.assign(c.val, a.val * b.val, accum="+", init=True, logic="@")`` is
-OCANNL's ``c =:+ a * b ~logic:"@"``.  Expressions on buffers (``a.val * b.val``,
-``relu(x.val)``) are primitive applications.
+OCANNL's ``c =:+ a * b ~logic:"@"``: a logic (``"."`` pointwise, ``"@"`` compose, ``"T"``
+transpose, or an einsum spec) relates the left-hand side to the expression's buffers, in order.
+Expressions on buffers (``a.val * b.val``, ``relu(x.val)``) are primitive applications.
 
 The primitives and their exact semantics (the doc's interpretation functions) live in
 :data:`UNARY`, :data:`BINARY` and :data:`TERNARY`, written once over array namespaces.  One
@@ -28,7 +31,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.core.inference import count_text, register_operand_counts
+from tensig.backends import backend_of_namespace, neutral_max, neutral_min
+from tensig.core.errors import ShapeError
+from tensig.core.inference import (
+    LOGICS,
+    Inferred,
+    count_text,
+    infer,
+    logic_projections,
+    register_operand_counts,
+)
+from tensig.core.projections import AxisUse
 
 __all__ = [
     "ACCUMULATORS",
@@ -42,6 +55,7 @@ __all__ = [
     "Code",
     "Expr",
     "Operator",
+    "Projections",
     "buffers_of",
     "prim",
 ]
@@ -144,17 +158,72 @@ def buffers_of(e: Any) -> list[Buf]:
     return list(out.values())
 
 
+class Projections:
+    """The projections of one operation over its tensors (``args``, then ``result``).
+
+    ``solve() -> Inferred`` gives them (a graph tensor's: read from the graph's solve);
+    without it they follow from ``logic`` and the tensors' shapes.  Resolved when compiled,
+    once per set of shapes; each tensor's axis uses by tensor id (:meth:`uses`).
+    """
+
+    __slots__ = ("_cached", "_solve", "args", "logic", "result")
+
+    def __init__(self, logic: str, result: Any, args: tuple[Any, ...],
+                 solve: Callable[[], Inferred] | None = None):
+        self.logic, self.result, self.args, self._solve = logic, result, tuple(args), solve
+        self._cached: tuple[tuple[Any, ...], Inferred, dict[int, tuple[AxisUse, ...]]] | None \
+            = None
+
+    def _resolve(self) -> tuple[Inferred, dict[int, tuple[AxisUse, ...]]]:
+        shapes = (*(t.shape for t in self.args), self.result.shape)
+        if self._cached is not None and self._cached[0] == shapes:
+            return self._cached[1], self._cached[2]
+        if self._solve is not None:
+            answer = self._solve()
+        elif self.logic.strip() in LOGICS:
+            answer = logic_projections(self.logic.strip(), shapes[-1], shapes[:-1])
+        else:
+            answer = infer(self.logic, *shapes[:-1], result=shapes[-1])
+        table: dict[int, tuple[AxisUse, ...]] = {}
+        for t, uses in zip((*self.args, self.result), answer.layout, strict=True):
+            if t.id in table and table[t.id] != uses:
+                raise ShapeError(f"{t.name!r} appears twice in one operation with different "
+                                 "projections; this is not supported in backward code")
+            table[t.id] = uses
+        self._cached = (shapes, answer, table)
+        return answer, table
+
+    def inferred(self) -> Inferred:
+        """The solved answer: :attr:`Inferred.layout` lists the ``args``, then the result."""
+        return self._resolve()[0]
+
+    def uses(self, tensor: Any) -> tuple[AxisUse, ...]:
+        """``tensor``'s axis uses (a ``KeyError`` when it is not part of the operation)."""
+        return self._resolve()[1][tensor.id]
+
+    def position(self, tensor: Any) -> int:
+        """``tensor``'s place in :attr:`Inferred.layout` (the result last)."""
+        ids = [t.id for t in (*self.args, self.result)]
+        return ids.index(tensor.id)
+
+    def __repr__(self) -> str:
+        return repr(self.logic)
+
+
 @dataclass(frozen=True)
 class Assign:
-    """``lhs accum= op(args)`` under the projections of ``logic``."""
+    """``lhs accum= op(args)`` under the projections ``proj``."""
 
     lhs: Buf
     expr: Expr
     accum: str | None = None  # "+", "*", "max", ...; None: plain assignment
     init: bool = False  # set lhs to the accumulator's neutral element first (OCANNL's ':')
-    logic: str = "."
+    proj: Projections = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.proj is None:
+            object.__setattr__(self, "proj", Projections(
+                ".", self.lhs.tensor, tuple(b.tensor for b in buffers_of(self.expr))))
         if self.accum is not None and self.accum not in ACCUMULATORS:
             raise ValueError(f"unknown accumulation {self.accum!r}; known: "
                              f"{', '.join(ACCUMULATORS)}")
@@ -162,6 +231,11 @@ class Assign:
             raise ValueError(f"logic '@' with {self.expr.op} reads like a matrix "
                              f"{'inverse' if self.expr.op == 'div' else 'power'} but computes "
                              "neither; use logic='.' or an explicit einsum spec")
+
+    @property
+    def logic(self) -> str:
+        """The logic the projections come from (``"."``, ``"@"``, ``"T"`` or a spec)."""
+        return self.proj.logic
 
     def __repr__(self) -> str:
         op = "=" + (":" if self.init else "") + (self.accum or "")
@@ -177,10 +251,15 @@ class Code:
     items: list[Assign] = field(default_factory=list)
 
     def assign(self, lhs: Buf, expr: Expr | Buf | float, *, accum: str | None = None,
-               init: bool = False, logic: str = ".") -> Code:
+               init: bool = False, logic: str | Projections = ".") -> Code:
+        """Append ``lhs accum= expr`` under ``logic``: a logic string relates ``lhs`` to the
+        expression's buffers in order; :class:`Projections` (an operation's) are used as
+        they are."""
         if not isinstance(expr, Expr):
             expr = Expr("id", (expr,))
-        self.items.append(Assign(lhs, expr, accum, init, logic))
+        proj = logic if isinstance(logic, Projections) else Projections(
+            logic, lhs.tensor, tuple(b.tensor for b in buffers_of(expr)))
+        self.items.append(Assign(lhs, expr, accum, init, proj))
         return self
 
     def extend(self, other: Code) -> Code:
@@ -233,10 +312,6 @@ def _where(xp: Any, c: Any, a: Any, b: Any) -> Any:
     return xp.where(c != 0, a, b)
 
 
-def _is_torch(xp: Any) -> bool:
-    return getattr(xp, "__name__", "") == "torch"
-
-
 def _relu(xp: Any, v: Any) -> Any:
     """``v`` where ``v >= 0``, else 0; NaN propagates (as in PyTorch and ``numpy.maximum``).
 
@@ -245,7 +320,7 @@ def _relu(xp: Any, v: Any) -> Any:
     (``maximum(v, 0)`` gave ``+0.0``, and ``1 / relu`` told the backends apart)."""
     if not hasattr(v, "shape"):
         return v if v != v or v >= 0 else 0.0
-    return xp.relu(v) if _is_torch(xp) else xp.maximum(0, v)
+    return backend_of_namespace(xp).relu(v)
 
 
 def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
@@ -255,10 +330,9 @@ def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
     """
     if not hasattr(a, "shape") and not hasattr(g, "shape"):
         return 0.0 if a <= 0 else g
-    if _is_torch(xp) and hasattr(a, "shape") and hasattr(g, "shape"):
-        if a.shape != g.shape:
-            a, g = xp.broadcast_tensors(a, g)
-        return xp.ops.aten.threshold_backward(g, a, 0)
+    kernel = backend_of_namespace(xp).relu_backward(a, g)
+    if kernel is not None:
+        return kernel
     closed = a <= 0
     return select(xp, ~closed if hasattr(closed, "shape") else not closed, g, 0)
 
@@ -281,7 +355,7 @@ def _finite(xp: Any, a: Any) -> bool:
     """Whether every element of ``a`` is finite, cheaply: an infinity or NaN makes the sum
     non-finite (an overflowing sum only costs the exact slow path).  Never on an accelerator,
     where reading the answer would wait for the device (and ``where`` is fast there)."""
-    if _is_torch(xp) and a.device.type != "cpu":
+    if not backend_of_namespace(xp).on_host(a):
         return False
     return math.isfinite(float(a.sum()))
 
@@ -307,36 +381,16 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     numbers and back).  On the CPU the comparison writes a mask of ``a``'s float dtype, which
     then takes the product in place: on torch's kernels 4x faster than a boolean mask, on
     NumPy's a quarter faster than multiplying by booleans (no second array either)."""
-    library = _float_mask_library(xp, x, y, a)
-    if library is None:
+    mask = None
+    if hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape"):
+        shape = _broadcast(x.shape, y.shape)
+        mask = backend_of_namespace(xp).float_mask(op, x, y, shape, a)
+    if mask is None:
         return select(xp, _COMPARISONS[op](x, y), a, b)
-    shape = _broadcast(x.shape, y.shape)
-    mask = xp.empty(shape, dtype=a.dtype)
-    if library == "torch":
-        getattr(xp, op)(x, y, out=mask)
-    else:
-        getattr(xp, _UFUNC_NAMES[op])(x, y, out=mask, casting="unsafe")
     if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
             _finite(xp, a):
         return xp.multiply(a, mask, out=mask)  # the mask is ours to overwrite
     return select(xp, mask, a, b)
-
-
-#: comparisons by name in NumPy's namespace (torch's are ``lt``, ``le``, ``eq``, ``ne``
-#: themselves: its ``equal`` compares whole tensors)
-_UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
-
-
-def _float_mask_library(xp: Any, x: Any, y: Any, a: Any) -> str | None:
-    """"torch" or "numpy" when a comparison of the arrays ``x``, ``y`` can be written into a
-    float mask of ``a``'s dtype (``a`` a float array on the CPU); else None."""
-    if not (hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape")):
-        return None
-    if _is_torch(xp):
-        return "torch" if a.dtype.is_floating_point and a.device.type == "cpu" else None
-    if getattr(xp, "__name__", "") == "numpy" and getattr(a.dtype, "kind", "") == "f":
-        return "numpy"
-    return None
 
 
 def _f(xp: Any, x: Any) -> Any:
@@ -401,7 +455,7 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
     """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
     (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
     would wait for it (torch checks its own gathers there)."""
-    if _is_torch(xp) and ids.device.type != "cpu":
+    if not backend_of_namespace(xp).on_host(ids):
         return
     bad = (ids < 0) | (ids >= n)
     if ignore is not None:
@@ -414,16 +468,13 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
 
 
 def _astype(xp: Any, x: Any, like: Any) -> Any:
-    return x.to(like.dtype) if _is_torch(xp) else x.astype(like.dtype)
+    return backend_of_namespace(xp).astype(x, like.dtype)
 
 
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
     """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
     _check_ids(xp, ids, table.shape[0], "embedding")
-    if _is_torch(xp):
-        flat = table.reshape(table.shape[0], -1)
-        return xp.nn.functional.embedding(ids, flat).reshape(out.shape)
-    return table[ids]
+    return backend_of_namespace(xp).take_rows(table, ids, out.shape)
 
 
 def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
@@ -431,13 +482,7 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     into row ``ids`` of it (repeated ids add up)."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
-    flat = ids.reshape(-1)
-    if _is_torch(xp):
-        acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype, device=g.device)
-        return acc.index_add_(0, flat, rows).reshape(shape)
-    acc = xp.zeros((shape[0], rows.shape[1]), dtype=g.dtype)
-    xp.add.at(acc, flat, rows)
-    return acc.reshape(shape)
+    return backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
 
 
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
@@ -445,7 +490,7 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    classes = xp.arange(n, device=ids.device) if _is_torch(xp) else xp.arange(n)
+    classes = backend_of_namespace(xp).arange(n, like=ids)
     return _astype(xp, ids[..., None] == classes, like)
 
 
@@ -463,9 +508,8 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
         step = int(counter.reshape(-1)[0])
         gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
         keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
-    if _is_torch(xp):
-        return xp.from_numpy(keep).to(device=like.device, dtype=like.dtype)
-    return keep.astype(like.dtype, copy=False)
+    backend = backend_of_namespace(xp)
+    return backend.astype(backend.from_numpy(keep, like), like.dtype)
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.compile`):
@@ -482,9 +526,18 @@ WHOLE: dict[str, Callable[..., Any]] = {
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")
+
+
+def _cast_to(dtype: str) -> Callable[[Any, Any], Any]:
+    def cast(xp: Any, v: Any) -> Any:
+        backend = backend_of_namespace(xp)
+        return backend.astype(v, backend.as_dtype(dtype))
+
+    return cast
+
+
 for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = (lambda d: lambda xp, v: v.to(getattr(xp, d)) if _is_torch(xp)
-                             else v.astype(d))(_dtype)
+    UNARY[f"to_{_dtype}"] = _cast_to(_dtype)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.
@@ -498,8 +551,8 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
     # dividing (raising) by each value in turn is dividing (raising) by their product
     "/": ("div", 1.0, "prod"),
     "**": ("pow", 1.0, "prod"),
-    "max": ("max", float("-inf"), "max"),
-    "min": ("min", float("inf"), "min"),
+    "max": ("max", float(neutral_max("float64")), "max"),  # a dtype's own: neutral_max(dtype)
+    "min": ("min", float(neutral_min("float64")), "min"),
     "or": ("or", 0.0, "max"),
     "and": ("and", 1.0, "min"),
 }

@@ -26,7 +26,6 @@ Every check reads sizes and the mask before any new array is built.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -35,9 +34,10 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from tensig.backends import backend_for, library_of, neutral_max
+from tensig.backends import Backend, backend_for, is_array, library_of, neutral_max
 from tensig.core.annotations import ShapeSpecMarker
 from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.execution.price import itemsize
 
 __all__ = ["Padded", "PaddedMarker", "PaddedPrice", "PaddingError", "pad", "symbolic_batch"]
 
@@ -62,113 +62,19 @@ class PaddingError(ShapeError):
         return super().to_dict() | {"error": "PaddingError", "row": self.row, "side": self.side}
 
 
-# -- the library calls a padded batch needs beyond tensig.backends.Backend ---------------------
-class _Ops:
-    """NumPy's names, shared by NumPy and ``jax.numpy`` (``xp``); :class:`_TorchOps` differs."""
-
-    def __init__(self, name: str, xp: Any):
-        self.name = name
-        self.xp = xp
-        self.backend = None  # set by _ops_for: the tensig.backends adapter of the same library
-
-    def from_numpy(self, a: np.ndarray, like: Any) -> Any:
-        return a if self.name == "numpy" else self.xp.asarray(a)
-
-    def concat(self, xs: Sequence[Any]) -> Any:
-        return self.xp.concatenate(list(xs))
-
-    def astype(self, x: Any, dtype: Any) -> Any:
-        return x.astype(dtype)
-
-    def dtype(self, dtype: Any) -> Any:
-        return np.dtype(dtype) if isinstance(dtype, str) else dtype
-
-    def is_bool(self, dtype: Any) -> bool:
-        return dtype == np.bool_
-
-    def is_float(self, dtype: Any) -> bool:
-        return bool(self.xp.issubdtype(dtype, self.xp.floating))
-
-    def default_float(self) -> Any:
-        return self.xp.float32
-
-    def finite_min(self, dtype: Any) -> float:
-        return float(self.xp.finfo(dtype).min)
-
-    def amax(self, x: Any, axis: int) -> Any:
-        return self.xp.max(x, axis=axis)
-
-    def pad_rows(self, seqs: Sequence[Any], mask: np.ndarray, on: Any,
-                 trailing: tuple[int, ...], value: Any) -> Any:
-        """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
-        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library): one
-        concatenation and one masked write, whatever the number of rows."""
-        flat = self.concat(seqs)
-        out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype)
-        if self.name == "numpy":
-            out[mask] = flat
-            return out
-        return out.at[mask].set(flat)
-
-
-class _TorchOps(_Ops):
-    def __init__(self) -> None:
-        import torch
-
-        super().__init__("torch", torch)
-
-    def from_numpy(self, a: np.ndarray, like: Any) -> Any:
-        return self.xp.from_numpy(a).to(like.device)
-
-    def concat(self, xs: Sequence[Any]) -> Any:
-        return self.xp.cat(list(xs))
-
-    def astype(self, x: Any, dtype: Any) -> Any:
-        return x.to(dtype)
-
-    def dtype(self, dtype: Any) -> Any:
-        return getattr(self.xp, dtype) if isinstance(dtype, str) else dtype
-
-    def is_bool(self, dtype: Any) -> bool:
-        return dtype == self.xp.bool
-
-    def is_float(self, dtype: Any) -> bool:
-        return bool(dtype.is_floating_point)
-
-    def default_float(self) -> Any:
-        return self.xp.get_default_dtype()
-
-    def amax(self, x: Any, axis: int) -> Any:
-        return self.xp.amax(x, dim=axis)
-
-    def pad_rows(self, seqs: Sequence[Any], mask: np.ndarray, on: Any,
-                 trailing: tuple[int, ...], value: Any) -> Any:
-        """``masked_scatter_`` of the concatenated rows: 1.5x faster than ``pad_sequence``
-        (which copies row by row) on 10,000 rows (bench/bench_padding.py)."""
-        flat = self.concat(seqs)
-        out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype, device=flat.device)
-        return out.masked_scatter_(on.reshape(on.shape + (1,) * len(trailing)), flat)
-
-
-@functools.cache
-def _ops_for(array_type: type) -> _Ops:
-    """The padding operations of an array type's library (imported only now)."""
+def _ops_for(array_type: type) -> Backend:
+    """The adapter of an array type's library (imported only now), which padded batches
+    need to hold values (not a lazy library's task graph)."""
     backend = backend_for(array_type)  # raises a TypeError naming the supported libraries
-    lib = library_of(array_type)
-    if lib == "torch":
-        ops: _Ops = _TorchOps()
-    elif lib in ("numpy", "jax"):
-        ops = _Ops(lib, backend.xp)  # type: ignore[attr-defined]
-    else:
-        raise TypeError(f"padded batches support NumPy, PyTorch and JAX arrays, not {lib} "
-                        f"arrays ({array_type.__module__}.{array_type.__name__})")
-    ops.backend = backend  # type: ignore[assignment]
-    return ops
+    if backend.lazy:
+        raise TypeError(f"padded batches support NumPy, PyTorch and JAX arrays, not "
+                        f"{backend.name} arrays ({array_type.__module__}.{array_type.__name__}):"
+                        f" their checks read the mask's values")
+    return backend
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or (
-        hasattr(x, "shape") and hasattr(x, "dtype") and library_of(type(x)) in ("torch", "jax"))
+    return is_array(x) and hasattr(x, "dtype")
 
 
 # -- checks on plain Python values: they run before any array is built -------------------------
@@ -340,14 +246,14 @@ class Padded:
 
     @classmethod
     def _trusted(cls, data: Any, mask: Any, lengths: Any, side: Side,
-                 sizes: tuple[int, ...], ops: _Ops | None = None) -> Padded:
+                 sizes: tuple[int, ...], ops: Backend | None = None) -> Padded:
         """A batch whose mask was built from ``sizes`` here: nothing to check."""
         self = cls.__new__(cls)
         self._init(data, mask, lengths, side, sizes, ops or _ops_for(type(data)))
         return self
 
     def _init(self, data: Any, mask: Any, lengths: Any, side: Side, sizes: tuple[int, ...],
-              ops: _Ops) -> None:
+              ops: Backend) -> None:
         self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
         self._sizes = sizes
         self._ops = ops
@@ -421,8 +327,6 @@ class Padded:
     def price(self, dtype: Any = None) -> PaddedPrice:
         """The batch's bytes (data, mask, lengths) and those of its data spent on padding; with
         ``dtype``, as if the data were stored in it.  ``tensig.price(batch)`` calls this."""
-        from tensig.execution.price import itemsize
-
         per_cell = math.prod(self.shape[2:]) * itemsize(self.data.dtype if dtype is None
                                                          else dtype)
         cells = len(self.sizes) * self.shape[1]
@@ -449,7 +353,7 @@ class Padded:
 
     def sum(self) -> Any:
         """``[B, ...]``: the sum over ``T`` of the real items (0 for an empty row)."""
-        return self._ops.backend.where(self._cell_mask(), self.data, 0).sum(axis=1)
+        return self._ops.where(self._cell_mask(), self.data, 0).sum(axis=1)
 
     def mean(self) -> Any:
         """``[B, ...]``: the mean over ``T`` of the real items (NaN for an empty row)."""
@@ -465,8 +369,8 @@ class Padded:
         ops = self._ops
         neutral = neutral_max(self.data.dtype)
         if self.sizes is not None and self.data.shape[1] == 0:  # (not asked under verify)
-            return ops.backend.full((self.data.shape[0], *self.shape[2:]), neutral, self.data)
-        return ops.amax(ops.backend.where(self._cell_mask(), self.data, neutral), 1)
+            return ops.full((self.data.shape[0], *self.shape[2:]), neutral, self.data)
+        return ops.max_along(ops.where(self._cell_mask(), self.data, neutral), 1)
 
     def _cell_mask(self) -> Any:
         return self.mask.reshape(self.mask.shape + (1,) * (self.data.ndim - 2))
@@ -507,9 +411,9 @@ class Padded:
         ops = self._ops
         if dtype is None:
             dtype = self.data.dtype if ops.is_float(self.data.dtype) else ops.default_float()
-        dtype = ops.dtype(dtype)
+        dtype = ops.as_dtype(dtype)
         fill = ops.finite_min(dtype) if finite else -math.inf
-        return ops.astype(ops.backend.where(self.key_mask(causal), 0.0, fill), dtype)
+        return ops.astype(ops.where(self.key_mask(causal), 0.0, fill), dtype)
 
     # -- repacking ---------------------------------------------------------------------------------
     def to_side(self, side: Side, value: Any = 0) -> Padded:
@@ -527,7 +431,7 @@ class Padded:
             if T else self.data
         new_mask = ops.from_numpy(mask, self.data)
         cells = new_mask.reshape(mask.shape + (1,) * (self.data.ndim - 2))
-        data = ops.backend.where(cells, moved, value)
+        data = ops.where(cells, moved, value)
         return Padded._trusted(data, new_mask, self.lengths, side, self.sizes)
 
     def unpad(self) -> list[Any]:

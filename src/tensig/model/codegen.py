@@ -7,8 +7,8 @@ straight-line Python -- read the operands, align them, the expression with its o
 inlined, reduce, transpose, store -- so running a step is only its array calls.
 
 :func:`assignment_step` writes the step of a generic assignment (any expression under
-projections that :mod:`tensig.projections` resolves); :func:`expression_function` and
-:func:`align_function` serve the windowed paths of :mod:`tensig.compile`.
+projections whose axes are iterators and fixed indices); :func:`expression_function` and
+:func:`align_function` serve the windowed paths of :mod:`tensig.model.compile`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,20 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from tensig.backends import Backend, neutral_max
+from tensig.backends import Backend, all_zero, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
+from tensig.core.projections import AffineIndex, FixedIndex
 from tensig.execution import ir
-from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
-from tensig.model.projections import Labels
+from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_spec
+from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr, buffers_of
+from tensig.execution.lowering import check_windows, operand_view, tiled_view
 
-__all__ = ["align_function", "assignment_step", "expression_function"]
+__all__ = ["Labels", "add_into", "align_function", "assignment_step", "expression_function",
+           "windowed_step"]
+
+#: one label per axis in memory order: an iterator (a label repeated within one buffer is a
+#: diagonal) or a fixed index
+Labels = tuple[str | int, ...]
 
 #: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
@@ -42,7 +49,7 @@ class _Source:
     def __init__(self, backend: Backend, xp: Any):
         self.lines: list[str] = []
         self.env: dict[str, Any] = {"xp": xp, "backend": backend}
-        self.torch = backend.name == "torch"
+        self.backend = backend
 
     def bind(self, value: Any, prefix: str = "c") -> str:
         name = f"_{prefix}{len(self.env)}"
@@ -56,17 +63,13 @@ class _Source:
         return repr(value)
 
     def operand(self, value: float) -> str:
-        """A number as an operand of an arithmetic operator.
-
-        torch wraps a Python number in a fresh tensor on every call (~2 us, as much as the
-        operation on a small array); a 0-d tensor made once behaves the same in type
-        promotion (a 0-d tensor never widens a dimensioned operand's dtype): a float becomes
-        one of the default float dtype, an integer one of int64.
-        """
-        if self.torch and isinstance(value, int | float) and not isinstance(value, bool):
-            t = self.env["xp"]
-            dtype = t.get_default_dtype() if isinstance(value, float) else t.int64
-            return self.bind(t.tensor(value, dtype=dtype), "k")
+        """A number as an operand of an arithmetic operator: the adapter's
+        :meth:`~tensig.backends.Backend.scalar_operand`, made once (a 0-d tensor on torch,
+        which would otherwise wrap the number afresh on every call)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            made = self.backend.scalar_operand(value)
+            if made is not value:
+                return self.bind(made, "k")
         return self.literal(value)
 
     def emit(self, line: str) -> None:
@@ -80,7 +83,7 @@ class _Source:
         return f"{x}[{self.bind(index, 'index')}]"
 
     def transpose(self, x: str, perm: list[int]) -> str:
-        return f"{x}.{'permute' if self.torch else 'transpose'}({tuple(perm)!r})"
+        return f"{x}.{self.backend.permute_method}({tuple(perm)!r})"
 
     def function(self, signature: str, name: str) -> Callable[..., Any]:
         text = f"def {name}({signature}):\n" + "".join(f"    {line}\n" for line in self.lines)
@@ -110,7 +113,7 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select_where, "select")
         return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
-    fused = _fused(src, e, names) if src.torch else None
+    fused = _fused(src, e, names) if src.backend.fused_axpy else None
     if fused is not None:
         return fused
     # numbers enter as operands (torch's functions take tensors, not numbers); a power's
@@ -307,10 +310,7 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
     spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
 
     def place(backend: Backend, v: Any) -> Any:
-        torch = backend.name == "torch"
-        like = {"dtype": v.dtype, **({"device": v.device} if torch else {})}
-        xp = backend.torch if torch else backend.np  # type: ignore[attr-defined]
-        return backend.einsum(spec, v, *(xp.eye(n, **like) for _, n in eyes))
+        return backend.einsum(spec, v, *(backend.eye(n, v) for _, n in eyes))
 
     return place
 
@@ -415,9 +415,11 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     key = a.lhs.key
     shape = a.lhs.tensor.shape.int_dims
     neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
-    # max's neutral element depends on the dtype (an integer's minimum): one definition
-    first = src.literal(neutral) if accum is None or ACCUMULATORS[accum][0] != "max" else \
-        f"{src.bind(neutral_max, 'neutral_max')}(v.dtype)"
+    # max's and min's neutral elements depend on the dtype (an integer's minimum, maximum)
+    dtyped = {"max": neutral_max, "min": neutral_min}.get(ACCUMULATORS[accum][0]) \
+        if accum is not None else None
+    first = src.literal(neutral) if dtyped is None else \
+        f"{src.bind(dtyped, 'neutral')}(v.dtype)"
     fixed = any(isinstance(x, int) for x in lhs_labels)
     if fixed:  # the value fills the fixed positions; the pad holds the neutral element
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
@@ -445,3 +447,196 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
             src.emit(f"old = A.get({key!r})")
             src.emit(f"v = {start} if old is None else {combine.format('old', 'v')}")
     src.emit(f"A[{key!r}] = v if v.shape == {shape!r} else backend.broadcast_to(v, {shape!r})")
+
+
+# --------------------------------------------------------------------------------------------
+# Assignments under projections with windows
+# --------------------------------------------------------------------------------------------
+
+
+def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None] | None:
+    """The step of any assignment under projections with windows (e.g. the max-pooling
+    gradient gate), or None when it has none of that kind: read windowed operands through
+    the lowering's own views, compute over the (output position, kernel position) product
+    space, and write a windowed left-hand side through its windows (a scatter-add over
+    kernel positions) -- or, when its windows tile their axes, reshape the value into it.
+    """
+
+    proj = a.proj
+    if a.accum not in ("+", None):
+        return None
+    check_windows(proj.inferred())
+    bufs = buffers_of(a.expr)
+    op = getattr(proj.result, "op", None)
+    # a max-reducing operation: the views pad each operand with its dtype's neutral_max
+    neutral = float("-inf") if getattr(op, "op", None) in ("tropical", "einmax1") else 0.0
+
+    def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
+        fn, keys, sizes = operand_view(proj.uses(t), proj.position(t), {}, backend)
+        return fn, [f"e{k}" for k in keys], sizes
+
+    views = [view_of(b.tensor) for b in bufs]
+    _, lhs_keys, lhs_sizes = view_of(a.lhs.tensor)
+    product = list(dict.fromkeys([*lhs_keys, *(k for _, ks, _ in views for k in ks)]))
+    sizes = dict(zip(lhs_keys, lhs_sizes, strict=True))
+    for _, ks, ns in views:
+        sizes.update(zip(ks, ns, strict=True))
+    reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
+    kept = [k for k in product if k in lhs_keys]
+    perm = [kept.index(k) for k in lhs_keys]
+    aligners = [align_function(tuple(ks), product, backend, xp, list(ns))
+                for _, ks, ns in views]
+    full = tuple(sizes[k] for k in product)
+    # the left-hand side's affine axes: scatter positions
+    lhs_uses = proj.uses(a.lhs.tensor)
+    lhs_dims = list(a.lhs.tensor.shape.int_dims)
+    if any(isinstance(u.index, FixedIndex) for u in lhs_uses):
+        return None
+    # windows that tile their axes: the view split each in place (output, kernel position),
+    # so the value is the gradient, reshaped; otherwise a scatter over kernel positions
+    tiled = tiled_view(lhs_uses) is not None
+    scatter = [] if tiled else _lhs_scatter(lhs_uses)
+
+    slots = {b.key: i for i, b in enumerate(bufs)}
+    expr = expression_function(a.expr, slots, backend, xp)
+    zero_slots, expr_dropped = _zero_window_variant(a.expr, bufs, slots, backend, xp)
+    widen = getattr(backend, "widen", None)
+    aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
+    widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
+    # each operand: its view, lined up with the product space, widened (see _widening)
+    prepare = [_operand_prep(fn, align, widen, w, neutral)
+               for (fn, _, _), align, w in zip(views, aligners, widths, strict=True)]
+    keys = [b.key for b in bufs]
+
+    def value(store: Any) -> Any:
+        try:
+            raw = [store.arrays[k] for k in keys]
+        except KeyError:
+            raw = [store.read(b) for b in bufs]  # the message
+        if zero_slots and all(all_zero(raw[i]) for i in zero_slots):
+            e = expr_dropped  # the window's operand is not read
+            args = [None if i in zero_slots else prep(x)
+                    for i, (x, prep) in enumerate(zip(raw, prepare, strict=True))]
+        else:
+            e = expr
+            args = [prep(x) for x, prep in zip(raw, prepare, strict=True)]
+        v = e(args)
+        if tuple(v.shape) != full:
+            v = backend.broadcast_to(v, full)
+        if reduced:
+            v = v.sum(reduced)
+        if transpose:
+            v = backend.transpose(v, perm)
+        return v
+
+    transpose = perm != sorted(perm)
+    lhs = a.lhs
+    # onto the old value: an accumulation, unless it is the first contribution (see
+    # fold_zero_init)
+    add = a.accum is not None and not a.init
+    pairs = scatter_pairs(scatter, lhs_dims, len(lhs_keys))
+
+    def step(store: Any) -> None:
+        p = value(store)
+        if tiled:
+            add_into(store, lhs, backend.reshape(p, lhs_dims), add)
+        elif scatter:
+            old = store.arrays.get(lhs.key) if add else None
+            store.write(lhs, scatter_add(backend, old, p, pairs, lhs_dims))
+        else:
+            add_into(store, lhs, p, add)
+
+    return step
+
+
+def _lhs_scatter(lhs_uses: Any) -> list[tuple[Any, ...]]:
+    """Where a windowed left-hand side's value comes from when its windows do not tile: the
+    view keeps one axis per left-hand axis (an affine axis as its output position) and
+    appends the kernel axes at the end, in order; one scatter spec per affine axis."""
+
+    scatter = []
+    kpos = 0
+    for axis, u in enumerate(lhs_uses):
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            scatter.append(scatter_spec(axis, axis, len(lhs_uses) + kpos
+                                         if ix.kernel is not None else None, ix))
+            if ix.kernel is not None:
+                kpos += 1
+    return scatter
+
+
+def _zero_window_variant(e: Expr, bufs: list[Buf], slots: dict[tuple[int, str], int],
+                         backend: Backend, xp: Any
+                         ) -> tuple[list[int], Callable[[list[Any]], Any] | None]:
+    """A small buffer added to a term (the pooling gate's window: ``x + w == max``) holds
+    zeros in max pooling.  The operands that are such buffers, and the expression without
+    them (None when there are none); the step picks it per call, by a test of the buffers."""
+    small = [i for i, b in enumerate(bufs) if _numel(b.tensor) <= 64]
+    dropped = _drop_added(e, {bufs[i].key for i in small})
+    if dropped == e:
+        return [], None
+    kept = {b.key for b in buffers_of(dropped)}
+    zero_slots = [i for i in small if bufs[i].key not in kept]
+    return zero_slots, expression_function(dropped, slots, backend, xp) if zero_slots else None
+
+
+def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any],
+                  widen: Callable[[Any, Any], Any] | None, width: Any, neutral: float
+                  ) -> Callable[[Any], Any]:
+    """``array -> operand``: the window view, lined up with the product space, widened when
+    ``width`` says so -- composed once, one call per operand per step."""
+    if widen is None or width is None:
+        return lambda x: align(view(x, neutral))
+    return lambda x: widen(align(view(x, neutral)), width)
+
+
+def _numel(t: Any) -> int:
+    return math.prod(t.shape.int_dims)
+
+
+def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
+    """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
+    ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
+    of a zero may differ: ``-0.0 + 0.0`` is ``+0.0``; equal to 0 in every comparison.)"""
+    if not isinstance(e, Expr):
+        return e
+    args = tuple(_drop_added(x, keys) for x in e.args)
+    if e.op == "add" and len(args) == 2:
+        for w, x in (args, args[::-1]):
+            if isinstance(w, Buf) and w.key in keys and buffers_of(x):
+                return x
+    return Expr(e.op, args) if args != e.args else e
+
+
+def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
+    """The shape to materialise a broadcast operand at before a windowed elementwise op on
+    torch's CPU kernels, or None to leave it as it is.
+
+    An operand broadcast along an axis just outside a short block of inner axes (the pooling
+    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
+    torch's elementwise loops into rows of that block's length, at about 1 ns an element
+    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
+    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
+    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
+    the size of the product space.
+    """
+    full = [max(s[k] for s in aligned) for k in range(len(shape))]
+    total = math.prod(full)
+    if math.prod(shape) <= 1 or total < 4096:
+        return None
+    target = list(shape)
+    while True:
+        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
+        if k is None or math.prod(full[k + 1:]) >= rows:
+            break
+        wider = [*target[:k], full[k], *target[k + 1:]]
+        if 2 * math.prod(wider) > total:
+            break
+        target = wider
+    return target if target != shape else None
+
+
+def add_into(store: Any, lhs: Buf, v: Any, add: bool) -> None:
+    """``lhs =+ v`` when ``add`` and ``lhs`` has a value, else ``lhs =: v``."""
+    store.write(lhs, store.read(lhs) + v if add and store.has(lhs) else v)

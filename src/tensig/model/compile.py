@@ -1,9 +1,11 @@
 """Compiling assignment code into straight-line backend calls.
 
-:func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: for each
-assignment the projections are made concrete once (:mod:`tensig.projections`) and the
-assignment becomes one generated function of array calls (:mod:`tensig.codegen`); one whose
-spec has convolution windows or concatenations runs by :mod:`tensig.windowed`, and repeated
+:func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: each
+assignment carries its projections (the graph's solve made them); an assignment whose axes are
+all iterators or fixed indices becomes one generated function of array calls
+(:mod:`tensig.model.codegen`), one with convolution windows or concatenations runs by
+:func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression) or
+:func:`~tensig.model.codegen.windowed_step` (any other), and repeated
 pointwise blocks run once over their concatenation (:mod:`tensig.fusion`).  The passes here
 drop dead stores and zero contributions and fold zero initialisations first.  Running a
 routine does no shape work.
@@ -17,13 +19,21 @@ from typing import Any
 
 from tensig.backends import Backend, backend_for
 from tensig.core.errors import ShapeError
-from tensig.execution.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
-from tensig.model.codegen import assignment_step, expression_function
+from tensig.core.inference import Inferred
+from tensig.core.projections import AxisUse, FixedIndex, Iter
+from tensig.core.shapes import Shape
+from tensig.execution.assignment import lower_assignment
+from tensig.execution.ir import OPERATORS, WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
+from tensig.model.codegen import (
+    Labels,
+    add_into,
+    assignment_step,
+    expression_function,
+    windowed_step,
+)
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
-from tensig.model.projections import Labels, OpProjection, WindowedAxes, project
-from tensig.model.windowed import windowed_step
 
-__all__ = ["OpProjection", "Routine", "Store", "compile_code"]
+__all__ = ["Routine", "Store", "compile_code"]
 
 
 class Store:
@@ -85,7 +95,7 @@ def compile_code(code: Code, array_type: type) -> Routine:
     backend = backend_for(array_type)
     xp = _namespace(backend)
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
-    mode = xp.inference_mode if backend.name == "torch" else None
+    mode = backend.no_autograd()
     steps = []
     for item in fuse_repeats(code):
         if isinstance(item, Assign):
@@ -209,21 +219,33 @@ def fold_zero_init(code: Code) -> Code:
 
 
 def _namespace(backend: Backend) -> Any:
-    if backend.name == "torch":
-        return backend.torch  # type: ignore[attr-defined]
-    if backend.name == "numpy":
-        return backend.np  # type: ignore[attr-defined]
-    raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
+    if not backend.compiles:
+        raise TypeError(f"compiled routines run on NumPy and torch arrays, not {backend.name}")
+    return backend.xp  # type: ignore[attr-defined]
 
 
-def _labels_for(a: Assign, bufs: list[Buf]) -> tuple[Labels, list[Labels]]:
-    if isinstance(a.logic, OpProjection):
-        table = a.logic.labels()
-        try:
-            return table[a.lhs.tensor.id], [table[b.tensor.id] for b in bufs]
-        except KeyError as e:
-            raise ShapeError(f"{a!r}: a buffer is not part of {a.logic!r}") from e
-    return project(a.logic, a.lhs.tensor.shape, [b.tensor.shape for b in bufs])
+def _uses_of(a: Assign, bufs: list[Buf]) -> tuple[tuple[AxisUse, ...], list[tuple[AxisUse, ...]]]:
+    """The axis uses of the left-hand side and of each buffer, from the assignment's
+    projections."""
+    try:
+        return a.proj.uses(a.lhs.tensor), [a.proj.uses(b.tensor) for b in bufs]
+    except KeyError as e:
+        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
+
+
+def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
+    """One label per axis (an iterator's name, or a fixed index), or ``None`` when an axis is
+    a window or a concatenation (the lowering's views run those)."""
+    out: list[str | int] = []
+    for u in uses:
+        ix = u.index
+        if isinstance(ix, Iter):
+            out.append(f"e{ix.id}")
+        elif isinstance(ix, FixedIndex):
+            out.append(ix.index)
+        else:
+            return None
+    return tuple(out)
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
@@ -236,18 +258,57 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     alias = _alias_assign(a)
     if alias is not None:
         return alias
-    try:
-        lhs_labels, arg_labels = _labels_for(a, bufs)
-    except WindowedAxes as e:
-        windowed = windowed_step(a, backend, xp)
+    lhs_uses, arg_uses = _uses_of(a, bufs)
+    lhs_labels = _labels(lhs_uses)
+    arg_labels = [_labels(u) for u in arg_uses]
+    if lhs_labels is None or any(lb is None for lb in arg_labels):
+        windowed = _family_step(a, backend) or windowed_step(a, backend, xp)
         if windowed is None:
             raise ShapeError(
                 f"{a!r}: its spec has affine or concatenated axes, which run only as an "
                 "operation's forward code (einsum, einsum1, outer_sum, tropical, einmax1, "
                 "concat, initialising), or under the operation's projections as gradient code "
-                "accumulating with + (or storing)") from e
+                "accumulating with + (or storing)")
         return windowed
-    return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
+    return assignment_step(a, bufs, lhs_labels, arg_labels,  # type: ignore[arg-type]
+                           backend, xp)
+
+
+#: (combine, accumulation) of an assignment -> the einsum-family operator it is
+_FAMILY = {(o.combine, o.accum): o for o in OPERATORS.values()}
+
+
+def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
+    """An einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a, b)``)
+    under projections with windows or concatenations: one operation lowered under those
+    projections (:func:`~tensig.execution.assignment.lower_assignment`: forward code, a
+    concatenation's or a convolution's gradients alike), stored or added."""
+    e = a.expr
+    op = _FAMILY.get((e.op, a.accum or ""))
+    if op is None or not all(isinstance(x, Buf) for x in e.args) or \
+            (a.accum == "max" and not a.init):
+        return None
+    try:
+        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), op, backend)
+    except ValueError:  # a window written with a max, a fixed index beside a window
+        return None
+    lhs, args, add = a.lhs, e.args, not a.init  # a later contribution adds (fold_zero_init)
+
+    def step(store: Store) -> None:
+        add_into(store, lhs, run([store.read(x) for x in args]), add)
+
+    return step
+
+
+def _relayout(a: Assign, operands: list[Any]) -> Inferred:
+    """The assignment's projections read as one operation from ``operands`` to its left-hand
+    side (tensors of the operation in any roles): the same iterators, so a gradient is
+    lowered under the forward operation's own projections."""
+    proj = a.proj
+    uses = proj.uses(a.lhs.tensor)
+    return replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
+                   operands=tuple(t.shape for t in operands),
+                   shape=Shape(output=tuple(int(u.size) for u in uses)))
 
 
 def _ops(e: Any) -> set[str]:

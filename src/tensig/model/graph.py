@@ -39,10 +39,10 @@ from tensig.core.inference import ShapeGraph, TensorNode, count_text
 from tensig.core.shapes import Shape
 from tensig.core.solver import RowNode, SRow
 from tensig.execution.eager import register_tensor_type
-from tensig.execution.ir import CASTS, OPERATORS, Buf, Code, Expr, Operator
+from tensig.execution.ir import CASTS, OPERATORS, Buf, Code, Expr, Operator, Projections
 from tensig.execution.ir import prim as _e
 from tensig.execution.price import itemsize
-from tensig.model.compile import OpProjection, Routine, Store, compile_code
+from tensig.model.compile import Routine, Store, compile_code
 
 __all__ = [
     "Graph",
@@ -246,8 +246,8 @@ class _Id(int):
 class Tensor:
     """A lazy node of a model graph."""
 
-    __slots__ = ("args", "base", "differentiable", "graph", "id", "init", "integer", "kind",
-                 "label", "node", "op", "value_init")
+    __slots__ = ("_projections", "args", "base", "differentiable", "graph", "id", "init",
+                 "integer", "kind", "label", "node", "op", "value_init")
 
     def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
                  op: OpDef | None = None, args: tuple[Tensor, ...] = (),
@@ -270,6 +270,7 @@ class Tensor:
         self.integer = False
         self.init: Callable[[tuple[int, ...]], Any] | None = None
         self.value_init: Any = None
+        self._projections: Projections | None = None
         graph.tensors.append(self)
 
     @property
@@ -285,6 +286,21 @@ class Tensor:
         if s is None:  # read from the solver once per solve: compiling asks thousands of times
             s = g._shapes[self.id] = g.shapes.shape(self.node)
         return s
+
+    @property
+    def projections(self) -> Projections:
+        """The projections of the operation computing this tensor, as the graph's solve
+        produced them: how its loops index this tensor and each argument (and their
+        gradients).  Forward and backward code are written under these."""
+        p = self._projections
+        if p is None:
+            if self.op is None:
+                raise ValueError(f"{self.name} is not computed by an operation: it has no "
+                                 "projections")
+            shapes, node = self.graph.shapes, self.node
+            solve = (lambda: shapes.projections(node)) if shapes.made(node) else None
+            p = self._projections = Projections(self.op.logic, self, self.args, solve)
+        return p
 
     @property
     def val(self) -> Buf:
@@ -528,7 +544,7 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
 
 def _fwd(op: str) -> Callable[..., Code]:
     def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), logic=t.op.logic)
+        return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), logic=t.projections)
 
     return forward
 
@@ -537,12 +553,11 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
     """Backward code from one rule per argument: ``rule(t, *args) -> (expr, accum)``."""
     def backward(t: Tensor, *args: Tensor) -> Code:
         code = Code()
-        proj = OpProjection(t.op.logic, t, args)
         for a, rule in zip(args, rules, strict=True):
             if rule is None or not a.differentiable:
                 continue
             expr, accum = rule(t, *args)
-            code.assign(a.grad, expr, accum=accum, logic=proj)  # type: ignore[arg-type]
+            code.assign(a.grad, expr, accum=accum, logic=t.projections)
         return code
 
     return backward
@@ -617,7 +632,8 @@ def _pow_op(p: float) -> OpDef:
 
 
 def _compose_fwd(t: Tensor, a: Tensor, b: Tensor) -> Code:
-    return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True, logic="@")
+    return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True,
+                         logic=t.projections)
 
 
 COMPOSE = OpDef("matmul", "@", _compose_fwd, _grads(
@@ -693,7 +709,7 @@ def _spec_op(name: str, spec: str, *tensors: Tensor) -> Tensor:
 
     def forward(t: Tensor, *args: Tensor) -> Code:
         return Code().assign(t.val, _combined(op, spec, [a.val for a in args]),
-                             accum=op.accum, init=True, logic=spec)
+                             accum=op.accum, init=True, logic=t.projections)
 
     opdef = OpDef(name, spec, forward, _spec_backward(op, spec, len(tensors)), op=name)
     return apply(opdef, *tensors)

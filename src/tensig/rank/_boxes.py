@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from tensig.core.dims import Dim, ShapeIndex
+from tensig.backends import backend_among, is_array
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
-from tensig.rank._backend import backend_of, is_array
+from tensig.core.shape_index import ShapeIndex
 from tensig.rank._types import Arr, FnType, Sigma, _shape_index, arr, instantiate
 
 __all__ = ["Box", "unbox"]
@@ -266,7 +267,7 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
     if any(isinstance(o, Box) for o in outs):
         raise TypeError("unbox: the body returned boxes for some items and arrays for others")
     cell = tuple(np.shape(outs[0]))
-    return backend_of(outs).stack_cells(outs, frame, cell)
+    return backend_among(outs).stack_cells(outs, frame, cell)
 
 
 def _empty_unbox(frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:

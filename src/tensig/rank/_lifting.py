@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import Backend, backend_among, is_array
 from tensig.core.annotations import dtype_kind
-from tensig.core.dims import Dim, ShapeIndex, ShapeVar
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
-from tensig.rank._backend import Backend, backend_of, is_array
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.rank._boxes import Box, _elem_name
 from tensig.rank._signature import parse_cells
 from tensig.rank._types import (
@@ -446,7 +447,7 @@ def _coerce(backend: Backend, x: Any, like: Any) -> Any:
             return x
         return backend.asarray(x, like)
     a = np.asarray(x)
-    return a if a.dtype == object or backend.name == "numpy" else backend.asarray(a, like)
+    return a if a.dtype == object or backend.owns(a) else backend.asarray(a, like)
 
 
 def _who(lf: Lifted, i: int) -> str:
@@ -480,7 +481,7 @@ def _cell_rank(lf: Lifted, k: int, shape: tuple[int, ...]) -> int:
 
 def _prepare(lf: Lifted, args: Sequence[Any]) -> _Call:
     _check_arity(lf, args)
-    backend = backend_of([args[i] for i in lf.arrays])
+    backend = backend_among([args[i] for i in lf.arrays])
     like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
     all_args = list(args)
     for i in lf.arrays:
@@ -653,8 +654,8 @@ def _equalise(call: _Call) -> list[Any]:
     """Every array broadcast to ``principal frame + its cell``: views, no copies."""
     n, out = len(call.frame), []
     for a, f, c in zip(call.arrays, call.frames, call.cells, strict=True):
-        a = _align(call.backend, a, f, c, n, len(c))
-        out.append(call.backend.broadcast_to(a, call.frame + c))
+        a, target = _align(call.backend, a, f, c, n, len(c)), call.frame + c
+        out.append(a if tuple(a.shape) == target else call.backend.broadcast_to(a, target))
     return out
 
 
@@ -707,7 +708,7 @@ def _via_loop(call: _Call) -> Any:
         out = np.empty(len(results), dtype=object)
         out[:] = [_box(call, r) for r in results]
         return out.reshape(call.frame)
-    if call.backend.name == "numpy" and not _shape(results[0]):
+    if call.backend.numpy_native and not _shape(results[0]):
         try:
             out = np.asarray(results)  # all scalars: one conversion, no per-cell shape checks
         except ValueError:  # ragged: reported below

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import backend_among
 from tensig.core.errors import ShapeError
-from tensig.rank._backend import backend_of
 from tensig.rank._lifting import Lifted, Overloaded, rerank  # noqa: F401 (doctests)
 from tensig.rank._types import FnType, Fun, Sigma, Static, arr
 
@@ -48,7 +48,7 @@ def _prim(name: str, impl: Callable[..., Any], params: Sequence[Any], result: An
 
 
 def _xp(*xs: Any) -> Any:
-    return backend_of(xs)
+    return backend_among(xs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ append = _prim("append", _append, [arr("t", "m, ..s.."), arr("t", "n, ..s..")],
 
 
 def _length(nf: int, x: Any) -> Any:
-    return _xp(x).full(tuple(x.shape[:nf]), x.shape[nf], like=x)
+    return _xp(x).fill(tuple(x.shape[:nf]), x.shape[nf], like=x)
 
 
 length = _prim("length", _length, [arr("t", "d, ..s..")], arr("Int"), ["x"], """The number of items.
@@ -218,7 +218,7 @@ itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), 
 
 def _transpose(nf: int, x: Any) -> Any:
     axes = list(range(nf)) + list(range(x.ndim - 1, nf - 1, -1))
-    return _xp(x).permute(x, axes)
+    return _xp(x).transpose(x, axes)
 
 
 def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
 
 
 def _permute(nf: int, perm: Any, x: Any) -> Any:
-    return _xp(x).permute(x, [*range(nf), *(nf + int(p) for p in perm)])
+    return _xp(x).transpose(x, [*range(nf), *(nf + int(p) for p in perm)])
 
 
 def _permuted_shape(dims: Any, shapes: Any) -> dict[str, Any]:
@@ -269,13 +269,13 @@ transpose = Overloaded("transpose", [
 def _elementwise(op: Any, *xs: Any) -> Any:
     """``op``'s version for the arrays' library when it is elementwise (a ufunc), else None."""
     if isinstance(op, np.ufunc):
-        return backend_of(xs).ufunc(op)
+        return backend_among(xs).ufunc(op)
     return None
 
 
 def _reduce(nf: int, op: Any, x: Any) -> Any:
     f = _elementwise(op, x)
-    if f is op and _xp(x).name == "numpy":
+    if f is op and _xp(x).numpy_native:
         return op.reduce(x, axis=nf)
     if nf and f is None:
         return NotImplemented
@@ -314,7 +314,7 @@ def _same_items(nf: int, init: Any, x: Any) -> bool:
 
 def _fold(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
-    if f is op and _xp(init, x).name == "numpy" and _same_items(nf, init, x):
+    if f is op and _xp(init, x).numpy_native and _same_items(nf, init, x):
         return op.reduce(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
@@ -337,7 +337,7 @@ def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
 def _scan(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
     xp = _xp(init, x)
-    if f is op and xp.name == "numpy" and _same_items(nf, init, x):
+    if f is op and xp.numpy_native and _same_items(nf, init, x):
         return op.accumulate(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
@@ -397,7 +397,7 @@ def _naturals(name: str, v: Any) -> tuple[int, ...]:
 
 
 def _iota_array(shape: tuple[int, ...], like: Any = None) -> Any:
-    xp = backend_of([like])
+    xp = backend_among([like])
     return xp.reshape(xp.arange(math.prod(shape), like=like), shape)
 
 
@@ -750,7 +750,7 @@ select = _prim("select", _select, [arr("Bool"), arr("t", "..s.."), arr("t", "..s
 def _base(nf: int, bases: Any, digits: Any) -> Any:
     xp = _xp(bases, digits)
     frame = tuple(digits.shape[:-1])
-    acc = xp.full(frame, 0, like=digits)
+    acc = xp.fill(frame, 0, like=digits)
     one = bases.shape[-1] == 1  # a single radix serves every digit (APL's 2 ⊥ 1 0 1)
     for k in range(digits.shape[-1]):
         acc = acc * bases[..., 0 if one else k] + digits[..., k]
@@ -763,7 +763,7 @@ def _antibase(nf: int, bases: Any, n: Any) -> Any:
         raise ValueError("antibase: radices must be positive")
     d = bases.shape[-1]
     if d == 0:
-        return xp.full((*tuple(n.shape), 0), 0, like=n)
+        return xp.fill((*tuple(n.shape), 0), 0, like=n)
     digits, rest = [], n
     for k in reversed(range(d)):
         digits.append(rest % bases[..., k])

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tensig.core.dims import Dim, ShapeIndex, ShapeVar
+from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.notation import Fixed, Label, Placeholder, Row, ShapeSpec, parse
+from tensig.core.shape_index import ShapeIndex, ShapeVar
 
 __all__ = ["parse_cells"]
 

@@ -2,7 +2,8 @@
 
 A type is data: ``head`` is ``FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s.."))``,
 the paper's ``[t (++ (Shp (+ 1 d)) s)] -> [t s]``.  Instantiating it against actual cell shapes
-matches canonical forms item by item (Remora's decision procedure): a pattern dimension with one
+is a problem for the one solver (:mod:`tensig.core.solver`), on canonical forms (Remora's
+decision procedure): a pattern dimension is a linear relation with its actual size, so one
 unknown variable is solved for it (``1 + d == 5`` gives ``d = 4``), a shape variable takes what
 is left between the fixed items (prefix subtraction), and anything else must be canonically
 equal.  A failure names the index equality that does not hold.
@@ -15,8 +16,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tensig.core.dims import Condition, Dim, ShapeIndex, ShapeVar
+from tensig.core.dims import Condition, Dim, dim
 from tensig.core.errors import ShapeError
+from tensig.core.shape_index import ShapeIndex, ShapeVar
+from tensig.core.shapes import normalize_size
+from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
@@ -235,7 +239,16 @@ class Instance:
 
 
 class Matcher:
-    """Binds a type's Π variables from actual cell shapes; raises on an equality that fails."""
+    """Binds a type's Π variables from actual cell shapes by building a solver problem.
+
+    Each Π dimension variable is a :class:`~tensig.core.solver.DimVar`, and each pattern
+    dimension with an unknown is a :class:`~tensig.core.solver.LinearRel` with its actual size,
+    so ``1 + d == 5`` solves ``d = 4``, an equation with two unknowns waits in the solver until
+    another argument binds one, and symbolic sizes leave conditions in the solver.  A shape
+    variable takes the axes the fixed items leave (prefix subtraction; a cell's shape is always
+    known, so this is slicing).  A failed relation is reported back here and worded as an
+    index equality.
+    """
 
     def __init__(self, ftype: FnType, fname: str, taken: frozenset[str] = frozenset()):
         self.type = ftype
@@ -243,13 +256,20 @@ class Matcher:
         dims, shapes = ftype.index_vars()
         self.dim_vars = set(dims)
         self.shape_vars = set(shapes)
-        self.dims: dict[str, Dim] = {}
+        self.dims: dict[str, Dim] = {}  # solved, in the order they were solved
         self.shapes: dict[str, ShapeIndex] = {}
-        self.conditions: list[Condition] = []
         self.rank_of = dict(ftype.rank_of)
-        self.pending: list[tuple[Dim, Dim, str, ShapeIndex, ShapeIndex]] = []
         self.expanded: dict[str, list[str]] = {}
         self.rename = _renaming(dims + shapes, taken)
+        self.inverse = {v: k for k, v in self.rename.items()}
+        self.solver = Solver()
+        self.vars: dict[str, DimVar] = {}
+        self.relations: list[tuple[LinearRel, str, ShapeIndex, ShapeIndex]] = []
+
+    @property
+    def conditions(self) -> list[Condition]:
+        """What must still hold for symbolic sizes."""
+        return list(self.solver.conditions)
 
     # -- helpers -------------------------------------------------------------------------------
     def pattern(self, shape: ShapeIndex) -> ShapeIndex:
@@ -264,14 +284,16 @@ class Matcher:
         return self.rename.get(name, name)
 
     def _is_dim_var(self, name: str) -> bool:
-        inverse = {v: k for k, v in self.rename.items()}
-        return inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
+        return self.inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
 
     def expanded_names(self) -> set[str]:
         return {n for names in self.expanded.values() for n in names}
 
-    def _unknown(self, d: Dim) -> list[str]:
-        return sorted(s for s in d.symbols if self._is_dim_var(s) and s not in self.dims)
+    def _dim_var(self, name: str) -> DimVar:
+        var = self.vars.get(name)
+        if var is None:
+            var = self.vars[name] = DimVar(name)
+        return var
 
     def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
         bound = _fmt_bindings(self.dims, self.shapes)
@@ -280,6 +302,42 @@ class Matcher:
         raise ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
                          hint=self.type.hint)
 
+    # -- the solver ----------------------------------------------------------------------------
+    def _set(self, name: str, value: Dim) -> None:
+        self.solver.set_value(self._dim_var(name), normalize_size(value), _GIVEN)
+        self._run()
+
+    def _run(self) -> None:
+        """Propagate, then record what the solver found (``dims`` keeps the order solved)."""
+        self.solver.run()
+        for name, var in self.vars.items():
+            if name not in self.dims:
+                value = var.root().value
+                if value is not None:
+                    self.dims[name] = dim(value)
+
+    def _relate(self, p: Dim, target: DimVar, where: str, pattern: ShapeIndex,
+                actual: ShapeIndex) -> None:
+        names = {s: self._dim_var(s) for s in p.symbols if self._is_dim_var(s)}
+        rel = LinearRel(target, p, names, _GIVEN)
+
+        def report(kind: str, facts: dict[str, Any]) -> Exception:
+            q = rel.pending()[0]
+            if kind == "no_solution":
+                why = (f"the index equality {q} == {facts['target']} has no solution in the "
+                       f"naturals ({facts['name']} would be {facts['value']})")
+            else:
+                why = f"the index equality {facts['value']} == {facts['target']} does not hold"
+            try:
+                self.fail(where, pattern, actual, why)
+            except ShapeError as e:
+                return e
+            raise AssertionError  # pragma: no cover - fail always raises
+
+        rel.report = report
+        self.relations.append((rel, where, pattern, actual))
+        self.solver.add(rel)
+
     # -- matching ------------------------------------------------------------------------------
     def bind_static(self, p: Static, value: Any) -> None:
         index = p.index(value)
@@ -287,7 +345,7 @@ class Matcher:
         if isinstance(index, ShapeIndex):
             self.shapes[name] = index
         else:
-            self.dims[name] = index
+            self._set(name, index)
 
     def match(self, where: str, pattern: ShapeIndex, actual: ShapeIndex) -> bool:
         """Match one cell; ``False`` when it must wait for other arguments (two shape vars)."""
@@ -295,46 +353,49 @@ class Matcher:
         svs = p.shape_vars
         if len(svs) > 1:
             return False
-        items, got = p.items, actual.items
-        if not svs:
-            if len(items) != len(got):
+        items, n = p.items, len(actual.items)
+        if not svs and len(items) != n:
+            self.fail(where, pattern, actual, f"its rank is {n}, the type's is {len(items)}")
+        if svs and n < len(items) - 1:
+            self.fail(where, pattern, actual,
+                      f"its rank is {n}, the type needs at least {len(items) - 1}")
+        k = next((j for j, x in enumerate(items) if isinstance(x, ShapeVar)), None)
+        pairs = list(zip(items, actual.items, strict=True)) if k is None else [
+            *zip(items[:k], actual.items[:k], strict=True),
+            *zip(items[k + 1:], actual.items[n - (len(items) - 1 - k):], strict=True)]
+        if k is not None:  # prefix subtraction: the shape variable takes what is left
+            self._bind_shape(svs[0].name, actual[k:n - (len(items) - 1 - k)], where, pattern,
+                             actual)
+        for item, size in pairs:
+            if any(self._is_dim_var(s) for s in item.symbols):
+                target = DimVar(None, normalize_size(size))
+                self._relate(item, target, where, pattern, actual)
+            elif item != size:  # no unknown: nothing to solve, the sizes must be equal
                 self.fail(where, pattern, actual,
-                          f"its rank is {len(got)}, the type's is {len(items)}")
-            pairs = list(zip(items, got, strict=True))
-        else:
-            k = next(j for j, x in enumerate(items) if isinstance(x, ShapeVar))
-            left, right = items[:k], items[k + 1:]
-            n = len(got)
-            if n < len(left) + len(right):
-                self.fail(where, pattern, actual,
-                          f"its rank is {n}, the type needs at least {len(left) + len(right)}")
-            self._bind_shape(svs[0].name, actual[len(left):n - len(right)], where, pattern, actual)
-            pairs = list(zip(left, got[:len(left)], strict=True))
-            pairs += list(zip(right, got[n - len(right):], strict=True))
-        for pi, ci in pairs:
-            if not self.match_dim(pi, ci, where, pattern, actual):
-                self.pending.append((pi, ci, where, pattern, actual))
+                          f"the index equality {item} == {dim(size)} does not hold")
+        self._run()
         return True
 
     def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
                     actual: ShapeIndex) -> None:
         self.shapes[name] = value
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         dim_name = self.rank_of.get(inverse.get(name, name))
         if dim_name is None:
             return
         dim_name = self._var(dim_name)
         length = Dim.const(len(value.items))
-        if dim_name not in self.dims:
-            self.dims[dim_name] = length
-        elif self.dims[dim_name] != length:
+        known = self._dim_var(dim_name).root().value
+        if known is None:
+            self._set(dim_name, length)
+        elif known != length:
             self.fail(where, pattern, actual,
-                      f"the index equality {self.dims[dim_name]} == {length} (the length of "
+                      f"the index equality {known} == {length} (the length of "
                       f"..{name}..) does not hold")
 
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         for sv in p.shape_vars:
             dim_name = self.rank_of.get(inverse.get(sv.name, sv.name))
             value = self.dims.get(self._var(dim_name)) if dim_name else None
@@ -345,53 +406,26 @@ class Matcher:
             p = p.subs({}, {sv.name: [Dim.symbol(f) for f in fresh]})
         return p
 
-    def match_dim(self, p: Dim, c: Dim, where: str, pattern: ShapeIndex,
-                  actual: ShapeIndex) -> bool:
-        """Match one dimension; ``False`` when it has two unknowns (it waits)."""
-        p = p.subs(self.dims)
-        c = c if isinstance(c, Dim) else Dim.const(c)
-        unknown = self._unknown(p)
-        if not unknown:
-            if p != c:
-                self.fail(where, pattern, actual, f"the index equality {p} == {c} does not hold")
-            return True
-        if len(unknown) > 1:
-            return False
-        v = unknown[0]
-        try:
-            sol, conds = (p - c).solve_for(v)
-        except ValueError:
-            return False
-        for cond in (Condition.at_least(sol, 0), *conds):
-            decided = cond.decide()
-            if decided is False:
-                self.fail(where, pattern, actual,
-                          f"the index equality {p} == {c} has no solution in the naturals "
-                          f"({v} would be {sol})")
-            if decided is None:
-                self.conditions.append(cond)
-        self.dims[v] = sol
-        return True
-
     def finish(self, deferred: list[tuple[str, ShapeIndex, ShapeIndex]]) -> None:
         """Retry what waited for other arguments; whatever still cannot be matched fails."""
         progress = True
-        while progress and (deferred or self.pending):
+        while progress and deferred:
             progress = False
             for item in list(deferred):
                 if self.match(*item):
                     deferred.remove(item)
                     progress = True
-            for pend in list(self.pending):
-                if self.match_dim(*pend):
-                    self.pending.remove(pend)
-                    progress = True
         for where, pattern, actual in deferred:
             self.fail(where, pattern, actual, "its shape variables cannot be split")
-        for p, c, where, pattern, actual in self.pending:
-            self.fail(where, pattern, actual, f"cannot solve the index equality {p} == {c}")
+        for rel, where, pattern, actual in self.relations:
+            if not rel.done:
+                p, c = rel.pending()
+                self.fail(where, pattern, actual, f"cannot solve the index equality {p} == {c}")
+        self.relations.clear()
         for name, fresh in self.expanded.items():
             self.shapes[name] = ShapeIndex([self.dims.pop(f) for f in fresh])
+            for f in fresh:
+                del self.vars[f]
         self.expanded.clear()
 
     # -- results -------------------------------------------------------------------------------
@@ -414,12 +448,15 @@ class Matcher:
         return None
 
     def public_dims(self) -> dict[str, Dim]:
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         return {inverse.get(k, k): v for k, v in self.dims.items()}
 
     def public_shapes(self) -> dict[str, ShapeIndex]:
-        inverse = {v: k for k, v in self.rename.items()}
+        inverse = self.inverse
         return {inverse.get(k, k): v for k, v in self.shapes.items()}
+
+
+_GIVEN = Origin(note="a Remora type's instantiation")
 
 
 def _renaming(names: Sequence[str], taken: frozenset[str]) -> dict[str, str]:

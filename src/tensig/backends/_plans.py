@@ -1,0 +1,150 @@
+"""Contraction plans shared by the adapters: an einsum at fixed shapes as one (batched)
+matrix product, a sum and a transpose, worked out once per shape signature; and small max
+reductions as chains of elementwise maximums.  Library-neutral: each adapter passes its
+library's ``matmul`` / ``maximum``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The labels of ``a,b->out`` (every label of an operand kept or contracted) as a batched
+    matrix product's groups: batch and rows of ``a`` / columns of ``b`` in the result's order,
+    contracted in ``a``'s."""
+    batch = [c for c in out if c in a and c in b]
+    m = [c for c in out if c in a and c not in b]
+    n = [c for c in out if c in b and c not in a]
+    k = [c for c in a if c in b and c not in out]
+    return batch, m, n, k
+
+
+def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
+                 shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+                 ) -> Callable[..., Any] | None:
+    """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (or, for one
+    operand, a sum and a transpose), every permutation and size worked out here, once.
+
+    Library einsums re-parse the subscripts and re-plan on every call (~20 us in torch and in
+    NumPy's C loop for small problems); the plan costs a few view calls.  ``None`` when a
+    label repeats within an operand (a diagonal): the library's einsum does those.
+    """
+    ins, out = subscripts.split("->")
+    subs = ins.split(",")
+    if any(len(set(s)) != len(s) for s in subs) or len(subs) > 2:
+        return None
+    size = {c: n for s, shape in zip(subs, shapes, strict=True)
+            for c, n in zip(s, shape, strict=True)}
+    if len(subs) == 1:
+        return reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
+    a, b = subs
+    # a label in one operand only and absent from the result is summed away first
+    pre = [reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
+           for s, other in ((a, b), (b, a))]
+    a = "".join(c for c in a if c in out or c in b)
+    b = "".join(c for c in b if c in out or c in a)
+    batch, m, n, k = gemm_groups(a, b, out)
+    swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
+    if swap:  # compute the transposed product: the result then needs no permutation
+        a, b, m, n = b, a, n, m
+        pre.reverse()
+    bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
+    xa = [a.index(c) for c in batch + m + k]
+    yb = [b.index(c) for c in batch + k + n]
+    x_shape = (bs, ms, ks) if batch else (ms, ks)
+    y_shape = (bs, ks, ns) if batch else (ks, ns)
+    order = batch + m + n
+    r_shape = tuple(size[c] for c in order)
+    r_perm = [order.index(c) for c in out]
+    xa_id, yb_id = xa == sorted(xa), yb == sorted(yb)
+    r_id = r_perm == sorted(r_perm)
+    # reshapes that change nothing are skipped (each is a call, ~1 us)
+    x_same = tuple(size[c] for c in batch + m + k) == x_shape
+    y_same = tuple(size[c] for c in batch + k + n) == y_shape
+    r_same = r_shape == x_shape[:-1] + y_shape[-1:]
+    pre_a, pre_b = pre
+    if not swap and pre_a is None and pre_b is None and x_same and y_same and r_same and \
+            r_id and xa_id:
+        if yb_id:
+            return matmul  # a plain (batched) matrix product
+        if len(yb) == 2:
+            return lambda x, y: matmul(x, y.T)
+
+    def run(x: Any, y: Any) -> Any:
+        if swap:
+            x, y = y, x
+        if pre_a is not None:
+            x = pre_a(x)
+        if pre_b is not None:
+            y = pre_b(y)
+        if not xa_id:
+            x = x.permute(*xa) if hasattr(x, "permute") else x.transpose(xa)
+        if not yb_id:
+            y = y.permute(*yb) if hasattr(y, "permute") else y.transpose(yb)
+        r = matmul(x if x_same else x.reshape(x_shape), y if y_same else y.reshape(y_shape))
+        if not r_same:
+            r = r.reshape(r_shape)
+        if not r_id:
+            r = r.permute(*r_perm) if hasattr(r, "permute") else r.transpose(r_perm)
+        return r
+
+    return run
+
+
+def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
+    """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
+
+    ``keep_dtype``: sum in the operand's dtype, as ``numpy.einsum`` does (an int8 sum wraps
+    around, a bool sum is a logical or), where ``ndarray.sum`` would widen to int64."""
+    axes = tuple(i for i, c in enumerate(sub) if c not in out)
+    kept = [c for c in sub if c in out]
+    perm = [kept.index(c) for c in out]
+    moves = perm != sorted(perm)
+    if not axes and not moves:
+        return None
+
+    def run(x: Any) -> Any:
+        if axes:
+            x = x.sum(axes, dtype=x.dtype) if keep_dtype else x.sum(axes)
+        if moves:
+            x = x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
+        return x
+
+    return run
+
+
+#: reductions over at most this many cells run as a chain of elementwise maximums
+SMALL_REDUCTION = 8
+
+
+def small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any]) -> Any:
+    """``amax`` over a few cells (a pooling window) as ``maximum`` of slices, or ``None``.
+
+    Library reductions over tiny axes run a generic loop per output cell (193 us for a 2x2
+    pool of 8K cells in torch on CPU, against 50 us for three ``maximum`` calls).  NaN
+    propagates either way.
+    """
+    import itertools
+
+    sizes = [x.shape[a] for a in axes]
+    if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
+            math.prod(x.shape) < 4 * math.prod(sizes):
+        return None
+    out = None
+    for cell in itertools.product(*(range(n) for n in sizes)):
+        index: list[Any] = [slice(None)] * len(x.shape)
+        for a, i in zip(axes, cell, strict=True):
+            index[a] = i
+        v = x[tuple(index)]
+        out = v if out is None else maximum(out, v)
+    return out
+
+
+def flops(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> int:
+    """The size of the contraction's iteration space (one multiply-add per point)."""
+    sizes = {c: n for sub, shape in zip(subscripts.split("->")[0].split(","), shapes,
+                                        strict=True)
+             for c, n in zip(sub, shape, strict=True)}
+    return math.prod(sizes.values())

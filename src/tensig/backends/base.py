@@ -1,0 +1,375 @@
+"""The backend adapter's interface and the registry that picks one by the arrays' type.
+
+Everything tensig knows about one array library lives in that library's adapter
+(``tensig.backends.numpy``, ``.torch``, ``.jax``, ``.dask``): its namespace, dtypes and their
+neutral elements, devices, the no-autograd context, the rank layer's vmap and stacking, and
+capability hooks (its own convolution, in-place stores).  The other layers ask an adapter;
+none asks which library is in use.
+
+An adapter is chosen as einops chooses one: by the array's type, walking its MRO for a class
+whose top-level module an adapter claims (or a class registered with :func:`register`).  A
+library is never imported on tensig's initiative: an adapter imports its library when its
+first array shows up, and an array's type only exists once the user imported its library.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["Backend", "all_zero", "backend_among", "backend_for", "backend_of",
+           "backend_of_namespace", "is_array", "is_integer", "library_of", "neutral_max",
+           "neutral_min", "register", "unregister"]
+
+
+class Backend:
+    """The primitives the lowering uses; one subclass adapts one array library.
+
+    ``name`` is the library's name in messages and in :func:`library_of`; ``modules`` the
+    top-level modules whose array types the adapter takes (the first is the library's own).
+    """
+
+    name = "abstract"
+    modules: tuple[str, ...] = ()
+    #: arrays are task graphs computed later (Dask): per-cell loops (the rank layer's
+    #: lifting, padded batches' checks) cannot read them
+    lazy = False
+    #: the arrays are ``numpy.ndarray``s: NumPy's own functions and ufunc methods
+    #: (``reduce``, ``accumulate``) take and give them, so fast paths may call those
+    numpy_native = False
+    #: compiled routines (tensig.model.compile) run on the arrays
+    compiles = False
+    #: the array method that permutes axes, called by name in generated code
+    permute_method = "transpose"
+    #: fused ``x + c*y`` and ``x + c*p*q`` kernels (``add(alpha=)``, ``addcmul``) exist
+    fused_axpy = False
+
+    def __repr__(self) -> str:
+        return f"<tensig backend {self.name!r}>"
+
+    # -- library facts --------------------------------------------------------------------------
+    def neutral_max(self, dtype: Any) -> float | int | bool:
+        """The neutral element of max for ``dtype``: ``-inf`` for floats, an integer dtype's
+        minimum, ``False`` for bool (NumPy's dtype rules; torch overrides)."""
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        if dt == np.bool_:
+            return False
+        if np.issubdtype(dt, np.integer):
+            return int(np.iinfo(dt).min)
+        return -math.inf
+
+    def neutral_min(self, dtype: Any) -> float | int | bool:
+        """The neutral element of min: ``inf``, an integer dtype's maximum, ``True``."""
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        if dt == np.bool_:
+            return True
+        if np.issubdtype(dt, np.integer):
+            return int(np.iinfo(dt).max)
+        return math.inf
+
+    def is_integer(self, dtype: Any) -> bool:
+        """Whether ``dtype`` is an integer type (bool is not)."""
+        import numpy as np
+
+        return bool(np.issubdtype(np.dtype(dtype), np.integer))
+
+    def no_autograd(self) -> Callable[[], Any] | None:
+        """A context-manager factory that turns the library's autograd bookkeeping off
+        (tensig differentiates by its own code), or ``None`` when there is none."""
+        return None
+
+    def scalar_operand(self, value: int | float) -> Any:
+        """A Python number as the operand the library's functions take fastest, made once
+        by generated code (torch: a 0-d tensor; elsewhere the number itself)."""
+        return value
+
+    def device_of(self, x: Any) -> str | None:
+        """The device an array lives on, by name (``None``: the host, the only one)."""
+        return None
+
+    def on_host(self, x: Any) -> bool:
+        """Whether reading ``x``'s values now is cheap (it is in host memory): checks that
+        read values skip arrays on an accelerator, where reading would wait for it."""
+        return True
+
+    # -- primitives -----------------------------------------------------------------------------
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        raise NotImplementedError
+
+    def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
+        """A callable computing ``einsum(subscripts, *xs)`` at the backend's best speed.
+
+        Planned once per shape signature (the caller caches it); BLAS-backed when it pays.
+        """
+        return functools.partial(self.einsum, subscripts)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        raise NotImplementedError
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last."""
+        raise NotImplementedError
+
+    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def transpose(self, x: Any, perm: Sequence[int]) -> Any:
+        return x.transpose(*perm)
+
+    def reshape(self, x: Any, shape: Sequence[int]) -> Any:
+        return x.reshape(tuple(shape))
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        raise NotImplementedError
+
+    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
+        raise NotImplementedError
+
+    def eye(self, n: int, like: Any) -> Any:
+        """An ``n x n`` identity in ``like``'s dtype, on its device."""
+        raise NotImplementedError
+
+    def eye_mask(self, n: int, like: Any) -> Any:
+        """An ``n x n`` boolean identity mask on ``like``'s device."""
+        raise NotImplementedError
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def flatten(self, xs: Sequence[Any]) -> Any:
+        """The arrays' elements, one after another, in one new 1-D array."""
+        raise NotImplementedError
+
+    def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
+        """``flat -> views`` undoing :meth:`flatten` for arrays of ``shapes``."""
+        bounds, at = [], 0
+        for shape in shapes:
+            n = math.prod(shape)
+            bounds.append((at, at + n, tuple(shape)))
+            at += n
+        return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
+
+
+    # -- the rank layer -------------------------------------------------------------------------
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is already an array of this library."""
+        return library_of(type(x)) == self.name
+
+    def asarray(self, x: Any, like: Any = None) -> Any:
+        """``x`` as an array of this library (on ``like``'s device when given)."""
+        raise NotImplementedError
+
+    def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
+        raise NotImplementedError
+
+    def stack_cells(self, cells: list[Any], frame: tuple[int, ...], cell: tuple[int, ...]) -> Any:
+        """One array of shape ``frame + cell`` from cells listed in row-major frame order."""
+        like = next((c for c in cells if self.owns(c)), None)
+        return self.reshape(self.stack([self.asarray(c, like) for c in cells]), frame + cell)
+
+    def vmap(self) -> Any:
+        """The library's ``vmap`` (``torch.vmap``, ``jax.vmap``), or ``None``."""
+        return None
+
+
+def all_zero(x: Any) -> bool:
+    """Whether every element of ``x`` is zero (NaN is not), tested afresh on every call.
+
+    For small arrays tested per call (a pooling window).  There is no cache: a torch
+    tensor's version counter misses writes through ``torch.from_numpy`` memory or ``.data``,
+    and a read-only NumPy view can have a writable base, so a remembered answer could be
+    stale.  ``count_nonzero`` is one C call (2-6 us on a 2x2 window, a ~0-8% difference on
+    the digits CNN's training step, within the bench's noise).
+    """
+    count = getattr(x, "count_nonzero", None)  # torch
+    if count is not None:
+        return int(count()) == 0
+    import numpy as np
+
+    return int(np.count_nonzero(x)) == 0
+
+
+# -- the registry ------------------------------------------------------------------------------
+#: adapter classes by the top-level module they claim (``jaxlib`` -> the JAX adapter)
+_BY_MODULE: dict[str, type[Backend]] = {}
+#: adapter classes registered for one array type (and its subclasses)
+_BY_TYPE: dict[type, type[Backend]] = {}
+
+
+def register(adapter: type[Backend], array_type: type | None = None) -> type[Backend]:
+    """Make ``adapter`` the backend of the array types of its ``modules`` (or of
+    ``array_type`` and its subclasses, which wins over a module claim: a NumPy subclass can
+    have an adapter of its own).  Usable as a class decorator.  Clears the lookup caches."""
+    if array_type is not None:
+        _BY_TYPE[array_type] = adapter
+    else:
+        for module in adapter.modules:
+            _BY_MODULE[module] = adapter
+    _clear_caches()
+    return adapter
+
+
+def unregister(array_type: type) -> None:
+    """Undo :func:`register` for one array type."""
+    _BY_TYPE.pop(array_type, None)
+    _clear_caches()
+
+
+def _clear_caches() -> None:
+    for cached in (_adapter_class, library_of, backend_for, backend_of_namespace,
+                   _dtype_backend, neutral_max,
+                   neutral_min, is_integer):
+        cached.cache_clear()
+
+
+@functools.cache
+def _adapter_class(array_type: type) -> type[Backend] | None:
+    for cls in array_type.__mro__:
+        found = _BY_TYPE.get(cls)
+        if found is not None:
+            return found
+        root = cls.__module__.partition(".")[0]
+        found = _BY_MODULE.get(root)
+        if found is not None and found.modules[0] in sys.modules:
+            return found
+    return None
+
+
+@functools.cache
+def library_of(array_type: type) -> str:
+    """The array library a type comes from, by the first class in its MRO that an adapter
+    claims (``jaxlib`` is ``jax``); the top-level module's name when none does.  A subclass
+    is its base's library, so ``np.memmap`` and a user's ``ndarray`` subclass are ``'numpy'``.
+
+    >>> import numpy as np
+    >>> library_of(np.ndarray), library_of(np.memmap)
+    ('numpy', 'numpy')
+    """
+    adapter = _adapter_class(array_type)
+    return adapter.name if adapter is not None else array_type.__module__.partition(".")[0]
+
+
+#: ndarray subclasses whose meaning an einsum would silently drop: refused, not converted
+_REFUSED = {
+    ("numpy", "matrix"): "it is always 2-D (its reshape keeps two axes); pass np.asarray(m)",
+    ("numpy.ma", "MaskedArray"): "einsum would ignore the mask; pass m.filled(value) "
+                                 "(what masked cells hold) or np.asarray(m)",
+}
+
+
+@functools.cache
+def backend_for(array_type: type) -> Backend:
+    """The backend of an array type: one instance per adapter (importing its library then),
+    shared by the type's subclasses."""
+    for cls in array_type.__mro__:
+        why = _REFUSED.get((cls.__module__, cls.__qualname__))
+        if why is not None:
+            raise TypeError(f"tensig does not take {cls.__module__}.{cls.__qualname__} "
+                            f"operands: {why}")
+    adapter = _adapter_class(array_type)
+    if adapter is None:
+        raise TypeError(
+            f"tensig does not know arrays of type {array_type.__module__}.{array_type.__name__}; "
+            "supported: numpy.ndarray, torch.Tensor, jax.Array, dask.array.Array "
+            "(tensig.backends.register adds a library)")
+    return _instance(adapter)
+
+
+@functools.cache
+def _instance(cls: type[Backend]) -> Backend:
+    return cls()
+
+
+def backend_of(xs: Sequence[Any]) -> Backend:
+    """The one backend of ``xs``; mixing array libraries in one call is a ``TypeError``."""
+    first = backend_for(type(xs[0]))
+    for i, x in enumerate(xs[1:], 1):
+        b = backend_for(type(x))
+        if b is not first:
+            raise TypeError(
+                f"operands mix array libraries: operand 0 is a {first.name} array, operand {i} "
+                f"a {b.name} array; convert them to one library first")
+    return first
+
+
+def backend_among(xs: Sequence[Any]) -> Backend:
+    """The adapter of the first array among ``xs`` whose library is not NumPy (scalars, lists
+    and NumPy arrays go with any library: the rank layer converts them), NumPy's when none
+    is; lazy libraries count as none.
+
+    >>> import numpy as np
+    >>> backend_among([np.zeros(2), 3.0])
+    <tensig backend 'numpy'>
+    """
+    numpy = _BY_MODULE["numpy"]
+    for x in xs:
+        cls = _adapter_class(type(x))
+        if cls is not None and cls is not numpy and not cls.lazy:
+            return _instance(cls)
+    return _instance(numpy)
+
+
+def is_array(x: Any) -> bool:
+    """Whether ``x`` is an array of a known, eager library (not a list, scalar or box).
+
+    >>> import numpy as np
+    >>> is_array(np.zeros(2)), is_array([1, 2]), is_array(3)
+    (True, False, False)
+    """
+    cls = _adapter_class(type(x))
+    return cls is not None and not cls.lazy and hasattr(x, "shape")
+
+
+@functools.cache
+def backend_of_namespace(xp: Any) -> Backend:
+    """The adapter of an array namespace (``numpy``, ``torch``, ``jax.numpy``): for code
+    handed the namespace rather than arrays (the IR's primitives)."""
+    return _instance(_BY_MODULE[xp.__name__.partition(".")[0]])
+
+
+@functools.cache
+def _dtype_backend(dtype_type: type) -> Backend:
+    """The adapter that owns a dtype's type (a torch dtype is torch's; every other dtype is
+    read with NumPy's rules, which JAX and Dask share)."""
+    return _instance(_adapter_class(dtype_type) or _BY_MODULE["numpy"])
+
+
+@functools.cache
+def neutral_max(dtype: Any) -> float | int | bool:
+    """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch
+    dtype): ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
+    definition every padding for a max reads (lowering, max pooling, compiled routines);
+    each adapter's :meth:`Backend.neutral_max` knows its library's dtypes.
+
+    >>> import numpy as np
+    >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)
+    (-128, False, -inf)
+    """
+    return _dtype_backend(type(dtype)).neutral_max(dtype)
+
+
+@functools.cache
+def neutral_min(dtype: Any) -> float | int | bool:
+    """The neutral element of min for ``dtype``: ``inf``, an integer dtype's maximum, ``True``.
+
+    >>> import numpy as np
+    >>> neutral_min(np.dtype(np.uint8)), neutral_min(np.float64)
+    (255, inf)
+    """
+    return _dtype_backend(type(dtype)).neutral_min(dtype)
+
+
+@functools.cache
+def is_integer(dtype: Any) -> bool:
+    """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
+    return _dtype_backend(type(dtype)).is_integer(dtype)

@@ -1,0 +1,89 @@
+"""NumPy's broadcasting rule over symbolic shapes, with the three checks it carries.
+
+The rule itself (right-aligned, size 1 stretches) silently accepts what is usually a bug, so
+:func:`broadcast` also reports two different sizes that meet (``B`` against ``T``: the rule
+would need them equal), and an implicit two-sided broadcast, where each operand is stretched by
+the other into an outer product nobody asked for.  A size-1 axis that came from the outside
+(``loose``, a signature's ``1``) stretches implicitly; one the code made (``None``,
+``unsqueeze``, ``keepdims``) is an explicit request.  It reads only shapes (``dims``, ``ndim``,
+``loose``), so it sits below the arrays it serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from tensig.check.sym_sizes import ONE
+from tensig.check.tracing import tracer
+from tensig.core.dims import Dim
+
+__all__ = ["broadcast", "differ", "shape_text"]
+
+
+class Shaped(Protocol):
+    """What broadcasting reads of an operand (a :class:`~tensig.check.tracer.SymArray`)."""
+
+    dims: tuple[Dim, ...]
+    loose: frozenset[int]
+
+    @property
+    def ndim(self) -> int: ...
+
+
+def differ(a: Dim, b: Dim) -> bool:
+    """Different sizes, even where every recorded divisibility assumption holds."""
+    return a != b and not tracer().equal_under_assumptions(a, b)
+
+
+def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], frozenset[int]]:
+    """NumPy's rule, right-aligned, with three checks the rule itself does not make."""
+    n = max((a.ndim for a in arrays), default=0)
+    out: list[Dim] = []
+    implicit: list[set[int]] = [set() for _ in arrays]
+    firm: list[set[int]] = [set() for _ in arrays]
+    loose_out: set[int] = set()
+    for pos in range(n):
+        sizes = []
+        for a in arrays:
+            j = pos - (n - a.ndim)
+            sizes.append(None if j < 0 else (a.dims[j], j in a.loose))
+        real = [s[0] for s in sizes if s is not None and s[0] != ONE]
+        target = real[0] if real else ONE
+        for d in real[1:]:
+            if differ(d, target):
+                shapes = " and ".join(shape_text(a) for a in arrays if a.ndim)
+                tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
+                                             f"(shapes {shapes})")
+                break
+        if target == ONE and all(s is None or s[1] for s in sizes if s is not None) and \
+                any(s is not None and s[1] for s in sizes):
+            loose_out.add(pos)
+        for i, s in enumerate(sizes):
+            if target == ONE:
+                continue
+            if s is None or (s[0] == ONE and s[1]):
+                implicit[i].add(pos)
+            elif s[0] != ONE:
+                firm[i].add(pos)
+        out.append(target)
+    _two_sided(arrays, implicit, firm, out)
+    return tuple(out), frozenset(loose_out)
+
+
+def _two_sided(arrays: Sequence[Shaped], implicit: list[set[int]], firm: list[set[int]],
+               out: list[Dim]) -> None:
+    """Both operands stretched by the rule itself: an outer product nobody asked for."""
+    for i in range(len(arrays)):
+        for k in range(len(arrays)):
+            if i != k and implicit[i] & firm[k] and implicit[k] & firm[i]:
+                tracer().report(
+                    "outer-product",
+                    f"implicit two-sided broadcast: {shape_text(arrays[i])} and "
+                    f"{shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
+                    "product (expand one side explicitly with None/unsqueeze if that is meant)")
+                return
+
+
+def shape_text(a: Shaped) -> str:
+    return "[" + ", ".join(map(str, a.dims)) + "]"

@@ -1,0 +1,258 @@
+"""Whether a reshape keeps elements in order, and what a ``-1`` in it stands for.
+
+A reshape reinterprets the row-major order; code that reshapes ``[B, T, H*d]`` into
+``[B, H, T, d]`` meant a transpose.  :func:`moved_factors` decides it over symbolic sizes (the
+order of symbolic factors, then a small flow problem per prime for the literal ones) and says
+what moved; :func:`divide` solves ``total / known`` for a ``-1`` with the divisibility it
+requires.  Both read only dimensions, never arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from typing import Any
+
+from tensig.check.sym_sizes import ONE, require_divisible
+from tensig.check.tracing import tracer
+from tensig.core.dims import Dim, FloorDiv
+
+__all__ = ["divide", "moved_factors"]
+
+_Flex = tuple[Fraction, tuple[int, ...]]  # a literal and the atoms (by index) it sits among
+
+
+def _factors(d: Dim) -> tuple[list[Dim], list[_Flex]]:
+    """An axis as its symbolic factors and its literal factors, each literal with the symbolic
+    factors it may sit among: ``4*T`` is ``([T], [(4, (0,))])``; ``C // 4`` is ``([C],
+    [(1/4, (0,))])``: a factor 4 of ``C`` lies elsewhere, before or after it (the exact
+    division the reshape already required); a sum (``T + 1``) is one opaque factor."""
+    if d.constant is not None:
+        return [], [(Fraction(d.constant), ())]
+    if len(d.terms) != 1:
+        return [d], []
+    ((monomial, coefficient),) = d.terms.items()
+    atoms: list[Dim] = []
+    flex: list[_Flex] = []
+    for atom, power in monomial:
+        for _ in range(power):
+            if isinstance(atom, FloorDiv):
+                inner, inner_flex = _factors(atom.numerator)
+                shift = len(atoms)
+                atoms += inner
+                flex += [(v, tuple(k + shift for k in ks)) for v, ks in inner_flex]
+                flex.append((Fraction(1, atom.divisor), tuple(range(shift, len(atoms)))))
+            else:
+                atoms.append(Dim.symbol(atom) if isinstance(atom, str) else _atom_dim(atom))
+    if coefficient != 1:
+        flex.append((Fraction(coefficient), tuple(range(len(atoms)))))
+    return atoms, flex
+
+
+def moved_factors(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
+    """What a reshape moves, or ``None`` when it keeps elements in order.
+
+    A reshape reinterprets the row-major order, so the symbolic factors of the source's axes
+    must appear in the same order in the target's (within one axis their order is unknown,
+    so any order is allowed), and between two consecutive symbolic factors ("gaps") the
+    literal factors of source and target must multiply to the same number.  A literal that
+    shares its axis with symbolic factors may sit (split, even) in any gap among them, and the
+    factor ``k`` that ``X // k`` took from ``X`` lies before or after ``X``: whether the
+    literals can be placed so that every gap agrees is a small flow problem per prime.  When
+    the two sides do not have the same symbolic factors (an existential size) nothing is
+    claimed: this lint never guesses.  Cost: a few dozen nodes, once per reshape.
+    """
+    fa, fb = [_factors(d) for d in src], [_factors(d) for d in dst]
+    occ_a = [(i, k, x) for i, (xs, _) in enumerate(fa) for k, x in enumerate(xs)]
+    occ_b = [(j, k, x) for j, (xs, _) in enumerate(fb) for k, x in enumerate(xs)]
+    if sorted(str(x) for *_, x in occ_a) != sorted(str(x) for *_, x in occ_b):
+        return None
+    where_b: dict[Dim, list[tuple[int, int]]] = {}
+    for j, k, x in occ_b:
+        where_b.setdefault(x, []).append((j, k))
+    pairs = sorted(((i, k), where_b[x].pop(0), x) for i, k, x in occ_a)  # k-th T to k-th T
+    for p, q in itertools.combinations(pairs, 2):
+        if p[0][0] < q[0][0] and p[1][0] > q[1][0]:
+            return _detail(src, dst, f"moves {q[2]} before {p[2]}")
+    chain = [{a: n for n, (a, _, _) in enumerate(pairs)},  # (axis, atom) -> chain position
+             {b: n for n, (_, b, _) in enumerate(pairs)}]
+    literals: list[tuple[int, int, int, Fraction]] = []  # (side, first gap, last gap, value)
+    fixed: list[list[Fraction]] = [[Fraction(1)] * (len(pairs) + 1) for _ in range(2)]
+    for side, (factors, pos) in enumerate(zip((fa, fb), chain, strict=True)):
+        for axis, (_, flex) in enumerate(factors):
+            gap = sum(1 for a, _ in pos if a < axis)
+            for value, ks in flex:
+                if not ks:
+                    fixed[side][gap] *= value
+                    literals.append((side, gap, gap, value))
+                    continue
+                spots = [pos[(axis, k)] for k in ks]
+                literals.append((side, min(spots), max(spots) + 1, value))
+    names = [str(x) for *_, x in pairs]
+    if _placeable(literals, len(pairs) + 1):
+        return _literal_runs(literals, names, src, dst)
+    for g, (a, b) in enumerate(zip(*fixed, strict=True)):
+        if a != b:
+            return _detail(src, dst, f"changes the literal factors {_between(names, g, g)}: "
+                                     f"{a} in the source, {b} in the target")
+    return _detail(src, dst, "moves literal factors past symbolic ones")
+
+
+def _literal_runs(literals: list[tuple[int, int, int, Fraction]], names: list[str],
+                  src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
+    """In a gap that only axes of literal sizes touch, the two runs of sizes must be two
+    groupings of one sequence of factors: ``[4, 16]`` and ``[16, 4]`` may both group
+    ``4, 4, 4``, but ``[2, 3]`` and ``[3, 2]`` group nothing in common (a transpose was meant).
+    They do exactly when the cut points (the products of each run's prefixes) divide each
+    other in increasing order."""
+    n_gaps = len(names) + 1
+    flexible = {g for _, lo, hi, _ in literals if lo != hi for g in range(lo, hi + 1)}
+    for g in sorted(set(range(n_gaps)) - flexible):
+        runs = [[v for side_, lo, _, v in literals if side_ == side and lo == g and v != 1]
+                for side in (0, 1)]
+        cuts = sorted({math.prod(run[:k]) for run in runs for k in range(1, len(run))})
+        if any(b % a for a, b in itertools.pairwise(cuts)):
+            return _detail(src, dst, f"reorders the sizes {_between(names, g, g)}: "
+                                     f"[{', '.join(map(str, runs[0]))}] into "
+                                     f"[{', '.join(map(str, runs[1]))}]")
+    return None
+
+
+def _placeable(literals: list[tuple[int, int, int, Fraction]], n_gaps: int) -> bool:
+    """Whether the literals can be split among their gaps so that, in every gap, the source's
+    product equals the target's: per prime, a supply-and-demand flow over the gaps.
+    Literals too large to factor quickly give ``True`` (nothing is claimed)."""
+    exponents: dict[int, list[tuple[int, int, int]]] = {}  # prime -> (net exponent, lo, hi)
+    for side, lo, hi, value in literals:
+        for number, sign in ((value.numerator, 1), (value.denominator, -1)):
+            if number > 10**12:
+                return True
+            for prime, e in _prime_factors(number).items():
+                net = e * sign * (1 if side == 1 else -1)
+                exponents.setdefault(prime, []).append((net, lo, hi))
+    return all(_balanced(items, n_gaps) for items in exponents.values())
+
+
+def _prime_factors(n: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    p = 2
+    while p * p <= n:
+        while n % p == 0:
+            out[p] = out.get(p, 0) + 1
+            n //= p
+        p += 1
+    if n > 1:
+        out[n] = out.get(n, 0) + 1
+    return out
+
+
+def _balanced(items: list[tuple[int, int, int]], n_gaps: int) -> bool:
+    """Items ``(amount, lo, hi)`` each split among gaps ``lo..hi``: can every gap sum to 0?
+
+    Positive amounts flow from a source through the gaps they may use into the negative
+    amounts that may use the same gap; it balances when the maximum flow takes everything.
+    """
+    pos = [(a, lo, hi) for a, lo, hi in items if a > 0]
+    neg = [(-a, lo, hi) for a, lo, hi in items if a < 0]
+    total = sum(a for a, _, _ in pos)
+    if total != sum(a for a, _, _ in neg):
+        return False
+    n = 2 + len(pos) + n_gaps + len(neg)  # 0 source, 1 sink, items, gaps, items
+    cap = [[0] * n for _ in range(n)]
+    gap0, neg0 = 2 + len(pos), 2 + len(pos) + n_gaps
+    for i, (a, lo, hi) in enumerate(pos):
+        cap[0][2 + i] = a
+        for g in range(lo, hi + 1):
+            cap[2 + i][gap0 + g] = total
+    for i, (a, lo, hi) in enumerate(neg):
+        cap[neg0 + i][1] = a
+        for g in range(lo, hi + 1):
+            cap[gap0 + g][neg0 + i] = total
+    return _max_flow(cap) == total
+
+
+def _max_flow(cap: list[list[int]]) -> int:
+    """Edmonds-Karp from node 0 to node 1 on a capacity matrix (changed in place)."""
+    flow, n = 0, len(cap)
+    while True:
+        parent = [-1] * n
+        parent[0] = 0
+        queue = [0]
+        for u in queue:
+            for v in range(n):
+                if parent[v] < 0 and cap[u][v] > 0:
+                    parent[v] = u
+                    queue.append(v)
+        if parent[1] < 0:
+            return flow
+        push, v = min(cap[parent[v]][v] for v in _path(parent)), 1
+        while v != 0:
+            u = parent[v]
+            cap[u][v] -= push
+            cap[v][u] += push
+            v = u
+        flow += push
+
+
+def _path(parent: list[int]) -> Iterator[int]:
+    v = 1
+    while v != 0:
+        yield v
+        v = parent[v]
+
+
+def _detail(src: Sequence[Dim], dst: Sequence[Dim], what: str) -> str:
+    only = _only_permuted(src, dst)
+    return f"{only} ({what})" if only else what
+
+
+def _between(names: list[str], lo: int, hi: int) -> str:
+    """Where gaps ``lo..hi`` of the chain of symbolic factors lie, in words."""
+    if lo > 0 and hi < len(names):
+        return f"between {names[lo - 1]} and {names[hi]}"
+    if hi < len(names):
+        return f"before {names[hi]}"
+    return f"after {names[lo - 1]}" if lo > 0 else "of the whole array"
+
+
+def _only_permuted(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
+    """A target that merely permutes the source's sizes (``[2, 3]`` into ``[3, 2]``): a
+    transpose was meant, even where the order of factors cannot tell."""
+    a, b = [d for d in src if d != ONE], [d for d in dst if d != ONE]
+    if len(a) > 1 and a != b and sorted(map(str, a)) == sorted(map(str, b)):
+        return "only reorders the dimensions"
+    return None
+
+
+def divide(total: Dim, known: Dim) -> Dim:
+    """``total / known`` for a ``-1`` in a reshape: cancel common factors, then divide.
+
+    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
+    """
+    if len(known.terms) == 1 and len(total.terms) == 1:
+        ((mk, ck),) = known.terms.items()
+        ((mt, ct),) = total.terms.items()
+        powers = dict(mt)
+        if all(powers.get(atom, 0) >= p for atom, p in mk):
+            for atom, p in mk:
+                powers[atom] -= p
+            rest = Dim.const(ct)
+            for atom, p in powers.items():
+                for _ in range(p):
+                    rest = rest * (Dim.symbol(atom) if isinstance(atom, str) else _atom_dim(atom))
+            if ck == 1:
+                return rest
+            if (rest % ck).constant != 0:
+                require_divisible(rest, ck)
+            return rest // ck
+    t = tracer()
+    t.report("assumption", f"requires {total} divisible by {known}", severity="warning")
+    return t.new_dim("n")
+
+
+def _atom_dim(atom: Any) -> Dim:
+    """A FloorDiv/Mod atom as a Dim of its own."""
+    num, k = atom.numerator, atom.divisor
+    return num // k if type(atom).__name__ == "FloorDiv" else num % k

@@ -1,0 +1,404 @@
+"""The library functions symbolic arrays model: ``numpy.*`` and ``torch.*`` by name.
+
+Symbolic arrays (:mod:`tensig.check.tracer`) dispatch NumPy's ``__array_function__`` and torch's
+``__torch_function__`` through the tables ``NUMPY`` and ``TORCH``, and verification patches the
+creation functions in ``CREATION_NUMPY``/``CREATION_TORCH``; this module fills them with the
+functions modelled here (contractions, concatenation, the neural-network layers and losses,
+creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
+``trace_torch``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.sym_sizes import ONE, SymSize, as_dim
+from tensig.check.tracer import (
+    CREATION_NUMPY,
+    CREATION_TORCH,
+    NUMPY,
+    TORCH,
+    SymArray,
+    _axis,
+    _sym,
+    _varargs,
+    broadcast_to,
+    chunk,
+    elementwise,
+    expand_dims,
+    into,
+    matmul,
+    moveaxis,
+    permute,
+    reduce_,
+    reshape,
+    split,
+    squeeze,
+    swapaxes,
+)
+from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
+from tensig.core.dims import Dim
+
+__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "stack",
+           "where"]
+
+
+def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
+    arrays = [_sym(o) for o in operands]
+    spec = subscripts.replace(" ", "")
+    ins, _, out = spec.partition("->")
+    subs = ins.split(",")
+    if "..." in spec:
+        raise Unsupported("einsum with '...'")
+    sizes: dict[str, Dim] = {}
+    for sub, a in zip(subs, arrays, strict=True):
+        if len(sub) != a.ndim:
+            tracer().report("contraction", f"einsum operand {sub!r} has rank {a.ndim}")
+            continue
+        for c, d in zip(sub, a.dims, strict=True):
+            if c in sizes and sizes[c] != d:
+                if sizes[c] == ONE:
+                    sizes[c] = d
+                elif d != ONE:
+                    tracer().report("contraction", f"einsum index {c!r} is {sizes[c]} in one "
+                                                   f"operand and {d} in another")
+            else:
+                sizes.setdefault(c, d)
+    if not _:
+        out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
+    return SymArray([sizes[c] for c in out], "f")
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
+    xs = [_sym(a) for a in arrays]
+    axis = kw.get("dim", axis)
+    ax = _axis(axis, xs[0].ndim)
+    total = ONE * 0
+    for a in xs:
+        if a.ndim != xs[0].ndim:
+            tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
+            continue
+        for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
+            if i != ax and differ(d, e):
+                tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
+                                          f"on axis {i}: {e} vs {d}")
+        total = total + a.dims[ax]
+    dims = list(xs[0].dims)
+    dims[ax] = total
+    return SymArray(dims, xs[0].kind)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
+    axis = kw.get("dim", axis)
+    xs = [expand_dims(_sym(a), axis) for a in arrays]
+    return concatenate(xs, axis)
+
+
+def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
+    if a is None:
+        raise Unsupported("where(cond) with one argument (data-dependent indices)")
+    out = elementwise([cond, a, b], None, "where")
+    kinds = {_sym(a).kind, _sym(b).kind}
+    return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
+
+
+def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
+    a, w = _sym(x), _sym(weight)
+    if differ(a.dims[-1], w.dims[-1]):
+       tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
+                                      f"weight in_features {w.dims[-1]} (weight "
+                                       f"{shape_text(w)})")
+    out = SymArray((*a.dims[:-1], w.dims[0]), "f")
+    if bias is not None:
+        into(out, bias, "the bias")
+    return out
+
+
+def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+         dilation: Any = 1, groups: int = 1) -> SymArray:
+    a, w = _sym(x), _sym(weight)
+    nd = w.ndim - 2
+    def per(v: Any) -> list[Any]:
+        return list(v) if isinstance(v, tuple | list) else [v] * nd
+    st, pd, dl = per(stride), per(padding), per(dilation)
+    if a.dims[-nd - 1] != w.dims[1] * groups:
+        tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
+                                       f"weight {w.dims[1]} x groups {groups}")
+    spatial = []
+    for i in range(nd):
+        n, k = a.dims[-nd + i], w.dims[2 + i]
+        if pd[i] == "same":
+            spatial.append(n)
+            continue
+        p = 0 if pd[i] == "valid" else int(pd[i])
+        span = (k - 1) * int(dl[i]) + 1
+        num = n + 2 * p - span
+        spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
+    return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
+
+
+def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean",
+                    **kw: Any) -> SymArray:
+    a, b = _sym(input), _sym(target)
+    if a.dims != b.dims:
+        tracer().report("broadcast", f"loss between {shape_text(a)} and {shape_text(b)}: "
+                                     "the shapes differ, so the loss broadcasts")
+    dims, _ = broadcast([a, b], "a loss")
+    return SymArray(() if reduction != "none" else dims, "f")
+
+
+def cross_entropy(input: Any, target: Any, *args: Any, reduction: str = "mean",
+                  **kw: Any) -> SymArray:
+    a, t = _sym(input), _sym(target)
+    if t.kind == "f":
+        batch = t.dims
+        if a.dims != t.dims:
+            tracer().report("broadcast", f"cross_entropy with probabilities {shape_text(t)} "
+                                         f"for logits {shape_text(a)}")
+    else:
+        batch = a.dims[:1] + a.dims[2:]
+        if t.dims != batch:
+            tracer().report("contraction", f"cross_entropy: targets {shape_text(t)} for "
+                                           f"logits {shape_text(a)} (expected "
+                                           f"[{', '.join(map(str, batch))}])")
+    return SymArray(() if reduction != "none" else batch, "f")
+
+
+def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,
+               *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    ns = tuple(as_dim(d) for d in (normalized_shape if isinstance(normalized_shape, tuple | list)
+                                   else (normalized_shape,)))
+    if a.dims[len(a.dims) - len(ns):] != ns:
+        tracer().report("contraction", f"layer_norm over [{', '.join(map(str, ns))}] of "
+                                       f"{shape_text(a)}")
+    for p in (weight, bias):
+        if p is not None and _sym(p).dims != ns:
+            tracer().report("broadcast", f"layer_norm parameter {shape_text(_sym(p))} for "
+                                         f"normalized shape [{', '.join(map(str, ns))}]")
+    return SymArray(a.dims, "f")
+
+
+def sdpa(*args: Any, **kw: Any) -> SymArray:
+    """torch's ``scaled_dot_product_attention``: modelled in ``trace_torch`` (a hook)."""
+    return plugin("torch_sdpa")(*args, **kw)
+
+
+def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
+    i, w = _sym(idx), _sym(weight)
+    return SymArray(i.dims + w.dims[1:], "f")
+
+
+def _same_as(x: Any, *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    dim = kw.get("dim", args[0] if args and isinstance(args[0], int) else None)
+    if dim is not None:
+        _axis(dim, a.ndim)
+    return SymArray(a.dims, "f" if a.kind != "b" else a.kind, a.loose)
+
+
+def created(*shape: Any, **kw: Any) -> SymArray:
+    dims = _varargs(shape, kw.get("size", kw.get("shape")))
+    dtype = str(kw.get("dtype", "float"))
+    kind = "b" if "bool" in dtype else ("i" if "int" in dtype or "long" in dtype else "f")
+    return SymArray([as_dim(d) for d in dims], kind)
+
+
+def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
+    return created(shape, **kw)
+
+
+def _like(x: Any, *args: Any, **kw: Any) -> SymArray:
+    a = _sym(x)
+    return SymArray(a.dims, a.kind)
+
+
+def _arange(*args: Any, **kw: Any) -> SymArray:
+    nums = [as_dim(a) for a in args if not isinstance(a, float)]
+    if len(nums) == 1:
+        return SymArray([nums[0]], "i")
+    if len(nums) >= 2 and (len(nums) == 2 or nums[2] == ONE):
+        return SymArray([nums[1] - nums[0]], "i")
+    if len(nums) == 3 and nums[2].constant is not None and nums[2].constant > 0:
+        k = nums[2].constant
+        return SymArray([(nums[1] - nums[0] + k - 1) // k], "i")
+    raise Unsupported("arange with a symbolic or negative step")
+
+
+def _eye(n: Any, m: Any = None, *args: Any, **kw: Any) -> SymArray:
+    return SymArray([as_dim(n), as_dim(m if m is not None else n)], "f")
+
+
+def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
+    """numpy's ``split``: a number of equal sections, or split indices."""
+    if isinstance(indices_or_sections, int):
+        return chunk(x, indices_or_sections, axis)
+    a = _sym(x)
+    ax = _axis(axis, a.ndim)
+    cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
+    return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
+                 for lo, hi in itertools.pairwise(cuts))
+
+
+NUMPY.update({
+    "sum": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "mean": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "std": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "var": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
+    "max": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "min": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "amax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "amin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "prod": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
+    "argmax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
+    "argmin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
+    "all": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
+    "any": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
+    "reshape": lambda a, shape=None, newshape=None, **k: reshape(
+        a, shape if shape is not None else newshape
+        if isinstance(shape if shape is not None else newshape, tuple | list)
+        else (shape if shape is not None else newshape,)),
+    "transpose": lambda a, axes=None: permute(a, axes if axes is not None
+                                              else tuple(reversed(range(_sym(a).ndim)))),
+    "permute_dims": lambda a, axes=None: permute(a, axes),
+    "swapaxes": swapaxes,
+    "moveaxis": moveaxis,
+    "expand_dims": expand_dims,
+    "squeeze": squeeze,
+    "concatenate": concatenate,
+    "concat": concatenate,
+    "stack": stack,
+    "where": where,
+    "matmul": matmul,
+    "dot": matmul,
+    "einsum": einsum,
+    "broadcast_to": lambda a, shape: broadcast_to(a, shape),
+    "zeros_like": _like,
+    "ones_like": _like,
+    "empty_like": _like,
+    "full_like": lambda a, fill_value, **k: _like(a),
+    "clip": lambda a, *args, **k: _same_as(a),
+    "round": lambda a, *args, **k: _same_as(a),
+    "copy": lambda a, *args, **k: _same_as(a),
+    "tril": lambda a, k=0: _same_as(a),
+    "triu": lambda a, k=0: _same_as(a),
+    "isclose": lambda a, b, **k: elementwise([a, b], "b"),
+    "allclose": lambda a, b, **k: SymArray((), "b"),
+    "shape": lambda a: _sym(a).shape,
+    "ndim": lambda a: _sym(a).ndim,
+    "size": lambda a: _sym(a).numel(),
+    "linalg.norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims,
+                                                                           "f"),
+    "norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims, "f"),
+    "split": np_split,
+    "array_split": np_split,
+})
+
+TORCH.update({
+    "matmul": matmul,
+    "bmm": matmul,
+    "mm": matmul,
+    "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
+                                          isinstance(ops[0], list | tuple) else ops)),
+    "cat": concatenate,
+    "concat": concatenate,
+    "concatenate": concatenate,
+    "stack": stack,
+    "where": where,
+    "linear": linear,
+    "conv1d": conv,
+    "conv2d": conv,
+    "conv3d": conv,
+    "mse_loss": same_shape_loss,
+    "l1_loss": same_shape_loss,
+    "smooth_l1_loss": same_shape_loss,
+    "huber_loss": same_shape_loss,
+    "binary_cross_entropy": same_shape_loss,
+    "binary_cross_entropy_with_logits": same_shape_loss,
+    "cross_entropy": cross_entropy,
+    "nll_loss": cross_entropy,
+    "layer_norm": layer_norm,
+    "scaled_dot_product_attention": sdpa,
+    "embedding": embedding,
+    "softmax": _same_as,
+    "log_softmax": _same_as,
+    "relu": _same_as,
+    "gelu": _same_as,
+    "silu": _same_as,
+    "sigmoid": _same_as,
+    "tanh": _same_as,
+    "dropout": _same_as,
+    "exp": _same_as,
+    "log": _same_as,
+    "sqrt": _same_as,
+    "rsqrt": _same_as,
+    "abs": _same_as,
+    "tril": lambda a, diagonal=0: _same_as(a),
+    "triu": lambda a, diagonal=0: _same_as(a),
+    "zeros_like": _like,
+    "ones_like": _like,
+    "empty_like": _like,
+    "rand_like": _like,
+    "randn_like": _like,
+    "full_like": lambda a, fill_value, **k: _like(a),
+    "sum": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "mean": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim, "f"),
+    "amax": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "amin": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
+    "logsumexp": lambda a, dim, keepdim=False: reduce_(a, dim, keepdim, "f"),
+    "argmax": lambda a, dim=None, keepdim=False: reduce_(a, dim, keepdim, "i"),
+    "transpose": swapaxes,
+    "permute": lambda a, dims: permute(a, dims),
+    "reshape": lambda a, shape: reshape(a, shape),
+    "unsqueeze": expand_dims,
+    "squeeze": lambda a, dim=None: squeeze(a, dim),
+    "flatten": lambda a, start_dim=0, end_dim=-1: _sym(a).flatten(start_dim, end_dim),
+    "broadcast_to": lambda a, size: broadcast_to(a, size),
+    "maximum": lambda a, b: elementwise([a, b]),
+    "minimum": lambda a, b: elementwise([a, b]),
+    "add": lambda a, b, alpha=1: elementwise([a, b]),
+    "sub": lambda a, b, alpha=1: elementwise([a, b]),
+    "mul": lambda a, b: elementwise([a, b]),
+    "div": lambda a, b, **k: elementwise([a, b], "f"),
+    "masked_fill": lambda a, mask, value: _sym(a).masked_fill(mask, value),
+    "split": split,
+    "chunk": chunk,
+})
+
+# torch's Tensor dunder methods reach __torch_function__ under their own names
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
+    TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
+
+CREATION_NUMPY.update({
+    "zeros": created, "ones": created, "empty": created, "full": _full,
+    "arange": _arange, "eye": _eye,
+})
+CREATION_TORCH.update({
+    "zeros": created, "ones": created, "empty": created, "full": _full,
+    "randn": created, "rand": created, "arange": _arange, "eye": _eye,
+})
+
+
+def _has_sym(args: Iterable[Any]) -> bool:
+    for a in args:
+        if isinstance(a, SymSize | SymArray):
+            return True
+        if isinstance(a, tuple | list) and _has_sym(a):
+            return True
+    return False
+
+
+def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
+                     ) -> Callable[..., Any]:
+    """Creation functions called with symbolic sizes build symbolic arrays."""
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if _TRACER.get() is not None and (_has_sym(args) or _has_sym(kw.values())):
+            return symbolic(*args, **kw)
+        return original(*args, **kw)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,325 @@
+"""Symbolic sizes: what ``x.shape[0]``, ``len(x)`` and ``range(T)`` give during verification.
+
+Sizes read from a symbolic shape are :class:`SymSize` objects: they do integer arithmetic
+symbolically and, where Python needs a real number (``math.sqrt``, ``range``), give a
+*witness* value chosen so that no two dimensions collide.  A comparison that the canonical
+forms cannot decide is taken on the witness and recorded as an assumption (a warning), as is
+an exact division the code relies on (``D // heads``).  Indexing and slicing a symbolic axis
+(:func:`_check_index`, :func:`_slice_len`) are size questions too, and live here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tensig.check.tracing import _TRACER, tracer
+from tensig.core.dims import Dim
+from tensig.core.errors import InconclusiveError
+
+__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_range"]
+
+ONE = Dim.const(1)
+
+
+def as_dim(x: Any) -> Dim:
+    if isinstance(x, SymSize):
+        return x.dim
+    if isinstance(x, Dim):
+        return x
+    if isinstance(x, bool):
+        raise TypeError("a size cannot be a bool")
+    return Dim.const(int(x))
+
+
+class SymSize:
+    """A size read from a symbolic shape: symbolic in arithmetic, a witness where Python
+    needs a number (``range``, ``math.sqrt``, indexing a list)."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim: Dim):
+        self.dim = dim
+
+    # numbers Python insists on
+    def __index__(self) -> int:
+        return tracer().leak(self.dim)
+
+    __int__ = __index__
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
+        import numpy as np
+
+        return np.asarray(int(self), dtype=dtype)
+
+    def __float__(self) -> float:
+        return float(tracer().value(self.dim))
+
+    def __repr__(self) -> str:
+        return f"SymSize({self.dim})"
+
+    __str__ = __repr__
+
+    def __hash__(self) -> int:
+        return hash(self.dim)
+
+    # arithmetic stays symbolic
+    def _op(self, other: Any, fn: Callable[[Dim, Any], Dim]) -> Any:
+        if isinstance(other, float):
+            return fn(Dim.const(tracer().value(self.dim)), other)  # a float: leave symbols
+        if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
+            return SymSize(fn(self.dim, as_dim(other)))
+        return NotImplemented
+
+    def __add__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a + b)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b + a)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a - b)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b - a)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: a * b)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._op(o, lambda a, b: b * a)
+
+    def __floordiv__(self, o: Any) -> Any:
+        if isinstance(o, int) and o > 0:
+            if (self.dim % o).constant != 0:
+                require_divisible(self.dim, o)
+            return SymSize(self.dim // o)
+        return float(self) // o if isinstance(o, float) else int(self) // int(o)
+
+    def __truediv__(self, o: Any) -> float:
+        return float(self) / float(o)
+
+    def __rtruediv__(self, o: Any) -> float:
+        return float(o) / float(self)
+
+    def __mod__(self, o: Any) -> Any:
+        if isinstance(o, int) and o > 0:
+            return SymSize(self.dim % o)
+        return int(self) % int(o)
+
+    def __neg__(self) -> Any:
+        return SymSize(-self.dim)
+
+    def __pow__(self, o: Any) -> Any:
+        if isinstance(o, int) and o >= 0:
+            return SymSize(self.dim ** o)
+        return float(self) ** o
+
+    # comparisons: decided on canonical forms when possible, else an assumption
+    def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
+        if isinstance(other, float):
+            return fn(float(self), other)
+        if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
+            return NotImplemented
+        a, b = self.dim, as_dim(other)
+        try:
+            decided: bool | None = fn(a, b)
+        except InconclusiveError:
+            decided = None
+        witness = fn(tracer().value(a), tracer().value(b))
+        if decided is None:
+            _assume(f"{a} {name} {b}", None, witness)
+            return witness
+        return decided
+
+    def __eq__(self, o: Any) -> bool:  # type: ignore[override]
+        if isinstance(o, SymSize | int | Dim) and not isinstance(o, bool):
+            a, b = self.dim, as_dim(o)
+            if a == b:
+                return True
+            diff = a - b
+            if diff.constant is not None:
+                return False
+            return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
+        return NotImplemented
+
+    def __ne__(self, o: Any) -> bool:  # type: ignore[override]
+        r = self.__eq__(o)
+        return r if r is NotImplemented else not r
+
+    def __lt__(self, o: Any) -> bool:
+        return self._cmp(o, "<", lambda a, b: a < b)
+
+    def __le__(self, o: Any) -> bool:
+        return self._cmp(o, "<=", lambda a, b: a <= b)
+
+    def __gt__(self, o: Any) -> bool:
+        return self._cmp(o, ">", lambda a, b: a > b)
+
+    def __ge__(self, o: Any) -> bool:
+        return self._cmp(o, ">=", lambda a, b: a >= b)
+
+    def __bool__(self) -> bool:
+        try:
+            return bool(self.dim)
+        except InconclusiveError:
+            return self._cmp(0, "!=", lambda a, b: a != b)
+
+
+class SymRange:
+    """``range(T)`` with a symbolic bound: a loop runs over the witness; as an index it is
+    ``arange(T)``, so ``wpe[range(len(ids))]`` is ``[T, d]``."""
+
+    __slots__ = ("start", "step", "stop")
+
+    def __init__(self, *args: Any):
+        start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
+        self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
+
+    def _concrete(self) -> range:
+        t = tracer()
+        return _RANGE(t.value(self.start), t.value(self.stop), self.step)
+
+    def _index(self, i: int) -> Any:
+        """Loop indices in the first half are numbers; in the second half they count from the
+        symbolic end (``T - 1``, ``T - 2``), so ``t + 1 < T`` and ``x[t + 1]`` are decided."""
+        t = tracer()
+        lo, hi = t.value(self.start), t.value(self.stop)
+        if self.step != 1 or i - lo <= hi - 1 - i:
+            if self.start.constant is None:
+                return SymSize(self.start + (i - lo))
+            return _LoopInt(i, self.stop) if self.step == 1 else i
+        return SymSize(self.stop - (hi - i))
+
+    def __iter__(self) -> Any:
+        return (self._index(i) for i in self._concrete())
+
+    def __reversed__(self) -> Any:
+        return (self._index(i) for i in reversed(self._concrete()))
+
+    def __len__(self) -> int:
+        return _LEN(self._concrete())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._concrete()[i]
+
+    def __contains__(self, x: Any) -> bool:
+        return x in self._concrete()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self._concrete(), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"range({self.start}, {self.stop}, {self.step})"
+
+
+_LEN, _RANGE = len, range
+
+
+class _LoopInt(int):
+    """A loop index over ``range(T)``: a number, that indexes an axis of size ``T`` safely."""
+
+    bound: Dim
+
+    def __new__(cls, value: int, bound: Dim) -> _LoopInt:
+        out = super().__new__(cls, value)
+        out.bound = bound
+        return out
+
+
+class _RangeType(type):
+    """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _RANGE | SymRange)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, _RANGE | SymRange)
+
+
+class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
+    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`."""
+
+    def __new__(cls, *args: Any) -> Any:  # type: ignore[misc]
+        if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
+            return SymRange(*args)
+        return _RANGE(*args)
+
+
+def _undecided_eq(a: Any, b: Any) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    raise InconclusiveError(f"{a} == {b}")
+
+
+def _assume(text: str, decided: bool | None, witness: bool, why: str | None = None) -> None:
+    """A size condition the code branches on: reported as an assumption (a warning)."""
+    if decided is True:
+        return
+    cond = text if witness else f"not ({text})"
+    why = why or "a shape-dependent branch or size condition, traced for one side only"
+    t = tracer()
+    where = t.where()
+    if any(f.kind == "assumption" and (f.file, f.line) == where for f in t.findings):
+        return  # one assumption per line: a loop over a witness would repeat it per step
+    t.report("assumption", f"assumes {cond}: {why}", severity="warning")
+
+
+def require_divisible(p: Dim, k: int) -> None:
+    """Exact division the code relies on (``D // heads``): reported once as a requirement."""
+    t = tracer()
+    t.divisors.append((p, k))
+    t.report("assumption", f"requires {p} divisible by {k}", severity="warning")
+
+
+def _check_index(size: Dim, k: Any) -> None:
+    if isinstance(k, _LoopInt) and k.bound == size:
+        return  # step i of a loop over range(size): i < size, or the step would not run
+    d = as_dim(k)
+    try:
+        ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
+    except InconclusiveError:
+        if not _assumed_here(f"< {size}:"):  # a loop over range(T) assumes once per line
+            _assume(f"{d} < {size}", None, True)
+        return
+    if not ok:
+        tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _assumed_here(text: str) -> bool:
+    t = tracer()
+    file, line = t.where()
+    return any(f.file == file and f.line == line and f.kind == "assumption" and text in f.message
+               for f in t.findings)
+
+
+def _slice_len(size: Dim, s: slice) -> Dim:
+    step = 1 if s.step is None else int(s.step)
+    if step != 1 and s.start is None and s.stop is None:  # x[::-1], x[::2]
+        return size if abs(step) == 1 else (size + abs(step) - 1) // abs(step)
+    if step > 1 and (s.start is None or (as_dim(s.start).constant or 0) >= 0):
+        return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step
+    if step != 1 or (s.start is not None and as_dim(s.start).constant is not None and \
+            as_dim(s.start).constant < 0):
+        if step == 1 and s.stop is None:
+            return Dim.const(-as_dim(s.start).constant)  # x[-k:]
+        start_at = 0 if s.start is None else as_dim(s.start).constant
+        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
+            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
+        return tracer().new_dim("s")  # other strided slices: a fresh size
+    start = ONE * 0 if s.start is None else as_dim(s.start)
+    stop = size if s.stop is None else as_dim(s.stop)
+    if stop.constant is not None and stop.constant < 0:
+        stop = size + stop
+    length = stop - start
+    try:
+        if stop > size:
+            tracer().report("index", f"slice up to {stop} on an axis of size {size}")
+            length = size - start
+    except InconclusiveError:
+        _assume(f"{stop} <= {size}", None, True, f"a slice up to {stop} of an axis of size "
+                f"{size} (a buffer or table sized for at most {size})")
+    return length

@@ -1,0 +1,231 @@
+"""The trace in progress: what verification found, its budget, and the library hooks.
+
+A :class:`Tracer` collects :class:`Finding` objects while a function runs on symbolic arrays
+(:mod:`tensig.check.tracer`); the current one lives in a context variable, so symbolic arrays
+made outside ``tensig.verify`` refuse to work instead of recording into nothing.  This module is
+the bottom of the verifier: sizes, arrays and the per-library models all report through it.
+
+The per-library models (:mod:`~tensig.check.trace_numpy`, ``trace_torch``, ``trace_jax``) plug
+their long tails into symbolic arrays through :data:`PLUGINS`, so the array core imports no
+library model (they import it): ``trace_torch`` imports torch, and is loaded only once the user
+has imported torch.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensig.check import findings
+from tensig.core.dims import Dim
+
+__all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupported",
+           "failure_line", "plugin", "tracer"]
+
+
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing verification found, at a source line of the verified code.
+
+    ``kind`` is a registered name in :mod:`tensig.findings` (``"broadcast"``, ``"reorder"``,
+    ...); an unregistered one raises ``KeyError`` at construction (a programming error).
+    ``code`` is the kind's stable code (``TS101``).
+    """
+
+    kind: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    severity: str = "error"  # or "warning" (assumptions)
+
+    def __post_init__(self) -> None:
+        findings.rule(self.kind)
+
+    @property
+    def code(self) -> str:
+        return findings.rule(self.kind).code
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        return f"{where}{self.severity}: {self.message}  [{self.code}]"
+
+
+MAX_STEPS = 1_000_000  # symbolic arrays one trace may make (a bound on a loop's work)
+
+
+class TraceLimit(BaseException):
+    """The trace ran past its step or time budget (a ``BaseException``: user code's
+    ``except Exception`` must not swallow it)."""
+
+
+class Unsupported(Exception):
+    """An operation that verification does not model (the trace stops there)."""
+
+
+@dataclass
+class Tracer:
+    """Collects findings while a function runs on symbolic arrays."""
+
+    witness: dict[str, int]
+    findings: list[Finding] = field(default_factory=list)
+    fresh: int = 0
+    largest: Any = None  # the largest intermediate (a SymArray), for pricing
+    divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
+    steps: int = 0  # symbolic arrays made so far (see step)
+    max_steps: int = field(default_factory=lambda: MAX_STEPS)
+
+    def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
+        """``a == b`` canonically, or at sizes where every assumed division is exact.
+
+        Two assignments that make each divided symbol a multiple of all divisors stand in for
+        the assumption (a heuristic: exact for divisions of single symbols, the usual case).
+        """
+        if a == b:
+            return True
+        if not self.divisors:
+            return False
+        for env in self.assumption_envs():
+            try:
+                if a.evaluate(env) != b.evaluate(env):
+                    return False
+            except ValueError:
+                return False
+        return True
+
+    def assumption_envs(self) -> list[dict[str, int]]:
+        """Two size assignments where every assumed division is exact."""
+        lcm = 1
+        for _, k in self.divisors:
+            lcm = lcm * k // math.gcd(lcm, k)
+        return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
+
+    def where(self) -> tuple[str | None, int | None]:
+        """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
+        run their own Python code is the user's line that called into the library."""
+        f = sys._getframe(1)
+        while f is not None:
+            if findings.user_code(f.f_code.co_filename):
+                return f.f_code.co_filename, f.f_lineno
+            f = f.f_back
+        return None, None
+
+    def report(self, kind: str, message: str, severity: str | None = None) -> None:
+        """Record a finding of a registered ``kind`` (its default severity unless given)."""
+        file, line = self.where()
+        finding = Finding(kind, message, file, line,
+                          severity or findings.rule(kind).severity)
+        if finding not in self.findings:
+            self.findings.append(finding)
+
+    def step(self) -> None:
+        """Count one symbolic operation; past ``max_steps`` the trace stops (a loop that runs
+        at the witness sizes for too long is reported, never waited for)."""
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise TraceLimit(f"the trace passed {self.max_steps} symbolic operations")
+
+    def made(self, array: Any) -> None:
+        """Count a new symbolic array (:meth:`step`) and keep the largest one with a symbolic
+        size, for pricing: element counts compared at large sizes, so the degree decides."""
+        self.step()
+        if all(d.constant is not None for d in array.dims):
+            return
+        big = {name: 1000 * w for name, w in self.witness.items()}
+        if self.largest is None or math.prod(d.evaluate(big) for d in array.dims) > \
+                math.prod(d.evaluate(big) for d in self.largest.dims):
+            self.largest = array
+
+    def read_leak(self, size: int) -> Dim | int:
+        """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]``
+        on a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an
+        assumption (see :meth:`leak`)."""
+        d = self.leaks.get(size)
+        if d is None:
+            return size
+        self.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} "
+                                  "was turned into a number (a concrete buffer sliced or built "
+                                  f"by it); assumes {d} is within the concrete array's bounds",
+                    severity="warning")
+        return d
+
+    def new_dim(self, hint: str) -> Dim:
+        """A fresh existential dimension (a data-dependent size, like a Remora box)."""
+        self.fresh += 1
+        name = f"{hint}{self.fresh}"
+        self.witness[name] = 3
+        return Dim.symbol(name)
+
+    def value(self, d: Dim) -> int:
+        return d.evaluate(self.witness)
+
+    def leak(self, d: Dim) -> int:
+        """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
+        array): its witness is remembered, so a concrete axis of exactly that size can be read
+        back as the symbol (witnesses are distinct primes, so the reading is unambiguous)."""
+        w = self.value(d)
+        if len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols))) and w >= 11:
+            self.leaks[w] = d
+        return w
+
+
+_TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",
+                                                                       default=None)
+
+
+def tracer() -> Tracer:
+    t = _TRACER.get()
+    if t is None:
+        raise RuntimeError("symbolic arrays are only usable inside tensig.verify")
+    return t
+
+
+_TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torch_style",
+                                                                    default=False)
+
+
+def set_tracer(t: Tracer | None) -> contextvars.Token[Tracer | None]:
+    return _TRACER.set(t)
+
+
+def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
+    _TRACER.reset(token)
+
+
+def set_torch_style(flag: bool) -> contextvars.Token[bool]:
+    return _TORCH_STYLE.set(flag)
+
+
+def failure_line(e: BaseException) -> tuple[str | None, int | None]:
+    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
+    tb = e.__traceback__
+    file, line = None, None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if findings.user_code(name):
+            file, line = name, tb.tb_lineno
+        tb = tb.tb_next
+    return file, line
+
+
+#: Library hooks of symbolic arrays, registered by the module that models the library when it
+#: is imported: ``numpy_fallback`` (a NumPy function not modelled by hand), ``torch_dispatch``
+#: (a torch function not in the table), ``torch_attribute``, ``torch_dtype``, ``torch_sdpa``,
+#: ``jax_at`` (``x.at[...]``).
+PLUGINS: dict[str, Callable[..., Any]] = {}
+
+
+def plugin(name: str) -> Callable[..., Any]:
+    """The hook ``name``; missing when its library's model was never loaded (the library was
+    first imported after verification began), which stops the trace with a note."""
+    try:
+        return PLUGINS[name]
+    except KeyError:
+        raise Unsupported(f"{name.split('_')[0]} code met before tensig loaded its model of "
+                          f"that library (import it before calling tensig.verify)") from None

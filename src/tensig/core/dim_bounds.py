@@ -1,0 +1,168 @@
+"""Deciding signs under "every size is a positive integer".
+
+A comparison of two dimensions is a sign question about their difference.  :func:`bounds`
+proves lower and upper bounds of a polynomial over positive sizes by substituting ``1 + y``
+(``y >= 0``) for every size and reading the signs of the expanded coefficients; floor-division
+and modulo atoms get their own substitutions.  The procedure is sound, not complete: an answer is
+right for every positive assignment, and ``None`` means "depends".  The work is bounded
+(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`): past them the answer is ``None``.
+
+It reads a :class:`~tensig.core.dims.Dim`'s canonical terms (and caches the bounds on it) and
+never builds one, so it sits below it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+from typing import Any, Protocol, TypeAlias
+
+__all__ = ["bounds", "provably_nonzero", "sign_decide"]
+
+Atom: TypeAlias = Any  # a size name (str), or a FloorDiv/Mod atom (numerator, divisor, _op)
+Monomial: TypeAlias = "tuple[tuple[Atom, int], ...]"
+Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
+
+
+class Dim(Protocol):
+    """What the bounds read of a :class:`tensig.core.dims.Dim` (its canonical form)."""
+
+    _const: int | None
+    _terms: Terms
+
+_setattr = object.__setattr__
+
+_MAX_COMBINATIONS = 16
+
+
+def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
+    """Ways to write ``atom`` as ``shift + sign*v`` with ``v >= 0``; ``[None]``: sign unknown."""
+    if isinstance(atom, str):
+        return [(1, 1)]
+    k = atom.divisor
+    if atom._op == "%":  # a Mod atom
+        return [(0, 1), (k - 1, -1)]
+    lo, hi = bounds(atom.numerator)
+    options: list[tuple[int, int] | None] = []
+    if lo is not None:
+        options.append((lo // k, 1))
+    if hi is not None:
+        options.append((hi // k, -1))
+    return options or [None]
+
+
+def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple[int | None, ...]:
+    acc: dict[Monomial, int] = {}
+    for m, c in terms:
+        poly: dict[Monomial, int] = {(): c}
+        for atom, power in m:
+            s = sub[atom]
+            if s is None:
+                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
+                continue
+            shift, sign = s
+            factor = [
+                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
+            ]
+            new: dict[Monomial, int] = {}
+            for mono, cc in poly.items():
+                for j, fc in factor:
+                    if fc:
+                        nm = (*mono, (atom, j)) if j else mono
+                        new[nm] = new.get(nm, 0) + cc * fc
+            poly = new
+        for mono, cc in poly.items():
+            acc[mono] = acc.get(mono, 0) + cc
+    const = acc.pop((), 0)
+    lo_ok = hi_ok = True
+    for mono, cc in acc.items():
+        if not cc:
+            continue
+        for atom, power in mono:
+            if power % 2 and sub[atom] is None:
+                return None, None
+        if cc > 0:
+            hi_ok = False
+        else:
+            lo_ok = False
+    return (const if lo_ok else None, const if hi_ok else None)
+
+
+_MAX_EXPANSION = 20_000
+
+
+def _expansion_size(terms: Terms) -> int:
+    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
+    total = 0
+    for m, _ in terms:
+        size = 1
+        for _, power in m:
+            size *= power + 1
+        total += size
+    return total
+
+
+def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
+    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
+    combinations = 1
+    for m, _ in p._terms:
+        for atom, _ in m:
+            if atom not in atoms:
+                options = _atom_options(atom)
+                if combinations * len(options) > _MAX_COMBINATIONS:
+                    options = options[:1]
+                combinations *= len(options)
+                atoms[atom] = options
+    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
+        return None, None  # too costly to expand: undecided, which is always sound
+    lo: int | None = None
+    hi: int | None = None
+    for combo in itertools.product(*atoms.values()):
+        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+        if low is not None and (lo is None or low > lo):
+            lo = low
+        if high is not None and (hi is None or high < hi):
+            hi = high
+    return lo, hi
+
+
+def bounds(p: Dim) -> tuple[int | None, int | None]:
+    """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
+
+    Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
+    ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
+    (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
+    (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
+    """
+    c = p._const
+    if c is not None:
+        return c, c
+    try:
+        return p._bnd  # type: ignore[no-any-return]
+    except AttributeError:
+        pass
+    result = _compute_bounds(p)
+    _setattr(p, "_bnd", result)
+    return result
+
+
+def sign_decide(d: Dim, strict: bool) -> bool | None:
+    """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
+    need = 1 if strict else 0
+    c = d._const
+    if c is not None:
+        return c >= need
+    lo, hi = bounds(d)
+    if lo is not None and lo >= need:
+        return True
+    if hi is not None and hi < need:
+        return False
+    return None
+
+
+def provably_nonzero(d: Dim) -> bool:
+    c = d._const
+    if c is not None:
+        return c != 0
+    lo, hi = bounds(d)
+    return (lo is not None and lo > 0) or (hi is not None and hi < 0)

@@ -1,0 +1,250 @@
+"""The grammar of a dimension expression: ``T + 1``, ``2*h``, ``(T - 3) // 2 + 1``, ``B T+1``.
+
+Tokens follow :mod:`tensig.core.lexical` (the notation's rules); the parser knows the grammar and
+its errors (a caret under the column, with a hint), not the algebra: it combines the values its
+:class:`Algebra` gives with their own operators, so :class:`~tensig.core.dims.Dim` sits above it
+and reads expressions through it.  :func:`split_items` cuts a list of expressions into items.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Protocol, TypeAlias
+
+from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.core.lexical import (
+    digits_end,
+    identifier_end,
+    int_literal,
+    is_digit,
+    is_name_char,
+    is_name_start,
+    unexpected_character,
+)
+
+__all__ = ["MAX_NESTING", "Algebra", "Parser", "split_items"]
+
+MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
+
+_OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
+_Token: TypeAlias = "tuple[str, str, int, int]"
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """Tokens by the rules of :mod:`tensig.lexical` (plus ``$name``, the solver's fresh names);
+    a literal's token holds its canonical digits."""
+    tokens: list[_Token] = []
+    pos, n = 0, len(text)
+    while pos < n:
+        ch = text[pos]
+        if ch.isspace():
+            pos += 1
+            continue
+        if is_digit(ch):
+            end = digits_end(text, pos)
+            tokens.append(("int", str(int_literal(text, pos, end)), pos, end))
+        elif is_name_start(ch):
+            end = identifier_end(text, pos)
+            tokens.append(("name", text[pos:end], pos, end))
+        elif ch == "$" and pos + 1 < n and is_name_char(text[pos + 1]):
+            end = pos + 2
+            while end < n and is_name_char(text[end]):
+                end += 1
+            tokens.append(("name", text[pos:end], pos, end))
+        elif (match := _OPERATOR.match(text, pos)) is not None:
+            end = match.end()
+            tokens.append(("op", match.group(), pos, end))
+        else:
+            reason, hint = unexpected_character(ch)
+            hint = {
+                "/": "floor division is written //",
+                ".": "sizes are integers",
+                "^": "a power is written **",
+            }.get(ch, hint)
+            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
+        pos = end
+    tokens.append(("end", "", n, n))
+    return tokens
+
+
+class Algebra(Protocol):
+    """What the parser needs of the values it builds (:class:`~tensig.core.dims.Dim` gives
+    it); ``+ - * **`` are the values' own operators."""
+
+    def const(self, n: int) -> Any: ...
+
+    def name(self, name: str) -> Any: ...
+
+    def divmod(self, value: Any, k: int) -> tuple[Any, Any]: ...
+
+    def constant(self, value: Any) -> int | None: ...
+
+
+class Parser:
+    """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
+
+    Every recursion passes through :meth:`unary`, which bounds the depth (``MAX_NESTING``), and
+    every operation goes through :meth:`apply`, which turns an expression that grows past the
+    algebra's bounds (a ``ShapeError``) into a caret under the operator that did it.
+    """
+
+    __slots__ = ("algebra", "depth", "i", "text", "tokens")
+
+    def __init__(self, text: str, algebra: Algebra):
+        self.text = text
+        self.algebra = algebra
+        self.tokens = _tokenize(text)
+        self.i = 0
+        self.depth = 0
+
+    def fail(self, start: int, reason: str, hint: str | None = None, end: int | None = None):
+        raise SpecSyntaxError(self.text, start, reason, hint, end)
+
+    def apply(self, op: _Token, f: Any, a: Any, b: Any) -> Any:
+        try:
+            return f(a, b)  # type: ignore[no-any-return]
+        except ShapeError as e:
+            self.fail(op[2], e.reason, e.hint, op[3])
+            raise AssertionError from None  # unreachable: fail() raises
+
+    def parse(self) -> Any:
+        if self.tokens[0][0] == "end":
+            self.fail(0, "empty dimension expression")
+        value = self.expr()
+        kind, tok, start, end = self.tokens[self.i]
+        if kind != "end":
+            if tok == ")":
+                self.fail(start, "unmatched ')'")
+            self.fail(
+                start,
+                f"expected an operator before {tok!r}",
+                "write * for a product, e.g. 2*B" if tok not in ("*", "**") else None,
+                end,
+            )
+        return value
+
+    def expr(self) -> Any:
+        value = self.term()
+        while True:
+            op = self.tokens[self.i]
+            if op[1] == "+":
+                self.i += 1
+                value = self.apply(op, operator.add, value, self.term())
+            elif op[1] == "-":
+                self.i += 1
+                value = self.apply(op, operator.sub, value, self.term())
+            else:
+                return value
+
+    def term(self) -> Any:
+        value = self.unary()
+        while True:
+            op = self.tokens[self.i]
+            tok = op[1]
+            if tok == "*":
+                self.i += 1
+                value = self.apply(op, operator.mul, value, self.unary())
+            elif tok in ("//", "%"):
+                self.i += 1
+                start = self.tokens[self.i][2]
+                divisor = self.unary()
+                end = self.tokens[self.i - 1][3]
+                k = self.algebra.constant(divisor)
+                if k is None:
+                    self.fail(start, f"the divisor of {tok} must be a constant", None, end)
+                elif k <= 0:
+                    self.fail(start, f"the divisor of {tok} must be positive", None, end)
+                quotient, remainder = self.algebra.divmod(value, k)
+                value = quotient if tok == "//" else remainder
+            else:
+                return value
+
+    def unary(self) -> Any:
+        _kind, tok, start, end = self.tokens[self.i]
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(start, f"the expression nests deeper than {MAX_NESTING} levels "
+                             "(parentheses, signs and powers)", None, end)
+        if tok == "-":
+            self.i += 1
+            value = self.apply(self.tokens[self.i - 1], operator.mul, self.unary(), -1)
+        elif tok == "+":
+            self.i += 1
+            value = self.unary()
+        else:
+            value = self.power()
+        self.depth -= 1
+        return value
+
+    def power(self) -> Any:
+        base = self.primary()
+        op = self.tokens[self.i]
+        if op[1] != "**":
+            return base
+        self.i += 1
+        start = self.tokens[self.i][2]
+        exponent = self.unary()
+        e = self.algebra.constant(exponent)
+        if e is None or e < 0:
+            self.fail(
+                start,
+                "an exponent must be a nonnegative integer",
+                None,
+                self.tokens[self.i - 1][3],
+            )
+        return self.apply(op, operator.pow, base, e)
+
+    def primary(self) -> Any:
+        kind, tok, start, end = self.tokens[self.i]
+        if kind == "int":
+            self.i += 1
+            return self.algebra.const(int(tok))
+        if kind == "name":
+            self.i += 1
+            return self.algebra.name(tok)
+        if tok == "(":
+            self.i += 1
+            value = self.expr()
+            if self.tokens[self.i][1] != ")":
+                self.fail(start, "unclosed '('", "add the missing ')'")
+            self.i += 1
+            return value
+        if kind == "end":
+            self.fail(start, "unexpected end of the dimension expression")
+        self.fail(start, f"expected a number, a name or '(', found {tok!r}", None, end)
+        raise AssertionError  # unreachable: fail() raises
+
+
+def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Item spans of ``text[start:end]``: comma-separated if it has a comma, else by spaces.
+
+    Without commas, pieces that an operator or an open parenthesis joins stay one item, so
+    ``"B + T"`` is one item while ``"B T+1"`` is two (and ``"B -T"`` is ``B`` and ``-T``).
+    """
+    segment = text[start:end]
+    spans: list[tuple[int, int]] = []
+    if "," not in segment:
+        depth = 0
+        joined = False  # the previous piece asks for the next one
+        for m in re.finditer(r"\S+", segment):
+            piece = m.group()
+            operator_only = not piece.strip("+-*/%")
+            if spans and (joined or operator_only or piece[0] in "*/%)"):
+                spans[-1] = (spans[-1][0], start + m.end())
+            else:
+                spans.append((start + m.start(), start + m.end()))
+            depth += piece.count("(") - piece.count(")")
+            joined = depth > 0 or piece[-1] in "+-*/%("
+        return spans
+    pieces = segment.split(",")
+    pos = start
+    for i, piece in enumerate(pieces):
+        stripped = piece.strip()
+        if stripped:
+            lead = len(piece) - len(piece.lstrip())
+            spans.append((pos + lead, pos + lead + len(stripped)))
+        elif not (i == len(pieces) - 1 and i > 0):  # a single trailing comma is allowed
+            raise SpecSyntaxError(text, pos, "empty item between commas")
+        pos += len(piece) + 1
+    return spans

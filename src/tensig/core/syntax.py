@@ -1,0 +1,507 @@
+"""What the notation's parser (:mod:`tensig.core.notation`) produces: specs and annotations.
+
+Two values share the notation's rows (``batch|input->output``, :data:`KINDS`) and its source
+spans (:data:`Span`, kept for error carets, never part of equality):
+
+- a :class:`Spec` (``parse("ij;jk=>ik")``): operand and result :class:`ShapeSpec` s whose rows
+  hold axes -- :class:`Label`, :class:`Placeholder`, :class:`Fixed`, :class:`Affine`,
+  :class:`Concat` -- and at most one :class:`RowVar`;
+- an :class:`AnnotationShape` (``parse_annotation("B T d")``): a shape read as a type, whose
+  rows hold items -- a :class:`~tensig.core.dims.Dim`, an ``int``, ``typing.Any`` (``_``), a
+  :class:`RowVariable`, a :class:`Broadcastable` or a :class:`Deferred`.
+
+All are frozen dataclasses with structural equality; ``str()`` prints a canonical text that
+parses back equal.  This module holds the values only; reading text is the parser's job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tensig.core.dims import Dim
+
+__all__ = [
+    "KINDS",
+    "Affine",
+    "AnnotationShape",
+    "Axis",
+    "Broadcastable",
+    "Concat",
+    "Deferred",
+    "Fixed",
+    "Item",
+    "Kind",
+    "Label",
+    "Placeholder",
+    "Row",
+    "RowVar",
+    "RowVariable",
+    "ShapeSpec",
+    "Span",
+    "Spec",
+    "is_multichar",
+]
+
+Kind = Literal["batch", "input", "output"]
+KINDS: tuple[Kind, ...] = ("batch", "input", "output")
+Span = tuple[int, int]
+
+_MULTICHAR_TRIGGER = re.compile(r"[,*+^<&]|=(?!>)")
+
+
+def is_multichar(text: str) -> bool:
+    """The mode rule: does ``text`` select the multichar mode?
+
+    >>> is_multichar("ij;jk=>ik"), is_multichar("i, j => j"), is_multichar("o=+k => o")
+    (False, True, True)
+    """
+    return _MULTICHAR_TRIGGER.search(text) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# specs: the generalized einsum notation
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Label:
+    """A dimension variable: every occurrence of the name in a spec has the same size."""
+
+    name: str
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """``_``: an axis that is there but unnamed; two placeholders are unrelated."""
+
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        return "_"
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """An integer index: slices an operand at ``index``, places into the result at ``index``."""
+
+    index: int
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        return str(self.index)
+
+
+Coef = int | str  # an integer, or an identifier resolved from ``params=``
+
+
+@dataclass(frozen=True)
+class Affine:
+    """An input axis indexed by ``stride*over + dilation*kernel`` (convolution, pooling).
+
+    ``kernel is None`` means the offset form ``stride*over + offset`` (``offset`` may be 0: a
+    pure stride).  ``padding`` is ``"padded"`` (``=+``), ``"valid"`` (``<+``), or ``None`` for a
+    plain ``+`` whose padding comes from the ``use_padding=`` argument.
+    """
+
+    stride: Coef
+    over: str
+    dilation: Coef = 1
+    kernel: str | None = None
+    offset: int = 0
+    padding: Literal["padded", "valid"] | None = None
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        out = self.over if self.stride == 1 else f"{self.stride}*{self.over}"
+        if self.kernel is None:
+            return out if self.offset == 0 else f"{out}+{self.offset}"
+        op = {"padded": "=+", "valid": "<+", None: "+"}[self.padding]
+        ker = self.kernel if self.dilation == 1 else f"{self.dilation}*{self.kernel}"
+        return f"{out}{op}{ker}"
+
+
+@dataclass(frozen=True)
+class Concat:
+    """``a^b^c``: one axis iterating over each component in turn.
+
+    Components are label names (``str``) or integer sizes (``int``, skipped elements).
+    """
+
+    parts: tuple[str | int, ...]
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        return "^".join(str(p) for p in self.parts)
+
+
+Axis = Label | Placeholder | Fixed | Affine | Concat
+
+
+@dataclass(frozen=True)
+class RowVar:
+    """A row variable. ``name is None`` is the reserved ``...`` of the row's kind."""
+
+    name: str | None
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self) -> str:
+        return "..." if self.name is None else f"..{self.name}.."
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row: ``left`` axes, an optional row variable, ``right`` axes.
+
+    Without a variable the row is closed: exactly ``right`` (``left`` is then empty).  With a
+    variable, ``left`` anchors at the start of the row and ``right`` at its end.
+    """
+
+    left: tuple[Axis, ...] = ()
+    var: RowVar | None = None
+    right: tuple[Axis, ...] = ()
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return self.left + self.right
+
+    @property
+    def is_context_ellipsis(self) -> bool:
+        """True for a row that is exactly ``...`` (what an omitted row means)."""
+        return not self.left and not self.right and self.var is not None and self.var.name is None
+
+    def render(self, multichar: bool) -> str:
+        items = [a.render(multichar) for a in self.left]
+        if self.var is not None:
+            items.append(self.var.render())
+        items += [a.render(multichar) for a in self.right]
+        return ", ".join(items) if multichar else "".join(items)
+
+
+_ELLIPSIS_ROW = Row(var=RowVar(None))
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    """The three rows of one operand or of the result."""
+
+    batch: Row = _ELLIPSIS_ROW
+    input: Row = _ELLIPSIS_ROW
+    output: Row = _ELLIPSIS_ROW
+
+    def row(self, kind: Kind) -> Row:
+        return getattr(self, kind)
+
+    def rows(self) -> tuple[tuple[Kind, Row], ...]:
+        return (("batch", self.batch), ("input", self.input), ("output", self.output))
+
+    def render(self, multichar: bool) -> str:
+        out = self.output.render(multichar)
+        if self.batch.is_context_ellipsis and self.input.is_context_ellipsis:
+            return out
+        if self.input.is_context_ellipsis:
+            return f"{self.batch.render(multichar)}|{out}"
+        inp = f"{self.input.render(multichar)}->{out}"
+        if self.batch.is_context_ellipsis:
+            return inp
+        return f"{self.batch.render(multichar)}|{inp}"
+
+    def __str__(self) -> str:
+        return self.render(_needs_multichar((self,)))
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed spec: operand shape specs and the result shape spec.
+
+    Equality is structural (mode, whitespace and spans do not matter); ``str()`` prints the
+    canonical form, which parses back to an equal ``Spec``.
+    """
+
+    operands: tuple[ShapeSpec, ...]
+    result: ShapeSpec
+    text: str = field(default="", compare=False, repr=False)
+
+    @property
+    def multichar(self) -> bool:
+        """Whether the canonical form needs the multichar mode."""
+        return _needs_multichar((*self.operands, self.result))
+
+    def shapes(self) -> tuple[ShapeSpec, ...]:
+        return (*self.operands, self.result)
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """Every dimension label (including affine and concat components)."""
+        return frozenset(_axis_labels_of(self.shapes()))
+
+    @property
+    def row_vars(self) -> frozenset[str]:
+        """Every named row variable (``..v..``); the reserved ``...`` are not listed."""
+        return frozenset(
+            row.var.name
+            for shape in self.shapes()
+            for _, row in shape.rows()
+            if row.var is not None and row.var.name is not None
+        )
+
+    @property
+    def params(self) -> frozenset[str]:
+        """Identifiers used as strides or dilations (resolved from ``params=``)."""
+        return frozenset(
+            c
+            for shape in self.shapes()
+            for _, row in shape.rows()
+            for a in row.axes
+            if isinstance(a, Affine)
+            for c in (a.stride, a.dilation)
+            if isinstance(c, str)
+        )
+
+    def __str__(self) -> str:
+        multichar = self.multichar
+        ops = "; ".join(s.render(multichar) for s in self.operands)
+        text = f"{ops} => {self.result.render(multichar)}".rstrip()
+        if multichar and not is_multichar(text):
+            text += ","  # a trailing comma selects the multichar mode, as in "b => a,"
+        return text
+
+
+def _axis_labels_of(shapes: tuple[ShapeSpec, ...]) -> list[str]:
+    names: list[str] = []
+    for shape in shapes:
+        for _, row in shape.rows():
+            for a in row.axes:
+                if isinstance(a, Label):
+                    names.append(a.name)
+                elif isinstance(a, Affine):
+                    names.append(a.over)
+                    if a.kernel is not None:
+                        names.append(a.kernel)
+                elif isinstance(a, Concat):
+                    names += [p for p in a.parts if isinstance(p, str)]
+    return names
+
+
+def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
+    for shape in shapes:
+        for _, row in shape.rows():
+            for a in row.axes:
+                if isinstance(a, Affine | Concat):
+                    return True
+                if isinstance(a, Label) and len(a.name) != 1:
+                    return True
+                if isinstance(a, Fixed) and a.index > 9:
+                    return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# annotations: jaxtyping-style shapes read as types
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowVariable:
+    """A row variable: any number of axes, the same axes wherever its :attr:`key` recurs.
+
+    ``name is None`` is the anonymous ``...`` (jaxtyping's ``...``/``*_``): it matches any
+    axes and binds nothing, so two ``...`` are unrelated.  A named ``*v`` (``..v..``) is one
+    variable in every row and every argument.  ``broadcast`` (``*#v``) lets the axes differ
+    where they broadcast: the binding is the broadcast of every occurrence.
+
+    >>> RowVariable(None, "batch").key, RowVariable("v", "output").key, str(RowVariable(None))
+    ('...batch', 'v', '...')
+    """
+
+    name: str | None
+    kind: Kind = "output"
+    broadcast: bool = False
+
+    @property
+    def key(self) -> str:
+        """The binding key: the name, or ``...`` plus the row kind for the anonymous one."""
+        return self.name if self.name is not None else f"...{self.kind}"
+
+    def __str__(self) -> str:
+        if self.name is None:
+            return "..."
+        return f"*#{self.name}" if self.broadcast else f"..{self.name}.."
+
+
+@dataclass(frozen=True)
+class Broadcastable:
+    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1.
+
+    A size 1 binds nothing: ``#n`` binds ``n`` only from a size other than 1.
+    """
+
+    item: Any
+
+    def __str__(self) -> str:
+        return f"#{_render_item(self.item)}"
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A size known only per call: ``{n}``/``{self.size}`` (the call's arguments) or an
+    expression Dim cannot hold (``min(a, b)``), as jaxtyping's f-string axes.
+
+    ``symbols`` are the size names the expression reads outside braces.
+    """
+
+    text: str
+    symbols: frozenset[str] = field(default=frozenset(), compare=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Item = Any
+"""One axis of an annotation: a :class:`~tensig.core.dims.Dim` (a name or an expression with at
+least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), a
+:class:`RowVariable` (any number of axes), a :class:`Broadcastable` or a :class:`Deferred`."""
+
+
+def _render_item(item: Item) -> str:
+    if item is Any:
+        return "_"
+    return str(item)
+
+
+def _plain(item: Item) -> Item:
+    """The item under a ``#``."""
+    return item.item if isinstance(item, Broadcastable) else item
+
+
+@dataclass(frozen=True)
+class AnnotationShape:
+    """A parsed annotation: three rows of items (``batch|input->output``).
+
+    Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
+    text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
+    for error carets.
+
+    >>> from tensig.core.notation import parse_annotation
+    >>> a = parse_annotation("B|T+1, ..v..->2*h")
+    >>> a.batch, a.input, a.output
+    ((Dim('B'),), (Dim('T + 1'), RowVariable(name='v', kind='input', broadcast=False)), (Dim('2*h'),))
+    >>> str(a), a.names, a.rank
+    ('B|T + 1, ..v..->2*h', ('B', 'T', 'h'), None)
+    >>> [str(i) for i in a.items]  # memory order: batch, output, input
+    ['B', '2*h', 'T + 1', '..v..']
+    """  # noqa: E501
+
+    batch: tuple[Item, ...] = ()
+    input: tuple[Item, ...] = ()
+    output: tuple[Item, ...] = ()
+    text: str = field(default="", compare=False)
+    spans: tuple[tuple[Span, ...], ...] = field(default=((), (), ()), compare=False,
+                                               repr=False)
+
+    def row(self, kind: Kind) -> tuple[Item, ...]:
+        """The items of one row."""
+        return getattr(self, kind)  # type: ignore[no-any-return]
+
+    def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
+        """``(kind, items)`` for the three rows, in written order (batch, input, output)."""
+        return (("batch", self.batch), ("input", self.input), ("output", self.output))
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        """All items in memory order (batch, output, input): how a plain array's axes match."""
+        return self.batch + self.output + self.input
+
+    @property
+    def item_spans(self) -> tuple[Span, ...]:
+        """The source span of each of :attr:`items` (same order)."""
+        b, i, o = self.spans
+        return b + o + i
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every size name, in the order it first appears in the text."""
+        seen: dict[str, None] = {}
+        for kind, row in self.rows():
+            spans = self.spans[KINDS.index(kind)]
+            for i, item in enumerate(row):
+                item = _plain(item)
+                if isinstance(item, Dim):
+                    text = self.text[slice(*spans[i])] if i < len(spans) else ""
+                    for name in _ordered_symbols(item, text):
+                        seen.setdefault(name, None)
+                elif isinstance(item, Deferred):
+                    for name in sorted(item.symbols):
+                        seen.setdefault(name, None)
+        return tuple(seen)
+
+    @property
+    def row_variables(self) -> tuple[RowVariable, ...]:
+        """The row variables, in written order."""
+        return tuple(x for _, row in self.rows() for x in row if isinstance(x, RowVariable))
+
+    @property
+    def rank(self) -> int | None:
+        """The number of axes, or ``None`` when a row variable makes it open."""
+        if self.row_variables:
+            return None
+        return len(self.items)
+
+    @property
+    def min_rank(self) -> int:
+        """The number of axes that are not row variables."""
+        return sum(1 for x in self.items if not isinstance(x, RowVariable))
+
+    @property
+    def constants(self) -> frozenset[int]:
+        """Every integer the annotation mentions (fixed sizes, coefficients, offsets, divisors).
+
+        >>> from tensig.core.notation import parse_annotation
+        >>> sorted(parse_annotation("3, 2*h + 5, (T + 1) // 4").constants)
+        [1, 2, 3, 4, 5]
+        """
+        out: set[int] = set()
+        for item in map(_plain, self.items):
+            if isinstance(item, int):
+                out.add(item)
+            elif isinstance(item, Dim):
+                _collect_constants(item, out)
+        return frozenset(out)
+
+    def __str__(self) -> str:
+        def render(row: tuple[Item, ...]) -> str:
+            return ", ".join(_render_item(x) for x in row)
+
+        out = render(self.output)
+        if self.input:
+            out = f"{render(self.input)}->{out}"
+        if self.batch:
+            out = f"{render(self.batch)}|{out}"
+        return out
+
+
+def _ordered_symbols(item: Dim, text: str) -> list[str]:
+    """The names of ``item`` in the order they appear in its source ``text`` (else sorted)."""
+    names = item.symbols
+    order = [m.group() for m in re.finditer(r"[^\W\d]\w*", text) if m.group() in names]
+    return list(dict.fromkeys(order)) + sorted(names.difference(order))
+
+
+def _collect_constants(item: Dim, out: set[int]) -> None:
+    for monomial, coefficient in item.terms.items():
+        if coefficient != 1 or not monomial:  # the implicit 1 of a plain name is no constant
+            out.add(abs(coefficient))
+        for atom, _ in monomial:
+            if not isinstance(atom, str):
+                out.add(atom.divisor)
+                _collect_constants(atom.numerator, out)
+
+
+def _is_name(d: Dim) -> bool:
+    """Whether ``d`` is a bare size name (``T``), not an expression (``T + 1``, ``2*h``)."""
+    return len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))

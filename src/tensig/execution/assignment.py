@@ -1,0 +1,163 @@
+"""Lowering one assignment: ``result accum= combine(operands)`` under its projections.
+
+An assignment's projections (:attr:`tensig.core.inference.Inferred.layout`: the operands'
+axis uses, then the result's) may put windows and concatenations on either side.  Read-side
+views are :func:`tensig.execution.lowering.build_plan`'s; this module adds the written side:
+a result axis written through a window (``x`` of ``oh<+kh`` receiving a convolution's
+gradient) is one more view -- the value is computed over (output position, kernel position)
+pairs, then scatter-added into the strided positions, overlapping windows adding up (a loop
+over kernel positions only, vectorised over everything else).
+
+So a convolution's gradients are the operation's own projections read backwards (OCANNL's
+way): the kernel's gradient is an einsum whose operands keep their windows, the input's a
+write through them.  Where the backend has its own convolution backward (torch), the
+assignment is recognised from its projections alone and runs by it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tensig.backends import Backend
+from tensig.core.inference import Inferred
+from tensig.core.projections import AffineIndex, AxisUse, Iter
+from tensig.core.shapes import Shape
+from tensig.execution.ir import Operator
+from tensig.execution.lowering import build_plan, conv_gradient, window_pads
+
+__all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_spec"]
+
+
+def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
+                     ) -> Callable[[Sequence[Any]], Any]:
+    """``arrays -> value`` of the whole result under ``inferred``'s projections, windows on
+    the written side included; ``ValueError`` when a result axis is neither an iterator nor
+    a window."""
+    layout = inferred.layout
+    result = layout[-1]
+    conv = _conv_backward(layout, op, backend)
+    if not any(isinstance(u.index, AffineIndex) for u in result):
+        plan = build_plan(inferred, op, backend)
+        return plan.run if conv is None else _or(conv, plan.run)
+    if op.accum != "+":
+        raise ValueError("a result written through a window accumulates by adding")
+    expanded: list[AxisUse] = []
+    specs = []
+    for axis, u in enumerate(result):
+        ix = u.index
+        if isinstance(ix, AffineIndex):
+            o_pos = len(expanded)
+            specs.append(scatter_spec(axis, o_pos, o_pos + 1 if ix.kernel is not None else None,
+                                      ix))
+            expanded += [AxisUse(u.kind, u.position, it.size, None, it)
+                         for it in (ix.over, ix.kernel) if it is not None]
+        elif isinstance(ix, Iter):
+            expanded.append(u)
+        else:
+            raise ValueError("a result axis written through a window meets a fixed index or "
+                             "a concatenation in the same result")
+    sizes = tuple(int(u.size) for u in expanded)
+    plan = build_plan(dataclasses.replace(
+        inferred, layout=(*layout[:-1], tuple(expanded)), shape=Shape(output=sizes)),
+        op, backend)
+    dims = [int(u.size) for u in result]
+    pairs = scatter_pairs(specs, dims, len(expanded))
+
+    def run(arrays: Sequence[Any]) -> Any:
+        return scatter_add(backend, None, plan.run(arrays), pairs, dims)
+
+    return run if conv is None else _or(conv, run)
+
+
+def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[Any]], Any]
+        ) -> Callable[[Sequence[Any]], Any]:
+    def run(arrays: Sequence[Any]) -> Any:
+        v = fast(arrays)
+        return slow(arrays) if v is None else v
+
+    return run
+
+
+def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator, backend: Backend
+                   ) -> Callable[[Sequence[Any]], Any | None] | None:
+    """The assignment as a convolution's gradient by the backend's own convolution backward:
+    two operands multiplied and summed, where the result and one operand are a convolution's
+    input and kernel and the other operand its output (in some roles).  ``arrays -> value``,
+    ``None`` from the callable for arrays the backend's convolution does not take."""
+    if op.combine != "mul" or op.accum != "+" or len(layout) != 3 or \
+            getattr(backend, "conv_backward", None) is None:
+        return None
+    result = layout[2]
+    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+    for g in (0, 1):  # the operand that is the convolution's output (its gradient)
+        other = 1 - g
+        # the input's gradient (the result is the windowed input), then the kernel's
+        for forward, wrt in (((result, layout[other], layout[g]), 0),
+                             ((layout[other], result, layout[g]), 1)):
+            grad = conv_gradient(_Layout(forward), backend, wrt)
+            if grad is not None:
+                def run(arrays: Sequence[Any], grad: Any = grad, g: int = g,
+                        other: int = other) -> Any | None:
+                    x, y = arrays[g], arrays[other]
+                    return grad(x, y) if accepts(x, y) else None
+
+                return run
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """What :func:`conv_gradient` reads of an answer: its layout."""
+
+    layout: tuple[tuple[AxisUse, ...], ...]
+
+
+def scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: AffineIndex
+                 ) -> tuple[Any, ...]:
+    """One result axis written through a window: where its output (``o_pos``) and kernel
+    (``k_pos``) positions sit in the value, and the geometry (outputs, kernel size, stride,
+    dilation, left pad, offset)."""
+    k = int(ix.kernel.size) if ix.kernel is not None else 1
+    # the read side's own padding rule (only the left pad matters here, so no size is needed)
+    left = window_pads(ix, 0)[1][0] if ix.kernel is not None else 0
+    return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
+
+
+def scatter_add(backend: Backend, onto: Any, p: Any, pairs: list[tuple[Any, Any]],
+                dims: list[int]) -> Any:
+    """``onto`` (zeros when ``None``) plus each kernel position's slice of ``p`` added into
+    its strided positions (see :func:`scatter_pairs`): a fresh array."""
+    out = onto + 0 if onto is not None else backend.full(dims, 0, p)
+    for dst, src in pairs:
+        out[dst] += p[src]
+    return out
+
+
+def scatter_pairs(specs: list[tuple[Any, ...]], dims: list[int], p_ndim: int
+                   ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """For each kernel position: the strided slice of the windowed axes it writes, and the
+    matching slice of the (output position, kernel position) value -- computed once."""
+    pairs = []
+    for ks in itertools.product(*(range(sp[4]) for sp in specs)):
+        dst: list[Any] = [slice(None)] * len(dims)
+        src: list[Any] = [slice(None)] * p_ndim
+        for (axis, o_pos, k_pos, out_n, _k, stride, dil, left, off), k in zip(
+                specs, ks, strict=True):
+            start = dil * k - left + off
+            o_lo = 0 if start >= 0 else -(start // stride)  # first output reading in range
+            o_hi = out_n
+            while o_hi > o_lo and start + stride * (o_hi - 1) >= dims[axis]:
+                o_hi -= 1
+            if o_hi <= o_lo:
+                break
+            first = start + stride * o_lo
+            dst[axis] = slice(first, first + stride * (o_hi - o_lo - 1) + 1, stride)
+            src[o_pos] = slice(o_lo, o_hi)
+            if k_pos is not None:
+                src[k_pos] = k
+        else:
+            pairs.append((tuple(dst), tuple(src)))
+    return pairs

@@ -1,0 +1,174 @@
+"""The backend adapters: one per library, found from the arrays' type, extensible by register.
+
+A fake library (a NumPy subclass with an adapter of its own, which counts its calls) is
+registered and run through the three layers that execute arrays: eager ops, a compiled routine
+and ``rank.lift``.  Oracles: ``numpy.einsum`` and plain NumPy on the same values; the counters
+prove the fake adapter (not NumPy's) did the work, and results keep the fake array type where
+the adapter builds them.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+import tensig
+from tensig import backends, rank
+from tensig.backends import NumpyBackend, register, unregister
+from tensig.execution.ir import Code, Expr
+from tensig.model import graph as G
+from tensig.model.compile import compile_code
+
+
+class Tagged(np.ndarray):
+    """The fake library's array type."""
+
+
+class TaggedBackend(NumpyBackend):
+    """An adapter for :class:`Tagged`: NumPy's primitives, counted, results tagged."""
+
+    name = "tagged"
+    modules = ()
+    numpy_native = False  # NumPy's own functions would drop the tag
+    calls: ClassVar[collections.Counter[str]] = collections.Counter()
+
+    def contraction(self, subscripts, shapes):
+        plan = super().contraction(subscripts, shapes)
+
+        def contract(*xs):
+            self.calls["contraction"] += 1
+            return np.asarray(plan(*xs)).view(Tagged)
+
+        return contract
+
+    def asarray(self, x, like=None):
+        self.calls["asarray"] += 1
+        return np.asarray(x).view(Tagged)
+
+    def stack_cells(self, cells, frame, cell):
+        self.calls["stack_cells"] += 1
+        return np.asarray(super().stack_cells(cells, frame, cell)).view(Tagged)
+
+    def no_autograd(self):
+        self.calls["no_autograd"] += 1
+        return None
+
+
+@pytest.fixture
+def tagged():
+    register(TaggedBackend, Tagged)
+    TaggedBackend.calls.clear()
+    yield TaggedBackend.calls
+    unregister(Tagged)
+
+
+def _data(*shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def test_a_registered_type_gets_its_adapter_and_loses_it_again(tagged):
+    assert backends.library_of(Tagged) == "tagged"
+    assert isinstance(backends.backend_for(Tagged), TaggedBackend)
+    assert backends.library_of(np.ndarray) == "numpy"  # the base keeps its own
+    unregister(Tagged)
+    assert backends.library_of(Tagged) == "numpy"  # a plain subclass again
+    register(TaggedBackend, Tagged)
+    assert backends.library_of(Tagged) == "tagged"
+
+
+def test_eager_ops_run_on_the_registered_backend(tagged):
+    a, b = _data((5, 7), (7, 3))
+    got = tensig.einsum("ij;jk=>ik", a.view(Tagged), b.view(Tagged))
+    assert tagged["contraction"] >= 1
+    assert type(got) is Tagged
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(np.asarray(got), np.einsum("ij,jk->ik", a, b),
+                               rtol=16 * 7 * eps, atol=16 * 7 * eps)
+    with pytest.raises(TypeError, match="mix array libraries"):
+        tensig.einsum("ij;jk=>ik", a.view(Tagged), b)
+
+
+def test_a_compiled_routine_runs_on_the_registered_backend(tagged):
+    a, b = (x.astype(np.float32) for x in _data((4, 6), (6, 2), seed=1))
+    with G.new_graph("numpy"):
+        x, y = G.leaf("x", a), G.leaf("y", b)
+        out = G.leaf("out", np.zeros((4, 2), np.float32))
+        model = G.Model(G.einsum("ij;jk=>ik", x, y) + out)
+        code = Code().assign(out.val, Expr("relu", (Expr("mul", (out.val, 2.0)),)))
+        store = model.graph.store
+        for key in list(store.arrays):
+            store.arrays[key] = store.arrays[key].view(Tagged)
+        forward = compile_code(model.output.forward_code(), Tagged)
+        forward.run(store)
+        got = store.read(model.output.val)
+        store.write(out.val, np.asarray(got).copy().view(Tagged))
+        compile_code(code, Tagged).run(store)
+        relu = store.read(out.val)
+    assert tagged["contraction"] >= 1 and tagged["no_autograd"] == 2
+    eps = np.finfo(np.float32).eps
+    want = np.einsum("ij,jk->ik", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=16 * 6 * eps, atol=16 * 6 * eps)
+    np.testing.assert_allclose(np.asarray(relu), np.maximum(0, 2 * np.asarray(got)))
+
+
+def test_rank_lift_runs_on_the_registered_backend(tagged):
+    m, v = _data((4, 3), (3,), seed=2)
+    dot = rank.lift(lambda p, q: float((np.asarray(p) * np.asarray(q)).sum()), "n; n => ")
+    got = dot(m.view(Tagged), v)  # a NumPy operand joins the tagged library's call
+    assert tagged["asarray"] >= 1 and tagged["stack_cells"] == 1
+    assert type(got) is Tagged
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(np.asarray(got), m @ v, rtol=16 * 3 * eps, atol=16 * 3 * eps)
+
+
+def test_an_unknown_array_type_is_refused_with_the_way_to_add_it():
+    class Alien:
+        shape = (2,)
+        dtype = np.dtype(np.float32)
+
+    with pytest.raises(TypeError, match=r"tensig.backends.register"):
+        backends.backend_for(Alien)
+
+
+def test_neutral_elements_have_one_source_per_library():
+    import torch
+
+    for dtype, lo, hi in [(np.dtype(np.int8), -128, 127), (np.dtype(np.uint16), 0, 65535),
+                          (np.dtype(bool), False, True), (np.dtype(np.float32), -np.inf, np.inf),
+                          (torch.int16, -32768, 32767), (torch.bool, False, True),
+                          (torch.float64, -np.inf, np.inf)]:
+        assert backends.neutral_max(dtype) == lo, dtype
+        assert backends.neutral_min(dtype) == hi, dtype
+
+
+def test_compiled_min_accumulation_starts_from_an_integer_dtypes_maximum():
+    """A min accumulation into a buffer nothing wrote starts from the neutral element of min:
+    for an integer buffer its dtype's maximum (it was the float ``inf``, which an integer
+    array cannot hold)."""
+    values = np.array([[5, -3, 7], [2, 9, -8]], np.int32)
+    with G.new_graph("numpy") as g:
+        x = G.leaf("x", values)
+        out = G.leaf("out", np.zeros((2, 3), np.int32))
+        model = G.Model(x + out)
+        code = Code().assign(out.val, x.val, accum="min")
+        del model.graph.store.arrays[out.val.key]  # nothing wrote it: min starts from neutral
+        compile_code(code, g.array_type).run(model.graph.store)
+        got = model.graph.store.read(out.val)
+    np.testing.assert_array_equal(got, values)
+
+
+def test_importing_tensig_imports_no_array_library_but_numpy():
+    """The adapters import their library only when its first array shows up (einops' way):
+    importing tensig, and running it on NumPy arrays, loads neither torch, JAX nor Dask."""
+    code = ("import sys, numpy as np, tensig; tensig.einsum('ij;jk=>ik', np.ones((2, 3)), "
+            "np.ones((3, 4))); print(sorted(m for m in ('torch', 'jax', 'dask') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
