@@ -165,8 +165,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _findings_command(args: argparse.Namespace) -> int:
     """Print the registered findings (those named, or all); exit 2 on an unknown code."""
-    from tensig.check import findings
-
     try:
         wanted = findings.resolve(args.codes) if args.codes else None
     except ValueError as e:
