@@ -165,3 +165,23 @@ def test_verify_usage_errors(capsys, tmp_path):
     assert run(capsys, "verify")[0] == 2
     assert run(capsys, "verify", str(tmp_path), "--timeout", "0")[0] == 2
     assert run(capsys, "verify", str(tmp_path / "nothere.py"))[0] == 2
+
+
+def test_findings_command_prints_the_registry(capsys):
+    from tensig.check.findings import RULES
+
+    status, out, _ = run(capsys, "findings")
+    assert status == 0
+    assert [line.split()[0] for line in out.splitlines() if not line.startswith(" ")] == \
+        [r.code for r in RULES]
+    reorder = next(r for r in RULES if r.name == "reorder")
+    status, out, _ = run(capsys, "findings", "reorder")
+    assert status == 0 and out == (f"{reorder.code} reorder ({reorder.severity}): "
+                                   f"{reorder.doc}\n    e.g. {reorder.example}\n")
+    assumption = next(r for r in RULES if r.code == "TS301")
+    status, out, _ = run(capsys, "findings", "TS301", "--json")
+    assert status == 0 and json.loads(out) == [
+        {"code": "TS301", "name": "assumption", "severity": "warning",
+         "doc": assumption.doc, "example": assumption.example}]
+    status, _, err = run(capsys, "findings", "TS999")
+    assert status == 2 and "unknown finding code 'TS999'" in err

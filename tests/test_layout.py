@@ -51,7 +51,6 @@ UPWARD: set[tuple[str, str]] = set()
 #: Edges that lie on an import circle: (importer, imported).
 CIRCLES: set[tuple[str, str]] = set()
 
-_CIRCLE = "dodges an import circle (listed in CIRCLES)"
 _HEAD = "none: no circle needs it, it can move to the module head"
 
 #: Function-local tensig imports allowed: (importer, imported) -> why it is local.

@@ -8,11 +8,15 @@ label's size -- or the error.  Exit status: 0 ok, 1 a spec or shape error, 2 bad
 verifies every shape-annotated function of files (or of every ``.py`` file under folders) for
 all sizes at once.  Exit status: 0 when nothing or only warnings and notes were found, 1 when
 an error was (``--strict``: or a warning or note), 2 bad usage.
+
+``tensig findings [CODE ...] [--json]`` prints the registry of verify's findings
+(:data:`tensig.check.findings.RULES`): code, name, severity, what it means, an example.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -153,7 +157,25 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--in-process", action="store_true",
                    help="import the files in this interpreter instead of a worker")
     v.add_argument("--json", action="store_true", help="print JSON")
+    f = sub.add_parser("findings", help="list what verify finds: codes, severities, docs")
+    f.add_argument("codes", nargs="*", metavar="CODE", help="codes or names (default: all)")
+    f.add_argument("--json", action="store_true", help="print JSON")
     return p
+
+
+def _findings_command(args: argparse.Namespace) -> int:
+    """Print the registered findings (those named, or all); exit 2 on an unknown code."""
+    try:
+        wanted = findings.resolve(args.codes) if args.codes else None
+    except ValueError as e:
+        print(f"tensig findings: {e}", file=sys.stderr)
+        return 2
+    rules = [r for r in findings.RULES if wanted is None or r.code in wanted]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rules], indent=2))
+    for r in [] if args.json else rules:
+        print(f"{r.code} {r.name} ({r.severity}): {r.doc}\n    e.g. {r.example}")
+    return 0
 
 
 def _seconds(text: str) -> float:
@@ -199,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     if args.command == "verify":
         return _verify_command(args)
+    if args.command == "findings":
+        return _findings_command(args)
     try:
         spec = parse(args.spec)
         desc = describe_spec(spec)

@@ -126,10 +126,10 @@ class Backend:
         """The device ``name`` names, checked; ``None`` for the default.  Here the host
         only: ``"cpu"`` or nothing."""
         if name not in (None, "cpu"):
-            with_devices = " or ".join(c.name for c in _adapters() if c.has_devices)
-            raise ValueError(f"device={name!r} needs the {with_devices} backend "
-                             f"(new_graph({with_devices!r}, device=...)); {self.name} arrays "
-                             f"live on the CPU")
+            with_devices = [c.name for c in _adapters() if c.has_devices]
+            raise ValueError(f"device={name!r} needs a backend with devices "
+                             f"({' or '.join(with_devices)}: new_graph({with_devices[-1]!r}, "
+                             f"device=...)); {self.name} arrays live on the CPU")
         return None
 
     def to_array(self, value: Any, device: Any = None) -> Any:

@@ -80,18 +80,24 @@ __all__ = [
     "TensorNode",
     "infer",
     "logic_projections",
+    "register_operand_counts",
 ]
 
 MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
-EINSUM_OPS: dict[str, tuple[int, int | None]] = {
-    # op name: (min operands, max operands)
-    "einsum": (2, None),
-    "einsum1": (1, 1),
-    "outer_sum": (2, 2),
-    "tropical": (2, 2),
-    "einmax1": (1, 1),
-    "concat": (1, None),
-}
+#: op name -> (least, most operands) of the einsum-family operators, for ``infer(op=...)``.
+#: Declared by the operator table (:data:`tensig.execution.ir.OPERATORS`, a later layer),
+#: which registers them here when it is imported (``import tensig`` does).
+EINSUM_OPS: dict[str, tuple[int, int | None]] = {}
+
+
+def register_operand_counts(counts: Mapping[str, tuple[int, int | None]]) -> None:
+    """Let ``infer(..., op=name)`` check the operand count of each operator of ``counts``."""
+    EINSUM_OPS.update(counts)
+
+
+def count_text(lo: int, hi: int | None) -> str:
+    """Operand counts in words, for messages: ``"1"``, ``"at least 2"``, ``"1 to 3"``."""
+    return str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
 LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
 
 
@@ -427,8 +433,7 @@ class _EinsumInference:
             return
         lo, hi = EINSUM_OPS[self.op]
         if n < lo or (hi is not None and n > hi):
-            want = str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
-            raise self.err(f"{self.op} takes {want} operand(s), got {n}")
+            raise self.err(f"{self.op} takes {count_text(lo, hi)} operand(s), got {n}")
 
     def apply_sizes(self) -> None:
         if not self.sizes:

@@ -25,12 +25,13 @@ from tensig.backends import Backend
 from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
-from tensig.execution.lowering import OpKind, build_plan, conv_gradient, window_pads
+from tensig.execution.ir import Operator
+from tensig.execution.lowering import build_plan, conv_gradient, window_pads
 
 __all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_spec"]
 
 
-def lower_assignment(inferred: Inferred, op: OpKind, backend: Backend
+def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
                      ) -> Callable[[Sequence[Any]], Any]:
     """``arrays -> value`` of the whole result under ``inferred``'s projections, windows on
     the written side included; ``ValueError`` when a result axis is neither an iterator nor
@@ -41,7 +42,7 @@ def lower_assignment(inferred: Inferred, op: OpKind, backend: Backend
     if not any(isinstance(u.index, AffineIndex) for u in result):
         plan = build_plan(inferred, op, backend)
         return plan.run if conv is None else _or(conv, plan.run)
-    if op.accumulate != "add":
+    if op.accum != "+":
         raise ValueError("a result written through a window accumulates by adding")
     expanded: list[AxisUse] = []
     specs = []
@@ -80,13 +81,13 @@ def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[An
     return run
 
 
-def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: OpKind, backend: Backend
+def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator, backend: Backend
                    ) -> Callable[[Sequence[Any]], Any | None] | None:
     """The assignment as a convolution's gradient by the backend's own convolution backward:
     two operands multiplied and summed, where the result and one operand are a convolution's
     input and kernel and the other operand its output (in some roles).  ``arrays -> value``,
     ``None`` from the callable for arrays the backend's convolution does not take."""
-    if op.combine != "mul" or op.accumulate != "add" or len(layout) != 3 or \
+    if op.combine != "mul" or op.accum != "+" or len(layout) != 3 or \
             getattr(backend, "conv_backward", None) is None:
         return None
     result = layout[2]

@@ -1,17 +1,8 @@
 """The eager API: the notation runs on NumPy (default), PyTorch, JAX and Dask arrays.
 
-One function per OCANNL einsum operator, spec first, then the arrays:
-
-=================  =========  ====================================  ==========================
-function           OCANNL     combine, then reduce                  neutral (unreached cells)
-=================  =========  ====================================  ==========================
-``einsum``         ``+*``     multiply, add-reduce (2+ operands)    0
-``einsum1``        ``++``     add-reduce / permute / diag / place   0
-``outer_sum``      ``+++``    add, add-reduce                       0
-``tropical``       ``@^+``    add, max-reduce (max pooling)         -inf
-``einmax1``        ``@^^``    max-reduce                            -inf
-``concat``         ``++^``    concatenate, slice, build blocks      0
-=================  =========  ====================================  ==========================
+One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS` (OCANNL's
+``+*``, ``++``, ``+++``, ``@^+``, ``@^^``, ``++^``), spec first, then the arrays; the table
+declares what each computes, and each function's docstring is made from its entry.
 
 Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
 the call is lowered once per (spec, shapes, options, array type) into backend calls
@@ -40,7 +31,8 @@ from typing import Any
 from tensig.backends import backend_for, backend_of
 from tensig.core.inference import infer
 from tensig.core.shapes import Shape
-from tensig.execution.lowering import OPS, Plan, build_plan
+from tensig.execution.ir import OPERATORS
+from tensig.execution.lowering import Plan, build_plan
 
 __all__ = [
     "RowArray",
@@ -242,7 +234,7 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     backend = backend_of(arrays)
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
-    plan = build_plan(inferred, OPS[op], backend)
+    plan = build_plan(inferred, OPERATORS[op], backend)
     return plan if plan.shape.dims else _zero_d(plan, backend)
 
 
@@ -256,18 +248,23 @@ def _zero_d(plan: Plan, backend: Any) -> Plan:
                    lambda *xs: backend.asarray(direct(*xs)))
 
 
+def _documented(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The docstring of the eager function of an operator: from its entry in
+    :data:`~tensig.execution.ir.OPERATORS`, with what the function's own docstring adds."""
+    fn.__doc__ = OPERATORS[fn.__name__].docstring(fn.__doc__)
+    return fn
+
+
+@_documented
 def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
            use_padding: bool | None = None, capture: Sequence[str] | None = None,
            sizes: Mapping[str, int] | None = None, out: Any = None, dtype: Any = None,
            optimize: bool | str | None = None) -> Any:
-    """Multiply, add-reduce (OCANNL ``+*``): two or more operands.
-
-    For NumPy users: a NumPy subscripts string works as in ``numpy.einsum`` (``"ij,jk->ik"``,
+    """For NumPy users: a NumPy subscripts string works as in ``numpy.einsum`` (``"ij,jk->ik"``,
     implicit ``"ij,jk"``: see :func:`numpy_subscripts`); ``dtype=`` converts the operands
     first, ``out=`` receives the result (its shape must be the result's), ``optimize=`` is
     accepted for compatibility (every call is planned; :func:`einsum_path` shows the order).
 
-    >>> import numpy as np
     >>> x, k = np.arange(5.), np.array([1., 10.])
     >>> einsum("o<+k; k => o", x, k)  # a valid 1-D convolution (correlation)
     array([10., 21., 32., 43.])
@@ -363,65 +360,37 @@ def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+@_documented
 def einsum1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
             use_padding: bool | None = None, capture: Sequence[str] | None = None,
-           sizes: Mapping[str, int] | None = None) -> Any:
-    """Add-reduce, permute, diagonal, embed, slice, place (OCANNL ``++``).
-
-    >>> import numpy as np
-    >>> einsum1("i => i2", np.array([1., 2.]))
-    array([[0., 0., 1.],
-           [0., 0., 2.]])
-    """
+            sizes: Mapping[str, int] | None = None) -> Any:
     return _call("einsum1", spec, (x,), params, use_padding, capture, sizes)
 
 
+@_documented
 def outer_sum(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
               use_padding: bool | None = None, capture: Sequence[str] | None = None,
-           sizes: Mapping[str, int] | None = None) -> Any:
-    """Add, add-reduce (OCANNL ``+++``).
-
-    >>> import numpy as np
-    >>> outer_sum("i; j => ij", np.array([0., 10.]), np.array([1., 2., 3.]))
-    array([[ 1.,  2.,  3.],
-           [11., 12., 13.]])
-    """
+              sizes: Mapping[str, int] | None = None) -> Any:
     return _call("outer_sum", spec, (a, b), params, use_padding, capture, sizes)
 
 
+@_documented
 def tropical(spec: str, a: Any, b: Any, *, params: Mapping[str, int] | None = None,
              use_padding: bool | None = None, capture: Sequence[str] | None = None,
-           sizes: Mapping[str, int] | None = None) -> Any:
-    """Add, max-reduce (OCANNL ``@^+``): max pooling with a window, the tropical semiring.
-
-    >>> import numpy as np
-    >>> tropical("2*o<+w; w => o", np.array([1., 5., 2., 3.]), np.zeros(2))
-    array([5., 3.])
-    """
+             sizes: Mapping[str, int] | None = None) -> Any:
     return _call("tropical", spec, (a, b), params, use_padding, capture, sizes)
 
 
+@_documented
 def einmax1(spec: str, x: Any, *, params: Mapping[str, int] | None = None,
             use_padding: bool | None = None, capture: Sequence[str] | None = None,
-           sizes: Mapping[str, int] | None = None) -> Any:
-    """Max-reduce (OCANNL ``@^^``).
-
-    >>> import numpy as np
-    >>> einmax1("ij => i", np.array([[1., 7.], [4., 2.]]))
-    array([7., 4.])
-    """
+            sizes: Mapping[str, int] | None = None) -> Any:
     return _call("einmax1", spec, (x,), params, use_padding, capture, sizes)
 
 
+@_documented
 def concat(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
            use_padding: bool | None = None, capture: Sequence[str] | None = None,
            sizes: Mapping[str, int] | None = None) -> Any:
-    """Concatenation, slicing and block construction (OCANNL ``++^``).
-
-    >>> import numpy as np
-    >>> concat("a; b => a^b", np.array([1., 2.]), np.array([3.]))
-    array([1., 2., 3.])
-    >>> concat("3^a => a", np.arange(5.))
-    array([3., 4.])
-    """
     return _call("concat", spec, xs, params, use_padding, capture, sizes)
+

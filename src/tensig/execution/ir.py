@@ -24,19 +24,29 @@ be silently clipped.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
-from tensig.core.inference import LOGICS, Inferred, infer, logic_projections
+from tensig.core.inference import (
+    LOGICS,
+    Inferred,
+    count_text,
+    infer,
+    logic_projections,
+    register_operand_counts,
+)
 from tensig.core.projections import AxisUse
 
 __all__ = [
     "ACCUMULATORS",
     "BINARY",
+    "OPERATORS",
     "TERNARY",
     "UNARY",
     "WHOLE",
@@ -44,6 +54,7 @@ __all__ = [
     "Buf",
     "Code",
     "Expr",
+    "Operator",
     "Projections",
     "buffers_of",
     "prim",
@@ -545,3 +556,73 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
     "or": ("or", 0.0, "max"),
     "and": ("and", 1.0, "min"),
 }
+
+
+# --------------------------------------------------------------------------------------------
+# The einsum-family operators, declared once
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An einsum-family operator (OCANNL's): ``t =:accum combine(operands)`` under the
+    projections of a spec.
+
+    This table is the one declaration: the eager function of the same name and its docstring
+    (:mod:`tensig.execution.eager`), the graph operation with its forward and backward code
+    (:mod:`tensig.graph`), the lowering (which reads ``combine`` and ``accum``) and
+    inference's operand-count check (``infer(..., op=name)``) all derive from it.
+    """
+
+    name: str
+    ocannl: str  # OCANNL's syntax for it
+    #: the primitive that combines the operands' values in a cell of the product space
+    #: (``"concat"``: each operand written in its own phase, as :data:`STRUCTURAL` says)
+    combine: str
+    accum: str  # the accumulation over the reduced axes: a key of ACCUMULATORS
+    operands: tuple[int, int | None]  # the least and most operands (None: no most)
+    doc: str  # what it does, one line
+    example: str  # a doctest of the eager function on NumPy arrays
+
+    @property
+    def neutral(self) -> float:
+        """What cells no operand reaches hold: the accumulation's neutral element."""
+        return ACCUMULATORS[self.accum][1]
+
+    def docstring(self, body: str | None = None) -> str:
+        """The eager function's docstring: what it computes, the example, then ``body``
+        (what is particular to the function)."""
+        head = textwrap.fill(f"{self.doc} (OCANNL ``{self.ocannl}``): "
+                             f"{count_text(*self.operands)} operand(s); cells no operand "
+                             f"reaches hold {self.neutral:g}.", 92)
+        example = ">>> import numpy as np\n" + self.example
+        return "\n\n".join([head, example, *([inspect.cleandoc(body)] if body else [])]) + "\n"
+
+
+#: The einsum-family operators by name (OCANNL's ``+*``, ``++``, ``+++``, ``@^+``, ``@^^``,
+#: ``++^``).  Adding one here adds the eager function's semantics, the graph operation and its
+#: gradient, the lowering and the operand check; the README's checklist says what else.
+OPERATORS: dict[str, Operator] = {o.name: o for o in (
+    Operator("einsum", "+*", "mul", "+", (2, None), "Multiply, add-reduce",
+             ">>> einsum(\"ij;jk=>ik\", np.ones((2, 3)), np.ones((3, 4))).shape\n(2, 4)"),
+    Operator("einsum1", "++", "id", "+", (1, 1),
+             "Add-reduce, permute, diagonal, embed, slice, place",
+             ">>> einsum1(\"i => i2\", np.array([1., 2.]))\n"
+             "array([[0., 0., 1.],\n       [0., 0., 2.]])"),
+    Operator("outer_sum", "+++", "add", "+", (2, 2), "Add, add-reduce",
+             ">>> outer_sum(\"i; j => ij\", np.array([0., 10.]), np.array([1., 2., 3.]))\n"
+             "array([[ 1.,  2.,  3.],\n       [11., 12., 13.]])"),
+    Operator("tropical", "@^+", "add", "max", (2, 2),
+             "Add, max-reduce: max pooling with a window, the tropical semiring",
+             ">>> tropical(\"2*o<+w; w => o\", np.array([1., 5., 2., 3.]), np.zeros(2))\n"
+             "array([5., 3.])"),
+    Operator("einmax1", "@^^", "id", "max", (1, 1), "Max-reduce",
+             ">>> einmax1(\"ij => i\", np.array([[1., 7.], [4., 2.]]))\narray([7., 4.])"),
+    Operator("concat", "++^", "concat", "+", (1, None),
+             "Concatenation, slicing and block construction",
+             ">>> concat(\"a; b => a^b\", np.array([1., 2.]), np.array([3.]))\n"
+             "array([1., 2., 3.])\n"
+             ">>> concat(\"3^a => a\", np.arange(5.))\narray([3., 4.])"),
+)}
+
+register_operand_counts({o.name: o.operands for o in OPERATORS.values()})

@@ -26,7 +26,7 @@ import math
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tensig.backends import Backend, all_zero, is_integer, neutral_max
 from tensig.core.errors import ShapeError
@@ -39,30 +39,11 @@ from tensig.core.inference import (
     Iter,
 )
 from tensig.core.shapes import Shape
+from tensig.execution.ir import Operator
 
-__all__ = ["OPS", "OpKind", "Plan", "build_plan", "check_windows", "conv_gradient", "fill",
+__all__ = ["Plan", "build_plan", "check_windows", "conv_gradient", "fill",
            "operand_view", "tiled_view", "window_pads"]
 
-
-@dataclass(frozen=True)
-class OpKind:
-    """An OCANNL einsum operator: how operand values combine, how results accumulate.
-
-    (Operand counts are checked once, by inference: ``tensig.core.inference.EINSUM_OPS``.)"""
-
-    name: str
-    combine: Literal["mul", "add", "one"]
-    accumulate: Literal["add", "max"]
-
-
-OPS: dict[str, OpKind] = {
-    "einsum": OpKind("einsum", "mul", "add"),  # +*
-    "einsum1": OpKind("einsum1", "one", "add"),  # ++
-    "outer_sum": OpKind("outer_sum", "add", "add"),  # +++
-    "tropical": OpKind("tropical", "add", "max"),  # @^+
-    "einmax1": OpKind("einmax1", "one", "max"),  # @^^
-    "concat": OpKind("concat", "mul", "add"),  # ++^
-}
 
 _LETTERS = string.ascii_letters
 
@@ -210,7 +191,7 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
 # --------------------------------------------------------------------------------------------
 
 
-def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
+def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
     """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
@@ -251,7 +232,7 @@ def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
             piece = step(arrays, neutral)
             if out is None:
                 out = piece
-            elif op.accumulate == "add":
+            elif op.accum == "+":
                 out = out + piece
             else:
                 out = backend.maximum(out, piece)
@@ -267,7 +248,7 @@ def build_plan(inferred: Inferred, op: OpKind, backend: Backend) -> Plan:
         if direct is not None:  # a bare contraction: one backend call, nothing around it
             def run(arrays: Sequence[Any]) -> Any:
                 return direct(*arrays)
-        elif op.accumulate == "add" and not _needs_neutral(inferred):
+        elif op.accum == "+" and not _needs_neutral(inferred):
             def run(arrays: Sequence[Any]) -> Any:
                 return only(arrays, 0)
     return Plan(run, shape, answer, direct)
@@ -297,11 +278,11 @@ def _needs_neutral(inferred: Inferred) -> bool:
     return any(not isinstance(u.index, Iter) for uses in inferred.layout for u in uses)
 
 
-def _neutral(op: OpKind, backend: Backend, arrays: Sequence[Any]) -> float:
+def _neutral(op: Operator, backend: Backend, arrays: Sequence[Any]) -> float:
     """0 for the add-reducing operations; for the max-reducing ones the first operand's
     neutral element of max -- views and placement pad with :func:`fill`, which reads the
     padded array's own dtype, so this value only says which of the two it is."""
-    return 0 if op.accumulate == "add" else neutral_max(arrays[0].dtype)
+    return 0 if op.accum == "+" else neutral_max(arrays[0].dtype)
 
 
 def fill(neutral: float, x: Any) -> float | int | bool:
@@ -327,16 +308,16 @@ class _Letters:
         return s
 
 
-def _phase_step(inferred: Inferred, op: OpKind, backend: Backend,
+def _phase_step(inferred: Inferred, op: Operator, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """One phase: operand views, the core, the placement into the full result."""
     layout = inferred.layout
     generic = _generic_step(inferred, op, backend, phase, members)
-    if not phase and op.combine == "mul" and op.accumulate == "add" and len(members) == 2:
+    if not phase and op.combine == "mul" and op.accum == "+" and len(members) == 2:
         conv = _conv_step(layout, backend, generic)
         if conv is not None:
             return conv
-    if not phase and op.combine == "add" and op.accumulate == "max" and len(members) == 2:
+    if not phase and op.combine == "add" and op.accum == "max" and len(members) == 2:
         pool = _pool_step(layout, backend, generic)
         if pool is not None:
             return pool
@@ -401,7 +382,7 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     return step
 
 
-def _generic_step(inferred: Inferred, op: OpKind, backend: Backend,
+def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
                   phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """Operand views (windows for affine axes), one core computation, placement."""
     layout = inferred.layout
@@ -812,7 +793,7 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 # --------------------------------------------------------------------------------------------
 
 
-def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
+def _core(op: Operator, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
           res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
     """Combine the operand views into an array over the result keys they cover.
 
@@ -827,8 +808,9 @@ def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[
     subs_in = ["".join(letters[k] for k in ks) for ks in keys]
     subs_out = "".join(letters[k] for k in out_keys)
     shapes = [tuple(ns) for ns in sizes]
-    combine = "one" if len(keys) == 1 else op.combine
-    if op.accumulate == "add" and combine in ("one", "mul"):
+    # one operand is read as it is; a concatenation's operands that share a phase multiply
+    combine = "id" if len(keys) == 1 else "mul" if op.combine == "concat" else op.combine
+    if op.accum == "+" and combine in ("id", "mul"):
         subscripts = ",".join(subs_in) + "->" + subs_out
         contract = backend.contraction(subscripts, shapes)
         if len(keys) == 1 and subs_in[0] == subs_out:
@@ -839,9 +821,9 @@ def _core(op: OpKind, backend: Backend, keys: list[list[Key]], sizes: list[list[
 
         core.contract = contract  # type: ignore[attr-defined]
         return core
-    if combine == "one":  # max-reduce one operand
+    if combine == "id":  # max-reduce one operand
         return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
-    if op.accumulate == "add":  # outer_sum: sum of (a + b) over the reduced axes
+    if op.accum == "+":  # outer_sum: sum of (a + b) over the reduced axes
         return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
     return _max_of_sums(backend, keys, subs_in, out_keys, letters)
 

@@ -23,8 +23,7 @@ from tensig.core.inference import Inferred
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
-from tensig.execution.ir import WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
-from tensig.execution.lowering import OPS
+from tensig.execution.ir import OPERATORS, WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
 from tensig.model.codegen import (
     Labels,
     add_into,
@@ -270,9 +269,8 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
                            backend, xp)
 
 
-#: (combine, accumulation) of an assignment -> the einsum-family operation it is
-_FAMILY = {("mul", "+"): "einsum", ("id", "+"): "einsum1", ("add", "+"): "outer_sum",
-           ("add", "max"): "tropical", ("id", "max"): "einmax1", ("concat", "+"): "concat"}
+#: (combine, accumulation) of an assignment -> the einsum-family operator it is
+_FAMILY = {(o.combine, o.accum): o for o in OPERATORS.values()}
 
 
 def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
@@ -286,7 +284,7 @@ def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
             (a.accum == "max" and not a.init):
         return None
     try:
-        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), OPS[op], backend)
+        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), op, backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
     lhs, args, add = a.lhs, e.args, not a.init  # a later contribution adds (fold_zero_init)

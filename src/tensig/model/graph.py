@@ -35,11 +35,11 @@ import numpy as np
 
 from tensig.backends import backend_for, backend_named, graph_backends, is_integer
 from tensig.core.errors import ShapeError
-from tensig.core.inference import ShapeGraph, TensorNode
+from tensig.core.inference import ShapeGraph, TensorNode, count_text
 from tensig.core.shapes import Shape
 from tensig.core.solver import RowNode, SRow
 from tensig.execution.eager import RowArray, register_tensor_type
-from tensig.execution.ir import CASTS, Buf, Code, Expr, Projections
+from tensig.execution.ir import CASTS, OPERATORS, Buf, Code, Expr, Operator, Projections
 from tensig.execution.ir import prim as _e
 from tensig.execution.price import itemsize
 from tensig.model.compile import Routine, Store, compile_code
@@ -636,16 +636,6 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     return apply(op, cond, a, b)
 
 
-#: the einsum-family operators: (combine primitive, accumulation) of OCANNL's operators
-SPEC_OPS: dict[str, tuple[str, str]] = {
-    "einsum": ("mul", "+"),      # +*
-    "einsum1": ("id", "+"),      # ++
-    "outer_sum": ("add", "+"),   # +++
-    "tropical": ("add", "max"),  # @^+
-    "einmax1": ("id", "max"),    # @^^
-}
-
-
 def _product(vals: list[Any]) -> Any:
     out = vals[0]
     for v in vals[1:]:
@@ -653,78 +643,101 @@ def _product(vals: list[Any]) -> Any:
     return out
 
 
-def _spec_op(kind: str, spec: str, n: int = 2) -> OpDef:
-    """An einsum-family operation: forward and backward code under the spec's projections.
+def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
+    """The operator's ``combine`` of the operands' values: a chain of binary products for
+    einsum's ``mul``; a concatenation without ``^`` concatenates nothing (a one-element
+    block), so it is einsum1's copy."""
+    if op.combine == "mul":
+        return _product(vals)
+    if op.combine == "concat" and "^" not in spec:
+        return Expr("id", tuple(vals))
+    return Expr(op.combine, tuple(vals))
 
-    Backward of the max-reducing operators gates the gradient in the product space: a pair
-    (result cell, reduced position) receives the gradient only where it achieved the max,
-    which stays exact when windows overlap (OCANNL's product-space gate).
+
+def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
+    """The backward code of an operator application, from its ``combine`` and ``accum``.
+
+    Add-reduction: each operand's gradient is the result's gradient times the derivative of
+    ``combine`` (the other operands for a product, 1 for a sum, a copy or a concatenation).
+    Max-reduction gates the gradient in the product space: a pair (result cell, reduced
+    position) receives it only where its combined value achieved the max, which stays exact
+    when windows overlap (OCANNL's product-space gate).
     """
-    combine, accum = SPEC_OPS[kind]
+    if op.accum == "max":
+        def gate(t: Tensor, *args: Tensor) -> tuple[Any, str]:
+            vals = [a.val for a in args]
+            value = vals[0] if op.combine == "id" else _combined(op, spec, vals)
+            return _e("where", _e("eq", value, t.val), t.grad, 0.0), "+"
+
+        return _grads(*[gate] * n)
+    if op.accum != "+" or op.combine not in ("mul", "add", "id", "concat"):
+        raise NotImplementedError(f"{op.name}: no derivative for combining by {op.combine} "
+                                  f"and accumulating by {op.accum}")
+    if op.combine != "mul":
+        return _grads(*[lambda t, *args: (t.grad, "+")] * n)
+
+    def rule(i: int) -> Callable[..., Any]:
+        return lambda t, *args: (_product(
+            [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
+
+    return _grads(*[rule(i) for i in range(n)])
+
+
+def _spec_op(name: str, spec: str, *tensors: Tensor) -> Tensor:
+    """Operator ``name`` of :data:`~tensig.execution.ir.OPERATORS` applied to ``tensors``
+    under ``spec``: the assignment ``t =:accum combine(args) ~logic:spec`` and its
+    derivative."""
+    op = OPERATORS[name]
+    lo, hi = op.operands
+    if len(tensors) < lo or (hi is not None and len(tensors) > hi):
+        raise TypeError(f"{name} takes {count_text(lo, hi)} tensor(s), got {len(tensors)}")
 
     def forward(t: Tensor, *args: Tensor) -> Code:
-        vals = [a.val for a in args]
-        expr = _product(vals) if kind == "einsum" else Expr(combine, tuple(vals))
-        return Code().assign(t.val, expr, accum=accum, init=True, logic=t.projections)
+        return Code().assign(t.val, _combined(op, spec, [a.val for a in args]),
+                             accum=op.accum, init=True, logic=t.projections)
 
-    if kind == "einsum":
-        # operand i's gradient: the result's gradient times every other operand, under the
-        # spec's projections (n >= 2 operands, as OCANNL's multi-operand einsum)
-        def rule(i: int) -> Callable[..., Any]:
-            return lambda t, *args: (_product(
-                [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
-
-        backward = _grads(*[rule(i) for i in range(n)])
-    elif kind in ("einsum1", "outer_sum"):
-        backward = _grads(*[lambda t, *args: (t.grad, "+")] * (1 if kind == "einsum1" else 2))
-    elif kind == "tropical":
-        def gate(t: Tensor, a: Tensor, b: Tensor) -> tuple[Any, str]:
-            return _e("where", _e("eq", _e("add", a.val, b.val), t.val), t.grad, 0.0), "+"
-
-        backward = _grads(gate, gate)
-    else:  # einmax1
-        backward = _grads(lambda t, a: (_e("where", _e("eq", a.val, t.val), t.grad, 0.0), "+"))
-    return OpDef(kind, spec, forward, backward, op=kind)
+    opdef = OpDef(name, spec, forward, _spec_backward(op, spec, len(tensors)), op=name)
+    return apply(opdef, *tensors)
 
 
+def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A graph operation's docstring, from its operator's entry in
+    :data:`~tensig.execution.ir.OPERATORS`."""
+    op = OPERATORS[fn.__name__]
+    fn.__doc__ = (f"{op.doc} (OCANNL ``{op.ocannl}``) as a graph node: "
+                  f"{count_text(*op.operands)} tensor(s) (arrays run at once, through a "
+                  f"throwaway graph; :func:`tensig.{op.name}` is the eager function).")
+    return fn
+
+
+@_documented
 def einsum(spec: str, *tensors: Tensor) -> Tensor:
-    """Multiply, add-reduce (OCANNL ``+*``) as a graph node: two or more operands."""
-    if len(tensors) < 2:
-        raise TypeError(f"einsum takes two or more tensors, got {len(tensors)}")
-    return apply(_spec_op("einsum", spec, len(tensors)), *tensors)
+    return _spec_op("einsum", spec, *tensors)
 
 
+@_documented
 def einsum1(spec: str, a: Tensor) -> Tensor:
-    """Add-reduce / permute / place (OCANNL ``++``) as a graph node."""
-    return apply(_spec_op("einsum1", spec), a)
+    return _spec_op("einsum1", spec, a)
 
 
+@_documented
 def outer_sum(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    """Add, add-reduce (OCANNL ``+++``) as a graph node."""
-    return apply(_spec_op("outer_sum", spec), a, b)
+    return _spec_op("outer_sum", spec, a, b)
 
 
+@_documented
 def tropical(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    """Add, max-reduce (OCANNL ``@^+``) as a graph node."""
-    return apply(_spec_op("tropical", spec), a, b)
+    return _spec_op("tropical", spec, a, b)
 
 
+@_documented
 def einmax1(spec: str, a: Tensor) -> Tensor:
-    """Max-reduce (OCANNL ``@^^``) as a graph node."""
-    return apply(_spec_op("einmax1", spec), a)
+    return _spec_op("einmax1", spec, a)
 
 
+@_documented
 def concat(spec: str, *tensors: Tensor) -> Tensor:
-    """Concatenation, slicing and block construction (OCANNL ``++^``) as a graph node."""
-    # without a '^' nothing is concatenated (a one-element block): it is einsum1's copy
-    combine = "concat" if "^" in spec else "id"
-
-    def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr(combine, tuple(a.val for a in args)), accum="+",
-                             init=True, logic=t.projections)
-
-    backward = _grads(*[lambda t, *args: (t.grad, "+")] * len(tensors))
-    return apply(OpDef("concat", spec, forward, backward, op="concat"), *tensors)
+    return _spec_op("concat", spec, *tensors)
 
 
 def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
@@ -1095,8 +1108,7 @@ def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) 
     if given:
         raise NotImplementedError(f"{op}() on graph tensors takes no {'/'.join(given)} yet: "
                                   "write them into the spec")
-    operation: Callable[..., Tensor] = globals()[op]
-    return operation(spec, *xs)
+    return _spec_op(op, spec, *xs)
 
 
 register_tensor_type(Tensor, _eager_call)
