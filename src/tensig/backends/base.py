@@ -234,7 +234,7 @@ class Backend:
     def namespace(self) -> Any:
         """The library's array functions (numpy, torch, jax.numpy, dask.array): what the IR's
         primitives (:mod:`tensig.execution.ir`) are written over."""
-        return self.xp  # type: ignore[attr-defined]
+        return self.xp
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         """``x`` with ``v`` added at ``x[index]`` (slices and integers), for an ``x`` the

@@ -75,7 +75,7 @@ class DaskBackend(ArrayAPIBackend):
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
     @property
     def array_type(self) -> type:
-        return self.da.Array  # type: ignore[no-any-return]
+        return self.da.Array
 
     def to_array(self, value: Any, device: Any = None) -> Any:
         if device is not None:

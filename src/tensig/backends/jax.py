@@ -64,7 +64,7 @@ class JaxBackend(ArrayAPIBackend):
     def array_type(self) -> type:
         import jax
 
-        return jax.Array  # type: ignore[no-any-return]
+        return jax.Array
 
     def to_array(self, value: Any, device: Any = None) -> Any:
         if hasattr(value, "detach"):  # a torch tensor

@@ -969,10 +969,10 @@ _UNCHECKED_CODE = _unchecked(print).__code__
 def _wrap(fn: F, check_return: bool, localns: dict[str, Any] | None = None,
           compiled: bool = True) -> F:
     if isinstance(fn, classmethod | staticmethod):  # @shaped above @classmethod
-        return type(fn)(_wrap(fn.__func__, check_return, localns, compiled))  # type: ignore
+        return type(fn)(_wrap(fn.__func__, check_return, localns, compiled))
     if isinstance(fn, property):
         accessors = (fn.fget, fn.fset, fn.fdel)
-        return property(*(None if f is None else _wrap(f, check_return, localns, compiled)  # type: ignore
+        return property(*(None if f is None else _wrap(f, check_return, localns, compiled)
                           for f in accessors), fn.__doc__)
     if isinstance(fn, type):  # a dataclass: its __init__ checks the annotated fields
         fn.__init__ = _wrap(fn.__init__, check_return, localns, compiled)  # type: ignore
@@ -1160,7 +1160,7 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
                                 _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults))
     _FAST_FRAMES[wrapper.__code__] = names
     wrapper.__tensig_source__ = source
-    return wrapper  # type: ignore[no-any-return]
+    return wrapper
 
 
 def _generate_result(g: _Generator, checker: _Checker, fail: str) -> bool:

@@ -133,7 +133,7 @@ class SymSize:
             return witness
         return decided
 
-    def __eq__(self, o: Any) -> bool:  # type: ignore[override]
+    def __eq__(self, o: Any) -> bool:
         if isinstance(o, SymSize | int | Dim) and not isinstance(o, bool):
             a, b = self.dim, as_dim(o)
             if a == b:
@@ -144,7 +144,7 @@ class SymSize:
             return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
         return NotImplemented
 
-    def __ne__(self, o: Any) -> bool:  # type: ignore[override]
+    def __ne__(self, o: Any) -> bool:
         r = self.__eq__(o)
         return r if r is NotImplemented else not r
 
@@ -243,7 +243,7 @@ class _RangeType(type):
 class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
     """``range()`` during verification: a symbolic bound gives a :class:`SymRange`."""
 
-    def __new__(cls, *args: Any) -> Any:  # type: ignore[misc]
+    def __new__(cls, *args: Any) -> Any:
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
             return SymRange(*args)
         return _RANGE(*args)

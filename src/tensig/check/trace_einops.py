@@ -28,7 +28,7 @@ def register() -> None:
         return
     from einops._backends import AbstractBackend
 
-    class SymbolicBackend(AbstractBackend):  # type: ignore[misc]
+    class SymbolicBackend(AbstractBackend):
         framework_name = S.__name__
 
         def is_appropriate_type(self, tensor: Any) -> bool:

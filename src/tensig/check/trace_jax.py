@@ -79,7 +79,7 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
         _mark_used()
         return _symbolic(ns, name, original, args, kw)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = original
     return wrapper
 
 

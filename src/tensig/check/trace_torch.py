@@ -170,7 +170,7 @@ def buffers_symbolic() -> Iterator[None]:
         return call
 
     own = {name: torch.Tensor.__dict__.get(name) for name in ("__getitem__", *_SIZED)}
-    torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
+    torch.Tensor.__getitem__ = getitem
     for name in _SIZED:
         setattr(torch.Tensor, name, sized(name, getattr(torch.Tensor, name)))
     try:

@@ -213,7 +213,7 @@ class SymArray:
     def __rpow__(self, o: Any) -> SymArray:
         return self._binary(o, reverse=True)
 
-    def __lt__(self, o: Any) -> SymArray:  # type: ignore[override]
+    def __lt__(self, o: Any) -> SymArray:
         return self._binary(o, "b")
 
     def __le__(self, o: Any) -> SymArray:

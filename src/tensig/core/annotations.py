@@ -267,7 +267,7 @@ def install_instance_check(check: InstanceCheck) -> None:
     _INSTANCE_CHECK = check
 
 
-class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg, misc]
+class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg]
     """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
 
     Inside a checked call (``@shaped``, or ``with shape_scope():``) the check uses and extends

@@ -138,7 +138,7 @@ def bounds(p: Dim) -> tuple[int | None, int | None]:
     if c is not None:
         return c, c
     try:
-        return p._bnd  # type: ignore[no-any-return]
+        return p._bnd
     except AttributeError:
         pass
     result = _compute_bounds(p)

@@ -103,7 +103,7 @@ class Parser:
 
     def apply(self, op: _Token, f: Any, a: Any, b: Any) -> Any:
         try:
-            return f(a, b)  # type: ignore[no-any-return]
+            return f(a, b)
         except ShapeError as e:
             self.fail(op[2], e.reason, e.hint, op[3])
             raise AssertionError from None  # unreachable: fail() raises

@@ -142,7 +142,7 @@ def _int_or_none(x: object) -> int | None:
     if index is None:
         return None
     try:
-        return index(x)  # type: ignore[no-any-return]
+        return index(x)
     except TypeError:  # e.g. a NumPy array with more than one element
         return None
 
@@ -387,10 +387,10 @@ class _DivAtom:
     @property
     def sort_key(self) -> tuple[Any, ...]:
         """The total order of atoms: names first, then ``FloorDiv``, then ``Mod``."""
-        return self._key  # type: ignore[no-any-return]
+        return self._key
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return]
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if type(other) is type(self):
@@ -402,28 +402,28 @@ class _DivAtom:
         if isinstance(other, str):
             return False
         if isinstance(other, _DivAtom):
-            return self._key < other._key  # type: ignore[no-any-return]
+            return self._key < other._key
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
         if isinstance(other, str):
             return False
         if isinstance(other, _DivAtom):
-            return self._key <= other._key  # type: ignore[no-any-return]
+            return self._key <= other._key
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
         if isinstance(other, str):
             return True
         if isinstance(other, _DivAtom):
-            return self._key > other._key  # type: ignore[no-any-return]
+            return self._key > other._key
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
         if isinstance(other, str):
             return True
         if isinstance(other, _DivAtom):
-            return self._key >= other._key  # type: ignore[no-any-return]
+            return self._key >= other._key
         return NotImplemented
 
     def __str__(self) -> str:
@@ -474,7 +474,7 @@ def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
     """
     if isinstance(atom, str):
         return (0, atom)
-    return atom._key  # type: ignore[no-any-return]
+    return atom._key
 
 
 class Dim:
@@ -591,7 +591,7 @@ class Dim:
         ['B', 'T', 'd']
         """
         try:
-            return self._syms  # type: ignore[no-any-return]
+            return self._syms
         except AttributeError:
             pass
         names: set[str] = set()
@@ -746,7 +746,7 @@ class Dim:
 
     def __str__(self) -> str:
         try:
-            return self._str  # type: ignore[no-any-return]
+            return self._str
         except AttributeError:
             pass
         text = _format_terms(self._terms)
@@ -924,7 +924,7 @@ class Dim:
 
 # Slot descriptors: faster than object.__setattr__ for the constructor above.
 _set_terms = Dim._terms.__set__  # type: ignore[attr-defined]
-_set_const = Dim._const.__set__  # type: ignore[attr-defined]
+_set_const = Dim._const.__set__
 _set_hash = Dim._hash.__set__  # type: ignore[attr-defined]
 _ZERO = _make(())
 _ONE = _make((((), 1),))
@@ -1143,7 +1143,7 @@ class Condition:
         return f"Condition.{self.kind}({self.expr!r}, 0)"
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return]
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Condition):

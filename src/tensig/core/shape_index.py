@@ -51,7 +51,7 @@ class ShapeVar:
         return NotImplemented
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return]
+        return self._hash
 
     def __str__(self) -> str:
         return f"..{self.name}.."
@@ -223,7 +223,7 @@ class ShapeIndex:
         """
         if self._nvars:
             raise TypeError(f"{self} has shape variables, so it is not a concrete shape")
-        return tuple(int(x) for x in self._items)  # type: ignore[call-overload]
+        return tuple(int(x) for x in self._items)
 
     def product(self) -> Dim:
         """The number of elements (``1`` for the empty index); no shape variables allowed.

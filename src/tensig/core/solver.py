@@ -580,7 +580,7 @@ class Solver:
 
     def require_at_least(self, value: Size, bound: Size, origin: Origin, what: str) -> None:
         if _is_concrete(value, bound):
-            if value < bound:  # type: ignore[operator]
+            if value < bound:
                 raise self.error(what, origin, sizes=(value, bound))
             return
         self.add_condition(Condition.at_least(Dim.const(0) + value, bound), origin, what)

@@ -406,7 +406,7 @@ class AnnotationShape:
 
     def row(self, kind: Kind) -> tuple[Item, ...]:
         """The items of one row."""
-        return getattr(self, kind)  # type: ignore[no-any-return]
+        return getattr(self, kind)
 
     def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
         """``(kind, items)`` for the three rows, in written order (batch, input, output)."""

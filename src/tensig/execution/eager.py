@@ -342,7 +342,7 @@ def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
             raise ValueError(f"einsum_path({spec!r}): only plain label axes are one "
                              "contraction")
         subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
-                            for u in uses))  # type: ignore[union-attr]
+                            for u in uses))
     subscripts = ",".join(subs[:-1]) + "->" + subs[-1]
     dims = [tuple(int(u.size) for u in uses) for uses in inferred.layout[:-1]]
     try:

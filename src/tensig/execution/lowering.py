@@ -489,7 +489,7 @@ def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
         x_ids = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
         idx = [u.index for u in affine]
         if any(a.kernel is None or a.kernel.id not in w_ids or a.over.id not in res_ids
-               for a in idx):  # type: ignore[union-attr]
+               for a in idx):
             return None
         kernels = [a.kernel.id for a in idx]  # type: ignore[union-attr]
         overs = [a.over.id for a in idx]  # type: ignore[union-attr]

@@ -561,4 +561,4 @@ def symbolic_batch(data: Any) -> Padded:
     trace with a note."""
     mask = type(data)(data.dims[:2], "b")
     return Padded._trusted(data, mask, type(data)(data.dims[:1], "i"), "right", None,
-                           _ops_for(np.ndarray))  # type: ignore[arg-type]
+                           _ops_for(np.ndarray))

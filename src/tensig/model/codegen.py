@@ -92,8 +92,8 @@ class _Source:
         namespace = dict(self.env)
         exec(compile(text, filename, "exec"), namespace)
         fn = namespace[name]
-        fn.source = text  # type: ignore[attr-defined]
-        return fn  # type: ignore[no-any-return]
+        fn.source = text
+        return fn
 
 
 def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
@@ -186,7 +186,7 @@ def _fold(e: Any) -> float:
     import numpy as np
 
     if not isinstance(e, Expr):
-        return e  # type: ignore[no-any-return]
+        return e
     fn = _definition(e.op)
     with np.errstate(all="ignore"):
         return float(fn(np, *(np.float64(_fold(a)) for a in e.args)))

@@ -636,7 +636,7 @@ def _align(backend: Backend, a: Any, frame: tuple[int, ...], cell: tuple[int, ..
 def _via_ufunc(call: _Call) -> Any:
     """One ufunc call: NumPy broadcasting of the aligned arrays replicates the cells."""
     lf, backend = call.lf, call.backend
-    op = backend.ufunc(lf.ufunc)  # type: ignore[arg-type]
+    op = backend.ufunc(lf.ufunc)
     k = max((len(c) for c in call.cells), default=0)
     try:
         if len(set(call.cells)) > 1:
