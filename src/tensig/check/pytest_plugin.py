@@ -75,6 +75,7 @@ def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, A
         for fn in list(vars(module).values()):
             if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
                 continue
+            sig: Any
             try:
                 sig = _signature_from_annotations(fn)
             except Exception:  # a malformed annotation: the item reports it

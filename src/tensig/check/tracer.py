@@ -652,7 +652,7 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
             target.append(None)
         else:
             target.append(as_dim(s))
-    known = ONE
+    known: Dim = ONE
     for d in target:
         if d is not None:
             known = known * d

@@ -109,7 +109,7 @@ class Tracer:
     def where(self) -> tuple[str | None, int | None]:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
         run their own Python code is the user's line that called into the library."""
-        f = sys._getframe(1)
+        f: Any = sys._getframe(1)
         while f is not None:
             if findings.user_code(f.f_code.co_filename):
                 return f.f_code.co_filename, f.f_lineno

@@ -413,7 +413,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
     style = tracing.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
-        args = [None if i in sig.absent else
+        args: list[Any] = [None if i in sig.absent else
                 S.SymArray(dims, kind[-1],
                            frozenset(i for i, d in enumerate(dims) if d == sym_sizes.ONE))
                 for i, (dims, kind) in enumerate(zip(sig.args, kinds, strict=True))]
