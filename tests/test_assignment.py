@@ -13,7 +13,7 @@ from reference import reference
 from tensig import Shape, infer
 from tensig.backends import backend_for
 from tensig.execution.assignment import lower_assignment
-from tensig.execution.lowering import OPS
+from tensig.execution.ir import OPERATORS
 
 rng = np.random.default_rng(5)
 
@@ -50,7 +50,7 @@ def test_a_window_on_the_written_side_is_a_scatter_add(spec, backend):
     # x.grad =+ y.grad * w under the convolution's own projections
     grad = dataclasses.replace(forward, layout=(y_uses, w_uses, x_uses))
     array = (lambda a: torch.tensor(a)) if backend == "torch" else np.asarray
-    run = lower_assignment(grad, OPS["einsum"], backend_for(type(array(g))))
+    run = lower_assignment(grad, OPERATORS["einsum"], backend_for(type(array(g))))
     got = np.asarray(run([array(g), array(w)]))
     want = _input_gradient(spec, x_shape, w, g)
     tol = 20 * np.finfo(np.float64).eps * 3 * 3 * 4
@@ -62,4 +62,4 @@ def test_a_window_written_with_a_max_is_refused():
     x_uses, w_uses, y_uses = forward.layout
     grad = dataclasses.replace(forward, layout=(y_uses, w_uses, x_uses))
     with pytest.raises(ValueError, match="adding"):
-        lower_assignment(grad, OPS["tropical"], backend_for(np.ndarray))
+        lower_assignment(grad, OPERATORS["tropical"], backend_for(np.ndarray))
