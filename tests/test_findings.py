@@ -4,6 +4,7 @@ README's generated list, and findings located at the user's line, not inside a l
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import re
 import sys
@@ -50,12 +51,6 @@ def _reported_kinds() -> list[tuple[str, int, str]]:
             if name in ("report", "Finding") and isinstance(first, ast.Constant) and \
                     isinstance(first.value, str):
                 out.append((str(path.relative_to(ROOT)), node.lineno, first.value))
-        for node in ast.walk(tree):  # (kind, message, severity) triples reported later
-            if isinstance(node, ast.Tuple) and len(node.elts) == 3 and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str)
-                    for e in (node.elts[0], node.elts[2])) and \
-                    node.elts[2].value in ("error", "warning"):
-                out.append((str(path.relative_to(ROOT)), node.lineno, node.elts[0].value))
     return out
 
 
@@ -83,6 +78,20 @@ def test_findings_carry_their_code_and_default_severity():
     t = tracing.Tracer({})
     t.report("assumption", "requires d divisible by 4")
     assert t.findings[0].severity == "warning" and t.findings[0].code == "TS301"
+
+
+def test_severity_is_declared_once_in_the_registry(monkeypatch):
+    """Nothing but the registry says how severe a kind is: changing its rule changes every
+    finding of that kind, the tracer's and the constructor's."""
+    rule = findings.rule("assumption")
+    monkeypatch.setitem(findings._BY_NAME, "assumption",
+                        dataclasses.replace(rule, severity="error"))
+    t = tracing.Tracer({})
+    t.report("assumption", "requires d divisible by 4")
+    assert t.findings[0].severity == "error"
+    assert tracing.Finding("assumption", "x").severity == "error"
+    for path in (ROOT / "src" / "tensig").rglob("*.py"):  # no call site restates a severity
+        assert 'severity="' not in path.read_text(), path
 
 
 def test_resolve_codes_and_names():

@@ -248,7 +248,7 @@ def divide(total: Dim, known: Dim) -> Dim:
                 require_divisible(rest, ck)
             return rest // ck
     t = tracer()
-    t.report("assumption", f"requires {total} divisible by {known}", severity="warning")
+    t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
 
 

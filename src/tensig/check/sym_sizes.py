@@ -265,14 +265,14 @@ def _assume(text: str, decided: bool | None, witness: bool, why: str | None = No
     where = t.where()
     if any(f.kind == "assumption" and (f.file, f.line) == where for f in t.findings):
         return  # one assumption per line: a loop over a witness would repeat it per step
-    t.report("assumption", f"assumes {cond}: {why}", severity="warning")
+    t.report("assumption", f"assumes {cond}: {why}")
 
 
 def require_divisible(p: Dim, k: int) -> None:
     """Exact division the code relies on (``D // heads``): reported once as a requirement."""
     t = tracer()
     t.divisors.append((p, k))
-    t.report("assumption", f"requires {p} divisible by {k}", severity="warning")
+    t.report("assumption", f"requires {p} divisible by {k}")
 
 
 def _check_index(size: Dim, k: Any) -> None:

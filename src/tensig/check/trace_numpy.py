@@ -630,8 +630,7 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
             if fit is None:
                 fit = t.new_dim("n")
                 t.report("assumption", f"{what}: result axis {axis} is not a function of the "
-                                       "sizes verify can fit; read as a new size",
-                         severity="warning")
+                                       "sizes verify can fit; read as a new size")
             dims.append(fit)
         fits.append(dims)
     return fits
@@ -683,7 +682,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         if i:  # it runs only where the sizes are ordered the other way: say so
             order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
             t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
-                                   f"assumes {order}", severity="warning")
+                                   f"assumes {order}")
         break
     else:
         assert error is not None

@@ -229,8 +229,8 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             _CACHE[key] = hit
     template, messages, _ = hit
     t = tracer()
-    for kind, message, severity in messages:
-        t.report(kind, message, severity)
+    for f in messages:  # found while fitting, once per shape signature: reported per call
+        t.report(f.kind, f.message)
     return _rebuild(template, args)
 
 
@@ -329,14 +329,14 @@ _SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", 
 
 
 def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-         ) -> tuple[Any, list[tuple[str, str, str]], bool]:
+         ) -> tuple[Any, list[tracing.Finding], bool]:
     """(result template, findings to report, whether a size fell back to a fresh one)."""
     names: set[str] = set()
     _symbols_in((args, kwargs), names)
     order = sorted(names)
     if len(order) > _MAX_SYMBOLS:
         raise tracing.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
-    messages: list[tuple[str, str, str]] = []
+    messages: list[tracing.Finding] = []
     results: list[Any] = []
     envs: list[dict[str, int]] = []
     first_error: BaseException | None = None
@@ -360,20 +360,23 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             if not results:
                 continue
             # accepted at one assignment but not another: a size condition the op needs
-            messages.append(("assumption", f"{name} accepts these shapes only at some sizes "
-                             f"({_short(e)}); traced where it does", "warning"))
+            messages.append(tracing.Finding(
+                "assumption", f"{name} accepts these shapes only at some sizes "
+                f"({_short(e)}); traced where it does"))
             envs = envs[:len(results)]
         if first_error is not None and base == 48 and results:
-            messages.append(("assumption", f"{name} needs sizes divisible by {_STEP} or "
-                             f"larger ({_short(first_error)}): assumed", "warning"))
+            messages.append(tracing.Finding(
+                "assumption", f"{name} needs sizes divisible by {_STEP} or "
+                f"larger ({_short(first_error)}): assumed"))
         break
     else:
         shapes = ", ".join(_describe(a) for a in _flat(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
         named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
-        return None, [("op-shape", f"{name} rejects operands of shapes {shapes}: {named}",
-                       "error")], False
+        rejected = tracing.Finding("op-shape",
+                                   f"{name} rejects operands of shapes {shapes}: {named}")
+        return None, [rejected], False
     inputs = results[0][1]
     candidates = _candidates(args)  # products of adjacent axes: flattened sizes
     residues: dict[str, int] = {}
@@ -387,9 +390,10 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             return None
         if d is None or isinstance(d, tuple):
             fresh = True
-            messages.append(("assumption", f"{name}: a result size ({values[0]} at one "
-                             "assignment) is no simple expression in the input sizes; "
-                             "traced as a fresh size", "warning"))
+            messages.append(tracing.Finding(
+                "assumption", f"{name}: a result size ({values[0]} at one "
+                "assignment) is no simple expression in the input sizes; "
+                "traced as a fresh size"))
             return ("fresh",)
         return d
 
@@ -427,7 +431,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
             envs = envs + extra
         except _SHAPE_ERRORS:
             pass
-        messages = [m for m in messages if "no simple expression" not in m[1]]
+        messages = [m for m in messages if "no simple expression" not in m.message]
         template = build(outputs, final=True)
     return template, messages, fresh
 

@@ -42,10 +42,13 @@ class Finding:
     message: str
     file: str | None = None
     line: int | None = None
-    severity: str = "error"  # or "warning" (assumptions)
+    #: the registry's severity of ``kind`` unless given ("error" or "warning")
+    severity: str = ""
 
     def __post_init__(self) -> None:
-        findings.rule(self.kind)
+        rule = findings.rule(self.kind)
+        if not self.severity:
+            object.__setattr__(self, "severity", rule.severity)
 
     @property
     def code(self) -> str:
@@ -116,11 +119,11 @@ class Tracer:
             f = f.f_back
         return None, None
 
-    def report(self, kind: str, message: str, severity: str | None = None) -> None:
-        """Record a finding of a registered ``kind`` (its default severity unless given)."""
+    def report(self, kind: str, message: str) -> None:
+        """Record a finding of a registered ``kind``, with the severity the registry gives it
+        (:mod:`tensig.check.findings`: declared once, there)."""
         file, line = self.where()
-        finding = Finding(kind, message, file, line,
-                          severity or findings.rule(kind).severity)
+        finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)
 
@@ -151,8 +154,7 @@ class Tracer:
             return size
         self.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} "
                                   "was turned into a number (a concrete buffer sliced or built "
-                                  f"by it); assumes {d} is within the concrete array's bounds",
-                    severity="warning")
+                                  f"by it); assumes {d} is within the concrete array's bounds")
         return d
 
     def new_dim(self, hint: str) -> Dim:
