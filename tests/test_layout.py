@@ -51,8 +51,6 @@ UPWARD: set[tuple[str, str]] = set()
 #: Edges that lie on an import circle: (importer, imported).
 CIRCLES: set[tuple[str, str]] = set()
 
-_HEAD = "none: no circle needs it, it can move to the module head"
-
 #: Function-local tensig imports allowed: (importer, imported) -> why it is local.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tensig.check.verify", "tensig.check.trace_torch"): "trace_torch imports torch, so it is "
@@ -60,11 +58,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tensig.demo", "tensig.demos.digits"): "the demos load the model layer and their data "
                                             "sets only when `--train` asks for them",
     ("tensig.demo", "tensig.demos.moons"): "as demos.digits",
-    ("tensig.execution.eager", "tensig.core.inference"): _HEAD,
-    ("tensig.model.checkpoint", "tensig.model.graph"): _HEAD,
-    ("tensig.model.checkpoint", "tensig.model.train"): _HEAD,
-    ("tensig.model.graph", "tensig.core.dims"): _HEAD,
-    ("tensig.model.train", "tensig.model.distributed"): _HEAD,
 }
 
 #: Modules allowed over the line budget: module -> why.

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from tensig.backends import backend_for, backend_of
-from tensig.core.inference import infer
+from tensig.core.inference import Iter, infer
 from tensig.core.shapes import Shape
 from tensig.execution.ir import OPERATORS
 from tensig.execution.lowering import Plan, build_plan
@@ -331,8 +331,6 @@ def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
     >>> path
     [(0, 1), (0, 1)]
     """
-    from tensig.core.inference import Iter
-
     shapes = [tuple(x.shape) if hasattr(x, "shape") else x for x in xs]
     inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum")
     letters: dict[int, str] = {}

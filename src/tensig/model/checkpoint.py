@@ -73,6 +73,8 @@ import numpy as np
 
 from tensig.core.errors import TensigError
 from tensig.core.shapes import Shape
+from tensig.model.graph import Graph, Model, Tensor
+from tensig.model.train import Trainer
 
 __all__ = ["FORMAT_VERSION", "CheckpointError", "LoadReport", "load", "save"]
 
@@ -156,9 +158,6 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
     """The parameter tensors of a Model, a Graph, one Tensor or an iterable of Tensors (a
     Trainer: its model's parameters and its optimizer's state), and whether the caller named
     them one by one (then every one of them must be saveable)."""
-    from tensig.model.graph import Graph, Model, Tensor
-    from tensig.model.train import Trainer
-
     if isinstance(source, Trainer):
         params, _ = _parameters(source.model)
         return params + source.opt.state, False

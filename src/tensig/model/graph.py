@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import backend_for, backend_named, graph_backends, is_integer
+from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode, count_text
 from tensig.core.shapes import Shape
@@ -134,8 +135,6 @@ class Graph:
                ) -> list[tuple[str, Shape, int]]:
         """Every tensor's name, shape and bytes at ``dtype`` (gradients counted separately),
         before anything is allocated; ``sizes`` substitutes symbolic dimensions."""
-        from tensig.core.dims import Dim
-
         self.solve()
         size = itemsize(dtype)
         out = []

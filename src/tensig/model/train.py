@@ -28,7 +28,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from tensig.core.errors import ShapeError, TensigError
 from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
+from tensig.model.distributed import Replicas
 from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
@@ -45,9 +46,6 @@ try:
     _sig: Any = importlib.import_module("_signal")
 except ImportError:  # pragma: no cover - not CPython
     _sig = signal
-
-if TYPE_CHECKING:
-    from tensig.model.distributed import Replicas
 
 __all__ = ["NonFiniteLossError", "Trainer", "adam", "sgd"]
 
@@ -341,8 +339,6 @@ class Trainer:
         checking that every replica built the same parameters."""
         if distributed is False:
             return None
-        from tensig.model.distributed import Replicas
-
         replicas = distributed if isinstance(distributed, Replicas) else Replicas(
             device=self.model.graph.store.device)
         store = self.model.graph.store
