@@ -174,6 +174,12 @@ def test_user_code_is_not_tensig_stdlib_or_packages():
     assert not findings.user_code(os.__file__)
     assert not findings.user_code(sysconfig.get_path("stdlib") + "/json/decoder.py")
     assert not findings.user_code(S.__file__)
+    import tensig.core.dims
+    import tensig.model.graph
+
+    # every layer of tensig, not only check/ where findings.py lives
+    assert not findings.user_code(tensig.core.dims.__file__)
+    assert not findings.user_code(tensig.model.graph.__file__)
     assert not findings.user_code("/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py")
     assert not findings.user_code("<frozen importlib._bootstrap>")
 

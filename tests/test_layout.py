@@ -362,3 +362,19 @@ def test_components_of_a_long_chain_need_no_recursion():
     chain = {str(i): {str(i + 1)} for i in range(5000)} | {"5000": {"0"}, "x": {"0"}}
     components = strongly_connected(chain)
     assert sorted(map(len, components)) == [1, 5001]
+
+
+def test_an_old_path_is_the_module_itself_with_its_own_spec():
+    """``tensig.graph`` is ``tensig.model.graph`` (one object), and importing the old path leaves
+    the module's spec naming its real place (``importlib.reload`` and ``__package__`` rely
+    on it)."""
+    import importlib
+
+    import tensig.graph
+
+    import tensig.model.graph
+
+    old = importlib.import_module("tensig.graph")
+    assert old is tensig.model.graph
+    assert old.__spec__.name == "tensig.model.graph"
+    assert importlib.reload(old) is old

@@ -30,7 +30,7 @@ PUBLIC = {
 DEPRECATED = {
     "errors": "core.errors", "lexical": "core.lexical", "notation": "core.notation",
     "shapes": "core.shapes", "solver": "core.solver", "inference": "core.inference",
-    "annotations": "core.annotations", "ops": "execution.eager",
+    "annotations": "core.annotations", "projections": "core.projections", "ops": "execution.eager",
     "lowering": "execution.lowering", "padding": "execution.padding",
     "price": "execution.price", "runtime": "check.decorator", "findings": "check.findings",
     "symbolic": "check.tracer", "symbolic_numpy": "check.trace_numpy",
@@ -51,10 +51,14 @@ class _Alias(importlib.abc.Loader):
         if self.warn:
             warnings.warn(f"{spec.name} moved to {self.target}; the old path goes in 0.3",
                           DeprecationWarning, stacklevel=2)
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__  # the import system overwrites it with the old path's
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the target module is already executed."""
+        """Nothing to run (the target is already executed): give the module back its own
+        spec, so ``importlib.reload`` and ``__spec__.parent`` still see the new path."""
+        module.__spec__ = self.spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

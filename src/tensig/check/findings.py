@@ -154,7 +154,8 @@ def _library_roots() -> tuple[str, ...]:
                 continue
     with contextlib.suppress(AttributeError):  # embedded interpreters may lack it
         roots.update(os.path.abspath(p) for p in site.getsitepackages())
-    roots.add(os.path.dirname(os.path.abspath(__file__)))  # tensig itself
+    # tensig itself: the package folder, two levels above this module (tensig/check/)
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return tuple(sorted(r + os.sep for r in roots))
 
 
