@@ -42,3 +42,11 @@ def test_modelled_operations_list_is_generated_from_the_code():
     assert found, "the README's verify section lost its generated list of modelled operations"
     expected = modelled_block()
     assert found.group(1) == expected, f"regenerate the README's list:\n{expected}"
+
+
+def test_readme_names_modules_by_their_current_paths():
+    """A module path the README names is the real one, not an alias kept for old imports."""
+    from tensig._moved import DEPRECATED
+
+    old = re.findall(rf"\btensig\.({'|'.join(DEPRECATED)})\b(?![(\w])", README.read_text())
+    assert not old, f"README names moved modules: {sorted(set(old))}"

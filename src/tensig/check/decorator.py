@@ -808,7 +808,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         for path, leaf in _leaves(x, label):
             _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
         return
-    wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.padding): its type
+    wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.execution.padding): its type
     if wrapper is not None and not isinstance(x, wrapper):
         raise _Mismatch("wrapper", label, program, x, marker=marker)
     try:

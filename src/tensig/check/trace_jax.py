@@ -1,4 +1,4 @@
-"""JAX for :mod:`tensig.symbolic`: JAX code runs on the same symbolic arrays as NumPy code.
+"""JAX for :mod:`tensig.check.tracer`: JAX code runs on the same symbolic arrays as NumPy code.
 
 While :func:`tensig.verify` runs, the public callables of ``jax.numpy``, ``jax.nn``,
 ``jax.lax`` and ``jax.random`` (and ``jax.vmap``, ``jax.jit``, ``jax.grad``) are wrapped: a

@@ -1,4 +1,4 @@
-"""NumPy's long tail for :mod:`tensig.symbolic`: hand models and a fitted general mechanism.
+"""NumPy's long tail for :mod:`tensig.check.tracer`: hand models and a fitted general mechanism.
 
 Two layers.  The functions classic NumPy code leans on (``hstack``, ``pad``, ``take``,
 ``cumsum``, ``outer``, the ``linalg`` solvers and decompositions, ``tri``) are modelled by hand,

@@ -1,6 +1,6 @@
 """torch's side of symbolic arrays: tensor attributes, concrete buffers, and every other op.
 
-Three things live here, all imported lazily by :mod:`tensig.symbolic` once torch is in use:
+Three things live here, all imported lazily by :mod:`tensig.check.tracer` once torch is in use:
 
 - **Tensor attributes that are not data.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device``
   a real ``torch.device`` (``cpu``: module parameters live there), ``x.is_nested``,

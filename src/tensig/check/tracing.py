@@ -33,7 +33,7 @@ __all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupport
 class Finding:
     """One thing verification found, at a source line of the verified code.
 
-    ``kind`` is a registered name in :mod:`tensig.findings` (``"broadcast"``, ``"reorder"``,
+    ``kind`` is a registered name in :mod:`tensig.check.findings` (``"broadcast"``, ``"reorder"``,
     ...); an unregistered one raises ``KeyError`` at construction (a programming error).
     ``code`` is the kind's stable code (``TS101``).
     """

@@ -7,7 +7,7 @@ the bugs that hide when sizes collide (``B == T == 16``) are found at any size. 
 data is allocated.
 
 The report lists findings at source lines of ``fn``, in the signature's names, each with its
-stable code from :mod:`tensig.findings` (where ``# tensig: ignore[CODE]`` comments and
+stable code from :mod:`tensig.check.findings` (where ``# tensig: ignore[CODE]`` comments and
 ``ignore=`` suppress them):
 
 - a broadcast or contraction that needs two different dimensions to be equal;

@@ -32,7 +32,7 @@ _Token: TypeAlias = "tuple[str, str, int, int]"
 
 
 def _tokenize(text: str) -> list[_Token]:
-    """Tokens by the rules of :mod:`tensig.lexical` (plus ``$name``, the solver's fresh names);
+    """Tokens by the rules of :mod:`tensig.core.lexical` (plus ``$name``, the solver's fresh names);
     a literal's token holds its canonical digits."""
     tokens: list[_Token] = []
     pos, n = 0, len(text)

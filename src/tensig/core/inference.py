@@ -1,6 +1,6 @@
 """Shape inference: ``infer(spec, *operands) -> Inferred``.
 
-This module turns a spec and operand shapes into solver constraints (:mod:`tensig.solver`),
+This module turns a spec and operand shapes into solver constraints (:mod:`tensig.core.solver`),
 runs the solver, and packages the answer: the result shape, every label's size, every row
 variable's axes, the conditions that hold only for some symbolic sizes, and the *projections*
 (:attr:`Inferred.layout`: which iteration axis indexes which array axis), which the execution

@@ -1,6 +1,6 @@
 """The lexical rules every tensig text shares: names, integer literals, characters to refuse.
 
-Specs (:mod:`tensig.notation`) and dimension expressions (:mod:`tensig.dims`, shape strings)
+Specs (:mod:`tensig.core.notation`) and dimension expressions (:mod:`tensig.dims`, shape strings)
 read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 1")`` agree:
 
 - a **name** follows Python's :meth:`str.isidentifier`: a letter (any script) or ``_``, then

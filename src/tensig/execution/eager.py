@@ -6,7 +6,7 @@ declares what each computes, and each function's docstring is made from its entr
 
 Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
 the call is lowered once per (spec, shapes, options, array type) into backend calls
-(:mod:`tensig.lowering`) and cached, so a repeated call costs a dictionary lookup plus the
+(:mod:`tensig.execution.lowering`) and cached, so a repeated call costs a dictionary lookup plus the
 backend's own work.
 
 Plain arrays have output axes only; :func:`rows` marks leading batch and trailing input axes,

@@ -512,7 +512,7 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
     return backend.astype(backend.from_numpy(keep, like), like.dtype)
 
 
-#: primitives on whole arrays, each one step of its own (:mod:`tensig.compile`):
+#: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, one-hot encoding, dropout's random mask.  Their derivatives are
 #: declared with the operations that use them (:func:`tensig.graph.embedding`: ``take``'s

@@ -627,7 +627,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 
     Returns the view function (``(array, padding value) -> view``), the iterator key of each
     axis of the view, and their sizes.  The eager lowering and the compiled windowed
-    assignments of :mod:`tensig.compile` (the pooling gate) read operands through it, so both
+    assignments of :mod:`tensig.model.compile` (the pooling gate) read operands through it, so both
     see a window the same way.
     """
     tiled = tiled_view(uses)

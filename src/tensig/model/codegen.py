@@ -36,7 +36,7 @@ __all__ = ["Labels", "add_into", "align_function", "assignment_step", "expressio
 #: diagonal) or a fixed index
 Labels = tuple[str | int, ...]
 
-#: primitives written as Python operators (their definitions in :mod:`tensig.ir` are these)
+#: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`)
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "neg": "(-{})", "id": "{}"}
 _COMPARE = {"lt", "le", "eq", "ne"}
@@ -172,7 +172,7 @@ def _addcmul(xp: Any, x: Any, p: Any, q: Any, c: float) -> Any:
 
 
 def _definition(op: str) -> Callable[..., Any]:
-    """A primitive's definition (:mod:`tensig.ir`) by name."""
+    """A primitive's definition (:mod:`tensig.execution.ir`) by name."""
     return UNARY.get(op) or BINARY.get(op) or TERNARY[op]
 
 

@@ -6,7 +6,7 @@ all iterators or fixed indices becomes one generated function of array calls
 (:mod:`tensig.model.codegen`), one with convolution windows or concatenations runs by
 :func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression) or
 :func:`~tensig.model.codegen.windowed_step` (any other), and repeated
-pointwise blocks run once over their concatenation (:mod:`tensig.fusion`).  The passes here
+pointwise blocks run once over their concatenation (:mod:`tensig.model.fusion`).  The passes here
 drop dead stores and zero contributions and fold zero initialisations first.  Running a
 routine does no shape work.
 """
@@ -107,7 +107,7 @@ def compile_code(code: Code, array_type: type) -> Routine:
 
 
 def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
-    """One step for a run of repeated pointwise blocks (see :mod:`tensig.fusion`)."""
+    """One step for a run of repeated pointwise blocks (see :mod:`tensig.model.fusion`)."""
     singles: list[Callable[[Store], None]] = []
 
     def one_by_one(store: Store) -> None:

@@ -7,10 +7,10 @@ solved for the whole graph at once, before any memory is allocated.
 
 Every operation is an :class:`OpDef`: its shape logic (pointwise ``"."``, compose ``"@"``,
 transpose ``"T"``, or an einsum spec), its forward code and its backward code, both written
-in the assignment IR (:mod:`tensig.ir`).  A user-defined operation is one more ``OpDef`` and
-works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop, zero
-grads, a full ``grad_update``) compile once (:mod:`tensig.compile`) and then run with no shape
-work.
+in the assignment IR (:mod:`tensig.execution.ir`).  A user-defined operation is one more
+``OpDef`` and works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop,
+zero grads, a full ``grad_update``) compile once (:mod:`tensig.model.compile`) and then run with
+no shape work.
 
 >>> import numpy as np
 >>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
