@@ -362,3 +362,176 @@ def test_dimension_labels_concat_and_affine():
     assert str(r.shape) == "x=4" and r.operands[0].row_bases("output") == ("x",)
     with pytest.raises(ShapeError, match="basis mismatch across an affine axis"):
         infer("o<+k; k => o", "x=6", "y=3")
+
+
+# -- @| batch slicing ---------------------------------------------------------------------------
+
+
+def test_batch_slice_shapes():
+    # test/operations/check_slice_shapes.ml: images of 2 batches of 4 (2x4x3x3x1), sliced by a
+    # static symbol of range 2, are 4x3x3x1
+    data = np.arange(2 * 4 * 9, dtype=np.float32).reshape(2, 4, 3, 3, 1)
+    images = G.leaf("images", data, batch=2)
+    batch_n = G.index("batch_n", range=2)
+    batch_images = G.batch_slice(images, batch_n)
+    assert batch_images.shape.int_dims == (4, 3, 3, 1)
+    assert str(batch_images.shape) == "4|3,3,1"
+    m = G.Model(batch_images)
+    for n in range(2):
+        m.set(batch_n, n)
+        np.testing.assert_array_equal(m.run(), data[n])
+
+
+def test_batch_slice_reads_the_parent_through_a_view():
+    # test/operations/test_slice_alias.ml, "read-through": the slice reads the parent's row at
+    # the runtime index, and owns no buffer (on the host it is a view of the parent)
+    images = G.leaf("images", np.array([[1., 2., 3.], [4., 5., 6.]], np.float32), batch=1)
+    batch_n = G.index("batch_n", range=2)
+    bv = G.batch_slice(images, batch_n)
+    out = bv * 2.0
+    m = G.Model(out)
+    got = []
+    for n in (0, 1):
+        m.set(batch_n, n)
+        got.append(m.run().tolist())
+        assert np.shares_memory(bv.numpy(), images.numpy())
+    assert got == [[2., 4., 6.], [8., 10., 12.]]
+
+
+def _slice_of(xs):
+    """A differentiable batch axis holding ``xs`` (a parameter's output axis moved to the batch
+    row: parameters have no batch axes) and its parameter."""
+    p = G.param("x_flat", output=[len(xs)], input=[], init=lambda s, r: xs.astype(np.float32))
+    return G.einsum1("|->i => i|->", p), p
+
+
+def test_batch_slice_gradient_per_step():
+    # test/operations/primitive_ops.ml: x = x_flat @| step_sym, f x, grad_update, then each step
+    # reads f at one point and its derivative lands in that point's cell of x_flat's gradient
+    xs = np.linspace(-5.0, 5.0, 11)
+    xb, p = _slice_of(xs)
+    step = G.index("step_sym", range=len(xs))
+    fx = G.batch_slice(xb, step).tanh()
+    m = G.grad_update(fx)
+    tol = 8 * np.finfo(np.float32).eps
+    for k, xk in enumerate(xs):
+        m.set(step, k)
+        np.testing.assert_allclose(m.backward(), [np.tanh(xk)], atol=tol)
+        want = np.zeros(len(xs))
+        want[k] = 1.0 - np.tanh(np.float32(xk)) ** 2  # only the sliced cell gets a gradient
+        np.testing.assert_allclose(p.grad.numpy(), want, atol=tol)
+
+
+def test_batch_slice_gradient_against_finite_differences():
+    # the gradient of a loss through a slice of a matrix-valued batch, against central
+    # differences of a float64 NumPy evaluation of the same loss
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((4, 3, 2))
+    W = rng.standard_normal((2, 3))
+    x = G.leaf("x", X.astype(np.float32), batch=1)                  # 4 | 3, 2
+    w = G.param("w", output=[2, 3], input=[], init=lambda s, r: W.astype(np.float32))
+    i = G.index("i", range=4)
+    hidden = G.einsum("b|j, k; k, j => b|k", x, w)                     # 4 | 2
+    y = G.batch_slice(hidden, i).tanh()
+    loss = G.einsum1("... => |->0", y * y)
+    m = G.grad_update(loss)
+
+    def f(Wv, k):
+        h = np.einsum("jk,kj->k", X[k], Wv)
+        return float(np.sum(np.tanh(h) ** 2))
+
+    for k in (0, 3):
+        m.set(i, k)
+        np.testing.assert_allclose(m.backward(), [f(W, k)], rtol=1e-5)
+        eps, fd = 1e-6, np.zeros_like(W)
+        for idx in np.ndindex(*W.shape):
+            d = np.zeros_like(W)
+            d[idx] = eps
+            fd[idx] = (f(W + d, k) - f(W - d, k)) / (2 * eps)
+        # float32 forward: a bound of eps(float32) times the terms summed, per gradient cell
+        np.testing.assert_allclose(w.grad.numpy(), fd, atol=64 * np.finfo(np.float32).eps)
+
+
+def test_batch_slice_of_ids_stays_integer():
+    # test/training/bigram.ml slices a dataset of ids per batch, then embeds them
+    ids = G.leaf("ids", np.array([[0, 2], [1, 1], [2, 0]]), batch=2)   # 3, 2 |
+    table = G.param("table", output=[3], input=[2],
+                    init=lambda s, r: np.arange(6, dtype=np.float32).reshape(s))
+    i = G.index("i", range=3)
+    row = G.batch_slice(ids, i)
+    assert row.integer and str(row.shape) == "2|"
+    e = G.embedding(table, row)
+    m = G.Model(e)
+    m.set(i, 2)
+    np.testing.assert_array_equal(m.run(), np.arange(6.).reshape(3, 2)[[2, 0]])
+
+
+def test_batch_slice_errors():
+    x = G.leaf("x", np.zeros((3, 2), np.float32), batch=1)
+    with pytest.raises(TypeError, match="integer data"):
+        G.batch_slice(x, G.leaf("f", np.array(0.5, np.float32)))
+    with pytest.raises(ShapeError, match=r"3 vs 4|4 vs 3"):  # the symbol's range is the axis
+        G.batch_slice(x, G.index("i", range=4))
+    with pytest.raises(ValueError, match="positive int"):
+        G.index("j", range=0)
+    i = G.index("k")
+    m = G.Model(G.batch_slice(x, i))
+    m.set(i, 3)
+    with pytest.raises(IndexError, match=r"batch slice \(@\|\): id 3 is outside 0\.\.2"):
+        m.run()
+    with G.new_graph():  # no batch axis to slice
+        p = G.leaf("p", np.zeros(3, np.float32))
+        with pytest.raises(ShapeError):
+            _ = G.batch_slice(p, G.index("i")).shape
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_batch_slice_on_other_backends(backend):
+    pytest.importorskip(backend)
+    X = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with G.new_graph(backend) as g:
+        xb, p = _slice_of(np.arange(3.0))
+        x = G.leaf("x", X, batch=1)
+        i = G.index("i", range=3)
+        loss = G.einsum1("... => |->0", G.batch_slice(xb * x, i))
+        m = G.grad_update(loss)
+        m.set(i, 1)
+        out = m.backward()
+        assert isinstance(out, g.array_type)
+        np.testing.assert_allclose(np.asarray(out), [X[1].sum()])
+        np.testing.assert_allclose(np.asarray(p.grad.numpy()), [0.0, X[1].sum(), 0.0])
+
+
+def test_batch_slice_walks_a_dataset_in_training():
+    # test/einsum/moons_demo_variant.ml: inputs and classes held whole, both sliced by one
+    # batch symbol; one compiled routine walks the batches and the loss goes down
+    rng = np.random.default_rng(5)
+    n_batches, batch = 8, 10
+    pts = rng.standard_normal((n_batches * batch, 2)).astype(np.float32)
+    cls = np.where(pts[:, 0] + 0.5 * pts[:, 1] > 0, 1.0, -1.0).astype(np.float32)
+    flat = G.leaf("moons_flat", pts.reshape(n_batches, batch, 2), batch=2)
+    classes = G.leaf("moons_classes", cls.reshape(n_batches, batch, 1), batch=2)
+    batch_n = G.index("batch_n", range=n_batches)
+    w1 = G.param("w1", output=[8], init="kaiming")
+    b1 = G.param("b1", output=[8])
+    w2 = G.param("w2", output=[1], init="kaiming")
+    x, c = G.batch_slice(flat, batch_n), G.batch_slice(classes, batch_n)
+    margin = (1.0 - c * (w2 @ (b1 + w1 @ x).relu())).relu()
+    loss = G.einsum1("...|... => |->0", margin) * (1.0 / batch)
+    m = G.grad_update(loss)
+    params = (w1, b1, w2)
+
+    def epoch():
+        total = 0.0
+        for n in range(n_batches):
+            m.set(batch_n, n)
+            total += float(m.backward()[0])
+            for q in params:
+                key = q.val.key
+                m.graph.store.arrays[key] = q.numpy() - 0.1 * q.grad.numpy()
+        return total / n_batches
+
+    first = epoch()
+    for _ in range(5):
+        last = epoch()
+    assert last < 0.5 * first

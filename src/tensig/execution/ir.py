@@ -485,6 +485,17 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     return backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
 
 
+def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
+    """Cell ``i`` of ``x``'s leading axis (OCANNL's ``x @| i``, ``i`` a 0-d integer array): a
+    view where the index is on the host (no copy, as OCANNL's slice aliases its parent), a
+    gather where reading it would wait for an accelerator."""
+    backend = backend_of_namespace(xp)
+    _check_ids(xp, i, x.shape[0], "batch slice (@|)")
+    if backend.on_host(i):
+        return x[int(i)]
+    return backend.take_rows(x, i, out.shape)
+
+
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     """1 where the last axis's position is the id, else 0 (all 0 where the id is
     ``ignore``), of ``like``'s float dtype."""
@@ -514,12 +525,13 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, one-hot encoding, dropout's random mask.  Their derivatives are
-#: declared with the operations that use them (:func:`tensig.graph.embedding`: ``take``'s
-#: is ``put_add``).
+#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask.  Their
+#: derivatives are declared with the operations that use them (:func:`tensig.graph.embedding`:
+#: ``take``'s is ``put_add``, as is :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
     "put_add": _put_add,
+    "slice_at": _slice_at,
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
 }

@@ -38,7 +38,7 @@ from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode, count_text
 from tensig.core.shapes import Shape
-from tensig.core.solver import RowNode, SRow
+from tensig.core.solver import DimVar, RowNode, SRow
 from tensig.execution.eager import RowArray, register_tensor_type
 from tensig.execution.ir import CASTS, OPERATORS, Buf, Code, Expr, Operator, Projections
 from tensig.execution.ir import prim as _e
@@ -46,20 +46,25 @@ from tensig.execution.price import itemsize
 from tensig.model.compile import Routine, Store, compile_code
 
 __all__ = [
+    "Captured",
     "Graph",
+    "Index",
     "OpDef",
     "Tensor",
     "axis",
     "batch",
+    "batch_slice",
     "cast",
     "concat",
     "constant",
+    "dim",
     "einmax1",
     "einsum",
     "einsum1",
     "embedding",
     "fma",
     "grad_update",
+    "index",
     "leaf",
     "maximum",
     "minimum",
@@ -74,6 +79,7 @@ __all__ = [
     "stop_gradient",
     "stretch",
     "tropical",
+    "variable",
     "where",
 ]
 
@@ -97,12 +103,16 @@ class Graph:
         self.device = device
         self._solved = 0
         self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
+        #: what is checked after each solve (constraints on captured row variables)
+        self.checks: list[Callable[[], None]] = []
 
     def solve(self) -> None:
         """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
         if self._solved != len(self.tensors):
             self._shapes.clear()  # new tensors can refine old shapes (a parameter's, say)
             self.shapes.solve()
+            for check in self.checks:
+                check()
             self._solved = len(self.tensors)
 
     def array(self, value: Any, device: Any = None) -> Any:
@@ -442,6 +452,8 @@ def _as_tensor(x: Any, g: Graph) -> Tensor:
         return x
     if isinstance(x, int | float):
         return constant(np.array([float(x)], np.float32), name=repr(x))
+    if isinstance(x, Captured):
+        return dim(x)
     raise TypeError(f"cannot use {type(x).__name__} as a tensor (numbers auto-lift; arrays "
                     "need tensig.graph.constant or leaf)")
 
@@ -682,10 +694,11 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
     return _grads(*[rule(i) for i in range(n)])
 
 
-def _spec_op(name: str, spec: str, *tensors: Tensor) -> Tensor:
+def _spec_op(name: str, spec: str, *tensors: Tensor, capture: Sequence[str] | None = None
+             ) -> Any:
     """Operator ``name`` of :data:`~tensig.execution.ir.OPERATORS` applied to ``tensors``
     under ``spec``: the assignment ``t =:accum combine(args) ~logic:spec`` and its
-    derivative."""
+    derivative.  ``capture``: also the named labels' sizes (:class:`Captured`)."""
     op = OPERATORS[name]
     lo, hi = op.operands
     if len(tensors) < lo or (hi is not None and len(tensors) > hi):
@@ -696,7 +709,7 @@ def _spec_op(name: str, spec: str, *tensors: Tensor) -> Tensor:
                              accum=op.accum, init=True, logic=t.projections)
 
     opdef = OpDef(name, spec, forward, _spec_backward(op, spec, len(tensors)), op=name)
-    return apply(opdef, *tensors)
+    return _capture(apply(opdef, *tensors), capture)
 
 
 def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -705,38 +718,40 @@ def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     op = OPERATORS[fn.__name__]
     fn.__doc__ = (f"{op.doc} (OCANNL ``{op.ocannl}``) as a graph node: "
                   f"{count_text(*op.operands)} tensor(s) (arrays run at once, through a "
-                  f"throwaway graph; :func:`tensig.{op.name}` is the eager function).")
+                  f"throwaway graph; :func:`tensig.{op.name}` is the eager function).  "
+                  f"``capture=[names]`` returns ``(tensor, {{name: Captured}})``: the labels' "
+                  f"solved sizes (OCANNL's ``capture_dims``).")
     return fn
 
 
 @_documented
-def einsum(spec: str, *tensors: Tensor) -> Tensor:
-    return _spec_op("einsum", spec, *tensors)
+def einsum(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("einsum", spec, *tensors, capture=capture)
 
 
 @_documented
-def einsum1(spec: str, a: Tensor) -> Tensor:
-    return _spec_op("einsum1", spec, a)
+def einsum1(spec: str, a: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("einsum1", spec, a, capture=capture)
 
 
 @_documented
-def outer_sum(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    return _spec_op("outer_sum", spec, a, b)
+def outer_sum(spec: str, a: Tensor, b: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("outer_sum", spec, a, b, capture=capture)
 
 
 @_documented
-def tropical(spec: str, a: Tensor, b: Tensor) -> Tensor:
-    return _spec_op("tropical", spec, a, b)
+def tropical(spec: str, a: Tensor, b: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("tropical", spec, a, b, capture=capture)
 
 
 @_documented
-def einmax1(spec: str, a: Tensor) -> Tensor:
-    return _spec_op("einmax1", spec, a)
+def einmax1(spec: str, a: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("einmax1", spec, a, capture=capture)
 
 
 @_documented
-def concat(spec: str, *tensors: Tensor) -> Tensor:
-    return _spec_op("concat", spec, *tensors)
+def concat(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
+    return _spec_op("concat", spec, *tensors, capture=capture)
 
 
 def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
@@ -855,6 +870,230 @@ def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor
                              logic=t.projections)
 
     return apply(OpDef("one_hot", spec, forward, None, op="einsum", integers=True), ids, like)
+
+
+# -- OCANNL's batch slicing (@|) and dimension captures ----------------------------------------
+
+#: the leftmost batch axis ``n`` of the first operand, at the position a scalar gives
+_BATCH_SLICE = "n, ..b..|..i..->..o..; |-> => ..b..|..i..->..o.."
+
+
+class Index(Tensor):
+    """A scalar integer leaf that picks a cell of a leftmost batch axis (OCANNL's static
+    symbol, ``IDX.get_static_symbol ~static_range``); ``range``, when given, is that axis's
+    size.  Made by :func:`index`."""
+
+    __slots__ = ("range",)
+
+
+def index(name: str, *, range: int | None = None, value: int = 0) -> Index:
+    """A batch index for :func:`batch_slice`, holding ``value`` until a model sets another
+    (``model.set(i, k)``).  ``range``: the number of cells of the axes it slices (a slice of a
+    tensor whose leftmost batch axis has another size is a :class:`ShapeError`)."""
+    if range is not None and (isinstance(range, bool) or not isinstance(range, int)
+                              or range < 1):
+        raise ValueError(f"index {name!r}: range is a positive int, not {range!r}")
+    g = current_graph()
+    t = Index("leaf", g.shapes.tensor(name, Shape()), g, [name])
+    t.range, t.integer = range, True
+    t.value_init = np.array(value, np.int64)
+    return t
+
+
+def batch_slice(x: Tensor, i: Tensor) -> Tensor:
+    """``x`` at cell ``i`` of its leftmost batch axis (OCANNL's ``x @| i``): ``x``'s shape
+    without that axis.  ``i`` is a scalar integer leaf (:func:`index`) set before each run,
+    so one compiled routine walks the batches of a dataset held whole.  On the host the slice
+    is a view of ``x`` (OCANNL aliases it too); its gradient adds into cell ``i`` of ``x``'s
+    gradient.  An ``i`` outside the axis is an ``IndexError`` when the routine runs.
+
+    >>> data = leaf("data", np.arange(12.).reshape(3, 2, 2), batch=2)   # 3, 2 | 2
+    >>> i = index("i", range=3)
+    >>> row = batch_slice(data, i)
+    >>> row.shape
+    Shape('2|2')
+    >>> m = Model(row); m.set(i, 2); m.run().tolist()
+    [[8.0, 9.0], [10.0, 11.0]]
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"batch_slice slices a graph tensor, not {type(x).__name__}")
+    if not isinstance(i, Tensor) or not i.integer:
+        raise TypeError(f"batch_slice: the index must be integer data (G.index(...)), not "
+                        f"{getattr(i, 'name', type(i).__name__)}")
+
+    def forward(t: Tensor, a: Tensor, j: Tensor) -> Code:
+        return Code().assign(t.val, _e("slice_at", a.val, j.val), logic=t.projections)
+
+    def backward(t: Tensor, a: Tensor, j: Tensor) -> Code:
+        code = Code()
+        if a.differentiable:
+            code.assign(a.grad, _e("put_add", j.val, t.grad), accum="+", logic=t.projections)
+        return code
+
+    t = apply(OpDef("batch_slice", _BATCH_SLICE, forward, backward, op="einsum",
+                    integers=True), x, i, name="@|")
+    t.integer = x.integer  # a slice of ids is ids
+    if isinstance(i, Index) and i.range is not None:
+        shapes = t.graph.shapes
+        shapes.set_dim(shapes.label(t.node, "n"), i.range)
+    return t
+
+
+class Captured:
+    """The size of a label (or of a row variable: the product of its axes) in a graph's
+    solve: OCANNL's ``capture_dims`` variable reference.
+
+    Made by ``capture=[...]`` on a graph einsum (``y, dims = G.einsum1(spec, x,
+    capture=["d"])``) or by :func:`variable`.  ``value`` solves the graph and reads it;
+    :func:`dim` (or arithmetic with tensors: ``x / d``, ``x * d``) puts it into the
+    model as a number; :meth:`set_dim`, :meth:`set_equal`, :meth:`set_scale` constrain it
+    (OCANNL's ``Shape.set_dim``...).  A row variable's size is read after the solve, so its
+    constraints are checked there: they cannot size a tensor.
+    """
+
+    __slots__ = ("graph", "name", "node", "var")
+
+    def __init__(self, graph: Graph, name: str, node: TensorNode | None, var: DimVar | None):
+        self.graph, self.name, self.node, self.var = graph, name, node, var
+
+    def __repr__(self) -> str:
+        return f"Captured({self.name!r})"
+
+    @property
+    def value(self) -> int:
+        """The solved size (solving the graph)."""
+        self.graph.solve()
+        v = self._size()
+        if v is None:
+            raise ShapeError(f"variable {self.name!r} has no size: nothing sets it",
+                             label=self.name, hint="set_dim it, or set_equal it to a "
+                                                   "captured label")
+        return v
+
+    def _size(self) -> int | None:
+        """The size as the solver has it now (a row variable's: once solved)."""
+        if self.node is None:
+            v = ShapeGraph.value(self.var) if self.var is not None else None
+            return None if v is None else int(v)
+        return int(self.graph.shapes.projections(self.node).capture([self.name])[self.name])
+
+    def __int__(self) -> int:
+        return self.value
+
+    def set_dim(self, size: int) -> None:
+        """This size is ``size``."""
+        if self.var is None:
+            self._check(lambda: size, f"set_dim({self.name!r}, {size})")
+        else:
+            self.graph.shapes.set_dim(self.var, size)
+
+    def set_equal(self, other: Captured) -> None:
+        """This size and ``other``'s are equal (a row variable: the product of its axes)."""
+        if other.graph is not self.graph:
+            raise ValueError(f"set_equal({self.name!r}, {other.name!r}): the sizes belong to "
+                             "different graphs")
+        if self.var is not None and other.var is not None:
+            self.graph.shapes.set_equal(self.var, other.var)
+        elif self.var is None:
+            self._check(other._size, f"set_equal({self.name!r}, {other.name!r})",
+                        settle=other)
+        else:
+            other.set_equal(self)
+
+    def set_scale(self, small: Captured, factor: int) -> None:
+        """This size is ``factor`` times ``small``'s (dimension labels only, as OCANNL's)."""
+        if self.var is None or small.var is None:
+            raise ShapeError(f"set_scale({self.name!r}, {small.name!r}): a row variable takes "
+                             "no scale, only dimension labels do (as OCANNL's set_scale)")
+        self.graph.shapes.set_scale(self.var, small.var, factor)
+
+    def _check(self, want: Callable[[], int | None], what: str,
+               settle: Captured | None = None) -> None:
+        """A row variable's constraint, checked after the graph's solve: a free ``settle``
+        variable takes the row's size, anything else must equal it."""
+        def check() -> None:
+            size = self._size()
+            assert size is not None  # a row variable's size is known once the graph solved
+            if settle is not None and settle.var is not None and \
+                    ShapeGraph.value(settle.var) is None:
+                settle.set_dim(size)
+                return
+            other = want()
+            if other != size:
+                raise ShapeError(f"{what}: the row variable {self.name!r} has {size} elements "
+                                 f"(the product of its axes), not {other}", label=self.name,
+                                 sizes=(size, other))
+
+        self.graph.checks.append(check)
+        self.graph._solved = -1  # checked at the next solve
+
+    def tensor(self) -> Tensor:
+        return dim(self)
+
+    def __add__(self, o: Any) -> Tensor:
+        return dim(self) + o
+
+    def __radd__(self, o: Any) -> Tensor:
+        return o + dim(self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return dim(self) - o
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return o - dim(self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return dim(self) * o
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return o * dim(self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return dim(self) / o
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return o / dim(self)
+
+
+def variable(name: str) -> Captured:
+    """A free size variable of the current graph (OCANNL's ``Shape.get_variable_ref``): tie it
+    to captured labels with :meth:`Captured.set_equal`, size it with :meth:`Captured.set_dim`."""
+    g = current_graph()
+    return Captured(g, name, None, g.shapes.variable(name))
+
+
+def dim(c: Captured) -> Tensor:
+    """A captured size as a number in the model (OCANNL's ``dim`` / ``embed_dim``): a float32
+    constant with no axes (it broadcasts into anything), its value taken from the solved
+    shapes when a model is initialised.
+
+    >>> x = leaf("x", np.ones((2, 5), np.float32), batch=1)
+    >>> total, d = einsum1("...|d => ...|", x, capture=["d"])
+    >>> Model(total / d["d"]).run().tolist()     # the mean over d
+    [1.0, 1.0]
+    """
+    g = c.graph
+    name = f"dim.{c.name}"
+    t = Tensor("const", g.shapes.tensor(name, Shape()), g, [name])
+    t.value_init = lambda: np.array(c.value, np.float32)
+    return t
+
+
+def _capture(t: Tensor, names: Sequence[str] | None) -> Any:
+    """``t``, or ``(t, {name: Captured})`` for ``capture=names`` (as the eager functions
+    return ``(array, sizes)``).  Unknown names fail here, not at the solve."""
+    if names is None:
+        return t
+    if isinstance(names, str):
+        raise TypeError("capture takes a list of names, e.g. capture=['h', 'w']")
+    shapes, out = t.graph.shapes, {}
+    for name in names:
+        try:
+            var: DimVar | None = shapes.label(t.node, name)
+        except ShapeError:  # a row variable: its size is its axes' product, read when solved
+            var = None
+        out[name] = Captured(t.graph, name, t.node, var)
+    return t, out
 
 
 # --------------------------------------------------------------------------------------------
@@ -1071,6 +1310,8 @@ class Model:
         A callable gives the value when called (a constant captured from solved shapes)."""
         if callable(value):
             value = value()
+        if isinstance(value, int) and t.integer:  # an index's position
+            value = np.array(value, np.int64)
         if t.kind == "leaf" and t.integer != _is_integer(value):
             raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
                             f"data; got an array of dtype {value.dtype}")
@@ -1103,11 +1344,12 @@ def grad_update(loss: Tensor) -> Model:
 def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:
     """``tensig.einsum(spec, x, w)`` and the other eager functions on graph tensors: the
     graph operation of the same name (a node, not an array)."""
-    given = [k for k, v in options.items() if v or k == "use_padding"]  # {} is no params
+    given = [k for k, v in options.items()
+             if k != "capture" and (v or k == "use_padding")]  # {} is no params
     if given:
         raise NotImplementedError(f"{op}() on graph tensors takes no {'/'.join(given)} yet: "
                                   "write them into the spec")
-    return _spec_op(op, spec, *xs)
+    return _spec_op(op, spec, *xs, capture=options.get("capture"))
 
 
 register_tensor_type(Tensor, _eager_call)
