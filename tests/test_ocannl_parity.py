@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensig import ShapeError
+from tensig import ShapeError, SpecSyntaxError
 from tensig.core.inference import infer
 from tensig.model import graph as G
 
@@ -535,3 +535,222 @@ def test_batch_slice_walks_a_dataset_in_training():
     for _ in range(5):
         last = epoch()
     assert last < 0.5 * first
+
+
+# -- capture= on graph einsums: test/einsum/test_einsum_capture.ml ------------------------------
+
+
+def _u(*output):
+    """A parameter initialiser of OCANNL's ``uniform1`` kind (values do not matter here)."""
+    return {"init": lambda s, r: r.random(s, np.float32)} | (
+        {"output": list(output), "input": []} if output else {})
+
+
+def test_capture_for_computation():
+    # capture_for_computation: dimensions of a binary and a unary einsum and a row variable
+    # (the product of its axes), then dim a + dim j + dim r = 2 + 7 + 12 computed in the graph
+    x, y = G.param("x", **_u(2, 3)), G.param("y", **_u(3, 4))
+    _, d = G.einsum("ab;bc=>ac", x, y, capture=["a", "b", "c"])
+    assert {k: v.value for k, v in d.items()} == {"a": 2, "b": 3, "c": 4}
+    _, d2 = G.einsum1("ij=>ji", G.param("x2", **_u(5, 7)), capture=["i", "j"])
+    assert (d2["i"].value, d2["j"].value) == (5, 7)
+    _, d3 = G.einsum("a..r..;..r..b=>ab", G.param("x3", **_u(2, 3, 4)),
+                      G.param("y3", **_u(3, 4, 5)), capture=["r"])
+    assert d3["r"].value == 12 and int(d3["r"]) == 12
+    dim_calc = G.dim(d["a"]) + d2["j"] + d3["r"]
+    assert dim_calc.shape.int_dims == ()  # a number: OCANNL prints one cell
+    assert G.Model(dim_calc).run() == 21.0
+
+
+def test_capture_through_tensig_einsum_and_every_operator():
+    # the eager functions' capture= on graph tensors returns (node, sizes), as on arrays it
+    # returns (array, sizes); every einsum-family operation takes it
+    import tensig as ts
+    x = G.leaf("x", np.ones((2, 6), np.float32), batch=1)
+    y, d = ts.einsum1("...|d => ...|", x, capture=["d"])
+    assert isinstance(y, G.Tensor) and d["d"].value == 6
+    _, sizes = ts.einsum1("b, d => b", np.ones((2, 6)), capture=["d"])  # the eager twin
+    assert sizes == {"d": 6}
+    for fn, spec in ((G.einmax1, "b|d => b|"), (G.concat, "b|d => b|d")):
+        _, c = fn(spec, x, capture=["d"])
+        assert c["d"].value == 6
+    for fn in (G.outer_sum, G.tropical):
+        _, c = fn("b|d; b|d => b|", x, x, capture=["d"])
+        assert c["d"].value == 6
+    with pytest.raises(ValueError, match="no label 'q'"):
+        G.einsum1("b|d => b|", x, capture=["q"])
+    with pytest.raises(TypeError, match="list of names"):
+        G.einsum1("b|d => b|", x, capture="d")
+
+
+def test_captured_size_as_a_number_gives_a_mean():
+    # the issue's use: a solved size as a value, e.g. 1/D for a mean, written once for any D
+    for n in (3, 5):
+        with G.new_graph():
+            X = np.arange(2.0 * n, dtype=np.float32).reshape(2, n)
+            total, d = G.einsum1("...|d => ...|", G.leaf("x", X, batch=1), capture=["d"])
+            np.testing.assert_allclose(G.Model(total / d["d"]).run(), X.mean(axis=1),
+                                       rtol=4 * np.finfo(np.float32).eps)
+            np.testing.assert_allclose(G.Model(total * (1 / d["d"])).run(),
+                                       X.mean(axis=1)[:, None], rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_set_dim_and_set_equal():
+    # test_set_dim_and_set_equal, tests 1-4: free variables (Shape.get_variable_ref)
+    var1, var2 = G.variable("test_var1"), G.variable("test_var2")
+    var1.set_dim(42)
+    assert var1.value == 42
+    var2.set_equal(var1)
+    assert var2.value == 42
+    var3 = G.variable("test_var3")
+    var3.set_dim(42)
+    var1.set_equal(var3)  # both solved and equal: no error
+    var6, var7 = G.variable("test_var6"), G.variable("test_var7")
+    var6.set_dim(50)
+    var7.set_dim(75)
+    with pytest.raises(ShapeError, match="50 vs 75"):
+        var6.set_equal(var7)
+    with pytest.raises(ShapeError, match="nothing sets it"):
+        _ = G.variable("unset").value
+
+
+def test_set_equal_with_a_captured_row_variable():
+    # test_set_dim_and_set_equal, test 6: a free variable equal to a row variable takes the
+    # row's product; capture_for_shape_validation, tests 3-4: rows equal to rows and to labels
+    _, c = G.einsum("a..s..;..s..b=>ab", G.param("x_row", **_u(2, 6)),
+                        G.param("y_row", **_u(6, 3)), capture=["s"])
+    test_dim = G.variable("test_dim")
+    c["s"].set_equal(test_dim)
+    assert (c["s"].value, test_dim.value) == (6, 6)
+    r3, rows = G.einsum("a, ..row1.., b; ..row2.., c => a, ..row1.., c",
+                        G.param("r1", **_u(2, 3, 4)), G.param("r2", **_u(3, 5)),
+                        capture=["row1", "row2"])
+    rows["row1"].set_equal(rows["row2"])
+    assert str(r3.shape) == "2,3,5" and rows["row1"].value == rows["row2"].value == 3
+    m2, mixed = G.einsum1("..mix.., n => n, ..mix..", G.param("m1", **_u(2, 4, 8)),
+                          capture=["mix", "n"])
+    mixed["mix"].set_equal(mixed["n"])
+    assert str(m2.shape) == "8,2,4" and mixed["mix"].value == mixed["n"].value == 8
+    # a row whose product differs is an error naming both sizes, at the solve
+    with G.new_graph():
+        y, bad = G.einsum1("..mix.., n => n, ..mix..", G.param("m1", **_u(2, 3, 8)),
+                           capture=["mix", "n"])
+        bad["mix"].set_equal(bad["n"])
+        with pytest.raises(ShapeError, match=r"'mix' has 6 elements .* not 8"):
+            _ = y.shape
+    with G.new_graph():
+        y, bad = G.einsum1("..r.., n => n", G.param("m1", **_u(2, 3, 8)), capture=["r"])
+        bad["r"].set_dim(5)
+        with pytest.raises(ShapeError, match="'r' has 6 elements"):
+            _ = y.shape
+        with pytest.raises(ShapeError, match="row variable takes no scale"):
+            bad["r"].set_scale(G.variable("v"), 2)
+
+
+def test_capture_for_shape_validation():
+    # capture_for_shape_validation, tests 1, 2 and 5: constraints that the shapes satisfy
+    c1, d = G.einsum("ij;jk=>ik", G.param("a1", **_u(4, 6)), G.param("b1", **_u(6, 4)),
+                     capture=["i", "j", "k"])
+    d["i"].set_equal(d["k"])
+    assert str(c1.shape) == "4,4" and d["i"].value == d["k"].value == 4
+    z2, e = G.einsum("abc;bcd=>ad", G.param("x2", **_u(3, 5, 7)), G.param("y2", **_u(5, 7, 3)),
+                     capture=["a", "b", "c", "d"])
+    e["a"].set_equal(e["d"])
+    fixed_c = G.variable("fixed_c")
+    fixed_c.set_dim(7)
+    e["c"].set_equal(fixed_c)
+    assert str(z2.shape) == "3,3"
+    assert [e[k].value for k in "abcd"] == [3, 5, 7, 3]
+    chain2, f = G.einsum1("a, b => b, a", G.param("chain1", **_u(4, 5)), capture=["a", "b"])
+    chain4, h = G.einsum("e, d; e, f => d, f", chain2, G.param("chain3", **_u(5, 6)),
+                         capture=["d", "e", "f"])
+    f["a"].set_equal(h["d"])
+    f["b"].set_equal(h["e"])
+    final_size = G.variable("final_size")
+    final_size.set_dim(4)
+    h["d"].set_equal(final_size)
+    assert str(chain4.shape) == "4,6"
+    assert [f["a"].value, f["b"].value, h["d"].value, h["e"].value, h["f"].value] == \
+        [4, 5, 4, 5, 6]
+    with G.new_graph():  # a constraint the shapes break names both sizes
+        _, d = G.einsum("ij;jk=>ik", G.param("a1", **_u(4, 6)), G.param("b1", **_u(6, 5)),
+                        capture=["i", "k"])
+        with pytest.raises(ShapeError, match=r"4 vs 5|5 vs 4"):
+            d["i"].set_equal(d["k"])
+
+
+def test_capture_for_shape_inference():
+    # capture_for_shape_inference, tests 1-4: parameters with no shape sized only by
+    # constraints on captured labels.  OCANNL closes the parameters' input rows, which only
+    # the specs' "..." reach, to no axes; tensig calls such a row under-determined (a README
+    # difference), so the specs close them with "->"
+    with G.new_graph():
+        r, d = G.einsum("ij;jk=>ik", G.param("m1"), G.param("m2"), capture=["i", "j", "k"])
+        for name, size in zip("ijk", (3, 4, 5), strict=True):
+            d[name].set_dim(size)
+        with pytest.raises(ShapeError, match="under-determined parameter 'm1': no use "
+                                             "determines its input axes"):
+            _ = r.shape
+    result1, d = G.einsum("->ij; ->jk => ->ik", G.param("m1", init=_u()["init"]),
+                          G.param("m2", init=_u()["init"]), capture=["i", "j", "k"])
+    for name, size in zip("ijk", (3, 4, 5), strict=True):
+        v = G.variable(f"{name}_size")
+        v.set_dim(size)
+        d[name].set_equal(v)
+    assert str(result1.shape) == "3,5"
+    assert [str(t.shape) for t in result1.args] == ["3,4", "4,5"]
+    with G.new_graph():
+        transposed, t = G.einsum1("->ab => ->ba", G.param("base", init=_u()["init"]),
+                                  capture=["a", "b"])
+        final, f = G.einsum("->ba; ->bc => ->ac", transposed,
+                            G.param("mult_input", init=_u()["init"]), capture=["a", "b", "c"])
+        for c, size in ((t["a"], 6), (t["b"], 8), (f["c"], 10)):
+            v = G.variable(f"v{size}")
+            v.set_dim(size)
+            c.set_equal(v)
+        assert [str(x.shape) for x in (transposed.args[0], transposed, final.args[1], final)] \
+            == ["6,8", "8,6", "8,10", "6,10"]
+    with G.new_graph():  # test 3: x=7, y=8, z=9 given as free variables
+        result3, d = G.einsum("->xy; ->yz => ->xz", G.param("tensor1", init=_u()["init"]),
+                              G.param("tensor2", init=_u()["init"]), capture=["x", "y", "z"])
+        for name, size in zip("xyz", (7, 8, 9), strict=True):
+            v = G.variable(f"{name}_size")
+            v.set_dim(size)
+            d[name].set_equal(v)
+        assert [str(x.shape) for x in (*result3.args, result3)] == ["7,8", "8,9", "7,9"]
+    with G.new_graph():
+        res, c = G.einsum("->pqr; ->rst => ->pqst", G.param("complex1", init=_u()["init"]),
+                          G.param("complex2", init=_u()["init"]),
+                          capture=["p", "q", "r", "s", "t"])
+        size = G.variable("size_constraint")
+        size.set_dim(4)
+        c["p"].set_equal(size)
+        c["t"].set_equal(size)
+        c["q"].set_equal(c["s"])
+        c["r"].set_dim(6)
+        c["q"].set_dim(5)
+        assert str(res.shape) == "4,5,5,4"
+        assert [c[k].value for k in "pqrst"] == [4, 5, 6, 5, 4]
+
+
+def test_dim_row_var_name_clash():
+    # test_dim_row_var_name_clash, tests 1-3: a name used as both a dimension and a row
+    # variable is an error at the spec; distinct names are fine
+    x, y = G.param("x1", **_u(2, 3)), G.param("y1", **_u(3, 4))
+    with pytest.raises(SpecSyntaxError, match="'d' is used both as a dimension and as the row"):
+        G.einsum("..d.., d; d, e => ..d.., e", x, y)
+    with pytest.raises(SpecSyntaxError, match="'v' is used both as a dimension and as the row"):
+        G.einsum1("..v.., v => v, ..v..", G.param("x2", **_u(2, 3, 4)))
+    z3 = G.einsum("a, ..r..; ..r.., b => a, b", G.param("x3", **_u(2, 3, 4)),
+                  G.param("y3", **_u(3, 4, 5)))
+    assert str(z3.shape) == "2,5"
+
+
+def test_graph_capture_doctests():
+    # the docstring examples of the new graph functions run
+    import doctest
+    for fn in (G.batch_slice, G.dim):
+        runner = doctest.DocTestRunner()
+        for test in doctest.DocTestFinder().find(fn, globs=vars(G).copy()):
+            runner.run(test)
+        assert runner.failures == 0 and runner.tries > 0
