@@ -345,6 +345,46 @@ def test_batch_norm_refuses_one_value_per_channel_and_a_bad_momentum():
             B.batch_norm(x, momentum=1.5)
 
 
+def test_a_refused_step_leaves_the_running_statistics_and_the_counter_as_they_were(
+        monkeypatch):
+    """A batch with a NaN is refused (``on_nonfinite="warn"``) after its forward pass moved
+    the buffers: the trainer puts them back, so the skipped batch leaves no trace; so does
+    a step interrupted (Ctrl-C) before its update."""
+    xs = data(24, 3)
+    xs[8] = np.nan  # the second batch
+    ys = np.zeros(24, np.int64)
+    with G.new_graph() as g:
+        x, y = G.leaf("x", xs[:8], batch=1), G.leaf("y", ys[:8], batch=1)
+        w = G.param("w", output=[2], input=[3])
+        h = B.dropout(B.batch_norm(w @ x, name="bn"), 0.5)
+        loss = B.cross_entropy(h, y)
+        trainer = Trainer(loss, sgd([w], 0.1), {x: xs, y: ys}, shuffle=False,
+                          on_nonfinite="warn")
+        buffers = [t for t in g.tensors if t.kind == "buffer"]
+        assert {t.name for t in buffers} == {"bn.running_mean", "bn.running_var",
+                                             "dropout.counter"}
+        trainer.step(np.arange(8))
+        before = [A(t.numpy()).copy() for t in buffers]
+        with pytest.warns(RuntimeWarning, match="update was skipped"):
+            trainer.step(np.arange(8, 16))
+        for t, v in zip(buffers, before, strict=True):
+            np.testing.assert_array_equal(A(t.numpy()), v, err_msg=t.name)
+        run = trainer._gradients.run
+
+        def interrupted(store):
+            run(store)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(trainer._gradients, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            trainer.step(np.arange(16, 24))
+        for t, v in zip(buffers, before, strict=True):
+            np.testing.assert_array_equal(A(t.numpy()), v, err_msg=t.name)
+        monkeypatch.undo()
+        trainer.step(np.arange(16, 24))
+        assert A(buffers[-1].numpy())[0] == 2  # two masks drawn by steps that counted
+
+
 def test_batch_norm_parameters_and_buffers_are_per_channel():
     with G.new_graph() as g:
         x = G.leaf("x", data(4, 5, 5, 3), batch=1)
