@@ -213,6 +213,190 @@ def test_a_mean_divides_by_the_solved_size_not_a_written_one():
     np.testing.assert_allclose(got, np.full((2,), 3.0))  # each of the 7 cells is 3
 
 
+# -- batch normalisation -------------------------------------------------------------------
+
+
+def _bn_buffers(g, name="batch_norm"):
+    """The running mean and variance of a batch norm, and its scale and shift."""
+    by = {t.name: t for t in g.tensors}
+    return [by[f"{name}.{k}"] for k in ("running_mean", "running_var", "scale", "shift")]
+
+
+def _batch_norm_case(backend, x, spec, torch_bn, to_torch, steps=3, **kw):
+    """``steps`` training runs of ``batch_norm`` on the same input (the running statistics
+    move each time), then one in eval mode, against ``torch_bn`` in float64: values, the
+    gradients of ``sum(y * R)`` (input, scale, shift) and the running statistics after each.
+    ``to_torch`` moves an array of ours (channels last) into torch's layout; the scale and
+    shift start random so that their gradients and their use are both seen."""
+    c = x.shape[-1]
+    n = x.size // c  # values per channel: the statistics' reduction length
+    scale0, shift0 = data(c, seed=3) + 1.5, data(c, seed=4)
+    ours = []
+    with G.new_graph(backend) as g:
+        p, h = input_("x", x, spec)
+        y = B.batch_norm(h, **kw)
+        loss, r = weighted_loss(y)
+        m = G.grad_update(loss)
+        rmean, rvar, scale, shift = _bn_buffers(g)
+        g.store.write(scale.val, g.array(scale0))
+        g.store.write(shift.val, g.array(shift0))
+        for mode in [True] * steps + [False]:
+            g.train(mode)
+            m.backward()
+            ours.append([A(t.numpy()).copy() for t in (y, p.grad, scale.grad, shift.grad,
+                                                        rmean, rvar)])
+    bn = torch_bn(c, **{k: v for k, v in kw.items() if k in ("eps", "momentum")}).double()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor(scale0))
+        bn.bias.copy_(torch.tensor(shift0))
+    rt = to_torch(torch.tensor(r, dtype=torch.float64))
+    for mode, got in zip([True] * steps + [False], ours, strict=True):
+        bn.train(mode)
+        bn.zero_grad()
+        (xt,) = torch_inputs(x)
+        out = bn(to_torch(xt))
+        (out * rt).sum().backward()
+        want = [out, xt.grad, bn.weight.grad, bn.bias.grad, bn.running_mean, bn.running_var]
+        close(got[0], _from_torch(out, x.shape), 1)
+        close(got[1], want[1], n, chain=64)
+        for g_, w in zip(got[2:], want[2:], strict=True):
+            close(g_.reshape(-1), w.detach(), n)
+
+
+def _from_torch(t, shape):
+    """torch's channels-first layout back to ours (channels last)."""
+    return t.movedim(1, -1).reshape(shape)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_2d_against_torch(backend):
+    x = data(4, 5, 3, 6) * 2 + 1  # b, h, w, c
+    _batch_norm_case(backend, x, "b, i, j, c => b | i, j, c", torch.nn.BatchNorm2d,
+                     lambda t: t.movedim(-1, 1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_1d_against_torch(backend):
+    x = data(8, 5) * 3 - 2  # b | c
+    _batch_norm_case(backend, x, "b, c => b | c", torch.nn.BatchNorm1d, lambda t: t,
+                     momentum=0.3, eps=1e-3)
+    # a sequence (on the batch row): b, t | c is torch's (b, c, t)
+    x = data(3, 7, 4)
+    _batch_norm_case(backend, x, "b, t, c => b, t | c", torch.nn.BatchNorm1d,
+                     lambda t: t.movedim(-1, 1), steps=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_running_statistics_follow_torch_through_training(backend):
+    """A linear layer, batch norm, relu and a linear layer trained by SGD on shuffled batches:
+    after 12 steps the running statistics and the parameters are torch's (the batch
+    statistics of each step feed the running ones, so a wrong momentum, a biased running
+    variance or an update out of step would show)."""
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((48, 3)).astype(np.float32)
+    ys = rng.integers(0, 2, 48)
+    w1 = rng.standard_normal((6, 3)).astype(np.float32)
+    w2 = rng.standard_normal((2, 6)).astype(np.float32)
+    with G.new_graph(backend) as g:
+        x, y = G.leaf("x", xs[:8], batch=1), G.leaf("y", ys[:8], batch=1)
+        a = G.param("w1", output=[6], input=[3], init=lambda s, r: w1)
+        b = G.param("w2", output=[2], input=[6], init=lambda s, r: w2)
+        loss = B.cross_entropy(b @ B.batch_norm(a @ x).relu(), y)
+        params = [a, b, *_bn_buffers(g)[2:]]
+        trainer = Trainer(loss, sgd(params, 0.1, momentum=0.9), {x: xs, y: ys}, seed=2)
+        trainer.fit(2)  # 12 steps
+        rows = [trainer.rows_of(i) for i in range(12)]
+        ours = [A(t.numpy()) for t in (*_bn_buffers(g)[:2], a, b)]
+    ta, tb = (torch.tensor(w, dtype=torch.float64, requires_grad=True) for w in (w1, w2))
+    bn = torch.nn.BatchNorm1d(6).double()
+    opt = torch.optim.SGD([ta, tb, *bn.parameters()], 0.1, momentum=0.9)
+    for r in rows:
+        opt.zero_grad()
+        logits = torch.relu(bn(torch.tensor(xs[r], dtype=torch.float64) @ ta.T)) @ tb.T
+        F.cross_entropy(logits, torch.tensor(ys[r])).backward()
+        opt.step()
+    # 12 steps of float32 against float64: rounding compounds through the updates
+    for got, want in zip(ours, [bn.running_mean, bn.running_var, ta, tb], strict=True):
+        np.testing.assert_allclose(got, A(want), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_without_running_statistics_or_affine(backend):
+    x = data(6, 4) * 2 + 1
+    check(backend, lambda h: B.batch_norm(h, track_running_stats=False, affine=False),
+          lambda t: F.batch_norm(t, None, None, training=True), [x], ["b, c => b | c"], 6,
+          chain=64)
+    with G.new_graph() as g:
+        h = G.leaf("x", x, batch=1)
+        y = B.batch_norm(h, affine=False, track_running_stats=False)
+        assert not [t for t in g.tensors if t.kind in ("param", "buffer")]
+        g.eval()  # no running statistics: the batch's in either mode
+        want = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
+        np.testing.assert_allclose(G.Model(y).run(), want, rtol=64 * EPS * 6, atol=64 * EPS)
+
+
+def test_batch_norm_refuses_one_value_per_channel_and_a_bad_momentum():
+    with G.new_graph():
+        x = G.leaf("x", data(1, 4), batch=1)
+        y = B.batch_norm(x, name="bn")
+        with pytest.raises(ValueError, match="batch_norm 'bn': one value per channel"):
+            G.Model(y)
+        with pytest.raises(ValueError, match=r"momentum is a number in \[0, 1\]"):
+            B.batch_norm(x, momentum=1.5)
+
+
+def test_a_refused_step_leaves_the_running_statistics_and_the_counter_as_they_were(
+        monkeypatch):
+    """A batch with a NaN is refused (``on_nonfinite="warn"``) after its forward pass moved
+    the buffers: the trainer puts them back, so the skipped batch leaves no trace; so does
+    a step interrupted (Ctrl-C) before its update."""
+    xs = data(24, 3)
+    xs[8] = np.nan  # the second batch
+    ys = np.zeros(24, np.int64)
+    with G.new_graph() as g:
+        x, y = G.leaf("x", xs[:8], batch=1), G.leaf("y", ys[:8], batch=1)
+        w = G.param("w", output=[2], input=[3])
+        h = B.dropout(B.batch_norm(w @ x, name="bn"), 0.5)
+        loss = B.cross_entropy(h, y)
+        trainer = Trainer(loss, sgd([w], 0.1), {x: xs, y: ys}, shuffle=False,
+                          on_nonfinite="warn")
+        buffers = [t for t in g.tensors if t.kind == "buffer"]
+        assert {t.name for t in buffers} == {"bn.running_mean", "bn.running_var",
+                                             "dropout.counter"}
+        trainer.step(np.arange(8))
+        before = [A(t.numpy()).copy() for t in buffers]
+        with pytest.warns(RuntimeWarning, match="update was skipped"):
+            trainer.step(np.arange(8, 16))
+        for t, v in zip(buffers, before, strict=True):
+            np.testing.assert_array_equal(A(t.numpy()), v, err_msg=t.name)
+        run = trainer._gradients.run
+
+        def interrupted(store):
+            run(store)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(trainer._gradients, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            trainer.step(np.arange(16, 24))
+        for t, v in zip(buffers, before, strict=True):
+            np.testing.assert_array_equal(A(t.numpy()), v, err_msg=t.name)
+        monkeypatch.undo()
+        trainer.step(np.arange(16, 24))
+        assert A(buffers[-1].numpy())[0] == 2  # two masks drawn by steps that counted
+
+
+def test_batch_norm_parameters_and_buffers_are_per_channel():
+    with G.new_graph() as g:
+        x = G.leaf("x", data(4, 5, 5, 3), batch=1)
+        y = B.batch_norm(B.batch_norm(x, name="bn1").relu(), name="bn2")
+        G.Model(y)
+        kinds = {t.name: (t.kind, t.shape) for t in g.tensors if t.kind in ("param", "buffer")}
+    per_channel = G.Shape(output=(3,))
+    assert kinds == {f"{n}.{k}": (kind, per_channel) for n in ("bn1", "bn2")
+                     for k, kind in (("running_mean", "buffer"), ("running_var", "buffer"),
+                                     ("scale", "param"), ("shift", "param"))}
+
+
 # -- activations ----------------------------------------------------------------------------
 
 

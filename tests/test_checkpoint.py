@@ -607,3 +607,97 @@ def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, mid_epoch):
     np.testing.assert_allclose(tb.history, after, rtol=1e-5)
     # shuffled batches that differed would differ by far more than rounding
     assert len(after) == 2 * ta.steps_per_epoch - (3 if mid_epoch else 0)
+
+
+# -- buffers: running statistics, dropout's counter ------------------------------------------
+
+
+def bn_net(backend="numpy", *, p=0.0):
+    """A net with batch norm (and dropout when ``p``): ``w2 @ drop(relu(bn(w1 @ x)))``, with
+    its SGD trainer on 40 rows of random data, batches of 8."""
+    from tensig.model import blocks as B
+    from tensig.model.train import Trainer, sgd
+
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((40, 3)).astype(np.float32)
+    ys = rng.integers(0, 2, 40)
+    with G.new_graph(backend) as g:
+        x, y = G.leaf("x", xs[:8], batch=1), G.leaf("y", ys[:8], batch=1)
+        w1, w2 = G.param("w1", output=[5]), G.param("w2", output=[2])
+        h = B.batch_norm(w1 @ x, name="bn").relu()
+        if p:
+            h = B.dropout(h, p, seed=1)
+        logits = w2 @ h
+        loss = B.cross_entropy(logits, y)
+        params = [t for t in g.tensors if t.kind == "param"]
+        trainer = Trainer(loss, sgd(params, 0.1), {x: xs, y: ys})
+    return g, trainer, logits
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_running_statistics_are_saved_and_restored_with_the_model(tmp_path, backend):
+    """A model's checkpoint holds batch norm's running statistics beside its parameters: a
+    fresh copy loaded from it evaluates (with those statistics) to the same bits."""
+    g1, t1, logits1 = bn_net(backend)
+    t1.fit(2)
+    path = save(t1.model, tmp_path / "bn.safetensors")
+    meta, keys = header(path)
+    assert {"bn.running_mean", "bn.running_var", "bn.scale", "bn.shift"} <= set(keys)
+    assert meta["tensig.shape.bn.running_var"] == "5"
+    saved = values({k: t for t in g1.tensors if (k := t.name) in keys})
+    assert not np.array_equal(saved["bn.running_var"], np.ones(5, np.float32))  # it moved
+    g1.eval()
+    want = A(G.Model(logits1).run())
+    g2, t2, logits2 = bn_net(backend)
+    report = load(t2.model, path)
+    assert {"bn.running_mean", "bn.running_var"} <= set(report.loaded)
+    g2.eval()
+    np.testing.assert_array_equal(A(G.Model(logits2).run()), want)
+    # a trainer's checkpoint holds them too, and a graph's
+    path = save(t1, tmp_path / "trainer.safetensors")
+    assert "bn.running_mean" in header(path)[1]
+    assert "bn.running_mean" in header(save(g1, tmp_path / "graph.safetensors"))[1]
+
+
+def A(v):
+    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_dropout_masks_resume_exactly_through_a_checkpoint(tmp_path, backend):
+    """Dropout's counter is in a trainer's checkpoint: a resumed run draws the masks an
+    uninterrupted one draws, so it follows the same losses (a counter back at zero would
+    repeat the first masks and change every loss after the resume)."""
+    _, t1, _ = bn_net(backend, p=0.5)
+    t1.fit(1)
+    path = save(t1, tmp_path / "ckpt.safetensors")
+    assert "dropout.counter" in header(path)[1]
+    start = len(t1.history)
+    t1.fit(2)
+    after = t1.history[start:]
+    _, t2, _ = bn_net(backend, p=0.5)
+    load(t2, path)
+    t2.fit(2)
+    # the same code on the same loaded state (see the trainer test above on rounding)
+    np.testing.assert_allclose(t2.history, after, rtol=1e-5)
+
+
+def test_a_buffer_loads_into_a_graph_before_its_model_is_built(tmp_path):
+    """Dropout's counter is float64: loaded before a model exists it keeps its dtype (not
+    refused as float64 into float32), and the model built afterwards keeps the value."""
+    g1, t1, _ = bn_net(p=0.5)
+    t1.fit(1)
+    path = save(g1, tmp_path / "g.safetensors")
+    from tensig.model import blocks as B
+
+    with G.new_graph() as g2:
+        x = G.leaf("x", np.zeros((8, 3), np.float32), batch=1)
+        w1, w2 = G.param("w1", output=[5]), G.param("w2", output=[2])
+        out = w2 @ B.dropout(B.batch_norm(w1 @ x, name="bn").relu(), 0.5, seed=1)
+        load(g2, path)
+        m = G.Model(out)
+        counter = next(t for t in g2.tensors if t.name == "dropout.counter")
+        assert A(counter.numpy()).dtype == np.float64
+        assert A(counter.numpy())[0] == t1.step_count  # one mask a step
+        m.run()
+        assert A(counter.numpy())[0] == t1.step_count + 1

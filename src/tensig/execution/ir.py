@@ -523,17 +523,29 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
     return backend.astype(backend.from_numpy(keep, like), like.dtype)
 
 
+def _training(xp: Any, out: Out, like: Any) -> Any:
+    """``1`` in training mode, ``0`` out of it, of ``like``'s dtype and device: how code
+    chooses by the mode (batch normalisation's statistics) with a pointwise ``where``."""
+    import numpy as np
+
+    backend = backend_of_namespace(xp)
+    flag = np.full(out.shape, 1.0 if out.training else 0.0, np.float32)
+    return backend.astype(backend.from_numpy(flag, like), like.dtype)
+
+
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask.  Their
-#: derivatives are declared with the operations that use them (:func:`tensig.graph.embedding`:
-#: ``take``'s is ``put_add``, as is :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
+#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the training-mode
+#: flag.  Their derivatives are declared with the operations that use them
+#: (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
+#: :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
     "put_add": _put_add,
     "slice_at": _slice_at,
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
+    "training": _training,
 }
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)

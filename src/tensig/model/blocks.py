@@ -40,8 +40,10 @@ from tensig.model.graph import OpDef, Tensor
 
 __all__ = [
     "ALL",
+    "CHANNEL",
     "LAST",
     "ROW",
+    "batch_norm",
     "captured",
     "causal_mask",
     "cross_entropy",
@@ -63,6 +65,9 @@ LAST = "...|...->..., v => ...|...->..., 0"
 ROW = "...|..d.. => ...|"
 #: reduce everything to one number
 ALL = "...|...->... => |->0"
+#: reduce the whole batch row and every output axis but the last (the channels): batch
+#: normalisation's statistics, one per channel
+CHANNEL = "..b..|..s.., c => |c"
 
 
 def _numel(t: Tensor) -> int:
@@ -151,6 +156,91 @@ def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_
     return _affine(y, name, shift)
 
 
+def _buffer(g: G.Graph, node: Any, name: str, fill: float) -> Tensor:
+    """A buffer: state of the model that is not learned (running statistics, dropout's
+    counter), kept from run to run and saved by checkpoints with the parameters."""
+    t = Tensor("buffer", node, g, [name])
+    t.init = lambda shape: np.full(shape, fill, np.float32)
+    return t
+
+
+def _running(batch: Tensor, target: Tensor, running: Tensor, momentum: float) -> Tensor:
+    """``batch`` in training mode, ``running`` out of it; in training mode the run also moves
+    ``running`` toward ``target`` (torch's ``(1 - momentum) * running + momentum * target``).
+    The gradient reaches ``batch`` only in training mode: out of it the statistic is a
+    constant."""
+    g = batch.graph
+    flag = Tensor("state", g.shapes.tensor(f"{running.name}.training", Shape(output=())), g,
+                  ["training"])
+
+    def forward(t: Tensor, b: Tensor, tgt: Tensor, r: Tensor, f: Tensor) -> Code:
+        code = Code().assign(f.val, _e("training", r.val), logic="whole")
+        code.assign(t.val, _e("where", f.val, b.val, r.val))
+        moved = _e("add", _e("mul", momentum, tgt.val), _e("mul", 1.0 - momentum, r.val))
+        return code.assign(r.val, _e("where", f.val, moved, r.val))  # NaN-safe when off
+
+    def backward(t: Tensor, b: Tensor, tgt: Tensor, r: Tensor, f: Tensor) -> Code:
+        return Code().assign(b.grad, _e("where", f.val, t.grad, 0.0), accum="+")
+
+    op = OpDef("running", ".", forward, backward)
+    node = g.shapes.pointwise(batch.node, name="running")
+    return Tensor("op", node, g, ["running"], op, (batch, target, running, flag),
+                  batch.differentiable)
+
+
+def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: float = 1e-5,
+               name: str = "batch_norm", affine: bool = True,
+               track_running_stats: bool = True) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * scale + shift`` with the mean and the biased variance
+    per channel, over what ``spec`` reduces (by default :data:`CHANNEL`: the last output axis
+    is the channel, the batch row and the other output axes are reduced), as torch's
+    ``BatchNorm1d/2d/3d`` compute it (channels last here: ``b | h, w, c``).
+
+    In training mode (the graph's default, :meth:`tensig.graph.Graph.train`) the statistics
+    are the batch's, and each run moves the running mean and running variance (buffers
+    ``name.running_mean``, zeros, and ``name.running_var``, ones; the variance unbiased, by
+    ``N / (N - 1)``) toward them by ``momentum``, as torch does; out of it
+    (:meth:`~tensig.graph.Graph.eval`) the running statistics normalise and stay as they are.
+    ``track_running_stats=False`` always uses the batch's.  ``scale`` (ones) and ``shift``
+    (zeros) are learned per channel (``affine``).  The running statistics are buffers:
+    checkpoints of a model or a trainer save and restore them with the parameters.
+
+    At least two values per channel are needed in training, as torch requires: a model with
+    one is refused when it is initialised.
+    """
+    if not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
+    g = x.graph
+    mean_b = mean(x, spec)
+    mu = mean_b
+    if track_running_stats:
+        with G.scope(name):
+            running_mean = _buffer(g, mean_b.node, "running_mean", 0.0)
+            running_var = _buffer(g, mean_b.node, "running_var", 1.0)
+        mu = _running(mean_b, mean_b, running_mean, momentum)
+    c = x - mu
+    var = var_b = mean(c * c, spec)
+    if track_running_stats:
+        def unbiased() -> float:
+            n = _numel(x) // _numel(var_b)
+            if n < 2:
+                raise ValueError(f"batch_norm {name!r}: one value per channel; training "
+                                 "statistics need at least two (a larger batch)")
+            return n / (n - 1)
+
+        var = _running(var_b, var_b * captured(unbiased, name="N/(N-1)"), running_var,
+                       momentum)
+    inv = (var + eps).recip_sqrt()
+    if not affine:
+        return c * inv
+    with G.scope(name):
+        scale = Tensor("param", mean_b.node, g, ["scale"], differentiable=True)
+        shift = Tensor("param", mean_b.node, g, ["shift"], differentiable=True)
+    scale.init = lambda shape: np.ones(shape, np.float32)
+    shift.init = lambda shape: np.zeros(shape, np.float32)
+    return G.fma(c, inv * scale, shift)
+
+
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
     ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive)."""
@@ -174,8 +264,8 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
     g = x.graph
     with G.scope(name):
-        counter = Tensor("state", g.shapes.tensor(f"{name}.counter", Shape(output=(1,))), g,
-                         ["counter"])
+        counter = Tensor("buffer", g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),
+                         g, ["counter"])
         counter.init = lambda shape: np.zeros(shape, np.float64)
         mask = Tensor("state", x.node, g, ["mask"])  # x's shape
     key = zlib.crc32(name.encode())

@@ -1,4 +1,5 @@
-"""Checkpoints of the model layer: parameters saved to and loaded from safetensors files.
+"""Checkpoints of the model layer: parameters (and buffers: running statistics, dropout's
+counter) saved to and loaded from safetensors files.
 
 Why safetensors: the format is a JSON header plus raw little-endian buffers, so loading a file
 runs no code (unlike pickle) and a file written here opens in any safetensors reader.  Tensors
@@ -154,17 +155,22 @@ def _safetensors() -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+#: what a checkpoint holds of a model: its parameters and its buffers (running statistics,
+#: dropout's counter: state that is not learned but that the model's results depend on)
+_SAVED = ("param", "buffer")
+
+
 def _parameters(source: Any) -> tuple[list[Any], bool]:
-    """The parameter tensors of a Model, a Graph, one Tensor or an iterable of Tensors (a
-    Trainer: its model's parameters and its optimizer's state), and whether the caller named
+    """The parameter and buffer tensors of a Model, a Graph, one Tensor or an iterable of
+    Tensors (a Trainer: its model's, and its optimizer's state), and whether the caller named
     them one by one (then every one of them must be saveable)."""
     if isinstance(source, Trainer):
         params, _ = _parameters(source.model)
         return params + source.opt.state, False
     if isinstance(source, Model):  # creation order (as in the code), not evaluation order
-        return sorted((t for t in source.tensors if t.kind == "param"), key=lambda t: t.id), False
+        return sorted((t for t in source.tensors if t.kind in _SAVED), key=lambda t: t.id), False
     if isinstance(source, Graph):
-        return [t for t in source.tensors if t.kind == "param"], False
+        return [t for t in source.tensors if t.kind in _SAVED], False
     items = [source] if isinstance(source, Tensor) else source
     try:
         items = list(items)
@@ -176,9 +182,9 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
     for t in items:
         if not isinstance(t, Tensor):
             raise TypeError(f"expected parameter Tensors, got a {type(t).__name__}")
-        if t.kind != "param":
+        if t.kind not in _SAVED:
             raise TypeError(f"{t.name!r} is a {t.kind}, not a parameter: checkpoints hold "
-                            "parameters (tensig.graph.param)")
+                            "parameters (tensig.graph.param) and buffers (running statistics)")
         if t.id not in seen:
             seen.add(t.id)
             out.append(t)
@@ -187,7 +193,7 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
 
 def _kind(t: Any) -> str:
     """What a checkpointed tensor is, for messages."""
-    return "optimizer state" if t.kind == "state" else "parameter"
+    return {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
 
 
 def _check_unique(params: list[Any]) -> None:
@@ -252,11 +258,13 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
          metadata: Mapping[str, str] | None = None) -> Path:
     """Write the parameters' values to a safetensors file at ``path``, atomically.
 
-    ``params_or_model``: a :class:`tensig.graph.Model` (its parameters), a
-    :class:`tensig.train.Trainer` (its parameters, its optimizer's state -- momentum, Adam's
-    moments -- and its step count: training resumes exactly), a :class:`tensig.graph.Graph`
-    (every parameter of the graph that has a value: parameters of models not yet built are
-    skipped) or parameter tensors (each must have a value).
+    ``params_or_model``: a :class:`tensig.graph.Model` (its parameters and its buffers: batch
+    normalisation's running statistics, dropout's counter, so a loaded model evaluates and
+    draws its masks as the saved one does), a :class:`tensig.train.Trainer` (those, its
+    optimizer's state -- momentum, Adam's moments -- and its step count: training resumes
+    exactly), a :class:`tensig.graph.Graph` (every parameter and buffer of the graph that has
+    a value: those of models not yet built are skipped) or parameter and buffer tensors
+    (each must have a value).
     ``metadata``: your own string pairs for the header (a step count, a config hash); keys
     beginning with ``tensig.`` are reserved.  Returns the path written.
 
@@ -461,8 +469,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             code = slot.get_dtype()
             source = _NUMPY_DTYPES.get(code)
             store = t.graph.store
-            target = _numpy_dtype(store.read(t.val)) if store.has(t.val) else np.dtype(
-                np.float32)
+            target = _numpy_dtype(store.read(t.val)) if store.has(t.val) else _initial_dtype(t)
             if source is None:
                 problems.append(f"{_kind(t)} '{key}' is stored as {code}, which NumPy cannot "
                                 "read")
@@ -510,6 +517,14 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)
     return LoadReport(tuple(t.name for t, _ in staged), missing, unexpected, user)
+
+
+def _initial_dtype(t: Any) -> np.dtype:
+    """The dtype a tensor without a value will get: a buffer's from its initialiser (dropout's
+    counter is float64), float32 for a parameter."""
+    if t.kind == "buffer" and t.init is not None:
+        return np.asarray(t.init(_dims(t.shape))).dtype
+    return np.dtype(np.float32)
 
 
 def _open(st: Any, shown: str) -> Any:

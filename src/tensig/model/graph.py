@@ -1299,7 +1299,8 @@ class Model:
         """Parameters from their initialisers; leaves and constants from their values."""
         store = self.graph.store
         for t in self.tensors:
-            if t.kind in ("param", "state") and t.init is not None and not store.has(t.val):
+            if t.kind in ("param", "state", "buffer") and t.init is not None \
+                    and not store.has(t.val):
                 shape = t.shape.int_dims
                 store.write(t.val, self.graph.array(t.init(shape)))
             elif t.value_init is not None:

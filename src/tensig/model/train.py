@@ -14,8 +14,10 @@ A step is atomic from the trainer's point of view: the gradients are computed fi
 parameters untouched), the loss is checked (a NaN or an infinity stops training before it
 reaches the parameters, see ``on_nonfinite``), and the update runs with Ctrl-C held back, the
 step count advancing as the update's last act; a ``KeyboardInterrupt`` arrives once the step
-is complete.  Parameters, optimizer state and ``step_count`` therefore always agree, and a
-checkpoint saved after an interrupt resumes without repeating or skipping a step.
+is complete.  A step refused or interrupted before its update puts back the buffers its
+forward pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer
+state and ``step_count`` therefore always agree, and a checkpoint saved after an interrupt
+resumes without repeating or skipping a step.
 """
 
 from __future__ import annotations
@@ -295,6 +297,9 @@ class Trainer:
             if t.value_init is not None and not loss.graph.store.has(t.val):
                 self.model.set(t, t.value_init)
         _zero_state(self.model)
+        #: buffers the forward pass moves (running statistics, dropout's counter): put back
+        #: when a step is refused, so a refused batch leaves no trace
+        self._buffers = [t.val.key for t in self.model.tensors if t.kind == "buffer"]
         self.build_seconds = time.perf_counter() - t0
         self.data = dict(data)
         sizes = {len(v) for v in self.data.values()}
@@ -358,16 +363,23 @@ class Trainer:
         for key, arr in self._feeds:
             store.arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
+        arrays = store.arrays
+        # routines replace arrays, never write into them: the old ones are the old values
+        kept = [(k, arrays[k]) for k in self._buffers]
         with self._mode():
-            self._gradients.run(store)
-            loss = float(self.loss.numpy().reshape(-1)[0])
-            if self.replicas is not None:  # every replica continues with the mean gradients
-                arrays = store.arrays
-                grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys], loss,
-                                                    self.step_count)
-                for k, g in zip(self._grad_keys, grads, strict=True):
-                    arrays[k] = g
+            try:
+                self._gradients.run(store)
+                loss = float(self.loss.numpy().reshape(-1)[0])
+                if self.replicas is not None:  # every replica goes on with the mean gradients
+                    grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys],
+                                                        loss, self.step_count)
+                    for k, g in zip(self._grad_keys, grads, strict=True):
+                        arrays[k] = g
+            except BaseException:  # Ctrl-C or an error before the update: no trace
+                arrays.update(kept)
+                raise
             if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+                arrays.update(kept)
                 self._refuse(loss, rows)
                 return loss
             self._loss_now = loss
