@@ -929,3 +929,57 @@ def test_fma_logic():
     q = G.param("q", output=[1], input=[], init=lambda s, r: np.full(s, 2.0, np.float32))
     r = G.param("r", output=[1], input=[], init=lambda s, r_: np.full(s, 10.0, np.float32))
     np.testing.assert_array_equal(G.Model(p @ q + r).run(), [16.0])
+
+
+def _nd(values, *dims):
+    """A differentiable tensor of output axes ``dims`` holding ``values`` (OCANNL's
+    ``Tensor.ndarray ~grad_spec:Require_grad``)."""
+    arr = np.array(values, np.float32).reshape(dims)
+    return G.param(f"p{len(G.current_graph().tensors)}", output=list(dims), input=[],
+                   init=lambda s, r: arr.copy())
+
+
+def test_einsum3_chain_and_batched_chain():
+    # test/operations/test_einsum3.ml, tests 1-3 and 7: a three-operand chain equals the binary
+    # chain, batched too; the gradient of its sum; a spec of the wrong arity is a ShapeError
+    a, b, c = _nd([1, 2, 3, 4], 2, 2), _nd([0, 1, 1, 0], 2, 2), _nd([1, 0, 0, 1], 2, 2)
+    tern = G.einsum("ij;jk;km=>im", a, b, c)
+    binary = G.einsum("ik;km=>im", G.einsum("ij;jk=>ik", a, b), c)
+    np.testing.assert_array_equal(G.Model(tern).run().reshape(-1), [2, 1, 4, 3])
+    np.testing.assert_array_equal(G.Model(binary).run(), G.Model(tern).run())
+    with G.new_graph():
+        a = _nd(range(1, 9), 2, 2, 2)
+        b = _nd([0, 1, 1, 0, 1, 0, 0, 1], 2, 2, 2)
+        c = _nd([1, 0, 0, 1, 0, 1, 1, 0], 2, 2, 2)
+        tern = G.einsum("bij;bjk;bkm=>bim", a, b, c)
+        np.testing.assert_array_equal(G.Model(tern).run().reshape(-1), [2, 1, 4, 3, 6, 5, 8, 7])
+    with G.new_graph():
+        a, b, c = _nd([1, 0, 0, 1], 2, 2), _nd([0, 1, 1, 0], 2, 2), _nd([1, 0, 0, 1], 2, 2)
+        G.grad_update(G.einsum1("... => |->0", G.einsum("ij;jk;km=>im", a, b, c))).backward()
+        for p in (a, b, c):
+            np.testing.assert_array_equal(p.grad.numpy(), np.ones((2, 2)))
+        with pytest.raises(ShapeError, match="2 operand"):
+            G.einsum("ij;jk=>im", a, b, c)
+
+
+def test_where_with_an_einsum_spec():
+    # test/operations/test_einsum3.ml, tests 4-5 and 8-9: where under a spec equals the
+    # pointwise where, and with a reduction selects before it reduces; gradients go to the
+    # chosen side
+    cond = G.ndarray([1., 0., 1., 0.])
+    a, b = _nd([10, 20, 30, 40], 4), _nd([1, 2, 3, 4], 4)
+    y = G.where(cond, a, b, spec="i;i;i=>i")
+    np.testing.assert_array_equal(G.Model(y).run(), [10, 2, 30, 4])
+    np.testing.assert_array_equal(G.Model(G.where(cond, a, b)).run(), [10, 2, 30, 4])
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1, 0, 1, 0])
+    np.testing.assert_array_equal(b.grad.numpy(), [0, 1, 0, 1])
+    with G.new_graph():
+        cond = G.ndarray([[1., 0.], [0., 1.]])
+        a, b = _nd([10, 20, 30, 40], 2, 2), _nd([1, 2, 3, 4], 2, 2)
+        y = G.where(cond, a, b, spec="ij;ij;ij=>i")
+        assert str(y.shape) == "2"
+        np.testing.assert_array_equal(G.Model(y).run(), [12, 43])
+        G.grad_update(G.einsum1("... => |->0", y)).backward()
+        np.testing.assert_array_equal(a.grad.numpy(), [[1, 0], [0, 1]])
+        np.testing.assert_array_equal(b.grad.numpy(), [[0, 1], [1, 0]])
