@@ -983,3 +983,66 @@ def test_where_with_an_einsum_spec():
         G.grad_update(G.einsum1("... => |->0", y)).backward()
         np.testing.assert_array_equal(a.grad.numpy(), [[1, 0], [0, 1]])
         np.testing.assert_array_equal(b.grad.numpy(), [[0, 1], [1, 0]])
+
+
+def _ros(batch, input, output, name="r"):
+    """OCANNL's ``range_of_shape``: row-major offsets laid out batch, output, input (memory
+    order), and the same array for the NumPy oracle."""
+    arr = np.arange(np.prod(batch + output + input), dtype=np.float64).reshape(
+        batch + output + input)
+    return G.leaf(name, arr.astype(np.float32), batch=len(batch), input=len(input)), arr
+
+
+@pytest.mark.parametrize("spec, operands, shape, oracle", [
+    # "einsum1 permute axes"
+    ("b|i->o => o|b->i", [((2,), (3,), (4,))], "4|2->3", "boi->oib"),
+    ("ab|cd->ef => cf|ae->db", [((2, 3), (4, 5), (6, 7))], "4,7|2,6->5,3", "abefcd->cfdbae"),
+    # "einsum1 broadcast or sum out prefix axes"
+    ("...|i->o => ...|o->i", [((2,), (3,), (4,))], "2|4->3", "boi->bio"),
+    ("b|...->o => o|...->b", [((2,), (3,), (4,))], "4|3->2", "boi->obi"),
+    # "einsum1 fixed dim axis"
+    ("...|1->... => ...|...", [((2,), (3,), (4,))], "2|4", None),
+    # "einsum broadcast or sum out prefix axes", the shifted broadcast
+    ("i->...;j->... => ...ij", [((), (2,), (3,)), ((), (4,), (3,))], "3,2,4", "ki,kj->kij"),
+    # "einsum permuting two leftmost input axes as output axes"
+    ("i->1; ij...->0 => ...->ji", [((), (2,), (2,)), ((), (2, 3, 4), (2,))], "4->3,2", None),
+])
+def test_einsum_trivia(spec, operands, shape, oracle):
+    # test/einsum/einsum_trivia.ml, the cases named above: shapes as OCANNL prints them, values
+    # against numpy.einsum over the memory-order arrays
+    pairs = [_ros(*o, name=f"x{k}") for k, o in enumerate(operands)]
+    ts, arrs = [p[0] for p in pairs], [p[1] for p in pairs]
+    y = G.einsum1(spec, ts[0]) if len(ts) == 1 else G.einsum(spec, *ts)
+    assert str(y.shape) == shape
+    if oracle is None:  # fixed indices: slice first
+        if spec.startswith("...|1"):
+            want = arrs[0][:, :, 1]
+        else:  # a[1, i] * b[0, i, j, k]: output j, i, input k (the ellipsis)
+            want = np.einsum("i,ijk->jik", arrs[0][1], arrs[1][0])
+    else:
+        want = np.einsum(oracle, *arrs)
+    np.testing.assert_allclose(G.Model(y).run(), want, rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_einsum_trivia_omitted_result_row():
+    # test/einsum/einsum_trivia.ml, "einsum with fixed dim axes", "einsum broadcast or sum out
+    # prefix axes" and "einsum with a leftmost input axis preserved as output axis": OCANNL's
+    # parser reads a result's omitted input row as no axes (the extra input axes are summed);
+    # tensig reads it as the context ellipsis (the syntax doc's rule: README, differences), and
+    # a closed row "|->" writes OCANNL's reading, with OCANNL's printed values
+    (a, _), (b, _) = _ros((3,), (4,), (2,), "a"), _ros((3,), (1,), (4,), "b")
+    assert str(G.einsum("...|i->1; ...|...->i => ...|i", a, b).shape) == "3|1->4"
+    c = G.einsum("...|i->1; ...|...->i => ...|->i", a, b)
+    assert str(c.shape) == "3|4"
+    np.testing.assert_array_equal(G.Model(c).run(), [[0, 5, 12, 21], [48, 65, 84, 105],
+                                                     [160, 189, 220, 253]])
+    d = G.einsum("...|i->...; ...|...->i => ...|->i", a, b)
+    np.testing.assert_array_equal(G.Model(d).run(), [[0, 6, 16, 30], [80, 110, 144, 182],
+                                                     [288, 342, 400, 462]])
+    with G.new_graph():
+        (a, _), (b, _) = _ros((3,), (4,), (2,), "a"), _ros((3,), (2, 3), (4,), "b")
+        assert str(G.einsum("...|i->1; ...|j...->i => ...|ij", a, b).shape) == "3|3->4,2"
+        e = G.einsum("...|i->1; ...|j...->i => ...|->ij", a, b)
+        assert str(e.shape) == "3|4,2"
+        np.testing.assert_array_equal(G.Model(e).run()[0], [[12, 48], [105, 150], [234, 288],
+                                                            [399, 462]])
