@@ -1046,3 +1046,45 @@ def test_einsum_trivia_omitted_result_row():
         assert str(e.shape) == "3|4,2"
         np.testing.assert_array_equal(G.Model(e).run()[0], [[12, 48], [105, 150], [234, 288],
                                                             [399, 462]])
+
+
+def test_tensor_puzzles():
+    # test/einsum/tensor_puzzles.ml (Sasha Rush's puzzles, the ones OCANNL solves with einsum
+    # and index grids), against NumPy; and puzzle 8 (diff) as the valid convolution
+    # "o<+k; k => o" that OCANNL's file reports hanging its inference: here it solves
+    def run(t):
+        return G.Model(t).run()
+
+    def not_(t):
+        return G.apply(G.UNARY_OPS["not"], t)
+
+    r4 = G.range_(4)
+    np.testing.assert_array_equal(run(r4 * 0.0 + 1.0), np.ones(4))                     # 1 ones
+    np.testing.assert_array_equal(run(G.einsum1("i => 0", r4)), [6.0])                 # 2 sum
+    np.testing.assert_array_equal(run(G.einsum("i; j => i->j", G.range_(3), r4)),      # 3 outer
+                                  np.outer(np.arange(4.0), np.arange(3.0)))
+    m33 = G.range_of_shape(3, 3)
+    np.testing.assert_array_equal(run(G.einsum1("ii => i", m33)), [0.0, 4.0, 8.0])     # 4 diag
+    np.testing.assert_array_equal(run(G.ndarray([G.range_(3), G.ndarray([10., 20., 30.])])),
+                                  [[0., 1., 2.], [10., 20., 30.]])                     # 9 vstack
+    a19, b19 = G.ndarray([-1., 0., 2.]), G.ndarray([5., 5., 5.])
+    heaviside = G.where(a19 == 0.0, b19, G.where(a19 > 0.0, 1.0, 0.0))                # 19
+    np.testing.assert_array_equal(run(heaviside), [0., 5., 1.])
+    r3 = G.range_(3)
+    np.testing.assert_array_equal(run(G.ndarray([r3, r3, r3])),
+                                  np.tile(np.arange(3.0), (3, 1)))                     # 20 repeat
+    v21, bnd21 = G.ndarray([0.5, 2.5, 5.0]), G.ndarray([1., 3., 5.])
+    below = not_(G.einsum1("i=>i0", v21) < G.einsum1("j=>0j", bnd21))
+    np.testing.assert_array_equal(run(G.einsum1("ij => i", below)), [0., 1., 3.])  # 21 bucketize
+    np.testing.assert_array_equal(run(G.einsum1("i=>i0", r3) == G.einsum1("j=>0j", r3)),
+                                  np.eye(3))                                           # 5 eye
+    np.testing.assert_array_equal(run(not_(G.einsum1("j=>0j", r3) < G.einsum1("i=>i0", r3))),
+                                  np.triu(np.ones((3, 3))))                            # 6 triu
+    a = G.ndarray([0., 1., 3., 6., 10.])
+    rows, cols = G.einsum1("i=>i0", G.range_(5)), G.einsum1("j=>0j", G.range_(4))
+    diffmat = (rows == cols + 1.0) - (rows == cols)
+    np.testing.assert_array_equal(run(G.einsum("i; i, o => o", a, diffmat)),
+                                  np.diff([0., 1., 3., 6., 10.]))                      # 8 diff
+    conv = G.einsum("o<+k; k => o", a, G.ndarray([-1., 1.]))
+    assert str(conv.shape) == "4"
+    np.testing.assert_array_equal(run(conv), np.diff([0., 1., 3., 6., 10.]))
