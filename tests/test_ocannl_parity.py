@@ -3,6 +3,32 @@
 Each test names the OCANNL test it comes from.  The deliberate differences from OCANNL are
 listed in the README ("Differences from OCANNL"); tests of those check tensig's side and the
 way to write OCANNL's behaviour.  Values are checked against NumPy written independently.
+
+Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
+
+- ported here: ``einsum/``: ``einsum_trivia`` (permutations, prefix broadcasts, fixed
+  indices, placements), ``test_surjectivity``, ``test_accumulation_semantics``,
+  ``test_concat_dim_solver``, ``test_dimension_labels``, ``test_set_scale``,
+  ``test_einsum_capture``, ``test_basis_total_order`` (through pointwise operations),
+  ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
+  ``moons_demo_variant``; ``operations/``: ``check_slice_shapes``, ``test_slice_alias``
+  (read-through), ``primitive_ops`` (derivatives through ``@|``), ``test_axis_labels``,
+  ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``;
+  ``training/bigram`` (a slice of ids);
+- solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
+  through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``, ``test_row_self_reference``,
+  ``test_beg_dims_alignment``;
+- backend, code generation, printing, ppx and random-number tests (``*.ll``/``*.c`` expectations,
+  ``virtual_*``, ``test_cse``, ``inline_permuted_view``, ``test_padding_reset``, metal/cuda,
+  ``merge_buffer_static_verification``, ``threefry*``, ``test_uniform*``, ``test/ppx``...):
+  OCANNL's compiler, not its shape semantics;
+- affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
+  work in progress (README, differences);
+- not yet audited case by case: ``test_einsum_parser``, ``test_conv_syntax``,
+  ``test_conv_padding``, ``test_max_pool2d``, ``test_tropical_kernel``, ``test_block_tensor``,
+  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` and the block/training tests
+  (their features are tested in ``test_notation``, ``test_graph``, ``test_blocks``,
+  ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
