@@ -11,24 +11,25 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_concat_dim_solver``, ``test_dimension_labels``, ``test_set_scale``,
   ``test_einsum_capture``, ``test_basis_total_order`` (through pointwise operations),
   ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
-  ``moons_demo_variant``; ``operations/``: ``check_slice_shapes``, ``test_slice_alias``
-  (read-through), ``primitive_ops`` (derivatives through ``@|``), ``test_axis_labels``,
-  ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``;
-  ``training/bigram`` (a slice of ids);
+  ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``; ``operations/``:
+  ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
+  (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
+  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``; ``training/bigram`` (a
+  slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
-  through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``, ``test_row_self_reference``,
-  ``test_beg_dims_alignment``;
-- backend, code generation, printing, ppx and random-number tests (``*.ll``/``*.c`` expectations,
-  ``virtual_*``, ``test_cse``, ``inline_permuted_view``, ``test_padding_reset``, metal/cuda,
-  ``merge_buffer_static_verification``, ``threefry*``, ``test_uniform*``, ``test/ppx``...):
-  OCANNL's compiler, not its shape semantics;
+  through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
+  ``test_row_self_reference``, ``test_beg_dims_alignment``;
+- backend, code generation, printing, ppx and random-number tests (``*.ll``/``*.c``
+  expectations, ``virtual_*``, ``test_cse``, ``inline_permuted_view``, ``test_padding_reset``,
+  metal/cuda, ``merge_buffer_static_verification``, ``threefry*``, ``test_uniform*``,
+  ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``test_einsum_parser``, ``test_conv_syntax``,
-  ``test_conv_padding``, ``test_max_pool2d``, ``test_tropical_kernel``, ``test_block_tensor``,
-  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` and the block/training tests
-  (their features are tested in ``test_notation``, ``test_graph``, ``test_blocks``,
-  ``test_demos`` without citing them).
+- not yet audited case by case: ``test_conv_padding``, ``test_max_pool2d``,
+  ``test_tropical_kernel``, ``test_block_tensor``, ``test_concat_graph``,
+  ``test_one_hot_embedding_lookup`` and the block and training tests (their features are
+  tested in ``test_notation``, ``test_graph``, ``test_blocks``, ``test_demos`` without citing
+  them).
 """
 
 from __future__ import annotations
@@ -1114,3 +1115,43 @@ def test_tensor_puzzles():
     conv = G.einsum("o<+k; k => o", a, G.ndarray([-1., 1.]))
     assert str(conv.shape) == "4"
     np.testing.assert_array_equal(run(conv), np.diff([0., 1., 3., 6., 10.]))
+
+
+def test_einsum_parser_mode_detection_and_rows():
+    # test/einsum/test_einsum_parser.ml: which specs select the multichar mode, and how many
+    # axes each row gets
+    from tensig.core.notation import parse, parse_shape_spec
+    from tensig.core.syntax import is_multichar
+    modes = {"abc": False, "a,b,c": True, "2*a+b": True, "a+b": True, "a*b": True, "a^b": True,
+             "a&b": True, "a|b->c": False, "...a..b": False}
+    assert {t: is_multichar(t) for t in modes} == modes
+    assert len(parse_shape_spec("abc").output.axes) == 3
+    s = parse_shape_spec("b|i->o")
+    assert [len(s.row(k).axes) for k in ("batch", "input", "output")] == [1, 1, 1]
+    spec = parse("ij;jk=>ik")
+    assert [len(sh.output.axes) for sh in (*spec.operands, spec.result)] == [2, 2, 2]
+    for text, n in (("a, b, c", 3), ("a, b,", 2), ("2*o+k", 1), ("2*o+3*k, x", 2)):
+        assert len(parse_shape_spec(text).output.axes) == n
+
+
+def test_conv_syntax():
+    # test/einsum/test_conv_syntax.ml: convolution and strided-iteration axes parse to their
+    # stride, iterator, dilation and kernel (a plain "+" leaves the padding to use_padding)
+    from tensig.core.notation import parse_shape_spec
+
+    def affine(text, position=-1, row="output"):
+        a = parse_shape_spec(text).row(row).axes[position]
+        return a.stride, a.over, a.dilation, a.kernel, a.padding
+
+    assert affine("2*o+3*k") == (2, "o", 3, "k", None)
+    assert affine("o+k") == (1, "o", 1, "k", None)
+    assert affine("a, 2*b+c") == (2, "b", 1, "c", None)
+    assert affine("i, o+k, j", 1) == (1, "o", 1, "k", None)
+    assert affine("a+bc") == (1, "a", 1, "bc", None)
+    assert affine("i, j -> 2*i+j") == (2, "i", 1, "j", None)
+    assert affine("batch|input->3*output+1*kernel,") == (3, "output", 1, "kernel", None)
+    for text, want in (("2*output", (2, "output")), ("3*i", (3, "i")),
+                       ("input -> 2*output", (2, "output")),
+                       ("regular, 3*strided", (3, "strided"))):
+        assert affine(text)[:2] == want and affine(text)[3] is None
+    assert affine("2*o=+k")[4] == "padded" and affine("2*o<+k")[4] == "valid"
