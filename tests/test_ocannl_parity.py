@@ -11,7 +11,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_concat_dim_solver``, ``test_dimension_labels``, ``test_set_scale``,
   ``test_einsum_capture``, ``test_basis_total_order`` (through pointwise operations),
   ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
-  ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``; ``operations/``:
+  ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``, ``test_max_pool2d``,
+  ``test_tropical_kernel`` (its window set on captured labels); ``operations/``:
   ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
   (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
   ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``; ``training/bigram`` (a
@@ -25,11 +26,10 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``test_conv_padding``, ``test_max_pool2d``,
-  ``test_tropical_kernel``, ``test_block_tensor``, ``test_concat_graph``,
-  ``test_one_hot_embedding_lookup`` and the block and training tests (their features are
-  tested in ``test_notation``, ``test_graph``, ``test_blocks``, ``test_demos`` without citing
-  them).
+- not yet audited case by case: ``test_conv_padding``, ``test_block_tensor``,
+  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` and the block and training tests
+  (their features are tested in ``test_notation``, ``test_graph``, ``test_blocks``,
+  ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1155,3 +1155,91 @@ def test_conv_syntax():
                        ("regular, 3*strided", (3, "strided"))):
         assert affine(text)[:2] == want and affine(text)[3] is None
     assert affine("2*o=+k")[4] == "padded" and affine("2*o<+k")[4] == "valid"
+
+
+def _max_pool2d(x, stride=2, window=2):
+    """OCANNL's ``Nn_blocks.max_pool2d``: a valid strided window, max-reduced (``@^+``) against
+    a window of zeros."""
+    spec = (f"...|{stride}*oh<+wh, {stride}*ow<+ww, ..c..; wh, ww => ...|oh, ow, ..c..")
+    return G.tropical(spec, x, G.constant(np.zeros((window, window), np.float32), name="win"))
+
+
+def _np_max_pool2d(a, stride, window):
+    h, w = (a.shape[0] - window) // stride + 1, (a.shape[1] - window) // stride + 1
+    return np.array([[a[i * stride:i * stride + window, j * stride:j * stride + window]
+                      .max(axis=(0, 1)) for j in range(w)] for i in range(h)])
+
+
+@pytest.mark.parametrize("size, channels, stride, window, out", [
+    (4, 1, 2, 2, 2),   # test_max_pool2d_basic
+    (7, 2, 2, 3, 3),   # test_max_pool2d_window3
+    (3, 1, 2, 3, 1),   # test_max_pool2d_output_dim_1
+    (4, 3, 2, 2, 2),   # test_max_pool2d_channels
+])
+def test_max_pool2d(size, channels, stride, window, out):
+    # test/einsum/test_max_pool2d.ml: output sizes of valid strided pooling, channels passing
+    # through, values against NumPy windows
+    y = _max_pool2d(G.range_of_shape(size, size, channels), stride, window)
+    assert y.shape.int_dims == (out, out, channels)
+    a = np.arange(size * size * channels, dtype=np.float64).reshape(size, size, channels)
+    np.testing.assert_array_equal(G.Model(y).run(), _np_max_pool2d(a, stride, window))
+
+
+def test_max_pool2d_backprop():
+    # test/einsum/test_max_pool2d.ml, test_max_pool2d_backprop: the gradient goes only to the
+    # position of each window's maximum
+    vals = np.array([[9, 1, 2, 3], [4, 5, 0, 8], [1, 7, 2, 1], [0, 3, 6, 4]], np.float32)
+    x = G.param("x", output=[4, 4, 1], input=[], init=lambda s, r: vals.reshape(s))
+    y = _max_pool2d(x)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_array_equal(G.Model(y).run()[..., 0], [[9, 8], [7, 6]])
+    want = np.zeros((4, 4))
+    want[0, 0] = want[1, 3] = want[2, 1] = want[3, 2] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy()[..., 0], want)
+
+
+def _tropical_conv2d(x, kernel, stride=2, window=2):
+    """test/einsum/test_tropical_kernel.ml's ``tropical_conv2d``: max over a window of input
+    plus a learned kernel, the window's size set on the captured labels (``Shape.set_dim wh``)."""
+    y, d = G.tropical(f"...|{stride}*oh<+wh, {stride}*ow<+ww, ..c..; wh, ww => ...|oh, ow, ..c..",
+                      x, kernel, capture=["wh", "ww"])
+    d["wh"].set_dim(window)
+    d["ww"].set_dim(window)
+    return y
+
+
+def _learned(name, values, output=None):
+    arr = np.array(values, np.float32)
+    return G.param(name, output=output, input=[] if output is not None else None,
+                   init=lambda s, r: arr.reshape(s))
+
+
+def test_tropical_kernel_forward():
+    # test_tropical_kernel_forward: out[oh, ow] = max over the window of input + kernel, the
+    # kernel's shape inferred from the captured window size
+    kernel = _learned("k", [[0, 1], [2, 3]])
+    y = _tropical_conv2d(G.range_of_shape(4, 4, 1), kernel)
+    assert str(kernel.shape) == "2,2" and y.shape.int_dims == (2, 2, 1)
+    a = np.arange(16.0).reshape(4, 4)
+    want = [[max(a[2 * i + p, 2 * j + q] + [[0, 1], [2, 3]][p][q] for p in range(2)
+                 for q in range(2)) for j in range(2)] for i in range(2)]
+    np.testing.assert_array_equal(G.Model(y).run()[..., 0], want)
+
+
+@pytest.mark.parametrize("inp, ker, grad_in, grad_k", [
+    # test_tropical_kernel_backprop_zero_kernel: the argmax follows the input
+    ([[9, 0, 0, 0], [0, 0, 0, 8], [0, 7, 0, 0], [0, 0, 6, 0]], [[0, 0], [0, 0]],
+     [(0, 0), (1, 3), (2, 1), (3, 2)], [[1, 1], [1, 1]]),
+    # test_tropical_kernel_backprop_nonzero_kernel: the kernel's 10 wins every window
+    ([[1] * 4] * 4, [[0, 0], [0, 10]], [(1, 1), (1, 3), (3, 1), (3, 3)], [[0, 0], [0, 4]]),
+])
+def test_tropical_kernel_backprop(inp, ker, grad_in, grad_k):
+    x = _learned("x", np.array(inp)[..., None], output=[4, 4, 1])
+    kernel = _learned("k", ker)
+    loss = G.einsum1("...|... => 0", _tropical_conv2d(x, kernel))
+    G.grad_update(loss).backward()
+    want = np.zeros((4, 4))
+    for p in grad_in:
+        want[p] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy()[..., 0], want)
+    np.testing.assert_array_equal(kernel.grad.numpy(), grad_k)
