@@ -12,7 +12,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_einsum_capture``, ``test_basis_total_order`` (through pointwise operations),
   ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
   ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``, ``test_max_pool2d``,
-  ``test_tropical_kernel`` (its window set on captured labels); ``operations/``:
+  ``test_tropical_kernel`` (its window set on captured labels), ``test_conv_padding``;
+  ``operations/``:
   ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
   (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
   ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``; ``training/bigram`` (a
@@ -26,7 +27,7 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``test_conv_padding``, ``test_block_tensor``,
+- not yet audited case by case: ``test_block_tensor``,
   ``test_concat_graph``, ``test_one_hot_embedding_lookup`` and the block and training tests
   (their features are tested in ``test_notation``, ``test_graph``, ``test_blocks``,
   ``test_demos`` without citing them).
@@ -1243,3 +1244,46 @@ def test_tropical_kernel_backprop(inp, ker, grad_in, grad_k):
         want[p] = 1.0
     np.testing.assert_array_equal(x.grad.numpy()[..., 0], want)
     np.testing.assert_array_equal(kernel.grad.numpy(), grad_k)
+
+
+def _conv2d(x, kernel_size, stride, use_padding, out_channels):
+    """OCANNL's ``Nn_blocks.conv2d`` without its bias: a learned kernel ``wh, ww, ..ic.. ->
+    oc``, the window set on the captured labels."""
+    pad = "=+" if use_padding else "<+"
+    k = G.param("kernel", output=[out_channels],
+                init=lambda s, r: r.standard_normal(s).astype(np.float32))
+    y, d = G.einsum(f"...|{stride}*oh{pad}wh, {stride}*ow{pad}ww, ..ic..; wh, ww, ..ic.. -> oc"
+                    " => ...|oh, ow, oc", x, k, capture=["wh", "ww"])
+    d["wh"].set_dim(kernel_size)
+    d["ww"].set_dim(kernel_size)
+    return y, k
+
+
+@pytest.mark.parametrize("size, stride, use_padding, out", [
+    (5, 1, True, 5),    # test_conv2d_padding_preserves_dims
+    (5, 1, False, 3),   # test_conv2d_no_padding_reduces_dims
+    (6, 2, True, 3),    # test_conv2d_stride_with_padding (and its _backprop)
+    (9, 2, False, 4),   # test_conv2d_stride_without_padding (and its _backprop)
+])
+def test_conv_padding(size, stride, use_padding, out):
+    # test/einsum/test_conv_padding.ml: padded convolutions keep input/stride cells, valid ones
+    # lose the kernel's span; values of the valid ones against NumPy windows, and the backprop
+    # of the summed output: it is linear in the kernel, so it equals <kernel, d/dkernel>
+    a = np.arange(size * size, dtype=np.float64).reshape(size, size, 1)
+    y, k = _conv2d(G.range_of_shape(size, size, 1), 3, stride, use_padding, 4)
+    assert y.shape.int_dims == (out, out, 4) and str(k.shape) == "3,3,1->4"
+    loss = G.einsum1("...|... => 0", y)
+    m = G.grad_update(loss)
+    total = float(m.backward()[0])
+    K = k.numpy().astype(np.float64)
+    # float32 bounds: eps times the number of terms summed times the largest term
+    term = 16 * np.finfo(np.float32).eps * np.abs(a).max() * np.abs(K).max()
+    tol = term * 9   # one output cell (or one kernel-gradient cell per window: at most 9 terms)
+    assert abs(total - float(np.sum(K * k.grad.numpy()))) <= term * 9 * 4 * out * out * 2
+    if not use_padding:
+        windows = np.array([[a[i * stride:i * stride + 3, j * stride:j * stride + 3, :]
+                             for j in range(out)] for i in range(out)])
+        want = np.einsum("ijpqc,opqc->ijo", windows, K)  # the kernel's memory: oc, then input
+        np.testing.assert_allclose(G.Model(y).run(), want, atol=tol)
+        np.testing.assert_allclose(k.grad.numpy(), np.broadcast_to(
+            windows.sum(axis=(0, 1)), (4, 3, 3, 1)), atol=term * out * out / np.abs(K).max())
