@@ -16,8 +16,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``operations/``:
   ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
   (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
-  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``; ``training/bigram`` (a
-  slice of ids);
+  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``, ``test_block_tensor``;
+  ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -27,10 +27,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``test_block_tensor``,
-  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` and the block and training tests
-  (their features are tested in ``test_notation``, ``test_graph``, ``test_blocks``,
-  ``test_demos`` without citing them).
+- not yet audited case by case: ``test_concat_graph``, ``test_one_hot_embedding_lookup``
+  and the layer and training tests (their features are tested in ``test_notation``,
+  ``test_graph``, ``test_blocks``, ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1287,3 +1286,75 @@ def test_conv_padding(size, stride, use_padding, out):
         np.testing.assert_allclose(G.Model(y).run(), want, atol=tol)
         np.testing.assert_allclose(k.grad.numpy(), np.broadcast_to(
             windows.sum(axis=(0, 1)), (4, 3, 3, 1)), atol=term * out * out / np.abs(K).max())
+
+
+def test_block_tensor_literals():
+    # test/operations/test_block_tensor.ml, tests 1-6: a literal of tensors stacks them along
+    # a new axis of its kind (list: output, batch array: batch, tuple: input), nesting in the
+    # canonical order batch > output > input; a one-element block unsqueezes
+    x1, x2, x5 = G.ndarray([1., 2., 3.]), G.ndarray([4., 5., 6.]), G.ndarray([7., 8., 9.])
+    x3, x4 = G.ndarray([10., 20.]), G.ndarray([30., 40.])
+    X = np.array([[1., 2., 3.], [4., 5., 6.]])
+    cases = [
+        (G.ndarray([x1, x2]), "2,3", X),
+        (G.ndarray(G.batch([x3, x4])), "2|2", [[10., 20.], [30., 40.]]),
+        (G.ndarray((x1, x2)), "2->3", X.T),                       # memory: output, then input
+        (G.ndarray([x1, x2, x5]), "3,3", np.arange(1., 10.).reshape(3, 3)),
+        (G.ndarray([[x1, x2], [x1, x2]]), "2,2,3", np.stack([X, X])),
+        (G.ndarray([[[x1, x2], [x1, x2]]] * 2), "2,2,2,3", np.stack([np.stack([X, X])] * 2)),
+        (G.ndarray([(x1, x2), (x1, x2)]), "2->2,3", np.stack([X.T, X.T])),
+        (G.ndarray(G.batch([[x1, x2], [x1, x2]])), "2|2,3", np.stack([X, X])),
+        (G.ndarray(G.batch([[(x1, x2), (x1, x2)]] * 2)), "2|2->2,3",
+         np.stack([np.stack([X.T, X.T])] * 2)),
+        (G.ndarray([x1]), "1,3", [[1., 2., 3.]]),
+    ]
+    for t, shape, want in cases:
+        assert str(t.shape) == shape
+        np.testing.assert_array_equal(G.Model(t).run(), want)
+
+
+def test_block_tensor_mixed_rank_and_concat_residuals():
+    # test_block_tensor.ml, tests 5d-5i: an unshaped sibling takes the stacked rank; a
+    # concatenation's unknown component is the residual of a known total; a middle component
+    # keeps its place; nested concatenations flatten; gradients reach every component; two
+    # concatenations with equal components add
+    x1, x2 = G.ndarray([1., 2., 3.]), G.ndarray([4., 5., 6.])
+    c = G.param("c", init=lambda s, r: np.zeros(s, np.float32))
+    assert (str(G.ndarray([[x1, x2], c]).shape), str(c.shape)) == ("2,2,3", "2,3")
+
+    def learned(name, values):
+        a = np.array(values, np.float32)
+        return G.param(name, output=[len(a)], input=[], init=lambda s, r: a.copy())
+
+    zeros7 = G.ndarray([0.0] * 7)
+    c_e = G.param("c_e", init=lambda s, r: np.full(s, -1.0, np.float32))
+    resid = G.concat("ii; jj; kk => ii^jj^kk", learned("a_e", [1, 2]), learned("b_e", [3, 4, 5]),
+                     c_e) + zeros7
+    assert str(c_e.shape) == "2"
+    np.testing.assert_array_equal(G.Model(resid).run(), [1, 2, 3, 4, 5, -1, -1])
+    mc = G.concat("ii; mm; kk => ii^mm^kk", learned("a", [10, 20]), learned("b", [30, 40, 50]),
+                  learned("c2", [60, 70])) + zeros7
+    np.testing.assert_array_equal(G.Model(mc).run(), [10, 20, 30, 40, 50, 60, 70])
+    two = G.ndarray([0.0] * 5) + G.concat("ii; jj => ii^jj", learned("f1", [1, 2]),
+                                          learned("f2", [3, 4, 5]))
+    np.testing.assert_array_equal(G.Model(two).run(), [1, 2, 3, 4, 5])
+    q1, q2, q3 = learned("q1", [1, 2]), learned("q2", [3, 4, 5]), learned("q3", [6, 7])
+    nested = G.concat("ii; jjkk => ii^jjkk", q1, G.concat("jj; kk => jj^kk", q2, q3)) + zeros7
+    np.testing.assert_array_equal(G.Model(nested).run(), np.arange(1., 8.))
+    G.grad_update(G.einsum1("...|... => 0", nested)).backward()
+    for q in (q1, q2, q3):
+        np.testing.assert_array_equal(q.grad.numpy(), np.ones(q.shape.int_dims))
+    s1, s2, s3 = learned("s1", [10, 20]), learned("s2", [30, 40, 50]), learned("s3", [60, 70])
+    glb = G.concat("ii; jj; kk => ii^jj^kk", q1, q2, q3) + \
+        G.concat("pp; qq; rr => pp^qq^rr", s1, s2, s3)
+    np.testing.assert_array_equal(G.Model(glb).run(), np.arange(11., 78., 11.))
+
+
+def test_block_tensor_gradient_flow():
+    # test_block_tensor.ml, tests 7-8: d sum(sin(stack)) / d part = cos(part)
+    parts = [np.array(v, np.float32) for v in ([0.5, 1.5], [1.0, 2.0], [3.0, 0.1])]
+    ps = [G.param(f"h{i}", output=[2], input=[], init=lambda s, r, v=v: v.copy())
+          for i, v in enumerate(parts)]
+    G.grad_update(G.einsum1("...|... => 0", G.ndarray(ps).sin())).backward()
+    for p, v in zip(ps, parts, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), np.cos(v), rtol=4 * np.finfo(np.float32).eps)
