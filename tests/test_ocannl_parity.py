@@ -16,8 +16,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``operations/``:
   ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
   (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
-  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``, ``test_block_tensor``;
-  ``training/bigram`` (a slice of ids);
+  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``, ``test_block_tensor``,
+  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its values; the code-generation
+  checks are OCANNL's); ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -27,9 +28,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``test_concat_graph``, ``test_one_hot_embedding_lookup``
-  and the layer and training tests (their features are tested in ``test_notation``,
-  ``test_graph``, ``test_blocks``, ``test_demos`` without citing them).
+- not yet audited case by case: the layer and training tests (``layer_norm_test``,
+  ``attention_test``, ``transformer_test``, ``test/training``...; their features are tested in
+  ``test_blocks`` and ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1358,3 +1359,53 @@ def test_block_tensor_gradient_flow():
     G.grad_update(G.einsum1("...|... => 0", G.ndarray(ps).sin())).backward()
     for p, v in zip(ps, parts, strict=True):
         np.testing.assert_allclose(p.grad.numpy(), np.cos(v), rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_concat_graph():
+    # test/operations/test_concat_graph.ml: sin of a two-, a three-way and a nested
+    # concatenation; the gradient of the summed result reaches each part as cos of its values
+    def learned(name, values):
+        a = np.array(values, np.float32)
+        return G.param(name, output=[len(a)], input=[], init=lambda s, r: a.copy()), a
+
+    tol = 4 * np.finfo(np.float32).eps
+    for spec, parts in (("a; b => a^b", ([1, 2, 3], [4, 5])),
+                        ("a; b; c => a^b^c", ([1, 2], [3, 4, 5], [6, 7]))):
+        with G.new_graph():
+            ps = [learned(f"x{i}", v) for i, v in enumerate(parts)]
+            y = G.concat(spec, *[p for p, _ in ps]).sin()
+            G.grad_update(G.einsum1("...|... => 0", y)).backward()
+            np.testing.assert_allclose(y.numpy(), np.sin(np.concatenate([a for _, a in ps])),
+                                       atol=tol)
+            for p, a in ps:
+                np.testing.assert_allclose(p.grad.numpy(), np.cos(a), atol=tol)
+    (n1, a1), (n2, a2), (n3, a3) = (learned(f"n{i}", v) for i, v in
+                                    enumerate(([1, 2], [3, 4, 5], [6, 7])))
+    nested = G.concat("a; b => a^b", G.concat("a; b => a^b", n1, n2), n3).sin()
+    G.grad_update(G.einsum1("...|... => 0", nested)).backward()
+    for p, a in ((n1, a1), (n2, a2), (n3, a3)):
+        np.testing.assert_allclose(p.grad.numpy(), np.cos(a), atol=tol)
+
+
+def test_one_hot_embedding_lookup():
+    # test/operations/test_one_hot_embedding_lookup.ml: the one-hot contraction equals the
+    # direct gather of table rows.  OCANNL gives a zero row for an id out of range (or a
+    # fractional one); tensig refuses them (README, differences) and writes OCANNL's zero row
+    # with one_hot's ignore_index
+    T = np.arange(12, dtype=np.float32).reshape(4, 3)                 # V = 4 rows of d = 3
+    table = G.param("table", output=[4], input=[3], init=lambda s, r: T.copy())
+    ids = G.leaf("ids", np.array([[1, 3], [0, 2]]), batch=2)
+    hot = G.einsum("..b..|->v; d->v => ..b..|d", G.one_hot(ids, 4), table)
+    gather = G.embedding(table, ids)
+    np.testing.assert_array_equal(G.Model(hot).run(), T[[[1, 3], [0, 2]]])
+    np.testing.assert_array_equal(G.Model(gather).run(), T[[[1, 3], [0, 2]]])
+    with G.new_graph():
+        table = G.param("table", output=[4], input=[3], init=lambda s, r: T.copy())
+        bad = G.leaf("ids", np.array([[1, -1]]), batch=2)
+        with pytest.raises(IndexError, match=r"id -1 is outside 0\.\.3"):
+            G.Model(G.embedding(table, bad)).run()
+        masked = G.einsum("..b..|->v; d->v => ..b..|d", G.one_hot(bad, 4, ignore_index=-1),
+                          table)
+        np.testing.assert_array_equal(G.Model(masked).run(), [[T[1], np.zeros(3)]])
+        with pytest.raises(TypeError, match="integer data"):
+            G.embedding(table, G.leaf("f", np.array([[0.5]], np.float32), batch=2))
