@@ -13,12 +13,12 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
   ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``, ``test_max_pool2d``,
   ``test_tropical_kernel`` (its window set on captured labels), ``test_conv_padding``;
-  ``operations/``:
-  ``check_slice_shapes``, ``test_slice_alias`` (read-through), ``primitive_ops``
-  (derivatives through ``@|``), ``test_axis_labels``, ``test_compose_logic``,
-  ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``, ``test_block_tensor``,
-  ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its values; the code-generation
-  checks are OCANNL's); ``training/bigram`` (a slice of ids);
+  ``operations/``: ``check_slice_shapes``, ``test_slice_alias`` (read-through),
+  ``primitive_ops`` (derivatives through ``@|``), ``test_axis_labels``,
+  ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
+  ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
+  values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
+  shapes); ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -28,9 +28,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: the layer and training tests (``layer_norm_test``,
-  ``attention_test``, ``transformer_test``, ``test/training``...; their features are tested in
-  ``test_blocks`` and ``test_demos`` without citing them).
+- not yet audited case by case: the other layer and training tests (``attention_test``,
+  ``transformer_test``, ``test/training``...; their features are tested in ``test_blocks`` and
+  ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1409,3 +1409,23 @@ def test_one_hot_embedding_lookup():
         np.testing.assert_array_equal(G.Model(masked).run(), [[T[1], np.zeros(3)]])
         with pytest.raises(TypeError, match="integer data"):
             G.embedding(table, G.leaf("f", np.array([[0.5]], np.float32), batch=2))
+
+
+def test_mini_decoder_block_shape():
+    # test/operations/layer_norm_test.ml: a decoder block (causal multi-head attention, two
+    # layer norms, a two-layer feed-forward) on a 2, 8 | 100 input infers every parameter and
+    # gives a 2, 8 | 100 output
+    from tensig.model import blocks as B
+    x = G.leaf("tgt", np.arange(2 * 8 * 100, dtype=np.float32).reshape(2, 8, 100) / 1600.0,
+               batch=2)
+    heads, d_k, d_ff = 4, 64, 128
+    wq, wk, wv = (G.param(f"w{n}", output=[heads, d_k]) for n in "qkv")
+    wo, w1, w2, b1 = (G.param("wo", output=[100]), G.param("w1", output=[d_ff]),
+                      G.param("w2", output=[100]), G.param("b1"))
+    attended = wo @ B.multi_head_attention(wq @ x, wk @ x, wv @ x, mask="causal")
+    x1 = B.layer_norm(x + attended, name="ln1")
+    out = B.layer_norm(x1 + w2 @ (w1 @ x1 + b1).relu(), name="ln2")
+    assert str(out.shape) == "2,8|100"
+    assert [str(p.shape) for p in (wq, wo, w1, w2, b1)] == \
+        ["100->4,64", "4,64->100", "100->128", "128->100", "128"]
+    assert np.isfinite(G.Model(out).run()).all()
