@@ -3,6 +3,34 @@
 Each test names the OCANNL test it comes from.  The deliberate differences from OCANNL are
 listed in the README ("Differences from OCANNL"); tests of those check tensig's side and the
 way to write OCANNL's behaviour.  Values are checked against NumPy written independently.
+
+Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
+
+- ported here: ``einsum/``: ``einsum_trivia`` (permutations, prefix broadcasts, fixed
+  indices, placements), ``test_surjectivity``, ``test_accumulation_semantics``,
+  ``test_concat_dim_solver``, ``test_dimension_labels``, ``test_set_scale``,
+  ``test_einsum_capture``, ``test_basis_total_order`` (through pointwise operations),
+  ``test_inference_counterexamples``, ``gnn_broadcast``, ``tensor_puzzles``,
+  ``moons_demo_variant``, ``test_einsum_parser``, ``test_conv_syntax``, ``test_max_pool2d``,
+  ``test_tropical_kernel`` (its window set on captured labels), ``test_conv_padding``;
+  ``operations/``: ``check_slice_shapes``, ``test_slice_alias`` (read-through),
+  ``primitive_ops`` (derivatives through ``@|``), ``test_axis_labels``,
+  ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
+  ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
+  values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
+  shapes); ``training/bigram`` (a slice of ids);
+- solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
+  through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
+  ``test_row_self_reference``, ``test_beg_dims_alignment``;
+- backend, code generation, printing, ppx and random-number tests (``*.ll``/``*.c``
+  expectations, ``virtual_*``, ``test_cse``, ``inline_permuted_view``, ``test_padding_reset``,
+  metal/cuda, ``merge_buffer_static_verification``, ``threefry*``, ``test_uniform*``,
+  ``test/ppx``...): OCANNL's compiler, not its shape semantics;
+- affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
+  work in progress (README, differences);
+- not yet audited case by case: the other layer and training tests (``attention_test``,
+  ``transformer_test``, ``test/training``...; their features are tested in ``test_blocks`` and
+  ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -929,3 +957,475 @@ def test_fma_logic():
     q = G.param("q", output=[1], input=[], init=lambda s, r: np.full(s, 2.0, np.float32))
     r = G.param("r", output=[1], input=[], init=lambda s, r_: np.full(s, 10.0, np.float32))
     np.testing.assert_array_equal(G.Model(p @ q + r).run(), [16.0])
+
+
+def _nd(values, *dims):
+    """A differentiable tensor of output axes ``dims`` holding ``values`` (OCANNL's
+    ``Tensor.ndarray ~grad_spec:Require_grad``)."""
+    arr = np.array(values, np.float32).reshape(dims)
+    return G.param(f"p{len(G.current_graph().tensors)}", output=list(dims), input=[],
+                   init=lambda s, r: arr.copy())
+
+
+def test_einsum3_chain_and_batched_chain():
+    # test/operations/test_einsum3.ml, tests 1-3 and 7: a three-operand chain equals the binary
+    # chain, batched too; the gradient of its sum; a spec of the wrong arity is a ShapeError
+    a, b, c = _nd([1, 2, 3, 4], 2, 2), _nd([0, 1, 1, 0], 2, 2), _nd([1, 0, 0, 1], 2, 2)
+    tern = G.einsum("ij;jk;km=>im", a, b, c)
+    binary = G.einsum("ik;km=>im", G.einsum("ij;jk=>ik", a, b), c)
+    np.testing.assert_array_equal(G.Model(tern).run().reshape(-1), [2, 1, 4, 3])
+    np.testing.assert_array_equal(G.Model(binary).run(), G.Model(tern).run())
+    with G.new_graph():
+        a = _nd(range(1, 9), 2, 2, 2)
+        b = _nd([0, 1, 1, 0, 1, 0, 0, 1], 2, 2, 2)
+        c = _nd([1, 0, 0, 1, 0, 1, 1, 0], 2, 2, 2)
+        tern = G.einsum("bij;bjk;bkm=>bim", a, b, c)
+        np.testing.assert_array_equal(G.Model(tern).run().reshape(-1), [2, 1, 4, 3, 6, 5, 8, 7])
+    with G.new_graph():
+        a, b, c = _nd([1, 0, 0, 1], 2, 2), _nd([0, 1, 1, 0], 2, 2), _nd([1, 0, 0, 1], 2, 2)
+        G.grad_update(G.einsum1("... => |->0", G.einsum("ij;jk;km=>im", a, b, c))).backward()
+        for p in (a, b, c):
+            np.testing.assert_array_equal(p.grad.numpy(), np.ones((2, 2)))
+        with pytest.raises(ShapeError, match="2 operand"):
+            G.einsum("ij;jk=>im", a, b, c)
+
+
+def test_where_with_an_einsum_spec():
+    # test/operations/test_einsum3.ml, tests 4-5 and 8-9: where under a spec equals the
+    # pointwise where, and with a reduction selects before it reduces; gradients go to the
+    # chosen side
+    cond = G.ndarray([1., 0., 1., 0.])
+    a, b = _nd([10, 20, 30, 40], 4), _nd([1, 2, 3, 4], 4)
+    y = G.where(cond, a, b, spec="i;i;i=>i")
+    np.testing.assert_array_equal(G.Model(y).run(), [10, 2, 30, 4])
+    np.testing.assert_array_equal(G.Model(G.where(cond, a, b)).run(), [10, 2, 30, 4])
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1, 0, 1, 0])
+    np.testing.assert_array_equal(b.grad.numpy(), [0, 1, 0, 1])
+    with G.new_graph():
+        cond = G.ndarray([[1., 0.], [0., 1.]])
+        a, b = _nd([10, 20, 30, 40], 2, 2), _nd([1, 2, 3, 4], 2, 2)
+        y = G.where(cond, a, b, spec="ij;ij;ij=>i")
+        assert str(y.shape) == "2"
+        np.testing.assert_array_equal(G.Model(y).run(), [12, 43])
+        G.grad_update(G.einsum1("... => |->0", y)).backward()
+        np.testing.assert_array_equal(a.grad.numpy(), [[1, 0], [0, 1]])
+        np.testing.assert_array_equal(b.grad.numpy(), [[0, 1], [1, 0]])
+
+
+def _ros(batch, input, output, name="r"):
+    """OCANNL's ``range_of_shape``: row-major offsets laid out batch, output, input (memory
+    order), and the same array for the NumPy oracle."""
+    arr = np.arange(np.prod(batch + output + input), dtype=np.float64).reshape(
+        batch + output + input)
+    return G.leaf(name, arr.astype(np.float32), batch=len(batch), input=len(input)), arr
+
+
+@pytest.mark.parametrize("spec, operands, shape, oracle", [
+    # "einsum1 permute axes"
+    ("b|i->o => o|b->i", [((2,), (3,), (4,))], "4|2->3", "boi->oib"),
+    ("ab|cd->ef => cf|ae->db", [((2, 3), (4, 5), (6, 7))], "4,7|2,6->5,3", "abefcd->cfdbae"),
+    # "einsum1 broadcast or sum out prefix axes"
+    ("...|i->o => ...|o->i", [((2,), (3,), (4,))], "2|4->3", "boi->bio"),
+    ("b|...->o => o|...->b", [((2,), (3,), (4,))], "4|3->2", "boi->obi"),
+    # "einsum1 fixed dim axis"
+    ("...|1->... => ...|...", [((2,), (3,), (4,))], "2|4", None),
+    # "einsum broadcast or sum out prefix axes", the shifted broadcast
+    ("i->...;j->... => ...ij", [((), (2,), (3,)), ((), (4,), (3,))], "3,2,4", "ki,kj->kij"),
+    # "einsum permuting two leftmost input axes as output axes"
+    ("i->1; ij...->0 => ...->ji", [((), (2,), (2,)), ((), (2, 3, 4), (2,))], "4->3,2", None),
+])
+def test_einsum_trivia(spec, operands, shape, oracle):
+    # test/einsum/einsum_trivia.ml, the cases named above: shapes as OCANNL prints them, values
+    # against numpy.einsum over the memory-order arrays
+    pairs = [_ros(*o, name=f"x{k}") for k, o in enumerate(operands)]
+    ts, arrs = [p[0] for p in pairs], [p[1] for p in pairs]
+    y = G.einsum1(spec, ts[0]) if len(ts) == 1 else G.einsum(spec, *ts)
+    assert str(y.shape) == shape
+    if oracle is None:  # fixed indices: slice first
+        if spec.startswith("...|1"):
+            want = arrs[0][:, :, 1]
+        else:  # a[1, i] * b[0, i, j, k]: output j, i, input k (the ellipsis)
+            want = np.einsum("i,ijk->jik", arrs[0][1], arrs[1][0])
+    else:
+        want = np.einsum(oracle, *arrs)
+    np.testing.assert_allclose(G.Model(y).run(), want, rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_einsum_trivia_omitted_result_row():
+    # test/einsum/einsum_trivia.ml, "einsum with fixed dim axes", "einsum broadcast or sum out
+    # prefix axes" and "einsum with a leftmost input axis preserved as output axis": OCANNL's
+    # parser reads a result's omitted input row as no axes (the extra input axes are summed);
+    # tensig reads it as the context ellipsis (the syntax doc's rule: README, differences), and
+    # a closed row "|->" writes OCANNL's reading, with OCANNL's printed values
+    (a, _), (b, _) = _ros((3,), (4,), (2,), "a"), _ros((3,), (1,), (4,), "b")
+    assert str(G.einsum("...|i->1; ...|...->i => ...|i", a, b).shape) == "3|1->4"
+    c = G.einsum("...|i->1; ...|...->i => ...|->i", a, b)
+    assert str(c.shape) == "3|4"
+    np.testing.assert_array_equal(G.Model(c).run(), [[0, 5, 12, 21], [48, 65, 84, 105],
+                                                     [160, 189, 220, 253]])
+    d = G.einsum("...|i->...; ...|...->i => ...|->i", a, b)
+    np.testing.assert_array_equal(G.Model(d).run(), [[0, 6, 16, 30], [80, 110, 144, 182],
+                                                     [288, 342, 400, 462]])
+    with G.new_graph():
+        (a, _), (b, _) = _ros((3,), (4,), (2,), "a"), _ros((3,), (2, 3), (4,), "b")
+        assert str(G.einsum("...|i->1; ...|j...->i => ...|ij", a, b).shape) == "3|3->4,2"
+        e = G.einsum("...|i->1; ...|j...->i => ...|->ij", a, b)
+        assert str(e.shape) == "3|4,2"
+        np.testing.assert_array_equal(G.Model(e).run()[0], [[12, 48], [105, 150], [234, 288],
+                                                            [399, 462]])
+
+
+def test_tensor_puzzles():
+    # test/einsum/tensor_puzzles.ml (Sasha Rush's puzzles, the ones OCANNL solves with einsum
+    # and index grids), against NumPy; and puzzle 8 (diff) as the valid convolution
+    # "o<+k; k => o" that OCANNL's file reports hanging its inference: here it solves
+    def run(t):
+        return G.Model(t).run()
+
+    def not_(t):
+        return G.apply(G.UNARY_OPS["not"], t)
+
+    r4 = G.range_(4)
+    np.testing.assert_array_equal(run(r4 * 0.0 + 1.0), np.ones(4))                     # 1 ones
+    np.testing.assert_array_equal(run(G.einsum1("i => 0", r4)), [6.0])                 # 2 sum
+    np.testing.assert_array_equal(run(G.einsum("i; j => i->j", G.range_(3), r4)),      # 3 outer
+                                  np.outer(np.arange(4.0), np.arange(3.0)))
+    m33 = G.range_of_shape(3, 3)
+    np.testing.assert_array_equal(run(G.einsum1("ii => i", m33)), [0.0, 4.0, 8.0])     # 4 diag
+    np.testing.assert_array_equal(run(G.ndarray([G.range_(3), G.ndarray([10., 20., 30.])])),
+                                  [[0., 1., 2.], [10., 20., 30.]])                     # 9 vstack
+    a19, b19 = G.ndarray([-1., 0., 2.]), G.ndarray([5., 5., 5.])
+    heaviside = G.where(a19 == 0.0, b19, G.where(a19 > 0.0, 1.0, 0.0))                # 19
+    np.testing.assert_array_equal(run(heaviside), [0., 5., 1.])
+    r3 = G.range_(3)
+    np.testing.assert_array_equal(run(G.ndarray([r3, r3, r3])),
+                                  np.tile(np.arange(3.0), (3, 1)))                     # 20 repeat
+    v21, bnd21 = G.ndarray([0.5, 2.5, 5.0]), G.ndarray([1., 3., 5.])
+    below = not_(G.einsum1("i=>i0", v21) < G.einsum1("j=>0j", bnd21))
+    np.testing.assert_array_equal(run(G.einsum1("ij => i", below)), [0., 1., 3.])  # 21 bucketize
+    np.testing.assert_array_equal(run(G.einsum1("i=>i0", r3) == G.einsum1("j=>0j", r3)),
+                                  np.eye(3))                                           # 5 eye
+    np.testing.assert_array_equal(run(not_(G.einsum1("j=>0j", r3) < G.einsum1("i=>i0", r3))),
+                                  np.triu(np.ones((3, 3))))                            # 6 triu
+    a = G.ndarray([0., 1., 3., 6., 10.])
+    rows, cols = G.einsum1("i=>i0", G.range_(5)), G.einsum1("j=>0j", G.range_(4))
+    diffmat = (rows == cols + 1.0) - (rows == cols)
+    np.testing.assert_array_equal(run(G.einsum("i; i, o => o", a, diffmat)),
+                                  np.diff([0., 1., 3., 6., 10.]))                      # 8 diff
+    conv = G.einsum("o<+k; k => o", a, G.ndarray([-1., 1.]))
+    assert str(conv.shape) == "4"
+    np.testing.assert_array_equal(run(conv), np.diff([0., 1., 3., 6., 10.]))
+
+
+def test_einsum_parser_mode_detection_and_rows():
+    # test/einsum/test_einsum_parser.ml: which specs select the multichar mode, and how many
+    # axes each row gets
+    from tensig.core.notation import parse, parse_shape_spec
+    from tensig.core.syntax import is_multichar
+    modes = {"abc": False, "a,b,c": True, "2*a+b": True, "a+b": True, "a*b": True, "a^b": True,
+             "a&b": True, "a|b->c": False, "...a..b": False}
+    assert {t: is_multichar(t) for t in modes} == modes
+    assert len(parse_shape_spec("abc").output.axes) == 3
+    s = parse_shape_spec("b|i->o")
+    assert [len(s.row(k).axes) for k in ("batch", "input", "output")] == [1, 1, 1]
+    spec = parse("ij;jk=>ik")
+    assert [len(sh.output.axes) for sh in (*spec.operands, spec.result)] == [2, 2, 2]
+    for text, n in (("a, b, c", 3), ("a, b,", 2), ("2*o+k", 1), ("2*o+3*k, x", 2)):
+        assert len(parse_shape_spec(text).output.axes) == n
+
+
+def test_conv_syntax():
+    # test/einsum/test_conv_syntax.ml: convolution and strided-iteration axes parse to their
+    # stride, iterator, dilation and kernel (a plain "+" leaves the padding to use_padding)
+    from tensig.core.notation import parse_shape_spec
+
+    def affine(text, position=-1, row="output"):
+        a = parse_shape_spec(text).row(row).axes[position]
+        return a.stride, a.over, a.dilation, a.kernel, a.padding
+
+    assert affine("2*o+3*k") == (2, "o", 3, "k", None)
+    assert affine("o+k") == (1, "o", 1, "k", None)
+    assert affine("a, 2*b+c") == (2, "b", 1, "c", None)
+    assert affine("i, o+k, j", 1) == (1, "o", 1, "k", None)
+    assert affine("a+bc") == (1, "a", 1, "bc", None)
+    assert affine("i, j -> 2*i+j") == (2, "i", 1, "j", None)
+    assert affine("batch|input->3*output+1*kernel,") == (3, "output", 1, "kernel", None)
+    for text, want in (("2*output", (2, "output")), ("3*i", (3, "i")),
+                       ("input -> 2*output", (2, "output")),
+                       ("regular, 3*strided", (3, "strided"))):
+        assert affine(text)[:2] == want and affine(text)[3] is None
+    assert affine("2*o=+k")[4] == "padded" and affine("2*o<+k")[4] == "valid"
+
+
+def _max_pool2d(x, stride=2, window=2):
+    """OCANNL's ``Nn_blocks.max_pool2d``: a valid strided window, max-reduced (``@^+``) against
+    a window of zeros."""
+    spec = (f"...|{stride}*oh<+wh, {stride}*ow<+ww, ..c..; wh, ww => ...|oh, ow, ..c..")
+    return G.tropical(spec, x, G.constant(np.zeros((window, window), np.float32), name="win"))
+
+
+def _np_max_pool2d(a, stride, window):
+    h, w = (a.shape[0] - window) // stride + 1, (a.shape[1] - window) // stride + 1
+    return np.array([[a[i * stride:i * stride + window, j * stride:j * stride + window]
+                      .max(axis=(0, 1)) for j in range(w)] for i in range(h)])
+
+
+@pytest.mark.parametrize("size, channels, stride, window, out", [
+    (4, 1, 2, 2, 2),   # test_max_pool2d_basic
+    (7, 2, 2, 3, 3),   # test_max_pool2d_window3
+    (3, 1, 2, 3, 1),   # test_max_pool2d_output_dim_1
+    (4, 3, 2, 2, 2),   # test_max_pool2d_channels
+])
+def test_max_pool2d(size, channels, stride, window, out):
+    # test/einsum/test_max_pool2d.ml: output sizes of valid strided pooling, channels passing
+    # through, values against NumPy windows
+    y = _max_pool2d(G.range_of_shape(size, size, channels), stride, window)
+    assert y.shape.int_dims == (out, out, channels)
+    a = np.arange(size * size * channels, dtype=np.float64).reshape(size, size, channels)
+    np.testing.assert_array_equal(G.Model(y).run(), _np_max_pool2d(a, stride, window))
+
+
+def test_max_pool2d_backprop():
+    # test/einsum/test_max_pool2d.ml, test_max_pool2d_backprop: the gradient goes only to the
+    # position of each window's maximum
+    vals = np.array([[9, 1, 2, 3], [4, 5, 0, 8], [1, 7, 2, 1], [0, 3, 6, 4]], np.float32)
+    x = G.param("x", output=[4, 4, 1], input=[], init=lambda s, r: vals.reshape(s))
+    y = _max_pool2d(x)
+    G.grad_update(G.einsum1("... => |->0", y)).backward()
+    np.testing.assert_array_equal(G.Model(y).run()[..., 0], [[9, 8], [7, 6]])
+    want = np.zeros((4, 4))
+    want[0, 0] = want[1, 3] = want[2, 1] = want[3, 2] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy()[..., 0], want)
+
+
+def _tropical_conv2d(x, kernel, stride=2, window=2):
+    """test/einsum/test_tropical_kernel.ml's ``tropical_conv2d``: max over a window of input
+    plus a learned kernel, the window's size set on the captured labels (``Shape.set_dim wh``)."""
+    y, d = G.tropical(f"...|{stride}*oh<+wh, {stride}*ow<+ww, ..c..; wh, ww => ...|oh, ow, ..c..",
+                      x, kernel, capture=["wh", "ww"])
+    d["wh"].set_dim(window)
+    d["ww"].set_dim(window)
+    return y
+
+
+def _learned(name, values, output=None):
+    arr = np.array(values, np.float32)
+    return G.param(name, output=output, input=[] if output is not None else None,
+                   init=lambda s, r: arr.reshape(s))
+
+
+def test_tropical_kernel_forward():
+    # test_tropical_kernel_forward: out[oh, ow] = max over the window of input + kernel, the
+    # kernel's shape inferred from the captured window size
+    kernel = _learned("k", [[0, 1], [2, 3]])
+    y = _tropical_conv2d(G.range_of_shape(4, 4, 1), kernel)
+    assert str(kernel.shape) == "2,2" and y.shape.int_dims == (2, 2, 1)
+    a = np.arange(16.0).reshape(4, 4)
+    want = [[max(a[2 * i + p, 2 * j + q] + [[0, 1], [2, 3]][p][q] for p in range(2)
+                 for q in range(2)) for j in range(2)] for i in range(2)]
+    np.testing.assert_array_equal(G.Model(y).run()[..., 0], want)
+
+
+@pytest.mark.parametrize("inp, ker, grad_in, grad_k", [
+    # test_tropical_kernel_backprop_zero_kernel: the argmax follows the input
+    ([[9, 0, 0, 0], [0, 0, 0, 8], [0, 7, 0, 0], [0, 0, 6, 0]], [[0, 0], [0, 0]],
+     [(0, 0), (1, 3), (2, 1), (3, 2)], [[1, 1], [1, 1]]),
+    # test_tropical_kernel_backprop_nonzero_kernel: the kernel's 10 wins every window
+    ([[1] * 4] * 4, [[0, 0], [0, 10]], [(1, 1), (1, 3), (3, 1), (3, 3)], [[0, 0], [0, 4]]),
+])
+def test_tropical_kernel_backprop(inp, ker, grad_in, grad_k):
+    x = _learned("x", np.array(inp)[..., None], output=[4, 4, 1])
+    kernel = _learned("k", ker)
+    loss = G.einsum1("...|... => 0", _tropical_conv2d(x, kernel))
+    G.grad_update(loss).backward()
+    want = np.zeros((4, 4))
+    for p in grad_in:
+        want[p] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy()[..., 0], want)
+    np.testing.assert_array_equal(kernel.grad.numpy(), grad_k)
+
+
+def _conv2d(x, kernel_size, stride, use_padding, out_channels):
+    """OCANNL's ``Nn_blocks.conv2d`` without its bias: a learned kernel ``wh, ww, ..ic.. ->
+    oc``, the window set on the captured labels."""
+    pad = "=+" if use_padding else "<+"
+    k = G.param("kernel", output=[out_channels],
+                init=lambda s, r: r.standard_normal(s).astype(np.float32))
+    y, d = G.einsum(f"...|{stride}*oh{pad}wh, {stride}*ow{pad}ww, ..ic..; wh, ww, ..ic.. -> oc"
+                    " => ...|oh, ow, oc", x, k, capture=["wh", "ww"])
+    d["wh"].set_dim(kernel_size)
+    d["ww"].set_dim(kernel_size)
+    return y, k
+
+
+@pytest.mark.parametrize("size, stride, use_padding, out", [
+    (5, 1, True, 5),    # test_conv2d_padding_preserves_dims
+    (5, 1, False, 3),   # test_conv2d_no_padding_reduces_dims
+    (6, 2, True, 3),    # test_conv2d_stride_with_padding (and its _backprop)
+    (9, 2, False, 4),   # test_conv2d_stride_without_padding (and its _backprop)
+])
+def test_conv_padding(size, stride, use_padding, out):
+    # test/einsum/test_conv_padding.ml: padded convolutions keep input/stride cells, valid ones
+    # lose the kernel's span; values of the valid ones against NumPy windows, and the backprop
+    # of the summed output: it is linear in the kernel, so it equals <kernel, d/dkernel>
+    a = np.arange(size * size, dtype=np.float64).reshape(size, size, 1)
+    y, k = _conv2d(G.range_of_shape(size, size, 1), 3, stride, use_padding, 4)
+    assert y.shape.int_dims == (out, out, 4) and str(k.shape) == "3,3,1->4"
+    loss = G.einsum1("...|... => 0", y)
+    m = G.grad_update(loss)
+    total = float(m.backward()[0])
+    K = k.numpy().astype(np.float64)
+    # float32 bounds: eps times the number of terms summed times the largest term
+    term = 16 * np.finfo(np.float32).eps * np.abs(a).max() * np.abs(K).max()
+    tol = term * 9   # one output cell (or one kernel-gradient cell per window: at most 9 terms)
+    assert abs(total - float(np.sum(K * k.grad.numpy()))) <= term * 9 * 4 * out * out * 2
+    if not use_padding:
+        windows = np.array([[a[i * stride:i * stride + 3, j * stride:j * stride + 3, :]
+                             for j in range(out)] for i in range(out)])
+        want = np.einsum("ijpqc,opqc->ijo", windows, K)  # the kernel's memory: oc, then input
+        np.testing.assert_allclose(G.Model(y).run(), want, atol=tol)
+        np.testing.assert_allclose(k.grad.numpy(), np.broadcast_to(
+            windows.sum(axis=(0, 1)), (4, 3, 3, 1)), atol=term * out * out / np.abs(K).max())
+
+
+def test_block_tensor_literals():
+    # test/operations/test_block_tensor.ml, tests 1-6: a literal of tensors stacks them along
+    # a new axis of its kind (list: output, batch array: batch, tuple: input), nesting in the
+    # canonical order batch > output > input; a one-element block unsqueezes
+    x1, x2, x5 = G.ndarray([1., 2., 3.]), G.ndarray([4., 5., 6.]), G.ndarray([7., 8., 9.])
+    x3, x4 = G.ndarray([10., 20.]), G.ndarray([30., 40.])
+    X = np.array([[1., 2., 3.], [4., 5., 6.]])
+    cases = [
+        (G.ndarray([x1, x2]), "2,3", X),
+        (G.ndarray(G.batch([x3, x4])), "2|2", [[10., 20.], [30., 40.]]),
+        (G.ndarray((x1, x2)), "2->3", X.T),                       # memory: output, then input
+        (G.ndarray([x1, x2, x5]), "3,3", np.arange(1., 10.).reshape(3, 3)),
+        (G.ndarray([[x1, x2], [x1, x2]]), "2,2,3", np.stack([X, X])),
+        (G.ndarray([[[x1, x2], [x1, x2]]] * 2), "2,2,2,3", np.stack([np.stack([X, X])] * 2)),
+        (G.ndarray([(x1, x2), (x1, x2)]), "2->2,3", np.stack([X.T, X.T])),
+        (G.ndarray(G.batch([[x1, x2], [x1, x2]])), "2|2,3", np.stack([X, X])),
+        (G.ndarray(G.batch([[(x1, x2), (x1, x2)]] * 2)), "2|2->2,3",
+         np.stack([np.stack([X.T, X.T])] * 2)),
+        (G.ndarray([x1]), "1,3", [[1., 2., 3.]]),
+    ]
+    for t, shape, want in cases:
+        assert str(t.shape) == shape
+        np.testing.assert_array_equal(G.Model(t).run(), want)
+
+
+def test_block_tensor_mixed_rank_and_concat_residuals():
+    # test_block_tensor.ml, tests 5d-5i: an unshaped sibling takes the stacked rank; a
+    # concatenation's unknown component is the residual of a known total; a middle component
+    # keeps its place; nested concatenations flatten; gradients reach every component; two
+    # concatenations with equal components add
+    x1, x2 = G.ndarray([1., 2., 3.]), G.ndarray([4., 5., 6.])
+    c = G.param("c", init=lambda s, r: np.zeros(s, np.float32))
+    assert (str(G.ndarray([[x1, x2], c]).shape), str(c.shape)) == ("2,2,3", "2,3")
+
+    def learned(name, values):
+        a = np.array(values, np.float32)
+        return G.param(name, output=[len(a)], input=[], init=lambda s, r: a.copy())
+
+    zeros7 = G.ndarray([0.0] * 7)
+    c_e = G.param("c_e", init=lambda s, r: np.full(s, -1.0, np.float32))
+    resid = G.concat("ii; jj; kk => ii^jj^kk", learned("a_e", [1, 2]), learned("b_e", [3, 4, 5]),
+                     c_e) + zeros7
+    assert str(c_e.shape) == "2"
+    np.testing.assert_array_equal(G.Model(resid).run(), [1, 2, 3, 4, 5, -1, -1])
+    mc = G.concat("ii; mm; kk => ii^mm^kk", learned("a", [10, 20]), learned("b", [30, 40, 50]),
+                  learned("c2", [60, 70])) + zeros7
+    np.testing.assert_array_equal(G.Model(mc).run(), [10, 20, 30, 40, 50, 60, 70])
+    two = G.ndarray([0.0] * 5) + G.concat("ii; jj => ii^jj", learned("f1", [1, 2]),
+                                          learned("f2", [3, 4, 5]))
+    np.testing.assert_array_equal(G.Model(two).run(), [1, 2, 3, 4, 5])
+    q1, q2, q3 = learned("q1", [1, 2]), learned("q2", [3, 4, 5]), learned("q3", [6, 7])
+    nested = G.concat("ii; jjkk => ii^jjkk", q1, G.concat("jj; kk => jj^kk", q2, q3)) + zeros7
+    np.testing.assert_array_equal(G.Model(nested).run(), np.arange(1., 8.))
+    G.grad_update(G.einsum1("...|... => 0", nested)).backward()
+    for q in (q1, q2, q3):
+        np.testing.assert_array_equal(q.grad.numpy(), np.ones(q.shape.int_dims))
+    s1, s2, s3 = learned("s1", [10, 20]), learned("s2", [30, 40, 50]), learned("s3", [60, 70])
+    glb = G.concat("ii; jj; kk => ii^jj^kk", q1, q2, q3) + \
+        G.concat("pp; qq; rr => pp^qq^rr", s1, s2, s3)
+    np.testing.assert_array_equal(G.Model(glb).run(), np.arange(11., 78., 11.))
+
+
+def test_block_tensor_gradient_flow():
+    # test_block_tensor.ml, tests 7-8: d sum(sin(stack)) / d part = cos(part)
+    parts = [np.array(v, np.float32) for v in ([0.5, 1.5], [1.0, 2.0], [3.0, 0.1])]
+    ps = [G.param(f"h{i}", output=[2], input=[], init=lambda s, r, v=v: v.copy())
+          for i, v in enumerate(parts)]
+    G.grad_update(G.einsum1("...|... => 0", G.ndarray(ps).sin())).backward()
+    for p, v in zip(ps, parts, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), np.cos(v), rtol=4 * np.finfo(np.float32).eps)
+
+
+def test_concat_graph():
+    # test/operations/test_concat_graph.ml: sin of a two-, a three-way and a nested
+    # concatenation; the gradient of the summed result reaches each part as cos of its values
+    def learned(name, values):
+        a = np.array(values, np.float32)
+        return G.param(name, output=[len(a)], input=[], init=lambda s, r: a.copy()), a
+
+    tol = 4 * np.finfo(np.float32).eps
+    for spec, parts in (("a; b => a^b", ([1, 2, 3], [4, 5])),
+                        ("a; b; c => a^b^c", ([1, 2], [3, 4, 5], [6, 7]))):
+        with G.new_graph():
+            ps = [learned(f"x{i}", v) for i, v in enumerate(parts)]
+            y = G.concat(spec, *[p for p, _ in ps]).sin()
+            G.grad_update(G.einsum1("...|... => 0", y)).backward()
+            np.testing.assert_allclose(y.numpy(), np.sin(np.concatenate([a for _, a in ps])),
+                                       atol=tol)
+            for p, a in ps:
+                np.testing.assert_allclose(p.grad.numpy(), np.cos(a), atol=tol)
+    (n1, a1), (n2, a2), (n3, a3) = (learned(f"n{i}", v) for i, v in
+                                    enumerate(([1, 2], [3, 4, 5], [6, 7])))
+    nested = G.concat("a; b => a^b", G.concat("a; b => a^b", n1, n2), n3).sin()
+    G.grad_update(G.einsum1("...|... => 0", nested)).backward()
+    for p, a in ((n1, a1), (n2, a2), (n3, a3)):
+        np.testing.assert_allclose(p.grad.numpy(), np.cos(a), atol=tol)
+
+
+def test_one_hot_embedding_lookup():
+    # test/operations/test_one_hot_embedding_lookup.ml: the one-hot contraction equals the
+    # direct gather of table rows.  OCANNL gives a zero row for an id out of range (or a
+    # fractional one); tensig refuses them (README, differences) and writes OCANNL's zero row
+    # with one_hot's ignore_index
+    T = np.arange(12, dtype=np.float32).reshape(4, 3)                 # V = 4 rows of d = 3
+    table = G.param("table", output=[4], input=[3], init=lambda s, r: T.copy())
+    ids = G.leaf("ids", np.array([[1, 3], [0, 2]]), batch=2)
+    hot = G.einsum("..b..|->v; d->v => ..b..|d", G.one_hot(ids, 4), table)
+    gather = G.embedding(table, ids)
+    np.testing.assert_array_equal(G.Model(hot).run(), T[[[1, 3], [0, 2]]])
+    np.testing.assert_array_equal(G.Model(gather).run(), T[[[1, 3], [0, 2]]])
+    with G.new_graph():
+        table = G.param("table", output=[4], input=[3], init=lambda s, r: T.copy())
+        bad = G.leaf("ids", np.array([[1, -1]]), batch=2)
+        with pytest.raises(IndexError, match=r"id -1 is outside 0\.\.3"):
+            G.Model(G.embedding(table, bad)).run()
+        masked = G.einsum("..b..|->v; d->v => ..b..|d", G.one_hot(bad, 4, ignore_index=-1),
+                          table)
+        np.testing.assert_array_equal(G.Model(masked).run(), [[T[1], np.zeros(3)]])
+        with pytest.raises(TypeError, match="integer data"):
+            G.embedding(table, G.leaf("f", np.array([[0.5]], np.float32), batch=2))
+
+
+def test_mini_decoder_block_shape():
+    # test/operations/layer_norm_test.ml: a decoder block (causal multi-head attention, two
+    # layer norms, a two-layer feed-forward) on a 2, 8 | 100 input infers every parameter and
+    # gives a 2, 8 | 100 output
+    from tensig.model import blocks as B
+    x = G.leaf("tgt", np.arange(2 * 8 * 100, dtype=np.float32).reshape(2, 8, 100) / 1600.0,
+               batch=2)
+    heads, d_k, d_ff = 4, 64, 128
+    wq, wk, wv = (G.param(f"w{n}", output=[heads, d_k]) for n in "qkv")
+    wo, w1, w2, b1 = (G.param("wo", output=[100]), G.param("w1", output=[d_ff]),
+                      G.param("w2", output=[100]), G.param("b1"))
+    attended = wo @ B.multi_head_attention(wq @ x, wk @ x, wv @ x, mask="causal")
+    x1 = B.layer_norm(x + attended, name="ln1")
+    out = B.layer_norm(x1 + w2 @ (w1 @ x1 + b1).relu(), name="ln2")
+    assert str(out.shape) == "2,8|100"
+    assert [str(p.shape) for p in (wq, wo, w1, w2, b1)] == \
+        ["100->4,64", "4,64->100", "100->128", "128->100", "128"]
+    assert np.isfinite(G.Model(out).run()).all()

@@ -639,11 +639,18 @@ COMPOSE = OpDef("matmul", "@", _compose_fwd, _grads(
 TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+")))
 
 
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """Pointwise choice (a non-zero condition picks ``a``)."""
-    op = OpDef("where", ".", _fwd("where"), _grads(
+def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
+    """Pointwise choice (a non-zero condition picks ``a``).  Under an einsum ``spec``
+    (OCANNL's ``where ~spec``, ``"ij;ij;ij=>i"``) the choice is made in each cell of the
+    product space, then add-reduced: select before reduce."""
+    def forward(t: Tensor, *args: Tensor) -> Code:
+        return Code().assign(t.val, Expr("where", tuple(x.val for x in args)), accum="+",
+                             init=True, logic=t.projections)
+
+    op = OpDef("where", spec or ".", _fwd("where") if spec is None else forward, _grads(
         None, lambda t, c, x, y: (_e("where", c.val, t.grad, 0.0), "+"),
-        lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")))
+        lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")),
+        op=None if spec is None else "einsum")
     return apply(op, cond, a, b)
 
 
