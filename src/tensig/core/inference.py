@@ -11,7 +11,9 @@ Three logics are available (OCANNL's ``~logic``):
 - an einsum spec: **equalities** -- labels unify exactly, a size-1 axis does not stretch, a
   shared row variable (including the implicit ``...`` of omitted rows) forces equal rows;
 - ``"."`` pointwise broadcasting: each operand is broadcast into the result; only a claim-free
-  (basis-free) size-1 axis stretches, and an unlabelled axis never fuses with a labelled one;
+  (basis-free) size-1 axis stretches, and an unlabelled axis never fuses with a labelled one
+  (except what is written to broadcast, a number or an einsum's kept cell, which stretches
+  onto a labelled axis, and a parameter's given axis, which takes the label it meets);
 - ``"@"`` compose: the left operand's input row contracts with the right operand's output row,
   batch rows broadcast; ``"T"`` transposes the input and output rows.
 

@@ -200,7 +200,7 @@ class Shape:
                     raise SpecSyntaxError(axes, a.span[0], f"the name {a.name!r} is given to "
                                           "two axes: each name labels one axis", end=a.span[1])
             names[kind] = [a.name if isinstance(a, Label) else None for a in row.axes]
-        order = ("batch", "output", "input")  # memory order
+        order: tuple[Kind, ...] = ("batch", "output", "input")  # memory order
         written = sum(len(names[k]) for k in order)
         if written != len(dims):
             raise ShapeError(f"axes {axes!r} name {written} axes, but the array has "
