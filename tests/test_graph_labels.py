@@ -57,6 +57,13 @@ def test_the_blogs_bug_is_a_shape_error_naming_both_axes_and_the_operation(axes)
     assert "batch axis 1 of 'h' (t=16)" in msg  # one axis, its tensor and label
     assert "batch axis 0 of 'mul' (b=16)" in msg  # the other
     assert "t vs b" in msg and e.value.label in ("t", "b")
+    assert "rows broadcast from the right" in e.value.hint
+
+
+def test_a_named_axis_never_fuses_with_unnamed_data_of_the_same_size():
+    with G.new_graph(), pytest.raises(ShapeError) as e:
+        _ = (G.leaf("h", data(2, 4), axes="b | d") + G.leaf("x", data(2, 4), batch=1)).shape
+    assert "labelled b vs no label" in str(e.value) and "label both" in e.value.hint
 
 
 def test_without_labels_the_same_bug_still_passes_silently():

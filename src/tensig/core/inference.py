@@ -779,7 +779,8 @@ class ShapeGraph:
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
         if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
             for x, y in zip(ra.right, rb.right, strict=True):
-                if self.takes_label(x) or self.takes_label(y):
+                if x.root().basis != y.root().basis and (self.takes_label(x)
+                                                         or self.takes_label(y)):
                     self.solver.union(x, y, o)  # the parameter's axis takes the data's label
         if not _contract_stretched(self.solver, ra, rb, o):
             self.solver.unify_rows(ra, rb, o, strict_basis=True,
@@ -1211,7 +1212,8 @@ def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
                       for b_, r in zip(shown, (ra, rb), strict=True)),
         hint="rows broadcast from the right, so an operand that lost an axis (a reduction that "
              "dropped it) meets its neighbour: keep the axis (=> b, t|0) or reduce the one "
-             "you meant; an unlabelled axis never fuses with a labelled one")
+             "you meant" if ra.basis and rb.basis else
+             "an unlabelled axis never fuses with a labelled one; label both axes")
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
