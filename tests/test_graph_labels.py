@@ -230,6 +230,33 @@ def test_labels_do_not_change_the_values():
         close(a, b, 2 * 5 * 8)
 
 
+@pytest.mark.parametrize(("name", "fn"), [
+    ("rms_norm", B.rms_norm), ("gelu", B.gelu), ("silu", B.silu),
+    ("log_softmax", B.log_softmax), ("mean", lambda x: x - B.mean(x)),
+    ("dropout", lambda x: B.dropout(x, 0.5, seed=3)),
+    ("max", lambda x: x.max(x * 0.5)),
+])
+def test_every_block_keeps_the_labels_and_the_values(name, fn):
+    """The unlabelled runs are the ones test_blocks checks against torch."""
+    x0 = data(3, 4, 6)
+    outs = []
+    for kw in ({"axes": "b, t | c"}, {"batch": 2}):
+        with G.new_graph():
+            y = fn(G.leaf("x", x0, **kw))
+            outs.append((str(y.shape), A(G.Model(y).run())))
+    assert outs[0][0] == "b=3,t=4|c=6" and outs[1][0] == "3,4|6", name
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
+def test_cross_entropy_from_labelled_logits_and_ids():
+    logits, ids = data(5, 3), np.array([0, 2, 1, 1, 0])
+    with G.new_graph():
+        loss = B.cross_entropy(G.leaf("z", logits, axes="b | c"), G.leaf("y", ids, axes="b |"))
+        got = float(A(G.Model(loss).run()).reshape(-1)[0])
+    want = F.cross_entropy(torch.tensor(logits, dtype=torch.float64), torch.tensor(ids))
+    close(got, float(want), 3)
+
+
 # -- tokens on the output row -------------------------------------------------------------------
 
 
