@@ -72,9 +72,13 @@ def test_without_labels_the_same_bug_still_passes_silently():
         assert str(blog(G.leaf("h", data(16, 16, 64), batch=2)).shape) == "16,16|64"
 
 
-def test_the_bug_at_different_sizes_is_a_size_mismatch():
-    with G.new_graph(), pytest.raises(ShapeError, match="size mismatch"):
-        _ = blog(G.leaf("h", data(16, 8, 64), axes="b, t | d")).shape
+@pytest.mark.parametrize("kw", [{"axes": "b, t | d"}, {"batch": 2}])
+def test_the_bug_at_different_sizes_is_a_size_mismatch_naming_both_axes(kw):
+    with G.new_graph(), pytest.raises(ShapeError) as e:
+        _ = blog(G.leaf("h", data(16, 8, 64), **kw)).shape
+    msg = str(e.value)
+    assert "size mismatch for label 't': 8 vs 16 in 'sub'" in msg
+    assert "batch axis 1 of 'h'" in msg and "batch axis 0 of 'mul'" in msg
 
 
 def test_the_intended_centering_keeps_the_labels_and_the_values():

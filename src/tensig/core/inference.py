@@ -1184,7 +1184,7 @@ def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: 
         for other in firm[1:]:
             ra, rb = first[0].root(), other[0].root()
             soft = ra.basis != rb.basis and (graph.takes_label(ra) or graph.takes_label(rb))
-            if ra.basis != rb.basis and ra.value == rb.value and not soft:  # else: sizes
+            if ra.value != rb.value or (ra.basis != rb.basis and not soft):
                 raise _misaligned(S, op, kind, first, other)
             o = other[0].root().origin or Origin()
             o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
@@ -1196,24 +1196,33 @@ def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: 
 
 def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
                 b: tuple[DimVar, str, int]) -> ShapeError:
-    """Broadcasting aligned two axes with different labels (or a label and none): the wrong-axis
-    bug labels exist to catch, which equal sizes would hide.  Names both axes and ``op``."""
+    """Broadcasting aligned two axes of different sizes or labels (or a label and none): a
+    wrong-axis bug, which labels catch even where equal sizes hide it.  Names both axes (each
+    with its tensor and position) and ``op``."""
     def axis(x: tuple[DimVar, str, int]) -> str:
         r = x[0].root()
         return f"{kind} axis {x[2]} of {x[1]!r} ({r.basis + '=' if r.basis else ''}{r.value})"
 
     ra, rb = a[0].root(), b[0].root()
-    shown = [r.basis or "no label" for r in (ra, rb)]
-    return S.error(
-        f"basis mismatch in {op!r}: broadcasting aligns {axis(a)} with {axis(b)}, "
-        f"labelled {shown[0]} vs {shown[1]}", ra.origin, label=ra.basis or rb.basis,
-        sizes=(ra.value, rb.value),
-        origins=tuple(f"{b_}: from {r.origin.describe() if r.origin else 'the spec'}"
-                      for b_, r in zip(shown, (ra, rb), strict=True)),
-        hint="rows broadcast from the right, so an operand that lost an axis (a reduction that "
-             "dropped it) meets its neighbour: keep the axis (=> b, t|0) or reduce the one "
-             "you meant" if ra.basis and rb.basis else
-             "an unlabelled axis never fuses with a labelled one; label both axes")
+    aligned = f"in {op!r}: broadcasting aligns {axis(a)} with {axis(b)}"
+    dropped = ("rows broadcast from the right, so an operand that lost an axis (a reduction "
+               "that dropped it) meets its neighbour: keep the axis (a kept cell, '=> b, t|0') "
+               "or reduce the one you meant")
+    if ra.value != rb.value:
+        name = ra.name or rb.name
+        shown = [str(ra.value), str(rb.value)]
+        reason = (f"size mismatch for {f'label {name!r}' if name else 'an axis'}: "
+                  f"{shown[0]} vs {shown[1]} {aligned}")
+        hint = f"{dropped}; only an unlabelled size-1 axis stretches"
+    else:
+        name = ra.basis or rb.basis
+        shown = [r.basis or "no label" for r in (ra, rb)]
+        reason = f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}"
+        hint = dropped if ra.basis and rb.basis else \
+            "an unlabelled axis never fuses with a labelled one; label both axes"
+    return S.error(reason, ra.origin, label=name, sizes=(ra.value, rb.value), hint=hint,
+                   origins=tuple(f"{x}: from {r.origin.describe() if r.origin else 'the spec'}"
+                                 for x, r in zip(shown, (ra, rb), strict=True)))
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
