@@ -11,7 +11,9 @@ Three logics are available (OCANNL's ``~logic``):
 - an einsum spec: **equalities** -- labels unify exactly, a size-1 axis does not stretch, a
   shared row variable (including the implicit ``...`` of omitted rows) forces equal rows;
 - ``"."`` pointwise broadcasting: each operand is broadcast into the result; only a claim-free
-  (basis-free) size-1 axis stretches, and an unlabelled axis never fuses with a labelled one;
+  (basis-free) size-1 axis stretches, and an unlabelled axis never fuses with a labelled one
+  (except what is written to broadcast, a number or an einsum's kept cell, which stretches
+  onto a labelled axis, and a parameter's given axis, which takes the label it meets);
 - ``"@"`` compose: the left operand's input row contracts with the right operand's output row,
   batch rows broadcast; ``"T"`` transposes the input and output rows.
 
@@ -29,6 +31,7 @@ Shape('8|4')
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -682,6 +685,14 @@ class ShapeGraph:
         #: what its projections are read from
         self._made: dict[int, tuple[Any, ...]] = {}
         self._projections: dict[int, Inferred] = {}  # answered since the last solve
+        #: size-1 axes written to broadcast (OCANNL's ``bcast_if_1``): a number's axis and a
+        #: placement an einsum keeps where it reduced (``=> ..., 0``); these stretch onto a
+        #: labelled axis, where a data array's 1 does not
+        self._stretch: list[DimVar] = []
+        self._placed: list[DimVar] = []
+        #: a parameter's given axes: no data, so no label of their own; each takes the label
+        #: of the axis it meets (``wo @ a + h`` with ``h`` labelled ``d``)
+        self._sized: list[DimVar] = []
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
         """A tensor with a known ``shape``, or an unknown one (``None``).
@@ -705,6 +716,24 @@ class ShapeGraph:
         self.tensors.append(node)
         return node
 
+    def broadcasts(self, node: TensorNode) -> None:
+        """Mark ``node``'s size-1 axes as written to broadcast (a number lifted to a tensor):
+        they stretch onto any axis, labelled or not."""
+        self._stretch.extend(v for k in MEMORY_ORDER
+                             for v in self.solver.resolve(node.rows[k]).axes()
+                             if v.root().value == 1)
+
+    def stretches(self, v: DimVar) -> bool:
+        """Whether ``v`` is a size-1 axis written to broadcast (see :meth:`broadcasts`)."""
+        r = v.root()
+        return any(w.root() is r for w in itertools.chain(self._stretch, self._placed))
+
+    def takes_label(self, v: DimVar) -> bool:
+        """Whether ``v`` is an unlabelled axis a parameter was given: it takes the label of
+        the axis it meets instead of refusing it."""
+        r = v.root()
+        return r.basis is None and any(w.root() is r for w in self._sized)
+
     def parameter(self, name: str, output: Any = None, input: Any = None) -> TensorNode:
         """A parameter whose output and/or input axes may be given; the rest is inferred.
 
@@ -720,6 +749,7 @@ class ShapeGraph:
                 where = Origin(None, None, None, None, note=f"parameter {name!r} {kind} {sh}")
                 given = _EinsumInference.given(sh, "output", where)
                 rows[kind] = given
+                self._sized.extend(given.axes())
         node = TensorNode(name, rows, True)
         self.tensors.append(node)
         return node
@@ -733,7 +763,7 @@ class ShapeGraph:
         self._made[id(node)] = (".", operands)
         for kind in MEMORY_ORDER:
             self._broadcasts.append(_Broadcast(
-                self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind))
+                self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind, node.name))
         return node
 
     def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
@@ -747,6 +777,11 @@ class ShapeGraph:
         o = Origin(None, None, None, None, "input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
+        if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
+            for x, y in zip(ra.right, rb.right, strict=True):
+                if x.root().basis != y.root().basis and (self.takes_label(x)
+                                                         or self.takes_label(y)):
+                    self.solver.union(x, y, o)  # the parameter's axis takes the data's label
         if not _contract_stretched(self.solver, ra, rb, o):
             self.solver.unify_rows(ra, rb, o, strict_basis=True,
                                    describe=(f"{a.name!r}'s input row",
@@ -755,11 +790,13 @@ class ShapeGraph:
                                              "output": a.rows["output"]})
         self._made[id(node)] = ("@", (a, b) if c is None else (a, b, c))
         self._broadcasts.append(_Broadcast(
-            self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch"))
+            self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch",
+            node.name))
         if c is not None:
             for kind in MEMORY_ORDER:
                 self._broadcasts.append(_Broadcast(
-                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind))
+                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind,
+                    node.name))
         return node
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
@@ -875,7 +912,9 @@ class ShapeGraph:
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
-        _close_placements(S, [f for inst, _ in self._apps for f in inst.result_fixed])
+        placements = [f for inst, _ in self._apps for f in inst.result_fixed]
+        _close_placements(S, placements)
+        self._placed = [v for v, _ in placements]
         S.run()
         S.settle_bases()
         self._settle_broadcasts()
@@ -903,6 +942,34 @@ class ShapeGraph:
                             + ": nothing in the graph determines it", label=label,
                             hint=f"give {t.name!r} a shape, or use it where that axis meets a "
                                  "known size")
+        for t in self.tensors:
+            made = self._made.get(id(t))
+            if made is not None and made[0] == "@":
+                self._check_contracted_labels(t.name, made[1][1])
+
+    def _check_contracted_labels(self, op: str, b: TensorNode) -> None:
+        """``@`` contracts a labelled axis only alone.
+
+        A label names one axis, and the convention puts sequence positions on the batch row
+        (``b, t | d``); a labelled axis contracted together with others (``b | t, d``: tokens
+        on the output row) makes ``@`` a dense layer over all their cells -- a whole-sequence
+        layer nothing else would flag.  An error, not a warning: labels are opt-in claims,
+        the model trains without complaint when this goes wrong, and the one legitimate use (a
+        dense layer over named image axes ``b | h, w``) is an einsum that says so."""
+        axes = self.solver.resolve(b.rows["output"]).axes()
+        named = [v.root() for v in axes if v.root().basis is not None]
+        if len(axes) < 2 or not named:
+            return
+        shown = ", ".join(f"{r.basis}={r.value}" if r.basis else str(r.value)
+                          for r in (v.root() for v in axes))
+        raise ShapeError(
+            f"{op!r} (@) contracts the labelled axis {named[0].basis}={named[0].value} of "
+            f"{b.name!r} together with the rest of its output row ({shown}): a dense layer "
+            "over all their cells (a whole sequence, if it holds positions)",
+            label=named[0].basis, shape=str(self.shape(b)),
+            hint="sequence positions go on the batch row (G.leaf(..., axes='b, t | d')); a dense "
+                 "layer over several axes is written as an einsum that names them "
+                 "(G.einsum('| h, w -> o; b | h, w => b | o', w, x))")
 
     def _settle_broadcasts(self) -> None:
         """Resolve pointwise broadcasts as their operands become known (to a fixpoint)."""
@@ -951,8 +1018,9 @@ class _Broadcast:
     """
 
     def __init__(self, graph: ShapeGraph, result: SRow, operands: list[tuple[SRow, TensorNode]],
-                 kind: Kind):
+                 kind: Kind, name: str = "pointwise"):
         self.graph, self.result, self.operands, self.kind = graph, result, operands, kind
+        self.name = name
         self.done = False
 
     def row(self, t: TensorNode) -> SRow:
@@ -1005,7 +1073,8 @@ class _Broadcast:
         open_rows = [r for r, _ in rows if r.var is not None]
         if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
             return False
-        out = _broadcast(S, [list(r.right) for r in known], self.kind)
+        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if full(r)], self.kind,
+                         self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
         o = Origin(None, None, None, None, self.kind, note="determined by a pointwise use")
@@ -1091,28 +1160,69 @@ def _iterators(layout: tuple[tuple[AxisUse, ...], ...]) -> tuple[Iter, ...]:
     return tuple(found[k] for k in sorted(found))
 
 
-def _broadcast(S: Solver, rows: list[list[DimVar]], kind: Kind) -> list[DimVar]:
-    """Right-aligned broadcasting of ``rows`` into one row (claim-free size 1 stretches)."""
-    n = max((len(r) for r in rows), default=0)
+def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: str,
+               graph: ShapeGraph) -> list[DimVar]:
+    """Right-aligned broadcasting of ``rows`` (each with its tensor's name) into one row: a
+    claim-free size 1 stretches, onto a labelled axis only when written to broadcast
+    (:meth:`ShapeGraph.stretches`); axes that meet must agree in size and label
+    (:func:`_misaligned`), except that a parameter's axis takes its partner's label."""
+    n = max((len(r) for r, _ in rows), default=0)
     out: list[DimVar] = []
     for pos in range(n):
-        at = [r[len(r) - n + pos] for r in rows if len(r) - n + pos >= 0]
-        firm = [v for v in at if not (v.root().value == 1 and v.root().basis is None)]
-        labelled = next((v for v in firm if v.root().basis is not None), None)
+        at = [(r[len(r) - n + pos], who, len(r) - n + pos) for r, who in rows
+              if len(r) - n + pos >= 0]
+        firm = [a for a in at if not _claim_free(a[0])]
+        labelled = next((v for v, _, _ in firm if v.root().basis is not None), None)
         if labelled is not None and len(firm) < len(at):
-            raise _no_stretch(S, next(v for v in at if v not in firm), labelled)
+            one = next((v for v, _, _ in at if _claim_free(v) and not graph.stretches(v)), None)
+            if one is not None:
+                raise _no_stretch(S, one, labelled)
         if not firm:
-            out.append(at[0])
+            out.append(at[0][0])
             continue
         first = firm[0]
-        for v in firm[1:]:
-            o = v.root().origin or Origin()
+        for other in firm[1:]:
+            ra, rb = first[0].root(), other[0].root()
+            soft = ra.basis != rb.basis and (graph.takes_label(ra) or graph.takes_label(rb))
+            if ra.value != rb.value or (ra.basis != rb.basis and not soft):
+                raise _misaligned(S, op, kind, first, other)
+            o = other[0].root().origin or Origin()
             o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
                                 "claim-free 1")
-            S.union(first, v, o, strict_basis=True)
-        out.append(first.root())
+            S.union(first[0], other[0], o, strict_basis=not soft)
+        out.append(first[0].root())
     return out
 
+
+def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
+                b: tuple[DimVar, str, int]) -> ShapeError:
+    """Broadcasting aligned two axes of different sizes or labels (or a label and none): a
+    wrong-axis bug, which labels catch even where equal sizes hide it.  Names both axes (each
+    with its tensor and position) and ``op``."""
+    def axis(x: tuple[DimVar, str, int]) -> str:
+        r = x[0].root()
+        return f"{kind} axis {x[2]} of {x[1]!r} ({r.basis + '=' if r.basis else ''}{r.value})"
+
+    ra, rb = a[0].root(), b[0].root()
+    aligned = f"in {op!r}: broadcasting aligns {axis(a)} with {axis(b)}"
+    dropped = ("rows broadcast from the right, so an operand that lost an axis (a reduction "
+               "that dropped it) meets its neighbour: keep the axis (a kept cell, '=> b, t|0') "
+               "or reduce the one you meant")
+    if ra.value != rb.value:
+        name = ra.name or rb.name
+        shown = [str(ra.value), str(rb.value)]
+        reason = (f"size mismatch for {f'label {name!r}' if name else 'an axis'}: "
+                  f"{shown[0]} vs {shown[1]} {aligned}")
+        hint = f"{dropped}; only an unlabelled size-1 axis stretches"
+    else:
+        name = ra.basis or rb.basis
+        shown = [r.basis or "no label" for r in (ra, rb)]
+        reason = f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}"
+        hint = dropped if ra.basis and rb.basis else \
+            "an unlabelled axis never fuses with a labelled one; label both axes"
+    return S.error(reason, ra.origin, label=name, sizes=(ra.value, rb.value), hint=hint,
+                   origins=tuple(f"{x}: from {r.origin.describe() if r.origin else 'the spec'}"
+                                 for x, r in zip(shown, (ra, rb), strict=True)))
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from tensig.core.dims import Dim, parse_at, split_items
 from tensig.core.errors import ShapeError, SpecSyntaxError
-from tensig.core.notation import KINDS, Kind, row_spans
+from tensig.core.notation import KINDS, Kind, Label, Placeholder, parse_shape_spec, row_spans
 
 __all__ = ["Shape", "Size", "as_shape", "normalize_size"]
 
@@ -166,6 +166,53 @@ class Shape:
         for s in self.dims:
             total = total * s
         return normalize_size(total)
+
+    @classmethod
+    def labelled(cls, dims: Iterable[Any], axes: str) -> Shape:
+        """An array's sizes ``dims`` (memory order) with its rows and axis names written in the
+        notation: ``"b, t | d"`` names two batch axes and one output axis, each name becoming
+        the axis's basis; ``_`` leaves an axis unnamed; an omitted row has no axes.
+
+        Names are checked as a spec's are (a syntax error has a caret), and the axes written
+        must be as many as the array has: a name is a claim about one axis, never a pattern.
+
+        >>> Shape.labelled((16, 8, 64), "b, t | d")
+        Shape('b=16,t=8|d=64')
+        >>> Shape.labelled((2, 3, 4), "b | _ -> c")     # memory order: batch, output, input
+        Shape('b=2|4->c=3')
+        """
+        dims = tuple(normalize_size(d) for d in dims)
+        spec = parse_shape_spec(axes)
+        names: dict[Kind, list[str | None]] = {}
+        seen: dict[str, Label] = {}
+        for kind, row in spec.rows():
+            if row.is_context_ellipsis:
+                names[kind] = []
+                continue
+            bad = row.var or next((a for a in row.axes
+                                   if not isinstance(a, Label | Placeholder)), None)
+            if bad is not None:
+                raise SpecSyntaxError(axes, bad.span[0], "axis names are names or '_' (a row "
+                                      "variable, index or convolution axis is no name)",
+                                      end=bad.span[1])
+            for a in row.axes:
+                if isinstance(a, Label) and seen.setdefault(a.name, a) is not a:
+                    raise SpecSyntaxError(axes, a.span[0], f"the name {a.name!r} is given to "
+                                          "two axes: each name labels one axis", end=a.span[1])
+            names[kind] = [a.name if isinstance(a, Label) else None for a in row.axes]
+        order: tuple[Kind, ...] = ("batch", "output", "input")  # memory order
+        written = sum(len(names[k]) for k in order)
+        if written != len(dims):
+            raise ShapeError(f"axes {axes!r} name {written} axes, but the array has "
+                             f"{len(dims)} (shape {dims})", shape=str(dims),
+                             hint="write one name (or '_') per axis, rows as batch | output "
+                                  "or batch | input -> output")
+        rows: dict[Kind, list[tuple[Size, str | None]]] = {}
+        at = 0
+        for k in order:
+            rows[k] = list(zip(dims[at:at + len(names[k])], names[k], strict=True))
+            at += len(names[k])
+        return cls.from_rows(rows)
 
     # -- text ------------------------------------------------------------------------------
     @classmethod

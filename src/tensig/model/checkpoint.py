@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from tensig.core.errors import TensigError
+from tensig.core.notation import KINDS
 from tensig.core.shapes import Shape
 from tensig.model.graph import Graph, Model, Tensor
 from tensig.model.train import Trainer
@@ -402,8 +403,9 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
       loaded and the rest is reported in the returned :class:`LoadReport`.
     - shapes: each tensor's shape must equal the parameter's inferred shape, compared as
       three-row tensig shapes when the file records them (so ``3->2`` never loads into
-      ``2,3``) and by memory-order dims for a file written by something else.  A mismatch
-      is an error in both modes: it means a different architecture, not a subset.
+      ``2,3``; labels only where both name an axis) and by memory-order dims for a file
+      written by something else.  A mismatch is an error in both modes: it means a different
+      architecture, not a subset.
     - dtypes: the file's dtype must cast safely to the parameter's (its current array's
       dtype, float32 when it has none): float16 into float32 loads, float64 into float32
       is refused rather than silently losing precision.
@@ -458,7 +460,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                     f"{file_dims}: the file is damaged")
                     continue
             model_shape = _concrete_shape(t)
-            same = (file_shape == model_shape if file_shape is not None
+            same = (_fits(file_shape, model_shape) if file_shape is not None
                     else file_dims == _dims(model_shape))
             if not same:
                 where = "" if file_shape is not None else (
@@ -549,6 +551,15 @@ def _open(st: Any, shown: str) -> Any:
         raise CheckpointError(shown, [f"not a readable safetensors file ({e})"]) from None
     except OSError as e:
         raise CheckpointError(shown, [f"cannot be read ({e.strerror or e})"]) from None
+
+
+def _fits(saved: Shape, model: Shape) -> bool:
+    """Whether a recorded shape fits the model's: the same rows and sizes, and the same label
+    wherever both name an axis (a label a parameter took from labelled data in one model and
+    not in the other is no conflict; ``rgb=3`` against ``xyz=3`` is)."""
+    return all(saved.row(k) == model.row(k) for k in KINDS) and all(
+        a is None or b is None or a == b
+        for k in KINDS for a, b in zip(saved.row_bases(k), model.row_bases(k), strict=True))
 
 
 def _header_shape(text: str | None) -> Shape | None:

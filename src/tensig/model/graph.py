@@ -450,8 +450,10 @@ def _topo(root: Tensor) -> list[Tensor]:
 def _as_tensor(x: Any, g: Graph) -> Tensor:
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, int | float):
-        return constant(np.array([float(x)], np.float32), name=repr(x))
+    if isinstance(x, int | float):  # a number broadcasts onto any axis, labelled or not
+        t = constant(np.array([float(x)], np.float32), name=repr(x))
+        g.shapes.broadcasts(t.node)
+        return t
     if isinstance(x, Captured):
         return dim(x)
     raise TypeError(f"cannot use {type(x).__name__} as a tensor (numbers auto-lift; arrays "
@@ -1108,13 +1110,27 @@ def _capture(t: Tensor, names: Sequence[str] | None) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0) -> Tensor:
+def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
+         axes: str | None = None) -> Tensor:
     """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
-    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`."""
+    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`.
+
+    ``axes="b, t | d"`` instead names the axes, rows written as in the notation (``_`` for an
+    unnamed one): each name is the axis's basis, which inference carries through every
+    operation and which never fuses with another name, so broadcasting that would align ``b``
+    with ``t`` (equal sizes or not) is a :class:`~tensig.ShapeError` naming both.  Sequence
+    positions go on the batch row (``"b, t | d"``), as every block expects; a name on the
+    output row is a feature, and ``@`` refuses to contract a named axis together with others.
+    """
     g = current_graph()
     dims = tuple(int(d) for d in value.shape)
-    out_end = len(dims) - input
-    shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
+    if axes is not None:
+        if batch or input:
+            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
+        shape = Shape.labelled(dims, axes)
+    else:
+        out_end = len(dims) - input
+        shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
     t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
     t.value_init = value
     t.integer = _is_integer(value)
