@@ -24,7 +24,9 @@ carets but do not take part in equality):
 - :class:`Fixed` -- an integer: slices an operand, places into the result;
 - :class:`Affine` -- ``stride*over+dilation*kernel`` with ``=+`` (padded), ``<+`` (valid) or
   ``+`` (padding from ``use_padding=``); ``2*o+1`` is the offset form, ``2*o`` a pure stride;
-- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes.
+- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes;
+- :class:`Merge` -- ``(h, e)`` (``(he)`` in single-char mode): the labels' axes merged into one,
+  row-major, as ``reshape`` (einops' ``(h e)``); splits an axis in an operand, merges in a result.
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -67,6 +69,7 @@ from tensig.core.syntax import (
     Item,
     Kind,
     Label,
+    Merge,
     Placeholder,
     Row,
     RowVar,
@@ -88,6 +91,7 @@ __all__ = [
     "Fixed",
     "Kind",
     "Label",
+    "Merge",
     "Mode",
     "Placeholder",
     "Row",
@@ -374,6 +378,9 @@ class _Parser:
             elif c == "_":
                 items.append(Placeholder((i, i + 1)))
                 i += 1
+            elif c in "()":
+                merge, i = self.merge_at(i, end)
+                items.append(merge)
             elif is_digit(c):
                 items.append(Fixed(int(c), (i, i + 1)))
                 i += 1
@@ -383,6 +390,37 @@ class _Parser:
             else:
                 self.fail(i, *unexpected_character(c))
         return items
+
+    def merge_at(self, i: int, end: int) -> tuple[Merge, int]:
+        """A merged axis ``(h, e)`` (``(he)`` in single-char mode) starting at ``i``, and where
+        it ends: labels only, at least one, no nesting."""
+        text = self.text
+        if text[i] == ")":
+            self.fail(i, "')' without a '(' before it")
+        close = text.find(")", i, end)
+        if close < 0:
+            self.fail(i, "unterminated '(': a merged axis is written (h, e)", end=end)
+        parts: list[str] = []
+        j = i + 1
+        while j < close:
+            c = text[j]
+            if c.isspace() or (c == "," and self.multichar):
+                j += 1
+            elif c == "(":
+                self.fail(j, "merged axes do not nest", hint="list every part in one group: "
+                                                             "(a, b, c)")
+            elif is_name_start(c) and c != "_":
+                k = identifier_end(text, j, close) if self.multichar else j + 1
+                parts.append(text[j:k])
+                j = k
+            else:
+                self.fail(j, f"a merged axis groups labels, not {c!r}", end=j + 1,
+                          hint="write the factors as labels, e.g. (h, e); give a factor's size "
+                               "with sizes= or through another operand")
+        if not parts:
+            self.fail(i, "an empty merged axis '()'", end=close + 1,
+                      hint="a merged axis needs at least one label: (h, e)")
+        return Merge(tuple(parts), (i, close + 1)), close + 1
 
     # -- multichar mode ----------------------------------------------------------------------
 
@@ -421,6 +459,10 @@ class _Parser:
             elif c in ",*+^":
                 out.append(("op", c, i, i + 1))
                 i += 1
+            elif c in "()":
+                merge, j = self.merge_at(i, end)
+                out.append(("merge", ",".join(merge.parts), i, j))
+                i = j
             elif c == "<":
                 self.fail(i, "'<' must be followed by '+' (valid convolution: o<+k)")
             elif c == "=":
@@ -478,6 +520,14 @@ class _Parser:
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
         span = (toks[0][2], toks[-1][3])
+        merges = [t for t in toks if t[0] == "merge"]
+        if merges:
+            if len(toks) > 1:
+                other = next(t for t in toks if t is not merges[0])
+                self.fail(other[2], "a merged axis (h, e) is a whole axis: nothing can be "
+                                    "attached to it", end=other[3],
+                          hint="separate axes with commas")
+            return Merge(tuple(merges[0][1].split(",")), span)
         # Two atoms in a row without an operator: whitespace used as a separator.
         for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":

@@ -26,7 +26,13 @@ from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.lowering import build_plan, conv_gradient, window_pads
+from tensig.execution.lowering import (
+    build_plan,
+    conv_gradient,
+    reshaped,
+    split_merges,
+    window_pads,
+)
 
 __all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_spec"]
 
@@ -38,10 +44,14 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
     a window."""
     layout = inferred.layout
     result = layout[-1]
-    conv = _conv_backward(layout, op, backend)
     if not any(isinstance(u.index, AffineIndex) for u in result):
+        conv = _conv_backward(layout, op, backend)
         plan = build_plan(inferred, op, backend)
         return plan.run if conv is None else _or(conv, plan.run)
+    split = split_merges(inferred)
+    if split is not None:  # merged axes beside a written window: reshapes around it
+        return reshaped(lower_assignment(split.inferred, op, backend), split, backend)
+    conv = _conv_backward(layout, op, backend)
     if op.accum != "+":
         raise ValueError("a result written through a window accumulates by adding")
     expanded: list[AxisUse] = []
