@@ -21,10 +21,11 @@ Semantics (see the OCANNL einsum notation):
   iterator per integer component of a concatenation.
 * An axis is indexed by its label's iterator, its row-variable element's iterator, a fixed
   index (operand: slice; result: placement), an affine expression
-  ``stride*over + dilation*kernel + offset - left_pad`` (operands only), for a concatenated
-  axis ``offset_of_active_component + iterator_of_active_component``, or, for a merged axis
-  ``(a, b, c)``, ``(i_a*|b| + i_b)*|c| + i_c`` (row-major, as a reshape).
-* Reads outside ``[0, size)`` yield the accumulator's neutral element.
+  ``stride*over + dilation*kernel + offset - left_pad`` (a result is written there), for a
+  concatenated axis ``offset_of_active_component + iterator_of_active_component``, or, for a
+  merged axis ``(a, b, c)``, ``(i_a*|b| + i_b)*|c| + i_c`` (row-major, as a reshape).
+* Reads outside ``[0, size)`` yield the accumulator's neutral element; writes there (a padded
+  window of the result) write nothing.
 * Concatenation is a sum type: the computation runs once per *phase*, a consistent choice of
   one active component for every concatenated axis; a tensor takes part in a phase iff every
   label it uses directly is active.  A phase iterates over the iterators of the tensors that
@@ -201,7 +202,6 @@ def _build_tensor(who: int | str, sspec: ShapeSpec, shape: tensig.Shape,
                 assert a.index < size, (who, kind, a, size)
                 out.append(At(a.index))
             elif isinstance(a, Affine):
-                assert who != "result", "affine axes are operand-only"
                 stride = _coef(a.stride, params)
                 dilation = _coef(a.dilation, params)
                 direct.add(a.over)
@@ -379,6 +379,8 @@ def reference(spec: str, arrays: Sequence[np.ndarray], shapes: Sequence[tensig.S
         for point in itertools.product(*(range(extent[k]) for k in keys)):
             env = dict(zip(keys, point, strict=True))
             where = tuple(_index(ax, env) for ax in res_axes)
+            if not all(0 <= j < n for j, n in zip(where, result.sizes, strict=True)):
+                continue  # a window of the result reaching into its padding writes nothing
             vals = []
             for i in live:
                 idx = tuple(_index(ax, env) for ax in op_axes[i])

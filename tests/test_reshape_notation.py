@@ -247,3 +247,102 @@ def test_graph_factor_that_does_not_divide_is_a_shape_error():
         w = G.constant(np.zeros((3, 4)))
         with pytest.raises(ShapeError, match="merged axis"):
             _ = G.einsum("b|(h, e); h, e => b|h", x, w).shape
+
+
+# -- affine axes in the result (issue 16: i => 2*i, OCANNL's interleave) ---------------------
+
+RESULT_CASES = [
+    ("einsum1", "i => 2*i", ["3"], {}),
+    ("einsum1", "i => 2*i+1", ["3"], {}),
+    ("einsum1", "r, i => r, 3*i+2", ["2,3"], {}),
+    ("einsum1", "b|i => b|s*i+1", ["2|3"], {"params": {"s": 2}}),
+    ("einsum", "o; k => o<+k", ["4", "3"], {}),             # a full (transposed) convolution
+    ("einsum", "o; k => 2*o=+k", ["4", "3"], {}),
+    ("einsum", "o; k => 2*o<+2*k", ["3", "2"], {}),
+    ("einsum1", "c, i => (i, c)", ["2,3"], {}),               # interleave by a merge
+    ("einsum1", "(i, c) => c, i", ["6"], {"sizes": {"c": 2}}),  # and back
+    ("einsum", "h, i; (h, e) => h, 2*i+1, e", ["2,3", "4"], {}),  # beside a merge
+]
+
+
+@pytest.mark.parametrize("case", RESULT_CASES, ids=[f"{c[0]}:{c[1]}" for c in RESULT_CASES])
+def test_affine_result_axes_match_the_loop_oracle(case, backend):
+    test_merged_axes_match_the_loop_oracle(case, backend)
+
+
+def test_interleave_as_ocannl_does():
+    """OCANNL test/einsum/test_interleave.ml: interleave [1; 2; 3] [4; 5; 6] is
+    [1; 4; 2; 5; 3; 6], written ``i => 2*i`` plus ``i => 2*i + 1`` (tensor/operation.ml)."""
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0])
+    want = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    np.testing.assert_array_equal(ts.einsum1("i => 2*i", a) + ts.einsum1("i => 2*i+1", b), want)
+    # the same by a merge: stacked, then (i, c) row-major
+    np.testing.assert_array_equal(ts.einsum1("c, i => (i, c)", np.stack([a, b])), want)
+
+
+def test_deinterleave_roundtrip_as_ocannl_does():
+    """OCANNL test/operations/rope_test.ml test 1: interleave (deinterleave_even x)
+    (deinterleave_odd x) is x."""
+    x = np.arange(1.0, 7.0)
+    even, odd = ts.einsum1("2*i => i", x), ts.einsum1("2*i+1 => i", x)
+    np.testing.assert_array_equal(even, [1, 3, 5])
+    np.testing.assert_array_equal(ts.einsum1("i => 2*i", even) + ts.einsum1("i => 2*i+1", odd), x)
+
+
+def test_a_result_offset_past_the_stride_is_refused():
+    with pytest.raises(ShapeError, match=r"'i\+1' would write past its end: it has i cells, "
+                                         r"and offset 1 is not below the stride 1"):
+        infer("i => i+1", (3,))
+    with pytest.raises(ShapeError, match="offset 3 is not below the stride 2"):
+        infer("i => 2*i+3", (3,))
+
+
+def test_a_max_reduction_written_through_a_window_is_refused():
+    with pytest.raises(ShapeError, match="einmax1 reduces by max, and a result written "
+                                         "through a window"):
+        ts.einmax1("i => 2*i", np.ones(3))
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "torch"])
+def test_graph_interleave_and_its_gradient_against_torch(backend_name):
+    """RoPE's pairing in a graph: two halves interleaved, then used; the gradient of a write
+    at 2*i (+1) is the read back (OCANNL's deinterleave)."""
+    rng = np.random.default_rng(4)
+    a0, b0, w0 = (rng.standard_normal(s) for s in ((2, 3), (2, 3), (6,)))
+    with G.new_graph(backend_name):
+        a = G.param("a", output=[2, 3], input=[], init=lambda s, r: a0)
+        b = G.param("b", output=[2, 3], input=[], init=lambda s, r: b0)
+        t = G.einsum1("r, i => r, 2*i", a) + G.einsum1("r, i => r, 2*i+1", b)
+        assert t.shape == Shape(output=(2, 6))
+        y = (t * G.constant(w0)).tanh()
+        G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+        ga, gb = np.asarray(a.grad.numpy()), np.asarray(b.grad.numpy())
+    at = torch.tensor(a0, requires_grad=True)
+    bt = torch.tensor(b0, requires_grad=True)
+    yt = torch.tanh(torch.stack([at, bt], -1).reshape(2, 6) * torch.tensor(w0))
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(ga, at.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gb, bt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_graph_transposed_convolution_gradient_against_finite_differences():
+    """``o; k => o<+k`` writes each input over a window of the result (a full convolution):
+    forward against NumPy's convolve, the kernel's gradient against finite differences."""
+    rng = np.random.default_rng(5)
+    x0, k0, w0 = rng.standard_normal(4), rng.standard_normal(3), rng.standard_normal(6)
+    with G.new_graph():
+        x = G.constant(x0)
+        k = G.param("k", output=[3], input=[], init=lambda s, r: k0)
+        y = G.einsum("o; k => o<+k", x, k)
+        np.testing.assert_allclose(G.Model(y).run(), np.convolve(x0, k0), rtol=1e-5,
+                                   atol=1e-6)
+        G.grad_update(G.einsum1("... => |->0", (y * G.constant(w0)).tanh())).backward()
+        got = np.asarray(k.grad.numpy(), np.float64)
+
+    def f(kk):
+        return np.tanh(np.convolve(x0, kk) * w0)
+
+    eps = 1e-3
+    want = np.array([(f(k0 + eps * e).sum() - f(k0 - eps * e).sum()) / (2 * eps)
+                     for e in np.eye(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -347,6 +347,13 @@ class _EinsumInference:
                              f"use_padding=False (valid, like {a.over}<+{a.kernel}), or write "
                              "=+ / <+ in the spec")
                 padding = "padded" if self.use_padding else "valid"
+            if where.operand == "result" and a.kernel is None and a.offset >= stride:
+                raise self.err(
+                    f"the result axis {a.render(True)!r} would write past its end: it has "
+                    f"{a.over if stride == 1 else f'{stride}*{a.over}'} cells, and offset "
+                    f"{a.offset} is not below the stride {stride}", span, label=a.over,
+                    hint=f"a result written at {a.render(True)} needs an offset below the "
+                         f"stride; to shift, place into a concatenation ({a.offset}^{a.over})")
             over = self.occurrence(a.over, span, o)
             kernel = self.occurrence(a.kernel, span, o) if a.kernel is not None else None
             self.terms[v.id] = (a, (stride, over, dilation, kernel, padding))

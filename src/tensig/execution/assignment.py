@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends import Backend
+from tensig.core.errors import ShapeError
 from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
@@ -53,7 +54,11 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
         return reshaped(lower_assignment(split.inferred, op, backend), split, backend)
     conv = _conv_backward(layout, op, backend)
     if op.accum != "+":
-        raise ValueError("a result written through a window accumulates by adding")
+        raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
+                         "(an affine result axis) accumulates by adding",
+                         spec=inferred.spec.text if inferred.spec is not None else None,
+                         hint="write the affine axis with einsum1/einsum (adding), or take the "
+                              "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
     specs = []
     for axis, u in enumerate(result):
