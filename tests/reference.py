@@ -21,9 +21,11 @@ Semantics (see the OCANNL einsum notation):
   iterator per integer component of a concatenation.
 * An axis is indexed by its label's iterator, its row-variable element's iterator, a fixed
   index (operand: slice; result: placement), an affine expression
-  ``stride*over + dilation*kernel + offset - left_pad`` (operands only), or, for a concatenated
-  axis, ``offset_of_active_component + iterator_of_active_component``.
-* Reads outside ``[0, size)`` yield the accumulator's neutral element.
+  ``stride*over + dilation*kernel + offset - left_pad`` (a result is written there), for a
+  concatenated axis ``offset_of_active_component + iterator_of_active_component``, or, for a
+  merged axis ``(a, b, c)``, ``(i_a*|b| + i_b)*|c| + i_c`` (row-major, as a reshape).
+* Reads outside ``[0, size)`` yield the accumulator's neutral element; writes there (a padded
+  window of the result) write nothing.
 * Concatenation is a sum type: the computation runs once per *phase*, a consistent choice of
   one active component for every concatenated axis; a tensor takes part in a phase iff every
   label it uses directly is active.  A phase iterates over the iterators of the tensors that
@@ -41,7 +43,16 @@ from dataclasses import dataclass
 import numpy as np
 
 import tensig
-from tensig.core.notation import KINDS, Affine, Concat, Fixed, Label, Placeholder, ShapeSpec
+from tensig.core.notation import (
+    KINDS,
+    Affine,
+    Concat,
+    Fixed,
+    Label,
+    Merge,
+    Placeholder,
+    ShapeSpec,
+)
 
 __all__ = ["ACCUMULATE", "OPS", "reference"]
 
@@ -106,7 +117,15 @@ class Shifted:
     key: tuple
 
 
-Axis = It | At | Aff | Cat | Shifted
+@dataclass(frozen=True)
+class Mrg:
+    """A merged axis: the iterators ``keys`` (sizes ``sizes``) combined row-major."""
+
+    keys: tuple[tuple, ...]
+    sizes: tuple[int, ...]
+
+
+Axis = It | At | Aff | Cat | Shifted | Mrg
 
 
 @dataclass
@@ -183,7 +202,6 @@ def _build_tensor(who: int | str, sspec: ShapeSpec, shape: tensig.Shape,
                 assert a.index < size, (who, kind, a, size)
                 out.append(At(a.index))
             elif isinstance(a, Affine):
-                assert who != "result", "affine axes are operand-only"
                 stride = _coef(a.stride, params)
                 dilation = _coef(a.dilation, params)
                 direct.add(a.over)
@@ -213,6 +231,11 @@ def _build_tensor(who: int | str, sspec: ShapeSpec, shape: tensig.Shape,
                         parts.append((p, ("label", p), _int(dims[p], p)))
                 assert sum(s for _, _, s in parts) == size, (who, kind, a, parts, size)
                 out.append(Cat(tuple(parts)))
+            elif isinstance(a, Merge):
+                direct.update(a.parts)
+                factors = tuple(_int(dims[p], p) for p in a.parts)
+                assert math.prod(factors) == size, (who, kind, a, factors, size)
+                out.append(Mrg(tuple(("label", p) for p in a.parts), factors))
             else:  # pragma: no cover
                 raise TypeError(a)
             pos += 1
@@ -347,6 +370,8 @@ def reference(spec: str, arrays: Sequence[np.ndarray], shapes: Sequence[tensig.S
                     used = (ax.over,) if ax.kernel is None else (ax.over, ax.kernel)
                 elif isinstance(ax, Shifted):
                     used = (ax.key,)
+                elif isinstance(ax, Mrg):
+                    used = ax.keys
                 for k in used:
                     if k not in keys:
                         keys.append(k)
@@ -354,6 +379,8 @@ def reference(spec: str, arrays: Sequence[np.ndarray], shapes: Sequence[tensig.S
         for point in itertools.product(*(range(extent[k]) for k in keys)):
             env = dict(zip(keys, point, strict=True))
             where = tuple(_index(ax, env) for ax in res_axes)
+            if not all(0 <= j < n for j, n in zip(where, result.sizes, strict=True)):
+                continue  # a window of the result reaching into its padding writes nothing
             vals = []
             for i in live:
                 idx = tuple(_index(ax, env) for ax in op_axes[i])
@@ -377,6 +404,11 @@ def _index(ax: Axis, env: dict[tuple, int]) -> int:
         i = ax.stride * env[ax.over] + ax.offset - ax.left_pad
         if ax.kernel is not None:
             i += ax.dilation * env[ax.kernel]
+        return i
+    if isinstance(ax, Mrg):
+        i = 0
+        for key, n in zip(ax.keys, ax.sizes, strict=True):
+            i = i * n + env[key]
         return i
     assert isinstance(ax, Shifted), ax
     return ax.offset + env[ax.key]

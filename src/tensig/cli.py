@@ -27,7 +27,17 @@ from tensig.check.verify import DEFAULT_TIMEOUT
 from tensig.check.verify_files import verify_path
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.inference import Inferred, infer
-from tensig.core.notation import Affine, Concat, Fixed, Label, Placeholder, Row, Spec, parse
+from tensig.core.notation import (
+    Affine,
+    Concat,
+    Fixed,
+    Label,
+    Merge,
+    Placeholder,
+    Row,
+    Spec,
+    parse,
+)
 
 __all__ = ["describe_spec", "main"]
 
@@ -45,6 +55,8 @@ def _axis_text(a: Any) -> str:
         return f"{a.render(True)} (affine, {what})"
     if isinstance(a, Concat):
         return f"{a.render(True)} (concatenation)"
+    if isinstance(a, Merge):
+        return f"{a.render(True)} (merged, row-major)"
     raise TypeError(a)
 
 

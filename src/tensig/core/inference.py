@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from tensig.core.dims import Condition
+from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.notation import (
     Affine,
@@ -46,6 +46,7 @@ from tensig.core.notation import (
     Fixed,
     Kind,
     Label,
+    Merge,
     Placeholder,
     Row,
     Spec,
@@ -58,6 +59,7 @@ from tensig.core.projections import (
     FixedIndex,
     Index,
     Iter,
+    MergeIndex,
     logic_layout,
 )
 from tensig.core.shapes import Shape, Size, as_shape, normalize_size
@@ -66,6 +68,7 @@ from tensig.core.solver import (
     AtLeast,
     ConcatSum,
     DimVar,
+    LinearRel,
     Origin,
     RowNode,
     Solver,
@@ -79,6 +82,7 @@ __all__ = [
     "FixedIndex",
     "Inferred",
     "Iter",
+    "MergeIndex",
     "ShapeGraph",
     "TensorNode",
     "infer",
@@ -346,6 +350,13 @@ class _EinsumInference:
                              f"use_padding=False (valid, like {a.over}<+{a.kernel}), or write "
                              "=+ / <+ in the spec")
                 padding = "padded" if self.use_padding else "valid"
+            if where.operand == "result" and a.kernel is None and a.offset >= stride:
+                raise self.err(
+                    f"the result axis {a.render(True)!r} would write past its end: it has "
+                    f"{a.over if stride == 1 else f'{stride}*{a.over}'} cells, and offset "
+                    f"{a.offset} is not below the stride {stride}", span, label=a.over,
+                    hint=f"a result written at {a.render(True)} needs an offset below the "
+                         f"stride; to shift, place into a concatenation ({a.offset}^{a.over})")
             over = self.occurrence(a.over, span, o)
             kernel = self.occurrence(a.kernel, span, o) if a.kernel is not None else None
             self.terms[v.id] = (a, (stride, over, dilation, kernel, padding))
@@ -355,7 +366,40 @@ class _EinsumInference:
                           for p in a.parts)
             self.terms[v.id] = (a, parts)
             self.solver.add(ConcatSum(v, parts, o))
+        elif isinstance(a, Merge):
+            factors = tuple(self.occurrence(p, span, o) for p in a.parts)
+            self.terms[v.id] = (a, factors)
+            self.solver.add(self.product(v, a, factors, o))
         return v
+
+    def product(self, v: DimVar, a: Merge, factors: tuple[DimVar, ...], o: Origin
+                ) -> LinearRel:
+        """``(h, e)``: the axis has ``|h|*|e|`` elements; one unknown factor is the size
+        divided by the others' product, which must divide it."""
+        names = {f"${j}": f for j, f in enumerate(factors)}
+        expr = Dim.const(1)
+        for n in names:
+            expr = expr * Dim.symbol(n)
+        shown = a.render(True)
+
+        def report(kind: str, facts: dict[str, Any]) -> ShapeError:
+            size = _val_of(v)
+            known = [(p, _val_of(f)) for p, f in zip(a.parts, factors, strict=True)]
+            given = ", ".join(f"{p}={n}" for p, n in known if n is not None)
+            if kind == "no_solution":
+                j = int(facts["name"][1:])
+                return self.err(
+                    f"the merged axis {shown!r} has {size} elements, which the product of "
+                    f"its other factors ({given}) does not divide: no size of "
+                    f"{a.parts[j]!r} fits", a.span, label=a.parts[j], sizes=(size,),
+                    hint="check the sizes: the factors of a merged axis multiply to its size")
+            return self.err(
+                f"the merged axis {shown!r} has {size} elements, but its factors give "
+                f"{' * '.join(str(n) for _, n in known)} = {facts['value']} ({given})",
+                a.span, label=a.parts[0], sizes=(size, facts["value"]),
+                hint="the factors of a merged axis multiply to its size")
+
+        return LinearRel(v, expr, names, o, report)
 
     def row_node(self, name: str | None, kind: Kind) -> RowNode:
         key = name if name is not None else f"...{kind}"
@@ -477,9 +521,11 @@ class _EinsumInference:
         if missing:
             names = ", ".join(repr(m) for m in missing)
             hint_sizes = ", ".join(f"{m!r}: ..." for m in missing if m != "_")
+            axis, why = (self.undetermined_use(missing[0]) if missing[0] in self.labels
+                         else (None, "no operand determines it"))
             raise self.err(
-                f"cannot infer the size of {names} in the result: no operand determines it",
-                span, label=missing[0],
+                f"cannot infer the size of {names} in the result: {why}",
+                axis.span if axis is not None else span, label=missing[0],
                 hint=(f"give it with sizes={{{hint_sizes}}} or pass result=<the result shape>"
                       if hint_sizes else "pass result=<the result shape>"))
 
@@ -515,6 +561,10 @@ class _EinsumInference:
                 return a, (f"{a.render(True)!r} relates the input's size "
                            f"({c.inp.root().value}) to {a.over!r} and {a.kernel!r} together, "
                            "and nothing gives either alone")
+            if isinstance(c, LinearRel) and any(f.root() is root for f in c.names.values()):
+                a = self.terms[c.target.id][0]
+                return a, (f"{a.render(True)!r} only gives the product of its factors "
+                           f"({c.target.root().value})")
             if isinstance(c, ConcatSum) and any(
                     isinstance(p, DimVar) and p.root() is root for p in c.parts):
                 return self.terms[c.total.id][0], (
@@ -554,6 +604,8 @@ class _EinsumInference:
                 return AffineIndex(stride, iter_of(over, over.name), dilation,
                                    iter_of(kernel, kernel.name) if kernel is not None else None,
                                    a.offset, padding == "padded")
+            if isinstance(a, Merge):
+                return MergeIndex(tuple(iter_of(p, p.name) for p in extra))
             assert isinstance(a, Concat)
             return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p, p.name)
                                      for p in extra))
@@ -609,6 +661,10 @@ def _close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
     for r, bound in need.values():
         S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
                                                 "any use needs, plus one)"))
+
+
+def _val_of(v: DimVar) -> Size | None:
+    return v.root().value
 
 
 def _row_span(row: Row) -> tuple[int, int] | None:
@@ -1155,7 +1211,7 @@ def _iterators(layout: tuple[tuple[AxisUse, ...], ...]) -> tuple[Iter, ...]:
             ix = u.index
             parts: tuple[Any, ...] = (ix,) if isinstance(ix, Iter) else \
                 (ix.over, ix.kernel) if isinstance(ix, AffineIndex) else \
-                ix.parts if isinstance(ix, ConcatIndex) else ()
+                ix.parts if isinstance(ix, ConcatIndex | MergeIndex) else ()
             found.update((p.id, p) for p in parts if isinstance(p, Iter))
     return tuple(found[k] for k in sorted(found))
 

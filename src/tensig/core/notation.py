@@ -24,7 +24,8 @@ carets but do not take part in equality):
 - :class:`Fixed` -- an integer: slices an operand, places into the result;
 - :class:`Affine` -- ``stride*over+dilation*kernel`` with ``=+`` (padded), ``<+`` (valid) or
   ``+`` (padding from ``use_padding=``); ``2*o+1`` is the offset form, ``2*o`` a pure stride;
-- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes.
+- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes;
+- :class:`Merge` -- ``(h, e)`` (single-char ``(he)``): labels merged row-major, a reshape.
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -67,6 +68,7 @@ from tensig.core.syntax import (
     Item,
     Kind,
     Label,
+    Merge,
     Placeholder,
     Row,
     RowVar,
@@ -79,28 +81,9 @@ from tensig.core.syntax import (
     is_multichar,
 )
 
-__all__ = [
-    "KINDS",
-    "Affine",
-    "AnnotationShape",
-    "Axis",
-    "Concat",
-    "Fixed",
-    "Kind",
-    "Label",
-    "Mode",
-    "Placeholder",
-    "Row",
-    "RowVar",
-    "ShapeSpec",
-    "Span",
-    "Spec",
-    "is_multichar",
-    "parse",
-    "parse_annotation",
-    "parse_shape_spec",
-    "row_spans",
-]
+__all__ = ["KINDS", "Affine", "AnnotationShape", "Axis", "Concat", "Fixed", "Kind", "Label",
+           "Merge", "Mode", "Placeholder", "Row", "RowVar", "ShapeSpec", "Span", "Spec",
+           "is_multichar", "parse", "parse_annotation", "parse_shape_spec", "row_spans"]
 
 Mode = Literal["spec", "annotation"]
 """The parser's two modes: an einsum spec, or a shape annotation (one shape read as a type)."""
@@ -273,7 +256,6 @@ class _Parser:
                 operands.append(self.shape(start, i))
                 start = i + 1
         result = self.shape(arrow + 2, len(text))
-        self.check_result(result)
         self.check_names((*operands, result))
         return Spec(tuple(operands), result, text)
 
@@ -374,6 +356,9 @@ class _Parser:
             elif c == "_":
                 items.append(Placeholder((i, i + 1)))
                 i += 1
+            elif c in "()":
+                items.append(self.merge_at(i, end))
+                i = items[-1].span[1]
             elif is_digit(c):
                 items.append(Fixed(int(c), (i, i + 1)))
                 i += 1
@@ -383,6 +368,30 @@ class _Parser:
             else:
                 self.fail(i, *unexpected_character(c))
         return items
+
+    def merge_at(self, i: int, end: int) -> Merge:
+        """A merged axis ``(h, e)`` at ``i`` (labels, at least one, no nesting); its end."""
+        text, close = self.text, self.text.find(")", i, end)
+        if text[i] == ")" or close < 0:
+            self.fail(i, "')' without a '(' before it" if text[i] == ")" else
+                      "unterminated '(': a merged axis is written (h, e)", end=max(i + 1, end))
+        parts: list[str] = []
+        j = i + 1
+        while j < close:
+            c = text[j]
+            if is_name_start(c) and c != "_":
+                k = identifier_end(text, j, close) if self.multichar else j + 1
+                parts.append(text[j:k])
+                j = k
+                continue
+            if not (c.isspace() or (c == "," and self.multichar)):
+                self.fail(j, "merged axes do not nest" if c == "(" else
+                          f"a merged axis groups labels, not {c!r}",
+                          hint="list its factors as labels in one group: (h, e)")
+            j += 1
+        if not parts:
+            self.fail(i, "an empty merged axis '()'", end=close + 1)
+        return Merge(tuple(parts), (i, close + 1))
 
     # -- multichar mode ----------------------------------------------------------------------
 
@@ -421,6 +430,9 @@ class _Parser:
             elif c in ",*+^":
                 out.append(("op", c, i, i + 1))
                 i += 1
+            elif c in "()":
+                merge = self.merge_at(i, end)
+                out.append(("merge", ",".join(merge.parts), i, i := merge.span[1]))
             elif c == "<":
                 self.fail(i, "'<' must be followed by '+' (valid convolution: o<+k)")
             elif c == "=":
@@ -478,6 +490,11 @@ class _Parser:
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
         span = (toks[0][2], toks[-1][3])
+        if any(t[0] == "merge" for t in toks):
+            if len(toks) > 1:
+                self.fail(span[0], "a merged axis (h, e) is a whole axis: nothing can be "
+                                   "attached to it", end=span[1], hint="separate axes with commas")
+            return Merge(tuple(toks[0][1].split(",")), span)
         # Two atoms in a row without an operator: whitespace used as a separator.
         for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":
@@ -588,15 +605,6 @@ class _Parser:
         return Affine(stride, over, offset=offset, span=span)
 
     # -- whole-spec checks -------------------------------------------------------------------
-
-    def check_result(self, result: ShapeSpec) -> None:
-        for _, row in result.rows():
-            for a in row.axes:
-                if isinstance(a, Affine):
-                    self.fail(a.span[0], "affine (convolution) axes belong in operands, "
-                                         "not in the result", end=a.span[1],
-                              hint="put the input axis in the operand and its output label "
-                                   "in the result")
 
     def check_names(self, shapes: tuple[ShapeSpec, ...]) -> None:
         """A name cannot be both a dimension label and a row variable."""

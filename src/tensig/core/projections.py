@@ -3,11 +3,12 @@
 An operation iterates over a *product space* (its :class:`Iter` axes); each axis of each
 tensor (operands, then the result, in memory order) is an :class:`AxisUse` whose index is an
 iterator, a fixed position (:class:`FixedIndex`), a window term ``stride*over +
-dilation*kernel + offset`` (:class:`AffineIndex`) or a concatenation of iterators
-(:class:`ConcatIndex`).  Inference produces these for einsum specs
-(:attr:`tensig.core.inference.Inferred.layout`); :func:`logic_layout` produces them for the
-graph's logics over solved shapes, so every operation has projections of one form, which the
-lowering reads (OCANNL's ``projections``, produced with the shapes).
+dilation*kernel + offset`` (:class:`AffineIndex`), a concatenation of iterators
+(:class:`ConcatIndex`) or iterators merged row-major (:class:`MergeIndex`).  Inference
+produces these for einsum specs (:attr:`tensig.core.inference.Inferred.layout`);
+:func:`logic_layout` produces them for the graph's logics over solved shapes, so every
+operation has projections of one form, which the lowering reads (OCANNL's ``projections``,
+produced with the shapes).
 
 Logics: ``"."`` pointwise (rows broadcast right-aligned, kind by kind; a size-1 axis meeting a
 wider one is read at index 0), ``"@"`` compose (the first operand's input row contracts with
@@ -26,7 +27,7 @@ from tensig.core.notation import Kind
 from tensig.core.shapes import Shape, Size
 
 __all__ = ["AffineIndex", "AxisUse", "ConcatIndex", "FixedIndex", "Index", "Iter", "Layout",
-           "logic_layout"]
+           "MergeIndex", "logic_layout"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,15 @@ class ConcatIndex:
     parts: tuple[Iter | int, ...]
 
 
-Index = Iter | FixedIndex | AffineIndex | ConcatIndex
+@dataclass(frozen=True)
+class MergeIndex:
+    """The axis is ``parts`` merged row-major (``(h, e)``): cell ``i*|e| + j`` is ``(i, j)``,
+    as ``reshape`` lays them out, so the lowering reads and writes it through a reshape."""
+
+    parts: tuple[Iter, ...]
+
+
+Index = Iter | FixedIndex | AffineIndex | ConcatIndex | MergeIndex
 
 
 @dataclass(frozen=True)

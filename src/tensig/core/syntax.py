@@ -5,7 +5,7 @@ spans (:data:`Span`, kept for error carets, never part of equality):
 
 - a :class:`Spec` (``parse("ij;jk=>ik")``): operand and result :class:`ShapeSpec` s whose rows
   hold axes -- :class:`Label`, :class:`Placeholder`, :class:`Fixed`, :class:`Affine`,
-  :class:`Concat` -- and at most one :class:`RowVar`;
+  :class:`Concat`, :class:`Merge` -- and at most one :class:`RowVar`;
 - an :class:`AnnotationShape` (``parse_annotation("B T d")``): a shape read as a type, whose
   rows hold items -- a :class:`~tensig.core.dims.Dim`, an ``int``, ``typing.Any`` (``_``), a
   :class:`RowVariable`, a :class:`Broadcastable` or a :class:`Deferred`.
@@ -34,6 +34,7 @@ __all__ = [
     "Item",
     "Kind",
     "Label",
+    "Merge",
     "Placeholder",
     "Row",
     "RowVar",
@@ -140,7 +141,23 @@ class Concat:
         return "^".join(str(p) for p in self.parts)
 
 
-Axis = Label | Placeholder | Fixed | Affine | Concat
+@dataclass(frozen=True)
+class Merge:
+    """``(h, e)``: one axis holding the labels' axes merged, row-major (einops' ``(h e)``).
+
+    Its size is the product of the parts' sizes and cell ``(i, j)`` of the parts is cell
+    ``i*|e| + j`` of the axis, as ``reshape`` lays them out: ``b|(h, e) => b|h, e`` splits an
+    axis, ``b|h, e => b|(h, e)`` merges two.  Parts are label names (at least one).
+    """
+
+    parts: tuple[str, ...]
+    span: Span = field(default=(0, 0), compare=False, repr=False)
+
+    def render(self, multichar: bool) -> str:
+        return "(" + (", " if multichar else "").join(self.parts) + ")"
+
+
+Axis = Label | Placeholder | Fixed | Affine | Concat | Merge
 
 
 @dataclass(frozen=True)
@@ -283,7 +300,7 @@ def _axis_labels_of(shapes: tuple[ShapeSpec, ...]) -> list[str]:
                     names.append(a.over)
                     if a.kernel is not None:
                         names.append(a.kernel)
-                elif isinstance(a, Concat):
+                elif isinstance(a, Concat | Merge):
                     names += [p for p in a.parts if isinstance(p, str)]
     return names
 
@@ -295,6 +312,8 @@ def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
                 if isinstance(a, Affine | Concat):
                     return True
                 if isinstance(a, Label) and len(a.name) != 1:
+                    return True
+                if isinstance(a, Merge) and any(len(p) != 1 for p in a.parts):
                     return True
                 if isinstance(a, Fixed) and a.index > 9:
                     return True

@@ -22,11 +22,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends import Backend
+from tensig.core.errors import ShapeError
 from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.lowering import build_plan, conv_gradient, window_pads
+from tensig.execution.lowering import (
+    build_plan,
+    conv_gradient,
+    reshaped,
+    split_merges,
+    window_pads,
+)
 
 __all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_spec"]
 
@@ -38,12 +45,20 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
     a window."""
     layout = inferred.layout
     result = layout[-1]
-    conv = _conv_backward(layout, op, backend)
     if not any(isinstance(u.index, AffineIndex) for u in result):
+        conv = _conv_backward(layout, op, backend)
         plan = build_plan(inferred, op, backend)
         return plan.run if conv is None else _or(conv, plan.run)
+    split = split_merges(inferred)
+    if split is not None:  # merged axes beside a written window: reshapes around it
+        return reshaped(lower_assignment(split.inferred, op, backend), split, backend)
+    conv = _conv_backward(layout, op, backend)
     if op.accum != "+":
-        raise ValueError("a result written through a window accumulates by adding")
+        raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
+                         "(an affine result axis) accumulates by adding",
+                         spec=inferred.spec.text if inferred.spec is not None else None,
+                         hint="write the affine axis with einsum1/einsum (adding), or take the "
+                              "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
     specs = []
     for axis, u in enumerate(result):

@@ -29,8 +29,9 @@ from dataclasses import replace
 from typing import Any
 
 from tensig.backends import backend_for, backend_of
-from tensig.core.inference import Iter, infer
+from tensig.core.inference import AffineIndex, Iter, infer
 from tensig.core.shapes import Shape
+from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
 from tensig.execution.lowering import Plan, build_plan
 
@@ -234,7 +235,11 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     backend = backend_of(arrays)
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
-    plan = build_plan(inferred, OPERATORS[op], backend)
+    if any(isinstance(u.index, AffineIndex) for u in inferred.layout[-1]):
+        # a result written through a window (i => 2*i+1): the written side's lowering
+        plan = Plan(lower_assignment(inferred, OPERATORS[op], backend), inferred.shape, inferred)
+    else:
+        plan = build_plan(inferred, OPERATORS[op], backend)
     return plan if plan.shape.dims else _zero_d(plan, backend)
 
 

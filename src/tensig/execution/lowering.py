@@ -15,6 +15,10 @@ list of vectorised backend calls -- no Python loop over elements:
    are written on the diagonal, fixed result indices and concatenation components are padded
    into place with the neutral element.
 
+A merged axis (``(h, e)``, :class:`~tensig.core.projections.MergeIndex`) is a reshape around
+all of this (:func:`split_merges`): an operand's is split before (a view), the result's merged
+after, and the plan in between sees one axis per factor.
+
 Concatenation is a sum type: each *phase* picks one component of every concatenated axis; a
 tensor takes part in the phases whose components it uses.  Phases are enumerated at plan time.
 """
@@ -37,12 +41,13 @@ from tensig.core.inference import (
     FixedIndex,
     Inferred,
     Iter,
+    MergeIndex,
 )
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 
-__all__ = ["Plan", "build_plan", "check_windows", "conv_gradient", "fill",
-           "operand_view", "tiled_view", "window_pads"]
+__all__ = ["Plan", "Split", "build_plan", "check_windows", "conv_gradient", "fill",
+           "operand_view", "reshaped", "split_merges", "tiled_view", "window_pads"]
 
 
 _LETTERS = string.ascii_letters
@@ -191,8 +196,70 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Split:
+    """An answer with its merged axes split (:func:`split_merges`): ``inferred`` has one axis
+    use per factor; ``shapes`` is, per operand and then the result, the split shape (``None``
+    for a tensor without merged axes) and ``merged`` the result's own shape."""
+
+    inferred: Inferred
+    shapes: tuple[tuple[int, ...] | None, ...]
+    merged: tuple[int, ...]
+
+
+def _split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
+    """``uses`` with each merged axis replaced by one use per factor, and the split shape;
+    ``None`` when no axis is merged."""
+    if not any(isinstance(u.index, MergeIndex) for u in uses):
+        return None
+    out: list[AxisUse] = []
+    for u in uses:
+        ix = u.index
+        parts = ix.parts if isinstance(ix, MergeIndex) else None
+        out += [u] if parts is None else \
+            [dataclasses.replace(u, size=it.size, basis=None, index=it) for it in parts]
+    return tuple(out), tuple(int(u.size) for u in out)
+
+
+def split_merges(inferred: Inferred) -> Split | None:
+    """The answer with every merged axis split into its factors, or ``None`` when it has none.
+
+    Splitting is a reshape (row-major, as the merge is defined), so the operation runs on the
+    operands reshaped (views) and its result is reshaped back: no gather, no copy beyond what
+    the operation itself needs.
+    """
+    split = [_split_uses(uses) for uses in inferred.layout]
+    if all(x is None for x in split):
+        return None
+    layout = tuple(uses if x is None else x[0] for uses, x in zip(inferred.layout, split,
+                                                                   strict=True))
+    merged = tuple(int(u.size) for u in inferred.layout[-1])
+    result = layout[-1]
+    return Split(dataclasses.replace(inferred, layout=layout, shape=Shape(
+        output=tuple(int(u.size) for u in result))), tuple(x and x[1] for x in split), merged)
+
+
+def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
+             ) -> Callable[[Sequence[Any]], Any]:
+    """``run`` (over the split operands, giving the split result) around reshapes: the
+    operands split before, the result merged after."""
+    ins = split.shapes[:-1]
+    out = split.merged if split.shapes[-1] is not None else None
+    reshape = backend.reshape
+
+    def go(arrays: Sequence[Any]) -> Any:
+        y = run([x if s is None else reshape(x, s) for x, s in zip(arrays, ins, strict=True)])
+        return y if out is None else reshape(y, out)
+
+    return go
+
+
 def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
     """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
+    split = split_merges(inferred)
+    if split is not None:
+        inner = build_plan(split.inferred, op, backend)
+        return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
@@ -633,6 +700,13 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
+    split = _split_uses(uses)
+    if split is not None:  # merged axes beside windows: split them (a reshape), then view
+        if any(isinstance(u.index, ConcatIndex) for u in uses):
+            raise ValueError("a merged axis beside a concatenation is lowered by build_plan")
+        inner, keys, sizes = operand_view(split[0], t, phase, backend)
+        shape = split[1]
+        return (lambda x, neutral: inner(x.reshape(shape), neutral)), keys, sizes
     index: list[Any] = []
     keys: list[Key] = []
     sizes: list[int] = []
@@ -737,20 +811,24 @@ def tiles(ix: AffineIndex, size: int) -> bool:
 def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
                                                       list[int]] | None:
     """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
-    reshape: each windowed axis becomes (output position, kernel position) in place.
+    reshape: each windowed axis becomes (output position, kernel position) in place, each
+    merged axis its factors.
 
     Unlike a window view this stays contiguous, so the elementwise work on it runs at full
     speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
     """
     keys: list[Key] = []
     shape: list[int] = []
-    if not any(isinstance(u.index, AffineIndex) for u in uses):
+    if not any(isinstance(u.index, AffineIndex | MergeIndex) for u in uses):
         return None
     for u in uses:
         ix, size = u.index, int(u.size)
         if isinstance(ix, Iter):
             keys.append(ix.id)
             shape.append(size)
+        elif isinstance(ix, MergeIndex):
+            keys += [it.id for it in ix.parts]
+            shape += [int(it.size) for it in ix.parts]
         elif isinstance(ix, AffineIndex) and tiles(ix, size):
             keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
             shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
