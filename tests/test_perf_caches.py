@@ -1,0 +1,117 @@
+"""The per-call caches of the hot paths keep exact semantics: a call whose signature changed
+(types, shapes, dtypes, ranks, static arguments) misses the cache and is checked anew, and what
+is checked per call (the result cell a function returned) is never cached away.
+
+Oracles: NumPy's own arithmetic and the errors the uncached path raises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tensig
+from tensig import rank
+from tensig.rank import _lifting
+
+
+def dot_cells(x, y):
+    return (x * y).sum(-1)
+
+
+@pytest.fixture
+def prepared(monkeypatch):
+    """Counts the calls that are prepared anew (cache misses)."""
+    misses = []
+    real = _lifting._prepare_anew
+
+    def counting(lf, args):
+        misses.append(tuple(getattr(a, "shape", None) for a in args))
+        return real(lf, args)
+
+    monkeypatch.setattr(_lifting, "_prepare_anew", counting)
+    return misses
+
+
+class TestLiftPlanCache:
+    def test_a_repeated_signature_is_prepared_once(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+        for _ in range(3):
+            np.testing.assert_array_equal(dot(a, b), a @ b)
+        assert len(prepared) == 1
+
+    def test_a_changed_shape_misses(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        dot(np.ones(3), np.ones(3))
+        with pytest.raises(tensig.ShapeError):
+            dot(np.ones(3), np.ones(4))
+        assert len(prepared) == 2
+
+    def test_a_changed_rank_misses(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        v = np.arange(3.0)
+        assert dot(v, v) == v @ v
+        m = np.arange(12.0).reshape(4, 3)
+        got = dot(m, v)
+        assert got.shape == (4,)
+        np.testing.assert_array_equal(got, m @ v)
+        with pytest.raises(tensig.ShapeError, match="prefix"):
+            dot(np.ones((2, 3)), np.ones((5, 3)))
+        assert len(prepared) == 3
+
+    def test_a_changed_dtype_misses(self):
+        add = rank.lift(np.add)
+        assert add(np.array([1, 2]), np.array([3, 4])).tolist() == [4, 6]
+        with pytest.raises(TypeError, match="booleans"):
+            add(np.array([True, False]), np.array([3, 4]))
+        x = np.arange(4)
+        np.testing.assert_array_equal(rank.rotate(x, np.array(1)), np.roll(x, -1))
+        with pytest.raises(TypeError, match="integers"):
+            rank.rotate(x, np.array(1.0))
+
+    def test_a_changed_library_misses(self):
+        dot = rank.lift(lambda x, y: (x * y).sum(), "n; n => ")
+        a = np.arange(6.0).reshape(2, 3)
+        assert isinstance(dot(a, a), np.ndarray)
+        got = dot(torch.as_tensor(a), torch.as_tensor(a))
+        assert isinstance(got, torch.Tensor)
+        np.testing.assert_allclose(got.numpy(), (a * a).sum(-1))
+
+    def test_same_shape_and_dtype_in_another_library_misses(self):
+        jnp = pytest.importorskip("jax.numpy")
+        dot = rank.lift(lambda x, y: (x * y).sum(), "n; n => ")
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        assert isinstance(dot(a, a), np.ndarray)
+        j = jnp.asarray(a)
+        assert j.dtype == a.dtype and j.shape == a.shape  # only the type tells them apart
+        got = dot(j, j)
+        assert not isinstance(got, np.ndarray)
+        np.testing.assert_allclose(np.asarray(got), (a * a).sum(-1))
+
+    def test_converted_arguments_are_prepared_each_call(self, prepared):
+        add = rank.lift(np.add)
+        for _ in range(2):
+            assert add([1, 2], np.array([10, 20])).tolist() == [11, 22]
+        assert len(prepared) == 2
+
+    def test_static_arguments_are_part_of_the_signature(self):
+        x = np.arange(6)
+        np.testing.assert_array_equal(rank.take(2, x), x[:2])
+        np.testing.assert_array_equal(rank.take(4, x), x[:4])
+
+    def test_the_returned_cell_is_checked_on_every_call(self):
+        width = [3]
+        f = rank.lift(lambda x: x[..., :width[0]], "n => n", vectorized=True)
+        f(np.ones((2, 3)))
+        width[0] = 2
+        with pytest.raises(tensig.ShapeError, match="returned a cell"):
+            f(np.ones((2, 3)))
+
+    def test_the_cache_is_bounded(self):
+        add = rank.lift(np.add)
+        for n in range(_lifting._CACHE_SIZE + 5):
+            add(np.ones(n + 1), 1.0)
+            add(np.ones(n + 1), np.ones(n + 1))
+        assert 0 < len(add._plans) <= _lifting._CACHE_SIZE
