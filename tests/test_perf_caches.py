@@ -4,6 +4,8 @@ is checked per call (the result cell a function returned) is never cached away.
 
 Oracles: NumPy's own arithmetic and the errors the uncached path raises.
 """
+# ruff reads the multichar annotation specs ("b, t+1, d") as forward references.
+# ruff: noqa: F821
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import torch
 
 import tensig
 from tensig import rank
+from tensig.check import decorator
+from tensig.core.annotations import Float
 from tensig.rank import _lifting
 
 
@@ -115,3 +119,67 @@ class TestLiftPlanCache:
             add(np.ones(n + 1), 1.0)
             add(np.ones(n + 1), np.ones(n + 1))
         assert 0 < len(add._plans) <= _lifting._CACHE_SIZE
+
+
+# --------------------------------------------------------------------------------------------
+# the decorator's interpreter
+# --------------------------------------------------------------------------------------------
+
+
+@decorator.shaped(compiled=False)
+def widen(x: Float[np.ndarray, "b t d"],
+          y: Float[np.ndarray, "b, t+1, 2*d"]) -> Float[np.ndarray, "b, t+1, 2*d"]:
+    return y
+
+
+@decorator.shaped(compiled=False)
+def grow(y: Float[np.ndarray, "b, t+1, 2*d"],
+         x: Float[np.ndarray, "b t d"]) -> Float[np.ndarray, "b t d"]:
+    return x
+
+
+@decorator.shaped
+def first(x: Float[np.ndarray, "b {n}"], n: int) -> Float[np.ndarray, "b, min(b, 4)"]:
+    return x[:, :4]
+
+
+class NoSolver:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a solver was built")
+
+
+class TestDecoratorInterpreter:
+    def test_bound_expressions_are_evaluated_without_a_solver(self, monkeypatch):
+        monkeypatch.setattr(decorator, "Solver", NoSolver)
+        y = np.zeros((2, 4, 8))
+        assert widen(np.zeros((2, 3, 4)), y) is y
+        with pytest.raises(decorator.SignatureError, match=r"axis 2 \('2\*d'\) has size 6") as e:
+            widen(np.zeros((2, 3, 4)), np.zeros((2, 4, 6)))
+        assert e.value.argument == "y" and e.value.axis == 2 and e.value.actual == 6
+        with pytest.raises(decorator.SignatureError, match=r"t \+ 1"):
+            widen(np.zeros((2, 3, 4)), np.zeros((2, 5, 8)))
+
+    def test_unbound_names_are_still_solved(self):
+        x = np.zeros((2, 3, 4))
+        assert grow(np.zeros((2, 4, 8)), x) is x
+        with pytest.raises(decorator.SignatureError, match="t = 3"):
+            grow(np.zeros((2, 4, 8)), np.zeros((2, 2, 4)))
+        with pytest.raises(decorator.SignatureError, match="2\\*d"):
+            grow(np.zeros((2, 4, 7)), x)
+
+    def test_deferred_sizes_follow_each_call(self):
+        for n in (5, 6, 7):
+            x = np.zeros((6, n))
+            assert first(x, n).shape == (6, 4)
+            with pytest.raises(decorator.SignatureError, match=r"\{n\}"):
+                first(x, n + 1)
+        with pytest.raises(decorator.SignatureError, match="min"):
+            first(np.zeros((3, 5)), 5)  # min(3, 4) = 3, the result has 4
+
+    def test_deferred_text_is_compiled_once(self):
+        first(np.zeros((6, 5)), 5)
+        before = decorator._compiled.cache_info()
+        for _ in range(3):
+            first(np.zeros((6, 5)), 5)
+        after = decorator._compiled.cache_info()
+        assert after.misses == before.misses and after.hits > before.hits
