@@ -15,6 +15,8 @@ import torch
 
 import tensig
 from tensig import rank
+from tensig.backends import _NumpyGemm
+from tensig.backends._plans import small_amax
 from tensig.check import decorator
 from tensig.core.annotations import Float
 from tensig.rank import _lifting
@@ -183,3 +185,45 @@ class TestDecoratorInterpreter:
             first(np.zeros((6, 5)), 5)
         after = decorator._compiled.cache_info()
         assert after.misses == before.misses and after.hits > before.hits
+
+
+# --------------------------------------------------------------------------------------------
+# the adapters' per-shape plans
+# --------------------------------------------------------------------------------------------
+
+
+class TestAdapterPlans:
+    @pytest.mark.parametrize("shape, axes", [((4, 6, 2, 2, 3), (2, 3)), ((5, 3, 7), (1,)),
+                                             ((3, 2, 9, 2), (1, 3)), ((2, 8, 4), (0,))])
+    def test_small_amax_follows_the_shape(self, shape, axes):
+        rng = np.random.default_rng(0)
+        for s in (shape, tuple(n + 1 for n in shape), shape):  # miss, miss, hit
+            x = rng.standard_normal(s)
+            got = small_amax(x, axes, np.maximum)
+            if np.prod([s[a] for a in axes]) > 8:
+                assert got is None
+                continue
+            np.testing.assert_array_equal(got, x.max(axis=axes))
+            t = torch.as_tensor(x)
+            np.testing.assert_array_equal(small_amax(t, axes, torch.maximum).numpy(),
+                                          x.max(axis=axes))
+
+    def test_gemm_follows_shapes_strides_and_dtypes(self):
+        gemm = _NumpyGemm.plan(np, "bij,bjk->kbi")
+        rng = np.random.default_rng(1)
+
+        def check(a, b):
+            want = np.einsum("bij,bjk->kbi", a.astype(np.float64), b.astype(np.float64))
+            got = gemm(a, b)
+            assert got.dtype == np.result_type(a, b)
+            tol = 8 * np.finfo(got.dtype).eps * a.shape[2] * np.abs(want).max()
+            np.testing.assert_allclose(got, want, atol=tol, rtol=0)
+
+        a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+        check(a, b)
+        check(np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1), b)  # strides
+        check(rng.standard_normal((3, 2, 6)), rng.standard_normal((3, 6, 2)))  # shapes
+        a32 = a.astype(np.float32)
+        check(a32, b.astype(np.float32))
+        check(a32, b)  # only the second operand's dtype changed: float64 result
+        assert len(gemm._layouts) == 5
