@@ -5,6 +5,8 @@ library's ``matmul`` / ``maximum``."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -156,20 +158,32 @@ def small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any]
     pool of 8K cells in torch on CPU, against 50 us for three ``maximum`` calls).  NaN
     propagates either way.
     """
-    import itertools
-
-    sizes = [x.shape[a] for a in axes]
-    if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
-            math.prod(x.shape) < 4 * math.prod(sizes):
+    cells = _amax_cells(tuple(x.shape), tuple(axes))
+    if cells is None:
         return None
-    out = None
+    out = x[cells[0]]
+    for index in cells[1:]:
+        out = maximum(out, x[index])
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _amax_cells(shape: tuple[int, ...], axes: tuple[int, ...]
+                ) -> tuple[tuple[Any, ...], ...] | None:
+    """The index of each cell :func:`small_amax` takes the maximum of, worked out once per
+    shape (a training step reduces the same pooling windows every call); ``None``: too many
+    cells, or too few elements for slices to pay."""
+    sizes = [shape[a] for a in axes]
+    if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
+            math.prod(shape) < 4 * math.prod(sizes):
+        return None
+    cells = []
     for cell in itertools.product(*(range(n) for n in sizes)):
-        index: list[Any] = [slice(None)] * len(x.shape)
+        index: list[Any] = [slice(None)] * len(shape)
         for a, i in zip(axes, cell, strict=True):
             index[a] = i
-        v = x[tuple(index)]
-        out = v if out is None else maximum(out, v)
-    return out
+        cells.append(tuple(index))
+    return tuple(cells)
 
 
 def flops(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> int:

@@ -128,18 +128,21 @@ class SignatureError(ShapeError):
 
 
 class _Expr:
-    """A compiled expression item: the polynomial, its text and its names (sorted).
+    """A compiled expression item: the polynomial, its text, its names (sorted) and its value
+    as a compiled function of the bound sizes.
 
-    The interpreter relates it to an axis's size through the solver
-    (:class:`~tensig.core.solver.LinearRel`); the generated path compiles it to Python.
+    The interpreter evaluates it when its names are bound and relates it to an axis's size
+    through the solver (:class:`~tensig.core.solver.LinearRel`) when they are not; the
+    generated path compiles it to Python.
     """
 
-    __slots__ = ("dim", "symbols", "text")
+    __slots__ = ("dim", "evaluate", "symbols", "text")
 
     def __init__(self, d: Dim):
         self.dim = d
         self.text = str(d)
         self.symbols = tuple(sorted(d.symbols))
+        self.evaluate = compile_dim(d)
 
 
 class _DeferredExpr:
@@ -167,10 +170,17 @@ class _DeferredExpr:
 
 def _eval(text: str, names: dict[str, Any]) -> Any:
     try:
-        return eval(text, {"__builtins__": {}, "min": min, "max": max}, names)
+        return eval(_compiled(text), {"__builtins__": {}, "min": min, "max": max}, names)
     except Exception as e:
         raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
                         f"{type(e).__name__}: {e}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(text: str) -> Any:
+    """A deferred size's code, compiled once per text (compiling it costs more than running
+    it; a ``{...}`` part makes one text per argument value, hence the bound)."""
+    return compile(text, "<deferred size>", "eval")
 
 
 _BRACES = re.compile(r"\{([^{}]*)\}")
@@ -366,6 +376,12 @@ class _Relations:
         if isinstance(expr, _DeferredExpr):
             self.deferred.append(place)
             self._evaluate_deferred(env)
+            return
+        if all(n in env for n in expr.symbols):  # nothing to solve: no solver is needed
+            value = expr.evaluate(env)
+            if value != size:
+                raise _Mismatch("expr", label, program, shape, axis, index, expr=expr,
+                                value=value)
             return
         solver = self.solver if self.solver is not None else self._start()
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}

@@ -1,0 +1,229 @@
+"""The per-call caches of the hot paths keep exact semantics: a call whose signature changed
+(types, shapes, dtypes, ranks, static arguments) misses the cache and is checked anew, and what
+is checked per call (the result cell a function returned) is never cached away.
+
+Oracles: NumPy's own arithmetic and the errors the uncached path raises.
+"""
+# ruff reads the multichar annotation specs ("b, t+1, d") as forward references.
+# ruff: noqa: F821
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tensig
+from tensig import rank
+from tensig.backends import _NumpyGemm
+from tensig.backends._plans import small_amax
+from tensig.check import decorator
+from tensig.core.annotations import Float
+from tensig.rank import _lifting
+
+
+def dot_cells(x, y):
+    return (x * y).sum(-1)
+
+
+@pytest.fixture
+def prepared(monkeypatch):
+    """Counts the calls that are prepared anew (cache misses)."""
+    misses = []
+    real = _lifting._prepare_anew
+
+    def counting(lf, args):
+        misses.append(tuple(getattr(a, "shape", None) for a in args))
+        return real(lf, args)
+
+    monkeypatch.setattr(_lifting, "_prepare_anew", counting)
+    return misses
+
+
+class TestLiftPlanCache:
+    def test_a_repeated_signature_is_prepared_once(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+        for _ in range(3):
+            np.testing.assert_array_equal(dot(a, b), a @ b)
+        assert len(prepared) == 1
+
+    def test_a_changed_shape_misses(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        dot(np.ones(3), np.ones(3))
+        with pytest.raises(tensig.ShapeError):
+            dot(np.ones(3), np.ones(4))
+        assert len(prepared) == 2
+
+    def test_a_changed_rank_misses(self, prepared):
+        dot = rank.lift(dot_cells, "n; n => ", vectorized=True)
+        v = np.arange(3.0)
+        assert dot(v, v) == v @ v
+        m = np.arange(12.0).reshape(4, 3)
+        got = dot(m, v)
+        assert got.shape == (4,)
+        np.testing.assert_array_equal(got, m @ v)
+        with pytest.raises(tensig.ShapeError, match="prefix"):
+            dot(np.ones((2, 3)), np.ones((5, 3)))
+        assert len(prepared) == 3
+
+    def test_a_changed_dtype_misses(self):
+        add = rank.lift(np.add)
+        assert add(np.array([1, 2]), np.array([3, 4])).tolist() == [4, 6]
+        with pytest.raises(TypeError, match="booleans"):
+            add(np.array([True, False]), np.array([3, 4]))
+        x = np.arange(4)
+        np.testing.assert_array_equal(rank.rotate(x, np.array(1)), np.roll(x, -1))
+        with pytest.raises(TypeError, match="integers"):
+            rank.rotate(x, np.array(1.0))
+
+    def test_a_changed_library_misses(self):
+        dot = rank.lift(lambda x, y: (x * y).sum(), "n; n => ")
+        a = np.arange(6.0).reshape(2, 3)
+        assert isinstance(dot(a, a), np.ndarray)
+        got = dot(torch.as_tensor(a), torch.as_tensor(a))
+        assert isinstance(got, torch.Tensor)
+        np.testing.assert_allclose(got.numpy(), (a * a).sum(-1))
+
+    def test_same_shape_and_dtype_in_another_library_misses(self):
+        jnp = pytest.importorskip("jax.numpy")
+        dot = rank.lift(lambda x, y: (x * y).sum(), "n; n => ")
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        assert isinstance(dot(a, a), np.ndarray)
+        j = jnp.asarray(a)
+        assert j.dtype == a.dtype and j.shape == a.shape  # only the type tells them apart
+        got = dot(j, j)
+        assert not isinstance(got, np.ndarray)
+        np.testing.assert_allclose(np.asarray(got), (a * a).sum(-1))
+
+    def test_converted_arguments_are_prepared_each_call(self, prepared):
+        add = rank.lift(np.add)
+        for _ in range(2):
+            assert add([1, 2], np.array([10, 20])).tolist() == [11, 22]
+        assert len(prepared) == 2
+
+    def test_static_arguments_are_part_of_the_signature(self):
+        x = np.arange(6)
+        np.testing.assert_array_equal(rank.take(2, x), x[:2])
+        np.testing.assert_array_equal(rank.take(4, x), x[:4])
+
+    def test_the_returned_cell_is_checked_on_every_call(self):
+        width = [3]
+        f = rank.lift(lambda x: x[..., :width[0]], "n => n", vectorized=True)
+        f(np.ones((2, 3)))
+        width[0] = 2
+        with pytest.raises(tensig.ShapeError, match="returned a cell"):
+            f(np.ones((2, 3)))
+
+    def test_the_cache_is_bounded(self):
+        add = rank.lift(np.add)
+        for n in range(_lifting._CACHE_SIZE + 5):
+            add(np.ones(n + 1), 1.0)
+            add(np.ones(n + 1), np.ones(n + 1))
+        assert 0 < len(add._plans) <= _lifting._CACHE_SIZE
+
+
+# --------------------------------------------------------------------------------------------
+# the decorator's interpreter
+# --------------------------------------------------------------------------------------------
+
+
+@decorator.shaped(compiled=False)
+def widen(x: Float[np.ndarray, "b t d"],
+          y: Float[np.ndarray, "b, t+1, 2*d"]) -> Float[np.ndarray, "b, t+1, 2*d"]:
+    return y
+
+
+@decorator.shaped(compiled=False)
+def grow(y: Float[np.ndarray, "b, t+1, 2*d"],
+         x: Float[np.ndarray, "b t d"]) -> Float[np.ndarray, "b t d"]:
+    return x
+
+
+@decorator.shaped
+def first(x: Float[np.ndarray, "b {n}"], n: int) -> Float[np.ndarray, "b, min(b, 4)"]:
+    return x[:, :4]
+
+
+class NoSolver:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a solver was built")
+
+
+class TestDecoratorInterpreter:
+    def test_bound_expressions_are_evaluated_without_a_solver(self, monkeypatch):
+        monkeypatch.setattr(decorator, "Solver", NoSolver)
+        y = np.zeros((2, 4, 8))
+        assert widen(np.zeros((2, 3, 4)), y) is y
+        with pytest.raises(decorator.SignatureError, match=r"axis 2 \('2\*d'\) has size 6") as e:
+            widen(np.zeros((2, 3, 4)), np.zeros((2, 4, 6)))
+        assert e.value.argument == "y" and e.value.axis == 2 and e.value.actual == 6
+        with pytest.raises(decorator.SignatureError, match=r"t \+ 1"):
+            widen(np.zeros((2, 3, 4)), np.zeros((2, 5, 8)))
+
+    def test_unbound_names_are_still_solved(self):
+        x = np.zeros((2, 3, 4))
+        assert grow(np.zeros((2, 4, 8)), x) is x
+        with pytest.raises(decorator.SignatureError, match="t = 3"):
+            grow(np.zeros((2, 4, 8)), np.zeros((2, 2, 4)))
+        with pytest.raises(decorator.SignatureError, match="2\\*d"):
+            grow(np.zeros((2, 4, 7)), x)
+
+    def test_deferred_sizes_follow_each_call(self):
+        for n in (5, 6, 7):
+            x = np.zeros((6, n))
+            assert first(x, n).shape == (6, 4)
+            with pytest.raises(decorator.SignatureError, match=r"\{n\}"):
+                first(x, n + 1)
+        with pytest.raises(decorator.SignatureError, match="min"):
+            first(np.zeros((3, 5)), 5)  # min(3, 4) = 3, the result has 4
+
+    def test_deferred_text_is_compiled_once(self):
+        first(np.zeros((6, 5)), 5)
+        before = decorator._compiled.cache_info()
+        for _ in range(3):
+            first(np.zeros((6, 5)), 5)
+        after = decorator._compiled.cache_info()
+        assert after.misses == before.misses and after.hits > before.hits
+
+
+# --------------------------------------------------------------------------------------------
+# the adapters' per-shape plans
+# --------------------------------------------------------------------------------------------
+
+
+class TestAdapterPlans:
+    @pytest.mark.parametrize("shape, axes", [((4, 6, 2, 2, 3), (2, 3)), ((5, 3, 7), (1,)),
+                                             ((3, 2, 9, 2), (1, 3)), ((2, 8, 4), (0,))])
+    def test_small_amax_follows_the_shape(self, shape, axes):
+        rng = np.random.default_rng(0)
+        for s in (shape, tuple(n + 1 for n in shape), shape):  # miss, miss, hit
+            x = rng.standard_normal(s)
+            got = small_amax(x, axes, np.maximum)
+            if np.prod([s[a] for a in axes]) > 8:
+                assert got is None
+                continue
+            np.testing.assert_array_equal(got, x.max(axis=axes))
+            t = torch.as_tensor(x)
+            np.testing.assert_array_equal(small_amax(t, axes, torch.maximum).numpy(),
+                                          x.max(axis=axes))
+
+    def test_gemm_follows_shapes_strides_and_dtypes(self):
+        gemm = _NumpyGemm.plan(np, "bij,bjk->kbi")
+        rng = np.random.default_rng(1)
+
+        def check(a, b):
+            want = np.einsum("bij,bjk->kbi", a.astype(np.float64), b.astype(np.float64))
+            got = gemm(a, b)
+            assert got.dtype == np.result_type(a, b)
+            tol = 8 * np.finfo(got.dtype).eps * a.shape[2] * np.abs(want).max()
+            np.testing.assert_allclose(got, want, atol=tol, rtol=0)
+
+        a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+        check(a, b)
+        check(np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1), b)  # strides
+        check(rng.standard_normal((3, 2, 6)), rng.standard_normal((3, 6, 2)))  # shapes
+        a32 = a.astype(np.float32)
+        check(a32, b.astype(np.float32))
+        check(a32, b)  # only the second operand's dtype changed: float64 result
+        assert len(gemm._layouts) == 5
