@@ -10,6 +10,7 @@ the adapter builds them.
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 import sys
 from typing import ClassVar
@@ -20,6 +21,7 @@ import pytest
 import tensig
 from tensig import backends, rank
 from tensig.backends import NumpyBackend, register, unregister
+from tensig.execution import eager
 from tensig.execution.ir import Code, Expr
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
@@ -172,3 +174,91 @@ def test_importing_tensig_imports_no_array_library_but_numpy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _pool_windows(x, kernel, strides, dilations, pads, fill):
+    """``x`` (N, C, *spatial) padded with ``fill``, each spatial axis cut into its windows
+    (stride and dilation applied): (N, C, *outputs, *kernel)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    x = np.pad(np.asarray(x), [(0, 0), (0, 0), *pads], constant_values=fill)
+    for d, (k, s, dl) in enumerate(zip(kernel, strides, dilations, strict=True)):
+        x = sliding_window_view(x, (k - 1) * dl + 1, axis=2 + d)[..., ::dl]
+        x = x[(slice(None),) * (2 + d) + (slice(None, None, s),)]
+    return x
+
+
+class PoolOnly(TaggedBackend):
+    """A library with its own max pooling and nothing else of the kind (no conv, no
+    conv_accepts of its own): the lowering must run it without asking for the others."""
+
+    name = "pool-only"
+
+    def max_pool(self, x, kernel, strides, dilations, pads):
+        self.calls["max_pool"] += 1
+        w = _pool_windows(x, kernel, strides, dilations, pads, -np.inf)
+        return w.max(axis=tuple(range(-len(kernel), 0))).view(Tagged)
+
+
+class ConvOnly(TaggedBackend):
+    """A library with its own convolution only (no conv_backward, no max_pool)."""
+
+    name = "conv-only"
+
+    def conv(self, x, w, strides, dilations, pads, channels_last=False):
+        self.calls["conv"] += 1
+        win = _pool_windows(x, w.shape[2:], strides, dilations, pads, 0)
+        nd = len(strides)
+        outs, ks = "xyz"[:nd], "ijk"[:nd]
+        return np.einsum(f"nc{outs}{ks},oc{ks}->no{outs}", win, np.asarray(w)).view(Tagged)
+
+
+@pytest.mark.parametrize(("adapter", "kernel"), [(PoolOnly, "max_pool"), (ConvOnly, "conv")])
+def test_a_backend_with_some_kernels_runs_every_operation(adapter, kernel):
+    """Capabilities are declared on :class:`~tensig.backends.Backend` (``None``: none): an
+    adapter with its own pooling but no convolution (or the other way round), and no
+    ``conv_accepts`` of its own, runs both operations, its kernel where it has one and the
+    generic windows elsewhere.  Oracle: the same operations on plain NumPy arrays."""
+    register(adapter, Tagged)
+    adapter.calls.clear()
+    eager._PLANS.clear()  # plans are cached by array type: drop the other adapter's
+    try:
+        x, k = (a.astype(np.float32) for a in _data((2, 9, 9, 3), (3, 3, 3, 4), seed=3))
+        conv = "n, 2*oh<+kh, ow=+kw, c; kh, kw, c, o => n, oh, ow, o"
+        pool = "n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => n, oh, ow, c"
+        window = np.zeros((2, 2), np.float32)
+        got_conv = tensig.einsum(conv, x.view(Tagged), k.view(Tagged))
+        y = np.ascontiguousarray(x[:, :8, :8])  # 2x2 windows, stride 2: an even size
+        got_pool = tensig.tropical(pool, y.view(Tagged), window.view(Tagged))
+    finally:
+        unregister(Tagged)
+    assert adapter.calls[kernel] == 1
+    assert type(got_conv) is Tagged and type(got_pool) is Tagged
+    eps = np.finfo(np.float32).eps
+    np.testing.assert_allclose(np.asarray(got_conv), tensig.einsum(conv, x, k),
+                               rtol=16 * 27 * eps, atol=16 * 27 * eps)
+    np.testing.assert_array_equal(np.asarray(got_pool), tensig.tropical(pool, y, window))
+
+
+def test_an_eager_jax_graph_runs_where_its_operands_live():
+    """``JaxBackend.device_of`` names an array's device, so a graph operation applied to JAX
+    arrays (an eager graph) computes on their device, not JAX's default: on a second CPU
+    device here (two host devices forced in a fresh process)."""
+    pytest.importorskip("jax")
+    code = """if True:
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+        import jax, numpy as np
+        from tensig.model import graph as G
+        cpu1 = jax.devices("cpu")[1]
+        a = jax.device_put(np.arange(6.0, dtype=np.float32).reshape(2, 3), cpu1)
+        b = jax.device_put(np.ones((3, 4), np.float32), cpu1)
+        out = G.einsum("ij;jk=>ik", a, b)
+        from tensig.backends import backend_for
+        print(backend_for(type(a)).device_of(a), out.devices() == {cpu1},
+              np.asarray(out).tolist() == (np.asarray(a) @ np.asarray(b)).tolist())
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["cpu:1", "True", "True"]

@@ -141,6 +141,30 @@ def test_a_graph_refuses_to_mix_integers_and_floats():
         G.einsum("ij;jk=>ik", a, b)
 
 
+def _mlp_gradient_magnitudes(params, xs, onehot):
+    """Per element of each parameter's gradient in the two-moons MLP, the sum of the
+    absolute values of the terms it is computed from (:mod:`tolerance`): the backward pass
+    on absolute values (weights, activations, the softmax's and the targets' parts of the
+    logits' gradient) under the forward pass's relu gates, in float64."""
+    w1, b1, w2, b2, w3, b3 = params
+    x = xs.astype(np.float64)
+    a1 = x @ w1.T + b1
+    h1 = np.maximum(a1, 0)
+    a2 = h1 @ w2.T + b2
+    h2 = np.maximum(a2, 0)
+    logits = h2 @ w3.T + b3
+    soft = np.exp(logits - logits.max(axis=1, keepdims=True))
+    soft /= soft.sum(axis=1, keepdims=True)
+    # the forward values' own magnitudes (their rounding reaches the gradients too)
+    m1 = (a1 > 0) * (np.abs(x) @ np.abs(w1).T + np.abs(b1))
+    m2 = (a2 > 0) * (m1 @ np.abs(w2).T + np.abs(b2))
+    m_logits = m2 @ np.abs(w3).T + np.abs(b3)
+    g3 = (soft + onehot + m_logits) / len(x)
+    g2 = (g3 @ np.abs(w3)) * (a2 > 0)
+    g1 = (g2 @ np.abs(w2)) * (a1 > 0)
+    return [g1.T @ np.abs(x), g1.sum(0), g2.T @ m1, g2.sum(0), g3.T @ m2, g3.sum(0)]
+
+
 def test_the_mlp_demo_trains_on_a_jax_graph():
     """The two-moons MLP (:mod:`tensig.demos.moons`) in a graph of JAX arrays: its gradients
     are the NumPy graph's up to float32 rounding, and training lowers the loss."""
@@ -158,16 +182,19 @@ def test_the_mlp_demo_trains_on_a_jax_graph():
             m = moons.build(xs, onehot)  # parameters drawn from (seed, name): the same values
             G.grad_update(m.loss).backward()
             grads[backend] = [graph.store.read(p.grad) for p in m.params]
+            if backend == "numpy":
+                params = [np.asarray(graph.store.read(p.val), np.float64) for p in m.params]
             trainer = m.trainer(xs, onehot, lr=0.01)
             losses[backend] = [trainer.step(trainer.rows_of(i)) for i in range(10)]
     assert all(isinstance(x, jax.Array) for x in grads["jax"])
-    # rounding adds up along the chain of reductions: the batch, two hidden layers, the
-    # classes and the softmax's sum
-    length = moons.BATCH + 32 + 32 + 2 * moons.CLASSES
-    for ours, theirs in zip(grads["jax"], grads["numpy"], strict=True):
+    # rounding adds up along the chain of sums: forward through two hidden layers (with their
+    # biases), the classes and the softmax's sum; back through the batch and the layers
+    length = (2 + 1) + (32 + 1) + (32 + 1) + 2 * moons.CLASSES + moons.BATCH + 32 + 32
+    magnitudes = _mlp_gradient_magnitudes(params, xs[:moons.BATCH], onehot[:moons.BATCH])
+    for ours, theirs, mag in zip(grads["jax"], grads["numpy"], magnitudes, strict=True):
         assert ours.dtype == theirs.dtype == np.float32
         assert_equal_up_to_rounding(np.asarray(ours), theirs, dtype=np.float32, length=length,
-                                    magnitude=np.abs(theirs).max())
+                                    magnitude=mag.reshape(theirs.shape))
     assert losses["jax"][-1] < 0.5 * losses["jax"][0]
     # ten Adam steps carry the rounding differences along: ~800 float32 ulps
     np.testing.assert_allclose(losses["jax"], losses["numpy"], rtol=1e-4)

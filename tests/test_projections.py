@@ -13,6 +13,7 @@ from tensig.core.projections import FixedIndex, Iter, logic_layout
 from tensig.core.shapes import Shape
 from tensig.execution import ir
 from tensig.model import graph as G
+from tolerance import assert_equal_up_to_rounding
 
 rng = np.random.default_rng(11)
 
@@ -81,11 +82,43 @@ def test_a_tensor_against_its_own_copy_iterates_apart():
     np.testing.assert_allclose(q.grad.numpy(), tq.grad.numpy().T, atol=tol)
 
 
+def _conv_pool_concat_oracle(x, k, w, gates=None):
+    """The loss and ``x``'s gradient of the model below, in float64 NumPy by hand: a padded
+    3x3 convolution (left pad 1), relu, 2x2 max pooling, ``p^2p`` on channels, a dense layer,
+    the sum of squares.  ``gates`` (relu's and the pools' masks) come from a first call; with
+    absolute values and those gates it gives the magnitudes of the terms (for the bound)."""
+    n, hh, ww, _ = x.shape
+    xp = np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    h = sum(np.einsum("nhwc,oc->nhwo", xp[:, i:i + hh, j:j + ww], k[:, i, j])
+            for i in range(3) for j in range(3))
+    windows = h.reshape(n, hh // 2, 2, ww // 2, 2, -1)
+    if gates is None:
+        relu = h > 0
+        r = np.where(relu, windows.reshape(h.shape), 0).reshape(windows.shape)
+        pooled = r.max(axis=(2, 4))
+        pick = r == pooled[:, :, None, :, None]  # every maximum of a window passes
+        gates = relu, pick
+    relu, pick = gates
+    r = (h * relu).reshape(windows.shape)
+    p = (r * pick).max(axis=(2, 4)) if x.min() >= 0 else r.max(axis=(2, 4))
+    c = np.concatenate([p, 2 * p], axis=-1)
+    z = np.einsum("oabc,nabc->no", w, c)
+    dc = np.einsum("no,oabc->nabc", 2 * z, w)
+    dp = dc[..., :p.shape[-1]] + 2 * dc[..., p.shape[-1]:]
+    dh = (pick * dp[:, :, None, :, None]).reshape(h.shape) * relu
+    dxp = np.zeros_like(xp)
+    for i in range(3):
+        for j in range(3):
+            dxp[:, i:i + hh, j:j + ww] += np.einsum("nhwo,oc->nhwc", dh, k[:, i, j])
+    return (z * z).sum(), dxp[:, 1:-1, 1:-1], gates
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_compiled_code_infers_nothing(monkeypatch, backend):
     """Forward and backward code of convolution, pooling, concatenation, compose, transpose
     and pointwise operations carry the graph's projections: compiling and running them
-    never calls inference (it would raise here)."""
+    never calls inference (the guard is the cache every ``infer`` call goes through; it
+    would raise here), and what they compute is the NumPy oracle's loss and gradient."""
     xs = rng.standard_normal((2, 8, 8, 3)).astype(np.float32)
     with G.new_graph(backend):
         x = G.param("x", output=[2, 8, 8, 3], input=[], init=lambda s, r: xs)
@@ -107,5 +140,16 @@ def test_compiled_code_infers_nothing(monkeypatch, backend):
         monkeypatch.setattr(ir, "infer", refuse)
         inference._FAST.clear()
         model.backward()
-        assert np.isfinite(np.asarray(loss.numpy())).all()
-        assert np.abs(np.asarray(x.grad.numpy())).sum() > 0
+        got_loss, got_dx = (np.asarray(t.numpy(), np.float64) for t in (loss, x.grad))
+        ks, ws = (np.asarray(t.numpy(), np.float64) for t in (k, w))
+    want_loss, want_dx, gates = _conv_pool_concat_oracle(xs.astype(np.float64), ks, ws)
+    mag_loss, mag_dx, _ = _conv_pool_concat_oracle(np.abs(xs.astype(np.float64)), np.abs(ks),
+                                                   np.abs(ws), gates)
+    # the longest chain of sums: the convolution's 27 terms, the dense layer's 128, the
+    # loss's 10 (forward), and back through them
+    length = 2 * (27 + 128 + 10)
+    assert_equal_up_to_rounding(got_loss.reshape(()), want_loss, dtype=np.float32,
+                                length=length, magnitude=mag_loss)
+    assert_equal_up_to_rounding(got_dx, want_dx, dtype=np.float32, length=length,
+                                magnitude=mag_dx)
+    assert np.abs(want_dx).max() > 0  # the oracle is not vacuous

@@ -27,6 +27,7 @@ from tensig.backends.base import (
     neutral_max,
     neutral_min,
     register,
+    to_numpy,
     unregister,
 )
 from tensig.backends.dask import DaskBackend
@@ -57,6 +58,7 @@ __all__ = [
     "neutral_min",
     "numpy",
     "register",
+    "to_numpy",
     "torch",
     "unregister",
 ]

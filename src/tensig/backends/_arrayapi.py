@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tensig.backends.base import Backend
+from tensig.backends.base import Backend, _adapter_class, to_numpy
 
 
 class ArrayAPIBackend(Backend):
@@ -56,8 +56,15 @@ class ArrayAPIBackend(Backend):
         return self.xp.maximum(a, b)
 
     # -- the rank layer -------------------------------------------------------------------------
-    def asarray(self, x: Any, like: Any = None) -> Any:
-        return self.xp.asarray(x)
+    def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
+        if device not in (None, "cpu"):
+            raise ValueError(f"device={device!r}: {self.name} arrays live on the CPU")
+        if self.owns(x):
+            return self.xp.asarray(x)
+        kind: type = type(x)
+        if _adapter_class(kind) is None and hasattr(x, "__array_function__"):
+            return x  # an array answering NumPy's functions (verify's symbolic ones): as it is
+        return self.xp.asarray(to_numpy(x))
 
     def flip(self, x: Any, axis: int) -> Any:
         return self.xp.flip(x, axis)
@@ -84,9 +91,6 @@ class ArrayAPIBackend(Backend):
         return self.xp.result_type(*xs) if xs else self.xp.float64
 
     # -- padded batches (tensig.execution.padding) ----------------------------------------------
-    def from_numpy(self, a: Any, like: Any) -> Any:
-        return self.xp.asarray(a)
-
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.astype(dtype)
 

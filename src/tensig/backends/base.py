@@ -36,6 +36,7 @@ __all__ = [
     "neutral_max",
     "neutral_min",
     "register",
+    "to_numpy",
     "unregister",
 ]
 
@@ -65,6 +66,27 @@ class Backend:
     fused_axpy = False
     #: arrays can live on devices other than the host (a graph's ``device=``)
     has_devices = False
+
+    # -- capabilities: the library's own kernels, ``None`` where it has none -----------------
+    # (the lowering then takes its generic windows path; see the torch adapter for each one's
+    # signature).  Declared here so that code asks ``backend.conv is None``, never getattr,
+    # and an adapter with one kernel and not another runs rather than raising AttributeError.
+    #: ``conv(x, w, strides, dilations, pads, channels_last=False)``: x (N, C, *spatial),
+    #: w (O, C, *kernel)
+    conv: Callable[..., Any] | None = None
+    #: ``conv_backward(g, other, shape, of_input, strides, dilations, pads)``: :attr:`conv`'s
+    #: gradient for its input or its kernel
+    conv_backward: Callable[..., Any] | None = None
+    #: ``max_pool(x, kernel, strides, dilations, pads)``: x (N, C, *spatial)
+    max_pool: Callable[..., Any] | None = None
+    #: ``widen(x, shape)``: a broadcast operand materialised at ``shape`` before a windowed
+    #: elementwise operation (see :func:`tensig.model.codegen._widening`)
+    widen: Callable[..., Any] | None = None
+
+    def conv_accepts(self, x: Any, w: Any) -> bool:
+        """Whether :attr:`conv`, :attr:`conv_backward` and :attr:`max_pool` take these
+        operands (else the generic path runs): floating operands of one dtype."""
+        return bool(x.dtype == w.dtype) and self.is_float(x.dtype)
 
     def __repr__(self) -> str:
         return f"<tensig backend {self.name!r}>"
@@ -131,11 +153,6 @@ class Backend:
                              f"({' or '.join(with_devices)}: new_graph({with_devices[-1]!r}, "
                              f"device=...)); {self.name} arrays live on the CPU")
         return None
-
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        """A host value (a NumPy array, a list, an array of this library) as this library's
-        array, on ``device`` (from :meth:`device`)."""
-        return self.asarray(value)
 
     def on_host(self, x: Any) -> bool:
         """Whether reading ``x``'s values now is cheap (it is in host memory): checks that
@@ -213,9 +230,18 @@ class Backend:
         """Whether ``x`` is already an array of this library."""
         return library_of(type(x)) == self.name
 
-    def asarray(self, x: Any, like: Any = None) -> Any:
-        """``x`` as an array of this library (on ``like``'s device when given)."""
+    def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
+        """``x`` (an array of this or any known library, a list, a number) as an array of
+        this library, on ``device`` (from :meth:`device`) or else on ``like``'s device; no
+        copy where none is needed.  Another library's array comes through
+        :func:`to_numpy`."""
         raise NotImplementedError
+
+    def to_numpy(self, x: Any) -> Any:
+        """This library's array ``x`` as a NumPy array in host memory (:func:`to_numpy`)."""
+        import numpy as np
+
+        return np.asarray(x)
 
     def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
         raise NotImplementedError
@@ -275,11 +301,7 @@ class Backend:
     def result_dtype(self, xs: Sequence[Any]) -> Any:
         raise NotImplementedError
 
-    # -- dtypes and host transfers (padded batches, the IR's primitives) -------------------------
-    def from_numpy(self, a: Any, like: Any) -> Any:
-        """A NumPy array as this library's, on ``like``'s device."""
-        raise NotImplementedError
-
+    # -- dtypes (padded batches, the IR's primitives) --------------------------------------------
     def astype(self, x: Any, dtype: Any) -> Any:
         raise NotImplementedError
 
@@ -350,6 +372,22 @@ def all_zero(x: Any) -> bool:
     import numpy as np
 
     return int(np.count_nonzero(x)) == 0
+
+
+def to_numpy(x: Any) -> Any:
+    """``x``'s values as a NumPy array in host memory, whichever library holds them: the one
+    copy to the host (a torch tensor detached and copied off its device, a JAX array fetched,
+    a Dask array computed); a NumPy array, a list or a number through ``numpy.asarray``.
+
+    >>> to_numpy([1, 2])
+    array([1, 2])
+    """
+    cls = _adapter_class(type(x))
+    if cls is None:
+        import numpy as np
+
+        return np.asarray(x)
+    return _instance(cls).to_numpy(x)
 
 
 # -- the registry ------------------------------------------------------------------------------

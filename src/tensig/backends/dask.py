@@ -7,7 +7,7 @@ from typing import Any
 
 from tensig.backends._arrayapi import ArrayAPIBackend
 from tensig.backends._plans import matmul_plan, tensordot_plan
-from tensig.backends.base import register
+from tensig.backends.base import register, to_numpy
 
 __all__ = ["DaskBackend"]
 
@@ -77,16 +77,10 @@ class DaskBackend(ArrayAPIBackend):
     def array_type(self) -> type:
         return self.da.Array
 
-    def to_array(self, value: Any, device: Any = None) -> Any:
+    def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if device is not None:
             raise ValueError(f"device={device!r}: Dask places chunks by its scheduler")
-        if isinstance(value, self.da.Array):
-            return value
-        import numpy
-
-        if hasattr(value, "detach"):  # a torch tensor
-            value = value.detach().cpu().numpy()
-        return self.da.from_array(numpy.asarray(value))
+        return x if self.owns(x) else self.da.from_array(to_numpy(x))
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         # dask's item assignment records a new task on the same Python object, so the sum is

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._arrayapi import ArrayAPIBackend
-from tensig.backends.base import register
+from tensig.backends.base import register, to_numpy
 
 __all__ = ["JaxBackend"]
 
@@ -38,11 +38,6 @@ class JaxBackend(ArrayAPIBackend):
         return lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
                                         rhs_dilation=tuple(dilations))
 
-    def conv_accepts(self, x: Any, w: Any) -> bool:
-        """XLA's conv takes floating operands of one dtype (integers take the windows path,
-        which sums in the operands' dtype as numpy.einsum does)."""
-        return bool(x.dtype == w.dtype and self.jnp.issubdtype(x.dtype, self.jnp.floating))
-
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         # A gather: JAX has no strided views; XLA fuses the gather into the consumer.
         n = (x.shape[axis] - size) // step + 1
@@ -66,10 +61,13 @@ class JaxBackend(ArrayAPIBackend):
 
         return jax.Array
 
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        if hasattr(value, "detach"):  # a torch tensor
-            value = value.detach().cpu().numpy()
-        x = self.jnp.asarray(value)
+    def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
+        if self.owns(x):
+            x = self.jnp.asarray(x)
+        else:  # another library's values: to the host, then onto like's device
+            x = self.jnp.asarray(to_numpy(x))
+            if device is None and like is not None and self.owns(like):
+                device = self.device_of(like)
         if device is None:
             return x
         import jax
@@ -80,9 +78,21 @@ class JaxBackend(ArrayAPIBackend):
         return jax.device_put(x, device)
 
     def device(self, name: str | None) -> Any:
-        """A platform and an index (``"gpu"``, ``"cpu:0"``), resolved by :meth:`to_array`;
+        """A platform and an index (``"gpu"``, ``"cpu:0"``), resolved by :meth:`asarray`;
         ``None``: JAX's default device."""
         return name
+
+    def device_of(self, x: Any) -> str | None:
+        """``x``'s device as :meth:`device` names it (``"cpu:1"``: the platform and the
+        device's place in ``jax.devices(platform)``); ``None`` for an array spread over
+        several devices (then JAX's default)."""
+        import jax
+
+        devices = x.devices()
+        if len(devices) != 1:
+            return None
+        (d,) = devices
+        return f"{d.platform}:{jax.devices(d.platform).index(d)}"
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         return x.at[index].add(v)

@@ -38,16 +38,6 @@ class NumpyBackend(ArrayAPIBackend):
     def ufunc(self, op: Any) -> Any:
         return op
 
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        if device not in (None, "cpu"):
-            raise ValueError(f"device={device!r}: NumPy arrays live on the CPU")
-        if hasattr(value, "detach"):  # a torch tensor, possibly on an accelerator
-            value = value.detach().cpu()
-        return self.np.asarray(value)
-
-    def from_numpy(self, a: Any, like: Any) -> Any:
-        return a
-
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         if getattr(like.dtype, "kind", "") != "f":
             return None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import matmul_plan, small_amax
-from tensig.backends.base import Backend, neutral_max, register
+from tensig.backends.base import Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
 
@@ -56,13 +56,6 @@ class TorchBackend(Backend):
                              f"(torch {t.__version__}, built for CUDA "
                              f"{t.version.cuda or 'none'}); use device='cpu'")
         return device
-
-    def to_array(self, value: Any, device: Any = None) -> Any:
-        if isinstance(value, self.torch.Tensor):
-            return value.to(device)
-        import numpy as np
-
-        return self.torch.as_tensor(np.asarray(value), device=device)
 
     def neutral_max(self, dtype: Any) -> float | int | bool:
         t = self.torch
@@ -273,12 +266,14 @@ class TorchBackend(Backend):
         return self.torch.maximum(a, b)
 
     # -- the rank layer -------------------------------------------------------------------------
-    def asarray(self, x: Any, like: Any = None) -> Any:
+    def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if isinstance(x, self.torch.Tensor):
-            return x
-        import numpy as np
+            return x if device is None else x.to(device)
+        return self.torch.as_tensor(to_numpy(x), device=device if device is not None
+                                    else getattr(like, "device", None))
 
-        return self.torch.as_tensor(np.asarray(x), device=getattr(like, "device", None))
+    def to_numpy(self, x: Any) -> Any:
+        return x.detach().cpu().numpy()
 
     def flip(self, x: Any, axis: int) -> Any:
         return self.torch.flip(x, (axis,))
@@ -313,9 +308,6 @@ class TorchBackend(Backend):
         return self.torch.vmap
 
     # -- padded batches (tensig.execution.padding) ----------------------------------------------
-    def from_numpy(self, a: Any, like: Any) -> Any:
-        return self.torch.from_numpy(a).to(like.device)
-
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.to(dtype)
 

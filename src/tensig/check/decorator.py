@@ -88,7 +88,7 @@ from tensig.core.annotations import (
     signature_of,
     words_hint,
 )
-from tensig.core.dimcode import compile_dim
+from tensig.core.dimcode import compile_dim, linear_split, solve_lines
 from tensig.core.dimcode import emit as _emit
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
@@ -1118,28 +1118,14 @@ class _Generator:
         bound = " and ".join(f"{self.local(n)} is not _U" for n in names)
         self.emit(depth, f"if {bound}:", f"    if {size} != {self.source(d)}:", f"        {fail}")
         for name in names:
-            try:
-                coefficient = d.coefficient(name)
-            except ValueError:
+            split = linear_split(d, name)
+            if split is None:
                 continue
             others = [f"{self.local(n)} is not _U" for n in names if n != name]
             self.emit(depth, f"elif {' and '.join([f'{self.local(name)} is _U', *others])}:")
-            self.solve(depth + 1, self.local(name), coefficient,
-                       d - coefficient * Dim.symbol(name), size, fail)
+            self.emit(depth + 1, *solve_lines(size, *split, fail, self.local),
+                      f"{self.local(name)} = q")
         self.emit(depth, "else:", f"    {fail}")
-
-    def solve(self, depth: int, local: str, coefficient: Dim, rest: Dim, size: str,
-              fail: str) -> None:
-        c = coefficient.constant
-        if c == 1:
-            self.emit(depth, f"q = {size} - {self.source(rest)}", "if q < 0:", f"    {fail}")
-        else:
-            divisor = str(c) if c is not None else "c"
-            if c is None:
-                self.emit(depth, f"c = {self.source(coefficient)}", "if not c:", f"    {fail}")
-            self.emit(depth, f"q, r = divmod({size} - {self.source(rest)}, {divisor})",
-                      "if r or q < 0:", f"    {fail}")
-        self.emit(depth, f"{local} = q")
 
 
 def _generate(checker: _Checker) -> Callable[..., Any] | None:

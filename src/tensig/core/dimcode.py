@@ -2,16 +2,20 @@
 
 Checks that run on every call (the decorator's generated path, the solver's linear relations on
 concrete sizes) evaluate a polynomial without building a ``Dim`` per call: the polynomial is
-turned into Python source once and compiled.
+turned into Python source once and compiled.  Both also solve a relation ``size == d`` for its
+one unknown name when that name occurs linearly: :func:`linear_split` and
+:func:`solve_lines` are that rule, written once (the symbolic case is
+:meth:`~tensig.core.dims.Dim.solve_for`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from tensig.core.dims import Dim, FloorDiv
 
-__all__ = ["compile_dim", "emit"]
+__all__ = ["compile_dim", "compile_solve", "emit", "linear_split", "solve_lines"]
 
 
 def emit(d: Dim, name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> str:
@@ -41,3 +45,52 @@ def compile_dim(d: Dim) -> Callable[[Mapping[str, int]], int]:
     10
     """
     return eval(f"lambda e: {emit(d)}", {"__builtins__": {}})
+
+
+def linear_split(d: Dim, name: str) -> tuple[Dim, Dim] | None:
+    """``(factor, rest)`` with ``d == factor*name + rest``, both free of ``name``; ``None``
+    when ``name`` occurs nonlinearly (a power, inside ``//`` or ``%``): never solved for.
+
+    >>> linear_split(Dim.parse("2*h*w + 1"), "w")
+    (Dim('2*h'), Dim('1'))
+    """
+    try:
+        factor = d.coefficient(name)
+    except ValueError:
+        return None
+    return factor, d - factor * Dim.symbol(name)
+
+
+def solve_lines(size: str, factor: Dim, rest: Dim, fail: str,
+                name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> list[str]:
+    """Python lines leaving in ``q`` the whole number ``>= 0`` with ``factor*q + rest ==
+    size`` (``size`` is source; ``name`` as :func:`emit`'s), or running ``fail`` (a statement
+    that leaves) where there is none: a subtraction when the factor is 1, else one ``divmod``
+    (a symbolic factor evaluated first, into ``c``; zero fails).
+
+    >>> solve_lines("n", Dim(2), Dim(1), "return None")
+    ['q, r = divmod(n - (1), 2)', 'if r or q < 0:', '    return None']
+    """
+    c = factor.constant
+    if c == 1:
+        return [f"q = {size} - {emit(rest, name)}", "if q < 0:", f"    {fail}"]
+    lines = [] if c is not None else [f"c = {emit(factor, name)}", "if not c:", f"    {fail}"]
+    return [*lines, f"q, r = divmod({size} - {emit(rest, name)}, {c if c is not None else 'c'})",
+            "if r or q < 0:", f"    {fail}"]
+
+
+def compile_solve(factor: Dim, rest: Dim) -> Callable[[Mapping[str, int], int], int | None]:
+    """:func:`solve_lines` as a function ``(sizes, size) -> q``, ``None`` where no whole
+    number ``>= 0`` solves the relation.
+
+    >>> solve = compile_solve(Dim.parse("h"), Dim(0))  # h*w == size, for w
+    >>> solve({"h": 4}, 12), solve({"h": 5}, 12)
+    (3, None)
+    """
+    body = solve_lines("size", factor, rest, "return None")
+    text = "def solve(e, size):\n" + "".join(f"    {line}\n" for line in body) + \
+        "    return q\n"
+    env: dict[str, Any] = {"__builtins__": {"divmod": divmod}}
+    exec(text, env)
+    solve: Callable[[Mapping[str, int], int], int | None] = env["solve"]
+    return solve

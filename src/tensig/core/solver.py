@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tensig.core.dimcode import compile_dim
+from tensig.core.dimcode import compile_dim, compile_solve, linear_split
 from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import Size, normalize_size
@@ -418,17 +418,9 @@ class LinearRel(Constraint):
             return True
         if vt is None:
             return True  # waits for the target
-        split = solvers[unknown[0]]
-        if split is None:
-            return False
-        factor, rest = split[0](known), split[1](known)
-        if factor == 0:
-            if rest != vt:
-                return False
-            self.done = True
-            return True
-        q, r = divmod(vt - rest, factor)
-        if r or q < 0:
+        solve = solvers[unknown[0]]
+        q = solve(known, vt) if solve is not None else None
+        if q is None:  # nonlinear, no whole solution, or a zero factor: the general path
             return False
         solver.set_value(self.names[unknown[0]], q, self.origin, "linear")
         self.done = True
@@ -751,20 +743,15 @@ class Solver:
 
 @functools.lru_cache(maxsize=4096)
 def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
-                                  dict[str, tuple[Callable[[Mapping[str, int]], int],
-                                                  Callable[[Mapping[str, int]], int]] | None],
+                                  dict[str, Callable[[Mapping[str, int], int], int | None] | None],
                                   str | None]:
-    """Compiled ``int`` functions of a relation's polynomial: its value and, per name that occurs
-    linearly, ``(factor, rest)`` with ``expr == factor*name + rest`` (``None``: nonlinear); and
-    the name when ``expr`` is just that name."""
+    """Compiled ``int`` functions of a relation's polynomial: its value and, per name, its
+    solver (:func:`~tensig.core.dimcode.compile_solve`; ``None`` when the name occurs
+    nonlinearly); and the name when ``expr`` is just that name."""
     splits: dict[str, Any] = {}
     for name in expr.symbols:
-        try:
-            factor = expr.coefficient(name)
-        except ValueError:
-            splits[name] = None
-        else:
-            splits[name] = (compile_dim(factor), compile_dim(expr - factor * Dim.symbol(name)))
+        split = linear_split(expr, name)
+        splits[name] = compile_solve(*split) if split is not None else None
     bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
     return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
         else None

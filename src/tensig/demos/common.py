@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensig.backends import to_numpy
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam
 
@@ -103,7 +104,7 @@ def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
             chunk = np.concatenate([chunk, np.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
         model.set(x, chunk)
         out = model.run()
-        out = out.cpu().numpy() if hasattr(out, "cpu") else np.asarray(out)  # torch, any device
+        out = to_numpy(out)  # torch, any device
         pred = out.argmax(axis=-1)[:batch - pad]
         correct += int((pred == labels[i:i + batch]).sum())
     return correct / n

@@ -16,9 +16,9 @@ assignment is recognised from its projections alone and runs by it.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tensig.backends import Backend
@@ -28,6 +28,7 @@ from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 from tensig.execution.lowering import (
+    Plan,
     build_plan,
     conv_gradient,
     reshaped,
@@ -35,23 +36,23 @@ from tensig.execution.lowering import (
     window_pads,
 )
 
-__all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_spec"]
+__all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_specs"]
 
 
-def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
-                     ) -> Callable[[Sequence[Any]], Any]:
-    """``arrays -> value`` of the whole result under ``inferred``'s projections, windows on
-    the written side included; ``ValueError`` when a result axis is neither an iterator nor
-    a window."""
+def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
+    """The plan of one operation under ``inferred``'s projections, windows on the written
+    side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
+    whole result).  ``ValueError`` when a result axis is neither an iterator nor a window."""
     layout = inferred.layout
     result = layout[-1]
     if not any(isinstance(u.index, AffineIndex) for u in result):
         conv = _conv_backward(layout, op, backend)
         plan = build_plan(inferred, op, backend)
-        return plan.run if conv is None else _or(conv, plan.run)
+        return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     split = split_merges(inferred)
     if split is not None:  # merged axes beside a written window: reshapes around it
-        return reshaped(lower_assignment(split.inferred, op, backend), split, backend)
+        inner = lower_assignment(split.inferred, op, backend)
+        return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
     conv = _conv_backward(layout, op, backend)
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
@@ -60,13 +61,9 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
                          hint="write the affine axis with einsum1/einsum (adding), or take the "
                               "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
-    specs = []
-    for axis, u in enumerate(result):
+    for u in result:
         ix = u.index
         if isinstance(ix, AffineIndex):
-            o_pos = len(expanded)
-            specs.append(scatter_spec(axis, o_pos, o_pos + 1 if ix.kernel is not None else None,
-                                      ix))
             expanded += [AxisUse(u.kind, u.position, it.size, None, it)
                          for it in (ix.over, ix.kernel) if it is not None]
         elif isinstance(ix, Iter):
@@ -75,16 +72,15 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend
             raise ValueError("a result axis written through a window meets a fixed index or "
                              "a concatenation in the same result")
     sizes = tuple(int(u.size) for u in expanded)
-    plan = build_plan(dataclasses.replace(
-        inferred, layout=(*layout[:-1], tuple(expanded)), shape=Shape(output=sizes)),
-        op, backend)
+    plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
+                              shape=Shape(output=sizes)), op, backend)
     dims = [int(u.size) for u in result]
-    pairs = scatter_pairs(specs, dims, len(expanded))
+    pairs = scatter_pairs(scatter_specs(result), dims, len(expanded))
 
     def run(arrays: Sequence[Any]) -> Any:
         return scatter_add(backend, None, plan.run(arrays), pairs, dims)
 
-    return run if conv is None else _or(conv, run)
+    return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
 
 
 def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[Any]], Any]
@@ -102,35 +98,47 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator, backen
     two operands multiplied and summed, where the result and one operand are a convolution's
     input and kernel and the other operand its output (in some roles).  ``arrays -> value``,
     ``None`` from the callable for arrays the backend's convolution does not take."""
-    if op.combine != "mul" or op.accum != "+" or len(layout) != 3 or \
-            getattr(backend, "conv_backward", None) is None:
+    if op.combine != "mul" or op.accum != "+" or len(layout) != 3:
         return None
     result = layout[2]
-    accepts = backend.conv_accepts  # type: ignore[attr-defined]
     for g in (0, 1):  # the operand that is the convolution's output (its gradient)
         other = 1 - g
         # the input's gradient (the result is the windowed input), then the kernel's
         for forward, wrt in (((result, layout[other], layout[g]), 0),
                              ((layout[other], result, layout[g]), 1)):
-            grad = conv_gradient(_Layout(forward), backend, wrt)
+            grad = conv_gradient(forward, backend, wrt)
             if grad is not None:
                 def run(arrays: Sequence[Any], grad: Any = grad, g: int = g,
                         other: int = other) -> Any | None:
                     x, y = arrays[g], arrays[other]
-                    return grad(x, y) if accepts(x, y) else None
+                    return grad(x, y) if backend.conv_accepts(x, y) else None
 
                 return run
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """What :func:`conv_gradient` reads of an answer: its layout."""
+def scatter_specs(uses: tuple[AxisUse, ...], kernels_last: bool = False
+                  ) -> list[tuple[Any, ...]]:
+    """One scatter spec per axis of a written side ``uses`` that is written through a window
+    (see :func:`scatter_pairs`), for a value with one axis per written axis and one per
+    window's kernel: each kernel axis right after its own axis (``lower_assignment``'s
+    expansion), or, with ``kernels_last``, all of them after the written axes, in order (an
+    operand view's layout)."""
+    specs, pos, kpos = [], 0, len(uses)
+    for axis, u in enumerate(uses):
+        ix, inline = u.index, 0
+        if isinstance(ix, AffineIndex):
+            k_pos = None
+            if ix.kernel is not None:
+                k_pos = kpos if kernels_last else pos + 1
+                kpos += kernels_last
+                inline = not kernels_last
+            specs.append(_scatter_spec(axis, pos, k_pos, ix))
+        pos += 1 + inline
+    return specs
 
-    layout: tuple[tuple[AxisUse, ...], ...]
 
-
-def scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: AffineIndex
+def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: AffineIndex
                  ) -> tuple[Any, ...]:
     """One result axis written through a window: where its output (``o_pos``) and kernel
     (``k_pos``) positions sit in the value, and the geometry (outputs, kernel size, stride,

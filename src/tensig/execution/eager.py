@@ -5,9 +5,10 @@ One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS`
 declares what each computes, and each function's docstring is made from its entry.
 
 Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
-the call is lowered once per (spec, shapes, options, array type) into backend calls
-(:mod:`tensig.execution.lowering`) and cached, so a repeated call costs a dictionary lookup plus the
-backend's own work.
+the call is lowered once per (spec, shapes, options, array type) into backend calls -- as one
+assignment under the solve's projections (:func:`~tensig.execution.assignment.lower_assignment`,
+the lowering compiled routines use) -- and cached, so a repeated call costs a dictionary lookup
+plus the backend's own work.
 
 Plain arrays have output axes only; :func:`rows` marks leading batch and trailing input axes,
 so ``batch|input->output`` specs work on real data.
@@ -29,11 +30,11 @@ from dataclasses import replace
 from typing import Any
 
 from tensig.backends import backend_for, backend_of
-from tensig.core.inference import AffineIndex, Iter, infer
+from tensig.core.inference import Iter, infer
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
-from tensig.execution.lowering import Plan, build_plan
+from tensig.execution.lowering import Plan
 
 __all__ = [
     "RowArray",
@@ -235,11 +236,7 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     backend = backend_of(arrays)
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
-    if any(isinstance(u.index, AffineIndex) for u in inferred.layout[-1]):
-        # a result written through a window (i => 2*i+1): the written side's lowering
-        plan = Plan(lower_assignment(inferred, OPERATORS[op], backend), inferred.shape, inferred)
-    else:
-        plan = build_plan(inferred, OPERATORS[op], backend)
+    plan = lower_assignment(inferred, OPERATORS[op], backend)
     return plan if plan.shape.dims else _zero_d(plan, backend)
 
 

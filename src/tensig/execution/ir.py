@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from tensig.core.projections import AxisUse
 __all__ = [
     "ACCUMULATORS",
     "BINARY",
+    "COMPARISONS",
     "OPERATORS",
     "TERNARY",
     "UNARY",
@@ -360,9 +362,10 @@ def _finite(xp: Any, a: Any) -> bool:
     return math.isfinite(float(a.sum()))
 
 
-_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+#: the comparison primitives, each the Python operator it applies (``le`` is its own
+#: primitive: ``not (b < a)`` is wrong on NaN); :data:`BINARY` gives them as 1.0 / 0.0
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
 }
 
 
@@ -386,7 +389,7 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
         shape = _broadcast(x.shape, y.shape)
         mask = backend_of_namespace(xp).float_mask(op, x, y, shape, a)
     if mask is None:
-        return select(xp, _COMPARISONS[op](x, y), a, b)
+        return select(xp, COMPARISONS[op](x, y), a, b)
     if isinstance(b, int | float) and b == 0 and _broadcast(a.shape, shape) == shape and \
             _finite(xp, a):
         return xp.multiply(a, mask, out=mask)  # the mask is ours to overwrite
@@ -396,6 +399,10 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
 def _f(xp: Any, x: Any) -> Any:
     """Booleans as the number type of the computation (1.0 / 0.0)."""
     return x * 1.0
+
+
+def _compare(test: Callable[[Any, Any], Any], xp: Any, a: Any, b: Any) -> Any:
+    return _f(xp, test(a, b))
 
 
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -429,10 +436,7 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "max": lambda xp, a, b: xp.maximum(a, b),
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
-    "lt": lambda xp, a, b: _f(xp, a < b),
-    "le": lambda xp, a, b: _f(xp, a <= b),  # its own primitive: not (b < a) is wrong on NaN
-    "eq": lambda xp, a, b: _f(xp, a == b),
-    "ne": lambda xp, a, b: _f(xp, a != b),
+    **{name: functools.partial(_compare, test) for name, test in COMPARISONS.items()},
     "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0)),
     "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0)),
 }
@@ -520,7 +524,7 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
         gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
         keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
     backend = backend_of_namespace(xp)
-    return backend.astype(backend.from_numpy(keep, like), like.dtype)
+    return backend.astype(backend.asarray(keep, like), like.dtype)
 
 
 def _training(xp: Any, out: Out, like: Any) -> Any:

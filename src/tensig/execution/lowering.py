@@ -401,7 +401,7 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     passes through to the result; the zero test runs on the (small) window each call, and
     any other window (or a dtype the kernel does not take) runs ``generic``.
     """
-    pool = getattr(backend, "max_pool", None)
+    pool = backend.max_pool
     res = layout[2]
     if pool is None or not all(isinstance(u.index, Iter) for u in res):
         return None
@@ -435,7 +435,7 @@ def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     dilations = [a.dilation for a in idx]
     pads = [window_pads(a, int(x_uses[p].size))[1]
             for a, p in zip(idx, x_perm[len(through):], strict=True)]
-    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+    accepts = backend.conv_accepts
     move = backend.transpose
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape, move)
     y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm, move)
@@ -503,7 +503,7 @@ def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     # JAX: the permutes, reshapes and the conv compiled as one kernel (XLA then folds the
     # permutes into the conv's layout instead of copying the operands in eager steps)
     fast, xi = backend.fused(geometry.forward), geometry.xi
-    accepts = backend.conv_accepts  # type: ignore[attr-defined]
+    accepts = backend.conv_accepts
 
     def step(arrays: Any, neutral: float) -> Any:
         if accepts(arrays[xi], arrays[1 - xi]):
@@ -513,16 +513,16 @@ def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     return step
 
 
-def conv_gradient(inferred: Inferred, backend: Backend, wrt: int
+def conv_gradient(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend, wrt: int
                   ) -> Callable[[Any, Any], Any] | None:
-    """The gradient of a two-operand convolution spec with respect to operand ``wrt``, by the
+    """The gradient of a two-operand convolution with respect to operand ``wrt``, by the
     backend's own convolution backward: a callable ``(result gradient, other operand)``.
+    ``layout`` is the convolution's projections (:attr:`Inferred.layout`).
 
     ``None`` when the spec is not one the backend's convolution runs (see
     :func:`_conv_geometry`) or the backend has no convolution backward.
     """
-    layout = inferred.layout
-    if len(layout) != 3 or getattr(backend, "conv_backward", None) is None:
+    if len(layout) != 3 or backend.conv_backward is None:
         return None
     geometry = _conv_geometry(layout, backend)
     if geometry is None:
@@ -539,7 +539,7 @@ def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
     input channel (both operands, reduced) or an output channel (kernel and result), and the
     result is plain.  Anything else takes the generic windows-then-contraction path.
     """
-    if getattr(backend, "conv", None) is None:
+    if backend.conv is None:
         return None
     res = layout[2]
     if not all(isinstance(u.index, Iter) for u in res):
@@ -616,20 +616,22 @@ class _ConvGeometry:
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
 
+        assert backend.conv is not None  # _conv_geometry asked
+        self.conv = backend.conv
         move = backend.transpose
         self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape, move)
         self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape, move)
         self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm, move)
 
     def forward(self, x: Any, w: Any) -> Any:
-        y = self.backend.conv(self.x_in(x), self.w_in(w),  # type: ignore[attr-defined]
-                              self.strides, self.dilations, self.pads,
-                              channels_last=self.channels_last)
+        y = self.conv(self.x_in(x), self.w_in(w), self.strides, self.dilations, self.pads,
+                      channels_last=self.channels_last)
         return self.y_out(y)
 
     def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
         """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
-        backward = self.backend.conv_backward  # type: ignore[attr-defined]
+        backward = self.backend.conv_backward
+        assert backward is not None  # conv_gradient asked
         move = self.backend.transpose
         g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, move)
         other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from tensig.backends import Backend, backend_for, is_array, library_of, neutral_max
+from tensig.backends import Backend, backend_for, is_array, library_of, neutral_max, to_numpy
 from tensig.core.annotations import ShapeSpecMarker
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.execution.price import itemsize
@@ -136,9 +136,9 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
         ops = _ops_for(np.ndarray)
     T = _padded_length(lengths, length, multiple_of)
     mask = _row_mask(lengths, T, side)
-    on = ops.from_numpy(mask, seqs[0])
+    on = ops.asarray(mask, seqs[0])
     data = ops.pad_rows(seqs, mask, on, trailing, value)
-    return Padded._trusted(data, on, ops.from_numpy(np.asarray(lengths, dtype=np.int64), data),
+    return Padded._trusted(data, on, ops.asarray(np.asarray(lengths, dtype=np.int64), data),
                            side, tuple(lengths))
 
 
@@ -348,7 +348,7 @@ class Padded:
         self._need_items("last()")
         if self.side == "left":
             return self.data[:, -1]
-        rows = self._ops.from_numpy(np.arange(self.data.shape[0]), self.data)
+        rows = self._ops.asarray(np.arange(self.data.shape[0]), self.data)
         return self.data[rows, self.lengths - 1]
 
     def sum(self) -> Any:
@@ -392,7 +392,7 @@ class Padded:
             return keys
         T = self.data.shape[1]
         order = np.arange(T)
-        return keys & self._ops.from_numpy(order[None, :] <= order[:, None], self.data)
+        return keys & self._ops.asarray(order[None, :] <= order[:, None], self.data)
 
     def causal_key_mask(self) -> Any:
         """``[B, T, T]`` bool: query ``i`` may attend to key ``j`` when ``j`` is real and
@@ -427,9 +427,9 @@ class Padded:
         source = np.clip(np.arange(T) - start_new + start_old, 0, max(T - 1, 0))
         mask = _row_mask(self.sizes, T, side)
         rows = np.arange(len(self.sizes)).reshape(-1, 1)
-        moved = self.data[ops.from_numpy(rows, self.data), ops.from_numpy(source, self.data)] \
+        moved = self.data[ops.asarray(rows, self.data), ops.asarray(source, self.data)] \
             if T else self.data
-        new_mask = ops.from_numpy(mask, self.data)
+        new_mask = ops.asarray(mask, self.data)
         cells = new_mask.reshape(mask.shape + (1,) * (self.data.ndim - 2))
         data = ops.where(cells, moved, value)
         return Padded._trusted(data, new_mask, self.lengths, side, self.sizes)
@@ -493,15 +493,11 @@ def _bad_rows(mask: Any, side: Side) -> np.ndarray:
         return np.zeros(mask.shape[0], dtype=bool)
     before, after = mask[:, :-1], mask[:, 1:]
     wrong = (~before & after) if side == "right" else (before & ~after)
-    return np.asarray(_host(wrong.any(axis=1)), dtype=bool)
-
-
-def _host(x: Any) -> Any:
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+    return np.asarray(to_numpy(wrong.any(axis=1)), dtype=bool)
 
 
 def _row(mask: Any, r: int) -> list[bool]:
-    return [bool(v) for v in _host(mask[r]).tolist()]
+    return [bool(v) for v in to_numpy(mask[r]).tolist()]
 
 
 def _check_rows(mask: Any, side: Side) -> None:

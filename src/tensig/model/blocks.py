@@ -70,10 +70,6 @@ ALL = "...|...->... => |->0"
 CHANNEL = "..b..|..s.., c => |c"
 
 
-def _numel(t: Tensor) -> int:
-    return math.prod(int(d) for d in t.shape.int_dims)
-
-
 def captured(fn: Callable[[], float], *, name: str = "captured") -> Tensor:
     """A number (a constant with no axes: it broadcasts into anything without adding one)
     whose value ``fn()`` is computed when a model is initialised, after shapes are solved:
@@ -87,7 +83,7 @@ def mean(x: Tensor, spec: str = ROW) -> Tensor:
     """The mean over what ``spec`` reduces: its sum times ``1/D``, ``D`` the number of cells
     summed into each result cell (from the solved shapes)."""
     total = G.einsum1(spec, x)
-    return total * captured(lambda: _numel(total) / _numel(x), name="1/D")
+    return total * captured(lambda: total.shape.numel() / x.shape.numel(), name="1/D")
 
 
 def _shifted(x: Tensor, spec: str) -> Tensor:
@@ -124,7 +120,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) 
         return -(G.einsum1(ALL, hot * logp) / G.einsum1(ALL, hot))
     total = G.einsum1(ALL, targets * logp)
     rows = G.einsum1(LAST, logits)  # one cell per row: its size is the row count
-    return total * captured(lambda: -1.0 / _numel(rows), name="-1/N")
+    return total * captured(lambda: -1.0 / rows.shape.numel(), name="-1/N")
 
 
 def _affine(y: Tensor, name: str, shift: bool) -> Tensor:

@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import to_numpy
 from tensig.core.errors import TensigError
 from tensig.core.notation import KINDS
 from tensig.core.shapes import Shape
@@ -246,13 +247,11 @@ def _dims(shape: Shape) -> tuple[int, ...]:
 
 
 def _to_numpy(name: str, value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):  # a torch tensor
-        try:
-            value = value.detach().cpu().numpy()
-        except TypeError as e:  # bfloat16 and other dtypes NumPy lacks
-            raise TypeError(f"parameter {name!r} is a torch {value.dtype} tensor, which "
-                            "NumPy cannot hold; cast it to float32 before saving") from e
-    return np.ascontiguousarray(np.asarray(value))
+    try:
+        return np.ascontiguousarray(to_numpy(value))
+    except TypeError as e:  # bfloat16 and other torch dtypes NumPy lacks
+        raise TypeError(f"parameter {name!r} is a torch {value.dtype} tensor, which "
+                        "NumPy cannot hold; cast it to float32 before saving") from e
 
 
 def save(params_or_model: Any, path: str | os.PathLike[str], *,

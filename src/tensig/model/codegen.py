@@ -23,9 +23,9 @@ from typing import Any
 
 from tensig.backends import Backend, all_zero, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
-from tensig.core.projections import AffineIndex, FixedIndex
+from tensig.core.projections import FixedIndex
 from tensig.execution import ir
-from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_spec
+from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_specs
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr, buffers_of
 from tensig.execution.lowering import check_windows, operand_view, tiled_view
 
@@ -39,7 +39,6 @@ Labels = tuple[str | int, ...]
 #: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`)
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "neg": "(-{})", "id": "{}"}
-_COMPARE = {"lt", "le", "eq", "ne"}
 _serial = itertools.count()
 
 
@@ -107,7 +106,7 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
     cond = e.args[0]
     if e.op == "where" and not _reads_buffers(cond):  # a constant condition picks a branch
         return _expression(src, e.args[1] if _fold(cond) != 0 else e.args[2], names)
-    if e.op == "where" and isinstance(cond, Expr) and cond.op in _COMPARE:
+    if e.op == "where" and isinstance(cond, Expr) and cond.op in ir.COMPARISONS:
         # the comparison's mask selects directly (no 1.0/0.0 numbers and back)
         x, y = (_expression(src, c, names) for c in cond.args)
         a, b = (_expression(src, c, names) for c in e.args[1:])
@@ -489,9 +488,9 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
     sizes = dict(zip(lhs_keys, lhs_sizes, strict=True))
     for _, ks, ns in views:
         sizes.update(zip(ks, ns, strict=True))
+    # the product space starts with the left-hand side's keys, in order: reducing the others
+    # leaves the value in the left-hand side's layout
     reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
-    kept = [k for k in product if k in lhs_keys]
-    perm = [kept.index(k) for k in lhs_keys]
     aligners = [align_function(tuple(ks), product, backend, xp, list(ns))
                 for _, ks, ns in views]
     full = tuple(sizes[k] for k in product)
@@ -503,12 +502,12 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
     # windows that tile their axes: the view split each in place (output, kernel position),
     # so the value is the gradient, reshaped; otherwise a scatter over kernel positions
     tiled = tiled_view(lhs_uses) is not None
-    scatter = [] if tiled else _lhs_scatter(lhs_uses)
+    scatter = [] if tiled else scatter_specs(lhs_uses, kernels_last=True)
 
     slots = {b.key: i for i, b in enumerate(bufs)}
     expr = expression_function(a.expr, slots, backend, xp)
     zero_slots, expr_dropped = _zero_window_variant(a.expr, bufs, slots, backend, xp)
-    widen = getattr(backend, "widen", None)
+    widen = backend.widen
     aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
     widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
     # each operand: its view, lined up with the product space, widened (see _widening)
@@ -531,13 +530,8 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
         v = e(args)
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
-        if reduced:
-            v = v.sum(reduced)
-        if transpose:
-            v = backend.transpose(v, perm)
-        return v
+        return v.sum(reduced) if reduced else v
 
-    transpose = perm != sorted(perm)
     lhs = a.lhs
     # onto the old value: an accumulation, unless it is the first contribution (see
     # fold_zero_init)
@@ -557,30 +551,13 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
     return step
 
 
-def _lhs_scatter(lhs_uses: Any) -> list[tuple[Any, ...]]:
-    """Where a windowed left-hand side's value comes from when its windows do not tile: the
-    view keeps one axis per left-hand axis (an affine axis as its output position) and
-    appends the kernel axes at the end, in order; one scatter spec per affine axis."""
-
-    scatter = []
-    kpos = 0
-    for axis, u in enumerate(lhs_uses):
-        ix = u.index
-        if isinstance(ix, AffineIndex):
-            scatter.append(scatter_spec(axis, axis, len(lhs_uses) + kpos
-                                         if ix.kernel is not None else None, ix))
-            if ix.kernel is not None:
-                kpos += 1
-    return scatter
-
-
 def _zero_window_variant(e: Expr, bufs: list[Buf], slots: dict[tuple[int, str], int],
                          backend: Backend, xp: Any
                          ) -> tuple[list[int], Callable[[list[Any]], Any] | None]:
     """A small buffer added to a term (the pooling gate's window: ``x + w == max``) holds
     zeros in max pooling.  The operands that are such buffers, and the expression without
     them (None when there are none); the step picks it per call, by a test of the buffers."""
-    small = [i for i, b in enumerate(bufs) if _numel(b.tensor) <= 64]
+    small = [i for i, b in enumerate(bufs) if b.tensor.shape.numel() <= 64]
     dropped = _drop_added(e, {bufs[i].key for i in small})
     if dropped == e:
         return [], None
@@ -597,10 +574,6 @@ def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any]
     if widen is None or width is None:
         return lambda x: align(view(x, neutral))
     return lambda x: widen(align(view(x, neutral)), width)
-
-
-def _numel(t: Any) -> int:
-    return math.prod(t.shape.int_dims)
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:

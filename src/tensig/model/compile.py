@@ -279,12 +279,12 @@ def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
     projections (:func:`~tensig.execution.assignment.lower_assignment`: forward code, a
     concatenation's or a convolution's gradients alike), stored or added."""
     e = a.expr
-    op = _FAMILY.get((e.op, a.accum or ""))
+    op = _FAMILY.get((e.op, a.accum))
     if op is None or not all(isinstance(x, Buf) for x in e.args) or \
             (a.accum == "max" and not a.init):
         return None
     try:
-        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), op, backend)
+        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), op, backend).run
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
     lhs, args, add = a.lhs, e.args, not a.init  # a later contribution adds (fold_zero_init)

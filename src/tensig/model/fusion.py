@@ -146,7 +146,7 @@ def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bo
     bufs = {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
     lhs = {a.lhs.key for a in block}
     shapes = {_dims(bufs[k]) for k, v in zip(keys, varying, strict=True) if v}
-    return len(shapes) == 1 and all(k not in lhs and _numel(bufs[k]) == 1
+    return len(shapes) == 1 and all(k not in lhs and bufs[k].tensor.shape.numel() == 1
                                     for k, v in zip(keys, varying, strict=True) if not v)
 
 
@@ -156,10 +156,6 @@ def _dims(b: Buf) -> tuple[int, ...]:
 
 def _buf_at(block: Sequence[Assign], key: tuple[int, str]) -> Buf:
     return next(b for a in block for b in (*buffers_of(a.expr), a.lhs) if b.key == key)
-
-
-def _numel(b: Buf) -> int:
-    return math.prod(_dims(b))
 
 
 class FusedBlocks:

@@ -119,7 +119,7 @@ class Graph:
         """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
         graph's by default).  Every array entering the store comes through here (initial
         values, fed data, optimizer state, checkpoints)."""
-        return self.adapter.to_array(value, self.device if device is None else device)
+        return self.adapter.asarray(value, device=self.device if device is None else device)
 
     @property
     def training(self) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.backends import backend_among
+from tensig.backends import backend_among, to_numpy
 from tensig.core.errors import ShapeError
 from tensig.rank._lifting import Lifted, Overloaded, rerank  # noqa: F401 (doctests)
 from tensig.rank._types import FnType, Fun, Sigma, Static, arr
@@ -546,18 +546,10 @@ filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
 # --------------------------------------------------------------------------------------------
 
 
-def _host(x: Any) -> np.ndarray:
-    """The values on the host, as NumPy (torch through ``.numpy()``, jax through asarray)."""
-    if isinstance(x, np.ndarray):
-        return x
-    cpu = getattr(x, "cpu", None)
-    return np.asarray(cpu().numpy() if cpu is not None else x)
-
-
 def _sieve(x: Any) -> np.ndarray:
     """True at the first occurrence of each distinct item of the major axis (sort-based:
     ``O(d log d)`` comparisons of whole items)."""
-    items = _host(x).reshape(x.shape[0], math.prod(x.shape[1:]))
+    items = to_numpy(x).reshape(x.shape[0], math.prod(x.shape[1:]))
     sieve = np.zeros(items.shape[0], dtype=bool)
     if items.shape[0]:
         _, first = np.unique(items, axis=0, return_index=True)
@@ -596,7 +588,7 @@ nub = _prim("nub", _nub, [arr("t", "d, ..s..")], Sigma(("l",), arr("t", "l, ..s.
 
 
 def _equal(nf: int, a: Any, b: Any) -> Any:
-    same = tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(_host(a), _host(b)))
+    same = tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(to_numpy(a), to_numpy(b)))
     return _xp(a, b).asarray(np.bool_(same), like=a)
 
 
