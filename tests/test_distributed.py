@@ -91,6 +91,61 @@ def test_two_replicas_follow_one_process_with_the_global_batch(tmp_path, backend
                                                        batch=8)["losses"][:steps], atol=1e-3)
 
 
+def test_small_buckets_overlapping_backward_follow_one_process(tmp_path):
+    # 200-byte buckets: [w2, b1] goes out while w1's gradient is still computed, then w1 in
+    # two all-reduces; the same trajectory as the global batch in one process
+    out = tmp_path / "buckets.npz"
+    results = finish(launch(["numpy", "adam", "8", str(out), "8", "--bucket-bytes", "200"], 2))
+    for rc, err in results:
+        assert rc == 0, err[-3000:]
+    group = dict(np.load(out))
+    single = run_single(tmp_path, "numpy", "adam", 8, batch=16)
+    np.testing.assert_allclose(group["losses"], single["losses"], rtol=TOL, atol=TOL)
+    for name in ("w1", "b1", "w2"):
+        np.testing.assert_allclose(group[name], single[name], rtol=TOL, atol=TOL)
+    params = 16 * 6 + 16 + 3 * 16
+    assert int(group["sent"]) == 8 * 4 * (params + 1)  # more buckets, not more bytes
+
+
+def test_buckets_close_at_the_limit_in_the_order_gradients_are_ready():
+    from tensig.model.distributed import buckets
+
+    # gradient 2 is ready first (after step 3), then 0 (step 5), then 1 (step 9)
+    assert buckets([5, 9, 3], [40, 40, 40], 100) == [(9, [2, 0, 1])]
+    assert buckets([5, 9, 3], [40, 40, 40], 80) == [(5, [2, 0]), (9, [1])]
+    assert buckets([5, 9, 3], [400, 4, 4], 100) == [(5, [2, 0]), (9, [1])]
+    assert buckets([], [], 100) == []
+
+
+def test_each_bucket_goes_out_after_the_step_that_finishes_it():
+    # plan the buckets of a real trainer: a bucket starts after the last step that writes any
+    # of its gradients (never before: the all-reduce would send a partial sum), and with
+    # small buckets the first one starts before backward ends (the overlap)
+    from types import SimpleNamespace
+
+    from tensig.model.fusion import Run, fuse_repeats
+
+    sys.path.insert(0, str(HERE))
+    import distributed_worker
+
+    tr = distributed_worker.trainer("numpy", "sgd", 8, distributed=False)
+    writes = [{a.lhs.key for a in (item.assigns if isinstance(item, Run) else [item])}
+              for item in fuse_repeats(tr._gradients.code)]
+    assert len(writes) == len(tr._gradients.steps)
+    grads = {p.grad.key for p in tr.opt.params}
+    for limit, count in ((2**20, 1), (1, 3)):
+        launch = tr._plan_buckets(SimpleNamespace(bucket_bytes=limit))
+        planned = [k for step in sorted(launch) for bucket in launch[step] for k in bucket]
+        assert sorted(planned, key=str) == sorted(grads, key=str)  # each gradient once
+        assert sum(len(b) for b in launch.values()) == count
+        for step, bs in launch.items():
+            for bucket in bs:
+                for k in bucket:  # final when the bucket goes out
+                    assert not any(k in w for w in writes[step + 1:]), (step, k)
+                assert any(k in writes[step] for k in bucket)  # and not one step later
+    assert min(tr._plan_buckets(SimpleNamespace(bucket_bytes=1))) < len(writes) - 1
+
+
 def test_bytes_on_the_wire_are_the_gradients(tmp_path):
     group = run_group(tmp_path, "numpy", "sgd", 3)
     params = 16 * 6 + 16 + 3 * 16  # w1, b1, w2 (float32) plus the loss, per step

@@ -24,15 +24,17 @@ The NumPy backend takes part through zero-copy torch views of its arrays
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tensig.core.errors import TensigError
 
-__all__ = ["ReplicaError", "Replicas", "launched"]
+__all__ = ["ReplicaError", "Replicas", "buckets", "launched"]
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -115,32 +117,42 @@ class Replicas:
         """The mean over replicas of each array and of ``loss``: one flat buffer per dtype,
         an all-reduce per bucket (all started before any is waited for), divided in place.
         Returns views of the averaged buffers shaped as ``arrays`` were, and the mean loss."""
+        return self.finish([self.start(arrays, loss)], step)
+
+    def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
+        """Start summing ``arrays`` (and ``loss``, riding in the first buffer) over the
+        replicas: one flat buffer per dtype, an all-reduce per ``bucket_bytes`` of it, nothing
+        waited for.  :meth:`finish` collects what any number of these started."""
         groups: dict[Any, list[int]] = {}
         for i, a in enumerate(arrays):
             groups.setdefault(a.dtype, []).append(i)
-        out: list[Any] = list(arrays)
-        flats, pending = [], []
-        first = True
-        for idxs in groups.values():
-            flat, wire = _flat([arrays[i] for i in idxs], loss if first else None)
-            first = False
-            flats.append((idxs, flat, wire))
-            pending += self._start(wire)
-        if first:  # no gradients at all: the loss alone
-            flat, wire = _flat([], loss)
-            flats.append(([], flat, wire))
-            pending += self._start(wire)
-        self._wait(pending, step)
-        mean_loss = loss
-        for n, (idxs, flat, wire) in enumerate(flats):
-            wire /= self.world
-            offset = 0
-            for i in idxs:
-                size = int(np.prod(arrays[i].shape))
-                out[i] = flat[offset:offset + size].reshape(arrays[i].shape)
-                offset += size
-            if n == 0:
-                mean_loss = float(flat[offset])
+        buffers, works = [], []
+        for n, idxs in enumerate(list(groups.values()) or [[]]):  # the loss alone: no arrays
+            flat, wire = _flat([arrays[i] for i in idxs], loss if n == 0 else None)
+            buffers.append(([tuple(arrays[i].shape) for i in idxs], idxs, flat, wire))
+            works += self._start(wire)
+        return _Sent(len(arrays), buffers, works, loss is not None)
+
+    def finish(self, sent: Sequence[_Sent], step: int) -> tuple[list[Any], float]:
+        """Wait for everything ``sent`` started (a failed replica: :class:`ReplicaError`
+        naming ``step``), divide by the world size, and return the averaged arrays of every
+        :meth:`start` in order (views of the buffers that went over the wire) and the mean
+        loss (NaN when none was sent)."""
+        self._wait([w for s in sent for w in s.works], step)
+        out: list[Any] = []
+        mean_loss = math.nan
+        for s in sent:
+            mine: list[Any] = [None] * s.count
+            for n, (shapes, idxs, flat, wire) in enumerate(s.buffers):
+                wire /= self.world
+                offset = 0
+                for i, shape in zip(idxs, shapes, strict=True):
+                    size = math.prod(shape)
+                    mine[i] = flat[offset:offset + size].reshape(shape)
+                    offset += size
+                if n == 0 and s.has_loss:
+                    mean_loss = float(flat[offset])
+            out += mine
         return out, mean_loss
 
     def _start(self, wire: Any) -> list[Any]:
@@ -168,6 +180,37 @@ class Replicas:
         """Leave the process group if this object started it."""
         if self.owns_group and self.dist.is_initialized():
             self.dist.destroy_process_group()
+
+
+def buckets(ready: Sequence[int], sizes: Sequence[int], limit: int) -> list[tuple[int, list[int]]]:
+    """Gradients grouped into all-reduce buckets in the order a routine finishes them:
+    ``ready[i]`` is the step after which gradient ``i`` is final, ``sizes[i]`` its bytes.  A
+    bucket closes once it holds ``limit`` bytes (DDP's rule), and is started after the step
+    that finishes its last gradient, so early buckets travel while later gradients are still
+    computed.  Returns ``(step, gradient indices)`` in the order to start them."""
+    out: list[tuple[int, list[int]]] = []
+    current: list[int] = []
+    held = 0
+    for i in sorted(range(len(ready)), key=lambda i: ready[i]):
+        current.append(i)
+        held += sizes[i]
+        if held >= limit:
+            out.append((ready[i], current))
+            current, held = [], 0
+    if current:
+        out.append((ready[current[-1]], current))
+    return out
+
+
+@dataclass
+class _Sent:
+    """What one :meth:`Replicas.start` put on the wire: for each dtype the arrays' shapes and
+    positions, the flat buffer and its torch view; the all-reduces to wait for."""
+
+    count: int
+    buffers: list[tuple[list[tuple[int, ...]], list[int], Any, Any]]
+    works: list[Any]
+    has_loss: bool
 
 
 def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:
