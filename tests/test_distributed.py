@@ -223,3 +223,30 @@ def test_without_a_process_group_the_error_says_how_to_launch():
         os.environ.update(env)
 
 
+
+
+def test_the_moons_demo_runs_under_torchrun_and_only_rank_0_speaks():
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "2", "-m", "tensig.demos.moons", "--distributed", "--epochs", "2"]
+    env = {k: v for k, v in env_for(0, 2, 0).items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=LIMIT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert out.count("data-parallel: 2 replicas x 40 rows = global batch 80") == 1, out
+    assert out.count("parameters (shapes inferred from use)") == 1, out
+    assert out.count("held-out accuracy") == 1, out
+
+
+def test_a_demo_process_knows_its_place(monkeypatch, capsys):
+    from tensig.demos.common import place
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert place(False, "cuda") == place(False, "cuda")
+    alone, replica = place(False, "cuda"), place(True, "cuda")
+    assert (alone.rank, alone.device, alone.root) == (0, "cuda", True)
+    assert (replica.rank, replica.device, replica.root) == (1, "cuda:1", False)
+    replica.say("not on rank 1")
+    alone.say("on rank 0")
+    assert capsys.readouterr().out == "on rank 0\n"
