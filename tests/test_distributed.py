@@ -92,8 +92,8 @@ def test_two_replicas_follow_one_process_with_the_global_batch(tmp_path, backend
 
 
 def test_small_buckets_overlapping_backward_follow_one_process(tmp_path):
-    # 200-byte buckets: [w2, b1] goes out while w1's gradient is still computed, then w1 in
-    # two all-reduces; the same trajectory as the global batch in one process
+    # 200-byte buckets: [w2, b1] goes out while w1's gradient is still computed, then w1; the
+    # same trajectory as the global batch in one process
     out = tmp_path / "buckets.npz"
     results = finish(launch(["numpy", "adam", "8", str(out), "8", "--bucket-bytes", "200"], 2))
     for rc, err in results:

@@ -5,9 +5,11 @@ moves the bytes -- and tensig adds only what is its own: which dataset rows each
 which arrays go over the wire, and the checks that keep the replicas identical.
 
 A step on every replica: forward and backward on its own rows (the trainer's gradient
-routine), then the gradients, flattened into one buffer per dtype and cut into buckets, are
-summed by one all-reduce per bucket and divided by the world size; the update routine then
-runs on identical inputs everywhere, so the replicas stay identical without ever sending a
+routine); the gradients, grouped into buckets in the order backward finishes them (see
+:func:`buckets`), each bucket one flat buffer per dtype, are summed by one all-reduce per bucket
+and buffer, started as soon as the routine has written the bucket's last gradient (so it
+travels while backward goes on), and divided by the world size; the update routine then runs
+on identical inputs everywhere, so the replicas stay identical without ever sending a
 parameter.  The step's loss rides in the first buffer as one more element, so every replica
 reports the global mean loss and takes the same decision about a non-finite one.
 
@@ -67,8 +69,10 @@ class Replicas:
     (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) when it is not started yet:
     gloo, or NCCL when ``device`` is a CUDA device.  ``timeout`` (seconds) bounds how long a
     collective waits for a replica that has stopped answering; a replica that died closes its
-    connections, which the others see at once.  ``bucket_mb`` is the most each all-reduce
-    sends.
+    connections, which the others see at once.  ``bucket_mb``: a bucket of gradients closes
+    once it holds that much (a larger gradient is a bucket of its own), as DDP's
+    ``bucket_cap_mb``: smaller buckets overlap more of backward, each costs one more
+    all-reduce.
     """
 
     def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
@@ -114,15 +118,15 @@ class Replicas:
                                f"{len(root)}; every process must build the same model")
 
     def average(self, arrays: Sequence[Any], loss: float, step: int) -> tuple[list[Any], float]:
-        """The mean over replicas of each array and of ``loss``: one flat buffer per dtype,
-        an all-reduce per bucket (all started before any is waited for), divided in place.
+        """The mean over replicas of each array and of ``loss``, as one bucket: one flat buffer
+        and one all-reduce per dtype, divided in place.
         Returns views of the averaged buffers shaped as ``arrays`` were, and the mean loss."""
         return self.finish([self.start(arrays, loss)], step)
 
     def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
-        """Start summing ``arrays`` (and ``loss``, riding in the first buffer) over the
-        replicas: one flat buffer per dtype, an all-reduce per ``bucket_bytes`` of it, nothing
-        waited for.  :meth:`finish` collects what any number of these started."""
+        """Start summing ``arrays`` (one bucket; and ``loss``, riding in the first buffer) over
+        the replicas: one flat buffer and one all-reduce per dtype, nothing waited for.
+        :meth:`finish` collects what any number of these started."""
         groups: dict[Any, list[int]] = {}
         for i, a in enumerate(arrays):
             groups.setdefault(a.dtype, []).append(i)
@@ -156,13 +160,8 @@ class Replicas:
         return out, mean_loss
 
     def _start(self, wire: Any) -> list[Any]:
-        per = max(1, self.bucket_bytes // wire.element_size())
-        works = []
-        for start in range(0, wire.numel(), per):
-            bucket = wire[start:start + per]
-            self.bytes_sent += bucket.numel() * bucket.element_size()
-            works.append(self.dist.all_reduce(bucket, async_op=True))
-        return works
+        self.bytes_sent += wire.numel() * wire.element_size()
+        return [self.dist.all_reduce(wire, async_op=True)]
 
     def _wait(self, works: list[Any], step: int) -> None:
         try:
