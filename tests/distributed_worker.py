@@ -1,6 +1,7 @@
 """One replica of a data-parallel run, for tests/test_distributed.py and bench_distributed.
 
-``python distributed_worker.py BACKEND OPTIMIZER STEPS OUT [BATCH] [--single] [--resume CKPT]``
+``python distributed_worker.py BACKEND OPTIMIZER STEPS OUT [BATCH] [--single] [--resume CKPT]
+[--bucket-bytes N]``
 trains a small classifier (fixed data and initial parameters, so every replica and the
 one-process reference start identical) and writes the per-step losses and final parameters
 to ``OUT`` (``.npz``).  Under ``--single`` it runs alone with the batch it is given.
@@ -15,6 +16,7 @@ import numpy as np
 from tensig.demos.common import cross_entropy
 from tensig.model import checkpoint
 from tensig.model import graph as G
+from tensig.model.distributed import Replicas
 from tensig.model.train import Trainer, adam, sgd
 
 ROWS, FEATURES, HIDDEN, CLASSES = 96, 6, 16, 3
@@ -30,7 +32,7 @@ def problem():
     return xs, onehot, w1, w2
 
 
-def trainer(backend: str, optimizer: str, batch: int, distributed: bool) -> Trainer:
+def trainer(backend: str, optimizer: str, batch: int, distributed: bool | Replicas) -> Trainer:
     xs, onehot, w1_0, w2_0 = problem()
     with G.new_graph(backend):
         x = G.leaf("x", xs[:batch], batch=1)
@@ -50,7 +52,10 @@ def main(argv: list[str]) -> None:
     backend, optimizer, steps, out = argv[0], argv[1], int(argv[2]), argv[3]
     batch = int(argv[4]) if len(argv) > 4 and not argv[4].startswith("--") else 8
     single = "--single" in argv
-    tr = trainer(backend, optimizer, batch, distributed=not single)
+    distributed: bool | Replicas = not single
+    if "--bucket-bytes" in argv and not single:  # small buckets: several, overlapping backward
+        distributed = Replicas(bucket_mb=int(argv[argv.index("--bucket-bytes") + 1]) / 2**20)
+    tr = trainer(backend, optimizer, batch, distributed=distributed)
     if "--resume" in argv:
         checkpoint.load(tr, argv[argv.index("--resume") + 1])
     if "--save-at" in argv:

@@ -91,6 +91,61 @@ def test_two_replicas_follow_one_process_with_the_global_batch(tmp_path, backend
                                                        batch=8)["losses"][:steps], atol=1e-3)
 
 
+def test_small_buckets_overlapping_backward_follow_one_process(tmp_path):
+    # 200-byte buckets: [w2, b1] goes out while w1's gradient is still computed, then w1; the
+    # same trajectory as the global batch in one process
+    out = tmp_path / "buckets.npz"
+    results = finish(launch(["numpy", "adam", "8", str(out), "8", "--bucket-bytes", "200"], 2))
+    for rc, err in results:
+        assert rc == 0, err[-3000:]
+    group = dict(np.load(out))
+    single = run_single(tmp_path, "numpy", "adam", 8, batch=16)
+    np.testing.assert_allclose(group["losses"], single["losses"], rtol=TOL, atol=TOL)
+    for name in ("w1", "b1", "w2"):
+        np.testing.assert_allclose(group[name], single[name], rtol=TOL, atol=TOL)
+    params = 16 * 6 + 16 + 3 * 16
+    assert int(group["sent"]) == 8 * 4 * (params + 1)  # more buckets, not more bytes
+
+
+def test_buckets_close_at_the_limit_in_the_order_gradients_are_ready():
+    from tensig.model.distributed import buckets
+
+    # gradient 2 is ready first (after step 3), then 0 (step 5), then 1 (step 9)
+    assert buckets([5, 9, 3], [40, 40, 40], 100) == [(9, [2, 0, 1])]
+    assert buckets([5, 9, 3], [40, 40, 40], 80) == [(5, [2, 0]), (9, [1])]
+    assert buckets([5, 9, 3], [400, 4, 4], 100) == [(5, [2, 0]), (9, [1])]
+    assert buckets([], [], 100) == []
+
+
+def test_each_bucket_goes_out_after_the_step_that_finishes_it():
+    # plan the buckets of a real trainer: a bucket starts after the last step that writes any
+    # of its gradients (never before: the all-reduce would send a partial sum), and with
+    # small buckets the first one starts before backward ends (the overlap)
+    from types import SimpleNamespace
+
+    from tensig.model.fusion import Run, fuse_repeats
+
+    sys.path.insert(0, str(HERE))
+    import distributed_worker
+
+    tr = distributed_worker.trainer("numpy", "sgd", 8, distributed=False)
+    writes = [{a.lhs.key for a in (item.assigns if isinstance(item, Run) else [item])}
+              for item in fuse_repeats(tr._gradients.code)]
+    assert len(writes) == len(tr._gradients.steps)
+    grads = {p.grad.key for p in tr.opt.params}
+    for limit, count in ((2**20, 1), (1, 3)):
+        launch = tr._plan_buckets(SimpleNamespace(bucket_bytes=limit))
+        planned = [k for step in sorted(launch) for bucket in launch[step] for k in bucket]
+        assert sorted(planned, key=str) == sorted(grads, key=str)  # each gradient once
+        assert sum(len(b) for b in launch.values()) == count
+        for step, bs in launch.items():
+            for bucket in bs:
+                for k in bucket:  # final when the bucket goes out
+                    assert not any(k in w for w in writes[step + 1:]), (step, k)
+                assert any(k in writes[step] for k in bucket)  # and not one step later
+    assert min(tr._plan_buckets(SimpleNamespace(bucket_bytes=1))) < len(writes) - 1
+
+
 def test_bytes_on_the_wire_are_the_gradients(tmp_path):
     group = run_group(tmp_path, "numpy", "sgd", 3)
     params = 16 * 6 + 16 + 3 * 16  # w1, b1, w2 (float32) plus the loss, per step
@@ -168,3 +223,30 @@ def test_without_a_process_group_the_error_says_how_to_launch():
         os.environ.update(env)
 
 
+
+
+def test_the_moons_demo_runs_under_torchrun_and_only_rank_0_speaks():
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "2", "-m", "tensig.demos.moons", "--distributed", "--epochs", "2"]
+    env = {k: v for k, v in env_for(0, 2, 0).items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=LIMIT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert out.count("data-parallel: 2 replicas x 40 rows = global batch 80") == 1, out
+    assert out.count("parameters (shapes inferred from use)") == 1, out
+    assert out.count("held-out accuracy") == 1, out
+
+
+def test_a_demo_process_knows_its_place(monkeypatch, capsys):
+    from tensig.demos.common import place
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert place(False, "cuda") == place(False, "cuda")
+    alone, replica = place(False, "cuda"), place(True, "cuda")
+    assert (alone.rank, alone.device, alone.root) == (0, "cuda", True)
+    assert (replica.rank, replica.device, replica.root) == (1, "cuda:1", False)
+    replica.say("not on rank 1")
+    alone.say("on rank 0")
+    assert capsys.readouterr().out == "on rank 0\n"

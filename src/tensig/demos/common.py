@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,36 @@ class Built:
                        distributed=distributed)
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where this process runs a demo: its rank in a data-parallel run (0 when alone) and its
+    device.  Only rank 0 prints, plots and writes files; the others train silently."""
+
+    rank: int
+    device: str | None
+
+    @property
+    def root(self) -> bool:
+        return self.rank == 0
+
+    def say(self, *args: object, **kw: Any) -> None:
+        """``print`` on rank 0, nothing elsewhere."""
+        if self.root:
+            print(*args, **kw)
+
+
+def place(distributed: bool, device: str | None = None) -> Place:
+    """This process's :class:`Place` in a demo run.  ``distributed``: one replica of a
+    ``torchrun`` data-parallel run (its rank from ``RANK``; ``device="cuda"`` becomes this
+    process's own GPU, ``cuda:LOCAL_RANK``).  Any demo's ``main`` starts with it and passes
+    ``distributed`` on to its :class:`~tensig.model.train.Trainer`."""
+    if not distributed:
+        return Place(0, device)
+    if device == "cuda":
+        device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"  # one GPU per process
+    return Place(int(os.environ.get("RANK", "0")), device)
+
+
 def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
              build: Callable[[np.ndarray, np.ndarray], Built], *, classes: int, batch: int,
              lr: float, epochs: int, backend: str, what: str, target: float,
@@ -41,13 +72,11 @@ def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
     (each process takes ``batch`` rows of every global batch; only rank 0 prints)."""
     train_x, train_y, test_x, test_y = data()
     onehot = np.eye(classes, dtype=np.float32)[train_y]
-    rank = int(os.environ.get("RANK", "0")) if distributed else 0
-    if distributed and device == "cuda":
-        device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"  # one GPU per process
-    say = print if rank == 0 else (lambda *a, **k: None)
-    with G.new_graph(backend, device) as g:
+    here = place(distributed, device)
+    say = here.say
+    with G.new_graph(backend, here.device) as g:
         m = build(train_x, onehot)
-        if rank == 0:
+        if here.root:
             print_bill(g, m.params)
         trainer = m.trainer(train_x, onehot, lr, distributed)
         replicas = trainer.replicas

@@ -5,9 +5,11 @@ moves the bytes -- and tensig adds only what is its own: which dataset rows each
 which arrays go over the wire, and the checks that keep the replicas identical.
 
 A step on every replica: forward and backward on its own rows (the trainer's gradient
-routine), then the gradients, flattened into one buffer per dtype and cut into buckets, are
-summed by one all-reduce per bucket and divided by the world size; the update routine then
-runs on identical inputs everywhere, so the replicas stay identical without ever sending a
+routine); the gradients, grouped into buckets in the order backward finishes them (see
+:func:`buckets`), each bucket one flat buffer per dtype, are summed by one all-reduce per bucket
+and buffer, started as soon as the routine has written the bucket's last gradient (so it
+travels while backward goes on), and divided by the world size; the update routine then runs
+on identical inputs everywhere, so the replicas stay identical without ever sending a
 parameter.  The step's loss rides in the first buffer as one more element, so every replica
 reports the global mean loss and takes the same decision about a non-finite one.
 
@@ -24,15 +26,17 @@ The NumPy backend takes part through zero-copy torch views of its arrays
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tensig.core.errors import TensigError
 
-__all__ = ["ReplicaError", "Replicas", "launched"]
+__all__ = ["ReplicaError", "Replicas", "buckets", "launched"]
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -65,8 +69,10 @@ class Replicas:
     (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) when it is not started yet:
     gloo, or NCCL when ``device`` is a CUDA device.  ``timeout`` (seconds) bounds how long a
     collective waits for a replica that has stopped answering; a replica that died closes its
-    connections, which the others see at once.  ``bucket_mb`` is the most each all-reduce
-    sends.
+    connections, which the others see at once.  ``bucket_mb``: a bucket of gradients closes
+    once it holds that much (a larger gradient is a bucket of its own), as DDP's
+    ``bucket_cap_mb``: smaller buckets overlap more of backward, each costs one more
+    all-reduce.
     """
 
     def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
@@ -112,45 +118,50 @@ class Replicas:
                                f"{len(root)}; every process must build the same model")
 
     def average(self, arrays: Sequence[Any], loss: float, step: int) -> tuple[list[Any], float]:
-        """The mean over replicas of each array and of ``loss``: one flat buffer per dtype,
-        an all-reduce per bucket (all started before any is waited for), divided in place.
+        """The mean over replicas of each array and of ``loss``, as one bucket: one flat buffer
+        and one all-reduce per dtype, divided in place.
         Returns views of the averaged buffers shaped as ``arrays`` were, and the mean loss."""
+        return self.finish([self.start(arrays, loss)], step)
+
+    def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
+        """Start summing ``arrays`` (one bucket; and ``loss``, riding in the first buffer) over
+        the replicas: one flat buffer and one all-reduce per dtype, nothing waited for.
+        :meth:`finish` collects what any number of these started."""
         groups: dict[Any, list[int]] = {}
         for i, a in enumerate(arrays):
             groups.setdefault(a.dtype, []).append(i)
-        out: list[Any] = list(arrays)
-        flats, pending = [], []
-        first = True
-        for idxs in groups.values():
-            flat, wire = _flat([arrays[i] for i in idxs], loss if first else None)
-            first = False
-            flats.append((idxs, flat, wire))
-            pending += self._start(wire)
-        if first:  # no gradients at all: the loss alone
-            flat, wire = _flat([], loss)
-            flats.append(([], flat, wire))
-            pending += self._start(wire)
-        self._wait(pending, step)
-        mean_loss = loss
-        for n, (idxs, flat, wire) in enumerate(flats):
-            wire /= self.world
-            offset = 0
-            for i in idxs:
-                size = int(np.prod(arrays[i].shape))
-                out[i] = flat[offset:offset + size].reshape(arrays[i].shape)
-                offset += size
-            if n == 0:
-                mean_loss = float(flat[offset])
+        buffers, works = [], []
+        for n, idxs in enumerate(list(groups.values()) or [[]]):  # the loss alone: no arrays
+            flat, wire = _flat([arrays[i] for i in idxs], loss if n == 0 else None)
+            buffers.append(([tuple(arrays[i].shape) for i in idxs], idxs, flat, wire))
+            works += self._start(wire)
+        return _Sent(len(arrays), buffers, works, loss is not None)
+
+    def finish(self, sent: Sequence[_Sent], step: int) -> tuple[list[Any], float]:
+        """Wait for everything ``sent`` started (a failed replica: :class:`ReplicaError`
+        naming ``step``), divide by the world size, and return the averaged arrays of every
+        :meth:`start` in order (views of the buffers that went over the wire) and the mean
+        loss (NaN when none was sent)."""
+        self._wait([w for s in sent for w in s.works], step)
+        out: list[Any] = []
+        mean_loss = math.nan
+        for s in sent:
+            mine: list[Any] = [None] * s.count
+            for n, (shapes, idxs, flat, wire) in enumerate(s.buffers):
+                wire /= self.world
+                offset = 0
+                for i, shape in zip(idxs, shapes, strict=True):
+                    size = math.prod(shape)
+                    mine[i] = flat[offset:offset + size].reshape(shape)
+                    offset += size
+                if n == 0 and s.has_loss:
+                    mean_loss = float(flat[offset])
+            out += mine
         return out, mean_loss
 
     def _start(self, wire: Any) -> list[Any]:
-        per = max(1, self.bucket_bytes // wire.element_size())
-        works = []
-        for start in range(0, wire.numel(), per):
-            bucket = wire[start:start + per]
-            self.bytes_sent += bucket.numel() * bucket.element_size()
-            works.append(self.dist.all_reduce(bucket, async_op=True))
-        return works
+        self.bytes_sent += wire.numel() * wire.element_size()
+        return [self.dist.all_reduce(wire, async_op=True)]
 
     def _wait(self, works: list[Any], step: int) -> None:
         try:
@@ -168,6 +179,37 @@ class Replicas:
         """Leave the process group if this object started it."""
         if self.owns_group and self.dist.is_initialized():
             self.dist.destroy_process_group()
+
+
+def buckets(ready: Sequence[int], sizes: Sequence[int], limit: int) -> list[tuple[int, list[int]]]:
+    """Gradients grouped into all-reduce buckets in the order a routine finishes them:
+    ``ready[i]`` is the step after which gradient ``i`` is final, ``sizes[i]`` its bytes.  A
+    bucket closes once it holds ``limit`` bytes (DDP's rule), and is started after the step
+    that finishes its last gradient, so early buckets travel while later gradients are still
+    computed.  Returns ``(step, gradient indices)`` in the order to start them."""
+    out: list[tuple[int, list[int]]] = []
+    current: list[int] = []
+    held = 0
+    for i in sorted(range(len(ready)), key=lambda i: ready[i]):
+        current.append(i)
+        held += sizes[i]
+        if held >= limit:
+            out.append((ready[i], current))
+            current, held = [], 0
+    if current:
+        out.append((ready[current[-1]], current))
+    return out
+
+
+@dataclass
+class _Sent:
+    """What one :meth:`Replicas.start` put on the wire: for each dtype the arrays' shapes and
+    positions, the flat buffer and its torch view; the all-reduces to wait for."""
+
+    count: int
+    buffers: list[tuple[list[tuple[int, ...]], list[int], Any, Any]]
+    works: list[Any]
+    has_loss: bool
 
 
 def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:

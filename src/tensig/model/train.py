@@ -38,7 +38,8 @@ from tensig.core.errors import ShapeError, TensigError
 from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
-from tensig.model.distributed import Replicas
+from tensig.model.distributed import Replicas, buckets
+from tensig.model.fusion import Run, fuse_repeats
 from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
@@ -349,8 +350,29 @@ class Trainer:
         store = self.model.graph.store
         replicas.check_same([(p.name, tuple(store.read(p.val).shape), str(store.read(p.val).dtype))
                              for p in self.opt.params])
-        self._grad_keys = [p.grad.key for p in self.opt.params]
+        self._launch = self._plan_buckets(replicas)
         return replicas
+
+    def _plan_buckets(self, replicas: Replicas) -> dict[int, list[list[Any]]]:
+        """After which step of the gradient routine each bucket of gradients goes out: the
+        step that writes the last of them (and not before the loss, which rides in the first
+        bucket).  The routine's steps are its code's items after fusion, one to one."""
+        steps, store = self._gradients.steps, self.model.graph.store
+        items = fuse_repeats(self._gradients.code)
+        end = len(steps) - 1
+        last: dict[Any, int] = {}
+        if len(items) == len(steps):  # else: everything after the last step
+            for i, item in enumerate(items):
+                for a in item.assigns if isinstance(item, Run) else [item]:
+                    last[a.lhs.key] = i
+        loss_ready = last.get(self.loss.val.key, end)
+        keys = [p.grad.key for p in self.opt.params]
+        ready = [max(last.get(k, end), loss_ready) for k in keys]
+        sizes = [int(store.read(p.val).nbytes) for p in self.opt.params]
+        launch: dict[int, list[list[Any]]] = {}
+        for step, idxs in buckets(ready, sizes, replicas.bucket_bytes):
+            launch.setdefault(step, []).append([keys[i] for i in idxs])
+        return launch
 
     def step(self, rows: np.ndarray) -> float:
         """One update on the dataset rows ``rows`` (as many as the batch size); returns its
@@ -368,13 +390,11 @@ class Trainer:
         kept = [(k, arrays[k]) for k in self._buffers]
         with self._mode():
             try:
-                self._gradients.run(store)
-                loss = float(self.loss.numpy().reshape(-1)[0])
-                if self.replicas is not None:  # every replica goes on with the mean gradients
-                    grads, loss = self.replicas.average([arrays[k] for k in self._grad_keys],
-                                                        loss, self.step_count)
-                    for k, g in zip(self._grad_keys, grads, strict=True):
-                        arrays[k] = g
+                if self.replicas is None:
+                    self._gradients.run(store)
+                    loss = self._local_loss()
+                else:  # every replica continues with the mean gradients
+                    loss = self._averaged_gradients(store, self.replicas)
             except BaseException:  # Ctrl-C or an error before the update: no trace
                 arrays.update(kept)
                 raise
@@ -385,6 +405,28 @@ class Trainer:
             self._loss_now = loss
             with _InterruptsHeld():
                 self._update.run(store)  # its last step is _count_step
+        return loss
+
+    def _local_loss(self) -> float:
+        return float(self.loss.numpy().reshape(-1)[0])
+
+    def _averaged_gradients(self, store: Any, replicas: Replicas) -> float:
+        """The gradient routine with each bucket's all-reduce started as soon as its last
+        gradient is written (overlapping the rest of backward), then the replicas' mean
+        gradients in the store; returns the global mean loss."""
+        arrays, launch = store.arrays, self._launch
+        sent, keys = [], []
+        for i, run in enumerate(self._gradients.steps):
+            run(store)
+            for bucket in launch.get(i, ()):
+                sent.append(replicas.start([arrays[k] for k in bucket],
+                                           None if sent else self._local_loss()))
+                keys += bucket
+        if not sent:  # no parameters with gradients: the loss alone
+            sent.append(replicas.start([], self._local_loss()))
+        grads, loss = replicas.finish(sent, self.step_count)
+        for k, g in zip(keys, grads, strict=True):
+            arrays[k] = g
         return loss
 
     def _refuse(self, loss: float, rows: np.ndarray) -> None:
