@@ -1,15 +1,17 @@
-"""Training-step time of the demo models against hand-written PyTorch eager code, same run.
+"""Training-step time of the demo models against hand-written PyTorch code, same run.
 
-Both demos (the two-moons MLP and the digits CNN) are built with tensig's model layer on the
-NumPy and torch backends, and written again as plain ``torch.nn`` code with the same
-architecture, batch, initialisation scheme and optimizer (Adam).  Prints the median time per
-training step (the three measured in alternating blocks, twelve rounds), the median over rounds
-of the ratio to PyTorch within a round with its range (targets: <= 1.5x with NumPy, <= 1.1x
-with torch), and the time of graph construction + inference + compilation (target: under one
-second).
+The demos (the two-moons MLP, the digits CNN and the character-level GPT) are built with
+tensig's model layer on the NumPy and torch backends, and written again as plain ``torch.nn``
+code with the same architecture, batch, initialisation scheme and optimizer (Adam).  Two
+anchors: that code run eagerly, and the same code under ``torch.compile`` (reported, no target
+yet; "unavailable" where compilation fails, e.g. without a C++ compiler).  Prints the median
+time per training step (the candidates measured in alternating blocks, twelve rounds), the
+median over rounds of the ratio to PyTorch eager within a round with its range (targets:
+<= 1.5x with NumPy; <= 1.1x with torch for the MLP and CNN, <= 1.0x for the GPT), and the time
+of graph construction + inference + compilation (target: under one second).
 
 Run: ``.venv/bin/python bench/bench_train.py`` (``--device cuda`` puts the torch backend and
-the PyTorch reference on a GPU; the targets are for the CPU).
+the PyTorch references on a GPU; the targets are for the CPU; ``--rounds N``, ``--only gpt``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 # thread costs the NumPy backend nothing here.  Set before NumPy loads OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
@@ -29,13 +32,16 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from tensig.demos import digits, moons
+from tensig.demos import digits, gpt, moons
 from tensig.model import graph as G
+from tensig.model.train import Trainer, adam
+
+Step = Callable[[], object]
 
 
-def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 12
-             ) -> list[list[float]]:
+def per_step(*steps: Step, block: int = 20, rounds: int = 12) -> list[list[float]]:
     """Median time per step of each, per round of alternating blocks of consecutive steps.
 
     Blocks keep each library's thread pool warm as in real training (interleaving single
@@ -60,8 +66,9 @@ def per_step(*steps: Callable[[], object], block: int = 20, rounds: int = 12
 
 
 def tensig_step(demo: Any, lr: float, backend: str, device: str | None = None
-                ) -> tuple[Callable[[], object], float]:
-    """One training step of a demo's model (its own ``build``), and the build time."""
+                ) -> tuple[Step, float]:
+    """One training step of a classifier demo's model (its own ``build``), and the build
+    time."""
     xs, ys, _, _ = demo.data()
     onehot = np.eye(demo.CLASSES, dtype=np.float32)[ys]
     with G.new_graph(backend, device):
@@ -72,18 +79,36 @@ def tensig_step(demo: Any, lr: float, backend: str, device: str | None = None
     return (lambda: trainer.step(rows)), build
 
 
-def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float,
-               device: str) -> Callable[[], object]:
-    """One eager PyTorch training step (kaiming-normal weights, Adam, cross-entropy)."""
-    net, x, y = net.to(device), x.to(device), y.to(device)
+def tensig_gpt(backend: str, device: str | None = None) -> tuple[Step, float]:
+    """One training step of the GPT demo's model, and the build time."""
+    cfg, c = gpt.CONFIG, gpt.corpus(gpt.CONFIG.T)
+    with G.new_graph(backend, device):
+        t0 = time.perf_counter()
+        m = gpt.build(c.train_x, c.train_y, len(c.vocab), cfg)
+        trainer = Trainer(m.loss, adam(m.params, lr=cfg.lr), {m.x: c.train_x, m.t: c.train_y})
+        build = time.perf_counter() - t0
+    rows = np.arange(cfg.batch)
+    return (lambda: trainer.step(rows)), build
+
+
+def kaiming(net: torch.nn.Module) -> None:
     for m in net.modules():
         if isinstance(m, torch.nn.Conv2d | torch.nn.Linear):
             torch.nn.init.kaiming_normal_(m.weight)
+
+
+def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float,
+               device: str, compiled: bool = False) -> Step:
+    """One PyTorch training step (Adam, cross-entropy over every position), eager or with
+    the model under ``torch.compile``."""
+    net, x, y = net.to(device), x.to(device), y.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
+    forward = torch.compile(net) if compiled else net
 
     def step() -> float:
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
+        logits = forward(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
         return loss.item()
@@ -91,45 +116,139 @@ def torch_step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float
     return step
 
 
-def torch_moons(device: str) -> Callable[[], object]:
+def torch_moons() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
     xs, ys, _, _ = moons.data()
     b = moons.BATCH
     net = torch.nn.Sequential(torch.nn.Linear(2, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
                               torch.nn.ReLU(), torch.nn.Linear(32, 2))
-    return torch_step(net, torch.tensor(xs[:b]), torch.tensor(ys[:b]), 0.01, device)
+    kaiming(net)
+    return net, torch.tensor(xs[:b]), torch.tensor(ys[:b]), 0.01
 
 
-def torch_digits(device: str) -> Callable[[], object]:
+def torch_digits() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
     xs, ys, _, _ = digits.data()
     b = digits.BATCH
     net = torch.nn.Sequential(
         torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(128, 10))
+    kaiming(net)
     x = torch.tensor(xs[:b]).permute(0, 3, 1, 2).contiguous()
-    return torch_step(net, x, torch.tensor(ys[:b]), 0.005, device)
+    return net, x, torch.tensor(ys[:b]), 0.005
 
 
-def main(device: str = "cpu") -> None:
-    """``device``: where the torch backend and the PyTorch reference run (``--device cuda``
+class TorchBlock(torch.nn.Module):
+    """The GPT demo's block, as nanoGPT writes it: one fused q/k/v projection,
+    ``scaled_dot_product_attention``, a GELU (tanh) MLP, pre-norm residuals."""
+
+    def __init__(self, cfg: gpt.Config):
+        super().__init__()
+        d, self.h, self.e = cfg.D, cfg.H, cfg.E
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d, bias=False)
+        self.o = torch.nn.Linear(d, d, bias=False)
+        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, self.e).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+
+class TorchGPT(torch.nn.Module):
+    """The GPT demo's model: token and position embeddings, blocks, a last layer norm,
+    logits from the token table (tied)."""
+
+    def __init__(self, cfg: gpt.Config, vocab: int):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, cfg.D)
+        self.pos = torch.nn.Embedding(cfg.T, cfg.D)
+        self.blocks = torch.nn.Sequential(*[TorchBlock(cfg) for _ in range(cfg.layers)])
+        self.ln = torch.nn.LayerNorm(cfg.D)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:  # the demo's init: N(0, 0.02), residual outputs scaled down
+                std = 0.02 / (2 * cfg.layers) ** 0.5 if name.endswith(("o.weight", "down.weight"))\
+                    else 0.02
+                torch.nn.init.normal_(p, 0.0, std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.tok(x) + self.pos.weight[: x.shape[1]]
+        return self.ln(self.blocks(h)) @ self.tok.weight.T
+
+
+def torch_gpt() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
+    cfg, c = gpt.CONFIG, gpt.corpus(gpt.CONFIG.T)
+    return (TorchGPT(cfg, len(c.vocab)), torch.tensor(c.train_x[:cfg.batch]),
+            torch.tensor(c.train_y[:cfg.batch]), cfg.lr)
+
+
+def compiled_step(reference: Callable[[], tuple[Any, ...]], device: str
+                  ) -> tuple[Step | None, str]:
+    """The reference model under ``torch.compile`` (a fresh copy), compiled by its first
+    step; None and the reason when compilation is unavailable here."""
+    net, x, y, lr = reference()
+    try:
+        step = torch_step(copy.deepcopy(net), x, y, lr, device, compiled=True)
+        t0 = time.perf_counter()
+        step()
+        return step, f"compiled in {time.perf_counter() - t0:.0f} s"
+    except Exception as e:  # a missing compiler, an unsupported platform: report, go on
+        return None, f"unavailable ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+
+
+def rows_of(device: str) -> list[tuple[str, Callable[..., tuple[Step, float]],
+                                       Callable[[], tuple[Any, ...]], float]]:
+    """Each bench row: name, tensig's step (by backend), the PyTorch reference, the torch
+    backend's target."""
+    return [
+        ("two-moons MLP", lambda b: tensig_step(moons, 0.01, b, None if b == "numpy" else
+                                                device), torch_moons, 1.1),
+        ("digits CNN", lambda b: tensig_step(digits, 0.005, b, None if b == "numpy" else
+                                             device), torch_digits, 1.1),
+        ("char GPT", lambda b: tensig_gpt(b, None if b == "numpy" else device), torch_gpt,
+         1.0),
+    ]
+
+
+def main(device: str = "cpu", rounds: int = 12, only: str | None = None,
+         compile_anchor: bool = True, block: int = 20) -> None:
+    """``device``: where the torch backend and the PyTorch references run (``--device cuda``
     on a machine with a GPU; a step reads its loss, so each step waits for the device)."""
-    for name, demo, lr, theirs in (("two-moons MLP", moons, 0.01, torch_moons),
-                                   ("digits CNN", digits, 0.005, torch_digits)):
-        (np_step, np_build) = tensig_step(demo, lr, "numpy")
-        (tt_step, torch_build) = tensig_step(demo, lr, "torch", device)
-        rounds = per_step(theirs(device), np_step, tt_step)
-        t_torch = statistics.median(r[0] for r in rounds)
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; torch threads "
+          f"{torch.get_num_threads()}")
+    for name, ours, reference, target in rows_of(device):
+        if only and only.lower() not in name.lower():
+            continue
+        np_step, np_build = ours("numpy")
+        tt_step, torch_build = ours("torch")
+        net, x, y, lr = reference()
+        eager = torch_step(net, x, y, lr, device)
+        compiled, how = compiled_step(reference, device) if compile_anchor else (None, "off")
+        steps = [eager, np_step, tt_step] + ([compiled] if compiled else [])
+        measured = per_step(*steps, rounds=rounds, block=block)
+        t_torch = statistics.median(r[0] for r in measured)
         print(f"{name}: PyTorch eager on {device} {t_torch * 1e3:.2f} ms/step "
-              f"(median of {len(rounds)} rounds)")
-        for col, backend, build, target in ((1, "numpy", np_build, 1.5),
-                                            (2, "torch", torch_build, 1.1)):
-            t = statistics.median(r[col] for r in rounds)
-            ratios = sorted(r[col] / r[0] for r in rounds)
+              f"(median of {len(measured)} rounds)")
+        for col, backend, build, goal in ((1, "numpy", np_build, 1.5),
+                                          (2, "torch", torch_build, target)):
+            t = statistics.median(r[col] for r in measured)
+            ratios = sorted(r[col] / r[0] for r in measured)
             # the targets compare CPU with CPU; on a GPU the ratios are for information
-            goal = f"target <= {target}" if device == "cpu" else "CPU targets only"
+            aim = f"target <= {goal}" if device == "cpu" else "CPU targets only"
             print(f"  tensig ({backend:5}) {t * 1e3:7.2f} ms/step   ratio "
                   f"{statistics.median(ratios):5.2f} (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}; "
-                  f"{goal})   build+infer+compile {build * 1e3:6.1f} ms (target < 1000)")
+                  f"{aim})   build+infer+compile {build * 1e3:6.1f} ms (target < 1000)")
+        if compiled is None:
+            print(f"  torch.compile   {how}")
+        else:
+            t = statistics.median(r[3] for r in measured)
+            ratios = sorted(r[3] / r[0] for r in measured)
+            print(f"  torch.compile   {t * 1e3:7.2f} ms/step   ratio "
+                  f"{statistics.median(ratios):5.2f} (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+                  f"anchor, no target)   {how}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
@@ -137,4 +256,13 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="torch's device (cpu, cuda, ...)")
-    main(parser.parse_args().device)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--only", default=None, help="rows whose name contains this")
+    parser.add_argument("--block", type=int, default=20, help="steps per timed block")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch's intra-op threads (both torch candidates; default torch's)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the compile anchor")
+    a = parser.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    main(a.device, a.rounds, a.only, not a.no_compile, a.block)

@@ -58,6 +58,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tensig.demo", "tensig.demos.digits"): "the demos load the model layer and their data "
                                             "sets only when `--train` asks for them",
     ("tensig.demo", "tensig.demos.moons"): "as demos.digits",
+    ("tensig.demo", "tensig.demos.gpt"): "as demos.digits",
 }
 
 #: Modules allowed over the line budget: module -> why.

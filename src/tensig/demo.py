@@ -42,12 +42,15 @@ def main(train: bool = True) -> int:
         status = cli(["spec", *args])
         print(f"(exit status {status})\n")
     if train:
-        from tensig.demos import digits, moons
+        from tensig.demos import digits, gpt, moons
 
         print("# Training with the model layer: the two-moons MLP (parameters sized by use)")
         moons.main()
         print("\n# Handwritten digits: a CNN with convolution and max pooling in the notation")
         digits.main()
+        print("\n# A character-level GPT on the shipped tales (a short run of a small one; "
+              "`python -m tensig.demos.gpt` trains the full demo)")
+        gpt.main(steps=60, cfg=gpt.SMALL, plot=None, samples=2)
     return 0
 
 

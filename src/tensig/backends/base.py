@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 
+#: GELU's (tanh form) ``sqrt(2/pi)``
+GELU_C = math.sqrt(2.0 / math.pi)
+
+
 class Backend:
     """The primitives the lowering uses; one subclass adapts one array library.
 
@@ -341,6 +345,32 @@ class Backend:
     def relu_backward(self, a: Any, g: Any) -> Any:
         """The library's ReLU backward kernel on ``g`` at ``a``, or ``None`` when it has none."""
         return None
+
+    def gelu(self, v: Any) -> Any:
+        """GELU, tanh form: ``v/2 (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))`` (torch's
+        ``gelu(approximate="tanh")``): one primitive, so a model's GELU is one step and its
+        gradient another, not the dozen pointwise steps (each a stored array) of the formula
+        written with tensors."""
+        xp = self.namespace
+        return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + 0.044715 * v * v * v)))
+
+    def gelu_backward(self, a: Any, g: Any) -> Any:
+        """``g`` times the derivative of :meth:`gelu` at ``a``."""
+        xp = self.namespace
+        th = xp.tanh(GELU_C * (a + 0.044715 * a * a * a))
+        return g * (0.5 * (1.0 + th)
+                    + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * 0.044715 * a * a))
+
+    def softmax(self, x: Any, axis: int) -> Any:
+        """``exp(x - max) / sum exp(x - max)`` along ``axis`` (one primitive: the library's
+        kernel where it has one, with its backward :meth:`softmax_backward`)."""
+        xp = self.namespace
+        e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+        return e / xp.sum(e, axis=axis, keepdims=True)
+
+    def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
+        return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written

@@ -11,7 +11,7 @@ from typing import Any
 
 from tensig.backends._arrayapi import ArrayAPIBackend
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax
-from tensig.backends.base import register
+from tensig.backends.base import GELU_C, register
 
 __all__ = ["NumpyBackend"]
 
@@ -37,6 +37,66 @@ class NumpyBackend(ArrayAPIBackend):
 
     def ufunc(self, op: Any) -> Any:
         return op
+
+    def gelu(self, v: Any) -> Any:
+        """The formula in place on one new array (the generic one makes nine)."""
+        np = self.np
+        if not isinstance(v, np.ndarray) or v.dtype.kind != "f":
+            return super().gelu(v)
+        u = v * v
+        u *= 0.044715
+        u += 1.0
+        u *= v
+        u *= GELU_C
+        np.tanh(u, out=u)
+        u += 1.0
+        u *= v
+        u *= 0.5
+        return u
+
+    def gelu_backward(self, a: Any, g: Any) -> Any:
+        np = self.np
+        if not (isinstance(a, np.ndarray) and isinstance(g, np.ndarray)) or \
+                a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype:
+            return super().gelu_backward(a, g)
+        a2 = a * a
+        th = a2 * 0.044715
+        th += 1.0
+        th *= a
+        th *= GELU_C
+        np.tanh(th, out=th)
+        d = th * th                      # 0.5 C a (1 - th^2) (1 + 3k a^2) + 0.5 (1 + th)
+        np.subtract(1.0, d, out=d)
+        d *= a
+        d *= 0.5 * GELU_C
+        a2 *= 3 * 0.044715
+        a2 += 1.0
+        d *= a2
+        th += 1.0
+        th *= 0.5
+        d += th
+        d *= g
+        return d
+
+    def softmax(self, x: Any, axis: int) -> Any:
+        """In place on one new array."""
+        np = self.np
+        if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
+            return super().softmax(x, axis)
+        e = x - x.max(axis=axis, keepdims=True)
+        np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+        return e
+
+    def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        np = self.np
+        if not (isinstance(y, np.ndarray) and isinstance(g, np.ndarray)) or \
+                y.shape != g.shape or y.dtype != g.dtype or y.dtype.kind != "f":
+            return super().softmax_backward(y, g, axis)
+        d = g * y
+        np.subtract(g, d.sum(axis=axis, keepdims=True), out=d)
+        d *= y
+        return d
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         if getattr(like.dtype, "kind", "") != "f":

@@ -352,6 +352,24 @@ class TorchBackend(Backend):
             a, g = self.torch.broadcast_tensors(a, g)
         return self.torch.ops.aten.threshold_backward(g, a, 0)
 
+    def gelu(self, v: Any) -> Any:
+        if not hasattr(v, "shape"):
+            return super().gelu(v)
+        return self.torch.nn.functional.gelu(v, approximate="tanh")
+
+    def gelu_backward(self, a: Any, g: Any) -> Any:
+        if not (hasattr(a, "shape") and hasattr(g, "shape")):
+            return super().gelu_backward(a, g)
+        if a.shape != g.shape:
+            a, g = self.torch.broadcast_tensors(a, g)
+        return self.torch.ops.aten.gelu_backward(g, a, approximate="tanh")
+
+    def softmax(self, x: Any, axis: int) -> Any:
+        return self.torch.softmax(x, axis)
+
+    def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        return self.torch._softmax_backward_data(g, y, axis, y.dtype)
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """On the CPU only (elsewhere a boolean mask is as fast).  torch's comparisons are
         ``lt``, ``le``, ``eq``, ``ne`` themselves (its ``equal`` compares whole tensors)."""

@@ -420,6 +420,7 @@ UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "recip_sqrt": lambda xp, v: 1.0 / xp.sqrt(v),
     "neg": lambda xp, v: -v,
     "tanh": lambda xp, v: xp.tanh(v),
+    "gelu": lambda xp, v: backend_of_namespace(xp).gelu(v),
     "not": lambda xp, v: _f(xp, v == 0),
 }
 
@@ -433,6 +434,7 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "pow": _pow,
     "relu_gate": _relu_gate,
     "sat01_gate": lambda xp, a, b: xp.where((a > 0) & (a < 1), b, 0),
+    "gelu_grad": lambda xp, a, g: backend_of_namespace(xp).gelu_backward(a, g),
     "max": lambda xp, a, b: xp.maximum(a, b),
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
@@ -534,14 +536,24 @@ def _training(xp: Any, out: Out, like: Any) -> Any:
 
     backend = backend_of_namespace(xp)
     flag = np.full(out.shape, 1.0 if out.training else 0.0, np.float32)
-    return backend.astype(backend.from_numpy(flag, like), like.dtype)
+    return backend.astype(backend.asarray(flag, like), like.dtype)
+
+
+def _softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
+    """Softmax along one axis (the library's kernel where it has one)."""
+    return backend_of_namespace(xp).softmax(x, axis)
+
+
+def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
+    """The gradient of :func:`_softmax` from its value ``y`` and the result's gradient."""
+    return backend_of_namespace(xp).softmax_backward(y, g, axis)
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the training-mode
-#: flag.  Their derivatives are declared with the operations that use them
-#: (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
+#: flag, softmax along an axis.  Their derivatives are declared with the operations that use
+#: them (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
 #: :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
@@ -550,6 +562,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
     "training": _training,
+    "softmax": _softmax,
+    "softmax_grad": _softmax_grad,
 }
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tensig.core.errors import ShapeError
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
@@ -94,9 +95,36 @@ def _shifted(x: Tensor, spec: str) -> Tensor:
 
 def softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``exp(x) / sum exp(x)`` over what ``spec`` reduces (the last output axis by default),
-    computed on ``x`` minus its detached maximum."""
+    computed on ``x`` minus its detached maximum.
+
+    Over the last output axis it is one primitive (the library's softmax kernel) whose
+    gradient is ``y (g - sum(g y))``, one more: built from the primitives (as any other
+    ``spec`` is), attention's scores made eleven full-size passes, forward and back."""
+    if spec == LAST:
+        return G.apply(_SOFTMAX_LAST, x)
     e = _shifted(x, spec).exp()
     return e / G.einsum1(spec, e)
+
+
+def _last_axis(t: Tensor, what: str) -> int:
+    """The memory axis of ``t``'s last output axis (memory order: batch, output, input)."""
+    s = t.shape
+    if not s.output:
+        raise ShapeError(f"{what}: {t.name} has no output axis to reduce (shape {s})")
+    return len(s.batch) + len(s.output) - 1
+
+
+def _softmax_forward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(t.val, _e("softmax", a.val, _last_axis(a, "softmax")),
+                         logic=t.projections)
+
+
+def _softmax_backward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(a.grad, _e("softmax_grad", t.val, t.grad, _last_axis(a, "softmax")),
+                         accum="+", logic=t.projections)
+
+
+_SOFTMAX_LAST = OpDef("softmax", ".", _softmax_forward, _softmax_backward)
 
 
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
@@ -218,7 +246,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     var = var_b = mean(c * c, spec)
     if track_running_stats:
         def unbiased() -> float:
-            n = _numel(x) // _numel(var_b)
+            n = x.shape.numel() // var_b.shape.numel()
             if n < 2:
                 raise ValueError(f"batch_norm {name!r}: one value per channel; training "
                                  "statistics need at least two (a larger batch)")
@@ -239,9 +267,11 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
 
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
-    ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive)."""
-    inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
-    return x * (inner.tanh() * 0.5 + 0.5)
+    ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive).  One
+    primitive with its own derivative (``x.gelu()``): the formula written with tensors was a
+    dozen stored steps forward and more backward, the largest pointwise cost of a GPT's
+    step."""
+    return G.apply(G.UNARY_OPS["gelu"], x)
 
 
 def silu(x: Tensor) -> Tensor:
@@ -348,9 +378,10 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
     one).  ``mask``: None, ``"causal"`` (built from the solved shapes), or a tensor added to the
     ``..., q | h, k`` scores (``-inf`` masks).  The result is ``..., q | h, e``.
     """
-    scores = G.einsum(_SCORES, q, k)
-    scores = scores * captured(lambda: 1.0 / math.sqrt(int(q.shape.output[-1])),
-                               name="1/sqrt(E)")
+    # the scale goes on q (``t, e`` per head), not on the scores (``q, k``): a pass over the
+    # smaller tensor, forward and back
+    scale = captured(lambda: 1.0 / math.sqrt(int(q.shape.output[-1])), name="1/sqrt(E)")
+    scores = G.einsum(_SCORES, q * scale, k)
     if isinstance(mask, str):
         if mask != "causal":
             raise ValueError(f"multi_head_attention: mask is None, 'causal' or a tensor, not "

@@ -611,6 +611,7 @@ UNARY_OPS: dict[str, OpDef] = {
     "neg": _unary("neg", lambda t, a: (t.grad, "-")),
     "tanh": _unary("tanh", lambda t, a: (
         _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
+    "gelu": _unary("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
     "not": _unary("not", None),
 }
 
