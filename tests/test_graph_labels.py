@@ -146,6 +146,12 @@ def test_labels_survive_einsum_arithmetic_and_matmul():
         assert str(bias.shape) == "d=4"
 
 
+def test_an_einsum_that_equates_two_names_is_an_error():
+    with G.new_graph(), pytest.raises(ShapeError, match="basis mismatch for label 'i': b vs t"):
+        x = G.leaf("x", data(4, 4, 3), axes="b, t | d")
+        _ = G.einsum1("i, i | d => i | d", x).shape  # a diagonal of b against t
+
+
 def test_a_written_one_of_data_still_refuses_a_labelled_axis():
     with G.new_graph(), pytest.raises(ShapeError, match="does not stretch onto the labelled"):
         _ = (G.leaf("h", data(2, 4), axes="b | d") + G.ndarray([1.0])).shape
