@@ -498,8 +498,16 @@ def test_batch_slice_errors():
     x = G.leaf("x", np.zeros((3, 2), np.float32), batch=1)
     with pytest.raises(TypeError, match="integer data"):
         G.batch_slice(x, G.leaf("f", np.array(0.5, np.float32)))
-    with pytest.raises(ShapeError, match=r"3 vs 4|4 vs 3"):  # the symbol's range is the axis
+    with pytest.raises(ShapeError, match="'i' ranges over 4 cells, the leftmost batch axis of "
+                                         "'x' has 3"):  # the symbol's range is the axis's size
         G.batch_slice(x, G.index("i", range=4))
+    with G.new_graph():  # a range sizes an axis nothing else sizes (OCANNL's static_range)
+        p = G.param("p", input=[], init=lambda s, r: np.arange(s[0], dtype=np.float32))
+        i = G.index("i", range=5)
+        m = G.Model(G.batch_slice(G.einsum1("|->k => k|->", p), i))
+        assert str(p.shape) == "5"
+        m.set(i, 4)
+        assert m.run() == 4.0
     with pytest.raises(ValueError, match="positive int"):
         G.index("j", range=0)
     i = G.index("k")
