@@ -358,6 +358,14 @@ def test_set_scale_in_a_model_graph():
     g.set_scale(k, i, 2)
     g.set_dim(i, 3)
     assert str(c.shape) == "3,6" and g.value(k) == 6
+    with G.new_graph():  # the same through capture=
+        c, d = G.einsum("i;k=>ik", G.param("a", input=[]), G.param("b", input=[]),
+                        capture=["i", "k"])
+        d["k"].set_scale(d["i"], 2)
+        d["i"].set_dim(3)
+        assert str(c.shape) == "3,6" and d["k"].value == 6
+        with pytest.raises(ShapeError, match="7"):
+            d["k"].set_dim(7)
 
 
 # -- test/einsum/test_dimension_labels.ml ------------------------------------------------------
