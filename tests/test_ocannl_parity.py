@@ -18,7 +18,7 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
   ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
   values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
-  shapes); ``training/bigram`` (a slice of ids);
+  shapes), ``attention_test``; ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -28,9 +28,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: the other layer and training tests (``attention_test``,
-  ``transformer_test``, ``test/training``...; their features are tested in ``test_blocks`` and
-  ``test_demos`` without citing them).
+- not yet audited case by case: the other layer and training tests (``transformer_test``,
+  ``decoder_only_test``, ``test/training``...; their features are tested in ``test_blocks``
+  and ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1445,3 +1445,20 @@ def test_mini_decoder_block_shape():
     assert [str(p.shape) for p in (wq, wo, w1, w2, b1)] == \
         ["100->4,64", "4,64->100", "100->128", "128->100", "128"]
     assert np.isfinite(G.Model(out).run()).all()
+
+
+def test_attention_with_an_explicit_mask():
+    # test/operations/attention_test.ml: seq + multi_head_attention(seq) on 2, 8 | 100 with a
+    # causal mask given as a tensor (OCANNL's b:[8] i:[8] keep-mask; here the additive -inf
+    # form, s | t) is 2, 8 | 100, and equals mask="causal"
+    from tensig.model import blocks as B
+    seq = G.leaf("tgt", np.arange(1600, dtype=np.float32).reshape(2, 8, 100) / 1600.0, batch=2)
+    wq, wk, wv = (G.param(f"w{n}", output=[4, 64]) for n in "qkv")
+    wo = G.param("wo", output=[100])
+    keep = np.tril(np.ones((8, 8), np.float32))
+    mask = G.leaf("mask", np.where(keep > 0, 0.0, -np.inf).astype(np.float32), batch=1)
+    given, causal = (seq + wo @ B.multi_head_attention(wq @ seq, wk @ seq, wv @ seq, mask=m)
+                     for m in (mask, "causal"))
+    assert str(given.shape) == str(causal.shape) == "2,8|100"
+    np.testing.assert_allclose(G.Model(given).run(), G.Model(causal).run(),
+                               atol=64 * np.finfo(np.float32).eps)
