@@ -18,7 +18,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
   ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
   values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
-  shapes), ``attention_test``; ``training/bigram`` (a slice of ids);
+  shapes), ``attention_test``, ``transformer_test`` (shapes, and it trains); ``training/bigram``
+  (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -28,9 +29,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: the other layer and training tests (``transformer_test``,
-  ``decoder_only_test``, ``test/training``...; their features are tested in ``test_blocks``
-  and ``test_demos`` without citing them).
+- not yet audited case by case: ``decoder_only_test`` and ``test/training`` (their
+  features are tested in ``test_blocks`` and ``test_demos`` without citing them).
 """
 
 from __future__ import annotations
@@ -1462,3 +1462,51 @@ def test_attention_with_an_explicit_mask():
     assert str(given.shape) == str(causal.shape) == "2,8|100"
     np.testing.assert_allclose(G.Model(given).run(), G.Model(causal).run(),
                                atol=64 * np.finfo(np.float32).eps)
+
+
+def test_transformer_with_teacher_forcing_shapes():
+    # test/operations/transformer_test.ml: a one-layer encoder-decoder (self-attention,
+    # masked self-attention, cross-attention from 7 target to 10 source positions,
+    # feed-forwards, layer norms) on 2, 10 | 100 sources and 2, 7 | 100 shifted targets gives
+    # 2, 7 | 100 logits and a scalar cross-entropy against one-hot targets; it trains a step
+    from tensig.model import blocks as B
+    src = G.leaf("src", np.arange(2000, dtype=np.float32).reshape(2, 10, 100) / 2000, batch=2)
+    tgt_in = G.leaf("tgt_input", np.arange(1400, dtype=np.float32).reshape(2, 7, 100) / 1400,
+                    batch=2)
+    hot = np.zeros((2, 7, 100), np.float32)
+    hot[:, np.arange(7), (np.arange(7) + 1) % 100] = 1.0
+    tgt_target = G.leaf("tgt_target", hot, batch=2)
+
+    def attention(name, q_from, kv_from, mask=None):
+        with G.scope(name):
+            wq, wk, wv = (G.param(f"w{n}", output=[4, 16], init="xavier") for n in "qkv")
+            wo = G.param("wo", output=[64], init="xavier")
+            return wo @ B.multi_head_attention(wq @ q_from, wk @ kv_from, wv @ kv_from,
+                                               mask=mask)
+
+    def ffn(name, x):
+        with G.scope(name):
+            w1, w2 = G.param("w1", output=[128], init="xavier"), \
+                G.param("w2", output=[64], init="xavier")
+            return w2 @ (w1 @ x + G.param("b1")).relu()
+
+    embed_src = G.param("embed_src", output=[64], init="xavier") @ src
+    embed_tgt = G.param("embed_tgt", output=[64], init="xavier") @ tgt_in
+    enc = B.layer_norm(embed_src + attention("enc_self", embed_src, embed_src), name="enc_ln1")
+    enc = B.layer_norm(enc + ffn("enc_ffn", enc), name="enc_ln2")
+    dec = B.layer_norm(embed_tgt + attention("dec_self", embed_tgt, embed_tgt, "causal"),
+                       name="dec_ln1")
+    dec = B.layer_norm(dec + attention("dec_cross", dec, enc), name="dec_ln2")
+    dec = B.layer_norm(dec + ffn("dec_ffn", dec), name="dec_ln3")
+    logits = G.param("unembed", output=[100], init="xavier") @ dec
+    loss = B.cross_entropy(logits, tgt_target)
+    assert str(logits.shape) == "2,7|100" and str(enc.shape) == "2,10|64"
+    assert loss.shape.int_dims in ((), (1,))
+    m = G.grad_update(loss)
+    params = [t for t in G.current_graph().tensors if t.kind == "param"]
+    losses = []
+    for _ in range(4):  # a few steps of plain SGD lower the loss
+        losses.append(float(np.asarray(m.backward()).reshape(-1)[0]))
+        for p in params:
+            m.graph.store.arrays[p.val.key] = p.numpy() - 0.05 * p.grad.numpy()
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
