@@ -18,8 +18,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
   ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
   values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
-  shapes), ``attention_test``, ``transformer_test`` (shapes, and it trains); ``training/bigram``
-  (a slice of ids);
+  shapes), ``attention_test``, ``transformer_test`` (shapes, and it trains),
+  ``decoder_only_test``; ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -29,8 +29,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: ``decoder_only_test`` and ``test/training`` (their
-  features are tested in ``test_blocks`` and ``test_demos`` without citing them).
+- not yet audited case by case: the rest of ``test/training`` (whole training runs; their
+  features are tested in ``test_blocks``, ``test_train`` and ``test_demos`` without citing
+  them).
 """
 
 from __future__ import annotations
@@ -1510,3 +1511,20 @@ def test_transformer_with_teacher_forcing_shapes():
         for p in params:
             m.graph.store.arrays[p.val.key] = p.numpy() - 0.05 * p.grad.numpy()
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_decoder_only_stack_shape():
+    # test/operations/decoder_only_test.ml: a two-layer decoder-only stack (masked attention,
+    # feed-forward, layer norms per layer) keeps 2, 4 | 16
+    from tensig.model import blocks as B
+    h = G.leaf("input", np.arange(128, dtype=np.float32).reshape(2, 4, 16) / 128, batch=2)
+    for layer in range(2):
+        with G.scope(f"layer{layer}"):
+            wq, wk, wv = (G.param(f"w{n}", output=[2, 16]) for n in "qkv")
+            att = G.param("wo", output=[16]) @ B.multi_head_attention(wq @ h, wk @ h, wv @ h,
+                                                                      mask="causal")
+            h = B.layer_norm(h + att, name="ln1")
+            ff = G.param("w2", output=[16]) @ (G.param("w1", output=[32]) @ h).relu()
+            h = B.layer_norm(h + ff, name="ln2")
+    assert str(h.shape) == "2,4|16"
+    assert np.isfinite(G.Model(h).run()).all()
