@@ -531,7 +531,7 @@ def test_batch_slice_errors():
 
 
 @pytest.mark.parametrize("backend", ["torch", "jax"])
-def test_batch_slice_on_other_backends(backend):
+def test_slice_capture_and_where_on_other_backends(backend):
     pytest.importorskip(backend)
     X = np.arange(12, dtype=np.float32).reshape(3, 4)
     with G.new_graph(backend) as g:
@@ -545,6 +545,13 @@ def test_batch_slice_on_other_backends(backend):
         assert isinstance(out, g.array_type)
         np.testing.assert_allclose(np.asarray(out), [X[1].sum()])
         np.testing.assert_allclose(np.asarray(p.grad.numpy()), [0.0, X[1].sum(), 0.0])
+        # a captured size as a number, and where under a spec, on this backend too
+        total, d = G.einsum1("...|d => ...|", x, capture=["d"])
+        np.testing.assert_allclose(np.asarray(G.Model(total / d["d"]).run()), X.mean(axis=1),
+                                   rtol=4 * np.finfo(np.float32).eps)
+        y = G.where(G.ndarray([[1., 0.], [0., 1.]]), G.ndarray([[10., 20.], [30., 40.]]),
+                    G.ndarray([[1., 2.], [3., 4.]]), spec="ij;ij;ij=>i")
+        np.testing.assert_array_equal(np.asarray(G.Model(y).run()), [12., 43.])
 
 
 def test_batch_slice_walks_a_dataset_in_training():
