@@ -18,7 +18,8 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test_compose_logic``, ``test_fma_logic``, ``test_param_shape_error``, ``test_einsum3``,
   ``test_block_tensor``, ``test_concat_graph``, ``test_one_hot_embedding_lookup`` (its
   values; the code-generation checks are OCANNL's), ``layer_norm_test`` (a decoder block's
-  shapes); ``training/bigram`` (a slice of ids);
+  shapes), ``attention_test``, ``transformer_test`` (shapes, and it trains),
+  ``decoder_only_test``; ``training/bigram`` (a slice of ids);
 - solver internals with no tensig counterpart (OCANNL's inequality store and stages, driven
   through ``Row``): ``test_closing_order``, ``test_row_rank_cycle``,
   ``test_row_self_reference``, ``test_beg_dims_alignment``;
@@ -28,9 +29,9 @@ Audit of OCANNL's ``test/`` (its June 2026 tree) against this file:
   ``test/ppx``...): OCANNL's compiler, not its shape semantics;
 - affine axes in a result (``test_interleave``, ``affine_*``, ``rope_test``): the notation's
   work in progress (README, differences);
-- not yet audited case by case: the other layer and training tests (``attention_test``,
-  ``transformer_test``, ``test/training``...; their features are tested in ``test_blocks`` and
-  ``test_demos`` without citing them).
+- not yet audited case by case: the rest of ``test/training`` (whole training runs; their
+  features are tested in ``test_blocks``, ``test_train`` and ``test_demos`` without citing
+  them).
 """
 
 from __future__ import annotations
@@ -358,6 +359,14 @@ def test_set_scale_in_a_model_graph():
     g.set_scale(k, i, 2)
     g.set_dim(i, 3)
     assert str(c.shape) == "3,6" and g.value(k) == 6
+    with G.new_graph():  # the same through capture=
+        c, d = G.einsum("i;k=>ik", G.param("a", input=[]), G.param("b", input=[]),
+                        capture=["i", "k"])
+        d["k"].set_scale(d["i"], 2)
+        d["i"].set_dim(3)
+        assert str(c.shape) == "3,6" and d["k"].value == 6
+        with pytest.raises(ShapeError, match="7"):
+            d["k"].set_dim(7)
 
 
 # -- test/einsum/test_dimension_labels.ml ------------------------------------------------------
@@ -498,8 +507,16 @@ def test_batch_slice_errors():
     x = G.leaf("x", np.zeros((3, 2), np.float32), batch=1)
     with pytest.raises(TypeError, match="integer data"):
         G.batch_slice(x, G.leaf("f", np.array(0.5, np.float32)))
-    with pytest.raises(ShapeError, match=r"3 vs 4|4 vs 3"):  # the symbol's range is the axis
+    with pytest.raises(ShapeError, match="'i' ranges over 4 cells, the leftmost batch axis of "
+                                         "'x' has 3"):  # the symbol's range is the axis's size
         G.batch_slice(x, G.index("i", range=4))
+    with G.new_graph():  # a range sizes an axis nothing else sizes (OCANNL's static_range)
+        p = G.param("p", input=[], init=lambda s, r: np.arange(s[0], dtype=np.float32))
+        i = G.index("i", range=5)
+        m = G.Model(G.batch_slice(G.einsum1("|->k => k|->", p), i))
+        assert str(p.shape) == "5"
+        m.set(i, 4)
+        assert m.run() == 4.0
     with pytest.raises(ValueError, match="positive int"):
         G.index("j", range=0)
     i = G.index("k")
@@ -514,7 +531,7 @@ def test_batch_slice_errors():
 
 
 @pytest.mark.parametrize("backend", ["torch", "jax"])
-def test_batch_slice_on_other_backends(backend):
+def test_slice_capture_and_where_on_other_backends(backend):
     pytest.importorskip(backend)
     X = np.arange(12, dtype=np.float32).reshape(3, 4)
     with G.new_graph(backend) as g:
@@ -528,6 +545,13 @@ def test_batch_slice_on_other_backends(backend):
         assert isinstance(out, g.array_type)
         np.testing.assert_allclose(np.asarray(out), [X[1].sum()])
         np.testing.assert_allclose(np.asarray(p.grad.numpy()), [0.0, X[1].sum(), 0.0])
+        # a captured size as a number, and where under a spec, on this backend too
+        total, d = G.einsum1("...|d => ...|", x, capture=["d"])
+        np.testing.assert_allclose(np.asarray(G.Model(total / d["d"]).run()), X.mean(axis=1),
+                                   rtol=4 * np.finfo(np.float32).eps)
+        y = G.where(G.ndarray([[1., 0.], [0., 1.]]), G.ndarray([[10., 20.], [30., 40.]]),
+                    G.ndarray([[1., 2.], [3., 4.]]), spec="ij;ij;ij=>i")
+        np.testing.assert_array_equal(np.asarray(G.Model(y).run()), [12., 43.])
 
 
 def test_batch_slice_walks_a_dataset_in_training():
@@ -1429,3 +1453,85 @@ def test_mini_decoder_block_shape():
     assert [str(p.shape) for p in (wq, wo, w1, w2, b1)] == \
         ["100->4,64", "4,64->100", "100->128", "128->100", "128"]
     assert np.isfinite(G.Model(out).run()).all()
+
+
+def test_attention_with_an_explicit_mask():
+    # test/operations/attention_test.ml: seq + multi_head_attention(seq) on 2, 8 | 100 with a
+    # causal mask given as a tensor (OCANNL's b:[8] i:[8] keep-mask; here the additive -inf
+    # form, s | t) is 2, 8 | 100, and equals mask="causal"
+    from tensig.model import blocks as B
+    seq = G.leaf("tgt", np.arange(1600, dtype=np.float32).reshape(2, 8, 100) / 1600.0, batch=2)
+    wq, wk, wv = (G.param(f"w{n}", output=[4, 64]) for n in "qkv")
+    wo = G.param("wo", output=[100])
+    keep = np.tril(np.ones((8, 8), np.float32))
+    mask = G.leaf("mask", np.where(keep > 0, 0.0, -np.inf).astype(np.float32), batch=1)
+    given, causal = (seq + wo @ B.multi_head_attention(wq @ seq, wk @ seq, wv @ seq, mask=m)
+                     for m in (mask, "causal"))
+    assert str(given.shape) == str(causal.shape) == "2,8|100"
+    np.testing.assert_allclose(G.Model(given).run(), G.Model(causal).run(),
+                               atol=64 * np.finfo(np.float32).eps)
+
+
+def test_transformer_with_teacher_forcing_shapes():
+    # test/operations/transformer_test.ml: a one-layer encoder-decoder (self-attention,
+    # masked self-attention, cross-attention from 7 target to 10 source positions,
+    # feed-forwards, layer norms) on 2, 10 | 100 sources and 2, 7 | 100 shifted targets gives
+    # 2, 7 | 100 logits and a scalar cross-entropy against one-hot targets; it trains a step
+    from tensig.model import blocks as B
+    src = G.leaf("src", np.arange(2000, dtype=np.float32).reshape(2, 10, 100) / 2000, batch=2)
+    tgt_in = G.leaf("tgt_input", np.arange(1400, dtype=np.float32).reshape(2, 7, 100) / 1400,
+                    batch=2)
+    hot = np.zeros((2, 7, 100), np.float32)
+    hot[:, np.arange(7), (np.arange(7) + 1) % 100] = 1.0
+    tgt_target = G.leaf("tgt_target", hot, batch=2)
+
+    def attention(name, q_from, kv_from, mask=None):
+        with G.scope(name):
+            wq, wk, wv = (G.param(f"w{n}", output=[4, 16], init="xavier") for n in "qkv")
+            wo = G.param("wo", output=[64], init="xavier")
+            return wo @ B.multi_head_attention(wq @ q_from, wk @ kv_from, wv @ kv_from,
+                                               mask=mask)
+
+    def ffn(name, x):
+        with G.scope(name):
+            w1, w2 = G.param("w1", output=[128], init="xavier"), \
+                G.param("w2", output=[64], init="xavier")
+            return w2 @ (w1 @ x + G.param("b1")).relu()
+
+    embed_src = G.param("embed_src", output=[64], init="xavier") @ src
+    embed_tgt = G.param("embed_tgt", output=[64], init="xavier") @ tgt_in
+    enc = B.layer_norm(embed_src + attention("enc_self", embed_src, embed_src), name="enc_ln1")
+    enc = B.layer_norm(enc + ffn("enc_ffn", enc), name="enc_ln2")
+    dec = B.layer_norm(embed_tgt + attention("dec_self", embed_tgt, embed_tgt, "causal"),
+                       name="dec_ln1")
+    dec = B.layer_norm(dec + attention("dec_cross", dec, enc), name="dec_ln2")
+    dec = B.layer_norm(dec + ffn("dec_ffn", dec), name="dec_ln3")
+    logits = G.param("unembed", output=[100], init="xavier") @ dec
+    loss = B.cross_entropy(logits, tgt_target)
+    assert str(logits.shape) == "2,7|100" and str(enc.shape) == "2,10|64"
+    assert loss.shape.int_dims in ((), (1,))
+    m = G.grad_update(loss)
+    params = [t for t in G.current_graph().tensors if t.kind == "param"]
+    losses = []
+    for _ in range(4):  # a few steps of plain SGD lower the loss
+        losses.append(float(np.asarray(m.backward()).reshape(-1)[0]))
+        for p in params:
+            m.graph.store.arrays[p.val.key] = p.numpy() - 0.05 * p.grad.numpy()
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_decoder_only_stack_shape():
+    # test/operations/decoder_only_test.ml: a two-layer decoder-only stack (masked attention,
+    # feed-forward, layer norms per layer) keeps 2, 4 | 16
+    from tensig.model import blocks as B
+    h = G.leaf("input", np.arange(128, dtype=np.float32).reshape(2, 4, 16) / 128, batch=2)
+    for layer in range(2):
+        with G.scope(f"layer{layer}"):
+            wq, wk, wv = (G.param(f"w{n}", output=[2, 16]) for n in "qkv")
+            att = G.param("wo", output=[16]) @ B.multi_head_attention(wq @ h, wk @ h, wv @ h,
+                                                                      mask="causal")
+            h = B.layer_norm(h + att, name="ln1")
+            ff = G.param("w2", output=[16]) @ (G.param("w1", output=[32]) @ h).relu()
+            h = B.layer_norm(h + ff, name="ln2")
+    assert str(h.shape) == "2,4|16"
+    assert np.isfinite(G.Model(h).run()).all()

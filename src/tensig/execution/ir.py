@@ -496,10 +496,12 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
     view where the index is on the host (no copy, as OCANNL's slice aliases its parent), a
     gather where reading it would wait for an accelerator."""
     backend = backend_of_namespace(xp)
-    _check_ids(xp, i, x.shape[0], "batch slice (@|)")
-    if backend.on_host(i):
-        return x[int(i)]
-    return backend.take_rows(x, i, out.shape)
+    if not backend.on_host(i):
+        return backend.take_rows(x, i, out.shape)
+    k, n = int(i), x.shape[0]
+    if not 0 <= k < n:  # as _check_ids says it, without its array operations on one number
+        raise IndexError(f"batch slice (@|): id {k} is outside 0..{n - 1}")
+    return x[k]
 
 
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:

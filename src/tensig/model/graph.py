@@ -945,7 +945,13 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
     t.integer = x.integer  # a slice of ids is ids
     if isinstance(i, Index) and i.range is not None:
         shapes = t.graph.shapes
-        shapes.set_dim(shapes.label(t.node, "n"), i.range)
+        n = shapes.label(t.node, "n")
+        size = ShapeGraph.value(n)
+        if size is not None and size != i.range:
+            raise ShapeError(f"batch_slice: {i.name!r} ranges over {i.range} cells, the leftmost "
+                             f"batch axis of {x.name!r} has {size}", label=i.name,
+                             sizes=(i.range, size))
+        shapes.set_dim(n, i.range)  # or sizes that axis, when nothing else does yet
     return t
 
 
