@@ -169,6 +169,20 @@ def test_split_and_merge_are_numpy_reshapes_and_views():
     assert torch.equal(u, t.reshape(2, 3, 4)) and u.data_ptr() == t.data_ptr()
 
 
+@pytest.mark.parametrize("ours, theirs, shape, sizes", [
+    ("b, t, (h, e) => b, t, h, e", "b t (h e) -> b t h e", (2, 3, 12), {"h": 4}),
+    ("b, t, h, e => b, t, (h, e)", "b t h e -> b t (h e)", (2, 3, 4, 3), {}),
+    ("b, (h, w), c => b, h, w, c", "b (h w) c -> b h w c", (2, 6, 4), {"w": 3}),
+    ("(a, b, c) => c, (b, a)", "(a b c) -> c (b a)", (24,), {"a": 2, "b": 3}),
+    ("b, h, w, c => (b, h), (w, c)", "b h w c -> (b h) (w c)", (2, 3, 4, 5), {}),
+])
+def test_merged_axes_agree_with_einops_rearrange(ours, theirs, shape, sizes):
+    einops = pytest.importorskip("einops")
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    np.testing.assert_array_equal(ts.einsum1(ours, x, sizes=sizes or None),
+                                  einops.rearrange(x, theirs, **sizes))
+
+
 def test_merged_heads_match_einops_style_attention_scores():
     """``b, t, (h, e)`` queries and keys: per-head scores as NumPy computes them."""
     rng = np.random.default_rng(0)
