@@ -169,6 +169,20 @@ def test_split_and_merge_are_numpy_reshapes_and_views():
     assert torch.equal(u, t.reshape(2, 3, 4)) and u.data_ptr() == t.data_ptr()
 
 
+@pytest.mark.parametrize("ours, theirs, shape, sizes", [
+    ("b, t, (h, e) => b, t, h, e", "b t (h e) -> b t h e", (2, 3, 12), {"h": 4}),
+    ("b, t, h, e => b, t, (h, e)", "b t h e -> b t (h e)", (2, 3, 4, 3), {}),
+    ("b, (h, w), c => b, h, w, c", "b (h w) c -> b h w c", (2, 6, 4), {"w": 3}),
+    ("(a, b, c) => c, (b, a)", "(a b c) -> c (b a)", (24,), {"a": 2, "b": 3}),
+    ("b, h, w, c => (b, h), (w, c)", "b h w c -> (b h) (w c)", (2, 3, 4, 5), {}),
+])
+def test_merged_axes_agree_with_einops_rearrange(ours, theirs, shape, sizes):
+    einops = pytest.importorskip("einops")
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    np.testing.assert_array_equal(ts.einsum1(ours, x, sizes=sizes or None),
+                                  einops.rearrange(x, theirs, **sizes))
+
+
 def test_merged_heads_match_einops_style_attention_scores():
     """``b, t, (h, e)`` queries and keys: per-head scores as NumPy computes them."""
     rng = np.random.default_rng(0)
@@ -241,6 +255,30 @@ def test_graph_infers_a_parameter_through_a_merged_axis():
         assert y.shape == Shape.parse("2,5|6")
 
 
+def test_graph_factor_from_a_captured_label():
+    """A factor nothing around it sizes is given on the graph's solver (OCANNL's
+    ``capture_dims`` + ``set_dim``); a size that does not divide is refused at once."""
+    with G.new_graph():
+        x = G.leaf("x", np.arange(24.0, dtype=np.float32).reshape(2, 12), batch=1)
+        y = G.einsum1("b|(h, e) => b|h, e", x)
+        shapes = G.current_graph().shapes
+        shapes.set_dim(shapes.label(y.node, "h"), 4)
+        assert y.shape == Shape.parse("2|4,3")
+        np.testing.assert_array_equal(G.Model(y).run(), np.arange(24.0).reshape(2, 4, 3))
+        z = G.einsum1("b|(h, e) => b|h, e", x)
+        with pytest.raises(ShapeError, match=r"\(h=5\) does not divide"):
+            shapes.set_dim(shapes.label(z.node, "h"), 5)
+
+
+def test_graph_factor_nothing_sizes_says_so():
+    with G.new_graph():
+        x = G.leaf("x", np.zeros((2, 12), np.float32), batch=1)
+        y = G.einmax1("b|(h, e) => b|e", x)
+        with pytest.raises(ShapeError, match=r"'e'.*a factor of a merged axis, which gives "
+                                             r"only the product"):
+            _ = y.shape
+
+
 def test_graph_factor_that_does_not_divide_is_a_shape_error():
     with G.new_graph():
         x = G.leaf("x", np.zeros((2, 10), np.float32), batch=1)
@@ -297,6 +335,11 @@ def test_a_result_offset_past_the_stride_is_refused():
         infer("i => 2*i+3", (3,))
 
 
+def test_a_window_beside_a_placement_in_the_result_is_refused():
+    with pytest.raises(ShapeError, match="meets a fixed index or a concatenation"):
+        ts.einsum1("i => 2*i, 0", np.ones(3))
+
+
 def test_a_max_reduction_written_through_a_window_is_refused():
     with pytest.raises(ShapeError, match="einmax1 reduces by max, and a result written "
                                          "through a window"):
@@ -346,3 +389,24 @@ def test_graph_transposed_convolution_gradient_against_finite_differences():
     want = np.array([(f(k0 + eps * e).sum() - f(k0 - eps * e).sum()) / (2 * eps)
                      for e in np.eye(3)])
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "torch"])
+def test_graph_window_beside_a_merged_axis_and_its_max_gate(backend_name):
+    """A max over a window of an operand whose other axis is split: the gradient gate reads
+    the operand through a reshape and a window, and writes its gradient through both."""
+    rng = np.random.default_rng(6)
+    x0, w0 = rng.standard_normal((5, 6)), rng.standard_normal((2, 2, 3))
+    with G.new_graph(backend_name):
+        x = G.param("x", output=[5, 6], input=[], init=lambda s, r: x0)
+        w = G.param("w", output=[2, 2, 3], input=[], init=lambda s, r: w0)
+        m = G.tropical("o<+k, (h, e); k, h, e => o, h, e", x, w)
+        assert m.shape == Shape(output=(4, 2, 3))
+        G.grad_update(G.einsum1("... => |->0", m * m)).backward()
+        gx, gw = np.asarray(x.grad.numpy()), np.asarray(w.grad.numpy())
+    xt = torch.tensor(x0, requires_grad=True)
+    wt = torch.tensor(w0, requires_grad=True)
+    mt = (xt.reshape(5, 2, 3).unfold(0, 2, 1) + wt.permute(1, 2, 0)).amax(-1)
+    (mt * mt).sum().backward()
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -992,12 +992,18 @@ class ShapeGraph:
                 for j, v in enumerate(S.resolve(t.rows[k]).axes()):
                     if v.root().value is None:
                         label = v.root().name or v.name
+                        merged = any(isinstance(c, LinearRel) and any(
+                            f.root() is v.root() for f in c.names.values())
+                            for c in S.constraints)
                         raise ShapeError(
                             f"cannot infer the size of {k} axis {j} of {t.name!r}"
                             + (f" (label {label!r})" if label else "")
-                            + ": nothing in the graph determines it", label=label,
+                            + (": it is a factor of a merged axis, which gives only the "
+                               "product" if merged else ": nothing in the graph determines it"),
+                            label=label,
                             hint=f"give {t.name!r} a shape, or use it where that axis meets a "
-                                 "known size")
+                                 "known size" + (" (or set the captured label's size)"
+                                                 if merged else ""))
         for t in self.tensors:
             made = self._made.get(id(t))
             if made is not None and made[0] == "@":

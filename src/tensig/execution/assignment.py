@@ -42,7 +42,8 @@ __all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_specs"]
 def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
     """The plan of one operation under ``inferred``'s projections, windows on the written
     side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
-    whole result).  ``ValueError`` when a result axis is neither an iterator nor a window."""
+    whole result).  :class:`ShapeError` (a ``ValueError``) when a window is written beside a
+    fixed index or a concatenation, or by a max reduction."""
     layout = inferred.layout
     result = layout[-1]
     if not any(isinstance(u.index, AffineIndex) for u in result):
@@ -57,7 +58,7 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
                          "(an affine result axis) accumulates by adding",
-                         spec=inferred.spec.text if inferred.spec is not None else None,
+                         spec=_spec_text(inferred),
                          hint="write the affine axis with einsum1/einsum (adding), or take the "
                               "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
@@ -69,8 +70,10 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         elif isinstance(ix, Iter):
             expanded.append(u)
         else:
-            raise ValueError("a result axis written through a window meets a fixed index or "
-                             "a concatenation in the same result")
+            raise ShapeError("a result axis written through a window (an affine result axis) "
+                             "meets a fixed index or a concatenation in the same result, which "
+                             "is not supported", spec=_spec_text(inferred),
+                             hint="write the window and the placement as two operations")
     sizes = tuple(int(u.size) for u in expanded)
     plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
                               shape=Shape(output=sizes)), op, backend)
@@ -81,6 +84,10 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         return scatter_add(backend, None, plan.run(arrays), pairs, dims)
 
     return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
+
+
+def _spec_text(inferred: Inferred) -> str | None:
+    return inferred.spec.text if inferred.spec is not None else None
 
 
 def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[Any]], Any]

@@ -47,7 +47,8 @@ from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 
 __all__ = ["Plan", "Split", "build_plan", "check_windows", "conv_gradient", "fill",
-           "operand_view", "reshaped", "split_merges", "tiled_view", "window_pads"]
+           "operand_view", "reshaped", "split_merges", "split_uses", "tiled_view",
+           "window_pads"]
 
 
 _LETTERS = string.ascii_letters
@@ -207,7 +208,7 @@ class Split:
     merged: tuple[int, ...]
 
 
-def _split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
+def split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
     """``uses`` with each merged axis replaced by one use per factor, and the split shape;
     ``None`` when no axis is merged."""
     if not any(isinstance(u.index, MergeIndex) for u in uses):
@@ -228,7 +229,7 @@ def split_merges(inferred: Inferred) -> Split | None:
     operands reshaped (views) and its result is reshaped back: no gather, no copy beyond what
     the operation itself needs.
     """
-    split = [_split_uses(uses) for uses in inferred.layout]
+    split = [split_uses(uses) for uses in inferred.layout]
     if all(x is None for x in split):
         return None
     layout = tuple(uses if x is None else x[0] for uses, x in zip(inferred.layout, split,
@@ -702,7 +703,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
-    split = _split_uses(uses)
+    split = split_uses(uses)
     if split is not None:  # merged axes beside windows: split them (a reshape), then view
         if any(isinstance(u.index, ConcatIndex) for u in uses):
             raise ValueError("a merged axis beside a concatenation is lowered by build_plan")

@@ -27,7 +27,7 @@ from tensig.core.projections import FixedIndex
 from tensig.execution import ir
 from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_specs
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr, buffers_of
-from tensig.execution.lowering import check_windows, operand_view, tiled_view
+from tensig.execution.lowering import check_windows, operand_view, split_uses, tiled_view
 
 __all__ = ["Labels", "add_into", "align_function", "assignment_step", "expression_function",
            "windowed_step"]
@@ -502,6 +502,9 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
     # windows that tile their axes: the view split each in place (output, kernel position),
     # so the value is the gradient, reshaped; otherwise a scatter over kernel positions
     tiled = tiled_view(lhs_uses) is not None
+    shape = lhs_dims
+    if not tiled and (split := split_uses(lhs_uses)) is not None:
+        lhs_uses, lhs_dims = split[0], list(split[1])  # merged axes: scattered split
     scatter = [] if tiled else scatter_specs(lhs_uses, kernels_last=True)
 
     slots = {b.key: i for i, b in enumerate(bufs)}
@@ -544,7 +547,9 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
             add_into(store, lhs, backend.reshape(p, lhs_dims), add)
         elif scatter:
             old = store.arrays.get(lhs.key) if add else None
-            store.write(lhs, scatter_add(backend, old, p, pairs, lhs_dims))
+            old = old if old is None or shape is lhs_dims else backend.reshape(old, lhs_dims)
+            v = scatter_add(backend, old, p, pairs, lhs_dims)
+            store.write(lhs, v if shape is lhs_dims else backend.reshape(v, shape))
         else:
             add_into(store, lhs, p, add)
 
