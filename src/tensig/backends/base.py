@@ -71,20 +71,12 @@ class Backend:
     #: arrays can live on devices other than the host (a graph's ``device=``)
     has_devices = False
 
-    # -- capabilities: the library's own kernels, ``None`` where it has none -----------------
-    # (the lowering then takes its generic windows path; see the torch adapter for each one's
-    # signature).  Declared here so that code asks ``backend.conv is None``, never getattr,
-    # and an adapter with one kernel and not another runs rather than raising AttributeError.
-    #: ``conv(x, w, strides, dilations, pads, channels_last=False)``: x (N, C, *spatial),
-    #: w (O, C, *kernel)
+    # -- the library's own kernels (signatures: the torch adapter's), ``None`` where it has
+    # none: the lowering then takes its generic path.  Each is usable without the others.
     conv: Callable[..., Any] | None = None
-    #: ``conv_backward(g, other, shape, of_input, strides, dilations, pads)``: :attr:`conv`'s
-    #: gradient for its input or its kernel
     conv_backward: Callable[..., Any] | None = None
-    #: ``max_pool(x, kernel, strides, dilations, pads)``: x (N, C, *spatial)
     max_pool: Callable[..., Any] | None = None
-    #: ``widen(x, shape)``: a broadcast operand materialised at ``shape`` before a windowed
-    #: elementwise operation (see :func:`tensig.model.codegen._widening`)
+    #: a broadcast operand made contiguous (:func:`tensig.model.codegen._widening`)
     widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
@@ -242,7 +234,7 @@ class Backend:
         raise NotImplementedError
 
     def to_numpy(self, x: Any) -> Any:
-        """This library's array ``x`` as a NumPy array in host memory (:func:`to_numpy`)."""
+        """This library's array as a NumPy array in host memory (:func:`to_numpy`)."""
         import numpy as np
 
         return np.asarray(x)
@@ -405,19 +397,11 @@ def all_zero(x: Any) -> bool:
 
 
 def to_numpy(x: Any) -> Any:
-    """``x``'s values as a NumPy array in host memory, whichever library holds them: the one
-    copy to the host (a torch tensor detached and copied off its device, a JAX array fetched,
-    a Dask array computed); a NumPy array, a list or a number through ``numpy.asarray``.
-
-    >>> to_numpy([1, 2])
-    array([1, 2])
-    """
+    """``x``'s values as a NumPy array in host memory, whichever library holds them (the one
+    copy to the host: a torch tensor detached and copied off its device, a Dask array
+    computed); anything else through ``numpy.asarray``."""
     cls = _adapter_class(type(x))
-    if cls is None:
-        import numpy as np
-
-        return np.asarray(x)
-    return _instance(cls).to_numpy(x)
+    return _instance(cls if cls is not None else _BY_MODULE["numpy"]).to_numpy(x)
 
 
 # -- the registry ------------------------------------------------------------------------------

@@ -49,11 +49,7 @@ def compile_dim(d: Dim) -> Callable[[Mapping[str, int]], int]:
 
 def linear_split(d: Dim, name: str) -> tuple[Dim, Dim] | None:
     """``(factor, rest)`` with ``d == factor*name + rest``, both free of ``name``; ``None``
-    when ``name`` occurs nonlinearly (a power, inside ``//`` or ``%``): never solved for.
-
-    >>> linear_split(Dim.parse("2*h*w + 1"), "w")
-    (Dim('2*h'), Dim('1'))
-    """
+    when ``name`` occurs nonlinearly (a power, inside ``//`` or ``%``): never solved for."""
     try:
         factor = d.coefficient(name)
     except ValueError:
@@ -66,11 +62,7 @@ def solve_lines(size: str, factor: Dim, rest: Dim, fail: str,
     """Python lines leaving in ``q`` the whole number ``>= 0`` with ``factor*q + rest ==
     size`` (``size`` is source; ``name`` as :func:`emit`'s), or running ``fail`` (a statement
     that leaves) where there is none: a subtraction when the factor is 1, else one ``divmod``
-    (a symbolic factor evaluated first, into ``c``; zero fails).
-
-    >>> solve_lines("n", Dim(2), Dim(1), "return None")
-    ['q, r = divmod(n - (1), 2)', 'if r or q < 0:', '    return None']
-    """
+    (a symbolic factor evaluated first, into ``c``; zero fails)."""
     c = factor.constant
     if c == 1:
         return [f"q = {size} - {emit(rest, name)}", "if q < 0:", f"    {fail}"]

@@ -384,11 +384,6 @@ class _DivAtom:
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.numerator, self.divisor))
 
-    @property
-    def sort_key(self) -> tuple[Any, ...]:
-        """The total order of atoms: names first, then ``FloorDiv``, then ``Mod``."""
-        return self._key
-
     def __hash__(self) -> int:
         return self._hash
 

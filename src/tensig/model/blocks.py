@@ -84,7 +84,7 @@ def mean(x: Tensor, spec: str = ROW) -> Tensor:
     """The mean over what ``spec`` reduces: its sum times ``1/D``, ``D`` the number of cells
     summed into each result cell (from the solved shapes)."""
     total = G.einsum1(spec, x)
-    return total * captured(lambda: total.shape.numel() / x.shape.numel(), name="1/D")
+    return total * captured(lambda: int(total.shape.numel()) / int(x.shape.numel()), name="1/D")
 
 
 def _shifted(x: Tensor, spec: str) -> Tensor:
@@ -148,7 +148,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) 
         return -(G.einsum1(ALL, hot * logp) / G.einsum1(ALL, hot))
     total = G.einsum1(ALL, targets * logp)
     rows = G.einsum1(LAST, logits)  # one cell per row: its size is the row count
-    return total * captured(lambda: -1.0 / rows.shape.numel(), name="-1/N")
+    return total * captured(lambda: -1.0 / int(rows.shape.numel()), name="-1/N")
 
 
 def _affine(y: Tensor, name: str, shift: bool) -> Tensor:

@@ -472,11 +472,10 @@ def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None]
         return None
     check_windows(proj.inferred())
     bufs = buffers_of(a.expr)
-    op = getattr(proj.result, "op", None)
-    # a max-reducing operator (the table says which): the views pad each operand with its
-    # dtype's neutral_max
-    family = ir.OPERATORS.get(getattr(op, "op", None))
-    neutral = float("-inf") if family is not None and family.accum == "max" else 0.0
+    # the views pad each operand with the operator's neutral element (the table's: -inf
+    # under a max, then each dtype's neutral_max)
+    family = ir.OPERATORS.get(getattr(getattr(proj.result, "op", None), "op", None))
+    neutral = family.neutral if family is not None else 0.0
 
     def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
         fn, keys, sizes = operand_view(proj.uses(t), proj.position(t), {}, backend)

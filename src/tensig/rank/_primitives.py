@@ -688,7 +688,7 @@ drop = _take_or_drop("drop", False, _DROP_DOC)
 
 
 def _check_bounds(i: Any, bounds: tuple[int, ...]) -> None:
-    idx = np.asarray(i.tolist() if hasattr(i, "tolist") else i).reshape(-1, len(bounds))
+    idx = to_numpy(i).reshape(-1, len(bounds))
     bad = (idx < 0) | (idx >= np.asarray(bounds, dtype=np.int64))
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
@@ -751,7 +751,7 @@ def _base(nf: int, bases: Any, digits: Any) -> Any:
 
 def _antibase(nf: int, bases: Any, n: Any) -> Any:
     xp = _xp(bases, n)
-    if bool((np.asarray(bases.tolist() if hasattr(bases, "tolist") else bases) <= 0).any()):
+    if bool((to_numpy(bases) <= 0).any()):
         raise ValueError("antibase: radices must be positive")
     d = bases.shape[-1]
     if d == 0:
