@@ -246,7 +246,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     var = var_b = mean(c * c, spec)
     if track_running_stats:
         def unbiased() -> float:
-            n = x.shape.numel() // var_b.shape.numel()
+            n = int(x.shape.numel()) // int(var_b.shape.numel())
             if n < 2:
                 raise ValueError(f"batch_norm {name!r}: one value per channel; training "
                                  "statistics need at least two (a larger batch)")
