@@ -9,7 +9,9 @@ The torch corpus (``tests/verify_corpus/torch_models.py``: realistic models, eac
 injected bug) is timed per function: the first verify in the process (cold: it pays torch's
 one-time import of its meta-tensor kernels when an op falls back to them) and the median of
 repeated runs (warm; targets: median under 5 ms, none over 100 ms), against ``torch.export``'s
-time and verdict on the same modules, correct and buggy, measured in the same run.
+time and verdict on the same modules, correct and buggy, measured in the same run.  Each row's
+ratio is to anchors measured in the same run: one call of the function on data at the example
+sizes (every symbol a distinct size), and ``torch.export`` where it ran.
 
 Run: ``.venv/bin/python bench/bench_verify.py`` (``--no-export`` skips torch.export,
 ``--export-all`` exports every corpus module: minutes).
@@ -18,11 +20,13 @@ Run: ``.venv/bin/python bench/bench_verify.py`` (``--no-export`` skips torch.exp
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tensig.check.verify import verify
@@ -97,21 +101,76 @@ def corpus() -> None:
             wanted = "--export-all" in sys.argv or case.name in _EXPORT_SAMPLE
             export = _export(fn, sig) if wanted and "--no-export" not in sys.argv and \
                 isinstance(fn, torch.nn.Module) else None
-            rows.append((f"{case.name} ({label})", cold, warm, verdict, export))
-    print("\ntorch corpus: verify per function (cold = first call in the process)")
-    print(f"  {'function':38s} {'cold ms':>9s} {'warm ms':>9s}  verify verdict   torch.export")
-    for name, cold, warm, verdict, export in rows:
-        ex = "" if export is None else f"{export[0] * 1e3:8.1f} ms  {export[1]}"
-        print(f"  {name:38s} {cold * 1e3:9.2f} {warm * 1e3:9.2f}  {verdict:15s}  {ex}")
+            with torch.no_grad():
+                run = _call_time(fn, _example_args(sig, _torch_array))
+            rows.append((f"{case.name} ({label})", cold, warm, verdict, export, run))
+    print(f"\ntorch corpus: verify per function (cold = first call in the process; "
+          f"load average {os.getloadavg()[0]:.2f}); anchors in the same run: one call of the "
+          f"function on data at the example sizes, torch.export")
+    print(f"  {'function':38s} {'cold ms':>9s} {'warm ms':>9s} {'/ call':>8s}  verify verdict   "
+          f"torch.export   {'/ export':>8s}")
+    for name, cold, warm, verdict, export, run in rows:
+        ex = "" if export is None else \
+            f"{export[0] * 1e3:8.1f} ms  {warm / export[0]:8.4f}x  {export[1]}"
+        print(f"  {name:38s} {cold * 1e3:9.2f} {warm * 1e3:9.2f} {_ratio(warm, run):>8s}  "
+              f"{verdict:15s}  {ex}")
     warm_times = [r[2] for r in rows]
-    exports = [r[4][0] for r in rows if r[4] is not None]
+    exports = [(r[2], r[4][0]) for r in rows if r[4] is not None]
     print(f"  verify warm: median {statistics.median(warm_times) * 1e3:.2f} ms, max "
           f"{max(warm_times) * 1e3:.2f} ms (targets 5 ms, 100 ms); cold: median "
           f"{statistics.median(r[1] for r in rows) * 1e3:.2f} ms, max "
           f"{max(r[1] for r in rows) * 1e3:.0f} ms")
+    _print_call_ratios(rows)
     if exports:
-        print(f"  torch.export: median {statistics.median(exports) * 1e3:.1f} ms, max "
-              f"{max(exports) * 1e3:.0f} ms over {len(exports)} modules")
+        print(f"  torch.export: median {statistics.median(e for _, e in exports) * 1e3:.1f} ms, "
+              f"max {max(e for _, e in exports) * 1e3:.0f} ms over {len(exports)} modules; "
+              f"verify warm / export: median "
+              f"{statistics.median(w / e for w, e in exports):.4f}x")
+
+
+def _ratio(t: float, anchor: float | None) -> str:
+    return "-" if anchor is None else f"{t / anchor:.3g}x"
+
+
+def _print_call_ratios(rows: list[tuple]) -> None:
+    """The median and largest ratio of verify's warm time to one real call of the function."""
+    ratios = [r[2] / r[5] for r in rows if r[5] is not None]
+    if ratios:
+        print(f"  verify warm / one real call: median {statistics.median(ratios):.3g}x, max "
+              f"{max(ratios):.3g}x over {len(ratios)} functions that ran at the example sizes")
+
+
+def _example_sizes(sig) -> dict[str, int]:
+    """Distinct sizes for the signature's symbols (a bug that needs two equal never hides)."""
+    return {name: 4 * (i + 2) for i, name in enumerate(sig.symbols)}
+
+
+def _example_args(sig, make) -> list:
+    """Arguments at :func:`_example_sizes`, made by ``make(shape, kind)``."""
+    sizes = _example_sizes(sig)
+    return [make([d.evaluate(sizes) for d in shape], kind)
+            for shape, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True)]
+
+
+def _torch_array(shape: list[int], kind: str) -> torch.Tensor:
+    return (torch.randint(0, 2, shape) if kind == "i" else
+            torch.zeros(shape, dtype=torch.bool) if kind == "b" else torch.randn(shape))
+
+
+def _numpy_array(shape: list[int], kind: str) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return (rng.integers(0, 2, shape) if kind == "i" else np.zeros(shape, bool) if kind == "b"
+            else rng.standard_normal(shape).astype(np.float32))
+
+
+def _call_time(fn, args: list) -> float | None:
+    """The median time of one call on ``args`` (the anchor: running the code once), or
+    ``None`` when the function does not run on them (a buggy variant may not)."""
+    try:
+        fn(*args)
+    except Exception:  # the injected bug, or data the example does not fit
+        return None
+    return median_time(lambda: fn(*args), repeat=5)
 
 
 # torch.export takes seconds per module: by default a sample (``--export-all`` for every one)
@@ -127,15 +186,10 @@ def _export(module: torch.nn.Module, sig) -> tuple[float, str]:
 
     logging.disable(logging.ERROR)  # torch logs each refusal at length; the verdict says it
 
-    sizes = {name: 4 * (i + 2) for i, name in enumerate(sig.symbols)}
     dims = {name: Dim(name, min=2) for name in sig.symbols}
-    args, dynamic = [], []
-    for shape, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True):
-        concrete = [d.evaluate(sizes) for d in shape]
-        args.append(torch.randint(0, 2, concrete) if kind == "i" else
-                    torch.zeros(concrete, dtype=torch.bool) if kind == "b" else
-                    torch.randn(concrete))
-        dynamic.append({i: dims[str(d)] for i, d in enumerate(shape) if d.constant is None})
+    args = _example_args(sig, _torch_array)
+    dynamic = [{i: dims[str(d)] for i, d in enumerate(shape) if d.constant is None}
+               for shape in sig.args]
     t0 = time.perf_counter()
     try:
         export(module, tuple(args), dynamic_shapes=tuple(dynamic))
@@ -150,21 +204,29 @@ def numpy_jax_corpus() -> None:
     import importlib.util
 
     folder = Path(__file__).resolve().parent.parent / "tests" / "verify_corpus"
+    from tensig.check.verify import Signature
+
     rows = []
     for path in sorted(folder.glob("numpy_*.py")) + sorted(folder.glob("jax_*.py")):
         spec = importlib.util.spec_from_file_location(f"corpus_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         for name, good, bad, sig in module.CASES:
+            args = _example_args(Signature.parse(sig), _numpy_array)
+            if path.stem.startswith("jax_"):
+                import jax.numpy as jnp
+
+                args = [jnp.asarray(a) for a in args]
             for label, fn in (("ok", good), ("bug", bad)):
                 verify(fn, sig)  # the first call pays imports and JAX's wrapping
-                rows.append((f"{name} ({label})",
-                             median_time(lambda fn=fn, sig=sig: verify(fn, sig), repeat=5)))
-    warm = [t for _, t in rows]
-    slowest = max(rows, key=lambda r: r[1])
+                warm = median_time(lambda fn=fn, sig=sig: verify(fn, sig), repeat=5)
+                rows.append((f"{name} ({label})", None, warm, None, None, _call_time(fn, args)))
+    warm = [r[2] for r in rows]
+    slowest = max(rows, key=lambda r: r[2])
     print(f"\nNumPy and JAX corpus: {len(rows)} functions, verify warm median "
-          f"{statistics.median(warm) * 1e3:.2f} ms, max {slowest[1] * 1e3:.1f} ms ({slowest[0]}) "
-          f"(targets 5 ms, 100 ms)")
+          f"{statistics.median(warm) * 1e3:.2f} ms, max {slowest[2] * 1e3:.1f} ms ({slowest[0]}) "
+          f"(targets 5 ms, 100 ms; load average {os.getloadavg()[0]:.2f})")
+    _print_call_ratios(rows)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from tensig.backends import _NumpyGemm
 from tensig.backends._plans import small_amax
 from tensig.check import decorator
 from tensig.core.annotations import Float
+from tensig.model import graph as G
+from tensig.model.train import Trainer, sgd
 from tensig.rank import _lifting
 
 
@@ -227,3 +229,59 @@ class TestAdapterPlans:
         check(a32, b.astype(np.float32))
         check(a32, b)  # only the second operand's dtype changed: float64 result
         assert len(gemm._layouts) == 5
+
+
+# --------------------------------------------------------------------------------------------
+# the optimizer's per-step scalars
+# --------------------------------------------------------------------------------------------
+
+
+def schedule(step):
+    return 0.02 if step < 2 else 0.005
+
+
+class TestOptimizerScalars:
+    def problem(self):
+        rng = np.random.default_rng(3)
+        xs = rng.standard_normal((6, 4)).astype(np.float32)
+        ys = rng.standard_normal((6, 3)).astype(np.float32)
+        w0 = rng.standard_normal((3, 4)).astype(np.float32)
+        with G.new_graph("numpy"):
+            x = G.leaf("x", xs, batch=1)
+            y = G.leaf("y", ys, batch=1)
+            w = G.param("w", output=[3], init=lambda s, r: w0.copy())
+            diff = w @ x - y
+            loss = G.einsum1("...|...->... => |->0", diff * diff)
+        return xs, ys, w0, x, y, w, loss
+
+    def test_a_schedule_still_reaches_the_update(self):
+        xs, ys, w0, x, y, w, loss = self.problem()
+        opt = sgd([w], lr=1.0, momentum=0.5, schedule=schedule)
+        trainer = Trainer(loss, opt, {x: xs, y: ys}, shuffle=False)
+        store, lr = trainer.model.graph.store, opt.scalars["lr"].val
+        tw = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+        topt = torch.optim.SGD([tw], lr=1.0, momentum=0.5)
+        tx, ty = torch.tensor(xs, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
+        arrays = []
+        for step in range(5):
+            trainer.step(np.arange(6))
+            arrays.append(store.read(lr))
+            for group in topt.param_groups:
+                group["lr"] = schedule(step)
+            topt.zero_grad()
+            ((tx @ tw.T - ty) ** 2).sum().backward()
+            topt.step()
+        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-4, atol=1e-5)
+        assert [float(a[0]) for a in arrays] == [np.float32(schedule(s)) for s in range(5)]
+        assert arrays[0] is arrays[1] and arrays[2] is arrays[3] is arrays[4]  # not rewritten
+        assert arrays[1] is not arrays[2]
+
+    def test_a_scalar_replaced_in_the_store_is_written_again(self):
+        xs, ys, _, x, y, w, loss = self.problem()
+        opt = sgd([w], lr=0.01)
+        trainer = Trainer(loss, opt, {x: xs, y: ys}, shuffle=False)
+        store, lr = trainer.model.graph.store, opt.scalars["lr"].val
+        trainer.step(np.arange(6))
+        store.write(lr, trainer.model.scalar(123.0))  # as a restore or another writer might
+        opt.set_step(trainer.model, 1)
+        assert float(store.read(lr)[0]) == np.float32(0.01)

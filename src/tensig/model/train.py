@@ -77,11 +77,21 @@ class Optimizer:
         self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
             per_step
         self.state = list(state)
+        self._bufs = {name: t.val for name, t in scalars.items()}
+        self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
 
     def set_step(self, model: Model, step: int) -> None:
+        """Write this step's scalars; one whose store still holds the array written last for
+        the same value is left as it is (a constant rate, AdamW's decay: each write makes a
+        one-element array, on the device under torch)."""
         store = model.graph.store
         for name, value in self.per_step(step).items():
-            store.write(self.scalars[name].val, model.scalar(value))
+            buf, last = self._bufs[name], self._written.get(name)
+            if last is not None and last[0] == value and store.arrays.get(buf.key) is last[1]:
+                continue
+            array = model.scalar(value)
+            store.write(buf, array)
+            self._written[name] = (value, array)
 
 
 def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
