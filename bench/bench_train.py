@@ -1,14 +1,16 @@
 """Training-step time of the demo models against hand-written PyTorch code, same run.
 
-The demos (the two-moons MLP, the digits CNN and the character-level GPT) are built with
+The demos (the two-moons MLP, the digits CNN and the character-level GPT) and the digits CNN
+with batch norm after each convolution are built with
 tensig's model layer on the NumPy and torch backends, and written again as plain ``torch.nn``
 code with the same architecture, batch, initialisation scheme and optimizer (Adam).  Two
 anchors: that code run eagerly, and the same code under ``torch.compile`` (reported, no target
 yet; "unavailable" where compilation fails, e.g. without a C++ compiler).  Prints the median
 time per training step (the candidates measured in alternating blocks, twelve rounds), the
 median over rounds of the ratio to PyTorch eager within a round with its range (targets:
-<= 1.5x with NumPy; <= 1.1x with torch for the MLP and CNN, <= 1.0x for the GPT), and the time
-of graph construction + inference + compilation (target: under one second).
+<= 1.5x with NumPy; <= 1.1x with torch for the MLP and CNN, <= 1.0x for the GPT and the CNN
+with batch norm), and the time of graph construction + inference + compilation (target: under
+one second).
 
 Run: ``.venv/bin/python bench/bench_train.py`` (``--device cuda`` puts the torch backend and
 the PyTorch references on a GPU; the targets are for the CPU; ``--rounds N``, ``--only gpt``).
@@ -35,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from tensig.demos import digits, gpt, moons
+from tensig.demos.common import Built, cross_entropy
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam
 
@@ -137,6 +140,52 @@ def torch_digits() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
     return net, x, torch.tensor(ys[:b]), 0.005
 
 
+# -- the digits CNN with batch norm (issue 15) --------------------------------------------
+
+
+class BatchNormCNN:
+    """The digits CNN with batch norm after each convolution (:func:`tensig.blocks.batch_norm`,
+    torch's ``BatchNorm2d``; no convolution bias, the norm's shift replaces it): data,
+    batch, classes and anchor as the demos give them to :func:`tensig_step`."""
+
+    BATCH, CLASSES = digits.BATCH, digits.CLASSES
+    data = staticmethod(digits.data)
+
+    @staticmethod
+    def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
+        from tensig.model import blocks as B
+
+        x = G.leaf("x", xs[:digits.BATCH], batch=1)                    # 32 | 8, 8, 1
+        t = G.leaf("t", onehot[:digits.BATCH], batch=1)                # 32 | 10
+        k1 = G.param("k1", output=[16], input=[3, 3, 1], init="kaiming")
+        k2 = G.param("k2", output=[32], input=[3, 3, 16], init="kaiming")
+        wd = G.param("wd", output=[10], init="kaiming")
+        bd = G.param("bd")
+        window = G.constant(np.zeros((2, 2), np.float32), name="window")
+        h = B.batch_norm(G.einsum(digits.CONV, x, k1), name="bn1").relu()   # 32 | 8, 8, 16
+        h = G.tropical(digits.POOL, h, window)                         # 32 | 4, 4, 16
+        h = B.batch_norm(G.einsum(digits.CONV, h, k2), name="bn2").relu()   # 32 | 4, 4, 32
+        h = G.tropical(digits.POOL, h, window)                         # 32 | 2, 2, 32
+        logits = G.einsum(digits.DENSE, h, wd) + bd                    # 32 | 10
+        params = [p for p in logits.graph.tensors if p.kind == "param"]
+        return Built(x, t, params, logits, cross_entropy(logits, t, digits.BATCH))
+
+    @staticmethod
+    def torch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
+        xs, ys, _, _ = digits.data()
+        b = digits.BATCH
+        nn = torch.nn
+        net = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(128, 10))
+        kaiming(net)
+        x = torch.tensor(xs[:b]).permute(0, 3, 1, 2).contiguous()
+        return net, x, torch.tensor(ys[:b]), 0.005
+
+
 class TorchBlock(torch.nn.Module):
     """The GPT demo's block, as nanoGPT writes it: one fused q/k/v projection,
     ``scaled_dot_product_attention``, a GELU (tanh) MLP, pre-norm residuals."""
@@ -207,6 +256,9 @@ def rows_of(device: str) -> list[tuple[str, Callable[..., tuple[Step, float]],
                                                 device), torch_moons, 1.1),
         ("digits CNN", lambda b: tensig_step(digits, 0.005, b, None if b == "numpy" else
                                              device), torch_digits, 1.1),
+        ("digits CNN + batch norm", lambda b: tensig_step(BatchNormCNN, 0.005, b, None
+                                                          if b == "numpy" else device),
+         BatchNormCNN.torch, 1.0),
         ("char GPT", lambda b: tensig_gpt(b, None if b == "numpy" else device), torch_gpt,
          1.0),
     ]

@@ -843,3 +843,72 @@ def test_one_tensor_twice_in_a_spec_plays_both_roles():
     ours = grads_by_tensig(lambda a: G.einsum("ij;jk=>ik", a, a), [arr.astype(np.float32)])
     theirs = grads_by_torch(lambda a: a @ a, [arr])
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+
+
+# -- issue 15, section 5: the remaining traps ----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_stretched_window_takes_its_size_from_its_use_in_a_batched_spec(backend):
+    """A max-pooling window written as ``G.stretch(0.0)`` (OCANNL's idiom for a kernel whose
+    shape comes from its use) in a spec with a batch row: the window is sized by the
+    pooled output's use, its batch row (which the spec leaves free) has no axes.  It used to
+    be "under-determined parameter 'stretch.0.0' ... (batch=[...])", a keyword neither
+    stretch nor param takes.  The gradient goes to each window's maximum."""
+    xs = rand(2, 8).astype(np.float32)
+    with G.new_graph(backend):
+        p = G.param("x", output=[2, 8], input=[], init=lambda s, r: xs)
+        x = G.einsum1("b, i => b | i", p)
+        y = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0))
+        target = G.leaf("t", np.ones((2, 4), np.float32), batch=1)  # sizes o, hence k
+        G.grad_update(G.einsum1("... => |->0", y * target)).backward()
+        got, grad = np.asarray(y.numpy()), np.asarray(p.grad.numpy())
+    pairs = xs.reshape(2, 4, 2)
+    np.testing.assert_array_equal(got, pairs.max(-1))
+    want = (pairs == pairs.max(-1, keepdims=True)).astype(np.float32).reshape(2, 8)
+    np.testing.assert_array_equal(grad, want)
+
+
+def test_a_window_nothing_sizes_is_an_error_naming_its_label():
+    with G.new_graph():
+        x = G.leaf("x", np.zeros((2, 8), np.float32), batch=1)
+        y = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0))
+        with pytest.raises(ShapeError, match=r"cannot infer the size of output axis 0 of "
+                                              r"'stretch\.0\.0' \(label 'k'\)"):
+            _ = y.shape
+
+
+def test_one_label_for_query_and_key_positions_writes_a_diagonal():
+    """``b, t | e; b, t | e => b, t | t`` uses one label for both positions: by the
+    notation's rules that is one axis, so the scores are written on the diagonal (each
+    position with itself) -- defined, not the internal "writing a diagonal ... not
+    supported" error it used to be.  Attention needs two labels (``q`` and ``k``, as
+    ``blocks.multi_head_attention`` writes them)."""
+    qs = rand(2, 5, 4).astype(np.float32)
+    with G.new_graph():
+        q = G.leaf("q", qs, batch=2)
+        s = G.einsum("b, t | e; b, t | e => b, t | t", q, q)
+        got = G.Model(s).run()
+        full = G.Model(G.einsum("b, q | e; b, k | e => b, q | k", q, q)).run()
+    dots = np.einsum("bte,bte->bt", qs.astype(np.float64), qs)
+    size = np.einsum("bqe,bke->bqk", np.abs(qs), np.abs(qs))
+    assert_equal_up_to_rounding(got, dots[:, :, None] * np.eye(5), dtype=np.float32, length=4,
+                                magnitude=size)
+    assert_equal_up_to_rounding(full, np.einsum("bqe,bke->bqk", qs.astype(np.float64), qs),
+                                dtype=np.float32, length=4, magnitude=size)
+
+
+def test_a_parameter_summed_whole_needs_its_input_row_given():
+    """``einsum1("i => |->0", G.param("p", output=[4]))``: only the spec's ``...`` reaches the
+    parameter's input row, a difference from OCANNL the README documents (OCANNL guesses no
+    axes); the error names the parameter and the row, and ``input=[]`` is the fix."""
+    with G.new_graph():
+        y = G.einsum1("i => |->0", G.param("p", output=[4]))
+        with pytest.raises(ShapeError, match="under-determined parameter 'p': no use "
+                                             "determines its input axes"):
+            _ = y.shape
+    with G.new_graph():
+        p = G.param("p", output=[4], input=[], init=lambda s, r: np.arange(4, dtype=np.float32))
+        y = G.einsum1("i => |->0", p)
+        assert y.shape == Shape(output=(1,))
+        np.testing.assert_array_equal(G.Model(y).run(), [6.0])

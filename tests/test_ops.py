@@ -328,6 +328,29 @@ def test_planned_matmul_contractions_match_einsum(lib, case):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("subscripts", ["bhwc,bhwc->c", "bhc,hcb->cb", "bc,cb->c"])
+def test_batched_dot_products_plan_as_a_product_and_a_sum(lib, subscripts):
+    """Every label in both operands, the batch ones not leading (batch norm's per-channel
+    sums): planned as a product and a sum, not a matmul over copied-out batches; the same
+    values and dtype as einsum (an int8 sum stays int8, wrapping as NumPy's does)."""
+    from tensig.backends import _matmul_plan
+
+    ins = subscripts.split("->")[0].split(",")
+    sizes = {"b": 3, "h": 4, "w": 2, "c": 5}
+    rng = np.random.default_rng(7)
+    matmul = np.matmul if lib == "numpy" else torch.matmul
+    for dtype in (np.float32, np.int8):
+        xs = [rng.integers(-9, 9, [sizes[c] for c in s]).astype(dtype) for s in ins]
+        plan = _matmul_plan(matmul, subscripts, [x.shape for x in xs], keep_dtype=True)
+        assert plan.__qualname__.startswith("_product_sum")
+        got = plan(*(xs if lib == "numpy" else [torch.tensor(x) for x in xs]))
+        got = got.numpy() if lib == "torch" else got
+        want = np.einsum(subscripts, *xs)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)  # small integers: exact in float32 too
+
+
 @settings(max_examples=60, deadline=None)
 @given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), data=st.data(),
        dtype=st.sampled_from([np.float32, np.float64, np.int64]),

@@ -55,6 +55,8 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
     xa = [a.index(c) for c in batch + m + k]
     yb = [b.index(c) for c in batch + k + n]
+    if not m and not n and (xa != sorted(xa) or yb != sorted(yb)):
+        return _product_sum(a, b, out, pre, keep_dtype)
     x_shape = (bs, ms, ks) if batch else (ms, ks)
     y_shape = (bs, ks, ns) if batch else (ks, ns)
     order = batch + m + n
@@ -91,6 +93,29 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
         if not r_id:
             r = r.permute(*r_perm) if hasattr(r, "permute") else r.transpose(r_perm)
         return r
+
+    return run
+
+
+def _product_sum(a: str, b: str, out: str, pre: list[Callable[[Any], Any] | None],
+                 keep_dtype: bool) -> Callable[[Any, Any], Any]:
+    """``einsum(a,b->out)`` with every label in both operands (batched dot products) as an
+    elementwise product and a sum.  As a matmul, batch axes that are not the leading ones
+    (a per-channel sum of ``b, h, w, c`` products: 16 dot products of 2048) are copied out of
+    the way first: 250-420 us in torch on CPU against 27 us for the product and the sum."""
+    perm = [b.index(c) for c in a]
+    moves = perm != sorted(perm)
+    reduce = reduce_plan(a, out, keep_dtype) or (lambda v: v)
+    pre_a, pre_b = pre
+
+    def run(x: Any, y: Any) -> Any:
+        if pre_a is not None:
+            x = pre_a(x)
+        if pre_b is not None:
+            y = pre_b(y)
+        if moves:
+            y = y.permute(*perm) if hasattr(y, "permute") else y.transpose(perm)
+        return reduce(x * y)
 
     return run
 

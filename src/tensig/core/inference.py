@@ -979,6 +979,11 @@ class ShapeGraph:
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
+                if k == "batch" and r.var is not None and r.var.closes:
+                    # only a stretched value's batch row closes to its uses (a parameter has
+                    # none): a use whose spec leaves it free needs no batch axes of it
+                    S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
+                    r = S.resolve(t.rows[k])
                 if r.var is not None and r.var.closes:
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"

@@ -188,30 +188,6 @@ def _buffer(g: G.Graph, node: Any, name: str, fill: float) -> Tensor:
     return t
 
 
-def _running(batch: Tensor, target: Tensor, running: Tensor, momentum: float) -> Tensor:
-    """``batch`` in training mode, ``running`` out of it; in training mode the run also moves
-    ``running`` toward ``target`` (torch's ``(1 - momentum) * running + momentum * target``).
-    The gradient reaches ``batch`` only in training mode: out of it the statistic is a
-    constant."""
-    g = batch.graph
-    flag = Tensor("state", g.shapes.tensor(f"{running.name}.training", Shape(output=())), g,
-                  ["training"])
-
-    def forward(t: Tensor, b: Tensor, tgt: Tensor, r: Tensor, f: Tensor) -> Code:
-        code = Code().assign(f.val, _e("training", r.val), logic="whole")
-        code.assign(t.val, _e("where", f.val, b.val, r.val))
-        moved = _e("add", _e("mul", momentum, tgt.val), _e("mul", 1.0 - momentum, r.val))
-        return code.assign(r.val, _e("where", f.val, moved, r.val))  # NaN-safe when off
-
-    def backward(t: Tensor, b: Tensor, tgt: Tensor, r: Tensor, f: Tensor) -> Code:
-        return Code().assign(b.grad, _e("where", f.val, t.grad, 0.0), accum="+")
-
-    op = OpDef("running", ".", forward, backward)
-    node = g.shapes.pointwise(batch.node, name="running")
-    return Tensor("op", node, g, ["running"], op, (batch, target, running, flag),
-                  batch.differentiable)
-
-
 def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: float = 1e-5,
                name: str = "batch_norm", affine: bool = True,
                track_running_stats: bool = True) -> Tensor:
@@ -229,40 +205,94 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     (zeros) are learned per channel (``affine``).  The running statistics are buffers:
     checkpoints of a model or a trainer save and restore them with the parameters.
 
-    At least two values per channel are needed in training, as torch requires: a model with
-    one is refused when it is initialised.
+    One operation whose code is written out (reductions under ``spec``, the rest pointwise):
+    the backward is the closed form ``dx = k (dy - mean(dy) - xhat mean(dy xhat))``, three
+    passes over the data where differentiating the composition of means and differences
+    takes ten.  At least two values per channel are needed in training, as torch requires: a
+    model with fewer is refused when its code is built.
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
     g = x.graph
-    mean_b = mean(x, spec)
-    mu = mean_b
-    if track_running_stats:
-        with G.scope(name):
-            running_mean = _buffer(g, mean_b.node, "running_mean", 0.0)
-            running_var = _buffer(g, mean_b.node, "running_var", 1.0)
-        mu = _running(mean_b, mean_b, running_mean, momentum)
-    c = x - mu
-    var = var_b = mean(c * c, spec)
-    if track_running_stats:
-        def unbiased() -> float:
-            n = int(x.shape.numel()) // int(var_b.shape.numel())
-            if n < 2:
-                raise ValueError(f"batch_norm {name!r}: one value per channel; training "
-                                 "statistics need at least two (a larger batch)")
-            return n / (n - 1)
+    channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
+    operand, _, result = spec.partition("=>")
+    pair = f"{operand.strip()}; {operand.strip()} => {result.strip()}"  # a product, reduced
 
-        var = _running(var_b, var_b * captured(unbiased, name="N/(N-1)"), running_var,
-                       momentum)
-    inv = (var + eps).recip_sqrt()
-    if not affine:
-        return c * inv
+    def scratch(what: str, node: Any = channel) -> Tensor:
+        return Tensor("state", node, g, [what])
+
     with G.scope(name):
-        scale = Tensor("param", mean_b.node, g, ["scale"], differentiable=True)
-        shift = Tensor("param", mean_b.node, g, ["shift"], differentiable=True)
-    scale.init = lambda shape: np.ones(shape, np.float32)
-    shift.init = lambda shape: np.zeros(shape, np.float32)
-    return G.fma(c, inv * scale, shift)
+        stats = [_buffer(g, channel, "running_mean", 0.0),
+                 _buffer(g, channel, "running_var", 1.0)] if track_running_stats else []
+        learned = [Tensor("param", channel, g, [k], differentiable=True)
+                   for k in ("scale", "shift")] if affine else []
+        for p, fill in zip(learned, (1.0, 0.0), strict=False):
+            p.init = lambda shape, fill=fill: np.full(shape, fill, np.float32)
+        mu, var, moved, k, gs, gq = (scratch(w) for w in (
+            "mean", "var", "moved", "k", "sum_dy", "sum_dy_c"))
+        c = scratch("centred", x.node)
+        per = Tensor("state", g.shapes.tensor(f"{name}.per", Shape(output=())), g, ["per"])
+
+    def count() -> float:
+        n = int(x.shape.numel()) // int(mu.shape.numel())
+        if n < 2:
+            raise ValueError(f"batch_norm {name!r}: one value per channel; training "
+                             "statistics need at least two (a larger batch)")
+        return float(n)
+
+    def select(code: Code, batch: Tensor, running: Tensor, target: Any) -> None:
+        """In training mode ``running`` moves toward ``target`` and ``batch`` is used; out
+        of it ``running`` is used and stays (a choice, not a product with a 0/1 flag: a
+        NaN in an evaluated batch never reaches the running statistics)."""
+        code.assign(moved.val, _e("add", _e("mul", momentum, target),
+                                  _e("mul", 1.0 - momentum, running.val)))
+        code.assign(running.val, _e("by_mode", running.val, moved.val, running.val),
+                    logic="whole")
+        code.assign(batch.val, _e("by_mode", batch.val, batch.val, running.val),
+                    logic="whole")
+
+    def forward(t: Tensor, a: Tensor, *rest: Tensor) -> Code:
+        n = count()
+        code = Code().assign(mu.val, _e("id", a.val), accum="+", init=True, logic=spec)
+        code.assign(mu.val, _e("mul", mu.val, 1.0 / n))
+        if stats:
+            select(code, mu, stats[0], mu.val)
+        code.assign(c.val, _e("sub", a.val, mu.val))
+        code.assign(var.val, _e("mul", c.val, c.val), accum="+", init=True, logic=spec)
+        code.assign(var.val, _e("mul", var.val, 1.0 / n))
+        if stats:
+            select(code, var, stats[1], _e("mul", var.val, n / (n - 1)))
+        code.assign(var.val, _e("recip_sqrt", _e("add", var.val, eps)))  # now 1/sqrt(var+eps)
+        if not learned:
+            return code.assign(t.val, _e("mul", c.val, var.val))
+        scale, shift = learned
+        code.assign(k.val, _e("mul", var.val, scale.val))
+        return code.assign(t.val, _e("fma", c.val, k.val, shift.val))
+
+    def backward(t: Tensor, a: Tensor, *rest: Tensor) -> Code:
+        n = count()
+        code = Code().assign(gs.val, _e("id", t.grad), accum="+", init=True, logic=spec)
+        code.assign(gq.val, _e("mul", t.grad, c.val), accum="+", init=True, logic=pair)
+        if learned:  # sum(dy * xhat) = sum(dy * c) / sqrt(var + eps)
+            scale, shift = learned
+            code.assign(scale.grad, _e("mul", gq.val, var.val), accum="+")
+            code.assign(shift.grad, _e("id", gs.val), accum="+")
+        if not a.differentiable:
+            return code
+        # dx = k (dy - mean(dy) - c mean(dy c) / (var + eps)); out of training the
+        # statistics are constants: the batch terms are 0 (``per``)
+        code.assign(per.val, _e("by_mode", var.val, 1.0 / n, 0.0 if stats else 1.0 / n),
+                    logic="whole")
+        code.assign(gs.val, _e("mul", gs.val, per.val))
+        code.assign(gq.val, _e("mul", gq.val, _e("mul", _e("mul", var.val, var.val), per.val)))
+        dx = _e("mul", k.val if learned else var.val,
+                _e("sub", _e("sub", t.grad, gs.val), _e("mul", c.val, gq.val)))
+        return code.assign(a.grad, dx, accum="+")
+
+    op = OpDef("batch_norm", ".", forward, backward)
+    node = g.shapes.pointwise(x.node, name="batch_norm")
+    diff = x.differentiable or bool(learned)
+    return Tensor("op", node, g, ["batch_norm"], op, (x, *stats, *learned), diff)
 
 
 def gelu(x: Tensor) -> Tensor:

@@ -1,7 +1,9 @@
 """The model layer (OCANNL's ``%op``): lazy tensors whose shapes are inferred graph-wide.
 
 A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
-from its uses), a constant, or an operation on other tensors.  Building a model only records
+from its uses), a constant, a buffer (state the model keeps from run to run without learning
+it: batch norm's running statistics, dropout's counter; checkpoints save it), or an operation
+on other tensors.  Building a model only records
 nodes and shape constraints in the graph's :class:`~tensig.core.inference.ShapeGraph`; shapes are
 solved for the whole graph at once, before any memory is allocated.
 
