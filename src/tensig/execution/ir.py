@@ -524,9 +524,22 @@ def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
     return backend_of_namespace(xp).softmax_backward(y, g, axis)
 
 
+def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
+    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``."""
+    return backend_of_namespace(xp).normalize(x, tuple(range(start, start + n)), eps)
+
+
+def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: int,
+                    eps: float) -> Any:
+    """The gradient of :func:`_normalize` at ``x`` (value ``y``, the result's gradient
+    ``g``)."""
+    axes = tuple(range(start, start + n))
+    return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
+
+
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, one-hot encoding, dropout's random mask, softmax along an axis.  Their
+#: their scatter-add, one-hot encoding, dropout's random mask, softmax and normalisation.  Their
 #: derivatives are declared with the operations that use them (:func:`tensig.graph.embedding`:
 #: ``take``'s is ``put_add``).
 WHOLE: dict[str, Callable[..., Any]] = {
@@ -536,6 +549,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "keep_mask": _keep_mask,
     "softmax": _softmax,
     "softmax_grad": _softmax_grad,
+    "normalize": _normalize,
+    "normalize_grad": _normalize_grad,
 }
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
