@@ -44,13 +44,16 @@ from tensig.model.train import Trainer, adam
 Step = Callable[[], object]
 
 
-def per_step(*steps: Step, block: int = 20, rounds: int = 12) -> list[list[float]]:
+def per_step(*steps: Step, block: int = 20, rounds: int = 12,
+             clock: Callable[[], float] = time.perf_counter) -> list[list[float]]:
     """Median time per step of each, per round of alternating blocks of consecutive steps.
 
     Blocks keep each library's thread pool warm as in real training (interleaving single
     steps makes torch wake its threads every step, which penalises it unfairly); alternating
     the blocks exposes every candidate to the same load drift, so ratios are taken within a
-    round and their median is what counts.
+    round and their median is what counts.  ``clock``: ``time.process_time`` counts the
+    process's CPU time instead of the wall clock (``--cpu-time``: with one thread per library,
+    the work of a step whatever else loads the machine).
     """
     rows: list[list[float]] = []
     for _ in range(rounds):
@@ -60,9 +63,9 @@ def per_step(*steps: Step, block: int = 20, rounds: int = 12) -> list[list[float
                 step()  # warm up this block
             times = []
             for _ in range(block):
-                t0 = time.perf_counter()
+                t0 = clock()
                 step()
-                times.append(time.perf_counter() - t0)
+                times.append(clock() - t0)
             row.append(statistics.median(times))
         rows.append(row)
     return rows
@@ -265,11 +268,12 @@ def rows_of(device: str) -> list[tuple[str, Callable[..., tuple[Step, float]],
 
 
 def main(device: str = "cpu", rounds: int = 12, only: str | None = None,
-         compile_anchor: bool = True, block: int = 20) -> None:
+         compile_anchor: bool = True, block: int = 20, cpu_time: bool = False) -> None:
     """``device``: where the torch backend and the PyTorch references run (``--device cuda``
     on a machine with a GPU; a step reads its loss, so each step waits for the device)."""
     print(f"load average at start: {os.getloadavg()[0]:.2f}; torch threads "
-          f"{torch.get_num_threads()}")
+          f"{torch.get_num_threads()}; {'CPU' if cpu_time else 'wall-clock'} time")
+    clock = time.process_time if cpu_time else time.perf_counter
     for name, ours, reference, target in rows_of(device):
         if only and only.lower() not in name.lower():
             continue
@@ -279,7 +283,7 @@ def main(device: str = "cpu", rounds: int = 12, only: str | None = None,
         eager = torch_step(net, x, y, lr, device)
         compiled, how = compiled_step(reference, device) if compile_anchor else (None, "off")
         steps = [eager, np_step, tt_step] + ([compiled] if compiled else [])
-        measured = per_step(*steps, rounds=rounds, block=block)
+        measured = per_step(*steps, rounds=rounds, block=block, clock=clock)
         t_torch = statistics.median(r[0] for r in measured)
         print(f"{name}: PyTorch eager on {device} {t_torch * 1e3:.2f} ms/step "
               f"(median of {len(measured)} rounds)")
@@ -314,7 +318,10 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=None,
                         help="torch's intra-op threads (both torch candidates; default torch's)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile anchor")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time steps by the process's CPU time (with --threads 1: robust "
+                             "to a loaded machine)")
     a = parser.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    main(a.device, a.rounds, a.only, not a.no_compile, a.block)
+    main(a.device, a.rounds, a.only, not a.no_compile, a.block, a.cpu_time)

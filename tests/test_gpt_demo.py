@@ -88,3 +88,36 @@ def test_sampling_reads_only_earlier_positions():
         after = np.array(model.run())
     np.testing.assert_array_equal(before[:, :10], after[:, :10])
     assert not np.allclose(before[:, 10:], after[:, 10:])
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+def test_the_step_primitives_agree_with_the_generic_formulas(name):
+    """GELU, softmax and normalisation with their gradients: NumPy's in-place code and
+    torch's kernels against the generic formulas of ``Backend`` on NumPy (what JAX and Dask
+    run), in float64, over trailing and leading axes."""
+    from tensig.backends import backend_named
+    from tensig.backends.base import Backend
+
+    if name == "torch":
+        pytest.importorskip("torch")
+    ours, ref = backend_named(name), backend_named("numpy")
+    rng = np.random.default_rng(3)
+    x, y, g = (rng.standard_normal((3, 5, 7)) * 3 for _ in range(3))
+    a = ours.to_array
+    host = np.asarray if name == "numpy" else (lambda t: t.numpy())
+    eps = 64 * np.finfo(np.float64).eps * 7 * 9  # a few passes over rows of 7
+    p = Backend.softmax(ref, y, 2)
+    pairs = [
+        (ours.gelu(a(x)), Backend.gelu(ref, x)),
+        (ours.gelu_backward(a(x), a(g)), Backend.gelu_backward(ref, x, g)),
+        (ours.softmax(a(y), 2), p),
+        (ours.softmax_backward(a(p), a(g), 2), Backend.softmax_backward(ref, p, g, 2)),
+    ]
+    for axes in [(2,), (1, 2), (0,)]:
+        n = Backend.normalize(ref, x, axes, 1e-5)
+        pairs += [(ours.normalize(a(x), axes, 1e-5), n),
+                  (ours.normalize_backward(a(x), a(n), a(g), axes, 1e-5),
+                   Backend.normalize_backward(ref, x, n, g, axes, 1e-5))]
+    for got, want in pairs:
+        np.testing.assert_allclose(host(got), want, rtol=eps, atol=eps)
+    assert np.all(host(a(x)) == x)  # the in-place code leaves its inputs alone

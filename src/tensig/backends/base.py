@@ -364,6 +364,23 @@ class Backend:
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
+    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+        """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
+        normalisation without its scale and shift; its gradient :meth:`normalize_backward`."""
+        xp = self.namespace
+        c = x - xp.mean(x, axis=axes, keepdims=True)
+        return c / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
+
+    def normalize_backward(self, x: Any, y: Any, g: Any, axes: tuple[int, ...], eps: float
+                           ) -> Any:
+        """The gradient of :meth:`normalize` at ``x`` (value ``y``):
+        ``(g - mean(g) - y mean(g y)) / sqrt(var + eps)``."""
+        xp = self.namespace
+        c = x - xp.mean(x, axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
+        return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
+                       - y * xp.mean(g * y, axis=axes, keepdims=True))
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
         straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or

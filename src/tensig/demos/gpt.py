@@ -187,7 +187,7 @@ def sample(model: G.Model, m: Built, c: Corpus, prompts: list[str], *, length: i
     return [c.decode(row[:length]) for row in ctx[:len(prompts)]]
 
 
-def main(steps: int = 600, backend: str = "numpy", device: str | None = None,
+def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
          distributed: bool = False, cfg: Config = CONFIG, plot: str | None = "gpt_loss.png",
          samples: int = 4) -> float:
     """Train for ``steps`` batches and return the validation loss (nats per character)."""
@@ -267,7 +267,7 @@ if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(prog="tensig.demos.gpt", description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--backend", default="numpy", choices=["numpy", "torch", "jax"])
     ap.add_argument("--device", default=None)
     ap.add_argument("--distributed", action="store_true",

@@ -562,11 +562,24 @@ def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
     return backend_of_namespace(xp).softmax_backward(y, g, axis)
 
 
+def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
+    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``."""
+    return backend_of_namespace(xp).normalize(x, tuple(range(start, start + n)), eps)
+
+
+def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: int,
+                    eps: float) -> Any:
+    """The gradient of :func:`_normalize` at ``x`` (value ``y``, the result's gradient
+    ``g``)."""
+    axes = tuple(range(start, start + n))
+    return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
+
+
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
-#: mode, softmax along an axis.  Their derivatives are declared with the operations that use
-#: them (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
+#: mode, softmax and normalisation.  Their derivatives are declared with the operations that
+#: use them (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
 #: :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
@@ -577,6 +590,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "by_mode": _by_mode,
     "softmax": _softmax,
     "softmax_grad": _softmax_grad,
+    "normalize": _normalize,
+    "normalize_grad": _normalize_grad,
 }
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
