@@ -304,10 +304,6 @@ reduce = _prim("reduce", _reduce, [_CELL_OP, _NONEMPTY], arr("t", "..s.."), ["op
     """, hint="reduce needs at least one item; fold takes an initial value for empty arrays")
 
 
-def _lead(nf: int, x: Any) -> Any:
-    return _xp(x).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
-
-
 def _same_items(nf: int, init: Any, x: Any) -> bool:
     return tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
 
@@ -315,7 +311,7 @@ def _same_items(nf: int, init: Any, x: Any) -> bool:
 def _fold(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
     if f is op and _xp(init, x).numpy_native and _same_items(nf, init, x):
-        return op.reduce(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+        return op.reduce(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
@@ -338,7 +334,7 @@ def _scan(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
     xp = _xp(init, x)
     if f is op and xp.numpy_native and _same_items(nf, init, x):
-        return op.accumulate(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+        return op.accumulate(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
@@ -664,7 +660,7 @@ _DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n <
 
 
 def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
-    impl = partial(_lifted_take, keep=keep, name=name)
+    impl = partial(_take, keep=keep, name=name)
     kept = "l, ..s.." if keep else "d, ..s.."
     static = _prim(name, impl, [Static("l", convert=_abs_int), arr("t", "l + d, ..s..")],
                    arr("t", kept), ["n", "x"], doc,
@@ -672,10 +668,6 @@ def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
     data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
                  Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)
     return Overloaded(name, [static, data], _is_static, doc=doc)
-
-
-def _lifted_take(nf: int, n: Any, x: Any, keep: bool, name: str) -> Any:
-    return _take(nf, n, x, keep, name)
 
 
 take = _take_or_drop("take", True, _TAKE_DOC)
