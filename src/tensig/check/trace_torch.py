@@ -33,7 +33,7 @@ from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
-from tensig.check.trace_numpy import _candidates, _symbols_in  # the fit's shared pieces
+from tensig.check.trace_numpy import _candidates, _leaves, _symbols_in  # the fit's shared pieces
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -309,18 +309,10 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
     mkw = {k: _to_meta(v, env, memo) for k, v in kwargs.items()}
     if "device" in mkw:
         mkw["device"] = "meta"
-    inputs = {id(m): orig for orig in _flat(args) for m in [memo.get(id(orig))] if m is not None}
+    inputs = {id(m): orig for orig in _leaves(args) for m in [memo.get(id(orig))] if m is not None}
     with torch.no_grad():
         result = func(*margs, **mkw)
     return result, inputs
-
-
-def _flat(value: Any) -> Iterator[Any]:
-    if isinstance(value, tuple | list):
-        for v in value:
-            yield from _flat(v)
-    else:
-        yield value
 
 
 _SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
@@ -370,7 +362,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                 f"larger ({_short(first_error)}): assumed"))
         break
     else:
-        shapes = ", ".join(_describe(a) for a in _flat(args)
+        shapes = ", ".join(_describe(a) for a in _leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
         named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
