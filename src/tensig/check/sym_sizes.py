@@ -144,10 +144,6 @@ class SymSize:
             return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
         return NotImplemented
 
-    def __ne__(self, o: Any) -> bool:
-        r = self.__eq__(o)
-        return r if r is NotImplemented else not r
-
     def __lt__(self, o: Any) -> bool:
         return self._cmp(o, "<", lambda a, b: a < b)
 

@@ -758,10 +758,6 @@ class Dim(Frozen):
             return NotImplemented
         return self._const == n
 
-    def __ne__(self, other: object) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
     def __lt__(self, other: object) -> bool:
         return _compare(self, other, "<")
 
