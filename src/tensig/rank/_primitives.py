@@ -58,23 +58,15 @@ def _xp(*xs: Any) -> Any:
 _NONEMPTY = arr("t", "1 + d, ..s..")
 
 
-def _head(nf: int, x: Any) -> Any:
-    return x[_at(nf, 0)]
+def _item(k: Any) -> Callable[[int, Any], Any]:
+    """The implementation that reads ``k`` (a position or a slice) of the major axis."""
+    def impl(nf: int, x: Any) -> Any:
+        return x[_at(nf, k)]
+
+    return impl
 
 
-def _tail(nf: int, x: Any) -> Any:
-    return x[_at(nf, -1)]
-
-
-def _behead(nf: int, x: Any) -> Any:
-    return x[_at(nf, slice(1, None))]
-
-
-def _curtail(nf: int, x: Any) -> Any:
-    return x[_at(nf, slice(None, -1))]
-
-
-head = _prim("head", _head, [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
+head = _prim("head", _item(0), [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``: the major axis has ``1 + d >= 1``
     items.
@@ -85,7 +77,7 @@ head = _prim("head", _head, [_NONEMPTY], arr("t", "..s.."), ["x"], """The first 
     array([0, 2, 4])
     """, hint="head needs a nonempty major axis (1 + d items)")
 
-tail = _prim("tail", _tail, [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
+tail = _prim("tail", _item(-1), [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``.
 
@@ -93,7 +85,7 @@ tail = _prim("tail", _tail, [_NONEMPTY], arr("t", "..s.."), ["x"], """The last i
     array([4, 5])
     """, hint="tail needs a nonempty major axis (1 + d items)")
 
-behead = _prim("behead", _behead, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+behead = _prim("behead", _item(slice(1, None)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
                   """All but the first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
@@ -102,7 +94,7 @@ behead = _prim("behead", _behead, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
     array([2, 3])
     """, hint="behead needs a nonempty major axis (1 + d items)")
 
-curtail = _prim("curtail", _curtail, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+curtail = _prim("curtail", _item(slice(None, -1)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
                   """All but the last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
@@ -397,12 +389,8 @@ def _iota_array(shape: tuple[int, ...], like: Any = None) -> Any:
     return xp.reshape(xp.arange(math.prod(shape), like=like), shape)
 
 
-def _iota(nf: int, shape: Any) -> Any:
-    return _iota_array(_naturals("iota", shape), shape)
-
-
-def _iota_v(nf: int, n: Any) -> Any:
-    return _iota_array(_naturals("iota_v", n), n)
+def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
+    return _iota_array(_naturals(name, shape), shape)
 
 
 def _iota_s(nf: int, shape: Any) -> Any:
@@ -427,7 +415,8 @@ iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")
     [(2, 2), (3, 1)]
     """, batched=False, boxed=True)
 
-iota_v = _prim("iota_v", _iota_v, [arr("Int")], Sigma(("d",), arr("Int", "d")), ["n"],
+iota_v = _prim("iota_v", partial(_iota, name="iota_v"), [arr("Int")],
+               Sigma(("d",), arr("Int", "d")), ["n"],
                """The vector ``0 .. n-1``, boxed as a vector of unknown length.
 
     Type ``[Int] -> Σ(d). [Int d]``.
