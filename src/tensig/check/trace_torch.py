@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -573,17 +574,12 @@ def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) 
                             f"(input {shape_text(a)})")
 
 
-def batch_norm(x: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
-               bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
+          weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    """``batch_norm`` and ``instance_norm`` (``what``): per-channel statistics and parameters,
+    the input's shape."""
     a = S._sym(x)
-    _channels("batch_norm", a, (running_mean, running_var, weight, bias))
-    return S.SymArray(a.dims, "f")
-
-
-def instance_norm(x: Any, running_mean: Any = None, running_var: Any = None,
-                  weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    _channels("instance_norm", a, (running_mean, running_var, weight, bias))
+    _channels(what, a, (running_mean, running_var, weight, bias))
     return S.SymArray(a.dims, "f")
 
 
@@ -642,8 +638,7 @@ def _max_or_min(name: str) -> Callable[..., Any]:
         values = S.reduce_(x, dim, keep)
         if dim is None:
             return values
-        return torch.return_types.max((values, S.reduce_(x, dim, keep, "i"))) \
-            if name == "max" else torch.return_types.min((values, S.reduce_(x, dim, keep, "i")))
+        return getattr(torch.return_types, name)((values, S.reduce_(x, dim, keep, "i")))
     return op
 
 
@@ -652,8 +647,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "min": _max_or_min("min"),
     **{n: _unary(n) for n in _UNARY},
     **{n: _binary(n) for n in _BINARY},
-    "batch_norm": batch_norm,
-    "instance_norm": instance_norm,
+    "batch_norm": partial(_norm, "batch_norm"),
+    "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,
     "rms_norm": rms_norm,
     "scaled_dot_product_attention": sdpa,
