@@ -74,7 +74,6 @@ OVERSIZE: dict[str, str] = {
     "tensig.model.graph": "tensors, operations and the autodiff tables; G moves the operator "
                           "table to ir (issue 14)",
     "tensig.rank._lifting": "lifting, frames and the cell loop together: not yet split",
-    "tensig.rank._primitives": "Remora primitives, one small function each: not yet split",
 }
 
 

@@ -73,6 +73,17 @@ def test_outer_product_squared_error():
     assert verify(squared_error_fix, "N; N 1 =>").ok
 
 
+def test_a_size_times_a_float_is_a_number():
+    """``n * 0.5`` with a traced size ``n`` is the float at the witness size (it stopped the
+    verification with a TypeError: a Dim does not take floats)."""
+    def scaled(x):
+        n = x.shape[0]
+        return x * (n * 0.5) + (0.5 * n) + (n - 0.5) + (1.5 - n) + n / 2
+
+    r = verify(scaled, "N => N")
+    assert r.ok and not r.notes, r.notes
+
+
 def test_torch_mse_loss_with_mismatched_shapes():
     def loss(pred, target):
         return F.mse_loss(pred, target)

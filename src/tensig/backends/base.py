@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tensig.core.annotations import dtype_name
+
 __all__ = [
     "Backend",
     "all_zero",
@@ -110,10 +112,6 @@ class Backend:
         if np.issubdtype(dt, np.integer):
             return int(np.iinfo(dt).max)
         return math.inf
-
-    def dtype_name(self, dtype: Any) -> str:
-        """A dtype's short name in messages (``float32``, not ``torch.float32``)."""
-        return str(dtype)
 
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
@@ -612,13 +610,3 @@ def neutral_min(dtype: Any) -> float | int | bool:
 def is_integer(dtype: Any) -> bool:
     """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
     return _dtype_backend(type(dtype)).is_integer(dtype)
-
-
-def dtype_name(dtype: Any) -> str:
-    """A dtype's short name in messages, whichever library it comes from.
-
-    >>> import numpy as np
-    >>> dtype_name(np.dtype(np.int8))
-    'int8'
-    """
-    return _dtype_backend(type(dtype)).dtype_name(dtype)

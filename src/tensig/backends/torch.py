@@ -73,9 +73,6 @@ class TorchBackend(Backend):
             return math.inf
         return int(t.iinfo(dtype).max)
 
-    def dtype_name(self, dtype: Any) -> str:
-        return str(dtype).removeprefix("torch.")
-
     def is_integer(self, dtype: Any) -> bool:
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
 

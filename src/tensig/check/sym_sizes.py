@@ -65,9 +65,9 @@ class SymSize:
         return hash(self.dim)
 
     # arithmetic stays symbolic
-    def _op(self, other: Any, fn: Callable[[Dim, Any], Dim]) -> Any:
-        if isinstance(other, float):
-            return fn(Dim.const(tracer().value(self.dim)), other)  # a float: leave symbols
+    def _op(self, other: Any, fn: Callable[[Any, Any], Any]) -> Any:
+        if isinstance(other, float):  # a float: leave symbols (the size at the witness)
+            return fn(tracer().value(self.dim), other)
         if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
             return SymSize(fn(self.dim, as_dim(other)))
         return NotImplemented
@@ -75,8 +75,7 @@ class SymSize:
     def __add__(self, o: Any) -> Any:
         return self._op(o, lambda a, b: a + b)
 
-    def __radd__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: b + a)
+    __radd__ = __add__  # Dim's canonical form and IEEE + commute
 
     def __sub__(self, o: Any) -> Any:
         return self._op(o, lambda a, b: a - b)
@@ -87,8 +86,7 @@ class SymSize:
     def __mul__(self, o: Any) -> Any:
         return self._op(o, lambda a, b: a * b)
 
-    def __rmul__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: b * a)
+    __rmul__ = __mul__  # Dim's canonical form and IEEE * commute
 
     def __floordiv__(self, o: Any) -> Any:
         if isinstance(o, int) and o > 0:
@@ -143,10 +141,6 @@ class SymSize:
                 return False
             return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
         return NotImplemented
-
-    def __ne__(self, o: Any) -> bool:
-        r = self.__eq__(o)
-        return r if r is NotImplemented else not r
 
     def __lt__(self, o: Any) -> bool:
         return self._cmp(o, "<", lambda a, b: a < b)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -33,7 +34,7 @@ from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
-from tensig.check.trace_numpy import _candidates, _symbols_in  # the fit's shared pieces
+from tensig.check.trace_numpy import _candidates, _leaves, _symbols_in  # the fit's shared pieces
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -309,18 +310,10 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
     mkw = {k: _to_meta(v, env, memo) for k, v in kwargs.items()}
     if "device" in mkw:
         mkw["device"] = "meta"
-    inputs = {id(m): orig for orig in _flat(args) for m in [memo.get(id(orig))] if m is not None}
+    inputs = {id(m): orig for orig in _leaves(args) for m in [memo.get(id(orig))] if m is not None}
     with torch.no_grad():
         result = func(*margs, **mkw)
     return result, inputs
-
-
-def _flat(value: Any) -> Iterator[Any]:
-    if isinstance(value, tuple | list):
-        for v in value:
-            yield from _flat(v)
-    else:
-        yield value
 
 
 _SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
@@ -370,7 +363,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                 f"larger ({_short(first_error)}): assumed"))
         break
     else:
-        shapes = ", ".join(_describe(a) for a in _flat(args)
+        shapes = ", ".join(_describe(a) for a in _leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
         named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
@@ -581,17 +574,12 @@ def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) 
                             f"(input {shape_text(a)})")
 
 
-def batch_norm(x: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
-               bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
+          weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    """``batch_norm`` and ``instance_norm`` (``what``): per-channel statistics and parameters,
+    the input's shape."""
     a = S._sym(x)
-    _channels("batch_norm", a, (running_mean, running_var, weight, bias))
-    return S.SymArray(a.dims, "f")
-
-
-def instance_norm(x: Any, running_mean: Any = None, running_var: Any = None,
-                  weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    _channels("instance_norm", a, (running_mean, running_var, weight, bias))
+    _channels(what, a, (running_mean, running_var, weight, bias))
     return S.SymArray(a.dims, "f")
 
 
@@ -650,8 +638,7 @@ def _max_or_min(name: str) -> Callable[..., Any]:
         values = S.reduce_(x, dim, keep)
         if dim is None:
             return values
-        return torch.return_types.max((values, S.reduce_(x, dim, keep, "i"))) \
-            if name == "max" else torch.return_types.min((values, S.reduce_(x, dim, keep, "i")))
+        return getattr(torch.return_types, name)((values, S.reduce_(x, dim, keep, "i")))
     return op
 
 
@@ -660,8 +647,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "min": _max_or_min("min"),
     **{n: _unary(n) for n in _UNARY},
     **{n: _binary(n) for n in _BINARY},
-    "batch_norm": batch_norm,
-    "instance_norm": instance_norm,
+    "batch_norm": partial(_norm, "batch_norm"),
+    "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,
     "rms_norm": rms_norm,
     "scaled_dot_product_attention": sdpa,

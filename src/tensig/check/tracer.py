@@ -77,6 +77,16 @@ def sym_len(x: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+def _reduction(kind: str | None = None) -> Callable[..., SymArray]:
+    """A reduction method of :class:`SymArray` (NumPy's ``axis``/``keepdims`` or torch's
+    ``dim``/``keepdim``; further positional arguments such as a dtype do not change the shape)
+    whose result has the element kind ``kind`` (None: the operand's)."""
+    def method(self: SymArray, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
+        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), kind)
+
+    return method
+
+
 class SymArray:
     """An array with a symbolic shape and no data.
 
@@ -331,39 +341,15 @@ class SymArray:
         into(self, mask, "masked_fill's mask")
         return self._like(self.dims, loose=self.loose)
 
-    def sum(self, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
-
-    def mean(self, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "f")
-
-    def prod(self, axis: Any = None, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
-
-    def std(self, axis: Any = None, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "f")
-
-    var = std
+    sum = prod = amax = amin = _reduction()
+    mean = std = var = _reduction("f")
+    argmax = argmin = _reduction("i")
+    all = any = _reduction("b")
 
     def max(self, axis: Any = None, *args: Any, **kw: Any) -> Any:
         return _minmax(self, axis if axis is not None else kw.get("dim"), _keep(kw))
 
     min = max
-
-    def amax(self, axis: Any = None, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw))
-
-    amin = amax
-
-    def argmax(self, axis: Any = None, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "i")
-
-    argmin = argmax
-
-    def all(self, axis: Any = None, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), "b")
-
-    any = all
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> SymArray:
         return reduce_(self, dim, keepdim, "f")

@@ -198,7 +198,7 @@ def dtype_accepts(family: str, dtype: Any) -> bool:
         return cache[dtype]
     except (KeyError, TypeError):
         pass
-    ok = dtype is not None and _family_test(family)(_dtype_name(dtype))
+    ok = dtype is not None and _family_test(family)(dtype_name(dtype))
     with contextlib.suppress(TypeError):  # an unhashable dtype-like object is not cached
         cache[dtype] = ok
     return ok
@@ -461,7 +461,7 @@ def dtype_kind(dtype: Any) -> str:
         return _KIND_CACHE[dtype]
     except (KeyError, TypeError):
         pass
-    name = _dtype_name(dtype)
+    name = dtype_name(dtype)
     if name.startswith("bool"):
         kind = "bool"
     elif name.startswith(("float", "bfloat", "half", "double")):
@@ -477,8 +477,14 @@ def dtype_kind(dtype: Any) -> str:
     return kind
 
 
-def _dtype_name(dtype: Any) -> str:
-    """``float32``, ``bfloat16``, ``int64``... for numpy, ml_dtypes, jax and torch dtypes."""
+def dtype_name(dtype: Any) -> str:
+    """A dtype's short name in messages (``float32``, ``bfloat16``, ``int64``..., not
+    ``torch.float32``), whichever library it comes from (numpy, ml_dtypes, jax, torch).
+
+    >>> import numpy as np
+    >>> dtype_name(np.dtype(np.int8)), dtype_name(np.float32)
+    ('int8', 'float32')
+    """
     if type(dtype).__module__.startswith("torch"):
         return str(dtype).removeprefix("torch.")
     import numpy as np

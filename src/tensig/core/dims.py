@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
@@ -74,6 +74,19 @@ Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
 
 _new_object = object.__new__
 _setattr = object.__setattr__
+
+
+class Frozen:
+    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms,
+    conditions, shape indices), which build their slots with ``object.__setattr__``."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
 # Bounds on the work one expression can cause (sizes are small polynomials; these are far above
 # any real shape and far below what takes a noticeable time): ``(T + 1)**3000`` or ``9**9**9``
@@ -355,7 +368,7 @@ def parse_at(text: str, start: int, end: int) -> Dim:
 # --------------------------------------------------------------------------------------------
 
 
-class _DivAtom:
+class _DivAtom(Frozen):
     """Shared machinery of :class:`FloorDiv` and :class:`Mod` (an opaque integer atom)."""
 
     __slots__ = ("_hash", "_key", "divisor", "numerator")
@@ -375,12 +388,6 @@ class _DivAtom:
         _setattr(self, "_key", (self._rank, numerator._terms, divisor))
         _setattr(self, "_hash", hash((self._op, numerator, divisor)))
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.numerator, self.divisor))
 
@@ -392,34 +399,26 @@ class _DivAtom:
             return self._hash == other._hash and self._key == other._key  # type: ignore[attr-defined]
         return NotImplemented
 
-    # Atoms sit inside tuples that Python sorts directly, so they compare with size names too.
-    def __lt__(self, other: object) -> bool:
+    # Atoms sit inside tuples that Python sorts directly, so they compare with size names too
+    # (which sort first).
+    def _order(self, other: object, cmp: Callable[[Any, Any], bool]) -> bool:
         if isinstance(other, str):
-            return False
+            return cmp(1, 0)
         if isinstance(other, _DivAtom):
-            return self._key < other._key
+            return cmp(self._key, other._key)
         return NotImplemented
+
+    def __lt__(self, other: object) -> bool:
+        return self._order(other, operator.lt)
 
     def __le__(self, other: object) -> bool:
-        if isinstance(other, str):
-            return False
-        if isinstance(other, _DivAtom):
-            return self._key <= other._key
-        return NotImplemented
+        return self._order(other, operator.le)
 
     def __gt__(self, other: object) -> bool:
-        if isinstance(other, str):
-            return True
-        if isinstance(other, _DivAtom):
-            return self._key > other._key
-        return NotImplemented
+        return self._order(other, operator.gt)
 
     def __ge__(self, other: object) -> bool:
-        if isinstance(other, str):
-            return True
-        if isinstance(other, _DivAtom):
-            return self._key >= other._key
-        return NotImplemented
+        return self._order(other, operator.ge)
 
     def __str__(self) -> str:
         num = str(self.numerator)
@@ -472,7 +471,7 @@ def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
     return atom._key
 
 
-class Dim:
+class Dim(Frozen):
     """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
 
     Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
@@ -495,12 +494,6 @@ class Dim:
 
     def __new__(cls, value: str | int | Dim = 0) -> Dim:
         return dim(value)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Dim is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("Dim is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_make, (self._terms,))
@@ -765,10 +758,6 @@ class Dim:
             return NotImplemented
         return self._const == n
 
-    def __ne__(self, other: object) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
     def __lt__(self, other: object) -> bool:
         return _compare(self, other, "<")
 
@@ -994,7 +983,7 @@ def dims(text: str) -> tuple[Dim, ...]:
     return tuple(parse_at(text, s, e) for s, e in split_items(text, 0, len(text)))
 
 
-class Condition:
+class Condition(Frozen):
     """A fact that holds only for some sizes, such as ``(T + 1) % 2 == 0`` or ``T >= 3``.
 
     A solver returns these next to answers that are valid only under them.  Conditions are
@@ -1036,12 +1025,6 @@ class Condition:
         _setattr(self, "expr", expr)
         _setattr(self, "modulus", modulus)
         _setattr(self, "_hash", hash((kind, expr, modulus)))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Condition is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("Condition is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Condition, (self.kind, self.expr, self.modulus))

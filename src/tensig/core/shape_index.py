@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
-from tensig.core.dims import Dim, _const, _int_or_none, dim, parse_at, split_items
+from tensig.core.dims import Dim, Frozen, _const, _int_or_none, dim, parse_at, split_items
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
 
 __all__ = ["ShapeIndex", "ShapeVar"]
@@ -20,7 +20,7 @@ _new_object = object.__new__
 _setattr = object.__setattr__
 
 
-class ShapeVar:
+class ShapeVar(Frozen):
     """A named shape (row) variable: any number of axes, printed ``..name..``.
 
     >>> ShapeVar("s"), str(ShapeVar("s")), ShapeVar("s") == ShapeVar("s")
@@ -35,12 +35,6 @@ class ShapeVar:
             raise TypeError(f"a shape variable name is a str, not {type(name).__name__}")
         _setattr(self, "name", name)
         _setattr(self, "_hash", hash(("ShapeVar", name)))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ShapeVar is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("ShapeVar is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ShapeVar, (self.name,))
@@ -90,7 +84,7 @@ def _shape_index(items: tuple[ShapeItem, ...]) -> ShapeIndex:
     return self
 
 
-class ShapeIndex:
+class ShapeIndex(Frozen):
     """Remora's shape index: a flat, immutable sequence of dimensions and shape variables.
 
     Nested indices, tuples and lists are flattened on construction (Remora's canonical form
@@ -118,12 +112,6 @@ class ShapeIndex:
         _setattr(self, "_items", t)
         _setattr(self, "_hash", hash(t))
         _setattr(self, "_nvars", sum(1 for x in t if type(x) is ShapeVar))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ShapeIndex is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("ShapeIndex is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ShapeIndex, (list(self._items),))

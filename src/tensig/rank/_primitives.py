@@ -58,23 +58,15 @@ def _xp(*xs: Any) -> Any:
 _NONEMPTY = arr("t", "1 + d, ..s..")
 
 
-def _head(nf: int, x: Any) -> Any:
-    return x[_at(nf, 0)]
+def _item(k: Any) -> Callable[[int, Any], Any]:
+    """The implementation that reads ``k`` (a position or a slice) of the major axis."""
+    def impl(nf: int, x: Any) -> Any:
+        return x[_at(nf, k)]
+
+    return impl
 
 
-def _tail(nf: int, x: Any) -> Any:
-    return x[_at(nf, -1)]
-
-
-def _behead(nf: int, x: Any) -> Any:
-    return x[_at(nf, slice(1, None))]
-
-
-def _curtail(nf: int, x: Any) -> Any:
-    return x[_at(nf, slice(None, -1))]
-
-
-head = _prim("head", _head, [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
+head = _prim("head", _item(0), [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``: the major axis has ``1 + d >= 1``
     items.
@@ -85,7 +77,7 @@ head = _prim("head", _head, [_NONEMPTY], arr("t", "..s.."), ["x"], """The first 
     array([0, 2, 4])
     """, hint="head needs a nonempty major axis (1 + d items)")
 
-tail = _prim("tail", _tail, [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
+tail = _prim("tail", _item(-1), [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``.
 
@@ -93,7 +85,7 @@ tail = _prim("tail", _tail, [_NONEMPTY], arr("t", "..s.."), ["x"], """The last i
     array([4, 5])
     """, hint="tail needs a nonempty major axis (1 + d items)")
 
-behead = _prim("behead", _behead, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+behead = _prim("behead", _item(slice(1, None)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
                   """All but the first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
@@ -102,7 +94,7 @@ behead = _prim("behead", _behead, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
     array([2, 3])
     """, hint="behead needs a nonempty major axis (1 + d items)")
 
-curtail = _prim("curtail", _curtail, [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
+curtail = _prim("curtail", _item(slice(None, -1)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
                   """All but the last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
@@ -304,10 +296,6 @@ reduce = _prim("reduce", _reduce, [_CELL_OP, _NONEMPTY], arr("t", "..s.."), ["op
     """, hint="reduce needs at least one item; fold takes an initial value for empty arrays")
 
 
-def _lead(nf: int, x: Any) -> Any:
-    return _xp(x).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
-
-
 def _same_items(nf: int, init: Any, x: Any) -> bool:
     return tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
 
@@ -315,7 +303,7 @@ def _same_items(nf: int, init: Any, x: Any) -> bool:
 def _fold(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
     if f is op and _xp(init, x).numpy_native and _same_items(nf, init, x):
-        return op.reduce(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+        return op.reduce(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
@@ -338,7 +326,7 @@ def _scan(nf: int, op: Any, init: Any, x: Any) -> Any:
     f = _elementwise(op, init, x)
     xp = _xp(init, x)
     if f is op and xp.numpy_native and _same_items(nf, init, x):
-        return op.accumulate(np.concatenate([_lead(nf, init), x], axis=nf), axis=nf)
+        return op.accumulate(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
@@ -401,12 +389,8 @@ def _iota_array(shape: tuple[int, ...], like: Any = None) -> Any:
     return xp.reshape(xp.arange(math.prod(shape), like=like), shape)
 
 
-def _iota(nf: int, shape: Any) -> Any:
-    return _iota_array(_naturals("iota", shape), shape)
-
-
-def _iota_v(nf: int, n: Any) -> Any:
-    return _iota_array(_naturals("iota_v", n), n)
+def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
+    return _iota_array(_naturals(name, shape), shape)
 
 
 def _iota_s(nf: int, shape: Any) -> Any:
@@ -431,7 +415,8 @@ iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")
     [(2, 2), (3, 1)]
     """, batched=False, boxed=True)
 
-iota_v = _prim("iota_v", _iota_v, [arr("Int")], Sigma(("d",), arr("Int", "d")), ["n"],
+iota_v = _prim("iota_v", partial(_iota, name="iota_v"), [arr("Int")],
+               Sigma(("d",), arr("Int", "d")), ["n"],
                """The vector ``0 .. n-1``, boxed as a vector of unknown length.
 
     Type ``[Int] -> Σ(d). [Int d]``.
@@ -664,7 +649,7 @@ _DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n <
 
 
 def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
-    impl = partial(_lifted_take, keep=keep, name=name)
+    impl = partial(_take, keep=keep, name=name)
     kept = "l, ..s.." if keep else "d, ..s.."
     static = _prim(name, impl, [Static("l", convert=_abs_int), arr("t", "l + d, ..s..")],
                    arr("t", kept), ["n", "x"], doc,
@@ -672,10 +657,6 @@ def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
     data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
                  Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)
     return Overloaded(name, [static, data], _is_static, doc=doc)
-
-
-def _lifted_take(nf: int, n: Any, x: Any, keep: bool, name: str) -> Any:
-    return _take(nf, n, x, keep, name)
 
 
 take = _take_or_drop("take", True, _TAKE_DOC)
