@@ -353,7 +353,7 @@ class Trainer:
         step that writes the last of them (and not before the loss, which rides in the first
         bucket).  The routine's steps are its code's items after fusion, one to one."""
         steps, store = self._gradients.steps, self.model.graph.store
-        items = fuse_repeats(self._gradients.code)
+        items = fuse_repeats(self._gradients.code.items)
         end = len(steps) - 1
         last: dict[Any, int] = {}
         if len(items) == len(steps):  # else: everything after the last step
@@ -402,7 +402,8 @@ class Trainer:
         gradient is written (overlapping the rest of backward), then the replicas' mean
         gradients in the store; returns the global mean loss."""
         arrays, launch = store.arrays, self._launch
-        sent, keys = [], []
+        sent: list[Any] = []
+        keys: list[Any] = []
         for i, run in enumerate(self._gradients.steps):
             run(store)
             for bucket in launch.get(i, ()):
