@@ -130,7 +130,7 @@ def test_each_bucket_goes_out_after_the_step_that_finishes_it():
 
     tr = distributed_worker.trainer("numpy", "sgd", 8, distributed=False)
     writes = [{a.lhs.key for a in (item.assigns if isinstance(item, Run) else [item])}
-              for item in fuse_repeats(tr._gradients.code)]
+              for item in fuse_repeats(tr._gradients.code.items)]
     assert len(writes) == len(tr._gradients.steps)
     grads = {p.grad.key for p in tr.opt.params}
     for limit, count in ((2**20, 1), (1, 3)):
