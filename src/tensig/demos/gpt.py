@@ -15,7 +15,6 @@ curve (``gpt_loss.png``) and prints a few sampled lines.
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tensig.demos.common import Built, print_bill
+from tensig.demos.common import Built, place, print_bill
 from tensig.model import blocks as B
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam
@@ -192,18 +191,19 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
          samples: int = 4) -> float:
     """Train for ``steps`` batches and return the validation loss (nats per character)."""
     c = corpus(cfg.T)
-    say = print if int(os.environ.get("RANK", "0")) == 0 or not distributed else _quiet
+    here = place(distributed, device)
+    say = here.say
     say(f"  corpus: {len(c.train_x)} training and {len(c.val_x)} validation windows of "
         f"{cfg.T} characters; vocabulary of {len(c.vocab)}")
-    with G.new_graph(backend, device) as g:
+    with G.new_graph(backend, here.device) as g:
         m = build(c.train_x, c.train_y, len(c.vocab), cfg)
-        if say is print:
+        if here.root:
             print_bill(g, m.params)
         trainer = Trainer(m.loss, adam(m.params, lr=cfg.lr), {m.x: c.train_x, m.t: c.train_y},
                           distributed=distributed)
         say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
         t0 = time.perf_counter()
-        _train(trainer, steps, show=say is print)
+        _train(trainer, steps, show=here.root)
         seconds = time.perf_counter() - t0
         model = G.Model(m.logits)
         val = evaluate(G.Model(m.loss), m, c.val_x, c.val_y, cfg.batch)
@@ -214,16 +214,12 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
     say(f"  {steps} steps in {seconds:.1f} s ({seconds / steps * 1e3:.0f} ms/step); training "
         f"loss {first:.3f} -> {last:.3f}; validation loss {val:.3f} nats/char "
         f"(uniform: {math.log(len(c.vocab)):.3f})")
-    if plot and say is print:
+    if plot and here.root:
         _plot(trainer, plot, say)
     say("  samples (8 characters of a held-out line, then the model's):")
     for line in lines:
         say("    " + line.split("\n")[0])
     return val
-
-
-def _quiet(*args: object, **kw: object) -> None:
-    pass
 
 
 def _lines(c: Corpus) -> list[str]:
