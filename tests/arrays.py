@@ -1,5 +1,5 @@
-"""Test data: moving arrays between NumPy and each backend, random classic einsum specs, and
-drawn expression trees as IR."""
+"""Test data: moving arrays between NumPy and each backend, random classic einsum specs,
+drawn expression trees as IR, and a small least-squares problem for the trainer."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tensig.execution.eager import RowArray
 from tensig.execution.ir import Expr
+from tensig.model import graph as G
 
 BACKENDS = ["numpy", "torch", "jax", "dask"]
 
@@ -80,3 +81,18 @@ def expr_of(tree, bufs):
         return tree
     op, *args = tree
     return Expr(op, tuple(expr_of(a, bufs) for a in args))
+
+
+def quadratic_problem(rng: np.random.Generator, backend: str = "numpy"):
+    """loss = sum((w @ x - y)^2) on data drawn from ``rng``: the gradient is easy to
+    cross-check.  Returns the data, the initial ``w`` and the graph tensors."""
+    xs = rng.standard_normal((6, 4)).astype(np.float32)
+    ys = rng.standard_normal((6, 3)).astype(np.float32)
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    with G.new_graph(backend):
+        x = G.leaf("x", xs, batch=1)
+        y = G.leaf("y", ys, batch=1)
+        w = G.param("w", output=[3], init=lambda s, r: w0.copy())
+        diff = w @ x - y
+        loss = G.einsum1("...|...->... => |->0", diff * diff)
+    return xs, ys, w0, x, y, w, loss

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+import arrays
 import tensig
 from tensig import rank
 from tensig.backends import _NumpyGemm
 from tensig.backends._plans import small_amax
 from tensig.check import decorator
 from tensig.core.annotations import Float
-from tensig.model import graph as G
 from tensig.model.train import Trainer, sgd
 from tensig.rank import _lifting
 
@@ -242,17 +242,7 @@ def schedule(step):
 
 class TestOptimizerScalars:
     def problem(self):
-        rng = np.random.default_rng(3)
-        xs = rng.standard_normal((6, 4)).astype(np.float32)
-        ys = rng.standard_normal((6, 3)).astype(np.float32)
-        w0 = rng.standard_normal((3, 4)).astype(np.float32)
-        with G.new_graph("numpy"):
-            x = G.leaf("x", xs, batch=1)
-            y = G.leaf("y", ys, batch=1)
-            w = G.param("w", output=[3], init=lambda s, r: w0.copy())
-            diff = w @ x - y
-            loss = G.einsum1("...|...->... => |->0", diff * diff)
-        return xs, ys, w0, x, y, w, loss
+        return arrays.quadratic_problem(np.random.default_rng(3))
 
     def test_a_schedule_still_reaches_the_update(self):
         xs, ys, w0, x, y, w, loss = self.problem()
@@ -262,19 +252,19 @@ class TestOptimizerScalars:
         tw = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
         topt = torch.optim.SGD([tw], lr=1.0, momentum=0.5)
         tx, ty = torch.tensor(xs, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
-        arrays = []
+        rates = []
         for step in range(5):
             trainer.step(np.arange(6))
-            arrays.append(store.read(lr))
+            rates.append(store.read(lr))
             for group in topt.param_groups:
                 group["lr"] = schedule(step)
             topt.zero_grad()
             ((tx @ tw.T - ty) ** 2).sum().backward()
             topt.step()
         np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-4, atol=1e-5)
-        assert [float(a[0]) for a in arrays] == [np.float32(schedule(s)) for s in range(5)]
-        assert arrays[0] is arrays[1] and arrays[2] is arrays[3] is arrays[4]  # not rewritten
-        assert arrays[1] is not arrays[2]
+        assert [float(a[0]) for a in rates] == [np.float32(schedule(s)) for s in range(5)]
+        assert rates[0] is rates[1] and rates[2] is rates[3] is rates[4]  # not rewritten
+        assert rates[1] is not rates[2]
 
     def test_a_scalar_replaced_in_the_store_is_written_again(self):
         xs, ys, _, x, y, w, loss = self.problem()

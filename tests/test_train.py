@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import arrays
 from tensig import ShapeError
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam, sgd
@@ -16,17 +17,7 @@ rng = np.random.default_rng(11)
 
 
 def quadratic_problem(backend="numpy"):
-    """loss = sum((w @ x - y)^2) with known data: the gradient is easy to cross-check."""
-    xs = rng.standard_normal((6, 4)).astype(np.float32)
-    ys = rng.standard_normal((6, 3)).astype(np.float32)
-    w0 = rng.standard_normal((3, 4)).astype(np.float32)
-    with G.new_graph(backend):
-        x = G.leaf("x", xs, batch=1)
-        y = G.leaf("y", ys, batch=1)
-        w = G.param("w", output=[3], init=lambda s, r: w0.copy())
-        diff = w @ x - y
-        loss = G.einsum1("...|...->... => |->0", diff * diff)
-    return xs, ys, w0, x, y, w, loss
+    return arrays.quadratic_problem(rng, backend)
 
 
 @pytest.mark.parametrize("kind, kwargs", [

@@ -850,8 +850,15 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
         raise TypeError(f"embedding: ids must be integer data (a leaf of integer ids), not "
                         f"{getattr(ids, 'name', type(ids).__name__)}")
 
+    return apply(_gather("embedding", _EMBEDDING, "take"), table, ids)
+
+
+def _gather(name: str, spec: str, primitive: str) -> OpDef:
+    """An operation that reads a table at integer positions with ``primitive`` (an
+    ``ir.WHOLE`` gather); its gradient adds each read cell's gradient back into the cell it
+    came from (``put_add``: repeated positions add up)."""
     def forward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
-        return Code().assign(t.val, _e("take", tab.val, i.val), logic=t.projections)
+        return Code().assign(t.val, _e(primitive, tab.val, i.val), logic=t.projections)
 
     def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
         code = Code()
@@ -859,8 +866,7 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
             code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=t.projections)
         return code
 
-    return apply(OpDef("embedding", _EMBEDDING, forward, backward, op="einsum", integers=True),
-                 table, ids)
+    return OpDef(name, spec, forward, backward, op="einsum", integers=True)
 
 
 def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor:
@@ -933,17 +939,7 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
         raise TypeError(f"batch_slice: the index must be integer data (G.index(...)), not "
                         f"{getattr(i, 'name', type(i).__name__)}")
 
-    def forward(t: Tensor, a: Tensor, j: Tensor) -> Code:
-        return Code().assign(t.val, _e("slice_at", a.val, j.val), logic=t.projections)
-
-    def backward(t: Tensor, a: Tensor, j: Tensor) -> Code:
-        code = Code()
-        if a.differentiable:
-            code.assign(a.grad, _e("put_add", j.val, t.grad), accum="+", logic=t.projections)
-        return code
-
-    t = apply(OpDef("batch_slice", _BATCH_SLICE, forward, backward, op="einsum",
-                    integers=True), x, i, name="@|")
+    t = apply(_gather("batch_slice", _BATCH_SLICE, "slice_at"), x, i, name="@|")
     t.integer = x.integer  # a slice of ids is ids
     if isinstance(i, Index) and i.range is not None:
         shapes = t.graph.shapes
