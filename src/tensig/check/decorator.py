@@ -792,9 +792,12 @@ def print_bindings() -> None:
 
 
 def _compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing: then the check is skipped."""
+    """Whether torch.compile (dynamo) is tracing: then the check is skipped.  Dynamo is not
+    imported by ``import torch``; until something imports it nothing can be tracing, and the
+    membership test saves the call (a tenth of the decorator's cost on torch)."""
     torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    return torch is not None and "torch._dynamo" in sys.modules and \
+        torch.compiler.is_compiling()
 
 
 def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -1151,7 +1154,8 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
               *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
               "    def wrapper(*args, **kwargs):",
               "        t = _modules.get('torch')",
-              "        if t is not None and t.compiler.is_compiling():",
+              "        if t is not None and 'torch._dynamo' in _modules and "
+              "t.compiler.is_compiling():",
               "            return fn(*args, **kwargs)"]
     if g.locals:
         header.append("        " + " = ".join(g.locals.values()) + " = _U")
