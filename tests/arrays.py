@@ -16,6 +16,25 @@ from tensig.model import graph as G
 BACKENDS = ["numpy", "torch", "jax", "dask"]
 
 
+def host(x) -> np.ndarray:
+    """A torch tensor (detached, on the CPU) or any array as a NumPy array."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def normal32(*shape: int, seed: int = 0) -> np.ndarray:
+    """Standard normal float32 data of ``shape``, drawn from ``seed``."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def close32(ours, ref, n: int, chain: int = 32) -> None:
+    """Equal up to float32 rounding over a block of ``chain`` operations on sums of ``n``
+    terms (``chain * eps * n``, relative and absolute), compared in float64."""
+    ours, ref = host(ours).astype(np.float64), host(ref).astype(np.float64)
+    assert ours.shape == ref.shape, (ours.shape, ref.shape)
+    t = chain * float(np.finfo(np.float32).eps) * max(n, 1)
+    np.testing.assert_allclose(ours, ref, rtol=t, atol=t)
+
+
 def to_backend(name: str, x: np.ndarray):
     if name == "numpy":
         return x

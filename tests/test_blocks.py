@@ -11,6 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from arrays import close32 as close
+from arrays import host as A
+from arrays import normal32 as data
 from tensig import ShapeError
 from tensig.model import blocks as B
 from tensig.model import graph as G
@@ -18,26 +21,6 @@ from tensig.model.train import Trainer, sgd
 
 BACKENDS = ["numpy", "torch"]
 EPS = float(np.finfo(np.float32).eps)
-
-
-def A(x):
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def tol(n: int, chain: int = 32) -> float:
-    """float32 rounding over a block: a few dozen operations, sums of ``n`` terms."""
-    return chain * EPS * max(n, 1)
-
-
-def close(ours, ref, n, chain=32):
-    ours, ref = A(ours).astype(np.float64), A(ref).astype(np.float64)
-    assert ours.shape == ref.shape, (ours.shape, ref.shape)
-    t = tol(n, chain)
-    np.testing.assert_allclose(ours, ref, rtol=t, atol=t)
-
-
-def data(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def input_(name, arr, spec):

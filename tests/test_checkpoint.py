@@ -22,6 +22,7 @@ pytest.importorskip("safetensors")
 import safetensors
 import safetensors.numpy
 
+from arrays import host as A
 from tensig.model import checkpoint
 from tensig.model import graph as G
 from tensig.model.checkpoint import CheckpointError, LoadReport, load, save
@@ -657,10 +658,6 @@ def test_running_statistics_are_saved_and_restored_with_the_model(tmp_path, back
     path = save(t1, tmp_path / "trainer.safetensors")
     assert "bn.running_mean" in header(path)[1]
     assert "bn.running_mean" in header(save(g1, tmp_path / "graph.safetensors"))[1]
-
-
-def A(v):
-    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])

@@ -7,6 +7,7 @@ float64 with tolerances from float32's epsilon; an unlabelled leaf behaves as be
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -14,6 +15,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from arrays import close32
+from arrays import host as A
+from arrays import normal32 as data
 from tensig import ShapeError, SpecSyntaxError
 from tensig.core.shapes import Shape
 from tensig.model import blocks as B
@@ -21,23 +25,10 @@ from tensig.model import graph as G
 from tensig.model.train import Trainer, sgd
 
 BACKENDS = ["numpy", "torch"]
-EPS = float(np.finfo(np.float32).eps)
 
 
-def A(x):
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def data(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def close(ours, ref, n, chain=64):
-    """Equal up to float32 rounding over ``chain`` operations on sums of ``n`` terms."""
-    ours, ref = A(ours).astype(np.float64), A(ref).astype(np.float64)
-    assert ours.shape == ref.shape, (ours.shape, ref.shape)
-    t = chain * EPS * max(n, 1)
-    np.testing.assert_allclose(ours, ref, rtol=t, atol=t)
+#: the blocks' tolerance, allowing chains of 64 operations here
+close = functools.partial(close32, chain=64)
 
 
 # -- the blog's bug ---------------------------------------------------------------------------
