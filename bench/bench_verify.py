@@ -167,10 +167,17 @@ def _call_time(fn, args: list) -> float | None:
     """The median time of one call on ``args`` (the anchor: running the code once), or
     ``None`` when the function does not run on them (a buggy variant may not)."""
     try:
-        fn(*args)
+        _ready(fn(*args))
     except Exception:  # the injected bug, or data the example does not fit
         return None
-    return median_time(lambda: fn(*args), repeat=5)
+    return median_time(lambda: _ready(fn(*args)), repeat=5)
+
+
+def _ready(out: object) -> object:
+    """``out`` once computed: JAX dispatches asynchronously, so a call's time without this
+    would be the dispatch's alone (NumPy and torch on the CPU return finished arrays)."""
+    jax = sys.modules.get("jax")  # imported only by the JAX corpus
+    return jax.block_until_ready(out) if jax is not None else out
 
 
 # torch.export takes seconds per module: by default a sample (``--export-all`` for every one)
