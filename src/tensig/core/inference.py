@@ -62,7 +62,7 @@ from tensig.core.projections import (
     MergeIndex,
     logic_layout,
 )
-from tensig.core.shapes import Shape, Size, as_shape, normalize_size
+from tensig.core.shapes import MEMORY_ORDER, Shape, Size, as_shape, normalize_size
 from tensig.core.solver import (
     AffineRel,
     AtLeast,
@@ -91,7 +91,6 @@ __all__ = [
     "register_operand_counts",
 ]
 
-MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
 LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
 #: op name -> (least, most operands) of the einsum-family operators, for ``infer(op=...)``.
 #: Declared by the operator table (:data:`tensig.execution.ir.OPERATORS`, a later layer),
