@@ -13,7 +13,6 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
-from typing import Any
 
 from tensig.check.sym_sizes import ONE, require_divisible
 from tensig.check.tracing import tracer
@@ -45,7 +44,7 @@ def _factors(d: Dim) -> tuple[list[Dim], list[_Flex]]:
                 flex += [(v, tuple(k + shift for k in ks)) for v, ks in inner_flex]
                 flex.append((Fraction(1, atom.divisor), tuple(range(shift, len(atoms)))))
             else:
-                atoms.append(Dim.symbol(atom) if isinstance(atom, str) else _atom_dim(atom))
+                atoms.append(Dim.atom(atom))
     if coefficient != 1:
         flex.append((Fraction(coefficient), tuple(range(len(atoms)))))
     return atoms, flex
@@ -241,7 +240,7 @@ def divide(total: Dim, known: Dim) -> Dim:
             rest = Dim.const(ct)
             for atom, p in powers.items():
                 for _ in range(p):
-                    rest = rest * (Dim.symbol(atom) if isinstance(atom, str) else _atom_dim(atom))
+                    rest = rest * Dim.atom(atom)
             if ck == 1:
                 return rest
             if (rest % ck).constant != 0:
@@ -250,9 +249,3 @@ def divide(total: Dim, known: Dim) -> Dim:
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
-
-
-def _atom_dim(atom: Any) -> Dim:
-    """A FloorDiv/Mod atom as a Dim of its own."""
-    num, k = atom.numerator, atom.divisor
-    return num // k if type(atom).__name__ == "FloorDiv" else num % k

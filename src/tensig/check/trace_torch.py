@@ -157,16 +157,16 @@ def buffers_symbolic() -> Iterator[None]:
 
     def getitem(self: torch.Tensor, key: Any) -> Any:
         if tracing._TRACER.get() is not None and _symbolic_key(key):
-                  return S.getitem(S._sym(self), key)
+            return S.getitem(S._sym(self), key)
         return original(self, key)
 
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions._has_sym((args, kw.values())):
-                      a = S._sym(self)
-                      if hasattr(S.SymArray, name):
-                          return getattr(a, name)(*args, **kw)
-                      return attribute(a, name)(*args, **kw)
+                a = S._sym(self)
+                if hasattr(S.SymArray, name):
+                    return getattr(a, name)(*args, **kw)
+                return attribute(a, name)(*args, **kw)
             return method(self, *args, **kw)
         return call
 

@@ -204,6 +204,10 @@ def set_torch_style(flag: bool) -> contextvars.Token[bool]:
     return _TORCH_STYLE.set(flag)
 
 
+def reset_torch_style(token: contextvars.Token[bool]) -> None:
+    _TORCH_STYLE.reset(token)
+
+
 def failure_line(e: BaseException) -> tuple[str | None, int | None]:
     """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
     tb = e.__traceback__

@@ -445,7 +445,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
     finally:
         report.findings = list(tracer.findings) + report.findings
         tracing.reset_tracer(token)
-        tracing._TORCH_STYLE.reset(style)
+        tracing.reset_torch_style(style)
 
 
 def _jax_patched() -> contextlib.AbstractContextManager[None]:

@@ -517,6 +517,17 @@ class Dim(Frozen):
         return _make(((((name, 1),), 1),))
 
     @classmethod
+    def atom(cls, atom: Atom) -> Dim:
+        """The dimension that is one atom of a canonical term (a name, a :class:`FloorDiv` or
+        a :class:`Mod`), as is: for rebuilding a monomial of :attr:`terms` factor by factor.
+
+        >>> ((monomial, _),) = Dim("3*B*(T // 2)").terms.items()
+        >>> [Dim.atom(a) for a, _ in monomial]
+        [Dim('B'), Dim('T // 2')]
+        """
+        return _atom_dim(atom)
+
+    @classmethod
     def const(cls, n: int) -> Dim:
         """The constant dimension ``n`` (equal to, and hashing like, the ``int``).
 

@@ -62,7 +62,7 @@ from tensig.core.projections import (
     MergeIndex,
     logic_layout,
 )
-from tensig.core.shapes import Shape, Size, as_shape, normalize_size
+from tensig.core.shapes import MEMORY_ORDER, Shape, Size, as_shape, normalize_size
 from tensig.core.solver import (
     AffineRel,
     AtLeast,
@@ -85,12 +85,13 @@ __all__ = [
     "MergeIndex",
     "ShapeGraph",
     "TensorNode",
+    "count_text",
     "infer",
     "logic_projections",
     "register_operand_counts",
 ]
 
-MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
+LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
 #: op name -> (least, most operands) of the einsum-family operators, for ``infer(op=...)``.
 #: Declared by the operator table (:data:`tensig.execution.ir.OPERATORS`, a later layer),
 #: which registers them here when it is imported (``import tensig`` does).
@@ -105,7 +106,6 @@ def register_operand_counts(counts: Mapping[str, tuple[int, int | None]]) -> Non
 def count_text(lo: int, hi: int | None) -> str:
     """Operand counts in words, for messages: ``"1"``, ``"at least 2"``, ``"1 to 3"``."""
     return str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
-LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
 
 
 # --------------------------------------------------------------------------------------------

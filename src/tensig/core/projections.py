@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from tensig.core.errors import ShapeError
 from tensig.core.notation import Kind
-from tensig.core.shapes import Shape, Size
+from tensig.core.shapes import MEMORY_ORDER, Shape, Size
 
 __all__ = ["AffineIndex", "AxisUse", "ConcatIndex", "FixedIndex", "Index", "Iter", "Layout",
            "MergeIndex", "logic_layout"]
@@ -89,7 +89,6 @@ class AxisUse:
 
 #: per operand, then the result: each axis's use, in memory order
 Layout = tuple[tuple[AxisUse, ...], ...]
-_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
 Labels = list[str | int]
 
 
@@ -112,7 +111,7 @@ def logic_layout(logic: str, result: Shape, operands: Sequence[Shape]) -> Layout
     iters: dict[str, Iter] = {}
     layout = []
     for shape, labels in zip(shapes, rows, strict=True):
-        axes = [(kind, j, size, basis) for kind in _ORDER
+        axes = [(kind, j, size, basis) for kind in MEMORY_ORDER
                 for j, (size, basis) in enumerate(shape.axes(kind))]
         uses = []
         for (kind, j, size, basis), lab in zip(axes, labels, strict=True):
@@ -158,7 +157,7 @@ def _assemble(rows: list[dict[str, Labels]]) -> list[Labels]:
 
 def _pointwise(shapes: Sequence[Shape]) -> list[Labels]:
     rows: list[dict[str, Labels]] = [{} for _ in shapes]
-    for kind in _ORDER:
+    for kind in MEMORY_ORDER:
         per = _row_labels(kind, [_ints(s, kind) for s in shapes], "p")
         for r, labels in zip(rows, per, strict=True):
             r[kind] = labels

@@ -23,9 +23,11 @@ from tensig.core.dims import Dim, parse_at, split_items
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.notation import KINDS, Kind, Label, Placeholder, parse_shape_spec, row_spans
 
-__all__ = ["Shape", "Size", "as_shape", "normalize_size"]
+__all__ = ["MEMORY_ORDER", "Shape", "Size", "as_shape", "normalize_size"]
 
 Size = int | Dim
+#: the rows in the order an array holds their axes (OCANNL's): what :attr:`Shape.dims` reads
+MEMORY_ORDER: tuple[Kind, ...] = ("batch", "output", "input")
 _BASIS = re.compile(r"\s*(\w+)\s*=(?!=)\s*(.+)$")
 
 
@@ -200,8 +202,7 @@ class Shape:
                     raise SpecSyntaxError(axes, a.span[0], f"the name {a.name!r} is given to "
                                           "two axes: each name labels one axis", end=a.span[1])
             names[kind] = [a.name if isinstance(a, Label) else None for a in row.axes]
-        order: tuple[Kind, ...] = ("batch", "output", "input")  # memory order
-        written = sum(len(names[k]) for k in order)
+        written = sum(len(names[k]) for k in MEMORY_ORDER)
         if written != len(dims):
             raise ShapeError(f"axes {axes!r} name {written} axes, but the array has "
                              f"{len(dims)} (shape {dims})", shape=str(dims),
@@ -209,7 +210,7 @@ class Shape:
                                   "or batch | input -> output")
         rows: dict[Kind, list[tuple[Size, str | None]]] = {}
         at = 0
-        for k in order:
+        for k in MEMORY_ORDER:
             rows[k] = list(zip(dims[at:at + len(names[k])], names[k], strict=True))
             at += len(names[k])
         return cls.from_rows(rows)

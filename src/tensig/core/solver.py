@@ -346,11 +346,12 @@ class LinearRel(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
 
-    def pending(self) -> tuple[Dim, Size]:
-        """The relation with what is known substituted: ``(expr, target)`` (for messages)."""
+    def pending(self) -> tuple[Dim, Size | str]:
+        """The relation with what is known substituted: ``(expr, target)``, ``"?"`` for a
+        target not yet known (for messages)."""
         known = {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
         vt = _val(self.target)
-        return self.expr.subs(known), (vt if vt is not None else "?")  # type: ignore[return-value]
+        return self.expr.subs(known), (vt if vt is not None else "?")
 
     def propagate(self, solver: Solver) -> None:
         if self.bare is not None:
