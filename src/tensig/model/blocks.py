@@ -106,12 +106,19 @@ def softmax(x: Tensor, spec: str = LAST) -> Tensor:
     return e / G.einsum1(spec, e)
 
 
-def _last_axis(t: Tensor, what: str) -> int:
-    """The memory axis of ``t``'s last output axis (memory order: batch, output, input)."""
+def _output_axes(t: Tensor, what: str, doing: str = "reduce") -> tuple[int, int]:
+    """Where ``t``'s output row starts in memory (memory order: batch, output, input) and how
+    many axes it has: a row-wise primitive's axes.  No output axis is a :class:`ShapeError`."""
     s = t.shape
     if not s.output:
-        raise ShapeError(f"{what}: {t.name} has no output axis to reduce (shape {s})")
-    return len(s.batch) + len(s.output) - 1
+        raise ShapeError(f"{what}: {t.name} has no output axis to {doing} (shape {s})")
+    return len(s.batch), len(s.output)
+
+
+def _last_axis(t: Tensor, what: str) -> int:
+    """The memory axis of ``t``'s last output axis."""
+    start, n = _output_axes(t, what)
+    return start + n - 1
 
 
 def _softmax_forward(t: Tensor, a: Tensor) -> Code:
@@ -181,11 +188,7 @@ def _normalizer(eps: float) -> OpDef:
     forward and a dozen back, on every block's input."""
 
     def axes(a: Tensor) -> tuple[int, int]:
-        s = a.shape
-        if not s.output:
-            raise ShapeError(f"layer_norm: {a.name} has no output axis to normalise "
-                             f"(shape {s})")
-        return len(s.batch), len(s.output)  # memory order: batch, output, input
+        return _output_axes(a, "layer_norm", "normalise")
 
     def forward(t: Tensor, a: Tensor) -> Code:
         return Code().assign(t.val, _e("normalize", a.val, *axes(a), eps), logic=t.projections)
