@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tensig.backends import to_numpy
 from tensig.demos.common import Built, place, print_bill
 from tensig.model import blocks as B
 from tensig.model import graph as G
@@ -153,13 +154,9 @@ def evaluate(model: G.Model, m: Built, xs: np.ndarray, ys: np.ndarray, batch: in
     for i in range(0, len(xs) - batch + 1, batch):
         model.set(m.x, xs[i:i + batch])
         model.set(m.t, ys[i:i + batch])
-        losses.append(float(np.asarray(_host(model.run())).reshape(-1)[0]))
+        losses.append(float(to_numpy(model.run()).reshape(-1)[0]))
     graph.train()
     return float(np.mean(losses))
-
-
-def _host(a: object) -> np.ndarray:
-    return a.cpu().numpy() if hasattr(a, "cpu") else np.asarray(a)  # torch, any device
 
 
 def sample(model: G.Model, m: Built, c: Corpus, prompts: list[str], *, length: int,
@@ -178,7 +175,7 @@ def sample(model: G.Model, m: Built, c: Corpus, prompts: list[str], *, length: i
     m.loss.graph.eval()
     for i in range(start, length):
         model.set(m.x, ctx)
-        z = _host(model.run())[:, i - 1].astype(np.float64) / temperature
+        z = to_numpy(model.run())[:, i - 1].astype(np.float64) / temperature
         p = np.exp(z - z.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         ctx[:, i] = [rng.choice(len(c.vocab), p=row) for row in p]

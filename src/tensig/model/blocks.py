@@ -106,12 +106,19 @@ def softmax(x: Tensor, spec: str = LAST) -> Tensor:
     return e / G.einsum1(spec, e)
 
 
-def _last_axis(t: Tensor, what: str) -> int:
-    """The memory axis of ``t``'s last output axis (memory order: batch, output, input)."""
+def _output_axes(t: Tensor, what: str, doing: str = "reduce") -> tuple[int, int]:
+    """Where ``t``'s output row starts in memory (memory order: batch, output, input) and how
+    many axes it has: a row-wise primitive's axes.  No output axis is a :class:`ShapeError`."""
     s = t.shape
     if not s.output:
-        raise ShapeError(f"{what}: {t.name} has no output axis to reduce (shape {s})")
-    return len(s.batch) + len(s.output) - 1
+        raise ShapeError(f"{what}: {t.name} has no output axis to {doing} (shape {s})")
+    return len(s.batch), len(s.output)
+
+
+def _last_axis(t: Tensor, what: str) -> int:
+    """The memory axis of ``t``'s last output axis."""
+    start, n = _output_axes(t, what)
+    return start + n - 1
 
 
 def _softmax_forward(t: Tensor, a: Tensor) -> Code:
@@ -181,11 +188,7 @@ def _normalizer(eps: float) -> OpDef:
     forward and a dozen back, on every block's input."""
 
     def axes(a: Tensor) -> tuple[int, int]:
-        s = a.shape
-        if not s.output:
-            raise ShapeError(f"layer_norm: {a.name} has no output axis to normalise "
-                             f"(shape {s})")
-        return len(s.batch), len(s.output)  # memory order: batch, output, input
+        return _output_axes(a, "layer_norm", "normalise")
 
     def forward(t: Tensor, a: Tensor) -> Code:
         return Code().assign(t.val, _e("normalize", a.val, *axes(a), eps), logic=t.projections)
@@ -205,11 +208,12 @@ def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_
     return _affine(y, name, shift)
 
 
-def _buffer(g: G.Graph, node: Any, name: str, fill: float) -> Tensor:
+def _buffer(g: G.Graph, node: Any, name: str, fill: float,
+            dtype: type[np.floating[Any]] = np.float32) -> Tensor:
     """A buffer: state of the model that is not learned (running statistics, dropout's
     counter), kept from run to run and saved by checkpoints with the parameters."""
     t = Tensor("buffer", node, g, [name])
-    t.init = lambda shape: np.full(shape, fill, np.float32)
+    t.init = lambda shape: np.full(shape, fill, dtype)
     return t
 
 
@@ -340,14 +344,13 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
     every run, drawn by a counter-based generator (Philox keyed by ``(seed, name)``, at a
     counter the routine advances), so a run is repeatable from its seed, and the same on
     NumPy and torch.  Out of training mode (``graph.eval()``) the input passes unchanged.
-    The counter is a state tensor of the graph (``graph.memory()`` lists it)."""
+    The counter is a buffer of the graph (``graph.memory()`` lists it; checkpoints save it)."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
     g = x.graph
     with G.scope(name):
-        counter = Tensor("buffer", g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),
-                         g, ["counter"])
-        counter.init = lambda shape: np.zeros(shape, np.float64)
+        counter = _buffer(g, g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),
+                          "counter", 0.0, np.float64)
         mask = Tensor("state", x.node, g, ["mask"])  # x's shape
     key = zlib.crc32(name.encode())
 

@@ -255,8 +255,8 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
         return alias
     lhs_uses, arg_uses = _uses_of(a, bufs)
     lhs_labels = _labels(lhs_uses)
-    arg_labels = [_labels(u) for u in arg_uses]
-    if lhs_labels is None or any(lb is None for lb in arg_labels):
+    arg_labels = [lb for u in arg_uses if (lb := _labels(u)) is not None]
+    if lhs_labels is None or len(arg_labels) != len(arg_uses):
         windowed = _family_step(a, backend) or windowed_step(a, backend, xp)
         if windowed is None:
             raise ShapeError(
@@ -265,8 +265,7 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
                 "concat, initialising), or under the operation's projections as gradient code "
                 "accumulating with + (or storing)")
         return windowed
-    return assignment_step(a, bufs, lhs_labels, arg_labels,  # type: ignore[arg-type]
-                           backend, xp)
+    return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
 
 
 #: (combine, accumulation) of an assignment -> the einsum-family operator it is

@@ -117,12 +117,6 @@ class Replicas:
             raise ReplicaError(f"replica {rank} has {len(mine)} parameters, replica 0 has "
                                f"{len(root)}; every process must build the same model")
 
-    def average(self, arrays: Sequence[Any], loss: float, step: int) -> tuple[list[Any], float]:
-        """The mean over replicas of each array and of ``loss``, as one bucket: one flat buffer
-        and one all-reduce per dtype, divided in place.
-        Returns views of the averaged buffers shaped as ``arrays`` were, and the mean loss."""
-        return self.finish([self.start(arrays, loss)], step)
-
     def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
         """Start summing ``arrays`` (one bucket; and ``loss``, riding in the first buffer) over
         the replicas: one flat buffer and one all-reduce per dtype, nothing waited for.
@@ -134,7 +128,7 @@ class Replicas:
         for n, idxs in enumerate(list(groups.values()) or [[]]):  # the loss alone: no arrays
             flat, wire = _flat([arrays[i] for i in idxs], loss if n == 0 else None)
             buffers.append(([tuple(arrays[i].shape) for i in idxs], idxs, flat, wire))
-            works += self._start(wire)
+            works.append(self._start(wire))
         return _Sent(len(arrays), buffers, works, loss is not None)
 
     def finish(self, sent: Sequence[_Sent], step: int) -> tuple[list[Any], float]:
@@ -159,9 +153,9 @@ class Replicas:
             out += mine
         return out, mean_loss
 
-    def _start(self, wire: Any) -> list[Any]:
+    def _start(self, wire: Any) -> Any:
         self.bytes_sent += wire.numel() * wire.element_size()
-        return [self.dist.all_reduce(wire, async_op=True)]
+        return self.dist.all_reduce(wire, async_op=True)
 
     def _wait(self, works: list[Any], step: int) -> None:
         try:
