@@ -44,17 +44,16 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
     side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
     whole result).  :class:`ShapeError` (a ``ValueError``) when a window is written beside a
     fixed index or a concatenation, or by a max reduction."""
-    layout = inferred.layout
-    result = layout[-1]
-    if not any(isinstance(u.index, AffineIndex) for u in result):
-        conv = _conv_backward(layout, op, backend)
-        plan = build_plan(inferred, op, backend)
-        return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     split = split_merges(inferred)
-    if split is not None:  # merged axes beside a written window: reshapes around it
+    if split is not None:  # merged axes: reshapes around the plan of their factors
         inner = lower_assignment(split.inferred, op, backend)
         return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
+    layout = inferred.layout
+    result = layout[-1]
     conv = _conv_backward(layout, op, backend)
+    if not any(isinstance(u.index, AffineIndex) for u in result):
+        plan = build_plan(inferred, op, backend)
+        return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
                          "(an affine result axis) accumulates by adding",

@@ -256,11 +256,9 @@ def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
 
 
 def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
-    """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
-    split = split_merges(inferred)
-    if split is not None:
-        inner = build_plan(split.inferred, op, backend)
-        return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
+    """Compile ``inferred`` (an einsum-family operation, its merged axes split: see
+    :func:`split_merges`) for ``backend``; :func:`~tensig.execution.assignment.lower_assignment`
+    is the entry point."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
@@ -706,7 +704,8 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     split = split_uses(uses)
     if split is not None:  # merged axes beside windows: split them (a reshape), then view
         if any(isinstance(u.index, ConcatIndex) for u in uses):
-            raise ValueError("a merged axis beside a concatenation is lowered by build_plan")
+            raise ValueError("a merged axis beside a concatenation is lowered by "
+                             "lower_assignment (split_merges)")
         inner, keys, sizes = operand_view(split[0], t, phase, backend)
         shape = split[1]
         return (lambda x, neutral: inner(x.reshape(shape), neutral)), keys, sizes
