@@ -57,21 +57,14 @@ class TorchBackend(Backend):
                              f"{t.version.cuda or 'none'}); use device='cpu'")
         return device
 
-    def neutral_max(self, dtype: Any) -> float | int | bool:
+    def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
         t = self.torch
         if dtype == t.bool:
-            return False
+            return not lowest
         if dtype.is_floating_point or dtype.is_complex:
-            return -math.inf
-        return int(t.iinfo(dtype).min)
-
-    def neutral_min(self, dtype: Any) -> float | int | bool:
-        t = self.torch
-        if dtype == t.bool:
-            return True
-        if dtype.is_floating_point or dtype.is_complex:
-            return math.inf
-        return int(t.iinfo(dtype).max)
+            return -math.inf if lowest else math.inf
+        info = t.iinfo(dtype)
+        return int(info.min if lowest else info.max)
 
     def is_integer(self, dtype: Any) -> bool:
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
