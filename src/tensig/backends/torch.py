@@ -172,10 +172,14 @@ class TorchBackend(Backend):
 
     def _template(self, shape: list[int], like: Any, fmt: Any) -> Any:
         """An array standing for an operand whose values a gradient does not read (only its
-        shape and layout): made once per shape, dtype, device and layout."""
+        shape and layout): made once per shape, dtype, device and layout.  Each holds real
+        memory (on ``like``'s device), so a stream of new shapes clears the cache, as the
+        NumPy adapter's GEMM layouts do, rather than keep every one."""
         key = (tuple(shape), like.dtype, like.device, fmt)
         t = self._templates.get(key)
         if t is None:
+            if len(self._templates) >= 64:
+                self._templates.clear()
             t = self._templates[key] = self.torch.empty(shape, dtype=like.dtype,
                                                         device=like.device, memory_format=fmt)
         return t
