@@ -237,13 +237,14 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
     plan = lower_assignment(inferred, OPERATORS[op], backend)
-    return plan if plan.shape.dims else _zero_d(plan, backend)
+    return _zero_d(plan, backend) if backend.numpy_native and not plan.shape.dims else plan
 
 
 def _zero_d(plan: Plan, backend: Any) -> Plan:
     """A plan whose 0-d result is an array: NumPy's reductions to no axes give scalars
     (``numpy.float64``), which neither carry on as arrays nor match what a compiled routine
-    stores."""
+    stores.  (Only NumPy's: the other libraries' reductions give 0-d arrays, so their plans,
+    ``direct`` fast path included, stay as they are.)"""
     run, direct = plan.run, plan.direct
     return replace(plan, run=lambda arrays: backend.asarray(run(arrays)),
                    direct=None if direct is None else
