@@ -327,7 +327,7 @@ class Backend:
         its cells of ``mask`` (NumPy; ``on`` is the same mask in the library)."""
         raise NotImplementedError
 
-    # -- the IR's primitives (tensig.model.ir) ---------------------------------------------------
+    # -- the IR's primitives (tensig.execution.ir) -----------------------------------------------
     def relu(self, v: Any) -> Any:
         """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``."""
         raise NotImplementedError
