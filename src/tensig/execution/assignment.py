@@ -32,6 +32,7 @@ from tensig.execution.lowering import (
     build_plan,
     conv_gradient,
     reshaped,
+    spec_text,
     split_merges,
     window_pads,
 )
@@ -57,7 +58,7 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
                          "(an affine result axis) accumulates by adding",
-                         spec=_spec_text(inferred),
+                         spec=spec_text(inferred),
                          hint="write the affine axis with einsum1/einsum (adding), or take the "
                               "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
@@ -71,7 +72,7 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         else:
             raise ShapeError("a result axis written through a window (an affine result axis) "
                              "meets a fixed index or a concatenation in the same result, which "
-                             "is not supported", spec=_spec_text(inferred),
+                             "is not supported", spec=spec_text(inferred),
                              hint="write the window and the placement as two operations")
     sizes = tuple(int(u.size) for u in expanded)
     plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
@@ -83,10 +84,6 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         return scatter_add(backend, None, plan.run(arrays), pairs, dims)
 
     return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
-
-
-def _spec_text(inferred: Inferred) -> str | None:
-    return inferred.spec.text if inferred.spec is not None else None
 
 
 def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[Any]], Any]
