@@ -92,26 +92,26 @@ class Backend:
     # -- library facts --------------------------------------------------------------------------
     def neutral_max(self, dtype: Any) -> float | int | bool:
         """The neutral element of max for ``dtype``: ``-inf`` for floats, an integer dtype's
-        minimum, ``False`` for bool (NumPy's dtype rules; torch overrides)."""
-        import numpy as np
-
-        dt = np.dtype(dtype)
-        if dt == np.bool_:
-            return False
-        if np.issubdtype(dt, np.integer):
-            return int(np.iinfo(dt).min)
-        return -math.inf
+        minimum, ``False`` for bool."""
+        return self.extreme(dtype, lowest=True)
 
     def neutral_min(self, dtype: Any) -> float | int | bool:
         """The neutral element of min: ``inf``, an integer dtype's maximum, ``True``."""
+        return self.extreme(dtype, lowest=False)
+
+    def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
+        """``dtype``'s lowest (``lowest``) or highest value, infinities for floats (NumPy's
+        dtype rules; torch overrides): what :meth:`neutral_max` and :meth:`neutral_min`
+        read."""
         import numpy as np
 
         dt = np.dtype(dtype)
         if dt == np.bool_:
-            return True
+            return not lowest
         if np.issubdtype(dt, np.integer):
-            return int(np.iinfo(dt).max)
-        return math.inf
+            info = np.iinfo(dt)
+            return int(info.min if lowest else info.max)
+        return -math.inf if lowest else math.inf
 
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
@@ -327,7 +327,7 @@ class Backend:
         its cells of ``mask`` (NumPy; ``on`` is the same mask in the library)."""
         raise NotImplementedError
 
-    # -- the IR's primitives (tensig.model.ir) ---------------------------------------------------
+    # -- the IR's primitives (tensig.execution.ir) -----------------------------------------------
     def relu(self, v: Any) -> Any:
         """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``."""
         raise NotImplementedError

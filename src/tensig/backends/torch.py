@@ -57,21 +57,14 @@ class TorchBackend(Backend):
                              f"{t.version.cuda or 'none'}); use device='cpu'")
         return device
 
-    def neutral_max(self, dtype: Any) -> float | int | bool:
+    def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
         t = self.torch
         if dtype == t.bool:
-            return False
+            return not lowest
         if dtype.is_floating_point or dtype.is_complex:
-            return -math.inf
-        return int(t.iinfo(dtype).min)
-
-    def neutral_min(self, dtype: Any) -> float | int | bool:
-        t = self.torch
-        if dtype == t.bool:
-            return True
-        if dtype.is_floating_point or dtype.is_complex:
-            return math.inf
-        return int(t.iinfo(dtype).max)
+            return -math.inf if lowest else math.inf
+        info = t.iinfo(dtype)
+        return int(info.min if lowest else info.max)
 
     def is_integer(self, dtype: Any) -> bool:
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
@@ -179,10 +172,14 @@ class TorchBackend(Backend):
 
     def _template(self, shape: list[int], like: Any, fmt: Any) -> Any:
         """An array standing for an operand whose values a gradient does not read (only its
-        shape and layout): made once per shape, dtype, device and layout."""
+        shape and layout): made once per shape, dtype, device and layout.  Each holds real
+        memory (on ``like``'s device), so a stream of new shapes clears the cache, as the
+        NumPy adapter's GEMM layouts do, rather than keep every one."""
         key = (tuple(shape), like.dtype, like.device, fmt)
         t = self._templates.get(key)
         if t is None:
+            if len(self._templates) >= 64:
+                self._templates.clear()
             t = self._templates[key] = self.torch.empty(shape, dtype=like.dtype,
                                                         device=like.device, memory_format=fmt)
         return t

@@ -32,6 +32,7 @@ from tensig.execution.lowering import (
     build_plan,
     conv_gradient,
     reshaped,
+    spec_text,
     split_merges,
     window_pads,
 )
@@ -44,21 +45,20 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
     side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
     whole result).  :class:`ShapeError` (a ``ValueError``) when a window is written beside a
     fixed index or a concatenation, or by a max reduction."""
-    layout = inferred.layout
-    result = layout[-1]
-    if not any(isinstance(u.index, AffineIndex) for u in result):
-        conv = _conv_backward(layout, op, backend)
-        plan = build_plan(inferred, op, backend)
-        return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     split = split_merges(inferred)
-    if split is not None:  # merged axes beside a written window: reshapes around it
+    if split is not None:  # merged axes: reshapes around the plan of their factors
         inner = lower_assignment(split.inferred, op, backend)
         return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
+    layout = inferred.layout
+    result = layout[-1]
     conv = _conv_backward(layout, op, backend)
+    if not any(isinstance(u.index, AffineIndex) for u in result):
+        plan = build_plan(inferred, op, backend)
+        return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
                          "(an affine result axis) accumulates by adding",
-                         spec=_spec_text(inferred),
+                         spec=spec_text(inferred),
                          hint="write the affine axis with einsum1/einsum (adding), or take the "
                               "max first and place it with a second einsum1")
     expanded: list[AxisUse] = []
@@ -72,7 +72,7 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         else:
             raise ShapeError("a result axis written through a window (an affine result axis) "
                              "meets a fixed index or a concatenation in the same result, which "
-                             "is not supported", spec=_spec_text(inferred),
+                             "is not supported", spec=spec_text(inferred),
                              hint="write the window and the placement as two operations")
     sizes = tuple(int(u.size) for u in expanded)
     plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
@@ -84,10 +84,6 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
         return scatter_add(backend, None, plan.run(arrays), pairs, dims)
 
     return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
-
-
-def _spec_text(inferred: Inferred) -> str | None:
-    return inferred.spec.text if inferred.spec is not None else None
 
 
 def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[Any]], Any]

@@ -121,7 +121,7 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 _PLANS: dict[tuple[Any, ...], Plan] = {}
 _PLANS_MAX = 4096
 
-#: Tensor types of later layers (the model layer's lazy :class:`tensig.graph.Tensor`) that
+#: Tensor types of later layers (the model layer's lazy :class:`tensig.model.graph.Tensor`) that
 #: answer the eager functions themselves, with the function that does it.  A layer above
 #: registers its type here, so this module never imports one (no import circle), and the hot
 #: path pays one dict lookup by type, as for a set.
@@ -142,7 +142,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
     """Look the plan up by (op, spec, shapes, array types, options); build it on a miss.
-    Graph tensors (:class:`tensig.graph.Tensor`) build a graph node instead.
+    Graph tensors (:class:`tensig.model.graph.Tensor`) build a graph node instead.
 
     This is the hot path of every eager call: one pass over the operands, one dict lookup.
     """
@@ -237,13 +237,14 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
     spec = numpy_subscripts(spec) or spec
     inferred = infer(spec, *xs, op=op, params=params, use_padding=use_padding, sizes=sizes)
     plan = lower_assignment(inferred, OPERATORS[op], backend)
-    return plan if plan.shape.dims else _zero_d(plan, backend)
+    return _zero_d(plan, backend) if backend.numpy_native and not plan.shape.dims else plan
 
 
 def _zero_d(plan: Plan, backend: Any) -> Plan:
     """A plan whose 0-d result is an array: NumPy's reductions to no axes give scalars
     (``numpy.float64``), which neither carry on as arrays nor match what a compiled routine
-    stores."""
+    stores.  (Only NumPy's: the other libraries' reductions give 0-d arrays, so their plans,
+    ``direct`` fast path included, stay as they are.)"""
     run, direct = plan.run, plan.direct
     return replace(plan, run=lambda arrays: backend.asarray(run(arrays)),
                    direct=None if direct is None else

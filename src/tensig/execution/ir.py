@@ -579,8 +579,8 @@ def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: in
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
 #: mode, softmax and normalisation.  Their derivatives are declared with the operations that
-#: use them (:func:`tensig.graph.embedding`: ``take``'s is ``put_add``, as is
-#: :func:`tensig.graph.batch_slice`'s ``slice_at``'s).
+#: use them (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
+#: :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
     "put_add": _put_add,
@@ -640,7 +640,7 @@ class Operator:
 
     This table is the one declaration: the eager function of the same name and its docstring
     (:mod:`tensig.execution.eager`), the graph operation with its forward and backward code
-    (:mod:`tensig.graph`), the lowering (which reads ``combine`` and ``accum``) and
+    (:mod:`tensig.model.graph`), the lowering (which reads ``combine`` and ``accum``) and
     inference's operand-count check (``infer(..., op=name)``) all derive from it.
     """
 

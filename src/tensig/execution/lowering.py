@@ -47,7 +47,7 @@ from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 
 __all__ = ["Plan", "Split", "build_plan", "check_windows", "conv_gradient", "fill",
-           "operand_view", "reshaped", "split_merges", "split_uses", "tiled_view",
+           "operand_view", "reshaped", "spec_text", "split_merges", "split_uses", "tiled_view",
            "window_pads"]
 
 
@@ -256,11 +256,9 @@ def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
 
 
 def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
-    """Compile ``inferred`` (an einsum-family operation) for ``backend``."""
-    split = split_merges(inferred)
-    if split is not None:
-        inner = build_plan(split.inferred, op, backend)
-        return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
+    """Compile ``inferred`` (an einsum-family operation, its merged axes split: see
+    :func:`split_merges`) for ``backend``; :func:`~tensig.execution.assignment.lower_assignment`
+    is the entry point."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
@@ -322,6 +320,12 @@ def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
     return Plan(run, shape, answer, direct)
 
 
+def spec_text(inferred: Inferred) -> str:
+    """What a lowering error names as the operation's spec: its text, or the logic it was
+    inferred under (``compose``, ...)."""
+    return inferred.spec.text if inferred.spec is not None else inferred.logic
+
+
 def check_windows(inferred: Inferred) -> None:
     """Refuse a window of no cells (a size-0 kernel axis): every output position would be a
     sum (or a max) over nothing, and the output axis would have more positions than the
@@ -336,7 +340,7 @@ def check_windows(inferred: Inferred) -> None:
                 raise ShapeError(
                     f"the window axis {k!r} has size 0: operand {t}'s axis {p} ({o} over {k}, "
                     f"{int(u.size)} cells) would have {int(ix.over.size)} windows of no cells",
-                    spec=inferred.spec.text if inferred.spec is not None else inferred.logic,
+                    spec=spec_text(inferred),
                     operand=t, label=k, sizes=(0, int(u.size)),
                     hint=f"a convolution or pooling window needs at least one cell: give "
                          f"{k!r} a size of 1 or more")
@@ -706,7 +710,8 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     split = split_uses(uses)
     if split is not None:  # merged axes beside windows: split them (a reshape), then view
         if any(isinstance(u.index, ConcatIndex) for u in uses):
-            raise ValueError("a merged axis beside a concatenation is lowered by build_plan")
+            raise ValueError("a merged axis beside a concatenation is lowered by "
+                             "lower_assignment (split_merges)")
         inner, keys, sizes = operand_view(split[0], t, phase, backend)
         shape = split[1]
         return (lambda x, neutral: inner(x.reshape(shape), neutral)), keys, sizes

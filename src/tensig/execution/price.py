@@ -56,10 +56,7 @@ def itemsize(dtype: Any) -> int:
 
     try:
         return int(np.dtype(dtype).itemsize)
-    except TypeError:
-        size = getattr(dtype, "itemsize", None)
-        if isinstance(size, int):
-            return size
+    except TypeError:  # (a dtype object with an ``itemsize`` was answered above)
         raise TypeError(f"price(): cannot tell the size of dtype {dtype!r}") from None
 
 
