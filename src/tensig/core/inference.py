@@ -336,6 +336,7 @@ class _EinsumInference:
                                     what=f"fixed index {a.index} needs an axis of at least "
                                          "{bound} elements, but it has {size}"))
             if where.operand == "result":
+                self.check_not_a_factor(a)
                 self.result_fixed.append((v, a.index))
         elif isinstance(a, Affine):
             stride = self.coef(a.stride, "stride", span)
@@ -367,10 +368,25 @@ class _EinsumInference:
             self.terms[v.id] = (a, parts)
             self.solver.add(ConcatSum(v, parts, o))
         elif isinstance(a, Merge):
-            factors = tuple(self.occurrence(p, span, o) for p in a.parts)
+            factors = tuple(self.occurrence(p, span, o) if isinstance(p, str) else
+                            DimVar(None, p, None, o, span) for p in a.parts)
             self.terms[v.id] = (a, factors)
             self.solver.add(self.product(v, a, factors, o))
         return v
+
+    def check_not_a_factor(self, a: Fixed) -> None:
+        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4, but a result's ``4`` is a
+        fixed index (a placement into cell 4 of a 5-cell axis) and an integer factor is
+        anonymous (summed away here): refused rather than silently placed."""
+        merges = [m for sh in self.spec.operands for _, row in sh.rows() for m in row.axes
+                  if isinstance(m, Merge) and a.index in m.parts]
+        if merges:
+            raise self.err(
+                f"'{a.index}' in the result is a fixed index (a placement into cell "
+                f"{a.index}), not the factor {a.index} of {merges[0].render(True)!r}: an "
+                "integer factor is an axis of its own that nothing else names", a.span,
+                hint=f"name the factor to keep it, e.g. (h, e) => h, e with sizes={{'e': "
+                     f"{a.index}}}; or drop the '{a.index}' to reduce over it")
 
     def product(self, v: DimVar, a: Merge, factors: tuple[DimVar, ...], o: Origin
                 ) -> LinearRel:
@@ -385,18 +401,20 @@ class _EinsumInference:
         def report(kind: str, facts: dict[str, Any]) -> ShapeError:
             size = _val_of(v)
             known = [(p, _val_of(f)) for p, f in zip(a.parts, factors, strict=True)]
-            given = ", ".join(f"{p}={n}" for p, n in known if n is not None)
+            given = ", ".join(f"{p}={n}" if isinstance(p, str) else str(p)
+                              for p, n in known if n is not None)
             if kind == "no_solution":
                 j = int(facts["name"][1:])
                 return self.err(
                     f"the merged axis {shown!r} has {size} elements, which the product of "
                     f"its other factors ({given}) does not divide: no size of "
-                    f"{a.parts[j]!r} fits", a.span, label=a.parts[j], sizes=(size,),
+                    f"{a.parts[j]!r} fits", a.span, label=str(a.parts[j]), sizes=(size,),
                     hint="check the sizes: the factors of a merged axis multiply to its size")
             return self.err(
                 f"the merged axis {shown!r} has {size} elements, but its factors give "
                 f"{' * '.join(str(n) for _, n in known)} = {facts['value']} ({given})",
-                a.span, label=a.parts[0], sizes=(size, facts["value"]),
+                a.span, label=next((p for p in a.parts if isinstance(p, str)), None),
+                sizes=(size, facts["value"]),
                 hint="the factors of a merged axis multiply to its size")
 
         return LinearRel(v, expr, names, o, report)
