@@ -199,6 +199,39 @@ def test_graph_integer_factor_pooling_gradient_against_torch(backend_name):
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+# -- einsum_path on merged axes ----------------------------------------------------------------
+
+
+def test_einsum_path_plans_the_reshaped_operation():
+    """The path is opt_einsum's for the split operands (what the einsum runs), and the
+    report says which operands were reshaped."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    shapes = [(2, 12), (3, 4, 5), (5, 60)]
+    path, report = ts.einsum_path("b, (h, e); h, e, o; o, (p, 2) => (b, p)", *shapes)
+    want, _ = opt_einsum.contract_path("abc,bcd,def->ae", (2, 3, 4), (3, 4, 5), (5, 30, 2),
+                                       shapes=True)
+    assert path == [tuple(p) for p in want]
+    assert report.splitlines()[0] == ("merged axes split: operand 0 (2, 12) -> (2, 3, 4); "
+                                      "operand 2 (5, 60) -> (5, 30, 2); the result (2, 30) -> "
+                                      "(60,)")
+    assert "abc,bcd,def->ae" in report
+    # a factor only the result has is a broadcast after the contraction: the same path
+    assert ts.einsum_path("b, (h, e); h, e, o; o, (p, 2) => (b, p, 3)", *shapes)[0] == path
+    # sizes= gives a factor no operand determines, as in einsum
+    path, _ = ts.einsum_path("b, (h, e); b, (h, e); b, h => b, e", (2, 12), (2, 12), (2, 3))
+    assert ts.einsum_path("b, (h, e); b, (h, e); b, e => b, h", (2, 12), (2, 12), (2, 4),
+                          sizes={"h": 3})[0] == path
+
+
+def test_einsum_path_refuses_what_is_not_one_contraction():
+    with pytest.raises(ShapeError, match=r"einsum_path: operand 0's output axis 0 is an affine "
+                                         r"axis \(a window or a stride\), so the operation is "
+                                         r"not one contraction"):
+        ts.einsum_path("i<+k; k; i => i", (5,), (3,), (3,))
+    with pytest.raises(ShapeError, match="the result's output axis 1 is a fixed index"):
+        ts.einsum_path("i; i; i => i, 0", (3,), (3,), (3,))
+
+
 def test_projections_hold_the_factors_in_order():
     r = infer("(h, e) => e, h", (12,), sizes={"e": 3})
     ix = r.layout[0][0].index
