@@ -68,8 +68,6 @@ OVERSIZE: dict[str, str] = {
     "tensig.core.dims": "Dim's canonical form: the construction helpers build through the class's "
                         "slots, and Condition is what Dim.solve_for returns (grammar, sign "
                         "decisions and shape indices are out)",
-    "tensig.core.inference": "the one-spec solve and ShapeGraph share unification, broadcasts, "
-                             "labels and merged axes: not yet split",
     "tensig.execution.lowering": "planning of one einsum-family operation: contractions, "
                                  "windows, concatenations, merged axes: not yet split",
     "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "

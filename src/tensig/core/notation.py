@@ -515,7 +515,7 @@ class _Parser:
             self.fail(toks[-1][2], "a concatenation ends with a component, not '^'")
         return Concat(tuple(parts), span)
 
-    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Affine:
+    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Axis:
         pos = 0
 
         def peek(k: int = 0):
@@ -560,7 +560,8 @@ class _Parser:
         if t[1] not in ("+", "=+", "<+"):
             self.fail(t[2], f"expected '+', '=+' or '<+' after the output part, found {t[1]!r}",
                       end=t[3])
-        padding = {"+": None, "=+": "padded", "<+": "valid"}[t[1]]
+        padding: Literal["padded", "valid"] | None = \
+            None if t[1] == "+" else "padded" if t[1] == "=+" else "valid"
         op_col = t[2]
         pos += 1
         dilation, kernel, ker_col = term("kernel")
