@@ -150,6 +150,13 @@ def test_a_result_fixed_index_equal_to_a_factor_is_refused_with_the_reason():
     assert msg.splitlines()[2].index("^") == len("    b, (h, 4) => b, h, ")
     # the way to keep it: name the factor
     assert infer("b, (h, e) => b, h, e", (2, 12), sizes={"e": 4}).shape == Shape(output=(2, 3, 4))
+    # and the other way round: an operand's fixed index is a slice, not an axis to merge
+    with pytest.raises(ShapeError, match=r"'2' in an operand is a fixed index \(a slice at cell "
+                                         r"2\), not the factor 2 of '\(h, 2\)'.*\n.*\n.*\n"
+                                         r"hint: name the axis to merge it: h, e => \(h, e\)"):
+        infer("b, h, 2 => b, (h, 2)", (2, 3, 4))
+    # a fixed index beside an unrelated factor on the same side is fine
+    assert infer("2, (h, 2) => h", (3, 4)).shape == Shape(output=(2,))
 
 
 @pytest.mark.parametrize("pattern, np_fn", [

@@ -192,8 +192,8 @@ class SpecInstance:
             self.solver.add(AtLeast(v, a.index + 1, o,
                                     what=f"fixed index {a.index} needs an axis of at least "
                                          "{bound} elements, but it has {size}"))
+            self.check_not_a_factor(a, where.operand == "result")
             if where.operand == "result":
-                self.check_not_a_factor(a)
                 self.result_fixed.append((v, a.index))
         elif isinstance(a, Affine):
             stride = self.coef(a.stride, "stride", span)
@@ -231,19 +231,23 @@ class SpecInstance:
             self.solver.add(self.product(v, a, factors, o))
         return v
 
-    def check_not_a_factor(self, a: Fixed) -> None:
-        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4, but a result's ``4`` is a
-        fixed index (a placement into cell 4 of a 5-cell axis) and an integer factor is
-        anonymous (summed away here): refused rather than silently placed."""
-        merges = [m for sh in self.spec.operands for _, row in sh.rows() for m in row.axes
+    def check_not_a_factor(self, a: Fixed, in_result: bool) -> None:
+        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4 (and ``b|h, 4 => b|(h, 4)``
+        as merging an axis of 4), but a written ``4`` is a fixed index (a placement into, or
+        a slice at, cell 4) and an integer factor an axis of its own that nothing else
+        names: refused rather than silently placed or sliced."""
+        other = self.spec.operands if in_result else (self.spec.result,)
+        merges = [m for sh in other for _, row in sh.rows() for m in row.axes
                   if isinstance(m, Merge) and a.index in m.parts]
         if merges:
             raise self.err(
-                f"'{a.index}' in the result is a fixed index (a placement into cell "
-                f"{a.index}), not the factor {a.index} of {merges[0].render(True)!r}: an "
-                "integer factor is an axis of its own that nothing else names", a.span,
-                hint=f"name the factor to keep it, e.g. (h, e) => h, e with sizes={{'e': "
-                     f"{a.index}}}; or drop the '{a.index}' to reduce over it")
+                f"'{a.index}' in {'the result' if in_result else 'an operand'} is a fixed "
+                f"index ({'a placement into' if in_result else 'a slice at'} cell {a.index}), "
+                f"not the factor {a.index} of {merges[0].render(True)!r}: an integer factor "
+                "is an axis of its own that nothing else names", a.span,
+                hint=f"name the factor to keep it: (h, e) => h, e with sizes={{'e': {a.index}}}"
+                     f"; or drop the '{a.index}' to reduce over it" if in_result else
+                     "name the axis to merge it: h, e => (h, e)")
 
     def product(self, v: DimVar, a: Merge, factors: tuple[DimVar, ...], o: Origin
                 ) -> LinearRel:
