@@ -319,6 +319,8 @@ def test_split_and_merge_are_numpy_reshapes_and_views():
     ("b, (h, w), c => b, h, w, c", "b (h w) c -> b h w c", (2, 6, 4), {"w": 3}),
     ("(a, b, c) => c, (b, a)", "(a b c) -> c (b a)", (24,), {"a": 2, "b": 3}),
     ("b, h, w, c => (b, h), (w, c)", "b h w c -> (b h) (w c)", (2, 3, 4, 5), {}),
+    ("b, (h, 1) => b, h", "b (h 1) -> b h", (2, 3), {}),       # rearrange's one integer factor
+    ("b, h, w => b, (h, 1, w)", "b h w -> b (h 1 w)", (2, 3, 4), {}),
 ])
 def test_merged_axes_agree_with_einops_rearrange(ours, theirs, shape, sizes):
     einops = pytest.importorskip("einops")
