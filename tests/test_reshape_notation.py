@@ -189,20 +189,23 @@ def test_integer_factors_agree_with_einops_reduce_and_repeat(ours, op, theirs, r
 
 @pytest.mark.parametrize("backend_name", ["numpy", "torch"])
 def test_graph_integer_factor_pooling_gradient_against_torch(backend_name):
-    """Sum pooling ``(h, 2)`` and nearest upsampling ``(h, 2)`` in the result, trained
-    through: gradients against torch.autograd in float64."""
+    """Sum and max pooling ``(h, 2)`` and nearest upsampling ``(h, 2)`` in the result,
+    trained through: gradients against torch.autograd."""
     rng = np.random.default_rng(7)
     x0 = rng.standard_normal((2, 8))
     with G.new_graph(backend_name):
         x = G.param("x", output=[2, 8], input=[], init=lambda s, r: x0)
         pooled = G.einsum1("b, (h, 2) => b, h", x)
         up = G.einsum1("b, h => b, (h, 2)", pooled.tanh())
+        top = G.einmax1("b, (h, 2) => b, h", x)           # max pooling
         assert pooled.shape == Shape(output=(2, 4)) and up.shape == Shape(output=(2, 8))
-        G.grad_update(G.einsum1("... => |->0", up * x)).backward()
+        G.grad_update(G.einsum1("... => |->0", up * x) + G.einsum1("... => |->0", top * top)
+                      ).backward()
         gx = np.asarray(x.grad.numpy())
     xt = torch.tensor(x0, requires_grad=True)
     upt = torch.tanh(xt.reshape(2, 4, 2).sum(-1)).repeat_interleave(2, dim=1)
-    (upt * xt).sum().backward()
+    topt = torch.nn.functional.max_pool1d(xt[:, None], 2)[:, 0]
+    ((upt * xt).sum() + (topt * topt).sum()).backward()
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
