@@ -11,7 +11,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
-from tensig.core.dims import Dim, Frozen, _const, _int_or_none, dim, parse_at, split_items
+from tensig.core.dim_form import Frozen, int_or_none
+from tensig.core.dim_syntax import split_items
+from tensig.core.dims import Dim, _const, dim, parse_at
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
 
 __all__ = ["ShapeIndex", "ShapeVar"]
@@ -70,7 +72,7 @@ def _flatten(items: Iterable[Any], out: list[ShapeItem]) -> None:
         elif isinstance(x, tuple | list):
             _flatten(x, out)
         else:
-            n = _int_or_none(x)
+            n = int_or_none(x)
             if n is None:
                 raise TypeError(f"a shape item is an int, a Dim or a ShapeVar, not {x!r}")
             out.append(_const(n))
