@@ -648,6 +648,7 @@ class Condition(Frozen):
     kind: str
     expr: Dim
     modulus: int
+    _hash: int
 
     def __init__(self, kind: str, expr: Dim | int, modulus: int = 0):
         expr = dim(expr)
