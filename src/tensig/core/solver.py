@@ -174,10 +174,6 @@ def _simplify(x: int | Dim) -> int | Dim:
     return x
 
 
-def _is_concrete(*xs: Size) -> bool:
-    return all(isinstance(x, int) for x in xs)
-
-
 class AffineRel(Constraint):
     """``input`` is indexed by ``stride*over + dilation*kernel`` (or ``+ offset``).
 
@@ -573,7 +569,7 @@ class Solver:
         self.conditions.setdefault(cond, origin)
 
     def require_at_least(self, value: Size, bound: Size, origin: Origin, what: str) -> None:
-        if _is_concrete(value, bound):
+        if isinstance(value, int) and isinstance(bound, int):
             if value < bound:
                 raise self.error(what, origin, sizes=(value, bound))
             return
