@@ -75,15 +75,7 @@ from tensig.core.dim_form import (
 from tensig.core.dim_syntax import Parser, split_items
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
 
-__all__ = [
-    "Condition",
-    "Dim",
-    "FloorDiv",
-    "Mod",
-    "atom_sort_key",
-    "dim",
-    "dims",
-]
+__all__ = ["Condition", "Dim", "FloorDiv", "Mod", "atom_sort_key", "dim", "dims"]
 
 _new_object = object.__new__
 _setattr = object.__setattr__
@@ -123,7 +115,6 @@ def _const(n: int) -> Dim:
 
 def _atom_dim(atom: Atom) -> Dim:
     return _make(((((atom, 1),), 1),))
-
 
 
 def _add_const(p: Dim, n: int) -> Dim:
@@ -206,7 +197,6 @@ def _compare(a: Dim, other: object, op: str) -> bool:
     return decided
 
 
-
 class _DimAlgebra:
     """How the grammar (:mod:`tensig.core.dim_syntax`) builds a :class:`Dim`."""
 
@@ -233,7 +223,6 @@ def parse_at(text: str, start: int, end: int) -> Dim:
         return _parse(text[start:end])
     except SpecSyntaxError as e:
         raise SpecSyntaxError(text, e.column + start, e.reason, e.hint, e.end + start) from None
-
 
 
 class Dim(Form):
