@@ -510,10 +510,10 @@ def _affine(names: list[str], points: list[dict[str, int]], values: list[int]) -
     base, v0 = points[0], values[0]
     coeffs: dict[str, int] = {}
     for i, n in enumerate(names):
-        c = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
-        if c.denominator != 1:
+        ratio = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
+        if ratio.denominator != 1:
             return None
-        coeffs[n] = int(c)
+        coeffs[n] = int(ratio)
     const = v0 - sum(c * base[n] for n, c in coeffs.items())
     expr = Dim.const(const)
     for n, c in coeffs.items():
@@ -668,7 +668,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     bases = _bases(t, (args, kwargs))
     _size_guard((args, kwargs), bases[0])
     error: BaseException | None = None
-    for i, base in enumerate(bases):
+    for base in bases:
         try:
             sample = run(base, make)
         except (ValueError, IndexError, TypeError) as e:
@@ -679,7 +679,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             continue
         except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
             raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-        if i:  # it runs only where the sizes are ordered the other way: say so
+        if error is not None:  # it runs only where the sizes are ordered the other way
             order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
             t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
                                    f"assumes {order}")
