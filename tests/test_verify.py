@@ -584,7 +584,7 @@ def _in_order(draw):
     return factors, src, dst
 
 
-@settings(max_examples=150, derandomize=True, deadline=None)
+@settings(max_examples=150)
 @given(_in_order())
 def test_reshapes_that_keep_factor_order_are_never_reorders(case):
     factors, src, dst = case
@@ -608,7 +608,7 @@ def _symbol_moved(draw):
     return factors, src, dst
 
 
-@settings(max_examples=150, derandomize=True, deadline=None)
+@settings(max_examples=150)
 @given(_symbol_moved())
 def test_reshapes_that_move_a_symbolic_factor_are_reorders(case):
     factors, src, dst = case
@@ -643,7 +643,7 @@ def _regroupable(a, b):
     return not a and not b
 
 
-@settings(max_examples=200, derandomize=True, deadline=None)
+@settings(max_examples=200)
 @given(_FACTORS.filter(lambda fs: len({f for f in fs if isinstance(f, str)}) ==
                        sum(isinstance(f, str) for f in fs)), st.randoms(use_true_random=False))
 def test_literal_factors_moved_across_a_symbol(factors, rng):

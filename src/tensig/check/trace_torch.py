@@ -162,7 +162,7 @@ def buffers_symbolic() -> Iterator[None]:
 
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions._has_sym((args, kw.values())):
+            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
                 a = S._sym(self)
                 if hasattr(S.SymArray, name):
                     return getattr(a, name)(*args, **kw)
