@@ -1,16 +1,11 @@
 """``@tensig.shaped``: check every call against a function's shape annotations.
 
-At decoration time the annotations are read once (:func:`tensig.core.annotations.signature_of`) and
-compiled twice.  The fast path is generated Python source, straight-line for the function at
-hand: read ``.shape``, compare its length, unpack the sizes, bind names to local variables,
-evaluate ``T + 1`` as ``v1 + 1``, solve ``2*h`` with one ``divmod``.  Anything not plainly right
-(a mismatch, an expression with two unknowns, an unseen dtype) hands the call to the
-interpreter: per annotation a list of operations over a dict of bindings that records where
-each name was bound, so it can say so, with the expression items of a call as one problem for
-the solver (:mod:`tensig.core.solver`).  The fast path only accepts or defers, and a
-differential test checks that it accepts exactly what the interpreter accepts.  The fast path
-builds no ``Dim`` per call: about 1.5 us per call for two numpy arguments and a return value
-(``bench/bench_runtime.py``).
+At decoration time the annotations are read once (:func:`tensig.core.annotations.signature_of`)
+and compiled twice: to straight-line Python (:mod:`tensig.check.fast_path`: about 1.5 us per call
+for two numpy arguments and a return value, ``bench/bench_runtime.py``) that only accepts or
+defers, and for the interpreter (:mod:`tensig.check.interpreter`), which decides every call the
+fast path does not plainly accept and says where each size was bound
+(:mod:`tensig.check.signature_error`).  A differential test checks that both accept the same calls.
 
 >>> import numpy as np
 >>> from tensig.core.annotations import Float

@@ -33,14 +33,7 @@ _FAST_FRAMES: weakref.WeakKeyDictionary[Any, tuple[tuple[str, str], ...]] = \
 bindings are read from its frame when asked (``isinstance``), so calls publish nothing."""
 
 
-class _Unbound:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<unbound>"
-
-
-_UNBOUND = _Unbound()
+_UNBOUND = object()  # the generated code's ``_U``: a local not bound yet
 
 
 class _Generator:

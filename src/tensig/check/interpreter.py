@@ -373,7 +373,8 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
 
 
 # --------------------------------------------------------------------------------------------
-# error messages
+# checking one call
+# --------------------------------------------------------------------------------------------
 
 
 def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
