@@ -613,13 +613,14 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
     shapes = [evaluate(p) for p in points]
     fits: list[list[Dim] | None] = []
     candidates = _candidates(args)
-    for j, first in enumerate(shapes[0]):
-        if first is None:
+    for j in range(len(shapes[0])):
+        column = [shape for s in shapes if (shape := s[j]) is not None]
+        if len(column) < len(shapes):  # not an array (at some point)
             fits.append(None)
             continue
         dims: list[Dim] = []
-        for axis in range(len(first)):
-            values = [s[j][axis] for s in shapes]  # type: ignore[index]
+        for axis in range(len(column[0])):
+            values = [shape[axis] for shape in column]
             fit = _affine(names, points, values)
             if fit is None:
                 fit = next((c for c in candidates
