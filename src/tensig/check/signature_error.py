@@ -174,22 +174,21 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
     raise AssertionError(m.kind)
 
 
+_NOT_AN_ARRAY = {  # mismatches that are no shape's: a TypeError
+    "noshape": "{where} is a {type}, which has no .shape; its annotation is {marker!r}",
+    "wrapper": "{where} is a {type}, but its annotation is {marker!r}",
+    "none": "{where} is None, but its annotation {marker!r} is not Optional",
+    "notuple": "the return value is a {type}, not a tuple of {length} as annotated",
+}
+
+
 def _error(fname: str, m: _Mismatch, env: dict[str, Any],
            origins: dict[str, tuple[Any, ...]]) -> Exception:
     """The user-facing error for a mismatch (a :class:`SignatureError` or a ``TypeError``)."""
     where = _where(m.label)
-    if m.kind == "noshape":
-        return TypeError(f"{fname}(): {where} is a {type(m.shape).__name__}, which has no "
-                         f".shape; its annotation is {m.facts['marker']!r}")
-    if m.kind == "wrapper":
-        return TypeError(f"{fname}(): {where} is a {type(m.shape).__name__}, but its annotation "
-                         f"is {m.facts['marker']!r}")
-    if m.kind == "none":
-        return TypeError(f"{fname}(): {where} is None, but its annotation "
-                         f"{m.facts['marker']!r} is not Optional")
-    if m.kind == "notuple":
-        return TypeError(f"{fname}(): the return value is a {type(m.shape).__name__}, not a "
-                         f"tuple of {m.facts['length']} as annotated")
+    if m.kind in _NOT_AN_ARRAY:
+        return TypeError(f"{fname}(): " + _NOT_AN_ARRAY[m.kind].format(
+            where=where, type=type(m.shape).__name__, **m.facts))
     ann = m.ann
     assert ann is not None, m.kind  # only "notuple" has no annotation
     reason, expected, actual, bound_by = _reason(fname, m, ann, env, origins)
