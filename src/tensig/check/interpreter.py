@@ -473,8 +473,8 @@ def _check_result(result: Any, sig: FunctionSignature, programs: Any, env: dict[
 class _Checker:
     """The interpreted check of one function: the reference path, and the one that explains.
 
-    The generated fast path (:func:`_generate`) hands a call over to :meth:`call` or
-    :meth:`after` whenever anything is not plainly right; they redo the check from the start
+    The generated fast path (:mod:`tensig.check.fast_path`) hands a call over to :meth:`call`
+    or :meth:`after` whenever anything is not plainly right; they redo the check from the start
     with every binding's origin recorded, so errors name where each size came from.
     """
 
