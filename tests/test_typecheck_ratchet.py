@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tensig"
 
 #: The counts after the last clean-up (lower them as the code gets cleaner; never raise them).
-MAX_TYPE_IGNORES = 44
+MAX_TYPE_IGNORES = 43
 MAX_UNCHECKED_MODULES = 18
 
 _IGNORE = re.compile(r"#\s*type:\s*ignore\b")

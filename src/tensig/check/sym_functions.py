@@ -10,6 +10,7 @@ creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which regist
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -396,10 +397,10 @@ def has_sym(x: Any) -> bool:
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
     """Creation functions called with symbolic sizes build symbolic arrays."""
+    @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
-        if _TRACER.get() is not None and (has_sym(args) or has_sym(kw)):
+        if _TRACER.get() is not None and has_sym((args, kw)):
             return symbolic(*args, **kw)
         return original(*args, **kw)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper

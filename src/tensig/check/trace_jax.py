@@ -69,7 +69,6 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
         _mark_used()
         return _symbolic(ns, name, original, args, kw)
 
-    wrapper.__wrapped__ = original
     return wrapper
 
 
