@@ -455,21 +455,17 @@ def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str]
 
 
 def _size_guard(args: Any, env: dict[str, int]) -> None:
-    total = [0]
-
-    def walk(x: Any) -> None:
-        if isinstance(x, S.SymArray):
-            total[0] += math.prod(d.evaluate(env) for d in x.dims)
-        elif isinstance(x, list | tuple):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-
-    walk(args)
-    if total[0] > _MAX_ELEMENTS:
+    if _elements(args, env) > _MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
+
+
+def _elements(x: Any, env: dict[str, int]) -> int:
+    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
+    if isinstance(x, S.SymArray):
+        return math.prod(d.evaluate(env) for d in x.dims)
+    if isinstance(x, list | tuple):
+        return sum(_elements(v, env) for v in x)
+    return sum(_elements(v, env) for v in x.values()) if isinstance(x, dict) else 0
 
 
 def _leaves(result: Any) -> Iterator[Any]:
