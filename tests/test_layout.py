@@ -63,8 +63,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 
 #: Modules allowed over the line budget: module -> why.
 OVERSIZE: dict[str, str] = {
-    "tensig.check.decorator": "the decorator, its generated fast path and its interpreter (the "
-                              "solving itself is core.solver's): not yet split",
     "tensig.core.inference": "the one-spec solve and ShapeGraph share unification, broadcasts, "
                              "labels and merged axes: not yet split",
     "tensig.execution.lowering": "planning of one einsum-family operation: contractions, "

@@ -18,7 +18,7 @@ import tensig
 from tensig import rank
 from tensig.backends import _NumpyGemm
 from tensig.backends._plans import small_amax
-from tensig.check import decorator
+from tensig.check import decorator, interpreter
 from tensig.core.annotations import Float
 from tensig.model.train import Trainer, sgd
 from tensig.rank import _lifting
@@ -154,7 +154,7 @@ class NoSolver:
 
 class TestDecoratorInterpreter:
     def test_bound_expressions_are_evaluated_without_a_solver(self, monkeypatch):
-        monkeypatch.setattr(decorator, "Solver", NoSolver)
+        monkeypatch.setattr(interpreter, "Solver", NoSolver)
         y = np.zeros((2, 4, 8))
         assert widen(np.zeros((2, 3, 4)), y) is y
         with pytest.raises(decorator.SignatureError, match=r"axis 2 \('2\*d'\) has size 6") as e:
@@ -182,10 +182,10 @@ class TestDecoratorInterpreter:
 
     def test_deferred_text_is_compiled_once(self):
         first(np.zeros((6, 5)), 5)
-        before = decorator._compiled.cache_info()
+        before = interpreter._compiled.cache_info()
         for _ in range(3):
             first(np.zeros((6, 5)), 5)
-        after = decorator._compiled.cache_info()
+        after = interpreter._compiled.cache_info()
         assert after.misses == before.misses and after.hits > before.hits
 
 
