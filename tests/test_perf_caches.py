@@ -21,7 +21,7 @@ from tensig.backends._plans import small_amax
 from tensig.check import decorator
 from tensig.core.annotations import Float
 from tensig.model.train import Trainer, sgd
-from tensig.rank import _lifting
+from tensig.rank import _plans
 
 
 def dot_cells(x, y):
@@ -32,13 +32,13 @@ def dot_cells(x, y):
 def prepared(monkeypatch):
     """Counts the calls that are prepared anew (cache misses)."""
     misses = []
-    real = _lifting._prepare_anew
+    real = _plans._prepare
 
     def counting(lf, args):
         misses.append(tuple(getattr(a, "shape", None) for a in args))
         return real(lf, args)
 
-    monkeypatch.setattr(_lifting, "_prepare_anew", counting)
+    monkeypatch.setattr(_plans, "_prepare", counting)
     return misses
 
 
@@ -119,10 +119,10 @@ class TestLiftPlanCache:
 
     def test_the_cache_is_bounded(self):
         add = rank.lift(np.add)
-        for n in range(_lifting._CACHE_SIZE + 5):
+        for n in range(_plans._CACHE_SIZE + 5):
             add(np.ones(n + 1), 1.0)
             add(np.ones(n + 1), np.ones(n + 1))
-        assert 0 < len(add._plans) <= _lifting._CACHE_SIZE
+        assert 0 < len(add._plans) <= _plans._CACHE_SIZE
 
 
 # --------------------------------------------------------------------------------------------
