@@ -1,8 +1,11 @@
-"""What a lifted call runs: its plan, and the ways to apply a function to every cell.
+"""Frames and cells, and what a lifted call runs: its plan and the paths that apply a function
+to every cell.
 
-A :class:`Plan` holds what a call depends on only through its arguments' signature (frames,
-cells, the checked result cell, the execution path and what the path precomputes), so that
-:mod:`tensig.rank._plans` can reuse it for every later call with that signature.  The paths,
+An argument splits into a *frame* (its leading axes) and a *cell* (the trailing axes its cell
+rank names); the frames of one application agree by prefix, and the longest is the *principal
+frame*.  A :class:`Plan` holds what a call depends on only through its arguments' signature
+(frames, cells, the checked result cell, the path and what the path precomputes), so that
+:mod:`tensig.rank._plans` reuses it for every later call with that signature.  The paths,
 fastest first: a NumPy ufunc is called once on the arguments with singleton axes inserted after
 their frames (broadcasting then replicates, as views); a batched function (``vectorized=True``,
 the primitives, an eta-expansion) is called once on the arrays broadcast to the principal frame;
@@ -12,6 +15,7 @@ the frame is the last resort.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,11 +26,108 @@ import numpy as np
 from tensig.backends import Backend
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
-from tensig.rank._boxes import Box
-from tensig.rank._frames import _fmt, principal_frame
+from tensig.rank._boxes import Box, _objects
 from tensig.rank._types import Matcher, Sigma
 
+Rank = int | None
 Shape = tuple[int, ...]
+
+
+def _fmt(frame: Sequence[Any]) -> str:
+    items = ", ".join(str(x) for x in frame)
+    return f"({items},)" if len(frame) == 1 else f"({items})"
+
+
+def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]) -> tuple:
+    """The longest frame, after checking that every other frame is a prefix of it.
+
+    Sizes compare exactly (a size-1 axis does not stretch); the error names both frames.
+
+    >>> principal_frame("f", [(2,), (2, 3)], ["argument 0", "argument 1"])
+    (2, 3)
+    >>> principal_frame("f", [(2, 4), (2, 3)], ["argument 0", "argument 1"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensig.ShapeError: f: frame (2, 3) of argument 1 is not a prefix of the principal ...
+    """
+    if not frames:
+        return ()
+    best = 0
+    for i, f in enumerate(frames):
+        if len(f) > len(frames[best]):
+            best = i
+    principal = tuple(frames[best])
+    for i, f in enumerate(frames):
+        if principal[:len(f)] != tuple(f):
+            raise _frame_error(fname, frames, who, i, best)
+    return principal
+
+
+def _frame_error(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str], i: int,
+                 best: int) -> ShapeError:
+    f, p = frames[i], frames[best]
+    hint = "Remora matches frames from the left (prefix agreement) and a size-1 axis does not " \
+           "stretch"
+    with contextlib.suppress(ValueError, TypeError):  # when NumPy would broadcast them
+        np.broadcast_shapes(*[tuple(int(x) for x in f) for f in frames])
+        hint += ("; NumPy would broadcast these shapes from the right. To pair trailing axes, "
+                 "raise the cell rank of the shorter argument (rank.rerank) so those axes are "
+                 "part of its cell, or move the shared axes to the front")
+    return ShapeError(f"{fname}: frame {_fmt(f)} of {who[i]} is not a prefix of the principal "
+                      f"frame {_fmt(p)} from {who[best]}", operand=i, shape=_fmt(f),
+                      sizes=(_fmt(f), _fmt(p)), hint=hint)
+
+
+def _concrete_rank(r: Rank, n: int) -> int:
+    """The cell rank of an argument of rank ``n``: ``None`` is all of it, a negative ``-k``
+    all but its first ``k`` axes (J's and Remora's complementary rank)."""
+    if r is None:
+        return n
+    return max(n + r, 0) if r < 0 else r
+
+
+def _check_rank_value(fname: str, r: object) -> Rank:
+    if r is None:
+        return None
+    if isinstance(r, bool) or not isinstance(r, int | np.integer):
+        raise TypeError(f"{fname}: a cell rank is an int >= 0 or None (the whole argument), "
+                        f"not {r!r}")
+    return int(r)  # a negative rank -k is complementary: all but the first k axes
+
+
+def _who(lf: Any, i: int) -> str:
+    return f"argument {i} ({lf.type.param_name(i)})"
+
+
+def _cell_rank(lf: Any, k: int, shape: tuple[Any, ...]) -> int:
+    """The cell rank of ``lf``'s ``k``-th array argument, of shape ``shape``."""
+    r = lf.ranks[k]
+    if r is None or r < 0:
+        return _concrete_rank(r, len(shape))
+    if r > len(shape):
+        i = lf.arrays[k]
+        raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
+                         f"{len(shape)}, less than its cell rank {r}", operand=i,
+                         shape=_fmt(shape), sizes=(len(shape), r),
+                         hint=f"pass an array with at least {r} axes, or rerank {lf.name}")
+    return r
+
+
+def _split(lf: Any, shapes: Sequence[tuple[Any, ...]]
+           ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...]]:
+    """The frames and cells of ``lf``'s array arguments of these shapes (sizes, or symbolic
+    sizes for typeof), and their principal frame."""
+    frames, cells = [], []
+    for k, shape in enumerate(shapes):
+        split = len(shape) - _cell_rank(lf, k, shape)
+        frames.append(shape[:split])
+        cells.append(shape[split:])
+    return frames, cells, principal_frame(lf.name, frames, lf._who)
+
+
+# --------------------------------------------------------------------------------------------
+# the plan
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True, eq=False)
@@ -208,9 +309,7 @@ def _shape(x: Any) -> Shape:
 def _via_loop(plan: Plan, args: Sequence[Any]) -> Any:
     results = _cell_calls(plan, args)
     if plan.lf.boxed:
-        out = np.empty(len(results), dtype=object)
-        out[:] = [_box(plan, r) for r in results]
-        return out.reshape(plan.frame)
+        return _objects([_box(plan, r) for r in results], plan.frame)
     if plan.backend.numpy_native and not _shape(results[0]):
         try:  # all scalars: one conversion, no per-cell shape checks
             flat = np.asarray(results)
@@ -243,11 +342,7 @@ def _ragged_error(plan: Plan, results: Sequence[Any]) -> ShapeError:
 
 
 def _box(plan: Plan, value: Any) -> Box:
-    if isinstance(value, Box):
-        return value
-    if plan.sigma is not None:
-        return Box(value, _sigma=plan.sigma)
-    return Box(value)
+    return value if isinstance(value, Box) else Box(value, _sigma=plan.sigma)
 
 
 def _finish(plan: Plan, out: Any) -> Any:
@@ -316,9 +411,7 @@ def _per_function(shape: Shape, plan: Plan, args: Sequence[Any], who: str,
         sub = [a[pos[:len(fr)]] for a, fr in zip(arrays, plan.frames, strict=True)]
         outs.append(run(flat, list(_merge(plan, args, sub))))
     if all(isinstance(o, Box) for o in outs):
-        out = np.empty(len(outs), dtype=object)
-        out[:] = outs
-        return out.reshape(shape)
+        return _objects(outs, shape)
     shapes = {_shape(o) for o in outs}
     if len(shapes) > 1:
         a, b = sorted(shapes)[:2]

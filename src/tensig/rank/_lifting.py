@@ -1,8 +1,8 @@
 """Lifting: Remora's function application on real arrays.
 
-A lifted function (:class:`Lifted`) splits each argument into a frame and cells
-(:mod:`tensig.rank._frames`), checks the call once per argument signature and replays the plan
-(:mod:`tensig.rank._plans`), and runs the fastest path that fits (:mod:`tensig.rank._cells`).
+A lifted function (:class:`Lifted`) checks a call once per argument signature and replays its
+plan (:mod:`tensig.rank._plans`): frames and cells, and the fastest path that fits
+(:mod:`tensig.rank._cells`).
 Here: the lifted function itself, reranking (eta-expansion), overloaded primitives, ``lift``,
 ``rerank``, ``apply`` (arrays of functions) and ``typeof`` / ``check``.
 """
@@ -18,13 +18,15 @@ from tensig.backends import is_array
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex, ShapeVar
-from tensig.rank._boxes import Box, _elem_name
-from tensig.rank._cells import Plan, _is_object, _per_function
-from tensig.rank._frames import (
+from tensig.rank._boxes import Box, _elem_name, _objects
+from tensig.rank._cells import (
+    Plan,
     Rank,
     _check_rank_value,
     _concrete_rank,
     _fmt,
+    _is_object,
+    _per_function,
     _who,
     principal_frame,
 )
@@ -331,15 +333,6 @@ def _fn_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
-def _signature_type(name: str, cells: str, sizes: dict[str, int] | None) -> FnType:
-    ops, res = parse_cells(cells)
-    if sizes:
-        ops = tuple(op.subs(sizes) for op in ops)
-        res = res.subs(sizes)
-    return FnType(name, tuple(Arr("t", op) for op in ops), Arr("t", res),
-                  names=tuple(f"arg{i}" for i in range(len(ops))))
-
-
 def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
          ranks: Sequence[Rank] | None = None, result: ShapeLike | None = None,
          sizes: dict[str, int] | None = None, vectorized: bool = False, boxed: bool = False,
@@ -375,15 +368,13 @@ def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
     if ufunc is not None and ufunc.nout != 1:
         raise TypeError(f"lift({name}): a lifted function returns one array; {name} returns "
                         f"{ufunc.nout}")
-    if ufunc is not None and ranks is not None and cells is None and any(
-            r != 0 for r in ranks):
-        # A ufunc is a scalar function: other ranks are a reranking of it (eta-expansion),
-        # so it still combines scalars by prefix agreement inside each cell.
+    if ufunc is not None and ranks is not None and cells is None:
         if len(ranks) != ufunc.nin:
             raise TypeError(f"lift({name}): {len(ranks)} ranks for a ufunc of {ufunc.nin} "
                             f"arguments")
-        return lift(fn, dtype=dtype, name=name).rerank(*ranks)
-    ftype = _lift_type(fn, name, cells, ranks, result, sizes, ufunc)
+        if any(r != 0 for r in ranks):  # a scalar function: other ranks are a reranking
+            return lift(fn, dtype=dtype, name=name).rerank(*ranks)  # (an eta-expansion)
+    ftype = _lift_type(name, cells, ranks, result, sizes, ufunc)
     batched = None
     if vectorized and ufunc is None and not boxed:
         def batched(nf: int, *args: Any) -> Any:
@@ -393,7 +384,7 @@ def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
                   ranks=None if cells is not None or ranks is None else ranks)
 
 
-def _lift_type(fn: Any, name: str, cells: str | None, ranks: Sequence[Rank] | None,
+def _lift_type(name: str, cells: str | None, ranks: Sequence[Rank] | None,
                result: ShapeLike | None, sizes: dict[str, int] | None,
                ufunc: np.ufunc | None) -> FnType:
     if cells is not None and ranks is not None:
@@ -403,15 +394,17 @@ def _lift_type(fn: Any, name: str, cells: str | None, ranks: Sequence[Rank] | No
             raise TypeError(f"lift({name}): the cell signature already declares the result")
         if not isinstance(cells, str):
             raise TypeError(f"lift({name}): cells is a signature string like 'n; n => '")
-        return _signature_type(name, cells, sizes)
+        ops, res = parse_cells(cells)
+        if sizes:
+            ops, res = tuple(op.subs(sizes) for op in ops), res.subs(sizes)
+        return FnType(name, tuple(Arr("t", op) for op in ops), Arr("t", res),
+                      names=tuple(f"arg{i}" for i in range(len(ops))))
     if ranks is None:
         if ufunc is None:
             raise TypeError(f"lift({name}): give the cell signature (cells='n; n => ') or the "
                             f"cell ranks (ranks=(0, 1)); only NumPy ufuncs default to scalars")
         ranks = (0,) * ufunc.nin
     ranks = tuple(_check_rank_value(f"lift({name})", r) for r in ranks)
-    if ufunc is not None and len(ranks) != ufunc.nin:
-        raise TypeError(f"lift({name}): {len(ranks)} ranks for a ufunc of {ufunc.nin} arguments")
     if result is None and ufunc is not None and not any(ranks):
         result = ()
     return _ranks_type(name, ranks, None if result is None else _shape_index(result))
@@ -453,9 +446,7 @@ def _function_array(fs: Any) -> np.ndarray:
     if isinstance(fs, np.ndarray) and fs.dtype == object:
         return fs
     if callable(fs):
-        out = np.empty((), dtype=object)
-        out[()] = fs
-        return out
+        return _objects([fs], ())
     arr = np.array(fs, dtype=object)
     if not all(callable(f) for f in arr.flat):
         raise TypeError("apply: every item of the function array must be callable")
@@ -603,14 +594,9 @@ def _check_expected(inst: Instance, expected: ShapeIndex) -> None:
         raise ShapeError(f"check({inst.name}): the result type is unknown ([?]); it cannot be "
                          f"compared with {expected}")
     a, b = got.shape.items, expected.items
-    why = None
-    if len(a) != len(b):
-        why = f"the ranks differ ({len(a)} vs {len(b)})"
-    else:
-        for x, y in zip(a, b, strict=True):
-            if x != y:
-                why = f"the index equality {x} == {y} does not hold"
-                break
+    why = f"the ranks differ ({len(a)} vs {len(b)})" if len(a) != len(b) else next(
+        (f"the index equality {x} == {y} does not hold"
+         for x, y in zip(a, b, strict=True) if x != y), None)
     if why is not None:
         raise ShapeError(f"check({inst.name}): the result type is {got}, not {expected}: {why}",
                          sizes=(str(got.shape), str(expected)))

@@ -1,12 +1,10 @@
 """The plan cache: a lifted call is checked once per argument signature, then replayed.
 
-Everything a call's checks and its path depend on is in :func:`signature` (per array argument
-its type, which gives the library, its shape, which gives frame and cell, and its dtype, which
-the atom checks read; the static arguments; which function arguments are callable), so a call
-whose signature was seen before is a key, a lookup and the plan's path
-(:class:`tensig.rank._cells.Plan`).  Calls that convert an argument (a list, a Python number, a
-NumPy array among torch tensors) or whose declared result cell stays symbolic are prepared
-anew each time.  Also here: a call's type from shapes alone (:func:`_typeof_call`).
+:func:`signature` holds all that a call's checks and path depend on (per array argument its
+type: the library; its shape: frame and cell; its dtype: the atom checks; the static arguments;
+which function arguments are callable), so a call with a known signature is a key, a lookup and
+the plan's path.  A call that converts an argument (a list, a number, a NumPy array among torch
+tensors) or leaves its result cell symbolic is prepared anew.  Also: :func:`_typeof_call`.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from tensig.backends import Backend, backend_among, dtype_name, is_array
 from tensig.core.annotations import dtype_kind
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import _elem_name
-from tensig.rank._cells import Plan, _is_object
-from tensig.rank._frames import _split, _who
+from tensig.rank._cells import Plan, _is_object, _split, _who
 from tensig.rank._types import (
     Arr,
     Fun,
@@ -191,12 +188,7 @@ def _elem_kind(dtype: Any) -> str:
 
 
 def _shape_arg(lf: Any, i: int, x: Any) -> ShapeIndex:
-    if isinstance(x, ShapeIndex):
-        shape = x
-    elif isinstance(x, tuple | str):
-        shape = _shape_index(x)
-    else:
-        shape = ShapeIndex(tuple(np.shape(x)))
+    shape = _shape_index(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
     if shape.shape_vars:
         raise TypeError(f"typeof({lf.name}): the shape {shape} of {_who(lf, i)} has shape "
                         f"variables; give its axes")
