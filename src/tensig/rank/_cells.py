@@ -145,8 +145,7 @@ class Plan:
     declared: ShapeIndex | None = None
     sigma: Sigma | None = None
     matcher: Matcher | None = None
-    fixed: Shape | None = field(init=False)  # ``declared`` as sizes when it is concrete
-    expect: Shape | None = field(init=False)  # the whole result's shape, when known
+    expect: Shape | None = field(init=False)  # frame + declared cell, when it is sizes
     reshapes: list[tuple[Shape | None, Shape | None]] | None = field(init=False, default=None)
     op: Any = field(init=False, default=None)  # the library's ufunc
     vmap: Any = field(init=False, default=None)  # the library's vmap, when it has one
@@ -154,10 +153,9 @@ class Plan:
     run: Callable[[Plan, Sequence[Any]], Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        declared = self.declared
-        self.fixed = declared.as_tuple() if declared is not None and declared.is_concrete \
-            else None
-        self.expect = None if self.fixed is None or self.lf.boxed else self.frame + self.fixed
+        d = self.declared  # boxed results are not checked against it
+        self.expect = None if d is None or not d.is_concrete or self.lf.boxed \
+            else self.frame + d.as_tuple()
         self.run = _choose(self)
 
 
@@ -174,8 +172,7 @@ def _choose(plan: Plan) -> Callable[[Plan, Sequence[Any]], Any]:
             return _empty
         if not plan.frame:
             return _on_cells
-        if not lf.boxed:
-            plan.vmap = plan.backend.vmap()
+        plan.vmap = None if lf.boxed else plan.backend.vmap()
         if plan.vmap is not None and lf._plain:
             # made once per plan: making it costs as much as running it on a small frame
             plan.vmapped = lf.fn
@@ -190,8 +187,7 @@ def _choose(plan: Plan) -> Callable[[Plan, Sequence[Any]], Any]:
 def _check_elementwise(plan: Plan) -> None:
     cells = plan.cells
     try:
-        if len(set(cells)) > 1:
-            np.broadcast_shapes(*cells)
+        np.broadcast_shapes(*cells)
     except ValueError:
         raise ShapeError(f"{plan.lf.name}: the cells {', '.join(_fmt(c) for c in cells)} do not "
                          f"combine elementwise", sizes=tuple(_fmt(c) for c in cells),
@@ -365,8 +361,8 @@ def _check_cell(plan: Plan, cell: Shape) -> None:
     declared = plan.declared
     if declared is None:
         return
-    if plan.fixed is not None:
-        if cell != plan.fixed:
+    if plan.expect is not None:
+        if plan.frame + cell != plan.expect:
             raise ShapeError(f"{plan.lf.name}: the function returned a cell of shape "
                              f"{_fmt(cell)}, but its declared result cell is {declared}",
                              sizes=(str(declared), _fmt(cell)))

@@ -148,7 +148,11 @@ class Lifted:
         try:  # a call with a signature seen before: a key, a lookup and the plan's path
             known = self._plans[signature(self, args)]
         except (KeyError, TypeError, AttributeError):  # see plan
-            return _call_anew(self, args)
+            for i in self._funs:
+                if i < len(args) and _is_function_array(args[i]):
+                    return _over_functions(self, args, i)
+            known, converted = plan(self, args)
+            return known.run(known, converted)
         return known.run(known, args)
 
     def rerank(self, *ranks: Rank, **named: Rank) -> Lifted:
@@ -207,14 +211,6 @@ class Lifted:
 def _rank_error(lf: Lifted, i: int, p: Arr, r: Rank, hint: str | None = None) -> ShapeError:
     return ShapeError(f"{lf.name}: {_who(lf, i)} has cell type {p}, which cannot have cell "
                       f"rank {r}", sizes=(str(p), r), hint=hint)
-
-
-def _call_anew(lf: Lifted, args: Sequence[Any]) -> Any:
-    for i in lf._funs:
-        if i < len(args) and _is_function_array(args[i]):
-            return _over_functions(lf, args, i)
-    new, args = plan(lf, args)
-    return new.run(new, args)
 
 
 def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:

@@ -44,8 +44,7 @@ def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
         return None
     key = list(args)  # static arguments by value
     for i in lf.arrays:
-        x = args[i]
-        key[i] = (type(x), x.shape, x.dtype)
+        key[i] = (type(args[i]), args[i].shape, args[i].dtype)
     for i in lf._funs:
         key[i] = callable(args[i])
     return tuple(key)
