@@ -34,9 +34,9 @@ def prepared(monkeypatch):
     misses = []
     real = _plans._prepare
 
-    def counting(lf, args):
+    def counting(lf, args, backend):
         misses.append(tuple(getattr(a, "shape", None) for a in args))
-        return real(lf, args)
+        return real(lf, args, backend)
 
     monkeypatch.setattr(_plans, "_prepare", counting)
     return misses
@@ -98,11 +98,18 @@ class TestLiftPlanCache:
         assert not isinstance(got, np.ndarray)
         np.testing.assert_allclose(np.asarray(got), (a * a).sum(-1))
 
-    def test_converted_arguments_are_prepared_each_call(self, prepared):
+    def test_converted_arguments_share_the_plan_of_what_they_convert_to(self, prepared):
         add = rank.lift(np.add)
         for _ in range(2):
             assert add([1, 2], np.array([10, 20])).tolist() == [11, 22]
-        assert len(prepared) == 2
+            assert add(np.array([1, 2]), np.array([10, 20])).tolist() == [11, 22]
+        assert len(prepared) == 1  # a list of ints converts to an int64 array: one signature
+        assert add([1.5, 2], np.array([10, 20])).tolist() == [11.5, 22]  # float64: another
+        t = torch.tensor([10, 20])
+        for x in ([1, 2], np.array([1, 2]), torch.tensor([1, 2])):  # converted to torch
+            got = add(x, t)
+            assert isinstance(got, torch.Tensor) and got.tolist() == [11, 22]
+        assert len(prepared) == 3
 
     def test_static_arguments_are_part_of_the_signature(self):
         x = np.arange(6)

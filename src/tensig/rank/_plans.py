@@ -3,8 +3,8 @@
 :func:`signature` holds all that a call's checks and path depend on (per array argument its
 type: the library; its shape: frame and cell; its dtype: the atom checks; the static arguments;
 which function arguments are callable), so a call with a known signature is a key, a lookup and
-the plan's path.  A call that converts an argument (a list, a number, a NumPy array among torch
-tensors) or leaves its result cell symbolic is prepared anew.  Also: :func:`_typeof_call`.
+the plan's path.  A call that leaves its result cell symbolic is prepared anew each time.
+Also: :func:`_typeof_call`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _CACHE_SIZE = 256  # plans per lifted function; the cache starts over when full
 
 def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
     """The key of a call's plan; ``None`` for a wrong arity.  Raises ``AttributeError`` for
-    an array argument without shape or dtype (a list, a number: converted anew each call)."""
+    an array argument without shape or dtype (a list, a number: see :func:`plan`)."""
     if lf._plain:
         return tuple([(type(x), x.shape, x.dtype) for x in args])  # torch.Size hashes as tuple
     if len(args) != len(lf.type.params):
@@ -51,41 +51,46 @@ def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
 
 
 def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
-    """The plan of ``lf`` on ``args`` and the arguments it runs on (converted to the call's
-    library): the cached plan of their signature, else a new one, cached when it can be
-    reused."""
+    """The plan of ``lf`` on ``args`` and the arguments it runs on.  Plans are kept under the
+    signature of the arguments converted to the call's library (lists, numbers, NumPy arrays
+    among torch tensors), so arguments that match a kept signature need no conversion, and
+    arguments that do are converted, then find their plan."""
     try:
-        key = signature(lf, args)
-        hit = lf._plans.get(key)
+        hit = lf._plans.get(signature(lf, args))
     except (AttributeError, TypeError):  # an argument to convert; an unhashable static one
-        key, hit = None, None
+        hit = None
     if hit is not None:
         return hit, args
-    new, converted = _prepare(lf, args)
-    if (key is not None and new.matcher is None
-            and all(converted[i] is args[i] for i in lf.arrays)):
-        if len(lf._plans) >= _CACHE_SIZE:
-            lf._plans.clear()
-        lf._plans[key] = new
-    return new, converted
-
-
-def _prepare(lf: Any, args: Sequence[Any]) -> tuple[Plan, list[Any]]:
-    """A call's checks: arity, frames agreeing by prefix, the type instantiated at the cells,
-    the element types; then its plan."""
     _check_arity(lf, args)
     backend = backend_among([args[i] for i in lf.arrays])
     like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
-    all_args = list(args)
+    converted = list(args)
     for i in lf.arrays:
-        all_args[i] = _coerce(backend, all_args[i], like)
-    arrays = [all_args[i] for i in lf.arrays]
+        converted[i] = _coerce(backend, converted[i], like)
+    try:
+        key = signature(lf, converted)
+        hit = lf._plans.get(key)
+    except TypeError:  # an unhashable static argument: prepared on every call
+        key, hit = None, None
+    if hit is None:
+        hit = _prepare(lf, converted, backend)
+        if key is not None and hit.matcher is None:  # a symbolic result cell: matched per call
+            if len(lf._plans) >= _CACHE_SIZE:
+                lf._plans.clear()
+            lf._plans[key] = hit
+    return hit, converted
+
+
+def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
+    """A call's checks (frames agreeing by prefix, the type instantiated at the cells, the
+    element types) on arguments converted to ``backend``'s library; then its plan."""
+    arrays = [args[i] for i in lf.arrays]
     frames, cells, frame = _split(lf, [tuple(a.shape) for a in arrays])
-    matcher, declared, sigma = _typecheck(lf, cells, all_args)
+    matcher, declared, sigma = _typecheck(lf, cells, args)
     _check_elems(lf, arrays)
     if lf.ufunc is not None:
         _check_atoms(lf, [a.dtype for a in arrays if not _is_object(a)])
-    return Plan(lf, backend, frames, cells, frame, declared, sigma, matcher), all_args
+    return Plan(lf, backend, frames, cells, frame, declared, sigma, matcher)
 
 
 def _coerce(backend: Backend, x: Any, like: Any) -> Any:
