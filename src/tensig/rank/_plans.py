@@ -9,7 +9,6 @@ Also: :func:`_typeof_call`.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -149,22 +148,7 @@ def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
 def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     """A scalar function's atoms are of one type, as Remora's: truth values are not numbers,
     and NumPy's own type resolution refuses the rest (strings with numbers).  Returns the
-    result's NumPy dtype where NumPy can tell (``None`` otherwise)."""
-    key = (lf.ufunc, *dtypes)
-    try:
-        return _ATOMS[key]
-    except (KeyError, TypeError):
-        pass
-    out = _resolve_atoms(lf, dtypes)
-    with contextlib.suppress(TypeError):  # an unhashable dtype is resolved every time
-        _ATOMS[key] = out
-    return out
-
-
-_ATOMS: dict[tuple[Any, ...], Any] = {}  # (ufunc, dtypes...) -> result dtype: resolved once
-
-
-def _resolve_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
+    result's NumPy dtype where NumPy can tell (``None`` otherwise); once per plan."""
     kinds = [dtype_kind(d) for d in dtypes]
     if "bool" in kinds and any(k != "bool" for k in kinds):
         b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
