@@ -103,7 +103,7 @@ class TestLiftPlanCache:
         for _ in range(2):
             assert add([1, 2], np.array([10, 20])).tolist() == [11, 22]
             assert add(np.array([1, 2]), np.array([10, 20])).tolist() == [11, 22]
-        assert len(prepared) == 1  # a list of ints converts to an int64 array: one signature
+        assert len(prepared) == 1  # a list of ints converts to the default int: one signature
         assert add([1.5, 2], np.array([10, 20])).tolist() == [11.5, 22]  # float64: another
         t = torch.tensor([10, 20])
         for x in ([1, 2], np.array([1, 2]), torch.tensor([1, 2])):  # converted to torch

@@ -147,7 +147,7 @@ class Lifted:
     def __call__(self, *args: Any) -> Any:
         try:  # a call with a signature seen before: a key, a lookup and the plan's path
             known = self._plans[signature(self, args)]
-        except (KeyError, TypeError, AttributeError):  # see plan
+        except (KeyError, TypeError, AttributeError):  # new, to convert, unhashable: see plan
             for i in self._funs:
                 if i < len(args) and _is_function_array(args[i]):
                     return _over_functions(self, args, i)
