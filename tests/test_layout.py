@@ -69,8 +69,6 @@ OVERSIZE: dict[str, str] = {
                                  "windows, concatenations, merged axes: not yet split",
     "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "
                           "captures: not yet split",
-    "tensig.rank._lifting": "lifting, frames, the cell loop and its per-signature cache: not yet "
-                            "split",
 }
 
 
