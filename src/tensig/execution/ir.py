@@ -543,12 +543,15 @@ def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
     v = a if out.training else b
     if not isinstance(v, int | float):
         return v
+    backend = backend_of_namespace(xp)
+    if backend.traced(like):  # made inside a traced function: it belongs to that trace
+        return backend.full(out.shape, float(v), like)
     key = (float(v), out.shape, type(like), str(like.dtype), str(getattr(like, "device", "")))
     made = _MODE_NUMBERS.get(key)
     if made is None:
         if len(_MODE_NUMBERS) > 1024:  # numbers written in code: a few per model
             _MODE_NUMBERS.clear()
-        made = _MODE_NUMBERS[key] = backend_of_namespace(xp).full(out.shape, float(v), like)
+        made = _MODE_NUMBERS[key] = backend.full(out.shape, float(v), like)
     return made
 
 
