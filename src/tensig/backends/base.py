@@ -162,6 +162,13 @@ class Backend:
         made from it is cached."""
         return False
 
+    def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
+                  *args: Any) -> Any:
+        """``fn(*args)`` computed on the host in NumPy (``args`` as NumPy arrays; the result
+        of ``shape`` and ``dtype``), as this library's array: inside a traced function, a
+        call made each time the compiled function runs."""
+        return self.asarray(fn(*(to_numpy(a) for a in args)), like=args[0] if args else None)
+
     @property
     def trace_errors(self) -> tuple[type[BaseException], ...]:
         """The errors by which the library says a traced function read values: a staged

@@ -110,6 +110,12 @@ class JaxBackend(ArrayAPIBackend):
 
         return isinstance(x, jax.core.Tracer)
 
+    def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
+                  *args: Any) -> Any:
+        import jax
+
+        return jax.pure_callback(fn, jax.ShapeDtypeStruct(shape, dtype), *args)
+
     @property
     def trace_errors(self) -> tuple[type[BaseException], ...]:
         import jax

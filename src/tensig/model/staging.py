@@ -6,13 +6,15 @@ instead: the routine becomes one function from the arrays it reads to the arrays
 compiled by the backend (:meth:`tensig.backends.base.Backend.fused`) and then called with
 the store's arrays.  It is functional: the store is copied into a scratch store for the
 trace, and what the routine wrote comes back as a dictionary, so the caller decides what to
-keep (a trainer keeps nothing of a step whose loss is not finite).  Training mode is fixed
+keep (a trainer drops the update of a step whose loss is not finite).  Training mode is fixed
 per compiled function (one per mode); buffers (running statistics, dropout's counter) are
 arrays of the store, in and out like any other.
 
-Steps that read values (a check of integer ids, dropout's host-drawn mask) cannot be traced:
-the first such step makes the routine warn once, naming the assignment, and run step by
-step from then on.
+A check of values (integer ids in range) is made when the compiled function has run: a
+failed one raises before anything is written; dropout's mask is drawn on the host during
+the call (:meth:`~tensig.backends.base.Backend.host_call`), the same as NumPy's.  A step
+that reads values otherwise cannot be traced: the first such step makes the routine warn
+once, naming the assignment, and run step by step from then on.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tensig.backends import Backend
-from tensig.execution.ir import WHOLE, Assign, Code, buffers_of
+from tensig.execution.ir import WHOLE, Assign, Code, buffers_of, deferred_checks
 
 __all__ = ["Staged", "inputs_of"]
 
@@ -65,7 +67,9 @@ class Staged:
         self.traces = 0
         #: why the routine runs step by step (the first step that could not be traced)
         self.refused: str | None = None
-        self._compiled: dict[bool, Callable[..., dict[Key, Any]]] = {}
+        self._compiled: dict[bool, Callable[..., Any]] = {}
+        #: per mode, the messages of the checks the traced steps deferred (ids in range)
+        self._checks: dict[bool, list[str]] = {}
 
     def outputs(self, store: Any, given: Mapping[Key, Any] | None = None,
                 feeds: Mapping[Key, Any] | None = None, rows: Any = None
@@ -88,11 +92,15 @@ class Staged:
         if fn is None:
             fn = self._compiled[training] = self.backend.fused(self._function(store, training))
         try:
-            return fn(inputs, given, feeds, rows)
+            written, flags = fn(inputs, given, feeds, rows)
         except self.backend.trace_errors:
             if self.refused is None:  # not raised by a step: the library's own error
                 raise
             return None
+        for (failed, value), message in zip(flags, self._checks[training], strict=True):
+            if bool(failed):  # nothing written: the store is as it was
+                raise IndexError(message.format(int(value)))
+        return written
 
     def run(self, store: Any) -> bool:
         """Run the routine on ``store`` as one compiled call; ``False`` (nothing done) when
@@ -104,9 +112,10 @@ class Staged:
         return True
 
     def _function(self, store: Any, training: bool
-                  ) -> Callable[..., dict[Key, Any]]:
+                  ) -> Callable[..., Any]:
         """The traced body: the steps on a scratch store holding the inputs; returns every
-        array a step wrote."""
+        array a step wrote, and the flags of the checks the steps deferred (an id out of
+        range: :func:`~tensig.execution.ir.deferred_checks`)."""
         make, device = type(store), store.device
 
         def body(inputs: dict[Key, Any], given: dict[Key, Any], feeds: dict[Key, Any],
@@ -118,13 +127,16 @@ class Staged:
             scratch.arrays.update(given)
             for k, data in feeds.items():
                 scratch.arrays[k] = data[rows]
-            for step, item in zip(self.steps, self.items, strict=True):
-                try:
-                    step(scratch)
-                except self.backend.trace_errors as e:
-                    self._refuse(item, e)
-                    raise
-            return {k: v for k, v in scratch.arrays.items() if inputs.get(k) is not v}
+            with deferred_checks() as checks:
+                for step, item in zip(self.steps, self.items, strict=True):
+                    try:
+                        step(scratch)
+                    except self.backend.trace_errors as e:
+                        self._refuse(item, e)
+                        raise
+            self._checks[training] = [message for _, _, message in checks]
+            written = {k: v for k, v in scratch.arrays.items() if inputs.get(k) is not v}
+            return written, [(failed, value) for failed, value, _ in checks]
 
         return body
 
