@@ -325,6 +325,11 @@ class Backend:
         """A dtype given by name (``"float32"``) as this library's dtype."""
         raise NotImplementedError
 
+    def cast(self, x: Any, dtype: Any) -> Any:
+        """``x`` in ``dtype``, a dtype of this library or a name: the one cast of the eager
+        API's ``dtype=`` and the IR's ``to_float32`` / ``to_float64`` primitives."""
+        return self.astype(x, self.as_dtype(dtype))
+
     def is_bool(self, dtype: Any) -> bool:
         raise NotImplementedError
 

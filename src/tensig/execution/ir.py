@@ -640,16 +640,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
 CASTS = ("float32", "float64")
 
 
-def _cast_to(dtype: str) -> Callable[[Any, Any], Any]:
-    def cast(xp: Any, v: Any) -> Any:
-        backend = backend_of_namespace(xp)
-        return backend.astype(v, backend.as_dtype(dtype))
-
-    return cast
-
-
 for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = _cast_to(_dtype)
+    UNARY[f"to_{_dtype}"] = lambda xp, v, d=_dtype: backend_of_namespace(xp).cast(v, d)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.
