@@ -640,8 +640,12 @@ WHOLE: dict[str, Callable[..., Any]] = {
 CASTS = ("float32", "float64")
 
 
+def _cast(xp: Any, v: Any, dtype: str) -> Any:
+    return backend_of_namespace(xp).cast(v, dtype)
+
+
 for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = lambda xp, v, d=_dtype: backend_of_namespace(xp).cast(v, d)
+    UNARY[f"to_{_dtype}"] = functools.partial(_cast, dtype=_dtype)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.

@@ -119,7 +119,7 @@ class Staged:
         make, device = type(store), store.device
 
         def body(inputs: dict[Key, Any], given: dict[Key, Any], feeds: dict[Key, Any],
-                 rows: Any) -> dict[Key, Any]:
+                 rows: Any) -> tuple[dict[Key, Any], list[tuple[Any, Any]]]:
             self.traces += 1
             scratch = make(device)
             scratch.training = training
