@@ -13,7 +13,8 @@ with batch norm), and the time of graph construction + inference + compilation (
 one second).
 
 Run: ``.venv/bin/python bench/bench_train.py`` (``--device cuda`` puts the torch backend and
-the PyTorch references on a GPU; the targets are for the CPU; ``--rounds N``, ``--only gpt``).
+the PyTorch references on a GPU; the targets are for the CPU; ``--rounds N``, ``--only gpt``;
+``--jax``: the MLP on the JAX backend against a hand-written ``jax.jit`` step instead).
 """
 
 from __future__ import annotations
@@ -75,14 +76,20 @@ def tensig_step(demo: Any, lr: float, backend: str, device: str | None = None
                 ) -> tuple[Step, float]:
     """One training step of a classifier demo's model (its own ``build``), and the build
     time."""
+    trainer, build = demo_trainer(demo, lr, backend, device)
+    rows = np.arange(demo.BATCH)
+    return (lambda: trainer.step(rows)), build
+
+
+def demo_trainer(demo: Any, lr: float, backend: str, device: str | None = None
+                 ) -> tuple[Trainer, float]:
+    """A classifier demo's trainer, and the time it took to build."""
     xs, ys, _, _ = demo.data()
     onehot = np.eye(demo.CLASSES, dtype=np.float32)[ys]
     with G.new_graph(backend, device):
         t0 = time.perf_counter()
         trainer = demo.build(xs, onehot).trainer(xs, onehot, lr)
-        build = time.perf_counter() - t0
-    rows = np.arange(demo.BATCH)
-    return (lambda: trainer.step(rows)), build
+        return trainer, time.perf_counter() - t0
 
 
 def tensig_gpt(backend: str, device: str | None = None) -> tuple[Step, float]:
@@ -236,6 +243,78 @@ def torch_gpt() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:
             torch.tensor(c.train_y[:cfg.batch]), cfg.lr)
 
 
+# -- JAX: the MLP on the JAX backend against a hand-written jax.jit step (issue 14) ---------
+
+
+def jax_moons() -> Step:
+    """The two-moons MLP written with ``jax.numpy``: one ``jax.jit`` step (the batch gathered,
+    forward, ``jax.grad``, Adam with ``torch.optim``'s arithmetic), its loss read each step
+    as tensig's trainer reads it."""
+    import jax
+    import jax.numpy as jnp
+
+    xs, ys, _, _ = moons.data()
+    g = np.random.default_rng(0)
+    params = []
+    for n_in, n_out in ((2, 32), (32, 32), (32, moons.CLASSES)):
+        w = g.standard_normal((n_in, n_out)).astype(np.float32) * np.float32(np.sqrt(2 / n_in))
+        params += [jnp.asarray(w), jnp.zeros(n_out, jnp.float32)]
+    b1, b2, lr, eps = 0.9, 0.999, 0.01, 1e-8
+
+    def loss_of(params: list[Any], x: Any, y: Any) -> Any:
+        h = x
+        for i in range(0, len(params) - 2, 2):
+            h = jax.nn.relu(h @ params[i] + params[i + 1])
+        logp = jax.nn.log_softmax(h @ params[-2] + params[-1])
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
+
+    @jax.jit
+    def step(params: list[Any], m: list[Any], v: list[Any], t: Any, data_x: Any, data_y: Any,
+             rows: Any) -> tuple[Any, ...]:
+        loss, grads = jax.value_and_grad(loss_of)(params, data_x[rows], data_y[rows])
+        t = t + 1
+        m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, grads, strict=True)]
+        v = [b2 * vi + (1 - b2) * gi * gi for vi, gi in zip(v, grads, strict=True)]
+        size, c2 = lr / (1 - b1 ** t), 1 / jnp.sqrt(1 - b2 ** t)
+        params = [p - size * mi / (jnp.sqrt(vi) * c2 + eps)
+                  for p, mi, vi in zip(params, m, v, strict=True)]
+        return params, m, v, t, loss
+
+    zeros = [jnp.zeros_like(p) for p in params]
+    state: list[Any] = [params, zeros, list(zeros), jnp.zeros((), jnp.float32)]
+    data_x, data_y, rows = jnp.asarray(xs), jnp.asarray(ys.astype(np.int32)), \
+        np.arange(moons.BATCH)
+
+    def run() -> float:
+        *state[:], loss = step(*state, data_x, data_y, rows)
+        return float(loss)
+
+    return run
+
+
+def main_jax(rounds: int, block: int, clock: Callable[[], float]) -> None:
+    """The MLP's step on the JAX backend, compiled as one ``jax.jit`` function and step by
+    step (the routine's steps one by one, as before issue 14), against :func:`jax_moons`."""
+    import jax
+
+    staged, build = tensig_step(moons, 0.01, "jax")
+    trainer, _ = demo_trainer(moons, 0.01, "jax")
+    trainer.routine.staged = None  # its steps one by one
+    rows = np.arange(moons.BATCH)
+    anchor = jax_moons()
+    measured = per_step(anchor, staged, lambda: trainer.step(rows), rounds=rounds, block=block,
+                        clock=clock)
+    t_jax = statistics.median(r[0] for r in measured)
+    print(f"two-moons MLP: hand-written jax.jit step (JAX {jax.__version__}) "
+          f"{t_jax * 1e3:.2f} ms/step (median of {len(measured)} rounds)")
+    for col, what in ((1, "jax, one jit"), (2, "jax, stepwise")):
+        t = statistics.median(r[col] for r in measured)
+        ratios = sorted(r[col] / r[0] for r in measured)
+        print(f"  tensig ({what}) {t * 1e3:7.2f} ms/step   ratio {statistics.median(ratios):5.2f}"
+              f" (rounds {ratios[0]:.2f}-{ratios[-1]:.2f})   build+infer+compile "
+              f"{build * 1e3:6.1f} ms")
+
+
 def compiled_step(reference: Callable[[], tuple[Any, ...]], device: str
                   ) -> tuple[Step | None, str]:
     """The reference model under ``torch.compile`` (a fresh copy), compiled by its first
@@ -318,10 +397,16 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=None,
                         help="torch's intra-op threads (both torch candidates; default torch's)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile anchor")
+    parser.add_argument("--jax", action="store_true",
+                        help="only the MLP on the JAX backend against a hand-written jax.jit "
+                             "step")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time steps by the process's CPU time (with --threads 1: robust "
                              "to a loaded machine)")
     a = parser.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    main(a.device, a.rounds, a.only, not a.no_compile, a.block, a.cpu_time)
+    if a.jax:
+        main_jax(a.rounds, a.block, time.process_time if a.cpu_time else time.perf_counter)
+    else:
+        main(a.device, a.rounds, a.only, not a.no_compile, a.block, a.cpu_time)

@@ -176,6 +176,31 @@ def test_importing_tensig_imports_no_array_library_but_numpy():
     assert out.stdout.strip() == "[]"
 
 
+def test_eager_plans_are_keyed_by_adapter_not_array_type(monkeypatch):
+    """Two array types of one adapter (an ndarray subclass, which NumPy's adapter takes) share
+    one plan; the same type under another registered adapter gets its own."""
+    built = []
+    build = eager._plan
+    monkeypatch.setattr(eager, "_plan", lambda *args: built.append(args) or build(*args))
+
+    class Sub(np.ndarray):
+        pass
+
+    a, b = np.ones((2, 3)), np.ones((3, 5))
+    spec = "ij;jk=>ik"
+    eager._PLANS.clear()
+    want = tensig.einsum(spec, a, b)
+    got = tensig.einsum(spec, a.view(Sub), b.view(Sub))
+    assert len(built) == 1  # found by the NumPy adapter: the plan of plain arrays
+    np.testing.assert_array_equal(np.asarray(got), want)
+    register(PoolOnly, Sub)
+    try:
+        tensig.einsum(spec, a.view(Sub), b.view(Sub))
+    finally:
+        unregister(Sub)
+    assert len(built) == 2  # another adapter: a plan of its own
+
+
 def _pool_windows(x, kernel, strides, dilations, pads, fill):
     """``x`` (N, C, *spatial) padded with ``fill``, each spatial axis cut into its windows
     (stride and dilation applied): (N, C, *outputs, *kernel)."""
@@ -221,7 +246,8 @@ def test_a_backend_with_some_kernels_runs_every_operation(adapter, kernel):
     generic windows elsewhere.  Oracle: the same operations on plain NumPy arrays."""
     register(adapter, Tagged)
     adapter.calls.clear()
-    eager._PLANS.clear()  # plans are cached by array type: drop the other adapter's
+    # no cache clearing: plans are keyed by adapter, so the other adapter's (the previous
+    # parameter's, for the same array type) are not found
     try:
         x, k = (a.astype(np.float32) for a in _data((2, 9, 9, 3), (3, 3, 3, 4), seed=3))
         conv = "n, 2*oh<+kh, ow=+kw, c; kh, kw, c, o => n, oh, ow, o"

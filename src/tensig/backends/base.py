@@ -72,6 +72,9 @@ class Backend:
     fused_axpy = False
     #: arrays can live on devices other than the host (a graph's ``device=``)
     has_devices = False
+    #: a compiled routine runs as one traced function of the store's arrays, compiled by
+    #: :meth:`fused` (:mod:`tensig.model.staging`): the library compiles whole programs
+    stages = False
 
     # -- the library's own kernels (signatures: the torch adapter's), ``None`` where it has
     # none: the lowering then takes its generic path.  Each is usable without the others.
@@ -152,6 +155,25 @@ class Backend:
         """Whether reading ``x``'s values now is cheap (it is in host memory): checks that
         read values skip arrays on an accelerator, where reading would wait for it."""
         return True
+
+    def traced(self, x: Any) -> bool:
+        """Whether ``x`` stands for an array while a function is traced (its values unknown
+        until the compiled function runs): fast paths that read values skip it, and nothing
+        made from it is cached."""
+        return False
+
+    def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
+                  *args: Any) -> Any:
+        """``fn(*args)`` computed on the host in NumPy (``args`` as NumPy arrays; the result
+        of ``shape`` and ``dtype``), as this library's array: inside a traced function, a
+        call made each time the compiled function runs."""
+        return self.asarray(fn(*(to_numpy(a) for a in args)), like=args[0] if args else None)
+
+    @property
+    def trace_errors(self) -> tuple[type[BaseException], ...]:
+        """The errors by which the library says a traced function read values: a staged
+        routine (:attr:`stages`) then runs step by step."""
+        return ()
 
     # -- primitives -----------------------------------------------------------------------------
     def einsum(self, subscripts: str, *xs: Any) -> Any:
@@ -303,6 +325,11 @@ class Backend:
         """A dtype given by name (``"float32"``) as this library's dtype."""
         raise NotImplementedError
 
+    def cast(self, x: Any, dtype: Any) -> Any:
+        """``x`` in ``dtype``, a dtype of this library or a name: the one cast of the eager
+        API's ``dtype=`` and the IR's ``to_float32`` / ``to_float64`` primitives."""
+        return self.astype(x, self.as_dtype(dtype))
+
     def is_bool(self, dtype: Any) -> bool:
         raise NotImplementedError
 
@@ -406,6 +433,9 @@ def all_zero(x: Any) -> bool:
     count = getattr(x, "count_nonzero", None)  # torch
     if count is not None:
         return int(count()) == 0
+    cls = _adapter_class(type(x))
+    if cls is not None and _instance(cls).traced(x):
+        return False  # unknown until the compiled function runs: take the general path
     import numpy as np
 
     return int(np.count_nonzero(x)) == 0

@@ -17,6 +17,7 @@ class JaxBackend(ArrayAPIBackend):
     modules = ("jax", "jaxlib")
     compiles = True
     has_devices = True
+    stages = True
 
     def __init__(self) -> None:
         import jax.numpy as jnp
@@ -66,7 +67,8 @@ class JaxBackend(ArrayAPIBackend):
             x = self.jnp.asarray(x)
         else:  # another library's values: to the host, then onto like's device
             x = self.jnp.asarray(to_numpy(x))
-            if device is None and like is not None and self.owns(like):
+            if device is None and like is not None and self.owns(like) and \
+                    not self.traced(like):
                 device = self.device_of(like)
         if device is None:
             return x
@@ -101,4 +103,21 @@ class JaxBackend(ArrayAPIBackend):
         return self.jnp.zeros((n, rows.shape[1]), dtype=rows.dtype).at[ids].add(rows)
 
     def on_host(self, x: Any) -> bool:
-        return all(d.platform == "cpu" for d in x.devices())
+        return not self.traced(x) and all(d.platform == "cpu" for d in x.devices())
+
+    def traced(self, x: Any) -> bool:
+        import jax
+
+        return isinstance(x, jax.core.Tracer)
+
+    def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
+                  *args: Any) -> Any:
+        import jax
+
+        return jax.pure_callback(fn, jax.ShapeDtypeStruct(shape, dtype), *args)
+
+    @property
+    def trace_errors(self) -> tuple[type[BaseException], ...]:
+        import jax
+
+        return (jax.errors.JAXTypeError, jax.errors.JAXIndexError)

@@ -5,7 +5,7 @@ One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS`
 declares what each computes, and each function's docstring is made from its entry.
 
 Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
-the call is lowered once per (spec, shapes, options, array type) into backend calls -- as one
+the call is lowered once per (spec, shapes, options, backend adapter) into backend calls -- as one
 assignment under the solve's projections (:func:`~tensig.execution.assignment.lower_assignment`,
 the lowering compiled routines use) -- and cached, so a repeated call costs a dictionary lookup
 plus the backend's own work.
@@ -142,10 +142,13 @@ def register_tensor_type(cls: type, handler: Callable[..., Any]) -> None:
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
-    """Look the plan up by (op, spec, shapes, array types, options); build it on a miss.
+    """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.
     Graph tensors (:class:`tensig.model.graph.Tensor`) build a graph node instead.
 
     This is the hot path of every eager call: one pass over the operands, one dict lookup.
+    A plan is keyed by the adapter each operand resolves to (:func:`backend_for`, cached by
+    type), not by its type: the types one adapter takes (a subclass, a JAX tracer) share
+    plans, and registering another adapter for a type makes new ones.
     """
     if xs and type(xs[0]) in _HANDLERS:
         options = {"params": params, "use_padding": use_padding, "capture": capture,
@@ -160,10 +163,10 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
             if type(x) is RowArray:
                 wrapped = True
                 a = x.array
-                key_parts += (x.rows, type(a))
+                key_parts += (x.rows, backend_for(type(a)))
             else:
                 a = x
-                key_parts += (a.shape, type(a))
+                key_parts += (a.shape, backend_for(type(a)))
             arrays.append(a)
         if params is not None or use_padding is not None or sizes is not None:
             key_parts += (None if params is None else tuple(params.items()), use_padding,
@@ -285,7 +288,8 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
         if type(a) in _HANDLERS:
             return _call("einsum", spec, xs, params, use_padding, capture, sizes)
         try:
-            plan = _PLANS.get(("einsum", spec, a.shape, type(a), b.shape, type(b)))
+            plan = _PLANS.get(("einsum", spec, a.shape, backend_for(type(a)), b.shape,
+                               backend_for(type(b))))
         except (AttributeError, TypeError):
             plan = None
         if plan is not None and plan.direct is not None and not plan.has_rows:
@@ -300,7 +304,7 @@ def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize
         raise TypeError(f"einsum(): optimize= is a bool, a strategy name or a path, not "
                         f"{type(optimize).__name__}")
     if dtype is not None:
-        xs = [_cast(_array_like(x), dtype) for x in xs]
+        xs = [backend_for(type(a)).cast(a, dtype) for a in map(_array_like, xs)]
     result = _call("einsum", spec, xs, params, use_padding, capture, sizes)
     if out is None:
         return result
@@ -314,12 +318,6 @@ def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize
     else:
         out[...] = value
     return (out, result[1]) if capture is not None else out
-
-
-def _cast(x: Any, dtype: Any) -> Any:
-    """``x`` in ``dtype`` (a dtype of its library or a name), by its adapter."""
-    backend = backend_for(type(x))
-    return backend.astype(x, backend.as_dtype(dtype))
 
 
 def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None

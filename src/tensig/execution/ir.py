@@ -23,6 +23,8 @@ be silently clipped.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 import math
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.backends import backend_of_namespace, neutral_max, neutral_min
+from tensig.backends import backend_of_namespace, neutral_max, neutral_min, to_numpy
 from tensig.core.errors import ShapeError
 from tensig.core.inference import (
     LOGICS,
@@ -458,20 +460,46 @@ class Out:
     training: bool = True
 
 
+#: while a function is traced (:mod:`tensig.model.staging`), the checks of values its steps
+#: defer to when it runs: (any id bad, the first bad id, the error's message with ``{}`` for it)
+_DEFERRED: contextvars.ContextVar[list[tuple[Any, Any, str]] | None] = contextvars.ContextVar(
+    "tensig_deferred_checks", default=None)
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[list[tuple[Any, Any, str]]]:
+    """Collect the checks that steps traced inside the block defer (see :func:`_check_ids`):
+    the traced function returns their flags, and its caller raises for a failed one."""
+    checks: list[tuple[Any, Any, str]] = []
+    token = _DEFERRED.set(checks)
+    try:
+        yield checks
+    finally:
+        _DEFERRED.reset(token)
+
+
 def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> None:
     """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
     (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
-    would wait for it (torch checks its own gathers there)."""
-    if not backend_of_namespace(xp).on_host(ids):
+    would wait for it (torch checks its own gathers there).  Traced ids are checked when the
+    compiled function runs (:func:`deferred_checks`)."""
+    backend = backend_of_namespace(xp)
+    traced = backend.traced(ids)
+    if not traced and not backend.on_host(ids):
         return
     bad = (ids < 0) | (ids >= n)
     if ignore is not None:
         bad &= ids != ignore
+    message = f"{what}: id {{}} is outside 0..{n - 1}" + (
+        f" (and is not the ignore_index {ignore})" if ignore is not None else "")
+    if traced:
+        pending = _DEFERRED.get()
+        if pending is not None:
+            flat = bad.reshape(-1)
+            pending.append((flat.any(), ids.reshape(-1)[xp.argmax(flat)], message))
+        return
     if bool(bad.any()):
-        first = int(ids[bad].reshape(-1)[0])
-        raise IndexError(f"{what}: id {first} is outside 0..{n - 1}"
-                         + (f" (and is not the ignore_index {ignore})" if ignore is not None
-                            else ""))
+        raise IndexError(message.format(int(ids[bad].reshape(-1)[0])))
 
 
 def _astype(xp: Any, x: Any, like: Any) -> Any:
@@ -498,6 +526,7 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
     gather where reading it would wait for an accelerator."""
     backend = backend_of_namespace(xp)
     if not backend.on_host(i):
+        _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
         return backend.take_rows(x, i, out.shape)
     k, n = int(i), x.shape[0]
     if not 0 <= k < n:  # as _check_ids says it, without its array operations on one number
@@ -522,14 +551,24 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
     import numpy as np
 
     shape = out.shape
+    backend = backend_of_namespace(xp)
+    draw = functools.partial(_philox_keep, shape, p, seed, key)
     if not out.training or p == 0.0:
         keep = np.ones(shape, np.float32)
+    elif backend.traced(counter):  # drawn on the host when the compiled function runs
+        return backend.astype(backend.host_call(draw, shape, "float32", counter), like.dtype)
     else:
-        step = int(counter.reshape(-1)[0])
-        gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
-        keep = (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
-    backend = backend_of_namespace(xp)
+        keep = draw(counter)
     return backend.astype(backend.asarray(keep, like), like.dtype)
+
+
+def _philox_keep(shape: tuple[int, ...], p: float, seed: int, key: int, counter: Any) -> Any:
+    """:func:`_keep_mask`'s draw, in NumPy, at the counter's value."""
+    import numpy as np
+
+    step = int(to_numpy(counter).reshape(-1)[0])
+    gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
+    return (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
 
 
 #: the arrays :func:`_by_mode` made of numbers, by number, shape, type, dtype and device
@@ -543,12 +582,15 @@ def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
     v = a if out.training else b
     if not isinstance(v, int | float):
         return v
+    backend = backend_of_namespace(xp)
+    if backend.traced(like):  # made inside a traced function: it belongs to that trace
+        return backend.full(out.shape, float(v), like)
     key = (float(v), out.shape, type(like), str(like.dtype), str(getattr(like, "device", "")))
     made = _MODE_NUMBERS.get(key)
     if made is None:
         if len(_MODE_NUMBERS) > 1024:  # numbers written in code: a few per model
             _MODE_NUMBERS.clear()
-        made = _MODE_NUMBERS[key] = backend_of_namespace(xp).full(out.shape, float(v), like)
+        made = _MODE_NUMBERS[key] = backend.full(out.shape, float(v), like)
     return made
 
 
@@ -598,16 +640,12 @@ WHOLE: dict[str, Callable[..., Any]] = {
 CASTS = ("float32", "float64")
 
 
-def _cast_to(dtype: str) -> Callable[[Any, Any], Any]:
-    def cast(xp: Any, v: Any) -> Any:
-        backend = backend_of_namespace(xp)
-        return backend.astype(v, backend.as_dtype(dtype))
-
-    return cast
+def _cast(xp: Any, v: Any, dtype: str) -> Any:
+    return backend_of_namespace(xp).cast(v, dtype)
 
 
 for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = _cast_to(_dtype)
+    UNARY[f"to_{_dtype}"] = functools.partial(_cast, dtype=_dtype)
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.

@@ -32,6 +32,7 @@ from tensig.model.codegen import (
     windowed_step,
 )
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
+from tensig.model.staging import Staged
 
 __all__ = ["Routine", "Store", "compile_code"]
 
@@ -66,13 +67,18 @@ class Routine:
     backward code, so torch's autograd bookkeeping is pure overhead (6-14% of a training
     step).  The arrays a routine makes are then inference tensors; ``.clone()`` one before
     handing it to ``torch.autograd``.
+
+    On a backend that compiles whole programs (JAX) ``staged`` runs the steps as one
+    compiled function (:mod:`tensig.model.staging`).
     """
 
     def __init__(self, steps: list[Callable[[Store], None]], code: Code,
-                 mode: Callable[[], Any] | None = None):
-        self.steps, self.code, self.mode = steps, code, mode
+                 mode: Callable[[], Any] | None = None, staged: Staged | None = None):
+        self.steps, self.code, self.mode, self.staged = steps, code, mode, staged
 
     def run(self, store: Store) -> None:
+        if self.staged is not None and self.staged.run(store):
+            return
         if self.mode is None:
             for step in self.steps:
                 step(store)
@@ -97,6 +103,9 @@ def compile_code(code: Code, array_type: type) -> Routine:
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
+    if backend.stages:  # one compiled function: the library fuses, not fusion.py
+        steps = [_compile_assign(a, backend, xp) for a in code]
+        return Routine(steps, code, mode, Staged(steps, code, backend))
     steps = []
     for item in fuse_repeats(code):
         if isinstance(item, Assign):

@@ -41,6 +41,7 @@ from tensig.model.compile import Routine, compile_code
 from tensig.model.distributed import Replicas, buckets
 from tensig.model.fusion import Run, fuse_repeats
 from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
+from tensig.model.staging import Staged
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
@@ -79,6 +80,12 @@ class Optimizer:
         self.state = list(state)
         self._bufs = {name: t.val for name, t in scalars.items()}
         self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
+
+    def arrays(self, step: int) -> dict[tuple[int, str], np.ndarray]:
+        """This step's scalars as NumPy arrays by buffer key (a compiled step's inputs: see
+        :meth:`tensig.model.staging.Staged.outputs`)."""
+        return {self._bufs[name].key: np.array([value], np.float32)
+                for name, value in self.per_step(step).items()}
 
     def set_step(self, model: Model, step: int) -> None:
         """Write this step's scalars; one whose store still holds the array written last for
@@ -296,9 +303,14 @@ class Trainer:
         # the count moves exactly when the parameters do.
         gradients = loss.grad_update_code()
         grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
+        # where the backend compiles whole programs (JAX), a step is one compiled function
+        # of both (see _staged_step); the update's writes are dropped with a refused step
+        staged = None if grads.staged is None else Staged(
+            grads.steps + update.steps, Code([*grads.code, *update.code]), grads.staged.backend)
+        self._update_writes = {a.lhs.key for a in update.code}
         #: both, as one routine (to inspect, or to run a step by hand)
         self.routine = Routine(grads.steps + update.steps, Code([*gradients, *optimizer.code]),
-                               grads.mode)
+                               grads.mode, staged)
         # a step enters the routines' mode (torch's inference mode) once for both
         self._mode = grads.mode or contextlib.nullcontext
         self._gradients = Routine(grads.steps, grads.code)
@@ -336,6 +348,7 @@ class Trainer:
                                 f"data; its dataset has dtype {arr.dtype}")
             self._feeds.append((t.val.key, self.model.graph.array(arr)))
         self._rows = self.model.graph.array
+        self._datasets = dict(self._feeds)
         self.seed, self.shuffle = seed, shuffle
         self._order: tuple[int, np.ndarray] | None = None
         self.step_count = 0
@@ -391,11 +404,17 @@ class Trainer:
         if len(rows) != self.batch:
             raise ValueError(f"a step takes {self.batch} rows (the batch size), got {len(rows)}")
         store = self.model.graph.store
+        arrays = store.arrays
+        if self.replicas is None and self.routine.staged is not None:
+            # one compiled call: the rows gathered and the scalars stored inside it
+            written = self.routine.staged.outputs(store, self.opt.arrays(self.step_count),
+                                                  self._datasets, rows)
+            if written is not None:
+                return self._staged_step(written, rows)
         index = self._rows(rows)
         for key, arr in self._feeds:
-            store.arrays[key] = arr[index]
+            arrays[key] = arr[index]
         self.opt.set_step(self.model, self.step_count)
-        arrays = store.arrays
         # routines replace arrays, never write into them: the old ones are the old values
         kept = [(k, arrays[k]) for k in self._buffers]
         with self._mode():
@@ -415,6 +434,24 @@ class Trainer:
             self._loss_now = loss
             with _InterruptsHeld():
                 self._update.run(store)  # its last step is _count_step
+        return loss
+
+    def _staged_step(self, written: dict[Any, Any], rows: np.ndarray) -> float:
+        """Keep what one compiled step wrote (``written``, by buffer key): all of it, or,
+        when its loss is refused, the gradients' part without the buffers it moved."""
+        arrays = self.model.graph.store.arrays
+        key = self.loss.val.key
+        value = written[key] if key in written else arrays[key]
+        loss = float(self.model.graph.adapter.to_numpy(value).reshape(-1)[0])
+        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
+            dropped = self._update_writes.union(self._buffers)
+            arrays.update((k, v) for k, v in written.items() if k not in dropped)
+            self._refuse(loss, rows)
+            return loss
+        self._loss_now = loss
+        with _InterruptsHeld():
+            arrays.update(written)
+            self._count_step(self.model.graph.store)
         return loss
 
     def _local_loss(self) -> float:

@@ -1,0 +1,149 @@
+"""A compiled routine as one traced function, where the backend compiles (JAX: ``jax.jit``).
+
+Run step by step, a routine on JAX arrays pays JAX's dispatch for every array call (about
+25 ms per step of the two-moons MLP).  :class:`Staged` runs the same steps once on tracers
+instead: the routine becomes one function from the arrays it reads to the arrays it writes,
+compiled by the backend (:meth:`tensig.backends.base.Backend.fused`) and then called with
+the store's arrays.  It is functional: the store is copied into a scratch store for the
+trace, and what the routine wrote comes back as a dictionary, so the caller decides what to
+keep (a trainer drops the update of a step whose loss is not finite).  Training mode is fixed
+per compiled function (one per mode); buffers (running statistics, dropout's counter) are
+arrays of the store, in and out like any other.
+
+A check of values (integer ids in range) is made when the compiled function has run: a
+failed one raises before anything is written; dropout's mask is drawn on the host during
+the call (:meth:`~tensig.backends.base.Backend.host_call`), the same as NumPy's.  A step
+that reads values otherwise cannot be traced: the first such step makes the routine warn
+once, naming the assignment, and run step by step from then on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tensig.backends import Backend
+from tensig.execution.ir import WHOLE, Assign, Code, buffers_of, deferred_checks
+
+__all__ = ["Staged", "inputs_of"]
+
+Key = tuple[int, str]
+
+
+def inputs_of(code: Code) -> list[Key]:
+    """The buffers ``code`` may read before writing them whole: the staged function's inputs.
+
+    An initialising accumulation (``=:+``: from the neutral element) writes every cell, as
+    does a store (``=:``) under ``"."`` or of a whole-array primitive
+    (:data:`~tensig.execution.ir.WHOLE`); any other write may keep cells of the old value (a
+    store at fixed indices) or add to it, so its buffer is an input too."""
+    written: set[Key] = set()
+    out: dict[Key, None] = {}
+    for a in code:
+        for b in buffers_of(a.expr):
+            if b.key not in written:
+                out[b.key] = None
+        key = a.lhs.key
+        if key not in written and not _writes_whole(a):
+            out[key] = None
+        written.add(key)
+    return list(out)
+
+
+def _writes_whole(a: Assign) -> bool:
+    return a.init or (a.accum is None and (a.logic == "." or a.expr.op in WHOLE))
+
+
+class Staged:
+    """``steps`` (one per assignment of ``code``) as one compiled function of the store's
+    arrays.  :meth:`outputs` computes what they write without touching the store;
+    ``traces`` counts the traces (a second call with arrays of the same shapes and dtypes
+    does not trace again)."""
+
+    def __init__(self, steps: Sequence[Callable[[Any], None]], code: Code, backend: Backend):
+        self.steps, self.items, self.backend = list(steps), list(code), backend
+        self.keys = inputs_of(code)
+        self.traces = 0
+        #: why the routine runs step by step (the first step that could not be traced)
+        self.refused: str | None = None
+        self._compiled: dict[bool, Callable[..., Any]] = {}
+        #: per mode, the messages of the checks the traced steps deferred (ids in range)
+        self._checks: dict[bool, list[str]] = {}
+
+    def outputs(self, store: Any, given: Mapping[Key, Any] | None = None,
+                feeds: Mapping[Key, Any] | None = None, rows: Any = None
+                ) -> dict[Key, Any] | None:
+        """The arrays the routine writes (by buffer key), from the store's, or ``None`` when
+        it cannot be traced (then run the steps one by one).
+
+        ``given``: arrays stored before the steps run, in place of the store's (any array
+        the library takes as an argument: NumPy's too); ``feeds``: whole datasets, of which
+        rows ``rows`` are stored (the gather runs in the compiled function).  Both come
+        back among the outputs as the library's arrays."""
+        if self.refused is not None:
+            return None
+        given, feeds = given or {}, feeds or {}
+        arrays = store.arrays
+        inputs = {k: arrays[k] for k in self.keys
+                  if k in arrays and k not in given and k not in feeds}
+        training = bool(store.training)
+        fn = self._compiled.get(training)
+        if fn is None:
+            fn = self._compiled[training] = self.backend.fused(self._function(store, training))
+        try:
+            written, flags = fn(inputs, given, feeds, rows)
+        except self.backend.trace_errors:
+            if self.refused is None:  # not raised by a step: the library's own error
+                raise
+            return None
+        for (failed, value), message in zip(flags, self._checks[training], strict=True):
+            if bool(failed):  # nothing written: the store is as it was
+                raise IndexError(message.format(int(value)))
+        return written
+
+    def run(self, store: Any) -> bool:
+        """Run the routine on ``store`` as one compiled call; ``False`` (nothing done) when
+        it cannot be traced."""
+        out = self.outputs(store)
+        if out is None:
+            return False
+        store.arrays.update(out)
+        return True
+
+    def _function(self, store: Any, training: bool
+                  ) -> Callable[..., Any]:
+        """The traced body: the steps on a scratch store holding the inputs; returns every
+        array a step wrote, and the flags of the checks the steps deferred (an id out of
+        range: :func:`~tensig.execution.ir.deferred_checks`)."""
+        make, device = type(store), store.device
+
+        def body(inputs: dict[Key, Any], given: dict[Key, Any], feeds: dict[Key, Any],
+                 rows: Any) -> tuple[dict[Key, Any], list[tuple[Any, Any]]]:
+            self.traces += 1
+            scratch = make(device)
+            scratch.training = training
+            scratch.arrays.update(inputs)
+            scratch.arrays.update(given)
+            for k, data in feeds.items():
+                scratch.arrays[k] = data[rows]
+            with deferred_checks() as checks:
+                for step, item in zip(self.steps, self.items, strict=True):
+                    try:
+                        step(scratch)
+                    except self.backend.trace_errors as e:
+                        self._refuse(item, e)
+                        raise
+            self._checks[training] = [message for _, _, message in checks]
+            written = {k: v for k, v in scratch.arrays.items() if inputs.get(k) is not v}
+            return written, [(failed, value) for failed, value, _ in checks]
+
+        return body
+
+    def _refuse(self, item: Assign, error: BaseException) -> None:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        self.refused = (f"{item!r} reads array values, which {self.backend.name} cannot trace "
+                        f"({type(error).__name__}: {first})")
+        warnings.warn(f"this routine runs step by step, not as one compiled "
+                      f"{self.backend.name} function (slower): {self.refused}",
+                      RuntimeWarning, stacklevel=5)
