@@ -532,7 +532,7 @@ class _Parser:
             self.fail(toks[-1][2], "a concatenation ends with a component, not '^'")
         return Concat(tuple(parts), span)
 
-    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Affine:
+    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Affine | Label:
         pos = 0
 
         def peek(k: int = 0):
@@ -544,7 +544,6 @@ class _Parser:
             t = peek()
             if t is None:
                 self.fail(toks[-1][3], f"expected the {what} after {toks[-1][1]!r}")
-            assert t is not None
             if t[0] == "op":
                 self.fail(t[2], f"expected the {what}, found {t[1]!r}", end=t[3])
             nxt = peek(1)
@@ -577,7 +576,8 @@ class _Parser:
         if t[1] not in ("+", "=+", "<+"):
             self.fail(t[2], f"expected '+', '=+' or '<+' after the output part, found {t[1]!r}",
                       end=t[3])
-        padding = {"+": None, "=+": "padded", "<+": "valid"}[t[1]]
+        padding: Literal["padded", "valid"] | None = (
+            None if t[1] == "+" else "padded" if t[1] == "=+" else "valid")
         op_col = t[2]
         pos += 1
         dilation, kernel, ker_col = term("kernel")
@@ -597,7 +597,7 @@ class _Parser:
         return Affine(stride, over, dilation, kernel, 0, padding, span)
 
     @staticmethod
-    def offset_axis(stride: Coef, over: str, offset: int, span: Span) -> Axis:
+    def offset_axis(stride: Coef, over: str, offset: int, span: Span) -> Affine | Label:
         """``stride*over + offset``; ``1*o`` and ``o+0`` index exactly like the label ``o``,
         so they are that label (the canonical form must parse back equal)."""
         if stride == 1 and offset == 0:
