@@ -18,7 +18,7 @@ import functools
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tensig.core.annotations import dtype_name
 
@@ -41,6 +41,22 @@ __all__ = [
     "to_numpy",
     "unregister",
 ]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R", covariant=True)
+
+
+class _Cached(Protocol[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def cache_clear(self) -> None: ...
+
+
+def _cache(fn: Callable[_P, _R]) -> _Cached[_P, _R]:
+    """``functools.cache`` that keeps ``fn``'s signature for the type checker (typeshed's
+    wrapper takes any ``Hashable``, and mypy does not count a class object as one: every
+    ``backend_for(type(x))`` would be an error); the same wrapper at run time."""
+    return functools.cache(fn)
 
 
 #: GELU's (tanh form) ``sqrt(2/pi)``
@@ -482,7 +498,7 @@ def _clear_caches() -> None:
         cached.cache_clear()
 
 
-@functools.cache
+@_cache
 def _adapter_class(array_type: type) -> type[Backend] | None:
     for cls in array_type.__mro__:
         found = _BY_TYPE.get(cls)
@@ -495,7 +511,7 @@ def _adapter_class(array_type: type) -> type[Backend] | None:
     return None
 
 
-@functools.cache
+@_cache
 def library_of(array_type: type) -> str:
     """The array library a type comes from, by the first class in its MRO that an adapter
     claims (``jaxlib`` is ``jax``); the top-level module's name when none does.  A subclass
@@ -517,7 +533,7 @@ _REFUSED = {
 }
 
 
-@functools.cache
+@_cache
 def backend_for(array_type: type) -> Backend:
     """The backend of an array type: one instance per adapter (importing its library then),
     shared by the type's subclasses."""
@@ -535,7 +551,7 @@ def backend_for(array_type: type) -> Backend:
     return _instance(adapter)
 
 
-@functools.cache
+@_cache
 def _instance(cls: type[Backend]) -> Backend:
     return cls()
 
@@ -597,21 +613,21 @@ def graph_backends() -> list[str]:
     return [c.name for c in _adapters() if c.compiles]
 
 
-@functools.cache
+@_cache
 def backend_of_namespace(xp: Any) -> Backend:
     """The adapter of an array namespace (``numpy``, ``torch``, ``jax.numpy``): for code
     handed the namespace rather than arrays (the IR's primitives)."""
     return _instance(_BY_MODULE[xp.__name__.partition(".")[0]])
 
 
-@functools.cache
+@_cache
 def _dtype_backend(dtype_type: type) -> Backend:
     """The adapter that owns a dtype's type (a torch dtype is torch's; every other dtype is
     read with NumPy's rules, which JAX and Dask share)."""
     return _instance(_adapter_class(dtype_type) or _BY_MODULE["numpy"])
 
 
-@functools.cache
+@_cache
 def neutral_max(dtype: Any) -> float | int | bool:
     """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch
     dtype): ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
@@ -625,7 +641,7 @@ def neutral_max(dtype: Any) -> float | int | bool:
     return _dtype_backend(type(dtype)).neutral_max(dtype)
 
 
-@functools.cache
+@_cache
 def neutral_min(dtype: Any) -> float | int | bool:
     """The neutral element of min for ``dtype``: ``inf``, an integer dtype's maximum, ``True``.
 
@@ -636,7 +652,7 @@ def neutral_min(dtype: Any) -> float | int | bool:
     return _dtype_backend(type(dtype)).neutral_min(dtype)
 
 
-@functools.cache
+@_cache
 def is_integer(dtype: Any) -> bool:
     """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
     return _dtype_backend(type(dtype)).is_integer(dtype)

@@ -527,7 +527,6 @@ class _Parser:
             t = peek()
             if t is None:
                 self.fail(toks[-1][3], f"expected the {what} after {toks[-1][1]!r}")
-            assert t is not None
             if t[0] == "op":
                 self.fail(t[2], f"expected the {what}, found {t[1]!r}", end=t[3])
             nxt = peek(1)
@@ -581,7 +580,7 @@ class _Parser:
         return Affine(stride, over, dilation, kernel, 0, padding, span)
 
     @staticmethod
-    def offset_axis(stride: Coef, over: str, offset: int, span: Span) -> Axis:
+    def offset_axis(stride: Coef, over: str, offset: int, span: Span) -> Affine | Label:
         """``stride*over + offset``; ``1*o`` and ``o+0`` index exactly like the label ``o``,
         so they are that label (the canonical form must parse back equal)."""
         if stride == 1 and offset == 0:

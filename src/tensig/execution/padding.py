@@ -246,14 +246,15 @@ class Padded:
 
     @classmethod
     def _trusted(cls, data: Any, mask: Any, lengths: Any, side: Side,
-                 sizes: tuple[int, ...], ops: Backend | None = None) -> Padded:
-        """A batch whose mask was built from ``sizes`` here: nothing to check."""
+                 sizes: tuple[int, ...] | None, ops: Backend | None = None) -> Padded:
+        """A batch whose mask was built from ``sizes`` here (``None``: symbolic, under
+        ``tensig.verify``): nothing to check."""
         self = cls.__new__(cls)
         self._init(data, mask, lengths, side, sizes, ops or _ops_for(type(data)))
         return self
 
-    def _init(self, data: Any, mask: Any, lengths: Any, side: Side, sizes: tuple[int, ...],
-              ops: Backend) -> None:
+    def _init(self, data: Any, mask: Any, lengths: Any, side: Side,
+              sizes: tuple[int, ...] | None, ops: Backend) -> None:
         self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
         self._sizes = sizes
         self._ops = ops

@@ -353,20 +353,18 @@ class Matcher:
         svs = p.shape_vars
         if len(svs) > 1:
             return False
-        items, n = p.items, len(actual.items)
+        items, sizes, n = p.items, actual.dims, len(actual)  # an argument's cell: no shape vars
         if not svs and len(items) != n:
             self.fail(where, pattern, actual, f"its rank is {n}, the type's is {len(items)}")
         if svs and n < len(items) - 1:
             self.fail(where, pattern, actual,
                       f"its rank is {n}, the type needs at least {len(items) - 1}")
         k = next((j for j, x in enumerate(items) if isinstance(x, ShapeVar)), None)
-        pairs = list(zip(items, actual.items, strict=True)) if k is None else [
-            *zip(items[:k], actual.items[:k], strict=True),
-            *zip(items[k + 1:], actual.items[n - (len(items) - 1 - k):], strict=True)]
         if k is not None:  # prefix subtraction: the shape variable takes what is left
-            self._bind_shape(svs[0].name, actual[k:n - (len(items) - 1 - k)], where, pattern,
-                             actual)
-        for item, size in pairs:
+            tail = n - (len(items) - 1 - k)
+            self._bind_shape(svs[0].name, actual[k:tail], where, pattern, actual)
+            sizes = sizes[:k] + sizes[tail:]
+        for item, size in zip(p.dims, sizes, strict=True):
             if any(self._is_dim_var(s) for s in item.symbols):
                 target = DimVar(None, normalize_size(size))
                 self._relate(item, target, where, pattern, actual)
@@ -490,7 +488,9 @@ def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
                 taken |= d.symbols
     m = Matcher(ftype, fname, frozenset(taken))
     for i, value in statics.items():
-        m.bind_static(ftype.params[i], value)  # type: ignore[arg-type]
+        static = ftype.params[i]
+        assert isinstance(static, Static), f"argument {i} of {fname} is not an index argument"
+        m.bind_static(static, value)
     deferred: list[tuple[str, ShapeIndex, ShapeIndex]] = []
     for i, (p, cell) in enumerate(zip(ftype.params, cells, strict=True)):
         if isinstance(p, Arr) and cell is not None:
