@@ -379,6 +379,48 @@ class Backend:
         return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
                        - y * xp.mean(g * y, axis=axes, keepdims=True))
 
+    def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
+                   momentum: float, eps: float) -> tuple[Any, ...]:
+        """Batch normalisation of the matrix ``x`` per column (a channel), with per-column
+        ``scale`` and ``shift`` (``None``: 1 and 0): ``(y, mean used, 1/sqrt(var used + eps),
+        running mean, running variance)``.  In ``training`` the batch's statistics are used
+        and the running ones (``None``: not tracked) move toward them by ``momentum`` (the
+        variance unbiased, as torch does), as new arrays; out of it the running ones are used
+        and kept.  Its gradient is :meth:`batch_norm_backward`."""
+        xp = self.namespace
+        if training:
+            n = x.shape[0]
+            used = xp.mean(x, axis=0)
+            c = x - used
+            v = xp.mean(c * c, axis=0)
+            if mean is not None:
+                mean = mean * (1.0 - momentum) + used * momentum
+                var = var * (1.0 - momentum) + v * (momentum * n / (n - 1))
+        else:
+            used, v = mean, var
+            c = x - used
+        rstd = 1.0 / xp.sqrt(v + eps)
+        k = rstd if scale is None else rstd * scale
+        y = c * k if shift is None else c * k + shift
+        return y, used, rstd, mean, var
+
+    def batch_norm_backward(self, g: Any, x: Any, mean: Any, var: Any, scale: Any,
+                            saved_mean: Any, saved_rstd: Any, training: bool, eps: float,
+                            wanted: tuple[bool, bool]) -> tuple[Any, ...]:
+        """The gradient of :meth:`batch_norm` (``saved_*``: the statistics it used) from the
+        result's gradient ``g``: ``(dx, dscale, dshift)``, each ``None`` unless ``wanted``
+        (input, affine).  In training ``dx = k (g - mean(g) - xhat mean(g xhat))`` (the
+        statistics depend on ``x``), out of it ``k g``, ``k = scale / sqrt(var + eps)``."""
+        xp = self.namespace
+        xhat = (x - saved_mean) * saved_rstd
+        gs, gq = xp.sum(g, axis=0), xp.sum(g * xhat, axis=0)
+        dx = None
+        if wanted[0]:
+            k = saved_rstd if scale is None else saved_rstd * scale
+            n = x.shape[0]
+            dx = k * (g - gs / n - xhat * (gq / n)) if training else g * k
+        return (dx, gq, gs) if wanted[1] else (dx, None, None)
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
         straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or

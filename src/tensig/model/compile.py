@@ -325,6 +325,9 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
     def step(store: Store) -> None:
         v = fn(xp, outs[store.training], *(store.read(x) if isinstance(x, Buf) else x
                                           for x in args))
+        if isinstance(v, tuple):  # a pack of results, each stored by a ``part`` of its own
+            store.arrays[key] = v
+            return
         if tuple(v.shape) != shape:
             raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
                              f"side has {shape}")
