@@ -382,14 +382,18 @@ class TorchBackend(Backend):
 
     def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
                    momentum: float, eps: float) -> tuple[Any, ...]:
-        """torch's kernel, one call; the running statistics it moves in place are copies
-        (a routine never writes into an array it did not make: a refused step puts the old
-        ones back)."""
+        """torch's kernel, one call: its functional form gives the moved running statistics
+        as new tensors (a routine never writes into an array it did not make: a refused step
+        puts the old ones back); where it is missing (an older torch), ``native_batch_norm``
+        moves copies in place."""
         aten = self.torch.ops.aten
         if not training:
             y = aten.native_batch_norm(x, scale, shift, mean, var, False, momentum, eps)[0]
             return y, mean, self.torch.rsqrt(var + eps), mean, var
         if mean is not None:
+            functional = getattr(aten, "_native_batch_norm_legit_functional", None)
+            if functional is not None:  # 10 us faster than two copies and the in-place kernel
+                return tuple(functional(x, scale, shift, mean, var, True, momentum, eps))
             mean, var = mean.clone(), var.clone()
         y, used, rstd = aten.native_batch_norm(x, scale, shift, mean, var, True, momentum, eps)
         return y, used, rstd, mean, var
