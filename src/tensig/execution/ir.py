@@ -581,36 +581,13 @@ def _part(xp: Any, out: Out, pack: tuple[Any, ...], i: int) -> Any:
     return pack[i]
 
 
-def _rows(backend: Any, x: Any, kept: tuple[int, ...]) -> tuple[Any, Callable[[Any], Any]]:
-    """``x`` as a matrix with one column per cell of its ``kept`` axes (in that order) and
-    one row per cell of the others, and the function that puts a matrix like it back in
-    ``x``'s layout: a view when the kept axes are the trailing ones in order (batch norm's
-    channels last), else a transposed copy."""
-    shape, nd = tuple(x.shape), len(x.shape)
-    rest = tuple(i for i in range(nd) if i not in kept)
-    cols = math.prod(shape[i] for i in kept)
-    if kept == tuple(range(nd - len(kept), nd)):
-        return x.reshape(-1, cols), lambda m: m.reshape(shape)
-    perm = rest + kept
-    moved = tuple(shape[i] for i in perm)
-    inverse = tuple(perm.index(i) for i in range(nd))
-    return (backend.transpose(x, perm).reshape(-1, cols),
-            lambda m: backend.transpose(m.reshape(moved), inverse))
-
-
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
                 kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
-    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels), by the
-    backend's kernel (:meth:`~tensig.backends.base.Backend.batch_norm`): the pack ``(y,
-    saved mean, saved 1/sqrt(var + eps), running mean, running variance)``.  The running
-    statistics (``None``: not tracked, the batch's are always used) move in training mode;
-    per-channel arrays have the shape of ``x``'s kept axes."""
-    backend = backend_of_namespace(xp)
-    rows, back = _rows(backend, x, kept)
-    training = out.training or mean is None
-    mean, var, scale, shift = _flat(kept, mean, var, scale, shift)
-    y, *stats = backend.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)
-    return (back(y), *_channels(x, kept, *stats))
+    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): the pack
+    ``(y, saved mean, saved 1/sqrt(var + eps), running mean, running variance)``
+    (:meth:`~tensig.backends.base.Backend.batch_norm_channels`)."""
+    return backend_of_namespace(xp).batch_norm_channels(
+        x, kept, mean, var, scale, shift, out.training or mean is None, momentum, eps)
 
 
 def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, scale: Any,
@@ -618,30 +595,9 @@ def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, sca
                      wanted: tuple[bool, bool]) -> tuple[Any, ...]:
     """The gradient of :func:`_batch_norm` from the result's gradient ``g``: the pack ``(dx,
     dscale, dshift)``, each computed only where ``wanted`` (input, affine) says."""
-    backend = backend_of_namespace(xp)
-    rows, back = _rows(backend, x, kept)
-    grows, _ = _rows(backend, g, kept)
-    training = out.training or mean is None
-    mean, var, scale, saved_mean, saved_rstd = _flat(kept, mean, var, scale, saved_mean,
-                                                     saved_rstd)
-    dx, *learned = backend.batch_norm_backward(grows, rows, mean, var, scale, saved_mean,
-                                               saved_rstd, training, eps, wanted)
-    return (None if dx is None else back(dx), *_channels(x, kept, *learned))
-
-
-def _flat(kept: tuple[int, ...], *per_channel: Any) -> list[Any]:
-    """Per-channel arrays (``None`` passing) as vectors: themselves with one channel axis."""
-    if len(kept) == 1:  # a reshape is a call on torch: none where none is needed
-        return list(per_channel)
-    return [None if v is None else v.reshape(-1) for v in per_channel]
-
-
-def _channels(x: Any, kept: tuple[int, ...], *vectors: Any) -> list[Any]:
-    """Per-channel vectors (``None`` passing) in the shape of ``x``'s ``kept`` axes."""
-    if len(kept) == 1:
-        return list(vectors)
-    shape = tuple(x.shape[i] for i in kept)
-    return [None if v is None else v.reshape(shape) for v in vectors]
+    return backend_of_namespace(xp).batch_norm_channels_backward(
+        g, x, kept, mean, var, scale, saved_mean, saved_rstd, out.training or mean is None,
+        eps, wanted)
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
