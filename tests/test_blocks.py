@@ -205,18 +205,22 @@ def _bn_buffers(g, name="batch_norm"):
     return [by[f"{name}.{k}"] for k in ("running_mean", "running_var", "scale", "shift")]
 
 
-def _batch_norm_case(backend, x, spec, torch_bn, to_torch, steps=3, **kw):
+def _batch_norm_case(backend, x, layout, torch_bn, to_torch, steps=3, channels=None,
+                     from_torch=None, **kw):
     """``steps`` training runs of ``batch_norm`` on the same input (the running statistics
     move each time), then one in eval mode, against ``torch_bn`` in float64: values, the
     gradients of ``sum(y * R)`` (input, scale, shift) and the running statistics after each.
-    ``to_torch`` moves an array of ours (channels last) into torch's layout; the scale and
+    ``layout`` moves ``x``'s axes into rows (``input_``); ``to_torch`` moves an array of
+    ours into torch's layout, ``from_torch`` back (by default: ours is channels last);
+    ``channels`` is the channel axes' shape (by default ``x``'s last axis).  The scale and
     shift start random so that their gradients and their use are both seen."""
-    c = x.shape[-1]
+    channels = channels or x.shape[-1:]
+    c = math.prod(channels)
     n = x.size // c  # values per channel: the statistics' reduction length
-    scale0, shift0 = data(c, seed=3) + 1.5, data(c, seed=4)
+    scale0, shift0 = (v.reshape(channels) for v in (data(c, seed=3) + 1.5, data(c, seed=4)))
     ours = []
     with G.new_graph(backend) as g:
-        p, h = input_("x", x, spec)
+        p, h = input_("x", x, layout)
         y = B.batch_norm(h, **kw)
         loss, r = weighted_loss(y)
         m = G.grad_update(loss)
@@ -230,8 +234,8 @@ def _batch_norm_case(backend, x, spec, torch_bn, to_torch, steps=3, **kw):
                                                         rmean, rvar)])
     bn = torch_bn(c, **{k: v for k, v in kw.items() if k in ("eps", "momentum")}).double()
     with torch.no_grad():
-        bn.weight.copy_(torch.tensor(scale0))
-        bn.bias.copy_(torch.tensor(shift0))
+        bn.weight.copy_(torch.tensor(scale0.reshape(-1)))
+        bn.bias.copy_(torch.tensor(shift0.reshape(-1)))
     rt = to_torch(torch.tensor(r, dtype=torch.float64))
     for mode, got in zip([True] * steps + [False], ours, strict=True):
         bn.train(mode)
@@ -240,7 +244,7 @@ def _batch_norm_case(backend, x, spec, torch_bn, to_torch, steps=3, **kw):
         out = bn(to_torch(xt))
         (out * rt).sum().backward()
         want = [out, xt.grad, bn.weight.grad, bn.bias.grad, bn.running_mean, bn.running_var]
-        close(got[0], _from_torch(out, x.shape), 1)
+        close(got[0], (from_torch or (lambda t: _from_torch(t, x.shape)))(out), 1)
         close(got[1], want[1], n, chain=64)
         for g_, w in zip(got[2:], want[2:], strict=True):
             close(g_.reshape(-1), w.detach(), n)
@@ -267,6 +271,53 @@ def test_batch_norm_1d_against_torch(backend):
     x = data(3, 7, 4)
     _batch_norm_case(backend, x, "b, t, c => b, t | c", torch.nn.BatchNorm1d,
                      lambda t: t.movedim(-1, 1), steps=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_channels_first_and_channels_of_two_axes(backend):
+    """Channels that are not the trailing memory axes (the kernel reads a transposed copy)
+    and channels of two axes (one statistic per pair), against torch."""
+    x = data(4, 6, 3, 5) * 2 - 1  # b | c, h, w: torch's own layout
+    _batch_norm_case(backend, x, "b, c, i, j => b | c, i, j", torch.nn.BatchNorm2d,
+                     lambda t: t, channels=(6,), from_torch=lambda t: t,
+                     spec="..b..|c, ..s.. => |c")
+    x = data(6, 3, 4) + 0.5  # b | i, c: torch's BatchNorm1d over the 12 pairs
+    _batch_norm_case(backend, x, "b, i, c => b | i, c", torch.nn.BatchNorm1d,
+                     lambda t: t.reshape(6, 12), channels=(3, 4),
+                     from_torch=lambda t: t.reshape(6, 3, 4), spec="..b..|i, c => |i, c")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_without_affine_in_eval_mode(backend):
+    """Running statistics without a scale and shift: the eval-mode value and input gradient
+    use the running ones (torch's BatchNorm1d(affine=False))."""
+    x = data(8, 5) * 3 + 1
+    with G.new_graph(backend) as g:
+        p, h = input_("x", x, "b, c => b | c")
+        y = B.batch_norm(h, affine=False)
+        loss, r = weighted_loss(y)
+        m = G.grad_update(loss)
+        m.backward()  # training: moves the running statistics once
+        g.eval()
+        m.backward()
+        got = [A(t.numpy()).copy() for t in (y, p.grad)]
+    bn = torch.nn.BatchNorm1d(5, affine=False).double()
+    bn(torch.tensor(x, dtype=torch.float64))
+    bn.eval()
+    (xt,) = torch_inputs(x)
+    out = bn(xt)
+    (out * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    close(got[0], out, 8)
+    close(got[1], xt.grad, 8)
+
+
+def test_batch_norm_refuses_a_spec_that_reads_an_axis_twice_or_at_a_fixed_index():
+    for spec in ("b|c, c => |c", "b|c, 0 => |c"):
+        with G.new_graph():
+            x = G.leaf("x", data(4, 3, 3), batch=1)
+            y = B.batch_norm(x, spec, name="bn")
+            with pytest.raises(ShapeError, match=r"'bn'.*keep some of .*channels"):
+                G.Model(y).run()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

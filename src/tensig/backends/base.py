@@ -422,6 +422,72 @@ class Backend:
         return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
                        - y * xp.mean(g * y, axis=axes, keepdims=True))
 
+    def batch_norm_channels(self, x: Any, kept: tuple[int, ...], mean: Any, var: Any,
+                            scale: Any, shift: Any, training: bool, momentum: float,
+                            eps: float) -> tuple[Any, ...]:
+        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels, in the
+        per-channel arrays' order; ``mean``, ``var``, ``scale``, ``shift`` and the results
+        have their shape): ``x`` read as the matrix :func:`_channel_columns` makes."""
+        rows, back = _channel_columns(self, x, kept)
+        mean, var, scale, shift = _vectors(kept, mean, var, scale, shift)
+        y, *stats = self.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)
+        return (back(y), *_per_channel(x, kept, stats))
+
+    def batch_norm_channels_backward(self, g: Any, x: Any, kept: tuple[int, ...], mean: Any,
+                                     var: Any, scale: Any, saved_mean: Any, saved_rstd: Any,
+                                     training: bool, eps: float, wanted: tuple[bool, bool]
+                                     ) -> tuple[Any, ...]:
+        """The gradient of :meth:`batch_norm_channels` (:meth:`batch_norm_backward`)."""
+        rows, back = _channel_columns(self, x, kept)
+        grows, _ = _channel_columns(self, g, kept)
+        mean, var, scale, saved_mean, saved_rstd = _vectors(kept, mean, var, scale, saved_mean,
+                                                            saved_rstd)
+        dx, *learned = self.batch_norm_backward(grows, rows, mean, var, scale, saved_mean,
+                                                saved_rstd, training, eps, wanted)
+        return (None if dx is None else back(dx), *_per_channel(x, kept, learned))
+
+    def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
+                   momentum: float, eps: float) -> tuple[Any, ...]:
+        """Batch normalisation of the matrix ``x`` per column (a channel), with per-column
+        ``scale`` and ``shift`` (``None``: 1 and 0): ``(y, mean used, 1/sqrt(var used + eps),
+        running mean, running variance)``.  In ``training`` the batch's statistics are used
+        and the running ones (``None``: not tracked) move toward them by ``momentum`` (the
+        variance unbiased, as torch does), as new arrays; out of it the running ones are used
+        and kept.  Its gradient is :meth:`batch_norm_backward`."""
+        xp = self.namespace
+        if training:
+            n = x.shape[0]
+            used = xp.mean(x, axis=0)
+            c = x - used
+            v = xp.mean(c * c, axis=0)
+            if mean is not None:
+                mean = mean * (1.0 - momentum) + used * momentum
+                var = var * (1.0 - momentum) + v * (momentum * n / (n - 1))
+        else:
+            used, v = mean, var
+            c = x - used
+        rstd = 1.0 / xp.sqrt(v + eps)
+        k = rstd if scale is None else rstd * scale
+        y = c * k if shift is None else c * k + shift
+        return y, used, rstd, mean, var
+
+    def batch_norm_backward(self, g: Any, x: Any, mean: Any, var: Any, scale: Any,
+                            saved_mean: Any, saved_rstd: Any, training: bool, eps: float,
+                            wanted: tuple[bool, bool]) -> tuple[Any, ...]:
+        """The gradient of :meth:`batch_norm` (``saved_*``: the statistics it used) from the
+        result's gradient ``g``: ``(dx, dscale, dshift)``, each ``None`` unless ``wanted``
+        (input, affine).  In training ``dx = k (g - mean(g) - xhat mean(g xhat))`` (the
+        statistics depend on ``x``), out of it ``k g``, ``k = scale / sqrt(var + eps)``."""
+        xp = self.namespace
+        xhat = (x - saved_mean) * saved_rstd
+        gs, gq = xp.sum(g, axis=0), xp.sum(g * xhat, axis=0)
+        dx = None
+        if wanted[0]:
+            k = saved_rstd if scale is None else saved_rstd * scale
+            n = x.shape[0]
+            dx = k * (g - gs / n - xhat * (gq / n)) if training else g * k
+        return (dx, gq, gs) if wanted[1] else (dx, None, None)
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
         straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or
@@ -435,6 +501,39 @@ class Backend:
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
         raise NotImplementedError
+
+
+def _channel_columns(backend: Backend, x: Any, kept: tuple[int, ...]
+                     ) -> tuple[Any, Callable[[Any], Any]]:
+    """``x`` as a matrix with one column per cell of its ``kept`` axes (in that order) and
+    one row per cell of the others, and the function that puts a matrix like it back in
+    ``x``'s layout: a view when the kept axes are the trailing ones in order (batch norm's
+    channels last), else a transposed copy."""
+    shape, nd = tuple(x.shape), len(x.shape)
+    cols = math.prod(shape[i] for i in kept)
+    if kept == tuple(range(nd - len(kept), nd)):
+        return x.reshape(-1, cols), lambda m: m.reshape(shape)
+    perm = tuple(i for i in range(nd) if i not in kept) + kept
+    moved = tuple(shape[i] for i in perm)
+    inverse = tuple(perm.index(i) for i in range(nd))
+    return (backend.transpose(x, perm).reshape(-1, cols),
+            lambda m: backend.transpose(m.reshape(moved), inverse))
+
+
+def _vectors(kept: tuple[int, ...], *per_channel: Any) -> list[Any]:
+    """Per-channel arrays (``None`` passing) as vectors: themselves with one channel axis
+    (a reshape is a call on torch: none where none is needed)."""
+    if len(kept) == 1:
+        return list(per_channel)
+    return [None if v is None else v.reshape(-1) for v in per_channel]
+
+
+def _per_channel(x: Any, kept: tuple[int, ...], vectors: list[Any]) -> list[Any]:
+    """Per-channel vectors (``None`` passing) in the shape of ``x``'s ``kept`` axes."""
+    if len(kept) == 1:
+        return vectors
+    shape = tuple(x.shape[i] for i in kept)
+    return [None if v is None else v.reshape(shape) for v in vectors]
 
 
 def all_zero(x: Any) -> bool:

@@ -617,10 +617,36 @@ def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: in
     return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
 
 
+def _part(xp: Any, out: Out, pack: tuple[Any, ...], i: int) -> Any:
+    """Result ``i`` of a primitive that gives several (a pack, as :func:`_batch_norm`): each
+    is stored by an assignment of its own, so every write stays visible in the code."""
+    return pack[i]
+
+
+def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
+                kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
+    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): the pack
+    ``(y, saved mean, saved 1/sqrt(var + eps), running mean, running variance)``
+    (:meth:`~tensig.backends.base.Backend.batch_norm_channels`)."""
+    return backend_of_namespace(xp).batch_norm_channels(
+        x, kept, mean, var, scale, shift, out.training or mean is None, momentum, eps)
+
+
+def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, scale: Any,
+                     saved_mean: Any, saved_rstd: Any, kept: tuple[int, ...], eps: float,
+                     wanted: tuple[bool, bool]) -> tuple[Any, ...]:
+    """The gradient of :func:`_batch_norm` from the result's gradient ``g``: the pack ``(dx,
+    dscale, dshift)``, each computed only where ``wanted`` (input, affine) says."""
+    return backend_of_namespace(xp).batch_norm_channels_backward(
+        g, x, kept, mean, var, scale, saved_mean, saved_rstd, out.training or mean is None,
+        eps, wanted)
+
+
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
-#: mode, softmax and normalisation.  Their derivatives are declared with the operations that
+#: mode, softmax, layer and batch normalisation (batch norm's results as a pack, each
+#: stored by ``part``).  Their derivatives are declared with the operations that
 #: use them (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
 #: :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
@@ -634,6 +660,9 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "softmax_grad": _softmax_grad,
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
+    "batch_norm": _batch_norm,
+    "batch_norm_grad": _batch_norm_grad,
+    "part": _part,
 }
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)

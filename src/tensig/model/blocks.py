@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from tensig.core.errors import ShapeError
+from tensig.core.projections import Iter
 from tensig.core.shapes import Shape
-from tensig.execution.ir import Code
+from tensig.execution.ir import Code, Projections
 from tensig.execution.ir import prim as _e
 from tensig.model import graph as G
 from tensig.model.graph import OpDef, Tensor
@@ -223,7 +224,8 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     """``(x - mean) / sqrt(var + eps) * scale + shift`` with the mean and the biased variance
     per channel, over what ``spec`` reduces (by default :data:`CHANNEL`: the last output axis
     is the channel, the batch row and the other output axes are reduced), as torch's
-    ``BatchNorm1d/2d/3d`` compute it (channels last here: ``b | h, w, c``).
+    ``BatchNorm1d/2d/3d`` compute it (channels last here: ``b | h, w, c``).  ``spec`` keeps
+    some of ``x``'s axes (the channels, in any order) and reduces the others.
 
     In training mode (the graph's default, :meth:`tensig.graph.Graph.train`) the statistics
     are the batch's, and each run moves the running mean and running variance (buffers
@@ -234,18 +236,16 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     (zeros) are learned per channel (``affine``).  The running statistics are buffers:
     checkpoints of a model or a trainer save and restore them with the parameters.
 
-    One operation whose code is written out (reductions under ``spec``, the rest pointwise):
-    the backward is the closed form ``dx = k (dy - mean(dy) - xhat mean(dy xhat))``, three
-    passes over the data where differentiating the composition of means and differences
-    takes ten.  At least two values per channel are needed in training, as torch requires: a
-    model with fewer is refused when its code is built.
+    One operation, forward and backward each one call of the backend's kernel (torch's own
+    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere): written as
+    per-channel array steps it was about twenty small calls a step.  At least two values
+    per channel are needed in training, as torch requires: a model with fewer is refused
+    when its code is built.
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
     g = x.graph
     channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
-    operand, _, result = spec.partition("=>")
-    pair = f"{operand.strip()}; {operand.strip()} => {result.strip()}"  # a product, reduced
 
     def scratch(what: str, node: Any = channel) -> Tensor:
         return Tensor("state", node, g, [what])
@@ -257,71 +257,56 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
                    for k in ("scale", "shift")] if affine else []
         for p, fill in zip(learned, (1.0, 0.0), strict=False):
             p.init = lambda shape, fill=fill: np.full(shape, fill, np.float32)
-        mu, var, moved, k, gs, gq = (scratch(w) for w in (
-            "mean", "var", "moved", "k", "sum_dy", "sum_dy_c"))
-        c = scratch("centred", x.node)
-        per = Tensor("state", g.shapes.tensor(f"{name}.per", Shape(output=())), g, ["per"])
+        saved = [scratch(w) for w in ("saved_mean", "saved_rstd")]  # what normalised
+        one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
+        pack, grads = scratch("pack", one), scratch("grad_pack", one)  # several results
 
-    def count() -> float:
-        n = int(x.shape.numel()) // int(mu.shape.numel())
-        if n < 2:
+    def kept(a: Tensor) -> tuple[int, ...]:
+        """``a``'s memory axes that are channels, in the channels' memory order; and the
+        check that training statistics have two values or more per channel."""
+        if int(a.shape.numel()) // int(saved[0].shape.numel()) < 2:
             raise ValueError(f"batch_norm {name!r}: one value per channel; training "
                              "statistics need at least two (a larger batch)")
-        return float(n)
+        return _channel_axes(spec, a, saved[0], name)
 
-    def select(code: Code, batch: Tensor, running: Tensor, target: Any) -> None:
-        """In training mode ``running`` moves toward ``target`` and ``batch`` is used; out
-        of it ``running`` is used and stays (a choice, not a product with a 0/1 flag: a
-        NaN in an evaluated batch never reaches the running statistics)."""
-        code.assign(moved.val, _e("add", _e("mul", momentum, target),
-                                  _e("mul", 1.0 - momentum, running.val)))
-        code.assign(running.val, _e("by_mode", running.val, moved.val, running.val),
-                    logic="whole")
-        code.assign(batch.val, _e("by_mode", batch.val, batch.val, running.val),
-                    logic="whole")
+    def vals(ts: list[Tensor]) -> list[Any]:
+        return [t.val for t in ts] if ts else [None, None]
 
     def forward(t: Tensor, a: Tensor, *rest: Tensor) -> Code:
-        n = count()
-        code = Code().assign(mu.val, _e("id", a.val), accum="+", init=True, logic=spec)
-        code.assign(mu.val, _e("mul", mu.val, 1.0 / n))
-        if stats:
-            select(code, mu, stats[0], mu.val)
-        code.assign(c.val, _e("sub", a.val, mu.val))
-        code.assign(var.val, _e("mul", c.val, c.val), accum="+", init=True, logic=spec)
-        code.assign(var.val, _e("mul", var.val, 1.0 / n))
-        if stats:
-            select(code, var, stats[1], _e("mul", var.val, n / (n - 1)))
-        code.assign(var.val, _e("recip_sqrt", _e("add", var.val, eps)))  # now 1/sqrt(var+eps)
-        if not learned:
-            return code.assign(t.val, _e("mul", c.val, var.val))
-        scale, shift = learned
-        code.assign(k.val, _e("mul", var.val, scale.val))
-        return code.assign(t.val, _e("fma", c.val, k.val, shift.val))
+        code = Code().assign(pack.val, _e("batch_norm", a.val, *vals(stats), *vals(learned),
+                                          kept(a), momentum, eps), logic="whole")
+        for i, out in enumerate((t, *saved, *stats)):
+            code.assign(out.val, _e("part", pack.val, i), logic="whole")
+        return code
 
     def backward(t: Tensor, a: Tensor, *rest: Tensor) -> Code:
-        n = count()
-        code = Code().assign(gs.val, _e("id", t.grad), accum="+", init=True, logic=spec)
-        code.assign(gq.val, _e("mul", t.grad, c.val), accum="+", init=True, logic=pair)
-        if learned:  # sum(dy * xhat) = sum(dy * c) / sqrt(var + eps)
-            scale, shift = learned
-            code.assign(scale.grad, _e("mul", gq.val, var.val), accum="+")
-            code.assign(shift.grad, _e("id", gs.val), accum="+")
-        if not a.differentiable:
-            return code
-        # dx = k (dy - mean(dy) - c mean(dy c) / (var + eps)); out of training the
-        # statistics are constants: the batch terms are 0 (``per``)
-        code.assign(per.val, _e("by_mode", var.val, 1.0 / n, 0.0 if stats else 1.0 / n),
-                    logic="whole")
-        code.assign(gs.val, _e("mul", gs.val, per.val))
-        code.assign(gq.val, _e("mul", gq.val, _e("mul", _e("mul", var.val, var.val), per.val)))
-        dx = _e("mul", k.val if learned else var.val,
-                _e("sub", _e("sub", t.grad, gs.val), _e("mul", c.val, gq.val)))
-        return code.assign(a.grad, dx, accum="+")
+        wanted = (a.differentiable, bool(learned))
+        code = Code().assign(grads.val, _e(
+            "batch_norm_grad", t.grad, a.val, *vals(stats), vals(learned)[0],
+            *(s.val for s in saved), kept(a), eps, wanted), logic="whole")
+        into = [(0, a)] if a.differentiable else []
+        for i, p in into + list(enumerate(learned, 1)):
+            code.assign(p.grad, _e("part", grads.val, i), accum="+", logic="whole")
+        return code
 
     op = OpDef("batch_norm", ".", forward, backward)
     node = g.shapes.pointwise(x.node, name="batch_norm")
     diff = x.differentiable or bool(learned)
     return Tensor("op", node, g, ["batch_norm"], op, (x, *stats, *learned), diff)
+
+
+def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:
+    """The memory axes of ``x`` that ``spec`` keeps in ``channel`` (one cell per channel),
+    in ``channel``'s memory order: what batch normalisation's kernel reads as columns."""
+    proj = Projections(spec, channel, (x,))
+    reads, keeps = proj.uses(x), proj.uses(channel)
+    at = {u.index.id: i for i, u in enumerate(reads) if isinstance(u.index, Iter)}
+    ids = [u.index.id if isinstance(u.index, Iter) else None for u in keeps]
+    if len(at) != len(reads) or not all(i in at for i in ids):
+        raise ShapeError(f"batch_norm {name!r}: the spec {spec!r} must keep some of "
+                         f"{x.name}'s axes (the channels) and reduce the others, each axis "
+                         f"read once (no fixed index, window or diagonal)")
+    return tuple(at[i] for i in ids if i is not None)
 
 
 def gelu(x: Tensor) -> Tensor:

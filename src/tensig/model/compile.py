@@ -323,22 +323,33 @@ def _ops(e: Any) -> set[str]:
 
 def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
-    one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``)."""
+    one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
+    A primitive may give a pack of results (a tuple), kept whole; ``part`` stores one of
+    them."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
     adds = a.accum == "+" and not a.init
     outs = {mode: Out(shape, mode) for mode in (True, False)}
+    # operands read by key, numbers as they are: the step runs every training step
+    reads = [(x.key, None) if isinstance(x, Buf) else (None, x) for x in args]
 
     def step(store: Store) -> None:
-        v = fn(xp, outs[store.training], *(store.read(x) if isinstance(x, Buf) else x
-                                          for x in args))
+        arrays = store.arrays
+        try:
+            operands = [v if k is None else arrays[k] for k, v in reads]
+        except KeyError:
+            operands = [store.read(x) if isinstance(x, Buf) else x for x in args]  # the message
+        v = fn(xp, outs[store.training], *operands)
+        if isinstance(v, tuple):  # a pack of results, each stored by a ``part`` of its own
+            arrays[key] = v
+            return
         if tuple(v.shape) != shape:
             raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
                              f"side has {shape}")
-        old = store.arrays.get(key) if adds else None
-        store.arrays[key] = v if old is None else old + v
+        old = arrays.get(key) if adds else None
+        arrays[key] = v if old is None else old + v
 
     return step
 
