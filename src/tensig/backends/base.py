@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensig.core.annotations import dtype_name
@@ -379,6 +379,81 @@ class Backend:
         return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
                        - y * xp.mean(g * y, axis=axes, keepdims=True))
 
+    # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
+                  ) -> tuple[Any, Any]:
+        """``softmax(q k^T scale + mask) v`` per head, and each query row's log-sum-exp of its
+        scores (from which :meth:`attention_backward` recomputes the probabilities), in
+        tensig's layout: ``q`` is ``(..., Tq, H, E)``, ``k`` ``(..., Tk, H, E)``, ``v``
+        ``(..., Tk, H, F)``; the results ``(..., Tq, H, F)`` and ``(..., Tq, H)``.  ``mask``
+        (None or added to the scores) broadcasts onto ``(..., Tq, H, Tk)``; ``causal``: query
+        ``i`` sees the keys ``j <= i``.  A query that sees no key gives 0, as torch's kernels.
+
+        By blocks of query rows (:data:`ATTENTION_CELLS` scores at most, whatever the
+        lengths; a causal block reads only the keys it sees): the score tensor is never held
+        whole, nor stored for the backward."""
+        xp = self.namespace
+        outs, lses = [], []
+        vh = _heads(xp, v)
+        for _, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            top = xp.amax(s, axis=-1, keepdims=True)
+            top = xp.where(top == -math.inf, 0.0, top)  # no key seen: every exp is 0
+            p = xp.exp(s - top)
+            total = xp.sum(p, axis=-1, keepdims=True)
+            total = xp.where(total == 0, 1.0, total)
+            outs.append((p @ vh[..., keys, :]) / total)
+            lses.append(top + xp.log(total))
+        return (_heads(xp, xp.concatenate(outs, axis=-2)),
+                _heads(xp, xp.concatenate(lses, axis=-2))[..., 0])
+
+    def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                           mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+        """The gradients for ``q``, ``k`` and ``v`` of :meth:`attention` (its results ``out``
+        and ``lse``; ``g`` the gradient of ``out``), by the same blocks: the probabilities
+        are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
+        xp = self.namespace
+        qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
+        dot = _heads(xp, xp.sum(g * out, axis=-1, keepdims=True))
+        lh = _heads(xp, lse[..., None])
+        dqs, dk, dv, n = [], None, None, k.shape[-3]
+        for rows, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            p = xp.exp(s - lh[..., rows, :])
+            gr = gh[..., rows, :]
+            ds = p * (gr @ xp.swapaxes(vh[..., keys, :], -1, -2) - dot[..., rows, :])
+            dqs.append(ds @ kh[..., keys, :])
+            dk = self._add_keys(dk, xp.swapaxes(ds, -1, -2) @ qh[..., rows, :], n)
+            dv = self._add_keys(dv, xp.swapaxes(p, -1, -2) @ gr, n)
+        return (_heads(xp, xp.concatenate(dqs, axis=-2) * scale), _heads(xp, dk * scale),
+                _heads(xp, dv))
+
+    def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
+                      ) -> Iterator[tuple[slice, Any, slice]]:
+        """Per block of query rows: the rows, their scores ``(..., H, rows, keys)`` (mask and
+        causal hiding added) and the keys they see."""
+        xp = self.namespace
+        nq, nk = q.shape[-3], k.shape[-3]
+        qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
+        m = None if mask is None else _heads(xp, mask)
+        step = max(1, ATTENTION_CELLS // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        for a in range(0, nq, step):
+            rows = slice(a, min(a + step, nq))
+            keys = slice(0, min(rows.stop, nk) if causal else nk)
+            s = (qh[..., rows, :] * scale) @ kt[..., keys]
+            if m is not None:
+                s = s + m[..., rows if m.shape[-2] > 1 else slice(None),
+                          keys if m.shape[-1] > 1 else slice(None)]
+            if causal:
+                s = s + self.astype(self.asarray(_hidden(a, rows.stop, keys.stop), like=s),
+                                    s.dtype)
+            yield rows, s, keys
+
+    def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
+        """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
+        if part.shape[-2] < n:
+            part = self.pad(part, [(0, 0)] * (part.ndim - 2) + [(0, n - part.shape[-2]), (0, 0)],
+                            0.0)
+        return part if acc is None else acc + part
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
         straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or
@@ -392,6 +467,26 @@ class Backend:
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
         raise NotImplementedError
+
+
+#: the most attention scores one block of query rows holds (:meth:`Backend.attention`)
+ATTENTION_CELLS = 1 << 21
+
+
+def _heads(xp: Any, x: Any) -> Any:
+    """``(..., T, H, E)`` as ``(..., H, T, E)`` and back: a view."""
+    return xp.swapaxes(x, -3, -2)
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden(first: int, last: int, keys: int) -> Any:
+    """``-inf`` where key ``j`` comes after query ``i`` (rows ``first..last-1``), else 0."""
+    import numpy as np
+
+    after = np.arange(keys)[None, :] > np.arange(first, last)[:, None]
+    hidden = np.where(after, -np.inf, 0.0)
+    hidden.setflags(write=False)  # shared by every call
+    return hidden
 
 
 def all_zero(x: Any) -> bool:

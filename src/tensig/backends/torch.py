@@ -380,6 +380,44 @@ class TorchBackend(Backend):
                 g, x, x.shape[axes[0]:], mean, rstd, None, None, [True, False, False])[0]
         return rstd * (g - g.mean(axes, keepdim=True) - y * (g * y).mean(axes, keepdim=True))
 
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
+                  ) -> tuple[Any, Any]:
+        """torch's fused CPU kernel (flash attention: the scores are never stored), on
+        ``(N, H, T, E)`` views of tensig's ``(..., T, H, E)`` arrays; elsewhere (CUDA, a torch
+        without it, value heads of another size) the blocked math of the base class."""
+        kernels = self._attention_kernels(q, v, mask)
+        if kernels is None:
+            return super().attention(q, k, v, mask, causal, scale)
+        out, lse = kernels[0](_heads4(q), _heads4(k), _heads4(v), 0.0, causal,
+                              attn_mask=_mask4(mask, q), scale=scale)
+        return (out.transpose(1, 2).reshape(q.shape[:-1] + v.shape[-1:]),
+                lse.transpose(1, 2).reshape(q.shape[:-1]))
+
+    def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                           mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+        kernels = self._attention_kernels(q, v, mask)
+        if kernels is None:
+            return super().attention_backward(g, q, k, v, out, lse, mask, causal, scale)
+        lse3 = lse.reshape((-1, *lse.shape[-2:])).transpose(1, 2)
+        grads = kernels[1](_heads4(g), _heads4(q), _heads4(k), _heads4(v), _heads4(out), lse3,
+                           0.0, causal, attn_mask=_mask4(mask, q), scale=scale)
+        dq, dk, dv = (d.transpose(1, 2).reshape(x.shape) for d, x in zip(grads, (q, k, v),
+                                                                         strict=True))
+        return dq, dk, dv
+
+    def _attention_kernels(self, q: Any, v: Any, mask: Any) -> tuple[Any, Any] | None:
+        """torch's CPU flash-attention forward and backward (torch >= 2.3) when they take
+        these arrays, else None."""
+        if q.device.type != "cpu" or q.dtype not in (self.torch.float32, self.torch.float64) \
+                or v.shape[-1] != q.shape[-1] or (mask is not None and mask.dtype != q.dtype):
+            return None
+        aten = self.torch.ops.aten
+        try:
+            return (aten._scaled_dot_product_flash_attention_for_cpu,
+                    aten._scaled_dot_product_flash_attention_for_cpu_backward)
+        except AttributeError:  # an older torch
+            return None
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """On the CPU only (elsewhere a boolean mask is as fast).  torch's comparisons are
         ``lt``, ``le``, ``eq``, ``ne`` themselves (its ``equal`` compares whole tensors)."""
@@ -395,3 +433,22 @@ class TorchBackend(Backend):
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+def _heads4(x: Any) -> Any:
+    """tensig's ``(..., T, H, E)`` as the ``(N, H, T, E)`` torch's attention kernels take:
+    leading axes merged (a view of a contiguous array), heads before positions (a view)."""
+    return x.reshape((-1, *x.shape[-3:])).transpose(1, 2)
+
+
+def _mask4(mask: Any, q: Any) -> Any:
+    """An additive mask broadcasting onto ``(..., Tq, H, Tk)`` as one broadcasting onto the
+    kernels' ``(N, H, Tq, Tk)``: no copy unless it varies along some but not all of the
+    leading axes."""
+    if mask is None:
+        return None
+    m = mask.transpose(-3, -2)
+    lead, cell = tuple(m.shape[:-3]), tuple(m.shape[-3:])
+    if all(n == 1 for n in lead):
+        return m.reshape((1, *cell))
+    return m.expand(tuple(q.shape[:-3]) + cell).reshape((-1, *cell))

@@ -49,6 +49,7 @@ __all__ = [
     "BINARY",
     "COMPARISONS",
     "OPERATORS",
+    "RECORDS",
     "TERNARY",
     "UNARY",
     "WHOLE",
@@ -575,6 +576,27 @@ def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: in
     return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
 
 
+def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
+               scale: float) -> tuple[Any, Any]:
+    """Scaled dot-product attention and each query row's log-sum-exp: a record, read by
+    :func:`_part` (``mask``, when not None, is viewed as ``view``)."""
+    m = None if mask is None else mask.reshape(view)
+    return backend_of_namespace(xp).attention(q, k, v, m, causal, scale)
+
+
+def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: Any, mask: Any,
+                    view: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+    """The gradients of :func:`_attention` for ``q``, ``k`` and ``v`` (a record) from its
+    record ``saved`` and the result's gradient ``g``."""
+    m = None if mask is None else mask.reshape(view)
+    return backend_of_namespace(xp).attention_backward(g, q, k, v, *saved, m, causal, scale)
+
+
+def _part(xp: Any, out: Out, record: Any, i: int) -> Any:
+    """Item ``i`` of a record (:data:`RECORDS`)."""
+    return record[i]
+
+
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
 #: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
@@ -592,7 +614,15 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "softmax_grad": _softmax_grad,
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
+    "attention": _attention,
+    "attention_grad": _attention_grad,
+    "part": _part,
 }
+
+#: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one
+#: kernel (attention's output and log-sum-exp; its three gradients): kept in a buffer of
+#: its own, whose arrays ``part(record, i)`` reads
+RECORDS = {"attention", "attention_grad"}
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")

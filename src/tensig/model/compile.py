@@ -325,7 +325,7 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
     def step(store: Store) -> None:
         v = fn(xp, outs[store.training], *(store.read(x) if isinstance(x, Buf) else x
                                           for x in args))
-        if tuple(v.shape) != shape:
+        if not isinstance(v, tuple) and tuple(v.shape) != shape:  # a tuple: ir.RECORDS
             raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
                              f"side has {shape}")
         old = store.arrays.get(key) if adds else None
