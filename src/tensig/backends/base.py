@@ -362,20 +362,21 @@ class Backend:
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
-    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
-        normalisation without its scale and shift; its gradient :meth:`normalize_backward`."""
+        normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
+        (axes kept) that its gradient :meth:`normalize_backward` reads."""
         xp = self.namespace
-        c = x - xp.mean(x, axis=axes, keepdims=True)
-        return c / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
-
-    def normalize_backward(self, x: Any, y: Any, g: Any, axes: tuple[int, ...], eps: float
-                           ) -> Any:
-        """The gradient of :meth:`normalize` at ``x`` (value ``y``):
-        ``(g - mean(g) - y mean(g y)) / sqrt(var + eps)``."""
-        xp = self.namespace
-        c = x - xp.mean(x, axis=axes, keepdims=True)
+        mean = xp.mean(x, axis=axes, keepdims=True)
+        c = x - mean
         rstd = 1.0 / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
+        return c * rstd, mean, rstd
+
+    def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
+                           axes: tuple[int, ...], eps: float) -> Any:
+        """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
+        ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
+        xp = self.namespace
         return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
                        - y * xp.mean(g * y, axis=axes, keepdims=True))
 

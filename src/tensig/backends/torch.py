@@ -364,21 +364,21 @@ class TorchBackend(Backend):
     def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         return self.torch._softmax_backward_data(g, y, axis, y.dtype)
 
-    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())):  # trailing: the kernel
-            return self.torch.nn.functional.layer_norm(x, x.shape[axes[0]:], eps=eps)
+            y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, x.shape[axes[0]:], None,
+                                                                  None, eps)
+            return y, mean, rstd
         var, mean = self.torch.var_mean(x, axes, correction=0, keepdim=True)
-        return (x - mean) * self.torch.rsqrt(var + eps)
+        rstd = self.torch.rsqrt(var + eps)
+        return (x - mean) * rstd, mean, rstd
 
-    def normalize_backward(self, x: Any, y: Any, g: Any, axes: tuple[int, ...], eps: float
-                           ) -> Any:
-        t = self.torch
-        var, mean = t.var_mean(x, axes, correction=0, keepdim=True)
-        rstd = t.rsqrt(var + eps)
+    def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
+                           axes: tuple[int, ...], eps: float) -> Any:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())) and x.shape == g.shape:
-            return t.ops.aten.native_layer_norm_backward(  # the kernel: a third less time
+            return self.torch.ops.aten.native_layer_norm_backward(  # the kernel: a third less
                 g, x, x.shape[axes[0]:], mean, rstd, None, None, [True, False, False])[0]
-        return rstd * (g - g.mean(axes, keepdim=True) - y * (g * y).mean(axes, keepdim=True))
+        return super().normalize_backward(x, y, mean, rstd, g, axes, eps)
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:

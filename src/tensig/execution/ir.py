@@ -564,16 +564,17 @@ def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
-    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``."""
+    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``: a record
+    of the value, the mean and ``1/sqrt(var + eps)`` (the backward reads the two)."""
     return backend_of_namespace(xp).normalize(x, tuple(range(start, start + n)), eps)
 
 
-def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: int,
+def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n: int,
                     eps: float) -> Any:
-    """The gradient of :func:`_normalize` at ``x`` (value ``y``, the result's gradient
-    ``g``)."""
+    """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
+    gradient ``g``)."""
     axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
+    return backend_of_namespace(xp).normalize_backward(x, *saved, g, axes, eps)
 
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
@@ -620,9 +621,10 @@ WHOLE: dict[str, Callable[..., Any]] = {
 }
 
 #: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one
-#: kernel (attention's output and log-sum-exp; its three gradients): kept in a buffer of
-#: its own, whose arrays ``part(record, i)`` reads
-RECORDS = {"attention", "attention_grad"}
+#: kernel (a layer normalisation's value and statistics, attention's output and
+#: log-sum-exp, its three gradients): kept in a buffer of its own, whose arrays
+#: ``part(record, i)`` reads
+RECORDS = {"normalize", "attention", "attention_grad"}
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")

@@ -175,27 +175,32 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
     default: a row variable), then a learned scale and shift (``affine``), as
     ``torch.nn.LayerNorm`` (the biased variance)."""
     if spec == ROW:
-        y = G.apply(_normalizer(float(eps)), x)
+        y = G.apply(_normalizer(x, float(eps)), x)
     else:
         c = x - mean(x, spec)
         y = c * (mean(c * c, spec) + eps).recip_sqrt()
     return _affine(y, name, shift=True) if affine else y
 
 
-def _normalizer(eps: float) -> OpDef:
+def _normalizer(x: Tensor, eps: float) -> OpDef:
     """Layer normalisation over the output row as one primitive and its gradient another
-    (torch's kernel on the torch backend): written with tensors it was seven stored steps
-    forward and a dozen back, on every block's input."""
+    (torch's kernels on the torch backend; the statistics the forward computed are kept
+    for the backward in a record, :data:`tensig.execution.ir.RECORDS`): written with
+    tensors it was seven stored steps forward and a dozen back, on every block's input."""
+    g = x.graph
+    saved = Tensor("state", g.shapes.tensor("normalize.saved", Shape(output=())), g,
+                   ["normalize.saved"])
 
     def axes(a: Tensor) -> tuple[int, int]:
         return _output_axes(a, "layer_norm", "normalise")
 
     def forward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(t.val, _e("normalize", a.val, *axes(a), eps), logic=t.projections)
+        code = Code().assign(saved.val, _e("normalize", a.val, *axes(a), eps), logic="whole")
+        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
 
     def backward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(a.grad, _e("normalize_grad", a.val, t.val, t.grad, *axes(a), eps),
-                             accum="+", logic=t.projections)
+        return Code().assign(a.grad, _e("normalize_grad", a.val, saved.val, t.grad, *axes(a),
+                                        eps), accum="+", logic="whole")
 
     return OpDef("normalize", ".", forward, backward)
 
