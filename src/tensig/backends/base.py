@@ -485,9 +485,7 @@ def _hidden(first: int, last: int, keys: int) -> Any:
     import numpy as np
 
     after = np.arange(keys)[None, :] > np.arange(first, last)[:, None]
-    hidden = np.where(after, -np.inf, 0.0)
-    hidden.setflags(write=False)  # shared by every call
-    return hidden
+    return np.where(after, -np.inf, 0.0)  # shared by every call: never written into
 
 
 def all_zero(x: Any) -> bool:

@@ -443,9 +443,10 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
     last batch axis, heads and head dimensions the output row (``wq @ x`` with ``wq`` a
     parameter of ``output=[H, E]`` makes one).  ``mask``: None, ``"causal"`` (query ``i``
     sees the keys ``j <= i``), or a tensor added to the ``..., q | h, k`` scores, onto which
-    it broadcasts (``-inf`` hides a key: a padded batch's ``b | k`` mask, say; it gets no
-    gradient).  A query that sees no key gives 0, as torch's kernels do.  The result is
-    ``..., q | h, e``; ``E`` comes from the solved shapes.
+    it broadcasts (``-inf`` hides a key: a padded batch's ``b, 1 | k``, say, its size-1 axis
+    stretching over the queries; it gets no gradient).  A query that sees no key gives 0, as
+    torch's kernels do.  The result is ``..., q | h, e``; ``E`` comes from the solved
+    shapes.
 
     The library's fused kernel where it has one (torch on the CPU: flash attention), else
     blocks of query rows (:meth:`tensig.backends.Backend.attention`): the ``q, k`` scores
