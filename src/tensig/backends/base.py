@@ -393,39 +393,39 @@ class Backend:
         By blocks of query rows (:data:`ATTENTION_CELLS` scores at most, whatever the
         lengths; a causal block reads only the keys it sees): the score tensor is never held
         whole, nor stored for the backward."""
-        xp = self.namespace
+        xp, into = self.namespace, self.into
         outs, lses = [], []
         vh = _heads(xp, v)
         for _, s, keys in self._score_blocks(q, k, mask, causal, scale):
             top = xp.amax(s, axis=-1, keepdims=True)
             top = xp.where(top == -math.inf, 0.0, top)  # no key seen: every exp is 0
-            p = xp.exp(s - top)
+            p = into("exp", into("subtract", s, top))
             total = xp.sum(p, axis=-1, keepdims=True)
             total = xp.where(total == 0, 1.0, total)
-            outs.append((p @ vh[..., keys, :]) / total)
-            lses.append(top + xp.log(total))
-        return (_heads(xp, xp.concatenate(outs, axis=-2)),
-                _heads(xp, xp.concatenate(lses, axis=-2))[..., 0])
+            outs.append(into("divide", p @ vh[..., keys, :], total))
+            lses.append(into("add", into("log", total), top))
+        return _heads(xp, _joined(xp, outs)), _heads(xp, _joined(xp, lses))[..., 0]
 
     def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                            mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
         """The gradients for ``q``, ``k`` and ``v`` of :meth:`attention` (its results ``out``
         and ``lse``; ``g`` the gradient of ``out``), by the same blocks: the probabilities
         are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
-        xp = self.namespace
+        xp, into = self.namespace, self.into
         qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
         dot = _heads(xp, xp.sum(g * out, axis=-1, keepdims=True))
         lh = _heads(xp, lse[..., None])
         dqs, dk, dv, n = [], None, None, k.shape[-3]
         for rows, s, keys in self._score_blocks(q, k, mask, causal, scale):
-            p = xp.exp(s - lh[..., rows, :])
+            p = into("exp", into("subtract", s, lh[..., rows, :]))
             gr = gh[..., rows, :]
-            ds = p * (gr @ xp.swapaxes(vh[..., keys, :], -1, -2) - dot[..., rows, :])
+            ds = into("subtract", gr @ xp.swapaxes(vh[..., keys, :], -1, -2), dot[..., rows, :])
+            ds = into("multiply", ds, p)
             dqs.append(ds @ kh[..., keys, :])
             dk = self._add_keys(dk, xp.swapaxes(ds, -1, -2) @ qh[..., rows, :], n)
             dv = self._add_keys(dv, xp.swapaxes(p, -1, -2) @ gr, n)
-        return (_heads(xp, xp.concatenate(dqs, axis=-2) * scale), _heads(xp, dk * scale),
-                _heads(xp, dv))
+        return (_heads(xp, into("multiply", _joined(xp, dqs), scale)),
+                _heads(xp, into("multiply", dk, scale)), _heads(xp, dv))
 
     def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
                       ) -> Iterator[tuple[slice, Any, slice]]:
@@ -441,12 +441,19 @@ class Backend:
             keys = slice(0, min(rows.stop, nk) if causal else nk)
             s = (qh[..., rows, :] * scale) @ kt[..., keys]
             if m is not None:
-                s = s + m[..., rows if m.shape[-2] > 1 else slice(None),
-                          keys if m.shape[-1] > 1 else slice(None)]
+                s = self.into("add", s, m[..., rows if m.shape[-2] > 1 else slice(None),
+                                          keys if m.shape[-1] > 1 else slice(None)])
             if causal:
-                s = s + self.astype(self.asarray(_hidden(a, rows.stop, keys.stop), like=s),
-                                    s.dtype)
+                hidden = self.asarray(_hidden(a, rows.stop, keys.stop), like=s)
+                s = self.into("add", s, self.astype(hidden, s.dtype))
             yield rows, s, keys
+
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        """The elementwise function ``name`` (NumPy's name: ``add``, ``subtract``,
+        ``multiply``, ``divide``, ``exp``, ``log``) of ``a`` and ``others``, written into
+        ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
+        overwrites (here: a new array, for JAX's and Dask's)."""
+        return getattr(self.namespace, name)(a, *others)
 
     def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
         """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
@@ -477,6 +484,11 @@ ATTENTION_CELLS = 1 << 21
 def _heads(xp: Any, x: Any) -> Any:
     """``(..., T, H, E)`` as ``(..., H, T, E)`` and back: a view."""
     return xp.swapaxes(x, -3, -2)
+
+
+def _joined(xp: Any, blocks: list[Any]) -> Any:
+    """Blocks of query rows (axis -2) as one array (one block: itself, no copy)."""
+    return blocks[0] if len(blocks) == 1 else xp.concatenate(blocks, axis=-2)
 
 
 @functools.lru_cache(maxsize=64)

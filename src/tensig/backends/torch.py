@@ -405,6 +405,9 @@ class TorchBackend(Backend):
                                                                          strict=True))
         return dq, dk, dv
 
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        return getattr(self.torch, name)(a, *others, out=a)
+
     def _attention_kernels(self, q: Any, v: Any, mask: Any) -> tuple[Any, Any] | None:
         """torch's CPU flash-attention forward and backward (torch >= 2.3) when they take
         these arrays, else None."""
