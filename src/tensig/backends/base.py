@@ -370,15 +370,16 @@ class Backend:
         mean = xp.mean(x, axis=axes, keepdims=True)
         c = x - mean
         rstd = 1.0 / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
-        return c * rstd, mean, rstd
+        return self.into("multiply", c, rstd), mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
         """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
         ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
-        xp = self.namespace
-        return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
-                       - y * xp.mean(g * y, axis=axes, keepdims=True))
+        xp, into = self.namespace, self.into
+        d = into("subtract", y * xp.mean(g * y, axis=axes, keepdims=True), g)  # in place
+        d = into("add", d, xp.mean(g, axis=axes, keepdims=True))
+        return into("multiply", d, -rstd)
 
     # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
