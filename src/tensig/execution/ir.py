@@ -573,8 +573,9 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
                     eps: float) -> Any:
     """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
     gradient ``g``)."""
+    y, mean, rstd = saved
     axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).normalize_backward(x, *saved, g, axes, eps)
+    return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
 
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
@@ -589,8 +590,8 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
                     view: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
     """The gradients of :func:`_attention` for ``q``, ``k`` and ``v`` (a record) from its
     record ``saved`` and the result's gradient ``g``."""
-    m = None if mask is None else mask.reshape(view)
-    return backend_of_namespace(xp).attention_backward(g, q, k, v, *saved, m, causal, scale)
+    m, (o, lse) = None if mask is None else mask.reshape(view), saved
+    return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
 
 
 def _part(xp: Any, out: Out, record: Any, i: int) -> Any:
