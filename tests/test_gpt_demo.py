@@ -114,10 +114,11 @@ def test_the_step_primitives_agree_with_the_generic_formulas(name):
         (ours.softmax_backward(a(p), a(g), 2), Backend.softmax_backward(ref, p, g, 2)),
     ]
     for axes in [(2,), (1, 2), (0,)]:
-        n = Backend.normalize(ref, x, axes, 1e-5)
-        pairs += [(ours.normalize(a(x), axes, 1e-5), n),
-                  (ours.normalize_backward(a(x), a(n), a(g), axes, 1e-5),
-                   Backend.normalize_backward(ref, x, n, g, axes, 1e-5))]
+        n = Backend.normalize(ref, x, axes, 1e-5)  # value, mean, 1/sqrt(var + eps)
+        got = ours.normalize(a(x), axes, 1e-5)
+        pairs += [*zip(got, n, strict=True),
+                  (ours.normalize_backward(a(x), *got, a(g), axes, 1e-5),
+                   Backend.normalize_backward(ref, x, *n, g, axes, 1e-5))]
     for got, want in pairs:
         np.testing.assert_allclose(host(got), want, rtol=eps, atol=eps)
     assert np.all(host(a(x)) == x)  # the in-place code leaves its inputs alone

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tensig.core.annotations import dtype_name
@@ -405,22 +405,106 @@ class Backend:
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
-    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
-        normalisation without its scale and shift; its gradient :meth:`normalize_backward`."""
+        normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
+        (axes kept) that its gradient :meth:`normalize_backward` reads."""
         xp = self.namespace
-        c = x - xp.mean(x, axis=axes, keepdims=True)
-        return c / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
-
-    def normalize_backward(self, x: Any, y: Any, g: Any, axes: tuple[int, ...], eps: float
-                           ) -> Any:
-        """The gradient of :meth:`normalize` at ``x`` (value ``y``):
-        ``(g - mean(g) - y mean(g y)) / sqrt(var + eps)``."""
-        xp = self.namespace
-        c = x - xp.mean(x, axis=axes, keepdims=True)
+        mean = xp.mean(x, axis=axes, keepdims=True)
+        c = x - mean
         rstd = 1.0 / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
-        return rstd * (g - xp.mean(g, axis=axes, keepdims=True)
-                       - y * xp.mean(g * y, axis=axes, keepdims=True))
+        return self.into("multiply", c, rstd), mean, rstd
+
+    def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
+                           axes: tuple[int, ...], eps: float) -> Any:
+        """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
+        ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
+        xp, into = self.namespace, self.into
+        d = into("subtract", y * xp.mean(g * y, axis=axes, keepdims=True), g)  # in place
+        d = into("add", d, xp.mean(g, axis=axes, keepdims=True))
+        return into("multiply", d, -rstd)
+
+    # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
+                  ) -> tuple[Any, Any]:
+        """``softmax(q k^T scale + mask) v`` per head, and each query row's log-sum-exp of its
+        scores (from which :meth:`attention_backward` recomputes the probabilities), in
+        tensig's layout: ``q`` is ``(..., Tq, H, E)``, ``k`` ``(..., Tk, H, E)``, ``v``
+        ``(..., Tk, H, F)``; the results ``(..., Tq, H, F)`` and ``(..., Tq, H)``.  ``mask``
+        (None or added to the scores) broadcasts onto ``(..., Tq, H, Tk)``; ``causal``: query
+        ``i`` sees the keys ``j <= i``.  A query that sees no key gives 0, as torch's kernels.
+
+        By blocks of query rows (:data:`ATTENTION_CELLS` scores at most, whatever the
+        lengths; a causal block reads only the keys it sees): the score tensor is never held
+        whole, nor stored for the backward."""
+        xp, into = self.namespace, self.into
+        outs, lses = [], []
+        vh = _heads(xp, v)
+        for _, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            top = xp.amax(s, axis=-1, keepdims=True)
+            top = xp.where(top == -math.inf, 0.0, top)  # no key seen: every exp is 0
+            p = into("exp", into("subtract", s, top))
+            total = xp.sum(p, axis=-1, keepdims=True)
+            total = xp.where(total == 0, 1.0, total)
+            outs.append(into("divide", p @ vh[..., keys, :], total))
+            lses.append(into("add", into("log", total), top))
+        return _heads(xp, _joined(xp, outs)), _heads(xp, _joined(xp, lses))[..., 0]
+
+    def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                           mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+        """The gradients for ``q``, ``k`` and ``v`` of :meth:`attention` (its results ``out``
+        and ``lse``; ``g`` the gradient of ``out``), by the same blocks: the probabilities
+        are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
+        xp, into = self.namespace, self.into
+        qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
+        dot = _heads(xp, xp.sum(g * out, axis=-1, keepdims=True))
+        lh = _heads(xp, lse[..., None])
+        dqs, dk, dv, n = [], None, None, k.shape[-3]
+        for rows, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            p = into("exp", into("subtract", s, lh[..., rows, :]))
+            gr = gh[..., rows, :]
+            ds = into("subtract", gr @ xp.swapaxes(vh[..., keys, :], -1, -2), dot[..., rows, :])
+            ds = into("multiply", ds, p)
+            dqs.append(ds @ kh[..., keys, :])
+            dk = self._add_keys(dk, xp.swapaxes(ds, -1, -2) @ qh[..., rows, :], n)
+            dv = self._add_keys(dv, xp.swapaxes(p, -1, -2) @ gr, n)
+        return (_heads(xp, into("multiply", _joined(xp, dqs), scale)),
+                _heads(xp, into("multiply", dk, scale)), _heads(xp, dv))
+
+    def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
+                      ) -> Iterator[tuple[slice, Any, slice]]:
+        """Per block of query rows: the rows, their scores ``(..., H, rows, keys)`` (mask and
+        causal hiding added) and the keys they see."""
+        xp = self.namespace
+        nq, nk = q.shape[-3], k.shape[-3]
+        qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
+        m = None if mask is None else _heads(xp, mask)
+        step = max(1, ATTENTION_CELLS // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        for a in range(0, nq, step):
+            rows = slice(a, min(a + step, nq))
+            keys = slice(0, min(rows.stop, nk) if causal else nk)
+            s = (qh[..., rows, :] * scale) @ kt[..., keys]
+            if m is not None:
+                s = self.into("add", s, m[..., rows if m.shape[-2] > 1 else slice(None),
+                                          keys if m.shape[-1] > 1 else slice(None)])
+            if causal:
+                hidden = self.asarray(_hidden(a, rows.stop, keys.stop), like=s)
+                s = self.into("add", s, self.astype(hidden, s.dtype))
+            yield rows, s, keys
+
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        """The elementwise function ``name`` (NumPy's name: ``add``, ``subtract``,
+        ``multiply``, ``divide``, ``exp``, ``log``) of ``a`` and ``others``, written into
+        ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
+        overwrites (here: a new array, for JAX's and Dask's)."""
+        return getattr(self.namespace, name)(a, *others)
+
+    def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
+        """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
+        if part.shape[-2] < n:
+            part = self.pad(part, [(0, 0)] * (part.ndim - 2) + [(0, n - part.shape[-2]), (0, 0)],
+                            0.0)
+        return part if acc is None else acc + part
 
     def batch_norm_channels(self, x: Any, kept: tuple[int, ...], mean: Any, var: Any,
                             scale: Any, shift: Any, training: bool, momentum: float,
@@ -534,6 +618,29 @@ def _per_channel(x: Any, kept: tuple[int, ...], vectors: list[Any]) -> list[Any]
         return vectors
     shape = tuple(x.shape[i] for i in kept)
     return [None if v is None else v.reshape(shape) for v in vectors]
+
+
+#: the most attention scores one block of query rows holds (:meth:`Backend.attention`)
+ATTENTION_CELLS = 1 << 21
+
+
+def _heads(xp: Any, x: Any) -> Any:
+    """``(..., T, H, E)`` as ``(..., H, T, E)`` and back: a view."""
+    return xp.swapaxes(x, -3, -2)
+
+
+def _joined(xp: Any, blocks: list[Any]) -> Any:
+    """Blocks of query rows (axis -2) as one array (one block: itself, no copy)."""
+    return blocks[0] if len(blocks) == 1 else xp.concatenate(blocks, axis=-2)
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden(first: int, last: int, keys: int) -> Any:
+    """``-inf`` where key ``j`` comes after query ``i`` (rows ``first..last-1``), else 0."""
+    import numpy as np
+
+    after = np.arange(keys)[None, :] > np.arange(first, last)[:, None]
+    return np.where(after, -np.inf, 0.0)  # shared by every call: never written into
 
 
 def all_zero(x: Any) -> bool:

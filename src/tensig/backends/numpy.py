@@ -98,6 +98,9 @@ class NumpyBackend(ArrayAPIBackend):
         d *= y
         return d
 
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        return getattr(self.np, name)(a, *others, out=a)
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         if getattr(like.dtype, "kind", "") != "f":
             return None

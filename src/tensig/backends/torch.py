@@ -364,21 +364,62 @@ class TorchBackend(Backend):
     def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         return self.torch._softmax_backward_data(g, y, axis, y.dtype)
 
-    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+    def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())):  # trailing: the kernel
-            return self.torch.nn.functional.layer_norm(x, x.shape[axes[0]:], eps=eps)
+            y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, x.shape[axes[0]:], None,
+                                                                  None, eps)
+            return y, mean, rstd
         var, mean = self.torch.var_mean(x, axes, correction=0, keepdim=True)
-        return (x - mean) * self.torch.rsqrt(var + eps)
+        rstd = self.torch.rsqrt(var + eps)
+        return (x - mean) * rstd, mean, rstd
 
-    def normalize_backward(self, x: Any, y: Any, g: Any, axes: tuple[int, ...], eps: float
-                           ) -> Any:
-        t = self.torch
-        var, mean = t.var_mean(x, axes, correction=0, keepdim=True)
-        rstd = t.rsqrt(var + eps)
+    def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
+                           axes: tuple[int, ...], eps: float) -> Any:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())) and x.shape == g.shape:
-            return t.ops.aten.native_layer_norm_backward(  # the kernel: a third less time
+            return self.torch.ops.aten.native_layer_norm_backward(  # the kernel: a third less
                 g, x, x.shape[axes[0]:], mean, rstd, None, None, [True, False, False])[0]
-        return rstd * (g - g.mean(axes, keepdim=True) - y * (g * y).mean(axes, keepdim=True))
+        return super().normalize_backward(x, y, mean, rstd, g, axes, eps)
+
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
+                  ) -> tuple[Any, Any]:
+        """torch's fused CPU kernel (flash attention: the scores are never stored), on
+        ``(N, H, T, E)`` views of tensig's ``(..., T, H, E)`` arrays; elsewhere (CUDA, a torch
+        without it, value heads of another size) the blocked math of the base class."""
+        kernels = self._attention_kernels(q, v, mask)
+        if kernels is None:
+            return super().attention(q, k, v, mask, causal, scale)
+        out, lse = kernels[0](_heads4(q), _heads4(k), _heads4(v), 0.0, causal,
+                              attn_mask=_mask4(mask, q), scale=scale)
+        return (out.transpose(1, 2).reshape(q.shape[:-1] + v.shape[-1:]),
+                lse.transpose(1, 2).reshape(q.shape[:-1]))
+
+    def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                           mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+        kernels = self._attention_kernels(q, v, mask)
+        if kernels is None:
+            return super().attention_backward(g, q, k, v, out, lse, mask, causal, scale)
+        lse3 = lse.reshape((-1, *lse.shape[-2:])).transpose(1, 2)
+        grads = kernels[1](_heads4(g), _heads4(q), _heads4(k), _heads4(v), _heads4(out), lse3,
+                           0.0, causal, attn_mask=_mask4(mask, q), scale=scale)
+        dq, dk, dv = (d.transpose(1, 2).reshape(x.shape) for d, x in zip(grads, (q, k, v),
+                                                                         strict=True))
+        return dq, dk, dv
+
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        return getattr(self.torch, name)(a, *others, out=a)
+
+    def _attention_kernels(self, q: Any, v: Any, mask: Any) -> tuple[Any, Any] | None:
+        """torch's CPU flash-attention forward and backward (torch >= 2.3) when they take
+        these arrays, else None."""
+        if q.device.type != "cpu" or q.dtype not in (self.torch.float32, self.torch.float64) \
+                or v.shape[-1] != q.shape[-1] or (mask is not None and mask.dtype != q.dtype):
+            return None
+        aten = self.torch.ops.aten
+        try:
+            return (aten._scaled_dot_product_flash_attention_for_cpu,
+                    aten._scaled_dot_product_flash_attention_for_cpu_backward)
+        except AttributeError:  # an older torch
+            return None
 
     def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
                    momentum: float, eps: float) -> tuple[Any, ...]:
@@ -421,3 +462,22 @@ class TorchBackend(Backend):
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+def _heads4(x: Any) -> Any:
+    """tensig's ``(..., T, H, E)`` as the ``(N, H, T, E)`` torch's attention kernels take:
+    leading axes merged (a view of a contiguous array), heads before positions (a view)."""
+    return x.reshape((-1, *x.shape[-3:])).transpose(1, 2)
+
+
+def _mask4(mask: Any, q: Any) -> Any:
+    """An additive mask broadcasting onto ``(..., Tq, H, Tk)`` as one broadcasting onto the
+    kernels' ``(N, H, Tq, Tk)``: no copy unless it varies along some but not all of the
+    leading axes."""
+    if mask is None:
+        return None
+    m = mask.transpose(-3, -2)
+    lead, cell = tuple(m.shape[:-3]), tuple(m.shape[-3:])
+    if all(n == 1 for n in lead):
+        return m.reshape((1, *cell))
+    return m.expand(tuple(q.shape[:-3]) + cell).reshape((-1, *cell))

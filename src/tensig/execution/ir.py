@@ -51,6 +51,7 @@ __all__ = [
     "BINARY",
     "COMPARISONS",
     "OPERATORS",
+    "RECORDS",
     "TERNARY",
     "UNARY",
     "WHOLE",
@@ -605,21 +606,39 @@ def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
-    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``."""
+    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``: a record
+    of the value, the mean and ``1/sqrt(var + eps)`` (the backward reads the two)."""
     return backend_of_namespace(xp).normalize(x, tuple(range(start, start + n)), eps)
 
 
-def _normalize_grad(xp: Any, out: Out, x: Any, y: Any, g: Any, start: int, n: int,
+def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n: int,
                     eps: float) -> Any:
-    """The gradient of :func:`_normalize` at ``x`` (value ``y``, the result's gradient
-    ``g``)."""
+    """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
+    gradient ``g``)."""
+    y, mean, rstd = saved
     axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).normalize_backward(x, y, g, axes, eps)
+    return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
 
 
-def _part(xp: Any, out: Out, pack: tuple[Any, ...], i: int) -> Any:
-    """Result ``i`` of a primitive that gives several (a pack, as :func:`_batch_norm`): each
-    is stored by an assignment of its own, so every write stays visible in the code."""
+def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
+               scale: float) -> tuple[Any, Any]:
+    """Scaled dot-product attention and each query row's log-sum-exp: a record, read by
+    :func:`_part` (``mask``, when not None, is viewed as ``view``)."""
+    m = None if mask is None else mask.reshape(view)
+    return backend_of_namespace(xp).attention(q, k, v, m, causal, scale)
+
+
+def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: Any, mask: Any,
+                    view: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+    """The gradients of :func:`_attention` for ``q``, ``k`` and ``v`` (a record) from its
+    record ``saved`` and the result's gradient ``g``."""
+    m, (o, lse) = None if mask is None else mask.reshape(view), saved
+    return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
+
+
+def _part(xp: Any, out: Out, record: tuple[Any, ...], i: int) -> Any:
+    """Item ``i`` of a record (:data:`RECORDS`): each result a code reads is stored by an
+    assignment of its own, so every write stays visible in the code."""
     return pack[i]
 
 
@@ -662,8 +681,17 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "normalize_grad": _normalize_grad,
     "batch_norm": _batch_norm,
     "batch_norm_grad": _batch_norm_grad,
+    "attention": _attention,
+    "attention_grad": _attention_grad,
     "part": _part,
 }
+
+#: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one
+#: kernel (a layer normalisation's value and statistics, attention's output and
+#: log-sum-exp, its three gradients, batch normalisation's value, statistics and moved running
+#: statistics, its gradients): kept in a buffer of its own, whose arrays ``part(record, i)``
+#: reads
+RECORDS = {"normalize", "attention", "attention_grad", "batch_norm", "batch_norm_grad"}
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")

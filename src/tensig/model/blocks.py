@@ -176,27 +176,32 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
     default: a row variable), then a learned scale and shift (``affine``), as
     ``torch.nn.LayerNorm`` (the biased variance)."""
     if spec == ROW:
-        y = G.apply(_normalizer(float(eps)), x)
+        y = G.apply(_normalizer(x, float(eps)), x)
     else:
         c = x - mean(x, spec)
         y = c * (mean(c * c, spec) + eps).recip_sqrt()
     return _affine(y, name, shift=True) if affine else y
 
 
-def _normalizer(eps: float) -> OpDef:
+def _normalizer(x: Tensor, eps: float) -> OpDef:
     """Layer normalisation over the output row as one primitive and its gradient another
-    (torch's kernel on the torch backend): written with tensors it was seven stored steps
-    forward and a dozen back, on every block's input."""
+    (torch's kernels on the torch backend; the statistics the forward computed are kept
+    for the backward in a record, :data:`tensig.execution.ir.RECORDS`): written with
+    tensors it was seven stored steps forward and a dozen back, on every block's input."""
+    g = x.graph
+    saved = Tensor("state", g.shapes.tensor("normalize.saved", Shape(output=())), g,
+                   ["normalize.saved"])
 
     def axes(a: Tensor) -> tuple[int, int]:
         return _output_axes(a, "layer_norm", "normalise")
 
     def forward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(t.val, _e("normalize", a.val, *axes(a), eps), logic=t.projections)
+        code = Code().assign(saved.val, _e("normalize", a.val, *axes(a), eps), logic="whole")
+        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
 
     def backward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(a.grad, _e("normalize_grad", a.val, t.val, t.grad, *axes(a), eps),
-                             accum="+", logic=t.projections)
+        return Code().assign(a.grad, _e("normalize_grad", a.val, saved.val, t.grad, *axes(a),
+                                        eps), accum="+", logic="whole")
 
     return OpDef("normalize", ".", forward, backward)
 
@@ -353,12 +358,6 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
     return Tensor("op", node, g, ["dropout"], op, (x, counter, mask), x.differentiable)
 
 
-#: attention's two einsums: query and key positions are different labels of the batch row's
-#: last axis; heads and head dimensions are the output row
-_SCORES = "..., q | h, e; ..., k | h, e => ..., q | h, k"
-_MIX = "..., q | h, k; ..., k | h, e => ..., q | h, e"
-
-
 def _sized_constant(x: Tensor, spec: str, name: str,
                     value: Callable[[tuple[int, ...]], np.ndarray]) -> Tensor:
     """A constant whose shape is ``spec`` applied to ``x``'s (inferred with the graph) and
@@ -400,7 +399,8 @@ def rotary(x: Tensor, *, base: float = 10000.0) -> Tensor:
 def causal_mask(scores: Tensor) -> Tensor:
     """``-inf`` where a key position comes after the query position, else ``0``: a ``q | k``
     constant sized from ``scores``'s solved shape (``..., q | h, k``) when the model is
-    initialised."""
+    initialised (a mask for attention written out; :func:`multi_head_attention` hides the
+    same keys with ``mask="causal"`` without one)."""
     g = scores.graph
     node = g.shapes.apply("..., q | h, k => q | k", scores.node, name="causal")
     t = Tensor("const", node, g, ["causal"])
@@ -413,23 +413,85 @@ def causal_mask(scores: Tensor) -> Tensor:
     return t
 
 
-def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -> Tensor:
-    """``softmax(q k^T / sqrt(E) + mask) v`` per head, as two einsums.
+#: attention's operands: queries and keys share the head size ``e``, values have theirs
+#: (``f``); positions are the batch row's last axis (``q`` for queries, ``k`` for keys),
+#: heads and head sizes the whole output row, no input axes
+_ATTENTION = "..., q | -> h, e; ..., k | -> h, e; ..., k | -> h, f"
+#: the scores, which a mask (any rows) broadcasts onto
+_SCORES = "..., q | -> h, e; ..., k | -> h, e => ..., q | -> h, k"
 
-    ``q``, ``k``, ``v`` are ``..., t | h, e``: positions the last batch axis, heads and head
-    dimensions the output row (``wq @ x`` with ``wq`` a parameter of ``output=[H, E]`` makes
-    one).  ``mask``: None, ``"causal"`` (built from the solved shapes), or a tensor added to the
-    ``..., q | h, k`` scores (``-inf`` masks).  The result is ``..., q | h, e``.
+
+def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -> Tensor:
+    """``softmax(q k^T / sqrt(E) + mask) v`` per head, as one primitive.
+
+    ``q``, ``k``, ``v`` are ``..., t | h, e`` (``v``'s head size may differ): positions the
+    last batch axis, heads and head dimensions the output row (``wq @ x`` with ``wq`` a
+    parameter of ``output=[H, E]`` makes one).  ``mask``: None, ``"causal"`` (query ``i``
+    sees the keys ``j <= i``), or a tensor added to the ``..., q | h, k`` scores, onto which
+    it broadcasts (``-inf`` hides a key: a padded batch's ``b, 1 | k``, say, its size-1 axis
+    stretching over the queries; it gets no gradient).  A query that sees no key gives 0, as
+    torch's kernels do.  The result is ``..., q | h, e``; ``E`` comes from the solved
+    shapes.
+
+    The library's fused kernel where it has one (torch on the CPU: flash attention), else
+    blocks of query rows (:meth:`tensig.backends.Backend.attention`): the ``q, k`` scores
+    are never stored, the backward recomputes them from each row's log-sum-exp.  Written
+    as two einsums and a softmax, the scores and probabilities were stored and the step
+    made eleven passes over them, forward and back.
     """
-    # the scale goes on q (``t, e`` per head), not on the scores (``q, k``): a pass over the
-    # smaller tensor, forward and back
-    scale = captured(lambda: 1.0 / math.sqrt(int(q.shape.output[-1])), name="1/sqrt(E)")
-    scores = G.einsum(_SCORES, q * scale, k)
-    if isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f"multi_head_attention: mask is None, 'causal' or a tensor, not "
-                             f"{mask!r}")
-        mask = causal_mask(scores)
-    if mask is not None:
-        scores = scores + mask
-    return G.einsum(_MIX, softmax(scores), v)
+    causal = isinstance(mask, str)
+    if causal and mask != "causal":
+        raise ValueError(f"multi_head_attention: mask is None, 'causal' or a tensor, not "
+                         f"{mask!r}")
+    if causal or mask is None:
+        return G.apply(_attention(q, causal, False), q, k, v)
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"multi_head_attention: mask is None, 'causal' or a tensor, not "
+                        f"{type(mask).__name__}")
+    shapes = q.graph.shapes  # the mask broadcasts onto the scores, as scores + mask would
+    shapes.pointwise(shapes.apply(_SCORES, q.node, k.node, name="scores"), mask.node,
+                     name="masked")
+    return G.apply(_attention(q, False, True), q, k, v, mask)
+
+
+def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
+    """Attention as one operation: its forward one kernel (a record of the result and each
+    query row's log-sum-exp, :data:`tensig.execution.ir.RECORDS`), its backward another
+    (the three gradients at once).  The scale ``1/sqrt(E)`` is read from the solved shapes
+    when the code is built."""
+    g = q.graph
+    saved, grads = (Tensor("state", g.shapes.tensor(f"attention.{w}", Shape(output=())), g,
+                           [f"attention.{w}"]) for w in ("saved", "grads"))
+
+    def options(t: Tensor, q: Tensor, m: tuple[Tensor, ...]) -> tuple[Any, ...]:
+        scale = 1.0 / math.sqrt(int(q.shape.output[-1]))
+        mask = (m[0].val, _mask_view(m[0], t)) if m else (None, None)
+        return (*mask, causal, scale)
+
+    def forward(t: Tensor, q: Tensor, k: Tensor, v: Tensor, *m: Tensor) -> Code:
+        code = Code().assign(saved.val, _e("attention", q.val, k.val, v.val,
+                                           *options(t, q, m)), logic="whole")
+        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+
+    def backward(t: Tensor, q: Tensor, k: Tensor, v: Tensor, *m: Tensor) -> Code:
+        code = Code().assign(grads.val, _e("attention_grad", t.grad, q.val, k.val, v.val,
+                                           saved.val, *options(t, q, m)), logic="whole")
+        for i, x in enumerate((q, k, v)):
+            if x.differentiable:
+                code.assign(x.grad, _e("part", grads.val, i), accum="+", logic="whole")
+        return code
+
+    spec = _ATTENTION + ("; ..m.. | -> ..n.." if masked else "") + " => ..., q | -> h, f"
+    return OpDef("attention", spec, forward, backward, op="einsum")
+
+
+def _mask_view(mask: Tensor, t: Tensor) -> tuple[int, ...]:
+    """The shape that lays ``mask``'s array out as the scores ``..., q | h, k`` (memory
+    order ``(..., Tq, H, Tk)``) with size-1 axes where it broadcasts: each of its rows
+    right-aligned on the scores', as a pointwise operation aligns them."""
+    batch, out = (tuple(int(d) for d in row) for row in (mask.shape.batch, mask.shape.output))
+    if len(batch) > len(t.shape.batch) or len(out) > 2 or mask.shape.input:
+        raise ShapeError(f"multi_head_attention: the mask {mask.name} ({mask.shape}) does not "
+                         f"broadcast onto the scores (batch row {t.shape.batch}, output row "
+                         "h, k)")
+    return (1,) * (len(t.shape.batch) - len(batch)) + batch + (1,) * (2 - len(out)) + out

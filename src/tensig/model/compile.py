@@ -324,8 +324,8 @@ def _ops(e: Any) -> set[str]:
 def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
     one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
-    A primitive may give a pack of results (a tuple), kept whole; ``part`` stores one of
-    them."""
+    A primitive may give a record of results (a tuple, :data:`tensig.execution.ir.RECORDS`),
+    kept whole; ``part`` stores one of them."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
@@ -342,7 +342,7 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
         except KeyError:
             operands = [store.read(x) if isinstance(x, Buf) else x for x in args]  # the message
         v = fn(xp, outs[store.training], *operands)
-        if isinstance(v, tuple):  # a pack of results, each stored by a ``part`` of its own
+        if isinstance(v, tuple):  # a record (ir.RECORDS), each item stored by a ``part``
             arrays[key] = v
             return
         if tuple(v.shape) != shape:
