@@ -639,7 +639,7 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
 def _part(xp: Any, out: Out, record: tuple[Any, ...], i: int) -> Any:
     """Item ``i`` of a record (:data:`RECORDS`): each result a code reads is stored by an
     assignment of its own, so every write stays visible in the code."""
-    return pack[i]
+    return record[i]
 
 
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
