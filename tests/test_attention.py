@@ -14,7 +14,7 @@ import torch
 from arrays import close32, host
 from tensig import ShapeError
 from tensig.backends import backend_named
-from tensig.backends import base as backend_base
+from tensig.backends import kernels as backend_kernels
 from tensig.backends.base import Backend
 from tensig.model import blocks as B
 from tensig.model import graph as G
@@ -107,7 +107,7 @@ def test_blocks_of_query_rows_give_the_whole_answer(name, causal, monkeypatch):
             sizes.append(math.prod(s.shape))
             yield rows, s, keys
 
-    monkeypatch.setattr(backend_base, "ATTENTION_CELLS", 2 * 2 * 3 * 9)
+    monkeypatch.setattr(backend_kernels, "ATTENTION_CELLS", 2 * 2 * 3 * 9)
     monkeypatch.setattr(Backend, "_score_blocks", spy)
     parts = forward(a(q), a(k), a(v), None, causal, 0.5)
     grads = backward(a(g), a(q), a(k), a(v), *parts, None, causal, 0.5)

@@ -1,0 +1,233 @@
+"""The model layer's fused kernels in their generic form: attention and batch normalisation
+written on a library's namespace (NumPy's names), which every adapter inherits and an adapter
+with its own kernels overrides (the torch adapter: flash attention, ``native_batch_norm``).
+
+Each is one primitive of the IR (:data:`tensig.execution.ir.WHOLE`) with its gradient
+another; the blocks that use them are :func:`tensig.model.blocks.multi_head_attention` and
+:func:`tensig.model.blocks.batch_norm`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["ATTENTION_CELLS", "Kernels"]
+
+#: the most attention scores one block of query rows holds (:meth:`Kernels.attention`)
+ATTENTION_CELLS = 1 << 21
+
+
+class Kernels:
+    """The generic kernels of :class:`tensig.backends.base.Backend`, by the adapter's
+    namespace and primitives."""
+
+    if TYPE_CHECKING:
+        @property
+        def namespace(self) -> Any: ...
+        def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any: ...
+        def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any: ...
+        def astype(self, x: Any, dtype: Any) -> Any: ...
+        def transpose(self, x: Any, perm: Sequence[int]) -> Any: ...
+
+    # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
+                  ) -> tuple[Any, Any]:
+        """``softmax(q k^T scale + mask) v`` per head, and each query row's log-sum-exp of its
+        scores (from which :meth:`attention_backward` recomputes the probabilities), in
+        tensig's layout: ``q`` is ``(..., Tq, H, E)``, ``k`` ``(..., Tk, H, E)``, ``v``
+        ``(..., Tk, H, F)``; the results ``(..., Tq, H, F)`` and ``(..., Tq, H)``.  ``mask``
+        (None or added to the scores) broadcasts onto ``(..., Tq, H, Tk)``; ``causal``: query
+        ``i`` sees the keys ``j <= i``.  A query that sees no key gives 0, as torch's kernels.
+
+        By blocks of query rows (:data:`ATTENTION_CELLS` scores at most, whatever the
+        lengths; a causal block reads only the keys it sees): the score tensor is never held
+        whole, nor stored for the backward."""
+        xp, into = self.namespace, self.into
+        outs, lses = [], []
+        vh = _heads(xp, v)
+        for _, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            top = xp.amax(s, axis=-1, keepdims=True)
+            top = xp.where(top == -math.inf, 0.0, top)  # no key seen: every exp is 0
+            p = into("exp", into("subtract", s, top))
+            total = xp.sum(p, axis=-1, keepdims=True)
+            total = xp.where(total == 0, 1.0, total)
+            outs.append(into("divide", p @ vh[..., keys, :], total))
+            lses.append(into("add", into("log", total), top))
+        return _heads(xp, _joined(xp, outs)), _heads(xp, _joined(xp, lses))[..., 0]
+
+    def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                           mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
+        """The gradients for ``q``, ``k`` and ``v`` of :meth:`attention` (its results ``out``
+        and ``lse``; ``g`` the gradient of ``out``), by the same blocks: the probabilities
+        are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
+        xp, into = self.namespace, self.into
+        qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
+        dot = _heads(xp, xp.sum(g * out, axis=-1, keepdims=True))
+        lh = _heads(xp, lse[..., None])
+        dqs, dk, dv, n = [], None, None, k.shape[-3]
+        for rows, s, keys in self._score_blocks(q, k, mask, causal, scale):
+            p = into("exp", into("subtract", s, lh[..., rows, :]))
+            gr = gh[..., rows, :]
+            ds = into("subtract", gr @ xp.swapaxes(vh[..., keys, :], -1, -2), dot[..., rows, :])
+            ds = into("multiply", ds, p)
+            dqs.append(ds @ kh[..., keys, :])
+            dk = self._add_keys(dk, xp.swapaxes(ds, -1, -2) @ qh[..., rows, :], n)
+            dv = self._add_keys(dv, xp.swapaxes(p, -1, -2) @ gr, n)
+        return (_heads(xp, into("multiply", _joined(xp, dqs), scale)),
+                _heads(xp, into("multiply", dk, scale)), _heads(xp, dv))
+
+    def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
+                      ) -> Iterator[tuple[slice, Any, slice]]:
+        """Per block of query rows: the rows, their scores ``(..., H, rows, keys)`` (mask and
+        causal hiding added) and the keys they see."""
+        xp = self.namespace
+        nq, nk = q.shape[-3], k.shape[-3]
+        qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
+        m = None if mask is None else _heads(xp, mask)
+        step = max(1, ATTENTION_CELLS // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        for a in range(0, nq, step):
+            rows = slice(a, min(a + step, nq))
+            keys = slice(0, min(rows.stop, nk) if causal else nk)
+            s = (qh[..., rows, :] * scale) @ kt[..., keys]
+            if m is not None:
+                s = self.into("add", s, m[..., rows if m.shape[-2] > 1 else slice(None),
+                                          keys if m.shape[-1] > 1 else slice(None)])
+            if causal:
+                hidden = self.asarray(_hidden(a, rows.stop, keys.stop), like=s)
+                s = self.into("add", s, self.astype(hidden, s.dtype))
+            yield rows, s, keys
+
+    def into(self, name: str, a: Any, *others: Any) -> Any:
+        """The elementwise function ``name`` (NumPy's name: ``add``, ``subtract``,
+        ``multiply``, ``divide``, ``exp``, ``log``) of ``a`` and ``others``, written into
+        ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
+        overwrites (here: a new array, for JAX's and Dask's)."""
+        return getattr(self.namespace, name)(a, *others)
+
+    def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
+        """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
+        if part.shape[-2] < n:
+            part = self.pad(part, [(0, 0)] * (part.ndim - 2) + [(0, n - part.shape[-2]), (0, 0)],
+                            0.0)
+        return part if acc is None else acc + part
+
+    def batch_norm_channels(self, x: Any, kept: tuple[int, ...], mean: Any, var: Any,
+                            scale: Any, shift: Any, training: bool, momentum: float,
+                            eps: float) -> tuple[Any, ...]:
+        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels, in the
+        per-channel arrays' order; ``mean``, ``var``, ``scale``, ``shift`` and the results
+        have their shape): ``x`` read as the matrix :func:`_channel_columns` makes."""
+        rows, back = _channel_columns(self, x, kept)
+        mean, var, scale, shift = _vectors(kept, mean, var, scale, shift)
+        y, *stats = self.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)
+        return (back(y), *_per_channel(x, kept, stats))
+
+    def batch_norm_channels_backward(self, g: Any, x: Any, kept: tuple[int, ...], mean: Any,
+                                     var: Any, scale: Any, saved_mean: Any, saved_rstd: Any,
+                                     training: bool, eps: float, wanted: tuple[bool, bool]
+                                     ) -> tuple[Any, ...]:
+        """The gradient of :meth:`batch_norm_channels` (:meth:`batch_norm_backward`)."""
+        rows, back = _channel_columns(self, x, kept)
+        grows, _ = _channel_columns(self, g, kept)
+        mean, var, scale, saved_mean, saved_rstd = _vectors(kept, mean, var, scale, saved_mean,
+                                                            saved_rstd)
+        dx, *learned = self.batch_norm_backward(grows, rows, mean, var, scale, saved_mean,
+                                                saved_rstd, training, eps, wanted)
+        return (None if dx is None else back(dx), *_per_channel(x, kept, learned))
+
+    def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
+                   momentum: float, eps: float) -> tuple[Any, ...]:
+        """Batch normalisation of the matrix ``x`` per column (a channel), with per-column
+        ``scale`` and ``shift`` (``None``: 1 and 0): ``(y, mean used, 1/sqrt(var used + eps),
+        running mean, running variance)``.  In ``training`` the batch's statistics are used
+        and the running ones (``None``: not tracked) move toward them by ``momentum`` (the
+        variance unbiased, as torch does), as new arrays; out of it the running ones are used
+        and kept.  Its gradient is :meth:`batch_norm_backward`."""
+        xp = self.namespace
+        if training:
+            n = x.shape[0]
+            used = xp.mean(x, axis=0)
+            c = x - used
+            v = xp.mean(c * c, axis=0)
+            if mean is not None:
+                mean = mean * (1.0 - momentum) + used * momentum
+                var = var * (1.0 - momentum) + v * (momentum * n / (n - 1))
+        else:
+            used, v = mean, var
+            c = x - used
+        rstd = 1.0 / xp.sqrt(v + eps)
+        k = rstd if scale is None else rstd * scale
+        y = c * k if shift is None else c * k + shift
+        return y, used, rstd, mean, var
+
+    def batch_norm_backward(self, g: Any, x: Any, mean: Any, var: Any, scale: Any,
+                            saved_mean: Any, saved_rstd: Any, training: bool, eps: float,
+                            wanted: tuple[bool, bool]) -> tuple[Any, ...]:
+        """The gradient of :meth:`batch_norm` (``saved_*``: the statistics it used) from the
+        result's gradient ``g``: ``(dx, dscale, dshift)``, each ``None`` unless ``wanted``
+        (input, affine).  In training ``dx = k (g - mean(g) - xhat mean(g xhat))`` (the
+        statistics depend on ``x``), out of it ``k g``, ``k = scale / sqrt(var + eps)``."""
+        xp = self.namespace
+        xhat = (x - saved_mean) * saved_rstd
+        gs, gq = xp.sum(g, axis=0), xp.sum(g * xhat, axis=0)
+        dx = None
+        if wanted[0]:
+            k = saved_rstd if scale is None else saved_rstd * scale
+            n = x.shape[0]
+            dx = k * (g - gs / n - xhat * (gq / n)) if training else g * k
+        return (dx, gq, gs) if wanted[1] else (dx, None, None)
+
+
+def _channel_columns(backend: Kernels, x: Any, kept: tuple[int, ...]
+                     ) -> tuple[Any, Callable[[Any], Any]]:
+    """``x`` as a matrix with one column per cell of its ``kept`` axes (in that order) and
+    one row per cell of the others, and the function that puts a matrix like it back in
+    ``x``'s layout: a view when the kept axes are the trailing ones in order (batch norm's
+    channels last), else a transposed copy."""
+    shape, nd = tuple(x.shape), len(x.shape)
+    cols = math.prod(shape[i] for i in kept)
+    if kept == tuple(range(nd - len(kept), nd)):
+        return x.reshape(-1, cols), lambda m: m.reshape(shape)
+    perm = tuple(i for i in range(nd) if i not in kept) + kept
+    moved = tuple(shape[i] for i in perm)
+    inverse = tuple(perm.index(i) for i in range(nd))
+    return (backend.transpose(x, perm).reshape(-1, cols),
+            lambda m: backend.transpose(m.reshape(moved), inverse))
+
+
+def _vectors(kept: tuple[int, ...], *per_channel: Any) -> list[Any]:
+    """Per-channel arrays (``None`` passing) as vectors: themselves with one channel axis
+    (a reshape is a call on torch: none where none is needed)."""
+    if len(kept) == 1:
+        return list(per_channel)
+    return [None if v is None else v.reshape(-1) for v in per_channel]
+
+
+def _per_channel(x: Any, kept: tuple[int, ...], vectors: list[Any]) -> list[Any]:
+    """Per-channel vectors (``None`` passing) in the shape of ``x``'s ``kept`` axes."""
+    if len(kept) == 1:
+        return vectors
+    shape = tuple(x.shape[i] for i in kept)
+    return [None if v is None else v.reshape(shape) for v in vectors]
+
+
+def _heads(xp: Any, x: Any) -> Any:
+    """``(..., T, H, E)`` as ``(..., H, T, E)`` and back: a view."""
+    return xp.swapaxes(x, -3, -2)
+
+
+def _joined(xp: Any, blocks: list[Any]) -> Any:
+    """Blocks of query rows (axis -2) as one array (one block: itself, no copy)."""
+    return blocks[0] if len(blocks) == 1 else xp.concatenate(blocks, axis=-2)
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden(first: int, last: int, keys: int) -> Any:
+    """``-inf`` where key ``j`` comes after query ``i`` (rows ``first..last-1``), else 0."""
+    import numpy as np
+
+    after = np.arange(keys)[None, :] > np.arange(first, last)[:, None]
+    return np.where(after, -np.inf, 0.0)  # shared by every call: never written into
