@@ -69,8 +69,11 @@ class Routine:
     """
 
     def __init__(self, steps: list[Callable[[Store], None]], code: Code,
-                 mode: Callable[[], Any] | None = None):
+                 mode: Callable[[], Any] | None = None, items: list[Assign | Run] | None = None):
         self.steps, self.code, self.mode = steps, code, mode
+        #: what each step runs, one to one with ``steps`` (an assignment, or a fused run of
+        #: repeated blocks); ``None`` when the steps were put together by hand
+        self.items = items
 
     def run(self, store: Store) -> None:
         if self.mode is None:
@@ -96,14 +99,10 @@ def compile_code(code: Code, array_type: type) -> Routine:
     backend = backend_for(array_type)
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
-    mode = backend.no_autograd()
-    steps = []
-    for item in fuse_repeats(code):
-        if isinstance(item, Assign):
-            steps.append(_compile_assign(item, backend, xp))
-        else:
-            steps.append(_fused_step(item, backend, xp))
-    return Routine(steps, code, mode)
+    items = fuse_repeats(code)
+    steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
+             else _fused_step(item, backend, xp) for item in items]
+    return Routine(steps, code, backend.no_autograd(), items)
 
 
 def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
