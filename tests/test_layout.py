@@ -70,8 +70,6 @@ OVERSIZE: dict[str, str] = {
                         "decisions and shape indices are out)",
     "tensig.core.inference": "the one-spec solve and ShapeGraph share unification, broadcasts, "
                              "labels and merged axes: not yet split",
-    "tensig.execution.lowering": "planning of one einsum-family operation: contractions, "
-                                 "windows, concatenations, merged axes: not yet split",
     "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "
                           "captures: not yet split",
     "tensig.rank._lifting": "lifting, frames, the cell loop and its per-signature cache: not yet "

@@ -27,15 +27,9 @@ from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.lowering import (
-    Plan,
-    build_plan,
-    conv_gradient,
-    reshaped,
-    spec_text,
-    split_merges,
-    window_pads,
-)
+from tensig.execution.lowering import Plan, build_plan, reshaped, spec_text, split_merges
+from tensig.execution.native import conv_gradient
+from tensig.execution.views import window_pads
 
 __all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_specs"]
 

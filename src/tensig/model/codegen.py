@@ -27,7 +27,8 @@ from tensig.core.projections import FixedIndex
 from tensig.execution import ir
 from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_specs
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr, buffers_of
-from tensig.execution.lowering import check_windows, operand_view, split_uses, tiled_view
+from tensig.execution.lowering import check_windows
+from tensig.execution.views import operand_view, split_uses, tiled_view
 
 __all__ = ["Labels", "add_into", "align_function", "assignment_step", "expression_function",
            "windowed_step"]
