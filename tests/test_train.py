@@ -149,10 +149,10 @@ def test_every_array_lives_on_the_graphs_device(demo, monkeypatch):
     which like CUDA refuses to mix with CPU arrays; it holds no values, so the pooling
     window's zero test (which reads one) is told the window is zero, as it is."""
     import tensig.execution.native as native
-    import tensig.model.codegen as codegen
+    import tensig.model.compile as compile_
     from tensig.demos import digits, moons
 
-    for module in (native, codegen):
+    for module in (native, compile_):
         monkeypatch.setattr(module, "all_zero", lambda x: True)
     mod = {"moons": moons, "digits": digits}[demo]
     xs, ys, _, _ = mod.data()

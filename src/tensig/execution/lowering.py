@@ -27,10 +27,11 @@ tensor takes part in the phases whose components it uses.  Phases are enumerated
 from __future__ import annotations
 
 import dataclasses
+import math
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tensig.backends import Backend, is_integer, neutral_max
 from tensig.core.errors import ShapeError
@@ -40,7 +41,7 @@ from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, pool_step
 from tensig.execution.views import Key, components, fill, operand_view, split_uses
 
-__all__ = ["Plan", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
+__all__ = ["Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
            "split_merges"]
 
 
@@ -60,6 +61,23 @@ class Plan:
     def __post_init__(self) -> None:
         #: whether the result has batch or input axes (then it is returned as a RowArray)
         self.has_rows = bool(self.shape.batch or self.shape.input)
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """Any expression of the operands as what an operation combines them by (a max-pooling
+    gradient's gate, ``where(x + w == y, g, 0)``): the operands' views are lined up with the
+    product space, ``evaluate`` (``views -> value``, the operands in order) runs on them and
+    the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
+    operand's edge: the forward operation's neutral element (-inf under a max, so a padded
+    cell never equals the maximum; each dtype's own, see :func:`~tensig.execution.views.fill`).
+    """
+
+    evaluate: Callable[[list[Any]], Any]
+    pad: float = 0.0
+    name: ClassVar[str] = "an expression"
+    combine: ClassVar[str] = "expression"
+    accum: ClassVar[str] = "+"
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,10 +236,10 @@ def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
     return go
 
 
-def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
-    """Compile ``inferred`` (an einsum-family operation, its merged axes split: see
-    :func:`split_merges`) for ``backend``; :func:`~tensig.execution.assignment.lower_assignment`
-    is the entry point."""
+def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
+    """Compile ``inferred`` (an einsum-family operation, or any expression of its operands:
+    :class:`Pointwise`; its merged axes split: see :func:`split_merges`) for ``backend``;
+    :func:`~tensig.execution.assignment.lower_assignment` is the entry point."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
@@ -250,6 +268,11 @@ def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
         members = [t for t in range(n_ops) if takes_part(layout[t])]
         if not members:
             continue
+        if isinstance(op, Pointwise) and len(members) != n_ops:
+            raise ShapeError("an expression of the operands (not an einsum-family operator) "
+                             "reads each of them in every cell, and a concatenation leaves "
+                             "some out of some parts of the result", spec=spec_text(inferred),
+                             hint="write the concatenation as an operation of its own")
         steps.append(_phase_step(inferred, op, backend, phase, members))
     shape = inferred.shape
     full_shape = tuple(int(u.size) for u in result_uses)
@@ -277,9 +300,8 @@ def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
         if direct is not None:  # a bare contraction: one backend call, nothing around it
             def run(arrays: Sequence[Any]) -> Any:
                 return direct(*arrays)
-        elif op.accum == "+" and not _needs_neutral(inferred):
-            def run(arrays: Sequence[Any]) -> Any:
-                return only(arrays, 0)
+        elif op.accum == "+":  # its neutral element is 0 whatever the dtype: the default
+            run = only
     return Plan(run, shape, answer, direct)
 
 
@@ -309,11 +331,7 @@ def check_windows(inferred: Inferred) -> None:
                          f"{k!r} a size of 1 or more")
 
 
-def _needs_neutral(inferred: Inferred) -> bool:
-    return any(not isinstance(u.index, Iter) for uses in inferred.layout for u in uses)
-
-
-def _neutral(op: Operator, backend: Backend, arrays: Sequence[Any]) -> float:
+def _neutral(op: Operator | Pointwise, backend: Backend, arrays: Sequence[Any]) -> float:
     """0 for the add-reducing operations; for the max-reducing ones the first operand's
     neutral element of max -- views and placement pad with :func:`fill`, which reads the
     padded array's own dtype, so this value only says which of the two it is."""
@@ -336,7 +354,7 @@ class _Letters:
         return s
 
 
-def _phase_step(inferred: Inferred, op: Operator, backend: Backend,
+def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """One phase: operand views, the core, the placement into the full result."""
     layout = inferred.layout
@@ -352,7 +370,7 @@ def _phase_step(inferred: Inferred, op: Operator, backend: Backend,
     return generic
 
 
-def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
+def _generic_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                   phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """Operand views (windows for affine axes), one core computation, placement."""
     layout = inferred.layout
@@ -375,15 +393,24 @@ def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
             and all(getattr(f, "identity", False) for f in funcs)
             and members == list(range(len(layout) - 1)))
 
-    if len(members) == 1:
+    if isinstance(op, Pointwise):  # windows read the forward operation's neutral element
+        pad = op.pad
+        reads = [(t, None if getattr(f, "identity", False) else f)
+                 for t, f in zip(members, funcs, strict=True)]
+        placed = not getattr(place, "identity", False)
+
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
+            v = core([arrays[t] if f is None else f(arrays[t], pad) for t, f in reads], neutral)
+            return place(v, neutral) if placed else v
+    elif len(members) == 1:
         (t,), (f,) = members, funcs
 
-        def step(arrays: Sequence[Any], neutral: float) -> Any:
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
             return place(core([f(arrays[t], neutral)], neutral), neutral)
     else:
         masked = getattr(core, "masked", None)
 
-        def step(arrays: Sequence[Any], neutral: float) -> Any:
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
             xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
             if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
                 ones = [f(backend.full(arrays[t].shape, 1, arrays[t]), neutral)
@@ -430,8 +457,8 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 # --------------------------------------------------------------------------------------------
 
 
-def _core(op: Operator, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
-          res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
+def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
+          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
     """Combine the operand views into an array over the result keys they cover.
 
     Result keys no operand covers are replicated later; the core's axes are the covered
@@ -442,6 +469,8 @@ def _core(op: Operator, backend: Backend, keys: list[list[Key]], sizes: list[lis
     out_keys = [k for k in res_keys if k in present]
     size_of = {k: n for ks, ns in zip(keys, sizes, strict=True) for k, n in zip(ks, ns,
                                                                                   strict=True)}
+    if isinstance(op, Pointwise):
+        return _evaluated(op.evaluate, backend, keys, out_keys, letters, size_of)
     subs_in = ["".join(letters[k] for k in ks) for ks in keys]
     subs_out = "".join(letters[k] for k in out_keys)
     shapes = [tuple(ns) for ns in sizes]
@@ -469,6 +498,83 @@ def _unique(s: str) -> str:
     return "".join(dict.fromkeys(s))
 
 
+def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: list[list[Key]],
+               out_keys: list[Key], letters: _Letters, size_of: dict[Key, int]
+               ) -> Callable[[list[Any], float], Any]:
+    """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
+    product space -- the result's keys, then the reduced ones, so summing the trailing axes
+    leaves the result's layout -- and widened where the backend asks (see
+    :func:`_widening`); evaluated, then summed."""
+    order_keys = [*out_keys, *(k for k in dict.fromkeys(k for ks in keys for k in ks)
+                               if k not in out_keys)]
+    order = "".join(letters[k] for k in order_keys)
+    full = tuple(size_of[k] for k in order_keys)
+    reduced = tuple(range(len(out_keys), len(order_keys)))
+    subs = ["".join(letters[k] for k in ks) for ks in keys]
+    aligned = [[n if c in sub else 1 for c, n in zip(order, full, strict=True)] for sub in subs]
+    preps = [_lined_up(backend, sub, order, shape, aligned)
+             for sub, shape in zip(subs, aligned, strict=True)]
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
+        if tuple(v.shape) != full:
+            v = backend.broadcast_to(v, full)
+        return v.sum(reduced) if reduced else v
+
+    return core
+
+
+def _lined_up(backend: Backend, sub: str, order: str, shape: list[int],
+              aligned: list[list[int]]) -> Callable[[Any], Any] | None:
+    """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
+    :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
+    mine, widen = _unique(sub), backend.widen
+    diag = f"{sub}->{mine}" if mine != sub else None
+    align = _aligner(backend, mine, order)
+    width = _widening(shape, aligned) if widen is not None else None
+    if diag is None and width is None:
+        return None if _trailing(mine, order) else align
+
+    def prep(x: Any) -> Any:
+        x = align(x if diag is None else backend.einsum(diag, x))
+        return x if width is None or widen is None else widen(x, width)
+
+    return prep
+
+
+def _trailing(sub: str, order: str) -> bool:
+    """Whether axes ``sub`` (unique) are the trailing axes of ``order``, in order."""
+    return bool(sub) and order.endswith(sub)
+
+
+def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
+    """The shape to materialise a broadcast operand at before an elementwise expression on
+    torch's CPU kernels, or None to leave it as it is.
+
+    An operand broadcast along an axis just outside a short block of inner axes (the pooling
+    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
+    torch's elementwise loops into rows of that block's length, at about 1 ns an element
+    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
+    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
+    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
+    the size of the product space.
+    """
+    full = [max(s[k] for s in aligned) for k in range(len(shape))]
+    total = math.prod(full)
+    if math.prod(shape) <= 1 or total < 4096:
+        return None
+    target = list(shape)
+    while True:
+        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
+        if k is None or math.prod(full[k + 1:]) >= rows:
+            break
+        wider = [*target[:k], full[k], *target[k + 1:]]
+        if 2 * math.prod(wider) > total:
+            break
+        target = wider
+    return target if target != shape else None
+
+
 def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
              ) -> Callable[[list[Any], float], Any]:
     uniq = _unique(sub)
@@ -494,6 +600,8 @@ def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
     moves = perm != list(range(len(sub)))
     places = [order.index(c) for c in sorted(sub, key=order.index)]
+    if _trailing(sub, order):  # broadcasting lines it up
+        return lambda x: x
 
     def align(x: Any) -> Any:
         if moves:

@@ -70,7 +70,7 @@ def pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape, move)
     y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm, move)
 
-    def step(arrays: Any, neutral: float) -> Any:
+    def step(arrays: Any, neutral: float = 0) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
         if not accepts(x, x) or not all_zero(w):
             return generic(arrays, neutral)
@@ -91,7 +91,7 @@ def conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     fast, xi = backend.fused(geometry.forward), geometry.xi
     accepts = backend.conv_accepts
 
-    def step(arrays: Any, neutral: float) -> Any:
+    def step(arrays: Any, neutral: float = 0) -> Any:
         if accepts(arrays[xi], arrays[1 - xi]):
             return fast(arrays[xi], arrays[1 - xi])
         return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
