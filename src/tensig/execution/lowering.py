@@ -35,14 +35,22 @@ from typing import Any, ClassVar
 
 from tensig.backends import Backend, is_integer, neutral_max
 from tensig.core.errors import ShapeError
-from tensig.core.inference import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Inferred, Iter
+from tensig.core.inference import (
+    AffineIndex,
+    AxisUse,
+    ConcatIndex,
+    FixedIndex,
+    Inferred,
+    Iter,
+    MergeIndex,
+)
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, pool_step
-from tensig.execution.views import Key, components, fill, operand_view, split_uses
+from tensig.execution.views import Key, components, fill, operand_view
 
 __all__ = ["Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
-           "split_merges"]
+           "split_merges", "split_uses"]
 
 
 _LETTERS = string.ascii_letters
@@ -203,6 +211,20 @@ class Split:
     merged: tuple[int, ...]
 
 
+def split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
+    """``uses`` with each merged axis replaced by one use per factor, and the split shape;
+    ``None`` when no axis is merged."""
+    if not any(isinstance(u.index, MergeIndex) for u in uses):
+        return None
+    out: list[AxisUse] = []
+    for u in uses:
+        ix = u.index
+        parts = ix.parts if isinstance(ix, MergeIndex) else None
+        out += [u] if parts is None else \
+            [dataclasses.replace(u, size=it.size, basis=None, index=it) for it in parts]
+    return tuple(out), tuple(int(u.size) for u in out)
+
+
 def split_merges(inferred: Inferred) -> Split | None:
     """The answer with every merged axis split into its factors, or ``None`` when it has none.
 
@@ -254,14 +276,7 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
         inactive = concat_labels - active
 
         def takes_part(uses: tuple[AxisUse, ...], inactive: set[Key] = inactive) -> bool:
-            for u in uses:
-                ix = u.index
-                used = [ix] if isinstance(ix, Iter) else \
-                    [ix.over] + ([ix.kernel] if ix.kernel is not None else []) \
-                    if isinstance(ix, AffineIndex) else []
-                if any(it.id in inactive for it in used if it is not None):
-                    return False
-            return True
+            return not any(it.id in inactive for u in uses for it in _iters_of(u.index))
 
         if not takes_part(result_uses):
             continue

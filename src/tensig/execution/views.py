@@ -4,7 +4,7 @@ array whose axes are iterators, by a few backend calls fixed at plan time.
 A fixed index slices (``x[..., 2, ...]``), a concatenation component slices its range, an
 affine axis pads with the accumulator's neutral element (padded or offset forms) and becomes
 sliding windows (NumPy ``sliding_window_view``, torch ``unfold``, a gather on JAX) whose window
-axis is the kernel iterator; windows that tile their axis, and merged axes, are a reshape.
+axis is the kernel iterator; windows that tile their axis are a reshape.
 The lowering (:mod:`tensig.execution.lowering`) reads every operand through these, and the
 written side of an assignment (:mod:`tensig.execution.assignment`) scatters through the same
 window geometry (:func:`window_pads`).
@@ -12,15 +12,13 @@ window geometry (:func:`window_pads`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from tensig.backends import Backend, neutral_max
-from tensig.core.inference import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Iter, MergeIndex
+from tensig.core.inference import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Iter
 
-__all__ = ["Key", "components", "fill", "operand_view", "split_uses", "tiled_view", "tiles",
-           "window_pads"]
+__all__ = ["Key", "components", "fill", "operand_view", "tiled_view", "tiles", "window_pads"]
 
 
 # Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
@@ -47,41 +45,18 @@ def fill(neutral: float, x: Any) -> float | int | bool:
     return neutral if neutral == 0 else neutral_max(x.dtype)
 
 
-def split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
-    """``uses`` with each merged axis replaced by one use per factor, and the split shape;
-    ``None`` when no axis is merged."""
-    if not any(isinstance(u.index, MergeIndex) for u in uses):
-        return None
-    out: list[AxisUse] = []
-    for u in uses:
-        ix = u.index
-        parts = ix.parts if isinstance(ix, MergeIndex) else None
-        out += [u] if parts is None else \
-            [dataclasses.replace(u, size=it.size, basis=None, index=it) for it in parts]
-    return tuple(out), tuple(int(u.size) for u in out)
-
-
 def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
                   backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
                                              list[int]]:
     """How to turn operand ``t`` into an array whose axes are iterators.
 
     Returns the view function (``(array, padding value) -> view``), the iterator key of each
-    axis of the view, and their sizes.  The eager lowering and the compiled windowed
-    assignments of :mod:`tensig.model.compile` (the pooling gate) read operands through it, so both
-    see a window the same way.
+    axis of the view, and their sizes.  Merged axes are split before (see
+    :func:`~tensig.execution.lowering.split_merges`).
     """
     tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
-    split = split_uses(uses)
-    if split is not None:  # merged axes beside windows: split them (a reshape), then view
-        if any(isinstance(u.index, ConcatIndex) for u in uses):
-            raise ValueError("a merged axis beside a concatenation is lowered by "
-                             "lower_assignment (split_merges)")
-        inner, keys, sizes = operand_view(split[0], t, phase, backend)
-        shape = split[1]
-        return (lambda x, neutral: inner(x.reshape(shape), neutral)), keys, sizes
     index: list[Any] = []
     keys: list[Key] = []
     sizes: list[int] = []
@@ -186,24 +161,20 @@ def tiles(ix: AffineIndex, size: int) -> bool:
 def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
                                                       list[int]] | None:
     """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
-    reshape: each windowed axis becomes (output position, kernel position) in place, each
-    merged axis its factors.
+    reshape: each windowed axis becomes (output position, kernel position) in place.
 
     Unlike a window view this stays contiguous, so the elementwise work on it runs at full
     speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
     """
     keys: list[Key] = []
     shape: list[int] = []
-    if not any(isinstance(u.index, AffineIndex | MergeIndex) for u in uses):
+    if not any(isinstance(u.index, AffineIndex) for u in uses):
         return None
     for u in uses:
         ix, size = u.index, int(u.size)
         if isinstance(ix, Iter):
             keys.append(ix.id)
             shape.append(size)
-        elif isinstance(ix, MergeIndex):
-            keys += [it.id for it in ix.parts]
-            shape += [int(it.size) for it in ix.parts]
         elif isinstance(ix, AffineIndex) and tiles(ix, size):
             keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
             shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
