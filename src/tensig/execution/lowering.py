@@ -47,7 +47,7 @@ from tensig.core.inference import (
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, pool_step
-from tensig.execution.views import Key, components, fill, operand_view
+from tensig.execution.views import Key, active_part, components, fill, operand_view
 
 __all__ = ["Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
            "split_merges", "split_uses"]
@@ -453,10 +453,7 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
             axes.append(("fixed", (ix.index, 0, int(u.size))))
             continue
         if isinstance(ix, ConcatIndex):
-            comps = components(uses, t, p)
-            j = phase[(t, p)]
-            off = sum(n for _, n in comps[:j])
-            key, n = comps[j]
+            key, off, n = active_part(uses, t, p, phase)
             axes.append(("part", (key, off, int(u.size), n)))
         else:
             assert isinstance(ix, Iter)

@@ -18,7 +18,8 @@ from typing import Any
 from tensig.backends import Backend, neutral_max
 from tensig.core.inference import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Iter
 
-__all__ = ["Key", "components", "fill", "operand_view", "tiled_view", "tiles", "window_pads"]
+__all__ = ["Key", "active_part", "components", "fill", "operand_view", "tiled_view", "tiles",
+           "window_pads"]
 
 
 # Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
@@ -27,15 +28,19 @@ Key = int | tuple[str, int, int, int]
 
 
 def components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, int]]:
+    """The key and size of each component of tensor ``t``'s concatenated axis ``pos``."""
     idx = uses[pos].index
     assert isinstance(idx, ConcatIndex)
-    out: list[tuple[Key, int]] = []
-    for j, part in enumerate(idx.parts):
-        if isinstance(part, Iter):
-            out.append((part.id, int(part.size)))
-        else:
-            out.append((("part", t, pos, j), part))
-    return out
+    return [(part.id, int(part.size)) if isinstance(part, Iter) else (("part", t, pos, j), part)
+            for j, part in enumerate(idx.parts)]
+
+
+def active_part(uses: tuple[AxisUse, ...], t: int, pos: int, phase: dict[tuple[int, int], int]
+                ) -> tuple[Key, int, int]:
+    """The component of that axis a phase reads or writes: its key, offset and size."""
+    comps = components(uses, t, pos)
+    j = phase[(t, pos)]
+    return comps[j][0], sum(n for _, n in comps[:j]), comps[j][1]
 
 
 def fill(neutral: float, x: Any) -> float | int | bool:
@@ -72,12 +77,10 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
             continue
         axis = len(keys)
         if isinstance(ix, ConcatIndex):
-            comps = components(uses, t, p)
-            j = phase[(t, p)]
-            off = sum(n for _, n in comps[:j])
-            index.append(slice(off, off + comps[j][1]))
-            keys.append(comps[j][0])
-            sizes.append(comps[j][1])
+            key, off, n = active_part(uses, t, p, phase)
+            index.append(slice(off, off + n))
+            keys.append(key)
+            sizes.append(n)
             pads.append((0, 0))
             continue
         index.append(slice(None))

@@ -19,7 +19,6 @@ from typing import Any
 
 from tensig.backends import Backend, all_zero, backend_for
 from tensig.core.errors import ShapeError
-from tensig.core.inference import Inferred
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
@@ -336,11 +335,6 @@ def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise
     return Pointwise(evaluate, family.neutral if family is not None else 0.0), bufs
 
 
-def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Backend
-             ) -> Callable[[Any], Any]:
-    return lower_assignment(_relayout(a, [x.tensor for x in args]), op, backend).run
-
-
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
     """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
     ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
@@ -355,15 +349,17 @@ def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
     return Expr(e.op, args) if args != e.args else e
 
 
-def _relayout(a: Assign, operands: list[Any]) -> Inferred:
-    """The assignment's projections read as one operation from ``operands`` to its left-hand
-    side (tensors of the operation in any roles): the same iterators, so a gradient is
-    lowered under the forward operation's own projections."""
-    proj = a.proj
+def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Backend
+             ) -> Callable[[Any], Any]:
+    """``arrays -> value`` of the assignment's projections read as one operation from the
+    buffers ``args`` to its left-hand side (tensors of the operation in any roles): the same
+    iterators, so a gradient is lowered under the forward operation's own projections."""
+    proj, operands = a.proj, [x.tensor for x in args]
     uses = proj.uses(a.lhs.tensor)
-    return replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
-                   operands=tuple(t.shape for t in operands),
-                   shape=Shape(output=tuple(int(u.size) for u in uses)))
+    inferred = replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
+                       operands=tuple(t.shape for t in operands),
+                       shape=Shape(output=tuple(int(u.size) for u in uses)))
+    return lower_assignment(inferred, op, backend).run
 
 
 def _ops(e: Any) -> set[str]:
