@@ -268,7 +268,7 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
     n_ops = len(layout) - 1
     result_uses = layout[-1]
     phases = _phases(layout)
-    concat_labels = {k for ph in phases for (t, p) in ph
+    concat_labels: set[Key] = {k for ph in phases for (t, p) in ph
                      for k, _ in components(layout[t], t, p) if isinstance(k, int)}
     steps = []
     for phase in phases:
@@ -693,6 +693,7 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
             x, v = align(backend.amax(x, own)), align(backend.amax(v, own)) == 1
             total = x if total is None else total + x
             ok = v if ok is None else ok & v
+        assert total is not None  # one operand at least
         lo = backend.full((), neutral_max(total.dtype), total)
         return backend.amax(backend.where(ok, total, lo), final_axes)
 

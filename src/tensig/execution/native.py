@@ -41,11 +41,13 @@ def pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
         return None
     x_uses, w_uses = layout[xi], layout[1 - xi]
     idx = [u.index for u in x_uses if isinstance(u.index, AffineIndex)]
-    if len(idx) > 3 or any(a.kernel is None or a.offset for a in idx) or \
+    kernels = [a.kernel for a in idx if a.kernel is not None]
+    if len(idx) > 3 or len(kernels) != len(idx) or any(a.offset for a in idx) or \
             any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses) or \
-            [getattr(u.index, "id", None) for u in w_uses] != [a.kernel.id for a in idx]:
+            not all(isinstance(u.index, Iter) for u in w_uses) or \
+            _ids(w_uses) != [k.id for k in kernels]:
         return None
-    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    res_ids = _ids(res)
     through = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
     overs = [a.over.id for a in idx]
     if not through or sorted(res_ids) != sorted(through + overs) or \
@@ -54,13 +56,13 @@ def pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
     order = through + overs
     x_perm = [p for p, u in enumerate(x_uses) if isinstance(u.index, Iter)] + \
         [p for p, u in enumerate(x_uses) if isinstance(u.index, AffineIndex)]
-    sizes = {u.index.id: int(u.size) for u in res}  # type: ignore[union-attr]
+    sizes = dict(zip(res_ids, (int(u.size) for u in res), strict=True))
     # (N, C, *spatial): the pass-through axes but the last merge into N, the last is C
     x_shape = [_prod_sizes(sizes, through[:-1]), sizes[through[-1]]] + \
         [int(x_uses[p].size) for p in x_perm[len(through):]]
     y_shape = [sizes[k] for k in order]
     y_perm = [order.index(i) for i in res_ids]
-    kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
+    kernel = [int(k.size) for k in kernels]
     strides = [a.stride for a in idx]
     dilations = [a.dilation for a in idx]
     pads = [window_pads(a, int(x_uses[p].size))[1]
@@ -130,7 +132,7 @@ def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
     res = layout[2]
     if not all(isinstance(u.index, Iter) for u in res):
         return None
-    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
+    res_ids = _ids(res)
     for xi, wi in ((0, 1), (1, 0)):
         x_uses, w_uses = layout[xi], layout[wi]
         affine = [u for u in x_uses if isinstance(u.index, AffineIndex)]
@@ -138,14 +140,13 @@ def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
             continue
         if any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses):
             return None
-        w_ids = [u.index.id for u in w_uses]  # type: ignore[union-attr]
-        x_ids = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
-        idx = [u.index for u in affine]
-        if any(a.kernel is None or a.kernel.id not in w_ids or a.over.id not in res_ids
-               for a in idx):
+        w_ids, x_ids = _ids(w_uses), _ids(x_uses)
+        idx = [u.index for u in x_uses if isinstance(u.index, AffineIndex)]
+        kernels = [a.kernel.id for a in idx if a.kernel is not None]
+        overs = [a.over.id for a in idx]
+        if len(kernels) != len(idx) or any(k not in w_ids for k in kernels) or \
+                any(o not in res_ids for o in overs):
             return None
-        kernels = [a.kernel.id for a in idx]  # type: ignore[union-attr]
-        overs = [a.over.id for a in idx]  # type: ignore[union-attr]
         channels = [i for i in x_ids if i in w_ids and i not in res_ids]
         batch = [i for i in x_ids if i in res_ids and i not in w_ids]
         outs = [i for i in w_ids if i in res_ids and i not in x_ids]
@@ -156,7 +157,7 @@ def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
                 len(overs):
             return None
         return _ConvGeometry(backend, x_uses, w_uses, res, xi, batch, channels, outs, kernels,
-                             idx)  # type: ignore[arg-type]
+                             idx)
     return None
 
 
@@ -180,7 +181,8 @@ class _ConvGeometry:
         overs = [a.over.id for a in idx]
         self.x_perm = [pos(x_uses, k) for k in batch + channels + overs]
         self.w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
-        size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
+        size = dict(zip(_ids(w_uses) + _ids(res), (int(u.size) for u in (*w_uses, *res)),
+                        strict=True))
         self.x_sizes = [int(x_uses[p].size) for p in self.x_perm]  # before merging
         self.w_sizes = [int(w_uses[p].size) for p in self.w_perm]
         self.x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
@@ -189,7 +191,7 @@ class _ConvGeometry:
             [size[k] for k in kernels]
         self.y_shape = [size[k] for k in batch + outs + overs]
         order = batch + outs + overs
-        self.y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
+        self.y_perm = [order.index(i) for i in _ids(res)]
         self.y_conv_shape = [_prod_sizes(size, batch), _prod_sizes(size, outs)] + \
             [size[k] for k in overs]
         self.strides = [a.stride for a in idx]
@@ -265,6 +267,11 @@ def _inverse(perm: list[int]) -> list[int]:
     for i, p in enumerate(perm):
         inv[p] = i
     return inv
+
+
+def _ids(uses: tuple[AxisUse, ...]) -> list[int]:
+    """The iterator ids of the plain axes of ``uses`` (of every axis, where all are plain)."""
+    return [u.index.id for u in uses if isinstance(u.index, Iter)]
 
 
 def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:

@@ -178,9 +178,9 @@ def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], 
         if isinstance(ix, Iter):
             keys.append(ix.id)
             shape.append(size)
-        elif isinstance(ix, AffineIndex) and tiles(ix, size):
-            keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
-            shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
+        elif isinstance(ix, AffineIndex) and ix.kernel is not None and tiles(ix, size):
+            keys += [ix.over.id, ix.kernel.id]
+            shape += [int(ix.over.size), int(ix.kernel.size)]
         else:
             return None
 

@@ -272,7 +272,8 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
 
 
 #: (combine, accumulation) of an assignment -> the einsum-family operator it is
-_FAMILY = {(o.combine, o.accum): o for o in OPERATORS.values()}
+_FAMILY: dict[tuple[str, str | None], Operator] = {(o.combine, o.accum): o
+                                                   for o in OPERATORS.values()}
 
 
 def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None] | None:
@@ -330,7 +331,8 @@ def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise
     """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
     the neutral element of the operation the projections are (-inf under a max)."""
     bufs = buffers_of(e)
-    family = OPERATORS.get(getattr(getattr(a.proj.result, "op", None), "op", None))
+    name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
+    family = OPERATORS.get(name) if isinstance(name, str) else None
     evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
     return Pointwise(evaluate, family.neutral if family is not None else 0.0), bufs
 
