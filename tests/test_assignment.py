@@ -1,5 +1,6 @@
 """Lowering one assignment under its projections: a window on the written side (a
-convolution's input gradient) is a scatter-add, checked against the loop interpreter."""
+convolution's input gradient) is a scatter-add, checked against the loop interpreter; any
+expression of the operands (a pooling gradient's gate) is lowered the same way."""
 
 from __future__ import annotations
 
@@ -91,3 +92,22 @@ def test_an_expression_is_lowered_under_windows_on_both_sides(spec, stride, left
             if 0 <= i < 9:
                 want[i] += g[o] * np.tanh(x[i])
     np.testing.assert_allclose(got, want, atol=20 * np.finfo(np.float64).eps)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_padded_max_pooling_gradient_against_torch(backend):
+    """The gradient gate of a padded, overlapping max pooling (``o=+k``: an expression under
+    the window's projections, lowered as one assignment) against torch's ``max_pool1d``."""
+    from tensig.model import graph as G
+
+    xs = rng.standard_normal((3, 7)).astype(np.float32)  # no ties
+    with G.new_graph(backend):
+        x = G.param("x", output=[3, 7], input=[], init=lambda s, r: xs)
+        pooled = G.tropical("b, o=+k; k => b, o", x, G.constant(np.zeros(3, np.float32)))
+        G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+        got, grad = (np.asarray(t.numpy()) for t in (pooled, x.grad))
+    tx = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+    out = torch.nn.functional.max_pool1d(tx[:, None, :], 3, stride=1, padding=1)[:, 0]
+    (out ** 2).sum().backward()
+    np.testing.assert_allclose(got, out.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-5, atol=1e-6)
