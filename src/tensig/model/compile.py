@@ -222,15 +222,6 @@ def fold_zero_init(code: Code) -> Code:
     return Code([a for i, a in enumerate(out) if i not in drop])
 
 
-def _uses_of(a: Assign, bufs: list[Buf]) -> tuple[tuple[AxisUse, ...], list[tuple[AxisUse, ...]]]:
-    """The axis uses of the left-hand side and of each buffer, from the assignment's
-    projections."""
-    try:
-        return a.proj.uses(a.lhs.tensor), [a.proj.uses(b.tensor) for b in bufs]
-    except KeyError as e:
-        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
-
-
 def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
     """One label per axis (an iterator's name, or a fixed index), or ``None`` when an axis is
     a window or a concatenation (the lowering's views run those)."""
@@ -256,8 +247,11 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     alias = _alias_assign(a)
     if alias is not None:
         return alias
-    lhs_uses, arg_uses = _uses_of(a, bufs)
-    lhs_labels = _labels(lhs_uses)
+    try:  # the axis uses of the left-hand side and of each buffer
+        lhs_labels = _labels(a.proj.uses(a.lhs.tensor))
+        arg_uses = [a.proj.uses(b.tensor) for b in bufs]
+    except KeyError as e:
+        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
     arg_labels = [lb for u in arg_uses if (lb := _labels(u)) is not None]
     if lhs_labels is None or len(arg_labels) != len(arg_uses):
         windowed = _lowered_step(a, backend, xp)
