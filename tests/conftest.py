@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arrays import BACKENDS
 
 # `make test` draws the same hypothesis examples on every run and machine (no random seed, no
-# replay of a local example database); HYPOTHESIS_PROFILE=explore draws new ones each run.
-settings.register_profile("deterministic", derandomize=True, database=None)
-settings.register_profile("explore", derandomize=False)
+# replay of a local example database); HYPOTHESIS_PROFILE=explore draws new ones each run. No
+# deadline: a shared CI machine's timing is no property of the code (tests set only their sizes).
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 

@@ -18,7 +18,7 @@ Semantics (see the OCANNL einsum notation):
 
 * Iterators: one per label; one per element of each row variable (the ``...`` of a kind is
   that kind's reserved row variable); one fresh iterator per ``_`` occurrence; one fresh
-  iterator per integer component of a concatenation.
+  iterator per integer component of a concatenation and per integer factor of a merged axis.
 * An axis is indexed by its label's iterator, its row-variable element's iterator, a fixed
   index (operand: slice; result: placement), an affine expression
   ``stride*over + dilation*kernel + offset - left_pad`` (a result is written there), for a
@@ -232,10 +232,13 @@ def _build_tensor(who: int | str, sspec: ShapeSpec, shape: tensig.Shape,
                 assert sum(s for _, _, s in parts) == size, (who, kind, a, parts, size)
                 out.append(Cat(tuple(parts)))
             elif isinstance(a, Merge):
-                direct.update(a.parts)
-                factors = tuple(_int(dims[p], p) for p in a.parts)
+                # an integer factor is an anonymous axis of that size, its own iterator
+                direct.update(p for p in a.parts if isinstance(p, str))
+                factors = tuple(_int(dims[p], p) if isinstance(p, str) else p for p in a.parts)
                 assert math.prod(factors) == size, (who, kind, a, factors, size)
-                out.append(Mrg(tuple(("label", p) for p in a.parts), factors))
+                out.append(Mrg(tuple(("label", p) if isinstance(p, str) else
+                                     ("factor", who, kind, pos, j)
+                                     for j, p in enumerate(a.parts)), factors))
             else:  # pragma: no cover
                 raise TypeError(a)
             pos += 1
@@ -350,6 +353,9 @@ def reference(spec: str, arrays: Sequence[np.ndarray], shapes: Sequence[tensig.S
             elif isinstance(ax, Cat):
                 for _, key, s in ax.parts:
                     extent.setdefault(key, s)
+            elif isinstance(ax, Mrg):
+                extent.update((k, n) for k, n in zip(ax.keys, ax.sizes, strict=True)
+                              if k[0] == "factor")
 
     for phase in _phases([*operands, result]):
         *op_axes, res_axes = phase

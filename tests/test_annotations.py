@@ -466,7 +466,7 @@ def _annotation_items(row):
     return [("var", x.name) if isinstance(x, RowVariable) else str(x) for x in row]
 
 
-@settings(max_examples=150, derandomize=True, deadline=None)
+@settings(max_examples=150)
 @given(shared_rows())
 def test_annotation_and_spec_modes_read_shared_syntax_alike(text):
     """The same text of names and row variables, read by the notation's parser in its spec

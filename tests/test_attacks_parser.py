@@ -88,7 +88,7 @@ def test_accented_spec_through_the_cli(capsys):
 NAME_CHARS = st.characters(categories=["Lu", "Ll", "Lo", "Nd", "No", "Mn", "Pc"])
 
 
-@settings(max_examples=300, derandomize=True, database=None)
+@settings(max_examples=300)
 @given(st.text(NAME_CHARS, min_size=1, max_size=4))
 def test_multichar_names_follow_python_identifiers(name):
     """``name`` in a multichar row is a label exactly when Python would take it as an

@@ -282,6 +282,15 @@ def test_atoms_behave_like_symbols():
     assert ordered == ["B", "T", FloorDiv(T, 2), Mod(T, 2)]
     with pytest.raises(ValueError):
         FloorDiv(T, 1)
+    with pytest.raises(TypeError, match="numerator must be a Dim"):
+        FloorDiv("T", 2)
+
+
+def test_a_dim_holds_only_its_canonical_slots():
+    """The form's slots live in dim_form.Form; Dim adds none (no per-object __dict__)."""
+    assert not hasattr(B, "__dict__") and type(B).__slots__ == ()
+    with pytest.raises(AttributeError, match="immutable"):
+        B._terms = ()
 
 
 def test_substitution_resimplifies():

@@ -63,17 +63,8 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 
 #: Modules allowed over the line budget: module -> why.
 OVERSIZE: dict[str, str] = {
-    "tensig.check.decorator": "the decorator, its generated fast path and its interpreter (the "
-                              "solving itself is core.solver's): not yet split",
-    "tensig.core.dims": "Dim's canonical form: the construction helpers build through the class's "
-                        "slots, and Condition is what Dim.solve_for returns (grammar, sign "
-                        "decisions and shape indices are out)",
-    "tensig.core.inference": "the one-spec solve and ShapeGraph share unification, broadcasts, "
-                             "labels and merged axes: not yet split",
     "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "
                           "captures: not yet split",
-    "tensig.rank._lifting": "lifting, frames, the cell loop and its per-signature cache: not yet "
-                            "split",
 }
 
 

@@ -151,13 +151,13 @@ def check_against_loop(lib: str, seqs: list[np.ndarray], side: str, extra: int) 
             Padded(p.data, p.mask, "left" if side == "right" else "right")
 
 
-@settings(max_examples=60, derandomize=True, deadline=None)
+@settings(max_examples=60)
 @given(ragged())
 def test_numpy_methods_match_a_loop(case):
     check_against_loop("numpy", *case)
 
 
-@settings(max_examples=60, derandomize=True, deadline=None)
+@settings(max_examples=60)
 @given(ragged())
 def test_torch_methods_match_a_loop(case):
     check_against_loop("torch", *case)
@@ -172,7 +172,7 @@ def test_jax_methods_match_a_loop():
     check_against_loop("jax", seqs, "left", 1)
 
 
-@settings(max_examples=60, derandomize=True, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.lists(st.integers(-5, 5), max_size=6), min_size=1, max_size=5),
        st.sampled_from(["right", "left"]), st.integers(1, 4))
 def test_token_lists_pad_like_a_loop(tokens, side, multiple):
@@ -190,7 +190,7 @@ def mask_oracle(mask: np.ndarray) -> tuple[list[bool], list[bool]]:
     return ([r == sorted(r, reverse=True) for r in rows], [r == sorted(r) for r in rows])
 
 
-@settings(max_examples=150, derandomize=True, deadline=None)
+@settings(max_examples=150)
 @given(st.integers(1, 4).flatmap(lambda T: st.lists(
     st.lists(st.booleans(), min_size=T, max_size=T), min_size=1, max_size=4)),
        st.sampled_from(LIBS[:2]))

@@ -18,10 +18,10 @@ import tensig
 from tensig import rank
 from tensig.backends import _NumpyGemm
 from tensig.backends._plans import small_amax
-from tensig.check import decorator
+from tensig.check import decorator, interpreter
 from tensig.core.annotations import Float
 from tensig.model.train import Trainer, sgd
-from tensig.rank import _lifting
+from tensig.rank import _plans
 
 
 def dot_cells(x, y):
@@ -32,13 +32,13 @@ def dot_cells(x, y):
 def prepared(monkeypatch):
     """Counts the calls that are prepared anew (cache misses)."""
     misses = []
-    real = _lifting._prepare_anew
+    real = _plans._prepare
 
-    def counting(lf, args):
+    def counting(lf, args, backend):
         misses.append(tuple(getattr(a, "shape", None) for a in args))
-        return real(lf, args)
+        return real(lf, args, backend)
 
-    monkeypatch.setattr(_lifting, "_prepare_anew", counting)
+    monkeypatch.setattr(_plans, "_prepare", counting)
     return misses
 
 
@@ -98,11 +98,18 @@ class TestLiftPlanCache:
         assert not isinstance(got, np.ndarray)
         np.testing.assert_allclose(np.asarray(got), (a * a).sum(-1))
 
-    def test_converted_arguments_are_prepared_each_call(self, prepared):
+    def test_converted_arguments_share_the_plan_of_what_they_convert_to(self, prepared):
         add = rank.lift(np.add)
         for _ in range(2):
             assert add([1, 2], np.array([10, 20])).tolist() == [11, 22]
-        assert len(prepared) == 2
+            assert add(np.array([1, 2]), np.array([10, 20])).tolist() == [11, 22]
+        assert len(prepared) == 1  # a list of ints converts to the default int: one signature
+        assert add([1.5, 2], np.array([10, 20])).tolist() == [11.5, 22]  # float64: another
+        t = torch.tensor([10, 20])
+        for x in ([1, 2], np.array([1, 2]), torch.tensor([1, 2])):  # converted to torch
+            got = add(x, t)
+            assert isinstance(got, torch.Tensor) and got.tolist() == [11, 22]
+        assert len(prepared) == 3
 
     def test_static_arguments_are_part_of_the_signature(self):
         x = np.arange(6)
@@ -119,10 +126,10 @@ class TestLiftPlanCache:
 
     def test_the_cache_is_bounded(self):
         add = rank.lift(np.add)
-        for n in range(_lifting._CACHE_SIZE + 5):
+        for n in range(_plans._CACHE_SIZE + 5):
             add(np.ones(n + 1), 1.0)
             add(np.ones(n + 1), np.ones(n + 1))
-        assert 0 < len(add._plans) <= _lifting._CACHE_SIZE
+        assert 0 < len(add._plans) <= _plans._CACHE_SIZE
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,7 +161,7 @@ class NoSolver:
 
 class TestDecoratorInterpreter:
     def test_bound_expressions_are_evaluated_without_a_solver(self, monkeypatch):
-        monkeypatch.setattr(decorator, "Solver", NoSolver)
+        monkeypatch.setattr(interpreter, "Solver", NoSolver)
         y = np.zeros((2, 4, 8))
         assert widen(np.zeros((2, 3, 4)), y) is y
         with pytest.raises(decorator.SignatureError, match=r"axis 2 \('2\*d'\) has size 6") as e:
@@ -182,10 +189,10 @@ class TestDecoratorInterpreter:
 
     def test_deferred_text_is_compiled_once(self):
         first(np.zeros((6, 5)), 5)
-        before = decorator._compiled.cache_info()
+        before = interpreter._compiled.cache_info()
         for _ in range(3):
             first(np.zeros((6, 5)), 5)
-        after = decorator._compiled.cache_info()
+        after = interpreter._compiled.cache_info()
         assert after.misses == before.misses and after.hits > before.hits
 
 

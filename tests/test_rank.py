@@ -810,6 +810,39 @@ class TestTorch:
         got = rank.lift(torch.mul, ranks=(0, 0), vectorized=True)(torch.tensor([1.0, 2.0]), t)
         assert got.tolist() == [[0, 1, 2], [6, 8, 10]]
 
+    def test_a_cache_hit_rebuilds_nothing(self, monkeypatch):
+        """A repeat call with a known signature is a key, a lookup and the plan's vmapped call:
+        no preparation, no type instantiation, no library lookup, no new vmap; a new shape
+        builds one more plan.  Values against torch.vmap of the same function (the same
+        kernels: equal up to the rounding of a 16-term float32 sum)."""
+        from tensig.rank import _plans
+
+        counts: dict[str, int] = {}
+
+        def count(module, name):
+            real = getattr(module, name)
+
+            def counted(*args, **kwargs):
+                counts[name] = counts.get(name, 0) + 1
+                return real(*args, **kwargs)
+
+            monkeypatch.setattr(module, name, counted)
+
+        for module, name in [(_plans, "_prepare"), (_plans, "instantiate"),
+                             (_plans, "backend_among"), (torch, "vmap")]:
+            count(module, name)
+        f = counting(lambda x, y: (x * y).sum())
+        dot = rank.lift(f, "n; n => ")
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(3):
+            a, b = torch.rand(50, 16, generator=gen), torch.rand(50, 16, generator=gen)
+            want = torch.func.vmap(lambda x, y: (x * y).sum())(a, b)
+            torch.testing.assert_close(dot(a, b), want, rtol=16 * torch.finfo().eps, atol=0)
+        assert counts == {"_prepare": 1, "instantiate": 1, "backend_among": 1, "vmap": 1}
+        assert len(f.calls) == 3  # one traced call each
+        dot(torch.ones(4, 3, 16), torch.ones(4, 16))  # a new signature: a new plan
+        assert counts == {"_prepare": 2, "instantiate": 2, "backend_among": 2, "vmap": 3}
+
     def test_non_prefix_error_on_torch(self):
         with pytest.raises(tensig.ShapeError, match="not a prefix"):
             rank.lift(np.add)(torch.ones(3), torch.ones(2, 3))

@@ -90,7 +90,7 @@ class TestRerankIsEtaExpansion:
         add = rank.lift(np.add)
         assert rank.rerank(add, 0, 0) is add
 
-    @settings(max_examples=60, deadline=None, derandomize=True)
+    @settings(max_examples=60)
     @given(st.data())
     def test_against_the_loop_oracle(self, data):
         r0 = data.draw(st.integers(0, 2))
@@ -193,7 +193,7 @@ class TestNubAndEqual:
         np.testing.assert_array_equal(rank.nub_sieve(x), [True, True, False])
         assert str(rank.nub(x).type) == "Σ(l). [int64 l, 2]"
 
-    @settings(max_examples=50, deadline=None, derandomize=True)
+    @settings(max_examples=50)
     @given(st.lists(st.lists(st.integers(0, 2), min_size=2, max_size=2), max_size=8))
     def test_against_the_loop(self, rows):
         x = np.array(rows, dtype=np.int64).reshape(len(rows), 2)

@@ -30,6 +30,9 @@ from tolerance import assert_equal_up_to_rounding
     ("(head, emb) => emb, head", "(head, emb) => emb, head"),
     ("(ab)c => a(bc)", "(ab)c => a(bc)"),
     ("(a, b, c) => c, b, a", "(abc) => cba"),
+    ("b|(h, 4) => b|h", "b|(h4) => b|h"),
+    ("(h2)(w2) => hw", "(h2)(w2) => hw"),
+    ("b, (h, 12) => b, h", "b, (h, 12) => b, h"),
 ])
 def test_a_merged_axis_parses_and_prints_back(text, canonical):
     spec = parse(text)
@@ -48,8 +51,12 @@ def test_a_merged_axis_is_one_axis_of_its_parts():
     ("h) => h", "')' without a '('"),
     ("() => a", "an empty merged axis"),
     ("((h, e), c) => h", "merged axes do not nest"),
-    ("(2, h) => h", "a merged axis groups labels, not '2'"),
-    ("(h, ...) => h", "a merged axis groups labels, not '.'"),
+    ("(0, h) => h", "a merged axis has no factor of size 0"),
+    ("(h, 2x) => h", "an identifier cannot start with a digit"),
+    ("(h, ...) => h", "a row variable cannot be merged: its number of axes is not known"),
+    ("b, (h, ..r..) => b, h", "a row variable cannot be merged"),
+    ("(h, 2*e) => h", "a merged axis groups labels and sizes, not '*'"),
+    ("(h, 123456789012345678901234) => h", "an integer literal is at most 2"),
     ("x(h, e) => h", "nothing can be attached to it"),
     ("2*(h, e) => h", "nothing can be attached to it"),
 ])
@@ -102,6 +109,139 @@ def test_two_unknown_factors_say_only_the_product_is_known():
         infer("(h, e); (h, e), o => o", (12,), (12, 5))
 
 
+# -- integer factors: einops' anonymous axes (h 4) --------------------------------------------
+
+
+def test_an_integer_factor_sizes_the_other_factor():
+    r = infer("b|(h, 4) => b|h", "2|12")
+    assert r.shape == Shape.parse("2|3") and r.dims == {"b": 2, "h": 3}
+    assert infer("h => (h, 2)", (3,)).shape == Shape(output=(6,))
+    assert infer("(2, h, 3) => h", (30,)).dims["h"] == 5
+    ix = r.layout[0][1].index
+    assert isinstance(ix, MergeIndex) and [(it.name, it.size) for it in ix.parts] == \
+        [("h", 3), (None, 4)]
+
+
+def test_an_integer_factor_of_a_symbolic_size_gives_a_condition():
+    from tensig.core.dims import dim
+
+    r = infer("(h, 4) => h", [dim("D")])
+    assert r.dims["h"] == dim("D // 4") and [str(c) for c in r.conditions] == ["D % 4 == 0"]
+
+
+def test_an_integer_factor_that_does_not_divide_is_a_shape_error():
+    with pytest.raises(ShapeError) as e:
+        infer("b|(h, 5) => b|h", "2|12")
+    msg = str(e.value)
+    assert "'(h, 5)' has 12 elements, which the product of its other factors (5) does not " \
+           "divide: no size of 'h' fits" in msg and "^^^^^^" in msg
+    with pytest.raises(ShapeError, match=r"'\(h, 4\)' has 12 elements, but its factors give "
+                                         r"4 \* 4 = 16 \(h=4, 4\)"):
+        infer("(h, 4); h => h", (12,), (4,))
+
+
+def test_a_result_fixed_index_equal_to_a_factor_is_refused_with_the_reason():
+    """``b|(h, 4) => b|h, 4`` reads as keeping the factor; a result's 4 is a placement."""
+    with pytest.raises(ShapeError) as e:
+        infer("b, (h, 4) => b, h, 4", (2, 12))
+    msg = str(e.value)
+    assert "'4' in the result is a fixed index (a placement into cell 4), not the factor 4 " \
+           "of '(h, 4)'" in msg and "sizes={'e': 4}" in msg
+    assert msg.splitlines()[2].index("^") == len("    b, (h, 4) => b, h, ")
+    # the way to keep it: name the factor
+    assert infer("b, (h, e) => b, h, e", (2, 12), sizes={"e": 4}).shape == Shape(output=(2, 3, 4))
+    # and the other way round: an operand's fixed index is a slice, not an axis to merge
+    with pytest.raises(ShapeError, match=r"'2' in an operand is a fixed index \(a slice at cell "
+                                         r"2\), not the factor 2 of '\(h, 2\)'.*\n.*\n.*\n"
+                                         r"hint: name the axis to merge it: h, e => \(h, e\)"):
+        infer("b, h, 2 => b, (h, 2)", (2, 3, 4))
+    # a fixed index beside an unrelated factor on the same side is fine
+    assert infer("2, (h, 2) => h", (3, 4)).shape == Shape(output=(2,))
+
+
+@pytest.mark.parametrize("pattern, np_fn", [
+    ("b, (h, 4) => b, h", lambda x: x.reshape(2, 3, 4).sum(-1)),
+    ("b, (2, h) => b, h", lambda x: x.reshape(2, 2, 6).sum(1)),
+    ("b, (3, h, 2) => b, h", lambda x: x.reshape(2, 3, 2, 2).sum((1, 3))),
+    ("b, (h, 1) => b, h", lambda x: x),
+    ("b, h => b, (h, 3)", lambda x: np.repeat(x, 3, axis=1)),
+    ("b, h => (2, b), h", lambda x: np.tile(x, (2, 1))),
+])
+def test_integer_factors_are_numpy_reshape_sums_and_repeats(pattern, np_fn):
+    x = np.arange(24.0).reshape(2, 12)
+    np.testing.assert_array_equal(ts.einsum1(pattern, x), np_fn(x))
+
+
+@pytest.mark.parametrize("ours, op, theirs, reduction, shape", [
+    ("b, (h, 2), (w, 2) => b, h, w", "einmax1", "b (h 2) (w 2) -> b h w", "max", (2, 4, 6)),
+    ("b, (h, 4) => b, h", "einsum1", "b (h 4) -> b h", "sum", (3, 8)),
+    ("(c, 3), h => h, c", "einsum1", "(c 3) h -> h c", "sum", (6, 5)),
+    ("h, w => (h, 2), (w, 3)", "einsum1", "h w -> (h 2) (w 3)", None, (2, 3)),
+])
+def test_integer_factors_agree_with_einops_reduce_and_repeat(ours, op, theirs, reduction,
+                                                             shape):
+    einops = pytest.importorskip("einops")
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    want = einops.repeat(x, theirs) if reduction is None else \
+        einops.reduce(x, theirs, reduction)
+    np.testing.assert_array_equal(getattr(ts, op)(ours, x), want)
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "torch"])
+def test_graph_integer_factor_pooling_gradient_against_torch(backend_name):
+    """Sum and max pooling ``(h, 2)`` and nearest upsampling ``(h, 2)`` in the result,
+    trained through: gradients against torch.autograd."""
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((2, 8))
+    with G.new_graph(backend_name):
+        x = G.param("x", output=[2, 8], input=[], init=lambda s, r: x0)
+        pooled = G.einsum1("b, (h, 2) => b, h", x)
+        up = G.einsum1("b, h => b, (h, 2)", pooled.tanh())
+        top = G.einmax1("b, (h, 2) => b, h", x)           # max pooling
+        assert pooled.shape == Shape(output=(2, 4)) and up.shape == Shape(output=(2, 8))
+        G.grad_update(G.einsum1("... => |->0", up * x) + G.einsum1("... => |->0", top * top)
+                      ).backward()
+        gx = np.asarray(x.grad.numpy())
+    xt = torch.tensor(x0, requires_grad=True)
+    upt = torch.tanh(xt.reshape(2, 4, 2).sum(-1)).repeat_interleave(2, dim=1)
+    topt = torch.nn.functional.max_pool1d(xt[:, None], 2)[:, 0]
+    ((upt * xt).sum() + (topt * topt).sum()).backward()
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# -- einsum_path on merged axes ----------------------------------------------------------------
+
+
+def test_einsum_path_plans_the_reshaped_operation():
+    """The path is opt_einsum's for the split operands (what the einsum runs), and the
+    report says which operands were reshaped."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    shapes = [(2, 12), (3, 4, 5), (5, 60)]
+    path, report = ts.einsum_path("b, (h, e); h, e, o; o, (p, 2) => (b, p)", *shapes)
+    want, _ = opt_einsum.contract_path("abc,bcd,def->ae", (2, 3, 4), (3, 4, 5), (5, 30, 2),
+                                       shapes=True)
+    assert path == [tuple(p) for p in want]
+    assert report.splitlines()[0] == ("merged axes split: operand 0 (2, 12) -> (2, 3, 4); "
+                                      "operand 2 (5, 60) -> (5, 30, 2); the result (2, 30) -> "
+                                      "(60,)")
+    assert "abc,bcd,def->ae" in report
+    # a factor only the result has is a broadcast after the contraction: the same path
+    assert ts.einsum_path("b, (h, e); h, e, o; o, (p, 2) => (b, p, 3)", *shapes)[0] == path
+    # sizes= gives a factor no operand determines, as in einsum
+    path, _ = ts.einsum_path("b, (h, e); b, (h, e); b, h => b, e", (2, 12), (2, 12), (2, 3))
+    assert ts.einsum_path("b, (h, e); b, (h, e); b, e => b, h", (2, 12), (2, 12), (2, 4),
+                          sizes={"h": 3})[0] == path
+
+
+def test_einsum_path_refuses_what_is_not_one_contraction():
+    with pytest.raises(ShapeError, match=r"einsum_path: operand 0's output axis 0 is an affine "
+                                         r"axis \(a window or a stride\), so the operation is "
+                                         r"not one contraction"):
+        ts.einsum_path("i<+k; k; i => i", (5,), (3,), (3,))
+    with pytest.raises(ShapeError, match="the result's output axis 1 is a fixed index"):
+        ts.einsum_path("i; i; i => i, 0", (3,), (3,), (3,))
+
+
 def test_projections_hold_the_factors_in_order():
     r = infer("(h, e) => e, h", (12,), sizes={"e": 3})
     ix = r.layout[0][0].index
@@ -130,6 +270,13 @@ CASES = [
     ("einsum", "o<+k, (h, e); k => o, (e, h)", ["5,6", "2"], {"sizes": {"h": 2}}),
     ("einsum", "2*o=+k, (h, e); k => (o, h), e", ["6,6", "3"], {"sizes": {"h": 3}}),
     ("concat", "(h, a); (h, b) => h, a^b", ["6", "4"], {"sizes": {"h": 2}}),
+    ("einsum1", "b, (h, 4) => b, h", ["2,12"], {}),
+    ("einsum1", "b, (h, 3, e) => b, e, h", ["2,12"], {"sizes": {"h": 2}}),
+    ("einsum1", "h => (h, 2)", ["3"], {}),
+    ("einsum1", "(i, 1) => i", ["5"], {}),
+    ("einmax1", "(h, 2), (w, 2) => h, w", ["6,4"], {}),
+    ("einsum", "(h, 2); h => h", ["6", "3"], {}),
+    ("tropical", "b, (2, h); h => b, h", ["2,8", "4"], {}),
 ]
 
 
@@ -175,6 +322,8 @@ def test_split_and_merge_are_numpy_reshapes_and_views():
     ("b, (h, w), c => b, h, w, c", "b (h w) c -> b h w c", (2, 6, 4), {"w": 3}),
     ("(a, b, c) => c, (b, a)", "(a b c) -> c (b a)", (24,), {"a": 2, "b": 3}),
     ("b, h, w, c => (b, h), (w, c)", "b h w c -> (b h) (w c)", (2, 3, 4, 5), {}),
+    ("b, (h, 1) => b, h", "b (h 1) -> b h", (2, 3), {}),       # rearrange's one integer factor
+    ("b, h, w => b, (h, 1, w)", "b h w -> b (h 1 w)", (2, 3, 4), {}),
 ])
 def test_merged_axes_agree_with_einops_rearrange(ours, theirs, shape, sizes):
     einops = pytest.importorskip("einops")

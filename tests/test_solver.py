@@ -263,7 +263,7 @@ def test_report_words_the_failure_for_the_caller():
 _EXPRS = ["2*m + 1", "m + n", "h*w", "3*m - n", "(t + 1) // 2", "m", "10 - m", "h*w + h"]
 
 
-@settings(max_examples=300, derandomize=True, deadline=None)
+@settings(max_examples=300)
 @given(st.sampled_from(_EXPRS), st.integers(0, 12), st.data())
 def test_concrete_sizes_decide_as_the_symbolic_path_does(text, size, data):
     """LinearRel decides ``int`` sizes with compiled functions; the same problem with the sizes

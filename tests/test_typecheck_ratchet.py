@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tensig"
 
 #: The counts after the last clean-up (lower them as the code gets cleaner; never raise them).
-MAX_TYPE_IGNORES = 40
-MAX_UNCHECKED_MODULES = 19
+MAX_TYPE_IGNORES = 15
+MAX_UNCHECKED_MODULES = 5
 
 _IGNORE = re.compile(r"#\s*type:\s*ignore\b")
 

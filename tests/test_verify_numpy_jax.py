@@ -249,6 +249,11 @@ def test_a_size_that_does_not_fit_is_a_fresh_size_with_a_warning():
     assert "T" not in d.symbols and d.constant is None
 
 
+def test_fitting_refuses_witness_arrays_too_large_to_evaluate():
+    r = verify(lambda a: np.diff(a, axis=1), "B, 1000, 3000 =>")  # no 3e9-element evaluation
+    assert not r.complete and "too large" in r.notes[0], str(r)
+
+
 def test_fitted_operation_reports_shape_failures():
     r = verify(lambda a, b: np.cross(a, b), "N, 3; M, 3 =>")
     assert kinds(r, "error") == ["broadcast"], str(r)

@@ -10,12 +10,13 @@ creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which regist
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.sym_sizes import ONE, SymSize, as_dim
+from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim
 from tensig.check.tracer import (
     CREATION_NUMPY,
     CREATION_TORCH,
@@ -383,22 +384,23 @@ CREATION_TORCH.update({
 })
 
 
-def _has_sym(args: Iterable[Any]) -> bool:
-    for a in args:
-        if isinstance(a, SymSize | SymArray):
-            return True
-        if isinstance(a, tuple | list) and _has_sym(a):
-            return True
-    return False
+def has_sym(x: Any) -> bool:
+    """Whether ``x`` holds a symbolic array, size or range (in tuples, lists, dict values):
+    then a patched library function traces it symbolically, else runs as it is."""
+    if isinstance(x, SymArray | SymSize | SymRange):
+        return True
+    if isinstance(x, list | tuple):
+        return any(has_sym(v) for v in x)
+    return isinstance(x, dict) and any(has_sym(v) for v in x.values())
 
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
     """Creation functions called with symbolic sizes build symbolic arrays."""
+    @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
-        if _TRACER.get() is not None and (_has_sym(args) or _has_sym(kw.values())):
+        if _TRACER.get() is not None and has_sym((args, kw)):
             return symbolic(*args, **kw)
         return original(*args, **kw)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper

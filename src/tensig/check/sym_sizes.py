@@ -294,13 +294,13 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     step = 1 if s.step is None else int(s.step)
     if step != 1 and s.start is None and s.stop is None:  # x[::-1], x[::2]
         return size if abs(step) == 1 else (size + abs(step) - 1) // abs(step)
-    if step > 1 and (s.start is None or (as_dim(s.start).constant or 0) >= 0):
+    first = None if s.start is None else as_dim(s.start).constant  # None: not known
+    if step > 1 and (first or 0) >= 0:
         return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step
-    if step != 1 or (s.start is not None and as_dim(s.start).constant is not None and \
-            as_dim(s.start).constant < 0):
-        if step == 1 and s.stop is None:
-            return Dim.const(-as_dim(s.start).constant)  # x[-k:]
-        start_at = 0 if s.start is None else as_dim(s.start).constant
+    if step != 1 or (first is not None and first < 0):
+        if first is not None and step == 1 and s.stop is None:
+            return Dim.const(-first)  # x[-k:]
+        start_at = 0 if s.start is None else first
         if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
             return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
         return tracer().new_dim("s")  # other strided slices: a fresh size

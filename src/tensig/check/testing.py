@@ -255,11 +255,13 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
             out.append(item.evaluate(sizes))
         else:
             out.append(None)
-    if fill is None and None in out:
+    if None not in out:
+        fill = 0  # no ``_`` to fill
+    elif fill is None:
         taken = sorted({*sizes.values(), *(x for x in out if x is not None)})
         fill = next(c for c in range(max(taken, default=0) + 2, 1 << 30)
                     if not _derived(c, taken))
-    return tuple(fill if x is None else x for x in out)  # type: ignore[misc]
+    return tuple(fill if x is None else x for x in out)
 
 
 _DTYPES = {None: "float32", "float": "float32", "int": "int32", "bool": "bool"}

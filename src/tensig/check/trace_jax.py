@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tensig.check import sym_functions, sym_sizes, tracing
+from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
@@ -55,16 +55,6 @@ _WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
 # --------------------------------------------------------------------------------------------
 
 
-def _any_sym(x: Any) -> bool:
-    if isinstance(x, S.SymArray | sym_sizes.SymSize | sym_sizes.SymRange):
-        return True
-    if isinstance(x, list | tuple):
-        return any(_any_sym(v) for v in x)
-    if isinstance(x, dict):
-        return any(_any_sym(v) for v in x.values())
-    return False
-
-
 def _mark_used() -> None:
     tracer().__dict__["used_jax"] = True
 
@@ -74,12 +64,11 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not (control or _any_sym(args) or _any_sym(kw)):
-                  return original(*args, **kw)
+        if tracing._TRACER.get() is None or not (control or sym_functions.has_sym((args, kw))):
+            return original(*args, **kw)
         _mark_used()
         return _symbolic(ns, name, original, args, kw)
 
-    wrapper.__wrapped__ = original
     return wrapper
 
 
@@ -287,7 +276,9 @@ def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
         return a.astype(dtype) if dtype is not None else a
     import numpy as np
 
-    return S._sym(np.asarray(a, dtype=dtype)) if not _any_sym(a) else sym_functions.stack(a, 0)
+    if sym_functions.has_sym(a):
+        return sym_functions.stack(a, 0)
+    return S._sym(np.asarray(a, dtype=dtype))
 
 
 class _AtRef:
@@ -429,9 +420,9 @@ def _vmap(original: Any) -> Any:
     def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, *a: Any, **kw: Any) -> Any:
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is not None and (_any_sym(args) or _any_sym(kwargs)):
-                      _mark_used()
-                      return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
+            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
+                _mark_used()
+                return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
             return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
@@ -446,7 +437,7 @@ def _jit(original: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None:
-                      return fun(*args, **kwargs)
+                return fun(*args, **kwargs)
             if not compiled:
                 compiled.append(original(fun, *a, **kw))
             return compiled[0](*args, **kwargs)
@@ -460,8 +451,8 @@ def _grad(original: Any) -> Any:
     def grad(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is None or not (_any_sym(args) or _any_sym(kwargs)):
-                      return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
+            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
+                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
             _mark_used()
             out = fun(*args, **kwargs)
             value = out[0] if has_aux else out

@@ -455,21 +455,17 @@ def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str]
 
 
 def _size_guard(args: Any, env: dict[str, int]) -> None:
-    total = [0]
-
-    def walk(x: Any) -> None:
-        if isinstance(x, S.SymArray):
-            total[0] += math.prod(d.evaluate(env) for d in x.dims)
-        elif isinstance(x, list | tuple):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-
-    walk(args)
-    if total[0] > _MAX_ELEMENTS:
+    if _elements(args, env) > _MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
+
+
+def _elements(x: Any, env: dict[str, int]) -> int:
+    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
+    if isinstance(x, S.SymArray):
+        return math.prod(d.evaluate(env) for d in x.dims)
+    if isinstance(x, list | tuple):
+        return sum(_elements(v, env) for v in x)
+    return sum(_elements(v, env) for v in x.values()) if isinstance(x, dict) else 0
 
 
 def _leaves(result: Any) -> Iterator[Any]:
@@ -510,10 +506,10 @@ def _affine(names: list[str], points: list[dict[str, int]], values: list[int]) -
     base, v0 = points[0], values[0]
     coeffs: dict[str, int] = {}
     for i, n in enumerate(names):
-        c = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
-        if c.denominator != 1:
+        ratio = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
+        if ratio.denominator != 1:
             return None
-        coeffs[n] = int(c)
+        coeffs[n] = int(ratio)
     const = v0 - sum(c * base[n] for n, c in coeffs.items())
     expr = Dim.const(const)
     for n, c in coeffs.items():
@@ -613,13 +609,14 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]]
     shapes = [evaluate(p) for p in points]
     fits: list[list[Dim] | None] = []
     candidates = _candidates(args)
-    for j, first in enumerate(shapes[0]):
-        if first is None:
+    for j in range(len(shapes[0])):
+        column = [shape for s in shapes if (shape := s[j]) is not None]
+        if len(column) < len(shapes):  # not an array (at some point)
             fits.append(None)
             continue
         dims: list[Dim] = []
-        for axis in range(len(first)):
-            values = [s[j][axis] for s in shapes]  # type: ignore[index]
+        for axis in range(len(column[0])):
+            values = [shape[axis] for shape in column]
             fit = _affine(names, points, values)
             if fit is None:
                 fit = next((c for c in candidates
@@ -668,7 +665,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     bases = _bases(t, (args, kwargs))
     _size_guard((args, kwargs), bases[0])
     error: BaseException | None = None
-    for i, base in enumerate(bases):
+    for base in bases:
         try:
             sample = run(base, make)
         except (ValueError, IndexError, TypeError) as e:
@@ -679,7 +676,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             continue
         except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
             raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-        if i:  # it runs only where the sizes are ordered the other way: say so
+        if error is not None:  # it runs only where the sizes are ordered the other way
             order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
             t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
                                    f"assumes {order}")

@@ -162,7 +162,7 @@ def buffers_symbolic() -> Iterator[None]:
 
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions._has_sym((args, kw.values())):
+            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
                 a = S._sym(self)
                 if hasattr(S.SymArray, name):
                     return getattr(a, name)(*args, **kw)
@@ -236,11 +236,11 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _name(func: Any) -> str:
-    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
+    qual = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", func))
     owner = getattr(func, "__objclass__", None)
     if owner is not None or qual.startswith(("Tensor.", "TensorBase.", "_TensorBase.")):
         return "Tensor." + qual.rsplit(".", 1)[-1]
-    module = getattr(func, "__module__", None) or "torch"
+    module: str = getattr(func, "__module__", None) or "torch"
     if module.startswith("torch._C") or "_VariableFunctions" in qual:
         qual = qual.rsplit(".", 1)[-1]
         module = "torch"
@@ -416,8 +416,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     outputs = [r for r, _ in results]
     template = build(outputs, final=False)
     if residues:
-        base = envs[0]
-        extra = [{**base, sym: base[sym] + r} for sym, q in residues.items()
+        first = envs[0]
+        extra = [{**first, sym: first[sym] + r} for sym, q in residues.items()
                  for r in range(1, q)]
         try:
             outputs += [_run(func, args, kwargs, env)[0] for env in extra]

@@ -639,9 +639,9 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
         else:
             target.append(as_dim(s))
     known: Dim = ONE
-    for d in target:
-        if d is not None:
-            known = known * d
+    for part in target:
+        if part is not None:
+            known = known * part
     if None in target:
         q = total // known if known.constant is not None else None
         if q is not None and known.constant is not None and (total % known.constant).constant != 0:

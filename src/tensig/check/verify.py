@@ -496,7 +496,7 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     fresh = itertools.count()
     names: list[str] = []
     positional = sorted((p for p in fs.parameters if p.position is not None),
-                        key=lambda p: p.position)  # type: ignore[arg-type, return-value]
+                        key=lambda p: p.position or 0)
     args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
     if fs.result is None:
         results = None

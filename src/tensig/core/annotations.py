@@ -584,12 +584,13 @@ def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
     if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
             or hint is abstract:
         return None
-    dtypes = hint.dtypes
+    array: Any = hint  # a jaxtyping class: dtypes, dtype and dim_str are jaxtyping's (untyped)
+    dtypes = array.dtypes
     family = None
     if isinstance(dtypes, list | tuple):
         family = "{" + ",".join(sorted(dtypes)) + "}"
-    name = getattr(hint.dtype, "__name__", "Shaped")
-    return ShapeSpecMarker(parse_annotation(hint.dim_str), family, family=f"jaxtyping.{name}")
+    name = getattr(array.dtype, "__name__", "Shaped")
+    return ShapeSpecMarker(parse_annotation(array.dim_str), family, family=f"jaxtyping.{name}")
 
 
 def known_family(name: str) -> str | None:

@@ -7,28 +7,18 @@ and modulo atoms get their own substitutions.  The procedure is sound, not compl
 right for every positive assignment, and ``None`` means "depends".  The work is bounded
 (:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`): past them the answer is ``None``.
 
-It reads a :class:`~tensig.core.dims.Dim`'s canonical terms (and caches the bounds on it) and
-never builds one, so it sits below it.
+It reads a canonical form (:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and
+never builds one, so it sits below :class:`~tensig.core.dims.Dim`.
 """
 
 from __future__ import annotations
 
 import itertools
 from math import comb
-from typing import Any, Protocol, TypeAlias
+
+from tensig.core.dim_form import Atom, Form, Mod, Monomial, Terms
 
 __all__ = ["bounds", "provably_nonzero", "sign_decide"]
-
-Atom: TypeAlias = Any  # a size name (str), or a FloorDiv/Mod atom (numerator, divisor, _op)
-Monomial: TypeAlias = "tuple[tuple[Atom, int], ...]"
-Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
-
-
-class Dim(Protocol):
-    """What the bounds read of a :class:`tensig.core.dims.Dim` (its canonical form)."""
-
-    _const: int | None
-    _terms: Terms
 
 _setattr = object.__setattr__
 
@@ -40,7 +30,7 @@ def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
     if isinstance(atom, str):
         return [(1, 1)]
     k = atom.divisor
-    if atom._op == "%":  # a Mod atom
+    if type(atom) is Mod:
         return [(0, 1), (k - 1, -1)]
     lo, hi = bounds(atom.numerator)
     options: list[tuple[int, int] | None] = []
@@ -102,7 +92,7 @@ def _expansion_size(terms: Terms) -> int:
     return total
 
 
-def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
+def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
     atoms: dict[Atom, list[tuple[int, int] | None]] = {}
     combinations = 1
     for m, _ in p._terms:
@@ -126,7 +116,7 @@ def _compute_bounds(p: Dim) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def bounds(p: Dim) -> tuple[int | None, int | None]:
+def bounds(p: Form) -> tuple[int | None, int | None]:
     """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
 
     Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
@@ -146,7 +136,7 @@ def bounds(p: Dim) -> tuple[int | None, int | None]:
     return result
 
 
-def sign_decide(d: Dim, strict: bool) -> bool | None:
+def sign_decide(d: Form, strict: bool) -> bool | None:
     """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
     need = 1 if strict else 0
     c = d._const
@@ -160,7 +150,7 @@ def sign_decide(d: Dim, strict: bool) -> bool | None:
     return None
 
 
-def provably_nonzero(d: Dim) -> bool:
+def provably_nonzero(d: Form) -> bool:
     c = d._const
     if c is not None:
         return c != 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Protocol, TypeAlias
+from typing import Any, NoReturn, Protocol, TypeAlias
 
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.lexical import (
@@ -98,7 +98,8 @@ class Parser:
         self.i = 0
         self.depth = 0
 
-    def fail(self, start: int, reason: str, hint: str | None = None, end: int | None = None):
+    def fail(self, start: int, reason: str, hint: str | None = None,
+             end: int | None = None) -> NoReturn:
         raise SpecSyntaxError(self.text, start, reason, hint, end)
 
     def apply(self, op: _Token, f: Any, a: Any, b: Any) -> Any:
@@ -106,7 +107,6 @@ class Parser:
             return f(a, b)
         except ShapeError as e:
             self.fail(op[2], e.reason, e.hint, op[3])
-            raise AssertionError from None  # unreachable: fail() raises
 
     def parse(self) -> Any:
         if self.tokens[0][0] == "end":

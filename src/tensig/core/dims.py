@@ -5,11 +5,9 @@ contain exact floor-division and modulo terms (``(T + 1) // 2``, ``T % 2``).  Ev
 kept in a *canonical form*, so two dimensions are equal exactly when their canonical forms are
 the same tuple: ``==`` and ``hash`` are a tuple comparison, never an algebra problem.
 
-The canonical form is a sorted tuple of ``(monomial, coefficient)`` pairs with nonzero integer
-coefficients; a monomial is a sorted tuple of ``(atom, power)`` pairs (``power >= 1``) and the
-empty monomial is the constant term.  An atom is a size name (a ``str``), a :class:`FloorDiv` or
-a :class:`Mod`.  Sums and products are fully expanded, so ``B*(T + 1)`` and ``B*T + B`` are one
-object:
+The canonical form (:mod:`tensig.core.dim_form`: terms of monomials over size names and
+:class:`FloorDiv` / :class:`Mod` atoms) expands sums and products fully, so ``B*(T + 1)`` and
+``B*T + B`` are one object:
 
 >>> B, T = dims("B T")
 >>> B * (T + 1) == B*T + B
@@ -43,70 +41,44 @@ tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 
 :class:`Condition` is a side condition a solver attaches to an answer (``(T + 1) % 2 == 0``).
 Remora's shape index (``[B, T + 1, ..s..]``) is in :mod:`tensig.core.shape_index`, the grammar of
-an expression in :mod:`tensig.core.dim_syntax`, sign decisions in :mod:`tensig.core.dim_bounds`.
+an expression in :mod:`tensig.core.dim_syntax`, sign decisions in :mod:`tensig.core.dim_bounds`,
+what a form is made of and what is read off it in :mod:`tensig.core.dim_form`.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
-from typing import Any, ClassVar, TypeAlias
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from tensig.core.dim_bounds import bounds, provably_nonzero, sign_decide
+from tensig.core.dim_form import (
+    MAX_BITS,
+    MAX_EXPONENT,
+    Atom,
+    FloorDiv,
+    Form,
+    Frozen,
+    Mod,
+    Monomial,
+    Terms,
+    add_terms,
+    atom_sort_key,
+    check_bits,
+    int_or_none,
+    mod_upper_bound,
+    mul_terms,
+    print_key,
+    too_large,
+)
 from tensig.core.dim_syntax import Parser, split_items
-from tensig.core.errors import InconclusiveError, ShapeError, SpecSyntaxError
+from tensig.core.errors import InconclusiveError, SpecSyntaxError
 
-__all__ = [
-    "Condition",
-    "Dim",
-    "FloorDiv",
-    "Mod",
-    "atom_sort_key",
-    "dim",
-    "dims",
-]
-
-Atom: TypeAlias = "str | FloorDiv | Mod"
-Monomial: TypeAlias = "tuple[tuple[Atom, int], ...]"
-Terms: TypeAlias = "tuple[tuple[Monomial, int], ...]"
+__all__ = ["Condition", "Dim", "FloorDiv", "Mod", "atom_sort_key", "dim", "dims"]
 
 _new_object = object.__new__
 _setattr = object.__setattr__
-
-
-class Frozen:
-    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms,
-    conditions, shape indices), which build their slots with ``object.__setattr__``."""
-
-    __slots__ = ()
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-# Bounds on the work one expression can cause (sizes are small polynomials; these are far above
-# any real shape and far below what takes a noticeable time): ``(T + 1)**3000`` or ``9**9**9``
-# is a clear error, not minutes of expansion.
-MAX_EXPONENT = 64  # a written or computed ``**`` exponent
-MAX_POWER = 64  # the power of one size in a monomial (``T**64``)
-MAX_TERMS = 256  # the terms of one polynomial after a product
-MAX_BITS = 512  # the bit length of one coefficient
-
-
-def _too_large(what: str, limit: str) -> ShapeError:
-    return ShapeError(f"dimension expression too large: {what} (the limit is {limit})",
-                      hint="sizes are small polynomials; check the expression")
-
-
-def _check_bits(c: int) -> int:
-    if c.bit_length() > MAX_BITS:
-        raise _too_large(f"a coefficient of {c.bit_length()} bits", f"{MAX_BITS} bits")
-    return c
-
 
 # --------------------------------------------------------------------------------------------
 # construction helpers (the hot path: no validation, inputs are already canonical)
@@ -145,21 +117,6 @@ def _atom_dim(atom: Atom) -> Dim:
     return _make(((((atom, 1),), 1),))
 
 
-def _int_or_none(x: object) -> int | None:
-    """``x`` as an ``int`` when it is integer-like (``int``, NumPy integers), else ``None``."""
-    if isinstance(x, int):
-        return x
-    if isinstance(x, float | complex):
-        return None
-    index = getattr(type(x), "__index__", None)
-    if index is None:
-        return None
-    try:
-        return index(x)
-    except TypeError:  # e.g. a NumPy array with more than one element
-        return None
-
-
 def _add_const(p: Dim, n: int) -> Dim:
     if not n:
         return p
@@ -173,18 +130,6 @@ def _add_const(p: Dim, n: int) -> Dim:
     return _make((((), n), *terms))
 
 
-def _add_terms(a: Terms, b: Terms, sign: int) -> Dim:
-    d = dict(a)
-    get = d.get
-    if sign == 1:
-        for m, c in b:
-            d[m] = get(m, 0) + c
-    else:
-        for m, c in b:
-            d[m] = get(m, 0) - c
-    return _from_dict(d)
-
-
 def _scale(p: Dim, n: int) -> Dim:
     if n == 1:
         return p
@@ -192,49 +137,8 @@ def _scale(p: Dim, n: int) -> Dim:
         return _ZERO
     c = p._const
     if c is not None:
-        return _const(_check_bits(c * n))
-    return _make(tuple([(m, _check_bits(c * n)) for m, c in p._terms]))
-
-
-def _mono_mul(a: Monomial, b: Monomial) -> Monomial:
-    if not a:
-        return b
-    if not b:
-        return a
-    d = dict(a)
-    get = d.get
-    for atom, p in b:
-        power = d[atom] = get(atom, 0) + p
-        if power > MAX_POWER:
-            raise _too_large(f"{atom}**{power}", f"a power of {MAX_POWER}")
-    return tuple(sorted(d.items()))
-
-
-def _mul_terms(a: Terms, b: Terms) -> Dim:
-    if len(a) * len(b) > MAX_TERMS * MAX_TERMS:
-        raise _too_large(f"a product of {len(a)} by {len(b)} terms", f"{MAX_TERMS} terms")
-    d: dict[Monomial, int] = {}
-    get = d.get
-    for m1, c1 in a:
-        for m2, c2 in b:
-            m = _mono_mul(m1, m2)
-            d[m] = get(m, 0) + _check_bits(c1 * c2)
-    if len(d) > MAX_TERMS:
-        raise _too_large(f"a product with {len(d)} terms", f"{MAX_TERMS} terms")
-    return _from_dict(d)
-
-
-def _mod_upper_bound(terms: Terms) -> int | None:
-    """An upper bound of a polynomial with positive coefficients made only of ``Mod`` atoms."""
-    total = 0
-    for m, c in terms:
-        bound = c
-        for atom, p in m:
-            if type(atom) is not Mod:
-                return None
-            bound *= (atom.divisor - 1) ** p
-        total += bound
-    return total
+        return _const(check_bits(c * n))
+    return _make(tuple([(m, check_bits(c * n)) for m, c in p._terms]))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -259,7 +163,7 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
     if len(r) == 1 and not r[0][0]:
         return quotient, _const(r[0][1])
     rest = _make(tuple(r))
-    bound = _mod_upper_bound(rest._terms)
+    bound = mod_upper_bound(rest._terms)
     if bound is not None and bound < k:  # 0 <= rest < k: nothing left to divide
         return quotient, rest
     if len(r) == 1 and r[0][1] == 1 and len(r[0][0]) == 1 and r[0][0][0][1] == 1:
@@ -282,7 +186,7 @@ def _compare(a: Dim, other: object, op: str) -> bool:
     if isinstance(other, Dim):
         b = other
     else:
-        n = _int_or_none(other)
+        n = int_or_none(other)
         if n is None:
             return NotImplemented
         b = _const(n)
@@ -291,48 +195,6 @@ def _compare(a: Dim, other: object, op: str) -> bool:
     if decided is None:
         raise InconclusiveError(f"cannot decide {a} {op} {b}: it depends on the sizes")
     return decided
-
-
-# --------------------------------------------------------------------------------------------
-# printing
-# --------------------------------------------------------------------------------------------
-
-
-def _print_key(term: tuple[Monomial, int]) -> tuple[Any, ...]:
-    m = term[0]
-    return (-sum(p for _, p in m), tuple([(a, -p) for a, p in m]))
-
-
-def _format_factor(atom: Atom, power: int, wrap: bool) -> str:
-    if isinstance(atom, str):
-        text = atom
-    else:
-        text = str(atom)
-        if wrap or power > 1:
-            text = f"({text})"
-    return text if power == 1 else f"{text}**{power}"
-
-
-def _format_terms(terms: Terms) -> str:
-    if not terms:
-        return "0"
-    parts = []
-    for i, (m, c) in enumerate(sorted(terms, key=_print_key)):
-        negative = c < 0
-        size = -c if negative else c
-        if not m:
-            body = str(size)
-        else:
-            # a lone `x // k` needs no parentheses unless a factor or a leading `-` touches it
-            bare = size == 1 and len(m) == 1 and not (negative and i == 0)
-            body = "*".join(_format_factor(a, p, wrap=not bare) for a, p in m)
-            if size != 1:
-                body = f"{size}*{body}"
-        if i == 0:
-            parts.append(f"-{body}" if negative else body)
-        else:
-            parts.append(f" - {body}" if negative else f" + {body}")
-    return "".join(parts)
 
 
 class _DimAlgebra:
@@ -363,115 +225,7 @@ def parse_at(text: str, start: int, end: int) -> Dim:
         raise SpecSyntaxError(text, e.column + start, e.reason, e.hint, e.end + start) from None
 
 
-# --------------------------------------------------------------------------------------------
-# the public classes
-# --------------------------------------------------------------------------------------------
-
-
-class _DivAtom(Frozen):
-    """Shared machinery of :class:`FloorDiv` and :class:`Mod` (an opaque integer atom)."""
-
-    __slots__ = ("_hash", "_key", "divisor", "numerator")
-    _rank: ClassVar[int] = 0
-    _op: ClassVar[str] = ""
-    numerator: Dim
-    divisor: int
-
-    def __init__(self, numerator: Dim, divisor: int):
-        if not isinstance(numerator, Dim):
-            raise TypeError(f"the numerator must be a Dim, not {type(numerator).__name__}")
-        divisor = operator.index(divisor)
-        if divisor < 2:
-            raise ValueError(f"the divisor must be an integer >= 2, got {divisor}")
-        _setattr(self, "numerator", numerator)
-        _setattr(self, "divisor", divisor)
-        _setattr(self, "_key", (self._rank, numerator._terms, divisor))
-        _setattr(self, "_hash", hash((self._op, numerator, divisor)))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.numerator, self.divisor))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is type(self):
-            return self._hash == other._hash and self._key == other._key  # type: ignore[attr-defined]
-        return NotImplemented
-
-    # Atoms sit inside tuples that Python sorts directly, so they compare with size names too
-    # (which sort first).
-    def _order(self, other: object, cmp: Callable[[Any, Any], bool]) -> bool:
-        if isinstance(other, str):
-            return cmp(1, 0)
-        if isinstance(other, _DivAtom):
-            return cmp(self._key, other._key)
-        return NotImplemented
-
-    def __lt__(self, other: object) -> bool:
-        return self._order(other, operator.lt)
-
-    def __le__(self, other: object) -> bool:
-        return self._order(other, operator.le)
-
-    def __gt__(self, other: object) -> bool:
-        return self._order(other, operator.gt)
-
-    def __ge__(self, other: object) -> bool:
-        return self._order(other, operator.ge)
-
-    def __str__(self) -> str:
-        num = str(self.numerator)
-        if len(self.numerator._terms) > 1:
-            num = f"({num})"
-        return f"{num} {self._op} {self.divisor}"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(Dim({str(self.numerator)!r}), {self.divisor})"
-
-
-class FloorDiv(_DivAtom):
-    """The atom ``numerator // divisor`` that canonical division could not remove.
-
-    Only :class:`Dim`'s ``//`` creates canonical ones (numerator coefficients in
-    ``[0, divisor)``); build atoms directly only to inspect or test them.
-
-    >>> atom = FloorDiv(Dim("T + 1"), 2)
-    >>> atom, str(atom)
-    (FloorDiv(Dim('T + 1'), 2), '(T + 1) // 2')
-    >>> (dim("T") + 1) // 2 == Dim("(T + 1) // 2")
-    True
-    """
-
-    __slots__ = ()
-    _rank: ClassVar[int] = 1
-    _op: ClassVar[str] = "//"
-
-
-class Mod(_DivAtom):
-    """The atom ``numerator % divisor``, always in ``[0, divisor - 1]``.
-
-    >>> str(Mod(Dim("T"), 2)), (dim("T") + 2) % 2
-    ('T % 2', Dim('T % 2'))
-    """
-
-    __slots__ = ()
-    _rank: ClassVar[int] = 2
-    _op: ClassVar[str] = "%"
-
-
-def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
-    """The sort key of an atom: names (by name) before ``FloorDiv`` before ``Mod``.
-
-    >>> sorted(["T", FloorDiv(Dim("B + 1"), 2), "B"], key=atom_sort_key)[:2]
-    ['B', 'T']
-    """
-    if isinstance(atom, str):
-        return (0, atom)
-    return atom._key
-
-
-class Dim(Frozen):
+class Dim(Form):
     """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
 
     Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
@@ -486,11 +240,8 @@ class Dim(Frozen):
     (Dim('2*B*T + 1'), Dim('B - 1'), Dim('-B + 3'), Dim('0'))
     """
 
-    __slots__ = ("_bnd", "_const", "_hash", "_str", "_syms", "_terms")
+    __slots__ = ()  # the form's slots (dim_form.Form) are all a Dim holds
     __array_ufunc__ = None  # NumPy scalars defer to our reflected operators
-    _terms: Terms
-    _const: int | None
-    _hash: int
 
     def __new__(cls, value: str | int | Dim = 0) -> Dim:
         return dim(value)
@@ -535,7 +286,7 @@ class Dim(Frozen):
         (True, True)
         """
         if type(n) is not int:
-            value = n._const if isinstance(n, Dim) else _int_or_none(n)
+            value = n._const if isinstance(n, Dim) else int_or_none(n)
             if value is None:
                 raise TypeError(f"a constant dimension is an int, not {n!r}")
             n = value
@@ -563,85 +314,7 @@ class Dim(Frozen):
             raise TypeError(f"Dim.parse reads a str, not {type(text).__name__}")
         return _parse(text)
 
-    # -- inspection -------------------------------------------------------------------------
-    @property
-    def is_constant(self) -> bool:
-        """Whether the dimension is a plain number (no size names).
-
-        >>> Dim("2 + 1").is_constant, Dim("B - B + 1").is_constant, Dim("B").is_constant
-        (True, True, False)
-        """
-        return self._const is not None
-
-    @property
-    def constant(self) -> int | None:
-        """The value of a constant dimension, ``None`` for a symbolic one.
-
-        >>> Dim("3*2").constant, Dim("B").constant is None
-        (6, True)
-        """
-        return self._const
-
-    @property
-    def symbols(self) -> frozenset[str]:
-        """Every size name the dimension mentions, including inside ``//`` and ``%``.
-
-        >>> sorted(Dim("B*T + (d + 1) // 2").symbols)
-        ['B', 'T', 'd']
-        """
-        try:
-            return self._syms
-        except AttributeError:
-            pass
-        names: set[str] = set()
-        for m, _ in self._terms:
-            for atom, _ in m:
-                if isinstance(atom, str):
-                    names.add(atom)
-                else:
-                    names |= atom.numerator.symbols
-        result = frozenset(names)
-        _setattr(self, "_syms", result)
-        return result
-
-    @property
-    def terms(self) -> Mapping[Monomial, int]:
-        """A read-only view of the canonical form: monomial -> nonzero coefficient.
-
-        >>> dict(Dim("2*B*T - 1").terms)
-        {(): -1, (('B', 1), ('T', 1)): 2}
-        """
-        return MappingProxyType(dict(self._terms))
-
-    @property
-    def degree(self) -> int:
-        """The total degree (``//`` and ``%`` atoms count as degree 1; ``0`` for constants).
-
-        >>> Dim("B**2*T + T").degree, Dim("7").degree
-        (3, 0)
-        """
-        return max((sum(p for _, p in m) for m, _ in self._terms), default=0)
-
-    @property
-    def is_linear(self) -> bool:
-        """Degree at most 1 and no ``//`` / ``%`` atoms: what simple solving handles.
-
-        >>> Dim("2*B + T - 1").is_linear, Dim("B*T").is_linear, Dim("B // 2").is_linear
-        (True, False, False)
-        """
-        for m, _ in self._terms:
-            if len(m) > 1 or (m and (m[0][1] != 1 or not isinstance(m[0][0], str))):
-                return False
-        return True
-
-    def free_of(self, name: str) -> bool:
-        """Whether the size ``name`` does not occur (not even inside ``//`` or ``%``).
-
-        >>> Dim("B + T // 2").free_of("T"), Dim("B + T // 2").free_of("d")
-        (False, True)
-        """
-        return name not in self.symbols
-
+    # -- solving ------------------------------------------------------------------------------
     def coefficient(self, name: str) -> Dim:
         """``c`` in ``self == c*name + rest`` with ``c`` and ``rest`` free of ``name``.
 
@@ -668,7 +341,6 @@ class Dim(Frozen):
                 d[tuple(rest)] = c
         return _from_dict(d)
 
-    # -- evaluation -------------------------------------------------------------------------
     def subs(self, mapping: Mapping[str, int | Dim]) -> Dim:
         """Replace sizes by ints or dims; ``//`` and ``%`` atoms are simplified again.
 
@@ -682,22 +354,6 @@ class Dim(Frozen):
         if not values:
             return self
         return _subs_terms(self._terms, values)
-
-    def evaluate(self, mapping: Mapping[str, int]) -> int:
-        """The integer value for concrete sizes; a :class:`ValueError` names missing ones.
-
-        >>> Dim("(T - 3) // 2 + 1").evaluate({"T": 9})
-        4
-        """
-        c = self._const
-        if c is not None:
-            return c
-        names = self.symbols
-        missing = sorted(n for n in names if n not in mapping)
-        if missing:
-            raise ValueError(f"cannot evaluate {self}: no size given for {', '.join(missing)}")
-        env = {n: operator.index(mapping[n]) for n in names}
-        return _eval_terms(self._terms, env)
 
     def solve_for(self, name: str) -> tuple[Dim, tuple[Condition, ...]]:
         """Solve ``self == 0`` for ``name``, which must occur linearly with a constant factor.
@@ -735,36 +391,16 @@ class Dim(Frozen):
             return True
         raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the sizes")
 
-    def __int__(self) -> int:
-        c = self._const
-        if c is None:
-            raise InconclusiveError(f"{self} is not a constant: its value depends on the sizes")
-        return c
-
-    __index__ = __int__
-
-    def __str__(self) -> str:
-        try:
-            return self._str
-        except AttributeError:
-            pass
-        text = _format_terms(self._terms)
-        _setattr(self, "_str", text)
-        return text
-
-    def __repr__(self) -> str:
-        return f"Dim({str(self)!r})"
-
+    # -- comparison (``__hash__`` beside ``__eq__``, else Python would drop it) ---------------
     def __hash__(self) -> int:
         return self._hash
 
-    # -- comparison ---------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Dim):
             return self is other or (self._hash == other._hash and self._terms == other._terms)
         if isinstance(other, int):
             return self._const == other
-        n = _int_or_none(other)
+        n = int_or_none(other)
         if n is None:
             return NotImplemented
         return self._const == n
@@ -788,10 +424,10 @@ class Dim(Frozen):
                 return _add_const(self, other._const)
             if self._const is not None:
                 return _add_const(other, self._const)
-            return _add_terms(self._terms, other._terms, 1)
+            return _from_dict(add_terms(self._terms, other._terms, 1))
         if isinstance(other, int):
             return _add_const(self, other)
-        n = _int_or_none(other)
+        n = int_or_none(other)
         return NotImplemented if n is None else _add_const(self, n)
 
     __radd__ = __add__
@@ -800,14 +436,14 @@ class Dim(Frozen):
         if isinstance(other, Dim):
             if other._const is not None:
                 return _add_const(self, -other._const)
-            return _add_terms(self._terms, other._terms, -1)
+            return _from_dict(add_terms(self._terms, other._terms, -1))
         if isinstance(other, int):
             return _add_const(self, -other)
-        n = _int_or_none(other)
+        n = int_or_none(other)
         return NotImplemented if n is None else _add_const(self, -n)
 
     def __rsub__(self, other: object) -> Dim:
-        n = _int_or_none(other)
+        n = int_or_none(other)
         return NotImplemented if n is None else _add_const(_scale(self, -1), n)
 
     def __mul__(self, other: object) -> Dim:
@@ -816,8 +452,8 @@ class Dim(Frozen):
                 return _scale(self, other._const)
             if self._const is not None:
                 return _scale(other, self._const)
-            return _mul_terms(self._terms, other._terms)
-        n = _int_or_none(other)
+            return _from_dict(mul_terms(self._terms, other._terms))
+        n = int_or_none(other)
         return NotImplemented if n is None else _scale(self, n)
 
     __rmul__ = __mul__
@@ -845,19 +481,19 @@ class Dim(Frozen):
             if e is None:
                 raise TypeError(f"an exponent must be a constant, not {exponent}")
         else:
-            e = _int_or_none(exponent)
+            e = int_or_none(exponent)
             if e is None:
                 return NotImplemented
         if e < 0:
             raise ValueError(f"an exponent must be nonnegative, got {e}")
         if e > MAX_EXPONENT:
-            raise _too_large(f"an exponent of {e}", f"an exponent of {MAX_EXPONENT}")
+            raise too_large(f"an exponent of {e}", f"an exponent of {MAX_EXPONENT}")
         c = self._const
         if c is not None:
             if (abs(c).bit_length() - 1) * e > MAX_BITS:
-                raise _too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
+                raise too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
                                  f"{MAX_BITS} bits")
-            return _const(_check_bits(c**e))
+            return _const(check_bits(c**e))
         result, base = _ONE, self
         while e:
             if e & 1:
@@ -868,7 +504,7 @@ class Dim(Frozen):
         return result
 
     def __rpow__(self, base: object) -> Dim:
-        n = _int_or_none(base)
+        n = int_or_none(base)
         if n is None:
             return NotImplemented
         return _const(n) ** self
@@ -879,7 +515,7 @@ class Dim(Frozen):
             if k is None:
                 raise TypeError(f"cannot divide {self} by {other}: the divisor must be a constant")
         else:
-            k = _int_or_none(other)
+            k = int_or_none(other)
             if k is None:
                 return None
         if k <= 0:
@@ -899,11 +535,11 @@ class Dim(Frozen):
         return NotImplemented if k is None else _divmod(self, k)
 
     def __rfloordiv__(self, other: object) -> Dim:
-        n = _int_or_none(other)
+        n = int_or_none(other)
         return NotImplemented if n is None else _const(n) // self
 
     def __rmod__(self, other: object) -> Dim:
-        n = _int_or_none(other)
+        n = int_or_none(other)
         return NotImplemented if n is None else _const(n) % self
 
     def __truediv__(self, other: object) -> Dim:
@@ -918,9 +554,9 @@ class Dim(Frozen):
 
 
 # Slot descriptors: faster than object.__setattr__ for the constructor above.
-_set_terms = Dim._terms.__set__  # type: ignore[attr-defined]
-_set_const = Dim._const.__set__
-_set_hash = Dim._hash.__set__  # type: ignore[attr-defined]
+_set_terms = vars(Form)["_terms"].__set__
+_set_const = vars(Form)["_const"].__set__
+_set_hash = vars(Form)["_hash"].__set__
 _ZERO = _make(())
 _ONE = _make((((), 1),))
 _CONSTS: dict[int, Dim] = {n: _make((((), n),)) for n in range(-8, 65) if n}
@@ -949,21 +585,6 @@ def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
     return total
 
 
-def _eval_terms(terms: Terms, env: dict[str, int]) -> int:
-    total = 0
-    for m, c in terms:
-        value = c
-        for atom, p in m:
-            if isinstance(atom, str):
-                x = env[atom]
-            else:
-                x = _eval_terms(atom.numerator._terms, env)
-                x = x // atom.divisor if type(atom) is FloorDiv else x % atom.divisor
-            value *= x if p == 1 else x**p
-        total += value
-    return total
-
-
 def dim(x: str | int | Dim) -> Dim:
     """Coerce a name, an expression, an ``int`` or a :class:`Dim` to a :class:`Dim`.
 
@@ -974,7 +595,7 @@ def dim(x: str | int | Dim) -> Dim:
         return x
     if isinstance(x, str):
         return _make(((((x, 1),), 1),)) if x.isidentifier() else _parse(x)
-    n = _int_or_none(x)
+    n = int_or_none(x)
     if n is None:
         raise TypeError(f"a dimension is a str, an int or a Dim, not {type(x).__name__}")
     return _const(n)
@@ -1016,6 +637,7 @@ class Condition(Frozen):
     kind: str
     expr: Dim
     modulus: int
+    _hash: int
 
     def __init__(self, kind: str, expr: Dim | int, modulus: int = 0):
         expr = dim(expr)
@@ -1027,7 +649,7 @@ class Condition(Frozen):
         elif kind in (self.AT_LEAST, self.EQUAL):
             modulus = 0
             if kind == self.EQUAL and expr._terms:
-                first = min(expr._terms, key=_print_key)
+                first = min(expr._terms, key=print_key)
                 if first[1] < 0:
                     expr = _scale(expr, -1)
         else:

@@ -1,4 +1,5 @@
-"""The lexical rules every tensig text shares: names, integer literals, characters to refuse.
+"""The lexical rules every tensig text shares: names, integer literals, characters to refuse,
+and where the rows of a shape (``batch|input->output``) lie (:func:`row_spans`).
 
 Specs (:mod:`tensig.core.notation`) and dimension expressions (:mod:`tensig.dims`, shape strings)
 read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 1")`` agree:
@@ -20,6 +21,8 @@ read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
+from typing import Literal, NoReturn
 
 from tensig.core.errors import SpecSyntaxError
 
@@ -31,9 +34,13 @@ __all__ = [
     "is_digit",
     "is_name_char",
     "is_name_start",
+    "row_spans",
     "unexpected_character",
 ]
 
+#: A row's kind, and a span of text (start, end) that errors put a caret under.
+Kind = Literal["batch", "input", "output"]
+Span = tuple[int, int]
 MAX_LITERAL = 2**63
 _MAX_DIGITS = len(str(MAX_LITERAL))
 
@@ -99,3 +106,30 @@ def unexpected_character(c: str) -> tuple[str, str | None]:
                 "write the accented letter precomposed (Unicode NFC), e.g. with "
                 "unicodedata.normalize('NFC', spec)")
     return f"unexpected character {c!r}", None
+
+
+def row_spans(text: str, start: int, end: int, what: str,
+              fail: Callable[..., NoReturn]) -> dict[Kind, Span]:
+    """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
+    output row always, the batch and input rows when their ``|`` and ``->`` are there.  The
+    einsum parser and the annotation parser share it; ``what`` names the thing in errors
+    ("a shape", "an annotation"), and ``fail(column, reason, end=...)`` raises them."""
+    pipes = [i for i in range(start, end) if text[i] == "|"]
+    arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
+    if len(pipes) > 1:
+        fail(pipes[1], f"{what} has at most one '|' (batch|input->output)")
+    if len(arrows) > 1:
+        fail(arrows[1], f"{what} has at most one '->' (batch|input->output)",
+             end=arrows[1] + 2)
+    if pipes and arrows and arrows[0] < pipes[0]:
+        fail(pipes[0], "the batch row comes first: write batch|input->output")
+    spans: dict[Kind, Span] = {}
+    pos = start
+    if pipes:
+        spans["batch"] = (pos, pipes[0])
+        pos = pipes[0] + 1
+    if arrows:
+        spans["input"] = (pos, arrows[0])
+        pos = arrows[0] + 2
+    spans["output"] = (pos, end)
+    return spans

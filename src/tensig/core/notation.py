@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal, NoReturn
 
 from tensig.core.dims import Dim
@@ -52,6 +52,7 @@ from tensig.core.lexical import (
     int_literal,
     is_digit,
     is_name_start,
+    row_spans,
     unexpected_character,
 )
 from tensig.core.syntax import (
@@ -164,33 +165,6 @@ def parse_annotation(text: str) -> AnnotationShape:
         raise SpecSyntaxError(text[:60] + "...", 0, "an annotation of more than 100000 "
                               "characters")
     return _Parser(text, "annotation").annotation()
-
-
-def row_spans(text: str, start: int, end: int, what: str,
-              fail: Callable[..., NoReturn]) -> dict[Kind, Span]:
-    """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
-    output row always, the batch and input rows when their ``|`` and ``->`` are there.  The
-    einsum parser and the annotation parser share it; ``what`` names the thing in errors
-    ("a shape", "an annotation"), and ``fail(column, reason, end=...)`` raises them."""
-    pipes = [i for i in range(start, end) if text[i] == "|"]
-    arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
-    if len(pipes) > 1:
-        fail(pipes[1], f"{what} has at most one '|' (batch|input->output)")
-    if len(arrows) > 1:
-        fail(arrows[1], f"{what} has at most one '->' (batch|input->output)",
-             end=arrows[1] + 2)
-    if pipes and arrows and arrows[0] < pipes[0]:
-        fail(pipes[0], "the batch row comes first: write batch|input->output")
-    spans: dict[Kind, Span] = {}
-    pos = start
-    if pipes:
-        spans["batch"] = (pos, pipes[0])
-        pos = pipes[0] + 1
-    if arrows:
-        spans["input"] = (pos, arrows[0])
-        pos = arrows[0] + 2
-    spans["output"] = (pos, end)
-    return spans
 
 
 class _Parser:
@@ -370,25 +344,35 @@ class _Parser:
         return items
 
     def merge_at(self, i: int, end: int) -> Merge:
-        """A merged axis ``(h, e)`` at ``i`` (labels, at least one, no nesting); its end."""
+        """A merged axis ``(h, e)`` or ``(h, 4)`` at ``i``: labels and positive sizes, at least
+        one, no nesting, no row variable (its number of axes is unknown)."""
         text, close = self.text, self.text.find(")", i, end)
         if text[i] == ")" or close < 0:
             self.fail(i, "')' without a '(' before it" if text[i] == ")" else
                       "unterminated '(': a merged axis is written (h, e)", end=max(i + 1, end))
-        parts: list[str] = []
+        parts: list[str | int] = []
         j = i + 1
         while j < close:
-            c = text[j]
+            c, mc = text[j], self.multichar
+            k = identifier_end(text, j, close) if mc and is_name_start(c) else \
+                digits_end(text, j, close) if mc and is_digit(c) else j + 1
             if is_name_start(c) and c != "_":
-                k = identifier_end(text, j, close) if self.multichar else j + 1
                 parts.append(text[j:k])
-                j = k
-                continue
-            if not (c.isspace() or (c == "," and self.multichar)):
+            elif is_digit(c):
+                if mc and k < close and is_name_start(text[k]):
+                    self.fail(j, "an identifier cannot start with a digit", end=k + 1)
+                if (n := int_literal(text, j, k)) == 0:
+                    self.fail(j, "a merged axis has no factor of size 0", end=k)
+                parts.append(n)
+            elif c == "." and (var := self.row_var_at(j, close)) is not None:
+                self.fail(j, "a row variable cannot be merged: its number of axes is not "
+                             "known from the spec", end=var[1],
+                          hint="merge labelled axes (h, e), with sizes such as (h, 4)")
+            elif not (c.isspace() or (c == "," and mc)):
                 self.fail(j, "merged axes do not nest" if c == "(" else
-                          f"a merged axis groups labels, not {c!r}",
-                          hint="list its factors as labels in one group: (h, e)")
-            j += 1
+                          f"a merged axis groups labels and sizes, not {c!r}",
+                          hint="list its factors as labels or sizes in one group: (h, e)")
+            j = k
         if not parts:
             self.fail(i, "an empty merged axis '()'", end=close + 1)
         return Merge(tuple(parts), (i, close + 1))
@@ -431,8 +415,7 @@ class _Parser:
                 out.append(("op", c, i, i + 1))
                 i += 1
             elif c in "()":
-                merge = self.merge_at(i, end)
-                out.append(("merge", ",".join(merge.parts), i, i := merge.span[1]))
+                out.append(("merge", "", i, i := self.merge_at(i, end).span[1]))
             elif c == "<":
                 self.fail(i, "'<' must be followed by '+' (valid convolution: o<+k)")
             elif c == "=":
@@ -494,7 +477,7 @@ class _Parser:
             if len(toks) > 1:
                 self.fail(span[0], "a merged axis (h, e) is a whole axis: nothing can be "
                                    "attached to it", end=span[1], hint="separate axes with commas")
-            return Merge(tuple(toks[0][1].split(",")), span)
+            return self.merge_at(*span)
         # Two atoms in a row without an operator: whitespace used as a separator.
         for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":
@@ -532,7 +515,7 @@ class _Parser:
             self.fail(toks[-1][2], "a concatenation ends with a component, not '^'")
         return Concat(tuple(parts), span)
 
-    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Affine:
+    def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Axis:
         pos = 0
 
         def peek(k: int = 0):
@@ -577,7 +560,8 @@ class _Parser:
         if t[1] not in ("+", "=+", "<+"):
             self.fail(t[2], f"expected '+', '=+' or '<+' after the output part, found {t[1]!r}",
                       end=t[3])
-        padding = {"+": None, "=+": "padded", "<+": "valid"}[t[1]]
+        padding: Literal["padded", "valid"] | None = \
+            None if t[1] == "+" else "padded" if t[1] == "=+" else "valid"
         op_col = t[2]
         pos += 1
         dilation, kernel, ker_col = term("kernel")

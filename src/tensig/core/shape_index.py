@@ -11,7 +11,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
-from tensig.core.dims import Dim, Frozen, _const, _int_or_none, dim, parse_at, split_items
+from tensig.core.dim_form import Frozen, int_or_none
+from tensig.core.dim_syntax import split_items
+from tensig.core.dims import Dim, _const, dim, parse_at
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
 
 __all__ = ["ShapeIndex", "ShapeVar"]
@@ -29,6 +31,7 @@ class ShapeVar(Frozen):
 
     __slots__ = ("_hash", "name")
     name: str
+    _hash: int
 
     def __init__(self, name: str):
         if not isinstance(name, str):
@@ -70,7 +73,7 @@ def _flatten(items: Iterable[Any], out: list[ShapeItem]) -> None:
         elif isinstance(x, tuple | list):
             _flatten(x, out)
         else:
-            n = _int_or_none(x)
+            n = int_or_none(x)
             if n is None:
                 raise TypeError(f"a shape item is an int, a Dim or a ShapeVar, not {x!r}")
             out.append(_const(n))
@@ -200,7 +203,7 @@ class ShapeIndex(Frozen):
         >>> ShapeIndex([3, 4]).is_concrete, ShapeIndex(["B"]).is_concrete
         (True, False)
         """
-        return not self._nvars and all(x._const is not None for x in self._items)  # type: ignore[union-attr]
+        return not self._nvars and all(isinstance(x, Dim) and x.is_constant for x in self._items)
 
     def as_tuple(self) -> tuple[int, ...]:
         """The concrete shape as ints (:class:`TypeError` with shape variables,
@@ -211,7 +214,7 @@ class ShapeIndex(Frozen):
         """
         if self._nvars:
             raise TypeError(f"{self} has shape variables, so it is not a concrete shape")
-        return tuple(int(x) for x in self._items)
+        return tuple(int(x) for x in self._items if isinstance(x, Dim))  # Dims only, as checked
 
     def product(self) -> Dim:
         """The number of elements (``1`` for the empty index); no shape variables allowed.
@@ -238,13 +241,12 @@ class ShapeIndex(Frozen):
         """
         out: list[ShapeItem] = []
         for x in self._items:
-            if type(x) is ShapeVar:
-                if shape_map is not None and x.name in shape_map:
-                    _flatten((shape_map[x.name],), out)
-                else:
-                    out.append(x)
+            if isinstance(x, Dim):
+                out.append(x.subs(dim_map) if dim_map else x)
+            elif shape_map is not None and x.name in shape_map:
+                _flatten((shape_map[x.name],), out)
             else:
-                out.append(x.subs(dim_map) if dim_map else x)  # type: ignore[union-attr]
+                out.append(x)
         return _shape_index(tuple(out))
 
     def prefix_minus(self, other: ShapeIndex | Iterable[Any]) -> ShapeIndex | None:

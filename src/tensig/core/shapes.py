@@ -19,7 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
-from tensig.core.dims import Dim, parse_at, split_items
+from tensig.core.dim_syntax import split_items
+from tensig.core.dims import Dim, parse_at
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.notation import KINDS, Kind, Label, Placeholder, parse_shape_spec, row_spans
 

@@ -174,10 +174,6 @@ def _simplify(x: int | Dim) -> int | Dim:
     return x
 
 
-def _is_concrete(*xs: Size) -> bool:
-    return all(isinstance(x, int) for x in xs)
-
-
 class AffineRel(Constraint):
     """``input`` is indexed by ``stride*over + dilation*kernel`` (or ``+ offset``).
 
@@ -405,12 +401,13 @@ class LinearRel(Constraint):
         """The same rules on ``int`` sizes with compiled functions (no ``Dim`` arithmetic);
         ``False`` hands the case to the general path (symbolic sizes, a failure to word)."""
         vt = _val(self.target)
-        if not (vt is None or isinstance(vt, int)) or not _is_concrete(*known.values()):
+        ints = {n: v for n, v in known.items() if isinstance(v, int)}
+        if not (vt is None or isinstance(vt, int)) or len(ints) < len(known):
             return False
         evaluate, solvers, _ = _int_plan(self.expr)
         unknown = [n for n in self.names if n not in known]
         if not unknown:
-            value = evaluate(known)
+            value = evaluate(ints)
             if vt is None and value >= 0:
                 solver.set_value(self.target, value, self.origin, "linear")
             elif vt != value:
@@ -420,7 +417,7 @@ class LinearRel(Constraint):
         if vt is None:
             return True  # waits for the target
         solve = solvers[unknown[0]]
-        q = solve(known, vt) if solve is not None else None
+        q = solve(ints, vt) if solve is not None else None
         if q is None:  # nonlinear, no whole solution, or a zero factor: the general path
             return False
         solver.set_value(self.names[unknown[0]], q, self.origin, "linear")
@@ -572,7 +569,7 @@ class Solver:
         self.conditions.setdefault(cond, origin)
 
     def require_at_least(self, value: Size, bound: Size, origin: Origin, what: str) -> None:
-        if _is_concrete(value, bound):
+        if isinstance(value, int) and isinstance(bound, int):
             if value < bound:
                 raise self.error(what, origin, sizes=(value, bound))
             return

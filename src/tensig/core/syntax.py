@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tensig.core.dims import Dim
+from tensig.core.lexical import Kind, Span
 
 __all__ = [
     "KINDS",
@@ -45,9 +46,7 @@ __all__ = [
     "is_multichar",
 ]
 
-Kind = Literal["batch", "input", "output"]
 KINDS: tuple[Kind, ...] = ("batch", "input", "output")
-Span = tuple[int, int]
 
 _MULTICHAR_TRIGGER = re.compile(r"[,*+^<&]|=(?!>)")
 
@@ -147,14 +146,16 @@ class Merge:
 
     Its size is the product of the parts' sizes and cell ``(i, j)`` of the parts is cell
     ``i*|e| + j`` of the axis, as ``reshape`` lays them out: ``b|(h, e) => b|h, e`` splits an
-    axis, ``b|h, e => b|(h, e)`` merges two.  Parts are label names (at least one).
+    axis, ``b|h, e => b|(h, e)`` merges two.  Parts are label names (``str``) or sizes
+    (``int``, einops' anonymous ``(h 2)``: an axis of that size no other axis shares, so it is
+    reduced where only an operand has it and repeated where only the result does).
     """
 
-    parts: tuple[str, ...]
+    parts: tuple[str | int, ...]
     span: Span = field(default=(0, 0), compare=False, repr=False)
 
     def render(self, multichar: bool) -> str:
-        return "(" + (", " if multichar else "").join(self.parts) + ")"
+        return "(" + (", " if multichar else "").join(map(str, self.parts)) + ")"
 
 
 Axis = Label | Placeholder | Fixed | Affine | Concat | Merge
@@ -313,7 +314,7 @@ def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
                     return True
                 if isinstance(a, Label) and len(a.name) != 1:
                     return True
-                if isinstance(a, Merge) and any(len(p) != 1 for p in a.parts):
+                if isinstance(a, Merge) and any(len(str(p)) != 1 for p in a.parts):
                     return True
                 if isinstance(a, Fixed) and a.index > 9:
                     return True

@@ -30,11 +30,12 @@ from dataclasses import replace
 from typing import Any
 
 from tensig.backends import backend_for, backend_of
+from tensig.core.errors import ShapeError
 from tensig.core.inference import Iter, infer
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
-from tensig.execution.lowering import Plan
+from tensig.execution.lowering import Plan, split_merges
 
 __all__ = [
     "RowArray",
@@ -321,31 +322,59 @@ def _cast(x: Any, dtype: Any) -> Any:
     return backend.astype(x, backend.as_dtype(dtype))
 
 
-def einsum_path(spec: str, *xs: Any) -> tuple[list[Any], str]:
+def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
+                ) -> tuple[list[Any], str]:
     """The contraction order for an einsum of three or more operands, as opt_einsum (or,
     without it, ``numpy.einsum_path``) chooses it for these shapes: ``(path, report)``.
 
-    Reads shapes only (operands may be arrays or shape tuples).  The spec's axes must be
-    plain labels (no convolution, fixed or concatenated axes, whose lowering is not a single
-    contraction).
+    Reads shapes only (operands may be arrays or shape tuples).  Merged axes (``(h, e)``)
+    are split first, as the einsum runs them (a reshape around one contraction): the path
+    and report are the reshaped operation's, and the report's first line says so.  Other
+    axes must be plain labels (convolution, fixed and concatenated axes are not lowered to
+    one contraction).  ``sizes`` gives what no operand determines, as in :func:`einsum`.
 
     >>> import numpy as np
     >>> path, _ = einsum_path("ij;jk;kl=>il", (2, 30), (30, 40), (40, 5))
     >>> path
     [(0, 1), (0, 1)]
+    >>> path, report = einsum_path("b, (h, e); h, e; e, o => b, o", (2, 12), (3, 4), (4, 5))
+    >>> path, report.splitlines()[0]
+    ([(0, 1), (0, 1)], 'merged axes split: operand 0 (2, 12) -> (2, 3, 4)')
     """
     shapes = [tuple(x.shape) if hasattr(x, "shape") else x for x in xs]
-    inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum")
+    inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum", sizes=sizes)
+    split = split_merges(inferred)
+    layout = inferred.layout if split is None else split.inferred.layout
     letters: dict[int, str] = {}
     subs = []
-    for uses in inferred.layout:
-        if not all(isinstance(u.index, Iter) for u in uses):
-            raise ValueError(f"einsum_path({spec!r}): only plain label axes are one "
-                             "contraction")
+    for i, uses in enumerate(layout):
+        if bad := next((u for u in uses if not isinstance(u.index, Iter)), None):
+            who = "the result" if i == len(layout) - 1 else f"operand {i}"
+            raise ShapeError(f"einsum_path: {who}'s {bad.kind} axis {bad.position} is "
+                             f"{_NOT_ONE_CONTRACTION[type(bad.index).__name__]}, so the "
+                             "operation is not one contraction", spec=spec,
+                             hint="einsum_path plans label, row-variable and merged axes")
         subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
                             for u in uses))
-    subscripts = ",".join(subs[:-1]) + "->" + subs[-1]
-    dims = [tuple(int(u.size) for u in uses) for uses in inferred.layout[:-1]]
+    kept = "".join(c for c in subs[-1] if any(c in x for x in subs[:-1]))  # not broadcasts
+    subscripts = ",".join(subs[:-1]) + "->" + kept
+    dims = [tuple(int(u.size) for u in uses) for uses in layout[:-1]]
+    path, report = _contraction_path(subscripts, dims)
+    if split is None:
+        return path, report
+    moves = [f"operand {i} {tuple(int(u.size) for u in inferred.layout[i])} -> {s}"
+             for i, s in enumerate(split.shapes[:-1]) if s is not None]
+    if split.shapes[-1] is not None:
+        moves.append(f"the result {split.shapes[-1]} -> {split.merged}")
+    return path, "merged axes split: " + "; ".join(moves) + "\n" + report
+
+
+_NOT_ONE_CONTRACTION = {"FixedIndex": "a fixed index", "AffineIndex": "an affine axis (a "
+                        "window or a stride)", "ConcatIndex": "a concatenation"}
+
+
+def _contraction_path(subscripts: str, dims: list[tuple[int, ...]]) -> tuple[list[Any], str]:
+    """opt_einsum's path for ``subscripts`` over shapes ``dims``, else NumPy's greedy one."""
     try:
         import opt_einsum
     except ImportError:

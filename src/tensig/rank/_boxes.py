@@ -35,6 +35,14 @@ def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
     return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)
 
 
+def _objects(items: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """``items`` (boxes, functions) as an object array of ``shape``; ``np.array`` would read
+    the arrays some of them hold as more axes."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(shape)
+
+
 def _elem_name(value: Any) -> str:
     dt = getattr(value, "dtype", None)
     if dt is None:
@@ -261,9 +269,7 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
     if not outs:
         return _empty_unbox(frame, declared)
     if all(isinstance(o, Box) for o in outs):
-        result = np.empty(len(outs), dtype=object)
-        result[:] = outs
-        return result.reshape(frame)
+        return _objects(outs, frame)
     if any(isinstance(o, Box) for o in outs):
         raise TypeError("unbox: the body returned boxes for some items and arrays for others")
     cell = tuple(np.shape(outs[0]))

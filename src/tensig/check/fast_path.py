@@ -1,0 +1,199 @@
+"""The decorator's generated fast path: straight-line Python source for one function.
+
+Read ``.shape``, compare its length, unpack the sizes, bind names to local variables, evaluate
+``T + 1`` as ``v1 + 1``, solve ``2*h`` with one ``divmod``: no ``Dim`` and no dict per call.
+It only accepts or defers: anything not plainly right goes to the interpreter
+(:class:`tensig.check.interpreter._Checker`), which decides and explains; a differential test
+checks that both accept the same calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from tensig.check.interpreter import _EMPTY, _Checker, _Program
+from tensig.core.annotations import (
+    _ACCEPT,
+    Broadcastable,
+    Deferred,
+    RowVariable,
+    ShapeSpecMarker,
+    _is_name,
+)
+from tensig.core.dimcode import emit as _emit
+from tensig.core.dimcode import linear_split, solve_lines
+from tensig.core.dims import Dim
+
+_FAST_FRAMES: weakref.WeakKeyDictionary[Any, tuple[tuple[str, str], ...]] = \
+    weakref.WeakKeyDictionary()
+"""Generated wrappers' code objects -> ``(size name, local variable)``: a checked call's
+bindings are read from its frame when asked (``isinstance``), so calls publish nothing."""
+
+
+_UNBOUND = object()  # the generated code's ``_U``: a local not bound yet
+
+
+class _Generator:
+    """Emits the straight-line check of one function: locals instead of dicts, no calls.
+
+    Every failure, and every case the straight line does not handle (an expression with two
+    unknowns, an unseen dtype, ``None`` for a non-optional argument), hands the call to the
+    interpreter (``FAIL``), which decides and explains.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.locals: dict[str, str] = {}
+        self.families: dict[str, str] = {}  # dtype family -> the local of its accept cache
+
+    def local(self, key: str) -> str:
+        """The local variable holding the binding ``key`` (a size name or a row variable)."""
+        if key not in self.locals:
+            self.locals[key] = f"v{len(self.locals)}"
+        return self.locals[key]
+
+    def emit(self, depth: int, *lines: str) -> None:
+        self.lines.extend("    " * depth + line for line in lines)
+
+    def value(self, depth: int, program: _Program, marker: ShapeSpecMarker, optional: bool,
+              fail: str) -> bool:
+        """Emit the check of the value in ``x``; ``False`` when it needs the interpreter."""
+        items = program.shape.items
+        variables = [i for i, item in enumerate(items) if isinstance(item, RowVariable)]
+        if len(variables) > 1 or marker.pytree or any(
+                isinstance(item, Deferred) or (isinstance(item, RowVariable) and item.broadcast)
+                or (isinstance(item, Broadcastable) and isinstance(item.item, Deferred))
+                for item in items):
+            return False
+        self.emit(depth, "if x is None:", f"    {'pass' if optional else fail}", "else:")
+        depth += 1
+        wrapper = getattr(marker, "wrapper", None)  # Padded[...]: the value's type first
+        if wrapper is not None:
+            self.emit(depth, f"if not isinstance(x, _modules[{wrapper.__module__!r}]."
+                             f"{wrapper.__qualname__}):", f"    {fail}")
+        self.emit(depth, "try:", "    s = x.shape")
+        if marker.dtype is not None:
+            self.emit(depth, "    dt = x.dtype")
+        self.emit(depth, "except AttributeError:", f"    {fail}")
+        self.unpack(depth, len(items), variables[0] if variables else None, fail)
+        for i, item in enumerate(items):
+            self.item(depth, item, f"a{i}", fail)
+        if marker.dtype is not None:
+            cache = self.families.setdefault(marker.dtype, f"_A{len(self.families)}")
+            self.emit(depth, f"if {cache}.get(dt) is not True:", f"    {fail}")
+        return True
+
+    def unpack(self, depth: int, m: int, var: int | None, fail: str) -> None:
+        """Sizes into ``a0, a1, ...`` (a row variable's axes into a tuple)."""
+        if var is None:
+            self.emit(depth, f"if len(s) != {m}:", f"    {fail}")
+            if m:
+                self.emit(depth, ", ".join(f"a{i}" for i in range(m)) + ", = s")
+            return
+        self.emit(depth, f"if len(s) < {m - 1}:", f"    {fail}")
+        for i in range(m):
+            if i < var:
+                self.emit(depth, f"a{i} = s[{i}]")
+            elif i > var:
+                self.emit(depth, f"a{i} = s[{i - m}]")
+        stop = f"len(s) - {m - 1 - var}" if m - 1 - var else ""
+        self.emit(depth, f"a{var} = tuple(s[{var}:{stop}])")
+
+    def bind(self, depth: int, local: str, size: str, fail: str) -> None:
+        self.emit(depth, f"if {local} is _U:", f"    {local} = {size}",
+                  f"elif {local} != {size}:", f"    {fail}")
+
+    def item(self, depth: int, item: Any, size: str, fail: str) -> None:
+        if item is Any or (isinstance(item, RowVariable) and item.name is None):
+            return
+        if isinstance(item, Broadcastable):  # size 1 fits and binds nothing
+            self.emit(depth, f"if {size} != 1:")
+            self.item(depth + 1, item.item, size, fail)
+            self.emit(depth + 1, "pass")
+            return
+        if isinstance(item, RowVariable):
+            self.bind(depth, self.local(item.key), size, fail)
+        elif isinstance(item, int):
+            self.emit(depth, f"if {size} != {item}:", f"    {fail}")
+        elif _is_name(item):
+            self.bind(depth, self.local(next(iter(item.symbols))), size, fail)
+        else:
+            self.expression(depth, item, size, fail)
+
+    def source(self, d: Dim) -> str:
+        return _emit(d, lambda name: self.local(name))
+
+    def expression(self, depth: int, d: Dim, size: str, fail: str) -> None:
+        """Evaluate when every name is bound, else solve for the one unbound linear name."""
+        names = sorted(d.symbols)
+        bound = " and ".join(f"{self.local(n)} is not _U" for n in names)
+        self.emit(depth, f"if {bound}:", f"    if {size} != {self.source(d)}:", f"        {fail}")
+        for name in names:
+            split = linear_split(d, name)
+            if split is None:
+                continue
+            others = [f"{self.local(n)} is not _U" for n in names if n != name]
+            self.emit(depth, f"elif {' and '.join([f'{self.local(name)} is _U', *others])}:")
+            self.emit(depth + 1, *solve_lines(size, *split, fail, self.local),
+                      f"{self.local(name)} = q")
+        self.emit(depth, "else:", f"    {fail}")
+
+
+def _generate(checker: _Checker) -> Callable[..., Any] | None:
+    """The fast wrapper of one function, or ``None`` when it needs the interpreter throughout."""
+    if checker.variadic:
+        return None
+    g = _Generator()
+    fail = "return _slow(args, kwargs)"
+    defaults = []
+    g.emit(2, "n = len(args)")
+    for _, position, name, default, program, marker, optional in checker.single:
+        defaults.append(default)
+        g.emit(2, f"x = args[{position}] if n > {position} else "
+                  f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")
+        if not g.value(3, program, marker, optional, fail):
+            return None
+    g.emit(2, "result = fn(*args, **kwargs)")
+    names = tuple(g.locals.items())
+    if not _generate_result(g, checker, "return _slow_result(args, kwargs, result)"):
+        return None
+    g.emit(2, "return result")
+    header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
+              *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
+              "    def wrapper(*args, **kwargs):",
+              "        t = _modules.get('torch')",
+              "        if t is not None and 'torch._dynamo' in _modules and "
+              "t.compiler.is_compiling():",
+              "            return fn(*args, **kwargs)"]
+    if g.locals:
+        header.append("        " + " = ".join(g.locals.values()) + " = _U")
+    source = "\n".join([*header, *g.lines, "    return wrapper"])
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<tensig.shaped {checker.sig.name}>", "exec"), namespace)
+    wrapper = namespace["make"](checker.fn, checker.call, checker.after, sys.modules,
+                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults))
+    _FAST_FRAMES[wrapper.__code__] = names
+    wrapper.__tensig_source__ = source
+    return wrapper
+
+
+def _generate_result(g: _Generator, checker: _Checker, fail: str) -> bool:
+    sig, programs = checker.sig, checker.result
+    if programs is None:
+        return True
+    if isinstance(sig.result, ShapeSpecMarker):
+        g.emit(2, "x = result")
+        return g.value(2, programs, sig.result, sig.result_optional, fail)
+    assert sig.result is not None
+    g.emit(2, f"if not isinstance(result, tuple) or len(result) != {len(sig.result)}:",
+           f"    {fail}")
+    for i, (marker, program) in enumerate(zip(sig.result, programs, strict=True)):
+        if marker is not None:
+            g.emit(2, f"x = result[{i}]")
+            if not g.value(2, program, marker, False, fail):
+                return False
+    return True
+

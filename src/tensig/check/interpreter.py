@@ -1,0 +1,539 @@
+"""The decorator's interpreter: the reference check of a call, and the one that explains.
+
+Per annotation a :class:`_Program` (a list of operations, cached per annotation) runs over a
+dict of bindings that records where each name was bound; a call's expression items are one
+problem for the solver (:class:`_Relations`).  The generated fast path
+(:mod:`tensig.check.fast_path`) hands every call it does not plainly accept to
+:class:`_Checker`, which redoes the check here and words the error
+(:mod:`tensig.check.signature_error`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from tensig.check.signature_error import _ARGS, _error, _Mismatch
+from tensig.core.annotations import (
+    _PYTHON_DTYPES,
+    AnnotationShape,
+    Broadcastable,
+    Deferred,
+    FunctionSignature,
+    RowVariable,
+    ShapeSpecMarker,
+    _is_name,
+    dtype_accepts,
+    parse_annotation,
+)
+from tensig.core.dimcode import compile_dim
+from tensig.core.dims import Dim
+from tensig.core.solver import DimVar, LinearRel, Origin, Solver
+
+_NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
+_BCAST = 16  # flag: size 1 also fits (jaxtyping's ``#``), and binds nothing
+_EMPTY = inspect.Parameter.empty
+_NO_POSITION = sys.maxsize
+
+class _Expr:
+    """A compiled expression item: the polynomial, its text, its names (sorted) and its value
+    as a compiled function of the bound sizes.
+
+    The interpreter evaluates it when its names are bound and relates it to an axis's size
+    through the solver (:class:`~tensig.core.solver.LinearRel`) when they are not; the
+    generated path compiles it to Python.
+    """
+
+    __slots__ = ("dim", "evaluate", "symbols", "text")
+
+    def __init__(self, d: Dim):
+        self.dim = d
+        self.text = str(d)
+        self.symbols = tuple(sorted(d.symbols))
+        self.evaluate = compile_dim(d)
+
+
+class _DeferredExpr:
+    """A :class:`~tensig.core.annotations.Deferred` size: evaluated once its names are bound.
+
+    ``{...}`` parts read the call's arguments (``{n}``, ``{self.size}``), then the text is a
+    Python expression of the bound sizes with ``min`` and ``max``: jaxtyping's f-string axes.
+    It is never solved for a name.
+    """
+
+    __slots__ = ("code", "symbols", "text")
+
+    def __init__(self, item: Deferred):
+        self.text = item.text
+        self.symbols = tuple(sorted(item.symbols)) + ((_ARGS,) if "{" in item.text else ())
+        self.code = item.text
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        text = self.code
+        if "{" in text:
+            arguments = env[_ARGS]
+            text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
+        return _eval(text, env)
+
+
+def _eval(text: str, names: dict[str, Any]) -> Any:
+    try:
+        return eval(_compiled(text), {"__builtins__": {}, "min": min, "max": max}, names)
+    except Exception as e:
+        raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
+                        f"{type(e).__name__}: {e}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(text: str) -> Any:
+    """A deferred size's code, compiled once per text (compiling it costs more than running
+    it; a ``{...}`` part makes one text per argument value, hence the bound)."""
+    return compile(text, "<deferred size>", "eval")
+
+
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+# --------------------------------------------------------------------------------------------
+# matching one shape
+# --------------------------------------------------------------------------------------------
+
+
+def _is_size(x: object) -> bool:
+    return isinstance(x, int) or (hasattr(x, "__index__") and not isinstance(x, float))
+
+
+class _Program:
+    """The precompiled check of one annotation (cached per annotation): the interpreter's unit.
+
+    ``ops`` holds ``(code, payload, item index)`` per item in memory order: a name to bind, a
+    fixed size, a compiled expression, a row variable's key, or ``-1`` for ``_``.
+    """
+
+    __slots__ = ("keys", "loose", "n_fixed", "ops", "rank", "shape")
+
+    def __init__(self, shape: AnnotationShape):
+        self.shape = shape
+        ops: list[tuple[int, Any, int]] = []
+        for index, item in enumerate(shape.items):
+            flag = 0
+            if isinstance(item, Broadcastable):
+                flag, item = _BCAST, item.item
+            if isinstance(item, RowVariable):
+                code = _ANON if item.name is None else _VAR | (_BCAST * item.broadcast)
+                ops.append((code, item.key, index))
+            elif item is Any:
+                ops.append((-1, None, index))
+            elif isinstance(item, int):
+                ops.append((_FIXED | flag, item, index))
+            elif isinstance(item, Deferred):
+                ops.append((_EXPR | flag, _DeferredExpr(item), index))
+            elif _is_name(item):
+                ops.append((_NAME | flag, next(iter(item.symbols)), index))
+            else:
+                ops.append((_EXPR | flag, _Expr(item), index))
+        self.ops = tuple(ops)
+        self.keys = tuple(p for c, p, _ in ops if c & ~_BCAST in (_VAR, _ANON))
+        self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
+        self.n_fixed = len(ops) - len(self.keys)
+        self.rank = None if self.keys else len(ops)
+
+    def match(self, shape: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
+              label: str, pending: _Relations) -> None:
+        """Check ``shape`` against the annotation, binding new names into ``env``."""
+        lengths = self.row_lengths(shape, env, label)
+        axis = 0
+        for code, payload, index in self.ops:
+            if code & ~_BCAST in (_VAR, _ANON):
+                n = lengths[payload]
+                if code != _ANON:
+                    _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
+                               shape, axis, index, code & _BCAST)
+                axis += n
+                continue
+            size = shape[axis]
+            if code & _BCAST:
+                if size == 1:
+                    axis += 1
+                    continue
+                code &= ~_BCAST
+            if code == _NAME:
+                bound = env.get(payload)
+                if bound is None:
+                    if size == size:  # not NaN (an unknown dask size)
+                        env[payload] = size
+                        origins[payload] = (label, axis, shape, None)
+                elif bound != size and _is_size(size):
+                    raise _Mismatch("name", label, self.shape, shape, axis, index, name=payload,
+                                    bound=bound)
+            elif code == _FIXED:
+                if size != payload and _is_size(size):
+                    raise _Mismatch("fixed", label, self.shape, shape, axis, index)
+            elif code == _EXPR:
+                pending.add(payload, size, env, origins, label, self, shape, axis, index)
+            axis += 1
+
+    def row_lengths(self, shape: Any, env: dict[str, Any], label: str) -> dict[str, int]:
+        """How many axes each row variable takes in ``shape`` (a rank error if none fits)."""
+        free = len(shape) - self.n_fixed
+        unknown: dict[str, int] = {}
+        lengths: dict[str, int] = {}
+        for key in self.keys:
+            bound = env.get(key)
+            if bound is None or key in self.loose or "#" + key in env:  # *#v: any length
+                unknown[key] = unknown.get(key, 0) + 1
+            else:
+                lengths[key] = len(bound)
+                free -= len(bound)
+        if len(unknown) > 1:
+            raise _Mismatch("ambiguous", label, self.shape, shape, names=tuple(unknown))
+        if unknown:
+            (key, count), = unknown.items()
+            if free < 0 or free % count:
+                raise _Mismatch("rank", label, self.shape, shape)
+            lengths[key] = free // count
+        elif free != 0:
+            raise _Mismatch("rank", label, self.shape, shape)
+        return lengths
+
+
+def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
+               origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
+               axis: int, index: int, broadcast: int = 0) -> None:
+    """Bind a row variable to its axes, or compare them with its binding.
+
+    A broadcastable one (``*#v``) accepts axes that broadcast against its binding, and binds
+    the broadcast of both (jaxtyping's rule).
+    """
+    bound = env.get(key)
+    if bound is None:
+        env[key] = segment
+        origins[key] = (label, axis, shape, len(segment))
+        if broadcast:
+            env["#" + key] = True
+    elif bound != segment and all(_is_size(s) for s in segment):
+        loose = env.get("#" + key, False)
+        joined = _broadcast(bound, segment) if broadcast or loose else None
+        if joined is None or (not broadcast and joined != segment) \
+                or (not loose and joined != bound):
+            raise _Mismatch("rowvar", label, program.shape, shape, axis, index, name=key,
+                            bound=bound, segment=segment)
+        if loose:  # jaxtyping: the binding takes this occurrence's broadcastability
+            env[key] = joined
+            if not broadcast:
+                del env["#" + key]
+
+
+def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """NumPy's broadcast of two shapes, or ``None``."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+class _Relations:
+    """A call's expression items as one solver problem (built on the first one met).
+
+    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names and
+    the axis's size: evaluated once its names are bound, solved for its one unknown linear name
+    (``h*w`` with ``h`` known binds ``w``), waiting otherwise.  The names' sizes live in the
+    interpreter's ``env`` (where plain names bind, with the origins messages need): each run
+    gives the solver the sizes bound since, and writes back what it solved.  Deferred sizes
+    (``{n}``, ``min(a, b)``) are Python, not polynomials: they are evaluated once bound.
+    """
+
+    __slots__ = ("deferred", "solver", "vars", "where")
+
+    def __init__(self) -> None:  # nothing built until an expression item is met
+        self.solver: Solver | None = None
+        self.deferred: list[tuple[Any, ...]] = []
+
+    def _start(self) -> Solver:
+        self.solver = Solver()
+        self.vars: dict[str, DimVar] = {}
+        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
+        return self.solver
+
+    def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
+            origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
+            axis: int, index: int) -> None:
+        """Relate an expression item to the size it has in this call."""
+        if not _is_size(size):  # an unknown (dask ``nan``) size checks and binds nothing
+            return
+        place = (expr, size, label, program, shape, axis, index)
+        if isinstance(expr, _DeferredExpr):
+            self.deferred.append(place)
+            self._evaluate_deferred(env)
+            return
+        if all(n in env for n in expr.symbols):  # nothing to solve: no solver is needed
+            value = expr.evaluate(env)
+            if value != size:
+                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
+                                value=value)
+            return
+        solver = self.solver if self.solver is not None else self._start()
+        names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
+        origin = _origin(label, axis, expr.text)
+        self.where[id(origin)] = place
+
+        def report(kind: str, facts: dict[str, Any]) -> Exception:
+            if kind == "no_solution":
+                return _Mismatch("solve", label, program.shape, shape, axis, index, expr=expr,
+                                 name=facts["name"])
+            return _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
+                             value=facts["value"])
+
+        solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
+        self.run(env, origins)
+
+    def run(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+        """Propagate the sizes bound so far; bind in ``env`` what the solver solved."""
+        solver = self.solver
+        if solver is None:
+            return
+        for name, var in self.vars.items():
+            if var.value is None and name in env:
+                solver.set_value(var, int(env[name]), _BOUND)
+        solver.run()
+        for name, var in self.vars.items():
+            if var.value is not None and name not in env:
+                expr, size, label, _, shape, axis, _ = self.where[id(var.origin)]
+                env[name] = var.value
+                origins[name] = (label, axis, shape, (expr.text, size))
+
+    def resolve(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+        """Settle everything the bindings so far determine; what they do not is skipped."""
+        self.run(env, origins)
+        self._evaluate_deferred(env)
+
+    def _evaluate_deferred(self, env: dict[str, Any]) -> None:
+        waiting = []
+        for place in self.deferred:
+            expr, size, label, program, shape, axis, index = place
+            if any(s not in env for s in expr.symbols):
+                waiting.append(place)
+                continue
+            value = expr.evaluate(env)
+            if value != size and _is_size(value):
+                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
+                                value=value)
+        self.deferred = waiting
+
+
+_BOUND = Origin(note="bound by an earlier item")
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(label: str, axis: int, text: str) -> Origin:
+    """One :class:`Origin` per place (building a frozen dataclass per call costs microseconds)."""
+    return Origin(operand=label, position=axis, note=text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _program(shape: AnnotationShape) -> _Program:
+    return _Program(shape)
+
+
+def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
+                sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Match one concrete shape against an annotation; return every binding (names, row vars).
+
+    ``sizes`` are bindings known beforehand (not modified).  A mismatch raises
+    :class:`SignatureError` (function ``match_shape``, argument ``shape``).
+
+    >>> match_shape((3, 6, 4), "B, 2*h, ..v..")
+    {'B': 3, 'h': 3, 'v': (4,)}
+    >>> match_shape((3, 4), "B T", {"T": 5})
+    Traceback (most recent call last):
+    ...
+    tensig.check.signature_error.SignatureError: match_shape(): argument 'shape' axis 1 ('T') has size 4, but T = 5 was given
+        B T
+          ^
+      argument 'shape' has shape (3, 4)
+    """  # noqa: E501
+    ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
+    env = dict(sizes or {})
+    origins = {k: ("given", None, None, None) for k in env}
+    pending = _Relations()
+    try:
+        _program(ann).match(tuple(shape), env, origins, "shape", pending)
+        pending.resolve(env, origins)
+    except _Mismatch as m:
+        raise _error("match_shape", m, env, origins) from None
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# checking one call
+# --------------------------------------------------------------------------------------------
+
+
+def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Per parameter ``(label, position, name, default, program, marker, optional)``."""
+    single, variadic = [], []
+    for p in sig.parameters:
+        entry = (p.name, _NO_POSITION if p.position is None else p.position, p.name,
+                 p.default, _program(p.marker.shape), p.marker, p.optional)
+        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            variadic.append((p.kind, *entry))
+        else:
+            single.append(entry)
+    return tuple(single), tuple(variadic)
+
+
+def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
+                 optional: bool, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
+                 pending: _Relations) -> None:
+    """Check one value (an argument or the return value) against its compiled annotation."""
+    if x is None:
+        if optional:
+            return
+        raise _Mismatch("none", label, program.shape, x, marker=marker)
+    if marker.pytree:
+        leaf_marker = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar,
+                                      family=marker.family)
+        for path, leaf in _leaves(x, label):
+            _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
+        return
+    wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.execution.padding): its type
+    if wrapper is not None and not isinstance(x, wrapper):
+        raise _Mismatch("wrapper", label, program.shape, x, marker=marker)
+    try:
+        shape = x.shape
+        dtype = x.dtype if marker.dtype is not None else None
+    except AttributeError:
+        scalar = marker.scalar
+        if scalar is None or not isinstance(x, scalar) or (scalar is int and x is True) \
+                or (scalar is int and x is False):
+            raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
+        shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
+    program.match(shape, env, origins, label, pending)
+    if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
+        raise _Mismatch("dtype", label, program.shape, shape, dtype=dtype, marker=marker)
+
+
+_MAX_LEAVES = 1_000_000
+
+
+def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
+    """The leaves of nested dicts, lists and tuples, with their paths (``x['a'][0]``)."""
+    stack = [(label, tree)]
+    count = 0
+    while stack:
+        path, node = stack.pop()
+        count += 1
+        if count > _MAX_LEAVES:
+            raise TypeError(f"{label}: a PyTree of more than {_MAX_LEAVES} nodes")
+        if isinstance(node, dict):
+            stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(node.items()))
+        elif isinstance(node, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+        else:
+            yield path, node
+
+
+def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tuple[Any, ...],
+                    kwargs: dict[str, Any], env: dict[str, Any],
+                    origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
+    named = {p.name for p in sig.parameters}
+    for kind, label, position, _, _, program, marker, _ in variadic:
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            values = [(f"{label}[{i}]", x) for i, x in enumerate(args[position:])]
+        else:
+            values = [(f"{label}[{k!r}]", x) for k, x in kwargs.items() if k not in named]
+        for sub, x in values:
+            _check_value(x, sub, program, marker, False, env, origins, pending)
+
+
+def _check_result(result: Any, sig: FunctionSignature, programs: Any, env: dict[str, Any],
+                  origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
+    if isinstance(sig.result, ShapeSpecMarker):
+        _check_value(result, "return", programs, sig.result, sig.result_optional, env, origins,
+                     pending)
+    else:
+        markers = sig.result
+        assert markers is not None
+        if not isinstance(result, tuple) or len(result) != len(markers):
+            raise _Mismatch("notuple", "return", None, result, length=len(markers))
+        for i, (x, marker, program) in enumerate(zip(result, markers, programs, strict=True)):
+            if marker is not None:
+                _check_value(x, f"return[{i}]", program, marker, False, env, origins, pending)
+    pending.resolve(env, origins)
+
+
+class _Checker:
+    """The interpreted check of one function: the reference path, and the one that explains.
+
+    The generated fast path (:mod:`tensig.check.fast_path`) hands a call over to :meth:`call`
+    or :meth:`after` whenever anything is not plainly right; they redo the check from the start
+    with every binding's origin recorded, so errors name where each size came from.
+    """
+
+    def __init__(self, fn: Callable[..., Any], sig: FunctionSignature, check_return: bool):
+        self.fn = fn
+        self.sig = sig
+        self.single, self.variadic = _slots(sig)
+        self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
+        self.signature = inspect.signature(fn) if self.deferred else None
+        self.result: Any = None
+        result = sig.result if check_return else None
+        if isinstance(result, ShapeSpecMarker):
+            self.result = _program(result.shape)
+        elif result is not None:
+            self.result = tuple(None if m is None else _program(m.shape) for m in result)
+
+    def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Check the arguments; return ``(env, origins, pending)`` for the return value."""
+        env: dict[str, Any] = {}
+        origins: dict[str, tuple[Any, ...]] = {}
+        pending = _Relations()
+        if self.signature is not None:
+            bound = self.signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            env[_ARGS] = dict(bound.arguments)
+            origins[_ARGS] = ("given", None, None, None)
+        nargs = len(args)
+        try:
+            for label, position, name, default, program, marker, optional in self.single:
+                x = args[position] if position < nargs else kwargs.get(name, default)
+                if x is not _EMPTY:  # a missing argument: fn raises its own TypeError
+                    _check_value(x, label, program, marker, optional, env, origins, pending)
+            if self.variadic:
+                _check_variadic(self.variadic, self.sig, args, kwargs, env, origins, pending)
+            pending.resolve(env, origins)
+        except _Mismatch as m:
+            raise _error(self.sig.name, m, env, origins) from None
+        return env, origins, pending
+
+    def check_result(self, result: Any, env: dict[str, Any],
+                     origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
+        if self.result is None:
+            return
+        try:
+            _check_result(result, self.sig, self.result, env, origins, pending)
+        except _Mismatch as m:
+            raise _error(self.sig.name, m, env, origins) from None
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Check the arguments, call the function, check its result."""
+        state = self.check_args(args, kwargs)
+        result = self.fn(*args, **kwargs)  # isinstance inside reads ``state`` (_scope)
+        self.check_result(result, *state)
+        return result
+
+    def after(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+        """Check a result the function already returned (the arguments are checked again)."""
+        self.check_result(result, *self.check_args(args, kwargs))
+        return result
+
+
+_CALL_CODE = _Checker.call.__code__

@@ -1,0 +1,230 @@
+"""A failed shape check as data (:class:`_Mismatch`) and the error that words it.
+
+The decorator's interpreter (:mod:`tensig.check.interpreter`) raises a :class:`_Mismatch` at the
+first item that does not fit; the message is built here, once, from the mismatch and the call's
+bindings with their origins: :class:`SignatureError` names the function, the argument, the
+axis, the expected item, the size found and where the conflicting name was bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensig.core.annotations import AnnotationShape, words_hint
+from tensig.core.errors import ShapeError
+
+_ARGS = "{}"  # the binding that holds a call's arguments, for deferred ``{name}`` sizes
+
+
+class SignatureError(ShapeError):
+    """A call does not fit its function's shape annotations (a :class:`tensig.ShapeError`).
+
+    Besides :class:`~tensig.ShapeError`'s attributes it carries ``function`` (the qualified
+    name), ``argument`` (the parameter name, ``"return"`` or ``"return[i]"``), ``axis`` (the
+    array axis, ``None`` for a rank or dtype mismatch), ``expected`` (the annotation's item for
+    that axis, or the whole annotation), ``actual`` (the size, sizes or shape found) and
+    ``bound_by`` (where the conflicting name was bound first, or ``None``).
+    """
+
+    def __init__(self, reason: str, *, function: str, argument: str, axis: int | None,
+                 expected: str, actual: object, bound_by: str | None = None,
+                 **facts: Any):
+        self.function = function
+        self.argument = argument
+        self.axis = axis
+        self.expected = expected
+        self.actual = actual
+        self.bound_by = bound_by
+        super().__init__(reason, **facts)
+
+
+class _Mismatch(Exception):
+    """Raised inside a call's check; turned into a :class:`SignatureError` with full context."""
+
+    def __init__(self, kind: str, label: str, ann: AnnotationShape | None, shape: Any,
+                 axis: int | None = None, index: int | None = None, **facts: Any):
+        super().__init__(kind)
+        self.kind = kind
+        self.label = label
+        self.ann = ann  # the annotation checked (None: the return value is no tuple)
+        self.shape = shape
+        self.axis = axis
+        self.index = index
+        self.facts = facts
+
+
+def _where(label: str) -> str:
+    if label == "return":
+        return "the return value"
+    if label.startswith("return["):
+        return f"the return value's element {label[7:-1]}"
+    return f"argument {label!r}"
+
+
+def _shape_text(shape: Any) -> str:
+    items = [str(s) for s in shape]
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _origin_text(origin: tuple[Any, ...]) -> str:
+    label, axis, _, via = origin
+    if label == "given":
+        return "given"
+    if isinstance(via, int):  # a row variable of ``via`` axes
+        axes = f"axes {axis}..{axis + via - 1}" if via else "(no axes)"
+        return f"bound by {_where(label)} {axes}"
+    text = f"bound by {_where(label)} axis {axis}"
+    if via is not None:
+        text += f" (from {via[0]} = {via[1]})"
+    return text
+
+
+def _display(key: str) -> str:
+    """How a row variable's binding key reads in a message: ``..v..``, ``... (batch row)``."""
+    if key.startswith("..."):
+        return f"... ({key[3:]} row)"
+    return f"..{key}.."
+
+
+def _swap_hint(size: Any, name: str, env: dict[str, Any],
+               origins: dict[str, tuple[Any, ...]]) -> str | None:
+    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)
+              and not isinstance(v, bool)]
+    if not others:
+        return None
+    other = others[0]
+    return (f"{size} is the size of {other} ({_origin_text(origins[other])}): are {name} and "
+            f"{other} mixed up (a wrong axis or a swap)?")
+
+
+def _rank_hint(m: _Mismatch, ann: AnnotationShape) -> str | None:
+    shape = tuple(m.shape)
+    if ann.rank is None:
+        return None
+    if len(shape) == ann.rank + 1 and 1 in shape:
+        return (f"axis {shape.index(1)} of size 1 has no place in the annotation: squeeze it, "
+                "or annotate it (a fixed 1)")
+    if len(shape) + 1 == ann.rank and 1 in ann.items:
+        return (f"the annotation has a size-1 axis at {ann.items.index(1)}: insert it "
+                "(x[:, None] or x.unsqueeze)")
+    return None
+
+
+def _needed_rank(ann: AnnotationShape, env: dict[str, Any],
+                 origins: dict[str, tuple[Any, ...]]) -> tuple[str, str]:
+    """How many axes an annotation needs given the bound row variables, and which are bound."""
+    if ann.rank is not None:
+        return str(ann.rank), ""
+    keys = [v.key for v in ann.row_variables]
+    known = [k for k in dict.fromkeys(keys) if k in env]
+    need = ann.min_rank + sum(len(env[k]) for k in keys if k in env)
+    text = str(need) if len(known) == len(set(keys)) else f"at least {need}"
+    bound = "".join(f" with {_display(k)} = {_shape_text(env[k])} {_origin_text(origins[k])}"
+                    for k in known)
+    return text, bound
+
+
+def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
+            origins: dict[str, tuple[Any, ...]]) -> tuple[str, str, Any, str | None]:
+    """``(reason, expected, actual, bound_by)`` for a mismatch."""
+    where = _where(m.label)
+    item = "" if m.index is None else str(ann.items[m.index]).replace("typing.Any", "_")
+    head = f"{fname}(): {where} axis {m.axis} ({item!r}) has size"
+    f = m.facts
+    if m.kind == "rank":
+        need, bound = _needed_rank(ann, env, origins)
+        return (f"{fname}(): {where} has {len(m.shape)} axes (shape {_shape_text(m.shape)}), "
+                f"but its annotation {ann.text!r} has {need}{bound}", ann.text, tuple(m.shape),
+                None)
+    if m.kind == "name":
+        bound_by = _origin_text(origins[f["name"]])
+        return (f"{head} {m.shape[m.axis]}, but {f['name']} = {f['bound']} was {bound_by}",
+                item, m.shape[m.axis], bound_by)
+    if m.kind == "fixed":
+        return (f"{fname}(): {where} axis {m.axis} has size {m.shape[m.axis]}, but the "
+                f"annotation fixes it to {item}", item, m.shape[m.axis], None)
+    if m.kind == "expr":
+        expr = f["expr"]
+        uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
+                         if n != _ARGS and n in env)
+        return (f"{head} {m.shape[m.axis]}, but {expr.text} = {f['value']} with {uses}", item,
+                m.shape[m.axis], uses)
+    if m.kind == "solve":
+        expr, name = f["expr"], f["name"]
+        known = [n for n in expr.symbols if n != name]
+        uses = "".join(f", {n} = {env[n]}" for n in known)
+        return (f"{head} {m.shape[m.axis]}, but no whole {name} >= 0 gives {expr.text} = "
+                f"{m.shape[m.axis]}{uses}", item, m.shape[m.axis], None)
+    if m.kind == "rowvar":
+        key, segment = f["name"], f["segment"]
+        origin = origins[key]
+        assert m.axis is not None  # a row variable's mismatch is at its first axis
+        last = m.axis + len(segment) - 1
+        return (f"{fname}(): {where} axes {m.axis}..{last} ({item}) have sizes "
+                f"{_shape_text(segment)}, but {_display(key)} = {_shape_text(f['bound'])} was "
+                f"{_origin_text(origin)}", item, segment, _origin_text(origin))
+    if m.kind == "ambiguous":
+        names = " and ".join(_display(k) for k in f["names"])
+        return (f"{fname}(): {where} has shape {_shape_text(m.shape)}: cannot tell how many "
+                f"axes belong to {names}; bind all but one of them in an earlier argument",
+                ann.text, tuple(m.shape), None)
+    if m.kind == "dtype":
+        return (f"{fname}(): {where} has dtype {f['dtype']}, but its annotation "
+                f"{f['marker']!r} needs {f['marker'].need}", f["marker"].dtype, f["dtype"], None)
+    raise AssertionError(m.kind)
+
+
+_NOT_AN_ARRAY = {  # mismatches that are no shape's: a TypeError
+    "noshape": "{where} is a {type}, which has no .shape; its annotation is {marker!r}",
+    "wrapper": "{where} is a {type}, but its annotation is {marker!r}",
+    "none": "{where} is None, but its annotation {marker!r} is not Optional",
+    "notuple": "the return value is a {type}, not a tuple of {length} as annotated",
+}
+
+
+def _error(fname: str, m: _Mismatch, env: dict[str, Any],
+           origins: dict[str, tuple[Any, ...]]) -> Exception:
+    """The user-facing error for a mismatch (a :class:`SignatureError` or a ``TypeError``)."""
+    where = _where(m.label)
+    if m.kind in _NOT_AN_ARRAY:
+        return TypeError(f"{fname}(): " + _NOT_AN_ARRAY[m.kind].format(
+            where=where, type=type(m.shape).__name__, **m.facts))
+    ann = m.ann
+    assert ann is not None, m.kind  # only "notuple" has no annotation
+    reason, expected, actual, bound_by = _reason(fname, m, ann, env, origins)
+    spans = ann.item_spans
+    span = spans[m.index] if m.index is not None and m.index < len(spans) else (0, len(ann.text))
+    lines = [f"{where} has shape {_shape_text(m.shape)}"]
+    name: str | None = m.facts.get("name")
+    if name is not None and m.kind in ("name", "rowvar") and origins[name][0] != "given":
+        origin = origins[name]
+        shown = _display(name) if m.kind == "rowvar" else name
+        lines.append(f"{shown} = {_value_text(env[name])}: {_origin_text(origin)} "
+                     f"(shape {_shape_text(origin[2])})")
+    hint = words_hint(ann)
+    if hint is None and m.kind in ("name", "expr", "solve") and m.axis is not None:
+        hint = _swap_hint(m.shape[m.axis], name or _item_name(ann, m.index), env, origins)
+    if hint is None and m.kind == "rank":
+        hint = _rank_hint(m, ann)
+    return SignatureError(reason, function=fname, argument=m.label, axis=m.axis,
+                          expected=expected, actual=actual, bound_by=bound_by, spec=ann.text,
+                          span=(span[0], max(span[1], span[0] + 1)), label=name,
+                          sizes=_sizes(m, env), origins=lines, hint=hint)
+
+
+def _item_name(ann: AnnotationShape, index: int | None) -> str:
+    return "_" if index is None else str(ann.items[index])
+
+
+def _value_text(value: Any) -> str:
+    return _shape_text(value) if isinstance(value, tuple) else str(value)
+
+
+def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:
+    name = m.facts.get("name")
+    if m.axis is None:
+        return (tuple(m.shape),)
+    actual = m.facts.get("segment", m.shape[m.axis])
+    expected = env.get(name) if name is not None else m.facts.get("value")
+    return (actual,) if expected is None else (actual, expected)
+

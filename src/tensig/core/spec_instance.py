@@ -1,0 +1,571 @@
+"""One einsum spec solved: :class:`SpecInstance` turns a spec's labels, row variables, windows,
+concatenations and merged axes into solver variables and constraints (labels and row variables
+are local to the instance), and packages the solved instance as an :class:`Inferred` -- the
+result shape, every size, the conditions and the projections the execution layer lowers.
+
+:func:`~tensig.core.inference.infer` solves one instance on a solver of its own; a
+:class:`~tensig.core.shape_graph.ShapeGraph` solves many instances on one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from tensig.core.dims import Condition, Dim
+from tensig.core.errors import ShapeError
+from tensig.core.notation import (
+    Affine,
+    Axis,
+    Concat,
+    Fixed,
+    Kind,
+    Label,
+    Merge,
+    Placeholder,
+    Row,
+    Spec,
+)
+from tensig.core.projections import (
+    AffineIndex,
+    AxisUse,
+    ConcatIndex,
+    FixedIndex,
+    Index,
+    Iter,
+    MergeIndex,
+)
+from tensig.core.shapes import MEMORY_ORDER, Shape, Size, normalize_size
+from tensig.core.solver import (
+    AffineRel,
+    AtLeast,
+    ConcatSum,
+    DimVar,
+    LinearRel,
+    Origin,
+    RowNode,
+    Solver,
+    SRow,
+)
+
+__all__ = ["EINSUM_OPS", "LOGICS", "Inferred", "SpecInstance", "close_placements", "count_text",
+           "freeze_params", "register_operand_counts", "solved"]
+
+LOGICS = {".": "pointwise", "@": "compose", "T": "transpose"}
+#: op name -> (least, most operands) of the einsum-family operators, for ``infer(op=...)``.
+#: Declared by the operator table (:data:`tensig.execution.ir.OPERATORS`, a later layer),
+#: which registers them here when it is imported (``import tensig`` does).
+EINSUM_OPS: dict[str, tuple[int, int | None]] = {}
+
+
+def register_operand_counts(counts: Mapping[str, tuple[int, int | None]]) -> None:
+    """Let ``infer(..., op=name)`` check the operand count of each operator of ``counts``."""
+    EINSUM_OPS.update(counts)
+
+
+def count_text(lo: int, hi: int | None) -> str:
+    """Operand counts in words, for messages: ``"1"``, ``"at least 2"``, ``"1 to 3"``."""
+    return str(lo) if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """What inference found.
+
+    ``shape``: the result :class:`Shape`; ``dims``: label -> size; ``rows``: named row variable
+    -> sizes; ``ellipses``: kind -> the sizes of that kind's ``...``; ``conditions``: facts that
+    hold only for some symbolic sizes (for example a valid convolution's divisibility), reported
+    rather than assumed; ``operands``: the operand shapes as read; ``layout``: per operand and
+    then the result, each axis (memory order) with its projection; ``iterators``: the product
+    space (every :class:`Iter`).
+    """
+
+    spec: Spec | None
+    logic: str
+    operands: tuple[Shape, ...]
+    shape: Shape
+    dims: Mapping[str, Size]
+    rows: Mapping[str, tuple[Size, ...]]
+    ellipses: Mapping[str, tuple[Size, ...]]
+    conditions: tuple[Condition, ...]
+    layout: tuple[tuple[AxisUse, ...], ...]
+    iterators: tuple[Iter, ...]
+
+    def capture(self, names: Iterable[str]) -> dict[str, Size]:
+        """Sizes of the named labels; a row variable captures the product of its axes.
+
+        >>> from tensig.core.inference import infer
+        >>> infer("...|h, w, ..c.. => ...|..c..", "2|4,5,3").capture(["h", "w", "c"])
+        {'h': 4, 'w': 5, 'c': 3}
+        """
+        if isinstance(names, str):
+            raise TypeError("capture takes a list of names, e.g. capture=['h', 'w']")
+        out: dict[str, Size] = {}
+        for name in names:
+            if name in self.dims:
+                out[name] = self.dims[name]
+            elif name in self.rows:
+                total: Size = 1
+                for s in self.rows[name]:
+                    total = normalize_size(total * s)
+                out[name] = total
+            else:
+                known = sorted(self.dims) + sorted(f"..{r}.." for r in self.rows)
+                spec = f" in {self.spec.text!r}" if self.spec is not None else ""
+                raise ValueError(f"cannot capture {name!r}: no such label or row variable"
+                                 f"{spec}; known: {', '.join(known) or 'none'}")
+        return out
+
+    def __str__(self) -> str:
+        dims = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        return f"{self.shape} ({dims})" if dims else str(self.shape)
+
+def freeze_params(params: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
+    if params is None:
+        return ()
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping such as {{'stride': 2}}, not "
+                        f"{type(params).__name__}")
+    return tuple(sorted(params.items()))
+
+
+class SpecInstance:
+    """One spec instance: labels and row variables are local to it."""
+
+    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str | None,
+                 params: dict[str, int],
+                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None,
+                 solver: Solver | None = None):
+        self.spec, self.shapes, self.op = spec, shapes, op
+        self.params, self.use_padding = params, use_padding
+        self.result, self.sizes = result, sizes
+        self.solver = solver if solver is not None else Solver(spec.text)
+        self.labels: dict[str, DimVar] = {}
+        self.rowvars: dict[str, RowNode] = {}
+        # occurrence var id -> the spec axis it came from (for projections)
+        self.terms: dict[int, tuple[Axis, Any]] = {}
+        self.result_fixed: list[tuple[DimVar, int]] = []
+
+    def err(self, reason: str, span: tuple[int, int] | None = None, **kw: Any) -> ShapeError:
+        return ShapeError(reason, spec=self.spec.text, span=span, **kw)
+
+    # -- building ------------------------------------------------------------------------------
+    def label(self, name: str) -> DimVar:
+        v = self.labels.get(name)
+        if v is None:
+            v = self.labels[name] = DimVar(name)
+        return v
+
+    def occurrence(self, name: str, span: tuple[int, int], origin: Origin) -> DimVar:
+        """A fresh node for one written occurrence of a label (so errors can point at it)."""
+        v = DimVar(name, span=span)
+        self.solver.union(v, self.label(name), origin)
+        return v
+
+    def coef(self, c: int | str, what: str, span: tuple[int, int]) -> int:
+        if isinstance(c, int):
+            return c
+        if c not in self.params:
+            given = ", ".join(sorted(self.params)) or "none"
+            raise self.err(f"the {what} {c!r} is an identifier, but params= does not give it",
+                           span, hint=f"pass params={{{c!r}: <positive int>}} "
+                                      f"(params given: {given})")
+        v = self.params[c]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise self.err(f"params[{c!r}] must be a positive int (the {what}), not {v!r}", span)
+        return v
+
+    def axis_var(self, a: Axis, kind: Kind, where: Origin) -> DimVar:
+        span = a.span
+        o = Origin(where.spec, span, where.operand, where.shape, kind)
+        if isinstance(a, Label):
+            v = self.occurrence(a.name, span, o)
+            self.terms[v.id] = (a, None)
+            return v
+        v = DimVar(None, span=span)
+        if isinstance(a, Placeholder):
+            self.terms[v.id] = (a, None)
+        elif isinstance(a, Fixed):
+            self.terms[v.id] = (a, None)
+            self.solver.add(AtLeast(v, a.index + 1, o,
+                                    what=f"fixed index {a.index} needs an axis of at least "
+                                         "{bound} elements, but it has {size}"))
+            self.check_not_a_factor(a, where.operand == "result")
+            if where.operand == "result":
+                self.result_fixed.append((v, a.index))
+        elif isinstance(a, Affine):
+            stride = self.coef(a.stride, "stride", span)
+            dilation = self.coef(a.dilation, "dilation", span)
+            padding = a.padding
+            if a.kernel is not None and padding is None:
+                if self.use_padding is None:
+                    raise self.err(
+                        f"{a.render(True)!r} uses a plain '+', which takes its padding from "
+                        "use_padding=, and none was given", span,
+                        hint=f"pass use_padding=True (padded, like {a.over}=+{a.kernel}) or "
+                             f"use_padding=False (valid, like {a.over}<+{a.kernel}), or write "
+                             "=+ / <+ in the spec")
+                padding = "padded" if self.use_padding else "valid"
+            if where.operand == "result" and a.kernel is None and a.offset >= stride:
+                raise self.err(
+                    f"the result axis {a.render(True)!r} would write past its end: it has "
+                    f"{a.over if stride == 1 else f'{stride}*{a.over}'} cells, and offset "
+                    f"{a.offset} is not below the stride {stride}", span, label=a.over,
+                    hint=f"a result written at {a.render(True)} needs an offset below the "
+                         f"stride; to shift, place into a concatenation ({a.offset}^{a.over})")
+            over = self.occurrence(a.over, span, o)
+            kernel = self.occurrence(a.kernel, span, o) if a.kernel is not None else None
+            self.terms[v.id] = (a, (stride, over, dilation, kernel, padding))
+            self.solver.add(AffineRel(v, over, kernel, stride, dilation, padding, o))
+        elif isinstance(a, Concat):
+            parts = tuple(p if isinstance(p, int) else self.occurrence(p, span, o)
+                          for p in a.parts)
+            self.terms[v.id] = (a, parts)
+            self.solver.add(ConcatSum(v, parts, o))
+        elif isinstance(a, Merge):
+            factors = tuple(self.occurrence(p, span, o) if isinstance(p, str) else
+                            DimVar(None, p, None, o, span) for p in a.parts)
+            self.terms[v.id] = (a, factors)
+            self.solver.add(self.product(v, a, factors, o))
+        return v
+
+    def check_not_a_factor(self, a: Fixed, in_result: bool) -> None:
+        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4 (and ``b|h, 4 => b|(h, 4)``
+        as merging an axis of 4), but a written ``4`` is a fixed index (a placement into, or
+        a slice at, cell 4) and an integer factor an axis of its own that nothing else
+        names: refused rather than silently placed or sliced."""
+        other = self.spec.operands if in_result else (self.spec.result,)
+        merges = [m for sh in other for _, row in sh.rows() for m in row.axes
+                  if isinstance(m, Merge) and a.index in m.parts]
+        if merges:
+            raise self.err(
+                f"'{a.index}' in {'the result' if in_result else 'an operand'} is a fixed "
+                f"index ({'a placement into' if in_result else 'a slice at'} cell {a.index}), "
+                f"not the factor {a.index} of {merges[0].render(True)!r}: an integer factor "
+                "is an axis of its own that nothing else names", a.span,
+                hint=f"name the factor to keep it: (h, e) => h, e with sizes={{'e': {a.index}}}"
+                     f"; or drop the '{a.index}' to reduce over it" if in_result else
+                     "name the axis to merge it: h, e => (h, e)")
+
+    def product(self, v: DimVar, a: Merge, factors: tuple[DimVar, ...], o: Origin
+                ) -> LinearRel:
+        """``(h, e)``: the axis has ``|h|*|e|`` elements; one unknown factor is the size
+        divided by the others' product, which must divide it."""
+        names = {f"${j}": f for j, f in enumerate(factors)}
+        expr = Dim.const(1)
+        for n in names:
+            expr = expr * Dim.symbol(n)
+        shown = a.render(True)
+
+        def report(kind: str, facts: dict[str, Any]) -> ShapeError:
+            size = v.root().value
+            known = [(p, f.root().value) for p, f in zip(a.parts, factors, strict=True)]
+            given = ", ".join(f"{p}={n}" if isinstance(p, str) else str(p)
+                              for p, n in known if n is not None)
+            if kind == "no_solution":
+                j = int(facts["name"][1:])
+                return self.err(
+                    f"the merged axis {shown!r} has {size} elements, which the product of "
+                    f"its other factors ({given}) does not divide: no size of "
+                    f"{a.parts[j]!r} fits", a.span, label=str(a.parts[j]), sizes=(size,),
+                    hint="check the sizes: the factors of a merged axis multiply to its size")
+            return self.err(
+                f"the merged axis {shown!r} has {size} elements, but its factors give "
+                f"{' * '.join(str(n) for _, n in known)} = {facts['value']} ({given})",
+                a.span, label=next((p for p in a.parts if isinstance(p, str)), None),
+                sizes=(size, facts["value"]),
+                hint="the factors of a merged axis multiply to its size")
+
+        return LinearRel(v, expr, names, o, report)
+
+    def row_node(self, name: str | None, kind: Kind) -> RowNode:
+        key = name if name is not None else f"...{kind}"
+        node = self.rowvars.get(key)
+        if node is None:
+            node = self.rowvars[key] = RowNode(key)
+        return node
+
+    def pattern(self, row: Row, kind: Kind, where: Origin) -> SRow:
+        left = tuple(self.axis_var(a, kind, where) for a in row.left)
+        right = tuple(self.axis_var(a, kind, where) for a in row.right)
+        node = self.row_node(row.var.name, kind) if row.var is not None else None
+        return SRow(left, node, right)
+
+    @staticmethod
+    def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
+        spec, who, shown, note = where.spec, where.operand, where.shape, where.note
+        return SRow((), None, tuple(
+            DimVar(None, size, basis, Origin(spec, None, who, shown, kind, j, note))
+            for j, (size, basis) in enumerate(shape.axes(kind))))
+
+    # -- solving -------------------------------------------------------------------------------
+    def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
+                    result: dict[Kind, SRow] | None = None,
+                    result_shown: str | None = None) -> list[dict[Kind, SRow]]:
+        """Relate ``operands``' rows through the spec; the last pattern returned is the result.
+
+        ``shown`` are the operands' shapes as text (for messages); ``result`` optionally gives
+        rows the result must equal.
+        """
+        spec = self.spec
+        self.check_arity(len(operands))
+        shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
+        patterns: list[dict[Kind, SRow]] = []
+        for i, sh in enumerate(shapes):
+            who: int | str = "result" if i == len(spec.operands) else i
+            text = shown[i] if isinstance(who, int) else result_shown
+            where = Origin(spec.text, None, who, text)
+            patterns.append({k: self.pattern(row, k, where) for k, row in sh.rows()})
+        actual = list(enumerate(operands))
+        if result is not None:
+            actual.append((len(spec.operands), result))
+        for i, rows in actual:
+            who = "result" if i == len(spec.operands) else i
+            text = shown[i] if isinstance(who, int) else result_shown
+            for kind, row in shapes[i].rows():
+                def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
+                    shown = row.render(spec.multichar) or "(empty)"
+                    return (f"the spec's {kind} row {shown!r}", _whose(who, kind),
+                            _row_hint(spec, i, kind, row))
+
+                o = Origin(spec.text, _row_span(row), who, text, kind, explain=explain)
+                self.solver.unify_rows(patterns[i][kind], rows[kind], o)
+        return patterns
+
+    def run(self) -> Inferred:
+        """``infer``: operands and the optional result are given shapes."""
+        def rows(shape: Shape, who: int | str) -> dict[Kind, SRow]:
+            where = Origin(self.spec.text, None, who, str(shape))
+            return {k: self.given(shape, k, where) for k in MEMORY_ORDER}
+
+        patterns = self.instantiate(
+            [rows(sh, i) for i, sh in enumerate(self.shapes)], [str(s) for s in self.shapes],
+            rows(self.result, "result") if self.result is not None else None,
+            str(self.result) if self.result is not None else None)
+        self.apply_sizes()
+        self.solver.run()
+        self.close_result(patterns[-1])
+        self.check_determined()
+        return self.package(patterns)
+
+    def check_arity(self, n: int) -> None:
+        spec = self.spec
+        if n != len(spec.operands):
+            raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
+                           f"{'was' if n == 1 else 'were'} given")
+        if self.op is None:
+            return
+        lo, hi = EINSUM_OPS[self.op]
+        if n < lo or (hi is not None and n > hi):
+            raise self.err(f"{self.op} takes {count_text(lo, hi)} operand(s), got {n}")
+
+    def apply_sizes(self) -> None:
+        if not self.sizes:
+            return
+        for name, value in self.sizes.items():
+            origin = Origin(self.spec.text, note=f"sizes[{name!r}]")
+            if name in self.labels:
+                self.solver.set_value(self.labels[name], normalize_size(value, where=name),
+                                      origin, "sizes=")
+            elif name in self.rowvars and not name.startswith("..."):
+                vals = value if isinstance(value, tuple | list) else (value,)
+                row = SRow((), None, tuple(DimVar(None, normalize_size(s), None, origin)
+                                           for s in vals))
+                self.solver.unify_rows(SRow((), self.rowvars[name], ()), row, origin)
+            else:
+                known = ", ".join(sorted(self.spec.labels | self.spec.row_vars))
+                raise self.err(f"sizes= names {name!r}, which is not a label or row variable"
+                               f" of the spec (known: {known or 'none'})", label=name)
+
+    def close_result(self, result: dict[Kind, SRow]) -> None:
+        """Fixed result indices default to ``index + 1``; unsolved result rows to empty."""
+        close_placements(self.solver, self.result_fixed, self.spec.text)
+        self.solver.settle_bases()
+        for row in result.values():
+            r = self.solver.resolve(row)
+            if r.var is not None:
+                self.solver.bind_row(r.var, SRow(), Origin(self.spec.text))
+        self.solver.run()
+        missing: list[str] = []
+        span = None
+        for row in result.values():
+            for v in self.solver.resolve(row).axes():
+                if v.root().value is None:
+                    name = v.root().name or v.name
+                    if name not in missing:
+                        missing.append(name or "_")
+                        span = span or v.span
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            hint_sizes = ", ".join(f"{m!r}: ..." for m in missing if m != "_")
+            axis, why = (self.undetermined_use(missing[0]) if missing[0] in self.labels
+                         else (None, "no operand determines it"))
+            raise self.err(
+                f"cannot infer the size of {names} in the result: {why}",
+                axis.span if axis is not None else span, label=missing[0],
+                hint=(f"give it with sizes={{{hint_sizes}}} or pass result=<the result shape>"
+                      if hint_sizes else "pass result=<the result shape>"))
+
+    def check_determined(self) -> None:
+        """Every label needs a size to iterate over, also one that is not in the result.
+
+        Operand axes take their sizes from the operands and the result's were checked by
+        :meth:`close_result`; what can remain is a label that only a relation mentions: the
+        kernel of a padded axis (``o=+k``: the input is ``o`` long whatever ``k`` is) or the
+        components of a concatenation (``a^b``: only their sum is known).
+        """
+        missing = [name for name, v in self.labels.items() if v.root().value is None]
+        if not missing:
+            return
+        axis, why = self.undetermined_use(missing[0])
+        names = ", ".join(repr(m) for m in missing)
+        sizes = ", ".join(f"{m!r}: ..." for m in missing)
+        raise self.err(f"cannot infer the size of {names}: {why}",
+                       axis.span if axis is not None else None, label=missing[0],
+                       hint=f"give it with sizes={{{sizes}}}, or pass it as an operand")
+
+    def undetermined_use(self, name: str) -> tuple[Axis | None, str]:
+        """The spec axis whose relation mentions label ``name`` without sizing it, and why."""
+        root = self.labels[name].root()
+        for c in self.solver.constraints:
+            if isinstance(c, AffineRel) and root in (c.over.root(), c.kernel and c.kernel.root()):
+                a = self.terms[c.inp.id][0]
+                assert isinstance(a, Affine)
+                if c.padding == "padded":
+                    size = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
+                    return a, (f"{a.render(True)!r} is padded, so its input's size is "
+                               f"{size} whatever the kernel {a.kernel!r} is")
+                return a, (f"{a.render(True)!r} relates the input's size "
+                           f"({c.inp.root().value}) to {a.over!r} and {a.kernel!r} together, "
+                           "and nothing gives either alone")
+            if isinstance(c, LinearRel) and any(f.root() is root for f in c.names.values()):
+                a = self.terms[c.target.id][0]
+                return a, (f"{a.render(True)!r} only gives the product of its factors "
+                           f"({c.target.root().value})")
+            if isinstance(c, ConcatSum) and any(
+                    isinstance(p, DimVar) and p.root() is root for p in c.parts):
+                return self.terms[c.total.id][0], (
+                    f"{self.terms[c.total.id][0].render(True)!r} only gives the sum of its "
+                    f"components ({c.total.root().value})")
+        return None, "no operand determines it"
+
+    # -- packaging -----------------------------------------------------------------------------
+    def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:
+        S = self.solver
+        iters: dict[tuple[str, Any], Iter] = {}
+
+        def iter_of(v: DimVar, label: str | None) -> Iter:
+            """One iterator per label of this spec, and one per other axis variable (a row
+            variable's axes are the same variables wherever the row is used).  Keyed by the
+            spec's own names, not by solver roots: graph-wide, two labels can be unified by
+            other uses (a tensor against its own copy) and must still iterate apart."""
+            key = ("label", label) if label is not None else ("var", id(v))
+            it = iters.get(key)
+            if it is None:
+                r = v.root()
+                assert r.value is not None
+                it = iters[key] = Iter(len(iters), label or r.name, r.value)
+            return it
+
+        def index_of(v: DimVar) -> Index:
+            term = self.terms.get(v.id)
+            if term is None or isinstance(term[0], Placeholder):
+                return iter_of(v, None)
+            a, extra = term
+            if isinstance(a, Label):
+                return iter_of(v, a.name)
+            if isinstance(a, Fixed):
+                return FixedIndex(a.index)
+            if isinstance(a, Affine):
+                stride, over, dilation, kernel, padding = extra
+                return AffineIndex(stride, iter_of(over, over.name), dilation,
+                                   iter_of(kernel, kernel.name) if kernel is not None else None,
+                                   a.offset, padding == "padded")
+            if isinstance(a, Merge):
+                return MergeIndex(tuple(iter_of(p, p.name) for p in extra))
+            assert isinstance(a, Concat)
+            return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p, p.name)
+                                     for p in extra))
+
+        layout = []
+        result_rows: dict[Kind, list[tuple[Size, str | None]]] = {}
+        for i, pat in enumerate(patterns):
+            uses = []
+            for kind in MEMORY_ORDER:
+                axes = S.resolve(pat[kind]).axes()
+                uses += [AxisUse(kind, j, solved(v), v.root().basis, index_of(v))
+                         for j, v in enumerate(axes)]
+                if i == len(patterns) - 1:
+                    result_rows[kind] = [(solved(v), v.root().basis) for v in axes]
+            layout.append(tuple(uses))
+        dims = {n: solved(v) for n, v in sorted(self.labels.items())}
+        rows, ellipses = {}, {}
+        for key, node in self.rowvars.items():
+            vals = tuple(solved(v) for v in S.resolve(SRow((), node, ())).axes())
+            if key.startswith("..."):
+                ellipses[key[3:]] = vals
+            else:
+                rows[key] = vals
+        return Inferred(
+            spec=self.spec, logic="einsum", operands=self.shapes,
+            shape=Shape.from_rows(result_rows), dims=MappingProxyType(dims),
+            rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
+            conditions=tuple(S.conditions), layout=tuple(layout),
+            iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
+
+
+def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
+                      spec: str | None = None) -> None:
+    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule.
+
+    A fixed index ``k`` only requires ``size >= k + 1``; an axis nothing else sizes takes the
+    largest index any of its uses needs, result placements and operand reads alike (``i=>i0``
+    and ``j=>j1`` meeting on one label give it 2 cells), not ``k + 1`` of whichever came first.
+    """
+    need: dict[int, tuple[DimVar, int]] = {}
+    for v, _ in fixed:
+        r = v.root()
+        if r.value is None:
+            need[id(r)] = (r, 0)
+    for c in S.constraints:
+        if isinstance(c, AtLeast):
+            r = c.var.root()
+            if id(r) in need and c.bound > need[id(r)][1]:
+                need[id(r)] = (r, c.bound)
+    for r, bound in need.values():
+        S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
+                                                "any use needs, plus one)"))
+
+
+def solved(v: DimVar) -> Size:
+    """``v``'s size, which a successful solve has determined."""
+    size = v.root().value
+    assert size is not None, f"{v!r} is unsolved"
+    return size
+
+
+def _row_span(row: Row) -> tuple[int, int] | None:
+    spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
+    spans = [s for s in spans if s != (0, 0)]
+    if not spans:
+        return None
+    return (min(s[0] for s in spans), max(s[1] for s in spans))
+
+
+def _whose(who: int | str, kind: str) -> str:
+    return ("the result" if who == "result" else f"operand {who}") + f"'s {kind} row"
+
+
+def _row_hint(spec: Spec, i: int, kind: Kind, row: Row) -> str | None:
+    """The obvious fix for a rank mismatch in this row, when there is one."""
+    if row.is_context_ellipsis and kind != "output":
+        return (f"omitted {kind} rows share one '...' across the spec, so they must be equal; "
+                f"close the row with '{'|' if kind == 'batch' else '->'}' where an operand "
+                f"must have no {kind} axes (e.g. '{'|' if kind == 'batch' else ''}"
+                f"{'' if kind == 'batch' else '->'}jk')")
+    if row.var is None:
+        return (f"add a row variable (e.g. '...' in the {kind} row) to accept any number of "
+                "further axes, or check the operand order")
+    return None

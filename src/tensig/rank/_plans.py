@@ -1,0 +1,238 @@
+"""The plan cache: a lifted call is checked once per argument signature, then replayed.
+
+:func:`signature` holds all that a call's checks and path depend on (per array argument its
+type: the library; its shape: frame and cell; its dtype: the atom checks; the static arguments;
+which function arguments are callable), so a call with a known signature is a key, a lookup and
+the plan's path.  A call that leaves its result cell symbolic is prepared anew each time.
+Also: :func:`_typeof_call`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensig.backends import Backend, backend_among, dtype_name, is_array
+from tensig.core.annotations import dtype_kind
+from tensig.core.shape_index import ShapeIndex
+from tensig.rank._boxes import _elem_name
+from tensig.rank._cells import Plan, _is_object, _split, _who
+from tensig.rank._types import (
+    Arr,
+    Fun,
+    Instance,
+    Matcher,
+    Sigma,
+    _shape_index,
+    bindings,
+    instantiate,
+)
+
+_CACHE_SIZE = 256  # plans per lifted function; the cache starts over when full
+
+
+def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The key of a call's plan; ``None`` for a wrong arity.  Raises ``AttributeError`` for
+    an array argument without shape or dtype (a list, a number: see :func:`plan`)."""
+    if lf._plain:
+        return tuple([(type(x), x.shape, x.dtype) for x in args])  # torch.Size hashes as tuple
+    if len(args) != len(lf.type.params):
+        return None
+    key = list(args)  # static arguments by value
+    for i in lf.arrays:
+        key[i] = (type(args[i]), args[i].shape, args[i].dtype)
+    for i in lf._funs:
+        key[i] = callable(args[i])
+    return tuple(key)
+
+
+def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
+    """The plan of ``lf`` on ``args`` and the arguments it runs on.  Plans are kept under the
+    signature of the arguments converted to the call's library (lists, numbers, NumPy arrays
+    among torch tensors), so arguments that match a kept signature need no conversion, and
+    arguments that do are converted, then find their plan."""
+    try:
+        hit = lf._plans.get(signature(lf, args))
+    except (AttributeError, TypeError):  # an argument to convert; an unhashable static one
+        hit = None
+    if hit is not None:
+        return hit, args
+    _check_arity(lf, args)
+    backend = backend_among([args[i] for i in lf.arrays])
+    like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
+    converted = list(args)
+    for i in lf.arrays:
+        converted[i] = _coerce(backend, converted[i], like)
+    try:
+        key = signature(lf, converted)
+        hit = lf._plans.get(key)
+    except TypeError:  # an unhashable static argument: prepared on every call
+        key, hit = None, None
+    if hit is None:
+        hit = _prepare(lf, converted, backend)
+        if key is not None and hit.matcher is None:  # a symbolic result cell: matched per call
+            if len(lf._plans) >= _CACHE_SIZE:
+                lf._plans.clear()
+            lf._plans[key] = hit
+    return hit, converted
+
+
+def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
+    """A call's checks (frames agreeing by prefix, the type instantiated at the cells, the
+    element types) on arguments converted to ``backend``'s library; then its plan."""
+    arrays = [args[i] for i in lf.arrays]
+    frames, cells, frame = _split(lf, [tuple(a.shape) for a in arrays])
+    matcher, declared, sigma = _typecheck(lf, cells, args)
+    _check_elems(lf, arrays)
+    if lf.ufunc is not None:
+        _check_atoms(lf, [a.dtype for a in arrays if not _is_object(a)])
+    return Plan(lf, backend, frames, cells, frame, declared, sigma, matcher)
+
+
+def _coerce(backend: Backend, x: Any, like: Any) -> Any:
+    """``x`` as an array of the call's library (on ``like``'s device); boxes stay objects."""
+    if is_array(x):
+        if backend.owns(x) or _is_object(x):
+            return x
+        return backend.asarray(x, like)
+    a = np.asarray(x)
+    return a if a.dtype == object or backend.owns(a) else backend.asarray(a, like)
+
+
+def _check_arity(lf: Any, args: Sequence[Any]) -> None:
+    n = len(lf.type.params)
+    if len(args) != n:
+        names = ", ".join(lf.type.param_name(i) for i in range(n))
+        raise TypeError(f"{lf.name} takes {n} argument{'s' * (n != 1)} ({names}), "
+                        f"got {len(args)}")
+    for i, p in enumerate(lf.type.params):
+        if isinstance(p, Fun) and not callable(args[i]):
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must be a function {p}, "
+                            f"not {type(args[i]).__name__}")
+
+
+def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
+               ) -> tuple[Matcher | None, ShapeIndex | None, Sigma | None]:
+    """The type instantiated at the cells: the declared result cell (or the box type), and the
+    matcher when the cell is symbolic (the returned cell is then matched against it)."""
+    if lf._trivial:
+        result = lf.type.result
+        return None, (result.shape if isinstance(result, Arr) else None), None
+    actual: list[ShapeIndex | None] = [None] * len(lf.type.params)
+    for k, i in enumerate(lf.arrays):
+        actual[i] = ShapeIndex(cells[k])
+    m = instantiate(lf.type, lf.name, actual, {i: args[i] for i in lf.statics})
+    result = m.result()
+    if isinstance(result, Arr):
+        return (None if result.shape.is_concrete else m), result.shape, None
+    return None, None, result
+
+
+_KINDS = {"Int": ("int", "integers"), "Bool": ("bool", "booleans")}
+
+
+def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
+    for k, i in enumerate(lf.arrays):
+        want = _KINDS.get(lf.type.params[i].elem)
+        a = arrays[k]
+        if want is None or math.prod(a.shape) == 0:
+            continue
+        if dtype_kind(a.dtype) != want[0]:
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
+                            f"{_elem_name(a)}")
+
+
+def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
+    """A scalar function's atoms are of one type, as Remora's: truth values are not numbers,
+    and NumPy's own type resolution refuses the rest (strings with numbers).  Returns the
+    result's NumPy dtype where NumPy can tell (``None`` otherwise); once per plan."""
+    kinds = [dtype_kind(d) for d in dtypes]
+    if "bool" in kinds and any(k != "bool" for k in kinds):
+        b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
+        raise TypeError(f"{lf.name}: {_who(lf, lf.arrays[b])} holds booleans and "
+                        f"{_who(lf, lf.arrays[n])} holds {_elem_kind(dtypes[n])}; Remora's "
+                        f"atoms do not convert: cast the booleans (x.astype(int))")
+    if not all(isinstance(d, np.dtype) for d in dtypes) or len(dtypes) != lf.ufunc.nin:
+        return None  # torch/jax dtypes: their libraries' own rules apply when it runs
+    try:
+        return lf.ufunc.resolve_dtypes((*dtypes, None))[-1]
+    except (TypeError, ValueError) as e:  # numpy's UFuncTypeError is a TypeError
+        names = " and ".join(str(d) for d in dtypes)
+        raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
+
+
+def _elem_kind(dtype: Any) -> str:
+    """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
+    return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
+        dtype_kind(dtype), dtype_name(dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# a call's type from shapes alone (typeof / check)
+# --------------------------------------------------------------------------------------------
+
+
+def _shape_arg(lf: Any, i: int, x: Any) -> ShapeIndex:
+    shape = _shape_index(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
+    if shape.shape_vars:
+        raise TypeError(f"typeof({lf.name}): the shape {shape} of {_who(lf, i)} has shape "
+                        f"variables; give its axes")
+    return shape
+
+
+def _elem_of(x: Any, p: Arr) -> str:
+    if is_array(x) or isinstance(x, list):
+        return _elem_name(x if is_array(x) else np.asarray(x))
+    return p.elem
+
+
+def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
+    """``lf``'s type instantiated at these arguments (arrays, or shapes), without running."""
+    n = len(lf.type.params)
+    if len(args) != n:
+        _check_arity(lf, args)
+    shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
+    real, cell_items, frame = _split(lf, shapes)
+    frames: list[ShapeIndex | None] = [None] * n
+    cells: list[ShapeIndex | None] = [None] * n
+    for k, i in enumerate(lf.arrays):
+        frames[i], cells[i] = ShapeIndex(real[k]), ShapeIndex(cell_items[k])
+    m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
+    result = m.result()
+    if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
+        at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]
+        result = lf.inner.typeof(*at).result
+    elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}
+    if lf.ufunc is not None:
+        result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
+    cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
+    dims, shapes_b = bindings(m)
+    return Instance(lf.name, ShapeIndex(frame), tuple(frames), cell_types,
+                    _elem_result(lf, result, elems), dims, shapes_b, tuple(m.conditions),
+                    lf.type.names)
+
+
+def _ufunc_result(lf: Any, result: Arr | Sigma | None, args: Sequence[Any]
+                  ) -> Arr | Sigma | None:
+    """A ufunc's result atom type from NumPy's type resolution, not the first argument's."""
+    dtypes = [x.dtype if is_array(x) else np.asarray(x).dtype for x in args
+              if is_array(x) or isinstance(x, list | int | float | bool | complex)]
+    if len(dtypes) != len(args) or not isinstance(result, Arr):
+        return result
+    out = _check_atoms(lf, dtypes)
+    return result if out is None else Arr(str(out), result.shape)
+
+
+def _elem_result(lf: Any, result: Arr | Sigma | None, elems: dict[int, str]
+                 ) -> Arr | Sigma | None:
+    body = result.body if isinstance(result, Sigma) else result
+    if body is None:
+        return None
+    for i, e in elems.items():
+        if lf.type.params[i].elem == body.elem:
+            body = Arr(e, body.shape)
+            break
+    return Sigma(result.hidden, body) if isinstance(result, Sigma) else body
