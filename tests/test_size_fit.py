@@ -14,7 +14,8 @@ from tensig.core.dims import Dim
 
 
 def _window(a, k, s):
-    """A strided window of length ``k`` (the output length of a valid strided convolution)."""
+    """A strided window of length ``k`` (the output length of a valid strided convolution).
+    NumPy's former fit read ``(L - 3)//2 + 1`` as ``(B + 1)//2`` and ``(L - 5)//6 + 1`` as 2."""
     return np.lib.stride_tricks.sliding_window_view(a, k, axis=-1)[..., ::s, :].mean(-1)
 
 
@@ -24,10 +25,13 @@ def _pairs(a):
     return a[..., :n].reshape(*a.shape[:-1], -1, 2).max(-1)
 
 
+_WINDOWS = {"window": (3, 2), "window6": (5, 6)}  # (length, stride)
+
+
 def _numpy(kind):
     from tensig.check.trace_numpy import fitted_numpy
 
-    fn = (lambda a: _window(a, 3, 2)) if kind == "window" else _pairs
+    fn = (lambda a: _window(a, *_WINDOWS[kind])) if kind in _WINDOWS else _pairs
     fn.__name__ = kind
     return lambda x: fitted_numpy(fn, (x,), {}), lambda n: fn(np.zeros((2, n))).shape[-1]
 
@@ -39,7 +43,10 @@ def _torch(kind):
     from tensig.check.trace_torch import fallback
 
     def fn(x):
-        return F.avg_pool1d(x, 3, stride=2) if kind == "window" else F.max_pool1d(x, 2)
+        if kind in _WINDOWS:
+            k, s = _WINDOWS[kind]
+            return F.avg_pool1d(x, k, stride=s)
+        return F.max_pool1d(x, 2)
     return lambda x: fallback(fn, (x,), {}), lambda n: fn(torch.zeros(2, 1, n)).shape[-1]
 
 
@@ -50,13 +57,15 @@ def _jax(kind):
     from tensig.check.trace_jax import fitted_jax
 
     def fn(a):
-        if kind == "window":
-            return a[..., : a.shape[-1] - 2 : 2]  # each window's first element
+        if kind in _WINDOWS:
+            k, s = _WINDOWS[kind]
+            return a[..., : a.shape[-1] - k + 1 : s]  # each window's first element
         return a[..., : a.shape[-1] // 2 * 2].reshape(*a.shape[:-1], -1, 2).max(-1)
     return lambda x: fitted_jax(fn, (x,), {}, kind), lambda n: fn(jnp.zeros((2, n))).shape[-1]
 
 
 @pytest.mark.parametrize("kind, expected", [("window", "(L + 1) // 2 - 1"),  # (L - 3)//2 + 1
+                                            ("window6", "(L + 1) // 6"),  # (L - 5)//6 + 1
                                             ("pairs", "L // 2")])
 @pytest.mark.parametrize("library", [_numpy, _torch, _jax])
 def test_every_library_fits_the_same_size_expression(library, kind, expected):
@@ -66,7 +75,7 @@ def test_every_library_fits_the_same_size_expression(library, kind, expected):
     assert r.complete and not list(r), str(r)
     length = r.result[0][-1]
     assert str(length) == expected
-    for n in (5, 6, 9, 10, 31, 64):  # odd and even, none of them a sample point
+    for n in (5, 6, 9, 10, 31, 64, 71):  # odd and even, none of them a sample point
         assert length.evaluate({"L": n, "B": 2}) == real(n)
 
 
