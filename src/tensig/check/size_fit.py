@@ -24,7 +24,7 @@ from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "candidates", "fit_size", "fit_sizes", "leaves", "named",
-           "sample_points", "short", "size_guard", "symbols_in"]
+           "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -35,21 +35,16 @@ MAX_ELEMENTS = 2_000_000  # per run of a library that allocates: witnesses are s
 Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an array)
 
 
-def symbols_in(x: Any, out: set[str]) -> None:
-    """The symbols of every symbolic array, size and range in ``x`` (nested), into ``out``."""
+def symbols(x: Any) -> list[str]:
+    """The symbols of every symbolic array, size and range in ``x`` (nested), sorted."""
     if isinstance(x, S.SymArray):
-        for d in x.dims:
-            out.update(d.symbols)
-    elif isinstance(x, sym_sizes.SymSize):
-        out.update(x.dim.symbols)
-    elif isinstance(x, sym_sizes.SymRange):
-        out.update(x.start.symbols | x.stop.symbols)
-    elif isinstance(x, list | tuple):
-        for v in x:
-            symbols_in(v, out)
-    elif isinstance(x, dict):
-        for v in x.values():
-            symbols_in(v, out)
+        return sorted({n for d in x.dims for n in d.symbols})
+    if isinstance(x, sym_sizes.SymSize):
+        return sorted(x.dim.symbols)
+    if isinstance(x, sym_sizes.SymRange):
+        return sorted(x.start.symbols | x.stop.symbols)
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
+    return sorted({n for v in items for n in symbols(v)})
 
 
 def leaves(result: Any) -> Iterator[Any]:
@@ -165,9 +160,7 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     run that raises one of ``errors`` past the base leaves the fit to the runs before it
     (``note`` says so).  An axis that fits nothing is ``None``, also with a note.
     """
-    names = set[str]()
-    symbols_in(args, names)
-    order = sorted(names)
+    order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
     tell = note or (lambda message: None)

@@ -442,18 +442,12 @@ def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
     return next(leaves)
 
 
-def _names(*args: Any) -> list[str]:
-    found: set[str] = set()
-    size_fit.symbols_in(args, found)
-    return sorted(found)
-
-
 def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     """The witnesses (scaled so that every division the code assumed is exact), then the same
     values in the reverse order among the call's symbols: an operation valid only for
     ``K <= L`` (a window no longer than its input) runs in one."""
     base = t.assumption_envs()[0]
-    names = sorted(_names(args), key=base.__getitem__)
+    names = sorted(size_fit.symbols(args), key=base.__getitem__)
     if len(names) < 2:
         return [base]
     flipped = dict(base)
@@ -509,7 +503,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
             raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
         if error is not None:  # it runs only where the sizes are ordered the other way
-            order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
+            order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
             t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
         break
     else:

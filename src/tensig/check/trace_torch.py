@@ -313,12 +313,11 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     pass every window and kernel; fixed, so the fit can be cached), else from 48, 54...
     with even offsets; steps of 24 show floors up to 8 (a stride-8 pool).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
-    names: set[str] = set()
-    size_fit.symbols_in((args, kwargs), names)
+    names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
     first_error: BaseException | None = None
     for unit in (1, 2):  # sizes from 40 with steps of 24, else from 48 with steps of 48
-        base = {n: 32 + 8 * unit + 6 * i for i, n in enumerate(sorted(names))}
+        base = {n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)}
         try:
             sample, inputs = _run(func, args, kwargs, base)
         except NotImplementedError as e:
@@ -336,7 +335,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
         named = size_fit.named(size_fit.short(first_error),
-                               {n: 40 + 6 * i for i, n in enumerate(sorted(names))})
+                               {n: 40 + 6 * i for i, n in enumerate(names)})
         rejected = tracing.Finding("op-shape",
                                    f"{name} rejects operands of shapes {shapes}: {named}")
         return None, [rejected], False
