@@ -23,7 +23,7 @@ from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "candidates", "fit_size", "fit_sizes", "leaves", "named",
+__all__ = ["MAX_SYMBOLS", "candidates", "concrete", "fit_size", "fit_sizes", "leaves", "named",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -45,6 +45,22 @@ def symbols(x: Any) -> list[str]:
         return sorted(x.start.symbols | x.stop.symbols)
     items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
     return sorted({n for v in items for n in symbols(v)})
+
+
+def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
+    """A call's arguments at one size assignment: sizes as ints, ranges as ranges, containers
+    walked, every other value through ``leaf`` (which builds the library's array for a
+    symbolic one and returns the rest as it is, or as its library needs it)."""
+    if isinstance(x, sym_sizes.SymSize):
+        return x.dim.evaluate(env)
+    if isinstance(x, sym_sizes.SymRange):
+        return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
+    if isinstance(x, list | tuple):
+        items = [concrete(v, env, leaf) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if isinstance(x, dict):
+        return {k: concrete(v, env, leaf) for k, v in x.items()}
+    return leaf(x)
 
 
 def leaves(result: Any) -> Iterator[Any]:

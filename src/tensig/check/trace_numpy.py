@@ -418,21 +418,6 @@ patched: their sizes are read back from the witness, under an assumption)."""
 # --------------------------------------------------------------------------------------------
 
 
-def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str], Any]) -> Any:
-    """The arguments at one size assignment: arrays from ``make``, sizes as ints."""
-    if isinstance(x, S.SymArray):
-        return make(tuple(d.evaluate(env) for d in x.dims), x.kind)
-    if isinstance(x, sym_sizes.SymSize):
-        return x.dim.evaluate(env)
-    if isinstance(x, sym_sizes.SymRange):
-        return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
-    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
-        return type(x)(_concrete(v, env, make) for v in x)
-    if isinstance(x, dict):
-        return {k: _concrete(v, env, make) for k, v in x.items()}
-    return x
-
-
 def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
     if isinstance(result, tuple | list):
         items = [_rebuild(r, leaves) for r in result]
@@ -481,7 +466,12 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
 
     def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
         size_fit.size_guard((args, kwargs), env)
-        return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
+
+        def array(v: Any) -> Any:
+            if not isinstance(v, S.SymArray):
+                return v
+            return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
+        return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
         return [describe(leaf) for leaf in size_fit.leaves(result)]

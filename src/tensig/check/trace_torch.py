@@ -262,35 +262,22 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     return key
 
 
-def _to_meta(value: Any, env: dict[str, int], memo: dict[int, Any]) -> Any:
-    if isinstance(value, S.SymArray):
-        got = memo.get(id(value))
-        if got is None:
-            got = torch.empty([d.evaluate(env) for d in value.dims], dtype=dtype_of(value),
-                              device="meta")
-            memo[id(value)] = got
-        return got
-    if isinstance(value, sym_sizes.SymSize):
-        return value.dim.evaluate(env)
-    if isinstance(value, torch.Tensor):
-        got = memo.get(id(value))
-        if got is None:
-            got = value.to("meta")
-            memo[id(value)] = got
-        return got
-    if isinstance(value, tuple | list):
-        return type(value)(_to_meta(v, env, memo) for v in value) \
-            if not hasattr(value, "_fields") else type(value)(*(_to_meta(v, env, memo)
-                                                                for v in value))
-    if isinstance(value, torch.device):
-        return torch.device("meta")
-    return value
-
-
 def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> Any:
+    """``func`` on meta tensors at ``env`` (real tensors moved there too), and which result
+    tensors are the arguments' own (by id: an in-place op returns its input)."""
     memo: dict[int, Any] = {}
-    margs = _to_meta(args, env, memo)
-    mkw = {k: _to_meta(v, env, memo) for k, v in kwargs.items()}
+
+    def meta(v: Any) -> Any:
+        if isinstance(v, torch.device):
+            return torch.device("meta")
+        if not isinstance(v, S.SymArray | torch.Tensor):
+            return v
+        got = memo.get(id(v))
+        if got is None:
+            got = memo[id(v)] = v.to("meta") if isinstance(v, torch.Tensor) else torch.empty(
+                [d.evaluate(env) for d in v.dims], dtype=dtype_of(v), device="meta")
+        return got
+    margs, mkw = size_fit.concrete(args, env, meta), size_fit.concrete(kwargs, env, meta)
     if "device" in mkw:
         mkw["device"] = "meta"
     inputs = {id(m): orig for orig in size_fit.leaves(args)
