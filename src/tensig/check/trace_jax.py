@@ -11,7 +11,7 @@ witness number).
 A symbolic call is resolved in order: a hand model here (control flow, ``vmap``, ``.at[]``,
 ``jax.nn``); NumPy's twin of the same name (``jnp.tanh`` is ``np.tanh``: same shapes);
 otherwise the function is *fitted*: ``jax.eval_shape`` runs it at witness sizes (JAX needs no
-data for shapes) and :func:`tensig.check.trace_numpy.fit_sizes` solves each result size.
+data for shapes) and :func:`tensig.check.size_fit.fit_sizes` solves each result size.
 
 Code JAX has already compiled (a function jitted at import, called from the verified one)
 cannot see symbolic arrays: :func:`jax_shapes_fallback` then re-runs the function under

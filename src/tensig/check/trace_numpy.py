@@ -5,10 +5,9 @@ Two layers.  The functions classic NumPy code leans on (``hstack``, ``pad``, ``t
 with the checks that make them worth modelling (a square matrix where one is needed, a
 right-hand side that matches).  Every other function NumPy dispatches through
 ``__array_function__`` is *fitted*: it runs on small zero arrays at a few witness size
-assignments, and each result size is solved as an affine expression in the symbols from those
-runs and checked on one more (:func:`fit_sizes`).  A size that is not affine (``B*T`` from a
-ravel is tried as a product of the arguments' sizes), or that changes with the data, becomes a
-fresh size with an assumption, never a wrong answer.
+assignments, and each result size is fitted in the symbols from those runs
+(:mod:`tensig.check.size_fit`, shared with torch and JAX).  A size that changes with the data
+becomes a fresh size with an assumption, never a wrong answer.
 
 >>> import numpy as np
 >>> from tensig.check.verify import verify
@@ -20,10 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from fractions import Fraction
 from typing import Any
 
-from tensig.check import sym_functions, sym_sizes, tracing
+from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, shape_text
 from tensig.check.sym_sizes import as_dim
@@ -31,10 +29,7 @@ from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["fit_sizes", "fitted", "fitted_numpy"]
-
-_MAX_SYMBOLS = 8
-_MAX_ELEMENTS = 2_000_000  # per evaluation; witnesses are small primes, this bounds the work
+__all__ = ["fitted", "fitted_numpy"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,59 +418,6 @@ patched: their sizes are read back from the witness, under an assumption)."""
 # --------------------------------------------------------------------------------------------
 
 
-def _symbols_in(x: Any, out: set[str]) -> None:
-    if isinstance(x, S.SymArray):
-        for d in x.dims:
-            out.update(d.symbols)
-    elif isinstance(x, sym_sizes.SymSize):
-        out.update(x.dim.symbols)
-    elif isinstance(x, sym_sizes.SymRange):
-        out.update(x.start.symbols | x.stop.symbols)
-    elif isinstance(x, list | tuple):
-        for v in x:
-            _symbols_in(v, out)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _symbols_in(v, out)
-
-
-def _concrete(x: Any, env: dict[str, int], make: Callable[[tuple[int, ...], str], Any]) -> Any:
-    """The arguments at one size assignment: arrays from ``make``, sizes as ints."""
-    if isinstance(x, S.SymArray):
-        return make(tuple(d.evaluate(env) for d in x.dims), x.kind)
-    if isinstance(x, sym_sizes.SymSize):
-        return x.dim.evaluate(env)
-    if isinstance(x, sym_sizes.SymRange):
-        return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
-    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
-        return type(x)(_concrete(v, env, make) for v in x)
-    if isinstance(x, dict):
-        return {k: _concrete(v, env, make) for k, v in x.items()}
-    return x
-
-
-def _size_guard(args: Any, env: dict[str, int]) -> None:
-    if _elements(args, env) > _MAX_ELEMENTS:
-        raise tracing.Unsupported("evaluating at witness sizes (too large)")
-
-
-def _elements(x: Any, env: dict[str, int]) -> int:
-    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
-    if isinstance(x, S.SymArray):
-        return math.prod(d.evaluate(env) for d in x.dims)
-    if isinstance(x, list | tuple):
-        return sum(_elements(v, env) for v in x)
-    return sum(_elements(v, env) for v in x.values()) if isinstance(x, dict) else 0
-
-
-def _leaves(result: Any) -> Iterator[Any]:
-    if isinstance(result, tuple | list):
-        for r in result:
-            yield from _leaves(r)
-    else:
-        yield result
-
-
 def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
     if isinstance(result, tuple | list):
         items = [_rebuild(r, leaves) for r in result]
@@ -485,152 +427,18 @@ def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
     return next(leaves)
 
 
-def _points(names: list[str], base: dict[str, int], step: int) -> list[dict[str, int]]:
-    """The base assignment, one bump per symbol (to solve), and a bump of all (to check).
-
-    Bumps keep the symbols' order (witnesses are at least ``2 * step`` apart and the check
-    bumps grow with the rank), so a function valid only for ``K <= L`` stays valid.
-    """
-    points = [dict(base)]
-    for n in names:
-        p = dict(base)
-        p[n] = base[n] + step
-        points.append(p)
-    rank = {n: r for r, n in enumerate(sorted(names, key=lambda n: base[n]))}
-    points.append({n: base[n] + step * (rank[n] + 2) if n in rank else base[n] for n in base})
-    return points
-
-
-def _affine(names: list[str], points: list[dict[str, int]], values: list[int]) -> Dim | None:
-    """Solve ``c0 + sum(c_i * s_i)`` from the base and per-symbol bumps; check the last point."""
-    base, v0 = points[0], values[0]
-    coeffs: dict[str, int] = {}
-    for i, n in enumerate(names):
-        ratio = Fraction(values[i + 1] - v0, points[i + 1][n] - base[n])
-        if ratio.denominator != 1:
-            return None
-        coeffs[n] = int(ratio)
-    const = v0 - sum(c * base[n] for n, c in coeffs.items())
-    expr = Dim.const(const)
-    for n, c in coeffs.items():
-        expr = expr + Dim.symbol(n) * c
-    if expr.evaluate(points[-1]) != values[-1]:
-        return None
-    return expr
-
-
-def _candidates(args: Any) -> list[Dim]:
-    """Non-affine sizes worth trying: each argument's total size and its runs of sizes."""
-    out: list[Dim] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, S.SymArray):
-            for i in range(x.ndim):
-                prod = sym_sizes.ONE
-                for d in x.dims[i:]:
-                    prod = prod * d
-                    out.append(prod)
-        elif isinstance(x, list | tuple):
-            for v in x:
-                walk(v)
-
-    walk(args)
-    return out
-
-
-def _lcm(t: tracing.Tracer) -> int:
-    lcm = 1
-    for _, k in t.divisors:
-        lcm = lcm * k // math.gcd(lcm, k)
-    return lcm
-
-
-def _names(*args: Any) -> list[str]:
-    found: set[str] = set()
-    _symbols_in(args, found)
-    return sorted(found)
-
-
 def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
-    """The witnesses, then the same values in the reverse order among the call's symbols: an
-    operation valid only for ``K <= L`` (a window no longer than its input) runs in one."""
-    base = _base(t)
-    names = sorted(_names(args), key=base.__getitem__)
+    """The witnesses (scaled so that every division the code assumed is exact), then the same
+    values in the reverse order among the call's symbols: an operation valid only for
+    ``K <= L`` (a window no longer than its input) runs in one."""
+    base = t.assumption_envs()[0]
+    names = sorted(size_fit.symbols(args), key=base.__getitem__)
     if len(names) < 2:
         return [base]
     flipped = dict(base)
     for n, m in zip(names, reversed(names), strict=True):
         flipped[n] = base[m]
     return [base, flipped]
-
-
-def _base(t: tracing.Tracer) -> dict[str, int]:
-    """The witnesses, scaled so that every division the code assumed is exact."""
-    lcm = _lcm(t)
-    return dict(t.witness) if lcm == 1 else {n: w * lcm for n, w in t.witness.items()}
-
-
-def _floor_fit(names: list[str], points: list[dict[str, int]], values: list[int]) -> Dim | None:
-    """``(N + c) // k + e`` for ``N`` a symbol or a difference of two (``T // 2 + 1`` from an
-    rfft, ``(L - K) // 2 + 1`` from a strided window), ``k`` up to 4; checked at every point."""
-    numerators = [Dim.symbol(n) for n in names]
-    numerators += [Dim.symbol(a) - Dim.symbol(b) for a in names for b in names if a != b]
-    for k in (2, 3, 4):
-        for num in numerators:
-            for c in range(k):
-                cand = (num + c) // k
-                e = values[0] - cand.evaluate(points[0])
-                if all(cand.evaluate(p) + e == v for p, v in zip(points, values, strict=True)):
-                    return cand + e
-    return None
-
-
-def fit_sizes(evaluate: Callable[[dict[str, int]], list[tuple[int, ...] | None]], args: Any,
-              what: str, base: dict[str, int] | None = None) -> list[list[Dim] | None]:
-    """Fit each result size of an operation as an expression in the symbols of its arguments.
-
-    ``evaluate(env)`` runs the operation at one size assignment and returns each result's
-    concrete shape.  The base assignment is the tracer's witnesses (distinct primes, scaled so
-    every division the code assumes is exact); each symbol is bumped once to solve an affine
-    expression, and all at once to check it.  Sizes that are not affine are matched against
-    products of the arguments' sizes; anything else is a fresh size, reported as an assumption.
-    """
-    t = tracer()
-    found: set[str] = set()
-    _symbols_in(args, found)
-    names = sorted(found)
-    if len(names) > _MAX_SYMBOLS:
-        raise tracing.Unsupported(f"{what} with more than {_MAX_SYMBOLS} symbolic sizes")
-    lcm = _lcm(t)
-    full = base or _base(t)
-    points = _points(names, full, lcm)
-    for p in points:
-        _size_guard(args, p)
-    shapes = [evaluate(p) for p in points]
-    fits: list[list[Dim] | None] = []
-    candidates = _candidates(args)
-    for j in range(len(shapes[0])):
-        column = [shape for s in shapes if (shape := s[j]) is not None]
-        if len(column) < len(shapes):  # not an array (at some point)
-            fits.append(None)
-            continue
-        dims: list[Dim] = []
-        for axis in range(len(column[0])):
-            values = [shape[axis] for shape in column]
-            fit = _affine(names, points, values)
-            if fit is None:
-                fit = next((c for c in candidates
-                            if all(c.evaluate(p) == v for p, v in zip(points, values,
-                                                                       strict=True))), None)
-            if fit is None:
-                fit = _floor_fit(names, points, values)
-            if fit is None:
-                fit = t.new_dim("n")
-                t.report("assumption", f"{what}: result axis {axis} is not a function of the "
-                                       "sizes verify can fit; read as a new size")
-            dims.append(fit)
-        fits.append(dims)
-    return fits
 
 
 def _kind(dtype: Any) -> str:
@@ -645,7 +453,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any],
            describe: Callable[[Any], tuple[tuple[int, ...], str] | None],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
-    """Trace a library function by fitting (see :func:`fit_sizes`).
+    """Trace a library function by fitting (see :func:`tensig.check.size_fit.fit_sizes`).
 
     ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
     concrete array (zeros, or a JAX shape-only stand-in), ``describe(leaf)`` reads a result
@@ -657,14 +465,21 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     t = tracer()
 
     def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
-        return call(_concrete(args, env, fill), _concrete(kwargs, env, fill))
+        size_fit.size_guard((args, kwargs), env)
+
+        def array(v: Any) -> Any:
+            if not isinstance(v, S.SymArray):
+                return v
+            return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
+        return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
-        return [describe(leaf) for leaf in _leaves(result)]
+        return [describe(leaf) for leaf in size_fit.leaves(result)]
 
     bases = _bases(t, (args, kwargs))
-    _size_guard((args, kwargs), bases[0])
+    size_fit.size_guard((args, kwargs), bases[0])
     error: BaseException | None = None
+    said = ""  # the first error, in the symbols
     for base in bases:
         try:
             sample = run(base, make)
@@ -673,32 +488,35 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                     "unexpected keyword" in str(e) or "not a valid" in str(e):
                 raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
             error = error or e
+            said = size_fit.named(str(error), bases[0])
             continue
         except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
             raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
         if error is not None:  # it runs only where the sizes are ordered the other way
-            order = " <= ".join(sorted((n for n in _names(args, kwargs)), key=base.__getitem__))
-            t.report("assumption", f"{name} fails at some sizes ({_named(error, t)}); "
-                                   f"assumes {order}")
+            order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
+            t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
         break
     else:
         assert error is not None
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
-        t.report(kind, f"{name} fails on these shapes at every size: {_named(error, t)}")
-        first = next((a for a in _leaves(args) if isinstance(a, S.SymArray)), None)
+        t.report(kind, f"{name} fails on these shapes at every size: {said}")
+        first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
         return S.SymArray(first.dims if first is not None else (), "f")
     described = shapes_of(sample)
-    fits = fit_sizes(lambda env: [d[0] if d else None for d in shapes_of(run(env, make))],
-                     (args, kwargs), name, base)
+    fits = size_fit.fit_sizes(
+        lambda env: [d[0] if d else None for d in shapes_of(run(env, make))], (args, kwargs),
+        name, base, t.unit(), errors=(ValueError, IndexError, TypeError),
+        note=lambda message: t.report("assumption", message))
     if make_data is not None:
         try:
             data = [d[0] if d else None for d in shapes_of(run(base, make_data))]
         except Exception:  # the data fill is invalid for it (indices out of range): sizes only
             data = None
         if data is not None:
-            fits = _boxed(fits, [d[0] if d else None for d in described], data, t)
+            fits = _boxed(fits, [d[0] if d else None for d in described], data)
     leaves = []
-    for leaf, dims, desc in zip(_leaves(sample), fits, described, strict=True):
+    for leaf, fit, desc in zip(size_fit.leaves(sample), fits, described, strict=True):
+        dims = None if fit is None else [t.new_dim("n") if d is None else d for d in fit]
         if dims is None or desc is None:
             leaves.append(leaf)
         elif desc[1] == "size":
@@ -735,25 +553,12 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
                   describe, distinct)
 
 
-def _boxed(fits: list[list[Dim] | None], zero_shapes: list[Any], data_shapes: list[Any],
-           t: tracing.Tracer) -> list[list[Dim] | None]:
-    """Sizes that change with the data (not with the sizes) are fresh: a Remora box."""
-    out: list[list[Dim] | None] = []
-    for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True):
-        if dims is None or z is None or d is None or z == d:
-            out.append(dims)
-            continue
-        out.append([t.new_dim("n") if i >= len(d) or z[i] != d[i] else dim
-                    for i, dim in enumerate(dims)])
-    return out
-
-
-def _named(e: BaseException, t: tracing.Tracer) -> str:
-    """NumPy's message with each witness number written as its symbol."""
-    import re
-
-    names = {str(w): n for n, w in t.witness.items() if w >= 11}
-    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), str(e))
+def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],
+           data_shapes: list[Any]) -> list[list[Dim | None] | None]:
+    """Sizes that change with the data (not with the sizes) are fresh (None): a Remora box."""
+    return [dims if dims is None or z is None or d is None or z == d else
+            [None if i >= len(d) or z[i] != d[i] else dim for i, dim in enumerate(dims)]
+            for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True)]
 
 
 def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any]:

@@ -11,11 +11,10 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
   array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
   symbolic size or array to the symbolic indexer.
 - **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
-  torch's own meta tensors (shapes, no data) at a few witness size assignments, and each
-  result size is *fitted* as an expression in the symbols: ``floor((sum a_i*s_i + b) / q)``
-  with integer ``a_i``, ``b`` (``q == 1``: affine), solved from one base assignment and one
-  step per symbol, then checked at an assignment with other residues.  A size that does not
-  fit becomes a fresh size, recorded as an assumption (a warning).  An op that torch rejects
+  torch's own meta tensors (shapes, no data) at a few size assignments, and each result size
+  is *fitted* in the symbols by :mod:`tensig.check.size_fit` (the mechanism NumPy's and JAX's
+  fallbacks share).  A size that does not fit becomes a fresh size, recorded as an
+  assumption (a warning).  An op that torch rejects
   at every assignment is a finding (``op-shape``), with torch's own message.  Fits are cached
   per op and argument shapes, so a module verified twice pays once.
 """
@@ -23,20 +22,17 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import torch
 
-from tensig.check import sym_functions, sym_sizes, tracing
+from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
-from tensig.check.trace_numpy import _candidates, _leaves, _symbols_in  # the fit's shared pieces
 from tensig.check.tracing import tracer
-from tensig.core.dims import Dim
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -193,10 +189,8 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
 # The general mechanism: torch's shape functions on meta tensors, fitted in the symbols
 # --------------------------------------------------------------------------------------------
 
-_STEP = 24  # one step per symbol: a multiple of the usual strides, so floors divide evenly
 _CACHE: dict[Any, Any] = {}
 _CACHE_SIZE = 4096
-_MAX_SYMBOLS = 8  # each symbol costs one more evaluation
 _NO_CACHE = object()
 
 
@@ -268,49 +262,26 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     return key
 
 
-def _assignments(names: list[str], base: int, step: int) -> list[dict[str, int]]:
-    """A base assignment, one step per symbol, and a check with other residues."""
-    w0 = {n: base + 6 * i for i, n in enumerate(names)}
-    out = [w0]
-    for n in names:
-        out.append({**w0, n: w0[n] + step})
-    out.append({n: w0[n] + 2 * step + 1 + 2 * i for i, n in enumerate(names)})
-    out.append({n: w0[n] + 3 * step + 3 + i for i, n in enumerate(names)})
-    return out
-
-
-def _to_meta(value: Any, env: dict[str, int], memo: dict[int, Any]) -> Any:
-    if isinstance(value, S.SymArray):
-        got = memo.get(id(value))
-        if got is None:
-            got = torch.empty([d.evaluate(env) for d in value.dims], dtype=dtype_of(value),
-                              device="meta")
-            memo[id(value)] = got
-        return got
-    if isinstance(value, sym_sizes.SymSize):
-        return value.dim.evaluate(env)
-    if isinstance(value, torch.Tensor):
-        got = memo.get(id(value))
-        if got is None:
-            got = value.to("meta")
-            memo[id(value)] = got
-        return got
-    if isinstance(value, tuple | list):
-        return type(value)(_to_meta(v, env, memo) for v in value) \
-            if not hasattr(value, "_fields") else type(value)(*(_to_meta(v, env, memo)
-                                                                for v in value))
-    if isinstance(value, torch.device):
-        return torch.device("meta")
-    return value
-
-
 def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> Any:
+    """``func`` on meta tensors at ``env`` (real tensors moved there too), and which result
+    tensors are the arguments' own (by id: an in-place op returns its input)."""
     memo: dict[int, Any] = {}
-    margs = _to_meta(args, env, memo)
-    mkw = {k: _to_meta(v, env, memo) for k, v in kwargs.items()}
+
+    def meta(v: Any) -> Any:
+        if isinstance(v, torch.device):
+            return torch.device("meta")
+        if not isinstance(v, S.SymArray | torch.Tensor):
+            return v
+        got = memo.get(id(v))
+        if got is None:
+            got = memo[id(v)] = v.to("meta") if isinstance(v, torch.Tensor) else torch.empty(
+                [d.evaluate(env) for d in v.dims], dtype=dtype_of(v), device="meta")
+        return got
+    margs, mkw = size_fit.concrete(args, env, meta), size_fit.concrete(kwargs, env, meta)
     if "device" in mkw:
         mkw["device"] = "meta"
-    inputs = {id(m): orig for orig in _leaves(args) for m in [memo.get(id(orig))] if m is not None}
+    inputs = {id(m): orig for orig in size_fit.leaves(args)
+              for m in [memo.get(id(orig))] if m is not None}
     with torch.no_grad():
         result = func(*margs, **mkw)
     return result, inputs
@@ -323,122 +294,83 @@ _SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", 
 
 def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
          ) -> tuple[Any, list[tracing.Finding], bool]:
-    """(result template, findings to report, whether a size fell back to a fresh one)."""
-    names: set[str] = set()
-    _symbols_in((args, kwargs), names)
-    order = sorted(names)
-    if len(order) > _MAX_SYMBOLS:
-        raise tracing.Unsupported(f"{name} with more than {_MAX_SYMBOLS} symbolic sizes")
+    """(result template, findings to report, whether a size fell back to a fresh one).
+
+    The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
+    pass every window and kernel; fixed, so the fit can be cached), else from 48, 54...
+    with even offsets; steps of 24 show floors up to 8 (a stride-8 pool).  The sizes are
+    fitted by :func:`tensig.check.size_fit.fit_sizes`."""
+    names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
-    results: list[Any] = []
-    envs: list[dict[str, int]] = []
     first_error: BaseException | None = None
-    for base, step in ((40, _STEP), (48, 2 * _STEP)):
-        envs = _assignments(order, base, step) if order else [{}]
-        results = []
+    for unit in (1, 2):  # sizes from 40 with steps of 24, else from 48 with steps of 48
+        base = {n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)}
         try:
-            for env in envs:
-                results.append(_run(func, args, kwargs, env))
+            sample, inputs = _run(func, args, kwargs, base)
         except NotImplementedError as e:
-            raise tracing.Unsupported(f"{name} (no meta kernel: {str(e).splitlines()[0][:120]})") \
-                from None
+            raise tracing.Unsupported(f"{name} (no meta kernel: {size_fit.short(e)})") from None
         except _SHAPE_ERRORS as e:
-            text = str(e).lower()
-            if "data-dependent" in text or "data dependent" in text or \
-                    ("meta" in text and "not implemented" in text):
-                raise tracing.Unsupported(f"{name} (its result shape depends on data)") from None
-            if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
-                raise tracing.Unsupported(f"{name} ({type(e).__name__}: {_short(e)})") from None
-            first_error = first_error or e
-            if not results:
-                continue
-            # accepted at one assignment but not another: a size condition the op needs
+            first_error = first_error or _shape_error(name, e)
+            continue
+        if first_error is not None:
             messages.append(tracing.Finding(
-                "assumption", f"{name} accepts these shapes only at some sizes "
-                f"({_short(e)}); traced where it does"))
-            envs = envs[:len(results)]
-        if first_error is not None and base == 48 and results:
-            messages.append(tracing.Finding(
-                "assumption", f"{name} needs sizes divisible by {_STEP} or "
-                f"larger ({_short(first_error)}): assumed"))
+                "assumption", f"{name} needs sizes divisible by 24 or "
+                f"larger ({size_fit.short(first_error)}): assumed"))
         break
     else:
-        shapes = ", ".join(_describe(a) for a in _leaves(args)
+        shapes = ", ".join(_describe(a) for a in size_fit.leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
         assert first_error is not None
-        named = _named_sizes(_short(first_error), _assignments(order, 40, _STEP)[0])
+        named = size_fit.named(size_fit.short(first_error),
+                               {n: 40 + 6 * i for i, n in enumerate(names)})
         rejected = tracing.Finding("op-shape",
                                    f"{name} rejects operands of shapes {shapes}: {named}")
         return None, [rejected], False
-    inputs = results[0][1]
-    candidates = _candidates(args)  # products of adjacent axes: flattened sizes
-    residues: dict[str, int] = {}
-    fresh = False
+    fitted = size_fit.fit_sizes(
+        lambda env: [_shape(x) for x in size_fit.leaves(_run(func, args, kwargs, env)[0])],
+        (args, kwargs), name, base, unit, step=24, errors=_SHAPE_ERRORS,
+        note=lambda message: messages.append(tracing.Finding("assumption", message)))
+    fits = iter(fitted)
 
-    def size(values: list[int], final: bool) -> Any:
-        nonlocal fresh
-        d = _fit_size(order, envs, values, candidates)
-        if isinstance(d, tuple) and not final:  # floors: check every residue first
-            residues[d[0]] = max(residues.get(d[0], 1), d[1])
-            return None
-        if d is None or isinstance(d, tuple):
-            fresh = True
-            messages.append(tracing.Finding(
-                "assumption", f"{name}: a result size ({values[0]} at one "
-                "assignment) is no simple expression in the input sizes; "
-                "traced as a fresh size"))
-            return ("fresh",)
-        return d
-
-    def build(items: list[Any], final: bool) -> Any:
-        head = items[0]
+    def build(head: Any) -> Any:
+        if isinstance(head, tuple | list):
+            return ("seq", type(head), tuple(build(x) for x in head))
+        fit = next(fits)
         if isinstance(head, torch.Tensor):
-            if id(head) in inputs:
-                orig = inputs[id(head)]
-                if isinstance(orig, S.SymArray) and \
-                        list(head.shape) != [d.evaluate(envs[0]) for d in orig.dims]:
-                    raise tracing.Unsupported(f"{name} (an in-place change of shape)")
-                return ("input", orig)
-            if any(x.ndim != head.ndim for x in items):
-                raise tracing.Unsupported(f"{name} (its result rank depends on the sizes)")
-            dims = tuple(size([x.shape[i] for x in items], final) for i in range(head.ndim))
-            kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
-            return ("array", dims, kind)
+            orig = inputs.get(id(head))
+            if orig is None:
+                kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
+                return ("array", tuple(fit or ()), kind)
+            if isinstance(orig, S.SymArray) and \
+                    list(head.shape) != [d.evaluate(base) for d in orig.dims]:
+                raise tracing.Unsupported(f"{name} (an in-place change of shape)")
+            return ("input", orig)
         if isinstance(head, bool) or head is None or isinstance(head, str | float):
             return ("value", head)
         if isinstance(head, int):
-            return ("size", size(items, final))
-        if isinstance(head, tuple | list):
-            parts = tuple(build([x[i] for x in items], final) for i in range(len(head)))
-            return ("seq", type(head), parts)
+            return ("size", (fit or [None])[0])
         raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
-    outputs = [r for r, _ in results]
-    template = build(outputs, final=False)
-    if residues:
-        first = envs[0]
-        extra = [{**first, sym: first[sym] + r} for sym, q in residues.items()
-                 for r in range(1, q)]
-        try:
-            outputs += [_run(func, args, kwargs, env)[0] for env in extra]
-            envs = envs + extra
-        except _SHAPE_ERRORS:
-            pass
-        messages = [m for m in messages if "no simple expression" not in m.message]
-        template = build(outputs, final=True)
-    return template, messages, fresh
+    fresh = any(d is None for dims in fitted if dims is not None for d in dims)
+    return build(sample), messages, fresh
 
 
-def _named_sizes(message: str, env: dict[str, int]) -> str:
-    """torch's message at a witness assignment, its numbers put back as the symbols."""
-    import re
+def _shape(x: Any) -> tuple[int, ...] | None:
+    """A result leaf's sizes for the fit: a tensor's shape, an int as a 1-tuple."""
+    if isinstance(x, torch.Tensor):
+        return tuple(x.shape)
+    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
 
-    names = {str(v): k for k, v in env.items()}
-    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)
 
-
-def _short(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+def _shape_error(name: str, e: BaseException) -> BaseException:
+    """A run's error that is about shapes (returned), or the reason the trace stops."""
+    text = str(e).lower()
+    if "data-dependent" in text or "data dependent" in text or \
+            ("meta" in text and "not implemented" in text):
+        raise tracing.Unsupported(f"{name} (its result shape depends on data)") from None
+    if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
+        raise tracing.Unsupported(f"{name} ({type(e).__name__}: {size_fit.short(e)})") from None
+    return e
 
 
 def _describe(a: Any) -> str:
@@ -447,57 +379,13 @@ def _describe(a: Any) -> str:
     return "[" + ", ".join(str(s) for s in a.shape) + "]"
 
 
-def _fit_size(order: list[str], envs: list[dict[str, int]], values: list[int],
-              candidates: list[Dim]) -> Dim | tuple[str, int] | None:
-    """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest.
-
-    ``envs`` is ``[base, base + step*e_1, ..., base + step*e_n, check...]`` (see
-    :func:`_assignments`); fewer entries than that (an op refused some) fit only constants.
-    A floor (``q > 1``) that more than one offset ``b`` fits asks for assignments at every
-    residue of one symbol: ``(symbol, q)``.  A product of input axes (``candidates``) that
-    matches every assignment is taken first.
-    """
-    if all(v == values[0] for v in values):
-        return Dim.const(values[0])
-    for d in candidates:
-        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
-            return d
-    n = len(order)
-    if len(envs) < n + 1:
-        return None
-    base = envs[0]
-    slopes = []
-    for i, name in enumerate(order):
-        step = envs[i + 1][name] - base[name]
-        slopes.append((values[i + 1] - values[0], step))
-    q = 1
-    for num, den in slopes:
-        q = q * (den // math.gcd(num, den)) // math.gcd(q, den // math.gcd(num, den))
-    if q > 8:
-        return None
-    coeffs = [num * q // den for num, den in slopes]
-    n0 = sum(c * base[s] for c, s in zip(coeffs, order, strict=True))
-    fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
-            if all((sum(c * env[s] for c, s in zip(coeffs, order, strict=True)) + b) // q == v
-                   for env, v in zip(envs, values, strict=True))]
-    if not fits:
-        return None
-    if len(fits) > 1:
-        coprime = [s for c, s in zip(coeffs, order, strict=True) if math.gcd(c, q) == 1]
-        return (coprime or [s for c, s in zip(coeffs, order, strict=True) if c])[0], q
-    total = Dim.const(fits[0])
-    for c, s in zip(coeffs, order, strict=True):
-        total = total + Dim.symbol(s) * c
-    return total if q == 1 else total // q
-
-
 def _rebuild(template: Any, args: Any) -> Any:
     if template is None:
         raise Rejected("torch rejected the operands (reported above)")
     tag = template[0]
     if tag == "array":
         t = tracer()
-        dims = [t.new_dim("n") if d == ("fresh",) else d for d in template[1]]
+        dims = [t.new_dim("n") if d is None else d for d in template[1]]
         return S.SymArray(dims, template[2])
     if tag == "input":
         return template[1]
@@ -505,7 +393,7 @@ def _rebuild(template: Any, args: Any) -> Any:
         return template[1]
     if tag == "size":
         d = template[1]
-        d = tracer().new_dim("n") if d == ("fresh",) else d
+        d = tracer().new_dim("n") if d is None else d
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     _, kind, parts = template
     items = [_rebuild(p, args) for p in parts]

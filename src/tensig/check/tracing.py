@@ -102,11 +102,14 @@ class Tracer:
                 return False
         return True
 
+    def unit(self) -> int:
+        """The least common multiple of the divisions assumed exact: sizes that are multiples
+        of it keep every assumption."""
+        return math.lcm(1, *(k for _, k in self.divisors))
+
     def assumption_envs(self) -> list[dict[str, int]]:
         """Two size assignments where every assumed division is exact."""
-        lcm = 1
-        for _, k in self.divisors:
-            lcm = lcm * k // math.gcd(lcm, k)
+        lcm = self.unit()
         return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
 
     def where(self) -> tuple[str | None, int | None]:

@@ -1,0 +1,240 @@
+"""Fitting result sizes from sample runs: the one mechanism behind every library fallback.
+
+An operation verify does not model by hand (NumPy's long tail, a torch op on meta tensors, a
+JAX function under ``eval_shape``) is run at a few size assignments, and each result size is
+solved as ``floor((sum a_i*s_i + b) / q)`` in the symbols of its arguments (``q == 1``:
+affine), from one base assignment and one step per symbol, then checked at two assignments
+with other residues (:func:`fit_sizes`).  A product of the arguments' sizes (a ravel's
+``B*T``) is tried first; a floor whose offset the points leave open asks for runs at every
+residue of one symbol.  A size that fits nothing is ``None``: the caller makes it a fresh
+size, with an assumption, never a wrong answer.  The work is bounded: at most
+:data:`MAX_SYMBOLS` symbols, divisors up to :data:`MAX_DIVISOR`, and (for libraries that
+allocate) :func:`size_guard` on the elements of one run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tensig.check import sym_sizes, tracing
+from tensig.check import tracer as S
+from tensig.core.dims import Dim
+
+__all__ = ["MAX_SYMBOLS", "candidates", "concrete", "fit_size", "fit_sizes", "leaves", "named",
+           "sample_points", "short", "size_guard", "symbols"]
+
+STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
+# floors show as exact slopes; small, since a library that allocates pays for every point
+MAX_SYMBOLS = 8  # each symbol costs one more run
+MAX_DIVISOR = 8
+MAX_ELEMENTS = 2_000_000  # per run of a library that allocates: witnesses are small
+
+Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an array)
+
+
+def symbols(x: Any) -> list[str]:
+    """The symbols of every symbolic array, size and range in ``x`` (nested), sorted."""
+    if isinstance(x, S.SymArray):
+        return sorted({n for d in x.dims for n in d.symbols})
+    if isinstance(x, sym_sizes.SymSize):
+        return sorted(x.dim.symbols)
+    if isinstance(x, sym_sizes.SymRange):
+        return sorted(x.start.symbols | x.stop.symbols)
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
+    return sorted({n for v in items for n in symbols(v)})
+
+
+def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
+    """A call's arguments at one size assignment: sizes as ints, ranges as ranges, containers
+    walked, every other value through ``leaf`` (which builds the library's array for a
+    symbolic one and returns the rest as it is, or as its library needs it)."""
+    if isinstance(x, sym_sizes.SymSize):
+        return x.dim.evaluate(env)
+    if isinstance(x, sym_sizes.SymRange):
+        return range(x.start.evaluate(env), x.stop.evaluate(env), x.step)
+    if isinstance(x, list | tuple):
+        items = [concrete(v, env, leaf) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if isinstance(x, dict):
+        return {k: concrete(v, env, leaf) for k, v in x.items()}
+    return leaf(x)
+
+
+def leaves(result: Any) -> Iterator[Any]:
+    if isinstance(result, tuple | list):
+        for r in result:
+            yield from leaves(r)
+    else:
+        yield result
+
+
+def candidates(args: Any) -> list[Dim]:
+    """Non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)."""
+    out: list[Dim] = []
+    for x in leaves(args):
+        if isinstance(x, S.SymArray):
+            for i in range(x.ndim):
+                prod = sym_sizes.ONE
+                for d in x.dims[i:]:
+                    prod = prod * d
+                    out.append(prod)
+    return out
+
+
+def size_guard(args: Any, env: dict[str, int]) -> None:
+    """Refuse a run whose witness arrays would be too large to build."""
+    if _elements(args, env) > MAX_ELEMENTS:
+        raise tracing.Unsupported("evaluating at witness sizes (too large)")
+
+
+def _elements(x: Any, env: dict[str, int]) -> int:
+    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
+    if isinstance(x, S.SymArray):
+        return math.prod(d.evaluate(env) for d in x.dims)
+    if isinstance(x, list | tuple):
+        return sum(_elements(v, env) for v in x)
+    return sum(_elements(v, env) for v in x.values()) if isinstance(x, dict) else 0
+
+
+def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
+                  step: int = STEP) -> list[dict[str, int]]:
+    """The base, one step per symbol (to solve), and two checks at other residues.
+
+    Every offset is a multiple of ``unit`` (so divisions the code assumed exact stay exact
+    when the base's sizes are multiples of it), and the order the base gives the symbols
+    (``K <= L``: a window no longer than its input) holds at every point: the steps go to
+    the largest symbol, then to the two largest..., and the check offsets grow with rank.
+    """
+    step *= unit
+    ranked = sorted(names, key=base.__getitem__)
+    points = [dict(base)]
+    for n in reversed(ranked):
+        points.append({**points[-1], n: base[n] + step})
+    rank = {n: r for r, n in enumerate(ranked)}
+    for first, per in ((1, 2), (3, 1)):  # near the base: a library that allocates pays less
+        points.append({**base, **{n: base[n] + unit * (first + per * r) for n, r in rank.items()}})
+    return points
+
+
+def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
+             products: list[Dim]) -> Dim | tuple[str, int] | None:
+    """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest.
+
+    ``envs`` is :func:`sample_points`' list, each step changing one more symbol (fewer
+    entries: the op refused some, only constants and products fit).  A floor (``q > 1``)
+    that more than one offset ``b`` fits asks for runs at every residue of one symbol:
+    ``(symbol, q)``.  A product of input axes (``products``) matching every run comes first.
+    """
+    if all(v == values[0] for v in values):
+        return Dim.const(values[0])
+    for d in products:
+        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
+            return d
+    if len(envs) < len(names) + 1:
+        return None
+    base, order, slopes = envs[0], list[str](), list[tuple[int, int]]()
+    for i in range(1, len(names) + 1):
+        (n,) = (s for s in names if envs[i][s] != envs[i - 1][s])
+        order.append(n)
+        slopes.append((values[i] - values[i - 1], envs[i][n] - envs[i - 1][n]))
+    names = order
+    q = 1
+    for num, den in slopes:
+        q = math.lcm(q, den // math.gcd(num, den))
+    if q > MAX_DIVISOR:
+        return None
+    coeffs = [num * q // den for num, den in slopes]
+
+    def at(env: dict[str, int], b: int) -> int:
+        return (sum(c * env[s] for c, s in zip(coeffs, names, strict=True)) + b) // q
+
+    n0 = sum(c * base[s] for c, s in zip(coeffs, names, strict=True))
+    fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
+            if all(at(env, b) == v for env, v in zip(envs, values, strict=True))]
+    if not fits:
+        return None
+    if len(fits) > 1:
+        coprime = [s for c, s in zip(coeffs, names, strict=True) if math.gcd(c, q) == 1]
+        return (coprime or [s for c, s in zip(coeffs, names, strict=True) if c])[0], q
+    total = Dim.const(fits[0])
+    for c, s in zip(coeffs, names, strict=True):
+        total = total + Dim.symbol(s) * c
+    return total if q == 1 else total // q
+
+
+def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str,
+              base: dict[str, int], unit: int = 1, *, step: int = STEP,
+              errors: tuple[type[BaseException], ...] = (),
+              note: Callable[[str], None] | None = None) -> list[list[Dim | None] | None]:
+    """Fit each result size of an operation as an expression in the symbols of ``args``.
+
+    ``evaluate(env)`` runs the operation at one size assignment and returns each result's
+    concrete shape (an int result is a 1-tuple); ``base`` is an assignment it accepts.  A
+    run that raises one of ``errors`` past the base leaves the fit to the runs before it
+    (``note`` says so).  An axis that fits nothing is ``None``, also with a note.
+    """
+    order = symbols(args)
+    if len(order) > MAX_SYMBOLS:
+        raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
+    tell = note or (lambda message: None)
+    envs = sample_points(order, base, unit, step) if order else [dict(base)]
+    runs: list[Shapes] = []
+    for env in envs:
+        try:
+            runs.append(evaluate(env))
+        except errors as e:
+            if not runs:
+                raise
+            tell(f"{what} accepts these shapes only at some sizes ({short(e)}); traced where "
+                 "it does")
+            break
+    envs = envs[:len(runs)]
+    columns = _columns(runs, what)
+    products = candidates(args)
+    fits = [fit_size(order, envs, values, products) for values in columns]
+    residues: dict[str, int] = {}
+    for f in fits:
+        if isinstance(f, tuple):
+            residues[f[0]] = max(residues.get(f[0], 1), f[1])
+    if residues:  # floors: run at every residue of the open symbols, then fit again
+        extra = [{**envs[0], s: envs[0][s] + r} for s, q in residues.items() for r in range(1, q)]
+        try:
+            more = _columns([evaluate(env) for env in extra], what)
+            envs, columns = envs + extra, [c + m for c, m in zip(columns, more, strict=True)]
+            fits = [fit_size(order, envs, values, products) for values in columns]
+        except errors:
+            pass
+    dims = iter(f if isinstance(f, Dim) else None for f in fits)
+    out: list[list[Dim | None] | None] = []
+    for shape in runs[0]:
+        out.append(None if shape is None else [next(dims) for _ in shape])
+    for values, f in zip(columns, fits, strict=True):
+        if not isinstance(f, Dim):
+            tell(f"{what}: a result size ({values[0]} at one assignment) is no simple "
+                 "expression in the input sizes; traced as a fresh size")
+    return out
+
+
+def _columns(runs: list[Shapes], what: str) -> list[list[int]]:
+    """Each result axis's size across the runs (results that are not arrays skipped)."""
+    first = runs[0]
+    for shapes in runs:
+        if [s is None or len(s) for s in shapes] != [s is None or len(s) for s in first]:
+            raise tracing.Unsupported(f"{what} (its result rank depends on the sizes)")
+    return [[(shapes[j] or ())[axis] for shapes in runs]
+            for j, shape in enumerate(first) if shape is not None for axis in range(len(shape))]
+
+
+def short(e: BaseException) -> str:
+    """A library's error in one line."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def named(message: str, env: dict[str, int]) -> str:
+    """A library's message from a run at ``env``, its sizes written as the symbols (sizes
+    under 11 stay numbers: they are axes and small constants as often as sizes)."""
+    names = {str(v): k for k, v in env.items() if v >= 11}
+    return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)

@@ -1,0 +1,136 @@
+"""One fit of result sizes (tensig.check.size_fit) behind the NumPy, torch and JAX fallbacks.
+
+Each library's fallback runs the op its own way (zero arrays, meta tensors, ``eval_shape``);
+the sizes are fitted by the same code, so the same size function gives the same expression,
+checked here against the real op at sizes the fit never saw.
+"""
+
+import numpy as np
+import pytest
+
+from tensig.check import size_fit
+from tensig.check.verify import verify
+from tensig.core.dims import Dim
+
+
+def _window(a, k, s):
+    """A strided window of length ``k`` (the output length of a valid strided convolution).
+    NumPy's former fit read ``(L - 3)//2 + 1`` as ``(B + 1)//2`` and ``(L - 5)//6 + 1`` as 2."""
+    return np.lib.stride_tricks.sliding_window_view(a, k, axis=-1)[..., ::s, :].mean(-1)
+
+
+def _pairs(a):
+    """A max-pool of width 2: ``n // 2`` windows, an odd last element dropped."""
+    n = a.shape[-1] // 2 * 2
+    return a[..., :n].reshape(*a.shape[:-1], -1, 2).max(-1)
+
+
+_WINDOWS = {"window": (3, 2), "window6": (5, 6)}  # (length, stride)
+
+
+def _numpy(kind):
+    from tensig.check.trace_numpy import fitted_numpy
+
+    fn = (lambda a: _window(a, *_WINDOWS[kind])) if kind in _WINDOWS else _pairs
+    fn.__name__ = kind
+    return lambda x: fitted_numpy(fn, (x,), {}), lambda n: fn(np.zeros((2, n))).shape[-1]
+
+
+def _torch(kind):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from tensig.check.trace_torch import fallback
+
+    def fn(x):
+        if kind in _WINDOWS:
+            k, s = _WINDOWS[kind]
+            return F.avg_pool1d(x, k, stride=s)
+        return F.max_pool1d(x, 2)
+    return lambda x: fallback(fn, (x,), {}), lambda n: fn(torch.zeros(2, 1, n)).shape[-1]
+
+
+def _jax(kind):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from tensig.check.trace_jax import fitted_jax
+
+    def fn(a):
+        if kind in _WINDOWS:
+            k, s = _WINDOWS[kind]
+            return a[..., : a.shape[-1] - k + 1 : s]  # each window's first element
+        return a[..., : a.shape[-1] // 2 * 2].reshape(*a.shape[:-1], -1, 2).max(-1)
+    return lambda x: fitted_jax(fn, (x,), {}, kind), lambda n: fn(jnp.zeros((2, n))).shape[-1]
+
+
+@pytest.mark.parametrize("kind, expected", [("window", "(L + 1) // 2 - 1"),  # (L - 3)//2 + 1
+                                            ("window6", "(L + 1) // 6"),  # (L - 5)//6 + 1
+                                            ("pairs", "L // 2")])
+@pytest.mark.parametrize("library", [_numpy, _torch, _jax])
+def test_every_library_fits_the_same_size_expression(library, kind, expected):
+    traced, real = library(kind)
+    sig = "B, 1, L =>" if library is _torch else "B, L =>"
+    r = verify(traced, sig)
+    assert r.complete and not list(r), str(r)
+    length = r.result[0][-1]
+    assert str(length) == expected
+    for n in (5, 6, 9, 10, 31, 64, 71):  # odd and even, none of them a sample point
+        assert length.evaluate({"L": n, "B": 2}) == real(n)
+
+
+def test_sample_points_keep_divisibility_and_order():
+    """Every offset is a multiple of the unit (divisions assumed exact stay exact) and the
+    checks keep the base's order of the symbols (an op valid only for K <= L stays valid)."""
+    base = {"K": 10, "L": 30, "X": 7}
+    points = size_fit.sample_points(["K", "L"], base, unit=5)
+    assert len(points) == 1 + 2 + 2 and all(p["X"] == 7 for p in points)
+    assert all(p[n] % 5 == 0 for p in points for n in "KL")
+    assert all(p["K"] < p["L"] for p in points)
+    checks = points[3:]
+    assert {(p["K"] - 10) // 5 % 2 for p in checks} != {0}  # a residue other than the steps'
+
+
+def test_a_floor_left_open_by_the_points_asks_for_every_residue():
+    """``(N + 1) // 4``: the steps and checks alone leave the offset open; runs at the other
+    residues of N decide it, through the same evaluate."""
+    calls = []
+
+    def evaluate(env):
+        calls.append(env)
+        return [((env["N"] + 1) // 4,)]
+
+    from tensig.check import tracing
+
+    t = tracing.Tracer(witness={"N": 11})
+    token = tracing.set_tracer(t)
+    try:
+        from tensig.check.tracer import SymArray
+
+        fits = size_fit.fit_sizes(evaluate, SymArray((Dim.symbol("N"),)), "f", {"N": 44},
+                                  unit=4)
+    finally:
+        tracing.reset_tracer(token)
+    assert fits == [[(Dim.symbol("N") + 1) // 4]]
+    assert len(calls) > len(size_fit.sample_points(["N"], {"N": 44}, 4))
+
+
+def test_a_size_that_fits_nothing_is_none_with_a_note():
+    notes = []
+    fits = size_fit.fit_sizes(lambda env: [(env["N"] ** 2,)], _sym("N"), "square",
+                              {"N": 11}, note=notes.append)
+    assert fits == [[None]] and "no simple expression" in notes[0]
+
+
+def test_more_symbols_than_the_bound_are_refused():
+    from tensig.check import tracing
+
+    names = [f"s{i}" for i in range(size_fit.MAX_SYMBOLS + 1)]
+    with pytest.raises(tracing.Unsupported, match="symbolic sizes"):
+        size_fit.fit_sizes(lambda env: [()], _sym(*names), "wide", dict.fromkeys(names, 3))
+
+
+def _sym(*names):
+    from tensig.check.tracer import SymArray
+
+    return SymArray(tuple(Dim.symbol(n) for n in names))
