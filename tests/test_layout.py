@@ -65,8 +65,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 OVERSIZE: dict[str, str] = {
     "tensig.execution.lowering": "planning of one einsum-family operation: contractions, "
                                  "windows, concatenations, merged axes: not yet split",
-    "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "
-                          "captures: not yet split",
 }
 
 

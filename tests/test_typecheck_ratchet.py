@@ -16,7 +16,7 @@ SRC = ROOT / "src" / "tensig"
 
 #: The counts after the last clean-up (lower them as the code gets cleaner; never raise them).
 MAX_TYPE_IGNORES = 26
-MAX_UNCHECKED_MODULES = 5
+MAX_UNCHECKED_MODULES = 3
 
 _IGNORE = re.compile(r"#\s*type:\s*ignore\b")
 
