@@ -123,14 +123,14 @@ def test_each_bucket_goes_out_after_the_step_that_finishes_it():
     # small buckets the first one starts before backward ends (the overlap)
     from types import SimpleNamespace
 
-    from tensig.model.fusion import Run, fuse_repeats
+    from tensig.model.fusion import Run
 
     sys.path.insert(0, str(HERE))
     import distributed_worker
 
     tr = distributed_worker.trainer("numpy", "sgd", 8, distributed=False)
     writes = [{a.lhs.key for a in (item.assigns if isinstance(item, Run) else [item])}
-              for item in fuse_repeats(tr._gradients.code.items)]
+              for item in tr._gradients.items]
     assert len(writes) == len(tr._gradients.steps)
     grads = {p.grad.key for p in tr.opt.params}
     for limit, count in ((2**20, 1), (1, 3)):

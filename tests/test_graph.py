@@ -499,7 +499,7 @@ def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels,
 
 
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
-    from tensig.model.codegen import _widening
+    from tensig.execution.lowering import _widening
 
     gate = [[32, 4, 2, 4, 2, 16], [32, 4, 1, 4, 1, 16], [1, 1, 2, 1, 2, 1]]
     # the pooled max: copied along the inner window axis (rows of 2 x 16), not the outer one

@@ -62,10 +62,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 }
 
 #: Modules allowed over the line budget: module -> why.
-OVERSIZE: dict[str, str] = {
-    "tensig.execution.lowering": "planning of one einsum-family operation: contractions, "
-                                 "windows, concatenations, merged axes: not yet split",
-}
+OVERSIZE: dict[str, str] = {}
 
 
 # The import map. -----------------------------------------------------------------------------

@@ -148,11 +148,11 @@ def test_every_array_lives_on_the_graphs_device(demo, monkeypatch):
     every array a training step computes on that device.  Checked on torch's meta device,
     which like CUDA refuses to mix with CPU arrays; it holds no values, so the pooling
     window's zero test (which reads one) is told the window is zero, as it is."""
-    import tensig.execution.lowering as lowering
-    import tensig.model.codegen as codegen
+    import tensig.execution.native as native
+    import tensig.model.compile as compile_
     from tensig.demos import digits, moons
 
-    for module in (lowering, codegen):
+    for module in (native, compile_):
         monkeypatch.setattr(module, "all_zero", lambda x: True)
     mod = {"moons": moons, "digits": digits}[demo]
     xs, ys, _, _ = mod.data()

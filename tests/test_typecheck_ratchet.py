@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tensig"
 
 #: The counts after the last clean-up (lower them as the code gets cleaner; never raise them).
-MAX_TYPE_IGNORES = 26
-MAX_UNCHECKED_MODULES = 3
+MAX_TYPE_IGNORES = 14
+MAX_UNCHECKED_MODULES = 0
 
 _IGNORE = re.compile(r"#\s*type:\s*ignore\b")
 

@@ -98,7 +98,7 @@ class Backend(Kernels):
     conv: Callable[..., Any] | None = None
     conv_backward: Callable[..., Any] | None = None
     max_pool: Callable[..., Any] | None = None
-    #: a broadcast operand made contiguous (:func:`tensig.model.codegen._widening`)
+    #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:

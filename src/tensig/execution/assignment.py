@@ -27,24 +27,20 @@ from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.lowering import (
-    Plan,
-    build_plan,
-    conv_gradient,
-    reshaped,
-    spec_text,
-    split_merges,
-    window_pads,
-)
+from tensig.execution.lowering import Plan, Pointwise, build_plan, reshaped, spec_text, split_merges
+from tensig.execution.native import conv_gradient
+from tensig.execution.views import tiled_view, window_pads
 
-__all__ = ["lower_assignment", "scatter_add", "scatter_pairs", "scatter_specs"]
+__all__ = ["lower_assignment"]
 
 
-def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
+def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
     """The plan of one operation under ``inferred``'s projections, windows on the written
     side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
-    whole result).  :class:`ShapeError` (a ``ValueError``) when a window is written beside a
-    fixed index or a concatenation, or by a max reduction."""
+    whole result).  ``op`` is an einsum-family operator, or any expression of the operands
+    (:class:`~tensig.execution.lowering.Pointwise`: a gradient's gate).  :class:`ShapeError`
+    (a ``ValueError``) when a window is written beside a fixed index or a concatenation, or
+    by a max reduction."""
     split = split_merges(inferred)
     if split is not None:  # merged axes: reshapes around the plan of their factors
         inner = lower_assignment(split.inferred, op, backend)
@@ -78,10 +74,14 @@ def lower_assignment(inferred: Inferred, op: Operator, backend: Backend) -> Plan
     plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
                               shape=Shape(output=sizes)), op, backend)
     dims = [int(u.size) for u in result]
-    pairs = scatter_pairs(scatter_specs(result), dims, len(expanded))
+    if tiled_view(result) is not None:  # windows back to back: each cell written once
+        def run(arrays: Sequence[Any]) -> Any:
+            return backend.reshape(plan.run(arrays), dims)
+    else:
+        pairs = _scatter_pairs(_scatter_specs(result), dims, len(expanded))
 
-    def run(arrays: Sequence[Any]) -> Any:
-        return scatter_add(backend, None, plan.run(arrays), pairs, dims)
+        def run(arrays: Sequence[Any]) -> Any:
+            return _scatter_add(backend, plan.run(arrays), pairs, dims)
 
     return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
 
@@ -95,8 +95,8 @@ def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[An
     return run
 
 
-def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator, backend: Backend
-                   ) -> Callable[[Sequence[Any]], Any | None] | None:
+def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Pointwise,
+                   backend: Backend) -> Callable[[Sequence[Any]], Any | None] | None:
     """The assignment as a convolution's gradient by the backend's own convolution backward:
     two operands multiplied and summed, where the result and one operand are a convolution's
     input and kernel and the other operand its output (in some roles).  ``arrays -> value``,
@@ -120,24 +120,18 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator, backen
     return None
 
 
-def scatter_specs(uses: tuple[AxisUse, ...], kernels_last: bool = False
-                  ) -> list[tuple[Any, ...]]:
+def _scatter_specs(uses: tuple[AxisUse, ...]) -> list[tuple[Any, ...]]:
     """One scatter spec per axis of a written side ``uses`` that is written through a window
-    (see :func:`scatter_pairs`), for a value with one axis per written axis and one per
-    window's kernel: each kernel axis right after its own axis (``lower_assignment``'s
-    expansion), or, with ``kernels_last``, all of them after the written axes, in order (an
-    operand view's layout)."""
-    specs, pos, kpos = [], 0, len(uses)
+    (see :func:`_scatter_pairs`), for a value with one axis per written axis and one per
+    window's kernel, right after its own axis (``lower_assignment``'s expansion)."""
+    specs, pos = [], 0
     for axis, u in enumerate(uses):
-        ix, inline = u.index, 0
+        ix = u.index
         if isinstance(ix, AffineIndex):
-            k_pos = None
-            if ix.kernel is not None:
-                k_pos = kpos if kernels_last else pos + 1
-                kpos += kernels_last
-                inline = not kernels_last
+            k_pos = pos + 1 if ix.kernel is not None else None
             specs.append(_scatter_spec(axis, pos, k_pos, ix))
-        pos += 1 + inline
+            pos += k_pos is not None
+        pos += 1
     return specs
 
 
@@ -152,17 +146,16 @@ def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: AffineIndex
     return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
 
 
-def scatter_add(backend: Backend, onto: Any, p: Any, pairs: list[tuple[Any, Any]],
-                dims: list[int]) -> Any:
-    """``onto`` (zeros when ``None``) plus each kernel position's slice of ``p`` added into
-    its strided positions (see :func:`scatter_pairs`): a fresh array."""
-    out = onto + 0 if onto is not None else backend.full(dims, 0, p)
+def _scatter_add(backend: Backend, p: Any, pairs: list[tuple[Any, Any]], dims: list[int]) -> Any:
+    """Zeros with each kernel position's slice of ``p`` added into its strided positions (see
+    :func:`_scatter_pairs`)."""
+    out = backend.full(dims, 0, p)
     for dst, src in pairs:
         out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
     return out
 
 
-def scatter_pairs(specs: list[tuple[Any, ...]], dims: list[int], p_ndim: int
+def _scatter_pairs(specs: list[tuple[Any, ...]], dims: list[int], p_ndim: int
                    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
     """For each kernel position: the strided slice of the windowed axes it writes, and the
     matching slice of the (output position, kernel position) value -- computed once."""

@@ -3,14 +3,15 @@
 A :class:`Plan` is built once per (operation, spec, shapes, options, backend) and is a short
 list of vectorised backend calls -- no Python loop over elements:
 
-1. **operand views**: a fixed index slices (``x[..., 2, ...]``), a concatenation component
-   slices its range, an affine axis pads with the accumulator's neutral element (padded or
-   offset forms) and becomes sliding windows (NumPy ``sliding_window_view``, torch ``unfold``,
-   a gather on JAX) whose window axis is the kernel iterator;
+1. **operand views** (:mod:`tensig.execution.views`): fixed indices and concatenation
+   components slice, affine axes become sliding windows whose window axis is the kernel
+   iterator;
 2. **the core**: one contraction (``einsum``; opt_einsum/BLAS when the problem is big) for the
    add-reducing operations, ``amax`` for the max-reducing ones, and for the add-combining
    operations (``outer_sum``, ``tropical``) a reduction of each operand before they meet, so
-   the product space is materialised only over the axes both share;
+   the product space is materialised only over the axes both share -- or, where the
+   projections are a convolution's or max pooling's, the backend's own kernel
+   (:mod:`tensig.execution.native`);
 3. **placement**: labels only in the result are broadcast (replicated), repeated result labels
    are written on the diagonal, fixed result indices and concatenation components are padded
    into place with the neutral element.
@@ -30,9 +31,9 @@ import math
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from tensig.backends import Backend, all_zero, is_integer, neutral_max
+from tensig.backends import Backend, is_integer, neutral_max
 from tensig.core.errors import ShapeError
 from tensig.core.inference import (
     AffineIndex,
@@ -45,17 +46,14 @@ from tensig.core.inference import (
 )
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
+from tensig.execution.native import conv_step, pool_step
+from tensig.execution.views import Key, active_part, components, fill, operand_view
 
-__all__ = ["Plan", "Split", "build_plan", "check_windows", "conv_gradient", "fill",
-           "operand_view", "reshaped", "spec_text", "split_merges", "split_uses", "tiled_view",
-           "window_pads"]
+__all__ = ["Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
+           "split_merges", "split_uses"]
 
 
 _LETTERS = string.ascii_letters
-
-# Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
-# of a concatenated axis, which is private to that axis.
-Key = int | tuple[str, int, int, int]
 
 
 @dataclass
@@ -73,21 +71,26 @@ class Plan:
         self.has_rows = bool(self.shape.batch or self.shape.input)
 
 
+@dataclass(frozen=True)
+class Pointwise:
+    """Any expression of the operands as what an operation combines them by (a max-pooling
+    gradient's gate, ``where(x + w == y, g, 0)``): the operands' views are lined up with the
+    product space, ``evaluate`` (``views -> value``, the operands in order) runs on them and
+    the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
+    operand's edge: the forward operation's neutral element (-inf under a max, so a padded
+    cell never equals the maximum; each dtype's own, see :func:`~tensig.execution.views.fill`).
+    """
+
+    evaluate: Callable[[list[Any]], Any]
+    pad: float = 0.0
+    name: ClassVar[str] = "an expression"
+    combine: ClassVar[str] = "expression"
+    accum: ClassVar[str] = "+"
+
+
 # --------------------------------------------------------------------------------------------
 # Phases of concatenation
 # --------------------------------------------------------------------------------------------
-
-
-def _components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, int]]:
-    idx = uses[pos].index
-    assert isinstance(idx, ConcatIndex)
-    out: list[tuple[Key, int]] = []
-    for j, part in enumerate(idx.parts):
-        if isinstance(part, Iter):
-            out.append((part.id, int(part.size)))
-        else:
-            out.append((("part", t, pos, j), part))
-    return out
 
 
 def _iters_of(ix: Any) -> list[Iter]:
@@ -158,7 +161,7 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
             if isinstance(u.index, ConcatIndex)]
     if not axes:
         return [{}]
-    comps = {ax: _components(layout[ax[0]], *ax) for ax in axes}
+    comps = {ax: components(layout[ax[0]], *ax) for ax in axes}
     reads = [{it.id for u in uses for it in _iters_of(u.index)} for uses in layout]
     result, operands = reads[-1], reads[:-1]
     phases: list[dict[tuple[int, int], int]] = []
@@ -255,38 +258,36 @@ def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
     return go
 
 
-def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
-    """Compile ``inferred`` (an einsum-family operation, its merged axes split: see
-    :func:`split_merges`) for ``backend``; :func:`~tensig.execution.assignment.lower_assignment`
-    is the entry point."""
+def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
+    """Compile ``inferred`` (an einsum-family operation, or any expression of its operands:
+    :class:`Pointwise`; its merged axes split: see :func:`split_merges`) for ``backend``;
+    :func:`~tensig.execution.assignment.lower_assignment` is the entry point."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     n_ops = len(layout) - 1
     result_uses = layout[-1]
     phases = _phases(layout)
-    concat_labels = {k for ph in phases for (t, p) in ph
-                     for k, _ in _components(layout[t], t, p) if isinstance(k, int)}
+    concat_labels: set[Key] = {k for ph in phases for (t, p) in ph
+                     for k, _ in components(layout[t], t, p) if isinstance(k, int)}
     steps = []
     for phase in phases:
-        active = {_components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
+        active = {components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
         inactive = concat_labels - active
 
         def takes_part(uses: tuple[AxisUse, ...], inactive: set[Key] = inactive) -> bool:
-            for u in uses:
-                ix = u.index
-                used = [ix] if isinstance(ix, Iter) else \
-                    [ix.over] + ([ix.kernel] if ix.kernel is not None else []) \
-                    if isinstance(ix, AffineIndex) else []
-                if any(it.id in inactive for it in used if it is not None):
-                    return False
-            return True
+            return not any(it.id in inactive for u in uses for it in _iters_of(u.index))
 
         if not takes_part(result_uses):
             continue
         members = [t for t in range(n_ops) if takes_part(layout[t])]
         if not members:
             continue
+        if isinstance(op, Pointwise) and len(members) != n_ops:
+            raise ShapeError("an expression of the operands (not an einsum-family operator) "
+                             "reads each of them in every cell, and a concatenation leaves "
+                             "some out of some parts of the result", spec=spec_text(inferred),
+                             hint="write the concatenation as an operation of its own")
         steps.append(_phase_step(inferred, op, backend, phase, members))
     shape = inferred.shape
     full_shape = tuple(int(u.size) for u in result_uses)
@@ -314,9 +315,8 @@ def build_plan(inferred: Inferred, op: Operator, backend: Backend) -> Plan:
         if direct is not None:  # a bare contraction: one backend call, nothing around it
             def run(arrays: Sequence[Any]) -> Any:
                 return direct(*arrays)
-        elif op.accum == "+" and not _needs_neutral(inferred):
-            def run(arrays: Sequence[Any]) -> Any:
-                return only(arrays, 0)
+        elif op.accum == "+":  # its neutral element is 0 whatever the dtype: the default
+            run = only
     return Plan(run, shape, answer, direct)
 
 
@@ -346,22 +346,11 @@ def check_windows(inferred: Inferred) -> None:
                          f"{k!r} a size of 1 or more")
 
 
-def _needs_neutral(inferred: Inferred) -> bool:
-    return any(not isinstance(u.index, Iter) for uses in inferred.layout for u in uses)
-
-
-def _neutral(op: Operator, backend: Backend, arrays: Sequence[Any]) -> float:
+def _neutral(op: Operator | Pointwise, backend: Backend, arrays: Sequence[Any]) -> float:
     """0 for the add-reducing operations; for the max-reducing ones the first operand's
     neutral element of max -- views and placement pad with :func:`fill`, which reads the
     padded array's own dtype, so this value only says which of the two it is."""
     return 0 if op.accum == "+" else neutral_max(arrays[0].dtype)
-
-
-def fill(neutral: float, x: Any) -> float | int | bool:
-    """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
-    the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
-    pads with -128, its float result with -inf)."""
-    return neutral if neutral == 0 else neutral_max(x.dtype)
 
 
 class _Letters:
@@ -380,81 +369,23 @@ class _Letters:
         return s
 
 
-def _phase_step(inferred: Inferred, op: Operator, backend: Backend,
+def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """One phase: operand views, the core, the placement into the full result."""
     layout = inferred.layout
     generic = _generic_step(inferred, op, backend, phase, members)
     if not phase and op.combine == "mul" and op.accum == "+" and len(members) == 2:
-        conv = _conv_step(layout, backend, generic)
+        conv = conv_step(layout, backend, generic)
         if conv is not None:
             return conv
     if not phase and op.combine == "add" and op.accum == "max" and len(members) == 2:
-        pool = _pool_step(layout, backend, generic)
+        pool = pool_step(layout, backend, generic)
         if pool is not None:
             return pool
     return generic
 
 
-def _pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
-               generic: Callable[..., Any]) -> Callable[..., Any] | None:
-    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``).
-
-    A tropical operation whose second operand is a window holding only zeros is max pooling:
-    ``max over the window of (x + 0)`` is ``max of x``.  Applies when one operand has 1-3
-    windowed axes whose kernels are exactly the other operand's axes, and every other axis
-    passes through to the result; the zero test runs on the (small) window each call, and
-    any other window (or a dtype the kernel does not take) runs ``generic``.
-    """
-    pool = backend.max_pool
-    res = layout[2]
-    if pool is None or not all(isinstance(u.index, Iter) for u in res):
-        return None
-    xi = next((i for i in (0, 1) if any(isinstance(u.index, AffineIndex) for u in layout[i])),
-              None)
-    if xi is None:
-        return None
-    x_uses, w_uses = layout[xi], layout[1 - xi]
-    idx = [u.index for u in x_uses if isinstance(u.index, AffineIndex)]
-    if len(idx) > 3 or any(a.kernel is None or a.offset for a in idx) or \
-            any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses) or \
-            [getattr(u.index, "id", None) for u in w_uses] != [a.kernel.id for a in idx]:
-        return None
-    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
-    through = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
-    overs = [a.over.id for a in idx]
-    if not through or sorted(res_ids) != sorted(through + overs) or \
-            len(set(res_ids)) != len(res_ids):
-        return None
-    order = through + overs
-    x_perm = [p for p, u in enumerate(x_uses) if isinstance(u.index, Iter)] + \
-        [p for p, u in enumerate(x_uses) if isinstance(u.index, AffineIndex)]
-    sizes = {u.index.id: int(u.size) for u in res}  # type: ignore[union-attr]
-    # (N, C, *spatial): the pass-through axes but the last merge into N, the last is C
-    x_shape = [_prod_sizes(sizes, through[:-1]), sizes[through[-1]]] + \
-        [int(x_uses[p].size) for p in x_perm[len(through):]]
-    y_shape = [sizes[k] for k in order]
-    y_perm = [order.index(i) for i in res_ids]
-    kernel = [int(a.kernel.size) for a in idx]  # type: ignore[union-attr]
-    strides = [a.stride for a in idx]
-    dilations = [a.dilation for a in idx]
-    pads = [window_pads(a, int(x_uses[p].size))[1]
-            for a, p in zip(idx, x_perm[len(through):], strict=True)]
-    accepts = backend.conv_accepts
-    move = backend.transpose
-    x_in = _permute_reshape(x_perm, [int(x_uses[p].size) for p in x_perm], x_shape, move)
-    y_out = _reshape_permute([*x_shape[:2], *(sizes[k] for k in overs)], y_shape, y_perm, move)
-
-    def step(arrays: Any, neutral: float) -> Any:
-        x, w = arrays[xi], arrays[1 - xi]
-        if not accepts(x, x) or not all_zero(w):
-            return generic(arrays, neutral)
-        return y_out(pool(x_in(x), kernel, strides, dilations, pads))
-
-    return step
-
-
-def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
+def _generic_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                   phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """Operand views (windows for affine axes), one core computation, placement."""
     layout = inferred.layout
@@ -477,15 +408,24 @@ def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
             and all(getattr(f, "identity", False) for f in funcs)
             and members == list(range(len(layout) - 1)))
 
-    if len(members) == 1:
+    if isinstance(op, Pointwise):  # windows read the forward operation's neutral element
+        pad = op.pad
+        reads = [(t, None if getattr(f, "identity", False) else f)
+                 for t, f in zip(members, funcs, strict=True)]
+        placed = not getattr(place, "identity", False)
+
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
+            v = core([arrays[t] if f is None else f(arrays[t], pad) for t, f in reads], neutral)
+            return place(v, neutral) if placed else v
+    elif len(members) == 1:
         (t,), (f,) = members, funcs
 
-        def step(arrays: Sequence[Any], neutral: float) -> Any:
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
             return place(core([f(arrays[t], neutral)], neutral), neutral)
     else:
         masked = getattr(core, "masked", None)
 
-        def step(arrays: Sequence[Any], neutral: float) -> Any:
+        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
             xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
             if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
                 ones = [f(backend.full(arrays[t].shape, 1, arrays[t]), neutral)
@@ -498,355 +438,8 @@ def _generic_step(inferred: Inferred, op: Operator, backend: Backend,
     return step
 
 
-def _conv_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
-               generic: Callable[..., Any]) -> Callable[..., Any] | None:
-    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``),
-    when :func:`_conv_geometry` finds one; other dtypes (integers) take ``generic``."""
-    geometry = _conv_geometry(layout, backend)
-    if geometry is None:
-        return None
-    # JAX: the permutes, reshapes and the conv compiled as one kernel (XLA then folds the
-    # permutes into the conv's layout instead of copying the operands in eager steps)
-    fast, xi = backend.fused(geometry.forward), geometry.xi
-    accepts = backend.conv_accepts
-
-    def step(arrays: Any, neutral: float) -> Any:
-        if accepts(arrays[xi], arrays[1 - xi]):
-            return fast(arrays[xi], arrays[1 - xi])
-        return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
-
-    return step
-
-
-def conv_gradient(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend, wrt: int
-                  ) -> Callable[[Any, Any], Any] | None:
-    """The gradient of a two-operand convolution with respect to operand ``wrt``, by the
-    backend's own convolution backward: a callable ``(result gradient, other operand)``.
-    ``layout`` is the convolution's projections (:attr:`Inferred.layout`).
-
-    ``None`` when the spec is not one the backend's convolution runs (see
-    :func:`_conv_geometry`) or the backend has no convolution backward.
-    """
-    if len(layout) != 3 or backend.conv_backward is None:
-        return None
-    geometry = _conv_geometry(layout, backend)
-    if geometry is None:
-        return None
-    return geometry.gradient(wrt == geometry.xi)
-
-
-def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
-                   ) -> _ConvGeometry | None:
-    """How a spec maps onto the backend's convolution, or ``None``.
-
-    Applies when one operand (the input) has 1-3 affine axes whose kernels are plain axes of
-    the other operand (the kernel), every other axis is a batch axis (input and result), an
-    input channel (both operands, reduced) or an output channel (kernel and result), and the
-    result is plain.  Anything else takes the generic windows-then-contraction path.
-    """
-    if backend.conv is None:
-        return None
-    res = layout[2]
-    if not all(isinstance(u.index, Iter) for u in res):
-        return None
-    res_ids = [u.index.id for u in res]  # type: ignore[union-attr]
-    for xi, wi in ((0, 1), (1, 0)):
-        x_uses, w_uses = layout[xi], layout[wi]
-        affine = [u for u in x_uses if isinstance(u.index, AffineIndex)]
-        if not 1 <= len(affine) <= 3 or not all(isinstance(u.index, Iter) for u in w_uses):
-            continue
-        if any(not isinstance(u.index, Iter | AffineIndex) for u in x_uses):
-            return None
-        w_ids = [u.index.id for u in w_uses]  # type: ignore[union-attr]
-        x_ids = [u.index.id for u in x_uses if isinstance(u.index, Iter)]
-        idx = [u.index for u in affine]
-        if any(a.kernel is None or a.kernel.id not in w_ids or a.over.id not in res_ids
-               for a in idx):
-            return None
-        kernels = [a.kernel.id for a in idx]  # type: ignore[union-attr]
-        overs = [a.over.id for a in idx]  # type: ignore[union-attr]
-        channels = [i for i in x_ids if i in w_ids and i not in res_ids]
-        batch = [i for i in x_ids if i in res_ids and i not in w_ids]
-        outs = [i for i in w_ids if i in res_ids and i not in x_ids]
-        if sorted(x_ids) != sorted(channels + batch) or \
-                sorted(w_ids) != sorted(channels + outs + kernels) or \
-                sorted(res_ids) != sorted(batch + overs + outs) or \
-                len(set(res_ids)) != len(res_ids) or len(set(x_ids + overs)) != len(x_ids) + \
-                len(overs):
-            return None
-        return _ConvGeometry(backend, x_uses, w_uses, res, xi, batch, channels, outs, kernels,
-                             idx)  # type: ignore[arg-type]
-    return None
-
-
-class _ConvGeometry:
-    """The permutations and reshapes between a spec's operands and the backend's
-    (N, C, *spatial) / (O, C, *kernel) convolution, with strides, dilations and padding."""
-
-    def __init__(self, backend: Backend, x_uses: tuple[AxisUse, ...],
-                 w_uses: tuple[AxisUse, ...], res: tuple[AxisUse, ...], xi: int,
-                 batch: list[int], channels: list[int], outs: list[int], kernels: list[int],
-                 idx: list[AffineIndex]):
-        def pos(uses: tuple[AxisUse, ...], key: int) -> int:
-            for p, u in enumerate(uses):
-                ix = u.index
-                if (isinstance(ix, Iter) and ix.id == key) or \
-                        (isinstance(ix, AffineIndex) and ix.over.id == key):
-                    return p
-            raise KeyError(key)
-
-        self.backend, self.xi = backend, xi
-        overs = [a.over.id for a in idx]
-        self.x_perm = [pos(x_uses, k) for k in batch + channels + overs]
-        self.w_perm = [pos(w_uses, k) for k in outs + channels + kernels]
-        size = {u.index.id: int(u.size) for u in (*w_uses, *res)}  # type: ignore[union-attr]
-        self.x_sizes = [int(x_uses[p].size) for p in self.x_perm]  # before merging
-        self.w_sizes = [int(w_uses[p].size) for p in self.w_perm]
-        self.x_shape = [_prod_sizes(size, batch), _prod_sizes(size, channels)] + \
-            [int(x_uses[pos(x_uses, k)].size) for k in overs]
-        self.w_shape = [_prod_sizes(size, outs), _prod_sizes(size, channels)] + \
-            [size[k] for k in kernels]
-        self.y_shape = [size[k] for k in batch + outs + overs]
-        order = batch + outs + overs
-        self.y_perm = [order.index(u.index.id) for u in res]  # type: ignore[union-attr]
-        self.y_conv_shape = [_prod_sizes(size, batch), _prod_sizes(size, outs)] + \
-            [size[k] for k in overs]
-        self.strides = [a.stride for a in idx]
-        self.dilations = [a.dilation for a in idx]
-        # a valid axis is exactly as long as its windows need: no padding
-        self.pads = [window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1]
-                     if a.padded else (0, 0) for a in idx]
-        # a result with its channels last (NHWC) is asked for in channels-last memory, so the
-        # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
-        self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
-            [0, *range(2, 2 + len(overs)), 1]
-
-        assert backend.conv is not None  # _conv_geometry asked
-        self.conv = backend.conv
-        move = backend.transpose
-        self.x_in = _permute_reshape(self.x_perm, self.x_sizes, self.x_shape, move)
-        self.w_in = _permute_reshape(self.w_perm, self.w_sizes, self.w_shape, move)
-        self.y_out = _reshape_permute(self.y_conv_shape, self.y_shape, self.y_perm, move)
-
-    def forward(self, x: Any, w: Any) -> Any:
-        y = self.conv(self.x_in(x), self.w_in(w), self.strides, self.dilations, self.pads,
-                      channels_last=self.channels_last)
-        return self.y_out(y)
-
-    def gradient(self, of_input: bool) -> Callable[[Any, Any], Any]:
-        """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
-        backward = self.backend.conv_backward
-        assert backward is not None  # conv_gradient asked
-        move = self.backend.transpose
-        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, move)
-        other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)
-        perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
-        out = _reshape_permute(shape, sizes, _inverse(perm), move)
-        strides, dilations, pads = self.strides, self.dilations, self.pads
-
-        def grad(g: Any, other: Any) -> Any:
-            return out(backward(g_in(g), other_in(other), shape, of_input, strides, dilations,
-                                pads))
-
-        return grad
-
-
-def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int],
-                     move: Callable[[Any, list[int]], Any]) -> Callable[[Any], Any]:
-    """``x -> move(x, perm).reshape(shape)`` (``move``: the backend's transpose; ``sizes``:
-    the permuted sizes), without the steps that change nothing -- each is a call of its own
-    on every run."""
-    moves, merges = perm != sorted(perm), list(sizes) != list(shape)
-    if moves and merges:
-        return lambda x: move(x, perm).reshape(shape)
-    if moves:
-        return lambda x: move(x, perm)
-    if merges:
-        return lambda x: x.reshape(shape)
-    return lambda x: x
-
-
-def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int],
-                     move: Callable[[Any, list[int]], Any]) -> Callable[[Any], Any]:
-    """``x -> move(x.reshape(shape), perm)`` (``sizes``: x's), likewise pruned."""
-    moves, splits = perm != sorted(perm), list(sizes) != list(shape)
-    if moves and splits:
-        return lambda x: move(x.reshape(shape), perm)
-    if moves:
-        return lambda x: move(x, perm)
-    if splits:
-        return lambda x: x.reshape(shape)
-    return lambda x: x
-
-
-def _inverse(perm: list[int]) -> list[int]:
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return inv
-
-
-def _prod_sizes(size: dict[int, int], keys: list[int]) -> int:
-    return math.prod(size[k] for k in keys)
-
-
 def _iter_size(inferred: Inferred, key: int) -> int:
     return int(next(it.size for it in inferred.iterators if it.id == key))
-
-
-def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
-                  backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
-                                             list[int]]:
-    """How to turn operand ``t`` into an array whose axes are iterators.
-
-    Returns the view function (``(array, padding value) -> view``), the iterator key of each
-    axis of the view, and their sizes.  The eager lowering and the compiled windowed
-    assignments of :mod:`tensig.model.compile` (the pooling gate) read operands through it, so both
-    see a window the same way.
-    """
-    tiled = tiled_view(uses)
-    if tiled is not None:
-        return tiled
-    split = split_uses(uses)
-    if split is not None:  # merged axes beside windows: split them (a reshape), then view
-        if any(isinstance(u.index, ConcatIndex) for u in uses):
-            raise ValueError("a merged axis beside a concatenation is lowered by "
-                             "lower_assignment (split_merges)")
-        inner, keys, sizes = operand_view(split[0], t, phase, backend)
-        shape = split[1]
-        return (lambda x, neutral: inner(x.reshape(shape), neutral)), keys, sizes
-    index: list[Any] = []
-    keys: list[Key] = []
-    sizes: list[int] = []
-    pads: list[tuple[int, int]] = []
-    windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
-    strided: list[tuple[int, slice]] = []
-    kernel_keys: list[tuple[Key, int]] = []
-    for p, u in enumerate(uses):
-        ix = u.index
-        size = int(u.size)
-        if isinstance(ix, FixedIndex):
-            index.append(ix.index)
-            continue
-        axis = len(keys)
-        if isinstance(ix, ConcatIndex):
-            comps = _components(uses, t, p)
-            j = phase[(t, p)]
-            off = sum(n for _, n in comps[:j])
-            index.append(slice(off, off + comps[j][1]))
-            keys.append(comps[j][0])
-            sizes.append(comps[j][1])
-            pads.append((0, 0))
-            continue
-        index.append(slice(None))
-        if isinstance(ix, Iter):
-            keys.append(ix.id)
-            sizes.append(size)
-            pads.append((0, 0))
-            continue
-        assert isinstance(ix, AffineIndex)
-        out = int(ix.over.size)
-        keys.append(ix.over.id)
-        sizes.append(out)
-        if ix.kernel is None:
-            need = ix.stride * (out - 1) + ix.offset + 1
-            pads.append((0, max(0, need - size)))
-            strided.append((axis, slice(ix.offset, need, ix.stride)))
-            continue
-        span, pad = window_pads(ix, size)
-        pads.append(pad)
-        windows.append((axis, span, ix.stride, out, ix.dilation))
-        kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
-    keys += [kk for kk, _ in kernel_keys]
-    sizes += [n for _, n in kernel_keys]
-    basic = tuple(index)
-    trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
-    any_pad = any(p != (0, 0) for p in pads)
-    ndim = len(pads)
-    # every index below is fixed by the plan: built once here, not on each call
-    strided_index: tuple[slice, ...] | None = None
-    if strided:
-        sl = [slice(None)] * ndim
-        for axis, s in strided:
-            sl[axis] = s
-        strided_index = tuple(sl)
-    window_steps = []
-    for i, (axis, span, stride, out, dilation) in enumerate(windows):
-        sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
-        sl[axis] = slice(0, out)
-        sl[-1] = slice(None, None, dilation)
-        window_steps.append((axis, span, stride, tuple(sl)))
-
-    def view(x: Any, neutral: float) -> Any:
-        if not trivial_index:
-            x = x[basic]
-        if any_pad:
-            x = backend.pad(x, pads, fill(neutral, x))
-        if strided_index is not None:
-            x = x[strided_index]
-        for axis, span, stride, index in window_steps:
-            x = backend.windows(x, axis, span, stride)[index]
-        return x
-
-    if trivial_index and not any_pad and not strided and not windows:
-        def view(x: Any, neutral: float) -> Any:
-            return x
-
-        view.identity = True  # type: ignore[attr-defined]
-
-    return view, keys, sizes
-
-
-def window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
-    """A windowed axis of ``size`` cells (``ix.kernel`` set): the window's span, and the
-    (left, right) padding that makes every window fit -- left only when ``ix.padded``."""
-    assert ix.kernel is not None
-    span = (int(ix.kernel.size) - 1) * ix.dilation + 1
-    left = span - (span + 1) // 2 if ix.padded else 0
-    need = ix.stride * (int(ix.over.size) - 1) + span
-    return span, (left, max(0, need - left - size))
-
-
-def tiles(ix: AffineIndex, size: int) -> bool:
-    """Whether the windows of an affine axis tile it: back to back, nothing padded, nothing
-    left over."""
-    if ix.kernel is None or ix.padded or ix.offset:
-        return False
-    k = int(ix.kernel.size)
-    return ix.stride == k and (ix.dilation == 1 or k == 1) and int(ix.over.size) * k == size
-
-
-def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
-                                                      list[int]] | None:
-    """An operand whose windowed axes are all tiled (non-overlapping pooling) viewed by a
-    reshape: each windowed axis becomes (output position, kernel position) in place, each
-    merged axis its factors.
-
-    Unlike a window view this stays contiguous, so the elementwise work on it runs at full
-    speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
-    """
-    keys: list[Key] = []
-    shape: list[int] = []
-    if not any(isinstance(u.index, AffineIndex | MergeIndex) for u in uses):
-        return None
-    for u in uses:
-        ix, size = u.index, int(u.size)
-        if isinstance(ix, Iter):
-            keys.append(ix.id)
-            shape.append(size)
-        elif isinstance(ix, MergeIndex):
-            keys += [it.id for it in ix.parts]
-            shape += [int(it.size) for it in ix.parts]
-        elif isinstance(ix, AffineIndex) and tiles(ix, size):
-            keys += [ix.over.id, ix.kernel.id]  # type: ignore[union-attr]
-            shape += [int(ix.over.size), int(ix.kernel.size)]  # type: ignore[union-attr]
-        else:
-            return None
-
-    def view(x: Any, neutral: float) -> Any:
-        return x.reshape(shape)
-
-    return view, keys, shape
 
 
 def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int]
@@ -860,10 +453,7 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
             axes.append(("fixed", (ix.index, 0, int(u.size))))
             continue
         if isinstance(ix, ConcatIndex):
-            comps = _components(uses, t, p)
-            j = phase[(t, p)]
-            off = sum(n for _, n in comps[:j])
-            key, n = comps[j]
+            key, off, n = active_part(uses, t, p, phase)
             axes.append(("part", (key, off, int(u.size), n)))
         else:
             assert isinstance(ix, Iter)
@@ -879,8 +469,8 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 # --------------------------------------------------------------------------------------------
 
 
-def _core(op: Operator, backend: Backend, keys: list[list[Key]], sizes: list[list[int]],
-          res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
+def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
+          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
     """Combine the operand views into an array over the result keys they cover.
 
     Result keys no operand covers are replicated later; the core's axes are the covered
@@ -891,6 +481,8 @@ def _core(op: Operator, backend: Backend, keys: list[list[Key]], sizes: list[lis
     out_keys = [k for k in res_keys if k in present]
     size_of = {k: n for ks, ns in zip(keys, sizes, strict=True) for k, n in zip(ks, ns,
                                                                                   strict=True)}
+    if isinstance(op, Pointwise):
+        return _evaluated(op.evaluate, backend, keys, out_keys, letters, size_of)
     subs_in = ["".join(letters[k] for k in ks) for ks in keys]
     subs_out = "".join(letters[k] for k in out_keys)
     shapes = [tuple(ns) for ns in sizes]
@@ -918,6 +510,83 @@ def _unique(s: str) -> str:
     return "".join(dict.fromkeys(s))
 
 
+def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: list[list[Key]],
+               out_keys: list[Key], letters: _Letters, size_of: dict[Key, int]
+               ) -> Callable[[list[Any], float], Any]:
+    """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
+    product space -- the result's keys, then the reduced ones, so summing the trailing axes
+    leaves the result's layout -- and widened where the backend asks (see
+    :func:`_widening`); evaluated, then summed."""
+    order_keys = [*out_keys, *(k for k in dict.fromkeys(k for ks in keys for k in ks)
+                               if k not in out_keys)]
+    order = "".join(letters[k] for k in order_keys)
+    full = tuple(size_of[k] for k in order_keys)
+    reduced = tuple(range(len(out_keys), len(order_keys)))
+    subs = ["".join(letters[k] for k in ks) for ks in keys]
+    aligned = [[n if c in sub else 1 for c, n in zip(order, full, strict=True)] for sub in subs]
+    preps = [_lined_up(backend, sub, order, shape, aligned)
+             for sub, shape in zip(subs, aligned, strict=True)]
+
+    def core(xs: list[Any], neutral: float) -> Any:
+        v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
+        if tuple(v.shape) != full:
+            v = backend.broadcast_to(v, full)
+        return v.sum(reduced) if reduced else v
+
+    return core
+
+
+def _lined_up(backend: Backend, sub: str, order: str, shape: list[int],
+              aligned: list[list[int]]) -> Callable[[Any], Any] | None:
+    """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
+    :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
+    mine, widen = _unique(sub), backend.widen
+    diag = f"{sub}->{mine}" if mine != sub else None
+    align = _aligner(backend, mine, order)
+    width = _widening(shape, aligned) if widen is not None else None
+    if diag is None and width is None:
+        return None if _trailing(mine, order) else align
+
+    def prep(x: Any) -> Any:
+        x = align(x if diag is None else backend.einsum(diag, x))
+        return x if width is None or widen is None else widen(x, width)
+
+    return prep
+
+
+def _trailing(sub: str, order: str) -> bool:
+    """Whether axes ``sub`` (unique) are the trailing axes of ``order``, in order."""
+    return bool(sub) and order.endswith(sub)
+
+
+def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
+    """The shape to materialise a broadcast operand at before an elementwise expression on
+    torch's CPU kernels, or None to leave it as it is.
+
+    An operand broadcast along an axis just outside a short block of inner axes (the pooling
+    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
+    torch's elementwise loops into rows of that block's length, at about 1 ns an element
+    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
+    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
+    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
+    the size of the product space.
+    """
+    full = [max(s[k] for s in aligned) for k in range(len(shape))]
+    total = math.prod(full)
+    if math.prod(shape) <= 1 or total < 4096:
+        return None
+    target = list(shape)
+    while True:
+        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
+        if k is None or math.prod(full[k + 1:]) >= rows:
+            break
+        wider = [*target[:k], full[k], *target[k + 1:]]
+        if 2 * math.prod(wider) > total:
+            break
+        target = wider
+    return target if target != shape else None
+
+
 def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
              ) -> Callable[[list[Any], float], Any]:
     uniq = _unique(sub)
@@ -943,6 +612,8 @@ def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
     moves = perm != list(range(len(sub)))
     places = [order.index(c) for c in sorted(sub, key=order.index)]
+    if _trailing(sub, order):  # broadcasting lines it up
+        return lambda x: x
 
     def align(x: Any) -> Any:
         if moves:
@@ -1022,6 +693,7 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
             x, v = align(backend.amax(x, own)), align(backend.amax(v, own)) == 1
             total = x if total is None else total + x
             ok = v if ok is None else ok & v
+        assert total is not None  # one operand at least
         lo = backend.full((), neutral_max(total.dtype), total)
         return backend.amax(backend.where(ok, total, lo), final_axes)
 

@@ -7,8 +7,9 @@ straight-line Python -- read the operands, align them, the expression with its o
 inlined, reduce, transpose, store -- so running a step is only its array calls.
 
 :func:`assignment_step` writes the step of a generic assignment (any expression under
-projections whose axes are iterators and fixed indices); :func:`expression_function` and
-:func:`align_function` serve the windowed paths of :mod:`tensig.model.compile`.
+projections whose axes are iterators and fixed indices); :func:`expression_function` is the
+expression alone, which the lowering of an assignment with windows evaluates
+(:class:`~tensig.execution.lowering.Pointwise`).
 """
 
 from __future__ import annotations
@@ -21,16 +22,12 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from tensig.backends import Backend, all_zero, neutral_max, neutral_min
+from tensig.backends import Backend, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
-from tensig.core.projections import FixedIndex
 from tensig.execution import ir
-from tensig.execution.assignment import scatter_add, scatter_pairs, scatter_specs
-from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr, buffers_of
-from tensig.execution.lowering import check_windows, operand_view, split_uses, tiled_view
+from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
 
-__all__ = ["Labels", "add_into", "align_function", "assignment_step", "expression_function",
-           "windowed_step"]
+__all__ = ["Labels", "assignment_step", "expression_function"]
 
 #: one label per axis in memory order: an iterator (a label repeated within one buffer is a
 #: diagonal) or a fixed index
@@ -227,15 +224,6 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     size_of = {lab: n for lab, n in zip(labels, dims, strict=True) if isinstance(lab, str)}
     shape = tuple(size_of.get(lab, 1) for lab in product)
     return f"{x}.reshape({shape!r})", len(product)
-
-
-def align_function(labels: Labels, product: list[str], backend: Backend, xp: Any,
-                   dims: list[int]) -> Callable[[Any], Any]:
-    """``x -> x`` (of sizes ``dims``) lined up with the product space (see :func:`_align`)."""
-    src = _Source(backend, xp)
-    expr, _ = _align(src, "x", labels, product, dims)
-    src.emit(f"return {expr}")
-    return src.function("x", "align")
 
 
 def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
@@ -452,176 +440,3 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
     if not shape:  # NumPy's operations on 0-d arrays give scalars: a store holds arrays
         src.emit("v = backend.asarray(v)")
     src.emit(f"A[{key!r}] = v if v.shape == {shape!r} else backend.broadcast_to(v, {shape!r})")
-
-
-# --------------------------------------------------------------------------------------------
-# Assignments under projections with windows
-# --------------------------------------------------------------------------------------------
-
-
-def windowed_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Any], None] | None:
-    """The step of any assignment under projections with windows (e.g. the max-pooling
-    gradient gate), or None when it has none of that kind: read windowed operands through
-    the lowering's own views, compute over the (output position, kernel position) product
-    space, and write a windowed left-hand side through its windows (a scatter-add over
-    kernel positions) -- or, when its windows tile their axes, reshape the value into it.
-    """
-
-    proj = a.proj
-    if a.accum not in ("+", None):
-        return None
-    check_windows(proj.inferred())
-    bufs = buffers_of(a.expr)
-    # the views pad each operand with the operator's neutral element (the table's: -inf
-    # under a max, then each dtype's neutral_max)
-    family = ir.OPERATORS.get(getattr(getattr(proj.result, "op", None), "op", None))
-    neutral = family.neutral if family is not None else 0.0
-
-    def view_of(t: Any) -> tuple[Callable[[Any, float], Any], list[str], list[int]]:
-        fn, keys, sizes = operand_view(proj.uses(t), proj.position(t), {}, backend)
-        return fn, [f"e{k}" for k in keys], sizes
-
-    views = [view_of(b.tensor) for b in bufs]
-    _, lhs_keys, lhs_sizes = view_of(a.lhs.tensor)
-    product = list(dict.fromkeys([*lhs_keys, *(k for _, ks, _ in views for k in ks)]))
-    sizes = dict(zip(lhs_keys, lhs_sizes, strict=True))
-    for _, ks, ns in views:
-        sizes.update(zip(ks, ns, strict=True))
-    # the product space starts with the left-hand side's keys, in order: reducing the others
-    # leaves the value in the left-hand side's layout
-    reduced = tuple(product.index(k) for k in product if k not in lhs_keys)
-    aligners = [align_function(tuple(ks), product, backend, xp, list(ns))
-                for _, ks, ns in views]
-    full = tuple(sizes[k] for k in product)
-    # the left-hand side's affine axes: scatter positions
-    lhs_uses = proj.uses(a.lhs.tensor)
-    lhs_dims = list(a.lhs.tensor.shape.int_dims)
-    if any(isinstance(u.index, FixedIndex) for u in lhs_uses):
-        return None
-    # windows that tile their axes: the view split each in place (output, kernel position),
-    # so the value is the gradient, reshaped; otherwise a scatter over kernel positions
-    tiled = tiled_view(lhs_uses) is not None
-    shape = lhs_dims
-    if not tiled and (split := split_uses(lhs_uses)) is not None:
-        lhs_uses, lhs_dims = split[0], list(split[1])  # merged axes: scattered split
-    scatter = [] if tiled else scatter_specs(lhs_uses, kernels_last=True)
-
-    slots = {b.key: i for i, b in enumerate(bufs)}
-    expr = expression_function(a.expr, slots, backend, xp)
-    zero_slots, expr_dropped = _zero_window_variant(a.expr, bufs, slots, backend, xp)
-    widen = backend.widen
-    aligned = [[sizes[k] if k in ks else 1 for k in product] for _, ks, _ in views]
-    widths = [_widening(s, aligned) if widen is not None else None for s in aligned]
-    # each operand: its view, lined up with the product space, widened (see _widening)
-    prepare = [_operand_prep(fn, align, widen, w, neutral)
-               for (fn, _, _), align, w in zip(views, aligners, widths, strict=True)]
-    keys = [b.key for b in bufs]
-
-    def value(store: Any) -> Any:
-        try:
-            raw = [store.arrays[k] for k in keys]
-        except KeyError:
-            raw = [store.read(b) for b in bufs]  # the message
-        if zero_slots and all(all_zero(raw[i]) for i in zero_slots):
-            e = expr_dropped  # the window's operand is not read
-            args = [None if i in zero_slots else prep(x)
-                    for i, (x, prep) in enumerate(zip(raw, prepare, strict=True))]
-        else:
-            e = expr
-            args = [prep(x) for x, prep in zip(raw, prepare, strict=True)]
-        v = e(args)
-        if tuple(v.shape) != full:
-            v = backend.broadcast_to(v, full)
-        return v.sum(reduced) if reduced else v
-
-    lhs = a.lhs
-    # onto the old value: an accumulation, unless it is the first contribution (see
-    # fold_zero_init)
-    add = a.accum is not None and not a.init
-    pairs = scatter_pairs(scatter, lhs_dims, len(lhs_keys))
-
-    def step(store: Any) -> None:
-        p = value(store)
-        if tiled:
-            add_into(store, lhs, backend.reshape(p, lhs_dims), add)
-        elif scatter:
-            old = store.arrays.get(lhs.key) if add else None
-            old = old if old is None or shape is lhs_dims else backend.reshape(old, lhs_dims)
-            v = scatter_add(backend, old, p, pairs, lhs_dims)
-            store.write(lhs, v if shape is lhs_dims else backend.reshape(v, shape))
-        else:
-            add_into(store, lhs, p, add)
-
-    return step
-
-
-def _zero_window_variant(e: Expr, bufs: list[Buf], slots: dict[tuple[int, str], int],
-                         backend: Backend, xp: Any
-                         ) -> tuple[list[int], Callable[[list[Any]], Any] | None]:
-    """A small buffer added to a term (the pooling gate's window: ``x + w == max``) holds
-    zeros in max pooling.  The operands that are such buffers, and the expression without
-    them (None when there are none); the step picks it per call, by a test of the buffers."""
-    small = [i for i, b in enumerate(bufs) if b.tensor.shape.numel() <= 64]
-    dropped = _drop_added(e, {bufs[i].key for i in small})
-    if dropped == e:
-        return [], None
-    kept = {b.key for b in buffers_of(dropped)}
-    zero_slots = [i for i in small if bufs[i].key not in kept]
-    return zero_slots, expression_function(dropped, slots, backend, xp) if zero_slots else None
-
-
-def _operand_prep(view: Callable[[Any, float], Any], align: Callable[[Any], Any],
-                  widen: Callable[[Any, Any], Any] | None, width: Any, neutral: float
-                  ) -> Callable[[Any], Any]:
-    """``array -> operand``: the window view, lined up with the product space, widened when
-    ``width`` says so -- composed once, one call per operand per step."""
-    if widen is None or width is None:
-        return lambda x: align(view(x, neutral))
-    return lambda x: widen(align(view(x, neutral)), width)
-
-
-def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
-    """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
-    ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
-    of a zero may differ: ``-0.0 + 0.0`` is ``+0.0``; equal to 0 in every comparison.)"""
-    if not isinstance(e, Expr):
-        return e
-    args = tuple(_drop_added(x, keys) for x in e.args)
-    if e.op == "add" and len(args) == 2:
-        for w, x in (args, args[::-1]):
-            if isinstance(w, Buf) and w.key in keys and buffers_of(x):
-                return x
-    return Expr(e.op, args) if args != e.args else e
-
-
-def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
-    """The shape to materialise a broadcast operand at before a windowed elementwise op on
-    torch's CPU kernels, or None to leave it as it is.
-
-    An operand broadcast along an axis just outside a short block of inner axes (the pooling
-    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
-    torch's elementwise loops into rows of that block's length, at about 1 ns an element
-    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
-    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
-    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
-    the size of the product space.
-    """
-    full = [max(s[k] for s in aligned) for k in range(len(shape))]
-    total = math.prod(full)
-    if math.prod(shape) <= 1 or total < 4096:
-        return None
-    target = list(shape)
-    while True:
-        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
-        if k is None or math.prod(full[k + 1:]) >= rows:
-            break
-        wider = [*target[:k], full[k], *target[k + 1:]]
-        if 2 * math.prod(wider) > total:
-            break
-        target = wider
-    return target if target != shape else None
-
-
-def add_into(store: Any, lhs: Buf, v: Any, add: bool) -> None:
-    """``lhs =+ v`` when ``add`` and ``lhs`` has a value, else ``lhs =: v``."""
-    store.write(lhs, store.read(lhs) + v if add and store.has(lhs) else v)

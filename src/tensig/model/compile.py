@@ -3,10 +3,10 @@
 :func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: each
 assignment carries its projections (the graph's solve made them); an assignment whose axes are
 all iterators or fixed indices becomes one generated function of array calls
-(:mod:`tensig.model.codegen`), one with convolution windows or concatenations runs by
-:func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression) or
-:func:`~tensig.model.codegen.windowed_step` (any other), and repeated
-pointwise blocks run once over their concatenation (:mod:`tensig.model.fusion`).  The passes here
+(:mod:`tensig.model.codegen`), one with convolution windows or concatenations is lowered
+by :func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression as its
+operator, any other evaluated over the product space), and repeated pointwise blocks run once
+over their concatenation (:mod:`tensig.model.fusion`).  The passes here
 drop dead stores and zero contributions and fold zero initialisations first.  Running a
 routine does no shape work.
 """
@@ -17,20 +17,24 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from tensig.backends import Backend, backend_for
+from tensig.backends import Backend, all_zero, backend_for
 from tensig.core.errors import ShapeError
-from tensig.core.inference import Inferred
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
-from tensig.execution.ir import OPERATORS, WHOLE, Assign, Buf, Code, Expr, Out, buffers_of
-from tensig.model.codegen import (
-    Labels,
-    add_into,
-    assignment_step,
-    expression_function,
-    windowed_step,
+from tensig.execution.ir import (
+    OPERATORS,
+    WHOLE,
+    Assign,
+    Buf,
+    Code,
+    Expr,
+    Operator,
+    Out,
+    buffers_of,
 )
+from tensig.execution.lowering import Pointwise
+from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.staging import Staged
 
@@ -73,8 +77,12 @@ class Routine:
     """
 
     def __init__(self, steps: list[Callable[[Store], None]], code: Code,
-                 mode: Callable[[], Any] | None = None, staged: Staged | None = None):
+                 mode: Callable[[], Any] | None = None, staged: Staged | None = None,
+                 items: list[Assign | Run] | None = None):
         self.steps, self.code, self.mode, self.staged = steps, code, mode, staged
+        #: what each step runs, one to one with ``steps`` (an assignment, or a fused run of
+        #: repeated blocks); ``None`` when the steps were put together by hand
+        self.items = items
 
     def run(self, store: Store) -> None:
         if self.staged is not None and self.staged.run(store):
@@ -104,15 +112,13 @@ def compile_code(code: Code, array_type: type) -> Routine:
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
     if backend.stages:  # one compiled function: the library fuses, not fusion.py
+        each: list[Assign | Run] = list(code)
         steps = [_compile_assign(a, backend, xp) for a in code]
-        return Routine(steps, code, mode, Staged(steps, code, backend))
-    steps = []
-    for item in fuse_repeats(code):
-        if isinstance(item, Assign):
-            steps.append(_compile_assign(item, backend, xp))
-        else:
-            steps.append(_fused_step(item, backend, xp))
-    return Routine(steps, code, mode)
+        return Routine(steps, code, mode, Staged(steps, code, backend), each)
+    items = fuse_repeats(code)
+    steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
+             else _fused_step(item, backend, xp) for item in items]
+    return Routine(steps, code, mode, items=items)
 
 
 def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
@@ -228,15 +234,6 @@ def fold_zero_init(code: Code) -> Code:
     return Code([a for i, a in enumerate(out) if i not in drop])
 
 
-def _uses_of(a: Assign, bufs: list[Buf]) -> tuple[tuple[AxisUse, ...], list[tuple[AxisUse, ...]]]:
-    """The axis uses of the left-hand side and of each buffer, from the assignment's
-    projections."""
-    try:
-        return a.proj.uses(a.lhs.tensor), [a.proj.uses(b.tensor) for b in bufs]
-    except KeyError as e:
-        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
-
-
 def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
     """One label per axis (an iterator's name, or a fixed index), or ``None`` when an axis is
     a window or a concatenation (the lowering's views run those)."""
@@ -262,11 +259,14 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
     alias = _alias_assign(a)
     if alias is not None:
         return alias
-    lhs_uses, arg_uses = _uses_of(a, bufs)
-    lhs_labels = _labels(lhs_uses)
+    try:  # the axis uses of the left-hand side and of each buffer
+        lhs_labels = _labels(a.proj.uses(a.lhs.tensor))
+        arg_uses = [a.proj.uses(b.tensor) for b in bufs]
+    except KeyError as e:
+        raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
     arg_labels = [lb for u in arg_uses if (lb := _labels(u)) is not None]
     if lhs_labels is None or len(arg_labels) != len(arg_uses):
-        windowed = _family_step(a, backend) or windowed_step(a, backend, xp)
+        windowed = _lowered_step(a, backend, xp)
         if windowed is None:
             raise ShapeError(
                 f"{a!r}: its spec has affine or concatenated axes, which run only as an "
@@ -278,40 +278,96 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], N
 
 
 #: (combine, accumulation) of an assignment -> the einsum-family operator it is
-_FAMILY = {(o.combine, o.accum): o for o in OPERATORS.values()}
+_FAMILY: dict[tuple[str, str | None], Operator] = {(o.combine, o.accum): o
+                                                   for o in OPERATORS.values()}
 
 
-def _family_step(a: Assign, backend: Backend) -> Callable[[Store], None] | None:
-    """An einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a, b)``)
-    under projections with windows or concatenations: one operation lowered under those
-    projections (:func:`~tensig.execution.assignment.lower_assignment`: forward code, a
-    concatenation's or a convolution's gradients alike), stored or added."""
+def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None] | None:
+    """An assignment under projections with windows or concatenations, lowered as one
+    operation under them (:func:`~tensig.execution.assignment.lower_assignment`) and stored
+    or added: an einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a,
+    b)``: forward code, a concatenation's or a convolution's gradients alike) with its
+    operator, any other (the max-pooling gradient's gate) as a :class:`Pointwise` expression
+    summed over the product space.  ``None`` for what neither takes (a window written by a
+    max, beside a fixed index, ...).
+
+    The pooling gate ``where(x + w == y, g, 0)`` adds a window ``w`` that holds zeros in max
+    pooling: when every such small buffer holds zeros, the plan of the expression without
+    them runs instead (the window's operand is not read), picked per call."""
     e = a.expr
-    op = _FAMILY.get((e.op, a.accum))
-    if op is None or not all(isinstance(x, Buf) for x in e.args) or \
-            (a.accum == "max" and not a.init):
+    family = _FAMILY.get((e.op, a.accum))
+    if family is not None and all(isinstance(x, Buf) for x in e.args) and \
+            (a.accum != "max" or a.init):
+        op: Operator | Pointwise = family
+        args = list(e.args)
+    elif a.accum in ("+", None) and buffers_of(e):
+        op, args = _pointwise(a, e, backend, xp)
+    else:
         return None
+    keys = [b.key for b in args]
+    small = {k for k, b in zip(keys, args, strict=True) if b.tensor.shape.numel() <= 64}
+    dropped = _drop_added(e, small) if isinstance(op, Pointwise) else e
     try:
-        run = lower_assignment(_relayout(a, [x.tensor for x in e.args]), op, backend).run
+        run = _lowered(a, args, op, backend)
+        fast = None
+        if dropped != e:
+            fewer, kept = _pointwise(a, dropped, backend, xp)
+            picks = [keys.index(b.key) for b in kept]
+            zero = [i for i, k in enumerate(keys) if k in small and i not in picks]
+            fast = _lowered(a, kept, fewer, backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
-    lhs, args, add = a.lhs, e.args, not a.init  # a later contribution adds (fold_zero_init)
+    lhs, add = a.lhs, a.accum is not None and not a.init  # not the first contribution
 
     def step(store: Store) -> None:
-        add_into(store, lhs, run([store.read(x) for x in args]), add)
+        try:
+            arrays = [store.arrays[k] for k in keys]
+        except KeyError:
+            arrays = [store.read(x) for x in args]  # the message
+        if fast is not None and all(all_zero(arrays[i]) for i in zero):
+            v = fast([arrays[i] for i in picks])
+        else:
+            v = run(arrays)
+        store.write(lhs, store.read(lhs) + v if add and store.has(lhs) else v)
 
     return step
 
 
-def _relayout(a: Assign, operands: list[Any]) -> Inferred:
-    """The assignment's projections read as one operation from ``operands`` to its left-hand
-    side (tensors of the operation in any roles): the same iterators, so a gradient is
-    lowered under the forward operation's own projections."""
-    proj = a.proj
+def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
+    """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
+    the neutral element of the operation the projections are (-inf under a max)."""
+    bufs = buffers_of(e)
+    name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
+    family = OPERATORS.get(name) if isinstance(name, str) else None
+    evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
+    return Pointwise(evaluate, family.neutral if family is not None else 0.0), bufs
+
+
+def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
+    """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
+    ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
+    of a zero may differ: ``-0.0 + 0.0`` is ``+0.0``; equal to 0 in every comparison.)"""
+    if not isinstance(e, Expr):
+        return e
+    args = tuple(_drop_added(x, keys) for x in e.args)
+    if e.op == "add" and len(args) == 2:
+        for w, x in (args, args[::-1]):
+            if isinstance(w, Buf) and w.key in keys and buffers_of(x):
+                return x
+    return Expr(e.op, args) if args != e.args else e
+
+
+def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Backend
+             ) -> Callable[[Any], Any]:
+    """``arrays -> value`` of the assignment's projections read as one operation from the
+    buffers ``args`` to its left-hand side (tensors of the operation in any roles): the same
+    iterators, so a gradient is lowered under the forward operation's own projections."""
+    proj, operands = a.proj, [x.tensor for x in args]
     uses = proj.uses(a.lhs.tensor)
-    return replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
-                   operands=tuple(t.shape for t in operands),
-                   shape=Shape(output=tuple(int(u.size) for u in uses)))
+    inferred = replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
+                       operands=tuple(t.shape for t in operands),
+                       shape=Shape(output=tuple(int(u.size) for u in uses)))
+    return lower_assignment(inferred, op, backend).run
 
 
 def _ops(e: Any) -> set[str]:

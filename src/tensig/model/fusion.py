@@ -20,7 +20,7 @@ so in a training loop only the gradients are concatenated.  Any other array in t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ class Run:
         return [a for block in self.blocks for a in block]
 
 
-def fuse_repeats(code: Sequence[Assign]) -> list[Assign | Run]:
+def fuse_repeats(code: Iterable[Assign]) -> list[Assign | Run]:
     """``code`` with each run of two or more repeated blocks of pointwise assignments
     replaced by one :class:`Run`; the run covering the most assignments wins at each position.
 

@@ -39,7 +39,7 @@ from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
 from tensig.model.distributed import Replicas, buckets
-from tensig.model.fusion import Run, fuse_repeats
+from tensig.model.fusion import Run
 from tensig.model.staging import Staged
 from tensig.model.tensor import _GRAPH, Model, Tensor, _is_integer, leaf
 
@@ -309,11 +309,11 @@ class Trainer:
             grads.steps + update.steps, Code([*grads.code, *update.code]), grads.staged.backend)
         self._update_writes = {a.lhs.key for a in update.code}
         #: both, as one routine (to inspect, or to run a step by hand)
-        self.routine = Routine(grads.steps + update.steps, Code([*gradients, *optimizer.code]),
-                               grads.mode, staged)
+        self.routine = Routine(grads.steps + update.steps, Code([*grads.code, *update.code]),
+                               grads.mode, staged, [*(grads.items or []), *(update.items or [])])
         # a step enters the routines' mode (torch's inference mode) once for both
         self._mode = grads.mode or contextlib.nullcontext
-        self._gradients = Routine(grads.steps, grads.code)
+        self._gradients = Routine(grads.steps, grads.code, items=grads.items)
         self._update = Routine([*update.steps, self._count_step], update.code)
         self._loss_now = math.nan
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
@@ -379,15 +379,13 @@ class Trainer:
     def _plan_buckets(self, replicas: Replicas) -> dict[int, list[list[Any]]]:
         """After which step of the gradient routine each bucket of gradients goes out: the
         step that writes the last of them (and not before the loss, which rides in the first
-        bucket).  The routine's steps are its code's items after fusion, one to one."""
-        steps, store = self._gradients.steps, self.model.graph.store
-        items = fuse_repeats(self._gradients.code.items)
-        end = len(steps) - 1
+        bucket): the routine's items (what each step runs) say which buffers each step writes."""
+        items, store = self._gradients.items or [], self.model.graph.store
+        end = len(self._gradients.steps) - 1
         last: dict[Any, int] = {}
-        if len(items) == len(steps):  # else: everything after the last step
-            for i, item in enumerate(items):
-                for a in item.assigns if isinstance(item, Run) else [item]:
-                    last[a.lhs.key] = i
+        for i, item in enumerate(items):
+            for a in item.assigns if isinstance(item, Run) else [item]:
+                last[a.lhs.key] = i
         loss_ready = last.get(self.loss.val.key, end)
         keys = [p.grad.key for p in self.opt.params]
         ready = [max(last.get(k, end), loss_ready) for k in keys]

@@ -1,0 +1,184 @@
+"""Operand views: an operand's axis uses (:attr:`tensig.Inferred.layout`) turned into an
+array whose axes are iterators, by a few backend calls fixed at plan time.
+
+A fixed index slices (``x[..., 2, ...]``), a concatenation component slices its range, an
+affine axis pads with the accumulator's neutral element (padded or offset forms) and becomes
+sliding windows (NumPy ``sliding_window_view``, torch ``unfold``, a gather on JAX) whose window
+axis is the kernel iterator; windows that tile their axis are a reshape.
+The lowering (:mod:`tensig.execution.lowering`) reads every operand through these, and the
+written side of an assignment (:mod:`tensig.execution.assignment`) scatters through the same
+window geometry (:func:`window_pads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tensig.backends import Backend, neutral_max
+from tensig.core.inference import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Iter
+
+__all__ = ["Key", "active_part", "components", "fill", "operand_view", "tiled_view",
+           "window_pads"]
+
+
+# Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
+# of a concatenated axis, which is private to that axis.
+Key = int | tuple[str, int, int, int]
+
+
+def components(uses: tuple[AxisUse, ...], t: int, pos: int) -> list[tuple[Key, int]]:
+    """The key and size of each component of tensor ``t``'s concatenated axis ``pos``."""
+    idx = uses[pos].index
+    assert isinstance(idx, ConcatIndex)
+    return [(part.id, int(part.size)) if isinstance(part, Iter) else (("part", t, pos, j), part)
+            for j, part in enumerate(idx.parts)]
+
+
+def active_part(uses: tuple[AxisUse, ...], t: int, pos: int, phase: dict[tuple[int, int], int]
+                ) -> tuple[Key, int, int]:
+    """The component of that axis a phase reads or writes: its key, offset and size."""
+    comps = components(uses, t, pos)
+    j = phase[(t, pos)]
+    return comps[j][0], sum(n for _, n in comps[:j]), comps[j][1]
+
+
+def fill(neutral: float, x: Any) -> float | int | bool:
+    """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
+    the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
+    pads with -128, its float result with -inf)."""
+    return neutral if neutral == 0 else neutral_max(x.dtype)
+
+
+def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
+                  backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
+                                             list[int]]:
+    """How to turn operand ``t`` into an array whose axes are iterators.
+
+    Returns the view function (``(array, padding value) -> view``), the iterator key of each
+    axis of the view, and their sizes.  Merged axes are split before (see
+    :func:`~tensig.execution.lowering.split_merges`).
+    """
+    tiled = tiled_view(uses)
+    if tiled is not None:
+        return tiled
+    index: list[Any] = []
+    keys: list[Key] = []
+    sizes: list[int] = []
+    pads: list[tuple[int, int]] = []
+    windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
+    strided: list[tuple[int, slice]] = []
+    kernel_keys: list[tuple[Key, int]] = []
+    for p, u in enumerate(uses):
+        ix = u.index
+        size = int(u.size)
+        if isinstance(ix, FixedIndex):
+            index.append(ix.index)
+            continue
+        axis = len(keys)
+        if isinstance(ix, ConcatIndex):
+            key, off, n = active_part(uses, t, p, phase)
+            index.append(slice(off, off + n))
+            keys.append(key)
+            sizes.append(n)
+            pads.append((0, 0))
+            continue
+        index.append(slice(None))
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            sizes.append(size)
+            pads.append((0, 0))
+            continue
+        assert isinstance(ix, AffineIndex)
+        out = int(ix.over.size)
+        keys.append(ix.over.id)
+        sizes.append(out)
+        if ix.kernel is None:
+            need = ix.stride * (out - 1) + ix.offset + 1
+            pads.append((0, max(0, need - size)))
+            strided.append((axis, slice(ix.offset, need, ix.stride)))
+            continue
+        span, pad = window_pads(ix, size)
+        pads.append(pad)
+        windows.append((axis, span, ix.stride, out, ix.dilation))
+        kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
+    keys += [kk for kk, _ in kernel_keys]
+    sizes += [n for _, n in kernel_keys]
+    basic = tuple(index)
+    trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
+    any_pad = any(p != (0, 0) for p in pads)
+    ndim = len(pads)
+    # every index below is fixed by the plan: built once here, not on each call
+    strided_index: tuple[slice, ...] | None = None
+    if strided:
+        sl = [slice(None)] * ndim
+        for axis, s in strided:
+            sl[axis] = s
+        strided_index = tuple(sl)
+    window_steps = []
+    for i, (axis, span, stride, out, dilation) in enumerate(windows):
+        sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
+        sl[axis] = slice(0, out)
+        sl[-1] = slice(None, None, dilation)
+        window_steps.append((axis, span, stride, tuple(sl)))
+
+    def view(x: Any, neutral: float) -> Any:
+        if not trivial_index:
+            x = x[basic]
+        if any_pad:
+            x = backend.pad(x, pads, fill(neutral, x))
+        if strided_index is not None:
+            x = x[strided_index]
+        for axis, span, stride, index in window_steps:
+            x = backend.windows(x, axis, span, stride)[index]
+        return x
+
+    if trivial_index and not any_pad and not strided and not windows:
+        def view(x: Any, neutral: float) -> Any:
+            return x
+
+        view.identity = True  # type: ignore[attr-defined]
+
+    return view, keys, sizes
+
+
+def window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
+    """A windowed axis of ``size`` cells (``ix.kernel`` set): the window's span, and the
+    (left, right) padding that makes every window fit -- left only when ``ix.padded``."""
+    assert ix.kernel is not None
+    span = (int(ix.kernel.size) - 1) * ix.dilation + 1
+    left = span - (span + 1) // 2 if ix.padded else 0
+    need = ix.stride * (int(ix.over.size) - 1) + span
+    return span, (left, max(0, need - left - size))
+
+
+def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
+                                                      list[int]] | None:
+    """An operand whose windowed axes are all tiled (non-overlapping pooling: back to back,
+    nothing padded, nothing left over) viewed by a reshape: each windowed axis becomes
+    (output position, kernel position) in place.
+
+    Unlike a window view this stays contiguous, so the elementwise work on it runs at full
+    speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
+    """
+    keys: list[Key] = []
+    shape: list[int] = []
+    if not any(isinstance(u.index, AffineIndex) for u in uses):
+        return None
+    for u in uses:
+        ix, size = u.index, int(u.size)
+        if isinstance(ix, Iter):
+            keys.append(ix.id)
+            shape.append(size)
+        elif isinstance(ix, AffineIndex) and ix.kernel is not None and not ix.padded and \
+                not ix.offset and ix.stride == (k := int(ix.kernel.size)) and \
+                (ix.dilation == 1 or k == 1) and int(ix.over.size) * k == size:
+            keys += [ix.over.id, ix.kernel.id]
+            shape += [int(ix.over.size), k]
+        else:
+            return None
+
+    def view(x: Any, neutral: float) -> Any:
+        return x.reshape(shape)
+
+    return view, keys, shape
