@@ -146,11 +146,6 @@ def scope(name: str) -> Iterator[None]:
         _SCOPE.reset(token)
 
 
-# --------------------------------------------------------------------------------------------
-# Operations
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class OpDef:
     """An operation: shape logic, forward code and backward code.
