@@ -912,3 +912,15 @@ def test_a_parameter_summed_whole_needs_its_input_row_given():
         y = G.einsum1("i => |->0", p)
         assert y.shape == Shape(output=(1,))
         np.testing.assert_array_equal(G.Model(y).run(), [6.0])
+
+
+def test_compose_and_transpose_logic_count_their_operands():
+    # a user OpDef under "@" or "T" logic with the wrong number of operands is refused by name
+    with G.new_graph():
+        x = G.leaf("x", np.ones((2, 3), np.float32), batch=1)
+        ident = G.UNARY_OPS["id"].forward
+        with pytest.raises(TypeError, match=r"logic '@' takes 2 or 3 operand\(s\), got 1"):
+            G.apply(G.OpDef("my_matmul", "@", ident), x)
+        with pytest.raises(TypeError, match=r"my_T: logic 'T' takes 1 operand\(s\), got 2"):
+            G.apply(G.OpDef("my_T", "T", ident), x, x * 2)
+        assert str(G.apply(G.OpDef("my_T", "T", ident), x).shape) == "2|3->"

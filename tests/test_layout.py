@@ -62,10 +62,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 }
 
 #: Modules allowed over the line budget: module -> why.
-OVERSIZE: dict[str, str] = {
-    "tensig.model.graph": "tensors, operations and their derivatives, with OCANNL's slicing and "
-                          "captures: not yet split",
-}
+OVERSIZE: dict[str, str] = {}
 
 
 # The import map. -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ SRC = ROOT / "src" / "tensig"
 
 #: The counts after the last clean-up (lower them as the code gets cleaner; never raise them).
 MAX_TYPE_IGNORES = 14
-MAX_UNCHECKED_MODULES = 2
+MAX_UNCHECKED_MODULES = 0
 
 _IGNORE = re.compile(r"#\s*type:\s*ignore\b")
 

@@ -171,7 +171,8 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
         if params is not None or use_padding is not None or sizes is not None:
             key_parts += (None if params is None else tuple(params.items()), use_padding,
                           None if sizes is None else tuple(sizes.items()))
-        key: tuple[Any, ...] | None = tuple(key_parts)
+        key: tuple[Any, ...] | None
+        key = tuple(key_parts)
         plan = _PLANS.get(key)
     except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
         key, plan = None, None
@@ -353,7 +354,7 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
                              "operation is not one contraction", spec=spec,
                              hint="einsum_path plans label, row-variable and merged axes")
         subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
-                            for u in uses))
+                            for u in uses if isinstance(u.index, Iter)))  # all are (above)
     kept = "".join(c for c in subs[-1] if any(c in x for x in subs[:-1]))  # not broadcasts
     subscripts = ",".join(subs[:-1]) + "->" + kept
     dims = [tuple(int(u.size) for u in uses) for uses in layout[:-1]]

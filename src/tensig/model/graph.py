@@ -3,16 +3,19 @@
 A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
 from its uses), a constant, a buffer (state the model keeps from run to run without learning
 it: batch norm's running statistics, dropout's counter; checkpoints save it), or an operation
-on other tensors.  Building a model only records
-nodes and shape constraints in the graph's :class:`~tensig.core.inference.ShapeGraph`; shapes are
-solved for the whole graph at once, before any memory is allocated.
+on other tensors.  Building a model only records nodes and shape constraints in the graph's
+:class:`~tensig.core.inference.ShapeGraph`; shapes are solved for the whole graph at once,
+before any memory is allocated.
 
 Every operation is an :class:`OpDef`: its shape logic (pointwise ``"."``, compose ``"@"``,
 transpose ``"T"``, or an einsum spec), its forward code and its backward code, both written
 in the assignment IR (:mod:`tensig.execution.ir`).  A user-defined operation is one more
 ``OpDef`` and works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop,
 zero grads, a full ``grad_update``) compile once (:mod:`tensig.model.compile`) and then run with
-no shape work.
+no shape work.  This module holds the einsum-family and indexing operations, parameters and
+literals, and is the one public face (``G.*``) of the layer's graph: the graph, tensors,
+pointwise arithmetic, leaves and :class:`Model` live in :mod:`tensig.model.tensor`, captured
+sizes in :mod:`tensig.model.captures`.
 
 >>> import numpy as np
 >>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
@@ -24,635 +27,56 @@ no shape work.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import itertools
 import math
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tensig.backends import backend_for, backend_named, graph_backends, is_integer
-from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
-from tensig.core.inference import ShapeGraph, TensorNode, count_text
+from tensig.core.inference import ShapeGraph, count_text
 from tensig.core.shapes import Shape
-from tensig.core.solver import DimVar, RowNode, SRow
-from tensig.execution.eager import RowArray, register_tensor_type
-from tensig.execution.ir import CASTS, OPERATORS, Buf, Code, Expr, Operator, Projections
+from tensig.core.solver import RowNode, SRow
+from tensig.execution.eager import register_tensor_type
+from tensig.execution.ir import OPERATORS, Code, Expr, Operator
 from tensig.execution.ir import prim as _e
-from tensig.execution.price import itemsize
-from tensig.model.compile import Routine, Store, compile_code
+from tensig.model.captures import Captured, _capture, dim, variable
+from tensig.model.tensor import (
+    BINARY_OPS,
+    UNARY_OPS,
+    Graph,
+    Model,
+    OpDef,
+    Tensor,
+    _as_tensor,
+    _fwd,
+    _grads,
+    apply,
+    cast,
+    constant,
+    current_graph,
+    grad_update,
+    leaf,
+    new_graph,
+    scope,
+)
 
 __all__ = [
-    "Captured",
-    "Graph",
-    "Index",
-    "OpDef",
-    "Tensor",
-    "axis",
-    "batch",
-    "batch_slice",
-    "cast",
-    "concat",
-    "constant",
-    "dim",
-    "einmax1",
-    "einsum",
-    "einsum1",
-    "embedding",
-    "fma",
-    "grad_update",
-    "index",
-    "leaf",
-    "maximum",
-    "minimum",
-    "ndarray",
-    "one_hot",
-    "outer_sum",
-    "param",
-    "range_",
-    "range_of_shape",
-    "scope",
-    "stack",
-    "stop_gradient",
-    "stretch",
-    "tropical",
-    "variable",
-    "where",
+    "BINARY_OPS", "UNARY_OPS", "Captured", "Graph", "Index", "Model", "OpDef", "Shape", "Tensor",
+    "apply", "axis", "batch", "batch_slice", "cast", "concat", "constant", "current_graph", "dim",
+    "einmax1", "einsum", "einsum1", "embedding", "fma", "grad_update", "index", "leaf", "maximum",
+    "minimum", "ndarray", "new_graph", "one_hot", "outer_sum", "param", "range_", "range_of_shape",
+    "scope", "stack", "stop_gradient", "stretch", "tropical", "variable", "where"
 ]
-
-_ids = itertools.count()
-
-
-class Graph:
-    """Every tensor built in one graph shares one shape inference and one array store."""
-
-    def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
-        adapter = backend_named(backend) if backend in graph_backends() else None
-        if adapter is None:
-            raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
-                             f" not {backend!r}")
-        device = adapter.device(device)
-        self.adapter = adapter
-        self.shapes = ShapeGraph()
-        self.tensors: list[Tensor] = []
-        self.store = Store(device)
-        self.backend = backend
-        self.device = device
-        self._solved = 0
-        self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
-        #: what is checked after each solve (constraints on captured row variables)
-        self.checks: list[Callable[[], None]] = []
-
-    def solve(self) -> None:
-        """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
-        if self._solved != len(self.tensors):
-            self._shapes.clear()  # new tensors can refine old shapes (a parameter's, say)
-            self.shapes.solve()
-            for check in self.checks:
-                check()
-            self._solved = len(self.tensors)
-
-    def array(self, value: Any, device: Any = None) -> Any:
-        """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
-        graph's by default).  Every array entering the store comes through here (initial
-        values, fed data, optimizer state, checkpoints)."""
-        return self.adapter.asarray(value, device=self.device if device is None else device)
-
-    @property
-    def training(self) -> bool:
-        """Training mode (the default): dropout draws a fresh mask each step.  Out of it
-        (:meth:`eval`) dropout passes its input through; compiled routines read the mode when
-        they run, so one routine serves both."""
-        return self.store.training
-
-    def train(self, mode: bool = True) -> Graph:
-        """Switch training mode on (or off with ``mode=False``); returns the graph."""
-        self.store.training = bool(mode)
-        return self
-
-    def eval(self) -> Graph:
-        """Switch training mode off (dropout off); :meth:`train` switches it back."""
-        return self.train(False)
-
-    @property
-    def array_type(self) -> type:
-        return self.adapter.array_type
-
-    def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
-               ) -> list[tuple[str, Shape, int]]:
-        """Every tensor's name, shape and bytes at ``dtype`` (gradients counted separately),
-        before anything is allocated; ``sizes`` substitutes symbolic dimensions."""
-        self.solve()
-        size = itemsize(dtype)
-        out = []
-        for t in self.tensors:
-            n = 1
-            for d in t.shape.dims:
-                d = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
-                n *= int(d) if d is not None else 0
-            out.append((t.name, t.shape, n * size))
-            if t.differentiable:
-                out.append((f"{t.name}.grad", t.shape, n * size))
-        return out
-
-
-_GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
-                                                                     default=None)
-_SCOPE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tensig_scope",
-                                                                         default=())
-
-
-def current_graph() -> Graph:
-    g = _GRAPH.get()
-    if g is None:
-        g = Graph()
-        _GRAPH.set(g)
-    return g
-
-
-@contextlib.contextmanager
-def new_graph(backend: str = "numpy", device: str | None = None) -> Iterator[Graph]:
-    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``).
-
-    ``backend`` is ``"numpy"``, ``"torch"``, ``"jax"`` or ``"dask"``: the library of every
-    array of the graph (parameters, fed data, optimizer state and what the routines compute).
-    With torch, ``device`` (``"cuda"``, ``"cuda:1"``, ...; the CPU by default) is where they
-    live; with JAX, a platform (``"gpu"``, ``"cpu:0"``; JAX's default device by default).
-    """
-    g = Graph(backend, device)
-    token = _GRAPH.set(g)
-    try:
-        yield g
-    finally:
-        _GRAPH.reset(token)
-
-
-@contextlib.contextmanager
-def scope(name: str) -> Iterator[None]:
-    """Tensors created inside carry ``name`` in their label (OCANNL's name from binding)."""
-    token = _SCOPE.set((*_SCOPE.get(), name))
-    try:
-        yield
-    finally:
-        _SCOPE.reset(token)
-
-
-# --------------------------------------------------------------------------------------------
-# Operations
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OpDef:
-    """An operation: shape logic, forward code and backward code.
-
-    ``forward(t, *args) -> Code`` computes ``t.val``; ``backward(t, *args) -> Code`` adds into
-    the arguments' gradients (``None``: not differentiable).  ``logic`` is ``"."``, ``"@"``,
-    ``"T"`` or an einsum spec; ``op`` names the eager operator for specs (``"einsum"``...).
-    """
-
-    name: str
-    logic: str
-    forward: Callable[..., Code]
-    backward: Callable[..., Code] | None = None
-    op: str | None = None
-    #: whether integer tensors may be operands (a gather's ids, a cast); other operations
-    #: refuse them, so integer data never turns into floats unnoticed
-    integers: bool = False
-
-
-class _Id(int):
-    """A tensor's number (the key of its arrays in a store) that, called, is the identity
-    operation: ``t.id()`` is OCANNL's ``id`` like ``t.relu()`` is ``relu``, which the number's
-    attribute would otherwise shadow."""
-
-    tensor: Tensor
-
-    def __call__(self) -> Tensor:
-        return apply(UNARY_OPS["id"], self.tensor)
-
-
-class Tensor:
-    """A lazy node of a model graph."""
-
-    __slots__ = ("_projections", "args", "base", "differentiable", "graph", "id", "init",
-                 "integer", "kind", "label", "node", "op", "value_init")
-
-    def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
-                 op: OpDef | None = None, args: tuple[Tensor, ...] = (),
-                 differentiable: bool = False):
-        self.id = _Id(next(_ids))
-        self.id.tensor = self
-        self.kind, self.node, self.graph = kind, node, graph
-        # ``base``: scope and own name; ``label`` adds the names of the operands' labels
-        # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
-        self.base = (*_SCOPE.get(), *label)
-        extra: list[str] = []
-        for a in args:
-            # a leaf or parameter contributes its name, an operation what it was built from
-            names = a.base[-1:] if a.kind != "op" else a.label[len(a.base):]
-            extra += [n for n in names if n not in extra and n not in self.base]
-        self.label = (*self.base, *extra)
-        self.op, self.args = op, args
-        self.differentiable = differentiable
-        #: integer data (ids, class labels): only operations that take integers accept it
-        self.integer = False
-        self.init: Callable[[tuple[int, ...]], Any] | None = None
-        self.value_init: Any = None
-        self._projections: Projections | None = None
-        graph.tensors.append(self)
-
-    @property
-    def name(self) -> str:
-        return ".".join(self.base) or f"t{self.id}"
-
-    @property
-    def shape(self) -> Shape:
-        """The solved shape (solving the whole graph if needed)."""
-        g = self.graph
-        g.solve()
-        s = g._shapes.get(self.id)
-        if s is None:  # read from the solver once per solve: compiling asks thousands of times
-            s = g._shapes[self.id] = g.shapes.shape(self.node)
-        return s
-
-    @property
-    def projections(self) -> Projections:
-        """The projections of the operation computing this tensor, as the graph's solve
-        produced them: how its loops index this tensor and each argument (and their
-        gradients).  Forward and backward code are written under these."""
-        p = self._projections
-        if p is None:
-            if self.op is None:
-                raise ValueError(f"{self.name} is not computed by an operation: it has no "
-                                 "projections")
-            shapes, node = self.graph.shapes, self.node
-            solve = (lambda: shapes.projections(node)) if shapes.made(node) else None
-            p = self._projections = Projections(self.op.logic, self, self.args, solve)
-        return p
-
-    @property
-    def val(self) -> Buf:
-        return Buf(self, "value")
-
-    @property
-    def grad(self) -> Buf:
-        if not self.differentiable:
-            raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
-        return Buf(self, "grad")
-
-    @property
-    def merge(self) -> Buf:
-        """The value's merge buffer (data-parallel merging: ``p.grad =+ p.grad.merge``)."""
-        return Buf(self, "merge")
-
-    def numpy(self) -> Any:
-        """The value (after a routine computed it)."""
-        return self.graph.store.read(self.val)
-
-    def __repr__(self) -> str:
-        return f"Tensor({self.name!r}, {self.kind})"
-
-    # -- operators ---------------------------------------------------------------------------
-    def __add__(self, o: Any) -> Tensor:
-        return apply(ADD, self, o)
-
-    def __radd__(self, o: Any) -> Tensor:
-        return apply(ADD, o, self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return apply(SUB, self, o)
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return apply(SUB, o, self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return apply(MUL, self, o)
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return apply(MUL, o, self)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return apply(DIV, self, o)
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return apply(DIV, o, self)
-
-    def __pow__(self, p: float) -> Tensor:
-        if not isinstance(p, int | float):
-            raise TypeError("a tensor's power is a number (OCANNL's **.)")
-        return apply(_pow_op(float(p)), self)
-
-    def __neg__(self) -> Tensor:
-        return apply(UNARY_OPS["neg"], self)
-
-    def __matmul__(self, o: Tensor) -> Tensor:
-        return apply(COMPOSE, self, o)
-
-    @property
-    def T(self) -> Tensor:
-        """Input and output rows swapped (OCANNL's ``~logic:"T"``)."""
-        return apply(TRANSPOSE, self)
-
-    def __lt__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["lt"], self, o)
-
-    def __le__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["le"], self, o)
-
-    def __gt__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["lt"], o, self)
-
-    def __ge__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["le"], o, self)
-
-    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(BINARY_OPS["eq"], self, o)
-
-    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(BINARY_OPS["ne"], self, o)
-
-    __hash__ = object.__hash__
-
-    def __and__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["and"], self, o)
-
-    def __or__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["or"], self, o)
-
-    def __mod__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["mod"], self, o)
-
-    def cast(self, dtype: str = "float32") -> Tensor:
-        """The values as ``dtype`` ("float32" or "float64"): how integer data enters float
-        arithmetic."""
-        return cast(self, dtype)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in UNARY_OPS:
-            return lambda: apply(UNARY_OPS[name], self)
-        if name in BINARY_OPS:  # t.max(u), t.min(u), t.mod(u), ...
-            return lambda o: apply(BINARY_OPS[name], self, o)
-        raise AttributeError(name)
-
-    # -- routines ----------------------------------------------------------------------------
-    def forward_code(self) -> Code:
-        """Code computing this tensor from its leaves and parameters."""
-        code = Code()
-        for t in _topo(self):
-            if t.op is not None:
-                code.extend(t.op.forward(t, *t.args))
-        return code
-
-    def backprop_code(self) -> Code:
-        """Code adding d(self)/d(x) into every differentiable tensor's gradient."""
-        code = Code()
-        for t in reversed(_topo(self)):
-            if t.op is not None and t.differentiable and t.op.backward is not None:
-                code.extend(t.op.backward(t, *t.args))
-        return code
-
-    def grad_update_code(self) -> Code:
-        """Forward, zero grads, seed this tensor's gradient with 1, backprop."""
-        code = self.forward_code()
-        code.extend(self.zero_grads_code())
-        code.assign(self.grad, 1.0)
-        return code.extend(self.backprop_code())
-
-    def zero_grads_code(self) -> Code:
-        code = Code()
-        for t in _topo(self):
-            if t.differentiable:
-                code.assign(t.grad, 0.0, logic=".")
-        return code
-
-
-def _topo(root: Tensor) -> list[Tensor]:
-    order: list[Tensor] = []
-    seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
-    while stack:
-        t, done = stack.pop()
-        if done:
-            order.append(t)
-            continue
-        if t.id in seen:
-            continue
-        seen.add(t.id)
-        stack.append((t, True))
-        stack.extend((a, False) for a in reversed(t.args) if a.id not in seen)
-    return order
-
-
-def _as_tensor(x: Any, g: Graph) -> Tensor:
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, int | float):  # a number broadcasts onto any axis, labelled or not
-        t = constant(np.array([float(x)], np.float32), name=repr(x))
-        g.shapes.broadcasts(t.node)
-        return t
-    if isinstance(x, Captured):
-        return dim(x)
-    raise TypeError(f"cannot use {type(x).__name__} as a tensor (numbers auto-lift; arrays "
-                    "need tensig.graph.constant or leaf)")
-
-
-def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
-    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint.
-
-    Applied to arrays instead of tensors, the operation runs eagerly and returns an array: a
-    user-defined :class:`OpDef` works like a built-in in both worlds.
-    """
-    if operands and not any(isinstance(o, Tensor) for o in operands) and \
-            any(hasattr(o, "shape") for o in operands):
-        return _eager(opdef, operands)
-    g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
-    args = tuple(_as_tensor(o, g) for o in operands)
-    if opdef.logic != "." and len({a.id for a in args}) < len(args):
-        args = _distinct(args)
-    if any(a.graph is not g for a in args):
-        raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
-    if not opdef.integers and not integer:  # integers among floats
-        for a in args:
-            if a.integer:
-                other = next(o for o in args if not o.integer)
-                raise TypeError(
-                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
-                    f"integers do not enter float arithmetic silently.  Cast them "
-                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
-    nodes = [a.node for a in args]
-    label = [name or opdef.name]
-    shapes = g.shapes
-    if opdef.logic == ".":
-        node = shapes.pointwise(*nodes, name=label[0])
-    elif opdef.logic == "@":
-        node = shapes.compose(*nodes, name=label[0])
-    elif opdef.logic == "T":
-        node = shapes.transpose(*nodes, name=label[0])
-    else:
-        node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
-    diff = opdef.backward is not None and any(a.differentiable for a in args)
-    t = Tensor("op", node, g, label, opdef, args, diff and not integer)
-    t.integer = integer  # integer arithmetic stays integer
-    return t
-
-
-def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
-    have different labels; its second use becomes an identity node (an alias of the same
-    array, no copy), so each operand has a buffer of its own and its gradient both parts."""
-    seen: set[int] = set()
-    out = []
-    for a in args:
-        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
-        seen.add(a.id)
-    return tuple(out)
-
-
-def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
-    """Run one operation on arrays through a throwaway graph (same shape rules, same code):
-    a graph of the arrays' own library, on their device, keeping their dtypes, so the result
-    is the array ``tensig.einsum`` and its siblings give (an array with rows gives one)."""
-    arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
-    adapter = backend_for(type(arrays[0]))
-    with new_graph(adapter.name, adapter.device_of(arrays[0])):
-        args = []
-        for i, o in enumerate(operands):
-            rows = getattr(o, "rows", None)
-            if rows is not None:  # an array with its three rows
-                t = leaf(f"x{i}", o.array, batch=len(rows.batch), input=len(rows.input))
-            elif hasattr(o, "shape"):
-                t = leaf(f"x{i}", o)
-            else:  # a number
-                t = o
-            args.append(t)
-        out = apply(opdef, *args)
-        value = Model(out).run()
-    if any(getattr(o, "rows", None) is not None for o in operands):
-        return RowArray(value, out.shape)
-    return value
-
-
-# -- forward and backward code of the built-in operations --------------------------------------
-
-
-def _fwd(op: str) -> Callable[..., Code]:
-    def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), logic=t.projections)
-
-    return forward
-
-
-def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
-    """Backward code from one rule per argument: ``rule(t, *args) -> (expr, accum)``."""
-    def backward(t: Tensor, *args: Tensor) -> Code:
-        code = Code()
-        for a, rule in zip(args, rules, strict=True):
-            if rule is None or not a.differentiable:
-                continue
-            expr, accum = rule(t, *args)
-            code.assign(a.grad, expr, accum=accum, logic=t.projections)
-        return code
-
-    return backward
-
-
-LN2 = math.log(2.0)
-
-ADD = OpDef("add", ".", _fwd("add"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "+")))
-SUB = OpDef("sub", ".", _fwd("sub"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "-")))
-MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-                                            lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
-DIV = OpDef("div", ".", _fwd("div"), _grads(
-    lambda t, a, b: (_e("div", t.grad, b.val), "+"),
-    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
-
-BINARY_OPS: dict[str, OpDef] = {
-    "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
-    "max": OpDef("max", ".", _fwd("max"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+"))),
-    "min": OpDef("min", ".", _fwd("min"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
-    "relu_gate": OpDef("relu_gate", ".", _fwd("relu_gate"), _grads(
-        None, lambda t, a, b: (_e("relu_gate", a.val, t.grad), "+"))),
-    "sat01_gate": OpDef("sat01_gate", ".", _fwd("sat01_gate"), _grads(
-        None, lambda t, a, b: (_e("sat01_gate", a.val, t.grad), "+"))),
-}
-for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
-    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
-
-
-def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
-    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
-
-
-UNARY_OPS: dict[str, OpDef] = {
-    "id": _unary("id", lambda t, a: (t.grad, "+")),
-    "relu": _unary("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
-    "sat01": _unary("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
-    "exp": _unary("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
-    "exp2": _unary("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
-    "log": _unary("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
-    "log2": _unary("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
-    "sin": _unary("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
-    "cos": _unary("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
-    "sqrt": _unary("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
-    "recip": _unary("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
-    "recip_sqrt": _unary("recip_sqrt", lambda t, a: (
-        _e("mul", _e("mul", 0.5, t.grad), _e("pow", t.val, 3.0)), "-")),
-    "neg": _unary("neg", lambda t, a: (t.grad, "-")),
-    "tanh": _unary("tanh", lambda t, a: (
-        _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
-    "gelu": _unary("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
-    "not": _unary("not", None),
-}
-
-
-def _pow_op(p: float) -> OpDef:
-    def forward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(t.val, _e("pow", a.val, p))
-
-    def rule(t: Tensor, a: Tensor) -> tuple[Any, str]:
-        if p == 1.0:
-            return t.grad, "+"
-        if p == 2.0:
-            return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
-        return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
-
-    return OpDef(f"pow{p:g}", ".", forward, _grads(rule))
-
-
-def _compose_fwd(t: Tensor, a: Tensor, b: Tensor) -> Code:
-    return Code().assign(t.val, _e("mul", a.val, b.val), accum="+", init=True,
-                         logic=t.projections)
-
-
-COMPOSE = OpDef("matmul", "@", _compose_fwd, _grads(
-    lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-    lambda t, a, b: (_e("mul", a.val, t.grad), "+")))
-
-TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+")))
 
 
 def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
     """Pointwise choice (a non-zero condition picks ``a``).  Under an einsum ``spec``
     (OCANNL's ``where ~spec``, ``"ij;ij;ij=>i"``) the choice is made in each cell of the
     product space, then add-reduced: select before reduce."""
-    def forward(t: Tensor, *args: Tensor) -> Code:
-        return Code().assign(t.val, Expr("where", tuple(x.val for x in args)), accum="+",
-                             init=True, logic=t.projections)
-
-    op = OpDef("where", spec or ".", _fwd("where") if spec is None else forward, _grads(
+    op = OpDef("where", spec or ".", _fwd("where", None if spec is None else "+"), _grads(
         None, lambda t, c, x, y: (_e("where", c.val, t.grad, 0.0), "+"),
         lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")),
         op=None if spec is None else "einsum")
@@ -819,16 +243,6 @@ def minimum(a: Any, b: Any) -> Tensor:
     return apply(BINARY_OPS["min"], a, b)
 
 
-def cast(x: Tensor, dtype: str = "float32") -> Tensor:
-    """``x``'s values as ``dtype`` ("float32" or "float64"; also ``x.cast(dtype)``): how
-    integer data enters float arithmetic.  The gradient passes through unchanged."""
-    if dtype not in CASTS:
-        raise ValueError(f"cast: dtype is one of {', '.join(CASTS)}, not {dtype!r}")
-    op = OpDef(f"cast_{dtype}", ".", _fwd(f"to_{dtype}"), _grads(lambda t, a: (t.grad, "+")),
-               integers=True)
-    return apply(op, x)
-
-
 #: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row
 #: is the table's input row
 _EMBEDDING = "..d..->v; ..b..|-> => ..b..|->..d.."
@@ -857,16 +271,13 @@ def _gather(name: str, spec: str, primitive: str) -> OpDef:
     """An operation that reads a table at integer positions with ``primitive`` (an
     ``ir.WHOLE`` gather); its gradient adds each read cell's gradient back into the cell it
     came from (``put_add``: repeated positions add up)."""
-    def forward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
-        return Code().assign(t.val, _e(primitive, tab.val, i.val), logic=t.projections)
-
     def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
         code = Code()
         if tab.differentiable:
             code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=t.projections)
         return code
 
-    return OpDef(name, spec, forward, backward, op="einsum", integers=True)
+    return OpDef(name, spec, _fwd(primitive), backward, op="einsum", integers=True)
 
 
 def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor:
@@ -902,6 +313,7 @@ class Index(Tensor):
     size.  Made by :func:`index`."""
 
     __slots__ = ("range",)
+    range: int | None
 
 
 def index(name: str, *, range: int | None = None, value: int = 0) -> Index:
@@ -953,208 +365,9 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
     return t
 
 
-class Captured:
-    """The size of a label (or of a row variable: the product of its axes) in a graph's
-    solve: OCANNL's ``capture_dims`` variable reference.
-
-    Made by ``capture=[...]`` on a graph einsum (``y, dims = G.einsum1(spec, x,
-    capture=["d"])``) or by :func:`variable`.  ``value`` solves the graph and reads it;
-    :func:`dim` (or arithmetic with tensors: ``x / d``, ``x * d``) puts it into the
-    model as a number; :meth:`set_dim`, :meth:`set_equal`, :meth:`set_scale` constrain it
-    (OCANNL's ``Shape.set_dim``...).  A row variable's size is read after the solve, so its
-    constraints are checked there: they cannot size a tensor.
-    """
-
-    __slots__ = ("graph", "name", "node", "var")
-
-    def __init__(self, graph: Graph, name: str, node: TensorNode | None, var: DimVar | None):
-        self.graph, self.name, self.node, self.var = graph, name, node, var
-
-    def __repr__(self) -> str:
-        return f"Captured({self.name!r})"
-
-    @property
-    def value(self) -> int:
-        """The solved size (solving the graph)."""
-        self.graph.solve()
-        v = self._size()
-        if v is None:
-            raise ShapeError(f"variable {self.name!r} has no size: nothing sets it",
-                             label=self.name, hint="set_dim it, or set_equal it to a "
-                                                   "captured label")
-        return v
-
-    def _size(self) -> int | None:
-        """The size as the solver has it now (a row variable's: once solved)."""
-        if self.node is None:
-            v = ShapeGraph.value(self.var) if self.var is not None else None
-            return None if v is None else int(v)
-        return int(self.graph.shapes.projections(self.node).capture([self.name])[self.name])
-
-    def __int__(self) -> int:
-        return self.value
-
-    def set_dim(self, size: int) -> None:
-        """This size is ``size``."""
-        if self.var is None:
-            self._check(lambda: size, f"set_dim({self.name!r}, {size})")
-        else:
-            self.graph.shapes.set_dim(self.var, size)
-
-    def set_equal(self, other: Captured) -> None:
-        """This size and ``other``'s are equal (a row variable: the product of its axes)."""
-        if other.graph is not self.graph:
-            raise ValueError(f"set_equal({self.name!r}, {other.name!r}): the sizes belong to "
-                             "different graphs")
-        if self.var is not None and other.var is not None:
-            self.graph.shapes.set_equal(self.var, other.var)
-        elif self.var is None:
-            self._check(other._size, f"set_equal({self.name!r}, {other.name!r})",
-                        settle=other)
-        else:
-            other.set_equal(self)
-
-    def set_scale(self, small: Captured, factor: int) -> None:
-        """This size is ``factor`` times ``small``'s (dimension labels only, as OCANNL's)."""
-        if self.var is None or small.var is None:
-            raise ShapeError(f"set_scale({self.name!r}, {small.name!r}): a row variable takes "
-                             "no scale, only dimension labels do (as OCANNL's set_scale)")
-        self.graph.shapes.set_scale(self.var, small.var, factor)
-
-    def _check(self, want: Callable[[], int | None], what: str,
-               settle: Captured | None = None) -> None:
-        """A row variable's constraint, checked after the graph's solve: a free ``settle``
-        variable takes the row's size, anything else must equal it."""
-        def check() -> None:
-            size = self._size()
-            assert size is not None  # a row variable's size is known once the graph solved
-            if settle is not None and settle.var is not None and \
-                    ShapeGraph.value(settle.var) is None:
-                settle.set_dim(size)
-                return
-            other = want()
-            if other != size:
-                raise ShapeError(f"{what}: the row variable {self.name!r} has {size} elements "
-                                 f"(the product of its axes), not {other}", label=self.name,
-                                 sizes=(size, other))
-
-        self.graph.checks.append(check)
-        self.graph._solved = -1  # checked at the next solve
-
-    def tensor(self) -> Tensor:
-        return dim(self)
-
-    def __add__(self, o: Any) -> Tensor:
-        return dim(self) + o
-
-    def __radd__(self, o: Any) -> Tensor:
-        return o + dim(self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return dim(self) - o
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return o - dim(self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return dim(self) * o
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return o * dim(self)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return dim(self) / o
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return o / dim(self)
-
-
-def variable(name: str) -> Captured:
-    """A free size variable of the current graph (OCANNL's ``Shape.get_variable_ref``): tie it
-    to captured labels with :meth:`Captured.set_equal`, size it with :meth:`Captured.set_dim`."""
-    g = current_graph()
-    return Captured(g, name, None, g.shapes.variable(name))
-
-
-def dim(c: Captured) -> Tensor:
-    """A captured size as a number in the model (OCANNL's ``dim`` / ``embed_dim``): a float32
-    constant with no axes (it broadcasts into anything), its value taken from the solved
-    shapes when a model is initialised.
-
-    >>> x = leaf("x", np.ones((2, 5), np.float32), batch=1)
-    >>> total, d = einsum1("...|d => ...|", x, capture=["d"])
-    >>> Model(total / d["d"]).run().tolist()     # the mean over d
-    [1.0, 1.0]
-    """
-    g = c.graph
-    name = f"dim.{c.name}"
-    t = Tensor("const", g.shapes.tensor(name, Shape()), g, [name])
-    t.value_init = lambda: np.array(c.value, np.float32)
-    return t
-
-
-def _capture(t: Tensor, names: Sequence[str] | None) -> Any:
-    """``t``, or ``(t, {name: Captured})`` for ``capture=names`` (as the eager functions
-    return ``(array, sizes)``).  Unknown names fail here, not at the solve."""
-    if names is None:
-        return t
-    if isinstance(names, str):
-        raise TypeError("capture takes a list of names, e.g. capture=['h', 'w']")
-    shapes, out = t.graph.shapes, {}
-    for name in names:
-        try:
-            var: DimVar | None = shapes.label(t.node, name)
-        except ShapeError:  # a row variable: its size is its axes' product, read when solved
-            var = None
-        out[name] = Captured(t.graph, name, t.node, var)
-    return t, out
-
-
 # --------------------------------------------------------------------------------------------
-# Leaves, parameters, constants
+# Parameters and literals (leaves and constants: model/tensor.py)
 # --------------------------------------------------------------------------------------------
-
-
-def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
-         axes: str | None = None) -> Tensor:
-    """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
-    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`.
-
-    ``axes="b, t | d"`` instead names the axes, rows written as in the notation (``_`` for an
-    unnamed one): each name is the axis's basis, which inference carries through every
-    operation and which never fuses with another name, so broadcasting that would align ``b``
-    with ``t`` (equal sizes or not) is a :class:`~tensig.ShapeError` naming both.  Sequence
-    positions go on the batch row (``"b, t | d"``), as every block expects; a name on the
-    output row is a feature, and ``@`` refuses to contract a named axis together with others.
-    """
-    g = current_graph()
-    dims = tuple(int(d) for d in value.shape)
-    if axes is not None:
-        if batch or input:
-            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
-        shape = Shape.labelled(dims, axes)
-    else:
-        out_end = len(dims) - input
-        shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
-    t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
-    t.value_init = value
-    t.integer = _is_integer(value)
-    return t
-
-
-def _is_integer(value: Any) -> bool:
-    """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
-    dtype = getattr(value, "dtype", None)
-    return dtype is not None and is_integer(dtype)
-
-
-def constant(value: Any, *, name: str = "const") -> Tensor:
-    """A constant (output axes only); numbers in expressions become these."""
-    g = current_graph()
-    arr = np.asarray(value, dtype=np.float32)
-    t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
-    t.value_init = arr
-    return t
 
 
 class batch(list):
@@ -1300,74 +513,6 @@ def _initializer(init: str | Callable[..., Any], seed: int, t: Tensor
 
     return make
 
-
-# --------------------------------------------------------------------------------------------
-# Running
-# --------------------------------------------------------------------------------------------
-
-
-class Model:
-    """Compiled routines around a loss (or any output): initialise, forward, update."""
-
-    def __init__(self, output: Tensor):
-        self.output = output
-        self.graph = output.graph
-        self.graph.solve()
-        self.tensors = _topo(output)
-        at = self.graph.array_type
-        self.forward = compile_code(output.forward_code(), at)
-        self._update: Routine | None = None
-        self.initialize()
-
-    def scalar(self, value: float) -> Any:
-        """A one-element float32 array of the backend (a scalar leaf's value)."""
-        return self.graph.array(np.array([value], np.float32))
-
-    def initialize(self) -> None:
-        """Parameters from their initialisers; leaves and constants from their values."""
-        store = self.graph.store
-        for t in self.tensors:
-            if t.kind in ("param", "state", "buffer") and t.init is not None \
-                    and not store.has(t.val):
-                shape = t.shape.int_dims
-                store.write(t.val, self.graph.array(t.init(shape)))
-            elif t.value_init is not None:
-                self.set(t, t.value_init)
-
-    def set(self, t: Tensor, value: Any) -> None:
-        """Feed ``value`` to a leaf (same shape as declared; integer data to an integer leaf).
-        A callable gives the value when called (a constant captured from solved shapes)."""
-        if callable(value):
-            value = value()
-        if isinstance(value, int) and t.integer:  # an index's position
-            value = np.array(value, np.int64)
-        if t.kind == "leaf" and t.integer != _is_integer(value):
-            raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
-                            f"data; got an array of dtype {value.dtype}")
-        want = t.shape.int_dims
-        if tuple(value.shape) != want:
-            raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
-                             f"{want}); got an array of shape {tuple(value.shape)}")
-        self.graph.store.write(t.val, self.graph.array(value))
-
-    def run(self) -> Any:
-        self.forward.run(self.graph.store)
-        return self.output.numpy()
-
-    def grad_update(self) -> Routine:
-        """Forward, zero grads, seed 1, backprop: compiled once."""
-        if self._update is None:
-            self._update = compile_code(self.output.grad_update_code(), self.graph.array_type)
-        return self._update
-
-    def backward(self) -> Any:
-        self.grad_update().run(self.graph.store)
-        return self.output.numpy()
-
-
-def grad_update(loss: Tensor) -> Model:
-    """A model whose ``backward()`` runs forward, zero grads, seed 1 and backprop."""
-    return Model(loss)
 
 
 def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:

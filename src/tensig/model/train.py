@@ -40,8 +40,8 @@ from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
 from tensig.model.distributed import Replicas, buckets
 from tensig.model.fusion import Run
-from tensig.model.graph import _GRAPH, Model, Tensor, _is_integer, leaf
 from tensig.model.staging import Staged
+from tensig.model.tensor import _GRAPH, Model, Tensor, _is_integer, leaf
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,

@@ -1,0 +1,705 @@
+"""A model graph (:mod:`tensig.model.graph` has the whole story), its tensors, and running them.
+
+:func:`apply` records an :class:`OpDef`'s node; the pointwise operations behind a tensor's
+operators (``+``, ``@``, ``.T``, ``t.relu()``) live here with their derivatives, and so do
+leaves, constants and :class:`Model`, which :func:`apply` needs (numbers lift to constants;
+arrays run through a throwaway graph of leaves).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensig.backends import backend_for, backend_named, graph_backends, is_integer
+from tensig.core.dims import Dim
+from tensig.core.errors import ShapeError
+from tensig.core.inference import ShapeGraph, TensorNode
+from tensig.core.shapes import Shape
+from tensig.execution.eager import RowArray
+from tensig.execution.ir import CASTS, Buf, Code, Expr, Projections
+from tensig.execution.ir import prim as _e
+from tensig.execution.price import itemsize
+from tensig.model.compile import Routine, Store, compile_code
+
+_ids = itertools.count()
+
+
+class Graph:
+    """Every tensor built in one graph shares one shape inference and one array store."""
+
+    def __init__(self, backend: str = "numpy", device: str | None = None) -> None:
+        adapter = backend_named(backend) if backend in graph_backends() else None
+        if adapter is None:
+            raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
+                             f" not {backend!r}")
+        device = adapter.device(device)
+        self.adapter = adapter
+        self.shapes = ShapeGraph()
+        self.tensors: list[Tensor] = []
+        self.store = Store(device)
+        self.backend = backend
+        self.device = device
+        self._solved = 0
+        self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
+        #: what is checked after each solve (constraints on captured row variables)
+        self.checks: list[Callable[[], None]] = []
+
+    def solve(self) -> None:
+        """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
+        if self._solved != len(self.tensors):
+            self._shapes.clear()  # new tensors can refine old shapes (a parameter's, say)
+            self.shapes.solve()
+            for check in self.checks:
+                check()
+            self._solved = len(self.tensors)
+
+    def array(self, value: Any, device: Any = None) -> Any:
+        """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
+        graph's by default).  Every array entering the store comes through here (initial
+        values, fed data, optimizer state, checkpoints)."""
+        return self.adapter.asarray(value, device=self.device if device is None else device)
+
+    @property
+    def training(self) -> bool:
+        """Training mode (the default): dropout draws a fresh mask each step.  Out of it
+        (:meth:`eval`) dropout passes its input through; compiled routines read the mode when
+        they run, so one routine serves both."""
+        return self.store.training
+
+    def train(self, mode: bool = True) -> Graph:
+        """Switch training mode on (or off with ``mode=False``); returns the graph."""
+        self.store.training = bool(mode)
+        return self
+
+    def eval(self) -> Graph:
+        """Switch training mode off (dropout off); :meth:`train` switches it back."""
+        return self.train(False)
+
+    @property
+    def array_type(self) -> type:
+        return self.adapter.array_type
+
+    def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
+               ) -> list[tuple[str, Shape, int]]:
+        """Every tensor's name, shape and bytes at ``dtype`` (gradients counted separately),
+        before anything is allocated; ``sizes`` substitutes symbolic dimensions."""
+        self.solve()
+        size = itemsize(dtype)
+        out = []
+        for t in self.tensors:
+            n = 1
+            for d in t.shape.dims:
+                v = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
+                n *= int(v) if v is not None else 0
+            out.append((t.name, t.shape, n * size))
+            if t.differentiable:
+                out.append((f"{t.name}.grad", t.shape, n * size))
+        return out
+
+
+_GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
+                                                                     default=None)
+_SCOPE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tensig_scope",
+                                                                         default=())
+
+
+def current_graph() -> Graph:
+    g = _GRAPH.get()
+    if g is None:
+        g = Graph()
+        _GRAPH.set(g)
+    return g
+
+
+@contextlib.contextmanager
+def new_graph(backend: str = "numpy", device: str | None = None) -> Iterator[Graph]:
+    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``).
+
+    ``backend`` is ``"numpy"``, ``"torch"``, ``"jax"`` or ``"dask"``: the library of every
+    array of the graph (parameters, fed data, optimizer state and what the routines compute).
+    With torch, ``device`` (``"cuda"``, ``"cuda:1"``, ...; the CPU by default) is where they
+    live; with JAX, a platform (``"gpu"``, ``"cpu:0"``; JAX's default device by default).
+    """
+    g = Graph(backend, device)
+    token = _GRAPH.set(g)
+    try:
+        yield g
+    finally:
+        _GRAPH.reset(token)
+
+
+@contextlib.contextmanager
+def scope(name: str) -> Iterator[None]:
+    """Tensors created inside carry ``name`` in their label (OCANNL's name from binding)."""
+    token = _SCOPE.set((*_SCOPE.get(), name))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """An operation: shape logic, forward code and backward code.
+
+    ``forward(t, *args) -> Code`` computes ``t.val``; ``backward(t, *args) -> Code`` adds into
+    the arguments' gradients (``None``: not differentiable).  ``logic`` is ``"."``, ``"@"``,
+    ``"T"`` or an einsum spec; ``op`` names the eager operator for specs (``"einsum"``...).
+    """
+
+    name: str
+    logic: str
+    forward: Callable[..., Code]
+    backward: Callable[..., Code] | None = None
+    op: str | None = None
+    #: whether integer tensors may be operands (a gather's ids, a cast); other operations
+    #: refuse them, so integer data never turns into floats unnoticed
+    integers: bool = False
+
+
+class _Id(int):
+    """A tensor's number (the key of its arrays in a store) that, called, is the identity
+    operation: ``t.id()`` is OCANNL's ``id`` like ``t.relu()`` is ``relu``, which the number's
+    attribute would otherwise shadow."""
+
+    tensor: Tensor
+
+    def __call__(self) -> Tensor:
+        return apply(UNARY_OPS["id"], self.tensor)
+
+
+class Tensor:
+    """A lazy node of a model graph."""
+
+    __slots__ = ("_projections", "args", "base", "differentiable", "graph", "id", "init",
+                 "integer", "kind", "label", "node", "op", "value_init")
+
+    def __init__(self, kind: str, node: TensorNode, graph: Graph, label: Sequence[str],
+                 op: OpDef | None = None, args: tuple[Tensor, ...] = (),
+                 differentiable: bool = False):
+        self.id = _Id(next(_ids))
+        self.id.tensor = self
+        self.kind, self.node, self.graph = kind, node, graph
+        # ``base``: scope and own name; ``label`` adds the names of the operands' labels
+        # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
+        self.base: tuple[str, ...] = (*_SCOPE.get(), *label)
+        extra: list[str] = []
+        for a in args:
+            # a leaf or parameter contributes its name, an operation what it was built from
+            names = a.base[-1:] if a.kind != "op" else a.label[len(a.base):]
+            extra += [n for n in names if n not in extra and n not in self.base]
+        self.label: tuple[str, ...] = (*self.base, *extra)
+        self.op, self.args = op, args
+        self.differentiable = differentiable
+        #: integer data (ids, class labels): only operations that take integers accept it
+        self.integer = False
+        self.init: Callable[[tuple[int, ...]], Any] | None = None
+        self.value_init: Any = None
+        self._projections: Projections | None = None
+        graph.tensors.append(self)
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.base) or f"t{self.id}"
+
+    @property
+    def shape(self) -> Shape:
+        """The solved shape (solving the whole graph if needed)."""
+        g = self.graph
+        g.solve()
+        s = g._shapes.get(self.id)
+        if s is None:  # read from the solver once per solve: compiling asks thousands of times
+            s = g._shapes[self.id] = g.shapes.shape(self.node)
+        return s
+
+    @property
+    def projections(self) -> Projections:
+        """The projections of the operation computing this tensor, as the graph's solve
+        produced them: how its loops index this tensor and each argument (and their
+        gradients).  Forward and backward code are written under these."""
+        p = self._projections
+        if p is None:
+            if self.op is None:
+                raise ValueError(f"{self.name} is not computed by an operation: it has no "
+                                 "projections")
+            shapes, node = self.graph.shapes, self.node
+            solve = (lambda: shapes.projections(node)) if shapes.made(node) else None
+            p = self._projections = Projections(self.op.logic, self, self.args, solve)
+        return p
+
+    @property
+    def val(self) -> Buf:
+        return Buf(self, "value")
+
+    @property
+    def grad(self) -> Buf:
+        if not self.differentiable:
+            raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
+        return Buf(self, "grad")
+
+    @property
+    def merge(self) -> Buf:
+        """The value's merge buffer (data-parallel merging: ``p.grad =+ p.grad.merge``)."""
+        return Buf(self, "merge")
+
+    def numpy(self) -> Any:
+        """The value (after a routine computed it)."""
+        return self.graph.store.read(self.val)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name!r}, {self.kind})"
+
+    # -- operators ---------------------------------------------------------------------------
+    def __add__(self, o: Any) -> Tensor:
+        return apply(ADD, self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return apply(ADD, o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return apply(SUB, self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return apply(SUB, o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return apply(MUL, self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return apply(MUL, o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return apply(DIV, self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return apply(DIV, o, self)
+
+    def __pow__(self, p: float) -> Tensor:
+        if not isinstance(p, int | float):
+            raise TypeError("a tensor's power is a number (OCANNL's **.)")
+        return apply(_pow_op(float(p)), self)
+
+    def __neg__(self) -> Tensor:
+        return apply(UNARY_OPS["neg"], self)
+
+    def __matmul__(self, o: Tensor) -> Tensor:
+        return apply(COMPOSE, self, o)
+
+    @property
+    def T(self) -> Tensor:
+        """Input and output rows swapped (OCANNL's ``~logic:"T"``)."""
+        return apply(TRANSPOSE, self)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["lt"], self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["le"], self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["lt"], o, self)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["le"], o, self)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return apply(BINARY_OPS["eq"], self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return apply(BINARY_OPS["ne"], self, o)
+
+    __hash__ = object.__hash__
+
+    def __and__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["and"], self, o)
+
+    def __or__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["or"], self, o)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return apply(BINARY_OPS["mod"], self, o)
+
+    def cast(self, dtype: str = "float32") -> Tensor:
+        """The values as ``dtype`` ("float32" or "float64"): how integer data enters float
+        arithmetic."""
+        return cast(self, dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in UNARY_OPS:
+            return lambda: apply(UNARY_OPS[name], self)
+        if name in BINARY_OPS:  # t.max(u), t.min(u), t.mod(u), ...
+            return lambda o: apply(BINARY_OPS[name], self, o)
+        raise AttributeError(name)
+
+    # -- routines ----------------------------------------------------------------------------
+    def forward_code(self) -> Code:
+        """Code computing this tensor from its leaves and parameters."""
+        code = Code()
+        for t in _topo(self):
+            if t.op is not None:
+                code.extend(t.op.forward(t, *t.args))
+        return code
+
+    def backprop_code(self) -> Code:
+        """Code adding d(self)/d(x) into every differentiable tensor's gradient."""
+        code = Code()
+        for t in reversed(_topo(self)):
+            if t.op is not None and t.differentiable and t.op.backward is not None:
+                code.extend(t.op.backward(t, *t.args))
+        return code
+
+    def grad_update_code(self) -> Code:
+        """Forward, zero grads, seed this tensor's gradient with 1, backprop."""
+        code = self.forward_code()
+        code.extend(self.zero_grads_code())
+        code.assign(self.grad, 1.0)
+        return code.extend(self.backprop_code())
+
+    def zero_grads_code(self) -> Code:
+        code = Code()
+        for t in _topo(self):
+            if t.differentiable:
+                code.assign(t.grad, 0.0, logic=".")
+        return code
+
+
+def _topo(root: Tensor) -> list[Tensor]:
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        stack.append((t, True))
+        stack.extend((a, False) for a in reversed(t.args) if a.id not in seen)
+    return order
+
+
+def _as_tensor(x: Any, g: Graph) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, int | float):  # a number broadcasts onto any axis, labelled or not
+        t = constant(np.array([float(x)], np.float32), name=repr(x))
+        g.shapes.broadcasts(t.node)
+        return t
+    if callable(getattr(x, "tensor", None)):  # a captured size (captures.Captured)
+        return x.tensor()
+    raise TypeError(f"cannot use {type(x).__name__} as a tensor (numbers auto-lift; arrays "
+                    "need tensig.graph.constant or leaf)")
+
+
+def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
+    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint.
+
+    Applied to arrays instead of tensors, the operation runs eagerly and returns an array: a
+    user-defined :class:`OpDef` works like a built-in in both worlds.
+    """
+    if operands and not any(isinstance(o, Tensor) for o in operands) and \
+            any(hasattr(o, "shape") for o in operands):
+        return _eager(opdef, operands)
+    g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
+    args = tuple(_as_tensor(o, g) for o in operands)
+    if opdef.logic != "." and len({a.id for a in args}) < len(args):
+        args = _distinct(args)
+    if any(a.graph is not g for a in args):
+        raise ValueError(f"{opdef.name}: operands come from different graphs")
+    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
+    if not opdef.integers and not integer:  # integers among floats
+        for a in args:
+            if a.integer:
+                other = next(o for o in args if not o.integer)
+                raise TypeError(
+                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
+                    f"integers do not enter float arithmetic silently.  Cast them "
+                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
+    nodes = [a.node for a in args]
+    label = [name or opdef.name]
+    shapes = g.shapes
+    if opdef.logic == ".":
+        node = shapes.pointwise(*nodes, name=label[0])
+    elif opdef.logic == "@" and len(nodes) in (2, 3):  # binary, or ternary as in fma
+        node = shapes.compose(nodes[0], nodes[1], nodes[2] if nodes[2:] else None, name=label[0])
+    elif opdef.logic == "T" and len(nodes) == 1:
+        node = shapes.transpose(nodes[0], name=label[0])
+    elif opdef.logic in ("@", "T"):
+        raise TypeError(f"{opdef.name}: logic {opdef.logic!r} takes "
+                        f"{'2 or 3' if opdef.logic == '@' else '1'} operand(s), got {len(args)}")
+    else:
+        node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
+    diff = opdef.backward is not None and any(a.differentiable for a in args)
+    t = Tensor("op", node, g, label, opdef, args, diff and not integer)
+    t.integer = integer  # integer arithmetic stays integer
+    return t
+
+
+def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
+    have different labels; its second use becomes an identity node (an alias of the same
+    array, no copy), so each operand has a buffer of its own and its gradient both parts."""
+    seen: set[int] = set()
+    out = []
+    for a in args:
+        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
+        seen.add(a.id)
+    return tuple(out)
+
+
+def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
+    """Run one operation on arrays through a throwaway graph (same shape rules, same code):
+    a graph of the arrays' own library, on their device, keeping their dtypes, so the result
+    is the array ``tensig.einsum`` and its siblings give (an array with rows gives one)."""
+    arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
+    adapter = backend_for(type(arrays[0]))
+    with new_graph(adapter.name, adapter.device_of(arrays[0])):
+        args = []
+        for i, o in enumerate(operands):
+            rows = getattr(o, "rows", None)
+            if rows is not None:  # an array with its three rows
+                t = leaf(f"x{i}", o.array, batch=len(rows.batch), input=len(rows.input))
+            elif hasattr(o, "shape"):
+                t = leaf(f"x{i}", o)
+            else:  # a number
+                t = o
+            args.append(t)
+        out = apply(opdef, *args)
+        value = Model(out).run()
+    if any(getattr(o, "rows", None) is not None for o in operands):
+        return RowArray(value, out.shape)
+    return value
+
+
+# -- forward and backward code of the built-in operations --------------------------------------
+
+
+def _fwd(op: str, accum: str | None = None) -> Callable[..., Code]:
+    """Forward code ``t =accum op(args)`` under the operation's projections (an accumulation
+    starts from the operator's neutral element)."""
+    def forward(t: Tensor, *args: Tensor) -> Code:
+        return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), accum=accum,
+                             init=accum is not None, logic=t.projections)
+
+    return forward
+
+
+def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
+    """Backward code from one rule per argument: ``rule(t, *args) -> (expr, accum)``."""
+    def backward(t: Tensor, *args: Tensor) -> Code:
+        code = Code()
+        for a, rule in zip(args, rules, strict=True):
+            if rule is None or not a.differentiable:
+                continue
+            expr, accum = rule(t, *args)
+            code.assign(a.grad, expr, accum=accum, logic=t.projections)
+        return code
+
+    return backward
+
+
+LN2 = math.log(2.0)
+
+ADD = OpDef("add", ".", _fwd("add"), _grads(lambda t, a, b: (t.grad, "+"),
+                                            lambda t, a, b: (t.grad, "+")))
+SUB = OpDef("sub", ".", _fwd("sub"), _grads(lambda t, a, b: (t.grad, "+"),
+                                            lambda t, a, b: (t.grad, "-")))
+MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+                                            lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
+DIV = OpDef("div", ".", _fwd("div"), _grads(
+    lambda t, a, b: (_e("div", t.grad, b.val), "+"),
+    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
+
+BINARY_OPS: dict[str, OpDef] = {
+    "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
+    "max": OpDef("max", ".", _fwd("max"), _grads(
+        lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
+        lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+"))),
+    "min": OpDef("min", ".", _fwd("min"), _grads(
+        lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
+        lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
+    "relu_gate": OpDef("relu_gate", ".", _fwd("relu_gate"), _grads(
+        None, lambda t, a, b: (_e("relu_gate", a.val, t.grad), "+"))),
+    "sat01_gate": OpDef("sat01_gate", ".", _fwd("sat01_gate"), _grads(
+        None, lambda t, a, b: (_e("sat01_gate", a.val, t.grad), "+"))),
+}
+for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
+    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
+
+
+def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
+    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
+
+
+UNARY_OPS: dict[str, OpDef] = {
+    "id": _unary("id", lambda t, a: (t.grad, "+")),
+    "relu": _unary("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
+    "sat01": _unary("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
+    "exp": _unary("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
+    "exp2": _unary("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
+    "log": _unary("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
+    "log2": _unary("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
+    "sin": _unary("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
+    "cos": _unary("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
+    "sqrt": _unary("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
+    "recip": _unary("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
+    "recip_sqrt": _unary("recip_sqrt", lambda t, a: (
+        _e("mul", _e("mul", 0.5, t.grad), _e("pow", t.val, 3.0)), "-")),
+    "neg": _unary("neg", lambda t, a: (t.grad, "-")),
+    "tanh": _unary("tanh", lambda t, a: (
+        _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
+    "gelu": _unary("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
+    "not": _unary("not", None),
+}
+
+
+def _pow_op(p: float) -> OpDef:
+    def forward(t: Tensor, a: Tensor) -> Code:
+        return Code().assign(t.val, _e("pow", a.val, p))
+
+    def rule(t: Tensor, a: Tensor) -> tuple[Any, str]:
+        if p == 1.0:
+            return t.grad, "+"
+        if p == 2.0:
+            return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
+        return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
+
+    return OpDef(f"pow{p:g}", ".", forward, _grads(rule))
+
+
+COMPOSE = OpDef("matmul", "@", _fwd("mul", "+"), _grads(
+    lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+    lambda t, a, b: (_e("mul", a.val, t.grad), "+")))
+
+TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+")))
+
+
+def cast(x: Tensor, dtype: str = "float32") -> Tensor:
+    """``x``'s values as ``dtype`` ("float32" or "float64"; also ``x.cast(dtype)``): how
+    integer data enters float arithmetic.  The gradient passes through unchanged."""
+    if dtype not in CASTS:
+        raise ValueError(f"cast: dtype is one of {', '.join(CASTS)}, not {dtype!r}")
+    op = OpDef(f"cast_{dtype}", ".", _fwd(f"to_{dtype}"), _grads(lambda t, a: (t.grad, "+")),
+               integers=True)
+    return apply(op, x)
+
+
+def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
+         axes: str | None = None) -> Tensor:
+    """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
+    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`.
+
+    ``axes="b, t | d"`` instead names the axes, rows written as in the notation (``_`` for an
+    unnamed one): each name is the axis's basis, which inference carries through every
+    operation and which never fuses with another name, so broadcasting that would align ``b``
+    with ``t`` (equal sizes or not) is a :class:`~tensig.ShapeError` naming both.  Sequence
+    positions go on the batch row (``"b, t | d"``), as every block expects; a name on the
+    output row is a feature, and ``@`` refuses to contract a named axis together with others.
+    """
+    g = current_graph()
+    dims = tuple(int(d) for d in value.shape)
+    if axes is not None:
+        if batch or input:
+            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
+        shape = Shape.labelled(dims, axes)
+    else:
+        out_end = len(dims) - input
+        shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
+    t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
+    t.value_init = value
+    t.integer = _is_integer(value)
+    return t
+
+
+def _is_integer(value: Any) -> bool:
+    """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and is_integer(dtype)
+
+
+def constant(value: Any, *, name: str = "const") -> Tensor:
+    """A constant (output axes only); numbers in expressions become these."""
+    g = current_graph()
+    arr = np.asarray(value, dtype=np.float32)
+    t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
+    t.value_init = arr
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+
+class Model:
+    """Compiled routines around a loss (or any output): initialise, forward, update."""
+
+    def __init__(self, output: Tensor):
+        self.output = output
+        self.graph = output.graph
+        self.graph.solve()
+        self.tensors = _topo(output)
+        at = self.graph.array_type
+        self.forward = compile_code(output.forward_code(), at)
+        self._update: Routine | None = None
+        self.initialize()
+
+    def scalar(self, value: float) -> Any:
+        """A one-element float32 array of the backend (a scalar leaf's value)."""
+        return self.graph.array(np.array([value], np.float32))
+
+    def initialize(self) -> None:
+        """Parameters from their initialisers; leaves and constants from their values."""
+        store = self.graph.store
+        for t in self.tensors:
+            if t.kind in ("param", "state", "buffer") and t.init is not None \
+                    and not store.has(t.val):
+                shape = t.shape.int_dims
+                store.write(t.val, self.graph.array(t.init(shape)))
+            elif t.value_init is not None:
+                self.set(t, t.value_init)
+
+    def set(self, t: Tensor, value: Any) -> None:
+        """Feed ``value`` to a leaf (same shape as declared; integer data to an integer leaf).
+        A callable gives the value when called (a constant captured from solved shapes)."""
+        if callable(value):
+            value = value()
+        if isinstance(value, int) and t.integer:  # an index's position
+            value = np.array(value, np.int64)
+        if t.kind == "leaf" and t.integer != _is_integer(value):
+            raise TypeError(f"{t.name} was built from {'integer' if t.integer else 'float'} "
+                            f"data; got an array of dtype {value.dtype}")
+        want = t.shape.int_dims
+        if tuple(value.shape) != want:
+            raise ShapeError(f"{t.name} was built with shape {t.shape} (memory order "
+                             f"{want}); got an array of shape {tuple(value.shape)}")
+        self.graph.store.write(t.val, self.graph.array(value))
+
+    def run(self) -> Any:
+        self.forward.run(self.graph.store)
+        return self.output.numpy()
+
+    def grad_update(self) -> Routine:
+        """Forward, zero grads, seed 1, backprop: compiled once."""
+        if self._update is None:
+            self._update = compile_code(self.output.grad_update_code(), self.graph.array_type)
+        return self._update
+
+    def backward(self) -> Any:
+        self.grad_update().run(self.graph.store)
+        return self.output.numpy()
+
+
+def grad_update(loss: Tensor) -> Model:
+    """A model whose ``backward()`` runs forward, zero grads, seed 1 and backprop."""
+    return Model(loss)
