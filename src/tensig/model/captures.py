@@ -146,9 +146,10 @@ def dim(c: Captured) -> Tensor:
     constant with no axes (it broadcasts into anything), its value taken from the solved
     shapes when a model is initialised.
 
-    >>> x = leaf("x", np.ones((2, 5), np.float32), batch=1)
-    >>> total, d = einsum1("...|d => ...|", x, capture=["d"])
-    >>> Model(total / d["d"]).run().tolist()     # the mean over d
+    >>> from tensig.model import graph as G
+    >>> x = G.leaf("x", np.ones((2, 5), np.float32), batch=1)
+    >>> total, d = G.einsum1("...|d => ...|", x, capture=["d"])
+    >>> G.Model(total / d["d"]).run().tolist()     # the mean over d
     [1.0, 1.0]
     """
     g = c.graph
