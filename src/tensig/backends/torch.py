@@ -190,6 +190,10 @@ class TorchBackend(Backend):
             gw = gw.contiguous(memory_format=fmt) if mask[1] else gw
         return gx, gw
 
+    def matmul_bias(self, x: Any, w: Any, bias: Any) -> Any:
+        """``x @ w + bias`` by ``addmm``: the bias is the product's starting value."""
+        return self.torch.addmm(bias, x, w)
+
     def _format(self, ndim: int) -> Any:
         t = self.torch
         return {4: t.channels_last, 5: t.channels_last_3d}.get(ndim, t.contiguous_format)

@@ -120,7 +120,96 @@ def compile_code(code: Code, array_type: type) -> Routine:
     steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
              else _fused_step(item, backend, xp) for item in items]
     _pair_conv_gradients(items, steps, backend)
+    _fold_bias_adds(items, steps, code, backend)
     return Routine(steps, code, mode, items=items)
+
+
+def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], None]],
+                    code: Code, backend: Backend) -> None:
+    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis), where nothing
+    else in the code reads ``t``, run as one matrix product with the bias added in its
+    accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass and one array fewer.
+    The product's step then does nothing (``t`` is never stored); the sum's step falls back
+    to both original steps for arrays the kernel does not take."""
+    if backend.matmul_bias is None:
+        return
+    reads: dict[tuple[int, str], int] = {}
+    for a in code:
+        for b in buffers_of(a.expr):
+            reads[b.key] = reads.get(b.key, 0) + 1
+    for i in range(len(items) - 1):
+        a, b = items[i], items[i + 1]
+        if isinstance(a, Assign) and isinstance(b, Assign) and reads.get(a.lhs.key) == 1:
+            fold = _bias_fold(a, b, steps[i], steps[i + 1], backend)
+            if fold is not None:
+                steps[i], steps[i + 1] = _skip, fold
+
+
+def _skip(store: Store) -> None:
+    """A step folded into the next one."""
+
+
+def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
+               step_b: Callable[[Store], None], backend: Backend
+               ) -> Callable[[Store], None] | None:
+    """The step of ``b`` computing ``a`` and ``b`` as one :attr:`Backend.matmul_bias`, when
+    ``a`` is a product of a 2-axis ``w`` and an ``x`` contracting ``x``'s last axis (``t``
+    keeps ``x``'s others and adds ``w``'s other last) and ``b`` adds a bias over ``t``'s last
+    axis to it, else ``None``."""
+    e, f = a.expr, b.expr
+    if e.op != "mul" or a.accum != "+" or not a.init or b.accum is not None or \
+            f.op != "add" or b.logic != "." or len(e.args) != 2 or len(f.args) != 2 or \
+            not all(isinstance(v, Buf) and v.field == "value" for v in (*e.args, *f.args)):
+        return None
+    t = a.lhs
+    bias = [v for v in f.args if v.key != t.key]
+    if len(bias) != 1:
+        return None
+    try:
+        r, s_uses, t_uses, b_uses = (_iter_ids(u) for u in (
+            a.proj.uses(t.tensor), b.proj.uses(b.lhs.tensor), b.proj.uses(t.tensor),
+            b.proj.uses(bias[0].tensor)))
+        operands = [_iter_ids(a.proj.uses(v.tensor)) for v in e.args]
+    except KeyError:
+        return None
+    if None in (r, s_uses, t_uses, b_uses, *operands) or not r or s_uses != t_uses or \
+            b_uses != s_uses[-1:]:
+        return None
+    for xi in (0, 1):
+        x_ids, w_ids = operands[xi], operands[1 - xi]
+        if len(x_ids) == len(r) and x_ids[:-1] == r[:-1] and x_ids[-1] not in r and \
+                sorted(w_ids) == sorted([r[-1], x_ids[-1]]):
+            return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key],
+                              w_ids[0] == r[-1], step_a, step_b, backend)
+    return None
+
+
+def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int] | None:
+    """The iterator ids of ``uses``, ``None`` when an axis is not a plain iterator."""
+    if not all(isinstance(u.index, Iter) for u in uses):
+        return None
+    return [u.index.id for u in uses if isinstance(u.index, Iter)]
+
+
+def _bias_step(b: Assign, keys: list[tuple[int, str]], transposed: bool,
+               step_a: Callable[[Store], None], step_b: Callable[[Store], None],
+               backend: Backend) -> Callable[[Store], None]:
+    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call."""
+    fn = backend.matmul_bias
+    assert fn is not None  # _fold_bias_adds asked
+    shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
+
+    def step(store: Store) -> None:
+        arrays = store.arrays
+        x, w, c = (arrays.get(k) for k in keys)
+        if x is None or w is None or c is None or not x.dtype == w.dtype == c.dtype:
+            step_a(store)
+            step_b(store)
+            return
+        arrays[key] = fn(x.reshape(-1, x.shape[-1]), w.T if transposed else w, c
+                         ).reshape(shape)
+
+    return step
 
 
 def _pair_conv_gradients(items: list[Assign | Run], steps: list[Callable[[Store], None]],

@@ -1,7 +1,8 @@
-"""A convolution's input and kernel gradients as one torch call (compile's pairing): the
-same values as the unpaired path (one ``convolution_backward`` per gradient) and as torch's
-autograd (in float64 from the same float32 values), for the geometries torch's kernels take
-(strides, dilations, uneven padding, the kernel as the first operand)."""
+"""Steps that compiling on torch runs as one kernel call: a convolution's input and kernel
+gradients (one ``convolution_backward``) and a matrix product with its bias (``addmm``).
+Each gives the values of the unpaired path and of torch's autograd (in float64 from the
+same float32 values): for convolutions, the geometries torch's kernels take (strides,
+dilations, uneven padding, the kernel as the first operand)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,44 @@ def test_paired_gradients_equal_unpaired_and_autograd(monkeypatch, kernel_first,
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
         np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
 
+
+
+def test_bias_folded_into_its_matrix_product(monkeypatch):
+    """``w @ x + c`` (x ``b, t | d``) runs as one ``addmm``; the value and the gradients as
+    unfolded and as torch's ``nn.functional.linear``."""
+    bt, t, d, o = 3, 5, 6, 7
+    xs, ss, ws, cs = (rng.standard_normal(n).astype(np.float32)
+                      for n in ((bt, t, d), d, (o, d), o))
+    cls = type(backend_for(torch.Tensor))
+    fold = cls.matmul_bias
+    calls: list[int] = []
+
+    def counted(self, *args):
+        calls.append(1)
+        return fold(self, *args)
+
+    def run() -> tuple[np.ndarray, ...]:
+        with G.new_graph("torch"):
+            sp = G.param("s", output=[d], init=lambda sh, r: ss)
+            x = G.leaf("x", xs, batch=2) * sp
+            w = G.param("w", output=[o], input=[d], init=lambda sh, r: ws)
+            c = G.param("c", output=[o], init=lambda sh, r: cs)
+            y = w @ x + c
+            G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+            return tuple(np.asarray(v.numpy()) for v in (y, sp.grad, w.grad, c.grad))
+
+    monkeypatch.setattr(cls, "matmul_bias", counted)
+    folded = run()
+    assert calls, "the bias was not folded into the product"
+    monkeypatch.setattr(cls, "matmul_bias", None)
+    unfolded = run()
+    ts, tw, tc = (torch.tensor(v.astype(np.float64), requires_grad=True) for v in (ss, ws, cs))
+    ty = torch.nn.functional.linear(torch.tensor(xs.astype(np.float64)) * ts, tw, tc)
+    (ty ** 2).sum().backward()
+    reference = [v.detach().numpy() for v in (ty, ts.grad, tw.grad, tc.grad)]
+    terms = bt * t * o * (d + 1)  # the longest chain: s.grad sums over b, t, o of d-long sums
+    for name, ours, theirs, ref in zip(("y", "s.grad", "w.grad", "c.grad"), folded, unfolded,
+                                       reference, strict=True):
+        bound = 4 * np.finfo(np.float32).eps * terms * np.abs(ref).max()
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
