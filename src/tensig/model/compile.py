@@ -134,9 +134,9 @@ def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], Non
     if backend.matmul_bias is None:
         return
     reads: dict[tuple[int, str], int] = {}
-    for a in code:
-        for b in buffers_of(a.expr):
-            reads[b.key] = reads.get(b.key, 0) + 1
+    for assign in code:
+        for buf in buffers_of(assign.expr):
+            reads[buf.key] = reads.get(buf.key, 0) + 1
     for i in range(len(items) - 1):
         a, b = items[i], items[i + 1]
         if isinstance(a, Assign) and isinstance(b, Assign) and reads.get(a.lhs.key) == 1:
@@ -170,10 +170,9 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
             a.proj.uses(t.tensor), b.proj.uses(b.lhs.tensor), b.proj.uses(t.tensor),
             b.proj.uses(bias[0].tensor)))
         operands = [_iter_ids(a.proj.uses(v.tensor)) for v in e.args]
-    except KeyError:
+    except (KeyError, ValueError):  # not part of the operation, an axis not an iterator
         return None
-    if None in (r, s_uses, t_uses, b_uses, *operands) or not r or s_uses != t_uses or \
-            b_uses != s_uses[-1:]:
+    if not r or s_uses != t_uses or b_uses != s_uses[-1:]:
         return None
     for xi in (0, 1):
         x_ids, w_ids = operands[xi], operands[1 - xi]
@@ -184,11 +183,12 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
     return None
 
 
-def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int] | None:
-    """The iterator ids of ``uses``, ``None`` when an axis is not a plain iterator."""
-    if not all(isinstance(u.index, Iter) for u in uses):
-        return None
-    return [u.index.id for u in uses if isinstance(u.index, Iter)]
+def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
+    """The iterator ids of ``uses``; ``ValueError`` when an axis is not a plain iterator."""
+    ids = [u.index.id for u in uses if isinstance(u.index, Iter)]
+    if len(ids) != len(uses):
+        raise ValueError("an axis that is not a plain iterator")
+    return ids
 
 
 def _bias_step(b: Assign, keys: list[tuple[int, str]], transposed: bool,
