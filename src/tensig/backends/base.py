@@ -97,6 +97,11 @@ class Backend(Kernels):
     # none: the lowering then takes its generic path.  Each is usable without the others.
     conv: Callable[..., Any] | None = None
     conv_backward: Callable[..., Any] | None = None
+    #: both gradients of a convolution by one call (:func:`tensig.execution.native.conv_pair`)
+    conv_gradients: Callable[..., Any] | None = None
+    #: ``(x, w, bias) -> x @ w + bias`` for a 2-D ``x`` and ``w``, the bias added in the
+    #: product's accumulation (:func:`tensig.model.compile._fold_bias_adds`)
+    matmul_bias: Callable[..., Any] | None = None
     max_pool: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None

@@ -145,30 +145,58 @@ class TorchBackend(Backend):
         """The gradient of :meth:`conv` for the input (``other`` is the kernel) or for the
         kernel (``other`` is the input), from the result's gradient ``g``; ``shape`` is the
         missing operand's, whose values the gradient does not need."""
-        t = self.torch
-        pads = list(pads)
-        symmetric = all(lo == hi for lo, hi in pads)
-        nd = len(strides)
-        fmt = {4: t.channels_last, 5: t.channels_last_3d}.get(len(shape), t.contiguous_format)
+        fmt = self._format(len(shape))
         if of_input:
-            full = list(shape) if symmetric else \
-                list(shape[:2]) + [n + lo + hi for n, (lo, hi) in zip(shape[2:], pads,
-                                                                      strict=True)]
+            x_shape = list(shape)
+            full = x_shape if all(lo == hi for lo, hi in pads) else \
+                x_shape[:2] + [n + lo + hi for n, (lo, hi) in zip(x_shape[2:], pads, strict=True)]
             x, w = self._template(full, g, fmt), other
         else:
-            x = other if symmetric else self.pad(other, [(0, 0), (0, 0), *pads], 0)
-            w = self._template(list(shape), g, fmt)
+            x_shape, x, w = list(other.shape), other, self._template(list(shape), g, fmt)
+            x = x if all(lo == hi for lo, hi in pads) else \
+                self.pad(x, [(0, 0), (0, 0), *pads], 0)
+        gx, gw = self._conv_grads(g, x, w, x_shape, (of_input, not of_input), strides,
+                                  dilations, pads)
+        return gx if of_input else gw
+
+    def conv_gradients(self, g: Any, x: Any, w: Any, strides: Sequence[int],
+                       dilations: Sequence[int], pads: Sequence[tuple[int, int]]
+                       ) -> tuple[Any, Any]:
+        """Both gradients of :meth:`conv` (input's, kernel's) by one backward call, as torch's
+        autograd takes them: one call costs less than two of :meth:`conv_backward`."""
+        padded = x if all(lo == hi for lo, hi in pads) else \
+            self.pad(x, [(0, 0), (0, 0), *pads], 0)
+        return self._conv_grads(g, padded, w, list(x.shape), (True, True), strides, dilations,
+                                pads)
+
+    def _conv_grads(self, g: Any, x: Any, w: Any, x_shape: list[int], mask: tuple[bool, bool],
+                    strides: Sequence[int], dilations: Sequence[int],
+                    pads: Sequence[tuple[int, int]]) -> tuple[Any, Any]:
+        """``convolution_backward`` for the gradients ``mask`` asks (``x`` already padded
+        where the pads are uneven, cut back to ``x_shape`` after), each in the memory layout
+        the forward gives (channels-last for 2-D and 3-D)."""
+        nd = len(strides)
+        symmetric = all(lo == hi for lo, hi in pads)
         padding = [lo for lo, _ in pads] if symmetric else [0] * nd
-        gx, gw, _ = t.ops.aten.convolution_backward(
+        gx, gw, _ = self.torch.ops.aten.convolution_backward(
             g, x, w, None, list(strides), padding, list(dilations), False, [0] * nd, 1,
-            [of_input, not of_input, False])
-        out = gx if of_input else gw
-        if of_input and not symmetric:
-            out = out[(slice(None), slice(None),
-                       *(slice(lo, lo + n) for (lo, _), n in zip(pads, shape[2:], strict=True)))]
-        if len(shape) in (4, 5):
-            out = out.contiguous(memory_format=fmt)
-        return out
+            [*mask, False])
+        if mask[0] and not symmetric:
+            gx = gx[(slice(None), slice(None),
+                     *(slice(lo, lo + n) for (lo, _), n in zip(pads, x_shape[2:], strict=True)))]
+        if len(x_shape) in (4, 5):
+            fmt = self._format(len(x_shape))
+            gx = gx.contiguous(memory_format=fmt) if mask[0] else gx
+            gw = gw.contiguous(memory_format=fmt) if mask[1] else gw
+        return gx, gw
+
+    def matmul_bias(self, x: Any, w: Any, bias: Any) -> Any:
+        """``x @ w + bias`` by ``addmm``: the bias is the product's starting value."""
+        return self.torch.addmm(bias, x, w)
+
+    def _format(self, ndim: int) -> Any:
+        t = self.torch
+        return {4: t.channels_last, 5: t.channels_last_3d}.get(ndim, t.contiguous_format)
 
     def _template(self, shape: list[int], like: Any, fmt: Any) -> Any:
         """An array standing for an operand whose values a gradient does not read (only its

@@ -18,7 +18,7 @@ from tensig.backends import Backend, all_zero
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_step", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_step"]
 
 
 def pool_step(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend,
@@ -116,6 +116,18 @@ def conv_gradient(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend, wrt
     if geometry is None:
         return None
     return geometry.gradient(wrt == geometry.xi)
+
+
+def conv_pair(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
+              ) -> Callable[[Any, Any, Any], tuple[Any, Any]] | None:
+    """Both operands' gradients of a two-operand convolution by one call of the backend's
+    convolution backward (torch's autograd does the same): ``(result gradient, operand 0,
+    operand 1) -> (gradient 0, gradient 1)``; ``layout`` is the convolution's projections.
+    ``None`` where :func:`conv_gradient` would be, or the backend has no such call."""
+    if len(layout) != 3 or backend.conv_gradients is None:
+        return None
+    geometry = _conv_geometry(layout, backend)
+    return None if geometry is None else geometry.gradients()
 
 
 def _conv_geometry(layout: tuple[tuple[AxisUse, ...], ...], backend: Backend
@@ -220,11 +232,9 @@ class _ConvGeometry:
         """``(result gradient, other operand) -> gradient`` of the input or the kernel."""
         backward = self.backend.conv_backward
         assert backward is not None  # conv_gradient asked
-        move = self.backend.transpose
-        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, move)
+        g_in, (x_out, w_out) = self._gradient_moves()
         other_in, shape = (self.w_in, self.x_shape) if of_input else (self.x_in, self.w_shape)
-        perm, sizes = (self.x_perm, self.x_sizes) if of_input else (self.w_perm, self.w_sizes)
-        out = _reshape_permute(shape, sizes, _inverse(perm), move)
+        out = x_out if of_input else w_out
         strides, dilations, pads = self.strides, self.dilations, self.pads
 
         def grad(g: Any, other: Any) -> Any:
@@ -232,6 +242,30 @@ class _ConvGeometry:
                                 pads))
 
         return grad
+
+    def gradients(self) -> Callable[[Any, Any, Any], tuple[Any, Any]]:
+        """``(result gradient, operand 0, operand 1) -> their gradients`` by one call."""
+        both = self.backend.conv_gradients
+        assert both is not None  # conv_pair asked
+        g_in, (x_out, w_out) = self._gradient_moves()
+        x_in, w_in, xi = self.x_in, self.w_in, self.xi
+        strides, dilations, pads = self.strides, self.dilations, self.pads
+
+        def grads(g: Any, a: Any, b: Any) -> tuple[Any, Any]:
+            x, w = (b, a) if xi else (a, b)
+            gx, gw = both(g_in(g), x_in(x), w_in(w), strides, dilations, pads)
+            return (w_out(gw), x_out(gx)) if xi else (x_out(gx), w_out(gw))
+
+        return grads
+
+    def _gradient_moves(self) -> tuple[Callable[[Any], Any], tuple[Callable[[Any], Any], ...]]:
+        """The result gradient into the backend's layout, and the input's and the kernel's
+        gradients back into the spec's."""
+        move = self.backend.transpose
+        g_in = _permute_reshape(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, move)
+        return g_in, tuple(_reshape_permute(shape, sizes, _inverse(perm), move)
+                           for shape, sizes, perm in ((self.x_shape, self.x_sizes, self.x_perm),
+                                                      (self.w_shape, self.w_sizes, self.w_perm)))
 
 
 def _permute_reshape(perm: list[int], sizes: list[int], shape: list[int],

@@ -34,6 +34,7 @@ from tensig.execution.ir import (
     buffers_of,
 )
 from tensig.execution.lowering import Pointwise
+from tensig.execution.native import conv_pair
 from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.staging import Staged
@@ -118,7 +119,169 @@ def compile_code(code: Code, array_type: type) -> Routine:
     items = fuse_repeats(code)
     steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
              else _fused_step(item, backend, xp) for item in items]
+    _pair_conv_gradients(items, steps, backend)
+    _fold_bias_adds(items, steps, code, backend)
     return Routine(steps, code, mode, items=items)
+
+
+def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], None]],
+                    code: Code, backend: Backend) -> None:
+    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis), where nothing
+    else in the code reads ``t``, run as one matrix product with the bias added in its
+    accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass and one array fewer.
+    The product's step then does nothing (``t`` is never stored); the sum's step falls back
+    to both original steps for arrays the kernel does not take."""
+    if backend.matmul_bias is None:
+        return
+    reads: dict[tuple[int, str], int] = {}
+    for assign in code:
+        for buf in buffers_of(assign.expr):
+            reads[buf.key] = reads.get(buf.key, 0) + 1
+    for i in range(len(items) - 1):
+        a, b = items[i], items[i + 1]
+        if isinstance(a, Assign) and isinstance(b, Assign) and reads.get(a.lhs.key) == 1:
+            fold = _bias_fold(a, b, steps[i], steps[i + 1], backend)
+            if fold is not None:
+                steps[i], steps[i + 1] = _skip, fold
+
+
+def _skip(store: Store) -> None:
+    """A step folded into the next one."""
+
+
+def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
+               step_b: Callable[[Store], None], backend: Backend
+               ) -> Callable[[Store], None] | None:
+    """The step of ``b`` computing ``a`` and ``b`` as one :attr:`Backend.matmul_bias`, when
+    ``a`` is a product of a 2-axis ``w`` and an ``x`` contracting ``x``'s last axis (``t``
+    keeps ``x``'s others and adds ``w``'s other last) and ``b`` adds a bias over ``t``'s last
+    axis to it, else ``None``."""
+    e, f = a.expr, b.expr
+    if e.op != "mul" or a.accum != "+" or not a.init or b.accum is not None or \
+            f.op != "add" or b.logic != "." or len(e.args) != 2 or len(f.args) != 2 or \
+            not all(isinstance(v, Buf) and v.field == "value" for v in (*e.args, *f.args)):
+        return None
+    t = a.lhs
+    bias = [v for v in f.args if v.key != t.key]
+    if len(bias) != 1:
+        return None
+    try:
+        r, s_uses, t_uses, b_uses = (_iter_ids(u) for u in (
+            a.proj.uses(t.tensor), b.proj.uses(b.lhs.tensor), b.proj.uses(t.tensor),
+            b.proj.uses(bias[0].tensor)))
+        operands = [_iter_ids(a.proj.uses(v.tensor)) for v in e.args]
+    except (KeyError, ValueError):  # not part of the operation, an axis not an iterator
+        return None
+    if not r or s_uses != t_uses or b_uses != s_uses[-1:]:
+        return None
+    for xi in (0, 1):
+        x_ids, w_ids = operands[xi], operands[1 - xi]
+        if len(x_ids) == len(r) and x_ids[:-1] == r[:-1] and x_ids[-1] not in r and \
+                sorted(w_ids) == sorted([r[-1], x_ids[-1]]):
+            return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key],
+                              w_ids[0] == r[-1], step_a, step_b, backend)
+    return None
+
+
+def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
+    """The iterator ids of ``uses``; ``ValueError`` when an axis is not a plain iterator."""
+    ids = [u.index.id for u in uses if isinstance(u.index, Iter)]
+    if len(ids) != len(uses):
+        raise ValueError("an axis that is not a plain iterator")
+    return ids
+
+
+def _bias_step(b: Assign, keys: list[tuple[int, str]], transposed: bool,
+               step_a: Callable[[Store], None], step_b: Callable[[Store], None],
+               backend: Backend) -> Callable[[Store], None]:
+    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call."""
+    fn = backend.matmul_bias
+    assert fn is not None  # _fold_bias_adds asked
+    shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
+
+    def step(store: Store) -> None:
+        arrays = store.arrays
+        x, w, c = (arrays.get(k) for k in keys)
+        if x is None or w is None or c is None or not x.dtype == w.dtype == c.dtype:
+            step_a(store)
+            step_b(store)
+            return
+        arrays[key] = fn(x.reshape(-1, x.shape[-1]), w.T if transposed else w, c
+                         ).reshape(shape)
+
+    return step
+
+
+def _pair_conv_gradients(items: list[Assign | Run], steps: list[Callable[[Store], None]],
+                         backend: Backend) -> None:
+    """Two adjacent steps that are one convolution's input and kernel gradients run as one
+    backend call (:func:`~tensig.execution.native.conv_pair`): the first step computes both
+    and keeps the second's value for the next step, which falls back to its own step when
+    nothing is kept (arrays the kernel does not take, a step run alone).  The assignments
+    stay as they are; only their steps share the call."""
+    if backend.conv_gradients is None:
+        return
+    for i in range(len(items) - 1):
+        a, b = items[i], items[i + 1]
+        if isinstance(a, Assign) and isinstance(b, Assign):
+            pair = _conv_pair_steps(a, b, steps[i], steps[i + 1], backend)
+            if pair is not None:
+                steps[i], steps[i + 1] = pair
+
+
+def _conv_pair_steps(a: Assign, b: Assign, step_a: Callable[[Store], None],
+                     step_b: Callable[[Store], None], backend: Backend
+                     ) -> tuple[Callable[[Store], None], Callable[[Store], None]] | None:
+    """The steps of ``a`` and ``b`` when they are ``x.grad =+ y.grad * w`` and ``w.grad =+
+    x * y.grad`` (either order, operands in any order) under one convolution ``y = x * w``'s
+    projections, else ``None``."""
+    proj = a.proj
+    if b.proj is not proj or len(proj.args) != 2 or a.lhs.key == b.lhs.key:
+        return None
+    x, w, y = (*proj.args, proj.result)
+    g = Buf(y, "grad").key
+    wants = {Buf(x, "grad").key: {g, Buf(w, "value").key},
+             Buf(w, "grad").key: {g, Buf(x, "value").key}}
+    for c in (a, b):
+        e = c.expr
+        if e.op != "mul" or c.accum != "+" or len(e.args) != 2 or \
+                not all(isinstance(v, Buf) for v in e.args) or \
+                {v.key for v in e.args} != wants.get(c.lhs.key):
+            return None
+    try:
+        both = conv_pair(proj.inferred().layout, backend)
+    except (KeyError, ValueError):
+        return None
+    if both is None:
+        return None
+    reads = [Buf(y, "grad").key, Buf(x, "value").key, Buf(w, "value").key]
+    first = 0 if a.lhs.tensor is x else 1  # which gradient ``a`` writes
+    kept: list[Any] = []
+
+    def run_a(store: Store) -> None:
+        arrays = [store.arrays.get(k) for k in reads]
+        if any(v is None for v in arrays) or not backend.conv_accepts(arrays[1], arrays[2]):
+            kept.clear()
+            step_a(store)
+            return
+        grads = both(*arrays)
+        _put(store, a, grads[first])
+        kept[:] = [grads[1 - first]]
+
+    def run_b(store: Store) -> None:
+        if not kept:
+            step_b(store)
+            return
+        _put(store, b, kept.pop())
+
+    return run_a, run_b
+
+
+def _put(store: Store, a: Assign, v: Any) -> None:
+    """Store ``v`` as ``a``'s left-hand side, or add it (an accumulating assignment that
+    does not initialise, onto what is there)."""
+    add = a.accum is not None and not a.init and store.has(a.lhs)
+    store.write(a.lhs, store.read(a.lhs) + v if add else v)
 
 
 def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
@@ -317,8 +480,6 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
             fast = _lowered(a, kept, fewer, backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
-    lhs, add = a.lhs, a.accum is not None and not a.init  # not the first contribution
-
     def step(store: Store) -> None:
         try:
             arrays = [store.arrays[k] for k in keys]
@@ -328,7 +489,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
             v = fast([arrays[i] for i in picks])
         else:
             v = run(arrays)
-        store.write(lhs, store.read(lhs) + v if add and store.has(lhs) else v)
+        _put(store, a, v)
 
     return step
 

@@ -1,0 +1,125 @@
+"""Steps that compiling on torch runs as one kernel call: a convolution's input and kernel
+gradients (one ``convolution_backward``) and a matrix product with its bias (``addmm``).
+Each gives the values of the unpaired path and of torch's autograd (in float64 from the
+same float32 values): for convolutions, the geometries torch's kernels take (strides,
+dilations, uneven padding, the kernel as the first operand)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tensig.backends import backend_for  # noqa: E402
+from tensig.model import graph as G  # noqa: E402
+
+rng = np.random.default_rng(7)
+
+N, H, W, IC, OC = 2, 7, 9, 3, 4
+
+
+def _run(spec_axes: str, size: int, kernel_first: bool, xs: np.ndarray, ks: np.ndarray
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The convolution's value and both gradients of ``sum(y * y)`` on the torch backend."""
+    with G.new_graph("torch"):
+        x = G.param("x", output=[N, H, W, IC], input=[], init=lambda s, r: xs)
+        k = G.param("k", output=[OC], input=[size, size, IC], init=lambda s, r: ks)
+        xspec, kspec = f"bn, {spec_axes}, ic", "kh, kw, ic -> oc"
+        if kernel_first:
+            y = G.einsum(f"{kspec}; {xspec} => bn, oh, ow, oc", k, x)
+        else:
+            y = G.einsum(f"{xspec}; {kspec} => bn, oh, ow, oc", x, k)
+        G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+        return tuple(np.asarray(v.numpy()) for v in (y, x.grad, k.grad))
+
+
+def _by_autograd(xs: np.ndarray, ks: np.ndarray, stride: int, dil: int,
+                 pads: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    tx = torch.tensor(xs, requires_grad=True)
+    tk = torch.tensor(ks, requires_grad=True)
+    lo, hi = pads
+    padded = torch.nn.functional.pad(tx.permute(0, 3, 1, 2), (lo, hi, lo, hi))
+    out = torch.nn.functional.conv2d(padded, tk.permute(0, 3, 1, 2), stride=stride,
+                                     dilation=dil)
+    (out ** 2).sum().backward()
+    return out.permute(0, 2, 3, 1).detach().numpy(), tx.grad.numpy(), tk.grad.numpy()
+
+
+@pytest.mark.parametrize("kernel_first", [False, True])
+@pytest.mark.parametrize("spec_axes, size, stride, dil, pads", [
+    ("oh<+kh, ow<+kw", 3, 1, 1, (0, 0)),
+    ("2*oh<+kh, 2*ow<+kw", 3, 2, 1, (0, 0)),
+    ("oh<+2*kh, ow<+2*kw", 2, 1, 2, (0, 0)),
+    ("oh=+kh, ow=+kw", 3, 1, 1, (1, 1)),
+    ("oh=+kh, ow=+kw", 2, 1, 1, (1, 0)),  # an even kernel pads one side only
+])
+def test_paired_gradients_equal_unpaired_and_autograd(monkeypatch, kernel_first, spec_axes,
+                                                      size, stride, dil, pads):
+    # parameters are float32: the reference starts from the same rounded values
+    xs = rng.standard_normal((N, H, W, IC)).astype(np.float32).astype(np.float64)
+    ks = rng.standard_normal((OC, size, size, IC)).astype(np.float32).astype(np.float64)
+    cls = type(backend_for(torch.Tensor))
+    both = cls.conv_gradients
+    calls: list[int] = []
+
+    def counted(self, *args):
+        calls.append(1)
+        return both(self, *args)
+
+    monkeypatch.setattr(cls, "conv_gradients", counted)
+    paired = _run(spec_axes, size, kernel_first, xs, ks)
+    assert calls, "the two gradients did not run as one call"
+    monkeypatch.setattr(cls, "conv_gradients", None)
+    unpaired = _run(spec_axes, size, kernel_first, xs, ks)
+    reference = _by_autograd(xs, ks, stride, dil, pads)
+    # float32 sums of at most (oh * ow * oc) products of 2 * y by x or k (each a sum of
+    # kh * kw * ic terms): two evaluation orders differ by a few eps per term at most
+    terms = H * W * OC * size * size * IC
+    for name, ours, theirs, ref in zip(("y", "x.grad", "k.grad"), paired, unpaired,
+                                       reference, strict=True):
+        bound = 4 * np.finfo(np.float32).eps * terms * np.abs(ref).max()
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
+
+
+
+def test_bias_folded_into_its_matrix_product(monkeypatch):
+    """``w @ x + c`` (x ``b, t | d``) runs as one ``addmm``; the value and the gradients as
+    unfolded and as torch's ``nn.functional.linear``."""
+    bt, t, d, o = 3, 5, 6, 7
+    xs, ss, ws, cs = (rng.standard_normal(n).astype(np.float32)
+                      for n in ((bt, t, d), d, (o, d), o))
+    cls = type(backend_for(torch.Tensor))
+    fold = cls.matmul_bias
+    calls: list[int] = []
+
+    def counted(self, *args):
+        calls.append(1)
+        return fold(self, *args)
+
+    def run() -> tuple[np.ndarray, ...]:
+        with G.new_graph("torch"):
+            sp = G.param("s", output=[d], init=lambda sh, r: ss)
+            x = G.leaf("x", xs, batch=2) * sp
+            w = G.param("w", output=[o], input=[d], init=lambda sh, r: ws)
+            c = G.param("c", output=[o], init=lambda sh, r: cs)
+            y = w @ x + c
+            G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+            return tuple(np.asarray(v.numpy()) for v in (y, sp.grad, w.grad, c.grad))
+
+    monkeypatch.setattr(cls, "matmul_bias", counted)
+    folded = run()
+    assert calls, "the bias was not folded into the product"
+    monkeypatch.setattr(cls, "matmul_bias", None)
+    unfolded = run()
+    ts, tw, tc = (torch.tensor(v.astype(np.float64), requires_grad=True) for v in (ss, ws, cs))
+    ty = torch.nn.functional.linear(torch.tensor(xs.astype(np.float64)) * ts, tw, tc)
+    (ty ** 2).sum().backward()
+    reference = [v.detach().numpy() for v in (ty, ts.grad, tw.grad, tc.grad)]
+    terms = bt * t * o * (d + 1)  # the longest chain: s.grad sums over b, t, o of d-long sums
+    for name, ours, theirs, ref in zip(("y", "s.grad", "w.grad", "c.grad"), folded, unfolded,
+                                       reference, strict=True):
+        bound = 4 * np.finfo(np.float32).eps * terms * np.abs(ref).max()
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
