@@ -4,11 +4,13 @@ drawn expression trees as IR, and a small least-squares problem for the trainer.
 from __future__ import annotations
 
 import string
+import zlib
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from tensig import Shape, rows
 from tensig.execution.eager import RowArray
 from tensig.execution.ir import Expr
 from tensig.model import graph as G
@@ -115,3 +117,23 @@ def quadratic_problem(rng: np.random.Generator, backend: str = "numpy"):
         diff = w @ x - y
         loss = G.einsum1("...|...->... => |->0", diff * diff)
     return xs, ys, w0, x, y, w, loss
+
+
+def oracle_case(case, backend: str):
+    """A loop-oracle case ``(op, spec, shapes' texts, keywords)`` made concrete: the operands
+    (small integers, seeded by the spec, rows wrapped where a shape has batch or input rows)
+    on ``backend``, and the oracle's value and result shape (``tests/reference.py``)."""
+    from reference import reference
+
+    op, spec, texts, kw = case
+    shapes = [Shape.parse(t) for t in texts]
+    g = np.random.default_rng(zlib.crc32(spec.encode()))
+    arrays = [g.integers(-4, 5, size=tuple(int(d) for d in s.dims)).astype(np.float64)
+              for s in shapes]
+    expected, expected_shape = reference(spec, arrays, shapes, op=op, **kw)
+    args = []
+    for a, s in zip(arrays, shapes, strict=True):
+        x = to_backend(backend, a)
+        args.append(rows(x, batch=len(s.batch), input=len(s.input)) if s.batch or s.input
+                    else x)
+    return args, expected, expected_shape

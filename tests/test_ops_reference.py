@@ -4,15 +4,11 @@ the lowering uses)."""
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 
 import tensig as ts
-from arrays import to_backend, to_numpy
-from reference import reference
-from tensig import Shape
+from arrays import oracle_case, to_numpy
 
 FUNCS = {"einsum": ts.einsum, "einsum1": ts.einsum1, "outer_sum": ts.outer_sum,
          "tropical": ts.tropical, "einmax1": ts.einmax1, "concat": ts.concat}
@@ -80,18 +76,8 @@ def _id(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_construct_matches_the_loop_oracle(case, backend):
-    op, spec, texts, kw = case
-    shapes = [Shape.parse(t) for t in texts]
-    g = np.random.default_rng(zlib.crc32(spec.encode()))
-    arrays = [g.integers(-4, 5, size=tuple(int(d) for d in s.dims)).astype(np.float64)
-              for s in shapes]
-    expected, expected_shape = reference(spec, arrays, shapes, op=op, **kw)
-    args = []
-    for a, s in zip(arrays, shapes, strict=True):
-        x = to_backend(backend, a)
-        if s.batch or s.input:
-            x = ts.rows(x, batch=len(s.batch), input=len(s.input))
-        args.append(x)
+    op, spec, _, kw = case
+    args, expected, expected_shape = oracle_case(case, backend)
     out = FUNCS[op](spec, *args, **kw)
     if isinstance(out, ts.RowArray):
         assert out.rows == expected_shape

@@ -5,15 +5,12 @@ gradients against torch.autograd and finite differences; the lowering is a view.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 import torch
 
 import tensig as ts
-from arrays import to_backend, to_numpy
-from reference import reference
+from arrays import oracle_case, to_numpy
 from tensig import Shape, ShapeError, SpecSyntaxError
 from tensig.core.inference import infer
 from tensig.core.notation import Label, Merge, parse
@@ -282,17 +279,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
 def test_merged_axes_match_the_loop_oracle(case, backend):
-    op, spec, texts, kw = case
-    shapes = [Shape.parse(t) for t in texts]
-    g = np.random.default_rng(zlib.crc32(spec.encode()))
-    arrays = [g.integers(-4, 5, size=tuple(int(d) for d in s.dims)).astype(np.float64)
-              for s in shapes]
-    expected, expected_shape = reference(spec, arrays, shapes, op=op, **kw)
-    args = []
-    for a, s in zip(arrays, shapes, strict=True):
-        x = to_backend(backend, a)
-        args.append(ts.rows(x, batch=len(s.batch), input=len(s.input))
-                    if s.batch or s.input else x)
+    op, spec, _, kw = case
+    args, expected, expected_shape = oracle_case(case, backend)
     fn = {"einsum": ts.einsum, "einsum1": ts.einsum1, "einmax1": ts.einmax1,
           "tropical": ts.tropical, "outer_sum": ts.outer_sum, "concat": ts.concat}[op]
     out = fn(spec, *args, **kw)
