@@ -137,3 +137,17 @@ def oracle_case(case, backend: str):
         args.append(rows(x, batch=len(s.batch), input=len(s.input)) if s.batch or s.input
                     else x)
     return args, expected, expected_shape
+
+
+def conv_by_autograd(xs: np.ndarray, ks: np.ndarray, stride: int, dil: int,
+                     pads: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """torch autograd's NHWC convolution (``ks`` as ``oc, kh, kw, ic``, ``pads`` low and high
+    on both spatial axes) and the gradients of the sum of its squares: ``(y, dx, dk)``."""
+    tx = torch.tensor(xs, requires_grad=True)
+    tk = torch.tensor(ks, requires_grad=True)
+    lo, hi = pads
+    padded = torch.nn.functional.pad(tx.permute(0, 3, 1, 2), (lo, hi, lo, hi))
+    out = torch.nn.functional.conv2d(padded, tk.permute(0, 3, 1, 2), stride=stride,
+                                     dilation=dil)
+    (out ** 2).sum().backward()
+    return out.permute(0, 2, 3, 1).detach().numpy(), tx.grad.numpy(), tk.grad.numpy()

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from arrays import conv_by_autograd  # noqa: E402
 from tensig.backends import backend_for  # noqa: E402
 from tensig.model import graph as G  # noqa: E402
 
@@ -32,18 +33,6 @@ def _run(spec_axes: str, size: int, kernel_first: bool, xs: np.ndarray, ks: np.n
             y = G.einsum(f"{xspec}; {kspec} => bn, oh, ow, oc", x, k)
         G.grad_update(G.einsum1("... => |->0", y * y)).backward()
         return tuple(np.asarray(v.numpy()) for v in (y, x.grad, k.grad))
-
-
-def _by_autograd(xs: np.ndarray, ks: np.ndarray, stride: int, dil: int,
-                 pads: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    tx = torch.tensor(xs, requires_grad=True)
-    tk = torch.tensor(ks, requires_grad=True)
-    lo, hi = pads
-    padded = torch.nn.functional.pad(tx.permute(0, 3, 1, 2), (lo, hi, lo, hi))
-    out = torch.nn.functional.conv2d(padded, tk.permute(0, 3, 1, 2), stride=stride,
-                                     dilation=dil)
-    (out ** 2).sum().backward()
-    return out.permute(0, 2, 3, 1).detach().numpy(), tx.grad.numpy(), tk.grad.numpy()
 
 
 @pytest.mark.parametrize("kernel_first", [False, True])
@@ -72,7 +61,7 @@ def test_paired_gradients_equal_unpaired_and_autograd(monkeypatch, kernel_first,
     assert calls, "the two gradients did not run as one call"
     monkeypatch.setattr(cls, "conv_gradients", None)
     unpaired = _run(spec_axes, size, kernel_first, xs, ks)
-    reference = _by_autograd(xs, ks, stride, dil, pads)
+    reference = conv_by_autograd(xs, ks, stride, dil, pads)
     # float32 sums of at most (oh * ow * oc) products of 2 * y by x or k (each a sum of
     # kh * kw * ic terms): two evaluation orders differ by a few eps per term at most
     terms = H * W * OC * size * size * IC
