@@ -129,8 +129,9 @@ def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], Non
     """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis), where nothing
     else in the code reads ``t``, run as one matrix product with the bias added in its
     accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass and one array fewer.
-    The product's step then does nothing (``t`` is never stored); the sum's step falls back
-    to both original steps for arrays the kernel does not take."""
+    The product's step then does nothing and the sum's step drops any earlier array of ``t``
+    (a handle on the product reads "no array yet", never a stale value); the sum's step falls
+    back to both original steps for arrays the kernel does not take."""
     if backend.matmul_bias is None:
         return
     reads: dict[tuple[int, str], int] = {}
@@ -178,7 +179,7 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
         x_ids, w_ids = operands[xi], operands[1 - xi]
         if len(x_ids) == len(r) and x_ids[:-1] == r[:-1] and x_ids[-1] not in r and \
                 sorted(w_ids) == sorted([r[-1], x_ids[-1]]):
-            return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key],
+            return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key], t.key,
                               w_ids[0] == r[-1], step_a, step_b, backend)
     return None
 
@@ -191,10 +192,12 @@ def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
     return ids
 
 
-def _bias_step(b: Assign, keys: list[tuple[int, str]], transposed: bool,
+def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
+               transposed: bool,
                step_a: Callable[[Store], None], step_b: Callable[[Store], None],
                backend: Backend) -> Callable[[Store], None]:
-    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call."""
+    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call; the product's
+    own array (key ``product``) is not made, and an older one is dropped."""
     fn = backend.matmul_bias
     assert fn is not None  # _fold_bias_adds asked
     shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
@@ -208,6 +211,7 @@ def _bias_step(b: Assign, keys: list[tuple[int, str]], transposed: bool,
             return
         arrays[key] = fn(x.reshape(-1, x.shape[-1]), w.T if transposed else w, c
                          ).reshape(shape)
+        arrays.pop(product, None)
 
     return step
 
