@@ -663,6 +663,25 @@ def test_a_whole_array_primitive_inside_an_expression_is_refused_by_name():
             compile_code(code, g.array_type)
 
 
+def test_a_record_primitive_added_into_its_buffer_is_refused_by_name():
+    """Records are the primitives :data:`ir.RECORDS` declares: the compiled step stores one
+    whole, and refuses ``=+`` on it rather than keep the new record and drop the old."""
+    from dataclasses import replace
+
+    from tensig.execution.ir import RECORDS, Code
+    from tensig.model.compile import compile_code
+
+    with G.new_graph() as g:
+        x = G.leaf("x", data(4, 3), batch=1)
+        m = G.Model(B.layer_norm(x, affine=False))
+        code = m.output.forward_code()
+        store = next(a for a in code.items if a.expr.op == "normalize")
+        assert "normalize" in RECORDS
+        compile_code(Code([store]), g.array_type)  # stored (=:): a record
+        with pytest.raises(ShapeError, match="normalize gives a record, which is stored"):
+            compile_code(Code([replace(store, accum="+")]), g.array_type)
+
+
 def _torch_rotary(x, base=10000.0):
     t, e = x.shape[1], x.shape[3]
     freq = base ** (-torch.arange(0, e, 2, dtype=torch.float64) / e)

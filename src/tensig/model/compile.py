@@ -24,6 +24,7 @@ from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import (
     OPERATORS,
+    RECORDS,
     WHOLE,
     Assign,
     Buf,
@@ -545,13 +546,16 @@ def _ops(e: Any) -> set[str]:
 def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
     one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
-    A primitive may give a record of results (a tuple, :data:`tensig.execution.ir.RECORDS`),
-    kept whole; ``part`` stores one of them."""
+    A primitive declared in :data:`tensig.execution.ir.RECORDS` gives a record of results (a
+    tuple), kept whole; ``part`` stores one of them."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
     adds = a.accum == "+" and not a.init
+    record = a.expr.op in RECORDS
+    if record and adds:
+        raise ShapeError(f"{a!r}: {a.expr.op} gives a record, which is stored (=:), never added")
     outs = {mode: Out(shape, mode) for mode in (True, False)}
     # operands read by key, numbers as they are: the step runs every training step
     reads = [(x.key, None) if isinstance(x, Buf) else (None, x) for x in args]
@@ -563,7 +567,7 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
         except KeyError:
             operands = [store.read(x) if isinstance(x, Buf) else x for x in args]  # the message
         v = fn(xp, outs[store.training], *operands)
-        if isinstance(v, tuple):  # a record (ir.RECORDS), each item stored by a ``part``
+        if record:  # each item stored by a ``part``
             arrays[key] = v
             return
         if tuple(v.shape) != shape:
