@@ -17,12 +17,14 @@ The rules, each with the list of what still breaks it today:
 - no module over ``LINE_BUDGET`` lines unless ``OVERSIZE`` says why.
 
 The lists can only shrink: a new violation fails, and so does an entry that no longer applies
-(fix the code, then delete the entry; the failure says which).
+(fix the code, then delete the entry; the failure says which). The README's module table names
+every module in its layer, and its Development section states these rules.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -313,6 +315,49 @@ def test_no_stale_entry(name, listed, actual):
 def test_every_exception_has_a_reason():
     for key, reason in {**LOCAL_IMPORTS, **OVERSIZE}.items():
         assert reason.strip(), f"{key} is listed without a reason"
+
+
+# The README's module table states the same layout. -------------------------------------------
+
+README = SRC.parent / "README.md"
+
+
+def readme_layout() -> tuple[str, dict[str, str]]:
+    """The README's Development section (whitespace folded) and its module table: the layer a
+    row names (as in ``LAYERS``) -> the row's modules cell."""
+    text = README.read_text()
+    table = re.search(r"\| layer \(package\) \| modules \|\n\|---\|---\|\n((?:\|.*\n)+)", text)
+    assert table, "the README lost its module table (| layer (package) | modules |)"
+    rows = {}
+    for line in table.group(1).splitlines():
+        layer, cell = (c.strip() for c in line.strip().strip("|").split(" | ", 1))
+        rows["top" if layer == "top level" else layer.strip("`/")] = cell
+    section = text[text.index("## Development"):table.start()]
+    return " ".join(section.split()), rows
+
+
+def readme_name(module: str) -> str | None:
+    """How the README's table names a module (None for a subpackage's ``__init__``)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return PACKAGE
+    if parts[1] == "demos":
+        return "demos/"
+    subpackage = len(parts) == 2 and modules()[module].name == "__init__.py"
+    return None if subpackage else parts[-1]
+
+
+def test_the_readme_states_the_layout_this_test_enforces():
+    prose, rows = readme_layout()
+    names = [("top level" if layer == "top" else layer) for layer in LAYERS]
+    assert f"guards the layers ({' < '.join(names)})" in prose
+    assert f"no module over {LINE_BUDGET} lines" in prose
+    assert list(rows) == list(LAYERS), "the table's rows are not the layers in order"
+    missing = [m for m in modules() if (name := readme_name(m)) is not None
+               and f"`{name}`" not in rows[LAYERS[layer_of(m)]]]
+    assert not missing, f"the README's module table does not name, in their layer: {missing}"
+    assert ("No module is over the budget today" in prose) == (not OVERSIZE), \
+        "the README says whether OVERSIZE lists a module"
 
 
 # The guard itself, on a package made to break each rule. -------------------------------------
