@@ -524,9 +524,10 @@ def _tiled(a: Assign, e: Expr, bufs: list[Buf], backend: Backend, xp: Any
         if read == uses:
             shapes.append(list(tile))
             continue
-        if not all(isinstance(u.index, Iter) for u in read):
+        ids = [u.index.id for u in read if isinstance(u.index, Iter)]
+        if len(ids) != len(read):
             return None
-        places = [tile_keys.index(u.index.id) if u.index.id in tile_keys else -1 for u in read]
+        places = [tile_keys.index(i) if i in tile_keys else -1 for i in ids]
         if -1 in places or places != sorted(set(places)):
             return None
         shape = [1] * len(tile)
