@@ -492,6 +492,30 @@ def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels,
     np.testing.assert_allclose(grad, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("result", ["n, oh, ow, c", "c, ow, oh, n"])
+def test_tiled_pooling_gate_with_ties_in_any_result_order(backend, result):
+    """Tiled 2x2 pooling of rounded values (many ties), its result in the input's axis order
+    (the gate runs on the tiled view) or permuted (the lowering's general path): both give
+    every tied maximum the whole gradient, as torch's window max over unfold says."""
+    xs = np.round(rand(3, 6, 4, 5))
+    spec = f"n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => {result}"
+    with G.new_graph(backend):
+        x = G.param("x", output=[3, 6, 4, 5], input=[], init=lambda s, r: xs.astype(np.float32))
+        pooled = G.tropical(spec, x, G.constant(np.zeros((2, 2), np.float32)))
+        G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
+        got, grad = (np.array(np.asarray(t)) for t in (pooled.numpy(), x.grad.numpy()))
+    tx = torch.tensor(xs, dtype=torch.float64)
+    cells = tx.unfold(1, 2, 2).unfold(2, 2, 2)                      # n, oh, ow, c, wh, ww
+    out = cells.amax(dim=(-2, -1))
+    hit = (cells == out[..., None, None]) * (2 * out)[..., None, None]
+    want = hit.permute(0, 1, 4, 2, 5, 3).reshape(tx.shape)          # n, oh, wh, ow, ww, c
+    perm = [["n", "oh", "ow", "c"].index(a.strip()) for a in result.split(",")]
+    np.testing.assert_allclose(got, out.permute(*perm).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(grad, want.numpy(), rtol=1e-6)
+    assert int((hit != 0).sum()) > int((out != 0).sum())  # some maxima do tie
+
+
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
     from tensig.execution.lowering import _widening
 
