@@ -52,14 +52,19 @@ def per_step(*steps: Step, block: int = 20, rounds: int = 12,
     Blocks keep each library's thread pool warm as in real training (interleaving single
     steps makes torch wake its threads every step, which penalises it unfairly); alternating
     the blocks exposes every candidate to the same load drift, so ratios are taken within a
-    round and their median is what counts.  ``clock``: ``time.process_time`` counts the
-    process's CPU time instead of the wall clock (``--cpu-time``: with one thread per library,
-    the work of a step whatever else loads the machine).
+    round and their median is what counts.  The order rotates each round: a fixed order favours
+    a fixed position (two identical models run one after the other measured 0.95x, the later
+    one faster), so every candidate runs first, second, ... equally often.  ``clock``:
+    ``time.process_time`` counts the process's CPU time instead of the wall clock
+    (``--cpu-time``: with one thread per library, the work of a step whatever else loads the
+    machine).
     """
     rows: list[list[float]] = []
-    for _ in range(rounds):
-        row = []
-        for step in steps:
+    for r in range(rounds):
+        row = [0.0] * len(steps)
+        for k in range(len(steps)):
+            i = (k + r) % len(steps)
+            step = steps[i]
             for _ in range(3):
                 step()  # warm up this block
             times = []
@@ -67,7 +72,7 @@ def per_step(*steps: Step, block: int = 20, rounds: int = 12,
                 t0 = clock()
                 step()
                 times.append(clock() - t0)
-            row.append(statistics.median(times))
+            row[i] = statistics.median(times)
         rows.append(row)
     return rows
 
