@@ -77,8 +77,8 @@ from tensig.core.syntax import (
     ShapeSpec,
     Span,
     Spec,
-    _axis_labels_of,
     _plain,
+    axis_labels,
     is_multichar,
 )
 
@@ -312,6 +312,13 @@ class _Parser:
                       end=min(end, max(j, i + 2)))
         return None
 
+    def written_row_var(self, i: int, end: int) -> tuple[RowVar, int]:
+        """The row variable a spec's ``.`` at ``i`` must start."""
+        found = self.row_var_at(i, end)
+        if found is None:
+            self.fail(i, "a lone '.': row variables are '...' or '..name..'")
+        return found
+
     def row_items_single(self, start: int, end: int) -> list[Axis | RowVar]:
         text = self.text
         items: list[Axis | RowVar] = []
@@ -321,12 +328,8 @@ class _Parser:
             if c.isspace():
                 i += 1
             elif c == ".":
-                found = self.row_var_at(i, end)
-                if found is None:
-                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                assert found is not None
-                items.append(found[0])
-                i = found[1]
+                var, i = self.written_row_var(i, end)
+                items.append(var)
             elif c == "_":
                 items.append(Placeholder((i, i + 1)))
                 i += 1
@@ -390,12 +393,9 @@ class _Parser:
                 i += 1
                 continue
             if c == ".":
-                found = self.row_var_at(i, end)
-                if found is None:
-                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                assert found is not None
-                out.append(("var", text[i:found[1]], i, found[1]))
-                i = found[1]
+                _, j = self.written_row_var(i, end)
+                out.append(("var", text[i:j], i, j))
+                i = j
             elif is_digit(c):
                 j = digits_end(text, i, end)
                 if j < end and is_name_start(text[j]):
@@ -594,8 +594,7 @@ class _Parser:
         rows = [row for shape in shapes for _, row in shape.rows()]
         self.check_clashes(
             (row.var.name for row in rows if row.var is not None and row.var.name is not None),
-            ((_axis_labels_of((ShapeSpec(output=Row((), None, (a,))),)), a.span)
-             for row in rows for a in row.axes))
+            ((axis_labels(a), a.span) for row in rows for a in row.axes))
 
     # -- annotation mode -----------------------------------------------------------------------
 

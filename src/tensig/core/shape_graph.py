@@ -16,14 +16,7 @@ from typing import Any
 from tensig.core.dims import Condition
 from tensig.core.errors import ShapeError
 from tensig.core.notation import Kind, parse
-from tensig.core.projections import (
-    AffineIndex,
-    AxisUse,
-    ConcatIndex,
-    Iter,
-    MergeIndex,
-    logic_layout,
-)
+from tensig.core.projections import Iter, logic_layout
 from tensig.core.shapes import MEMORY_ORDER, Shape, Size, as_shape, normalize_size
 from tensig.core.solver import AffineRel, DimVar, LinearRel, Origin, RowNode, Solver, SRow
 from tensig.core.spec_instance import (
@@ -400,8 +393,8 @@ class ShapeGraph:
                 remaining = [b for b in pending if not b.done]
             if not progress:
                 stuck = remaining[0]
-                names = ", ".join(sorted({t.name for _, t in stuck.operands
-                                          if not stuck.known(t)}))
+                names = ", ".join(sorted({t.name for r, t in stuck.operands
+                                          if not _full(self.solver.resolve(r))}))
                 raise ShapeError(
                     f"cannot infer the {stuck.kind} axes of {names}: a pointwise operation "
                     "needs them, and nothing else determines them",
@@ -432,12 +425,6 @@ class _Broadcast:
         self.name = name
         self.done = False
 
-    def row(self, t: TensorNode) -> SRow:
-        return next(self.graph.solver.resolve(r) for r, o in self.operands if o is t)
-
-    def known(self, t: TensorNode) -> bool:
-        r = self.row(t)
-        return r.var is None and all(v.root().value is not None for v in r.right)
 
     def close_empty(self) -> bool:
         """Every operand row is an open parameter row: they all have no axes."""
@@ -474,15 +461,12 @@ class _Broadcast:
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
 
-        def full(r: SRow) -> bool:
-            return r.var is None and all(v.root().value is not None for v in r.right)
-
-        known = [r for r, _ in rows if full(r)]
-        partial = [r for r, _ in rows if r.var is None and not full(r)]
+        known = [r for r, _ in rows if _full(r)]
+        partial = [r for r, _ in rows if r.var is None and not _full(r)]
         open_rows = [r for r, _ in rows if r.var is not None]
         if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
             return False
-        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if full(r)], self.kind,
+        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if _full(r)], self.kind,
                          self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
@@ -499,6 +483,11 @@ class _Broadcast:
         S.unify_rows(self.result, closed, o, describe=("the result", "the broadcast"))
         self.done = True
         return True
+
+
+def _full(r: SRow) -> bool:
+    """A closed row whose sizes are all known."""
+    return r.var is None and all(v.root().value is not None for v in r.right)
 
 
 def _claim_free(v: DimVar) -> bool:
@@ -549,23 +538,11 @@ def logic_projections(logic: str, result: Shape, operands: tuple[Shape, ...],
     result may be any shape the logic relates to the operands (a gradient reduces a
     broadcast), its projections those of :func:`~tensig.core.projections.logic_layout`."""
     layout = logic_layout(logic, result, operands)
+    iterators = {u.index for uses in layout for u in uses if isinstance(u.index, Iter)}
     return Inferred(spec=None, logic=LOGICS[logic], operands=operands, shape=result,
                     dims=MappingProxyType({}), rows=MappingProxyType({}),
                     ellipses=MappingProxyType({}), conditions=conditions, layout=layout,
-                    iterators=_iterators(layout))
-
-
-def _iterators(layout: tuple[tuple[AxisUse, ...], ...]) -> tuple[Iter, ...]:
-    """Every iterator a layout reads, by id."""
-    found: dict[int, Iter] = {}
-    for uses in layout:
-        for u in uses:
-            ix = u.index
-            parts: tuple[Any, ...] = (ix,) if isinstance(ix, Iter) else \
-                (ix.over, ix.kernel) if isinstance(ix, AffineIndex) else \
-                ix.parts if isinstance(ix, ConcatIndex | MergeIndex) else ()
-            found.update((p.id, p) for p in parts if isinstance(p, Iter))
-    return tuple(found[k] for k in sorted(found))
+                    iterators=tuple(sorted(iterators, key=lambda it: it.id)))
 
 
 def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: str,
@@ -629,8 +606,7 @@ def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
         hint = dropped if ra.basis and rb.basis else \
             "an unlabelled axis never fuses with a labelled one; label both axes"
     return S.error(reason, ra.origin, label=name, sizes=(ra.value, rb.value), hint=hint,
-                   origins=tuple(f"{x}: from {r.origin.describe() if r.origin else 'the spec'}"
-                                 for x, r in zip(shown, (ra, rb), strict=True)))
+                   origins=(ra.came_from(shown[0]), rb.came_from(shown[1])))
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
@@ -641,7 +617,6 @@ def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
     return S.error(
         f"an unlabelled size-1 axis does not stretch onto the labelled axis {r.basis}={r.value}",
         o, label=r.basis, sizes=(1, r.value),
-        origins=(f"1: from {o.describe()}",
-                 f"{r.basis}={r.value}: from {r.origin.describe() if r.origin else 'the spec'}"),
+        origins=(f"1: from {o.describe()}", r.came_from(f"{r.basis}={r.value}")),
         hint="wrap the size-1 operand in G.stretch(...) to broadcast it to its use (OCANNL's "
              "bcast_if_1), or give both axes the same label and size")

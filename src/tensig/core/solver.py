@@ -108,6 +108,10 @@ class DimVar:
         r = self.root()
         return f"DimVar({self.name or '$' + str(self.id)}={r.value})"
 
+    def came_from(self, shown: object) -> str:
+        """One side of a conflict for an error's origins: ``"3: from operand 0, ..."``."""
+        return f"{shown}: from {self.origin.describe() if self.origin else 'the spec'}"
+
 
 class RowNode:
     """A row variable; ``value`` is the :class:`SRow` it was bound to, or ``None``.
@@ -192,10 +196,9 @@ class AffineRel(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
 
-    def linked(self) -> tuple[DimVar, ...]:
-        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
-        # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
-        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
+    # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
+    # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
+    linked = watched
 
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
@@ -267,8 +270,7 @@ class ConcatSum(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
 
-    def linked(self) -> tuple[DimVar, ...]:
-        return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
+    linked = watched  # a concatenated axis has its components' basis
 
     def propagate(self, solver: Solver) -> None:
         vals = [p if isinstance(p, int) else _val(p) for p in self.parts]
@@ -475,8 +477,7 @@ class Solver:
             raise self.error(
                 f"size mismatch for {what}: {r.value} vs {value}", origin, label=name,
                 sizes=(r.value, value),
-                origins=(f"{r.value}: from {r.origin.describe() if r.origin else 'the spec'}",
-                         f"{value}: from {origin.describe()} ({how})"))
+                origins=(r.came_from(r.value), f"{value}: from {origin.describe()} ({how})"))
 
     def union(self, a: DimVar, b: DimVar, origin: Origin, *, strict_basis: bool = False) -> None:
         """``a`` and ``b`` are the same axis: same size, same basis."""
@@ -491,8 +492,7 @@ class Solver:
             raise self.error(
                 f"size mismatch for {what}: {ra.value} vs {rb.value}", origin, label=name,
                 sizes=(ra.value, rb.value),
-                origins=(f"{ra.value}: from {ra.origin.describe() if ra.origin else 'the spec'}",
-                         f"{rb.value}: from {rb.origin.describe() if rb.origin else 'the spec'}"))
+                origins=(ra.came_from(ra.value), rb.came_from(rb.value)))
         basis = self._merge_basis(ra, rb, origin, strict_basis)
         # Union by watcher count keeps merging linear overall.
         if len(ra.watchers) < len(rb.watchers):
@@ -516,8 +516,7 @@ class Solver:
             raise self.error(
                 f"basis mismatch{' for label ' + repr(name) if name else ''}: "
                 f"{shown[0]} vs {shown[1]}", origin, label=name,
-                origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
-                              for b, r in zip(shown, (ra, rb), strict=True)),
+                origins=(ra.came_from(shown[0]), rb.came_from(shown[1])),
                 hint="an unlabelled axis never fuses with a labelled one; label both axes"
                 if strict else None)
         return ra.basis if ra.basis is not None else rb.basis
@@ -549,8 +548,7 @@ class Solver:
                     raise self.error(
                         f"basis mismatch across {_relation(c)}: {b1} vs {b2}", c.origin,
                         label=r1.name or r2.name,
-                        origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
-                                      for b, r in ((b1, r1), (b2, r2))),
+                        origins=(r1.came_from(b1), r2.came_from(b2)),
                         hint="a concatenation or affine axis keeps one basis; relabel one side")
                 if named:
                     basis = next(iter(named))

@@ -17,6 +17,7 @@ parses back equal.  This module holds the values only; reading text is the parse
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ __all__ = [
     "ShapeSpec",
     "Span",
     "Spec",
+    "axis_labels",
     "is_multichar",
 ]
 
@@ -256,30 +258,19 @@ class Spec:
     @property
     def labels(self) -> frozenset[str]:
         """Every dimension label (including affine and concat components)."""
-        return frozenset(_axis_labels_of(self.shapes()))
+        return frozenset(n for a in _axes(self.shapes()) for n in axis_labels(a))
 
     @property
     def row_vars(self) -> frozenset[str]:
         """Every named row variable (``..v..``); the reserved ``...`` are not listed."""
-        return frozenset(
-            row.var.name
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            if row.var is not None and row.var.name is not None
-        )
+        return frozenset(row.var.name for shape in self.shapes() for _, row in shape.rows()
+                         if row.var is not None and row.var.name is not None)
 
     @property
     def params(self) -> frozenset[str]:
         """Identifiers used as strides or dilations (resolved from ``params=``)."""
-        return frozenset(
-            c
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            for a in row.axes
-            if isinstance(a, Affine)
-            for c in (a.stride, a.dilation)
-            if isinstance(c, str)
-        )
+        return frozenset(c for a in _axes(self.shapes()) if isinstance(a, Affine)
+                         for c in (a.stride, a.dilation) if isinstance(c, str))
 
     def __str__(self) -> str:
         multichar = self.multichar
@@ -290,35 +281,27 @@ class Spec:
         return text
 
 
-def _axis_labels_of(shapes: tuple[ShapeSpec, ...]) -> list[str]:
-    names: list[str] = []
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Label):
-                    names.append(a.name)
-                elif isinstance(a, Affine):
-                    names.append(a.over)
-                    if a.kernel is not None:
-                        names.append(a.kernel)
-                elif isinstance(a, Concat | Merge):
-                    names += [p for p in a.parts if isinstance(p, str)]
-    return names
+def _axes(shapes: tuple[ShapeSpec, ...]) -> Iterator[Axis]:
+    return (a for shape in shapes for _, row in shape.rows() for a in row.axes)
+
+
+def axis_labels(a: Axis) -> tuple[str, ...]:
+    """The labels one axis names: an affine axis's iterator and kernel, a concatenation's or a
+    merge's named parts."""
+    if isinstance(a, Label):
+        return (a.name,)
+    if isinstance(a, Affine):
+        return (a.over,) if a.kernel is None else (a.over, a.kernel)
+    if isinstance(a, Concat | Merge):
+        return tuple(p for p in a.parts if isinstance(p, str))
+    return ()
 
 
 def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Affine | Concat):
-                    return True
-                if isinstance(a, Label) and len(a.name) != 1:
-                    return True
-                if isinstance(a, Merge) and any(len(str(p)) != 1 for p in a.parts):
-                    return True
-                if isinstance(a, Fixed) and a.index > 9:
-                    return True
-    return False
+    return any(isinstance(a, Affine | Concat)
+               or (isinstance(a, Label) and len(a.name) != 1)
+               or (isinstance(a, Merge) and any(len(str(p)) != 1 for p in a.parts))
+               or (isinstance(a, Fixed) and a.index > 9) for a in _axes(shapes))
 
 
 # --------------------------------------------------------------------------------------------
