@@ -16,17 +16,6 @@ script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
 The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
 sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
-Axis kinds (all frozen dataclasses with structural equality; source spans are kept for error
-carets but do not take part in equality):
-
-- :class:`Label` -- a dimension variable, shared by every occurrence in the spec;
-- :class:`Placeholder` -- ``_``, aligns axes but is not a variable (two ``_`` do not unify);
-- :class:`Fixed` -- an integer: slices an operand, places into the result;
-- :class:`Affine` -- ``stride*over+dilation*kernel`` with ``=+`` (padded), ``<+`` (valid) or
-  ``+`` (padding from ``use_padding=``); ``2*o+1`` is the offset form, ``2*o`` a pure stride;
-- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes;
-- :class:`Merge` -- ``(h, e)`` (single-char ``(he)``): labels merged row-major, a reshape.
-
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
 'ij; jk => ik'

@@ -105,16 +105,12 @@ class ShapeIndex(Frozen):
     _hash: int
     _nvars: int
 
-    def __init__(self, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()):
+    def __new__(cls, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()) -> ShapeIndex:
         if isinstance(items, str):
-            flat = list(ShapeIndex.parse(items)._items)
-        else:
-            flat = []
-            _flatten(items, flat)
-        t = tuple(flat)
-        _setattr(self, "_items", t)
-        _setattr(self, "_hash", hash(t))
-        _setattr(self, "_nvars", sum(1 for x in t if type(x) is ShapeVar))
+            return cls.parse(items)
+        flat: list[ShapeItem] = []
+        _flatten(items, flat)
+        return _shape_index(tuple(flat))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ShapeIndex, (list(self._items),))
