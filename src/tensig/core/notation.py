@@ -414,50 +414,26 @@ class _Parser:
         return out
 
     def row_items_multichar(self, start: int, end: int) -> list[Axis | RowVar]:
-        toks = self.tokens(start, end)
+        """Commas separate axes; a row variable is self-delimiting, the rest of a group is one
+        axis."""
         items: list[Axis | RowVar] = []
-        group: list[tuple[str, str, int, int]] = []
-
-        def flush() -> None:
-            if group:
-                items.extend(self.group(group))
-                group.clear()
-
-        prev_comma: int | None = None
-        for tok in toks:
-            if tok[0] == "op" and tok[1] == ",":
-                if not group and prev_comma is not None:
-                    self.fail(tok[2], "an empty axis between two commas")
-                flush()
-                prev_comma = tok[2]
-            else:
-                group.append(tok)
-                prev_comma = None
-        flush()
-        return items
-
-    def group(self, toks: list[tuple[str, str, int, int]]) -> list[Axis | RowVar]:
-        """One comma-delimited group: row variables are self-delimiting, the rest is one axis."""
-        out: list[Axis | RowVar] = []
         run: list[tuple[str, str, int, int]] = []
-        for tok in toks:
-            if tok[0] == "var":
+        prev = ("", "", 0, 0)
+        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
+            comma = tok[:2] == ("op", ",")
+            if comma and prev[:2] == ("op", ","):
+                self.fail(tok[2], "an empty axis between two commas")
+            if comma or tok[0] in ("var", "end"):
                 if run:
-                    out.append(self.axis(run))
+                    items.append(self.axis(run))
                     run = []
-                name = tok[1]
-                out.append(RowVar(None if name == "..." else name[2:-2], (tok[2], tok[3])))
+                if tok[0] == "var":
+                    name = None if tok[1] == "..." else tok[1][2:-2]
+                    items.append(RowVar(name, (tok[2], tok[3])))
             else:
                 run.append(tok)
-        if run:
-            out.append(self.axis(run))
-        return out
-
-    def whitespace_hint(self) -> str:
-        """The spec with commas between whitespace-separated axes."""
-        text = self.text
-        fixed = re.sub(r"(?<=[\w.])[ \t]+(?=[\w.])", ", ", text)
-        return f"separate axes with commas: {fixed}"
+            prev = tok
+        return items
 
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
@@ -470,8 +446,9 @@ class _Parser:
         # Two atoms in a row without an operator: whitespace used as a separator.
         for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":
+                fixed = re.sub(r"(?<=[\w.])[ \t]+(?=[\w.])", ", ", self.text)
                 self.fail(b[2], "whitespace does not separate axes in multichar mode",
-                          hint=self.whitespace_hint(), end=b[3])
+                          hint=f"separate axes with commas: {fixed}", end=b[3])
         ops = {t[1] for t in toks if t[0] == "op"}
         if "^" in ops:
             return self.concat(toks, span)
