@@ -314,12 +314,9 @@ class ShapeGraph:
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
-                if k == "batch" and r.var is not None and r.var.closes:
-                    # only a stretched value's batch row closes to its uses (a parameter has
-                    # none): a use whose spec leaves it free needs no batch axes of it
-                    S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
-                    r = S.resolve(t.rows[k])
-                if r.var is not None and r.var.closes:
+                # only a stretched value's batch row closes to its uses (a parameter has none):
+                # a use whose spec leaves it free needs no batch axes of it
+                if r.var is not None and r.var.closes and k != "batch":
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
@@ -594,19 +591,15 @@ def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
                "that dropped it) meets its neighbour: keep the axis (a kept cell, '=> b, t|0') "
                "or reduce the one you meant")
     if ra.value != rb.value:
-        name = ra.name or rb.name
-        shown = [str(ra.value), str(rb.value)]
-        reason = (f"size mismatch for {f'label {name!r}' if name else 'an axis'}: "
-                  f"{shown[0]} vs {shown[1]} {aligned}")
-        hint = f"{dropped}; only an unlabelled size-1 axis stretches"
-    else:
-        name = ra.basis or rb.basis
-        shown = [r.basis or "no label" for r in (ra, rb)]
-        reason = f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}"
-        hint = dropped if ra.basis and rb.basis else \
-            "an unlabelled axis never fuses with a labelled one; label both axes"
-    return S.error(reason, ra.origin, label=name, sizes=(ra.value, rb.value), hint=hint,
-                   origins=(ra.came_from(shown[0]), rb.came_from(shown[1])))
+        return S.mismatch(ra.name or rb.name, ra.value, rb.value, ra.origin,
+                          (ra.came_from(ra.value), rb.came_from(rb.value)), f" {aligned}",
+                          f"{dropped}; only an unlabelled size-1 axis stretches")
+    shown = [r.basis or "no label" for r in (ra, rb)]
+    return S.error(f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}", ra.origin,
+                   label=ra.basis or rb.basis, sizes=(ra.value, rb.value),
+                   origins=(ra.came_from(shown[0]), rb.came_from(shown[1])),
+                   hint=dropped if ra.basis and rb.basis else
+                   "an unlabelled axis never fuses with a labelled one; label both axes")
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:

@@ -472,12 +472,17 @@ class Solver:
             self._wake(r)
             return
         if r.value != value:
-            name = r.name or var.name
-            what = f"label {name!r}" if name else "an axis"
-            raise self.error(
-                f"size mismatch for {what}: {r.value} vs {value}", origin, label=name,
-                sizes=(r.value, value),
-                origins=(r.came_from(r.value), f"{value}: from {origin.describe()} ({how})"))
+            given = f"{value}: from {origin.describe()} ({how})"
+            raise self.mismatch(r.name or var.name, r.value, value, origin,
+                                (r.came_from(r.value), given))
+
+    def mismatch(self, name: str | None, a: Size | None, b: Size | None, origin: Origin | None,
+                 origins: tuple[str, ...], detail: str = "", hint: str | None = None
+                 ) -> ShapeError:
+        """The one wording of two sizes that must agree: ``size mismatch for label 'n': 3 vs 4``."""
+        what = f"label {name!r}" if name else "an axis"
+        return self.error(f"size mismatch for {what}: {a} vs {b}{detail}", origin, label=name,
+                          sizes=(a, b), origins=origins, hint=hint)
 
     def union(self, a: DimVar, b: DimVar, origin: Origin, *, strict_basis: bool = False) -> None:
         """``a`` and ``b`` are the same axis: same size, same basis."""
@@ -486,13 +491,10 @@ class Solver:
             return
         name = ra.name or rb.name
         if ra.value is not None and rb.value is not None and ra.value != rb.value:
-            what = f"label {name!r}" if name else "an axis"
             if a.span is not None or b.span is not None:
                 origin = replace(origin, span=a.span or b.span)
-            raise self.error(
-                f"size mismatch for {what}: {ra.value} vs {rb.value}", origin, label=name,
-                sizes=(ra.value, rb.value),
-                origins=(ra.came_from(ra.value), rb.came_from(rb.value)))
+            raise self.mismatch(name, ra.value, rb.value, origin,
+                                (ra.came_from(ra.value), rb.came_from(rb.value)))
         basis = self._merge_basis(ra, rb, origin, strict_basis)
         # Union by watcher count keeps merging linear overall.
         if len(ra.watchers) < len(rb.watchers):
