@@ -368,13 +368,9 @@ def _meet(name: str, outer: str | None, inner: str | None) -> str | None:
 
 _PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
 """The dtype a plain Python scalar stands for (``Float[float, ""]``)."""
-_KNOWN_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                 "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
-                 "complex128")
-_SIZED = {"Float16": "float16", "Float32": "float32", "Float64": "float64",
-          "BFloat16": "bfloat16", "Int8": "int8", "Int16": "int16", "Int32": "int32",
-          "Int64": "int64", "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32",
-          "UInt64": "uint64", "Complex64": "complex64", "Complex128": "complex128"}
+_SIZED = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float16",
+          "BFloat16", "Float32", "Float64", "Complex64", "Complex128")  # family: the name, lower
+_KNOWN_DTYPES = ("bool", *(name.lower() for name in _SIZED))
 
 
 class _PyTree:
@@ -430,16 +426,9 @@ else:
     """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
     Bool = _ShapedFamily("Bool", "bool")
     """``Bool[ArrayType, "B T"]``: boolean dtype."""
-    UInt = _ShapedFamily("UInt", "uint")
-    Integer = _ShapedFamily("Integer", "integer")
-    Complex = _ShapedFamily("Complex", "complex")
-    Inexact = _ShapedFamily("Inexact", "inexact")
-    Real = _ShapedFamily("Real", "real")
-    Num = _ShapedFamily("Num", "num")
-    Key = _ShapedFamily("Key", "key")
-    for _name, _dtype in _SIZED.items():
-        globals()[_name] = _ShapedFamily(_name, _dtype)  # Float32, Int8, UInt8, ...
-    del _name, _dtype
+    for _name in ("UInt", "Integer", "Complex", "Inexact", "Real", "Num", "Key", *_SIZED):
+        globals()[_name] = _ShapedFamily(_name, _name.lower())  # UInt, ..., Float32, Int8, ...
+    del _name
     PyTree = _PyTree()
 
 

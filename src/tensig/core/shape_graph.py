@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -31,6 +31,7 @@ from tensig.core.spec_instance import (
 __all__ = ["ShapeGraph", "TensorNode", "infer_logic", "logic_projections"]
 
 
+@dataclass(eq=False, slots=True)
 class TensorNode:
     """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).
 
@@ -38,15 +39,9 @@ class TensorNode:
     its unknown rows take the broadcast shape of the other operands.
     """
 
-    __slots__ = ("name", "param", "rows")
-
-    def __init__(self, name: str, rows: dict[Kind, SRow], param: bool = False):
-        self.name = name
-        self.rows = rows
-        self.param = param
-
-    def __repr__(self) -> str:
-        return f"TensorNode({self.name!r})"
+    name: str
+    rows: dict[Kind, SRow] = field(repr=False)
+    param: bool = field(default=False, repr=False)
 
 
 class ShapeGraph:
