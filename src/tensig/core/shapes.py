@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from tensig.core.dim_syntax import split_items
 from tensig.core.dims import Dim, parse_at
 from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.core.lexical import join_rows
 from tensig.core.notation import KINDS, Kind, Label, Placeholder, parse_shape_spec, row_spans
 
 __all__ = ["MEMORY_ORDER", "Shape", "Size", "as_shape", "normalize_size"]
@@ -253,12 +254,7 @@ class Shape:
 
         if self.rank == 0:
             return "()"
-        out = row(2)
-        if self.input:
-            out = f"{row(1)}->{out}"
-        if self.batch:
-            out = f"{row(0)}|{out}"
-        return out
+        return join_rows(row(0) if self.batch else None, row(1) if self.input else None, row(2))
 
     def __repr__(self) -> str:
         return f"Shape({str(self)!r})"

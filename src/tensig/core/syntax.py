@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tensig.core.dims import Dim
-from tensig.core.lexical import Kind, Span
+from tensig.core.lexical import Kind, Span, join_rows
 
 __all__ = [
     "KINDS",
@@ -221,15 +221,9 @@ class ShapeSpec:
         return (("batch", self.batch), ("input", self.input), ("output", self.output))
 
     def render(self, multichar: bool) -> str:
-        out = self.output.render(multichar)
-        if self.batch.is_context_ellipsis and self.input.is_context_ellipsis:
-            return out
-        if self.input.is_context_ellipsis:
-            return f"{self.batch.render(multichar)}|{out}"
-        inp = f"{self.input.render(multichar)}->{out}"
-        if self.batch.is_context_ellipsis:
-            return inp
-        return f"{self.batch.render(multichar)}|{inp}"
+        batch, inp = (None if r.is_context_ellipsis else r.render(multichar)
+                      for r in (self.batch, self.input))
+        return join_rows(batch, inp, self.output.render(multichar))
 
     def __str__(self) -> str:
         return self.render(_needs_multichar((self,)))
@@ -477,15 +471,9 @@ class AnnotationShape:
         return frozenset(out)
 
     def __str__(self) -> str:
-        def render(row: tuple[Item, ...]) -> str:
-            return ", ".join(_render_item(x) for x in row)
-
-        out = render(self.output)
-        if self.input:
-            out = f"{render(self.input)}->{out}"
-        if self.batch:
-            out = f"{render(self.batch)}|{out}"
-        return out
+        batch, inp, out = (", ".join(map(_render_item, row)) for row in
+                           (self.batch, self.input, self.output))
+        return join_rows(batch if self.batch else None, inp if self.input else None, out)
 
 
 def _ordered_symbols(item: Dim, text: str) -> list[str]:
