@@ -124,14 +124,11 @@ class Parser:
         value = self.term()
         while True:
             op = self.tokens[self.i]
-            if op[1] == "+":
-                self.i += 1
-                value = self.apply(op, operator.add, value, self.term())
-            elif op[1] == "-":
-                self.i += 1
-                value = self.apply(op, operator.sub, value, self.term())
-            else:
+            if op[1] not in ("+", "-"):
                 return value
+            self.i += 1
+            value = self.apply(op, operator.add if op[1] == "+" else operator.sub, value,
+                               self.term())
 
     def term(self) -> Any:
         value = self.unary()

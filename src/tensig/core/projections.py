@@ -153,12 +153,8 @@ def _assemble(rows: list[dict[str, Labels]]) -> list[Labels]:
 
 
 def _pointwise(shapes: Sequence[Shape]) -> list[Labels]:
-    rows: list[dict[str, Labels]] = [{} for _ in shapes]
-    for kind in MEMORY_ORDER:
-        per = _row_labels(kind, [_ints(s, kind) for s in shapes], "p")
-        for r, labels in zip(rows, per, strict=True):
-            r[kind] = labels
-    return _assemble(rows)
+    per = [_row_labels(kind, [_ints(s, kind) for s in shapes], "p") for kind in MEMORY_ORDER]
+    return [[label for row in rows for label in row] for rows in zip(*per, strict=True)]
 
 
 def _compose(result: Shape, args: list[Shape]) -> list[Labels]:

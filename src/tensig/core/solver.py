@@ -659,12 +659,15 @@ class Solver:
         """
         bound = [r.var for r in (a, b) if r.var is not None and r.var.value is not None]
         a, b = self.resolve(a), self.resolve(b)
-        u = self.union
+
+        def same(xs: tuple[DimVar, ...], ys: tuple[DimVar, ...]) -> None:
+            for x, y in zip(xs, ys, strict=True):
+                self.union(x, y, origin, strict_basis=strict_basis)
+
         if a.var is None and b.var is None:
             if len(a.right) != len(b.right):
                 raise self._rank_error(a, b, origin, describe, bound)
-            for x, y in zip(a.right, b.right, strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
+            same(a.right, b.right)
             return
         if a.var is None:
             a, b = b, a
@@ -675,21 +678,15 @@ class Solver:
             if len(b.right) < need:
                 raise self._rank_error(a, b, origin, describe, bound)
             axes = b.right
-            for x, y in zip(a.left, axes[:len(a.left)], strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
-            for x, y in zip(a.right, axes[len(axes) - len(a.right):], strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
+            same(a.left + a.right, axes[:len(a.left)] + axes[len(axes) - len(a.right):])
             assert a.var is not None
             self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
                           origin)
             return
         # Both open: unify the common prefix and suffix, then complete the middle.
         n = min(len(a.left), len(b.left))
-        for x, y in zip(a.left[:n], b.left[:n], strict=True):
-            u(x, y, origin, strict_basis=strict_basis)
         m = min(len(a.right), len(b.right))
-        for x, y in zip(a.right[len(a.right) - m:], b.right[len(b.right) - m:], strict=True):
-            u(x, y, origin, strict_basis=strict_basis)
+        same(a.left[:n] + a.right[len(a.right) - m:], b.left[:n] + b.right[len(b.right) - m:])
         la, lb = a.left[n:], b.left[n:]
         ra, rb = a.right[:len(a.right) - m], b.right[:len(b.right) - m]
         va, vb = a.var, b.var
