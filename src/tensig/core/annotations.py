@@ -16,27 +16,12 @@ read the marker.  jaxtyping's own annotation objects are read too (:func:`signat
 >>> parse_annotation("batch n_embd").output
 (Dim('batch'), Dim('n_embd'))
 
-Syntax: jaxtyping's, extended with the notation's rows, row variables and size expressions.
-
-- **axes** are separated by whitespace or commas: ``"b t d"``, ``"b, t, d"`` and
-  ``"batch n_embd"`` (two axes) read as jaxtyping reads them; a word is one axis, so
-  ``"BTd"`` is *one* axis named ``BTd``.  Whitespace next to an operator does not separate:
-  ``"T + 1, d"`` and ``"(T + 1) // 2"`` are one expression each.
-- each axis is a name, an integer, ``_`` (any size), or a size expression
-  (:meth:`tensig.core.dims.Dim.parse`: ``T+1``, ``2*h``, ``h*w``, ``(T+1)//2``; an expression
-  with one unknown name is *solved* for it where jaxtyping raises);
-- jaxtyping's modifiers: ``#`` broadcastable (``#4``, ``#n``: size 1 also fits, and binds
-  nothing), ``*name`` a variadic (any number of axes, the same wherever ``name`` recurs;
-  ``..name..`` is the notation's spelling of it), ``...`` and ``*_`` an anonymous variadic
-  (never bound across arguments, as in jaxtyping), ``_name`` an unchecked axis, ``name=4`` a
-  fixed size (the name is documentation), ``*#batch`` variadic axes that broadcast;
-- deferred sizes, evaluated per call: ``{n}`` and ``{self.size}`` read the call's arguments,
-  ``min(a, b)``/``max(a, b)`` the bound sizes (both as jaxtyping's f-string axes);
-- **rows**: ``batch|input->output`` as in the notation.  An omitted row is **empty** here (in an
-  einsum spec it is the context ellipsis ``...``).  Arrays without tensig row information are
-  matched in tensig's memory order: batch, output, input (see :attr:`AnnotationShape.items`).
-  At most one variadic per row.
-- ``""`` is a scalar (no axes).
+Syntax: jaxtyping's (axes separated by spaces or commas, a word one axis; ``#``, ``*name``,
+``...``, ``_name``, ``name=4`` and the deferred ``{n}``), extended with the notation's rows
+(``batch|input->output``, an omitted row empty here where a spec's is ``...``), row variables
+and size expressions (``T+1``, ``(T+1)//2``: one unknown name is *solved* for, where jaxtyping
+raises); the README's "Shape annotations" section lists it whole.  Arrays without tensig row
+information are matched in memory order: batch, output, input (:attr:`AnnotationShape.items`).
 
 Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
 mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
