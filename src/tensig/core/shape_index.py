@@ -7,6 +7,7 @@ shape index, a cell the rest.  Items are :class:`~tensig.core.dims.Dim` values a
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
@@ -220,10 +221,7 @@ class ShapeIndex(Frozen):
         """
         if self._nvars:
             raise TypeError(f"the size of {self} depends on its shape variables")
-        result = _const(1)
-        for x in self._items:
-            result = result * x
-        return result
+        return math.prod(self.dims, start=_const(1))
 
     def subs(
         self,

@@ -15,6 +15,7 @@ convention), which is what :attr:`Shape.dims` returns.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
@@ -166,10 +167,7 @@ class Shape:
 
     def numel(self) -> Size:
         """The number of elements (symbolic when a size is)."""
-        total: Size = 1
-        for s in self.dims:
-            total = total * s
-        return normalize_size(total)
+        return normalize_size(math.prod(self.dims))
 
     @classmethod
     def labelled(cls, dims: Iterable[Any], axes: str) -> Shape:

@@ -9,6 +9,7 @@ result shape, every size, the conditions and the projections the execution layer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -107,10 +108,7 @@ class Inferred:
             if name in self.dims:
                 out[name] = self.dims[name]
             elif name in self.rows:
-                total: Size = 1
-                for s in self.rows[name]:
-                    total = normalize_size(total * s)
-                out[name] = total
+                out[name] = normalize_size(math.prod(self.rows[name]))
             else:
                 known = sorted(self.dims) + sorted(f"..{r}.." for r in self.rows)
                 spec = f" in {self.spec.text!r}" if self.spec is not None else ""
@@ -254,9 +252,7 @@ class SpecInstance:
         """``(h, e)``: the axis has ``|h|*|e|`` elements; one unknown factor is the size
         divided by the others' product, which must divide it."""
         names = {f"${j}": f for j, f in enumerate(factors)}
-        expr = Dim.const(1)
-        for n in names:
-            expr = expr * Dim.symbol(n)
+        expr = math.prod(map(Dim.symbol, names), start=Dim.const(1))
         shown = a.render(True)
 
         def report(kind: str, facts: dict[str, Any]) -> ShapeError:
