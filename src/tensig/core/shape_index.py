@@ -123,11 +123,8 @@ class ShapeIndex(Frozen):
         >>> ShapeIndex.parse("[B, T+1, ..s..]") == ShapeIndex.parse("B T+1 ..s..")
         True
         """
-        start, end = 0, len(text)
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
+        start = len(text) - len(text.lstrip())
+        end = max(start, len(text.rstrip()))
         if start < end and text[start] == "[":
             if text[end - 1] != "]":
                 raise SpecSyntaxError(text, start, "unclosed '['", "add the missing ']'")

@@ -60,12 +60,8 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
 
 
 def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
-    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
-    errors pointing into the whole ``text``."""
-    while text[start].isspace():
-        start += 1
-    while text[end - 1].isspace():
-        end -= 1
+    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``; stripped,
+    as :func:`split_items` gives it), with errors pointing into the whole ``text``."""
     basis = None
     m = _BASIS.match(text, start, end)
     if m and m.group(1).isidentifier():
