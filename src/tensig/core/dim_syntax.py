@@ -206,7 +206,6 @@ class Parser:
         if kind == "end":
             self.fail(start, "unexpected end of the dimension expression")
         self.fail(start, f"expected a number, a name or '(', found {tok!r}", None, end)
-        raise AssertionError  # unreachable: fail() raises
 
 
 def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from tensig.core.dim_form import int_or_none
 from tensig.core.dim_syntax import split_items
 from tensig.core.dims import Dim, parse_at
 from tensig.core.errors import ShapeError, SpecSyntaxError
@@ -42,21 +43,18 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
     """
     if isinstance(x, bool):
         raise TypeError(f"{where}: a size cannot be a bool")
-    if isinstance(x, int):
-        value = int(x)
-    elif isinstance(x, Dim):
+    if isinstance(x, str):
+        x = Dim.parse(x)
+    if isinstance(x, Dim):
         if x.constant is None:
             return x
-        value = x.constant
-    elif isinstance(x, str):
-        return normalize_size(Dim.parse(x), where=where)
-    elif hasattr(x, "__index__") and not isinstance(x, float):
-        value = int(x.__index__())
-    else:
+        x = x.constant
+    value = int_or_none(x)
+    if value is None:
         raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
     if value < 0:
         raise ShapeError(f"{where}: a size cannot be negative ({value})")
-    return value
+    return int(value)
 
 
 def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:

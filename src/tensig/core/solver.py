@@ -141,10 +141,6 @@ class SRow:
     var: RowNode | None = None
     right: tuple[DimVar, ...] = ()
 
-    @property
-    def closed(self) -> bool:
-        return self.var is None
-
     def axes(self) -> tuple[DimVar, ...]:
         return self.left + self.right
 
@@ -637,14 +633,8 @@ class Solver:
         return SRow(left, cur, right)
 
     def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
-        if value.var is node:
-            if value.left or value.right:
-                raise self.error(
-                    f"row variable {_show_var(node)} would have to contain itself "
-                    f"plus {len(value.left) + len(value.right)} more axes", origin,
-                    label=node.name, hint="a row variable cannot be strictly longer than itself;"
-                                          " check where it is used twice")
-            return
+        """Bind an unbound ``node``; :meth:`unify_rows` has refused a row that contains it."""
+        assert value.var is not node, "a row variable bound to itself"
         node.value = value
         node.origin = origin
         if node.closes and value.var is not None and not value.left and not value.right:
