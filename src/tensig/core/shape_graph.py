@@ -95,7 +95,7 @@ class ShapeGraph:
                 raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
                                  hint="batch axes belong to data; give the parameter output and "
                                       "input axes only")
-            where = Origin(None, None, None, None, note=f"tensor {name!r} (shape {sh})")
+            where = Origin(note=f"tensor {name!r} (shape {sh})")
             rows = {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}
         node = TensorNode(name, rows, param)
         self.tensors.append(node)
@@ -132,7 +132,7 @@ class ShapeGraph:
                 rows[kind] = SRow((), RowNode(f"{name}.{kind}", closes=True), ())
             else:
                 sh = Shape(output=sizes)
-                where = Origin(None, None, None, None, note=f"parameter {name!r} {kind} {sh}")
+                where = Origin(note=f"parameter {name!r} {kind} {sh}")
                 given = SpecInstance.given(sh, "output", where)
                 rows[kind] = given
                 self._sized.extend(given.axes())
@@ -160,7 +160,7 @@ class ShapeGraph:
         A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
         result: it broadcasts into the result's rows, which it cannot widen.
         """
-        o = Origin(None, None, None, None, "input",
+        o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
         if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
@@ -287,7 +287,7 @@ class ShapeGraph:
     def tensor_equal(self, a: TensorNode, b: TensorNode) -> None:
         """``a`` and ``b`` have the same shape."""
         for k in MEMORY_ORDER:
-            o = Origin(None, None, None, None, k, note=f"{a.name!r} = {b.name!r}")
+            o = Origin(kind=k, note=f"{a.name!r} = {b.name!r}")
             self.solver.unify_rows(a.rows[k], b.rows[k], o,
                                    describe=(f"{a.name!r}", f"{b.name!r}"))
 
@@ -436,7 +436,7 @@ class _Broadcast:
                 f"gives their {self.kind} axes (or any other) a size", label=unsized[0],
                 hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
                      "{ w; o = [hid] } does, or use it where the sizes are known")
-        o = Origin(None, None, None, None, self.kind, note="no use gives these axes a size")
+        o = Origin(kind=self.kind, note="no use gives these axes a size")
         for r in rows:
             S.unify_rows(r, SRow(), o)
         S.unify_rows(self.result, SRow(), o)
@@ -462,7 +462,7 @@ class _Broadcast:
                          self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
-        o = Origin(None, None, None, None, self.kind, note="determined by a pointwise use")
+        o = Origin(kind=self.kind, note="determined by a pointwise use")
         for r in partial:
             for v, target in zip(r.right, out[len(out) - len(r.right):], strict=True):
                 if v.root().value is None:

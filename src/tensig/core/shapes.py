@@ -93,28 +93,26 @@ class Shape:
     """
 
     __slots__ = ("_bases", "_hash", "_rows")
+    _rows: tuple[tuple[Size, ...], ...]
+    _bases: tuple[tuple[str | None, ...], ...]
 
     def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),
                  output: Iterable[Any] = ()):
-        rows = []
-        bases = []
-        for kind, items in zip(KINDS, (batch, input, output), strict=True):
-            axes = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
-            rows.append(tuple(a[0] for a in axes))
-            bases.append(tuple(a[1] for a in axes))
-        self._rows: tuple[tuple[Size, ...], ...] = tuple(rows)
-        self._bases: tuple[tuple[str | None, ...], ...] = tuple(bases)
-        self._hash = hash((self._rows, self._bases))
+        self._fill({kind: [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
+                    for kind, items in zip(KINDS, (batch, input, output), strict=True)})
 
     @classmethod
     def from_rows(cls, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> Shape:
-        """Build from ``{kind: [(size, basis), ...]}`` (sizes already normalized)."""
+        """Build from ``{kind: [(size, basis), ...]}``."""
         self = cls.__new__(cls)
+        self._fill(rows)
+        return self
+
+    def _fill(self, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> None:
         axes = [tuple(rows.get(k, ())) for k in KINDS]
         self._rows = tuple(tuple(normalize_size(s) for s, _ in row) for row in axes)
         self._bases = tuple(tuple(b for _, b in row) for row in axes)
         self._hash = hash((self._rows, self._bases))
-        return self
 
     # -- rows ------------------------------------------------------------------------------
     @property
