@@ -272,9 +272,7 @@ class ShapeIndex(Frozen):
         if isinstance(other, ShapeIndex):
             return self._hash == other._hash and self._items == other._items
         if isinstance(other, tuple | list):
-            return len(self._items) == len(other) and all(
-                a == b for a, b in zip(self._items, other, strict=True)
-            )
+            return self._items == tuple(other)
         return NotImplemented
 
     def __hash__(self) -> int:
