@@ -508,11 +508,7 @@ class FunctionSignature:
     @property
     def names(self) -> tuple[str, ...]:
         """Every size name of the signature, in order of first appearance."""
-        seen: dict[str, None] = {}
-        for _, m in self.markers():
-            for name in m.shape.names:
-                seen.setdefault(name, None)
-        return tuple(seen)
+        return tuple(dict.fromkeys(name for _, m in self.markers() for name in m.shape.names))
 
 
 def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:

@@ -423,19 +423,15 @@ class AnnotationShape:
     @property
     def names(self) -> tuple[str, ...]:
         """Every size name, in the order it first appears in the text."""
-        seen: dict[str, None] = {}
-        for kind, row in self.rows():
-            spans = self.spans[KINDS.index(kind)]
-            for i, item in enumerate(row):
-                item = _plain(item)
+        seen: list[str] = []
+        for row, spans in zip((self.batch, self.input, self.output), self.spans, strict=True):
+            for i, item in enumerate(map(_plain, row)):
                 if isinstance(item, Dim):
                     text = self.text[slice(*spans[i])] if i < len(spans) else ""
-                    for name in _ordered_symbols(item, text):
-                        seen.setdefault(name, None)
+                    seen += _ordered_symbols(item, text)
                 elif isinstance(item, Deferred):
-                    for name in sorted(item.symbols):
-                        seen.setdefault(name, None)
-        return tuple(seen)
+                    seen += sorted(item.symbols)
+        return tuple(dict.fromkeys(seen))
 
     @property
     def row_variables(self) -> tuple[RowVariable, ...]:
