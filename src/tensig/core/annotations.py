@@ -16,27 +16,12 @@ read the marker.  jaxtyping's own annotation objects are read too (:func:`signat
 >>> parse_annotation("batch n_embd").output
 (Dim('batch'), Dim('n_embd'))
 
-Syntax: jaxtyping's, extended with the notation's rows, row variables and size expressions.
-
-- **axes** are separated by whitespace or commas: ``"b t d"``, ``"b, t, d"`` and
-  ``"batch n_embd"`` (two axes) read as jaxtyping reads them; a word is one axis, so
-  ``"BTd"`` is *one* axis named ``BTd``.  Whitespace next to an operator does not separate:
-  ``"T + 1, d"`` and ``"(T + 1) // 2"`` are one expression each.
-- each axis is a name, an integer, ``_`` (any size), or a size expression
-  (:meth:`tensig.core.dims.Dim.parse`: ``T+1``, ``2*h``, ``h*w``, ``(T+1)//2``; an expression
-  with one unknown name is *solved* for it where jaxtyping raises);
-- jaxtyping's modifiers: ``#`` broadcastable (``#4``, ``#n``: size 1 also fits, and binds
-  nothing), ``*name`` a variadic (any number of axes, the same wherever ``name`` recurs;
-  ``..name..`` is the notation's spelling of it), ``...`` and ``*_`` an anonymous variadic
-  (never bound across arguments, as in jaxtyping), ``_name`` an unchecked axis, ``name=4`` a
-  fixed size (the name is documentation), ``*#batch`` variadic axes that broadcast;
-- deferred sizes, evaluated per call: ``{n}`` and ``{self.size}`` read the call's arguments,
-  ``min(a, b)``/``max(a, b)`` the bound sizes (both as jaxtyping's f-string axes);
-- **rows**: ``batch|input->output`` as in the notation.  An omitted row is **empty** here (in an
-  einsum spec it is the context ellipsis ``...``).  Arrays without tensig row information are
-  matched in tensig's memory order: batch, output, input (see :attr:`AnnotationShape.items`).
-  At most one variadic per row.
-- ``""`` is a scalar (no axes).
+Syntax: jaxtyping's (axes separated by spaces or commas, a word one axis; ``#``, ``*name``,
+``...``, ``_name``, ``name=4`` and the deferred ``{n}``), extended with the notation's rows
+(``batch|input->output``, an omitted row empty here where a spec's is ``...``), row variables
+and size expressions (``T+1``, ``(T+1)//2``: one unknown name is *solved* for, where jaxtyping
+raises); the README's "Shape annotations" section lists it whole.  Arrays without tensig row
+information are matched in memory order: batch, output, input (:attr:`AnnotationShape.items`).
 
 Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
 mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
@@ -368,13 +353,9 @@ def _meet(name: str, outer: str | None, inner: str | None) -> str | None:
 
 _PYTHON_DTYPES = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
 """The dtype a plain Python scalar stands for (``Float[float, ""]``)."""
-_KNOWN_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                 "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
-                 "complex128")
-_SIZED = {"Float16": "float16", "Float32": "float32", "Float64": "float64",
-          "BFloat16": "bfloat16", "Int8": "int8", "Int16": "int16", "Int32": "int32",
-          "Int64": "int64", "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32",
-          "UInt64": "uint64", "Complex64": "complex64", "Complex128": "complex128"}
+_SIZED = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float16",
+          "BFloat16", "Float32", "Float64", "Complex64", "Complex128")  # family: the name, lower
+_KNOWN_DTYPES = ("bool", *(name.lower() for name in _SIZED))
 
 
 class _PyTree:
@@ -430,51 +411,27 @@ else:
     """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
     Bool = _ShapedFamily("Bool", "bool")
     """``Bool[ArrayType, "B T"]``: boolean dtype."""
-    UInt = _ShapedFamily("UInt", "uint")
-    Integer = _ShapedFamily("Integer", "integer")
-    Complex = _ShapedFamily("Complex", "complex")
-    Inexact = _ShapedFamily("Inexact", "inexact")
-    Real = _ShapedFamily("Real", "real")
-    Num = _ShapedFamily("Num", "num")
-    Key = _ShapedFamily("Key", "key")
-    for _name, _dtype in _SIZED.items():
-        globals()[_name] = _ShapedFamily(_name, _dtype)  # Float32, Int8, UInt8, ...
-    del _name, _dtype
+    for _name in ("UInt", "Integer", "Complex", "Inexact", "Real", "Num", "Key", *_SIZED):
+        globals()[_name] = _ShapedFamily(_name, _name.lower())  # UInt, ..., Float32, Int8, ...
+    del _name
     PyTree = _PyTree()
 
 
 
-_KIND_CACHE: dict[Any, str] = {}
+_KINDS = (("bool", "bool"), ("float", "float"), ("int", "integer"), ("complex", "complex"))
 
 
 def dtype_kind(dtype: Any) -> str:
     """Classify a numpy, torch or jax dtype: ``float``, ``int``, ``bool``, ``complex``, ``other``.
 
-    Read from the dtype's name, so numpy, ml_dtypes (jax's bfloat16, float8) and torch dtypes
-    classify alike without importing torch or jax.
+    Read from the dtype's name (the families' own tests), so numpy, ml_dtypes (jax's bfloat16,
+    float8) and torch dtypes classify alike without importing torch or jax.
 
     >>> import numpy as np
     >>> dtype_kind(np.dtype("float16")), dtype_kind(np.dtype("uint8")), dtype_kind(np.bool_)
     ('float', 'int', 'bool')
     """
-    try:
-        return _KIND_CACHE[dtype]
-    except (KeyError, TypeError):
-        pass
-    name = dtype_name(dtype)
-    if name.startswith("bool"):
-        kind = "bool"
-    elif name.startswith(("float", "bfloat", "half", "double")):
-        kind = "float"
-    elif name.startswith(("int", "uint", "long", "short")):
-        kind = "int"
-    elif name.startswith("complex"):
-        kind = "complex"
-    else:
-        kind = "other"
-    with contextlib.suppress(TypeError):  # an unhashable dtype-like object is not cached
-        _KIND_CACHE[dtype] = kind
-    return kind
+    return next((kind for kind, family in _KINDS if dtype_accepts(family, dtype)), "other")
 
 
 def dtype_name(dtype: Any) -> str:
@@ -551,11 +508,7 @@ class FunctionSignature:
     @property
     def names(self) -> tuple[str, ...]:
         """Every size name of the signature, in order of first appearance."""
-        seen: dict[str, None] = {}
-        for _, m in self.markers():
-            for name in m.shape.names:
-                seen.setdefault(name, None)
-        return tuple(seen)
+        return tuple(dict.fromkeys(name for _, m in self.markers() for name in m.shape.names))
 
 
 def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:

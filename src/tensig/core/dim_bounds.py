@@ -139,9 +139,6 @@ def bounds(p: Form) -> tuple[int | None, int | None]:
 def sign_decide(d: Form, strict: bool) -> bool | None:
     """Whether ``d > 0`` (``strict``) or ``d >= 0`` for all positive sizes; ``None``: depends."""
     need = 1 if strict else 0
-    c = d._const
-    if c is not None:
-        return c >= need
     lo, hi = bounds(d)
     if lo is not None and lo >= need:
         return True
@@ -151,8 +148,5 @@ def sign_decide(d: Form, strict: bool) -> bool | None:
 
 
 def provably_nonzero(d: Form) -> bool:
-    c = d._const
-    if c is not None:
-        return c != 0
     lo, hi = bounds(d)
     return (lo is not None and lo > 0) or (hi is not None and hi < 0)

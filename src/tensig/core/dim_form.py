@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
+from functools import partialmethod
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
@@ -229,17 +230,10 @@ class _DivAtom(Frozen):
             return cmp(self._key, other._key)
         return NotImplemented
 
-    def __lt__(self, other: object) -> bool:
-        return self._order(other, operator.lt)
-
-    def __le__(self, other: object) -> bool:
-        return self._order(other, operator.le)
-
-    def __gt__(self, other: object) -> bool:
-        return self._order(other, operator.gt)
-
-    def __ge__(self, other: object) -> bool:
-        return self._order(other, operator.ge)
+    __lt__ = partialmethod(_order, cmp=operator.lt)
+    __le__ = partialmethod(_order, cmp=operator.le)
+    __gt__ = partialmethod(_order, cmp=operator.gt)
+    __ge__ = partialmethod(_order, cmp=operator.ge)
 
     def __str__(self) -> str:
         num = str(self.numerator)

@@ -69,16 +69,12 @@ def _tokenize(text: str) -> list[_Token]:
 
 
 class Algebra(Protocol):
-    """What the parser needs of the values it builds (:class:`~tensig.core.dims.Dim` gives
-    it); ``+ - * **`` are the values' own operators."""
+    """What the parser needs of the type of the values it builds (:class:`~tensig.core.dims.Dim`
+    gives it): two constructors; ``+ - * ** divmod`` and ``.constant`` are the values' own."""
 
     def const(self, n: int) -> Any: ...
 
-    def name(self, name: str) -> Any: ...
-
-    def divmod(self, value: Any, k: int) -> tuple[Any, Any]: ...
-
-    def constant(self, value: Any) -> int | None: ...
+    def symbol(self, name: str) -> Any: ...
 
 
 class Parser:
@@ -128,14 +124,11 @@ class Parser:
         value = self.term()
         while True:
             op = self.tokens[self.i]
-            if op[1] == "+":
-                self.i += 1
-                value = self.apply(op, operator.add, value, self.term())
-            elif op[1] == "-":
-                self.i += 1
-                value = self.apply(op, operator.sub, value, self.term())
-            else:
+            if op[1] not in ("+", "-"):
                 return value
+            self.i += 1
+            value = self.apply(op, operator.add if op[1] == "+" else operator.sub, value,
+                               self.term())
 
     def term(self) -> Any:
         value = self.unary()
@@ -150,12 +143,12 @@ class Parser:
                 start = self.tokens[self.i][2]
                 divisor = self.unary()
                 end = self.tokens[self.i - 1][3]
-                k = self.algebra.constant(divisor)
+                k = divisor.constant
                 if k is None:
                     self.fail(start, f"the divisor of {tok} must be a constant", None, end)
                 elif k <= 0:
                     self.fail(start, f"the divisor of {tok} must be positive", None, end)
-                quotient, remainder = self.algebra.divmod(value, k)
+                quotient, remainder = divmod(value, k)
                 value = quotient if tok == "//" else remainder
             else:
                 return value
@@ -185,7 +178,7 @@ class Parser:
         self.i += 1
         start = self.tokens[self.i][2]
         exponent = self.unary()
-        e = self.algebra.constant(exponent)
+        e = exponent.constant
         if e is None or e < 0:
             self.fail(
                 start,
@@ -202,7 +195,7 @@ class Parser:
             return self.algebra.const(int(tok))
         if kind == "name":
             self.i += 1
-            return self.algebra.name(tok)
+            return self.algebra.symbol(tok)
         if tok == "(":
             self.i += 1
             value = self.expr()
@@ -213,7 +206,6 @@ class Parser:
         if kind == "end":
             self.fail(start, "unexpected end of the dimension expression")
         self.fail(start, f"expected a number, a name or '(', found {tok!r}", None, end)
-        raise AssertionError  # unreachable: fail() raises
 
 
 def split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:

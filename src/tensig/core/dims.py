@@ -197,24 +197,9 @@ def _compare(a: Dim, other: object, op: str) -> bool:
     return decided
 
 
-class _DimAlgebra:
-    """How the grammar (:mod:`tensig.core.dim_syntax`) builds a :class:`Dim`."""
-
-    const = staticmethod(_const)
-    name = staticmethod(_atom_dim)
-    divmod = staticmethod(_divmod)
-
-    @staticmethod
-    def constant(value: Dim) -> int | None:
-        return value._const
-
-
-_DIM_ALGEBRA = _DimAlgebra()
-
-
 @functools.lru_cache(maxsize=4096)
 def _parse(text: str) -> Dim:
-    return Parser(text, _DIM_ALGEBRA).parse()
+    return Parser(text, Dim).parse()
 
 
 def parse_at(text: str, start: int, end: int) -> Dim:
@@ -405,17 +390,10 @@ class Dim(Form):
             return NotImplemented
         return self._const == n
 
-    def __lt__(self, other: object) -> bool:
-        return _compare(self, other, "<")
-
-    def __le__(self, other: object) -> bool:
-        return _compare(self, other, "<=")
-
-    def __gt__(self, other: object) -> bool:
-        return _compare(self, other, ">")
-
-    def __ge__(self, other: object) -> bool:
-        return _compare(self, other, ">=")
+    __lt__ = functools.partialmethod(_compare, op="<")
+    __le__ = functools.partialmethod(_compare, op="<=")
+    __gt__ = functools.partialmethod(_compare, op=">")
+    __ge__ = functools.partialmethod(_compare, op=">=")
 
     # -- arithmetic ---------------------------------------------------------------------------
     def __add__(self, other: object) -> Dim:

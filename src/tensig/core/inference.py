@@ -91,7 +91,16 @@ def infer(
         key, hit = None, None
     if hit is not None:
         return hit
-    answer = _infer_checked(spec, operands, op, params, use_padding, result, sizes)
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a str, not {type(spec).__name__}")
+    shapes = tuple(as_shape(x, where=f"operand {i}") for i, x in enumerate(operands))
+    res = None if result is None else as_shape(result, where="result")
+    key_params = freeze_params(params)
+    key_sizes = None if sizes is None else tuple(
+        (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in sizes.items())
+    if use_padding is not None and not isinstance(use_padding, bool):
+        raise TypeError(f"use_padding must be True, False or None, not {use_padding!r}")
+    answer = _infer_cached(spec, shapes, op, key_params, use_padding, res, key_sizes)
     if key is not None:
         if len(_FAST) >= _FAST_MAX:
             _FAST.clear()
@@ -113,21 +122,6 @@ def _raw_key(x: Any) -> Any:
         return shape
     shape = x.shape
     return shape if type(shape) is tuple else tuple(shape)
-
-
-def _infer_checked(spec: Any, operands: tuple[Any, ...], op: str | None,
-                   params: Mapping[str, int] | None, use_padding: bool | None, result: Any,
-                   sizes: Mapping[str, Any] | None) -> Inferred:
-    if not isinstance(spec, str):
-        raise TypeError(f"spec must be a str, not {type(spec).__name__}")
-    shapes = tuple(as_shape(x, where=f"operand {i}") for i, x in enumerate(operands))
-    res = None if result is None else as_shape(result, where="result")
-    key_params = freeze_params(params)
-    key_sizes = None if sizes is None else tuple(
-        (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in sizes.items())
-    if use_padding is not None and not isinstance(use_padding, bool):
-        raise TypeError(f"use_padding must be True, False or None, not {use_padding!r}")
-    return _infer_cached(spec, shapes, op, key_params, use_padding, res, key_sizes)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -34,6 +34,7 @@ __all__ = [
     "is_digit",
     "is_name_char",
     "is_name_start",
+    "join_rows",
     "row_spans",
     "unexpected_character",
 ]
@@ -133,3 +134,9 @@ def row_spans(text: str, start: int, end: int, what: str,
         pos = arrows[0] + 2
     spans["output"] = (pos, end)
     return spans
+
+
+def join_rows(batch: str | None, input: str | None, output: str) -> str:
+    """The inverse of :func:`row_spans`: ``batch|input->output``, a ``None`` row left out."""
+    text = output if input is None else f"{input}->{output}"
+    return text if batch is None else f"{batch}|{text}"

@@ -16,17 +16,6 @@ script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
 The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
 sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
-Axis kinds (all frozen dataclasses with structural equality; source spans are kept for error
-carets but do not take part in equality):
-
-- :class:`Label` -- a dimension variable, shared by every occurrence in the spec;
-- :class:`Placeholder` -- ``_``, aligns axes but is not a variable (two ``_`` do not unify);
-- :class:`Fixed` -- an integer: slices an operand, places into the result;
-- :class:`Affine` -- ``stride*over+dilation*kernel`` with ``=+`` (padded), ``<+`` (valid) or
-  ``+`` (padding from ``use_padding=``); ``2*o+1`` is the offset form, ``2*o`` a pure stride;
-- :class:`Concat` -- ``a^b^3``: components are labels or integer sizes;
-- :class:`Merge` -- ``(h, e)`` (single-char ``(he)``): labels merged row-major, a reshape.
-
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
 'ij; jk => ik'
@@ -77,8 +66,8 @@ from tensig.core.syntax import (
     ShapeSpec,
     Span,
     Spec,
-    _axis_labels_of,
     _plain,
+    axis_labels,
     is_multichar,
 )
 
@@ -312,6 +301,13 @@ class _Parser:
                       end=min(end, max(j, i + 2)))
         return None
 
+    def written_row_var(self, i: int, end: int) -> tuple[RowVar, int]:
+        """The row variable a spec's ``.`` at ``i`` must start."""
+        found = self.row_var_at(i, end)
+        if found is None:
+            self.fail(i, "a lone '.': row variables are '...' or '..name..'")
+        return found
+
     def row_items_single(self, start: int, end: int) -> list[Axis | RowVar]:
         text = self.text
         items: list[Axis | RowVar] = []
@@ -321,12 +317,8 @@ class _Parser:
             if c.isspace():
                 i += 1
             elif c == ".":
-                found = self.row_var_at(i, end)
-                if found is None:
-                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                assert found is not None
-                items.append(found[0])
-                i = found[1]
+                var, i = self.written_row_var(i, end)
+                items.append(var)
             elif c == "_":
                 items.append(Placeholder((i, i + 1)))
                 i += 1
@@ -390,12 +382,9 @@ class _Parser:
                 i += 1
                 continue
             if c == ".":
-                found = self.row_var_at(i, end)
-                if found is None:
-                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                assert found is not None
-                out.append(("var", text[i:found[1]], i, found[1]))
-                i = found[1]
+                _, j = self.written_row_var(i, end)
+                out.append(("var", text[i:j], i, j))
+                i = j
             elif is_digit(c):
                 j = digits_end(text, i, end)
                 if j < end and is_name_start(text[j]):
@@ -425,50 +414,26 @@ class _Parser:
         return out
 
     def row_items_multichar(self, start: int, end: int) -> list[Axis | RowVar]:
-        toks = self.tokens(start, end)
+        """Commas separate axes; a row variable is self-delimiting, the rest of a group is one
+        axis."""
         items: list[Axis | RowVar] = []
-        group: list[tuple[str, str, int, int]] = []
-
-        def flush() -> None:
-            if group:
-                items.extend(self.group(group))
-                group.clear()
-
-        prev_comma: int | None = None
-        for tok in toks:
-            if tok[0] == "op" and tok[1] == ",":
-                if not group and prev_comma is not None:
-                    self.fail(tok[2], "an empty axis between two commas")
-                flush()
-                prev_comma = tok[2]
-            else:
-                group.append(tok)
-                prev_comma = None
-        flush()
-        return items
-
-    def group(self, toks: list[tuple[str, str, int, int]]) -> list[Axis | RowVar]:
-        """One comma-delimited group: row variables are self-delimiting, the rest is one axis."""
-        out: list[Axis | RowVar] = []
         run: list[tuple[str, str, int, int]] = []
-        for tok in toks:
-            if tok[0] == "var":
+        prev = ("", "", 0, 0)
+        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
+            comma = tok[:2] == ("op", ",")
+            if comma and prev[:2] == ("op", ","):
+                self.fail(tok[2], "an empty axis between two commas")
+            if comma or tok[0] in ("var", "end"):
                 if run:
-                    out.append(self.axis(run))
+                    items.append(self.axis(run))
                     run = []
-                name = tok[1]
-                out.append(RowVar(None if name == "..." else name[2:-2], (tok[2], tok[3])))
+                if tok[0] == "var":
+                    name = None if tok[1] == "..." else tok[1][2:-2]
+                    items.append(RowVar(name, (tok[2], tok[3])))
             else:
                 run.append(tok)
-        if run:
-            out.append(self.axis(run))
-        return out
-
-    def whitespace_hint(self) -> str:
-        """The spec with commas between whitespace-separated axes."""
-        text = self.text
-        fixed = re.sub(r"(?<=[\w.])[ \t]+(?=[\w.])", ", ", text)
-        return f"separate axes with commas: {fixed}"
+            prev = tok
+        return items
 
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
@@ -481,8 +446,9 @@ class _Parser:
         # Two atoms in a row without an operator: whitespace used as a separator.
         for a, b in itertools.pairwise(toks):
             if a[0] != "op" and b[0] != "op":
+                fixed = re.sub(r"(?<=[\w.])[ \t]+(?=[\w.])", ", ", self.text)
                 self.fail(b[2], "whitespace does not separate axes in multichar mode",
-                          hint=self.whitespace_hint(), end=b[3])
+                          hint=f"separate axes with commas: {fixed}", end=b[3])
         ops = {t[1] for t in toks if t[0] == "op"}
         if "^" in ops:
             return self.concat(toks, span)
@@ -594,8 +560,7 @@ class _Parser:
         rows = [row for shape in shapes for _, row in shape.rows()]
         self.check_clashes(
             (row.var.name for row in rows if row.var is not None and row.var.name is not None),
-            ((_axis_labels_of((ShapeSpec(output=Row((), None, (a,))),)), a.span)
-             for row in rows for a in row.axes))
+            ((axis_labels(a), a.span) for row in rows for a in row.axes))
 
     # -- annotation mode -----------------------------------------------------------------------
 

@@ -8,13 +8,10 @@ dilation*kernel + offset`` (:class:`AffineIndex`), a concatenation of iterators
 produces these for einsum specs (:attr:`tensig.core.inference.Inferred.layout`);
 :func:`logic_layout` produces them for the graph's logics over solved shapes, so every
 operation has projections of one form, which the lowering reads (OCANNL's ``projections``,
-produced with the shapes).
-
-Logics: ``"."`` pointwise (rows broadcast right-aligned, kind by kind; a size-1 axis meeting a
-wider one is read at index 0), ``"@"`` compose (the first operand's input row contracts with
-the second's output row; a third operand is pointwise with the result), ``"T"`` (input and
-output rows swapped).  A gradient buffer has its tensor's shape, so it is indexed by its
-tensor's axis uses: backward code reuses the forward projections, as OCANNL's ``%cd`` does.
+produced with the shapes; the logics are described in :mod:`tensig.core.inference`; a size-1
+axis meeting a wider one is read at index 0).  A gradient buffer has its tensor's shape, so it
+is indexed by its tensor's axis uses: backward code reuses the forward projections, as OCANNL's
+``%cd`` does.
 """
 
 from __future__ import annotations
@@ -156,12 +153,8 @@ def _assemble(rows: list[dict[str, Labels]]) -> list[Labels]:
 
 
 def _pointwise(shapes: Sequence[Shape]) -> list[Labels]:
-    rows: list[dict[str, Labels]] = [{} for _ in shapes]
-    for kind in MEMORY_ORDER:
-        per = _row_labels(kind, [_ints(s, kind) for s in shapes], "p")
-        for r, labels in zip(rows, per, strict=True):
-            r[kind] = labels
-    return _assemble(rows)
+    per = [_row_labels(kind, [_ints(s, kind) for s in shapes], "p") for kind in MEMORY_ORDER]
+    return [[label for row in rows for label in row] for rows in zip(*per, strict=True)]
 
 
 def _compose(result: Shape, args: list[Shape]) -> list[Labels]:

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from tensig.core.dims import Condition
 from tensig.core.errors import ShapeError
 from tensig.core.notation import Kind, parse
-from tensig.core.projections import (
-    AffineIndex,
-    AxisUse,
-    ConcatIndex,
-    Iter,
-    MergeIndex,
-    logic_layout,
-)
+from tensig.core.projections import Iter, logic_layout
 from tensig.core.shapes import MEMORY_ORDER, Shape, Size, as_shape, normalize_size
 from tensig.core.solver import AffineRel, DimVar, LinearRel, Origin, RowNode, Solver, SRow
 from tensig.core.spec_instance import (
@@ -38,6 +31,7 @@ from tensig.core.spec_instance import (
 __all__ = ["ShapeGraph", "TensorNode", "infer_logic", "logic_projections"]
 
 
+@dataclass(eq=False, slots=True)
 class TensorNode:
     """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).
 
@@ -45,15 +39,9 @@ class TensorNode:
     its unknown rows take the broadcast shape of the other operands.
     """
 
-    __slots__ = ("name", "param", "rows")
-
-    def __init__(self, name: str, rows: dict[Kind, SRow], param: bool = False):
-        self.name = name
-        self.rows = rows
-        self.param = param
-
-    def __repr__(self) -> str:
-        return f"TensorNode({self.name!r})"
+    name: str
+    rows: dict[Kind, SRow] = field(repr=False)
+    param: bool = field(default=False, repr=False)
 
 
 class ShapeGraph:
@@ -107,7 +95,7 @@ class ShapeGraph:
                 raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
                                  hint="batch axes belong to data; give the parameter output and "
                                       "input axes only")
-            where = Origin(None, None, None, None, note=f"tensor {name!r} (shape {sh})")
+            where = Origin(note=f"tensor {name!r} (shape {sh})")
             rows = {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}
         node = TensorNode(name, rows, param)
         self.tensors.append(node)
@@ -144,7 +132,7 @@ class ShapeGraph:
                 rows[kind] = SRow((), RowNode(f"{name}.{kind}", closes=True), ())
             else:
                 sh = Shape(output=sizes)
-                where = Origin(None, None, None, None, note=f"parameter {name!r} {kind} {sh}")
+                where = Origin(note=f"parameter {name!r} {kind} {sh}")
                 given = SpecInstance.given(sh, "output", where)
                 rows[kind] = given
                 self._sized.extend(given.axes())
@@ -172,7 +160,7 @@ class ShapeGraph:
         A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
         result: it broadcasts into the result's rows, which it cannot widen.
         """
-        o = Origin(None, None, None, None, "input",
+        o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
         if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
@@ -299,7 +287,7 @@ class ShapeGraph:
     def tensor_equal(self, a: TensorNode, b: TensorNode) -> None:
         """``a`` and ``b`` have the same shape."""
         for k in MEMORY_ORDER:
-            o = Origin(None, None, None, None, k, note=f"{a.name!r} = {b.name!r}")
+            o = Origin(kind=k, note=f"{a.name!r} = {b.name!r}")
             self.solver.unify_rows(a.rows[k], b.rows[k], o,
                                    describe=(f"{a.name!r}", f"{b.name!r}"))
 
@@ -321,12 +309,9 @@ class ShapeGraph:
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
-                if k == "batch" and r.var is not None and r.var.closes:
-                    # only a stretched value's batch row closes to its uses (a parameter has
-                    # none): a use whose spec leaves it free needs no batch axes of it
-                    S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
-                    r = S.resolve(t.rows[k])
-                if r.var is not None and r.var.closes:
+                # only a stretched value's batch row closes to its uses (a parameter has none):
+                # a use whose spec leaves it free needs no batch axes of it
+                if r.var is not None and r.var.closes and k != "batch":
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
@@ -400,8 +385,8 @@ class ShapeGraph:
                 remaining = [b for b in pending if not b.done]
             if not progress:
                 stuck = remaining[0]
-                names = ", ".join(sorted({t.name for _, t in stuck.operands
-                                          if not stuck.known(t)}))
+                names = ", ".join(sorted({t.name for r, t in stuck.operands
+                                          if not _full(self.solver.resolve(r))}))
                 raise ShapeError(
                     f"cannot infer the {stuck.kind} axes of {names}: a pointwise operation "
                     "needs them, and nothing else determines them",
@@ -432,12 +417,6 @@ class _Broadcast:
         self.name = name
         self.done = False
 
-    def row(self, t: TensorNode) -> SRow:
-        return next(self.graph.solver.resolve(r) for r, o in self.operands if o is t)
-
-    def known(self, t: TensorNode) -> bool:
-        r = self.row(t)
-        return r.var is None and all(v.root().value is not None for v in r.right)
 
     def close_empty(self) -> bool:
         """Every operand row is an open parameter row: they all have no axes."""
@@ -457,7 +436,7 @@ class _Broadcast:
                 f"gives their {self.kind} axes (or any other) a size", label=unsized[0],
                 hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
                      "{ w; o = [hid] } does, or use it where the sizes are known")
-        o = Origin(None, None, None, None, self.kind, note="no use gives these axes a size")
+        o = Origin(kind=self.kind, note="no use gives these axes a size")
         for r in rows:
             S.unify_rows(r, SRow(), o)
         S.unify_rows(self.result, SRow(), o)
@@ -474,19 +453,16 @@ class _Broadcast:
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
 
-        def full(r: SRow) -> bool:
-            return r.var is None and all(v.root().value is not None for v in r.right)
-
-        known = [r for r, _ in rows if full(r)]
-        partial = [r for r, _ in rows if r.var is None and not full(r)]
+        known = [r for r, _ in rows if _full(r)]
+        partial = [r for r, _ in rows if r.var is None and not _full(r)]
         open_rows = [r for r, _ in rows if r.var is not None]
         if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
             return False
-        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if full(r)], self.kind,
+        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if _full(r)], self.kind,
                          self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
-        o = Origin(None, None, None, None, self.kind, note="determined by a pointwise use")
+        o = Origin(kind=self.kind, note="determined by a pointwise use")
         for r in partial:
             for v, target in zip(r.right, out[len(out) - len(r.right):], strict=True):
                 if v.root().value is None:
@@ -499,6 +475,11 @@ class _Broadcast:
         S.unify_rows(self.result, closed, o, describe=("the result", "the broadcast"))
         self.done = True
         return True
+
+
+def _full(r: SRow) -> bool:
+    """A closed row whose sizes are all known."""
+    return r.var is None and all(v.root().value is not None for v in r.right)
 
 
 def _claim_free(v: DimVar) -> bool:
@@ -549,23 +530,11 @@ def logic_projections(logic: str, result: Shape, operands: tuple[Shape, ...],
     result may be any shape the logic relates to the operands (a gradient reduces a
     broadcast), its projections those of :func:`~tensig.core.projections.logic_layout`."""
     layout = logic_layout(logic, result, operands)
+    iterators = {u.index for uses in layout for u in uses if isinstance(u.index, Iter)}
     return Inferred(spec=None, logic=LOGICS[logic], operands=operands, shape=result,
                     dims=MappingProxyType({}), rows=MappingProxyType({}),
                     ellipses=MappingProxyType({}), conditions=conditions, layout=layout,
-                    iterators=_iterators(layout))
-
-
-def _iterators(layout: tuple[tuple[AxisUse, ...], ...]) -> tuple[Iter, ...]:
-    """Every iterator a layout reads, by id."""
-    found: dict[int, Iter] = {}
-    for uses in layout:
-        for u in uses:
-            ix = u.index
-            parts: tuple[Any, ...] = (ix,) if isinstance(ix, Iter) else \
-                (ix.over, ix.kernel) if isinstance(ix, AffineIndex) else \
-                ix.parts if isinstance(ix, ConcatIndex | MergeIndex) else ()
-            found.update((p.id, p) for p in parts if isinstance(p, Iter))
-    return tuple(found[k] for k in sorted(found))
+                    iterators=tuple(sorted(iterators, key=lambda it: it.id)))
 
 
 def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: str,
@@ -617,20 +586,15 @@ def _misaligned(S: Solver, op: str, kind: Kind, a: tuple[DimVar, str, int],
                "that dropped it) meets its neighbour: keep the axis (a kept cell, '=> b, t|0') "
                "or reduce the one you meant")
     if ra.value != rb.value:
-        name = ra.name or rb.name
-        shown = [str(ra.value), str(rb.value)]
-        reason = (f"size mismatch for {f'label {name!r}' if name else 'an axis'}: "
-                  f"{shown[0]} vs {shown[1]} {aligned}")
-        hint = f"{dropped}; only an unlabelled size-1 axis stretches"
-    else:
-        name = ra.basis or rb.basis
-        shown = [r.basis or "no label" for r in (ra, rb)]
-        reason = f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}"
-        hint = dropped if ra.basis and rb.basis else \
-            "an unlabelled axis never fuses with a labelled one; label both axes"
-    return S.error(reason, ra.origin, label=name, sizes=(ra.value, rb.value), hint=hint,
-                   origins=tuple(f"{x}: from {r.origin.describe() if r.origin else 'the spec'}"
-                                 for x, r in zip(shown, (ra, rb), strict=True)))
+        return S.mismatch(ra.name or rb.name, ra.value, rb.value, ra.origin,
+                          (ra.came_from(ra.value), rb.came_from(rb.value)), f" {aligned}",
+                          f"{dropped}; only an unlabelled size-1 axis stretches")
+    shown = [r.basis or "no label" for r in (ra, rb)]
+    return S.error(f"basis mismatch {aligned}, labelled {shown[0]} vs {shown[1]}", ra.origin,
+                   label=ra.basis or rb.basis, sizes=(ra.value, rb.value),
+                   origins=(ra.came_from(shown[0]), rb.came_from(shown[1])),
+                   hint=dropped if ra.basis and rb.basis else
+                   "an unlabelled axis never fuses with a labelled one; label both axes")
 
 
 def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
@@ -641,7 +605,6 @@ def _no_stretch(S: Solver, one: DimVar, labelled: DimVar) -> ShapeError:
     return S.error(
         f"an unlabelled size-1 axis does not stretch onto the labelled axis {r.basis}={r.value}",
         o, label=r.basis, sizes=(1, r.value),
-        origins=(f"1: from {o.describe()}",
-                 f"{r.basis}={r.value}: from {r.origin.describe() if r.origin else 'the spec'}"),
+        origins=(f"1: from {o.describe()}", r.came_from(f"{r.basis}={r.value}")),
         hint="wrap the size-1 operand in G.stretch(...) to broadcast it to its use (OCANNL's "
              "bcast_if_1), or give both axes the same label and size")

@@ -7,6 +7,7 @@ shape index, a cell the rest.  Items are :class:`~tensig.core.dims.Dim` values a
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
@@ -105,16 +106,12 @@ class ShapeIndex(Frozen):
     _hash: int
     _nvars: int
 
-    def __init__(self, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()):
+    def __new__(cls, items: Iterable[int | Dim | ShapeVar | ShapeIndex] | str = ()) -> ShapeIndex:
         if isinstance(items, str):
-            flat = list(ShapeIndex.parse(items)._items)
-        else:
-            flat = []
-            _flatten(items, flat)
-        t = tuple(flat)
-        _setattr(self, "_items", t)
-        _setattr(self, "_hash", hash(t))
-        _setattr(self, "_nvars", sum(1 for x in t if type(x) is ShapeVar))
+            return cls.parse(items)
+        flat: list[ShapeItem] = []
+        _flatten(items, flat)
+        return _shape_index(tuple(flat))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ShapeIndex, (list(self._items),))
@@ -126,11 +123,8 @@ class ShapeIndex(Frozen):
         >>> ShapeIndex.parse("[B, T+1, ..s..]") == ShapeIndex.parse("B T+1 ..s..")
         True
         """
-        start, end = 0, len(text)
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
+        start = len(text) - len(text.lstrip())
+        end = max(start, len(text.rstrip()))
         if start < end and text[start] == "[":
             if text[end - 1] != "]":
                 raise SpecSyntaxError(text, start, "unclosed '['", "add the missing ']'")
@@ -224,10 +218,7 @@ class ShapeIndex(Frozen):
         """
         if self._nvars:
             raise TypeError(f"the size of {self} depends on its shape variables")
-        result = _const(1)
-        for x in self._items:
-            result = result * x
-        return result
+        return math.prod(self.dims, start=_const(1))
 
     def subs(
         self,
@@ -281,9 +272,7 @@ class ShapeIndex(Frozen):
         if isinstance(other, ShapeIndex):
             return self._hash == other._hash and self._items == other._items
         if isinstance(other, tuple | list):
-            return len(self._items) == len(other) and all(
-                a == b for a, b in zip(self._items, other, strict=True)
-            )
+            return self._items == tuple(other)
         return NotImplemented
 
     def __hash__(self) -> int:

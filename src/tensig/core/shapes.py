@@ -15,13 +15,16 @@ convention), which is what :attr:`Shape.dims` returns.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from tensig.core.dim_form import int_or_none
 from tensig.core.dim_syntax import split_items
 from tensig.core.dims import Dim, parse_at
 from tensig.core.errors import ShapeError, SpecSyntaxError
+from tensig.core.lexical import join_rows
 from tensig.core.notation import KINDS, Kind, Label, Placeholder, parse_shape_spec, row_spans
 
 __all__ = ["MEMORY_ORDER", "Shape", "Size", "as_shape", "normalize_size"]
@@ -40,30 +43,23 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
     """
     if isinstance(x, bool):
         raise TypeError(f"{where}: a size cannot be a bool")
-    if isinstance(x, int):
-        value = int(x)
-    elif isinstance(x, Dim):
+    if isinstance(x, str):
+        x = Dim.parse(x)
+    if isinstance(x, Dim):
         if x.constant is None:
             return x
-        value = x.constant
-    elif isinstance(x, str):
-        return normalize_size(Dim.parse(x), where=where)
-    elif hasattr(x, "__index__") and not isinstance(x, float):
-        value = int(x.__index__())
-    else:
+        x = x.constant
+    value = int_or_none(x)
+    if value is None:
         raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
     if value < 0:
         raise ShapeError(f"{where}: a size cannot be negative ({value})")
-    return value
+    return int(value)
 
 
 def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
-    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
-    errors pointing into the whole ``text``."""
-    while text[start].isspace():
-        start += 1
-    while text[end - 1].isspace():
-        end -= 1
+    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``; stripped,
+    as :func:`split_items` gives it), with errors pointing into the whole ``text``."""
     basis = None
     m = _BASIS.match(text, start, end)
     if m and m.group(1).isidentifier():
@@ -97,28 +93,26 @@ class Shape:
     """
 
     __slots__ = ("_bases", "_hash", "_rows")
+    _rows: tuple[tuple[Size, ...], ...]
+    _bases: tuple[tuple[str | None, ...], ...]
 
     def __init__(self, batch: Iterable[Any] = (), input: Iterable[Any] = (),
                  output: Iterable[Any] = ()):
-        rows = []
-        bases = []
-        for kind, items in zip(KINDS, (batch, input, output), strict=True):
-            axes = [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
-            rows.append(tuple(a[0] for a in axes))
-            bases.append(tuple(a[1] for a in axes))
-        self._rows: tuple[tuple[Size, ...], ...] = tuple(rows)
-        self._bases: tuple[tuple[str | None, ...], ...] = tuple(bases)
-        self._hash = hash((self._rows, self._bases))
+        self._fill({kind: [_axis(it, f"{kind} axis {i}") for i, it in enumerate(items)]
+                    for kind, items in zip(KINDS, (batch, input, output), strict=True)})
 
     @classmethod
     def from_rows(cls, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> Shape:
-        """Build from ``{kind: [(size, basis), ...]}`` (sizes already normalized)."""
+        """Build from ``{kind: [(size, basis), ...]}``."""
         self = cls.__new__(cls)
+        self._fill(rows)
+        return self
+
+    def _fill(self, rows: Mapping[Kind, Iterable[tuple[Size, str | None]]]) -> None:
         axes = [tuple(rows.get(k, ())) for k in KINDS]
         self._rows = tuple(tuple(normalize_size(s) for s, _ in row) for row in axes)
         self._bases = tuple(tuple(b for _, b in row) for row in axes)
         self._hash = hash((self._rows, self._bases))
-        return self
 
     # -- rows ------------------------------------------------------------------------------
     @property
@@ -165,10 +159,7 @@ class Shape:
 
     def numel(self) -> Size:
         """The number of elements (symbolic when a size is)."""
-        total: Size = 1
-        for s in self.dims:
-            total = total * s
-        return normalize_size(total)
+        return normalize_size(math.prod(self.dims))
 
     @classmethod
     def labelled(cls, dims: Iterable[Any], axes: str) -> Shape:
@@ -253,12 +244,7 @@ class Shape:
 
         if self.rank == 0:
             return "()"
-        out = row(2)
-        if self.input:
-            out = f"{row(1)}->{out}"
-        if self.batch:
-            out = f"{row(0)}|{out}"
-        return out
+        return join_rows(row(0) if self.batch else None, row(1) if self.input else None, row(2))
 
     def __repr__(self) -> str:
         return f"Shape({str(self)!r})"

@@ -108,6 +108,10 @@ class DimVar:
         r = self.root()
         return f"DimVar({self.name or '$' + str(self.id)}={r.value})"
 
+    def came_from(self, shown: object) -> str:
+        """One side of a conflict for an error's origins: ``"3: from operand 0, ..."``."""
+        return f"{shown}: from {self.origin.describe() if self.origin else 'the spec'}"
+
 
 class RowNode:
     """A row variable; ``value`` is the :class:`SRow` it was bound to, or ``None``.
@@ -136,10 +140,6 @@ class SRow:
     left: tuple[DimVar, ...] = ()
     var: RowNode | None = None
     right: tuple[DimVar, ...] = ()
-
-    @property
-    def closed(self) -> bool:
-        return self.var is None
 
     def axes(self) -> tuple[DimVar, ...]:
         return self.left + self.right
@@ -192,10 +192,9 @@ class AffineRel(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
 
-    def linked(self) -> tuple[DimVar, ...]:
-        # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
-        # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
-        return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
+    # an axis read at ``2*o`` or ``o+k`` is the same basis as its iterator ``o`` and its
+    # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
+    linked = watched
 
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
@@ -267,8 +266,7 @@ class ConcatSum(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
 
-    def linked(self) -> tuple[DimVar, ...]:
-        return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
+    linked = watched  # a concatenated axis has its components' basis
 
     def propagate(self, solver: Solver) -> None:
         vals = [p if isinstance(p, int) else _val(p) for p in self.parts]
@@ -470,13 +468,17 @@ class Solver:
             self._wake(r)
             return
         if r.value != value:
-            name = r.name or var.name
-            what = f"label {name!r}" if name else "an axis"
-            raise self.error(
-                f"size mismatch for {what}: {r.value} vs {value}", origin, label=name,
-                sizes=(r.value, value),
-                origins=(f"{r.value}: from {r.origin.describe() if r.origin else 'the spec'}",
-                         f"{value}: from {origin.describe()} ({how})"))
+            given = f"{value}: from {origin.describe()} ({how})"
+            raise self.mismatch(r.name or var.name, r.value, value, origin,
+                                (r.came_from(r.value), given))
+
+    def mismatch(self, name: str | None, a: Size | None, b: Size | None, origin: Origin | None,
+                 origins: tuple[str, ...], detail: str = "", hint: str | None = None
+                 ) -> ShapeError:
+        """The one wording of two sizes that must agree: ``size mismatch for label 'n': 3 vs 4``."""
+        what = f"label {name!r}" if name else "an axis"
+        return self.error(f"size mismatch for {what}: {a} vs {b}{detail}", origin, label=name,
+                          sizes=(a, b), origins=origins, hint=hint)
 
     def union(self, a: DimVar, b: DimVar, origin: Origin, *, strict_basis: bool = False) -> None:
         """``a`` and ``b`` are the same axis: same size, same basis."""
@@ -485,14 +487,10 @@ class Solver:
             return
         name = ra.name or rb.name
         if ra.value is not None and rb.value is not None and ra.value != rb.value:
-            what = f"label {name!r}" if name else "an axis"
             if a.span is not None or b.span is not None:
                 origin = replace(origin, span=a.span or b.span)
-            raise self.error(
-                f"size mismatch for {what}: {ra.value} vs {rb.value}", origin, label=name,
-                sizes=(ra.value, rb.value),
-                origins=(f"{ra.value}: from {ra.origin.describe() if ra.origin else 'the spec'}",
-                         f"{rb.value}: from {rb.origin.describe() if rb.origin else 'the spec'}"))
+            raise self.mismatch(name, ra.value, rb.value, origin,
+                                (ra.came_from(ra.value), rb.came_from(rb.value)))
         basis = self._merge_basis(ra, rb, origin, strict_basis)
         # Union by watcher count keeps merging linear overall.
         if len(ra.watchers) < len(rb.watchers):
@@ -516,8 +514,7 @@ class Solver:
             raise self.error(
                 f"basis mismatch{' for label ' + repr(name) if name else ''}: "
                 f"{shown[0]} vs {shown[1]}", origin, label=name,
-                origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
-                              for b, r in zip(shown, (ra, rb), strict=True)),
+                origins=(ra.came_from(shown[0]), rb.came_from(shown[1])),
                 hint="an unlabelled axis never fuses with a labelled one; label both axes"
                 if strict else None)
         return ra.basis if ra.basis is not None else rb.basis
@@ -549,8 +546,7 @@ class Solver:
                     raise self.error(
                         f"basis mismatch across {_relation(c)}: {b1} vs {b2}", c.origin,
                         label=r1.name or r2.name,
-                        origins=tuple(f"{b}: from {r.origin.describe() if r.origin else 'the spec'}"
-                                      for b, r in ((b1, r1), (b2, r2))),
+                        origins=(r1.came_from(b1), r2.came_from(b2)),
                         hint="a concatenation or affine axis keeps one basis; relabel one side")
                 if named:
                     basis = next(iter(named))
@@ -637,14 +633,8 @@ class Solver:
         return SRow(left, cur, right)
 
     def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
-        if value.var is node:
-            if value.left or value.right:
-                raise self.error(
-                    f"row variable {_show_var(node)} would have to contain itself "
-                    f"plus {len(value.left) + len(value.right)} more axes", origin,
-                    label=node.name, hint="a row variable cannot be strictly longer than itself;"
-                                          " check where it is used twice")
-            return
+        """Bind an unbound ``node``; :meth:`unify_rows` has refused a row that contains it."""
+        assert value.var is not node, "a row variable bound to itself"
         node.value = value
         node.origin = origin
         if node.closes and value.var is not None and not value.left and not value.right:
@@ -659,12 +649,15 @@ class Solver:
         """
         bound = [r.var for r in (a, b) if r.var is not None and r.var.value is not None]
         a, b = self.resolve(a), self.resolve(b)
-        u = self.union
+
+        def same(xs: tuple[DimVar, ...], ys: tuple[DimVar, ...]) -> None:
+            for x, y in zip(xs, ys, strict=True):
+                self.union(x, y, origin, strict_basis=strict_basis)
+
         if a.var is None and b.var is None:
             if len(a.right) != len(b.right):
                 raise self._rank_error(a, b, origin, describe, bound)
-            for x, y in zip(a.right, b.right, strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
+            same(a.right, b.right)
             return
         if a.var is None:
             a, b = b, a
@@ -675,21 +668,15 @@ class Solver:
             if len(b.right) < need:
                 raise self._rank_error(a, b, origin, describe, bound)
             axes = b.right
-            for x, y in zip(a.left, axes[:len(a.left)], strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
-            for x, y in zip(a.right, axes[len(axes) - len(a.right):], strict=True):
-                u(x, y, origin, strict_basis=strict_basis)
+            same(a.left + a.right, axes[:len(a.left)] + axes[len(axes) - len(a.right):])
             assert a.var is not None
             self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
                           origin)
             return
         # Both open: unify the common prefix and suffix, then complete the middle.
         n = min(len(a.left), len(b.left))
-        for x, y in zip(a.left[:n], b.left[:n], strict=True):
-            u(x, y, origin, strict_basis=strict_basis)
         m = min(len(a.right), len(b.right))
-        for x, y in zip(a.right[len(a.right) - m:], b.right[len(b.right) - m:], strict=True):
-            u(x, y, origin, strict_basis=strict_basis)
+        same(a.left[:n] + a.right[len(a.right) - m:], b.left[:n] + b.right[len(b.right) - m:])
         la, lb = a.left[n:], b.left[n:]
         ra, rb = a.right[:len(a.right) - m], b.right[:len(b.right) - m]
         va, vb = a.var, b.var

@@ -9,6 +9,7 @@ result shape, every size, the conditions and the projections the execution layer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -107,10 +108,7 @@ class Inferred:
             if name in self.dims:
                 out[name] = self.dims[name]
             elif name in self.rows:
-                total: Size = 1
-                for s in self.rows[name]:
-                    total = normalize_size(total * s)
-                out[name] = total
+                out[name] = normalize_size(math.prod(self.rows[name]))
             else:
                 known = sorted(self.dims) + sorted(f"..{r}.." for r in self.rows)
                 spec = f" in {self.spec.text!r}" if self.spec is not None else ""
@@ -254,9 +252,7 @@ class SpecInstance:
         """``(h, e)``: the axis has ``|h|*|e|`` elements; one unknown factor is the size
         divided by the others' product, which must divide it."""
         names = {f"${j}": f for j, f in enumerate(factors)}
-        expr = Dim.const(1)
-        for n in names:
-            expr = expr * Dim.symbol(n)
+        expr = math.prod(map(Dim.symbol, names), start=Dim.const(1))
         shown = a.render(True)
 
         def report(kind: str, facts: dict[str, Any]) -> ShapeError:
@@ -312,18 +308,13 @@ class SpecInstance:
         spec = self.spec
         self.check_arity(len(operands))
         shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
+        whose: list[tuple[int | str, str | None]] = [*enumerate(shown), ("result", result_shown)]
         patterns: list[dict[Kind, SRow]] = []
-        for i, sh in enumerate(shapes):
-            who: int | str = "result" if i == len(spec.operands) else i
-            text = shown[i] if isinstance(who, int) else result_shown
+        for (who, text), sh in zip(whose, shapes, strict=True):
             where = Origin(spec.text, None, who, text)
             patterns.append({k: self.pattern(row, k, where) for k, row in sh.rows()})
-        actual = list(enumerate(operands))
-        if result is not None:
-            actual.append((len(spec.operands), result))
-        for i, rows in actual:
-            who = "result" if i == len(spec.operands) else i
-            text = shown[i] if isinstance(who, int) else result_shown
+        for i, rows in enumerate(operands if result is None else [*operands, result]):
+            who, text = whose[i]
             for kind, row in shapes[i].rows():
                 def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
                     shown = row.render(spec.multichar) or "(empty)"
@@ -388,25 +379,15 @@ class SpecInstance:
             if r.var is not None:
                 self.solver.bind_row(r.var, SRow(), Origin(self.spec.text))
         self.solver.run()
-        missing: list[str] = []
-        span = None
+        missing: dict[str, tuple[int, int] | None] = {}
         for row in result.values():
             for v in self.solver.resolve(row).axes():
                 if v.root().value is None:
-                    name = v.root().name or v.name
-                    if name not in missing:
-                        missing.append(name or "_")
-                        span = span or v.span
+                    missing.setdefault(v.root().name or v.name or "_", v.span)
         if missing:
-            names = ", ".join(repr(m) for m in missing)
-            hint_sizes = ", ".join(f"{m!r}: ..." for m in missing if m != "_")
-            axis, why = (self.undetermined_use(missing[0]) if missing[0] in self.labels
-                         else (None, "no operand determines it"))
-            raise self.err(
-                f"cannot infer the size of {names} in the result: {why}",
-                axis.span if axis is not None else span, label=missing[0],
-                hint=(f"give it with sizes={{{hint_sizes}}} or pass result=<the result shape>"
-                      if hint_sizes else "pass result=<the result shape>"))
+            span = next((sp for sp in missing.values() if sp is not None), None)
+            raise self.undetermined(list(missing), " in the result", span,
+                                    "pass result=<the result shape>")
 
     def check_determined(self) -> None:
         """Every label needs a size to iterate over, also one that is not in the result.
@@ -417,17 +398,23 @@ class SpecInstance:
         components of a concatenation (``a^b``: only their sum is known).
         """
         missing = [name for name, v in self.labels.items() if v.root().value is None]
-        if not missing:
-            return
+        if missing:
+            raise self.undetermined(missing, "", None, "pass it as an operand")
+
+    def undetermined(self, missing: list[str], where: str, span: tuple[int, int] | None,
+                     instead: str) -> ShapeError:
+        """The sizes nothing determines (``"_"``: an unlabelled axis), why, and the fix."""
         axis, why = self.undetermined_use(missing[0])
-        names = ", ".join(repr(m) for m in missing)
-        sizes = ", ".join(f"{m!r}: ..." for m in missing)
-        raise self.err(f"cannot infer the size of {names}: {why}",
-                       axis.span if axis is not None else None, label=missing[0],
-                       hint=f"give it with sizes={{{sizes}}}, or pass it as an operand")
+        sizes = ", ".join(f"{m!r}: ..." for m in missing if m != "_")
+        return self.err(
+            f"cannot infer the size of {', '.join(map(repr, missing))}{where}: {why}",
+            axis.span if axis is not None else span, label=missing[0],
+            hint=f"give it with sizes={{{sizes}}}, or {instead}" if sizes else instead)
 
     def undetermined_use(self, name: str) -> tuple[Axis | None, str]:
         """The spec axis whose relation mentions label ``name`` without sizing it, and why."""
+        if name not in self.labels:
+            return None, "no operand determines it"
         root = self.labels[name].root()
         for c in self.solver.constraints:
             if isinstance(c, AffineRel) and root in (c.over.root(), c.kernel and c.kernel.root()):

@@ -17,11 +17,12 @@ parses back equal.  This module holds the values only; reading text is the parse
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tensig.core.dims import Dim
-from tensig.core.lexical import Kind, Span
+from tensig.core.lexical import Kind, Span, join_rows
 
 __all__ = [
     "KINDS",
@@ -43,6 +44,7 @@ __all__ = [
     "ShapeSpec",
     "Span",
     "Spec",
+    "axis_labels",
     "is_multichar",
 ]
 
@@ -219,15 +221,9 @@ class ShapeSpec:
         return (("batch", self.batch), ("input", self.input), ("output", self.output))
 
     def render(self, multichar: bool) -> str:
-        out = self.output.render(multichar)
-        if self.batch.is_context_ellipsis and self.input.is_context_ellipsis:
-            return out
-        if self.input.is_context_ellipsis:
-            return f"{self.batch.render(multichar)}|{out}"
-        inp = f"{self.input.render(multichar)}->{out}"
-        if self.batch.is_context_ellipsis:
-            return inp
-        return f"{self.batch.render(multichar)}|{inp}"
+        batch, inp = (None if r.is_context_ellipsis else r.render(multichar)
+                      for r in (self.batch, self.input))
+        return join_rows(batch, inp, self.output.render(multichar))
 
     def __str__(self) -> str:
         return self.render(_needs_multichar((self,)))
@@ -256,30 +252,19 @@ class Spec:
     @property
     def labels(self) -> frozenset[str]:
         """Every dimension label (including affine and concat components)."""
-        return frozenset(_axis_labels_of(self.shapes()))
+        return frozenset(n for a in _axes(self.shapes()) for n in axis_labels(a))
 
     @property
     def row_vars(self) -> frozenset[str]:
         """Every named row variable (``..v..``); the reserved ``...`` are not listed."""
-        return frozenset(
-            row.var.name
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            if row.var is not None and row.var.name is not None
-        )
+        return frozenset(row.var.name for shape in self.shapes() for _, row in shape.rows()
+                         if row.var is not None and row.var.name is not None)
 
     @property
     def params(self) -> frozenset[str]:
         """Identifiers used as strides or dilations (resolved from ``params=``)."""
-        return frozenset(
-            c
-            for shape in self.shapes()
-            for _, row in shape.rows()
-            for a in row.axes
-            if isinstance(a, Affine)
-            for c in (a.stride, a.dilation)
-            if isinstance(c, str)
-        )
+        return frozenset(c for a in _axes(self.shapes()) if isinstance(a, Affine)
+                         for c in (a.stride, a.dilation) if isinstance(c, str))
 
     def __str__(self) -> str:
         multichar = self.multichar
@@ -290,35 +275,27 @@ class Spec:
         return text
 
 
-def _axis_labels_of(shapes: tuple[ShapeSpec, ...]) -> list[str]:
-    names: list[str] = []
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Label):
-                    names.append(a.name)
-                elif isinstance(a, Affine):
-                    names.append(a.over)
-                    if a.kernel is not None:
-                        names.append(a.kernel)
-                elif isinstance(a, Concat | Merge):
-                    names += [p for p in a.parts if isinstance(p, str)]
-    return names
+def _axes(shapes: tuple[ShapeSpec, ...]) -> Iterator[Axis]:
+    return (a for shape in shapes for _, row in shape.rows() for a in row.axes)
+
+
+def axis_labels(a: Axis) -> tuple[str, ...]:
+    """The labels one axis names: an affine axis's iterator and kernel, a concatenation's or a
+    merge's named parts."""
+    if isinstance(a, Label):
+        return (a.name,)
+    if isinstance(a, Affine):
+        return (a.over,) if a.kernel is None else (a.over, a.kernel)
+    if isinstance(a, Concat | Merge):
+        return tuple(p for p in a.parts if isinstance(p, str))
+    return ()
 
 
 def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
-    for shape in shapes:
-        for _, row in shape.rows():
-            for a in row.axes:
-                if isinstance(a, Affine | Concat):
-                    return True
-                if isinstance(a, Label) and len(a.name) != 1:
-                    return True
-                if isinstance(a, Merge) and any(len(str(p)) != 1 for p in a.parts):
-                    return True
-                if isinstance(a, Fixed) and a.index > 9:
-                    return True
-    return False
+    return any(isinstance(a, Affine | Concat)
+               or (isinstance(a, Label) and len(a.name) != 1)
+               or (isinstance(a, Merge) and any(len(str(p)) != 1 for p in a.parts))
+               or (isinstance(a, Fixed) and a.index > 9) for a in _axes(shapes))
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,19 +423,15 @@ class AnnotationShape:
     @property
     def names(self) -> tuple[str, ...]:
         """Every size name, in the order it first appears in the text."""
-        seen: dict[str, None] = {}
-        for kind, row in self.rows():
-            spans = self.spans[KINDS.index(kind)]
-            for i, item in enumerate(row):
-                item = _plain(item)
+        seen: list[str] = []
+        for row, spans in zip((self.batch, self.input, self.output), self.spans, strict=True):
+            for i, item in enumerate(map(_plain, row)):
                 if isinstance(item, Dim):
                     text = self.text[slice(*spans[i])] if i < len(spans) else ""
-                    for name in _ordered_symbols(item, text):
-                        seen.setdefault(name, None)
+                    seen += _ordered_symbols(item, text)
                 elif isinstance(item, Deferred):
-                    for name in sorted(item.symbols):
-                        seen.setdefault(name, None)
-        return tuple(seen)
+                    seen += sorted(item.symbols)
+        return tuple(dict.fromkeys(seen))
 
     @property
     def row_variables(self) -> tuple[RowVariable, ...]:
@@ -494,15 +467,9 @@ class AnnotationShape:
         return frozenset(out)
 
     def __str__(self) -> str:
-        def render(row: tuple[Item, ...]) -> str:
-            return ", ".join(_render_item(x) for x in row)
-
-        out = render(self.output)
-        if self.input:
-            out = f"{render(self.input)}->{out}"
-        if self.batch:
-            out = f"{render(self.batch)}|{out}"
-        return out
+        batch, inp, out = (", ".join(map(_render_item, row)) for row in
+                           (self.batch, self.input, self.output))
+        return join_rows(batch if self.batch else None, inp if self.input else None, out)
 
 
 def _ordered_symbols(item: Dim, text: str) -> list[str]:
