@@ -115,19 +115,10 @@ class Backend(Kernels):
         return f"<tensig backend {self.name!r}>"
 
     # -- library facts --------------------------------------------------------------------------
-    def neutral_max(self, dtype: Any) -> float | int | bool:
-        """The neutral element of max for ``dtype``: ``-inf`` for floats, an integer dtype's
-        minimum, ``False`` for bool."""
-        return self.extreme(dtype, lowest=True)
-
-    def neutral_min(self, dtype: Any) -> float | int | bool:
-        """The neutral element of min: ``inf``, an integer dtype's maximum, ``True``."""
-        return self.extreme(dtype, lowest=False)
-
     def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
         """``dtype``'s lowest (``lowest``) or highest value, infinities for floats (NumPy's
-        dtype rules; torch overrides): what :meth:`neutral_max` and :meth:`neutral_min`
-        read."""
+        dtype rules; torch overrides): the neutral elements of max and min
+        (:func:`neutral_max`, :func:`neutral_min`)."""
         import numpy as np
 
         dt = np.dtype(dtype)
@@ -640,13 +631,13 @@ def neutral_max(dtype: Any) -> float | int | bool:
     """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch
     dtype): ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
     definition every padding for a max reads (lowering, max pooling, compiled routines);
-    each adapter's :meth:`Backend.neutral_max` knows its library's dtypes.
+    each adapter's :meth:`Backend.extreme` knows its library's dtypes.
 
     >>> import numpy as np
     >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)
     (-128, False, -inf)
     """
-    return _dtype_backend(type(dtype)).neutral_max(dtype)
+    return _dtype_backend(type(dtype)).extreme(dtype, lowest=True)
 
 
 @_cache
@@ -657,7 +648,7 @@ def neutral_min(dtype: Any) -> float | int | bool:
     >>> neutral_min(np.dtype(np.uint8)), neutral_min(np.float64)
     (255, inf)
     """
-    return _dtype_backend(type(dtype)).neutral_min(dtype)
+    return _dtype_backend(type(dtype)).extreme(dtype, lowest=False)
 
 
 @_cache
