@@ -41,7 +41,7 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
             for c, n in zip(s, shape, strict=True)}
     if len(subs) == 1:
         return reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
-    pre, a, b = _presummed(*subs, out, keep_dtype)
+    pre, a, b = _presummed(subs[0], subs[1], out, keep_dtype)
     batch, m, n, k = gemm_groups(a, b, out)
     swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
     if swap:  # compute the transposed product: the result then needs no permutation
