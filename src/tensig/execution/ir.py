@@ -503,10 +503,6 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
         raise IndexError(message.format(int(ids[bad].reshape(-1)[0])))
 
 
-def _astype(xp: Any, x: Any, like: Any) -> Any:
-    return backend_of_namespace(xp).astype(x, like.dtype)
-
-
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
     """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
     _check_ids(xp, ids, table.shape[0], "embedding")
@@ -540,8 +536,8 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    classes = backend_of_namespace(xp).arange(n, like=ids)
-    return _astype(xp, ids[..., None] == classes, like)
+    backend = backend_of_namespace(xp)
+    return backend.astype(ids[..., None] == backend.arange(n, like=ids), like.dtype)
 
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
