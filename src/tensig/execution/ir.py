@@ -206,11 +206,6 @@ class Projections:
         """``tensor``'s axis uses (a ``KeyError`` when it is not part of the operation)."""
         return self._resolve()[1][tensor.id]
 
-    def position(self, tensor: Any) -> int:
-        """``tensor``'s place in :attr:`Inferred.layout` (the result last)."""
-        ids = [t.id for t in (*self.args, self.result)]
-        return ids.index(tensor.id)
-
     def __repr__(self) -> str:
         return repr(self.logic)
 
@@ -591,14 +586,9 @@ def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
     return made
 
 
-def _softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
-    """Softmax along one axis (the library's kernel where it has one)."""
-    return backend_of_namespace(xp).softmax(x, axis)
-
-
-def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
-    """The gradient of :func:`_softmax` from its value ``y`` and the result's gradient."""
-    return backend_of_namespace(xp).softmax_backward(y, g, axis)
+def _kernel(name: str) -> Callable[..., Any]:
+    """The :data:`WHOLE` primitive that is the adapter's method ``name`` on the operands."""
+    return lambda xp, out, *args: getattr(backend_of_namespace(xp), name)(*args)
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
@@ -671,8 +661,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
     "by_mode": _by_mode,
-    "softmax": _softmax,
-    "softmax_grad": _softmax_grad,
+    "softmax": _kernel("softmax"),  # along one axis: (x, axis)
+    "softmax_grad": _kernel("softmax_backward"),  # (its value y, the result's gradient, axis)
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
     "batch_norm": _batch_norm,

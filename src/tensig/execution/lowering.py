@@ -501,8 +501,6 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
 
         core.contract = contract  # type: ignore[attr-defined]
         return core
-    if combine == "id":  # max-reduce one operand
-        return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
     if op.accum == "+":  # outer_sum: sum of (a + b) over the reduced axes
         return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
     return _max_of_sums(backend, keys, subs_in, out_keys, letters)
@@ -589,25 +587,6 @@ def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> li
     return target if target != shape else None
 
 
-def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
-             ) -> Callable[[list[Any], float], Any]:
-    uniq = _unique(sub)
-    diag = f"{sub}->{uniq}" if uniq != sub else None  # a diagonal: no reduction
-    reduce_axes = tuple(i for i, c in enumerate(uniq) if c not in out)
-    kept = [c for c in uniq if c in out]
-    perm = [kept.index(c) for c in out]
-    moves = perm != sorted(perm)
-
-    def core(xs: list[Any], neutral: float) -> Any:
-        x = xs[0]
-        if diag is not None:
-            x = backend.einsum(diag, x)
-        x = backend.amax(x, reduce_axes)
-        return backend.transpose(x, perm) if moves else x
-
-    return core
-
-
 def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     """``x -> x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``;
     the permutation and the axes' places are worked out once, here."""
@@ -616,6 +595,8 @@ def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     places = [order.index(c) for c in sorted(sub, key=order.index)]
     if _trailing(sub, order):  # broadcasting lines it up
         return lambda x: x
+    if moves and len(sub) == len(order):  # no axis to insert
+        return lambda x: backend.transpose(x, perm)
 
     def align(x: Any) -> Any:
         if moves:
@@ -653,7 +634,8 @@ def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
 
 def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
                  letters: _Letters) -> Callable[[list[Any], float], Any]:
-    """max_R (a + b): reduce each operand over the reduced axes only it has, then meet."""
+    """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
+    then meet."""
     out = "".join(letters[k] for k in out_keys)
     all_subs = [_unique(s) for s in subs]
     shared_reduced = "".join(
@@ -674,7 +656,8 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
                 for x, (diag, own, align) in zip(xs, preps, strict=True)]
 
     def core(xs: list[Any], neutral: float) -> Any:
-        return backend.amax(functools.reduce(operator.add, met(xs)), final_axes)
+        total = functools.reduce(operator.add, met(xs))
+        return backend.amax(total, final_axes) if final_axes else total
 
     def masked(xs: list[Any], valid: list[Any]) -> Any:
         """``core`` for integer operands.  Their padding (the dtype's minimum) is a number:
