@@ -563,29 +563,6 @@ def _philox_keep(shape: tuple[int, ...], p: float, seed: int, key: int, counter:
     return (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
 
 
-#: the arrays :func:`_by_mode` made of numbers, by number, shape, type, dtype and device
-_MODE_NUMBERS: dict[tuple[Any, ...], Any] = {}
-
-
-def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
-    """``a`` in training mode, ``b`` out of it: a choice by the mode that costs no array call
-    (batch normalisation picks its statistics by it).  A number is an array of the result's
-    shape in ``like``'s dtype and device, made once (arrays are never written into)."""
-    v = a if out.training else b
-    if not isinstance(v, int | float):
-        return v
-    backend = backend_of_namespace(xp)
-    if backend.traced(like):  # made inside a traced function: it belongs to that trace
-        return backend.full(out.shape, float(v), like)
-    key = (float(v), out.shape, type(like), str(like.dtype), str(getattr(like, "device", "")))
-    made = _MODE_NUMBERS.get(key)
-    if made is None:
-        if len(_MODE_NUMBERS) > 1024:  # numbers written in code: a few per model
-            _MODE_NUMBERS.clear()
-        made = _MODE_NUMBERS[key] = backend.full(out.shape, float(v), like)
-    return made
-
-
 def _kernel(name: str) -> Callable[..., Any]:
     """The :data:`WHOLE` primitive that is the adapter's method ``name`` on the operands."""
     return lambda xp, out, *args: getattr(backend_of_namespace(xp), name)(*args)
@@ -649,10 +626,10 @@ def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, sca
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
-#: mode, softmax, layer and batch normalisation (batch norm's results as a pack, each
-#: stored by ``part``).  Their derivatives are declared with the operations that
-#: use them (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
+#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, softmax, layer
+#: and batch normalisation (batch norm's results as a pack, each stored by ``part``).  Their
+#: derivatives are declared with the operations that use them
+#: (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
 #: :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
@@ -660,7 +637,6 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "slice_at": _slice_at,
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
-    "by_mode": _by_mode,
     "softmax": _kernel("softmax"),  # along one axis: (x, axis)
     "softmax_grad": _kernel("softmax_backward"),  # (its value y, the result's gradient, axis)
     "normalize": _normalize,
