@@ -41,17 +41,11 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
             for c, n in zip(s, shape, strict=True)}
     if len(subs) == 1:
         return reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
-    a, b = subs
-    # a label in one operand only and absent from the result is summed away first
-    pre = [reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
-           for s, other in ((a, b), (b, a))]
-    a = "".join(c for c in a if c in out or c in b)
-    b = "".join(c for c in b if c in out or c in a)
+    pre, a, b = _presummed(subs[0], subs[1], out, keep_dtype)
     batch, m, n, k = gemm_groups(a, b, out)
     swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
     if swap:  # compute the transposed product: the result then needs no permutation
         a, b, m, n = b, a, n, m
-        pre.reverse()
     bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
     xa = [a.index(c) for c in batch + m + k]
     yb = [b.index(c) for c in batch + k + n]
@@ -68,36 +62,30 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     x_same = tuple(size[c] for c in batch + m + k) == x_shape
     y_same = tuple(size[c] for c in batch + k + n) == y_shape
     r_same = r_shape == x_shape[:-1] + y_shape[-1:]
-    pre_a, pre_b = pre
-    if not swap and pre_a is None and pre_b is None and x_same and y_same and r_same and \
-            r_id and xa_id:
+    if not swap and pre is None and x_same and y_same and r_same and r_id and xa_id:
         if yb_id:
             return matmul  # a plain (batched) matrix product
         if len(yb) == 2:
             return lambda x, y: matmul(x, y.T)
 
     def run(x: Any, y: Any) -> Any:
+        if pre is not None:
+            x, y = pre(x, y)
         if swap:
             x, y = y, x
-        if pre_a is not None:
-            x = pre_a(x)
-        if pre_b is not None:
-            y = pre_b(y)
         if not xa_id:
-            x = x.permute(*xa) if hasattr(x, "permute") else x.transpose(xa)
+            x = _permute(x, xa)
         if not yb_id:
-            y = y.permute(*yb) if hasattr(y, "permute") else y.transpose(yb)
+            y = _permute(y, yb)
         r = matmul(x if x_same else x.reshape(x_shape), y if y_same else y.reshape(y_shape))
         if not r_same:
             r = r.reshape(r_shape)
-        if not r_id:
-            r = r.permute(*r_perm) if hasattr(r, "permute") else r.transpose(r_perm)
-        return r
+        return r if r_id else _permute(r, r_perm)
 
     return run
 
 
-def _product_sum(a: str, b: str, out: str, pre: list[Callable[[Any], Any] | None],
+def _product_sum(a: str, b: str, out: str, pre: Callable[[Any, Any], tuple[Any, Any]] | None,
                  keep_dtype: bool) -> Callable[[Any, Any], Any]:
     """``einsum(a,b->out)`` with every label in both operands (batched dot products) as an
     elementwise product and a sum.  As a matmul, batch axes that are not the leading ones
@@ -106,16 +94,11 @@ def _product_sum(a: str, b: str, out: str, pre: list[Callable[[Any], Any] | None
     perm = [b.index(c) for c in a]
     moves = perm != sorted(perm)
     reduce = reduce_plan(a, out, keep_dtype) or (lambda v: v)
-    pre_a, pre_b = pre
 
     def run(x: Any, y: Any) -> Any:
-        if pre_a is not None:
-            x = pre_a(x)
-        if pre_b is not None:
-            y = pre_b(y)
-        if moves:
-            y = y.permute(*perm) if hasattr(y, "permute") else y.transpose(perm)
-        return reduce(x * y)
+        if pre is not None:
+            x, y = pre(x, y)
+        return reduce(x * (_permute(y, perm) if moves else y))
 
     return run
 
@@ -129,10 +112,7 @@ def tensordot_plan(tensordot: Callable[..., Any], subscripts: str
     a, b = ins.split(",")
     if len(set(a)) != len(a) or len(set(b)) != len(b) or any(c in b and c in out for c in a):
         return None
-    pre_a, pre_b = (reduce_plan(s, "".join(c for c in s if c in out or c in other), True)
-                    for s, other in ((a, b), (b, a)))
-    a = "".join(c for c in a if c in out or c in b)
-    b = "".join(c for c in b if c in out or c in a)
+    pre, a, b = _presummed(a, b, out, True)
     k = [c for c in a if c in b]
     axes = ([a.index(c) for c in k], [b.index(c) for c in k])
     order = [c for c in a + b if c not in k]
@@ -140,14 +120,34 @@ def tensordot_plan(tensordot: Callable[..., Any], subscripts: str
     moves = perm != sorted(perm)
 
     def run(x: Any, y: Any) -> Any:
-        if pre_a is not None:
-            x = pre_a(x)
-        if pre_b is not None:
-            y = pre_b(y)
+        if pre is not None:
+            x, y = pre(x, y)
         r = tensordot(x, y, axes=axes)
         return r.transpose(perm) if moves else r
 
     return run
+
+
+def _presummed(a: str, b: str, out: str, keep_dtype: bool
+               ) -> tuple[Callable[[Any, Any], tuple[Any, Any]] | None, str, str]:
+    """The labels of one operand only that the result drops, summed away first: ``(x, y) ->
+    (x, y)`` (``None``: there are none) and the two operands' labels that are left."""
+    pre_a, pre_b = (reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
+                    for s, other in ((a, b), (b, a)))
+    kept = ("".join(c for c in a if c in out or c in b),
+            "".join(c for c in b if c in out or c in a))
+    if pre_a is None and pre_b is None:
+        return None, *kept
+
+    def pre(x: Any, y: Any) -> tuple[Any, Any]:
+        return (x if pre_a is None else pre_a(x)), (y if pre_b is None else pre_b(y))
+
+    return pre, *kept
+
+
+def _permute(x: Any, perm: Sequence[int]) -> Any:
+    """``x``'s axes in the order ``perm``, by torch's ``permute`` or NumPy's ``transpose``."""
+    return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
 
 
 def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
@@ -165,9 +165,7 @@ def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any],
     def run(x: Any) -> Any:
         if axes:
             x = x.sum(axes, dtype=x.dtype) if keep_dtype else x.sum(axes)
-        if moves:
-            x = x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
-        return x
+        return _permute(x, perm) if moves else x
 
     return run
 

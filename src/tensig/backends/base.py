@@ -67,8 +67,11 @@ GELU_C = math.sqrt(2.0 / math.pi)
 class Backend(Kernels):
     """The primitives the lowering uses; one subclass adapts one array library.
 
-    ``name`` is the library's name in messages and in :func:`library_of`; ``modules`` the
-    top-level modules whose array types the adapter takes (the first is the library's own).
+    Each is written once over NumPy's API on the namespace ``xp``, which the NumPy, JAX and
+    Dask adapters share (each overrides what its library does differently); the torch adapter
+    overrides them all.  ``name`` is the library's name in messages and in :func:`library_of`;
+    ``modules`` the top-level modules whose array types the adapter takes (the first is the
+    library's own).
     """
 
     name = "abstract"
@@ -115,19 +118,10 @@ class Backend(Kernels):
         return f"<tensig backend {self.name!r}>"
 
     # -- library facts --------------------------------------------------------------------------
-    def neutral_max(self, dtype: Any) -> float | int | bool:
-        """The neutral element of max for ``dtype``: ``-inf`` for floats, an integer dtype's
-        minimum, ``False`` for bool."""
-        return self.extreme(dtype, lowest=True)
-
-    def neutral_min(self, dtype: Any) -> float | int | bool:
-        """The neutral element of min: ``inf``, an integer dtype's maximum, ``True``."""
-        return self.extreme(dtype, lowest=False)
-
     def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
         """``dtype``'s lowest (``lowest``) or highest value, infinities for floats (NumPy's
-        dtype rules; torch overrides): what :meth:`neutral_max` and :meth:`neutral_min`
-        read."""
+        dtype rules; torch overrides): the neutral elements of max and min
+        (:func:`neutral_max`, :func:`neutral_min`)."""
         import numpy as np
 
         dt = np.dtype(dtype)
@@ -199,7 +193,7 @@ class Backend(Kernels):
 
     # -- primitives -----------------------------------------------------------------------------
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        raise NotImplementedError
+        return self.xp.einsum(subscripts, *xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         """A callable computing ``einsum(subscripts, *xs)`` at the backend's best speed.
@@ -209,14 +203,23 @@ class Backend(Kernels):
         return functools.partial(self.einsum, subscripts)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        raise NotImplementedError
+        return self.xp.pad(x, list(widths), mode="constant", constant_values=value)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last."""
+        w = self._sliding(x, size, axis)
+        if step != 1:
+            index = [slice(None)] * w.ndim
+            index[axis] = slice(None, None, step)
+            w = w[tuple(index)]
+        return w
+
+    def _sliding(self, x: Any, size: int, axis: int) -> Any:
+        """Stride-1 windows (``sliding_window_view``), for :meth:`windows`."""
         raise NotImplementedError
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        raise NotImplementedError
+        return self.xp.max(x, axis=axes) if axes else x
 
     def transpose(self, x: Any, perm: Sequence[int]) -> Any:
         return x.transpose(*perm)
@@ -225,7 +228,7 @@ class Backend(Kernels):
         return x.reshape(tuple(shape))
 
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        raise NotImplementedError
+        return self.xp.broadcast_to(x, tuple(shape))
 
     def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` (a function of arrays made of this backend's calls) compiled as one kernel
@@ -233,25 +236,27 @@ class Backend(Kernels):
         return fn
 
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        raise NotImplementedError
+        return self.xp.full(tuple(shape), value, dtype=like.dtype)
 
     def eye(self, n: int, like: Any) -> Any:
         """An ``n x n`` identity in ``like``'s dtype, on its device."""
-        raise NotImplementedError
+        return self.xp.eye(n, dtype=like.dtype)
 
     def eye_mask(self, n: int, like: Any) -> Any:
         """An ``n x n`` boolean identity mask on ``like``'s device."""
-        raise NotImplementedError
+        import numpy
+
+        return numpy.eye(n, dtype=bool)
 
     def where(self, mask: Any, a: Any, b: Any) -> Any:
-        raise NotImplementedError
+        return self.xp.where(mask, a, b)
 
     def maximum(self, a: Any, b: Any) -> Any:
-        raise NotImplementedError
+        return self.xp.maximum(a, b)
 
     def flatten(self, xs: Sequence[Any]) -> Any:
         """The arrays' elements, one after another, in one new 1-D array."""
-        raise NotImplementedError
+        return self.xp.concatenate([x.reshape(-1) for x in xs])
 
     def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
         """``flat -> views`` undoing :meth:`flatten` for arrays of ``shapes``."""
@@ -273,7 +278,14 @@ class Backend(Kernels):
         this library, on ``device`` (from :meth:`device`) or else on ``like``'s device; no
         copy where none is needed.  Another library's array comes through
         :func:`to_numpy`."""
-        raise NotImplementedError
+        if device not in (None, "cpu"):
+            raise ValueError(f"device={device!r}: {self.name} arrays live on the CPU")
+        if self.owns(x):
+            return self.xp.asarray(x)
+        kind: type = type(x)
+        if _adapter_class(kind) is None and hasattr(x, "__array_function__"):
+            return x  # an array answering NumPy's functions (verify's symbolic ones): as it is
+        return self.xp.asarray(to_numpy(x))
 
     def to_numpy(self, x: Any) -> Any:
         """This library's array as a NumPy array in host memory (:func:`to_numpy`)."""
@@ -282,7 +294,7 @@ class Backend(Kernels):
         return np.asarray(x)
 
     def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
-        raise NotImplementedError
+        return self.xp.stack(list(xs), axis=axis)
 
     def stack_cells(self, cells: list[Any], frame: tuple[int, ...], cell: tuple[int, ...]) -> Any:
         """One array of shape ``frame + cell`` from cells listed in row-major frame order."""
@@ -317,35 +329,37 @@ class Backend(Kernels):
         return found
 
     def flip(self, x: Any, axis: int) -> Any:
-        raise NotImplementedError
+        return self.xp.flip(x, axis)
 
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
-        raise NotImplementedError
+        return self.xp.concatenate(list(xs), axis=axis)
 
     def take_along(self, x: Any, index: Any, axis: int) -> Any:
-        raise NotImplementedError
+        return self.xp.take_along_axis(x, index, axis=axis)
 
     def arange(self, n: int, like: Any = None) -> Any:
         """``0 .. n-1`` on ``like``'s device."""
-        raise NotImplementedError
+        return self.xp.arange(n)
 
     def empty(self, shape: Sequence[int], dtype: Any) -> Any:
-        raise NotImplementedError
+        return self.xp.zeros(tuple(shape), dtype=dtype)
 
     def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
         """A new array of ``value`` in the value's own dtype (:meth:`full` takes ``like``'s)."""
-        raise NotImplementedError
+        return self.xp.full(tuple(shape), value)
 
     def result_dtype(self, xs: Sequence[Any]) -> Any:
-        raise NotImplementedError
+        return self.xp.result_type(*xs) if xs else self.xp.float64
 
     # -- dtypes (padded batches, the IR's primitives) --------------------------------------------
     def astype(self, x: Any, dtype: Any) -> Any:
-        raise NotImplementedError
+        return x.astype(dtype)
 
     def as_dtype(self, dtype: Any) -> Any:
         """A dtype given by name (``"float32"``) as this library's dtype."""
-        raise NotImplementedError
+        import numpy as np
+
+        return np.dtype(dtype) if isinstance(dtype, str) else dtype
 
     def cast(self, x: Any, dtype: Any) -> Any:
         """``x`` in ``dtype``, a dtype of this library or a name: the one cast of the eager
@@ -353,33 +367,45 @@ class Backend(Kernels):
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:
-        raise NotImplementedError
+        import numpy as np
+
+        return bool(dtype == np.bool_)
 
     def is_float(self, dtype: Any) -> bool:
-        raise NotImplementedError
+        return bool(self.xp.issubdtype(dtype, self.xp.floating))
 
     def default_float(self) -> Any:
-        raise NotImplementedError
+        return self.xp.float32
 
     def finite_min(self, dtype: Any) -> float:
         """The lowest finite value of a floating dtype."""
-        raise NotImplementedError
+        return float(self.xp.finfo(dtype).min)
 
     def max_along(self, x: Any, axis: int) -> Any:
         """The library's max over one axis, one call whatever the sizes (:meth:`amax` may
         unroll a small window, which reads sizes that are symbolic under ``verify``)."""
-        raise NotImplementedError
+        return self.xp.max(x, axis=axis)
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],
                  value: Any) -> Any:
         """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
-        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library)."""
-        raise NotImplementedError
+        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library): one
+        concatenation and one masked write, whatever the number of rows."""
+        flat = self.concat(seqs, 0)
+        out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype)
+        return self.masked_set(out, mask, flat)
+
+    def masked_set(self, out: Any, mask: Any, values: Any) -> Any:
+        """``out`` with ``values`` written at ``mask`` (in place where the library can)."""
+        out[mask] = values
+        return out
 
     # -- the IR's primitives (tensig.execution.ir) -----------------------------------------------
     def relu(self, v: Any) -> Any:
-        """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``."""
-        raise NotImplementedError
+        """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``, as torch's
+        kernel gives (``maximum`` returns its second operand when the two are equal, so the
+        zero goes first)."""
+        return self.xp.maximum(0, v)
 
     def relu_backward(self, a: Any, g: Any) -> Any:
         """The library's ReLU backward kernel on ``g`` at ``a``, or ``None`` when it has none."""
@@ -438,11 +464,13 @@ class Backend(Kernels):
 
     def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
         """Rows of ``table`` at integer ``ids``, of ``shape`` (``ids.shape + cell``)."""
-        raise NotImplementedError
+        return table[ids]
 
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
-        raise NotImplementedError
+        acc = self.xp.zeros((n, rows.shape[1]), dtype=rows.dtype)
+        self.xp.add.at(acc, ids, rows)
+        return acc
 
 
 def all_zero(x: Any) -> bool:
@@ -640,13 +668,13 @@ def neutral_max(dtype: Any) -> float | int | bool:
     """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch
     dtype): ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
     definition every padding for a max reads (lowering, max pooling, compiled routines);
-    each adapter's :meth:`Backend.neutral_max` knows its library's dtypes.
+    each adapter's :meth:`Backend.extreme` knows its library's dtypes.
 
     >>> import numpy as np
     >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)
     (-128, False, -inf)
     """
-    return _dtype_backend(type(dtype)).neutral_max(dtype)
+    return _dtype_backend(type(dtype)).extreme(dtype, lowest=True)
 
 
 @_cache
@@ -657,7 +685,7 @@ def neutral_min(dtype: Any) -> float | int | bool:
     >>> neutral_min(np.dtype(np.uint8)), neutral_min(np.float64)
     (255, inf)
     """
-    return _dtype_backend(type(dtype)).neutral_min(dtype)
+    return _dtype_backend(type(dtype)).extreme(dtype, lowest=False)
 
 
 @_cache

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tensig.backends._arrayapi import ArrayAPIBackend
 from tensig.backends._plans import matmul_plan, tensordot_plan
-from tensig.backends.base import register, to_numpy
+from tensig.backends.base import Backend, register, to_numpy
 
 __all__ = ["DaskBackend"]
 
 
 @register
-class DaskBackend(ArrayAPIBackend):
+class DaskBackend(Backend):
     name = "dask"
     modules = ("dask",)
     lazy = True

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._arrayapi import ArrayAPIBackend
-from tensig.backends.base import register, to_numpy
+from tensig.backends.base import Backend, register, to_numpy
 
 __all__ = ["JaxBackend"]
 
 
 @register
-class JaxBackend(ArrayAPIBackend):
+class JaxBackend(Backend):
     name = "jax"
     modules = ("jax", "jaxlib")
     compiles = True

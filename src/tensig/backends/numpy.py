@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensig.backends._arrayapi import ArrayAPIBackend
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax
-from tensig.backends.base import GELU_C, register
+from tensig.backends.base import GELU_C, Backend, register
 
 __all__ = ["NumpyBackend"]
 
@@ -20,7 +19,7 @@ _UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equa
 
 
 @register
-class NumpyBackend(ArrayAPIBackend):
+class NumpyBackend(Backend):
     name = "numpy"
     modules = ("numpy",)
     numpy_native = True

@@ -123,27 +123,22 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Point
 def _scatter_specs(uses: tuple[AxisUse, ...]) -> list[tuple[Any, ...]]:
     """One scatter spec per axis of a written side ``uses`` that is written through a window
     (see :func:`_scatter_pairs`), for a value with one axis per written axis and one per
-    window's kernel, right after its own axis (``lower_assignment``'s expansion)."""
+    window's kernel, right after its own axis (``lower_assignment``'s expansion): the axis,
+    where its output and kernel positions sit in the value, and the geometry (outputs, kernel
+    size, stride, dilation, left pad, offset)."""
     specs, pos = [], 0
     for axis, u in enumerate(uses):
         ix = u.index
         if isinstance(ix, AffineIndex):
-            k_pos = pos + 1 if ix.kernel is not None else None
-            specs.append(_scatter_spec(axis, pos, k_pos, ix))
-            pos += k_pos is not None
+            windowed = ix.kernel is not None
+            k = int(ix.kernel.size) if ix.kernel is not None else 1
+            # the read side's own padding rule (only the left pad matters: no size is needed)
+            left = window_pads(ix, 0)[1][0] if windowed else 0
+            specs.append((axis, pos, pos + 1 if windowed else None, int(ix.over.size), k,
+                          ix.stride, ix.dilation, left, ix.offset))
+            pos += windowed
         pos += 1
     return specs
-
-
-def _scatter_spec(axis: int, o_pos: int, k_pos: int | None, ix: AffineIndex
-                 ) -> tuple[Any, ...]:
-    """One result axis written through a window: where its output (``o_pos``) and kernel
-    (``k_pos``) positions sit in the value, and the geometry (outputs, kernel size, stride,
-    dilation, left pad, offset)."""
-    k = int(ix.kernel.size) if ix.kernel is not None else 1
-    # the read side's own padding rule (only the left pad matters here, so no size is needed)
-    left = window_pads(ix, 0)[1][0] if ix.kernel is not None else 0
-    return (axis, o_pos, k_pos, int(ix.over.size), k, ix.stride, ix.dilation, left, ix.offset)
 
 
 def _scatter_add(backend: Backend, p: Any, pairs: list[tuple[Any, Any]], dims: list[int]) -> Any:

@@ -24,6 +24,7 @@ array([[1., 0.],
 from __future__ import annotations
 
 import re
+import string
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -353,7 +354,7 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
                              f"{_NOT_ONE_CONTRACTION[type(bad.index).__name__]}, so the "
                              "operation is not one contraction", spec=spec,
                              hint="einsum_path plans label, row-variable and merged axes")
-        subs.append("".join(letters.setdefault(u.index.id, _LETTERS[len(letters)])
+        subs.append("".join(letters.setdefault(u.index.id, string.ascii_letters[len(letters)])
                             for u in uses if isinstance(u.index, Iter)))  # all are (above)
     kept = "".join(c for c in subs[-1] if any(c in x for x in subs[:-1]))  # not broadcasts
     subscripts = ",".join(subs[:-1]) + "->" + kept
@@ -384,9 +385,6 @@ def _contraction_path(subscripts: str, dims: list[tuple[int, ...]]) -> tuple[lis
         return [tuple(p) for p in path[1:]], report
     path, info = opt_einsum.contract_path(subscripts, *dims, shapes=True)
     return [tuple(p) for p in path], str(info)
-
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @_documented

@@ -206,11 +206,6 @@ class Projections:
         """``tensor``'s axis uses (a ``KeyError`` when it is not part of the operation)."""
         return self._resolve()[1][tensor.id]
 
-    def position(self, tensor: Any) -> int:
-        """``tensor``'s place in :attr:`Inferred.layout` (the result last)."""
-        ids = [t.id for t in (*self.args, self.result)]
-        return ids.index(tensor.id)
-
     def __repr__(self) -> str:
         return repr(self.logic)
 
@@ -503,10 +498,6 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
         raise IndexError(message.format(int(ids[bad].reshape(-1)[0])))
 
 
-def _astype(xp: Any, x: Any, like: Any) -> Any:
-    return backend_of_namespace(xp).astype(x, like.dtype)
-
-
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
     """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
     _check_ids(xp, ids, table.shape[0], "embedding")
@@ -540,8 +531,8 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    classes = backend_of_namespace(xp).arange(n, like=ids)
-    return _astype(xp, ids[..., None] == classes, like)
+    backend = backend_of_namespace(xp)
+    return backend.astype(ids[..., None] == backend.arange(n, like=ids), like.dtype)
 
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
@@ -572,37 +563,9 @@ def _philox_keep(shape: tuple[int, ...], p: float, seed: int, key: int, counter:
     return (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
 
 
-#: the arrays :func:`_by_mode` made of numbers, by number, shape, type, dtype and device
-_MODE_NUMBERS: dict[tuple[Any, ...], Any] = {}
-
-
-def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
-    """``a`` in training mode, ``b`` out of it: a choice by the mode that costs no array call
-    (batch normalisation picks its statistics by it).  A number is an array of the result's
-    shape in ``like``'s dtype and device, made once (arrays are never written into)."""
-    v = a if out.training else b
-    if not isinstance(v, int | float):
-        return v
-    backend = backend_of_namespace(xp)
-    if backend.traced(like):  # made inside a traced function: it belongs to that trace
-        return backend.full(out.shape, float(v), like)
-    key = (float(v), out.shape, type(like), str(like.dtype), str(getattr(like, "device", "")))
-    made = _MODE_NUMBERS.get(key)
-    if made is None:
-        if len(_MODE_NUMBERS) > 1024:  # numbers written in code: a few per model
-            _MODE_NUMBERS.clear()
-        made = _MODE_NUMBERS[key] = backend.full(out.shape, float(v), like)
-    return made
-
-
-def _softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
-    """Softmax along one axis (the library's kernel where it has one)."""
-    return backend_of_namespace(xp).softmax(x, axis)
-
-
-def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
-    """The gradient of :func:`_softmax` from its value ``y`` and the result's gradient."""
-    return backend_of_namespace(xp).softmax_backward(y, g, axis)
+def _kernel(name: str) -> Callable[..., Any]:
+    """The :data:`WHOLE` primitive that is the adapter's method ``name`` on the operands."""
+    return lambda xp, out, *args: getattr(backend_of_namespace(xp), name)(*args)
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
@@ -663,10 +626,10 @@ def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, sca
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
 #: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, the choice by
-#: mode, softmax, layer and batch normalisation (batch norm's results as a pack, each
-#: stored by ``part``).  Their derivatives are declared with the operations that
-#: use them (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
+#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, softmax, layer
+#: and batch normalisation (batch norm's results as a pack, each stored by ``part``).  Their
+#: derivatives are declared with the operations that use them
+#: (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
 #: :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
@@ -674,9 +637,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "slice_at": _slice_at,
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
-    "by_mode": _by_mode,
-    "softmax": _softmax,
-    "softmax_grad": _softmax_grad,
+    "softmax": _kernel("softmax"),  # along one axis: (x, axis)
+    "softmax_grad": _kernel("softmax_backward"),  # (its value y, the result's gradient, axis)
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
     "batch_norm": _batch_norm,

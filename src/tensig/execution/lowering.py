@@ -27,7 +27,9 @@ tensor takes part in the phases whose components it uses.  Phases are enumerated
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -499,8 +501,6 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
 
         core.contract = contract  # type: ignore[attr-defined]
         return core
-    if combine == "id":  # max-reduce one operand
-        return _max_one(backend, subs_in[0], subs_out, letters, keys[0])
     if op.accum == "+":  # outer_sum: sum of (a + b) over the reduced axes
         return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
     return _max_of_sums(backend, keys, subs_in, out_keys, letters)
@@ -587,25 +587,6 @@ def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> li
     return target if target != shape else None
 
 
-def _max_one(backend: Backend, sub: str, out: str, letters: _Letters, keys: list[Key]
-             ) -> Callable[[list[Any], float], Any]:
-    uniq = _unique(sub)
-    diag = f"{sub}->{uniq}" if uniq != sub else None  # a diagonal: no reduction
-    reduce_axes = tuple(i for i, c in enumerate(uniq) if c not in out)
-    kept = [c for c in uniq if c in out]
-    perm = [kept.index(c) for c in out]
-    moves = perm != sorted(perm)
-
-    def core(xs: list[Any], neutral: float) -> Any:
-        x = xs[0]
-        if diag is not None:
-            x = backend.einsum(diag, x)
-        x = backend.amax(x, reduce_axes)
-        return backend.transpose(x, perm) if moves else x
-
-    return core
-
-
 def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     """``x -> x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``;
     the permutation and the axes' places are worked out once, here."""
@@ -614,6 +595,8 @@ def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
     places = [order.index(c) for c in sorted(sub, key=order.index)]
     if _trailing(sub, order):  # broadcasting lines it up
         return lambda x: x
+    if moves and len(sub) == len(order):  # no axis to insert
+        return lambda x: backend.transpose(x, perm)
 
     def align(x: Any) -> Any:
         if moves:
@@ -635,27 +618,24 @@ def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
     for ks, sub in zip(keys, subs, strict=True):
         mine = _unique(sub)
         kept = "".join(c for c in mine if c in out)
-        count = 1
-        for k in reduced - set(ks):
-            count *= size_of[k]
+        count = math.prod(size_of[k] for k in reduced - set(ks))
         parts.append((f"{sub}->{kept}", _aligner(backend, kept, out), count))
 
+    def term(x: Any, subscripts: str, align: Callable[[Any], Any], count: int) -> Any:
+        y = backend.einsum(subscripts, x)
+        return align(y if count == 1 else y * count)
+
     def core(xs: list[Any], neutral: float) -> Any:
-        total = None
-        for x, (subscripts, align, count) in zip(xs, parts, strict=True):
-            y = backend.einsum(subscripts, x)
-            if count != 1:
-                y = y * count
-            y = align(y)
-            total = y if total is None else total + y
-        return total
+        return functools.reduce(operator.add, (term(x, *p) for x, p in zip(xs, parts,
+                                                                              strict=True)))
 
     return core
 
 
 def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
                  letters: _Letters) -> Callable[[list[Any], float], Any]:
-    """max_R (a + b): reduce each operand over the reduced axes only it has, then meet."""
+    """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
+    then meet."""
     out = "".join(letters[k] for k in out_keys)
     all_subs = [_unique(s) for s in subs]
     shared_reduced = "".join(
@@ -671,29 +651,21 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         preps.append((diag, own, _aligner(backend, kept, order)))
     final_axes = tuple(range(len(out), len(order)))
 
+    def met(xs: list[Any]) -> list[Any]:
+        return [align(backend.amax(x if diag is None else backend.einsum(diag, x), own))
+                for x, (diag, own, align) in zip(xs, preps, strict=True)]
+
     def core(xs: list[Any], neutral: float) -> Any:
-        total = None
-        for x, (diag, own, align) in zip(xs, preps, strict=True):
-            if diag is not None:
-                x = backend.einsum(diag, x)
-            x = backend.amax(x, own)
-            x = align(x)
-            total = x if total is None else total + x
-        return backend.amax(total, final_axes)
+        total = functools.reduce(operator.add, met(xs))
+        return backend.amax(total, final_axes) if final_axes else total
 
     def masked(xs: list[Any], valid: list[Any]) -> Any:
         """``core`` for integer operands.  Their padding (the dtype's minimum) is a number:
         ``min + (-1)`` wraps around to the largest value and would win the max.  ``valid``
         holds each view of ones (padding: the minimum again), so a cell is real where every
         operand's reads 1; the sum elsewhere is replaced by the neutral element."""
-        total = ok = None
-        for x, v, (diag, own, align) in zip(xs, valid, preps, strict=True):
-            if diag is not None:
-                x, v = backend.einsum(diag, x), backend.einsum(diag, v)
-            x, v = align(backend.amax(x, own)), align(backend.amax(v, own)) == 1
-            total = x if total is None else total + x
-            ok = v if ok is None else ok & v
-        assert total is not None  # one operand at least
+        total = functools.reduce(operator.add, met(xs))
+        ok = functools.reduce(operator.and_, (v == 1 for v in met(valid)))
         lo = backend.full((), neutral_max(total.dtype), total)
         return backend.amax(backend.where(ok, total, lo), final_axes)
 

@@ -297,10 +297,7 @@ def _reshape_permute(sizes: list[int], shape: list[int], perm: list[int],
 
 
 def _inverse(perm: list[int]) -> list[int]:
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return inv
+    return sorted(range(len(perm)), key=perm.__getitem__)
 
 
 def _ids(uses: tuple[AxisUse, ...]) -> list[int]:

@@ -73,10 +73,6 @@ def _ops_for(array_type: type) -> Backend:
     return backend
 
 
-def _is_array(x: Any) -> bool:
-    return is_array(x) and hasattr(x, "dtype")
-
-
 # -- checks on plain Python values: they run before any array is built -------------------------
 def _check_side(side: Any) -> Side:
     if side not in SIDES:
@@ -128,7 +124,7 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
     if not seqs:
         raise PaddingError("pad() got no sequences: a batch needs at least one row to know its "
                            "trailing shape and dtype")
-    if _is_array(seqs[0]):
+    if is_array(seqs[0]):
         lengths, trailing = _array_sizes(seqs)
         ops = _ops_for(type(seqs[0]))
     else:
@@ -158,7 +154,7 @@ def _array_sizes(seqs: list[Any]) -> tuple[list[int], tuple[int, ...]]:
 
 def _check_row(i: int, s: Any, lib: str, first: tuple[int, ...], first_row: Any) -> None:
     """Raise for row ``i`` if it cannot join a batch whose row 0 has shape ``first``."""
-    if not _is_array(s) or library_of(type(s)) != lib:
+    if not is_array(s) or library_of(type(s)) != lib:
         raise PaddingError(f"row {i} is a {type(s).__module__}.{type(s).__name__}, row 0 a "
                            f"{lib} array: pad() takes arrays of one library, or lists alone",
                            row=i)
@@ -180,7 +176,7 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
     """Python sequences as one NumPy array of their items (rows in order), their lengths and
     the items' shape; a row that is not a list, or ragged items, named."""
     for i, s in enumerate(seqs):
-        if _is_array(s) or not isinstance(s, (list, tuple, range)):
+        if is_array(s) or not isinstance(s, (list, tuple, range)):
             raise PaddingError(f"row {i} is a {type(s).__name__}, row 0 a "
                                f"{type(seqs[0]).__name__}: pad() takes arrays of one library, "
                                "or lists alone", row=i)
@@ -465,7 +461,7 @@ class PaddedPrice:
 # -- mask checks -----------------------------------------------------------------------------------
 def _check_mask(data: Any, mask: Any) -> None:
     """The mask's kind, rank, dtype and (with ``data``) sizes, before anything is computed."""
-    if not _is_array(mask):
+    if not is_array(mask):
         raise PaddingError(f"the mask must be an array, not a {type(mask).__name__}",
                            operand="mask")
     ops = _ops_for(type(mask))
@@ -478,7 +474,7 @@ def _check_mask(data: Any, mask: Any) -> None:
                            hint="True where a position is real: pass mask != 0")
     if data is None:
         return
-    if not _is_array(data) or library_of(type(data)) != library_of(type(mask)):
+    if not is_array(data) or library_of(type(data)) != library_of(type(mask)):
         raise PaddingError(f"data is a {type(data).__module__}.{type(data).__name__}, the mask a "
                            f"{ops.name} array: give both in one library", operand="data")
     if len(data.shape) < 2 or tuple(data.shape[:2]) != shape:
