@@ -155,55 +155,25 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         return jax.ShapeDtypeStruct(shape, dtypes[kind])
 
     def call(a: Any, k: Any) -> Any:
-        structs: list[Any] = []
-        _collect(a, structs)
-        _collect(k, structs)
+        """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
+        leaves, tree = jax.tree_util.tree_flatten((a, k))
+        at = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
 
         def run(*arrays: Any) -> Any:
-            it = iter(arrays)
-            return original(*_put(a, it), **_put(k, it))
+            filled = list(leaves)
+            for i, x in zip(at, arrays, strict=True):
+                filled[i] = x
+            inner_a, inner_k = jax.tree_util.tree_unflatten(tree, filled)
+            return original(*inner_a, **inner_k)
 
         token = tracing.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
         try:
-            return jax.eval_shape(run, *structs)
+            return jax.eval_shape(run, *(leaves[i] for i in at))
         finally:
             tracing.reset_tracer(token)
 
-    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
-        if isinstance(leaf, jax.ShapeDtypeStruct):
-            k = np.dtype(leaf.dtype).kind
-            return tuple(leaf.shape), "b" if k == "b" else ("i" if k in "iu" else "f")
-        if isinstance(leaf, int) and not isinstance(leaf, bool):
-            return (leaf,), "size"
-        return None
-
-    result = fitted(name, args, kw, call, make, describe)
+    result = fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
     return jax.tree_util.tree_map(lambda x: x, result) if isinstance(result, dict) else result
-
-
-def _collect(x: Any, out: list[Any]) -> None:
-    import jax
-
-    if isinstance(x, jax.ShapeDtypeStruct):
-        out.append(x)
-    elif isinstance(x, list | tuple):
-        for v in x:
-            _collect(v, out)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _collect(v, out)
-
-
-def _put(x: Any, it: Iterator[Any]) -> Any:
-    import jax
-
-    if isinstance(x, jax.ShapeDtypeStruct):
-        return next(it)
-    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
-        return type(x)(_put(v, it) for v in x)
-    if isinstance(x, dict):
-        return {k: _put(v, it) for k, v in x.items()}
-    return x
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,9 +219,8 @@ def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
 def _random(shape_at: int, shape_kw: str = "shape") -> Callable[..., S.SymArray]:
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get(shape_kw, args[shape_at - 1] if len(args) >= shape_at else ())
-        dtype = str(kw.get("dtype", "float"))
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([as_dim(d) for d in dims], "i" if "int" in dtype else "f")
+        return S.SymArray([as_dim(d) for d in dims], S.kind_of(kw.get("dtype", "float")) or "f")
     return model
 
 
@@ -397,6 +366,13 @@ def _batch(axis: Any, tree: Any, n: Dim) -> Any:
     return _tree_map(lambda ax, sub: _batch(ax, sub, n), axis, tree)
 
 
+def _one_size(sizes: list[Dim], what: str) -> None:
+    """The mapped axes of every argument have one size: JAX requires it."""
+    other = next((d for d in sizes[1:] if d != sizes[0]), None)
+    if other is not None:
+        tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
+
+
 def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
@@ -405,11 +381,7 @@ def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> 
     inner = [_unbatch(ax, arg, sizes) for ax, arg in zip(axes, args, strict=True)]
     if not sizes:
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
-    for d in sizes[1:]:
-        if d != sizes[0]:
-            tracer().report("broadcast", f"vmap maps axes of different sizes: {sizes[0]} "
-                                         f"and {d}")
-            break
+    _one_size(sizes, "vmap maps axes")
     out = fun(*inner, **kwargs)
     if isinstance(out_axes, int) or out_axes is None:
         return _batch(out_axes, out, sizes[0])
@@ -472,11 +444,7 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
           unroll: Any = 1, **kw: Any) -> Any:
     sizes: list[Dim] = []
     x0 = _unbatch(0, xs, sizes) if xs is not None else None
-    for d in sizes[1:]:
-        if d != sizes[0]:
-            tracer().report("broadcast", f"scan over leading axes of different sizes: "
-                                         f"{sizes[0]} and {d}")
-            break
+    _one_size(sizes, "scan over leading axes")
     n = sizes[0] if sizes else as_dim(length)
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")

@@ -234,10 +234,8 @@ class Report:
             return None
         import numpy as np
 
-        total = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
-        for d in self.largest:
-            total = total * d
-        return total
+        itemsize = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
+        return math.prod(self.largest, start=itemsize)
 
     def __str__(self) -> str:
         lines = [str(f) for f in self.findings]
@@ -304,27 +302,12 @@ def _creation_patched() -> Iterator[None]:
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
     """Top-level modules the function's code refers to (globals it names, closure cells)."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return set()
-    g = getattr(fn, "__globals__", {})
-    values = [g[n] for n in code.co_names if n in g]
-    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-               if _filled(c)]
     out = set()
-    for v in values:
+    for v in tracing.referenced(fn):
         module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
         if isinstance(module, str):
             out.add(module.split(".")[0])
     return out
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
@@ -361,9 +344,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                                                     None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    n_params = _positional_count(fn)
-    if n_params is not None and not n_params <= len(sig.args) <= _positional_total(fn):
-        raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
+    least, most = _positional_range(fn)
+    if not least <= len(sig.args) <= most:
+        raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
         with _time_limit(timeout):
@@ -420,7 +403,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
                 for a, k in zip(args, kinds, strict=True)]
-        with _creation_patched(), _jax_patched():
+        with _creation_patched(), trace_jax.patched():
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
@@ -446,12 +429,6 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings) + report.findings
         tracing.reset_tracer(token)
         tracing.reset_torch_style(style)
-
-
-def _jax_patched() -> contextlib.AbstractContextManager[None]:
-    if "jax" not in sys.modules:
-        return contextlib.nullcontext()
-    return trace_jax.patched()
 
 
 def _uses_jax(fn: Callable[..., Any]) -> bool:
@@ -551,26 +528,16 @@ def _parameter_names(fn: Callable[..., Any]) -> list[str]:
         return []
 
 
-def _positional_count(fn: Callable[..., Any]) -> int | None:
+def _positional_range(fn: Callable[..., Any]) -> tuple[int, int]:
+    """How many positional arguments ``fn`` needs and takes (any number: unknown, ``*args``)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return None
+        return 0, sys.maxsize
     if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and p.default is p.empty)
-
-
-def _positional_total(fn: Callable[..., Any]) -> int:
-    """How many positional parameters ``fn`` has, defaults included (or a huge number)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return sys.maxsize
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return sys.maxsize
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        return 0, sys.maxsize
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(p.default is p.empty for p in positional), len(positional)
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
