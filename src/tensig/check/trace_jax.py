@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from tensig.check import sym_functions, tracing
@@ -47,7 +47,7 @@ from tensig.core.dims import Dim
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
-_WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
+_WRAPPERS: dict[int, list[tuple[Any, str, Any]]] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -72,8 +72,8 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     return wrapper
 
 
-def _targets() -> list[tuple[Any, str, Any, Any]]:
-    """(module, name, original, wrapper) for every public callable: built once per JAX."""
+def _targets() -> list[tuple[Any, str, Any]]:
+    """(module, name, wrapper) for every public callable: built once per JAX."""
     import jax
 
     cached = _WRAPPERS.get(id(jax))
@@ -82,7 +82,7 @@ def _targets() -> list[tuple[Any, str, Any, Any]]:
     import importlib
     import inspect
 
-    out: list[tuple[Any, str, Any, Any]] = []
+    out: list[tuple[Any, str, Any]] = []
     for ns in _NAMESPACES:
         try:
             module = importlib.import_module(f"jax.{ns}")
@@ -93,29 +93,19 @@ def _targets() -> list[tuple[Any, str, Any, Any]]:
             if name.startswith("_") or inspect.isclass(obj) or inspect.ismodule(obj) or \
                     not callable(obj):
                 continue
-            out.append((module, name, obj, _wrap(ns, name, obj)))
+            out.append((module, name, _wrap(ns, name, obj)))
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
                        ("grad", _grad), ("value_and_grad", _grad)):
-        original = getattr(jax, name)
-        out.append((jax, name, original, make(original)))
+        out.append((jax, name, make(getattr(jax, name))))
     _WRAPPERS[id(jax)] = out
     return out
 
 
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
+def patched() -> contextlib.AbstractContextManager[None]:
     """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported)."""
     if "jax" not in sys.modules:
-        yield
-        return
-    targets = _targets()
-    try:
-        for module, name, _, wrapper in targets:
-            setattr(module, name, wrapper)
-        yield
-    finally:
-        for module, name, original, _ in reversed(targets):
-            setattr(module, name, original)
+        return contextlib.nullcontext()
+    return tracing.patched(_targets())
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -129,8 +129,7 @@ def _symbolic_key(key: Any) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def buffers_symbolic() -> Iterator[None]:
+def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
     """While verifying, a real tensor indexed by a symbolic size gives a symbolic array."""
     original = torch.Tensor.__getitem__
 
@@ -149,18 +148,8 @@ def buffers_symbolic() -> Iterator[None]:
             return method(self, *args, **kw)
         return call
 
-    own = {name: torch.Tensor.__dict__.get(name) for name in ("__getitem__", *_SIZED)}
-    torch.Tensor.__getitem__ = getitem
-    for name in _SIZED:
-        setattr(torch.Tensor, name, sized(name, getattr(torch.Tensor, name)))
-    try:
-        yield
-    finally:
-        for name, original in own.items():  # torch.Tensor's own, or back to TensorBase's
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
+    sized_methods = [(torch.Tensor, n, sized(n, getattr(torch.Tensor, n))) for n in _SIZED]
+    return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
 # real-tensor methods that take sizes: with a symbolic size they give symbolic arrays

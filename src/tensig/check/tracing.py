@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from tensig.check import findings
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupported",
-           "failure_line", "plugin", "referenced", "tracer"]
+           "failure_line", "patched", "plugin", "referenced", "tracer"]
 
 
 
@@ -210,6 +210,28 @@ def set_torch_style(flag: bool) -> contextvars.Token[bool]:
 
 def reset_torch_style(token: contextvars.Token[bool]) -> None:
     _TORCH_STYLE.reset(token)
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def patched(replacements: Iterable[tuple[Any, str, Any]]) -> Iterator[None]:
+    """Attributes ``(owner, name, value)`` set while a trace runs (library functions that take
+    symbolic values); each owner's own value is put back after, or deleted where it had none
+    (a method it inherits)."""
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for owner, name, value in replacements:
+            saved.append((owner, name, vars(owner).get(name, _MISSING)))
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 def referenced(fn: Any) -> list[Any]:

@@ -270,34 +270,24 @@ class Report:
 
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
-    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
+    ``len(x)``, ``range(T)`` keep them symbolic."""
     import builtins
 
-    patched: list[tuple[Any, str, Any]] = []
-
-    targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
-               ("torch", S.CREATION_TORCH)]
-    try:
-        for name, fn in (("len", S.sym_len), ("range", sym_sizes.sym_range)):  # len(x), range(T)
-            patched.append((builtins, name, getattr(builtins, name)))
-            setattr(builtins, name, fn)
-        for module_name, table in targets:
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
-            for name, fn in table.items():
-                original = getattr(module, name)
-                patched.append((module, name, original))
-                setattr(module, name, sym_functions.creation_wrapper(original, fn))
-        with contextlib.ExitStack() as stack:
-            trace_einops.register()
-            if "torch" in sys.modules:
-                from tensig.check import trace_torch as symbolic_torch
-                stack.enter_context(symbolic_torch.buffers_symbolic())
-            yield
-    finally:
-        for module, name, original in reversed(patched):
-            setattr(module, name, original)
+    targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
+                               ("torch", S.CREATION_TORCH)):
+        module = sys.modules.get(module_name)
+        if module is not None:
+            targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
+                        for name, fn in table.items()]
+    trace_einops.register()
+    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if "torch" in sys.modules:
+        from tensig.check import trace_torch as symbolic_torch
+        buffers = symbolic_torch.buffers_symbolic()
+    with tracing.patched(targets), buffers:
+        yield
 
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
