@@ -411,8 +411,6 @@ def _keep(kw: dict[str, Any]) -> bool:
 def _varargs(args: Sequence[Any], kw: Any) -> tuple[Any, ...]:
     if kw is not None:
         return tuple(kw)
-    if len(args) == 1 and isinstance(args[0], tuple | list):
-        return tuple(args[0])
     if len(args) == 1 and hasattr(args[0], "__iter__") and not isinstance(args[0], SymArray):
         return tuple(args[0])
     return tuple(args)
