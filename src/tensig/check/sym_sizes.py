@@ -290,9 +290,6 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     if step != 1 or (first is not None and first < 0):
         if first is not None and step == 1 and s.stop is None:
             return Dim.const(-first)  # x[-k:]
-        start_at = 0 if s.start is None else first
-        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
-            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
         return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)

@@ -511,8 +511,6 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
         if names else {}
 
     def jax_dim(d: Dim) -> Any:
-        if d.constant is not None:
-            return d.constant
         return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression
 
     dtypes = {"f": jnp.float32, "i": jnp.int32, "b": jnp.bool_}
@@ -539,8 +537,6 @@ def _from_jax(x: Any) -> Dim:
     """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
     import re
 
-    if isinstance(x, int):
-        return Dim.const(x)
     text = str(x)
     for name, op in (("floordiv", "//"), ("mod", "%")):
         text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)

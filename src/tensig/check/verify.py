@@ -106,24 +106,19 @@ class Signature:
         left, arrow, right = text.partition("=>")
         names: list[str] = []
         fresh = itertools.count()
-        args, kinds = [], []
-        offset = 0
-        operands = left.split(";") if left.strip() else []
-        for operand in operands:
-            shape, kind = _operand(text, operand, offset)
-            args.append(_axes(shape, names, fresh))
-            kinds.append(kind)
-            offset += len(operand) + 1
-        results = None
-        if arrow and right.strip():
-            offset = len(left) + 2
-            results = []
-            for operand in right.split(";"):
-                shape, _ = _operand(text, operand, offset)
-                results.append(_axes(shape, names, fresh))
+
+        def side(part: str, offset: int) -> list[tuple[tuple[Dim, ...], str]]:
+            out = []
+            for operand in part.split(";") if part.strip() else []:
+                shape, kind = _operand(text, operand, offset)
+                out.append((_axes(shape, names, fresh), kind))
                 offset += len(operand) + 1
-        return cls(tuple(args), None if results is None else tuple(results), tuple(names),
-                   text, tuple(kinds))
+            return out
+
+        args = side(left, 0)
+        results = side(right, len(left) + 2) if arrow and right.strip() else None
+        return cls(tuple(a for a, _ in args), None if results is None else
+                   tuple(r for r, _ in results), tuple(names), text, tuple(k for _, k in args))
 
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
