@@ -318,10 +318,9 @@ def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
 def _same_structure(before: Any, after: Any, what: str) -> None:
     """A loop's carry (or both branches of a cond) keep their shapes: JAX requires it."""
     a, b = _shapes(before), _shapes(after)
-    if len(a) != len(b) or any(x != y for x, y in zip(a, b, strict=False)):
-        fmt = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in a)
-        got = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in b)
-        tracer().report("broadcast", f"{what}: shapes change from {fmt} to {got}")
+    if a != b:
+        was, got = ("; ".join("[" + ", ".join(map(str, s)) + "]" for s in side) for side in (a, b))
+        tracer().report("broadcast", f"{what}: shapes change from {was} to {got}")
 
 
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:

@@ -74,15 +74,6 @@ def _flat_size(a: S.SymArray) -> Dim:
     return math.prod(a.dims, start=sym_sizes.ONE)
 
 
-def _cumulative(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-                **kw: Any) -> S.SymArray:
-    x = S._sym(a)
-    if axis is None:
-        return S.SymArray((_flat_size(x),), x.kind if x.kind != "b" else "i")
-    S._axis(axis, x.ndim)
-    return S.SymArray(x.dims, x.kind if x.kind != "b" else "i")
-
-
 def _outer(a: Any, b: Any, out: Any = None) -> S.SymArray:
     """``np.outer``: the outer product asked for by name (no finding), of the flattened inputs."""
     x, y = S._sym(a), S._sym(b)
@@ -111,13 +102,15 @@ def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
     return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
 
 
-def _sort_like(kind: str | None) -> Callable[..., S.SymArray]:
-    def model(a: Any, axis: Any = -1, *args: Any, **kw: Any) -> S.SymArray:
+def _along_axis(kind: Callable[[str], str], default_axis: int | None) -> Callable[..., Any]:
+    """``cumsum``, ``sort``...: the input's shape, flattened for ``axis=None``; the element
+    kind ``kind(input's)``."""
+    def model(a: Any, axis: Any = default_axis, *args: Any, **kw: Any) -> S.SymArray:
         x = S._sym(a)
         if axis is None:
-            return S.SymArray((_flat_size(x),), kind or x.kind)
+            return S.SymArray((_flat_size(x),), kind(x.kind))
         S._axis(axis, x.ndim)
-        return S.SymArray(x.dims, kind or x.kind)
+        return S.SymArray(x.dims, kind(x.kind))
     return model
 
 
@@ -197,15 +190,13 @@ def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
 def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
-    n = _square(x, "solve")
-    if y.ndim == 1:
-        if y.dims[0] != n:
-            tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)}"
-                                           f" for a {n} by {n} system")
+    n, vector = _square(x, "solve"), y.ndim == 1
+    if y.dims[0 if vector else -2] != n:
+        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} for a "
+                                       f"{n} by {n} system" + ("" if vector else
+                                                               f" {shape_text(x)}"))
+    if vector:
         return S.SymArray((*x.dims[:-1],), "f")
-    if y.dims[-2] != n:
-        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} "
-                                       f"for a {n} by {n} system {shape_text(x)}")
     batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
     return S.SymArray((*batch, n, y.dims[-1]), "f")
 
@@ -319,14 +310,13 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "cumsum": _cumulative,
-    "cumprod": _cumulative,
-    "nancumsum": _cumulative,
+    **dict.fromkeys(("cumsum", "cumprod", "nancumsum"),
+                    _along_axis(lambda k: "i" if k == "b" else k, None)),
     "outer": _outer,
     "take": _take,
     "take_along_axis": _take_along_axis,
-    "argsort": _sort_like("i"),
-    "sort": _sort_like(None),
+    "argsort": _along_axis(lambda k: "i", -1),
+    "sort": _along_axis(lambda k: k, -1),
     "pad": _pad,
     "bincount": _data_sized("bins"),
     "flatnonzero": _data_sized("nnz"),
