@@ -252,10 +252,8 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
 
 NUMPY.update({name: _reduction(kind) for name, kind in _REDUCTIONS.items()})
 NUMPY.update({
-    "reshape": lambda a, shape=None, newshape=None, **k: reshape(
-        a, shape if shape is not None else newshape
-        if isinstance(shape if shape is not None else newshape, tuple | list)
-        else (shape if shape is not None else newshape,)),
+    "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
+        shape if shape is not None else newshape),
     "transpose": lambda a, axes=None: permute(a, axes if axes is not None
                                               else tuple(reversed(range(_sym(a).ndim)))),
     "permute_dims": lambda a, axes=None: permute(a, axes),
