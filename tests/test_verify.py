@@ -152,6 +152,12 @@ def test_reshape_with_wrong_element_count():
     assert kinds(verify(bad, "B T d =>")) == ["reshape"]
 
 
+def test_np_reshape_takes_one_size_or_a_sequence():
+    assert verify(lambda x: np.reshape(x, -1), "B T => B*T").ok
+    assert verify(lambda x: np.reshape(x, x.shape[0] * x.shape[1]), "B T => B*T").ok
+    assert verify(lambda x: np.reshape(x, shape=(x.shape[0], -1)), "B T d => B T*d").ok
+
+
 def test_assumptions_are_warnings():
     def branch(x):
         if x.shape[1] > 1:

@@ -82,6 +82,18 @@ CAUSAL = torch.tril(torch.ones(32, 32))
 PE = torch.zeros(1, 64, 8)
 
 
+def test_max_and_min_methods_are_torchs():
+    """``x.max(dim)`` gives values and indices, ``x.max(other)`` is elementwise, as torch.max."""
+    def f(x, y):
+        values, indices = x.max(dim=1, keepdim=True)
+        return values + x.min(1).values[:, None] + indices, x.max(y)
+
+    r = verify(f, "B, T; B, T => B, 1; B, T", torch_style=True)
+    assert r.ok and r.result[0] == (S.Dim.symbol("B"), S.Dim.const(1)), str(r)
+    r = verify(lambda x: x.max(dim=1).indices, "B, T => T", torch_style=True)
+    assert kinds(r) == ["return-shape"]
+
+
 def test_causal_buffer_sliced_by_a_symbolic_size_is_an_assumption():
     def f(att):
         t = att.size(-1)

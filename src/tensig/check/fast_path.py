@@ -14,15 +14,18 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from tensig.check.interpreter import _EMPTY, _Checker, _Program
-from tensig.core.annotations import (
-    _ACCEPT,
-    Broadcastable,
-    Deferred,
-    RowVariable,
-    ShapeSpecMarker,
-    _is_name,
+from tensig.check.interpreter import (
+    _ANON,
+    _BCAST,
+    _EMPTY,
+    _FIXED,
+    _NAME,
+    _VAR,
+    _Checker,
+    _DeferredExpr,
+    _Program,
 )
+from tensig.core.annotations import _ACCEPT, ShapeSpecMarker
 from tensig.core.dimcode import emit as _emit
 from tensig.core.dimcode import linear_split, solve_lines
 from tensig.core.dims import Dim
@@ -61,12 +64,11 @@ class _Generator:
     def value(self, depth: int, program: _Program, marker: ShapeSpecMarker, optional: bool,
               fail: str) -> bool:
         """Emit the check of the value in ``x``; ``False`` when it needs the interpreter."""
-        items = program.shape.items
-        variables = [i for i, item in enumerate(items) if isinstance(item, RowVariable)]
+        ops = program.ops
+        variables = [i for i, (code, _, _) in enumerate(ops) if code & ~_BCAST in (_VAR, _ANON)]
         if len(variables) > 1 or marker.pytree or any(
-                isinstance(item, Deferred) or (isinstance(item, RowVariable) and item.broadcast)
-                or (isinstance(item, Broadcastable) and isinstance(item.item, Deferred))
-                for item in items):
+                isinstance(payload, _DeferredExpr) or code == _VAR | _BCAST
+                for code, payload, _ in ops):
             return False
         self.emit(depth, "if x is None:", f"    {'pass' if optional else fail}", "else:")
         depth += 1
@@ -78,9 +80,9 @@ class _Generator:
         if marker.dtype is not None:
             self.emit(depth, "    dt = x.dtype")
         self.emit(depth, "except AttributeError:", f"    {fail}")
-        self.unpack(depth, len(items), variables[0] if variables else None, fail)
-        for i, item in enumerate(items):
-            self.item(depth, item, f"a{i}", fail)
+        self.unpack(depth, len(ops), variables[0] if variables else None, fail)
+        for i, (code, payload, _) in enumerate(ops):
+            self.item(depth, code, payload, f"a{i}", fail)
         if marker.dtype is not None:
             cache = self.families.setdefault(marker.dtype, f"_A{len(self.families)}")
             self.emit(depth, f"if {cache}.get(dt) is not True:", f"    {fail}")
@@ -106,22 +108,20 @@ class _Generator:
         self.emit(depth, f"if {local} is _U:", f"    {local} = {size}",
                   f"elif {local} != {size}:", f"    {fail}")
 
-    def item(self, depth: int, item: Any, size: str, fail: str) -> None:
-        if item is Any or (isinstance(item, RowVariable) and item.name is None):
+    def item(self, depth: int, code: int, payload: Any, size: str, fail: str) -> None:
+        """One of :class:`_Program`'s operations on the size in the local ``size``."""
+        if code in (-1, _ANON):  # ``_``, ``...``
             return
-        if isinstance(item, Broadcastable):  # size 1 fits and binds nothing
+        if code & _BCAST:  # size 1 fits and binds nothing
             self.emit(depth, f"if {size} != 1:")
-            self.item(depth + 1, item.item, size, fail)
+            self.item(depth + 1, code & ~_BCAST, payload, size, fail)
             self.emit(depth + 1, "pass")
-            return
-        if isinstance(item, RowVariable):
-            self.bind(depth, self.local(item.key), size, fail)
-        elif isinstance(item, int):
-            self.emit(depth, f"if {size} != {item}:", f"    {fail}")
-        elif _is_name(item):
-            self.bind(depth, self.local(next(iter(item.symbols))), size, fail)
+        elif code in (_NAME, _VAR):
+            self.bind(depth, self.local(payload), size, fail)
+        elif code == _FIXED:
+            self.emit(depth, f"if {size} != {payload}:", f"    {fail}")
         else:
-            self.expression(depth, item, size, fail)
+            self.expression(depth, payload.dim, size, fail)
 
     def source(self, d: Dim) -> str:
         return _emit(d, lambda name: self.local(name))

@@ -29,6 +29,7 @@ import linecache
 import os
 import re
 import site
+import sys
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ def _library_roots() -> tuple[str, ...]:
     """Folders that hold the standard library and installed packages, never the user's code."""
     roots = set()
     for scheme_key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        for vars_ in ({}, {"base": _base(), "platbase": _base()}):
+        for vars_ in ({}, {"base": sys.base_prefix, "platbase": sys.base_prefix}):
             try:
                 roots.add(os.path.abspath(sysconfig.get_path(scheme_key, vars=vars_)))
             except (KeyError, ValueError):
@@ -157,12 +158,6 @@ def _library_roots() -> tuple[str, ...]:
     # tensig itself: the package folder, two levels above this module (tensig/check/)
     roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return tuple(sorted(r + os.sep for r in roots))
-
-
-def _base() -> str:
-    import sys
-
-    return sys.base_prefix
 
 
 def user_code(filename: str) -> bool:

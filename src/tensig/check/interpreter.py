@@ -65,15 +65,14 @@ class _DeferredExpr:
     It is never solved for a name.
     """
 
-    __slots__ = ("code", "symbols", "text")
+    __slots__ = ("symbols", "text")
 
     def __init__(self, item: Deferred):
         self.text = item.text
         self.symbols = tuple(sorted(item.symbols)) + ((_ARGS,) if "{" in item.text else ())
-        self.code = item.text
 
     def evaluate(self, env: dict[str, Any]) -> Any:
-        text = self.code
+        text = self.text
         if "{" in text:
             arguments = env[_ARGS]
             text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
@@ -230,14 +229,12 @@ def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
 
 def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """NumPy's broadcast of two shapes, or ``None``."""
-    n = max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if x != y and 1 not in (x, y):
-            return None
-        out.append(y if x == 1 else x)
-    return tuple(out)
+    import numpy as np
+
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        return None
 
 
 class _Relations:

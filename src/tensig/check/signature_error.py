@@ -203,17 +203,14 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
                      f"(shape {_shape_text(origin[2])})")
     hint = words_hint(ann)
     if hint is None and m.kind in ("name", "expr", "solve") and m.axis is not None:
-        hint = _swap_hint(m.shape[m.axis], name or _item_name(ann, m.index), env, origins)
+        item = "_" if m.index is None else str(ann.items[m.index])
+        hint = _swap_hint(m.shape[m.axis], name or item, env, origins)
     if hint is None and m.kind == "rank":
         hint = _rank_hint(m, ann)
     return SignatureError(reason, function=fname, argument=m.label, axis=m.axis,
                           expected=expected, actual=actual, bound_by=bound_by, spec=ann.text,
                           span=(span[0], max(span[1], span[0] + 1)), label=name,
                           sizes=_sizes(m, env), origins=lines, hint=hint)
-
-
-def _item_name(ann: AnnotationShape, index: int | None) -> str:
-    return "_" if index is None else str(ann.items[index])
 
 
 def _value_text(value: Any) -> str:

@@ -14,7 +14,9 @@ allocate) :func:`size_guard` on the elements of one run.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -77,10 +79,7 @@ def candidates(args: Any) -> list[Dim]:
     for x in leaves(args):
         if isinstance(x, S.SymArray):
             for i in range(x.ndim):
-                prod = sym_sizes.ONE
-                for d in x.dims[i:]:
-                    prod = prod * d
-                    out.append(prod)
+                out += itertools.accumulate(x.dims[i:], operator.mul)
     return out
 
 

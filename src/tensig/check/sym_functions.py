@@ -31,6 +31,7 @@ from tensig.check.tracer import (
     elementwise,
     expand_dims,
     into,
+    kind_of,
     matmul,
     moveaxis,
     permute,
@@ -40,7 +41,7 @@ from tensig.check.tracer import (
     squeeze,
     swapaxes,
 )
-from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
+from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
 __all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "stack",
@@ -183,11 +184,6 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
     return SymArray(a.dims, "f")
 
 
-def sdpa(*args: Any, **kw: Any) -> SymArray:
-    """torch's ``scaled_dot_product_attention``: modelled in ``trace_torch`` (a hook)."""
-    return plugin("torch_sdpa")(*args, **kw)
-
-
 def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
     i, w = _sym(idx), _sym(weight)
     return SymArray(i.dims + w.dims[1:], "f")
@@ -203,9 +199,7 @@ def _same_as(x: Any, *args: Any, **kw: Any) -> SymArray:
 
 def created(*shape: Any, **kw: Any) -> SymArray:
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
-    dtype = str(kw.get("dtype", "float"))
-    kind = "b" if "bool" in dtype else ("i" if "int" in dtype or "long" in dtype else "f")
-    return SymArray([as_dim(d) for d in dims], kind)
+    return SymArray([as_dim(d) for d in dims], kind_of(kw.get("dtype", "float")) or "f")
 
 
 def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
@@ -244,24 +238,22 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
                  for lo, hi in itertools.pairwise(cuts))
 
 
+def _reduction(kind: str | None) -> Callable[..., SymArray]:
+    """``numpy.sum`` and friends (``torch.sum``: ``dim``, ``keepdim``), giving ``kind``."""
+    def model(a: Any, axis: Any = None, keepdims: bool = False, *, dim: Any = None,
+              keepdim: bool = False, **k: Any) -> SymArray:
+        return reduce_(a, axis if axis is not None else dim, keepdims or keepdim, kind)
+    return model
+
+
+_REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None, "amin": None,
+               "mean": "f", "std": "f", "var": "f", "argmax": "i", "argmin": "i", "all": "b",
+               "any": "b"}
+
+NUMPY.update({name: _reduction(kind) for name, kind in _REDUCTIONS.items()})
 NUMPY.update({
-    "sum": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "mean": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
-    "std": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
-    "var": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "f"),
-    "max": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "min": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "amax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "amin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "prod": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims),
-    "argmax": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
-    "argmin": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "i"),
-    "all": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
-    "any": lambda a, axis=None, keepdims=False, **k: reduce_(a, axis, keepdims, "b"),
-    "reshape": lambda a, shape=None, newshape=None, **k: reshape(
-        a, shape if shape is not None else newshape
-        if isinstance(shape if shape is not None else newshape, tuple | list)
-        else (shape if shape is not None else newshape,)),
+    "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
+        shape if shape is not None else newshape),
     "transpose": lambda a, axes=None: permute(a, axes if axes is not None
                                               else tuple(reversed(range(_sym(a).ndim)))),
     "permute_dims": lambda a, axes=None: permute(a, axes),
@@ -322,21 +314,9 @@ TORCH.update({
     "cross_entropy": cross_entropy,
     "nll_loss": cross_entropy,
     "layer_norm": layer_norm,
-    "scaled_dot_product_attention": sdpa,
     "embedding": embedding,
-    "softmax": _same_as,
-    "log_softmax": _same_as,
-    "relu": _same_as,
-    "gelu": _same_as,
-    "silu": _same_as,
-    "sigmoid": _same_as,
-    "tanh": _same_as,
-    "dropout": _same_as,
-    "exp": _same_as,
-    "log": _same_as,
-    "sqrt": _same_as,
-    "rsqrt": _same_as,
-    "abs": _same_as,
+    **dict.fromkeys(("softmax", "log_softmax", "relu", "gelu", "silu", "sigmoid", "tanh",
+                     "dropout", "exp", "log", "sqrt", "rsqrt", "abs"), _same_as),
     "tril": lambda a, diagonal=0: _same_as(a),
     "triu": lambda a, diagonal=0: _same_as(a),
     "zeros_like": _like,
@@ -345,12 +325,8 @@ TORCH.update({
     "rand_like": _like,
     "randn_like": _like,
     "full_like": lambda a, fill_value, **k: _like(a),
-    "sum": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
-    "mean": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim, "f"),
-    "amax": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
-    "amin": lambda a, dim=None, keepdim=False, **k: reduce_(a, dim, keepdim),
-    "logsumexp": lambda a, dim, keepdim=False: reduce_(a, dim, keepdim, "f"),
-    "argmax": lambda a, dim=None, keepdim=False: reduce_(a, dim, keepdim, "i"),
+    **{name: _reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
+    "logsumexp": _reduction("f"),
     "transpose": swapaxes,
     "permute": lambda a, dims: permute(a, dims),
     "reshape": lambda a, shape: reshape(a, shape),
@@ -358,12 +334,6 @@ TORCH.update({
     "squeeze": lambda a, dim=None: squeeze(a, dim),
     "flatten": lambda a, start_dim=0, end_dim=-1: _sym(a).flatten(start_dim, end_dim),
     "broadcast_to": lambda a, size: broadcast_to(a, size),
-    "maximum": lambda a, b: elementwise([a, b]),
-    "minimum": lambda a, b: elementwise([a, b]),
-    "add": lambda a, b, alpha=1: elementwise([a, b]),
-    "sub": lambda a, b, alpha=1: elementwise([a, b]),
-    "mul": lambda a, b: elementwise([a, b]),
-    "div": lambda a, b, **k: elementwise([a, b], "f"),
     "masked_fill": lambda a, mask, value: _sym(a).masked_fill(mask, value),
     "split": split,
     "chunk": chunk,

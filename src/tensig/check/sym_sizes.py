@@ -127,7 +127,7 @@ class SymSize:
             decided = None
         witness = fn(tracer().value(a), tracer().value(b))
         if decided is None:
-            _assume(f"{a} {name} {b}", None, witness)
+            _assume(f"{a} {name} {b}", witness)
             return witness
         return decided
 
@@ -139,7 +139,7 @@ class SymSize:
             diff = a - b
             if diff.constant is not None:
                 return False
-            return self._cmp(o, "==", lambda x, y: _undecided_eq(x, y))
+            return self._cmp(o, "==", _undecided_eq)
         return NotImplemented
 
     def __lt__(self, o: Any) -> bool:
@@ -249,10 +249,8 @@ def _undecided_eq(a: Any, b: Any) -> bool:
     raise InconclusiveError(f"{a} == {b}")
 
 
-def _assume(text: str, decided: bool | None, witness: bool, why: str | None = None) -> None:
+def _assume(text: str, witness: bool, why: str | None = None) -> None:
     """A size condition the code branches on: reported as an assumption (a warning)."""
-    if decided is True:
-        return
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
@@ -276,18 +274,10 @@ def _check_index(size: Dim, k: Any) -> None:
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
     except InconclusiveError:
-        if not _assumed_here(f"< {size}:"):  # a loop over range(T) assumes once per line
-            _assume(f"{d} < {size}", None, True)
+        _assume(f"{d} < {size}", True)  # once per line: a loop over range(T) repeats it
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
-
-
-def _assumed_here(text: str) -> bool:
-    t = tracer()
-    file, line = t.where()
-    return any(f.file == file and f.line == line and f.kind == "assumption" and text in f.message
-               for f in t.findings)
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:
@@ -300,9 +290,6 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     if step != 1 or (first is not None and first < 0):
         if first is not None and step == 1 and s.stop is None:
             return Dim.const(-first)  # x[-k:]
-        start_at = 0 if s.start is None else first
-        if step > 1 and s.stop is None and start_at is not None and start_at >= 0:
-            return (size - start_at + step - 1) // step  # x[::2], x[1::2]: exact floors
         return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)
@@ -314,6 +301,6 @@ def _slice_len(size: Dim, s: slice) -> Dim:
             tracer().report("index", f"slice up to {stop} on an axis of size {size}")
             length = size - start
     except InconclusiveError:
-        _assume(f"{stop} <= {size}", None, True, f"a slice up to {stop} of an axis of size "
+        _assume(f"{stop} <= {size}", True, f"a slice up to {stop} of an axis of size "
                 f"{size} (a buffer or table sized for at most {size})")
     return length

@@ -18,6 +18,7 @@ annotations.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -157,10 +158,7 @@ def collisions(values: Mapping[str, int]) -> list[str]:
 def _candidates(seed: int | None, start: int) -> Iterator[int]:
     """2, 3, 4, ... (``seed=None``), or every integer from ``start`` up in a shuffled order."""
     if seed is None:
-        n = start
-        while True:
-            yield n
-            n += 1
+        yield from itertools.count(start)
     rng = random.Random(seed)
     low, high = start, start + 64
     while True:

@@ -15,7 +15,6 @@ from typing import Any
 
 from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
-from tensig.check.sym_sizes import as_dim
 
 __all__ = ["register"]
 
@@ -54,9 +53,7 @@ def register() -> None:
             return S.expand_dims(x, new_position)
 
         def tile(self, x: Any, repeats: Any) -> S.SymArray:
-            a = S._sym(x)
-            return S.SymArray([d * as_dim(r) for d, r in zip(a.dims, repeats, strict=True)],
-                              a.kind)
+            return S._sym(x).repeat(*repeats)
 
         def concat(self, tensors: list[Any], axis: int) -> S.SymArray:
             return sym_functions.concatenate(tensors, axis)

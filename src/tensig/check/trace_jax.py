@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from tensig.check import sym_functions, tracing
@@ -47,7 +47,7 @@ from tensig.core.dims import Dim
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
-_WRAPPERS: dict[int, list[tuple[Any, str, Any, Any]]] = {}
+_WRAPPERS: dict[int, list[tuple[Any, str, Any]]] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -72,8 +72,8 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     return wrapper
 
 
-def _targets() -> list[tuple[Any, str, Any, Any]]:
-    """(module, name, original, wrapper) for every public callable: built once per JAX."""
+def _targets() -> list[tuple[Any, str, Any]]:
+    """(module, name, wrapper) for every public callable: built once per JAX."""
     import jax
 
     cached = _WRAPPERS.get(id(jax))
@@ -82,7 +82,7 @@ def _targets() -> list[tuple[Any, str, Any, Any]]:
     import importlib
     import inspect
 
-    out: list[tuple[Any, str, Any, Any]] = []
+    out: list[tuple[Any, str, Any]] = []
     for ns in _NAMESPACES:
         try:
             module = importlib.import_module(f"jax.{ns}")
@@ -93,29 +93,19 @@ def _targets() -> list[tuple[Any, str, Any, Any]]:
             if name.startswith("_") or inspect.isclass(obj) or inspect.ismodule(obj) or \
                     not callable(obj):
                 continue
-            out.append((module, name, obj, _wrap(ns, name, obj)))
+            out.append((module, name, _wrap(ns, name, obj)))
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
                        ("grad", _grad), ("value_and_grad", _grad)):
-        original = getattr(jax, name)
-        out.append((jax, name, original, make(original)))
+        out.append((jax, name, make(getattr(jax, name))))
     _WRAPPERS[id(jax)] = out
     return out
 
 
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
+def patched() -> contextlib.AbstractContextManager[None]:
     """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported)."""
     if "jax" not in sys.modules:
-        yield
-        return
-    targets = _targets()
-    try:
-        for module, name, _, wrapper in targets:
-            setattr(module, name, wrapper)
-        yield
-    finally:
-        for module, name, original, _ in reversed(targets):
-            setattr(module, name, original)
+        return contextlib.nullcontext()
+    return tracing.patched(_targets())
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,55 +145,25 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         return jax.ShapeDtypeStruct(shape, dtypes[kind])
 
     def call(a: Any, k: Any) -> Any:
-        structs: list[Any] = []
-        _collect(a, structs)
-        _collect(k, structs)
+        """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
+        leaves, tree = jax.tree_util.tree_flatten((a, k))
+        at = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
 
         def run(*arrays: Any) -> Any:
-            it = iter(arrays)
-            return original(*_put(a, it), **_put(k, it))
+            filled = list(leaves)
+            for i, x in zip(at, arrays, strict=True):
+                filled[i] = x
+            inner_a, inner_k = jax.tree_util.tree_unflatten(tree, filled)
+            return original(*inner_a, **inner_k)
 
         token = tracing.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
         try:
-            return jax.eval_shape(run, *structs)
+            return jax.eval_shape(run, *(leaves[i] for i in at))
         finally:
             tracing.reset_tracer(token)
 
-    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
-        if isinstance(leaf, jax.ShapeDtypeStruct):
-            k = np.dtype(leaf.dtype).kind
-            return tuple(leaf.shape), "b" if k == "b" else ("i" if k in "iu" else "f")
-        if isinstance(leaf, int) and not isinstance(leaf, bool):
-            return (leaf,), "size"
-        return None
-
-    result = fitted(name, args, kw, call, make, describe)
+    result = fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
     return jax.tree_util.tree_map(lambda x: x, result) if isinstance(result, dict) else result
-
-
-def _collect(x: Any, out: list[Any]) -> None:
-    import jax
-
-    if isinstance(x, jax.ShapeDtypeStruct):
-        out.append(x)
-    elif isinstance(x, list | tuple):
-        for v in x:
-            _collect(v, out)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _collect(v, out)
-
-
-def _put(x: Any, it: Iterator[Any]) -> Any:
-    import jax
-
-    if isinstance(x, jax.ShapeDtypeStruct):
-        return next(it)
-    if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
-        return type(x)(_put(v, it) for v in x)
-    if isinstance(x, dict):
-        return {k: _put(v, it) for k, v in x.items()}
-    return x
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,9 +209,8 @@ def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
 def _random(shape_at: int, shape_kw: str = "shape") -> Callable[..., S.SymArray]:
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get(shape_kw, args[shape_at - 1] if len(args) >= shape_at else ())
-        dtype = str(kw.get("dtype", "float"))
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([as_dim(d) for d in dims], "i" if "int" in dtype else "f")
+        return S.SymArray([as_dim(d) for d in dims], S.kind_of(kw.get("dtype", "float")) or "f")
     return model
 
 
@@ -359,10 +318,9 @@ def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
 def _same_structure(before: Any, after: Any, what: str) -> None:
     """A loop's carry (or both branches of a cond) keep their shapes: JAX requires it."""
     a, b = _shapes(before), _shapes(after)
-    if len(a) != len(b) or any(x != y for x, y in zip(a, b, strict=False)):
-        fmt = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in a)
-        got = "; ".join("[" + ", ".join(map(str, s)) + "]" for s in b)
-        tracer().report("broadcast", f"{what}: shapes change from {fmt} to {got}")
+    if a != b:
+        was, got = ("; ".join("[" + ", ".join(map(str, s)) + "]" for s in side) for side in (a, b))
+        tracer().report("broadcast", f"{what}: shapes change from {was} to {got}")
 
 
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
@@ -397,6 +355,13 @@ def _batch(axis: Any, tree: Any, n: Dim) -> Any:
     return _tree_map(lambda ax, sub: _batch(ax, sub, n), axis, tree)
 
 
+def _one_size(sizes: list[Dim], what: str) -> None:
+    """The mapped axes of every argument have one size: JAX requires it."""
+    other = next((d for d in sizes[1:] if d != sizes[0]), None)
+    if other is not None:
+        tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
+
+
 def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
@@ -405,11 +370,7 @@ def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> 
     inner = [_unbatch(ax, arg, sizes) for ax, arg in zip(axes, args, strict=True)]
     if not sizes:
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
-    for d in sizes[1:]:
-        if d != sizes[0]:
-            tracer().report("broadcast", f"vmap maps axes of different sizes: {sizes[0]} "
-                                         f"and {d}")
-            break
+    _one_size(sizes, "vmap maps axes")
     out = fun(*inner, **kwargs)
     if isinstance(out_axes, int) or out_axes is None:
         return _batch(out_axes, out, sizes[0])
@@ -472,11 +433,7 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
           unroll: Any = 1, **kw: Any) -> Any:
     sizes: list[Dim] = []
     x0 = _unbatch(0, xs, sizes) if xs is not None else None
-    for d in sizes[1:]:
-        if d != sizes[0]:
-            tracer().report("broadcast", f"scan over leading axes of different sizes: "
-                                         f"{sizes[0]} and {d}")
-            break
+    _one_size(sizes, "scan over leading axes")
     n = sizes[0] if sizes else as_dim(length)
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")
@@ -553,8 +510,6 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
         if names else {}
 
     def jax_dim(d: Dim) -> Any:
-        if d.constant is not None:
-            return d.constant
         return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression
 
     dtypes = {"f": jnp.float32, "i": jnp.int32, "b": jnp.bool_}
@@ -581,8 +536,6 @@ def _from_jax(x: Any) -> Dim:
     """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
     import re
 
-    if isinstance(x, int):
-        return Dim.const(x)
     text = str(x)
     for name, op in (("floordiv", "//"), ("mod", "%")):
         text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)

@@ -71,19 +71,7 @@ def _column_stack(tup: Any) -> S.SymArray:
 
 
 def _flat_size(a: S.SymArray) -> Dim:
-    total = sym_sizes.ONE
-    for d in a.dims:
-        total = total * d
-    return total
-
-
-def _cumulative(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-                **kw: Any) -> S.SymArray:
-    x = S._sym(a)
-    if axis is None:
-        return S.SymArray((_flat_size(x),), x.kind if x.kind != "b" else "i")
-    S._axis(axis, x.ndim)
-    return S.SymArray(x.dims, x.kind if x.kind != "b" else "i")
+    return math.prod(a.dims, start=sym_sizes.ONE)
 
 
 def _outer(a: Any, b: Any, out: Any = None) -> S.SymArray:
@@ -114,13 +102,15 @@ def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
     return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
 
 
-def _sort_like(kind: str | None) -> Callable[..., S.SymArray]:
-    def model(a: Any, axis: Any = -1, *args: Any, **kw: Any) -> S.SymArray:
+def _along_axis(kind: Callable[[str], str], default_axis: int | None) -> Callable[..., Any]:
+    """``cumsum``, ``sort``...: the input's shape, flattened for ``axis=None``; the element
+    kind ``kind(input's)``."""
+    def model(a: Any, axis: Any = default_axis, *args: Any, **kw: Any) -> S.SymArray:
         x = S._sym(a)
         if axis is None:
-            return S.SymArray((_flat_size(x),), kind or x.kind)
+            return S.SymArray((_flat_size(x),), kind(x.kind))
         S._axis(axis, x.ndim)
-        return S.SymArray(x.dims, kind or x.kind)
+        return S.SymArray(x.dims, kind(x.kind))
     return model
 
 
@@ -128,8 +118,9 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.Sym
     """``np.pad``: each axis grows by its (before, after) widths, which may be symbolic."""
     x = S._sym(array)
     width = pad_width
-    if isinstance(width, int | sym_sizes.SymSize) or (hasattr(width, "__len__") and
-                                                      len(width) and not _nested(width)):
+    if isinstance(width, int | sym_sizes.SymSize) or (hasattr(width, "__len__") and len(width)
+                                                      and not any(hasattr(p, "__len__")
+                                                                  for p in width)):
         pair = tuple(width) if hasattr(width, "__len__") else (width,)
         pairs = [(pair[0], pair[-1])] * x.ndim
     else:
@@ -142,10 +133,6 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.Sym
                          f"{x.ndim}")
     return S.SymArray([d + as_dim(lo) + as_dim(hi)
                        for d, (lo, hi) in zip(x.dims, pairs, strict=True)], x.kind)
-
-
-def _nested(width: Any) -> bool:
-    return any(hasattr(p, "__len__") for p in width)
 
 
 def _data_sized(hint: str, kind: str = "i") -> Callable[..., Any]:
@@ -203,23 +190,15 @@ def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
 def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
-    n = _square(x, "solve")
-    if y.ndim == 1:
-        if y.dims[0] != n:
-            tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)}"
-                                           f" for a {n} by {n} system")
+    n, vector = _square(x, "solve"), y.ndim == 1
+    if y.dims[0 if vector else -2] != n:
+        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} for a "
+                                       f"{n} by {n} system" + ("" if vector else
+                                                               f" {shape_text(x)}"))
+    if vector:
         return S.SymArray((*x.dims[:-1],), "f")
-    if y.dims[-2] != n:
-        tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} "
-                                       f"for a {n} by {n} system {shape_text(x)}")
     batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
     return S.SymArray((*batch, n, y.dims[-1]), "f")
-
-
-def _inv(a: Any) -> S.SymArray:
-    x = S._sym(a)
-    _square(x, "inv")
-    return S.SymArray(x.dims, "f")
 
 
 def _det(a: Any) -> S.SymArray:
@@ -237,10 +216,6 @@ def _eigh(a: Any, UPLO: str = "L") -> tuple[S.SymArray, S.SymArray]:
     x = S._sym(a)
     n = _square(x, "eigh")
     return S.SymArray((*x.dims[:-1],), "f"), S.SymArray((*x.dims[:-2], n, n), "f")
-
-
-def _eigvals(a: Any, *args: Any, **kw: Any) -> S.SymArray:
-    return _eigh(a)[0]
 
 
 def _min_dim(m: Dim, n: Dim) -> Dim:
@@ -333,20 +308,15 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "row_stack": _vstack,
     "dstack": _dstack,
     "column_stack": _column_stack,
-    "atleast_1d": lambda *xs: _at_least(xs[0], 1) if len(xs) == 1 else
-    tuple(_at_least(x, 1) for x in xs),
-    "atleast_2d": lambda *xs: _at_least(xs[0], 2) if len(xs) == 1 else
-    tuple(_at_least(x, 2) for x in xs),
-    "atleast_3d": lambda *xs: _at_least(xs[0], 3) if len(xs) == 1 else
-    tuple(_at_least(x, 3) for x in xs),
-    "cumsum": _cumulative,
-    "cumprod": _cumulative,
-    "nancumsum": _cumulative,
+    **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
+       tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
+    **dict.fromkeys(("cumsum", "cumprod", "nancumsum"),
+                    _along_axis(lambda k: "i" if k == "b" else k, None)),
     "outer": _outer,
     "take": _take,
     "take_along_axis": _take_along_axis,
-    "argsort": _sort_like("i"),
-    "sort": _sort_like(None),
+    "argsort": _along_axis(lambda k: "i", -1),
+    "sort": _along_axis(lambda k: k, -1),
     "pad": _pad,
     "bincount": _data_sized("bins"),
     "flatnonzero": _data_sized("nnz"),
@@ -355,13 +325,13 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "unique": _unique,
     "trace": _trace,
     "linalg.solve": _solve,
-    "linalg.inv": _inv,
+    "linalg.inv": _same_square("inv"),
     "linalg.det": _det,
     "linalg.slogdet": _slogdet,
     "linalg.eigh": _eigh,
     "linalg.eig": _eigh,
-    "linalg.eigvalsh": _eigvals,
-    "linalg.eigvals": _eigvals,
+    "linalg.eigvalsh": lambda a, *args, **kw: _eigh(a)[0],
+    "linalg.eigvals": lambda a, *args, **kw: _eigh(a)[0],
     "linalg.svd": _svd,
     "linalg.svdvals": lambda x: _svd(x, compute_uv=False),
     "linalg.qr": _qr,
@@ -441,23 +411,17 @@ def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     return [base, flipped]
 
 
-def _kind(dtype: Any) -> str:
-    k = getattr(dtype, "kind", "f")
-    return "b" if k == "b" else ("i" if k in "iu" else "f")
-
-
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
 
 
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
-           make: Callable[[tuple[int, ...], str], Any],
-           describe: Callable[[Any], tuple[tuple[int, ...], str] | None],
+           make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
     """Trace a library function by fitting (see :func:`tensig.check.size_fit.fit_sizes`).
 
     ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
-    concrete array (zeros, or a JAX shape-only stand-in), ``describe(leaf)`` reads a result
-    leaf's shape and kind (``None``: not an array; kind ``"size"``: an int that is a size).
+    concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
+    ``arrays`` are arrays, an int is a size.
     ``make_data`` is a second fill, of distinct values: a size that differs between the two
     fills depends on the data and is a fresh size.  A failure at the witness sizes is a shape
     finding when the library's message says so, else the trace stops with a note.
@@ -472,6 +436,14 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                 return v
             return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
+
+    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
+        """A result leaf's shape and kind (kind ``"size"``: an int that is a size)."""
+        if isinstance(leaf, arrays):
+            return tuple(leaf.shape), S.kind_of(leaf.dtype) or "f"
+        if isinstance(leaf, int) and not isinstance(leaf, bool):
+            return (leaf,), "size"
+        return None
 
     def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
         return [describe(leaf) for leaf in size_fit.leaves(result)]
@@ -542,15 +514,8 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
             return np.ones(shape, np.bool_)
         return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(dtypes[kind])
 
-    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
-        if isinstance(leaf, np.ndarray | np.generic):
-            return tuple(leaf.shape), _kind(leaf.dtype)
-        if isinstance(leaf, int) and not isinstance(leaf, bool):
-            return (leaf,), "size"
-        return None
-
     return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
-                  describe, distinct)
+                  (np.ndarray, np.generic), distinct)
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],

@@ -22,7 +22,7 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -50,18 +50,7 @@ def kind_of(dtype: Any) -> str | None:
     """The kind of a dtype-like argument (``torch.float16``, ``"int64"``, a tensor), or None."""
     if isinstance(dtype, S.SymArray):
         return dtype.kind
-    if isinstance(dtype, torch.Tensor):
-        dtype = dtype.dtype
-    if isinstance(dtype, torch.dtype):
-        if dtype == torch.bool:
-            return "b"
-        return "f" if dtype.is_floating_point or dtype.is_complex else "i"
-    text = str(dtype)
-    for key, kind in (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"),
-                      ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i")):
-        if key in text:
-            return kind
-    return None
+    return S.kind_of(dtype.dtype if isinstance(dtype, torch.Tensor) else dtype)
 
 
 def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
@@ -74,14 +63,9 @@ def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
     "device": lambda a: _CPU,
-    "is_nested": lambda a: False,
-    "requires_grad": lambda a: False,
-    "is_cuda": lambda a: False,
-    "is_sparse": lambda a: False,
-    "is_quantized": lambda a: False,
-    "is_meta": lambda a: False,
+    **dict.fromkeys(("is_nested", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
+                     "is_meta", "is_mkldnn"), lambda a: False),
     "is_leaf": lambda a: True,
-    "is_mkldnn": lambda a: False,
     "grad": lambda a: None,
     "grad_fn": lambda a: None,
     "layout": lambda a: torch.strided,
@@ -101,9 +85,8 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "dim": lambda a: a.ndim,
     "ndimension": lambda a: a.ndim,
     "is_contiguous": lambda a, *r, **k: True,
-    "new_zeros": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
-    "new_ones": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
-    "new_empty": lambda a, *size, **k: created(*size, **{"dtype": dtype_of(a), **k}),
+    **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(
+        *size, **{"dtype": dtype_of(a), **k})),
     "new_full": lambda a, size, fill, **k: created(size, **{"dtype": dtype_of(a), **k}),
     "item": lambda a: _data("item()"),
     "tolist": lambda a: _data("tolist()"),
@@ -146,8 +129,7 @@ def _symbolic_key(key: Any) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def buffers_symbolic() -> Iterator[None]:
+def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
     """While verifying, a real tensor indexed by a symbolic size gives a symbolic array."""
     original = torch.Tensor.__getitem__
 
@@ -166,18 +148,8 @@ def buffers_symbolic() -> Iterator[None]:
             return method(self, *args, **kw)
         return call
 
-    own = {name: torch.Tensor.__dict__.get(name) for name in ("__getitem__", *_SIZED)}
-    torch.Tensor.__getitem__ = getitem
-    for name in _SIZED:
-        setattr(torch.Tensor, name, sized(name, getattr(torch.Tensor, name)))
-    try:
-        yield
-    finally:
-        for name, original in own.items():  # torch.Tensor's own, or back to TensorBase's
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
+    sized_methods = [(torch.Tensor, n, sized(n, getattr(torch.Tensor, n))) for n in _SIZED]
+    return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
 # real-tensor methods that take sizes: with a symbolic size they give symbolic arrays
@@ -339,8 +311,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         if isinstance(head, torch.Tensor):
             orig = inputs.get(id(head))
             if orig is None:
-                kind = "b" if head.dtype == torch.bool else kind_of(head.dtype) or "f"
-                return ("array", tuple(fit or ()), kind)
+                return ("array", tuple(fit or ()), kind_of(head.dtype) or "f")
             if isinstance(orig, S.SymArray) and \
                     list(head.shape) != [d.evaluate(base) for d in orig.dims]:
                 raise tracing.Unsupported(f"{name} (an in-place change of shape)")
@@ -387,9 +358,7 @@ def _rebuild(template: Any, args: Any) -> Any:
         t = tracer()
         dims = [t.new_dim("n") if d is None else d for d in template[1]]
         return S.SymArray(dims, template[2])
-    if tag == "input":
-        return template[1]
-    if tag == "value":
+    if tag in ("input", "value"):
         return template[1]
     if tag == "size":
         d = template[1]
@@ -397,10 +366,8 @@ def _rebuild(template: Any, args: Any) -> Any:
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     _, kind, parts = template
     items = [_rebuild(p, args) for p in parts]
-    if kind in (tuple, list):
-        return kind(items)
     try:
-        return kind(items)  # torch.return_types.* take one sequence
+        return kind(items)  # a tuple, a list, or torch.return_types.* (one sequence)
     except TypeError:
         return tuple(items)
 
@@ -521,8 +488,8 @@ def _max_or_min(name: str) -> Callable[..., Any]:
         other = args[0] if args else kw.get("other")
         if isinstance(other, S.SymArray | torch.Tensor):
             return S.elementwise([x, other])
-        dim = args[0] if args else kw.get("dim")
-        keep = bool(args[1] if len(args) > 1 else kw.get("keepdim", False))
+        dim = args[0] if args else kw.get("dim", kw.get("axis"))
+        keep = bool(args[1] if len(args) > 1 else S._keep(kw))
         values = S.reduce_(x, dim, keep)
         if dim is None:
             return values
@@ -553,24 +520,13 @@ def looks_like_torch(fn: Any) -> bool:
     owner = getattr(fn, "__self__", fn)
     if isinstance(owner, torch.nn.Module):
         return True
-    values = list(getattr(fn, "__closure__", None) or ())
-    cells = []
-    for c in values:
-        with contextlib.suppress(ValueError):
-            cells.append(c.cell_contents)
-    code = getattr(fn, "__code__", None)
-    g = getattr(fn, "__globals__", {})
-    named = [g[n] for n in code.co_names if n in g] if code is not None else []
-    for v in cells + named:
+    for v in tracing.referenced(fn):
         if isinstance(v, torch.nn.Module | torch.Tensor):
             return True
-        if getattr(v, "__code__", None) is not None and v is not fn:
-            inner = v.__globals__
-            if any(inner.get(n) is torch or inner.get(n) is torch.nn.functional
-                   for n in v.__code__.co_names):
-                return True
+        if v is not fn and any(x is torch or x is torch.nn.functional
+                               for x in tracing.referenced(v)):
+            return True
     return False
 
 
-tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of,
-                       torch_sdpa=sdpa)
+tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of)

@@ -11,14 +11,14 @@ number (``math.sqrt``, ``range``), give a *witness* value chosen so that no two 
 collide.
 
 Operations dispatch by name through the tables :data:`NUMPY` and :data:`TORCH`, which
-:mod:`~tensig.check.sym_functions` and the per-library models fill (``verify.modelled_operations``
-lists them); anything else stops the trace with a note naming the operation (the report is then
-incomplete, never silently wrong).  The trace's state is in :mod:`~tensig.check.tracing`, sizes
-in :mod:`~tensig.check.sym_sizes`, the reshape-order lint in :mod:`~tensig.check.reshape_order`.
+:mod:`~tensig.check.sym_functions` and the per-library models fill; anything else goes to the
+library's model (:data:`~tensig.check.tracing.PLUGINS`), which fits it or stops the trace with a
+note (the report is then incomplete, never silently wrong).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -51,7 +51,7 @@ from tensig.core.dims import Dim
 
 #: Finding, SymSize, TraceLimit, Tracer and Unsupported are re-exported: their home moved in 0.2.
 __all__ = ["CREATION_NUMPY", "CREATION_TORCH", "NUMPY", "TORCH", "Finding", "SymArray", "SymSize",
-           "TraceLimit", "Tracer", "Unsupported", "sym_len"]
+           "TraceLimit", "Tracer", "Unsupported", "kind_of", "sym_len"]
 
 #: ``numpy.<name>`` (``"linalg.norm"`` for submodules) -> its model on symbolic arrays.
 NUMPY: dict[str, Callable[..., Any]] = {}
@@ -83,6 +83,26 @@ def _reduction(kind: str | None = None) -> Callable[..., SymArray]:
     whose result has the element kind ``kind`` (None: the operand's)."""
     def method(self: SymArray, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), kind)
+
+    return method
+
+
+def _operator(kind: str | None = None, reverse: bool = False) -> Callable[[Any, Any], SymArray]:
+    """A binary operator method of :class:`SymArray` (``reverse``: the reflected ``__r*__``)
+    whose result has the element kind ``kind`` (None: the operands')."""
+    def method(self: SymArray, other: Any) -> SymArray:
+        return elementwise([other, self] if reverse else [self, other], kind)
+
+    return method
+
+
+def _extreme(name: str) -> Callable[..., Any]:
+    """``max``/``min``: a reduction, or in torch code torch's (``max(dim)`` gives values and
+    indices, ``max(other)`` is elementwise)."""
+    def method(self: SymArray, *args: Any, **kw: Any) -> Any:
+        if _TORCH_STYLE.get():
+            return plugin("torch_attribute")(self, name)(*args, **kw)
+        return _reduction()(self, *args, **kw)
 
     return method
 
@@ -143,10 +163,7 @@ class SymArray:
         return self.ndim
 
     def numel(self) -> Any:
-        total = ONE
-        for d in self.dims:
-            total = total * d
-        return SymSize(total)
+        return SymSize(math.prod(self.dims, start=ONE))
 
     def __len__(self) -> int:
         if not self.dims:
@@ -183,84 +200,19 @@ class SymArray:
         return SymArray(dims, kind or self.kind, loose)
 
     # -- elementwise -----------------------------------------------------------------------
-    def _binary(self, other: Any, kind: str | None = None, reverse: bool = False) -> SymArray:
-        a, b = (other, self) if reverse else (self, other)
-        return elementwise([a, b], kind)
-
-    def __add__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __radd__(self, o: Any) -> SymArray:
-        return self._binary(o, reverse=True)
-
-    def __sub__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __rsub__(self, o: Any) -> SymArray:
-        return self._binary(o, reverse=True)
-
-    def __mul__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __rmul__(self, o: Any) -> SymArray:
-        return self._binary(o, reverse=True)
-
-    def __truediv__(self, o: Any) -> SymArray:
-        return self._binary(o, "f")
-
-    def __rtruediv__(self, o: Any) -> SymArray:
-        return self._binary(o, "f", reverse=True)
-
-    def __floordiv__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __mod__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __pow__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __rpow__(self, o: Any) -> SymArray:
-        return self._binary(o, reverse=True)
-
-    def __lt__(self, o: Any) -> SymArray:
-        return self._binary(o, "b")
-
-    def __le__(self, o: Any) -> SymArray:
-        return self._binary(o, "b")
-
-    def __gt__(self, o: Any) -> SymArray:
-        return self._binary(o, "b")
-
-    def __ge__(self, o: Any) -> SymArray:
-        return self._binary(o, "b")
-
-    def __eq__(self, o: Any) -> SymArray:  # type: ignore[override]
-        return self._binary(o, "b")
-
-    def __ne__(self, o: Any) -> SymArray:  # type: ignore[override]
-        return self._binary(o, "b")
-
-    def __and__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __or__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __xor__(self, o: Any) -> SymArray:
-        return self._binary(o)
-
-    def __invert__(self) -> SymArray:
+    def _same(self, *args: Any, **kw: Any) -> SymArray:
         return self._like(self.dims, loose=self.loose)
 
-    def __neg__(self) -> SymArray:
-        return self._like(self.dims, loose=self.loose)
+    __add__ = __sub__ = __mul__ = __floordiv__ = __mod__ = __pow__ = _operator()
+    __and__ = __or__ = __xor__ = _operator()
+    __radd__ = __rsub__ = __rmul__ = __rpow__ = _operator(reverse=True)
+    __truediv__, __rtruediv__ = _operator("f"), _operator("f", reverse=True)
+    __lt__ = __le__ = __gt__ = __ge__ = _operator("b")
+    __eq__ = __ne__ = _operator("b")  # type: ignore[assignment]
+    __invert__ = __neg__ = __abs__ = _same
 
     def __pos__(self) -> SymArray:
         return self
-
-    def __abs__(self) -> SymArray:
-        return self._like(self.dims, loose=self.loose)
 
     __hash__ = object.__hash__
 
@@ -317,9 +269,7 @@ class SymArray:
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> SymArray:
         s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
-        merged = ONE
-        for d in self.dims[s:e + 1]:
-            merged = merged * d
+        merged = math.prod(self.dims[s:e + 1], start=ONE)
         return self._like((*self.dims[:s], merged, *self.dims[e + 1:]))
 
     def expand(self, *sizes: Any) -> SymArray:
@@ -346,10 +296,7 @@ class SymArray:
     argmax = argmin = _reduction("i")
     all = any = _reduction("b")
 
-    def max(self, axis: Any = None, *args: Any, **kw: Any) -> Any:
-        return _minmax(self, axis if axis is not None else kw.get("dim"), _keep(kw))
-
-    min = max
+    max, min = _extreme("max"), _extreme("min")
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> SymArray:
         return reduce_(self, dim, keepdim, "f")
@@ -369,9 +316,6 @@ class SymArray:
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
         return chunk(self, chunks, dim)
-
-    def _same(self, *args: Any, **kw: Any) -> SymArray:
-        return self._like(self.dims, loose=self.loose)
 
     exp = log = sqrt = tanh = sigmoid = relu = abs = clamp = clip = contiguous = _same
     clone = detach = cpu = cuda = round = floor = ceil = sin = cos = rsqrt = _same
@@ -393,17 +337,11 @@ class SymArray:
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
         for a in (*args, kw.get("dtype")):
-            # x.to(other): its dtype (a numpy dtype has a .shape too, but no .dtype)
-            if isinstance(a, SymArray) or (hasattr(a, "shape") and hasattr(a, "dtype")):
-                a = a.kind if isinstance(a, SymArray) else a.dtype
-                a = {"f": "float", "i": "int", "b": "bool"}.get(a, a)
-            text = str(a)
-            if "float" in text or "half" in text:
-                kind = "f"
-            elif "int" in text or "long" in text:
-                kind = "i"
-            elif "bool" in text:
-                kind = "b"
+            if isinstance(a, SymArray):
+                kind = a.kind
+            else:  # x.to(other): its dtype (a numpy dtype has a .shape too, but no .dtype)
+                kind = kind_of(a.dtype if hasattr(a, "shape") and hasattr(a, "dtype") else a) \
+                    or kind
         return self._like(self.dims, kind, self.loose)
 
     def astype(self, dtype: Any, **kw: Any) -> SymArray:
@@ -473,8 +411,6 @@ def _keep(kw: dict[str, Any]) -> bool:
 def _varargs(args: Sequence[Any], kw: Any) -> tuple[Any, ...]:
     if kw is not None:
         return tuple(kw)
-    if len(args) == 1 and isinstance(args[0], tuple | list):
-        return tuple(args[0])
     if len(args) == 1 and hasattr(args[0], "__iter__") and not isinstance(args[0], SymArray):
         return tuple(args[0])
     return tuple(args)
@@ -485,6 +421,17 @@ def _axis(a: Any, ndim: int) -> int:
     if not -ndim <= a < max(ndim, 1):
         raise IndexError(f"axis {a} is out of range for an array of rank {ndim}")
     return a % ndim if ndim else 0
+
+
+_KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "f"),
+               ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i"))
+
+
+def kind_of(dtype: Any) -> str | None:
+    """The element kind (``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype class or
+    dtype name (``torch.int64``, ``np.float32``, ``"long"``); None when it names none."""
+    text = str(dtype)
+    return next((kind for word, kind in _KIND_WORDS if word in text), None)
 
 
 def _sym(x: Any) -> SymArray:
@@ -505,8 +452,7 @@ def _sym(x: Any) -> SymArray:
 
             return _sym(np.asarray(x))
         raise Unsupported(f"an operand of type {type(x).__name__}")
-    dtype = str(getattr(x, "dtype", "float"))
-    kind = "b" if "bool" in dtype else ("i" if "int" in dtype else "f")
+    kind = kind_of(getattr(x, "dtype", "float")) or "f"
     dims: tuple[Dim | int, ...] = tuple(int(s) for s in shape)
     t = _TRACER.get()
     if t is not None and t.leaks and any(s in t.leaks for s in dims):
@@ -564,28 +510,6 @@ def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) 
     return SymArray(dims, kind or a.kind)
 
 
-def _minmax(x: SymArray, axis: Any, keepdims: bool) -> Any:
-    values = reduce_(x, axis, keepdims)
-    if axis is not None and _TORCH_STYLE.get():
-        return _MaxResult(values, reduce_(x, axis, keepdims, "i"))
-    return values
-
-
-class _MaxResult(tuple):
-    """torch's (values, indices) result of ``max(dim=...)``."""
-
-    def __new__(cls, values: SymArray, indices: SymArray) -> _MaxResult:
-        return super().__new__(cls, (values, indices))
-
-    @property
-    def values(self) -> SymArray:
-        return self[0]
-
-    @property
-    def indices(self) -> SymArray:
-        return self[1]
-
-
 def permute(x: Any, perm: Sequence[int]) -> SymArray:
     a = _sym(x)
     p = [_axis(i, a.ndim) for i in perm]
@@ -629,19 +553,14 @@ def squeeze(x: Any, axis: Any = None) -> SymArray:
 
 def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
     a = _sym(x)
-    total = ONE
-    for d in a.dims:
-        total = total * d
+    total = math.prod(a.dims, start=ONE)
     target: list[Dim | None] = []
     for s in shape:
         if isinstance(s, int) and not isinstance(s, bool) and s == -1:
             target.append(None)
         else:
             target.append(as_dim(s))
-    known: Dim = ONE
-    for part in target:
-        if part is not None:
-            known = known * part
+    known = math.prod((part for part in target if part is not None), start=ONE)
     if None in target:
         q = total // known if known.constant is not None else None
         if q is not None and known.constant is not None and (total % known.constant).constant != 0:
@@ -729,9 +648,7 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
     n = a.dims[ax]
     if isinstance(size_or_sections, list | tuple):
         sizes = [as_dim(v) for v in size_or_sections]
-        total = ONE * 0
-        for v in sizes:
-            total = total + v
+        total = sum(sizes, ONE * 0)
         if not tracer().equal_under_assumptions(total, n):
             tracer().report("split", f"split into [{', '.join(map(str, sizes))}] "
                                      f"({total} in all) of an axis of size {n}")

@@ -13,10 +13,11 @@ has imported torch.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from tensig.check import findings
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupported",
-           "failure_line", "plugin", "tracer"]
+           "failure_line", "patched", "plugin", "referenced", "tracer"]
 
 
 
@@ -211,13 +212,51 @@ def reset_torch_style(token: contextvars.Token[bool]) -> None:
     _TORCH_STYLE.reset(token)
 
 
-def failure_line(e: BaseException) -> tuple[str | None, int | None]:
-    """The innermost line of the user's code in a traceback (not tensig's, not a library's)."""
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def patched(replacements: Iterable[tuple[Any, str, Any]]) -> Iterator[None]:
+    """Attributes ``(owner, name, value)`` set while a trace runs (library functions that take
+    symbolic values); each owner's own value is put back after, or deleted where it had none
+    (a method it inherits)."""
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for owner, name, value in replacements:
+            saved.append((owner, name, vars(owner).get(name, _MISSING)))
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+def referenced(fn: Any) -> list[Any]:
+    """The values a function's code names (the globals it reads, its closure's cells): what
+    tells which library it uses."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    g = getattr(fn, "__globals__", {})
+    values = [g[n] for n in code.co_names if n in g]
+    for cell in getattr(fn, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            values.append(cell.cell_contents)
+    return values
+
+
+def failure_line(e: BaseException, keep: Callable[[str], bool] = findings.user_code
+                 ) -> tuple[str | None, int | None]:
+    """The innermost line of a traceback in the user's code (not tensig's, not a library's), or
+    in the files ``keep`` accepts."""
     tb = e.__traceback__
     file, line = None, None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if findings.user_code(name):
+        if keep(name):
             file, line = name, tb.tb_lineno
         tb = tb.tb_next
     return file, line
@@ -225,8 +264,8 @@ def failure_line(e: BaseException) -> tuple[str | None, int | None]:
 
 #: Library hooks of symbolic arrays, registered by the module that models the library when it
 #: is imported: ``numpy_fallback`` (a NumPy function not modelled by hand), ``torch_dispatch``
-#: (a torch function not in the table), ``torch_attribute``, ``torch_dtype``, ``torch_sdpa``,
-#: ``jax_at`` (``x.at[...]``).
+#: (a torch function not in the table), ``torch_attribute``, ``torch_dtype``, ``jax_at``
+#: (``x.at[...]``).
 PLUGINS: dict[str, Callable[..., Any]] = {}
 
 

@@ -106,24 +106,19 @@ class Signature:
         left, arrow, right = text.partition("=>")
         names: list[str] = []
         fresh = itertools.count()
-        args, kinds = [], []
-        offset = 0
-        operands = left.split(";") if left.strip() else []
-        for operand in operands:
-            shape, kind = _operand(text, operand, offset)
-            args.append(_axes(shape, names, fresh))
-            kinds.append(kind)
-            offset += len(operand) + 1
-        results = None
-        if arrow and right.strip():
-            offset = len(left) + 2
-            results = []
-            for operand in right.split(";"):
-                shape, _ = _operand(text, operand, offset)
-                results.append(_axes(shape, names, fresh))
+
+        def side(part: str, offset: int) -> list[tuple[tuple[Dim, ...], str]]:
+            out = []
+            for operand in part.split(";") if part.strip() else []:
+                shape, kind = _operand(text, operand, offset)
+                out.append((_axes(shape, names, fresh), kind))
                 offset += len(operand) + 1
-        return cls(tuple(args), None if results is None else tuple(results), tuple(names),
-                   text, tuple(kinds))
+            return out
+
+        args = side(left, 0)
+        results = side(right, len(left) + 2) if arrow and right.strip() else None
+        return cls(tuple(a for a, _ in args), None if results is None else
+                   tuple(r for r, _ in results), tuple(names), text, tuple(k for _, k in args))
 
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
@@ -234,10 +229,8 @@ class Report:
             return None
         import numpy as np
 
-        total = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
-        for d in self.largest:
-            total = total * d
-        return total
+        itemsize = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
+        return math.prod(self.largest, start=itemsize)
 
     def __str__(self) -> str:
         lines = [str(f) for f in self.findings]
@@ -272,59 +265,34 @@ class Report:
 
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
-    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes."""
+    """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
+    ``len(x)``, ``range(T)`` keep them symbolic."""
     import builtins
 
-    patched: list[tuple[Any, str, Any]] = []
-
-    targets = [("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
-               ("torch", S.CREATION_TORCH)]
-    try:
-        for name, fn in (("len", S.sym_len), ("range", sym_sizes.sym_range)):  # len(x), range(T)
-            patched.append((builtins, name, getattr(builtins, name)))
-            setattr(builtins, name, fn)
-        for module_name, table in targets:
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
-            for name, fn in table.items():
-                original = getattr(module, name)
-                patched.append((module, name, original))
-                setattr(module, name, sym_functions.creation_wrapper(original, fn))
-        with contextlib.ExitStack() as stack:
-            trace_einops.register()
-            if "torch" in sys.modules:
-                from tensig.check import trace_torch as symbolic_torch
-                stack.enter_context(symbolic_torch.buffers_symbolic())
-            yield
-    finally:
-        for module, name, original in reversed(patched):
-            setattr(module, name, original)
+    targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
+                               ("torch", S.CREATION_TORCH)):
+        module = sys.modules.get(module_name)
+        if module is not None:
+            targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
+                        for name, fn in table.items()]
+    trace_einops.register()
+    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if "torch" in sys.modules:
+        from tensig.check import trace_torch as symbolic_torch
+        buffers = symbolic_torch.buffers_symbolic()
+    with tracing.patched(targets), buffers:
+        yield
 
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
     """Top-level modules the function's code refers to (globals it names, closure cells)."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return set()
-    g = getattr(fn, "__globals__", {})
-    values = [g[n] for n in code.co_names if n in g]
-    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-               if _filled(c)]
     out = set()
-    for v in values:
+    for v in tracing.referenced(fn):
         module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
         if isinstance(module, str):
             out.add(module.split(".")[0])
     return out
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
@@ -361,9 +329,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                                                     None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    n_params = _positional_count(fn)
-    if n_params is not None and not n_params <= len(sig.args) <= _positional_total(fn):
-        raise TypeError(f"verify: {name} takes {n_params} array argument(s) but the signature "
+    least, most = _positional_range(fn)
+    if not least <= len(sig.args) <= most:
+        raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
         with _time_limit(timeout):
@@ -420,7 +388,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
                 for a, k in zip(args, kinds, strict=True)]
-        with _creation_patched(), _jax_patched():
+        with _creation_patched(), trace_jax.patched():
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
@@ -446,12 +414,6 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings) + report.findings
         tracing.reset_tracer(token)
         tracing.reset_torch_style(style)
-
-
-def _jax_patched() -> contextlib.AbstractContextManager[None]:
-    if "jax" not in sys.modules:
-        return contextlib.nullcontext()
-    return trace_jax.patched()
 
 
 def _uses_jax(fn: Callable[..., Any]) -> bool:
@@ -551,26 +513,16 @@ def _parameter_names(fn: Callable[..., Any]) -> list[str]:
         return []
 
 
-def _positional_count(fn: Callable[..., Any]) -> int | None:
+def _positional_range(fn: Callable[..., Any]) -> tuple[int, int]:
+    """How many positional arguments ``fn`` needs and takes (any number: unknown, ``*args``)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return None
+        return 0, sys.maxsize
     if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and p.default is p.empty)
-
-
-def _positional_total(fn: Callable[..., Any]) -> int:
-    """How many positional parameters ``fn`` has, defaults included (or a huge number)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return sys.maxsize
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return sys.maxsize
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        return 0, sys.maxsize
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(p.default is p.empty for p in positional), len(positional)
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:

@@ -1,10 +1,5 @@
-"""``tensig verify PATH``: verify the shape-annotated functions of files and folders.
-
-Each file is imported on its own, guarded (an import that raises, exits or hangs is a note of
-that file), and each of its shape-annotated functions goes through :func:`~tensig.check.verify.
-verify`.  The command line runs the files in a worker interpreter, restarted after a file that
-kills it, so a crash or a hang inside compiled code is a note too, never the end of the run.
-"""
+"""``tensig verify PATH``: verify the shape-annotated functions of files and folders
+(:func:`verify_path`), each file imported on its own, guarded."""
 
 from __future__ import annotations
 
@@ -81,12 +76,12 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
             continue
         if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
             continue
+        code = getattr(fn, "__code__", None)
+        line = code.co_firstlineno if code else None
         try:
             sig = _signature_from_annotations(fn)
         except Exception as e:  # a malformed annotation read lazily: that function's note
-            code = getattr(fn, "__code__", None)
-            reports.append(Report(attr, Signature((), None, ()), file=file,
-                                  line=code.co_firstlineno if code else None,
+            reports.append(Report(attr, Signature((), None, ()), file=file, line=line,
                                   notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
             continue
         if sig is None:
@@ -94,9 +89,7 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
         try:
             reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
         except TypeError as e:  # the signature does not fit the function
-            code = getattr(fn, "__code__", None)
-            reports.append(Report(attr, sig, file=file, notes=[str(e)],
-                                  line=code.co_firstlineno if code else None))
+            reports.append(Report(attr, sig, file=file, line=line, notes=[str(e)]))
     return reports
 
 
@@ -140,12 +133,7 @@ def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | Non
 
 def _line_in(e: BaseException, file: str) -> int | None:
     """The last line of ``file`` in a traceback."""
-    tb, line = e.__traceback__, None
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(file):
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+    return tracing.failure_line(e, lambda name: os.path.abspath(name) == os.path.abspath(file))[1]
 
 
 # --------------------------------------------------------------------------------------------
