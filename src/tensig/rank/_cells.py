@@ -298,8 +298,7 @@ def _cell_calls(plan: Plan, args: Sequence[Any]) -> list[Any]:
 
 
 def _shape(x: Any) -> Shape:
-    s = getattr(x, "shape", None)
-    return tuple(s) if s is not None else tuple(np.shape(x))
+    return tuple(np.shape(x))  # x.shape where there is one (torch, JAX), without converting
 
 
 def _via_loop(plan: Plan, args: Sequence[Any]) -> Any:

@@ -26,7 +26,6 @@ from tensig.rank._types import (
     Instance,
     Matcher,
     Sigma,
-    _shape_index,
     bindings,
     instantiate,
 )
@@ -176,7 +175,7 @@ def _elem_kind(dtype: Any) -> str:
 
 
 def _shape_arg(lf: Any, i: int, x: Any) -> ShapeIndex:
-    shape = _shape_index(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
+    shape = ShapeIndex(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
     if shape.shape_vars:
         raise TypeError(f"typeof({lf.name}): the shape {shape} of {_who(lf, i)} has shape "
                         f"variables; give its axes")

@@ -25,14 +25,6 @@ from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
 
-def _shape_index(shape: str | ShapeIndex | Sequence[Any]) -> ShapeIndex:
-    if isinstance(shape, ShapeIndex):
-        return shape
-    if isinstance(shape, str):
-        return ShapeIndex.parse(shape) if shape.strip() else ShapeIndex(())
-    return ShapeIndex(shape)
-
-
 def _items(shape: ShapeIndex) -> str:
     return ", ".join(str(x) for x in shape)
 
@@ -55,7 +47,7 @@ class Arr:
 
 def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
     """``Arr(elem, shape)`` with the shape read by :meth:`ShapeIndex.parse` when it is text."""
-    return Arr(elem, _shape_index(shape))
+    return Arr(elem, ShapeIndex(shape))
 
 
 @dataclass(frozen=True)
@@ -104,7 +96,7 @@ class Static:
     def index(self, value: Any) -> Dim | ShapeIndex:
         v = self.convert(value) if self.convert is not None else value
         if self.sort == "Shape":
-            return _shape_index(tuple(v))
+            return ShapeIndex(tuple(v))
         return v if isinstance(v, Dim) else Dim.const(v)
 
 
@@ -119,6 +111,14 @@ def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) 
         else:
             for name in sorted(item.symbols):
                 dims.setdefault(name)
+
+
+def index_names(shape: ShapeIndex) -> list[str]:
+    """The shape variables of ``shape``, then its dimension variables, in order of appearance."""
+    dims: dict[str, None] = {}
+    shapes: dict[str, None] = {}
+    _vars_of(shape, dims, shapes)
+    return [*shapes, *dims]
 
 
 @dataclass(frozen=True)
@@ -160,16 +160,12 @@ class FnType:
                 (shapes if p.sort == "Shape" else dims).setdefault(p.name)
         if isinstance(self.result, Arr):
             _vars_of(self.result.shape, dims, shapes)
-        elif isinstance(self.result, Sigma):
-            hidden_d: dict[str, None] = {}
-            hidden_s: dict[str, None] = {}
-            _vars_of(self.result.body.shape, hidden_d, hidden_s)
-            for name in hidden_d:
-                if name not in self.result.hidden:
-                    dims.setdefault(name)
-            for name in hidden_s:
-                if name not in self.result.hidden:
-                    shapes.setdefault(name)
+        elif isinstance(self.result, Sigma):  # the visible indices of a box
+            inner_d: dict[str, None] = {}
+            inner_s: dict[str, None] = {}
+            _vars_of(self.result.body.shape, inner_d, inner_s)
+            for inner, outer in ((inner_d, dims), (inner_s, shapes)):
+                outer.update(dict.fromkeys(n for n in inner if n not in self.result.hidden))
         return tuple(dims), tuple(shapes)
 
     def __str__(self) -> str:
