@@ -25,10 +25,6 @@ from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
 
-def _items(shape: ShapeIndex) -> str:
-    return ", ".join(str(x) for x in shape)
-
-
 @dataclass(frozen=True)
 class Arr:
     """An array type ``[elem shape]``: an element type name and a shape index.
@@ -41,7 +37,7 @@ class Arr:
     shape: ShapeIndex
 
     def __str__(self) -> str:
-        inner = _items(self.shape)
+        inner = ", ".join(map(str, self.shape))
         return f"[{self.elem} {inner}]" if inner else f"[{self.elem}]"
 
 
@@ -291,12 +287,16 @@ class Matcher:
             var = self.vars[name] = DimVar(name)
         return var
 
-    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
+    def error(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str
+              ) -> ShapeError:
         bound = _fmt_bindings(self.dims, self.shapes)
         reason = (f"{self.fname}: {where} is {actual}, which does not fit {pattern}: {why}"
                   + (f" (with {bound})" if bound else ""))
-        raise ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
-                         hint=self.type.hint)
+        return ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
+                          hint=self.type.hint)
+
+    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
+        raise self.error(where, pattern, actual, why)
 
     # -- the solver ----------------------------------------------------------------------------
     def _set(self, name: str, value: Dim) -> None:
@@ -324,11 +324,7 @@ class Matcher:
                        f"naturals ({facts['name']} would be {facts['value']})")
             else:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
-            try:
-                self.fail(where, pattern, actual, why)
-            except ShapeError as e:
-                return e
-            raise AssertionError  # pragma: no cover - fail always raises
+            return self.error(where, pattern, actual, why)
 
         rel.report = report
         self.relations.append((rel, where, pattern, actual))
@@ -373,8 +369,7 @@ class Matcher:
     def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
                     actual: ShapeIndex) -> None:
         self.shapes[name] = value
-        inverse = self.inverse
-        dim_name = self.rank_of.get(inverse.get(name, name))
+        dim_name = self.rank_of.get(self.inverse.get(name, name))
         if dim_name is None:
             return
         dim_name = self._var(dim_name)
@@ -389,9 +384,8 @@ class Matcher:
 
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
-        inverse = self.inverse
         for sv in p.shape_vars:
-            dim_name = self.rank_of.get(inverse.get(sv.name, sv.name))
+            dim_name = self.rank_of.get(self.inverse.get(sv.name, sv.name))
             value = self.dims.get(self._var(dim_name)) if dim_name else None
             if value is None or value.constant is None:
                 continue
@@ -442,12 +436,10 @@ class Matcher:
         return None
 
     def public_dims(self) -> dict[str, Dim]:
-        inverse = self.inverse
-        return {inverse.get(k, k): v for k, v in self.dims.items()}
+        return {self.inverse.get(k, k): v for k, v in self.dims.items()}
 
     def public_shapes(self) -> dict[str, ShapeIndex]:
-        inverse = self.inverse
-        return {inverse.get(k, k): v for k, v in self.shapes.items()}
+        return {self.inverse.get(k, k): v for k, v in self.shapes.items()}
 
 
 _GIVEN = Origin(note="a Remora type's instantiation")
