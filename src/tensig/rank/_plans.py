@@ -120,14 +120,21 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
     if lf._trivial:
         result = lf.type.result
         return None, (result.shape if isinstance(result, Arr) else None), None
-    actual: list[ShapeIndex | None] = [None] * len(lf.type.params)
-    for k, i in enumerate(lf.arrays):
-        actual[i] = ShapeIndex(cells[k])
-    m = instantiate(lf.type, lf.name, actual, {i: args[i] for i in lf.statics})
+    m = _instantiate(lf, cells, args)[1]
     result = m.result()
     if isinstance(result, Arr):
         return (None if result.shape.is_concrete else m), result.shape, None
     return None, None, result
+
+
+def _instantiate(lf: Any, cells: Sequence[Sequence[Any]], args: Sequence[Any]
+                 ) -> tuple[list[ShapeIndex | None], Matcher]:
+    """Per parameter its cell (``None`` but for arrays), and ``lf``'s type instantiated at
+    them and at the static arguments."""
+    at: list[ShapeIndex | None] = [None] * len(lf.type.params)
+    for k, i in enumerate(lf.arrays):
+        at[i] = ShapeIndex(cells[k])
+    return at, instantiate(lf.type, lf.name, at, {i: args[i] for i in lf.statics})
 
 
 _KINDS = {"Int": ("int", "integers"), "Bool": ("bool", "booleans")}
@@ -195,11 +202,9 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
         _check_arity(lf, args)
     shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
     real, cell_items, frame = _split(lf, shapes)
-    frames: list[ShapeIndex | None] = [None] * n
-    cells: list[ShapeIndex | None] = [None] * n
-    for k, i in enumerate(lf.arrays):
-        frames[i], cells[i] = ShapeIndex(real[k]), ShapeIndex(cell_items[k])
-    m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
+    cells, m = _instantiate(lf, cell_items, args)
+    own = dict(zip(lf.arrays, real, strict=True))
+    frames = tuple(ShapeIndex(own[i]) if i in own else None for i in range(n))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
         at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]
@@ -209,7 +214,7 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
     dims, shapes_b = bindings(m)
-    return Instance(lf.name, ShapeIndex(frame), tuple(frames), cell_types,
+    return Instance(lf.name, ShapeIndex(frame), frames, cell_types,
                     _elem_result(lf, result, elems), dims, shapes_b, tuple(m.conditions),
                     lf.type.names)
 
