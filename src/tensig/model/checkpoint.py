@@ -209,9 +209,6 @@ def _check_names(params: list[Any], saving: bool = False) -> None:
                              "parameters by name; give them distinct names (or wrap their "
                              "layers in tensig.graph.scope)")
         names.add(t.name)
-        if saving and (not isinstance(t.name, str) or not t.name):
-            raise ValueError(f"parameter name {t.name!r}: a checkpoint keys tensors by a "
-                             "non-empty string")
         if saving and t.name in _RESERVED_NAMES:
             raise ValueError(f"parameter name {t.name!r} is reserved by the safetensors "
                              "format; rename the parameter (or wrap it in "

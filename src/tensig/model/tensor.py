@@ -254,11 +254,6 @@ class Tensor:
             raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
         return Buf(self, "grad")
 
-    @property
-    def merge(self) -> Buf:
-        """The value's merge buffer (data-parallel merging: ``p.grad =+ p.grad.merge``)."""
-        return Buf(self, "merge")
-
     def numpy(self) -> Any:
         """The value (after a routine computed it)."""
         return self.graph.store.read(self.val)
@@ -543,8 +538,6 @@ def _pow_op(p: float) -> OpDef:
         return Code().assign(t.val, _e("pow", a.val, p))
 
     def rule(t: Tensor, a: Tensor) -> tuple[Any, str]:
-        if p == 1.0:
-            return t.grad, "+"
         if p == 2.0:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
