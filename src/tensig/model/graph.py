@@ -402,7 +402,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
-    if isinstance(_first_leaf(literal), Tensor):
+    if isinstance(node, Tensor):  # the first leaf
         return _block(literal)
 
     def plain(x: Any) -> Any:
@@ -428,12 +428,6 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
     t.value_init = arr
     return t
-
-
-def _first_leaf(x: Any) -> Any:
-    while isinstance(x, axis | list | tuple):
-        x = x.items if isinstance(x, axis) else (x[0] if x else None)
-    return x
 
 
 def _block(literal: Any) -> Tensor:
