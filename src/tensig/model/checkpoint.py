@@ -518,16 +518,11 @@ def _open(st: Any, shown: str) -> Any:
     device", and a FIFO or a device would block or stream forever."""
     try:
         mode = os.stat(shown).st_mode
-    except FileNotFoundError:
-        raise FileNotFoundError(f"checkpoint '{shown}' does not exist") from None
-    except OSError as e:
-        raise CheckpointError(shown, [f"cannot be read ({e.strerror or e})"]) from None
-    if stat.S_ISDIR(mode):
-        raise CheckpointError(shown, ["is a directory, not a checkpoint file (give the path of "
-                                      "a .safetensors file inside it)"])
-    if not stat.S_ISREG(mode):
-        raise CheckpointError(shown, ["is not a regular file (a pipe, socket or device)"])
-    try:
+        if stat.S_ISDIR(mode):
+            raise CheckpointError(shown, ["is a directory, not a checkpoint file (give the path "
+                                          "of a .safetensors file inside it)"])
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(shown, ["is not a regular file (a pipe, socket or device)"])
         return st.safe_open(shown, framework="numpy")
     except FileNotFoundError:
         raise FileNotFoundError(f"checkpoint '{shown}' does not exist") from None

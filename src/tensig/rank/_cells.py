@@ -367,8 +367,7 @@ def _check_cell(plan: Plan, cell: Shape) -> None:
                              sizes=(str(declared), _fmt(cell)))
         return
     m = plan.matcher
-    if m is None:  # pragma: no cover - a symbolic declared cell always has its matcher
-        return
+    assert m is not None  # a symbolic declared cell always has its matcher
     m.match("the result cell the function returned", declared, ShapeIndex(cell))
     m.finish([])
 

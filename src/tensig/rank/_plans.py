@@ -137,7 +137,8 @@ def _instantiate(lf: Any, cells: Sequence[Sequence[Any]], args: Sequence[Any]
     return at, instantiate(lf.type, lf.name, at, {i: args[i] for i in lf.statics})
 
 
-_KINDS = {"Int": ("int", "integers"), "Bool": ("bool", "booleans")}
+_KINDS = {"Int": "int", "Bool": "bool"}  # the atoms a parameter's element type needs
+_PLURAL = {"int": "integers", "bool": "booleans", "float": "floats", "complex": "complex numbers"}
 
 
 def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
@@ -146,8 +147,8 @@ def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
         a = arrays[k]
         if want is None or math.prod(a.shape) == 0:
             continue
-        if dtype_kind(a.dtype) != want[0]:
-            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
+        if dtype_kind(a.dtype) != want:
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {_PLURAL[want]}, not "
                             f"{_elem_name(a)}")
 
 
@@ -172,8 +173,7 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
 
 def _elem_kind(dtype: Any) -> str:
     """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
-    return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
-        dtype_kind(dtype), dtype_name(dtype))
+    return _PLURAL.get(dtype_kind(dtype), dtype_name(dtype))
 
 
 # --------------------------------------------------------------------------------------------
