@@ -298,8 +298,7 @@ class Tensor:
         return apply(TRANSPOSE, self)
 
     def cast(self, dtype: str = "float32") -> Tensor:
-        """The values as ``dtype`` ("float32" or "float64"): how integer data enters float
-        arithmetic."""
+        """:func:`cast` of this tensor."""
         return cast(self, dtype)
 
     def __getattr__(self, name: str) -> Any:
@@ -617,8 +616,7 @@ class Model:
         self.graph = output.graph
         self.graph.solve()
         self.tensors = _topo(output)
-        at = self.graph.array_type
-        self.forward = compile_code(output.forward_code(), at)
+        self.forward = compile_code(output.forward_code(), self.graph.array_type)
         self._update: Routine | None = None
         self.initialize()
 
