@@ -52,10 +52,7 @@ def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[s
     """
     if not frames:
         return ()
-    best = 0
-    for i, f in enumerate(frames):
-        if len(f) > len(frames[best]):
-            best = i
+    best = max(range(len(frames)), key=lambda i: len(frames[i]))  # the first longest
     principal = tuple(frames[best])
     for i, f in enumerate(frames):
         if principal[:len(f)] != tuple(f):
@@ -323,11 +320,8 @@ def _via_loop(plan: Plan, args: Sequence[Any]) -> Any:
 
 def _ragged_error(plan: Plan, results: Sequence[Any]) -> ShapeError:
     first, name = _shape(results[0]), plan.lf.name
-    idx, other = (), first
-    for idx, r in zip(np.ndindex(*plan.frame), results, strict=False):  # noqa: B007
-        other = _shape(r)
-        if other != first:
-            break
+    idx, other = next((i, _shape(r)) for i, r in zip(np.ndindex(*plan.frame), results,
+                                                      strict=True) if _shape(r) != first)
     return ShapeError(
         f"{name}: result cells differ in shape: {_fmt(first)} at frame index "
         f"{_fmt((0,) * len(plan.frame))}, {_fmt(other)} at {_fmt(idx)}",

@@ -129,8 +129,7 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
 
 def _instantiate(lf: Any, cells: Sequence[Sequence[Any]], args: Sequence[Any]
                  ) -> tuple[list[ShapeIndex | None], Matcher]:
-    """Per parameter its cell (``None`` but for arrays), and ``lf``'s type instantiated at
-    them and at the static arguments."""
+    """Per parameter its cell (``None`` but for arrays), and the type instantiated there."""
     at: list[ShapeIndex | None] = [None] * len(lf.type.params)
     for k, i in enumerate(lf.arrays):
         at[i] = ShapeIndex(cells[k])
