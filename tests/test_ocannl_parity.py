@@ -614,6 +614,15 @@ def test_capture_for_computation():
     assert G.Model(dim_calc).run() == 21.0
 
 
+def test_a_captured_size_takes_arithmetic_on_either_side():
+    # Captured's own operators: the size as a number (G.dim) left or right of a number, or
+    # of another captured size
+    _, d = G.einsum1("ij=>ji", G.param("xc", **_u(5, 7)), capture=["i", "j"])
+    i, j = d["i"], d["j"]
+    outs = [i + 1, 1 + i, i - 1, 10 - i, i * 2, 2 * i, j / 2, 35 / j, i * j]
+    assert [G.Model(t).run().item() for t in outs] == [6, 6, 4, 5, 10, 10, 3.5, 5, 35]
+
+
 def test_capture_through_tensig_einsum_and_every_operator():
     # the eager functions' capture= on graph tensors returns (node, sizes), as on arrays it
     # returns (array, sizes); every einsum-family operation takes it

@@ -132,9 +132,7 @@ def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
         if pad:
             chunk = np.concatenate([chunk, np.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
         model.set(x, chunk)
-        out = model.run()
-        out = to_numpy(out)  # torch, any device
-        pred = out.argmax(axis=-1)[:batch - pad]
+        pred = to_numpy(model.run()).argmax(axis=-1)[:batch - pad]  # torch: any device
         correct += int((pred == labels[i:i + batch]).sum())
     return correct / n
 

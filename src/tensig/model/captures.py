@@ -15,7 +15,14 @@ from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import DimVar
-from tensig.model.tensor import Graph, Tensor, current_graph
+from tensig.model.tensor import Graph, Tensor, _binary, current_graph
+
+
+def _via_dim(name: str, reflected: bool = False) -> Callable[[Captured, Any], Tensor]:
+    """An arithmetic operator of a captured size: the tensor's, on the size as a number in
+    the model (:func:`dim`)."""
+    method = _binary(name, reflected)
+    return lambda self, o: method(dim(self), o)
 
 
 class Captured:
@@ -109,29 +116,14 @@ class Captured:
     def tensor(self) -> Tensor:
         return dim(self)
 
-    def __add__(self, o: Any) -> Tensor:
-        return dim(self) + o
-
-    def __radd__(self, o: Any) -> Tensor:
-        return o + dim(self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return dim(self) - o
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return o - dim(self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return dim(self) * o
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return o * dim(self)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return dim(self) / o
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return o / dim(self)
+    __add__ = _via_dim("add")
+    __radd__ = _via_dim("add", reflected=True)
+    __sub__ = _via_dim("sub")
+    __rsub__ = _via_dim("sub", reflected=True)
+    __mul__ = _via_dim("mul")
+    __rmul__ = _via_dim("mul", reflected=True)
+    __truediv__ = _via_dim("div")
+    __rtruediv__ = _via_dim("div", reflected=True)
 
 
 def variable(name: str) -> Captured:

@@ -198,25 +198,18 @@ def _kind(t: Any) -> str:
     return {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
 
 
-def _check_unique(params: list[Any]) -> None:
-    """A checkpoint is keyed by name, so two parameters with one name cannot be told apart."""
-    first: dict[str, Any] = {}
+def _check_names(params: list[Any], saving: bool = False) -> None:
+    """A checkpoint keys tensors by name, so two parameters with one name cannot be told
+    apart; and (``saving``) a tensor named ``__metadata__`` would replace the header's
+    metadata entry and make the file unreadable to every safetensors reader."""
+    names: set[str] = set()
     for t in params:
-        if t.name in first:
+        if t.name in names:
             raise ValueError(f"two parameters are named {t.name!r}: a checkpoint keys "
                              "parameters by name; give them distinct names (or wrap their "
                              "layers in tensig.graph.scope)")
-        first[t.name] = t
-
-
-def _check_saveable_names(params: list[Any]) -> None:
-    """Names the file format cannot hold: a tensor named ``__metadata__`` would replace the
-    header's metadata entry and make the file unreadable to every safetensors reader."""
-    for t in params:
-        if not isinstance(t.name, str) or not t.name:
-            raise ValueError(f"parameter name {t.name!r}: a checkpoint keys tensors by a "
-                             "non-empty string")
-        if t.name in _RESERVED_NAMES:
+        names.add(t.name)
+        if saving and t.name in _RESERVED_NAMES:
             raise ValueError(f"parameter name {t.name!r} is reserved by the safetensors "
                              "format; rename the parameter (or wrap it in "
                              "tensig.graph.scope)")
@@ -235,10 +228,6 @@ def _concrete_shape(t: Any) -> Shape:
         raise ValueError(f"parameter {t.name!r} has symbolic shape {shape}: a checkpoint "
                          "holds concrete sizes only")
     return shape
-
-
-def _dims(shape: Shape) -> tuple[int, ...]:
-    return shape.int_dims
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,17 +285,16 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
     if not chosen:
         raise ValueError("nothing to save: no parameter has a value (a graph's parameters "
                          "get values when a tensig.graph.Model is built on them)")
-    _check_unique(chosen)
-    _check_saveable_names(chosen)
+    _check_names(chosen, saving=True)
 
     tensors: dict[str, np.ndarray] = {}
     header = {_FORMAT_KEY: FORMAT_VERSION}
     for t in chosen:
         shape = _concrete_shape(t)
         array = _to_numpy(t.name, t.graph.store.read(t.val))
-        if tuple(array.shape) != _dims(shape):
+        if tuple(array.shape) != shape.int_dims:
             raise ValueError(f"parameter {t.name!r} has shape {shape} (memory order "
-                             f"{_dims(shape)}) but its stored array is {tuple(array.shape)}")
+                             f"{shape.int_dims}) but its stored array is {tuple(array.shape)}")
         tensors[t.name] = array
         header[_SHAPE_PREFIX + t.name] = str(shape)
         header[_CRC_PREFIX + t.name] = _checksum(array)
@@ -379,10 +367,6 @@ def _numpy_dtype(value: Any) -> np.dtype | None:
         return None
 
 
-def _describe(shape: Shape | None, dims: tuple[int, ...]) -> str:
-    return str(shape) if shape is not None else f"memory order {dims}"
-
-
 def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = True
          ) -> LoadReport:
     """Load parameter values from a safetensors file written by :func:`save` (or any
@@ -420,7 +404,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
     """
     st = _safetensors()
     params, _ = _parameters(params_or_model)
-    _check_unique(params)
+    _check_names(params)
     shown = os.fspath(path)
     by_name = {t.name: t for t in params}
     handle = _open(st, shown)
@@ -452,7 +436,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             if version is not None:
                 text = header.get(_SHAPE_PREFIX + key)
                 file_shape = _header_shape(text)
-                if file_shape is None or _dims(file_shape) != file_dims:
+                if file_shape is None or file_shape.int_dims != file_dims:
                     shown_text = text if text is None or len(text) <= 60 else text[:57] + "..."
                     problems.append(f"{_kind(t)} '{key}': the tensig shape recorded in the "
                                     f"header ({shown_text!r}) does not describe the stored tensor "
@@ -460,12 +444,13 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                     continue
             model_shape = _concrete_shape(t)
             same = (_fits(file_shape, model_shape) if file_shape is not None
-                    else file_dims == _dims(model_shape))
+                    else file_dims == model_shape.int_dims)
             if not same:
                 where = "" if file_shape is not None else (
-                    f" (memory order {_dims(model_shape)})")
+                    f" (memory order {model_shape.int_dims})")
+                theirs = file_shape if file_shape is not None else f"memory order {file_dims}"
                 problems.append(f"{_kind(t)} '{key}' has shape {model_shape}{where} in the "
-                                f"model but {_describe(file_shape, file_dims)} in the file")
+                                f"model but {theirs} in the file")
                 continue
             code = slot.get_dtype()
             source = _NUMPY_DTYPES.get(code)
@@ -524,7 +509,7 @@ def _initial_dtype(t: Any) -> np.dtype:
     """The dtype a tensor without a value will get: a buffer's from its initialiser (dropout's
     counter is float64), float32 for a parameter."""
     if t.kind == "buffer" and t.init is not None:
-        return np.asarray(t.init(_dims(t.shape))).dtype
+        return np.asarray(t.init(t.shape.int_dims)).dtype
     return np.dtype(np.float32)
 
 
@@ -533,16 +518,11 @@ def _open(st: Any, shown: str) -> Any:
     device", and a FIFO or a device would block or stream forever."""
     try:
         mode = os.stat(shown).st_mode
-    except FileNotFoundError:
-        raise FileNotFoundError(f"checkpoint '{shown}' does not exist") from None
-    except OSError as e:
-        raise CheckpointError(shown, [f"cannot be read ({e.strerror or e})"]) from None
-    if stat.S_ISDIR(mode):
-        raise CheckpointError(shown, ["is a directory, not a checkpoint file (give the path of "
-                                      "a .safetensors file inside it)"])
-    if not stat.S_ISREG(mode):
-        raise CheckpointError(shown, ["is not a regular file (a pipe, socket or device)"])
-    try:
+        if stat.S_ISDIR(mode):
+            raise CheckpointError(shown, ["is a directory, not a checkpoint file (give the path "
+                                          "of a .safetensors file inside it)"])
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(shown, ["is not a regular file (a pipe, socket or device)"])
         return st.safe_open(shown, framework="numpy")
     except FileNotFoundError:
         raise FileNotFoundError(f"checkpoint '{shown}' does not exist") from None

@@ -77,7 +77,8 @@ class Replicas:
 
     def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
         dist = _dist()
-        if not dist.is_initialized():
+        self.owns_group = not dist.is_initialized()
+        if self.owns_group:
             if not launched():
                 missing = ", ".join(k for k in _ENV if k not in os.environ)
                 raise ReplicaError(f"distributed training needs a process group: start the "
@@ -85,9 +86,6 @@ class Replicas:
                                    f"--nproc_per_node N ...); missing environment: {missing}")
             backend = "nccl" if str(device or "").startswith("cuda") else "gloo"
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
-            self.owns_group = True
-        else:
-            self.owns_group = False
         self.dist = dist
         self.rank: int = dist.get_rank()
         self.world: int = dist.get_world_size()

@@ -145,17 +145,9 @@ def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bo
     and of one element (they broadcast against a flat array)."""
     bufs = {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
     lhs = {a.lhs.key for a in block}
-    shapes = {_dims(bufs[k]) for k, v in zip(keys, varying, strict=True) if v}
+    shapes = {bufs[k].tensor.shape.int_dims for k, v in zip(keys, varying, strict=True) if v}
     return len(shapes) == 1 and all(k not in lhs and bufs[k].tensor.shape.numel() == 1
                                     for k, v in zip(keys, varying, strict=True) if not v)
-
-
-def _dims(b: Buf) -> tuple[int, ...]:
-    return b.tensor.shape.int_dims
-
-
-def _buf_at(block: Sequence[Assign], key: tuple[int, str]) -> Buf:
-    return next(b for a in block for b in (*buffers_of(a.expr), a.lhs) if b.key == key)
 
 
 class FusedBlocks:
@@ -176,7 +168,7 @@ class FusedBlocks:
         self.slots = len(keyed[0])
         slot_of = {k: i for i, k in enumerate(keyed[0])}
         self.keys = [[k[s] for k in keyed] for s in range(self.slots)]
-        self.shapes = [_dims(blocks[j][0].lhs) for j in range(len(blocks))]
+        self.shapes = [block[0].lhs.tensor.shape.int_dims for block in blocks]
         self.split = backend.splitter(self.shapes)
         self.total = sum(math.prod(s) for s in self.shapes)
         written: set[int] = set()
@@ -193,7 +185,9 @@ class FusedBlocks:
             written.add(lhs)
         self.concat = [s for s in loads if varying[s]]
         # one-element buffers, flattened to broadcast against the flat arrays
-        self.shared = [(s, self.keys[s][0], len(_dims(_buf_at(blocks[0], keyed[0][s]))) > 1)
+        rank = {b.key: len(b.tensor.shape.int_dims)
+                for a in blocks[0] for b in (*buffers_of(a.expr), a.lhs)}
+        self.shared = [(s, self.keys[s][0], rank[keyed[0][s]] > 1)
                        for s in loads if not varying[s]]
         self.written = sorted(written)
         self.cache: dict[int, tuple[list[Any], Any]] = {}

@@ -148,46 +148,29 @@ def _spec_op(name: str, spec: str, *tensors: Tensor, capture: Sequence[str] | No
     return _capture(apply(opdef, *tensors), capture)
 
 
-def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """A graph operation's docstring, from its operator's entry in
-    :data:`~tensig.execution.ir.OPERATORS`."""
-    op = OPERATORS[fn.__name__]
-    fn.__doc__ = (f"{op.doc} (OCANNL ``{op.ocannl}``) as a graph node: "
-                  f"{count_text(*op.operands)} tensor(s) (arrays run at once, through a "
-                  f"throwaway graph; :func:`tensig.{op.name}` is the eager function).  "
-                  f"``capture=[names]`` returns ``(tensor, {{name: Captured}})``: the labels' "
-                  f"solved sizes (OCANNL's ``capture_dims``).")
-    return fn
+def _operation(name: str) -> Callable[..., Any]:
+    """The graph function of operator ``name`` (``G.einsum`` ...), documented from its entry
+    in :data:`~tensig.execution.ir.OPERATORS`."""
+    op = OPERATORS[name]
+
+    def operation(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
+        return _spec_op(name, spec, *tensors, capture=capture)
+
+    operation.__name__ = operation.__qualname__ = name
+    operation.__doc__ = (f"{op.doc} (OCANNL ``{op.ocannl}``) as a graph node: "
+                         f"{count_text(*op.operands)} tensor(s) (arrays run at once, through a "
+                         f"throwaway graph; :func:`tensig.{op.name}` is the eager function).  "
+                         f"``capture=[names]`` returns ``(tensor, {{name: Captured}})``: the "
+                         f"labels' solved sizes (OCANNL's ``capture_dims``).")
+    return operation
 
 
-@_documented
-def einsum(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("einsum", spec, *tensors, capture=capture)
-
-
-@_documented
-def einsum1(spec: str, a: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("einsum1", spec, a, capture=capture)
-
-
-@_documented
-def outer_sum(spec: str, a: Tensor, b: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("outer_sum", spec, a, b, capture=capture)
-
-
-@_documented
-def tropical(spec: str, a: Tensor, b: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("tropical", spec, a, b, capture=capture)
-
-
-@_documented
-def einmax1(spec: str, a: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("einmax1", spec, a, capture=capture)
-
-
-@_documented
-def concat(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
-    return _spec_op("concat", spec, *tensors, capture=capture)
+einsum = _operation("einsum")
+einsum1 = _operation("einsum1")
+outer_sum = _operation("outer_sum")
+tropical = _operation("tropical")
+einmax1 = _operation("einmax1")
+concat = _operation("concat")
 
 
 def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
@@ -419,7 +402,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
-    if isinstance(_first_leaf(literal), Tensor):
+    if isinstance(node, Tensor):  # the first leaf
         return _block(literal)
 
     def plain(x: Any) -> Any:
@@ -445,12 +428,6 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
     t.value_init = arr
     return t
-
-
-def _first_leaf(x: Any) -> Any:
-    while isinstance(x, axis | list | tuple):
-        x = x.items if isinstance(x, axis) else (x[0] if x else None)
-    return x
 
 
 def _block(literal: Any) -> Tensor:

@@ -176,6 +176,15 @@ class _Id(int):
         return apply(UNARY_OPS["id"], self.tensor)
 
 
+def _binary(name: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
+    """A tensor's operator method for ``BINARY_OPS[name]`` (``reflected``: the tensor is the
+    right operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
+    def method(self: Tensor, o: Any) -> Tensor:
+        return apply(BINARY_OPS[name], o, self) if reflected else apply(BINARY_OPS[name], self, o)
+
+    return method
+
+
 class Tensor:
     """A lazy node of a model graph."""
 
@@ -245,11 +254,6 @@ class Tensor:
             raise ValueError(f"{self.name} is not differentiable: it has no gradient buffer")
         return Buf(self, "grad")
 
-    @property
-    def merge(self) -> Buf:
-        """The value's merge buffer (data-parallel merging: ``p.grad =+ p.grad.merge``)."""
-        return Buf(self, "merge")
-
     def numpy(self) -> Any:
         """The value (after a routine computed it)."""
         return self.graph.store.read(self.val)
@@ -257,30 +261,25 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.kind})"
 
-    # -- operators ---------------------------------------------------------------------------
-    def __add__(self, o: Any) -> Tensor:
-        return apply(ADD, self, o)
-
-    def __radd__(self, o: Any) -> Tensor:
-        return apply(ADD, o, self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return apply(SUB, self, o)
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return apply(SUB, o, self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return apply(MUL, self, o)
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return apply(MUL, o, self)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return apply(DIV, self, o)
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return apply(DIV, o, self)
+    # -- operators: BINARY_OPS and the structural ones --------------------------------------
+    __add__ = _binary("add")
+    __radd__ = _binary("add", reflected=True)
+    __sub__ = _binary("sub")
+    __rsub__ = _binary("sub", reflected=True)
+    __mul__ = _binary("mul")
+    __rmul__ = _binary("mul", reflected=True)
+    __truediv__ = _binary("div")
+    __rtruediv__ = _binary("div", reflected=True)
+    __lt__ = _binary("lt")
+    __gt__ = _binary("lt", reflected=True)
+    __le__ = _binary("le")
+    __ge__ = _binary("le", reflected=True)
+    __eq__ = _binary("eq")  # type: ignore[assignment]  # a node, as NumPy's == gives an array
+    __ne__ = _binary("ne")  # type: ignore[assignment]
+    __hash__ = object.__hash__
+    __and__ = _binary("and")
+    __or__ = _binary("or")
+    __mod__ = _binary("mod")
 
     def __pow__(self, p: float) -> Tensor:
         if not isinstance(p, int | float):
@@ -298,38 +297,8 @@ class Tensor:
         """Input and output rows swapped (OCANNL's ``~logic:"T"``)."""
         return apply(TRANSPOSE, self)
 
-    def __lt__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["lt"], self, o)
-
-    def __le__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["le"], self, o)
-
-    def __gt__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["lt"], o, self)
-
-    def __ge__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["le"], o, self)
-
-    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(BINARY_OPS["eq"], self, o)
-
-    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return apply(BINARY_OPS["ne"], self, o)
-
-    __hash__ = object.__hash__
-
-    def __and__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["and"], self, o)
-
-    def __or__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["or"], self, o)
-
-    def __mod__(self, o: Any) -> Tensor:
-        return apply(BINARY_OPS["mod"], self, o)
-
     def cast(self, dtype: str = "float32") -> Tensor:
-        """The values as ``dtype`` ("float32" or "float64"): how integer data enters float
-        arithmetic."""
+        """:func:`cast` of this tensor."""
         return cast(self, dtype)
 
     def __getattr__(self, name: str) -> Any:
@@ -568,8 +537,6 @@ def _pow_op(p: float) -> OpDef:
         return Code().assign(t.val, _e("pow", a.val, p))
 
     def rule(t: Tensor, a: Tensor) -> tuple[Any, str]:
-        if p == 1.0:
-            return t.grad, "+"
         if p == 2.0:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
@@ -649,8 +616,7 @@ class Model:
         self.graph = output.graph
         self.graph.solve()
         self.tensors = _topo(output)
-        at = self.graph.array_type
-        self.forward = compile_code(output.forward_code(), at)
+        self.forward = compile_code(output.forward_code(), self.graph.array_type)
         self._update: Routine | None = None
         self.initialize()
 

@@ -17,7 +17,7 @@ from tensig.backends import backend_among, dtype_name, is_array
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
-from tensig.rank._types import Arr, FnType, Sigma, _shape_index, arr, instantiate
+from tensig.rank._types import Arr, FnType, Sigma, arr, index_names, instantiate
 
 __all__ = ["Box", "unbox"]
 
@@ -28,10 +28,7 @@ def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
         return Sigma(("s",), arr("t", "..s.."))
     body = arr("t", shape)
     if hidden is None:
-        names: list[str] = [v.name for v in body.shape.shape_vars]
-        for d in body.shape.dims:
-            names += [n for n in sorted(d.symbols) if n not in names]
-        return Sigma(tuple(names), body)
+        return Sigma(tuple(index_names(body.shape)), body)
     return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)
 
 
@@ -45,9 +42,7 @@ def _objects(items: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
 
 def _elem_name(value: Any) -> str:
     dt = getattr(value, "dtype", None)
-    if dt is None:
-        return "t"
-    return dtype_name(dt)
+    return "t" if dt is None else dtype_name(dt)
 
 
 class Box:
@@ -146,13 +141,8 @@ def _witness(sigma: Sigma, shape: tuple[int, ...]) -> dict[str, Dim | ShapeIndex
     except ShapeError as e:
         raise ShapeError(e.reason.replace("the cell of argument 0 (value)", "the value's shape"),
                          shape=str(shape), sizes=e.sizes) from None
-    out: dict[str, Dim | ShapeIndex] = {}
-    for name in sigma.hidden:
-        if name in m.dims:
-            out[name] = m.dims[name]
-        elif name in m.shapes:
-            out[name] = m.shapes[name]
-    return out
+    found: dict[str, Dim | ShapeIndex] = {**m.shapes, **m.dims}
+    return {name: found[name] for name in sigma.hidden if name in found}
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,25 +150,10 @@ def _witness(sigma: Sigma, shape: tuple[int, ...]) -> dict[str, Dim | ShapeIndex
 # --------------------------------------------------------------------------------------------
 
 
-def _hidden_names(box: Box) -> set[str]:
-    return set(box.type.hidden)
-
-
-def _declared(result: str | ShapeIndex | Sequence[Any] | None) -> ShapeIndex | None:
-    return None if result is None else _shape_index(result)
-
-
-def _names_in(shape: ShapeIndex) -> set[str]:
-    names = {v.name for v in shape.shape_vars}
-    for d in shape.dims:
-        names |= d.symbols
-    return names
-
-
 def _check_escape(box: Box, declared: ShapeIndex | None) -> None:
     if declared is None:
         return
-    escaping = sorted(_names_in(declared) & _hidden_names(box))
+    escaping = sorted(set(index_names(declared)) & set(box.type.hidden))
     if escaping:
         shown = ", ".join(escaping)
         raise ShapeError(
@@ -243,7 +218,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
     ...
     tensig.ShapeError: unbox: the declared result cell [l] mentions l, hidden in the box ...
     """
-    declared = _declared(result)
+    declared = None if result is None else ShapeIndex(result)
     check = _ResultCheck(declared)
     if isinstance(boxes, Box):
         _check_escape(boxes, declared)

@@ -52,10 +52,7 @@ def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[s
     """
     if not frames:
         return ()
-    best = 0
-    for i, f in enumerate(frames):
-        if len(f) > len(frames[best]):
-            best = i
+    best = max(range(len(frames)), key=lambda i: len(frames[i]))  # the first longest
     principal = tuple(frames[best])
     for i, f in enumerate(frames):
         if principal[:len(f)] != tuple(f):
@@ -298,8 +295,7 @@ def _cell_calls(plan: Plan, args: Sequence[Any]) -> list[Any]:
 
 
 def _shape(x: Any) -> Shape:
-    s = getattr(x, "shape", None)
-    return tuple(s) if s is not None else tuple(np.shape(x))
+    return tuple(np.shape(x))  # x.shape where there is one (torch, JAX), without converting
 
 
 def _via_loop(plan: Plan, args: Sequence[Any]) -> Any:
@@ -324,11 +320,8 @@ def _via_loop(plan: Plan, args: Sequence[Any]) -> Any:
 
 def _ragged_error(plan: Plan, results: Sequence[Any]) -> ShapeError:
     first, name = _shape(results[0]), plan.lf.name
-    idx, other = (), first
-    for idx, r in zip(np.ndindex(*plan.frame), results, strict=False):  # noqa: B007
-        other = _shape(r)
-        if other != first:
-            break
+    idx, other = next((i, _shape(r)) for i, r in zip(np.ndindex(*plan.frame), results,
+                                                      strict=True) if _shape(r) != first)
     return ShapeError(
         f"{name}: result cells differ in shape: {_fmt(first)} at frame index "
         f"{_fmt((0,) * len(plan.frame))}, {_fmt(other)} at {_fmt(idx)}",
@@ -368,8 +361,7 @@ def _check_cell(plan: Plan, cell: Shape) -> None:
                              sizes=(str(declared), _fmt(cell)))
         return
     m = plan.matcher
-    if m is None:  # pragma: no cover - a symbolic declared cell always has its matcher
-        return
+    assert m is not None  # a symbolic declared cell always has its matcher
     m.match("the result cell the function returned", declared, ShapeIndex(cell))
     m.finish([])
 

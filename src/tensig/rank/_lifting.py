@@ -32,7 +32,7 @@ from tensig.rank._cells import (
 )
 from tensig.rank._plans import _typeof_call, plan, signature
 from tensig.rank._signature import parse_cells
-from tensig.rank._types import Arr, FnType, Fun, Instance, Static, _shape_index
+from tensig.rank._types import Arr, FnType, Fun, Instance, Static
 
 __all__ = ["Lifted", "Overloaded", "apply", "as_lifted", "check", "lift", "principal_frame",
            "rerank", "typeof"]
@@ -403,7 +403,7 @@ def _lift_type(name: str, cells: str | None, ranks: Sequence[Rank] | None,
     ranks = tuple(_check_rank_value(f"lift({name})", r) for r in ranks)
     if result is None and ufunc is not None and not any(ranks):
         result = ()
-    return _ranks_type(name, ranks, None if result is None else _shape_index(result))
+    return _ranks_type(name, ranks, None if result is None else ShapeIndex(result))
 
 
 def as_lifted(f: Any, ranks: Sequence[Rank] | None = None, cells: str | None = None
@@ -508,7 +508,7 @@ def _apply_empty(funcs: np.ndarray, result: ShapeLike | None) -> Any:
         raise ShapeError(f"apply: the function array of shape {_fmt(funcs.shape)} is empty, so "
                          f"no function is called and the result cell cannot be known",
                          hint="declare it with result=(...)")
-    return np.zeros(funcs.shape + _shape_index(result).as_tuple())
+    return np.zeros(funcs.shape + ShapeIndex(result).as_tuple())
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,7 +580,7 @@ def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:
         raise TypeError(f"check: {_fn_name(f)} is not a lifted function")
     inst = lf.typeof(*args)
     if result is not None:
-        _check_expected(inst, _shape_index(result))
+        _check_expected(inst, ShapeIndex(result))
     return inst
 
 

@@ -26,7 +26,6 @@ from tensig.rank._types import (
     Instance,
     Matcher,
     Sigma,
-    _shape_index,
     bindings,
     instantiate,
 )
@@ -121,17 +120,24 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
     if lf._trivial:
         result = lf.type.result
         return None, (result.shape if isinstance(result, Arr) else None), None
-    actual: list[ShapeIndex | None] = [None] * len(lf.type.params)
-    for k, i in enumerate(lf.arrays):
-        actual[i] = ShapeIndex(cells[k])
-    m = instantiate(lf.type, lf.name, actual, {i: args[i] for i in lf.statics})
+    m = _instantiate(lf, cells, args)[1]
     result = m.result()
     if isinstance(result, Arr):
         return (None if result.shape.is_concrete else m), result.shape, None
     return None, None, result
 
 
-_KINDS = {"Int": ("int", "integers"), "Bool": ("bool", "booleans")}
+def _instantiate(lf: Any, cells: Sequence[Sequence[Any]], args: Sequence[Any]
+                 ) -> tuple[list[ShapeIndex | None], Matcher]:
+    """Per parameter its cell (``None`` but for arrays), and the type instantiated there."""
+    at: list[ShapeIndex | None] = [None] * len(lf.type.params)
+    for k, i in enumerate(lf.arrays):
+        at[i] = ShapeIndex(cells[k])
+    return at, instantiate(lf.type, lf.name, at, {i: args[i] for i in lf.statics})
+
+
+_KINDS = {"Int": "int", "Bool": "bool"}  # the atoms a parameter's element type needs
+_PLURAL = {"int": "integers", "bool": "booleans", "float": "floats", "complex": "complex numbers"}
 
 
 def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
@@ -140,8 +146,8 @@ def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
         a = arrays[k]
         if want is None or math.prod(a.shape) == 0:
             continue
-        if dtype_kind(a.dtype) != want[0]:
-            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {want[1]}, not "
+        if dtype_kind(a.dtype) != want:
+            raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {_PLURAL[want]}, not "
                             f"{_elem_name(a)}")
 
 
@@ -166,8 +172,7 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
 
 def _elem_kind(dtype: Any) -> str:
     """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
-    return {"int": "integers", "float": "floats", "complex": "complex numbers"}.get(
-        dtype_kind(dtype), dtype_name(dtype))
+    return _PLURAL.get(dtype_kind(dtype), dtype_name(dtype))
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,7 +181,7 @@ def _elem_kind(dtype: Any) -> str:
 
 
 def _shape_arg(lf: Any, i: int, x: Any) -> ShapeIndex:
-    shape = _shape_index(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
+    shape = ShapeIndex(x if isinstance(x, ShapeIndex | tuple | str) else tuple(np.shape(x)))
     if shape.shape_vars:
         raise TypeError(f"typeof({lf.name}): the shape {shape} of {_who(lf, i)} has shape "
                         f"variables; give its axes")
@@ -196,11 +201,9 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
         _check_arity(lf, args)
     shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
     real, cell_items, frame = _split(lf, shapes)
-    frames: list[ShapeIndex | None] = [None] * n
-    cells: list[ShapeIndex | None] = [None] * n
-    for k, i in enumerate(lf.arrays):
-        frames[i], cells[i] = ShapeIndex(real[k]), ShapeIndex(cell_items[k])
-    m = instantiate(lf.type, lf.name, cells, {i: args[i] for i in lf.statics})
+    cells, m = _instantiate(lf, cell_items, args)
+    own = dict(zip(lf.arrays, real, strict=True))
+    frames = tuple(ShapeIndex(own[i]) if i in own else None for i in range(n))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
         at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]
@@ -210,7 +213,7 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
     dims, shapes_b = bindings(m)
-    return Instance(lf.name, ShapeIndex(frame), tuple(frames), cell_types,
+    return Instance(lf.name, ShapeIndex(frame), frames, cell_types,
                     _elem_result(lf, result, elems), dims, shapes_b, tuple(m.conditions),
                     lf.type.names)
 

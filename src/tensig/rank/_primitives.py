@@ -58,15 +58,16 @@ def _xp(*xs: Any) -> Any:
 _NONEMPTY = arr("t", "1 + d, ..s..")
 
 
-def _item(k: Any) -> Callable[[int, Any], Any]:
-    """The implementation that reads ``k`` (a position or a slice) of the major axis."""
+def _item(name: str, k: Any, result: str, doc: str) -> Lifted:
+    """The primitive that reads ``k`` (a position or a slice) of a nonempty major axis."""
     def impl(nf: int, x: Any) -> Any:
         return x[_at(nf, k)]
 
-    return impl
+    return _prim(name, impl, [_NONEMPTY], arr("t", result), ["x"], doc,
+                 hint=f"{name} needs a nonempty major axis (1 + d items)")
 
 
-head = _prim("head", _item(0), [_NONEMPTY], arr("t", "..s.."), ["x"], """The first item.
+head = _item("head", 0, "..s..", """The first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``: the major axis has ``1 + d >= 1``
     items.
@@ -75,33 +76,31 @@ head = _prim("head", _item(0), [_NONEMPTY], arr("t", "..s.."), ["x"], """The fir
     array([0, 1])
     >>> rerank(head, 1)(np.array([[0, 1], [2, 3], [4, 5]]))  # first scalar of each row
     array([0, 2, 4])
-    """, hint="head needs a nonempty major axis (1 + d items)")
+    """)
 
-tail = _prim("tail", _item(-1), [_NONEMPTY], arr("t", "..s.."), ["x"], """The last item.
+tail = _item("tail", -1, "..s..", """The last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``.
 
     >>> tail(np.array([[0, 1], [2, 3], [4, 5]]))
     array([4, 5])
-    """, hint="tail needs a nonempty major axis (1 + d items)")
+    """)
 
-behead = _prim("behead", _item(slice(1, None)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
-                  """All but the first item.
+behead = _item("behead", slice(1, None), "d, ..s..", """All but the first item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
 
     >>> behead(np.array([1, 2, 3]))
     array([2, 3])
-    """, hint="behead needs a nonempty major axis (1 + d items)")
+    """)
 
-curtail = _prim("curtail", _item(slice(None, -1)), [_NONEMPTY], arr("t", "d, ..s.."), ["x"],
-                  """All but the last item.
+curtail = _item("curtail", slice(None, -1), "d, ..s..", """All but the last item.
 
     Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
 
     >>> curtail(np.array([1, 2, 3]))
     array([1, 2])
-    """, hint="curtail needs a nonempty major axis (1 + d items)")
+    """)
 
 
 def _reverse(nf: int, x: Any) -> Any:
@@ -300,16 +299,21 @@ def _same_items(nf: int, init: Any, x: Any) -> bool:
     return tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
 
 
-def _fold(nf: int, op: Any, init: Any, x: Any) -> Any:
+def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False) -> Any:
+    """A left fold from ``init``; with ``scan``, every intermediate result too."""
     f = _elementwise(op, init, x)
-    if f is op and _xp(init, x).numpy_native and _same_items(nf, init, x):
-        return op.reduce(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
+    xp = _xp(init, x)
+    if f is op and xp.numpy_native and _same_items(nf, init, x):
+        whole = np.concatenate([_itemize(nf, init), x], axis=nf)
+        return (op.accumulate if scan else op.reduce)(whole, axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
+    out = [acc]
     for i in range(x.shape[nf]):
         acc = f(acc, x[_at(nf, i)])
-    return acc
+        out.append(acc)
+    return xp.stack([xp.asarray(o, like=x) for o in out], nf) if scan else acc
 
 
 def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
@@ -320,21 +324,6 @@ def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
     for i in reversed(range(x.shape[nf])):
         acc = f(x[_at(nf, i)], acc)
     return acc
-
-
-def _scan(nf: int, op: Any, init: Any, x: Any) -> Any:
-    f = _elementwise(op, init, x)
-    xp = _xp(init, x)
-    if f is op and xp.numpy_native and _same_items(nf, init, x):
-        return op.accumulate(np.concatenate([_itemize(nf, init), x], axis=nf), axis=nf)
-    if nf and f is None:
-        return NotImplemented
-    f, acc = f or op, init
-    out = [acc]
-    for i in range(x.shape[nf]):
-        acc = f(acc, x[_at(nf, i)])
-        out.append(acc)
-    return xp.stack([xp.asarray(o, like=x) for o in out], nf)
 
 
 fold = _prim("fold", _fold, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
@@ -360,7 +349,7 @@ fold_right = _prim("fold_right", _fold_right,
     np.int64(2)
     """)
 
-scan = _prim("scan", _scan, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")],
+scan = _prim("scan", partial(_fold, scan=True), [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")],
              arr("u", "1 + d, ..r.."), ["op", "init", "x"],
              """Every intermediate result of :func:`fold`, starting with ``init`` (``1 + d`` items).
 
@@ -393,10 +382,6 @@ def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
     return _iota_array(_naturals(name, shape), shape)
 
 
-def _iota_s(nf: int, shape: Any) -> Any:
-    return _iota_array(_naturals("iota_s", shape))
-
-
 def _iota_w(nf: int, w: Any) -> Any:
     cell = tuple(w.shape[nf:])
     return _xp(w).broadcast_to(_iota_array(cell, w), tuple(w.shape))
@@ -426,8 +411,9 @@ iota_v = _prim("iota_v", partial(_iota, name="iota_v"), [arr("Int")],
     (array([0, 1, 2, 3]), 'Σ(d). [int64 d]')
     """, batched=False, boxed=True)
 
-iota_s = _prim("iota_s", _iota_s, [Static("s", "Shape", convert=tuple)], arr("Int", "..s.."),
-               ["shape"], """Successive naturals at a static shape (an index argument): unboxed.
+iota_s = _prim("iota_s", partial(_iota, name="iota_s"), [Static("s", "Shape", convert=tuple)],
+               arr("Int", "..s.."), ["shape"],
+               """Successive naturals at a static shape (an index argument): unboxed.
 
     Type ``Π(..s..). [Int ..s..]``; ``shape`` is a Python tuple.
 
@@ -461,12 +447,8 @@ def _cyclic(nf: int, shape: tuple[int, ...], x: Any) -> Any:
     return xp.reshape(flat[(slice(None),) * nf + (idx,)], frame + shape)
 
 
-def _reshape_static(nf: int, shape: Any, x: Any) -> Any:
+def _reshape(nf: int, shape: Any, x: Any) -> Any:
     return _cyclic(nf, _naturals("reshape", shape), x)
-
-
-def _reshape_data(nf: int, shape: Any, x: Any) -> Any:
-    return _cyclic(0, _naturals("reshape", shape), x)
 
 
 _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyclically.
@@ -485,9 +467,9 @@ _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyc
     """
 
 reshape = Overloaded("reshape", [
-    _prim("reshape", _reshape_static, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
+    _prim("reshape", _reshape, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
           arr("t", "..r.."), ["shape", "x"], _RESHAPE_DOC),
-    _prim("reshape", _reshape_data, [arr("Int", "d"), arr("t", "..s..")],
+    _prim("reshape", _reshape, [arr("Int", "d"), arr("t", "..s..")],
           Sigma(("r",), arr("t", "..r..")), ["shape", "x"], _RESHAPE_DOC, batched=False,
           boxed=True),
 ], lambda args: 0 if isinstance(args[0], tuple) else 1, doc=_RESHAPE_DOC)

@@ -10,6 +10,7 @@ unknown rank, which takes the whole argument).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from tensig.core.dims import Dim
@@ -18,13 +19,6 @@ from tensig.core.notation import Fixed, Label, Placeholder, Row, ShapeSpec, pars
 from tensig.core.shape_index import ShapeIndex, ShapeVar
 
 __all__ = ["parse_cells"]
-
-
-def _fresh_names(prefix: str) -> Iterator[str]:
-    k = 0
-    while True:
-        yield f"{prefix}{k}"
-        k += 1
 
 
 def _where(text: str, token: str, fallback: int = 0) -> int:
@@ -75,6 +69,6 @@ def parse_cells(text: str) -> tuple[tuple[ShapeIndex, ...], ShapeIndex]:
     ShapeIndex('[m, 2]')
     """
     spec = parse(text)
-    fresh = _fresh_names("_")
+    fresh = (f"_{k}" for k in itertools.count())
     operands = tuple(_cell(text, s, fresh) for s in spec.operands)
     return operands, _cell(text, spec.result, fresh)

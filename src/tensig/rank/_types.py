@@ -25,18 +25,6 @@ from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
 
 
-def _shape_index(shape: str | ShapeIndex | Sequence[Any]) -> ShapeIndex:
-    if isinstance(shape, ShapeIndex):
-        return shape
-    if isinstance(shape, str):
-        return ShapeIndex.parse(shape) if shape.strip() else ShapeIndex(())
-    return ShapeIndex(shape)
-
-
-def _items(shape: ShapeIndex) -> str:
-    return ", ".join(str(x) for x in shape)
-
-
 @dataclass(frozen=True)
 class Arr:
     """An array type ``[elem shape]``: an element type name and a shape index.
@@ -49,13 +37,13 @@ class Arr:
     shape: ShapeIndex
 
     def __str__(self) -> str:
-        inner = _items(self.shape)
+        inner = ", ".join(map(str, self.shape))
         return f"[{self.elem} {inner}]" if inner else f"[{self.elem}]"
 
 
 def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
     """``Arr(elem, shape)`` with the shape read by :meth:`ShapeIndex.parse` when it is text."""
-    return Arr(elem, _shape_index(shape))
+    return Arr(elem, ShapeIndex(shape))
 
 
 @dataclass(frozen=True)
@@ -104,7 +92,7 @@ class Static:
     def index(self, value: Any) -> Dim | ShapeIndex:
         v = self.convert(value) if self.convert is not None else value
         if self.sort == "Shape":
-            return _shape_index(tuple(v))
+            return ShapeIndex(tuple(v))
         return v if isinstance(v, Dim) else Dim.const(v)
 
 
@@ -119,6 +107,14 @@ def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) 
         else:
             for name in sorted(item.symbols):
                 dims.setdefault(name)
+
+
+def index_names(shape: ShapeIndex) -> list[str]:
+    """The shape variables of ``shape``, then its dimension variables, in order of appearance."""
+    dims: dict[str, None] = {}
+    shapes: dict[str, None] = {}
+    _vars_of(shape, dims, shapes)
+    return [*shapes, *dims]
 
 
 @dataclass(frozen=True)
@@ -160,16 +156,12 @@ class FnType:
                 (shapes if p.sort == "Shape" else dims).setdefault(p.name)
         if isinstance(self.result, Arr):
             _vars_of(self.result.shape, dims, shapes)
-        elif isinstance(self.result, Sigma):
-            hidden_d: dict[str, None] = {}
-            hidden_s: dict[str, None] = {}
-            _vars_of(self.result.body.shape, hidden_d, hidden_s)
-            for name in hidden_d:
-                if name not in self.result.hidden:
-                    dims.setdefault(name)
-            for name in hidden_s:
-                if name not in self.result.hidden:
-                    shapes.setdefault(name)
+        elif isinstance(self.result, Sigma):  # the visible indices of a box
+            inner_d: dict[str, None] = {}
+            inner_s: dict[str, None] = {}
+            _vars_of(self.result.body.shape, inner_d, inner_s)
+            for inner, outer in ((inner_d, dims), (inner_s, shapes)):
+                outer.update(dict.fromkeys(n for n in inner if n not in self.result.hidden))
         return tuple(dims), tuple(shapes)
 
     def __str__(self) -> str:
@@ -295,12 +287,16 @@ class Matcher:
             var = self.vars[name] = DimVar(name)
         return var
 
-    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
+    def error(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str
+              ) -> ShapeError:
         bound = _fmt_bindings(self.dims, self.shapes)
         reason = (f"{self.fname}: {where} is {actual}, which does not fit {pattern}: {why}"
                   + (f" (with {bound})" if bound else ""))
-        raise ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
-                         hint=self.type.hint)
+        return ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
+                          hint=self.type.hint)
+
+    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
+        raise self.error(where, pattern, actual, why)
 
     # -- the solver ----------------------------------------------------------------------------
     def _set(self, name: str, value: Dim) -> None:
@@ -328,11 +324,7 @@ class Matcher:
                        f"naturals ({facts['name']} would be {facts['value']})")
             else:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
-            try:
-                self.fail(where, pattern, actual, why)
-            except ShapeError as e:
-                return e
-            raise AssertionError  # pragma: no cover - fail always raises
+            return self.error(where, pattern, actual, why)
 
         rel.report = report
         self.relations.append((rel, where, pattern, actual))
@@ -377,8 +369,7 @@ class Matcher:
     def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
                     actual: ShapeIndex) -> None:
         self.shapes[name] = value
-        inverse = self.inverse
-        dim_name = self.rank_of.get(inverse.get(name, name))
+        dim_name = self.rank_of.get(self.inverse.get(name, name))
         if dim_name is None:
             return
         dim_name = self._var(dim_name)
@@ -393,9 +384,8 @@ class Matcher:
 
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
-        inverse = self.inverse
         for sv in p.shape_vars:
-            dim_name = self.rank_of.get(inverse.get(sv.name, sv.name))
+            dim_name = self.rank_of.get(self.inverse.get(sv.name, sv.name))
             value = self.dims.get(self._var(dim_name)) if dim_name else None
             if value is None or value.constant is None:
                 continue
@@ -446,12 +436,10 @@ class Matcher:
         return None
 
     def public_dims(self) -> dict[str, Dim]:
-        inverse = self.inverse
-        return {inverse.get(k, k): v for k, v in self.dims.items()}
+        return {self.inverse.get(k, k): v for k, v in self.dims.items()}
 
     def public_shapes(self) -> dict[str, ShapeIndex]:
-        inverse = self.inverse
-        return {inverse.get(k, k): v for k, v in self.shapes.items()}
+        return {self.inverse.get(k, k): v for k, v in self.shapes.items()}
 
 
 _GIVEN = Origin(note="a Remora type's instantiation")
