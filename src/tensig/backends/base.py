@@ -430,6 +430,33 @@ class Backend(Kernels):
         d = into("add", d, xp.mean(g, axis=axes, keepdims=True))
         return into("multiply", d, -rstd)
 
+    def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
+                   ) -> tuple[Any, ...]:
+        """:meth:`normalize` times ``scale`` plus ``shift`` (one cell per cell of ``axes``,
+        consecutive axes): the record ``(value, mean, rstd, normalised)`` that
+        :meth:`layer_norm_backward` reads (the normalised value kept, not recomputed)."""
+        y, mean, rstd = self.normalize(x, axes, eps)
+        view = [int(n) if i in axes else 1 for i, n in enumerate(x.shape)]
+        out = self.into("add", y * scale.reshape(view), shift.reshape(view))
+        return out, mean, rstd, y
+
+    def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
+                            shift: Any, axes: tuple[int, ...], eps: float, dx: bool
+                            ) -> tuple[Any, Any, Any]:
+        """The gradients of :meth:`layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
+        ``shift``, from its record ``saved`` (an adapter's kernel may keep only the
+        statistics: the normalised value is then recomputed)."""
+        xp = self.namespace
+        mean, rstd = saved[1], saved[2]
+        y = saved[3] if len(saved) > 3 else (x - mean) * rstd
+        others = tuple(i for i in range(len(x.shape)) if i not in axes)
+        dshift = xp.sum(g, axis=others) if others else g
+        dscale = xp.sum(g * y, axis=others) if others else g * y
+        view = [int(n) if i in axes else 1 for i, n in enumerate(x.shape)]
+        gx = self.normalize_backward(x, y, mean, rstd, g * scale.reshape(view), axes, eps) \
+            if dx else None
+        return gx, dscale.reshape(scale.shape), dshift.reshape(shift.shape)
+
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
         straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or

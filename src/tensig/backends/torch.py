@@ -408,6 +408,38 @@ class TorchBackend(Backend):
                 g, x, x.shape[axes[0]:], mean, rstd, None, None, [True, False, False])[0]
         return super().normalize_backward(x, y, mean, rstd, g, axes, eps)
 
+    def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
+                   ) -> tuple[Any, ...]:
+        """``native_layer_norm`` with its weight and bias: the affine step inside the kernel
+        (torch's ``nn.LayerNorm``), not two more passes and their gradients."""
+        rows = self._rows(x, scale, shift, axes)
+        if rows is None:
+            return super().layer_norm(x, scale, shift, axes, eps)
+        y, mean, rstd = self.torch.ops.aten.native_layer_norm(
+            x, rows, scale.reshape(rows), shift.reshape(rows), eps)
+        return y, mean, rstd
+
+    def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
+                            shift: Any, axes: tuple[int, ...], eps: float, dx: bool
+                            ) -> tuple[Any, Any, Any]:
+        """``native_layer_norm_backward``: the three gradients in one kernel."""
+        rows = self._rows(x, scale, shift, axes)
+        if rows is None or len(saved) != 3 or g.shape != x.shape:
+            return super().layer_norm_backward(g, x, saved, scale, shift, axes, eps, dx)
+        gx, gs, gb = self.torch.ops.aten.native_layer_norm_backward(
+            g, x, rows, saved[1], saved[2], scale.reshape(rows), shift.reshape(rows),
+            [dx, True, True])
+        return gx, gs.reshape(scale.shape), gb.reshape(shift.shape)
+
+    def _rows(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...]) -> list[int] | None:
+        """The normalised shape when torch's layer-norm kernels take these arrays: trailing
+        axes, one floating dtype and device for all three."""
+        if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())) or \
+                not x.dtype.is_floating_point or \
+                any(t.dtype != x.dtype or t.device != x.device for t in (scale, shift)):
+            return None
+        return list(x.shape[axes[0]:])
+
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
         """torch's fused CPU kernel (flash attention: the scores are never stored), on
