@@ -411,6 +411,18 @@ class Backend(Kernels):
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
+    def log_softmax(self, x: Any, axis: int) -> Any:
+        """``x - log sum exp(x)`` along ``axis``, the maximum subtracted first (the library's
+        kernel where it has one, with its backward :meth:`log_softmax_backward`)."""
+        xp = self.namespace
+        z = x - xp.max(x, axis=axis, keepdims=True)
+        return self.into("subtract", z, xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True)))
+
+    def log_softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        """The gradient of :meth:`log_softmax` at its value ``y``: ``g - exp(y) sum(g)``."""
+        xp = self.namespace
+        return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
+
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
         normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``

@@ -392,6 +392,12 @@ class TorchBackend(Backend):
     def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         return self.torch._softmax_backward_data(g, y, axis, y.dtype)
 
+    def log_softmax(self, x: Any, axis: int) -> Any:
+        return self.torch.log_softmax(x, axis)
+
+    def log_softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        return self.torch._log_softmax_backward_data(g, y, axis, y.dtype)
+
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())):  # trailing: the kernel
             y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, x.shape[axes[0]:], None,

@@ -605,6 +605,16 @@ def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
     return backend_of_namespace(xp).softmax_backward(y, g, axis)
 
 
+def _log_softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
+    """Log-softmax along one axis (the library's kernel where it has one)."""
+    return backend_of_namespace(xp).log_softmax(x, axis)
+
+
+def _log_softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
+    """The gradient of :func:`_log_softmax` from its value ``y`` and the result's gradient."""
+    return backend_of_namespace(xp).log_softmax_backward(y, g, axis)
+
+
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
     """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``: a record
     of the value, the mean and ``1/sqrt(var + eps)`` (the backward reads the two)."""
@@ -695,6 +705,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "by_mode": _by_mode,
     "softmax": _softmax,
     "softmax_grad": _softmax_grad,
+    "log_softmax": _log_softmax,
+    "log_softmax_grad": _log_softmax_grad,
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
     "layer_norm": _layer_norm,

@@ -135,9 +135,27 @@ def _softmax_backward(t: Tensor, a: Tensor) -> Code:
 _SOFTMAX_LAST = OpDef("softmax", ".", _softmax_forward, _softmax_backward)
 
 
+def _log_softmax_forward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(t.val, _e("log_softmax", a.val, _last_axis(a, "log_softmax")),
+                         logic=t.projections)
+
+
+def _log_softmax_backward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(a.grad, _e("log_softmax_grad", t.val, t.grad,
+                                    _last_axis(a, "log_softmax")),
+                         accum="+", logic=t.projections)
+
+
+_LOG_SOFTMAX_LAST = OpDef("log_softmax", ".", _log_softmax_forward, _log_softmax_backward)
+
+
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
-    subtracted first."""
+    subtracted first.  Over the last output axis one primitive and its gradient
+    ``g - exp(y) sum(g)`` another, as :func:`softmax` (cross-entropy's seven steps forward
+    and six back)."""
+    if spec == LAST:
+        return G.apply(_LOG_SOFTMAX_LAST, x)
     z = _shifted(x, spec)
     return z - G.einsum1(spec, z.exp()).log()
 
