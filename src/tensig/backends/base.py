@@ -102,6 +102,10 @@ class Backend(Kernels):
     #: ``(x, w, bias) -> x @ w + bias`` for a 2-D ``x`` and ``w``, the bias added in the
     #: product's accumulation (:func:`tensig.model.compile._fold_bias_adds`)
     matmul_bias: Callable[..., Any] | None = None
+    #: ``(subscripts, shapes) -> ((old, x, y) -> old + einsum(subscripts, x, y))`` with the
+    #: sum in one product's accumulation, or None for a contraction it cannot do so (the
+    #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
+    summed_contraction: Callable[..., Any] | None = None
     max_pool: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None

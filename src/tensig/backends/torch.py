@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._plans import matmul_plan, small_amax
+from tensig.backends._plans import gemm_groups, matmul_plan, small_amax
 from tensig.backends.base import Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
@@ -95,6 +95,44 @@ class TorchBackend(Backend):
                 return self._promoted(plan, einsum, xs)
 
         return contract
+
+    def summed_contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]
+                           ) -> Callable[..., Any] | None:
+        """``(old, x, y) -> old + einsum(subscripts, x, y)`` by one ``addmm`` (the product
+        accumulates onto ``old``: no pass of its own for the sum, as autograd's gradient of
+        a fused projection), when the contraction is one 2-D matrix product of views whose
+        result has the layout of the output; else None.  Other dtypes take the plain sum."""
+        ins, out = subscripts.split("->")
+        subs = ins.split(",")
+        if len(subs) != 2 or any(len(set(x)) != len(x) for x in subs):
+            return None
+        a, b = subs
+        batch, m, n, k = gemm_groups(a, b, out)
+        if batch or not k or set(a + b) != set(out + "".join(k)):
+            return None
+        swap = out != "".join(m + n)
+        if swap and out != "".join(n + m):
+            return None
+        size = {c: d for x, shape in zip(subs, shapes, strict=True)
+                for c, d in zip(x, shape, strict=True)}
+        rows, cols = (n, m) if swap else (m, n)
+        left, right = (b, a) if swap else (a, b)
+        x2, y2 = _as_matrix(left, rows, k, size), _as_matrix(right, k, cols, size)
+        if x2 is None or y2 is None:
+            return None
+        shape = tuple(size[c] for c in out)
+        flat = (math.prod(size[c] for c in rows), math.prod(size[c] for c in cols))
+        plain, addmm = self.contraction(subscripts, shapes), self.torch.addmm
+
+        def summed(old: Any, x: Any, y: Any) -> Any:
+            if not (old.dtype == x.dtype == y.dtype and old.dtype.is_floating_point) or \
+                    tuple(old.shape) != shape:
+                return old + plain(x, y)
+            if swap:
+                x, y = y, x
+            return addmm(old.reshape(flat), x2(x), y2(y)).reshape(shape)
+
+        return summed
 
     def _promoted(self, plan: Callable[..., Any], einsum: Callable[..., Any],
                   xs: Sequence[Any]) -> Any:
@@ -528,6 +566,18 @@ class TorchBackend(Backend):
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+def _as_matrix(labels: str, rows: list[str], cols: list[str], size: dict[str, int]
+               ) -> Callable[[Any], Any] | None:
+    """An operand on ``labels`` as the 2-D matrix ``rows x cols`` (a view of a contiguous
+    array: reshaped, or reshaped and transposed), or None when its axes interleave."""
+    r, c = (math.prod(size[x] for x in g) for g in (rows, cols))
+    if labels == "".join(rows + cols):
+        return lambda x: x.reshape(r, c)
+    if labels == "".join(cols + rows):
+        return lambda x: x.reshape(c, r).T
+    return None
 
 
 def _heads4(x: Any) -> Any:
