@@ -177,6 +177,30 @@ def test_layer_norm_over_the_output_row(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_with_a_learned_scale_and_shift_against_torch(backend):
+    """Scale and shift away from ones and zeros (the kernel applies them, forward and back):
+    the value and all three gradients against torch autograd."""
+    x, scale, shift = data(5, 3, 4) * 2 + 1, data(3, 4) + 1, data(3, 4)
+    with G.new_graph(backend) as g:
+        p, h = input_("x", x, "b, i, j => b | i, j")
+        y = B.layer_norm(h, name="ln")
+        loss, r = weighted_loss(y)
+        model = G.grad_update(loss)
+        learned = {t.name: t for t in g.tensors if t.kind == "param" and t.name != "x"}
+        model.set(learned["ln.scale"], scale)
+        model.set(learned["ln.shift"], shift)
+        model.backward()
+        ours = [A(t.numpy()) for t in (y, p.grad, learned["ln.scale"].grad,
+                                       learned["ln.shift"].grad)]
+    xt, st, bt = torch_inputs(x, scale, shift)
+    out = F.layer_norm(xt, (3, 4), st, bt, eps=1e-5)
+    (out * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    for got, want, n in zip(ours, (out, xt.grad, st.grad, bt.grad), (12, 12, 60, 5),
+                            strict=True):
+        close(got, want, n, chain=64)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_rms_norm_over_the_output_row(backend):
     x = data(5, 6) * 2 + 1
     _norm_case(backend, B.rms_norm,

@@ -92,7 +92,7 @@ def test_sampling_reads_only_earlier_positions():
 
 @pytest.mark.parametrize("name", ["numpy", "torch"])
 def test_the_step_primitives_agree_with_the_generic_formulas(name):
-    """GELU, softmax and normalisation with their gradients: NumPy's in-place code and
+    """GELU, (log-)softmax and normalisation with their gradients: NumPy's in-place code and
     torch's kernels against the generic formulas of ``Backend`` on NumPy (what JAX and Dask
     run), in float64, over trailing and leading axes."""
     from tensig.backends import backend_named
@@ -112,6 +112,9 @@ def test_the_step_primitives_agree_with_the_generic_formulas(name):
         (ours.gelu_backward(a(x), a(g)), Backend.gelu_backward(ref, x, g)),
         (ours.softmax(a(y), 2), p),
         (ours.softmax_backward(a(p), a(g), 2), Backend.softmax_backward(ref, p, g, 2)),
+        (ours.log_softmax(a(y), 2), np.log(p)),
+        (ours.log_softmax_backward(a(np.log(p)), a(g), 2),
+         Backend.log_softmax_backward(ref, np.log(p), g, 2)),
     ]
     for axes in [(2,), (1, 2), (0,)]:
         n = Backend.normalize(ref, x, axes, 1e-5)  # value, mean, 1/sqrt(var + eps)
@@ -119,6 +122,14 @@ def test_the_step_primitives_agree_with_the_generic_formulas(name):
         pairs += [*zip(got, n, strict=True),
                   (ours.normalize_backward(a(x), *got, a(g), axes, 1e-5),
                    Backend.normalize_backward(ref, x, *n, g, axes, 1e-5))]
+        # with a learned scale and shift (one cell per normalised cell): value, gradients
+        cells = tuple(x.shape[i] for i in axes)
+        scale, shift = rng.standard_normal(cells), rng.standard_normal(cells)
+        n = Backend.layer_norm(ref, x, scale, shift, axes, 1e-5)
+        got = ours.layer_norm(a(x), a(scale), a(shift), axes, 1e-5)
+        pairs += [(got[0], n[0]), *zip(ours.layer_norm_backward(
+            a(g), a(x), got, a(scale), a(shift), axes, 1e-5, True), Backend.layer_norm_backward(
+            ref, g, x, n, scale, shift, axes, 1e-5, True), strict=True)]
     for got, want in pairs:
         np.testing.assert_allclose(host(got), want, rtol=eps, atol=eps)
     assert np.all(host(a(x)) == x)  # the in-place code leaves its inputs alone

@@ -131,3 +131,49 @@ def test_a_folded_product_is_never_read_stale():
         np.testing.assert_allclose(y.numpy().numpy(), xs @ (2 * ws).T + cs, rtol=1e-5, atol=1e-5)
         with pytest.raises(KeyError, match="no array yet"):
             h.numpy()
+
+
+def test_products_added_into_one_gradient_accumulate_in_the_product(monkeypatch):
+    """``x`` (``b, t | d``) read by two projections: the second product adds into ``x.grad``
+    by one ``addmm`` (torch's ``summed_contraction``); the values as summed separately and
+    as torch's autograd.  Contractions it cannot do as one 2-D product give None."""
+    bt, t, d, o = 3, 5, 6, 7
+    xs, ws, vs = (rng.standard_normal(n).astype(np.float32) for n in ((bt, t, d), (o, d),
+                                                                        (o, 2, d)))
+    cls = type(backend_for(torch.Tensor))
+    plan = cls.summed_contraction
+    calls: list[int] = []
+
+    def counted(self, *args):
+        made = plan(self, *args)
+        if made is None:
+            return None
+        return lambda *xs: calls.append(1) or made(*xs)
+
+    def run() -> tuple[np.ndarray, ...]:
+        with G.new_graph("torch"):
+            x = G.param("x", output=[bt, t, d], input=[], init=lambda sh, r: xs)
+            h = G.einsum1("b, t, d => b, t | d", x)
+            w = G.param("w", output=[o], input=[d], init=lambda sh, r: ws)
+            v = G.param("v", output=[o, 2], input=[d], init=lambda sh, r: vs)
+            y = G.einsum1("... => |->0", (w @ h) * (w @ h)) + G.einsum1("... => |->0",
+                                                                       (v @ h).tanh())
+            G.grad_update(y).backward()
+            return tuple(np.asarray(p.grad.numpy()) for p in (x, w, v))
+
+    monkeypatch.setattr(cls, "summed_contraction", counted)
+    summed = run()
+    assert calls, "no product was added into its gradient"
+    monkeypatch.setattr(cls, "summed_contraction", None)
+    separate = run()
+    tx, tw, tv = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (xs, ws, vs))
+    ((tx @ tw.T) ** 2).sum().add(torch.einsum("btd,ead->btea", tx, tv).tanh().sum()).backward()
+    for name, ours, theirs, ref in zip("xwv", summed, separate, (tx.grad, tw.grad, tv.grad),
+                                       strict=True):
+        ref = ref.numpy()
+        bound = 8 * np.finfo(np.float32).eps * bt * t * o * d * max(np.abs(ref).max(), 1)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
+    adapter = backend_for(torch.Tensor)
+    assert plan(adapter, "abd,bc->acd", [(2, 3, 4), (3, 5)]) is None  # axes interleave
+    assert plan(adapter, "ab,ab->a", [(2, 3), (2, 3)]) is None  # a batch axis

@@ -105,6 +105,10 @@ class Backend(Kernels):
     #: ``(x, w, bias) -> x @ w + bias`` for a 2-D ``x`` and ``w``, the bias added in the
     #: product's accumulation (:func:`tensig.model.compile._fold_bias_adds`)
     matmul_bias: Callable[..., Any] | None = None
+    #: ``(subscripts, shapes) -> ((old, x, y) -> old + einsum(subscripts, x, y))`` with the
+    #: sum in one product's accumulation, or None for a contraction it cannot do so (the
+    #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
+    summed_contraction: Callable[..., Any] | None = None
     max_pool: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
@@ -437,6 +441,18 @@ class Backend(Kernels):
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
+    def log_softmax(self, x: Any, axis: int) -> Any:
+        """``x - log sum exp(x)`` along ``axis``, the maximum subtracted first (the library's
+        kernel where it has one, with its backward :meth:`log_softmax_backward`)."""
+        xp = self.namespace
+        z = x - xp.max(x, axis=axis, keepdims=True)
+        return self.into("subtract", z, xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True)))
+
+    def log_softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        """The gradient of :meth:`log_softmax` at its value ``y``: ``g - exp(y) sum(g)``."""
+        xp = self.namespace
+        return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
+
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
         normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
@@ -455,6 +471,33 @@ class Backend(Kernels):
         d = into("subtract", y * xp.mean(g * y, axis=axes, keepdims=True), g)  # in place
         d = into("add", d, xp.mean(g, axis=axes, keepdims=True))
         return into("multiply", d, -rstd)
+
+    def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
+                   ) -> tuple[Any, ...]:
+        """:meth:`normalize` times ``scale`` plus ``shift`` (one cell per cell of ``axes``,
+        consecutive axes): the record ``(value, mean, rstd, normalised)`` that
+        :meth:`layer_norm_backward` reads (the normalised value kept, not recomputed)."""
+        y, mean, rstd = self.normalize(x, axes, eps)
+        view = [int(n) if i in axes else 1 for i, n in enumerate(x.shape)]
+        out = self.into("add", y * scale.reshape(view), shift.reshape(view))
+        return out, mean, rstd, y
+
+    def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
+                            shift: Any, axes: tuple[int, ...], eps: float, dx: bool
+                            ) -> tuple[Any, Any, Any]:
+        """The gradients of :meth:`layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
+        ``shift``, from its record ``saved`` (an adapter's kernel may keep only the
+        statistics: the normalised value is then recomputed)."""
+        xp = self.namespace
+        mean, rstd = saved[1], saved[2]
+        y = saved[3] if len(saved) > 3 else (x - mean) * rstd
+        others = tuple(i for i in range(len(x.shape)) if i not in axes)
+        dshift = xp.sum(g, axis=others) if others else g
+        dscale = xp.sum(g * y, axis=others) if others else g * y
+        view = [int(n) if i in axes else 1 for i, n in enumerate(x.shape)]
+        gx = self.normalize_backward(x, y, mean, rstd, g * scale.reshape(view), axes, eps) \
+            if dx else None
+        return gx, dscale.reshape(scale.shape), dshift.reshape(shift.shape)
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._plans import matmul_plan, small_amax
+from tensig.backends._plans import gemm_groups, matmul_plan, small_amax
 from tensig.backends.base import Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
@@ -95,6 +95,44 @@ class TorchBackend(Backend):
                 return self._promoted(plan, einsum, xs)
 
         return contract
+
+    def summed_contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]
+                           ) -> Callable[..., Any] | None:
+        """``(old, x, y) -> old + einsum(subscripts, x, y)`` by one ``addmm`` (the product
+        accumulates onto ``old``: no pass of its own for the sum, as autograd's gradient of
+        a fused projection), when the contraction is one 2-D matrix product of views whose
+        result has the layout of the output; else None.  Other dtypes take the plain sum."""
+        ins, out = subscripts.split("->")
+        subs = ins.split(",")
+        if len(subs) != 2 or any(len(set(x)) != len(x) for x in subs):
+            return None
+        a, b = subs
+        batch, m, n, k = gemm_groups(a, b, out)
+        if batch or not k or set(a + b) != set(out + "".join(k)):
+            return None
+        swap = out != "".join(m + n)
+        if swap and out != "".join(n + m):
+            return None
+        size = {c: d for x, shape in zip(subs, shapes, strict=True)
+                for c, d in zip(x, shape, strict=True)}
+        rows, cols = (n, m) if swap else (m, n)
+        left, right = (b, a) if swap else (a, b)
+        x2, y2 = _as_matrix(left, rows, k, size), _as_matrix(right, k, cols, size)
+        if x2 is None or y2 is None:
+            return None
+        shape = tuple(size[c] for c in out)
+        flat = (math.prod(size[c] for c in rows), math.prod(size[c] for c in cols))
+        plain, addmm = self.contraction(subscripts, shapes), self.torch.addmm
+
+        def summed(old: Any, x: Any, y: Any) -> Any:
+            if not (old.dtype == x.dtype == y.dtype and old.dtype.is_floating_point) or \
+                    tuple(old.shape) != shape:
+                return old + plain(x, y)
+            if swap:
+                x, y = y, x
+            return addmm(old.reshape(flat), x2(x), y2(y)).reshape(shape)
+
+        return summed
 
     def _promoted(self, plan: Callable[..., Any], einsum: Callable[..., Any],
                   xs: Sequence[Any]) -> Any:
@@ -394,6 +432,12 @@ class TorchBackend(Backend):
     def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         return self.torch._softmax_backward_data(g, y, axis, y.dtype)
 
+    def log_softmax(self, x: Any, axis: int) -> Any:
+        return self.torch.log_softmax(x, axis)
+
+    def log_softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
+        return self.torch._log_softmax_backward_data(g, y, axis, y.dtype)
+
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         if axes and axes == tuple(range(x.dim() - len(axes), x.dim())):  # trailing: the kernel
             y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, x.shape[axes[0]:], None,
@@ -409,6 +453,38 @@ class TorchBackend(Backend):
             return self.torch.ops.aten.native_layer_norm_backward(  # the kernel: a third less
                 g, x, x.shape[axes[0]:], mean, rstd, None, None, [True, False, False])[0]
         return super().normalize_backward(x, y, mean, rstd, g, axes, eps)
+
+    def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
+                   ) -> tuple[Any, ...]:
+        """``native_layer_norm`` with its weight and bias: the affine step inside the kernel
+        (torch's ``nn.LayerNorm``), not two more passes and their gradients."""
+        rows = self._rows(x, scale, shift, axes)
+        if rows is None:
+            return super().layer_norm(x, scale, shift, axes, eps)
+        y, mean, rstd = self.torch.ops.aten.native_layer_norm(
+            x, rows, scale.reshape(rows), shift.reshape(rows), eps)
+        return y, mean, rstd
+
+    def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
+                            shift: Any, axes: tuple[int, ...], eps: float, dx: bool
+                            ) -> tuple[Any, Any, Any]:
+        """``native_layer_norm_backward``: the three gradients in one kernel."""
+        rows = self._rows(x, scale, shift, axes)
+        if rows is None or len(saved) != 3 or g.shape != x.shape:
+            return super().layer_norm_backward(g, x, saved, scale, shift, axes, eps, dx)
+        gx, gs, gb = self.torch.ops.aten.native_layer_norm_backward(
+            g, x, rows, saved[1], saved[2], scale.reshape(rows), shift.reshape(rows),
+            [dx, True, True])
+        return gx, gs.reshape(scale.shape), gb.reshape(shift.shape)
+
+    def _rows(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...]) -> list[int] | None:
+        """The normalised shape when torch's layer-norm kernels take these arrays: trailing
+        axes, one floating dtype and device for all three."""
+        if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())) or \
+                not x.dtype.is_floating_point or \
+                any(t.dtype != x.dtype or t.device != x.device for t in (scale, shift)):
+            return None
+        return list(x.shape[axes[0]:])
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
@@ -492,6 +568,18 @@ class TorchBackend(Backend):
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+def _as_matrix(labels: str, rows: list[str], cols: list[str], size: dict[str, int]
+               ) -> Callable[[Any], Any] | None:
+    """An operand on ``labels`` as the 2-D matrix ``rows x cols`` (a view of a contiguous
+    array: reshaped, or reshaped and transposed), or None when its axes interleave."""
+    r, c = (math.prod(size[x] for x in g) for g in (rows, cols))
+    if labels == "".join(rows + cols):
+        return lambda x: x.reshape(r, c)
+    if labels == "".join(cols + rows):
+        return lambda x: x.reshape(c, r).T
+    return None
 
 
 def _heads4(x: Any) -> Any:

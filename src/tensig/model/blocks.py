@@ -135,9 +135,27 @@ def _softmax_backward(t: Tensor, a: Tensor) -> Code:
 _SOFTMAX_LAST = OpDef("softmax", ".", _softmax_forward, _softmax_backward)
 
 
+def _log_softmax_forward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(t.val, _e("log_softmax", a.val, _last_axis(a, "log_softmax")),
+                         logic=t.projections)
+
+
+def _log_softmax_backward(t: Tensor, a: Tensor) -> Code:
+    return Code().assign(a.grad, _e("log_softmax_grad", t.val, t.grad,
+                                    _last_axis(a, "log_softmax")),
+                         accum="+", logic=t.projections)
+
+
+_LOG_SOFTMAX_LAST = OpDef("log_softmax", ".", _log_softmax_forward, _log_softmax_backward)
+
+
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
-    subtracted first."""
+    subtracted first.  Over the last output axis one primitive and its gradient
+    ``g - exp(y) sum(g)`` another, as :func:`softmax` (cross-entropy's seven steps forward
+    and six back)."""
+    if spec == LAST:
+        return G.apply(_LOG_SOFTMAX_LAST, x)
     z = _shifted(x, spec)
     return z - G.einsum1(spec, z.exp()).log()
 
@@ -174,7 +192,14 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
                affine: bool = True) -> Tensor:
     """``(x - mean) / sqrt(var + eps)`` over what ``spec`` reduces (the whole output row by
     default: a row variable), then a learned scale and shift (``affine``), as
-    ``torch.nn.LayerNorm`` (the biased variance)."""
+    ``torch.nn.LayerNorm`` (the biased variance).  Over the output row with ``affine`` it is
+    one operation of ``x``, ``scale`` and ``shift`` (the kernel applies them: torch's
+    ``native_layer_norm`` with its weight and bias, forward and backward)."""
+    if spec == ROW and affine:
+        with G.scope(name):
+            scale = G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
+            shift = G.param("shift", init=lambda shape, rng: np.zeros(shape, np.float32))
+        return G.apply(_affine_normalizer(x, float(eps), name), x, scale, shift, name=name)
     if spec == ROW:
         y = G.apply(_normalizer(x, float(eps)), x)
     else:
@@ -204,6 +229,34 @@ def _normalizer(x: Tensor, eps: float) -> OpDef:
                                         eps), accum="+", logic="whole")
 
     return OpDef("normalize", ".", forward, backward)
+
+
+def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
+    """:func:`_normalizer` with the learned scale and shift as operands of the one primitive
+    (``scale`` and ``shift`` are sized by this pointwise use: the normalised axes): the
+    value, then the three gradients, each one kernel call (records, read by ``part``)."""
+    g = x.graph
+    one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
+    saved, grads = (Tensor("state", one, g, [f"{name}.{w}"]) for w in ("saved", "grads"))
+
+    def axes(a: Tensor) -> tuple[int, int]:
+        return _output_axes(a, "layer_norm", "normalise")
+
+    def forward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
+        code = Code().assign(saved.val, _e("layer_norm", a.val, scale.val, shift.val, *axes(a),
+                                           eps), logic="whole")
+        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+
+    def backward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
+        code = Code().assign(grads.val, _e("layer_norm_grad", t.grad, a.val, saved.val,
+                                           scale.val, shift.val, *axes(a), eps,
+                                           a.differentiable), logic="whole")
+        for i, p in enumerate((a, scale, shift)):
+            if p.differentiable:
+                code.assign(p.grad, _e("part", grads.val, i), accum="+", logic="whole")
+        return code
+
+    return OpDef("layer_norm", ".", forward, backward)
 
 
 def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_norm",

@@ -275,11 +275,15 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
         src.emit("except KeyError:")
         src.emit(f"    [store.read(b) for b in {src.bind(bufs, 'bufs')}]  # the message")
         src.emit("    raise")
-    if not _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend):
+    # a product added into an array (a gradient several products add into) as one call
+    onto = a.accum == "+" and not a.init and diagonal is None and \
+        len(lhs_order) == len(lhs_labels)
+    summed = _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend, onto)
+    if summed is None:
         _pointwise(src, a, bufs, keys, arg_labels, product, lhs_order, reduced, sizes, xp)
     if diagonal is not None:
         src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
-    _store(src, a, lhs_labels, sizes)
+    _store(src, a, lhs_labels, sizes, bool(summed))
     return src.function("store", re.sub(r"\W", "_", f"step_{a.lhs.tensor.name}_{a.lhs.field}"))
 
 
@@ -308,18 +312,21 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
 
 def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
                  arg_labels: list[Labels], lhs_order: list[str], sizes: dict[str, int],
-                 backend: Backend) -> bool:
-    """A sum of products (or a bare sum) is one planned contraction: ``v = plan(x0, x1)``."""
+                 backend: Backend, onto: bool) -> bool | None:
+    """A sum of products (or a bare sum) is one planned contraction: ``v = plan(x0, x1)``;
+    ``onto`` (an accumulation into the left-hand side's array): the backend's
+    :attr:`~tensig.backends.Backend.summed_contraction` adds it there when one exists (then
+    True).  None: not a contraction."""
     e = a.expr
     bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
                                                                for x in e.args)
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
     if not (bare_product or bare_id) or a.accum not in ("+", None):
-        return False
+        return None
     if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
-        return False  # nothing summed: an elementwise product is cheaper than a matmul
+        return None  # nothing summed: an elementwise product is cheaper than a matmul
     if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
-        return False  # replicated labels: the generic path broadcasts them
+        return None  # replicated labels: the generic path broadcasts them
     names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
     letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
         [*lhs_order, *names]))}
@@ -329,8 +336,15 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     spec = f"{subs}->{''.join(letters[x] for x in lhs_order)}"
     shapes = [tuple(sizes[x] for x in arg_labels[i] if isinstance(x, str)) for i in idx]
     plan = src.bind(backend.contraction(spec, shapes), "contract")
-    operands = [src.fixed(f"x{i}", arg_labels[i]) for i in idx]
-    src.emit(f"v = {plan}({', '.join(operands)})")
+    operands = ", ".join(src.fixed(f"x{i}", arg_labels[i]) for i in idx)
+    summed = backend.summed_contraction(spec, shapes) if onto and bare_product and \
+        backend.summed_contraction is not None else None
+    if summed is None:
+        src.emit(f"v = {plan}({operands})")
+        return False
+    src.emit(f"old = A.get({a.lhs.key!r})")
+    src.emit(f"v = {plan}({operands}) if old is None else "
+             f"{src.bind(summed, 'summed')}(old, {operands})")
     return True
 
 
@@ -396,11 +410,13 @@ def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
     return out
 
 
-def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -> None:
+def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
+           summed: bool = False) -> None:
     """Combine ``v`` with the left-hand side: initialise, place at fixed indices, accumulate.
 
     ``=:`` stores; an initialising accumulation starts from the neutral element (``0 - v``,
     ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
+    ``summed``: ``v`` already holds the sum with the array ``old`` when there is one.
     """
     accum = a.accum
     key = a.lhs.key
@@ -434,6 +450,8 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int]) -
                 src.emit("v = -v")
             elif accum in ("/", "**", "or", "and"):  # 1 / v, 0 || v: not v itself
                 src.emit(f"v = {start}")
+        elif summed:
+            src.emit(f"v = {start} if old is None else v")
         else:
             src.emit(f"old = A.get({key!r})")
             src.emit(f"v = {start} if old is None else {combine.format('old', 'v')}")
