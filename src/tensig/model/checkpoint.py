@@ -179,18 +179,13 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
     except TypeError:
         raise TypeError(f"expected a tensig Model, Graph or parameter Tensors, not "
                         f"{type(source).__name__}") from None
-    out: list[Any] = []
-    seen: set[int] = set()
     for t in items:
         if not isinstance(t, Tensor):
             raise TypeError(f"expected parameter Tensors, got a {type(t).__name__}")
         if t.kind not in _SAVED:
             raise TypeError(f"{t.name!r} is a {t.kind}, not a parameter: checkpoints hold "
                             "parameters (tensig.graph.param) and buffers (running statistics)")
-        if t.id not in seen:
-            seen.add(t.id)
-            out.append(t)
-    return out, True
+    return list({t.id: t for t in items}.values()), True  # each once, in order
 
 
 def _kind(t: Any) -> str:
