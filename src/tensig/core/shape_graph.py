@@ -377,10 +377,7 @@ class ShapeGraph:
             if not progress:
                 # Last resort, OCANNL's closing rule: rows that only parameters reach, with
                 # no size anywhere, have no axes.
-                for b in remaining:
-                    if b.close_empty():
-                        progress = True
-                        break
+                progress = any(b.close_empty() for b in remaining)  # the first that can
                 self.solver.run()
                 remaining = [b for b in pending if not b.done]
             if not progress:
