@@ -282,8 +282,7 @@ class Backend(Kernels):
         this library, on ``device`` (from :meth:`device`) or else on ``like``'s device; no
         copy where none is needed.  Another library's array comes through
         :func:`to_numpy`."""
-        if device not in (None, "cpu"):
-            raise ValueError(f"device={device!r}: {self.name} arrays live on the CPU")
+        self.device(device)  # the host only: anything else is refused
         if self.owns(x):
             return self.xp.asarray(x)
         kind: type = type(x)

@@ -293,9 +293,11 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
         steps.append(_phase_step(inferred, op, backend, phase, members))
     shape = inferred.shape
     full_shape = tuple(int(u.size) for u in result_uses)
+    # 0, or max's neutral element: views and placement pad with :func:`fill`, which reads the
+    # padded array's own dtype, so this value only says which of the two it is
+    neutral = 0.0 if op.accum == "+" else -math.inf
 
     def run(arrays: Sequence[Any]) -> Any:
-        neutral = _neutral(op, backend, arrays)
         out = None
         for step in steps:
             piece = step(arrays, neutral)
@@ -346,13 +348,6 @@ def check_windows(inferred: Inferred) -> None:
                     operand=t, label=k, sizes=(0, int(u.size)),
                     hint=f"a convolution or pooling window needs at least one cell: give "
                          f"{k!r} a size of 1 or more")
-
-
-def _neutral(op: Operator | Pointwise, backend: Backend, arrays: Sequence[Any]) -> float:
-    """0 for the add-reducing operations; for the max-reducing ones the first operand's
-    neutral element of max -- views and placement pad with :func:`fill`, which reads the
-    padded array's own dtype, so this value only says which of the two it is."""
-    return 0 if op.accum == "+" else neutral_max(arrays[0].dtype)
 
 
 class _Letters:
