@@ -595,24 +595,9 @@ def _by_mode(xp: Any, out: Out, like: Any, a: Any, b: Any) -> Any:
     return made
 
 
-def _softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
-    """Softmax along one axis (the library's kernel where it has one)."""
-    return backend_of_namespace(xp).softmax(x, axis)
-
-
-def _softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
-    """The gradient of :func:`_softmax` from its value ``y`` and the result's gradient."""
-    return backend_of_namespace(xp).softmax_backward(y, g, axis)
-
-
-def _log_softmax(xp: Any, out: Out, x: Any, axis: int) -> Any:
-    """Log-softmax along one axis (the library's kernel where it has one)."""
-    return backend_of_namespace(xp).log_softmax(x, axis)
-
-
-def _log_softmax_grad(xp: Any, out: Out, y: Any, g: Any, axis: int) -> Any:
-    """The gradient of :func:`_log_softmax` from its value ``y`` and the result's gradient."""
-    return backend_of_namespace(xp).log_softmax_backward(y, g, axis)
+def _adapter(method: str) -> Callable[..., Any]:
+    """The primitive that is the adapter's ``method`` on its operands as they are."""
+    return lambda xp, out, *args: getattr(backend_of_namespace(xp), method)(*args)
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
@@ -628,24 +613,6 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
     y, mean, rstd = saved
     axes = tuple(range(start, start + n))
     return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
-
-
-def _layer_norm(xp: Any, out: Out, x: Any, scale: Any, shift: Any, start: int, n: int,
-                eps: float) -> Any:
-    """:func:`_normalize` with the learned ``scale`` and ``shift`` (one cell per normalised
-    cell) applied in the same kernel: a record whose first item is the value, the rest what
-    :func:`_layer_norm_grad` reads."""
-    axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).layer_norm(x, scale, shift, axes, eps)
-
-
-def _layer_norm_grad(xp: Any, out: Out, g: Any, x: Any, saved: Any, scale: Any, shift: Any,
-                     start: int, n: int, eps: float, dx: bool) -> Any:
-    """The gradients of :func:`_layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
-    ``shift`` (a record) from its record ``saved`` and the result's gradient ``g``."""
-    axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).layer_norm_backward(g, x, saved, scale, shift, axes, eps,
-                                                        dx)
 
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
@@ -703,14 +670,14 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "one_hot": _one_hot,
     "keep_mask": _keep_mask,
     "by_mode": _by_mode,
-    "softmax": _softmax,
-    "softmax_grad": _softmax_grad,
-    "log_softmax": _log_softmax,
-    "log_softmax_grad": _log_softmax_grad,
+    "softmax": _adapter("softmax"),
+    "softmax_grad": _adapter("softmax_backward"),
+    "log_softmax": _adapter("log_softmax"),
+    "log_softmax_grad": _adapter("log_softmax_backward"),
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
-    "layer_norm": _layer_norm,
-    "layer_norm_grad": _layer_norm_grad,
+    "layer_norm": _adapter("layer_norm"),
+    "layer_norm_grad": _adapter("layer_norm_backward"),
     "batch_norm": _batch_norm,
     "batch_norm_grad": _batch_norm_grad,
     "attention": _attention,
