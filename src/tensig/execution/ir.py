@@ -583,24 +583,6 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
     return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
 
 
-def _layer_norm(xp: Any, out: Out, x: Any, scale: Any, shift: Any, start: int, n: int,
-                eps: float) -> Any:
-    """:func:`_normalize` with the learned ``scale`` and ``shift`` (one cell per normalised
-    cell) applied in the same kernel: a record whose first item is the value, the rest what
-    :func:`_layer_norm_grad` reads."""
-    axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).layer_norm(x, scale, shift, axes, eps)
-
-
-def _layer_norm_grad(xp: Any, out: Out, g: Any, x: Any, saved: Any, scale: Any, shift: Any,
-                     start: int, n: int, eps: float, dx: bool) -> Any:
-    """The gradients of :func:`_layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
-    ``shift`` (a record) from its record ``saved`` and the result's gradient ``g``."""
-    axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).layer_norm_backward(g, x, saved, scale, shift, axes, eps,
-                                                        dx)
-
-
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
                scale: float) -> tuple[Any, Any]:
     """Scaled dot-product attention and each query row's log-sum-exp: a record, read by
@@ -661,8 +643,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "log_softmax_grad": _kernel("log_softmax_backward"),  # (its value y, the gradient, axis)
     "normalize": _normalize,
     "normalize_grad": _normalize_grad,
-    "layer_norm": _layer_norm,
-    "layer_norm_grad": _layer_norm_grad,
+    "layer_norm": _kernel("layer_norm"),
+    "layer_norm_grad": _kernel("layer_norm_backward"),
     "batch_norm": _batch_norm,
     "batch_norm_grad": _batch_norm_grad,
     "attention": _attention,

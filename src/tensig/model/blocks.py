@@ -239,17 +239,18 @@ def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
     one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
     saved, grads = (Tensor("state", one, g, [f"{name}.{w}"]) for w in ("saved", "grads"))
 
-    def axes(a: Tensor) -> tuple[int, int]:
-        return _output_axes(a, "layer_norm", "normalise")
+    def axes(a: Tensor) -> tuple[int, ...]:
+        start, n = _output_axes(a, "layer_norm", "normalise")
+        return tuple(range(start, start + n))
 
     def forward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
-        code = Code().assign(saved.val, _e("layer_norm", a.val, scale.val, shift.val, *axes(a),
+        code = Code().assign(saved.val, _e("layer_norm", a.val, scale.val, shift.val, axes(a),
                                            eps), logic="whole")
         return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
 
     def backward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
         code = Code().assign(grads.val, _e("layer_norm_grad", t.grad, a.val, saved.val,
-                                           scale.val, shift.val, *axes(a), eps,
+                                           scale.val, shift.val, axes(a), eps,
                                            a.differentiable), logic="whole")
         for i, p in enumerate((a, scale, shift)):
             if p.differentiable:
