@@ -82,7 +82,6 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "requires_grad_": lambda a, *r, **k: a,
     "retain_grad": lambda a: None,
     "nelement": lambda a: a.numel(),
-    "dim": lambda a: a.ndim,
     "ndimension": lambda a: a.ndim,
     "is_contiguous": lambda a, *r, **k: True,
     **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(

@@ -344,8 +344,7 @@ class SymArray:
                     or kind
         return self._like(self.dims, kind, self.loose)
 
-    def astype(self, dtype: Any, **kw: Any) -> SymArray:
-        return self.to(dtype)
+    astype = to
 
     type_as = _same
 
