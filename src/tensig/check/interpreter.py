@@ -409,8 +409,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         dtype = x.dtype if marker.dtype is not None else None
     except AttributeError:
         scalar = marker.scalar
-        if scalar is None or not isinstance(x, scalar) or (scalar is int and x is True) \
-                or (scalar is int and x is False):
+        if scalar is None or not isinstance(x, scalar) or (scalar is int and isinstance(x, bool)):
             raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
         shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
     program.match(shape, env, origins, label, pending)

@@ -75,13 +75,12 @@ def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, A
         for fn in list(vars(module).values()):
             if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
                 continue
-            sig: Any
             try:
-                sig = _signature_from_annotations(fn)
+                if _signature_from_annotations(fn) is None:
+                    continue
             except Exception:  # a malformed annotation: the item reports it
-                sig = True
-            if sig is not None:
-                yield path, fn
+                pass
+            yield path, fn
 
 
 def _project_file(module: ModuleType, root: Path, tests: set[Path]) -> Path | None:

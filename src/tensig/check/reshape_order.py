@@ -186,12 +186,11 @@ def _max_flow(cap: list[list[int]]) -> int:
                     queue.append(v)
         if parent[1] < 0:
             return flow
-        push, v = min(cap[parent[v]][v] for v in _path(parent)), 1
-        while v != 0:
-            u = parent[v]
-            cap[u][v] -= push
-            cap[v][u] += push
-            v = u
+        path = list(_path(parent))
+        push = min(cap[parent[v]][v] for v in path)
+        for v in path:
+            cap[parent[v]][v] -= push
+            cap[v][parent[v]] += push
         flow += push
 
 

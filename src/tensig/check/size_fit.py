@@ -207,9 +207,7 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
         except errors:
             pass
     dims = iter(f if isinstance(f, Dim) else None for f in fits)
-    out: list[list[Dim | None] | None] = []
-    for shape in runs[0]:
-        out.append(None if shape is None else [next(dims) for _ in shape])
+    out = [None if shape is None else [next(dims) for _ in shape] for shape in runs[0]]
     for values, f in zip(columns, fits, strict=True):
         if not isinstance(f, Dim):
             tell(f"{what}: a result size ({values[0]} at one assignment) is no simple "

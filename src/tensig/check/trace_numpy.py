@@ -160,13 +160,9 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
     x = S._sym(ar)
     n = tracer().new_dim("uniq")
     values = S.SymArray((n,), x.kind)
-    extra = []
-    if return_index:
-        extra.append(S.SymArray((n,), "i"))
-    if return_inverse:
-        extra.append(S.SymArray(x.dims, "i"))
-    if return_counts:
-        extra.append(S.SymArray((n,), "i"))
+    extra = [S.SymArray(dims, "i") for asked, dims in ((return_index, (n,)),
+                                                       (return_inverse, x.dims),
+                                                       (return_counts, (n,))) if asked]
     return (values, *extra) if extra else values
 
 

@@ -82,7 +82,6 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "requires_grad_": lambda a, *r, **k: a,
     "retain_grad": lambda a: None,
     "nelement": lambda a: a.numel(),
-    "dim": lambda a: a.ndim,
     "ndimension": lambda a: a.ndim,
     "is_contiguous": lambda a, *r, **k: True,
     **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(
@@ -102,11 +101,9 @@ def attribute(a: S.SymArray, name: str) -> Any:
     """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define."""
     if name in _PLAIN:
         return _PLAIN[name](a)
-    if name in _METHODS:
-        fn = _METHODS[name]
-        return lambda *args, **kw: fn(a, *args, **kw)
-    if name in HAND:
-        return lambda *args, **kw: HAND[name](a, *args, **kw)
+    fn = _METHODS.get(name) or HAND.get(name)
+    if fn is not None:
+        return partial(fn, a)
     member = getattr(torch.Tensor, name, None)
     if member is None or not callable(member):
         raise AttributeError(f"{type(a).__name__} has no attribute {name!r}")
@@ -141,10 +138,7 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
     def sized(name: str, method: Any) -> Any:
         def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
-                a = S._sym(self)
-                if hasattr(S.SymArray, name):
-                    return getattr(a, name)(*args, **kw)
-                return attribute(a, name)(*args, **kw)
+                return getattr(S._sym(self), name)(*args, **kw)  # torch's own via __getattr__
             return method(self, *args, **kw)
         return call
 

@@ -107,6 +107,15 @@ def _extreme(name: str) -> Callable[..., Any]:
     return method
 
 
+def _retyped(kind: str | None) -> Callable[..., SymArray]:
+    """A method giving the array's shape with the element kind ``kind`` (None: its own):
+    ``x.float()``, ``x.exp()``, ``-x``."""
+    def method(self: SymArray, *args: Any, **kw: Any) -> SymArray:
+        return SymArray(self.dims, kind or self.kind, self.loose)
+
+    return method
+
+
 class SymArray:
     """An array with a symbolic shape and no data.
 
@@ -200,9 +209,7 @@ class SymArray:
         return SymArray(dims, kind or self.kind, loose)
 
     # -- elementwise -----------------------------------------------------------------------
-    def _same(self, *args: Any, **kw: Any) -> SymArray:
-        return self._like(self.dims, loose=self.loose)
-
+    _same = _retyped(None)
     __add__ = __sub__ = __mul__ = __floordiv__ = __mod__ = __pow__ = _operator()
     __and__ = __or__ = __xor__ = _operator()
     __radd__ = __rsub__ = __rmul__ = __rpow__ = _operator(reverse=True)
@@ -289,7 +296,7 @@ class SymArray:
 
     def masked_fill(self, mask: Any, value: Any) -> SymArray:
         into(self, mask, "masked_fill's mask")
-        return self._like(self.dims, loose=self.loose)
+        return self._same()
 
     sum = prod = amax = amin = _reduction()
     mean = std = var = _reduction("f")
@@ -321,18 +328,9 @@ class SymArray:
     clone = detach = cpu = cuda = round = floor = ceil = sin = cos = rsqrt = _same
     copy = numpy = square = neg = _same
 
-    def _to_float(self, *args: Any, **kw: Any) -> SymArray:
-        return self._like(self.dims, "f", self.loose)
-
-    float = double = half = bfloat16 = _to_float
-
-    def long(self, *args: Any, **kw: Any) -> SymArray:
-        return self._like(self.dims, "i", self.loose)
-
-    int = long
-
-    def bool(self, *args: Any, **kw: Any) -> SymArray:
-        return self._like(self.dims, "b", self.loose)
+    float = double = half = bfloat16 = _retyped("f")
+    int = long = _retyped("i")
+    bool = _retyped("b")
 
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
@@ -344,8 +342,7 @@ class SymArray:
                     or kind
         return self._like(self.dims, kind, self.loose)
 
-    def astype(self, dtype: Any, **kw: Any) -> SymArray:
-        return self.to(dtype)
+    astype = to
 
     type_as = _same
 

@@ -405,8 +405,9 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
             _check_result(report, sig, tracer)
         report.findings = list(tracer.findings) + report.findings
         tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
-        if report.notes and "jax" in sys.modules and (tracer.__dict__.get("used_jax") or
-                                                      _uses_jax(fn) or "JAX" in report.notes[0]):
+        if report.notes and "jax" in sys.modules and (
+                tracer.__dict__.get("used_jax") or {"jax", "jaxlib"} & _libraries(fn)
+                or "JAX" in report.notes[0]):
             _jax_fallback(fn, sig, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
@@ -414,10 +415,6 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings) + report.findings
         tracing.reset_tracer(token)
         tracing.reset_torch_style(style)
-
-
-def _uses_jax(fn: Callable[..., Any]) -> bool:
-    return bool({"jax", "jaxlib"} & _libraries(fn))
 
 
 def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
