@@ -252,6 +252,19 @@ def test_crafted_header_shape_texts_are_damage_at_once(tmp_path, text):
 # -- 24: a Ctrl-C at every point of a step --------------------------------------------------
 
 
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (``KeyboardInterrupt``) for the test's duration.
+
+    A process started in the background by a non-interactive shell (``cmd &`` in a script)
+    inherits SIGINT ignored (POSIX), and Python then leaves it ignored: a raised SIGINT does
+    nothing at all, as a Ctrl-C would, and ``pytest.raises(KeyboardInterrupt)`` fails however
+    the trainer behaves.  A test of Ctrl-C's delivery needs Python's handler in place."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupting(at, how="signal"):
     """``Routine.run`` that interrupts before the ``at``-th step of the routines a training
     step runs (counting one more slot after each routine's last step): by SIGINT through the
@@ -290,7 +303,8 @@ def test_slots_cover_the_whole_step(monkeypatch):
 
 @pytest.mark.parametrize("how", ["signal", "raise after the last routine"])
 @pytest.mark.parametrize("opt", ["adam", "sgd"])
-def test_an_interrupt_anywhere_in_a_step_leaves_a_consistent_trainer(monkeypatch, how, opt):
+def test_an_interrupt_anywhere_in_a_step_leaves_a_consistent_trainer(monkeypatch, how, opt,
+                                                                    python_sigint):
     """Parameters, optimizer state, step count and history either all before the step or
     all after it, wherever the interrupt lands; and the interrupt is delivered."""
     rows = np.arange(2, 4)
@@ -342,6 +356,29 @@ def test_a_held_interrupt_reaches_the_users_own_handler_once(monkeypatch):
         signal.signal(signal.SIGINT, previous)
     assert seen == [3]  # delivered once, after the step was complete
     assert signal.getsignal(signal.SIGINT) is previous
+
+
+def test_an_ignored_interrupt_stays_ignored(monkeypatch):
+    """Where SIGINT is ignored (inherited from the shell that started the process) a
+    SIGINT anywhere in a step is dropped, as the system drops a Ctrl-C: every step completes,
+    and the hold puts the ignoring disposition back."""
+    probe, _ = quadratic_trainer()
+    run, slots = interrupting(-1)
+    monkeypatch.setattr(Routine, "run", run)
+    probe.step(np.arange(2))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for at in range(len(slots)):
+            trainer, _ = quadratic_trainer()
+            monkeypatch.setattr(Routine, "run", interrupting(at)[0])
+            try:
+                trainer.step(np.arange(2))
+            except KeyboardInterrupt:
+                pytest.fail(f"an ignored SIGINT at slot {at} raised KeyboardInterrupt")
+            assert trainer.step_count == 1, f"interrupt at slot {at}"
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN, f"interrupt at slot {at}"
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_step_in_another_thread_runs_without_touching_signals():
