@@ -58,22 +58,22 @@ class NumpyBackend(Backend):
         if not (isinstance(a, np.ndarray) and isinstance(g, np.ndarray)) or \
                 a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype:
             return super().gelu_backward(a, g)
+        # 0.5 (1 + th) + p (1 - th^2) = (1 + th) (0.5 + p (1 - th)), p = 0.5 C a (1 + 3k a^2),
+        # th = tanh(C a (1 + k a^2)): 14 passes over the data, the constants folded in
+        k = 0.044715
         a2 = a * a
-        th = a2 * 0.044715
-        th += 1.0
+        th = a2 * (GELU_C * k)
+        th += GELU_C
         th *= a
-        th *= GELU_C
         np.tanh(th, out=th)
-        d = th * th                      # 0.5 C a (1 - th^2) (1 + 3k a^2) + 0.5 (1 + th)
-        np.subtract(1.0, d, out=d)
-        d *= a
-        d *= 0.5 * GELU_C
-        a2 *= 3 * 0.044715
-        a2 += 1.0
+        a2 *= 1.5 * GELU_C * k           # a2 becomes p
+        a2 += 0.5 * GELU_C
+        a2 *= a
+        d = np.subtract(1.0, th, dtype=a.dtype)
         d *= a2
+        d += 0.5
         th += 1.0
-        th *= 0.5
-        d += th
+        d *= th
         d *= g
         return d
 
@@ -96,6 +96,38 @@ class NumpyBackend(Backend):
         np.subtract(g, d.sum(axis=axis, keepdims=True), out=d)
         d *= y
         return d
+
+    def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
+                            shift: Any, axes: tuple[int, ...], eps: float, dx: bool
+                            ) -> tuple[Any, Any, Any]:
+        """The generic gradient on ``g`` copied into ``x``'s C order first when it is laid
+        out otherwise (a GEMM's gradient arrives transposed: its row reductions then stride
+        across memory, and every product with the saved C-ordered arrays too): the copy
+        costs less than the strided passes (the GPT demo's 32x64x64: 2.1 ms a call, 1.2 ms
+        with the copy)."""
+        np = self.np
+        if isinstance(g, np.ndarray) and isinstance(x, np.ndarray) and \
+                x.flags.c_contiguous and not g.flags.c_contiguous:
+            g = np.ascontiguousarray(g)
+        return super().layer_norm_backward(g, x, saved, scale, shift, axes, eps, dx)
+
+    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+        """By a stable sort of the ids and one ``add.reduceat`` per run of equal ids (each
+        row summed in the order ``add.at`` adds it): ``add.at`` goes element by element
+        (the GPT demo's embedding gradients, 2048 ids into 38 and 64 rows of 64: 2-4x
+        faster).  Negative ids (which wrap) go the generic way."""
+        np = self.np
+        if not (isinstance(ids, np.ndarray) and isinstance(rows, np.ndarray)) or \
+                ids.ndim != 1 or rows.ndim != 2 or len(ids) != len(rows) or not len(ids):
+            return super().add_rows(n, ids, rows)
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        if ids[0] < 0:
+            return super().add_rows(n, ids, rows[order])
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        acc = np.zeros((n, rows.shape[1]), dtype=rows.dtype)
+        acc[ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        return acc
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
         return getattr(self.np, name)(a, *others, out=a)
