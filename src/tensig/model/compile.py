@@ -419,9 +419,6 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
-    if a.expr.op == "part" and (a.accum is None or (a.accum == "+" and a.init)) and \
-            isinstance(a.expr.args[0], Buf):
-        return _part_step(a)
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
     if any(op in WHOLE for op in _ops(a.expr)):
@@ -629,27 +626,6 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
                              f"side has {shape}")
         old = arrays.get(key) if adds else None
         arrays[key] = v if old is None else old + v
-
-    return step
-
-
-def _part_step(a: Assign) -> Callable[[Store], None]:
-    """``y =: part(record, i)``: the record's item stored, as :func:`_whole_step` stores it
-    without the generic operand list and call: batch norm's packs are read by eight of these
-    a layer each training step (the digits CNN with batch norm: 37 -> 22 us of its ~3.7 ms)."""
-    src, i = a.expr.args
-    key, shape = a.lhs.key, tuple(a.lhs.tensor.shape.int_dims)
-
-    def step(store: Store) -> None:
-        arrays = store.arrays
-        try:
-            v = arrays[src.key][i]
-        except KeyError:
-            v = store.read(src)[i]  # the message
-        if tuple(v.shape) != shape:
-            raise ShapeError(f"{a!r}: part gave shape {tuple(v.shape)}, the left-hand side "
-                             f"has {shape}")
-        arrays[key] = v
 
     return step
 
