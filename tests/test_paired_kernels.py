@@ -35,6 +35,19 @@ def _run(spec_axes: str, size: int, kernel_first: bool, xs: np.ndarray, ks: np.n
         return tuple(np.asarray(v.numpy()) for v in (y, x.grad, k.grad))
 
 
+def counting(monkeypatch, cls, name: str) -> list[int]:
+    """Patch the adapter method ``cls.name`` to record each call; the list of calls."""
+    method = getattr(cls, name)
+    calls: list[int] = []
+
+    def counted(self, *args):
+        calls.append(1)
+        return method(self, *args)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
 @pytest.mark.parametrize("kernel_first", [False, True])
 @pytest.mark.parametrize("spec_axes, size, stride, dil, pads", [
     ("oh<+kh, ow<+kw", 3, 1, 1, (0, 0)),
@@ -49,14 +62,7 @@ def test_paired_gradients_equal_unpaired_and_autograd(monkeypatch, kernel_first,
     xs = rng.standard_normal((N, H, W, IC)).astype(np.float32).astype(np.float64)
     ks = rng.standard_normal((OC, size, size, IC)).astype(np.float32).astype(np.float64)
     cls = type(backend_for(torch.Tensor))
-    both = cls.conv_gradients
-    calls: list[int] = []
-
-    def counted(self, *args):
-        calls.append(1)
-        return both(self, *args)
-
-    monkeypatch.setattr(cls, "conv_gradients", counted)
+    calls = counting(monkeypatch, cls, "conv_gradients")
     paired = _run(spec_axes, size, kernel_first, xs, ks)
     assert calls, "the two gradients did not run as one call"
     monkeypatch.setattr(cls, "conv_gradients", None)
@@ -80,12 +86,6 @@ def test_bias_folded_into_its_matrix_product(monkeypatch):
     xs, ss, ws, cs = (rng.standard_normal(n).astype(np.float32)
                       for n in ((bt, t, d), d, (o, d), o))
     cls = type(backend_for(torch.Tensor))
-    fold = cls.matmul_bias
-    calls: list[int] = []
-
-    def counted(self, *args):
-        calls.append(1)
-        return fold(self, *args)
 
     def run() -> tuple[np.ndarray, ...]:
         with G.new_graph("torch"):
@@ -97,7 +97,7 @@ def test_bias_folded_into_its_matrix_product(monkeypatch):
             G.grad_update(G.einsum1("... => |->0", y * y)).backward()
             return tuple(np.asarray(v.numpy()) for v in (y, sp.grad, w.grad, c.grad))
 
-    monkeypatch.setattr(cls, "matmul_bias", counted)
+    calls = counting(monkeypatch, cls, "matmul_bias")
     folded = run()
     assert calls, "the bias was not folded into the product"
     monkeypatch.setattr(cls, "matmul_bias", None)
