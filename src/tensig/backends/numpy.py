@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax
@@ -203,7 +202,7 @@ class _NumpyGemm:
         self.np = np
         self.a, self.b, self.out = a, b, out
         self.batch, self.m, self.n, self.k = gemm_groups(a, b, out)
-        self._layouts: dict[tuple[Any, ...], _GemmLayout] = {}
+        self._layouts: dict[tuple[Any, ...], Callable[[Any, Any], Any]] = {}
 
     @classmethod
     def plan(cls, np: Any, subscripts: str) -> _NumpyGemm | None:
@@ -218,61 +217,42 @@ class _NumpyGemm:
 
     def __call__(self, x: Any, y: Any) -> Any:
         key = (x.shape, x.strides, x.dtype, y.shape, y.dtype)
-        lay = self._layouts.get(key)
-        if lay is None:
+        run = self._layouts.get(key)
+        if run is None:
             if len(self._layouts) >= 64:
                 self._layouts.clear()
-            lay = self._layouts[key] = self._layout(x, y)
-        np = self.np
-        xt = x.transpose(lay.x_perm)
-        y2 = y.transpose(lay.y_perm).reshape(lay.y_shape)
-        res = np.empty(lay.res_shape, dtype=lay.dtype)
-        if lay.blocks:
-            for idx in lay.blocks:
-                np.matmul(xt[idx].reshape(lay.x_shape), y2, out=res[idx].reshape(lay.r_shape))
-        else:
-            np.matmul(xt.reshape(lay.x_shape), y2, out=res.reshape(lay.r_shape))
-        return res.reshape(lay.out_shape).transpose(lay.out_perm)
+            run = self._layouts[key] = self._layout(x, y)
+        return run(x, y)
 
-    def _layout(self, x: Any, y: Any) -> _GemmLayout:
-        """The permutations, shapes and blocks of a call on operands like ``x`` and ``y``
-        (worked out once per shapes, strides and dtypes: a training step repeats them)."""
-        a, b = self.a, self.b
+    def _layout(self, x: Any, y: Any) -> Callable[[Any, Any], Any]:
+        """The call on operands like ``x`` and ``y``, its permutations, shapes and blocks
+        worked out once per shapes, strides and dtypes (a training step repeats them)."""
+        np, a, b = self.np, self.a, self.b
         # contracted axes in the order of x's memory: the copy then reads contiguous runs
         k = sorted(self.k, key=lambda c: -abs(x.strides[a.index(c)]))
         size = dict(zip(a, x.shape, strict=True)) | dict(zip(b, y.shape, strict=True))
         batch, m, n = self.batch, self.m, self.n
-        bs = math.prod(size[c] for c in batch)
-        ks = math.prod(size[c] for c in k)
-        ns = math.prod(size[c] for c in n)
+        bs, ks, ns = (math.prod(size[c] for c in g) for g in (batch, k, n))
         x_perm = tuple(a.index(c) for c in batch + m + k)
-        blocks: list[tuple[slice, ...]] = []
-        lead = len(batch)
+        y_perm = tuple(b.index(c) for c in batch + k + n)
+        res_shape, dtype = (*(size[c] for c in batch + m), ns), np.result_type(x, y)
+        blocks: list[tuple[slice, ...]] = [()]  # one product: ``()`` indexes the whole array
         row_bytes = x.itemsize * ks * math.prod(size[c] for c in m[1:])
         if m and not x.transpose(x_perm).flags.c_contiguous and \
                 row_bytes * size[m[0]] > self.BLOCK_BYTES:
             step = max(1, self.BLOCK_BYTES // max(1, row_bytes))
-            blocks = [(slice(None),) * lead + (slice(s, s + step),)
+            blocks = [(slice(None),) * len(batch) + (slice(s, s + step),)
                       for s in range(0, size[m[0]], step)]
         order = batch + m + n
-        return _GemmLayout(
-            x_perm, tuple(b.index(c) for c in batch + k + n), (bs, ks, ns),
-            (*(size[c] for c in batch + m), ns), self.np.result_type(x, y), tuple(blocks),
-            (bs, -1, ks), (bs, -1, ns), tuple(size[c] for c in order),
-            tuple(order.index(c) for c in self.out))
+        out_shape = tuple(size[c] for c in order)
+        out_perm = tuple(order.index(c) for c in self.out)
 
+        def run(x: Any, y: Any) -> Any:
+            xt = x.transpose(x_perm)
+            y2 = y.transpose(y_perm).reshape(bs, ks, ns)
+            res = np.empty(res_shape, dtype=dtype)
+            for idx in blocks:  # each block multiplied while it is still in cache
+                np.matmul(xt[idx].reshape(bs, -1, ks), y2, out=res[idx].reshape(bs, -1, ns))
+            return res.reshape(out_shape).transpose(out_perm)
 
-@dataclass(frozen=True)
-class _GemmLayout:
-    """One :class:`_NumpyGemm` call's layout at fixed shapes, strides and dtypes."""
-
-    x_perm: tuple[int, ...]
-    y_perm: tuple[int, ...]
-    y_shape: tuple[int, ...]
-    res_shape: tuple[int, ...]
-    dtype: Any
-    blocks: tuple[tuple[slice, ...], ...]  # slices of the first row axis; empty: one product
-    x_shape: tuple[int, ...]
-    r_shape: tuple[int, ...]
-    out_shape: tuple[int, ...]
-    out_perm: tuple[int, ...]
+        return run
