@@ -78,7 +78,7 @@ def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Back
         def run(arrays: Sequence[Any]) -> Any:
             return backend.reshape(plan.run(arrays), dims)
     else:
-        pairs = _scatter_pairs(_scatter_specs(result), dims, len(expanded))
+        pairs = _scatter_pairs(result, dims, len(expanded))
 
         def run(arrays: Sequence[Any]) -> Any:
             return _scatter_add(backend, plan.run(arrays), pairs, dims)
@@ -120,13 +120,22 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Point
     return None
 
 
-def _scatter_specs(uses: tuple[AxisUse, ...]) -> list[tuple[Any, ...]]:
-    """One scatter spec per axis of a written side ``uses`` that is written through a window
-    (see :func:`_scatter_pairs`), for a value with one axis per written axis and one per
-    window's kernel, right after its own axis (``lower_assignment``'s expansion): the axis,
-    where its output and kernel positions sit in the value, and the geometry (outputs, kernel
-    size, stride, dilation, left pad, offset)."""
-    specs, pos = [], 0
+def _scatter_add(backend: Backend, p: Any, pairs: list[tuple[Any, Any]], dims: list[int]) -> Any:
+    """Zeros with each kernel position's slice of ``p`` added into its strided positions (see
+    :func:`_scatter_pairs`)."""
+    out = backend.full(dims, 0, p)
+    for dst, src in pairs:
+        out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
+    return out
+
+
+def _scatter_pairs(uses: tuple[AxisUse, ...], dims: list[int], p_ndim: int
+                   ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """For each kernel position of a written side ``uses``: the strided slice of the windowed
+    axes it writes, and the matching slice of the value -- computed once.  The value has one
+    axis per written axis and one per window's kernel, right after its own axis
+    (``lower_assignment``'s expansion)."""
+    specs, pos = [], 0  # (axis, output and kernel positions in the value, window geometry)
     for axis, u in enumerate(uses):
         ix = u.index
         if isinstance(ix, AffineIndex):
@@ -138,22 +147,6 @@ def _scatter_specs(uses: tuple[AxisUse, ...]) -> list[tuple[Any, ...]]:
                           ix.stride, ix.dilation, left, ix.offset))
             pos += windowed
         pos += 1
-    return specs
-
-
-def _scatter_add(backend: Backend, p: Any, pairs: list[tuple[Any, Any]], dims: list[int]) -> Any:
-    """Zeros with each kernel position's slice of ``p`` added into its strided positions (see
-    :func:`_scatter_pairs`)."""
-    out = backend.full(dims, 0, p)
-    for dst, src in pairs:
-        out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
-    return out
-
-
-def _scatter_pairs(specs: list[tuple[Any, ...]], dims: list[int], p_ndim: int
-                   ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    """For each kernel position: the strided slice of the windowed axes it writes, and the
-    matching slice of the (output position, kernel position) value -- computed once."""
     pairs = []
     for ks in itertools.product(*(range(sp[4]) for sp in specs)):
         dst: list[Any] = [slice(None)] * len(dims)
@@ -162,9 +155,7 @@ def _scatter_pairs(specs: list[tuple[Any, ...]], dims: list[int], p_ndim: int
                 specs, ks, strict=True):
             start = dil * k - left + off
             o_lo = 0 if start >= 0 else -(start // stride)  # first output reading in range
-            o_hi = out_n
-            while o_hi > o_lo and start + stride * (o_hi - 1) >= dims[axis]:
-                o_hi -= 1
+            o_hi = min(out_n, -(-(dims[axis] - start) // stride))  # one past the last
             if o_hi <= o_lo:
                 break
             first = start + stride * o_lo

@@ -238,9 +238,7 @@ class Assign:
         return self.proj.logic
 
     def __repr__(self) -> str:
-        op = "=" + (":" if self.init else "") + (self.accum or "")
-        if self.accum is None:
-            op = "=:"
+        op = "=:" if self.accum is None else "=" + (":" if self.init else "") + self.accum
         return f"{self.lhs!r} {op} {self.expr!r} ~logic:{self.logic!r}"
 
 
@@ -287,18 +285,14 @@ def _integer_power(xp: Any, base: Any, exponent: float) -> Any:
     Exponent zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and of
     infinity (both follow from multiplication).
     """
-    magnitude = int(abs(exponent))
+    magnitude, b = int(abs(exponent)), base
     result = xp.ones_like(base) if hasattr(xp, "ones_like") else base * 0 + 1
-    if magnitude == 0:
-        return result
-    b = base
-    while True:
-        if magnitude % 2 == 1:
+    while magnitude:
+        if magnitude % 2:
             result = result * b
         magnitude //= 2
-        if magnitude == 0:
-            break
-        b = b * b
+        if magnitude:
+            b = b * b
     return 1 / result if exponent < 0 else result
 
 
@@ -308,26 +302,17 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
     return a ** b
 
 
-def _where(xp: Any, c: Any, a: Any, b: Any) -> Any:
-    return xp.where(c != 0, a, b)
-
-
 def _relu(xp: Any, v: Any) -> Any:
-    """``v`` where ``v >= 0``, else 0; NaN propagates (as in PyTorch and ``numpy.maximum``).
-
-    So ``relu(-0.0)`` is ``-0.0`` (``-0.0 >= 0``), as torch's kernel gives: NumPy's
-    ``maximum`` returns its second operand when the two are equal, so the zero goes first
-    (``maximum(v, 0)`` gave ``+0.0``, and ``1 / relu`` told the backends apart)."""
+    """:meth:`~tensig.backends.base.Backend.relu` (NaN propagates, ``relu(-0.0)`` is
+    ``-0.0``), on a number too."""
     if not hasattr(v, "shape"):
         return v if v != v or v >= 0 else 0.0
     return backend_of_namespace(xp).relu(v)
 
 
 def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
-    """``g`` where ``a > 0``, else 0 -- PyTorch's ReLU backward, NaN ``a`` passing ``g``.
-
-    PyTorch has the kernel; elsewhere :func:`select` masks ``g``.
-    """
+    """``g`` where ``a > 0``, else 0 -- PyTorch's ReLU backward (its kernel where the adapter
+    has it, else :func:`select`), NaN ``a`` passing ``g``."""
     if not hasattr(a, "shape") and not hasattr(g, "shape"):
         return 0.0 if a <= 0 else g
     kernel = backend_of_namespace(xp).relu_backward(a, g)
@@ -399,10 +384,6 @@ def _f(xp: Any, x: Any) -> Any:
     return x * 1.0
 
 
-def _compare(test: Callable[[Any, Any], Any], xp: Any, a: Any, b: Any) -> Any:
-    return _f(xp, test(a, b))
-
-
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "id": lambda xp, v: v,
     "relu": _relu,
@@ -437,13 +418,14 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "max": lambda xp, a, b: xp.maximum(a, b),
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
-    **{name: functools.partial(_compare, test) for name, test in COMPARISONS.items()},
+    **{name: lambda xp, a, b, test=test: _f(xp, test(a, b))
+       for name, test in COMPARISONS.items()},
     "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0)),
     "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0)),
 }
 
 TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
-    "where": _where,
+    "where": lambda xp, c, a, b: xp.where(c != 0, a, b),
     "fma": lambda xp, a, b, c: a * b + c,
 }
 
@@ -664,12 +646,8 @@ RECORDS = {"normalize", "layer_norm", "layer_norm_grad", "attention", "attention
 CASTS = ("float32", "float64")
 
 
-def _cast(xp: Any, v: Any, dtype: str) -> Any:
-    return backend_of_namespace(xp).cast(v, dtype)
-
-
-for _dtype in CASTS:
-    UNARY[f"to_{_dtype}"] = functools.partial(_cast, dtype=_dtype)
+UNARY.update({f"to_{dtype}": lambda xp, v, dtype=dtype: backend_of_namespace(xp).cast(v, dtype)
+              for dtype in CASTS})
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.
