@@ -212,11 +212,7 @@ class Backend(Kernels):
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last."""
         w = self._sliding(x, size, axis)
-        if step != 1:
-            index = [slice(None)] * w.ndim
-            index[axis] = slice(None, None, step)
-            w = w[tuple(index)]
-        return w
+        return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         """Stride-1 windows (``sliding_window_view``), for :meth:`windows`."""

@@ -35,15 +35,7 @@ class DaskBackend(Backend):
         for sub, x in zip(subs, xs, strict=True):
             want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
             aligned.append(x.rechunk(want) if want else x)
-        # in the operands' result dtype, as numpy.einsum (an int8 sum wraps, a bool sum is a
-        # logical or): dask sums the blocks' partial results in int64.  Casting the int64
-        # total back is exact: integer sums wrap modulo 2^bits either way, and a count is
-        # nonzero exactly when the logical or is true
-        import numpy as np
-
-        out = self.da.einsum(subscripts, *aligned)
-        dtype = np.result_type(*[x.dtype for x in xs])
-        return out if out.dtype == dtype else out.astype(dtype)
+        return _in_result_dtype(self.da.einsum(subscripts, *aligned), xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         """Two operands as one ``da.tensordot`` (``da.matmul`` when an axis is batched), with
@@ -57,14 +49,7 @@ class DaskBackend(Backend):
             matmul_plan(self.da.matmul, subscripts, shapes, keep_dtype=True)
         if plan is None:
             return super().contraction(subscripts, shapes)
-        import numpy as np
-
-        def contract(x: Any, y: Any) -> Any:
-            out = plan(x, y)
-            dtype = np.result_type(x.dtype, y.dtype)  # blocks' partial sums may widen
-            return out if out.dtype == dtype else out.astype(dtype)
-
-        return contract
+        return lambda x, y: _in_result_dtype(plan(x, y), (x, y))
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
         from dask.array.lib.stride_tricks import sliding_window_view
@@ -96,3 +81,14 @@ class DaskBackend(Backend):
 
     def on_host(self, x: Any) -> bool:
         return False  # reading a value computes the task graph
+
+
+def _in_result_dtype(out: Any, xs: Sequence[Any]) -> Any:
+    """``out`` in the operands' result dtype, as ``numpy.einsum`` gives it (an int8 sum wraps, a
+    bool sum is a logical or), where dask summed the blocks' partial results in int64.  Casting
+    the int64 total back is exact: integer sums wrap modulo 2^bits either way, and a count is
+    nonzero exactly when the logical or is true."""
+    import numpy as np
+
+    dtype = np.result_type(*[x.dtype for x in xs])
+    return out if out.dtype == dtype else out.astype(dtype)

@@ -123,10 +123,9 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 _PLANS: dict[tuple[Any, ...], Plan] = {}
 _PLANS_MAX = 4096
 
-#: Tensor types of later layers (the model layer's lazy :class:`tensig.model.graph.Tensor`) that
-#: answer the eager functions themselves, with the function that does it.  A layer above
-#: registers its type here, so this module never imports one (no import circle), and the hot
-#: path pays one dict lookup by type, as for a set.
+#: Tensor types of later layers that answer the eager functions themselves
+#: (:func:`register_tensor_type`): this module imports none of them, and the hot path pays one
+#: dict lookup by type.
 _HANDLERS: dict[type, Callable[..., Any]] = {}
 
 

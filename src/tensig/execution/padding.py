@@ -232,13 +232,11 @@ class Padded:
         if side is not None:
             side = _check_side(side)
         _check_mask(data, mask)
-        ops = _ops_for(type(data))
-        if side is None:
-            side = Padded.infer_side(mask)
-        else:
-            _check_rows(mask, side)
+        side = Padded.infer_side(mask) if side is None else _check_rows(mask, side)
         lengths = mask.sum(axis=1)
-        self._init(data, mask, lengths, side, tuple(int(n) for n in lengths.tolist()), ops)
+        self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
+        self._sizes = tuple(int(n) for n in lengths.tolist())
+        self._ops = _ops_for(type(data))
 
     @classmethod
     def _trusted(cls, data: Any, mask: Any, lengths: Any, side: Side,
@@ -246,14 +244,9 @@ class Padded:
         """A batch whose mask was built from ``sizes`` here (``None``: symbolic, under
         ``tensig.verify``): nothing to check."""
         self = cls.__new__(cls)
-        self._init(data, mask, lengths, side, sizes, ops or _ops_for(type(data)))
-        return self
-
-    def _init(self, data: Any, mask: Any, lengths: Any, side: Side,
-              sizes: tuple[int, ...] | None, ops: Backend) -> None:
         self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
-        self._sizes = sizes
-        self._ops = ops
+        self._sizes, self._ops = sizes, ops or _ops_for(type(data))
+        return self
 
     def __class_getitem__(cls, annotation: Any) -> Any:
         """``Padded[Float[ArrayType, "B T d"]]``: a padded batch whose data has that shape and
@@ -497,7 +490,8 @@ def _row(mask: Any, r: int) -> list[bool]:
     return [bool(v) for v in to_numpy(mask[r]).tolist()]
 
 
-def _check_rows(mask: Any, side: Side) -> None:
+def _check_rows(mask: Any, side: Side) -> Side:
+    """``side``, when every row of ``mask`` is padded on it."""
     bad = np.flatnonzero(_bad_rows(mask, side))
     if bad.size:
         r = int(bad[0])
@@ -511,6 +505,7 @@ def _check_rows(mask: Any, side: Side) -> None:
             f"{first}", row=r, side=side,
             hint=f"this row is {other}-padded: pass side={other!r}" if fits_other else
             "each row must be one contiguous run of real positions")
+    return side
 
 
 # -- annotations: Padded[Float[ArrayType, "B T d"]] ------------------------------------------------
