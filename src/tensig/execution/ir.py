@@ -384,6 +384,10 @@ def _f(xp: Any, x: Any) -> Any:
     return x * 1.0
 
 
+def _compare(test: Callable[[Any, Any], Any], xp: Any, a: Any, b: Any) -> Any:
+    return _f(xp, test(a, b))
+
+
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "id": lambda xp, v: v,
     "relu": _relu,
@@ -418,8 +422,7 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "max": lambda xp, a, b: xp.maximum(a, b),
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
-    **{name: lambda xp, a, b, test=test: _f(xp, test(a, b))
-       for name, test in COMPARISONS.items()},
+    **{name: functools.partial(_compare, test) for name, test in COMPARISONS.items()},
     "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0)),
     "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0)),
 }
@@ -646,8 +649,11 @@ RECORDS = {"normalize", "layer_norm", "layer_norm_grad", "attention", "attention
 CASTS = ("float32", "float64")
 
 
-UNARY.update({f"to_{dtype}": lambda xp, v, dtype=dtype: backend_of_namespace(xp).cast(v, dtype)
-              for dtype in CASTS})
+def _cast(xp: Any, v: Any, dtype: str) -> Any:
+    return backend_of_namespace(xp).cast(v, dtype)
+
+
+UNARY.update({f"to_{dtype}": functools.partial(_cast, dtype=dtype) for dtype in CASTS})
 
 #: operations that only the einsum lowering executes (their operands are not combined
 #: cell by cell): concatenation takes its operands one phase at a time.

@@ -235,7 +235,7 @@ class Padded:
         side = Padded.infer_side(mask) if side is None else _check_rows(mask, side)
         lengths = mask.sum(axis=1)
         self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
-        self._sizes = tuple(int(n) for n in lengths.tolist())
+        self._sizes: tuple[int, ...] | None = tuple(int(n) for n in lengths.tolist())
         self._ops = _ops_for(type(data))
 
     @classmethod
