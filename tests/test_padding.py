@@ -286,6 +286,7 @@ def no_arrays(monkeypatch):
     ([[1, 2], np.zeros(3)], {}, "row 1 is a ndarray, row 0 a list"),
     ([np.zeros(3), np.array(1.0)], {}, r"row 1 is a scalar \(shape \(\)\)"),
     ([[1, 2], [[1, 2]]], {}, "row 1's items do not share row 0's shape"),
+    ([[[1, 2], [3]], [[1, 2]]], {}, "row 0's items are not numbers of one shape"),
     ([[1, 2, 3], [1]], {"length": 2}, "row 0 has length 3, over length=2"),
     ([[1], [1, 2, 3]], {"length": -1}, "length= must be an integer >= 0, not -1"),
     ([[1]], {"multiple_of": 0}, "multiple_of= must be an integer >= 1, not 0"),

@@ -523,8 +523,7 @@ def all_zero(x: Any) -> bool:
     count = getattr(x, "count_nonzero", None)  # torch
     if count is not None:
         return int(count()) == 0
-    cls = _adapter_class(type(x))
-    if cls is not None and _instance(cls).traced(x):
+    if _owner(type(x)).traced(x):
         return False  # unknown until the compiled function runs: take the general path
     import numpy as np
 
@@ -535,8 +534,7 @@ def to_numpy(x: Any) -> Any:
     """``x``'s values as a NumPy array in host memory, whichever library holds them (the one
     copy to the host: a torch tensor detached and copied off its device, a Dask array
     computed); anything else through ``numpy.asarray``."""
-    cls = _adapter_class(type(x))
-    return _instance(cls if cls is not None else _BY_MODULE["numpy"]).to_numpy(x)
+    return _owner(type(x)).to_numpy(x)
 
 
 # -- the registry ------------------------------------------------------------------------------
@@ -567,7 +565,7 @@ def unregister(array_type: type) -> None:
 
 def _clear_caches() -> None:
     for cached in (_adapter_class, library_of, backend_for, backend_of_namespace,
-                   _dtype_backend, neutral_max,
+                   _owner, neutral_max,
                    neutral_min, is_integer):
         cached.cache_clear()
 
@@ -695,10 +693,10 @@ def backend_of_namespace(xp: Any) -> Backend:
 
 
 @_cache
-def _dtype_backend(dtype_type: type) -> Backend:
-    """The adapter that owns a dtype's type (a torch dtype is torch's; every other dtype is
-    read with NumPy's rules, which JAX and Dask share)."""
-    return _instance(_adapter_class(dtype_type) or _BY_MODULE["numpy"])
+def _owner(kind: type) -> Backend:
+    """The adapter of an array's or a dtype's type, NumPy's where none claims it (a torch
+    dtype is torch's; every other dtype is read with NumPy's rules, which JAX and Dask share)."""
+    return _instance(_adapter_class(kind) or _BY_MODULE["numpy"])
 
 
 @_cache
@@ -712,7 +710,7 @@ def neutral_max(dtype: Any) -> float | int | bool:
     >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)
     (-128, False, -inf)
     """
-    return _dtype_backend(type(dtype)).extreme(dtype, lowest=True)
+    return _owner(type(dtype)).extreme(dtype, lowest=True)
 
 
 @_cache
@@ -723,10 +721,10 @@ def neutral_min(dtype: Any) -> float | int | bool:
     >>> neutral_min(np.dtype(np.uint8)), neutral_min(np.float64)
     (255, inf)
     """
-    return _dtype_backend(type(dtype)).extreme(dtype, lowest=False)
+    return _owner(type(dtype)).extreme(dtype, lowest=False)
 
 
 @_cache
 def is_integer(dtype: Any) -> bool:
     """Whether ``dtype`` (NumPy-like or torch) is an integer type (bool is not)."""
-    return _dtype_backend(type(dtype)).is_integer(dtype)
+    return _owner(type(dtype)).is_integer(dtype)

@@ -563,15 +563,14 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
                     eps: float) -> Any:
     """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
     gradient ``g``)."""
-    y, mean, rstd = saved
     axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
+    return backend_of_namespace(xp).normalize_backward(x, *saved, g, axes, eps)
 
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
                scale: float) -> tuple[Any, Any]:
     """Scaled dot-product attention and each query row's log-sum-exp: a record, read by
-    :func:`_part` (``mask``, when not None, is viewed as ``view``)."""
+    ``part`` (``mask``, when not None, is viewed as ``view``)."""
     m = None if mask is None else mask.reshape(view)
     return backend_of_namespace(xp).attention(q, k, v, m, causal, scale)
 
@@ -582,12 +581,6 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
     record ``saved`` and the result's gradient ``g``."""
     m, (o, lse) = None if mask is None else mask.reshape(view), saved
     return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
-
-
-def _part(xp: Any, out: Out, record: tuple[Any, ...], i: int) -> Any:
-    """Item ``i`` of a record (:data:`RECORDS`): each result a code reads is stored by an
-    assignment of its own, so every write stays visible in the code."""
-    return record[i]
 
 
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
@@ -634,7 +627,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "batch_norm_grad": _batch_norm_grad,
     "attention": _attention,
     "attention_grad": _attention_grad,
-    "part": _part,
+    # item i of a record (RECORDS): each result a code reads is stored by an assignment
+    "part": lambda xp, out, record, i: record[i],
 }
 
 #: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one

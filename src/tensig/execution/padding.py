@@ -185,13 +185,22 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
         flat = np.array(list(itertools.chain.from_iterable(seqs)))
     except ValueError:
         flat = None
-    if flat is None or flat.dtype == object:
-        rows = [np.asarray(s) if len(s) else None for s in seqs]  # the ragged row, named
-        shaped = [(i, r) for i, r in enumerate(rows) if r is not None]
-        for i, r in shaped:
-            if r.dtype == object or r.shape[1:] != shaped[0][1].shape[1:]:
-                raise PaddingError(f"row {i}'s items do not share row {shaped[0][0]}'s shape "
-                                   f"{shaped[0][1].shape[1:]}", row=i)
+    if flat is None or flat.dtype == object:  # the ragged row, named
+        first: tuple[int, tuple[int, ...]] | None = None  # the first row with items
+        for i, s in enumerate(seqs):
+            if not len(s):
+                continue
+            try:
+                items = np.asarray(s)
+            except ValueError:  # NumPy refuses ragged items
+                items = np.empty(0, dtype=object)
+            if items.dtype == object:
+                raise PaddingError(f"row {i}'s items are not numbers of one shape", row=i)
+            if first is None:
+                first = (i, items.shape[1:])
+            elif items.shape[1:] != first[1]:
+                raise PaddingError(f"row {i}'s items do not share row {first[0]}'s shape "
+                                   f"{first[1]}", row=i)
         raise PaddingError("the sequences' items are not numbers of one shape")
     return [flat], lengths, flat.shape[1:]
 
@@ -380,9 +389,7 @@ class Padded:
         keys = self.mask[:, None, :]
         if not causal:
             return keys
-        T = self.data.shape[1]
-        order = np.arange(T)
-        return keys & self._ops.asarray(order[None, :] <= order[:, None], self.data)
+        return keys & self._ops.asarray(np.tri(self.data.shape[1], dtype=bool), self.data)
 
     def causal_key_mask(self) -> Any:
         """``[B, T, T]`` bool: query ``i`` may attend to key ``j`` when ``j`` is real and

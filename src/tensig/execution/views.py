@@ -62,46 +62,40 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
-    index: list[Any] = []
+    index: list[Any] = []  # basic indexing: fixed indices and concatenation components
     keys: list[Key] = []
     sizes: list[int] = []
     pads: list[tuple[int, int]] = []
+    steps: list[slice] = []  # an offset axis's strided slice, per axis of the view
     windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
-    strided: list[tuple[int, slice]] = []
     kernel_keys: list[tuple[Key, int]] = []
     for p, u in enumerate(uses):
-        ix = u.index
-        size = int(u.size)
+        ix, size, pad, step = u.index, int(u.size), (0, 0), slice(None)
         if isinstance(ix, FixedIndex):
             index.append(ix.index)
             continue
-        axis = len(keys)
         if isinstance(ix, ConcatIndex):
-            key, off, n = active_part(uses, t, p, phase)
-            index.append(slice(off, off + n))
-            keys.append(key)
-            sizes.append(n)
-            pads.append((0, 0))
-            continue
-        index.append(slice(None))
-        if isinstance(ix, Iter):
-            keys.append(ix.id)
-            sizes.append(size)
-            pads.append((0, 0))
-            continue
-        assert isinstance(ix, AffineIndex)
-        out = int(ix.over.size)
-        keys.append(ix.over.id)
-        sizes.append(out)
-        if ix.kernel is None:
-            need = ix.stride * (out - 1) + ix.offset + 1
-            pads.append((0, max(0, need - size)))
-            strided.append((axis, slice(ix.offset, need, ix.stride)))
-            continue
-        span, pad = window_pads(ix, size)
+            key, off, size = active_part(uses, t, p, phase)
+            index.append(slice(off, off + size))
+        elif isinstance(ix, Iter):
+            key = ix.id
+            index.append(slice(None))
+        else:
+            assert isinstance(ix, AffineIndex)
+            key, out = ix.over.id, int(ix.over.size)
+            index.append(slice(None))
+            if ix.kernel is None:
+                need = ix.stride * (out - 1) + ix.offset + 1
+                pad, step = (0, max(0, need - size)), slice(ix.offset, need, ix.stride)
+            else:
+                span, pad = window_pads(ix, size)
+                windows.append((len(keys), span, ix.stride, out, ix.dilation))
+                kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
+            size = out
+        keys.append(key)
+        sizes.append(size)
         pads.append(pad)
-        windows.append((axis, span, ix.stride, out, ix.dilation))
-        kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
+        steps.append(step)
     keys += [kk for kk, _ in kernel_keys]
     sizes += [n for _, n in kernel_keys]
     basic = tuple(index)
@@ -109,12 +103,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     any_pad = any(p != (0, 0) for p in pads)
     ndim = len(pads)
     # every index below is fixed by the plan: built once here, not on each call
-    strided_index: tuple[slice, ...] | None = None
-    if strided:
-        sl = [slice(None)] * ndim
-        for axis, s in strided:
-            sl[axis] = s
-        strided_index = tuple(sl)
+    strided_index = tuple(steps) if any(s != slice(None) for s in steps) else None
     window_steps = []
     for i, (axis, span, stride, out, dilation) in enumerate(windows):
         sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
@@ -133,7 +122,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
             x = backend.windows(x, axis, span, stride)[index]
         return x
 
-    if trivial_index and not any_pad and not strided and not windows:
+    if trivial_index and not any_pad and strided_index is None and not windows:
         def view(x: Any, neutral: float) -> Any:
             return x
 
