@@ -563,8 +563,9 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
                     eps: float) -> Any:
     """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
     gradient ``g``)."""
+    y, mean, rstd = saved
     axes = tuple(range(start, start + n))
-    return backend_of_namespace(xp).normalize_backward(x, *saved, g, axes, eps)
+    return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
 
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
