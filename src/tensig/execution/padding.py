@@ -295,10 +295,8 @@ class Padded:
             raise PaddingError(f"the mask mixes sides: row {r} is right-padded "
                                f"({_runs(_row(mask, r))}), row {q} left-padded "
                                f"({_runs(_row(mask, q))})", row=q)
-        if only_right.size:
-            return "right"
-        if only_left.size:
-            return "left"
+        if only_right.size or only_left.size:
+            return "right" if only_right.size else "left"
         raise PaddingError("every mask row is full or empty: the mask does not show the side",
                            hint="pass side='left' or side='right'")
 
