@@ -496,9 +496,10 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
 
         core.contract = contract  # type: ignore[attr-defined]
         return core
+    by_letter = {letters[k]: n for k, n in size_of.items()}
     if op.accum == "+":  # outer_sum: sum of (a + b) over the reduced axes
-        return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of)
-    return _max_of_sums(backend, keys, subs_in, out_keys, letters)
+        return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of, by_letter)
+    return _max_of_sums(backend, keys, subs_in, out_keys, letters, by_letter)
 
 
 def _unique(s: str) -> str:
@@ -519,7 +520,8 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: lis
     reduced = tuple(range(len(out_keys), len(order_keys)))
     subs = ["".join(letters[k] for k in ks) for ks in keys]
     aligned = [[n if c in sub else 1 for c, n in zip(order, full, strict=True)] for sub in subs]
-    preps = [_lined_up(backend, sub, order, shape, aligned)
+    by_letter = dict(zip(order, full, strict=True))
+    preps = [_lined_up(backend, sub, order, shape, aligned, by_letter)
              for sub, shape in zip(subs, aligned, strict=True)]
 
     def core(xs: list[Any], neutral: float) -> Any:
@@ -532,12 +534,13 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: lis
 
 
 def _lined_up(backend: Backend, sub: str, order: str, shape: list[int],
-              aligned: list[list[int]]) -> Callable[[Any], Any] | None:
+              aligned: list[list[int]], by_letter: dict[str, int]
+              ) -> Callable[[Any], Any] | None:
     """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
     :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
     mine, widen = _unique(sub), backend.widen
     diag = f"{sub}->{mine}" if mine != sub else None
-    align = _aligner(backend, mine, order)
+    align = _aligner(backend, mine, order, by_letter)
     width = _widening(shape, aligned) if widen is not None else None
     if diag is None and width is None:
         return None if _trailing(mine, order) else align
@@ -582,30 +585,26 @@ def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> li
     return target if target != shape else None
 
 
-def _aligner(backend: Backend, sub: str, order: str) -> Callable[[Any], Any]:
-    """``x -> x`` (axes ``sub``, unique) transposed and expanded to broadcast over ``order``;
-    the permutation and the axes' places are worked out once, here."""
+def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
+             ) -> Callable[[Any], Any]:
+    """``x -> x`` (axes ``sub``, unique; sizes ``by_letter``) transposed and expanded to
+    broadcast over ``order``; the permutation and the shape are worked out once, here."""
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
     moves = perm != list(range(len(sub)))
-    places = [order.index(c) for c in sorted(sub, key=order.index)]
+    shape = [by_letter[c] if c in sub else 1 for c in order]
+    reshape, transpose = backend.reshape, backend.transpose
     if _trailing(sub, order):  # broadcasting lines it up
         return lambda x: x
     if moves and len(sub) == len(order):  # no axis to insert
-        return lambda x: backend.transpose(x, perm)
-
-    def align(x: Any) -> Any:
-        if moves:
-            x = backend.transpose(x, perm)
-        shape = [1] * len(order)
-        for i, n in zip(places, x.shape, strict=True):
-            shape[i] = n
-        return backend.reshape(x, shape)
-
-    return align
+        return lambda x: transpose(x, perm)
+    if not moves:
+        return lambda x: reshape(x, shape)
+    return lambda x: reshape(transpose(x, perm), shape)
 
 
 def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
-                 letters: _Letters, size_of: dict[Key, int]) -> Callable[[list[Any], float], Any]:
+                 letters: _Letters, size_of: dict[Key, int], by_letter: dict[str, int]
+                 ) -> Callable[[list[Any], float], Any]:
     """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
     out = "".join(letters[k] for k in out_keys)
     reduced = {k for ks in keys for k in ks} - set(out_keys)
@@ -614,7 +613,7 @@ def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         mine = _unique(sub)
         kept = "".join(c for c in mine if c in out)
         count = math.prod(size_of[k] for k in reduced - set(ks))
-        parts.append((f"{sub}->{kept}", _aligner(backend, kept, out), count))
+        parts.append((f"{sub}->{kept}", _aligner(backend, kept, out, by_letter), count))
 
     def term(x: Any, subscripts: str, align: Callable[[Any], Any], count: int) -> Any:
         y = backend.einsum(subscripts, x)
@@ -628,7 +627,7 @@ def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
 
 
 def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
-                 letters: _Letters) -> Callable[[list[Any], float], Any]:
+                 letters: _Letters, by_letter: dict[str, int]) -> Callable[[list[Any], float], Any]:
     """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
     then meet."""
     out = "".join(letters[k] for k in out_keys)
@@ -643,7 +642,7 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         diag = f"{sub}->{mine}" if mine != sub else None
         own = tuple(i for i, c in enumerate(mine) if c not in out and c not in others)
         kept = "".join(c for c in mine if c in out or c in others)
-        preps.append((diag, own, _aligner(backend, kept, order)))
+        preps.append((diag, own, _aligner(backend, kept, order, by_letter)))
     final_axes = tuple(range(len(out), len(order)))
 
     def met(xs: list[Any]) -> list[Any]:

@@ -34,9 +34,8 @@ from tensig.execution.ir import (
     Out,
     buffers_of,
 )
-from tensig.execution.lowering import Pointwise, _widening
+from tensig.execution.lowering import Pointwise
 from tensig.execution.native import conv_pair
-from tensig.execution.views import tiled_view
 from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.staging import Staged
@@ -477,14 +476,13 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
     small = {k for k, b in zip(keys, args, strict=True) if b.tensor.shape.numel() <= 64}
     dropped = _drop_added(e, small) if isinstance(op, Pointwise) else e
     try:
-        run = (isinstance(op, Pointwise) and _tiled(a, e, args, backend, xp)) or \
-            _lowered(a, args, op, backend)
+        run = _lowered(a, args, op, backend)
         fast = None
         if dropped != e:
             fewer, kept = _pointwise(a, dropped, backend, xp)
             picks = [keys.index(b.key) for b in kept]
             zero = [i for i, k in enumerate(keys) if k in small and i not in picks]
-            fast = _tiled(a, dropped, kept, backend, xp) or _lowered(a, kept, fewer, backend)
+            fast = _lowered(a, kept, fewer, backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
 
@@ -500,54 +498,6 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], Non
         _put(store, a, v)
 
     return step
-
-
-def _tiled(a: Assign, e: Expr, bufs: list[Buf], backend: Backend, xp: Any
-           ) -> Callable[[list[Any]], Any] | None:
-    """``arrays -> value`` of a pointwise expression written through tiled windows (the
-    max-pooling gate ``where(x == y, g, 0)`` of non-overlapping pooling), or ``None``.
-
-    When the written side's windows are back to back (:func:`tiled_view`) and every buffer is
-    read either through the same tiles or on some of their axes in order, the product space
-    is the written array's own tile view: each buffer is a reshape (broadcast operands widened
-    as the lowering does, see :func:`~tensig.execution.lowering._widening`), the expression
-    runs on them, and a reshape writes the value back: no scatter, no sum.  The lowering's
-    general path makes the same array calls through its layers of Python (views, aligners,
-    the product-space core, placement): the digits CNN's two gates take a tenth less time."""
-    uses = a.proj.uses(a.lhs.tensor)
-    tiled = tiled_view(uses)
-    if tiled is None:
-        return None
-    _, tile_keys, tile = tiled
-    shapes: list[list[int]] = []
-    for b in bufs:
-        read = a.proj.uses(b.tensor)
-        if read == uses:
-            shapes.append(list(tile))
-            continue
-        ids = [u.index.id for u in read if isinstance(u.index, Iter)]
-        if len(ids) != len(read):
-            return None
-        places = [tile_keys.index(i) if i in tile_keys else -1 for i in ids]
-        if -1 in places or places != sorted(set(places)):
-            return None
-        shape = [1] * len(tile)
-        for p, u in zip(places, read, strict=True):
-            shape[p] = int(u.size)
-        shapes.append(shape)
-    widths = [_widening(s, shapes) if backend.widen is not None else None for s in shapes]
-    evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
-    full, out = tuple(tile), tuple(int(u.size) for u in uses)
-    reshape, widen = backend.reshape, backend.widen
-    preps = list(zip(shapes, widths, strict=True))
-
-    def run(arrays: list[Any]) -> Any:
-        views = [reshape(x, s) if w is None or widen is None else widen(reshape(x, s), w)
-                 for x, (s, w) in zip(arrays, preps, strict=True)]
-        v = evaluate(views)
-        return reshape(v if tuple(v.shape) == full else backend.broadcast_to(v, full), out)
-
-    return run
 
 
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
