@@ -40,12 +40,9 @@ _UNBOUND = object()  # the generated code's ``_U``: a local not bound yet
 
 
 class _Generator:
-    """Emits the straight-line check of one function: locals instead of dicts, no calls.
-
-    Every failure, and every case the straight line does not handle (an expression with two
-    unknowns, an unseen dtype, ``None`` for a non-optional argument), hands the call to the
-    interpreter (``FAIL``), which decides and explains.
-    """
+    """Emits the straight-line check of one function: locals instead of dicts, no calls.  Every
+    failure and every case it does not handle (two unknowns, an unseen dtype) hands the call to
+    the interpreter (``fail``)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -150,7 +147,7 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     fail = "return _slow(args, kwargs)"
     defaults = []
     g.emit(2, "n = len(args)")
-    for _, position, name, default, program, marker, optional in checker.single:
+    for name, position, default, program, marker, optional in checker.single:
         defaults.append(default)
         g.emit(2, f"x = args[{position}] if n > {position} else "
                   f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")

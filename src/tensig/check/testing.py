@@ -83,18 +83,13 @@ class _Problem:
 
     def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:
         """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far."""
-        if candidate in self.taken or candidate < 2:
-            return False
-        values = list(chosen.values())
-        if any(abs(candidate - v) <= 1 for v in values):
-            return False
-        pool = [*values, candidate]
-        if any(_derived(x, [y for y in pool if y != x]) for x in pool):
+        trial = {**chosen, name: candidate}
+        if candidate in self.taken or collisions(trial):
             return False
         if any(candidate == k * v or candidate in (v + k, v - k)
-               for k in self.constants for v in values):
+               for k in self.constants for v in chosen.values()):
             return False
-        return self.expressions_distinct({**chosen, name: candidate})
+        return self.expressions_distinct(trial)
 
     def expressions_distinct(self, chosen: Mapping[str, int]) -> bool:
         """Every evaluable expression differs from every name, constant and other expression."""
@@ -121,9 +116,9 @@ def _derived(x: int, others: list[int]) -> bool:
 def collisions(values: Mapping[str, int]) -> list[str]:
     """The rules a size assignment breaks (empty when its sizes cannot collide).
 
-    The rules: no size below 2; no two sizes equal or adjacent (so ``T + 1`` and ``T - 1`` miss
-    every other size); no size equal to the sum or product of two others (``a + a`` and ``a * a``
-    included).
+    The rules: no size below 2 (a size-1 axis broadcasts); no two sizes equal or adjacent (so
+    ``T + 1`` and ``T - 1`` miss every other size); no size the sum or product of two others
+    (``a + a`` and ``a * a`` included).
 
     >>> collisions({"B": 16, "T": 16}), collisions({"B": 3, "T": 5, "d": 8})
     (['B == T == 16'], ['d == B + T'])
@@ -174,11 +169,10 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
 
     ``source`` is an annotation (``"B T d"``; several joined with ``;``), a parsed
     :class:`~tensig.core.annotations.AnnotationShape`, a function with ``Shaped`` annotations, or a
-    list of those.  Rules: no 1s (a size-1 axis broadcasts), no two sizes equal or adjacent, no
-    size equal to the sum or product of two others, none equal to a constant of the annotations
-    (or ``k*x``, ``x + k``, ``x - k`` for such a constant ``k``) or to ``avoid``, and every
-    expression (``T+1``, ``2*h``) different from every other size.  Deterministic: the smallest
-    such sizes in order of appearance, or a seeded shuffle when ``seed`` is given.
+    list of those.  Rules: :func:`collisions`', none equal to ``avoid`` or to a constant ``k`` of
+    the annotations (nor to ``k*x``, ``x + k``, ``x - k``), and every expression (``T+1``,
+    ``2*h``) different from every other size.  Deterministic: the smallest such sizes in order
+    of appearance, or a seeded shuffle when ``seed`` is given.
 
     >>> sizes("B T d", seed=7) != sizes("B T d")
     True
@@ -198,9 +192,9 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
 def strategy(source: Source, *, max_size: int = 64) -> Any:
     """A hypothesis strategy drawing :func:`sizes`-like dicts (the same rules) for ``source``.
 
-    Each name draws from the sizes up to ``max_size`` (grown when too few remain) that keep the
-    rules with the names drawn before it, so no draw is ever rejected; shrinking goes toward
-    the smallest sizes.  Needs ``hypothesis`` (a test dependency, imported here).
+    Each name draws from the sizes up to ``max_size`` (grown when none remain) that keep the
+    rules with the names drawn before it, so no draw is rejected; shrinking goes toward the
+    smallest sizes.  Needs ``hypothesis``.
     """
     from hypothesis import strategies as st
 
@@ -262,10 +256,14 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
     return tuple(fill if x is None else x for x in out)
 
 
-_DTYPES = {None: "float32", "float": "float32", "int": "int32", "bool": "bool"}
+def _dtype(xp: Any, family: str | None) -> Any:
+    """``xp``'s dtype of a family: float32, int32 and bool first, else the first that fits."""
+    import numpy as np
 
-
-def _dtype(xp: Any, name: str) -> Any:
+    name = next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
+                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
+                                  "float16", "complex128")
+                if family is None or dtype_accepts(family, np.dtype(name)))
     dtype = getattr(xp, name, None)
     if dtype is None and name == "bool":
         dtype = getattr(xp, "bool_", None)
@@ -292,17 +290,5 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
         import numpy as xp
     sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
     return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
-                             dtype=_dtype(xp, _dtype_name_for(p.marker.dtype)))
+                             dtype=_dtype(xp, p.marker.dtype))
             for p in sig.parameters}
-
-
-def _dtype_name_for(family: str | None) -> str:
-    """A dtype of a family: float32, int32 and bool first, else the first that fits."""
-    if family is None or family in _DTYPES:
-        return _DTYPES[family]
-    import numpy as np
-
-    return next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
-                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
-                                  "float16", "complex128")
-                if dtype_accepts(family, np.dtype(name)))

@@ -7,14 +7,8 @@ the bugs that hide when sizes collide (``B == T == 16``) are found at any size. 
 data is allocated.
 
 The report lists findings at source lines of ``fn``, in the signature's names, each with its
-stable code from :mod:`tensig.check.findings` (where ``# tensig: ignore[CODE]`` comments and
-``ignore=`` suppress them):
-
-- a broadcast or contraction that needs two different dimensions to be equal;
-- a result whose shape differs from the declared return shape;
-- an implicit two-sided broadcast that turns two vectors into an outer product;
-- a reshape that moves axes or literal factors past each other (a transpose was meant);
-- a size condition the code silently assumes (reported as a warning).
+stable code from the registry :mod:`tensig.check.findings` (which says what each means and how
+to suppress it).
 
 >>> import numpy as np
 >>> def scores(q, k):
@@ -67,20 +61,16 @@ DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
 @dataclass(frozen=True)
 class Signature:
-    """Argument shapes and the declared result shapes, as symbolic dimensions.
-
-    ``results`` is ``None`` when nothing is declared about the return value, else one tuple
-    of dimensions per result (several for a tuple result).  ``kinds`` are the arguments' dtype
-    kinds (``"f"``, ``"i"``, ``"b"``); ``optional`` says which arguments may be ``None``
-    (``mask: Float[...] | None = None``): :func:`verify` traces both branches.  ``absent``
-    holds the arguments passed as ``None`` in one branch's trace.
+    """Argument shapes and the declared result shapes (``None``: nothing declared; several
+    for a tuple result), as symbolic dimensions.  ``optional`` marks the arguments that may be
+    ``None`` (:func:`verify` traces both branches); ``absent``, those ``None`` in one branch.
     """
 
     args: tuple[tuple[Dim, ...], ...]
     results: tuple[tuple[Dim, ...], ...] | None
     symbols: tuple[str, ...]
     text: str = ""
-    kinds: tuple[str, ...] | None = None  # dtype kinds of the arguments ("f", "i", "b")
+    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("f", "i", "b")
     optional: tuple[bool, ...] = ()
     absent: frozenset[int] = frozenset()
 
@@ -141,12 +131,8 @@ def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
 
 
 def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
-    """An annotation's axes as dimensions (memory order), new names appended to ``names``.
-
-    A name or expression is that dimension, an int a literal size, ``_`` and a deferred size
-    (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
-    one axis of a fresh symbol, ``#n`` is ``n``.
-    """
+    """An annotation's axes as dimensions (memory order), new names appended to ``names``: a
+    variadic is one axis of its own symbol, ``_`` and a deferred size (``{n}``) fresh sizes."""
     out: list[Dim] = []
     for item in shape.items:
         if isinstance(item, Broadcastable):
@@ -329,8 +315,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                                                     None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    least, most = _positional_range(fn)
-    if not least <= len(sig.args) <= most:
+    positional, any_number = _positional(fn)
+    least = sum(p.default is p.empty for p in positional)
+    if not any_number and not least <= len(sig.args) <= len(positional):
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
@@ -348,10 +335,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
 def _time_limit(seconds: float | None) -> Iterator[None]:
     """Raise :class:`~tensig.check.tracer.TraceLimit` in the main thread after ``seconds``.
 
-    A ``SIGALRM`` timer interrupts a Python-level loop (``while True: pass``) wherever it is;
-    code stuck inside one C call is the command line's watchdog's business.  Without a timer
-    (another thread, no ``setitimer``, a timer already set by someone else) the step limit of
-    the trace still bounds the work.
+    A ``SIGALRM`` timer interrupts a Python loop wherever it is; one stuck C call is the
+    command line's watchdog's business.  Without a timer (another thread, someone else's) the
+    trace's step limit still bounds the work.
     """
     import signal
     import threading
@@ -490,7 +476,7 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
     reports[0][1].signature = sig
     report = reports[0][1]
     seen = {(f.kind, f.message, f.file, f.line) for f in report.findings}
-    names = _parameter_names(fn)
+    names = [p.name for p in _positional(fn)[0]]
     for absent, other in reports[1:]:
         where = ", ".join(f"{names[i] if i < len(names) else i}=None" for i in sorted(absent))
         for f in other.findings:
@@ -502,24 +488,14 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
     return report
 
 
-def _parameter_names(fn: Callable[..., Any]) -> list[str]:
-    try:
-        return [p.name for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return []
-
-
-def _positional_range(fn: Callable[..., Any]) -> tuple[int, int]:
-    """How many positional arguments ``fn`` needs and takes (any number: unknown, ``*args``)."""
+def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
+    """``fn``'s positional parameters, and whether it takes any number (``*args``, unknown)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return 0, sys.maxsize
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 0, sys.maxsize
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return sum(p.default is p.empty for p in positional), len(positional)
+        return [], True
+    return ([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
+            any(p.kind is p.VAR_POSITIONAL for p in params))
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:

@@ -19,7 +19,7 @@ from tensig.check.verify import (
     verify,
 )
 
-__all__ = ["verify_file", "verify_path"]
+__all__ = ["annotated_functions", "verify_file", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -31,12 +31,10 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
                 isolate: bool = False) -> list[Report]:
     """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
 
-    Each file is imported on its own, guarded: an import that raises (a malformed annotation
-    included) or calls ``sys.exit``, and a function that does not finish within ``timeout``,
-    become notes of that file or function, and the other files are still verified.
-    ``isolate`` runs the files in a worker interpreter (what the command line does): a file
-    that kills or hangs its interpreter in C code is then a note too, and the worker is
-    restarted for the files after it.
+    Each file is imported on its own, guarded: an import that raises or calls ``sys.exit``, and
+    a function that does not finish within ``timeout``, become notes, and the other files are
+    still verified.  ``isolate`` (the command line's choice) runs them in a worker interpreter:
+    a file that kills or hangs it in C code is then a note too, and the worker is restarted.
     """
     from pathlib import Path
 
@@ -71,26 +69,33 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
         assert failure is not None
         return [failure]
     reports = []
-    for attr, fn in vars(module).items():
-        if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+    for attr, fn, sig in annotated_functions(module):
+        if only and attr != only:
             continue
-        if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
-            continue
-        code = getattr(fn, "__code__", None)
-        line = code.co_firstlineno if code else None
-        try:
-            sig = _signature_from_annotations(fn)
-        except Exception as e:  # a malformed annotation read lazily: that function's note
+        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+        if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
             reports.append(Report(attr, Signature((), None, ()), file=file, line=line,
-                                  notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
-            continue
-        if sig is None:
+                                  notes=[f"malformed annotation: {type(sig).__name__}: {sig}"]))
             continue
         try:
             reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
         except TypeError as e:  # the signature does not fit the function
             reports.append(Report(attr, sig, file=file, line=line, notes=[str(e)]))
     return reports
+
+
+def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exception]]:
+    """The shape-annotated functions defined in ``module`` (decorated ones too), each with its
+    signature or the error its malformed annotation raises."""
+    for attr, fn in list(vars(module).items()):
+        if (inspect.isfunction(fn) or hasattr(fn, "__wrapped__")) and \
+                getattr(fn, "__module__", None) == module.__name__:
+            try:
+                sig: Signature | Exception | None = _signature_from_annotations(fn)
+            except Exception as e:
+                sig = e
+            if sig is not None:
+                yield attr, fn, sig
 
 
 def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
@@ -145,11 +150,9 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
               timeout: float | None) -> list[Report]:
     """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
 
-    One interpreter serves all files (the cost is one start, ~0.3 s of CPU with NumPy and
-    tensig, nothing measurable per file, and each library is imported once), each file
-    imported guarded inside it; the worker streams a report per function, and a watchdog here
-    kills it when nothing arrives for ``max(60, 3 * timeout)`` seconds (a hang inside C code,
-    which ``SIGALRM`` cannot interrupt).
+    One worker serves all files (one start, ~0.3 s of CPU; each library imported once) and
+    streams a report per function; a watchdog here kills it when nothing arrives for
+    ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM`` cannot interrupt).
     """
     import json
     import pickle
@@ -226,10 +229,8 @@ def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Itera
 
 
 def _worker() -> None:
-    """The worker's main: verify the files named in ``argv[1]``, one message per event.
-
-    The messages go to a copy of the original stdout; the user code's own prints go nowhere.
-    """
+    """The worker's main: verify the files named in ``argv[1]``, one message per event on a
+    copy of the original stdout (the user code's own prints go nowhere)."""
     import json
     import pickle
 
