@@ -34,7 +34,6 @@ from tensig.core.notation import (
     Label,
     Merge,
     Placeholder,
-    Row,
     Spec,
     parse,
 )
@@ -60,13 +59,6 @@ def _axis_text(a: Any) -> str:
     raise TypeError(a)
 
 
-def _row_text(row: Row, multichar: bool) -> str:
-    if row.is_context_ellipsis:
-        return "... (context ellipsis)"
-    text = row.render(multichar)
-    return text if text else "(empty, closed)"
-
-
 def describe_spec(spec: Spec) -> dict[str, Any]:
     """The parsed structure as plain data (what ``tensig spec --json`` prints)."""
     mc = spec.multichar
@@ -74,7 +66,8 @@ def describe_spec(spec: Spec) -> dict[str, Any]:
     def shape(s: Any) -> dict[str, Any]:
         return {
             kind: {
-                "text": _row_text(row, mc),
+                "text": "... (context ellipsis)" if row.is_context_ellipsis
+                        else row.render(mc) or "(empty, closed)",
                 "left": [_axis_text(a) for a in row.left],
                 "row_var": row.var.render() if row.var is not None else None,
                 "right": [_axis_text(a) for a in row.right],

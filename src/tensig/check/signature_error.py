@@ -199,7 +199,9 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
     if name is not None and m.kind in ("name", "rowvar") and origins[name][0] != "given":
         origin = origins[name]
         shown = _display(name) if m.kind == "rowvar" else name
-        lines.append(f"{shown} = {_value_text(env[name])}: {_origin_text(origin)} "
+        value = env[name]
+        value = _shape_text(value) if isinstance(value, tuple) else value
+        lines.append(f"{shown} = {value}: {_origin_text(origin)} "
                      f"(shape {_shape_text(origin[2])})")
     hint = words_hint(ann)
     if hint is None and m.kind in ("name", "expr", "solve") and m.axis is not None:
@@ -211,10 +213,6 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
                           expected=expected, actual=actual, bound_by=bound_by, spec=ann.text,
                           span=(span[0], max(span[1], span[0] + 1)), label=name,
                           sizes=_sizes(m, env), origins=lines, hint=hint)
-
-
-def _value_text(value: Any) -> str:
-    return _shape_text(value) if isinstance(value, tuple) else str(value)
 
 
 def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:
