@@ -51,10 +51,9 @@ def _annotations(source: Source) -> list[AnnotationShape]:
         return [source]
     if isinstance(source, str):
         return [parse_annotation(part) for part in source.split(";")]
-    if isinstance(source, FunctionSignature):
-        return [m.shape for _, m in source.markers()]
-    if callable(source):
-        sig = getattr(source, "__tensig_signature__", None) or signature_of(source)
+    if isinstance(source, FunctionSignature) or callable(source):
+        sig = source if isinstance(source, FunctionSignature) else \
+            getattr(source, "__tensig_signature__", None) or signature_of(source)
         return [m.shape for _, m in sig.markers()]
     if isinstance(source, Iterable):
         return [a for s in source for a in _annotations(s)]
@@ -67,18 +66,10 @@ class _Problem:
 
     def __init__(self, source: Source, avoid: Iterable[int] = ()):
         annotations = _annotations(source)
-        names: dict[str, None] = {}
-        exprs: dict[Dim, None] = {}
-        constants: set[int] = set()
-        for a in annotations:
-            names.update(dict.fromkeys(a.names))
-            constants |= a.constants
-            for item in a.items:
-                if isinstance(item, Dim) and not _is_name(item):
-                    exprs[item] = None
-        self.names = tuple(names)
-        self.exprs = tuple(exprs)
-        self.constants = frozenset(c for c in constants if c > 1)
+        self.names = tuple(dict.fromkeys(n for a in annotations for n in a.names))
+        self.exprs = tuple(dict.fromkeys(item for a in annotations for item in a.items
+                                         if isinstance(item, Dim) and not _is_name(item)))
+        self.constants = frozenset(c for a in annotations for c in a.constants if c > 1)
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
 
     def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:

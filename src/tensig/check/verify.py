@@ -273,21 +273,16 @@ def _creation_patched() -> Iterator[None]:
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
     """Top-level modules the function's code refers to (globals it names, closure cells)."""
-    out = set()
-    for v in tracing.referenced(fn):
-        module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
-        if isinstance(module, str):
-            out.add(module.split(".")[0])
-    return out
+    modules = (v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+               for v in tracing.referenced(fn))
+    return {m.split(".")[0] for m in modules if isinstance(m, str)}
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
-    if "torch" in _libraries(fn):
-        return True
-    if "torch" not in sys.modules:
+    if "torch" not in sys.modules:  # then nothing of torch's can be referenced
         return False
     from tensig.check import trace_torch as symbolic_torch
-    return symbolic_torch.looks_like_torch(fn)
+    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,

@@ -57,8 +57,8 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
 _MODULE = "<module>"  # the function name of a report about a whole file
 
 
-def _file_note(file: str, line: int | None, note: str) -> Report:
-    return Report(_MODULE, Signature((), None, ()), notes=[note], file=file, line=line or 1)
+def _file_note(file: str, line: int | None, note: str, function: str = _MODULE) -> Report:
+    return Report(function, Signature((), None, ()), notes=[note], file=file, line=line or 1)
 
 
 def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
@@ -74,8 +74,8 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
             continue
         line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
         if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
-            reports.append(Report(attr, Signature((), None, ()), file=file, line=line,
-                                  notes=[f"malformed annotation: {type(sig).__name__}: {sig}"]))
+            reports.append(_file_note(file, line, f"malformed annotation: "
+                                                  f"{type(sig).__name__}: {sig}", attr))
             continue
         try:
             reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
