@@ -438,13 +438,9 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     positional = sorted((p for p in fs.parameters if p.position is not None),
                         key=lambda p: p.position or 0)
     args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
-    if fs.result is None:
-        results = None
-    elif isinstance(fs.result, tuple):
-        results = tuple(_axes(m.shape, names, fresh) if m is not None else ()
-                        for m in fs.result)
-    else:
-        results = (_axes(fs.result.shape, names, fresh),)
+    markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
+    results = None if fs.result is None else tuple(
+        () if m is None else _axes(m.shape, names, fresh) for m in markers)
     text = "; ".join(str(p.marker.shape) for p in positional)
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
                   + family_kind(p.marker.dtype) for p in positional)
