@@ -87,9 +87,7 @@ class _Source(pytest.File):
 
 
 class TensigFailure(Exception):
-    def __init__(self, report: Any):
-        super().__init__(str(report))
-        self.report = report
+    """A function that verification did not prove: the message is its report."""
 
 
 class TensigItem(pytest.Item):
@@ -109,12 +107,12 @@ class TensigItem(pytest.Item):
                                 f"{e}") from None
         strict = config.getoption("tensig_strict")
         if report.errors or (strict and (report.warnings or report.notes)):
-            raise TensigFailure(report)
+            raise TensigFailure(str(report))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, TensigFailure):
-            return str(excinfo.value.report)
+            return str(excinfo.value)
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -97,11 +97,7 @@ class _Problem:
 
 def _derived(x: int, others: list[int]) -> bool:
     """Whether ``x`` is ``a + b`` or ``a * b`` for ``a``, ``b`` in ``others`` (``a == b`` too)."""
-    for i, a in enumerate(others):
-        for b in others[i:]:
-            if x in (a + b, a * b):
-                return True
-    return False
+    return any(x in (a + b, a * b) for a, b in itertools.combinations_with_replacement(others, 2))
 
 
 def collisions(values: Mapping[str, int]) -> list[str]:
@@ -119,20 +115,18 @@ def collisions(values: Mapping[str, int]) -> list[str]:
     for name, v in items:
         if v < 2:
             out.append(f"{name} = {v} is below 2")
-    for i, (a, x) in enumerate(items):
-        for b, y in items[i + 1:]:
-            if x == y:
-                out.append(f"{a} == {b} == {x}")
-            elif abs(x - y) == 1:
-                out.append(f"{a} and {b} are adjacent ({x}, {y})")
+    for (a, x), (b, y) in itertools.combinations(items, 2):
+        if x == y:
+            out.append(f"{a} == {b} == {x}")
+        elif abs(x - y) == 1:
+            out.append(f"{a} and {b} are adjacent ({x}, {y})")
     for name, v in items:
         others = [(n, w) for n, w in items if n != name]
-        for i, (a, x) in enumerate(others):
-            for b, y in others[i:]:
-                if v == x + y:
-                    out.append(f"{name} == {a} + {b}")
-                elif v == x * y:
-                    out.append(f"{name} == {a} * {b}")
+        for (a, x), (b, y) in itertools.combinations_with_replacement(others, 2):
+            if v == x + y:
+                out.append(f"{name} == {a} + {b}")
+            elif v == x * y:
+                out.append(f"{name} == {a} * {b}")
     return out
 
 
