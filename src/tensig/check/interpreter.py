@@ -227,16 +227,12 @@ class _Relations:
     """
 
     __slots__ = ("deferred", "solver", "vars", "where")
+    vars: dict[str, DimVar]
+    where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
     def __init__(self) -> None:  # nothing built until an expression item is met
         self.solver: Solver | None = None
         self.deferred: list[tuple[Any, ...]] = []
-
-    def _start(self) -> Solver:
-        self.solver = Solver()
-        self.vars: dict[str, DimVar] = {}
-        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
-        return self.solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
             origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
@@ -255,7 +251,9 @@ class _Relations:
                 raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
                                 value=value)
             return
-        solver = self.solver if self.solver is not None else self._start()
+        if self.solver is None:
+            self.solver, self.vars, self.where = Solver(), {}, {}
+        solver = self.solver
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place

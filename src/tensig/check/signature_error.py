@@ -195,8 +195,7 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
     if name is not None and m.kind in ("name", "rowvar") and origins[name][0] != "given":
         origin = origins[name]
         shown = _display(name) if m.kind == "rowvar" else name
-        value = env[name]
-        value = _shape_text(value) if isinstance(value, tuple) else value
+        value = _shape_text(env[name]) if isinstance(env[name], tuple) else env[name]
         lines.append(f"{shown} = {value}: {_origin_text(origin)} "
                      f"(shape {_shape_text(origin[2])})")
     hint = words_hint(ann)
