@@ -132,9 +132,7 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
         order.append(n)
         slopes.append((values[i] - values[i - 1], envs[i][n] - envs[i - 1][n]))
     names = order
-    q = 1
-    for num, den in slopes:
-        q = math.lcm(q, den // math.gcd(num, den))
+    q = math.lcm(*(den // math.gcd(num, den) for num, den in slopes))
     if q > MAX_DIVISOR:
         return None
     coeffs = [num * q // den for num, den in slopes]
@@ -150,9 +148,8 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
     if len(fits) > 1:
         coprime = [s for c, s in zip(coeffs, names, strict=True) if math.gcd(c, q) == 1]
         return (coprime or [s for c, s in zip(coeffs, names, strict=True) if c])[0], q
-    total = Dim.const(fits[0])
-    for c, s in zip(coeffs, names, strict=True):
-        total = total + Dim.symbol(s) * c
+    total = sum((Dim.symbol(s) * c for c, s in zip(coeffs, names, strict=True)),
+                Dim.const(fits[0]))
     return total if q == 1 else total // q
 
 

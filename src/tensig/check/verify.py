@@ -157,14 +157,8 @@ def _witnesses(names: Sequence[str]) -> dict[str, int]:
     """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
     fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
     witness size can be read back as its symbol."""
-    out: dict[str, int] = {}
-    candidate = 11
-    for name in names:
-        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
-            candidate += 1
-        out[name] = candidate
-        candidate += 1
-    return out
+    primes = (n for n in itertools.count(11) if all(n % d for d in range(2, math.isqrt(n) + 1)))
+    return dict(zip(names, primes, strict=False))
 
 
 # --------------------------------------------------------------------------------------------
