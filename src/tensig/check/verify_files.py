@@ -64,10 +64,9 @@ def _file_note(file: str, line: int | None, note: str, function: str = _MODULE) 
 def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
                 timeout: float | None = DEFAULT_TIMEOUT) -> list[Report]:
     """Import one file, guarded, and verify its shape-annotated functions (see verify_path)."""
-    module, failure = _import_guarded(file, timeout)
-    if module is None:
-        assert failure is not None
-        return [failure]
+    module = _import_guarded(file, timeout)
+    if isinstance(module, Report):
+        return [module]
     reports = []
     for attr, fn, sig in annotated_functions(module):
         if only and attr != only:
@@ -98,8 +97,8 @@ def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exc
                 yield attr, fn, sig
 
 
-def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
-    """The module of ``file``, or a note saying why it could not be imported.
+def _import_guarded(file: str, timeout: float | None) -> Any:
+    """The module of ``file``, or a :class:`Report` note saying why it could not be imported.
 
     ``SystemExit`` (a script's top-level ``sys.exit(main())``) and every exception are caught;
     the import is under the same time limit as a function.  The file's folder is put first on
@@ -118,22 +117,22 @@ def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | Non
         with _time_limit(None if timeout is None else max(timeout, 30.0)):
             spec.loader.exec_module(module)
     except SystemExit as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it calls sys.exit({e.code!r}) (guard "
-                                "the script's entry point with if __name__ == '__main__')")
+        return _file_note(file, _line_in(e, file),
+                          f"not verified: importing it calls sys.exit({e.code!r}) (guard the "
+                          "script's entry point with if __name__ == '__main__')")
     except tracing.TraceLimit:
-        return None, _file_note(file, None, "not verified: importing it did not finish "
-                                            "within the time limit")
+        return _file_note(file, None, "not verified: importing it did not finish within the "
+                                      "time limit")
     except SyntaxError as e:
-        return None, _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
+        return _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
     except Exception as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it raises {type(e).__name__}: {e}")
+        return _file_note(file, _line_in(e, file),
+                          f"not verified: importing it raises {type(e).__name__}: {e}")
     finally:
         sys.modules.pop(name, None)
         if folder in sys.path:
             sys.path.remove(folder)
-    return module, None
+    return module
 
 
 def _line_in(e: BaseException, file: str) -> int | None:
