@@ -57,7 +57,8 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
 _MODULE = "<module>"  # the function name of a report about a whole file
 
 
-def _file_note(file: str, line: int | None, note: str, function: str = _MODULE) -> Report:
+def _note(file: str, line: int | None, note: str, function: str = _MODULE) -> Report:
+    """A report of only a note, about a whole file unless a function is named."""
     return Report(function, Signature((), None, ()), notes=[note], file=file, line=line or 1)
 
 
@@ -73,8 +74,8 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
             continue
         line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
         if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
-            reports.append(_file_note(file, line, f"malformed annotation: "
-                                                  f"{type(sig).__name__}: {sig}", attr))
+            reports.append(_note(file, line, f"malformed annotation: {type(sig).__name__}: "
+                                             f"{sig}", attr))
             continue
         try:
             reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
@@ -117,17 +118,17 @@ def _import_guarded(file: str, timeout: float | None) -> Any:
         with _time_limit(None if timeout is None else max(timeout, 30.0)):
             spec.loader.exec_module(module)
     except SystemExit as e:
-        return _file_note(file, _line_in(e, file),
-                          f"not verified: importing it calls sys.exit({e.code!r}) (guard the "
-                          "script's entry point with if __name__ == '__main__')")
+        return _note(file, _line_in(e, file),
+                     f"not verified: importing it calls sys.exit({e.code!r}) (guard the "
+                     "script's entry point with if __name__ == '__main__')")
     except tracing.TraceLimit:
-        return _file_note(file, None, "not verified: importing it did not finish within the "
-                                      "time limit")
+        return _note(file, None, "not verified: importing it did not finish within the time "
+                                 "limit")
     except SyntaxError as e:
-        return _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
+        return _note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
     except Exception as e:
-        return _file_note(file, _line_in(e, file),
-                          f"not verified: importing it raises {type(e).__name__}: {e}")
+        return _note(file, _line_in(e, file),
+                     f"not verified: importing it raises {type(e).__name__}: {e}")
     finally:
         sys.modules.pop(name, None)
         if folder in sys.path:
@@ -196,7 +197,7 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
                 current = pending[0]
                 why += f": {tail[0]}" if tail else ""
             if current is not None:
-                reports.append(_file_note(current, None, f"not verified: {why}"))
+                reports.append(_note(current, None, f"not verified: {why}"))
                 pending.remove(current)
     return reports
 
