@@ -460,15 +460,14 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
                for absent in _branches(sig)]
     reports[0][1].signature = sig
     report = reports[0][1]
-    seen = {(f.kind, f.message, f.file, f.line) for f in report.findings}
+    seen = set(report.findings)
     names = [p.name for p in _positional(fn)[0]]
     for absent, other in reports[1:]:
         where = ", ".join(f"{names[i] if i < len(names) else i}=None" for i in sorted(absent))
-        for f in other.findings:
-            if (f.kind, f.message, f.file, f.line) not in seen:
-                seen.add((f.kind, f.message, f.file, f.line))
-                report.findings.append(dataclasses.replace(f, message=f"{f.message} (with "
-                                                                     f"{where})"))
+        fresh = [f for f in dict.fromkeys(other.findings) if f not in seen]
+        seen.update(fresh)
+        report.findings += [dataclasses.replace(f, message=f"{f.message} (with {where})")
+                            for f in fresh]
         report.notes += [f"with {where}: {n}" for n in other.notes if n not in report.notes]
     return report
 
