@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tensig.check import findings, tracing
@@ -155,7 +155,6 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
     ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM`` cannot interrupt).
     """
     import json
-    import pickle
     import subprocess
     import tempfile
     from pathlib import Path
@@ -175,7 +174,7 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
             assert proc.stdout is not None
             current: str | None = None
             try:
-                for kind, value in _frames(proc.stdout, patience, pickle.loads):
+                for kind, value in _frames(proc.stdout, patience):
                     if kind == "start":
                         current = value
                     elif kind == "report":
@@ -202,8 +201,9 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
     return reports
 
 
-def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Iterator[Any]:
-    """Length-prefixed messages from the worker; ``TimeoutError`` after ``patience`` s idle."""
+def _frames(stream: Any, patience: float) -> Iterator[Any]:
+    """Length-prefixed pickles from the worker; ``TimeoutError`` after ``patience`` s idle."""
+    import pickle
     import select
 
     fd = stream.fileno()
@@ -225,7 +225,7 @@ def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Itera
         if len(head) < 8:
             return
         body = read(int.from_bytes(head, "big"))
-        yield load(body)
+        yield pickle.loads(body)
 
 
 def _worker() -> None:
