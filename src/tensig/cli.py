@@ -34,7 +34,6 @@ from tensig.core.notation import (
     Label,
     Merge,
     Placeholder,
-    Row,
     Spec,
     parse,
 )
@@ -60,13 +59,6 @@ def _axis_text(a: Any) -> str:
     raise TypeError(a)
 
 
-def _row_text(row: Row, multichar: bool) -> str:
-    if row.is_context_ellipsis:
-        return "... (context ellipsis)"
-    text = row.render(multichar)
-    return text if text else "(empty, closed)"
-
-
 def describe_spec(spec: Spec) -> dict[str, Any]:
     """The parsed structure as plain data (what ``tensig spec --json`` prints)."""
     mc = spec.multichar
@@ -74,7 +66,8 @@ def describe_spec(spec: Spec) -> dict[str, Any]:
     def shape(s: Any) -> dict[str, Any]:
         return {
             kind: {
-                "text": _row_text(row, mc),
+                "text": "... (context ellipsis)" if row.is_context_ellipsis
+                        else row.render(mc) or "(empty, closed)",
                 "left": [_axis_text(a) for a in row.left],
                 "row_var": row.var.render() if row.var is not None else None,
                 "right": [_axis_text(a) for a in row.right],
@@ -211,18 +204,17 @@ def _verify_command(args: argparse.Namespace) -> int:
     except (OSError, LookupError, ValueError) as e:
         print(f"tensig verify: {e}", file=sys.stderr)
         return 2
-    errors = sum(len(r.errors) for r in reports)
-    others = sum(len(r.warnings) + len(r.notes) for r in reports)
+    errors, warnings, notes = (sum(len(getattr(r, kind)) for r in reports)
+                               for kind in ("errors", "warnings", "notes"))
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
         for r in reports:
             print(r)
         functions = sum(1 for r in reports if r.function != "<module>")
-        print(f"{functions} function(s) verified: {errors} error(s), "
-              f"{sum(len(r.warnings) for r in reports)} warning(s), "
-              f"{sum(len(r.notes) for r in reports)} note(s)")
-    return 1 if errors or (args.strict and others) else 0
+        print(f"{functions} function(s) verified: {errors} error(s), {warnings} warning(s), "
+              f"{notes} note(s)")
+    return 1 if errors or (args.strict and warnings + notes) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

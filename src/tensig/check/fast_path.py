@@ -40,12 +40,9 @@ _UNBOUND = object()  # the generated code's ``_U``: a local not bound yet
 
 
 class _Generator:
-    """Emits the straight-line check of one function: locals instead of dicts, no calls.
-
-    Every failure, and every case the straight line does not handle (an expression with two
-    unknowns, an unseen dtype, ``None`` for a non-optional argument), hands the call to the
-    interpreter (``FAIL``), which decides and explains.
-    """
+    """Emits the straight-line check of one function: locals instead of dicts, no calls.  Every
+    failure and every case it does not handle (two unknowns, an unseen dtype) hands the call to
+    the interpreter (``fail``)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -104,10 +101,6 @@ class _Generator:
         stop = f"len(s) - {m - 1 - var}" if m - 1 - var else ""
         self.emit(depth, f"a{var} = tuple(s[{var}:{stop}])")
 
-    def bind(self, depth: int, local: str, size: str, fail: str) -> None:
-        self.emit(depth, f"if {local} is _U:", f"    {local} = {size}",
-                  f"elif {local} != {size}:", f"    {fail}")
-
     def item(self, depth: int, code: int, payload: Any, size: str, fail: str) -> None:
         """One of :class:`_Program`'s operations on the size in the local ``size``."""
         if code in (-1, _ANON):  # ``_``, ``...``
@@ -117,20 +110,20 @@ class _Generator:
             self.item(depth + 1, code & ~_BCAST, payload, size, fail)
             self.emit(depth + 1, "pass")
         elif code in (_NAME, _VAR):
-            self.bind(depth, self.local(payload), size, fail)
+            local = self.local(payload)
+            self.emit(depth, f"if {local} is _U:", f"    {local} = {size}",
+                      f"elif {local} != {size}:", f"    {fail}")
         elif code == _FIXED:
             self.emit(depth, f"if {size} != {payload}:", f"    {fail}")
         else:
             self.expression(depth, payload.dim, size, fail)
 
-    def source(self, d: Dim) -> str:
-        return _emit(d, lambda name: self.local(name))
-
     def expression(self, depth: int, d: Dim, size: str, fail: str) -> None:
         """Evaluate when every name is bound, else solve for the one unbound linear name."""
         names = sorted(d.symbols)
         bound = " and ".join(f"{self.local(n)} is not _U" for n in names)
-        self.emit(depth, f"if {bound}:", f"    if {size} != {self.source(d)}:", f"        {fail}")
+        self.emit(depth, f"if {bound}:", f"    if {size} != {_emit(d, self.local)}:",
+                  f"        {fail}")
         for name in names:
             split = linear_split(d, name)
             if split is None:
@@ -150,7 +143,7 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     fail = "return _slow(args, kwargs)"
     defaults = []
     g.emit(2, "n = len(args)")
-    for _, position, name, default, program, marker, optional in checker.single:
+    for name, position, default, program, marker, optional in checker.single:
         defaults.append(default)
         g.emit(2, f"x = args[{position}] if n > {position} else "
                   f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")

@@ -1,11 +1,9 @@
 """The registry of ``tensig.verify`` findings: stable codes, severities, docs, suppressions.
 
 Every kind of finding the tracer can report is declared once here, as ruff declares its rules:
-a stable code (``TS101``), a name (the kind string call sites pass to ``Tracer.report``), a
-default severity, a one-line doc and a minimal example.  A call site naming an unregistered kind
-is a programming error: :func:`rule` raises, and ``tests/test_findings.py`` scans the source for
-``report("...")`` kinds so that such a call never ships.  The README's list of findings is
-:func:`markdown_table`, and a test keeps the two equal.
+a stable code (``TS101``), a name (the kind call sites report), a default severity, a one-line
+doc and an example.  An unregistered kind is a programming error (:func:`rule` raises; a test
+scans the source for them); the README's list is :func:`markdown_table`.
 
 Codes are grouped by what the user should do: ``TS1xx`` the code computes a wrong shape (an
 error at every size), ``TS2xx`` the code runs but very likely does not do what was meant (a lint
@@ -161,11 +159,8 @@ def _library_roots() -> tuple[str, ...]:
 
 
 def user_code(filename: str) -> bool:
-    """Whether a frame's file is the user's code: not tensig, the stdlib or an installed package.
-
-    A finding raised while NumPy, torch or JAX run their own Python code is reported at the
-    user's line that called into the library, found by walking out to the innermost user frame.
-    """
+    """Whether a frame's file is the user's code (not tensig, the stdlib or a package): where a
+    finding raised inside a library's own Python code is reported."""
     if filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipy"):
         return filename.startswith("<doctest") or filename == "<string>"
     path = os.path.abspath(filename)

@@ -1,11 +1,7 @@
 """The decorator's interpreter: the reference check of a call, and the one that explains.
 
-Per annotation a :class:`_Program` (a list of operations, cached per annotation) runs over a
-dict of bindings that records where each name was bound; a call's expression items are one
-problem for the solver (:class:`_Relations`).  The generated fast path
-(:mod:`tensig.check.fast_path`) hands every call it does not plainly accept to
-:class:`_Checker`, which redoes the check here and words the error
-(:mod:`tensig.check.signature_error`).
+Per annotation a cached :class:`_Program` runs over a dict of bindings that records where each
+name was bound; a call's expression items are one solver problem (:class:`_Relations`).
 """
 
 from __future__ import annotations
@@ -40,13 +36,7 @@ _EMPTY = inspect.Parameter.empty
 _NO_POSITION = sys.maxsize
 
 class _Expr:
-    """A compiled expression item: the polynomial, its text, its names (sorted) and its value
-    as a compiled function of the bound sizes.
-
-    The interpreter evaluates it when its names are bound and relates it to an axis's size
-    through the solver (:class:`~tensig.core.solver.LinearRel`) when they are not; the
-    generated path compiles it to Python.
-    """
+    """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
 
     __slots__ = ("dim", "evaluate", "symbols", "text")
 
@@ -58,12 +48,9 @@ class _Expr:
 
 
 class _DeferredExpr:
-    """A :class:`~tensig.core.annotations.Deferred` size: evaluated once its names are bound.
-
-    ``{...}`` parts read the call's arguments (``{n}``, ``{self.size}``), then the text is a
-    Python expression of the bound sizes with ``min`` and ``max``: jaxtyping's f-string axes.
-    It is never solved for a name.
-    """
+    """A :class:`~tensig.core.annotations.Deferred` size (jaxtyping's f-string axes): Python
+    of the bound sizes, ``min`` and ``max`` after ``{...}`` parts read the call's arguments;
+    evaluated once its names are bound, never solved for a name."""
 
     __slots__ = ("symbols", "text")
 
@@ -107,13 +94,11 @@ def _is_size(x: object) -> bool:
 
 
 class _Program:
-    """The precompiled check of one annotation (cached per annotation): the interpreter's unit.
+    """The precompiled check of one annotation: ``ops`` holds ``(code, payload, item index)``
+    per item in memory order (a name, a fixed size, an expression, a row variable's key, or
+    ``-1`` for ``_``)."""
 
-    ``ops`` holds ``(code, payload, item index)`` per item in memory order: a name to bind, a
-    fixed size, a compiled expression, a row variable's key, or ``-1`` for ``_``.
-    """
-
-    __slots__ = ("keys", "loose", "n_fixed", "ops", "rank", "shape")
+    __slots__ = ("keys", "loose", "n_fixed", "ops", "shape")
 
     def __init__(self, shape: AnnotationShape):
         self.shape = shape
@@ -139,7 +124,6 @@ class _Program:
         self.keys = tuple(p for c, p, _ in ops if c & ~_BCAST in (_VAR, _ANON))
         self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
         self.n_fixed = len(ops) - len(self.keys)
-        self.rank = None if self.keys else len(ops)
 
     def match(self, shape: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
               label: str, pending: _Relations) -> None:
@@ -203,11 +187,8 @@ class _Program:
 def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
                axis: int, index: int, broadcast: int = 0) -> None:
-    """Bind a row variable to its axes, or compare them with its binding.
-
-    A broadcastable one (``*#v``) accepts axes that broadcast against its binding, and binds
-    the broadcast of both (jaxtyping's rule).
-    """
+    """Bind a row variable to its axes, or compare them with its binding (``*#v``: axes that
+    broadcast against it fit, and it binds the broadcast of both, as in jaxtyping)."""
     bound = env.get(key)
     if bound is None:
         env[key] = segment
@@ -240,25 +221,18 @@ def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None
 class _Relations:
     """A call's expression items as one solver problem (built on the first one met).
 
-    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names and
-    the axis's size: evaluated once its names are bound, solved for its one unknown linear name
-    (``h*w`` with ``h`` known binds ``w``), waiting otherwise.  The names' sizes live in the
-    interpreter's ``env`` (where plain names bind, with the origins messages need): each run
-    gives the solver the sizes bound since, and writes back what it solved.  Deferred sizes
-    (``{n}``, ``min(a, b)``) are Python, not polynomials: they are evaluated once bound.
+    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names
+    and the axis's size.  The sizes live in the interpreter's ``env`` (with the origins messages
+    need): each run gives the solver the sizes bound since, and writes back what it solved.
     """
 
     __slots__ = ("deferred", "solver", "vars", "where")
+    vars: dict[str, DimVar]
+    where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
     def __init__(self) -> None:  # nothing built until an expression item is met
         self.solver: Solver | None = None
         self.deferred: list[tuple[Any, ...]] = []
-
-    def _start(self) -> Solver:
-        self.solver = Solver()
-        self.vars: dict[str, DimVar] = {}
-        self.where: dict[int, tuple[Any, ...]] = {}  # id(relation origin) -> the item's place
-        return self.solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
             origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
@@ -277,7 +251,9 @@ class _Relations:
                 raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
                                 value=value)
             return
-        solver = self.solver if self.solver is not None else self._start()
+        if self.solver is None:
+            self.solver, self.vars, self.where = Solver(), {}, {}
+        solver = self.solver
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
@@ -335,9 +311,7 @@ def _origin(label: str, axis: int, text: str) -> Origin:
     return Origin(operand=label, position=axis, note=text)
 
 
-@functools.lru_cache(maxsize=1024)
-def _program(shape: AnnotationShape) -> _Program:
-    return _Program(shape)
+_program = functools.lru_cache(maxsize=1024)(_Program)
 
 
 def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
@@ -375,11 +349,11 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
 
 
 def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Per parameter ``(label, position, name, default, program, marker, optional)``."""
+    """Per parameter ``(name, position, default, program, marker, optional)``."""
     single, variadic = [], []
     for p in sig.parameters:
-        entry = (p.name, _NO_POSITION if p.position is None else p.position, p.name,
-                 p.default, _program(p.marker.shape), p.marker, p.optional)
+        entry = (p.name, _NO_POSITION if p.position is None else p.position, p.default,
+                 _program(p.marker.shape), p.marker, p.optional)
         if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             variadic.append((p.kind, *entry))
         else:
@@ -437,47 +411,16 @@ def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
             yield path, node
 
 
-def _check_variadic(variadic: tuple[Any, ...], sig: FunctionSignature, args: tuple[Any, ...],
-                    kwargs: dict[str, Any], env: dict[str, Any],
-                    origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
-    named = {p.name for p in sig.parameters}
-    for kind, label, position, _, _, program, marker, _ in variadic:
-        if kind == inspect.Parameter.VAR_POSITIONAL:
-            values = [(f"{label}[{i}]", x) for i, x in enumerate(args[position:])]
-        else:
-            values = [(f"{label}[{k!r}]", x) for k, x in kwargs.items() if k not in named]
-        for sub, x in values:
-            _check_value(x, sub, program, marker, False, env, origins, pending)
-
-
-def _check_result(result: Any, sig: FunctionSignature, programs: Any, env: dict[str, Any],
-                  origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
-    if isinstance(sig.result, ShapeSpecMarker):
-        _check_value(result, "return", programs, sig.result, sig.result_optional, env, origins,
-                     pending)
-    else:
-        markers = sig.result
-        assert markers is not None
-        if not isinstance(result, tuple) or len(result) != len(markers):
-            raise _Mismatch("notuple", "return", None, result, length=len(markers))
-        for i, (x, marker, program) in enumerate(zip(result, markers, programs, strict=True)):
-            if marker is not None:
-                _check_value(x, f"return[{i}]", program, marker, False, env, origins, pending)
-    pending.resolve(env, origins)
-
-
 class _Checker:
-    """The interpreted check of one function: the reference path, and the one that explains.
-
-    The generated fast path (:mod:`tensig.check.fast_path`) hands a call over to :meth:`call`
-    or :meth:`after` whenever anything is not plainly right; they redo the check from the start
-    with every binding's origin recorded, so errors name where each size came from.
-    """
+    """The interpreted check of one function.  The fast path hands a call it does not plainly
+    accept to :meth:`call` or :meth:`after`, which redo the check with every binding's origin
+    recorded, so errors name where each size came from."""
 
     def __init__(self, fn: Callable[..., Any], sig: FunctionSignature, check_return: bool):
         self.fn = fn
         self.sig = sig
         self.single, self.variadic = _slots(sig)
+        self.named = frozenset(p.name for p in sig.parameters)
         self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
         self.signature = inspect.signature(fn) if self.deferred else None
         self.result: Any = None
@@ -497,14 +440,19 @@ class _Checker:
             bound.apply_defaults()
             env[_ARGS] = dict(bound.arguments)
             origins[_ARGS] = ("given", None, None, None)
-        nargs = len(args)
         try:
-            for label, position, name, default, program, marker, optional in self.single:
-                x = args[position] if position < nargs else kwargs.get(name, default)
+            for name, position, default, program, marker, optional in self.single:
+                x = args[position] if position < len(args) else kwargs.get(name, default)
                 if x is not _EMPTY:  # a missing argument: fn raises its own TypeError
-                    _check_value(x, label, program, marker, optional, env, origins, pending)
-            if self.variadic:
-                _check_variadic(self.variadic, self.sig, args, kwargs, env, origins, pending)
+                    _check_value(x, name, program, marker, optional, env, origins, pending)
+            for kind, name, position, _, program, marker, _ in self.variadic:
+                if kind == inspect.Parameter.VAR_POSITIONAL:
+                    values = [(f"{name}[{i}]", x) for i, x in enumerate(args[position:])]
+                else:
+                    values = [(f"{name}[{k!r}]", x) for k, x in kwargs.items()
+                              if k not in self.named]
+                for label, x in values:
+                    _check_value(x, label, program, marker, False, env, origins, pending)
             pending.resolve(env, origins)
         except _Mismatch as m:
             raise _error(self.sig.name, m, env, origins) from None
@@ -512,10 +460,23 @@ class _Checker:
 
     def check_result(self, result: Any, env: dict[str, Any],
                      origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
-        if self.result is None:
+        markers, programs = self.sig.result, self.result
+        if programs is None:
             return
         try:
-            _check_result(result, self.sig, self.result, env, origins, pending)
+            if isinstance(markers, ShapeSpecMarker):
+                _check_value(result, "return", programs, markers, self.sig.result_optional, env,
+                             origins, pending)
+            else:
+                assert markers is not None
+                if not isinstance(result, tuple) or len(result) != len(markers):
+                    raise _Mismatch("notuple", "return", None, result, length=len(markers))
+                for i, (x, marker, program) in enumerate(zip(result, markers, programs,
+                                                             strict=True)):
+                    if marker is not None:
+                        _check_value(x, f"return[{i}]", program, marker, False, env, origins,
+                                     pending)
+            pending.resolve(env, origins)
         except _Mismatch as m:
             raise _error(self.sig.name, m, env, origins) from None
 

@@ -1,20 +1,14 @@
 """``pytest --tensig``: prove the shape contracts of the project code the tests import.
 
-Registered as a ``pytest11`` entry point (``pyproject.toml``), inactive unless ``--tensig`` is
-given.  The rule for what is verified: after collection, every module that is imported (by
-the test modules, directly or through other imports) and whose file lies under pytest's
-rootdir -- the project's code, not an installed package, not the standard library, not tensig
--- except the collected test files and ``conftest.py`` files.  In those modules, every function
-defined there whose annotations give a shape signature (``tensig.Float[...]`` and friends, as
-``tensig.verify`` reads them) becomes one test item, ``<module path>::tensig[<qualname>]``,
-that fails when verification finds an error (``--tensig-strict``: also a warning or a note,
-i.e. an assumption or a trace that stopped).  ``--tensig-ignore CODE`` leaves out a finding
-code; ``# tensig: ignore[CODE]`` comments work as everywhere.
+A ``pytest11`` entry point, inactive unless ``--tensig`` is given.  After collection, every
+imported module whose file lies under pytest's rootdir (not an installed package, the standard
+library or tensig), except the collected test files and ``conftest.py``, gives one test item
+``<module path>::tensig[<qualname>]`` per shape-annotated function (as ``tensig verify`` reads
+them), failing on an error (``--tensig-strict``: also on a warning or a note).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -25,7 +19,8 @@ from typing import Any
 import pytest
 
 from tensig.check import findings
-from tensig.check.verify import DEFAULT_TIMEOUT, _signature_from_annotations, verify
+from tensig.check.verify import DEFAULT_TIMEOUT, verify
+from tensig.check.verify_files import annotated_functions
 
 __all__ = ["TensigItem", "project_functions"]
 
@@ -70,17 +65,8 @@ def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, A
     root = rootdir.resolve()
     for module in sorted(list(sys.modules.values()), key=lambda m: getattr(m, "__name__", "")):
         path = _project_file(module, root, tests)
-        if path is None:
-            continue
-        for fn in list(vars(module).values()):
-            if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
-                continue
-            try:
-                if _signature_from_annotations(fn) is None:
-                    continue
-            except Exception:  # a malformed annotation: the item reports it
-                pass
-            yield path, fn
+        if path is not None:  # a malformed annotation too: the item reports it
+            yield from ((path, fn) for _, fn, _ in annotated_functions(module))
 
 
 def _project_file(module: ModuleType, root: Path, tests: set[Path]) -> Path | None:
@@ -101,9 +87,7 @@ class _Source(pytest.File):
 
 
 class TensigFailure(Exception):
-    def __init__(self, report: Any):
-        super().__init__(str(report))
-        self.report = report
+    """A function that verification did not prove: the message is its report."""
 
 
 class TensigItem(pytest.Item):
@@ -123,12 +107,12 @@ class TensigItem(pytest.Item):
                                 f"{e}") from None
         strict = config.getoption("tensig_strict")
         if report.errors or (strict and (report.warnings or report.notes)):
-            raise TensigFailure(report)
+            raise TensigFailure(str(report))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, TensigFailure):
-            return str(excinfo.value.report)
+            return str(excinfo.value)
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -129,7 +129,8 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
     """``(reason, expected, actual, bound_by)`` for a mismatch."""
     where = _where(m.label)
     item = "" if m.index is None else str(ann.items[m.index]).replace("typing.Any", "_")
-    head = f"{fname}(): {where} axis {m.axis} ({item!r}) has size"
+    size = None if m.axis is None else m.shape[m.axis]
+    head = f"{fname}(): {where} axis {m.axis} ({item!r}) has size {size}, but"
     f = m.facts
     if m.kind == "rank":
         need, bound = _needed_rank(ann, env, origins)
@@ -138,31 +139,26 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
                 None)
     if m.kind == "name":
         bound_by = _origin_text(origins[f["name"]])
-        return (f"{head} {m.shape[m.axis]}, but {f['name']} = {f['bound']} was {bound_by}",
-                item, m.shape[m.axis], bound_by)
+        return f"{head} {f['name']} = {f['bound']} was {bound_by}", item, size, bound_by
     if m.kind == "fixed":
-        return (f"{fname}(): {where} axis {m.axis} has size {m.shape[m.axis]}, but the "
-                f"annotation fixes it to {item}", item, m.shape[m.axis], None)
+        return (f"{fname}(): {where} axis {m.axis} has size {size}, but the annotation fixes it "
+                f"to {item}", item, size, None)
     if m.kind == "expr":
         expr = f["expr"]
         uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
                          if n != _ARGS and n in env)
-        return (f"{head} {m.shape[m.axis]}, but {expr.text} = {f['value']} with {uses}", item,
-                m.shape[m.axis], uses)
+        return f"{head} {expr.text} = {f['value']} with {uses}", item, size, uses
     if m.kind == "solve":
         expr, name = f["expr"], f["name"]
-        known = [n for n in expr.symbols if n != name]
-        uses = "".join(f", {n} = {env[n]}" for n in known)
-        return (f"{head} {m.shape[m.axis]}, but no whole {name} >= 0 gives {expr.text} = "
-                f"{m.shape[m.axis]}{uses}", item, m.shape[m.axis], None)
+        uses = "".join(f", {n} = {env[n]}" for n in expr.symbols if n != name)
+        return f"{head} no whole {name} >= 0 gives {expr.text} = {size}{uses}", item, size, None
     if m.kind == "rowvar":
         key, segment = f["name"], f["segment"]
-        origin = origins[key]
+        bound_by = _origin_text(origins[key])
         assert m.axis is not None  # a row variable's mismatch is at its first axis
-        last = m.axis + len(segment) - 1
-        return (f"{fname}(): {where} axes {m.axis}..{last} ({item}) have sizes "
-                f"{_shape_text(segment)}, but {_display(key)} = {_shape_text(f['bound'])} was "
-                f"{_origin_text(origin)}", item, segment, _origin_text(origin))
+        return (f"{fname}(): {where} axes {m.axis}..{m.axis + len(segment) - 1} ({item}) have "
+                f"sizes {_shape_text(segment)}, but {_display(key)} = {_shape_text(f['bound'])} "
+                f"was {bound_by}", item, segment, bound_by)
     if m.kind == "ambiguous":
         names = " and ".join(_display(k) for k in f["names"])
         return (f"{fname}(): {where} has shape {_shape_text(m.shape)}: cannot tell how many "
@@ -199,7 +195,8 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
     if name is not None and m.kind in ("name", "rowvar") and origins[name][0] != "given":
         origin = origins[name]
         shown = _display(name) if m.kind == "rowvar" else name
-        lines.append(f"{shown} = {_value_text(env[name])}: {_origin_text(origin)} "
+        value = _shape_text(env[name]) if isinstance(env[name], tuple) else env[name]
+        lines.append(f"{shown} = {value}: {_origin_text(origin)} "
                      f"(shape {_shape_text(origin[2])})")
     hint = words_hint(ann)
     if hint is None and m.kind in ("name", "expr", "solve") and m.axis is not None:
@@ -211,10 +208,6 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
                           expected=expected, actual=actual, bound_by=bound_by, spec=ann.text,
                           span=(span[0], max(span[1], span[0] + 1)), label=name,
                           sizes=_sizes(m, env), origins=lines, hint=hint)
-
-
-def _value_text(value: Any) -> str:
-    return _shape_text(value) if isinstance(value, tuple) else str(value)
 
 
 def _sizes(m: _Mismatch, env: dict[str, Any]) -> tuple[Any, ...]:

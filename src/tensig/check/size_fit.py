@@ -2,14 +2,10 @@
 
 An operation verify does not model by hand (NumPy's long tail, a torch op on meta tensors, a
 JAX function under ``eval_shape``) is run at a few size assignments, and each result size is
-solved as ``floor((sum a_i*s_i + b) / q)`` in the symbols of its arguments (``q == 1``:
-affine), from one base assignment and one step per symbol, then checked at two assignments
-with other residues (:func:`fit_sizes`).  A product of the arguments' sizes (a ravel's
-``B*T``) is tried first; a floor whose offset the points leave open asks for runs at every
-residue of one symbol.  A size that fits nothing is ``None``: the caller makes it a fresh
-size, with an assumption, never a wrong answer.  The work is bounded: at most
-:data:`MAX_SYMBOLS` symbols, divisors up to :data:`MAX_DIVISOR`, and (for libraries that
-allocate) :func:`size_guard` on the elements of one run.
+solved as ``floor((sum a_i*s_i + b) / q)`` in the symbols of its arguments, or as a product of
+their sizes (:func:`fit_sizes`).  A size that fits nothing is ``None``: the caller makes it a
+fresh size, never a wrong answer.  The work is bounded: at most :data:`MAX_SYMBOLS` symbols,
+divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of one run.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ def symbols(x: Any) -> list[str]:
 
 def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
     """A call's arguments at one size assignment: sizes as ints, ranges as ranges, containers
-    walked, every other value through ``leaf`` (which builds the library's array for a
-    symbolic one and returns the rest as it is, or as its library needs it)."""
+    walked, every other value through ``leaf`` (a symbolic array becomes the library's)."""
     if isinstance(x, sym_sizes.SymSize):
         return x.dim.evaluate(env)
     if isinstance(x, sym_sizes.SymRange):
@@ -120,13 +115,10 @@ def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
 
 def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
              products: list[Dim]) -> Dim | tuple[str, int] | None:
-    """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest.
-
-    ``envs`` is :func:`sample_points`' list, each step changing one more symbol (fewer
-    entries: the op refused some, only constants and products fit).  A floor (``q > 1``)
-    that more than one offset ``b`` fits asks for runs at every residue of one symbol:
-    ``(symbol, q)``.  A product of input axes (``products``) matching every run comes first.
-    """
+    """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest
+    of :func:`sample_points`' list (a product in ``products`` that fits every run first).  A
+    floor that more than one offset ``b`` fits asks for runs at every residue of one symbol:
+    ``(symbol, q)``."""
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
     for d in products:
@@ -140,9 +132,7 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
         order.append(n)
         slopes.append((values[i] - values[i - 1], envs[i][n] - envs[i - 1][n]))
     names = order
-    q = 1
-    for num, den in slopes:
-        q = math.lcm(q, den // math.gcd(num, den))
+    q = math.lcm(*(den // math.gcd(num, den) for num, den in slopes))
     if q > MAX_DIVISOR:
         return None
     coeffs = [num * q // den for num, den in slopes]
@@ -158,9 +148,8 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
     if len(fits) > 1:
         coprime = [s for c, s in zip(coeffs, names, strict=True) if math.gcd(c, q) == 1]
         return (coprime or [s for c, s in zip(coeffs, names, strict=True) if c])[0], q
-    total = Dim.const(fits[0])
-    for c, s in zip(coeffs, names, strict=True):
-        total = total + Dim.symbol(s) * c
+    total = sum((Dim.symbol(s) * c for c, s in zip(coeffs, names, strict=True)),
+                Dim.const(fits[0]))
     return total if q == 1 else total // q
 
 
@@ -170,10 +159,10 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               note: Callable[[str], None] | None = None) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``.
 
-    ``evaluate(env)`` runs the operation at one size assignment and returns each result's
-    concrete shape (an int result is a 1-tuple); ``base`` is an assignment it accepts.  A
-    run that raises one of ``errors`` past the base leaves the fit to the runs before it
-    (``note`` says so).  An axis that fits nothing is ``None``, also with a note.
+    ``evaluate(env)`` returns each result's shape at one size assignment (an int result is a
+    1-tuple); ``base`` is one it accepts.  A run past the base that raises one of ``errors``
+    leaves the fit to the runs before it; that and an axis that fits nothing (``None``) are
+    told to ``note``.
     """
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:

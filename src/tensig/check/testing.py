@@ -51,10 +51,9 @@ def _annotations(source: Source) -> list[AnnotationShape]:
         return [source]
     if isinstance(source, str):
         return [parse_annotation(part) for part in source.split(";")]
-    if isinstance(source, FunctionSignature):
-        return [m.shape for _, m in source.markers()]
-    if callable(source):
-        sig = getattr(source, "__tensig_signature__", None) or signature_of(source)
+    if isinstance(source, FunctionSignature) or callable(source):
+        sig = source if isinstance(source, FunctionSignature) else \
+            getattr(source, "__tensig_signature__", None) or signature_of(source)
         return [m.shape for _, m in sig.markers()]
     if isinstance(source, Iterable):
         return [a for s in source for a in _annotations(s)]
@@ -67,34 +66,21 @@ class _Problem:
 
     def __init__(self, source: Source, avoid: Iterable[int] = ()):
         annotations = _annotations(source)
-        names: dict[str, None] = {}
-        exprs: dict[Dim, None] = {}
-        constants: set[int] = set()
-        for a in annotations:
-            names.update(dict.fromkeys(a.names))
-            constants |= a.constants
-            for item in a.items:
-                if isinstance(item, Dim) and not _is_name(item):
-                    exprs[item] = None
-        self.names = tuple(names)
-        self.exprs = tuple(exprs)
-        self.constants = frozenset(c for c in constants if c > 1)
+        self.names = tuple(dict.fromkeys(n for a in annotations for n in a.names))
+        self.exprs = tuple(dict.fromkeys(item for a in annotations for item in a.items
+                                         if isinstance(item, Dim) and not _is_name(item)))
+        self.constants = frozenset(c for a in annotations for c in a.constants if c > 1)
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
 
     def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:
         """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far."""
-        if candidate in self.taken or candidate < 2:
-            return False
-        values = list(chosen.values())
-        if any(abs(candidate - v) <= 1 for v in values):
-            return False
-        pool = [*values, candidate]
-        if any(_derived(x, [y for y in pool if y != x]) for x in pool):
+        trial = {**chosen, name: candidate}
+        if candidate in self.taken or collisions(trial):
             return False
         if any(candidate == k * v or candidate in (v + k, v - k)
-               for k in self.constants for v in values):
+               for k in self.constants for v in chosen.values()):
             return False
-        return self.expressions_distinct({**chosen, name: candidate})
+        return self.expressions_distinct(trial)
 
     def expressions_distinct(self, chosen: Mapping[str, int]) -> bool:
         """Every evaluable expression differs from every name, constant and other expression."""
@@ -111,19 +97,15 @@ class _Problem:
 
 def _derived(x: int, others: list[int]) -> bool:
     """Whether ``x`` is ``a + b`` or ``a * b`` for ``a``, ``b`` in ``others`` (``a == b`` too)."""
-    for i, a in enumerate(others):
-        for b in others[i:]:
-            if x in (a + b, a * b):
-                return True
-    return False
+    return any(x in (a + b, a * b) for a, b in itertools.combinations_with_replacement(others, 2))
 
 
 def collisions(values: Mapping[str, int]) -> list[str]:
     """The rules a size assignment breaks (empty when its sizes cannot collide).
 
-    The rules: no size below 2; no two sizes equal or adjacent (so ``T + 1`` and ``T - 1`` miss
-    every other size); no size equal to the sum or product of two others (``a + a`` and ``a * a``
-    included).
+    The rules: no size below 2 (a size-1 axis broadcasts); no two sizes equal or adjacent (so
+    ``T + 1`` and ``T - 1`` miss every other size); no size the sum or product of two others
+    (``a + a`` and ``a * a`` included).
 
     >>> collisions({"B": 16, "T": 16}), collisions({"B": 3, "T": 5, "d": 8})
     (['B == T == 16'], ['d == B + T'])
@@ -133,20 +115,18 @@ def collisions(values: Mapping[str, int]) -> list[str]:
     for name, v in items:
         if v < 2:
             out.append(f"{name} = {v} is below 2")
-    for i, (a, x) in enumerate(items):
-        for b, y in items[i + 1:]:
-            if x == y:
-                out.append(f"{a} == {b} == {x}")
-            elif abs(x - y) == 1:
-                out.append(f"{a} and {b} are adjacent ({x}, {y})")
+    for (a, x), (b, y) in itertools.combinations(items, 2):
+        if x == y:
+            out.append(f"{a} == {b} == {x}")
+        elif abs(x - y) == 1:
+            out.append(f"{a} and {b} are adjacent ({x}, {y})")
     for name, v in items:
         others = [(n, w) for n, w in items if n != name]
-        for i, (a, x) in enumerate(others):
-            for b, y in others[i:]:
-                if v == x + y:
-                    out.append(f"{name} == {a} + {b}")
-                elif v == x * y:
-                    out.append(f"{name} == {a} * {b}")
+        for (a, x), (b, y) in itertools.combinations_with_replacement(others, 2):
+            if v == x + y:
+                out.append(f"{name} == {a} + {b}")
+            elif v == x * y:
+                out.append(f"{name} == {a} * {b}")
     return out
 
 
@@ -174,11 +154,10 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
 
     ``source`` is an annotation (``"B T d"``; several joined with ``;``), a parsed
     :class:`~tensig.core.annotations.AnnotationShape`, a function with ``Shaped`` annotations, or a
-    list of those.  Rules: no 1s (a size-1 axis broadcasts), no two sizes equal or adjacent, no
-    size equal to the sum or product of two others, none equal to a constant of the annotations
-    (or ``k*x``, ``x + k``, ``x - k`` for such a constant ``k``) or to ``avoid``, and every
-    expression (``T+1``, ``2*h``) different from every other size.  Deterministic: the smallest
-    such sizes in order of appearance, or a seeded shuffle when ``seed`` is given.
+    list of those.  Rules: :func:`collisions`', none equal to ``avoid`` or to a constant ``k`` of
+    the annotations (nor to ``k*x``, ``x + k``, ``x - k``), and every expression (``T+1``,
+    ``2*h``) different from every other size.  Deterministic: the smallest such sizes in order
+    of appearance, or a seeded shuffle when ``seed`` is given.
 
     >>> sizes("B T d", seed=7) != sizes("B T d")
     True
@@ -198,9 +177,9 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
 def strategy(source: Source, *, max_size: int = 64) -> Any:
     """A hypothesis strategy drawing :func:`sizes`-like dicts (the same rules) for ``source``.
 
-    Each name draws from the sizes up to ``max_size`` (grown when too few remain) that keep the
-    rules with the names drawn before it, so no draw is ever rejected; shrinking goes toward
-    the smallest sizes.  Needs ``hypothesis`` (a test dependency, imported here).
+    Each name draws from the sizes up to ``max_size`` (grown when none remain) that keep the
+    rules with the names drawn before it, so no draw is rejected; shrinking goes toward the
+    smallest sizes.  Needs ``hypothesis``.
     """
     from hypothesis import strategies as st
 
@@ -262,10 +241,14 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
     return tuple(fill if x is None else x for x in out)
 
 
-_DTYPES = {None: "float32", "float": "float32", "int": "int32", "bool": "bool"}
+def _dtype(xp: Any, family: str | None) -> Any:
+    """``xp``'s dtype of a family: float32, int32 and bool first, else the first that fits."""
+    import numpy as np
 
-
-def _dtype(xp: Any, name: str) -> Any:
+    name = next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
+                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
+                                  "float16", "complex128")
+                if family is None or dtype_accepts(family, np.dtype(name)))
     dtype = getattr(xp, name, None)
     if dtype is None and name == "bool":
         dtype = getattr(xp, "bool_", None)
@@ -292,17 +275,5 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
         import numpy as xp
     sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
     return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
-                             dtype=_dtype(xp, _dtype_name_for(p.marker.dtype)))
+                             dtype=_dtype(xp, p.marker.dtype))
             for p in sig.parameters}
-
-
-def _dtype_name_for(family: str | None) -> str:
-    """A dtype of a family: float32, int32 and bool first, else the first that fits."""
-    if family is None or family in _DTYPES:
-        return _DTYPES[family]
-    import numpy as np
-
-    return next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
-                                  "int64", "int8", "int16", "uint16", "uint32", "uint64",
-                                  "float16", "complex128")
-                if dtype_accepts(family, np.dtype(name)))

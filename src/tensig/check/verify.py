@@ -7,14 +7,8 @@ the bugs that hide when sizes collide (``B == T == 16``) are found at any size. 
 data is allocated.
 
 The report lists findings at source lines of ``fn``, in the signature's names, each with its
-stable code from :mod:`tensig.check.findings` (where ``# tensig: ignore[CODE]`` comments and
-``ignore=`` suppress them):
-
-- a broadcast or contraction that needs two different dimensions to be equal;
-- a result whose shape differs from the declared return shape;
-- an implicit two-sided broadcast that turns two vectors into an outer product;
-- a reshape that moves axes or literal factors past each other (a transpose was meant);
-- a size condition the code silently assumes (reported as a warning).
+stable code from the registry :mod:`tensig.check.findings` (which says what each means and how
+to suppress it).
 
 >>> import numpy as np
 >>> def scores(q, k):
@@ -67,20 +61,16 @@ DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
 @dataclass(frozen=True)
 class Signature:
-    """Argument shapes and the declared result shapes, as symbolic dimensions.
-
-    ``results`` is ``None`` when nothing is declared about the return value, else one tuple
-    of dimensions per result (several for a tuple result).  ``kinds`` are the arguments' dtype
-    kinds (``"f"``, ``"i"``, ``"b"``); ``optional`` says which arguments may be ``None``
-    (``mask: Float[...] | None = None``): :func:`verify` traces both branches.  ``absent``
-    holds the arguments passed as ``None`` in one branch's trace.
+    """Argument shapes and the declared result shapes (``None``: nothing declared; several
+    for a tuple result), as symbolic dimensions.  ``optional`` marks the arguments that may be
+    ``None`` (:func:`verify` traces both branches); ``absent``, those ``None`` in one branch.
     """
 
     args: tuple[tuple[Dim, ...], ...]
     results: tuple[tuple[Dim, ...], ...] | None
     symbols: tuple[str, ...]
     text: str = ""
-    kinds: tuple[str, ...] | None = None  # dtype kinds of the arguments ("f", "i", "b")
+    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("f", "i", "b")
     optional: tuple[bool, ...] = ()
     absent: frozenset[int] = frozenset()
 
@@ -141,12 +131,8 @@ def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
 
 
 def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
-    """An annotation's axes as dimensions (memory order), new names appended to ``names``.
-
-    A name or expression is that dimension, an int a literal size, ``_`` and a deferred size
-    (``{n}``, ``min(a, b)``) a fresh size, a named variadic one axis of its own symbol, ``...``
-    one axis of a fresh symbol, ``#n`` is ``n``.
-    """
+    """An annotation's axes as dimensions (memory order), new names appended to ``names``: a
+    variadic is one axis of its own symbol, ``_`` and a deferred size (``{n}``) fresh sizes."""
     out: list[Dim] = []
     for item in shape.items:
         if isinstance(item, Broadcastable):
@@ -171,14 +157,8 @@ def _witnesses(names: Sequence[str]) -> dict[str, int]:
     """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
     fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
     witness size can be read back as its symbol."""
-    out: dict[str, int] = {}
-    candidate = 11
-    for name in names:
-        while any(candidate % p == 0 for p in range(2, math.isqrt(candidate) + 1)):
-            candidate += 1
-        out[name] = candidate
-        candidate += 1
-    return out
+    primes = (n for n in itertools.count(11) if all(n % d for d in range(2, math.isqrt(n) + 1)))
+    return dict(zip(names, primes, strict=False))
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,21 +267,16 @@ def _creation_patched() -> Iterator[None]:
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
     """Top-level modules the function's code refers to (globals it names, closure cells)."""
-    out = set()
-    for v in tracing.referenced(fn):
-        module = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
-        if isinstance(module, str):
-            out.add(module.split(".")[0])
-    return out
+    modules = (v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+               for v in tracing.referenced(fn))
+    return {m.split(".")[0] for m in modules if isinstance(m, str)}
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
-    if "torch" in _libraries(fn):
-        return True
-    if "torch" not in sys.modules:
+    if "torch" not in sys.modules:  # then nothing of torch's can be referenced
         return False
     from tensig.check import trace_torch as symbolic_torch
-    return symbolic_torch.looks_like_torch(fn)
+    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn)
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -329,8 +304,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                                                     None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    least, most = _positional_range(fn)
-    if not least <= len(sig.args) <= most:
+    positional, any_number = _positional(fn)
+    least = sum(p.default is p.empty for p in positional)
+    if not any_number and not least <= len(sig.args) <= len(positional):
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
@@ -348,10 +324,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
 def _time_limit(seconds: float | None) -> Iterator[None]:
     """Raise :class:`~tensig.check.tracer.TraceLimit` in the main thread after ``seconds``.
 
-    A ``SIGALRM`` timer interrupts a Python-level loop (``while True: pass``) wherever it is;
-    code stuck inside one C call is the command line's watchdog's business.  Without a timer
-    (another thread, no ``setitimer``, a timer already set by someone else) the step limit of
-    the trace still bounds the work.
+    A ``SIGALRM`` timer interrupts a Python loop wherever it is; one stuck C call is the
+    command line's watchdog's business.  Without a timer (another thread, someone else's) the
+    trace's step limit still bounds the work.
     """
     import signal
     import threading
@@ -457,13 +432,9 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     positional = sorted((p for p in fs.parameters if p.position is not None),
                         key=lambda p: p.position or 0)
     args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
-    if fs.result is None:
-        results = None
-    elif isinstance(fs.result, tuple):
-        results = tuple(_axes(m.shape, names, fresh) if m is not None else ()
-                        for m in fs.result)
-    else:
-        results = (_axes(fs.result.shape, names, fresh),)
+    markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
+    results = None if fs.result is None else tuple(
+        () if m is None else _axes(m.shape, names, fresh) for m in markers)
     text = "; ".join(str(p.marker.shape) for p in positional)
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
                   + family_kind(p.marker.dtype) for p in positional)
@@ -489,37 +460,26 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
                for absent in _branches(sig)]
     reports[0][1].signature = sig
     report = reports[0][1]
-    seen = {(f.kind, f.message, f.file, f.line) for f in report.findings}
-    names = _parameter_names(fn)
+    seen = set(report.findings)
+    names = [p.name for p in _positional(fn)[0]]
     for absent, other in reports[1:]:
         where = ", ".join(f"{names[i] if i < len(names) else i}=None" for i in sorted(absent))
-        for f in other.findings:
-            if (f.kind, f.message, f.file, f.line) not in seen:
-                seen.add((f.kind, f.message, f.file, f.line))
-                report.findings.append(dataclasses.replace(f, message=f"{f.message} (with "
-                                                                     f"{where})"))
+        fresh = [f for f in dict.fromkeys(other.findings) if f not in seen]
+        seen.update(fresh)
+        report.findings += [dataclasses.replace(f, message=f"{f.message} (with {where})")
+                            for f in fresh]
         report.notes += [f"with {where}: {n}" for n in other.notes if n not in report.notes]
     return report
 
 
-def _parameter_names(fn: Callable[..., Any]) -> list[str]:
-    try:
-        return [p.name for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return []
-
-
-def _positional_range(fn: Callable[..., Any]) -> tuple[int, int]:
-    """How many positional arguments ``fn`` needs and takes (any number: unknown, ``*args``)."""
+def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
+    """``fn``'s positional parameters, and whether it takes any number (``*args``, unknown)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return 0, sys.maxsize
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 0, sys.maxsize
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return sum(p.default is p.empty for p in positional), len(positional)
+        return [], True
+    return ([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
+            any(p.kind is p.VAR_POSITIONAL for p in params))
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:

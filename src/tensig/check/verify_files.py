@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tensig.check import findings, tracing
@@ -19,7 +19,7 @@ from tensig.check.verify import (
     verify,
 )
 
-__all__ = ["verify_file", "verify_path"]
+__all__ = ["annotated_functions", "verify_file", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -31,12 +31,10 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
                 isolate: bool = False) -> list[Report]:
     """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
 
-    Each file is imported on its own, guarded: an import that raises (a malformed annotation
-    included) or calls ``sys.exit``, and a function that does not finish within ``timeout``,
-    become notes of that file or function, and the other files are still verified.
-    ``isolate`` runs the files in a worker interpreter (what the command line does): a file
-    that kills or hangs its interpreter in C code is then a note too, and the worker is
-    restarted for the files after it.
+    Each file is imported on its own, guarded: an import that raises or calls ``sys.exit``, and
+    a function that does not finish within ``timeout``, become notes, and the other files are
+    still verified.  ``isolate`` (the command line's choice) runs them in a worker interpreter:
+    a file that kills or hangs it in C code is then a note too, and the worker is restarted.
     """
     from pathlib import Path
 
@@ -59,32 +57,25 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
 _MODULE = "<module>"  # the function name of a report about a whole file
 
 
-def _file_note(file: str, line: int | None, note: str) -> Report:
-    return Report(_MODULE, Signature((), None, ()), notes=[note], file=file, line=line or 1)
+def _note(file: str, line: int | None, note: str, function: str = _MODULE) -> Report:
+    """A report of only a note, about a whole file unless a function is named."""
+    return Report(function, Signature((), None, ()), notes=[note], file=file, line=line or 1)
 
 
 def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (),
                 timeout: float | None = DEFAULT_TIMEOUT) -> list[Report]:
     """Import one file, guarded, and verify its shape-annotated functions (see verify_path)."""
-    module, failure = _import_guarded(file, timeout)
-    if module is None:
-        assert failure is not None
-        return [failure]
+    module = _import_guarded(file, timeout)
+    if isinstance(module, Report):
+        return [module]
     reports = []
-    for attr, fn in vars(module).items():
-        if not inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+    for attr, fn, sig in annotated_functions(module):
+        if only and attr != only:
             continue
-        if getattr(fn, "__module__", None) != module.__name__ or (only and attr != only):
-            continue
-        code = getattr(fn, "__code__", None)
-        line = code.co_firstlineno if code else None
-        try:
-            sig = _signature_from_annotations(fn)
-        except Exception as e:  # a malformed annotation read lazily: that function's note
-            reports.append(Report(attr, Signature((), None, ()), file=file, line=line,
-                                  notes=[f"malformed annotation: {type(e).__name__}: {e}"]))
-            continue
-        if sig is None:
+        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+        if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
+            reports.append(_note(file, line, f"malformed annotation: {type(sig).__name__}: "
+                                             f"{sig}", attr))
             continue
         try:
             reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
@@ -93,8 +84,22 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
     return reports
 
 
-def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | None]:
-    """The module of ``file``, or a note saying why it could not be imported.
+def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exception]]:
+    """The shape-annotated functions defined in ``module`` (decorated ones too), each with its
+    signature or the error its malformed annotation raises."""
+    for attr, fn in list(vars(module).items()):
+        if (inspect.isfunction(fn) or hasattr(fn, "__wrapped__")) and \
+                getattr(fn, "__module__", None) == module.__name__:
+            try:
+                sig: Signature | Exception | None = _signature_from_annotations(fn)
+            except Exception as e:
+                sig = e
+            if sig is not None:
+                yield attr, fn, sig
+
+
+def _import_guarded(file: str, timeout: float | None) -> Any:
+    """The module of ``file``, or a :class:`Report` note saying why it could not be imported.
 
     ``SystemExit`` (a script's top-level ``sys.exit(main())``) and every exception are caught;
     the import is under the same time limit as a function.  The file's folder is put first on
@@ -113,22 +118,22 @@ def _import_guarded(file: str, timeout: float | None) -> tuple[Any, Report | Non
         with _time_limit(None if timeout is None else max(timeout, 30.0)):
             spec.loader.exec_module(module)
     except SystemExit as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it calls sys.exit({e.code!r}) (guard "
-                                "the script's entry point with if __name__ == '__main__')")
+        return _note(file, _line_in(e, file),
+                     f"not verified: importing it calls sys.exit({e.code!r}) (guard the "
+                     "script's entry point with if __name__ == '__main__')")
     except tracing.TraceLimit:
-        return None, _file_note(file, None, "not verified: importing it did not finish "
-                                            "within the time limit")
+        return _note(file, None, "not verified: importing it did not finish within the time "
+                                 "limit")
     except SyntaxError as e:
-        return None, _file_note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
+        return _note(file, e.lineno, f"not verified: SyntaxError: {e.msg}")
     except Exception as e:
-        return None, _file_note(file, _line_in(e, file),
-                                f"not verified: importing it raises {type(e).__name__}: {e}")
+        return _note(file, _line_in(e, file),
+                     f"not verified: importing it raises {type(e).__name__}: {e}")
     finally:
         sys.modules.pop(name, None)
         if folder in sys.path:
             sys.path.remove(folder)
-    return module, None
+    return module
 
 
 def _line_in(e: BaseException, file: str) -> int | None:
@@ -145,14 +150,11 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
               timeout: float | None) -> list[Report]:
     """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
 
-    One interpreter serves all files (the cost is one start, ~0.3 s of CPU with NumPy and
-    tensig, nothing measurable per file, and each library is imported once), each file
-    imported guarded inside it; the worker streams a report per function, and a watchdog here
-    kills it when nothing arrives for ``max(60, 3 * timeout)`` seconds (a hang inside C code,
-    which ``SIGALRM`` cannot interrupt).
+    One worker serves all files (one start, ~0.3 s of CPU; each library imported once) and
+    streams a report per function; a watchdog here kills it when nothing arrives for
+    ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM`` cannot interrupt).
     """
     import json
-    import pickle
     import subprocess
     import tempfile
     from pathlib import Path
@@ -172,7 +174,7 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
             assert proc.stdout is not None
             current: str | None = None
             try:
-                for kind, value in _frames(proc.stdout, patience, pickle.loads):
+                for kind, value in _frames(proc.stdout, patience):
                     if kind == "start":
                         current = value
                     elif kind == "report":
@@ -194,13 +196,14 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
                 current = pending[0]
                 why += f": {tail[0]}" if tail else ""
             if current is not None:
-                reports.append(_file_note(current, None, f"not verified: {why}"))
+                reports.append(_note(current, None, f"not verified: {why}"))
                 pending.remove(current)
     return reports
 
 
-def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Iterator[Any]:
-    """Length-prefixed messages from the worker; ``TimeoutError`` after ``patience`` s idle."""
+def _frames(stream: Any, patience: float) -> Iterator[Any]:
+    """Length-prefixed pickles from the worker; ``TimeoutError`` after ``patience`` s idle."""
+    import pickle
     import select
 
     fd = stream.fileno()
@@ -222,14 +225,12 @@ def _frames(stream: Any, patience: float, load: Callable[[bytes], Any]) -> Itera
         if len(head) < 8:
             return
         body = read(int.from_bytes(head, "big"))
-        yield load(body)
+        yield pickle.loads(body)
 
 
 def _worker() -> None:
-    """The worker's main: verify the files named in ``argv[1]``, one message per event.
-
-    The messages go to a copy of the original stdout; the user code's own prints go nowhere.
-    """
+    """The worker's main: verify the files named in ``argv[1]``, one message per event on a
+    copy of the original stdout (the user code's own prints go nowhere)."""
     import json
     import pickle
 
