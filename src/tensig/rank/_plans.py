@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,6 @@ from tensig.rank._types import (
     Instance,
     Matcher,
     Sigma,
-    bindings,
     instantiate,
 )
 
@@ -212,9 +212,9 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     if lf.ufunc is not None:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
-    dims, shapes_b = bindings(m)
     return Instance(lf.name, ShapeIndex(frame), frames, cell_types,
-                    _elem_result(lf, result, elems), dims, shapes_b, tuple(m.conditions),
+                    _elem_result(lf, result, elems), MappingProxyType(m.public_dims()),
+                    MappingProxyType(m.public_shapes()), tuple(m.conditions),
                     lf.type.names)
 
 
