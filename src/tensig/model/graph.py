@@ -1,21 +1,17 @@
 """The model layer (OCANNL's ``%op``): lazy tensors whose shapes are inferred graph-wide.
 
 A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
-from its uses), a constant, a buffer (state the model keeps from run to run without learning
-it: batch norm's running statistics, dropout's counter; checkpoints save it), or an operation
-on other tensors.  Building a model only records nodes and shape constraints in the graph's
-:class:`~tensig.core.inference.ShapeGraph`; shapes are solved for the whole graph at once,
+from its uses), a constant, a buffer (state kept from run to run without learning it: batch
+norm's running statistics, dropout's counter), or an operation on other tensors.  Building a
+model only records nodes and shape constraints; shapes are solved for the whole graph at once,
 before any memory is allocated.
 
-Every operation is an :class:`OpDef`: its shape logic (pointwise ``"."``, compose ``"@"``,
-transpose ``"T"``, or an einsum spec), its forward code and its backward code, both written
-in the assignment IR (:mod:`tensig.execution.ir`).  A user-defined operation is one more
-``OpDef`` and works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop,
-zero grads, a full ``grad_update``) compile once (:mod:`tensig.model.compile`) and then run with
-no shape work.  This module holds the einsum-family and indexing operations, parameters and
-literals, and is the one public face (``G.*``) of the layer's graph: the graph, tensors,
-pointwise arithmetic, leaves and :class:`Model` live in :mod:`tensig.model.tensor`, captured
-sizes in :mod:`tensig.model.captures`.
+Every operation is an :class:`OpDef`: its shape logic, forward code and backward code in the
+assignment IR (:mod:`tensig.execution.ir`); a user-defined one works like a built-in (OCANNL's
+``%%extend_dsls``).  Routines compile once (:mod:`tensig.model.compile`), then run with no shape
+work.  This module holds the einsum-family and indexing operations, parameters and literals,
+and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
+:mod:`tensig.model.captures` too.
 
 >>> import numpy as np
 >>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
@@ -182,7 +178,6 @@ def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
     if kind not in row:
         raise ValueError(f"stack: kind is 'batch', 'output' or 'input', not {kind!r}")
     pattern = row[kind]
-    # a size-1 axis on each operand, then one concatenation of those axes
     parts = [einsum1(f"{pattern.format('')} => {pattern.format('0, ')}", t) for t in tensors]
     names = [f"bt{i}" for i in range(len(parts))]
     spec = "; ".join(pattern.format(f"{n}, ") for n in names) + " => " + \
