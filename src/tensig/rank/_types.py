@@ -95,13 +95,16 @@ Param = Arr | Fun | Static
 Derive = Callable[[Mapping[str, Dim], Mapping[str, ShapeIndex]], dict[str, ShapeIndex]]
 
 
-def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) -> None:
+def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None],
+             hidden: Sequence[str] = ()) -> None:
     for item in shape:
         if isinstance(item, ShapeVar):
-            shapes.setdefault(item.name)
+            if item.name not in hidden:
+                shapes.setdefault(item.name)
         else:
             for name in sorted(item.symbols):
-                dims.setdefault(name)
+                if name not in hidden:
+                    dims.setdefault(name)
 
 
 def index_names(shape: ShapeIndex) -> list[str]:
@@ -152,11 +155,7 @@ class FnType:
         if isinstance(self.result, Arr):
             _vars_of(self.result.shape, dims, shapes)
         elif isinstance(self.result, Sigma):  # the visible indices of a box
-            inner_d: dict[str, None] = {}
-            inner_s: dict[str, None] = {}
-            _vars_of(self.result.body.shape, inner_d, inner_s)
-            for inner, outer in ((inner_d, dims), (inner_s, shapes)):
-                outer.update(dict.fromkeys(n for n in inner if n not in self.result.hidden))
+            _vars_of(self.result.body.shape, dims, shapes, self.result.hidden)
         return tuple(dims), tuple(shapes)
 
     def __str__(self) -> str:
@@ -254,13 +253,15 @@ class Matcher:
         return list(self.solver.conditions)
 
     # -- helpers -------------------------------------------------------------------------------
-    def pattern(self, shape: ShapeIndex) -> ShapeIndex:
-        """``shape`` with variables renamed away from the user's names, then substituted."""
-        if self.rename:
-            dmap = {k: Dim.symbol(v) for k, v in self.rename.items()}
-            smap = {k: ShapeIndex([ShapeVar(v)]) for k, v in self.rename.items()}
-            shape = shape.subs(dmap, smap)
-        return shape.subs(self.dims, self.shapes)
+    def pattern(self, shape: ShapeIndex, hidden: Sequence[str] = ()) -> ShapeIndex:
+        """``shape`` with variables renamed away from the user's names, then substituted;
+        ``hidden`` ones (a box's) neither."""
+        rename = {k: v for k, v in self.rename.items() if k not in hidden}
+        if rename:
+            shape = shape.subs({k: Dim.symbol(v) for k, v in rename.items()},
+                               {k: ShapeIndex([ShapeVar(v)]) for k, v in rename.items()})
+        return shape.subs({k: v for k, v in self.dims.items() if k not in hidden},
+                          {k: v for k, v in self.shapes.items() if k not in hidden})
 
     def _var(self, name: str) -> str:
         return self.rename.get(name, name)
@@ -411,14 +412,7 @@ class Matcher:
         if isinstance(r, Arr):
             return Arr(r.elem, self.pattern(r.shape))
         if isinstance(r, Sigma):
-            visible = {k: v for k, v in self.rename.items() if k not in r.hidden}
-            shape = r.body.shape
-            if visible:
-                shape = shape.subs({k: Dim.symbol(v) for k, v in visible.items()},
-                                   {k: ShapeIndex([ShapeVar(v)]) for k, v in visible.items()})
-            keep_d = {k: v for k, v in self.dims.items() if k not in r.hidden}
-            keep_s = {k: v for k, v in self.shapes.items() if k not in r.hidden}
-            return Sigma(r.hidden, Arr(r.body.elem, shape.subs(keep_d, keep_s)))
+            return Sigma(r.hidden, Arr(r.body.elem, self.pattern(r.body.shape, r.hidden)))
         return None
 
     def public_dims(self) -> dict[str, Dim]:
