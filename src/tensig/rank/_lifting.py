@@ -66,16 +66,11 @@ def _unconstrained(ftype: FnType) -> bool:
         if not isinstance(p, Arr):
             return False
         for item in p.shape:
-            if isinstance(item, ShapeVar):
-                key: object = item
-            else:
-                names = item.symbols
-                if len(names) != 1 or item != Dim.symbol(next(iter(names))):
-                    return False
-                key = next(iter(names))
-            if key in seen:
+            bare = isinstance(item, ShapeVar) or (
+                len(item.symbols) == 1 and item == Dim.symbol(next(iter(item.symbols))))
+            if not bare or item in seen:
                 return False
-            seen.add(key)
+            seen.add(item)
     result = ftype.result
     return result is None or (isinstance(result, Arr) and result.shape.is_concrete)
 
