@@ -27,7 +27,7 @@ from tensig.backends import to_numpy
 from tensig.demos.common import Built, place, print_bill
 from tensig.model import blocks as B
 from tensig.model import graph as G
-from tensig.model.train import Trainer, adam
+from tensig.model.train import Trainer
 
 #: the shipped corpus: :func:`compose` (seed 0, 1200 tales) wrote it
 TEXT = Path(__file__).with_name("tales.txt")
@@ -197,8 +197,7 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
         m = build(c.train_x, c.train_y, len(c.vocab), cfg)
         if here.root:
             print_bill(g, m.params)
-        trainer = Trainer(m.loss, adam(m.params, lr=cfg.lr), {m.x: c.train_x, m.t: c.train_y},
-                          distributed=distributed)
+        trainer = m.trainer(c.train_x, c.train_y, cfg.lr, distributed)
         say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
         t0 = time.perf_counter()
         _train(trainer, steps, show=here.root)

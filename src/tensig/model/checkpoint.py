@@ -73,9 +73,8 @@ _RESERVED_PREFIX = "tensig."
 #: tensor names the safetensors format keeps for itself (its header's metadata entry)
 _RESERVED_NAMES = frozenset({"__metadata__"})
 
-# What save() writes for a concrete shape (``()``, ``5|``, ``2|3->rgb=4``): checked before a
-# header's shape text reaches the dims parser, which evaluates arithmetic.  No nesting, no
-# operators, sizes below 10**19: linear to match and cheap to parse, whatever the file says.
+# what save() writes for a concrete shape (``()``, ``5|``, ``2|3->rgb=4``): no nesting, no
+# operators, sizes below 10**19, so linear to match and cheap to parse, whatever the file says
 _SIZE = r"(?:[^\W\d]\w*=)?[0-9]{1,19}"
 _ROW = rf"(?:{_SIZE}(?:,{_SIZE})*)?"
 _SHAPE_TEXT = re.compile(rf"\(\)|(?:{_ROW}\|)?(?:{_ROW}->)?{_ROW}")
