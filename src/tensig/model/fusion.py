@@ -192,10 +192,10 @@ class FusedBlocks:
                 args[s] = self._flat(s, [A[k] for k in self.keys[s]])
             for s, key, flatten in self.shared:
                 args[s] = A[key].reshape(-1) if flatten else A[key]
-        except KeyError:
-            self.fallback(store)  # the store's own message for the missing buffer
-            return
-        if any(args[s] is None for s in self.concat):
+            fits = all(args[s] is not None for s in self.concat)
+        except KeyError:  # the fallback raises the store's own message for the missing buffer
+            fits = False
+        if not fits:
             self.fallback(store)
             return
         xp, backend, total = self.xp, self.backend, self.total
@@ -207,11 +207,9 @@ class FusedBlocks:
                 v = backend.broadcast_to(v, (total,))
             args[lhs] = v
         for s in self.written:
-            flat = args[s]
-            views = self.split(flat)
-            for key, view in zip(self.keys[s], views, strict=True):
-                A[key] = view
-            self.cache[s] = (views, flat)
+            views = self.split(args[s])
+            A.update(zip(self.keys[s], views, strict=True))
+            self.cache[s] = (views, args[s])
 
     def _flat(self, slot: int, arrays: list[Any]) -> Any:
         """The concatenation of ``arrays`` (the cached one when they are its own views), or

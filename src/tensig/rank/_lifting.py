@@ -543,10 +543,8 @@ def _lifted_or_none(x: Any) -> Lifted | Overloaded | None:
 
 
 def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:
-    """Type-check an application without running it; with ``result``, also its result shape.
-
-    Returns the :class:`Instance`; an index equality that fails raises
-    :class:`tensig.ShapeError` naming it.
+    """Type-check an application without running it (its :class:`Instance`, as
+    :func:`typeof`'s); with ``result``, also its result shape.
 
     >>> from tensig import rank
     >>> check(rank.append, (2, 3), (4, 3), result=(6, 3)).result.shape
