@@ -93,7 +93,6 @@ def _who(lf: Any, i: int) -> str:
 
 
 def _cell_rank(lf: Any, k: int, shape: tuple[Any, ...]) -> int:
-    """The cell rank of ``lf``'s ``k``-th array argument, of shape ``shape``."""
     r = lf.ranks[k]
     if r is None or r < 0:
         return _concrete_rank(r, len(shape))

@@ -715,12 +715,9 @@ def _one_radix(args: Sequence[Any]) -> int:
     return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
 
 
-base = Overloaded("base", [
-    _prim("base", _base, [arr("Int", "d"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-          _BASE_DOC),
-    _prim("base", _base, [arr("Int", "1"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-          _BASE_DOC),
-], _one_radix, doc=_BASE_DOC)
+base = Overloaded("base", [  # one radix per digit, or a single one for all
+    _prim("base", _base, [arr("Int", radices), arr("Int", "d")], arr("Int"), ["bases", "digits"],
+          _BASE_DOC) for radices in ("d", "1")], _one_radix, doc=_BASE_DOC)
 
 antibase = _prim("antibase", _antibase, [arr("Int", "d"), arr("Int")], arr("Int", "d"),
                  ["bases", "n"], """The mixed-radix digits of ``n`` (APL's encode).
