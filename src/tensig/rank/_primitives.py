@@ -42,13 +42,22 @@ def _at(nf: int, k: Any) -> tuple[Any, ...]:
 def _prim(name: str, impl: Callable[..., Any], params: Sequence[Any], result: Any,
           names: Sequence[str], doc: str, *, ranks: Sequence[Any] | None = None,
           batched: bool = True, boxed: bool = False, **type_kw: Any) -> Lifted:
-    """The primitive; its docstring gets the type, printed from the one declaration, after
-    its first paragraph."""
     ftype = FnType(name, tuple(params), result, names=tuple(names), **type_kw)
-    summary, _, rest = doc.partition("\n\n")
-    doc = f"{summary}\n\n    Type ``{str(ftype).partition(' : ')[2]}``.\n\n{rest}"
     return Lifted(partial(impl, 0), ftype, ranks, name=name,
-                  batched=impl if batched else None, boxed=boxed, doc=doc)
+                  batched=impl if batched else None, boxed=boxed, doc=_typed(doc, ftype))
+
+
+def _overload(name: str, forms: Sequence[Lifted], chooser: Callable[[Sequence[Any]], int],
+              doc: str) -> Overloaded:
+    return Overloaded(name, forms, chooser, doc=_typed(doc, *(f.type for f in forms)))
+
+
+def _typed(doc: str, *ftypes: FnType) -> str:
+    """``doc`` with the type of each form, printed from its one declaration, after the first
+    paragraph."""
+    summary, _, rest = doc.partition("\n\n")
+    types = " and ".join(f"``{str(t).partition(' : ')[2]}``" for t in ftypes)
+    return f"{summary}\n\n    Type{'s' * (len(ftypes) > 1)} {types}.\n\n{rest}"
 
 
 def _xp(*xs: Any) -> Any:
@@ -220,11 +229,9 @@ def _permuted_shape(dims: Any, shapes: Any) -> dict[str, Any]:
 
 _TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a given order.
 
-    ``transpose(x)``: ``Π(..s..). [t ..s..] -> [t ..r..]`` where ``..r..`` is ``..s..``
-    reversed.  ``transpose(perm, x)`` with a static permutation (a tuple):
-    ``Π(..p.., ..s..). {..p..} [t ..s..] -> [t ..r..]`` where axis ``i`` of the result is axis
-    ``perm[i]`` of the cell (NumPy's ``transpose(x, perm)``).  ``..r..`` is outside Remora's
-    index language; it is computed at instantiation.
+    ``transpose(perm, x)`` takes a static permutation (a tuple): axis ``i`` of the result is
+    axis ``perm[i]`` of the cell (NumPy's ``transpose(x, perm)``).  ``..r..`` is outside
+    Remora's index language; it is computed at instantiation.
 
     >>> transpose(np.arange(6).reshape(2, 3)).shape
     (3, 2)
@@ -232,13 +239,13 @@ _TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a
     (3, 4, 2)
     """
 
-transpose = Overloaded("transpose", [
+transpose = _overload("transpose", [
     _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
           _TRANSPOSE_DOC, derive=_reversed_shape, note="..r.. is ..s.. reversed"),
     _prim("transpose", _permute, [Static("p", "Shape", convert=tuple), arr("t", "..s..")],
           arr("t", "..r.."), ["perm", "x"], _TRANSPOSE_DOC, derive=_permuted_shape,
           note="..r.. is ..s.. permuted by ..p.."),
-], lambda args: 1 if len(args) == 2 else 0, doc=_TRANSPOSE_DOC)
+], lambda args: 1 if len(args) == 2 else 0, _TRANSPOSE_DOC)
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,9 +434,8 @@ def _reshape(nf: int, shape: Any, x: Any) -> Any:
 
 _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyclically.
 
-    Static shape (a Python tuple, an index argument):
-    ``Π(..s.., ..r..). {..r..} [t ..s..] -> [t ..r..]``.  Data shape (a list or an array):
-    ``Π(d, ..s..). [Int d] [t ..s..] -> Σ(..r..). [t ..r..]``, boxed.
+    The shape is static (a Python tuple, an index argument) or data (a list or an array:
+    the result is boxed).
 
     >>> reshape((3, 2), np.array([1, 2, 3, 4, 5]))
     array([[1, 2],
@@ -440,13 +446,13 @@ _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyc
            [9, 7]])
     """
 
-reshape = Overloaded("reshape", [
+reshape = _overload("reshape", [
     _prim("reshape", _reshape, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
           arr("t", "..r.."), ["shape", "x"], _RESHAPE_DOC),
     _prim("reshape", _reshape, [arr("Int", "d"), arr("t", "..s..")],
           Sigma(("r",), arr("t", "..r..")), ["shape", "x"], _RESHAPE_DOC, batched=False,
           boxed=True),
-], lambda args: 0 if isinstance(args[0], tuple) else 1, doc=_RESHAPE_DOC)
+], lambda args: 0 if isinstance(args[0], tuple) else 1, _RESHAPE_DOC)
 
 
 def _ravel(nf: int, x: Any) -> Any:
@@ -580,9 +586,8 @@ def _is_static(args: Sequence[Any]) -> int:
 
 _TAKE_DOC = """The first ``n`` items (the last ``-n`` when ``n < 0``).
 
-    Static ``n`` (a Python int, an index argument):
-    ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t l, ..s..]`` with ``l = |n|``.  Data ``n`` (an
-    array, lifted over its frame): ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+    ``n`` is static (a Python int, an index argument: ``l = |n|``) or data (an array, lifted
+    over its frame: the result is boxed).
 
     >>> take(2, np.array([1, 2, 3])), take(-2, np.array([1, 2, 3]))
     (array([1, 2]), array([2, 3]))
@@ -592,8 +597,7 @@ _TAKE_DOC = """The first ``n`` items (the last ``-n`` when ``n < 0``).
 
 _DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n < 0``).
 
-    Static ``n``: ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t d, ..s..]`` with ``l = |n|``.
-    Data ``n``: ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+    ``n`` is static (``l = |n|``) or data (the result boxed), as :func:`take`'s.
 
     >>> drop(1, np.array([1, 2, 3])), drop(-1, np.array([1, 2, 3]))
     (array([2, 3]), array([1, 2]))
@@ -608,7 +612,7 @@ def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
                    hint=f"{name}: |n| must not exceed the number of items")
     data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
                  Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)
-    return Overloaded(name, [static, data], _is_static, doc=doc)
+    return _overload(name, [static, data], _is_static, doc)
 
 
 take = _take_or_drop("take", True, _TAKE_DOC)
@@ -697,8 +701,7 @@ def _antibase(nf: int, bases: Any, n: Any) -> Any:
 
 _BASE_DOC = """The number that mixed-radix ``digits`` denote (APL's decode).
 
-    Type ``Π(d). [Int d] [Int d] -> [Int]``; a single radix extends to every digit, as APL's
-    decode extends a length-1 left argument: ``Π(d). [Int 1] [Int d] -> [Int]``.
+    A single radix extends to every digit, as APL's decode extends a length-1 left argument.
 
     >>> base(np.array([24, 60, 60]), np.array([1, 2, 3]))  # 1h 2min 3s in seconds
     np.int64(3723)
@@ -715,9 +718,9 @@ def _one_radix(args: Sequence[Any]) -> int:
     return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
 
 
-base = Overloaded("base", [  # one radix per digit, or a single one for all
+base = _overload("base", [  # one radix per digit, or a single one for all
     _prim("base", _base, [arr("Int", radices), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-          _BASE_DOC) for radices in ("d", "1")], _one_radix, doc=_BASE_DOC)
+          _BASE_DOC) for radices in ("d", "1")], _one_radix, _BASE_DOC)
 
 antibase = _prim("antibase", _antibase, [arr("Int", "d"), arr("Int")], arr("Int", "d"),
                  ["bases", "n"], """The mixed-radix digits of ``n`` (APL's encode).
