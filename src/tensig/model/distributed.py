@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import backend_among
 from tensig.core.errors import TensigError
 
 __all__ = ["ReplicaError", "Replicas", "buckets", "launched"]
@@ -130,13 +131,11 @@ class Replicas:
             mine: list[Any] = [None] * s.count
             for n, (shapes, idxs, flat, wire) in enumerate(s.buffers):
                 wire /= self.world
-                offset = 0
-                for i, shape in zip(idxs, shapes, strict=True):
-                    size = math.prod(shape)
-                    mine[i] = flat[offset:offset + size].reshape(shape)
-                    offset += size
+                views = backend_among([flat]).splitter(shapes)(flat)  # the loss stays last
+                for i, view in zip(idxs, views, strict=True):
+                    mine[i] = view
                 if n == 0 and s.has_loss:
-                    mean_loss = float(flat[offset])
+                    mean_loss = float(flat[-1])
             out += mine
         return out, mean_loss
 
