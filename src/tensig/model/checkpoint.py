@@ -165,7 +165,9 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
 
 
 def _kind(t: Any) -> str:
-    return {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
+    """How a message names a checkpointed tensor: ``parameter 'layer1.w'``."""
+    kind = {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
+    return f"{kind} '{t.name}'"
 
 
 def _check_names(params: list[Any], saving: bool = False) -> None:
@@ -367,7 +369,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         missing = tuple(n for n in by_name if n not in present)
         unexpected = tuple(k for k in keys if k not in by_name)
         if strict:
-            problems += [f"{_kind(by_name[n])} '{n}' is missing from the file (strict=False "
+            problems += [f"{_kind(by_name[n])} is missing from the file (strict=False "
                          "loads the tensors it has)" for n in missing]
             problems += [f"the file has '{k}', which is no parameter here (strict=False "
                          "ignores it)" for k in unexpected]
@@ -383,7 +385,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                 file_shape = _header_shape(text)
                 if file_shape is None or file_shape.int_dims != file_dims:
                     shown_text = text if text is None or len(text) <= 60 else text[:57] + "..."
-                    problems.append(f"{_kind(t)} '{key}': the tensig shape recorded in the "
+                    problems.append(f"{_kind(t)}: the tensig shape recorded in the "
                                     f"header ({shown_text!r}) does not describe the stored tensor "
                                     f"{file_dims}: the file is damaged")
                     continue
@@ -394,27 +396,25 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                 where = "" if file_shape is not None else (
                     f" (memory order {model_shape.int_dims})")
                 theirs = file_shape if file_shape is not None else f"memory order {file_dims}"
-                problems.append(f"{_kind(t)} '{key}' has shape {model_shape}{where} in the "
-                                f"model but {theirs} in the file")
+                problems.append(f"{_kind(t)} has shape {model_shape}{where} in the model but "
+                                f"{theirs} in the file")
                 continue
             code = slot.get_dtype()
             source = _NUMPY_DTYPES.get(code)
             store = t.graph.store
             target = _numpy_dtype(store.read(t.val)) if store.has(t.val) else _initial_dtype(t)
             if source is None:
-                problems.append(f"{_kind(t)} '{key}' is stored as {code}, which NumPy cannot "
-                                "read")
+                problems.append(f"{_kind(t)} is stored as {code}, which NumPy cannot read")
             elif target is None:
-                problems.append(f"{_kind(t)} '{key}' holds a {store.read(t.val).dtype} value, "
+                problems.append(f"{_kind(t)} holds a {store.read(t.val).dtype} value, "
                                 "which tensig checkpoints cannot load into")
             elif not np.can_cast(source, target, casting="safe"):
-                problems.append(f"{_kind(t)} '{key}' is {target} in the model but "
-                                f"{np.dtype(source)} in the file (casting would lose "
-                                "precision)")
+                problems.append(f"{_kind(t)} is {target} in the model but {np.dtype(source)} "
+                                "in the file (casting would lose precision)")
             else:
                 crc = header.get(_CRC_PREFIX + key) if version is not None else None
                 if crc is not None and not _CRC_TEXT.fullmatch(crc):
-                    problems.append(f"{_kind(t)} '{key}': the checksum recorded in the header "
+                    problems.append(f"{_kind(t)}: the checksum recorded in the header "
                                     f"({crc!r}) is not 8 hex digits: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
@@ -430,9 +430,9 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         for t, dtype, crc in matched:
             raw = f.get_tensor(t.name)
             if crc is not None and _checksum(raw) != crc:
-                problems.append(f"{_kind(t)} '{t.name}': its data does not match the checksum "
-                                f"recorded when it was saved ({_checksum(raw)} instead of "
-                                f"{crc}): the file is damaged")
+                problems.append(f"{_kind(t)}: its data does not match the checksum recorded "
+                                f"when it was saved ({_checksum(raw)} instead of {crc}): the "
+                                "file is damaged")
             elif not problems:
                 staged.append((t, _for_graph(t, np.array(raw, dtype=dtype, copy=True))))
         if problems:
