@@ -237,7 +237,7 @@ def _train(trainer: Trainer, steps: int, *, show: bool) -> None:
             from tqdm import tqdm
 
             bar = tqdm(total=steps, unit="step")
-    with bar or contextlib.nullcontext():
+    with bar if bar is not None else contextlib.nullcontext():  # tqdm is falsy at total=0
         for s in range(steps):
             loss = trainer.step(trainer.rows_of(trainer.position))
             if bar is not None:
