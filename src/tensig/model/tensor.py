@@ -417,23 +417,21 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
+def _leaf_of(name: str, o: Any) -> Any:
+    """An eager operand as a leaf (an array with rows keeps them); a number stays one."""
+    rows = getattr(o, "rows", None)
+    if rows is not None:
+        return leaf(name, o.array, batch=len(rows.batch), input=len(rows.input))
+    return leaf(name, o) if hasattr(o, "shape") else o
+
+
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     """Run one operation on arrays through a throwaway graph of their own library, device and
     dtypes (same shape rules, same code): the array ``tensig.einsum`` and its siblings give."""
     arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
     adapter = backend_for(type(arrays[0]))
     with new_graph(adapter.name, adapter.device_of(arrays[0])):
-        args = []
-        for i, o in enumerate(operands):
-            rows = getattr(o, "rows", None)
-            if rows is not None:  # an array with its three rows
-                t = leaf(f"x{i}", o.array, batch=len(rows.batch), input=len(rows.input))
-            elif hasattr(o, "shape"):
-                t = leaf(f"x{i}", o)
-            else:  # a number
-                t = o
-            args.append(t)
-        out = apply(opdef, *args)
+        out = apply(opdef, *(_leaf_of(f"x{i}", o) for i, o in enumerate(operands)))
         value = Model(out).run()
     if any(getattr(o, "rows", None) is not None for o in operands):
         return RowArray(value, out.shape)

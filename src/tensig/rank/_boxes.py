@@ -221,8 +221,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
         out = body(boxes.value)
         check(out, "the box")
         return out
-    frame_array = np.asarray(boxes, dtype=object)
-    return _unbox_array(frame_array, body, declared, check)
+    return _unbox_array(np.asarray(boxes, dtype=object), body, declared, check)
 
 
 def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeIndex | None,
