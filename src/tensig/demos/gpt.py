@@ -14,6 +14,7 @@ curve (``gpt_loss.png``) and prints a few sampled lines.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -26,7 +27,7 @@ from tensig.backends import to_numpy
 from tensig.demos.common import Built, place, print_bill
 from tensig.model import blocks as B
 from tensig.model import graph as G
-from tensig.model.train import Trainer, adam
+from tensig.model.train import Trainer
 
 #: the shipped corpus: :func:`compose` (seed 0, 1200 tales) wrote it
 TEXT = Path(__file__).with_name("tales.txt")
@@ -196,8 +197,7 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
         m = build(c.train_x, c.train_y, len(c.vocab), cfg)
         if here.root:
             print_bill(g, m.params)
-        trainer = Trainer(m.loss, adam(m.params, lr=cfg.lr), {m.x: c.train_x, m.t: c.train_y},
-                          distributed=distributed)
+        trainer = m.trainer(c.train_x, c.train_y, cfg.lr, distributed)
         say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
         t0 = time.perf_counter()
         _train(trainer, steps, show=here.root)
@@ -212,7 +212,11 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
         f"loss {first:.3f} -> {last:.3f}; validation loss {val:.3f} nats/char "
         f"(uniform: {math.log(len(c.vocab)):.3f})")
     if plot and here.root:
-        _plot(trainer, plot, say)
+        try:
+            trainer.save_plot(plot)
+            say(f"  loss curve saved to {plot}")
+        except ImportError:
+            say("  (matplotlib is not installed: no loss plot)")
     say("  samples (8 characters of a held-out line, then the model's):")
     for line in lines:
         say("    " + line.split("\n")[0])
@@ -229,31 +233,17 @@ def _train(trainer: Trainer, steps: int, *, show: bool) -> None:
     """``steps`` updates in the trainer's epoch order, with a progress bar over steps."""
     bar = None
     if show:
-        try:
+        with contextlib.suppress(ImportError):
             from tqdm import tqdm
 
             bar = tqdm(total=steps, unit="step")
-        except ImportError:
-            pass
-    try:
+    with bar if bar is not None else contextlib.nullcontext():  # tqdm is falsy at total=0
         for s in range(steps):
             loss = trainer.step(trainer.rows_of(trainer.position))
             if bar is not None:
                 bar.update(1)
                 if s % 10 == 0:
                     bar.set_postfix(loss=f"{loss:.3f}")
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _plot(trainer: Trainer, path: str, say) -> None:
-    try:
-        trainer.save_plot(path)
-    except ImportError:
-        say("  (matplotlib is not installed: no loss plot)")
-        return
-    say(f"  loss curve saved to {path}")
 
 
 if __name__ == "__main__":

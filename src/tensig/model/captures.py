@@ -19,8 +19,7 @@ from tensig.model.tensor import Graph, Tensor, _binary, current_graph
 
 
 def _via_dim(name: str, reflected: bool = False) -> Callable[[Captured, Any], Tensor]:
-    """An arithmetic operator of a captured size: the tensor's, on the size as a number in
-    the model (:func:`dim`)."""
+    """An arithmetic operator of a captured size: the tensor's, on :func:`dim` of it."""
     method = _binary(name, reflected)
     return lambda self, o: method(dim(self), o)
 
@@ -29,12 +28,10 @@ class Captured:
     """The size of a label (or of a row variable: the product of its axes) in a graph's
     solve: OCANNL's ``capture_dims`` variable reference.
 
-    Made by ``capture=[...]`` on a graph einsum (``y, dims = G.einsum1(spec, x,
-    capture=["d"])``) or by :func:`variable`.  ``value`` solves the graph and reads it;
-    :func:`dim` (or arithmetic with tensors: ``x / d``, ``x * d``) puts it into the
-    model as a number; :meth:`set_dim`, :meth:`set_equal`, :meth:`set_scale` constrain it
-    (OCANNL's ``Shape.set_dim``...).  A row variable's size is read after the solve, so its
-    constraints are checked there: they cannot size a tensor.
+    ``value`` solves the graph and reads it; :func:`dim` (or arithmetic with tensors: ``x /
+    d``) puts it into the model as a number; the ``set_*`` methods constrain it (OCANNL's
+    ``Shape.set_dim``...).  A row variable's size is read after the solve, so its constraints
+    are checked there: they cannot size a tensor.
     """
 
     __slots__ = ("graph", "name", "node", "var")

@@ -1,44 +1,25 @@
-"""Checkpoints of the model layer: parameters (and buffers: running statistics, dropout's
-counter) saved to and loaded from safetensors files.
+"""Checkpoints of the model layer: parameters and buffers (running statistics, dropout's
+counter) in safetensors files.
 
-Why safetensors: the format is a JSON header plus raw little-endian buffers, so loading a file
-runs no code (unlike pickle) and a file written here opens in any safetensors reader.  Tensors
-are keyed by the parameter's name (``layer1.w``); the header's metadata also records each
-parameter's three-row tensig shape (``tensig.shape.layer1.w = "784->128"``), because memory
-order alone cannot tell ``3->2`` (a matrix mapping 3-vectors to 2-vectors) from ``2,3`` (a
-2×3 grid of outputs).  A load then compares shapes the way inference wrote them and reports
-them in the same notation.
+Why safetensors: a JSON header plus raw little-endian buffers, so loading runs no code (unlike
+pickle) and any safetensors reader opens the file.  Tensors are keyed by parameter name
+(``layer1.w``), and the header records each one's three-row shape (``tensig.shape.layer1.w =
+"784->128"``), because memory order alone cannot tell ``3->2`` (a matrix) from ``2,3`` (a grid
+of outputs).  Arrays travel as NumPy arrays, so one file loads into a graph of any backend.
 
-Arrays always travel as NumPy arrays (torch tensors are converted with
-``.detach().cpu().numpy()``), so one file loads into a NumPy-backed or a torch-backed graph
-alike; a load writes NumPy arrays into a NumPy graph's store and torch tensors into a torch
-graph's.
+:func:`save` is atomic: a temporary file beside the target, fsynced, then ``os.replace``d over
+it, so a failure or a crash leaves the previous checkpoint as it was.  :func:`load` validates
+everything before it writes anything, and a refused load (:class:`CheckpointError`, listing
+every problem) leaves the store exactly as it was.
 
-Two promises:
-
-- :func:`save` is atomic.  The bytes go to a temporary file beside the target, are flushed to
-  disk (``os.fsync``) and only then renamed over the target (``os.replace``, atomic on POSIX and
-  Windows).  A failure or a crash leaves the previous checkpoint as it was, never half a file;
-  on an exception the temporary file is removed (a hard crash can leave a ``.NAME.*.tmp`` file
-  behind, never a damaged checkpoint).
-- :func:`load` validates everything before it writes anything: names, dtypes, shapes and
-  checksums of every parameter, and the step count.  A refused load raises
-  :class:`CheckpointError` listing every problem (each names the parameter and both shapes)
-  and leaves the graph's store exactly as it was.
-
-Each tensor's bytes carry a CRC-32 in the header (``tensig.crc32.layer1.w = "1c291ca3"``): a
-flipped bit in the data is refused, naming the tensor, instead of loading silently.  CRC-32
-(``zlib.crc32``) detects every single-bit flip and every burst of up to 32 bits, and was the
-fastest hash the standard library offers when measured on a 100 MB array (0.8 GB/s here,
-against 0.4 GB/s for SHA-256 and 0.2 GB/s for BLAKE2b); it guards against damage, not
-against someone who rewrites the file on purpose.  A tensor without a recorded checksum (a
-file written by tensig before checksums existed, or by another program) loads without that
-check, so old checkpoints keep loading; the format version stays ``"1"`` because older
-readers ignore the new entries.
-
-A header is data from a file, so nothing in it is trusted: shape texts must match the
-canonical form :func:`save` writes (sizes of at most 19 ASCII digits) before they are parsed,
-so a crafted ``9**9**9`` or thousands of nested parentheses are refused as damage at once.
+Each tensor's bytes carry a CRC-32 in the header (``tensig.crc32.layer1.w``), so a flipped bit
+is refused, naming the tensor.  CRC-32 detects every single-bit flip and every burst of up to
+32 bits, and was the fastest hash of the standard library on a 100 MB array (0.8 GB/s against
+0.4 for SHA-256 and 0.2 for BLAKE2b); it guards against damage, not malice.  A tensor without
+one (an older or a foreign file) loads unchecked, and the format version stays ``"1"``
+because older readers ignore the new entries.  Nothing in a header is trusted: shape texts
+must match the canonical form :func:`save` writes before they are parsed, so a crafted
+``9**9**9`` or deep nesting is refused as damage at once.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -92,9 +73,8 @@ _RESERVED_PREFIX = "tensig."
 #: tensor names the safetensors format keeps for itself (its header's metadata entry)
 _RESERVED_NAMES = frozenset({"__metadata__"})
 
-# What save() writes for a concrete shape (``()``, ``5|``, ``2|3->rgb=4``): checked before a
-# header's shape text reaches the dims parser, which evaluates arithmetic.  No nesting, no
-# operators, sizes below 10**19: linear to match and cheap to parse, whatever the file says.
+# what save() writes for a concrete shape (``()``, ``5|``, ``2|3->rgb=4``): no nesting, no
+# operators, sizes below 10**19, so linear to match and cheap to parse, whatever the file says
 _SIZE = r"(?:[^\W\d]\w*=)?[0-9]{1,19}"
 _ROW = rf"(?:{_SIZE}(?:,{_SIZE})*)?"
 _SHAPE_TEXT = re.compile(rf"\(\)|(?:{_ROW}\|)?(?:{_ROW}->)?{_ROW}")
@@ -112,10 +92,7 @@ _NUMPY_DTYPES = {
 
 class CheckpointError(TensigError, ValueError):
     """A checkpoint file cannot be loaded into these parameters (nothing was loaded).
-
-    Attributes: ``path`` (the file, as given) and ``problems`` (one line per problem, each
-    naming the parameter it concerns), so tools can use them without parsing the message.
-    """
+    ``path`` and ``problems`` (one line each, naming its parameter) spare tools the parsing."""
 
     def __init__(self, path: str, problems: Iterable[str]):
         self.path = path
@@ -142,7 +119,7 @@ class LoadReport:
 
 
 def _safetensors() -> Any:
-    """The safetensors package, imported on first use: the core of tensig needs NumPy only."""
+    """Imported on first use: the core of tensig needs NumPy only."""
     try:
         import safetensors
         import safetensors.numpy
@@ -163,9 +140,8 @@ _SAVED = ("param", "buffer")
 
 
 def _parameters(source: Any) -> tuple[list[Any], bool]:
-    """The parameter and buffer tensors of a Model, a Graph, one Tensor or an iterable of
-    Tensors (a Trainer: its model's, and its optimizer's state), and whether the caller named
-    them one by one (then every one of them must be saveable)."""
+    """The parameters and buffers of a Model, Graph, Tensor, Tensors or Trainer (with its
+    optimizer's state), and whether they were named one by one (then each must be saveable)."""
     if isinstance(source, Trainer):
         params, _ = _parameters(source.model)
         return params + source.opt.state, False
@@ -189,8 +165,9 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
 
 
 def _kind(t: Any) -> str:
-    """What a checkpointed tensor is, for messages."""
-    return {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
+    """How a message names a checkpointed tensor: ``parameter 'layer1.w'``."""
+    kind = {"state": "optimizer state", "buffer": "buffer"}.get(t.kind, "parameter")
+    return f"{kind} '{t.name}'"
 
 
 def _check_names(params: list[Any], saving: bool = False) -> None:
@@ -211,8 +188,7 @@ def _check_names(params: list[Any], saving: bool = False) -> None:
 
 
 def _checksum(array: np.ndarray) -> str:
-    """The CRC-32 of an array's little-endian bytes in C order, as 8 hex digits: what the
-    header records for each tensor (the bytes safetensors stores)."""
+    """The CRC-32 of the little-endian C-order bytes safetensors stores, as 8 hex digits."""
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     return f"{zlib.crc32(data.reshape(-1).view(np.uint8).data):08x}"
 
@@ -240,24 +216,17 @@ def _to_numpy(name: str, value: Any) -> np.ndarray:
 
 def save(params_or_model: Any, path: str | os.PathLike[str], *,
          metadata: Mapping[str, str] | None = None) -> Path:
-    """Write the parameters' values to a safetensors file at ``path``, atomically.
+    """Write the parameters' values to a safetensors file at ``path``, atomically; returns
+    the path.
 
-    ``params_or_model``: a :class:`tensig.graph.Model` (its parameters and its buffers: batch
-    normalisation's running statistics, dropout's counter, so a loaded model evaluates and
-    draws its masks as the saved one does), a :class:`tensig.train.Trainer` (those, its
-    optimizer's state -- momentum, Adam's moments -- and its step count: training resumes
-    exactly), a :class:`tensig.graph.Graph` (every parameter and buffer of the graph that has
-    a value: those of models not yet built are skipped) or parameter and buffer tensors
-    (each must have a value).
-    ``metadata``: your own string pairs for the header (a step count, a config hash); keys
-    beginning with ``tensig.`` are reserved.  Returns the path written.
-
-    Everything that can go wrong with the data (duplicate names, a missing value, an unusual
-    dtype, bad metadata, a name the format reserves such as ``__metadata__``, a directory as
-    ``path``) is checked before the file system is touched; a previous checkpoint
-    at ``path`` is replaced only once the new one is completely on disk.  A data-parallel
-    trainer's replicas are identical, so rank 0 writes and every rank returns once the file
-    is complete; every rank loads.
+    ``params_or_model``: a :class:`tensig.graph.Model` (its parameters and buffers, so a loaded
+    model evaluates and draws dropout masks as the saved one), a :class:`tensig.train.Trainer`
+    (also its optimizer's state and step count: training resumes exactly), a
+    :class:`tensig.graph.Graph` (every parameter and buffer with a value) or tensors (each
+    with a value).  ``metadata``: your own string pairs; keys beginning ``tensig.`` are
+    reserved.  Everything about the data is checked before the file system is touched.  Of a
+    data-parallel trainer's identical replicas, rank 0 writes and every rank returns once the
+    file is complete.
     """
     st = _safetensors()
     params, explicit = _parameters(params_or_model)
@@ -310,13 +279,10 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` so that ``target`` is either the old file or the new one.
-
-    The temporary file lives in the target's directory because ``os.replace`` is atomic only
-    within one file system.  It is created with ``os.open(..., 0o666)`` rather than
-    ``mkstemp`` (mode 0600) so the checkpoint gets the permissions the umask gives any new
-    file, and with ``O_EXCL`` so it never clobbers anything.
-    """
+    """Write ``data`` so that ``target`` is either the old file or the new one.  The
+    temporary file is in the target's directory because ``os.replace`` is atomic only within
+    one file system, and made by ``os.open(..., 0o666)``, not ``mkstemp`` (mode 0600), so the
+    checkpoint gets the umask's permissions; ``O_EXCL`` never clobbers anything."""
     directory = target.parent
     tmp = directory / f".{target.name}.{uuid.uuid4().hex[:16]}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
@@ -364,47 +330,33 @@ def _numpy_dtype(value: Any) -> np.dtype | None:
 
 def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = True
          ) -> LoadReport:
-    """Load parameter values from a safetensors file written by :func:`save` (or any
-    safetensors file keyed by parameter name), after checking that every one fits.
+    """Load parameter values from a safetensors file keyed by parameter name (as
+    :func:`save` writes), after checking that every one fits.
 
-    ``params_or_model``: a :class:`tensig.graph.Model`, a :class:`tensig.train.Trainer`
-    (parameters, optimizer state and step count, as :func:`save` wrote them; ``strict=False``
-    loads the parameters of a file that has no optimizer state), a
-    :class:`tensig.graph.Graph` (all its parameters: loading before building a ``Model``
-    works, and the model then keeps the loaded values instead of initialising them) or
-    parameter tensors.
+    ``params_or_model`` is what :func:`save` takes; a :class:`tensig.graph.Graph` may be
+    loaded before a ``Model`` is built on it, which then keeps the loaded values.  Checks,
+    all before anything is written:
 
-    Checks, all before anything is written:
+    - names: ``strict=True`` wants every parameter in the file and nothing else; with
+      ``strict=False`` the rest is reported in the :class:`LoadReport` (a trainer then loads
+      a file without optimizer state).
+    - shapes: as three-row shapes where the file records them (``3->2`` never loads into
+      ``2,3``; labels compared where both name an axis), else by memory order.  A mismatch
+      is an error in both modes: a different architecture, not a subset.
+    - dtypes must cast safely: float16 loads into float32, float64 is refused rather than
+      silently losing precision.
+    - data: the recorded CRC-32s; the step count: at most 19 ASCII digits.
 
-    - names: with ``strict=True`` every parameter must be in the file and every tensor in the
-      file must be a parameter; with ``strict=False`` only the names present on both sides are
-      loaded and the rest is reported in the returned :class:`LoadReport`.
-    - shapes: each tensor's shape must equal the parameter's inferred shape, compared as
-      three-row tensig shapes when the file records them (so ``3->2`` never loads into
-      ``2,3``; labels only where both name an axis) and by memory-order dims for a file
-      written by something else.  A mismatch is an error in both modes: it means a different
-      architecture, not a subset.
-    - dtypes: the file's dtype must cast safely to the parameter's (its current array's
-      dtype, float32 when it has none): float16 into float32 loads, float64 into float32
-      is refused rather than silently losing precision.
-    - data: each tensor's bytes must match the CRC-32 recorded when it was saved (a tensor
-      without one, from an older or a foreign file, is not checked).
-    - the step count (a trainer's checkpoint): ASCII digits, at most 19 of them.
-
-    A failed check raises :class:`CheckpointError` naming every problem and changes
-    nothing; a missing file raises ``FileNotFoundError``; a directory, a file that is not
-    safetensors (or is truncated) or a header that is not what :func:`save` writes raises a
-    :class:`CheckpointError`.  Loaded values are copies: NumPy arrays in a
-    NumPy graph, torch tensors (on the device of the value they replace) in a torch graph.
+    A failed check, a directory, or a file that is not what :func:`save` writes raises
+    :class:`CheckpointError` and changes nothing; a missing file ``FileNotFoundError``.
+    Loaded values are copies, on the device of the values they replace.
     """
     st = _safetensors()
     params, _ = _parameters(params_or_model)
     _check_names(params)
     shown = os.fspath(path)
     by_name = {t.name: t for t in params}
-    handle = _open(st, shown)
-
-    with handle as f:
+    with _open(st, shown) as f:
         header = dict(f.metadata() or {})
         keys = list(f.keys())
         version = header.get(_FORMAT_KEY)
@@ -417,7 +369,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         missing = tuple(n for n in by_name if n not in present)
         unexpected = tuple(k for k in keys if k not in by_name)
         if strict:
-            problems += [f"{_kind(by_name[n])} '{n}' is missing from the file (strict=False "
+            problems += [f"{_kind(by_name[n])} is missing from the file (strict=False "
                          "loads the tensors it has)" for n in missing]
             problems += [f"the file has '{k}', which is no parameter here (strict=False "
                          "ignores it)" for k in unexpected]
@@ -433,7 +385,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                 file_shape = _header_shape(text)
                 if file_shape is None or file_shape.int_dims != file_dims:
                     shown_text = text if text is None or len(text) <= 60 else text[:57] + "..."
-                    problems.append(f"{_kind(t)} '{key}': the tensig shape recorded in the "
+                    problems.append(f"{_kind(t)}: the tensig shape recorded in the "
                                     f"header ({shown_text!r}) does not describe the stored tensor "
                                     f"{file_dims}: the file is damaged")
                     continue
@@ -444,27 +396,25 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                 where = "" if file_shape is not None else (
                     f" (memory order {model_shape.int_dims})")
                 theirs = file_shape if file_shape is not None else f"memory order {file_dims}"
-                problems.append(f"{_kind(t)} '{key}' has shape {model_shape}{where} in the "
-                                f"model but {theirs} in the file")
+                problems.append(f"{_kind(t)} has shape {model_shape}{where} in the model but "
+                                f"{theirs} in the file")
                 continue
             code = slot.get_dtype()
             source = _NUMPY_DTYPES.get(code)
             store = t.graph.store
             target = _numpy_dtype(store.read(t.val)) if store.has(t.val) else _initial_dtype(t)
             if source is None:
-                problems.append(f"{_kind(t)} '{key}' is stored as {code}, which NumPy cannot "
-                                "read")
+                problems.append(f"{_kind(t)} is stored as {code}, which NumPy cannot read")
             elif target is None:
-                problems.append(f"{_kind(t)} '{key}' holds a {store.read(t.val).dtype} value, "
+                problems.append(f"{_kind(t)} holds a {store.read(t.val).dtype} value, "
                                 "which tensig checkpoints cannot load into")
             elif not np.can_cast(source, target, casting="safe"):
-                problems.append(f"{_kind(t)} '{key}' is {target} in the model but "
-                                f"{np.dtype(source)} in the file (casting would lose "
-                                "precision)")
+                problems.append(f"{_kind(t)} is {target} in the model but {np.dtype(source)} "
+                                "in the file (casting would lose precision)")
             else:
                 crc = header.get(_CRC_PREFIX + key) if version is not None else None
                 if crc is not None and not _CRC_TEXT.fullmatch(crc):
-                    problems.append(f"{_kind(t)} '{key}': the checksum recorded in the header "
+                    problems.append(f"{_kind(t)}: the checksum recorded in the header "
                                     f"({crc!r}) is not 8 hex digits: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
@@ -475,15 +425,14 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                             "of at most 19 digits: the file is damaged")
         if problems:
             raise CheckpointError(shown, problems)
-        # Names, shapes and dtypes fit: read everything, compare checksums and convert,
-        # still without touching a store.
+        # read everything, compare checksums and convert, still without touching a store
         staged = []
         for t, dtype, crc in matched:
             raw = f.get_tensor(t.name)
             if crc is not None and _checksum(raw) != crc:
-                problems.append(f"{_kind(t)} '{t.name}': its data does not match the checksum "
-                                f"recorded when it was saved ({_checksum(raw)} instead of "
-                                f"{crc}): the file is damaged")
+                problems.append(f"{_kind(t)}: its data does not match the checksum recorded "
+                                f"when it was saved ({_checksum(raw)} instead of {crc}): the "
+                                "file is damaged")
             elif not problems:
                 staged.append((t, _for_graph(t, np.array(raw, dtype=dtype, copy=True))))
         if problems:
@@ -501,8 +450,8 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
 
 
 def _initial_dtype(t: Any) -> np.dtype:
-    """The dtype a tensor without a value will get: a buffer's from its initialiser (dropout's
-    counter is float64), float32 for a parameter."""
+    """The dtype a tensor without a value will get: its initialiser's for a buffer (dropout's
+    counter is float64), else float32."""
     if t.kind == "buffer" and t.init is not None:
         return np.asarray(t.init(t.shape.int_dims)).dtype
     return np.dtype(np.float32)
@@ -510,7 +459,7 @@ def _initial_dtype(t: Any) -> np.dtype:
 
 def _open(st: Any, shown: str) -> Any:
     """``safe_open`` on a regular file only: a directory gives safetensors' bare "No such
-    device", and a FIFO or a device would block or stream forever."""
+    device", a FIFO or a device would block or stream forever."""
     try:
         mode = os.stat(shown).st_mode
         if stat.S_ISDIR(mode):
@@ -528,18 +477,16 @@ def _open(st: Any, shown: str) -> Any:
 
 
 def _fits(saved: Shape, model: Shape) -> bool:
-    """Whether a recorded shape fits the model's: the same rows and sizes, and the same label
-    wherever both name an axis (a label a parameter took from labelled data in one model and
-    not in the other is no conflict; ``rgb=3`` against ``xyz=3`` is)."""
+    """The same rows and sizes, and the same label wherever both name an axis (a label only
+    one model's data gave is no conflict; ``rgb=3`` against ``xyz=3`` is)."""
     return all(saved.row(k) == model.row(k) for k in KINDS) and all(
         a is None or b is None or a == b
         for k in KINDS for a, b in zip(saved.row_bases(k), model.row_bases(k), strict=True))
 
 
 def _header_shape(text: str | None) -> Shape | None:
-    """The tensig shape a header records, or None when it is absent or not the canonical
-    text :func:`save` writes (checked by a linear pattern before the dims parser, which
-    evaluates arithmetic, ever sees it)."""
+    """The shape a header records; None when absent or not the canonical text :func:`save`
+    writes (matched linearly before the dims parser, which evaluates arithmetic, sees it)."""
     if text is None or len(text) > _MAX_SHAPE_TEXT or not _SHAPE_TEXT.fullmatch(text):
         return None
     try:
@@ -549,8 +496,8 @@ def _header_shape(text: str | None) -> Shape | None:
 
 
 def _for_graph(t: Any, array: np.ndarray) -> Any:
-    """The array as the parameter's graph stores it: NumPy, or torch on the old value's
-    device (the graph's device when there is no old value yet)."""
+    """The array as the parameter's graph stores it, on the old value's device (else the
+    graph's)."""
     store = t.graph.store
     old = store.read(t.val) if store.has(t.val) else None
     return t.graph.array(array, device=getattr(old, "device", None))

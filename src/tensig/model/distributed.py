@@ -1,26 +1,21 @@
 """Data-parallel training on ``torch.distributed``: one process per replica, gradients averaged.
 
 The engine is PyTorch's own -- ``torchrun`` starts the processes, gloo (CPUs) or NCCL (CUDA)
-moves the bytes -- and tensig adds only what is its own: which dataset rows each replica takes,
-which arrays go over the wire, and the checks that keep the replicas identical.
+moves the bytes -- and tensig adds what is its own: which rows each replica takes, which
+arrays go over the wire, and the checks that keep the replicas identical.
 
-A step on every replica: forward and backward on its own rows (the trainer's gradient
-routine); the gradients, grouped into buckets in the order backward finishes them (see
-:func:`buckets`), each bucket one flat buffer per dtype, are summed by one all-reduce per bucket
-and buffer, started as soon as the routine has written the bucket's last gradient (so it
-travels while backward goes on), and divided by the world size; the update routine then runs
-on identical inputs everywhere, so the replicas stay identical without ever sending a
-parameter.  The step's loss rides in the first buffer as one more element, so every replica
-reports the global mean loss and takes the same decision about a non-finite one.
+A step: forward and backward on each replica's own rows; the gradients, in buckets in the
+order backward finishes them (:func:`buckets`), one flat buffer per dtype, are summed by an
+all-reduce started as soon as the bucket's last gradient is written (it travels while
+backward goes on), and divided by the world size.  The update then runs on identical inputs
+everywhere, so no parameter is ever sent.  The loss rides in the first buffer, so every
+replica reports the global mean and takes the same decision about a non-finite one.
 
-Rows: an epoch's order is a function of the seed and the epoch only (see
-:meth:`tensig.train.Trainer.order`); the global batch of step ``s`` is the rows
-``order[s*G:(s+1)*G]`` with ``G = world size * the leaf's batch``, and replica ``r`` takes its
-``r``-th slice -- :class:`torch.utils.data.DistributedSampler`'s split, applied per batch.  A run
-resumed on another number of processes with the same global batch continues on the same rows.
-
-The NumPy backend takes part through zero-copy torch views of its arrays
-(:func:`torch.from_numpy`), so both backends use the same collectives.
+Rows: the global batch of step ``s`` is ``order[s*G:(s+1)*G]`` (``G`` = world size times the
+leaf's batch; the order a function of seed and epoch only, :meth:`tensig.train.Trainer.order`)
+and replica ``r`` takes its ``r``-th slice, as ``DistributedSampler`` splits, so a run resumed
+on another number of processes with the same global batch continues on the same rows.  NumPy
+arrays take part through zero-copy torch views (:func:`torch.from_numpy`).
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tensig.backends import backend_among
 from tensig.core.errors import TensigError
 
 __all__ = ["ReplicaError", "Replicas", "buckets", "launched"]
@@ -62,17 +58,13 @@ def _dist() -> Any:
 
 
 class Replicas:
-    """This process's view of the process group: its rank, the world size, and the
-    collectives a data-parallel trainer needs.
+    """This process's rank, the world size, and the collectives a data-parallel trainer needs.
 
-    Joins the default process group, starting it from the environment ``torchrun`` sets
-    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) when it is not started yet:
-    gloo, or NCCL when ``device`` is a CUDA device.  ``timeout`` (seconds) bounds how long a
-    collective waits for a replica that has stopped answering; a replica that died closes its
-    connections, which the others see at once.  ``bucket_mb``: a bucket of gradients closes
-    once it holds that much (a larger gradient is a bucket of its own), as DDP's
-    ``bucket_cap_mb``: smaller buckets overlap more of backward, each costs one more
-    all-reduce.
+    Joins the default process group, starting it from ``torchrun``'s environment if needed
+    (gloo, or NCCL for a CUDA ``device``).  ``timeout`` (seconds) bounds the wait for a replica
+    that stopped answering (one that died closes its connections, seen at once).
+    ``bucket_mb``: a bucket of gradients closes once it holds that much, as DDP's
+    ``bucket_cap_mb``: smaller buckets overlap more of backward, each costs an all-reduce.
     """
 
     def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
@@ -116,9 +108,8 @@ class Replicas:
                                f"{len(root)}; every process must build the same model")
 
     def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
-        """Start summing ``arrays`` (one bucket; and ``loss``, riding in the first buffer) over
-        the replicas: one flat buffer and one all-reduce per dtype, nothing waited for.
-        :meth:`finish` collects what any number of these started."""
+        """Start summing ``arrays`` (one bucket; and ``loss``) over the replicas: one flat
+        buffer and one all-reduce per dtype, nothing waited for (see :meth:`finish`)."""
         groups: dict[Any, list[int]] = {}
         for i, a in enumerate(arrays):
             groups.setdefault(a.dtype, []).append(i)
@@ -131,9 +122,8 @@ class Replicas:
 
     def finish(self, sent: Sequence[_Sent], step: int) -> tuple[list[Any], float]:
         """Wait for everything ``sent`` started (a failed replica: :class:`ReplicaError`
-        naming ``step``), divide by the world size, and return the averaged arrays of every
-        :meth:`start` in order (views of the buffers that went over the wire) and the mean
-        loss (NaN when none was sent)."""
+        naming ``step``); the averaged arrays of every :meth:`start` in order (views of the
+        buffers) and the mean loss (NaN when none was sent)."""
         self._wait([w for s in sent for w in s.works], step)
         out: list[Any] = []
         mean_loss = math.nan
@@ -141,13 +131,11 @@ class Replicas:
             mine: list[Any] = [None] * s.count
             for n, (shapes, idxs, flat, wire) in enumerate(s.buffers):
                 wire /= self.world
-                offset = 0
-                for i, shape in zip(idxs, shapes, strict=True):
-                    size = math.prod(shape)
-                    mine[i] = flat[offset:offset + size].reshape(shape)
-                    offset += size
+                views = backend_among([flat]).splitter(shapes)(flat)  # the loss stays last
+                for i, view in zip(idxs, views, strict=True):
+                    mine[i] = view
                 if n == 0 and s.has_loss:
-                    mean_loss = float(flat[offset])
+                    mean_loss = float(flat[-1])
             out += mine
         return out, mean_loss
 
@@ -174,11 +162,9 @@ class Replicas:
 
 
 def buckets(ready: Sequence[int], sizes: Sequence[int], limit: int) -> list[tuple[int, list[int]]]:
-    """Gradients grouped into all-reduce buckets in the order a routine finishes them:
-    ``ready[i]`` is the step after which gradient ``i`` is final, ``sizes[i]`` its bytes.  A
-    bucket closes once it holds ``limit`` bytes (DDP's rule), and is started after the step
-    that finishes its last gradient, so early buckets travel while later gradients are still
-    computed.  Returns ``(step, gradient indices)`` in the order to start them."""
+    """Gradients grouped into all-reduce buckets, as ``(step, gradient indices)`` in the
+    order to start them: ``ready[i]`` is the step after which gradient ``i`` is final,
+    ``sizes[i]`` its bytes; a bucket closes once it holds ``limit`` bytes (DDP's rule)."""
     out: list[tuple[int, list[int]]] = []
     current: list[int] = []
     held = 0
@@ -195,8 +181,8 @@ def buckets(ready: Sequence[int], sizes: Sequence[int], limit: int) -> list[tupl
 
 @dataclass
 class _Sent:
-    """What one :meth:`Replicas.start` put on the wire: for each dtype the arrays' shapes and
-    positions, the flat buffer and its torch view; the all-reduces to wait for."""
+    """What one :meth:`Replicas.start` put on the wire: per dtype the arrays' shapes and
+    positions, the flat buffer and its torch view; and the all-reduces."""
 
     count: int
     buffers: list[tuple[list[tuple[int, ...]], list[int], Any, Any]]

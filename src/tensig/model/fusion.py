@@ -2,19 +2,15 @@
 over their concatenation.
 
 An optimizer updates every parameter with the same few assignments (Adam: the two moments,
-then the parameter), so a routine holds that block once per parameter: for the digits CNN,
-6 x 3 assignments of about 8 array calls each on tensors of 1 to 4608 elements.  Each call
-costs a few microseconds whatever its size, so the update took about 200 us of a 1.8 ms
-step on torch.  Run over the parameters' concatenation it is 14 calls instead of 60:
-one concatenation, the block's 8, and one split per written buffer; the CNN's step measured
-3% faster for it (in-round A/B medians over 30 rounds).
+then the parameter): for the digits CNN, 6 x 3 assignments of about 8 array calls each, on
+tensors of 1 to 4608 elements.  Each call costs a few microseconds whatever its size (about
+200 us of a 1.8 ms torch step); over the concatenation it is 14 calls instead of 60, and the
+CNN's step measured 3% faster (in-round A/B medians over 30 rounds).
 
-:func:`fuse_repeats` finds the runs of consecutive blocks that are copies of one another,
-the same assignments with other buffers; :class:`FusedBlocks` runs such a run.  Its results
-are views into one flat array per written buffer; the next run finds those same views in the
-store and reads the flat array again instead of concatenating (an identity check per array),
-so in a training loop only the gradients are concatenated.  Any other array in the store
-(one written by a checkpoint load, say) is concatenated, so results never depend on the cache.
+:class:`FusedBlocks` leaves views into one flat array per written buffer; the next run finds
+those same views in the store (an identity check per array) and reads the flat array instead
+of concatenating, so a training loop concatenates only the gradients.  Any other array (a
+checkpoint load's, say) is concatenated, so results never depend on the cache.
 """
 
 from __future__ import annotations
@@ -45,12 +41,11 @@ class Run:
 
 def fuse_repeats(code: Iterable[Assign]) -> list[Assign | Run]:
     """``code`` with each run of two or more repeated blocks of pointwise assignments
-    replaced by one :class:`Run`; the run covering the most assignments wins at each position.
+    replaced by one :class:`Run` (the longest at each position).
 
-    Blocks repeat when they are the same assignments with other buffers (:func:`_signature`),
-    each buffer either different in every block (concatenated) or the same one-element buffer
-    in all (broadcast), and no block touches a buffer another block writes (so running them
-    together, in any order, is running them one after another).
+    Blocks repeat when they are the same assignments with other buffers, each buffer either
+    different in every block (concatenated) or one one-element buffer in all (broadcast), and
+    no block touches a buffer another writes (so running them together is running them in turn).
 
     >>> from tensig import graph as G
     >>> from tensig.model.train import adam
@@ -152,11 +147,8 @@ def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bo
 
 class FusedBlocks:
     """The step of a :class:`Run`: concatenate, evaluate the block once, split into views.
-
-    ``fallback`` runs the assignments one by one; it takes over when a buffer has no array
-    yet (its error message) or the arrays to concatenate differ in dtype, device or shape
-    from what the code says.
-    """
+    ``fallback`` (the assignments one by one) takes over when a buffer has no array yet (for
+    its message) or the arrays differ in dtype, device or shape from what the code says."""
 
     def __init__(self, run: Run, expression: Callable[[Expr, dict[tuple[int, str], int]],
                                                      Callable[[list[Any]], Any]],
@@ -200,10 +192,10 @@ class FusedBlocks:
                 args[s] = self._flat(s, [A[k] for k in self.keys[s]])
             for s, key, flatten in self.shared:
                 args[s] = A[key].reshape(-1) if flatten else A[key]
-        except KeyError:
-            self.fallback(store)  # the store's own message for the missing buffer
-            return
-        if any(args[s] is None for s in self.concat):
+            fits = all(args[s] is not None for s in self.concat)
+        except KeyError:  # the fallback raises the store's own message for the missing buffer
+            fits = False
+        if not fits:
             self.fallback(store)
             return
         xp, backend, total = self.xp, self.backend, self.total
@@ -215,11 +207,9 @@ class FusedBlocks:
                 v = backend.broadcast_to(v, (total,))
             args[lhs] = v
         for s in self.written:
-            flat = args[s]
-            views = self.split(flat)
-            for key, view in zip(self.keys[s], views, strict=True):
-                A[key] = view
-            self.cache[s] = (views, flat)
+            views = self.split(args[s])
+            A.update(zip(self.keys[s], views, strict=True))
+            self.cache[s] = (views, args[s])
 
     def _flat(self, slot: int, arrays: list[Any]) -> Any:
         """The concatenation of ``arrays`` (the cached one when they are its own views), or

@@ -1,21 +1,17 @@
 """The model layer (OCANNL's ``%op``): lazy tensors whose shapes are inferred graph-wide.
 
 A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
-from its uses), a constant, a buffer (state the model keeps from run to run without learning
-it: batch norm's running statistics, dropout's counter; checkpoints save it), or an operation
-on other tensors.  Building a model only records nodes and shape constraints in the graph's
-:class:`~tensig.core.inference.ShapeGraph`; shapes are solved for the whole graph at once,
+from its uses), a constant, a buffer (state kept from run to run without learning it: batch
+norm's running statistics, dropout's counter), or an operation on other tensors.  Building a
+model only records nodes and shape constraints; shapes are solved for the whole graph at once,
 before any memory is allocated.
 
-Every operation is an :class:`OpDef`: its shape logic (pointwise ``"."``, compose ``"@"``,
-transpose ``"T"``, or an einsum spec), its forward code and its backward code, both written
-in the assignment IR (:mod:`tensig.execution.ir`).  A user-defined operation is one more
-``OpDef`` and works like a built-in (OCANNL's ``%%extend_dsls``).  Routines (forward, backprop,
-zero grads, a full ``grad_update``) compile once (:mod:`tensig.model.compile`) and then run with
-no shape work.  This module holds the einsum-family and indexing operations, parameters and
-literals, and is the one public face (``G.*``) of the layer's graph: the graph, tensors,
-pointwise arithmetic, leaves and :class:`Model` live in :mod:`tensig.model.tensor`, captured
-sizes in :mod:`tensig.model.captures`.
+Every operation is an :class:`OpDef`: its shape logic, forward code and backward code in the
+assignment IR (:mod:`tensig.execution.ir`); a user-defined one works like a built-in (OCANNL's
+``%%extend_dsls``).  Routines compile once (:mod:`tensig.model.compile`), then run with no shape
+work.  This module holds the einsum-family and indexing operations, parameters and literals,
+and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
+:mod:`tensig.model.captures` too.
 
 >>> import numpy as np
 >>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
@@ -74,8 +70,8 @@ __all__ = [
 
 def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
     """Pointwise choice (a non-zero condition picks ``a``).  Under an einsum ``spec``
-    (OCANNL's ``where ~spec``, ``"ij;ij;ij=>i"``) the choice is made in each cell of the
-    product space, then add-reduced: select before reduce."""
+    (OCANNL's ``where ~spec``) the choice is made in each cell of the product space, then
+    add-reduced."""
     op = OpDef("where", spec or ".", _fwd("where", None if spec is None else "+"), _grads(
         None, lambda t, c, x, y: (_e("where", c.val, t.grad, 0.0), "+"),
         lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")),
@@ -102,14 +98,10 @@ def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
 
 
 def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
-    """The backward code of an operator application, from its ``combine`` and ``accum``.
-
-    Add-reduction: each operand's gradient is the result's gradient times the derivative of
-    ``combine`` (the other operands for a product, 1 for a sum, a copy or a concatenation).
-    Max-reduction gates the gradient in the product space: a pair (result cell, reduced
-    position) receives it only where its combined value achieved the max, which stays exact
-    when windows overlap (OCANNL's product-space gate).
-    """
+    """The backward code of an operator application, from its ``combine`` and ``accum``: under
+    add-reduction the result's gradient times the derivative of ``combine``; max-reduction
+    gates it in the product space (a pair of result cell and reduced position gets it where
+    its value achieved the max), which stays exact when windows overlap (OCANNL's gate)."""
     if op.accum == "max":
         def gate(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val for a in args]
@@ -133,8 +125,7 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
 def _spec_op(name: str, spec: str, *tensors: Tensor, capture: Sequence[str] | None = None
              ) -> Any:
     """Operator ``name`` of :data:`~tensig.execution.ir.OPERATORS` applied to ``tensors``
-    under ``spec``: the assignment ``t =:accum combine(args) ~logic:spec`` and its
-    derivative.  ``capture``: also the named labels' sizes (:class:`Captured`)."""
+    under ``spec`` (``capture``: also the named labels' sizes, :class:`Captured`)."""
     op = OPERATORS[name]
     lo, hi = op.operands
     if len(tensors) < lo or (hi is not None and len(tensors) > hi):
@@ -149,8 +140,7 @@ def _spec_op(name: str, spec: str, *tensors: Tensor, capture: Sequence[str] | No
 
 
 def _operation(name: str) -> Callable[..., Any]:
-    """The graph function of operator ``name`` (``G.einsum`` ...), documented from its entry
-    in :data:`~tensig.execution.ir.OPERATORS`."""
+    """The graph function of operator ``name`` (``G.einsum`` ...), documented from its entry."""
     op = OPERATORS[name]
 
     def operation(spec: str, *tensors: Tensor, capture: Sequence[str] | None = None) -> Any:
@@ -182,7 +172,6 @@ def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
     if kind not in row:
         raise ValueError(f"stack: kind is 'batch', 'output' or 'input', not {kind!r}")
     pattern = row[kind]
-    # a size-1 axis on each operand, then one concatenation of those axes
     parts = [einsum1(f"{pattern.format('')} => {pattern.format('0, ')}", t) for t in tensors]
     names = [f"bt{i}" for i in range(len(parts))]
     spec = "; ".join(pattern.format(f"{n}, ") for n in names) + " => " + \
@@ -192,7 +181,7 @@ def stack(kind: str, tensors: Sequence[Tensor]) -> Tensor:
 
 def stretch(x: Any) -> Tensor:
     """``x`` broadcast to whatever shape its use needs (OCANNL's ``stretch``): the result
-    takes its shape from its consumer, as a parameter does, instead of closing down to ``x``."""
+    takes its shape from its consumer, as a parameter does."""
     g = x.graph if isinstance(x, Tensor) else current_graph()
     src = _as_tensor(x, g)
     node = g.shapes.parameter(f"stretch.{src.name}")
@@ -252,8 +241,7 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
 
 def _gather(name: str, spec: str, primitive: str) -> OpDef:
     """An operation that reads a table at integer positions with ``primitive`` (an
-    ``ir.WHOLE`` gather); its gradient adds each read cell's gradient back into the cell it
-    came from (``put_add``: repeated positions add up)."""
+    ``ir.WHOLE`` gather); its gradient adds back into the cells read (``put_add``)."""
     def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
         code = Code()
         if tab.differentiable:
@@ -292,8 +280,7 @@ _BATCH_SLICE = "n, ..b..|..i..->..o..; |-> => ..b..|..i..->..o.."
 
 class Index(Tensor):
     """A scalar integer leaf that picks a cell of a leftmost batch axis (OCANNL's static
-    symbol, ``IDX.get_static_symbol ~static_range``); ``range``, when given, is that axis's
-    size.  Made by :func:`index`."""
+    symbol); made by :func:`index`."""
 
     __slots__ = ("range",)
     range: int | None
@@ -431,7 +418,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
 
 
 def _block(literal: Any) -> Tensor:
-    """A literal of tensors stacks them (OCANNL's block tensors), nesting at any depth."""
+    """A literal of tensors stacks them (OCANNL's block tensors), at any depth."""
     kind = "batch" if isinstance(literal, batch) else \
         "output" if isinstance(literal, list) else "input"
     items = [it if isinstance(it, Tensor) else _block(it) for it in literal]
@@ -493,8 +480,7 @@ def _initializer(init: str | Callable[..., Any], seed: int, t: Tensor
 
 
 def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:
-    """``tensig.einsum(spec, x, w)`` and the other eager functions on graph tensors: the
-    graph operation of the same name (a node, not an array)."""
+    """``tensig.einsum(spec, x, w)`` and its siblings on graph tensors: the graph operation."""
     given = [k for k, v in options.items()
              if k != "capture" and (v or k == "use_padding")]  # {} is no params
     if given:

@@ -1,20 +1,17 @@
 """A compiled routine as one traced function, where the backend compiles (JAX: ``jax.jit``).
 
 Run step by step, a routine on JAX arrays pays JAX's dispatch for every array call (about
-25 ms per step of the two-moons MLP).  :class:`Staged` runs the same steps once on tracers
-instead: the routine becomes one function from the arrays it reads to the arrays it writes,
-compiled by the backend (:meth:`tensig.backends.base.Backend.fused`) and then called with
-the store's arrays.  It is functional: the store is copied into a scratch store for the
-trace, and what the routine wrote comes back as a dictionary, so the caller decides what to
-keep (a trainer drops the update of a step whose loss is not finite).  Training mode is fixed
-per compiled function (one per mode); buffers (running statistics, dropout's counter) are
-arrays of the store, in and out like any other.
+25 ms per step of the two-moons MLP).  :class:`Staged` traces the steps once instead, into one
+function from the arrays the routine reads to those it writes, compiled by the backend
+(:meth:`tensig.backends.base.Backend.fused`).  It is functional: what the routine wrote comes
+back as a dictionary, so the caller decides what to keep (a trainer drops the update of a
+non-finite loss).  There is one compiled function per training mode; buffers are arrays of
+the store like any other.
 
-A check of values (integer ids in range) is made when the compiled function has run: a
-failed one raises before anything is written; dropout's mask is drawn on the host during
-the call (:meth:`~tensig.backends.base.Backend.host_call`), the same as NumPy's.  A step
-that reads values otherwise cannot be traced: the first such step makes the routine warn
-once, naming the assignment, and run step by step from then on.
+Value checks (integer ids in range) are made after the call, raising before anything is
+written; dropout's mask is drawn on the host during the call
+(:meth:`~tensig.backends.base.Backend.host_call`).  A step that reads values otherwise cannot
+be traced: the routine warns once, naming the assignment, and runs step by step from then on.
 """
 
 from __future__ import annotations
@@ -33,11 +30,9 @@ Key = tuple[int, str]
 
 def inputs_of(code: Code) -> list[Key]:
     """The buffers ``code`` may read before writing them whole: the staged function's inputs.
-
-    An initialising accumulation (``=:+``: from the neutral element) writes every cell, as
-    does a store (``=:``) under ``"."`` or of a whole-array primitive
-    (:data:`~tensig.execution.ir.WHOLE`); any other write may keep cells of the old value (a
-    store at fixed indices) or add to it, so its buffer is an input too."""
+    An initialising accumulation writes every cell, as does a store under ``"."`` or of a
+    whole-array primitive (:data:`~tensig.execution.ir.WHOLE`); any other write may keep or
+    add to the old value, so its buffer is an input too."""
     written: set[Key] = set()
     out: dict[Key, None] = {}
     for a in code:
@@ -74,13 +69,10 @@ class Staged:
     def outputs(self, store: Any, given: Mapping[Key, Any] | None = None,
                 feeds: Mapping[Key, Any] | None = None, rows: Any = None
                 ) -> dict[Key, Any] | None:
-        """The arrays the routine writes (by buffer key), from the store's, or ``None`` when
-        it cannot be traced (then run the steps one by one).
-
-        ``given``: arrays stored before the steps run, in place of the store's (any array
-        the library takes as an argument: NumPy's too); ``feeds``: whole datasets, of which
-        rows ``rows`` are stored (the gather runs in the compiled function).  Both come
-        back among the outputs as the library's arrays."""
+        """The arrays the routine writes (by buffer key), or ``None`` when it cannot be traced.
+        ``given``: arrays stored before the steps run, in place of the store's; ``feeds``:
+        whole datasets, of which rows ``rows`` are stored (gathered in the compiled function).
+        Both come back among the outputs as the library's arrays."""
         if self.refused is not None:
             return None
         given, feeds = given or {}, feeds or {}
@@ -103,19 +95,16 @@ class Staged:
         return written
 
     def run(self, store: Any) -> bool:
-        """Run the routine on ``store`` as one compiled call; ``False`` (nothing done) when
-        it cannot be traced."""
+        """Run the routine as one compiled call; ``False`` (nothing done) when untraceable."""
         out = self.outputs(store)
         if out is None:
             return False
         store.arrays.update(out)
         return True
 
-    def _function(self, store: Any, training: bool
-                  ) -> Callable[..., Any]:
-        """The traced body: the steps on a scratch store holding the inputs; returns every
-        array a step wrote, and the flags of the checks the steps deferred (an id out of
-        range: :func:`~tensig.execution.ir.deferred_checks`)."""
+    def _function(self, store: Any, training: bool) -> Callable[..., Any]:
+        """The traced body: the steps on a scratch store; returns what they wrote and the
+        flags of the checks they deferred (:func:`~tensig.execution.ir.deferred_checks`)."""
         make, device = type(store), store.device
 
         def body(inputs: dict[Key, Any], given: dict[Key, Any], feeds: dict[Key, Any],

@@ -1,9 +1,6 @@
-"""A model graph (:mod:`tensig.model.graph` has the whole story), its tensors, and running them.
-
-:func:`apply` records an :class:`OpDef`'s node; the pointwise operations behind a tensor's
-operators (``+``, ``@``, ``.T``, ``t.relu()``) live here with their derivatives, and so do
-leaves, constants and :class:`Model`, which :func:`apply` needs (numbers lift to constants;
-arrays run through a throwaway graph of leaves).
+"""A model graph (:mod:`tensig.model.graph` has the whole story), its tensors, and running them:
+:func:`apply`, the pointwise operations behind a tensor's operators (``+``, ``@``, ``.T``,
+``t.relu()``) with their derivatives, leaves, constants and :class:`Model`.
 """
 
 from __future__ import annotations
@@ -63,15 +60,13 @@ class Graph:
 
     def array(self, value: Any, device: Any = None) -> Any:
         """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
-        graph's by default).  Every array entering the store comes through here (initial
-        values, fed data, optimizer state, checkpoints)."""
+        graph's by default): how every array enters the store."""
         return self.adapter.asarray(value, device=self.device if device is None else device)
 
     @property
     def training(self) -> bool:
-        """Training mode (the default): dropout draws a fresh mask each step.  Out of it
-        (:meth:`eval`) dropout passes its input through; compiled routines read the mode when
-        they run, so one routine serves both."""
+        """Training mode (the default): dropout draws a fresh mask each step; out of it
+        (:meth:`eval`) it passes its input through.  Routines read the mode when they run."""
         return self.store.training
 
     def train(self, mode: bool = True) -> Graph:
@@ -148,12 +143,9 @@ def scope(name: str) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class OpDef:
-    """An operation: shape logic, forward code and backward code.
-
-    ``forward(t, *args) -> Code`` computes ``t.val``; ``backward(t, *args) -> Code`` adds into
-    the arguments' gradients (``None``: not differentiable).  ``logic`` is ``"."``, ``"@"``,
-    ``"T"`` or an einsum spec; ``op`` names the eager operator for specs (``"einsum"``...).
-    """
+    """An operation: shape ``logic`` (``"."``, ``"@"``, ``"T"`` or an einsum spec, whose eager
+    operator ``op`` names), ``forward(t, *args) -> Code`` computing ``t.val`` and ``backward``
+    adding into the arguments' gradients (``None``: not differentiable)."""
 
     name: str
     logic: str
@@ -231,9 +223,8 @@ class Tensor:
 
     @property
     def projections(self) -> Projections:
-        """The projections of the operation computing this tensor, as the graph's solve
-        produced them: how its loops index this tensor and each argument (and their
-        gradients).  Forward and backward code are written under these."""
+        """How the loops of the operation computing this tensor index it and each argument
+        (and their gradients), as the graph's solve produced them."""
         p = self._projections
         if p is None:
             if self.op is None:
@@ -426,24 +417,21 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
+def _leaf_of(name: str, o: Any) -> Any:
+    """An eager operand as a leaf (an array with rows keeps them); a number stays one."""
+    rows = getattr(o, "rows", None)
+    if rows is not None:
+        return leaf(name, o.array, batch=len(rows.batch), input=len(rows.input))
+    return leaf(name, o) if hasattr(o, "shape") else o
+
+
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
-    """Run one operation on arrays through a throwaway graph (same shape rules, same code):
-    a graph of the arrays' own library, on their device, keeping their dtypes, so the result
-    is the array ``tensig.einsum`` and its siblings give (an array with rows gives one)."""
+    """Run one operation on arrays through a throwaway graph of their own library, device and
+    dtypes (same shape rules, same code): the array ``tensig.einsum`` and its siblings give."""
     arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
     adapter = backend_for(type(arrays[0]))
     with new_graph(adapter.name, adapter.device_of(arrays[0])):
-        args = []
-        for i, o in enumerate(operands):
-            rows = getattr(o, "rows", None)
-            if rows is not None:  # an array with its three rows
-                t = leaf(f"x{i}", o.array, batch=len(rows.batch), input=len(rows.input))
-            elif hasattr(o, "shape"):
-                t = leaf(f"x{i}", o)
-            else:  # a number
-                t = o
-            args.append(t)
-        out = apply(opdef, *args)
+        out = apply(opdef, *(_leaf_of(f"x{i}", o) for i, o in enumerate(operands)))
         value = Model(out).run()
     if any(getattr(o, "rows", None) is not None for o in operands):
         return RowArray(value, out.shape)
@@ -454,8 +442,7 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
 
 
 def _fwd(op: str, accum: str | None = None) -> Callable[..., Code]:
-    """Forward code ``t =accum op(args)`` under the operation's projections (an accumulation
-    starts from the operator's neutral element)."""
+    """Forward code ``t =accum op(args)`` under the operation's projections."""
     def forward(t: Tensor, *args: Tensor) -> Code:
         return Code().assign(t.val, Expr(op, tuple(a.val for a in args)), accum=accum,
                              init=accum is not None, logic=t.projections)
@@ -589,7 +576,7 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
 
 
 def _is_integer(value: Any) -> bool:
-    """Whether an array (NumPy or torch) holds integers (booleans are not ids)."""
+    """Whether an array holds integers (booleans are not ids)."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and is_integer(dtype)
 
@@ -636,8 +623,7 @@ class Model:
                 self.set(t, t.value_init)
 
     def set(self, t: Tensor, value: Any) -> None:
-        """Feed ``value`` to a leaf (same shape as declared; integer data to an integer leaf).
-        A callable gives the value when called (a constant captured from solved shapes)."""
+        """Feed ``value`` (same shape and kind as declared; a callable gives it when called)."""
         if callable(value):
             value = value()
         if isinstance(value, int) and t.integer:  # an index's position

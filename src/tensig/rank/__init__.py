@@ -5,7 +5,10 @@ bigger arrays, each argument splits into a *frame* (its leading axes) and cells 
 axes); the function runs on every cell and the results are assembled in the frame.  The
 frames must agree by **prefix**: the longest frame is the *principal frame*, every other frame
 must be a prefix of it (sizes equal exactly; a size-1 axis does not stretch), and an argument
-with a shorter frame has its cells replicated over the missing trailing frame axes.
+with a shorter frame has its cells replicated over the missing trailing frame axes.  So in
+Remora's ``[10 100] + [[1 2][3 4]]`` the vector's frame ``(2,)`` is a prefix of the matrix's
+``(2, 2)``: ``10`` pairs with the first *row*, where NumPy, aligning trailing axes, pairs it
+with each row's first *column*:
 
 >>> import numpy as np
 >>> import tensig
@@ -14,18 +17,6 @@ with a shorter frame has its cells replicated over the missing trailing frame ax
 >>> add(np.array([10, 100]), np.array([[1, 2], [3, 4]]))
 array([[ 11,  12],
        [103, 104]])
-
-That is Remora's ``[10 100] + [[1 2][3 4]]``: the vector's frame ``(2,)`` is a prefix of the
-matrix's frame ``(2, 2)``, so ``10`` pairs with the first *row* and ``100`` with the second.
-NumPy broadcasts from the right instead (the vector pairs with each row's *columns*):
-
->>> np.array([10, 100]) + np.array([[1, 2], [3, 4]])
-array([[ 11, 102],
-       [ 13, 104]])
-
-Where NumPy stretches size-1 axes, Remora does not; where NumPy aligns trailing axes, Remora
-aligns leading ones:
-
 >>> try:
 ...     add(np.array([1, 2, 3]), np.ones((2, 3)))
 ... except tensig.ShapeError as e:
@@ -34,12 +25,6 @@ aligns leading ones:
 add: frame (3,) of argument 0 (arg0)
 is not a prefix of the principal frame (2, 3) from argument 1 (arg1)
 Remora matches frames from the left (prefix agreement) and a size-1 axis does not stretch; NumPy
-
-Cells make the difference visible: a function of vectors lifts over the leading axes only.
-
->>> dot = rank.lift(lambda a, b: (a * b).sum(), "n; n => ")
->>> dot(np.array([[1, 2], [3, 4]]), np.array([1, 10]))   # frames (2,) and (): row-wise dots
-array([21, 43])
 
 The pieces:
 
@@ -55,6 +40,7 @@ Cell ranks are naturals, ``None`` (the whole argument: an empty frame) or a comp
 function still lifts at its own ranks inside each new cell.
 """
 
+from tensig.rank import _primitives
 from tensig.rank._boxes import Box, unbox
 from tensig.rank._lifting import (
     Lifted,
@@ -67,39 +53,7 @@ from tensig.rank._lifting import (
     rerank,
     typeof,
 )
-from tensig.rank._primitives import (
-    antibase,
-    append,
-    base,
-    behead,
-    curtail,
-    drop,
-    equal,
-    filter,
-    fold,
-    fold_right,
-    head,
-    index,
-    iota,
-    iota_s,
-    iota_v,
-    iota_w,
-    itemize,
-    length,
-    nub,
-    nub_sieve,
-    ravel,
-    reduce,
-    reshape,
-    reverse,
-    rotate,
-    scan,
-    select,
-    shape_of,
-    tail,
-    take,
-    transpose,
-)
+from tensig.rank._primitives import *  # noqa: F403 (the primitives, listed in their __all__)
 from tensig.rank._types import Arr, FnType, Fun, Instance, Sigma, Static
 
 __all__ = [
@@ -112,43 +66,13 @@ __all__ = [
     "Overloaded",
     "Sigma",
     "Static",
-    "antibase",
-    "append",
     "apply",
     "as_lifted",
-    "base",
-    "behead",
     "check",
-    "curtail",
-    "drop",
-    "equal",
-    "filter",
-    "fold",
-    "fold_right",
-    "head",
-    "index",
-    "iota",
-    "iota_s",
-    "iota_v",
-    "iota_w",
-    "itemize",
-    "length",
     "lift",
-    "nub",
-    "nub_sieve",
     "principal_frame",
-    "ravel",
-    "reduce",
     "rerank",
-    "reshape",
-    "reverse",
-    "rotate",
-    "scan",
-    "select",
-    "shape_of",
-    "tail",
-    "take",
-    "transpose",
     "typeof",
     "unbox",
+    *_primitives.__all__,
 ]

@@ -48,10 +48,8 @@ def _elem_name(value: Any) -> str:
 class Box:
     """An array with an existentially hidden shape: Remora's ``box`` (a dependent sum).
 
-    ``shape`` is the box's type body with the hidden indices named (default: all of the shape
-    is hidden, ``Σ(..s..). [t ..s..]``); ``hidden`` picks which names are hidden (default:
-    every name in ``shape``).  The value must fit the type; ``witness`` holds the hidden indices'
-    actual values.
+    ``shape`` is the type's body (default ``..s..``: all hidden); ``hidden`` the names it hides
+    (default: all in ``shape``).  The value must fit; ``witness`` holds the hidden values.
 
     >>> b = Box(np.array([[1, 2, 3], [4, 5, 6]]), "l, 3")
     >>> b.type, b.witness
@@ -199,13 +197,11 @@ class _ResultCheck:
 
 def unbox(boxes: Box | Any, body: Callable[[Any], Any],
           result: str | ShapeIndex | Sequence[Any] | None = None) -> Any:
-    """Map ``body`` over a box or an array of boxes: Remora's ``unbox``.
+    """Map ``body`` over the values of a box or an array of boxes: Remora's ``unbox``.
 
-    ``body`` receives each box's value.  ``result`` declares the result cell (a shape index,
-    e.g. ``()`` for a scalar or ``"n"``); it must not mention a size hidden in the box (that
-    size would escape), and every body result must fit it.  Without ``result`` the body's
-    results must all have one shape, and an empty array of boxes is an error (the result cell
-    cannot be known without a call).  A body that returns a :class:`Box` gives boxes back.
+    ``result`` declares the result cell (``()``, ``"n"``): it must not mention a size hidden in
+    the box (it would escape), and every result must fit it.  Without it the results must have
+    one shape, and an empty array of boxes is an error.  A body may return boxes.
 
     >>> b = Box(np.array([3, 1, 2]), "l")
     >>> unbox(b, lambda v: v.sum(), result=())
@@ -225,8 +221,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
         out = body(boxes.value)
         check(out, "the box")
         return out
-    frame_array = np.asarray(boxes, dtype=object)
-    return _unbox_array(frame_array, body, declared, check)
+    return _unbox_array(np.asarray(boxes, dtype=object), body, declared, check)
 
 
 def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeIndex | None,

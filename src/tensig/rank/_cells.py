@@ -1,16 +1,13 @@
-"""Frames and cells, and what a lifted call runs: its plan and the paths that apply a function
-to every cell.
+"""Frames and cells, and what a lifted call runs: its :class:`Plan` and the paths that apply a
+function to every cell.
 
 An argument splits into a *frame* (its leading axes) and a *cell* (the trailing axes its cell
 rank names); the frames of one application agree by prefix, and the longest is the *principal
-frame*.  A :class:`Plan` holds what a call depends on only through its arguments' signature
-(frames, cells, the checked result cell, the path and what the path precomputes), so that
-:mod:`tensig.rank._plans` reuses it for every later call with that signature.  The paths,
-fastest first: a NumPy ufunc is called once on the arguments with singleton axes inserted after
-their frames (broadcasting then replicates, as views); a batched function (``vectorized=True``,
-the primitives, an eta-expansion) is called once on the arrays broadcast to the principal frame;
-a torch or JAX function goes through nested ``torch.vmap`` / ``jax.vmap``; a Python loop over
-the frame is the last resort.
+frame*.  The paths, fastest first: a NumPy ufunc is called once on the arguments with singleton
+axes inserted after their frames (broadcasting then replicates, as views); a batched function
+(``vectorized=True``, the primitives, an eta-expansion) is called once on the arrays broadcast
+to the principal frame; a torch or JAX function goes through nested ``vmap``; a Python loop
+over the frame is the last resort.
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ def _fmt(frame: Sequence[Any]) -> str:
 
 
 def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]) -> tuple:
-    """The longest frame, after checking that every other frame is a prefix of it.
-
-    Sizes compare exactly (a size-1 axis does not stretch); the error names both frames.
+    """The longest frame, after checking that every other frame is a prefix of it (sizes
+    compare exactly: a size-1 axis does not stretch).
 
     >>> principal_frame("f", [(2,), (2, 3)], ["argument 0", "argument 1"])
     (2, 3)
@@ -97,7 +93,6 @@ def _who(lf: Any, i: int) -> str:
 
 
 def _cell_rank(lf: Any, k: int, shape: tuple[Any, ...]) -> int:
-    """The cell rank of ``lf``'s ``k``-th array argument, of shape ``shape``."""
     r = lf.ranks[k]
     if r is None or r < 0:
         return _concrete_rank(r, len(shape))
@@ -129,10 +124,9 @@ def _split(lf: Any, shapes: Sequence[tuple[Any, ...]]
 
 @dataclass(slots=True, eq=False)
 class Plan:
-    """A call's frames, cells and checked type, and the path that runs it (``run(plan,
-    args)``).  ``lf`` is the lifted function; ``matcher`` is set only when the arguments leave
-    the declared result cell symbolic (then the returned cell is matched on the call, and the
-    plan is not reused)."""
+    """What a call depends on only through its arguments' signature: frames, cells, the
+    checked type and the path that runs it (``run(plan, args)``).  ``matcher`` is set only when
+    the declared result cell stays symbolic (then it is matched per call; no reuse)."""
 
     lf: Any
     backend: Backend

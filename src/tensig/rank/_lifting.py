@@ -1,10 +1,7 @@
-"""Lifting: Remora's function application on real arrays.
-
-A lifted function (:class:`Lifted`) checks a call once per argument signature and replays its
-plan (:mod:`tensig.rank._plans`): frames and cells, and the fastest path that fits
-(:mod:`tensig.rank._cells`).
-Here: the lifted function itself, reranking (eta-expansion), overloaded primitives, ``lift``,
-``rerank``, ``apply`` (arrays of functions) and ``typeof`` / ``check``.
+"""Lifting: Remora's function application on real arrays (:class:`Lifted`, reranking,
+overloaded primitives, ``lift``, ``apply`` on arrays of functions, ``typeof``, ``check``).  A
+call is checked once per argument signature (:mod:`tensig.rank._plans`) and runs the fastest
+path that fits (:mod:`tensig.rank._cells`).
 """
 
 from __future__ import annotations
@@ -69,16 +66,11 @@ def _unconstrained(ftype: FnType) -> bool:
         if not isinstance(p, Arr):
             return False
         for item in p.shape:
-            if isinstance(item, ShapeVar):
-                key: object = item
-            else:
-                names = item.symbols
-                if len(names) != 1 or item != Dim.symbol(next(iter(names))):
-                    return False
-                key = next(iter(names))
-            if key in seen:
+            bare = isinstance(item, ShapeVar) or (
+                len(item.symbols) == 1 and item == Dim.symbol(next(iter(item.symbols))))
+            if not bare or item in seen:
                 return False
-            seen.add(key)
+            seen.add(item)
     result = ftype.result
     return result is None or (isinstance(result, Arr) and result.shape.is_concrete)
 
@@ -159,9 +151,6 @@ class Lifted:
         """The same function at other cell ranks (positional, one per array parameter, or by
         parameter name; a single positional rank applies to every array parameter).
 
-        Remora's reranking is an eta-expansion: the new function takes cells of the new ranks
-        and applies this one to each, and this one still lifts at its own ranks inside a cell.
-
         >>> sum_rows = lift(np.sum, ranks=(1,))
         >>> sum_rows(np.arange(6).reshape(2, 3)), sum_rows.rerank(2)(np.ones((2, 2, 2)))
         (array([ 3, 12]), array([[2., 2.],
@@ -216,10 +205,8 @@ def _rank_error(lf: Lifted, i: int, p: Arr, r: Rank, hint: str | None = None) ->
 def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     """``inner`` at cells of ranks ``new``: Remora's ``(rerank (r ...) f)`` is
     ``(λ ((x r) ...) (f x ...))``, so ``inner`` still lifts at its own ranks inside each cell.
-
-    Because a lifted function already accepts extra leading frame axes (its frames agree by
-    prefix), the whole application is one call of ``inner`` on the arguments broadcast to the
-    outer principal frame: no loop over the new cells.
+    A lifted function accepts extra leading frame axes anyway, so this is one call of
+    ``inner`` on the arguments broadcast to the outer principal frame, not a loop over cells.
     """
     params = list(inner.type.params)
     for k, (i, p) in enumerate(zip(inner.arrays, inner.cell_types, strict=True)):
@@ -239,8 +226,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     def batched(nf: int, *args: Any) -> Any:
         if not whole:
             return inner(*args)
-        # A rank ``inner`` counts from the whole argument (``None``, negative) counts from the
-        # new cell, not from the outer frame too.
+        # a rank counted from the whole argument (None, negative) counts within the new cell
         ranks = tuple(_concrete_rank(inner.ranks[k], len(args[inner.arrays[k]].shape) - nf)
                       for k in whole)
         f = pinned.get(ranks)
@@ -263,10 +249,8 @@ class Overloads(tuple):
 
 
 class Overloaded:
-    """A primitive with a static and a data form (``take(2, x)`` vs ``take(array(2), x)``).
-
-    ``chooser(args)`` picks the variant; ranks and types are the variants'.
-    """
+    """A primitive with a static and a data form (``take(2, x)`` vs ``take(array(2), x)``);
+    ``chooser(args)`` picks the variant."""
 
     def __init__(self, name: str, variants: Sequence[Lifted | ShapeError],
                  chooser: Callable[[Sequence[Any]], int], doc: str | None = None):
@@ -559,10 +543,8 @@ def _lifted_or_none(x: Any) -> Lifted | Overloaded | None:
 
 
 def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:
-    """Type-check an application without running it; with ``result``, also its result shape.
-
-    Returns the :class:`Instance`; an index equality that fails raises
-    :class:`tensig.ShapeError` naming it.
+    """Type-check an application without running it (its :class:`Instance`, as
+    :func:`typeof`'s); with ``result``, also its result shape.
 
     >>> from tensig import rank
     >>> check(rank.append, (2, 3), (4, 3), result=(6, 3)).result.shape

@@ -1,16 +1,15 @@
 """The plan cache: a lifted call is checked once per argument signature, then replayed.
 
 :func:`signature` holds all that a call's checks and path depend on (per array argument its
-type: the library; its shape: frame and cell; its dtype: the atom checks; the static arguments;
-which function arguments are callable), so a call with a known signature is a key, a lookup and
-the plan's path.  A call that leaves its result cell symbolic is prepared anew each time.
-Also: :func:`_typeof_call`.
+type, shape and dtype; the static arguments; which function arguments are callable), so a
+known call is a key, a lookup and the plan's path.  Also: :func:`_typeof_call`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,6 @@ from tensig.rank._types import (
     Instance,
     Matcher,
     Sigma,
-    bindings,
     instantiate,
 )
 
@@ -34,8 +32,8 @@ _CACHE_SIZE = 256  # plans per lifted function; the cache starts over when full
 
 
 def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
-    """The key of a call's plan; ``None`` for a wrong arity.  Raises ``AttributeError`` for
-    an array argument without shape or dtype (a list, a number: see :func:`plan`)."""
+    """The key of a call's plan; ``None`` for a wrong arity.  ``AttributeError`` for an array
+    argument without shape or dtype (a list, a number: see :func:`plan`)."""
     if lf._plain:
         return tuple([(type(x), x.shape, x.dtype) for x in args])  # torch.Size hashes as tuple
     if len(args) != len(lf.type.params):
@@ -49,10 +47,9 @@ def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
 
 
 def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
-    """The plan of ``lf`` on ``args`` and the arguments it runs on.  Plans are kept under the
-    signature of the arguments converted to the call's library (lists, numbers, NumPy arrays
-    among torch tensors), so arguments that match a kept signature need no conversion, and
-    arguments that do are converted, then find their plan."""
+    """The plan of ``lf`` on ``args`` and the arguments it runs on, converted to the call's
+    library (lists, numbers, NumPy arrays among torch tensors) when no kept plan matches them
+    as they are."""
     try:
         hit = lf._plans.get(signature(lf, args))
     except (AttributeError, TypeError):  # an argument to convert; an unhashable static one
@@ -80,8 +77,7 @@ def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
 
 
 def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
-    """A call's checks (frames agreeing by prefix, the type instantiated at the cells, the
-    element types) on arguments converted to ``backend``'s library; then its plan."""
+    """A call's checks (frames, the type instantiated at the cells, element types); its plan."""
     arrays = [args[i] for i in lf.arrays]
     frames, cells, frame = _split(lf, [tuple(a.shape) for a in arrays])
     matcher, declared, sigma = _typecheck(lf, cells, args)
@@ -153,8 +149,8 @@ def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
 
 def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     """A scalar function's atoms are of one type, as Remora's: truth values are not numbers,
-    and NumPy's own type resolution refuses the rest (strings with numbers).  Returns the
-    result's NumPy dtype where NumPy can tell (``None`` otherwise); once per plan."""
+    and NumPy's type resolution refuses the rest (strings with numbers).  Returns the result's
+    NumPy dtype where NumPy can tell (else ``None``)."""
     kinds = [dtype_kind(d) for d in dtypes]
     if "bool" in kinds and any(k != "bool" for k in kinds):
         b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
@@ -171,7 +167,6 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
 
 
 def _elem_kind(dtype: Any) -> str:
-    """How an error names the atoms of ``dtype`` (``integers``; the dtype itself otherwise)."""
     return _PLURAL.get(dtype_kind(dtype), dtype_name(dtype))
 
 
@@ -212,9 +207,9 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     if lf.ufunc is not None:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
-    dims, shapes_b = bindings(m)
     return Instance(lf.name, ShapeIndex(frame), frames, cell_types,
-                    _elem_result(lf, result, elems), dims, shapes_b, tuple(m.conditions),
+                    _elem_result(lf, result, elems), MappingProxyType(m.public_dims()),
+                    MappingProxyType(m.public_shapes()), tuple(m.conditions),
                     lf.type.names)
 
 

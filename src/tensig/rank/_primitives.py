@@ -44,7 +44,20 @@ def _prim(name: str, impl: Callable[..., Any], params: Sequence[Any], result: An
           batched: bool = True, boxed: bool = False, **type_kw: Any) -> Lifted:
     ftype = FnType(name, tuple(params), result, names=tuple(names), **type_kw)
     return Lifted(partial(impl, 0), ftype, ranks, name=name,
-                  batched=impl if batched else None, boxed=boxed, doc=doc)
+                  batched=impl if batched else None, boxed=boxed, doc=_typed(doc, ftype))
+
+
+def _overload(name: str, forms: Sequence[Lifted], chooser: Callable[[Sequence[Any]], int],
+              doc: str) -> Overloaded:
+    return Overloaded(name, forms, chooser, doc=_typed(doc, *(f.type for f in forms)))
+
+
+def _typed(doc: str, *ftypes: FnType) -> str:
+    """``doc`` with the type of each form, printed from its one declaration, after the first
+    paragraph."""
+    summary, _, rest = doc.partition("\n\n")
+    types = " and ".join(f"``{str(t).partition(' : ')[2]}``" for t in ftypes)
+    return f"{summary}\n\n    Type{'s' * (len(ftypes) > 1)} {types}.\n\n{rest}"
 
 
 def _xp(*xs: Any) -> Any:
@@ -69,8 +82,7 @@ def _item(name: str, k: Any, result: str, doc: str) -> Lifted:
 
 head = _item("head", 0, "..s..", """The first item.
 
-    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``: the major axis has ``1 + d >= 1``
-    items.
+    The major axis has ``1 + d >= 1`` items.
 
     >>> head(np.array([[0, 1], [2, 3], [4, 5]]))
     array([0, 1])
@@ -80,23 +92,17 @@ head = _item("head", 0, "..s..", """The first item.
 
 tail = _item("tail", -1, "..s..", """The last item.
 
-    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t ..s..]``.
-
     >>> tail(np.array([[0, 1], [2, 3], [4, 5]]))
     array([4, 5])
     """)
 
 behead = _item("behead", slice(1, None), "d, ..s..", """All but the first item.
 
-    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
-
     >>> behead(np.array([1, 2, 3]))
     array([2, 3])
     """)
 
 curtail = _item("curtail", slice(None, -1), "d, ..s..", """All but the last item.
-
-    Type ``Π(d, ..s..). [t 1 + d, ..s..] -> [t d, ..s..]``.
 
     >>> curtail(np.array([1, 2, 3]))
     array([1, 2])
@@ -109,8 +115,6 @@ def _reverse(nf: int, x: Any) -> Any:
 
 reverse = _prim("reverse", _reverse, [arr("t", "d, ..s..")], arr("t", "d, ..s.."), ["x"],
                 """The items in reverse order.
-
-    Type ``Π(d, ..s..). [t d, ..s..] -> [t d, ..s..]``.
 
     >>> reverse(np.array([[1, 2], [3, 4]]))
     array([[3, 4],
@@ -135,8 +139,7 @@ def _rotate(nf: int, x: Any, n: Any) -> Any:
 rotate = _prim("rotate", _rotate, [arr("t", "d, ..s.."), arr("Int")], arr("t", "d, ..s.."),
                ["x", "n"], """The items rotated left by ``n`` (negative ``n`` rotates right).
 
-    Type ``Π(d, ..s..). [t d, ..s..] [Int] -> [t d, ..s..]``; ``n`` is a scalar cell, so an
-    array of amounts gives one rotation each.
+    ``n`` is a scalar cell, so an array of amounts gives one rotation each.
 
     >>> rotate(np.array([1, 2, 3, 4]), 1)
     array([2, 3, 4, 1])
@@ -154,8 +157,7 @@ append = _prim("append", _append, [arr("t", "m, ..s.."), arr("t", "n, ..s..")],
                arr("t", "m + n, ..s.."), ["a", "b"],
                """The items of ``a`` followed by those of ``b``.
 
-    Type ``Π(m, n, ..s..). [t m, ..s..] [t n, ..s..] -> [t m + n, ..s..]``: the items' shapes
-    must be equal.
+    The items' shapes must be equal.
 
     >>> append(np.array([1, 2]), np.array([3, 4, 5]))
     array([1, 2, 3, 4, 5])
@@ -167,8 +169,6 @@ def _length(nf: int, x: Any) -> Any:
 
 
 length = _prim("length", _length, [arr("t", "d, ..s..")], arr("Int"), ["x"], """The number of items.
-
-    Type ``Π(d, ..s..). [t d, ..s..] -> [Int]``.
 
     >>> length(np.zeros((4, 2)))
     array(4)
@@ -185,8 +185,8 @@ def _shape_of(nf: int, x: Any) -> Any:
 shape_of = _prim("shape_of", _shape_of, [arr("t", "..s..")], arr("Int", "k"), ["x"],
                  """The shape as a vector.
 
-    Type ``Π(k, ..s..). [t ..s..] -> [Int k]`` where ``k`` is the length of ``..s..`` (a
-    relation beyond Remora's index language, decided at instantiation where ranks are known).
+    The ``where`` relation is beyond Remora's index language; it is decided at
+    instantiation, where ranks are known.
 
     >>> shape_of(np.zeros((2, 3)))
     array([2, 3])
@@ -199,8 +199,6 @@ def _itemize(nf: int, x: Any) -> Any:
 
 itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), ["x"],
                 """The cell as a one-item array (a new major axis of length 1).
-
-    Type ``Π(..s..). [t ..s..] -> [t 1, ..s..]``.
 
     >>> itemize(np.array([1, 2]))
     array([[1, 2]])
@@ -231,11 +229,9 @@ def _permuted_shape(dims: Any, shapes: Any) -> dict[str, Any]:
 
 _TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a given order.
 
-    ``transpose(x)``: ``Π(..s..). [t ..s..] -> [t ..r..]`` where ``..r..`` is ``..s..``
-    reversed.  ``transpose(perm, x)`` with a static permutation (a tuple):
-    ``Π(..p.., ..s..). {..p..} [t ..s..] -> [t ..r..]`` where axis ``i`` of the result is axis
-    ``perm[i]`` of the cell (NumPy's ``transpose(x, perm)``).  ``..r..`` is outside Remora's
-    index language; it is computed at instantiation.
+    ``transpose(perm, x)`` takes a static permutation (a tuple): axis ``i`` of the result is
+    axis ``perm[i]`` of the cell (NumPy's ``transpose(x, perm)``).  ``..r..`` is outside
+    Remora's index language; it is computed at instantiation.
 
     >>> transpose(np.arange(6).reshape(2, 3)).shape
     (3, 2)
@@ -243,13 +239,13 @@ _TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a
     (3, 4, 2)
     """
 
-transpose = Overloaded("transpose", [
+transpose = _overload("transpose", [
     _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
           _TRANSPOSE_DOC, derive=_reversed_shape, note="..r.. is ..s.. reversed"),
     _prim("transpose", _permute, [Static("p", "Shape", convert=tuple), arr("t", "..s..")],
           arr("t", "..r.."), ["perm", "x"], _TRANSPOSE_DOC, derive=_permuted_shape,
           note="..r.. is ..s.. permuted by ..p.."),
-], lambda args: 1 if len(args) == 2 else 0, doc=_TRANSPOSE_DOC)
+], lambda args: 1 if len(args) == 2 else 0, _TRANSPOSE_DOC)
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,8 +280,7 @@ _FOLD_R_OP = Fun((arr("t", "..s.."), arr("u", "..r..")), arr("u", "..r.."))
 reduce = _prim("reduce", _reduce, [_CELL_OP, _NONEMPTY], arr("t", "..s.."), ["op", "x"],
                """Combine the items left to right: ``op(op(x0, x1), x2) ...``.
 
-    Type ``Π(d, ..s..). ([t ..s..] [t ..s..] -> [t ..s..]) [t 1 + d, ..s..] -> [t ..s..]``:
-    at least one item (use :func:`fold` with an initial value for possibly empty arrays).
+    At least one item (use :func:`fold` with an initial value for possibly empty arrays).
     ``op`` receives whole item cells; a NumPy ufunc runs as ``op.reduce``.
 
     >>> reduce(np.add, np.array([[1, 2], [3, 4], [5, 6]]))
@@ -329,8 +324,7 @@ def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
 fold = _prim("fold", _fold, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
              ["op", "init", "x"], """Left fold from ``init``: ``op(op(op(init, x0), x1), x2) ...``.
 
-    Type ``Π(d, ..r.., ..s..). ([u ..r..] [t ..s..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
-    [u ..r..]``; an empty major axis gives ``init``.
+    An empty major axis gives ``init``.
 
     >>> fold(np.subtract, np.array(100), np.array([1, 2, 3]))
     np.int64(94)
@@ -342,9 +336,6 @@ fold_right = _prim("fold_right", _fold_right,
                    [_FOLD_R_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
                    ["op", "init", "x"], """Right fold to ``init``: ``op(x0, op(x1, op(x2, init)))``.
 
-    Type ``Π(d, ..r.., ..s..). ([t ..s..] [u ..r..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
-    [u ..r..]``.
-
     >>> fold_right(np.subtract, np.array(0), np.array([1, 2, 3]))  # 1 - (2 - (3 - 0))
     np.int64(2)
     """)
@@ -352,9 +343,6 @@ fold_right = _prim("fold_right", _fold_right,
 scan = _prim("scan", partial(_fold, scan=True), [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")],
              arr("u", "1 + d, ..r.."), ["op", "init", "x"],
              """Every intermediate result of :func:`fold`, starting with ``init`` (``1 + d`` items).
-
-    Type ``Π(d, ..r.., ..s..). ([u ..r..] [t ..s..] -> [u ..r..]) [u ..r..] [t d, ..s..] ->
-    [u 1 + d, ..r..]``.
 
     >>> scan(np.add, np.array(0), np.array([1, 2, 3]))
     array([0, 1, 3, 6])
@@ -390,8 +378,7 @@ def _iota_w(nf: int, w: Any) -> Any:
 iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")), ["shape"],
              """Successive naturals in an array of the given shape, boxed (the shape is data).
 
-    Type ``Π(d). [Int d] -> Σ(..s..). [Int ..s..]``; lifted over a frame of shape vectors it
-    gives an array of boxes of different shapes.
+    Lifted over a frame of shape vectors it gives an array of boxes of different shapes.
 
     >>> iota(np.array([2, 3])).value
     array([[0, 1, 2],
@@ -404,8 +391,6 @@ iota_v = _prim("iota_v", partial(_iota, name="iota_v"), [arr("Int")],
                Sigma(("d",), arr("Int", "d")), ["n"],
                """The vector ``0 .. n-1``, boxed as a vector of unknown length.
 
-    Type ``[Int] -> Σ(d). [Int d]``.
-
     >>> b = iota_v(4)
     >>> b.value, str(b.type)
     (array([0, 1, 2, 3]), 'Σ(d). [int64 d]')
@@ -415,8 +400,6 @@ iota_s = _prim("iota_s", partial(_iota, name="iota_s"), [Static("s", "Shape", co
                arr("Int", "..s.."), ["shape"],
                """Successive naturals at a static shape (an index argument): unboxed.
 
-    Type ``Π(..s..). [Int ..s..]``; ``shape`` is a Python tuple.
-
     >>> iota_s((2, 2))
     array([[0, 1],
            [2, 3]])
@@ -424,8 +407,6 @@ iota_s = _prim("iota_s", partial(_iota, name="iota_s"), [Static("s", "Shape", co
 
 iota_w = _prim("iota_w", _iota_w, [arr("t", "..s..")], arr("Int", "..s.."), ["witness"],
                """Successive naturals shaped like the witness array (a shape witness): unboxed.
-
-    Type ``Π(..s..). [t ..s..] -> [Int ..s..]``.
 
     >>> iota_w(np.zeros((2, 3)))
     array([[0, 1, 2],
@@ -453,9 +434,8 @@ def _reshape(nf: int, shape: Any, x: Any) -> Any:
 
 _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyclically.
 
-    Static shape (a Python tuple, an index argument):
-    ``Π(..s.., ..r..). {..r..} [t ..s..] -> [t ..r..]``.  Data shape (a list or an array):
-    ``Π(d, ..s..). [Int d] [t ..s..] -> Σ(..r..). [t ..r..]``, boxed.
+    The shape is static (a Python tuple, an index argument) or data (a list or an array:
+    the result is boxed).
 
     >>> reshape((3, 2), np.array([1, 2, 3, 4, 5]))
     array([[1, 2],
@@ -466,13 +446,13 @@ _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyc
            [9, 7]])
     """
 
-reshape = Overloaded("reshape", [
+reshape = _overload("reshape", [
     _prim("reshape", _reshape, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
           arr("t", "..r.."), ["shape", "x"], _RESHAPE_DOC),
     _prim("reshape", _reshape, [arr("Int", "d"), arr("t", "..s..")],
           Sigma(("r",), arr("t", "..r..")), ["shape", "x"], _RESHAPE_DOC, batched=False,
           boxed=True),
-], lambda args: 0 if isinstance(args[0], tuple) else 1, doc=_RESHAPE_DOC)
+], lambda args: 0 if isinstance(args[0], tuple) else 1, _RESHAPE_DOC)
 
 
 def _ravel(nf: int, x: Any) -> Any:
@@ -482,8 +462,6 @@ def _ravel(nf: int, x: Any) -> Any:
 ravel = _prim("ravel", _ravel, [arr("t", "..s..")], Sigma(("d",), arr("t", "d")), ["x"],
               """The atoms in row-major order, boxed (their number is a product of sizes,
     outside Presburger arithmetic).
-
-    Type ``Π(..s..). [t ..s..] -> Σ(d). [t d]``.
 
     >>> ravel(np.array([[1, 2], [3, 4]])).value
     array([1, 2, 3, 4])
@@ -498,8 +476,7 @@ filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
                Sigma(("l",), arr("t", "l, ..s..")), ["mask", "x"],
                """The items where ``mask`` is true, boxed (their number is data).
 
-    Type ``Π(d, ..s..). [Bool d] [t d, ..s..] -> Σ(l). [t l, ..s..]``: only the major axis is
-    hidden.
+    Only the major axis is hidden.
 
     >>> b = filter(np.array([True, False, True]), np.array([[1, 2], [3, 4], [5, 6]]))
     >>> b.value, str(b.type)
@@ -535,8 +512,8 @@ def _nub(nf: int, x: Any) -> Any:
 nub_sieve = _prim("nub_sieve", _nub_sieve, [arr("t", "d, ..s..")], arr("Bool", "d"), ["x"],
                   """Whether each item of the major axis is the first of its kind.
 
-    Type ``Π(d, ..s..). [t d, ..s..] -> [Bool d]`` (Remora's ``nub-sieve``; items compare
-    whole, so a row is a duplicate only when all of it repeats an earlier row).
+    Remora's ``nub-sieve``; items compare whole, so a row is a duplicate only when all of
+    it repeats an earlier row.
 
     >>> nub_sieve(np.array([3, 1, 3, 2, 1]))
     array([ True,  True, False,  True, False])
@@ -545,8 +522,7 @@ nub_sieve = _prim("nub_sieve", _nub_sieve, [arr("t", "d, ..s..")], arr("Bool", "
 nub = _prim("nub", _nub, [arr("t", "d, ..s..")], Sigma(("l",), arr("t", "l, ..s..")), ["x"],
             """The distinct items of the major axis in order of first appearance, boxed.
 
-    Type ``Π(d, ..s..). [t d, ..s..] -> Σ(l). [t l, ..s..]`` (Remora's ``nub``): how many
-    items are distinct is data.
+    Remora's ``nub``: how many items are distinct is data.
 
     >>> nub(np.array([[1, 2], [3, 4], [1, 2]])).value
     array([[1, 2],
@@ -562,8 +538,8 @@ def _equal(nf: int, a: Any, b: Any) -> Any:
 equal = _prim("equal", _equal, [arr("t", "..s.."), arr("u", "..r..")], arr("Bool"), ["a", "b"],
               """Whether two arrays are the same: equal shapes and equal atoms.
 
-    Type ``Π(..s.., ..r..). [t ..s..] [u ..r..] -> [Bool]`` (Remora's ``equal``); arrays of
-    different shapes are simply unequal.  Rerank it to compare cells:
+    Remora's ``equal``; arrays of different shapes are simply unequal.  Rerank it to compare
+    cells:
 
     >>> equal(np.array([1, 2]), np.array([1, 2])), equal(np.array([1, 2]), np.array([1]))
     (array(True), array(False))
@@ -610,9 +586,8 @@ def _is_static(args: Sequence[Any]) -> int:
 
 _TAKE_DOC = """The first ``n`` items (the last ``-n`` when ``n < 0``).
 
-    Static ``n`` (a Python int, an index argument):
-    ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t l, ..s..]`` with ``l = |n|``.  Data ``n`` (an
-    array, lifted over its frame): ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+    ``n`` is static (a Python int, an index argument: ``l = |n|``) or data (an array, lifted
+    over its frame: the result is boxed).
 
     >>> take(2, np.array([1, 2, 3])), take(-2, np.array([1, 2, 3]))
     (array([1, 2]), array([2, 3]))
@@ -622,8 +597,7 @@ _TAKE_DOC = """The first ``n`` items (the last ``-n`` when ``n < 0``).
 
 _DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n < 0``).
 
-    Static ``n``: ``Π(l, d, ..s..). {l} [t l + d, ..s..] -> [t d, ..s..]`` with ``l = |n|``.
-    Data ``n``: ``[Int] [t d, ..s..] -> Σ(l). [t l, ..s..]``, boxed.
+    ``n`` is static (``l = |n|``) or data (the result boxed), as :func:`take`'s.
 
     >>> drop(1, np.array([1, 2, 3])), drop(-1, np.array([1, 2, 3]))
     (array([2, 3]), array([1, 2]))
@@ -638,7 +612,7 @@ def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
                    hint=f"{name}: |n| must not exceed the number of items")
     data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
                  Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)
-    return Overloaded(name, [static, data], _is_static, doc=doc)
+    return _overload(name, [static, data], _is_static, doc)
 
 
 take = _take_or_drop("take", True, _TAKE_DOC)
@@ -673,8 +647,7 @@ def _index(nf: int, x: Any, i: Any) -> Any:
 index = _prim("index", _index, [arr("t", "..s.., ..r.."), arr("Int", "l")], arr("t", "..r.."),
               ["x", "i"], """The cell of ``x`` at position ``i`` along its leading axes.
 
-    Type ``Π(l, ..s.., ..r..). [t ..s.., ..r..] [Int l] -> [t ..r..]`` where ``l`` is the
-    length of ``..s..``; positions are naturals (no negative indices).
+    Positions are naturals (no negative indices).
 
     >>> m = np.array([[1, 2], [3, 4]])
     >>> index(m, np.array([1, 0])), index(m, np.array([1]))
@@ -694,8 +667,8 @@ def _select(nf: int, cond: Any, a: Any, b: Any) -> Any:
 select = _prim("select", _select, [arr("Bool"), arr("t", "..s.."), arr("t", "..s..")],
                arr("t", "..s.."), ["cond", "a", "b"], """``a`` where ``cond`` holds, else ``b``.
 
-    Type ``Π(..s..). [Bool] [t ..s..] [t ..s..] -> [t ..s..]``, at cell ranks ``(0, 0, 0)`` by
-    default (pointwise); ``rerank(select, 0, 1, 1)`` picks whole rows.
+    At cell ranks ``(0, 0, 0)`` by default (pointwise); ``rerank(select, 0, 1, 1)`` picks
+    whole rows.
 
     >>> select(np.array([True, False]), np.array([1, 2]), np.array([10, 20]))
     array([ 1, 20])
@@ -728,8 +701,7 @@ def _antibase(nf: int, bases: Any, n: Any) -> Any:
 
 _BASE_DOC = """The number that mixed-radix ``digits`` denote (APL's decode).
 
-    Type ``Π(d). [Int d] [Int d] -> [Int]``; a single radix extends to every digit, as APL's
-    decode extends a length-1 left argument: ``Π(d). [Int 1] [Int d] -> [Int]``.
+    A single radix extends to every digit, as APL's decode extends a length-1 left argument.
 
     >>> base(np.array([24, 60, 60]), np.array([1, 2, 3]))  # 1h 2min 3s in seconds
     np.int64(3723)
@@ -746,18 +718,14 @@ def _one_radix(args: Sequence[Any]) -> int:
     return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
 
 
-base = Overloaded("base", [
-    _prim("base", _base, [arr("Int", "d"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-          _BASE_DOC),
-    _prim("base", _base, [arr("Int", "1"), arr("Int", "d")], arr("Int"), ["bases", "digits"],
-          _BASE_DOC),
-], _one_radix, doc=_BASE_DOC)
+base = _overload("base", [  # one radix per digit, or a single one for all
+    _prim("base", _base, [arr("Int", radices), arr("Int", "d")], arr("Int"), ["bases", "digits"],
+          _BASE_DOC) for radices in ("d", "1")], _one_radix, _BASE_DOC)
 
 antibase = _prim("antibase", _antibase, [arr("Int", "d"), arr("Int")], arr("Int", "d"),
                  ["bases", "n"], """The mixed-radix digits of ``n`` (APL's encode).
 
-    Type ``Π(d). [Int d] [Int] -> [Int d]``; ``n`` is taken modulo the product of the radices,
-    which must be positive.
+    ``n`` is taken modulo the product of the radices, which must be positive.
 
     >>> antibase(np.array([24, 60, 60]), 3723)
     array([1, 2, 3])

@@ -3,17 +3,13 @@
 A type is data: ``head`` is ``FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s.."))``,
 the paper's ``[t (++ (Shp (+ 1 d)) s)] -> [t s]``.  Instantiating it against actual cell shapes
 is a problem for the one solver (:mod:`tensig.core.solver`), on canonical forms (Remora's
-decision procedure): a pattern dimension is a linear relation with its actual size, so one
-unknown variable is solved for it (``1 + d == 5`` gives ``d = 4``), a shape variable takes what
-is left between the fixed items (prefix subtraction), and anything else must be canonically
-equal.  A failure names the index equality that does not hold.
+decision procedure): see :class:`Matcher`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from tensig.core.dims import Condition, Dim, dim
@@ -27,7 +23,7 @@ __all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instan
 
 @dataclass(frozen=True)
 class Arr:
-    """An array type ``[elem shape]``: an element type name and a shape index.
+    """An array type ``[elem shape]``.
 
     >>> str(arr("t", "1 + d, ..s..")), str(arr("Int"))
     ('[t d + 1, ..s..]', '[Int]')
@@ -42,13 +38,12 @@ class Arr:
 
 
 def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
-    """``Arr(elem, shape)`` with the shape read by :meth:`ShapeIndex.parse` when it is text."""
     return Arr(elem, ShapeIndex(shape))
 
 
 @dataclass(frozen=True)
 class Sigma:
-    """A dependent sum ``Σ(l). [t l, 3]``: the type of a box; ``hidden`` are the hidden indices.
+    """A dependent sum ``Σ(l). [t l, 3]``: the type of a box.
 
     >>> str(Sigma(("l",), arr("t", "l, 3"))), str(Sigma(("s",), arr("Int", "..s..")))
     ('Σ(l). [t l, 3]', 'Σ(..s..). [Int ..s..]')
@@ -100,13 +95,16 @@ Param = Arr | Fun | Static
 Derive = Callable[[Mapping[str, Dim], Mapping[str, ShapeIndex]], dict[str, ShapeIndex]]
 
 
-def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None]) -> None:
+def _vars_of(shape: ShapeIndex, dims: dict[str, None], shapes: dict[str, None],
+             hidden: Sequence[str] = ()) -> None:
     for item in shape:
         if isinstance(item, ShapeVar):
-            shapes.setdefault(item.name)
+            if item.name not in hidden:
+                shapes.setdefault(item.name)
         else:
             for name in sorted(item.symbols):
-                dims.setdefault(name)
+                if name not in hidden:
+                    dims.setdefault(name)
 
 
 def index_names(shape: ShapeIndex) -> list[str]:
@@ -119,12 +117,12 @@ def index_names(shape: ShapeIndex) -> list[str]:
 
 @dataclass(frozen=True)
 class FnType:
-    """A Remora function type ``Π(vars). params -> result``, indices from :mod:`tensig.core.dims`.
+    """A Remora function type ``Π(vars). params -> result``.
 
     ``rank_of`` pairs ``(shape variable, dimension variable)`` whose length and value agree
-    (``len(..s..) == l``), a relation Remora's index language cannot state but that is decided at
-    instantiation because ranks are always known there; ``derive`` computes result-only shape
-    variables (``transpose``'s reversed shape), described by ``note``.
+    (``len(..s..) == l``): beyond Remora's index language, but decided at instantiation, where
+    ranks are known; ``derive`` computes result-only shape variables (``transpose``'s reversed
+    shape), described by ``note``.
 
     >>> print(FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s..")))
     head : Π(d, ..s..). [t d + 1, ..s..] -> [t ..s..]
@@ -157,11 +155,7 @@ class FnType:
         if isinstance(self.result, Arr):
             _vars_of(self.result.shape, dims, shapes)
         elif isinstance(self.result, Sigma):  # the visible indices of a box
-            inner_d: dict[str, None] = {}
-            inner_s: dict[str, None] = {}
-            _vars_of(self.result.body.shape, inner_d, inner_s)
-            for inner, outer in ((inner_d, dims), (inner_s, shapes)):
-                outer.update(dict.fromkeys(n for n in inner if n not in self.result.hidden))
+            _vars_of(self.result.body.shape, dims, shapes, self.result.hidden)
         return tuple(dims), tuple(shapes)
 
     def __str__(self) -> str:
@@ -182,13 +176,11 @@ def _fmt_bindings(dims: Mapping[str, Dim], shapes: Mapping[str, ShapeIndex]) -> 
 
 @dataclass(frozen=True)
 class Instance:
-    """A function type instantiated at actual argument shapes: frames, cells and the result.
+    """A function type instantiated at actual argument shapes.
 
-    ``frame`` is the principal frame; ``frames[i]`` / ``cells[i]`` the frame and the
-    instantiated cell type of parameter ``i`` (``None`` for function and static parameters);
-    ``result_cell`` the instantiated result cell (a :class:`Sigma` for boxed results) and
-    ``result`` the whole result (``frame ++ result_cell``; an array of boxes is
-    ``[Σ(...) frame]``).  ``dims`` / ``shapes`` bind the Π variables; ``conditions`` are what
+    ``frame`` is the principal frame; ``frames[i]`` / ``cells[i]`` parameter ``i``'s (``None``
+    for function and static parameters); ``result`` is ``frame ++ result_cell`` (an array of
+    boxes is ``[Σ(...) frame]``).  ``dims`` / ``shapes`` bind the Π variables; ``conditions``
     must still hold for symbolic sizes.
     """
 
@@ -234,12 +226,10 @@ class Matcher:
     """Binds a type's Π variables from actual cell shapes by building a solver problem.
 
     Each Π dimension variable is a :class:`~tensig.core.solver.DimVar`, and each pattern
-    dimension with an unknown is a :class:`~tensig.core.solver.LinearRel` with its actual size,
-    so ``1 + d == 5`` solves ``d = 4``, an equation with two unknowns waits in the solver until
-    another argument binds one, and symbolic sizes leave conditions in the solver.  A shape
-    variable takes the axes the fixed items leave (prefix subtraction; a cell's shape is always
-    known, so this is slicing).  A failed relation is reported back here and worded as an
-    index equality.
+    dimension with an unknown a :class:`~tensig.core.solver.LinearRel` with its actual size: so
+    ``1 + d == 5`` solves ``d = 4``, an equation with two unknowns waits until another argument
+    binds one, and symbolic sizes leave conditions.  A shape variable takes the axes the fixed
+    items leave (prefix subtraction).  A failure is worded as the index equality that fails.
     """
 
     def __init__(self, ftype: FnType, fname: str, taken: frozenset[str] = frozenset()):
@@ -260,26 +250,25 @@ class Matcher:
 
     @property
     def conditions(self) -> list[Condition]:
-        """What must still hold for symbolic sizes."""
         return list(self.solver.conditions)
 
     # -- helpers -------------------------------------------------------------------------------
-    def pattern(self, shape: ShapeIndex) -> ShapeIndex:
-        """``shape`` with variables renamed away from the user's names, then substituted."""
-        if self.rename:
-            dmap = {k: Dim.symbol(v) for k, v in self.rename.items()}
-            smap = {k: ShapeIndex([ShapeVar(v)]) for k, v in self.rename.items()}
-            shape = shape.subs(dmap, smap)
-        return shape.subs(self.dims, self.shapes)
+    def pattern(self, shape: ShapeIndex, hidden: Sequence[str] = ()) -> ShapeIndex:
+        """``shape`` with variables renamed away from the user's names, then substituted;
+        ``hidden`` ones (a box's) neither."""
+        rename = {k: v for k, v in self.rename.items() if k not in hidden}
+        if rename:
+            shape = shape.subs({k: Dim.symbol(v) for k, v in rename.items()},
+                               {k: ShapeIndex([ShapeVar(v)]) for k, v in rename.items()})
+        return shape.subs({k: v for k, v in self.dims.items() if k not in hidden},
+                          {k: v for k, v in self.shapes.items() if k not in hidden})
 
     def _var(self, name: str) -> str:
         return self.rename.get(name, name)
 
     def _is_dim_var(self, name: str) -> bool:
-        return self.inverse.get(name, name) in self.dim_vars or name in self.expanded_names()
-
-    def expanded_names(self) -> set[str]:
-        return {n for names in self.expanded.values() for n in names}
+        return self.inverse.get(name, name) in self.dim_vars or any(
+            name in names for names in self.expanded.values())
 
     def _dim_var(self, name: str) -> DimVar:
         var = self.vars.get(name)
@@ -294,9 +283,6 @@ class Matcher:
                   + (f" (with {bound})" if bound else ""))
         return ShapeError(reason, shape=str(actual), sizes=(str(pattern), str(actual)),
                           hint=self.type.hint)
-
-    def fail(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str) -> None:
-        raise self.error(where, pattern, actual, why)
 
     # -- the solver ----------------------------------------------------------------------------
     def _set(self, name: str, value: Dim) -> None:
@@ -347,10 +333,10 @@ class Matcher:
             return False
         items, sizes, n = p.items, actual.dims, len(actual)  # an argument's cell: no shape vars
         if not svs and len(items) != n:
-            self.fail(where, pattern, actual, f"its rank is {n}, the type's is {len(items)}")
+            raise self.error(where, pattern, actual, f"its rank is {n}, the type's is {len(items)}")
         if svs and n < len(items) - 1:
-            self.fail(where, pattern, actual,
-                      f"its rank is {n}, the type needs at least {len(items) - 1}")
+            raise self.error(where, pattern, actual,
+                             f"its rank is {n}, the type needs at least {len(items) - 1}")
         k = next((j for j, x in enumerate(items) if isinstance(x, ShapeVar)), None)
         if k is not None:  # prefix subtraction: the shape variable takes what is left
             tail = n - (len(items) - 1 - k)
@@ -361,8 +347,8 @@ class Matcher:
                 target = DimVar(None, normalize_size(size))
                 self._relate(item, target, where, pattern, actual)
             elif item != size:  # no unknown: nothing to solve, the sizes must be equal
-                self.fail(where, pattern, actual,
-                          f"the index equality {item} == {dim(size)} does not hold")
+                raise self.error(where, pattern, actual,
+                                 f"the index equality {item} == {dim(size)} does not hold")
         self._run()
         return True
 
@@ -378,9 +364,9 @@ class Matcher:
         if known is None:
             self._set(dim_name, length)
         elif known != length:
-            self.fail(where, pattern, actual,
-                      f"the index equality {known} == {length} (the length of "
-                      f"..{name}..) does not hold")
+            raise self.error(where, pattern, actual,
+                             f"the index equality {known} == {length} (the length of "
+                             f"..{name}..) does not hold")
 
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
@@ -404,11 +390,12 @@ class Matcher:
                     deferred.remove(item)
                     progress = True
         for where, pattern, actual in deferred:
-            self.fail(where, pattern, actual, "its shape variables cannot be split")
+            raise self.error(where, pattern, actual, "its shape variables cannot be split")
         for rel, where, pattern, actual in self.relations:
             if not rel.done:
                 p, c = rel.pending()
-                self.fail(where, pattern, actual, f"cannot solve the index equality {p} == {c}")
+                raise self.error(where, pattern, actual,
+                                 f"cannot solve the index equality {p} == {c}")
         self.relations.clear()
         for name, fresh in self.expanded.items():
             self.shapes[name] = ShapeIndex([self.dims.pop(f) for f in fresh])
@@ -425,14 +412,7 @@ class Matcher:
         if isinstance(r, Arr):
             return Arr(r.elem, self.pattern(r.shape))
         if isinstance(r, Sigma):
-            visible = {k: v for k, v in self.rename.items() if k not in r.hidden}
-            shape = r.body.shape
-            if visible:
-                shape = shape.subs({k: Dim.symbol(v) for k, v in visible.items()},
-                                   {k: ShapeIndex([ShapeVar(v)]) for k, v in visible.items()})
-            keep_d = {k: v for k, v in self.dims.items() if k not in r.hidden}
-            keep_s = {k: v for k, v in self.shapes.items() if k not in r.hidden}
-            return Sigma(r.hidden, Arr(r.body.elem, shape.subs(keep_d, keep_s)))
+            return Sigma(r.hidden, Arr(r.body.elem, self.pattern(r.body.shape, r.hidden)))
         return None
 
     def public_dims(self) -> dict[str, Dim]:
@@ -459,10 +439,8 @@ def _renaming(names: Sequence[str], taken: frozenset[str]) -> dict[str, str]:
 
 def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
                 statics: Mapping[int, Any]) -> Matcher:
-    """Match every array parameter's pattern against its actual cell shape (``cells[i]``).
-
-    ``statics`` gives the values of :class:`Static` parameters.  Returns the matcher, whose
-    ``dims`` / ``shapes`` hold the bindings and ``result()`` the instantiated result.
+    """The matcher of every array parameter's pattern against its cell (``cells[i]``), given
+    the values of the :class:`Static` parameters.
 
     >>> m = instantiate(FnType("head", (arr("t", "1 + d, ..s.."),), arr("t", "..s..")), "head",
     ...                 [ShapeIndex([5, 6, 7])], {})
@@ -487,8 +465,3 @@ def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
                 deferred.append((where, p.shape, cell))
     m.finish(deferred)
     return m
-
-
-def bindings(m: Matcher) -> tuple[Mapping[str, Dim], Mapping[str, ShapeIndex]]:
-    """The matcher's bindings under the type's own variable names (read-only)."""
-    return MappingProxyType(m.public_dims()), MappingProxyType(m.public_shapes())
