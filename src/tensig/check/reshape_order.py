@@ -229,6 +229,10 @@ def divide(total: Dim, known: Dim) -> Dim:
 
     ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
     """
+    if known.constant is not None:
+        if (total % known.constant).constant != 0:
+            require_divisible(total, known.constant)
+        return total // known.constant
     if len(known.terms) == 1 and len(total.terms) == 1:
         ((mk, ck),) = known.terms.items()
         ((mt, ct),) = total.terms.items()
