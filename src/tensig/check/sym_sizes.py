@@ -90,9 +90,7 @@ class SymSize:
 
     def __floordiv__(self, o: Any) -> Any:
         if isinstance(o, int) and o > 0:
-            if (self.dim % o).constant != 0:
-                require_divisible(self.dim, o)
-            return SymSize(self.dim // o)
+            return SymSize(require_divisible(self.dim, o))
         return float(self) // o if isinstance(o, float) else int(self) // int(o)
 
     def __truediv__(self, o: Any) -> float:
@@ -248,11 +246,14 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
     t.report("assumption", f"assumes {cond}: {why}")
 
 
-def require_divisible(p: Dim, k: int) -> None:
-    """Exact division the code relies on (``D // heads``): reported once as a requirement."""
-    t = tracer()
-    t.divisors.append((p, k))
-    t.report("assumption", f"requires {p} divisible by {k}")
+def require_divisible(p: Dim, k: int) -> Dim:
+    """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
+    (reported once) unless the canonical forms show it exact."""
+    if (p % k).constant != 0:
+        t = tracer()
+        t.divisors.append((p, k))
+        t.report("assumption", f"requires {p} divisible by {k}")
+    return p // k
 
 
 def _check_index(size: Dim, k: Any) -> None:

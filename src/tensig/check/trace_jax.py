@@ -50,6 +50,7 @@ __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
 _WRAPPERS: dict[int, list[tuple[Any, str, Any]]] = {}
+_DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,10 +138,9 @@ def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
 def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     """Fit a JAX function's result sizes from ``jax.eval_shape`` at witness sizes."""
     import jax
-    dtypes = {"f": np.float32, "i": np.int32, "b": np.bool_}
 
     def make(shape: tuple[int, ...], kind: str) -> Any:
-        return jax.ShapeDtypeStruct(shape, dtypes[kind])
+        return jax.ShapeDtypeStruct(shape, _DTYPES[kind])
 
     def call(a: Any, k: Any) -> Any:
         """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
@@ -160,8 +160,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         finally:
             tracing.reset_tracer(token)
 
-    result = fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
-    return jax.tree_util.tree_map(lambda x: x, result) if isinstance(result, dict) else result
+    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +461,6 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     with a note, as in the symbolic trace.
     """
     import jax
-    import jax.numpy as jnp
     from jax import export
 
     names = sorted({n for dims in args for d in dims for n in d.symbols})
@@ -472,8 +470,7 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     def jax_dim(d: Dim) -> Any:
         return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression
 
-    dtypes = {"f": jnp.float32, "i": jnp.int32, "b": jnp.bool_}
-    structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), dtypes.get(k, jnp.float32))
+    structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), _DTYPES.get(k, "float32"))
                for dims, k in zip(args, kinds, strict=True)]
     try:
         out = jax.eval_shape(fn, *structs)

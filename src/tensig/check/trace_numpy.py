@@ -48,10 +48,8 @@ def _at_least(x: Any, rank: int) -> S.SymArray:
     one = sym_sizes.ONE
     if a.ndim >= rank:
         return a
-    if rank == 1:
-        return S.SymArray((one,), a.kind)
-    if rank == 2:
-        return S.SymArray((one,) * (2 - a.ndim) + a.dims, a.kind)
+    if rank < 3:
+        return S.SymArray((one,) * (rank - a.ndim) + a.dims, a.kind)
     dims = {0: (one, one, one), 1: (one, *a.dims, one), 2: (*a.dims, one)}[a.ndim]
     return S.SymArray(dims, a.kind)
 
@@ -395,15 +393,13 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
 
 def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
     """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
-    dtypes = {"f": np.float64, "i": np.int64, "b": np.bool_}
-
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
-        return np.zeros(shape, dtypes[kind])
+        return np.zeros(shape, S.DTYPES[kind])
 
     def distinct(shape: tuple[int, ...], kind: str) -> Any:
         if kind == "b":
             return np.ones(shape, np.bool_)
-        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(dtypes[kind])
+        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
 
     return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)

@@ -37,12 +37,11 @@ from tensig.check.tracing import tracer
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
 
-_DTYPES = {"f": torch.float32, "i": torch.int64, "b": torch.bool}
 _CPU = torch.device("cpu")
 
 
 def dtype_of(a: S.SymArray) -> torch.dtype:
-    return _DTYPES.get(a.kind, torch.float32)
+    return getattr(torch, S.DTYPES.get(a.kind, "float32"))
 
 
 def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
@@ -367,7 +366,7 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
                *args: Any, **kw: Any) -> S.SymArray:
     a = S._sym(x)
     _channels("group_norm", a, (weight, bias))
-    if a.ndim > 1 and (a.dims[1] % int(num_groups)).constant != 0:
+    if a.ndim > 1:
         sym_sizes.require_divisible(a.dims[1], int(num_groups))
     return S.SymArray(a.dims, "f")
 
@@ -395,7 +394,7 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
               f"features but keys {ka.dims[-1]}")
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
-        if hk.constant is not None and hk.constant > 0 and (hq % hk.constant).constant != 0:
+        if hk.constant is not None and hk.constant > 0:
             sym_sizes.require_divisible(hq, hk.constant)
         ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
         va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)

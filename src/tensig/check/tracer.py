@@ -62,6 +62,8 @@ TORCH: dict[str, Callable[..., Any]] = {}
 #: Creation functions verification patches to take symbolic sizes (``np.zeros(B, T)``).
 CREATION_NUMPY: dict[str, Callable[..., Any]] = {}
 CREATION_TORCH: dict[str, Callable[..., Any]] = {}
+#: Each element kind's dtype, by the name NumPy, torch and JAX all give it.
+DTYPES = {"f": "float32", "i": "int64", "b": "bool"}
 
 
 def sym_len(x: Any) -> Any:
@@ -174,7 +176,7 @@ class SymArray:
         NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
         if _TORCH_STYLE.get():
             return plugin("torch_dtype")(self)
-        return np.dtype({"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32"))
+        return np.dtype(DTYPES.get(self.kind, "float32"))
 
     def __getattr__(self, name: str) -> Any:
         """torch tensor attributes and methods not defined here: in torch code, or one NumPy
@@ -641,7 +643,7 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
         count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if size.constant is not None and (n % size).constant != 0:
+        if size.constant is not None:
             require_divisible(n, int(size.constant))
         sizes = [size] * int(count.constant)
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
@@ -665,9 +667,6 @@ def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
     """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here)."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
-    n = a.dims[ax]
-    if (n % int(chunks)).constant != 0:
-        require_divisible(n, int(chunks))
-    piece = n // int(chunks)
+    piece = require_divisible(a.dims[ax], int(chunks))
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))
