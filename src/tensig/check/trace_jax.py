@@ -215,11 +215,15 @@ def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
     return S._sym(np.asarray(a, dtype=dtype))
 
 
-class _AtRef:
-    """``x.at[idx]``: the functional update's target slice."""
+class AtIndexer:
+    """``x.at``: JAX's indexed update syntax on a symbolic array; ``x.at[idx]`` is the same
+    with the update's target slice, whose methods (``set``, ``add``...) check the value."""
 
-    def __init__(self, array: S.SymArray, key: Any):
+    def __init__(self, array: S.SymArray, key: Any = None):
         self.array, self.key = array, key
+
+    def __getitem__(self, key: Any) -> AtIndexer:
+        return AtIndexer(self.array, key)
 
     def _update(self, value: Any, *args: Any, **kw: Any) -> S.SymArray:
         S.into(S.getitem(self.array, self.key), value, "an .at[] update")
@@ -232,16 +236,6 @@ class _AtRef:
 
     def apply(self, fn: Any, *args: Any, **kw: Any) -> S.SymArray:
         return S.SymArray(self.array.dims, self.array.kind, self.array.loose)
-
-
-class AtIndexer:
-    """``x.at``: JAX's indexed update syntax on a symbolic array."""
-
-    def __init__(self, array: S.SymArray):
-        self.array = array
-
-    def __getitem__(self, key: Any) -> _AtRef:
-        return _AtRef(self.array, key)
 
 
 TABLE: dict[str, Callable[..., Any]] = {

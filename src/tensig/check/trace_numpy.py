@@ -106,11 +106,6 @@ def _square(a: S.SymArray, what: str) -> Dim:
     return a.dims[-1]
 
 
-def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
-    dims, _ = broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
-    return dims
-
-
 def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
@@ -121,7 +116,8 @@ def _solve(a: Any, b: Any) -> S.SymArray:
                                                                f" {shape_text(x)}"))
     if vector:
         return S.SymArray((*x.dims[:-1],), "f")
-    batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
+    batch, _ = broadcast([S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2])],
+                         "linalg's batch axes")
     return S.SymArray((*batch, n, y.dims[-1]), "f")
 
 
@@ -336,6 +332,13 @@ def build(template: Any) -> Any:
         return tuple(items)
 
 
+def leaf_shape(x: Any, arrays: type[Any] | tuple[type[Any], ...]) -> tuple[int, ...] | None:
+    """A result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
+    if isinstance(x, arrays):
+        return tuple(x.shape)
+    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
+
+
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
@@ -360,9 +363,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def shapes(result: Any) -> list[tuple[int, ...] | None]:
-        return [tuple(x.shape) if isinstance(x, arrays) else
-                (x,) if isinstance(x, int) and not isinstance(x, bool) else None
-                for x in size_fit.leaves(result)]
+        return [leaf_shape(x, arrays) for x in size_fit.leaves(result)]
 
     def leaf(x: Any) -> tuple[Any, ...]:
         if isinstance(x, arrays):

@@ -277,8 +277,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                                                       f"larger ({size_fit.short(error)}): assumed"))
     sample, inputs = result
     fitted = size_fit.fit_sizes(
-        lambda env: [_shape(x) for x in size_fit.leaves(run(env)[0])], (args, kwargs), name,
-        base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
+        lambda env: [trace_numpy.leaf_shape(x, torch.Tensor) for x in size_fit.leaves(run(env)[0])],
+        (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
 
     def leaf(head: Any) -> tuple[Any, ...]:
@@ -298,13 +298,6 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 
     fresh = any(d is None for dims in fitted if dims is not None for d in dims)
     return trace_numpy.template(sample, iter(fitted), leaf), messages, fresh
-
-
-def _shape(x: Any) -> tuple[int, ...] | None:
-    """A result leaf's sizes for the fit: a tensor's shape, an int as a 1-tuple."""
-    if isinstance(x, torch.Tensor):
-        return tuple(x.shape)
-    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:

@@ -336,9 +336,9 @@ class SymArray:
     def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
         return chunk(self, chunks, dim)
 
-    exp = log = sqrt = tanh = sigmoid = relu = abs = clamp = clip = contiguous = _same
-    clone = detach = cpu = cuda = round = floor = ceil = sin = cos = rsqrt = _same
-    copy = numpy = square = neg = _same
+    exp = log = sqrt = tanh = sigmoid = sin = cos = rsqrt = unary("f")
+    relu = abs = clamp = clip = contiguous = clone = detach = cpu = cuda = round = floor = _same
+    ceil = copy = numpy = square = neg = _same
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
