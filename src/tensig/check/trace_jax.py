@@ -169,11 +169,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 
 
 def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    dims = list(a.dims)
-    pos = axis if axis >= 0 else len(dims) + 1 + axis
-    dims.insert(pos, as_dim(num_classes))
-    return S.SymArray(dims, "f")
+    return S.SymArray(S.expand_dims(x, axis, num_classes).dims, "f")
 
 
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -317,13 +313,7 @@ def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
 
 def _batch(axis: Any, tree: Any, n: Dim) -> Any:
     """Insert a mapped axis of size ``n`` into every leaf."""
-    def leaf(ax: int, x: Any) -> Any:
-        a = S._sym(x)
-        dims = list(a.dims)
-        dims.insert(ax if ax >= 0 else len(dims) + 1 + ax, n)
-        return S.SymArray(dims, a.kind)
-
-    return _per_axis(leaf, axis, tree)
+    return _per_axis(lambda ax, x: S.expand_dims(x, ax, n), axis, tree)
 
 
 def _one_size(sizes: list[Dim], what: str) -> None:

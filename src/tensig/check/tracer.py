@@ -525,12 +525,12 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     return permute(a, p)
 
 
-def expand_dims(x: Any, axis: int) -> SymArray:
+def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
+    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``."""
     a = _sym(x)
     ax = int(axis)
-    ax = ax + a.ndim + 1 if ax < 0 else ax
     dims = list(a.dims)
-    dims.insert(ax, ONE)
+    dims.insert(ax + a.ndim + 1 if ax < 0 else ax, as_dim(size))
     return SymArray(dims, a.kind)
 
 
