@@ -111,8 +111,8 @@ def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     a, w = _sym(x), _sym(weight)
     if differ(a.dims[-1], w.dims[-1]):
-       tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
-                                      f"weight in_features {w.dims[-1]} (weight "
+        tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
+                                       f"weight in_features {w.dims[-1]} (weight "
                                        f"{shape_text(w)})")
     out = SymArray((*a.dims[:-1], w.dims[0]), "f")
     if bias is not None:

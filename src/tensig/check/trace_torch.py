@@ -379,12 +379,12 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
     t = tracer()
     if differ(ka.dims[-2], va.dims[-2]):
-     t.report("contraction", f"scaled_dot_product_attention: keys have length "
+        t.report("contraction", f"scaled_dot_product_attention: keys have length "
                  f"{ka.dims[-2]} but values {va.dims[-2]} (keys {shape_text(ka)}, values "
                  f"{shape_text(va)}; torch's CPU kernel accepts this silently)")
     if differ(qa.dims[-1], ka.dims[-1]):
-     t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
-              f"features but keys {ka.dims[-1]}")
+        t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
+                 f"features but keys {ka.dims[-1]}")
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
         if hk.constant is not None and hk.constant > 0:

@@ -620,7 +620,7 @@ def matmul(a: Any, b: Any) -> SymArray:
     xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
     yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
     if differ(xd[-1], yd[-2]):
-       tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
+        tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
                                        f"{shape_text(x)} @ {shape_text(y)})")
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
     out = list(batch) + ([xd[-2]] if x.ndim > 1 else []) + ([yd[-1]] if y.ndim > 1 else [])
