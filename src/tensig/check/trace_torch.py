@@ -12,11 +12,11 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
   symbolic size or array to the symbolic indexer.
 - **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
   torch's own meta tensors (shapes, no data) at a few size assignments, and each result size
-  is *fitted* in the symbols by :mod:`tensig.check.size_fit` (the mechanism NumPy's and JAX's
-  fallbacks share).  A size that does not fit becomes a fresh size, recorded as an
-  assumption (a warning).  An op that torch rejects
-  at every assignment is a finding (``op-shape``), with torch's own message.  Fits are cached
-  per op and argument shapes, so a module verified twice pays once.
+  is *fitted* in the symbols by :mod:`tensig.check.size_fit`, through the runs and result
+  templates of :mod:`tensig.check.trace_numpy` (NumPy's and JAX's fallbacks share both).  A
+  size that does not fit becomes a fresh size, recorded as an assumption (a warning).  An op
+  that torch rejects at every assignment is a finding (``op-shape``), with torch's own
+  message.  Fits are cached per op and argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
