@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 from tensig.check.sym_sizes import ONE, require_divisible
@@ -186,19 +186,15 @@ def _max_flow(cap: list[list[int]]) -> int:
                     queue.append(v)
         if parent[1] < 0:
             return flow
-        path = list(_path(parent))
+        path, v = [], 1  # sink to source
+        while v != 0:
+            path.append(v)
+            v = parent[v]
         push = min(cap[parent[v]][v] for v in path)
         for v in path:
             cap[parent[v]][v] -= push
             cap[v][parent[v]] += push
         flow += push
-
-
-def _path(parent: list[int]) -> Iterator[int]:
-    v = 1
-    while v != 0:
-        yield v
-        v = parent[v]
 
 
 def _detail(src: Sequence[Dim], dst: Sequence[Dim], what: str) -> str:
@@ -229,6 +225,8 @@ def divide(total: Dim, known: Dim) -> Dim:
 
     ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
     """
+    if known.constant is not None:
+        return require_divisible(total, known.constant)
     if len(known.terms) == 1 and len(total.terms) == 1:
         ((mk, ck),) = known.terms.items()
         ((mt, ct),) = total.terms.items()
@@ -240,11 +238,7 @@ def divide(total: Dim, known: Dim) -> Dim:
             for atom, p in powers.items():
                 for _ in range(p):
                     rest = rest * Dim.atom(atom)
-            if ck == 1:
-                return rest
-            if (rest % ck).constant != 0:
-                require_divisible(rest, ck)
-            return rest // ck
+            return require_divisible(rest, ck)
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")

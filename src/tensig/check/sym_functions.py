@@ -36,10 +36,11 @@ from tensig.check.tracer import (
     moveaxis,
     permute,
     reduce_,
-    reshape,
+    reduction,
     split,
     squeeze,
     swapaxes,
+    unary,
 )
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
@@ -110,8 +111,8 @@ def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     a, w = _sym(x), _sym(weight)
     if differ(a.dims[-1], w.dims[-1]):
-       tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
-                                      f"weight in_features {w.dims[-1]} (weight "
+        tracer().report("contraction", f"linear layer: input features {a.dims[-1]} vs "
+                                       f"weight in_features {w.dims[-1]} (weight "
                                        f"{shape_text(w)})")
     out = SymArray((*a.dims[:-1], w.dims[0]), "f")
     if bias is not None:
@@ -189,14 +190,6 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
     return SymArray(i.dims + w.dims[1:], "f")
 
 
-def _same_as(x: Any, *args: Any, **kw: Any) -> SymArray:
-    a = _sym(x)
-    dim = kw.get("dim", args[0] if args and isinstance(args[0], int) else None)
-    if dim is not None:
-        _axis(dim, a.ndim)
-    return SymArray(a.dims, "f" if a.kind != "b" else a.kind, a.loose)
-
-
 def created(*shape: Any, **kw: Any) -> SymArray:
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
     return SymArray([as_dim(d) for d in dims], kind_of(kw.get("dtype", "float")) or "f")
@@ -204,11 +197,6 @@ def created(*shape: Any, **kw: Any) -> SymArray:
 
 def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
     return created(shape, **kw)
-
-
-def _like(x: Any, *args: Any, **kw: Any) -> SymArray:
-    a = _sym(x)
-    return SymArray(a.dims, a.kind)
 
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
@@ -223,8 +211,9 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
     raise Unsupported("arange with a symbolic or negative step")
 
 
-def _eye(n: Any, m: Any = None, *args: Any, **kw: Any) -> SymArray:
-    return SymArray([as_dim(n), as_dim(m if m is not None else n)], "f")
+def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> SymArray:
+    """``eye`` and NumPy's ``tri`` (the same signature): ``[n, m]``, ``m`` by default ``n``."""
+    return SymArray([as_dim(n), as_dim(m if m is not None else n)], kind_of(dtype) or "f")
 
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
@@ -238,22 +227,24 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
                  for lo, hi in itertools.pairwise(cuts))
 
 
-def _reduction(kind: str | None) -> Callable[..., SymArray]:
-    """``numpy.sum`` and friends (``torch.sum``: ``dim``, ``keepdim``), giving ``kind``."""
-    def model(a: Any, axis: Any = None, keepdims: bool = False, *, dim: Any = None,
-              keepdim: bool = False, **k: Any) -> SymArray:
-        return reduce_(a, axis if axis is not None else dim, keepdims or keepdim, kind)
-    return model
-
-
 _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None, "amin": None,
                "mean": "f", "std": "f", "var": "f", "argmax": "i", "argmin": "i", "all": "b",
                "any": "b"}
 
-NUMPY.update({name: _reduction(kind) for name, kind in _REDUCTIONS.items()})
-NUMPY.update({
+#: NumPy's and torch's functions of one name and meaning.
+_SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
         shape if shape is not None else newshape),
+    "concatenate": concatenate,
+    "concat": concatenate,
+    "stack": stack,
+    "where": where,
+    "matmul": matmul,
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like", "tril", "triu"),
+                    unary()),
+}
+NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
+NUMPY.update({
     "transpose": lambda a, axes=None: permute(a, axes if axes is not None
                                               else tuple(reversed(range(_sym(a).ndim)))),
     "permute_dims": lambda a, axes=None: permute(a, axes),
@@ -261,23 +252,10 @@ NUMPY.update({
     "moveaxis": moveaxis,
     "expand_dims": expand_dims,
     "squeeze": squeeze,
-    "concatenate": concatenate,
-    "concat": concatenate,
-    "stack": stack,
-    "where": where,
-    "matmul": matmul,
     "dot": matmul,
     "einsum": einsum,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
-    "zeros_like": _like,
-    "ones_like": _like,
-    "empty_like": _like,
-    "full_like": lambda a, fill_value, **k: _like(a),
-    "clip": lambda a, *args, **k: _same_as(a),
-    "round": lambda a, *args, **k: _same_as(a),
-    "copy": lambda a, *args, **k: _same_as(a),
-    "tril": lambda a, k=0: _same_as(a),
-    "triu": lambda a, k=0: _same_as(a),
+    **dict.fromkeys(("clip", "round", "copy"), unary()),
     "isclose": lambda a, b, **k: elementwise([a, b], "b"),
     "allclose": lambda a, b, **k: SymArray((), "b"),
     "shape": lambda a: _sym(a).shape,
@@ -290,17 +268,13 @@ NUMPY.update({
     "array_split": np_split,
 })
 
+TORCH.update(_SHARED)
 TORCH.update({
-    "matmul": matmul,
     "bmm": matmul,
     "mm": matmul,
     "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
                                           isinstance(ops[0], list | tuple) else ops)),
     "cat": concatenate,
-    "concat": concatenate,
-    "concatenate": concatenate,
-    "stack": stack,
-    "where": where,
     "linear": linear,
     "conv1d": conv,
     "conv2d": conv,
@@ -315,21 +289,13 @@ TORCH.update({
     "nll_loss": cross_entropy,
     "layer_norm": layer_norm,
     "embedding": embedding,
-    **dict.fromkeys(("softmax", "log_softmax", "relu", "gelu", "silu", "sigmoid", "tanh",
-                     "dropout", "exp", "log", "sqrt", "rsqrt", "abs"), _same_as),
-    "tril": lambda a, diagonal=0: _same_as(a),
-    "triu": lambda a, diagonal=0: _same_as(a),
-    "zeros_like": _like,
-    "ones_like": _like,
-    "empty_like": _like,
-    "rand_like": _like,
-    "randn_like": _like,
-    "full_like": lambda a, fill_value, **k: _like(a),
-    **{name: _reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
-    "logsumexp": _reduction("f"),
+    "softmax": unary("f", axis=True),
+    "log_softmax": unary("f", axis=True),
+    **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
+    **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
+    "logsumexp": reduction("f"),
     "transpose": swapaxes,
     "permute": lambda a, dims: permute(a, dims),
-    "reshape": lambda a, shape: reshape(a, shape),
     "unsqueeze": expand_dims,
     "squeeze": lambda a, dim=None: squeeze(a, dim),
     "flatten": lambda a, start_dim=0, end_dim=-1: _sym(a).flatten(start_dim, end_dim),
@@ -344,14 +310,9 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
-CREATION_NUMPY.update({
-    "zeros": created, "ones": created, "empty": created, "full": _full,
-    "arange": _arange, "eye": _eye,
-})
-CREATION_TORCH.update({
-    "zeros": created, "ones": created, "empty": created, "full": _full,
-    "randn": created, "rand": created, "arange": _arange, "eye": _eye,
-})
+CREATION_NUMPY.update(zeros=created, ones=created, empty=created, full=_full, arange=_arange,
+                      eye=eye)
+CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created)
 
 
 def has_sym(x: Any) -> bool:

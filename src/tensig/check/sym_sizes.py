@@ -10,8 +10,11 @@ an exact division the code relies on (``D // heads``).  Indexing and slicing a s
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from tensig.check.tracing import _TRACER, tracer
 from tensig.core.dims import Dim
@@ -32,6 +35,24 @@ def as_dim(x: Any) -> Dim:
     return Dim.const(int(x))
 
 
+def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
+    """A :class:`SymSize` operator: symbolic with sizes and ints; with a float, the number at
+    the witness (symbols cannot hold one)."""
+    def op(self: SymSize, other: Any) -> Any:
+        if isinstance(other, float):
+            return fn(tracer().value(self.dim), other)
+        if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
+            return SymSize(fn(self.dim, as_dim(other)))
+        return NotImplemented
+
+    return op
+
+
+def _comparison(name: str, fn: Callable[[Any, Any], bool]) -> Callable[[SymSize, Any], bool]:
+    """A :class:`SymSize` comparison: decided on canonical forms, else an assumption."""
+    return lambda self, o: self._cmp(o, name, fn)
+
+
 class SymSize:
     """A size read from a symbolic shape: symbolic in arithmetic, a witness where Python
     needs a number (``range``, ``math.sqrt``, indexing a list)."""
@@ -49,8 +70,6 @@ class SymSize:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
-        import numpy as np
-
         return np.asarray(int(self), dtype=dtype)
 
     def __float__(self) -> float:
@@ -65,34 +84,13 @@ class SymSize:
         return hash(self.dim)
 
     # arithmetic stays symbolic
-    def _op(self, other: Any, fn: Callable[[Any, Any], Any]) -> Any:
-        if isinstance(other, float):  # a float: leave symbols (the size at the witness)
-            return fn(tracer().value(self.dim), other)
-        if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
-            return SymSize(fn(self.dim, as_dim(other)))
-        return NotImplemented
-
-    def __add__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: a + b)
-
-    __radd__ = __add__  # Dim's canonical form and IEEE + commute
-
-    def __sub__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: a - b)
-
-    def __rsub__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: b - a)
-
-    def __mul__(self, o: Any) -> Any:
-        return self._op(o, lambda a, b: a * b)
-
-    __rmul__ = __mul__  # Dim's canonical form and IEEE * commute
+    __add__ = __radd__ = _arithmetic(operator.add)  # Dim's canonical form and IEEE + commute
+    __sub__, __rsub__ = _arithmetic(operator.sub), _arithmetic(lambda a, b: b - a)
+    __mul__ = __rmul__ = _arithmetic(operator.mul)
 
     def __floordiv__(self, o: Any) -> Any:
         if isinstance(o, int) and o > 0:
-            if (self.dim % o).constant != 0:
-                require_divisible(self.dim, o)
-            return SymSize(self.dim // o)
+            return SymSize(require_divisible(self.dim, o))
         return float(self) // o if isinstance(o, float) else int(self) // int(o)
 
     def __truediv__(self, o: Any) -> float:
@@ -136,23 +134,13 @@ class SymSize:
             a, b = self.dim, as_dim(o)
             if a == b:
                 return True
-            diff = a - b
-            if diff.constant is not None:
+            if (a - b).constant is not None:
                 return False
             return self._cmp(o, "==", _undecided_eq)
         return NotImplemented
 
-    def __lt__(self, o: Any) -> bool:
-        return self._cmp(o, "<", lambda a, b: a < b)
-
-    def __le__(self, o: Any) -> bool:
-        return self._cmp(o, "<=", lambda a, b: a <= b)
-
-    def __gt__(self, o: Any) -> bool:
-        return self._cmp(o, ">", lambda a, b: a > b)
-
-    def __ge__(self, o: Any) -> bool:
-        return self._cmp(o, ">=", lambda a, b: a >= b)
+    __lt__, __le__ = _comparison("<", operator.lt), _comparison("<=", operator.le)
+    __gt__, __ge__ = _comparison(">", operator.gt), _comparison(">=", operator.ge)
 
     def __bool__(self) -> bool:
         try:
@@ -202,8 +190,6 @@ class SymRange:
         return x in self._concrete()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
-
         return np.asarray(self._concrete(), dtype=dtype)
 
     def __repr__(self) -> str:
@@ -260,11 +246,14 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
     t.report("assumption", f"assumes {cond}: {why}")
 
 
-def require_divisible(p: Dim, k: int) -> None:
-    """Exact division the code relies on (``D // heads``): reported once as a requirement."""
-    t = tracer()
-    t.divisors.append((p, k))
-    t.report("assumption", f"requires {p} divisible by {k}")
+def require_divisible(p: Dim, k: int) -> Dim:
+    """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
+    (reported once) unless the canonical forms show it exact."""
+    if (p % k).constant != 0:
+        t = tracer()
+        t.divisors.append((p, k))
+        t.report("assumption", f"requires {p} divisible by {k}")
+    return p // k
 
 
 def _check_index(size: Dim, k: Any) -> None:

@@ -36,6 +36,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
@@ -48,6 +50,7 @@ __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
 _WRAPPERS: dict[int, list[tuple[Any, str, Any]]] = {}
+_DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,8 +117,6 @@ def patched() -> contextlib.AbstractContextManager[None]:
 
 
 def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
-    import numpy as np
-
     key = f"{ns}.{name}"
     impl = TABLE.get(key) or CONTROL.get(key)
     if impl is not None:
@@ -137,12 +138,9 @@ def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
 def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     """Fit a JAX function's result sizes from ``jax.eval_shape`` at witness sizes."""
     import jax
-    import numpy as np
-
-    dtypes = {"f": np.float32, "i": np.int32, "b": np.bool_}
 
     def make(shape: tuple[int, ...], kind: str) -> Any:
-        return jax.ShapeDtypeStruct(shape, dtypes[kind])
+        return jax.ShapeDtypeStruct(shape, _DTYPES[kind])
 
     def call(a: Any, k: Any) -> Any:
         """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
@@ -162,8 +160,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         finally:
             tracing.reset_tracer(token)
 
-    result = fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
-    return jax.tree_util.tree_map(lambda x: x, result) if isinstance(result, dict) else result
+    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,30 +168,8 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _same(x: Any, *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    return S.SymArray(a.dims, "f" if a.kind != "b" else a.kind, a.loose)
-
-
-def _along(x: Any, axis: Any = -1, *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    for ax in (axis if isinstance(axis, tuple | list) else (axis,)):
-        if ax is not None:
-            S._axis(ax, a.ndim)
-    return S.SymArray(a.dims, "f", a.loose)
-
-
 def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    dims = list(a.dims)
-    pos = axis if axis >= 0 else len(dims) + 1 + axis
-    dims.insert(pos, as_dim(num_classes))
-    return S.SymArray(dims, "f")
-
-
-def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
-               **kw: Any) -> S.SymArray:
-    return S.reduce_(a, axis, keepdims, "f")
+    return S.SymArray(S.expand_dims(x, axis, num_classes).dims, "f")
 
 
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -206,16 +181,14 @@ def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     return S.elementwise([x, y])
 
 
-def _random(shape_at: int, shape_kw: str = "shape") -> Callable[..., S.SymArray]:
+def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]:
+    """``jax.random.<name>(key, ...)`` with the shape at argument ``shape_at``."""
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
-        shape = kw.get(shape_kw, args[shape_at - 1] if len(args) >= shape_at else ())
+        shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([as_dim(d) for d in dims], S.kind_of(kw.get("dtype", "float")) or "f")
+        return S.SymArray([as_dim(d) for d in dims],
+                          kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
-
-
-def _randint(key: Any, shape: Any, *args: Any, **kw: Any) -> S.SymArray:
-    return S.SymArray([as_dim(d) for d in shape], "i")
 
 
 def _bernoulli(key: Any, p: Any = 0.5, shape: Any = None) -> S.SymArray:
@@ -233,18 +206,20 @@ def _categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, **kw:
 def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
     if isinstance(a, S.SymArray):
         return a.astype(dtype) if dtype is not None else a
-    import numpy as np
-
     if sym_functions.has_sym(a):
         return sym_functions.stack(a, 0)
     return S._sym(np.asarray(a, dtype=dtype))
 
 
-class _AtRef:
-    """``x.at[idx]``: the functional update's target slice."""
+class AtIndexer:
+    """``x.at``: JAX's indexed update syntax on a symbolic array; ``x.at[idx]`` is the same
+    with the update's target slice, whose methods (``set``, ``add``...) check the value."""
 
-    def __init__(self, array: S.SymArray, key: Any):
+    def __init__(self, array: S.SymArray, key: Any = None):
         self.array, self.key = array, key
+
+    def __getitem__(self, key: Any) -> AtIndexer:
+        return AtIndexer(self.array, key)
 
     def _update(self, value: Any, *args: Any, **kw: Any) -> S.SymArray:
         S.into(S.getitem(self.array, self.key), value, "an .at[] update")
@@ -259,28 +234,16 @@ class _AtRef:
         return S.SymArray(self.array.dims, self.array.kind, self.array.loose)
 
 
-class AtIndexer:
-    """``x.at``: JAX's indexed update syntax on a symbolic array."""
-
-    def __init__(self, array: S.SymArray):
-        self.array = array
-
-    def __getitem__(self, key: Any) -> _AtRef:
-        return _AtRef(self.array, key)
-
-
 TABLE: dict[str, Callable[..., Any]] = {
-    **{f"nn.{n}": _same for n in (
+    **{f"nn.{n}": S.unary("f") for n in (
         "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "tanh", "elu", "celu", "selu",
         "leaky_relu", "softplus", "soft_sign", "log_sigmoid", "hard_tanh", "hard_sigmoid",
         "hard_silu", "hard_swish", "mish", "identity", "squareplus", "sparse_plus")},
-    "nn.softmax": _along,
-    "nn.log_softmax": _along,
-    "nn.standardize": _along,
+    **dict.fromkeys(("nn.softmax", "nn.log_softmax", "nn.standardize"), S.unary("f", axis=True)),
     "nn.one_hot": _one_hot,
-    "nn.logsumexp": _logsumexp,
-    "scipy.special.logsumexp": _logsumexp,
-    **{f"lax.{n}": _same for n in (
+    "nn.logsumexp": S.reduction("f"),
+    "scipy.special.logsumexp": S.reduction("f"),
+    **{f"lax.{n}": S.unary(S.RESULT_KIND.get(n)) for n in (
         "rsqrt", "logistic", "erf", "erf_inv", "neg", "stop_gradient", "integer_pow",
         "exp", "log", "tanh", "sqrt", "abs", "sin", "cos", "sign", "square", "floor", "ceil",
         "round", "cbrt", "log1p", "expm1", "is_finite", "reciprocal")},
@@ -292,7 +255,7 @@ TABLE: dict[str, Callable[..., Any]] = {
     "random.uniform": _random(1),
     "random.truncated_normal": _random(3),
     "random.gumbel": _random(1),
-    "random.randint": _randint,
+    "random.randint": _random(1, "i"),
     "random.bernoulli": _bernoulli,
     "random.categorical": _categorical,
 }
@@ -315,44 +278,42 @@ def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
     return [S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
 
 
-def _same_structure(before: Any, after: Any, what: str) -> None:
-    """A loop's carry (or both branches of a cond) keep their shapes: JAX requires it."""
+def _same_structure(before: Any, after: Any, what: str) -> Any:
+    """A loop's carry (or every branch of a cond) keeps its shapes, as JAX requires; returns
+    ``after``."""
     a, b = _shapes(before), _shapes(after)
     if a != b:
         was, got = ("; ".join("[" + ", ".join(map(str, s)) + "]" for s in side) for side in (a, b))
         tracer().report("broadcast", f"{what}: shapes change from {was} to {got}")
+    return after
+
+
+def _per_axis(fn: Callable[[int, Any], Any], axis: Any, tree: Any) -> Any:
+    """``fn(axis, leaf)`` over a pytree, ``axis`` one int for every leaf or a tree of them
+    (vmap's ``in_axes``/``out_axes``); ``None`` leaves its subtree as it is."""
+    if axis is None:
+        return tree
+    if isinstance(axis, int):
+        return _tree_map(lambda x: fn(axis, x), tree)
+    return _tree_map(lambda ax, sub: _per_axis(fn, ax, sub), axis, tree)
 
 
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
-    if axis is None:
-        return tree
-
-    def leaf(x: Any) -> Any:
+    """Drop the mapped axis of every leaf, collecting its size in ``sizes``."""
+    def leaf(ax: int, x: Any) -> Any:
         if x is None or isinstance(x, int | float | bool):
             return x
         a = S._sym(x)
-        i = S._axis(axis, a.ndim)
+        i = S._axis(ax, a.ndim)
         sizes.append(a.dims[i])
         return S.SymArray(a.dims[:i] + a.dims[i + 1:], a.kind)
 
-    if isinstance(axis, int):
-        return _tree_map(leaf, tree)
-    return _tree_map(lambda ax, sub: _unbatch(ax, sub, sizes), axis, tree)
+    return _per_axis(leaf, axis, tree)
 
 
 def _batch(axis: Any, tree: Any, n: Dim) -> Any:
-    if axis is None:
-        return tree
-
-    def leaf(x: Any) -> Any:
-        a = S._sym(x)
-        dims = list(a.dims)
-        dims.insert(axis if axis >= 0 else len(dims) + 1 + axis, n)
-        return S.SymArray(dims, a.kind)
-
-    if isinstance(axis, int):
-        return _tree_map(leaf, tree)
-    return _tree_map(lambda ax, sub: _batch(ax, sub, n), axis, tree)
+    """Insert a mapped axis of size ``n`` into every leaf."""
+    return _per_axis(lambda ax, x: S.expand_dims(x, ax, n), axis, tree)
 
 
 def _one_size(sizes: list[Dim], what: str) -> None:
@@ -372,9 +333,8 @@ def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> 
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
     _one_size(sizes, "vmap maps axes")
     out = fun(*inner, **kwargs)
-    if isinstance(out_axes, int) or out_axes is None:
-        return _batch(out_axes, out, sizes[0])
-    return _tree_map(lambda ax, sub: _batch(ax, sub, sizes[0]), type(out)(out_axes), out)
+    plain = isinstance(out_axes, int) or out_axes is None
+    return _batch(out_axes if plain else type(out)(out_axes), out, sizes[0])
 
 
 def _vmap(original: Any) -> Any:
@@ -421,7 +381,7 @@ def _grad(original: Any) -> Any:
                 tracer().report("return-shape", f"grad of a non-scalar: the function returns "
                                                 f"{shape_text(S._sym(value))}")
             nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
-            grads = tuple(_tree_map(lambda x: _same(x), args[i]) for i in nums)
+            grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
             g = grads if isinstance(argnums, tuple | list) else grads[0]
             g = (g, out[1]) if has_aux else g
             return (out, g) if with_value else g
@@ -442,44 +402,27 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     return carry, ys
 
 
-def _fori_loop(lower: Any, upper: Any, body: Any, init_val: Any, **kw: Any) -> Any:
-    out = body(lower, init_val)
-    _same_structure(init_val, out, "fori_loop's carry")
-    return out
-
-
 def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:
     cond_fun(init_val)
-    out = body_fun(init_val)
-    _same_structure(init_val, out, "while_loop's carry")
-    return out
+    return _same_structure(init_val, body_fun(init_val), "while_loop's carry")
 
 
-def _cond(pred: Any, true_fun: Any, false_fun: Any, *operands: Any, **kw: Any) -> Any:
-    a = true_fun(*operands)
-    b = false_fun(*operands)
-    _same_structure(a, b, "cond's two branches")
-    return a
-
-
-def _switch(index: Any, branches: Any, *operands: Any, **kw: Any) -> Any:
-    outs = [b(*operands) for b in branches]
+def _branches(outs: list[Any], what: str) -> Any:
     for o in outs[1:]:
-        _same_structure(outs[0], o, "switch's branches")
+        _same_structure(outs[0], o, what)
     return outs[0]
-
-
-def _map(f: Any, xs: Any, **kw: Any) -> Any:
-    return _sym_vmap(f, 0, 0, (xs,), {})
 
 
 CONTROL: dict[str, Callable[..., Any]] = {
     "lax.scan": _scan,
-    "lax.fori_loop": _fori_loop,
+    "lax.fori_loop": lambda lower, upper, body, init_val, **kw: _same_structure(
+        init_val, body(lower, init_val), "fori_loop's carry"),
     "lax.while_loop": _while_loop,
-    "lax.cond": _cond,
-    "lax.switch": _switch,
-    "lax.map": _map,
+    "lax.cond": lambda pred, true_fun, false_fun, *operands, **kw: _branches(
+        [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
+    "lax.switch": lambda index, branches, *operands, **kw: _branches(
+        [b(*operands) for b in branches], "switch's branches"),
+    "lax.map": lambda f, xs, **kw: _sym_vmap(f, 0, 0, (xs,), {}),
 }
 
 
@@ -502,7 +445,6 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     with a note, as in the symbolic trace.
     """
     import jax
-    import jax.numpy as jnp
     from jax import export
 
     names = sorted({n for dims in args for d in dims for n in d.symbols})
@@ -512,8 +454,7 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     def jax_dim(d: Dim) -> Any:
         return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression
 
-    dtypes = {"f": jnp.float32, "i": jnp.int32, "b": jnp.bool_}
-    structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), dtypes.get(k, jnp.float32))
+    structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), _DTYPES.get(k, "float32"))
                for dims, k in zip(args, kinds, strict=True)]
     try:
         out = jax.eval_shape(fn, *structs)

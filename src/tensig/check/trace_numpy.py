@@ -1,9 +1,10 @@
 """NumPy's long tail for :mod:`tensig.check.tracer`: hand models and a fitted general mechanism.
 
-Two layers.  The functions classic NumPy code leans on (``hstack``, ``pad``, ``take``,
-``cumsum``, ``outer``, the ``linalg`` solvers and decompositions, ``tri``) are modelled by hand,
-with the checks that make them worth modelling (a square matrix where one is needed, a
-right-hand side that matches).  Every other function NumPy dispatches through
+Two layers.  A few functions are modelled by hand, for the checks and sizes fitting cannot
+give: the stacking family (``hstack``: a concatenation finding), sizes shared by several
+results (``nonzero``, ``unique``, ``svd``'s ``min(m, n)``), the ``linalg`` solvers and
+decompositions (a square matrix where one is needed, a right-hand side that matches), and the
+creation functions (``tri``).  Every other function NumPy dispatches through
 ``__array_function__`` is *fitted*: it runs on small zero arrays at a few witness size
 assignments, and each result size is fitted in the symbols from those runs
 (:mod:`tensig.check.size_fit`, shared with torch and JAX).  A size that changes with the data
@@ -17,9 +18,12 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import numpy as np
 
 from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
@@ -44,10 +48,8 @@ def _at_least(x: Any, rank: int) -> S.SymArray:
     one = sym_sizes.ONE
     if a.ndim >= rank:
         return a
-    if rank == 1:
-        return S.SymArray((one,), a.kind)
-    if rank == 2:
-        return S.SymArray((one,) * (2 - a.ndim) + a.dims, a.kind)
+    if rank < 3:
+        return S.SymArray((one,) * (rank - a.ndim) + a.dims, a.kind)
     dims = {0: (one, one, one), 1: (one, *a.dims, one), 2: (*a.dims, one)}[a.ndim]
     return S.SymArray(dims, a.kind)
 
@@ -68,80 +70,6 @@ def _dstack(tup: Any, **kw: Any) -> S.SymArray:
 def _column_stack(tup: Any) -> S.SymArray:
     xs = [S._sym(x) for x in tup]
     return sym_functions.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
-
-
-def _flat_size(a: S.SymArray) -> Dim:
-    return math.prod(a.dims, start=sym_sizes.ONE)
-
-
-def _outer(a: Any, b: Any, out: Any = None) -> S.SymArray:
-    """``np.outer``: the outer product asked for by name (no finding), of the flattened inputs."""
-    x, y = S._sym(a), S._sym(b)
-    return S.SymArray((_flat_size(x), _flat_size(y)), "f" if "f" in (x.kind, y.kind) else x.kind)
-
-
-def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise"
-          ) -> S.SymArray:
-    x, i = S._sym(a), S._sym(indices)
-    if axis is None:
-        return S.SymArray(i.dims, x.kind)
-    ax = S._axis(axis, x.ndim)
-    return S.SymArray((*x.dims[:ax], *i.dims, *x.dims[ax + 1:]), x.kind)
-
-
-def _take_along_axis(a: Any, indices: Any, axis: Any = -1) -> S.SymArray:
-    x, i = S._sym(a), S._sym(indices)
-    if axis is None:
-        return S.SymArray(i.dims, x.kind)
-    ax = S._axis(axis, x.ndim)
-    if i.ndim != x.ndim:
-        tracer().report("broadcast", f"take_along_axis: indices {shape_text(i)} need the "
-                                     f"rank of the array {shape_text(x)}")
-    others = [S.SymArray(x.dims[:ax] + x.dims[ax + 1:]), S.SymArray(i.dims[:ax] + i.dims[ax + 1:])]
-    dims, _ = broadcast(others, "take_along_axis")
-    return S.SymArray((*dims[:ax], i.dims[ax], *dims[ax:]), x.kind)
-
-
-def _along_axis(kind: Callable[[str], str], default_axis: int | None) -> Callable[..., Any]:
-    """``cumsum``, ``sort``...: the input's shape, flattened for ``axis=None``; the element
-    kind ``kind(input's)``."""
-    def model(a: Any, axis: Any = default_axis, *args: Any, **kw: Any) -> S.SymArray:
-        x = S._sym(a)
-        if axis is None:
-            return S.SymArray((_flat_size(x),), kind(x.kind))
-        S._axis(axis, x.ndim)
-        return S.SymArray(x.dims, kind(x.kind))
-    return model
-
-
-def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kw: Any) -> S.SymArray:
-    """``np.pad``: each axis grows by its (before, after) widths, which may be symbolic."""
-    x = S._sym(array)
-    width = pad_width
-    if isinstance(width, int | sym_sizes.SymSize) or (hasattr(width, "__len__") and len(width)
-                                                      and not any(hasattr(p, "__len__")
-                                                                  for p in width)):
-        pair = tuple(width) if hasattr(width, "__len__") else (width,)
-        pairs = [(pair[0], pair[-1])] * x.ndim
-    else:
-        pairs = [tuple(p) if hasattr(p, "__len__") else (p, p) for p in width]
-        pairs = [(p[0], p[-1]) for p in pairs]
-        if len(pairs) == 1:
-            pairs = pairs * x.ndim
-    if len(pairs) != x.ndim:
-        raise ValueError(f"np.pad: {len(pairs)} (before, after) pairs for an array of rank "
-                         f"{x.ndim}")
-    return S.SymArray([d + as_dim(lo) + as_dim(hi)
-                       for d, (lo, hi) in zip(x.dims, pairs, strict=True)], x.kind)
-
-
-def _data_sized(hint: str, kind: str = "i") -> Callable[..., Any]:
-    """A result whose length depends on the data (``bincount``, ``unique``, ``nonzero``):
-    a fresh size, like a Remora box."""
-    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
-        S._sym(a)
-        return S.SymArray((tracer().new_dim(hint),), kind)
-    return model
 
 
 def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
@@ -178,11 +106,6 @@ def _square(a: S.SymArray, what: str) -> Dim:
     return a.dims[-1]
 
 
-def _batch(*arrays: S.SymArray) -> tuple[Dim, ...]:
-    dims, _ = broadcast([S.SymArray(a.dims) for a in arrays], "linalg's batch axes")
-    return dims
-
-
 def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
@@ -193,25 +116,21 @@ def _solve(a: Any, b: Any) -> S.SymArray:
                                                                f" {shape_text(x)}"))
     if vector:
         return S.SymArray((*x.dims[:-1],), "f")
-    batch = _batch(S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2]))
+    batch, _ = broadcast([S.SymArray(x.dims[:-2]), S.SymArray(y.dims[:-2])],
+                         "linalg's batch axes")
     return S.SymArray((*batch, n, y.dims[-1]), "f")
 
 
-def _det(a: Any) -> S.SymArray:
-    x = S._sym(a)
-    _square(x, "det")
-    return S.SymArray(x.dims[:-2], "f")
-
-
-def _slogdet(a: Any) -> tuple[S.SymArray, S.SymArray]:
-    d = _det(a)
-    return d, S.SymArray(d.dims, "f")
-
-
-def _eigh(a: Any, UPLO: str = "L") -> tuple[S.SymArray, S.SymArray]:
-    x = S._sym(a)
-    n = _square(x, "eigh")
-    return S.SymArray((*x.dims[:-1],), "f"), S.SymArray((*x.dims[:-2], n, n), "f")
+def _of_square(what: str, *results: str) -> Callable[..., Any]:
+    """A function of square matrices (checked), with one result per shape in ``results``,
+    spelled in ``b`` (the batch axes) and ``n`` (the matrix size): ``"bnn"`` is the input's."""
+    def model(a: Any, *args: Any, **kw: Any) -> Any:
+        x = S._sym(a)
+        n = _square(x, what)
+        out = [S.SymArray([d for c in r for d in (x.dims[:-2] if c == "b" else (n,))], "f")
+               for r in results]
+        return tuple(out) if len(out) > 1 else out[0]
+    return model
 
 
 def _min_dim(m: Dim, n: Dim) -> Dim:
@@ -265,37 +184,11 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
             S.SymArray((_min_dim(m, n),), "f"))
 
 
-def _pinv(a: Any, *args: Any, **kw: Any) -> S.SymArray:
-    x = S._sym(a)
-    return S.SymArray((*x.dims[:-2], x.dims[-1], x.dims[-2]), "f")
-
-
 def _multi_dot(arrays: Any, *, out: Any = None) -> S.SymArray:
     result = arrays[0]
     for b in arrays[1:]:
         result = S.matmul(result, b)
     return S._sym(result)
-
-
-def _scalar_of_matrix(what: str) -> Callable[..., S.SymArray]:
-    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
-        x = S._sym(a)
-        return S.SymArray(x.dims[:-2], "i" if what == "matrix_rank" else "f")
-    return model
-
-
-def _same_square(what: str) -> Callable[..., S.SymArray]:
-    def model(a: Any, *args: Any, **kw: Any) -> S.SymArray:
-        x = S._sym(a)
-        _square(x, what)
-        return S.SymArray(x.dims, "f")
-    return model
-
-
-def _trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, **kw: Any) -> S.SymArray:
-    x = S._sym(a)
-    i, j = S._axis(axis1, x.ndim), S._axis(axis2, x.ndim)
-    return S.SymArray([d for k, d in enumerate(x.dims) if k not in (i, j)], x.kind)
 
 
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
@@ -306,44 +199,21 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    **dict.fromkeys(("cumsum", "cumprod", "nancumsum"),
-                    _along_axis(lambda k: "i" if k == "b" else k, None)),
-    "outer": _outer,
-    "take": _take,
-    "take_along_axis": _take_along_axis,
-    "argsort": _along_axis(lambda k: "i", -1),
-    "sort": _along_axis(lambda k: k, -1),
-    "pad": _pad,
-    "bincount": _data_sized("bins"),
-    "flatnonzero": _data_sized("nnz"),
     "nonzero": _nonzero,
     "argwhere": _argwhere,
     "unique": _unique,
-    "trace": _trace,
     "linalg.solve": _solve,
-    "linalg.inv": _same_square("inv"),
-    "linalg.det": _det,
-    "linalg.slogdet": _slogdet,
-    "linalg.eigh": _eigh,
-    "linalg.eig": _eigh,
-    "linalg.eigvalsh": lambda a, *args, **kw: _eigh(a)[0],
-    "linalg.eigvals": lambda a, *args, **kw: _eigh(a)[0],
+    **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
+    "linalg.det": _of_square("det", "b"),
+    "linalg.slogdet": _of_square("slogdet", "b", "b"),
+    **{f"linalg.{w}": _of_square(w, "bn", "bnn") for w in ("eigh", "eig")},
+    **{f"linalg.{w}": _of_square(w, "bn") for w in ("eigvalsh", "eigvals")},
     "linalg.svd": _svd,
     "linalg.svdvals": lambda x: _svd(x, compute_uv=False),
     "linalg.qr": _qr,
-    "linalg.cholesky": _same_square("cholesky"),
-    "linalg.matrix_power": _same_square("matrix_power"),
     "linalg.lstsq": _lstsq,
-    "linalg.pinv": _pinv,
     "linalg.multi_dot": _multi_dot,
-    "linalg.matrix_rank": _scalar_of_matrix("matrix_rank"),
-    "linalg.cond": _scalar_of_matrix("cond"),
 }
-
-
-def _tri(N: Any, M: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> S.SymArray:
-    n = as_dim(N)
-    return S.SymArray((n, as_dim(M) if M is not None else n), "b" if dtype is bool else "f")
 
 
 def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.SymArray:
@@ -351,8 +221,8 @@ def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.
 
 
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
-    "tri": _tri,
-    "identity": lambda n, *a, **k: S.SymArray((as_dim(n), as_dim(n)), "f"),
+    "tri": sym_functions.eye,
+    "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
     "linspace": _linspace,
 }
 
@@ -384,15 +254,6 @@ patched: their sizes are read back from the witness, under an assumption)."""
 # --------------------------------------------------------------------------------------------
 
 
-def _rebuild(result: Any, leaves: Iterator[Any]) -> Any:
-    if isinstance(result, tuple | list):
-        items = [_rebuild(r, leaves) for r in result]
-        if hasattr(result, "_fields"):
-            return type(result)(*items)
-        return type(result)(items)
-    return next(leaves)
-
-
 def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     """The witnesses (scaled so that every division the code assumed is exact), then the same
     values in the reverse order among the call's symbols: an operation valid only for
@@ -410,6 +271,74 @@ def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
 
 
+def shape_error(name: str, e: BaseException,
+                errors: tuple[type[BaseException], ...] = (ValueError, IndexError, TypeError),
+                words: tuple[str, ...] = _SHAPE_WORDS) -> BaseException:
+    """``e`` when the library refused the shapes (one of ``errors``, saying one of ``words``);
+    any other failure (a data error such as ``LinAlgError``, an argument refused) stops the
+    trace with a note."""
+    text = str(e).lower()
+    if isinstance(e, errors) and any(w in text for w in words) and \
+            "unexpected keyword" not in text and "not a valid" not in text:
+        return e
+    raise tracing.Unsupported(f"{name} ({type(e).__name__}: {size_fit.short(e)})") from None
+
+
+def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
+              shape_error: Callable[[BaseException], BaseException]
+              ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
+    """``run`` at each base until the library accepts one: (its result, that base, the shape
+    error of an earlier base), or (None, None, the first error) when it accepts none."""
+    error: BaseException | None = None
+    for base in bases:
+        try:
+            return run(base), base, error
+        except Exception as e:
+            shaped = shape_error(e)
+            error = error or shaped
+    return None, None, error
+
+
+def template(sample: Any, fits: Iterator[list[Dim | None] | None],
+             leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
+    """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
+    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (a None dim: a fresh size), or what
+    ``leaf`` says of any other leaf (``("value", v)``: returned as it is)."""
+    if isinstance(sample, tuple | list):
+        return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
+    fit, tag = next(fits), leaf(sample)
+    if tag[0] == "array":
+        return ("array", tuple(fit or ()), tag[1])
+    return ("size", (fit or [None])[0]) if tag[0] == "size" else tag
+
+
+def build(template: Any) -> Any:
+    """The symbolic result a :func:`template` describes, each unfitted size a fresh one."""
+    tag = template[0]
+    if tag == "array":
+        return S.SymArray([tracer().new_dim("n") if d is None else d for d in template[1]],
+                          template[2])
+    if tag == "size":
+        d = tracer().new_dim("n") if template[1] is None else template[1]
+        return sym_sizes.SymSize(d) if d.constant is None else d.constant
+    if tag != "seq":
+        return template[1]
+    kind, items = template[1], [build(p) for p in template[2]]
+    if hasattr(kind, "_fields"):  # a named tuple
+        return kind(*items)
+    try:
+        return kind(items)  # a tuple, a list, or torch.return_types.* (one sequence)
+    except TypeError:
+        return tuple(items)
+
+
+def leaf_shape(x: Any, arrays: type[Any] | tuple[type[Any], ...]) -> tuple[int, ...] | None:
+    """A result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
+    if isinstance(x, arrays):
+        return tuple(x.shape)
+    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
+
+
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
@@ -424,7 +353,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     """
     t = tracer()
 
-    def run(env: dict[str, int], fill: Callable[..., Any]) -> Any:
+    def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
         size_fit.size_guard((args, kwargs), env)
 
         def array(v: Any) -> Any:
@@ -433,82 +362,45 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
-    def describe(leaf: Any) -> tuple[tuple[int, ...], str] | None:
-        """A result leaf's shape and kind (kind ``"size"``: an int that is a size)."""
-        if isinstance(leaf, arrays):
-            return tuple(leaf.shape), S.kind_of(leaf.dtype) or "f"
-        if isinstance(leaf, int) and not isinstance(leaf, bool):
-            return (leaf,), "size"
-        return None
+    def shapes(result: Any) -> list[tuple[int, ...] | None]:
+        return [leaf_shape(x, arrays) for x in size_fit.leaves(result)]
 
-    def shapes_of(result: Any) -> list[tuple[tuple[int, ...], str] | None]:
-        return [describe(leaf) for leaf in size_fit.leaves(result)]
+    def leaf(x: Any) -> tuple[Any, ...]:
+        if isinstance(x, arrays):
+            return "array", S.kind_of(x.dtype) or "f"
+        return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
     bases = _bases(t, (args, kwargs))
     size_fit.size_guard((args, kwargs), bases[0])
-    error: BaseException | None = None
-    said = ""  # the first error, in the symbols
-    for base in bases:
-        try:
-            sample = run(base, make)
-        except (ValueError, IndexError, TypeError) as e:
-            if not any(w in str(e).lower() for w in _SHAPE_WORDS) or \
-                    "unexpected keyword" in str(e) or "not a valid" in str(e):
-                raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-            error = error or e
-            said = size_fit.named(str(error), bases[0])
-            continue
-        except Exception as e:  # a data error (LinAlgError) or an argument the library rejects
-            raise tracing.Unsupported(f"{name} ({type(e).__name__}: {e})") from None
-        if error is not None:  # it runs only where the sizes are ordered the other way
-            order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
-            t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
-        break
-    else:
-        assert error is not None
+    sample, base, error = first_run(run, bases, lambda e: shape_error(name, e))
+    said = "" if error is None else size_fit.named(str(error), bases[0])  # in the symbols
+    if base is None:
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
         t.report(kind, f"{name} fails on these shapes at every size: {said}")
         first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
         return S.SymArray(first.dims if first is not None else (), "f")
-    described = shapes_of(sample)
+    if error is not None:  # it runs only where the sizes are ordered the other way
+        order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
+        t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
     fits = size_fit.fit_sizes(
-        lambda env: [d[0] if d else None for d in shapes_of(run(env, make))], (args, kwargs),
-        name, base, t.unit(), errors=(ValueError, IndexError, TypeError),
+        lambda env: shapes(run(env)), (args, kwargs), name, base, t.unit(),
+        errors=(ValueError, IndexError, TypeError),
         note=lambda message: t.report("assumption", message))
     if make_data is not None:
-        try:
-            data = [d[0] if d else None for d in shapes_of(run(base, make_data))]
-        except Exception:  # the data fill is invalid for it (indices out of range): sizes only
-            data = None
-        if data is not None:
-            fits = _boxed(fits, [d[0] if d else None for d in described], data)
-    leaves = []
-    for leaf, fit, desc in zip(size_fit.leaves(sample), fits, described, strict=True):
-        dims = None if fit is None else [t.new_dim("n") if d is None else d for d in fit]
-        if dims is None or desc is None:
-            leaves.append(leaf)
-        elif desc[1] == "size":
-            leaves.append(sym_sizes.SymSize(dims[0]))
-        else:
-            leaves.append(S.SymArray(dims, desc[1]))
-    if not isinstance(sample, tuple | list):
-        return leaves[0]
-    return _rebuild(sample, iter(leaves))
+        with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
+            fits = _boxed(fits, shapes(sample), shapes(run(base, make_data)))
+    return build(template(sample, iter(fits), leaf))
 
 
 def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
     """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
-    import numpy as np
-
-    dtypes = {"f": np.float64, "i": np.int64, "b": np.bool_}
-
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
-        return np.zeros(shape, dtypes[kind])
+        return np.zeros(shape, S.DTYPES[kind])
 
     def distinct(shape: tuple[int, ...], kind: str) -> Any:
         if kind == "b":
             return np.ones(shape, np.bool_)
-        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(dtypes[kind])
+        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
 
     return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)
@@ -526,8 +418,6 @@ def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any
     """``np.concatenate(x)`` of one array treats its rows as the sequence: fitted."""
     def impl(arrays: Any, *args: Any, **kw: Any) -> Any:
         if isinstance(arrays, S.SymArray):
-            import numpy as np
-
             return fitted_numpy(getattr(np, name), (arrays, *args), kw)
         return model(arrays, *args, **kw)
     return impl

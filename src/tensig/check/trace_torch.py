@@ -12,11 +12,11 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
   symbolic size or array to the symbolic indexer.
 - **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
   torch's own meta tensors (shapes, no data) at a few size assignments, and each result size
-  is *fitted* in the symbols by :mod:`tensig.check.size_fit` (the mechanism NumPy's and JAX's
-  fallbacks share).  A size that does not fit becomes a fresh size, recorded as an
-  assumption (a warning).  An op that torch rejects
-  at every assignment is a finding (``op-shape``), with torch's own message.  Fits are cached
-  per op and argument shapes, so a module verified twice pays once.
+  is *fitted* in the symbols by :mod:`tensig.check.size_fit`, through the runs and result
+  templates of :mod:`tensig.check.trace_numpy` (NumPy's and JAX's fallbacks share both).  A
+  size that does not fit becomes a fresh size, recorded as an assumption (a warning).  An op
+  that torch rejects at every assignment is a finding (``op-shape``), with torch's own
+  message.  Fits are cached per op and argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from tensig.check import size_fit, sym_functions, sym_sizes, tracing
+from tensig.check import size_fit, sym_functions, sym_sizes, trace_numpy, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
@@ -37,20 +37,11 @@ from tensig.check.tracing import tracer
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
 
-_DTYPES = {"f": torch.float32, "i": torch.int64, "b": torch.bool}
-_KINDS = {torch.bool: "b"}
 _CPU = torch.device("cpu")
 
 
 def dtype_of(a: S.SymArray) -> torch.dtype:
-    return _DTYPES.get(a.kind, torch.float32)
-
-
-def kind_of(dtype: Any) -> str | None:
-    """The kind of a dtype-like argument (``torch.float16``, ``"int64"``, a tensor), or None."""
-    if isinstance(dtype, S.SymArray):
-        return dtype.kind
-    return S.kind_of(dtype.dtype if isinstance(dtype, torch.Tensor) else dtype)
+    return getattr(torch, S.DTYPES.get(a.kind, "float32"))
 
 
 def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
@@ -58,7 +49,7 @@ def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
     if dtype is None:
         return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
                 "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
-    return a._like(a.dims, kind_of(dtype) or a.kind, a.loose)
+    return S.SymArray(a.dims, S.kind_of(dtype) or a.kind, a.loose)
 
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
@@ -192,7 +183,9 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     t = tracer()
     for f in messages:  # found while fitting, once per shape signature: reported per call
         t.report(f.kind, f.message)
-    return _rebuild(template, args)
+    if template is None:
+        raise Rejected("torch rejected the operands (reported above)")
+    return trace_numpy.build(template)
 
 
 def _name(func: Any) -> str:
@@ -268,102 +261,54 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
-    first_error: BaseException | None = None
-    for unit in (1, 2):  # sizes from 40 with steps of 24, else from 48 with steps of 48
-        base = {n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)}
-        try:
-            sample, inputs = _run(func, args, kwargs, base)
-        except NotImplementedError as e:
-            raise tracing.Unsupported(f"{name} (no meta kernel: {size_fit.short(e)})") from None
-        except _SHAPE_ERRORS as e:
-            first_error = first_error or _shape_error(name, e)
-            continue
-        if first_error is not None:
-            messages.append(tracing.Finding(
-                "assumption", f"{name} needs sizes divisible by 24 or "
-                f"larger ({size_fit.short(first_error)}): assumed"))
-        break
-    else:
-        shapes = ", ".join(_describe(a) for a in size_fit.leaves(args)
+    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2)]
+    run = partial(_run, func, args, kwargs)
+    result, base, error = trace_numpy.first_run(run, bases, lambda e: _shape_error(name, e))
+    if base is None:
+        assert error is not None
+        shapes = ", ".join(shape_text(a) if isinstance(a, S.SymArray) else str(list(a.shape))
+                           for a in size_fit.leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
-        assert first_error is not None
-        named = size_fit.named(size_fit.short(first_error),
-                               {n: 40 + 6 * i for i, n in enumerate(names)})
-        rejected = tracing.Finding("op-shape",
-                                   f"{name} rejects operands of shapes {shapes}: {named}")
-        return None, [rejected], False
+        named = size_fit.named(size_fit.short(error), bases[0])
+        return None, [tracing.Finding("op-shape", f"{name} rejects operands of shapes {shapes}: "
+                                                  f"{named}")], False
+    if error is not None:
+        messages.append(tracing.Finding("assumption", f"{name} needs sizes divisible by 24 or "
+                                                      f"larger ({size_fit.short(error)}): assumed"))
+    sample, inputs = result
     fitted = size_fit.fit_sizes(
-        lambda env: [_shape(x) for x in size_fit.leaves(_run(func, args, kwargs, env)[0])],
-        (args, kwargs), name, base, unit, step=24, errors=_SHAPE_ERRORS,
+        lambda env: [trace_numpy.leaf_shape(x, torch.Tensor) for x in size_fit.leaves(run(env)[0])],
+        (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    fits = iter(fitted)
 
-    def build(head: Any) -> Any:
-        if isinstance(head, tuple | list):
-            return ("seq", type(head), tuple(build(x) for x in head))
-        fit = next(fits)
+    def leaf(head: Any) -> tuple[Any, ...]:
         if isinstance(head, torch.Tensor):
             orig = inputs.get(id(head))
             if orig is None:
-                return ("array", tuple(fit or ()), kind_of(head.dtype) or "f")
+                return "array", S.kind_of(head) or "f"
             if isinstance(orig, S.SymArray) and \
                     list(head.shape) != [d.evaluate(base) for d in orig.dims]:
                 raise tracing.Unsupported(f"{name} (an in-place change of shape)")
-            return ("input", orig)
-        if isinstance(head, bool) or head is None or isinstance(head, str | float):
-            return ("value", head)
-        if isinstance(head, int):
-            return ("size", (fit or [None])[0])
+            return "input", orig
+        if isinstance(head, int) and not isinstance(head, bool):
+            return ("size",)
+        if isinstance(head, bool | str | float) or head is None:
+            return "value", head
         raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
     fresh = any(d is None for dims in fitted if dims is not None for d in dims)
-    return build(sample), messages, fresh
-
-
-def _shape(x: Any) -> tuple[int, ...] | None:
-    """A result leaf's sizes for the fit: a tensor's shape, an int as a 1-tuple."""
-    if isinstance(x, torch.Tensor):
-        return tuple(x.shape)
-    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
+    return trace_numpy.template(sample, iter(fitted), leaf), messages, fresh
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
     """A run's error that is about shapes (returned), or the reason the trace stops."""
     text = str(e).lower()
+    if isinstance(e, NotImplementedError):
+        raise tracing.Unsupported(f"{name} (no meta kernel: {size_fit.short(e)})") from None
     if "data-dependent" in text or "data dependent" in text or \
             ("meta" in text and "not implemented" in text):
         raise tracing.Unsupported(f"{name} (its result shape depends on data)") from None
-    if not any(w in text for w in _SHAPE_WORDS):  # an argument, not a shape, refused
-        raise tracing.Unsupported(f"{name} ({type(e).__name__}: {size_fit.short(e)})") from None
-    return e
-
-
-def _describe(a: Any) -> str:
-    if isinstance(a, S.SymArray):
-        return shape_text(a)
-    return "[" + ", ".join(str(s) for s in a.shape) + "]"
-
-
-def _rebuild(template: Any, args: Any) -> Any:
-    if template is None:
-        raise Rejected("torch rejected the operands (reported above)")
-    tag = template[0]
-    if tag == "array":
-        t = tracer()
-        dims = [t.new_dim("n") if d is None else d for d in template[1]]
-        return S.SymArray(dims, template[2])
-    if tag in ("input", "value"):
-        return template[1]
-    if tag == "size":
-        d = template[1]
-        d = tracer().new_dim("n") if d is None else d
-        return sym_sizes.SymSize(d) if d.constant is None else d.constant
-    _, kind, parts = template
-    items = [_rebuild(p, args) for p in parts]
-    try:
-        return kind(items)  # a tuple, a list, or torch.return_types.* (one sequence)
-    except TypeError:
-        return tuple(items)
+    return trace_numpy.shape_error(name, e, _SHAPE_ERRORS, _SHAPE_WORDS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,32 +327,10 @@ log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg
 relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
 softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
 feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous""")
-_BOOL_UNARY = {"isfinite", "isinf", "isnan", "logical_not", "signbit"}
 _BINARY = _words("""atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
-floor_divide
-fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal logaddexp
-logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal nextafter pow
-float_power remainder rsub sub subtract true_divide xlogy add""")
-_BOOL_BINARY = {"eq", "ge", "greater", "greater_equal", "gt", "le", "less", "less_equal", "lt",
-                "ne", "not_equal", "logical_and", "logical_or", "logical_xor"}
-
-
-def _unary(name: str) -> Callable[..., Any]:
-    kind = "b" if name in _BOOL_UNARY else None
-
-    def op(x: Any, *args: Any, **kw: Any) -> S.SymArray:
-        a = S._sym(x)
-        return S.SymArray(a.dims, kind or a.kind, a.loose)
-    return op
-
-
-def _binary(name: str) -> Callable[..., Any]:
-    kind = "b" if name in _BOOL_BINARY else ("f" if name in ("div", "divide", "true_divide",
-                                                             "float_power") else None)
-
-    def op(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
-        return S.elementwise([a, b], kind)
-    return op
+floor_divide fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal
+logaddexp logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal
+nextafter pow float_power remainder rsub sub subtract true_divide xlogy add""")
 
 
 def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) -> None:
@@ -436,7 +359,7 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
                *args: Any, **kw: Any) -> S.SymArray:
     a = S._sym(x)
     _channels("group_norm", a, (weight, bias))
-    if a.ndim > 1 and (a.dims[1] % int(num_groups)).constant != 0:
+    if a.ndim > 1:
         sym_sizes.require_divisible(a.dims[1], int(num_groups))
     return S.SymArray(a.dims, "f")
 
@@ -456,15 +379,15 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
     t = tracer()
     if differ(ka.dims[-2], va.dims[-2]):
-     t.report("contraction", f"scaled_dot_product_attention: keys have length "
+        t.report("contraction", f"scaled_dot_product_attention: keys have length "
                  f"{ka.dims[-2]} but values {va.dims[-2]} (keys {shape_text(ka)}, values "
                  f"{shape_text(va)}; torch's CPU kernel accepts this silently)")
     if differ(qa.dims[-1], ka.dims[-1]):
-     t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
-              f"features but keys {ka.dims[-1]}")
+        t.report("contraction", f"scaled_dot_product_attention: queries have {qa.dims[-1]} "
+                 f"features but keys {ka.dims[-1]}")
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
-        if hk.constant is not None and hk.constant > 0 and (hq % hk.constant).constant != 0:
+        if hk.constant is not None and hk.constant > 0:
             sym_sizes.require_divisible(hq, hk.constant)
         ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
         va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)
@@ -494,8 +417,8 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 HAND: dict[str, Callable[..., Any]] = {
     "max": _max_or_min("max"),
     "min": _max_or_min("min"),
-    **{n: _unary(n) for n in _UNARY},
-    **{n: _binary(n) for n in _BINARY},
+    **{n: S.unary(S.RESULT_KIND.get(n)) for n in _UNARY},
+    **{n: S.binary(S.RESULT_KIND.get(n)) for n in _BINARY},
     "batch_norm": partial(_norm, "batch_norm"),
     "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,

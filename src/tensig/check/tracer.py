@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.reshape_order import divide, moved_factors
 from tensig.check.sym_sizes import (
@@ -60,6 +62,8 @@ TORCH: dict[str, Callable[..., Any]] = {}
 #: Creation functions verification patches to take symbolic sizes (``np.zeros(B, T)``).
 CREATION_NUMPY: dict[str, Callable[..., Any]] = {}
 CREATION_TORCH: dict[str, Callable[..., Any]] = {}
+#: Each element kind's dtype, by the name NumPy, torch and JAX all give it.
+DTYPES = {"f": "float32", "i": "int64", "b": "bool"}
 
 
 def sym_len(x: Any) -> Any:
@@ -77,23 +81,40 @@ def sym_len(x: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _reduction(kind: str | None = None) -> Callable[..., SymArray]:
-    """A reduction method of :class:`SymArray` (NumPy's ``axis``/``keepdims`` or torch's
-    ``dim``/``keepdim``; further positional arguments such as a dtype do not change the shape)
-    whose result has the element kind ``kind`` (None: the operand's)."""
-    def method(self: SymArray, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
-        return reduce_(self, axis if axis is not None else kw.get("dim"), _keep(kw), kind)
+def reduction(kind: str | None = None) -> Callable[..., SymArray]:
+    """``sum`` and friends as a function or a method: NumPy's ``axis``/``keepdims`` or torch's
+    ``dim``/``keepdim``; the element kind ``kind`` (None: the operand's).  A positional
+    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
+    def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
+        keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
+        return reduce_(a, axis if axis is not None else kw.get("dim"), keep, kind)
 
-    return method
+    return model
 
 
-def _operator(kind: str | None = None, reverse: bool = False) -> Callable[[Any, Any], SymArray]:
-    """A binary operator method of :class:`SymArray` (``reverse``: the reflected ``__r*__``)
-    whose result has the element kind ``kind`` (None: the operands')."""
-    def method(self: SymArray, other: Any) -> SymArray:
-        return elementwise([other, self] if reverse else [self, other], kind)
+def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray]:
+    """An elementwise function or method (``np.exp``, ``F.relu``, ``x.float()``): the operand's
+    shape with the element kind ``kind`` (None: its own).  With ``axis``, the ``dim``/``axis``
+    argument (``softmax(x, dim)``) must name an axis of the operand."""
+    def model(x: Any, *args: Any, **kw: Any) -> SymArray:
+        a = _sym(x)
+        if axis:
+            ax = kw.get("dim", kw.get("axis", args[0] if args else None))
+            for i in ax if isinstance(ax, tuple | list) else (ax,):
+                if i is not None:
+                    _axis(i, a.ndim)
+        return SymArray(a.dims, kind or a.kind, a.loose)
 
-    return method
+    return model
+
+
+def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
+    """A broadcasting binary function or operator method (``reverse``: the reflected
+    ``__r*__``), with the element kind ``kind`` (None: the operands')."""
+    def model(a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
+        return elementwise([b, a] if reverse else [a, b], kind)
+
+    return model
 
 
 def _extreme(name: str) -> Callable[..., Any]:
@@ -102,18 +123,21 @@ def _extreme(name: str) -> Callable[..., Any]:
     def method(self: SymArray, *args: Any, **kw: Any) -> Any:
         if _TORCH_STYLE.get():
             return plugin("torch_attribute")(self, name)(*args, **kw)
-        return _reduction()(self, *args, **kw)
+        return reduction()(self, *args, **kw)
 
     return method
 
 
-def _retyped(kind: str | None) -> Callable[..., SymArray]:
-    """A method giving the array's shape with the element kind ``kind`` (None: its own):
-    ``x.float()``, ``x.exp()``, ``-x``."""
-    def method(self: SymArray, *args: Any, **kw: Any) -> SymArray:
-        return SymArray(self.dims, kind or self.kind, self.loose)
-
-    return method
+#: The element kind of elementwise functions that do not keep their operands' (NumPy's ufuncs,
+#: torch's and JAX's functions of the same meaning): ``"b"`` a predicate, ``"f"`` float.
+RESULT_KIND: dict[str, str] = {
+    **dict.fromkeys(("less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+                     "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
+                     "isfinite", "is_finite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"), "b"),
+    **dict.fromkeys(("true_divide", "divide", "div", "float_power", "exp", "log", "sqrt", "rsqrt",
+                     "tanh", "sin", "cos", "exp2", "log2", "log10", "log1p", "expm1", "reciprocal",
+                     "arctan", "power", "erf", "erf_inv", "logistic", "cbrt"), "f"),
+}
 
 
 class SymArray:
@@ -152,14 +176,13 @@ class SymArray:
         NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
         if _TORCH_STYLE.get():
             return plugin("torch_dtype")(self)
-        import numpy as np
-
-        return np.dtype({"f": "float32", "i": "int64", "b": "bool"}.get(self.kind, "float32"))
+        return np.dtype(DTYPES.get(self.kind, "float32"))
 
     def __getattr__(self, name: str) -> Any:
-        """torch tensor attributes and methods not defined here (torch code only)."""
+        """torch tensor attributes and methods not defined here: in torch code, or one NumPy
+        arrays lack (``x.type()``)."""
         if name.startswith("_") or "torch" not in sys.modules or \
-                not (_TORCH_STYLE.get() or _torch_only(name)):
+                (not _TORCH_STYLE.get() and hasattr(np.ndarray, name)):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         return plugin("torch_attribute")(self, name)
 
@@ -204,18 +227,14 @@ class SymArray:
     def __repr__(self) -> str:
         return f"SymArray[{', '.join(map(str, self.dims))}]"
 
-    def _like(self, dims: Iterable[Dim | int], kind: str | None = None,
-              loose: frozenset[int] = frozenset()) -> SymArray:
-        return SymArray(dims, kind or self.kind, loose)
-
     # -- elementwise -----------------------------------------------------------------------
-    _same = _retyped(None)
-    __add__ = __sub__ = __mul__ = __floordiv__ = __mod__ = __pow__ = _operator()
-    __and__ = __or__ = __xor__ = _operator()
-    __radd__ = __rsub__ = __rmul__ = __rpow__ = _operator(reverse=True)
-    __truediv__, __rtruediv__ = _operator("f"), _operator("f", reverse=True)
-    __lt__ = __le__ = __gt__ = __ge__ = _operator("b")
-    __eq__ = __ne__ = _operator("b")  # type: ignore[assignment]
+    _same = unary()
+    __add__ = __sub__ = __mul__ = __floordiv__ = __mod__ = __pow__ = binary()
+    __and__ = __or__ = __xor__ = binary()
+    __radd__ = __rsub__ = __rmul__ = __rpow__ = binary(reverse=True)
+    __truediv__, __rtruediv__ = binary("f"), binary("f", reverse=True)
+    __lt__ = __le__ = __gt__ = __ge__ = binary("b")
+    __eq__ = __ne__ = binary("b")  # type: ignore[assignment]
     __invert__ = __neg__ = __abs__ = _same
 
     def __pos__(self) -> SymArray:
@@ -277,7 +296,7 @@ class SymArray:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> SymArray:
         s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
         merged = math.prod(self.dims[s:e + 1], start=ONE)
-        return self._like((*self.dims[:s], merged, *self.dims[e + 1:]))
+        return SymArray((*self.dims[:s], merged, *self.dims[e + 1:]), self.kind)
 
     def expand(self, *sizes: Any) -> SymArray:
         target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
@@ -292,31 +311,24 @@ class SymArray:
     def repeat(self, *reps: Any) -> SymArray:
         r = _varargs(reps, None)
         dims = (ONE,) * (len(r) - self.ndim) + self.dims
-        return self._like([d * as_dim(n) for d, n in zip(dims, r, strict=True)])
+        return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], self.kind)
 
     def masked_fill(self, mask: Any, value: Any) -> SymArray:
         into(self, mask, "masked_fill's mask")
         return self._same()
 
-    sum = prod = amax = amin = _reduction()
-    mean = std = var = _reduction("f")
-    argmax = argmin = _reduction("i")
-    all = any = _reduction("b")
+    sum = prod = amax = amin = reduction()
+    mean = std = var = logsumexp = reduction("f")
+    argmax = argmin = reduction("i")
+    all = any = reduction("b")
 
     max, min = _extreme("max"), _extreme("min")
-
-    def logsumexp(self, dim: Any, keepdim: bool = False) -> SymArray:
-        return reduce_(self, dim, keepdim, "f")
 
     def norm(self, *args: Any, **kw: Any) -> SymArray:
         dim = kw.get("dim", args[1] if len(args) > 1 else None)
         return reduce_(self, dim, _keep(kw), "f")
 
-    def softmax(self, dim: int, *args: Any, **kw: Any) -> SymArray:
-        _axis(dim, self.ndim)
-        return self._like(self.dims, "f", self.loose)
-
-    log_softmax = softmax
+    softmax = log_softmax = unary("f", axis=True)
 
     def split(self, size_or_sections: Any, dim: int = 0) -> tuple[SymArray, ...]:
         return split(self, size_or_sections, dim)
@@ -324,37 +336,30 @@ class SymArray:
     def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
         return chunk(self, chunks, dim)
 
-    exp = log = sqrt = tanh = sigmoid = relu = abs = clamp = clip = contiguous = _same
-    clone = detach = cpu = cuda = round = floor = ceil = sin = cos = rsqrt = _same
-    copy = numpy = square = neg = _same
+    exp = log = sqrt = tanh = sigmoid = sin = cos = rsqrt = unary("f")
+    relu = abs = clamp = clip = contiguous = clone = detach = cpu = cuda = round = floor = _same
+    ceil = copy = numpy = square = neg = _same
 
-    float = double = half = bfloat16 = _retyped("f")
-    int = long = _retyped("i")
-    bool = _retyped("b")
+    float = double = half = bfloat16 = unary("f")
+    int = long = unary("i")
+    bool = unary("b")
 
     def to(self, *args: Any, **kw: Any) -> SymArray:
         kind = self.kind
-        for a in (*args, kw.get("dtype")):
-            if isinstance(a, SymArray):
-                kind = a.kind
-            else:  # x.to(other): its dtype (a numpy dtype has a .shape too, but no .dtype)
-                kind = kind_of(a.dtype if hasattr(a, "shape") and hasattr(a, "dtype") else a) \
-                    or kind
-        return self._like(self.dims, kind, self.loose)
+        for a in (*args, kw.get("dtype")):  # a dtype, or an array: its dtype (x.to(other))
+            kind = kind_of(a) or kind
+        return SymArray(self.dims, kind, self.loose)
 
-    astype = to
-
-    type_as = _same
+    astype = type_as = to
 
     # -- the protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if kwargs.get("out") is not None:
             raise Unsupported(f"numpy.{ufunc.__name__}(out=...)")
+        kind = RESULT_KIND.get(ufunc.__name__)
         if method == "__call__":
             if ufunc.__name__ == "matmul":
                 return matmul(*inputs)
-            kind = "b" if ufunc.__name__ in _BOOL_UFUNCS else \
-                ("f" if ufunc.__name__ in _FLOAT_UFUNCS else None)
             if ufunc.nout != 1:
                 raise Unsupported(f"numpy.{ufunc.__name__} with {ufunc.nout} outputs")
             return elementwise(list(inputs), kind)
@@ -365,7 +370,7 @@ class SymArray:
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
         if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
             a, b = _sym(inputs[0]), _sym(inputs[1])
-            return SymArray(a.dims + b.dims, "b" if ufunc.__name__ in _BOOL_UFUNCS else a.kind)
+            return SymArray(a.dims + b.dims, kind or a.kind)
         raise Unsupported(f"numpy.{ufunc.__name__}.{method}")
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
@@ -385,20 +390,6 @@ class SymArray:
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
-
-
-def _torch_only(name: str) -> bool:
-    """A torch tensor attribute NumPy arrays lack (``x.type()``), read even in NumPy style."""
-    import numpy as np
-
-    return not hasattr(np.ndarray, name)
-
-
-_BOOL_UFUNCS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
-                "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
-                "isfinite", "signbit"}
-_FLOAT_UFUNCS = {"true_divide", "divide", "exp", "log", "sqrt", "tanh", "sin", "cos",
-                 "exp2", "log2", "log10", "log1p", "expm1", "reciprocal", "arctan", "power"}
 
 
 def _keep(kw: dict[str, Any]) -> bool:
@@ -425,8 +416,13 @@ _KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("
 
 
 def kind_of(dtype: Any) -> str | None:
-    """The element kind (``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype class or
-    dtype name (``torch.int64``, ``np.float32``, ``"long"``); None when it names none."""
+    """The element kind (``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype class, dtype
+    name or array (``torch.int64``, ``np.float32``, ``"long"``, a tensor); None when it names
+    none."""
+    if isinstance(dtype, SymArray):
+        return dtype.kind
+    if not isinstance(dtype, type) and hasattr(dtype, "shape") and hasattr(dtype, "dtype"):
+        dtype = dtype.dtype  # an array (a dtype or a scalar type has no instance .dtype)
     text = str(dtype)
     return next((kind for word, kind in _KIND_WORDS if word in text), None)
 
@@ -445,8 +441,6 @@ def _sym(x: Any) -> SymArray:
     shape = getattr(x, "shape", None)
     if shape is None:
         if isinstance(x, list | tuple | _RANGE):
-            import numpy as np
-
             return _sym(np.asarray(x))
         raise Unsupported(f"an operand of type {type(x).__name__}")
     kind = kind_of(getattr(x, "dtype", "float")) or "f"
@@ -531,12 +525,12 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     return permute(a, p)
 
 
-def expand_dims(x: Any, axis: int) -> SymArray:
+def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
+    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``."""
     a = _sym(x)
     ax = int(axis)
-    ax = ax + a.ndim + 1 if ax < 0 else ax
     dims = list(a.dims)
-    dims.insert(ax, ONE)
+    dims.insert(ax + a.ndim + 1 if ax < 0 else ax, as_dim(size))
     return SymArray(dims, a.kind)
 
 
@@ -559,12 +553,7 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
             target.append(as_dim(s))
     known = math.prod((part for part in target if part is not None), start=ONE)
     if None in target:
-        q = total // known if known.constant is not None else None
-        if q is not None and known.constant is not None and (total % known.constant).constant != 0:
-            require_divisible(total, known.constant)
-        elif q is None or q * known != total:
-            q = divide(total, known)
-        target[target.index(None)] = q
+        target[target.index(None)] = divide(total, known)
     elif not tracer().equal_under_assumptions(known, total):
         tracer().report("reshape", f"reshape of {shape_text(a)} ({total} elements) into "
                                    f"[{', '.join(map(str, target))}] ({known} elements)")
@@ -631,7 +620,7 @@ def matmul(a: Any, b: Any) -> SymArray:
     xd = list(x.dims) if x.ndim > 1 else [ONE, *x.dims]
     yd = list(y.dims) if y.ndim > 1 else [*y.dims, ONE]
     if differ(xd[-1], yd[-2]):
-       tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
+        tracer().report("contraction", f"matmul contracts {xd[-1]} with {yd[-2]} (shapes "
                                        f"{shape_text(x)} @ {shape_text(y)})")
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
     out = list(batch) + ([xd[-2]] if x.ndim > 1 else []) + ([yd[-1]] if y.ndim > 1 else [])
@@ -654,7 +643,7 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
         count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if size.constant is not None and (n % size).constant != 0:
+        if size.constant is not None:
             require_divisible(n, int(size.constant))
         sizes = [size] * int(count.constant)
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
@@ -678,9 +667,6 @@ def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
     """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here)."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
-    n = a.dims[ax]
-    if (n % int(chunks)).constant != 0:
-        require_divisible(n, int(chunks))
-    piece = n // int(chunks)
+    piece = require_divisible(a.dims[ax], int(chunks))
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))

@@ -28,8 +28,6 @@ __all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupport
            "failure_line", "patched", "plugin", "referenced", "tracer"]
 
 
-
-
 @dataclass(frozen=True)
 class Finding:
     """One thing verification found, at a source line of the verified code.
