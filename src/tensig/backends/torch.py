@@ -514,6 +514,28 @@ class TorchBackend(Backend):
     def into(self, name: str, a: Any, *others: Any) -> Any:
         return getattr(self.torch, name)(a, *others, out=a)
 
+    def cross_entropy(self, logits: Any, ids: Any, ignore: int) -> tuple[Any, Any, Any]:
+        """``log_softmax`` and ``nll_loss``, the kernels ``F.cross_entropy`` runs: the record
+        keeps the log-probabilities as rows and the kernel's count of ids (its total
+        weight).  On the CPU only (elsewhere the generic kernel): an id out of range there is
+        checked by :mod:`tensig.execution.ir`, on an accelerator it would stop the device."""
+        if logits.device.type != "cpu" or not logits.dtype.is_floating_point:
+            return super().cross_entropy(logits, ids, ignore)
+        logp = self.torch.log_softmax(logits.reshape(-1, logits.shape[-1]), 1)
+        flat = ids.reshape(-1).long()
+        loss, count = self.torch.ops.aten.nll_loss_forward(logp, flat, None, 1, ignore)
+        return loss, logp, count
+
+    def cross_entropy_backward(self, g: Any, logp: Any, ids: Any, count: Any, ignore: int
+                               ) -> Any:
+        """``nll_loss_backward`` and ``_log_softmax_backward_data``, as torch's autograd."""
+        if logp.device.type != "cpu":  # the generic kernel's record
+            return super().cross_entropy_backward(g, logp, ids, count, ignore)
+        flat = ids.reshape(-1).long()
+        d = self.torch.ops.aten.nll_loss_backward(g.reshape(()), logp, flat, None, 1, ignore,
+                                                  count)
+        return self.torch._log_softmax_backward_data(d, logp, 1, logp.dtype)
+
     def _attention_kernels(self, q: Any, v: Any, mask: Any) -> tuple[Any, Any] | None:
         """torch's CPU flash-attention forward and backward (torch >= 2.3) when they take
         these arrays, else None."""
