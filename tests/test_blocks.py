@@ -515,6 +515,30 @@ def test_gelu_and_silu_against_torch(backend):
     check(backend, B.silu, F.silu, [x], spec, 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_gelu_in_sigmoid_form_is_torchs_tanh_gelu(dtype):
+    """The torch adapter's GELU (``v sigmoid(2z)`` on the CPU) against the function in
+    float64 (which is torch's tanh form to 1e-12 where that form has not rounded to 0 yet):
+    within a few units of ``dtype``'s rounding, times the growth of the tail's relative
+    error with ``|2z|`` (any evaluation of ``2z`` carries it), or ``|v|`` times the smallest
+    normal number where the sigmoid flushes to 0; the same non-finite cells as torch's."""
+    from tensig.backends.torch import TorchBackend
+
+    x = torch.tensor(np.concatenate([data(4000) * 4, [0.0, -0.0, 1e-30, -9.0, -40.0, 40.0,
+                                                       -1e20, 1e20, np.inf, -np.inf, np.nan]]),
+                     dtype=dtype)
+    ours, theirs = TorchBackend().gelu(x), F.gelu(x, approximate="tanh")
+    v = x.double()
+    w = 2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)
+    want = v * torch.sigmoid(w)
+    finite = torch.isfinite(want)
+    assert (F.gelu(v, approximate="tanh") - want)[finite].abs().max() < 1e-12
+    eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
+    bound = 8 * eps * want.abs() * (1 + w.abs()) + tiny * (1 + v.abs())  # s below tiny: 0
+    assert ((ours.double() - want).abs() <= bound)[finite].all()
+    torch.testing.assert_close(ours[~finite], theirs[~finite], rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_max_and_min_as_functions_and_methods(backend):
     a, b = data(3, 4), data(3, 4, seed=1)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import gemm_groups, matmul_plan, small_amax
-from tensig.backends.base import Backend, neutral_max, register, to_numpy
+from tensig.backends.base import GELU_C, Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
 
@@ -415,9 +415,17 @@ class TorchBackend(Backend):
         return self.torch.ops.aten.threshold_backward(g, a, 0)
 
     def gelu(self, v: Any) -> Any:
+        """On the CPU ``v sigmoid(2 sqrt(2/pi) (v + 0.044715 v^3))``, the same function
+        (``(1 + tanh(z)) / 2`` is ``sigmoid(2z)``) in five in-place passes over one new
+        tensor: torch's tanh kernel is slow on the CPU (2.4 ms for the GPT's 2048x256
+        activation, one thread; the sigmoid form 1.6 ms, equal within float32 rounding)."""
         if not hasattr(v, "shape"):
             return super().gelu(v)
-        return self.torch.nn.functional.gelu(v, approximate="tanh")
+        if v.device.type != "cpu" or not v.dtype.is_floating_point or v.requires_grad:
+            return self.torch.nn.functional.gelu(v, approximate="tanh")
+        t = v * v
+        t.mul_(2 * GELU_C * 0.044715).add_(2 * GELU_C).mul_(v).sigmoid_()
+        return t.mul_(v)
 
     def gelu_backward(self, a: Any, g: Any) -> Any:
         if not (hasattr(a, "shape") and hasattr(g, "shape")):
