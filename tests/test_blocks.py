@@ -130,13 +130,13 @@ def test_cross_entropy_with_probabilities(backend):
     close(grad, zt.grad, 6)
 
 
-@pytest.mark.parametrize("backend", [*BACKENDS, "jax"])
+@pytest.mark.parametrize("backend", [*BACKENDS, "jax", "dask"])
 def test_cross_entropy_over_positions_with_an_ignore_index_among_the_classes(backend):
     """Ids on the batch row's positions (``b, t |``, as the GPT's), the ignored id one of the
     classes (2: its rows count for nothing, as torch's), one primitive pair on every
-    backend (torch's kernels, the generic ones on NumPy and JAX)."""
-    if backend == "jax":
-        pytest.importorskip("jax")
+    backend (torch's kernels, the generic ones on NumPy, JAX and Dask)."""
+    if backend in ("jax", "dask"):
+        pytest.importorskip(backend)
     logits = data(3, 4, 7) * 2
     ids = np.array([[1, 2, 0, 6], [2, 2, 4, 5], [3, 2, 0, 1]])
     with G.new_graph(backend):
