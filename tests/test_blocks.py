@@ -130,6 +130,54 @@ def test_cross_entropy_with_probabilities(backend):
     close(grad, zt.grad, 6)
 
 
+@pytest.mark.parametrize("backend", [*BACKENDS, "jax", "dask"])
+def test_cross_entropy_over_positions_with_an_ignore_index_among_the_classes(backend):
+    """Ids on the batch row's positions (``b, t |``, as the GPT's), the ignored id one of the
+    classes (2: its rows count for nothing, as torch's), one primitive pair on every
+    backend (torch's kernels, the generic ones on NumPy, JAX and Dask)."""
+    if backend in ("jax", "dask"):
+        pytest.importorskip(backend)
+    logits = data(3, 4, 7) * 2
+    ids = np.array([[1, 2, 0, 6], [2, 2, 4, 5], [3, 2, 0, 1]])
+    with G.new_graph(backend):
+        p, z = input_("z", logits, "b, t, v => b, t | v")
+        loss = B.cross_entropy(z, G.leaf("ids", ids, batch=2), ignore_index=2)
+        G.grad_update(loss).backward()
+        ours, grad = A(loss.numpy()), A(p.grad.numpy())
+    (zt,) = torch_inputs(logits)
+    ref = F.cross_entropy(zt.reshape(-1, 7), torch.tensor(ids).reshape(-1), ignore_index=2)
+    ref.backward()
+    close(ours, ref.reshape(1), 7)
+    close(grad, zt.grad, 7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_with_every_id_ignored_is_nan_with_no_gradient(backend):
+    with G.new_graph(backend):
+        p, z = input_("z", data(3, 5), "b, v => b | v")
+        loss = B.cross_entropy(z, G.leaf("t", np.full(3, -100), batch=1))
+        G.grad_update(loss).backward()
+        assert np.isnan(A(loss.numpy())).all()
+        np.testing.assert_array_equal(A(p.grad.numpy()), np.zeros((3, 5), np.float32))
+
+
+def test_cross_entropy_generic_kernel_on_torch_equals_torch_kernels():
+    """The torch adapter's cross-entropy off the CPU is the generic kernel on torch's
+    namespace: checked here on the CPU against the adapter's own (torch's ``nll_loss``)."""
+    from tensig.backends.kernels import Kernels
+    from tensig.backends.torch import TorchBackend
+
+    be = TorchBackend()
+    z = torch.tensor(data(2, 3, 6) * 3)
+    ids = torch.tensor([[0, 5, -100], [5, 1, 1]])
+    g = torch.tensor([0.7])
+    loss, *saved = be.cross_entropy(z, ids, -100)
+    want = be.cross_entropy_backward(g, *saved[:1], ids, saved[1], -100).reshape(z.shape)
+    gloss, glogp, gcount = Kernels.cross_entropy(be, z, ids, -100)
+    close(gloss.reshape(1), loss.reshape(1), 6)
+    close(Kernels.cross_entropy_backward(be, g, glogp, ids, gcount, -100), want, 6)
+
+
 def test_cross_entropy_ids_out_of_range_are_an_error():
     with G.new_graph():
         z = G.leaf("z", data(2, 3), batch=1)
@@ -465,6 +513,30 @@ def test_gelu_and_silu_against_torch(backend):
     spec = ["b, d => b | d"]
     check(backend, B.gelu, lambda t: F.gelu(t, approximate="tanh"), [x], spec, 1)
     check(backend, B.silu, F.silu, [x], spec, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_gelu_in_sigmoid_form_is_torchs_tanh_gelu(dtype):
+    """The torch adapter's GELU (``v sigmoid(2z)`` on the CPU) against the function in
+    float64 (which is torch's tanh form to 1e-12 where that form has not rounded to 0 yet):
+    within a few units of ``dtype``'s rounding, times the growth of the tail's relative
+    error with ``|2z|`` (any evaluation of ``2z`` carries it), or ``|v|`` times the smallest
+    normal number where the sigmoid flushes to 0; the same non-finite cells as torch's."""
+    from tensig.backends.torch import TorchBackend
+
+    x = torch.tensor(np.concatenate([data(4000) * 4, [0.0, -0.0, 1e-30, -9.0, -40.0, 40.0,
+                                                       -1e20, 1e20, np.inf, -np.inf, np.nan]]),
+                     dtype=dtype)
+    ours, theirs = TorchBackend().gelu(x), F.gelu(x, approximate="tanh")
+    v = x.double()
+    w = 2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)
+    want = v * torch.sigmoid(w)
+    finite = torch.isfinite(want)
+    assert (F.gelu(v, approximate="tanh") - want)[finite].abs().max() < 1e-12
+    eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
+    bound = 8 * eps * want.abs() * (1 + w.abs()) + tiny * (1 + v.abs())  # s below tiny: 0
+    assert ((ours.double() - want).abs() <= bound)[finite].all()
+    torch.testing.assert_close(ours[~finite], theirs[~finite], rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

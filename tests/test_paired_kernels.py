@@ -114,6 +114,41 @@ def test_bias_folded_into_its_matrix_product(monkeypatch):
         np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
 
 
+def test_residual_added_to_a_two_axis_contraction_folded_into_its_product(monkeypatch):
+    """``r + w @ a`` with ``a`` of two contracted axes (attention's heads, ``b, t | h, e``)
+    and ``r`` shaped as the product (a residual) runs as one ``addmm`` starting from ``r``;
+    the value and the gradients as unfolded and as torch's autograd."""
+    bt, t, h, e, o = 3, 5, 2, 3, 4
+    xs, ws, rs, ss = (rng.standard_normal(n).astype(np.float32)
+                      for n in ((bt, t, h, e), (o, h, e), (bt, t, o), o))
+    cls = type(backend_for(torch.Tensor))
+
+    def run() -> tuple[np.ndarray, ...]:
+        with G.new_graph("torch"):
+            sp = G.param("s", output=[o], init=lambda sh, r: ss)
+            w = G.param("w", output=[o], input=[h, e], init=lambda sh, r: ws)
+            y = G.leaf("r", rs, batch=2) * sp + w @ G.leaf("x", xs, batch=2)
+            G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+            return tuple(np.asarray(v.numpy()) for v in (y, sp.grad, w.grad))
+
+    calls = counting(monkeypatch, cls, "matmul_bias")
+    folded = run()
+    assert calls, "the residual was not folded into the product"
+    monkeypatch.setattr(cls, "matmul_bias", None)
+    unfolded = run()
+    ts, tw = (torch.tensor(v.astype(np.float64), requires_grad=True) for v in (ss, ws))
+    ty = torch.tensor(rs.astype(np.float64)) * ts + torch.einsum(
+        "bthe,ohe->bto", torch.tensor(xs.astype(np.float64)), tw)
+    (ty ** 2).sum().backward()
+    reference = [v.detach().numpy() for v in (ty, ts.grad, tw.grad)]
+    terms = bt * t * (h * e + 1)  # the longest chain: w.grad sums over b, t of h*e-long sums
+    for name, ours, theirs, ref in zip(("y", "s.grad", "w.grad"), folded, unfolded, reference,
+                                       strict=True):
+        bound = 4 * np.finfo(np.float32).eps * terms * np.abs(ref).max()
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=bound, err_msg=name)
+
+
 def test_a_folded_product_is_never_read_stale():
     """A product folded into its bias add is not stored: a handle on it that an earlier
     routine filled reads "no array yet" after a folded step, not the older value."""

@@ -31,6 +31,8 @@ class Kernels:
         def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any: ...
         def astype(self, x: Any, dtype: Any) -> Any: ...
         def transpose(self, x: Any, perm: Sequence[int]) -> Any: ...
+        def arange(self, n: int, like: Any = None) -> Any: ...
+        def log_softmax(self, x: Any, axis: int) -> Any: ...
 
     # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
@@ -106,6 +108,26 @@ class Kernels:
         ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
         overwrites (here: a new array, for JAX's and Dask's)."""
         return getattr(self.namespace, name)(a, *others)
+
+    # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)
+    def cross_entropy(self, logits: Any, ids: Any, ignore: int) -> tuple[Any, Any, Any]:
+        """The mean cross-entropy of ``logits`` (classes on the last axis) against integer
+        ``ids`` (``logits.shape[:-1]``, already checked), over the ids that are not
+        ``ignore`` (none: NaN, as torch gives): the record ``(loss, log-probabilities,
+        number of counted ids)`` that :meth:`cross_entropy_backward` reads."""
+        xp = self.namespace
+        logp = self.log_softmax(logits, len(logits.shape) - 1)
+        hot, valid = _hot(self, ids, logits.shape[-1], ignore, logp.dtype)
+        count = xp.sum(valid)
+        return -xp.sum(xp.where(hot > 0, logp, 0.0)) / count, logp, count  # -inf logits: no NaN
+
+    def cross_entropy_backward(self, g: Any, logp: Any, ids: Any, count: Any, ignore: int
+                               ) -> Any:
+        """The gradient of :meth:`cross_entropy` for the logits from the loss's gradient
+        ``g``: ``(softmax - one-hot) g / count`` on the counted rows, 0 on the others."""
+        hot, valid = _hot(self, ids, logp.shape[-1], ignore, logp.dtype)
+        scale = g.reshape(()) / (count + (count == 0))  # no counted row: no gradient (torch's)
+        return (self.namespace.exp(logp) - hot) * (valid[..., None] * scale)
 
     def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
         """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
@@ -212,6 +234,14 @@ def _per_channel(x: Any, kept: tuple[int, ...], vectors: list[Any]) -> list[Any]
         return vectors
     shape = tuple(x.shape[i] for i in kept)
     return [None if v is None else v.reshape(shape) for v in vectors]
+
+
+def _hot(backend: Kernels, ids: Any, n: int, ignore: int, dtype: Any) -> tuple[Any, Any]:
+    """One-hot rows of ``ids`` over ``n`` classes in ``dtype`` (a row of zeros where the id is
+    ``ignore``, even one inside ``0..n-1``), and the counted ids as 1/0 in ``dtype``."""
+    valid = backend.astype(ids != ignore, dtype)
+    hot = backend.astype(ids[..., None] == backend.arange(n, like=ids), dtype)
+    return hot * valid[..., None], valid
 
 
 def _heads(xp: Any, x: Any) -> Any:

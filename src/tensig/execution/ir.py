@@ -584,6 +584,21 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
     return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
 
 
+def _cross_entropy(xp: Any, out: Out, logits: Any, ids: Any, ignore: int) -> tuple[Any, ...]:
+    """The mean cross-entropy of ``logits`` against class ``ids`` (checked: ``ignore`` or in
+    range): a record of the loss (one cell), the log-probabilities and the count of ids."""
+    _check_ids(xp, ids, logits.shape[-1], "cross_entropy", ignore)
+    loss, *saved = backend_of_namespace(xp).cross_entropy(logits, ids, ignore)
+    return (loss.reshape(1), *saved)
+
+
+def _cross_entropy_grad(xp: Any, out: Out, g: Any, ids: Any, saved: Any, ignore: int) -> Any:
+    """The gradient of :func:`_cross_entropy` for the logits, from its record ``saved``."""
+    _, logp, count = saved
+    grad = backend_of_namespace(xp).cross_entropy_backward(g, logp, ids, count, ignore)
+    return grad.reshape(out.shape)
+
+
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
                 kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
     """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): the pack
@@ -628,6 +643,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "batch_norm_grad": _batch_norm_grad,
     "attention": _attention,
     "attention_grad": _attention_grad,
+    "cross_entropy": _cross_entropy,
+    "cross_entropy_grad": _cross_entropy_grad,
     # item i of a record (RECORDS): each result a code reads is stored by an assignment
     "part": lambda xp, out, record, i: record[i],
 }
@@ -638,7 +655,7 @@ WHOLE: dict[str, Callable[..., Any]] = {
 #: running statistics, its gradients): kept in a buffer of its own, whose arrays
 #: ``part(record, i)`` reads
 RECORDS = {"normalize", "layer_norm", "layer_norm_grad", "attention", "attention_grad",
-           "batch_norm", "batch_norm_grad"}
+           "batch_norm", "batch_norm_grad", "cross_entropy"}
 
 #: casts to a float dtype (an integer leaf enters float arithmetic only through one)
 CASTS = ("float32", "float64")

@@ -167,14 +167,42 @@ def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) 
     Integer ``targets`` (``b |``) are class ids: the mean is over the rows whose id is not
     ``ignore_index`` (no such row: NaN, as torch gives).  Float ``targets`` (``b | n``) are
     probabilities: the mean is over all rows.
+
+    With class ids it is one primitive, forward and backward (torch's ``log_softmax`` with
+    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``): written with a one-hot
+    and sums it was seven steps forward and seven back.
     """
-    logp = log_softmax(logits)
     if targets.integer:
-        hot = G.one_hot(targets, logits, ignore_index=ignore_index)
-        return -(G.einsum1(ALL, hot * logp) / G.einsum1(ALL, hot))
+        return G.apply(_cross_entropy_ids(logits, int(ignore_index)), logits, targets)
+    logp = log_softmax(logits)
     total = G.einsum1(ALL, targets * logp)
     rows = G.einsum1(LAST, logits)  # one cell per row: its size is the row count
     return total * captured(lambda: -1.0 / int(rows.shape.numel()), name="-1/N")
+
+
+#: cross-entropy's operands: logits with the classes last, one id per row
+_CROSS_ENTROPY = "..b..|->..o.., n; ..b..|->..o.. => |->0"
+
+
+def _cross_entropy_ids(logits: Tensor, ignore: int) -> OpDef:
+    """Cross-entropy against class ids as one operation: the loss with the log-probabilities
+    and the count of ids (a record, :data:`tensig.execution.ir.RECORDS`), the logits'
+    gradient from them."""
+    g = logits.graph
+    saved = Tensor("state", g.shapes.tensor("cross_entropy.saved", Shape(output=())), g,
+                   ["cross_entropy.saved"])
+
+    def forward(t: Tensor, z: Tensor, ids: Tensor) -> Code:
+        code = Code().assign(saved.val, _e("cross_entropy", z.val, ids.val, ignore),
+                             logic="whole")
+        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+
+    def backward(t: Tensor, z: Tensor, ids: Tensor) -> Code:
+        return Code().assign(z.grad, _e("cross_entropy_grad", t.grad, ids.val, saved.val,
+                                        ignore), accum="+", logic="whole")
+
+    return OpDef("cross_entropy", _CROSS_ENTROPY, forward, backward, op="einsum",
+                 integers=True)
 
 
 def _affine(y: Tensor, name: str, shift: bool) -> Tensor:

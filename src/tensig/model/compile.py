@@ -13,6 +13,7 @@ routine does no shape work.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -127,9 +128,10 @@ def compile_code(code: Code, array_type: type) -> Routine:
 
 def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], None]],
                     code: Code, backend: Backend) -> None:
-    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis), where nothing
-    else in the code reads ``t``, run as one matrix product with the bias added in its
-    accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass and one array fewer.
+    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis, or shaped as ``t``:
+    a residual), where nothing else in the code reads ``t``, run as one matrix product with
+    ``b`` added in its accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass
+    and one array fewer.
     The product's step then does nothing and the sum's step drops any earlier array of ``t``
     (a handle on the product reads "no array yet", never a stale value); the sum's step falls
     back to both original steps for arrays the kernel does not take."""
@@ -155,9 +157,10 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
                step_b: Callable[[Store], None], backend: Backend
                ) -> Callable[[Store], None] | None:
     """The step of ``b`` computing ``a`` and ``b`` as one :attr:`Backend.matmul_bias`, when
-    ``a`` is a product of a 2-axis ``w`` and an ``x`` contracting ``x``'s last axis (``t``
-    keeps ``x``'s others and adds ``w``'s other last) and ``b`` adds a bias over ``t``'s last
-    axis to it, else ``None``."""
+    ``a`` is a product of ``w`` and an ``x`` contracting ``x``'s trailing axes, in ``w``'s
+    order (``t`` keeps ``x``'s others and adds ``w``'s other, first or last) and ``b`` adds a
+    bias over ``t``'s last
+    axis or an array over all of ``t``'s axes in their order to it, else ``None``."""
     e, f = a.expr, b.expr
     if e.op != "mul" or a.accum != "+" or not a.init or b.accum is not None or \
             f.op != "add" or b.logic != "." or len(e.args) != 2 or len(f.args) != 2 or \
@@ -174,12 +177,13 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
         operands = [_iter_ids(a.proj.uses(v.tensor)) for v in e.args]
     except (KeyError, ValueError):  # not part of the operation, an axis not an iterator
         return None
-    if not r or s_uses != t_uses or b_uses != s_uses[-1:]:
+    if not r or s_uses != t_uses or b_uses not in (s_uses[-1:], s_uses):
         return None
     for xi in (0, 1):
         x_ids, w_ids = operands[xi], operands[1 - xi]
-        if len(x_ids) == len(r) and x_ids[:-1] == r[:-1] and x_ids[-1] not in r and \
-                sorted(w_ids) == sorted([r[-1], x_ids[-1]]):
+        k = x_ids[len(r) - 1:]  # contracted: x's trailing axes (attention's heads: two)
+        if x_ids[:len(r) - 1] == r[:-1] and k and not set(k) & set(r) and \
+                w_ids in ([r[-1], *k], [*k, r[-1]]):
             return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key], t.key,
                               w_ids[0] == r[-1], step_a, step_b, backend)
     return None
@@ -197,21 +201,25 @@ def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
                transposed: bool,
                step_a: Callable[[Store], None], step_b: Callable[[Store], None],
                backend: Backend) -> Callable[[Store], None]:
-    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call; the product's
-    own array (key ``product``) is not made, and an older one is dropped."""
+    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's, a vector or an array of
+    ``s``'s shape) by one call; the product's own array (key ``product``) is not made, and
+    an older one is dropped."""
     fn = backend.matmul_bias
     assert fn is not None  # _fold_bias_adds asked
     shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
+    rows_of_x = math.prod(shape[:-1])
 
     def step(store: Store) -> None:
         arrays = store.arrays
         x, w, c = (arrays.get(k) for k in keys)
-        if x is None or w is None or c is None or not x.dtype == w.dtype == c.dtype:
+        if x is None or w is None or c is None or not x.dtype == w.dtype == c.dtype or \
+                tuple(c.shape) not in (shape[-1:], shape):
             step_a(store)
             step_b(store)
             return
-        arrays[key] = fn(x.reshape(-1, x.shape[-1]), w.T if transposed else w, c
-                         ).reshape(shape)
+        rows = c if len(c.shape) == 1 else c.reshape(-1, shape[-1])
+        w2 = w.reshape(shape[-1], -1).T if transposed else w.reshape(-1, shape[-1])
+        arrays[key] = fn(x.reshape(rows_of_x, -1), w2, rows).reshape(shape)
         arrays.pop(product, None)
 
     return step
