@@ -251,3 +251,26 @@ def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, d
         # 5 steps of a few roundings each, on values of size ~1 (Adam's steps are ~lr)
         np.testing.assert_allclose(got, ref.detach().numpy(), rtol=200 * eps, atol=200 * eps)
     assert all(store.read(t.val).dtype == store.read(params[0].val).dtype for t in opt.state)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_batch_is_the_datasets_rows(backend):
+    """Consecutive rows are sliced, any others gathered: either way a step is fed exactly
+    the dataset's rows, and rows outside the dataset are an IndexError."""
+    xs = np.arange(40, dtype=np.float32).reshape(10, 4)
+    ys = np.arange(10, dtype=np.float32)[:, None] * 10
+    with G.new_graph(backend):
+        x = G.leaf("x", xs[:3], batch=1)
+        y = G.leaf("y", ys[:3], batch=1)
+        w = G.param("w", output=[1])
+        loss = G.einsum1("...|...->... => |->0", (w @ x - y) * (w @ x - y))
+        trainer = Trainer(loss, sgd([w], lr=0.0), {x: xs, y: ys})
+    for rows in ([0, 1, 2], [7, 8, 9], [3, 4, 6], [5, 4, 3], [2, 2, 2], [9, 0, 1]):
+        fed = dict(trainer._batch(np.array(rows)))
+        np.testing.assert_array_equal(np.asarray(fed[x.val.key]), xs[rows])
+        np.testing.assert_array_equal(np.asarray(fed[y.val.key]), ys[rows])
+        trainer.step(np.array(rows))
+        np.testing.assert_array_equal(x.numpy(), xs[rows])
+    for rows in ([8, 9, 10], [10, 11, 12]):
+        with pytest.raises(IndexError):
+            trainer.step(np.array(rows))

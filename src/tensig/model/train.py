@@ -459,9 +459,7 @@ class Trainer:
                                                   self._datasets, rows)
             if written is not None:
                 return self._staged_step(written, rows)
-        index = self._rows(rows)
-        for key, arr in self._feeds:
-            arrays[key] = arr[index]
+        arrays.update(self._batch(rows))
         # routines replace arrays, never write into them: the old ones are the old values
         kept = [(k, arrays[k]) for k in self._buffers]
         with self._mode():
@@ -482,6 +480,17 @@ class Trainer:
             with _InterruptsHeld():
                 self._update.run(store)  # its last step is _count_step
         return loss
+
+    def _batch(self, rows: np.ndarray) -> list[tuple[Any, Any]]:
+        """Each dataset's rows ``rows`` by buffer key: views of one slice where the rows run
+        consecutively (as without shuffling; no copy: routines never write into an array),
+        else gathered by the adapter's row gather (torch's is 2x faster than indexing)."""
+        rows = np.asarray(rows)
+        n, first = len(rows), int(rows[0])
+        if first >= 0 and first + n <= self.n and rows.tolist() == list(range(first, first + n)):
+            return [(key, arr[first:first + n]) for key, arr in self._feeds]
+        index, take = self._rows(rows), self.model.graph.adapter.take_rows
+        return [(key, take(arr, index, (n, *arr.shape[1:]))) for key, arr in self._feeds]
 
     def _staged_step(self, written: dict[Any, Any], rows: np.ndarray) -> float:
         """Keep what one compiled step wrote (``written``, by buffer key): all of it, or,
