@@ -180,3 +180,97 @@ def test_a_device_needs_the_torch_backend(monkeypatch):
     with pytest.raises(ValueError, match=r"backend is .*not 'cupy'") as refused:
         G.Graph("cupy")
     assert all(f"'{name}'" in str(refused.value) for name in ("numpy", "torch", "jax", "dask"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind, kwargs, kernel", [
+    ("adam", {"lr": 0.05}, "_fused_adam_"),
+    ("adam", {"lr": 0.05, "weight_decay": 0.1}, "_fused_adam_"),
+    ("adamw", {"lr": 0.05, "weight_decay": 0.1}, "_fused_adamw_"),
+    ("sgd", {"lr": 0.01}, "_fused_sgd_"),
+    ("sgd", {"lr": 0.01, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}, "_fused_sgd_"),
+])
+@pytest.mark.parametrize("n_params", [1, 3])
+def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, dtype,
+                                                         n_params, monkeypatch):
+    """On torch the update is one fused kernel per step (where this torch has it): the
+    numbers are torch.optim's, the old parameter and gradient arrays are left as they were
+    (a routine never writes into an array it did not make), state keeps the dtype."""
+    real = getattr(torch, kernel, None)
+    if real is None:
+        pytest.skip(f"torch {torch.__version__} has no {kernel}")
+    calls = []
+
+    def counting(*args, **kw):
+        calls.append(kernel)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(torch, kernel, counting)
+    g = np.random.default_rng(5)
+    xs, ys = g.standard_normal((8, 4)).astype(dtype), g.standard_normal((8, 2)).astype(dtype)
+    inits = [g.standard_normal(s).astype(dtype) for s in [(2, 4), (2,), (2, 2)][:n_params]]
+    with G.new_graph("torch"):
+        x, y = G.leaf("x", xs, batch=1), G.leaf("y", ys, batch=1)
+        params = [G.param(f"p{i}", output=list(a.shape[:1]), init=lambda s, r, a=a: a.copy())
+                  for i, a in enumerate(inits)]
+        z = params[0] @ x
+        if n_params == 3:
+            z = params[2] @ (z + params[1]).tanh()
+        loss = G.einsum1("...|...->... => |->0", (z - y) * (z - y))
+        opt = sgd(params, **kwargs) if kind == "sgd" else \
+            adam(params, decoupled=kind == "adamw", **kwargs)
+        trainer = Trainer(loss, opt, {x: xs, y: ys}, shuffle=False)
+    for p, a in zip(params, inits, strict=True):  # float32 unless written otherwise
+        trainer.model.set(p, a)
+    for t in opt.state:
+        trainer.model.set(t, np.zeros(t.shape.int_dims, dtype))
+    refs = [torch.tensor(a, requires_grad=True) for a in inits]
+    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    topt = cls[kind](refs, **kwargs)
+    tx, ty = torch.tensor(xs), torch.tensor(ys)
+    store, eps = trainer.model.graph.store, np.finfo(dtype).eps
+    for step in range(5):
+        before = [store.read(p.val) for p in params]
+        copies = [b.clone() for b in before]
+        trainer.step(np.arange(8))
+        topt.zero_grad()
+        tz = tx @ refs[0].T
+        if n_params == 3:
+            tz = torch.tanh(tz + refs[1]) @ refs[2].T
+        ((tz - ty) ** 2).sum().backward()
+        topt.step()
+        for b, c in zip(before, copies, strict=True):
+            assert torch.equal(b, c), f"step {step} wrote into an old parameter array"
+        for p, ref in zip(params, refs, strict=True):  # the kernels leave them as they are
+            np.testing.assert_allclose(store.read(p.grad).numpy(), ref.grad.numpy(),
+                                       rtol=1e3 * eps, atol=1e3 * eps)
+    assert calls == [kernel] * 5
+    for p, ref in zip(params, refs, strict=True):
+        got = store.read(p.val).numpy()
+        assert got.dtype == dtype
+        # 5 steps of a few roundings each, on values of size ~1 (Adam's steps are ~lr)
+        np.testing.assert_allclose(got, ref.detach().numpy(), rtol=200 * eps, atol=200 * eps)
+    assert all(store.read(t.val).dtype == store.read(params[0].val).dtype for t in opt.state)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_batch_is_the_datasets_rows(backend):
+    """Consecutive rows are sliced, any others gathered: either way a step is fed exactly
+    the dataset's rows, and rows outside the dataset are an IndexError."""
+    xs = np.arange(40, dtype=np.float32).reshape(10, 4)
+    ys = np.arange(10, dtype=np.float32)[:, None] * 10
+    with G.new_graph(backend):
+        x = G.leaf("x", xs[:3], batch=1)
+        y = G.leaf("y", ys[:3], batch=1)
+        w = G.param("w", output=[1])
+        loss = G.einsum1("...|...->... => |->0", (w @ x - y) * (w @ x - y))
+        trainer = Trainer(loss, sgd([w], lr=0.0), {x: xs, y: ys})
+    for rows in ([0, 1, 2], [7, 8, 9], [3, 4, 6], [5, 4, 3], [2, 2, 2], [9, 0, 1]):
+        fed = dict(trainer._batch(np.array(rows)))
+        np.testing.assert_array_equal(np.asarray(fed[x.val.key]), xs[rows])
+        np.testing.assert_array_equal(np.asarray(fed[y.val.key]), ys[rows])
+        trainer.step(np.array(rows))
+        np.testing.assert_array_equal(x.numpy(), xs[rows])
+    for rows in ([8, 9, 10], [10, 11, 12]):
+        with pytest.raises(IndexError):
+            trainer.step(np.array(rows))

@@ -268,6 +268,15 @@ class Backend(Kernels):
         return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
 
 
+    def fused_update(self, rule: str, hyper: dict[str, Any],
+                     shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
+        """An optimizer update (``rule``: ``"adam"``, ``"sgd"``, with the hyperparameters of
+        :mod:`tensig.model.train`'s functions) as one library kernel for parameters of
+        ``shapes``: ``fn(params, grads, state, step, lr) -> (params, state)`` (``state``: one
+        list per role, ``step`` counted from 1), new arrays, or None where the kernel does
+        not take these arrays.  None (the default): no kernel, the update runs as IR code."""
+        return None
+
     # -- the rank layer -------------------------------------------------------------------------
     def owns(self, x: Any) -> bool:
         """Whether ``x`` is already an array of this library."""

@@ -70,16 +70,55 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
 
 class Optimizer:
     """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
-    the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves)."""
+    the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves).
+
+    ``rule``: the same update named for an adapter that runs it as one library kernel
+    (:meth:`tensig.backends.base.Backend.fused_update`): the rule's name, its
+    hyperparameters, the learning rate by step, and the state tensors by role (each a list
+    parallel to ``params``)."""
 
     def __init__(self, params: Sequence[Tensor], code: Code,
                  scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]],
-                 state: Sequence[Tensor] = ()):
+                 state: Sequence[Tensor] = (),
+                 rule: tuple[str, dict[str, Any], Callable[[int], float],
+                             list[list[Tensor]]] | None = None):
         self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
             per_step
         self.state = list(state)
+        self.rule = rule
         self._bufs = {name: t.val for name, t in scalars.items()}
         self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
+
+    def fused_step(self, adapter: Any) -> Callable[[Any, int], bool] | None:
+        """``run(store, step) -> bool``: the update by the adapter's kernel for this rule,
+        False (nothing written) where the kernel declines these arrays; None where the
+        adapter has no such kernel.  The kernel returns new arrays: the old ones stay the
+        old values, as with every routine."""
+        if self.rule is None:
+            return None
+        name, hyper, rate, roles = self.rule
+        kernel = adapter.fused_update(name, hyper, [p.shape.int_dims for p in self.params])
+        if kernel is None:
+            return None
+        params, grads = [p.val.key for p in self.params], [p.grad.key for p in self.params]
+        state = [[t.val.key for t in role] for role in roles]
+
+        def run(store: Any, step: int) -> bool:
+            arrays = store.arrays
+            try:
+                out = kernel([arrays[k] for k in params], [arrays[k] for k in grads],
+                             [[arrays[k] for k in role] for role in state], step + 1,
+                             rate(step))
+            except KeyError:  # a buffer not written yet: the compiled code's message
+                return False
+            if out is None:
+                return False
+            arrays.update(zip(params, out[0], strict=True))
+            for keys, new in zip(state, out[1], strict=True):
+                arrays.update(zip(keys, new, strict=True))
+            return True
+
+        return run
 
     def arrays(self, step: int) -> dict[tuple[int, str], np.ndarray]:
         """This step's scalars as NumPy arrays by buffer key (a compiled step's inputs: see
@@ -136,10 +175,15 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
                 code.assign(delta.val, _e("id", mom.val))
         code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
 
-    def per_step(step: int) -> dict[str, float]:
-        return {"lr": schedule(step) if schedule is not None else lr}
+    def rate(step: int) -> float:
+        return schedule(step) if schedule is not None else lr
 
-    return Optimizer(params, code, {"lr": lr_t}, per_step, state)
+    def per_step(step: int) -> dict[str, float]:
+        return {"lr": rate(step)}
+
+    hyper = {"momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
+    return Optimizer(params, code, {"lr": lr_t}, per_step, state,
+                     ("sgd", hyper, rate, [state] if momentum > 0 else []))
 
 
 def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, float] = (0.9, 0.999),
@@ -179,16 +223,20 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
 
     decays = bool(weight_decay and decoupled)
 
+    def rate(step: int) -> float:
+        return schedule(step) if schedule is not None else lr
+
     def per_step(step: int) -> dict[str, float]:
-        t = step + 1
-        rate = schedule(step) if schedule is not None else lr
-        values = {"step_size": rate / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t)}
+        t, r = step + 1, rate(step)
+        values = {"step_size": r / (1 - b1 ** t), "inv_sqrt_bias2": 1 / math.sqrt(1 - b2 ** t)}
         if decays:  # the only code that reads it
-            values["decay"] = 1 - rate * weight_decay
+            values["decay"] = 1 - r * weight_decay
         return values
 
+    hyper = {"betas": betas, "eps": eps, "weight_decay": weight_decay, "decoupled": decoupled}
     return Optimizer(params, code, {"step_size": s_lr, "inv_sqrt_bias2": s_c2,
-                                    "decay": s_decay}, per_step, state)
+                                    "decay": s_decay}, per_step, state,
+                     ("adam", hyper, rate, [state[0::2], state[1::2]]))
 
 
 class NonFiniteLossError(TensigError, FloatingPointError):
@@ -314,7 +362,9 @@ class Trainer:
         # a step enters the routines' mode (torch's inference mode) once for both
         self._mode = grads.mode or contextlib.nullcontext
         self._gradients = Routine(grads.steps, grads.code, items=grads.items)
-        self._update = Routine([*update.steps, self._count_step], update.code)
+        self._update_steps = update.steps
+        self._fused = optimizer.fused_step(self.model.graph.adapter)
+        self._update = Routine([self._apply_update, self._count_step], update.code)
         self._loss_now = math.nan
         for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
             if t.value_init is not None and not loss.graph.store.has(t.val):
@@ -409,10 +459,7 @@ class Trainer:
                                                   self._datasets, rows)
             if written is not None:
                 return self._staged_step(written, rows)
-        index = self._rows(rows)
-        for key, arr in self._feeds:
-            arrays[key] = arr[index]
-        self.opt.set_step(self.model, self.step_count)
+        arrays.update(self._batch(rows))
         # routines replace arrays, never write into them: the old ones are the old values
         kept = [(k, arrays[k]) for k in self._buffers]
         with self._mode():
@@ -433,6 +480,17 @@ class Trainer:
             with _InterruptsHeld():
                 self._update.run(store)  # its last step is _count_step
         return loss
+
+    def _batch(self, rows: np.ndarray) -> list[tuple[Any, Any]]:
+        """Each dataset's rows ``rows`` by buffer key: views of one slice where the rows run
+        consecutively (as without shuffling; no copy: routines never write into an array),
+        else gathered."""
+        rows = np.asarray(rows)
+        n, first = len(rows), int(rows[0])
+        if first >= 0 and first + n <= self.n and rows.tolist() == list(range(first, first + n)):
+            return [(key, arr[first:first + n]) for key, arr in self._feeds]
+        index = self._rows(rows)
+        return [(key, arr[index]) for key, arr in self._feeds]
 
     def _staged_step(self, written: dict[Any, Any], rows: np.ndarray) -> float:
         """Keep what one compiled step wrote (``written``, by buffer key): all of it, or,
@@ -484,6 +542,14 @@ class Trainer:
         warnings.warn(str(error).replace("the update was not applied",
                                          "this batch's update was skipped"),
                       RuntimeWarning, stacklevel=3)
+
+    def _apply_update(self, store: Any) -> None:
+        """The optimizer's update: the adapter's one-kernel form where it takes these arrays,
+        else the compiled code, this step's scalars written first."""
+        if self._fused is None or not self._fused(store, self.step_count):
+            self.opt.set_step(self.model, self.step_count)
+            for run in self._update_steps:
+                run(store)
 
     def _count_step(self, store: Any) -> None:
         """The update routine's last step: the count and the history move with the
