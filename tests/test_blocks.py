@@ -701,6 +701,18 @@ def test_one_hot(backend):
     assert got.dtype == np.float32
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_hot_ignore_index_among_the_classes_gives_zero_rows(backend):
+    # torch's cross_entropy(ignore_index=0) counts class 0 for nothing: one_hot's ignored id
+    # is a row of zeros even when it names a class
+    ids = np.array([[2, 0, 1], [0, 3, 3]])
+    with G.new_graph(backend):
+        h = G.one_hot(G.leaf("ids", ids, batch=1), 4, ignore_index=0)
+        got = A(G.Model(h).run())
+    want = np.eye(4, dtype=np.float32)[ids] * (ids != 0)[..., None]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_ids_outside_the_table_are_an_error():
     with G.new_graph():
         t = G.param("emb", output=[5], input=[2])

@@ -516,8 +516,8 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    backend = backend_of_namespace(xp)
-    return backend.astype(ids[..., None] == backend.arange(n, like=ids), like.dtype)
+    backend, ids = backend_of_namespace(xp), ids[..., None]
+    return backend.astype((ids == backend.arange(n, like=ids)) & (ids != ignore), like.dtype)
 
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
