@@ -403,16 +403,12 @@ if TYPE_CHECKING:  # static checkers see Annotated: Shaped[np.ndarray, "B T"] is
     from typing import Annotated as UInt32
     from typing import Annotated as UInt64
 else:
+    # Shaped takes any dtype; every other family is its name in lower case ("int": signed, as
+    # jaxtyping's Int; "float": bfloat16 included)
     Shaped = _ShapedFamily("Shaped", None)
-    """``Shaped[ArrayType, "B T d"]``: an array of that shape, any dtype."""
-    Float = _ShapedFamily("Float", "float")
-    """``Float[ArrayType, "B T d"]``: floating dtype (numpy, torch or jax; bfloat16 included)."""
-    Int = _ShapedFamily("Int", "int")
-    """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
-    Bool = _ShapedFamily("Bool", "bool")
-    """``Bool[ArrayType, "B T"]``: boolean dtype."""
-    for _name in ("UInt", "Integer", "Complex", "Inexact", "Real", "Num", "Key", *_SIZED):
-        globals()[_name] = _ShapedFamily(_name, _name.lower())  # UInt, ..., Float32, Int8, ...
+    for _name in ("Float", "Int", "Bool", "UInt", "Integer", "Complex", "Inexact", "Real", "Num",
+                  "Key", *_SIZED):
+        globals()[_name] = _ShapedFamily(_name, _name.lower())
     del _name
     PyTree = _PyTree()
 

@@ -18,7 +18,7 @@ from math import comb
 
 from tensig.core.dim_form import Atom, Form, Mod, Monomial, Terms
 
-__all__ = ["bounds", "provably_nonzero", "sign_decide"]
+__all__ = ["bounds", "sign_decide", "zero_decide"]
 
 _setattr = object.__setattr__
 
@@ -147,6 +147,10 @@ def sign_decide(d: Form, strict: bool) -> bool | None:
     return None
 
 
-def provably_nonzero(d: Form) -> bool:
+def zero_decide(d: Form) -> bool | None:
+    """Whether ``d == 0`` (``True``) or ``d != 0`` (``False``) for all positive sizes; ``None``:
+    depends."""
     lo, hi = bounds(d)
-    return (lo is not None and lo > 0) or (hi is not None and hi < 0)
+    if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+        return False
+    return True if lo == hi == 0 else None

@@ -112,18 +112,10 @@ class ShapeError(TensigError, ValueError):
 
     def to_dict(self) -> dict[str, object]:
         """The error's facts as plain data (for ``--json`` output and reports)."""
-        return {
-            "error": "ShapeError",
-            "reason": self.reason,
-            "spec": self.spec,
-            "span": list(self.span) if self.span else None,
-            "operand": self.operand,
-            "shape": self.shape,
-            "label": self.label,
-            "sizes": [str(s) for s in self.sizes],
-            "origins": list(self.origins),
-            "hint": self.hint,
-        }
+        facts = ("reason", "spec", "span", "operand", "shape", "label", "sizes", "origins", "hint")
+        return {"error": "ShapeError", **{k: getattr(self, k) for k in facts},
+                "span": list(self.span) if self.span else None,
+                "sizes": [str(s) for s in self.sizes], "origins": list(self.origins)}
 
 
 class InconclusiveError(TensigError, ValueError):

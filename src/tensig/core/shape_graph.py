@@ -24,6 +24,7 @@ from tensig.core.spec_instance import (
     Inferred,
     SpecInstance,
     close_placements,
+    count_text,
     freeze_params,
     solved,
 )
@@ -80,26 +81,17 @@ class ShapeGraph:
         self._sized: list[DimVar] = []
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
-        """A tensor with a known ``shape``, or an unknown one (``None``).
-
-        A parameter (``param=True``) has no batch axes; its other rows may stay unknown until
-        its uses determine them.
-        """
+        """A tensor with a known ``shape``, or an unknown one (``None``); a parameter
+        (``param=True``) as :meth:`parameter` makes it."""
         if shape is None:
-            rows = {k: SRow((), RowNode(f"{name}.{k}", closes=param), ()) for k in MEMORY_ORDER}
-            if param:
-                rows["batch"] = SRow()
-        else:
-            sh = as_shape(shape, where=name)
-            if param and sh.batch:
-                raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
-                                 hint="batch axes belong to data; give the parameter output and "
-                                      "input axes only")
-            where = Origin(note=f"tensor {name!r} (shape {sh})")
-            rows = {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}
-        node = TensorNode(name, rows, param)
-        self.tensors.append(node)
-        return node
+            return self.parameter(name) if param else self._new(name, dict.fromkeys(MEMORY_ORDER))
+        sh = as_shape(shape, where=name)
+        if param and sh.batch:
+            raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
+                             hint="batch axes belong to data; give the parameter output and "
+                                  "input axes only")
+        where = Origin(note=f"tensor {name!r} (shape {sh})")
+        return self._new(name, {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}, param)
 
     def broadcasts(self, node: TensorNode) -> None:
         """Mark ``node``'s size-1 axes as written to broadcast (a number lifted to a tensor):
@@ -125,20 +117,16 @@ class ShapeGraph:
         ``output=[8]`` is OCANNL's ``{ b; o = [8] }``: the given rows are fixed, the others
         close to what the parameter's uses need.  Parameters have no batch axes.
         """
-        rows: dict[Kind, SRow] = {"batch": SRow()}
+        rows: dict[Kind, SRow | None] = {"batch": SRow(), "output": None, "input": None}
         given_rows: tuple[tuple[Kind, Any], ...] = (("output", output), ("input", input))
         for kind, sizes in given_rows:
-            if sizes is None:
-                rows[kind] = SRow((), RowNode(f"{name}.{kind}", closes=True), ())
-            else:
+            if sizes is not None:
                 sh = Shape(output=sizes)
-                where = Origin(note=f"parameter {name!r} {kind} {sh}")
-                given = SpecInstance.given(sh, "output", where)
+                given = SpecInstance.given(sh, "output",
+                                           Origin(note=f"parameter {name!r} {kind} {sh}"))
                 rows[kind] = given
                 self._sized.extend(given.axes())
-        node = TensorNode(name, rows, True)
-        self.tensors.append(node)
-        return node
+        return self._new(name, rows, param=True)
 
     def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
         """Pointwise broadcasting (OCANNL ``+ - *. /.``): each operand broadcasts into the
@@ -193,10 +181,12 @@ class ShapeGraph:
         self._made[id(node)] = ("T", (a,))
         return node
 
-    def _new(self, name: str, rows: dict[Kind, SRow | None]) -> TensorNode:
-        full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}"), ())
+    def _new(self, name: str, rows: Mapping[Kind, SRow | None], param: bool = False
+             ) -> TensorNode:
+        """A tensor of ``rows``, a ``None`` row unknown (a parameter's closes to its uses)."""
+        full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}", closes=param), ())
                 for k, r in rows.items()}
-        node = TensorNode(name, full)
+        node = TensorNode(name, full, param)
         self.tensors.append(node)
         return node
 
@@ -209,8 +199,7 @@ class ShapeGraph:
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
         self._apps.append((inst, patterns))
-        node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
-        self.tensors.append(node)
+        node = self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
 
@@ -414,7 +403,6 @@ class _Broadcast:
         self.name = name
         self.done = False
 
-
     def close_empty(self) -> bool:
         """Every operand row is an open parameter row: they all have no axes."""
         S = self.graph.solver
@@ -449,14 +437,12 @@ class _Broadcast:
         """
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
-
-        known = [r for r, _ in rows if _full(r)]
+        known = [(list(r.right), t.name) for r, t in rows if _full(r)]
+        if not known or any(r.var is not None and not r.var.closes for r, _ in rows):
+            return False
+        out = _broadcast(S, known, self.kind, self.name, self.graph)
         partial = [r for r, _ in rows if r.var is None and not _full(r)]
         open_rows = [r for r, _ in rows if r.var is not None]
-        if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
-            return False
-        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if _full(r)], self.kind,
-                         self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
         o = Origin(kind=self.kind, note="determined by a pointwise use")
@@ -506,11 +492,10 @@ def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
 
 def infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
     """``infer(".")``, ``infer("@")``, ``infer("T")``: the graph's logics on given shapes."""
-    want = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
-    n = len(shapes)
-    if n < want[0] or (want[1] is not None and n > want[1]):
-        raise ShapeError(f"the {logic} logic takes {want[0] if want[1] == want[0] else '2'}"
-                         f" operand(s), got {n}")
+    lo, hi = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
+    if len(shapes) < lo or (hi is not None and len(shapes) > hi):
+        raise ShapeError(f"the {logic} logic takes {count_text(lo, hi)} operand(s), got "
+                         f"{len(shapes)}")
     g = ShapeGraph()
     ts = [g.tensor(f"operand {i}", sh) for i, sh in enumerate(shapes)]
     out = g.pointwise(*ts) if logic == "pointwise" else \

@@ -257,9 +257,7 @@ class ShapeIndex(Frozen):
 
     # -- operators ----------------------------------------------------------------------------
     def __add__(self, other: object) -> ShapeIndex:
-        if isinstance(other, ShapeIndex):
-            return _shape_index(self._items + other._items)
-        if isinstance(other, tuple | list):
+        if isinstance(other, ShapeIndex | tuple | list):
             return _shape_index(self._items + ShapeIndex(other)._items)
         return NotImplemented
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 from tensig.core.dim_form import int_or_none
 from tensig.core.dim_syntax import split_items
@@ -223,14 +223,8 @@ class Shape:
             raise TypeError(f"a shape string is a str, not {type(text).__name__}")
         if text.strip() in ("", "()"):
             return cls()
-
-        def fail(column: int, reason: str, hint: str | None = None,
-                 end: int | None = None) -> NoReturn:
-            raise SpecSyntaxError(text, column, reason, hint, end)
-
-        spans = row_spans(text, 0, len(text), "a shape", fail)
         rows = {}
-        for kind, (start, stop) in spans.items():
+        for kind, (start, stop) in row_spans(text, 0, len(text), "a shape").items():
             rows[kind] = [_axis_at(text, s, e, f"{kind} axis {i}")
                           for i, (s, e) in enumerate(split_items(text, start, stop))]
         return cls.from_rows(rows)

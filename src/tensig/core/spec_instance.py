@@ -73,15 +73,11 @@ def count_text(lo: int, hi: int | None) -> str:
 
 @dataclass(frozen=True)
 class Inferred:
-    """What inference found.
-
-    ``shape``: the result :class:`Shape`; ``dims``: label -> size; ``rows``: named row variable
-    -> sizes; ``ellipses``: kind -> the sizes of that kind's ``...``; ``conditions``: facts that
-    hold only for some symbolic sizes (for example a valid convolution's divisibility), reported
-    rather than assumed; ``operands``: the operand shapes as read; ``layout``: per operand and
-    then the result, each axis (memory order) with its projection; ``iterators``: the product
-    space (every :class:`Iter`).
-    """
+    """What inference found: the result ``shape``; ``dims``: label -> size; ``rows``: named row
+    variable -> sizes; ``ellipses``: kind -> the sizes of its ``...``; ``conditions``: facts that
+    hold only for some symbolic sizes, reported rather than assumed; ``operands``: the operand
+    shapes as read; ``layout``: per operand and then the result, each axis (memory order) with
+    its projection; ``iterators``: the product space (every :class:`Iter`)."""
 
     spec: Spec | None
     logic: str
@@ -183,10 +179,8 @@ class SpecInstance:
             self.terms[v.id] = (a, None)
             return v
         v = DimVar(None, span=span)
-        if isinstance(a, Placeholder):
-            self.terms[v.id] = (a, None)
-        elif isinstance(a, Fixed):
-            self.terms[v.id] = (a, None)
+        self.terms[v.id] = (a, None)  # a placeholder's and a fixed index's; the rest add theirs
+        if isinstance(a, Fixed):
             self.solver.add(AtLeast(v, a.index + 1, o,
                                     what=f"fixed index {a.index} needs an axis of at least "
                                          "{bound} elements, but it has {size}"))
@@ -300,11 +294,8 @@ class SpecInstance:
     def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
                     result: dict[Kind, SRow] | None = None,
                     result_shown: str | None = None) -> list[dict[Kind, SRow]]:
-        """Relate ``operands``' rows through the spec; the last pattern returned is the result.
-
-        ``shown`` are the operands' shapes as text (for messages); ``result`` optionally gives
-        rows the result must equal.
-        """
+        """Relate ``operands``' rows (``shown``: their shapes as text, for messages) through
+        the spec, and the result's to ``result`` if given; the last pattern is the result's."""
         spec = self.spec
         self.check_arity(len(operands))
         shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
@@ -390,13 +381,10 @@ class SpecInstance:
                                     "pass result=<the result shape>")
 
     def check_determined(self) -> None:
-        """Every label needs a size to iterate over, also one that is not in the result.
-
-        Operand axes take their sizes from the operands and the result's were checked by
-        :meth:`close_result`; what can remain is a label that only a relation mentions: the
-        kernel of a padded axis (``o=+k``: the input is ``o`` long whatever ``k`` is) or the
-        components of a concatenation (``a^b``: only their sum is known).
-        """
+        """Every label needs a size to iterate over, also one not in the result: what can
+        remain unsized is a label only a relation mentions, the kernel of a padded axis
+        (``o=+k``: the input is ``o`` long whatever ``k`` is) or the components of a
+        concatenation (``a^b``: only their sum is known)."""
         missing = [name for name, v in self.labels.items() if v.root().value is None]
         if missing:
             raise self.undetermined(missing, "", None, "pass it as an operand")
