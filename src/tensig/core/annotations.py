@@ -241,13 +241,9 @@ _INSTANCE_CHECK: InstanceCheck | None = None
 
 
 def install_instance_check(check: InstanceCheck) -> None:
-    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``.
-
-    Matching a value against an annotation with the current call's bindings is the shape
-    checker's work (:func:`tensig.check.decorator.instance_check`), a later layer than the
-    annotations it reads: the checker installs itself here when it is imported (``import
-    tensig`` does), so this module imports nothing from a later layer.
-    """
+    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``: the shape checker's
+    (:func:`tensig.check.decorator.instance_check`), a later layer, installs itself here when
+    imported (``import tensig`` does)."""
     global _INSTANCE_CHECK
     _INSTANCE_CHECK = check
 
@@ -523,11 +519,9 @@ def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:
 
 
 def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
-    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``), read as is.
-
-    jaxtyping's classes carry the whole shape string (nesting already joined) and the list of
-    dtype names they accept; jaxtyping is only looked at when the program imported it.
-    """
+    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``): its class
+    carries the whole shape string and the dtype names it accepts.  jaxtyping is only looked at
+    when the program imported it."""
     jaxtyping = sys.modules.get("jaxtyping")
     abstract = getattr(jaxtyping, "AbstractArray", None)
     if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
@@ -565,13 +559,10 @@ def family_kind(family: str | None) -> str:
     if family is None:
         return "f"
     test = _family_test(family)
-    known = [n for n in _KNOWN_DTYPES if test(n)]
-    if known and all(n == "bool" for n in known):
+    kinds = {dtype_kind(n) for n in _KNOWN_DTYPES if test(n)}
+    if kinds == {"bool"}:
         return "b"
-    if (known and all(_SIGNED.match(n) or _UNSIGNED.match(n) for n in known)) \
-            or family == "key":
-        return "i"
-    return "f"
+    return "i" if kinds == {"int"} or family == "key" else "f"
 
 
 def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | None, ...] | None,
@@ -602,11 +593,9 @@ def signature_of(fn: Callable[..., Any],
                  localns: dict[str, Any] | None = None) -> FunctionSignature:
     """Read the shape annotations of ``fn`` (``Shaped``/``Float``/``Int``/``Bool`` hints).
 
-    Parameters without a shape annotation are left out.  ``localns`` resolves string
-    annotations (``from __future__ import annotations``) that name local variables of the
-    scope ``fn`` was defined in.  A name used as a size in one annotation and as a row variable
-    in another raises :class:`tensig.SpecSyntaxError`.
-    """
+    ``localns`` resolves string annotations that name local variables of the scope ``fn`` was
+    defined in.  A name used as a size in one annotation and as a row variable in another
+    raises :class:`tensig.SpecSyntaxError`."""
     hints = _hints(fn, localns)
     params: list[ParameterSpec] = []
     position = 0

@@ -695,9 +695,7 @@ class Condition(Frozen):
         return f"{lhs} {'>=' if self.kind == self.AT_LEAST else '=='} {rhs}"
 
     def __repr__(self) -> str:
-        if self.kind == self.DIVISIBLE:
-            return f"Condition.divisible({self.expr!r}, {self.modulus})"
-        return f"Condition.{self.kind}({self.expr!r}, 0)"
+        return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0
 
     def __hash__(self) -> int:
         return self._hash

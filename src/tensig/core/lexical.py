@@ -80,10 +80,7 @@ def digits_end(text: str, i: int, end: int | None = None) -> int:
 
 
 def int_literal(text: str, start: int, end: int) -> int:
-    """The value of the ASCII digits ``text[start:end]``, at most :data:`MAX_LITERAL`.
-
-    The length is checked before converting, so no digit string is ever expensive.
-    """
+    """The value of the ASCII digits ``text[start:end]``, at most :data:`MAX_LITERAL`."""
     digits = text[start:end].lstrip("0") or "0"
     if len(digits) <= _MAX_DIGITS:
         value = int(digits)

@@ -548,8 +548,8 @@ class _Parser:
         """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
         rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
-        for kind, (start, end) in row_spans(self.text, 0, len(self.text),
-                                                           "an annotation").items():
+        spans = row_spans(self.text, 0, len(self.text), "an annotation")
+        for kind, (start, end) in spans.items():
             rows[kind] = self.annotation_row(kind, start, end)
         every = [pair for k in KINDS for pair in rows[k]]
         self.check_clashes(

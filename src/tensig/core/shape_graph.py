@@ -34,11 +34,8 @@ __all__ = ["ShapeGraph", "TensorNode", "infer_logic", "logic_projections"]
 
 @dataclass(eq=False, slots=True)
 class TensorNode:
-    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).
-
-    A *parameter* has no batch axes and closes to what its uses need: in a pointwise operation
-    its unknown rows take the broadcast shape of the other operands.
-    """
+    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).  A
+    *parameter* has no batch axes, and its unknown rows close to what its uses need."""
 
     name: str
     rows: dict[Kind, SRow] = field(repr=False)
@@ -112,11 +109,8 @@ class ShapeGraph:
         return r.basis is None and any(w.root() is r for w in self._sized)
 
     def parameter(self, name: str, output: Any = None, input: Any = None) -> TensorNode:
-        """A parameter whose output and/or input axes may be given; the rest is inferred.
-
-        ``output=[8]`` is OCANNL's ``{ b; o = [8] }``: the given rows are fixed, the others
-        close to what the parameter's uses need.  Parameters have no batch axes.
-        """
+        """A parameter (no batch axes) whose output and/or input axes may be given, as OCANNL's
+        ``{ b; o = [8] }``; the other rows close to what its uses need."""
         rows: dict[Kind, SRow | None] = {"batch": SRow(), "output": None, "input": None}
         given_rows: tuple[tuple[Kind, Any], ...] = (("output", output), ("input", input))
         for kind, sizes in given_rows:
@@ -143,11 +137,8 @@ class ShapeGraph:
     def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
                 name: str | None = None) -> TensorNode:
         """Compose (OCANNL ``*``, Python ``@``): ``a``'s input row contracts with ``b``'s output
-        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output.
-
-        A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
-        result: it broadcasts into the result's rows, which it cannot widen.
-        """
+        row, the batch rows broadcast, the result is ``b``'s input to ``a``'s output.  A third
+        operand (OCANNL's ternary compose, as in ``fma``) broadcasts into the result's rows."""
         o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
@@ -429,12 +420,9 @@ class _Broadcast:
         return True
 
     def settle(self) -> bool:
-        """Broadcast if possible; returns whether anything changed.
-
-        The fully known rows broadcast into ``R``.  A row that is closed but has sizes no one
-        has determined yet takes ``R``'s sizes (its use determines them); a parameter's open
-        row takes ``R`` itself.  Any other open row must first be determined elsewhere.
-        """
+        """Broadcast the fully known rows into one row ``R``, if possible (returns whether it
+        did): a closed row with sizes not yet determined takes ``R``'s sizes, a parameter's
+        open row ``R`` itself; any other open row must first be determined elsewhere."""
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
         known = [(list(r.right), t.name) for r, t in rows if _full(r)]
@@ -470,12 +458,9 @@ def _claim_free(v: DimVar) -> bool:
 
 
 def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
-    """Compose's rows when a claim-free 1 meets a wider axis: OCANNL's broadcast inequality
-    stretches the 1 (``"3->4" @ "1"`` contracts 3 against the stretched 1: the result is 4).
-
-    Applies to closed rows of equal rank with known sizes; returns False (unify exactly) when
-    no axis stretches or the rows are not known yet.
-    """
+    """Compose's closed, known rows of equal rank where a claim-free 1 meets a wider axis:
+    OCANNL's broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify
+    exactly) when no axis stretches or the rows are not known yet."""
     if a.var is not None or b.var is not None or len(a.right) != len(b.right):
         return False
     pairs = list(zip(a.right, b.right, strict=True))

@@ -493,12 +493,9 @@ class SpecInstance:
 
 def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
                       spec: str | None = None) -> None:
-    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule.
-
-    A fixed index ``k`` only requires ``size >= k + 1``; an axis nothing else sizes takes the
-    largest index any of its uses needs, result placements and operand reads alike (``i=>i0``
-    and ``j=>j1`` meeting on one label give it 2 cells), not ``k + 1`` of whichever came first.
-    """
+    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule:
+    the largest index any of its uses needs plus one, result placements and operand reads
+    alike (``i=>i0`` and ``j=>j1`` meeting on one label give it 2 cells)."""
     need: dict[int, tuple[DimVar, int]] = {}
     for v, _ in fixed:
         r = v.root()
