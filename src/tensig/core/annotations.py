@@ -2,12 +2,10 @@
 
 An annotation is a shape read as a *type*: the sizes an array must have, named so that every
 argument of a function (and its return value) that mentions ``T`` must agree on it.
-:func:`parse_annotation` (the notation's parser in its annotation mode,
-:mod:`tensig.core.notation`) turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
-:data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap it into a
-``typing.Annotated`` alias, so static checkers (pyright, mypy) and runtime type checkers
-(beartype) still see the plain ``ArrayType``, while ``tensig.shaped`` and ``tensig.verify``
-read the marker.  jaxtyping's own annotation objects are read too (:func:`signature_of`).
+:data:`Shaped`, :data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap
+the parsed text (:func:`parse_annotation`) into a ``typing.Annotated`` alias, so static and
+runtime type checkers still see the plain ``ArrayType``, while ``tensig.shaped`` and
+``tensig.verify`` read the marker.  jaxtyping's own annotations are read too.
 
 >>> import numpy as np
 >>> hint = Float[np.ndarray, "B T d"]
@@ -40,7 +38,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from tensig.core.dims import Dim
@@ -363,9 +361,7 @@ class _PyTree:
         if marker is None:
             raise TypeError(f"PyTree[...] takes a shape annotation such as "
                             f'PyTree[Float[np.ndarray, "n"]], not {hint!r}')
-        pytree = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar, True,
-                                 marker.family)
-        return Annotated[Any, pytree]
+        return Annotated[Any, replace(marker, pytree=True)]
 
     def __repr__(self) -> str:
         return "tensig.PyTree"

@@ -1,14 +1,11 @@
 """Deciding signs under "every size is a positive integer".
 
-A comparison of two dimensions is a sign question about their difference.  :func:`bounds`
-proves lower and upper bounds of a polynomial over positive sizes by substituting ``1 + y``
-(``y >= 0``) for every size and reading the signs of the expanded coefficients; floor-division
-and modulo atoms get their own substitutions.  The procedure is sound, not complete: an answer is
-right for every positive assignment, and ``None`` means "depends".  The work is bounded
-(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`): past them the answer is ``None``.
-
-It reads a canonical form (:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and
-never builds one, so it sits below :class:`~tensig.core.dims.Dim`.
+A comparison of two dimensions is a sign question about their difference, answered from the
+bounds :func:`bounds` proves.  The procedure is sound, not complete: an answer is right for every
+positive assignment, ``None`` means "depends", and so does any case past the bounds on the work
+(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`).  It reads a canonical form
+(:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and never builds one, so it sits
+below :class:`~tensig.core.dims.Dim`.
 """
 
 from __future__ import annotations

@@ -193,9 +193,8 @@ class Dim(Form):
     """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
 
     Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
-    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic.  ``==`` compares
-    canonical forms (and ``Dim.const(3) == 3``); ``<`` and friends assume positive sizes and
-    raise :class:`~tensig.InconclusiveError` when the answer depends on the sizes.
+    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic (comparisons as the
+    module docstring says).
 
     >>> B, T = Dim("B"), Dim("T")
     >>> B + T + 5 + B == (B + B) + 5 + T
@@ -520,16 +519,12 @@ def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
         term = _const(c)
         for atom, p in m:
             if isinstance(atom, str):
-                factor = values.get(atom)
-                if factor is None:
-                    factor = _atom_dim(atom)
+                factor = values[atom] if atom in values else _atom_dim(atom)
+            elif atom.numerator.symbols.isdisjoint(values):
+                factor = _atom_dim(atom)
             else:
-                num = atom.numerator
-                if num.symbols.isdisjoint(values):
-                    factor = _atom_dim(atom)
-                else:
-                    q, r = _divmod(_subs_terms(num._terms, values), atom.divisor)
-                    factor = q if type(atom) is FloorDiv else r
+                q, r = _divmod(_subs_terms(atom.numerator._terms, values), atom.divisor)
+                factor = q if type(atom) is FloorDiv else r
             term = term * (factor if p == 1 else factor**p)
         total = total + term
     return total
@@ -552,10 +547,8 @@ def dim(x: str | int | Dim) -> Dim:
 
 
 def dims(text: str) -> tuple[Dim, ...]:
-    """Several dimensions at once: ``dims("B T d")`` or ``dims("T + 1, B")``.
-
-    Items are comma-separated when the text has a comma (so items may contain spaces),
-    else whitespace-separated; each item is read by :meth:`Dim.parse`.
+    """Several dimensions at once: ``dims("B T d")`` or ``dims("T + 1, B")`` (items split as
+    :func:`~tensig.core.dim_syntax.split_items` does, each read by :meth:`Dim.parse`).
 
     >>> dims("B T d")
     (Dim('B'), Dim('T'), Dim('d'))

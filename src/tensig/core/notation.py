@@ -1,6 +1,6 @@
 """The notation's parser: einsum specs (``parse(text) -> Spec``) and, in its annotation mode,
-shape annotations (``parse_annotation(text) -> AnnotationShape``).  The values it produces are
-in :mod:`tensig.core.syntax` (and importable from here).
+shape annotations in jaxtyping's syntax (``parse_annotation(text) -> AnnotationShape``, see
+:mod:`tensig.core.annotations`).  The values it produces are in :mod:`tensig.core.syntax`.
 
 A spec is ``operand; operand; ... => result``; each shape is ``batch|input->output``; each row
 is a sequence of axes with at most one row variable (``...`` or ``..name..``).  A row whose
@@ -12,9 +12,6 @@ start ``=>`` anywhere in the text selects the *multichar* mode, where axes are c
 identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
 separates axes.  Names and numbers follow :mod:`tensig.core.lexical` in both: a letter of any
 script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
-
-The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
-sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -482,7 +479,6 @@ class _Parser:
                 if a is None or a[0] == "op":
                     col = a[2] if a else nxt[3]
                     self.fail(col, f"expected the {what} after '*'")
-                assert a is not None
                 pos += 1
                 coef: Coef = int(t[1]) if t[0] == "int" else t[1]
                 if t[1] == "_":
@@ -498,7 +494,6 @@ class _Parser:
         if not isinstance(over, str) or over == "_":
             self.fail(over_col, "the output part of an affine axis must be a label, "
                                 "e.g. 2*o<+k", end=over_col + len(str(over)))
-        assert isinstance(over, str)
         t = peek()
         if t is None:
             return self.offset_axis(stride, over, 0, span)

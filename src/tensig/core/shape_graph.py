@@ -43,10 +43,8 @@ class TensorNode:
 
 
 class ShapeGraph:
-    """Shapes of many tensors related by many specs, solved together.
-
-    A tensor's shape may be unknown when it is created; uses constrain it, in any order.  This
-    is the engine the model layer's graph-wide inference runs on.
+    """Shapes of many tensors related by many specs, solved together: a tensor's shape may be
+    unknown when it is created, and its uses constrain it, in any order.
 
     >>> g = ShapeGraph()
     >>> x = g.tensor("x", "8|->3")
@@ -322,14 +320,11 @@ class ShapeGraph:
                 self._check_contracted_labels(t.name, made[1][1])
 
     def _check_contracted_labels(self, op: str, b: TensorNode) -> None:
-        """``@`` contracts a labelled axis only alone.
-
-        A label names one axis, and the convention puts sequence positions on the batch row
-        (``b, t | d``); a labelled axis contracted together with others (``b | t, d``: tokens
-        on the output row) makes ``@`` a dense layer over all their cells -- a whole-sequence
-        layer nothing else would flag.  An error, not a warning: labels are opt-in claims,
-        the model trains without complaint when this goes wrong, and the one legitimate use (a
-        dense layer over named image axes ``b | h, w``) is an einsum that says so."""
+        """``@`` contracts a labelled axis only alone: contracted with others (``b | t, d``:
+        tokens on the output row, where the convention puts them on the batch row) it makes a
+        dense layer over all their cells, which nothing else would flag.  An error, not a
+        warning: labels are opt-in claims, the model trains without complaint when this goes
+        wrong, and the one legitimate use (``b | h, w`` image axes) is an einsum that says so."""
         axes = self.solver.resolve(b.rows["output"]).axes()
         named = [v.root() for v in axes if v.root().basis is not None]
         if len(axes) < 2 or not named:

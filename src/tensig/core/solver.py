@@ -327,12 +327,15 @@ class LinearRel(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
 
+    def _known(self) -> dict[str, Size]:
+        """The names whose sizes are known, with their sizes."""
+        return {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
+
     def pending(self) -> tuple[Dim, Size | str]:
         """The relation with what is known substituted: ``(expr, target)``, ``"?"`` for a
         target not yet known (for messages)."""
-        known = {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
         vt = _val(self.target)
-        return self.expr.subs(known), (vt if vt is not None else "?")
+        return self.expr.subs(self._known()), (vt if vt is not None else "?")
 
     def propagate(self, solver: Solver) -> None:
         if self.bare is not None:
@@ -345,11 +348,7 @@ class LinearRel(Constraint):
                 solver.set_value(self.target, vn, self.origin, "linear")
             self.done = vn is not None or vt is not None
             return
-        known: dict[str, Size] = {}
-        for name, var in self.names.items():
-            value = _val(var)
-            if value is not None:
-                known[name] = value
+        known = self._known()
         if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
             return
         e = self.expr.subs(known) if known else self.expr
