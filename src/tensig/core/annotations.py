@@ -137,32 +137,27 @@ _UNSIGNED = re.compile(r"uint\d+$")
 _COMPLEX = re.compile(r"complex\d+$")
 
 
+_FAMILIES: dict[str, tuple[str, tuple[re.Pattern[str], ...]]] = {
+    # family key -> the description errors use, the patterns of its dtype names
+    "float": ("a floating", (_FLOAT,)), "int": ("a signed integer", (_SIGNED,)),
+    "uint": ("an unsigned integer", (_UNSIGNED,)),
+    "integer": ("an integer", (_SIGNED, _UNSIGNED)), "bool": ("a bool", (re.compile("bool$"),)),
+    "complex": ("a complex", (_COMPLEX,)), "inexact": ("a floating or complex", (_FLOAT, _COMPLEX)),
+    "real": ("a floating or integer", (_FLOAT, _SIGNED, _UNSIGNED)),
+    "num": ("a numeric", (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX)),
+    "key": ("a PRNG key", (re.compile("key<"),)),
+}
+
+
 def _family_test(family: str) -> Callable[[str], bool]:
-    """The test of a dtype name for one family (families by kind, or one exact dtype)."""
-    kinds: dict[str, tuple[re.Pattern[str], ...]] = {
-        "float": (_FLOAT,), "int": (_SIGNED,), "uint": (_UNSIGNED,),
-        "integer": (_SIGNED, _UNSIGNED), "complex": (_COMPLEX,), "inexact": (_FLOAT, _COMPLEX),
-        "real": (_FLOAT, _SIGNED, _UNSIGNED), "num": (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX),
-    }
-    if family in kinds:
-        patterns = kinds[family]
+    """The test of a dtype name for one family (a kind above, or exact dtype names)."""
+    if family in _FAMILIES:
+        patterns = _FAMILIES[family][1]
         return lambda name: any(p.match(name) for p in patterns)
-    if family == "bool":
-        return lambda name: name == "bool"
-    if family == "key":
-        return lambda name: name.startswith("key<")
     if family.startswith("{"):  # an exact set of names: jaxtyping's dtype lists
         names = frozenset(family[1:-1].split(","))
         return lambda name: name in names
     return lambda name: name == family
-
-
-_FAMILIES: dict[str, str] = {  # family key -> the description errors use
-    "float": "a floating", "int": "a signed integer", "uint": "an unsigned integer",
-    "integer": "an integer", "bool": "a bool", "complex": "a complex", "inexact":
-    "a floating or complex", "real": "a floating or integer", "num": "a numeric",
-    "key": "a PRNG key",
-}
 _ACCEPT: dict[str, dict[Any, bool]] = {}
 """Per family, dtype -> accepted; filled by :func:`dtype_accepts`, read by generated checks."""
 
@@ -191,7 +186,7 @@ def _family_text(family: str) -> str:
     """``a floating dtype``, ``a float32 dtype``, ``a dtype among int8, int16``."""
     if family.startswith("{"):
         return "a dtype among " + ", ".join(sorted(family[1:-1].split(",")))
-    return f"{_FAMILIES.get(family, 'a ' + family)} dtype"
+    return f"{_FAMILIES[family][0] if family in _FAMILIES else 'a ' + family} dtype"
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,6 @@ def int_or_none(x: object) -> int | None:
     """``x`` as an ``int`` when it is integer-like (``int``, NumPy integers), else ``None``."""
     if isinstance(x, int):
         return x
-    if isinstance(x, float | complex):
-        return None
     index = getattr(type(x), "__index__", None)
     if index is None:
         return None
