@@ -464,17 +464,10 @@ class SpecInstance:
             return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p, p.name)
                                      for p in extra))
 
-        layout = []
-        result_rows: dict[Kind, list[tuple[Size, str | None]]] = {}
-        for i, pat in enumerate(patterns):
-            uses = []
-            for kind in MEMORY_ORDER:
-                axes = S.resolve(pat[kind]).axes()
-                uses += [AxisUse(kind, j, solved(v), v.root().basis, index_of(v))
-                         for j, v in enumerate(axes)]
-                if i == len(patterns) - 1:
-                    result_rows[kind] = [(solved(v), v.root().basis) for v in axes]
-            layout.append(tuple(uses))
+        layout = tuple(tuple(AxisUse(kind, j, solved(v), v.root().basis, index_of(v))
+                             for kind in MEMORY_ORDER
+                             for j, v in enumerate(S.resolve(pat[kind]).axes()))
+                       for pat in patterns)
         dims = {n: solved(v) for n, v in sorted(self.labels.items())}
         rows, ellipses = {}, {}
         for key, node in self.rowvars.items():
@@ -485,9 +478,10 @@ class SpecInstance:
                 rows[key] = vals
         return Inferred(
             spec=self.spec, logic="einsum", operands=self.shapes,
-            shape=Shape.from_rows(result_rows), dims=MappingProxyType(dims),
+            shape=Shape.from_rows({k: [(u.size, u.basis) for u in layout[-1] if u.kind == k]
+                                   for k in MEMORY_ORDER}), dims=MappingProxyType(dims),
             rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
-            conditions=tuple(S.conditions), layout=tuple(layout),
+            conditions=tuple(S.conditions), layout=layout,
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
 
 
@@ -496,17 +490,11 @@ def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
     """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule:
     the largest index any of its uses needs plus one, result placements and operand reads
     alike (``i=>i0`` and ``j=>j1`` meeting on one label give it 2 cells)."""
-    need: dict[int, tuple[DimVar, int]] = {}
-    for v, _ in fixed:
-        r = v.root()
-        if r.value is None:
-            need[id(r)] = (r, 0)
+    need = {r: 0 for r in (v.root() for v, _ in fixed) if r.value is None}
     for c in S.constraints:
-        if isinstance(c, AtLeast):
-            r = c.var.root()
-            if id(r) in need and c.bound > need[id(r)][1]:
-                need[id(r)] = (r, c.bound)
-    for r, bound in need.values():
+        if isinstance(c, AtLeast) and (r := c.var.root()) in need:
+            need[r] = max(need[r], c.bound)
+    for r, bound in need.items():
         S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
                                                 "any use needs, plus one)"))
 
