@@ -11,7 +11,7 @@ below :class:`~tensig.core.dims.Dim`.
 from __future__ import annotations
 
 import itertools
-from math import comb
+from math import comb, prod
 
 from tensig.core.dim_form import Atom, Form, Mod, Monomial, Terms
 
@@ -80,13 +80,7 @@ _MAX_EXPANSION = 20_000
 
 def _expansion_size(terms: Terms) -> int:
     """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    total = 0
-    for m, _ in terms:
-        size = 1
-        for _, power in m:
-            size *= power + 1
-        total += size
-    return total
+    return sum(prod(power + 1 for _, power in m) for m, _ in terms)
 
 
 def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
@@ -102,15 +96,10 @@ def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
                 atoms[atom] = options
     if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
         return None, None  # too costly to expand: undecided, which is always sound
-    lo: int | None = None
-    hi: int | None = None
-    for combo in itertools.product(*atoms.values()):
-        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-        if low is not None and (lo is None or low > lo):
-            lo = low
-        if high is not None and (hi is None or high < hi):
-            hi = high
-    return lo, hi
+    found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+             for combo in itertools.product(*atoms.values())]
+    return (max((lo for lo, _ in found if lo is not None), default=None),
+            min((hi for _, hi in found if hi is not None), default=None))
 
 
 def bounds(p: Form) -> tuple[int | None, int | None]:

@@ -366,10 +366,8 @@ class Form(Frozen):
         >>> Dim("2*B + T - 1").is_linear, Dim("B*T").is_linear, Dim("B // 2").is_linear
         (True, False, False)
         """
-        for m, _ in self._terms:
-            if len(m) > 1 or (m and (m[0][1] != 1 or not isinstance(m[0][0], str))):
-                return False
-        return True
+        return all(not m or (len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str))
+                   for m, _ in self._terms)
 
     def free_of(self, name: str) -> bool:
         """Whether the size ``name`` does not occur (not even inside ``//`` or ``%``).

@@ -669,8 +669,6 @@ class Condition(Frozen):
     def _sides(self) -> tuple[Dim, Dim]:
         """Split ``expr`` into ``lhs - rhs`` with positive terms on the left, for printing."""
         expr = self.expr
-        if expr._const is not None:
-            return expr, _ZERO
         pos = {m: c for m, c in expr._terms if m and c > 0}
         neg = {m: -c for m, c in expr._terms if m and c < 0}
         const = dict(expr._terms).get((), 0)

@@ -105,14 +105,10 @@ def logic_layout(logic: str, result: Shape, operands: Sequence[Shape]) -> Layout
     for shape, labels in zip(shapes, rows, strict=True):
         axes = [(kind, j, size, basis) for kind in MEMORY_ORDER
                 for j, (size, basis) in enumerate(shape.axes(kind))]
-        uses = []
-        for (kind, j, size, basis), lab in zip(axes, labels, strict=True):
-            if isinstance(lab, int):
-                index: Index = FixedIndex(lab)
-            else:
-                index = iters.get(lab) or iters.setdefault(lab, Iter(len(iters), lab, size))
-            uses.append(AxisUse(kind, j, size, basis, index))
-        layout.append(tuple(uses))
+        layout.append(tuple(
+            AxisUse(kind, j, size, basis, FixedIndex(lab) if isinstance(lab, int)
+                    else iters.setdefault(lab, Iter(len(iters), lab, size)))
+            for (kind, j, size, basis), lab in zip(axes, labels, strict=True)))
     return tuple(layout)
 
 

@@ -328,7 +328,6 @@ class LinearRel(Constraint):
         return (self.target, *self.names.values())
 
     def _known(self) -> dict[str, Size]:
-        """The names whose sizes are known, with their sizes."""
         return {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
 
     def pending(self) -> tuple[Dim, Size | str]:

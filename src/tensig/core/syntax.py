@@ -387,7 +387,6 @@ class AnnotationShape:
                                                repr=False)
 
     def row(self, kind: Kind) -> tuple[Item, ...]:
-        """The items of one row."""
         return getattr(self, kind)
 
     def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
