@@ -269,14 +269,12 @@ def _valid_array_type(array_type: Any) -> bool:
             or isinstance(array_type, _ShapedAlias))
 
 
+@dataclass(frozen=True, slots=True)
 class _ShapedFamily:
     """``Family[ArrayType, "spec"]`` -> ``Annotated[ArrayType, ShapeSpecMarker(...)]``."""
 
-    __slots__ = ("_dtype", "_name")
-
-    def __init__(self, name: str, dtype: DtypeKind | None):
-        self._name = name
-        self._dtype = dtype
+    _name: str
+    _dtype: DtypeKind | None
 
     def __getitem__(self, params: tuple[Any, str | AnnotationShape]) -> Any:
         usage = f'e.g. {self._name}[np.ndarray, "B T d"]'
