@@ -147,10 +147,7 @@ class SpecInstance:
 
     # -- building ------------------------------------------------------------------------------
     def label(self, name: str) -> DimVar:
-        v = self.labels.get(name)
-        if v is None:
-            v = self.labels[name] = DimVar(name)
-        return v
+        return self.labels.get(name) or self.labels.setdefault(name, DimVar(name))
 
     def occurrence(self, name: str, span: tuple[int, int], origin: Origin) -> DimVar:
         """A fresh node for one written occurrence of a label (so errors can point at it)."""
@@ -272,10 +269,7 @@ class SpecInstance:
 
     def row_node(self, name: str | None, kind: Kind) -> RowNode:
         key = name if name is not None else f"...{kind}"
-        node = self.rowvars.get(key)
-        if node is None:
-            node = self.rowvars[key] = RowNode(key)
-        return node
+        return self.rowvars.get(key) or self.rowvars.setdefault(key, RowNode(key))
 
     def pattern(self, row: Row, kind: Kind, where: Origin) -> SRow:
         left = tuple(self.axis_var(a, kind, where) for a in row.left)
