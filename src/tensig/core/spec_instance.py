@@ -431,12 +431,8 @@ class SpecInstance:
             spec's own names, not by solver roots: graph-wide, two labels can be unified by
             other uses (a tensor against its own copy) and must still iterate apart."""
             key = ("label", label) if label is not None else ("var", id(v))
-            it = iters.get(key)
-            if it is None:
-                r = v.root()
-                assert r.value is not None
-                it = iters[key] = Iter(len(iters), label or r.name, r.value)
-            return it
+            return iters.get(key) or iters.setdefault(
+                key, Iter(len(iters), label or v.root().name, solved(v)))
 
         def index_of(v: DimVar) -> Index:
             term = self.terms.get(v.id)
