@@ -1,10 +1,8 @@
 """One einsum spec solved: :class:`SpecInstance` turns a spec's labels, row variables, windows,
-concatenations and merged axes into solver variables and constraints (labels and row variables
-are local to the instance), and packages the solved instance as an :class:`Inferred` -- the
-result shape, every size, the conditions and the projections the execution layer lowers.
-
-:func:`~tensig.core.inference.infer` solves one instance on a solver of its own; a
-:class:`~tensig.core.shape_graph.ShapeGraph` solves many instances on one.
+concatenations and merged axes into solver variables and constraints (local to the instance)
+and packages the solved instance as an :class:`Inferred`.  :func:`~tensig.core.inference.infer`
+solves one instance on a solver of its own, a :class:`~tensig.core.shape_graph.ShapeGraph` many
+on one.
 """
 
 from __future__ import annotations
