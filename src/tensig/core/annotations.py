@@ -2,12 +2,10 @@
 
 An annotation is a shape read as a *type*: the sizes an array must have, named so that every
 argument of a function (and its return value) that mentions ``T`` must agree on it.
-:func:`parse_annotation` (the notation's parser in its annotation mode,
-:mod:`tensig.core.notation`) turns the text into an :class:`AnnotationShape`; :data:`Shaped`,
-:data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap it into a
-``typing.Annotated`` alias, so static checkers (pyright, mypy) and runtime type checkers
-(beartype) still see the plain ``ArrayType``, while ``tensig.shaped`` and ``tensig.verify``
-read the marker.  jaxtyping's own annotation objects are read too (:func:`signature_of`).
+:data:`Shaped`, :data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap
+the parsed text (:func:`parse_annotation`) into a ``typing.Annotated`` alias, so static and
+runtime type checkers still see the plain ``ArrayType``, while ``tensig.shaped`` and
+``tensig.verify`` read the marker.  jaxtyping's own annotations are read too.
 
 >>> import numpy as np
 >>> hint = Float[np.ndarray, "B T d"]
@@ -40,7 +38,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from tensig.core.dims import Dim
@@ -139,32 +137,27 @@ _UNSIGNED = re.compile(r"uint\d+$")
 _COMPLEX = re.compile(r"complex\d+$")
 
 
+_FAMILIES: dict[str, tuple[str, tuple[re.Pattern[str], ...]]] = {
+    # family key -> the description errors use, the patterns of its dtype names
+    "float": ("a floating", (_FLOAT,)), "int": ("a signed integer", (_SIGNED,)),
+    "uint": ("an unsigned integer", (_UNSIGNED,)),
+    "integer": ("an integer", (_SIGNED, _UNSIGNED)), "bool": ("a bool", (re.compile("bool$"),)),
+    "complex": ("a complex", (_COMPLEX,)), "inexact": ("a floating or complex", (_FLOAT, _COMPLEX)),
+    "real": ("a floating or integer", (_FLOAT, _SIGNED, _UNSIGNED)),
+    "num": ("a numeric", (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX)),
+    "key": ("a PRNG key", (re.compile("key<"),)),
+}
+
+
 def _family_test(family: str) -> Callable[[str], bool]:
-    """The test of a dtype name for one family (families by kind, or one exact dtype)."""
-    kinds: dict[str, tuple[re.Pattern[str], ...]] = {
-        "float": (_FLOAT,), "int": (_SIGNED,), "uint": (_UNSIGNED,),
-        "integer": (_SIGNED, _UNSIGNED), "complex": (_COMPLEX,), "inexact": (_FLOAT, _COMPLEX),
-        "real": (_FLOAT, _SIGNED, _UNSIGNED), "num": (_FLOAT, _SIGNED, _UNSIGNED, _COMPLEX),
-    }
-    if family in kinds:
-        patterns = kinds[family]
+    """The test of a dtype name for one family (a kind above, or exact dtype names)."""
+    if family in _FAMILIES:
+        patterns = _FAMILIES[family][1]
         return lambda name: any(p.match(name) for p in patterns)
-    if family == "bool":
-        return lambda name: name == "bool"
-    if family == "key":
-        return lambda name: name.startswith("key<")
     if family.startswith("{"):  # an exact set of names: jaxtyping's dtype lists
         names = frozenset(family[1:-1].split(","))
         return lambda name: name in names
     return lambda name: name == family
-
-
-_FAMILIES: dict[str, str] = {  # family key -> the description errors use
-    "float": "a floating", "int": "a signed integer", "uint": "an unsigned integer",
-    "integer": "an integer", "bool": "a bool", "complex": "a complex", "inexact":
-    "a floating or complex", "real": "a floating or integer", "num": "a numeric",
-    "key": "a PRNG key",
-}
 _ACCEPT: dict[str, dict[Any, bool]] = {}
 """Per family, dtype -> accepted; filled by :func:`dtype_accepts`, read by generated checks."""
 
@@ -193,7 +186,7 @@ def _family_text(family: str) -> str:
     """``a floating dtype``, ``a float32 dtype``, ``a dtype among int8, int16``."""
     if family.startswith("{"):
         return "a dtype among " + ", ".join(sorted(family[1:-1].split(",")))
-    return f"{_FAMILIES.get(family, 'a ' + family)} dtype"
+    return f"{_FAMILIES[family][0] if family in _FAMILIES else 'a ' + family} dtype"
 
 
 @dataclass(frozen=True)
@@ -241,13 +234,9 @@ _INSTANCE_CHECK: InstanceCheck | None = None
 
 
 def install_instance_check(check: InstanceCheck) -> None:
-    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``.
-
-    Matching a value against an annotation with the current call's bindings is the shape
-    checker's work (:func:`tensig.check.decorator.instance_check`), a later layer than the
-    annotations it reads: the checker installs itself here when it is imported (``import
-    tensig`` does), so this module imports nothing from a later layer.
-    """
+    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``: the shape checker's
+    (:func:`tensig.check.decorator.instance_check`), a later layer, installs itself here when
+    imported (``import tensig`` does)."""
     global _INSTANCE_CHECK
     _INSTANCE_CHECK = check
 
@@ -280,14 +269,12 @@ def _valid_array_type(array_type: Any) -> bool:
             or isinstance(array_type, _ShapedAlias))
 
 
+@dataclass(frozen=True, slots=True)
 class _ShapedFamily:
     """``Family[ArrayType, "spec"]`` -> ``Annotated[ArrayType, ShapeSpecMarker(...)]``."""
 
-    __slots__ = ("_dtype", "_name")
-
-    def __init__(self, name: str, dtype: DtypeKind | None):
-        self._name = name
-        self._dtype = dtype
+    _name: str
+    _dtype: DtypeKind | None
 
     def __getitem__(self, params: tuple[Any, str | AnnotationShape]) -> Any:
         usage = f'e.g. {self._name}[np.ndarray, "B T d"]'
@@ -367,9 +354,7 @@ class _PyTree:
         if marker is None:
             raise TypeError(f"PyTree[...] takes a shape annotation such as "
                             f'PyTree[Float[np.ndarray, "n"]], not {hint!r}')
-        pytree = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar, True,
-                                 marker.family)
-        return Annotated[Any, pytree]
+        return Annotated[Any, replace(marker, pytree=True)]
 
     def __repr__(self) -> str:
         return "tensig.PyTree"
@@ -403,16 +388,12 @@ if TYPE_CHECKING:  # static checkers see Annotated: Shaped[np.ndarray, "B T"] is
     from typing import Annotated as UInt32
     from typing import Annotated as UInt64
 else:
+    # Shaped takes any dtype; every other family is its name in lower case ("int": signed, as
+    # jaxtyping's Int; "float": bfloat16 included)
     Shaped = _ShapedFamily("Shaped", None)
-    """``Shaped[ArrayType, "B T d"]``: an array of that shape, any dtype."""
-    Float = _ShapedFamily("Float", "float")
-    """``Float[ArrayType, "B T d"]``: floating dtype (numpy, torch or jax; bfloat16 included)."""
-    Int = _ShapedFamily("Int", "int")
-    """``Int[ArrayType, "B T"]``: signed integer dtype (as jaxtyping's ``Int``)."""
-    Bool = _ShapedFamily("Bool", "bool")
-    """``Bool[ArrayType, "B T"]``: boolean dtype."""
-    for _name in ("UInt", "Integer", "Complex", "Inexact", "Real", "Num", "Key", *_SIZED):
-        globals()[_name] = _ShapedFamily(_name, _name.lower())  # UInt, ..., Float32, Int8, ...
+    for _name in ("Float", "Int", "Bool", "UInt", "Integer", "Complex", "Inexact", "Real", "Num",
+                  "Key", *_SIZED):
+        globals()[_name] = _ShapedFamily(_name, _name.lower())
     del _name
     PyTree = _PyTree()
 
@@ -527,11 +508,9 @@ def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:
 
 
 def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
-    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``), read as is.
-
-    jaxtyping's classes carry the whole shape string (nesting already joined) and the list of
-    dtype names they accept; jaxtyping is only looked at when the program imported it.
-    """
+    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``): its class
+    carries the whole shape string and the dtype names it accepts.  jaxtyping is only looked at
+    when the program imported it."""
     jaxtyping = sys.modules.get("jaxtyping")
     abstract = getattr(jaxtyping, "AbstractArray", None)
     if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
@@ -569,13 +548,10 @@ def family_kind(family: str | None) -> str:
     if family is None:
         return "f"
     test = _family_test(family)
-    known = [n for n in _KNOWN_DTYPES if test(n)]
-    if known and all(n == "bool" for n in known):
+    kinds = {dtype_kind(n) for n in _KNOWN_DTYPES if test(n)}
+    if kinds == {"bool"}:
         return "b"
-    if (known and all(_SIGNED.match(n) or _UNSIGNED.match(n) for n in known)) \
-            or family == "key":
-        return "i"
-    return "f"
+    return "i" if kinds == {"int"} or family == "key" else "f"
 
 
 def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | None, ...] | None,
@@ -606,11 +582,9 @@ def signature_of(fn: Callable[..., Any],
                  localns: dict[str, Any] | None = None) -> FunctionSignature:
     """Read the shape annotations of ``fn`` (``Shaped``/``Float``/``Int``/``Bool`` hints).
 
-    Parameters without a shape annotation are left out.  ``localns`` resolves string
-    annotations (``from __future__ import annotations``) that name local variables of the
-    scope ``fn`` was defined in.  A name used as a size in one annotation and as a row variable
-    in another raises :class:`tensig.SpecSyntaxError`.
-    """
+    ``localns`` resolves string annotations that name local variables of the scope ``fn`` was
+    defined in.  A name used as a size in one annotation and as a row variable in another
+    raises :class:`tensig.SpecSyntaxError`."""
     hints = _hints(fn, localns)
     params: list[ParameterSpec] = []
     position = 0

@@ -1,24 +1,21 @@
 """Deciding signs under "every size is a positive integer".
 
-A comparison of two dimensions is a sign question about their difference.  :func:`bounds`
-proves lower and upper bounds of a polynomial over positive sizes by substituting ``1 + y``
-(``y >= 0``) for every size and reading the signs of the expanded coefficients; floor-division
-and modulo atoms get their own substitutions.  The procedure is sound, not complete: an answer is
-right for every positive assignment, and ``None`` means "depends".  The work is bounded
-(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`): past them the answer is ``None``.
-
-It reads a canonical form (:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and
-never builds one, so it sits below :class:`~tensig.core.dims.Dim`.
+A comparison of two dimensions is a sign question about their difference, answered from the
+bounds :func:`bounds` proves.  The procedure is sound, not complete: an answer is right for every
+positive assignment, ``None`` means "depends", and so does any case past the bounds on the work
+(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`).  It reads a canonical form
+(:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and never builds one, so it sits
+below :class:`~tensig.core.dims.Dim`.
 """
 
 from __future__ import annotations
 
 import itertools
-from math import comb
+from math import comb, prod
 
 from tensig.core.dim_form import Atom, Form, Mod, Monomial, Terms
 
-__all__ = ["bounds", "provably_nonzero", "sign_decide"]
+__all__ = ["bounds", "sign_decide", "zero_decide"]
 
 _setattr = object.__setattr__
 
@@ -83,13 +80,7 @@ _MAX_EXPANSION = 20_000
 
 def _expansion_size(terms: Terms) -> int:
     """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    total = 0
-    for m, _ in terms:
-        size = 1
-        for _, power in m:
-            size *= power + 1
-        total += size
-    return total
+    return sum(prod(power + 1 for _, power in m) for m, _ in terms)
 
 
 def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
@@ -105,15 +96,10 @@ def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
                 atoms[atom] = options
     if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
         return None, None  # too costly to expand: undecided, which is always sound
-    lo: int | None = None
-    hi: int | None = None
-    for combo in itertools.product(*atoms.values()):
-        low, high = _bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-        if low is not None and (lo is None or low > lo):
-            lo = low
-        if high is not None and (hi is None or high < hi):
-            hi = high
-    return lo, hi
+    found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+             for combo in itertools.product(*atoms.values())]
+    return (max((lo for lo, _ in found if lo is not None), default=None),
+            min((hi for _, hi in found if hi is not None), default=None))
 
 
 def bounds(p: Form) -> tuple[int | None, int | None]:
@@ -147,6 +133,10 @@ def sign_decide(d: Form, strict: bool) -> bool | None:
     return None
 
 
-def provably_nonzero(d: Form) -> bool:
+def zero_decide(d: Form) -> bool | None:
+    """Whether ``d == 0`` (``True``) or ``d != 0`` (``False``) for all positive sizes; ``None``:
+    depends."""
     lo, hi = bounds(d)
-    return (lo is not None and lo > 0) or (hi is not None and hi < 0)
+    if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+        return False
+    return True if lo == hi == 0 else None

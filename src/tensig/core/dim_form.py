@@ -13,8 +13,8 @@ forms.  Nothing here builds a form, so sign decisions (:mod:`tensig.core.dim_bou
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
-from functools import partialmethod
+from collections.abc import Mapping
+from functools import total_ordering
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
@@ -70,8 +70,6 @@ def int_or_none(x: object) -> int | None:
     """``x`` as an ``int`` when it is integer-like (``int``, NumPy integers), else ``None``."""
     if isinstance(x, int):
         return x
-    if isinstance(x, float | complex):
-        return None
     index = getattr(type(x), "__index__", None)
     if index is None:
         return None
@@ -188,6 +186,7 @@ def format_terms(terms: Terms) -> str:
     return "".join(parts)
 
 
+@total_ordering
 class _DivAtom(Frozen):
     """Shared machinery of :class:`FloorDiv` and :class:`Mod` (an opaque integer atom)."""
 
@@ -221,19 +220,14 @@ class _DivAtom(Frozen):
             return self._hash == other._hash and self._key == other._key
         return NotImplemented
 
-    # Atoms sit inside tuples that Python sorts directly, so they compare with size names too
-    # (which sort first).
-    def _order(self, other: object, cmp: Callable[[Any, Any], bool]) -> bool:
+    def __lt__(self, other: object) -> bool:
+        """Atoms sit inside tuples that Python sorts, so they compare with size names too
+        (which sort first); ``total_ordering`` derives the other comparisons."""
         if isinstance(other, str):
-            return cmp(1, 0)
+            return False
         if isinstance(other, _DivAtom):
-            return cmp(self._key, other._key)
+            return self._key < other._key
         return NotImplemented
-
-    __lt__ = partialmethod(_order, cmp=operator.lt)
-    __le__ = partialmethod(_order, cmp=operator.le)
-    __gt__ = partialmethod(_order, cmp=operator.gt)
-    __ge__ = partialmethod(_order, cmp=operator.ge)
 
     def __str__(self) -> str:
         num = str(self.numerator)
@@ -290,11 +284,8 @@ def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
 
 
 class Form(Frozen):
-    """The read-only face of a canonical form: its terms and what is read off them.
-
-    :class:`~tensig.core.dims.Dim` is the one subclass; it adds the algebra that builds forms.
-    Dimensions are built only through it, so the examples below use it.
-    """
+    """The read-only face of a canonical form: its terms and what is read off them.  Its one
+    subclass, :class:`~tensig.core.dims.Dim`, adds the algebra that builds forms."""
 
     __slots__ = ("_bnd", "_const", "_hash", "_str", "_syms", "_terms")
     _terms: Terms
@@ -375,10 +366,8 @@ class Form(Frozen):
         >>> Dim("2*B + T - 1").is_linear, Dim("B*T").is_linear, Dim("B // 2").is_linear
         (True, False, False)
         """
-        for m, _ in self._terms:
-            if len(m) > 1 or (m and (m[0][1] != 1 or not isinstance(m[0][0], str))):
-                return False
-        return True
+        return all(not m or (len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str))
+                   for m, _ in self._terms)
 
     def free_of(self, name: str) -> bool:
         """Whether the size ``name`` does not occur (not even inside ``//`` or ``%``).

@@ -1,10 +1,9 @@
 """Sizes as Python code: a :class:`~tensig.core.dims.Dim` compiled to an ``int`` function.
 
 Checks that run on every call (the decorator's generated path, the solver's linear relations on
-concrete sizes) evaluate a polynomial without building a ``Dim`` per call: the polynomial is
-turned into Python source once and compiled.  Both also solve a relation ``size == d`` for its
-one unknown name when that name occurs linearly: :func:`linear_split` and
-:func:`solve_lines` are that rule, written once (the symbolic case is
+concrete sizes) evaluate a polynomial compiled once to Python source, without a ``Dim`` per
+call, and solve ``size == d`` for one name that occurs linearly by one rule
+(:func:`linear_split`, :func:`solve_lines`; the symbolic case is
 :meth:`~tensig.core.dims.Dim.solve_for`).
 """
 

@@ -1,13 +1,9 @@
 """Symbolic array dimensions: integer polynomials in named sizes, in one canonical form.
 
 A :class:`Dim` is an integer polynomial over named sizes (``B``, ``T``, ...) that may also
-contain exact floor-division and modulo terms (``(T + 1) // 2``, ``T % 2``).  Every ``Dim`` is
-kept in a *canonical form*, so two dimensions are equal exactly when their canonical forms are
-the same tuple: ``==`` and ``hash`` are a tuple comparison, never an algebra problem.
-
-The canonical form (:mod:`tensig.core.dim_form`: terms of monomials over size names and
-:class:`FloorDiv` / :class:`Mod` atoms) expands sums and products fully, so ``B*(T + 1)`` and
-``B*T + B`` are one object:
+contain exact floor-division and modulo terms (``(T + 1) // 2``, ``T % 2``).  Its canonical form
+(:mod:`tensig.core.dim_form`) expands sums and products fully, so two dimensions are equal
+exactly when their forms are the same tuple: ``==`` and ``hash`` never solve an algebra problem.
 
 >>> B, T = dims("B T")
 >>> B * (T + 1) == B*T + B
@@ -18,19 +14,16 @@ Dim('B**2 + 2*B*T + T**2')
 Floor division by a positive integer ``k`` splits every coefficient ``c`` into
 ``k*(c // k) + c % k``: the multiples of ``k`` leave the division, and only the remainder
 polynomial (coefficients in ``[0, k)``) stays inside an opaque :class:`FloorDiv` / :class:`Mod`
-atom.  That keeps the semantics exactly Python's floor semantics and makes equal quotients
-print alike:
+atom.  That keeps Python's floor semantics exactly and makes equal quotients print alike:
 
 >>> (2*B + 4) // 2, (2*B + 1) // 2, (2*B + 1) % 2
 (Dim('B + 2'), Dim('B'), Dim('1'))
 >>> (T - 3) // 2
 Dim('(T + 1) // 2 - 2')
 
-Comparisons ``< <= > >=`` assume what array sizes are: **every size name denotes a positive
-integer** (``>= 1``).  Under that assumption ``B + 1 > B`` and ``B*T >= B`` are decided, while
-``B < T`` is not: it raises :class:`~tensig.InconclusiveError` rather than guess.  A
-decided answer is always right for every positive assignment (the procedure is sound, not
-complete).
+Comparisons ``< <= > >=`` assume **every size name denotes a positive integer**; a decided
+answer is right for every positive assignment (:mod:`tensig.core.dim_bounds`), and what depends
+on the sizes raises :class:`~tensig.InconclusiveError` rather than guess:
 
 >>> B*T >= B
 True
@@ -40,9 +33,6 @@ Traceback (most recent call last):
 tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 
 :class:`Condition` is a side condition a solver attaches to an answer (``(T + 1) % 2 == 0``).
-Remora's shape index (``[B, T + 1, ..s..]``) is in :mod:`tensig.core.shape_index`, the grammar of
-an expression in :mod:`tensig.core.dim_syntax`, sign decisions in :mod:`tensig.core.dim_bounds`,
-what a form is made of and what is read off it in :mod:`tensig.core.dim_form`.
 """
 
 from __future__ import annotations
@@ -52,7 +42,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from tensig.core.dim_bounds import bounds, provably_nonzero, sign_decide
+from tensig.core.dim_bounds import bounds, sign_decide, zero_decide
 from tensig.core.dim_form import (
     MAX_BITS,
     MAX_EXPONENT,
@@ -80,9 +70,7 @@ __all__ = ["Condition", "Dim", "FloorDiv", "Mod", "atom_sort_key", "dim", "dims"
 _new_object = object.__new__
 _setattr = object.__setattr__
 
-# --------------------------------------------------------------------------------------------
-# construction helpers (the hot path: no validation, inputs are already canonical)
-# --------------------------------------------------------------------------------------------
+# Construction helpers: the hot path, without validation (inputs are already canonical).
 
 
 def _make(terms: Terms) -> Dim:
@@ -177,19 +165,10 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
     return quotient + _atom_dim(FloorDiv(rest, k)), _atom_dim(Mod(rest, k))
 
 
-def _reduce_coefficients(p: Dim, k: int) -> Dim:
-    """``p`` with every coefficient taken modulo ``k`` (same divisibility by ``k``)."""
-    return _make(tuple([(m, c % k) for m, c in p._terms if c % k]))
-
-
 def _compare(a: Dim, other: object, op: str) -> bool:
-    if isinstance(other, Dim):
-        b = other
-    else:
-        n = int_or_none(other)
-        if n is None:
-            return NotImplemented
-        b = _const(n)
+    b = other if isinstance(other, Dim) else int_or_none(other)
+    if b is None:
+        return NotImplemented
     d = b - a if op in ("<", "<=") else a - b
     decided = sign_decide(d, strict=len(op) == 1)
     if decided is None:
@@ -214,9 +193,8 @@ class Dim(Form):
     """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
 
     Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
-    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic.  ``==`` compares
-    canonical forms (and ``Dim.const(3) == 3``); ``<`` and friends assume positive sizes and
-    raise :class:`~tensig.InconclusiveError` when the answer depends on the sizes.
+    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic (comparisons as the
+    module docstring says).
 
     >>> B, T = Dim("B"), Dim("T")
     >>> B + T + 5 + B == (B + B) + 5 + T
@@ -254,8 +232,8 @@ class Dim(Form):
 
     @classmethod
     def atom(cls, atom: Atom) -> Dim:
-        """The dimension that is one atom of a canonical term (a name, a :class:`FloorDiv` or
-        a :class:`Mod`), as is: for rebuilding a monomial of :attr:`terms` factor by factor.
+        """One atom of a canonical term (a name, :class:`FloorDiv` or :class:`Mod`) as a
+        dimension: for rebuilding a monomial of :attr:`terms` factor by factor.
 
         >>> ((monomial, _),) = Dim("3*B*(T // 2)").terms.items()
         >>> [Dim.atom(a) for a, _ in monomial]
@@ -369,12 +347,11 @@ class Dim(Form):
 
     # -- conversions --------------------------------------------------------------------------
     def __bool__(self) -> bool:
-        c = self._const
-        if c is not None:
-            return c != 0
-        if provably_nonzero(self):
-            return True
-        raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the sizes")
+        zero = zero_decide(self)
+        if zero is None:
+            raise InconclusiveError(f"cannot decide whether {self} is zero: it depends on the "
+                                    "sizes")
+        return not zero
 
     # -- comparison (``__hash__`` beside ``__eq__``, else Python would drop it) ---------------
     def __hash__(self) -> int:
@@ -403,21 +380,15 @@ class Dim(Form):
             if self._const is not None:
                 return _add_const(other, self._const)
             return _from_dict(add_terms(self._terms, other._terms, 1))
-        if isinstance(other, int):
-            return _add_const(self, other)
         n = int_or_none(other)
         return NotImplemented if n is None else _add_const(self, n)
 
     __radd__ = __add__
 
     def __sub__(self, other: object) -> Dim:
-        if isinstance(other, Dim):
-            if other._const is not None:
-                return _add_const(self, -other._const)
+        if isinstance(other, Dim) and other._const is None:
             return _from_dict(add_terms(self._terms, other._terms, -1))
-        if isinstance(other, int):
-            return _add_const(self, -other)
-        n = int_or_none(other)
+        n = other._const if isinstance(other, Dim) else int_or_none(other)
         return NotImplemented if n is None else _add_const(self, -n)
 
     def __rsub__(self, other: object) -> Dim:
@@ -548,16 +519,12 @@ def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
         term = _const(c)
         for atom, p in m:
             if isinstance(atom, str):
-                factor = values.get(atom)
-                if factor is None:
-                    factor = _atom_dim(atom)
+                factor = values[atom] if atom in values else _atom_dim(atom)
+            elif atom.numerator.symbols.isdisjoint(values):
+                factor = _atom_dim(atom)
             else:
-                num = atom.numerator
-                if num.symbols.isdisjoint(values):
-                    factor = _atom_dim(atom)
-                else:
-                    q, r = _divmod(_subs_terms(num._terms, values), atom.divisor)
-                    factor = q if type(atom) is FloorDiv else r
+                q, r = _divmod(_subs_terms(atom.numerator._terms, values), atom.divisor)
+                factor = q if type(atom) is FloorDiv else r
             term = term * (factor if p == 1 else factor**p)
         total = total + term
     return total
@@ -580,10 +547,8 @@ def dim(x: str | int | Dim) -> Dim:
 
 
 def dims(text: str) -> tuple[Dim, ...]:
-    """Several dimensions at once: ``dims("B T d")`` or ``dims("T + 1, B")``.
-
-    Items are comma-separated when the text has a comma (so items may contain spaces),
-    else whitespace-separated; each item is read by :meth:`Dim.parse`.
+    """Several dimensions at once: ``dims("B T d")`` or ``dims("T + 1, B")`` (items split as
+    :func:`~tensig.core.dim_syntax.split_items` does, each read by :meth:`Dim.parse`).
 
     >>> dims("B T d")
     (Dim('B'), Dim('T'), Dim('d'))
@@ -623,7 +588,8 @@ class Condition(Frozen):
             modulus = operator.index(modulus)
             if modulus < 1:
                 raise ValueError(f"a divisor must be positive, got {modulus}")
-            expr = _reduce_coefficients(expr, modulus)
+            # coefficients modulo k: the same divisibility, one form per condition
+            expr = _make(tuple([(m, c % modulus) for m, c in expr._terms if c % modulus]))
         elif kind in (self.AT_LEAST, self.EQUAL):
             modulus = 0
             if kind == self.EQUAL and expr._terms:
@@ -687,15 +653,10 @@ class Condition(Frozen):
         (True, None)
         """
         if self.kind == self.DIVISIBLE:
-            remainder = _divmod(self.expr, self.modulus)[1]
-            if remainder._const is not None:
-                return remainder._const == 0
-            return False if provably_nonzero(remainder) else None
+            return zero_decide(_divmod(self.expr, self.modulus)[1])
         if self.kind == self.AT_LEAST:
             return sign_decide(self.expr, strict=False)
-        if self.expr._const is not None:
-            return self.expr._const == 0
-        return False if provably_nonzero(self.expr) else None
+        return zero_decide(self.expr)
 
     def subs(self, mapping: Mapping[str, int | Dim]) -> Condition:
         """The condition with sizes replaced (see :meth:`Dim.subs`).
@@ -708,8 +669,6 @@ class Condition(Frozen):
     def _sides(self) -> tuple[Dim, Dim]:
         """Split ``expr`` into ``lhs - rhs`` with positive terms on the left, for printing."""
         expr = self.expr
-        if expr._const is not None:
-            return expr, _ZERO
         pos = {m: c for m, c in expr._terms if m and c > 0}
         neg = {m: -c for m, c in expr._terms if m and c < 0}
         const = dict(expr._terms).get((), 0)
@@ -727,9 +686,7 @@ class Condition(Frozen):
         return f"{lhs} {'>=' if self.kind == self.AT_LEAST else '=='} {rhs}"
 
     def __repr__(self) -> str:
-        if self.kind == self.DIVISIBLE:
-            return f"Condition.divisible({self.expr!r}, {self.modulus})"
-        return f"Condition.{self.kind}({self.expr!r}, 0)"
+        return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0
 
     def __hash__(self) -> int:
         return self._hash

@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-def caret_block(text: str, start: int, end: int | None = None, indent: str = "    ") -> str:
+def caret_block(text: str, start: int, end: int | None = None) -> str:
     """Render ``text`` with carets under the half-open column range ``[start, end)``.
 
     >>> print(caret_block("ij;jk=>ik", 3, 4))
@@ -29,7 +29,7 @@ def caret_block(text: str, start: int, end: int | None = None, indent: str = "  
     """
     start = max(0, min(start, len(text)))
     end = start + 1 if end is None or end <= start else min(end, max(len(text), start + 1))
-    return f"{indent}{text}\n{indent}{' ' * start}{'^' * (end - start)}"
+    return f"    {text}\n    {' ' * start}{'^' * (end - start)}"
 
 
 class TensigError(Exception):
@@ -112,25 +112,15 @@ class ShapeError(TensigError, ValueError):
 
     def to_dict(self) -> dict[str, object]:
         """The error's facts as plain data (for ``--json`` output and reports)."""
-        return {
-            "error": "ShapeError",
-            "reason": self.reason,
-            "spec": self.spec,
-            "span": list(self.span) if self.span else None,
-            "operand": self.operand,
-            "shape": self.shape,
-            "label": self.label,
-            "sizes": [str(s) for s in self.sizes],
-            "origins": list(self.origins),
-            "hint": self.hint,
-        }
+        facts = ("reason", "spec", "span", "operand", "shape", "label", "sizes", "origins", "hint")
+        return {"error": "ShapeError", **{k: getattr(self, k) for k in facts},
+                "span": list(self.span) if self.span else None,
+                "sizes": [str(s) for s in self.sizes], "origins": list(self.origins)}
 
 
 class InconclusiveError(TensigError, ValueError):
-    """A comparison of symbolic dimensions cannot be decided from their canonical forms.
-
-    ``B < T`` holds for some sizes and not for others; tensig refuses to guess.
-    """
+    """A comparison of symbolic dimensions that depends on the sizes (``B < T``): tensig
+    refuses to guess."""
 
 
 # Tracebacks and doctests show the public name (``tensig.ShapeError``), not the module that

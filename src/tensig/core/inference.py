@@ -1,11 +1,9 @@
 """Shape inference: ``infer(spec, *operands) -> Inferred``.
 
-The entry point and its cache.  A spec and operand shapes become solver constraints
-(:mod:`tensig.core.spec_instance`), the solver runs, and the answer holds the result shape,
-every label's size, every row variable's axes, the conditions that hold only for some symbolic
-sizes, and the *projections* (:attr:`Inferred.layout`: which iteration axis indexes which array
-axis), which the execution layer lowers to backend calls.  Graph-wide inference, many specs on
-one solver, is :mod:`tensig.core.shape_graph`'s :class:`ShapeGraph` (importable from here).
+The entry point and its cache: a spec and operand shapes become solver constraints
+(:mod:`tensig.core.spec_instance`), the solver runs, and the answer holds the sizes, the
+conditions and the *projections* the execution layer lowers.  Graph-wide inference, many specs
+on one solver, is :class:`ShapeGraph` (:mod:`tensig.core.shape_graph`, importable from here).
 
 Three logics are available (OCANNL's ``~logic``):
 

@@ -21,8 +21,7 @@ read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
-from typing import Literal, NoReturn
+from typing import Literal
 
 from tensig.core.errors import SpecSyntaxError
 
@@ -81,10 +80,7 @@ def digits_end(text: str, i: int, end: int | None = None) -> int:
 
 
 def int_literal(text: str, start: int, end: int) -> int:
-    """The value of the ASCII digits ``text[start:end]``, at most :data:`MAX_LITERAL`.
-
-    The length is checked before converting, so no digit string is ever expensive.
-    """
+    """The value of the ASCII digits ``text[start:end]``, at most :data:`MAX_LITERAL`."""
     digits = text[start:end].lstrip("0") or "0"
     if len(digits) <= _MAX_DIGITS:
         value = int(digits)
@@ -109,21 +105,20 @@ def unexpected_character(c: str) -> tuple[str, str | None]:
     return f"unexpected character {c!r}", None
 
 
-def row_spans(text: str, start: int, end: int, what: str,
-              fail: Callable[..., NoReturn]) -> dict[Kind, Span]:
+def row_spans(text: str, start: int, end: int, what: str) -> dict[Kind, Span]:
     """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
-    output row always, the batch and input rows when their ``|`` and ``->`` are there.  The
-    einsum parser and the annotation parser share it; ``what`` names the thing in errors
-    ("a shape", "an annotation"), and ``fail(column, reason, end=...)`` raises them."""
+    output row always, the batch and input rows when their ``|`` and ``->`` are there.  Specs,
+    annotations and shape strings share it; ``what`` names the thing in errors ("a shape")."""
     pipes = [i for i in range(start, end) if text[i] == "|"]
     arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
     if len(pipes) > 1:
-        fail(pipes[1], f"{what} has at most one '|' (batch|input->output)")
+        raise SpecSyntaxError(text, pipes[1], f"{what} has at most one '|' (batch|input->output)")
     if len(arrows) > 1:
-        fail(arrows[1], f"{what} has at most one '->' (batch|input->output)",
-             end=arrows[1] + 2)
+        raise SpecSyntaxError(text, arrows[1], f"{what} has at most one '->' "
+                              "(batch|input->output)", end=arrows[1] + 2)
     if pipes and arrows and arrows[0] < pipes[0]:
-        fail(pipes[0], "the batch row comes first: write batch|input->output")
+        raise SpecSyntaxError(text, pipes[0], "the batch row comes first: write "
+                              "batch|input->output")
     spans: dict[Kind, Span] = {}
     pos = start
     if pipes:

@@ -1,6 +1,6 @@
 """The notation's parser: einsum specs (``parse(text) -> Spec``) and, in its annotation mode,
-shape annotations (``parse_annotation(text) -> AnnotationShape``).  The values it produces are
-in :mod:`tensig.core.syntax` (and importable from here).
+shape annotations in jaxtyping's syntax (``parse_annotation(text) -> AnnotationShape``, see
+:mod:`tensig.core.annotations`).  The values it produces are in :mod:`tensig.core.syntax`.
 
 A spec is ``operand; operand; ... => result``; each shape is ``batch|input->output``; each row
 is a sequence of axes with at most one row variable (``...`` or ``..name..``).  A row whose
@@ -12,9 +12,6 @@ start ``=>`` anywhere in the text selects the *multichar* mode, where axes are c
 identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
 separates axes.  Names and numbers follow :mod:`tensig.core.lexical` in both: a letter of any
 script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
-
-The annotation mode reads one shape in jaxtyping's syntax (:mod:`tensig.core.annotations`),
-sharing with specs the rows, row variables, their rules and the lexical rules (:class:`_Parser`).
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -33,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal, NoReturn
 
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, parse_at
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.lexical import (
     digits_end,
@@ -160,11 +157,8 @@ class _Parser:
     """One hand-written scanner for the notation's two modes; every error carries a column.
 
     ``"spec"`` reads an einsum spec (:meth:`spec`), ``"annotation"`` one shape read as a type
-    (:meth:`annotation`: jaxtyping's words, modifiers and size expressions).  Both modes split
-    rows with :func:`row_spans`, read ``...`` and ``..name..`` with :meth:`row_var_at`, allow
-    one row variable per row (:meth:`one_row_variable`), refuse a name that is both a size and
-    a row variable (:meth:`check_clashes`), and read names and numbers by
-    :mod:`tensig.core.lexical` (annotation sizes through :meth:`Dim.parse`, which does too).
+    (:meth:`annotation`).  Both share the rules of rows, row variables and name clashes (the
+    first methods below) and the lexical rules of :mod:`tensig.core.lexical`.
     """
 
     def __init__(self, text: str, mode: Mode = "spec"):
@@ -212,12 +206,8 @@ class _Parser:
         if (semi := text.find(";", arrow)) >= 0:
             self.fail(semi, "the result comes after '=>' and is a single shape",
                       hint="list every operand before '=>', separated by ';'")
-        operands: list[ShapeSpec] = []
-        start = 0
-        for i in range(arrow + 1):
-            if i == arrow or text[i] == ";":
-                operands.append(self.shape(start, i))
-                start = i + 1
+        cuts = [-1, *(i for i in range(arrow) if text[i] == ";"), arrow]
+        operands = [self.shape(a + 1, b) for a, b in itertools.pairwise(cuts)]
         result = self.shape(arrow + 2, len(text))
         self.check_names((*operands, result))
         return Spec(tuple(operands), result, text)
@@ -260,7 +250,7 @@ class _Parser:
                 self.fail(i, "'-' is only valid as part of '->'")
             if text[i] == ">" and not (i > 0 and text[i - 1] in "-="):
                 self.fail(i, "'>' is only valid as part of '->' or '=>'")
-        spans = row_spans(text, start, end, "a shape", self.fail)
+        spans = row_spans(text, start, end, "a shape")
         batch, inp = (self.row(*spans[k]) if k in spans else None for k in ("batch", "input"))
         return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, self.row(*spans["output"]))
 
@@ -268,19 +258,12 @@ class _Parser:
         items = self.row_items_multichar(start, end) if self.multichar else \
             self.row_items_single(start, end)
         self.one_row_variable([x.span for x in items if isinstance(x, RowVar)])
-        left: list[Axis] = []
-        right: list[Axis] = []
-        var: RowVar | None = None
-        for item in items:
-            if isinstance(item, RowVar):
-                var = item
-            elif var is None:
-                left.append(item)
-            else:
-                right.append(item)
+        axes = [x for x in items if not isinstance(x, RowVar)]
+        var = next((x for x in items if isinstance(x, RowVar)), None)
         if var is None:
-            return Row((), None, tuple(left))
-        return Row(tuple(left), var, tuple(right))
+            return Row((), None, tuple(axes))
+        k = items.index(var)
+        return Row(tuple(axes[:k]), var, tuple(axes[k:]))
 
     def row_var_at(self, i: int, end: int) -> tuple[RowVar, int] | None:
         """A row variable starting at ``i`` (``...`` or ``..name..``), and where it ends."""
@@ -462,24 +445,18 @@ class _Parser:
         return Label(val, span)
 
     def concat(self, toks: list[tuple[str, str, int, int]], span: Span) -> Concat:
-        parts: list[str | int] = []
-        expect_part = True
-        for kind, val, s, e in toks:
-            if expect_part:
-                if kind == "op":
-                    self.fail(s, f"expected a concatenation component before {val!r}", end=e)
-                if val == "_":
-                    self.fail(s, "'_' cannot be a concatenation component",
-                              hint="use an integer size (skipped elements) or a label")
-                parts.append(int(val) if kind == "int" else val)
-                expect_part = False
-            else:
-                if val != "^":
-                    self.fail(s, f"{val!r} cannot be mixed with '^' in one axis", end=e)
-                expect_part = True
-        if expect_part:
+        for j, (kind, val, s, e) in enumerate(toks):  # components at even places, '^' between
+            if j % 2 and val != "^":
+                self.fail(s, f"{val!r} cannot be mixed with '^' in one axis", end=e)
+            if not j % 2 and kind == "op":
+                self.fail(s, f"expected a concatenation component before {val!r}", end=e)
+            if not j % 2 and val == "_":
+                self.fail(s, "'_' cannot be a concatenation component",
+                          hint="use an integer size (skipped elements) or a label")
+        if len(toks) % 2 == 0:
             self.fail(toks[-1][2], "a concatenation ends with a component, not '^'")
-        return Concat(tuple(parts), span)
+        return Concat(tuple(int(val) if kind == "int" else val for kind, val, _, _ in toks[::2]),
+                      span)
 
     def affine(self, toks: list[tuple[str, str, int, int]], span: Span) -> Axis:
         pos = 0
@@ -502,7 +479,6 @@ class _Parser:
                 if a is None or a[0] == "op":
                     col = a[2] if a else nxt[3]
                     self.fail(col, f"expected the {what} after '*'")
-                assert a is not None
                 pos += 1
                 coef: Coef = int(t[1]) if t[0] == "int" else t[1]
                 if t[1] == "_":
@@ -518,7 +494,6 @@ class _Parser:
         if not isinstance(over, str) or over == "_":
             self.fail(over_col, "the output part of an affine axis must be a label, "
                                 "e.g. 2*o<+k", end=over_col + len(str(over)))
-        assert isinstance(over, str)
         t = peek()
         if t is None:
             return self.offset_axis(stride, over, 0, span)
@@ -568,8 +543,8 @@ class _Parser:
         """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
         rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
-        for kind, (start, end) in row_spans(self.text, 0, len(self.text), "an annotation",
-                                            self.fail).items():
+        spans = row_spans(self.text, 0, len(self.text), "an annotation")
+        for kind, (start, end) in spans.items():
             rows[kind] = self.annotation_row(kind, start, end)
         every = [pair for k in KINDS for pair in rows[k]]
         self.check_clashes(
@@ -720,11 +695,7 @@ class _Parser:
         """An integer, a name, an expression, or a :class:`Deferred` one."""
         if "{" in piece or _DEFERRED_CALL.search(piece):
             return self.deferred(piece, s, e)
-        try:
-            value = Dim.parse(piece)
-        except SpecSyntaxError as err:
-            raise SpecSyntaxError(self.text, s + err.column, err.reason, err.hint,
-                                  s + err.end) from None
+        value = parse_at(self.text, s, e)
         for name in value.symbols:
             if not name.isidentifier():
                 col = s + piece.find(name)

@@ -1,17 +1,12 @@
 """Projections: how the loops of one operation index each axis of each tensor it relates.
 
 An operation iterates over a *product space* (its :class:`Iter` axes); each axis of each
-tensor (operands, then the result, in memory order) is an :class:`AxisUse` whose index is an
-iterator, a fixed position (:class:`FixedIndex`), a window term ``stride*over +
-dilation*kernel + offset`` (:class:`AffineIndex`), a concatenation of iterators
-(:class:`ConcatIndex`) or iterators merged row-major (:class:`MergeIndex`).  Inference
-produces these for einsum specs (:attr:`tensig.core.inference.Inferred.layout`);
-:func:`logic_layout` produces them for the graph's logics over solved shapes, so every
-operation has projections of one form, which the lowering reads (OCANNL's ``projections``,
-produced with the shapes; the logics are described in :mod:`tensig.core.inference`; a size-1
-axis meeting a wider one is read at index 0).  A gradient buffer has its tensor's shape, so it
-is indexed by its tensor's axis uses: backward code reuses the forward projections, as OCANNL's
-``%cd`` does.
+tensor (operands, then the result, in memory order) is an :class:`AxisUse` with an
+:data:`Index`.  Inference produces them for einsum specs
+(:attr:`tensig.core.inference.Inferred.layout`), :func:`logic_layout` for the graph's logics
+over solved shapes, so every operation has projections of one form for the lowering (OCANNL's
+``projections``).  A gradient buffer has its tensor's shape, so backward code reuses the
+forward projections, as OCANNL's ``%cd`` does.
 """
 
 from __future__ import annotations
@@ -110,14 +105,10 @@ def logic_layout(logic: str, result: Shape, operands: Sequence[Shape]) -> Layout
     for shape, labels in zip(shapes, rows, strict=True):
         axes = [(kind, j, size, basis) for kind in MEMORY_ORDER
                 for j, (size, basis) in enumerate(shape.axes(kind))]
-        uses = []
-        for (kind, j, size, basis), lab in zip(axes, labels, strict=True):
-            if isinstance(lab, int):
-                index: Index = FixedIndex(lab)
-            else:
-                index = iters.get(lab) or iters.setdefault(lab, Iter(len(iters), lab, size))
-            uses.append(AxisUse(kind, j, size, basis, index))
-        layout.append(tuple(uses))
+        layout.append(tuple(
+            AxisUse(kind, j, size, basis, FixedIndex(lab) if isinstance(lab, int)
+                    else iters.setdefault(lab, Iter(len(iters), lab, size)))
+            for (kind, j, size, basis), lab in zip(axes, labels, strict=True)))
     return tuple(layout)
 
 

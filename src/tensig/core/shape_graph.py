@@ -24,6 +24,7 @@ from tensig.core.spec_instance import (
     Inferred,
     SpecInstance,
     close_placements,
+    count_text,
     freeze_params,
     solved,
 )
@@ -33,11 +34,8 @@ __all__ = ["ShapeGraph", "TensorNode", "infer_logic", "logic_projections"]
 
 @dataclass(eq=False, slots=True)
 class TensorNode:
-    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).
-
-    A *parameter* has no batch axes and closes to what its uses need: in a pointwise operation
-    its unknown rows take the broadcast shape of the other operands.
-    """
+    """A tensor in a :class:`ShapeGraph`: a name and three solver rows (possibly unknown).  A
+    *parameter* has no batch axes, and its unknown rows close to what its uses need."""
 
     name: str
     rows: dict[Kind, SRow] = field(repr=False)
@@ -45,10 +43,8 @@ class TensorNode:
 
 
 class ShapeGraph:
-    """Shapes of many tensors related by many specs, solved together.
-
-    A tensor's shape may be unknown when it is created; uses constrain it, in any order.  This
-    is the engine the model layer's graph-wide inference runs on.
+    """Shapes of many tensors related by many specs, solved together: a tensor's shape may be
+    unknown when it is created, and its uses constrain it, in any order.
 
     >>> g = ShapeGraph()
     >>> x = g.tensor("x", "8|->3")
@@ -80,26 +76,17 @@ class ShapeGraph:
         self._sized: list[DimVar] = []
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
-        """A tensor with a known ``shape``, or an unknown one (``None``).
-
-        A parameter (``param=True``) has no batch axes; its other rows may stay unknown until
-        its uses determine them.
-        """
+        """A tensor with a known ``shape``, or an unknown one (``None``); a parameter
+        (``param=True``) as :meth:`parameter` makes it."""
         if shape is None:
-            rows = {k: SRow((), RowNode(f"{name}.{k}", closes=param), ()) for k in MEMORY_ORDER}
-            if param:
-                rows["batch"] = SRow()
-        else:
-            sh = as_shape(shape, where=name)
-            if param and sh.batch:
-                raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
-                                 hint="batch axes belong to data; give the parameter output and "
-                                      "input axes only")
-            where = Origin(note=f"tensor {name!r} (shape {sh})")
-            rows = {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}
-        node = TensorNode(name, rows, param)
-        self.tensors.append(node)
-        return node
+            return self.parameter(name) if param else self._new(name, dict.fromkeys(MEMORY_ORDER))
+        sh = as_shape(shape, where=name)
+        if param and sh.batch:
+            raise ShapeError(f"parameter {name!r} cannot have batch axes (shape {sh})",
+                             hint="batch axes belong to data; give the parameter output and "
+                                  "input axes only")
+        where = Origin(note=f"tensor {name!r} (shape {sh})")
+        return self._new(name, {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}, param)
 
     def broadcasts(self, node: TensorNode) -> None:
         """Mark ``node``'s size-1 axes as written to broadcast (a number lifted to a tensor):
@@ -120,25 +107,18 @@ class ShapeGraph:
         return r.basis is None and any(w.root() is r for w in self._sized)
 
     def parameter(self, name: str, output: Any = None, input: Any = None) -> TensorNode:
-        """A parameter whose output and/or input axes may be given; the rest is inferred.
-
-        ``output=[8]`` is OCANNL's ``{ b; o = [8] }``: the given rows are fixed, the others
-        close to what the parameter's uses need.  Parameters have no batch axes.
-        """
-        rows: dict[Kind, SRow] = {"batch": SRow()}
+        """A parameter (no batch axes) whose output and/or input axes may be given, as OCANNL's
+        ``{ b; o = [8] }``; the other rows close to what its uses need."""
+        rows: dict[Kind, SRow | None] = {"batch": SRow(), "output": None, "input": None}
         given_rows: tuple[tuple[Kind, Any], ...] = (("output", output), ("input", input))
         for kind, sizes in given_rows:
-            if sizes is None:
-                rows[kind] = SRow((), RowNode(f"{name}.{kind}", closes=True), ())
-            else:
+            if sizes is not None:
                 sh = Shape(output=sizes)
-                where = Origin(note=f"parameter {name!r} {kind} {sh}")
-                given = SpecInstance.given(sh, "output", where)
+                given = SpecInstance.given(sh, "output",
+                                           Origin(note=f"parameter {name!r} {kind} {sh}"))
                 rows[kind] = given
                 self._sized.extend(given.axes())
-        node = TensorNode(name, rows, True)
-        self.tensors.append(node)
-        return node
+        return self._new(name, rows, param=True)
 
     def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
         """Pointwise broadcasting (OCANNL ``+ - *. /.``): each operand broadcasts into the
@@ -155,11 +135,8 @@ class ShapeGraph:
     def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
                 name: str | None = None) -> TensorNode:
         """Compose (OCANNL ``*``, Python ``@``): ``a``'s input row contracts with ``b``'s output
-        row; the batch rows broadcast; the result is ``b``'s input to ``a``'s output.
-
-        A third operand ``c`` (OCANNL's ternary compose, as in ``fma``) is pointwise with the
-        result: it broadcasts into the result's rows, which it cannot widen.
-        """
+        row, the batch rows broadcast, the result is ``b``'s input to ``a``'s output.  A third
+        operand (OCANNL's ternary compose, as in ``fma``) broadcasts into the result's rows."""
         o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
@@ -193,10 +170,12 @@ class ShapeGraph:
         self._made[id(node)] = ("T", (a,))
         return node
 
-    def _new(self, name: str, rows: dict[Kind, SRow | None]) -> TensorNode:
-        full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}"), ())
+    def _new(self, name: str, rows: Mapping[Kind, SRow | None], param: bool = False
+             ) -> TensorNode:
+        """A tensor of ``rows``, a ``None`` row unknown (a parameter's closes to its uses)."""
+        full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}", closes=param), ())
                 for k, r in rows.items()}
-        node = TensorNode(name, full)
+        node = TensorNode(name, full, param)
         self.tensors.append(node)
         return node
 
@@ -209,8 +188,7 @@ class ShapeGraph:
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
         self._apps.append((inst, patterns))
-        node = TensorNode(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
-        self.tensors.append(node)
+        node = self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
 
@@ -342,14 +320,11 @@ class ShapeGraph:
                 self._check_contracted_labels(t.name, made[1][1])
 
     def _check_contracted_labels(self, op: str, b: TensorNode) -> None:
-        """``@`` contracts a labelled axis only alone.
-
-        A label names one axis, and the convention puts sequence positions on the batch row
-        (``b, t | d``); a labelled axis contracted together with others (``b | t, d``: tokens
-        on the output row) makes ``@`` a dense layer over all their cells -- a whole-sequence
-        layer nothing else would flag.  An error, not a warning: labels are opt-in claims,
-        the model trains without complaint when this goes wrong, and the one legitimate use (a
-        dense layer over named image axes ``b | h, w``) is an einsum that says so."""
+        """``@`` contracts a labelled axis only alone: contracted with others (``b | t, d``:
+        tokens on the output row, where the convention puts them on the batch row) it makes a
+        dense layer over all their cells, which nothing else would flag.  An error, not a
+        warning: labels are opt-in claims, the model trains without complaint when this goes
+        wrong, and the one legitimate use (``b | h, w`` image axes) is an einsum that says so."""
         axes = self.solver.resolve(b.rows["output"]).axes()
         named = [v.root() for v in axes if v.root().basis is not None]
         if len(axes) < 2 or not named:
@@ -414,7 +389,6 @@ class _Broadcast:
         self.name = name
         self.done = False
 
-
     def close_empty(self) -> bool:
         """Every operand row is an open parameter row: they all have no axes."""
         S = self.graph.solver
@@ -441,22 +415,17 @@ class _Broadcast:
         return True
 
     def settle(self) -> bool:
-        """Broadcast if possible; returns whether anything changed.
-
-        The fully known rows broadcast into ``R``.  A row that is closed but has sizes no one
-        has determined yet takes ``R``'s sizes (its use determines them); a parameter's open
-        row takes ``R`` itself.  Any other open row must first be determined elsewhere.
-        """
+        """Broadcast the fully known rows into one row ``R``, if possible (returns whether it
+        did): a closed row with sizes not yet determined takes ``R``'s sizes, a parameter's
+        open row ``R`` itself; any other open row must first be determined elsewhere."""
         S = self.graph.solver
         rows = [(S.resolve(r), t) for r, t in self.operands]
-
-        known = [r for r, _ in rows if _full(r)]
+        known = [(list(r.right), t.name) for r, t in rows if _full(r)]
+        if not known or any(r.var is not None and not r.var.closes for r, _ in rows):
+            return False
+        out = _broadcast(S, known, self.kind, self.name, self.graph)
         partial = [r for r, _ in rows if r.var is None and not _full(r)]
         open_rows = [r for r, _ in rows if r.var is not None]
-        if not known or any(not r.var.closes for r in open_rows):  # type: ignore[union-attr]
-            return False
-        out = _broadcast(S, [(list(r.right), t.name) for r, t in rows if _full(r)], self.kind,
-                         self.name, self.graph)
         if any(len(r.right) > len(out) for r in partial):
             return False
         o = Origin(kind=self.kind, note="determined by a pointwise use")
@@ -484,12 +453,9 @@ def _claim_free(v: DimVar) -> bool:
 
 
 def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
-    """Compose's rows when a claim-free 1 meets a wider axis: OCANNL's broadcast inequality
-    stretches the 1 (``"3->4" @ "1"`` contracts 3 against the stretched 1: the result is 4).
-
-    Applies to closed rows of equal rank with known sizes; returns False (unify exactly) when
-    no axis stretches or the rows are not known yet.
-    """
+    """Compose's closed, known rows of equal rank where a claim-free 1 meets a wider axis:
+    OCANNL's broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify
+    exactly) when no axis stretches or the rows are not known yet."""
     if a.var is not None or b.var is not None or len(a.right) != len(b.right):
         return False
     pairs = list(zip(a.right, b.right, strict=True))
@@ -506,11 +472,10 @@ def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
 
 def infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
     """``infer(".")``, ``infer("@")``, ``infer("T")``: the graph's logics on given shapes."""
-    want = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
-    n = len(shapes)
-    if n < want[0] or (want[1] is not None and n > want[1]):
-        raise ShapeError(f"the {logic} logic takes {want[0] if want[1] == want[0] else '2'}"
-                         f" operand(s), got {n}")
+    lo, hi = {"pointwise": (1, None), "compose": (2, 2), "transpose": (1, 1)}[logic]
+    if len(shapes) < lo or (hi is not None and len(shapes) > hi):
+        raise ShapeError(f"the {logic} logic takes {count_text(lo, hi)} operand(s), got "
+                         f"{len(shapes)}")
     g = ShapeGraph()
     ts = [g.tensor(f"operand {i}", sh) for i, sh in enumerate(shapes)]
     out = g.pointwise(*ts) if logic == "pointwise" else \

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tensig.core.dim_form import Frozen, int_or_none
@@ -23,33 +24,19 @@ _new_object = object.__new__
 _setattr = object.__setattr__
 
 
-class ShapeVar(Frozen):
+@dataclass(frozen=True, slots=True)
+class ShapeVar:
     """A named shape (row) variable: any number of axes, printed ``..name..``.
 
     >>> ShapeVar("s"), str(ShapeVar("s")), ShapeVar("s") == ShapeVar("s")
     (ShapeVar('s'), '..s..', True)
     """
 
-    __slots__ = ("_hash", "name")
     name: str
-    _hash: int
 
-    def __init__(self, name: str):
-        if not isinstance(name, str):
-            raise TypeError(f"a shape variable name is a str, not {type(name).__name__}")
-        _setattr(self, "name", name)
-        _setattr(self, "_hash", hash(("ShapeVar", name)))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ShapeVar, (self.name,))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ShapeVar):
-            return self.name == other.name
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return self._hash
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"a shape variable name is a str, not {type(self.name).__name__}")
 
     def __str__(self) -> str:
         return f"..{self.name}.."
@@ -257,9 +244,7 @@ class ShapeIndex(Frozen):
 
     # -- operators ----------------------------------------------------------------------------
     def __add__(self, other: object) -> ShapeIndex:
-        if isinstance(other, ShapeIndex):
-            return _shape_index(self._items + other._items)
-        if isinstance(other, tuple | list):
+        if isinstance(other, ShapeIndex | tuple | list):
             return _shape_index(self._items + ShapeIndex(other)._items)
         return NotImplemented
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 from tensig.core.dim_form import int_or_none
 from tensig.core.dim_syntax import split_items
@@ -58,8 +58,8 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
 
 
 def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
-    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``; stripped,
-    as :func:`split_items` gives it), with errors pointing into the whole ``text``."""
+    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
+    errors pointing into the whole ``text``."""
     basis = None
     m = _BASIS.match(text, start, end)
     if m and m.group(1).isidentifier():
@@ -76,10 +76,7 @@ def _axis(item: Any, where: str) -> tuple[Size, str | None]:
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str | type(None)):
         return normalize_size(item[1], where=where), item[0]
     if isinstance(item, str):
-        m = _BASIS.match(item)
-        if m and m.group(1).isidentifier():
-            return normalize_size(m.group(2), where=where), m.group(1)
-        return normalize_size(item.strip(), where=where), None
+        return _axis_at(item, 0, len(item), where)
     return normalize_size(item, where=where), None
 
 
@@ -200,12 +197,8 @@ class Shape:
                              f"{len(dims)} (shape {dims})", shape=str(dims),
                              hint="write one name (or '_') per axis, rows as batch | output "
                                   "or batch | input -> output")
-        rows: dict[Kind, list[tuple[Size, str | None]]] = {}
-        at = 0
-        for k in MEMORY_ORDER:
-            rows[k] = list(zip(dims[at:at + len(names[k])], names[k], strict=True))
-            at += len(names[k])
-        return cls.from_rows(rows)
+        sizes = iter(dims)
+        return cls.from_rows({k: [(next(sizes), n) for n in names[k]] for k in MEMORY_ORDER})
 
     # -- text ------------------------------------------------------------------------------
     @classmethod
@@ -223,14 +216,8 @@ class Shape:
             raise TypeError(f"a shape string is a str, not {type(text).__name__}")
         if text.strip() in ("", "()"):
             return cls()
-
-        def fail(column: int, reason: str, hint: str | None = None,
-                 end: int | None = None) -> NoReturn:
-            raise SpecSyntaxError(text, column, reason, hint, end)
-
-        spans = row_spans(text, 0, len(text), "a shape", fail)
         rows = {}
-        for kind, (start, stop) in spans.items():
+        for kind, (start, stop) in row_spans(text, 0, len(text), "a shape").items():
             rows[kind] = [_axis_at(text, s, e, f"{kind} axis {i}")
                           for i, (s, e) in enumerate(split_items(text, start, stop))]
         return cls.from_rows(rows)

@@ -1,22 +1,18 @@
 """The constraint solver shared by every layer.
 
-Unknowns are :class:`DimVar` (one axis size) and :class:`RowNode` (a row variable: a sequence of
-axes).  Dimension variables live in a union-find: two axes that must be the same iteration axis
-(the same label, the same element of a row variable) end up in one class, which holds the size
-(an ``int`` or a symbolic :class:`~tensig.core.dims.Dim`), the basis label and where the size came
-from.  Row variables are solved by the free-monoid rules of Remora's index language: matching an
-open row ``L ..v.. R`` against another row binds ``v`` to the middle, and two open rows are
-completed through a fresh variable (equidivisibility).
+Unknowns are :class:`DimVar` (one axis size) and :class:`RowNode` (a row variable).  Axis sizes
+live in a union-find: axes that must be the same iteration axis end up in one class, which holds
+the size (``int`` or symbolic :class:`~tensig.core.dims.Dim`), the basis label and where the size
+came from.  Row variables follow the free-monoid rules of Remora's index language: matching an
+open row ``L ..v.. R`` binds ``v`` to the middle, and two open rows are completed through a fresh
+variable (equidivisibility).
 
-Relations that are not equalities -- affine (convolution) axes, concatenation sums, fixed-index
-lower bounds, a size that is a polynomial of other sizes (:class:`LinearRel`) -- are
-:class:`Constraint` objects that wake up when the sizes they watch become known.  Facts that
-hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition` values, reported
-rather than assumed.  Every size and binding keeps an :class:`Origin`, so a conflict can say
-where each side came from.
-
-The solver never loops over data and never re-reads a constraint that has not changed, so the
-cost is linear in the number of axes and constraints (``bench/bench_core.py`` measures this).
+Relations that are not equalities (affine axes, concatenation sums, fixed-index lower bounds,
+polynomial sizes) are :class:`Constraint` objects woken when the sizes they watch become known.
+Facts that hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition` values,
+reported rather than assumed; every size keeps an :class:`Origin` for the error messages.  No
+constraint is re-read unless it changed, so the cost is linear in the number of axes and
+constraints (``bench/bench_core.py`` measures this).
 """
 
 from __future__ import annotations
@@ -51,11 +47,8 @@ _ids = itertools.count()
 
 @dataclass(frozen=True)
 class Origin:
-    """Where an axis, a size or a constraint comes from (for error messages).
-
-    ``operand`` is an operand index, ``"result"`` or ``None``; ``span`` is the column range in
-    ``spec`` of the axis that produced it.
-    """
+    """Where an axis, a size or a constraint comes from (for error messages): ``operand`` is an
+    operand index, ``"result"`` or ``None``; ``span`` the columns in ``spec`` of its axis."""
 
     spec: str | None = None
     span: tuple[int, int] | None = None
@@ -175,12 +168,9 @@ def _simplify(x: int | Dim) -> int | Dim:
 
 
 class AffineRel(Constraint):
-    """``input`` is indexed by ``stride*over + dilation*kernel`` (or ``+ offset``).
-
-    Padded (and kernel-free) axes: ``input = stride*over``.  Valid axes:
-    ``input = stride*(over - 1) + 1 + (kernel - 1)*dilation``.  Any one of the three sizes is
-    inferred from the other two.
-    """
+    """``input`` is indexed by ``stride*over + dilation*kernel`` (or ``+ offset``): padded and
+    kernel-free axes have ``input = stride*over``, valid ones ``input = stride*(over - 1) + 1 +
+    (kernel - 1)*dilation``; any one of the three sizes is inferred from the other two."""
 
     def __init__(self, inp: DimVar, over: DimVar, kernel: DimVar | None, stride: int,
                  dilation: int, padding: Literal["padded", "valid"] | None, origin: Origin):
@@ -310,22 +300,19 @@ Report = Callable[[str, dict[str, Any]], Exception]
 
 
 class LinearRel(Constraint):
-    """``target == expr``: a size that is a polynomial of other sizes (``n = 2*m + 1``, ``h*w``,
-    ``(T + 1) // 2``).
+    """``target == expr``: a size that is a polynomial of other sizes (``2*m + 1``, ``h*w``).
 
-    ``expr`` is a :class:`~tensig.core.dims.Dim`; ``names`` maps the symbols that are unknowns of
-    this problem to their :class:`DimVar` (any other symbol is a symbolic size, a constant here).
-    Once every name is known the target is set or checked; once the target and all names but
-    one are known, and that one occurs linearly with a factor that is then a constant (``h*w``
-    with ``h`` known), it is solved: the solution must be a whole number ``>= 0``, and for
-    symbolic sizes that may become a :class:`~tensig.core.dims.Condition`.  A name inside a
-    floor, a modulo or a power is never solved for, only evaluated (the relation waits).
+    ``names`` maps the symbols of ``expr`` that are unknowns here to their :class:`DimVar` (any
+    other symbol is a symbolic size).  With every name known the target is set or checked; with
+    the target and all names but one known, that one is solved for when it occurs linearly with
+    a factor that is then constant (``h*w`` with ``h`` known): the solution must be a whole
+    number ``>= 0`` (for symbolic sizes, a :class:`~tensig.core.dims.Condition`).  A name
+    inside a floor, a modulo or a power is only evaluated, never solved for.
 
-    A failure is reported as data: ``report(kind, facts)`` builds the exception (each caller
-    words it its own way); without ``report`` the solver's :class:`ShapeError` is raised.
-    Kinds: ``"mismatch"`` (facts ``value``, ``target``), ``"no_solution"`` (``name``,
-    ``value``: the would-be solution, ``target``).  Each propagation is one substitution and at
-    most one division, so the cost is linear in the size of ``expr``.
+    ``report(kind, facts)`` words a failure in the caller's terms (default: the solver's
+    :class:`ShapeError`): ``"mismatch"`` (``value``, ``target``) or ``"no_solution"``
+    (``name``, ``value``: the would-be solution, ``target``).  Each propagation is one
+    substitution and at most one division: linear in the size of ``expr``.
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
@@ -340,12 +327,14 @@ class LinearRel(Constraint):
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
 
+    def _known(self) -> dict[str, Size]:
+        return {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
+
     def pending(self) -> tuple[Dim, Size | str]:
         """The relation with what is known substituted: ``(expr, target)``, ``"?"`` for a
         target not yet known (for messages)."""
-        known = {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
         vt = _val(self.target)
-        return self.expr.subs(known), (vt if vt is not None else "?")
+        return self.expr.subs(self._known()), (vt if vt is not None else "?")
 
     def propagate(self, solver: Solver) -> None:
         if self.bare is not None:
@@ -358,11 +347,7 @@ class LinearRel(Constraint):
                 solver.set_value(self.target, vn, self.origin, "linear")
             self.done = vn is not None or vt is not None
             return
-        known: dict[str, Size] = {}
-        for name, var in self.names.items():
-            value = _val(var)
-            if value is not None:
-                known[name] = value
+        known = self._known()
         if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
             return
         e = self.expr.subs(known) if known else self.expr
@@ -439,10 +424,9 @@ class LinearRel(Constraint):
 class Solver:
     """Collects equalities and relations, solves them incrementally.
 
-    ``strict_basis`` selects how basis labels fuse: with ``False`` (einsum equality) an unlabelled
-    axis takes its partner's basis; with ``True`` (pointwise broadcasting) an unlabelled axis
-    never fuses with a labelled one.
-    """
+    ``strict_basis`` (of :meth:`union`, :meth:`unify_rows`): with ``False`` (einsum equality)
+    an unlabelled axis takes its partner's basis, with ``True`` (pointwise broadcasting) it
+    never fuses with a labelled one."""
 
     def __init__(self, spec: str | None = None):
         self.spec = spec
@@ -451,12 +435,11 @@ class Solver:
         self.conditions: dict[Condition, Origin] = {}
 
     # -- errors ------------------------------------------------------------------------------
-    def error(self, reason: str, origin: Origin | None, *, label: str | None = None,
-              sizes: tuple[object, ...] = (), origins: tuple[str, ...] = (),
-              hint: str | None = None) -> ShapeError:
+    def error(self, reason: str, origin: Origin | None, **facts: Any) -> ShapeError:
+        """A :class:`ShapeError` placed where ``origin`` says (``facts``: its other fields)."""
         o = origin or Origin()
         return ShapeError(reason, spec=o.spec or self.spec, span=o.span, operand=o.operand,
-                          shape=o.shape, label=label, sizes=sizes, origins=origins, hint=hint)
+                          shape=o.shape, **facts)
 
     # -- values ------------------------------------------------------------------------------
     def set_value(self, var: DimVar, value: Size, origin: Origin, how: str = "given") -> None:
@@ -525,13 +508,9 @@ class Solver:
                 self.queue.append(c)
 
     def settle_bases(self) -> None:
-        """Carry bases across concatenations and affine axes (OCANNL's bases survive them).
-
-        A concatenated axis has its components' basis, an affine input axis its iterator's;
-        an unlabelled member takes the relation's basis, and two different bases in one
-        relation are an error naming both.  Each pass fills at least one unlabelled axis, so
-        this ends within (number of axes) passes.
-        """
+        """Carry bases across concatenations and affine axes (OCANNL's bases survive them):
+        an unlabelled member takes the relation's basis, two bases in one relation are an
+        error.  Each pass fills an unlabelled axis, so it ends within (axes) passes."""
         changed = True
         while changed:
             changed = False
@@ -612,11 +591,8 @@ class Solver:
 
     @staticmethod
     def _expand(node: RowNode) -> SRow:
-        """The full value of a bound row variable, compressing the chain of bindings.
-
-        Rebinding each visited variable to its final expansion keeps later lookups O(1), so
-        long chains of row variables (graph-wide inference) stay linear.
-        """
+        """The full value of a bound row variable; rebinding each variable of the chain to its
+        final expansion keeps long chains (graph-wide inference) linear."""
         chain = []
         left: tuple[DimVar, ...] = ()
         right: tuple[DimVar, ...] = ()
@@ -642,11 +618,8 @@ class Solver:
 
     def unify_rows(self, a: SRow, b: SRow, origin: Origin, *, strict_basis: bool = False,
                    describe: tuple[str, str] = ("the spec", "the operand")) -> None:
-        """``a`` and ``b`` are the same row (equality, not broadcasting).
-
-        ``describe`` names the two rows in a rank-mismatch message (``origin.explain``, when
-        set, supplies the names and a hint lazily instead).
-        """
+        """``a`` and ``b`` are the same row (equality, not broadcasting); ``describe`` names
+        them in a rank mismatch (``origin.explain``, when set, names them lazily instead)."""
         bound = [r.var for r in (a, b) if r.var is not None and r.var.value is not None]
         a, b = self.resolve(a), self.resolve(b)
 

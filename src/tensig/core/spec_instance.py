@@ -1,10 +1,8 @@
 """One einsum spec solved: :class:`SpecInstance` turns a spec's labels, row variables, windows,
-concatenations and merged axes into solver variables and constraints (labels and row variables
-are local to the instance), and packages the solved instance as an :class:`Inferred` -- the
-result shape, every size, the conditions and the projections the execution layer lowers.
-
-:func:`~tensig.core.inference.infer` solves one instance on a solver of its own; a
-:class:`~tensig.core.shape_graph.ShapeGraph` solves many instances on one.
+concatenations and merged axes into solver variables and constraints (local to the instance)
+and packages the solved instance as an :class:`Inferred`.  :func:`~tensig.core.inference.infer`
+solves one instance on a solver of its own, a :class:`~tensig.core.shape_graph.ShapeGraph` many
+on one.
 """
 
 from __future__ import annotations
@@ -73,15 +71,11 @@ def count_text(lo: int, hi: int | None) -> str:
 
 @dataclass(frozen=True)
 class Inferred:
-    """What inference found.
-
-    ``shape``: the result :class:`Shape`; ``dims``: label -> size; ``rows``: named row variable
-    -> sizes; ``ellipses``: kind -> the sizes of that kind's ``...``; ``conditions``: facts that
-    hold only for some symbolic sizes (for example a valid convolution's divisibility), reported
-    rather than assumed; ``operands``: the operand shapes as read; ``layout``: per operand and
-    then the result, each axis (memory order) with its projection; ``iterators``: the product
-    space (every :class:`Iter`).
-    """
+    """What inference found: the result ``shape``; ``dims``: label -> size; ``rows``: named row
+    variable -> sizes; ``ellipses``: kind -> the sizes of its ``...``; ``conditions``: facts that
+    hold only for some symbolic sizes, reported rather than assumed; ``operands``: the operand
+    shapes as read; ``layout``: per operand and then the result, each axis (memory order) with
+    its projection; ``iterators``: the product space (every :class:`Iter`)."""
 
     spec: Spec | None
     logic: str
@@ -151,10 +145,7 @@ class SpecInstance:
 
     # -- building ------------------------------------------------------------------------------
     def label(self, name: str) -> DimVar:
-        v = self.labels.get(name)
-        if v is None:
-            v = self.labels[name] = DimVar(name)
-        return v
+        return self.labels.get(name) or self.labels.setdefault(name, DimVar(name))
 
     def occurrence(self, name: str, span: tuple[int, int], origin: Origin) -> DimVar:
         """A fresh node for one written occurrence of a label (so errors can point at it)."""
@@ -183,10 +174,8 @@ class SpecInstance:
             self.terms[v.id] = (a, None)
             return v
         v = DimVar(None, span=span)
-        if isinstance(a, Placeholder):
-            self.terms[v.id] = (a, None)
-        elif isinstance(a, Fixed):
-            self.terms[v.id] = (a, None)
+        self.terms[v.id] = (a, None)  # a placeholder's and a fixed index's; the rest add theirs
+        if isinstance(a, Fixed):
             self.solver.add(AtLeast(v, a.index + 1, o,
                                     what=f"fixed index {a.index} needs an axis of at least "
                                          "{bound} elements, but it has {size}"))
@@ -278,10 +267,7 @@ class SpecInstance:
 
     def row_node(self, name: str | None, kind: Kind) -> RowNode:
         key = name if name is not None else f"...{kind}"
-        node = self.rowvars.get(key)
-        if node is None:
-            node = self.rowvars[key] = RowNode(key)
-        return node
+        return self.rowvars.get(key) or self.rowvars.setdefault(key, RowNode(key))
 
     def pattern(self, row: Row, kind: Kind, where: Origin) -> SRow:
         left = tuple(self.axis_var(a, kind, where) for a in row.left)
@@ -300,11 +286,8 @@ class SpecInstance:
     def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
                     result: dict[Kind, SRow] | None = None,
                     result_shown: str | None = None) -> list[dict[Kind, SRow]]:
-        """Relate ``operands``' rows through the spec; the last pattern returned is the result.
-
-        ``shown`` are the operands' shapes as text (for messages); ``result`` optionally gives
-        rows the result must equal.
-        """
+        """Relate ``operands``' rows (``shown``: their shapes as text, for messages) through
+        the spec, and the result's to ``result`` if given; the last pattern is the result's."""
         spec = self.spec
         self.check_arity(len(operands))
         shapes = spec.shapes()  # built once: per operand it would make instantiation quadratic
@@ -390,13 +373,10 @@ class SpecInstance:
                                     "pass result=<the result shape>")
 
     def check_determined(self) -> None:
-        """Every label needs a size to iterate over, also one that is not in the result.
-
-        Operand axes take their sizes from the operands and the result's were checked by
-        :meth:`close_result`; what can remain is a label that only a relation mentions: the
-        kernel of a padded axis (``o=+k``: the input is ``o`` long whatever ``k`` is) or the
-        components of a concatenation (``a^b``: only their sum is known).
-        """
+        """Every label needs a size to iterate over, also one not in the result: what can
+        remain unsized is a label only a relation mentions, the kernel of a padded axis
+        (``o=+k``: the input is ``o`` long whatever ``k`` is) or the components of a
+        concatenation (``a^b``: only their sum is known)."""
         missing = [name for name, v in self.labels.items() if v.root().value is None]
         if missing:
             raise self.undetermined(missing, "", None, "pass it as an operand")
@@ -449,12 +429,8 @@ class SpecInstance:
             spec's own names, not by solver roots: graph-wide, two labels can be unified by
             other uses (a tensor against its own copy) and must still iterate apart."""
             key = ("label", label) if label is not None else ("var", id(v))
-            it = iters.get(key)
-            if it is None:
-                r = v.root()
-                assert r.value is not None
-                it = iters[key] = Iter(len(iters), label or r.name, r.value)
-            return it
+            return iters.get(key) or iters.setdefault(
+                key, Iter(len(iters), label or v.root().name, solved(v)))
 
         def index_of(v: DimVar) -> Index:
             term = self.terms.get(v.id)
@@ -476,17 +452,10 @@ class SpecInstance:
             return ConcatIndex(tuple(p if isinstance(p, int) else iter_of(p, p.name)
                                      for p in extra))
 
-        layout = []
-        result_rows: dict[Kind, list[tuple[Size, str | None]]] = {}
-        for i, pat in enumerate(patterns):
-            uses = []
-            for kind in MEMORY_ORDER:
-                axes = S.resolve(pat[kind]).axes()
-                uses += [AxisUse(kind, j, solved(v), v.root().basis, index_of(v))
-                         for j, v in enumerate(axes)]
-                if i == len(patterns) - 1:
-                    result_rows[kind] = [(solved(v), v.root().basis) for v in axes]
-            layout.append(tuple(uses))
+        layout = tuple(tuple(AxisUse(kind, j, solved(v), v.root().basis, index_of(v))
+                             for kind in MEMORY_ORDER
+                             for j, v in enumerate(S.resolve(pat[kind]).axes()))
+                       for pat in patterns)
         dims = {n: solved(v) for n, v in sorted(self.labels.items())}
         rows, ellipses = {}, {}
         for key, node in self.rowvars.items():
@@ -497,31 +466,23 @@ class SpecInstance:
                 rows[key] = vals
         return Inferred(
             spec=self.spec, logic="einsum", operands=self.shapes,
-            shape=Shape.from_rows(result_rows), dims=MappingProxyType(dims),
+            shape=Shape.from_rows({k: [(u.size, u.basis) for u in layout[-1] if u.kind == k]
+                                   for k in MEMORY_ORDER}), dims=MappingProxyType(dims),
             rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
-            conditions=tuple(S.conditions), layout=tuple(layout),
+            conditions=tuple(S.conditions), layout=layout,
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
 
 
 def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
                       spec: str | None = None) -> None:
-    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule.
-
-    A fixed index ``k`` only requires ``size >= k + 1``; an axis nothing else sizes takes the
-    largest index any of its uses needs, result placements and operand reads alike (``i=>i0``
-    and ``j=>j1`` meeting on one label give it 2 cells), not ``k + 1`` of whichever came first.
-    """
-    need: dict[int, tuple[DimVar, int]] = {}
-    for v, _ in fixed:
-        r = v.root()
-        if r.value is None:
-            need[id(r)] = (r, 0)
+    """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule:
+    the largest index any of its uses needs plus one, result placements and operand reads
+    alike (``i=>i0`` and ``j=>j1`` meeting on one label give it 2 cells)."""
+    need = {r: 0 for r in (v.root() for v, _ in fixed) if r.value is None}
     for c in S.constraints:
-        if isinstance(c, AtLeast):
-            r = c.var.root()
-            if id(r) in need and c.bound > need[id(r)][1]:
-                need[id(r)] = (r, c.bound)
-    for r, bound in need.values():
+        if isinstance(c, AtLeast) and (r := c.var.root()) in need:
+            need[r] = max(need[r], c.bound)
+    for r, bound in need.items():
         S.set_value(r, bound, Origin(spec, note="placement (at least the largest fixed index "
                                                 "any use needs, plus one)"))
 

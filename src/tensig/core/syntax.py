@@ -130,10 +130,8 @@ class Affine:
 
 @dataclass(frozen=True)
 class Concat:
-    """``a^b^c``: one axis iterating over each component in turn.
-
-    Components are label names (``str``) or integer sizes (``int``, skipped elements).
-    """
+    """``a^b^c``: one axis iterating over each component in turn; a component is a label name
+    (``str``) or an integer size (``int``, skipped elements)."""
 
     parts: tuple[str | int, ...]
     span: Span = field(default=(0, 0), compare=False, repr=False)
@@ -176,11 +174,8 @@ class RowVar:
 
 @dataclass(frozen=True)
 class Row:
-    """One row: ``left`` axes, an optional row variable, ``right`` axes.
-
-    Without a variable the row is closed: exactly ``right`` (``left`` is then empty).  With a
-    variable, ``left`` anchors at the start of the row and ``right`` at its end.
-    """
+    """One row: ``left`` axes anchored at its start, an optional row variable, ``right`` axes
+    anchored at its end; without a variable the row is exactly ``right`` (``left`` empty)."""
 
     left: tuple[Axis, ...] = ()
     var: RowVar | None = None
@@ -231,11 +226,8 @@ class ShapeSpec:
 
 @dataclass(frozen=True)
 class Spec:
-    """A parsed spec: operand shape specs and the result shape spec.
-
-    Equality is structural (mode, whitespace and spans do not matter); ``str()`` prints the
-    canonical form, which parses back to an equal ``Spec``.
-    """
+    """A parsed spec: operand shape specs and the result shape spec (equal whatever the mode,
+    whitespace and spans of the text)."""
 
     operands: tuple[ShapeSpec, ...]
     result: ShapeSpec
@@ -333,10 +325,8 @@ class RowVariable:
 
 @dataclass(frozen=True)
 class Broadcastable:
-    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1.
-
-    A size 1 binds nothing: ``#n`` binds ``n`` only from a size other than 1.
-    """
+    """jaxtyping's ``#`` axis: ``item`` (a name, a size or an expression), or size 1, which
+    binds nothing (``#n`` binds ``n`` only from a size other than 1)."""
 
     item: Any
 
@@ -346,11 +336,9 @@ class Broadcastable:
 
 @dataclass(frozen=True)
 class Deferred:
-    """A size known only per call: ``{n}``/``{self.size}`` (the call's arguments) or an
-    expression Dim cannot hold (``min(a, b)``), as jaxtyping's f-string axes.
-
-    ``symbols`` are the size names the expression reads outside braces.
-    """
+    """A size known only per call, as jaxtyping's f-string axes: ``{n}``/``{self.size}`` (the
+    call's arguments) or an expression Dim cannot hold (``min(a, b)``); ``symbols`` are the
+    size names it reads outside braces."""
 
     text: str
     symbols: frozenset[str] = field(default=frozenset(), compare=False)
@@ -378,11 +366,8 @@ def _plain(item: Item) -> Item:
 
 @dataclass(frozen=True)
 class AnnotationShape:
-    """A parsed annotation: three rows of items (``batch|input->output``).
-
-    Equality is structural: ``"B T d"`` and ``"B, T, d"`` are equal; ``str()`` is a canonical
-    text that parses back to an equal value.  ``spans`` (per row, per item) point into ``text``
-    for error carets.
+    """A parsed annotation: three rows of items (``batch|input->output``; ``"B T d"`` and
+    ``"B, T, d"`` are equal), with ``spans`` (per row, per item) into ``text`` for carets.
 
     >>> from tensig.core.notation import parse_annotation
     >>> a = parse_annotation("B|T+1, ..v..->2*h")
@@ -402,7 +387,6 @@ class AnnotationShape:
                                                repr=False)
 
     def row(self, kind: Kind) -> tuple[Item, ...]:
-        """The items of one row."""
         return getattr(self, kind)
 
     def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
