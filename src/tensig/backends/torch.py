@@ -552,7 +552,7 @@ class TorchBackend(Backend):
         flat = table.reshape(table.shape[0], -1)
         return self.torch.nn.functional.embedding(ids, flat).reshape(shape)
 
-    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+    def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
 
