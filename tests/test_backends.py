@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tensig
+from arrays import BACKENDS, to_backend, to_numpy
 from tensig import backends, rank
 from tensig.backends import NumpyBackend, register, unregister
 from tensig.execution import eager
@@ -136,6 +137,27 @@ def test_an_unknown_array_type_is_refused_with_the_way_to_add_it():
 
     with pytest.raises(TypeError, match=r"tensig.backends.register"):
         backends.backend_for(Alien)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_add_rows_adds_repeated_ids_and_refuses_ids_outside_the_rows(name):
+    """Every adapter's ``add_rows`` (an embedding's gradient): repeated ids add up, as
+    ``numpy.add.at`` adds them; an id outside 0..n-1 is the same IndexError on each (NumPy
+    would wrap -1, JAX's scatter and Dask's one-hot product drop it, torch raise its own
+    error), Dask's when its graph runs."""
+    pytest.importorskip(name)
+    adapter = backends.backend_named(name)
+    rng = np.random.default_rng(3)
+    ids, rows = np.array([4, 0, 4, 2, 4]), rng.standard_normal((5, 3)).astype(np.float32)
+    want = np.zeros((6, 3))
+    np.add.at(want, ids, rows.astype(np.float64))
+    got = to_numpy(name, adapter.add_rows(6, to_backend(name, ids), to_backend(name, rows)))
+    bound = 4 * np.finfo(np.float32).eps * 3 * np.abs(want).max()  # sums of up to 3 rows
+    np.testing.assert_allclose(got, want, rtol=0, atol=bound)
+    for bad in (-1, 6):
+        with pytest.raises(IndexError, match=rf"add_rows: id {bad} is outside 0\.\.5"):
+            to_numpy(name, adapter.add_rows(6, to_backend(name, np.r_[ids[:-1], bad]),
+                                            to_backend(name, rows)))
 
 
 def test_neutral_elements_have_one_source_per_library():

@@ -212,3 +212,37 @@ def test_products_added_into_one_gradient_accumulate_in_the_product(monkeypatch)
     adapter = backend_for(torch.Tensor)
     assert plan(adapter, "abd,bc->acd", [(2, 3, 4), (3, 5)]) is None  # axes interleave
     assert plan(adapter, "ab,ab->a", [(2, 3), (2, 3)]) is None  # a batch axis
+
+
+@pytest.mark.parametrize(("subscripts", "made"), [
+    ("a,a->", True),             # a dot product onto a scalar
+    ("ik,kj->ij", True),         # a plain matrix product
+    ("ik,jk->ij", True),         # a transposed operand: a view
+    ("kij,kl->lij", True),       # the transposed product, rows of two labels
+    ("ikj,kl->ijl", False),      # the axes of an operand interleave: a copy
+    ("bik,bkj->bij", False),     # batched
+    ("i,j->ij", False),          # nothing summed
+    ("ik,kj->i", False),         # a label of one operand summed on its own
+])
+def test_summed_contraction_is_the_old_value_plus_the_product(subscripts, made, monkeypatch):
+    """torch's ``summed_contraction`` (from the contraction plans' matrix-product analysis,
+    :func:`tensig.backends._plans.gemm`): where it is made, ``old + einsum`` by one
+    ``addmm``, in the output's shape, against torch's einsum in float64; None for what is
+    not one 2-D product of views."""
+    sizes = {"a": 5, "i": 3, "j": 4, "k": 6, "l": 2, "b": 2}
+    ins, out = subscripts.split("->")
+    shapes = [tuple(sizes[c] for c in s) for s in ins.split(",")]
+    calls: list[int] = []
+    addmm = torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a: calls.append(1) or addmm(*a))
+    summed = backend_for(torch.Tensor).summed_contraction(subscripts, shapes)
+    assert (summed is not None) == made
+    if summed is None:
+        return
+    x, y = (torch.tensor(rng.standard_normal(s), dtype=torch.float32) for s in shapes)
+    old = torch.tensor(rng.standard_normal([sizes[c] for c in out]), dtype=torch.float32)
+    got = summed(old, x, y)
+    want = old.double() + torch.einsum(subscripts, x.double(), y.double())
+    assert got.shape == want.shape and got.dtype == torch.float32 and calls == [1]
+    bound = 8 * np.finfo(np.float32).eps * sizes["k"] * max(float(want.abs().max()), 1)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=bound)

@@ -9,6 +9,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -23,11 +24,84 @@ def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[st
     return batch, m, n, k
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """``einsum(a,b->out)`` at fixed shapes as one (batched) matrix product ``x @ y``: the
+    labels of one operand only summed first (``pre``), the operands exchanged when that
+    leaves the product in the result's order (``swap``), each made a (batch, rows, cols)
+    matrix (``x``, ``y``: see :func:`_as_matrix`; ``None``: it is one), the product reshaped
+    to ``shape`` and permuted by ``perm`` (``None``: no need).  The label groups are those of
+    the exchanged operands."""
+
+    pre: Callable[[Any, Any], tuple[Any, Any]] | None
+    swap: bool
+    x: Callable[[Any], Any] | None
+    y: Callable[[Any], Any] | None
+    product: tuple[int, ...]
+    shape: tuple[int, ...] | None
+    perm: list[int] | None
+    groups: tuple[list[str], list[str], list[str], list[str]]  # batch, rows, cols, contracted
+    copies: bool  # an operand's axes interleave: made a matrix by a copy
+
+
+def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+         ) -> Gemm | None:
+    """The matrix product that computes a two-operand ``einsum(subscripts)``, worked out
+    once; ``None`` when a label repeats within an operand (a diagonal), or when every label
+    is in both operands and the batch ones are not leading (:func:`_product_sum` does
+    those)."""
+    ins, out = subscripts.split("->")
+    subs = ins.split(",")
+    if len(subs) != 2 or any(len(set(s)) != len(s) for s in subs):
+        return None
+    size = {c: n for s, shape in zip(subs, shapes, strict=True)
+            for c, n in zip(s, shape, strict=True)}
+    pre, a, b = _presummed(subs[0], subs[1], out, keep_dtype)
+    batch, m, n, k = gemm_groups(a, b, out)
+    swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
+    if swap:  # compute the transposed product: the result then needs no permutation
+        a, b, m, n = b, a, n, m
+    if not m and not n and not a == b == "".join(batch + k):
+        return None
+    to_x, x_copies = _as_matrix(a, batch, m, k, size)
+    to_y, y_copies = _as_matrix(b, batch, k, n, size)
+    bs, ms, ns = (math.prod(size[c] for c in g) for g in (batch, m, n))
+    product = (bs, ms, ns) if batch else (ms, ns)
+    order = batch + m + n
+    shape = tuple(size[c] for c in order)
+    perm = [order.index(c) for c in out]
+    return Gemm(pre, swap, to_x, to_y, product, None if shape == product else shape,
+                None if perm == sorted(perm) else perm, (batch, m, n, k), x_copies or y_copies)
+
+
+def _as_matrix(labels: str, lead: list[str], rows: list[str], cols: list[str],
+               size: dict[str, int]) -> tuple[Callable[[Any], Any] | None, bool]:
+    """An operand on ``labels`` as (``lead``, ``rows``, ``cols``) matrices, and whether that
+    copies: ``None`` when it is one already; a reshape when its labels come in that order,
+    or a reshape and a swap of the last two axes when rows and columns come swapped (views
+    of a contiguous array: matrix products take a transposed matrix as it is); else a
+    permutation and a reshape, which copies (the axes interleave)."""
+    bs, r, c = (math.prod(size[x] for x in g) for g in (lead, rows, cols))
+    shape = (bs, r, c) if lead else (r, c)
+    if labels == "".join(lead + rows + cols):
+        if tuple(size[x] for x in labels) == shape:
+            return None, False
+        return (lambda x: x.reshape(shape)), False
+    if labels == "".join(lead + cols + rows):
+        swapped = (*shape[:-2], c, r)
+        if tuple(size[x] for x in labels) == swapped:
+            return (lambda x: x.swapaxes(-1, -2)), False
+        return (lambda x: x.reshape(swapped).swapaxes(-1, -2)), False
+    perm = [labels.index(x) for x in lead + rows + cols]
+    return (lambda x: _permute(x, perm).reshape(shape)), True
+
+
 def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
                  shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
                  ) -> Callable[..., Any] | None:
-    """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (or, for one
-    operand, a sum and a transpose), every permutation and size worked out here, once.
+    """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (:func:`gemm`;
+    for one operand, a sum and a transpose), every permutation and size worked out here,
+    once.
 
     Library einsums re-parse the subscripts and re-plan on every call (~20 us in torch and in
     NumPy's C loop for small problems); the plan costs a few view calls.  ``None`` when a
@@ -37,60 +111,35 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     subs = ins.split(",")
     if any(len(set(s)) != len(s) for s in subs) or len(subs) > 2:
         return None
-    size = {c: n for s, shape in zip(subs, shapes, strict=True)
-            for c, n in zip(s, shape, strict=True)}
     if len(subs) == 1:
         return reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
-    pre, a, b = _presummed(subs[0], subs[1], out, keep_dtype)
-    batch, m, n, k = gemm_groups(a, b, out)
-    swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
-    if swap:  # compute the transposed product: the result then needs no permutation
-        a, b, m, n = b, a, n, m
-    bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
-    xa = [a.index(c) for c in batch + m + k]
-    yb = [b.index(c) for c in batch + k + n]
-    if not m and not n and (xa != sorted(xa) or yb != sorted(yb)):
-        return _product_sum(a, b, out, pre, keep_dtype)
-    x_shape = (bs, ms, ks) if batch else (ms, ks)
-    y_shape = (bs, ks, ns) if batch else (ks, ns)
-    order = batch + m + n
-    r_shape = tuple(size[c] for c in order)
-    r_perm = [order.index(c) for c in out]
-    xa_id, yb_id = xa == sorted(xa), yb == sorted(yb)
-    r_id = r_perm == sorted(r_perm)
-    # reshapes that change nothing are skipped (each is a call, ~1 us)
-    x_same = tuple(size[c] for c in batch + m + k) == x_shape
-    y_same = tuple(size[c] for c in batch + k + n) == y_shape
-    r_same = r_shape == x_shape[:-1] + y_shape[-1:]
-    if not swap and pre is None and x_same and y_same and r_same and r_id and xa_id:
-        if yb_id:
-            return matmul  # a plain (batched) matrix product
-        if len(yb) == 2:
-            return lambda x, y: matmul(x, y.T)
+    g = gemm(subscripts, shapes, keep_dtype)
+    if g is None:
+        return _product_sum(subs[0], subs[1], out, keep_dtype)
+    pre, swap, to_x, to_y, shape, perm = g.pre, g.swap, g.x, g.y, g.shape, g.perm
+    if pre is None and not swap and to_x is None and shape is None and perm is None:
+        # a plain (batched) matrix product, or one of a transposed matrix: each call counts
+        return matmul if to_y is None else lambda x, y: matmul(x, to_y(y))
 
     def run(x: Any, y: Any) -> Any:
         if pre is not None:
             x, y = pre(x, y)
         if swap:
             x, y = y, x
-        if not xa_id:
-            x = _permute(x, xa)
-        if not yb_id:
-            y = _permute(y, yb)
-        r = matmul(x if x_same else x.reshape(x_shape), y if y_same else y.reshape(y_shape))
-        if not r_same:
-            r = r.reshape(r_shape)
-        return r if r_id else _permute(r, r_perm)
+        r = matmul(x if to_x is None else to_x(x), y if to_y is None else to_y(y))
+        if shape is not None:
+            r = r.reshape(shape)
+        return r if perm is None else _permute(r, perm)
 
     return run
 
 
-def _product_sum(a: str, b: str, out: str, pre: Callable[[Any, Any], tuple[Any, Any]] | None,
-                 keep_dtype: bool) -> Callable[[Any, Any], Any]:
+def _product_sum(a: str, b: str, out: str, keep_dtype: bool) -> Callable[[Any, Any], Any]:
     """``einsum(a,b->out)`` with every label in both operands (batched dot products) as an
     elementwise product and a sum.  As a matmul, batch axes that are not the leading ones
     (a per-channel sum of ``b, h, w, c`` products: 16 dot products of 2048) are copied out of
     the way first: 250-420 us in torch on CPU against 27 us for the product and the sum."""
+    pre, a, b = _presummed(a, b, out, keep_dtype)
     perm = [b.index(c) for c in a]
     moves = perm != sorted(perm)
     reduce = reduce_plan(a, out, keep_dtype) or (lambda v: v)

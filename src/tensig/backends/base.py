@@ -31,6 +31,7 @@ __all__ = [
     "backend_named",
     "backend_of",
     "backend_of_namespace",
+    "check_ids",
     "dtype_name",
     "graph_backends",
     "is_array",
@@ -514,10 +515,27 @@ class Backend(Kernels):
         return table[ids]
 
     def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
-        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add)."""
+        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add).
+        An id outside 0..n-1 is the same IndexError on every adapter (NumPy's indexing would
+        wrap a negative one, JAX's scatter drop it, torch raise its own error), checked here
+        where the ids are on the host (:meth:`_add_rows`, which adapters override, may
+        check the others lazily)."""
+        if not self.traced(ids) and self.on_host(ids):
+            check_ids(ids, n, "add_rows")
+        return self._add_rows(n, ids, rows)
+
+    def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.xp.zeros((n, rows.shape[1]), dtype=rows.dtype)
         self.xp.add.at(acc, ids, rows)
         return acc
+
+
+def check_ids(ids: Any, n: int, what: str) -> Any:
+    """``ids``, or an IndexError naming the first of them outside 0..n-1."""
+    bad = (ids < 0) | (ids >= n)
+    if bool(bad.any()):
+        raise IndexError(f"{what}: id {int(ids[bad].reshape(-1)[0])} is outside 0..{n - 1}")
+    return ids
 
 
 def all_zero(x: Any) -> bool:

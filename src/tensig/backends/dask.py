@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensig.backends._plans import matmul_plan, tensordot_plan
-from tensig.backends.base import Backend, register, to_numpy
+from tensig.backends.base import Backend, check_ids, register, to_numpy
 
 __all__ = ["DaskBackend"]
 
@@ -73,10 +73,11 @@ class DaskBackend(Backend):
         x[index] = x[index] + v
         return x
 
-    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+    def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         """Without a scatter kernel, a one-hot product: exact, as each sum has one term per
-        id."""
-        hot = ids.reshape(-1)[:, None] == self.da.arange(n)[None, :]
+        id; the ids checked when the graph runs (the one-hot would drop one out of range)."""
+        ids = self.da.asarray(ids).reshape(-1).map_blocks(check_ids, n, "add_rows")
+        hot = ids[:, None] == self.da.arange(n)[None, :]
         return self.einsum("iv,in->vn", hot.astype(rows.dtype), rows)
 
     def on_host(self, x: Any) -> bool:

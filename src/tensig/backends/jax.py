@@ -98,7 +98,7 @@ class JaxBackend(Backend):
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         return x.at[index].add(v)
 
-    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+    def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         return self.jnp.zeros((n, rows.shape[1]), dtype=rows.dtype).at[ids].add(rows)
 
     def on_host(self, x: Any) -> bool:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._plans import gemm_groups, matmul_plan, small_amax
+from tensig.backends._plans import gemm, matmul_plan, small_amax
 from tensig.backends.base import GELU_C, Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
@@ -102,26 +102,13 @@ class TorchBackend(Backend):
         accumulates onto ``old``: no pass of its own for the sum, as autograd's gradient of
         a fused projection), when the contraction is one 2-D matrix product of views whose
         result has the layout of the output; else None.  Other dtypes take the plain sum."""
-        ins, out = subscripts.split("->")
-        subs = ins.split(",")
-        if len(subs) != 2 or any(len(set(x)) != len(x) for x in subs):
-            return None
-        a, b = subs
-        batch, m, n, k = gemm_groups(a, b, out)
-        if batch or not k or set(a + b) != set(out + "".join(k)):
-            return None
-        swap = out != "".join(m + n)
-        if swap and out != "".join(n + m):
-            return None
-        size = {c: d for x, shape in zip(subs, shapes, strict=True)
-                for c, d in zip(x, shape, strict=True)}
-        rows, cols = (n, m) if swap else (m, n)
-        left, right = (b, a) if swap else (a, b)
-        x2, y2 = _as_matrix(left, rows, k, size), _as_matrix(right, k, cols, size)
-        if x2 is None or y2 is None:
-            return None
-        shape = tuple(size[c] for c in out)
-        flat = (math.prod(size[c] for c in rows), math.prod(size[c] for c in cols))
+        g = gemm(subscripts, shapes)
+        if g is None or g.pre is not None or g.perm is not None or g.copies or \
+                g.groups[0] or not g.groups[3]:
+            return None  # summed within an operand, permuted, copied, batched or no sum
+        swap, flat = g.swap, g.product
+        shape = flat if g.shape is None else g.shape
+        x2, y2 = g.x or (lambda x: x), g.y or (lambda y: y)
         plain, addmm = self.contraction(subscripts, shapes), self.torch.addmm
 
         def summed(old: Any, x: Any, y: Any) -> Any:
@@ -342,9 +329,9 @@ class TorchBackend(Backend):
 
     def widen(self, x: Any, shape: Sequence[int]) -> Any:
         """``x`` broadcast to ``shape`` as a contiguous copy, on the CPU (see
-        :func:`tensig.model.compile._widening`); elsewhere ``x`` as it is.  Copies by ``cat`` of
-        ``x`` with itself along each widened axis: 3x faster than ``expand().contiguous()``
-        (4 us against 12 for a 32x4x4x16 pooled map doubled)."""
+        :func:`tensig.execution.lowering._widening`); elsewhere ``x`` as it is.  Copies by
+        ``cat`` of ``x`` with itself along each widened axis: 3x faster than
+        ``expand().contiguous()`` (4 us against 12 for a 32x4x4x16 pooled map doubled)."""
         if not x.is_cpu:
             return x
         have = tuple(x.shape)  # read once: each ``x.shape`` is a new object (a step calls this)
@@ -642,21 +629,9 @@ class TorchBackend(Backend):
         flat = table.reshape(table.shape[0], -1)
         return self.torch.nn.functional.embedding(ids, flat).reshape(shape)
 
-    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+    def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
-
-
-def _as_matrix(labels: str, rows: list[str], cols: list[str], size: dict[str, int]
-               ) -> Callable[[Any], Any] | None:
-    """An operand on ``labels`` as the 2-D matrix ``rows x cols`` (a view of a contiguous
-    array: reshaped, or reshaped and transposed), or None when its axes interleave."""
-    r, c = (math.prod(size[x] for x in g) for g in (rows, cols))
-    if labels == "".join(rows + cols):
-        return lambda x: x.reshape(r, c)
-    if labels == "".join(cols + rows):
-        return lambda x: x.reshape(c, r).T
-    return None
 
 
 def _heads4(x: Any) -> Any:
