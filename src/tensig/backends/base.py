@@ -34,11 +34,13 @@ __all__ = [
     "check_ids",
     "dtype_name",
     "graph_backends",
+    "id_message",
     "is_array",
     "is_integer",
     "library_of",
     "neutral_max",
     "neutral_min",
+    "outside_ids",
     "register",
     "to_numpy",
     "unregister",
@@ -530,11 +532,24 @@ class Backend(Kernels):
         return acc
 
 
-def check_ids(ids: Any, n: int, what: str) -> Any:
-    """``ids``, or an IndexError naming the first of them outside 0..n-1."""
+def outside_ids(ids: Any, n: int, ignore: int | None = None) -> Any:
+    """Where ``ids`` (an array) fall outside ``0..n-1`` and are not the ``ignore`` id."""
     bad = (ids < 0) | (ids >= n)
+    return bad if ignore is None else bad & (ids != ignore)
+
+
+def id_message(n: int, what: str, ignore: int | None = None) -> str:
+    """The message of an id outside ``0..n-1``, with ``{}`` where the id goes."""
+    return f"{what}: id {{}} is outside 0..{n - 1}" + (
+        f" (and is not the ignore_index {ignore})" if ignore is not None else "")
+
+
+def check_ids(ids: Any, n: int, what: str, ignore: int | None = None) -> Any:
+    """``ids``, or an IndexError naming the first of them outside 0..n-1 (and not ``ignore``):
+    an id is never a wrap-around (NumPy reads ``-1`` as the last row)."""
+    bad = outside_ids(ids, n, ignore)
     if bool(bad.any()):
-        raise IndexError(f"{what}: id {int(ids[bad].reshape(-1)[0])} is outside 0..{n - 1}")
+        raise IndexError(id_message(n, what, ignore).format(int(ids[bad].reshape(-1)[0])))
     return ids
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min, to_numpy
+from tensig.backends.base import check_ids, id_message, outside_ids
 from tensig.core.errors import ShapeError
 from tensig.core.inference import (
     LOGICS,
@@ -465,22 +466,15 @@ def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) 
     would wait for it (torch checks its own gathers there).  Traced ids are checked when the
     compiled function runs (:func:`deferred_checks`)."""
     backend = backend_of_namespace(xp)
-    traced = backend.traced(ids)
-    if not traced and not backend.on_host(ids):
+    if not backend.traced(ids):
+        if backend.on_host(ids):
+            check_ids(ids, n, what, ignore)
         return
-    bad = (ids < 0) | (ids >= n)
-    if ignore is not None:
-        bad &= ids != ignore
-    message = f"{what}: id {{}} is outside 0..{n - 1}" + (
-        f" (and is not the ignore_index {ignore})" if ignore is not None else "")
-    if traced:
-        pending = _DEFERRED.get()
-        if pending is not None:
-            flat = bad.reshape(-1)
-            pending.append((flat.any(), ids.reshape(-1)[xp.argmax(flat)], message))
-        return
-    if bool(bad.any()):
-        raise IndexError(message.format(int(ids[bad].reshape(-1)[0])))
+    pending = _DEFERRED.get()
+    if pending is not None:
+        flat = outside_ids(ids, n, ignore).reshape(-1)
+        pending.append((flat.any(), ids.reshape(-1)[xp.argmax(flat)],
+                        id_message(n, what, ignore)))
 
 
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
