@@ -154,29 +154,29 @@ def collapse_concats(inferred: Inferred) -> Inferred:
                                iterators=inferred.iterators + tuple(iters.values()))
 
 
-def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int], int]]:
+def _phases(layout: tuple[tuple[AxisUse, ...], ...]
+            ) -> list[tuple[dict[tuple[int, int], int], list[int]]]:
     """Consistent choices of one active component per concatenated axis in which the result
     and at least one operand take part (no label they read outside a concatenation is
-    inactive), by a depth-first search that drops a partial choice as soon as it cannot
-    lead to one: the work is per phase that counts, not per combination of components."""
+    inactive), each with the operands that do, by a depth-first search that drops a partial
+    choice as soon as it cannot lead to one: the work is per phase that counts, not per
+    combination of components."""
     axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
             if isinstance(u.index, ConcatIndex)]
-    if not axes:
-        return [{}]
     comps = {ax: components(layout[ax[0]], *ax) for ax in axes}
     reads = [{it.id for u in uses for it in _iters_of(u.index)} for uses in layout]
     result, operands = reads[-1], reads[:-1]
-    phases: list[dict[tuple[int, int], int]] = []
+    phases: list[tuple[dict[tuple[int, int], int], list[int]]] = []
     chosen: dict[tuple[int, int], int] = {}
     state: dict[Key, bool] = {}  # label -> active
 
-    def possible() -> bool:
+    def members() -> list[int]:
         off = {k for k, on in state.items() if not on}
-        return not (result & off) and any(not (r & off) for r in operands)
+        return [] if result & off else [t for t, r in enumerate(operands) if not r & off]
 
     def visit(i: int) -> None:
         if i == len(axes):
-            phases.append(dict(chosen))
+            phases.append((dict(chosen), members()))
             return
         ax = axes[i]
         labels = [k for k, _ in comps[ax] if isinstance(k, int)]
@@ -186,7 +186,7 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
                 continue
             new = [k for k in want if k not in state]
             state.update((k, want[k]) for k in new)
-            if possible():
+            if members():
                 chosen[ax] = j
                 visit(i + 1)
                 del chosen[ax]
@@ -267,18 +267,9 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
-    n_ops = len(layout) - 1
-    phases = _phases(layout)
-    concat_labels: set[Key] = {k for ph in phases for (t, p) in ph
-                     for k, _ in components(layout[t], t, p) if isinstance(k, int)}
     steps = []
-    for phase in phases:
-        active = {components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
-        inactive = concat_labels - active
-        # _phases keeps only phases in which the result and some operand take part
-        members = [t for t in range(n_ops) if not any(
-            it.id in inactive for u in layout[t] for it in _iters_of(u.index))]
-        if isinstance(op, Pointwise) and len(members) != n_ops:
+    for phase, members in _phases(layout):
+        if isinstance(op, Pointwise) and len(members) != len(layout) - 1:
             raise ShapeError("an expression of the operands (not an einsum-family operator) "
                              "reads each of them in every cell, and a concatenation leaves "
                              "some out of some parts of the result", spec=spec_text(inferred),
@@ -451,9 +442,7 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
     full = tuple(by_letter[c] for c in order)
     reduced = tuple(range(len(out), len(order)))
-    aligned = [[n if c in sub else 1 for c, n in zip(order, full, strict=True)] for sub in subs]
-    preps = [_lined_up(backend, sub, order, shape, aligned, by_letter)
-             for sub, shape in zip(subs, aligned, strict=True)]
+    preps = [_lined_up(backend, sub, order, by_letter) for sub in subs]
 
     def core(xs: list[Any], neutral: float) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
@@ -464,15 +453,16 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     return core
 
 
-def _lined_up(backend: Backend, sub: str, order: str, shape: list[int],
-              aligned: list[list[int]], by_letter: dict[str, int]
+def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
               ) -> Callable[[Any], Any] | None:
     """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
     :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
     mine, widen = _unique(sub), backend.widen
     diag = f"{sub}->{mine}" if mine != sub else None
     align = _aligner(backend, mine, order, by_letter)
-    width = _widening(shape, aligned) if widen is not None else None
+    full = [by_letter[c] for c in order]
+    width = None if widen is None else _widening(
+        [n if c in sub else 1 for c, n in zip(order, full, strict=True)], full)
     if diag is None and width is None:
         return None if _trailing(mine, order) else align
 
@@ -488,9 +478,9 @@ def _trailing(sub: str, order: str) -> bool:
     return bool(sub) and order.endswith(sub)
 
 
-def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
-    """The shape to materialise a broadcast operand at before an elementwise expression on
-    torch's CPU kernels, or None to leave it as it is.
+def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
+    """The shape to materialise an operand (``shape``, broadcast to ``full``) at before an
+    elementwise expression on torch's CPU kernels, or None to leave it as it is.
 
     An operand broadcast along an axis just outside a short block of inner axes (the pooling
     gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
@@ -500,7 +490,6 @@ def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> li
     innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
     the size of the product space.
     """
-    full = [max(s[k] for s in aligned) for k in range(len(shape))]
     total = math.prod(full)
     if math.prod(shape) <= 1 or total < 4096:
         return None
