@@ -170,7 +170,8 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
         if params is not None or use_padding is not None or sizes is not None:
             key_parts += (None if params is None else tuple(params.items()), use_padding,
                           None if sizes is None else tuple(sizes.items()))
-        key: tuple[Any, ...] | None = tuple(key_parts)
+        key: tuple[Any, ...] | None
+        key = tuple(key_parts)  # (declared apart so that mypy narrows it for the lookup)
         plan = _PLANS.get(key)
     except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
         key, plan = None, None
