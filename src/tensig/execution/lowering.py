@@ -88,6 +88,7 @@ class Pointwise:
     name: ClassVar[str] = "an expression"
     combine: ClassVar[str] = "expression"
     accum: ClassVar[str] = "+"
+    neutral: ClassVar[float] = 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,15 +277,12 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
                              hint="write the concatenation as an operation of its own")
         steps.append(_phase_step(inferred, op, backend, phase, members))
     full_shape = tuple(int(u.size) for u in layout[-1])
-    # 0, or max's neutral element: views and placement pad with :func:`fill`, which reads the
-    # padded array's own dtype, so this value only says which of the two it is
-    neutral = 0.0 if op.accum == "+" else -math.inf
     meet = operator.add if op.accum == "+" else backend.maximum
 
     def run(arrays: Sequence[Any]) -> Any:
         if not steps:  # no phase writes the result: all of it is the neutral element
-            return backend.full(full_shape, fill(neutral, arrays[0]), arrays[0])
-        return functools.reduce(meet, (step(arrays, neutral) for step in steps))
+            return backend.full(full_shape, fill(op.neutral, arrays[0]), arrays[0])
+        return functools.reduce(meet, (step(arrays) for step in steps))
 
     direct = None
     if len(steps) == 1:
@@ -293,7 +291,7 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
         if direct is not None:  # a bare contraction: one backend call, nothing around it
             def run(arrays: Sequence[Any]) -> Any:
                 return direct(*arrays)
-        elif op.accum == "+":  # its neutral element is 0 whatever the dtype: the default
+        else:
             run = only
     return Plan(run, inferred.shape, answer, direct)
 
@@ -354,22 +352,21 @@ def _generic_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend
     res_keys = list(dict.fromkeys(k for k, _, _ in res_axes if k is not None))
     covered = {k for _, ks, _ in views for k in ks} & set(res_keys)
     core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
-    place = _placement(backend, covered, res_axes)  # None: nothing to do
+    place = _placement(backend, covered, res_axes, op.neutral)  # None: nothing to do
     reads = [(t, v[0]) for t, v in zip(members, views, strict=True)]  # None: as it is
     # windows of a Pointwise expression read the forward operation's neutral element; one
     # operand's padding meets no other's, so only two or more need max's integer mask
-    pad = op.pad if isinstance(op, Pointwise) else None
+    pad = op.pad if isinstance(op, Pointwise) else op.neutral
     masked = getattr(core, "masked", None) if len(members) > 1 else None
 
-    def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
-        at = neutral if pad is None else pad
-        xs = [arrays[t] if f is None else f(arrays[t], at) for t, f in reads]
+    def step(arrays: Sequence[Any]) -> Any:
+        xs = [arrays[t] if f is None else f(arrays[t], pad) for t, f in reads]
         if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
             ones = [(backend.full(arrays[t].shape, 1, arrays[t]), f) for t, f in reads]
-            v = masked(xs, [x if f is None else f(x, neutral) for x, f in ones])
+            v = masked(xs, [x if f is None else f(x, pad) for x, f in ones])
         else:
-            v = core(xs, neutral)
-        return v if place is None else place(v, neutral)
+            v = core(xs)
+        return v if place is None else place(v)
 
     contract = getattr(core, "contract", None)
     if contract is not None and place is None and all(f is None for _, f in reads) and \
@@ -402,7 +399,7 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 
 
 def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
-          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
+          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any]], Any]:
     """Combine the operand views into an array over the result keys they cover (in result
     order); result keys no operand covers are replicated later."""
     letters = Letters()
@@ -415,11 +412,11 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
     if op.accum == "+" and (len(keys) == 1 or op.combine in ("mul", "concat")):
         # one operand is read as it is; a concatenation's operands that share a phase multiply
         if len(keys) == 1 and subs[0] == out:
-            return lambda xs, neutral: xs[0]
+            return lambda xs: xs[0]
         contract = backend.contraction(",".join(subs) + "->" + out,
                                        [tuple(ns) for ns in sizes])
 
-        def core(xs: list[Any], neutral: float) -> Any:
+        def core(xs: list[Any]) -> Any:
             return contract(*xs)
 
         core.contract = contract  # type: ignore[attr-defined]
@@ -434,7 +431,7 @@ def _unique(s: str) -> str:
 
 
 def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: list[str],
-               out: str, by_letter: dict[str, int]) -> Callable[[list[Any], float], Any]:
+               out: str, by_letter: dict[str, int]) -> Callable[[list[Any]], Any]:
     """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
     product space -- the result's axes, then the reduced ones, so summing the trailing axes
     leaves the result's layout -- and widened where the backend asks (see
@@ -444,7 +441,7 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     reduced = tuple(range(len(out), len(order)))
     preps = [_lined_up(backend, sub, order, by_letter) for sub in subs]
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
@@ -517,7 +514,7 @@ def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
 
 
 def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
-                 ) -> Callable[[list[Any], float], Any]:
+                 ) -> Callable[[list[Any]], Any]:
     """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
     reduced = set("".join(subs)) - set(out)
     parts = []
@@ -530,7 +527,7 @@ def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
         y = backend.einsum(subscripts, x)
         return align(y if count == 1 else y * count)
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         return functools.reduce(operator.add, (term(x, *p) for x, p in zip(xs, parts,
                                                                               strict=True)))
 
@@ -538,7 +535,7 @@ def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
 
 
 def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
-                 ) -> Callable[[list[Any], float], Any]:
+                 ) -> Callable[[list[Any]], Any]:
     """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
     then meet."""
     all_subs = [_unique(s) for s in subs]
@@ -560,7 +557,7 @@ def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
         return [align(backend.amax(x if diag is None else backend.einsum(diag, x), own))
                 for x, (diag, own, align) in zip(xs, preps, strict=True)]
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         total = functools.reduce(operator.add, met(xs))
         return backend.amax(total, final_axes) if final_axes else total
 
@@ -584,8 +581,8 @@ def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
 
 
 def _placement(backend: Backend, covered: set[Key],
-               res_axes: list[tuple[Key | None, int, tuple[int, int]]]
-               ) -> Callable[[Any, float], Any] | None:
+               res_axes: list[tuple[Key | None, int, tuple[int, int]]], neutral: float
+               ) -> Callable[[Any], Any] | None:
     """From the core (axes: the covered result keys, in result order) to the full result;
     ``None`` when the core is the result.
 
@@ -613,7 +610,7 @@ def _placement(backend: Backend, covered: set[Key],
     if not replicate and not reshape and not diagonals and not any_pad:
         return None
 
-    def place(x: Any, neutral: float) -> Any:
+    def place(x: Any) -> Any:
         if reshape:
             x = backend.reshape(x, core_shape)
         if replicate:

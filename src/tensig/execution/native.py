@@ -39,10 +39,10 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
         return None
     xi, accepts = geo.xi, backend.conv_accepts
 
-    def step(arrays: Any, neutral: float = 0) -> Any:
+    def step(arrays: Any) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
         if not accepts(x, x) or not all_zero(w):
-            return generic(arrays, neutral)
+            return generic(arrays)
         return geo.y_out(pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads))
 
     return step
@@ -66,10 +66,10 @@ def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
     # permutes into the conv's layout instead of copying the operands in eager steps)
     fast = backend.fused(forward)
 
-    def step(arrays: Any, neutral: float = 0) -> Any:
+    def step(arrays: Any) -> Any:
         if accepts(arrays[xi], arrays[1 - xi]):
             return fast(arrays[xi], arrays[1 - xi])
-        return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
+        return generic(arrays)  # e.g. integer dtypes, which conv does not take
 
     return step
 
