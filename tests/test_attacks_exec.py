@@ -154,6 +154,18 @@ def test_tropical_integer_padding_does_not_wrap(dtype):
     np.testing.assert_array_equal(t.numpy(), _tropical_reference(x, k, 1))
 
 
+@pytest.mark.parametrize("spec, x_shape, y_shape", [
+    ("i; i => ", (4,), (4,)), ("i, j; i, j => i", (3, 4), (3, 4)), ("i, j; j => i", (3, 4), (4,)),
+])
+def test_tropical_reduces_an_axis_both_operands_share_once(spec, x_shape, y_shape):
+    """max_j (x_j + y_j), not max x + max y: operands with equal one-letter subscripts were
+    told apart by identity, and Python interns one-letter strings."""
+    rng = np.random.default_rng(0)  # x rises along j, y falls: their maxima are apart
+    x = np.arange(4.0) + rng.uniform(0, 0.5, x_shape)
+    y = np.arange(4.0)[::-1] + rng.uniform(0, 0.5, y_shape)
+    np.testing.assert_array_equal(ts.tropical(spec, x, y), np.max(x + y, axis=-1))
+
+
 def test_neutral_max_is_the_dtype_minimum():
     from tensig.backends import neutral_max
 

@@ -520,14 +520,15 @@ def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
     from tensig.execution.lowering import _widening
 
     gate = [[32, 4, 2, 4, 2, 16], [32, 4, 1, 4, 1, 16], [1, 1, 2, 1, 2, 1]]
+    full = gate[0]  # the product space
     # the pooled max: copied along the inner window axis (rows of 2 x 16), not the outer one
-    assert _widening(gate[1], gate) == [32, 4, 1, 4, 2, 16]
+    assert _widening(gate[1], full) == [32, 4, 1, 4, 2, 16]
     # the window: along channels, then the output column axis (rows of 4 x 2 x 16 = 128)
-    assert _widening(gate[2], gate) == [1, 1, 2, 4, 2, 16]
-    assert _widening(gate[0], gate) is None  # nothing broadcast
+    assert _widening(gate[2], full) == [1, 1, 2, 4, 2, 16]
+    assert _widening(gate[0], full) is None  # nothing broadcast
     # rows already long, or a space too small to pay for a copy
-    assert _widening([64, 1, 256], [[64, 8, 256], [64, 1, 256]]) is None
-    assert _widening([2, 1, 16], [[2, 2, 16], [2, 1, 16]]) is None
+    assert _widening([64, 1, 256], [64, 8, 256]) is None
+    assert _widening([2, 1, 16], [2, 2, 16]) is None
 
 
 def test_zero_test_reads_the_values_every_call():

@@ -24,7 +24,6 @@ array([[1., 0.],
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -36,7 +35,7 @@ from tensig.core.inference import Iter, infer
 from tensig.core.shapes import Shape
 from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
-from tensig.execution.lowering import Plan, split_merges
+from tensig.execution.lowering import Letters, Plan, split_merges
 
 __all__ = [
     "RowArray",
@@ -172,7 +171,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
             key_parts += (None if params is None else tuple(params.items()), use_padding,
                           None if sizes is None else tuple(sizes.items()))
         key: tuple[Any, ...] | None
-        key = tuple(key_parts)
+        key = tuple(key_parts)  # (declared apart so that mypy narrows it for the lookup)
         plan = _PLANS.get(key)
     except (TypeError, AttributeError):  # not arrays, or unhashable options: checked path
         key, plan = None, None
@@ -344,7 +343,7 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
     inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum", sizes=sizes)
     split = split_merges(inferred)
     layout = inferred.layout if split is None else split.inferred.layout
-    letters: dict[int, str] = {}
+    letters = Letters()
     subs = []
     for i, uses in enumerate(layout):
         if bad := next((u for u in uses if not isinstance(u.index, Iter)), None):
@@ -353,8 +352,8 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
                              f"{_NOT_ONE_CONTRACTION[type(bad.index).__name__]}, so the "
                              "operation is not one contraction", spec=spec,
                              hint="einsum_path plans label, row-variable and merged axes")
-        subs.append("".join(letters.setdefault(u.index.id, string.ascii_letters[len(letters)])
-                            for u in uses if isinstance(u.index, Iter)))  # all are (above)
+        subs.append("".join(letters[u.index.id] for u in uses
+                            if isinstance(u.index, Iter)))  # all are (above)
     kept = "".join(c for c in subs[-1] if any(c in x for x in subs[:-1]))  # not broadcasts
     subscripts = ",".join(subs[:-1]) + "->" + kept
     dims = [tuple(int(u.size) for u in uses) for uses in layout[:-1]]

@@ -67,6 +67,10 @@ __all__ = [
 ]
 
 
+def _binary(op: str) -> Callable[[Buf, Any], Expr]:
+    return lambda self, o: Expr(op, (self, o))
+
+
 @dataclass(frozen=True, eq=False)
 class Buf:
     """A tensor's value (``field="value"``), gradient (``"grad"``) or merge buffer
@@ -94,24 +98,9 @@ class Buf:
             raise ValueError("a merge buffer has no merge buffer")
         return Buf(self.tensor, "merge" if self.field == "value" else "grad.merge")
 
-    # expressions
-    def _e(self, op: str, *others: Any) -> Expr:
-        return Expr(op, (self, *others))
-
-    def __add__(self, o: Any) -> Expr:
-        return self._e("add", o)
-
-    def __sub__(self, o: Any) -> Expr:
-        return self._e("sub", o)
-
-    def __mul__(self, o: Any) -> Expr:
-        return self._e("mul", o)
-
-    def __truediv__(self, o: Any) -> Expr:
-        return self._e("div", o)
-
-    def __pow__(self, o: Any) -> Expr:
-        return self._e("pow", o)
+    # expressions: ``buf <op> other`` is the primitive applied to both
+    __add__, __sub__, __mul__ = _binary("add"), _binary("sub"), _binary("mul")
+    __truediv__, __pow__ = _binary("div"), _binary("pow")
 
     def __rmul__(self, o: Any) -> Expr:
         return Expr("mul", (o, self))

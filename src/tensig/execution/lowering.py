@@ -48,11 +48,11 @@ from tensig.core.inference import (
 )
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.native import conv_step, pool_step
+from tensig.execution.native import conv_step, moves, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
-__all__ = ["Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped", "spec_text",
-           "split_merges", "split_uses"]
+__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped",
+           "spec_text", "split_merges", "split_uses"]
 
 
 _LETTERS = string.ascii_letters
@@ -88,6 +88,7 @@ class Pointwise:
     name: ClassVar[str] = "an expression"
     combine: ClassVar[str] = "expression"
     accum: ClassVar[str] = "+"
+    neutral: ClassVar[float] = 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,29 +155,29 @@ def collapse_concats(inferred: Inferred) -> Inferred:
                                iterators=inferred.iterators + tuple(iters.values()))
 
 
-def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int], int]]:
+def _phases(layout: tuple[tuple[AxisUse, ...], ...]
+            ) -> list[tuple[dict[tuple[int, int], int], list[int]]]:
     """Consistent choices of one active component per concatenated axis in which the result
     and at least one operand take part (no label they read outside a concatenation is
-    inactive), by a depth-first search that drops a partial choice as soon as it cannot
-    lead to one: the work is per phase that counts, not per combination of components."""
+    inactive), each with the operands that do, by a depth-first search that drops a partial
+    choice as soon as it cannot lead to one: the work is per phase that counts, not per
+    combination of components."""
     axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
             if isinstance(u.index, ConcatIndex)]
-    if not axes:
-        return [{}]
     comps = {ax: components(layout[ax[0]], *ax) for ax in axes}
     reads = [{it.id for u in uses for it in _iters_of(u.index)} for uses in layout]
     result, operands = reads[-1], reads[:-1]
-    phases: list[dict[tuple[int, int], int]] = []
+    phases: list[tuple[dict[tuple[int, int], int], list[int]]] = []
     chosen: dict[tuple[int, int], int] = {}
     state: dict[Key, bool] = {}  # label -> active
 
-    def possible() -> bool:
+    def members() -> list[int]:
         off = {k for k, on in state.items() if not on}
-        return not (result & off) and any(not (r & off) for r in operands)
+        return [] if result & off else [t for t, r in enumerate(operands) if not r & off]
 
     def visit(i: int) -> None:
         if i == len(axes):
-            phases.append(dict(chosen))
+            phases.append((dict(chosen), members()))
             return
         ax = axes[i]
         labels = [k for k, _ in comps[ax] if isinstance(k, int)]
@@ -186,7 +187,7 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]) -> list[dict[tuple[int, int
                 continue
             new = [k for k in want if k not in state]
             state.update((k, want[k]) for k in new)
-            if possible():
+            if members():
                 chosen[ax] = j
                 visit(i + 1)
                 del chosen[ax]
@@ -267,50 +268,21 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
-    n_ops = len(layout) - 1
-    result_uses = layout[-1]
-    phases = _phases(layout)
-    concat_labels: set[Key] = {k for ph in phases for (t, p) in ph
-                     for k, _ in components(layout[t], t, p) if isinstance(k, int)}
     steps = []
-    for phase in phases:
-        active = {components(layout[t], t, p)[j][0] for (t, p), j in phase.items()}
-        inactive = concat_labels - active
-
-        def takes_part(uses: tuple[AxisUse, ...], inactive: set[Key] = inactive) -> bool:
-            return not any(it.id in inactive for u in uses for it in _iters_of(u.index))
-
-        if not takes_part(result_uses):
-            continue
-        members = [t for t in range(n_ops) if takes_part(layout[t])]
-        if not members:
-            continue
-        if isinstance(op, Pointwise) and len(members) != n_ops:
+    for phase, members in _phases(layout):
+        if isinstance(op, Pointwise) and len(members) != len(layout) - 1:
             raise ShapeError("an expression of the operands (not an einsum-family operator) "
                              "reads each of them in every cell, and a concatenation leaves "
                              "some out of some parts of the result", spec=spec_text(inferred),
                              hint="write the concatenation as an operation of its own")
         steps.append(_phase_step(inferred, op, backend, phase, members))
-    shape = inferred.shape
-    full_shape = tuple(int(u.size) for u in result_uses)
-    # 0, or max's neutral element: views and placement pad with :func:`fill`, which reads the
-    # padded array's own dtype, so this value only says which of the two it is
-    neutral = 0.0 if op.accum == "+" else -math.inf
+    full_shape = tuple(int(u.size) for u in layout[-1])
+    meet = operator.add if op.accum == "+" else backend.maximum
 
     def run(arrays: Sequence[Any]) -> Any:
-        out = None
-        for step in steps:
-            piece = step(arrays, neutral)
-            if out is None:
-                out = piece
-            elif op.accum == "+":
-                out = out + piece
-            else:
-                out = backend.maximum(out, piece)
-        if out is None:
-            like = arrays[0]
-            return backend.full(full_shape, fill(neutral, like), like)
-        return out
+        if not steps:  # no phase writes the result: all of it is the neutral element
+            return backend.full(full_shape, fill(op.neutral, arrays[0]), arrays[0])
+        return functools.reduce(meet, (step(arrays) for step in steps))
 
     direct = None
     if len(steps) == 1:
@@ -319,9 +291,9 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
         if direct is not None:  # a bare contraction: one backend call, nothing around it
             def run(arrays: Sequence[Any]) -> Any:
                 return direct(*arrays)
-        elif op.accum == "+":  # its neutral element is 0 whatever the dtype: the default
+        else:
             run = only
-    return Plan(run, shape, answer, direct)
+    return Plan(run, inferred.shape, answer, direct)
 
 
 def spec_text(inferred: Inferred) -> str:
@@ -350,35 +322,24 @@ def check_windows(inferred: Inferred) -> None:
                          f"{k!r} a size of 1 or more")
 
 
-class _Letters:
-    """Einsum letters for iterator keys."""
+class Letters(dict[Key, str]):
+    """Einsum letters for iterator keys, given out in order of first use."""
 
-    def __init__(self) -> None:
-        self.map: dict[Key, str] = {}
-
-    def __getitem__(self, key: Key) -> str:
-        s = self.map.get(key)
-        if s is None:
-            if len(self.map) >= len(_LETTERS):
-                raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
-                                 "to an einsum call")
-            s = self.map[key] = _LETTERS[len(self.map)]
-        return s
+    def __missing__(self, key: Key) -> str:
+        if len(self) >= len(_LETTERS):
+            raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
+                             "to an einsum call")
+        self[key] = letter = _LETTERS[len(self)]
+        return letter
 
 
 def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
     """One phase: operand views, the core, the placement into the full result."""
-    layout = inferred.layout
     generic = _generic_step(inferred, op, backend, phase, members)
-    if not phase and op.combine == "mul" and op.accum == "+" and len(members) == 2:
-        conv = conv_step(layout, backend, generic)
-        if conv is not None:
-            return conv
-    if not phase and op.combine == "add" and op.accum == "max" and len(members) == 2:
-        pool = pool_step(layout, backend, generic)
-        if pool is not None:
-            return pool
+    native = {("mul", "+"): conv_step, ("add", "max"): pool_step}.get((op.combine, op.accum))
+    if native is not None and not phase and len(members) == 2:
+        return native(inferred.layout, backend, generic) or generic
     return generic
 
 
@@ -387,78 +348,49 @@ def _generic_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend
     """Operand views (windows for affine axes), one core computation, placement."""
     layout = inferred.layout
     views = [operand_view(layout[t], t, phase, backend) for t in members]
-    res_keys, res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
-    key_sizes: dict[Key, int] = {}
-    for _, ks, ns in views:
-        key_sizes.update(zip(ks, ns, strict=True))
-    for kind, info in res_axes:
-        if kind == "iter":
-            key_sizes.setdefault(info, _iter_size(inferred, info))
-        elif kind == "part":
-            key_sizes.setdefault(info[0], info[3])
+    res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
+    res_keys = list(dict.fromkeys(k for k, _, _ in res_axes if k is not None))
     covered = {k for _, ks, _ in views for k in ks} & set(res_keys)
     core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
-    place = _placement(backend, covered, res_keys, res_axes, key_sizes)
-    funcs = [v[0] for v in views]
+    place = _placement(backend, covered, res_axes, op.neutral)  # None: nothing to do
+    reads = [(t, v[0]) for t, v in zip(members, views, strict=True)]  # None: as it is
+    # windows of a Pointwise expression read the forward operation's neutral element; one
+    # operand's padding meets no other's, so only two or more need max's integer mask
+    pad = op.pad if isinstance(op, Pointwise) else op.neutral
+    masked = getattr(core, "masked", None) if len(members) > 1 else None
+
+    def step(arrays: Sequence[Any]) -> Any:
+        xs = [arrays[t] if f is None else f(arrays[t], pad) for t, f in reads]
+        if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
+            ones = [(backend.full(arrays[t].shape, 1, arrays[t]), f) for t, f in reads]
+            v = masked(xs, [x if f is None else f(x, pad) for x, f in ones])
+        else:
+            v = core(xs)
+        return v if place is None else place(v)
+
     contract = getattr(core, "contract", None)
-    bare = (contract is not None and getattr(place, "identity", False)
-            and all(getattr(f, "identity", False) for f in funcs)
-            and members == list(range(len(layout) - 1)))
-
-    if isinstance(op, Pointwise):  # windows read the forward operation's neutral element
-        pad = op.pad
-        reads = [(t, None if getattr(f, "identity", False) else f)
-                 for t, f in zip(members, funcs, strict=True)]
-        placed = not getattr(place, "identity", False)
-
-        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
-            v = core([arrays[t] if f is None else f(arrays[t], pad) for t, f in reads], neutral)
-            return place(v, neutral) if placed else v
-    elif len(members) == 1:
-        (t,), (f,) = members, funcs
-
-        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
-            return place(core([f(arrays[t], neutral)], neutral), neutral)
-    else:
-        masked = getattr(core, "masked", None)
-
-        def step(arrays: Sequence[Any], neutral: float = 0) -> Any:
-            xs = [f(arrays[t], neutral) for t, f in zip(members, funcs, strict=True)]
-            if masked is not None and any(is_integer(arrays[t].dtype) for t in members):
-                ones = [f(backend.full(arrays[t].shape, 1, arrays[t]), neutral)
-                        for t, f in zip(members, funcs, strict=True)]
-                return place(masked(xs, ones), neutral)
-            return place(core(xs, neutral), neutral)
-
-    if bare:
+    if contract is not None and place is None and all(f is None for _, f in reads) and \
+            members == list(range(len(layout) - 1)):  # a bare contraction
         step.direct = contract  # type: ignore[attr-defined]
     return step
 
 
-def _iter_size(inferred: Inferred, key: int) -> int:
-    return int(next(it.size for it in inferred.iterators if it.id == key))
-
-
 def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int]
-                 ) -> tuple[list[Key], list[tuple[str, Any]]]:
-    """The result's iterator keys (first appearance order) and how each axis is produced."""
-    keys: list[Key] = []
-    axes: list[tuple[str, Any]] = []
+                 ) -> list[tuple[Key | None, int, tuple[int, int]]]:
+    """Per result axis: the key it reads (``None``: a fixed index), how many cells of it the
+    phase writes, and the (before, after) padding that places them."""
+    axes: list[tuple[Key | None, int, tuple[int, int]]] = []
     for p, u in enumerate(uses):
-        ix = u.index
+        ix, size = u.index, int(u.size)
         if isinstance(ix, FixedIndex):
-            axes.append(("fixed", (ix.index, 0, int(u.size))))
-            continue
-        if isinstance(ix, ConcatIndex):
+            axes.append((None, 1, (ix.index, size - ix.index - 1)))
+        elif isinstance(ix, ConcatIndex):
             key, off, n = active_part(uses, t, p, phase)
-            axes.append(("part", (key, off, int(u.size), n)))
+            axes.append((key, n, (off, size - off - n)))
         else:
             assert isinstance(ix, Iter)
-            key = ix.id
-            axes.append(("iter", key))
-        if key not in keys:
-            keys.append(key)
-    return keys, axes
+            axes.append((ix.id, size, (0, 0)))
+    return axes
 
 
 # --------------------------------------------------------------------------------------------
@@ -467,64 +399,49 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
 
 
 def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
-          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any], float], Any]:
-    """Combine the operand views into an array over the result keys they cover.
-
-    Result keys no operand covers are replicated later; the core's axes are the covered
-    result keys, in result order.
-    """
-    letters = _Letters()
-    present = {k for ks in keys for k in ks}
-    out_keys = [k for k in res_keys if k in present]
-    size_of = {k: n for ks, ns in zip(keys, sizes, strict=True) for k, n in zip(ks, ns,
-                                                                                  strict=True)}
+          sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any]], Any]:
+    """Combine the operand views into an array over the result keys they cover (in result
+    order); result keys no operand covers are replicated later."""
+    letters = Letters()
+    subs = ["".join(letters[k] for k in ks) for ks in keys]
+    out = "".join(letters[k] for k in res_keys if k in letters)
+    by_letter = {letters[k]: n for ks, ns in zip(keys, sizes, strict=True)
+                 for k, n in zip(ks, ns, strict=True)}
     if isinstance(op, Pointwise):
-        return _evaluated(op.evaluate, backend, keys, out_keys, letters, size_of)
-    subs_in = ["".join(letters[k] for k in ks) for ks in keys]
-    subs_out = "".join(letters[k] for k in out_keys)
-    shapes = [tuple(ns) for ns in sizes]
-    # one operand is read as it is; a concatenation's operands that share a phase multiply
-    combine = "id" if len(keys) == 1 else "mul" if op.combine == "concat" else op.combine
-    if op.accum == "+" and combine in ("id", "mul"):
-        subscripts = ",".join(subs_in) + "->" + subs_out
-        contract = backend.contraction(subscripts, shapes)
-        if len(keys) == 1 and subs_in[0] == subs_out:
-            return lambda xs, neutral: xs[0]
+        return _evaluated(op.evaluate, backend, subs, out, by_letter)
+    if op.accum == "+" and (len(keys) == 1 or op.combine in ("mul", "concat")):
+        # one operand is read as it is; a concatenation's operands that share a phase multiply
+        if len(keys) == 1 and subs[0] == out:
+            return lambda xs: xs[0]
+        contract = backend.contraction(",".join(subs) + "->" + out,
+                                       [tuple(ns) for ns in sizes])
 
-        def core(xs: list[Any], neutral: float) -> Any:
+        def core(xs: list[Any]) -> Any:
             return contract(*xs)
 
         core.contract = contract  # type: ignore[attr-defined]
         return core
-    by_letter = {letters[k]: n for k, n in size_of.items()}
     if op.accum == "+":  # outer_sum: sum of (a + b) over the reduced axes
-        return _sum_of_sums(backend, keys, subs_in, out_keys, letters, size_of, by_letter)
-    return _max_of_sums(backend, keys, subs_in, out_keys, letters, by_letter)
+        return _sum_of_sums(backend, subs, out, by_letter)
+    return _max_of_sums(backend, subs, out, by_letter)
 
 
 def _unique(s: str) -> str:
     return "".join(dict.fromkeys(s))
 
 
-def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: list[list[Key]],
-               out_keys: list[Key], letters: _Letters, size_of: dict[Key, int]
-               ) -> Callable[[list[Any], float], Any]:
+def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: list[str],
+               out: str, by_letter: dict[str, int]) -> Callable[[list[Any]], Any]:
     """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
-    product space -- the result's keys, then the reduced ones, so summing the trailing axes
+    product space -- the result's axes, then the reduced ones, so summing the trailing axes
     leaves the result's layout -- and widened where the backend asks (see
     :func:`_widening`); evaluated, then summed."""
-    order_keys = [*out_keys, *(k for k in dict.fromkeys(k for ks in keys for k in ks)
-                               if k not in out_keys)]
-    order = "".join(letters[k] for k in order_keys)
-    full = tuple(size_of[k] for k in order_keys)
-    reduced = tuple(range(len(out_keys), len(order_keys)))
-    subs = ["".join(letters[k] for k in ks) for ks in keys]
-    aligned = [[n if c in sub else 1 for c, n in zip(order, full, strict=True)] for sub in subs]
-    by_letter = dict(zip(order, full, strict=True))
-    preps = [_lined_up(backend, sub, order, shape, aligned, by_letter)
-             for sub, shape in zip(subs, aligned, strict=True)]
+    order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
+    full = tuple(by_letter[c] for c in order)
+    reduced = tuple(range(len(out), len(order)))
+    preps = [_lined_up(backend, sub, order, by_letter) for sub in subs]
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
@@ -533,15 +450,16 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, keys: lis
     return core
 
 
-def _lined_up(backend: Backend, sub: str, order: str, shape: list[int],
-              aligned: list[list[int]], by_letter: dict[str, int]
+def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
               ) -> Callable[[Any], Any] | None:
     """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
     :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
     mine, widen = _unique(sub), backend.widen
     diag = f"{sub}->{mine}" if mine != sub else None
     align = _aligner(backend, mine, order, by_letter)
-    width = _widening(shape, aligned) if widen is not None else None
+    full = [by_letter[c] for c in order]
+    width = None if widen is None else _widening(
+        [n if c in sub else 1 for c, n in zip(order, full, strict=True)], full)
     if diag is None and width is None:
         return None if _trailing(mine, order) else align
 
@@ -557,9 +475,9 @@ def _trailing(sub: str, order: str) -> bool:
     return bool(sub) and order.endswith(sub)
 
 
-def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> list[int] | None:
-    """The shape to materialise a broadcast operand at before an elementwise expression on
-    torch's CPU kernels, or None to leave it as it is.
+def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
+    """The shape to materialise an operand (``shape``, broadcast to ``full``) at before an
+    elementwise expression on torch's CPU kernels, or None to leave it as it is.
 
     An operand broadcast along an axis just outside a short block of inner axes (the pooling
     gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
@@ -569,7 +487,6 @@ def _widening(shape: list[int], aligned: list[list[int]], rows: int = 128) -> li
     innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
     the size of the product space.
     """
-    full = [max(s[k] for s in aligned) for k in range(len(shape))]
     total = math.prod(full)
     if math.prod(shape) <= 1 or total < 4096:
         return None
@@ -589,56 +506,47 @@ def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
              ) -> Callable[[Any], Any]:
     """``x -> x`` (axes ``sub``, unique; sizes ``by_letter``) transposed and expanded to
     broadcast over ``order``; the permutation and the shape are worked out once, here."""
-    perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
-    moves = perm != list(range(len(sub)))
-    shape = [by_letter[c] if c in sub else 1 for c in order]
-    reshape, transpose = backend.reshape, backend.transpose
     if _trailing(sub, order):  # broadcasting lines it up
         return lambda x: x
-    if moves and len(sub) == len(order):  # no axis to insert
-        return lambda x: transpose(x, perm)
-    if not moves:
-        return lambda x: reshape(x, shape)
-    return lambda x: reshape(transpose(x, perm), shape)
+    perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
+    return moves(perm, [by_letter[sub[i]] for i in perm],
+                 [by_letter[c] if c in sub else 1 for c in order], backend.transpose, True)
 
 
-def _sum_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
-                 letters: _Letters, size_of: dict[Key, int], by_letter: dict[str, int]
-                 ) -> Callable[[list[Any], float], Any]:
+def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
+                 ) -> Callable[[list[Any]], Any]:
     """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
-    out = "".join(letters[k] for k in out_keys)
-    reduced = {k for ks in keys for k in ks} - set(out_keys)
+    reduced = set("".join(subs)) - set(out)
     parts = []
-    for ks, sub in zip(keys, subs, strict=True):
-        mine = _unique(sub)
-        kept = "".join(c for c in mine if c in out)
-        count = math.prod(size_of[k] for k in reduced - set(ks))
+    for sub in subs:
+        kept = "".join(c for c in _unique(sub) if c in out)
+        count = math.prod(by_letter[c] for c in reduced - set(sub))
         parts.append((f"{sub}->{kept}", _aligner(backend, kept, out, by_letter), count))
 
     def term(x: Any, subscripts: str, align: Callable[[Any], Any], count: int) -> Any:
         y = backend.einsum(subscripts, x)
         return align(y if count == 1 else y * count)
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         return functools.reduce(operator.add, (term(x, *p) for x, p in zip(xs, parts,
                                                                               strict=True)))
 
     return core
 
 
-def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_keys: list[Key],
-                 letters: _Letters, by_letter: dict[str, int]) -> Callable[[list[Any], float], Any]:
+def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
+                 ) -> Callable[[list[Any]], Any]:
     """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
     then meet."""
-    out = "".join(letters[k] for k in out_keys)
     all_subs = [_unique(s) for s in subs]
     shared_reduced = "".join(
         c for c in dict.fromkeys("".join(all_subs))
         if c not in out and sum(c in s for s in all_subs) > 1)
     order = out + shared_reduced
     preps = []
-    for sub, mine in zip(subs, all_subs, strict=True):
-        others = set("".join(s for s in all_subs if s is not mine))
+    for n, (sub, mine) in enumerate(zip(subs, all_subs, strict=True)):
+        # by position: two operands' subscripts may be one (interned) string
+        others = set("".join(s for j, s in enumerate(all_subs) if j != n))
         diag = f"{sub}->{mine}" if mine != sub else None
         own = tuple(i for i, c in enumerate(mine) if c not in out and c not in others)
         kept = "".join(c for c in mine if c in out or c in others)
@@ -649,7 +557,7 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
         return [align(backend.amax(x if diag is None else backend.einsum(diag, x), own))
                 for x, (diag, own, align) in zip(xs, preps, strict=True)]
 
-    def core(xs: list[Any], neutral: float) -> Any:
+    def core(xs: list[Any]) -> Any:
         total = functools.reduce(operator.add, met(xs))
         return backend.amax(total, final_axes) if final_axes else total
 
@@ -672,56 +580,41 @@ def _max_of_sums(backend: Backend, keys: list[list[Key]], subs: list[str], out_k
 # --------------------------------------------------------------------------------------------
 
 
-def _placement(backend: Backend, covered: set[Key], res_keys: list[Key],
-               res_axes: list[tuple[str, Any]], key_sizes: dict[Key, int]
-               ) -> Callable[[Any, float], Any]:
-    """From the core (axes: the covered result keys, in result order) to the full result.
+def _placement(backend: Backend, covered: set[Key],
+               res_axes: list[tuple[Key | None, int, tuple[int, int]]], neutral: float
+               ) -> Callable[[Any], Any] | None:
+    """From the core (axes: the covered result keys, in result order) to the full result;
+    ``None`` when the core is the result.
 
     Replicates keys no operand covers, writes repeated keys on the diagonal, and pads fixed
     placements and concatenation components into place with the neutral element.
     """
-    # 1. replicate: insert the uncovered keys as broadcast axes
-    rep_shape = [key_sizes[k] if k in covered else 1 for k in res_keys]
-    full_keys = [key_sizes[k] for k in res_keys]
-    replicate = any(k not in covered for k in res_keys)
-    # 2. one axis per result axis: first occurrences in order, new size-1 axes otherwise
-    seen: dict[Key, int] = {}
-    expanded: list[int] = []
+    seen: dict[Key, int] = {}  # key -> its first result axis
+    # one axis per result axis: the core's reshaped to size 1 where it has none (a fixed
+    # index, a key repeated or not covered), then broadcast over the keys' first occurrences
+    core_dims: list[int] = []  # the core's shape
+    core_shape: list[int] = []
+    full: list[int] = []
     diagonals: list[tuple[int, int, int]] = []  # (first position, duplicate position, size)
-    pads: list[tuple[int, int]] = []
-    for pos, (kind, info) in enumerate(res_axes):
-        if kind == "fixed":
-            index, _, size = info
-            expanded.append(1)
-            pads.append((index, size - index - 1))
-            continue
-        key = info if kind == "iter" else info[0]
-        n = key_sizes[key]
-        if key in seen:
-            expanded.append(1)
-            diagonals.append((seen[key], pos, n))
-        else:
-            seen[key] = pos
-            expanded.append(n)
-        if kind == "part":
-            _, off, total, n = info
-            pads.append((off, total - off - n))
-        else:
-            pads.append((0, 0))
-    reshape_needed = expanded != full_keys
+    for pos, (key, n, _) in enumerate(res_axes):
+        first = pos if key is None else seen.setdefault(key, pos)
+        if first != pos:
+            diagonals.append((first, pos, n))
+        full.append(n if first == pos else 1)
+        core_shape.append(full[-1] if key in covered else 1)
+        if first == pos and key in covered:
+            core_dims.append(n)
+    pads = [pad for _, _, pad in res_axes]
+    reshape, replicate = core_shape != core_dims, core_shape != full
     any_pad = any(p != (0, 0) for p in pads)
-    if not replicate and not reshape_needed and not diagonals and not any_pad:
-        def identity(core: Any, neutral: float) -> Any:
-            return core
+    if not replicate and not reshape and not diagonals and not any_pad:
+        return None
 
-        identity.identity = True  # type: ignore[attr-defined]
-        return identity
-
-    def place(x: Any, neutral: float) -> Any:
+    def place(x: Any) -> Any:
+        if reshape:
+            x = backend.reshape(x, core_shape)
         if replicate:
-            x = backend.broadcast_to(backend.reshape(x, rep_shape), full_keys)
-        if reshape_needed:
-            x = backend.reshape(x, expanded)
+            x = backend.broadcast_to(x, full)
         for first, dup, n in diagonals:
             target = list(x.shape)
             target[dup] = n

@@ -18,7 +18,7 @@ from tensig.backends import Backend, all_zero
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_step"]
 
 Layout = tuple[tuple[AxisUse, ...], ...]
 
@@ -39,10 +39,10 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
         return None
     xi, accepts = geo.xi, backend.conv_accepts
 
-    def step(arrays: Any, neutral: float = 0) -> Any:
+    def step(arrays: Any) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
         if not accepts(x, x) or not all_zero(w):
-            return generic(arrays, neutral)
+            return generic(arrays)
         return geo.y_out(pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads))
 
     return step
@@ -66,10 +66,10 @@ def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
     # permutes into the conv's layout instead of copying the operands in eager steps)
     fast = backend.fused(forward)
 
-    def step(arrays: Any, neutral: float = 0) -> Any:
+    def step(arrays: Any) -> Any:
         if accepts(arrays[xi], arrays[1 - xi]):
             return fast(arrays[xi], arrays[1 - xi])
-        return generic(arrays, neutral)  # e.g. integer dtypes, which conv does not take
+        return generic(arrays)  # e.g. integer dtypes, which conv does not take
 
     return step
 
@@ -196,34 +196,34 @@ class _Geometry:
         # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
-        self.x_in = _moves(self.x_perm, self.x_sizes, self.x_shape, self.move, True)
-        self.w_in = _moves(self.w_perm, self.w_sizes, self.w_shape, self.move, True)
-        self.y_out = _moves(self.y_perm, self.y_conv_shape, self.y_shape, self.move, False)
+        self.x_in = moves(self.x_perm, self.x_sizes, self.x_shape, self.move, True)
+        self.w_in = moves(self.w_perm, self.w_sizes, self.w_shape, self.move, True)
+        self.y_out = moves(self.y_perm, self.y_conv_shape, self.y_shape, self.move, False)
 
     def gradient_moves(self) -> tuple[Callable[[Any], Any], tuple[Callable[[Any], Any], ...]]:
         """The result gradient into the backend's layout, and the input's and the kernel's
         gradients back into the spec's."""
-        g_in = _moves(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, self.move, True)
-        return g_in, tuple(_moves(_inverse(perm), shape, sizes, self.move, False)
+        g_in = moves(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, self.move, True)
+        return g_in, tuple(moves(_inverse(perm), shape, sizes, self.move, False)
                            for shape, sizes, perm in ((self.x_shape, self.x_sizes, self.x_perm),
                                                       (self.w_shape, self.w_sizes, self.w_perm)))
 
 
-def _moves(perm: list[int], before: list[int], after: list[int],
-           move: Callable[[Any, list[int]], Any], permute_first: bool) -> Callable[[Any], Any]:
+def moves(perm: list[int], before: list[int], after: list[int],
+          move: Callable[[Any, list[int]], Any], permute_first: bool) -> Callable[[Any], Any]:
     """``x -> move(x, perm).reshape(after)`` (``permute_first``) or ``x ->
     move(x.reshape(after), perm)``, where ``before`` are the sizes the reshape starts from
     (``move``: the backend's transpose), without the steps that change nothing -- each is a
     call of its own on every run."""
-    moves, reshapes = perm != sorted(perm), list(before) != list(after)
-    if moves and reshapes:
+    permutes, reshapes, shape = perm != sorted(perm), list(before) != list(after), tuple(after)
+    if permutes and reshapes:
         if permute_first:
-            return lambda x: move(x, perm).reshape(after)
-        return lambda x: move(x.reshape(after), perm)
-    if moves:
+            return lambda x: move(x, perm).reshape(shape)
+        return lambda x: move(x.reshape(shape), perm)
+    if permutes:
         return lambda x: move(x, perm)
     if reshapes:
-        return lambda x: x.reshape(after)
+        return lambda x: x.reshape(shape)
     return lambda x: x
 
 

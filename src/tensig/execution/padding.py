@@ -142,9 +142,8 @@ def _array_sizes(seqs: list[Any]) -> tuple[list[int], tuple[int, ...]]:
     """The rows' lengths and their one trailing shape: a few set comprehensions when the rows
     agree (10,000 torch rows: a few ms), else the first row that disagrees, named."""
     shapes = [s.shape for s in seqs] if len({type(s) for s in seqs}) == 1 else None
-    if shapes is not None and len(shapes[0]) >= 1 and len({s.dtype for s in seqs}) == 1 and (
-            {len(s) for s in shapes} == {1} if len(shapes[0]) == 1 else
-            len({tuple(s[1:]) for s in shapes}) == 1):
+    if shapes is not None and len(shapes[0]) >= 1 and len({s.dtype for s in seqs}) == 1 and \
+            len({(len(s), tuple(s[1:])) for s in shapes}) == 1:  # one rank, one trailing shape
         return [s[0] for s in shapes], tuple(shapes[0][1:])
     lib, first = library_of(type(seqs[0])), tuple(seqs[0].shape)
     for i, s in enumerate(seqs):
@@ -418,8 +417,8 @@ class Padded:
             return self
         ops, T = self._ops, self.data.shape[1]
         n = np.asarray(self.sizes, dtype=np.int64).reshape(-1, 1)
-        start_old, start_new = (T - n, 0 * n) if self.side == "left" else (0 * n, T - n)
-        source = np.clip(np.arange(T) - start_new + start_old, 0, max(T - 1, 0))
+        shift = T - n if self.side == "left" else n - T  # a cell's new position + shift: its old
+        source = np.clip(np.arange(T) + shift, 0, max(T - 1, 0))
         mask = _row_mask(self.sizes, T, side)
         rows = np.arange(len(self.sizes)).reshape(-1, 1)
         moved = self.data[ops.asarray(rows, self.data), ops.asarray(source, self.data)] \

@@ -51,11 +51,12 @@ def fill(neutral: float, x: Any) -> float | int | bool:
 
 
 def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
-                  backend: Backend) -> tuple[Callable[[Any, float], Any], list[Key],
+                  backend: Backend) -> tuple[Callable[[Any, float], Any] | None, list[Key],
                                              list[int]]:
     """How to turn operand ``t`` into an array whose axes are iterators.
 
-    Returns the view function (``(array, padding value) -> view``), the iterator key of each
+    Returns the view function (``(array, padding value) -> view``; ``None``: the operand as it
+    is), the iterator key of each
     axis of the view, and their sizes.  Merged axes are split before (see
     :func:`~tensig.execution.lowering.split_merges`).
     """
@@ -123,11 +124,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
         return x
 
     if trivial_index and not any_pad and strided_index is None and not windows:
-        def view(x: Any, neutral: float) -> Any:
-            return x
-
-        view.identity = True  # type: ignore[attr-defined]
-
+        return None, keys, sizes
     return view, keys, sizes
 
 
