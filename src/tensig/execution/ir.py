@@ -385,7 +385,7 @@ def _f(xp: Any, x: Any, *operands: Any) -> Any:
     it compute otherwise than on torch; integers stay integers, as the graph marks them)."""
     for o in operands:
         dtype = getattr(o, "dtype", None)
-        if dtype is not None:
+        if dtype is not None and not str(dtype).endswith("bool"):  # booleans become numbers
             return x * xp.ones((), dtype=dtype)
     return x * 1.0
 
