@@ -566,7 +566,8 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     if not isinstance(batch, int):
         if axes is not None:
             raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
-        batch, axes, input = 0, _batch_names(name, batch, len(dims), input), 0
+        axes = _batch_names(name, batch, len(dims), input)
+        batch = input = 0
     if axes is not None:
         if batch or input:
             raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
