@@ -113,6 +113,28 @@ def test_cross_entropy_with_class_ids_and_ignore_index(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_ignoring_a_class_id_in_range(backend):
+    """``ignore_index`` may be a real class (torch allows it): its rows leave the sum and the
+    count.  One-hot used to zero only ids outside the table, so class 4 was not ignored."""
+    logits = data(6, 5) * 2
+    targets = np.array([1, 4, 2, 0, 4, 3])
+    with G.new_graph(backend):
+        p, z = input_("z", logits, "b, v => b | v")
+        t = G.leaf("t", targets, batch=1)
+        loss = B.cross_entropy(z, t, ignore_index=4)
+        G.grad_update(loss).backward()
+        ours, grad = A(loss.numpy()), A(p.grad.numpy())
+        hot = A(G.Model(G.one_hot(t, 5, ignore_index=4)).run())
+    (zt,) = torch_inputs(logits)
+    ref = F.cross_entropy(zt, torch.tensor(targets), ignore_index=4)
+    ref.backward()
+    close(ours, ref.reshape(1), 5)
+    close(grad, zt.grad, 5)
+    want = np.eye(5, dtype=np.float32)[targets] * (targets != 4)[:, None]
+    np.testing.assert_array_equal(hot, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_cross_entropy_with_probabilities(backend):
     logits = data(4, 6)
     probs = np.random.default_rng(1).dirichlet(np.ones(6), 4).astype(np.float32)

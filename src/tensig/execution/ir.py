@@ -523,7 +523,10 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
     backend = backend_of_namespace(xp)
-    return backend.astype(ids[..., None] == backend.arange(n, like=ids), like.dtype)
+    hot = ids[..., None] == backend.arange(n, like=ids)
+    if 0 <= ignore < n:  # a class id ignored (torch allows it): its rows are zeros too
+        hot = hot & (ids[..., None] != ignore)
+    return backend.astype(hot, like.dtype)
 
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
