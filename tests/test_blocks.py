@@ -552,6 +552,36 @@ def test_max_and_min_as_functions_and_methods(backend):
         np.testing.assert_array_equal(G.Model(x | y).run(), [0, 1, 1])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mod_and_or_as_functions_methods_and_operators_in_the_data_dtype(backend):
+    """``G.mod`` / ``a.mod(b)`` / ``a % b`` are C's ``fmod`` (OCANNL's ``mod``: the sign of
+    ``a``), ``G.logical_and`` / ``a & b`` and ``G.logical_or`` / ``a | b`` give 1 / 0; all in
+    the operands' dtype on both backends (NumPy's ``bool * 1.0`` used to make a float32
+    graph's comparisons float64), integers staying integers as the graph marks them."""
+    fa = np.array([5.5, -6.0, 7.0, 0.0], np.float32)
+    fb = np.array([2.0, 4.0, 0.5, -3.0], np.float32)
+    ia, ib = np.array([5, -6, 7, 0]), np.array([2, 4, -3, 3])
+    with G.new_graph(backend):
+        x, y = G.leaf("x", fa), G.leaf("y", fb)
+        i, j = G.leaf("i", ia), G.leaf("j", ib)
+        cases = {
+            "mod": ([G.mod(x, y), x.mod(y), x % y], np.fmod(fa, fb)),
+            "and": ([G.logical_and(x, y), x & y], np.logical_and(fa, fb)),
+            "or": ([G.logical_or(x, y), x | y], np.logical_or(fa, fb)),
+            "lt": ([x < y], fa < fb),
+            "imod": ([G.mod(i, j), i.mod(j), i % j], np.fmod(ia, ib)),
+            "iand": ([G.logical_and(i, j), i & j], np.logical_and(ia, ib)),
+            "ior": ([G.logical_or(i, j)], np.logical_or(ia, ib)),
+        }
+        for name, (ts, want) in cases.items():
+            integer = name.startswith("i")
+            for t in ts:
+                got = A(G.Model(t).run())
+                assert t.integer == integer, name
+                assert got.dtype == (ia.dtype if integer else np.float32), (name, got.dtype)
+                np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=name)
+
+
 # -- dropout -------------------------------------------------------------------------------
 
 

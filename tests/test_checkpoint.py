@@ -579,8 +579,9 @@ def test_a_load_lands_on_the_graphs_device(tmp_path):
         assert {str(g.store.read(t.val).device) for t in (w1, b1, w2, b2)} == {"meta"}
 
 
-@pytest.mark.parametrize("mid_epoch", [False, True])
-def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, mid_epoch):
+@pytest.mark.parametrize(("backend", "mid_epoch"),
+                         [("numpy", False), ("numpy", True), ("torch", True)])
+def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, backend, mid_epoch):
     """``a.fit(2); save(a, p); a.fit(2)`` and a loaded copy's ``fit(2)`` take the same batches
     (the order is a function of the seed and the epoch, the position the step count), so they
     follow the same losses; a checkpoint taken mid-epoch resumes with the next batch."""
@@ -588,7 +589,7 @@ def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, mid_epoch):
 
     xs, ys, _, _ = moons.data()
     onehot = np.eye(moons.CLASSES, dtype=np.float32)[ys]
-    with G.new_graph():
+    with G.new_graph(backend):
         a = moons.build(xs, onehot)
         ta = a.trainer(xs, onehot, 0.01)
         ta.fit(1)
@@ -599,7 +600,7 @@ def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, mid_epoch):
         start = len(ta.history)
         ta.fit(2)
         after = ta.history[start:]
-    with G.new_graph():
+    with G.new_graph(backend):
         b = moons.build(xs, onehot)
         tb = b.trainer(xs, onehot, 0.01)
         load(tb, path)

@@ -119,6 +119,33 @@ def test_axes_and_batch_together_are_refused():
         G.leaf("x", data(2, 3), axes="b | d", batch=1)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_batch_names_label_the_batch_axes(backend):
+    """``batch=["b", "t"]`` (the issue's other spelling of ``axes=``) names the batch axes
+    and leaves the others unnamed: the blog's bug is the same ShapeError, and the intended
+    centering runs.  It used to crash with "slice indices must be integers"."""
+    with G.new_graph(backend):
+        h = G.leaf("h", data(16, 16, 64), batch=["b", "t"])
+        assert str(h.shape) == "b=16,t=16|64"
+        with pytest.raises(ShapeError, match=r"basis mismatch in 'sub'.*t=16.*b=16"):
+            _ = blog(h).shape
+    with G.new_graph(backend):  # a new graph: the refused one stays refused
+        x = G.leaf("x", data(2, 3, 4, 5), batch=["b"], input=1)
+        assert str(x.shape) == "b=2|5->3,4"
+        arr = data(2, 3, 4)
+        c = G.leaf("c", arr, batch=["b", "t"])
+        got = A(G.Model(c - G.einsum1("b, t|d => b, t|0", c) * 0.25).run())
+    close32(got, arr - arr.mean(-1, keepdims=True), 4)
+
+
+@pytest.mark.parametrize("batch", ["bt", [1, 2], ["b", 2]])
+def test_batch_names_that_are_not_a_list_of_names_are_refused(batch):
+    with G.new_graph(), pytest.raises(TypeError, match="batch= is a number of axes or a list"):
+        G.leaf("x", data(2, 3), batch=batch)
+    with G.new_graph(), pytest.raises(TypeError, match="either by axes= or by batch="):
+        G.leaf("x", data(2, 3), axes="b | d", batch=["b"])
+
+
 # -- labels survive ---------------------------------------------------------------------------
 
 

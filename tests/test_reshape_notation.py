@@ -407,6 +407,41 @@ def test_graph_factor_from_a_captured_label():
             shapes.set_dim(shapes.label(z.node, "h"), 5)
 
 
+@pytest.mark.parametrize("backend_name", ["numpy", "torch"])
+def test_graph_attention_heads_split_and_merged_in_the_notation_against_torch(backend_name):
+    """Issue 15's purpose for reshape: heads come from a ``b, t | d`` projection split as
+    ``(h, e)`` (the number of heads set on the captured label), go through causal attention
+    and merge back, with no two-axis ``wq @ a`` parameter; value and gradients against
+    torch's ``scaled_dot_product_attention`` on the same reshapes, in float64."""
+    from arrays import close32
+    from arrays import host as A
+    from tensig.model import blocks as B
+
+    rng = np.random.default_rng(5)
+    xs, r = (rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 8), (2, 5, 6)))
+    w0, o0 = (rng.standard_normal(s).astype(np.float32) * 0.4 for s in ((8, 8), (6, 8)))
+    with G.new_graph(backend_name):
+        x = G.leaf("x", xs, axes="b, t | d")
+        w = G.param("w", output=[8], init=lambda s, _: w0.copy())
+        q, d = G.einsum1("b, t|(h, e) => b, t|h, e", w @ x, capture=["h"])
+        d["h"].set_dim(2)
+        a = B.multi_head_attention(q, q, q, mask="causal")
+        o = G.param("o", output=[6], init=lambda s, _: o0.copy())
+        y = o @ G.einsum1("b, t|h, e => b, t|(h, e)", a)
+        loss = G.einsum1(B.ALL, y * G.leaf("R", r, axes="b, t | _"))
+        G.grad_update(loss).backward()
+        assert str(q.shape) == "b=2,t=5|2,4" and str(y.shape) == "b=2,t=5|6"
+        got = [A(t) for t in (y.numpy(), w.grad.numpy(), o.grad.numpy())]
+    xt = torch.tensor(xs, dtype=torch.float64)
+    wt, ot = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (w0, o0))
+    heads = (xt @ wt.T).reshape(2, 5, 2, 4).transpose(1, 2)
+    att = torch.nn.functional.scaled_dot_product_attention(heads, heads, heads, is_causal=True)
+    yt = att.transpose(1, 2).reshape(2, 5, 8) @ ot.T
+    (yt * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    for ours, ref in zip(got, (yt, wt.grad, ot.grad), strict=True):
+        close32(ours, ref.detach(), 10)
+
+
 def test_graph_factor_nothing_sizes_says_so():
     with G.new_graph():
         x = G.leaf("x", np.zeros((2, 12), np.float32), batch=1)

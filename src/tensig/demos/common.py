@@ -140,8 +140,9 @@ def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
 def print_bill(graph: G.Graph, params: list[G.Tensor], dtype: str = "float32") -> None:
     """The inferred shape of every parameter and the memory bill, before training."""
     print("  parameters (shapes inferred from use):")
+    width = max((len(p.name) for p in params), default=0)  # a column, whatever the scopes
     for p in params:
-        print(f"    {p.name:<10} {p.shape!s:<16}")
+        print(f"    {p.name:<{width}}  {p.shape!s}")
     bill = graph.memory(dtype)
     total = sum(b for _, _, b in bill)
     biggest = max(bill, key=lambda r: r[2])

@@ -369,13 +369,19 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     return select(xp, mask, a, b)
 
 
-def _f(xp: Any, x: Any) -> Any:
-    """Booleans as the number type of the computation (1.0 / 0.0)."""
+def _f(xp: Any, x: Any, *operands: Any) -> Any:
+    """Booleans as the number type of the computation (1 / 0 in the first array operand's
+    dtype: NumPy's ``bool * 1.0`` is float64, which would leak into a float32 graph and make
+    it compute otherwise than on torch; integers stay integers, as the graph marks them)."""
+    for o in operands:
+        dtype = getattr(o, "dtype", None)
+        if dtype is not None and not str(dtype).endswith("bool"):  # booleans become numbers
+            return x * xp.ones((), dtype=dtype)
     return x * 1.0
 
 
 def _compare(test: Callable[[Any, Any], Any], xp: Any, a: Any, b: Any) -> Any:
-    return _f(xp, test(a, b))
+    return _f(xp, test(a, b), a, b)
 
 
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
@@ -395,7 +401,7 @@ UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "neg": lambda xp, v: -v,
     "tanh": lambda xp, v: xp.tanh(v),
     "gelu": lambda xp, v: backend_of_namespace(xp).gelu(v),
-    "not": lambda xp, v: _f(xp, v == 0),
+    "not": lambda xp, v: _f(xp, v == 0, v),
 }
 
 BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
@@ -413,8 +419,8 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
     **{name: functools.partial(_compare, test) for name, test in COMPARISONS.items()},
-    "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0)),
-    "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0)),
+    "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0), a, b),
+    "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0), a, b),
 }
 
 TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {

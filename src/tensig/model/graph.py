@@ -62,9 +62,10 @@ from tensig.model.tensor import (
 __all__ = [
     "BINARY_OPS", "UNARY_OPS", "Captured", "Graph", "Index", "Model", "OpDef", "Shape", "Tensor",
     "apply", "axis", "batch", "batch_slice", "cast", "concat", "constant", "current_graph", "dim",
-    "einmax1", "einsum", "einsum1", "embedding", "fma", "grad_update", "index", "leaf", "maximum",
-    "minimum", "ndarray", "new_graph", "one_hot", "outer_sum", "param", "range_", "range_of_shape",
-    "scope", "stack", "stop_gradient", "stretch", "tropical", "variable", "where"
+    "einmax1", "einsum", "einsum1", "embedding", "fma", "grad_update", "index", "leaf",
+    "logical_and", "logical_or", "maximum", "minimum", "mod", "ndarray", "new_graph", "one_hot",
+    "outer_sum", "param", "range_", "range_of_shape", "scope", "stack", "stop_gradient",
+    "stretch", "tropical", "variable", "where"
 ]
 
 
@@ -213,6 +214,22 @@ def maximum(a: Any, b: Any) -> Tensor:
 def minimum(a: Any, b: Any) -> Tensor:
     """Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``)."""
     return apply(BINARY_OPS["min"], a, b)
+
+
+def mod(a: Any, b: Any) -> Tensor:
+    """Pointwise remainder with the sign of ``a`` (C's and OCANNL's ``mod``, ``fmod``: NumPy's
+    and Python's ``%`` take the sign of ``b``); also ``a % b`` and ``a.mod(b)``."""
+    return apply(BINARY_OPS["mod"], a, b)
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    """1 where both operands are non-zero, else 0, in their dtype (also ``a & b``)."""
+    return apply(BINARY_OPS["and"], a, b)
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    """1 where either operand is non-zero, else 0, in their dtype (also ``a | b``)."""
+    return apply(BINARY_OPS["or"], a, b)
 
 
 #: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row

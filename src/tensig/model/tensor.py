@@ -548,7 +548,7 @@ def cast(x: Tensor, dtype: str = "float32") -> Tensor:
     return apply(op, x)
 
 
-def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
+def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 0,
          axes: str | None = None) -> Tensor:
     """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
     ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`.
@@ -559,9 +559,15 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
     with ``t`` (equal sizes or not) is a :class:`~tensig.ShapeError` naming both.  Sequence
     positions go on the batch row (``"b, t | d"``), as every block expects; a name on the
     output row is a feature, and ``@`` refuses to contract a named axis together with others.
+    ``batch=["b", "t"]`` names the batch axes only (the other axes stay unnamed).
     """
     g = current_graph()
     dims = tuple(int(d) for d in value.shape)
+    if not isinstance(batch, int):
+        if axes is not None:
+            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
+        axes = _batch_names(name, batch, len(dims), input)
+        batch = input = 0
     if axes is not None:
         if batch or input:
             raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
@@ -573,6 +579,17 @@ def leaf(name: str, value: Any, *, batch: int = 0, input: int = 0,
     t.value_init = value
     t.integer = _is_integer(value)
     return t
+
+
+def _batch_names(name: str, names: Sequence[str], ndim: int, input: int) -> str:
+    """``batch=["b", "t"]`` written as ``axes=`` (``"b, t | _"``): named batch axes and the
+    other rows unnamed, so the names act as ``axes=``'s do (one checker, one error)."""
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"leaf {name!r}: batch= is a number of axes or a list of axis names, "
+                        f"not {names!r}")
+    unnamed = ["_"] * max(ndim - len(names) - input, 0)
+    inputs = ", ".join(["_"] * input) + " -> " if input else ""
+    return f"{', '.join(names)} | {inputs}{', '.join(unnamed)}"
 
 
 def _is_integer(value: Any) -> bool:
