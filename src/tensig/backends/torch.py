@@ -33,10 +33,9 @@ class TorchBackend(Backend):
         return self.torch.inference_mode
 
     def scalar_operand(self, value: int | float) -> Any:
-        """A 0-d tensor: torch wraps a Python number in a fresh tensor on every call (~2 us,
-        as much as the operation on a small array); a 0-d tensor made once behaves the same
-        in type promotion (it never widens a dimensioned operand's dtype): a float becomes
-        one of the default float dtype, an integer one of int64."""
+        """A 0-d tensor, made once: torch wraps a Python number in a new tensor on every call
+        (~2 us, as much as the operation on a small array); a 0-d tensor promotes as the
+        number does (it never widens a dimensioned operand's dtype)."""
         t = self.torch
         return t.tensor(value, dtype=t.get_default_dtype() if isinstance(value, float)
                         else t.int64)
@@ -336,10 +335,10 @@ class TorchBackend(Backend):
         return update
 
     def widen(self, x: Any, shape: Sequence[int]) -> Any:
-        """``x`` broadcast to ``shape`` as a contiguous copy, on the CPU (see
-        :func:`tensig.model.compile._widening`); elsewhere ``x`` as it is.  Copies by ``cat`` of
-        ``x`` with itself along each widened axis: 3x faster than ``expand().contiguous()``
-        (4 us against 12 for a 32x4x4x16 pooled map doubled)."""
+        """``x`` broadcast to ``shape`` as a contiguous copy on the CPU (see
+        :func:`tensig.execution.lowering._widening`), elsewhere as it is: by ``cat`` along each
+        widened axis, 3x faster than ``expand().contiguous()`` (4 us against 12 for a
+        32x4x4x16 pooled map doubled)."""
         if not x.is_cpu:
             return x
         have = tuple(x.shape)  # read once: each ``x.shape`` is a new object (a step calls this)
@@ -440,9 +439,7 @@ class TorchBackend(Backend):
     def relu_backward(self, a: Any, g: Any) -> Any:
         if not (hasattr(a, "shape") and hasattr(g, "shape")):
             return None
-        if a.shape != g.shape:
-            a, g = self.torch.broadcast_tensors(a, g)
-        return self.torch.ops.aten.threshold_backward(g, a, 0)
+        return self.torch.ops.aten.threshold_backward(g, a, 0)  # it broadcasts
 
     def gelu(self, v: Any) -> Any:
         """On the CPU ``v sigmoid(2 sqrt(2/pi) (v + 0.044715 v^3))``, the same function
@@ -460,8 +457,6 @@ class TorchBackend(Backend):
     def gelu_backward(self, a: Any, g: Any) -> Any:
         if not (hasattr(a, "shape") and hasattr(g, "shape")):
             return super().gelu_backward(a, g)
-        if a.shape != g.shape:
-            a, g = self.torch.broadcast_tensors(a, g)
         return self.torch.ops.aten.gelu_backward(g, a, approximate="tanh")
 
     def softmax(self, x: Any, axis: int) -> Any:
