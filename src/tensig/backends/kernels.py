@@ -1,4 +1,4 @@
-"""The model layer's fused kernels in their generic form: attention and batch normalisation
+"""The model layer's fused kernels in their generic form: attention, cross-entropy, batch norm
 written on a library's namespace (NumPy's names), which every adapter inherits and an adapter
 with its own kernels overrides (the torch adapter: flash attention, ``native_batch_norm``).
 
@@ -103,10 +103,8 @@ class Kernels:
             yield rows, s, keys
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
-        """The elementwise function ``name`` (NumPy's name: ``add``, ``subtract``,
-        ``multiply``, ``divide``, ``exp``, ``log``) of ``a`` and ``others``, written into
-        ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
-        overwrites (here: a new array, for JAX's and Dask's)."""
+        """The elementwise function ``name`` (NumPy's name) of ``a`` and ``others``, written
+        into ``a`` (an array the caller made) where the library's arrays are mutable."""
         return getattr(self.namespace, name)(a, *others)
 
     # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)

@@ -78,7 +78,7 @@ class TorchBackend(Backend):
         except (RuntimeError, NotImplementedError):
             einsum = functools.partial(t.einsum, subscripts)
             return self._promoted(einsum, einsum, xs)
-        dtype = functools.reduce(t.promote_types, [x.dtype for x in xs])
+        dtype = self.result_dtype(xs)
         return out if out.dtype == dtype else out.to(dtype)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
@@ -139,8 +139,7 @@ class TorchBackend(Backend):
         in torch's promoted dtype, as ``torch.einsum`` does for products that reduce nothing
         (its contractions refuse them); bool operands as NumPy's logical or of ands (torch
         has no bool matmul).  Anything still refused raises torch's own error."""
-        t = self.torch
-        dtype = functools.reduce(t.promote_types, [x.dtype for x in xs])
+        t, dtype = self.torch, self.result_dtype(xs)
         if dtype == t.bool:
             return plan(*[x.to(t.float32) for x in xs]) > 0  # exact: sums of 0s and 1s
         cast = [x if x.dtype == dtype else x.to(dtype) for x in xs]
@@ -150,9 +149,7 @@ class TorchBackend(Backend):
             return einsum(*cast)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        flat: list[int] = []
-        for lo, hi in reversed(list(widths)):  # torch pads the last axis first
-            flat += [lo, hi]
+        flat = [n for pair in reversed(list(widths)) for n in pair]  # the last axis first
         return self.torch.nn.functional.pad(x, flat, value=value)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
@@ -379,9 +376,7 @@ class TorchBackend(Backend):
         return self.torch.flip(x, (axis,))
 
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
-        xs = [self.asarray(x) for x in xs]
-        dtype = functools.reduce(self.torch.promote_types, [x.dtype for x in xs])
-        return self.torch.cat([x.to(dtype) for x in xs], dim=axis)
+        return self.torch.cat([self.asarray(x) for x in xs], dim=axis)  # it promotes dtypes
 
     def take_along(self, x: Any, index: Any, axis: int) -> Any:
         return self.torch.take_along_dim(x, index, dim=axis)
