@@ -164,9 +164,7 @@ class TorchBackend(Backend):
         x, padding = self._padded(x, pads)
         y = fn(x, w, stride=list(strides), dilation=list(dilations), padding=padding)
         if channels_last and y.dim() in (4, 5):
-            t = self.torch
-            y = y.contiguous(memory_format=t.channels_last if y.dim() == 4
-                             else t.channels_last_3d)
+            y = y.contiguous(memory_format=self._format(y.dim()))
         return y
 
     def conv_backward(self, g: Any, other: Any, shape: Sequence[int], of_input: bool,
@@ -467,7 +465,7 @@ class TorchBackend(Backend):
         return self.torch._log_softmax_backward_data(g, y, axis, y.dtype)
 
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
-        rows = _trailing(x, axes)
+        rows = self._rows(x, None, None, axes)
         if rows is None:
             return super().normalize(x, axes, eps)
         y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, rows, None, None, eps)
@@ -475,7 +473,7 @@ class TorchBackend(Backend):
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
-        rows = _trailing(x, axes)
+        rows = self._rows(x, None, None, axes)
         if rows is None or x.shape != g.shape:
             return super().normalize_backward(x, y, mean, rstd, g, axes, eps)
         return self.torch.ops.aten.native_layer_norm_backward(  # the kernel: a third less
@@ -506,11 +504,13 @@ class TorchBackend(Backend):
 
     def _rows(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...]) -> list[int] | None:
         """The normalised shape when torch's layer-norm kernels take these arrays: trailing
-        axes, one floating dtype and device for all three."""
-        if not x.dtype.is_floating_point or \
-                any(t.dtype != x.dtype or t.device != x.device for t in (scale, shift)):
+        axes, one floating dtype and device for all three (``None``: no scale, no shift)."""
+        if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())) or \
+                not x.dtype.is_floating_point or any(
+                    t is not None and (t.dtype != x.dtype or t.device != x.device)
+                    for t in (scale, shift)):
             return None
-        return _trailing(x, axes)
+        return list(x.shape[axes[0]:])
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
@@ -627,14 +627,6 @@ def _as_matrix(labels: str, rows: list[str], cols: list[str], size: dict[str, in
 def _even(pads: Sequence[tuple[int, int]]) -> list[int] | None:
     """The padding torch's kernels take for ``pads``, or None where they are uneven."""
     return [lo for lo, _ in pads] if all(lo == hi for lo, hi in pads) else None
-
-
-def _trailing(x: Any, axes: tuple[int, ...]) -> list[int] | None:
-    """The sizes of ``axes`` when they are ``x``'s trailing ones (what torch's layer-norm
-    kernels normalise over), else None."""
-    if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())):
-        return None
-    return list(x.shape[axes[0]:])
 
 
 def _heads4(x: Any) -> Any:
