@@ -232,9 +232,8 @@ class TorchBackend(Backend):
 
     def _template(self, shape: list[int], like: Any, fmt: Any) -> Any:
         """An array standing for an operand whose values a gradient does not read (only its
-        shape and layout): made once per shape, dtype, device and layout.  Each holds real
-        memory (on ``like``'s device), so a stream of new shapes clears the cache, as the
-        NumPy adapter's GEMM layouts do, rather than keep every one."""
+        shape and layout), made once per shape, dtype, device and layout; each holds memory,
+        so a stream of new shapes clears the cache (as NumPy's GEMM layouts do)."""
         key = (tuple(shape), like.dtype, like.device, fmt)
         t = self._templates.get(key)
         if t is None:
@@ -486,9 +485,8 @@ class TorchBackend(Backend):
         rows = self._rows(x, scale, shift, axes)
         if rows is None:
             return super().layer_norm(x, scale, shift, axes, eps)
-        y, mean, rstd = self.torch.ops.aten.native_layer_norm(
-            x, rows, scale.reshape(rows), shift.reshape(rows), eps)
-        return y, mean, rstd
+        return tuple(self.torch.ops.aten.native_layer_norm(
+            x, rows, scale.reshape(rows), shift.reshape(rows), eps))
 
     def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
                             shift: Any, axes: tuple[int, ...], eps: float, dx: bool
@@ -590,10 +588,9 @@ class TorchBackend(Backend):
     def batch_norm_backward(self, g: Any, x: Any, mean: Any, var: Any, scale: Any,
                             saved_mean: Any, saved_rstd: Any, training: bool, eps: float,
                             wanted: tuple[bool, bool]) -> tuple[Any, ...]:
-        dx, dscale, dshift = self.torch.ops.aten.native_batch_norm_backward(
+        return tuple(self.torch.ops.aten.native_batch_norm_backward(
             g, x, scale, mean, var, saved_mean, saved_rstd, training, eps,
-            [wanted[0], wanted[1], wanted[1]])
-        return dx, dscale, dshift
+            [wanted[0], wanted[1], wanted[1]]))
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
         """On the CPU only (elsewhere a boolean mask is as fast).  torch's comparisons are
