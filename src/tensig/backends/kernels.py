@@ -1,4 +1,4 @@
-"""The model layer's fused kernels in their generic form: attention and batch normalisation
+"""The model layer's fused kernels in their generic form: attention, cross-entropy, batch norm
 written on a library's namespace (NumPy's names), which every adapter inherits and an adapter
 with its own kernels overrides (the torch adapter: flash attention, ``native_batch_norm``).
 
@@ -103,10 +103,8 @@ class Kernels:
             yield rows, s, keys
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
-        """The elementwise function ``name`` (NumPy's name: ``add``, ``subtract``,
-        ``multiply``, ``divide``, ``exp``, ``log``) of ``a`` and ``others``, written into
-        ``a`` where the library's arrays are mutable; ``a`` is an array the caller made and
-        overwrites (here: a new array, for JAX's and Dask's)."""
+        """The elementwise function ``name`` (NumPy's name) of ``a`` and ``others``, written
+        into ``a`` (an array the caller made) where the library's arrays are mutable."""
         return getattr(self.namespace, name)(a, *others)
 
     # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)
@@ -143,9 +141,9 @@ class Kernels:
         per-channel arrays' order; ``mean``, ``var``, ``scale``, ``shift`` and the results
         have their shape): ``x`` read as the matrix :func:`_channel_columns` makes."""
         rows, back = _channel_columns(self, x, kept)
-        mean, var, scale, shift = _vectors(kept, mean, var, scale, shift)
+        mean, var, scale, shift = _shaped(kept, (-1,), mean, var, scale, shift)
         y, *stats = self.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)
-        return (back(y), *_per_channel(x, kept, stats))
+        return (back(y), *_shaped(kept, tuple(x.shape[i] for i in kept), *stats))
 
     def batch_norm_channels_backward(self, g: Any, x: Any, kept: tuple[int, ...], mean: Any,
                                      var: Any, scale: Any, saved_mean: Any, saved_rstd: Any,
@@ -154,11 +152,12 @@ class Kernels:
         """The gradient of :meth:`batch_norm_channels` (:meth:`batch_norm_backward`)."""
         rows, back = _channel_columns(self, x, kept)
         grows, _ = _channel_columns(self, g, kept)
-        mean, var, scale, saved_mean, saved_rstd = _vectors(kept, mean, var, scale, saved_mean,
-                                                            saved_rstd)
+        mean, var, scale, saved_mean, saved_rstd = _shaped(kept, (-1,), mean, var, scale,
+                                                           saved_mean, saved_rstd)
         dx, *learned = self.batch_norm_backward(grows, rows, mean, var, scale, saved_mean,
                                                 saved_rstd, training, eps, wanted)
-        return (None if dx is None else back(dx), *_per_channel(x, kept, learned))
+        return (None if dx is None else back(dx),
+                *_shaped(kept, tuple(x.shape[i] for i in kept), *learned))
 
     def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
                    momentum: float, eps: float) -> tuple[Any, ...]:
@@ -220,20 +219,12 @@ def _channel_columns(backend: Kernels, x: Any, kept: tuple[int, ...]
             lambda m: backend.transpose(m.reshape(moved), inverse))
 
 
-def _vectors(kept: tuple[int, ...], *per_channel: Any) -> list[Any]:
-    """Per-channel arrays (``None`` passing) as vectors: themselves with one channel axis
-    (a reshape is a call on torch: none where none is needed)."""
+def _shaped(kept: tuple[int, ...], shape: tuple[int, ...], *per_channel: Any) -> list[Any]:
+    """Per-channel arrays (``None`` passing) reshaped to ``shape`` (a vector's or the ``kept``
+    axes'); as they are for one channel axis (a reshape is a call on torch)."""
     if len(kept) == 1:
         return list(per_channel)
-    return [None if v is None else v.reshape(-1) for v in per_channel]
-
-
-def _per_channel(x: Any, kept: tuple[int, ...], vectors: list[Any]) -> list[Any]:
-    """Per-channel vectors (``None`` passing) in the shape of ``x``'s ``kept`` axes."""
-    if len(kept) == 1:
-        return vectors
-    shape = tuple(x.shape[i] for i in kept)
-    return [None if v is None else v.reshape(shape) for v in vectors]
+    return [None if v is None else v.reshape(shape) for v in per_channel]
 
 
 def _hot(backend: Kernels, ids: Any, n: int, ignore: int, dtype: Any) -> tuple[Any, Any]:
