@@ -68,6 +68,11 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
         _GRAPH.reset(token)
 
 
+def _rate(lr: float, schedule: Callable[[int], float] | None) -> Callable[[int], float]:
+    """The learning rate by step: ``schedule``, else the constant ``lr``."""
+    return schedule if schedule is not None else lambda step: lr
+
+
 class Optimizer:
     """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
     the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves).
@@ -84,8 +89,7 @@ class Optimizer:
                              list[list[Tensor]]] | None = None):
         self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
             per_step
-        self.state = list(state)
-        self.rule = rule
+        self.state, self.rule = list(state), rule
         self._bufs = {name: t.val for name, t in scalars.items()}
         self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
 
@@ -174,15 +178,9 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
             else:
                 code.assign(delta.val, _e("id", mom.val))
         code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
-
-    def rate(step: int) -> float:
-        return schedule(step) if schedule is not None else lr
-
-    def per_step(step: int) -> dict[str, float]:
-        return {"lr": rate(step)}
-
+    rate = _rate(lr, schedule)
     hyper = {"momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
-    return Optimizer(params, code, {"lr": lr_t}, per_step, state,
+    return Optimizer(params, code, {"lr": lr_t}, lambda step: {"lr": rate(step)}, state,
                      ("sgd", hyper, rate, [state] if momentum > 0 else []))
 
 
@@ -221,10 +219,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
         code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
 
-    decays = bool(weight_decay and decoupled)
-
-    def rate(step: int) -> float:
-        return schedule(step) if schedule is not None else lr
+    decays, rate = bool(weight_decay and decoupled), _rate(lr, schedule)
 
     def per_step(step: int) -> dict[str, float]:
         t, r = step + 1, rate(step)
@@ -304,15 +299,6 @@ class _InterruptsHeld:
 _NONFINITE = ("raise", "warn", "ignore")
 
 
-def _zero_state(model: Model) -> None:
-    """Optimizer state starts at zero."""
-    store = model.graph.store
-    for t in model.graph.tensors:
-        if t.kind == "state" and not store.has(t.val):
-            shape = t.shape.int_dims
-            store.write(t.val, model.graph.array(np.zeros(shape, np.float32)))
-
-
 class Trainer:
     """Compiled training: one routine runs forward, gradients and the optimizer update.
 
@@ -351,14 +337,14 @@ class Trainer:
         # the count moves exactly when the parameters do.
         gradients = loss.grad_update_code()
         grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
+        steps, code = grads.steps + update.steps, Code([*grads.code, *update.code])
         # where the backend compiles whole programs (JAX), a step is one compiled function
         # of both (see _staged_step); the update's writes are dropped with a refused step
-        staged = None if grads.staged is None else Staged(
-            grads.steps + update.steps, Code([*grads.code, *update.code]), grads.staged.backend)
+        staged = None if grads.staged is None else Staged(steps, code, grads.staged.backend)
         self._update_writes = {a.lhs.key for a in update.code}
         #: both, as one routine (to inspect, or to run a step by hand)
-        self.routine = Routine(grads.steps + update.steps, Code([*grads.code, *update.code]),
-                               grads.mode, staged, [*(grads.items or []), *(update.items or [])])
+        self.routine = Routine(steps, code, grads.mode, staged,
+                               [*(grads.items or []), *(update.items or [])])
         # a step enters the routines' mode (torch's inference mode) once for both
         self._mode = grads.mode or contextlib.nullcontext
         self._gradients = Routine(grads.steps, grads.code, items=grads.items)
@@ -366,10 +352,14 @@ class Trainer:
         self._fused = optimizer.fused_step(self.model.graph.adapter)
         self._update = Routine([self._apply_update, self._count_step], update.code)
         self._loss_now = math.nan
-        for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
-            if t.value_init is not None and not loss.graph.store.has(t.val):
+        g = self.model.graph
+        for t in g.tensors:  # scalar leaves the optimizer added after Model(); its state at 0
+            if g.store.has(t.val):
+                continue
+            if t.value_init is not None:
                 self.model.set(t, t.value_init)
-        _zero_state(self.model)
+            elif t.kind == "state":
+                g.store.write(t.val, g.array(np.zeros(t.shape.int_dims, np.float32)))
         #: buffers the forward pass moves (running statistics, dropout's counter): put back
         #: when a step is refused, so a refused batch leaves no trace
         self._buffers = [t.val.key for t in self.model.tensors if t.kind == "buffer"]
