@@ -96,11 +96,9 @@ def _shifted(x: Tensor, spec: str) -> Tensor:
 
 def softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``exp(x) / sum exp(x)`` over what ``spec`` reduces (the last output axis by default),
-    computed on ``x`` minus its detached maximum.
-
-    Over the last output axis it is one primitive (the library's softmax kernel) whose
-    gradient is ``y (g - sum(g y))``, one more: built from the primitives (as any other
-    ``spec`` is), attention's scores made eleven full-size passes, forward and back."""
+    computed on ``x`` minus its detached maximum.  Over the last output axis it is one
+    primitive (the library's kernel) and its gradient ``y (g - sum(g y))`` another: far
+    fewer full-size passes than the primitives any other ``spec`` is built from."""
     if spec == LAST:
         return G.apply(_SOFTMAX_LAST, x)
     e = _shifted(x, spec).exp()
@@ -162,8 +160,7 @@ _SOFTMAX_LAST, _LOG_SOFTMAX_LAST = _row_op("softmax"), _row_op("log_softmax")
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
     subtracted first.  Over the last output axis one primitive and its gradient
-    ``g - exp(y) sum(g)`` another, as :func:`softmax` (cross-entropy's seven steps forward
-    and six back)."""
+    ``g - exp(y) sum(g)`` another, as :func:`softmax`."""
     if spec == LAST:
         return G.apply(_LOG_SOFTMAX_LAST, x)
     z = _shifted(x, spec)
@@ -179,8 +176,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) 
     probabilities: the mean is over all rows.
 
     With class ids it is one primitive, forward and backward (torch's ``log_softmax`` with
-    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``): written with a one-hot
-    and sums it was seven steps forward and seven back.
+    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``).
     """
     if targets.integer:
         return G.apply(_cross_entropy_ids(logits, int(ignore_index)), logits, targets)
@@ -244,9 +240,8 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
 
 def _normalizer(x: Tensor, eps: float) -> OpDef:
     """Layer normalisation over the output row as one primitive and its gradient another
-    (torch's kernels on the torch backend; the statistics the forward computed are kept
-    for the backward in a record, :data:`tensig.execution.ir.RECORDS`): written with
-    tensors it was seven stored steps forward and a dozen back, on every block's input."""
+    (torch's kernels on the torch backend), the forward's statistics kept for the backward
+    in a record."""
     saved = _record(x.graph, "normalize.saved")
 
     def axes(a: Tensor) -> tuple[int, int]:
@@ -320,10 +315,9 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     checkpoints of a model or a trainer save and restore them with the parameters.
 
     One operation, forward and backward each one call of the backend's kernel (torch's own
-    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere): written as
-    per-channel array steps it was about twenty small calls a step.  At least two values
-    per channel are needed in training, as torch requires: a model with fewer is refused
-    when its code is built.
+    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere).  At least
+    two values per channel are needed in training, as torch requires: a model with fewer
+    is refused when its code is built.
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
@@ -392,9 +386,7 @@ def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
     ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive).  One
-    primitive with its own derivative (``x.gelu()``): the formula written with tensors was a
-    dozen stored steps forward and more backward, the largest pointwise cost of a GPT's
-    step."""
+    primitive with its own derivative (``x.gelu()``), not a dozen stored steps."""
     return G.apply(G.UNARY_OPS["gelu"], x)
 
 
@@ -502,9 +494,7 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
 
     The library's fused kernel where it has one (torch on the CPU: flash attention), else
     blocks of query rows (:meth:`tensig.backends.Backend.attention`): the ``q, k`` scores
-    are never stored, the backward recomputes them from each row's log-sum-exp.  Written
-    as two einsums and a softmax, the scores and probabilities were stored and the step
-    made eleven passes over them, forward and back.
+    are never stored, the backward recomputes them from each row's log-sum-exp.
     """
     causal = isinstance(mask, str)
     if causal and mask != "causal":

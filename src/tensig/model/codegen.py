@@ -392,11 +392,8 @@ def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
     floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
                                       getattr(dtype, "kind", "") == "f")
     dtype = dtype if floating else xp.float32
-    if hasattr(like, "device"):
-        return xp.full(shape, v, dtype=dtype, device=like.device)
-    if device is not None:
-        return xp.full(shape, v, dtype=dtype, device=device)
-    return xp.full(shape, v, dtype=dtype)
+    device = like.device if hasattr(like, "device") else device
+    return xp.full(shape, v, dtype=dtype, **({} if device is None else {"device": device}))
 
 
 def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:

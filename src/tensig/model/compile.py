@@ -367,11 +367,10 @@ def fold_zero_init(code: Code) -> Code:
     Zeroing every gradient and then adding the first contribution costs two passes; the
     first contribution can initialise instead.  Semantics are unchanged.
     """
-    items = list(code)
     zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
     drop: set[int] = set()
     out: list[Assign] = []
-    for a in items:
+    for a in code:
         reads = {b.key for b in buffers_of(a.expr)}
         for k in reads:
             zeroed.pop(k, None)  # read while zero: the zeroing must stay

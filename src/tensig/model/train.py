@@ -261,15 +261,13 @@ class NonFiniteLossError(TensigError, FloatingPointError):
 
 
 class _InterruptsHeld:
-    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it.
+    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it: a
+    ``KeyboardInterrupt`` could otherwise land between any two bytecodes of an update.
 
-    Python runs signal handlers in the main thread only, between bytecodes: a
-    ``KeyboardInterrupt`` can land anywhere in a multi-step update.  Inside the block a
-    handler that only records the signal is installed; on exit the previous handler comes
-    back and a recorded signal is raised again (``signal.raise_signal``), so the user's own
-    handler (or Python's ``KeyboardInterrupt``) runs once the block is complete.  In another
-    thread, or where Python does not own the handler, nothing can interrupt the block and
-    nothing is installed.
+    Inside the block a handler only records the signal; on exit the previous handler comes
+    back and a recorded signal is raised again, so it runs once the block is complete.  Off
+    the main thread, or where Python does not own the handler, nothing can interrupt the
+    block and nothing is installed.
     """
 
     __slots__ = ("previous", "received")
