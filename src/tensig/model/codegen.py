@@ -245,12 +245,9 @@ def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bo
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
                     backend: Backend, xp: Any) -> Callable[[Any], None]:
     """The generated ``step(store)`` of a generic assignment."""
-    sizes: dict[str, int] = {}
-    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
-                                                     in zip(bufs, arg_labels, strict=True)]]:
-        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
-            if isinstance(lab, str):
-                sizes[lab] = d
+    tensors = [a.lhs.tensor, *(b.tensor for b in bufs)]
+    sizes = {lab: int(d) for t, labels in zip(tensors, (lhs_labels, *arg_labels), strict=True)
+             for lab, d in zip(labels, t.shape.dims, strict=True) if isinstance(lab, str)}
     product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
                                  for lab in labels if isinstance(lab, str)))
     lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]

@@ -299,9 +299,8 @@ def drop_dead_stores(code: Code) -> Code:
     """
     items = list(code)
     reads = [{b.key for b in buffers_of(a.expr)} for a in items]
-    # walking backwards: for each buffer, what the next assignment touching it does to it
-    # (linear; a forward scan per assignment was quadratic, most of the 1.45 s a 100-layer
-    # MLP's trainer took to build)
+    # walking backwards (linear: a forward scan per assignment is quadratic in a deep
+    # model's code): for each buffer, what the next assignment touching it does to it
     following: dict[tuple[int, str], str] = {}
     dead = set()
     for i in range(len(items) - 1, -1, -1):
