@@ -460,14 +460,8 @@ class Trainer:
             except BaseException:  # Ctrl-C or an error before the update: no trace
                 arrays.update(kept)
                 raise
-            if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-                arrays.update(kept)
-                self._refuse(loss, rows)
-                return loss
-            self._loss_now = loss
-            with _InterruptsHeld():
-                self._update.run(store)  # its last step is _count_step
-        return loss
+            # the update routine's last step is _count_step
+            return self._finish(loss, rows, kept, lambda: self._update.run(store))
 
     def _batch(self, rows: np.ndarray) -> list[tuple[Any, Any]]:
         """Each dataset's rows ``rows`` by buffer key: views of one slice where the rows run
@@ -487,16 +481,14 @@ class Trainer:
         key = self.loss.val.key
         value = written[key] if key in written else arrays[key]
         loss = float(self.model.graph.adapter.to_numpy(value).reshape(-1)[0])
-        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-            dropped = self._update_writes.union(self._buffers)
-            arrays.update((k, v) for k, v in written.items() if k not in dropped)
-            self._refuse(loss, rows)
-            return loss
-        self._loss_now = loss
-        with _InterruptsHeld():
+        kept = ((k, v) for k, v in written.items()  # read only when the loss is refused
+                if k not in self._update_writes and k not in self._buffers)
+
+        def update() -> None:
             arrays.update(written)
             self._count_step(self.model.graph.store)
-        return loss
+
+        return self._finish(loss, rows, kept, update)
 
     def _local_loss(self) -> float:
         return float(self.loss.numpy().reshape(-1)[0])
@@ -521,8 +513,17 @@ class Trainer:
             arrays[k] = g
         return loss
 
-    def _refuse(self, loss: float, rows: np.ndarray) -> None:
-        """A non-finite loss: raise, or warn that the batch's update is skipped."""
+    def _finish(self, loss: float, rows: np.ndarray, kept: Iterable[tuple[Any, Any]],
+                update: Callable[[], None]) -> float:
+        """A step's end: ``update()`` with Ctrl-C held back; or, the loss refused by
+        ``on_nonfinite``, the arrays ``kept`` (key, array) stored back and an error raised or a
+        warning that the batch's update is skipped.  Returns the loss."""
+        if math.isfinite(loss) or self.on_nonfinite == "ignore":
+            self._loss_now = loss
+            with _InterruptsHeld():
+                update()
+            return loss
+        self.model.graph.store.arrays.update(kept)
         error = NonFiniteLossError(loss, self.step_count, rows)
         if self.on_nonfinite == "raise":
             raise error
@@ -530,6 +531,7 @@ class Trainer:
         warnings.warn(str(error).replace("the update was not applied",
                                          "this batch's update was skipped"),
                       RuntimeWarning, stacklevel=3)
+        return loss
 
     def _apply_update(self, store: Any) -> None:
         """The optimizer's update: the adapter's one-kernel form where it takes these arrays,
