@@ -538,9 +538,8 @@ def _whole_step(a: Assign, xp: Any) -> Step:
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
-    adds = a.accum == "+" and not a.init
     record = a.expr.op in RECORDS
-    if record and adds:
+    if record and a.accum == "+" and not a.init:
         raise ShapeError(f"{a!r}: {a.expr.op} gives a record, which is stored (=:), never added")
     outs = {mode: Out(shape, mode) for mode in (True, False)}
     # operands read by key, numbers as they are: the step runs every training step
@@ -559,8 +558,7 @@ def _whole_step(a: Assign, xp: Any) -> Step:
         if tuple(v.shape) != shape:
             raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
                              f"side has {shape}")
-        old = arrays.get(key) if adds else None
-        arrays[key] = v if old is None else old + v
+        _put(store, a, v)
 
     return step
 
