@@ -246,10 +246,10 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
                     backend: Backend, xp: Any) -> Callable[[Any], None]:
     """The generated ``step(store)`` of a generic assignment."""
     tensors = [a.lhs.tensor, *(b.tensor for b in bufs)]
+    # each iterator's size, in the product space's order: the lhs's labels, then the others
     sizes = {lab: int(d) for t, labels in zip(tensors, (lhs_labels, *arg_labels), strict=True)
              for lab, d in zip(labels, t.shape.dims, strict=True) if isinstance(lab, str)}
-    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
-                                 for lab in labels if isinstance(lab, str)))
+    product = list(sizes)
     lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
     reduced = [lab for lab in product if lab not in lhs_order]
     if reduced and a.accum is None:
@@ -324,9 +324,7 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
         return None  # nothing summed: an elementwise product is cheaper than a matmul
     if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
         return None  # replicated labels: the generic path broadcasts them
-    names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
-    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
-        [*lhs_order, *names]))}
+    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(sizes)}  # product order
     idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
                     for i in idx)
