@@ -833,3 +833,17 @@ def _torch_rotary(x, base=10000.0):
 def test_rotary_position_embedding_against_torch(backend):
     x = data(2, 7, 3, 6)
     check(backend, B.rotary, _torch_rotary, [x], ["b, t, h, e => b, t | h, e"], 6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_causal_mask_hides_later_keys(backend):
+    """``causal_mask`` is ``q | k`` sized from the scores: 0 on and below the diagonal,
+    ``-inf`` above it, as ``mask="causal"`` hides keys."""
+    with G.new_graph(backend):
+        x = G.leaf("x", data(2, 5, 1, 4), batch=2)
+        scores = G.einsum("..., q | -> h, e; ..., k | -> h, e => ..., q | -> h, k", x, x)
+        mask = B.causal_mask(scores)
+        got = A(G.Model(mask).run())
+    assert mask.shape.int_dims == (5, 5)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.triu(np.full((5, 5), -np.inf, np.float32), 1))

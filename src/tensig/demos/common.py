@@ -115,8 +115,7 @@ def command_line(main: Callable[..., float], argv: list[str] | None = None) -> f
 
 def cross_entropy(logits: G.Tensor, onehot: G.Tensor, batch: int) -> G.Tensor:
     """Mean softmax cross-entropy over a ``b|o`` batch: :func:`tensig.model.blocks.log_softmax`
-    (one kernel forward and one back on torch where the spelled-out max-subtracted form took
-    seven steps and six), then the one-hot row sums."""
+    (one kernel forward and one back on torch), then the one-hot row sums."""
     logp = B.log_softmax(logits)
     return G.einsum1("...|...->... => |->0", onehot * logp) * (-1.0 / batch)
 

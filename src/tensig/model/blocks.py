@@ -96,11 +96,9 @@ def _shifted(x: Tensor, spec: str) -> Tensor:
 
 def softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``exp(x) / sum exp(x)`` over what ``spec`` reduces (the last output axis by default),
-    computed on ``x`` minus its detached maximum.
-
-    Over the last output axis it is one primitive (the library's softmax kernel) whose
-    gradient is ``y (g - sum(g y))``, one more: built from the primitives (as any other
-    ``spec`` is), attention's scores made eleven full-size passes, forward and back."""
+    computed on ``x`` minus its detached maximum.  Over the last output axis it is one
+    primitive (the library's kernel) and its gradient ``y (g - sum(g y))`` another: far
+    fewer full-size passes than the primitives any other ``spec`` is built from."""
     if spec == LAST:
         return G.apply(_SOFTMAX_LAST, x)
     e = _shifted(x, spec).exp()
@@ -122,38 +120,47 @@ def _last_axis(t: Tensor, what: str) -> int:
     return start + n - 1
 
 
-def _softmax_forward(t: Tensor, a: Tensor) -> Code:
-    return Code().assign(t.val, _e("softmax", a.val, _last_axis(a, "softmax")),
-                         logic=t.projections)
+def _record(g: G.Graph, name: str) -> Tensor:
+    """A state tensor ``name`` holding a kernel's record of results
+    (:data:`tensig.execution.ir.RECORDS`), each read by ``part``."""
+    return Tensor("state", g.shapes.tensor(name, Shape(output=())), g, [name])
 
 
-def _softmax_backward(t: Tensor, a: Tensor) -> Code:
-    return Code().assign(a.grad, _e("softmax_grad", t.val, t.grad, _last_axis(a, "softmax")),
-                         accum="+", logic=t.projections)
+def _recorded(t: Tensor, record: Tensor, kernel: Any) -> Code:
+    """``record =: kernel``, then ``t`` its first result."""
+    code = Code().assign(record.val, kernel, logic="whole")
+    return code.assign(t.val, _e("part", record.val, 0), logic="whole")
 
 
-_SOFTMAX_LAST = OpDef("softmax", ".", _softmax_forward, _softmax_backward)
+def _add_parts(code: Code, record: Tensor, into: tuple[Tensor, ...]) -> Code:
+    """Result ``i`` of ``record`` added into the gradient of ``into[i]``, if it has one."""
+    for i, x in enumerate(into):
+        if x.differentiable:
+            code.assign(x.grad, _e("part", record.val, i), accum="+", logic="whole")
+    return code
 
 
-def _log_softmax_forward(t: Tensor, a: Tensor) -> Code:
-    return Code().assign(t.val, _e("log_softmax", a.val, _last_axis(a, "log_softmax")),
-                         logic=t.projections)
+def _row_op(name: str) -> OpDef:
+    """The primitive ``name`` over the last output axis, its gradient ``name_grad`` of the
+    value and the incoming gradient (softmax, log-softmax)."""
+
+    def forward(t: Tensor, a: Tensor) -> Code:
+        return Code().assign(t.val, _e(name, a.val, _last_axis(a, name)), logic=t.projections)
+
+    def backward(t: Tensor, a: Tensor) -> Code:
+        return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, _last_axis(a, name)),
+                             accum="+", logic=t.projections)
+
+    return OpDef(name, ".", forward, backward)
 
 
-def _log_softmax_backward(t: Tensor, a: Tensor) -> Code:
-    return Code().assign(a.grad, _e("log_softmax_grad", t.val, t.grad,
-                                    _last_axis(a, "log_softmax")),
-                         accum="+", logic=t.projections)
-
-
-_LOG_SOFTMAX_LAST = OpDef("log_softmax", ".", _log_softmax_forward, _log_softmax_backward)
+_SOFTMAX_LAST, _LOG_SOFTMAX_LAST = _row_op("softmax"), _row_op("log_softmax")
 
 
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
     """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
     subtracted first.  Over the last output axis one primitive and its gradient
-    ``g - exp(y) sum(g)`` another, as :func:`softmax` (cross-entropy's seven steps forward
-    and six back)."""
+    ``g - exp(y) sum(g)`` another, as :func:`softmax`."""
     if spec == LAST:
         return G.apply(_LOG_SOFTMAX_LAST, x)
     z = _shifted(x, spec)
@@ -169,8 +176,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) 
     probabilities: the mean is over all rows.
 
     With class ids it is one primitive, forward and backward (torch's ``log_softmax`` with
-    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``): written with a one-hot
-    and sums it was seven steps forward and seven back.
+    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``).
     """
     if targets.integer:
         return G.apply(_cross_entropy_ids(logits, int(ignore_index)), logits, targets)
@@ -188,14 +194,10 @@ def _cross_entropy_ids(logits: Tensor, ignore: int) -> OpDef:
     """Cross-entropy against class ids as one operation: the loss with the log-probabilities
     and the count of ids (a record, :data:`tensig.execution.ir.RECORDS`), the logits'
     gradient from them."""
-    g = logits.graph
-    saved = Tensor("state", g.shapes.tensor("cross_entropy.saved", Shape(output=())), g,
-                   ["cross_entropy.saved"])
+    saved = _record(logits.graph, "cross_entropy.saved")
 
     def forward(t: Tensor, z: Tensor, ids: Tensor) -> Code:
-        code = Code().assign(saved.val, _e("cross_entropy", z.val, ids.val, ignore),
-                             logic="whole")
-        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+        return _recorded(t, saved, _e("cross_entropy", z.val, ids.val, ignore))
 
     def backward(t: Tensor, z: Tensor, ids: Tensor) -> Code:
         return Code().assign(z.grad, _e("cross_entropy_grad", t.grad, ids.val, saved.val,
@@ -238,19 +240,15 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
 
 def _normalizer(x: Tensor, eps: float) -> OpDef:
     """Layer normalisation over the output row as one primitive and its gradient another
-    (torch's kernels on the torch backend; the statistics the forward computed are kept
-    for the backward in a record, :data:`tensig.execution.ir.RECORDS`): written with
-    tensors it was seven stored steps forward and a dozen back, on every block's input."""
-    g = x.graph
-    saved = Tensor("state", g.shapes.tensor("normalize.saved", Shape(output=())), g,
-                   ["normalize.saved"])
+    (torch's kernels on the torch backend), the forward's statistics kept for the backward
+    in a record."""
+    saved = _record(x.graph, "normalize.saved")
 
     def axes(a: Tensor) -> tuple[int, int]:
         return _output_axes(a, "layer_norm", "normalise")
 
     def forward(t: Tensor, a: Tensor) -> Code:
-        code = Code().assign(saved.val, _e("normalize", a.val, *axes(a), eps), logic="whole")
-        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+        return _recorded(t, saved, _e("normalize", a.val, *axes(a), eps))
 
     def backward(t: Tensor, a: Tensor) -> Code:
         return Code().assign(a.grad, _e("normalize_grad", a.val, saved.val, t.grad, *axes(a),
@@ -263,27 +261,20 @@ def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
     """:func:`_normalizer` with the learned scale and shift as operands of the one primitive
     (``scale`` and ``shift`` are sized by this pointwise use: the normalised axes): the
     value, then the three gradients, each one kernel call (records, read by ``part``)."""
-    g = x.graph
-    one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
-    saved, grads = (Tensor("state", one, g, [f"{name}.{w}"]) for w in ("saved", "grads"))
+    saved, grads = (_record(x.graph, f"{name}.{w}") for w in ("saved", "grads"))
 
     def axes(a: Tensor) -> tuple[int, ...]:
         start, n = _output_axes(a, "layer_norm", "normalise")
         return tuple(range(start, start + n))
 
     def forward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
-        code = Code().assign(saved.val, _e("layer_norm", a.val, scale.val, shift.val, axes(a),
-                                           eps), logic="whole")
-        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+        return _recorded(t, saved, _e("layer_norm", a.val, scale.val, shift.val, axes(a), eps))
 
     def backward(t: Tensor, a: Tensor, scale: Tensor, shift: Tensor) -> Code:
         code = Code().assign(grads.val, _e("layer_norm_grad", t.grad, a.val, saved.val,
                                            scale.val, shift.val, axes(a), eps,
                                            a.differentiable), logic="whole")
-        for i, p in enumerate((a, scale, shift)):
-            if p.differentiable:
-                code.assign(p.grad, _e("part", grads.val, i), accum="+", logic="whole")
-        return code
+        return _add_parts(code, grads, (a, scale, shift))
 
     return OpDef("layer_norm", ".", forward, backward)
 
@@ -324,10 +315,9 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     checkpoints of a model or a trainer save and restore them with the parameters.
 
     One operation, forward and backward each one call of the backend's kernel (torch's own
-    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere): written as
-    per-channel array steps it was about twenty small calls a step.  At least two values
-    per channel are needed in training, as torch requires: a model with fewer is refused
-    when its code is built.
+    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere).  At least
+    two values per channel are needed in training, as torch requires: a model with fewer
+    is refused when its code is built.
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
@@ -371,10 +361,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
         code = Code().assign(grads.val, _e(
             "batch_norm_grad", t.grad, a.val, *vals(stats), vals(learned)[0],
             *(s.val for s in saved), kept(a), eps, wanted), logic="whole")
-        into = [(0, a)] if a.differentiable else []
-        for i, p in into + list(enumerate(learned, 1)):
-            code.assign(p.grad, _e("part", grads.val, i), accum="+", logic="whole")
-        return code
+        return _add_parts(code, grads, (a, *learned))  # learned: always differentiable
 
     op = OpDef("batch_norm", ".", forward, backward)
     node = g.shapes.pointwise(x.node, name="batch_norm")
@@ -399,9 +386,7 @@ def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
     ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive).  One
-    primitive with its own derivative (``x.gelu()``): the formula written with tensors was a
-    dozen stored steps forward and more backward, the largest pointwise cost of a GPT's
-    step."""
+    primitive with its own derivative (``x.gelu()``), not a dozen stored steps."""
     return G.apply(G.UNARY_OPS["gelu"], x)
 
 
@@ -483,16 +468,8 @@ def causal_mask(scores: Tensor) -> Tensor:
     constant sized from ``scores``'s solved shape (``..., q | h, k``) when the model is
     initialised (a mask for attention written out; :func:`multi_head_attention` hides the
     same keys with ``mask="causal"`` without one)."""
-    g = scores.graph
-    node = g.shapes.apply("..., q | h, k => q | k", scores.node, name="causal")
-    t = Tensor("const", node, g, ["causal"])
-
-    def value() -> np.ndarray:
-        nq, nk = t.shape.int_dims
-        return np.triu(np.full((nq, nk), -np.inf, np.float32), 1)
-
-    t.value_init = value
-    return t
+    return _sized_constant(scores, "..., q | h, k => q | k", "causal",
+                           lambda shape: np.triu(np.full(shape, -np.inf), 1))
 
 
 #: attention's operands: queries and keys share the head size ``e``, values have theirs
@@ -517,9 +494,7 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
 
     The library's fused kernel where it has one (torch on the CPU: flash attention), else
     blocks of query rows (:meth:`tensig.backends.Backend.attention`): the ``q, k`` scores
-    are never stored, the backward recomputes them from each row's log-sum-exp.  Written
-    as two einsums and a softmax, the scores and probabilities were stored and the step
-    made eleven passes over them, forward and back.
+    are never stored, the backward recomputes them from each row's log-sum-exp.
     """
     causal = isinstance(mask, str)
     if causal and mask != "causal":
@@ -541,9 +516,7 @@ def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
     query row's log-sum-exp, :data:`tensig.execution.ir.RECORDS`), its backward another
     (the three gradients at once).  The scale ``1/sqrt(E)`` is read from the solved shapes
     when the code is built."""
-    g = q.graph
-    saved, grads = (Tensor("state", g.shapes.tensor(f"attention.{w}", Shape(output=())), g,
-                           [f"attention.{w}"]) for w in ("saved", "grads"))
+    saved, grads = (_record(q.graph, f"attention.{w}") for w in ("saved", "grads"))
 
     def options(t: Tensor, q: Tensor, m: tuple[Tensor, ...]) -> tuple[Any, ...]:
         scale = 1.0 / math.sqrt(int(q.shape.output[-1]))
@@ -551,17 +524,12 @@ def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
         return (*mask, causal, scale)
 
     def forward(t: Tensor, q: Tensor, k: Tensor, v: Tensor, *m: Tensor) -> Code:
-        code = Code().assign(saved.val, _e("attention", q.val, k.val, v.val,
-                                           *options(t, q, m)), logic="whole")
-        return code.assign(t.val, _e("part", saved.val, 0), logic="whole")
+        return _recorded(t, saved, _e("attention", q.val, k.val, v.val, *options(t, q, m)))
 
     def backward(t: Tensor, q: Tensor, k: Tensor, v: Tensor, *m: Tensor) -> Code:
         code = Code().assign(grads.val, _e("attention_grad", t.grad, q.val, k.val, v.val,
                                            saved.val, *options(t, q, m)), logic="whole")
-        for i, x in enumerate((q, k, v)):
-            if x.differentiable:
-                code.assign(x.grad, _e("part", grads.val, i), accum="+", logic="whole")
-        return code
+        return _add_parts(code, grads, (q, k, v))
 
     spec = _ATTENTION + ("; ..m.. | -> ..n.." if masked else "") + " => ..., q | -> h, f"
     return OpDef("attention", spec, forward, backward, op="einsum")

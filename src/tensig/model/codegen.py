@@ -245,14 +245,11 @@ def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bo
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
                     backend: Backend, xp: Any) -> Callable[[Any], None]:
     """The generated ``step(store)`` of a generic assignment."""
-    sizes: dict[str, int] = {}
-    for t, labels in [(a.lhs.tensor, lhs_labels), *[(b.tensor, lb) for b, lb
-                                                     in zip(bufs, arg_labels, strict=True)]]:
-        for lab, d in zip(labels, (int(s) for s in t.shape.dims), strict=True):
-            if isinstance(lab, str):
-                sizes[lab] = d
-    product = list(dict.fromkeys(lab for labels in (lhs_labels, *arg_labels)
-                                 for lab in labels if isinstance(lab, str)))
+    tensors = [a.lhs.tensor, *(b.tensor for b in bufs)]
+    # each iterator's size, in the product space's order: the lhs's labels, then the others
+    sizes = {lab: int(d) for t, labels in zip(tensors, (lhs_labels, *arg_labels), strict=True)
+             for lab, d in zip(labels, t.shape.dims, strict=True) if isinstance(lab, str)}
+    product = list(sizes)
     lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
     reduced = [lab for lab in product if lab not in lhs_order]
     if reduced and a.accum is None:
@@ -327,9 +324,7 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
         return None  # nothing summed: an elementwise product is cheaper than a matmul
     if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
         return None  # replicated labels: the generic path broadcasts them
-    names = list(dict.fromkeys(lab for lb in arg_labels for lab in lb if isinstance(lab, str)))
-    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(
-        [*lhs_order, *names]))}
+    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(sizes)}  # product order
     idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
                     for i in idx)
@@ -392,11 +387,8 @@ def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
     floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
                                       getattr(dtype, "kind", "") == "f")
     dtype = dtype if floating else xp.float32
-    if hasattr(like, "device"):
-        return xp.full(shape, v, dtype=dtype, device=like.device)
-    if device is not None:
-        return xp.full(shape, v, dtype=dtype, device=device)
-    return xp.full(shape, v, dtype=dtype)
+    device = like.device if hasattr(like, "device") else device
+    return xp.full(shape, v, dtype=dtype, **({} if device is None else {"device": device}))
 
 
 def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:

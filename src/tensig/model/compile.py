@@ -14,8 +14,11 @@ routine does no shape work.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from tensig.backends import Backend, all_zero, backend_for
@@ -67,6 +70,12 @@ class Store:
         return buf.key in self.arrays
 
 
+#: one compiled step of a routine
+Step = Callable[[Store], None]
+#: two adjacent steps rewritten to run together, or None (see :func:`_pair_steps`)
+Pairing = Callable[[Assign, Assign, Step, Step], tuple[Step, Step] | None]
+
+
 class Routine:
     """A compiled sequence of assignments: ``run(store)`` only calls array functions.
 
@@ -79,7 +88,7 @@ class Routine:
     compiled function (:mod:`tensig.model.staging`).
     """
 
-    def __init__(self, steps: list[Callable[[Store], None]], code: Code,
+    def __init__(self, steps: list[Step], code: Code,
                  mode: Callable[[], Any] | None = None, staged: Staged | None = None,
                  items: list[Assign | Run] | None = None):
         self.steps, self.code, self.mode, self.staged = steps, code, mode, staged
@@ -90,11 +99,7 @@ class Routine:
     def run(self, store: Store) -> None:
         if self.staged is not None and self.staged.run(store):
             return
-        if self.mode is None:
-            for step in self.steps:
-                step(store)
-            return
-        with self.mode():
+        with self.mode() if self.mode is not None else nullcontext():
             for step in self.steps:
                 step(store)
 
@@ -121,48 +126,40 @@ def compile_code(code: Code, array_type: type) -> Routine:
     items = fuse_repeats(code)
     steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
              else _fused_step(item, backend, xp) for item in items]
-    _pair_conv_gradients(items, steps, backend)
-    _fold_bias_adds(items, steps, code, backend)
+    if backend.conv_gradients is not None:
+        _pair_steps(items, steps, partial(_conv_pair_steps, backend=backend))
+    if backend.matmul_bias is not None:
+        reads = Counter(buf.key for assign in code for buf in buffers_of(assign.expr))
+        _pair_steps(items, steps, partial(_bias_fold, backend=backend, reads=reads))
     return Routine(steps, code, mode, items=items)
 
 
-def _fold_bias_adds(items: list[Assign | Run], steps: list[Callable[[Store], None]],
-                    code: Code, backend: Backend) -> None:
-    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis, or shaped as ``t``:
-    a residual), where nothing else in the code reads ``t``, run as one matrix product with
-    ``b`` added in its accumulation (torch's ``addmm``, what ``nn.Linear`` runs): one pass
-    and one array fewer.
-    The product's step then does nothing and the sum's step drops any earlier array of ``t``
-    (a handle on the product reads "no array yet", never a stale value); the sum's step falls
-    back to both original steps for arrays the kernel does not take."""
-    if backend.matmul_bias is None:
-        return
-    reads: dict[tuple[int, str], int] = {}
-    for assign in code:
-        for buf in buffers_of(assign.expr):
-            reads[buf.key] = reads.get(buf.key, 0) + 1
+def _pair_steps(items: list[Assign | Run], steps: list[Step], pairing: Pairing) -> None:
+    """Replace the steps of each two adjacent assignments that ``pairing`` runs together."""
     for i in range(len(items) - 1):
         a, b = items[i], items[i + 1]
-        if isinstance(a, Assign) and isinstance(b, Assign) and reads.get(a.lhs.key) == 1:
-            fold = _bias_fold(a, b, steps[i], steps[i + 1], backend)
-            if fold is not None:
-                steps[i], steps[i + 1] = _skip, fold
+        if isinstance(a, Assign) and isinstance(b, Assign):
+            pair = pairing(a, b, steps[i], steps[i + 1])
+            if pair is not None:
+                steps[i], steps[i + 1] = pair
 
 
 def _skip(store: Store) -> None:
     """A step folded into the next one."""
 
 
-def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
-               step_b: Callable[[Store], None], backend: Backend
-               ) -> Callable[[Store], None] | None:
-    """The step of ``b`` computing ``a`` and ``b`` as one :attr:`Backend.matmul_bias`, when
-    ``a`` is a product of ``w`` and an ``x`` contracting ``x``'s trailing axes, in ``w``'s
-    order (``t`` keeps ``x``'s others and adds ``w``'s other, first or last) and ``b`` adds a
-    bias over ``t``'s last
-    axis or an array over all of ``t``'s axes in their order to it, else ``None``."""
+def _bias_fold(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: Backend,
+               reads: Counter[tuple[int, str]]) -> tuple[Step, Step] | None:
+    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis, or shaped as ``t``:
+    a residual), where nothing else reads ``t``, as one matrix product with ``b`` added in its
+    accumulation (:attr:`Backend.matmul_bias`, torch's ``addmm`` as ``nn.Linear``): one pass
+    and one array fewer.  ``x``'s trailing axes are contracted in ``w``'s order; ``t`` keeps
+    ``x``'s others and adds ``w``'s other, first or last.  The product's step becomes
+    :func:`_skip`; the sum's step drops any earlier array of ``t`` (never a stale value) and
+    falls back to both original steps for arrays the kernel does not take."""
     e, f = a.expr, b.expr
-    if e.op != "mul" or a.accum != "+" or not a.init or b.accum is not None or \
+    if reads[a.lhs.key] != 1 or e.op != "mul" or a.accum != "+" or not a.init or \
+            b.accum is not None or \
             f.op != "add" or b.logic != "." or len(e.args) != 2 or len(f.args) != 2 or \
             not all(isinstance(v, Buf) and v.field == "value" for v in (*e.args, *f.args)):
         return None
@@ -184,8 +181,8 @@ def _bias_fold(a: Assign, b: Assign, step_a: Callable[[Store], None],
         k = x_ids[len(r) - 1:]  # contracted: x's trailing axes (attention's heads: two)
         if x_ids[:len(r) - 1] == r[:-1] and k and not set(k) & set(r) and \
                 w_ids in ([r[-1], *k], [*k, r[-1]]):
-            return _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key], t.key,
-                              w_ids[0] == r[-1], step_a, step_b, backend)
+            return _skip, _bias_step(b, [e.args[xi].key, e.args[1 - xi].key, bias[0].key],
+                                     t.key, w_ids[0] == r[-1], step_a, step_b, backend)
     return None
 
 
@@ -198,14 +195,12 @@ def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
 
 
 def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
-               transposed: bool,
-               step_a: Callable[[Store], None], step_b: Callable[[Store], None],
-               backend: Backend) -> Callable[[Store], None]:
+               transposed: bool, step_a: Step, step_b: Step, backend: Backend) -> Step:
     """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's, a vector or an array of
     ``s``'s shape) by one call; the product's own array (key ``product``) is not made, and
     an older one is dropped."""
     fn = backend.matmul_bias
-    assert fn is not None  # _fold_bias_adds asked
+    assert fn is not None  # compile_code asked
     shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
     rows_of_x = math.prod(shape[:-1])
 
@@ -225,29 +220,13 @@ def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
     return step
 
 
-def _pair_conv_gradients(items: list[Assign | Run], steps: list[Callable[[Store], None]],
-                         backend: Backend) -> None:
-    """Two adjacent steps that are one convolution's input and kernel gradients run as one
-    backend call (:func:`~tensig.execution.native.conv_pair`): the first step computes both
-    and keeps the second's value for the next step, which falls back to its own step when
-    nothing is kept (arrays the kernel does not take, a step run alone).  The assignments
-    stay as they are; only their steps share the call."""
-    if backend.conv_gradients is None:
-        return
-    for i in range(len(items) - 1):
-        a, b = items[i], items[i + 1]
-        if isinstance(a, Assign) and isinstance(b, Assign):
-            pair = _conv_pair_steps(a, b, steps[i], steps[i + 1], backend)
-            if pair is not None:
-                steps[i], steps[i + 1] = pair
-
-
-def _conv_pair_steps(a: Assign, b: Assign, step_a: Callable[[Store], None],
-                     step_b: Callable[[Store], None], backend: Backend
-                     ) -> tuple[Callable[[Store], None], Callable[[Store], None]] | None:
-    """The steps of ``a`` and ``b`` when they are ``x.grad =+ y.grad * w`` and ``w.grad =+
-    x * y.grad`` (either order, operands in any order) under one convolution ``y = x * w``'s
-    projections, else ``None``."""
+def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: Backend
+                     ) -> tuple[Step, Step] | None:
+    """``x.grad =+ y.grad * w`` and ``w.grad =+ x * y.grad`` (either order, operands in any
+    order) under one convolution ``y = x * w``'s projections as one backend call
+    (:func:`~tensig.execution.native.conv_pair`): the first step computes both and keeps the
+    second's value for the next step, which falls back to its own step when nothing is kept
+    (arrays the kernel does not take, a step run alone)."""
     proj = a.proj
     if b.proj is not proj or len(proj.args) != 2 or a.lhs.key == b.lhs.key:
         return None
@@ -297,9 +276,9 @@ def _put(store: Store, a: Assign, v: Any) -> None:
     store.write(a.lhs, store.read(a.lhs) + v if add else v)
 
 
-def _fused_step(run: Run, backend: Backend, xp: Any) -> Callable[[Store], None]:
+def _fused_step(run: Run, backend: Backend, xp: Any) -> Step:
     """One step for a run of repeated pointwise blocks (see :mod:`tensig.model.fusion`)."""
-    singles: list[Callable[[Store], None]] = []
+    singles: list[Step] = []
 
     def one_by_one(store: Store) -> None:
         if not singles:  # compiled when first needed: most runs never fall back
@@ -320,9 +299,8 @@ def drop_dead_stores(code: Code) -> Code:
     """
     items = list(code)
     reads = [{b.key for b in buffers_of(a.expr)} for a in items]
-    # walking backwards: for each buffer, what the next assignment touching it does to it
-    # (linear; a forward scan per assignment was quadratic, most of the 1.45 s a 100-layer
-    # MLP's trainer took to build)
+    # walking backwards (linear: a forward scan per assignment is quadratic in a deep
+    # model's code): for each buffer, what the next assignment touching it does to it
     following: dict[tuple[int, str], str] = {}
     dead = set()
     for i in range(len(items) - 1, -1, -1):
@@ -388,11 +366,10 @@ def fold_zero_init(code: Code) -> Code:
     Zeroing every gradient and then adding the first contribution costs two passes; the
     first contribution can initialise instead.  Semantics are unchanged.
     """
-    items = list(code)
     zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
     drop: set[int] = set()
     out: list[Assign] = []
-    for a in items:
+    for a in code:
         reads = {b.key for b in buffers_of(a.expr)}
         for k in reads:
             zeroed.pop(k, None)  # read while zero: the zeroing must stay
@@ -425,7 +402,7 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
     return tuple(out)
 
 
-def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None]:
+def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
     if any(op in WHOLE for op in _ops(a.expr)):
@@ -458,7 +435,7 @@ _FAMILY: dict[tuple[str, str | None], Operator] = {(o.combine, o.accum): o
                                                    for o in OPERATORS.values()}
 
 
-def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Callable[[Store], None] | None:
+def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     """An assignment under projections with windows or concatenations, lowered as one
     operation under them (:func:`~tensig.execution.assignment.lower_assignment`) and stored
     or added: an einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a,
@@ -552,7 +529,7 @@ def _ops(e: Any) -> set[str]:
     return {e.op}.union(*(_ops(x) for x in e.args))
 
 
-def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
+def _whole_step(a: Assign, xp: Any) -> Step:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
     one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
     A primitive declared in :data:`tensig.execution.ir.RECORDS` gives a record of results (a
@@ -561,9 +538,8 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
-    adds = a.accum == "+" and not a.init
     record = a.expr.op in RECORDS
-    if record and adds:
+    if record and a.accum == "+" and not a.init:
         raise ShapeError(f"{a!r}: {a.expr.op} gives a record, which is stored (=:), never added")
     outs = {mode: Out(shape, mode) for mode in (True, False)}
     # operands read by key, numbers as they are: the step runs every training step
@@ -582,13 +558,12 @@ def _whole_step(a: Assign, xp: Any) -> Callable[[Store], None]:
         if tuple(v.shape) != shape:
             raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
                              f"side has {shape}")
-        old = arrays.get(key) if adds else None
-        arrays[key] = v if old is None else old + v
+        _put(store, a, v)
 
     return step
 
 
-def _alias_assign(a: Assign) -> Callable[[Store], None] | None:
+def _alias_assign(a: Assign) -> Step | None:
     """``y =: id(x)`` pointwise between equal shapes stores ``x``'s array as ``y``'s: no copy.
 
     Safe because compiled steps never write into an array they did not just create.

@@ -68,6 +68,11 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
         _GRAPH.reset(token)
 
 
+def _rate(lr: float, schedule: Callable[[int], float] | None) -> Callable[[int], float]:
+    """The learning rate by step: ``schedule``, else the constant ``lr``."""
+    return schedule if schedule is not None else lambda step: lr
+
+
 class Optimizer:
     """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
     the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves).
@@ -84,8 +89,7 @@ class Optimizer:
                              list[list[Tensor]]] | None = None):
         self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
             per_step
-        self.state = list(state)
-        self.rule = rule
+        self.state, self.rule = list(state), rule
         self._bufs = {name: t.val for name, t in scalars.items()}
         self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
 
@@ -174,15 +178,9 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
             else:
                 code.assign(delta.val, _e("id", mom.val))
         code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
-
-    def rate(step: int) -> float:
-        return schedule(step) if schedule is not None else lr
-
-    def per_step(step: int) -> dict[str, float]:
-        return {"lr": rate(step)}
-
+    rate = _rate(lr, schedule)
     hyper = {"momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
-    return Optimizer(params, code, {"lr": lr_t}, per_step, state,
+    return Optimizer(params, code, {"lr": lr_t}, lambda step: {"lr": rate(step)}, state,
                      ("sgd", hyper, rate, [state] if momentum > 0 else []))
 
 
@@ -221,10 +219,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
         code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
 
-    decays = bool(weight_decay and decoupled)
-
-    def rate(step: int) -> float:
-        return schedule(step) if schedule is not None else lr
+    decays, rate = bool(weight_decay and decoupled), _rate(lr, schedule)
 
     def per_step(step: int) -> dict[str, float]:
         t, r = step + 1, rate(step)
@@ -266,15 +261,13 @@ class NonFiniteLossError(TensigError, FloatingPointError):
 
 
 class _InterruptsHeld:
-    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it.
+    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it: a
+    ``KeyboardInterrupt`` could otherwise land between any two bytecodes of an update.
 
-    Python runs signal handlers in the main thread only, between bytecodes: a
-    ``KeyboardInterrupt`` can land anywhere in a multi-step update.  Inside the block a
-    handler that only records the signal is installed; on exit the previous handler comes
-    back and a recorded signal is raised again (``signal.raise_signal``), so the user's own
-    handler (or Python's ``KeyboardInterrupt``) runs once the block is complete.  In another
-    thread, or where Python does not own the handler, nothing can interrupt the block and
-    nothing is installed.
+    Inside the block a handler only records the signal; on exit the previous handler comes
+    back and a recorded signal is raised again, so it runs once the block is complete.  Off
+    the main thread, or where Python does not own the handler, nothing can interrupt the
+    block and nothing is installed.
     """
 
     __slots__ = ("previous", "received")
@@ -302,15 +295,6 @@ class _InterruptsHeld:
 
 
 _NONFINITE = ("raise", "warn", "ignore")
-
-
-def _zero_state(model: Model) -> None:
-    """Optimizer state starts at zero."""
-    store = model.graph.store
-    for t in model.graph.tensors:
-        if t.kind == "state" and not store.has(t.val):
-            shape = t.shape.int_dims
-            store.write(t.val, model.graph.array(np.zeros(shape, np.float32)))
 
 
 class Trainer:
@@ -351,14 +335,14 @@ class Trainer:
         # the count moves exactly when the parameters do.
         gradients = loss.grad_update_code()
         grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
+        steps, code = grads.steps + update.steps, Code([*grads.code, *update.code])
         # where the backend compiles whole programs (JAX), a step is one compiled function
         # of both (see _staged_step); the update's writes are dropped with a refused step
-        staged = None if grads.staged is None else Staged(
-            grads.steps + update.steps, Code([*grads.code, *update.code]), grads.staged.backend)
+        staged = None if grads.staged is None else Staged(steps, code, grads.staged.backend)
         self._update_writes = {a.lhs.key for a in update.code}
         #: both, as one routine (to inspect, or to run a step by hand)
-        self.routine = Routine(grads.steps + update.steps, Code([*grads.code, *update.code]),
-                               grads.mode, staged, [*(grads.items or []), *(update.items or [])])
+        self.routine = Routine(steps, code, grads.mode, staged,
+                               [*(grads.items or []), *(update.items or [])])
         # a step enters the routines' mode (torch's inference mode) once for both
         self._mode = grads.mode or contextlib.nullcontext
         self._gradients = Routine(grads.steps, grads.code, items=grads.items)
@@ -366,10 +350,14 @@ class Trainer:
         self._fused = optimizer.fused_step(self.model.graph.adapter)
         self._update = Routine([self._apply_update, self._count_step], update.code)
         self._loss_now = math.nan
-        for t in loss.graph.tensors:  # scalar leaves the optimizer added after Model()
-            if t.value_init is not None and not loss.graph.store.has(t.val):
+        g = self.model.graph
+        for t in g.tensors:  # scalar leaves the optimizer added after Model(); its state at 0
+            if g.store.has(t.val):
+                continue
+            if t.value_init is not None:
                 self.model.set(t, t.value_init)
-        _zero_state(self.model)
+            elif t.kind == "state":
+                g.store.write(t.val, g.array(np.zeros(t.shape.int_dims, np.float32)))
         #: buffers the forward pass moves (running statistics, dropout's counter): put back
         #: when a step is refused, so a refused batch leaves no trace
         self._buffers = [t.val.key for t in self.model.tensors if t.kind == "buffer"]
@@ -472,14 +460,8 @@ class Trainer:
             except BaseException:  # Ctrl-C or an error before the update: no trace
                 arrays.update(kept)
                 raise
-            if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-                arrays.update(kept)
-                self._refuse(loss, rows)
-                return loss
-            self._loss_now = loss
-            with _InterruptsHeld():
-                self._update.run(store)  # its last step is _count_step
-        return loss
+            # the update routine's last step is _count_step
+            return self._finish(loss, rows, kept, lambda: self._update.run(store))
 
     def _batch(self, rows: np.ndarray) -> list[tuple[Any, Any]]:
         """Each dataset's rows ``rows`` by buffer key: views of one slice where the rows run
@@ -499,16 +481,14 @@ class Trainer:
         key = self.loss.val.key
         value = written[key] if key in written else arrays[key]
         loss = float(self.model.graph.adapter.to_numpy(value).reshape(-1)[0])
-        if not math.isfinite(loss) and self.on_nonfinite != "ignore":
-            dropped = self._update_writes.union(self._buffers)
-            arrays.update((k, v) for k, v in written.items() if k not in dropped)
-            self._refuse(loss, rows)
-            return loss
-        self._loss_now = loss
-        with _InterruptsHeld():
+        kept = ((k, v) for k, v in written.items()  # read only when the loss is refused
+                if k not in self._update_writes and k not in self._buffers)
+
+        def update() -> None:
             arrays.update(written)
             self._count_step(self.model.graph.store)
-        return loss
+
+        return self._finish(loss, rows, kept, update)
 
     def _local_loss(self) -> float:
         return float(self.loss.numpy().reshape(-1)[0])
@@ -533,8 +513,17 @@ class Trainer:
             arrays[k] = g
         return loss
 
-    def _refuse(self, loss: float, rows: np.ndarray) -> None:
-        """A non-finite loss: raise, or warn that the batch's update is skipped."""
+    def _finish(self, loss: float, rows: np.ndarray, kept: Iterable[tuple[Any, Any]],
+                update: Callable[[], None]) -> float:
+        """A step's end: ``update()`` with Ctrl-C held back; or, the loss refused by
+        ``on_nonfinite``, the arrays ``kept`` (key, array) stored back and an error raised or a
+        warning that the batch's update is skipped.  Returns the loss."""
+        if math.isfinite(loss) or self.on_nonfinite == "ignore":
+            self._loss_now = loss
+            with _InterruptsHeld():
+                update()
+            return loss
+        self.model.graph.store.arrays.update(kept)
         error = NonFiniteLossError(loss, self.step_count, rows)
         if self.on_nonfinite == "raise":
             raise error
@@ -542,6 +531,7 @@ class Trainer:
         warnings.warn(str(error).replace("the update was not applied",
                                          "this batch's update was skipped"),
                       RuntimeWarning, stacklevel=3)
+        return loss
 
     def _apply_update(self, store: Any) -> None:
         """The optimizer's update: the adapter's one-kernel form where it takes these arrays,
