@@ -117,7 +117,9 @@ class Kernels:
         logp = self.log_softmax(logits, len(logits.shape) - 1)
         hot, valid = _hot(self, ids, logits.shape[-1], ignore, logp.dtype)
         count = xp.sum(valid)
-        return -xp.sum(xp.where(hot > 0, logp, 0.0)) / count, logp, count  # -inf logits: no NaN
+        total = -xp.sum(xp.where(hot > 0, logp, 0.0))  # -inf logits: no NaN
+        # no counted id: NaN as torch gives, without a 0/0 (NumPy would warn)
+        return xp.where(count > 0, total / (count + (count == 0)), xp.nan), logp, count
 
     def cross_entropy_backward(self, g: Any, logp: Any, ids: Any, count: Any, ignore: int
                                ) -> Any:
