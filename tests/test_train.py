@@ -199,11 +199,15 @@ def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, d
     real = getattr(torch, kernel, None)
     if real is None:
         pytest.skip(f"torch {torch.__version__} has no {kernel}")
-    calls = []
+    calls, refused = [], []
 
     def counting(*args, **kw):
         calls.append(kernel)
-        return real(*args, **kw)
+        try:
+            return real(*args, **kw)
+        except (RuntimeError, NotImplementedError):  # torch < 2.4: no CPU kernel (CUDA only)
+            refused.append(kernel)
+            raise
 
     monkeypatch.setattr(torch, kernel, counting)
     g = np.random.default_rng(5)
@@ -233,6 +237,8 @@ def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, d
         before = [store.read(p.val) for p in params]
         copies = [b.clone() for b in before]
         trainer.step(np.arange(8))
+        if refused:
+            pytest.skip(f"torch {torch.__version__} has no CPU {kernel}")
         topt.zero_grad()
         tz = tx @ refs[0].T
         if n_params == 3:
