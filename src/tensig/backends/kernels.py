@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["ATTENTION_CELLS", "Kernels"]
+__all__ = ["ATTENTION_CELLS", "Kernels", "one_hot_rows"]
 
 #: the most attention scores one block of query rows holds (:meth:`Kernels.attention`)
 ATTENTION_CELLS = 1 << 21
@@ -115,7 +115,7 @@ class Kernels:
         number of counted ids)`` that :meth:`cross_entropy_backward` reads."""
         xp = self.namespace
         logp = self.log_softmax(logits, len(logits.shape) - 1)
-        hot, valid = _hot(self, ids, logits.shape[-1], ignore, logp.dtype)
+        hot, valid = one_hot_rows(self, ids, logits.shape[-1], ignore, logp.dtype)
         count = xp.sum(valid)
         total = -xp.sum(xp.where(hot > 0, logp, 0.0))  # -inf logits: no NaN
         # no counted id: NaN as torch gives, without a 0/0 (NumPy would warn)
@@ -125,7 +125,7 @@ class Kernels:
                                ) -> Any:
         """The gradient of :meth:`cross_entropy` for the logits from the loss's gradient
         ``g``: ``(softmax - one-hot) g / count`` on the counted rows, 0 on the others."""
-        hot, valid = _hot(self, ids, logp.shape[-1], ignore, logp.dtype)
+        hot, valid = one_hot_rows(self, ids, logp.shape[-1], ignore, logp.dtype)
         scale = g.reshape(()) / (count + (count == 0))  # no counted row: no gradient (torch's)
         return (self.namespace.exp(logp) - hot) * (valid[..., None] * scale)
 
@@ -229,12 +229,14 @@ def _shaped(kept: tuple[int, ...], shape: tuple[int, ...], *per_channel: Any) ->
     return [None if v is None else v.reshape(shape) for v in per_channel]
 
 
-def _hot(backend: Kernels, ids: Any, n: int, ignore: int, dtype: Any) -> tuple[Any, Any]:
+def one_hot_rows(backend: Kernels, ids: Any, n: int, ignore: int, dtype: Any
+                 ) -> tuple[Any, Any]:
     """One-hot rows of ``ids`` over ``n`` classes in ``dtype`` (a row of zeros where the id is
-    ``ignore``, even one inside ``0..n-1``), and the counted ids as 1/0 in ``dtype``."""
-    valid = backend.astype(ids != ignore, dtype)
-    hot = backend.astype(ids[..., None] == backend.arange(n, like=ids), dtype)
-    return hot * valid[..., None], valid
+    ``ignore``, even one inside ``0..n-1``), and the counted ids as 1/0 in ``dtype``: the one
+    one-hot of the IR's ``one_hot`` and of the cross-entropy kernels."""
+    valid = ids != ignore
+    hot = (ids[..., None] == backend.arange(n, like=ids)) & valid[..., None]
+    return backend.astype(hot, dtype), backend.astype(valid, dtype)
 
 
 def _heads(xp: Any, x: Any) -> Any:

@@ -36,6 +36,7 @@ from typing import Any
 
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min, to_numpy
 from tensig.backends.base import check_ids, id_message, outside_ids
+from tensig.backends.kernels import one_hot_rows
 from tensig.core.errors import ShapeError
 from tensig.core.inference import (
     LOGICS,
@@ -505,8 +506,7 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
     _check_ids(xp, ids, n, "one_hot", ignore)
-    backend, ids = backend_of_namespace(xp), ids[..., None]
-    return backend.astype((ids == backend.arange(n, like=ids)) & (ids != ignore), like.dtype)
+    return one_hot_rows(backend_of_namespace(xp), ids, n, ignore, like.dtype)[0]
 
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,

@@ -56,9 +56,8 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     """How to turn operand ``t`` into an array whose axes are iterators.
 
     Returns the view function (``(array, padding value) -> view``; ``None``: the operand as it
-    is), the iterator key of each
-    axis of the view, and their sizes.  Merged axes are split before (see
-    :func:`~tensig.execution.lowering.split_merges`).
+    is), the iterator key of each axis of the view, and their sizes.  Merged axes are split
+    before (see :func:`~tensig.execution.lowering.split_merges`).
     """
     tiled = tiled_view(uses)
     if tiled is not None:
