@@ -280,3 +280,5 @@ def test_a_batch_is_the_datasets_rows(backend):
     for rows in ([8, 9, 10], [10, 11, 12]):
         with pytest.raises(IndexError):
             trainer.step(np.array(rows))
+    with pytest.raises((IndexError, TypeError, RuntimeError)):  # no index: never sliced
+        trainer.step(np.array([0.0, 1.0, 2.0]))

@@ -27,9 +27,11 @@ class Built:
     logits: G.Tensor
     loss: G.Tensor
 
-    def trainer(self, xs: np.ndarray, onehot: np.ndarray, lr: float,
+    def trainer(self, xs: np.ndarray, targets: np.ndarray, lr: float,
                 distributed: bool = False) -> Trainer:
-        return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: onehot},
+        """Adam on the parameters, fed ``xs`` and ``targets`` (one-hot rows, or the GPT's
+        class ids)."""
+        return Trainer(self.loss, adam(self.params, lr=lr), {self.x: xs, self.t: targets},
                        distributed=distributed)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,9 @@ from tensig.backends import backend_among
 from tensig.core.errors import TensigError
 
 __all__ = ["ReplicaError", "Replicas", "buckets", "launched"]
+
+#: ``flat -> views`` (:meth:`tensig.backends.base.Backend.splitter`)
+Split = Callable[[Any], list[Any]]
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -83,6 +86,8 @@ class Replicas:
         self.world: int = dist.get_world_size()
         self.bucket_bytes = max(1, int(bucket_mb * 2**20))
         self.bytes_sent = 0  # per step: the gradient bytes (and the loss), nothing else
+        #: each bucket's splitter, made once: the buckets' shapes are the same every step
+        self._splitters: dict[tuple[str, tuple[tuple[int, ...], ...]], Split] = {}
 
     @property
     def is_root(self) -> bool:
@@ -131,7 +136,7 @@ class Replicas:
             mine: list[Any] = [None] * s.count
             for n, (shapes, idxs, flat, wire) in enumerate(s.buffers):
                 wire /= self.world
-                views = backend_among([flat]).splitter(shapes)(flat)  # the loss stays last
+                views = self._splitter(flat, shapes)(flat)  # the loss stays last
                 for i, view in zip(idxs, views, strict=True):
                     mine[i] = view
                 if n == 0 and s.has_loss:
@@ -142,6 +147,15 @@ class Replicas:
     def _start(self, wire: Any) -> Any:
         self.bytes_sent += wire.numel() * wire.element_size()
         return self.dist.all_reduce(wire, async_op=True)
+
+    def _splitter(self, flat: Any, shapes: Sequence[tuple[int, ...]]) -> Split:
+        """``flat -> views`` of arrays of ``shapes`` (the backend's, cached per bucket)."""
+        backend = backend_among([flat])
+        key = (backend.name, tuple(shapes))
+        split = self._splitters.get(key)
+        if split is None:
+            split = self._splitters[key] = backend.splitter(shapes)
+        return split
 
     def _wait(self, works: list[Any], step: int) -> None:
         try:

@@ -469,7 +469,9 @@ class Trainer:
         else gathered."""
         rows = np.asarray(rows)
         n, first = len(rows), int(rows[0])
-        if first >= 0 and first + n <= self.n and rows.tolist() == list(range(first, first + n)):
+        # integers only: float or boolean rows go to the gather, which refuses them as before
+        if rows.dtype.kind in "iu" and first >= 0 and first + n <= self.n and \
+                rows.tolist() == list(range(first, first + n)):
             return [(key, arr[first:first + n]) for key, arr in self._feeds]
         index = self._rows(rows)
         return [(key, arr[index]) for key, arr in self._feeds]
