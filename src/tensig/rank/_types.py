@@ -255,13 +255,17 @@ class Matcher:
     # -- helpers -------------------------------------------------------------------------------
     def pattern(self, shape: ShapeIndex, hidden: Sequence[str] = ()) -> ShapeIndex:
         """``shape`` with variables renamed away from the user's names, then substituted;
-        ``hidden`` ones (a box's) neither."""
-        rename = {k: v for k, v in self.rename.items() if k not in hidden}
+        ``hidden`` ones (a box's) neither.  Called per argument per call: the maps are copied
+        only when something is hidden."""
+        rename, dims, shapes = self.rename, self.dims, self.shapes
+        if hidden:
+            rename = {k: v for k, v in rename.items() if k not in hidden}
+            dims = {k: v for k, v in dims.items() if k not in hidden}
+            shapes = {k: v for k, v in shapes.items() if k not in hidden}
         if rename:
             shape = shape.subs({k: Dim.symbol(v) for k, v in rename.items()},
                                {k: ShapeIndex([ShapeVar(v)]) for k, v in rename.items()})
-        return shape.subs({k: v for k, v in self.dims.items() if k not in hidden},
-                          {k: v for k, v in self.shapes.items() if k not in hidden})
+        return shape.subs(dims, shapes)
 
     def _var(self, name: str) -> str:
         return self.rename.get(name, name)
