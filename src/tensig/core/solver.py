@@ -435,11 +435,15 @@ class Solver:
         self.conditions: dict[Condition, Origin] = {}
 
     # -- errors ------------------------------------------------------------------------------
-    def error(self, reason: str, origin: Origin | None, **facts: Any) -> ShapeError:
-        """A :class:`ShapeError` placed where ``origin`` says (``facts``: its other fields)."""
+    def error(self, reason: str, origin: Origin | None, *, label: str | None = None,
+              sizes: tuple[object, ...] = (), origins: tuple[str, ...] = (),
+              hint: str | None = None) -> ShapeError:
+        """A :class:`ShapeError` placed where ``origin`` says, with its other fields named (so
+        mypy checks every caller's keywords; a typo would otherwise surface only when the error
+        path runs, as a ``TypeError``)."""
         o = origin or Origin()
         return ShapeError(reason, spec=o.spec or self.spec, span=o.span, operand=o.operand,
-                          shape=o.shape, **facts)
+                          shape=o.shape, label=label, sizes=sizes, origins=origins, hint=hint)
 
     # -- values ------------------------------------------------------------------------------
     def set_value(self, var: DimVar, value: Size, origin: Origin, how: str = "given") -> None:
