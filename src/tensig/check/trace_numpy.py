@@ -285,16 +285,18 @@ def shape_error(name: str, e: BaseException,
 
 
 def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
-              shape_error: Callable[[BaseException], BaseException]
+              classify: Callable[[BaseException], BaseException]
               ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
     """``run`` at each base until the library accepts one: (its result, that base, the shape
-    error of an earlier base), or (None, None, the first error) when it accepts none."""
+    error of an earlier base), or (None, None, the first error) when it accepts none.
+    ``classify`` (:func:`shape_error` bound to the op's name) returns a shape error and raises
+    to stop the trace on any other."""
     error: BaseException | None = None
     for base in bases:
         try:
             return run(base), base, error
         except Exception as e:
-            shaped = shape_error(e)
+            shaped = classify(e)
             error = error or shaped
     return None, None, error
 
