@@ -595,3 +595,11 @@ def test_sizes_naming_no_label_is_a_shape_error():
     with pytest.raises(ShapeError) as e:
         ts.infer("_, 1 => α, oø", (4, 2), sizes={"o": 2})
     assert e.value.label == "o" and "known: oø, α" in e.value.reason
+
+
+@pytest.mark.parametrize("size", [-1, "-1", " -1 ", "rgb=-1"])
+def test_a_negative_size_in_a_shape_is_a_shape_error_written_as_int_or_text(size):
+    # a size given as an item is checked as a size, whatever its spelling: except ShapeError
+    # catches both (a caret SpecSyntaxError is for sizes inside one shape string)
+    with pytest.raises(ShapeError, match="cannot be negative"):
+        Shape(output=[size])

@@ -75,8 +75,11 @@ def _axis(item: Any, where: str) -> tuple[Size, str | None]:
     """One axis from ``3``, ``Dim``, ``"B"``, ``"rgb=3"`` or a ``(basis, size)`` pair."""
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str | type(None)):
         return normalize_size(item[1], where=where), item[0]
-    if isinstance(item, str):
-        return _axis_at(item, 0, len(item), where)
+    if isinstance(item, str):  # a size error stays a ShapeError, as for an int (not a caret)
+        m = _BASIS.match(item)
+        if m and m.group(1).isidentifier():
+            return normalize_size(m.group(2), where=where), m.group(1)
+        return normalize_size(item.strip(), where=where), None
     return normalize_size(item, where=where), None
 
 
