@@ -15,6 +15,7 @@ first array shows up, and an array's type only exists once the user imported its
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -218,8 +219,9 @@ class Backend(Kernels):
         return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
     def _sliding(self, x: Any, size: int, axis: int) -> Any:
-        """Stride-1 windows (``sliding_window_view``), for :meth:`windows`."""
-        raise NotImplementedError
+        """Stride-1 windows, for :meth:`windows`: the library's ``sliding_window_view``
+        (NumPy's, and Dask's at the same place in its namespace)."""
+        return self.xp.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
         return self.xp.max(x, axis=axes) if axes else x
@@ -263,11 +265,8 @@ class Backend(Kernels):
 
     def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
         """``flat -> views`` undoing :meth:`flatten` for arrays of ``shapes``."""
-        bounds, at = [], 0
-        for shape in shapes:
-            n = math.prod(shape)
-            bounds.append((at, at + n, tuple(shape)))
-            at += n
+        at = list(itertools.accumulate((math.prod(shape) for shape in shapes), initial=0))
+        bounds = list(zip(at[:-1], at[1:], map(tuple, shapes), strict=True))
         return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
 
 

@@ -51,11 +51,6 @@ class DaskBackend(Backend):
             return super().contraction(subscripts, shapes)
         return lambda x, y: _in_result_dtype(plan(x, y), (x, y))
 
-    def _sliding(self, x: Any, size: int, axis: int) -> Any:
-        from dask.array.lib.stride_tricks import sliding_window_view
-
-        return sliding_window_view(x, size, axis=axis)
-
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
     @property
     def array_type(self) -> type:

@@ -52,7 +52,7 @@ from tensig.execution.native import conv_step, moves, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
 __all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped",
-           "spec_text", "split_merges", "split_uses"]
+           "spec_text", "split_merges"]
 
 
 _LETTERS = string.ascii_letters
@@ -114,29 +114,27 @@ def collapse_concats(inferred: Inferred) -> Inferred:
     of them cost ``2^n`` slices and pads, planned through ``4^n`` choices (11 axes: 29 s).
     """
     seq_of: dict[int, tuple[int, ...]] = {}
+    size_of: dict[tuple[int, ...], int] = {}  # a concatenation's ids -> the axis's size
     mixed: set[int] = set()
-    found = False
     for uses in inferred.layout:
         for u in uses:
             ix = u.index
             if not isinstance(ix, ConcatIndex):
                 mixed.update(it.id for it in _iters_of(ix))
                 continue
-            found = True
             ids = tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts)
             if -1 in ids or len(set(ids)) != len(ids):  # a skipped range, or a label twice
                 mixed.update(i for i in ids if i != -1)
                 continue
+            size_of[ids] = int(u.size)
             for i in ids:
                 if seq_of.setdefault(i, ids) != ids:
                     mixed.add(i)
-    if not found:
-        return inferred
     fresh = max((it.id for it in inferred.iterators), default=-1) + 1
     merged: dict[tuple[int, ...], Iter] = {}
     for ids in dict.fromkeys(seq_of.values()):
         if not any(i in mixed for i in ids):
-            merged[ids] = Iter(fresh + len(merged), None, 0)
+            merged[ids] = Iter(fresh + len(merged), None, size_of[ids])
     if not merged:
         return inferred
 
@@ -145,14 +143,12 @@ def collapse_concats(inferred: Inferred) -> Inferred:
         if isinstance(ix, ConcatIndex):
             it = merged.get(tuple(p.id if isinstance(p, Iter) else -1 for p in ix.parts))
             if it is not None:
-                return dataclasses.replace(u, index=Iter(it.id, it.name, int(u.size)))
+                return dataclasses.replace(u, index=it)
         return u
 
     layout = tuple(tuple(new_use(u) for u in uses) for uses in inferred.layout)
-    iters = {it.id: it for uses in layout for u in uses for it in [u.index]
-             if isinstance(it, Iter) and it.id >= fresh}
     return dataclasses.replace(inferred, layout=layout,
-                               iterators=inferred.iterators + tuple(iters.values()))
+                               iterators=inferred.iterators + tuple(merged.values()))
 
 
 def _phases(layout: tuple[tuple[AxisUse, ...], ...]
@@ -214,20 +210,6 @@ class Split:
     merged: tuple[int, ...]
 
 
-def split_uses(uses: tuple[AxisUse, ...]) -> tuple[tuple[AxisUse, ...], tuple[int, ...]] | None:
-    """``uses`` with each merged axis replaced by one use per factor, and the split shape;
-    ``None`` when no axis is merged."""
-    if not any(isinstance(u.index, MergeIndex) for u in uses):
-        return None
-    out: list[AxisUse] = []
-    for u in uses:
-        ix = u.index
-        parts = ix.parts if isinstance(ix, MergeIndex) else None
-        out += [u] if parts is None else \
-            [dataclasses.replace(u, size=it.size, basis=None, index=it) for it in parts]
-    return tuple(out), tuple(int(u.size) for u in out)
-
-
 def split_merges(inferred: Inferred) -> Split | None:
     """The answer with every merged axis split into its factors, or ``None`` when it has none.
 
@@ -235,15 +217,22 @@ def split_merges(inferred: Inferred) -> Split | None:
     operands reshaped (views) and its result is reshaped back: no gather, no copy beyond what
     the operation itself needs.
     """
-    split = [split_uses(uses) for uses in inferred.layout]
-    if all(x is None for x in split):
+    def merged(uses: tuple[AxisUse, ...]) -> bool:
+        return any(isinstance(u.index, MergeIndex) for u in uses)
+
+    def factors(u: AxisUse) -> list[AxisUse]:
+        ix = u.index
+        return [dataclasses.replace(u, size=it.size, basis=None, index=it)
+                for it in ix.parts] if isinstance(ix, MergeIndex) else [u]
+
+    if not any(merged(uses) for uses in inferred.layout):
         return None
-    layout = tuple(uses if x is None else x[0] for uses, x in zip(inferred.layout, split,
-                                                                   strict=True))
-    merged = tuple(int(u.size) for u in inferred.layout[-1])
-    result = layout[-1]
-    return Split(dataclasses.replace(inferred, layout=layout, shape=Shape(
-        output=tuple(int(u.size) for u in result))), tuple(x and x[1] for x in split), merged)
+    layout = tuple(tuple(v for u in uses for v in factors(u)) for uses in inferred.layout)
+    shapes = [tuple(int(u.size) for u in uses) for uses in layout]
+    return Split(dataclasses.replace(inferred, layout=layout, shape=Shape(output=shapes[-1])),
+                 tuple(s if merged(uses) else None
+                       for uses, s in zip(inferred.layout, shapes, strict=True)),
+                 tuple(int(u.size) for u in inferred.layout[-1]))
 
 
 def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
@@ -284,15 +273,12 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
             return backend.full(full_shape, fill(op.neutral, arrays[0]), arrays[0])
         return functools.reduce(meet, (step(arrays) for step in steps))
 
-    direct = None
-    if len(steps) == 1:
-        only = steps[0]
-        direct = getattr(only, "direct", None)
-        if direct is not None:  # a bare contraction: one backend call, nothing around it
-            def run(arrays: Sequence[Any]) -> Any:
-                return direct(*arrays)
-        else:
-            run = only
+    direct = getattr(steps[0], "direct", None) if len(steps) == 1 else None
+    if direct is not None:  # a bare contraction: one backend call, nothing around it
+        def run(arrays: Sequence[Any]) -> Any:
+            return direct(*arrays)
+    elif len(steps) == 1:
+        run = steps[0]
     return Plan(run, inferred.shape, answer, direct)
 
 

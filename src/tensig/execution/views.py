@@ -67,7 +67,9 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     sizes: list[int] = []
     pads: list[tuple[int, int]] = []
     steps: list[slice] = []  # an offset axis's strided slice, per axis of the view
-    windows: list[tuple[int, int, int, int, int]] = []  # (axis, span, stride, out, dilation)
+    # per window: (axis, span, stride, the index that keeps its output positions and takes
+    # every ``dilation``-th cell of the window axis the view appends last); fixed by the plan
+    windows: list[tuple[int, int, int, tuple[Any, ...]]] = []
     kernel_keys: list[tuple[Key, int]] = []
     for p, u in enumerate(uses):
         ix, size, pad, step = u.index, int(u.size), (0, 0), slice(None)
@@ -89,7 +91,8 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
                 pad, step = (0, max(0, need - size)), slice(ix.offset, need, ix.stride)
             else:
                 span, pad = window_pads(ix, size)
-                windows.append((len(keys), span, ix.stride, out, ix.dilation))
+                windows.append((len(keys), span, ix.stride, (*[slice(None)] * len(keys),
+                                slice(0, out), ..., slice(None, None, ix.dilation))))
                 kernel_keys.append((ix.kernel.id, int(ix.kernel.size)))
             size = out
         keys.append(key)
@@ -101,15 +104,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     basic = tuple(index)
     trivial_index = all(isinstance(i, slice) and i == slice(None) for i in basic)
     any_pad = any(p != (0, 0) for p in pads)
-    ndim = len(pads)
-    # every index below is fixed by the plan: built once here, not on each call
     strided_index = tuple(steps) if any(s != slice(None) for s in steps) else None
-    window_steps = []
-    for i, (axis, span, stride, out, dilation) in enumerate(windows):
-        sl = [slice(None)] * (ndim + i + 1)  # each window view appends one axis
-        sl[axis] = slice(0, out)
-        sl[-1] = slice(None, None, dilation)
-        window_steps.append((axis, span, stride, tuple(sl)))
 
     def view(x: Any, neutral: float) -> Any:
         if not trivial_index:
@@ -118,7 +113,7 @@ def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
             x = backend.pad(x, pads, fill(neutral, x))
         if strided_index is not None:
             x = x[strided_index]
-        for axis, span, stride, index in window_steps:
+        for axis, span, stride, index in windows:
             x = backend.windows(x, axis, span, stride)[index]
         return x
 
