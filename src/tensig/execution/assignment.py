@@ -80,8 +80,12 @@ def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Back
     else:
         pairs = _scatter_pairs(result, dims, len(expanded))
 
-        def run(arrays: Sequence[Any]) -> Any:
-            return _scatter_add(backend, plan.run(arrays), pairs, dims)
+        def run(arrays: Sequence[Any]) -> Any:  # each kernel position's slice added at its cells
+            p = plan.run(arrays)
+            out = backend.full(dims, 0, p)
+            for dst, src in pairs:
+                out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
+            return out
 
     return Plan(run if conv is None else _or(conv, run), inferred.shape, inferred)
 
@@ -118,15 +122,6 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Point
 
                 return run
     return None
-
-
-def _scatter_add(backend: Backend, p: Any, pairs: list[tuple[Any, Any]], dims: list[int]) -> Any:
-    """Zeros with each kernel position's slice of ``p`` added into its strided positions (see
-    :func:`_scatter_pairs`)."""
-    out = backend.full(dims, 0, p)
-    for dst, src in pairs:
-        out = backend.scatter_add(out, dst, p[src])  # in place where arrays are mutable
-    return out
 
 
 def _scatter_pairs(uses: tuple[AxisUse, ...], dims: list[int], p_ndim: int

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensig.core.dims import Dim
 from tensig.core.shapes import as_shape
 
 __all__ = ["itemsize", "price"]
@@ -77,8 +76,4 @@ def price(shape: Any, dtype: Any = None) -> Any:
         return shape.price(dtype)
     if dtype is None:
         dtype = getattr(shape, "dtype", "float32")
-    numel = as_shape(shape, where="price()").numel()
-    total = numel * itemsize(dtype)
-    if isinstance(total, Dim) and total.constant is not None:
-        return total.constant
-    return total
+    return as_shape(shape, where="price()").numel() * itemsize(dtype)  # numel: int if it can
