@@ -55,9 +55,6 @@ __all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows
            "spec_text", "split_merges"]
 
 
-_LETTERS = string.ascii_letters
-
-
 @dataclass
 class Plan:
     """A compiled operation: ``run(arrays)`` does only backend calls."""
@@ -312,10 +309,10 @@ class Letters(dict[Key, str]):
     """Einsum letters for iterator keys, given out in order of first use."""
 
     def __missing__(self, key: Key) -> str:
-        if len(self) >= len(_LETTERS):
+        if len(self) >= len(string.ascii_letters):
             raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
                              "to an einsum call")
-        self[key] = letter = _LETTERS[len(self)]
+        self[key] = letter = string.ascii_letters[len(self)]
         return letter
 
 
