@@ -283,9 +283,10 @@ def einsum(spec: str, *xs: Any, params: Mapping[str, int] | None = None,
                                sizes)
     if len(xs) == 2 and params is None and use_padding is None and capture is None \
             and sizes is None:
-        # The hottest path (two plain arrays, no options), inlined: the same key _call stores
-        # (a graph tensor or a RowArray has no adapter: TypeError, and _call takes it)
+        # The hottest path (two plain arrays, no options), inlined: the same key _call stores.
         a, b = xs
+        if type(a) in _HANDLERS:
+            return _call("einsum", spec, xs, params, use_padding, capture, sizes)
         try:
             plan = _PLANS.get(("einsum", spec, a.shape, backend_for(type(a)), b.shape,
                                backend_for(type(b))))
