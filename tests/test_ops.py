@@ -375,8 +375,8 @@ def test_numpy_backends_pad_is_numpys_pad(shape, data, dtype, value):
        layout=st.sampled_from(["c", "f", "reversed", "strided"]))
 def test_numpy_backends_windows_are_sliding_window_view(shape, data, layout):
     """The NumPy backend builds window views from the strides itself (numpy's
-    sliding_window_view checks its arguments in Python on every call): the same view, as
-    read-only, for C, Fortran, reversed and strided arrays."""
+    sliding_window_view checks its arguments in Python on every call): the same view at
+    every step-th position, as read-only, for C, Fortran, reversed and strided arrays."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     from tensig.backends import NumpyBackend
@@ -385,9 +385,10 @@ def test_numpy_backends_windows_are_sliding_window_view(shape, data, layout):
     x = {"c": x, "f": np.asfortranarray(x), "reversed": x[::-1],
          "strided": np.repeat(x, 2, axis=0)[::2]}[layout]
     axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
-    size = data.draw(st.integers(1, x.shape[axis]))
-    got = NumpyBackend()._sliding(x, size, axis)
-    want = sliding_window_view(x, size, axis=axis)
+    size, step = data.draw(st.integers(1, x.shape[axis])), data.draw(st.integers(1, 3))
+    got = NumpyBackend().windows(x, axis, size, step)
+    every = (slice(None),) * (axis % x.ndim) + (slice(None, None, step),)
+    want = sliding_window_view(x, size, axis=axis)[every]
     assert got.shape == want.shape and not got.flags.writeable
     np.testing.assert_array_equal(got, want)
 

@@ -214,14 +214,11 @@ class Backend(Kernels):
         return self.xp.pad(x, list(widths), mode="constant", constant_values=value)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
-        """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last."""
-        w = self._sliding(x, size, axis)
+        """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last:
+        the library's ``sliding_window_view`` (NumPy's, and Dask's at the same place in its
+        namespace)."""
+        w = self.xp.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
         return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
-
-    def _sliding(self, x: Any, size: int, axis: int) -> Any:
-        """Stride-1 windows, for :meth:`windows`: the library's ``sliding_window_view``
-        (NumPy's, and Dask's at the same place in its namespace)."""
-        return self.xp.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
         return self.xp.max(x, axis=axes) if axes else x
