@@ -483,8 +483,6 @@ def _check_mask(data: Any, mask: Any) -> None:
 def _bad_rows(mask: Any, side: Side) -> np.ndarray:
     """A NumPy bool ``[B]``: the rows that are not one run of real positions at ``side`` (a
     right-padded row never goes from padding to real; a left-padded row never back)."""
-    if mask.shape[1] < 2:
-        return np.zeros(mask.shape[0], dtype=bool)
     before, after = mask[:, :-1], mask[:, 1:]
     wrong = (~before & after) if side == "right" else (before & ~after)
     return np.asarray(to_numpy(wrong.any(axis=1)), dtype=bool)
