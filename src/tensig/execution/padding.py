@@ -259,7 +259,17 @@ class Padded:
     def __class_getitem__(cls, annotation: Any) -> Any:
         """``Padded[Float[ArrayType, "B T d"]]``: a padded batch whose data has that shape and
         dtype, for ``@tensig.shaped`` and ``tensig.verify`` (see :class:`PaddedMarker`)."""
-        return _annotation(annotation)
+        found = [m for m in getattr(annotation, "__metadata__", ())
+                 if isinstance(m, ShapeSpecMarker)]
+        if not found or isinstance(found[-1], PaddedMarker):
+            raise TypeError('Padded[...] takes a shape annotation, e.g. '
+                            'Padded[Float[np.ndarray, "B T d"]]')
+        marker = found[-1]
+        if marker.shape.rank is not None and marker.shape.rank < 2:
+            raise SpecSyntaxError(marker.text, 0, f"a padded batch is [B, T, ...]: "
+                                  f"{marker.text!r} has {marker.shape.rank} axis(es)",
+                                  end=len(marker.text))
+        return Annotated[Padded, PaddedMarker(marker.shape, marker.dtype)]
 
     # read-only: the data, mask, lengths and side were checked together
     data = property(lambda self: self._data, doc="``[B, T, ...]``: the padded sequences.")
@@ -529,19 +539,6 @@ class PaddedMarker(ShapeSpecMarker):
 
     def __repr__(self) -> str:
         return f"Padded[{ShapeSpecMarker.__repr__(self)}]"
-
-
-def _annotation(annotation: Any) -> Any:
-    found = [m for m in getattr(annotation, "__metadata__", ())
-             if isinstance(m, ShapeSpecMarker)]
-    if not found or isinstance(found[-1], PaddedMarker):
-        raise TypeError('Padded[...] takes a shape annotation, e.g. '
-                        'Padded[Float[np.ndarray, "B T d"]]')
-    marker = found[-1]
-    if marker.shape.rank is not None and marker.shape.rank < 2:
-        raise SpecSyntaxError(marker.text, 0, f"a padded batch is [B, T, ...]: {marker.text!r} "
-                              f"has {marker.shape.rank} axis(es)", end=len(marker.text))
-    return Annotated[Padded, PaddedMarker(marker.shape, marker.dtype)]
 
 
 def symbolic_batch(data: Any) -> Padded:
