@@ -27,7 +27,7 @@ from tensig.core.inference import Inferred
 from tensig.core.projections import AffineIndex, AxisUse, Iter
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.lowering import Plan, Pointwise, build_plan, reshaped, spec_text, split_merges
+from tensig.execution.lowering import Plan, Pointwise, build_plan, spec_text, split_merges
 from tensig.execution.native import conv_gradient
 from tensig.execution.views import tiled_view, window_pads
 
@@ -43,8 +43,15 @@ def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Back
     by a max reduction."""
     split = split_merges(inferred)
     if split is not None:  # merged axes: reshapes around the plan of their factors
-        inner = lower_assignment(split.inferred, op, backend)
-        return Plan(reshaped(inner.run, split, backend), inferred.shape, inferred)
+        inner = lower_assignment(split.inferred, op, backend).run
+        ins, out = split.shapes[:-1], split.merged if split.shapes[-1] is not None else None
+
+        def merged(arrays: Sequence[Any]) -> Any:  # operands split before, the result merged after
+            y = inner([x if s is None else backend.reshape(x, s)
+                       for x, s in zip(arrays, ins, strict=True)])
+            return y if out is None else backend.reshape(y, out)
+
+        return Plan(merged, inferred.shape, inferred)
     layout = inferred.layout
     result = layout[-1]
     conv = _conv_backward(layout, op, backend)

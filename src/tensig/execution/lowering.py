@@ -51,8 +51,8 @@ from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, moves, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
-__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "reshaped",
-           "spec_text", "split_merges"]
+__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "spec_text",
+           "split_merges"]
 
 
 @dataclass
@@ -230,21 +230,6 @@ def split_merges(inferred: Inferred) -> Split | None:
                  tuple(s if merged(uses) else None
                        for uses, s in zip(inferred.layout, shapes, strict=True)),
                  tuple(int(u.size) for u in inferred.layout[-1]))
-
-
-def reshaped(run: Callable[[Sequence[Any]], Any], split: Split, backend: Backend
-             ) -> Callable[[Sequence[Any]], Any]:
-    """``run`` (over the split operands, giving the split result) around reshapes: the
-    operands split before, the result merged after."""
-    ins = split.shapes[:-1]
-    out = split.merged if split.shapes[-1] is not None else None
-    reshape = backend.reshape
-
-    def go(arrays: Sequence[Any]) -> Any:
-        y = run([x if s is None else reshape(x, s) for x, s in zip(arrays, ins, strict=True)])
-        return y if out is None else reshape(y, out)
-
-    return go
 
 
 def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
