@@ -42,7 +42,6 @@ from tensig.execution.price import itemsize
 __all__ = ["Padded", "PaddedMarker", "PaddedPrice", "PaddingError", "pad", "symbolic_batch"]
 
 Side = Literal["left", "right"]
-SIDES: tuple[Side, ...] = ("left", "right")
 
 
 class PaddingError(ShapeError):
@@ -75,7 +74,7 @@ def _ops_for(array_type: type) -> Backend:
 
 # -- checks on plain Python values: they run before any array is built -------------------------
 def _check_side(side: Any) -> Side:
-    if side not in SIDES:
+    if side not in ("left", "right"):
         raise PaddingError(f"side must be 'left' or 'right', not {side!r}", side=str(side),
                            hint="right padding: real positions first; left: padding first")
     return side
