@@ -281,13 +281,6 @@ class _Parser:
                       end=min(end, max(j, i + 2)))
         return None
 
-    def written_row_var(self, i: int, end: int) -> tuple[RowVar, int]:
-        """The row variable a spec's ``.`` at ``i`` must start."""
-        found = self.row_var_at(i, end)
-        if found is None:
-            self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-        return found
-
     def merge_at(self, i: int, end: int) -> Merge:
         """A merged axis ``(h, e)`` or ``(h, 4)`` at ``i``: labels and positive sizes, at least
         one, no nesting, no row variable (its number of axes is unknown)."""
@@ -336,7 +329,10 @@ class _Parser:
                 i += 1
                 continue
             if c == ".":
-                _, j = self.written_row_var(i, end)
+                found = self.row_var_at(i, end)
+                if found is None:
+                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
+                j = found[1]
                 out.append(("var", text[i:j], i, j))
                 i = j
             elif is_digit(c):
