@@ -44,19 +44,13 @@ __all__ = ["describe_spec", "main"]
 def _axis_text(a: Any) -> str:
     if isinstance(a, Label):
         return a.name
-    if isinstance(a, Placeholder):
-        return "_ (placeholder)"
-    if isinstance(a, Fixed):
-        return f"{a.index} (fixed index)"
     if isinstance(a, Affine):
         kind = {"padded": "padded", "valid": "valid", None: "padding from use_padding"}
-        what = "offset" if a.kernel is None else kind[a.padding]
-        return f"{a.render(True)} (affine, {what})"
-    if isinstance(a, Concat):
-        return f"{a.render(True)} (concatenation)"
-    if isinstance(a, Merge):
-        return f"{a.render(True)} (merged, row-major)"
-    raise TypeError(a)
+        what = "affine, " + ("offset" if a.kernel is None else kind[a.padding])
+    else:
+        what = {Placeholder: "placeholder", Fixed: "fixed index", Concat: "concatenation",
+                Merge: "merged, row-major"}[type(a)]
+    return f"{a.render(True)} ({what})"
 
 
 def describe_spec(spec: Spec) -> dict[str, Any]:

@@ -97,12 +97,8 @@ def add_terms(a: Terms, b: Terms, sign: int) -> dict[Monomial, int]:
     """``a + b`` (``sign=1``) or ``a - b`` (``sign=-1``), merged by monomial (zeros kept)."""
     d = dict(a)
     get = d.get
-    if sign == 1:
-        for m, c in b:
-            d[m] = get(m, 0) + c
-    else:
-        for m, c in b:
-            d[m] = get(m, 0) - c
+    for m, c in b:
+        d[m] = get(m, 0) + sign * c
     return d
 
 

@@ -15,7 +15,6 @@ from typing import Any, NoReturn, Protocol, TypeAlias
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.lexical import (
     digits_end,
-    identifier_end,
     int_literal,
     is_digit,
     is_name_char,
@@ -44,11 +43,8 @@ def _tokenize(text: str) -> list[_Token]:
         if is_digit(ch):
             end = digits_end(text, pos)
             tokens.append(("int", str(int_literal(text, pos, end)), pos, end))
-        elif is_name_start(ch):
-            end = identifier_end(text, pos)
-            tokens.append(("name", text[pos:end], pos, end))
-        elif ch == "$" and pos + 1 < n and is_name_char(text[pos + 1]):
-            end = pos + 2
+        elif is_name_start(ch) or (ch == "$" and pos + 1 < n and is_name_char(text[pos + 1])):
+            end = pos + 1
             while end < n and is_name_char(text[end]):
                 end += 1
             tokens.append(("name", text[pos:end], pos, end))

@@ -214,10 +214,8 @@ class _Parser:
 
     def check_mode_and_misspellings(self) -> None:
         text = self.text
-        for m in re.finditer(r"\.\.\.(\w+)\.\.(?!\.)", text):
+        for m in re.finditer(r"\.\.\.([^\W\d]\w*)\.\.(?!\.)", text):
             name = m.group(1)
-            if not name.isidentifier():
-                continue
             # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
             # dangling "..", so this is always the misspelling of a named row variable.
             self.fail(m.start(), f"'...{name}..' is not a row variable",
@@ -255,8 +253,7 @@ class _Parser:
         return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, self.row(*spans["output"]))
 
     def row(self, start: int, end: int) -> Row:
-        items = self.row_items_multichar(start, end) if self.multichar else \
-            self.row_items_single(start, end)
+        items = self.row_items(start, end)
         self.one_row_variable([x.span for x in items if isinstance(x, RowVar)])
         axes = [x for x in items if not isinstance(x, RowVar)]
         var = next((x for x in items if isinstance(x, RowVar)), None)
@@ -283,40 +280,6 @@ class _Parser:
             self.fail(i, "unterminated row variable", hint=f"a row variable is written {written}",
                       end=min(end, max(j, i + 2)))
         return None
-
-    def written_row_var(self, i: int, end: int) -> tuple[RowVar, int]:
-        """The row variable a spec's ``.`` at ``i`` must start."""
-        found = self.row_var_at(i, end)
-        if found is None:
-            self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-        return found
-
-    def row_items_single(self, start: int, end: int) -> list[Axis | RowVar]:
-        text = self.text
-        items: list[Axis | RowVar] = []
-        i = start
-        while i < end:
-            c = text[i]
-            if c.isspace():
-                i += 1
-            elif c == ".":
-                var, i = self.written_row_var(i, end)
-                items.append(var)
-            elif c == "_":
-                items.append(Placeholder((i, i + 1)))
-                i += 1
-            elif c in "()":
-                items.append(self.merge_at(i, end))
-                i = items[-1].span[1]
-            elif is_digit(c):
-                items.append(Fixed(int(c), (i, i + 1)))
-                i += 1
-            elif is_name_start(c):
-                items.append(Label(c, (i, i + 1)))
-                i += 1
-            else:
-                self.fail(i, *unexpected_character(c))
-        return items
 
     def merge_at(self, i: int, end: int) -> Merge:
         """A merged axis ``(h, e)`` or ``(h, 4)`` at ``i``: labels and positive sizes, at least
@@ -352,11 +315,12 @@ class _Parser:
             self.fail(i, "an empty merged axis '()'", end=close + 1)
         return Merge(tuple(parts), (i, close + 1))
 
-    # -- multichar mode ----------------------------------------------------------------------
+    # -- tokens and axes ---------------------------------------------------------------------
 
     def tokens(self, start: int, end: int) -> list[tuple[str, str, int, int]]:
-        """Tokens (kind, text, start, end) of a multichar row; whitespace is dropped."""
-        text = self.text
+        """Tokens (kind, text, start, end) of a row; whitespace is dropped.  In single-char
+        mode a name or a number is one character (and the mode rule leaves no operators)."""
+        text, mc = self.text, self.multichar
         out: list[tuple[str, str, int, int]] = []
         i = start
         while i < end:
@@ -365,19 +329,22 @@ class _Parser:
                 i += 1
                 continue
             if c == ".":
-                _, j = self.written_row_var(i, end)
+                found = self.row_var_at(i, end)
+                if found is None:
+                    self.fail(i, "a lone '.': row variables are '...' or '..name..'")
+                j = found[1]
                 out.append(("var", text[i:j], i, j))
                 i = j
             elif is_digit(c):
-                j = digits_end(text, i, end)
-                if j < end and is_name_start(text[j]):
+                j = digits_end(text, i, end) if mc else i + 1
+                if mc and j < end and is_name_start(text[j]):
                     self.fail(i, "an identifier cannot start with a digit",
                               hint="write a coefficient with '*', e.g. 2*o", end=j + 1)
                 # Bounded before any conversion; the token holds the canonical digits.
                 out.append(("int", str(int_literal(text, i, j)), i, j))
                 i = j
             elif is_name_start(c):
-                j = identifier_end(text, i, end)
+                j = identifier_end(text, i, end) if mc else i + 1
                 out.append(("ident", text[i:j], i, j))
                 i = j
             elif text.startswith("=+", i) or text.startswith("<+", i):
@@ -396,9 +363,9 @@ class _Parser:
                 self.fail(i, *unexpected_character(c))
         return out
 
-    def row_items_multichar(self, start: int, end: int) -> list[Axis | RowVar]:
-        """Commas separate axes; a row variable is self-delimiting, the rest of a group is one
-        axis."""
+    def row_items(self, start: int, end: int) -> list[Axis | RowVar]:
+        """Commas separate axes (in single-char mode every token is one); a row variable is
+        self-delimiting, the rest of a group is one axis."""
         items: list[Axis | RowVar] = []
         run: list[tuple[str, str, int, int]] = []
         prev = ("", "", 0, 0)
@@ -413,8 +380,10 @@ class _Parser:
                 if tok[0] == "var":
                     name = None if tok[1] == "..." else tok[1][2:-2]
                     items.append(RowVar(name, (tok[2], tok[3])))
-            else:
+            elif self.multichar:
                 run.append(tok)
+            else:
+                items.append(self.axis([tok]))
             prev = tok
         return items
 

@@ -139,10 +139,6 @@ def _row_labels(kind: str, shapes: Sequence[tuple[int, ...]], prefix: str) -> li
     return out
 
 
-def _assemble(rows: list[dict[str, Labels]]) -> list[Labels]:
-    return [r["batch"] + r["output"] + r["input"] for r in rows]
-
-
 def _pointwise(shapes: Sequence[Shape]) -> list[Labels]:
     per = [_row_labels(kind, [_ints(s, kind) for s in shapes], "p") for kind in MEMORY_ORDER]
     return [[label for row in rows for label in row] for rows in zip(*per, strict=True)]
@@ -160,9 +156,7 @@ def _compose(result: Shape, args: list[Shape]) -> list[Labels]:
     ka, kb = _row_labels("input", [_ints(a, "input"), _ints(b, "output")], "k")
     i: Labels = [f"i{j}" for j in range(len(b.input))]
     o: Labels = [f"o{j}" for j in range(len(a.output))]
-    rows = _assemble([{"batch": batch[0], "input": ka, "output": o},
-                      {"batch": batch[1], "input": i, "output": kb},
-                      {"batch": batch[2], "input": i, "output": o}])
+    rows = [batch[0] + o + ka, batch[1] + kb + i, batch[2] + o + i]  # batch, output, input
     if len(args) == 3:  # the third argument reads the result's cells, broadcasting
         own, third = _pointwise([result, args[2]])
         rename = dict(zip(own, rows[2], strict=True))
@@ -175,5 +169,4 @@ def _transpose(result: Shape, args: list[Shape]) -> list[Labels]:
     batch = _row_labels("batch", [_ints(a, "batch"), _ints(result, "batch")], "p")
     i: Labels = [f"i{j}" for j in range(len(result.input))]
     o: Labels = [f"o{j}" for j in range(len(result.output))]
-    return _assemble([{"batch": batch[0], "input": o, "output": i},
-                      {"batch": batch[1], "input": i, "output": o}])
+    return [batch[0] + i + o, batch[1] + o + i]  # memory order: batch, output, input

@@ -526,8 +526,9 @@ class Solver:
                         named.setdefault(r.basis, r)
                 if len(named) > 1:
                     (b1, r1), (b2, r2) = list(named.items())[:2]
+                    what = "a concatenation" if isinstance(c, ConcatSum) else "an affine axis"
                     raise self.error(
-                        f"basis mismatch across {_relation(c)}: {b1} vs {b2}", c.origin,
+                        f"basis mismatch across {what}: {b1} vs {b2}", c.origin,
                         label=r1.name or r2.name,
                         origins=(r1.came_from(b1), r2.came_from(b2)),
                         hint="a concatenation or affine axis keeps one basis; relabel one side")
@@ -669,14 +670,12 @@ class Solver:
             self.bind_row(vb, SRow(la, va, ra), origin)
         elif not la and not ra:
             self.bind_row(va, SRow(lb, vb, rb), origin)
-        elif la and rb:  # a = la ++ va,  b = vb ++ rb  =>  vb = la ++ w,  va = w ++ rb
+        else:  # a = la ++ va,  b = vb ++ rb  =>  vb = la ++ w,  va = w ++ rb (or a, b swapped)
             w = RowNode(f"{va.name}~{vb.name}")
+            if not la:
+                (la, va), (rb, vb) = (lb, vb), (ra, va)
             self.bind_row(vb, SRow(la, w, ()), origin)
             self.bind_row(va, SRow((), w, rb), origin)
-        else:  # lb and ra
-            w = RowNode(f"{va.name}~{vb.name}")
-            self.bind_row(va, SRow(lb, w, ()), origin)
-            self.bind_row(vb, SRow((), w, ra), origin)
 
     def _rank_error(self, a: SRow, b: SRow, origin: Origin, describe: tuple[str, str],
                     bound: list[RowNode]) -> ShapeError:
@@ -717,10 +716,6 @@ def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
     bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
     return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
         else None
-
-
-def _relation(c: Constraint) -> str:
-    return "a concatenation" if isinstance(c, ConcatSum) else "an affine axis"
 
 
 def _show_var(node: RowNode) -> str:

@@ -265,15 +265,14 @@ class SpecInstance:
 
         return LinearRel(v, expr, names, o, report)
 
-    def row_node(self, name: str | None, kind: Kind) -> RowNode:
-        key = name if name is not None else f"...{kind}"
-        return self.rowvars.get(key) or self.rowvars.setdefault(key, RowNode(key))
-
     def pattern(self, row: Row, kind: Kind, where: Origin) -> SRow:
         left = tuple(self.axis_var(a, kind, where) for a in row.left)
         right = tuple(self.axis_var(a, kind, where) for a in row.right)
-        node = self.row_node(row.var.name, kind) if row.var is not None else None
-        return SRow(left, node, right)
+        if row.var is None:
+            return SRow(left, None, right)
+        key = row.var.name or f"...{kind}"
+        return SRow(left, self.rowvars.get(key) or self.rowvars.setdefault(key, RowNode(key)),
+                    right)
 
     @staticmethod
     def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
