@@ -917,20 +917,39 @@ def test_one_label_for_query_and_key_positions_writes_a_diagonal():
                                 dtype=np.float32, length=4, magnitude=size)
 
 
-def test_a_parameter_summed_whole_needs_its_input_row_given():
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_parameter_summed_whole_closes_its_input_row(backend):
     """``einsum1("i => |->0", G.param("p", output=[4]))``: only the spec's ``...`` reaches the
-    parameter's input row, a difference from OCANNL the README documents (OCANNL guesses no
-    axes); the error names the parameter and the row, and ``input=[]`` is the fix."""
+    parameter's input row, and nothing sizes it, so it has no axes (OCANNL's closing rule; it
+    used to be "under-determined").  The value is the sum, each cell's gradient is the
+    upstream gradient (here the target's weight)."""
+    vals = rand(4).astype(np.float32)
+    with G.new_graph(backend):
+        p = G.param("p", output=[4], init=lambda s, r: vals)
+        y = G.einsum1("i => |->0", p)
+        loss = G.einsum1("... => |->0", y * 3.0)
+        G.grad_update(loss).backward()
+        assert p.shape == Shape(output=(4,)) and y.shape == Shape(output=(1,))
+        got, grad = np.asarray(y.numpy()), np.asarray(p.grad.numpy())
+    assert_equal_up_to_rounding(got, [vals.astype(np.float64).sum()], dtype=np.float32,
+                                length=4, magnitude=np.abs(vals).sum())
+    np.testing.assert_array_equal(grad, np.full(4, 3.0, np.float32))
+
+
+def test_a_row_that_only_a_spec_reaches_closes_but_its_sizes_must_be_known():
+    """The closing gives a row no axes; an axis the spec writes whose size nothing gives is
+    still an error naming it, and a parameter no spec reaches (``w @ x`` with ``w``'s output
+    free) is still under-determined (OCANNL's "you forgot to specify the hidden dimension")."""
     with G.new_graph():
-        y = G.einsum1("i => |->0", G.param("p", output=[4]))
-        with pytest.raises(ShapeError, match="under-determined parameter 'p': no use "
-                                             "determines its input axes"):
+        y = G.einsum1("i => |->0", G.param("p"))
+        with pytest.raises(ShapeError, match=r"cannot infer the size of output axis 0 of 'p' "
+                                             r"\(label 'i'\)"):
             _ = y.shape
     with G.new_graph():
-        p = G.param("p", output=[4], input=[], init=lambda s, r: np.arange(4, dtype=np.float32))
-        y = G.einsum1("i => |->0", p)
-        assert y.shape == Shape(output=(1,))
-        np.testing.assert_array_equal(G.Model(y).run(), [6.0])
+        y = G.param("w") @ G.leaf("x", rand(5, 7), batch=1)
+        with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
+                                             "determines its output axes"):
+            _ = y.shape
 
 
 def test_compose_and_transpose_logic_count_their_operands():
