@@ -889,12 +889,21 @@ def test_a_stretched_window_takes_its_size_from_its_use_in_a_batched_spec(backen
 
 
 def test_a_window_nothing_sizes_is_an_error_naming_its_label():
+    """The error names the window's label and its hint says how to size it (a stretch takes
+    no shape keyword); following the hint pools."""
+    xs = rand(2, 8).astype(np.float32)
     with G.new_graph():
         x = G.leaf("x", np.zeros((2, 8), np.float32), batch=1)
         y = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0))
         with pytest.raises(ShapeError, match=r"cannot infer the size of output axis 0 of "
-                                              r"'stretch\.0\.0' \(label 'k'\)"):
+                                              r"'stretch\.0\.0' \(label 'k'\)") as err:
             _ = y.shape
+        assert "capture=['k'], then d['k'].set_dim(n)" in str(err.value)
+    with G.new_graph():
+        x = G.leaf("x", xs, batch=1)
+        y, d = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0), capture=["k"])
+        d["k"].set_dim(2)
+        np.testing.assert_array_equal(G.Model(y).run(), xs.reshape(2, 4, 2).max(-1))
 
 
 def test_one_label_for_query_and_key_positions_writes_a_diagonal():

@@ -312,9 +312,10 @@ class ShapeGraph:
                             + (": it is a factor of a merged axis, which gives only the "
                                "product" if merged else ": nothing in the graph determines it"),
                             label=label,
-                            hint=f"give {t.name!r} a shape, or use it where that axis meets a "
-                                 "known size" + (" (or set the captured label's size)"
-                                                 if merged else ""))
+                            hint=(f"capture {label!r} and set its size (capture=[{label!r}], "
+                                  f"then d[{label!r}].set_dim(n)), " if label else "")
+                            + f"give {t.name!r} a shape, or use it where that axis meets a "
+                              "known size")
         for t in self.tensors:
             made = self._made.get(id(t))
             if made is not None and made[0] == "@":
