@@ -373,11 +373,12 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
 def _f(xp: Any, x: Any, *operands: Any) -> Any:
     """Booleans as the number type of the computation (1 / 0 in the first array operand's
     dtype: NumPy's ``bool * 1.0`` is float64, which would leak into a float32 graph and make
-    it compute otherwise than on torch; integers stay integers, as the graph marks them)."""
+    it compute otherwise than on torch; integers stay integers, as the graph marks them).
+    A cast, not a product with a 0-d one: no array made per call."""
     for o in operands:
         dtype = getattr(o, "dtype", None)
         if dtype is not None and not str(dtype).endswith("bool"):  # booleans become numbers
-            return x * xp.ones((), dtype=dtype)
+            return backend_of_namespace(xp).astype(x, dtype)
     return x * 1.0
 
 
