@@ -282,15 +282,20 @@ class ShapeGraph:
         S.run()
         S.settle_bases()
         self._settle_broadcasts()
-        self._close_spec_rows()
         S.run()
         S.settle_bases()
+        spec_rows = {S.resolve(SRow((), n, ())).var for inst, _ in self._apps
+                     for n in inst.rowvars.values()}
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
-                # only a stretched value's batch row closes to its uses (a parameter has none):
-                # a use whose spec leaves it free needs no batch axes of it
-                if r.var is not None and r.var.closes and k != "batch":
+                # A parameter's row that only a spec's row variable reaches, and a stretched
+                # value's batch row (a parameter has none), have no further axes: OCANNL's
+                # closing rule (an omitted kind reads as "..." here, as no axes there).  A
+                # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
+                # specify the hidden dimension(s)".
+                if r.var is not None and r.var.closes and k != "batch" and \
+                        r.var not in spec_rows:
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
@@ -320,25 +325,6 @@ class ShapeGraph:
             made = self._made.get(id(t))
             if made is not None and made[0] == "@":
                 self._check_contracted_labels(t.name, made[1][1])
-
-    def _close_spec_rows(self) -> bool:
-        """OCANNL's closing rule: a parameter's row that only a spec's row variable reaches
-        (an omitted kind reads as ``...``, where OCANNL reads it as no axes) and that nothing
-        sizes has no further axes.  A row that no spec reaches (a lone parameter, ``w @ x``
-        with ``w``'s output free) stays OCANNL's "you forgot to specify the hidden
-        dimension(s)".  Returns whether it closed any."""
-        S = self.solver
-        reached = {S.resolve(SRow((), n, ())).var for inst, _ in self._apps
-                   for n in inst.rowvars.values()}
-        o = Origin(note="only a spec's row variable reaches it: no further axes")
-        closed = False
-        for t in self.tensors:
-            for k in ("input", "output"):
-                r = S.resolve(t.rows[k])
-                if r.var is not None and r.var.closes and r.var in reached:
-                    S.bind_row(r.var, SRow(), o)
-                    closed = True
-        return closed
 
     def _check_contracted_labels(self, op: str, b: TensorNode) -> None:
         """``@`` contracts a labelled axis only alone: contracted with others (``b | t, d``:
@@ -373,7 +359,7 @@ class ShapeGraph:
             if not progress:
                 # Last resort, OCANNL's closing rule: rows that only parameters reach, with
                 # no size anywhere, have no axes.
-                progress = any(b.close_empty() for b in remaining) or self._close_spec_rows()
+                progress = any(b.close_empty() for b in remaining)  # the first that can
                 self.solver.run()
                 remaining = [b for b in pending if not b.done]
             if not progress:
