@@ -38,7 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from tensig.demos import digits, gpt, moons
-from tensig.demos.common import Built, cross_entropy
+from tensig.demos.common import Built
+from tensig.model import blocks as B
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam
 
@@ -168,8 +169,6 @@ class BatchNormCNN:
 
     @staticmethod
     def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
-        from tensig.model import blocks as B
-
         x = G.leaf("x", xs[:digits.BATCH], batch=1)                    # 32 | 8, 8, 1
         t = G.leaf("t", onehot[:digits.BATCH], batch=1)                # 32 | 10
         k1 = G.param("k1", output=[16], input=[3, 3, 1], init="kaiming")
@@ -183,7 +182,7 @@ class BatchNormCNN:
         h = G.tropical(digits.POOL, h, window)                         # 32 | 2, 2, 32
         logits = G.einsum(digits.DENSE, h, wd) + bd                    # 32 | 10
         params = [p for p in logits.graph.tensors if p.kind == "param"]
-        return Built(x, t, params, logits, cross_entropy(logits, t, digits.BATCH))
+        return Built(x, t, params, logits, B.cross_entropy(logits, t))
 
     @staticmethod
     def torch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, float]:

@@ -13,9 +13,9 @@ import sys
 
 import numpy as np
 
-from tensig.demos.common import cross_entropy
 from tensig.model import checkpoint
 from tensig.model import graph as G
+from tensig.model.blocks import cross_entropy
 from tensig.model.distributed import Replicas
 from tensig.model.train import Trainer, adam, sgd
 
@@ -41,7 +41,7 @@ def trainer(backend: str, optimizer: str, batch: int, distributed: bool | Replic
         b1 = G.param("b1", init=lambda s, r: np.zeros(s, np.float32))
         w2 = G.param("w2", output=[CLASSES], init=lambda s, r: w2_0.copy())
         logits = w2 @ (w1 @ x + b1).relu()
-        loss = cross_entropy(logits, t, batch)
+        loss = cross_entropy(logits, t)
         params = [w1, b1, w2]
         opt = (sgd(params, lr=0.1, momentum=0.9) if optimizer == "sgd"
                else adam(params, lr=0.01))

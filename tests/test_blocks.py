@@ -753,6 +753,40 @@ def test_ids_outside_the_table_are_an_error():
                 G.Model(G.embedding(t, i)).run()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_embedding_step_checks_its_ids_once(backend, monkeypatch):
+    """A training step checks the embedding's ids in the gather; the scatter of its gradient
+    reads the same ids in the same routine and does not check them again.  The gradient still
+    matches torch's, and a bad id in a later step is still the gather's error."""
+    from tensig.backends import base
+    from tensig.execution import ir
+
+    calls, real = [], base.check_ids
+
+    def counted(ids, n, what, ignore=None):
+        calls.append(what)
+        return real(ids, n, what, ignore)
+
+    table, ids = data(7, 3), np.array([[1, 6, 1], [0, 1, 4]])
+    with G.new_graph(backend):
+        t = G.param("emb", output=[7], input=[3], init=lambda s, r: table)
+        i = G.leaf("ids", ids, batch=2)
+        e = G.embedding(t, i)
+        loss, r = weighted_loss(e)
+        m = G.grad_update(loss)
+        monkeypatch.setattr(base, "check_ids", counted)
+        monkeypatch.setattr(ir, "check_ids", counted)
+        m.backward()
+        grad = A(t.grad.numpy())
+        assert calls == ["embedding"]
+        m.set(i, np.array([[1, 7, 1], [0, 1, 4]]))
+        with pytest.raises(IndexError, match=r"embedding: id 7 is outside 0\.\.6"):
+            m.backward()
+    (tt,) = torch_inputs(table)
+    (F.embedding(torch.tensor(ids), tt) * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    close(grad, tt.grad, 1)
+
+
 def test_embedding_refuses_ids_with_output_axes():
     with G.new_graph():
         t = G.param("emb", output=[5], input=[2])

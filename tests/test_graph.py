@@ -889,12 +889,21 @@ def test_a_stretched_window_takes_its_size_from_its_use_in_a_batched_spec(backen
 
 
 def test_a_window_nothing_sizes_is_an_error_naming_its_label():
+    """The error names the window's label and its hint says how to size it (a stretch takes
+    no shape keyword); following the hint pools."""
+    xs = rand(2, 8).astype(np.float32)
     with G.new_graph():
         x = G.leaf("x", np.zeros((2, 8), np.float32), batch=1)
         y = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0))
         with pytest.raises(ShapeError, match=r"cannot infer the size of output axis 0 of "
-                                              r"'stretch\.0\.0' \(label 'k'\)"):
+                                              r"'stretch\.0\.0' \(label 'k'\)") as err:
             _ = y.shape
+        assert "capture=['k'], then d['k'].set_dim(n)" in str(err.value)
+    with G.new_graph():
+        x = G.leaf("x", xs, batch=1)
+        y, d = G.tropical("b|2*o<+k; k => b|o", x, G.stretch(0.0), capture=["k"])
+        d["k"].set_dim(2)
+        np.testing.assert_array_equal(G.Model(y).run(), xs.reshape(2, 4, 2).max(-1))
 
 
 def test_one_label_for_query_and_key_positions_writes_a_diagonal():
@@ -917,20 +926,39 @@ def test_one_label_for_query_and_key_positions_writes_a_diagonal():
                                 dtype=np.float32, length=4, magnitude=size)
 
 
-def test_a_parameter_summed_whole_needs_its_input_row_given():
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_parameter_summed_whole_closes_its_input_row(backend):
     """``einsum1("i => |->0", G.param("p", output=[4]))``: only the spec's ``...`` reaches the
-    parameter's input row, a difference from OCANNL the README documents (OCANNL guesses no
-    axes); the error names the parameter and the row, and ``input=[]`` is the fix."""
+    parameter's input row, and nothing sizes it, so it has no axes (OCANNL's closing rule; it
+    used to be "under-determined").  The value is the sum, each cell's gradient is the
+    upstream gradient (here the target's weight)."""
+    vals = rand(4).astype(np.float32)
+    with G.new_graph(backend):
+        p = G.param("p", output=[4], init=lambda s, r: vals)
+        y = G.einsum1("i => |->0", p)
+        loss = G.einsum1("... => |->0", y * 3.0)
+        G.grad_update(loss).backward()
+        assert p.shape == Shape(output=(4,)) and y.shape == Shape(output=(1,))
+        got, grad = np.asarray(y.numpy()), np.asarray(p.grad.numpy())
+    assert_equal_up_to_rounding(got, [vals.astype(np.float64).sum()], dtype=np.float32,
+                                length=4, magnitude=np.abs(vals).sum())
+    np.testing.assert_array_equal(grad, np.full(4, 3.0, np.float32))
+
+
+def test_a_row_that_only_a_spec_reaches_closes_but_its_sizes_must_be_known():
+    """The closing gives a row no axes; an axis the spec writes whose size nothing gives is
+    still an error naming it, and a parameter no spec reaches (``w @ x`` with ``w``'s output
+    free) is still under-determined (OCANNL's "you forgot to specify the hidden dimension")."""
     with G.new_graph():
-        y = G.einsum1("i => |->0", G.param("p", output=[4]))
-        with pytest.raises(ShapeError, match="under-determined parameter 'p': no use "
-                                             "determines its input axes"):
+        y = G.einsum1("i => |->0", G.param("p"))
+        with pytest.raises(ShapeError, match=r"cannot infer the size of output axis 0 of 'p' "
+                                             r"\(label 'i'\)"):
             _ = y.shape
     with G.new_graph():
-        p = G.param("p", output=[4], input=[], init=lambda s, r: np.arange(4, dtype=np.float32))
-        y = G.einsum1("i => |->0", p)
-        assert y.shape == Shape(output=(1,))
-        np.testing.assert_array_equal(G.Model(y).run(), [6.0])
+        y = G.param("w") @ G.leaf("x", rand(5, 7), batch=1)
+        with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
+                                             "determines its output axes"):
+            _ = y.shape
 
 
 def test_compose_and_transpose_logic_count_their_operands():

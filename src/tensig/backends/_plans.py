@@ -83,17 +83,15 @@ def _as_matrix(labels: str, lead: list[str], rows: list[str], cols: list[str],
     permutation and a reshape, which copies (the axes interleave)."""
     bs, r, c = (math.prod(size[x] for x in g) for g in (lead, rows, cols))
     shape = (bs, r, c) if lead else (r, c)
-    if labels == "".join(lead + rows + cols):
-        if tuple(size[x] for x in labels) == shape:
-            return None, False
-        return (lambda x: x.reshape(shape)), False
-    if labels == "".join(lead + cols + rows):
-        swapped = (*shape[:-2], c, r)
-        if tuple(size[x] for x in labels) == swapped:
-            return (lambda x: x.swapaxes(-1, -2)), False
-        return (lambda x: x.reshape(swapped).swapaxes(-1, -2)), False
     perm = [labels.index(x) for x in lead + rows + cols]
-    return (lambda x: _permute(x, perm).reshape(shape)), True
+    sizes = [size[x] for x in labels]
+    permutes = perm != sorted(perm)
+    if not permutes and tuple(sizes) == shape:
+        return None, False
+    if permutes and labels == "".join(lead + cols + rows):
+        swap = [*range(len(shape) - 2), len(shape) - 1, len(shape) - 2]
+        return moves(swap, sizes, (*shape[:-2], c, r), permute_first=False), False
+    return moves(perm, [sizes[p] for p in perm], shape), permutes
 
 
 def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
@@ -197,6 +195,25 @@ def _presummed(a: str, b: str, out: str, keep_dtype: bool
 def _permute(x: Any, perm: Sequence[int]) -> Any:
     """``x``'s axes in the order ``perm``, by torch's ``permute`` or NumPy's ``transpose``."""
     return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
+
+
+def moves(perm: list[int], before: Sequence[int], after: Sequence[int],
+          move: Callable[[Any, list[int]], Any] = _permute, permute_first: bool = True
+          ) -> Callable[[Any], Any]:
+    """``x -> move(x, perm).reshape(after)`` (``permute_first``) or ``x ->
+    move(x.reshape(after), perm)``, where ``before`` are the sizes the reshape starts from
+    (``move``: a backend's transpose), without the steps that change nothing -- each is a
+    call of its own on every run.  The one builder of permute-and-reshape plans."""
+    permutes, reshapes, shape = perm != sorted(perm), list(before) != list(after), tuple(after)
+    if permutes and reshapes:
+        if permute_first:
+            return lambda x: move(x, perm).reshape(shape)
+        return lambda x: move(x.reshape(shape), perm)
+    if permutes:
+        return lambda x: move(x, perm)
+    if reshapes:
+        return lambda x: x.reshape(shape)
+    return lambda x: x
 
 
 def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:

@@ -284,12 +284,18 @@ class ShapeGraph:
         self._settle_broadcasts()
         S.run()
         S.settle_bases()
+        spec_rows = {S.resolve(SRow((), n, ())).var for inst, _ in self._apps
+                     for n in inst.rowvars.values()}
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
-                # only a stretched value's batch row closes to its uses (a parameter has none):
-                # a use whose spec leaves it free needs no batch axes of it
-                if r.var is not None and r.var.closes and k != "batch":
+                # A parameter's row that only a spec's row variable reaches, and a stretched
+                # value's batch row (a parameter has none), have no further axes: OCANNL's
+                # closing rule (an omitted kind reads as "..." here, as no axes there).  A
+                # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
+                # specify the hidden dimension(s)".
+                if r.var is not None and r.var.closes and k != "batch" and \
+                        r.var not in spec_rows:
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
@@ -311,9 +317,10 @@ class ShapeGraph:
                             + (": it is a factor of a merged axis, which gives only the "
                                "product" if merged else ": nothing in the graph determines it"),
                             label=label,
-                            hint=f"give {t.name!r} a shape, or use it where that axis meets a "
-                                 "known size" + (" (or set the captured label's size)"
-                                                 if merged else ""))
+                            hint=(f"capture {label!r} and set its size (capture=[{label!r}], "
+                                  f"then d[{label!r}].set_dim(n)), " if label else "")
+                            + f"give {t.name!r} a shape, or use it where that axis meets a "
+                              "known size")
         for t in self.tensors:
             made = self._made.get(id(t))
             if made is not None and made[0] == "@":

@@ -1,5 +1,4 @@
-"""Pieces the demos share: the run itself, a softmax cross-entropy, accuracy, the memory
-bill."""
+"""Pieces the demos share: the run itself, accuracy, the memory bill."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import to_numpy
-from tensig.model import blocks as B
 from tensig.model import graph as G
 from tensig.model.train import Trainer, adam
 
@@ -113,13 +111,6 @@ def command_line(main: Callable[..., float], argv: list[str] | None = None) -> f
     a = ap.parse_args(argv)
     kw = {} if a.epochs is None else {"epochs": a.epochs}
     return main(backend=a.backend, device=a.device, distributed=a.distributed, **kw)
-
-
-def cross_entropy(logits: G.Tensor, onehot: G.Tensor, batch: int) -> G.Tensor:
-    """Mean softmax cross-entropy over a ``b|o`` batch: :func:`tensig.model.blocks.log_softmax`
-    (one kernel forward and one back on torch), then the one-hot row sums."""
-    logp = B.log_softmax(logits)
-    return G.einsum1("...|...->... => |->0", onehot * logp) * (-1.0 / batch)
 
 
 def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,

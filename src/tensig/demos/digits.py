@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensig.demos.common import Built, command_line, cross_entropy, run_demo
+from tensig.demos.common import Built, command_line, run_demo
+from tensig.model import blocks as B
 from tensig.model import graph as G
 
 BATCH = 32
@@ -42,7 +43,7 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     h = (G.einsum(CONV, h, k2) + b2).relu()                            # 32 | 4, 4, 32
     h = G.tropical(POOL, h, window)                                    # 32 | 2, 2, 32
     logits = G.einsum(DENSE, h, wd) + bd                               # 32 | 10
-    return Built(x, t, [k1, b1, k2, b2, wd, bd], logits, cross_entropy(logits, t, BATCH))
+    return Built(x, t, [k1, b1, k2, b2, wd, bd], logits, B.cross_entropy(logits, t))
 
 
 def main(epochs: int = 15, backend: str = "numpy", device: str | None = None,

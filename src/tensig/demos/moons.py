@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensig.demos.common import Built, command_line, cross_entropy, run_demo
+from tensig.demos.common import Built, command_line, run_demo
+from tensig.model import blocks as B
 from tensig.model import graph as G
 
 BATCH = 40
@@ -30,7 +31,7 @@ def build(xs: np.ndarray, onehot: np.ndarray) -> Built:
     h = (w1 @ x + b1).relu()
     h = (w2 @ h + b2).relu()
     logits = w3 @ h + b3
-    return Built(x, t, [w1, b1, w2, b2, w3, b3], logits, cross_entropy(logits, t, BATCH))
+    return Built(x, t, [w1, b1, w2, b2, w3, b3], logits, B.cross_entropy(logits, t))
 
 
 def main(epochs: int = 60, backend: str = "numpy", device: str | None = None,

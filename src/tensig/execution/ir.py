@@ -373,11 +373,12 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
 def _f(xp: Any, x: Any, *operands: Any) -> Any:
     """Booleans as the number type of the computation (1 / 0 in the first array operand's
     dtype: NumPy's ``bool * 1.0`` is float64, which would leak into a float32 graph and make
-    it compute otherwise than on torch; integers stay integers, as the graph marks them)."""
+    it compute otherwise than on torch; integers stay integers, as the graph marks them).
+    A cast, not a product with a 0-d one: no array made per call."""
     for o in operands:
         dtype = getattr(o, "dtype", None)
         if dtype is not None and not str(dtype).endswith("bool"):  # booleans become numbers
-            return x * xp.ones((), dtype=dtype)
+            return backend_of_namespace(xp).astype(x, dtype)
     return x * 1.0
 
 
@@ -481,10 +482,12 @@ def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
 
 def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     """The gradient of :func:`_take`: an array of zeros with each row of ``g`` added
-    into row ``ids`` of it (repeated ids add up)."""
+    into row ``ids`` of it (repeated ids add up).  The ids are the gather's, which checked
+    them in the same routine (a gradient runs after its forward), so the adapter's scatter
+    is called without ``add_rows``'s check of them again: once per step, not twice."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
-    return backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
+    return backend_of_namespace(xp)._add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
 
 
 def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:

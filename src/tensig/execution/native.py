@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tensig.backends import Backend, all_zero
+from tensig.backends._plans import moves
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
@@ -196,35 +197,17 @@ class _Geometry:
         # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
-        self.x_in = moves(self.x_perm, self.x_sizes, self.x_shape, self.move, True)
-        self.w_in = moves(self.w_perm, self.w_sizes, self.w_shape, self.move, True)
+        self.x_in = moves(self.x_perm, self.x_sizes, self.x_shape, self.move)
+        self.w_in = moves(self.w_perm, self.w_sizes, self.w_shape, self.move)
         self.y_out = moves(self.y_perm, self.y_conv_shape, self.y_shape, self.move, False)
 
     def gradient_moves(self) -> tuple[Callable[[Any], Any], tuple[Callable[[Any], Any], ...]]:
         """The result gradient into the backend's layout, and the input's and the kernel's
         gradients back into the spec's."""
-        g_in = moves(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, self.move, True)
+        g_in = moves(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, self.move)
         return g_in, tuple(moves(_inverse(perm), shape, sizes, self.move, False)
                            for shape, sizes, perm in ((self.x_shape, self.x_sizes, self.x_perm),
                                                       (self.w_shape, self.w_sizes, self.w_perm)))
-
-
-def moves(perm: list[int], before: list[int], after: list[int],
-          move: Callable[[Any, list[int]], Any], permute_first: bool) -> Callable[[Any], Any]:
-    """``x -> move(x, perm).reshape(after)`` (``permute_first``) or ``x ->
-    move(x.reshape(after), perm)``, where ``before`` are the sizes the reshape starts from
-    (``move``: the backend's transpose), without the steps that change nothing -- each is a
-    call of its own on every run."""
-    permutes, reshapes, shape = perm != sorted(perm), list(before) != list(after), tuple(after)
-    if permutes and reshapes:
-        if permute_first:
-            return lambda x: move(x, perm).reshape(shape)
-        return lambda x: move(x.reshape(shape), perm)
-    if permutes:
-        return lambda x: move(x, perm)
-    if reshapes:
-        return lambda x: x.reshape(shape)
-    return lambda x: x
 
 
 def _inverse(perm: list[int]) -> list[int]:
