@@ -273,12 +273,12 @@ class TorchBackend(Backend):
         """torch's fused optimizer kernels (``torch._fused_adam_``, ``_fused_adamw_``,
         ``_fused_sgd_``: one pass over the elements, where tensig's code takes ten) on copies
         of the parameters and state, which the kernels change in place and which are the new
-        arrays: each its own allocation, as a loaded or computed array is, not a view into
-        one flat copy, which would start wherever the sizes before it end (a BLAS may pick
-        its kernel, so its rounding, by alignment, so a resumed run could round otherwise).
-        They run ``torch.optim``'s arithmetic (Adam's first moment by ``lerp``: equal to
-        tensig's up to rounding).  Declines (None) arrays of mixed or non-float dtypes; a
-        kernel this torch lacks for the device declines for good."""
+        arrays: each its own allocation, as a loaded array is, not a view into one flat copy
+        starting wherever the sizes before it end (a BLAS may pick its kernel, so its
+        rounding, by alignment: a resumed run could round otherwise).  They run
+        ``torch.optim``'s arithmetic (Adam's first moment by ``lerp``: equal to tensig's up
+        to rounding).  Declines (None) arrays of mixed or non-float dtypes; a kernel this
+        torch lacks for the device declines for good."""
         t = self.torch
         name = {"sgd": "_fused_sgd_", "adam": "_fused_adamw_" if hyper.get("decoupled")
                 else "_fused_adam_"}.get(rule)
