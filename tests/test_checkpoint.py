@@ -55,6 +55,19 @@ def values(params):
     return out
 
 
+def assert_aligned(tensors, *, own=True):
+    """Each tensor's value starts on a 64-byte boundary (torch's CPU allocator's) and, with
+    ``own``, is a torch allocation of its own rather than a view into another array: what a
+    BLAS that picks its kernel by alignment sees the same in a resumed and an uninterrupted
+    run."""
+    for t in tensors:
+        v = t.graph.store.read(t.val)
+        address = v.data_ptr() if isinstance(v, torch.Tensor) else v.ctypes.data
+        assert address % 64 == 0, f"{t.name} starts at {address} % 64 = {address % 64}"
+        if own and isinstance(v, torch.Tensor):
+            assert v.untyped_storage().data_ptr() == address, f"{t.name} is a view"
+
+
 def snapshot(g):
     """The store's contents: the same array objects, and their values."""
     return {k: (v, np.array(v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v))
@@ -125,7 +138,8 @@ def test_loaded_values_are_copies_not_views_of_the_file(tmp_path):
     g2, m2, p2 = build(seed=3)
     load(m2, path)
     w = g2.store.read(p2["layer1.w"].val)
-    assert w.flags.writeable and w.flags.owndata
+    # its own memory (64-byte aligned: a view of the larger buffer it was placed in)
+    assert w.flags.writeable and w.base.flags.owndata and w.ctypes.data % 64 == 0
     w += 1.0  # an in-place update (what an optimiser does) must work
     path.unlink()
     assert np.isfinite(w).all()
@@ -494,10 +508,11 @@ def test_without_safetensors_the_error_names_the_extra(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
-    """A Trainer's checkpoint holds its parameters (views into the fused optimizer's flat
-    arrays when saved), Adam's moments and the step count; a fresh trainer loaded from it
-    (its arrays replaced, so the fused update concatenates them afresh) continues exactly as
-    the original does."""
+    """A Trainer's checkpoint holds its parameters, Adam's moments and the step count; a fresh
+    trainer loaded from it continues with the same bits as the original: the same code on
+    the same state, read from equally aligned arrays (on torch the fused update's arrays
+    are allocations of their own, not views into one flat array, and loaded values start
+    on torch's 64-byte boundary)."""
     from tensig.demos import moons
 
     xs, ys, _, _ = moons.data()
@@ -508,6 +523,8 @@ def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
         ta = a.trainer(xs, onehot, 0.01)
         for r in rows[:4]:
             ta.step(r)
+        if backend == "torch":
+            assert_aligned([*a.params, *ta.opt.state])
         path = save(ta, tmp_path / "ckpt.safetensors")
         state = values({t.name: t for t in [*a.params, *ta.opt.state]})
         after = [ta.step(r) for r in rows[4:]]
@@ -519,6 +536,7 @@ def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
         tb = b.trainer(xs, onehot, 0.01)
         report = load(tb, path)
         assert tb.step_count == 4 and "w1.adam_v" in report.loaded
+        assert_aligned([*b.params, *tb.opt.state], own=False)  # NumPy memory shared
         loaded = values({t.name: t for t in [*b.params, *tb.opt.state]})
         resumed = [tb.step(r) for r in rows[4:]]
         got = values({p.name: p for p in b.params})
@@ -526,13 +544,11 @@ def test_training_resumes_exactly_from_a_trainer_checkpoint(tmp_path, backend):
     assert loaded.keys() == state.keys()
     for name, v in state.items():
         np.testing.assert_array_equal(loaded[name], v, err_msg=name)
-    # The continuation runs the same code on that state, but the saved trainer's parameters
-    # were views into the fused update's flat arrays and the loaded ones are fresh arrays: a
-    # BLAS may pick another kernel for another alignment, so the steps agree to rounding
-    # (a wrong step count changes Adam's bias correction by percents, far beyond this).
-    np.testing.assert_allclose(resumed, after, rtol=1e-5)
+    # the same code on the same state: the same bits (a wrong step count would change
+    # Adam's bias correction by percents)
+    np.testing.assert_array_equal(resumed, after)
     for name, v in final.items():
-        np.testing.assert_allclose(got[name], v, rtol=1e-4, atol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(got[name], v, err_msg=name)
 
 
 def test_a_trainer_needs_the_optimizer_state_unless_not_strict(tmp_path):
@@ -605,8 +621,8 @@ def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, backend, mid_epoch):
         tb = b.trainer(xs, onehot, 0.01)
         load(tb, path)
         tb.fit(2)
-    # the same code on the same loaded state (see the test above for why rounding may differ)
-    np.testing.assert_allclose(tb.history, after, rtol=1e-5)
+    # the same code on the same loaded state: the same bits (see the test above)
+    np.testing.assert_array_equal(tb.history, after)
     # shuffled batches that differed would differ by far more than rounding
     assert len(after) == 2 * ta.steps_per_epoch - (3 if mid_epoch else 0)
 
@@ -676,8 +692,13 @@ def test_dropout_masks_resume_exactly_through_a_checkpoint(tmp_path, backend):
     _, t2, _ = bn_net(backend, p=0.5)
     load(t2, path)
     t2.fit(2)
-    # the same code on the same loaded state (see the trainer test above on rounding)
-    np.testing.assert_allclose(t2.history, after, rtol=1e-5)
+    # the same code on the same loaded state: the same bits (see the trainer test above)
+    np.testing.assert_array_equal(t2.history, after)
+    want = values({p.name: p for p in t1.opt.params})
+    for name, v in values({p.name: p for p in t2.opt.params}).items():
+        np.testing.assert_array_equal(v, want[name], err_msg=name)
+    if backend == "torch":  # 15, 5, 5 and 10 numbers: in one flat array, three of the four
+        assert_aligned(t2.opt.params)  # would start off the 64-byte boundary
 
 
 def test_a_buffer_loads_into_a_graph_before_its_model_is_built(tmp_path):

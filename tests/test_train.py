@@ -259,6 +259,51 @@ def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, d
     assert all(store.read(t.val).dtype == store.read(params[0].val).dtype for t in opt.state)
 
 
+@pytest.mark.parametrize("kind", ["adam", "sgd"])
+def test_torch_fused_update_reads_strided_arrays_and_makes_arrays_of_their_own(kind):
+    """The fused kernels walk an array's memory in order whatever its strides: a transposed
+    parameter, gradient or moment gives torch.optim's numbers all the same, and the new
+    arrays are allocations of their own (not views of one flat array: see the resume tests
+    in test_checkpoint.py), contiguous, with the old ones left as they were."""
+    from tensig.backends import TorchBackend
+
+    rng = np.random.default_rng(7)
+    shapes = [(3, 5), (5,), (4, 3)]
+    hyper = ({"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1, "decoupled": False}
+             if kind == "adam" else {"momentum": 0.9, "weight_decay": 0.1, "nesterov": False})
+    update = TorchBackend().fused_update(kind, hyper, shapes)
+    if update is None:
+        pytest.skip(f"torch {torch.__version__} has no fused {kind}")
+
+    def strided(shape):  # the values of a (shape) array, held transposed in memory
+        return torch.tensor(rng.standard_normal(shape[::-1]), dtype=torch.float32).permute(
+            *range(len(shape))[::-1])
+
+    params, grads = [strided(s) for s in shapes], [strided(s) for s in shapes]
+    moments = [strided(s).abs() for s in shapes]  # Adam's second moment must be >= 0
+    state = [[strided(s) for s in shapes], moments] if kind == "adam" else [moments]
+    inputs = [*params, *grads, *(x for role in state for x in role)]
+    before = [x.clone() for x in inputs]
+    out = update(params, grads, state, 3, 0.01)
+    assert out is not None
+    refs = [p.clone().requires_grad_() for p in params]
+    opt = (torch.optim.Adam(refs, lr=0.01, weight_decay=0.1) if kind == "adam"
+           else torch.optim.SGD(refs, lr=0.01, momentum=0.9, weight_decay=0.1))
+    for r, g, *s in zip(refs, grads, *state, strict=True):
+        r.grad = g.clone()
+        opt.state[r] = ({"step": torch.tensor(2.0), "exp_avg": s[0].clone(),
+                         "exp_avg_sq": s[1].clone()} if kind == "adam"
+                        else {"momentum_buffer": s[0].clone()})
+    opt.step()  # the third step, as ``update`` was told
+    eps = np.finfo(np.float32).eps
+    for new, ref in zip(out[0], refs, strict=True):
+        assert new.is_contiguous() and new.untyped_storage().data_ptr() == new.data_ptr()
+        np.testing.assert_allclose(new.numpy(), ref.detach().numpy(), rtol=20 * eps,
+                                   atol=20 * eps)
+    for old, kept in zip(inputs, before, strict=True):
+        assert torch.equal(old, kept)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_a_batch_is_the_datasets_rows(backend):
     """Consecutive rows are sliced, any others gathered: either way a step is fed exactly

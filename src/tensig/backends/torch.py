@@ -271,11 +271,14 @@ class TorchBackend(Backend):
     def fused_update(self, rule: str, hyper: dict[str, Any],
                      shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
         """torch's fused optimizer kernels (``torch._fused_adam_``, ``_fused_adamw_``,
-        ``_fused_sgd_``: one pass over the elements, where tensig's code takes ten) on flat
-        copies of the parameters and state, which the kernels change in place, split into
-        views as the new arrays.  They run ``torch.optim``'s arithmetic (Adam's first moment
-        by ``lerp``: equal to tensig's up to rounding).  Declines (None) arrays of mixed or
-        non-float dtypes; a kernel this torch lacks for the device declines for good."""
+        ``_fused_sgd_``: one pass over the elements, where tensig's code takes ten) on copies
+        of the parameters and state, which the kernels change in place and which are the new
+        arrays: each its own allocation, as a loaded array is, not a view into one flat copy
+        starting wherever the sizes before it end (a BLAS may pick its kernel, so its
+        rounding, by alignment: a resumed run could round otherwise).  They run
+        ``torch.optim``'s arithmetic (Adam's first moment by ``lerp``: equal to tensig's up
+        to rounding).  Declines (None) arrays of mixed or non-float dtypes; a kernel this
+        torch lacks for the device declines for good."""
         t = self.torch
         name = {"sgd": "_fused_sgd_", "adam": "_fused_adamw_" if hyper.get("decoupled")
                 else "_fused_adam_"}.get(rule)
@@ -290,28 +293,29 @@ class TorchBackend(Backend):
             options = {"weight_decay": hyper["weight_decay"], "momentum": hyper["momentum"],
                        "nesterov": hyper["nesterov"], "dampening": 0.0, "maximize": False,
                        "is_first_step": False}
-        split, flatten = self.splitter(shapes), self.flatten
         broken: list[bool] = []  # set once the kernel refused to run here
+        clone = getattr(t, "_foreach_clone", None) or (lambda xs: [x.clone() for x in xs])
+        contiguous = t.Tensor.is_contiguous
 
-        def copy(xs: list[Any]) -> Any:  # flatten makes a view of a single array
-            return flatten(xs) if len(xs) > 1 else xs[0].reshape(-1).clone()
+        def dense(xs: list[Any]) -> list[Any]:  # the kernels read any array as contiguous
+            return xs if all(map(contiguous, xs)) else [x.contiguous() for x in xs]
 
         def update(params: list[Any], grads: list[Any], state: list[list[Any]], step: int,
                    lr: float) -> tuple[list[Any], list[list[Any]]] | None:
             dtypes = {x.dtype for xs in (params, grads, *state) for x in xs}
             if broken or len(dtypes) != 1 or not params[0].dtype.is_floating_point:
                 return None
-            p, g, kept = copy(params), flatten(grads), [copy(xs) for xs in state]
+            p, g, kept = clone(dense(params)), dense(grads), [clone(dense(xs)) for xs in state]
             try:
                 if rule == "adam":
-                    steps = t.tensor(float(step), dtype=t.float32, device=p.device)
-                    kernel([p], [g], [kept[0]], [kept[1]], [], [steps], lr=lr, **options)
-                else:
-                    kernel([p], [g], kept, lr=lr, **options)
+                    steps = t.tensor(float(step), dtype=t.float32, device=p[0].device)
+                    kernel(p, g, kept[0], kept[1], [], [steps] * len(p), lr=lr, **options)
+                else:  # the momentum buffers, if any
+                    kernel(p, g, kept[0] if kept else [], lr=lr, **options)
             except (RuntimeError, NotImplementedError):  # not built for this device
                 broken.append(True)
                 return None
-            return split(p), [split(x) for x in kept]
+            return p, kept
 
         return update
 

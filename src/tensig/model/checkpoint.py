@@ -81,6 +81,7 @@ _SHAPE_TEXT = re.compile(rf"\(\)|(?:{_ROW}\|)?(?:{_ROW}->)?{_ROW}")
 _MAX_SHAPE_TEXT = 10_000  # characters: far above any real tensor's rank
 _CRC_TEXT = re.compile(r"[0-9a-f]{8}")
 _STEP_TEXT = re.compile(r"[0-9]{1,19}")
+_ALIGN = 64  # bytes: where torch's CPU allocator starts every array (MKL asks the same)
 
 # safetensors' dtype codes that NumPy can hold (BF16 and the F8 types it cannot).
 _NUMPY_DTYPES = {
@@ -434,7 +435,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                 f"when it was saved ({_checksum(raw)} instead of {crc}): the "
                                 "file is damaged")
             elif not problems:
-                staged.append((t, _for_graph(t, np.array(raw, dtype=dtype, copy=True))))
+                staged.append((t, _for_graph(t, _aligned_copy(raw, np.dtype(dtype)))))
         if problems:
             raise CheckpointError(shown, problems)
 
@@ -493,6 +494,20 @@ def _header_shape(text: str | None) -> Shape | None:
         return Shape.parse(text)
     except (ValueError, TypeError):
         return None
+
+
+def _aligned_copy(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``raw`` copied into a new ``dtype`` array starting on a 64-byte boundary, where torch's
+    CPU allocator starts every array.  A torch graph keeps the NumPy memory it is given, so a
+    loaded parameter lies as aligned as the array it stands for did in the run that saved it
+    (a BLAS may pick its kernel by alignment: see
+    :meth:`tensig.backends.torch.TorchBackend.fused_update`)."""
+    size = raw.size * dtype.itemsize
+    memory = np.empty(size + _ALIGN, np.uint8)
+    start = -memory.ctypes.data % _ALIGN
+    out = memory[start:start + size].view(dtype).reshape(raw.shape)
+    out[...] = raw
+    return out
 
 
 def _for_graph(t: Any, array: np.ndarray) -> Any:
