@@ -113,11 +113,14 @@ class Backend(Kernels):
     #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
     summed_contraction: Callable[..., Any] | None = None
     max_pool: Callable[..., Any] | None = None
+    #: max pooling's input gradient, each window's to its first maximum, or None from it for
+    #: a padding it does not take (:func:`tensig.execution.native.pool_gradient`)
+    max_pool_backward: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
-        """Whether :attr:`conv`, :attr:`conv_backward` and :attr:`max_pool` take these
+        """Whether :attr:`conv`, :attr:`conv_backward` and the max pooling take these
         operands (else the generic path runs): floating operands of one dtype."""
         return bool(x.dtype == w.dtype) and self.is_float(x.dtype)
 

@@ -240,6 +240,27 @@ class TorchBackend(Backend):
         x, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
         return fn(x, list(kernel), list(strides), padding, list(dilations))
 
+    def max_pool_backward(self, g: Any, x: Any, kernel: Sequence[int], strides: Sequence[int],
+                          dilations: Sequence[int], pads: Sequence[tuple[int, int]]
+                          ) -> Any | None:
+        """The gradient of :meth:`max_pool` for ``x`` from the result's gradient ``g``, by
+        torch's kernels (the window maxima found again: that costs as much as a pooling,
+        which holds no state to keep them); ``None`` for a padding torch does not take."""
+        pad = _even(pads)
+        if pad is None or any(2 * p > k for p, k in zip(pad, kernel, strict=True)):
+            return None
+        t, n = self.torch, len(kernel)
+        geometry = [list(v) for v in (kernel, strides, pad, dilations)]
+        if n == 1:  # as a 2-D pooling over a size-1 axis
+            x, g = x.unsqueeze(-2), g.unsqueeze(-2)
+            geometry = [[1, *geometry[0]], [1, *geometry[1]], [0, *pad], [1, *geometry[3]]]
+        pool = t.nn.functional.max_pool3d if n == 3 else t.nn.functional.max_pool2d
+        back = t.ops.aten.max_pool3d_with_indices_backward if n == 3 else \
+            t.ops.aten.max_pool2d_with_indices_backward
+        _, where = pool(x, *geometry, return_indices=True)
+        gx = back(g, x, *geometry, False, where)
+        return gx.squeeze(-2) if n == 1 else gx
+
     def conv_accepts(self, x: Any, w: Any) -> bool:
         """torch's conv takes floating operands of one dtype on one device."""
         return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device

@@ -18,7 +18,7 @@ from tensig.backends import Backend, all_zero
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_gradient", "pool_step"]
 
 Layout = tuple[tuple[AxisUse, ...], ...]
 
@@ -46,6 +46,28 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
         return geo.y_out(pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads))
 
     return step
+
+
+def pool_gradient(layout: Layout, backend: Backend) -> Callable[[Any, Any], Any] | None:
+    """The input's gradient of max pooling (``layout``: the input's, the window's and the
+    result's axis uses) by the backend's own backward, each window's gradient to its first
+    maximum as the graph's gate gives it: ``(result gradient, input) -> gradient``, ``None``
+    from it for operands or a padding the kernel does not take; ``None`` when the backend
+    has no such kernel or the spec is not a pooling's."""
+    back = backend.max_pool_backward
+    geo = None if back is None else _geometry(layout, backend, pooling=True)
+    if back is None or geo is None or geo.xi != 0:
+        return None
+    g_in, (x_out, _) = geo.gradient_moves()
+    accepts = backend.conv_accepts
+
+    def grad(g: Any, x: Any) -> Any | None:
+        if not accepts(x, g):
+            return None
+        gx = back(g_in(g), geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
+        return None if gx is None else x_out(gx)
+
+    return grad
 
 
 def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
