@@ -112,9 +112,11 @@ class Backend(Kernels):
     #: sum in one product's accumulation, or None for a contraction it cannot do so (the
     #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
     summed_contraction: Callable[..., Any] | None = None
+    #: ``(x, kernel, strides, dilations, pads) -> (max pooling of x, what its backward may
+    #: reuse or None)`` (:func:`tensig.execution.native.pool_step`)
     max_pool: Callable[..., Any] | None = None
-    #: max pooling's input gradient, each window's to its first maximum, or None from it for
-    #: a padding it does not take (:func:`tensig.execution.native.pool_gradient`)
+    #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient``, each window's to
+    #: its first maximum, or None for a padding it does not take (``pool_gradient``)
     max_pool_backward: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
