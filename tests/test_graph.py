@@ -491,15 +491,17 @@ def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels,
         np.testing.assert_array_equal(grad != 0, tp.grad.permute(0, 2, 3, 1).numpy() != 0)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
 @pytest.mark.parametrize("result", ["n, oh, ow, c", "c, ow, oh, n"])
 def test_tiled_pooling_gate_with_ties_in_any_result_order(backend, result, monkeypatch):
     """Tiled 2x2 pooling of rounded values (many ties), its result in the input's axis order
-    (the gate on the tiled view on NumPy) or permuted (the lowering's general path), by
-    torch's own pooling backward on torch: each window's gradient goes to its first maximum
-    only, the cell torch's ``max_pool2d`` gives it to."""
+    (the gate on the tiled view on NumPy and JAX) or permuted (the lowering's general path),
+    by torch's own pooling backward on torch: each window's gradient goes to its first
+    maximum only, the cell torch's ``max_pool2d`` gives it to."""
     from tensig.backends.torch import TorchBackend
 
+    if backend == "jax":
+        pytest.importorskip("jax")
     xs = np.round(rand(3, 6, 4, 5))
     spec = f"n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => {result}"
     calls = []
