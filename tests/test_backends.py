@@ -244,7 +244,7 @@ class PoolOnly(TaggedBackend):
     def max_pool(self, x, kernel, strides, dilations, pads):
         self.calls["max_pool"] += 1
         w = _pool_windows(x, kernel, strides, dilations, pads, -np.inf)
-        return w.max(axis=tuple(range(-len(kernel), 0))).view(Tagged)
+        return w.max(axis=tuple(range(-len(kernel), 0))).view(Tagged), None  # nothing saved
 
 
 class ConvOnly(TaggedBackend):
@@ -310,3 +310,45 @@ def test_an_eager_jax_graph_runs_where_its_operands_live():
                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["cpu:1", "True", "True"]
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_torch_max_pool_backward_reuses_the_places_only_of_the_same_values(nd):
+    """TorchBackend's pooling and its backward against torch's autograd through
+    ``max_poolNd`` (ties included: rounded values), for 1-3 spatial axes and padding: with
+    the places the pooling saved, without any, with places saved before ``x`` was written
+    in place (found again, not reused), and in inference mode."""
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    from tensig.backends.torch import TorchBackend
+
+    be = TorchBackend()
+    shape, kernel = (2, 3, *[5] * nd), [3] * nd
+    geometry = (kernel, [2] * nd, [1] * nd, [(1, 1)] * nd)
+    x = torch.tensor(np.round(np.random.default_rng(nd).standard_normal(shape)),
+                     dtype=torch.float32)
+
+    def want(x):
+        t = x.clone().requires_grad_(True)
+        y = getattr(F, f"max_pool{nd}d")(t, kernel, 2, 1)
+        (y * y).sum().backward()
+        return y.detach(), t.grad
+
+    y, saved = be.max_pool(x, *geometry)
+    ty, tg = want(x)
+    torch.testing.assert_close(y, ty, rtol=0, atol=0)
+    for s in (saved, None):
+        torch.testing.assert_close(be.max_pool_backward(2 * y, x, s, *geometry), tg,
+                                   rtol=0, atol=0)
+    x.mul_(-1)  # the saved places are stale now
+    _, tg = want(x)
+    g = 2 * be.max_pool(x, *geometry)[0]
+    torch.testing.assert_close(be.max_pool_backward(g, x, saved, *geometry), tg, rtol=0,
+                               atol=0)
+    with torch.inference_mode():  # no version counter: the places are taken as saved
+        xi = x.clone()
+        y, saved = be.max_pool(xi, *geometry)
+        assert saved[1] is None
+        torch.testing.assert_close(be.max_pool_backward(2 * y, xi, saved, *geometry), tg,
+                                   rtol=0, atol=0)

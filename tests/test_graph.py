@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch.nn import functional as F
 
 from arrays import conv_by_autograd
 from tensig import Shape, ShapeError
@@ -457,10 +458,11 @@ def test_a_windowed_assignment_no_path_runs_is_refused_by_name():
        ties=st.booleans(), seed=st.integers(0, 2**16))
 def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels, stride,
                                                      window, zero, ties, seed):
-    """Drawn geometries (tiled, overlapping, gapped windows; one to 16 channels; big enough
-    that torch's operands are widened), zero or random windows, and values rounded to make
-    ties: the tropical value and its gradient gate against torch's own window max (unfold)
-    with every tied maximum given the gradient, as the product space says."""
+    """Drawn geometries (tiled, overlapping, gapped windows; one to 16 channels), zero or
+    random windows, and values rounded to make ties: the tropical value and its gradient
+    against torch's autograd through its window max (unfold, then ``max`` over each window,
+    which routes a tie to the first maximum) and, for a window of zeros, through torch's
+    ``max_pool2d``: the same cells get the gradient."""
     size = stride * (outs - 1) + window  # "<+": every window inside the input
     r = np.random.default_rng(seed)
     xs = r.standard_normal((n, size, size, channels))
@@ -475,45 +477,53 @@ def test_windowed_max_and_its_gradient_against_torch(backend, n, outs, channels,
         pooled = G.tropical(spec, x, w)
         G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
         got, grad = (np.array(np.asarray(t)) for t in (pooled.numpy(), x.grad.numpy()))
-    tx = torch.tensor(xs.astype(np.float32), dtype=torch.float64)
+    tx = torch.tensor(xs.astype(np.float32), dtype=torch.float64, requires_grad=True)
     cells = tx.unfold(1, window, stride).unfold(2, window, stride)   # n, oh, ow, c, wh, ww
     summed = cells + torch.tensor(ws.astype(np.float32), dtype=torch.float64)
-    out = summed.amax(dim=(-2, -1))
-    np.testing.assert_allclose(got, out.numpy(), rtol=1e-6, atol=1e-6)
-    # every cell equal to its window's max gets 2 * max (d/dx of sum(max^2)), summed over
-    # the windows it belongs to
-    hit = (summed == out[..., None, None]).to(torch.float64) * (2 * out)[..., None, None]
-    want = torch.zeros_like(tx)
-    oh, ow = out.shape[1:3]
-    for i in range(window):
-        for j in range(window):
-            want[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :] \
-                += hit[..., i, j]
-    np.testing.assert_allclose(grad, want.numpy(), rtol=1e-5, atol=1e-5)
+    out = summed.flatten(-2).max(-1).values  # the first maximum of each window
+    (out * out).sum().backward()
+    np.testing.assert_allclose(got, out.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+    if zero:  # torch's own max pooling routes each window's gradient to the same cell
+        tp = tx.detach().permute(0, 3, 1, 2).clone().requires_grad_(True)
+        y = F.max_pool2d(tp, window, stride)
+        (y * y).sum().backward()
+        np.testing.assert_array_equal(grad != 0, tp.grad.permute(0, 2, 3, 1).numpy() != 0)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
 @pytest.mark.parametrize("result", ["n, oh, ow, c", "c, ow, oh, n"])
-def test_tiled_pooling_gate_with_ties_in_any_result_order(backend, result):
+def test_tiled_pooling_gate_with_ties_in_any_result_order(backend, result, monkeypatch):
     """Tiled 2x2 pooling of rounded values (many ties), its result in the input's axis order
-    (the gate runs on the tiled view) or permuted (the lowering's general path): both give
-    every tied maximum the whole gradient, as torch's window max over unfold says."""
+    (the gate on the tiled view on NumPy and JAX) or permuted (the lowering's general path),
+    by torch's own pooling backward on torch: each window's gradient goes to its first
+    maximum only, the cell torch's ``max_pool2d`` gives it to."""
+    from tensig.backends.torch import TorchBackend
+
+    if backend == "jax":
+        pytest.importorskip("jax")
     xs = np.round(rand(3, 6, 4, 5))
     spec = f"n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => {result}"
+    calls = []
+    kernel = TorchBackend.max_pool_backward
+    monkeypatch.setattr(TorchBackend, "max_pool_backward",
+                        lambda self, *a: calls.append(1) or kernel(self, *a))
     with G.new_graph(backend):
         x = G.param("x", output=[3, 6, 4, 5], input=[], init=lambda s, r: xs.astype(np.float32))
         pooled = G.tropical(spec, x, G.constant(np.zeros((2, 2), np.float32)))
         G.grad_update(G.einsum1("... => |->0", pooled * pooled)).backward()
         got, grad = (np.array(np.asarray(t)) for t in (pooled.numpy(), x.grad.numpy()))
-    tx = torch.tensor(xs, dtype=torch.float64)
-    cells = tx.unfold(1, 2, 2).unfold(2, 2, 2)                      # n, oh, ow, c, wh, ww
-    out = cells.amax(dim=(-2, -1))
-    hit = (cells == out[..., None, None]) * (2 * out)[..., None, None]
-    want = hit.permute(0, 1, 4, 2, 5, 3).reshape(tx.shape)          # n, oh, wh, ow, ww, c
-    perm = [["n", "oh", "ow", "c"].index(a.strip()) for a in result.split(",")]
-    np.testing.assert_allclose(got, out.permute(*perm).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(grad, want.numpy(), rtol=1e-6)
-    assert int((hit != 0).sum()) > int((out != 0).sum())  # some maxima do tie
+    tx = torch.tensor(xs, dtype=torch.float64).permute(0, 3, 1, 2).requires_grad_(True)
+    out = F.max_pool2d(tx, 2)                                        # n, c, oh, ow
+    (out * out).sum().backward()
+    perm = [["n", "c", "oh", "ow"].index(a.strip()) for a in result.split(",")]
+    np.testing.assert_allclose(got, out.detach().permute(*perm).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(grad, tx.grad.permute(0, 2, 3, 1).numpy(), rtol=1e-6)
+    cells = tx.detach().unfold(2, 2, 2).unfold(3, 2, 2)             # n, c, oh, ow, wh, ww
+    tied = (cells == out.detach()[..., None, None]).sum((-2, -1))
+    assert int((tied > 1).sum()) > 0  # some maxima do tie
+    assert int((grad != 0).sum()) == int((out != 0).sum())  # one cell a window
+    assert len(calls) == (backend == "torch")
 
 
 def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
@@ -971,3 +981,58 @@ def test_compose_and_transpose_logic_count_their_operands():
         with pytest.raises(TypeError, match=r"my_T: logic 'T' takes 1 operand\(s\), got 2"):
             G.apply(G.OpDef("my_T", "T", ident), x, x * 2)
         assert str(G.apply(G.OpDef("my_T", "T", ident), x).shape) == "2|3->"
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("spec", ["i, j, k => i", "i, j, k => k", "i, j; k, l => i, k"])
+def test_max_reduction_gradient_goes_to_the_first_maximum_against_torch(backend, spec):
+    """einmax1 and tropical without windows, over small integers (every block ties): the
+    whole gradient of each result cell goes to its first maximum in row-major order of the
+    reduced axes, as torch's ``max`` over one axis (the reduced axes moved last and
+    flattened) routes it through autograd; a tropical's second operand gets it there too."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    xs = np.random.default_rng(0).integers(0, 3, (3, 4, 5)).astype(np.float32)
+    two = ";" in spec
+    ws = np.zeros((5, 2), np.float32) + np.arange(2, dtype=np.float32)
+    with G.new_graph(backend):
+        x = G.param("x", output=list(xs.shape[:2 if two else 3]), input=[],
+                    init=lambda s, r: xs[:, :, 0].copy() if two else xs)
+        w = G.param("w", output=[5, 2], input=[], init=lambda s, r: ws)
+        y = G.tropical(spec, x, w) if two else G.einmax1(spec, x)
+        G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+        got, gx, *gw = (np.array(np.asarray(t.numpy()))
+                        for t in (y, x.grad, *([w.grad] if two else [])))
+    tx = torch.tensor(xs[:, :, 0] if two else xs, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(ws, dtype=torch.float64, requires_grad=True)
+    if two:  # i, j, k, l: (x[i, j] + w[k, l]), the reduced j and l last
+        cells = (tx[:, :, None, None] + tw[None]).permute(0, 2, 1, 3).reshape(3, 5, 8)
+        out = cells.max(-1).values                                       # i, k
+    else:
+        keep = "ijk".index(spec[-1])
+        cells = tx.movedim(keep, 0).reshape(tx.shape[keep], -1)
+        out = cells.max(-1).values
+    (out * out).sum().backward()
+    np.testing.assert_allclose(got, out.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6)
+    if two:
+        np.testing.assert_allclose(gw[0], tw.grad.numpy(), rtol=1e-6)
+    assert int((gx != 0).sum()) <= out.numel()  # one cell a block
+    assert int((cells == out[..., None]).sum(-1).max()) > 1  # and blocks tie
+
+
+def test_first_max_keeps_the_first_hit_of_each_broadcast_block():
+    """The gate primitive alone: ``m`` broadcast over axes 1 and 2 (a block of 6 cells,
+    row-major), ties and a block without its maximum (NaN) included; numbers compare."""
+    from tensig.execution.ir import first_max
+
+    v = np.array([[[1., 3.], [3., 0.], [3., 3.]], [[2., 2.], [2., 2.], [2., 2.]],
+                  [[np.nan, 1.], [1., 1.], [0., 0.]]], np.float32)
+    m = np.array([3., 2., np.nan], np.float32)[:, None, None]
+    want = np.zeros_like(v)
+    want[0, 0, 1] = want[1, 0, 0] = 1  # NaN equals nothing: no cell of block 2
+    for xp, cast in ((np, np.asarray), (torch, torch.tensor)):
+        got = first_max(xp, cast(v), cast(m))
+        np.testing.assert_array_equal(np.asarray(got), want)
+        assert got.dtype == cast(v).dtype
+    assert first_max(np, 2.0, 2.0) == 1 and first_max(np, 1.0, 2.0) == 0

@@ -99,7 +99,7 @@ def test_numpy_and_torch_backends_train_alike(demo):
     to float32 rounding, and so do the parameters after the step wherever the gradient is a
     continuous function of the values (the MLP's; the CNN's dense layer).
 
-    Below a max pooling the gradient goes to the tied maxima of each window, and values equal
+    Below a max pooling the gradient goes to the first maximum of each window, and values equal
     in exact arithmetic (the digits' blank background) may be equal on one backend and an
     ulp apart on the other, so the CNN's convolution gradients may legitimately differ
     between backends (by percents, measured); the pooling gradient itself is checked

@@ -113,12 +113,17 @@ class Backend(Kernels):
     #: sum in one product's accumulation, or None for a contraction it cannot do so (the
     #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
     summed_contraction: Callable[..., Any] | None = None
+    #: ``(x, kernel, strides, dilations, pads) -> (max pooling of x, what its backward may
+    #: reuse or None)`` (:func:`tensig.execution.native.pool_step`)
     max_pool: Callable[..., Any] | None = None
+    #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient``, each window's to
+    #: its first maximum, or None for a padding it does not take (``pool_gradient``)
+    max_pool_backward: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
-        """Whether :attr:`conv`, :attr:`conv_backward` and :attr:`max_pool` take these
+        """Whether :attr:`conv`, :attr:`conv_backward` and the max pooling take these
         operands (else the generic path runs): floating operands of one dtype."""
         return bool(x.dtype == w.dtype) and self.is_float(x.dtype)
 

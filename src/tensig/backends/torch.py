@@ -231,14 +231,49 @@ class TorchBackend(Backend):
         return t
 
     def max_pool(self, x: Any, kernel: Sequence[int], strides: Sequence[int],
-                 dilations: Sequence[int], pads: Sequence[tuple[int, int]]) -> Any:
+                 dilations: Sequence[int], pads: Sequence[tuple[int, int]]
+                 ) -> tuple[Any, Any]:
         """torch's max pooling of ``x`` (N, C, *spatial); padding reads -inf (the neutral
-        element of max), uneven padding done by hand first."""
-        F = self.torch.nn.functional
-        fn = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[len(kernel) - 1]
+        element of max), uneven padding done by hand first.  With the result, what
+        :meth:`max_pool_backward` reuses: the maxima's places (as torch's autograd keeps
+        them, at no extra cost) and ``x``'s version, or None where the padding was done by
+        hand."""
         wide = any(2 * lo > k for (lo, _), k in zip(pads, kernel, strict=True))  # torch refuses
-        x, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
-        return fn(x, list(kernel), list(strides), padding, list(dilations))
+        padded, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
+        if padded is not x:
+            return self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
+                                              list(dilations)), None
+        y, where = self._pooling(len(kernel))(x, list(kernel), list(strides), padding,
+                                              list(dilations), return_indices=True)
+        return y, (where, _version(x))
+
+    def max_pool_backward(self, g: Any, x: Any, saved: Any, kernel: Sequence[int],
+                          strides: Sequence[int], dilations: Sequence[int],
+                          pads: Sequence[tuple[int, int]]) -> Any | None:
+        """The gradient of :meth:`max_pool` for ``x`` from the result's gradient ``g``, by
+        torch's kernel (each window's to its first maximum), at the places ``saved`` by the
+        pooling of this ``x`` (found again where nothing was saved or ``x`` was written in
+        place since; an inference tensor has no version to tell, and a compiled routine
+        writes none of its values in place between a pooling and its gradient); ``None``
+        for a padding torch does not take."""
+        pad = _even(pads)
+        if pad is None or any(2 * p > k for p, k in zip(pad, kernel, strict=True)):
+            return None
+        geometry = [list(kernel), list(strides), pad, list(dilations)]
+        if saved is None or saved[1] != _version(x):
+            saved = (self._pooling(len(kernel))(x, *geometry, return_indices=True)[1],)
+        t, where = self.torch, saved[0]
+        if len(kernel) == 1:  # as a 2-D pooling over a size-1 axis
+            x, g, where = x.unsqueeze(-2), g.unsqueeze(-2), where.unsqueeze(-2)
+            geometry = [[1 if i != 2 else 0, *v] for i, v in enumerate(geometry)]
+        back = t.ops.aten.max_pool3d_with_indices_backward if len(kernel) == 3 else \
+            t.ops.aten.max_pool2d_with_indices_backward
+        gx = back(g, x, *geometry, False, where)
+        return gx.squeeze(-2) if len(kernel) == 1 else gx
+
+    def _pooling(self, n: int) -> Callable[..., Any]:
+        F = self.torch.nn.functional
+        return (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
         """torch's conv takes floating operands of one dtype on one device."""
@@ -598,6 +633,11 @@ class TorchBackend(Backend):
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+def _version(x: Any) -> int | None:
+    """``x``'s count of in-place writes, or None for an inference tensor (which has none)."""
+    return None if x.is_inference() else int(x._version)
 
 
 def _even(pads: Sequence[tuple[int, int]]) -> list[int] | None:

@@ -370,6 +370,40 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
     return select(xp, mask, a, b)
 
 
+def first_max(xp: Any, v: Any, m: Any) -> Any:
+    """1 where ``v`` equals ``m`` at the first such cell (row-major) of each block of cells
+    that ``m`` is broadcast over, else 0: the gradient gate of a max reduction, ``v`` the
+    reduced values (in the product space) and ``m`` their maximum.  A tie's gradient goes to
+    its first maximum only, as torch's and JAX's max pooling route it (so the gradient sums
+    to the result's, where gating every tied cell would multiply it)."""
+    return _f(xp, first_mask(xp, v, m), v, m)
+
+
+def first_mask(xp: Any, v: Any, m: Any) -> Any:
+    """:func:`first_max` as a mask (booleans), which a gradient's ``where`` selects by."""
+    hit = v == m
+    if not hasattr(hit, "shape"):
+        return hit
+    shape = tuple(hit.shape)
+    own = tuple(getattr(m, "shape", ()))
+    own = (1,) * (len(shape) - len(own)) + own
+    axes = tuple(k for k, (n, o) in enumerate(zip(shape, own, strict=True)) if o == 1 < n)
+    if not axes:
+        return hit
+    # the cells of a block ranked first to last, highest first: a hit's rank is the block's
+    # highest at its first hit only (slices and maxima, never a reduction loop over a tiny
+    # axis per block, nor a copy to put the block's axes last; small integers: half the time)
+    backend = backend_of_namespace(xp)
+    block = [n if k in axes else 1 for k, n in enumerate(shape)]
+    cells = math.prod(block)
+    ranks = backend.astype(cells - backend.arange(cells, hit),
+                           backend.as_dtype("uint8" if cells < 256 else "int32"))
+    rank = hit * backend.reshape(ranks, block)
+    top = backend.reshape(backend.amax(rank, axes),
+                          [1 if k in axes else n for k, n in enumerate(shape)])
+    return hit & (rank == top)
+
+
 def _f(xp: Any, x: Any, *operands: Any) -> Any:
     """Booleans as the number type of the computation (1 / 0 in the first array operand's
     dtype: NumPy's ``bool * 1.0`` is float64, which would leak into a float32 graph and make
@@ -421,6 +455,7 @@ BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
     "min": lambda xp, a, b: xp.minimum(a, b),
     "mod": lambda xp, a, b: xp.fmod(a, b),
     **{name: functools.partial(_compare, test) for name, test in COMPARISONS.items()},
+    "first_max": first_max,
     "or": lambda xp, a, b: _f(xp, (a != 0) | (b != 0), a, b),
     "and": lambda xp, a, b: _f(xp, (a != 0) & (b != 0), a, b),
 }

@@ -73,15 +73,18 @@ class Plan:
 @dataclass(frozen=True)
 class Pointwise:
     """Any expression of the operands as what an operation combines them by (a max-pooling
-    gradient's gate, ``where(x + w == y, g, 0)``): the operands' views are lined up with the
-    product space, ``evaluate`` (``views -> value``, the operands in order) runs on them and
-    the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
+    gradient's gate, ``where(first_max(x + w, y), g, 0)``): the operands' views are lined up
+    with the product space, ``evaluate`` (``views -> value``, the operands in order) runs on
+    them and the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
     operand's edge: the forward operation's neutral element (-inf under a max, so a padded
     cell never equals the maximum; each dtype's own, see :func:`~tensig.execution.views.fill`).
+    ``widen``: whether operands may be copied along broadcast axes (see :func:`_widening`);
+    not under :func:`~tensig.execution.ir.first_max`, which reads the reduced axes from them.
     """
 
     evaluate: Callable[[list[Any]], Any]
     pad: float = 0.0
+    widen: bool = True
     name: ClassVar[str] = "an expression"
     combine: ClassVar[str] = "expression"
     accum: ClassVar[str] = "+"
@@ -376,7 +379,7 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
     by_letter = {letters[k]: n for ks, ns in zip(keys, sizes, strict=True)
                  for k, n in zip(ks, ns, strict=True)}
     if isinstance(op, Pointwise):
-        return _evaluated(op.evaluate, backend, subs, out, by_letter)
+        return _evaluated(op.evaluate, backend, subs, out, by_letter, op.widen)
     if op.accum == "+" and (len(keys) == 1 or op.combine in ("mul", "concat")):
         # one operand is read as it is; a concatenation's operands that share a phase multiply
         if len(keys) == 1 and subs[0] == out:
@@ -399,7 +402,8 @@ def _unique(s: str) -> str:
 
 
 def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: list[str],
-               out: str, by_letter: dict[str, int]) -> Callable[[list[Any]], Any]:
+               out: str, by_letter: dict[str, int], widen: bool
+               ) -> Callable[[list[Any]], Any]:
     """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
     product space -- the result's axes, then the reduced ones, so summing the trailing axes
     leaves the result's layout -- and widened where the backend asks (see
@@ -407,7 +411,7 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
     full = tuple(by_letter[c] for c in order)
     reduced = tuple(range(len(out), len(order)))
-    preps = [_lined_up(backend, sub, order, by_letter) for sub in subs]
+    preps = [_lined_up(backend, sub, order, by_letter, widen) for sub in subs]
 
     def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
@@ -418,11 +422,12 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     return core
 
 
-def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
-              ) -> Callable[[Any], Any] | None:
+def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
+              widens: bool) -> Callable[[Any], Any] | None:
     """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
-    :func:`_evaluated`), composed once; ``None`` when that changes nothing."""
-    mine, widen = _unique(sub), backend.widen
+    :func:`_evaluated`; where ``widens``), composed once; ``None`` when that changes
+    nothing."""
+    mine, widen = _unique(sub), backend.widen if widens else None
     diag = f"{sub}->{mine}" if mine != sub else None
     align = _aligner(backend, mine, order, by_letter)
     full = [by_letter[c] for c in order]

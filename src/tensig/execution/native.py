@@ -10,6 +10,7 @@ generic lowering for arrays it does not take (integer dtypes).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from tensig.backends._plans import moves
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_gradient", "pool_step"]
 
 Layout = tuple[tuple[AxisUse, ...], ...]
 
@@ -32,21 +33,56 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
     ``max over the window of (x + 0)`` is ``max of x``.  Applies to a convolution's geometry
     with no channel axes (the window's kernels are all the other operand's axes); the zero
     test runs on the (small) window each call, and any other window (or a dtype the kernel
-    does not take) runs ``generic``.
+    does not take) runs ``generic``.  What the kernel saves for its backward is left for
+    :func:`pool_gradient` with the input it belongs to.
     """
     pool = backend.max_pool
     geo = None if pool is None else _geometry(layout, backend, pooling=True)
     if pool is None or geo is None:
         return None
-    xi, accepts = geo.xi, backend.conv_accepts
+    xi, accepts, memo = geo.xi, backend.conv_accepts, _saved(backend, layout)
 
     def step(arrays: Any) -> Any:
         x, w = arrays[xi], arrays[1 - xi]
         if not accepts(x, x) or not all_zero(w):
             return generic(arrays)
-        return geo.y_out(pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads))
+        y, saved = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
+        memo[0] = x, saved
+        return geo.y_out(y)
 
     return step
+
+
+def pool_gradient(layout: Layout, backend: Backend) -> Callable[[Any, Any], Any] | None:
+    """The input's gradient of max pooling (``layout``: the input's, the window's and the
+    result's axis uses) by the backend's own backward, each window's gradient to its first
+    maximum as the graph's gate gives it: ``(result gradient, input) -> gradient``, ``None``
+    from it for operands or a padding the kernel does not take; ``None`` when the backend
+    has no such kernel or the spec is not a pooling's."""
+    back = backend.max_pool_backward
+    geo = None if back is None else _geometry(layout, backend, pooling=True)
+    if back is None or geo is None or geo.xi != 0:
+        return None
+    g_in, (x_out, _) = geo.gradient_moves()
+    accepts, memo = backend.conv_accepts, _saved(backend, layout)
+
+    def grad(g: Any, x: Any) -> Any | None:
+        if not accepts(x, g):
+            return None
+        of, saved = memo[0] or (None, None)
+        gx = back(g_in(g), geo.x_in(x), saved if of is x else None, geo.kernel, geo.strides,
+                  geo.dilations, geo.pads)
+        return None if gx is None else x_out(gx)
+
+    return grad
+
+
+@functools.lru_cache(maxsize=64)
+def _saved(backend: Backend, layout: Layout) -> list[Any]:
+    """Where a pooling under ``layout`` leaves ``(its input, what the kernel saved)`` for
+    its gradient: one slot per spec and backend (a second pooling of the same spec takes
+    the slot over, and the first one's gradient finds the maxima again)."""
+    return [None]
 
 
 def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]

@@ -109,6 +109,11 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         a, b = (_expression(src, c, names) for c in e.args[1:])
         select = src.bind(ir.select_where, "select")
         return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
+    if e.op == "where" and isinstance(cond, Expr) and cond.op == "first_max":
+        # a max reduction's gate: its mask selects directly, as a comparison's does
+        x, y, a, b = (_expression(src, c, names) for c in (*cond.args, *e.args[1:]))
+        mask, select = src.bind(ir.first_mask, "first_mask"), src.bind(ir.select, "select")
+        return f"{select}(xp, {mask}(xp, {x}, {y}), {a}, {b})"
     fused = _fused(src, e, names) if src.backend.fused_axpy else None
     if fused is not None:
         return fused

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
@@ -25,7 +25,7 @@ from tensig.backends import Backend, all_zero, backend_for
 from tensig.core.errors import ShapeError
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
-from tensig.execution.assignment import lower_assignment
+from tensig.execution.assignment import _or, lower_assignment
 from tensig.execution.ir import (
     OPERATORS,
     RECORDS,
@@ -39,7 +39,7 @@ from tensig.execution.ir import (
     buffers_of,
 )
 from tensig.execution.lowering import Pointwise
-from tensig.execution.native import conv_pair
+from tensig.execution.native import conv_pair, pool_gradient
 from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.staging import Staged
@@ -444,9 +444,10 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     summed over the product space.  ``None`` for what neither takes (a window written by a
     max, beside a fixed index, ...).
 
-    The pooling gate ``where(x + w == y, g, 0)`` adds a window ``w`` that holds zeros in max
-    pooling: when every such small buffer holds zeros, the plan of the expression without
-    them runs instead (the window's operand is not read), picked per call."""
+    The pooling gate ``where(first_max(x + w, y), g, 0)`` adds a window ``w`` that holds
+    zeros in max pooling: when every such small buffer holds zeros, the plan of the
+    expression without them runs instead (the window's operand is not read; the backend's
+    own pooling backward where it has one), picked per call."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
     if family is not None and all(isinstance(x, Buf) for x in e.args) and \
@@ -468,6 +469,9 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             picks = [keys.index(b.key) for b in kept]
             zero = [i for i, k in enumerate(keys) if k in small and i not in picks]
             fast = _lowered(a, kept, fewer, backend)
+            native = _pool_backward(a, dropped, kept, [args[i] for i in zero], backend)
+            if native is not None:
+                fast = _or(native, fast)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
 
@@ -485,6 +489,27 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     return step
 
 
+def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backend: Backend
+                   ) -> Callable[[Sequence[Any]], Any | None] | None:
+    """The max-pooling gate of a window of zeros, ``x.grad =+ where(first_max(x, y), y.grad,
+    0)`` (``e``, the window dropped), as the backend's own pooling backward (``kept``'s
+    arrays -> the gradient, or ``None`` where the kernel does not take them); ``None`` when
+    ``e`` is no such gate."""
+    if e.op != "where" or e.args[2] != 0 or len(windows) != 1 or \
+            not isinstance(cond := e.args[0], Expr) or cond.op != "first_max":
+        return None
+    (x, y), g = cond.args, e.args[1]
+    if not all(isinstance(b, Buf) for b in (x, y, g)) or x.field != "value" or \
+            x.tensor is not a.lhs.tensor or g.field != "grad" or g.tensor is not y.tensor:
+        return None
+    grad = pool_gradient(tuple(a.proj.uses(t) for t in (x.tensor, windows[0].tensor,
+                                                          y.tensor)), backend)
+    if grad is None:
+        return None
+    gi, xi = kept.index(g), kept.index(x)
+    return lambda arrays: grad(arrays[gi], arrays[xi])
+
+
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
     """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
     the neutral element of the operation the projections are (-inf under a max)."""
@@ -492,7 +517,8 @@ def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise
     name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
     family = OPERATORS.get(name) if isinstance(name, str) else None
     evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
-    return Pointwise(evaluate, family.neutral if family is not None else 0.0), bufs
+    return Pointwise(evaluate, family.neutral if family is not None else 0.0,
+                     "first_max" not in _ops(e)), bufs
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:

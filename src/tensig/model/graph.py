@@ -102,12 +102,13 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
     """The backward code of an operator application, from its ``combine`` and ``accum``: under
     add-reduction the result's gradient times the derivative of ``combine``; max-reduction
     gates it in the product space (a pair of result cell and reduced position gets it where
-    its value achieved the max), which stays exact when windows overlap (OCANNL's gate)."""
+    its value is the first to achieve the max: torch's and JAX's max-pooling rule for ties),
+    which stays exact when windows overlap."""
     if op.accum == "max":
         def gate(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val for a in args]
             value = vals[0] if op.combine == "id" else _combined(op, spec, vals)
-            return _e("where", _e("eq", value, t.val), t.grad, 0.0), "+"
+            return _e("where", _e("first_max", value, t.val), t.grad, 0.0), "+"
 
         return _grads(*[gate] * n)
     if op.accum != "+" or op.combine not in ("mul", "add", "id", "concat"):
