@@ -657,6 +657,53 @@ def test_self_attention_with_one_tensor_as_query_key_and_value(backend):
           lambda a: _torch_attention(a, a, a, True), [x], ["b, t, h, e => b, t | h, e"], 18)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_split_and_merge_heads_are_torchs_views(backend):
+    """``split_heads`` is ``x.view(b, t, h, e)`` (the head axis the slower factor of ``d``)
+    and ``merge_heads`` its inverse ``reshape(b, t, d)``: values and gradients."""
+    x, a = data(2, 5, 12), data(2, 5, 3, 4, seed=1)
+    check(backend, lambda t: B.split_heads(t, 3), lambda t: t.view(2, 5, 3, 4), [x],
+          ["b, t, d => b, t | d"], 1)
+    check(backend, B.merge_heads, lambda t: t.reshape(2, 5, 12), [a],
+          ["b, t, h, e => b, t | h, e"], 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_on_heads_split_from_d_to_d_projections_against_torch(backend):
+    """The GPT demo's attention: ``d -> d`` projections split into heads, causal attention,
+    the heads merged back before the output projection, against nanoGPT's reshapes around
+    ``scaled_dot_product_attention``; the gradients of the input and of all four weights
+    (attention's result comes back heads-major from some kernels: the merge must copy it
+    in the right order)."""
+    x = data(2, 6, 8)
+    ws = [data(8, 8, seed=s) * 0.5 for s in (1, 2, 3)] + [data(6, 8, seed=4) * 0.5]
+
+    def ours(x, wq, wk, wv, wo):
+        q, k, v = (B.split_heads(w @ x, 2) for w in (wq, wk, wv))
+        return wo @ B.merge_heads(B.multi_head_attention(q, k, v, mask="causal"))
+
+    def theirs(x, wq, wk, wv, wo):
+        q, k, v = ((x @ w.T).view(2, 6, 2, 4).transpose(1, 2) for w in (wq, wk, wv))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return a.transpose(1, 2).reshape(2, 6, 8) @ wo.T
+
+    check(backend, ours, theirs, [x, *ws], ["b, t, d => b, t | d"] + ["o, i => | i -> o"] * 4,
+          8 * 6)
+
+
+def test_split_heads_refuses_a_size_the_heads_do_not_divide_and_a_bad_count():
+    with G.new_graph():
+        x = G.leaf("x", np.zeros((2, 5, 8), np.float32), axes="b, t | d")
+        with pytest.raises(ShapeError, match=r"'\(h, e\)' has 8 elements, which the product "
+                                             r"of its other factors \(h=3\) does not divide"):
+            B.split_heads(x, 3).shape  # noqa: B018
+        for bad in (0, -2, 2.0, True, "2"):
+            with pytest.raises(ValueError, match="heads is a positive number"):
+                B.split_heads(x, bad)
+        with pytest.raises(ShapeError, match="output row"):  # b, t | d has no h, e to merge
+            B.merge_heads(x).shape  # noqa: B018
+
+
 # -- integer data ----------------------------------------------------------------------------
 
 

@@ -3,9 +3,11 @@
 Token and position embeddings (:func:`tensig.graph.embedding` from integer ids), pre-norm
 transformer blocks (layer norm, causal multi-head attention, a GELU MLP, residuals) from
 :mod:`tensig.model.blocks`, a last layer norm and logits read from the token table itself
-(weight tying).  Heads are written as ``blocks.multi_head_attention`` expects them: ``wq @ a``
-with ``wq`` a parameter of ``output=[H, E]`` makes ``b, t | h, e``.  Sequence positions are the
-batch row's last axis (``b, t | d``): every position goes through the same weights.
+(weight tying).  Queries, keys and values are ``d -> d`` projections split into heads
+(``blocks.split_heads``: ``b, t | d`` to ``b, t | h, e``, the notation's ``(h, e)``), and
+attention's heads are merged back (``blocks.merge_heads``) before the output projection, as
+nanoGPT's reshapes do.  Sequence positions are the batch row's last axis (``b, t | d``): every
+position goes through the same weights.
 
 ``python -m tensig.demos.gpt [--steps N] [--backend numpy|torch]`` prints the parameter shapes
 and the memory bill, trains with a progress bar, reports the validation loss, saves the loss
@@ -120,7 +122,7 @@ def corpus(T: int, text: str | None = None) -> Corpus:
 def build(xs: np.ndarray, ys: np.ndarray, vocab: int, cfg: Config = CONFIG) -> Built:
     """The GPT in the current graph for batches of ``cfg.batch`` windows of ids ``xs`` and
     target ids ``ys`` (``b, t |``); its loss is the mean next-character cross-entropy."""
-    b, t, d, h, e = cfg.batch, cfg.T, cfg.D, cfg.H, cfg.E
+    b, t, d = cfg.batch, cfg.T, cfg.D
     x = G.leaf("x", xs[:b], batch=2)                                    # b, t |
     y = G.leaf("y", ys[:b], batch=2)                                    # b, t |
     positions = G.leaf("positions", np.arange(t), batch=1)              # t |
@@ -130,10 +132,11 @@ def build(xs: np.ndarray, ys: np.ndarray, vocab: int, cfg: Config = CONFIG) -> B
     for i in range(cfg.layers):
         with G.scope(f"block{i}"):
             a = B.layer_norm(hid, name="ln1")
-            q, k, v = (G.param(n, output=[h, e], init=_normal(0.02)) @ a for n in "qkv")
+            q, k, v = (B.split_heads(G.param(n, output=[d], init=_normal(0.02)) @ a, cfg.H)
+                       for n in "qkv")                                 # b, t | h, e
             att = B.multi_head_attention(q, k, v, mask="causal")       # b, t | h, e
             out = G.param("o", output=[d], init=_normal(0.02 / math.sqrt(2 * cfg.layers)))
-            hid = hid + out @ att
+            hid = hid + out @ B.merge_heads(att)                       # b, t | d
             a = B.layer_norm(hid, name="ln2")
             up = G.param("up", output=[4 * d], init=_normal(0.02)) @ a + G.param("up_b")
             down = G.param("down", output=[d], init=_normal(0.02 / math.sqrt(2 * cfg.layers)))

@@ -54,11 +54,13 @@ __all__ = [
     "layer_norm",
     "log_softmax",
     "mean",
+    "merge_heads",
     "multi_head_attention",
     "rms_norm",
     "rotary",
     "silu",
     "softmax",
+    "split_heads",
 ]
 
 #: reduce the last output axis, keeping it as one cell
@@ -472,6 +474,27 @@ def causal_mask(scores: Tensor) -> Tensor:
                            lambda shape: np.triu(np.full(shape, -np.inf), 1))
 
 
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """``x``'s last output axis cut into ``heads`` heads (``..., t | d`` to ``..., t | h, e``,
+    ``e = d / heads``, as torch's ``x.view(b, t, h, e)``): a ``d -> d`` projection made into
+    the queries, keys or values of :func:`multi_head_attention`.  The notation's
+    ``...|(h, e) => ...|h, e`` with the number of heads set on the captured ``h`` (one graph
+    operation: a view, its gradient merged back); a ``d`` that ``heads`` does not divide is a
+    :class:`ShapeError`."""
+    if isinstance(heads, bool) or not isinstance(heads, int | np.integer) or heads < 1:
+        raise ValueError(f"split_heads: heads is a positive number, not {heads!r}")
+    y, sizes = G.einsum1("...|(h, e) => ...|h, e", x, capture=["h"])
+    sizes["h"].set_dim(int(heads))
+    return y
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """The heads merged back (``..., t | h, e`` to ``..., t | d``, ``d = h e``, as torch's
+    ``a.transpose(1, 2).reshape(b, t, d)``): attention's result ready for the ``d -> d``
+    output projection.  Undoes :func:`split_heads`."""
+    return G.einsum1("...|h, e => ...|(h, e)", x)
+
+
 #: attention's operands: queries and keys share the head size ``e``, values have theirs
 #: (``f``); positions are the batch row's last axis (``q`` for queries, ``k`` for keys),
 #: heads and head sizes the whole output row, no input axes
@@ -484,11 +507,12 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
     """``softmax(q k^T / sqrt(E) + mask) v`` per head, as one primitive.
 
     ``q``, ``k``, ``v`` are ``..., t | h, e`` (``v``'s head size may differ): positions the
-    last batch axis, heads and head dimensions the output row (``wq @ x`` with ``wq`` a
-    parameter of ``output=[H, E]`` makes one).  ``mask``: None, ``"causal"`` (query ``i``
-    sees the keys ``j <= i``), or a tensor added to the ``..., q | h, k`` scores, onto which
-    it broadcasts (``-inf`` hides a key: a padded batch's ``b, 1 | k``, say, its size-1 axis
-    stretching over the queries; it gets no gradient).  A query that sees no key gives 0, as
+    last batch axis, heads and head dimensions the output row (:func:`split_heads` of a
+    ``d -> d`` projection makes one; :func:`merge_heads` joins the result's heads back for
+    the output projection).  ``mask``: None, ``"causal"`` (query ``i`` sees the keys ``j <=
+    i``), or a tensor added to the ``..., q | h, k`` scores, onto which it broadcasts
+    (``-inf`` hides a key: a padded batch's ``b, 1 | k``, say, its size-1 axis stretching over
+    the queries; it gets no gradient).  A query that sees no key gives 0, as
     torch's kernels do.  The result is ``..., q | h, e``; ``E`` comes from the solved
     shapes.
 
