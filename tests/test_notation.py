@@ -236,6 +236,16 @@ def test_three_dot_misspelling_names_the_fix():
     assert e.column == 0
 
 
+@pytest.mark.parametrize("text, bad", [("...n₁..|i => i", "₁"), ("...a²..|i => i", "²"),
+                                       ("...½..|i => i", "½")])
+def test_three_dots_around_a_non_name_point_at_the_character(text, bad):
+    """``\\w`` takes characters no name can hold (subscripts, superscripts, fractions): the
+    error names that character and does not suggest ``..n₁..``, which is no row variable."""
+    e = err(text)
+    assert f"{bad!r}" in e.reason and "not a number here" in e.reason
+    assert e.column == text.index(bad) and not (e.hint and "two dots" in e.hint)
+
+
 def test_numpy_style_spec_gets_a_translation():
     e = err("ij,jk->ik")
     assert "ij;jk=>ik" in e.hint

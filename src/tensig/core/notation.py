@@ -214,8 +214,10 @@ class _Parser:
 
     def check_mode_and_misspellings(self) -> None:
         text = self.text
-        for m in re.finditer(r"\.\.\.([^\W\d]\w*)\.\.(?!\.)", text):
+        for m in re.finditer(r"\.\.\.(\w+)\.\.(?!\.)", text):
             name = m.group(1)
+            if not name.isidentifier():  # \w also takes '²', '₁', '½': no name holds them
+                continue
             # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
             # dangling "..", so this is always the misspelling of a named row variable.
             self.fail(m.start(), f"'...{name}..' is not a row variable",
