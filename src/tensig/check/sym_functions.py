@@ -195,10 +195,6 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray([as_dim(d) for d in dims], kind_of(kw.get("dtype", "float")) or "f")
 
 
-def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
-    return created(shape, **kw)
-
-
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -261,36 +257,25 @@ NUMPY.update({
     "shape": lambda a: _sym(a).shape,
     "ndim": lambda a: _sym(a).ndim,
     "size": lambda a: _sym(a).numel(),
-    "linalg.norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims,
-                                                                           "f"),
-    "norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims, "f"),
-    "split": np_split,
-    "array_split": np_split,
+    **dict.fromkeys(("linalg.norm", "norm"), lambda a, ord=None, axis=None, keepdims=False:
+                    reduce_(a, axis, keepdims, "f")),
+    **dict.fromkeys(("split", "array_split"), np_split),
 })
 
 TORCH.update(_SHARED)
 TORCH.update({
-    "bmm": matmul,
-    "mm": matmul,
+    **dict.fromkeys(("bmm", "mm"), matmul),
     "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
                                           isinstance(ops[0], list | tuple) else ops)),
     "cat": concatenate,
     "linear": linear,
-    "conv1d": conv,
-    "conv2d": conv,
-    "conv3d": conv,
-    "mse_loss": same_shape_loss,
-    "l1_loss": same_shape_loss,
-    "smooth_l1_loss": same_shape_loss,
-    "huber_loss": same_shape_loss,
-    "binary_cross_entropy": same_shape_loss,
-    "binary_cross_entropy_with_logits": same_shape_loss,
-    "cross_entropy": cross_entropy,
-    "nll_loss": cross_entropy,
+    **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
+    **dict.fromkeys(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                     "binary_cross_entropy_with_logits"), same_shape_loss),
+    **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
     "embedding": embedding,
-    "softmax": unary("f", axis=True),
-    "log_softmax": unary("f", axis=True),
+    **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
     **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
     **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
     "logsumexp": reduction("f"),
@@ -310,8 +295,8 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
-CREATION_NUMPY.update(zeros=created, ones=created, empty=created, full=_full, arange=_arange,
-                      eye=eye)
+CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
+                      full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created)
 
 

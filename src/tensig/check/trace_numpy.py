@@ -59,12 +59,9 @@ def _hstack(tup: Any, **kw: Any) -> S.SymArray:
     return sym_functions.concatenate(xs, 0 if xs[0].ndim == 1 else 1)
 
 
-def _vstack(tup: Any, **kw: Any) -> S.SymArray:
-    return sym_functions.concatenate([_at_least(x, 2) for x in tup], 0)
-
-
-def _dstack(tup: Any, **kw: Any) -> S.SymArray:
-    return sym_functions.concatenate([_at_least(x, 3) for x in tup], 2)
+def _stacked(rank: int, axis: int) -> Callable[..., S.SymArray]:
+    """``vstack`` (2, 0) and ``dstack`` (3, 2): each operand made ``rank``-d, joined on ``axis``."""
+    return lambda tup, **kw: sym_functions.concatenate([_at_least(x, rank) for x in tup], axis)
 
 
 def _column_stack(tup: Any) -> S.SymArray:
@@ -193,9 +190,8 @@ def _multi_dot(arrays: Any, *, out: Any = None) -> S.SymArray:
 
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "hstack": _hstack,
-    "vstack": _vstack,
-    "row_stack": _vstack,
-    "dstack": _dstack,
+    **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
+    "dstack": _stacked(3, 2),
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
@@ -216,14 +212,10 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
-def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.SymArray:
-    return S.SymArray((as_dim(num),), "f")
-
-
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
-    "linspace": _linspace,
+    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((as_dim(num),), "f"),
 }
 
 
@@ -233,10 +225,8 @@ def _sized(shape: Any, kind: str = "f") -> S.SymArray:
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
-    "randn": lambda *dims: _sized(dims),
-    "rand": lambda *dims: _sized(dims),
-    "standard_normal": lambda size=None, **k: _sized(size),
-    "random": lambda size=None, **k: _sized(size),
+    **dict.fromkeys(("randn", "rand"), lambda *dims: _sized(dims)),
+    **dict.fromkeys(("standard_normal", "random"), lambda size=None, **k: _sized(size)),
     "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),

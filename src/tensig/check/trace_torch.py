@@ -364,11 +364,6 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
     return S.SymArray(a.dims, "f")
 
 
-def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
-             **kw: Any) -> S.SymArray:
-    return sym_functions.layer_norm(x, normalized_shape, weight)
-
-
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> S.SymArray:
     """``F.scaled_dot_product_attention``, including what torch's kernels let through.
@@ -422,7 +417,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "batch_norm": partial(_norm, "batch_norm"),
     "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,
-    "rms_norm": rms_norm,
+    "rms_norm": lambda x, normalized_shape, weight=None, *args, **kw: sym_functions.layer_norm(
+        x, normalized_shape, weight),
     "scaled_dot_product_attention": sdpa,
 }
 

@@ -6,9 +6,7 @@ answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``), torch's
 and recording a :class:`Finding` whenever an operation needs two different dimensions to be
 equal, stretches both operands of a broadcast into an outer product, reshapes where a transpose
 was meant, or silently assumes a size condition.  Sizes read from ``.shape`` are
-:class:`SymSize` objects: they do integer arithmetic symbolically and, where Python needs a real
-number (``math.sqrt``, ``range``), give a *witness* value chosen so that no two dimensions
-collide.
+:class:`SymSize` objects (:mod:`~tensig.check.sym_sizes`).
 
 Operations dispatch by name through the tables :data:`NUMPY` and :data:`TORCH`, which
 :mod:`~tensig.check.sym_functions` and the per-library models fill; anything else goes to the

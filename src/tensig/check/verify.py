@@ -352,8 +352,8 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                    torch_style: bool | None) -> None:
     tracer = tracing.Tracer(_witnesses(sig.symbols))
-    token = tracing.set_tracer(tracer)
-    style = tracing.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    token = tracing._TRACER.set(tracer)
+    style = tracing._TORCH_STYLE.set(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args: list[Any] = [None if i in sig.absent else
@@ -381,15 +381,15 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings) + report.findings
         tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
         if report.notes and "jax" in sys.modules and (
-                tracer.__dict__.get("used_jax") or {"jax", "jaxlib"} & _libraries(fn)
+                tracer.used_jax or {"jax", "jaxlib"} & _libraries(fn)
                 or "JAX" in report.notes[0]):
             _jax_fallback(fn, sig, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
         report.findings = list(tracer.findings) + report.findings
-        tracing.reset_tracer(token)
-        tracing.reset_torch_style(style)
+        tracing._TRACER.reset(token)
+        tracing._TORCH_STYLE.reset(style)
 
 
 def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
@@ -407,15 +407,12 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
 
 
 def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
-    if isinstance(signature, Signature):
-        return signature
-    if isinstance(signature, str):
-        return Signature.parse(signature)
-    from_annotations = _signature_from_annotations(fn)
-    if from_annotations is None:
-        raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
-                        "pass a signature such as 'B T d; B T => B d'")
-    return from_annotations
+    if signature is None:
+        signature = _signature_from_annotations(fn)
+        if signature is None:
+            raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
+                            "pass a signature such as 'B T d; B T => B d'")
+    return signature if isinstance(signature, Signature) else Signature.parse(signature)
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
