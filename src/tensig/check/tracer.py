@@ -96,11 +96,8 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
     argument (``softmax(x, dim)``) must name an axis of the operand."""
     def model(x: Any, *args: Any, **kw: Any) -> SymArray:
         a = _sym(x)
-        if axis:
-            ax = kw.get("dim", kw.get("axis", args[0] if args else None))
-            for i in ax if isinstance(ax, tuple | list) else (ax,):
-                if i is not None:
-                    _axis(i, a.ndim)
+        if axis:  # checked to be in range
+            _axes(kw.get("dim", kw.get("axis", args[0] if args else None)), a.ndim)
         return SymArray(a.dims, kind or a.kind, a.loose)
 
     return model
@@ -409,6 +406,13 @@ def _axis(a: Any, ndim: int) -> int:
     return a % ndim if ndim else 0
 
 
+def _axes(axis: Any, ndim: int) -> set[int]:
+    """An ``axis``/``dim`` argument (one, several, or None: every axis) as a set of axes."""
+    if axis is None:
+        return set(range(ndim))
+    return {_axis(i, ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
+
+
 _KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "f"),
                ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i"))
 
@@ -486,12 +490,7 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
 
 def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) -> SymArray:
     a = _sym(x)
-    if axis is None:
-        axes = set(range(a.ndim))
-    elif isinstance(axis, tuple | list):
-        axes = {_axis(i, a.ndim) for i in axis}
-    else:
-        axes = {_axis(axis, a.ndim)}
+    axes = _axes(axis, a.ndim)
     if keepdims:
         dims = [ONE if i in axes else d for i, d in enumerate(a.dims)]
     else:
@@ -534,9 +533,7 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
-    if axis is None:
-        return SymArray([d for d in a.dims if d != ONE], a.kind)
-    axes = {_axis(i, a.ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
+    axes = _axes(axis, a.ndim)
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
 
 
