@@ -89,10 +89,11 @@ def _data(what: str) -> Any:
 
 
 def attribute(a: S.SymArray, name: str) -> Any:
-    """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define."""
+    """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define: a
+    method is the function of its name (``x.split(k, dim)`` is ``torch.split(x, k, dim)``)."""
     if name in _PLAIN:
         return _PLAIN[name](a)
-    fn = _METHODS.get(name) or HAND.get(name)
+    fn = _METHODS.get(name) or HAND.get(name) or S.TORCH.get(name)
     if fn is not None:
         return partial(fn, a)
     member = getattr(torch.Tensor, name, None)

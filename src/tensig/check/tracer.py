@@ -281,9 +281,6 @@ class SymArray:
         """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
         return plugin("jax_at")(self)
 
-    def unsqueeze(self, dim: int) -> SymArray:
-        return expand_dims(self, dim)
-
     def squeeze(self, *axis: Any, **kw: Any) -> SymArray:
         ax = axis[0] if axis else kw.get("axis", kw.get("dim"))
         return squeeze(self, ax)
@@ -322,14 +319,6 @@ class SymArray:
     def norm(self, *args: Any, **kw: Any) -> SymArray:
         dim = kw.get("dim", args[1] if len(args) > 1 else None)
         return reduce_(self, dim, _keep(kw), "f")
-
-    softmax = log_softmax = unary("f", axis=True)
-
-    def split(self, size_or_sections: Any, dim: int = 0) -> tuple[SymArray, ...]:
-        return split(self, size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
-        return chunk(self, chunks, dim)
 
     exp = log = sqrt = tanh = sigmoid = sin = cos = rsqrt = unary("f")
     relu = abs = clamp = clip = contiguous = clone = detach = cpu = cuda = round = floor = _same
