@@ -131,7 +131,7 @@ RESULT_KIND: dict[str, str] = {
                      "isfinite", "is_finite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"), "b"),
     **dict.fromkeys(("true_divide", "divide", "div", "float_power", "exp", "log", "sqrt", "rsqrt",
                      "tanh", "sin", "cos", "exp2", "log2", "log10", "log1p", "expm1", "reciprocal",
-                     "arctan", "power", "erf", "erf_inv", "logistic", "cbrt"), "f"),
+                     "arctan", "power", "erf", "erf_inv", "logistic", "cbrt", "sigmoid"), "f"),
 }
 
 
@@ -320,9 +320,7 @@ class SymArray:
         dim = kw.get("dim", args[1] if len(args) > 1 else None)
         return reduce_(self, dim, _keep(kw), "f")
 
-    exp = log = sqrt = tanh = sigmoid = sin = cos = rsqrt = unary("f")
-    relu = abs = clamp = clip = contiguous = clone = detach = cpu = cuda = round = floor = _same
-    ceil = copy = numpy = square = neg = _same
+    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's others: its functions'
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
