@@ -73,7 +73,9 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "requires_grad_": lambda a, *r, **k: a,
     "retain_grad": lambda a: None,
     "nelement": lambda a: a.numel(),
-    "ndimension": lambda a: a.ndim,
+    **dict.fromkeys(("dim", "ndimension"), lambda a: a.ndim),
+    "expand_as": lambda a, other: S.broadcast_to(a, S._sym(other).dims),
+    "norm": lambda a, p="fro", dim=None, keepdim=False, dtype=None: S.reduce_(a, dim, keepdim, "f"),
     "is_contiguous": lambda a, *r, **k: True,
     **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(
         *size, **{"dtype": dtype_of(a), **k})),

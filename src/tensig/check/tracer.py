@@ -186,9 +186,6 @@ class SymArray:
             return self.shape
         return self.shape[_axis(dim, self.ndim)]
 
-    def dim(self) -> int:
-        return self.ndim
-
     def numel(self) -> Any:
         return SymSize(math.prod(self.dims, start=ONE))
 
@@ -297,9 +294,6 @@ class SymArray:
         dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
         return broadcast_to(self, dims)
 
-    def expand_as(self, other: SymArray) -> SymArray:
-        return broadcast_to(self, other.dims)
-
     def repeat(self, *reps: Any) -> SymArray:
         r = _varargs(reps, None)
         dims = (ONE,) * (len(r) - self.ndim) + self.dims
@@ -316,11 +310,7 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    def norm(self, *args: Any, **kw: Any) -> SymArray:
-        dim = kw.get("dim", args[1] if len(args) > 1 else None)
-        return reduce_(self, dim, _keep(kw), "f")
-
-    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's others: its functions'
+    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's others: trace_torch.attribute
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
