@@ -1,10 +1,6 @@
-"""The library functions symbolic arrays model: ``numpy.*`` and ``torch.*`` by name.
-
-Symbolic arrays (:mod:`tensig.check.tracer`) dispatch NumPy's ``__array_function__`` and torch's
-``__torch_function__`` through the tables ``NUMPY`` and ``TORCH``, and verification patches the
-creation functions in ``CREATION_NUMPY``/``CREATION_TORCH``; this module fills them with the
-functions modelled here (contractions, concatenation, the neural-network layers and losses,
-creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
+"""The library functions symbolic arrays model by hand (contractions, concatenation, the
+neural-network layers and losses, creation), filling :mod:`tensig.check.tracer`'s tables by
+name.  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
 ``trace_torch``.
 """
 

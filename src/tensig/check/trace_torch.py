@@ -2,21 +2,18 @@
 
 Three things live here, all imported lazily by :mod:`tensig.check.tracer` once torch is in use:
 
-- **Tensor attributes that are not data.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device``
-  a real ``torch.device`` (``cpu``: module parameters live there), ``x.is_nested``,
-  ``x.requires_grad``, ``x.type()``, ``x.element_size()``... so library code that inspects a
-  tensor before computing (``nn.MultiheadAttention``'s fast-path checks) runs unchanged.
+- **Tensor attributes.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device`` a real
+  ``torch.device`` (``cpu``: module parameters live there), ``x.requires_grad``, ``x.type()``...
+  so library code that inspects a tensor before computing (``nn.MultiheadAttention``'s
+  fast-path checks) runs unchanged; a method :class:`SymArray` lacks is the function of its name.
 - **Concrete buffers met by symbolic sizes.**  ``causal[:T, :T]`` on a registered 32x32 mask
   is ``[T, T]`` under the recorded assumption ``T <= 32`` (a warning), not a 6x6 witness
   array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
   symbolic size or array to the symbolic indexer.
-- **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
-  torch's own meta tensors (shapes, no data) at a few size assignments, and each result size
-  is *fitted* in the symbols by :mod:`tensig.check.size_fit`, through the runs and result
-  templates of :mod:`tensig.check.trace_numpy` (NumPy's and JAX's fallbacks share both).  A
-  size that does not fit becomes a fresh size, recorded as an assumption (a warning).  An op
-  that torch rejects at every assignment is a finding (``op-shape``), with torch's own
-  message.  Fits are cached per op and argument shapes, so a module verified twice pays once.
+- **Every other op** (:func:`fallback`): run on torch's meta tensors (shapes, no data) and
+  fitted as NumPy's long tail is (:mod:`~tensig.check.trace_numpy`); an op torch rejects at
+  every size is an ``op-shape`` finding with torch's message.  Fits are cached per op and
+  argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
