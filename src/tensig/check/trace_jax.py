@@ -160,10 +160,6 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) -> S.SymArray:
-    return S.SymArray(S.expand_dims(x, axis, num_classes).dims, "f")
-
-
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     """lax's binary operations do not broadcast: equal shapes, or a scalar."""
     x, y = S._sym(a), S._sym(b)
@@ -181,18 +177,6 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
         return S.SymArray([as_dim(d) for d in dims],
                           kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
-
-
-def _bernoulli(key: Any, p: Any = 0.5, shape: Any = None) -> S.SymArray:
-    dims = S._sym(p).dims if shape is None else tuple(as_dim(d) for d in shape)
-    return S.SymArray(dims, "b")
-
-
-def _categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, **kw: Any
-                 ) -> S.SymArray:
-    if shape is not None:
-        return S.SymArray([as_dim(d) for d in shape], "i")
-    return S.reduce_(logits, axis, False, "i")
 
 
 def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
@@ -232,7 +216,8 @@ TABLE: dict[str, Callable[..., Any]] = {
         "leaky_relu", "softplus", "soft_sign", "log_sigmoid", "hard_tanh", "hard_sigmoid",
         "hard_silu", "hard_swish", "mish", "identity", "squareplus", "sparse_plus")},
     **dict.fromkeys(("nn.softmax", "nn.log_softmax", "nn.standardize"), S.unary("f", axis=True)),
-    "nn.one_hot": _one_hot,
+    "nn.one_hot": lambda x, num_classes, *args, axis=-1, **kw: S.SymArray(
+        S.expand_dims(x, axis, num_classes).dims, "f"),
     "nn.logsumexp": S.reduction("f"),
     "scipy.special.logsumexp": S.reduction("f"),
     **{f"lax.{n}": S.unary(S.RESULT_KIND.get(n)) for n in (
@@ -246,8 +231,10 @@ TABLE: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),
-    "random.bernoulli": _bernoulli,
-    "random.categorical": _categorical,
+    "random.bernoulli": lambda key, p=0.5, shape=None: S.SymArray(
+        S._sym(p).dims if shape is None else shape, "b"),
+    "random.categorical": lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
+        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i"),
 }
 
 

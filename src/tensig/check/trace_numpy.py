@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -73,11 +74,6 @@ def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
     x = S._sym(a)
     n = tracer().new_dim("nnz")
     return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
-
-
-def _argwhere(a: Any) -> S.SymArray:
-    x = S._sym(a)
-    return S.SymArray((tracer().new_dim("nnz"), Dim.const(x.ndim)), "i")
 
 
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
@@ -181,13 +177,6 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
             S.SymArray((_min_dim(m, n),), "f"))
 
 
-def _multi_dot(arrays: Any, *, out: Any = None) -> S.SymArray:
-    result = arrays[0]
-    for b in arrays[1:]:
-        result = S.matmul(result, b)
-    return S._sym(result)
-
-
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "hstack": _hstack,
     **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
@@ -196,7 +185,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
     "nonzero": _nonzero,
-    "argwhere": _argwhere,
+    "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
@@ -208,7 +197,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "linalg.svdvals": lambda x: _svd(x, compute_uv=False),
     "linalg.qr": _qr,
     "linalg.lstsq": _lstsq,
-    "linalg.multi_dot": _multi_dot,
+    "linalg.multi_dot": lambda arrays, *, out=None: S._sym(functools.reduce(S.matmul, arrays)),
 }
 
 
