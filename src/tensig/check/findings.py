@@ -144,7 +144,7 @@ def suppressed(code: str, file: str | None, line: int | None,
 @cache
 def _library_roots() -> tuple[str, ...]:
     """Folders that hold the standard library and installed packages, never the user's code."""
-    roots = set()
+    roots: set[str] = set()
     for vars_ in ({}, {"base": sys.base_prefix, "platbase": sys.base_prefix}):
         paths = sysconfig.get_paths(vars=vars_)
         roots.update(os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
