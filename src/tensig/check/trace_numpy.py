@@ -313,11 +313,10 @@ def build(template: Any) -> Any:
         return tuple(items)
 
 
-def leaf_shape(x: Any, arrays: type[Any] | tuple[type[Any], ...]) -> tuple[int, ...] | None:
-    """A result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
-    if isinstance(x, arrays):
-        return tuple(x.shape)
-    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
+def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> size_fit.Shapes:
+    """Each result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
+    return [tuple(x.shape) if isinstance(x, arrays) else (x,) if isinstance(x, int)
+            and not isinstance(x, bool) else None for x in size_fit.leaves(result)]
 
 
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
@@ -343,9 +342,6 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
-    def shapes(result: Any) -> list[tuple[int, ...] | None]:
-        return [leaf_shape(x, arrays) for x in size_fit.leaves(result)]
-
     def leaf(x: Any) -> tuple[Any, ...]:
         if isinstance(x, arrays):
             return "array", S.kind_of(x.dtype) or "f"
@@ -364,12 +360,12 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
         t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
     fits = size_fit.fit_sizes(
-        lambda env: shapes(run(env)), (args, kwargs), name, base, t.unit(),
+        lambda env: shapes(run(env), arrays), (args, kwargs), name, base, t.unit(),
         errors=(ValueError, IndexError, TypeError),
         note=lambda message: t.report("assumption", message))
     if make_data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
-            fits = _boxed(fits, shapes(sample), shapes(run(base, make_data)))
+            fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
     return build(template(sample, iter(fits), leaf))
 
 

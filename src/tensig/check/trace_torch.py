@@ -277,7 +277,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                                                       f"larger ({size_fit.short(error)}): assumed"))
     sample, inputs = result
     fitted = size_fit.fit_sizes(
-        lambda env: [trace_numpy.leaf_shape(x, torch.Tensor) for x in size_fit.leaves(run(env)[0])],
+        lambda env: trace_numpy.shapes(run(env)[0], torch.Tensor),
         (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
 
