@@ -310,7 +310,7 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's others: trace_torch.attribute
+    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")

@@ -363,18 +363,17 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
                 for a, k in zip(args, kinds, strict=True)]
+        out = None
         with _creation_patched(), trace_jax.patched():
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
                 report.notes.append(f"verification stopped: {e} is not modelled "
                                     f"(see tensig.check.verify.modelled_operations())")
-                out = None
             except Exception as e:  # the function failed on symbolic input: say where
                 file, line = tracing.failure_line(e)
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
-                out = None
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
@@ -383,7 +382,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         if report.notes and "jax" in sys.modules and (
                 tracer.used_jax or {"jax", "jaxlib"} & _libraries(fn)
                 or "JAX" in report.notes[0]):
-            _jax_fallback(fn, sig, report, tracer)
+            _jax_fallback(fn, sig, kinds, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
@@ -392,11 +391,10 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         tracing._TORCH_STYLE.reset(style)
 
 
-def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
-                  tracer: tracing.Tracer) -> None:
+def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...],
+                  report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    kinds = sig.kinds or ("f",) * len(sig.args)
     findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
     if notes:
         return
