@@ -517,12 +517,8 @@ def squeeze(x: Any, axis: Any = None) -> SymArray:
 def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
     a = _sym(x)
     total = math.prod(a.dims, start=ONE)
-    target: list[Dim | None] = []
-    for s in shape:
-        if isinstance(s, int) and not isinstance(s, bool) and s == -1:
-            target.append(None)
-        else:
-            target.append(as_dim(s))
+    target: list[Dim | None] = [None if isinstance(s, int) and not isinstance(s, bool) and s == -1
+                                else as_dim(s) for s in shape]  # -1: the size inferred
     known = math.prod((part for part in target if part is not None), start=ONE)
     if None in target:
         target[target.index(None)] = divide(total, known)
@@ -543,15 +539,11 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
 def getitem(x: SymArray, key: Any) -> SymArray:
     if not isinstance(key, tuple):
         key = (key,)
-    n_ellipsis = sum(1 for k in key if k is Ellipsis)
-    used = sum(1 for k in key if k is not None and k is not Ellipsis and
-               not (isinstance(k, SymArray) and k.kind == "b"))
-    used += sum(k.ndim for k in key if isinstance(k, SymArray) and k.kind == "b")
-    if n_ellipsis:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
-    else:
-        key = key + (slice(None),) * (x.ndim - used)
+    used = sum(k.ndim if isinstance(k, SymArray) and k.kind == "b" else 1  # a mask: its rank
+               for k in key if k is not None and k is not Ellipsis)
+    # ``...`` is found by identity: an index array's ``==`` is elementwise
+    i = next((j for j, k in enumerate(key) if k is Ellipsis), len(key))
+    key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
     dims: list[Dim] = []
     axis = 0
     advanced: list[SymArray] = []
