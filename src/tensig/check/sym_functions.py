@@ -188,7 +188,7 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
 
 def created(*shape: Any, **kw: Any) -> SymArray:
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
-    return SymArray([as_dim(d) for d in dims], kind_of(kw.get("dtype", "float")) or "f")
+    return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
 
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
@@ -205,7 +205,7 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
 
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> SymArray:
     """``eye`` and NumPy's ``tri`` (the same signature): ``[n, m]``, ``m`` by default ``n``."""
-    return SymArray([as_dim(n), as_dim(m if m is not None else n)], kind_of(dtype) or "f")
+    return SymArray([n, m if m is not None else n], kind_of(dtype) or "f")
 
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:

@@ -174,8 +174,7 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([as_dim(d) for d in dims],
-                          kind or S.kind_of(kw.get("dtype", "float")) or "f")
+        return S.SymArray(dims, kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
 
 

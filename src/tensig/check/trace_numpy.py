@@ -29,7 +29,6 @@ import numpy as np
 from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, shape_text
-from tensig.check.sym_sizes import as_dim
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
@@ -204,13 +203,13 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
-    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((as_dim(num),), "f"),
+    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
 }
 
 
 def _sized(shape: Any, kind: str = "f") -> S.SymArray:
     dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
-    return S.SymArray([as_dim(d) for d in dims], kind)
+    return S.SymArray(dims, kind)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
