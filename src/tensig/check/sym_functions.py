@@ -73,8 +73,7 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     xs = [_sym(a) for a in arrays]
-    axis = kw.get("dim", axis)
-    ax = _axis(axis, xs[0].ndim)
+    ax = _axis(kw.get("dim", axis), xs[0].ndim)
     total = ONE * 0
     for a in xs:
         if a.ndim != xs[0].ndim:
@@ -92,8 +91,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     axis = kw.get("dim", axis)
-    xs = [expand_dims(_sym(a), axis) for a in arrays]
-    return concatenate(xs, axis)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
 def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
