@@ -103,14 +103,14 @@ def test_a_floor_left_open_by_the_points_asks_for_every_residue():
     from tensig.check import tracing
 
     t = tracing.Tracer(witness={"N": 11})
-    token = tracing.set_tracer(t)
+    token = tracing._TRACER.set(t)
     try:
         from tensig.check.tracer import SymArray
 
         fits = size_fit.fit_sizes(evaluate, SymArray((Dim.symbol("N"),)), "f", {"N": 44},
                                   unit=4)
     finally:
-        tracing.reset_tracer(token)
+        tracing._TRACER.reset(token)
     assert fits == [[(Dim.symbol("N") + 1) // 4]]
     assert len(calls) > len(size_fit.sample_points(["N"], {"N": 44}, 4))
 

@@ -244,6 +244,15 @@ def test_boolean_mask_gives_an_existential_size():
     assert r.ok and len(r.result[0]) == 1 and str(r.result[0][0]).startswith("nnz")
 
 
+def test_an_index_array_before_an_ellipsis_is_traced():
+    """``x[idx, ...]``: the ``...`` is found by identity (an index array's ``==`` is
+    elementwise, so looking it up by equality stopped the trace)."""
+    r = verify(lambda x, idx: x[idx, ...], "N D E; K: int => K D E")
+    assert r.ok and [str(d) for d in r.result[0]] == ["K", "D", "E"]
+    wrong = verify(lambda x, idx: x[..., idx], "N D E; K: int => K D E")
+    assert [f.kind for f in wrong] == ["return-shape"] and wrong.complete
+
+
 def test_unsupported_operation_is_a_note_not_a_silent_pass():
     def f(x):
         return np.einsum("...i->...", x)

@@ -44,10 +44,8 @@ def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], fro
     firm: list[set[int]] = [set() for _ in arrays]
     loose_out: set[int] = set()
     for pos in range(n):
-        sizes = []
-        for a in arrays:
-            j = pos - (n - a.ndim)
-            sizes.append(None if j < 0 else (a.dims[j], j in a.loose))
+        sizes = [None if (j := pos - n + a.ndim) < 0 else (a.dims[j], j in a.loose)
+                 for a in arrays]
         real = [s[0] for s in sizes if s is not None and s[0] != ONE]
         target = real[0] if real else ONE
         for d in real[1:]:

@@ -144,13 +144,11 @@ def suppressed(code: str, file: str | None, line: int | None,
 @cache
 def _library_roots() -> tuple[str, ...]:
     """Folders that hold the standard library and installed packages, never the user's code."""
-    roots = set()
-    for scheme_key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        for vars_ in ({}, {"base": sys.base_prefix, "platbase": sys.base_prefix}):
-            try:
-                roots.add(os.path.abspath(sysconfig.get_path(scheme_key, vars=vars_)))
-            except (KeyError, ValueError):
-                continue
+    roots: set[str] = set()
+    for vars_ in ({}, {"base": sys.base_prefix, "platbase": sys.base_prefix}):
+        paths = sysconfig.get_paths(vars=vars_)
+        roots.update(os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                          "platlib") if k in paths)
     with contextlib.suppress(AttributeError):  # embedded interpreters may lack it
         roots.update(os.path.abspath(p) for p in site.getsitepackages())
     # tensig itself: the package folder, two levels above this module (tensig/check/)

@@ -49,15 +49,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not config.getoption("tensig"):
         return
     tests = {Path(str(item.path)).resolve() for item in items}
-    added: list[pytest.Item] = []
     files: dict[Path, pytest.File] = {}
     for path, fn in project_functions(Path(str(config.rootpath)), tests):
         parent = files.get(path)
         if parent is None:
             parent = files[path] = _Source.from_parent(session, path=path)
-        name = f"tensig[{fn.__qualname__}]"
-        added.append(TensigItem.from_parent(parent, name=name, fn=fn))
-    items.extend(added)
+        items.append(TensigItem.from_parent(parent, name=f"tensig[{fn.__qualname__}]", fn=fn))
 
 
 def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, Any]]:

@@ -234,10 +234,8 @@ def divide(total: Dim, known: Dim) -> Dim:
         if all(powers.get(atom, 0) >= p for atom, p in mk):
             for atom, p in mk:
                 powers[atom] -= p
-            rest = Dim.const(ct)
-            for atom, p in powers.items():
-                for _ in range(p):
-                    rest = rest * Dim.atom(atom)
+            rest = math.prod((Dim.atom(atom) ** p for atom, p in powers.items()),
+                             start=Dim.const(ct))
             return require_divisible(rest, ck)
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")

@@ -88,11 +88,10 @@ def _display(key: str) -> str:
 
 def _swap_hint(size: Any, name: str, env: dict[str, Any],
                origins: dict[str, tuple[Any, ...]]) -> str | None:
-    others = [k for k, v in env.items() if v == size and k != name and isinstance(v, int)
-              and not isinstance(v, bool)]
-    if not others:
+    other = next((k for k, v in env.items() if v == size and k != name and isinstance(v, int)
+                  and not isinstance(v, bool)), None)
+    if other is None:
         return None
-    other = others[0]
     return (f"{size} is the size of {other} ({_origin_text(origins[other])}): are {name} and "
             f"{other} mixed up (a wrong axis or a swap)?")
 

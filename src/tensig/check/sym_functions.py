@@ -1,10 +1,6 @@
-"""The library functions symbolic arrays model: ``numpy.*`` and ``torch.*`` by name.
-
-Symbolic arrays (:mod:`tensig.check.tracer`) dispatch NumPy's ``__array_function__`` and torch's
-``__torch_function__`` through the tables ``NUMPY`` and ``TORCH``, and verification patches the
-creation functions in ``CREATION_NUMPY``/``CREATION_TORCH``; this module fills them with the
-functions modelled here (contractions, concatenation, the neural-network layers and losses,
-creation).  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
+"""The library functions symbolic arrays model by hand (contractions, concatenation, the
+neural-network layers and losses, creation), filling :mod:`tensig.check.tracer`'s tables by
+name.  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
 ``trace_torch``.
 """
 
@@ -77,8 +73,7 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     xs = [_sym(a) for a in arrays]
-    axis = kw.get("dim", axis)
-    ax = _axis(axis, xs[0].ndim)
+    ax = _axis(kw.get("dim", axis), xs[0].ndim)
     total = ONE * 0
     for a in xs:
         if a.ndim != xs[0].ndim:
@@ -96,8 +91,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     axis = kw.get("dim", axis)
-    xs = [expand_dims(_sym(a), axis) for a in arrays]
-    return concatenate(xs, axis)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
 def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
@@ -192,11 +186,7 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
 
 def created(*shape: Any, **kw: Any) -> SymArray:
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
-    return SymArray([as_dim(d) for d in dims], kind_of(kw.get("dtype", "float")) or "f")
-
-
-def _full(shape: Any, fill_value: Any, *args: Any, **kw: Any) -> SymArray:
-    return created(shape, **kw)
+    return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
 
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
@@ -213,7 +203,7 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
 
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> SymArray:
     """``eye`` and NumPy's ``tri`` (the same signature): ``[n, m]``, ``m`` by default ``n``."""
-    return SymArray([as_dim(n), as_dim(m if m is not None else n)], kind_of(dtype) or "f")
+    return SymArray([n, m if m is not None else n], kind_of(dtype) or "f")
 
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
@@ -261,36 +251,25 @@ NUMPY.update({
     "shape": lambda a: _sym(a).shape,
     "ndim": lambda a: _sym(a).ndim,
     "size": lambda a: _sym(a).numel(),
-    "linalg.norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims,
-                                                                           "f"),
-    "norm": lambda a, ord=None, axis=None, keepdims=False: reduce_(a, axis, keepdims, "f"),
-    "split": np_split,
-    "array_split": np_split,
+    **dict.fromkeys(("linalg.norm", "norm"), lambda a, ord=None, axis=None, keepdims=False:
+                    reduce_(a, axis, keepdims, "f")),
+    **dict.fromkeys(("split", "array_split"), np_split),
 })
 
 TORCH.update(_SHARED)
 TORCH.update({
-    "bmm": matmul,
-    "mm": matmul,
+    **dict.fromkeys(("bmm", "mm"), matmul),
     "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
                                           isinstance(ops[0], list | tuple) else ops)),
     "cat": concatenate,
     "linear": linear,
-    "conv1d": conv,
-    "conv2d": conv,
-    "conv3d": conv,
-    "mse_loss": same_shape_loss,
-    "l1_loss": same_shape_loss,
-    "smooth_l1_loss": same_shape_loss,
-    "huber_loss": same_shape_loss,
-    "binary_cross_entropy": same_shape_loss,
-    "binary_cross_entropy_with_logits": same_shape_loss,
-    "cross_entropy": cross_entropy,
-    "nll_loss": cross_entropy,
+    **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
+    **dict.fromkeys(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                     "binary_cross_entropy_with_logits"), same_shape_loss),
+    **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
     "embedding": embedding,
-    "softmax": unary("f", axis=True),
-    "log_softmax": unary("f", axis=True),
+    **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
     **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
     **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
     "logsumexp": reduction("f"),
@@ -310,8 +289,8 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
-CREATION_NUMPY.update(zeros=created, ones=created, empty=created, full=_full, arange=_arange,
-                      eye=eye)
+CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
+                      full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created)
 
 

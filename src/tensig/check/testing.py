@@ -111,10 +111,7 @@ def collisions(values: Mapping[str, int]) -> list[str]:
     (['B == T == 16'], ['d == B + T'])
     """
     items = list(values.items())
-    out: list[str] = []
-    for name, v in items:
-        if v < 2:
-            out.append(f"{name} = {v} is below 2")
+    out = [f"{name} = {v} is below 2" for name, v in items if v < 2]
     for (a, x), (b, y) in itertools.combinations(items, 2):
         if x == y:
             out.append(f"{a} == {b} == {x}")

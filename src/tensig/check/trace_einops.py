@@ -36,36 +36,24 @@ def register() -> None:
         def shape(self, x: Any) -> list[Any]:
             return list(x.shape)  # a list: einops' shape cache compares sizes, never here
 
-        def reshape(self, x: Any, shape: Any) -> S.SymArray:
-            return S.reshape(x, list(shape))
-
-        def transpose(self, x: Any, axes: Any) -> S.SymArray:
-            return S.permute(x, list(axes))
+        # einops passes these their arguments as the symbolic functions take them
+        reshape = staticmethod(S.reshape)
+        transpose = staticmethod(S.permute)
+        add_axis = staticmethod(S.expand_dims)
+        stack_on_zeroth_dimension = staticmethod(sym_functions.stack)
+        concat = staticmethod(sym_functions.concatenate)
+        einsum = staticmethod(sym_functions.einsum)
+        arange = staticmethod(sym_functions._arange)
 
         def reduce(self, x: Any, operation: str, axes: Any) -> S.SymArray:
             kind = "f" if operation == "mean" else None
             return S.reduce_(x, tuple(axes), False, kind)
 
-        def stack_on_zeroth_dimension(self, tensors: list[Any]) -> S.SymArray:
-            return sym_functions.stack(tensors, 0)
-
-        def add_axis(self, x: Any, new_position: int) -> S.SymArray:
-            return S.expand_dims(x, new_position)
-
         def tile(self, x: Any, repeats: Any) -> S.SymArray:
             return S._sym(x).repeat(*repeats)
 
-        def concat(self, tensors: list[Any], axis: int) -> S.SymArray:
-            return sym_functions.concatenate(tensors, axis)
-
         def is_float_type(self, x: Any) -> bool:
             return S._sym(x).kind == "f"
-
-        def arange(self, start: Any, stop: Any) -> S.SymArray:
-            return sym_functions._arange(start, stop)
-
-        def einsum(self, pattern: str, *x: Any) -> S.SymArray:
-            return sym_functions.einsum(pattern, *x)
 
         def layers(self) -> Any:
             raise tracing.Unsupported("einops layers built from symbolic arrays")

@@ -49,17 +49,12 @@ from tensig.core.dims import Dim
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
-_WRAPPERS: dict[int, list[tuple[Any, str, Any]]] = {}
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
 # --------------------------------------------------------------------------------------------
 # Patching JAX's namespaces while verify runs
 # --------------------------------------------------------------------------------------------
-
-
-def _mark_used() -> None:
-    tracer().__dict__["used_jax"] = True
 
 
 def _wrap(ns: str, name: str, original: Any) -> Any:
@@ -69,21 +64,19 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     def wrapper(*args: Any, **kw: Any) -> Any:
         if tracing._TRACER.get() is None or not (control or sym_functions.has_sym((args, kw))):
             return original(*args, **kw)
-        _mark_used()
+        tracer().used_jax = True
         return _symbolic(ns, name, original, args, kw)
 
     return wrapper
 
 
+@functools.cache
 def _targets() -> list[tuple[Any, str, Any]]:
-    """(module, name, wrapper) for every public callable: built once per JAX."""
-    import jax
-
-    cached = _WRAPPERS.get(id(jax))
-    if cached is not None:
-        return cached
+    """(module, name, wrapper) for every public callable: built once."""
     import importlib
     import inspect
+
+    import jax
 
     out: list[tuple[Any, str, Any]] = []
     for ns in _NAMESPACES:
@@ -100,7 +93,6 @@ def _targets() -> list[tuple[Any, str, Any]]:
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
                        ("grad", _grad), ("value_and_grad", _grad)):
         out.append((jax, name, make(getattr(jax, name))))
-    _WRAPPERS[id(jax)] = out
     return out
 
 
@@ -154,11 +146,11 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
             inner_a, inner_k = jax.tree_util.tree_unflatten(tree, filled)
             return original(*inner_a, **inner_k)
 
-        token = tracing.set_tracer(None)  # JAX's own calls inside run JAX, not the wrappers
+        token = tracing._TRACER.set(None)  # JAX's own calls inside run JAX, not the wrappers
         try:
             return jax.eval_shape(run, *(leaves[i] for i in at))
         finally:
-            tracing.reset_tracer(token)
+            tracing._TRACER.reset(token)
 
     return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
 
@@ -166,10 +158,6 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # Hand models: jax.nn, lax's strict binary operations, jax.random, .at[]
 # --------------------------------------------------------------------------------------------
-
-
-def _one_hot(x: Any, num_classes: Any, *args: Any, axis: int = -1, **kw: Any) -> S.SymArray:
-    return S.SymArray(S.expand_dims(x, axis, num_classes).dims, "f")
 
 
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -186,21 +174,8 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
         dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray([as_dim(d) for d in dims],
-                          kind or S.kind_of(kw.get("dtype", "float")) or "f")
+        return S.SymArray(dims, kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
-
-
-def _bernoulli(key: Any, p: Any = 0.5, shape: Any = None) -> S.SymArray:
-    dims = S._sym(p).dims if shape is None else tuple(as_dim(d) for d in shape)
-    return S.SymArray(dims, "b")
-
-
-def _categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, **kw: Any
-                 ) -> S.SymArray:
-    if shape is not None:
-        return S.SymArray([as_dim(d) for d in shape], "i")
-    return S.reduce_(logits, axis, False, "i")
 
 
 def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
@@ -240,7 +215,8 @@ TABLE: dict[str, Callable[..., Any]] = {
         "leaky_relu", "softplus", "soft_sign", "log_sigmoid", "hard_tanh", "hard_sigmoid",
         "hard_silu", "hard_swish", "mish", "identity", "squareplus", "sparse_plus")},
     **dict.fromkeys(("nn.softmax", "nn.log_softmax", "nn.standardize"), S.unary("f", axis=True)),
-    "nn.one_hot": _one_hot,
+    "nn.one_hot": lambda x, num_classes, *args, axis=-1, **kw: S.SymArray(
+        S.expand_dims(x, axis, num_classes).dims, "f"),
     "nn.logsumexp": S.reduction("f"),
     "scipy.special.logsumexp": S.reduction("f"),
     **{f"lax.{n}": S.unary(S.RESULT_KIND.get(n)) for n in (
@@ -251,13 +227,13 @@ TABLE: dict[str, Callable[..., Any]] = {
                                          "rem", "atan2")},
     "numpy.asarray": _asarray,
     "numpy.array": _asarray,
-    "random.normal": _random(1),
-    "random.uniform": _random(1),
+    **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
-    "random.gumbel": _random(1),
     "random.randint": _random(1, "i"),
-    "random.bernoulli": _bernoulli,
-    "random.categorical": _categorical,
+    "random.bernoulli": lambda key, p=0.5, shape=None: S.SymArray(
+        S._sym(p).dims if shape is None else shape, "b"),
+    "random.categorical": lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
+        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i"),
 }
 
 
@@ -342,7 +318,7 @@ def _vmap(original: Any) -> Any:
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
-                _mark_used()
+                tracer().used_jax = True
                 return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
             return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
         return batched
@@ -374,7 +350,7 @@ def _grad(original: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
                 return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
-            _mark_used()
+            tracer().used_jax = True
             out = fun(*args, **kwargs)
             value = out[0] if has_aux else out
             if S._sym(value).ndim:

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,7 +29,6 @@ import numpy as np
 from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, shape_text
-from tensig.check.sym_sizes import as_dim
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
@@ -59,12 +59,9 @@ def _hstack(tup: Any, **kw: Any) -> S.SymArray:
     return sym_functions.concatenate(xs, 0 if xs[0].ndim == 1 else 1)
 
 
-def _vstack(tup: Any, **kw: Any) -> S.SymArray:
-    return sym_functions.concatenate([_at_least(x, 2) for x in tup], 0)
-
-
-def _dstack(tup: Any, **kw: Any) -> S.SymArray:
-    return sym_functions.concatenate([_at_least(x, 3) for x in tup], 2)
+def _stacked(rank: int, axis: int) -> Callable[..., S.SymArray]:
+    """``vstack`` (2, 0) and ``dstack`` (3, 2): each operand made ``rank``-d, joined on ``axis``."""
+    return lambda tup, **kw: sym_functions.concatenate([_at_least(x, rank) for x in tup], axis)
 
 
 def _column_stack(tup: Any) -> S.SymArray:
@@ -76,11 +73,6 @@ def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
     x = S._sym(a)
     n = tracer().new_dim("nnz")
     return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
-
-
-def _argwhere(a: Any) -> S.SymArray:
-    x = S._sym(a)
-    return S.SymArray((tracer().new_dim("nnz"), Dim.const(x.ndim)), "i")
 
 
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
@@ -184,23 +176,15 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
             S.SymArray((_min_dim(m, n),), "f"))
 
 
-def _multi_dot(arrays: Any, *, out: Any = None) -> S.SymArray:
-    result = arrays[0]
-    for b in arrays[1:]:
-        result = S.matmul(result, b)
-    return S._sym(result)
-
-
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "hstack": _hstack,
-    "vstack": _vstack,
-    "row_stack": _vstack,
-    "dstack": _dstack,
+    **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
+    "dstack": _stacked(3, 2),
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
     "nonzero": _nonzero,
-    "argwhere": _argwhere,
+    "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
@@ -212,31 +196,25 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "linalg.svdvals": lambda x: _svd(x, compute_uv=False),
     "linalg.qr": _qr,
     "linalg.lstsq": _lstsq,
-    "linalg.multi_dot": _multi_dot,
+    "linalg.multi_dot": lambda arrays, *, out=None: S._sym(functools.reduce(S.matmul, arrays)),
 }
-
-
-def _linspace(start: Any, stop: Any, num: Any = 50, *args: Any, **kw: Any) -> S.SymArray:
-    return S.SymArray((as_dim(num),), "f")
 
 
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
-    "linspace": _linspace,
+    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
 }
 
 
 def _sized(shape: Any, kind: str = "f") -> S.SymArray:
     dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
-    return S.SymArray([as_dim(d) for d in dims], kind)
+    return S.SymArray(dims, kind)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
-    "randn": lambda *dims: _sized(dims),
-    "rand": lambda *dims: _sized(dims),
-    "standard_normal": lambda size=None, **k: _sized(size),
-    "random": lambda size=None, **k: _sized(size),
+    **dict.fromkeys(("randn", "rand"), lambda *dims: _sized(dims)),
+    **dict.fromkeys(("standard_normal", "random"), lambda size=None, **k: _sized(size)),
     "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
@@ -334,11 +312,10 @@ def build(template: Any) -> Any:
         return tuple(items)
 
 
-def leaf_shape(x: Any, arrays: type[Any] | tuple[type[Any], ...]) -> tuple[int, ...] | None:
-    """A result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
-    if isinstance(x, arrays):
-        return tuple(x.shape)
-    return (x,) if isinstance(x, int) and not isinstance(x, bool) else None
+def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> size_fit.Shapes:
+    """Each result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
+    return [tuple(x.shape) if isinstance(x, arrays) else (x,) if isinstance(x, int)
+            and not isinstance(x, bool) else None for x in size_fit.leaves(result)]
 
 
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
@@ -364,9 +341,6 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
-    def shapes(result: Any) -> list[tuple[int, ...] | None]:
-        return [leaf_shape(x, arrays) for x in size_fit.leaves(result)]
-
     def leaf(x: Any) -> tuple[Any, ...]:
         if isinstance(x, arrays):
             return "array", S.kind_of(x.dtype) or "f"
@@ -385,12 +359,12 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
         t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
     fits = size_fit.fit_sizes(
-        lambda env: shapes(run(env)), (args, kwargs), name, base, t.unit(),
+        lambda env: shapes(run(env), arrays), (args, kwargs), name, base, t.unit(),
         errors=(ValueError, IndexError, TypeError),
         note=lambda message: t.report("assumption", message))
     if make_data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
-            fits = _boxed(fits, shapes(sample), shapes(run(base, make_data)))
+            fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
     return build(template(sample, iter(fits), leaf))
 
 

@@ -2,21 +2,18 @@
 
 Three things live here, all imported lazily by :mod:`tensig.check.tracer` once torch is in use:
 
-- **Tensor attributes that are not data.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device``
-  a real ``torch.device`` (``cpu``: module parameters live there), ``x.is_nested``,
-  ``x.requires_grad``, ``x.type()``, ``x.element_size()``... so library code that inspects a
-  tensor before computing (``nn.MultiheadAttention``'s fast-path checks) runs unchanged.
+- **Tensor attributes.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device`` a real
+  ``torch.device`` (``cpu``: module parameters live there), ``x.requires_grad``, ``x.type()``...
+  so library code that inspects a tensor before computing (``nn.MultiheadAttention``'s
+  fast-path checks) runs unchanged; a method :class:`SymArray` lacks is the function of its name.
 - **Concrete buffers met by symbolic sizes.**  ``causal[:T, :T]`` on a registered 32x32 mask
   is ``[T, T]`` under the recorded assumption ``T <= 32`` (a warning), not a 6x6 witness
   array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
   symbolic size or array to the symbolic indexer.
-- **The general mechanism for ops not modelled by hand** (:func:`fallback`).  The op runs on
-  torch's own meta tensors (shapes, no data) at a few size assignments, and each result size
-  is *fitted* in the symbols by :mod:`tensig.check.size_fit`, through the runs and result
-  templates of :mod:`tensig.check.trace_numpy` (NumPy's and JAX's fallbacks share both).  A
-  size that does not fit becomes a fresh size, recorded as an assumption (a warning).  An op
-  that torch rejects at every assignment is a finding (``op-shape``), with torch's own
-  message.  Fits are cached per op and argument shapes, so a module verified twice pays once.
+- **Every other op** (:func:`fallback`): run on torch's meta tensors (shapes, no data) and
+  fitted as NumPy's long tail is (:mod:`~tensig.check.trace_numpy`); an op torch rejects at
+  every size is an ``op-shape`` finding with torch's message.  Fits are cached per op and
+  argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
@@ -57,8 +54,7 @@ _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
     **dict.fromkeys(("is_nested", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
                      "is_meta", "is_mkldnn"), lambda a: False),
     "is_leaf": lambda a: True,
-    "grad": lambda a: None,
-    "grad_fn": lambda a: None,
+    **dict.fromkeys(("grad", "grad_fn"), lambda a: None),
     "layout": lambda a: torch.strided,
     "data": lambda a: a,
     "itemsize": lambda a: dtype_of(a).itemsize,
@@ -73,7 +69,9 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "requires_grad_": lambda a, *r, **k: a,
     "retain_grad": lambda a: None,
     "nelement": lambda a: a.numel(),
-    "ndimension": lambda a: a.ndim,
+    **dict.fromkeys(("dim", "ndimension"), lambda a: a.ndim),
+    "expand_as": lambda a, other: S.broadcast_to(a, S._sym(other).dims),
+    "norm": lambda a, p="fro", dim=None, keepdim=False, dtype=None: S.reduce_(a, dim, keepdim, "f"),
     "is_contiguous": lambda a, *r, **k: True,
     **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(
         *size, **{"dtype": dtype_of(a), **k})),
@@ -89,10 +87,11 @@ def _data(what: str) -> Any:
 
 
 def attribute(a: S.SymArray, name: str) -> Any:
-    """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define."""
+    """``getattr(a, name)`` for a torch tensor attribute :class:`SymArray` does not define: a
+    method is the function of its name (``x.split(k, dim)`` is ``torch.split(x, k, dim)``)."""
     if name in _PLAIN:
         return _PLAIN[name](a)
-    fn = _METHODS.get(name) or HAND.get(name)
+    fn = _METHODS.get(name) or HAND.get(name) or S.TORCH.get(name)
     if fn is not None:
         return partial(fn, a)
     member = getattr(torch.Tensor, name, None)
@@ -277,7 +276,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                                                       f"larger ({size_fit.short(error)}): assumed"))
     sample, inputs = result
     fitted = size_fit.fit_sizes(
-        lambda env: [trace_numpy.leaf_shape(x, torch.Tensor) for x in size_fit.leaves(run(env)[0])],
+        lambda env: trace_numpy.shapes(run(env)[0], torch.Tensor),
         (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
 
@@ -364,11 +363,6 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
     return S.SymArray(a.dims, "f")
 
 
-def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
-             **kw: Any) -> S.SymArray:
-    return sym_functions.layer_norm(x, normalized_shape, weight)
-
-
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> S.SymArray:
     """``F.scaled_dot_product_attention``, including what torch's kernels let through.
@@ -422,7 +416,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "batch_norm": partial(_norm, "batch_norm"),
     "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,
-    "rms_norm": rms_norm,
+    "rms_norm": lambda x, normalized_shape, weight=None, *args, **kw: sym_functions.layer_norm(
+        x, normalized_shape, weight),
     "scaled_dot_product_attention": sdpa,
 }
 

@@ -6,9 +6,7 @@ answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``), torch's
 and recording a :class:`Finding` whenever an operation needs two different dimensions to be
 equal, stretches both operands of a broadcast into an outer product, reshapes where a transpose
 was meant, or silently assumes a size condition.  Sizes read from ``.shape`` are
-:class:`SymSize` objects: they do integer arithmetic symbolically and, where Python needs a real
-number (``math.sqrt``, ``range``), give a *witness* value chosen so that no two dimensions
-collide.
+:class:`SymSize` objects (:mod:`~tensig.check.sym_sizes`).
 
 Operations dispatch by name through the tables :data:`NUMPY` and :data:`TORCH`, which
 :mod:`~tensig.check.sym_functions` and the per-library models fill; anything else goes to the
@@ -70,7 +68,7 @@ def sym_len(x: Any) -> Any:
     """``len()`` during verification: a symbolic array's first size stays a symbol."""
     if _TRACER.get() is not None:
         if isinstance(x, SymArray) and x.dims:
-            return SymSize(x.dims[0]) if x.dims[0].constant is None else x.dims[0].constant
+            return x.shape[0]
         if isinstance(x, SymRange) and x.step == 1:
             return SymSize(x.stop - x.start)
     return _LEN(x)
@@ -98,11 +96,8 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
     argument (``softmax(x, dim)``) must name an axis of the operand."""
     def model(x: Any, *args: Any, **kw: Any) -> SymArray:
         a = _sym(x)
-        if axis:
-            ax = kw.get("dim", kw.get("axis", args[0] if args else None))
-            for i in ax if isinstance(ax, tuple | list) else (ax,):
-                if i is not None:
-                    _axis(i, a.ndim)
+        if axis:  # checked to be in range
+            _axes(kw.get("dim", kw.get("axis", args[0] if args else None)), a.ndim)
         return SymArray(a.dims, kind or a.kind, a.loose)
 
     return model
@@ -136,7 +131,7 @@ RESULT_KIND: dict[str, str] = {
                      "isfinite", "is_finite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"), "b"),
     **dict.fromkeys(("true_divide", "divide", "div", "float_power", "exp", "log", "sqrt", "rsqrt",
                      "tanh", "sin", "cos", "exp2", "log2", "log10", "log1p", "expm1", "reciprocal",
-                     "arctan", "power", "erf", "erf_inv", "logistic", "cbrt"), "f"),
+                     "arctan", "power", "erf", "erf_inv", "logistic", "cbrt", "sigmoid"), "f"),
 }
 
 
@@ -190,9 +185,6 @@ class SymArray:
         if dim is None:
             return self.shape
         return self.shape[_axis(dim, self.ndim)]
-
-    def dim(self) -> int:
-        return self.ndim
 
     def numel(self) -> Any:
         return SymSize(math.prod(self.dims, start=ONE))
@@ -286,9 +278,6 @@ class SymArray:
         """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
         return plugin("jax_at")(self)
 
-    def unsqueeze(self, dim: int) -> SymArray:
-        return expand_dims(self, dim)
-
     def squeeze(self, *axis: Any, **kw: Any) -> SymArray:
         ax = axis[0] if axis else kw.get("axis", kw.get("dim"))
         return squeeze(self, ax)
@@ -304,9 +293,6 @@ class SymArray:
         off = len(target) - self.ndim
         dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
         return broadcast_to(self, dims)
-
-    def expand_as(self, other: SymArray) -> SymArray:
-        return broadcast_to(self, other.dims)
 
     def repeat(self, *reps: Any) -> SymArray:
         r = _varargs(reps, None)
@@ -324,21 +310,7 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    def norm(self, *args: Any, **kw: Any) -> SymArray:
-        dim = kw.get("dim", args[1] if len(args) > 1 else None)
-        return reduce_(self, dim, _keep(kw), "f")
-
-    softmax = log_softmax = unary("f", axis=True)
-
-    def split(self, size_or_sections: Any, dim: int = 0) -> tuple[SymArray, ...]:
-        return split(self, size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[SymArray, ...]:
-        return chunk(self, chunks, dim)
-
-    exp = log = sqrt = tanh = sigmoid = sin = cos = rsqrt = unary("f")
-    relu = abs = clamp = clip = contiguous = clone = detach = cpu = cuda = round = floor = _same
-    ceil = copy = numpy = square = neg = _same
+    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
@@ -409,6 +381,13 @@ def _axis(a: Any, ndim: int) -> int:
     if not -ndim <= a < max(ndim, 1):
         raise IndexError(f"axis {a} is out of range for an array of rank {ndim}")
     return a % ndim if ndim else 0
+
+
+def _axes(axis: Any, ndim: int) -> set[int]:
+    """An ``axis``/``dim`` argument (one, several, or None: every axis) as a set of axes."""
+    if axis is None:
+        return set(range(ndim))
+    return {_axis(i, ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
 
 
 _KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "f"),
@@ -488,12 +467,7 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
 
 def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) -> SymArray:
     a = _sym(x)
-    if axis is None:
-        axes = set(range(a.ndim))
-    elif isinstance(axis, tuple | list):
-        axes = {_axis(i, a.ndim) for i in axis}
-    else:
-        axes = {_axis(axis, a.ndim)}
+    axes = _axes(axis, a.ndim)
     if keepdims:
         dims = [ONE if i in axes else d for i, d in enumerate(a.dims)]
     else:
@@ -536,21 +510,15 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
-    if axis is None:
-        return SymArray([d for d in a.dims if d != ONE], a.kind)
-    axes = {_axis(i, a.ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
+    axes = _axes(axis, a.ndim)
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
 
 
 def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
     a = _sym(x)
     total = math.prod(a.dims, start=ONE)
-    target: list[Dim | None] = []
-    for s in shape:
-        if isinstance(s, int) and not isinstance(s, bool) and s == -1:
-            target.append(None)
-        else:
-            target.append(as_dim(s))
+    target: list[Dim | None] = [None if isinstance(s, int) and not isinstance(s, bool) and s == -1
+                                else as_dim(s) for s in shape]  # -1: the size inferred
     known = math.prod((part for part in target if part is not None), start=ONE)
     if None in target:
         target[target.index(None)] = divide(total, known)
@@ -571,15 +539,11 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
 def getitem(x: SymArray, key: Any) -> SymArray:
     if not isinstance(key, tuple):
         key = (key,)
-    n_ellipsis = sum(1 for k in key if k is Ellipsis)
-    used = sum(1 for k in key if k is not None and k is not Ellipsis and
-               not (isinstance(k, SymArray) and k.kind == "b"))
-    used += sum(k.ndim for k in key if isinstance(k, SymArray) and k.kind == "b")
-    if n_ellipsis:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
-    else:
-        key = key + (slice(None),) * (x.ndim - used)
+    used = sum(k.ndim if isinstance(k, SymArray) and k.kind == "b" else 1  # a mask: its rank
+               for k in key if k is not None and k is not Ellipsis)
+    # ``...`` is found by identity: an index array's ``==`` is elementwise
+    i = next((j for j, k in enumerate(key) if k is Ellipsis), len(key))
+    key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
     dims: list[Dim] = []
     axis = 0
     advanced: list[SymArray] = []

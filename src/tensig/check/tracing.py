@@ -82,6 +82,7 @@ class Tracer:
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see step)
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
+    used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -192,22 +193,6 @@ def tracer() -> Tracer:
 
 _TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torch_style",
                                                                     default=False)
-
-
-def set_tracer(t: Tracer | None) -> contextvars.Token[Tracer | None]:
-    return _TRACER.set(t)
-
-
-def reset_tracer(token: contextvars.Token[Tracer | None]) -> None:
-    _TRACER.reset(token)
-
-
-def set_torch_style(flag: bool) -> contextvars.Token[bool]:
-    return _TORCH_STYLE.set(flag)
-
-
-def reset_torch_style(token: contextvars.Token[bool]) -> None:
-    _TORCH_STYLE.reset(token)
 
 
 _MISSING = object()

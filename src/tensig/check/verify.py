@@ -352,8 +352,8 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                    torch_style: bool | None) -> None:
     tracer = tracing.Tracer(_witnesses(sig.symbols))
-    token = tracing.set_tracer(tracer)
-    style = tracing.set_torch_style(_uses_torch(fn) if torch_style is None else torch_style)
+    token = tracing._TRACER.set(tracer)
+    style = tracing._TORCH_STYLE.set(_uses_torch(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args: list[Any] = [None if i in sig.absent else
@@ -363,40 +363,38 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
                 for a, k in zip(args, kinds, strict=True)]
+        out = None
         with _creation_patched(), trace_jax.patched():
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
                 report.notes.append(f"verification stopped: {e} is not modelled "
                                     f"(see tensig.check.verify.modelled_operations())")
-                out = None
             except Exception as e:  # the function failed on symbolic input: say where
                 file, line = tracing.failure_line(e)
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
-                out = None
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
         report.findings = list(tracer.findings) + report.findings
         tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
         if report.notes and "jax" in sys.modules and (
-                tracer.__dict__.get("used_jax") or {"jax", "jaxlib"} & _libraries(fn)
+                tracer.used_jax or {"jax", "jaxlib"} & _libraries(fn)
                 or "JAX" in report.notes[0]):
-            _jax_fallback(fn, sig, report, tracer)
+            _jax_fallback(fn, sig, kinds, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
     finally:
         report.findings = list(tracer.findings) + report.findings
-        tracing.reset_tracer(token)
-        tracing.reset_torch_style(style)
+        tracing._TRACER.reset(token)
+        tracing._TORCH_STYLE.reset(style)
 
 
-def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
-                  tracer: tracing.Tracer) -> None:
+def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...],
+                  report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    kinds = sig.kinds or ("f",) * len(sig.args)
     findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
     if notes:
         return
@@ -407,15 +405,12 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, report: Report,
 
 
 def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
-    if isinstance(signature, Signature):
-        return signature
-    if isinstance(signature, str):
-        return Signature.parse(signature)
-    from_annotations = _signature_from_annotations(fn)
-    if from_annotations is None:
-        raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
-                        "pass a signature such as 'B T d; B T => B d'")
-    return from_annotations
+    if signature is None:
+        signature = _signature_from_annotations(fn)
+        if signature is None:
+            raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
+                            "pass a signature such as 'B T d; B T => B d'")
+    return signature if isinstance(signature, Signature) else Signature.parse(signature)
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:

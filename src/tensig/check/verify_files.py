@@ -202,51 +202,34 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
 
 
 def _frames(stream: Any, patience: float) -> Iterator[Any]:
-    """Length-prefixed pickles from the worker; ``TimeoutError`` after ``patience`` s idle."""
-    import pickle
-    import select
+    """The worker's messages (``multiprocessing``'s length-prefixed pickles) until it closes
+    its end, one cut short included; ``TimeoutError`` after ``patience`` s idle."""
+    from multiprocessing.connection import Connection
 
-    fd = stream.fileno()
-
-    def read(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            ready, _, _ = select.select([fd], [], [], patience)
-            if not ready:
+    with Connection(os.dup(stream.fileno()), writable=False) as channel:
+        while True:
+            if not channel.poll(patience):
                 raise TimeoutError
-            chunk = os.read(fd, n - len(out))
-            if not chunk:
-                return out
-            out += chunk
-        return out
-
-    while True:
-        head = read(8)
-        if len(head) < 8:
-            return
-        body = read(int.from_bytes(head, "big"))
-        yield pickle.loads(body)
+            try:
+                message = channel.recv()
+            except (EOFError, OSError):
+                return
+            yield message
 
 
 def _worker() -> None:
     """The worker's main: verify the files named in ``argv[1]``, one message per event on a
     copy of the original stdout (the user code's own prints go nowhere)."""
     import json
-    import pickle
+    from multiprocessing.connection import Connection
 
     job = json.loads(sys.argv[1])
-    channel = os.fdopen(os.dup(1), "wb")
+    channel = Connection(os.dup(1), readable=False)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
-
-    def send(kind: str, value: Any) -> None:
-        body = pickle.dumps((kind, value))
-        channel.write(len(body).to_bytes(8, "big") + body)
-        channel.flush()
-
     for file in job["files"]:
-        send("start", file)
+        channel.send(("start", file))
         for report in verify_file(file, job["only"], ignore=job["ignore"],
                                   timeout=job["timeout"]):
-            send("report", report)
-        send("done", file)
+            channel.send(("report", report))
+        channel.send(("done", file))
