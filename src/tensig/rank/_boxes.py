@@ -237,7 +237,7 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
         check(out, f"the box at {idx}")
         outs.append(out)
     if not outs:
-        return _empty_unbox(frame, declared)
+        return _no_calls("unbox: the array of boxes", frame, declared)
     if all(isinstance(o, Box) for o in outs):
         return _objects(outs, frame)
     if any(isinstance(o, Box) for o in outs):
@@ -246,10 +246,11 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
     return backend_among(outs).stack_cells(outs, frame, cell)
 
 
-def _empty_unbox(frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:
+def _no_calls(what: str, frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:
+    """The result over an empty array (of boxes, of functions): nothing is called, so the
+    declared result cell gives its shape."""
     if declared is None or not declared.is_concrete:
-        raise ShapeError(f"unbox: the array of boxes is empty (frame {frame}), so the body is "
-                         f"never called and the result cell cannot be known",
+        raise ShapeError(f"{what} is empty (frame {frame}), so nothing is called and the "
+                         f"result cell cannot be known",
                          hint="declare it with result=, e.g. result=() for scalars")
     return np.zeros(frame + declared.as_tuple())
-

@@ -48,14 +48,7 @@ def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
 
 def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
     """The plan of ``lf`` on ``args`` and the arguments it runs on, converted to the call's
-    library (lists, numbers, NumPy arrays among torch tensors) when no kept plan matches them
-    as they are."""
-    try:
-        hit = lf._plans.get(signature(lf, args))
-    except (AttributeError, TypeError):  # an argument to convert; an unhashable static one
-        hit = None
-    if hit is not None:
-        return hit, args
+    library (lists, numbers, NumPy arrays among torch tensors)."""
     _check_arity(lf, args)
     backend = backend_among([args[i] for i in lf.arrays])
     like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
