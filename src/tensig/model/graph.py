@@ -370,6 +370,10 @@ class axis:
     basis: str
 
 
+#: the axis a level of a literal is (a batch is a list too: it comes first)
+_LEVELS = ((batch, "batch"), (list, "output"), (tuple, "input"))
+
+
 def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     """A constant from a nested literal: a ``list`` is an output axis, a ``tuple`` an input
     axis, a :class:`batch` a batch axis; :class:`axis` attaches a basis label.
@@ -385,16 +389,9 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     bases: list[str | None] = []
     node: Any = literal
     while True:
-        basis = None
-        if isinstance(node, axis):
-            basis, node = node.basis, node.items
-        if isinstance(node, batch):
-            kind = "batch"
-        elif isinstance(node, list):
-            kind = "output"
-        elif isinstance(node, tuple):
-            kind = "input"
-        else:
+        basis, node = (node.basis, node.items) if isinstance(node, axis) else (None, node)
+        kind = next((k for t, k in _LEVELS if isinstance(node, t)), None)
+        if kind is None:
             break
         if not node:
             raise ValueError(f"{name}: an empty {kind} axis in a literal")
@@ -436,8 +433,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
 
 def _block(literal: Any) -> Tensor:
     """A literal of tensors stacks them (OCANNL's block tensors), at any depth."""
-    kind = "batch" if isinstance(literal, batch) else \
-        "output" if isinstance(literal, list) else "input"
+    kind = next(k for t, k in _LEVELS if isinstance(literal, t))
     items = [it if isinstance(it, Tensor) else _block(it) for it in literal]
     return stack(kind, items)
 

@@ -484,11 +484,10 @@ BINARY_OPS: dict[str, OpDef] = {
     "min": OpDef("min", ".", _fwd("min"), _grads(
         lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
         lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
-    "relu_gate": OpDef("relu_gate", ".", _fwd("relu_gate"), _grads(
-        None, lambda t, a, b: (_e("relu_gate", a.val, t.grad), "+"))),
-    "sat01_gate": OpDef("sat01_gate", ".", _fwd("sat01_gate"), _grads(
-        None, lambda t, a, b: (_e("sat01_gate", a.val, t.grad), "+"))),
 }
+for _name in ("relu_gate", "sat01_gate"):  # gate(x, g): g where x passes; x's gradient is 0
+    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name), _grads(
+        None, lambda t, a, b, gate=_name: (_e(gate, a.val, t.grad), "+")))
 for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
     BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
 
@@ -563,14 +562,11 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     """
     g = current_graph()
     dims = tuple(int(d) for d in value.shape)
+    if axes is not None and (not isinstance(batch, int) or batch or input):
+        raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
     if not isinstance(batch, int):
-        if axes is not None:
-            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
-        axes = _batch_names(name, batch, len(dims), input)
-        batch = input = 0
+        axes, batch = _batch_names(name, batch, len(dims), input), 0
     if axes is not None:
-        if batch or input:
-            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
         shape = Shape.labelled(dims, axes)
     else:
         out_end = len(dims) - input
