@@ -49,6 +49,7 @@ from tensig.model.tensor import (
     _as_tensor,
     _fwd,
     _grads,
+    _op,
     apply,
     cast,
     constant,
@@ -193,11 +194,9 @@ def stretch(x: Any) -> Tensor:
 
 def fma(a: Any, b: Any, c: Any) -> Tensor:
     """``a * b + c`` pointwise."""
-    op = OpDef("fma", ".", _fwd("fma"), _grads(
-        lambda t, x, y, z: (_e("mul", t.grad, y.val), "+"),
-        lambda t, x, y, z: (_e("mul", t.grad, x.val), "+"),
-        lambda t, x, y, z: (t.grad, "+")))
-    return apply(op, a, b, c)
+    return apply(_op("fma", lambda t, x, y, z: (_e("mul", t.grad, y.val), "+"),
+                     lambda t, x, y, z: (_e("mul", t.grad, x.val), "+"),
+                     lambda t, x, y, z: (t.grad, "+")), a, b, c)
 
 
 def stop_gradient(x: Tensor) -> Tensor:

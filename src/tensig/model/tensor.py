@@ -466,55 +466,49 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
 
 LN2 = math.log(2.0)
 
-ADD = OpDef("add", ".", _fwd("add"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "+")))
-SUB = OpDef("sub", ".", _fwd("sub"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "-")))
-MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-                                            lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
-DIV = OpDef("div", ".", _fwd("div"), _grads(
-    lambda t, a, b: (_e("div", t.grad, b.val), "+"),
-    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
+
+def _op(name: str, *rules: Callable[..., Any] | None) -> OpDef:
+    """The pointwise operation ``name`` with one derivative rule per operand (none: not
+    differentiable)."""
+    return OpDef(name, ".", _fwd(name), _grads(*rules) if rules else None)
+
 
 BINARY_OPS: dict[str, OpDef] = {
-    "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
-    "max": OpDef("max", ".", _fwd("max"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+"))),
-    "min": OpDef("min", ".", _fwd("min"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
+    "add": _op("add", lambda t, a, b: (t.grad, "+"), lambda t, a, b: (t.grad, "+")),
+    "sub": _op("sub", lambda t, a, b: (t.grad, "+"), lambda t, a, b: (t.grad, "-")),
+    "mul": _op("mul", lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+               lambda t, a, b: (_e("mul", t.grad, a.val), "+")),
+    "div": _op("div", lambda t, a, b: (_e("div", t.grad, b.val), "+"),
+               lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")),
+    "max": _op("max", lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
+               lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+")),
+    "min": _op("min", lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
+               lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+")),
+    # gate(x, g): g where x passes; x gets no gradient
+    **{g: _op(g, None, lambda t, a, b, g=g: (_e(g, a.val, t.grad), "+"))
+       for g in ("relu_gate", "sat01_gate")},
+    **{name: _op(name) for name in ("lt", "le", "eq", "ne", "and", "or", "mod")},
 }
-for _name in ("relu_gate", "sat01_gate"):  # gate(x, g): g where x passes; x's gradient is 0
-    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name), _grads(
-        None, lambda t, a, b, gate=_name: (_e(gate, a.val, t.grad), "+")))
-for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
-    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
-
-
-def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
-    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
-
 
 UNARY_OPS: dict[str, OpDef] = {
-    "id": _unary("id", lambda t, a: (t.grad, "+")),
-    "relu": _unary("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
-    "sat01": _unary("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
-    "exp": _unary("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
-    "exp2": _unary("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
-    "log": _unary("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
-    "log2": _unary("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
-    "sin": _unary("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
-    "cos": _unary("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
-    "sqrt": _unary("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
-    "recip": _unary("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
-    "recip_sqrt": _unary("recip_sqrt", lambda t, a: (
+    "id": _op("id", lambda t, a: (t.grad, "+")),
+    "relu": _op("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
+    "sat01": _op("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
+    "exp": _op("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
+    "exp2": _op("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
+    "log": _op("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
+    "log2": _op("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
+    "sin": _op("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
+    "cos": _op("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
+    "sqrt": _op("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
+    "recip": _op("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
+    "recip_sqrt": _op("recip_sqrt", lambda t, a: (
         _e("mul", _e("mul", 0.5, t.grad), _e("pow", t.val, 3.0)), "-")),
-    "neg": _unary("neg", lambda t, a: (t.grad, "-")),
-    "tanh": _unary("tanh", lambda t, a: (
+    "neg": _op("neg", lambda t, a: (t.grad, "-")),
+    "tanh": _op("tanh", lambda t, a: (
         _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
-    "gelu": _unary("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
-    "not": _unary("not", None),
+    "gelu": _op("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
+    "not": _op("not"),
 }
 
 

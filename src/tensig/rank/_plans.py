@@ -147,8 +147,9 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     kinds = [dtype_kind(d) for d in dtypes]
     if "bool" in kinds and any(k != "bool" for k in kinds):
         b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
+        other = _PLURAL.get(kinds[n], dtype_name(dtypes[n]))
         raise TypeError(f"{lf.name}: {_who(lf, lf.arrays[b])} holds booleans and "
-                        f"{_who(lf, lf.arrays[n])} holds {_elem_kind(dtypes[n])}; Remora's "
+                        f"{_who(lf, lf.arrays[n])} holds {other}; Remora's "
                         f"atoms do not convert: cast the booleans (x.astype(int))")
     if not all(isinstance(d, np.dtype) for d in dtypes) or len(dtypes) != lf.ufunc.nin:
         return None  # torch/jax dtypes: their libraries' own rules apply when it runs
@@ -157,10 +158,6 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     except (TypeError, ValueError) as e:  # numpy's UFuncTypeError is a TypeError
         names = " and ".join(str(d) for d in dtypes)
         raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
-
-
-def _elem_kind(dtype: Any) -> str:
-    return _PLURAL.get(dtype_kind(dtype), dtype_name(dtype))
 
 
 # --------------------------------------------------------------------------------------------
