@@ -292,13 +292,10 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
     first: dict[str, str] = {}
     out, eyes = [], []
     for lab in labels:
-        if lab not in first:
-            first[lab] = next(letters)
-            out.append(first[lab])
-        else:
-            new = next(letters)
-            out.append(new)
-            eyes.append((first[lab] + new, sizes[lab]))
+        new = next(letters)
+        out.append(new)
+        if (old := first.setdefault(lab, new)) != new:  # a repeated label: one more identity
+            eyes.append((old + new, sizes[lab]))
     spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
 
     def place(backend: Backend, v: Any) -> Any:

@@ -347,15 +347,10 @@ def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
         return e.key in zero
     if not isinstance(e, Expr):
         return isinstance(e, int | float) and e == 0
-    args = e.args
-    if e.op in ("id", "neg"):
-        return _always_zero(args[0], zero)
-    if e.op == "where":
-        return _always_zero(args[1], zero) and _always_zero(args[2], zero)
-    if e.op in ("relu_gate", "sat01_gate"):
-        return _always_zero(args[1], zero)
-    if e.op in ("add", "sub"):
-        return all(_always_zero(x, zero) for x in args)
+    if e.op in ("id", "neg", "add", "sub"):
+        return all(_always_zero(x, zero) for x in e.args)
+    if e.op in ("where", "relu_gate", "sat01_gate"):  # whatever the condition, the gate's input
+        return all(_always_zero(x, zero) for x in e.args[1:])
     return False
 
 

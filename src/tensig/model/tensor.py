@@ -624,8 +624,7 @@ class Model:
         for t in self.tensors:
             if t.kind in ("param", "state", "buffer") and t.init is not None \
                     and not store.has(t.val):
-                shape = t.shape.int_dims
-                store.write(t.val, self.graph.array(t.init(shape)))
+                store.write(t.val, self.graph.array(t.init(t.shape.int_dims)))
             elif t.value_init is not None:
                 self.set(t, t.value_init)
 

@@ -24,9 +24,7 @@ __all__ = ["Box", "unbox"]
 
 def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
               hidden: str | Sequence[str] | None) -> Sigma:
-    if shape is None:
-        return Sigma(("s",), arr("t", "..s.."))
-    body = arr("t", shape)
+    body = arr("t", "..s.." if shape is None else shape)
     if hidden is None:
         return Sigma(tuple(index_names(body.shape)), body)
     return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)

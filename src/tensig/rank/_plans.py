@@ -182,8 +182,7 @@ def _elem_of(x: Any, p: Arr) -> str:
 def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     """``lf``'s type instantiated at these arguments (arrays, or shapes), without running."""
     n = len(lf.type.params)
-    if len(args) != n:
-        _check_arity(lf, args)
+    _check_arity(lf, args)
     shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
     real, cell_items, frame = _split(lf, shapes)
     cells, m = _instantiate(lf, cell_items, args)
