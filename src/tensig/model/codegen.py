@@ -14,6 +14,7 @@ expression alone, which the lowering of an assignment with windows evaluates
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
 import math
@@ -393,10 +394,7 @@ def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
         return backend.amax(v, axes)
     if how == "min":
         return -backend.amax(-v, axes)
-    out = v
-    for ax in sorted(axes, reverse=True):
-        out = out.prod(ax)
-    return out
+    return functools.reduce(lambda out, ax: out.prod(ax), sorted(axes, reverse=True), v)
 
 
 def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],

@@ -23,6 +23,7 @@ and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -82,10 +83,7 @@ def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
 
 
 def _product(vals: list[Any]) -> Any:
-    out = vals[0]
-    for v in vals[1:]:
-        out = _e("mul", out, v)
-    return out
+    return functools.reduce(lambda out, v: _e("mul", out, v), vals)
 
 
 def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:

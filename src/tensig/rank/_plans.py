@@ -82,12 +82,8 @@ def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
 
 def _coerce(backend: Backend, x: Any, like: Any) -> Any:
     """``x`` as an array of the call's library (on ``like``'s device); boxes stay objects."""
-    if is_array(x):
-        if backend.owns(x) or _is_object(x):
-            return x
-        return backend.asarray(x, like)
-    a = np.asarray(x)
-    return a if a.dtype == object or backend.owns(a) else backend.asarray(a, like)
+    a = x if is_array(x) else np.asarray(x)
+    return a if backend.owns(a) or _is_object(a) else backend.asarray(a, like)
 
 
 def _check_arity(lf: Any, args: Sequence[Any]) -> None:
