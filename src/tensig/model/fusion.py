@@ -59,11 +59,8 @@ def fuse_repeats(code: Iterable[Assign]) -> list[Assign | Run]:
     out: list[Assign | Run] = []
     i = 0
     while i < len(items):
-        best: Run | None = None
-        for length in range(1, MAX_BLOCK + 1):
-            run = _longest_run(items, i, length)
-            if run is not None and (best is None or len(run.assigns) > len(best.assigns)):
-                best = run
+        runs = [r for n in range(1, MAX_BLOCK + 1) if (r := _longest_run(items, i, n)) is not None]
+        best = max(runs, key=lambda r: len(r.assigns), default=None)  # the first longest
         if best is None:
             out.append(items[i])
             i += 1

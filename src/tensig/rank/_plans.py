@@ -126,12 +126,9 @@ _PLURAL = {"int": "integers", "bool": "booleans", "float": "floats", "complex": 
 
 
 def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
-    for k, i in enumerate(lf.arrays):
+    for i, a in zip(lf.arrays, arrays, strict=True):
         want = _KINDS.get(lf.type.params[i].elem)
-        a = arrays[k]
-        if want is None or math.prod(a.shape) == 0:
-            continue
-        if dtype_kind(a.dtype) != want:
+        if want is not None and math.prod(a.shape) and dtype_kind(a.dtype) != want:  # not empty
             raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {_PLURAL[want]}, not "
                             f"{_elem_name(a)}")
 

@@ -237,7 +237,6 @@ class Matcher:
         self.fname = fname
         dims, shapes = ftype.index_vars()
         self.dim_vars = set(dims)
-        self.shape_vars = set(shapes)
         self.dims: dict[str, Dim] = {}  # solved, in the order they were solved
         self.shapes: dict[str, ShapeIndex] = {}
         self.rank_of = dict(ftype.rank_of)
