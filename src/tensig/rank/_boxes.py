@@ -66,12 +66,9 @@ class Box:
     def __init__(self, value: Any, shape: str | ShapeIndex | Sequence[Any] | None = None,
                  hidden: str | Sequence[str] | None = None, *,
                  witness: Mapping[str, Any] | None = None, _sigma: Sigma | None = None):
-        if not is_array(value):
-            value = np.asarray(value)
-        sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
-        self.value = value
-        self._sigma = sigma
-        self.witness = _witness(sigma, tuple(value.shape))
+        self.value = value if is_array(value) else np.asarray(value)
+        self._sigma = sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
+        self.witness = _witness(sigma, tuple(self.value.shape))
         if witness:
             self.witness = _explicit_witness(sigma, self.witness, witness)
 
