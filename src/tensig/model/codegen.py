@@ -414,17 +414,15 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
         if accum is not None else None
     first = src.literal(neutral) if dtyped is None else \
         f"{src.bind(dtyped, 'neutral')}(v.dtype)"
-    fixed = any(isinstance(x, int) for x in lhs_labels)
-    if fixed:  # the value fills the fixed positions; the pad holds the neutral element
+    if any(isinstance(x, int) for x in lhs_labels):  # the value fills the fixed positions
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
         pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
                 for i, x in enumerate(lhs_labels)]
         pad = f"backend.pad({{}}.reshape({expand!r}), {pads!r}, {{}})"
-        if all(p == (0, 0) for p in pads):  # size-1 axes: the value covers the whole lhs
-            src.emit(f"v = v.reshape({expand!r})")
-        else:
-            src.emit("v = " + pad.format("v", first))
-        if accum is None and any(p != (0, 0) for p in pads):  # other cells keep their values
+        # padded with the neutral element; with no pad (size-1 axes) v covers the whole lhs
+        padded = any(p != (0, 0) for p in pads)
+        src.emit("v = " + (pad.format("v", first) if padded else f"v.reshape({expand!r})"))
+        if accum is None and padded:  # other cells keep their values
             src.emit(f"if {key!r} in A:")
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
             src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
