@@ -376,15 +376,14 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
-    if not opdef.integers and not integer:  # integers among floats
-        for a in args:
-            if a.integer:
-                other = next(o for o in args if not o.integer)
-                raise TypeError(
-                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
-                    f"integers do not enter float arithmetic silently.  Cast them "
-                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
+    ints = [a for a in args if a.integer]
+    integer = not opdef.integers and bool(args) and len(ints) == len(args)
+    if not opdef.integers and ints and not integer:  # integers among floats
+        a, other = ints[0], next(o for o in args if not o.integer)
+        raise TypeError(
+            f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
+            f"integers do not enter float arithmetic silently.  Cast them "
+            f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
