@@ -4,11 +4,9 @@
 assignment carries its projections (the graph's solve made them); an assignment whose axes are
 all iterators or fixed indices becomes one generated function of array calls
 (:mod:`tensig.model.codegen`), one with convolution windows or concatenations is lowered
-by :func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression as its
-operator, any other evaluated over the product space), and repeated pointwise blocks run once
-over their concatenation (:mod:`tensig.model.fusion`).  The passes here
-drop dead stores and zero contributions and fold zero initialisations first.  Running a
-routine does no shape work.
+(:func:`_lowered_step`), and repeated pointwise blocks run once over their concatenation
+(:mod:`tensig.model.fusion`).  The passes here drop dead stores and zero contributions and
+fold zero initialisations first.  Running a routine does no shape work.
 """
 
 from __future__ import annotations
