@@ -450,12 +450,8 @@ def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
     >>> m.dims, m.shapes, str(m.result())
     ({'d': Dim('4')}, {'s': ShapeIndex('[6, 7]')}, '[t 6, 7]')
     """
-    taken: set[str] = set()
-    for cell in cells:
-        if cell is not None:
-            for d in cell.dims:
-                taken |= d.symbols
-    m = Matcher(ftype, fname, frozenset(taken))
+    taken = frozenset[str]().union(*(d.symbols for c in cells if c is not None for d in c.dims))
+    m = Matcher(ftype, fname, taken)
     for i, value in statics.items():
         static = ftype.params[i]
         assert isinstance(static, Static), f"argument {i} of {fname} is not an index argument"
