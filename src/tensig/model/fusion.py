@@ -109,12 +109,7 @@ def _eligible(a: Assign) -> bool:
 
 def _local_keys(block: Sequence[Assign]) -> list[tuple[int, str]]:
     """The block's buffers in order of first appearance (left-hand sides included)."""
-    keys: dict[tuple[int, str], None] = {}
-    for a in block:
-        for b in buffers_of(a.expr):
-            keys.setdefault(b.key)
-        keys.setdefault(a.lhs.key)
-    return list(keys)
+    return list(dict.fromkeys(b.key for a in block for b in (*buffers_of(a.expr), a.lhs)))
 
 
 def _signature(block: Sequence[Assign]) -> tuple[Any, ...]:
