@@ -289,8 +289,8 @@ def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False, right: bool =
     intermediate result too."""
     f = _elementwise(op, init, x)
     xp = _xp(init, x)
-    same_items = tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
-    if f is op and xp.numpy_native and not right and same_items:
+    if f is op and xp.numpy_native and not right and \
+            tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:]):  # same items
         whole = np.concatenate([_itemize(nf, init), x], axis=nf)
         return (op.accumulate if scan else op.reduce)(whole, axis=nf)
     if nf and f is None:
