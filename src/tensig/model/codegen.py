@@ -231,16 +231,8 @@ def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bo
     """Whether the array already lines up with the product space's trailing axes, a size-1
     axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
     offset = len(product) - len(labels)
-    if offset < 0:
-        return False
-    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
-        at = product[offset + j]
-        if lab == at:
-            continue
-        if lab == 0 and n == 1 and at not in labels:
-            continue
-        return False
-    return True
+    return offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
+                               for lab, n, at in zip(labels, dims, product[offset:], strict=True))
 
 
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
