@@ -920,3 +920,11 @@ def test_a_symbolic_cell_gives_the_conditions_it_needs():
     assert m.dims == {"h": Dim("T // 2")} and [str(c) for c in m.conditions] == ["T % 2 == 0"]
     with pytest.raises(tensig.ShapeError, match=r"2\*h == 5 has no solution"):
         instantiate(ft, "halve", [ShapeIndex([5, 3])], {})
+
+
+def test_reduce_and_folds_take_python_objects_as_items():
+    # an object array's items are Python ints (no shape): the folds combine them as they are
+    x, step = np.array([1, 2, 3], dtype=object), (lambda a, b: a * 10 + b)
+    assert rank.reduce(step, x) == functools.reduce(step, [1, 2, 3]) == 123
+    assert rank.fold(step, np.array(4), x) == functools.reduce(step, [1, 2, 3], 4) == 4123
+    assert rank.fold_right(step, np.array(4), x) == 1 * 10 + (2 * 10 + (3 * 10 + 4))

@@ -14,6 +14,7 @@ expression alone, which the lowering of an assignment with windows evaluates
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
 import math
@@ -235,16 +236,8 @@ def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bo
     """Whether the array already lines up with the product space's trailing axes, a size-1
     axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
     offset = len(product) - len(labels)
-    if offset < 0:
-        return False
-    for j, (lab, n) in enumerate(zip(labels, dims, strict=True)):
-        at = product[offset + j]
-        if lab == at:
-            continue
-        if lab == 0 and n == 1 and at not in labels:
-            continue
-        return False
-    return True
+    return offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
+                               for lab, n, at in zip(labels, dims, product[offset:], strict=True))
 
 
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
@@ -297,13 +290,10 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
     first: dict[str, str] = {}
     out, eyes = [], []
     for lab in labels:
-        if lab not in first:
-            first[lab] = next(letters)
-            out.append(first[lab])
-        else:
-            new = next(letters)
-            out.append(new)
-            eyes.append((first[lab] + new, sizes[lab]))
+        new = next(letters)
+        out.append(new)
+        if (old := first.setdefault(lab, new)) != new:  # a repeated label: one more identity
+            eyes.append((old + new, sizes[lab]))
     spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
 
     def place(backend: Backend, v: Any) -> Any:
@@ -401,10 +391,7 @@ def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
         return backend.amax(v, axes)
     if how == "min":
         return -backend.amax(-v, axes)
-    out = v
-    for ax in sorted(axes, reverse=True):
-        out = out.prod(ax)
-    return out
+    return functools.reduce(lambda out, ax: out.prod(ax), sorted(axes, reverse=True), v)
 
 
 def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
@@ -424,17 +411,15 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
         if accum is not None else None
     first = src.literal(neutral) if dtyped is None else \
         f"{src.bind(dtyped, 'neutral')}(v.dtype)"
-    fixed = any(isinstance(x, int) for x in lhs_labels)
-    if fixed:  # the value fills the fixed positions; the pad holds the neutral element
+    if any(isinstance(x, int) for x in lhs_labels):  # the value fills the fixed positions
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
         pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
                 for i, x in enumerate(lhs_labels)]
         pad = f"backend.pad({{}}.reshape({expand!r}), {pads!r}, {{}})"
-        if all(p == (0, 0) for p in pads):  # size-1 axes: the value covers the whole lhs
-            src.emit(f"v = v.reshape({expand!r})")
-        else:
-            src.emit("v = " + pad.format("v", first))
-        if accum is None and any(p != (0, 0) for p in pads):  # other cells keep their values
+        # padded with the neutral element; with no pad (size-1 axes) v covers the whole lhs
+        padded = any(p != (0, 0) for p in pads)
+        src.emit("v = " + (pad.format("v", first) if padded else f"v.reshape({expand!r})"))
+        if accum is None and padded:  # other cells keep their values
             src.emit(f"if {key!r} in A:")
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
             src.emit(f"    v = backend.where(mask, v, A[{key!r}])")

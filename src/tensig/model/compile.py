@@ -4,11 +4,9 @@
 assignment carries its projections (the graph's solve made them); an assignment whose axes are
 all iterators or fixed indices becomes one generated function of array calls
 (:mod:`tensig.model.codegen`), one with convolution windows or concatenations is lowered
-by :func:`~tensig.execution.assignment.lower_assignment` (an einsum-family expression as its
-operator, any other evaluated over the product space), and repeated pointwise blocks run once
-over their concatenation (:mod:`tensig.model.fusion`).  The passes here
-drop dead stores and zero contributions and fold zero initialisations first.  Running a
-routine does no shape work.
+(:func:`_lowered_step`), and repeated pointwise blocks run once over their concatenation
+(:mod:`tensig.model.fusion`).  The passes here drop dead stores and zero contributions and
+fold zero initialisations first.  Running a routine does no shape work.
 """
 
 from __future__ import annotations
@@ -347,15 +345,10 @@ def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
         return e.key in zero
     if not isinstance(e, Expr):
         return isinstance(e, int | float) and e == 0
-    args = e.args
-    if e.op in ("id", "neg"):
-        return _always_zero(args[0], zero)
-    if e.op == "where":
-        return _always_zero(args[1], zero) and _always_zero(args[2], zero)
-    if e.op in ("relu_gate", "sat01_gate"):
-        return _always_zero(args[1], zero)
-    if e.op in ("add", "sub"):
-        return all(_always_zero(x, zero) for x in args)
+    if e.op in ("id", "neg", "add", "sub"):
+        return all(_always_zero(x, zero) for x in e.args)
+    if e.op in ("where", "relu_gate", "sat01_gate"):  # whatever the condition, the gate's input
+        return all(_always_zero(x, zero) for x in e.args[1:])
     return False
 
 

@@ -218,6 +218,5 @@ def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:
         flat = torch.cat(parts)
         return flat, flat
     dtype = arrays[0].dtype if arrays else np.float32
-    flat = np.concatenate([*(np.ravel(a) for a in arrays), np.asarray(extra, dtype)])
-    flat = np.ascontiguousarray(flat, dtype=dtype)
+    flat = np.concatenate([*(np.ravel(a) for a in arrays), np.asarray(extra, dtype)], dtype=dtype)
     return flat, torch.from_numpy(flat)

@@ -59,11 +59,8 @@ def fuse_repeats(code: Iterable[Assign]) -> list[Assign | Run]:
     out: list[Assign | Run] = []
     i = 0
     while i < len(items):
-        best: Run | None = None
-        for length in range(1, MAX_BLOCK + 1):
-            run = _longest_run(items, i, length)
-            if run is not None and (best is None or len(run.assigns) > len(best.assigns)):
-                best = run
+        runs = [r for n in range(1, MAX_BLOCK + 1) if (r := _longest_run(items, i, n)) is not None]
+        best = max(runs, key=lambda r: len(r.assigns), default=None)  # the first longest
         if best is None:
             out.append(items[i])
             i += 1
@@ -112,12 +109,7 @@ def _eligible(a: Assign) -> bool:
 
 def _local_keys(block: Sequence[Assign]) -> list[tuple[int, str]]:
     """The block's buffers in order of first appearance (left-hand sides included)."""
-    keys: dict[tuple[int, str], None] = {}
-    for a in block:
-        for b in buffers_of(a.expr):
-            keys.setdefault(b.key)
-        keys.setdefault(a.lhs.key)
-    return list(keys)
+    return list(dict.fromkeys(b.key for a in block for b in (*buffers_of(a.expr), a.lhs)))
 
 
 def _signature(block: Sequence[Assign]) -> tuple[Any, ...]:

@@ -23,6 +23,7 @@ and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from tensig.model.tensor import (
     _as_tensor,
     _fwd,
     _grads,
+    _op,
     apply,
     cast,
     constant,
@@ -81,10 +83,7 @@ def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
 
 
 def _product(vals: list[Any]) -> Any:
-    out = vals[0]
-    for v in vals[1:]:
-        out = _e("mul", out, v)
-    return out
+    return functools.reduce(lambda out, v: _e("mul", out, v), vals)
 
 
 def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
@@ -194,11 +193,9 @@ def stretch(x: Any) -> Tensor:
 
 def fma(a: Any, b: Any, c: Any) -> Tensor:
     """``a * b + c`` pointwise."""
-    op = OpDef("fma", ".", _fwd("fma"), _grads(
-        lambda t, x, y, z: (_e("mul", t.grad, y.val), "+"),
-        lambda t, x, y, z: (_e("mul", t.grad, x.val), "+"),
-        lambda t, x, y, z: (t.grad, "+")))
-    return apply(op, a, b, c)
+    return apply(_op("fma", lambda t, x, y, z: (_e("mul", t.grad, y.val), "+"),
+                     lambda t, x, y, z: (_e("mul", t.grad, x.val), "+"),
+                     lambda t, x, y, z: (t.grad, "+")), a, b, c)
 
 
 def stop_gradient(x: Tensor) -> Tensor:
@@ -371,6 +368,10 @@ class axis:
     basis: str
 
 
+#: the axis a level of a literal is (a batch is a list too: it comes first)
+_LEVELS = ((batch, "batch"), (list, "output"), (tuple, "input"))
+
+
 def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     """A constant from a nested literal: a ``list`` is an output axis, a ``tuple`` an input
     axis, a :class:`batch` a batch axis; :class:`axis` attaches a basis label.
@@ -386,16 +387,9 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     bases: list[str | None] = []
     node: Any = literal
     while True:
-        basis = None
-        if isinstance(node, axis):
-            basis, node = node.basis, node.items
-        if isinstance(node, batch):
-            kind = "batch"
-        elif isinstance(node, list):
-            kind = "output"
-        elif isinstance(node, tuple):
-            kind = "input"
-        else:
+        basis, node = (node.basis, node.items) if isinstance(node, axis) else (None, node)
+        kind = next((k for t, k in _LEVELS if isinstance(node, t)), None)
+        if kind is None:
             break
         if not node:
             raise ValueError(f"{name}: an empty {kind} axis in a literal")
@@ -437,8 +431,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
 
 def _block(literal: Any) -> Tensor:
     """A literal of tensors stacks them (OCANNL's block tensors), at any depth."""
-    kind = "batch" if isinstance(literal, batch) else \
-        "output" if isinstance(literal, list) else "input"
+    kind = next(k for t, k in _LEVELS if isinstance(literal, t))
     items = [it if isinstance(it, Tensor) else _block(it) for it in literal]
     return stack(kind, items)
 

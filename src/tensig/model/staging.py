@@ -40,14 +40,11 @@ def inputs_of(code: Code) -> list[Key]:
             if b.key not in written:
                 out[b.key] = None
         key = a.lhs.key
-        if key not in written and not _writes_whole(a):
+        whole = a.init or (a.accum is None and (a.logic == "." or a.expr.op in WHOLE))
+        if key not in written and not whole:
             out[key] = None
         written.add(key)
     return list(out)
-
-
-def _writes_whole(a: Assign) -> bool:
-    return a.init or (a.accum is None and (a.logic == "." or a.expr.op in WHOLE))
 
 
 class Staged:

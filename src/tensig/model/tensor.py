@@ -376,15 +376,14 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
-    if not opdef.integers and not integer:  # integers among floats
-        for a in args:
-            if a.integer:
-                other = next(o for o in args if not o.integer)
-                raise TypeError(
-                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
-                    f"integers do not enter float arithmetic silently.  Cast them "
-                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
+    ints = [a for a in args if a.integer]
+    integer = not opdef.integers and bool(args) and len(ints) == len(args)
+    if not opdef.integers and ints and not integer:  # integers among floats
+        a, other = ints[0], next(o for o in args if not o.integer)
+        raise TypeError(
+            f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
+            f"integers do not enter float arithmetic silently.  Cast them "
+            f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -466,56 +465,49 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
 
 LN2 = math.log(2.0)
 
-ADD = OpDef("add", ".", _fwd("add"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "+")))
-SUB = OpDef("sub", ".", _fwd("sub"), _grads(lambda t, a, b: (t.grad, "+"),
-                                            lambda t, a, b: (t.grad, "-")))
-MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
-                                            lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
-DIV = OpDef("div", ".", _fwd("div"), _grads(
-    lambda t, a, b: (_e("div", t.grad, b.val), "+"),
-    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
+
+def _op(name: str, *rules: Callable[..., Any] | None) -> OpDef:
+    """The pointwise operation ``name`` with one derivative rule per operand (none: not
+    differentiable)."""
+    return OpDef(name, ".", _fwd(name), _grads(*rules) if rules else None)
+
 
 BINARY_OPS: dict[str, OpDef] = {
-    "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
-    "max": OpDef("max", ".", _fwd("max"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+"))),
-    "min": OpDef("min", ".", _fwd("min"), _grads(
-        lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
-        lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+"))),
-    "relu_gate": OpDef("relu_gate", ".", _fwd("relu_gate"), _grads(
-        None, lambda t, a, b: (_e("relu_gate", a.val, t.grad), "+"))),
-    "sat01_gate": OpDef("sat01_gate", ".", _fwd("sat01_gate"), _grads(
-        None, lambda t, a, b: (_e("sat01_gate", a.val, t.grad), "+"))),
+    "add": _op("add", lambda t, a, b: (t.grad, "+"), lambda t, a, b: (t.grad, "+")),
+    "sub": _op("sub", lambda t, a, b: (t.grad, "+"), lambda t, a, b: (t.grad, "-")),
+    "mul": _op("mul", lambda t, a, b: (_e("mul", t.grad, b.val), "+"),
+               lambda t, a, b: (_e("mul", t.grad, a.val), "+")),
+    "div": _op("div", lambda t, a, b: (_e("div", t.grad, b.val), "+"),
+               lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")),
+    "max": _op("max", lambda t, a, b: (_e("mul", t.grad, _e("le", b.val, a.val)), "+"),
+               lambda t, a, b: (_e("mul", t.grad, _e("lt", a.val, b.val)), "+")),
+    "min": _op("min", lambda t, a, b: (_e("mul", t.grad, _e("le", a.val, b.val)), "+"),
+               lambda t, a, b: (_e("mul", t.grad, _e("lt", b.val, a.val)), "+")),
+    # gate(x, g): g where x passes; x gets no gradient
+    **{g: _op(g, None, lambda t, a, b, g=g: (_e(g, a.val, t.grad), "+"))
+       for g in ("relu_gate", "sat01_gate")},
+    **{name: _op(name) for name in ("lt", "le", "eq", "ne", "and", "or", "mod")},
 }
-for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
-    BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
-
-
-def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
-    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
-
 
 UNARY_OPS: dict[str, OpDef] = {
-    "id": _unary("id", lambda t, a: (t.grad, "+")),
-    "relu": _unary("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
-    "sat01": _unary("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
-    "exp": _unary("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
-    "exp2": _unary("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
-    "log": _unary("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
-    "log2": _unary("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
-    "sin": _unary("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
-    "cos": _unary("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
-    "sqrt": _unary("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
-    "recip": _unary("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
-    "recip_sqrt": _unary("recip_sqrt", lambda t, a: (
+    "id": _op("id", lambda t, a: (t.grad, "+")),
+    "relu": _op("relu", lambda t, a: (_e("relu_gate", a.val, t.grad), "+")),
+    "sat01": _op("sat01", lambda t, a: (_e("sat01_gate", a.val, t.grad), "+")),
+    "exp": _op("exp", lambda t, a: (_e("mul", t.grad, t.val), "+")),
+    "exp2": _op("exp2", lambda t, a: (_e("mul", _e("mul", t.grad, t.val), LN2), "+")),
+    "log": _op("log", lambda t, a: (_e("div", t.grad, a.val), "+")),
+    "log2": _op("log2", lambda t, a: (_e("div", t.grad, _e("mul", a.val, LN2)), "+")),
+    "sin": _op("sin", lambda t, a: (_e("mul", t.grad, _e("cos", a.val)), "+")),
+    "cos": _op("cos", lambda t, a: (_e("mul", t.grad, _e("sin", a.val)), "-")),
+    "sqrt": _op("sqrt", lambda t, a: (_e("div", t.grad, _e("mul", 2.0, t.val)), "+")),
+    "recip": _op("recip", lambda t, a: (_e("mul", t.grad, _e("mul", t.val, t.val)), "-")),
+    "recip_sqrt": _op("recip_sqrt", lambda t, a: (
         _e("mul", _e("mul", 0.5, t.grad), _e("pow", t.val, 3.0)), "-")),
-    "neg": _unary("neg", lambda t, a: (t.grad, "-")),
-    "tanh": _unary("tanh", lambda t, a: (
+    "neg": _op("neg", lambda t, a: (t.grad, "-")),
+    "tanh": _op("tanh", lambda t, a: (
         _e("mul", t.grad, _e("sub", 1.0, _e("mul", t.val, t.val))), "+")),
-    "gelu": _unary("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
-    "not": _unary("not", None),
+    "gelu": _op("gelu", lambda t, a: (_e("gelu_grad", a.val, t.grad), "+")),
+    "not": _op("not"),
 }
 
 
@@ -563,14 +555,11 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     """
     g = current_graph()
     dims = tuple(int(d) for d in value.shape)
+    if axes is not None and (not isinstance(batch, int) or batch or input):
+        raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
     if not isinstance(batch, int):
-        if axes is not None:
-            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
-        axes = _batch_names(name, batch, len(dims), input)
-        batch = input = 0
+        axes, batch = _batch_names(name, batch, len(dims), input), 0
     if axes is not None:
-        if batch or input:
-            raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
         shape = Shape.labelled(dims, axes)
     else:
         out_end = len(dims) - input
@@ -634,8 +623,7 @@ class Model:
         for t in self.tensors:
             if t.kind in ("param", "state", "buffer") and t.init is not None \
                     and not store.has(t.val):
-                shape = t.shape.int_dims
-                store.write(t.val, self.graph.array(t.init(shape)))
+                store.write(t.val, self.graph.array(t.init(t.shape.int_dims)))
             elif t.value_init is not None:
                 self.set(t, t.value_init)
 

@@ -24,9 +24,7 @@ __all__ = ["Box", "unbox"]
 
 def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
               hidden: str | Sequence[str] | None) -> Sigma:
-    if shape is None:
-        return Sigma(("s",), arr("t", "..s.."))
-    body = arr("t", shape)
+    body = arr("t", "..s.." if shape is None else shape)
     if hidden is None:
         return Sigma(tuple(index_names(body.shape)), body)
     return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)
@@ -68,12 +66,9 @@ class Box:
     def __init__(self, value: Any, shape: str | ShapeIndex | Sequence[Any] | None = None,
                  hidden: str | Sequence[str] | None = None, *,
                  witness: Mapping[str, Any] | None = None, _sigma: Sigma | None = None):
-        if not is_array(value):
-            value = np.asarray(value)
-        sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
-        self.value = value
-        self._sigma = sigma
-        self.witness = _witness(sigma, tuple(value.shape))
+        self.value = value if is_array(value) else np.asarray(value)
+        self._sigma = sigma = _sigma if _sigma is not None else _sigma_of(shape, hidden)
+        self.witness = _witness(sigma, tuple(self.value.shape))
         if witness:
             self.witness = _explicit_witness(sigma, self.witness, witness)
 
@@ -237,7 +232,7 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
         check(out, f"the box at {idx}")
         outs.append(out)
     if not outs:
-        return _empty_unbox(frame, declared)
+        return _no_calls("unbox: the array of boxes", frame, declared)
     if all(isinstance(o, Box) for o in outs):
         return _objects(outs, frame)
     if any(isinstance(o, Box) for o in outs):
@@ -246,10 +241,11 @@ def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeI
     return backend_among(outs).stack_cells(outs, frame, cell)
 
 
-def _empty_unbox(frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:
+def _no_calls(what: str, frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:
+    """The result over an empty array (of boxes, of functions): nothing is called, so the
+    declared result cell gives its shape."""
     if declared is None or not declared.is_concrete:
-        raise ShapeError(f"unbox: the array of boxes is empty (frame {frame}), so the body is "
-                         f"never called and the result cell cannot be known",
+        raise ShapeError(f"{what} is empty (frame {frame}), so nothing is called and the "
+                         f"result cell cannot be known",
                          hint="declare it with result=, e.g. result=() for scalars")
     return np.zeros(frame + declared.as_tuple())
-

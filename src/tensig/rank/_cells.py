@@ -1,9 +1,7 @@
-"""Frames and cells, and what a lifted call runs: its :class:`Plan` and the paths that apply a
-function to every cell.
+"""Frames and cells (:mod:`tensig.rank` states the rules), and what a lifted call runs: its
+:class:`Plan` and the paths that apply a function to every cell.
 
-An argument splits into a *frame* (its leading axes) and a *cell* (the trailing axes its cell
-rank names); the frames of one application agree by prefix, and the longest is the *principal
-frame*.  The paths, fastest first: a NumPy ufunc is called once on the arguments with singleton
+The paths, fastest first: a NumPy ufunc is called once on the arguments with singleton
 axes inserted after their frames (broadcasting then replicates, as views); a batched function
 (``vectorized=True``, the primitives, an eta-expansion) is called once on the arrays broadcast
 to the principal frame; a torch or JAX function goes through nested ``vmap``; a Python loop

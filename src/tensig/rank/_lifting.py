@@ -15,13 +15,12 @@ from tensig.backends import is_array
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex, ShapeVar
-from tensig.rank._boxes import Box, _elem_name, _objects
+from tensig.rank._boxes import Box, _elem_name, _no_calls, _objects
 from tensig.rank._cells import (
     Plan,
     Rank,
     _check_rank_value,
     _concrete_rank,
-    _fmt,
     _is_object,
     _per_function,
     _who,
@@ -52,10 +51,6 @@ def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> 
     params = tuple(Arr("t", _ranks_pattern(i, r)) for i, r in enumerate(ranks))
     return FnType(name, params, None if result is None else Arr("t", result),
                   names=tuple(f"arg{i}" for i in range(len(ranks))))
-
-
-def _pattern_rank(p: Arr) -> Rank:
-    return None if p.shape.shape_vars else len(p.shape.items)
 
 
 def _unconstrained(ftype: FnType) -> bool:
@@ -121,7 +116,7 @@ class Lifted:
         self.statics = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Static))
         self.cell_types = tuple(p for p in ftype.params if isinstance(p, Arr))  # per array
         if ranks is None:
-            ranks = [_pattern_rank(p) for p in self.cell_types]
+            ranks = [None if p.shape.shape_vars else len(p.shape) for p in self.cell_types]
         self.ranks: tuple[Rank, ...] = tuple(_check_rank_value(self.name, r) for r in ranks)
         if len(self.ranks) != len(self.arrays):
             raise TypeError(f"{self.name}: {len(self.ranks)} cell ranks for "
@@ -450,7 +445,8 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
     funcs = _function_array(fs)
     lifted = [as_lifted(f, ranks, cells) for f in funcs.flat]
     if not lifted:
-        return _apply_empty(funcs, result)
+        return _no_calls("apply: the function array", funcs.shape,
+                         None if result is None else ShapeIndex(result))
     chosen = [f.choose(args) for f in lifted]
     ranks0 = chosen[0].ranks
     for f in chosen[1:]:
@@ -485,14 +481,6 @@ def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
 
     return _per_function(funcs.shape, first, probe_args,
                          f"the function array ({lf.type.param_name(i)})", run)
-
-
-def _apply_empty(funcs: np.ndarray, result: ShapeLike | None) -> Any:
-    if result is None:
-        raise ShapeError(f"apply: the function array of shape {_fmt(funcs.shape)} is empty, so "
-                         f"no function is called and the result cell cannot be known",
-                         hint="declare it with result=(...)")
-    return np.zeros(funcs.shape + ShapeIndex(result).as_tuple())
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,14 +48,7 @@ def signature(lf: Any, args: Sequence[Any]) -> tuple[Any, ...] | None:
 
 def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
     """The plan of ``lf`` on ``args`` and the arguments it runs on, converted to the call's
-    library (lists, numbers, NumPy arrays among torch tensors) when no kept plan matches them
-    as they are."""
-    try:
-        hit = lf._plans.get(signature(lf, args))
-    except (AttributeError, TypeError):  # an argument to convert; an unhashable static one
-        hit = None
-    if hit is not None:
-        return hit, args
+    library (lists, numbers, NumPy arrays among torch tensors)."""
     _check_arity(lf, args)
     backend = backend_among([args[i] for i in lf.arrays])
     like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
@@ -89,12 +82,8 @@ def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
 
 def _coerce(backend: Backend, x: Any, like: Any) -> Any:
     """``x`` as an array of the call's library (on ``like``'s device); boxes stay objects."""
-    if is_array(x):
-        if backend.owns(x) or _is_object(x):
-            return x
-        return backend.asarray(x, like)
-    a = np.asarray(x)
-    return a if a.dtype == object or backend.owns(a) else backend.asarray(a, like)
+    a = x if is_array(x) else np.asarray(x)
+    return a if backend.owns(a) or _is_object(a) else backend.asarray(a, like)
 
 
 def _check_arity(lf: Any, args: Sequence[Any]) -> None:
@@ -137,12 +126,9 @@ _PLURAL = {"int": "integers", "bool": "booleans", "float": "floats", "complex": 
 
 
 def _check_elems(lf: Any, arrays: Sequence[Any]) -> None:
-    for k, i in enumerate(lf.arrays):
+    for i, a in zip(lf.arrays, arrays, strict=True):
         want = _KINDS.get(lf.type.params[i].elem)
-        a = arrays[k]
-        if want is None or math.prod(a.shape) == 0:
-            continue
-        if dtype_kind(a.dtype) != want:
+        if want is not None and math.prod(a.shape) and dtype_kind(a.dtype) != want:  # not empty
             raise TypeError(f"{lf.name}: {_who(lf, i)} must hold {_PLURAL[want]}, not "
                             f"{_elem_name(a)}")
 
@@ -154,8 +140,9 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     kinds = [dtype_kind(d) for d in dtypes]
     if "bool" in kinds and any(k != "bool" for k in kinds):
         b, n = kinds.index("bool"), next(i for i, k in enumerate(kinds) if k != "bool")
+        other = _PLURAL.get(kinds[n], dtype_name(dtypes[n]))
         raise TypeError(f"{lf.name}: {_who(lf, lf.arrays[b])} holds booleans and "
-                        f"{_who(lf, lf.arrays[n])} holds {_elem_kind(dtypes[n])}; Remora's "
+                        f"{_who(lf, lf.arrays[n])} holds {other}; Remora's "
                         f"atoms do not convert: cast the booleans (x.astype(int))")
     if not all(isinstance(d, np.dtype) for d in dtypes) or len(dtypes) != lf.ufunc.nin:
         return None  # torch/jax dtypes: their libraries' own rules apply when it runs
@@ -164,10 +151,6 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
     except (TypeError, ValueError) as e:  # numpy's UFuncTypeError is a TypeError
         names = " and ".join(str(d) for d in dtypes)
         raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
-
-
-def _elem_kind(dtype: Any) -> str:
-    return _PLURAL.get(dtype_kind(dtype), dtype_name(dtype))
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,8 +175,7 @@ def _elem_of(x: Any, p: Arr) -> str:
 def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     """``lf``'s type instantiated at these arguments (arrays, or shapes), without running."""
     n = len(lf.type.params)
-    if len(args) != n:
-        _check_arity(lf, args)
+    _check_arity(lf, args)
     shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
     real, cell_items, frame = _split(lf, shapes)
     cells, m = _instantiate(lf, cell_items, args)

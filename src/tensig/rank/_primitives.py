@@ -261,16 +261,10 @@ def _elementwise(op: Any, *xs: Any) -> Any:
 
 
 def _reduce(nf: int, op: Any, x: Any) -> Any:
-    f = _elementwise(op, x)
-    if f is op and _xp(x).numpy_native:
+    """A fold from the first item (NumPy's ufuncs: their own ``reduce``, no copy)."""
+    if _elementwise(op, x) is op and _xp(x).numpy_native:
         return op.reduce(x, axis=nf)
-    if nf and f is None:
-        return NotImplemented
-    f = f or op
-    acc = x[_at(nf, 0)]
-    for i in range(1, x.shape[nf]):
-        acc = f(acc, x[_at(nf, i)])
-    return acc
+    return _fold(nf, op, x[_at(nf, 0)], x[_at(nf, slice(1, None))])
 
 
 _CELL_OP = Fun((arr("t", "..s.."), arr("t", "..s..")), arr("t", "..s.."))
@@ -290,35 +284,23 @@ reduce = _prim("reduce", _reduce, [_CELL_OP, _NONEMPTY], arr("t", "..s.."), ["op
     """, hint="reduce needs at least one item; fold takes an initial value for empty arrays")
 
 
-def _same_items(nf: int, init: Any, x: Any) -> bool:
-    return tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:])
-
-
-def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False) -> Any:
-    """A left fold from ``init``; with ``scan``, every intermediate result too."""
+def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False, right: bool = False) -> Any:
+    """A left fold from ``init`` (``right``: a right fold to it); with ``scan``, every
+    intermediate result too."""
     f = _elementwise(op, init, x)
     xp = _xp(init, x)
-    if f is op and xp.numpy_native and _same_items(nf, init, x):
+    if f is op and xp.numpy_native and not right and \
+            tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:]):  # same items
         whole = np.concatenate([_itemize(nf, init), x], axis=nf)
         return (op.accumulate if scan else op.reduce)(whole, axis=nf)
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
     out = [acc]
-    for i in range(x.shape[nf]):
-        acc = f(acc, x[_at(nf, i)])
+    for i in reversed(range(x.shape[nf])) if right else range(x.shape[nf]):
+        acc = f(x[_at(nf, i)], acc) if right else f(acc, x[_at(nf, i)])
         out.append(acc)
     return xp.stack([xp.asarray(o, like=x) for o in out], nf) if scan else acc
-
-
-def _fold_right(nf: int, op: Any, init: Any, x: Any) -> Any:
-    f = _elementwise(op, init, x)
-    if nf and f is None:
-        return NotImplemented
-    f, acc = f or op, init
-    for i in reversed(range(x.shape[nf])):
-        acc = f(x[_at(nf, i)], acc)
-    return acc
 
 
 fold = _prim("fold", _fold, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
@@ -332,7 +314,7 @@ fold = _prim("fold", _fold, [_FOLD_OP, arr("u", "..r.."), arr("t", "d, ..s..")],
     np.int64(456)
     """)
 
-fold_right = _prim("fold_right", _fold_right,
+fold_right = _prim("fold_right", partial(_fold, right=True),
                    [_FOLD_R_OP, arr("u", "..r.."), arr("t", "d, ..s..")], arr("u", "..r.."),
                    ["op", "init", "x"], """Right fold to ``init``: ``op(x0, op(x1, op(x2, init)))``.
 
@@ -414,8 +396,9 @@ iota_w = _prim("iota_w", _iota_w, [arr("t", "..s..")], arr("Int", "..s.."), ["wi
     """)
 
 
-def _cyclic(nf: int, shape: tuple[int, ...], x: Any) -> Any:
-    xp = _xp(x)
+def _reshape(nf: int, shape: Any, x: Any) -> Any:
+    """``x``'s atoms, cyclically, in cells of ``shape``."""
+    shape, xp = _naturals("reshape", shape), _xp(x)
     frame = tuple(x.shape[:nf])
     flat = xp.reshape(x, (*frame, -1)) if x.ndim > nf else xp.reshape(x, (*frame, 1))
     have, need = flat.shape[-1], math.prod(shape)
@@ -426,10 +409,6 @@ def _cyclic(nf: int, shape: tuple[int, ...], x: Any) -> Any:
         return xp.reshape(flat, frame + shape)
     idx = xp.arange(need, like=x) % max(have, 1)
     return xp.reshape(flat[(slice(None),) * nf + (idx,)], frame + shape)
-
-
-def _reshape(nf: int, shape: Any, x: Any) -> Any:
-    return _cyclic(nf, _naturals("reshape", shape), x)
 
 
 _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyclically.
@@ -575,10 +554,6 @@ def _take(nf: int, n: Any, x: Any, keep: bool = True, name: str = "take") -> Any
     return x[_at(nf, _span(name, k, x.shape[nf], keep))]
 
 
-def _abs_int(n: Any) -> int:
-    return abs(_count("take/drop", n))
-
-
 def _is_static(args: Sequence[Any]) -> int:
     n = args[0] if args else None
     return 0 if isinstance(n, int | np.integer) and not isinstance(n, bool) else 1
@@ -607,8 +582,8 @@ _DROP_DOC = """All but the first ``n`` items (all but the last ``-n`` when ``n <
 def _take_or_drop(name: str, keep: bool, doc: str) -> Overloaded:
     impl = partial(_take, keep=keep, name=name)
     kept = "l, ..s.." if keep else "d, ..s.."
-    static = _prim(name, impl, [Static("l", convert=_abs_int), arr("t", "l + d, ..s..")],
-                   arr("t", kept), ["n", "x"], doc,
+    static = _prim(name, impl, [Static("l", convert=lambda n: abs(_count(name, n))),
+                                arr("t", "l + d, ..s..")], arr("t", kept), ["n", "x"], doc,
                    hint=f"{name}: |n| must not exceed the number of items")
     data = _prim(name, impl, [arr("Int"), arr("t", "d, ..s..")],
                  Sigma(("l",), arr("t", "l, ..s..")), ["n", "x"], doc, batched=False, boxed=True)

@@ -237,7 +237,6 @@ class Matcher:
         self.fname = fname
         dims, shapes = ftype.index_vars()
         self.dim_vars = set(dims)
-        self.shape_vars = set(shapes)
         self.dims: dict[str, Dim] = {}  # solved, in the order they were solved
         self.shapes: dict[str, ShapeIndex] = {}
         self.rank_of = dict(ftype.rank_of)
@@ -451,12 +450,8 @@ def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
     >>> m.dims, m.shapes, str(m.result())
     ({'d': Dim('4')}, {'s': ShapeIndex('[6, 7]')}, '[t 6, 7]')
     """
-    taken: set[str] = set()
-    for cell in cells:
-        if cell is not None:
-            for d in cell.dims:
-                taken |= d.symbols
-    m = Matcher(ftype, fname, frozenset(taken))
+    taken = frozenset[str]().union(*(d.symbols for c in cells if c is not None for d in c.dims))
+    m = Matcher(ftype, fname, taken)
     for i, value in statics.items():
         static = ftype.params[i]
         assert isinstance(static, Static), f"argument {i} of {fname} is not an index argument"
