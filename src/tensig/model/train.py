@@ -596,8 +596,8 @@ class Trainer:
         the parameters those of the last finite step."""
         means = []
         shown = progress and (self.replicas is None or self.replicas.is_root)
-        bar = _progress(epochs) if shown else None
-        try:
+        bar = _progress(epochs, "epoch") if shown else None
+        with bar if bar is not None else contextlib.nullcontext():  # tqdm is falsy at total=0
             for epoch in range(epochs):
                 try:
                     means.append(self.epoch())
@@ -607,9 +607,6 @@ class Trainer:
                 if bar is not None:
                     bar.set_postfix(loss=f"{means[-1]:.4f}")
                     bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
         return means
 
     def save_plot(self, path: str) -> None:
@@ -631,9 +628,10 @@ class Trainer:
         plt.close(fig)
 
 
-def _progress(total: int) -> Any:
+def _progress(total: int, unit: str) -> Any:
+    """A tqdm bar over ``total`` ``unit``s, or None without tqdm (an optional dependency)."""
     try:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, unit="epoch")
+    return tqdm(total=total, unit=unit)
