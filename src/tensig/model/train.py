@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -260,37 +260,28 @@ class NonFiniteLossError(TensigError, FloatingPointError):
                 "Trainer(on_nonfinite='warn') skips such batches instead")
 
 
-class _InterruptsHeld:
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
     """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it: a
     ``KeyboardInterrupt`` could otherwise land between any two bytecodes of an update.
 
     Inside the block a handler only records the signal; on exit the previous handler comes
     back and a recorded signal is raised again, so it runs once the block is complete.  Off
-    the main thread, or where Python does not own the handler, nothing can interrupt the
-    block and nothing is installed.
+    the main thread, or where Python does not own the handler (``getsignal`` gives None: it
+    could not be put back), nothing can interrupt the block and nothing is installed.
     """
-
-    __slots__ = ("previous", "received")
-
-    def __enter__(self) -> None:
-        self.previous: Any = None
-        self.received: int | None = None
-        if threading.current_thread() is not threading.main_thread():
-            return
-        previous = _sig.getsignal(signal.SIGINT)
-        if previous is None:  # installed outside Python: it cannot be put back
-            return
-        self.previous = previous
-        _sig.signal(signal.SIGINT, self._hold)
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        self.received = signum
-
-    def __exit__(self, *exc: object) -> None:
-        if self.previous is None:
-            return
-        _sig.signal(signal.SIGINT, self.previous)
-        if self.received is not None:
+    main = threading.current_thread() is threading.main_thread()
+    previous = _sig.getsignal(signal.SIGINT) if main else None
+    if previous is None:
+        yield
+        return
+    received: list[int] = []
+    _sig.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        _sig.signal(signal.SIGINT, previous)
+        if received:
             signal.raise_signal(signal.SIGINT)
 
 
@@ -522,7 +513,7 @@ class Trainer:
         warning that the batch's update is skipped.  Returns the loss."""
         if math.isfinite(loss) or self.on_nonfinite == "ignore":
             self._loss_now = loss
-            with _InterruptsHeld():
+            with _interrupts_held():
                 update()
             return loss
         self.model.graph.store.arrays.update(kept)
