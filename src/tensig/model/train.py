@@ -68,11 +68,6 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
         _GRAPH.reset(token)
 
 
-def _rate(lr: float, schedule: Callable[[int], float] | None) -> Callable[[int], float]:
-    """The learning rate by step: ``schedule``, else the constant ``lr``."""
-    return schedule if schedule is not None else lambda step: lr
-
-
 class Optimizer:
     """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
     the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves).
@@ -178,7 +173,7 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
             else:
                 code.assign(delta.val, _e("id", mom.val))
         code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
-    rate = _rate(lr, schedule)
+    rate = schedule or (lambda step: lr)  # the learning rate by step
     hyper = {"momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
     return Optimizer(params, code, {"lr": lr_t}, lambda step: {"lr": rate(step)}, state,
                      ("sgd", hyper, rate, [state] if momentum > 0 else []))
@@ -219,7 +214,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
         code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
 
-    decays, rate = bool(weight_decay and decoupled), _rate(lr, schedule)
+    decays, rate = bool(weight_decay and decoupled), schedule or (lambda step: lr)
 
     def per_step(step: int) -> dict[str, float]:
         t, r = step + 1, rate(step)
