@@ -116,12 +116,6 @@ def _output_axes(t: Tensor, what: str, doing: str = "reduce") -> tuple[int, int]
     return len(s.batch), len(s.output)
 
 
-def _last_axis(t: Tensor, what: str) -> int:
-    """The memory axis of ``t``'s last output axis."""
-    start, n = _output_axes(t, what)
-    return start + n - 1
-
-
 def _record(g: G.Graph, name: str) -> Tensor:
     """A state tensor ``name`` holding a kernel's record of results
     (:data:`tensig.execution.ir.RECORDS`), each read by ``part``."""
@@ -146,12 +140,15 @@ def _row_op(name: str) -> OpDef:
     """The primitive ``name`` over the last output axis, its gradient ``name_grad`` of the
     value and the incoming gradient (softmax, log-softmax)."""
 
+    def last(a: Tensor) -> int:  # the memory axis of a's last output axis: start + count - 1
+        return sum(_output_axes(a, name)) - 1
+
     def forward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(t.val, _e(name, a.val, _last_axis(a, name)), logic=t.projections)
+        return Code().assign(t.val, _e(name, a.val, last(a)), logic=t.projections)
 
     def backward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, _last_axis(a, name)),
-                             accum="+", logic=t.projections)
+        return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, last(a)), accum="+",
+                             logic=t.projections)
 
     return OpDef(name, ".", forward, backward)
 
