@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,19 @@ class Place:
         if self.root:
             print(*args, **kw)
 
+    def start(self, m: Built, xs: np.ndarray, targets: np.ndarray, lr: float,
+              distributed: bool) -> Trainer:
+        """``m``'s trainer (:meth:`Built.trainer`), after printing the parameter shapes and
+        the bill; then the replicas and the build time."""
+        if self.root:
+            print_bill(m.loss.graph, m.params)
+        trainer = m.trainer(xs, targets, lr, distributed)
+        if trainer.replicas is not None:
+            self.say(f"  data-parallel: {trainer.replicas.world} replicas x {trainer.batch} "
+                     f"rows = global batch {trainer.global_batch}")
+        self.say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+        return trainer
+
 
 def place(distributed: bool, device: str | None = None) -> Place:
     """This process's :class:`Place` in a demo run.  ``distributed``: one replica of a
@@ -74,47 +88,46 @@ def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
     train_x, train_y, test_x, test_y = data()
     onehot = np.eye(classes, dtype=np.float32)[train_y]
     here = place(distributed, device)
-    say = here.say
-    with G.new_graph(backend, here.device) as g:
+    with G.new_graph(backend, here.device):
         m = build(train_x, onehot)
-        if here.root:
-            print_bill(g, m.params)
-        trainer = m.trainer(train_x, onehot, lr, distributed)
-        replicas = trainer.replicas
-        if replicas is not None:
-            say(f"  data-parallel: {replicas.world} replicas x {trainer.batch} rows = global "
-                f"batch {trainer.global_batch}")
-        say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+        trainer = here.start(m, train_x, onehot, lr, distributed)
         t0 = time.perf_counter()
         losses = trainer.fit(epochs)
         seconds = time.perf_counter() - t0
-        acc = accuracy(G.Model(m.logits), m.x, m.logits, test_x, test_y, batch)
-        if replicas is not None:
-            replicas.close()
-    say(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
-        f"{what} accuracy {acc:.1%} (target >= {target:.0%})")
+        acc = accuracy(G.Model(m.logits), m.x, test_x, test_y, batch)
+        if trainer.replicas is not None:
+            trainer.replicas.close()
+    here.say(f"  {epochs} epochs in {seconds:.1f} s; loss {losses[0]:.3f} -> "
+             f"{losses[-1]:.4f}; {what} accuracy {acc:.1%} (target >= {target:.0%})")
     return acc
 
 
-def command_line(main: Callable[..., float], argv: list[str] | None = None) -> float:
-    """A demo's command line: ``--epochs N --backend numpy|torch|jax --device cuda
-    --distributed`` (the last under ``python -m torch.distributed.run --nproc_per_node 2 -m
-    tensig.demos.digits --distributed``)."""
+def command_line(main: Callable[..., float], argv: list[str] | None = None, *,
+                 count: str = "epochs", small: Any = None) -> float:
+    """A demo's command line: ``--epochs N`` (``count``: the GPT's ``--steps N``) ``--backend
+    numpy|torch|jax --device cuda --distributed`` (the last under ``python -m
+    torch.distributed.run --nproc_per_node 2 -m tensig.demos.digits --distributed``), and
+    ``--small`` where the demo has a smaller config ``small`` (``make demo``'s)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog=main.__module__)
-    ap.add_argument("--epochs", type=int, default=None)
+    doc = sys.modules[main.__module__].__doc__ or ""  # the demo's, also run as __main__
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument(f"--{count}", type=int, default=None)
     ap.add_argument("--backend", default="numpy", choices=["numpy", "torch", "jax"])
     ap.add_argument("--device", default=None)
     ap.add_argument("--distributed", action="store_true",
                     help="one replica of a torchrun data-parallel run")
+    if small is not None:
+        ap.add_argument("--small", action="store_true", help="make demo's smaller model")
     a = ap.parse_args(argv)
-    kw = {} if a.epochs is None else {"epochs": a.epochs}
+    kw = {} if getattr(a, count) is None else {count: getattr(a, count)}
+    if getattr(a, "small", False):
+        kw["cfg"] = small
     return main(backend=a.backend, device=a.device, distributed=a.distributed, **kw)
 
 
-def accuracy(model: G.Model, x: G.Tensor, logits: G.Tensor, xs: np.ndarray,
-             labels: np.ndarray, batch: int) -> float:
+def accuracy(model: G.Model, x: G.Tensor, xs: np.ndarray, labels: np.ndarray,
+             batch: int) -> float:
     """Accuracy over ``xs`` evaluated in batches of the leaf's size (the rest padded)."""
     correct = 0
     n = len(xs)

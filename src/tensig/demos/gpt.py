@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from tensig.backends import to_numpy
-from tensig.demos.common import Built, place, print_bill
+from tensig.demos.common import Built, command_line, place
 from tensig.model import blocks as B
 from tensig.model import graph as G
-from tensig.model.train import Trainer
+from tensig.model.train import Trainer, _progress
 
 #: the shipped corpus: :func:`compose` (seed 0, 1200 tales) wrote it
 TEXT = Path(__file__).with_name("tales.txt")
@@ -196,12 +196,9 @@ def main(steps: int = 300, backend: str = "numpy", device: str | None = None,
     say = here.say
     say(f"  corpus: {len(c.train_x)} training and {len(c.val_x)} validation windows of "
         f"{cfg.T} characters; vocabulary of {len(c.vocab)}")
-    with G.new_graph(backend, here.device) as g:
+    with G.new_graph(backend, here.device):
         m = build(c.train_x, c.train_y, len(c.vocab), cfg)
-        if here.root:
-            print_bill(g, m.params)
-        trainer = m.trainer(c.train_x, c.train_y, cfg.lr, distributed)
-        say(f"  graph + inference + compilation: {trainer.build_seconds * 1e3:.0f} ms")
+        trainer = here.start(m, c.train_x, c.train_y, cfg.lr, distributed)
         t0 = time.perf_counter()
         _train(trainer, steps, show=here.root)
         seconds = time.perf_counter() - t0
@@ -234,12 +231,7 @@ def _lines(c: Corpus) -> list[str]:
 
 def _train(trainer: Trainer, steps: int, *, show: bool) -> None:
     """``steps`` updates in the trainer's epoch order, with a progress bar over steps."""
-    bar = None
-    if show:
-        with contextlib.suppress(ImportError):
-            from tqdm import tqdm
-
-            bar = tqdm(total=steps, unit="step")
+    bar = _progress(steps, "step") if show else None
     with bar if bar is not None else contextlib.nullcontext():  # tqdm is falsy at total=0
         for s in range(steps):
             loss = trainer.step(trainer.rows_of(trainer.position))
@@ -250,14 +242,4 @@ def _train(trainer: Trainer, steps: int, *, show: bool) -> None:
 
 
 if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="tensig.demos.gpt", description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--backend", default="numpy", choices=["numpy", "torch", "jax"])
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--distributed", action="store_true",
-                    help="one replica of a torchrun data-parallel run")
-    ap.add_argument("--small", action="store_true", help="make demo's smaller model")
-    a = ap.parse_args()
-    main(a.steps, a.backend, a.device, a.distributed, SMALL if a.small else CONFIG)
+    command_line(main, count="steps", small=SMALL)

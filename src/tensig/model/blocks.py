@@ -116,12 +116,6 @@ def _output_axes(t: Tensor, what: str, doing: str = "reduce") -> tuple[int, int]
     return len(s.batch), len(s.output)
 
 
-def _last_axis(t: Tensor, what: str) -> int:
-    """The memory axis of ``t``'s last output axis."""
-    start, n = _output_axes(t, what)
-    return start + n - 1
-
-
 def _record(g: G.Graph, name: str) -> Tensor:
     """A state tensor ``name`` holding a kernel's record of results
     (:data:`tensig.execution.ir.RECORDS`), each read by ``part``."""
@@ -146,12 +140,15 @@ def _row_op(name: str) -> OpDef:
     """The primitive ``name`` over the last output axis, its gradient ``name_grad`` of the
     value and the incoming gradient (softmax, log-softmax)."""
 
+    def last(a: Tensor) -> int:  # the memory axis of a's last output axis: start + count - 1
+        return sum(_output_axes(a, name)) - 1
+
     def forward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(t.val, _e(name, a.val, _last_axis(a, name)), logic=t.projections)
+        return Code().assign(t.val, _e(name, a.val, last(a)), logic=t.projections)
 
     def backward(t: Tensor, a: Tensor) -> Code:
-        return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, _last_axis(a, name)),
-                             accum="+", logic=t.projections)
+        return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, last(a)), accum="+",
+                             logic=t.projections)
 
     return OpDef(name, ".", forward, backward)
 
@@ -213,8 +210,7 @@ def _affine(y: Tensor, name: str, shift: bool) -> Tensor:
     """``y * scale (+ shift)`` with learned ``scale`` (ones) and ``shift`` (zeros) whose
     shapes come from their use (the normalised axes)."""
     with G.scope(name):
-        scale = G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
-        y = y * scale
+        y = y * G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
         if shift:
             y = y + G.param("shift", init=lambda shape, rng: np.zeros(shape, np.float32))
     return y
@@ -290,10 +286,11 @@ def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_
 
 
 def _buffer(g: G.Graph, node: Any, name: str, fill: float,
-            dtype: type[np.floating[Any]] = np.float32) -> Tensor:
+            dtype: type[np.floating[Any]] = np.float32, kind: str = "buffer") -> Tensor:
     """A buffer: state of the model that is not learned (running statistics, dropout's
-    counter), kept from run to run and saved by checkpoints with the parameters."""
-    t = Tensor("buffer", node, g, [name])
+    counter), kept from run to run and saved by checkpoints with the parameters; or
+    (``kind="param"``) a parameter on a node of the block's own, filled with ``fill``."""
+    t = Tensor(kind, node, g, [name], differentiable=kind == "param")
     t.init = lambda shape: np.full(shape, fill, dtype)
     return t
 
@@ -332,10 +329,8 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     with G.scope(name):
         stats = [_buffer(g, channel, "running_mean", 0.0),
                  _buffer(g, channel, "running_var", 1.0)] if track_running_stats else []
-        learned = [Tensor("param", channel, g, [k], differentiable=True)
-                   for k in ("scale", "shift")] if affine else []
-        for p, fill in zip(learned, (1.0, 0.0), strict=False):
-            p.init = lambda shape, fill=fill: np.full(shape, fill, np.float32)
+        learned = [_buffer(g, channel, k, fill, kind="param")
+                   for k, fill in (("scale", 1.0), ("shift", 0.0))] if affine else []
         saved = [scratch(w) for w in ("saved_mean", "saved_rstd")]  # what normalised
         one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
         pack, grads = scratch("pack", one), scratch("grad_pack", one)  # several results

@@ -302,12 +302,8 @@ def _write_atomic(target: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX); the checkpoint is complete either way, so a
-    file system or platform that cannot sync a directory (Windows) is not an error."""
+    # the rename made durable (POSIX); the checkpoint is complete either way, so a file
+    # system or platform that cannot sync a directory (Windows) is not an error
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:

@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,11 +66,6 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
         return leaf(name, np.array([value], np.float32))
     finally:
         _GRAPH.reset(token)
-
-
-def _rate(lr: float, schedule: Callable[[int], float] | None) -> Callable[[int], float]:
-    """The learning rate by step: ``schedule``, else the constant ``lr``."""
-    return schedule if schedule is not None else lambda step: lr
 
 
 class Optimizer:
@@ -178,7 +173,7 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
             else:
                 code.assign(delta.val, _e("id", mom.val))
         code.assign(p.val, _e("mul", lr_t.val, delta.val), accum="-")
-    rate = _rate(lr, schedule)
+    rate = schedule or (lambda step: lr)  # the learning rate by step
     hyper = {"momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
     return Optimizer(params, code, {"lr": lr_t}, lambda step: {"lr": rate(step)}, state,
                      ("sgd", hyper, rate, [state] if momentum > 0 else []))
@@ -219,7 +214,7 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
         denom = _e("add", _e("mul", _e("sqrt", v.val), s_c2.val), eps)
         code.assign(p.val, _e("div", _e("mul", s_lr.val, m.val), denom), accum="-")
 
-    decays, rate = bool(weight_decay and decoupled), _rate(lr, schedule)
+    decays, rate = bool(weight_decay and decoupled), schedule or (lambda step: lr)
 
     def per_step(step: int) -> dict[str, float]:
         t, r = step + 1, rate(step)
@@ -260,37 +255,28 @@ class NonFiniteLossError(TensigError, FloatingPointError):
                 "Trainer(on_nonfinite='warn') skips such batches instead")
 
 
-class _InterruptsHeld:
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
     """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it: a
     ``KeyboardInterrupt`` could otherwise land between any two bytecodes of an update.
 
     Inside the block a handler only records the signal; on exit the previous handler comes
     back and a recorded signal is raised again, so it runs once the block is complete.  Off
-    the main thread, or where Python does not own the handler, nothing can interrupt the
-    block and nothing is installed.
+    the main thread, or where Python does not own the handler (``getsignal`` gives None: it
+    could not be put back), nothing can interrupt the block and nothing is installed.
     """
-
-    __slots__ = ("previous", "received")
-
-    def __enter__(self) -> None:
-        self.previous: Any = None
-        self.received: int | None = None
-        if threading.current_thread() is not threading.main_thread():
-            return
-        previous = _sig.getsignal(signal.SIGINT)
-        if previous is None:  # installed outside Python: it cannot be put back
-            return
-        self.previous = previous
-        _sig.signal(signal.SIGINT, self._hold)
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        self.received = signum
-
-    def __exit__(self, *exc: object) -> None:
-        if self.previous is None:
-            return
-        _sig.signal(signal.SIGINT, self.previous)
-        if self.received is not None:
+    main = threading.current_thread() is threading.main_thread()
+    previous = _sig.getsignal(signal.SIGINT) if main else None
+    if previous is None:
+        yield
+        return
+    received: list[int] = []
+    _sig.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        _sig.signal(signal.SIGINT, previous)
+        if received:
             signal.raise_signal(signal.SIGINT)
 
 
@@ -522,7 +508,7 @@ class Trainer:
         warning that the batch's update is skipped.  Returns the loss."""
         if math.isfinite(loss) or self.on_nonfinite == "ignore":
             self._loss_now = loss
-            with _InterruptsHeld():
+            with _interrupts_held():
                 update()
             return loss
         self.model.graph.store.arrays.update(kept)
@@ -596,8 +582,8 @@ class Trainer:
         the parameters those of the last finite step."""
         means = []
         shown = progress and (self.replicas is None or self.replicas.is_root)
-        bar = _progress(epochs) if shown else None
-        try:
+        bar = _progress(epochs, "epoch") if shown else None
+        with bar if bar is not None else contextlib.nullcontext():  # tqdm is falsy at total=0
             for epoch in range(epochs):
                 try:
                     means.append(self.epoch())
@@ -607,9 +593,6 @@ class Trainer:
                 if bar is not None:
                     bar.set_postfix(loss=f"{means[-1]:.4f}")
                     bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
         return means
 
     def save_plot(self, path: str) -> None:
@@ -631,9 +614,10 @@ class Trainer:
         plt.close(fig)
 
 
-def _progress(total: int) -> Any:
+def _progress(total: int, unit: str) -> Any:
+    """A tqdm bar over ``total`` ``unit``s, or None without tqdm (an optional dependency)."""
     try:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, unit="epoch")
+    return tqdm(total=total, unit=unit)
