@@ -240,12 +240,9 @@ class TorchBackend(Backend):
         hand."""
         wide = any(2 * lo > k for (lo, _), k in zip(pads, kernel, strict=True))  # torch refuses
         padded, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
-        if padded is not x:
-            return self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
-                                              list(dilations)), None
-        y, where = self._pooling(len(kernel))(x, list(kernel), list(strides), padding,
+        y, where = self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
                                               list(dilations), return_indices=True)
-        return y, (where, _version(x))
+        return y, None if padded is not x else (where, _version(x))
 
     def max_pool_backward(self, g: Any, x: Any, saved: Any, kernel: Sequence[int],
                           strides: Sequence[int], dilations: Sequence[int],
@@ -289,17 +286,14 @@ class TorchBackend(Backend):
         return x.permute(*perm)
 
     def flatten(self, xs: Sequence[Any]) -> Any:
-        # one call for the views and the copy (what DistributedDataParallel's buckets use; a
-        # private function, so the public way stays as the fallback)
-        fn = getattr(self.torch._C._nn, "flatten_dense_tensors", None)
-        return fn(list(xs)) if fn is not None else self.torch.cat([x.reshape(-1) for x in xs])
+        # one call for the views and the copy (what DistributedDataParallel's buckets use;
+        # private, but in every torch this package supports)
+        return self.torch._C._nn.flatten_dense_tensors(list(xs))
 
     def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
         # one call makes every view (2.5x faster than slicing in Python); the templates only
         # lend their sizes, so they live on the meta device and hold no memory
-        unflatten = getattr(self.torch._C._nn, "unflatten_dense_tensors", None)
-        if unflatten is None:
-            return super().splitter(shapes)
+        unflatten = self.torch._C._nn.unflatten_dense_tensors
         templates = [self.torch.empty(shape, device="meta") for shape in shapes]
         return lambda flat: unflatten(flat, templates)
 

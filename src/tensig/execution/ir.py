@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min, to_numpy
 from tensig.backends.base import check_ids, id_message, outside_ids
 from tensig.backends.kernels import one_hot_rows
@@ -348,9 +350,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast of two shapes, remembered: a compiled step meets the same few shapes
     every call (``numpy.broadcast_shapes`` makes two arrays to answer: 4.5 us a call for two
     6-axis shapes, torch's own ``broadcast_shapes`` 38 us, a remembered answer 0.4 us)."""
-    import numpy
-
-    return tuple(numpy.broadcast_shapes(tuple(a), tuple(b)))
+    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
 
 
 def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
@@ -552,8 +552,6 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
     """Dropout's mask, ``0`` or ``1 / (1 - p)`` per cell: drawn from a Philox generator keyed by
     ``(seed, key)`` at the counter's value, so each step draws afresh and a run is repeatable
     (the same on both backends).  All ``1`` out of training."""
-    import numpy as np
-
     shape = out.shape
     backend = backend_of_namespace(xp)
     draw = functools.partial(_philox_keep, shape, p, seed, key)
@@ -568,8 +566,6 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
 
 def _philox_keep(shape: tuple[int, ...], p: float, seed: int, key: int, counter: Any) -> Any:
     """:func:`_keep_mask`'s draw, in NumPy, at the counter's value."""
-    import numpy as np
-
     step = int(to_numpy(counter).reshape(-1)[0])
     gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
     return (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
