@@ -584,8 +584,7 @@ def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any
 
 def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n: int,
                     eps: float) -> Any:
-    """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
-    gradient ``g``)."""
+    """The gradient of :func:`_normalize` at ``x`` from its record ``saved``."""
     y, mean, rstd = saved
     axes = tuple(range(start, start + n))
     return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
@@ -601,8 +600,7 @@ def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, 
 
 def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: Any, mask: Any,
                     view: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
-    """The gradients of :func:`_attention` for ``q``, ``k`` and ``v`` (a record) from its
-    record ``saved`` and the result's gradient ``g``."""
+    """The gradients of :func:`_attention` for ``q``, ``k``, ``v`` from its record ``saved``."""
     m, (o, lse) = None if mask is None else mask.reshape(view), saved
     return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
 
@@ -624,8 +622,7 @@ def _cross_entropy_grad(xp: Any, out: Out, g: Any, ids: Any, saved: Any, ignore:
 
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
                 kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
-    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): the pack
-    ``(y, saved mean, saved 1/sqrt(var + eps), running mean, running variance)``
+    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): a record
     (:meth:`~tensig.backends.base.Backend.batch_norm_channels`)."""
     return backend_of_namespace(xp).batch_norm_channels(
         x, kept, mean, var, scale, shift, out.training or mean is None, momentum, eps)
@@ -634,8 +631,7 @@ def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shif
 def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, scale: Any,
                      saved_mean: Any, saved_rstd: Any, kept: tuple[int, ...], eps: float,
                      wanted: tuple[bool, bool]) -> tuple[Any, ...]:
-    """The gradient of :func:`_batch_norm` from the result's gradient ``g``: the pack ``(dx,
-    dscale, dshift)``, each computed only where ``wanted`` (input, affine) says."""
+    """The gradients of :func:`_batch_norm` where ``wanted`` (input, affine) says: a record."""
     return backend_of_namespace(xp).batch_norm_channels_backward(
         g, x, kept, mean, var, scale, saved_mean, saved_rstd, out.training or mean is None,
         eps, wanted)
