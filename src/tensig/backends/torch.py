@@ -487,8 +487,7 @@ class TorchBackend(Backend):
         rows = self._rows(x, None, None, axes)
         if rows is None:
             return super().normalize(x, axes, eps)
-        y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, rows, None, None, eps)
-        return y, mean, rstd
+        return self.torch.ops.aten.native_layer_norm(x, rows, None, None, eps)  # y, mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:

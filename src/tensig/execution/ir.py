@@ -127,8 +127,7 @@ class Expr:
     args: tuple[Operand, ...]
 
     def __post_init__(self) -> None:
-        if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY and \
-                self.op not in STRUCTURAL and self.op not in WHOLE:
+        if not any(self.op in table for table in (UNARY, BINARY, TERNARY, STRUCTURAL, WHOLE)):
             raise ValueError(f"unknown primitive {self.op!r}; known: "
                              f"{', '.join(sorted({*UNARY, *BINARY, *TERNARY}))}")
 
