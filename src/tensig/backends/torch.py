@@ -286,14 +286,17 @@ class TorchBackend(Backend):
         return x.permute(*perm)
 
     def flatten(self, xs: Sequence[Any]) -> Any:
-        # one call for the views and the copy (what DistributedDataParallel's buckets use;
-        # private, but in every torch this package supports)
-        return self.torch._C._nn.flatten_dense_tensors(list(xs))
+        # one call for the views and the copy (what DistributedDataParallel's buckets use; a
+        # private function, so the public way stays as the fallback)
+        fn = getattr(self.torch._C._nn, "flatten_dense_tensors", None)
+        return fn(list(xs)) if fn is not None else self.torch.cat([x.reshape(-1) for x in xs])
 
     def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
         # one call makes every view (2.5x faster than slicing in Python); the templates only
         # lend their sizes, so they live on the meta device and hold no memory
-        unflatten = self.torch._C._nn.unflatten_dense_tensors
+        unflatten = getattr(self.torch._C._nn, "unflatten_dense_tensors", None)
+        if unflatten is None:
+            return super().splitter(shapes)
         templates = [self.torch.empty(shape, device="meta") for shape in shapes]
         return lambda flat: unflatten(flat, templates)
 
