@@ -19,24 +19,22 @@ class JaxBackend(Backend):
     stages = True
 
     def __init__(self) -> None:
+        import jax
         import jax.numpy as jnp
 
+        self.jax = jax
         self.jnp = self.xp = jnp
 
     def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        import jax
-
-        return jax.jit(fn)
+        return self.jax.jit(fn)
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
              pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
         """``lax.conv_general_dilated``: ``x`` is (N, C, *spatial), ``w`` is (O, C, *kernel),
         as the torch adapter's :meth:`TorchBackend.conv` (XLA chooses the memory layout, so
         ``channels_last`` changes nothing); uneven padding is native."""
-        from jax import lax
-
-        return lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
-                                        rhs_dilation=tuple(dilations))
+        return self.jax.lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
+                                                 rhs_dilation=tuple(dilations))
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         # A gather: JAX has no strided views; XLA fuses the gather into the consumer.
@@ -47,9 +45,7 @@ class JaxBackend(Backend):
         return jnp.moveaxis(w, axis + 1, -1)
 
     def vmap(self) -> Any:
-        import jax
-
-        return jax.vmap
+        return self.jax.vmap
 
     def masked_set(self, out: Any, mask: Any, values: Any) -> Any:
         return out.at[mask].set(values)  # JAX arrays are immutable
@@ -57,9 +53,7 @@ class JaxBackend(Backend):
     # -- compiled routines: JAX arrays are immutable, so every store builds a new array -------
     @property
     def array_type(self) -> type:
-        import jax
-
-        return jax.Array
+        return self.jax.Array
 
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if self.owns(x):
@@ -71,12 +65,10 @@ class JaxBackend(Backend):
                 device = self.device_of(like)
         if device is None:
             return x
-        import jax
-
         if isinstance(device, str):  # "cpu", "gpu:1": a platform and an index
             platform, _, index = device.partition(":")
-            device = jax.devices(platform)[int(index or 0)]
-        return jax.device_put(x, device)
+            device = self.jax.devices(platform)[int(index or 0)]
+        return self.jax.device_put(x, device)
 
     def device(self, name: str | None) -> Any:
         """A platform and an index (``"gpu"``, ``"cpu:0"``), resolved by :meth:`asarray`;
@@ -87,13 +79,11 @@ class JaxBackend(Backend):
         """``x``'s device as :meth:`device` names it (``"cpu:1"``: the platform and the
         device's place in ``jax.devices(platform)``); ``None`` for an array spread over
         several devices (then JAX's default)."""
-        import jax
-
         devices = x.devices()
         if len(devices) != 1:
             return None
         (d,) = devices
-        return f"{d.platform}:{jax.devices(d.platform).index(d)}"
+        return f"{d.platform}:{self.jax.devices(d.platform).index(d)}"
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         return x.at[index].add(v)
@@ -105,18 +95,12 @@ class JaxBackend(Backend):
         return not self.traced(x) and all(d.platform == "cpu" for d in x.devices())
 
     def traced(self, x: Any) -> bool:
-        import jax
-
-        return isinstance(x, jax.core.Tracer)
+        return isinstance(x, self.jax.core.Tracer)
 
     def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
                   *args: Any) -> Any:
-        import jax
-
-        return jax.pure_callback(fn, jax.ShapeDtypeStruct(shape, dtype), *args)
+        return self.jax.pure_callback(fn, self.jax.ShapeDtypeStruct(shape, dtype), *args)
 
     @property
     def trace_errors(self) -> tuple[type[BaseException], ...]:
-        import jax
-
-        return (jax.errors.JAXTypeError, jax.errors.JAXIndexError)
+        return (self.jax.errors.JAXTypeError, self.jax.errors.JAXIndexError)

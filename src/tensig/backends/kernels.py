@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 __all__ = ["ATTENTION_CELLS", "Kernels", "one_hot_rows"]
 
 #: the most attention scores one block of query rows holds (:meth:`Kernels.attention`)
@@ -252,7 +254,5 @@ def _joined(xp: Any, blocks: list[Any]) -> Any:
 @functools.lru_cache(maxsize=64)
 def _hidden(first: int, last: int, keys: int) -> Any:
     """``-inf`` where key ``j`` comes after query ``i`` (rows ``first..last-1``), else 0."""
-    import numpy as np
-
     after = np.arange(keys)[None, :] > np.arange(first, last)[:, None]
     return np.where(after, -np.inf, 0.0)  # shared by every call: never written into

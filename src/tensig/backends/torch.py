@@ -240,12 +240,9 @@ class TorchBackend(Backend):
         hand."""
         wide = any(2 * lo > k for (lo, _), k in zip(pads, kernel, strict=True))  # torch refuses
         padded, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
-        if padded is not x:
-            return self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
-                                              list(dilations)), None
-        y, where = self._pooling(len(kernel))(x, list(kernel), list(strides), padding,
+        y, where = self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
                                               list(dilations), return_indices=True)
-        return y, (where, _version(x))
+        return y, None if padded is not x else (where, _version(x))
 
     def max_pool_backward(self, g: Any, x: Any, saved: Any, kernel: Sequence[int],
                           strides: Sequence[int], dilations: Sequence[int],
@@ -493,8 +490,7 @@ class TorchBackend(Backend):
         rows = self._rows(x, None, None, axes)
         if rows is None:
             return super().normalize(x, axes, eps)
-        y, mean, rstd = self.torch.ops.aten.native_layer_norm(x, rows, None, None, eps)
-        return y, mean, rstd
+        return self.torch.ops.aten.native_layer_norm(x, rows, None, None, eps)  # y, mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:

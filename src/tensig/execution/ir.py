@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensig.backends import backend_of_namespace, neutral_max, neutral_min, to_numpy
 from tensig.backends.base import check_ids, id_message, outside_ids
 from tensig.backends.kernels import one_hot_rows
@@ -125,8 +127,7 @@ class Expr:
     args: tuple[Operand, ...]
 
     def __post_init__(self) -> None:
-        if self.op not in UNARY and self.op not in BINARY and self.op not in TERNARY and \
-                self.op not in STRUCTURAL and self.op not in WHOLE:
+        if not any(self.op in table for table in (UNARY, BINARY, TERNARY, STRUCTURAL, WHOLE)):
             raise ValueError(f"unknown primitive {self.op!r}; known: "
                              f"{', '.join(sorted({*UNARY, *BINARY, *TERNARY}))}")
 
@@ -348,9 +349,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast of two shapes, remembered: a compiled step meets the same few shapes
     every call (``numpy.broadcast_shapes`` makes two arrays to answer: 4.5 us a call for two
     6-axis shapes, torch's own ``broadcast_shapes`` 38 us, a remembered answer 0.4 us)."""
-    import numpy
-
-    return tuple(numpy.broadcast_shapes(tuple(a), tuple(b)))
+    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
 
 
 def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
@@ -552,8 +551,6 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
     """Dropout's mask, ``0`` or ``1 / (1 - p)`` per cell: drawn from a Philox generator keyed by
     ``(seed, key)`` at the counter's value, so each step draws afresh and a run is repeatable
     (the same on both backends).  All ``1`` out of training."""
-    import numpy as np
-
     shape = out.shape
     backend = backend_of_namespace(xp)
     draw = functools.partial(_philox_keep, shape, p, seed, key)
@@ -568,8 +565,6 @@ def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
 
 def _philox_keep(shape: tuple[int, ...], p: float, seed: int, key: int, counter: Any) -> Any:
     """:func:`_keep_mask`'s draw, in NumPy, at the counter's value."""
-    import numpy as np
-
     step = int(to_numpy(counter).reshape(-1)[0])
     gen = np.random.Generator(np.random.Philox(key=[seed, key], counter=[step, 0, 0, 0]))
     return (gen.random(shape, np.float32) >= p) * np.float32(1.0 / (1.0 - p))
@@ -588,8 +583,7 @@ def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any
 
 def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n: int,
                     eps: float) -> Any:
-    """The gradient of :func:`_normalize` at ``x`` (its record ``saved``, the result's
-    gradient ``g``)."""
+    """The gradient of :func:`_normalize` at ``x`` from its record ``saved``."""
     y, mean, rstd = saved
     axes = tuple(range(start, start + n))
     return backend_of_namespace(xp).normalize_backward(x, y, mean, rstd, g, axes, eps)
@@ -605,8 +599,7 @@ def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, 
 
 def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: Any, mask: Any,
                     view: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
-    """The gradients of :func:`_attention` for ``q``, ``k`` and ``v`` (a record) from its
-    record ``saved`` and the result's gradient ``g``."""
+    """The gradients of :func:`_attention` for ``q``, ``k``, ``v`` from its record ``saved``."""
     m, (o, lse) = None if mask is None else mask.reshape(view), saved
     return backend_of_namespace(xp).attention_backward(g, q, k, v, o, lse, m, causal, scale)
 
@@ -628,8 +621,7 @@ def _cross_entropy_grad(xp: Any, out: Out, g: Any, ids: Any, saved: Any, ignore:
 
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
                 kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
-    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): the pack
-    ``(y, saved mean, saved 1/sqrt(var + eps), running mean, running variance)``
+    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): a record
     (:meth:`~tensig.backends.base.Backend.batch_norm_channels`)."""
     return backend_of_namespace(xp).batch_norm_channels(
         x, kept, mean, var, scale, shift, out.training or mean is None, momentum, eps)
@@ -638,8 +630,7 @@ def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shif
 def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, scale: Any,
                      saved_mean: Any, saved_rstd: Any, kept: tuple[int, ...], eps: float,
                      wanted: tuple[bool, bool]) -> tuple[Any, ...]:
-    """The gradient of :func:`_batch_norm` from the result's gradient ``g``: the pack ``(dx,
-    dscale, dshift)``, each computed only where ``wanted`` (input, affine) says."""
+    """The gradients of :func:`_batch_norm` where ``wanted`` (input, affine) says: a record."""
     return backend_of_namespace(xp).batch_norm_channels_backward(
         g, x, kept, mean, var, scale, saved_mean, saved_rstd, out.training or mean is None,
         eps, wanted)
