@@ -450,6 +450,14 @@ class TestBoxes:
         partly = rank.Box(np.zeros((2, 5)), "a, b", hidden="a")
         assert partly.witness == {"a": 2}
 
+    @pytest.mark.parametrize("hidden", ["n", (), ("s",)])
+    def test_the_default_body_hides_all_whatever_hidden_says(self, hidden):
+        # with no shape the body ..s.. hides all (the docstring); hidden="n" had made the
+        # ill-formed Σ(n). [t ..s..] with an empty witness once the default took the written path
+        b = rank.Box(np.zeros((2, 5)), hidden=hidden)
+        assert str(b.type) == "Σ(..s..). [float64 ..s..]"
+        assert b.witness == {"s": ShapeIndex([2, 5])}
+
     def test_box_value_must_fit(self):
         with pytest.raises(tensig.ShapeError, match="3 == 2"):
             rank.Box(np.zeros((4, 2)), "l, 3")
