@@ -626,6 +626,14 @@ def test_block_tensors_stack_along_new_axes():
     assert grid.shape == Shape(output=(2, 2, 3))
 
 
+@pytest.mark.parametrize("other", [1.0, [1.0, 2.0, 3.0], None])
+def test_block_literals_mixing_tensors_and_numbers_are_refused(other):
+    # a TypeError naming the mix (since _block read its levels from _LEVELS, StopIteration)
+    a = G.param("a", output=[3], input=[], init=lambda s, r: np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match=r"a literal mixes tensors and .*wrap numbers"):
+        G.ndarray([a, other])
+
+
 def test_stretch_takes_its_shape_from_its_use():
     xs = rand(4, 3)
     x = G.leaf("x", xs.astype(np.float32), batch=1)   # 4 | 3

@@ -12,6 +12,7 @@ import doctest
 import functools
 import itertools
 import re
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -448,6 +449,14 @@ class TestBoxes:
         assert full.witness == {"s": ShapeIndex([2, 5])}
         partly = rank.Box(np.zeros((2, 5)), "a, b", hidden="a")
         assert partly.witness == {"a": 2}
+
+    @pytest.mark.parametrize("hidden", ["n", (), ("s",)])
+    def test_the_default_body_hides_all_whatever_hidden_says(self, hidden):
+        # with no shape the body ..s.. hides all (the docstring); hidden="n" had made the
+        # ill-formed Σ(n). [t ..s..] with an empty witness once the default took the written path
+        b = rank.Box(np.zeros((2, 5)), hidden=hidden)
+        assert str(b.type) == "Σ(..s..). [float64 ..s..]"
+        assert b.witness == {"s": ShapeIndex([2, 5])}
 
     def test_box_value_must_fit(self):
         with pytest.raises(tensig.ShapeError, match="3 == 2"):
@@ -928,3 +937,20 @@ def test_reduce_and_folds_take_python_objects_as_items():
     assert rank.reduce(step, x) == functools.reduce(step, [1, 2, 3]) == 123
     assert rank.fold(step, np.array(4), x) == functools.reduce(step, [1, 2, 3], 4) == 4123
     assert rank.fold_right(step, np.array(4), x) == 1 * 10 + (2 * 10 + (3 * 10 + 4))
+
+
+@pytest.mark.parametrize("fold", ["reduce", "fold", "fold_right"])
+def test_folds_hold_only_the_running_result(fold):
+    # a fold over n items of big cells holds one accumulator, not all n intermediate results
+    # (reduce and fold_right did not keep them before they shared _fold's loop with scan)
+    made: list[weakref.ref] = []
+
+    def op(a, b):
+        assert all(r() is None for r in made[:-1]), "an earlier intermediate result is alive"
+        made.append(weakref.ref(out := a + b))
+        return out
+
+    x = np.arange(12.0).reshape(6, 2)
+    args = (op, x) if fold == "reduce" else (op, np.zeros(2), x)
+    np.testing.assert_array_equal(getattr(rank, fold)(*args), x.sum(0))
+    assert len(made) == (5 if fold == "reduce" else 6)

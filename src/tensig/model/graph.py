@@ -402,7 +402,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
                          f"got {' > '.join(kinds)}")
 
     if isinstance(node, Tensor):  # the first leaf
-        return _block(literal)
+        return _block(literal, name)
 
     def plain(x: Any) -> Any:
         if isinstance(x, axis):
@@ -429,10 +429,13 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     return t
 
 
-def _block(literal: Any) -> Tensor:
+def _block(literal: Any, name: str) -> Tensor:
     """A literal of tensors stacks them (OCANNL's block tensors), at any depth."""
-    kind = next(k for t, k in _LEVELS if isinstance(literal, t))
-    items = [it if isinstance(it, Tensor) else _block(it) for it in literal]
+    kind = next((k for t, k in _LEVELS if isinstance(literal, t)), None)
+    if kind is None:
+        raise TypeError(f"{name}: a literal mixes tensors and {type(literal).__name__} items; "
+                        f"wrap numbers with constant()")
+    items = [it if isinstance(it, Tensor) else _block(it, name) for it in literal]
     return stack(kind, items)
 
 

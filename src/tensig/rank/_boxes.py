@@ -25,7 +25,7 @@ __all__ = ["Box", "unbox"]
 def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
               hidden: str | Sequence[str] | None) -> Sigma:
     body = arr("t", "..s.." if shape is None else shape)
-    if hidden is None:
+    if hidden is None or shape is None:  # the default body hides all (as it always did)
         return Sigma(tuple(index_names(body.shape)), body)
     return Sigma((hidden,) if isinstance(hidden, str) else tuple(hidden), body)
 

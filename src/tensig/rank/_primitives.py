@@ -296,10 +296,11 @@ def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False, right: bool =
     if nf and f is None:
         return NotImplemented
     f, acc = f or op, init
-    out = [acc]
+    out = [acc]  # every intermediate result for a scan only: a fold holds one
     for i in reversed(range(x.shape[nf])) if right else range(x.shape[nf]):
         acc = f(x[_at(nf, i)], acc) if right else f(acc, x[_at(nf, i)])
-        out.append(acc)
+        if scan:
+            out.append(acc)
     return xp.stack([xp.asarray(o, like=x) for o in out], nf) if scan else acc
 
 
