@@ -155,6 +155,9 @@ class OpDef:
     #: whether integer tensors may be operands (a gather's ids, a cast); other operations
     #: refuse them, so integer data never turns into floats unnoticed
     integers: bool = False
+    #: whether the value is a float even of integer operands (``exp``, a division, a norm):
+    #: then integer operands are refused too, not only integers mixed with floats
+    floats: bool = False
 
 
 class _Id(int):
@@ -376,15 +379,7 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
-    if not opdef.integers and not integer:  # integers among floats
-        for a in args:
-            if a.integer:
-                other = next(o for o in args if not o.integer)
-                raise TypeError(
-                    f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
-                    f"integers do not enter float arithmetic silently.  Cast them "
-                    f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
+    integer = _integer_result(opdef, args)
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -403,6 +398,21 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     t = Tensor("op", node, g, label, opdef, args, diff and not integer)
     t.integer = integer  # integer arithmetic stays integer
     return t
+
+
+def _integer_result(opdef: OpDef, args: Sequence[Tensor]) -> bool:
+    """Whether ``opdef`` of ``args`` is integer arithmetic (integers in, an integer out);
+    integers among floats, or in an operation that computes floats, are a ``TypeError``."""
+    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
+    ints = [a for a in args if a.integer]
+    if ints and not opdef.integers and (opdef.floats or not integer):  # integers among floats
+        other = next((f"{o.name} does not" for o in args if not o.integer),
+                     f"{opdef.name} computes floats")
+        raise TypeError(
+            f"{opdef.name}: {ints[0].name} holds integer data and {other}; integers do not "
+            f"enter float arithmetic silently.  Cast them ({ints[0].name}.cast('float32')), "
+            "or index with them (G.embedding, G.one_hot)")
+    return integer
 
 
 def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
@@ -474,7 +484,7 @@ MUL = OpDef("mul", ".", _fwd("mul"), _grads(lambda t, a, b: (_e("mul", t.grad, b
                                             lambda t, a, b: (_e("mul", t.grad, a.val), "+")))
 DIV = OpDef("div", ".", _fwd("div"), _grads(
     lambda t, a, b: (_e("div", t.grad, b.val), "+"),
-    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")))
+    lambda t, a, b: (_e("div", _e("mul", t.grad, t.val), b.val), "-")), floats=True)
 
 BINARY_OPS: dict[str, OpDef] = {
     "add": ADD, "sub": SUB, "mul": MUL, "div": DIV,
@@ -493,8 +503,13 @@ for _name in ("lt", "le", "eq", "ne", "and", "or", "mod"):
     BINARY_OPS[_name] = OpDef(_name, ".", _fwd(_name))  # not differentiable
 
 
+#: the unary operations whose value of integers is an integer; the others compute floats
+_INTEGER_VALUED = frozenset({"id", "relu", "sat01", "neg", "not"})
+
+
 def _unary(name: str, rule: Callable[..., Any] | None) -> OpDef:
-    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None)
+    return OpDef(name, ".", _fwd(name), _grads(rule) if rule is not None else None,
+                 floats=name not in _INTEGER_VALUED)
 
 
 UNARY_OPS: dict[str, OpDef] = {
@@ -528,7 +543,7 @@ def _pow_op(p: float) -> OpDef:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
 
-    return OpDef(f"pow{p:g}", ".", forward, _grads(rule))
+    return OpDef(f"pow{p:g}", ".", forward, _grads(rule), floats=True)
 
 
 COMPOSE = OpDef("matmul", "@", _fwd("mul", "+"), _grads(
