@@ -627,6 +627,41 @@ def test_fit_resumes_exactly_through_a_checkpoint(tmp_path, backend, mid_epoch):
     assert len(after) == 2 * ta.steps_per_epoch - (3 if mid_epoch else 0)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_fit_resumes_exactly_after_skipped_batches(tmp_path, backend):
+    """With ``on_nonfinite="warn"`` a batch whose loss is NaN is consumed without a step: the
+    position in the epoch is the steps plus the skips, so the checkpoint keeps both (with the
+    step count alone a loaded trainer took the skipped batches again and fell behind)."""
+    from tensig.model import blocks as B
+    from tensig.model.train import Trainer, adam
+
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal((40, 6)).astype(np.float32)
+    xs[5, 0] = np.nan  # one batch an epoch is skipped
+    ys = rng.integers(0, 3, 40)
+
+    def trainer():
+        with G.new_graph(backend) as g:
+            x, y = G.leaf("x", xs[:8], batch=1), G.leaf("y", ys[:8], batch=1)
+            logits = G.param("w2", output=[3]) @ (G.param("w1", output=[16]) @ x).relu()
+            params = [t for t in g.tensors if t.kind == "param"]
+            return Trainer(B.cross_entropy(logits, y), adam(params, 0.01), {x: xs, y: ys},
+                           seed=3, on_nonfinite="warn")
+
+    with pytest.warns(RuntimeWarning, match="update was skipped"):
+        a = trainer()
+        a.fit(1)
+        path = save(a, tmp_path / "ckpt.safetensors")
+        start = len(a.history)
+        a.fit(2)
+        b = trainer()
+        load(b, path)
+        assert (b.step_count, b.skipped) == (4, 1)
+        b.fit(2)
+    np.testing.assert_array_equal(b.history, a.history[start:])
+    assert len(b.history) == 8 and (a.skipped, b.skipped) == (3, 3)
+
+
 # -- buffers: running statistics, dropout's counter ------------------------------------------
 
 

@@ -39,6 +39,7 @@ from tensig.execution.ir import Code, Projections
 from tensig.execution.ir import prim as _e
 from tensig.model import graph as G
 from tensig.model.graph import OpDef, Tensor
+from tensig.model.tensor import _integer_result
 
 __all__ = [
     "ALL",
@@ -150,7 +151,7 @@ def _row_op(name: str) -> OpDef:
         return Code().assign(a.grad, _e(f"{name}_grad", t.val, t.grad, last(a)), accum="+",
                              logic=t.projections)
 
-    return OpDef(name, ".", forward, backward)
+    return OpDef(name, ".", forward, backward, floats=True)
 
 
 _SOFTMAX_LAST, _LOG_SOFTMAX_LAST = _row_op("softmax"), _row_op("log_softmax")
@@ -252,7 +253,7 @@ def _normalizer(x: Tensor, eps: float) -> OpDef:
         return Code().assign(a.grad, _e("normalize_grad", a.val, saved.val, t.grad, *axes(a),
                                         eps), accum="+", logic="whole")
 
-    return OpDef("normalize", ".", forward, backward)
+    return OpDef("normalize", ".", forward, backward, floats=True)
 
 
 def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
@@ -274,7 +275,7 @@ def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
                                            a.differentiable), logic="whole")
         return _add_parts(code, grads, (a, scale, shift))
 
-    return OpDef("layer_norm", ".", forward, backward)
+    return OpDef("layer_norm", ".", forward, backward, floats=True)
 
 
 def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_norm",
@@ -320,6 +321,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
+    _refuse_integers(x, "batch_norm")
     g = x.graph
     channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
 
@@ -366,6 +368,12 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     return Tensor("op", node, g, ["batch_norm"], op, (x, *stats, *learned), diff)
 
 
+def _refuse_integers(x: Tensor, name: str) -> None:
+    """``apply``'s check, for a block that builds its node itself (checked before it adds
+    buffers to the graph): ``name`` of integer data computes floats, a ``TypeError``."""
+    _integer_result(OpDef(name, ".", lambda t, a: Code(), floats=True), (x,))
+
+
 def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:
     """The memory axes of ``x`` that ``spec`` keeps in ``channel`` (one cell per channel),
     in ``channel``'s memory order: what batch normalisation's kernel reads as columns."""
@@ -401,6 +409,7 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
     The counter is a buffer of the graph (``graph.memory()`` lists it; checkpoints save it)."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
+    _refuse_integers(x, "dropout")
     g = x.graph
     with G.scope(name):
         counter = _buffer(g, g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),
@@ -551,7 +560,7 @@ def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
         return _add_parts(code, grads, (q, k, v))
 
     spec = _ATTENTION + ("; ..m.. | -> ..n.." if masked else "") + " => ..., q | -> h, f"
-    return OpDef("attention", spec, forward, backward, op="einsum")
+    return OpDef("attention", spec, forward, backward, op="einsum", floats=True)
 
 
 def _mask_view(mask: Tensor, t: Tensor) -> tuple[int, ...]:

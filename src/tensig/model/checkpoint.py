@@ -69,6 +69,7 @@ _FORMAT_KEY = "tensig.format"
 _SHAPE_PREFIX = "tensig.shape."
 _CRC_PREFIX = "tensig.crc32."  # CRC-32 of a tensor's little-endian bytes, 8 hex digits
 _STEP_KEY = "tensig.step"  # a trainer's step count
+_SKIPPED_KEY = "tensig.skipped"  # a trainer's batches skipped for a non-finite loss
 _RESERVED_PREFIX = "tensig."
 #: tensor names the safetensors format keeps for itself (its header's metadata entry)
 _RESERVED_NAMES = frozenset({"__metadata__"})
@@ -266,6 +267,8 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
     step = getattr(params_or_model, "step_count", None)  # a Trainer: where to resume
     if step is not None:
         header[_STEP_KEY] = str(step)
+        if params_or_model.skipped:  # the position in the epoch is steps plus skips
+            header[_SKIPPED_KEY] = str(params_or_model.skipped)
     data = st.numpy.save(tensors, metadata={**user, **header})
     target = Path(path)
     if target.is_dir():
@@ -415,11 +418,9 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                     f"({crc!r}) is not 8 hex digits: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
-        text = header.get(_STEP_KEY) if version is not None else None
-        step = int(text) if text is not None and _STEP_TEXT.fullmatch(text) else None
-        if text is not None and step is None:
-            problems.append(f"the header's step count {text[:40]!r} is not a whole number "
-                            "of at most 19 digits: the file is damaged")
+        step, skipped = (_count(header, key, what, problems) if version is not None else None
+                         for key, what in ((_STEP_KEY, "step count"),
+                                           (_SKIPPED_KEY, "count of skipped batches")))
         if problems:
             raise CheckpointError(shown, problems)
         # read everything, compare checksums and convert, still without touching a store
@@ -438,12 +439,26 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
     for t, value in staged:
         t.graph.store.write(t.val, value)
     if step is not None and hasattr(params_or_model, "step_count"):
-        params_or_model.step_count = step  # a Trainer resumes its schedule and Adam's bias
-        #                                    corrections where the file left off
+        # a Trainer resumes its schedule and Adam's bias corrections where the file left
+        # off, and its place in the epoch (the steps plus the batches skipped)
+        params_or_model.step_count, params_or_model.skipped = step, skipped or 0
     user = {k: v for k, v in header.items()
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)
     return LoadReport(tuple(t.name for t, _ in staged), missing, unexpected, user)
+
+
+def _count(header: Mapping[str, str], key: str, what: str, problems: list[str]) -> int | None:
+    """The whole number the header holds at ``key`` (None where it holds none); text that is
+    not one is a problem naming ``what``."""
+    text = header.get(key)
+    if text is None:
+        return None
+    if not _STEP_TEXT.fullmatch(text):
+        problems.append(f"the header's {what} {text[:40]!r} is not a whole number of at most "
+                        "19 digits: the file is damaged")
+        return None
+    return int(text)
 
 
 def _initial_dtype(t: Any) -> np.dtype:

@@ -155,6 +155,9 @@ class OpDef:
     #: whether integer tensors may be operands (a gather's ids, a cast); other operations
     #: refuse them, so integer data never turns into floats unnoticed
     integers: bool = False
+    #: whether the value is a float even of integer operands (``exp``, a division, a norm):
+    #: then integer operands are refused too, not only integers mixed with floats
+    floats: bool = False
 
 
 class _Id(int):
@@ -376,14 +379,7 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    ints = [a for a in args if a.integer]
-    integer = not opdef.integers and bool(args) and len(ints) == len(args)
-    if not opdef.integers and ints and not integer:  # integers among floats
-        a, other = ints[0], next(o for o in args if not o.integer)
-        raise TypeError(
-            f"{opdef.name}: {a.name} holds integer data and {other.name} does not; "
-            f"integers do not enter float arithmetic silently.  Cast them "
-            f"({a.name}.cast('float32')), or index with them (G.embedding, G.one_hot)")
+    integer = _integer_result(opdef, args)
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -402,6 +398,21 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     t = Tensor("op", node, g, label, opdef, args, diff and not integer)
     t.integer = integer  # integer arithmetic stays integer
     return t
+
+
+def _integer_result(opdef: OpDef, args: Sequence[Tensor]) -> bool:
+    """Whether ``opdef`` of ``args`` is integer arithmetic (integers in, an integer out);
+    integers among floats, or in an operation that computes floats, are a ``TypeError``."""
+    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
+    ints = [a for a in args if a.integer]
+    if ints and not opdef.integers and (opdef.floats or not integer):  # integers among floats
+        other = next((f"{o.name} does not" for o in args if not o.integer),
+                     f"{opdef.name} computes floats")
+        raise TypeError(
+            f"{opdef.name}: {ints[0].name} holds integer data and {other}; integers do not "
+            f"enter float arithmetic silently.  Cast them ({ints[0].name}.cast('float32')), "
+            "or index with them (G.embedding, G.one_hot)")
+    return integer
 
 
 def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
@@ -466,10 +477,16 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
 LN2 = math.log(2.0)
 
 
+#: the pointwise operations whose value is a float even of integer operands
+_FLOAT_VALUED = frozenset({"div", "exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "recip",
+                           "recip_sqrt", "tanh", "gelu"})
+
+
 def _op(name: str, *rules: Callable[..., Any] | None) -> OpDef:
     """The pointwise operation ``name`` with one derivative rule per operand (none: not
     differentiable)."""
-    return OpDef(name, ".", _fwd(name), _grads(*rules) if rules else None)
+    return OpDef(name, ".", _fwd(name), _grads(*rules) if rules else None,
+                 floats=name in _FLOAT_VALUED)
 
 
 BINARY_OPS: dict[str, OpDef] = {
@@ -520,7 +537,7 @@ def _pow_op(p: float) -> OpDef:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
 
-    return OpDef(f"pow{p:g}", ".", forward, _grads(rule))
+    return OpDef(f"pow{p:g}", ".", forward, _grads(rule), floats=True)
 
 
 COMPOSE = OpDef("matmul", "@", _fwd("mul", "+"), _grads(

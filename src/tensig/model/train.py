@@ -557,8 +557,8 @@ class Trainer:
     @property
     def position(self) -> int:
         """Batches consumed: the steps taken plus the batches skipped for a non-finite loss
-        (``on_nonfinite="warn"``).  A checkpoint keeps the step count, so a trainer loaded
-        after skipped batches continues from its step count."""
+        (``on_nonfinite="warn"``).  A checkpoint keeps both, so a trainer loaded after
+        skipped batches continues with the batch the saved one would have taken next."""
         return self.step_count + self.skipped
 
     def epoch(self) -> float:
