@@ -10,9 +10,11 @@ the adapter builds them.
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import subprocess
 import sys
+import weakref
 from typing import ClassVar
 
 import numpy as np
@@ -352,3 +354,22 @@ def test_torch_max_pool_backward_reuses_the_places_only_of_the_same_values(nd):
         assert saved[1] is None
         torch.testing.assert_close(be.max_pool_backward(2 * y, xi, saved, *geometry), tg,
                                    rtol=0, atol=0)
+
+
+def test_torch_max_pooling_keeps_no_array_alive_for_its_backward():
+    """A torch max pooling leaves the maxima's places for its backward in a slot that
+    outlives the call (and every graph): the slot holds the pooled input only weakly, so an
+    eager pooling's input (a caller's tensor, an activation on the GPU) and the places with
+    it are freed once their owner drops them; the pooling itself is torch's."""
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    x = torch.tensor(np.round(np.random.default_rng(0).standard_normal((2, 3, 8, 8))),
+                     dtype=torch.float32)
+    alive = weakref.ref(x)
+    y = tensig.tropical("n, c, 2*oh<+wh, 2*ow<+ww; wh, ww => n, c, oh, ow", x,
+                        torch.zeros(2, 2))
+    torch.testing.assert_close(y, F.max_pool2d(x, 2), rtol=0, atol=0)
+    del x
+    gc.collect()
+    assert alive() is None

@@ -1044,3 +1044,36 @@ def test_first_max_keeps_the_first_hit_of_each_broadcast_block():
         np.testing.assert_array_equal(np.asarray(got), want)
         assert got.dtype == cast(v).dtype
     assert first_max(np, 2.0, 2.0) == 1 and first_max(np, 1.0, 2.0) == 0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("spec", ["i, j, k; k, j => i",
+                                  "i, 2*oh<+wh, 2*ow<+ww; ww, wh => i, oh, ow"])
+def test_a_tie_gives_both_operands_their_gradient_at_the_same_cell(backend, spec):
+    """A max reduction whose second operand lists the reduced axes in another order than the
+    first (a transposed window included), each block's maximum tied between the cells at
+    reduced positions (0, 1) and (1, 0): both operands' gradients come from the same first
+    maximum, row-major in the first operand's axes, as torch's autograd through ``max`` over
+    ``x + w``'s flattened cells routes them, not each from the first in its own gradient's
+    layout (the second operand's from the other cell)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    pooled = "oh" in spec
+    xs = np.random.default_rng(1).integers(-3, 0, (3, 4, 4)).astype(np.float32)
+    xs[:, 1::2, 0::2] = xs[:, 0::2, 1::2] = 1  # within each 2x2 block: (0, 1) and (1, 0)
+    ws = np.zeros((2, 2) if pooled else (4, 4), np.float32)
+    with G.new_graph(backend):
+        x = G.param("x", output=[3, 4, 4], input=[], init=lambda s, r: xs)
+        w = G.param("w", output=list(ws.shape), input=[], init=lambda s, r: ws)
+        y = G.tropical(spec, x, w)
+        G.grad_update(G.einsum1("... => |->0", y * y)).backward()
+        gx, gw = (np.array(np.asarray(t.numpy())) for t in (x.grad, w.grad))
+    tx = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(ws, dtype=torch.float64, requires_grad=True)
+    if pooled:  # i, oh, ow, wh, ww
+        out = (tx.unfold(1, 2, 2).unfold(2, 2, 2) + tw.t()).flatten(-2).max(-1).values
+    else:  # i, j, k
+        out = (tx + tw.t()).flatten(1).max(-1).values
+    (out * out).sum().backward()
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-6)

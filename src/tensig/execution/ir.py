@@ -66,6 +66,7 @@ __all__ = [
     "Operator",
     "Projections",
     "buffers_of",
+    "ops_of",
     "prim",
 ]
 
@@ -138,6 +139,13 @@ class Expr:
 def prim(op: str, *args: Operand) -> Expr:
     """``prim("relu_gate", x.val, g)``: any primitive by name."""
     return Expr(op, args)
+
+
+def ops_of(e: Any) -> set[str]:
+    """The primitives an expression applies."""
+    if not isinstance(e, Expr):
+        return set()
+    return {e.op}.union(*(ops_of(x) for x in e.args))
 
 
 def buffers_of(e: Any) -> list[Buf]:

@@ -406,18 +406,24 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
                ) -> Callable[[list[Any]], Any]:
     """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
     product space -- the result's axes, then the reduced ones, so summing the trailing axes
-    leaves the result's layout -- and widened where the backend asks (see
+    leaves the result's layout; without ``widen`` (a first_max gate) the operands' axes in
+    order, the sum transposed to the result's -- and widened where the backend asks (see
     :func:`_widening`); evaluated, then summed."""
     order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
+    if not widen:  # first_max ranks a block's cells in this order: the operands', the same
+        order = _unique("".join(subs) + out)  # for each operand's gradient, not the result's
     full = tuple(by_letter[c] for c in order)
-    reduced = tuple(range(len(out), len(order)))
+    reduced = tuple(k for k, c in enumerate(order) if c not in out)
+    kept = [c for c in order if c in out]
+    perm = [kept.index(c) for c in out]
     preps = [_lined_up(backend, sub, order, by_letter, widen) for sub in subs]
 
     def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
-        return v.sum(reduced) if reduced else v
+        v = v.sum(reduced) if reduced else v
+        return v if perm == sorted(perm) else backend.transpose(v, perm)
 
     return core
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +48,7 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
         if not accepts(x, x) or not all_zero(w):
             return generic(arrays)
         y, saved = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
-        memo[0] = x, saved
+        _keep(memo, x, saved)
         return geo.y_out(y)
 
     return step
@@ -69,8 +70,8 @@ def pool_gradient(layout: Layout, backend: Backend) -> Callable[[Any, Any], Any]
     def grad(g: Any, x: Any) -> Any | None:
         if not accepts(x, g):
             return None
-        of, saved = memo[0] or (None, None)
-        gx = back(g_in(g), geo.x_in(x), saved if of is x else None, geo.kernel, geo.strides,
+        of, saved = memo[0] or (lambda: None, None)
+        gx = back(g_in(g), geo.x_in(x), saved if of() is x else None, geo.kernel, geo.strides,
                   geo.dilations, geo.pads)
         return None if gx is None else x_out(gx)
 
@@ -83,6 +84,20 @@ def _saved(backend: Backend, layout: Layout) -> list[Any]:
     its gradient: one slot per spec and backend (a second pooling of the same spec takes
     the slot over, and the first one's gradient finds the maxima again)."""
     return [None]
+
+
+def _keep(memo: list[Any], x: Any, saved: Any) -> None:
+    """Leave ``saved`` in ``memo`` for ``x``'s gradient, holding ``x`` by a weak reference:
+    the slot outlives every graph and eager call, so it must not keep ``x`` (an activation,
+    a caller's tensor) alive, nor the places saved with it once ``x`` is gone."""
+    def forget(ref: Any) -> None:
+        if memo[0] is not None and memo[0][0] is ref:
+            memo[0] = None
+
+    try:
+        memo[0] = None if saved is None else (weakref.ref(x, forget), saved)
+    except TypeError:  # an array type without weak references: nothing is reused
+        memo[0] = None
 
 
 def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]

@@ -248,6 +248,9 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     sizes = {lab: int(d) for t, labels in zip(tensors, (lhs_labels, *arg_labels), strict=True)
              for lab, d in zip(labels, t.shape.dims, strict=True) if isinstance(lab, str)}
     product = list(sizes)
+    if "first_max" in ir.ops_of(a.expr):  # its cells ranked alike for every operand's gradient
+        product = list(dict.fromkeys([lab for labels in arg_labels for lab in labels
+                                      if isinstance(lab, str)] + product))
     lhs_order = [lab for lab in lhs_labels if isinstance(lab, str)]
     reduced = [lab for lab in product if lab not in lhs_order]
     if reduced and a.accum is None:

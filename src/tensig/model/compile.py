@@ -35,6 +35,7 @@ from tensig.execution.ir import (
     Operator,
     Out,
     buffers_of,
+    ops_of,
 )
 from tensig.execution.lowering import Pointwise
 from tensig.execution.native import conv_pair, pool_gradient
@@ -398,7 +399,7 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
-    if any(op in WHOLE for op in _ops(a.expr)):
+    if any(op in WHOLE for op in ops_of(a.expr)):
         raise ShapeError(f"{a!r}: a whole-array primitive ({', '.join(sorted(WHOLE))}) is an "
                          "assignment's whole right-hand side, not part of an expression")
     bufs = buffers_of(a.expr)
@@ -511,7 +512,7 @@ def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise
     family = OPERATORS.get(name) if isinstance(name, str) else None
     evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
     return Pointwise(evaluate, family.neutral if family is not None else 0.0,
-                     "first_max" not in _ops(e)), bufs
+                     "first_max" not in ops_of(e)), bufs
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
@@ -539,13 +540,6 @@ def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Back
                        operands=tuple(t.shape for t in operands),
                        shape=Shape(output=tuple(int(u.size) for u in uses)))
     return lower_assignment(inferred, op, backend).run
-
-
-def _ops(e: Any) -> set[str]:
-    """The primitives an expression applies."""
-    if not isinstance(e, Expr):
-        return set()
-    return {e.op}.union(*(_ops(x) for x in e.args))
 
 
 def _whole_step(a: Assign, xp: Any) -> Step:
