@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from arrays import conv_by_autograd
 from tensig import Shape, ShapeError
 from tensig.execution.ir import Code, prim
+from tensig.model import blocks as B
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
 from tolerance import assert_equal_up_to_rounding
@@ -966,6 +967,20 @@ def test_a_row_that_only_a_spec_reaches_closes_but_its_sizes_must_be_known():
             _ = y.shape
     with G.new_graph():
         y = G.param("w") @ G.leaf("x", rand(5, 7), batch=1)
+        with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
+                                             "determines its output axes"):
+            _ = y.shape
+
+
+@pytest.mark.parametrize("total", [lambda y: G.einsum1("... => |->0", y), B.mean,
+                                   lambda y: G.einsum1("...|... => ...|...", y)])
+def test_a_spec_after_a_compose_does_not_close_the_parameters_hidden_row(total):
+    """``w @ x`` with ``w``'s output free, the result then summed (a loss) or passed through a
+    spec: the spec's ``...`` reaches ``w``'s output row only through the compose, so it is
+    still the forgotten hidden row, not a row that closes to no axes (``w`` was ``7->``)."""
+    with G.new_graph():
+        w = G.param("w")
+        y = total(w @ G.leaf("x", rand(5, 7), batch=1))
         with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
                                              "determines its output axes"):
             _ = y.shape

@@ -284,8 +284,11 @@ class ShapeGraph:
         self._settle_broadcasts()
         S.run()
         S.settle_bases()
-        spec_rows = {S.resolve(SRow((), n, ())).var for inst, _ in self._apps
-                     for n in inst.rowvars.values()}
+        # a spec's operand that is itself the parameter: a row a compose hands through
+        # (``w`` of ``w @ x``) is w's hidden row even where a spec later sums the result
+        spec_rows = {S.resolve(t.rows[k]).var for made in self._made.values()
+                     if isinstance(made[0], SpecInstance) for t in made[1] if t.param
+                     for k in MEMORY_ORDER}
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
