@@ -986,6 +986,32 @@ def test_a_spec_after_a_compose_does_not_close_the_parameters_hidden_row(total):
             _ = y.shape
 
 
+def test_reading_a_closed_row_mid_build_does_not_commit_it():
+    """``einsum1("i => |->0", p)`` reads ``p``'s free input row as no axes, but a solve made
+    before a later use sizes it (``y.shape``, a captured size's ``.value``: each solves the
+    whole graph so far) must not fix it at no axes: ``p @ x`` afterwards gives ``p`` x's
+    7 input cells, as one solve at the end does (it was a rank mismatch naming 0 axes).  A
+    compiled model does fix it (its arrays are made)."""
+    x = rand(5, 7)
+    for read in (lambda y, d: y.shape, lambda y, d: d["i"].value):
+        with G.new_graph():
+            p = G.param("p", output=[4])
+            y, d = G.einsum1("i => |->0", p, capture=["i"])
+            assert read(y, d) is not None and y.shape == Shape(output=(1,))
+            z = p @ G.leaf("x", x, batch=1)
+            assert p.shape == Shape(input=(7,), output=(4,))
+            assert z.shape == Shape(batch=(5,), output=(4,)) and y.shape == Shape(output=(1,))
+    # a model compiled in between made p's array at no input axes: the row is fixed there,
+    # and the later use is the rank mismatch, not a run on a stale array
+    with G.new_graph():
+        p = G.param("p", output=[4], init=lambda s, r: np.arange(4, dtype=np.float32))
+        y = G.einsum1("i => |->0", p)
+        np.testing.assert_array_equal(G.Model(y).run(), [6.0])
+        with pytest.raises(ShapeError, match=r"rank mismatch in the input row: 'p''s input row "
+                                             r"has exactly 0 axes"):
+            p @ G.leaf("x", x, batch=1)
+
+
 def test_compose_and_transpose_logic_count_their_operands():
     # a user OpDef under "@" or "T" logic with the wrong number of operands is refused by name
     with G.new_graph():
