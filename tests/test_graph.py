@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from arrays import conv_by_autograd
 from tensig import Shape, ShapeError
 from tensig.execution.ir import Code, prim
+from tensig.model import blocks as B
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
 from tolerance import assert_equal_up_to_rounding
@@ -977,6 +978,46 @@ def test_a_row_that_only_a_spec_reaches_closes_but_its_sizes_must_be_known():
         with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
                                              "determines its output axes"):
             _ = y.shape
+
+
+@pytest.mark.parametrize("total", [lambda y: G.einsum1("... => |->0", y), B.mean,
+                                   lambda y: G.einsum1("...|... => ...|...", y)])
+def test_a_spec_after_a_compose_does_not_close_the_parameters_hidden_row(total):
+    """``w @ x`` with ``w``'s output free, the result then summed (a loss) or passed through a
+    spec: the spec's ``...`` reaches ``w``'s output row only through the compose, so it is
+    still the forgotten hidden row, not a row that closes to no axes (``w`` was ``7->``)."""
+    with G.new_graph():
+        w = G.param("w")
+        y = total(w @ G.leaf("x", rand(5, 7), batch=1))
+        with pytest.raises(ShapeError, match="under-determined parameter 'w': no use "
+                                             "determines its output axes"):
+            _ = y.shape
+
+
+def test_reading_a_closed_row_mid_build_does_not_commit_it():
+    """``einsum1("i => |->0", p)`` reads ``p``'s free input row as no axes, but a solve made
+    before a later use sizes it (``y.shape``, a captured size's ``.value``: each solves the
+    whole graph so far) must not fix it at no axes: ``p @ x`` afterwards gives ``p`` x's
+    7 input cells, as one solve at the end does (it was a rank mismatch naming 0 axes).  A
+    compiled model does fix it (its arrays are made)."""
+    x = rand(5, 7)
+    for read in (lambda y, d: y.shape, lambda y, d: d["i"].value):
+        with G.new_graph():
+            p = G.param("p", output=[4])
+            y, d = G.einsum1("i => |->0", p, capture=["i"])
+            assert read(y, d) is not None and y.shape == Shape(output=(1,))
+            z = p @ G.leaf("x", x, batch=1)
+            assert p.shape == Shape(input=(7,), output=(4,))
+            assert z.shape == Shape(batch=(5,), output=(4,)) and y.shape == Shape(output=(1,))
+    # a model compiled in between made p's array at no input axes: the row is fixed there,
+    # and the later use is the rank mismatch, not a run on a stale array
+    with G.new_graph():
+        p = G.param("p", output=[4], init=lambda s, r: np.arange(4, dtype=np.float32))
+        y = G.einsum1("i => |->0", p)
+        np.testing.assert_array_equal(G.Model(y).run(), [6.0])
+        with pytest.raises(ShapeError, match=r"rank mismatch in the input row: 'p''s input row "
+                                             r"has exactly 0 axes"):
+            p @ G.leaf("x", x, batch=1)
 
 
 def test_compose_and_transpose_logic_count_their_operands():

@@ -74,6 +74,9 @@ class ShapeGraph:
         #: a parameter's given axes: no data, so no label of their own; each takes the label
         #: of the axis it meets (``wo @ a + h`` with ``h`` labelled ``d``)
         self._sized: list[DimVar] = []
+        #: the parameter rows the last solve read as no axes without binding them (a later
+        #: use may still size them) until :meth:`commit` binds them
+        self._open: dict[int, RowNode] = {}
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
         """A tensor with a known ``shape``, or an unknown one (``None``); a parameter
@@ -284,8 +287,12 @@ class ShapeGraph:
         self._settle_broadcasts()
         S.run()
         S.settle_bases()
-        spec_rows = {S.resolve(SRow((), n, ())).var for inst, _ in self._apps
-                     for n in inst.rowvars.values()}
+        self._open = {}
+        # a spec's operand that is itself the parameter: a row a compose hands through
+        # (``w`` of ``w @ x``) is w's hidden row even where a spec later sums the result
+        spec_rows = {S.resolve(t.rows[k]).var for made in self._made.values()
+                     if isinstance(made[0], SpecInstance) for t in made[1] if t.param
+                     for k in MEMORY_ORDER}
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
@@ -294,8 +301,8 @@ class ShapeGraph:
                 # closing rule (an omitted kind reads as "..." here, as no axes there).  A
                 # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
                 # specify the hidden dimension(s)".
-                if r.var is not None and r.var.closes and k != "batch" and \
-                        r.var not in spec_rows:
+                spec_closed = r.var is not None and r.var.closes and k != "batch"
+                if spec_closed and r.var not in spec_rows:
                     what = f"parameter {t.name!r}" if t.param else \
                         f"shape of {t.name!r} (it shares a parameter's row)"
                     raise ShapeError(
@@ -303,7 +310,12 @@ class ShapeGraph:
                         label=t.name,
                         hint=f"give the parameter its {k} axes explicitly ({k}=[...]), the "
                              "way OCANNL's { w; o = [hid] } does")
-                if r.var is not None:
+                # a spec-reached row stays unbound: it reads as no axes now (a row's axes are
+                # those around its variable), and a use added after this solve may still size
+                # it (reading a shape, or a captured size, mid-build commits nothing)
+                if spec_closed and r.var is not None:
+                    self._open[id(r.var)] = r.var
+                elif r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
                 for j, v in enumerate(S.resolve(t.rows[k]).axes()):
                     if v.root().value is None:
@@ -325,6 +337,15 @@ class ShapeGraph:
             made = self._made.get(id(t))
             if made is not None and made[0] == "@":
                 self._check_contracted_labels(t.name, made[1][1])
+
+    def commit(self) -> None:
+        """Bind the rows the last :meth:`solve` read as no axes: arrays are about to be made at
+        these shapes (a model compiled), so a later use can no longer size them."""
+        for node in self._open.values():
+            if node.value is None:
+                self.solver.bind_row(node, SRow(), Origin(note="no axes: a model was built "
+                                                                "with this row closed"))
+        self._open = {}
 
     def _check_contracted_labels(self, op: str, b: TensorNode) -> None:
         """``@`` contracts a labelled axis only alone: contracted with others (``b | t, d``:

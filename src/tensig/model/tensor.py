@@ -625,6 +625,7 @@ class Model:
         self.output = output
         self.graph = output.graph
         self.graph.solve()
+        self.graph.shapes.commit()  # its arrays are made at these shapes
         self.tensors = _topo(output)
         self.forward = compile_code(output.forward_code(), self.graph.array_type)
         self._update: Routine | None = None
