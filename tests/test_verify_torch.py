@@ -75,6 +75,17 @@ def test_wrong_axis_is_still_found_through_attributes():
     assert kinds(verify(f, "B, T => B, T")) == ["broadcast"]
 
 
+
+def test_unsqueeze_takes_its_axis_as_torch_spells_it():
+    """``x.unsqueeze(dim=1)`` and ``torch.unsqueeze(x, dim=0)``: torch's keyword, as positional."""
+    r = verify(lambda x: x.unsqueeze(dim=1), "B, T => B, 1, T", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    r = verify(lambda x: torch.unsqueeze(x, dim=0), "B, T => 1, B, T", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    assert torch.zeros(2, 3).unsqueeze(dim=1).shape == (2, 1, 3)  # the oracle: torch itself
+    assert kinds(verify(lambda x: x.unsqueeze(dim=0), "B, T => B, 1, T")) == ["return-shape"]
+
+
 # -- 2. concrete buffers met by symbolic sizes ----------------------------------------------------
 
 
