@@ -86,6 +86,28 @@ def test_unsqueeze_takes_its_axis_as_torch_spells_it():
     assert kinds(verify(lambda x: x.unsqueeze(dim=0), "B, T => B, 1, T")) == ["return-shape"]
 
 
+
+def test_torch_norm_is_modelled_by_hand_as_the_method_is(monkeypatch):
+    """``torch.norm(x, dim=...)`` reduces as ``x.norm(dim=...)`` does, without the meta-tensor
+    fallback (a fit per shape signature, about 20x the cost)."""
+    from tensig.check import trace_torch
+
+    fitted = []
+    real_fallback = trace_torch.fallback
+    monkeypatch.setattr(trace_torch, "fallback",
+                        lambda *a, **k: fitted.append(a[0]) or real_fallback(*a, **k))
+    r = verify(lambda x: torch.norm(x, dim=-1, keepdim=True) + x.norm(2, -1, True),
+               "B, T, D => B, T, 1", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    assert verify(lambda x: torch.norm(x), "B, T => ", torch_style=True).ok
+    assert kinds(verify(lambda x: torch.norm(x, dim=1), "B, T, D => B, T",
+                        torch_style=True)) == ["return-shape"]
+    assert fitted == []
+    x = torch.randn(2, 3, 5)  # the oracle: torch's own shapes
+    assert torch.norm(x, dim=-1, keepdim=True).shape == x.norm(2, -1, True).shape == (2, 3, 1)
+    assert torch.norm(x, dim=1).shape == (2, 5)
+
+
 # -- 2. concrete buffers met by symbolic sizes ----------------------------------------------------
 
 
