@@ -108,6 +108,16 @@ def test_torch_norm_is_modelled_by_hand_as_the_method_is(monkeypatch):
     assert torch.norm(x, dim=1).shape == (2, 5)
 
 
+
+def test_a_torch_function_that_is_no_tensor_method_is_no_attribute():
+    """``x.linear(w)`` fails in torch (no such method), so it stops the trace as it did before
+    methods were read from the TORCH table; ``x.split`` (a method) is that table's function."""
+    assert not hasattr(torch.Tensor, "linear") and hasattr(torch.Tensor, "split")  # the oracle
+    r = verify(lambda x, w: x.linear(w), "B, 8; 4, 8 => B, 4", torch_style=True)
+    assert not r.ok and "AttributeError" in r.notes[0], str(r)
+    assert verify(lambda x: x.split(4, dim=1)[0], "B, 8 => B, 4", torch_style=True).ok
+
+
 # -- 2. concrete buffers met by symbolic sizes ----------------------------------------------------
 
 

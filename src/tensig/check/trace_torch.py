@@ -92,10 +92,10 @@ def attribute(a: S.SymArray, name: str) -> Any:
     method is the function of its name (``x.split(k, dim)`` is ``torch.split(x, k, dim)``)."""
     if name in _PLAIN:
         return _PLAIN[name](a)
-    fn = _METHODS.get(name) or HAND.get(name) or S.TORCH.get(name)
+    member = getattr(torch.Tensor, name, None)  # TORCH's x.linear(w) is no method: an error
+    fn = _METHODS.get(name) or HAND.get(name) or (S.TORCH.get(name) if member else None)
     if fn is not None:
         return partial(fn, a)
-    member = getattr(torch.Tensor, name, None)
     if member is None or not callable(member):
         raise AttributeError(f"{type(a).__name__} has no attribute {name!r}")
     return lambda *args, **kw: fallback(member, (a, *args), kw)
