@@ -99,6 +99,25 @@ def test_random_with_symbolic_sizes():
     assert r.ok, str(r)
 
 
+
+def test_random_is_symbolic_before_numpy_random_is_imported():
+    """NumPy imports ``numpy.random`` on first use: verify must patch it all the same (the real
+    ``np.random.normal`` with symbolic sizes filled a symbolic array from C: a segfault)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from tensig import verify; "
+            "assert 'numpy.random' not in sys.modules; "
+            "r = verify(lambda x: np.random.normal(size=x.shape) + x, 'N, D => N, D'); "
+            "print(r.ok, r.result)")
+    src = str(pathlib.Path(__file__).parents[1] / "src")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": src})
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.split()[0] == "True"
+
+
 @pytest.mark.parametrize("fn, sig", [
     (lambda a, b: np.hstack([a, b]), "T, d; T, e =>"),
     (lambda a, b: np.vstack([a, b]), "T, d; S, d =>"),

@@ -75,6 +75,49 @@ def test_wrong_axis_is_still_found_through_attributes():
     assert kinds(verify(f, "B, T => B, T")) == ["broadcast"]
 
 
+
+def test_unsqueeze_takes_its_axis_as_torch_spells_it():
+    """``x.unsqueeze(dim=1)`` and ``torch.unsqueeze(x, dim=0)``: torch's keyword, as positional."""
+    r = verify(lambda x: x.unsqueeze(dim=1), "B, T => B, 1, T", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    r = verify(lambda x: torch.unsqueeze(x, dim=0), "B, T => 1, B, T", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    assert torch.zeros(2, 3).unsqueeze(dim=1).shape == (2, 1, 3)  # the oracle: torch itself
+    assert kinds(verify(lambda x: x.unsqueeze(dim=0), "B, T => B, 1, T")) == ["return-shape"]
+
+
+
+def test_torch_norm_is_modelled_by_hand_as_the_method_is(monkeypatch):
+    """``torch.norm(x, dim=...)`` reduces as ``x.norm(dim=...)`` does, without the meta-tensor
+    fallback (a fit per shape signature, about 20x the cost)."""
+    from tensig.check import trace_torch
+
+    fitted = []
+    real_fallback = trace_torch.fallback
+    monkeypatch.setattr(trace_torch, "fallback",
+                        lambda *a, **k: fitted.append(a[0]) or real_fallback(*a, **k))
+    r = verify(lambda x: torch.norm(x, dim=-1, keepdim=True) + x.norm(2, -1, True),
+               "B, T, D => B, T, 1", torch_style=True)
+    assert r.ok and r.complete, str(r)
+    assert verify(lambda x: torch.norm(x), "B, T => ", torch_style=True).ok
+    assert kinds(verify(lambda x: torch.norm(x, dim=1), "B, T, D => B, T",
+                        torch_style=True)) == ["return-shape"]
+    assert fitted == []
+    x = torch.randn(2, 3, 5)  # the oracle: torch's own shapes
+    assert torch.norm(x, dim=-1, keepdim=True).shape == x.norm(2, -1, True).shape == (2, 3, 1)
+    assert torch.norm(x, dim=1).shape == (2, 5)
+
+
+
+def test_a_torch_function_that_is_no_tensor_method_is_no_attribute():
+    """``x.linear(w)`` fails in torch (no such method), so it stops the trace as it did before
+    methods were read from the TORCH table; ``x.split`` (a method) is that table's function."""
+    assert not hasattr(torch.Tensor, "linear") and hasattr(torch.Tensor, "split")  # the oracle
+    r = verify(lambda x, w: x.linear(w), "B, 8; 4, 8 => B, 4", torch_style=True)
+    assert not r.ok and "AttributeError" in r.notes[0], str(r)
+    assert verify(lambda x: x.split(4, dim=1)[0], "B, 8 => B, 4", torch_style=True).ok
+
+
 # -- 2. concrete buffers met by symbolic sizes ----------------------------------------------------
 
 

@@ -275,7 +275,7 @@ TORCH.update({
     "logsumexp": reduction("f"),
     "transpose": swapaxes,
     "permute": lambda a, dims: permute(a, dims),
-    "unsqueeze": expand_dims,
+    "unsqueeze": lambda a, dim: expand_dims(a, dim),  # torch names its axis dim
     "squeeze": lambda a, dim=None: squeeze(a, dim),
     "flatten": lambda a, start_dim=0, end_dim=-1: _sym(a).flatten(start_dim, end_dim),
     "broadcast_to": lambda a, size: broadcast_to(a, size),

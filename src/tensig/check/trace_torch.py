@@ -71,7 +71,8 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "nelement": lambda a: a.numel(),
     **dict.fromkeys(("dim", "ndimension"), lambda a: a.ndim),
     "expand_as": lambda a, other: S.broadcast_to(a, S._sym(other).dims),
-    "norm": lambda a, p="fro", dim=None, keepdim=False, dtype=None: S.reduce_(a, dim, keepdim, "f"),
+    "norm": lambda a, p="fro", dim=None, keepdim=False, out=None, dtype=None: S.reduce_(
+        a, dim, keepdim, "f"),
     "is_contiguous": lambda a, *r, **k: True,
     **dict.fromkeys(("new_zeros", "new_ones", "new_empty"), lambda a, *size, **k: created(
         *size, **{"dtype": dtype_of(a), **k})),
@@ -91,10 +92,10 @@ def attribute(a: S.SymArray, name: str) -> Any:
     method is the function of its name (``x.split(k, dim)`` is ``torch.split(x, k, dim)``)."""
     if name in _PLAIN:
         return _PLAIN[name](a)
-    fn = _METHODS.get(name) or HAND.get(name) or S.TORCH.get(name)
+    member = getattr(torch.Tensor, name, None)  # TORCH's x.linear(w) is no method: an error
+    fn = _METHODS.get(name) or HAND.get(name) or (S.TORCH.get(name) if member else None)
     if fn is not None:
         return partial(fn, a)
-    member = getattr(torch.Tensor, name, None)
     if member is None or not callable(member):
         raise AttributeError(f"{type(a).__name__} has no attribute {name!r}")
     return lambda *args, **kw: fallback(member, (a, *args), kw)
@@ -156,10 +157,11 @@ class Rejected(Exception):
 
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A torch function outside :data:`tensig.check.tracer.TORCH`: modelled by hand here, a
-    :class:`SymArray` method of the same name (``torch.Tensor.view(x, ...)``), or fitted."""
+    """A torch function outside :data:`tensig.check.tracer.TORCH`: modelled by hand here (as
+    a function or a tensor method: ``torch.norm``), a :class:`SymArray` method of the same name
+    (``torch.Tensor.view(x, ...)``), or fitted."""
     short = getattr(func, "__name__", "")
-    by_hand = HAND.get(short)
+    by_hand = HAND.get(short) or _METHODS.get(short)
     if by_hand is not None:
         return by_hand(*args, **kwargs)
     if args and isinstance(args[0], S.SymArray) and hasattr(S.SymArray, short):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import inspect
 import itertools
 import math
@@ -252,8 +253,8 @@ def _creation_patched() -> Iterator[None]:
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
     for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                                ("torch", S.CREATION_TORCH)):
-        module = sys.modules.get(module_name)
-        if module is not None:
+        if module_name.split(".")[0] in sys.modules:  # NumPy imports numpy.random on first use
+            module = importlib.import_module(module_name)
             targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
                         for name, fn in table.items()]
     trace_einops.register()
