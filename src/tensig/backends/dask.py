@@ -68,6 +68,11 @@ class DaskBackend(Backend):
         x[index] = x[index] + v
         return x
 
+    def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
+        """Dask indexes by a lazy integer array of one axis only (two, ``b, t`` ids, fail
+        an assertion inside it), so the ids are gathered flat and the rows laid out after."""
+        return table[self.da.asarray(ids).reshape(-1)].reshape(shape)
+
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         """Without a scatter kernel, a one-hot product: exact, as each sum has one term per
         id; the ids checked when the graph runs (the one-hot would drop one out of range)."""

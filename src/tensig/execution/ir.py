@@ -499,26 +499,30 @@ def deferred_checks() -> Iterator[list[tuple[Any, Any, str]]]:
         _DEFERRED.reset(token)
 
 
-def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> None:
+def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> Any:
     """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
     (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
     would wait for it (torch checks its own gathers there).  Traced ids are checked when the
-    compiled function runs (:func:`deferred_checks`)."""
+    compiled function runs (:func:`deferred_checks`), a lazy library's when it computes
+    (the ids returned, to be used in their place: Dask would wrap or drop a bad id)."""
     backend = backend_of_namespace(xp)
+    if backend.lazy:
+        return ids.map_blocks(check_ids, n, what, ignore)
     if not backend.traced(ids):
         if backend.on_host(ids):
             check_ids(ids, n, what, ignore)
-        return
+        return ids
     pending = _DEFERRED.get()
     if pending is not None:
         flat = outside_ids(ids, n, ignore).reshape(-1)
         pending.append((flat.any(), ids.reshape(-1)[xp.argmax(flat)],
                         id_message(n, what, ignore)))
+    return ids
 
 
 def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
     """Rows of ``table`` (``V`` rows of any cell shape) at ``ids``: ``ids.shape + cell``."""
-    _check_ids(xp, ids, table.shape[0], "embedding")
+    ids = _check_ids(xp, ids, table.shape[0], "embedding")
     return backend_of_namespace(xp).take_rows(table, ids, out.shape)
 
 
@@ -538,7 +542,7 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
     gather where reading it would wait for an accelerator."""
     backend = backend_of_namespace(xp)
     if not backend.on_host(i):
-        _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
+        i = _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
         return backend.take_rows(x, i, out.shape)
     k, n = int(i), x.shape[0]
     if not 0 <= k < n:  # as _check_ids says it, without its array operations on one number
@@ -550,7 +554,7 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
     """1 where the last axis's position is the id, else 0 (all 0 where the id is
     ``ignore``), of ``like``'s float dtype."""
     n = out.shape[-1]
-    _check_ids(xp, ids, n, "one_hot", ignore)
+    ids = _check_ids(xp, ids, n, "one_hot", ignore)
     return one_hot_rows(backend_of_namespace(xp), ids, n, ignore, like.dtype)[0]
 
 
@@ -615,7 +619,7 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
 def _cross_entropy(xp: Any, out: Out, logits: Any, ids: Any, ignore: int) -> tuple[Any, ...]:
     """The mean cross-entropy of ``logits`` against class ``ids`` (checked: ``ignore`` or in
     range): a record of the loss (one cell), the log-probabilities and the count of ids."""
-    _check_ids(xp, ids, logits.shape[-1], "cross_entropy", ignore)
+    ids = _check_ids(xp, ids, logits.shape[-1], "cross_entropy", ignore)
     loss, *saved = backend_of_namespace(xp).cross_entropy(logits, ids, ignore)
     return (loss.reshape(1), *saved)
 

@@ -495,7 +495,9 @@ def split_heads(x: Tensor, heads: int) -> Tensor:
 def merge_heads(x: Tensor) -> Tensor:
     """The heads merged back (``..., t | h, e`` to ``..., t | d``, ``d = h e``, as torch's
     ``a.transpose(1, 2).reshape(b, t, d)``): attention's result ready for the ``d -> d``
-    output projection.  Undoes :func:`split_heads`."""
+    output projection.  Undoes :func:`split_heads` up to the label: a merged axis has none,
+    so a labelled ``d`` (``axes="b, t | d"``) comes back unlabelled and will not add to the
+    labelled one; project it through a ``d -> d`` parameter first, as the GPT demo does."""
     return G.einsum1("...|h, e => ...|(h, e)", x)
 
 
