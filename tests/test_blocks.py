@@ -761,15 +761,16 @@ def test_integer_data_never_enters_float_arithmetic_silently():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_float_valued_operations_refuse_integer_data(backend):
-    """``exp``, a division, a power, softmax, a norm or dropout of integer data computes floats
-    (NumPy float64, torch float32; dropout's scaling truncated to int64) that the graph used
-    to mark integer or passed on unchecked: refused by name, like integers mixed with floats;
-    ``ids.cast`` first works.  Operations whose value of integers is an integer (sums,
-    negation, relu, comparisons) keep them integer."""
+    """``exp``, a division, a negative or fractional power, softmax, a norm or dropout of
+    integer data computes floats (NumPy float64, torch float32; dropout's scaling truncated to
+    int64) that the graph used to mark integer or passed on unchecked: refused by name, like
+    integers mixed with floats; ``ids.cast`` first works.  Operations whose value of integers
+    is an integer (sums, negation, relu, comparisons, ``ids ** 2``) keep them integer."""
     with G.new_graph(backend):
         ids = G.leaf("ids", np.arange(6).reshape(2, 3), batch=1)
         refused = {"exp": ids.exp, "sqrt": ids.sqrt, "tanh": ids.tanh, "div": lambda: ids / ids,
-                   "pow2": lambda: ids ** 2, "softmax": lambda: B.softmax(ids),
+                   "pow-1": lambda: ids ** -1, "pow0.5": lambda: ids ** 0.5,
+                   "softmax": lambda: B.softmax(ids),
                    "normalize": lambda: B.layer_norm(ids, affine=False),
                    "batch_norm": lambda: B.batch_norm(ids), "dropout": lambda: B.dropout(ids, 0.5)}
         for name, build in refused.items():
@@ -780,6 +781,10 @@ def test_float_valued_operations_refuse_integer_data(backend):
         np.testing.assert_allclose(floats, np.exp(np.arange(6.0).reshape(2, 3)), rtol=4 * EPS)
         for kept in (-ids, ids.relu(), ids + ids, G.einsum1("b|i => b|0", ids)):
             assert kept.integer and A(G.Model(kept).run()).dtype == np.int64
+        for p in (0, 1, 2, 3):  # a whole power >= 0 of integers is an integer: kept, exact
+            kept = ids ** p
+            assert kept.integer
+            np.testing.assert_array_equal(A(G.Model(kept).run()), np.arange(6).reshape(2, 3) ** p)
 
 
 def test_feeding_floats_to_an_integer_leaf_is_an_error():

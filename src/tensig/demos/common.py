@@ -110,8 +110,9 @@ def command_line(main: Callable[..., float], argv: list[str] | None = None, *,
     ``--small`` where the demo has a smaller config ``small`` (``make demo``'s)."""
     import argparse
 
-    doc = sys.modules[main.__module__].__doc__ or ""  # the demo's, also run as __main__
-    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    demo = sys.modules[main.__module__]  # the demo's module, also when run as __main__
+    ap = argparse.ArgumentParser(prog=demo.__spec__.name if demo.__spec__ else None,
+                                 description=(demo.__doc__ or "").split("\n\n")[0])
     ap.add_argument(f"--{count}", type=int, default=None)
     ap.add_argument("--backend", default="numpy", choices=["numpy", "torch", "jax"])
     ap.add_argument("--device", default=None)

@@ -537,7 +537,8 @@ def _pow_op(p: float) -> OpDef:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
 
-    return OpDef(f"pow{p:g}", ".", forward, _grads(rule), floats=True)
+    # a whole power >= 0 of integers is an integer (int64 on both backends); others are floats
+    return OpDef(f"pow{p:g}", ".", forward, _grads(rule), floats=p < 0 or not p.is_integer())
 
 
 COMPOSE = OpDef("matmul", "@", _fwd("mul", "+"), _grads(
