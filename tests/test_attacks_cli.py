@@ -164,3 +164,30 @@ def test_usage_errors_exit_2(tmp_path, args, message):
     folder = _folder(tmp_path, "good.py")
     status, _, err = _verify(str(folder), *args)
     assert status == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("then, expected", [
+    ("time.sleep(60)", "TimeoutError"),  # stalled halfway: given up after the 1 s patience
+    ("sys.exit(0)", "EOF"),  # died halfway: the stream ends, no unpickling error
+])
+def test_a_worker_cut_short_in_a_large_message(then, expected):
+    """A fake worker sends one whole message, then the first 100 KB of a 1 MB one (more than
+    a pipe holds) and stalls or exits: the reader gives up after ``patience`` s, or ends."""
+    worker = (f"import sys, time; from tensig.check.verify_files import _send; "
+              f"_send(sys.stdout.buffer, ('start', 'f.py')); "
+              f"sys.stdout.buffer.write((2**20).to_bytes(8, 'big') + bytes(10**5)); "
+              f"sys.stdout.buffer.flush(); {then}")
+    out = run_limited(f"""
+        import subprocess, sys
+        from tensig.check.verify_files import _frames
+        proc = subprocess.Popen([sys.executable, "-c", {worker!r}], stdout=subprocess.PIPE)
+        got = []
+        try:
+            got.extend(_frames(proc.stdout, 1.0))
+            print(got, "EOF")
+        except TimeoutError:
+            print(got, "TimeoutError")
+        proc.kill()
+    """)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[('start',", "'f.py')]", expected], out.stdout

@@ -100,22 +100,46 @@ def test_random_with_symbolic_sizes():
 
 
 
-def test_random_is_symbolic_before_numpy_random_is_imported():
-    """NumPy imports ``numpy.random`` on first use: verify must patch it all the same (the real
-    ``np.random.normal`` with symbolic sizes filled a symbolic array from C: a segfault)."""
+def _fresh(code: str) -> str:
+    """``code``'s output in a fresh interpreter (where NumPy has not imported numpy.random):
+    a crash of the verifier fails the test, not the session."""
     import os
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np; from tensig import verify; "
-            "assert 'numpy.random' not in sys.modules; "
-            "r = verify(lambda x: np.random.normal(size=x.shape) + x, 'N, D => N, D'); "
-            "print(r.ok, r.result)")
     src = str(pathlib.Path(__file__).parents[1] / "src")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": src})
+                         env={**os.environ, "PYTHONPATH": src}, timeout=120)
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
-    assert run.stdout.split()[0] == "True"
+    return run.stdout
+
+
+def test_random_is_symbolic_before_numpy_random_is_imported():
+    """NumPy imports ``numpy.random`` on first use: verify must patch it all the same (the real
+    ``np.random.normal`` with symbolic sizes filled a symbolic array from C: a segfault)."""
+    out = _fresh("import sys, numpy as np; from tensig import verify; "
+                 "assert 'numpy.random' not in sys.modules; "
+                 "r = verify(lambda x: np.random.normal(size=x.shape) + x, 'N, D => N, D'); "
+                 "print(r.ok, r.result)")
+    assert out.split()[0] == "True"
+
+
+@pytest.mark.parametrize("call", [
+    "np.random.default_rng().normal(size=x.shape) + x",
+    "np.random.RandomState(0).randn(*x.shape)",
+    "np.random.default_rng(0).standard_normal(x.shape)",
+    "np.random.default_rng(0).integers(0, 9, size=(x.shape[0], 1)) * x",
+])
+def test_generator_methods_build_real_arrays(call):
+    """A ``Generator``'s or ``RandomState``'s methods are compiled code that calls NumPy's
+    ``np.empty(size)`` and writes into the result: it must stay a real array (a symbolic one
+    was a segfault), of the witness sizes, read back as the symbols under an assumption."""
+    out = _fresh("import numpy as np; from tensig import verify; "
+                 f"fn = lambda x: {call}; "
+                 "assert fn(np.ones((4, 3))).shape == (4, 3); "
+                 "r = verify(fn, 'N, D => N, D'); "
+                 "print(r.notes, [str(d) for d in r.result[0]], sorted({f.code for f in r}))")
+    assert out.split("\n")[0] == "[] ['N', 'D'] ['TS301']", out
 
 
 @pytest.mark.parametrize("fn, sig", [

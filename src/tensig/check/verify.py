@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import inspect
 import itertools
@@ -251,10 +252,13 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
+        importlib.import_module("numpy.random")
+        targets += _numpy_unpatched_for_compiled_code()
     for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                                ("torch", S.CREATION_TORCH)):
-        if module_name.split(".")[0] in sys.modules:  # NumPy imports numpy.random on first use
-            module = importlib.import_module(module_name)
+        module = sys.modules.get(module_name)
+        if module is not None:
             targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
                         for name, fn in table.items()]
     trace_einops.register()
@@ -264,6 +268,35 @@ def _creation_patched() -> Iterator[None]:
         buffers = symbolic_torch.buffers_symbolic()
     with tracing.patched(targets), buffers:
         yield
+
+
+def _numpy_unpatched_for_compiled_code() -> list[tuple[Any, str, Any]]:
+    """Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
+    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
+    their C code then writes into it (a symbolic one was a segfault).  The sizes become
+    witnesses, read back as the signature's symbols (``Tracer.leak``)."""
+    import types
+
+    import numpy
+
+    real = types.ModuleType("numpy", numpy.__doc__)
+    vars(real).update(vars(numpy))
+    users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
+    return [(module, name, real) for module, name in users]
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_numpy_users(count: int, last: str) -> list[tuple[Any, str]]:
+    """The compiled modules' globals that hold NumPy, scanned again only when a module was
+    imported since (``count`` and ``last`` of ``sys.modules``): a scan takes 0.7 ms."""
+    import types
+
+    import numpy
+
+    return [(module, name) for module in list(sys.modules.values())
+            if type(module) is types.ModuleType
+            and str(vars(module).get("__file__")).endswith((".so", ".pyd"))
+            for name in ("np", "numpy") if vars(module).get(name) is numpy]
 
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:

@@ -151,8 +151,9 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
     """Verify ``files`` in a worker interpreter, restarted after a file that kills it.
 
     One worker serves all files (one start, ~0.3 s of CPU; each library imported once) and
-    streams a report per function; a watchdog here kills it when nothing arrives for
-    ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM`` cannot interrupt).
+    streams a report per function; a watchdog here kills it when nothing arrives, or a message
+    stops halfway, for ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM``
+    cannot interrupt).
     """
     import json
     import subprocess
@@ -202,34 +203,56 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
 
 
 def _frames(stream: Any, patience: float) -> Iterator[Any]:
-    """The worker's messages (``multiprocessing``'s length-prefixed pickles) until it closes
-    its end, one cut short included; ``TimeoutError`` after ``patience`` s idle."""
-    from multiprocessing.connection import Connection
+    """The worker's messages (length-prefixed pickles, :func:`_send`) until it closes its end,
+    one cut short included; ``TimeoutError`` when the start of a message, or all the rest of
+    it, takes more than ``patience`` s (a worker stalled halfway through a large one too)."""
+    import pickle
+    import select
+    import time
 
-    with Connection(os.dup(stream.fileno()), writable=False) as channel:
-        while True:
-            if not channel.poll(patience):
+    fd = stream.fileno()
+
+    def read(n: int) -> bytes:
+        out, deadline = b"", time.monotonic() + patience
+        while len(out) < n:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
                 raise TimeoutError
-            try:
-                message = channel.recv()
-            except (EOFError, OSError):
-                return
-            yield message
+            chunk = os.read(fd, n - len(out))
+            if not chunk:  # the worker's end is closed
+                raise EOFError
+            out += chunk
+        return out
+
+    while True:
+        try:
+            body = read(int.from_bytes(read(8), "big"))
+        except EOFError:
+            return
+        yield pickle.loads(body)
+
+
+def _send(channel: Any, message: Any) -> None:
+    """One message to :func:`_frames`: its pickle's length (8 bytes) then the pickle."""
+    import pickle
+
+    body = pickle.dumps(message)
+    channel.write(len(body).to_bytes(8, "big") + body)
+    channel.flush()
 
 
 def _worker() -> None:
     """The worker's main: verify the files named in ``argv[1]``, one message per event on a
     copy of the original stdout (the user code's own prints go nowhere)."""
     import json
-    from multiprocessing.connection import Connection
 
     job = json.loads(sys.argv[1])
-    channel = Connection(os.dup(1), readable=False)
+    channel = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     for file in job["files"]:
-        channel.send(("start", file))
+        _send(channel, ("start", file))
         for report in verify_file(file, job["only"], ignore=job["ignore"],
                                   timeout=job["timeout"]):
-            channel.send(("report", report))
-        channel.send(("done", file))
+            _send(channel, ("report", report))
+        _send(channel, ("done", file))
