@@ -787,6 +787,33 @@ def test_float_valued_operations_refuse_integer_data(backend):
             np.testing.assert_array_equal(A(G.Model(kept).run()), np.arange(6).reshape(2, 3) ** p)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_ints_next_to_integer_data_are_integer_data(backend):
+    """A Python int (a bool too, as in NumPy) next to integer data lifts to integer data
+    (int64, like the ids): ``ids % 3``, ``3 - ids``, ``ids == 0`` stay integer and exact, where
+    they were refused as float constants.  A Python float next to integer data is still
+    refused, and an int next to float data is a float32 constant as before."""
+    a = np.array([[1, -2, 0], [5, 7, -3]])
+    with G.new_graph(backend):
+        ids = G.leaf("ids", a, batch=1)
+        kept = {"mod": (ids % 3, np.fmod(a, 3)), "add": (ids + 1, a + 1),
+                "mul": (ids * 2, a * 2), "rsub": (3 - ids, 3 - a), "eq": (ids == 0, a == 0),
+                "max": (G.maximum(ids, 0), np.maximum(a, 0)), "bool": (ids + True, a + True)}
+        for name, (t, want) in kept.items():
+            got = A(G.Model(t).run())
+            assert t.integer and got.dtype == np.int64, (name, got.dtype)
+            np.testing.assert_array_equal(got, want.astype(np.int64), err_msg=name)
+        with pytest.raises(TypeError, match=r"mul: ids holds integer data and 0\.5 does not"):
+            ids * 0.5
+        f = np.array([[1.5, -2.0, 0.0], [5.0, 7.25, -3.5]], np.float32)
+        x = G.leaf("x", f, batch=1)
+        floats = {"mul": (x * 2, f * 2), "mod": (x % 3, np.fmod(f, 3)), "rsub": (3 - x, 3 - f)}
+        for name, (t, want) in floats.items():
+            got = A(G.Model(t).run())
+            assert not t.integer and got.dtype == np.float32, (name, got.dtype)
+            np.testing.assert_allclose(got, want, rtol=EPS, err_msg=name)
+
+
 def test_feeding_floats_to_an_integer_leaf_is_an_error():
     with G.new_graph():
         ids = G.leaf("ids", np.zeros(3, np.int64), batch=1)

@@ -351,11 +351,16 @@ def _topo(root: Tensor) -> list[Tensor]:
     return order
 
 
-def _as_tensor(x: Any, g: Graph) -> Tensor:
+def _as_tensor(x: Any, g: Graph, integer: bool = False) -> Tensor:
+    """``x`` as an operand; a number becomes a constant that broadcasts onto any axis
+    (labelled or not), float32, except a Python int next to ``integer`` data: that is
+    integer data too (int64, like ids), so ``ids % 3`` stays integer as NumPy's does."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, int | float):  # a number broadcasts onto any axis, labelled or not
+    if isinstance(x, int | float):
         t = constant(np.array([float(x)], np.float32), name=repr(x))
+        if integer and isinstance(x, int):
+            t.value_init, t.integer = np.array([x], np.int64), True
         g.shapes.broadcasts(t.node)
         return t
     if callable(getattr(x, "tensor", None)):  # a captured size (captures.Captured)
@@ -374,7 +379,8 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
             any(hasattr(o, "shape") for o in operands):
         return _eager(opdef, operands)
     g = next((o.graph for o in operands if isinstance(o, Tensor)), current_graph())
-    args = tuple(_as_tensor(o, g) for o in operands)
+    ids = any(isinstance(o, Tensor) and o.integer for o in operands)
+    args = tuple(_as_tensor(o, g, ids) for o in operands)
     if opdef.logic != "." and len({a.id for a in args}) < len(args):
         args = _distinct(args)
     if any(a.graph is not g for a in args):
