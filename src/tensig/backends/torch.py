@@ -337,10 +337,12 @@ class TorchBackend(Backend):
             dtypes = {x.dtype for xs in (params, grads, *state) for x in xs}
             if broken or len(dtypes) != 1 or not params[0].dtype.is_floating_point:
                 return None
-            p, g, kept = clone(dense(params)), dense(grads), [clone(dense(xs)) for xs in state]
+            n = len(params)  # one clone of all roles: each call costs more than its copies
+            new = clone([x for xs in (params, *state) for x in dense(xs)])
+            p, g, kept = new[:n], dense(grads), [new[i:i + n] for i in range(n, len(new), n)]
             try:
                 if rule == "adam":
-                    steps = t.tensor(float(step), dtype=t.float32, device=p[0].device)
+                    steps = t.full((), float(step), dtype=t.float32, device=p[0].device)
                     kernel(p, g, kept[0], kept[1], [], [steps] * len(p), lr=lr, **options)
                 else:  # the momentum buffers, if any
                     kernel(p, g, kept[0] if kept else [], lr=lr, **options)
