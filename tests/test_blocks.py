@@ -805,6 +805,9 @@ def test_python_ints_next_to_integer_data_are_integer_data(backend):
             np.testing.assert_array_equal(got, want.astype(np.int64), err_msg=name)
         with pytest.raises(TypeError, match=r"mul: ids holds integer data and 0\.5 does not"):
             ids * 0.5
+        # beyond int64: refused as a float constant is, not an OverflowError
+        with pytest.raises(TypeError, match=rf"add: ids holds integer data and {2**70} does"):
+            ids + 2**70
         f = np.array([[1.5, -2.0, 0.0], [5.0, 7.25, -3.5]], np.float32)
         x = G.leaf("x", f, batch=1)
         floats = {"mul": (x * 2, f * 2), "mod": (x % 3, np.fmod(f, 3)), "rsub": (3 - x, 3 - f)}

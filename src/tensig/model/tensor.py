@@ -359,7 +359,7 @@ def _as_tensor(x: Any, g: Graph, integer: bool = False) -> Tensor:
         return x
     if isinstance(x, int | float):
         t = constant(np.array([float(x)], np.float32), name=repr(x))
-        if integer and isinstance(x, int):
+        if integer and isinstance(x, int) and -2**63 <= x < 2**63:  # else refused as a float
             t.value_init, t.integer = np.array([x], np.int64), True
         g.shapes.broadcasts(t.node)
         return t
