@@ -817,6 +817,24 @@ def test_python_ints_next_to_integer_data_are_integer_data(backend):
             np.testing.assert_allclose(got, want, rtol=EPS, err_msg=name)
 
 
+@pytest.mark.parametrize("backend, dtype", [*((b, d) for b in BACKENDS for d in (
+    np.int32, np.uint8)), ("numpy", np.uint64)])
+def test_python_ints_keep_the_dtype_of_integer_data(backend, dtype):
+    """A Python int next to ids of another integer dtype leaves their dtype, as NumPy's does
+    (an int64 constant made int32 ids + 1 int64, and uint64 ids + 1 a float64); torch
+    promotes no uint16 (int32 ids + 300 failed when the constant was one)."""
+    a = np.array([[1, 2, 0], [5, 7, 3]], dtype)
+    with G.new_graph(backend):
+        ids = G.leaf("ids", a, batch=1)
+        cases = [(ids + 1, a + 1), (ids % 3, np.fmod(a, 3)), (2 * ids, 2 * a)]
+        if dtype == np.int32:
+            cases += [(ids + 300, a + 300), (ids * -1, a * -1), (ids - 70000, a - 70000)]
+        for t, want in cases:
+            got = A(G.Model(t).run())
+            assert t.integer and got.dtype == want.dtype == dtype, (got.dtype, want.dtype)
+            np.testing.assert_array_equal(got, want)
+
+
 def test_feeding_floats_to_an_integer_leaf_is_an_error():
     with G.new_graph():
         ids = G.leaf("ids", np.zeros(3, np.int64), batch=1)

@@ -354,13 +354,17 @@ def _topo(root: Tensor) -> list[Tensor]:
 def _as_tensor(x: Any, g: Graph, integer: bool = False) -> Tensor:
     """``x`` as an operand; a number becomes a constant that broadcasts onto any axis
     (labelled or not), float32, except a Python int next to ``integer`` data: that is
-    integer data too (int64, like ids), so ``ids % 3`` stays integer as NumPy's does."""
+    integer data too, so ``ids % 3`` stays integer as NumPy's does.  Of a small dtype that
+    holds it, so the ids' dtype wins as NumPy's Python int leaves it (int32 ids + 1: int32;
+    an int64 constant made uint64 ids + 1 a float64)."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, int | float):
         t = constant(np.array([float(x)], np.float32), name=repr(x))
-        if integer and isinstance(x, int) and -2**63 <= x < 2**63:  # else refused as a float
-            t.value_init, t.integer = np.array([x], np.int64), True
+        if integer and isinstance(x, int) and -2**63 < x < 2**63:  # else refused as a float
+            n = int(x)  # a bool too; signed above uint8: torch promotes no uint16/32/64
+            small = np.min_scalar_type(n if 0 <= n < 256 else -abs(n) - 1)
+            t.value_init, t.integer = np.array([n], small), True
         g.shapes.broadcasts(t.node)
         return t
     if callable(getattr(x, "tensor", None)):  # a captured size (captures.Captured)
