@@ -191,3 +191,20 @@ def test_a_worker_cut_short_in_a_large_message(then, expected):
     """)
     assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["[('start',", "'f.py')]", expected], out.stdout
+
+
+def test_text_before_the_first_message_ends_the_stream():
+    """Text on the worker's stdout before its first message (a ``sitecustomize`` that prints)
+    is read as a length of ~7e18: the stream ends (the worker exited), no MemoryError."""
+    worker = ("import sys; from tensig.check.verify_files import _send; "
+              "sys.stdout.buffer.write(b'hello from sitecustomize\\n'); "
+              "_send(sys.stdout.buffer, ('start', 'f.py'))")
+    out = run_limited(f"""
+        import subprocess, sys
+        from tensig.check.verify_files import _frames
+        proc = subprocess.Popen([sys.executable, "-c", {worker!r}], stdout=subprocess.PIPE)
+        print(list(_frames(proc.stdout, 30.0)), "EOF")
+        proc.wait()
+    """)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "EOF"], out.stdout

@@ -213,16 +213,19 @@ def _frames(stream: Any, patience: float) -> Iterator[Any]:
     fd = stream.fileno()
 
     def read(n: int) -> bytes:
-        out, deadline = b"", time.monotonic() + patience
+        # a bytearray and reads of at most 1 MB: copying ``out`` per pipe read was quadratic
+        # (32 MB took 5.6 s), and a length that is not one (text printed by the interpreter's
+        # start-up: 7e18) asked os.read for that much, a MemoryError
+        out, deadline = bytearray(), time.monotonic() + patience
         while len(out) < n:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 raise TimeoutError
-            chunk = os.read(fd, n - len(out))
+            chunk = os.read(fd, min(n - len(out), 1 << 20))
             if not chunk:  # the worker's end is closed
                 raise EOFError
             out += chunk
-        return out
+        return bytes(out)
 
     while True:
         try:
