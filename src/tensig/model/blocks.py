@@ -325,17 +325,14 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     g = x.graph
     channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
 
-    def scratch(what: str, node: Any = channel) -> Tensor:
-        return Tensor("state", node, g, [what])
-
     with G.scope(name):
         stats = [_buffer(g, channel, "running_mean", 0.0),
                  _buffer(g, channel, "running_var", 1.0)] if track_running_stats else []
         learned = [_buffer(g, channel, k, fill, kind="param")
                    for k, fill in (("scale", 1.0), ("shift", 0.0))] if affine else []
-        saved = [scratch(w) for w in ("saved_mean", "saved_rstd")]  # what normalised
-        one = g.shapes.tensor(f"{name}.pack", Shape(output=()))
-        pack, grads = scratch("pack", one), scratch("grad_pack", one)  # several results
+        saved = [Tensor("state", channel, g, [w])  # what normalised
+                 for w in ("saved_mean", "saved_rstd")]
+        pack, grads = (_record(g, w) for w in ("pack", "grad_pack"))  # several results
 
     def kept(a: Tensor) -> tuple[int, ...]:
         """``a``'s memory axes that are channels, in the channels' memory order; and the
