@@ -107,7 +107,7 @@ class Backend(Kernels):
     #: both gradients of a convolution by one call (:func:`tensig.execution.native.conv_pair`)
     conv_gradients: Callable[..., Any] | None = None
     #: ``(x, w, bias) -> x @ w + bias`` for a 2-D ``x`` and ``w``, the bias added in the
-    #: product's accumulation (:func:`tensig.model.compile._fold_bias_adds`)
+    #: product's accumulation (:func:`tensig.model.compile._bias_fold`)
     matmul_bias: Callable[..., Any] | None = None
     #: ``(subscripts, shapes) -> ((old, x, y) -> old + einsum(subscripts, x, y))`` with the
     #: sum in one product's accumulation, or None for a contraction it cannot do so (the

@@ -368,7 +368,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
 def _refuse_integers(x: Tensor, name: str) -> None:
     """``apply``'s check, for a block that builds its node itself (checked before it adds
     buffers to the graph): ``name`` of integer data computes floats, a ``TypeError``."""
-    _integer_result(OpDef(name, ".", lambda t, a: Code(), floats=True), (x,))
+    _integer_result(name, (x,), floats=True)
 
 
 def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:

@@ -389,7 +389,8 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = _integer_result(opdef, args)
+    integer = _integer_result(opdef.name, args, integers=opdef.integers,
+                              floats=opdef.floats)
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -410,16 +411,18 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     return t
 
 
-def _integer_result(opdef: OpDef, args: Sequence[Tensor]) -> bool:
-    """Whether ``opdef`` of ``args`` is integer arithmetic (integers in, an integer out);
-    integers among floats, or in an operation that computes floats, are a ``TypeError``."""
-    integer = not opdef.integers and bool(args) and all(a.integer for a in args)
+def _integer_result(name: str, args: Sequence[Tensor], *, integers: bool = False,
+                    floats: bool = False) -> bool:
+    """Whether operation ``name`` of ``args`` is integer arithmetic (integers in, an integer
+    out); integers among floats, or in an operation that computes floats (``floats``), are a
+    ``TypeError`` unless the operation takes integers as such (``integers``: a gather's ids)."""
+    integer = not integers and bool(args) and all(a.integer for a in args)
     ints = [a for a in args if a.integer]
-    if ints and not opdef.integers and (opdef.floats or not integer):  # integers among floats
+    if ints and not integers and (floats or not integer):  # integers among floats
         other = next((f"{o.name} does not" for o in args if not o.integer),
-                     f"{opdef.name} computes floats")
+                     f"{name} computes floats")
         raise TypeError(
-            f"{opdef.name}: {ints[0].name} holds integer data and {other}; integers do not "
+            f"{name}: {ints[0].name} holds integer data and {other}; integers do not "
             f"enter float arithmetic silently.  Cast them ({ints[0].name}.cast('float32')), "
             "or index with them (G.embedding, G.one_hot)")
     return integer
