@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tensig.backends import Backend, is_integer, neutral_max
+from tensig.backends._plans import moves
 from tensig.core.errors import ShapeError
 from tensig.core.inference import (
     AffineIndex,
@@ -48,7 +49,7 @@ from tensig.core.inference import (
 )
 from tensig.core.shapes import Shape
 from tensig.execution.ir import Operator
-from tensig.execution.native import conv_step, moves, pool_step
+from tensig.execution.native import conv_step, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
 __all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "spec_text",
@@ -415,15 +416,15 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     full = tuple(by_letter[c] for c in order)
     reduced = tuple(k for k, c in enumerate(order) if c not in out)
     kept = [c for c in order if c in out]
-    perm = [kept.index(c) for c in out]
+    # the sum's axes into the result's order: planned once, not tested on every call
+    finish = moves([kept.index(c) for c in out], (), (), backend.transpose)
     preps = [_lined_up(backend, sub, order, by_letter, widen) for sub in subs]
 
     def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
         if tuple(v.shape) != full:
             v = backend.broadcast_to(v, full)
-        v = v.sum(reduced) if reduced else v
-        return v if perm == sorted(perm) else backend.transpose(v, perm)
+        return finish(v.sum(reduced) if reduced else v)
 
     return core
 

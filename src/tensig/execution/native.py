@@ -21,7 +21,7 @@ from tensig.backends._plans import moves
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_pair", "conv_step", "moves", "pool_gradient", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_gradient", "pool_step"]
 
 Layout = tuple[tuple[AxisUse, ...], ...]
 
