@@ -172,15 +172,18 @@ def test_usage_errors_exit_2(tmp_path, args, message):
 ])
 def test_a_worker_cut_short_in_a_large_message(then, expected):
     """A fake worker sends one whole message, then the first 100 KB of a 1 MB one (more than
-    a pipe holds) and stalls or exits: the reader gives up after ``patience`` s, or ends."""
+    a pipe holds) and stalls or exits: the reader gives up after ``patience`` s, or ends.
+    The reader starts once the worker has written (its interpreter's start-up, 0.5 s here,
+    may take more than the 1 s patience on a loaded machine)."""
     worker = (f"import sys, time; from tensig.check.verify_files import _send; "
               f"_send(sys.stdout.buffer, ('start', 'f.py')); "
               f"sys.stdout.buffer.write((2**20).to_bytes(8, 'big') + bytes(10**5)); "
               f"sys.stdout.buffer.flush(); {then}")
     out = run_limited(f"""
-        import subprocess, sys
+        import select, subprocess, sys
         from tensig.check.verify_files import _frames
         proc = subprocess.Popen([sys.executable, "-c", {worker!r}], stdout=subprocess.PIPE)
+        select.select([proc.stdout], [], [], 25)
         got = []
         try:
             got.extend(_frames(proc.stdout, 1.0))
