@@ -178,9 +178,10 @@ def test_a_worker_cut_short_in_a_large_message(then, expected):
               f"sys.stdout.buffer.write((2**20).to_bytes(8, 'big') + bytes(10**5)); "
               f"sys.stdout.buffer.flush(); {then}")
     out = run_limited(f"""
-        import subprocess, sys
+        import select, subprocess, sys
         from tensig.check.verify_files import _frames
         proc = subprocess.Popen([sys.executable, "-c", {worker!r}], stdout=subprocess.PIPE)
+        select.select([proc.stdout], [], [])  # the worker's start-up (imports) is not the stall
         got = []
         try:
             got.extend(_frames(proc.stdout, 1.0))
