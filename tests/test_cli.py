@@ -185,3 +185,14 @@ def test_findings_command_prints_the_registry(capsys):
          "doc": assumption.doc, "example": assumption.example}]
     status, _, err = run(capsys, "findings", "TS999")
     assert status == 2 and "unknown finding code 'TS999'" in err
+
+
+def test_json_names_each_kind_of_axis(capsys):
+    """``--json`` describes every axis kind of the grammar (each branch of ``_axis_text``)."""
+    status, out, _ = run(capsys, "spec", "b, _, 2, s+k, 2*o<+k, 2*o=+k, t+1, a^c, (h, e); k => b",
+                         "--json")
+    assert status == 0
+    assert json.loads(out)["operands"][0]["output"]["right"] == [
+        "b", "_ (placeholder)", "2 (fixed index)", "s+k (affine, padding from use_padding)",
+        "2*o<+k (affine, valid)", "2*o=+k (affine, padded)", "t+1 (affine, offset)",
+        "a^c (concatenation)", "(h, e) (merged, row-major)"]

@@ -42,7 +42,7 @@ from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
-from tensig.check.trace_numpy import fitted
+from tensig.check.trace_numpy import _sized, fitted
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -173,8 +173,7 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     """``jax.random.<name>(key, ...)`` with the shape at argument ``shape_at``."""
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
-        dims = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
-        return S.SymArray(dims, kind or S.kind_of(kw.get("dtype", "float")) or "f")
+        return _sized(shape, kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
 
 
