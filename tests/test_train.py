@@ -182,6 +182,28 @@ def test_a_device_needs_the_torch_backend(monkeypatch):
     assert all(f"'{name}'" in str(refused.value) for name in ("numpy", "torch", "jax", "dask"))
 
 
+def _watch_kernel(monkeypatch, kernel: str) -> tuple[list[str], list[str]]:
+    """torch's fused optimizer kernel ``kernel`` wrapped to record each call and each refusal
+    (torch < 2.4 has no CPU kernel: it raises, the adapter falls back); skips the test where
+    this torch has no such kernel."""
+    real = getattr(torch, kernel, None)
+    if real is None:
+        pytest.skip(f"torch {torch.__version__} has no {kernel}")
+    calls: list[str] = []
+    refused: list[str] = []
+
+    def watched(*args, **kw):
+        calls.append(kernel)
+        try:
+            return real(*args, **kw)
+        except (RuntimeError, NotImplementedError):
+            refused.append(kernel)
+            raise
+
+    monkeypatch.setattr(torch, kernel, watched)
+    return calls, refused
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kind, kwargs, kernel", [
     ("adam", {"lr": 0.05}, "_fused_adam_"),
@@ -196,20 +218,7 @@ def test_torch_fused_optimizer_kernels_equal_torch_optim(kind, kwargs, kernel, d
     """On torch the update is one fused kernel per step (where this torch has it): the
     numbers are torch.optim's, the old parameter and gradient arrays are left as they were
     (a routine never writes into an array it did not make), state keeps the dtype."""
-    real = getattr(torch, kernel, None)
-    if real is None:
-        pytest.skip(f"torch {torch.__version__} has no {kernel}")
-    calls, refused = [], []
-
-    def counting(*args, **kw):
-        calls.append(kernel)
-        try:
-            return real(*args, **kw)
-        except (RuntimeError, NotImplementedError):  # torch < 2.4: no CPU kernel (CUDA only)
-            refused.append(kernel)
-            raise
-
-    monkeypatch.setattr(torch, kernel, counting)
+    calls, refused = _watch_kernel(monkeypatch, kernel)
     g = np.random.default_rng(5)
     xs, ys = g.standard_normal((8, 4)).astype(dtype), g.standard_normal((8, 2)).astype(dtype)
     inits = [g.standard_normal(s).astype(dtype) for s in [(2, 4), (2,), (2, 2)][:n_params]]
@@ -272,19 +281,7 @@ def test_torch_fused_update_reads_strided_arrays_and_makes_arrays_of_their_own(k
     shapes = [(3, 5), (5,), (4, 3)]
     hyper = ({"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1, "decoupled": False}
              if kind == "adam" else {"momentum": 0.9, "weight_decay": 0.1, "nesterov": False})
-    kernel, refused = "_fused_adam_" if kind == "adam" else "_fused_sgd_", []
-    real = getattr(torch, kernel, None)
-    if real is None:
-        pytest.skip(f"torch {torch.__version__} has no fused {kind}")
-
-    def recording(*args, **kw):
-        try:
-            return real(*args, **kw)
-        except (RuntimeError, NotImplementedError):  # torch < 2.4: no CPU kernel (CUDA only)
-            refused.append(kernel)
-            raise
-
-    monkeypatch.setattr(torch, kernel, recording)
+    _, refused = _watch_kernel(monkeypatch, "_fused_adam_" if kind == "adam" else "_fused_sgd_")
     update = TorchBackend().fused_update(kind, hyper, shapes)
 
     def strided(shape):  # the values of a (shape) array, held transposed in memory
@@ -298,7 +295,7 @@ def test_torch_fused_update_reads_strided_arrays_and_makes_arrays_of_their_own(k
     before = [x.clone() for x in inputs]
     out = update(params, grads, state, 3, 0.01)
     if refused:
-        pytest.skip(f"torch {torch.__version__} has no CPU {kernel}")
+        pytest.skip(f"torch {torch.__version__} has no CPU {refused[0]}")
     assert out is not None
     refs = [p.clone().requires_grad_() for p in params]
     opt = (torch.optim.Adam(refs, lr=0.01, weight_decay=0.1) if kind == "adam"
