@@ -9,56 +9,13 @@ README's "How to add a backend").
 
 from __future__ import annotations
 
-from tensig.backends import dask, jax, numpy, torch
+from tensig.backends import base, dask, jax, numpy, torch
 from tensig.backends._plans import matmul_plan as _matmul_plan  # noqa: F401 (tests)
-from tensig.backends.base import (
-    Backend,
-    all_zero,
-    backend_among,
-    backend_for,
-    backend_named,
-    backend_of,
-    backend_of_namespace,
-    dtype_name,
-    graph_backends,
-    is_array,
-    is_integer,
-    library_of,
-    neutral_max,
-    neutral_min,
-    register,
-    to_numpy,
-    unregister,
-)
+from tensig.backends.base import *  # noqa: F403 (the interface and the registry: base.__all__)
 from tensig.backends.dask import DaskBackend
 from tensig.backends.jax import JaxBackend
 from tensig.backends.numpy import NumpyBackend, _NumpyGemm  # noqa: F401 (tests)
 from tensig.backends.torch import TorchBackend
 
-__all__ = [
-    "Backend",
-    "DaskBackend",
-    "JaxBackend",
-    "NumpyBackend",
-    "TorchBackend",
-    "all_zero",
-    "backend_among",
-    "backend_for",
-    "backend_named",
-    "backend_of",
-    "backend_of_namespace",
-    "dask",
-    "dtype_name",
-    "graph_backends",
-    "is_array",
-    "is_integer",
-    "jax",
-    "library_of",
-    "neutral_max",
-    "neutral_min",
-    "numpy",
-    "register",
-    "to_numpy",
-    "torch",
-    "unregister",
-]
+__all__ = [*base.__all__, "DaskBackend", "JaxBackend", "NumpyBackend", "TorchBackend", "dask",
+           "jax", "numpy", "torch"]

@@ -32,16 +32,13 @@ __all__ = [
     "backend_named",
     "backend_of",
     "backend_of_namespace",
-    "check_ids",
     "dtype_name",
     "graph_backends",
-    "id_message",
     "is_array",
     "is_integer",
     "library_of",
     "neutral_max",
     "neutral_min",
-    "outside_ids",
     "register",
     "to_numpy",
     "unregister",
@@ -271,7 +268,6 @@ class Backend(Kernels):
         bounds = list(zip(at[:-1], at[1:], map(tuple, shapes), strict=True))
         return lambda flat: [flat[lo:hi].reshape(shape) for lo, hi, shape in bounds]
 
-
     def fused_update(self, rule: str, hyper: dict[str, Any],
                      shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
         """An optimizer update (``rule``: ``"adam"``, ``"sgd"``, with the hyperparameters of
@@ -294,8 +290,7 @@ class Backend(Kernels):
         self.device(device)  # the host only: anything else is refused
         if self.owns(x):
             return self.xp.asarray(x)
-        kind: type = type(x)
-        if _adapter_class(kind) is None and hasattr(x, "__array_function__"):
+        if _adapter_class(type(x)) is None and hasattr(x, "__array_function__"):
             return x  # an array answering NumPy's functions (verify's symbolic ones): as it is
         return self.xp.asarray(to_numpy(x))
 
@@ -362,6 +357,14 @@ class Backend(Kernels):
 
     def result_dtype(self, xs: Sequence[Any]) -> Any:
         return self.xp.result_type(*xs) if xs else self.xp.float64
+
+    def _in_result_dtype(self, out: Any, xs: Sequence[Any]) -> Any:
+        """``out`` in the operands' result dtype, as ``numpy.einsum`` gives it (an int8 sum
+        wraps, a bool sum is a logical or), where the library summed wider (torch, Dask: int64).
+        Casting back is exact: integer sums wrap modulo 2^bits either way, and a count is
+        nonzero exactly when the logical or is true."""
+        dtype = self.result_dtype(xs)
+        return out if out.dtype == dtype else self.astype(out, dtype)
 
     # -- dtypes (padded batches, the IR's primitives) --------------------------------------------
     def astype(self, x: Any, dtype: Any) -> Any:
@@ -517,13 +520,13 @@ class Backend(Kernels):
         """Rows of ``table`` at integer ``ids``, of ``shape`` (``ids.shape + cell``)."""
         return table[ids]
 
-    def add_rows(self, n: int, ids: Any, rows: Any) -> Any:
+    def add_rows(self, n: int, ids: Any, rows: Any, checked: bool = False) -> Any:
         """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add).
         An id outside 0..n-1 is the same IndexError on every adapter (NumPy's indexing would
         wrap a negative one, JAX's scatter drop it, torch raise its own error), checked here
-        where the ids are on the host (:meth:`_add_rows`, which adapters override, may
-        check the others lazily)."""
-        if not self.traced(ids) and self.on_host(ids):
+        where the ids are on the host unless ``checked`` (a gather checked them already;
+        :meth:`_add_rows`, which adapters override, may check the others lazily)."""
+        if not checked and not self.traced(ids) and self.on_host(ids):
             check_ids(ids, n, "add_rows")
         return self._add_rows(n, ids, rows)
 
@@ -607,9 +610,8 @@ def unregister(array_type: type) -> None:
 
 
 def _clear_caches() -> None:
-    for cached in (_adapter_class, library_of, backend_for, backend_of_namespace,
-                   _owner, neutral_max,
-                   neutral_min, is_integer):
+    for cached in (_adapter_class, library_of, backend_for, backend_of_namespace, _owner,
+                   neutral_max, neutral_min, is_integer):
         cached.cache_clear()
 
 

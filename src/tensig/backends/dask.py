@@ -35,7 +35,7 @@ class DaskBackend(Backend):
         for sub, x in zip(subs, xs, strict=True):
             want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
             aligned.append(x.rechunk(want) if want else x)
-        return _in_result_dtype(self.da.einsum(subscripts, *aligned), xs)
+        return self._in_result_dtype(self.da.einsum(subscripts, *aligned), xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         """Two operands as one ``da.tensordot`` (``da.matmul`` when an axis is batched), with
@@ -49,7 +49,7 @@ class DaskBackend(Backend):
             matmul_plan(self.da.matmul, subscripts, shapes, keep_dtype=True)
         if plan is None:
             return super().contraction(subscripts, shapes)
-        return lambda x, y: _in_result_dtype(plan(x, y), (x, y))
+        return lambda x, y: self._in_result_dtype(plan(x, y), (x, y))
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
     @property
@@ -82,14 +82,3 @@ class DaskBackend(Backend):
 
     def on_host(self, x: Any) -> bool:
         return False  # reading a value computes the task graph
-
-
-def _in_result_dtype(out: Any, xs: Sequence[Any]) -> Any:
-    """``out`` in the operands' result dtype, as ``numpy.einsum`` gives it (an int8 sum wraps, a
-    bool sum is a logical or), where dask summed the blocks' partial results in int64.  Casting
-    the int64 total back is exact: integer sums wrap modulo 2^bits either way, and a count is
-    nonzero exactly when the logical or is true."""
-    import numpy as np
-
-    dtype = np.result_type(*[x.dtype for x in xs])
-    return out if out.dtype == dtype else out.astype(dtype)

@@ -27,7 +27,6 @@ class TorchBackend(Backend):
         import torch
 
         self.torch = self.xp = torch
-        self._templates: dict[tuple[Any, ...], Any] = {}
 
     def no_autograd(self) -> Any:
         return self.torch.inference_mode
@@ -78,8 +77,7 @@ class TorchBackend(Backend):
         except (RuntimeError, NotImplementedError):
             einsum = functools.partial(t.einsum, subscripts)
             return self._promoted(einsum, einsum, xs)
-        dtype = self.result_dtype(xs)
-        return out if out.dtype == dtype else out.to(dtype)
+        return self._in_result_dtype(out, xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
@@ -165,10 +163,10 @@ class TorchBackend(Backend):
             x_shape = list(shape)
             full = x_shape if _even(pads) is not None else \
                 x_shape[:2] + [n + lo + hi for n, (lo, hi) in zip(x_shape[2:], pads, strict=True)]
-            x, w = self._template(full, g, fmt), other
+            x, w = _template(tuple(full), g.dtype, g.device, fmt), other
         else:
             x_shape, x, w = list(other.shape), self._padded(other, pads)[0], \
-                self._template(list(shape), g, fmt)
+                _template(tuple(shape), g.dtype, g.device, fmt)
         gx, gw = self._conv_grads(g, x, w, x_shape, (of_input, not of_input), strides,
                                   dilations, pads)
         return gx if of_input else gw
@@ -216,19 +214,6 @@ class TorchBackend(Backend):
     def _format(self, ndim: int) -> Any:
         t = self.torch
         return {4: t.channels_last, 5: t.channels_last_3d}.get(ndim, t.contiguous_format)
-
-    def _template(self, shape: list[int], like: Any, fmt: Any) -> Any:
-        """An array standing for an operand whose values a gradient does not read (only its
-        shape and layout), made once per shape, dtype, device and layout; each holds memory,
-        so a stream of new shapes clears the cache (as NumPy's GEMM layouts do)."""
-        key = (tuple(shape), like.dtype, like.device, fmt)
-        t = self._templates.get(key)
-        if t is None:
-            if len(self._templates) >= 64:
-                self._templates.clear()
-            t = self._templates[key] = self.torch.empty(shape, dtype=like.dtype,
-                                                        device=like.device, memory_format=fmt)
-        return t
 
     def max_pool(self, x: Any, kernel: Sequence[int], strides: Sequence[int],
                  dilations: Sequence[int], pads: Sequence[tuple[int, int]]
@@ -631,6 +616,16 @@ class TorchBackend(Backend):
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
         acc = self.torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
         return acc.index_add_(0, ids, rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _template(shape: tuple[int, ...], dtype: Any, device: Any, fmt: Any) -> Any:
+    """An array standing for an operand whose values a gradient does not read (only its shape
+    and layout), made once per shape, dtype, device and layout; each holds memory, so the cache
+    is bounded."""
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device=device, memory_format=fmt)
 
 
 def _version(x: Any) -> int | None:

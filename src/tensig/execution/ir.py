@@ -533,7 +533,8 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     is called without ``add_rows``'s check of them again: once per step, not twice."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
-    return backend_of_namespace(xp)._add_rows(shape[0], ids.reshape(-1), rows).reshape(shape)
+    added = backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows, checked=True)
+    return added.reshape(shape)
 
 
 def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
