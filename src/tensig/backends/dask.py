@@ -25,16 +25,15 @@ class DaskBackend(Backend):
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
         # dask contracts block by block: a repeated index (a diagonal) needs its axes chunked
-        # alike, and every occurrence of an index across operands too.
+        # alike, and every occurrence of an index across operands too (as its first one is;
+        # ``rechunk`` returns an array already chunked so as it is).
         subs = subscripts.split("->")[0].split(",")
         chunks: dict[str, tuple[int, ...]] = {}
         for sub, x in zip(subs, xs, strict=True):
             for c, ch in zip(sub, x.chunks, strict=True):
                 chunks.setdefault(c, ch)
-        aligned = []
-        for sub, x in zip(subs, xs, strict=True):
-            want = {i: chunks[c] for i, c in enumerate(sub) if x.chunks[i] != chunks[c]}
-            aligned.append(x.rechunk(want) if want else x)
+        aligned = [x.rechunk({i: chunks[c] for i, c in enumerate(sub)})
+                   for sub, x in zip(subs, xs, strict=True)]
         return self._in_result_dtype(self.da.einsum(subscripts, *aligned), xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
