@@ -529,8 +529,8 @@ def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
 def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
     """The gradient of :func:`_take`: an array of zeros with each row of ``g`` added
     into row ``ids`` of it (repeated ids add up).  The ids are the gather's, which checked
-    them in the same routine (a gradient runs after its forward), so the adapter's scatter
-    is called without ``add_rows``'s check of them again: once per step, not twice."""
+    them in the same routine (a gradient runs after its forward), so ``add_rows`` does not
+    check them again (``checked=True``): once per step, not twice."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
     added = backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows, checked=True)
