@@ -545,8 +545,8 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
         i = _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
         return backend.take_rows(x, i, out.shape)
     k, n = int(i), x.shape[0]
-    if not 0 <= k < n:  # as _check_ids says it, without its array operations on one number
-        raise IndexError(f"batch slice (@|): id {k} is outside 0..{n - 1}")
+    if not 0 <= k < n:  # _check_ids's test, without its array operations on one number
+        raise IndexError(id_message(n, "batch slice (@|)").format(k))
     return x[k]
 
 

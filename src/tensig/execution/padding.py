@@ -424,18 +424,10 @@ class Padded:
         side = _check_side(side)
         if side == self.side:
             return self
-        ops, T = self._ops, self.data.shape[1]
-        n = np.asarray(self.sizes, dtype=np.int64).reshape(-1, 1)
-        shift = T - n if self.side == "left" else n - T  # a cell's new position + shift: its old
-        source = np.clip(np.arange(T) + shift, 0, max(T - 1, 0))
-        mask = _row_mask(self.sizes, T, side)
-        rows = np.arange(len(self.sizes)).reshape(-1, 1)
-        moved = self.data[ops.asarray(rows, self.data), ops.asarray(source, self.data)] \
-            if T else self.data
-        new_mask = ops.asarray(mask, self.data)
-        cells = new_mask.reshape(mask.shape + (1,) * (self.data.ndim - 2))
-        data = ops.where(cells, moved, value)
-        return Padded._trusted(data, new_mask, self.lengths, side, self.sizes)
+        ops, mask = self._ops, _row_mask(self.sizes, self.data.shape[1], side)
+        on = ops.asarray(mask, self.data)  # the real items, in row order, into the new cells
+        data = ops.pad_rows([self.data[self.mask]], mask, on, self.shape[2:], value)
+        return Padded._trusted(data, on, self.lengths, side, self.sizes, ops)
 
     def unpad(self) -> list[Any]:
         """The sequences, each ``[length, ...]`` (views of ``data``)."""
