@@ -427,7 +427,7 @@ class Padded:
             return self
         ops, mask = self._ops, _row_mask(self.sizes, self.data.shape[1], side)
         on = ops.asarray(mask, self.data)  # the real items, in row order, into the new cells
-        data = ops.pad_rows([self.data[self.mask]], mask, on, self.shape[2:], value)
+        data = ops.masked_set(ops.full(self.shape, value, self.data), on, self.data[self.mask])
         return Padded._trusted(data, on, self.lengths, side, self.sizes, ops)
 
     def unpad(self) -> list[Any]:
