@@ -125,10 +125,9 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
                            "trailing shape and dtype")
     if is_array(seqs[0]):
         lengths, trailing = _array_sizes(seqs)
-        ops = _ops_for(type(seqs[0]))
     else:
-        seqs, lengths, trailing = _list_sizes(seqs)
-        ops = _ops_for(np.ndarray)
+        seqs, lengths, trailing = _list_sizes(seqs)  # one NumPy array
+    ops = _ops_for(type(seqs[0]))
     T = _padded_length(lengths, length, multiple_of)
     mask = _row_mask(lengths, T, side)
     on = ops.asarray(mask, seqs[0])
