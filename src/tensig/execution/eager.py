@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from tensig.backends import backend_for, backend_of
 from tensig.core.errors import ShapeError
 from tensig.core.inference import Iter, infer
@@ -89,8 +91,6 @@ class RowArray:
         return self.array
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
-
         return np.asarray(self.array, dtype=dtype)
 
     def __repr__(self) -> str:
@@ -222,8 +222,6 @@ def _array_like(x: Any) -> Any:
     (``einsum("i;i=>", [1, 2], [3, 4])``); tuples stay refused, since a tuple is a shape
     everywhere else in tensig."""
     if isinstance(x, list | int | float | complex):
-        import numpy as np
-
         return np.asarray(x)
     return x
 
@@ -376,8 +374,6 @@ def _contraction_path(subscripts: str, dims: list[tuple[int, ...]]) -> tuple[lis
     try:
         import opt_einsum
     except ImportError:
-        import numpy as np
-
         views = [np.broadcast_to(np.empty(()), d) for d in dims]
         path, report = np.einsum_path(subscripts, *views, optimize="greedy")
         return [tuple(p) for p in path[1:]], report

@@ -1,13 +1,10 @@
 """The assignment IR (OCANNL's ``%cd`` layer): ``lhs accum= op(rhs1, rhs2, ...)``.
 
-An :class:`Assign` names its left-hand buffer, the accumulation operator (``"+"`` for
-``=+``; ``None`` for plain ``=:`` assignment), whether the left-hand side is first set to the
-accumulator's neutral element (``init``, OCANNL's ``:``), the primitive applied to the
-right-hand sides, and its :class:`Projections` -- how the loops index each buffer (the axis
-uses of :mod:`tensig.core.projections`: iterators, fixed indices, windows, concatenations).
-Buffers are a tensor's value or its gradient (``t.val`` / ``t.grad`` on a graph tensor); a
-gradient buffer is indexed as its tensor.  A graph operation's code carries the projections the
-graph's solve produced for it (``t.projections``), forward and backward alike.
+An :class:`Assign` (``lhs accum= expr``, OCANNL's ``:`` as ``init``) carries its
+:class:`Projections`: how the loops index each buffer (the axis uses of
+:mod:`tensig.core.projections`).  Buffers (:class:`Buf`) are a tensor's value or gradient
+(``t.val`` / ``t.grad``), a gradient indexed as its tensor.  A graph operation's code carries
+the projections the graph's solve produced for it (``t.projections``), forward and backward.
 
 A readable builder: ``code.assign(c.val, a.val * b.val, accum="+", init=True, logic="@")`` is
 OCANNL's ``c =:+ a * b ~logic:"@"``: a logic (``"."`` pointwise, ``"@"`` compose, ``"T"``
@@ -546,8 +543,8 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
         i = _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
         return backend.take_rows(x, i, out.shape)
     k, n = int(i), x.shape[0]
-    if not 0 <= k < n:  # as _check_ids says it, without its array operations on one number
-        raise IndexError(f"batch slice (@|): id {k} is outside 0..{n - 1}")
+    if not 0 <= k < n:  # _check_ids's test, without its array operations on one number
+        raise IndexError(id_message(n, "batch slice (@|)").format(k))
     return x[k]
 
 
@@ -650,12 +647,9 @@ def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, sca
 
 
 #: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
-#: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Gathers by integer ids and
-#: their scatter-add, a batch slice, one-hot encoding, dropout's random mask, softmax, layer
-#: and batch normalisation (batch norm's results as a pack, each stored by ``part``).  Their
-#: derivatives are declared with the operations that use them
-#: (:func:`tensig.model.graph.embedding`: ``take``'s is ``put_add``, as is
-#: :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
+#: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Their derivatives are declared
+#: with the operations that use them (:func:`tensig.model.graph.embedding`: ``take``'s is
+#: ``put_add``, as is :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
     "put_add": _put_add,
@@ -681,10 +675,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
 }
 
 #: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one
-#: kernel (a layer normalisation's value and statistics, its gradients, attention's output
-#: and log-sum-exp, its three gradients, batch normalisation's value, statistics and moved
-#: running statistics, its gradients): kept in a buffer of its own, whose arrays
-#: ``part(record, i)`` reads
+#: kernel (a value and its statistics, or several gradients): kept in a buffer of its own,
+#: whose arrays ``part(record, i)`` reads
 RECORDS = {"normalize", "layer_norm", "layer_norm_grad", "attention", "attention_grad",
            "batch_norm", "batch_norm_grad", "cross_entropy"}
 

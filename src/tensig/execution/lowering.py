@@ -244,13 +244,17 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     steps = []
+    native = {("mul", "+"): conv_step, ("add", "max"): pool_step}.get((op.combine, op.accum))
     for phase, members in _phases(layout):
         if isinstance(op, Pointwise) and len(members) != len(layout) - 1:
             raise ShapeError("an expression of the operands (not an einsum-family operator) "
                              "reads each of them in every cell, and a concatenation leaves "
                              "some out of some parts of the result", spec=spec_text(inferred),
                              hint="write the concatenation as an operation of its own")
-        steps.append(_phase_step(inferred, op, backend, phase, members))
+        step = _phase_step(inferred, op, backend, phase, members)
+        if native is not None and not phase and len(members) == 2:
+            step = native(layout, backend, step) or step
+        steps.append(step)
     full_shape = tuple(int(u.size) for u in layout[-1])
     meet = operator.add if op.accum == "+" else backend.maximum
 
@@ -307,17 +311,8 @@ class Letters(dict[Key, str]):
 
 def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
-    """One phase: operand views, the core, the placement into the full result."""
-    generic = _generic_step(inferred, op, backend, phase, members)
-    native = {("mul", "+"): conv_step, ("add", "max"): pool_step}.get((op.combine, op.accum))
-    if native is not None and not phase and len(members) == 2:
-        return native(inferred.layout, backend, generic) or generic
-    return generic
-
-
-def _generic_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
-                  phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
-    """Operand views (windows for affine axes), one core computation, placement."""
+    """One phase: operand views (windows for affine axes), one core computation, placement
+    into the full result."""
     layout = inferred.layout
     views = [operand_view(layout[t], t, phase, backend) for t in members]
     res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
@@ -441,18 +436,13 @@ def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
     width = None if widen is None else _widening(
         [n if c in sub else 1 for c, n in zip(order, full, strict=True)], full)
     if diag is None and width is None:
-        return None if _trailing(mine, order) else align
+        return None if mine and order.endswith(mine) else align  # (align: the identity)
 
     def prep(x: Any) -> Any:
         x = align(x if diag is None else backend.einsum(diag, x))
         return x if width is None or widen is None else widen(x, width)
 
     return prep
-
-
-def _trailing(sub: str, order: str) -> bool:
-    """Whether axes ``sub`` (unique) are the trailing axes of ``order``, in order."""
-    return bool(sub) and order.endswith(sub)
 
 
 def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
@@ -486,7 +476,7 @@ def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
              ) -> Callable[[Any], Any]:
     """``x -> x`` (axes ``sub``, unique; sizes ``by_letter``) transposed and expanded to
     broadcast over ``order``; the permutation and the shape are worked out once, here."""
-    if _trailing(sub, order):  # broadcasting lines it up
+    if sub and order.endswith(sub):  # the trailing axes, in order: broadcasting lines it up
         return lambda x: x
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
     return moves(perm, [by_letter[sub[i]] for i in perm],
