@@ -755,3 +755,62 @@ def test_a_buffer_loads_into_a_graph_before_its_model_is_built(tmp_path):
         assert A(counter.numpy())[0] == t1.step_count  # one mask a step
         m.run()
         assert A(counter.numpy())[0] == t1.step_count + 1
+
+
+@pytest.mark.parametrize("saved, built", [((0, True), (5, True)), ((3, True), (3, False)),
+                                          ((0, False), (7, True))])
+def test_a_loaded_trainer_takes_the_saved_data_order(tmp_path, saved, built):
+    """The step count alone resumes on the saved order only when the new trainer was built
+    with the same seed and shuffle flag: the checkpoint keeps them, and a trainer built with
+    another order takes the saved one with a warning naming both, so its next batches are
+    the saved run's (checked against the saved run itself)."""
+    from tensig.model.train import Trainer, sgd
+
+    rng = np.random.default_rng(11)
+    xs, ys = rng.standard_normal((24, 3)).astype(np.float32), rng.integers(0, 2, 24)
+
+    def trainer(seed, shuffle):
+        with G.new_graph():
+            x, y = G.leaf("x", xs[:4], batch=1), G.leaf("y", ys[:4], batch=1)
+            w = G.param("w", output=[2])
+            from tensig.model import blocks as B
+            return Trainer(B.cross_entropy(w @ x, y), sgd([w], 0.1), {x: xs, y: ys},
+                           seed=seed, shuffle=shuffle)
+
+    a = trainer(*saved)
+    a.fit(1)
+    a.step(a.rows_of(a.step_count))
+    path = save(a, tmp_path / "ckpt.safetensors")
+    b = trainer(*built)
+    with pytest.warns(UserWarning, match="data order") as caught:
+        load(b, path)
+    said = str(caught[0].message)
+    for seed, shuffle in (saved, built):
+        assert (f"shuffle seed {seed}" if shuffle else "no shuffling") in said
+    assert b.shuffle == saved[1] and (b.seed == saved[0] or not saved[1])
+    for step in range(b.step_count, b.step_count + 2 * b.steps_per_epoch):
+        np.testing.assert_array_equal(b.rows_of(step), a.rows_of(step))
+    a.fit(1)
+    b.fit(1)
+    assert len(b.history) == b.steps_per_epoch - 1  # the rest of the epoch
+    np.testing.assert_allclose(b.history, a.history[-len(b.history):], rtol=1e-6)
+
+
+def test_a_trainer_with_the_saved_order_loads_without_a_warning(tmp_path):
+    """The same seed and flag: nothing to say (warnings are errors here)."""
+    import warnings
+
+    from tensig.demos import moons
+
+    xs, ys, _, _ = moons.data()
+    onehot = np.eye(moons.CLASSES, dtype=np.float32)[ys]
+    with G.new_graph():
+        a = moons.build(xs, onehot).trainer(xs, onehot, 0.01)
+        a.step(a.rows_of(0))
+        path = save(a, tmp_path / "ckpt.safetensors")
+    with G.new_graph():
+        b = moons.build(xs, onehot).trainer(xs, onehot, 0.01)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            load(b, path)
+    assert (b.step_count, b.seed, b.shuffle) == (1, 0, True)

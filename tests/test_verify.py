@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tensig import Shaped
 from tensig.check.verify import Report, Signature, verify
 
 
@@ -687,3 +688,31 @@ def test_one_test_finds_symbolic_values_for_every_library_model():
     for value in (SymArray([T], "f"), SymSize(T), SymRange(T)):
         assert has_sym(value) and has_sym(([1, (2, {"k": value})], {}))
     assert not has_sym(((1, 2.0, "T", None), {"k": [np.zeros(3)]}))
+
+
+def test_the_timeout_never_stops_an_import_halfway(tmp_path, monkeypatch):
+    """torch imports sympy on its first meta kernel: a ``timeout`` that fired inside that import
+    left sympy half-initialised in ``sys.modules``, and every later function failed with
+    "module 'sympy' has no attribute 'printing'".  The timer now waits for the import to end.
+    (The alarm is raised from inside the import, so the test does not depend on timing.)"""
+    import sys
+
+    (tmp_path / "slow_import_pkg").mkdir()
+    (tmp_path / "slow_import_pkg" / "__init__.py").write_text(
+        "from slow_import_pkg import part\nDONE = part.READY\n")
+    (tmp_path / "slow_import_pkg" / "part.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGALRM)\nREADY = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_import_pkg", raising=False)
+    monkeypatch.delitem(sys.modules, "slow_import_pkg.part", raising=False)
+
+    def f(x: Shaped[np.ndarray, "B, D"]) -> Shaped[np.ndarray, "B, D"]:
+        import slow_import_pkg
+
+        assert slow_import_pkg.DONE
+        while True:  # then a loop the deferred alarm must stop
+            x = x + 1
+
+    report = verify(f, timeout=60)
+    assert any("did not finish within 60 s" in n for n in report.notes), report
+    assert sys.modules["slow_import_pkg"].DONE is True

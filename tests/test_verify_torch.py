@@ -486,3 +486,79 @@ def test_corpus_silent_bugs_run_without_error_where_sizes_collide():
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             case.bad(*_real_inputs(sig, _sizes(sig, case.collide)))
+
+
+# -- number parameters: a sampler's float schedule, a size passed as an int -------------------
+
+from tensig import Float  # noqa: E402
+
+
+def _ddpm_step(x: Float[torch.Tensor, "B, C, H, W"], eps: Float[torch.Tensor, "B, C, H, W"],
+               alpha: float, alpha_bar: float, sigma: float) -> Float[torch.Tensor, "B, C, H, W"]:
+    mean = (x - (1 - alpha) / (1 - alpha_bar) ** 0.5 * eps) / alpha ** 0.5
+    return mean + sigma * torch.randn_like(x)
+
+
+def _scaled(x: Float[torch.Tensor, "B, D"], scale: float, w: Float[torch.Tensor, "D, E"]
+            ) -> Float[torch.Tensor, "B, E"]:
+    return scale * x @ w
+
+
+def _positional_encoding(T: int, D: int) -> Float[torch.Tensor, "T, D"]:
+    """The textbook sinusoidal table: correct for even D only (the odd columns are one
+    fewer than the even ones)."""
+    pos = torch.arange(T).unsqueeze(1)
+    div = torch.exp(torch.arange(0, D, 2) * (-9.2 / D))
+    pe = torch.zeros(T, D)
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)
+    return pe
+
+
+def _mixup(x: Float[torch.Tensor, "B, C"], y: Float[torch.Tensor, "B, K"], lam: float
+           ) -> tuple[Float[torch.Tensor, "B, C"], Float[torch.Tensor, "B, K"]]:
+    idx = torch.randperm(x.size(0))
+    noise = torch.randint(0, 3, (x.shape[0],))
+    return lam * x[idx] + noise[:, None], lam * y + (1 - lam) * y[idx]
+
+
+def _wrong_scale(x: Float[torch.Tensor, "B, D"], w: Float[torch.Tensor, "D, E"], n: int
+                 ) -> Float[torch.Tensor, "B, E"]:
+    return (x @ w)[:n]
+
+
+@pytest.mark.parametrize("fn", [_ddpm_step, _scaled, _mixup])
+def test_required_number_parameters_are_numbers_not_arrays(fn):
+    """A parameter annotated ``float`` (a sampler's alpha, mixup's lambda) is a number: before,
+    verify counted it as an array and gave up on the function; a number between two arrays
+    must not shift the second array into its place either."""
+    report = verify(fn)
+    assert report.ok and not report.notes, report
+    assert report.result == report.signature.results
+
+
+def test_an_int_parameter_named_like_a_size_is_that_size():
+    """``T: int`` beside a result ``T, D`` is the size T: the table's shape is checked for all
+    T and D, and the odd-D bug of the textbook table (``pe[:, 1::2]`` has D // 2 columns, the
+    values (D + 1) // 2) is found, while it runs for every even D."""
+    report = verify(_positional_encoding)
+    assert [f.code for f in report.findings] == ["TS101"], report
+    assert "D // 2" in str(report.findings[0]) and "(D + 1) // 2" in str(report.findings[0])
+    _positional_encoding(5, 8)  # even: runs
+    with pytest.raises(RuntimeError):
+        _positional_encoding(5, 7)
+
+
+def test_an_int_parameter_that_is_no_size_of_the_signature_is_a_size_of_its_own():
+    """``n`` bounds a slice: the result has min(n, B) rows, not B, and that is found."""
+    report = verify(_wrong_scale)
+    assert not report.ok, report
+    assert "n" in str(report.result[0][0].symbols), report
+
+
+def test_a_required_parameter_without_annotation_is_named():
+    def f(x: Float[torch.Tensor, "B, D"], mode) -> Float[torch.Tensor, "B, D"]:
+        return x
+
+    with pytest.raises(TypeError, match="'mode' have no shape annotation and no default"):
+        verify(f)

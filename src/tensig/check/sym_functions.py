@@ -291,7 +291,9 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
 
 CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
                       full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
-CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created)
+CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
+                      randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
+                      randint=lambda *args, **kw: created(kw.get("size", args[-1]), dtype="int"))
 
 
 def has_sym(x: Any) -> bool:

@@ -75,6 +75,10 @@ class Signature:
     kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("f", "i", "b")
     optional: tuple[bool, ...] = ()
     absent: frozenset[int] = frozenset()
+    #: each array's parameter position (None: the first ``len(args)`` parameters), and the
+    #: required number parameters (position, name, ``int``/``float``/``bool``) in between
+    positions: tuple[int, ...] | None = None
+    scalars: tuple[tuple[int, str, str], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> Signature:
@@ -340,7 +344,14 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                     line=code.co_firstlineno if code else None)
     positional, any_number = _positional(fn)
     least = sum(p.default is p.empty for p in positional)
-    if not any_number and not least <= len(sig.args) <= len(positional):
+    arrays = range(len(sig.args)) if sig.positions is None else sig.positions
+    given = {*arrays, *(i for i, _, _ in sig.scalars)}
+    unknown = [p.name for i, p in enumerate(positional) if p.default is p.empty and i not in given]
+    if not any_number and sig.positions is not None and unknown:
+        raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))} have "
+                        "no shape annotation and no default: annotate arrays (Float[...]) and "
+                        "numbers (int, float, bool)")
+    if not any_number and not least <= len(given) <= len(positional):
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}")
     try:
@@ -372,6 +383,13 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: Any) -> None:
+        """Stop the trace, but never inside an import: a module left half-initialised in
+        ``sys.modules`` (torch imports sympy on first use) would break every later function."""
+        while frame is not None:
+            if frame.f_code.co_filename.startswith("<frozen importlib"):
+                signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import is complete
+                return
+            frame = frame.f_back
         raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -397,6 +415,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         # a Padded[...] parameter ("P" kind): data, a [B, T] bool mask and [B] lengths
         args = [symbolic_batch(a) if a is not None and k[0] == "P" else a
                 for a, k in zip(args, kinds, strict=True)]
+        args = _call(fn, sig, args)
         out = None
         with _creation_patched(), trace_jax.patched():
             try:
@@ -468,7 +487,11 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
                   + family_kind(p.marker.dtype) for p in positional)
     optional = tuple(p.optional for p in positional)
-    return Signature(args, results, tuple(names), text, kinds, optional)
+    scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
+                    if p.default is p.empty and (kind := _scalar_kind(p.annotation)))
+    names += [name for _, name, kind in scalars if kind == "int" and name not in names]
+    return Signature(args, results, tuple(names), text, kinds, optional,
+                     positions=tuple(p.position or 0 for p in positional), scalars=scalars)
 
 
 def _branches(sig: Signature) -> list[frozenset[int]]:
@@ -501,6 +524,32 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
     return report
 
 
+#: what a required number parameter is traced with: an ``int`` is a size (the signature's
+#: own where it names one: ``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
+#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables
+_NUMBERS = {"float": 0.5, "bool": True}
+
+
+def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any]) -> list[Any]:
+    """The positional arguments of the traced call: each array at its parameter's position,
+    a stand-in for each required number, defaults in the gaps."""
+    if sig.positions is None:
+        return arrays
+    slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
+    for i, name, kind in sig.scalars:
+        slots[i] = S.SymSize(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
+    params = _positional(fn)[0]
+    return [slots[i] if i in slots else params[i].default
+            for i in range(max(slots, default=-1) + 1)]
+
+
+def _scalar_kind(annotation: Any) -> str | None:
+    """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
+    under ``from __future__ import annotations``, its name)."""
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    return name if name in ("int", "float", "bool") else None
+
+
 def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
     """``fn``'s positional parameters, and whether it takes any number (``*args``, unknown)."""
     try:
@@ -523,6 +572,7 @@ def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> Non
     if sig.results is None or report.result is None:
         return
     in_args = {name for dims in sig.args for d in dims for name in d.symbols}
+    in_args |= {name for _, name, kind in sig.scalars if kind == "int"}
     bound: dict[str, Dim] = {}
     for got, want in zip(report.result, sig.results, strict=False):
         ok = len(got) == len(want)

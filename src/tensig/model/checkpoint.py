@@ -45,6 +45,7 @@ import os
 import re
 import stat
 import uuid
+import warnings
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ _SHAPE_PREFIX = "tensig.shape."
 _CRC_PREFIX = "tensig.crc32."  # CRC-32 of a tensor's little-endian bytes, 8 hex digits
 _STEP_KEY = "tensig.step"  # a trainer's step count
 _SKIPPED_KEY = "tensig.skipped"  # a trainer's batches skipped for a non-finite loss
+_SEED_KEY = "tensig.seed"  # a trainer's shuffle seed, or "unshuffled": its data order
 _RESERVED_PREFIX = "tensig."
 #: tensor names the safetensors format keeps for itself (its header's metadata entry)
 _RESERVED_NAMES = frozenset({"__metadata__"})
@@ -81,7 +83,6 @@ _ROW = rf"(?:{_SIZE}(?:,{_SIZE})*)?"
 _SHAPE_TEXT = re.compile(rf"\(\)|(?:{_ROW}\|)?(?:{_ROW}->)?{_ROW}")
 _MAX_SHAPE_TEXT = 10_000  # characters: far above any real tensor's rank
 _CRC_TEXT = re.compile(r"[0-9a-f]{8}")
-_STEP_TEXT = re.compile(r"[0-9]{1,19}")
 _ALIGN = 64  # bytes: where torch's CPU allocator starts every array (MKL asks the same)
 
 # safetensors' dtype codes that NumPy can hold (BF16 and the F8 types it cannot).
@@ -269,6 +270,7 @@ def save(params_or_model: Any, path: str | os.PathLike[str], *,
         header[_STEP_KEY] = str(step)
         if params_or_model.skipped:  # the position in the epoch is steps plus skips
             header[_SKIPPED_KEY] = str(params_or_model.skipped)
+        header[_SEED_KEY] = _order_text(params_or_model)
     data = st.numpy.save(tensors, metadata={**user, **header})
     target = Path(path)
     if target.is_dir():
@@ -347,6 +349,10 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
       silently losing precision.
     - data: the recorded CRC-32s; the step count: at most 19 ASCII digits.
 
+    A :class:`~tensig.model.train.Trainer` also takes the saved run's data order (shuffle
+    seed and flag; a warning names both where its own differ), so it goes on with the batch
+    the saved one would have taken next.
+
     A failed check, a directory, or a file that is not what :func:`save` writes raises
     :class:`CheckpointError` and changes nothing; a missing file ``FileNotFoundError``.
     Loaded values are copies, on the device of the values they replace.
@@ -418,9 +424,11 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                     f"({crc!r}) is not 8 hex digits: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
-        step, skipped = (_count(header, key, what, problems) if version is not None else None
-                         for key, what in ((_STEP_KEY, "step count"),
-                                           (_SKIPPED_KEY, "count of skipped batches")))
+        step, skipped, seed = (_count(header, key, what, problems) if version is not None
+                               else None for key, what in (
+                                   (_STEP_KEY, "step count"),
+                                   (_SKIPPED_KEY, "count of skipped batches"),
+                                   (_SEED_KEY, "shuffle seed")))
         if problems:
             raise CheckpointError(shown, problems)
         # read everything, compare checksums and convert, still without touching a store
@@ -442,21 +450,47 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         # a Trainer resumes its schedule and Adam's bias corrections where the file left
         # off, and its place in the epoch (the steps plus the batches skipped)
         params_or_model.step_count, params_or_model.skipped = step, skipped or 0
+        if _SEED_KEY in header:
+            _adopt_order(params_or_model, header[_SEED_KEY], seed)
     user = {k: v for k, v in header.items()
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)
     return LoadReport(tuple(t.name for t, _ in staged), missing, unexpected, user)
 
 
+def _order_text(trainer: Trainer) -> str:
+    """A trainer's data order as the header keeps it: its seed, or ``unshuffled``."""
+    return str(trainer.seed) if trainer.shuffle else "unshuffled"
+
+
+def _adopt_order(trainer: Trainer, text: str, seed: int | None) -> None:
+    """Give a loaded trainer the saved run's data order: the step count says where in an
+    epoch to go on, and only the saved order makes that the batch the saved run took next.
+    A trainer built with another order warns, naming both."""
+    mine = _order_text(trainer)
+    if text == mine:
+        return
+
+    def said(order: str) -> str:
+        return "no shuffling" if order == "unshuffled" else f"shuffle seed {order}"
+
+    warnings.warn(f"the checkpoint's data order ({said(text)}) replaces this trainer's "
+                  f"({said(mine)}), so training goes on with the batches the saved run would "
+                  "have taken; set trainer.seed and trainer.shuffle after load() for another "
+                  "order", UserWarning, stacklevel=3)
+    trainer.shuffle, trainer.seed = seed is not None, seed or 0
+
+
 def _count(header: Mapping[str, str], key: str, what: str, problems: list[str]) -> int | None:
-    """The whole number the header holds at ``key`` (None where it holds none); text that is
-    not one is a problem naming ``what``."""
+    """The whole number the header holds at ``key`` (None where it holds none, or
+    ``unshuffled`` for the seed); text that is not one is a problem naming ``what``."""
     text = header.get(key)
-    if text is None:
+    if text is None or (key == _SEED_KEY and text == "unshuffled"):
         return None
-    if not _STEP_TEXT.fullmatch(text):
+    digits = 39 if key == _SEED_KEY else 19  # a seed may be any 128-bit number
+    if not re.fullmatch(f"[0-9]{{1,{digits}}}", text):
         problems.append(f"the header's {what} {text[:40]!r} is not a whole number of at most "
-                        "19 digits: the file is damaged")
+                        f"{digits} digits: the file is damaged")
         return None
     return int(text)
 

@@ -374,7 +374,7 @@ class Trainer:
         self._rows = self.model.graph.array
         self._datasets = dict(self._feeds)
         self.seed, self.shuffle = seed, shuffle
-        self._order: tuple[int, np.ndarray] | None = None
+        self._order: tuple[tuple[int, int, bool], np.ndarray] | None = None
         self.step_count = 0
         self.skipped = 0
         self.history: list[float] = []
@@ -538,12 +538,12 @@ class Trainer:
     def order(self, epoch: int) -> np.ndarray:
         """The dataset rows in epoch ``epoch``'s order: a function of the seed and the epoch
         only, so a resumed run (on any number of replicas) sees the same batches."""
-        cached = self._order
-        if cached is not None and cached[0] == epoch:
+        key, cached = (epoch, self.seed, self.shuffle), self._order
+        if cached is not None and cached[0] == key:
             return cached[1]
         rows = (np.random.default_rng([self.seed, epoch]).permutation(self.n) if self.shuffle
                 else np.arange(self.n))
-        self._order = (epoch, rows)
+        self._order = (key, rows)
         return rows
 
     def rows_of(self, step: int) -> np.ndarray:
