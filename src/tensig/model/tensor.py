@@ -171,16 +171,32 @@ class _Id(int):
         return apply(UNARY_OPS["id"], self.tensor)
 
 
-def _binary(name: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
-    """A tensor's operator method for ``BINARY_OPS[name]`` (``reflected``: the tensor is the
-    right operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
-    def method(self: Tensor, o: Any) -> Tensor:
-        return apply(BINARY_OPS[name], o, self) if reflected else apply(BINARY_OPS[name], self, o)
+def _binary(name: str, reflected: bool = False) -> Callable[[Any, Any], Tensor]:
+    """An operator method for ``BINARY_OPS[name]`` (``reflected``: ``self`` is the right
+    operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
+    def method(self: Any, o: Any) -> Tensor:
+        x = self if isinstance(self, Tensor) else self.tensor()  # a captured size: dim() of it
+        return apply(BINARY_OPS[name], o, x) if reflected else apply(BINARY_OPS[name], x, o)
 
     return method
 
 
-class Tensor:
+class Arithmetic:
+    """``+ - * /`` (and reflected) of a tensor, or of a captured size
+    (:class:`~tensig.model.captures.Captured`) as its ``tensor()``."""
+
+    __slots__ = ()
+    __add__ = _binary("add")
+    __radd__ = _binary("add", reflected=True)
+    __sub__ = _binary("sub")
+    __rsub__ = _binary("sub", reflected=True)
+    __mul__ = _binary("mul")
+    __rmul__ = _binary("mul", reflected=True)
+    __truediv__ = _binary("div")
+    __rtruediv__ = _binary("div", reflected=True)
+
+
+class Tensor(Arithmetic):
     """A lazy node of a model graph."""
 
     __slots__ = ("_projections", "args", "base", "differentiable", "graph", "id", "init",
@@ -255,15 +271,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.kind})"
 
-    # -- operators: BINARY_OPS and the structural ones --------------------------------------
-    __add__ = _binary("add")
-    __radd__ = _binary("add", reflected=True)
-    __sub__ = _binary("sub")
-    __rsub__ = _binary("sub", reflected=True)
-    __mul__ = _binary("mul")
-    __rmul__ = _binary("mul", reflected=True)
-    __truediv__ = _binary("div")
-    __rtruediv__ = _binary("div", reflected=True)
+    # -- operators: BINARY_OPS (the arithmetic ones: Arithmetic) and the structural ones ------
     __lt__ = _binary("lt")
     __gt__ = _binary("lt", reflected=True)
     __le__ = _binary("le")
