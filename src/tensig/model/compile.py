@@ -230,9 +230,9 @@ def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: 
     if b.proj is not proj or len(proj.args) != 2 or a.lhs.key == b.lhs.key:
         return None
     x, w, y = (*proj.args, proj.result)
-    g = Buf(y, "grad").key
-    wants = {Buf(x, "grad").key: {g, Buf(w, "value").key},
-             Buf(w, "grad").key: {g, Buf(x, "value").key}}
+    reads = [Buf(y, "grad").key, Buf(x, "value").key, Buf(w, "value").key]
+    g, xv, wv = reads
+    wants = {Buf(x, "grad").key: {g, wv}, Buf(w, "grad").key: {g, xv}}
     for c in (a, b):
         e = c.expr
         if e.op != "mul" or c.accum != "+" or len(e.args) != 2 or \
@@ -245,7 +245,6 @@ def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: 
         return None
     if both is None:
         return None
-    reads = [Buf(y, "grad").key, Buf(x, "value").key, Buf(w, "value").key]
     first = 0 if a.lhs.tensor is x else 1  # which gradient ``a`` writes
     kept: list[Any] = []
 
@@ -546,13 +545,29 @@ def _whole_step(a: Assign, xp: Any) -> Step:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
     one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
     A primitive declared in :data:`tensig.execution.ir.RECORDS` gives a record of results (a
-    tuple), kept whole; ``part`` stores one of them."""
+    tuple), kept whole; ``part`` stores one of them, by a step of its own without the generic
+    operand reads and ``_put`` (0.5 us against 1.8): a batch norm stores eight parts a
+    training step."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
+
+    def mismatch(v: Any) -> ShapeError:
+        return ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
+                          f"side has {shape}")
+
     if a.expr.op == "part" and (a.accum is None or a.init) and isinstance(args[0], Buf):
-        return _part_step(a, args[0], args[1], shape)
+        whole, src, i = args[0], args[0].key, args[1]
+
+        def part(store: Store) -> None:
+            arrays = store.arrays
+            v = (arrays[src] if src in arrays else store.read(whole))[i]  # the message
+            if v.shape != shape:
+                raise mismatch(v)
+            arrays[key] = v
+
+        return part
     record = a.expr.op in RECORDS
     if record and a.accum == "+" and not a.init:
         raise ShapeError(f"{a!r}: {a.expr.op} gives a record, which is stored (=:), never added")
@@ -571,26 +586,8 @@ def _whole_step(a: Assign, xp: Any) -> Step:
             arrays[key] = v
             return
         if tuple(v.shape) != shape:
-            raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
-                             f"side has {shape}")
+            raise mismatch(v)
         _put(store, a, v)
-
-    return step
-
-
-def _part_step(a: Assign, record: Buf, i: int, shape: tuple[int, ...]) -> Step:
-    """``y =: part(record, i)``: item ``i`` of a record, stored.  Its own step, as
-    :func:`_whole_step`'s for ``part`` without the generic operand reads and ``_put``
-    (0.5 us against 1.8): a batch norm stores eight parts a training step."""
-    src, dst = record.key, a.lhs.key
-
-    def step(store: Store) -> None:
-        arrays = store.arrays
-        v = (arrays[src] if src in arrays else store.read(record))[i]  # the message
-        if v.shape != shape:
-            raise ShapeError(f"{a!r}: part gave shape {tuple(v.shape)}, the left-hand side "
-                             f"has {shape}")
-        arrays[dst] = v
 
     return step
 
