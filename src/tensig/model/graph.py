@@ -257,12 +257,7 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
 def _gather(name: str, spec: str, primitive: str) -> OpDef:
     """An operation that reads a table at integer positions with ``primitive`` (an
     ``ir.WHOLE`` gather); its gradient adds back into the cells read (``put_add``)."""
-    def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
-        code = Code()
-        if tab.differentiable:
-            code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=t.projections)
-        return code
-
+    backward = _grads(lambda t, tab, i: (_e("put_add", i.val, t.grad), "+"), None)
     return OpDef(name, spec, _fwd(primitive), backward, op="einsum", integers=True)
 
 
@@ -350,9 +345,7 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
     return t
 
 
-# --------------------------------------------------------------------------------------------
-# Parameters and literals (leaves and constants: model/tensor.py)
-# --------------------------------------------------------------------------------------------
+# -- parameters and literals (leaves and constants: model/tensor.py) --------------------------
 
 
 class batch(list):
@@ -490,7 +483,6 @@ def _initializer(init: str | Callable[..., Any], seed: int, t: Tensor
         raise ValueError(f"unknown init {init!r}: 'uniform', 'kaiming', 'xavier' or a callable")
 
     return make
-
 
 
 def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:
