@@ -279,7 +279,7 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     summed = None if replicated else \
         _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend, onto)
     if summed is None:
-        _pointwise(src, a, bufs, arg_labels, product, lhs_order, reduced, sizes, xp, replicated)
+        _pointwise(src, a, bufs, arg_labels, product, lhs_order, reduced, sizes, replicated)
     if diagonal is not None:
         src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
     _store(src, a, lhs_labels, sizes, bool(summed))
@@ -312,8 +312,7 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     :attr:`~tensig.backends.Backend.summed_contraction` adds it there when one exists (then
     True).  None: not a contraction."""
     e = a.expr
-    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
-                                                               for x in e.args)
+    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf) for x in e.args)
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
     if not (bare_product or bare_id) or a.accum not in ("+", None):
         return None
@@ -340,7 +339,7 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
 
 def _pointwise(src: _Source, a: Assign, bufs: list[Buf], arg_labels: list[Labels],
                product: list[str], lhs_order: list[str], reduced: list[str],
-               sizes: dict[str, int], xp: Any, replicated: bool) -> None:
+               sizes: dict[str, int], replicated: bool) -> None:
     """Align the operands with the product space, evaluate, reduce, order as the lhs."""
     names: dict[tuple[int, str], str] = {}
     ranks = []

@@ -118,13 +118,12 @@ def compile_code(code: Code, array_type: type) -> Routine:
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
-    if backend.stages:  # one compiled function: the library fuses, not fusion.py
-        each: list[Assign | Run] = list(code)
-        steps = [_compile_assign(a, backend, xp) for a in code]
-        return Routine(steps, code, mode, Staged(steps, code, backend), each)
-    items = fuse_repeats(code)
+    # staged as one compiled function, the library fuses, not fusion.py
+    items: list[Assign | Run] = list(code) if backend.stages else fuse_repeats(code)
     steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
              else _fused_step(item, backend, xp) for item in items]
+    if backend.stages:
+        return Routine(steps, code, mode, Staged(steps, code, backend), items)
     if backend.conv_gradients is not None:
         _pair_steps(items, steps, partial(_conv_pair_steps, backend=backend))
     if backend.matmul_bias is not None:
@@ -296,19 +295,17 @@ def drop_dead_stores(code: Code) -> Code:
     accumulation under ``"."``): they cover every cell.  The routine's final state is unchanged.
     """
     items = list(code)
-    reads = [{b.key for b in buffers_of(a.expr)} for a in items]
     # walking backwards (linear: a forward scan per assignment is quadratic in a deep
     # model's code): for each buffer, what the next assignment touching it does to it
     following: dict[tuple[int, str], str] = {}
     dead = set()
-    for i in range(len(items) - 1, -1, -1):
-        a = items[i]
+    for i, a in reversed(list(enumerate(items))):
         if following.get(a.lhs.key) == "overwrite":
             dead.add(i)
         overwrite = a.logic == "." and (a.accum is None or a.init)
         following[a.lhs.key] = "overwrite" if overwrite else "read"
-        for key in reads[i]:  # a read comes first, whatever the assignment writes
-            following[key] = "read"
+        for b in buffers_of(a.expr):  # a read comes first, whatever the assignment writes
+            following[b.key] = "read"
     return Code([a for i, a in enumerate(items) if i not in dead])
 
 
@@ -363,17 +360,14 @@ def fold_zero_init(code: Code) -> Code:
     drop: set[int] = set()
     out: list[Assign] = []
     for a in code:
-        reads = {b.key for b in buffers_of(a.expr)}
-        for k in reads:
-            zeroed.pop(k, None)  # read while zero: the zeroing must stay
+        for b in buffers_of(a.expr):
+            zeroed.pop(b.key, None)  # read while zero: the zeroing must stay
         key = a.lhs.key
-        if _is_zero_fill(a):
-            zeroed[key] = len(out)
-            out.append(a)
-            continue
-        if key in zeroed and a.accum in ("+", "-") and not a.init and key not in reads:
+        if key in zeroed and a.accum in ("+", "-") and not a.init:
             drop.add(zeroed.pop(key))
             a = replace(a, init=True)
+        elif _is_zero_fill(a):
+            zeroed[key] = len(out)
         else:
             zeroed.pop(key, None)
         out.append(a)

@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +37,10 @@ class Graph:
         if adapter is None:
             raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
                              f" not {backend!r}")
-        device = adapter.device(device)
-        self.adapter = adapter
+        self.adapter, self.backend, self.device = adapter, backend, adapter.device(device)
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
-        self.store = Store(device)
-        self.backend = backend
-        self.device = device
+        self.store = Store(self.device)
         self._solved = 0
         self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
         #: what is checked after each solve (constraints on captured row variables)
@@ -90,20 +87,17 @@ class Graph:
         size = itemsize(dtype)
         out = []
         for t in self.tensors:
-            n = 1
-            for d in t.shape.dims:
-                v = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
-                n *= int(v) if v is not None else 0
-            out.append((t.name, t.shape, n * size))
+            dims = (d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
+                    for d in t.shape.dims)
+            n = math.prod(int(v) if v is not None else 0 for v in dims) * size
+            out.append((t.name, t.shape, n))
             if t.differentiable:
-                out.append((f"{t.name}.grad", t.shape, n * size))
+                out.append((f"{t.name}.grad", t.shape, n))
         return out
 
 
-_GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
-                                                                     default=None)
-_SCOPE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tensig_scope",
-                                                                         default=())
+_GRAPH: ContextVar[Graph | None] = ContextVar("tensig_graph", default=None)
+_SCOPE: ContextVar[tuple[str, ...]] = ContextVar("tensig_scope", default=())
 
 
 def current_graph() -> Graph:
@@ -397,8 +391,7 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = _integer_result(opdef.name, args, integers=opdef.integers,
-                              floats=opdef.floats)
+    integer = _integer_result(opdef.name, args, integers=opdef.integers, floats=opdef.floats)
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -440,12 +433,8 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
     have different labels; its second use becomes an identity node (an alias of the same
     array, no copy), so each operand has a buffer of its own and its gradient both parts."""
-    seen: set[int] = set()
-    out = []
-    for a in args:
-        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
-        seen.add(a.id)
-    return tuple(out)
+    ids = [a.id for a in args]
+    return tuple(apply(UNARY_OPS["id"], a) if a.id in ids[:i] else a for i, a in enumerate(args))
 
 
 def _leaf_of(name: str, o: Any) -> Any:
@@ -635,9 +624,7 @@ def constant(value: Any, *, name: str = "const") -> Tensor:
     return t
 
 
-# --------------------------------------------------------------------------------------------
-# Running
-# --------------------------------------------------------------------------------------------
+# -- running ---------------------------------------------------------------------------------
 
 
 class Model:
