@@ -15,7 +15,7 @@ from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import DimVar
-from tensig.model.tensor import Arithmetic, Graph, Tensor, current_graph
+from tensig.model.tensor import Arithmetic, Graph, Tensor, _valued, current_graph
 
 
 class Captured(Arithmetic):
@@ -127,11 +127,8 @@ def dim(c: Captured) -> Tensor:
     >>> G.Model(total / d["d"]).run().tolist()     # the mean over d
     [1.0, 1.0]
     """
-    g = c.graph
-    name = f"dim.{c.name}"
-    t = Tensor("const", g.shapes.tensor(name, Shape()), g, [name])
-    t.value_init = lambda: np.array(c.value, np.float32)
-    return t
+    return _valued("const", f"dim.{c.name}", Shape(), lambda: np.array(c.value, np.float32),
+                  c.graph)
 
 
 def _capture(t: Tensor, names: Sequence[str] | None) -> Any:

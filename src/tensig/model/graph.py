@@ -51,6 +51,7 @@ from tensig.model.tensor import (
     _fwd,
     _grads,
     _op,
+    _valued,
     apply,
     cast,
     constant,
@@ -416,10 +417,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     rows: dict[str, list[Any]] = {"batch": [], "input": [], "output": []}
     for n, kind, basis in zip(arr.shape, kinds, bases, strict=True):
         rows[kind].append((basis, n) if basis else n)
-    g = current_graph()
-    t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
-    t.value_init = arr
-    return t
+    return _valued("const", name, Shape(**rows), arr)
 
 
 def _block(literal: Any, name: str) -> Tensor:

@@ -581,7 +581,6 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     output row is a feature, and ``@`` refuses to contract a named axis together with others.
     ``batch=["b", "t"]`` names the batch axes only (the other axes stay unnamed).
     """
-    g = current_graph()
     dims = tuple(int(d) for d in value.shape)
     if axes is not None and (not isinstance(batch, int) or batch or input):
         raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
@@ -592,8 +591,7 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     else:
         out_end = len(dims) - input
         shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
-    t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
-    t.value_init = value
+    t = _valued("leaf", name, shape, value)
     t.integer = _is_integer(value)
     return t
 
@@ -617,10 +615,16 @@ def _is_integer(value: Any) -> bool:
 
 def constant(value: Any, *, name: str = "const") -> Tensor:
     """A constant (output axes only); numbers in expressions become these."""
-    g = current_graph()
     arr = np.asarray(value, dtype=np.float32)
-    t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
-    t.value_init = arr
+    return _valued("const", name, Shape(output=arr.shape), arr)
+
+
+def _valued(kind: str, name: str, shape: Shape, value: Any, g: Graph | None = None) -> Tensor:
+    """A tensor of ``kind`` (``"leaf"``, ``"const"``) and ``shape`` in ``g`` (by default the
+    current graph) whose value is ``value`` (a callable gives it) when a model initialises."""
+    g = g or current_graph()
+    t = Tensor(kind, g.shapes.tensor(name, shape), g, [name])
+    t.value_init = value
     return t
 
 
