@@ -208,7 +208,11 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
         # type promotion (float16 times a 0-d float32 is float16); a size-1 array promotes as
         # NumPy and the eager API do
         return f"{x}.reshape({(1,) * len(product)!r})", len(product)
-    if _broadcasts_as_is(labels, product, dims):
+    # already lined up with the product space's trailing axes (a size-1 axis at a fixed
+    # index 0, standing where a product axis it lacks is, broadcasts)
+    offset = len(product) - len(labels)
+    if offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
+                           for lab, n, at in zip(labels, dims, product[offset:], strict=True)):
         return x, len(labels)
     x = src.fixed(x, labels)
     names = [lab for lab in labels if isinstance(lab, str)]
@@ -228,14 +232,6 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     size_of = {lab: n for lab, n in zip(labels, dims, strict=True) if isinstance(lab, str)}
     shape = tuple(size_of.get(lab, 1) for lab in product)
     return f"{x}.reshape({shape!r})", len(product)
-
-
-def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
-    """Whether the array already lines up with the product space's trailing axes, a size-1
-    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
-    offset = len(product) - len(labels)
-    return offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
-                               for lab, n, at in zip(labels, dims, product[offset:], strict=True))
 
 
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],

@@ -390,8 +390,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         kinds.append(kind)
         bases.append(basis)
         node = node[0]
-    order = {"batch": 0, "output": 1, "input": 2}
-    if [order[k] for k in kinds] != sorted(order[k] for k in kinds):
+    if kinds != sorted(kinds, key=["batch", "output", "input"].index):
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
