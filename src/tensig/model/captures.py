@@ -15,16 +15,10 @@ from tensig.core.errors import ShapeError
 from tensig.core.inference import ShapeGraph, TensorNode
 from tensig.core.shapes import Shape
 from tensig.core.solver import DimVar
-from tensig.model.tensor import Graph, Tensor, _binary, current_graph
+from tensig.model.tensor import Arithmetic, Graph, Tensor, _valued, current_graph
 
 
-def _via_dim(name: str, reflected: bool = False) -> Callable[[Captured, Any], Tensor]:
-    """An arithmetic operator of a captured size: the tensor's, on :func:`dim` of it."""
-    method = _binary(name, reflected)
-    return lambda self, o: method(dim(self), o)
-
-
-class Captured:
+class Captured(Arithmetic):
     """The size of a label (or of a row variable: the product of its axes) in a graph's
     solve: OCANNL's ``capture_dims`` variable reference.
 
@@ -111,16 +105,8 @@ class Captured:
         self.graph._solved = -1  # checked at the next solve
 
     def tensor(self) -> Tensor:
+        """:func:`dim` of this size: what its arithmetic operators compute on."""
         return dim(self)
-
-    __add__ = _via_dim("add")
-    __radd__ = _via_dim("add", reflected=True)
-    __sub__ = _via_dim("sub")
-    __rsub__ = _via_dim("sub", reflected=True)
-    __mul__ = _via_dim("mul")
-    __rmul__ = _via_dim("mul", reflected=True)
-    __truediv__ = _via_dim("div")
-    __rtruediv__ = _via_dim("div", reflected=True)
 
 
 def variable(name: str) -> Captured:
@@ -141,11 +127,8 @@ def dim(c: Captured) -> Tensor:
     >>> G.Model(total / d["d"]).run().tolist()     # the mean over d
     [1.0, 1.0]
     """
-    g = c.graph
-    name = f"dim.{c.name}"
-    t = Tensor("const", g.shapes.tensor(name, Shape()), g, [name])
-    t.value_init = lambda: np.array(c.value, np.float32)
-    return t
+    return _valued("const", f"dim.{c.name}", Shape(), lambda: np.array(c.value, np.float32),
+                  c.graph)
 
 
 def _capture(t: Tensor, names: Sequence[str] | None) -> Any:

@@ -23,6 +23,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tensig.backends import Backend, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
 from tensig.execution import ir
@@ -104,17 +106,15 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
     cond = e.args[0]
     if e.op == "where" and not _reads_buffers(cond):  # a constant condition picks a branch
         return _expression(src, e.args[1] if _fold(cond) != 0 else e.args[2], names)
-    if e.op == "where" and isinstance(cond, Expr) and cond.op in ir.COMPARISONS:
-        # the comparison's mask selects directly (no 1.0/0.0 numbers and back)
-        x, y = (_expression(src, c, names) for c in cond.args)
-        a, b = (_expression(src, c, names) for c in e.args[1:])
-        select = src.bind(ir.select_where, "select")
-        return f"{select}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
-    if e.op == "where" and isinstance(cond, Expr) and cond.op == "first_max":
-        # a max reduction's gate: its mask selects directly, as a comparison's does
+    if e.op == "where" and isinstance(cond, Expr) and \
+            (cond.op in ir.COMPARISONS or cond.op == "first_max"):
+        # a comparison's (a max reduction's gate's) mask selects directly (no 1.0/0.0 numbers
+        # and back)
         x, y, a, b = (_expression(src, c, names) for c in (*cond.args, *e.args[1:]))
-        mask, select = src.bind(ir.first_mask, "first_mask"), src.bind(ir.select, "select")
-        return f"{select}(xp, {mask}(xp, {x}, {y}), {a}, {b})"
+        if cond.op == "first_max":
+            mask = f"{src.bind(ir.first_mask, 'first_mask')}(xp, {x}, {y})"
+            return f"{src.bind(ir.select, 'select')}(xp, {mask}, {a}, {b})"
+        return f"{src.bind(ir.select_where, 'select')}(xp, {cond.op!r}, {x}, {y}, {a}, {b})"
     fused = _fused(src, e, names) if src.backend.fused_axpy else None
     if fused is not None:
         return fused
@@ -185,8 +185,6 @@ def _reads_buffers(e: Any) -> bool:
 def _fold(e: Any) -> float:
     """A subexpression of numbers only, evaluated once (NumPy, double precision): its value
     then enters the array expression as a Python number does."""
-    import numpy as np
-
     if not isinstance(e, Expr):
         return e
     fn = _definition(e.op)
@@ -210,7 +208,11 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
         # type promotion (float16 times a 0-d float32 is float16); a size-1 array promotes as
         # NumPy and the eager API do
         return f"{x}.reshape({(1,) * len(product)!r})", len(product)
-    if _broadcasts_as_is(labels, product, dims):
+    # already lined up with the product space's trailing axes (a size-1 axis at a fixed
+    # index 0, standing where a product axis it lacks is, broadcasts)
+    offset = len(product) - len(labels)
+    if offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
+                           for lab, n, at in zip(labels, dims, product[offset:], strict=True)):
         return x, len(labels)
     x = src.fixed(x, labels)
     names = [lab for lab in labels if isinstance(lab, str)]
@@ -230,14 +232,6 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     size_of = {lab: n for lab, n in zip(labels, dims, strict=True) if isinstance(lab, str)}
     shape = tuple(size_of.get(lab, 1) for lab in product)
     return f"{x}.reshape({shape!r})", len(product)
-
-
-def _broadcasts_as_is(labels: Labels, product: list[str], dims: list[int]) -> bool:
-    """Whether the array already lines up with the product space's trailing axes, a size-1
-    axis at a fixed index 0 standing where a product axis it lacks is (it broadcasts)."""
-    offset = len(product) - len(labels)
-    return offset >= 0 and all(lab == at or (lab == 0 and n == 1 and at not in labels)
-                               for lab, n, at in zip(labels, dims, product[offset:], strict=True))
 
 
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
@@ -276,9 +270,12 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     # a product added into an array (a gradient several products add into) as one call
     onto = a.accum == "+" and not a.init and diagonal is None and \
         len(lhs_order) == len(lhs_labels)
-    summed = _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend, onto)
+    # a label of the left-hand side that no operand has: the generic path broadcasts it
+    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
+    summed = None if replicated else \
+        _contraction(src, a, bufs, keys, arg_labels, lhs_order, sizes, backend, onto)
     if summed is None:
-        _pointwise(src, a, bufs, keys, arg_labels, product, lhs_order, reduced, sizes, xp)
+        _pointwise(src, a, bufs, arg_labels, product, lhs_order, reduced, sizes, replicated)
     if diagonal is not None:
         src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
     _store(src, a, lhs_labels, sizes, bool(summed))
@@ -289,15 +286,13 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
     """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
     of an array on ``labels``, zeros elsewhere: one einsum with an identity matrix per
     repeated label (``a, ab -> ab`` for ``i => ii``)."""
-    letters = iter(string.ascii_letters)
+    out = string.ascii_letters[:len(labels)]
     first: dict[str, str] = {}
-    out, eyes = [], []
-    for lab in labels:
-        new = next(letters)
-        out.append(new)
-        if (old := first.setdefault(lab, new)) != new:  # a repeated label: one more identity
-            eyes.append((old + new, sizes[lab]))
-    spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + "".join(out)
+    for lab, letter in zip(labels, out, strict=True):
+        first.setdefault(lab, letter)
+    eyes = [(first[lab] + letter, sizes[lab]) for lab, letter in zip(labels, out, strict=True)
+            if first[lab] != letter]  # a repeated label: one more identity
+    spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + out
 
     def place(backend: Backend, v: Any) -> Any:
         return backend.einsum(spec, v, *(backend.eye(n, v) for _, n in eyes))
@@ -313,15 +308,12 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     :attr:`~tensig.backends.Backend.summed_contraction` adds it there when one exists (then
     True).  None: not a contraction."""
     e = a.expr
-    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf)
-                                                               for x in e.args)
+    bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf) for x in e.args)
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
     if not (bare_product or bare_id) or a.accum not in ("+", None):
         return None
     if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
         return None  # nothing summed: an elementwise product is cheaper than a matmul
-    if any(not any(lab in lb for lb in arg_labels) for lab in lhs_order):
-        return None  # replicated labels: the generic path broadcasts them
     letters = {lab: string.ascii_letters[i] for i, lab in enumerate(sizes)}  # product order
     idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
@@ -341,9 +333,9 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     return True
 
 
-def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
-               arg_labels: list[Labels], product: list[str], lhs_order: list[str],
-               reduced: list[str], sizes: dict[str, int], xp: Any) -> None:
+def _pointwise(src: _Source, a: Assign, bufs: list[Buf], arg_labels: list[Labels],
+               product: list[str], lhs_order: list[str], reduced: list[str],
+               sizes: dict[str, int], replicated: bool) -> None:
     """Align the operands with the product space, evaluate, reduce, order as the lhs."""
     names: dict[tuple[int, str], str] = {}
     ranks = []
@@ -351,12 +343,11 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, s
         expr, rank = _align(src, f"x{i}", lb, product, list(b.tensor.shape.int_dims))
         if expr != f"x{i}":
             src.emit(f"x{i} = {expr}")
-        names[keys[i]] = f"x{i}"
+        names[b.key] = f"x{i}"
         ranks.append(rank)
     expr = _expression(src, a.expr, names)
     src.emit(f"v = {expr}")
     full = tuple(sizes[lab] for lab in product)
-    replicated = any(not any(lab in lb for lb in arg_labels) for lab in lhs_order)
     used = [r for i, r in enumerate(ranks) if re.search(rf"\bx{i}\b", expr)]
     if not used:  # a number (its operands folded away): an array of the product space
         like = "x0" if bufs else "None"
@@ -405,15 +396,11 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
     ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
     ``summed``: ``v`` already holds the sum with the array ``old`` when there is one.
     """
-    accum = a.accum
-    key = a.lhs.key
-    shape = a.lhs.tensor.shape.int_dims
-    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    accum, key, shape = a.accum, a.lhs.key, a.lhs.tensor.shape.int_dims
+    op, neutral, _ = ACCUMULATORS[accum] if accum is not None else ("add", 0.0, "sum")
     # max's and min's neutral elements depend on the dtype (an integer's minimum, maximum)
-    dtyped = {"max": neutral_max, "min": neutral_min}.get(ACCUMULATORS[accum][0]) \
-        if accum is not None else None
-    first = src.literal(neutral) if dtyped is None else \
-        f"{src.bind(dtyped, 'neutral')}(v.dtype)"
+    dtyped = {"max": neutral_max, "min": neutral_min}.get(op)
+    first = src.literal(neutral) if dtyped is None else f"{src.bind(dtyped, 'neutral')}(v.dtype)"
     if any(isinstance(x, int) for x in lhs_labels):  # the value fills the fixed positions
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
         pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
@@ -427,7 +414,6 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
             src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
     if accum is not None:
-        op = ACCUMULATORS[accum][0]
         combine = _INLINE.get(op) or f"{src.bind(BINARY[op], op)}(xp, {{}}, {{}})"
         start = combine.format(f"backend.full({shape!r}, {first}, v)", "v")
         if a.init:

@@ -118,13 +118,12 @@ def compile_code(code: Code, array_type: type) -> Routine:
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
-    if backend.stages:  # one compiled function: the library fuses, not fusion.py
-        each: list[Assign | Run] = list(code)
-        steps = [_compile_assign(a, backend, xp) for a in code]
-        return Routine(steps, code, mode, Staged(steps, code, backend), each)
-    items = fuse_repeats(code)
+    # staged as one compiled function, the library fuses, not fusion.py
+    items: list[Assign | Run] = list(code) if backend.stages else fuse_repeats(code)
     steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
              else _fused_step(item, backend, xp) for item in items]
+    if backend.stages:
+        return Routine(steps, code, mode, Staged(steps, code, backend), items)
     if backend.conv_gradients is not None:
         _pair_steps(items, steps, partial(_conv_pair_steps, backend=backend))
     if backend.matmul_bias is not None:
@@ -230,9 +229,9 @@ def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: 
     if b.proj is not proj or len(proj.args) != 2 or a.lhs.key == b.lhs.key:
         return None
     x, w, y = (*proj.args, proj.result)
-    g = Buf(y, "grad").key
-    wants = {Buf(x, "grad").key: {g, Buf(w, "value").key},
-             Buf(w, "grad").key: {g, Buf(x, "value").key}}
+    reads = [Buf(y, "grad").key, Buf(x, "value").key, Buf(w, "value").key]
+    g, xv, wv = reads
+    wants = {Buf(x, "grad").key: {g, wv}, Buf(w, "grad").key: {g, xv}}
     for c in (a, b):
         e = c.expr
         if e.op != "mul" or c.accum != "+" or len(e.args) != 2 or \
@@ -245,7 +244,6 @@ def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: 
         return None
     if both is None:
         return None
-    reads = [Buf(y, "grad").key, Buf(x, "value").key, Buf(w, "value").key]
     first = 0 if a.lhs.tensor is x else 1  # which gradient ``a`` writes
     kept: list[Any] = []
 
@@ -297,19 +295,17 @@ def drop_dead_stores(code: Code) -> Code:
     accumulation under ``"."``): they cover every cell.  The routine's final state is unchanged.
     """
     items = list(code)
-    reads = [{b.key for b in buffers_of(a.expr)} for a in items]
     # walking backwards (linear: a forward scan per assignment is quadratic in a deep
     # model's code): for each buffer, what the next assignment touching it does to it
     following: dict[tuple[int, str], str] = {}
     dead = set()
-    for i in range(len(items) - 1, -1, -1):
-        a = items[i]
+    for i, a in reversed(list(enumerate(items))):
         if following.get(a.lhs.key) == "overwrite":
             dead.add(i)
         overwrite = a.logic == "." and (a.accum is None or a.init)
         following[a.lhs.key] = "overwrite" if overwrite else "read"
-        for key in reads[i]:  # a read comes first, whatever the assignment writes
-            following[key] = "read"
+        for b in buffers_of(a.expr):  # a read comes first, whatever the assignment writes
+            following[b.key] = "read"
     return Code([a for i, a in enumerate(items) if i not in dead])
 
 
@@ -364,17 +360,14 @@ def fold_zero_init(code: Code) -> Code:
     drop: set[int] = set()
     out: list[Assign] = []
     for a in code:
-        reads = {b.key for b in buffers_of(a.expr)}
-        for k in reads:
-            zeroed.pop(k, None)  # read while zero: the zeroing must stay
+        for b in buffers_of(a.expr):
+            zeroed.pop(b.key, None)  # read while zero: the zeroing must stay
         key = a.lhs.key
-        if _is_zero_fill(a):
-            zeroed[key] = len(out)
-            out.append(a)
-            continue
-        if key in zeroed and a.accum in ("+", "-") and not a.init and key not in reads:
+        if key in zeroed and a.accum in ("+", "-") and not a.init:
             drop.add(zeroed.pop(key))
             a = replace(a, init=True)
+        elif _is_zero_fill(a):
+            zeroed[key] = len(out)
         else:
             zeroed.pop(key, None)
         out.append(a)
@@ -546,13 +539,29 @@ def _whole_step(a: Assign, xp: Any) -> Step:
     """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
     one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
     A primitive declared in :data:`tensig.execution.ir.RECORDS` gives a record of results (a
-    tuple), kept whole; ``part`` stores one of them."""
+    tuple), kept whole; ``part`` stores one of them, by a step of its own without the generic
+    operand reads and ``_put`` (0.5 us against 1.8): a batch norm stores eight parts a
+    training step."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
     shape = tuple(a.lhs.tensor.shape.int_dims)
+
+    def mismatch(v: Any) -> ShapeError:
+        return ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
+                          f"side has {shape}")
+
     if a.expr.op == "part" and (a.accum is None or a.init) and isinstance(args[0], Buf):
-        return _part_step(a, args[0], args[1], shape)
+        whole, src, i = args[0], args[0].key, args[1]
+
+        def part(store: Store) -> None:
+            arrays = store.arrays
+            v = (arrays[src] if src in arrays else store.read(whole))[i]  # the message
+            if v.shape != shape:
+                raise mismatch(v)
+            arrays[key] = v
+
+        return part
     record = a.expr.op in RECORDS
     if record and a.accum == "+" and not a.init:
         raise ShapeError(f"{a!r}: {a.expr.op} gives a record, which is stored (=:), never added")
@@ -571,26 +580,8 @@ def _whole_step(a: Assign, xp: Any) -> Step:
             arrays[key] = v
             return
         if tuple(v.shape) != shape:
-            raise ShapeError(f"{a!r}: {a.expr.op} gave shape {tuple(v.shape)}, the left-hand "
-                             f"side has {shape}")
+            raise mismatch(v)
         _put(store, a, v)
-
-    return step
-
-
-def _part_step(a: Assign, record: Buf, i: int, shape: tuple[int, ...]) -> Step:
-    """``y =: part(record, i)``: item ``i`` of a record, stored.  Its own step, as
-    :func:`_whole_step`'s for ``part`` without the generic operand reads and ``_put``
-    (0.5 us against 1.8): a batch norm stores eight parts a training step."""
-    src, dst = record.key, a.lhs.key
-
-    def step(store: Store) -> None:
-        arrays = store.arrays
-        v = (arrays[src] if src in arrays else store.read(record))[i]  # the message
-        if v.shape != shape:
-            raise ShapeError(f"{a!r}: part gave shape {tuple(v.shape)}, the left-hand side "
-                             f"has {shape}")
-        arrays[dst] = v
 
     return step
 

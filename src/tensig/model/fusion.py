@@ -61,12 +61,8 @@ def fuse_repeats(code: Iterable[Assign]) -> list[Assign | Run]:
     while i < len(items):
         runs = [r for n in range(1, MAX_BLOCK + 1) if (r := _longest_run(items, i, n)) is not None]
         best = max(runs, key=lambda r: len(r.assigns), default=None)  # the first longest
-        if best is None:
-            out.append(items[i])
-            i += 1
-        else:
-            out.append(best)
-            i += len(best.assigns)
+        out.append(items[i] if best is None else best)
+        i += 1 if best is None else len(best.assigns)
     return out
 
 
@@ -80,8 +76,7 @@ def _longest_run(items: list[Assign], start: int, length: int) -> Run | None:
     blocks = [template]
     varying: list[bool] | None = None
     seen, written = set(base), {a.lhs.key for a in template}
-    at = start + length
-    while at + length <= len(items):
+    for at in range(start + length, len(items) - length + 1, length):
         block = tuple(items[at:at + length])
         if not all(_eligible(a) for a in block) or _signature(block) != sig:
             break
@@ -97,7 +92,6 @@ def _longest_run(items: list[Assign], start: int, length: int) -> Run | None:
         seen.update(keys)
         written |= mine
         blocks.append(block)
-        at += length
     return Run(tuple(blocks)) if len(blocks) >= 2 else None
 
 
@@ -107,9 +101,9 @@ def _eligible(a: Assign) -> bool:
     return a.logic == "." and (a.accum is None or not a.init) and bool(buffers_of(a.expr))
 
 
-def _local_keys(block: Sequence[Assign]) -> list[tuple[int, str]]:
-    """The block's buffers in order of first appearance (left-hand sides included)."""
-    return list(dict.fromkeys(b.key for a in block for b in (*buffers_of(a.expr), a.lhs)))
+def _local_keys(block: Sequence[Assign]) -> dict[tuple[int, str], Buf]:
+    """The block's buffers by key, in order of first appearance (left-hand sides included)."""
+    return {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
 
 
 def _signature(block: Sequence[Assign]) -> tuple[Any, ...]:
@@ -126,11 +120,12 @@ def _signature(block: Sequence[Assign]) -> tuple[Any, ...]:
     return tuple((local[a.lhs.key], a.accum, skeleton(a.expr)) for a in block)
 
 
-def _fits(block: Sequence[Assign], keys: list[tuple[int, str]], varying: list[bool]) -> bool:
+def _fits(block: Sequence[Assign], keys: Iterable[tuple[int, str]], varying: list[bool]
+          ) -> bool:
     """Whether a block can run over flat arrays, given which of its buffers vary from block to
     block: the varying ones all of one shape (its left-hand sides'), the shared ones read-only
     and of one element (they broadcast against a flat array)."""
-    bufs = {b.key: b for a in block for b in (*buffers_of(a.expr), a.lhs)}
+    bufs = _local_keys(block)
     lhs = {a.lhs.key for a in block}
     shapes = {bufs[k].tensor.shape.int_dims for k, v in zip(keys, varying, strict=True) if v}
     return len(shapes) == 1 and all(k not in lhs and bufs[k].tensor.shape.numel() == 1
@@ -146,7 +141,8 @@ class FusedBlocks:
                                                      Callable[[list[Any]], Any]],
                  backend: Any, xp: Any, fallback: Callable[[Any], None]):
         blocks = run.blocks
-        keyed = [_local_keys(b) for b in blocks]
+        bufs = _local_keys(blocks[0])
+        keyed = [list(_local_keys(b)) for b in blocks]
         varying = [k != b for k, b in zip(keyed[1], keyed[0], strict=True)]
         self.backend, self.xp, self.fallback = backend, xp, fallback
         self.slots = len(keyed[0])
@@ -169,9 +165,7 @@ class FusedBlocks:
             written.add(lhs)
         self.concat = [s for s in loads if varying[s]]
         # one-element buffers, flattened to broadcast against the flat arrays
-        rank = {b.key: len(b.tensor.shape.int_dims)
-                for a in blocks[0] for b in (*buffers_of(a.expr), a.lhs)}
-        self.shared = [(s, self.keys[s][0], rank[keyed[0][s]] > 1)
+        self.shared = [(s, self.keys[s][0], len(bufs[keyed[0][s]].tensor.shape.int_dims) > 1)
                        for s in loads if not varying[s]]
         self.written = sorted(written)
         self.cache: dict[int, tuple[list[Any], Any]] = {}

@@ -51,6 +51,7 @@ from tensig.model.tensor import (
     _fwd,
     _grads,
     _op,
+    _valued,
     apply,
     cast,
     constant,
@@ -257,12 +258,7 @@ def embedding(table: Tensor, ids: Tensor) -> Tensor:
 def _gather(name: str, spec: str, primitive: str) -> OpDef:
     """An operation that reads a table at integer positions with ``primitive`` (an
     ``ir.WHOLE`` gather); its gradient adds back into the cells read (``put_add``)."""
-    def backward(t: Tensor, tab: Tensor, i: Tensor) -> Code:
-        code = Code()
-        if tab.differentiable:
-            code.assign(tab.grad, _e("put_add", i.val, t.grad), accum="+", logic=t.projections)
-        return code
-
+    backward = _grads(lambda t, tab, i: (_e("put_add", i.val, t.grad), "+"), None)
     return OpDef(name, spec, _fwd(primitive), backward, op="einsum", integers=True)
 
 
@@ -350,9 +346,7 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
     return t
 
 
-# --------------------------------------------------------------------------------------------
-# Parameters and literals (leaves and constants: model/tensor.py)
-# --------------------------------------------------------------------------------------------
+# -- parameters and literals (leaves and constants: model/tensor.py) --------------------------
 
 
 class batch(list):
@@ -396,8 +390,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
         kinds.append(kind)
         bases.append(basis)
         node = node[0]
-    order = {"batch": 0, "output": 1, "input": 2}
-    if [order[k] for k in kinds] != sorted(order[k] for k in kinds):
+    if kinds != sorted(kinds, key=["batch", "output", "input"].index):
         raise ValueError(f"{name}: axes nest as batch, then output (list), then input (tuple); "
                          f"got {' > '.join(kinds)}")
 
@@ -423,10 +416,7 @@ def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     rows: dict[str, list[Any]] = {"batch": [], "input": [], "output": []}
     for n, kind, basis in zip(arr.shape, kinds, bases, strict=True):
         rows[kind].append((basis, n) if basis else n)
-    g = current_graph()
-    t = Tensor("const", g.shapes.tensor(name, Shape(**rows)), g, [name])
-    t.value_init = arr
-    return t
+    return _valued("const", name, Shape(**rows), arr)
 
 
 def _block(literal: Any, name: str) -> Tensor:
@@ -490,7 +480,6 @@ def _initializer(init: str | Callable[..., Any], seed: int, t: Tensor
         raise ValueError(f"unknown init {init!r}: 'uniform', 'kaiming', 'xavier' or a callable")
 
     return make
-
 
 
 def _eager_call(op: str, spec: str, xs: Sequence[Any], options: dict[str, Any]) -> Tensor:

@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +37,10 @@ class Graph:
         if adapter is None:
             raise ValueError(f"a graph's backend is {' or '.join(map(repr, graph_backends()))},"
                              f" not {backend!r}")
-        device = adapter.device(device)
-        self.adapter = adapter
+        self.adapter, self.backend, self.device = adapter, backend, adapter.device(device)
         self.shapes = ShapeGraph()
         self.tensors: list[Tensor] = []
-        self.store = Store(device)
-        self.backend = backend
-        self.device = device
+        self.store = Store(self.device)
         self._solved = 0
         self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
         #: what is checked after each solve (constraints on captured row variables)
@@ -90,20 +87,17 @@ class Graph:
         size = itemsize(dtype)
         out = []
         for t in self.tensors:
-            n = 1
-            for d in t.shape.dims:
-                v = d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
-                n *= int(v) if v is not None else 0
-            out.append((t.name, t.shape, n * size))
+            dims = (d.subs(sizes).constant if isinstance(d, Dim) and sizes else d
+                    for d in t.shape.dims)
+            n = math.prod(int(v) if v is not None else 0 for v in dims) * size
+            out.append((t.name, t.shape, n))
             if t.differentiable:
-                out.append((f"{t.name}.grad", t.shape, n * size))
+                out.append((f"{t.name}.grad", t.shape, n))
         return out
 
 
-_GRAPH: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("tensig_graph",
-                                                                     default=None)
-_SCOPE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tensig_scope",
-                                                                         default=())
+_GRAPH: ContextVar[Graph | None] = ContextVar("tensig_graph", default=None)
+_SCOPE: ContextVar[tuple[str, ...]] = ContextVar("tensig_scope", default=())
 
 
 def current_graph() -> Graph:
@@ -171,16 +165,32 @@ class _Id(int):
         return apply(UNARY_OPS["id"], self.tensor)
 
 
-def _binary(name: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
-    """A tensor's operator method for ``BINARY_OPS[name]`` (``reflected``: the tensor is the
-    right operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
-    def method(self: Tensor, o: Any) -> Tensor:
-        return apply(BINARY_OPS[name], o, self) if reflected else apply(BINARY_OPS[name], self, o)
+def _binary(name: str, reflected: bool = False) -> Callable[[Any, Any], Tensor]:
+    """An operator method for ``BINARY_OPS[name]`` (``reflected``: ``self`` is the right
+    operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
+    def method(self: Any, o: Any) -> Tensor:
+        x = self if isinstance(self, Tensor) else self.tensor()  # a captured size: dim() of it
+        return apply(BINARY_OPS[name], o, x) if reflected else apply(BINARY_OPS[name], x, o)
 
     return method
 
 
-class Tensor:
+class Arithmetic:
+    """``+ - * /`` (and reflected) of a tensor, or of a captured size
+    (:class:`~tensig.model.captures.Captured`) as its ``tensor()``."""
+
+    __slots__ = ()
+    __add__ = _binary("add")
+    __radd__ = _binary("add", reflected=True)
+    __sub__ = _binary("sub")
+    __rsub__ = _binary("sub", reflected=True)
+    __mul__ = _binary("mul")
+    __rmul__ = _binary("mul", reflected=True)
+    __truediv__ = _binary("div")
+    __rtruediv__ = _binary("div", reflected=True)
+
+
+class Tensor(Arithmetic):
     """A lazy node of a model graph."""
 
     __slots__ = ("_projections", "args", "base", "differentiable", "graph", "id", "init",
@@ -255,15 +265,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.kind})"
 
-    # -- operators: BINARY_OPS and the structural ones --------------------------------------
-    __add__ = _binary("add")
-    __radd__ = _binary("add", reflected=True)
-    __sub__ = _binary("sub")
-    __rsub__ = _binary("sub", reflected=True)
-    __mul__ = _binary("mul")
-    __rmul__ = _binary("mul", reflected=True)
-    __truediv__ = _binary("div")
-    __rtruediv__ = _binary("div", reflected=True)
+    # -- operators: BINARY_OPS (the arithmetic ones: Arithmetic) and the structural ones ------
     __lt__ = _binary("lt")
     __gt__ = _binary("lt", reflected=True)
     __le__ = _binary("le")
@@ -389,8 +391,7 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
         args = _distinct(args)
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
-    integer = _integer_result(opdef.name, args, integers=opdef.integers,
-                              floats=opdef.floats)
+    integer = _integer_result(opdef.name, args, integers=opdef.integers, floats=opdef.floats)
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
@@ -432,12 +433,8 @@ def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
     have different labels; its second use becomes an identity node (an alias of the same
     array, no copy), so each operand has a buffer of its own and its gradient both parts."""
-    seen: set[int] = set()
-    out = []
-    for a in args:
-        out.append(apply(UNARY_OPS["id"], a) if a.id in seen else a)
-        seen.add(a.id)
-    return tuple(out)
+    ids = [a.id for a in args]
+    return tuple(apply(UNARY_OPS["id"], a) if a.id in ids[:i] else a for i, a in enumerate(args))
 
 
 def _leaf_of(name: str, o: Any) -> Any:
@@ -584,7 +581,6 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     output row is a feature, and ``@`` refuses to contract a named axis together with others.
     ``batch=["b", "t"]`` names the batch axes only (the other axes stay unnamed).
     """
-    g = current_graph()
     dims = tuple(int(d) for d in value.shape)
     if axes is not None and (not isinstance(batch, int) or batch or input):
         raise TypeError(f"leaf {name!r}: give the rows either by axes= or by batch=/input=")
@@ -595,8 +591,7 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
     else:
         out_end = len(dims) - input
         shape = Shape(batch=dims[:batch], input=dims[out_end:], output=dims[batch:out_end])
-    t = Tensor("leaf", g.shapes.tensor(name, shape), g, [name])
-    t.value_init = value
+    t = _valued("leaf", name, shape, value)
     t.integer = _is_integer(value)
     return t
 
@@ -620,16 +615,20 @@ def _is_integer(value: Any) -> bool:
 
 def constant(value: Any, *, name: str = "const") -> Tensor:
     """A constant (output axes only); numbers in expressions become these."""
-    g = current_graph()
     arr = np.asarray(value, dtype=np.float32)
-    t = Tensor("const", g.shapes.tensor(name, Shape(output=arr.shape)), g, [name])
-    t.value_init = arr
+    return _valued("const", name, Shape(output=arr.shape), arr)
+
+
+def _valued(kind: str, name: str, shape: Shape, value: Any, g: Graph | None = None) -> Tensor:
+    """A tensor of ``kind`` (``"leaf"``, ``"const"``) and ``shape`` in ``g`` (by default the
+    current graph) whose value is ``value`` (a callable gives it) when a model initialises."""
+    g = g or current_graph()
+    t = Tensor(kind, g.shapes.tensor(name, shape), g, [name])
+    t.value_init = value
     return t
 
 
-# --------------------------------------------------------------------------------------------
-# Running
-# --------------------------------------------------------------------------------------------
+# -- running ---------------------------------------------------------------------------------
 
 
 class Model:
