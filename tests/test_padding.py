@@ -406,3 +406,23 @@ def test_verify_reads_the_mask_as_b_t_bool(fn, finding):
         assert report.ok, (report.findings, report.notes)
     else:
         assert any(re.search(finding, f.message) for f in report.findings), report.findings
+
+
+def test_dask_rows_are_refused_naming_why():
+    """Dask arrays are lazy: a padded batch's checks read the mask's values.  pad() said
+    "row 0 is a Array, row 0 a Array" (the list path's message) instead of that."""
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(TypeError, match=r"not dask arrays .* read the mask's values"):
+        pad([da.ones((3, 2)), da.ones((2, 2))])
+
+
+def test_is_float_on_every_adapter():
+    """The dtype test padded batches and the convolution kernels ask: dask.array has no
+    ``issubdtype`` (it raised AttributeError there)."""
+    from tensig.backends import backend_named
+
+    for name in ("numpy", "dask", "torch", "jax"):
+        pytest.importorskip(name)
+        b = backend_named(name)
+        floating, integer = b.as_dtype("float32"), b.as_dtype("int64")
+        assert b.is_float(floating) and not b.is_float(integer), name

@@ -387,7 +387,10 @@ class Backend(Kernels):
         return bool(dtype == np.bool_)
 
     def is_float(self, dtype: Any) -> bool:
-        return bool(self.xp.issubdtype(dtype, self.xp.floating))
+        import numpy as np
+
+        xp = self.xp if hasattr(self.xp, "issubdtype") else np  # dask.array has none
+        return bool(xp.issubdtype(dtype, xp.floating))
 
     def default_float(self) -> Any:
         return self.xp.float32

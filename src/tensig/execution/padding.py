@@ -126,6 +126,8 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
     if is_array(seqs[0]):
         lengths, trailing = _array_sizes(seqs)
     else:
+        if hasattr(seqs[0], "shape"):  # a lazy library's array (Dask), or an unknown one:
+            _ops_for(type(seqs[0]))  # raises, naming the libraries padded batches take
         seqs, lengths, trailing = _list_sizes(seqs)  # one NumPy array
     ops = _ops_for(type(seqs[0]))
     T = _padded_length(lengths, length, multiple_of)
