@@ -54,17 +54,16 @@ def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], fro
                 tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
                                              f"(shapes {shapes})")
                 break
-        if target == ONE and all(s is None or s[1] for s in sizes if s is not None) and \
-                any(s is not None and s[1] for s in sizes):
-            loose_out.add(pos)
+        out.append(target)
+        if target == ONE:  # only 1s meet: the result's 1 is loose when every one of them is
+            if all(s[1] for s in sizes if s is not None):
+                loose_out.add(pos)
+            continue
         for i, s in enumerate(sizes):
-            if target == ONE:
-                continue
             if s is None or (s[0] == ONE and s[1]):
                 implicit[i].add(pos)
             elif s[0] != ONE:
                 firm[i].add(pos)
-        out.append(target)
     _two_sided(arrays, implicit, firm, out)
     return tuple(out), frozenset(loose_out)
 

@@ -235,9 +235,7 @@ _SHARED: dict[str, Callable[..., Any]] = {
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
-    "transpose": lambda a, axes=None: permute(a, axes if axes is not None
-                                              else tuple(reversed(range(_sym(a).ndim)))),
-    "permute_dims": lambda a, axes=None: permute(a, axes),
+    **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,
     "moveaxis": moveaxis,
     "expand_dims": expand_dims,

@@ -115,9 +115,8 @@ def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
         return impl(*args, **kw)
     if ns == "numpy" and name in S.CREATION_NUMPY:
         return S.CREATION_NUMPY[name](*args, **kw)
-    twin_module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
-                   "lax": np}.get(ns)
-    twin = getattr(twin_module, name, None) if twin_module is not None else None
+    twin = getattr({"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
+                    "lax": np}.get(ns), name, None)  # None has no public attributes
     if twin is not None and (isinstance(twin, np.ufunc) or hasattr(twin, "_implementation")):
         try:
             return twin(*args, **kw)
@@ -328,15 +327,13 @@ def _jit(original: Any) -> Any:
     def jit(fun: Any = None, *a: Any, **kw: Any) -> Any:
         if fun is None:
             return lambda f: jit(f, *a, **kw)
-        compiled: list[Any] = []
+        compiled = functools.cache(lambda: original(fun, *a, **kw))  # on the first real call
 
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None:
                 return fun(*args, **kwargs)
-            if not compiled:
-                compiled.append(original(fun, *a, **kw))
-            return compiled[0](*args, **kwargs)
+            return compiled()(*args, **kwargs)
         return run
     return jit
 
