@@ -286,8 +286,8 @@ def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
 
 
 def _batch(axis: Any, tree: Any, n: Dim) -> Any:
-    """Insert a mapped axis of size ``n`` into every leaf."""
-    return _per_axis(lambda ax, x: S.expand_dims(x, ax, n), axis, tree)
+    """Insert a mapped axis of size ``n`` into every leaf (a None stays None)."""
+    return _per_axis(lambda ax, x: None if x is None else S.expand_dims(x, ax, n), axis, tree)
 
 
 def _one_size(sizes: list[Dim], what: str) -> None:
@@ -369,9 +369,7 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     n = sizes[0] if sizes else as_dim(length)
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")
-    ys = _tree_map(lambda leaf: None if leaf is None else _batch(0, leaf, n), y) \
-        if y is not None else None
-    return carry, ys
+    return carry, _batch(0, y, n)
 
 
 def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:

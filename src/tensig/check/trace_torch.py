@@ -121,14 +121,11 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
             return S.getitem(S._sym(self), key)
         return original(self, key)
 
-    def sized(name: str, method: Any) -> Any:
-        def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
-                return getattr(S._sym(self), name)(*args, **kw)  # torch's own via __getattr__
-            return method(self, *args, **kw)
-        return call
+    def symbolic(name: str) -> Any:  # the method of the symbolic array (torch's: __getattr__)
+        return lambda self, *args, **kw: getattr(S._sym(self), name)(*args, **kw)
 
-    sized_methods = [(torch.Tensor, n, sized(n, getattr(torch.Tensor, n))) for n in _SIZED]
+    sized_methods = [(torch.Tensor, n, sym_functions.creation_wrapper(
+        getattr(torch.Tensor, n), symbolic(n))) for n in _SIZED]
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 

@@ -335,8 +335,7 @@ class SymArray:
                 raise Unsupported(f"numpy.{ufunc.__name__} with {ufunc.nout} outputs")
             return elementwise(list(inputs), kind)
         if method == "reduce":
-            (x,) = inputs
-            return reduce_(_sym(x), kwargs.get("axis", 0), kwargs.get("keepdims", False))
+            return reduce_(inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
         if method == "accumulate":
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
         if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
