@@ -238,12 +238,8 @@ def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     ``K <= L`` (a window no longer than its input) runs in one."""
     base = t.assumption_envs()[0]
     names = sorted(size_fit.symbols(args), key=base.__getitem__)
-    if len(names) < 2:
-        return [base]
-    flipped = dict(base)
-    for n, m in zip(names, reversed(names), strict=True):
-        flipped[n] = base[m]
-    return [base, flipped]
+    flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
+    return [base, flipped] if len(names) > 1 else [base]
 
 
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")

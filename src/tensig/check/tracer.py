@@ -278,8 +278,7 @@ class SymArray:
         return plugin("jax_at")(self)
 
     def squeeze(self, *axis: Any, **kw: Any) -> SymArray:
-        ax = axis[0] if axis else kw.get("axis", kw.get("dim"))
-        return squeeze(self, ax)
+        return squeeze(self, axis[0] if axis else kw.get("axis", kw.get("dim")))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> SymArray:
         s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
