@@ -246,16 +246,13 @@ def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
     return jax.tree_util.tree_map(fn, *trees, is_leaf=lambda x: x is None)
 
 
-def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
-    import jax
-
-    return [S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
-
-
 def _same_structure(before: Any, after: Any, what: str) -> Any:
     """A loop's carry (or every branch of a cond) keeps its shapes, as JAX requires; returns
     ``after``."""
-    a, b = _shapes(before), _shapes(after)
+    import jax
+
+    a, b = ([S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
+            for tree in (before, after))
     if a != b:
         was, got = ("; ".join("[" + ", ".join(map(str, s)) + "]" for s in side) for side in (a, b))
         tracer().report("broadcast", f"{what}: shapes change from {was} to {got}")

@@ -65,8 +65,8 @@ def _stacked(rank: int, axis: int) -> Callable[..., S.SymArray]:
 
 
 def _column_stack(tup: Any) -> S.SymArray:
-    xs = [S._sym(x) for x in tup]
-    return sym_functions.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
+    return sym_functions.concatenate([S.expand_dims(x, 1) if S._sym(x).ndim == 1 else x
+                                      for x in tup], 1)
 
 
 def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
