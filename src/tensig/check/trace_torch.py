@@ -43,10 +43,10 @@ def dtype_of(a: S.SymArray) -> torch.dtype:
 
 def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
     """``x.type()`` names the tensor type; ``x.type(dtype)`` converts like ``x.to(dtype)``."""
-    if dtype is None:
-        return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
-                "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
-    return S.SymArray(a.dims, S.kind_of(dtype) or a.kind, a.loose)
+    if dtype is not None:
+        return a.to(dtype)
+    return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
+            "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
 
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {

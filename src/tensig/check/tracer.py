@@ -106,10 +106,7 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
     """A broadcasting binary function or operator method (``reverse``: the reflected
     ``__r*__``), with the element kind ``kind`` (None: the operands')."""
-    def model(a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
-        return elementwise([b, a] if reverse else [a, b], kind)
-
-    return model
+    return lambda a, b, *args, **kw: elementwise([b, a] if reverse else [a, b], kind)
 
 
 def _extreme(name: str) -> Callable[..., Any]:
