@@ -164,7 +164,7 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
     name = _name(func)
     key = _cache_key(func, args, kwargs)
-    hit = _CACHE.get(key) if key is not None else None
+    hit = _CACHE.get(key)  # None is never stored
     if hit is None:
         hit = _fit(func, name, args, kwargs)
         if key is not None and not hit[2]:
