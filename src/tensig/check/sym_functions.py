@@ -193,10 +193,8 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
         return SymArray([nums[0]], "i")
-    if len(nums) >= 2 and (len(nums) == 2 or nums[2] == ONE):
-        return SymArray([nums[1] - nums[0]], "i")
-    if len(nums) == 3 and nums[2].constant is not None and nums[2].constant > 0:
-        k = nums[2].constant
+    k = nums[2].constant if len(nums) > 2 else 1  # the step
+    if len(nums) >= 2 and k is not None and k > 0:
         return SymArray([(nums[1] - nums[0] + k - 1) // k], "i")
     raise Unsupported("arange with a symbolic or negative step")
 
