@@ -142,10 +142,8 @@ def _min_dim(m: Dim, n: Dim) -> Dim:
 
 def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
          hermitian: bool = False) -> Any:
-    x = S._sym(a)
-    m, n = x.dims[-2], x.dims[-1]
+    *batch, m, n = S._sym(a).dims
     k = _min_dim(m, n)
-    batch = x.dims[:-2]
     s = S.SymArray((*batch, k), "f")
     if not compute_uv:
         return s
@@ -155,10 +153,8 @@ def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
 
 
 def _qr(a: Any, mode: str = "reduced") -> Any:
-    x = S._sym(a)
-    m, n = x.dims[-2], x.dims[-1]
+    *batch, m, n = S._sym(a).dims
     k = _min_dim(m, n)
-    batch = x.dims[:-2]
     r = S.SymArray((*batch, k if mode != "complete" else m, n), "f")
     if mode == "r":
         return r
