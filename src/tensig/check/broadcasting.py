@@ -11,6 +11,7 @@ the other into an outer product nobody asked for.  A size-1 axis that came from 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -48,39 +49,30 @@ def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], fro
                  for a in arrays]
         real = [s[0] for s in sizes if s is not None and s[0] != ONE]
         target = real[0] if real else ONE
-        for d in real[1:]:
-            if differ(d, target):
-                shapes = " and ".join(shape_text(a) for a in arrays if a.ndim)
-                tracer().report("broadcast", f"broadcasts {target} against {d} in {what} "
-                                             f"(shapes {shapes})")
-                break
-        if target == ONE and all(s is None or s[1] for s in sizes if s is not None) and \
-                any(s is not None and s[1] for s in sizes):
-            loose_out.add(pos)
+        other = next((d for d in real[1:] if differ(d, target)), None)
+        if other is not None:
+            shapes = " and ".join(shape_text(a) for a in arrays if a.ndim)
+            tracer().report("broadcast", f"broadcasts {target} against {other} in {what} "
+                                         f"(shapes {shapes})")
+        out.append(target)
+        if target == ONE:  # only 1s meet: the result's 1 is loose when every one of them is
+            if all(s[1] for s in sizes if s is not None):
+                loose_out.add(pos)
+            continue
         for i, s in enumerate(sizes):
-            if target == ONE:
-                continue
             if s is None or (s[0] == ONE and s[1]):
                 implicit[i].add(pos)
             elif s[0] != ONE:
                 firm[i].add(pos)
-        out.append(target)
-    _two_sided(arrays, implicit, firm, out)
+    for i, k in itertools.combinations(range(len(arrays)), 2):
+        if implicit[i] & firm[k] and implicit[k] & firm[i]:  # both stretched by the rule itself
+            tracer().report(
+                "outer-product",
+                f"implicit two-sided broadcast: {shape_text(arrays[i])} and "
+                f"{shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
+                "product (expand one side explicitly with None/unsqueeze if that is meant)")
+            break
     return tuple(out), frozenset(loose_out)
-
-
-def _two_sided(arrays: Sequence[Shaped], implicit: list[set[int]], firm: list[set[int]],
-               out: list[Dim]) -> None:
-    """Both operands stretched by the rule itself: an outer product nobody asked for."""
-    for i in range(len(arrays)):
-        for k in range(len(arrays)):
-            if i != k and implicit[i] & firm[k] and implicit[k] & firm[i]:
-                tracer().report(
-                    "outer-product",
-                    f"implicit two-sided broadcast: {shape_text(arrays[i])} and "
-                    f"{shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
-                    "product (expand one side explicitly with None/unsqueeze if that is meant)")
-                return
 
 
 def shape_text(a: Shaped) -> str:

@@ -198,8 +198,13 @@ def _max_flow(cap: list[list[int]]) -> int:
 
 
 def _detail(src: Sequence[Dim], dst: Sequence[Dim], what: str) -> str:
-    only = _only_permuted(src, dst)
-    return f"{only} ({what})" if only else what
+    """``what`` the reshape does, led by "only reorders the dimensions" when the target merely
+    permutes the source's sizes (``[2, 3]`` into ``[3, 2]``): a transpose was meant, even where
+    the order of factors cannot tell."""
+    a, b = [d for d in src if d != ONE], [d for d in dst if d != ONE]
+    if len(a) > 1 and a != b and sorted(map(str, a)) == sorted(map(str, b)):
+        return f"only reorders the dimensions ({what})"
+    return what
 
 
 def _between(names: list[str], lo: int, hi: int) -> str:
@@ -209,15 +214,6 @@ def _between(names: list[str], lo: int, hi: int) -> str:
     if hi < len(names):
         return f"before {names[hi]}"
     return f"after {names[lo - 1]}" if lo > 0 else "of the whole array"
-
-
-def _only_permuted(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
-    """A target that merely permutes the source's sizes (``[2, 3]`` into ``[3, 2]``): a
-    transpose was meant, even where the order of factors cannot tell."""
-    a, b = [d for d in src if d != ONE], [d for d in dst if d != ONE]
-    if len(a) > 1 and a != b and sorted(map(str, a)) == sorted(map(str, b)):
-        return "only reorders the dimensions"
-    return None
 
 
 def divide(total: Dim, known: Dim) -> Dim:

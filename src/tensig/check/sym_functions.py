@@ -193,10 +193,8 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
         return SymArray([nums[0]], "i")
-    if len(nums) >= 2 and (len(nums) == 2 or nums[2] == ONE):
-        return SymArray([nums[1] - nums[0]], "i")
-    if len(nums) == 3 and nums[2].constant is not None and nums[2].constant > 0:
-        k = nums[2].constant
+    k = nums[2].constant if len(nums) > 2 else 1  # the step
+    if len(nums) >= 2 and k is not None and k > 0:
         return SymArray([(nums[1] - nums[0] + k - 1) // k], "i")
     raise Unsupported("arange with a symbolic or negative step")
 
@@ -235,9 +233,7 @@ _SHARED: dict[str, Callable[..., Any]] = {
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
-    "transpose": lambda a, axes=None: permute(a, axes if axes is not None
-                                              else tuple(reversed(range(_sym(a).ndim)))),
-    "permute_dims": lambda a, axes=None: permute(a, axes),
+    **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,
     "moveaxis": moveaxis,
     "expand_dims": expand_dims,
@@ -308,7 +304,8 @@ def has_sym(x: Any) -> bool:
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
-    """Creation functions called with symbolic sizes build symbolic arrays."""
+    """Creation functions (and real tensors' sized methods) called with symbolic sizes build
+    symbolic arrays."""
     @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
         if _TRACER.get() is not None and has_sym((args, kw)):

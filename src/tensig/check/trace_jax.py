@@ -115,9 +115,8 @@ def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
         return impl(*args, **kw)
     if ns == "numpy" and name in S.CREATION_NUMPY:
         return S.CREATION_NUMPY[name](*args, **kw)
-    twin_module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
-                   "lax": np}.get(ns)
-    twin = getattr(twin_module, name, None) if twin_module is not None else None
+    twin = getattr({"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
+                    "lax": np}.get(ns), name, None)  # None has no public attributes
     if twin is not None and (isinstance(twin, np.ufunc) or hasattr(twin, "_implementation")):
         try:
             return twin(*args, **kw)
@@ -247,16 +246,13 @@ def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
     return jax.tree_util.tree_map(fn, *trees, is_leaf=lambda x: x is None)
 
 
-def _shapes(tree: Any) -> list[tuple[Dim, ...]]:
-    import jax
-
-    return [S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
-
-
 def _same_structure(before: Any, after: Any, what: str) -> Any:
     """A loop's carry (or every branch of a cond) keeps its shapes, as JAX requires; returns
     ``after``."""
-    a, b = _shapes(before), _shapes(after)
+    import jax
+
+    a, b = ([S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
+            for tree in (before, after))
     if a != b:
         was, got = ("; ".join("[" + ", ".join(map(str, s)) + "]" for s in side) for side in (a, b))
         tracer().report("broadcast", f"{what}: shapes change from {was} to {got}")
@@ -287,8 +283,8 @@ def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
 
 
 def _batch(axis: Any, tree: Any, n: Dim) -> Any:
-    """Insert a mapped axis of size ``n`` into every leaf."""
-    return _per_axis(lambda ax, x: S.expand_dims(x, ax, n), axis, tree)
+    """Insert a mapped axis of size ``n`` into every leaf (a None stays None)."""
+    return _per_axis(lambda ax, x: None if x is None else S.expand_dims(x, ax, n), axis, tree)
 
 
 def _one_size(sizes: list[Dim], what: str) -> None:
@@ -328,15 +324,13 @@ def _jit(original: Any) -> Any:
     def jit(fun: Any = None, *a: Any, **kw: Any) -> Any:
         if fun is None:
             return lambda f: jit(f, *a, **kw)
-        compiled: list[Any] = []
+        compiled = functools.cache(lambda: original(fun, *a, **kw))  # on the first real call
 
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None:
                 return fun(*args, **kwargs)
-            if not compiled:
-                compiled.append(original(fun, *a, **kw))
-            return compiled[0](*args, **kwargs)
+            return compiled()(*args, **kwargs)
         return run
     return jit
 
@@ -372,9 +366,7 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     n = sizes[0] if sizes else as_dim(length)
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")
-    ys = _tree_map(lambda leaf: None if leaf is None else _batch(0, leaf, n), y) \
-        if y is not None else None
-    return carry, ys
+    return carry, _batch(0, y, n)
 
 
 def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:

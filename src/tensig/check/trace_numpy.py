@@ -65,8 +65,8 @@ def _stacked(rank: int, axis: int) -> Callable[..., S.SymArray]:
 
 
 def _column_stack(tup: Any) -> S.SymArray:
-    xs = [S._sym(x) for x in tup]
-    return sym_functions.concatenate([S.expand_dims(x, 1) if x.ndim == 1 else x for x in xs], 1)
+    return sym_functions.concatenate([S.expand_dims(x, 1) if S._sym(x).ndim == 1 else x
+                                      for x in tup], 1)
 
 
 def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
@@ -142,10 +142,8 @@ def _min_dim(m: Dim, n: Dim) -> Dim:
 
 def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
          hermitian: bool = False) -> Any:
-    x = S._sym(a)
-    m, n = x.dims[-2], x.dims[-1]
+    *batch, m, n = S._sym(a).dims
     k = _min_dim(m, n)
-    batch = x.dims[:-2]
     s = S.SymArray((*batch, k), "f")
     if not compute_uv:
         return s
@@ -155,10 +153,8 @@ def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
 
 
 def _qr(a: Any, mode: str = "reduced") -> Any:
-    x = S._sym(a)
-    m, n = x.dims[-2], x.dims[-1]
+    *batch, m, n = S._sym(a).dims
     k = _min_dim(m, n)
-    batch = x.dims[:-2]
     r = S.SymArray((*batch, k if mode != "complete" else m, n), "f")
     if mode == "r":
         return r
@@ -238,12 +234,8 @@ def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
     ``K <= L`` (a window no longer than its input) runs in one."""
     base = t.assumption_envs()[0]
     names = sorted(size_fit.symbols(args), key=base.__getitem__)
-    if len(names) < 2:
-        return [base]
-    flipped = dict(base)
-    for n, m in zip(names, reversed(names), strict=True):
-        flipped[n] = base[m]
-    return [base, flipped]
+    flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
+    return [base, flipped] if len(names) > 1 else [base]
 
 
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")

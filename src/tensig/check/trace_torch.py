@@ -43,10 +43,10 @@ def dtype_of(a: S.SymArray) -> torch.dtype:
 
 def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
     """``x.type()`` names the tensor type; ``x.type(dtype)`` converts like ``x.to(dtype)``."""
-    if dtype is None:
-        return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
-                "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
-    return S.SymArray(a.dims, S.kind_of(dtype) or a.kind, a.loose)
+    if dtype is not None:
+        return a.to(dtype)
+    return {"f": "torch.FloatTensor", "i": "torch.LongTensor",
+            "b": "torch.BoolTensor"}.get(a.kind, "torch.FloatTensor")
 
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
@@ -108,13 +108,8 @@ def attribute(a: S.SymArray, name: str) -> Any:
 
 def _symbolic_key(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
-    for k in items:
-        if isinstance(k, sym_sizes.SymSize | S.SymArray):
-            return True
-        if isinstance(k, slice) and any(isinstance(v, sym_sizes.SymSize)
-                                        for v in (k.start, k.stop, k.step)):
-            return True
-    return False
+    return any(isinstance(v, sym_sizes.SymSize | S.SymArray) for k in items
+               for v in ((k.start, k.stop, k.step) if isinstance(k, slice) else (k,)))
 
 
 def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
@@ -126,14 +121,11 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
             return S.getitem(S._sym(self), key)
         return original(self, key)
 
-    def sized(name: str, method: Any) -> Any:
-        def call(self: torch.Tensor, *args: Any, **kw: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
-                return getattr(S._sym(self), name)(*args, **kw)  # torch's own via __getattr__
-            return method(self, *args, **kw)
-        return call
+    def symbolic(name: str) -> Any:  # the method of the symbolic array (torch's: __getattr__)
+        return lambda self, *args, **kw: getattr(S._sym(self), name)(*args, **kw)
 
-    sized_methods = [(torch.Tensor, n, sized(n, getattr(torch.Tensor, n))) for n in _SIZED]
+    sized_methods = [(torch.Tensor, n, sym_functions.creation_wrapper(
+        getattr(torch.Tensor, n), symbolic(n))) for n in _SIZED]
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
@@ -148,7 +140,6 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
 
 _CACHE: dict[Any, Any] = {}
 _CACHE_SIZE = 4096
-_NO_CACHE = object()
 
 
 class Rejected(Exception):
@@ -173,10 +164,10 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
     name = _name(func)
     key = _cache_key(func, args, kwargs)
-    hit = _CACHE.get(key) if key is not _NO_CACHE else None
+    hit = _CACHE.get(key)  # None is never stored
     if hit is None:
         hit = _fit(func, name, args, kwargs)
-        if key is not _NO_CACHE and not hit[2]:
+        if key is not None and not hit[2]:
             if len(_CACHE) >= _CACHE_SIZE:
                 _CACHE.clear()
             _CACHE[key] = hit
@@ -202,6 +193,7 @@ def _name(func: Any) -> str:
 
 
 def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """The fit's cache key (None: arguments that cannot be one)."""
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
             return ("A", v.dims, v.kind)
@@ -218,7 +210,7 @@ def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         key = (func, describe(args), tuple(sorted((k, describe(v)) for k, v in kwargs.items())))
         hash(key)
     except TypeError:
-        return _NO_CACHE
+        return None
     return key
 
 
@@ -317,21 +309,17 @@ def _shape_error(name: str, e: BaseException) -> BaseException:
 # --------------------------------------------------------------------------------------------
 
 
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-_UNARY = _words("""abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
+_UNARY = """abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
 clamp_min clamp_max clip cos cosh deg2rad digamma elu erf erfc erfinv exp exp2 expm1 fix floor
 frac gelu hardshrink hardsigmoid hardswish hardtanh isfinite isinf isnan leaky_relu lgamma log
 log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg reciprocal
 relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
 softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
-feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous""")
-_BINARY = _words("""atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
+feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous"""
+_BINARY = """atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
 floor_divide fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal
 logaddexp logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal
-nextafter pow float_power remainder rsub sub subtract true_divide xlogy add""")
+nextafter pow float_power remainder rsub sub subtract true_divide xlogy add"""
 
 
 def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) -> None:
@@ -413,8 +401,8 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 HAND: dict[str, Callable[..., Any]] = {
     "max": _max_or_min("max"),
     "min": _max_or_min("min"),
-    **{n: S.unary(S.RESULT_KIND.get(n)) for n in _UNARY},
-    **{n: S.binary(S.RESULT_KIND.get(n)) for n in _BINARY},
+    **{n: S.unary(S.RESULT_KIND.get(n)) for n in _UNARY.split()},
+    **{n: S.binary(S.RESULT_KIND.get(n)) for n in _BINARY.split()},
     "batch_norm": partial(_norm, "batch_norm"),
     "instance_norm": partial(_norm, "instance_norm"),
     "group_norm": group_norm,

@@ -106,10 +106,7 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
     """A broadcasting binary function or operator method (``reverse``: the reflected
     ``__r*__``), with the element kind ``kind`` (None: the operands')."""
-    def model(a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
-        return elementwise([b, a] if reverse else [a, b], kind)
-
-    return model
+    return lambda a, b, *args, **kw: elementwise([b, a] if reverse else [a, b], kind)
 
 
 def _extreme(name: str) -> Callable[..., Any]:
@@ -256,18 +253,17 @@ class SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
                 not (self.ndim == 2 and axes == (1, 0)):
             return swapaxes(self, axes[0], axes[1])  # torch's transpose(d0, d1)
-        perm = _varargs(axes, None)
-        return permute(self, perm if perm else tuple(reversed(range(self.ndim))))
+        return permute(self, _varargs(axes) or None)
 
     def permute(self, *axes: Any) -> SymArray:
-        return permute(self, _varargs(axes, None))
+        return permute(self, _varargs(axes))
 
     def swapaxes(self, a: int, b: int) -> SymArray:
         return swapaxes(self, a, b)
 
     @property
     def T(self) -> SymArray:
-        return permute(self, tuple(reversed(range(self.ndim))))
+        return permute(self)
 
     @property
     def mT(self) -> SymArray:
@@ -279,8 +275,7 @@ class SymArray:
         return plugin("jax_at")(self)
 
     def squeeze(self, *axis: Any, **kw: Any) -> SymArray:
-        ax = axis[0] if axis else kw.get("axis", kw.get("dim"))
-        return squeeze(self, ax)
+        return squeeze(self, axis[0] if axis else kw.get("axis", kw.get("dim")))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> SymArray:
         s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
@@ -289,13 +284,13 @@ class SymArray:
 
     def expand(self, *sizes: Any) -> SymArray:
         target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
-                  for s in _varargs(sizes, None)]
+                  for s in _varargs(sizes)]
         off = len(target) - self.ndim
         dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
         return broadcast_to(self, dims)
 
     def repeat(self, *reps: Any) -> SymArray:
-        r = _varargs(reps, None)
+        r = _varargs(reps)
         dims = (ONE,) * (len(r) - self.ndim) + self.dims
         return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], self.kind)
 
@@ -336,8 +331,7 @@ class SymArray:
                 raise Unsupported(f"numpy.{ufunc.__name__} with {ufunc.nout} outputs")
             return elementwise(list(inputs), kind)
         if method == "reduce":
-            (x,) = inputs
-            return reduce_(_sym(x), kwargs.get("axis", 0), kwargs.get("keepdims", False))
+            return reduce_(inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
         if method == "accumulate":
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
         if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
@@ -368,7 +362,7 @@ def _keep(kw: dict[str, Any]) -> bool:
     return bool(kw.get("keepdims", kw.get("keepdim", False)))
 
 
-def _varargs(args: Sequence[Any], kw: Any) -> tuple[Any, ...]:
+def _varargs(args: Sequence[Any], kw: Any = None) -> tuple[Any, ...]:
     if kw is not None:
         return tuple(kw)
     if len(args) == 1 and hasattr(args[0], "__iter__") and not isinstance(args[0], SymArray):
@@ -427,13 +421,13 @@ def _sym(x: Any) -> SymArray:
     t = _TRACER.get()
     if t is not None and t.leaks and any(s in t.leaks for s in dims):
         dims = tuple(t.read_leak(int(s)) for s in dims)
-    return SymArray(dims, kind, frozenset())
+    return SymArray(dims, kind)
 
 
 def elementwise(operands: list[Any], kind: str | None = None, what: str = "an elementwise "
                 "operation") -> SymArray:
     arrays = [_sym(x) for x in operands]
-    dims, loose = broadcast([a for a in arrays], what)
+    dims, loose = broadcast(arrays, what)
     if kind is None:
         kinds = {a.kind for a in arrays if a.dims or isinstance(a, SymArray)}
         kind = "f" if "f" in kinds else ("i" if "i" in kinds else "b")
@@ -475,11 +469,12 @@ def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) 
     return SymArray(dims, kind or a.kind)
 
 
-def permute(x: Any, perm: Sequence[int]) -> SymArray:
+def permute(x: Any, axes: Sequence[int] | None = None) -> SymArray:
+    """The axes in the order ``axes`` (None: reversed, NumPy's ``transpose``)."""
     a = _sym(x)
-    p = [_axis(i, a.ndim) for i in perm]
+    p = [_axis(i, a.ndim) for i in axes] if axes is not None else list(range(a.ndim))[::-1]
     if sorted(p) != list(range(a.ndim)):
-        raise ValueError(f"{list(perm)} is not a permutation of the axes of {shape_text(a)}")
+        raise ValueError(f"{list(axes or p)} is not a permutation of the axes of {shape_text(a)}")
     return SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
 
 
@@ -556,19 +551,15 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
             adv_pos = len(dims) if adv_pos is None else adv_pos
             dims.append(tracer().new_dim("nnz"))
-            axis += k.ndim
-            continue
-        if isinstance(k, SymArray) or (hasattr(k, "shape") and not isinstance(k, SymSize)) or \
-                isinstance(k, list | _RANGE | SymRange):
+            axis += k.ndim - 1
+        elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
+                (hasattr(k, "shape") and not isinstance(k, SymSize)):
             adv_pos = len(dims) if adv_pos is None else adv_pos
             advanced.append(_sym(k))
-            axis += 1
-            continue
-        if isinstance(k, slice):
+        elif isinstance(k, slice):
             dims.append(_slice_len(x.dims[axis], k))
-            axis += 1
-            continue
-        _check_index(x.dims[axis], k)
+        else:
+            _check_index(x.dims[axis], k)
         axis += 1
     if advanced:
         adv_dims, _ = broadcast(advanced, "advanced indexing")

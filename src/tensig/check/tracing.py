@@ -80,7 +80,7 @@ class Tracer:
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
-    steps: int = 0  # symbolic arrays made so far (see step)
+    steps: int = 0  # symbolic arrays made so far (see made)
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
 
@@ -92,15 +92,11 @@ class Tracer:
         """
         if a == b:
             return True
-        if not self.divisors:
+        try:
+            return bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
+                                               for env in self.assumption_envs())
+        except ValueError:
             return False
-        for env in self.assumption_envs():
-            try:
-                if a.evaluate(env) != b.evaluate(env):
-                    return False
-            except ValueError:
-                return False
-        return True
 
     def unit(self) -> int:
         """The least common multiple of the divisions assumed exact: sizes that are multiples
@@ -130,17 +126,14 @@ class Tracer:
         if finding not in self.findings:
             self.findings.append(finding)
 
-    def step(self) -> None:
-        """Count one symbolic operation; past ``max_steps`` the trace stops (a loop that runs
-        at the witness sizes for too long is reported, never waited for)."""
+    def made(self, array: Any) -> None:
+        """Count a new symbolic array (past ``max_steps`` the trace stops: a loop that runs at
+        the witness sizes for too long is reported, never waited for) and keep the largest one
+        with a symbolic size, for pricing: element counts compared at large sizes, so the
+        degree decides."""
         self.steps += 1
         if self.steps > self.max_steps:
             raise TraceLimit(f"the trace passed {self.max_steps} symbolic operations")
-
-    def made(self, array: Any) -> None:
-        """Count a new symbolic array (:meth:`step`) and keep the largest one with a symbolic
-        size, for pricing: element counts compared at large sizes, so the degree decides."""
-        self.step()
         if all(d.constant is not None for d in array.dims):
             return
         big = {name: 1000 * w for name, w in self.witness.items()}
