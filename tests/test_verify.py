@@ -716,3 +716,21 @@ def test_the_timeout_never_stops_an_import_halfway(tmp_path, monkeypatch):
     report = verify(f, timeout=60)
     assert any("did not finish within 60 s" in n for n in report.notes), report
     assert sys.modules["slow_import_pkg"].DONE is True
+
+
+def test_a_size_equal_to_a_number_it_can_never_be_is_decided():
+    """einops' pack/unpack compare sizes with -1 (its "infer this axis" marker): sizes are
+    positive, so ``N == -1`` is False for all sizes, not an assumption (a false warning on
+    every ``pack``); ``N == D`` still depends on the sizes and stays one."""
+    def f(x: Shaped[np.ndarray, "N, D"]) -> Shaped[np.ndarray, "N, D"]:
+        if x.shape[0] == -1 or x.shape[1] - 1 == -1 or x.shape[0] + 2 == 1:
+            raise ValueError("never")
+        return x
+
+    report = verify(f)
+    assert report.ok and not report.findings, report
+
+    def g(x: Shaped[np.ndarray, "N, D"]) -> Shaped[np.ndarray, "N, D"]:
+        return x if x.shape[0] == x.shape[1] else x * 2
+
+    assert [f.kind for f in verify(g).findings] == ["assumption"]

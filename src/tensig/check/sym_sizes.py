@@ -134,7 +134,8 @@ class SymSize:
             a, b = self.dim, as_dim(o)
             if a == b:
                 return True
-            if (a - b).constant is not None:
+            if (a - b).constant is not None or _decided(operator.lt, a, b) or \
+                    _decided(operator.gt, a, b):  # sizes are positive: N == -1 is False
                 return False
             return self._cmp(o, "==", _undecided_eq)
         return NotImplemented
@@ -227,6 +228,14 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
             return SymRange(*args)
         return _RANGE(*args)
+
+
+def _decided(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
+    """Whether ``fn(a, b)`` holds for all sizes (False where it depends on them)."""
+    try:
+        return fn(a, b)
+    except InconclusiveError:
+        return False
 
 
 def _undecided_eq(a: Any, b: Any) -> bool:
