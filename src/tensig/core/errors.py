@@ -97,15 +97,12 @@ class ShapeError(TensigError, ValueError):
     def _render(self) -> str:
         lines = [self.reason]
         if self.spec is not None:
-            if self.span is not None:
-                lines.append(caret_block(self.spec, self.span[0], self.span[1]))
-            else:
-                lines.append(f"    {self.spec}")
+            lines.append(caret_block(self.spec, *self.span) if self.span is not None
+                         else f"    {self.spec}")
         if self.operand is not None:
             which = "result" if self.operand == "result" else f"operand {self.operand}"
             lines.append(f"  in {which}" + (f" with shape {self.shape}" if self.shape else ""))
-        for origin in self.origins:
-            lines.append(f"  {origin}")
+        lines += [f"  {origin}" for origin in self.origins]
         if self.hint:
             lines.append(f"hint: {self.hint}")
         return "\n".join(lines)

@@ -203,17 +203,15 @@ class AffineRel(Constraint):
         vk = _val(self.kernel)
         d = self.dilation
         if vk is not None:
+            empty = (f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution needs "
+                     "a kernel of at least one element")
             if isinstance(vk, int) and vk < 1:  # named with the input's size when known
                 raise solver.error(
-                    f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
-                    "needs a kernel of at least one element", self.origin,
-                    label=self.kernel.name, sizes=(vk,) if vi is None else (vk, vi),
+                    empty, self.origin, label=self.kernel.name,
+                    sizes=(vk,) if vi is None else (vk, vi),
                     hint="a window of no elements reads nothing; give the kernel at least "
                          "one element")
-            solver.require_at_least(
-                vk, 1, self.origin,
-                what=f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
-                     "needs a kernel of at least one element")
+            solver.require_at_least(vk, 1, self.origin, what=empty)
             span = normalize_size(1 + (vk - 1) * d)
             if vo is not None:
                 solver.require_at_least(
@@ -450,8 +448,7 @@ class Solver:
         """Give ``var``'s class a size, or check it against the one it has."""
         r = var.root()
         if r.value is None:
-            r.value = value
-            r.origin = origin
+            r.value, r.origin = value, origin
             self._wake(r)
             return
         if r.value != value:
@@ -585,14 +582,12 @@ class Solver:
     @staticmethod
     def resolve(row: SRow) -> SRow:
         """Splice bound row variables in until the row's variable (if any) is unbound."""
-        left, var, right = row.left, row.var, row.right
-        if var is not None and var.value is not None:
-            v = Solver._expand(var)
-            left, var, right = left + v.left, v.var, v.right + right
-        if var is None and left:
-            return SRow((), None, left + right)
-        return SRow(left, var, right) if (left, var, right) != (row.left, row.var, row.right) \
-            else row
+        if row.var is not None and row.var.value is not None:
+            v = Solver._expand(row.var)
+            row = SRow(row.left + v.left, v.var, v.right + row.right)
+        if row.var is None and row.left:
+            return SRow((), None, row.left + row.right)
+        return row
 
     @staticmethod
     def _expand(node: RowNode) -> SRow:
@@ -606,11 +601,9 @@ class Solver:
             chain.append((cur, left, right))
             v = cur.value
             left, cur, right = left + v.left, v.var, v.right + right
-        for n, pl, pr in chain[1:] if len(chain) > 2 else ():
+        for n, pl, pr in chain if len(chain) > 1 else ():
             # n's own expansion: strip what the nodes before it contributed
             n.value = SRow(left[len(pl):], cur, right[:len(right) - len(pr)])
-        if len(chain) > 1:
-            node.value = SRow(left, cur, right)
         return SRow(left, cur, right)
 
     def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
@@ -713,9 +706,8 @@ def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
     for name in expr.symbols:
         split = linear_split(expr, name)
         splits[name] = compile_solve(*split) if split is not None else None
-    bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
-    return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
-        else None
+    return compile_dim(expr), splits, next(
+        (name for name in expr.symbols if expr == Dim.symbol(name)), None)
 
 
 def _show_var(node: RowNode) -> str:
