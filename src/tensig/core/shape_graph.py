@@ -143,12 +143,7 @@ class ShapeGraph:
         o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
-        if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
-            for x, y in zip(ra.right, rb.right, strict=True):
-                if x.root().basis != y.root().basis and (self.takes_label(x)
-                                                         or self.takes_label(y)):
-                    self.solver.union(x, y, o)  # the parameter's axis takes the data's label
-        if not _contract_stretched(self.solver, ra, rb, o):
+        if not self._contract_stretched(ra, rb, o):
             self.solver.unify_rows(ra, rb, o, strict_basis=True,
                                    describe=(f"{a.name!r}'s input row",
                                              f"{b.name!r}'s output row"))
@@ -301,19 +296,18 @@ class ShapeGraph:
                 # closing rule (an omitted kind reads as "..." here, as no axes there).  A
                 # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
                 # specify the hidden dimension(s)".
-                spec_closed = r.var is not None and r.var.closes and k != "batch"
-                if spec_closed and r.var not in spec_rows:
-                    what = f"parameter {t.name!r}" if t.param else \
-                        f"shape of {t.name!r} (it shares a parameter's row)"
-                    raise ShapeError(
-                        f"under-determined {what}: no use determines its {k} axes",
-                        label=t.name,
-                        hint=f"give the parameter its {k} axes explicitly ({k}=[...]), the "
-                             "way OCANNL's { w; o = [hid] } does")
-                # a spec-reached row stays unbound: it reads as no axes now (a row's axes are
-                # those around its variable), and a use added after this solve may still size
-                # it (reading a shape, or a captured size, mid-build commits nothing)
-                if spec_closed and r.var is not None:
+                if r.var is not None and r.var.closes and k != "batch":
+                    if r.var not in spec_rows:
+                        what = f"parameter {t.name!r}" if t.param else \
+                            f"shape of {t.name!r} (it shares a parameter's row)"
+                        raise ShapeError(
+                            f"under-determined {what}: no use determines its {k} axes",
+                            label=t.name,
+                            hint=f"give the parameter its {k} axes explicitly ({k}=[...]), "
+                                 "the way OCANNL's { w; o = [hid] } does")
+                    # a spec-reached row stays unbound: it reads as no axes now, and a use
+                    # added after this solve may still size it (reading a shape, or a
+                    # captured size, mid-build commits nothing)
                     self._open[id(r.var)] = r.var
                 elif r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
@@ -368,6 +362,27 @@ class ShapeGraph:
                  "layer over several axes is written as an einsum that names them "
                  "(G.einsum('| h, w -> o; b | h, w => b | o', w, x))")
 
+    def _contract_stretched(self, a: SRow, b: SRow, o: Origin) -> bool:
+        """Compose's closed rows of equal rank: a parameter's axis takes the data's label it
+        meets; where all sizes are known and a claim-free 1 meets a wider axis, OCANNL's
+        broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify exactly)
+        when no axis stretches or the rows are not known yet."""
+        if a.var is not None or b.var is not None or len(a.right) != len(b.right):
+            return False
+        pairs = list(zip(a.right, b.right, strict=True))
+        for x, y in pairs:
+            if x.root().basis != y.root().basis and (self.takes_label(x) or self.takes_label(y)):
+                self.solver.union(x, y, o)
+        if any(v.root().value is None for p in pairs for v in p):
+            return False
+        stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
+        if not stretched:
+            return False
+        for x, y in pairs:
+            if (x, y) not in stretched:
+                self.solver.union(x, y, o, strict_basis=True)
+        return True
+
     def _settle_broadcasts(self) -> None:
         """Resolve pointwise broadcasts as their operands become known (to a fixpoint)."""
         pending = [b for b in self._broadcasts if not b.done]
@@ -376,15 +391,10 @@ class ShapeGraph:
             for b in pending:
                 progress |= b.settle()
                 self.solver.run()
-            remaining = [b for b in pending if not b.done]
-            if not progress:
-                # Last resort, OCANNL's closing rule: rows that only parameters reach, with
-                # no size anywhere, have no axes.
-                progress = any(b.close_empty() for b in remaining)  # the first that can
-                self.solver.run()
-                remaining = [b for b in pending if not b.done]
-            if not progress:
-                stuck = remaining[0]
+            # Last resort, OCANNL's closing rule: rows that only parameters reach, with no
+            # size anywhere, have no axes (the first that can).
+            if not progress and not any(b.close_empty() for b in pending if not b.done):
+                stuck = next(b for b in pending if not b.done)
                 names = ", ".join(sorted({t.name for r, t in stuck.operands
                                           if not _full(self.solver.resolve(r))}))
                 raise ShapeError(
@@ -392,7 +402,8 @@ class ShapeGraph:
                     "needs them, and nothing else determines them",
                     hint="give a shape to one of these tensors, or use them where the shape is "
                          "known (a parameter takes its shape from its uses)")
-            pending = remaining
+            self.solver.run()
+            pending = [b for b in pending if not b.done]
 
     def shape(self, t: TensorNode) -> Shape:
         """The solved shape of ``t`` (after :meth:`solve`)."""
@@ -478,24 +489,6 @@ def _full(r: SRow) -> bool:
 
 def _claim_free(v: DimVar) -> bool:
     return v.root().value == 1 and v.root().basis is None
-
-
-def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
-    """Compose's closed, known rows of equal rank where a claim-free 1 meets a wider axis:
-    OCANNL's broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify
-    exactly) when no axis stretches or the rows are not known yet."""
-    if a.var is not None or b.var is not None or len(a.right) != len(b.right):
-        return False
-    pairs = list(zip(a.right, b.right, strict=True))
-    if any(v.root().value is None for p in pairs for v in p):
-        return False
-    stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
-    if not stretched:
-        return False
-    for x, y in pairs:
-        if (x, y) not in stretched:
-            S.union(x, y, o, strict_basis=True)
-    return True
 
 
 def infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:

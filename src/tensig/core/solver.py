@@ -145,6 +145,7 @@ class Constraint:
     done: bool = False
 
     def watched(self) -> tuple[DimVar, ...]:
+        """The relation's own axis (the input, total or target) first, then its parts."""
         raise NotImplementedError
 
     def propagate(self, solver: Solver) -> None:

@@ -335,9 +335,7 @@ class SpecInstance:
             raise self.err(f"{self.op} takes {count_text(lo, hi)} operand(s), got {n}")
 
     def apply_sizes(self) -> None:
-        if not self.sizes:
-            return
-        for name, value in self.sizes.items():
+        for name, value in (self.sizes or {}).items():
             origin = Origin(self.spec.text, note=f"sizes[{name!r}]")
             if name in self.labels:
                 self.solver.set_value(self.labels[name], normalize_size(value, where=name),
@@ -396,25 +394,20 @@ class SpecInstance:
             return None, "no operand determines it"
         root = self.labels[name].root()
         for c in self.solver.constraints:
-            if isinstance(c, AffineRel) and root in (c.over.root(), c.kernel and c.kernel.root()):
-                a = self.terms[c.inp.id][0]
+            axis, *parts = c.watched()  # a relation's axis, then the sizes that make it up
+            if not any(p.root() is root for p in parts):
+                continue
+            a, size = self.terms[axis.id][0], axis.root().value
+            if isinstance(c, AffineRel):
                 assert isinstance(a, Affine)
                 if c.padding == "padded":
-                    size = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
+                    over = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
                     return a, (f"{a.render(True)!r} is padded, so its input's size is "
-                               f"{size} whatever the kernel {a.kernel!r} is")
-                return a, (f"{a.render(True)!r} relates the input's size "
-                           f"({c.inp.root().value}) to {a.over!r} and {a.kernel!r} together, "
-                           "and nothing gives either alone")
-            if isinstance(c, LinearRel) and any(f.root() is root for f in c.names.values()):
-                a = self.terms[c.target.id][0]
-                return a, (f"{a.render(True)!r} only gives the product of its factors "
-                           f"({c.target.root().value})")
-            if isinstance(c, ConcatSum) and any(
-                    isinstance(p, DimVar) and p.root() is root for p in c.parts):
-                return self.terms[c.total.id][0], (
-                    f"{self.terms[c.total.id][0].render(True)!r} only gives the sum of its "
-                    f"components ({c.total.root().value})")
+                               f"{over} whatever the kernel {a.kernel!r} is")
+                return a, (f"{a.render(True)!r} relates the input's size ({size}) to "
+                           f"{a.over!r} and {a.kernel!r} together, and nothing gives either alone")
+            what = "product of its factors" if isinstance(c, LinearRel) else "sum of its components"
+            return a, f"{a.render(True)!r} only gives the {what} ({size})"
         return None, "no operand determines it"
 
     # -- packaging -----------------------------------------------------------------------------
@@ -496,9 +489,7 @@ def solved(v: DimVar) -> Size:
 def _row_span(row: Row) -> tuple[int, int] | None:
     spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
     spans = [s for s in spans if s != (0, 0)]
-    if not spans:
-        return None
-    return (min(s[0] for s in spans), max(s[1] for s in spans))
+    return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
 
 
 def _whose(who: int | str, kind: str) -> str:
