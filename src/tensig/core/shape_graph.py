@@ -181,8 +181,7 @@ class ShapeGraph:
               op: str | None = None, params: Mapping[str, int] | None = None,
               use_padding: bool | None = None) -> TensorNode:
         """The result of ``spec`` applied to ``operands`` (a new tensor)."""
-        inst = SpecInstance(parse(spec), (), op, dict(freeze_params(params)), use_padding,
-                            None, None, solver=self.solver)
+        inst = SpecInstance(parse(spec), op, dict(freeze_params(params)), use_padding, self.solver)
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
         self._apps.append((inst, patterns))
@@ -211,7 +210,7 @@ class ShapeGraph:
             answer = logic_projections(made[0], self.shape(node), shapes,
                                        tuple(self.solver.conditions))
         else:
-            answer = replace(made[0].package(list(made[2])), operands=shapes)
+            answer = made[0].package(list(made[2]), shapes)
         self._projections[id(node)] = answer
         return answer
 
@@ -447,9 +446,8 @@ class _Broadcast:
                 hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
                      "{ w; o = [hid] } does, or use it where the sizes are known")
         o = Origin(kind=self.kind, note="no use gives these axes a size")
-        for r in rows:
+        for r in [*rows, self.result]:
             S.unify_rows(r, SRow(), o)
-        S.unify_rows(self.result, SRow(), o)
         self.done = True
         return True
 

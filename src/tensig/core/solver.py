@@ -483,9 +483,7 @@ class Solver:
         rb.parent = ra
         ra.watchers.extend(rb.watchers)
         rb.watchers = []
-        ra.basis = basis
-        if ra.name is None:
-            ra.name = rb.name
+        ra.basis, ra.name = basis, ra.name or rb.name
         if ra.value is None and rb.value is not None:
             ra.value, ra.origin = rb.value, rb.origin
             self._wake(ra)

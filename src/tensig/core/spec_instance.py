@@ -126,13 +126,9 @@ def freeze_params(params: Mapping[str, int] | None) -> tuple[tuple[str, int], ..
 class SpecInstance:
     """One spec instance: labels and row variables are local to it."""
 
-    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str | None,
-                 params: dict[str, int],
-                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None,
-                 solver: Solver | None = None):
-        self.spec, self.shapes, self.op = spec, shapes, op
-        self.params, self.use_padding = params, use_padding
-        self.result, self.sizes = result, sizes
+    def __init__(self, spec: Spec, op: str | None, params: dict[str, int],
+                 use_padding: bool | None, solver: Solver | None = None):
+        self.spec, self.op, self.params, self.use_padding = spec, op, params, use_padding
         self.solver = solver if solver is not None else Solver(spec.text)
         self.labels: dict[str, DimVar] = {}
         self.rowvars: dict[str, RowNode] = {}
@@ -307,21 +303,22 @@ class SpecInstance:
                 self.solver.unify_rows(patterns[i][kind], rows[kind], o)
         return patterns
 
-    def run(self) -> Inferred:
+    def run(self, shapes: tuple[Shape, ...], result: Shape | None,
+            sizes: Mapping[str, Any]) -> Inferred:
         """``infer``: operands and the optional result are given shapes."""
         def rows(shape: Shape, who: int | str) -> dict[Kind, SRow]:
             where = Origin(self.spec.text, None, who, str(shape))
             return {k: self.given(shape, k, where) for k in MEMORY_ORDER}
 
         patterns = self.instantiate(
-            [rows(sh, i) for i, sh in enumerate(self.shapes)], [str(s) for s in self.shapes],
-            rows(self.result, "result") if self.result is not None else None,
-            str(self.result) if self.result is not None else None)
-        self.apply_sizes()
+            [rows(sh, i) for i, sh in enumerate(shapes)], [str(s) for s in shapes],
+            rows(result, "result") if result is not None else None,
+            str(result) if result is not None else None)
+        self.apply_sizes(sizes)
         self.solver.run()
         self.close_result(patterns[-1])
         self.check_determined()
-        return self.package(patterns)
+        return self.package(patterns, shapes)
 
     def check_arity(self, n: int) -> None:
         spec = self.spec
@@ -334,8 +331,8 @@ class SpecInstance:
         if n < lo or (hi is not None and n > hi):
             raise self.err(f"{self.op} takes {count_text(lo, hi)} operand(s), got {n}")
 
-    def apply_sizes(self) -> None:
-        for name, value in (self.sizes or {}).items():
+    def apply_sizes(self, sizes: Mapping[str, Any]) -> None:
+        for name, value in sizes.items():
             origin = Origin(self.spec.text, note=f"sizes[{name!r}]")
             if name in self.labels:
                 self.solver.set_value(self.labels[name], normalize_size(value, where=name),
@@ -411,7 +408,8 @@ class SpecInstance:
         return None, "no operand determines it"
 
     # -- packaging -----------------------------------------------------------------------------
-    def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:
+    def package(self, patterns: list[dict[Kind, SRow]], operands: tuple[Shape, ...]
+                ) -> Inferred:
         S = self.solver
         iters: dict[tuple[str, Any], Iter] = {}
 
@@ -457,7 +455,7 @@ class SpecInstance:
             else:
                 rows[key] = vals
         return Inferred(
-            spec=self.spec, logic="einsum", operands=self.shapes,
+            spec=self.spec, logic="einsum", operands=operands,
             shape=Shape.from_rows({k: [(u.size, u.basis) for u in layout[-1] if u.kind == k]
                                    for k in MEMORY_ORDER}), dims=MappingProxyType(dims),
             rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
