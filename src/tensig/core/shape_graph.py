@@ -544,9 +544,8 @@ def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: 
             soft = ra.basis != rb.basis and (graph.takes_label(ra) or graph.takes_label(rb))
             if ra.value != rb.value or (ra.basis != rb.basis and not soft):
                 raise _misaligned(S, op, kind, first, other)
-            o = other[0].root().origin or Origin()
-            o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
-                                "claim-free 1")
+            o = replace(rb.origin or Origin(), note="pointwise broadcasting: sizes must be "
+                                                     "equal unless one is a claim-free 1")
             S.union(first[0], other[0], o, strict_basis=not soft)
         out.append(first[0].root())
     return out

@@ -624,24 +624,18 @@ class Solver:
             for x, y in zip(xs, ys, strict=True):
                 self.union(x, y, origin, strict_basis=strict_basis)
 
-        if a.var is None and b.var is None:
-            if len(a.right) != len(b.right):
-                raise self._rank_error(a, b, origin, describe, bound)
-            same(a.right, b.right)
-            return
-        if a.var is None:
+        if a.var is None and b.var is not None:
             a, b = b, a
             describe = (describe[1], describe[0])
-        # Now a is open.
-        if b.var is None:
+        if b.var is None:  # a's axes match b's ends, a's variable (if any) takes the middle
             need = len(a.left) + len(a.right)
-            if len(b.right) < need:
+            if len(b.right) < need or (a.var is None and len(b.right) > need):
                 raise self._rank_error(a, b, origin, describe, bound)
             axes = b.right
             same(a.left + a.right, axes[:len(a.left)] + axes[len(axes) - len(a.right):])
-            assert a.var is not None
-            self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
-                          origin)
+            if a.var is not None:
+                self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
+                              origin)
             return
         # Both open: unify the common prefix and suffix, then complete the middle.
         n = min(len(a.left), len(b.left))

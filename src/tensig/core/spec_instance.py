@@ -165,12 +165,8 @@ class SpecInstance:
     def axis_var(self, a: Axis, kind: Kind, where: Origin) -> DimVar:
         span = a.span
         o = Origin(where.spec, span, where.operand, where.shape, kind)
-        if isinstance(a, Label):
-            v = self.occurrence(a.name, span, o)
-            self.terms[v.id] = (a, None)
-            return v
-        v = DimVar(None, span=span)
-        self.terms[v.id] = (a, None)  # a placeholder's and a fixed index's; the rest add theirs
+        v = self.occurrence(a.name, span, o) if isinstance(a, Label) else DimVar(None, span=span)
+        self.terms[v.id] = (a, None)  # a label's, placeholder's, fixed index's; the rest add theirs
         if isinstance(a, Fixed):
             self.solver.add(AtLeast(v, a.index + 1, o,
                                     what=f"fixed index {a.index} needs an axis of at least "
