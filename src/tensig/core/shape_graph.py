@@ -59,7 +59,7 @@ class ShapeGraph:
     def __init__(self) -> None:
         self.solver = Solver()
         self.tensors: list[TensorNode] = []
-        self._apps: list[tuple[SpecInstance, list[dict[Kind, SRow]]]] = []
+        self._apps: list[SpecInstance] = []
         self._broadcasts: list[_Broadcast] = []
         #: how each operation's result was made (by node id): a spec instance (its labels
         #: are captured from it), its operands and patterns, or a logic and its operands --
@@ -184,7 +184,7 @@ class ShapeGraph:
         inst = SpecInstance(parse(spec), op, dict(freeze_params(params)), use_padding, self.solver)
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
-        self._apps.append((inst, patterns))
+        self._apps.append(inst)
         node = self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
@@ -273,9 +273,8 @@ class ShapeGraph:
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
-        placements = [f for inst, _ in self._apps for f in inst.result_fixed]
-        close_placements(S, placements)
-        self._placed = [v for v, _ in placements]
+        self._placed = [v for inst in self._apps for v in inst.result_fixed]
+        close_placements(S, self._placed)
         S.run()
         S.settle_bases()
         self._settle_broadcasts()
@@ -411,9 +410,7 @@ class ShapeGraph:
             for k in MEMORY_ORDER})
 
 
-# --------------------------------------------------------------------------------------------
-# Broadcasting logics
-# --------------------------------------------------------------------------------------------
+# -- broadcasting logics ---------------------------------------------------------------------
 
 
 class _Broadcast:
@@ -468,10 +465,8 @@ class _Broadcast:
         o = Origin(kind=self.kind, note="determined by a pointwise use")
         for r in partial:
             for v, target in zip(r.right, out[len(out) - len(r.right):], strict=True):
-                if v.root().value is None:
-                    S.union(v, target, o)
-                elif v.root().value != 1:
-                    S.union(v, target, o, strict_basis=True)
+                if v.root().value != 1:  # a size not yet known takes the target's label too
+                    S.union(v, target, o, strict_basis=v.root().value is not None)
         closed = SRow((), None, tuple(out))
         for r in open_rows:  # parameters close to what this use needs
             S.unify_rows(r, closed, o, describe=("a parameter's row", "the broadcast"))

@@ -666,12 +666,12 @@ class Solver:
     def _rank_error(self, a: SRow, b: SRow, origin: Origin, describe: tuple[str, str],
                     bound: list[RowNode]) -> ShapeError:
         def count(r: SRow) -> str:
-            n = len(r.left) + len(r.right)
+            n = len(r.axes())
             noun = "axis" if n == 1 else "axes"
             return f"exactly {n} {noun}" if r.var is None else f"at least {n} {noun}"
 
         def sizes(r: SRow) -> str:
-            vals = [str(_val(x)) if _val(x) is not None else "?" for x in r.left + r.right]
+            vals = [str(_val(x)) if _val(x) is not None else "?" for x in r.axes()]
             return "(" + ", ".join(vals) + ")"
 
         kind = origin.kind or "a"

@@ -134,7 +134,7 @@ class SpecInstance:
         self.rowvars: dict[str, RowNode] = {}
         # occurrence var id -> the spec axis it came from (for projections)
         self.terms: dict[int, tuple[Axis, Any]] = {}
-        self.result_fixed: list[tuple[DimVar, int]] = []
+        self.result_fixed: list[DimVar] = []
 
     def err(self, reason: str, span: tuple[int, int] | None = None, **kw: Any) -> ShapeError:
         return ShapeError(reason, spec=self.spec.text, span=span, **kw)
@@ -173,7 +173,7 @@ class SpecInstance:
                                          "{bound} elements, but it has {size}"))
             self.check_not_a_factor(a, where.operand == "result")
             if where.operand == "result":
-                self.result_fixed.append((v, a.index))
+                self.result_fixed.append(v)
         elif isinstance(a, Affine):
             stride = self.coef(a.stride, "stride", span)
             dilation = self.coef(a.dilation, "dilation", span)
@@ -459,12 +459,11 @@ class SpecInstance:
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
 
 
-def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
-                      spec: str | None = None) -> None:
+def close_placements(S: Solver, fixed: list[DimVar], spec: str | None = None) -> None:
     """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule:
     the largest index any of its uses needs plus one, result placements and operand reads
     alike (``i=>i0`` and ``j=>j1`` meeting on one label give it 2 cells)."""
-    need = {r: 0 for r in (v.root() for v, _ in fixed) if r.value is None}
+    need = {r: 0 for r in (v.root() for v in fixed) if r.value is None}
     for c in S.constraints:
         if isinstance(c, AtLeast) and (r := c.var.root()) in need:
             need[r] = max(need[r], c.bound)
