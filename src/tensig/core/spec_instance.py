@@ -317,9 +317,8 @@ class SpecInstance:
         return self.package(patterns, shapes)
 
     def check_arity(self, n: int) -> None:
-        spec = self.spec
-        if n != len(spec.operands):
-            raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
+        if n != len(self.spec.operands):
+            raise self.err(f"the spec has {len(self.spec.operands)} operand(s) but {n} "
                            f"{'was' if n == 1 else 'were'} given")
         if self.op is None:
             return
