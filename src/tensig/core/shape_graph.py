@@ -89,7 +89,7 @@ class ShapeGraph:
                              hint="batch axes belong to data; give the parameter output and "
                                   "input axes only")
         where = Origin(note=f"tensor {name!r} (shape {sh})")
-        return self._new(name, {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}, param)
+        return self._new(name, SpecInstance.given(sh, where), param)
 
     def broadcasts(self, node: TensorNode) -> None:
         """Mark ``node``'s size-1 axes as written to broadcast (a number lifted to a tensor):
@@ -117,10 +117,9 @@ class ShapeGraph:
         for kind, sizes in given_rows:
             if sizes is not None:
                 sh = Shape(output=sizes)
-                given = SpecInstance.given(sh, "output",
-                                           Origin(note=f"parameter {name!r} {kind} {sh}"))
-                rows[kind] = given
-                self._sized.extend(given.axes())
+                given = SpecInstance.given(sh, Origin(note=f"parameter {name!r} {kind} {sh}"))
+                rows[kind] = given["output"]
+                self._sized.extend(given["output"].axes())
         return self._new(name, rows, param=True)
 
     def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
@@ -428,8 +427,7 @@ class _Broadcast:
         """Every operand row is an open parameter row: they all have no axes."""
         S = self.graph.solver
         rows = [S.resolve(r) for r, _ in self.operands]
-        if not all(r.var is not None and r.var.closes and not r.left and not r.right
-                   for r in rows):
+        if not all(r.var is not None and r.var.closes and not r.axes() for r in rows):
             return False
         unsized = [t.name for _, t in self.operands if t.param and all(
             S.resolve(t.rows[k]).var is not None for k in ("output", "input"))]

@@ -267,11 +267,12 @@ class SpecInstance:
                     right)
 
     @staticmethod
-    def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
+    def given(shape: Shape, where: Origin) -> dict[Kind, SRow]:
+        """``shape``'s rows, of known axes that came from ``where``."""
         spec, who, shown, note = where.spec, where.operand, where.shape, where.note
-        return SRow((), None, tuple(
+        return {kind: SRow((), None, tuple(
             DimVar(None, size, basis, Origin(spec, None, who, shown, kind, j, note))
-            for j, (size, basis) in enumerate(shape.axes(kind))))
+            for j, (size, basis) in enumerate(shape.axes(kind)))) for kind in MEMORY_ORDER}
 
     # -- solving -------------------------------------------------------------------------------
     def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
@@ -303,8 +304,7 @@ class SpecInstance:
             sizes: Mapping[str, Any]) -> Inferred:
         """``infer``: operands and the optional result are given shapes."""
         def rows(shape: Shape, who: int | str) -> dict[Kind, SRow]:
-            where = Origin(self.spec.text, None, who, str(shape))
-            return {k: self.given(shape, k, where) for k in MEMORY_ORDER}
+            return self.given(shape, Origin(self.spec.text, None, who, str(shape)))
 
         patterns = self.instantiate(
             [rows(sh, i) for i, sh in enumerate(shapes)], [str(s) for s in shapes],
