@@ -187,22 +187,22 @@ class AffineRel(Constraint):
     # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
     linked = watched
 
+    def _found(self, solver: Solver, var: DimVar, size: Size) -> None:
+        solver.set_value(var, normalize_size(size), self.origin, "affine")
+        self.done = True
+
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
-        s = self.stride
+        s, d = self.stride, self.dilation
         if self.kernel is None or self.padding == "padded":
             if vo is not None:
-                solver.set_value(self.inp, normalize_size(s * vo), self.origin, "affine")
-                self.done = True
+                self._found(solver, self.inp, s * vo)
             elif vi is not None:
-                out = solver.exact_div(vi, s, self.origin,
-                                       what=f"a padded strided axis needs its size divisible "
-                                            f"by the stride: input size {vi}, stride {s}")
-                solver.set_value(self.over, out, self.origin, "affine")
-                self.done = True
+                self._found(solver, self.over, solver.exact_div(
+                    vi, s, self.origin, what=f"a padded strided axis needs its size divisible "
+                                             f"by the stride: input size {vi}, stride {s}"))
             return
         vk = _val(self.kernel)
-        d = self.dilation
         if vk is not None:
             empty = (f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution needs "
                      "a kernel of at least one element")
@@ -219,9 +219,7 @@ class AffineRel(Constraint):
                     vo, 1, self.origin,
                     what=f"{vo} outputs: a valid convolution has at least one output (input "
                          f"at least the kernel's span {span})")
-                solver.set_value(self.inp, normalize_size(s * (vo - 1) + span), self.origin,
-                                 "affine")
-                self.done = True
+                self._found(solver, self.inp, s * (vo - 1) + span)
             elif vi is not None:
                 solver.require_at_least(
                     vi, span, self.origin,
@@ -231,8 +229,7 @@ class AffineRel(Constraint):
                     _simplify(vi - span), s, self.origin,
                     what=f"incompatible stride: input size {vi} minus kernel span {span} "
                          f"(kernel {vk}, dilation {d}) is not divisible by stride {s}")
-                solver.set_value(self.over, normalize_size(q + 1), self.origin, "affine")
-                self.done = True
+                self._found(solver, self.over, q + 1)
         elif vi is not None and vo is not None:
             rest = _simplify(vi - s * (vo - 1) - 1)
             solver.require_at_least(rest, 0, self.origin,
@@ -241,8 +238,7 @@ class AffineRel(Constraint):
             k = solver.exact_div(rest, d, self.origin,
                                  what=f"no kernel size fits input {vi}, output {vo}, stride "
                                       f"{s}, dilation {d}")
-            solver.set_value(self.kernel, normalize_size(k + 1), self.origin, "affine")
-            self.done = True
+            self._found(solver, self.kernel, k + 1)
 
 
 class ConcatSum(Constraint):
