@@ -549,8 +549,6 @@ class Solver:
 
     def exact_div(self, value: Size, divisor: int, origin: Origin, what: str) -> Size:
         """``value / divisor``, which must be exact; symbolic values give a condition."""
-        if divisor == 1:
-            return value
         if isinstance(value, int):
             if value % divisor:
                 raise self.error(what, origin, sizes=(value, divisor))
