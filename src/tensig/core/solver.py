@@ -290,10 +290,6 @@ class AtLeast(Constraint):
             self.done = True
 
 
-Report = Callable[[str, dict[str, Any]], Exception]
-"""Words a failed relation in its caller's terms: ``(kind, facts) -> the exception to raise``."""
-
-
 class LinearRel(Constraint):
     """``target == expr``: a size that is a polynomial of other sizes (``2*m + 1``, ``h*w``).
 
@@ -311,7 +307,7 @@ class LinearRel(Constraint):
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
-                 report: Report | None = None):
+                 report: Callable[[str, dict[str, Any]], Exception] | None = None):
         self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
         self.done = False
