@@ -10,6 +10,7 @@ without parsing the message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 
 __all__ = [
     "InconclusiveError",
@@ -51,16 +52,13 @@ class SpecSyntaxError(TensigError, ValueError):
         self.end = end if end is not None else column + 1
         self.reason = reason
         self.hint = hint
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        lines = [f"{self.reason} (column {self.column + 1})", caret_block(self.spec, self.column,
-                                                                         self.end)]
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+        lines = [f"{reason} (column {column + 1})", caret_block(spec, column, self.end)]
+        if hint:
+            lines.append(f"hint: {hint}")
+        super().__init__("\n".join(lines))
 
 
+@dataclass(eq=False, repr=False)
 class ShapeError(TensigError, ValueError):
     """Shapes do not fit a spec, or cannot be inferred from it.
 
@@ -70,45 +68,30 @@ class ShapeError(TensigError, ValueError):
     ``sizes`` (the conflicting sizes), ``origins`` (where each size came from), ``hint``.
     """
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        spec: str | None = None,
-        span: tuple[int, int] | None = None,
-        operand: int | str | None = None,
-        shape: str | None = None,
-        label: str | None = None,
-        sizes: Sequence[object] = (),
-        origins: Sequence[str] = (),
-        hint: str | None = None,
-    ):
-        self.reason = reason
-        self.spec = spec
-        self.span = span
-        self.operand = operand
-        self.shape = shape
-        self.label = label
-        self.sizes = tuple(sizes)
-        self.origins = tuple(origins)
-        self.hint = hint
-        super().__init__(self._render())
+    reason: str
+    _: KW_ONLY
+    spec: str | None = None
+    span: tuple[int, int] | None = None
+    operand: int | str | None = None
+    shape: str | None = None
+    label: str | None = None
+    sizes: Sequence[object] = ()
+    origins: Sequence[str] = ()
+    hint: str | None = None
 
-    def _render(self) -> str:
+    def __post_init__(self) -> None:
+        self.sizes, self.origins = tuple(self.sizes), tuple(self.origins)
         lines = [self.reason]
         if self.spec is not None:
-            if self.span is not None:
-                lines.append(caret_block(self.spec, self.span[0], self.span[1]))
-            else:
-                lines.append(f"    {self.spec}")
+            lines.append(caret_block(self.spec, *self.span) if self.span is not None
+                         else f"    {self.spec}")
         if self.operand is not None:
             which = "result" if self.operand == "result" else f"operand {self.operand}"
             lines.append(f"  in {which}" + (f" with shape {self.shape}" if self.shape else ""))
-        for origin in self.origins:
-            lines.append(f"  {origin}")
+        lines += [f"  {origin}" for origin in self.origins]
         if self.hint:
             lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+        super().__init__("\n".join(lines))
 
     def to_dict(self) -> dict[str, object]:
         """The error's facts as plain data (for ``--json`` output and reports)."""

@@ -126,12 +126,11 @@ def _raw_key(x: Any) -> Any:
 def _infer_cached(spec: str, shapes: tuple[Shape, ...], op: str | None,
                   params: tuple[tuple[str, int], ...], use_padding: bool | None,
                   result: Shape | None, sizes: tuple[tuple[str, Any], ...] | None) -> Inferred:
-    if spec.strip() in LOGICS:
-        return infer_logic(LOGICS[spec.strip()], shapes, result)
-    if op is not None and op in LOGICS.values():
-        return infer_logic(op, shapes, result)
+    logic = LOGICS.get(spec.strip(), op if op in LOGICS.values() else None)
+    if logic is not None:
+        return infer_logic(logic, shapes, result)
     if op is not None and op not in EINSUM_OPS:
         raise ValueError(f"unknown op {op!r}; expected one of "
                          f"{', '.join([*EINSUM_OPS, *LOGICS.values()])}")
-    return SpecInstance(parse(spec), shapes, op, dict(params), use_padding, result,
-                        dict(sizes) if sizes is not None else None).run()
+    return SpecInstance(parse(spec), op, dict(params), use_padding).run(
+        shapes, result, dict(sizes or ()))

@@ -122,21 +122,14 @@ def _row_labels(kind: str, shapes: Sequence[tuple[int, ...]], prefix: str) -> li
     n = max((len(s) for s in shapes), default=0)
     sizes = [1] * n
     for s in shapes:
-        for j, d in enumerate(s):
-            p = n - len(s) + j
+        for p, d in enumerate(s, n - len(s)):
             if d != 1:
                 if sizes[p] not in (1, d):
                     raise ShapeError(f"pointwise {kind} axes do not broadcast: "
                                      f"{' vs '.join(map(str, shapes))}")
                 sizes[p] = d
-    out = []
-    for s in shapes:
-        labels: Labels = []
-        for j, d in enumerate(s):
-            p = n - len(s) + j
-            labels.append(0 if d == 1 and sizes[p] != 1 else f"{prefix}{kind[0]}{p}")
-        out.append(labels)
-    return out
+    return [[0 if d == 1 and sizes[p] != 1 else f"{prefix}{kind[0]}{p}"
+             for p, d in enumerate(s, n - len(s))] for s in shapes]
 
 
 def _pointwise(shapes: Sequence[Shape]) -> list[Labels]:

@@ -59,7 +59,7 @@ class ShapeGraph:
     def __init__(self) -> None:
         self.solver = Solver()
         self.tensors: list[TensorNode] = []
-        self._apps: list[tuple[SpecInstance, list[dict[Kind, SRow]]]] = []
+        self._apps: list[SpecInstance] = []
         self._broadcasts: list[_Broadcast] = []
         #: how each operation's result was made (by node id): a spec instance (its labels
         #: are captured from it), its operands and patterns, or a logic and its operands --
@@ -89,7 +89,7 @@ class ShapeGraph:
                              hint="batch axes belong to data; give the parameter output and "
                                   "input axes only")
         where = Origin(note=f"tensor {name!r} (shape {sh})")
-        return self._new(name, {k: SpecInstance.given(sh, k, where) for k in MEMORY_ORDER}, param)
+        return self._new(name, SpecInstance.given(sh, where), param)
 
     def broadcasts(self, node: TensorNode) -> None:
         """Mark ``node``'s size-1 axes as written to broadcast (a number lifted to a tensor):
@@ -117,10 +117,9 @@ class ShapeGraph:
         for kind, sizes in given_rows:
             if sizes is not None:
                 sh = Shape(output=sizes)
-                given = SpecInstance.given(sh, "output",
-                                           Origin(note=f"parameter {name!r} {kind} {sh}"))
-                rows[kind] = given
-                self._sized.extend(given.axes())
+                given = SpecInstance.given(sh, Origin(note=f"parameter {name!r} {kind} {sh}"))
+                rows[kind] = given["output"]
+                self._sized.extend(given["output"].axes())
         return self._new(name, rows, param=True)
 
     def pointwise(self, *operands: TensorNode, name: str | None = None) -> TensorNode:
@@ -143,12 +142,7 @@ class ShapeGraph:
         o = Origin(kind="input",
                    note=f"compose: {a.name!r}'s input row contracts with {b.name!r}'s output row")
         ra, rb = (self.solver.resolve(a.rows["input"]), self.solver.resolve(b.rows["output"]))
-        if ra.var is None and rb.var is None and len(ra.right) == len(rb.right):
-            for x, y in zip(ra.right, rb.right, strict=True):
-                if x.root().basis != y.root().basis and (self.takes_label(x)
-                                                         or self.takes_label(y)):
-                    self.solver.union(x, y, o)  # the parameter's axis takes the data's label
-        if not _contract_stretched(self.solver, ra, rb, o):
+        if not self._contract_stretched(ra, rb, o):
             self.solver.unify_rows(ra, rb, o, strict_basis=True,
                                    describe=(f"{a.name!r}'s input row",
                                              f"{b.name!r}'s output row"))
@@ -186,11 +180,10 @@ class ShapeGraph:
               op: str | None = None, params: Mapping[str, int] | None = None,
               use_padding: bool | None = None) -> TensorNode:
         """The result of ``spec`` applied to ``operands`` (a new tensor)."""
-        inst = SpecInstance(parse(spec), (), op, dict(freeze_params(params)), use_padding,
-                            None, None, solver=self.solver)
+        inst = SpecInstance(parse(spec), op, dict(freeze_params(params)), use_padding, self.solver)
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
-        self._apps.append((inst, patterns))
+        self._apps.append(inst)
         node = self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
         self._made[id(node)] = (inst, tuple(operands), patterns)
         return node
@@ -216,7 +209,7 @@ class ShapeGraph:
             answer = logic_projections(made[0], self.shape(node), shapes,
                                        tuple(self.solver.conditions))
         else:
-            answer = replace(made[0].package(list(made[2])), operands=shapes)
+            answer = made[0].package(list(made[2]), shapes)
         self._projections[id(node)] = answer
         return answer
 
@@ -279,9 +272,8 @@ class ShapeGraph:
         S.run()
         # A placement axis nothing else sizes has index + 1 cells; a pointwise use broadcasts
         # it but cannot widen it (a result closes down to its arguments), so this comes first.
-        placements = [f for inst, _ in self._apps for f in inst.result_fixed]
-        close_placements(S, placements)
-        self._placed = [v for v, _ in placements]
+        self._placed = [v for inst in self._apps for v in inst.result_fixed]
+        close_placements(S, self._placed)
         S.run()
         S.settle_bases()
         self._settle_broadcasts()
@@ -301,19 +293,18 @@ class ShapeGraph:
                 # closing rule (an omitted kind reads as "..." here, as no axes there).  A
                 # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
                 # specify the hidden dimension(s)".
-                spec_closed = r.var is not None and r.var.closes and k != "batch"
-                if spec_closed and r.var not in spec_rows:
-                    what = f"parameter {t.name!r}" if t.param else \
-                        f"shape of {t.name!r} (it shares a parameter's row)"
-                    raise ShapeError(
-                        f"under-determined {what}: no use determines its {k} axes",
-                        label=t.name,
-                        hint=f"give the parameter its {k} axes explicitly ({k}=[...]), the "
-                             "way OCANNL's { w; o = [hid] } does")
-                # a spec-reached row stays unbound: it reads as no axes now (a row's axes are
-                # those around its variable), and a use added after this solve may still size
-                # it (reading a shape, or a captured size, mid-build commits nothing)
-                if spec_closed and r.var is not None:
+                if r.var is not None and r.var.closes and k != "batch":
+                    if r.var not in spec_rows:
+                        what = f"parameter {t.name!r}" if t.param else \
+                            f"shape of {t.name!r} (it shares a parameter's row)"
+                        raise ShapeError(
+                            f"under-determined {what}: no use determines its {k} axes",
+                            label=t.name,
+                            hint=f"give the parameter its {k} axes explicitly ({k}=[...]), "
+                                 "the way OCANNL's { w; o = [hid] } does")
+                    # a spec-reached row stays unbound: it reads as no axes now, and a use
+                    # added after this solve may still size it (reading a shape, or a
+                    # captured size, mid-build commits nothing)
                     self._open[id(r.var)] = r.var
                 elif r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
@@ -368,6 +359,27 @@ class ShapeGraph:
                  "layer over several axes is written as an einsum that names them "
                  "(G.einsum('| h, w -> o; b | h, w => b | o', w, x))")
 
+    def _contract_stretched(self, a: SRow, b: SRow, o: Origin) -> bool:
+        """Compose's closed rows of equal rank: a parameter's axis takes the data's label it
+        meets; where all sizes are known and a claim-free 1 meets a wider axis, OCANNL's
+        broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify exactly)
+        when no axis stretches or the rows are not known yet."""
+        if a.var is not None or b.var is not None or len(a.right) != len(b.right):
+            return False
+        pairs = list(zip(a.right, b.right, strict=True))
+        for x, y in pairs:
+            if x.root().basis != y.root().basis and (self.takes_label(x) or self.takes_label(y)):
+                self.solver.union(x, y, o)
+        if any(v.root().value is None for p in pairs for v in p):
+            return False
+        stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
+        if not stretched:
+            return False
+        for x, y in pairs:
+            if (x, y) not in stretched:
+                self.solver.union(x, y, o, strict_basis=True)
+        return True
+
     def _settle_broadcasts(self) -> None:
         """Resolve pointwise broadcasts as their operands become known (to a fixpoint)."""
         pending = [b for b in self._broadcasts if not b.done]
@@ -376,15 +388,10 @@ class ShapeGraph:
             for b in pending:
                 progress |= b.settle()
                 self.solver.run()
-            remaining = [b for b in pending if not b.done]
-            if not progress:
-                # Last resort, OCANNL's closing rule: rows that only parameters reach, with
-                # no size anywhere, have no axes.
-                progress = any(b.close_empty() for b in remaining)  # the first that can
-                self.solver.run()
-                remaining = [b for b in pending if not b.done]
-            if not progress:
-                stuck = remaining[0]
+            # Last resort, OCANNL's closing rule: rows that only parameters reach, with no
+            # size anywhere, have no axes (the first that can).
+            if not progress and not any(b.close_empty() for b in pending if not b.done):
+                stuck = next(b for b in pending if not b.done)
                 names = ", ".join(sorted({t.name for r, t in stuck.operands
                                           if not _full(self.solver.resolve(r))}))
                 raise ShapeError(
@@ -392,7 +399,8 @@ class ShapeGraph:
                     "needs them, and nothing else determines them",
                     hint="give a shape to one of these tensors, or use them where the shape is "
                          "known (a parameter takes its shape from its uses)")
-            pending = remaining
+            self.solver.run()
+            pending = [b for b in pending if not b.done]
 
     def shape(self, t: TensorNode) -> Shape:
         """The solved shape of ``t`` (after :meth:`solve`)."""
@@ -401,9 +409,7 @@ class ShapeGraph:
             for k in MEMORY_ORDER})
 
 
-# --------------------------------------------------------------------------------------------
-# Broadcasting logics
-# --------------------------------------------------------------------------------------------
+# -- broadcasting logics ---------------------------------------------------------------------
 
 
 class _Broadcast:
@@ -421,8 +427,7 @@ class _Broadcast:
         """Every operand row is an open parameter row: they all have no axes."""
         S = self.graph.solver
         rows = [S.resolve(r) for r, _ in self.operands]
-        if not all(r.var is not None and r.var.closes and not r.left and not r.right
-                   for r in rows):
+        if not all(r.var is not None and r.var.closes and not r.axes() for r in rows):
             return False
         unsized = [t.name for _, t in self.operands if t.param and all(
             S.resolve(t.rows[k]).var is not None for k in ("output", "input"))]
@@ -436,9 +441,8 @@ class _Broadcast:
                 hint="give one of them its axes (output=[...], input=[...]), the way OCANNL's "
                      "{ w; o = [hid] } does, or use it where the sizes are known")
         o = Origin(kind=self.kind, note="no use gives these axes a size")
-        for r in rows:
+        for r in [*rows, self.result]:
             S.unify_rows(r, SRow(), o)
-        S.unify_rows(self.result, SRow(), o)
         self.done = True
         return True
 
@@ -459,10 +463,8 @@ class _Broadcast:
         o = Origin(kind=self.kind, note="determined by a pointwise use")
         for r in partial:
             for v, target in zip(r.right, out[len(out) - len(r.right):], strict=True):
-                if v.root().value is None:
-                    S.union(v, target, o)
-                elif v.root().value != 1:
-                    S.union(v, target, o, strict_basis=True)
+                if v.root().value != 1:  # a size not yet known takes the target's label too
+                    S.union(v, target, o, strict_basis=v.root().value is not None)
         closed = SRow((), None, tuple(out))
         for r in open_rows:  # parameters close to what this use needs
             S.unify_rows(r, closed, o, describe=("a parameter's row", "the broadcast"))
@@ -478,24 +480,6 @@ def _full(r: SRow) -> bool:
 
 def _claim_free(v: DimVar) -> bool:
     return v.root().value == 1 and v.root().basis is None
-
-
-def _contract_stretched(S: Solver, a: SRow, b: SRow, o: Origin) -> bool:
-    """Compose's closed, known rows of equal rank where a claim-free 1 meets a wider axis:
-    OCANNL's broadcast inequality stretches the 1 (``"3->4" @ "1"`` is 4).  False (unify
-    exactly) when no axis stretches or the rows are not known yet."""
-    if a.var is not None or b.var is not None or len(a.right) != len(b.right):
-        return False
-    pairs = list(zip(a.right, b.right, strict=True))
-    if any(v.root().value is None for p in pairs for v in p):
-        return False
-    stretched = [(x, y) for x, y in pairs if _claim_free(x) != _claim_free(y)]
-    if not stretched:
-        return False
-    for x, y in pairs:
-        if (x, y) not in stretched:
-            S.union(x, y, o, strict_basis=True)
-    return True
 
 
 def infer_logic(logic: str, shapes: tuple[Shape, ...], result: Shape | None) -> Inferred:
@@ -553,9 +537,8 @@ def _broadcast(S: Solver, rows: list[tuple[list[DimVar], str]], kind: Kind, op: 
             soft = ra.basis != rb.basis and (graph.takes_label(ra) or graph.takes_label(rb))
             if ra.value != rb.value or (ra.basis != rb.basis and not soft):
                 raise _misaligned(S, op, kind, first, other)
-            o = other[0].root().origin or Origin()
-            o = replace(o, note="pointwise broadcasting: sizes must be equal unless one is a "
-                                "claim-free 1")
+            o = replace(rb.origin or Origin(), note="pointwise broadcasting: sizes must be "
+                                                     "equal unless one is a claim-free 1")
             S.union(first[0], other[0], o, strict_basis=not soft)
         out.append(first[0].root())
     return out

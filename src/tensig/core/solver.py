@@ -145,6 +145,7 @@ class Constraint:
     done: bool = False
 
     def watched(self) -> tuple[DimVar, ...]:
+        """The relation's own axis (the input, total or target) first, then its parts."""
         raise NotImplementedError
 
     def propagate(self, solver: Solver) -> None:
@@ -186,43 +187,39 @@ class AffineRel(Constraint):
     # kernel ``k`` (OCANNL's test_dimension_labels: a y kernel over an x axis is an error)
     linked = watched
 
+    def _found(self, solver: Solver, var: DimVar, size: Size) -> None:
+        solver.set_value(var, normalize_size(size), self.origin, "affine")
+        self.done = True
+
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
-        s = self.stride
+        s, d = self.stride, self.dilation
         if self.kernel is None or self.padding == "padded":
             if vo is not None:
-                solver.set_value(self.inp, normalize_size(s * vo), self.origin, "affine")
-                self.done = True
+                self._found(solver, self.inp, s * vo)
             elif vi is not None:
-                out = solver.exact_div(vi, s, self.origin,
-                                       what=f"a padded strided axis needs its size divisible "
-                                            f"by the stride: input size {vi}, stride {s}")
-                solver.set_value(self.over, out, self.origin, "affine")
-                self.done = True
+                self._found(solver, self.over, solver.exact_div(
+                    vi, s, self.origin, what=f"a padded strided axis needs its size divisible "
+                                             f"by the stride: input size {vi}, stride {s}"))
             return
         vk = _val(self.kernel)
-        d = self.dilation
         if vk is not None:
+            empty = (f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution needs "
+                     "a kernel of at least one element")
             if isinstance(vk, int) and vk < 1:  # named with the input's size when known
                 raise solver.error(
-                    f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
-                    "needs a kernel of at least one element", self.origin,
-                    label=self.kernel.name, sizes=(vk,) if vi is None else (vk, vi),
+                    empty, self.origin, label=self.kernel.name,
+                    sizes=(vk,) if vi is None else (vk, vi),
                     hint="a window of no elements reads nothing; give the kernel at least "
                          "one element")
-            solver.require_at_least(
-                vk, 1, self.origin,
-                what=f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution "
-                     "needs a kernel of at least one element")
+            solver.require_at_least(vk, 1, self.origin, what=empty)
             span = normalize_size(1 + (vk - 1) * d)
             if vo is not None:
                 solver.require_at_least(
                     vo, 1, self.origin,
                     what=f"{vo} outputs: a valid convolution has at least one output (input "
                          f"at least the kernel's span {span})")
-                solver.set_value(self.inp, normalize_size(s * (vo - 1) + span), self.origin,
-                                 "affine")
-                self.done = True
+                self._found(solver, self.inp, s * (vo - 1) + span)
             elif vi is not None:
                 solver.require_at_least(
                     vi, span, self.origin,
@@ -232,8 +229,7 @@ class AffineRel(Constraint):
                     _simplify(vi - span), s, self.origin,
                     what=f"incompatible stride: input size {vi} minus kernel span {span} "
                          f"(kernel {vk}, dilation {d}) is not divisible by stride {s}")
-                solver.set_value(self.over, normalize_size(q + 1), self.origin, "affine")
-                self.done = True
+                self._found(solver, self.over, q + 1)
         elif vi is not None and vo is not None:
             rest = _simplify(vi - s * (vo - 1) - 1)
             solver.require_at_least(rest, 0, self.origin,
@@ -242,8 +238,7 @@ class AffineRel(Constraint):
             k = solver.exact_div(rest, d, self.origin,
                                  what=f"no kernel size fits input {vi}, output {vo}, stride "
                                       f"{s}, dilation {d}")
-            solver.set_value(self.kernel, normalize_size(k + 1), self.origin, "affine")
-            self.done = True
+            self._found(solver, self.kernel, k + 1)
 
 
 class ConcatSum(Constraint):
@@ -295,10 +290,6 @@ class AtLeast(Constraint):
             self.done = True
 
 
-Report = Callable[[str, dict[str, Any]], Exception]
-"""Words a failed relation in its caller's terms: ``(kind, facts) -> the exception to raise``."""
-
-
 class LinearRel(Constraint):
     """``target == expr``: a size that is a polynomial of other sizes (``2*m + 1``, ``h*w``).
 
@@ -316,7 +307,7 @@ class LinearRel(Constraint):
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
-                 report: Report | None = None):
+                 report: Callable[[str, dict[str, Any]], Exception] | None = None):
         self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
         self.done = False
@@ -450,8 +441,7 @@ class Solver:
         """Give ``var``'s class a size, or check it against the one it has."""
         r = var.root()
         if r.value is None:
-            r.value = value
-            r.origin = origin
+            r.value, r.origin = value, origin
             self._wake(r)
             return
         if r.value != value:
@@ -485,9 +475,7 @@ class Solver:
         rb.parent = ra
         ra.watchers.extend(rb.watchers)
         rb.watchers = []
-        ra.basis = basis
-        if ra.name is None:
-            ra.name = rb.name
+        ra.basis, ra.name = basis, ra.name or rb.name
         if ra.value is None and rb.value is not None:
             ra.value, ra.origin = rb.value, rb.origin
             self._wake(ra)
@@ -557,8 +545,6 @@ class Solver:
 
     def exact_div(self, value: Size, divisor: int, origin: Origin, what: str) -> Size:
         """``value / divisor``, which must be exact; symbolic values give a condition."""
-        if divisor == 1:
-            return value
         if isinstance(value, int):
             if value % divisor:
                 raise self.error(what, origin, sizes=(value, divisor))
@@ -585,14 +571,12 @@ class Solver:
     @staticmethod
     def resolve(row: SRow) -> SRow:
         """Splice bound row variables in until the row's variable (if any) is unbound."""
-        left, var, right = row.left, row.var, row.right
-        if var is not None and var.value is not None:
-            v = Solver._expand(var)
-            left, var, right = left + v.left, v.var, v.right + right
-        if var is None and left:
-            return SRow((), None, left + right)
-        return SRow(left, var, right) if (left, var, right) != (row.left, row.var, row.right) \
-            else row
+        if row.var is not None and row.var.value is not None:
+            v = Solver._expand(row.var)
+            row = SRow(row.left + v.left, v.var, v.right + row.right)
+        if row.var is None and row.left:
+            return SRow((), None, row.left + row.right)
+        return row
 
     @staticmethod
     def _expand(node: RowNode) -> SRow:
@@ -606,11 +590,9 @@ class Solver:
             chain.append((cur, left, right))
             v = cur.value
             left, cur, right = left + v.left, v.var, v.right + right
-        for n, pl, pr in chain[1:] if len(chain) > 2 else ():
+        for n, pl, pr in chain if len(chain) > 1 else ():
             # n's own expansion: strip what the nodes before it contributed
             n.value = SRow(left[len(pl):], cur, right[:len(right) - len(pr)])
-        if len(chain) > 1:
-            node.value = SRow(left, cur, right)
         return SRow(left, cur, right)
 
     def bind_row(self, node: RowNode, value: SRow, origin: Origin) -> None:
@@ -632,24 +614,18 @@ class Solver:
             for x, y in zip(xs, ys, strict=True):
                 self.union(x, y, origin, strict_basis=strict_basis)
 
-        if a.var is None and b.var is None:
-            if len(a.right) != len(b.right):
-                raise self._rank_error(a, b, origin, describe, bound)
-            same(a.right, b.right)
-            return
-        if a.var is None:
+        if a.var is None and b.var is not None:
             a, b = b, a
             describe = (describe[1], describe[0])
-        # Now a is open.
-        if b.var is None:
+        if b.var is None:  # a's axes match b's ends, a's variable (if any) takes the middle
             need = len(a.left) + len(a.right)
-            if len(b.right) < need:
+            if len(b.right) < need or (a.var is None and len(b.right) > need):
                 raise self._rank_error(a, b, origin, describe, bound)
             axes = b.right
             same(a.left + a.right, axes[:len(a.left)] + axes[len(axes) - len(a.right):])
-            assert a.var is not None
-            self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
-                          origin)
+            if a.var is not None:
+                self.bind_row(a.var, SRow((), None, axes[len(a.left):len(axes) - len(a.right)]),
+                              origin)
             return
         # Both open: unify the common prefix and suffix, then complete the middle.
         n = min(len(a.left), len(b.left))
@@ -680,12 +656,12 @@ class Solver:
     def _rank_error(self, a: SRow, b: SRow, origin: Origin, describe: tuple[str, str],
                     bound: list[RowNode]) -> ShapeError:
         def count(r: SRow) -> str:
-            n = len(r.left) + len(r.right)
+            n = len(r.axes())
             noun = "axis" if n == 1 else "axes"
             return f"exactly {n} {noun}" if r.var is None else f"at least {n} {noun}"
 
         def sizes(r: SRow) -> str:
-            vals = [str(_val(x)) if _val(x) is not None else "?" for x in r.left + r.right]
+            vals = [str(_val(x)) if _val(x) is not None else "?" for x in r.axes()]
             return "(" + ", ".join(vals) + ")"
 
         kind = origin.kind or "a"
@@ -713,9 +689,8 @@ def _int_plan(expr: Dim) -> tuple[Callable[[Mapping[str, int]], int],
     for name in expr.symbols:
         split = linear_split(expr, name)
         splits[name] = compile_solve(*split) if split is not None else None
-    bare = next(iter(expr.symbols)) if len(expr.symbols) == 1 else None
-    return compile_dim(expr), splits, bare if bare is not None and expr == Dim.symbol(bare) \
-        else None
+    return compile_dim(expr), splits, next(
+        (name for name in expr.symbols if expr == Dim.symbol(name)), None)
 
 
 def _show_var(node: RowNode) -> str:

@@ -126,19 +126,15 @@ def freeze_params(params: Mapping[str, int] | None) -> tuple[tuple[str, int], ..
 class SpecInstance:
     """One spec instance: labels and row variables are local to it."""
 
-    def __init__(self, spec: Spec, shapes: tuple[Shape, ...], op: str | None,
-                 params: dict[str, int],
-                 use_padding: bool | None, result: Shape | None, sizes: dict[str, Any] | None,
-                 solver: Solver | None = None):
-        self.spec, self.shapes, self.op = spec, shapes, op
-        self.params, self.use_padding = params, use_padding
-        self.result, self.sizes = result, sizes
+    def __init__(self, spec: Spec, op: str | None, params: dict[str, int],
+                 use_padding: bool | None, solver: Solver | None = None):
+        self.spec, self.op, self.params, self.use_padding = spec, op, params, use_padding
         self.solver = solver if solver is not None else Solver(spec.text)
         self.labels: dict[str, DimVar] = {}
         self.rowvars: dict[str, RowNode] = {}
         # occurrence var id -> the spec axis it came from (for projections)
         self.terms: dict[int, tuple[Axis, Any]] = {}
-        self.result_fixed: list[tuple[DimVar, int]] = []
+        self.result_fixed: list[DimVar] = []
 
     def err(self, reason: str, span: tuple[int, int] | None = None, **kw: Any) -> ShapeError:
         return ShapeError(reason, spec=self.spec.text, span=span, **kw)
@@ -169,19 +165,15 @@ class SpecInstance:
     def axis_var(self, a: Axis, kind: Kind, where: Origin) -> DimVar:
         span = a.span
         o = Origin(where.spec, span, where.operand, where.shape, kind)
-        if isinstance(a, Label):
-            v = self.occurrence(a.name, span, o)
-            self.terms[v.id] = (a, None)
-            return v
-        v = DimVar(None, span=span)
-        self.terms[v.id] = (a, None)  # a placeholder's and a fixed index's; the rest add theirs
+        v = self.occurrence(a.name, span, o) if isinstance(a, Label) else DimVar(None, span=span)
+        self.terms[v.id] = (a, None)  # a label's, placeholder's, fixed index's; the rest add theirs
         if isinstance(a, Fixed):
             self.solver.add(AtLeast(v, a.index + 1, o,
                                     what=f"fixed index {a.index} needs an axis of at least "
                                          "{bound} elements, but it has {size}"))
             self.check_not_a_factor(a, where.operand == "result")
             if where.operand == "result":
-                self.result_fixed.append((v, a.index))
+                self.result_fixed.append(v)
         elif isinstance(a, Affine):
             stride = self.coef(a.stride, "stride", span)
             dilation = self.coef(a.dilation, "dilation", span)
@@ -275,11 +267,12 @@ class SpecInstance:
                     right)
 
     @staticmethod
-    def given(shape: Shape, kind: Kind, where: Origin) -> SRow:
+    def given(shape: Shape, where: Origin) -> dict[Kind, SRow]:
+        """``shape``'s rows, of known axes that came from ``where``."""
         spec, who, shown, note = where.spec, where.operand, where.shape, where.note
-        return SRow((), None, tuple(
+        return {kind: SRow((), None, tuple(
             DimVar(None, size, basis, Origin(spec, None, who, shown, kind, j, note))
-            for j, (size, basis) in enumerate(shape.axes(kind))))
+            for j, (size, basis) in enumerate(shape.axes(kind)))) for kind in MEMORY_ORDER}
 
     # -- solving -------------------------------------------------------------------------------
     def instantiate(self, operands: list[dict[Kind, SRow]], shown: list[str | None],
@@ -307,26 +300,25 @@ class SpecInstance:
                 self.solver.unify_rows(patterns[i][kind], rows[kind], o)
         return patterns
 
-    def run(self) -> Inferred:
+    def run(self, shapes: tuple[Shape, ...], result: Shape | None,
+            sizes: Mapping[str, Any]) -> Inferred:
         """``infer``: operands and the optional result are given shapes."""
         def rows(shape: Shape, who: int | str) -> dict[Kind, SRow]:
-            where = Origin(self.spec.text, None, who, str(shape))
-            return {k: self.given(shape, k, where) for k in MEMORY_ORDER}
+            return self.given(shape, Origin(self.spec.text, None, who, str(shape)))
 
         patterns = self.instantiate(
-            [rows(sh, i) for i, sh in enumerate(self.shapes)], [str(s) for s in self.shapes],
-            rows(self.result, "result") if self.result is not None else None,
-            str(self.result) if self.result is not None else None)
-        self.apply_sizes()
+            [rows(sh, i) for i, sh in enumerate(shapes)], [str(s) for s in shapes],
+            rows(result, "result") if result is not None else None,
+            str(result) if result is not None else None)
+        self.apply_sizes(sizes)
         self.solver.run()
         self.close_result(patterns[-1])
         self.check_determined()
-        return self.package(patterns)
+        return self.package(patterns, shapes)
 
     def check_arity(self, n: int) -> None:
-        spec = self.spec
-        if n != len(spec.operands):
-            raise self.err(f"the spec has {len(spec.operands)} operand(s) but {n} "
+        if n != len(self.spec.operands):
+            raise self.err(f"the spec has {len(self.spec.operands)} operand(s) but {n} "
                            f"{'was' if n == 1 else 'were'} given")
         if self.op is None:
             return
@@ -334,10 +326,8 @@ class SpecInstance:
         if n < lo or (hi is not None and n > hi):
             raise self.err(f"{self.op} takes {count_text(lo, hi)} operand(s), got {n}")
 
-    def apply_sizes(self) -> None:
-        if not self.sizes:
-            return
-        for name, value in self.sizes.items():
+    def apply_sizes(self, sizes: Mapping[str, Any]) -> None:
+        for name, value in sizes.items():
             origin = Origin(self.spec.text, note=f"sizes[{name!r}]")
             if name in self.labels:
                 self.solver.set_value(self.labels[name], normalize_size(value, where=name),
@@ -396,29 +386,25 @@ class SpecInstance:
             return None, "no operand determines it"
         root = self.labels[name].root()
         for c in self.solver.constraints:
-            if isinstance(c, AffineRel) and root in (c.over.root(), c.kernel and c.kernel.root()):
-                a = self.terms[c.inp.id][0]
+            axis, *parts = c.watched()  # a relation's axis, then the sizes that make it up
+            if not any(p.root() is root for p in parts):
+                continue
+            a, size = self.terms[axis.id][0], axis.root().value
+            if isinstance(c, AffineRel):
                 assert isinstance(a, Affine)
                 if c.padding == "padded":
-                    size = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
+                    over = a.over if c.stride == 1 else f"{c.stride}*{a.over}"
                     return a, (f"{a.render(True)!r} is padded, so its input's size is "
-                               f"{size} whatever the kernel {a.kernel!r} is")
-                return a, (f"{a.render(True)!r} relates the input's size "
-                           f"({c.inp.root().value}) to {a.over!r} and {a.kernel!r} together, "
-                           "and nothing gives either alone")
-            if isinstance(c, LinearRel) and any(f.root() is root for f in c.names.values()):
-                a = self.terms[c.target.id][0]
-                return a, (f"{a.render(True)!r} only gives the product of its factors "
-                           f"({c.target.root().value})")
-            if isinstance(c, ConcatSum) and any(
-                    isinstance(p, DimVar) and p.root() is root for p in c.parts):
-                return self.terms[c.total.id][0], (
-                    f"{self.terms[c.total.id][0].render(True)!r} only gives the sum of its "
-                    f"components ({c.total.root().value})")
+                               f"{over} whatever the kernel {a.kernel!r} is")
+                return a, (f"{a.render(True)!r} relates the input's size ({size}) to "
+                           f"{a.over!r} and {a.kernel!r} together, and nothing gives either alone")
+            what = "product of its factors" if isinstance(c, LinearRel) else "sum of its components"
+            return a, f"{a.render(True)!r} only gives the {what} ({size})"
         return None, "no operand determines it"
 
     # -- packaging -----------------------------------------------------------------------------
-    def package(self, patterns: list[dict[Kind, SRow]]) -> Inferred:
+    def package(self, patterns: list[dict[Kind, SRow]], operands: tuple[Shape, ...]
+                ) -> Inferred:
         S = self.solver
         iters: dict[tuple[str, Any], Iter] = {}
 
@@ -464,7 +450,7 @@ class SpecInstance:
             else:
                 rows[key] = vals
         return Inferred(
-            spec=self.spec, logic="einsum", operands=self.shapes,
+            spec=self.spec, logic="einsum", operands=operands,
             shape=Shape.from_rows({k: [(u.size, u.basis) for u in layout[-1] if u.kind == k]
                                    for k in MEMORY_ORDER}), dims=MappingProxyType(dims),
             rows=MappingProxyType(rows), ellipses=MappingProxyType(ellipses),
@@ -472,12 +458,11 @@ class SpecInstance:
             iterators=tuple(sorted(iters.values(), key=lambda it: it.id)))
 
 
-def close_placements(S: Solver, fixed: list[tuple[DimVar, int]],
-                      spec: str | None = None) -> None:
+def close_placements(S: Solver, fixed: list[DimVar], spec: str | None = None) -> None:
     """Size every unsized placement axis (a fixed index in a result) by OCANNL's at-least rule:
     the largest index any of its uses needs plus one, result placements and operand reads
     alike (``i=>i0`` and ``j=>j1`` meeting on one label give it 2 cells)."""
-    need = {r: 0 for r in (v.root() for v, _ in fixed) if r.value is None}
+    need = {r: 0 for r in (v.root() for v in fixed) if r.value is None}
     for c in S.constraints:
         if isinstance(c, AtLeast) and (r := c.var.root()) in need:
             need[r] = max(need[r], c.bound)
@@ -496,9 +481,7 @@ def solved(v: DimVar) -> Size:
 def _row_span(row: Row) -> tuple[int, int] | None:
     spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
     spans = [s for s in spans if s != (0, 0)]
-    if not spans:
-        return None
-    return (min(s[0] for s in spans), max(s[1] for s in spans))
+    return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
 
 
 def _whose(who: int | str, kind: str) -> str:
