@@ -128,9 +128,6 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
             elif code is _CALL_CODE:
                 env = frame.f_locals.get("state", ({},))[0]
                 found = env, env
-            elif code is _UNCHECKED_CODE:
-                env = frame.f_locals["bindings"]
-                found = env, env
             elif code in _FAST_FRAMES:
                 found = _fast_scope(frame, _FAST_FRAMES[code])
         frame = frame.f_back
@@ -197,39 +194,20 @@ def print_bindings() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing: then the check is skipped.  Dynamo is not
-    imported by ``import torch``; until something imports it nothing can be tracing, and the
-    membership test saves the call (a tenth of the decorator's cost on torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and "torch._dynamo" in sys.modules and \
-        torch.compiler.is_compiling()
-
-
-
 def _interpreted(checker: _Checker) -> Callable[..., Any]:
-    call, fn = checker.call, checker.fn
+    """The wrapper that runs the interpreter on every call, skipped while torch.compile
+    (dynamo) is tracing.  Dynamo is not imported by ``import torch``; until something imports
+    it nothing can be tracing, and the membership test saves the call (a tenth of the
+    decorator's cost on torch)."""
+    call, fn, modules = checker.call, checker.fn, sys.modules
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
+        torch = modules.get("torch")
+        if torch is not None and "torch._dynamo" in modules and torch.compiler.is_compiling():
             return fn(*args, **kwargs)
         return call(args, kwargs)
 
     return wrapper
-
-
-def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A function with nothing to check still opens a scope, for ``isinstance`` inside (a
-    frame-local dict: a ``shape_scope`` per call measured five times slower)."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bindings: dict[str, Any] = {}  # noqa: F841 (read from this frame by _scope)
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
-_UNCHECKED_CODE = _unchecked(print).__code__
 
 
 def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
@@ -246,15 +224,12 @@ def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
     if not callable(fn):
         raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
-    if not sig.parameters and sig.result is None:  # nothing to check: a no-op, as jaxtyping
-        wrapper = _unchecked(fn)
-    else:
-        checker = _Checker(fn, sig, check_return)
-        wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
+    # nothing to check is a no-op, as jaxtyping's, that still opens a scope for isinstance
+    checker = _Checker(fn, sig, check_return)
+    wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
     wrapper = functools.wraps(fn)(wrapper)
     wrapper.__dict__["__tensig_signature__"] = sig
     return wrapper
-
 
 
 @overload

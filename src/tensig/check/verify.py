@@ -31,6 +31,7 @@ import inspect
 import itertools
 import math
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -248,13 +249,24 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
-    ``len(x)``, ``range(T)`` keep them symbolic."""
+    ``len(x)``, ``range(T)`` keep them symbolic.
+
+    Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
+    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
+    their C code then writes into it (a symbolic one was a segfault).  The sizes become
+    witnesses, read back as the signature's symbols (``Tracer.leak``).
+    """
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
     if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
+        import numpy
+
         importlib.import_module("numpy.random")
-        targets += _numpy_unpatched_for_compiled_code()
+        real = types.ModuleType("numpy", numpy.__doc__)
+        vars(real).update(vars(numpy))
+        users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
+        targets += [(module, name, real) for module, name in users]
     for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                                ("torch", S.CREATION_TORCH)):
         module = sys.modules.get(module_name)
@@ -270,27 +282,10 @@ def _creation_patched() -> Iterator[None]:
         yield
 
 
-def _numpy_unpatched_for_compiled_code() -> list[tuple[Any, str, Any]]:
-    """Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
-    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
-    their C code then writes into it (a symbolic one was a segfault).  The sizes become
-    witnesses, read back as the signature's symbols (``Tracer.leak``)."""
-    import types
-
-    import numpy
-
-    real = types.ModuleType("numpy", numpy.__doc__)
-    vars(real).update(vars(numpy))
-    users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
-    return [(module, name, real) for module, name in users]
-
-
 @functools.lru_cache(maxsize=1)
 def _compiled_numpy_users(count: int, last: str) -> list[tuple[Any, str]]:
     """The compiled modules' globals that hold NumPy, scanned again only when a module was
     imported since (``count`` and ``last`` of ``sys.modules``): a scan takes 0.7 ms."""
-    import types
-
     import numpy
 
     return [(module, name) for module in list(sys.modules.values())
@@ -526,17 +521,14 @@ def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> Non
     bound: dict[str, Dim] = {}
     for got, want in zip(report.result, sig.results, strict=False):
         ok = len(got) == len(want)
-        for g, w in zip(got, want, strict=False):
-            if not ok:
-                break
+        for g, w in zip(got, want, strict=False) if ok else ():
             w = w.subs(bound) if bound else w
-            if tracer.equal_under_assumptions(g, w):
-                continue
             free = w.symbols - in_args - set(bound)
             if len(free) == 1 and w == Dim.symbol(next(iter(free))):
                 bound[next(iter(free))] = g
-                continue
-            ok = False
+            elif not tracer.equal_under_assumptions(g, w):
+                ok = False
+                break
         if not ok:
             report.findings.append(tracing.Finding(
                 "return-shape",
