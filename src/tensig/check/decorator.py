@@ -52,10 +52,10 @@ from typing import Any, TypeVar, overload
 from tensig.check.fast_path import _FAST_FRAMES, _UNBOUND, _generate
 from tensig.check.interpreter import (
     _CALL_CODE,
+    _Bindings,
     _check_value,
     _Checker,
     _program,
-    _Relations,
     match_shape,
 )
 from tensig.check.signature_error import _ARGS, SignatureError, _Mismatch
@@ -126,7 +126,7 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
             if scope is not None and frame is scope[0]:
                 found = scope[1], scope[1]
             elif code is _CALL_CODE:
-                env = frame.f_locals.get("state", ({},))[0]
+                env = getattr(frame.f_locals.get("state"), "env", {})
                 found = env, env
             elif code in _FAST_FRAMES:
                 found = _fast_scope(frame, _FAST_FRAMES[code])
@@ -158,16 +158,13 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
         return False
     scope = _scope()
     env, sink = scope if scope is not None else ({}, {})
-    trial: dict[str, Any] = dict(env)
-    origins: dict[str, tuple[Any, ...]] = {k: ("given", None, None, None) for k in env}
+    trial = _Bindings(env)
     try:
-        pending = _Relations()
-        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, origins,
-                     pending)
-        pending.resolve(trial, origins)
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial)
+        trial.resolve()
     except _Mismatch:
         return False
-    sink.update((k, v) for k, v in trial.items() if k not in env)
+    sink.update((k, v) for k, v in trial.env.items() if k not in env)
     return True
 
 

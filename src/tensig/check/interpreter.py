@@ -1,7 +1,7 @@
 """The decorator's interpreter: the reference check of a call, and the one that explains.
 
-Per annotation a cached :class:`_Program` runs over a dict of bindings that records where each
-name was bound; a call's expression items are one solver problem (:class:`_Relations`).
+Per annotation a cached :class:`_Program` runs over a call's :class:`_Bindings`: the sizes bound,
+where each was bound, and the expression items as one solver problem.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ _NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
 _BCAST = 16  # flag: size 1 also fits (jaxtyping's ``#``), and binds nothing
 _EMPTY = inspect.Parameter.empty
 _NO_POSITION = sys.maxsize
+_GIVEN = ("given", None, None, None)  # the origin of a size known before the check
 
 class _Expr:
     """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
@@ -125,17 +126,17 @@ class _Program:
         self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
         self.n_fixed = len(ops) - len(self.keys)
 
-    def match(self, shape: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-              label: str, pending: _Relations) -> None:
-        """Check ``shape`` against the annotation, binding new names into ``env``."""
+    def match(self, shape: Any, b: _Bindings, label: str) -> None:
+        """Check ``shape`` against the annotation, binding new names."""
+        env = b.env
         lengths = self.row_lengths(shape, env, label)
         axis = 0
         for code, payload, index in self.ops:
             if code & ~_BCAST in (_VAR, _ANON):
                 n = lengths[payload]
                 if code != _ANON:
-                    _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
-                               shape, axis, index, code & _BCAST)
+                    _check_row(payload, tuple(shape[axis:axis + n]), b, label, self, shape, axis,
+                               index, code & _BCAST)
                 axis += n
                 continue
             size = shape[axis]
@@ -149,7 +150,7 @@ class _Program:
                 if bound is None:
                     if size == size:  # not NaN (an unknown dask size)
                         env[payload] = size
-                        origins[payload] = (label, axis, shape, None)
+                        b.origins[payload] = (label, axis, shape, None)
                 elif bound != size and _is_size(size):
                     raise _Mismatch("name", label, self.shape, shape, axis, index, name=payload,
                                     bound=bound)
@@ -157,7 +158,7 @@ class _Program:
                 if size != payload and _is_size(size):
                     raise _Mismatch("fixed", label, self.shape, shape, axis, index)
             elif code == _EXPR:
-                pending.add(payload, size, env, origins, label, self, shape, axis, index)
+                b.add(payload, size, label, self, shape, axis, index)
             axis += 1
 
     def row_lengths(self, shape: Any, env: dict[str, Any], label: str) -> dict[str, int]:
@@ -184,15 +185,15 @@ class _Program:
         return lengths
 
 
-def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
-               origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-               axis: int, index: int, broadcast: int = 0) -> None:
+def _check_row(key: str, segment: tuple[Any, ...], b: _Bindings, label: str, program: _Program,
+               shape: Any, axis: int, index: int, broadcast: int = 0) -> None:
     """Bind a row variable to its axes, or compare them with its binding (``*#v``: axes that
     broadcast against it fit, and it binds the broadcast of both, as in jaxtyping)."""
+    env = b.env
     bound = env.get(key)
     if bound is None:
         env[key] = segment
-        origins[key] = (label, axis, shape, len(segment))
+        b.origins[key] = (label, axis, shape, len(segment))
         if broadcast:
             env["#" + key] = True
     elif bound != segment and all(_is_size(s) for s in segment):
@@ -218,32 +219,35 @@ def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None
         return None
 
 
-class _Relations:
-    """A call's expression items as one solver problem (built on the first one met).
+class _Bindings:
+    """One check's bindings: ``env`` (a name's size, a row variable's sizes), ``origins`` (where
+    each was bound: ``(label, axis, shape, via)``, for messages) and the expression items.
 
-    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names
-    and the axis's size.  The sizes live in the interpreter's ``env`` (with the origins messages
-    need): each run gives the solver the sizes bound since, and writes back what it solved.
+    The items are one solver problem (built on the first one met): each ``2*h``/``T + 1`` is a
+    :class:`~tensig.core.solver.LinearRel` between its names and the axis's size.  Each run
+    gives the solver the sizes bound since, and writes back what it solved.
     """
 
-    __slots__ = ("deferred", "solver", "vars", "where")
+    __slots__ = ("deferred", "env", "origins", "solver", "vars", "where")
     vars: dict[str, DimVar]
     where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
-    def __init__(self) -> None:  # nothing built until an expression item is met
-        self.solver: Solver | None = None
+    def __init__(self, given: dict[str, Any] | None = None) -> None:
+        self.env: dict[str, Any] = dict(given or {})
+        self.origins: dict[str, tuple[Any, ...]] = dict.fromkeys(self.env, _GIVEN)
+        self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
 
-    def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
-            origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-            axis: int, index: int) -> None:
+    def add(self, expr: _Expr | _DeferredExpr, size: Any, label: str, program: _Program,
+            shape: Any, axis: int, index: int) -> None:
         """Relate an expression item to the size it has in this call."""
+        env = self.env
         if not _is_size(size):  # an unknown (dask ``nan``) size checks and binds nothing
             return
         place = (expr, size, label, program, shape, axis, index)
         if isinstance(expr, _DeferredExpr):
             self.deferred.append(place)
-            self._evaluate_deferred(env)
+            self._evaluate_deferred()
             return
         if all(n in env for n in expr.symbols):  # nothing to solve: no solver is needed
             value = expr.evaluate(env)
@@ -266,11 +270,11 @@ class _Relations:
                              value=facts["value"])
 
         solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
-        self.run(env, origins)
+        self.run()
 
-    def run(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+    def run(self) -> None:
         """Propagate the sizes bound so far; bind in ``env`` what the solver solved."""
-        solver = self.solver
+        solver, env = self.solver, self.env
         if solver is None:
             return
         for name, var in self.vars.items():
@@ -281,15 +285,15 @@ class _Relations:
             if var.value is not None and name not in env:
                 expr, size, label, _, shape, axis, _ = self.where[id(var.origin)]
                 env[name] = var.value
-                origins[name] = (label, axis, shape, (expr.text, size))
+                self.origins[name] = (label, axis, shape, (expr.text, size))
 
-    def resolve(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+    def resolve(self) -> None:
         """Settle everything the bindings so far determine; what they do not is skipped."""
-        self.run(env, origins)
-        self._evaluate_deferred(env)
+        self.run()
+        self._evaluate_deferred()
 
-    def _evaluate_deferred(self, env: dict[str, Any]) -> None:
-        waiting = []
+    def _evaluate_deferred(self) -> None:
+        env, waiting = self.env, []
         for place in self.deferred:
             expr, size, label, program, shape, axis, index = place
             if any(s not in env for s in expr.symbols):
@@ -332,15 +336,13 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
       argument 'shape' has shape (3, 4)
     """  # noqa: E501
     ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
-    env = dict(sizes or {})
-    origins = {k: ("given", None, None, None) for k in env}
-    pending = _Relations()
+    b = _Bindings(sizes)
     try:
-        _program(ann).match(tuple(shape), env, origins, "shape", pending)
-        pending.resolve(env, origins)
+        _program(ann).match(tuple(shape), b, "shape")
+        b.resolve()
     except _Mismatch as m:
-        raise _error("match_shape", m, env, origins) from None
-    return env
+        raise _error("match_shape", m, b.env, b.origins) from None
+    return b.env
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,8 +364,7 @@ def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
 
 
 def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
-                 optional: bool, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-                 pending: _Relations) -> None:
+                 optional: bool, b: _Bindings) -> None:
     """Check one value (an argument or the return value) against its compiled annotation."""
     if x is None:
         if optional:
@@ -373,7 +374,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         leaf_marker = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar,
                                       family=marker.family)
         for path, leaf in _leaves(x, label):
-            _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
+            _check_value(leaf, path, program, leaf_marker, False, b)
         return
     wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.execution.padding): its type
     if wrapper is not None and not isinstance(x, wrapper):
@@ -386,7 +387,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if scalar is None or not isinstance(x, scalar) or (scalar is int and isinstance(x, bool)):
             raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
         shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
-    program.match(shape, env, origins, label, pending)
+    program.match(shape, b, label)
     if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
         raise _Mismatch("dtype", label, program.shape, shape, dtype=dtype, marker=marker)
 
@@ -430,21 +431,19 @@ class _Checker:
         elif result is not None:
             self.result = tuple(None if m is None else _program(m.shape) for m in result)
 
-    def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """Check the arguments; return ``(env, origins, pending)`` for the return value."""
-        env: dict[str, Any] = {}
-        origins: dict[str, tuple[Any, ...]] = {}
-        pending = _Relations()
+    def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Bindings:
+        """Check the arguments; return the bindings, for the return value."""
+        b = _Bindings()
         if self.signature is not None:
             bound = self.signature.bind_partial(*args, **kwargs)
             bound.apply_defaults()
-            env[_ARGS] = dict(bound.arguments)
-            origins[_ARGS] = ("given", None, None, None)
+            b.env[_ARGS] = dict(bound.arguments)
+            b.origins[_ARGS] = _GIVEN
         try:
             for name, position, default, program, marker, optional in self.single:
                 x = args[position] if position < len(args) else kwargs.get(name, default)
                 if x is not _EMPTY:  # a missing argument: fn raises its own TypeError
-                    _check_value(x, name, program, marker, optional, env, origins, pending)
+                    _check_value(x, name, program, marker, optional, b)
             for kind, name, position, _, program, marker, _ in self.variadic:
                 if kind == inspect.Parameter.VAR_POSITIONAL:
                     values = [(f"{name}[{i}]", x) for i, x in enumerate(args[position:])]
@@ -452,21 +451,19 @@ class _Checker:
                     values = [(f"{name}[{k!r}]", x) for k, x in kwargs.items()
                               if k not in self.named]
                 for label, x in values:
-                    _check_value(x, label, program, marker, False, env, origins, pending)
-            pending.resolve(env, origins)
+                    _check_value(x, label, program, marker, False, b)
+            b.resolve()
         except _Mismatch as m:
-            raise _error(self.sig.name, m, env, origins) from None
-        return env, origins, pending
+            raise _error(self.sig.name, m, b.env, b.origins) from None
+        return b
 
-    def check_result(self, result: Any, env: dict[str, Any],
-                     origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
+    def check_result(self, result: Any, b: _Bindings) -> None:
         markers, programs = self.sig.result, self.result
         if programs is None:
             return
         try:
             if isinstance(markers, ShapeSpecMarker):
-                _check_value(result, "return", programs, markers, self.sig.result_optional, env,
-                             origins, pending)
+                _check_value(result, "return", programs, markers, self.sig.result_optional, b)
             else:
                 assert markers is not None
                 if not isinstance(result, tuple) or len(result) != len(markers):
@@ -474,22 +471,21 @@ class _Checker:
                 for i, (x, marker, program) in enumerate(zip(result, markers, programs,
                                                              strict=True)):
                     if marker is not None:
-                        _check_value(x, f"return[{i}]", program, marker, False, env, origins,
-                                     pending)
-            pending.resolve(env, origins)
+                        _check_value(x, f"return[{i}]", program, marker, False, b)
+            b.resolve()
         except _Mismatch as m:
-            raise _error(self.sig.name, m, env, origins) from None
+            raise _error(self.sig.name, m, b.env, b.origins) from None
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Check the arguments, call the function, check its result."""
         state = self.check_args(args, kwargs)
         result = self.fn(*args, **kwargs)  # isinstance inside reads ``state`` (_scope)
-        self.check_result(result, *state)
+        self.check_result(result, state)
         return result
 
     def after(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
         """Check a result the function already returned (the arguments are checked again)."""
-        self.check_result(result, *self.check_args(args, kwargs))
+        self.check_result(result, self.check_args(args, kwargs))
         return result
 
 
