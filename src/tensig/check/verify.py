@@ -97,21 +97,17 @@ class Signature:
         if not isinstance(text, str):
             raise TypeError(f"a signature is a str, not {type(text).__name__}")
         left, arrow, right = text.partition("=>")
-        names: list[str] = []
-        fresh = itertools.count()
 
-        def side(part: str, offset: int) -> list[tuple[tuple[Dim, ...], str]]:
+        def side(part: str, offset: int) -> list[tuple[Any, str]]:
             out = []
             for operand in part.split(";") if part.strip() else []:
-                shape, kind = _operand(text, operand, offset)
-                out.append((_axes(shape, names, fresh), kind))
+                out.append(_operand(text, operand, offset))
                 offset += len(operand) + 1
             return out
 
         args = side(left, 0)
-        results = side(right, len(left) + 2) if arrow and right.strip() else None
-        return cls(tuple(a for a, _ in args), None if results is None else
-                   tuple(r for r, _ in results), tuple(names), text, tuple(k for _, k in args))
+        results = [s for s, _ in side(right, len(left) + 2)] if arrow and right.strip() else None
+        return _signature([s for s, _ in args], results, text, tuple(k for _, k in args))
 
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
@@ -133,27 +129,34 @@ def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
                               offset + e.end) from None
 
 
-def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
-    """An annotation's axes as dimensions (memory order), new names appended to ``names``: a
-    variadic is one axis of its own symbol, ``_`` and a deferred size (``{n}``) fresh sizes."""
-    out: list[Dim] = []
-    for item in shape.items:
-        if isinstance(item, Broadcastable):
-            item = item.item
-        if isinstance(item, RowVariable):
-            d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
-        elif isinstance(item, Dim):
-            d = item
-        elif isinstance(item, int):
-            d = Dim.const(item)
-        else:  # typing.Any or Deferred: a size of its own
-            assert item is Any or isinstance(item, Deferred)
-            d = Dim.symbol(f"_{next(fresh)}")
-        for name in sorted(d.symbols):
-            if name not in names:
-                names.append(name)
-        out.append(d)
-    return tuple(out)
+def _signature(args: Sequence[Any], results: Sequence[Any] | None, text: str,
+               kinds: tuple[str, ...], optional: tuple[bool, ...] = ()) -> Signature:
+    """The signature of annotation shapes (a result ``None``: an undeclared tuple element), its
+    axes as dimensions (memory order): a variadic is one axis of its own symbol, ``_`` and a
+    deferred size (``{n}``) fresh sizes.  Its symbols are in order of appearance."""
+    names: dict[str, None] = {}
+    fresh = itertools.count()
+
+    def axes(shape: Any) -> tuple[Dim, ...]:
+        out: list[Dim] = []
+        for item in () if shape is None else shape.items:
+            if isinstance(item, Broadcastable):
+                item = item.item
+            if isinstance(item, RowVariable):
+                d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
+            elif isinstance(item, Dim):
+                d = item
+            elif isinstance(item, int):
+                d = Dim.const(item)
+            else:  # typing.Any or Deferred: a size of its own
+                assert item is Any or isinstance(item, Deferred)
+                d = Dim.symbol(f"_{next(fresh)}")
+            names.update(dict.fromkeys(sorted(d.symbols)))
+            out.append(d)
+        return tuple(out)
+
+    return Signature(tuple(map(axes, args)), None if results is None else
+                     tuple(map(axes, results)), tuple(names), text, kinds, optional)
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
@@ -451,19 +454,15 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
-    fresh = itertools.count()
-    names: list[str] = []
     positional = sorted((p for p in fs.parameters if p.position is not None),
                         key=lambda p: p.position or 0)
-    args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
     markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
-    results = None if fs.result is None else tuple(
-        () if m is None else _axes(m.shape, names, fresh) for m in markers)
-    text = "; ".join(str(p.marker.shape) for p in positional)
+    results = None if fs.result is None else [None if m is None else m.shape for m in markers]
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
                   + family_kind(p.marker.dtype) for p in positional)
-    optional = tuple(p.optional for p in positional)
-    return Signature(args, results, tuple(names), text, kinds, optional)
+    return _signature([p.marker.shape for p in positional], results,
+                      "; ".join(str(p.marker.shape) for p in positional), kinds,
+                      tuple(p.optional for p in positional))
 
 
 def _branches(sig: Signature) -> list[frozenset[int]]:
