@@ -424,12 +424,16 @@ class _Checker:
         self.named = frozenset(p.name for p in sig.parameters)
         self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
         self.signature = inspect.signature(fn) if self.deferred else None
-        self.result: Any = None
         result = sig.result if check_return else None
+        # the checked return values: (index in the returned tuple, label, program, marker,
+        # optional), and the tuple's length (``None``: a single value, or nothing checked)
+        self.length = len(result) if isinstance(result, tuple) else None
+        self.results: tuple[tuple[Any, ...], ...]
         if isinstance(result, ShapeSpecMarker):
-            self.result = _program(result.shape)
-        elif result is not None:
-            self.result = tuple(None if m is None else _program(m.shape) for m in result)
+            self.results = ((None, "return", _program(result.shape), result, sig.result_optional),)
+        else:
+            self.results = tuple((i, f"return[{i}]", _program(m.shape), m, False)
+                                 for i, m in enumerate(result or ()) if m is not None)
 
     def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Bindings:
         """Check the arguments; return the bindings, for the return value."""
@@ -458,20 +462,13 @@ class _Checker:
         return b
 
     def check_result(self, result: Any, b: _Bindings) -> None:
-        markers, programs = self.sig.result, self.result
-        if programs is None:
-            return
         try:
-            if isinstance(markers, ShapeSpecMarker):
-                _check_value(result, "return", programs, markers, self.sig.result_optional, b)
-            else:
-                assert markers is not None
-                if not isinstance(result, tuple) or len(result) != len(markers):
-                    raise _Mismatch("notuple", "return", None, result, length=len(markers))
-                for i, (x, marker, program) in enumerate(zip(result, markers, programs,
-                                                             strict=True)):
-                    if marker is not None:
-                        _check_value(x, f"return[{i}]", program, marker, False, b)
+            if self.length is not None and (not isinstance(result, tuple)
+                                            or len(result) != self.length):
+                raise _Mismatch("notuple", "return", None, result, length=self.length)
+            for i, label, program, marker, optional in self.results:
+                x = result if i is None else result[i]
+                _check_value(x, label, program, marker, optional, b)
             b.resolve()
         except _Mismatch as m:
             raise _error(self.sig.name, m, b.env, b.origins) from None
