@@ -116,6 +116,7 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
     side table for that frame (dropped once the frame is no longer on the stack).
     """
     scope = _SCOPE.get()
+    table = _EXTRA.__dict__.setdefault("frames", {})  # id(frame) -> (frame, its new bindings)
     frame: FrameType | None = sys._getframe(2)
     live: set[int] = set()
     found: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -129,25 +130,15 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
                 env = getattr(frame.f_locals.get("state"), "env", {})
                 found = env, env
             elif code in _FAST_FRAMES:
-                found = _fast_scope(frame, _FAST_FRAMES[code])
+                values = frame.f_locals
+                env = {name: values[local] for name, local in _FAST_FRAMES[code]
+                       if values.get(local, _UNBOUND) is not _UNBOUND}
+                _, extra = table.setdefault(id(frame), (frame, {}))
+                found = {**env, **extra}, extra
         frame = frame.f_back
-    table = getattr(_EXTRA, "frames", {})
     for key in [k for k in table if k not in live]:
         del table[key]
     return found
-
-
-def _fast_scope(frame: Any, names: tuple[tuple[str, str], ...]
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    values = frame.f_locals
-    env = {name: values[local] for name, local in names
-           if values.get(local, _UNBOUND) is not _UNBOUND}
-    table = getattr(_EXTRA, "frames", None)
-    if table is None:
-        table = _EXTRA.frames = {}
-    _, extra = table.setdefault(id(frame), (frame, {}))
-    env.update(extra)
-    return env, extra
 
 
 def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:

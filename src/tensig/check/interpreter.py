@@ -350,19 +350,6 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
 # --------------------------------------------------------------------------------------------
 
 
-def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Per parameter ``(name, position, default, program, marker, optional)``."""
-    single, variadic = [], []
-    for p in sig.parameters:
-        entry = (p.name, _NO_POSITION if p.position is None else p.position, p.default,
-                 _program(p.marker.shape), p.marker, p.optional)
-        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            variadic.append((p.kind, *entry))
-        else:
-            single.append(entry)
-    return tuple(single), tuple(variadic)
-
-
 def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
                  optional: bool, b: _Bindings) -> None:
     """Check one value (an argument or the return value) against its compiled annotation."""
@@ -420,7 +407,17 @@ class _Checker:
     def __init__(self, fn: Callable[..., Any], sig: FunctionSignature, check_return: bool):
         self.fn = fn
         self.sig = sig
-        self.single, self.variadic = _slots(sig)
+        # per parameter (name, position, default, program, marker, optional); a variadic's
+        # entry starts with its kind
+        self.single: list[tuple[Any, ...]] = []
+        self.variadic: list[tuple[Any, ...]] = []
+        for p in sig.parameters:
+            entry = (p.name, _NO_POSITION if p.position is None else p.position, p.default,
+                     _program(p.marker.shape), p.marker, p.optional)
+            if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                self.variadic.append((p.kind, *entry))
+            else:
+                self.single.append(entry)
         self.named = frozenset(p.name for p in sig.parameters)
         self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
         self.signature = inspect.signature(fn) if self.deferred else None
