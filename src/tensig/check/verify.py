@@ -409,16 +409,14 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
-        report.findings = list(tracer.findings) + report.findings
-        tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
         if report.notes and "jax" in sys.modules and (
                 tracer.used_jax or {"jax", "jaxlib"} & _libraries(fn)
                 or "JAX" in report.notes[0]):
             _jax_fallback(fn, sig, kinds, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
-    finally:
-        report.findings = list(tracer.findings) + report.findings
+    finally:  # a TraceLimit too keeps what was found
+        report.findings = list(tracer.findings)
         tracing._TRACER.reset(token)
         tracing._TORCH_STYLE.reset(style)
 
@@ -431,7 +429,7 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
     if notes:
         return
     report.notes = []
-    report.findings += [f for f in findings if f not in report.findings]
+    tracer.findings += [f for f in findings if f not in tracer.findings]
     report.result = result
     _check_result(report, sig, tracer)
 
@@ -529,7 +527,7 @@ def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> Non
                 ok = False
                 break
         if not ok:
-            report.findings.append(tracing.Finding(
+            tracer.findings.append(tracing.Finding(
                 "return-shape",
                 f"returns [{', '.join(map(str, got))}] but the signature declares "
                 f"[{', '.join(map(str, want))}]", report.file, report.line))
