@@ -108,8 +108,9 @@ class shape_scope:
         _SCOPE.reset(self.token)
 
 
-def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(bindings, sink)`` of the innermost checked call or scope around the caller.
+def _scope() -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(bindings, sink)`` of the innermost checked call or scope around the caller (empty
+    dicts outside any).
 
     The interpreter's and ``shape_scope``'s bindings are one dict (``sink is bindings``); a
     generated wrapper's are its local variables, read from its frame, and new bindings go to a
@@ -138,7 +139,7 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
         frame = frame.f_back
     for key in [k for k in table if k not in live]:
         del table[key]
-    return found
+    return found or ({}, {})
 
 
 def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
@@ -147,8 +148,7 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
     if isinstance(array_type, type) and not isinstance(obj, array_type) \
             and not (marker.scalar is not None and isinstance(obj, marker.scalar)):
         return False
-    scope = _scope()
-    env, sink = scope if scope is not None else ({}, {})
+    env, sink = _scope()
     trial = _Bindings(env)
     try:
         _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial)
@@ -165,9 +165,7 @@ install_instance_check(instance_check)
 def print_bindings() -> None:
     """Print the sizes bound so far in the current checked call (jaxtyping's
     ``print_bindings``), for debugging."""
-    scope = _scope()
-    env = {k: v for k, v in (scope[0] if scope is not None else {}).items()
-           if k != _ARGS and not k.startswith("#")}
+    env = {k: v for k, v in _scope()[0].items() if k != _ARGS and not k.startswith("#")}
     if not env:
         print("No sizes are bound here (call print_bindings() inside a @shaped function).")
         return
