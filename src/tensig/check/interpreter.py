@@ -158,7 +158,7 @@ class _Program:
                 if size != payload and _is_size(size):
                     raise _Mismatch("fixed", label, self.shape, shape, axis, index)
             elif code == _EXPR:
-                b.add(payload, size, label, self, shape, axis, index)
+                b.add(payload, size, (label, self.shape, shape, axis, index))
             axis += 1
 
     def row_lengths(self, shape: Any, env: dict[str, Any], label: str) -> dict[str, int]:
@@ -238,36 +238,29 @@ class _Bindings:
         self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
 
-    def add(self, expr: _Expr | _DeferredExpr, size: Any, label: str, program: _Program,
-            shape: Any, axis: int, index: int) -> None:
-        """Relate an expression item to the size it has in this call."""
-        env = self.env
+    def add(self, expr: _Expr | _DeferredExpr, size: Any, at: tuple[Any, ...]) -> None:
+        """Relate an expression item to the size it has in this call (``at``: the item's place,
+        as a mismatch names it)."""
         if not _is_size(size):  # an unknown (dask ``nan``) size checks and binds nothing
             return
-        place = (expr, size, label, program, shape, axis, index)
+        place = (expr, size, at)
         if isinstance(expr, _DeferredExpr):
             self.deferred.append(place)
             self._evaluate_deferred()
             return
-        if all(n in env for n in expr.symbols):  # nothing to solve: no solver is needed
-            value = expr.evaluate(env)
-            if value != size:
-                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                                value=value)
+        if self._evaluated(place):  # nothing to solve: no solver is needed
             return
         if self.solver is None:
             self.solver, self.vars, self.where = Solver(), {}, {}
         solver = self.solver
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
-        origin = _origin(label, axis, expr.text)
+        origin = _origin(at[0], at[3], expr.text)
         self.where[id(origin)] = place
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             if kind == "no_solution":
-                return _Mismatch("solve", label, program.shape, shape, axis, index, expr=expr,
-                                 name=facts["name"])
-            return _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                             value=facts["value"])
+                return _Mismatch("solve", *at, expr=expr, name=facts["name"])
+            return _Mismatch("expr", *at, expr=expr, value=facts["value"])
 
         solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
         self.run()
@@ -283,7 +276,7 @@ class _Bindings:
         solver.run()
         for name, var in self.vars.items():
             if var.value is not None and name not in env:
-                expr, size, label, _, shape, axis, _ = self.where[id(var.origin)]
+                expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
                 env[name] = var.value
                 self.origins[name] = (label, axis, shape, (expr.text, size))
 
@@ -293,17 +286,17 @@ class _Bindings:
         self._evaluate_deferred()
 
     def _evaluate_deferred(self) -> None:
-        env, waiting = self.env, []
-        for place in self.deferred:
-            expr, size, label, program, shape, axis, index = place
-            if any(s not in env for s in expr.symbols):
-                waiting.append(place)
-                continue
-            value = expr.evaluate(env)
-            if value != size and _is_size(value):
-                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                                value=value)
-        self.deferred = waiting
+        self.deferred = [place for place in self.deferred if not self._evaluated(place)]
+
+    def _evaluated(self, place: tuple[Any, ...]) -> bool:
+        """Check an item whose names are all bound; ``False`` while some are not."""
+        expr, size, at = place
+        if any(s not in self.env for s in expr.symbols):
+            return False
+        value = expr.evaluate(self.env)
+        if value != size and _is_size(value):
+            raise _Mismatch("expr", *at, expr=expr, value=value)
+        return True
 
 
 _BOUND = Origin(note="bound by an earlier item")
