@@ -412,8 +412,8 @@ class _Checker:
             else:
                 self.single.append(entry)
         self.named = frozenset(p.name for p in sig.parameters)
-        self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
-        self.signature = inspect.signature(fn) if self.deferred else None
+        deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
+        self.signature = inspect.signature(fn) if deferred else None  # for ``{name}`` sizes
         result = sig.result if check_return else None
         # the checked return values: (index in the returned tuple, label, program, marker,
         # optional), and the tuple's length (``None``: a single value, or nothing checked)
