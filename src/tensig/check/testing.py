@@ -25,7 +25,6 @@ from typing import Any
 
 from tensig.core.annotations import (
     AnnotationShape,
-    Broadcastable,
     FunctionSignature,
     RowVariable,
     _is_name,
@@ -34,6 +33,7 @@ from tensig.core.annotations import (
     signature_of,
 )
 from tensig.core.dims import Dim
+from tensig.core.syntax import _plain
 
 __all__ = ["arrays_for", "collisions", "shape_for", "sizes", "strategy"]
 
@@ -210,9 +210,7 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
     ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
     rows = rows or {}
     out: list[int | None] = []
-    for item in ann.items:
-        if isinstance(item, Broadcastable):
-            item = item.item
+    for item in map(_plain, ann.items):
         if isinstance(item, RowVariable):
             out.extend(rows.get(item.key, ()))
         elif isinstance(item, int):

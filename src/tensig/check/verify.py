@@ -40,7 +40,6 @@ from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
 from tensig.core.annotations import (
-    Broadcastable,
     Deferred,
     RowVariable,
     family_kind,
@@ -50,6 +49,7 @@ from tensig.core.annotations import (
 )
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
+from tensig.core.syntax import _plain
 from tensig.execution.padding import symbolic_batch
 
 __all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "modelled_operations", "verify"]
@@ -139,9 +139,7 @@ def _signature(args: Sequence[Any], results: Sequence[Any] | None, text: str,
 
     def axes(shape: Any) -> tuple[Dim, ...]:
         out: list[Dim] = []
-        for item in () if shape is None else shape.items:
-            if isinstance(item, Broadcastable):
-                item = item.item
+        for item in map(_plain, () if shape is None else shape.items):
             if isinstance(item, RowVariable):
                 d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
             elif isinstance(item, Dim):
