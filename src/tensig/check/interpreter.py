@@ -254,7 +254,8 @@ class _Bindings:
             self.solver, self.vars, self.where = Solver(), {}, {}
         solver = self.solver
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
-        origin = _origin(at[0], at[3], expr.text)
+        label, _, _, axis, _ = at
+        origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
