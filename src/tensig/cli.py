@@ -143,7 +143,6 @@ def _parser() -> argparse.ArgumentParser:
     pad.add_argument("--no-padding", dest="use_padding", action="store_false",
                      help="plain '+' affine axes are valid (unpadded)")
     s.add_argument("--result", help="the known result shape (for middle concatenation)")
-    s.add_argument("--json", action="store_true", help="print JSON")
     v = sub.add_parser("verify", help="verify annotated functions for all sizes")
     v.add_argument("paths", nargs="+", metavar="PATH",
                    help="a .py file, a folder, or FILE::FUNCTION")
@@ -155,10 +154,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="time limit per function and per import (default: 5)")
     v.add_argument("--in-process", action="store_true",
                    help="import the files in this interpreter instead of a worker")
-    v.add_argument("--json", action="store_true", help="print JSON")
     f = sub.add_parser("findings", help="list what verify finds: codes, severities, docs")
     f.add_argument("codes", nargs="*", metavar="CODE", help="codes or names (default: all)")
-    f.add_argument("--json", action="store_true", help="print JSON")
+    for command in (s, v, f):
+        command.add_argument("--json", action="store_true", help="print JSON")
     return p
 
 
@@ -191,10 +190,9 @@ def _verify_command(args: argparse.Namespace) -> int:
     """Exit status 0: only warnings/notes (or nothing), 1: an error (``--strict``: anything),
     2: bad usage (a missing path, an unknown code, no such function)."""
     try:
-        ignore = sorted(findings.resolve(args.ignore))
         timeout = args.timeout or DEFAULT_TIMEOUT
-        reports = [r for path in args.paths for r in
-                   verify_path(path, ignore=ignore, timeout=timeout, isolate=not args.in_process)]
+        reports = [r for path in args.paths for r in verify_path(
+            path, ignore=args.ignore, timeout=timeout, isolate=not args.in_process)]
     except (OSError, LookupError, ValueError) as e:
         print(f"tensig verify: {e}", file=sys.stderr)
         return 2

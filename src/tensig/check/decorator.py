@@ -52,10 +52,10 @@ from typing import Any, TypeVar, overload
 from tensig.check.fast_path import _FAST_FRAMES, _UNBOUND, _generate
 from tensig.check.interpreter import (
     _CALL_CODE,
+    _Bindings,
     _check_value,
     _Checker,
     _program,
-    _Relations,
     match_shape,
 )
 from tensig.check.signature_error import _ARGS, SignatureError, _Mismatch
@@ -108,14 +108,16 @@ class shape_scope:
         _SCOPE.reset(self.token)
 
 
-def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(bindings, sink)`` of the innermost checked call or scope around the caller.
+def _scope() -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(bindings, sink)`` of the innermost checked call or scope around the caller (empty
+    dicts outside any).
 
     The interpreter's and ``shape_scope``'s bindings are one dict (``sink is bindings``); a
     generated wrapper's are its local variables, read from its frame, and new bindings go to a
     side table for that frame (dropped once the frame is no longer on the stack).
     """
     scope = _SCOPE.get()
+    table = _EXTRA.__dict__.setdefault("frames", {})  # id(frame) -> (frame, its new bindings)
     frame: FrameType | None = sys._getframe(2)
     live: set[int] = set()
     found: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -126,31 +128,18 @@ def _scope() -> tuple[dict[str, Any], dict[str, Any]] | None:
             if scope is not None and frame is scope[0]:
                 found = scope[1], scope[1]
             elif code is _CALL_CODE:
-                env = frame.f_locals.get("state", ({},))[0]
-                found = env, env
-            elif code is _UNCHECKED_CODE:
-                env = frame.f_locals["bindings"]
+                env = getattr(frame.f_locals.get("state"), "env", {})
                 found = env, env
             elif code in _FAST_FRAMES:
-                found = _fast_scope(frame, _FAST_FRAMES[code])
+                values = frame.f_locals
+                env = {name: values[local] for name, local in _FAST_FRAMES[code]
+                       if values.get(local, _UNBOUND) is not _UNBOUND}
+                _, extra = table.setdefault(id(frame), (frame, {}))
+                found = {**env, **extra}, extra
         frame = frame.f_back
-    table = getattr(_EXTRA, "frames", {})
     for key in [k for k in table if k not in live]:
         del table[key]
-    return found
-
-
-def _fast_scope(frame: Any, names: tuple[tuple[str, str], ...]
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    values = frame.f_locals
-    env = {name: values[local] for name, local in names
-           if values.get(local, _UNBOUND) is not _UNBOUND}
-    table = getattr(_EXTRA, "frames", None)
-    if table is None:
-        table = _EXTRA.frames = {}
-    _, extra = table.setdefault(id(frame), (frame, {}))
-    env.update(extra)
-    return env, extra
+    return found or ({}, {})
 
 
 def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
@@ -159,18 +148,14 @@ def instance_check(obj: Any, array_type: Any, marker: ShapeSpecMarker) -> bool:
     if isinstance(array_type, type) and not isinstance(obj, array_type) \
             and not (marker.scalar is not None and isinstance(obj, marker.scalar)):
         return False
-    scope = _scope()
-    env, sink = scope if scope is not None else ({}, {})
-    trial: dict[str, Any] = dict(env)
-    origins: dict[str, tuple[Any, ...]] = {k: ("given", None, None, None) for k in env}
+    env, sink = _scope()
+    trial = _Bindings(env)
     try:
-        pending = _Relations()
-        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial, origins,
-                     pending)
-        pending.resolve(trial, origins)
+        _check_value(obj, "isinstance", _program(marker.shape), marker, False, trial)
+        trial.resolve()
     except _Mismatch:
         return False
-    sink.update((k, v) for k, v in trial.items() if k not in env)
+    sink.update((k, v) for k, v in trial.env.items() if k not in env)
     return True
 
 
@@ -180,9 +165,7 @@ install_instance_check(instance_check)
 def print_bindings() -> None:
     """Print the sizes bound so far in the current checked call (jaxtyping's
     ``print_bindings``), for debugging."""
-    scope = _scope()
-    env = {k: v for k, v in (scope[0] if scope is not None else {}).items()
-           if k != _ARGS and not k.startswith("#")}
+    env = {k: v for k, v in _scope()[0].items() if k != _ARGS and not k.startswith("#")}
     if not env:
         print("No sizes are bound here (call print_bindings() inside a @shaped function).")
         return
@@ -197,39 +180,20 @@ def print_bindings() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing: then the check is skipped.  Dynamo is not
-    imported by ``import torch``; until something imports it nothing can be tracing, and the
-    membership test saves the call (a tenth of the decorator's cost on torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and "torch._dynamo" in sys.modules and \
-        torch.compiler.is_compiling()
-
-
-
 def _interpreted(checker: _Checker) -> Callable[..., Any]:
-    call, fn = checker.call, checker.fn
+    """The wrapper that runs the interpreter on every call, skipped while torch.compile
+    (dynamo) is tracing.  Dynamo is not imported by ``import torch``; until something imports
+    it nothing can be tracing, and the membership test saves the call (a tenth of the
+    decorator's cost on torch)."""
+    call, fn, modules = checker.call, checker.fn, sys.modules
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
+        torch = modules.get("torch")
+        if torch is not None and "torch._dynamo" in modules and torch.compiler.is_compiling():
             return fn(*args, **kwargs)
         return call(args, kwargs)
 
     return wrapper
-
-
-def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A function with nothing to check still opens a scope, for ``isinstance`` inside (a
-    frame-local dict: a ``shape_scope`` per call measured five times slower)."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bindings: dict[str, Any] = {}  # noqa: F841 (read from this frame by _scope)
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
-_UNCHECKED_CODE = _unchecked(print).__code__
 
 
 def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
@@ -246,15 +210,12 @@ def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
     if not callable(fn):
         raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
-    if not sig.parameters and sig.result is None:  # nothing to check: a no-op, as jaxtyping
-        wrapper = _unchecked(fn)
-    else:
-        checker = _Checker(fn, sig, check_return)
-        wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
+    # nothing to check is a no-op, as jaxtyping's, that still opens a scope for isinstance
+    checker = _Checker(fn, sig, check_return)
+    wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
     wrapper = functools.wraps(fn)(wrapper)
     wrapper.__dict__["__tensig_signature__"] = sig
     return wrapper
-
 
 
 @overload

@@ -151,8 +151,14 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
             return None
     g.emit(2, "result = fn(*args, **kwargs)")
     names = tuple(g.locals.items())
-    if not _generate_result(g, checker, "return _slow_result(args, kwargs, result)"):
-        return None
+    fail = "return _slow_result(args, kwargs, result)"
+    if checker.length is not None:
+        g.emit(2, f"if not isinstance(result, tuple) or len(result) != {checker.length}:",
+               f"    {fail}")
+    for i, _, program, marker, optional in checker.results:
+        g.emit(2, "x = result" if i is None else f"x = result[{i}]")
+        if not g.value(2, program, marker, optional, fail):
+            return None
     g.emit(2, "return result")
     header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
               *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
@@ -171,22 +177,4 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     _FAST_FRAMES[wrapper.__code__] = names
     wrapper.__tensig_source__ = source
     return wrapper
-
-
-def _generate_result(g: _Generator, checker: _Checker, fail: str) -> bool:
-    sig, programs = checker.sig, checker.result
-    if programs is None:
-        return True
-    if isinstance(sig.result, ShapeSpecMarker):
-        g.emit(2, "x = result")
-        return g.value(2, programs, sig.result, sig.result_optional, fail)
-    assert sig.result is not None
-    g.emit(2, f"if not isinstance(result, tuple) or len(result) != {len(sig.result)}:",
-           f"    {fail}")
-    for i, (marker, program) in enumerate(zip(sig.result, programs, strict=True)):
-        if marker is not None:
-            g.emit(2, f"x = result[{i}]")
-            if not g.value(2, program, marker, False, fail):
-                return False
-    return True
 

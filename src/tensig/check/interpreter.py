@@ -1,7 +1,7 @@
 """The decorator's interpreter: the reference check of a call, and the one that explains.
 
-Per annotation a cached :class:`_Program` runs over a dict of bindings that records where each
-name was bound; a call's expression items are one solver problem (:class:`_Relations`).
+Per annotation a cached :class:`_Program` runs over a call's :class:`_Bindings`: the sizes bound,
+where each was bound, and the expression items as one solver problem.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ _NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
 _BCAST = 16  # flag: size 1 also fits (jaxtyping's ``#``), and binds nothing
 _EMPTY = inspect.Parameter.empty
 _NO_POSITION = sys.maxsize
+_GIVEN = ("given", None, None, None)  # the origin of a size known before the check
 
 class _Expr:
     """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
@@ -125,17 +126,17 @@ class _Program:
         self.loose = frozenset(p for c, p, _ in ops if c == _VAR | _BCAST)
         self.n_fixed = len(ops) - len(self.keys)
 
-    def match(self, shape: Any, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-              label: str, pending: _Relations) -> None:
-        """Check ``shape`` against the annotation, binding new names into ``env``."""
+    def match(self, shape: Any, b: _Bindings, label: str) -> None:
+        """Check ``shape`` against the annotation, binding new names."""
+        env = b.env
         lengths = self.row_lengths(shape, env, label)
         axis = 0
         for code, payload, index in self.ops:
             if code & ~_BCAST in (_VAR, _ANON):
                 n = lengths[payload]
                 if code != _ANON:
-                    _check_row(payload, tuple(shape[axis:axis + n]), env, origins, label, self,
-                               shape, axis, index, code & _BCAST)
+                    _check_row(payload, tuple(shape[axis:axis + n]), b, label, self, shape, axis,
+                               index, code & _BCAST)
                 axis += n
                 continue
             size = shape[axis]
@@ -149,7 +150,7 @@ class _Program:
                 if bound is None:
                     if size == size:  # not NaN (an unknown dask size)
                         env[payload] = size
-                        origins[payload] = (label, axis, shape, None)
+                        b.origins[payload] = (label, axis, shape, None)
                 elif bound != size and _is_size(size):
                     raise _Mismatch("name", label, self.shape, shape, axis, index, name=payload,
                                     bound=bound)
@@ -157,7 +158,7 @@ class _Program:
                 if size != payload and _is_size(size):
                     raise _Mismatch("fixed", label, self.shape, shape, axis, index)
             elif code == _EXPR:
-                pending.add(payload, size, env, origins, label, self, shape, axis, index)
+                b.add(payload, size, (label, self.shape, shape, axis, index))
             axis += 1
 
     def row_lengths(self, shape: Any, env: dict[str, Any], label: str) -> dict[str, int]:
@@ -184,15 +185,15 @@ class _Program:
         return lengths
 
 
-def _check_row(key: str, segment: tuple[Any, ...], env: dict[str, Any],
-               origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-               axis: int, index: int, broadcast: int = 0) -> None:
+def _check_row(key: str, segment: tuple[Any, ...], b: _Bindings, label: str, program: _Program,
+               shape: Any, axis: int, index: int, broadcast: int = 0) -> None:
     """Bind a row variable to its axes, or compare them with its binding (``*#v``: axes that
     broadcast against it fit, and it binds the broadcast of both, as in jaxtyping)."""
+    env = b.env
     bound = env.get(key)
     if bound is None:
         env[key] = segment
-        origins[key] = (label, axis, shape, len(segment))
+        b.origins[key] = (label, axis, shape, len(segment))
         if broadcast:
             env["#" + key] = True
     elif bound != segment and all(_is_size(s) for s in segment):
@@ -218,59 +219,56 @@ def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None
         return None
 
 
-class _Relations:
-    """A call's expression items as one solver problem (built on the first one met).
+class _Bindings:
+    """One check's bindings: ``env`` (a name's size, a row variable's sizes), ``origins`` (where
+    each was bound: ``(label, axis, shape, via)``, for messages) and the expression items.
 
-    Each ``2*h``/``T + 1`` item is a :class:`~tensig.core.solver.LinearRel` between its names
-    and the axis's size.  The sizes live in the interpreter's ``env`` (with the origins messages
-    need): each run gives the solver the sizes bound since, and writes back what it solved.
+    The items are one solver problem (built on the first one met): each ``2*h``/``T + 1`` is a
+    :class:`~tensig.core.solver.LinearRel` between its names and the axis's size.  Each run
+    gives the solver the sizes bound since, and writes back what it solved.
     """
 
-    __slots__ = ("deferred", "solver", "vars", "where")
+    __slots__ = ("deferred", "env", "origins", "solver", "vars", "where")
     vars: dict[str, DimVar]
     where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
-    def __init__(self) -> None:  # nothing built until an expression item is met
-        self.solver: Solver | None = None
+    def __init__(self, given: dict[str, Any] | None = None) -> None:
+        self.env: dict[str, Any] = dict(given or {})
+        self.origins: dict[str, tuple[Any, ...]] = dict.fromkeys(self.env, _GIVEN)
+        self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
 
-    def add(self, expr: _Expr | _DeferredExpr, size: Any, env: dict[str, Any],
-            origins: dict[str, tuple[Any, ...]], label: str, program: _Program, shape: Any,
-            axis: int, index: int) -> None:
-        """Relate an expression item to the size it has in this call."""
+    def add(self, expr: _Expr | _DeferredExpr, size: Any, at: tuple[Any, ...]) -> None:
+        """Relate an expression item to the size it has in this call (``at``: the item's place,
+        as a mismatch names it)."""
         if not _is_size(size):  # an unknown (dask ``nan``) size checks and binds nothing
             return
-        place = (expr, size, label, program, shape, axis, index)
+        place = (expr, size, at)
         if isinstance(expr, _DeferredExpr):
             self.deferred.append(place)
-            self._evaluate_deferred(env)
+            self._evaluate_deferred()
             return
-        if all(n in env for n in expr.symbols):  # nothing to solve: no solver is needed
-            value = expr.evaluate(env)
-            if value != size:
-                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                                value=value)
+        if self._evaluated(place):  # nothing to solve: no solver is needed
             return
         if self.solver is None:
             self.solver, self.vars, self.where = Solver(), {}, {}
         solver = self.solver
         names = {n: self.vars.get(n) or self.vars.setdefault(n, DimVar(n)) for n in expr.symbols}
+        label, _, _, axis, _ = at
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             if kind == "no_solution":
-                return _Mismatch("solve", label, program.shape, shape, axis, index, expr=expr,
-                                 name=facts["name"])
-            return _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                             value=facts["value"])
+                return _Mismatch("solve", *at, expr=expr, name=facts["name"])
+            return _Mismatch("expr", *at, expr=expr, value=facts["value"])
 
         solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
-        self.run(env, origins)
+        self.run()
 
-    def run(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+    def run(self) -> None:
         """Propagate the sizes bound so far; bind in ``env`` what the solver solved."""
-        solver = self.solver
+        solver, env = self.solver, self.env
         if solver is None:
             return
         for name, var in self.vars.items():
@@ -279,27 +277,27 @@ class _Relations:
         solver.run()
         for name, var in self.vars.items():
             if var.value is not None and name not in env:
-                expr, size, label, _, shape, axis, _ = self.where[id(var.origin)]
+                expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
                 env[name] = var.value
-                origins[name] = (label, axis, shape, (expr.text, size))
+                self.origins[name] = (label, axis, shape, (expr.text, size))
 
-    def resolve(self, env: dict[str, Any], origins: dict[str, tuple[Any, ...]]) -> None:
+    def resolve(self) -> None:
         """Settle everything the bindings so far determine; what they do not is skipped."""
-        self.run(env, origins)
-        self._evaluate_deferred(env)
+        self.run()
+        self._evaluate_deferred()
 
-    def _evaluate_deferred(self, env: dict[str, Any]) -> None:
-        waiting = []
-        for place in self.deferred:
-            expr, size, label, program, shape, axis, index = place
-            if any(s not in env for s in expr.symbols):
-                waiting.append(place)
-                continue
-            value = expr.evaluate(env)
-            if value != size and _is_size(value):
-                raise _Mismatch("expr", label, program.shape, shape, axis, index, expr=expr,
-                                value=value)
-        self.deferred = waiting
+    def _evaluate_deferred(self) -> None:
+        self.deferred = [place for place in self.deferred if not self._evaluated(place)]
+
+    def _evaluated(self, place: tuple[Any, ...]) -> bool:
+        """Check an item whose names are all bound; ``False`` while some are not."""
+        expr, size, at = place
+        if any(s not in self.env for s in expr.symbols):
+            return False
+        value = expr.evaluate(self.env)
+        if value != size and _is_size(value):
+            raise _Mismatch("expr", *at, expr=expr, value=value)
+        return True
 
 
 _BOUND = Origin(note="bound by an earlier item")
@@ -332,15 +330,13 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
       argument 'shape' has shape (3, 4)
     """  # noqa: E501
     ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
-    env = dict(sizes or {})
-    origins = {k: ("given", None, None, None) for k in env}
-    pending = _Relations()
+    b = _Bindings(sizes)
     try:
-        _program(ann).match(tuple(shape), env, origins, "shape", pending)
-        pending.resolve(env, origins)
+        _program(ann).match(tuple(shape), b, "shape")
+        b.resolve()
     except _Mismatch as m:
-        raise _error("match_shape", m, env, origins) from None
-    return env
+        raise _error("match_shape", m, b.env, b.origins) from None
+    return b.env
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,22 +344,8 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
 # --------------------------------------------------------------------------------------------
 
 
-def _slots(sig: FunctionSignature) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Per parameter ``(name, position, default, program, marker, optional)``."""
-    single, variadic = [], []
-    for p in sig.parameters:
-        entry = (p.name, _NO_POSITION if p.position is None else p.position, p.default,
-                 _program(p.marker.shape), p.marker, p.optional)
-        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            variadic.append((p.kind, *entry))
-        else:
-            single.append(entry)
-    return tuple(single), tuple(variadic)
-
-
 def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
-                 optional: bool, env: dict[str, Any], origins: dict[str, tuple[Any, ...]],
-                 pending: _Relations) -> None:
+                 optional: bool, b: _Bindings) -> None:
     """Check one value (an argument or the return value) against its compiled annotation."""
     if x is None:
         if optional:
@@ -373,7 +355,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         leaf_marker = ShapeSpecMarker(marker.shape, marker.dtype, marker.scalar,
                                       family=marker.family)
         for path, leaf in _leaves(x, label):
-            _check_value(leaf, path, program, leaf_marker, False, env, origins, pending)
+            _check_value(leaf, path, program, leaf_marker, False, b)
         return
     wrapper = getattr(marker, "wrapper", None)  # Padded[...] (tensig.execution.padding): its type
     if wrapper is not None and not isinstance(x, wrapper):
@@ -386,7 +368,7 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if scalar is None or not isinstance(x, scalar) or (scalar is int and isinstance(x, bool)):
             raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
         shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
-    program.match(shape, env, origins, label, pending)
+    program.match(shape, b, label)
     if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
         raise _Mismatch("dtype", label, program.shape, shape, dtype=dtype, marker=marker)
 
@@ -419,32 +401,44 @@ class _Checker:
     def __init__(self, fn: Callable[..., Any], sig: FunctionSignature, check_return: bool):
         self.fn = fn
         self.sig = sig
-        self.single, self.variadic = _slots(sig)
+        # per parameter (name, position, default, program, marker, optional); a variadic's
+        # entry starts with its kind
+        self.single: list[tuple[Any, ...]] = []
+        self.variadic: list[tuple[Any, ...]] = []
+        for p in sig.parameters:
+            entry = (p.name, _NO_POSITION if p.position is None else p.position, p.default,
+                     _program(p.marker.shape), p.marker, p.optional)
+            if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                self.variadic.append((p.kind, *entry))
+            else:
+                self.single.append(entry)
         self.named = frozenset(p.name for p in sig.parameters)
-        self.deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
-        self.signature = inspect.signature(fn) if self.deferred else None
-        self.result: Any = None
+        deferred = any("{" in str(item) for _, m in sig.markers() for item in m.shape.items)
+        self.signature = inspect.signature(fn) if deferred else None  # for ``{name}`` sizes
         result = sig.result if check_return else None
+        # the checked return values: (index in the returned tuple, label, program, marker,
+        # optional), and the tuple's length (``None``: a single value, or nothing checked)
+        self.length = len(result) if isinstance(result, tuple) else None
+        self.results: tuple[tuple[Any, ...], ...]
         if isinstance(result, ShapeSpecMarker):
-            self.result = _program(result.shape)
-        elif result is not None:
-            self.result = tuple(None if m is None else _program(m.shape) for m in result)
+            self.results = ((None, "return", _program(result.shape), result, sig.result_optional),)
+        else:
+            self.results = tuple((i, f"return[{i}]", _program(m.shape), m, False)
+                                 for i, m in enumerate(result or ()) if m is not None)
 
-    def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """Check the arguments; return ``(env, origins, pending)`` for the return value."""
-        env: dict[str, Any] = {}
-        origins: dict[str, tuple[Any, ...]] = {}
-        pending = _Relations()
+    def check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Bindings:
+        """Check the arguments; return the bindings, for the return value."""
+        b = _Bindings()
         if self.signature is not None:
             bound = self.signature.bind_partial(*args, **kwargs)
             bound.apply_defaults()
-            env[_ARGS] = dict(bound.arguments)
-            origins[_ARGS] = ("given", None, None, None)
+            b.env[_ARGS] = dict(bound.arguments)
+            b.origins[_ARGS] = _GIVEN
         try:
             for name, position, default, program, marker, optional in self.single:
                 x = args[position] if position < len(args) else kwargs.get(name, default)
                 if x is not _EMPTY:  # a missing argument: fn raises its own TypeError
-                    _check_value(x, name, program, marker, optional, env, origins, pending)
+                    _check_value(x, name, program, marker, optional, b)
             for kind, name, position, _, program, marker, _ in self.variadic:
                 if kind == inspect.Parameter.VAR_POSITIONAL:
                     values = [(f"{name}[{i}]", x) for i, x in enumerate(args[position:])]
@@ -452,44 +446,34 @@ class _Checker:
                     values = [(f"{name}[{k!r}]", x) for k, x in kwargs.items()
                               if k not in self.named]
                 for label, x in values:
-                    _check_value(x, label, program, marker, False, env, origins, pending)
-            pending.resolve(env, origins)
+                    _check_value(x, label, program, marker, False, b)
+            b.resolve()
         except _Mismatch as m:
-            raise _error(self.sig.name, m, env, origins) from None
-        return env, origins, pending
+            raise _error(self.sig.name, m, b.env, b.origins) from None
+        return b
 
-    def check_result(self, result: Any, env: dict[str, Any],
-                     origins: dict[str, tuple[Any, ...]], pending: _Relations) -> None:
-        markers, programs = self.sig.result, self.result
-        if programs is None:
-            return
+    def check_result(self, result: Any, b: _Bindings) -> None:
         try:
-            if isinstance(markers, ShapeSpecMarker):
-                _check_value(result, "return", programs, markers, self.sig.result_optional, env,
-                             origins, pending)
-            else:
-                assert markers is not None
-                if not isinstance(result, tuple) or len(result) != len(markers):
-                    raise _Mismatch("notuple", "return", None, result, length=len(markers))
-                for i, (x, marker, program) in enumerate(zip(result, markers, programs,
-                                                             strict=True)):
-                    if marker is not None:
-                        _check_value(x, f"return[{i}]", program, marker, False, env, origins,
-                                     pending)
-            pending.resolve(env, origins)
+            if self.length is not None and (not isinstance(result, tuple)
+                                            or len(result) != self.length):
+                raise _Mismatch("notuple", "return", None, result, length=self.length)
+            for i, label, program, marker, optional in self.results:
+                x = result if i is None else result[i]
+                _check_value(x, label, program, marker, optional, b)
+            b.resolve()
         except _Mismatch as m:
-            raise _error(self.sig.name, m, env, origins) from None
+            raise _error(self.sig.name, m, b.env, b.origins) from None
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Check the arguments, call the function, check its result."""
         state = self.check_args(args, kwargs)
         result = self.fn(*args, **kwargs)  # isinstance inside reads ``state`` (_scope)
-        self.check_result(result, *state)
+        self.check_result(result, state)
         return result
 
     def after(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
         """Check a result the function already returned (the arguments are checked again)."""
-        self.check_result(result, *self.check_args(args, kwargs))
+        self.check_result(result, self.check_args(args, kwargs))
         return result
 
 

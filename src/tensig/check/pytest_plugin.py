@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -61,19 +60,13 @@ def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, A
     """The shape-annotated functions of the imported project modules (see the module doc)."""
     root = rootdir.resolve()
     for module in sorted(list(sys.modules.values()), key=lambda m: getattr(m, "__name__", "")):
-        path = _project_file(module, root, tests)
-        if path is not None:  # a malformed annotation too: the item reports it
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        path = Path(os.path.abspath(file))
+        if root in path.parents and path not in tests and path.name != "conftest.py" \
+                and findings.user_code(str(path)):  # a malformed annotation too: items report it
             yield from ((path, fn) for _, fn, _ in annotated_functions(module))
-
-
-def _project_file(module: ModuleType, root: Path, tests: set[Path]) -> Path | None:
-    file = getattr(module, "__file__", None)
-    if not isinstance(file, str) or not file.endswith(".py"):
-        return None
-    path = Path(os.path.abspath(file))
-    if root not in path.parents or path in tests or path.name == "conftest.py":
-        return None
-    return path if findings.user_code(str(path)) else None
 
 
 class _Source(pytest.File):

@@ -25,7 +25,6 @@ from typing import Any
 
 from tensig.core.annotations import (
     AnnotationShape,
-    Broadcastable,
     FunctionSignature,
     RowVariable,
     _is_name,
@@ -34,6 +33,7 @@ from tensig.core.annotations import (
     signature_of,
 )
 from tensig.core.dims import Dim
+from tensig.core.syntax import _plain
 
 __all__ = ["arrays_for", "collisions", "shape_for", "sizes", "strategy"]
 
@@ -73,25 +73,21 @@ class _Problem:
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
 
     def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:
-        """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far."""
+        """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far, every
+        evaluable expression different from every name, constant and other expression."""
         trial = {**chosen, name: candidate}
         if candidate in self.taken or collisions(trial):
             return False
         if any(candidate == k * v or candidate in (v + k, v - k)
                for k in self.constants for v in chosen.values()):
             return False
-        return self.expressions_distinct(trial)
-
-    def expressions_distinct(self, chosen: Mapping[str, int]) -> bool:
-        """Every evaluable expression differs from every name, constant and other expression."""
-        seen = set(chosen.values()) | self.constants
+        seen = set(trial.values()) | self.constants
         for e in self.exprs:
-            if not e.symbols <= chosen.keys():
-                continue
-            value = e.evaluate(chosen)
-            if value in seen or value < 2:
-                return False
-            seen.add(value)
+            if e.symbols <= trial.keys():
+                value = e.evaluate(trial)
+                if value in seen or value < 2:
+                    return False
+                seen.add(value)
         return True
 
 
@@ -164,10 +160,8 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
     problem = _Problem(source, avoid)
     chosen: dict[str, int] = {}
     for name in problem.names:
-        for candidate in _candidates(seed, start):
-            if problem.acceptable(candidate, chosen, name):
-                chosen[name] = candidate
-                break
+        chosen[name] = next(c for c in _candidates(seed, start)
+                            if problem.acceptable(c, chosen, name))
     return chosen
 
 
@@ -187,11 +181,9 @@ def strategy(source: Source, *, max_size: int = 64) -> Any:
         chosen: dict[str, int] = {}
         for name in problem.names:
             high = max_size
-            while True:
-                options = [c for c in range(2, high + 1)
-                           if problem.acceptable(c, chosen, name)]
-                if options:
-                    break
+            options: list[int] = []
+            while not options:  # none left up to ``high``: grow it
+                options = [c for c in range(2, high + 1) if problem.acceptable(c, chosen, name)]
                 high *= 2
             chosen[name] = draw(st.sampled_from(options))
         return chosen
@@ -218,9 +210,7 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
     ann = annotation if isinstance(annotation, AnnotationShape) else parse_annotation(annotation)
     rows = rows or {}
     out: list[int | None] = []
-    for item in ann.items:
-        if isinstance(item, Broadcastable):
-            item = item.item
+    for item in map(_plain, ann.items):
         if isinstance(item, RowVariable):
             out.extend(rows.get(item.key, ()))
         elif isinstance(item, int):

@@ -31,6 +31,7 @@ import inspect
 import itertools
 import math
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,6 @@ from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
 from tensig.core.annotations import (
-    Broadcastable,
     Deferred,
     RowVariable,
     family_kind,
@@ -49,6 +49,7 @@ from tensig.core.annotations import (
 )
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
+from tensig.core.syntax import _plain
 from tensig.execution.padding import symbolic_batch
 
 __all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "modelled_operations", "verify"]
@@ -100,21 +101,17 @@ class Signature:
         if not isinstance(text, str):
             raise TypeError(f"a signature is a str, not {type(text).__name__}")
         left, arrow, right = text.partition("=>")
-        names: list[str] = []
-        fresh = itertools.count()
 
-        def side(part: str, offset: int) -> list[tuple[tuple[Dim, ...], str]]:
+        def side(part: str, offset: int) -> list[tuple[Any, str]]:
             out = []
             for operand in part.split(";") if part.strip() else []:
-                shape, kind = _operand(text, operand, offset)
-                out.append((_axes(shape, names, fresh), kind))
+                out.append(_operand(text, operand, offset))
                 offset += len(operand) + 1
             return out
 
         args = side(left, 0)
-        results = side(right, len(left) + 2) if arrow and right.strip() else None
-        return cls(tuple(a for a, _ in args), None if results is None else
-                   tuple(r for r, _ in results), tuple(names), text, tuple(k for _, k in args))
+        results = [s for s, _ in side(right, len(left) + 2)] if arrow and right.strip() else None
+        return _signature([s for s, _ in args], results, text, tuple(k for _, k in args))
 
 
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
@@ -136,27 +133,32 @@ def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
                               offset + e.end) from None
 
 
-def _axes(shape: Any, names: list[str], fresh: Iterator[int]) -> tuple[Dim, ...]:
-    """An annotation's axes as dimensions (memory order), new names appended to ``names``: a
-    variadic is one axis of its own symbol, ``_`` and a deferred size (``{n}``) fresh sizes."""
-    out: list[Dim] = []
-    for item in shape.items:
-        if isinstance(item, Broadcastable):
-            item = item.item
-        if isinstance(item, RowVariable):
-            d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
-        elif isinstance(item, Dim):
-            d = item
-        elif isinstance(item, int):
-            d = Dim.const(item)
-        else:  # typing.Any or Deferred: a size of its own
-            assert item is Any or isinstance(item, Deferred)
-            d = Dim.symbol(f"_{next(fresh)}")
-        for name in sorted(d.symbols):
-            if name not in names:
-                names.append(name)
-        out.append(d)
-    return tuple(out)
+def _signature(args: Sequence[Any], results: Sequence[Any] | None, text: str,
+               kinds: tuple[str, ...], optional: tuple[bool, ...] = ()) -> Signature:
+    """The signature of annotation shapes (a result ``None``: an undeclared tuple element), its
+    axes as dimensions (memory order): a variadic is one axis of its own symbol, ``_`` and a
+    deferred size (``{n}``) fresh sizes.  Its symbols are in order of appearance."""
+    names: dict[str, None] = {}
+    fresh = itertools.count()
+
+    def axes(shape: Any) -> tuple[Dim, ...]:
+        out: list[Dim] = []
+        for item in map(_plain, () if shape is None else shape.items):
+            if isinstance(item, RowVariable):
+                d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
+            elif isinstance(item, Dim):
+                d = item
+            elif isinstance(item, int):
+                d = Dim.const(item)
+            else:  # typing.Any or Deferred: a size of its own
+                assert item is Any or isinstance(item, Deferred)
+                d = Dim.symbol(f"_{next(fresh)}")
+            names.update(dict.fromkeys(sorted(d.symbols)))
+            out.append(d)
+        return tuple(out)
+
+    return Signature(tuple(map(axes, args)), None if results is None else
+                     tuple(map(axes, results)), tuple(names), text, kinds, optional)
 
 
 def _witnesses(names: Sequence[str]) -> dict[str, int]:
@@ -252,13 +254,24 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
-    ``len(x)``, ``range(T)`` keep them symbolic."""
+    ``len(x)``, ``range(T)`` keep them symbolic.
+
+    Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
+    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
+    their C code then writes into it (a symbolic one was a segfault).  The sizes become
+    witnesses, read back as the signature's symbols (``Tracer.leak``).
+    """
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
     if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
+        import numpy
+
         importlib.import_module("numpy.random")
-        targets += _numpy_unpatched_for_compiled_code()
+        real = types.ModuleType("numpy", numpy.__doc__)
+        vars(real).update(vars(numpy))
+        users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
+        targets += [(module, name, real) for module, name in users]
     for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
                                ("torch", S.CREATION_TORCH)):
         module = sys.modules.get(module_name)
@@ -274,27 +287,10 @@ def _creation_patched() -> Iterator[None]:
         yield
 
 
-def _numpy_unpatched_for_compiled_code() -> list[tuple[Any, str, Any]]:
-    """Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
-    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
-    their C code then writes into it (a symbolic one was a segfault).  The sizes become
-    witnesses, read back as the signature's symbols (``Tracer.leak``)."""
-    import types
-
-    import numpy
-
-    real = types.ModuleType("numpy", numpy.__doc__)
-    vars(real).update(vars(numpy))
-    users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
-    return [(module, name, real) for module, name in users]
-
-
 @functools.lru_cache(maxsize=1)
 def _compiled_numpy_users(count: int, last: str) -> list[tuple[Any, str]]:
     """The compiled modules' globals that hold NumPy, scanned again only when a module was
     imported since (``count`` and ``last`` of ``sys.modules``): a scan takes 0.7 ms."""
-    import types
-
     import numpy
 
     return [(module, name) for module in list(sys.modules.values())
@@ -430,16 +426,14 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
-        report.findings = list(tracer.findings) + report.findings
-        tracer.findings = []  # taken (a TraceLimit below still keeps what was found)
         if report.notes and "jax" in sys.modules and (
                 tracer.used_jax or {"jax", "jaxlib"} & _libraries(fn)
                 or "JAX" in report.notes[0]):
             _jax_fallback(fn, sig, kinds, report, tracer)
         if tracer.largest is not None:
             report.largest = tracer.largest.dims
-    finally:
-        report.findings = list(tracer.findings) + report.findings
+    finally:  # a TraceLimit too keeps what was found
+        report.findings = list(tracer.findings)
         tracing._TRACER.reset(token)
         tracing._TORCH_STYLE.reset(style)
 
@@ -452,7 +446,7 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
     if notes:
         return
     report.notes = []
-    report.findings += [f for f in findings if f not in report.findings]
+    tracer.findings += [f for f in findings if f not in tracer.findings]
     report.result = result
     _check_result(report, sig, tracer)
 
@@ -475,23 +469,20 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
-    fresh = itertools.count()
-    names: list[str] = []
     positional = sorted((p for p in fs.parameters if p.position is not None),
                         key=lambda p: p.position or 0)
-    args = tuple(_axes(p.marker.shape, names, fresh) for p in positional)
     markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
-    results = None if fs.result is None else tuple(
-        () if m is None else _axes(m.shape, names, fresh) for m in markers)
-    text = "; ".join(str(p.marker.shape) for p in positional)
+    results = None if fs.result is None else [None if m is None else m.shape for m in markers]
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
                   + family_kind(p.marker.dtype) for p in positional)
-    optional = tuple(p.optional for p in positional)
+    sig = _signature([p.marker.shape for p in positional], results,
+                     "; ".join(str(p.marker.shape) for p in positional), kinds,
+                     tuple(p.optional for p in positional))
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
                     if p.default is p.empty and (kind := _scalar_kind(p.annotation)))
-    names += [name for _, name, kind in scalars if kind == "int" and name not in names]
-    return Signature(args, results, tuple(names), text, kinds, optional,
-                     positions=tuple(p.position or 0 for p in positional), scalars=scalars)
+    ints = [name for _, name, kind in scalars if kind == "int" and name not in sig.symbols]
+    return dataclasses.replace(sig, symbols=sig.symbols + tuple(ints), scalars=scalars,
+                               positions=tuple(p.position or 0 for p in positional))
 
 
 def _branches(sig: Signature) -> list[frozenset[int]]:
@@ -576,19 +567,16 @@ def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> Non
     bound: dict[str, Dim] = {}
     for got, want in zip(report.result, sig.results, strict=False):
         ok = len(got) == len(want)
-        for g, w in zip(got, want, strict=False):
-            if not ok:
-                break
+        for g, w in zip(got, want, strict=False) if ok else ():
             w = w.subs(bound) if bound else w
-            if tracer.equal_under_assumptions(g, w):
-                continue
             free = w.symbols - in_args - set(bound)
             if len(free) == 1 and w == Dim.symbol(next(iter(free))):
                 bound[next(iter(free))] = g
-                continue
-            ok = False
+            elif not tracer.equal_under_assumptions(g, w):
+                ok = False
+                break
         if not ok:
-            report.findings.append(tracing.Finding(
+            tracer.findings.append(tracing.Finding(
                 "return-shape",
                 f"returns [{', '.join(map(str, got))}] but the signature declares "
                 f"[{', '.join(map(str, want))}]", report.file, report.line))

@@ -38,12 +38,12 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
     """
     from pathlib import Path
 
+    skip = sorted(findings.resolve(ignore))
     target, _, only = path.partition("::")
     root = Path(target)
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")
     files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-    skip = sorted(findings.resolve(ignore))
     if isolate:
         reports = _isolated([str(f) for f in files], only or None, skip, timeout)
     else:
