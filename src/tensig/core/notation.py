@@ -513,10 +513,8 @@ class _Parser:
     def annotation(self) -> AnnotationShape:
         """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
-        rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
         spans = row_spans(self.text, 0, len(self.text), "an annotation")
-        for kind, (start, end) in spans.items():
-            rows[kind] = self.annotation_row(kind, start, end)
+        rows = {k: self.annotation_row(k, *spans[k]) if k in spans else [] for k in KINDS}
         every = [pair for k in KINDS for pair in rows[k]]
         self.check_clashes(
             (x.name for x, _ in every if isinstance(x, RowVariable) and x.name is not None),
@@ -619,8 +617,15 @@ class _Parser:
         rest = text[i:e]
         if rest == "_":  # ``*_`` and ``#_``
             anonymous, rest = True, ""
+        if variadic and (anonymous or not rest):
+            if broadcast:
+                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
+            return RowVariable(None, kind)
         if variadic:
-            return self.variadic(kind, rest, anonymous, broadcast, s, e)
+            if not rest.isidentifier():
+                self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
+                          hint="write *name for any number of axes, or ... for unrelated ones")
+            return RowVariable(rest, kind, broadcast)
         if anonymous:
             if broadcast:
                 self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
@@ -633,23 +638,12 @@ class _Parser:
         value = self.size(rest, i, e)
         return Broadcastable(value) if broadcast else value
 
-    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
-                 e: int) -> RowVariable:
-        if anonymous or rest == "":
-            if broadcast:
-                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
-            return RowVariable(None, kind)
-        if not rest.isidentifier():
-            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
-                      hint="write *name for any number of axes, or ... for unrelated ones")
-        return RowVariable(rest, kind, broadcast)
-
     def annotation_row_variable(self, kind: Kind, s: int, e: int) -> RowVariable:
         """``...`` or ``..name..`` (the notation's row variables), a whole item."""
         text = self.text
         if text.startswith("....", s):
             self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
-        found = self.row_var_at(s, e) if text.startswith("..", s) else None
+        found = self.row_var_at(s, e)
         if found is None:
             self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
                       hint="a size is an integer; a row variable is written *name")
