@@ -518,9 +518,7 @@ def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
         return None
     array: Any = hint  # a jaxtyping class: dtypes, dtype and dim_str are jaxtyping's (untyped)
     dtypes = array.dtypes
-    family = None
-    if isinstance(dtypes, list | tuple):
-        family = "{" + ",".join(sorted(dtypes)) + "}"
+    family = "{" + ",".join(sorted(dtypes)) + "}" if isinstance(dtypes, list | tuple) else None
     name = getattr(array.dtype, "__name__", "Shaped")
     return ShapeSpecMarker(parse_annotation(array.dim_str), family, family=f"jaxtyping.{name}")
 
@@ -534,9 +532,7 @@ def known_family(name: str) -> str | None:
     key = name.strip().lower()
     if key in ("any", "shaped"):
         return "num"
-    if key in _FAMILIES or key in _KNOWN_DTYPES:
-        return key
-    return None
+    return key if key in _FAMILIES or key in _KNOWN_DTYPES else None
 
 
 def family_kind(family: str | None) -> str:

@@ -42,7 +42,6 @@ from tensig.core.lexical import (
     unexpected_character,
 )
 from tensig.core.syntax import (
-    _ELLIPSIS_ROW,
     KINDS,
     Affine,
     AnnotationShape,
@@ -216,15 +215,13 @@ class _Parser:
         text = self.text
         for m in re.finditer(r"\.\.\.(\w+)\.\.(?!\.)", text):
             name = m.group(1)
-            if not name.isidentifier():  # \w also takes '²', '₁', '½': no name holds them
-                continue
-            # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
-            # dangling "..", so this is always the misspelling of a named row variable.
-            self.fail(m.start(), f"'...{name}..' is not a row variable",
-                      hint=f"write ..{name}.. (two dots on each side); '...' alone is the "
-                           "context ellipsis", end=m.end())
-        amp = text.find("&")
-        if amp >= 0:
+            if name.isidentifier():  # \w also takes '²', '₁', '½': no name holds them
+                # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
+                # dangling "..", so this is always the misspelling of a named row variable.
+                self.fail(m.start(), f"'...{name}..' is not a row variable",
+                          hint=f"write ..{name}.. (two dots on each side); '...' alone is the "
+                               "context ellipsis", end=m.end())
+        if (amp := text.find("&")) >= 0:
             self.fail(amp, "'&' is reserved in the notation and has no meaning yet")
 
     def missing_arrow(self) -> None:
@@ -250,9 +247,8 @@ class _Parser:
                 self.fail(i, "'-' is only valid as part of '->'")
             if text[i] == ">" and not (i > 0 and text[i - 1] in "-="):
                 self.fail(i, "'>' is only valid as part of '->' or '=>'")
-        spans = row_spans(text, start, end, "a shape")
-        batch, inp = (self.row(*spans[k]) if k in spans else None for k in ("batch", "input"))
-        return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, self.row(*spans["output"]))
+        spans = row_spans(text, start, end, "a shape")  # an omitted row: ShapeSpec's default ...
+        return ShapeSpec(**{k: self.row(*span) for k, span in spans.items()})
 
     def row(self, start: int, end: int) -> Row:
         items = self.row_items(start, end)
