@@ -84,6 +84,7 @@ _UNSUPPORTED = {  # spec syntax that an annotation refuses, and why
 _JOIN_AFTER = "+-*/%(=<>"  # an annotation word ending so needs the next word as its operand
 _JOIN_BEFORE = "+-/%)="  # and one starting so continues the previous word
 _DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
+_WORD = re.compile(r"[^\s,]+|,")  # the words and commas of an annotation row
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,45 +541,26 @@ class _Parser:
         return items
 
     def split(self, start: int, end: int) -> list[Span]:
-        """Item spans: commas (outside brackets) separate, then whitespace between words."""
-        text = self.text
-        pieces: list[Span] = []
-        depth, begin = 0, start
-        for i in range(start, end):
-            c = text[i]
-            depth += (c in "({[") - (c in ")}]")
-            if c == "," and depth == 0:
-                pieces.append((begin, i))
-                begin = i + 1
-        pieces.append((begin, end))
+        """Item spans: commas and whitespace separate (not inside brackets), and words join
+        where an operator needs its operand.  An empty row is fine; one trailing comma after
+        an item is too."""
         spans: list[Span] = []
-        for n, (s, e) in enumerate(pieces):
-            words = self.words_of(s, e)
-            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
-                # an empty row is fine; one trailing comma after an item is too
-                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
-            spans.extend(words)
-        return spans
-
-    def words_of(self, start: int, end: int) -> list[Span]:
-        """Whitespace-separated words, joined where an operator needs its operand."""
-        text = self.text
-        words: list[Span] = []
-        depth, i = 0, start
-        while i < end:
-            if text[i].isspace() and depth == 0:
-                i += 1
-                continue
-            j = i
-            while j < end and not (text[j].isspace() and depth == 0):
-                depth += (text[j] in "({[") - (text[j] in ")}]")
-                j += 1
-            if words and self.joins(words[-1], (i, j)):
-                words[-1] = (words[-1][0], j)
+        depth, piece, fresh = 0, start, True  # fresh: no word since the comma at ``piece - 1``
+        for m in _WORD.finditer(self.text, start, end):
+            word = m.group()
+            if word == "," and depth == 0:
+                if fresh:
+                    self.fail(piece, "an empty axis between commas", hint="remove the extra comma")
+                piece, fresh = m.end(), True
+            elif not fresh and (depth != 0 or self.joins(spans[-1], m.span())):
+                spans[-1] = (spans[-1][0], m.end())
             else:
-                words.append((i, j))
-            i = j
-        return words
+                spans.append(m.span())
+                fresh = False
+            depth += sum(map(word.count, "({[")) - sum(map(word.count, ")}]"))
+        if depth != 0:  # an unclosed bracket holds the rest of the row
+            spans[-1] = (spans[-1][0], end)
+        return spans
 
     def joins(self, previous: Span, word: Span) -> bool:
         before, after = self.text[slice(*previous)], self.text[slice(*word)]
