@@ -28,6 +28,8 @@ MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
 
 _OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
 _Token: TypeAlias = "tuple[str, str, int, int]"
+_HINTS = {"/": "floor division is written //", ".": "sizes are integers",
+          "^": "a power is written **"}  # for characters that look like dimension syntax
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -53,12 +55,7 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(("op", match.group(), pos, end))
         else:
             reason, hint = unexpected_character(ch)
-            hint = {
-                "/": "floor division is written //",
-                ".": "sizes are integers",
-                "^": "a power is written **",
-            }.get(ch, hint)
-            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
+            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", _HINTS.get(ch, hint))
         pos = end
     tokens.append(("end", "", n, n))
     return tokens

@@ -182,8 +182,6 @@ class _Parser:
                       sized: Iterable[tuple[Iterable[str], Span]]) -> None:
         """A name cannot be both a size (``sized``: the names of each axis) and a row variable."""
         variables = set(row_variables)
-        if not variables:
-            return
         for names, (s, e) in sized:
             if both := sorted(set(names) & variables):
                 name = both[0]
