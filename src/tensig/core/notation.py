@@ -508,8 +508,10 @@ class _Parser:
     def annotation(self) -> AnnotationShape:
         """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
-        spans = row_spans(self.text, 0, len(self.text), "an annotation")
-        rows = {k: self.annotation_row(k, *spans[k]) if k in spans else [] for k in KINDS}
+        rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
+        for k, (start, end) in row_spans(self.text, 0, len(self.text), "an annotation").items():
+            rows[k] = [(self.annotation_item(k, s, e), (s, e)) for s, e in self.split(start, end)]
+            self.one_row_variable([s for x, s in rows[k] if isinstance(x, RowVariable)])
         every = [pair for k in KINDS for pair in rows[k]]
         self.check_clashes(
             (x.name for x, _ in every if isinstance(x, RowVariable) and x.name is not None),
@@ -532,11 +534,6 @@ class _Parser:
             if c in _UNSUPPORTED and depth == 0:
                 self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
             depth += (c in "({") - (c in ")}")
-
-    def annotation_row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
-        items = [(self.annotation_item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
-        self.one_row_variable([s for x, s in items if isinstance(x, RowVariable)])
-        return items
 
     def split(self, start: int, end: int) -> list[Span]:
         """Item spans: commas and whitespace separate (not inside brackets), and words join
