@@ -84,6 +84,7 @@ _UNSUPPORTED = {  # spec syntax that an annotation refuses, and why
 _JOIN_AFTER = "+-*/%(=<>"  # an annotation word ending so needs the next word as its operand
 _JOIN_BEFORE = "+-/%)="  # and one starting so continues the previous word
 _DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
+_SPEC_OPERATOR = re.compile(r"[=<]\+|[,*+^]")
 _WORD = re.compile(r"[^\s,]+|,")  # the words and commas of an annotation row
 
 
@@ -321,43 +322,35 @@ class _Parser:
         out: list[tuple[str, str, int, int]] = []
         i = start
         while i < end:
-            c = text[i]
+            c, j = text[i], i + 1
             if c.isspace():
-                i += 1
+                i = j
                 continue
             if c == ".":
                 found = self.row_var_at(i, end)
                 if found is None:
                     self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                j = found[1]
-                out.append(("var", text[i:j], i, j))
-                i = j
+                kind, j = "var", found[1]
             elif is_digit(c):
-                j = digits_end(text, i, end) if mc else i + 1
+                kind, j = "int", digits_end(text, i, end) if mc else j
                 if mc and j < end and is_name_start(text[j]):
                     self.fail(i, "an identifier cannot start with a digit",
                               hint="write a coefficient with '*', e.g. 2*o", end=j + 1)
-                # Bounded before any conversion; the token holds the canonical digits.
-                out.append(("int", str(int_literal(text, i, j)), i, j))
-                i = j
             elif is_name_start(c):
-                j = identifier_end(text, i, end) if mc else i + 1
-                out.append(("ident", text[i:j], i, j))
-                i = j
-            elif text.startswith("=+", i) or text.startswith("<+", i):
-                out.append(("op", text[i:i + 2], i, i + 2))
-                i += 2
-            elif c in ",*+^":
-                out.append(("op", c, i, i + 1))
-                i += 1
+                kind, j = "ident", identifier_end(text, i, end) if mc else j
+            elif (op := _SPEC_OPERATOR.match(text, i)) is not None:
+                kind, j = "op", op.end()
             elif c in "()":
-                out.append(("merge", "", i, i := self.merge_at(i, end).span[1]))
+                kind, j = "merge", self.merge_at(i, end).span[1]
             elif c == "<":
                 self.fail(i, "'<' must be followed by '+' (valid convolution: o<+k)")
             elif c == "=":
                 self.fail(i, "'=' must be followed by '+' (padded convolution: o=+k) or '>'")
             else:
                 self.fail(i, *unexpected_character(c))
+            # a literal is bounded before any conversion; its token holds the canonical digits
+            out.append((kind, str(int_literal(text, i, j)) if kind == "int" else text[i:j], i, j))
+            i = j
         return out
 
     def row_items(self, start: int, end: int) -> list[Axis | RowVar]:
@@ -433,28 +426,24 @@ class _Parser:
         def term(what: str) -> tuple[Coef, str | int, int]:
             """``[coef '*'] (ident | int)``; returns (coef, atom, column of atom)."""
             nonlocal pos
-            t = peek()
+            t, star, a = peek(), peek(1), peek(2)
             if t is None:
                 self.fail(toks[-1][3], f"expected the {what} after {toks[-1][1]!r}")
             if t[0] == "op":
                 self.fail(t[2], f"expected the {what}, found {t[1]!r}", end=t[3])
-            nxt = peek(1)
-            if nxt is not None and nxt[1] == "*":
-                pos += 2
-                a = peek()
-                if a is None or a[0] == "op":
-                    col = a[2] if a else nxt[3]
-                    self.fail(col, f"expected the {what} after '*'")
+            if star is None or star[1] != "*":
                 pos += 1
-                coef: Coef = int(t[1]) if t[0] == "int" else t[1]
-                if t[1] == "_":
-                    self.fail(t[2], "'_' cannot be a coefficient")
-                if isinstance(coef, int) and coef < 1:
-                    self.fail(t[2], f"a {'stride' if what == 'output axis' else 'dilation'} "
-                                    f"must be a positive integer, not {coef}", end=t[3])
-                return coef, (int(a[1]) if a[0] == "int" else a[1]), a[2]
-            pos += 1
-            return 1, (int(t[1]) if t[0] == "int" else t[1]), t[2]
+                return 1, (int(t[1]) if t[0] == "int" else t[1]), t[2]
+            if a is None or a[0] == "op":
+                self.fail(a[2] if a else star[3], f"expected the {what} after '*'")
+            pos += 3
+            coef: Coef = int(t[1]) if t[0] == "int" else t[1]
+            if t[1] == "_":
+                self.fail(t[2], "'_' cannot be a coefficient")
+            if isinstance(coef, int) and coef < 1:
+                self.fail(t[2], f"a {'stride' if what == 'output axis' else 'dilation'} "
+                                f"must be a positive integer, not {coef}", end=t[3])
+            return coef, (int(a[1]) if a[0] == "int" else a[1]), a[2]
 
         stride, over, over_col = term("output axis")
         if not isinstance(over, str) or over == "_":
