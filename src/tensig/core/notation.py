@@ -251,13 +251,30 @@ class _Parser:
         return ShapeSpec(**{k: self.row(*span) for k, span in spans.items()})
 
     def row(self, start: int, end: int) -> Row:
-        items = self.row_items(start, end)
-        self.one_row_variable([x.span for x in items if isinstance(x, RowVar)])
-        axes = [x for x in items if not isinstance(x, RowVar)]
-        var = next((x for x in items if isinstance(x, RowVar)), None)
-        if var is None:
-            return Row((), None, tuple(axes))
-        k = items.index(var)
+        """Commas separate axes (in single-char mode every token is one); a row variable is
+        self-delimiting, the rest of a group is one axis."""
+        axes: list[Axis] = []
+        variables: list[tuple[RowVar, int]] = []  # each with the number of axes before it
+        run: list[tuple[str, str, int, int]] = []
+        prev = ("", "", 0, 0)
+        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
+            comma = tok[:2] == ("op", ",")
+            if comma and prev[:2] == ("op", ","):
+                self.fail(tok[2], "an empty axis between two commas")
+            if comma or tok[0] in ("var", "end"):
+                if run:
+                    axes.append(self.axis(run))
+                    run = []
+                if tok[0] == "var":
+                    name = None if tok[1] == "..." else tok[1][2:-2]
+                    variables.append((RowVar(name, (tok[2], tok[3])), len(axes)))
+            elif self.multichar:
+                run.append(tok)
+            else:
+                axes.append(self.axis([tok]))
+            prev = tok
+        self.one_row_variable([v.span for v, _ in variables])
+        var, k = variables[0] if variables else (None, 0)
         return Row(tuple(axes[:k]), var, tuple(axes[k:]))
 
     def row_var_at(self, i: int, end: int) -> tuple[RowVar, int] | None:
@@ -352,30 +369,6 @@ class _Parser:
             out.append((kind, str(int_literal(text, i, j)) if kind == "int" else text[i:j], i, j))
             i = j
         return out
-
-    def row_items(self, start: int, end: int) -> list[Axis | RowVar]:
-        """Commas separate axes (in single-char mode every token is one); a row variable is
-        self-delimiting, the rest of a group is one axis."""
-        items: list[Axis | RowVar] = []
-        run: list[tuple[str, str, int, int]] = []
-        prev = ("", "", 0, 0)
-        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
-            comma = tok[:2] == ("op", ",")
-            if comma and prev[:2] == ("op", ","):
-                self.fail(tok[2], "an empty axis between two commas")
-            if comma or tok[0] in ("var", "end"):
-                if run:
-                    items.append(self.axis(run))
-                    run = []
-                if tok[0] == "var":
-                    name = None if tok[1] == "..." else tok[1][2:-2]
-                    items.append(RowVar(name, (tok[2], tok[3])))
-            elif self.multichar:
-                run.append(tok)
-            else:
-                items.append(self.axis([tok]))
-            prev = tok
-        return items
 
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
