@@ -166,12 +166,9 @@ class Parser:
 
     def primary(self) -> Any:
         kind, tok, start, end = self.tokens[self.i]
-        if kind == "int":
+        if kind in ("int", "name"):
             self.i += 1
-            return self.algebra.const(int(tok))
-        if kind == "name":
-            self.i += 1
-            return self.algebra.symbol(tok)
+            return self.algebra.const(int(tok)) if kind == "int" else self.algebra.symbol(tok)
         if tok == "(":
             self.i += 1
             value = self.expr()
