@@ -263,12 +263,6 @@ class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-def
         return _ShapedAlias, (self.__origin__, self.__metadata__)
 
 
-def _valid_array_type(array_type: Any) -> bool:
-    return (isinstance(array_type, type | typing.TypeVar | str | typing.ForwardRef)
-            or array_type is Any or typing.get_origin(array_type) is not None
-            or isinstance(array_type, _ShapedAlias))
-
-
 @dataclass(frozen=True, slots=True)
 class _ShapedFamily:
     """``Family[ArrayType, "spec"]`` -> ``Annotated[ArrayType, ShapeSpecMarker(...)]``."""
@@ -282,7 +276,9 @@ class _ShapedFamily:
             raise TypeError(f"{self._name}[...] takes an array type and a shape string, {usage}"
                             f"; got {self._name}[{_args_text(params)}]")
         array_type, spec = params
-        if not _valid_array_type(array_type):
+        if not (isinstance(array_type, type | typing.TypeVar | str | typing.ForwardRef)
+                or array_type is Any or typing.get_origin(array_type) is not None
+                or isinstance(array_type, _ShapedAlias)):
             raise TypeError(f"{self._name}[{_args_text(params)}]: the first argument is the "
                             f"array type (np.ndarray, torch.Tensor, jax.Array, float...), not "
                             f"{array_type!r} (of type {type(array_type).__name__}); {usage}")
@@ -518,9 +514,7 @@ def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
         return None
     array: Any = hint  # a jaxtyping class: dtypes, dtype and dim_str are jaxtyping's (untyped)
     dtypes = array.dtypes
-    family = None
-    if isinstance(dtypes, list | tuple):
-        family = "{" + ",".join(sorted(dtypes)) + "}"
+    family = "{" + ",".join(sorted(dtypes)) + "}" if isinstance(dtypes, list | tuple) else None
     name = getattr(array.dtype, "__name__", "Shaped")
     return ShapeSpecMarker(parse_annotation(array.dim_str), family, family=f"jaxtyping.{name}")
 
@@ -534,9 +528,7 @@ def known_family(name: str) -> str | None:
     key = name.strip().lower()
     if key in ("any", "shaped"):
         return "num"
-    if key in _FAMILIES or key in _KNOWN_DTYPES:
-        return key
-    return None
+    return key if key in _FAMILIES or key in _KNOWN_DTYPES else None
 
 
 def family_kind(family: str | None) -> str:
@@ -568,16 +560,6 @@ def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | Non
     return None, False
 
 
-def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn, localns=localns, include_extras=True)
-    except Exception as e:  # an unresolvable forward reference, typically
-        name = getattr(fn, "__qualname__", repr(fn))
-        raise TypeError(f"cannot read the annotations of {name}(): {e}; with `from __future__ "
-                        "import annotations`, names in annotations must be visible from the "
-                        "function's module (or its defining scope, when decorated there)") from e
-
-
 def signature_of(fn: Callable[..., Any],
                  localns: dict[str, Any] | None = None) -> FunctionSignature:
     """Read the shape annotations of ``fn`` (``Shaped``/``Float``/``Int``/``Bool`` hints).
@@ -585,7 +567,13 @@ def signature_of(fn: Callable[..., Any],
     ``localns`` resolves string annotations that name local variables of the scope ``fn`` was
     defined in.  A name used as a size in one annotation and as a row variable in another
     raises :class:`tensig.SpecSyntaxError`."""
-    hints = _hints(fn, localns)
+    try:
+        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+    except Exception as e:  # an unresolvable forward reference, typically
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(f"cannot read the annotations of {name}(): {e}; with `from __future__ "
+                        "import annotations`, names in annotations must be visible from the "
+                        "function's module (or its defining scope, when decorated there)") from e
     params: list[ParameterSpec] = []
     position = 0
     for p in inspect.signature(fn).parameters.values():

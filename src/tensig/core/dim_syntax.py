@@ -28,6 +28,8 @@ MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
 
 _OPERATOR = re.compile(r"\*\*|//|[-+*%()]")
 _Token: TypeAlias = "tuple[str, str, int, int]"
+_HINTS = {"/": "floor division is written //", ".": "sizes are integers",
+          "^": "a power is written **"}  # for characters that look like dimension syntax
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -53,12 +55,7 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(("op", match.group(), pos, end))
         else:
             reason, hint = unexpected_character(ch)
-            hint = {
-                "/": "floor division is written //",
-                ".": "sizes are integers",
-                "^": "a power is written **",
-            }.get(ch, hint)
-            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", hint)
+            raise SpecSyntaxError(text, pos, f"{reason} in a dimension", _HINTS.get(ch, hint))
         pos = end
     tokens.append(("end", "", n, n))
     return tokens
@@ -105,49 +102,37 @@ class Parser:
             self.fail(0, "empty dimension expression")
         value = self.expr()
         kind, tok, start, end = self.tokens[self.i]
+        if tok == ")":
+            self.fail(start, "unmatched ')'")
         if kind != "end":
-            if tok == ")":
-                self.fail(start, "unmatched ')'")
-            self.fail(
-                start,
-                f"expected an operator before {tok!r}",
-                "write * for a product, e.g. 2*B" if tok not in ("*", "**") else None,
-                end,
-            )
+            self.fail(start, f"expected an operator before {tok!r}",
+                      "write * for a product, e.g. 2*B" if tok not in ("*", "**") else None, end)
         return value
 
     def expr(self) -> Any:
         value = self.term()
-        while True:
-            op = self.tokens[self.i]
-            if op[1] not in ("+", "-"):
-                return value
+        while (op := self.tokens[self.i])[1] in ("+", "-"):
             self.i += 1
             value = self.apply(op, operator.add if op[1] == "+" else operator.sub, value,
                                self.term())
+        return value
 
     def term(self) -> Any:
         value = self.unary()
-        while True:
-            op = self.tokens[self.i]
-            tok = op[1]
-            if tok == "*":
-                self.i += 1
+        while (op := self.tokens[self.i])[1] in ("*", "//", "%"):
+            self.i += 1
+            if op[1] == "*":
                 value = self.apply(op, operator.mul, value, self.unary())
-            elif tok in ("//", "%"):
-                self.i += 1
-                start = self.tokens[self.i][2]
-                divisor = self.unary()
-                end = self.tokens[self.i - 1][3]
-                k = divisor.constant
-                if k is None:
-                    self.fail(start, f"the divisor of {tok} must be a constant", None, end)
-                elif k <= 0:
-                    self.fail(start, f"the divisor of {tok} must be positive", None, end)
-                quotient, remainder = divmod(value, k)
-                value = quotient if tok == "//" else remainder
-            else:
-                return value
+                continue
+            start = self.tokens[self.i][2]
+            k = self.unary().constant
+            if k is None or k <= 0:
+                self.fail(start, f"the divisor of {op[1]} must be "
+                          f"{'a constant' if k is None else 'positive'}",
+                          None, self.tokens[self.i - 1][3])
+            quotient, remainder = divmod(value, k)
+            value = quotient if op[1] == "//" else remainder
+        return value
 
     def unary(self) -> Any:
         _kind, tok, start, end = self.tokens[self.i]
@@ -173,25 +158,17 @@ class Parser:
             return base
         self.i += 1
         start = self.tokens[self.i][2]
-        exponent = self.unary()
-        e = exponent.constant
+        e = self.unary().constant
         if e is None or e < 0:
-            self.fail(
-                start,
-                "an exponent must be a nonnegative integer",
-                None,
-                self.tokens[self.i - 1][3],
-            )
+            self.fail(start, "an exponent must be a nonnegative integer", None,
+                      self.tokens[self.i - 1][3])
         return self.apply(op, operator.pow, base, e)
 
     def primary(self) -> Any:
         kind, tok, start, end = self.tokens[self.i]
-        if kind == "int":
+        if kind in ("int", "name"):
             self.i += 1
-            return self.algebra.const(int(tok))
-        if kind == "name":
-            self.i += 1
-            return self.algebra.symbol(tok)
+            return self.algebra.const(int(tok)) if kind == "int" else self.algebra.symbol(tok)
         if tok == "(":
             self.i += 1
             value = self.expr()

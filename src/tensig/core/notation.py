@@ -42,7 +42,6 @@ from tensig.core.lexical import (
     unexpected_character,
 )
 from tensig.core.syntax import (
-    _ELLIPSIS_ROW,
     KINDS,
     Affine,
     AnnotationShape,
@@ -85,6 +84,8 @@ _UNSUPPORTED = {  # spec syntax that an annotation refuses, and why
 _JOIN_AFTER = "+-*/%(=<>"  # an annotation word ending so needs the next word as its operand
 _JOIN_BEFORE = "+-/%)="  # and one starting so continues the previous word
 _DEFERRED_CALL = re.compile(r"\b(min|max)\s*\(")
+_SPEC_OPERATOR = re.compile(r"[=<]\+|[,*+^]")
+_WORD = re.compile(r"[^\s,]+|,")  # the words and commas of an annotation row
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,8 +183,6 @@ class _Parser:
                       sized: Iterable[tuple[Iterable[str], Span]]) -> None:
         """A name cannot be both a size (``sized``: the names of each axis) and a row variable."""
         variables = set(row_variables)
-        if not variables:
-            return
         for names, (s, e) in sized:
             if both := sorted(set(names) & variables):
                 name = both[0]
@@ -216,15 +215,13 @@ class _Parser:
         text = self.text
         for m in re.finditer(r"\.\.\.(\w+)\.\.(?!\.)", text):
             name = m.group(1)
-            if not name.isidentifier():  # \w also takes '²', '₁', '½': no name holds them
-                continue
-            # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
-            # dangling "..", so this is always the misspelling of a named row variable.
-            self.fail(m.start(), f"'...{name}..' is not a row variable",
-                      hint=f"write ..{name}.. (two dots on each side); '...' alone is the "
-                           "context ellipsis", end=m.end())
-        amp = text.find("&")
-        if amp >= 0:
+            if name.isidentifier():  # \w also takes '²', '₁', '½': no name holds them
+                # In single-char mode "...ab.." cannot be an ellipsis followed by axes and a
+                # dangling "..", so this is always the misspelling of a named row variable.
+                self.fail(m.start(), f"'...{name}..' is not a row variable",
+                          hint=f"write ..{name}.. (two dots on each side); '...' alone is the "
+                               "context ellipsis", end=m.end())
+        if (amp := text.find("&")) >= 0:
             self.fail(amp, "'&' is reserved in the notation and has no meaning yet")
 
     def missing_arrow(self) -> None:
@@ -250,18 +247,34 @@ class _Parser:
                 self.fail(i, "'-' is only valid as part of '->'")
             if text[i] == ">" and not (i > 0 and text[i - 1] in "-="):
                 self.fail(i, "'>' is only valid as part of '->' or '=>'")
-        spans = row_spans(text, start, end, "a shape")
-        batch, inp = (self.row(*spans[k]) if k in spans else None for k in ("batch", "input"))
-        return ShapeSpec(batch or _ELLIPSIS_ROW, inp or _ELLIPSIS_ROW, self.row(*spans["output"]))
+        spans = row_spans(text, start, end, "a shape")  # an omitted row: ShapeSpec's default ...
+        return ShapeSpec(**{k: self.row(*span) for k, span in spans.items()})
 
     def row(self, start: int, end: int) -> Row:
-        items = self.row_items(start, end)
-        self.one_row_variable([x.span for x in items if isinstance(x, RowVar)])
-        axes = [x for x in items if not isinstance(x, RowVar)]
-        var = next((x for x in items if isinstance(x, RowVar)), None)
-        if var is None:
-            return Row((), None, tuple(axes))
-        k = items.index(var)
+        """Commas separate axes (in single-char mode every token is one); a row variable is
+        self-delimiting, the rest of a group is one axis."""
+        axes: list[Axis] = []
+        variables: list[tuple[RowVar, int]] = []  # each with the number of axes before it
+        run: list[tuple[str, str, int, int]] = []
+        prev = ("", "", 0, 0)
+        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
+            comma = tok[:2] == ("op", ",")
+            if comma and prev[:2] == ("op", ","):
+                self.fail(tok[2], "an empty axis between two commas")
+            if comma or tok[0] in ("var", "end"):
+                if run:
+                    axes.append(self.axis(run))
+                    run = []
+                if tok[0] == "var":
+                    name = None if tok[1] == "..." else tok[1][2:-2]
+                    variables.append((RowVar(name, (tok[2], tok[3])), len(axes)))
+            elif self.multichar:
+                run.append(tok)
+            else:
+                axes.append(self.axis([tok]))
+            prev = tok
+        self.one_row_variable([v.span for v, _ in variables])
+        var, k = variables[0] if variables else (None, 0)
         return Row(tuple(axes[:k]), var, tuple(axes[k:]))
 
     def row_var_at(self, i: int, end: int) -> tuple[RowVar, int] | None:
@@ -326,68 +339,36 @@ class _Parser:
         out: list[tuple[str, str, int, int]] = []
         i = start
         while i < end:
-            c = text[i]
+            c, j = text[i], i + 1
             if c.isspace():
-                i += 1
+                i = j
                 continue
             if c == ".":
                 found = self.row_var_at(i, end)
                 if found is None:
                     self.fail(i, "a lone '.': row variables are '...' or '..name..'")
-                j = found[1]
-                out.append(("var", text[i:j], i, j))
-                i = j
+                kind, j = "var", found[1]
             elif is_digit(c):
-                j = digits_end(text, i, end) if mc else i + 1
+                kind, j = "int", digits_end(text, i, end) if mc else j
                 if mc and j < end and is_name_start(text[j]):
                     self.fail(i, "an identifier cannot start with a digit",
                               hint="write a coefficient with '*', e.g. 2*o", end=j + 1)
-                # Bounded before any conversion; the token holds the canonical digits.
-                out.append(("int", str(int_literal(text, i, j)), i, j))
-                i = j
             elif is_name_start(c):
-                j = identifier_end(text, i, end) if mc else i + 1
-                out.append(("ident", text[i:j], i, j))
-                i = j
-            elif text.startswith("=+", i) or text.startswith("<+", i):
-                out.append(("op", text[i:i + 2], i, i + 2))
-                i += 2
-            elif c in ",*+^":
-                out.append(("op", c, i, i + 1))
-                i += 1
+                kind, j = "ident", identifier_end(text, i, end) if mc else j
+            elif (op := _SPEC_OPERATOR.match(text, i)) is not None:
+                kind, j = "op", op.end()
             elif c in "()":
-                out.append(("merge", "", i, i := self.merge_at(i, end).span[1]))
+                kind, j = "merge", self.merge_at(i, end).span[1]
             elif c == "<":
                 self.fail(i, "'<' must be followed by '+' (valid convolution: o<+k)")
             elif c == "=":
                 self.fail(i, "'=' must be followed by '+' (padded convolution: o=+k) or '>'")
             else:
                 self.fail(i, *unexpected_character(c))
+            # a literal is bounded before any conversion; its token holds the canonical digits
+            out.append((kind, str(int_literal(text, i, j)) if kind == "int" else text[i:j], i, j))
+            i = j
         return out
-
-    def row_items(self, start: int, end: int) -> list[Axis | RowVar]:
-        """Commas separate axes (in single-char mode every token is one); a row variable is
-        self-delimiting, the rest of a group is one axis."""
-        items: list[Axis | RowVar] = []
-        run: list[tuple[str, str, int, int]] = []
-        prev = ("", "", 0, 0)
-        for tok in [*self.tokens(start, end), ("end", "", end, end)]:
-            comma = tok[:2] == ("op", ",")
-            if comma and prev[:2] == ("op", ","):
-                self.fail(tok[2], "an empty axis between two commas")
-            if comma or tok[0] in ("var", "end"):
-                if run:
-                    items.append(self.axis(run))
-                    run = []
-                if tok[0] == "var":
-                    name = None if tok[1] == "..." else tok[1][2:-2]
-                    items.append(RowVar(name, (tok[2], tok[3])))
-            elif self.multichar:
-                run.append(tok)
-            else:
-                items.append(self.axis([tok]))
-            prev = tok
-        return items
 
     def axis(self, toks: list[tuple[str, str, int, int]]) -> Axis:
         """One axis: ``label | int | _ | affine | concat``."""
@@ -438,28 +419,24 @@ class _Parser:
         def term(what: str) -> tuple[Coef, str | int, int]:
             """``[coef '*'] (ident | int)``; returns (coef, atom, column of atom)."""
             nonlocal pos
-            t = peek()
+            t, star, a = peek(), peek(1), peek(2)
             if t is None:
                 self.fail(toks[-1][3], f"expected the {what} after {toks[-1][1]!r}")
             if t[0] == "op":
                 self.fail(t[2], f"expected the {what}, found {t[1]!r}", end=t[3])
-            nxt = peek(1)
-            if nxt is not None and nxt[1] == "*":
-                pos += 2
-                a = peek()
-                if a is None or a[0] == "op":
-                    col = a[2] if a else nxt[3]
-                    self.fail(col, f"expected the {what} after '*'")
+            if star is None or star[1] != "*":
                 pos += 1
-                coef: Coef = int(t[1]) if t[0] == "int" else t[1]
-                if t[1] == "_":
-                    self.fail(t[2], "'_' cannot be a coefficient")
-                if isinstance(coef, int) and coef < 1:
-                    self.fail(t[2], f"a {'stride' if what == 'output axis' else 'dilation'} "
-                                    f"must be a positive integer, not {coef}", end=t[3])
-                return coef, (int(a[1]) if a[0] == "int" else a[1]), a[2]
-            pos += 1
-            return 1, (int(t[1]) if t[0] == "int" else t[1]), t[2]
+                return 1, (int(t[1]) if t[0] == "int" else t[1]), t[2]
+            if a is None or a[0] == "op":
+                self.fail(a[2] if a else star[3], f"expected the {what} after '*'")
+            pos += 3
+            coef: Coef = int(t[1]) if t[0] == "int" else t[1]
+            if t[1] == "_":
+                self.fail(t[2], "'_' cannot be a coefficient")
+            if isinstance(coef, int) and coef < 1:
+                self.fail(t[2], f"a {'stride' if what == 'output axis' else 'dilation'} "
+                                f"must be a positive integer, not {coef}", end=t[3])
+            return coef, (int(a[1]) if a[0] == "int" else a[1]), a[2]
 
         stride, over, over_col = term("output axis")
         if not isinstance(over, str) or over == "_":
@@ -514,9 +491,9 @@ class _Parser:
         """The whole text as one shape: rows of items and their spans."""
         self.check_annotation_characters()
         rows: dict[Kind, list[tuple[Item, Span]]] = {k: [] for k in KINDS}
-        spans = row_spans(self.text, 0, len(self.text), "an annotation")
-        for kind, (start, end) in spans.items():
-            rows[kind] = self.annotation_row(kind, start, end)
+        for k, (start, end) in row_spans(self.text, 0, len(self.text), "an annotation").items():
+            rows[k] = [(self.annotation_item(k, s, e), (s, e)) for s, e in self.split(start, end)]
+            self.one_row_variable([s for x, s in rows[k] if isinstance(x, RowVariable)])
         every = [pair for k in KINDS for pair in rows[k]]
         self.check_clashes(
             (x.name for x, _ in every if isinstance(x, RowVariable) and x.name is not None),
@@ -540,51 +517,27 @@ class _Parser:
                 self.fail(i, f"unexpected character {c!r}", _UNSUPPORTED[c])
             depth += (c in "({") - (c in ")}")
 
-    def annotation_row(self, kind: Kind, start: int, end: int) -> list[tuple[Item, Span]]:
-        items = [(self.annotation_item(kind, s, e), (s, e)) for s, e in self.split(start, end)]
-        self.one_row_variable([s for x, s in items if isinstance(x, RowVariable)])
-        return items
-
     def split(self, start: int, end: int) -> list[Span]:
-        """Item spans: commas (outside brackets) separate, then whitespace between words."""
-        text = self.text
-        pieces: list[Span] = []
-        depth, begin = 0, start
-        for i in range(start, end):
-            c = text[i]
-            depth += (c in "({[") - (c in ")}]")
-            if c == "," and depth == 0:
-                pieces.append((begin, i))
-                begin = i + 1
-        pieces.append((begin, end))
+        """Item spans: commas and whitespace separate (not inside brackets), and words join
+        where an operator needs its operand.  An empty row is fine; one trailing comma after
+        an item is too."""
         spans: list[Span] = []
-        for n, (s, e) in enumerate(pieces):
-            words = self.words_of(s, e)
-            if not words and len(pieces) > 1 and not (n == len(pieces) - 1 and spans):
-                # an empty row is fine; one trailing comma after an item is too
-                self.fail(s, "an empty axis between commas", hint="remove the extra comma")
-            spans.extend(words)
-        return spans
-
-    def words_of(self, start: int, end: int) -> list[Span]:
-        """Whitespace-separated words, joined where an operator needs its operand."""
-        text = self.text
-        words: list[Span] = []
-        depth, i = 0, start
-        while i < end:
-            if text[i].isspace() and depth == 0:
-                i += 1
-                continue
-            j = i
-            while j < end and not (text[j].isspace() and depth == 0):
-                depth += (text[j] in "({[") - (text[j] in ")}]")
-                j += 1
-            if words and self.joins(words[-1], (i, j)):
-                words[-1] = (words[-1][0], j)
+        depth, piece, fresh = 0, start, True  # fresh: no word since the comma at ``piece - 1``
+        for m in _WORD.finditer(self.text, start, end):
+            word = m.group()
+            if word == "," and depth == 0:
+                if fresh:
+                    self.fail(piece, "an empty axis between commas", hint="remove the extra comma")
+                piece, fresh = m.end(), True
+            elif not fresh and (depth != 0 or self.joins(spans[-1], m.span())):
+                spans[-1] = (spans[-1][0], m.end())
             else:
-                words.append((i, j))
-            i = j
-        return words
+                spans.append(m.span())
+                fresh = False
+            depth += sum(map(word.count, "({[")) - sum(map(word.count, ")}]"))
+        if depth != 0:  # an unclosed bracket holds the rest of the row
+            spans[-1] = (spans[-1][0], end)
+        return spans
 
     def joins(self, previous: Span, word: Span) -> bool:
         before, after = self.text[slice(*previous)], self.text[slice(*word)]
@@ -619,8 +572,15 @@ class _Parser:
         rest = text[i:e]
         if rest == "_":  # ``*_`` and ``#_``
             anonymous, rest = True, ""
+        if variadic and (anonymous or not rest):
+            if broadcast:
+                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
+            return RowVariable(None, kind)
         if variadic:
-            return self.variadic(kind, rest, anonymous, broadcast, s, e)
+            if not rest.isidentifier():
+                self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
+                          hint="write *name for any number of axes, or ... for unrelated ones")
+            return RowVariable(rest, kind, broadcast)
         if anonymous:
             if broadcast:
                 self.fail(s, "an axis cannot be both anonymous and broadcastable ('#_')", end=e)
@@ -633,23 +593,12 @@ class _Parser:
         value = self.size(rest, i, e)
         return Broadcastable(value) if broadcast else value
 
-    def variadic(self, kind: Kind, rest: str, anonymous: bool, broadcast: bool, s: int,
-                 e: int) -> RowVariable:
-        if anonymous or rest == "":
-            if broadcast:
-                self.fail(s, "an anonymous variadic cannot be broadcastable ('*#_')", end=e)
-            return RowVariable(None, kind)
-        if not rest.isidentifier():
-            self.fail(s, f"a variadic '*' takes a name, not {rest!r}", end=e,
-                      hint="write *name for any number of axes, or ... for unrelated ones")
-        return RowVariable(rest, kind, broadcast)
-
     def annotation_row_variable(self, kind: Kind, s: int, e: int) -> RowVariable:
         """``...`` or ``..name..`` (the notation's row variables), a whole item."""
         text = self.text
         if text.startswith("....", s):
             self.fail(s, "a row variable is '...' or '..name..'", end=s + 4)
-        found = self.row_var_at(s, e) if text.startswith("..", s) else None
+        found = self.row_var_at(s, e)
         if found is None:
             self.fail(s, "a lone '.': row variables are '...', '*name' or '..name..'",
                       hint="a size is an integer; a row variable is written *name")

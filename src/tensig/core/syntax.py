@@ -354,9 +354,7 @@ least one name), an ``int`` (a fixed size), ``typing.Any`` (``_``: any size), a
 
 
 def _render_item(item: Item) -> str:
-    if item is Any:
-        return "_"
-    return str(item)
+    return "_" if item is Any else str(item)
 
 
 def _plain(item: Item) -> Item:
@@ -410,10 +408,10 @@ class AnnotationShape:
         seen: list[str] = []
         for row, spans in zip((self.batch, self.input, self.output), self.spans, strict=True):
             for i, item in enumerate(map(_plain, row)):
-                if isinstance(item, Dim):
-                    text = self.text[slice(*spans[i])] if i < len(spans) else ""
-                    seen += _ordered_symbols(item, text)
-                elif isinstance(item, Deferred):
+                if isinstance(item, Dim) and i < len(spans):  # in written order, then sorted
+                    written = re.finditer(r"[^\W\d]\w*", self.text[slice(*spans[i])])
+                    seen += [m.group() for m in written if m.group() in item.symbols]
+                if isinstance(item, Dim | Deferred):
                     seen += sorted(item.symbols)
         return tuple(dict.fromkeys(seen))
 
@@ -425,9 +423,7 @@ class AnnotationShape:
     @property
     def rank(self) -> int | None:
         """The number of axes, or ``None`` when a row variable makes it open."""
-        if self.row_variables:
-            return None
-        return len(self.items)
+        return None if self.row_variables else len(self.items)
 
     @property
     def min_rank(self) -> int:
@@ -454,13 +450,6 @@ class AnnotationShape:
         batch, inp, out = (", ".join(map(_render_item, row)) for row in
                            (self.batch, self.input, self.output))
         return join_rows(batch if self.batch else None, inp if self.input else None, out)
-
-
-def _ordered_symbols(item: Dim, text: str) -> list[str]:
-    """The names of ``item`` in the order they appear in its source ``text`` (else sorted)."""
-    names = item.symbols
-    order = [m.group() for m in re.finditer(r"[^\W\d]\w*", text) if m.group() in names]
-    return list(dict.fromkeys(order)) + sorted(names.difference(order))
 
 
 def _collect_constants(item: Dim, out: set[int]) -> None:
