@@ -38,6 +38,7 @@ tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -132,11 +133,6 @@ def _scale(p: Dim, n: int) -> Dim:
 @functools.lru_cache(maxsize=8192)
 def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
     """``(p // k, p % k)`` in canonical form, for an ``int`` ``k >= 1`` (see the module doc)."""
-    if k == 1:
-        return p, _ZERO
-    c = p._const
-    if c is not None:
-        return _const(c // k), _const(c % k)
     q: list[tuple[Monomial, int]] = []
     r: list[tuple[Monomial, int]] = []
     for m, c in p._terms:
@@ -146,13 +142,9 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
         if rc:
             r.append((m, rc))
     quotient = _make(tuple(q))
-    if not r:
-        return quotient, _ZERO
-    if len(r) == 1 and not r[0][0]:
-        return quotient, _const(r[0][1])
     rest = _make(tuple(r))
     bound = mod_upper_bound(rest._terms)
-    if bound is not None and bound < k:  # 0 <= rest < k: nothing left to divide
+    if bound is not None and bound < k:  # 0 <= rest < k (a constant rest too): nothing to divide
         return quotient, rest
     if len(r) == 1 and r[0][1] == 1 and len(r[0][0]) == 1 and r[0][0][0][1] == 1:
         inner = r[0][0][0][0]
@@ -163,6 +155,16 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
         if type(inner) is Mod and inner.divisor % k == 0:  # (x % (j*k)) % k == x % k
             return quotient + _atom_dim(FloorDiv(rest, k)), _divmod(inner.numerator, k)[1]
     return quotient + _atom_dim(FloorDiv(rest, k)), _atom_dim(Mod(rest, k))
+
+
+def _int_operand(x: object, symbolic: str, self: Dim) -> int | None:
+    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises ``symbolic``
+    (formatted with ``self`` and ``x``)."""
+    if isinstance(x, Dim):
+        if x._const is None:
+            raise TypeError(symbolic.format(self, x))
+        return x._const
+    return int_or_none(x)
 
 
 def _compare(a: Dim, other: object, op: str) -> bool:
@@ -425,14 +427,9 @@ class Dim(Form):
     def __pow__(self, exponent: object, modulo: None = None) -> Dim:
         if modulo is not None:
             return NotImplemented
-        if isinstance(exponent, Dim):
-            e = exponent._const
-            if e is None:
-                raise TypeError(f"an exponent must be a constant, not {exponent}")
-        else:
-            e = int_or_none(exponent)
-            if e is None:
-                return NotImplemented
+        e = _int_operand(exponent, "an exponent must be a constant, not {1}", self)
+        if e is None:
+            return NotImplemented
         if e < 0:
             raise ValueError(f"an exponent must be nonnegative, got {e}")
         if e > MAX_EXPONENT:
@@ -443,14 +440,7 @@ class Dim(Form):
                 raise too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
                                  f"{MAX_BITS} bits")
             return _const(check_bits(c**e))
-        result, base = _ONE, self
-        while e:
-            if e & 1:
-                result = result * base
-            e >>= 1
-            if e:
-                base = base * base
-        return result
+        return math.prod([self] * e, start=_ONE)
 
     def __rpow__(self, base: object) -> Dim:
         n = int_or_none(base)
@@ -459,15 +449,8 @@ class Dim(Form):
         return _const(n) ** self
 
     def _divisor(self, other: object) -> int | None:
-        if isinstance(other, Dim):
-            k = other._const
-            if k is None:
-                raise TypeError(f"cannot divide {self} by {other}: the divisor must be a constant")
-        else:
-            k = int_or_none(other)
-            if k is None:
-                return None
-        if k <= 0:
+        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
+        if k is not None and k <= 0:
             raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
         return k
 
