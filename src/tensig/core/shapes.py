@@ -226,15 +226,10 @@ class Shape:
         return cls.from_rows(rows)
 
     def __str__(self) -> str:
-        def row(i: int) -> str:
-            return ",".join(
-                (f"{b}={s}" if b else str(s)) for s, b in zip(self._rows[i], self._bases[i],
-                                                               strict=True)
-            )
-
         if self.rank == 0:
             return "()"
-        return join_rows(row(0) if self.batch else None, row(1) if self.input else None, row(2))
+        row = {k: ",".join(f"{b}={s}" if b else str(s) for s, b in self.axes(k)) for k in KINDS}
+        return join_rows(row["batch"] or None, row["input"] or None, row["output"])
 
     def __repr__(self) -> str:
         return f"Shape({str(self)!r})"
