@@ -260,8 +260,8 @@ def _check_index(size: Dim, k: Any) -> None:
 
 def _slice_len(size: Dim, s: slice) -> Dim:
     step = 1 if s.step is None else int(s.step)
-    if step != 1 and s.start is None and s.stop is None:  # x[::-1], x[::2]
-        return size if abs(step) == 1 else (size + abs(step) - 1) // abs(step)
+    if step < 1 and s.start is None and s.stop is None:  # x[::-1], x[::-2]
+        return (size - step - 1) // -step
     first = None if s.start is None else as_dim(s.start).constant  # None: not known
     if step > 1 and (first or 0) >= 0:
         return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step

@@ -43,14 +43,9 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
     for m, c in terms:
         poly: dict[Monomial, int] = {(): c}
         for atom, power in m:
-            s = sub[atom]
-            if s is None:
-                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
-                continue
-            shift, sign = s
-            factor = [
-                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
-            ]
+            s = sub[atom]  # None: the atom stays as it is (its sign unknown)
+            factor = [(power, 1)] if s is None else [
+                (j, comb(power, j) * s[0] ** (power - j) * s[1] ** j) for j in range(power + 1)]
             new: dict[Monomial, int] = {}
             for mono, cc in poly.items():
                 for j, fc in factor:

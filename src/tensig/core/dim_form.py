@@ -34,8 +34,8 @@ _setattr = object.__setattr__
 
 
 class Frozen:
-    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms,
-    conditions, shape indices), which build their slots with ``object.__setattr__``."""
+    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms and
+    shape indices), which build their slots with ``object.__setattr__``."""
 
     __slots__ = ()
 

@@ -41,6 +41,7 @@ import functools
 import math
 import operator
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tensig.core.dim_bounds import bounds, sign_decide, zero_decide
@@ -50,7 +51,6 @@ from tensig.core.dim_form import (
     Atom,
     FloorDiv,
     Form,
-    Frozen,
     Mod,
     Monomial,
     Terms,
@@ -539,7 +539,8 @@ def dims(text: str) -> tuple[Dim, ...]:
     return tuple(parse_at(text, s, e) for s, e in split_items(text, 0, len(text)))
 
 
-class Condition(Frozen):
+@dataclass(frozen=True, slots=True)
+class Condition:
     """A fact that holds only for some sizes, such as ``(T + 1) % 2 == 0`` or ``T >= 3``.
 
     A solver returns these next to answers that are valid only under them.  Conditions are
@@ -554,17 +555,15 @@ class Condition(Frozen):
     ('T >= 3', Condition.equal(Dim('B - T'), 0))
     """
 
-    __slots__ = ("_hash", "expr", "kind", "modulus")
     DIVISIBLE: ClassVar[str] = "divisible"
     AT_LEAST: ClassVar[str] = "at_least"
     EQUAL: ClassVar[str] = "equal"
     kind: str
-    expr: Dim
-    modulus: int
-    _hash: int
+    expr: Dim  # an int is read as a constant Dim
+    modulus: int = 0
 
-    def __init__(self, kind: str, expr: Dim | int, modulus: int = 0):
-        expr = dim(expr)
+    def __post_init__(self) -> None:
+        kind, expr, modulus = self.kind, dim(self.expr), self.modulus
         if kind == self.DIVISIBLE:
             modulus = operator.index(modulus)
             if modulus < 1:
@@ -579,13 +578,8 @@ class Condition(Frozen):
                     expr = _scale(expr, -1)
         else:
             raise ValueError(f"unknown condition kind {kind!r}")
-        _setattr(self, "kind", kind)
         _setattr(self, "expr", expr)
         _setattr(self, "modulus", modulus)
-        _setattr(self, "_hash", hash((kind, expr, modulus)))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Condition, (self.kind, self.expr, self.modulus))
 
     @classmethod
     def divisible(cls, p: Dim | int, k: int) -> Condition:
@@ -594,7 +588,7 @@ class Condition(Frozen):
         >>> Condition.divisible(Dim("2*B"), 2).decide(), Condition.divisible(Dim("2*B + 1"), 2)
         (True, Condition.divisible(Dim('1'), 2))
         """
-        return cls(cls.DIVISIBLE, p, k)
+        return cls(cls.DIVISIBLE, dim(p), k)
 
     @classmethod
     def at_least(cls, p: Dim | int, bound: Dim | int) -> Condition:
@@ -668,11 +662,3 @@ class Condition(Frozen):
 
     def __repr__(self) -> str:
         return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Condition):
-            return NotImplemented
-        return (self.kind, self.modulus, self.expr) == (other.kind, other.modulus, other.expr)
