@@ -21,7 +21,7 @@ from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "candidates", "concrete", "fit_size", "fit_sizes", "leaves", "named",
+__all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -66,16 +66,6 @@ def leaves(result: Any) -> Iterator[Any]:
             yield from leaves(r)
     else:
         yield result
-
-
-def candidates(args: Any) -> list[Dim]:
-    """Non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)."""
-    out: list[Dim] = []
-    for x in leaves(args):
-        if isinstance(x, S.SymArray):
-            for i in range(x.ndim):
-                out += itertools.accumulate(x.dims[i:], operator.mul)
-    return out
 
 
 def size_guard(args: Any, env: dict[str, int]) -> None:
@@ -181,7 +171,9 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
             break
     envs = envs[:len(runs)]
     columns = _columns(runs, what)
-    products = candidates(args)
+    # non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)
+    products = [p for x in leaves(args) if isinstance(x, S.SymArray)
+                for i in range(x.ndim) for p in itertools.accumulate(x.dims[i:], operator.mul)]
     fits = [fit_size(order, envs, values, products) for values in columns]
     residues: dict[str, int] = {}
     for f in fits:

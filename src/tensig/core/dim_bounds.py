@@ -20,6 +20,7 @@ __all__ = ["bounds", "sign_decide", "zero_decide"]
 _setattr = object.__setattr__
 
 _MAX_COMBINATIONS = 16
+_MAX_EXPANSION = 20_000
 
 
 def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
@@ -70,14 +71,6 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
     return (const if lo_ok else None, const if hi_ok else None)
 
 
-_MAX_EXPANSION = 20_000
-
-
-def _expansion_size(terms: Terms) -> int:
-    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    return sum(prod(power + 1 for _, power in m) for m, _ in terms)
-
-
 def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
     atoms: dict[Atom, list[tuple[int, int] | None]] = {}
     combinations = 1
@@ -89,7 +82,8 @@ def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
                     options = options[:1]
                 combinations *= len(options)
                 atoms[atom] = options
-    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
+    expansion = sum(prod(power + 1 for _, power in m) for m, _ in p._terms)  # terms, unmerged
+    if combinations * expansion > _MAX_EXPANSION:
         return None, None  # too costly to expand: undecided, which is always sound
     found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
              for combo in itertools.product(*atoms.values())]
