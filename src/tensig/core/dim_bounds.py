@@ -71,26 +71,6 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
     return (const if lo_ok else None, const if hi_ok else None)
 
 
-def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
-    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
-    combinations = 1
-    for m, _ in p._terms:
-        for atom, _ in m:
-            if atom not in atoms:
-                options = _atom_options(atom)
-                if combinations * len(options) > _MAX_COMBINATIONS:
-                    options = options[:1]
-                combinations *= len(options)
-                atoms[atom] = options
-    expansion = sum(prod(power + 1 for _, power in m) for m, _ in p._terms)  # terms, unmerged
-    if combinations * expansion > _MAX_EXPANSION:
-        return None, None  # too costly to expand: undecided, which is always sound
-    found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-             for combo in itertools.product(*atoms.values())]
-    return (max((lo for lo, _ in found if lo is not None), default=None),
-            min((hi for _, hi in found if hi is not None), default=None))
-
-
 def bounds(p: Form) -> tuple[int | None, int | None]:
     """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
 
@@ -106,7 +86,23 @@ def bounds(p: Form) -> tuple[int | None, int | None]:
         return p._bnd
     except AttributeError:
         pass
-    result = _compute_bounds(p)
+    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
+    combinations = 1
+    for m, _ in p._terms:
+        for atom, _ in m:
+            if atom not in atoms:
+                options = _atom_options(atom)
+                if combinations * len(options) > _MAX_COMBINATIONS:
+                    options = options[:1]
+                combinations *= len(options)
+                atoms[atom] = options
+    expansion = sum(prod(power + 1 for _, power in m) for m, _ in p._terms)  # terms, unmerged
+    result: tuple[int | None, int | None] = (None, None)  # too costly: undecided, always sound
+    if combinations * expansion <= _MAX_EXPANSION:
+        found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+                 for combo in itertools.product(*atoms.values())]
+        result = (max((lo for lo, _ in found if lo is not None), default=None),
+                  min((hi for _, hi in found if hi is not None), default=None))
     _setattr(p, "_bnd", result)
     return result
 

@@ -177,10 +177,8 @@ def format_terms(terms: Terms, name: Callable[[str], str] = str) -> str:
             body = "*".join(_format_factor(a, p, not bare, name) for a, p in m)
             if size != 1:
                 body = f"{size}*{body}"
-        if i == 0:
-            parts.append(f"-{body}" if negative else body)
-        else:
-            parts.append(f" - {body}" if negative else f" + {body}")
+        sign = (" - " if negative else " + ") if i else ("-" if negative else "")
+        parts.append(sign + body)
     return "".join(parts)
 
 

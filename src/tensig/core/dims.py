@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -165,6 +165,15 @@ def _int_operand(x: object, symbolic: str, self: Dim) -> int | None:
             raise TypeError(symbolic.format(self, x))
         return x._const
     return int_or_none(x)
+
+
+def _reflected(op: Callable[[Dim, Dim], Dim]) -> Callable[[Dim, object], Dim]:
+    """``other op dim`` for an integer-like ``other``: the constant dimension on the left."""
+    def method(self: Dim, other: object) -> Dim:
+        n = int_or_none(other)
+        return NotImplemented if n is None else op(_const(n), self)
+
+    return method
 
 
 def _compare(a: Dim, other: object, op: str) -> bool:
@@ -391,9 +400,7 @@ class Dim(Form):
         n = other._const if isinstance(other, Dim) else int_or_none(other)
         return NotImplemented if n is None else _add_const(self, -n)
 
-    def __rsub__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _add_const(_scale(self, -1), n)
+    __rsub__ = _reflected(operator.sub)
 
     def __mul__(self, other: object) -> Dim:
         if isinstance(other, Dim):
@@ -440,11 +447,7 @@ class Dim(Form):
             return _const(check_bits(c**e))
         return math.prod([self] * e, start=_ONE)
 
-    def __rpow__(self, base: object) -> Dim:
-        n = int_or_none(base)
-        if n is None:
-            return NotImplemented
-        return _const(n) ** self
+    __rpow__ = _reflected(operator.pow)
 
     def _divisor(self, other: object) -> int | None:
         k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
@@ -464,13 +467,8 @@ class Dim(Form):
         k = self._divisor(other)
         return NotImplemented if k is None else _divmod(self, k)
 
-    def __rfloordiv__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _const(n) // self
-
-    def __rmod__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _const(n) % self
+    __rfloordiv__ = _reflected(operator.floordiv)
+    __rmod__ = _reflected(operator.mod)
 
     def __truediv__(self, other: object) -> Dim:
         if isinstance(other, Dim | int):
