@@ -158,8 +158,8 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
 
 
 def _int_operand(x: object, symbolic: str, self: Dim) -> int | None:
-    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises ``symbolic``
-    (formatted with ``self`` and ``x``)."""
+    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises
+    ``TypeError(symbolic.format(self, x))``."""
     if isinstance(x, Dim):
         if x._const is None:
             raise TypeError(symbolic.format(self, x))
@@ -259,12 +259,10 @@ class Dim(Form):
         >>> Dim.const(3) == 3, hash(Dim.const(3)) == hash(3)
         (True, True)
         """
-        if type(n) is not int:
-            value = n._const if isinstance(n, Dim) else int_or_none(n)
-            if value is None:
-                raise TypeError(f"a constant dimension is an int, not {n!r}")
-            n = value
-        return _const(n)
+        value = n._const if isinstance(n, Dim) else int_or_none(n)
+        if value is None:
+            raise TypeError(f"a constant dimension is an int, not {n!r}")
+        return _const(value)
 
     @classmethod
     def parse(cls, text: str) -> Dim:
