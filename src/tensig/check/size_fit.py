@@ -121,25 +121,20 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
         (n,) = (s for s in names if envs[i][s] != envs[i - 1][s])
         order.append(n)
         slopes.append((values[i] - values[i - 1], envs[i][n] - envs[i - 1][n]))
-    names = order
     q = math.lcm(*(den // math.gcd(num, den) for num, den in slopes))
     if q > MAX_DIVISOR:
         return None
-    coeffs = [num * q // den for num, den in slopes]
-
-    def at(env: dict[str, int], b: int) -> int:
-        return (sum(c * env[s] for c, s in zip(coeffs, names, strict=True)) + b) // q
-
-    n0 = sum(c * base[s] for c, s in zip(coeffs, names, strict=True))
+    terms = [(num * q // den, s) for (num, den), s in zip(slopes, order, strict=True)]
+    n0 = sum(c * base[s] for c, s in terms)
     fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
-            if all(at(env, b) == v for env, v in zip(envs, values, strict=True))]
+            if all((sum(c * env[s] for c, s in terms) + b) // q == v
+                   for env, v in zip(envs, values, strict=True))]
     if not fits:
         return None
     if len(fits) > 1:
-        coprime = [s for c, s in zip(coeffs, names, strict=True) if math.gcd(c, q) == 1]
-        return (coprime or [s for c, s in zip(coeffs, names, strict=True) if c])[0], q
-    total = sum((Dim.symbol(s) * c for c, s in zip(coeffs, names, strict=True)),
-                Dim.const(fits[0]))
+        coprime = [s for c, s in terms if math.gcd(c, q) == 1]
+        return (coprime or [s for c, s in terms if c])[0], q
+    total = sum((Dim.symbol(s) * c for c, s in terms), Dim.const(fits[0]))
     return total if q == 1 else total // q
 
 

@@ -177,11 +177,10 @@ class Shape:
         """
         dims = tuple(normalize_size(d) for d in dims)
         spec = parse_shape_spec(axes)
-        names: dict[Kind, list[str | None]] = {}
+        names: dict[Kind, list[str | None]] = {k: [] for k in KINDS}  # an omitted row: none
         seen: dict[str, Label] = {}
         for kind, row in spec.rows():
             if row.is_context_ellipsis:
-                names[kind] = []
                 continue
             bad = row.var or next((a for a in row.axes
                                    if not isinstance(a, Label | Placeholder)), None)
