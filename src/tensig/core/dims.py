@@ -96,10 +96,8 @@ def _from_dict(d: dict[Monomial, int]) -> Dim:
 
 
 def _const(n: int) -> Dim:
-    cached = _CONSTS.get(n)
-    if cached is not None:
-        return cached
-    return _make((((), n),) if n else ())
+    cached = _CONSTS.get(n)  # the small constants, 0 among them
+    return _make((((), n),)) if cached is None else cached
 
 
 def _atom_dim(atom: Atom) -> Dim:
@@ -124,9 +122,6 @@ def _scale(p: Dim, n: int) -> Dim:
         return p
     if not n:
         return _ZERO
-    c = p._const
-    if c is not None:
-        return _const(check_bits(c * n))
     return _make(tuple([(m, check_bits(c * n)) for m, c in p._terms]))
 
 
@@ -298,19 +293,14 @@ class Dim(Form):
         """
         d: dict[Monomial, int] = {}
         for m, c in self._terms:
-            rest = []
-            found = False
             for atom, p in m:
-                if atom == name:
-                    if p != 1:
-                        raise ValueError(f"{name} occurs nonlinearly (as {name}**{p}) in {self}")
-                    found = True
-                else:
-                    if not isinstance(atom, str) and name in atom.numerator.symbols:
-                        raise ValueError(f"{name} occurs inside {atom} in {self}")
-                    rest.append((atom, p))
-            if found:
-                d[tuple(rest)] = c
+                if atom == name and p != 1:
+                    raise ValueError(f"{name} occurs nonlinearly (as {name}**{p}) in {self}")
+                if not isinstance(atom, str) and name in atom.numerator.symbols:
+                    raise ValueError(f"{name} occurs inside {atom} in {self}")
+            rest = tuple(factor for factor in m if factor[0] != name)
+            if len(rest) < len(m):
+                d[rest] = c
         return _from_dict(d)
 
     def subs(self, mapping: Mapping[str, int | Dim]) -> Dim:
