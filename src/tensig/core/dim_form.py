@@ -326,14 +326,9 @@ class Form(Frozen):
             return self._syms
         except AttributeError:
             pass
-        names: set[str] = set()
-        for m, _ in self._terms:
-            for atom, _ in m:
-                if isinstance(atom, str):
-                    names.add(atom)
-                else:
-                    names |= atom.numerator.symbols
-        result = frozenset(names)
+        result = frozenset[str]().union(*(
+            {atom} if isinstance(atom, str) else atom.numerator.symbols
+            for m, _ in self._terms for atom, _ in m))
         _setattr(self, "_syms", result)
         return result
 
@@ -384,9 +379,6 @@ class Form(Frozen):
         >>> Dim("(T - 3) // 2 + 1").evaluate({"T": 9})
         4
         """
-        c = self._const
-        if c is not None:
-            return c
         names = self.symbols
         missing = sorted(n for n in names if n not in mapping)
         if missing:
