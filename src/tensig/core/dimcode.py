@@ -68,10 +68,8 @@ def compile_solve(factor: Dim, rest: Dim) -> Callable[[Mapping[str, int], int], 
     >>> solve({"h": 4}, 12), solve({"h": 5}, 12)
     (3, None)
     """
-    body = solve_lines("size", factor, rest, "return None")
-    text = "def solve(e, size):\n" + "".join(f"    {line}\n" for line in body) + \
-        "    return q\n"
+    lines = ["def solve(e, size):", *solve_lines("size", factor, rest, "return None"), "return q"]
     env: dict[str, Any] = {"__builtins__": {"divmod": divmod}}
-    exec(text, env)
+    exec("\n    ".join(lines), env)
     solve: Callable[[Mapping[str, int], int], int | None] = env["solve"]
     return solve
