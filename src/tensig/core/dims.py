@@ -473,11 +473,8 @@ class Dim(Form):
 _set_terms = vars(Form)["_terms"].__set__
 _set_const = vars(Form)["_const"].__set__
 _set_hash = vars(Form)["_hash"].__set__
-_ZERO = _make(())
-_ONE = _make((((), 1),))
-_CONSTS: dict[int, Dim] = {n: _make((((), n),)) for n in range(-8, 65) if n}
-_CONSTS[0] = _ZERO
-_CONSTS[1] = _ONE
+_CONSTS: dict[int, Dim] = {n: _make((((), n),) if n else ()) for n in range(-8, 65)}
+_ZERO, _ONE = _CONSTS[0], _CONSTS[1]
 
 
 def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
