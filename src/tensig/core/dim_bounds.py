@@ -31,11 +31,8 @@ def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
     if type(atom) is Mod:
         return [(0, 1), (k - 1, -1)]
     lo, hi = bounds(atom.numerator)
-    options: list[tuple[int, int] | None] = []
-    if lo is not None:
-        options.append((lo // k, 1))
-    if hi is not None:
-        options.append((hi // k, -1))
+    options: list[tuple[int, int] | None] = [
+        (b // k, sign) for b, sign in ((lo, 1), (hi, -1)) if b is not None]
     return options or [None]
 
 
