@@ -54,18 +54,11 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
         for mono, cc in poly.items():
             acc[mono] = acc.get(mono, 0) + cc
     const = acc.pop((), 0)
-    lo_ok = hi_ok = True
-    for mono, cc in acc.items():
-        if not cc:
-            continue
-        for atom, power in mono:
-            if power % 2 and sub[atom] is None:
-                return None, None
-        if cc > 0:
-            hi_ok = False
-        else:
-            lo_ok = False
-    return (const if lo_ok else None, const if hi_ok else None)
+    rest = [(mono, cc) for mono, cc in acc.items() if cc]
+    if any(power % 2 and sub[atom] is None for mono, _ in rest for atom, power in mono):
+        return None, None  # an odd power of an atom of unknown sign: no sign to read
+    return (None if any(cc < 0 for _, cc in rest) else const,
+            None if any(cc > 0 for _, cc in rest) else const)
 
 
 def bounds(p: Form) -> tuple[int | None, int | None]:
