@@ -326,9 +326,14 @@ class Form(Frozen):
             return self._syms
         except AttributeError:
             pass
-        result = frozenset[str]().union(*(
-            {atom} if isinstance(atom, str) else atom.numerator.symbols
-            for m, _ in self._terms for atom, _ in m))
+        names: set[str] = set()
+        for m, _ in self._terms:
+            for atom, _ in m:
+                if isinstance(atom, str):
+                    names.add(atom)
+                else:
+                    names |= atom.numerator.symbols
+        result = frozenset(names)
         _setattr(self, "_syms", result)
         return result
 

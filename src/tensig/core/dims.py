@@ -38,7 +38,6 @@ tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -122,6 +121,9 @@ def _scale(p: Dim, n: int) -> Dim:
         return p
     if not n:
         return _ZERO
+    c = p._const
+    if c is not None:
+        return _const(check_bits(c * n))  # a cached small constant, without building one
     return _make(tuple([(m, check_bits(c * n)) for m, c in p._terms]))
 
 
@@ -293,14 +295,19 @@ class Dim(Form):
         """
         d: dict[Monomial, int] = {}
         for m, c in self._terms:
+            rest = []
+            found = False
             for atom, p in m:
-                if atom == name and p != 1:
-                    raise ValueError(f"{name} occurs nonlinearly (as {name}**{p}) in {self}")
-                if not isinstance(atom, str) and name in atom.numerator.symbols:
-                    raise ValueError(f"{name} occurs inside {atom} in {self}")
-            rest = tuple(factor for factor in m if factor[0] != name)
-            if len(rest) < len(m):
-                d[rest] = c
+                if atom == name:
+                    if p != 1:
+                        raise ValueError(f"{name} occurs nonlinearly (as {name}**{p}) in {self}")
+                    found = True
+                else:
+                    if not isinstance(atom, str) and name in atom.numerator.symbols:
+                        raise ValueError(f"{name} occurs inside {atom} in {self}")
+                    rest.append((atom, p))
+            if found:
+                d[tuple(rest)] = c
         return _from_dict(d)
 
     def subs(self, mapping: Mapping[str, int | Dim]) -> Dim:
@@ -433,7 +440,14 @@ class Dim(Form):
                 raise too_large(f"a {abs(c).bit_length()}-bit constant to the power {e}",
                                  f"{MAX_BITS} bits")
             return _const(check_bits(c**e))
-        return math.prod([self] * e, start=_ONE)
+        result, base = _ONE, self
+        while e:  # by squaring: fewer products than e - 1 multiplications
+            if e & 1:
+                result = result * base
+            e >>= 1
+            if e:
+                base = base * base
+        return result
 
     __rpow__ = _reflected(operator.pow)
 
