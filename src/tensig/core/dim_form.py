@@ -384,6 +384,9 @@ class Form(Frozen):
         >>> Dim("(T - 3) // 2 + 1").evaluate({"T": 9})
         4
         """
+        c = self._const
+        if c is not None:
+            return c  # fast: constants are most of what is evaluated
         names = self.symbols
         missing = sorted(n for n in names if n not in mapping)
         if missing:

@@ -256,10 +256,12 @@ class Dim(Form):
         >>> Dim.const(3) == 3, hash(Dim.const(3)) == hash(3)
         (True, True)
         """
-        value = n._const if isinstance(n, Dim) else int_or_none(n)
-        if value is None:
-            raise TypeError(f"a constant dimension is an int, not {n!r}")
-        return _const(value)
+        if type(n) is not int:
+            value = n._const if isinstance(n, Dim) else int_or_none(n)
+            if value is None:
+                raise TypeError(f"a constant dimension is an int, not {n!r}")
+            n = value
+        return _const(n)
 
     @classmethod
     def parse(cls, text: str) -> Dim:
