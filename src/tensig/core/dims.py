@@ -318,6 +318,8 @@ class Dim(Form):
         >>> Dim("(T + 1) // 2 + B").subs({"T": 5}), Dim("B*T").subs({"T": Dim("B + 1")})
         (Dim('B + 3'), Dim('B**2 + B'))
         """
+        if self._const is not None or not mapping:
+            return self  # fast: nothing to replace
         names = self.symbols
         values = {k: dim(v) for k, v in mapping.items() if k in names}
         if not values:
