@@ -21,7 +21,7 @@ from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "candidates", "concrete", "fit_size", "fit_sizes", "leaves", "named",
+__all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -66,16 +66,6 @@ def leaves(result: Any) -> Iterator[Any]:
             yield from leaves(r)
     else:
         yield result
-
-
-def candidates(args: Any) -> list[Dim]:
-    """Non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)."""
-    out: list[Dim] = []
-    for x in leaves(args):
-        if isinstance(x, S.SymArray):
-            for i in range(x.ndim):
-                out += itertools.accumulate(x.dims[i:], operator.mul)
-    return out
 
 
 def size_guard(args: Any, env: dict[str, int]) -> None:
@@ -131,25 +121,20 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
         (n,) = (s for s in names if envs[i][s] != envs[i - 1][s])
         order.append(n)
         slopes.append((values[i] - values[i - 1], envs[i][n] - envs[i - 1][n]))
-    names = order
     q = math.lcm(*(den // math.gcd(num, den) for num, den in slopes))
     if q > MAX_DIVISOR:
         return None
-    coeffs = [num * q // den for num, den in slopes]
-
-    def at(env: dict[str, int], b: int) -> int:
-        return (sum(c * env[s] for c, s in zip(coeffs, names, strict=True)) + b) // q
-
-    n0 = sum(c * base[s] for c, s in zip(coeffs, names, strict=True))
+    terms = [(num * q // den, s) for (num, den), s in zip(slopes, order, strict=True)]
+    n0 = sum(c * base[s] for c, s in terms)
     fits = [b for b in range(q * values[0] - n0, q * values[0] - n0 + q)
-            if all(at(env, b) == v for env, v in zip(envs, values, strict=True))]
+            if all((sum(c * env[s] for c, s in terms) + b) // q == v
+                   for env, v in zip(envs, values, strict=True))]
     if not fits:
         return None
     if len(fits) > 1:
-        coprime = [s for c, s in zip(coeffs, names, strict=True) if math.gcd(c, q) == 1]
-        return (coprime or [s for c, s in zip(coeffs, names, strict=True) if c])[0], q
-    total = sum((Dim.symbol(s) * c for c, s in zip(coeffs, names, strict=True)),
-                Dim.const(fits[0]))
+        coprime = [s for c, s in terms if math.gcd(c, q) == 1]
+        return (coprime or [s for c, s in terms if c])[0], q
+    total = sum((Dim.symbol(s) * c for c, s in terms), Dim.const(fits[0]))
     return total if q == 1 else total // q
 
 
@@ -181,7 +166,9 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
             break
     envs = envs[:len(runs)]
     columns = _columns(runs, what)
-    products = candidates(args)
+    # non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)
+    products = [p for x in leaves(args) if isinstance(x, S.SymArray)
+                for i in range(x.ndim) for p in itertools.accumulate(x.dims[i:], operator.mul)]
     fits = [fit_size(order, envs, values, products) for values in columns]
     residues: dict[str, int] = {}
     for f in fits:

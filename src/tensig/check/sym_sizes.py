@@ -10,6 +10,7 @@ an exact division the code relies on (``D // heads``).  Indexing and slicing a s
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -46,11 +47,6 @@ def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
         return NotImplemented
 
     return op
-
-
-def _comparison(name: str, fn: Callable[[Any, Any], bool]) -> Callable[[SymSize, Any], bool]:
-    """A :class:`SymSize` comparison: decided on canonical forms, else an assumption."""
-    return lambda self, o: self._cmp(o, name, fn)
 
 
 class SymSize:
@@ -120,28 +116,19 @@ class SymSize:
             return NotImplemented
         a, b = self.dim, as_dim(other)
         try:
-            decided: bool | None = fn(a, b)
+            return fn(a, b)
         except InconclusiveError:
-            decided = None
-        witness = fn(tracer().value(a), tracer().value(b))
-        if decided is None:
+            witness = fn(tracer().value(a), tracer().value(b))
             _assume(f"{a} {name} {b}", witness)
             return witness
-        return decided
 
     def __eq__(self, o: Any) -> bool:
-        if isinstance(o, SymSize | int | Dim) and not isinstance(o, bool):
-            a, b = self.dim, as_dim(o)
-            if a == b:
-                return True
-            if (a - b).constant is not None or _decided(operator.lt, a, b) or \
-                    _decided(operator.gt, a, b):  # sizes are positive: N == -1 is False
-                return False
-            return self._cmp(o, "==", _undecided_eq)
-        return NotImplemented
+        return NotImplemented if isinstance(o, float) else self._cmp(o, "==", _eq)
 
-    __lt__, __le__ = _comparison("<", operator.lt), _comparison("<=", operator.le)
-    __gt__, __ge__ = _comparison(">", operator.gt), _comparison(">=", operator.ge)
+    __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
+    __le__ = functools.partialmethod(_cmp, name="<=", fn=operator.le)
+    __gt__ = functools.partialmethod(_cmp, name=">", fn=operator.gt)
+    __ge__ = functools.partialmethod(_cmp, name=">=", fn=operator.ge)
 
     def __bool__(self) -> bool:
         try:
@@ -230,18 +217,22 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         return _RANGE(*args)
 
 
-def _decided(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
+def _eq(a: Any, b: Any) -> bool:
+    """``==`` decided on canonical forms where the sizes differ by a constant, or where one is
+    below the other for all sizes (sizes are positive: ``N == -1`` is False)."""
+    if isinstance(a, Dim) and (a - b).constant is None:
+        if _holds(operator.lt, a, b) or _holds(operator.gt, a, b):
+            return False
+        raise InconclusiveError(f"{a} == {b}")
+    return a == b
+
+
+def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
     """Whether ``fn(a, b)`` holds for all sizes (False where it depends on them)."""
     try:
         return fn(a, b)
     except InconclusiveError:
         return False
-
-
-def _undecided_eq(a: Any, b: Any) -> bool:
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    raise InconclusiveError(f"{a} == {b}")
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:
@@ -280,8 +271,8 @@ def _check_index(size: Dim, k: Any) -> None:
 
 def _slice_len(size: Dim, s: slice) -> Dim:
     step = 1 if s.step is None else int(s.step)
-    if step != 1 and s.start is None and s.stop is None:  # x[::-1], x[::2]
-        return size if abs(step) == 1 else (size + abs(step) - 1) // abs(step)
+    if step < 1 and s.start is None and s.stop is None:  # x[::-1], x[::-2]
+        return (size - step - 1) // -step
     first = None if s.start is None else as_dim(s.start).constant  # None: not known
     if step > 1 and (first or 0) >= 0:
         return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step

@@ -20,6 +20,7 @@ __all__ = ["bounds", "sign_decide", "zero_decide"]
 _setattr = object.__setattr__
 
 _MAX_COMBINATIONS = 16
+_MAX_EXPANSION = 20_000
 
 
 def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
@@ -30,11 +31,8 @@ def _atom_options(atom: Atom) -> list[tuple[int, int] | None]:
     if type(atom) is Mod:
         return [(0, 1), (k - 1, -1)]
     lo, hi = bounds(atom.numerator)
-    options: list[tuple[int, int] | None] = []
-    if lo is not None:
-        options.append((lo // k, 1))
-    if hi is not None:
-        options.append((hi // k, -1))
+    options: list[tuple[int, int] | None] = [
+        (b // k, sign) for b, sign in ((lo, 1), (hi, -1)) if b is not None]
     return options or [None]
 
 
@@ -43,14 +41,9 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
     for m, c in terms:
         poly: dict[Monomial, int] = {(): c}
         for atom, power in m:
-            s = sub[atom]
-            if s is None:
-                poly = {(*mono, (atom, power)): cc for mono, cc in poly.items()}
-                continue
-            shift, sign = s
-            factor = [
-                (j, comb(power, j) * shift ** (power - j) * sign**j) for j in range(power + 1)
-            ]
+            s = sub[atom]  # None: the atom stays as it is (its sign unknown)
+            factor = [(power, 1)] if s is None else [
+                (j, comb(power, j) * s[0] ** (power - j) * s[1] ** j) for j in range(power + 1)]
             new: dict[Monomial, int] = {}
             for mono, cc in poly.items():
                 for j, fc in factor:
@@ -61,45 +54,11 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
         for mono, cc in poly.items():
             acc[mono] = acc.get(mono, 0) + cc
     const = acc.pop((), 0)
-    lo_ok = hi_ok = True
-    for mono, cc in acc.items():
-        if not cc:
-            continue
-        for atom, power in mono:
-            if power % 2 and sub[atom] is None:
-                return None, None
-        if cc > 0:
-            hi_ok = False
-        else:
-            lo_ok = False
-    return (const if lo_ok else None, const if hi_ok else None)
-
-
-_MAX_EXPANSION = 20_000
-
-
-def _expansion_size(terms: Terms) -> int:
-    """How many terms substituting ``1 + y`` for every atom produces (before merging)."""
-    return sum(prod(power + 1 for _, power in m) for m, _ in terms)
-
-
-def _compute_bounds(p: Form) -> tuple[int | None, int | None]:
-    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
-    combinations = 1
-    for m, _ in p._terms:
-        for atom, _ in m:
-            if atom not in atoms:
-                options = _atom_options(atom)
-                if combinations * len(options) > _MAX_COMBINATIONS:
-                    options = options[:1]
-                combinations *= len(options)
-                atoms[atom] = options
-    if combinations * _expansion_size(p._terms) > _MAX_EXPANSION:
-        return None, None  # too costly to expand: undecided, which is always sound
-    found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-             for combo in itertools.product(*atoms.values())]
-    return (max((lo for lo, _ in found if lo is not None), default=None),
-            min((hi for _, hi in found if hi is not None), default=None))
+    rest = [(mono, cc) for mono, cc in acc.items() if cc]
+    if any(power % 2 and sub[atom] is None for mono, _ in rest for atom, power in mono):
+        return None, None  # an odd power of an atom of unknown sign: no sign to read
+    return (None if any(cc < 0 for _, cc in rest) else const,
+            None if any(cc > 0 for _, cc in rest) else const)
 
 
 def bounds(p: Form) -> tuple[int | None, int | None]:
@@ -117,7 +76,23 @@ def bounds(p: Form) -> tuple[int | None, int | None]:
         return p._bnd
     except AttributeError:
         pass
-    result = _compute_bounds(p)
+    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
+    combinations = 1
+    for m, _ in p._terms:
+        for atom, _ in m:
+            if atom not in atoms:
+                options = _atom_options(atom)
+                if combinations * len(options) > _MAX_COMBINATIONS:
+                    options = options[:1]
+                combinations *= len(options)
+                atoms[atom] = options
+    expansion = sum(prod(power + 1 for _, power in m) for m, _ in p._terms)  # terms, unmerged
+    result: tuple[int | None, int | None] = (None, None)  # too costly: undecided, always sound
+    if combinations * expansion <= _MAX_EXPANSION:
+        found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
+                 for combo in itertools.product(*atoms.values())]
+        result = (max((lo for lo, _ in found if lo is not None), default=None),
+                  min((hi for _, hi in found if hi is not None), default=None))
     _setattr(p, "_bnd", result)
     return result
 

@@ -13,7 +13,7 @@ forms.  Nothing here builds a form, so sign decisions (:mod:`tensig.core.dim_bou
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import total_ordering
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
@@ -34,8 +34,8 @@ _setattr = object.__setattr__
 
 
 class Frozen:
-    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms,
-    conditions, shape indices), which build their slots with ``object.__setattr__``."""
+    """Refuses attribute writes: the base of the immutable, hashable values (sizes, atoms and
+    shape indices), which build their slots with ``object.__setattr__``."""
 
     __slots__ = ()
 
@@ -150,17 +150,19 @@ def print_key(term: tuple[Monomial, int]) -> tuple[Any, ...]:
     return (-sum(p for _, p in m), tuple([(a, -p) for a, p in m]))
 
 
-def _format_factor(atom: Atom, power: int, wrap: bool) -> str:
+def _format_factor(atom: Atom, power: int, wrap: bool, name: Callable[[str], str]) -> str:
     if isinstance(atom, str):
-        text = atom
+        text = name(atom)
     else:
-        text = str(atom)
+        text = atom.format(name)
         if wrap or power > 1:
             text = f"({text})"
     return text if power == 1 else f"{text}**{power}"
 
 
-def format_terms(terms: Terms) -> str:
+def format_terms(terms: Terms, name: Callable[[str], str] = str) -> str:
+    """The text of a form, which is also Python source for its value: ``name`` gives each
+    size's text (a size name itself, or code reading it: :func:`tensig.core.dimcode.emit`)."""
     if not terms:
         return "0"
     parts = []
@@ -172,13 +174,11 @@ def format_terms(terms: Terms) -> str:
         else:
             # a lone `x // k` needs no parentheses unless a factor or a leading `-` touches it
             bare = size == 1 and len(m) == 1 and not (negative and i == 0)
-            body = "*".join(_format_factor(a, p, wrap=not bare) for a, p in m)
+            body = "*".join(_format_factor(a, p, not bare, name) for a, p in m)
             if size != 1:
                 body = f"{size}*{body}"
-        if i == 0:
-            parts.append(f"-{body}" if negative else body)
-        else:
-            parts.append(f" - {body}" if negative else f" + {body}")
+        sign = (" - " if negative else " + ") if i else ("-" if negative else "")
+        parts.append(sign + body)
     return "".join(parts)
 
 
@@ -225,11 +225,14 @@ class _DivAtom(Frozen):
             return self._key < other._key
         return NotImplemented
 
-    def __str__(self) -> str:
-        num = str(self.numerator)
+    def format(self, name: Callable[[str], str] = str) -> str:
+        """The text of the atom, sizes written by ``name`` (see :func:`format_terms`)."""
+        num = format_terms(self.numerator._terms, name)
         if len(self.numerator._terms) > 1:
             num = f"({num})"
         return f"{num} {self._op} {self.divisor}"
+
+    __str__ = format
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(Dim({str(self.numerator)!r}), {self.divisor})"
@@ -383,7 +386,7 @@ class Form(Frozen):
         """
         c = self._const
         if c is not None:
-            return c
+            return c  # fast: constants are most of what is evaluated
         names = self.symbols
         missing = sorted(n for n in names if n not in mapping)
         if missing:

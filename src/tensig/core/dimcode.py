@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tensig.core.dims import Dim, FloorDiv
+from tensig.core.dim_form import format_terms
+from tensig.core.dims import Dim
 
 __all__ = ["compile_dim", "compile_solve", "emit", "linear_split", "solve_lines"]
 
@@ -21,20 +22,9 @@ def emit(d: Dim, name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> str:
     """Python source evaluating ``d``; ``name`` gives the source of each size (a dict ``e``).
 
     >>> emit(Dim.parse("2*h + 1"))
-    "(1 + 2*e['h'])"
+    "(2*e['h'] + 1)"
     """
-    parts = []
-    for monomial, coefficient in d.terms.items():
-        factors = [] if coefficient == 1 and monomial else [str(coefficient)]
-        for atom, power in monomial:
-            if isinstance(atom, str):
-                factor = name(atom)
-            else:
-                op = "//" if isinstance(atom, FloorDiv) else "%"
-                factor = f"({emit(atom.numerator, name)} {op} {atom.divisor})"
-            factors.append(factor if power == 1 else f"{factor}**{power}")
-        parts.append("*".join(factors))
-    return "(" + (" + ".join(parts) or "0") + ")"
+    return f"({format_terms(d._terms, name)})"
 
 
 def compile_dim(d: Dim) -> Callable[[Mapping[str, int]], int]:
@@ -78,10 +68,8 @@ def compile_solve(factor: Dim, rest: Dim) -> Callable[[Mapping[str, int], int], 
     >>> solve({"h": 4}, 12), solve({"h": 5}, 12)
     (3, None)
     """
-    body = solve_lines("size", factor, rest, "return None")
-    text = "def solve(e, size):\n" + "".join(f"    {line}\n" for line in body) + \
-        "    return q\n"
+    lines = ["def solve(e, size):", *solve_lines("size", factor, rest, "return None"), "return q"]
     env: dict[str, Any] = {"__builtins__": {"divmod": divmod}}
-    exec(text, env)
+    exec("\n    ".join(lines), env)
     solve: Callable[[Mapping[str, int], int], int | None] = env["solve"]
     return solve

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tensig.core.dim_bounds import bounds, sign_decide, zero_decide
@@ -49,7 +50,6 @@ from tensig.core.dim_form import (
     Atom,
     FloorDiv,
     Form,
-    Frozen,
     Mod,
     Monomial,
     Terms,
@@ -95,10 +95,8 @@ def _from_dict(d: dict[Monomial, int]) -> Dim:
 
 
 def _const(n: int) -> Dim:
-    cached = _CONSTS.get(n)
-    if cached is not None:
-        return cached
-    return _make((((), n),) if n else ())
+    cached = _CONSTS.get(n)  # the small constants, 0 among them
+    return _make((((), n),)) if cached is None else cached
 
 
 def _atom_dim(atom: Atom) -> Dim:
@@ -125,18 +123,13 @@ def _scale(p: Dim, n: int) -> Dim:
         return _ZERO
     c = p._const
     if c is not None:
-        return _const(check_bits(c * n))
+        return _const(check_bits(c * n))  # a cached small constant, without building one
     return _make(tuple([(m, check_bits(c * n)) for m, c in p._terms]))
 
 
 @functools.lru_cache(maxsize=8192)
 def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
     """``(p // k, p % k)`` in canonical form, for an ``int`` ``k >= 1`` (see the module doc)."""
-    if k == 1:
-        return p, _ZERO
-    c = p._const
-    if c is not None:
-        return _const(c // k), _const(c % k)
     q: list[tuple[Monomial, int]] = []
     r: list[tuple[Monomial, int]] = []
     for m, c in p._terms:
@@ -146,13 +139,9 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
         if rc:
             r.append((m, rc))
     quotient = _make(tuple(q))
-    if not r:
-        return quotient, _ZERO
-    if len(r) == 1 and not r[0][0]:
-        return quotient, _const(r[0][1])
     rest = _make(tuple(r))
     bound = mod_upper_bound(rest._terms)
-    if bound is not None and bound < k:  # 0 <= rest < k: nothing left to divide
+    if bound is not None and bound < k:  # 0 <= rest < k (a constant rest too): nothing to divide
         return quotient, rest
     if len(r) == 1 and r[0][1] == 1 and len(r[0][0]) == 1 and r[0][0][0][1] == 1:
         inner = r[0][0][0][0]
@@ -163,6 +152,25 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
         if type(inner) is Mod and inner.divisor % k == 0:  # (x % (j*k)) % k == x % k
             return quotient + _atom_dim(FloorDiv(rest, k)), _divmod(inner.numerator, k)[1]
     return quotient + _atom_dim(FloorDiv(rest, k)), _atom_dim(Mod(rest, k))
+
+
+def _int_operand(x: object, symbolic: str, self: Dim) -> int | None:
+    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises
+    ``TypeError(symbolic.format(self, x))``."""
+    if isinstance(x, Dim):
+        if x._const is None:
+            raise TypeError(symbolic.format(self, x))
+        return x._const
+    return int_or_none(x)
+
+
+def _reflected(op: Callable[[Dim, Dim], Dim]) -> Callable[[Dim, object], Dim]:
+    """``other op dim`` for an integer-like ``other``: the constant dimension on the left."""
+    def method(self: Dim, other: object) -> Dim:
+        n = int_or_none(other)
+        return NotImplemented if n is None else op(_const(n), self)
+
+    return method
 
 
 def _compare(a: Dim, other: object, op: str) -> bool:
@@ -311,7 +319,7 @@ class Dim(Form):
         (Dim('B + 3'), Dim('B**2 + B'))
         """
         if self._const is not None or not mapping:
-            return self
+            return self  # fast: nothing to replace
         names = self.symbols
         values = {k: dim(v) for k, v in mapping.items() if k in names}
         if not values:
@@ -391,9 +399,7 @@ class Dim(Form):
         n = other._const if isinstance(other, Dim) else int_or_none(other)
         return NotImplemented if n is None else _add_const(self, -n)
 
-    def __rsub__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _add_const(_scale(self, -1), n)
+    __rsub__ = _reflected(operator.sub)
 
     def __mul__(self, other: object) -> Dim:
         if isinstance(other, Dim):
@@ -425,14 +431,9 @@ class Dim(Form):
     def __pow__(self, exponent: object, modulo: None = None) -> Dim:
         if modulo is not None:
             return NotImplemented
-        if isinstance(exponent, Dim):
-            e = exponent._const
-            if e is None:
-                raise TypeError(f"an exponent must be a constant, not {exponent}")
-        else:
-            e = int_or_none(exponent)
-            if e is None:
-                return NotImplemented
+        e = _int_operand(exponent, "an exponent must be a constant, not {1}", self)
+        if e is None:
+            return NotImplemented
         if e < 0:
             raise ValueError(f"an exponent must be nonnegative, got {e}")
         if e > MAX_EXPONENT:
@@ -444,7 +445,7 @@ class Dim(Form):
                                  f"{MAX_BITS} bits")
             return _const(check_bits(c**e))
         result, base = _ONE, self
-        while e:
+        while e:  # by squaring: fewer products than e - 1 multiplications
             if e & 1:
                 result = result * base
             e >>= 1
@@ -452,22 +453,11 @@ class Dim(Form):
                 base = base * base
         return result
 
-    def __rpow__(self, base: object) -> Dim:
-        n = int_or_none(base)
-        if n is None:
-            return NotImplemented
-        return _const(n) ** self
+    __rpow__ = _reflected(operator.pow)
 
     def _divisor(self, other: object) -> int | None:
-        if isinstance(other, Dim):
-            k = other._const
-            if k is None:
-                raise TypeError(f"cannot divide {self} by {other}: the divisor must be a constant")
-        else:
-            k = int_or_none(other)
-            if k is None:
-                return None
-        if k <= 0:
+        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
+        if k is not None and k <= 0:
             raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
         return k
 
@@ -483,13 +473,8 @@ class Dim(Form):
         k = self._divisor(other)
         return NotImplemented if k is None else _divmod(self, k)
 
-    def __rfloordiv__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _const(n) // self
-
-    def __rmod__(self, other: object) -> Dim:
-        n = int_or_none(other)
-        return NotImplemented if n is None else _const(n) % self
+    __rfloordiv__ = _reflected(operator.floordiv)
+    __rmod__ = _reflected(operator.mod)
 
     def __truediv__(self, other: object) -> Dim:
         if isinstance(other, Dim | int):
@@ -506,11 +491,8 @@ class Dim(Form):
 _set_terms = vars(Form)["_terms"].__set__
 _set_const = vars(Form)["_const"].__set__
 _set_hash = vars(Form)["_hash"].__set__
-_ZERO = _make(())
-_ONE = _make((((), 1),))
-_CONSTS: dict[int, Dim] = {n: _make((((), n),)) for n in range(-8, 65) if n}
-_CONSTS[0] = _ZERO
-_CONSTS[1] = _ONE
+_CONSTS: dict[int, Dim] = {n: _make((((), n),) if n else ()) for n in range(-8, 65)}
+_ZERO, _ONE = _CONSTS[0], _CONSTS[1]
 
 
 def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
@@ -558,7 +540,8 @@ def dims(text: str) -> tuple[Dim, ...]:
     return tuple(parse_at(text, s, e) for s, e in split_items(text, 0, len(text)))
 
 
-class Condition(Frozen):
+@dataclass(frozen=True, slots=True)
+class Condition:
     """A fact that holds only for some sizes, such as ``(T + 1) % 2 == 0`` or ``T >= 3``.
 
     A solver returns these next to answers that are valid only under them.  Conditions are
@@ -573,17 +556,15 @@ class Condition(Frozen):
     ('T >= 3', Condition.equal(Dim('B - T'), 0))
     """
 
-    __slots__ = ("_hash", "expr", "kind", "modulus")
     DIVISIBLE: ClassVar[str] = "divisible"
     AT_LEAST: ClassVar[str] = "at_least"
     EQUAL: ClassVar[str] = "equal"
     kind: str
-    expr: Dim
-    modulus: int
-    _hash: int
+    expr: Dim  # an int is read as a constant Dim
+    modulus: int = 0
 
-    def __init__(self, kind: str, expr: Dim | int, modulus: int = 0):
-        expr = dim(expr)
+    def __post_init__(self) -> None:
+        kind, expr, modulus = self.kind, dim(self.expr), self.modulus
         if kind == self.DIVISIBLE:
             modulus = operator.index(modulus)
             if modulus < 1:
@@ -598,13 +579,8 @@ class Condition(Frozen):
                     expr = _scale(expr, -1)
         else:
             raise ValueError(f"unknown condition kind {kind!r}")
-        _setattr(self, "kind", kind)
         _setattr(self, "expr", expr)
         _setattr(self, "modulus", modulus)
-        _setattr(self, "_hash", hash((kind, expr, modulus)))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Condition, (self.kind, self.expr, self.modulus))
 
     @classmethod
     def divisible(cls, p: Dim | int, k: int) -> Condition:
@@ -613,7 +589,7 @@ class Condition(Frozen):
         >>> Condition.divisible(Dim("2*B"), 2).decide(), Condition.divisible(Dim("2*B + 1"), 2)
         (True, Condition.divisible(Dim('1'), 2))
         """
-        return cls(cls.DIVISIBLE, p, k)
+        return cls(cls.DIVISIBLE, dim(p), k)
 
     @classmethod
     def at_least(cls, p: Dim | int, bound: Dim | int) -> Condition:
@@ -687,11 +663,3 @@ class Condition(Frozen):
 
     def __repr__(self) -> str:
         return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Condition):
-            return NotImplemented
-        return (self.kind, self.modulus, self.expr) == (other.kind, other.modulus, other.expr)

@@ -235,11 +235,9 @@ class ShapeIndex(Frozen):
         >>> ShapeIndex([3, 4, 5, 6]).prefix_minus(ShapeIndex([4])) is None
         True
         """
-        if not isinstance(other, ShapeIndex):
-            other = ShapeIndex(other)
-        n = len(other._items)
-        if self._items[:n] == other._items:
-            return _shape_index(self._items[n:])
+        items = ShapeIndex(other)._items
+        if self._items[:len(items)] == items:
+            return _shape_index(self._items[len(items):])
         return None
 
     # -- operators ----------------------------------------------------------------------------

@@ -177,11 +177,10 @@ class Shape:
         """
         dims = tuple(normalize_size(d) for d in dims)
         spec = parse_shape_spec(axes)
-        names: dict[Kind, list[str | None]] = {}
+        names: dict[Kind, list[str | None]] = {k: [] for k in KINDS}  # an omitted row: none
         seen: dict[str, Label] = {}
         for kind, row in spec.rows():
             if row.is_context_ellipsis:
-                names[kind] = []
                 continue
             bad = row.var or next((a for a in row.axes
                                    if not isinstance(a, Label | Placeholder)), None)
@@ -226,15 +225,10 @@ class Shape:
         return cls.from_rows(rows)
 
     def __str__(self) -> str:
-        def row(i: int) -> str:
-            return ",".join(
-                (f"{b}={s}" if b else str(s)) for s, b in zip(self._rows[i], self._bases[i],
-                                                               strict=True)
-            )
-
         if self.rank == 0:
             return "()"
-        return join_rows(row(0) if self.batch else None, row(1) if self.input else None, row(2))
+        row = {k: ",".join(f"{b}={s}" if b else str(s) for s, b in self.axes(k)) for k in KINDS}
+        return join_rows(row["batch"] or None, row["input"] or None, row["output"])
 
     def __repr__(self) -> str:
         return f"Shape({str(self)!r})"
