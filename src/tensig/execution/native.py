@@ -50,12 +50,11 @@ def pool_kernel(layout: Layout, backend: Backend
             return None
         y = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
         y, saved = y if isinstance(y, tuple) else (y, None)  # a plain result saves nothing
-        if saved is not None:
-            try:
-                return geo.y_out(y), (weakref.ref(x), saved)
-            except TypeError:  # an array type without weak references: nothing is reused
-                pass
-        return geo.y_out(y), None
+        try:
+            kept = None if saved is None else (weakref.ref(x), saved)
+        except TypeError:  # an array type without weak references: nothing is reused
+            kept = None
+        return geo.y_out(y), kept
 
     return run
 
@@ -76,31 +75,33 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
 
 
 def pool_gradient(layout: Layout, backend: Backend
-                  ) -> Callable[[Any, Any, Any, Any], Any | None] | None:
+                  ) -> Callable[[Any, Any, Any], Any | None] | None:
     """The input's gradient of max pooling (``layout``: the input's, the window's and the
     result's axis uses) by the backend's own backward, each window's gradient to its first
-    maximum as the graph's gate gives it: ``(result gradient, input, result, kept) ->
-    gradient``, ``kept`` what :func:`pool_kernel` gave with the result (reused where it
-    belongs to this input, else the maxima are found again), ``None`` from it for operands
-    or a padding the kernel does not take; ``None`` when the backend has no such kernel or
-    the spec is not a pooling's.
+    maximum as the graph's gate gives it: ``(result gradient, input, kept) -> gradient``,
+    ``kept`` what :func:`pool_kernel` gave with the result (reused where it belongs to this
+    input, else the maxima are found again), ``None`` from it for operands or a padding the
+    kernel does not take; ``None`` when the backend has no such kernel or the spec is not a
+    pooling's.
 
-    A window whose maximum is NaN gives no gradient, as the gate's ``first_max`` (no cell
-    equals NaN) gives none: torch's ``max_pool2d`` sends it to a NaN cell instead.
+    A window whose maximum is NaN follows torch's ``max_pool2d``: its gradient goes to a NaN
+    cell, where the gate's ``first_max`` (no cell equals NaN) gives it to none; the input's
+    gradient differs only at its NaN cells (the loss is NaN then, as a rule).  Masking those
+    windows would cost two array passes in every training step (2% of the digits CNN's).
     """
     back = backend.max_pool_backward
     geo = None if back is None else _geometry(layout, backend, pooling=True)
     if back is None or geo is None or geo.xi != 0:
         return None
     g_in, (x_out, _) = geo.gradient_moves()
-    accepts, where = backend.conv_accepts, backend.where
+    accepts = backend.conv_accepts
 
-    def grad(g: Any, x: Any, y: Any, kept: Any) -> Any | None:
+    def grad(g: Any, x: Any, kept: Any) -> Any | None:
         if not accepts(x, g):
             return None
         saved = kept[1] if kept is not None and kept[0]() is x else None
-        gx = back(g_in(where(y == y, g, 0.0)), geo.x_in(x), saved, geo.kernel, geo.strides,
-                  geo.dilations, geo.pads)
+        gx = back(g_in(g), geo.x_in(x), saved, geo.kernel, geo.strides, geo.dilations,
+                  geo.pads)
         return None if gx is None else x_out(gx)
 
     return grad

@@ -518,9 +518,8 @@ def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backe
                                                           y.tensor)), backend)
     if grad is None:
         return None
-    gi, xi, yi, saved_at = kept.index(g), kept.index(x), kept.index(y), _pooled(y.tensor)
-    return lambda arrays, store: grad(arrays[gi], arrays[xi], arrays[yi],
-                                      store.arrays.get(saved_at))
+    gi, xi, saved_at = kept.index(g), kept.index(x), _pooled(y.tensor)
+    return lambda arrays, store: grad(arrays[gi], arrays[xi], store.arrays.get(saved_at))
 
 
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
