@@ -249,6 +249,15 @@ class PoolOnly(TaggedBackend):
         return w.max(axis=tuple(range(-len(kernel), 0))).view(Tagged), None  # nothing saved
 
 
+class PlainPoolOnly(PoolOnly):
+    """:class:`PoolOnly` whose ``max_pool`` gives the pooled array alone, not a pair."""
+
+    name = "plain-pool-only"
+
+    def max_pool(self, *args):
+        return super().max_pool(*args)[0]
+
+
 class ConvOnly(TaggedBackend):
     """A library with its own convolution only (no conv_backward, no max_pool)."""
 
@@ -262,7 +271,9 @@ class ConvOnly(TaggedBackend):
         return np.einsum(f"nc{outs}{ks},oc{ks}->no{outs}", win, np.asarray(w)).view(Tagged)
 
 
-@pytest.mark.parametrize(("adapter", "kernel"), [(PoolOnly, "max_pool"), (ConvOnly, "conv")])
+@pytest.mark.parametrize(("adapter", "kernel"), [(PoolOnly, "max_pool"),
+                                                  (PlainPoolOnly, "max_pool"),
+                                                  (ConvOnly, "conv")])
 def test_a_backend_with_some_kernels_runs_every_operation(adapter, kernel):
     """Capabilities are declared on :class:`~tensig.backends.Backend` (``None``: none): an
     adapter with its own pooling but no convolution (or the other way round), and no
@@ -357,10 +368,10 @@ def test_torch_max_pool_backward_reuses_the_places_only_of_the_same_values(nd):
 
 
 def test_torch_max_pooling_keeps_no_array_alive_for_its_backward():
-    """A torch max pooling leaves the maxima's places for its backward in a slot that
-    outlives the call (and every graph): the slot holds the pooled input only weakly, so an
-    eager pooling's input (a caller's tensor, an activation on the GPU) and the places with
-    it are freed once their owner drops them; the pooling itself is torch's."""
+    """An eager torch max pooling keeps nothing for a backward (a compiled routine keeps
+    the maxima's places in its store, holding the pooled input only weakly), so its input
+    (a caller's tensor, an activation on the GPU) is freed once its owner drops it; the
+    pooling itself is torch's."""
     torch = pytest.importorskip("torch")
     from torch.nn import functional as F
 

@@ -1118,3 +1118,95 @@ def test_a_tie_gives_both_operands_their_gradient_at_the_same_cell(backend, spec
     (out * out).sum().backward()
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-6)
+
+
+def _pooling_model(backend, xs, graphs):
+    """Two 2x2 max poolings of one layout (on equal maps ``x`` and ``2 - x``: in one graph,
+    or one a graph): each graph's gradient routine and store."""
+    spec = "n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => n, oh, ow, c"
+    out = []
+    for names in (["a", "b"],) if graphs == 1 else (["a"], ["b"]):
+        with G.new_graph(backend) as g:
+            losses, params = [], []
+            for name in names:
+                init = xs if name == "a" else 2 - xs
+                x = G.param(name, output=list(xs.shape), input=[],
+                            init=lambda s, r, v=init: v.astype(np.float32))
+                pooled = G.tropical(spec, x, G.constant(np.zeros((2, 2), np.float32)))
+                losses.append(G.einsum1("... => |->0", pooled * pooled))
+                params.append(x)
+            loss = losses[0] if len(losses) == 1 else losses[0] + losses[1]
+            out.append((G.grad_update(loss).grad_update(), g.store, params))
+    return out
+
+
+@pytest.mark.parametrize("graphs", [1, 2])
+def test_each_pooling_backward_reuses_its_own_pooling_places(graphs, monkeypatch):
+    """Two max poolings of one layout (in one graph; or in two graphs whose steps run
+    interleaved, as two threads may): each one's backward gets the places its own forward
+    saved (no pooling run again to find them), and the gradients are the generic NumPy
+    path's."""
+    from tensig.backends.torch import TorchBackend
+
+    calls = {"max_pool": 0, "_pooling": 0, "max_pool_backward": 0}
+
+    def counted(name, f):
+        return lambda self, *a, **k: calls.__setitem__(name, calls[name] + 1) or f(self, *a, **k)
+
+    for name in calls:  # _pooling: torch's forward, also run by a backward that finds the places
+        monkeypatch.setattr(TorchBackend, name, counted(name, getattr(TorchBackend, name)))
+    xs = rand(4, 8, 8, 16)
+    models = _pooling_model("torch", xs, graphs)
+    with models[0][0].mode():
+        for steps in zip(*(routine.steps for routine, _, _ in models), strict=True):
+            for step, (_, store, _) in zip(steps, models, strict=True):
+                step(store)
+    assert calls == {"max_pool": 2, "_pooling": 2, "max_pool_backward": 2}
+    (routine, store, params), = _pooling_model("numpy", xs, 1)
+    routine.run(store)
+    want = [p.grad.numpy() for p in params]
+    got = [np.asarray(p.grad.numpy()) for _, _, ps in models for p in ps]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("spec, window, stride, pad", [
+    ("2*oh<+wh, 2*ow<+ww", 2, 2, 0),
+    ("oh=+wh, ow=+ww", 3, 1, 1),  # the all -inf corner window reaches into the padding
+])
+def test_max_pooling_of_infinite_and_nan_windows(backend, spec, window, stride, pad,
+                                                 monkeypatch):
+    """Windows of -inf only (one beside the padding), of NaN and of +inf: both backends
+    (torch: its own pooling and backward) give ``max_pool2d``'s values, and its gradient (a
+    window of -inf only to its first real cell, never to the padding); a window whose
+    maximum is NaN gives its gradient to a NaN cell by torch's kernel, as ``max_pool2d``,
+    and to none by the generic gate (``first_max``: NaN equals nothing), so the two differ
+    at the input's NaN cells only."""
+    from tensig.backends.torch import TorchBackend
+
+    calls = []
+    kernel = TorchBackend.max_pool_backward
+    monkeypatch.setattr(TorchBackend, "max_pool_backward",
+                        lambda self, *a: calls.append(1) or kernel(self, *a))
+    xs = np.round(rand(2, 6, 6, 8) * 4)
+    xs[0, :2, :2, 0] = -np.inf  # the first window's cells
+    xs[0, 0, 3, 1] = xs[0, 1, 2, 1] = xs[1, 4, 4, 2] = np.nan
+    xs[1, 5, 5, 3] = np.inf
+    with G.new_graph(backend):
+        x = G.param("x", output=list(xs.shape), input=[],
+                    init=lambda s, r: xs.astype(np.float32))
+        w = G.constant(np.zeros((window, window), np.float32))
+        pooled = G.tropical(f"n, {spec}, c; wh, ww => n, oh, ow, c", x, w)
+        G.grad_update(G.einsum1("... => |->0", pooled)).backward()
+        got, grad = (np.array(np.asarray(t)) for t in (pooled.numpy(), x.grad.numpy()))
+    tx = torch.tensor(xs, dtype=torch.float32).permute(0, 3, 1, 2).requires_grad_(True)
+    out = F.max_pool2d(tx, window, stride, pad)
+    out.sum().backward()
+    want = tx.grad.permute(0, 2, 3, 1).numpy()
+    np.testing.assert_array_equal(got, out.detach().permute(0, 2, 3, 1).numpy())
+    assert want[np.isnan(xs)].sum() > 0 and grad[0, 0, 0, 0] == want[0, 0, 0, 0] == 1
+    if backend == "numpy":
+        want[np.isnan(xs)] = 0
+    np.testing.assert_array_equal(grad, want)
+    assert len(calls) == (backend == "torch")

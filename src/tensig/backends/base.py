@@ -110,11 +110,14 @@ class Backend(Kernels):
     #: sum in one product's accumulation, or None for a contraction it cannot do so (the
     #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
     summed_contraction: Callable[..., Any] | None = None
-    #: ``(x, kernel, strides, dilations, pads) -> (max pooling of x, what its backward may
-    #: reuse or None)`` (:func:`tensig.execution.native.pool_step`)
+    #: ``(x, kernel, strides, dilations, pads) -> max pooling of x``, or a pair ``(max
+    #: pooling of x, saved)``: ``saved`` (any object, None: nothing) is handed to this
+    #: pooling's own ``max_pool_backward`` with the same ``x`` in a compiled routine
+    #: (:func:`tensig.execution.native.pool_kernel`)
     max_pool: Callable[..., Any] | None = None
     #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient``, each window's to
-    #: its first maximum, or None for a padding it does not take (``pool_gradient``)
+    #: its first maximum, or None for a padding it does not take (``pool_gradient``);
+    #: ``saved`` is None where nothing was saved for this ``x``
     max_pool_backward: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None

@@ -77,8 +77,9 @@ class Pointwise:
     gradient's gate, ``where(first_max(x + w, y), g, 0)``): the operands' views are lined up
     with the product space, ``evaluate`` (``views -> value``, the operands in order) runs on
     them and the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
-    operand's edge: the forward operation's neutral element (-inf under a max, so a padded
-    cell never equals the maximum; each dtype's own, see :func:`~tensig.execution.views.fill`).
+    operand's edge: the forward operation's neutral element (-inf under a max; NaN for a
+    ``first_max`` gate, so a padded cell never equals the maximum, not even -inf; each
+    dtype's own, see :func:`~tensig.execution.views.fill`).
     ``widen``: whether operands may be copied along broadcast axes (see :func:`_widening`);
     not under :func:`~tensig.execution.ir.first_max`, which reads the reduced axes from them.
     """

@@ -10,10 +10,9 @@ generic lowering for arrays it does not take (integer dtypes).
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends import Backend, all_zero
@@ -21,83 +20,91 @@ from tensig.backends._plans import moves
 from tensig.core.inference import AffineIndex, AxisUse, Iter
 from tensig.execution.views import window_pads
 
-__all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_gradient", "pool_step"]
+__all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_gradient", "pool_kernel", "pool_step"]
 
 Layout = tuple[tuple[AxisUse, ...], ...]
 
 
-def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
-              ) -> Callable[..., Any] | None:
-    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``).
+def pool_kernel(layout: Layout, backend: Backend
+                ) -> Callable[[Sequence[Any]], tuple[Any, Any] | None] | None:
+    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``):
+    ``arrays -> (result, kept)``, ``kept`` what :func:`pool_gradient` may reuse for this
+    input (or ``None``); ``None`` from it where the kernel does not apply.
 
     A tropical operation whose second operand is a window holding only zeros is max pooling:
     ``max over the window of (x + 0)`` is ``max of x``.  Applies to a convolution's geometry
     with no channel axes (the window's kernels are all the other operand's axes); the zero
     test runs on the (small) window each call, and any other window (or a dtype the kernel
-    does not take) runs ``generic``.  What the kernel saves for its backward is left for
-    :func:`pool_gradient` with the input it belongs to.
+    does not take) gives ``None``.  ``kept`` holds the input only weakly: whoever keeps it
+    (a compiled routine's store, per operation) must not keep an activation alive by it.
     """
     pool = backend.max_pool
     geo = None if pool is None else _geometry(layout, backend, pooling=True)
     if pool is None or geo is None:
         return None
-    xi, accepts, memo = geo.xi, backend.conv_accepts, _saved(backend, layout)
+    xi, accepts = geo.xi, backend.conv_accepts
 
-    def step(arrays: Any) -> Any:
+    def run(arrays: Sequence[Any]) -> tuple[Any, Any] | None:
         x, w = arrays[xi], arrays[1 - xi]
         if not accepts(x, x) or not all_zero(w):
-            return generic(arrays)
-        y, saved = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
-        _keep(memo, x, saved)
-        return geo.y_out(y)
+            return None
+        y = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
+        y, saved = y if isinstance(y, tuple) else (y, None)  # a plain result saves nothing
+        try:
+            kept = None if saved is None else (weakref.ref(x), saved)
+        except TypeError:  # an array type without weak references: nothing is reused
+            kept = None
+        return geo.y_out(y), kept
+
+    return run
+
+
+def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
+              ) -> Callable[..., Any] | None:
+    """Max pooling by :func:`pool_kernel` (what it keeps dropped: an eager call has no
+    gradient), ``generic`` where that does not apply; ``None`` where it never does."""
+    kernel = pool_kernel(layout, backend)
+    if kernel is None:
+        return None
+
+    def step(arrays: Sequence[Any]) -> Any:
+        out = kernel(arrays)
+        return generic(arrays) if out is None else out[0]
 
     return step
 
 
-def pool_gradient(layout: Layout, backend: Backend) -> Callable[[Any, Any], Any] | None:
+def pool_gradient(layout: Layout, backend: Backend
+                  ) -> Callable[[Any, Any, Any], Any | None] | None:
     """The input's gradient of max pooling (``layout``: the input's, the window's and the
     result's axis uses) by the backend's own backward, each window's gradient to its first
-    maximum as the graph's gate gives it: ``(result gradient, input) -> gradient``, ``None``
-    from it for operands or a padding the kernel does not take; ``None`` when the backend
-    has no such kernel or the spec is not a pooling's."""
+    maximum as the graph's gate gives it: ``(result gradient, input, kept) -> gradient``,
+    ``kept`` what :func:`pool_kernel` gave with the result (reused where it belongs to this
+    input, else the maxima are found again), ``None`` from it for operands or a padding the
+    kernel does not take; ``None`` when the backend has no such kernel or the spec is not a
+    pooling's.
+
+    A window whose maximum is NaN follows torch's ``max_pool2d``: its gradient goes to a NaN
+    cell, where the gate's ``first_max`` (no cell equals NaN) gives it to none; the input's
+    gradient differs only at its NaN cells (the loss is NaN then, as a rule).  Masking those
+    windows would cost two array passes in every training step (2% of the digits CNN's).
+    """
     back = backend.max_pool_backward
     geo = None if back is None else _geometry(layout, backend, pooling=True)
     if back is None or geo is None or geo.xi != 0:
         return None
     g_in, (x_out, _) = geo.gradient_moves()
-    accepts, memo = backend.conv_accepts, _saved(backend, layout)
+    accepts = backend.conv_accepts
 
-    def grad(g: Any, x: Any) -> Any | None:
+    def grad(g: Any, x: Any, kept: Any) -> Any | None:
         if not accepts(x, g):
             return None
-        of, saved = memo[0] or (lambda: None, None)
-        gx = back(g_in(g), geo.x_in(x), saved if of() is x else None, geo.kernel, geo.strides,
-                  geo.dilations, geo.pads)
+        saved = kept[1] if kept is not None and kept[0]() is x else None
+        gx = back(g_in(g), geo.x_in(x), saved, geo.kernel, geo.strides, geo.dilations,
+                  geo.pads)
         return None if gx is None else x_out(gx)
 
     return grad
-
-
-@functools.lru_cache(maxsize=64)
-def _saved(backend: Backend, layout: Layout) -> list[Any]:
-    """Where a pooling under ``layout`` leaves ``(its input, what the kernel saved)`` for
-    its gradient: one slot per spec and backend (a second pooling of the same spec takes
-    the slot over, and the first one's gradient finds the maxima again)."""
-    return [None]
-
-
-def _keep(memo: list[Any], x: Any, saved: Any) -> None:
-    """Leave ``saved`` in ``memo`` for ``x``'s gradient, holding ``x`` by a weak reference:
-    the slot outlives every graph and eager call, so it must not keep ``x`` (an activation,
-    a caller's tensor) alive, nor the places saved with it once ``x`` is gone."""
-    def forget(ref: Any) -> None:
-        if memo[0] is not None and memo[0][0] is ref:
-            memo[0] = None
-
-    try:
-        memo[0] = None if saved is None else (weakref.ref(x, forget), saved)
-    except TypeError:  # an array type without weak references: nothing is reused
-        memo[0] = None
 
 
 def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]

@@ -46,8 +46,12 @@ def active_part(uses: tuple[AxisUse, ...], t: int, pos: int, phase: dict[tuple[i
 def fill(neutral: float, x: Any) -> float | int | bool:
     """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
     the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
-    pads with -128, its float result with -inf)."""
-    return neutral if neutral == 0 else neutral_max(x.dtype)
+    pads with -128, its float result with -inf).  NaN pads a float ``x`` with NaN (a max
+    gate's windows: equal to no maximum), an integer one with its minimum."""
+    if neutral == 0:
+        return neutral
+    low = neutral_max(x.dtype)
+    return neutral if neutral != neutral and isinstance(low, float) else low
 
 
 def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],

@@ -23,7 +23,7 @@ from tensig.backends import Backend, all_zero, backend_for
 from tensig.core.errors import ShapeError
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
-from tensig.execution.assignment import _or, lower_assignment
+from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import (
     OPERATORS,
     RECORDS,
@@ -38,7 +38,7 @@ from tensig.execution.ir import (
     ops_of,
 )
 from tensig.execution.lowering import Pointwise
-from tensig.execution.native import conv_pair, pool_gradient
+from tensig.execution.native import conv_pair, pool_gradient, pool_kernel
 from tensig.model.codegen import Labels, assignment_step, expression_function
 from tensig.model.fusion import FusedBlocks, Run, fuse_repeats
 from tensig.model.staging import Staged
@@ -434,13 +434,20 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     The pooling gate ``where(first_max(x + w, y), g, 0)`` adds a window ``w`` that holds
     zeros in max pooling: when every such small buffer holds zeros, the plan of the
     expression without them runs instead (the window's operand is not read; the backend's
-    own pooling backward where it has one), picked per call."""
+    own pooling backward where it has one), picked per call.  A max pooling by the backend's
+    kernel (:func:`~tensig.execution.native.pool_kernel`) leaves what that backward reuses
+    in the store under :func:`_pooled` of its result: its own gradient step reads it there,
+    so each pooling (of each graph) has its own."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
+    pool = native = None
     if family is not None and all(isinstance(x, Buf) for x in e.args) and \
             (a.accum != "max" or a.init):
         op: Operator | Pointwise = family
         args = list(e.args)
+        if (e.op, a.accum) == ("add", "max") and len(args) == 2:
+            pool = pool_kernel(tuple(a.proj.uses(t) for t in (*(b.tensor for b in args),
+                                                                a.lhs.tensor)), backend)
     elif a.accum in ("+", None) and buffers_of(e):
         op, args = _pointwise(a, e, backend, xp)
     else:
@@ -457,18 +464,23 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             zero = [i for i, k in enumerate(keys) if k in small and i not in picks]
             fast = _lowered(a, kept, fewer, backend)
             native = _pool_backward(a, dropped, kept, [args[i] for i in zero], backend)
-            if native is not None:
-                fast = _or(native, fast)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
+    saved_at = _pooled(a.lhs.tensor)
 
     def step(store: Store) -> None:
         try:
             arrays = [store.arrays[k] for k in keys]
         except KeyError:
             arrays = [store.read(x) for x in args]  # the message
-        if fast is not None and all(all_zero(arrays[i]) for i in zero):
-            v = fast([arrays[i] for i in picks])
+        out = None if pool is None else pool(arrays)
+        if out is not None:
+            v, store.arrays[saved_at] = out
+        elif fast is not None and all(all_zero(arrays[i]) for i in zero):
+            some = [arrays[i] for i in picks]
+            v = None if native is None else native(some, store)
+            if v is None:
+                v = fast(some)
         else:
             v = run(arrays)
         _put(store, a, v)
@@ -476,12 +488,18 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     return step
 
 
+def _pooled(result: Any) -> tuple[int, str]:
+    """Where a max pooling by the backend's kernel leaves, in the store, what its gradient
+    step may reuse (torch: the maxima's places) for the pooling of result ``result``."""
+    return (result.id, "pooled")
+
+
 def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backend: Backend
-                   ) -> Callable[[Sequence[Any]], Any | None] | None:
+                   ) -> Callable[[Sequence[Any], Store], Any | None] | None:
     """The max-pooling gate of a window of zeros, ``x.grad =+ where(first_max(x, y), y.grad,
     0)`` (``e``, the window dropped), as the backend's own pooling backward (``kept``'s
-    arrays -> the gradient, or ``None`` where the kernel does not take them); ``None`` when
-    ``e`` is no such gate."""
+    arrays and the store, where the pooling left what it reuses -> the gradient, or ``None``
+    where the kernel does not take them); ``None`` when ``e`` is no such gate."""
     if e.op != "where" or e.args[2] != 0 or len(windows) != 1 or \
             not isinstance(cond := e.args[0], Expr) or cond.op != "first_max":
         return None
@@ -493,19 +511,23 @@ def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backe
                                                           y.tensor)), backend)
     if grad is None:
         return None
-    gi, xi = kept.index(g), kept.index(x)
-    return lambda arrays: grad(arrays[gi], arrays[xi])
+    gi, xi, saved_at = kept.index(g), kept.index(x), _pooled(y.tensor)
+    return lambda arrays, store: grad(arrays[gi], arrays[xi], store.arrays.get(saved_at))
 
 
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
     """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
-    the neutral element of the operation the projections are (-inf under a max)."""
+    the neutral element of the operation the projections are (-inf under a max); a
+    ``first_max`` gate's read NaN (floats), which equals no maximum, so a window of -inf
+    only gives its gradient to its first real cell, not to its padding (as torch's max
+    pooling and the backend's kernel, :func:`_pool_backward`, do)."""
     bufs = buffers_of(e)
     name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
     family = OPERATORS.get(name) if isinstance(name, str) else None
     evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
-    return Pointwise(evaluate, family.neutral if family is not None else 0.0,
-                     "first_max" not in ops_of(e)), bufs
+    gate = "first_max" in ops_of(e)
+    pad = family.neutral if family is not None else 0.0
+    return Pointwise(evaluate, math.nan if gate and pad == -math.inf else pad, not gate), bufs
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
