@@ -252,6 +252,10 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
+        from tensig.check import trace_torch as symbolic_torch
+        buffers = symbolic_torch.buffers_symbolic()
     if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
         importlib.import_module("numpy.random")
         targets += _numpy_unpatched_for_compiled_code()
@@ -262,10 +266,6 @@ def _creation_patched() -> Iterator[None]:
             targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
                         for name, fn in table.items()]
     trace_einops.register()
-    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if "torch" in sys.modules:
-        from tensig.check import trace_torch as symbolic_torch
-        buffers = symbolic_torch.buffers_symbolic()
     with tracing.patched(targets), buffers:
         yield
 
@@ -310,7 +310,17 @@ def _uses_torch(fn: Callable[..., Any]) -> bool:
     if "torch" not in sys.modules:  # then nothing of torch's can be referenced
         return False
     from tensig.check import trace_torch as symbolic_torch
-    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn)
+    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn) or \
+        _annotated_torch(fn)
+
+
+def _annotated_torch(fn: Callable[..., Any]) -> bool:
+    """Annotations naming torch's tensor (``Float[torch.Tensor, "B A"]``): a body of tensor
+    methods alone (``q.max(dim=1)``) is torch code then."""
+    fn = getattr(fn, "__wrapped__", fn)
+    notes = getattr(fn, "__annotations__", None) or getattr(
+        getattr(fn, "forward", None), "__annotations__", None) or {}
+    return any("torch" in (a if isinstance(a, str) else repr(a)) for a in notes.values())
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
