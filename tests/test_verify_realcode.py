@@ -247,3 +247,66 @@ def test_distributions_keep_symbolic_shapes():
         r = verify(fn)
         assert r.ok and not r.notes, f"{fn.__name__}: {r}"
     assert kinds(verify(gaussian_policy_bug)) == ["return-shape"]
+
+
+# -- a size where torch's functions take a number --------------------------------------------
+
+
+def beam_step(logprobs: Float[torch.Tensor, "B*K V"], scores: Float[torch.Tensor, "B K"],
+              tokens: Int[torch.Tensor, "B*K L"]
+              ) -> tuple[Float[torch.Tensor, "B K"], Int[torch.Tensor, "B*K L+1"]]:
+    """Beam search's top-k over the flattened beams (transformers' style)."""
+    B, K = scores.shape
+    V = logprobs.shape[-1]
+    cand = (scores.view(-1, 1) + logprobs).view(B, K * V)
+    top, idx = cand.topk(K, dim=1)
+    beam = torch.div(idx, V, rounding_mode="floor")
+    tok = torch.remainder(idx, V)
+    sel = (beam + (torch.arange(B) * K).unsqueeze(1)).view(-1)
+    return top, torch.cat([tokens[sel], tok.view(-1, 1)], dim=-1)
+
+
+def test_torch_functions_take_a_symbolic_size_as_a_number():
+    """``torch.div(idx, V, ...)`` with ``V = x.shape[-1]``: torch's argument parser refused
+    the size (a TypeError stopped the trace)."""
+    r = verify(beam_step)
+    assert r.ok and not r.notes, str(r)
+    r = verify(lambda x: torch.clamp(torch.add(x, x.shape[0]), 0, x.shape[1] - 1), "N D => N D")
+    assert r.ok and not r.notes, str(r)
+
+
+# -- plain-number parameters -----------------------------------------------------------------
+
+
+def window_partition(x: Float[torch.Tensor, "B 7*H 7*W C"], window_size: int
+                     ) -> Float[torch.Tensor, "B*H*W 7 7 C"]:
+    B, H, W, C = x.shape
+    x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, window_size, window_size, C)
+
+
+def test_a_number_parameter_without_default_is_named_with_the_fix():
+    import functools
+
+    import pytest
+
+    with pytest.raises(TypeError, match=r"window_size: no shape annotation and no default.*"
+                                        r"functools.partial\(window_partition, window_size="):
+        verify(window_partition)
+    assert verify(functools.partial(window_partition, window_size=7),
+                  "B 7*H 7*W C => B*H*W 7 7 C").ok
+
+
+# -- the regression corpus -------------------------------------------------------------------
+
+
+def test_probe_corpus_pairs():
+    """tests/verify_corpus/probe_torch_more.py: each correct function verifies with no finding
+    or note; each planted bug reports its code."""
+    from verify_corpus.probe_torch_more import PAIRS
+
+    for good, bad, code in PAIRS:
+        r = verify(good)
+        assert r.ok, f"{good.__name__}: {r}"
+        r = verify(bad)
+        assert code in [f.code for f in r.findings] and not r.notes, f"{bad.__name__}: {r}"

@@ -351,8 +351,12 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     positional, any_number = _positional(fn)
     least = sum(p.default is p.empty for p in positional)
     if not any_number and not least <= len(sig.args) <= len(positional):
+        rest = [p.name for p in positional[len(sig.args):] if p.default is p.empty]
+        hint = f" ({', '.join(rest)}: no shape annotation and no default; give them defaults, " \
+               f"or verify functools.partial({name}, {', '.join(f'{r}=...' for r in rest)}))" \
+            if rest and len(sig.args) < least else ""
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
-                        f"{sig.text!r} describes {len(sig.args)}")
+                        f"{sig.text!r} describes {len(sig.args)}{hint}")
     try:
         with _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
