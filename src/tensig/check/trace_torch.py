@@ -294,12 +294,13 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     """(result template, findings to report, whether a size fell back to a fresh one).
 
     The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
-    pass every window and kernel; fixed, so the fit can be cached), else from 48, 54...
-    with even offsets; steps of 24 show floors up to 8 (a stride-8 pool).  The sizes are
+    pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
+    else from 1056, 1062... (``stft``'s 400-sample window), with even offsets; steps of 24
+    show floors up to 8 (a stride-8 pool).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
-    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2)]
+    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2, 128)]
     run = partial(_run, func, args, kwargs)
     result, base, error = trace_numpy.first_run(run, bases, lambda e: _shape_error(name, e))
     if base is None:
@@ -461,6 +462,28 @@ def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
     return S.SymArray((tracer().new_dim("nnz"),), S._sym(x).kind)
 
 
+def _repeat_interleave(x: Any, repeats: Any = None, dim: Any = None, **kw: Any) -> Any:
+    """Repeats given per element (a tensor of counts): a fresh length; a number: fitted;
+    ``repeat_interleave(counts)`` alone: the indices, each repeated by its count."""
+    if repeats is None:
+        return S.SymArray((tracer().new_dim("rep"),), "i")
+    if not isinstance(repeats, S.SymArray | torch.Tensor) or S._sym(repeats).ndim == 0:
+        return fallback(torch.repeat_interleave, (x, repeats), {"dim": dim, **kw})
+    a = S._sym(x)
+    n = tracer().new_dim("rep")
+    if dim is None:
+        return S.SymArray((n,), a.kind)
+    axis = S._axis(dim, a.ndim)
+    return S.SymArray((*a.dims[:axis], n, *a.dims[axis + 1:]), a.kind)
+
+
+def _one_hot(x: Any, num_classes: Any = -1) -> S.SymArray:
+    """``F.one_hot``: without ``num_classes`` its width is the data's largest value + 1."""
+    given = not isinstance(num_classes, int) or num_classes > 0
+    width = sym_sizes.as_dim(num_classes) if given else tracer().new_dim("classes")
+    return S.SymArray((*S._sym(x).dims, width), "i")
+
+
 def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
     """``minlength`` (a size: the number of graphs, of classes) is taken as the length: the
     idiom's values lie below it; without it the length is fresh."""
@@ -556,6 +579,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "argwhere": lambda x: _nonzero(x),
     "masked_select": _masked_select,
     "bincount": _bincount,
+    "repeat_interleave": _repeat_interleave,
+    "one_hot": _one_hot,
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),
