@@ -280,8 +280,10 @@ def test_an_op_torch_rejects_at_every_size_is_a_finding():
 
 
 def test_data_dependent_ops_stop_with_a_note():
-    r = verify(lambda x: torch.nonzero(x), "B, T =>")
-    assert not r.complete and "nonzero" in r.notes[0]
+    r = verify(lambda x: torch.zeros(int(x.sum().item())), "B, T =>")
+    assert not r.complete and "item" in r.notes[0]
+    r = verify(lambda x: torch.nonzero(x), "B, T =>")  # a fresh size, as NumPy's nonzero
+    assert r.complete and str(r.result[0][0]).startswith("nnz") and r.result[0][1] == 2
 
 
 # -- coverage: the share of torch's API verify traces, measured against torch itself --------------
@@ -549,16 +551,22 @@ def test_an_int_parameter_named_like_a_size_is_that_size():
         _positional_encoding(5, 7)
 
 
-def test_an_int_parameter_that_is_no_size_of_the_signature_is_a_size_of_its_own():
-    """``n`` bounds a slice: the result has min(n, B) rows, not B, and that is found."""
-    report = verify(_wrong_scale)
-    assert not report.ok, report
-    assert "n" in str(report.result[0][0].symbols), report
+def test_an_int_parameter_that_names_no_size_is_refused_with_the_fix():
+    """``n`` names no size of the signature: a count, a seed or a size, verify cannot tell, so
+    it says so and shows the fix (``functools.partial``), which then verifies and finds that
+    the slice makes the rows n (at most B), not B."""
+    import functools
+
+    with pytest.raises(TypeError, match=r"'n': no shape annotation, no default.*"
+                                        r"functools.partial\(_wrong_scale, n=\.\.\.\)"):
+        verify(_wrong_scale)
+    report = verify(functools.partial(_wrong_scale, n=5), "B D; D E => B E")
+    assert [f.code for f in report.errors] == ["TS103"], report
 
 
 def test_a_required_parameter_without_annotation_is_named():
     def f(x: Float[torch.Tensor, "B, D"], mode) -> Float[torch.Tensor, "B, D"]:
         return x
 
-    with pytest.raises(TypeError, match="'mode' have no shape annotation and no default"):
+    with pytest.raises(TypeError, match="'mode': no shape annotation, no default"):
         verify(f)

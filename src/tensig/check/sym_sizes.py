@@ -71,6 +71,14 @@ class SymSize:
     def __float__(self) -> float:
         return float(tracer().value(self.dim))
 
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        """``torch.div(idx, V, rounding_mode="floor")``: torch's argument parser takes a size
+        where it takes a tensor, and the symbolic arrays compute the call."""
+        from tensig.check.tracer import SymArray
+        return SymArray.__torch_function__(func, types, args, kwargs)
+
     def __repr__(self) -> str:
         return f"SymSize({self.dim})"
 

@@ -19,6 +19,7 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -79,7 +80,6 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "new_full": lambda a, size, fill, **k: created(size, **{"dtype": dtype_of(a), **k}),
     "item": lambda a: _data("item()"),
     "tolist": lambda a: _data("tolist()"),
-    "nonzero": lambda a, *r, **k: _data("nonzero()"),
 }
 
 
@@ -124,8 +124,21 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
     def symbolic(name: str) -> Any:  # the method of the symbolic array (torch's: __getattr__)
         return lambda self, *args, **kw: getattr(S._sym(self), name)(*args, **kw)
 
-    sized_methods = [(torch.Tensor, n, sym_functions.creation_wrapper(
+    sized_methods: list[tuple[Any, str, Any]] = [(torch.Tensor, n, sym_functions.creation_wrapper(
         getattr(torch.Tensor, n), symbolic(n))) for n in _SIZED]
+    distributions = sys.modules.get("torch.distributions")
+    if distributions is not None:
+        extended = distributions.Distribution._extended_shape
+
+        def extended_shape(self: Any, sample_shape: Any = ()) -> Any:
+            """A sample's shape, kept symbolic (``torch.Size`` makes witnesses of sizes)."""
+            shape = (*sample_shape, *self._batch_shape, *self._event_shape)
+            if sym_functions.has_sym(shape):
+                return shape
+            return extended(self, sample_shape)
+        sized_methods += [(distributions.Distribution, "_extended_shape", extended_shape),
+                          # validation checks values (the data), not shapes: off by default
+                          (distributions.Distribution, "_validate_args", False)]
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
@@ -152,7 +165,7 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     a function or a tensor method: ``torch.norm``), a :class:`SymArray` method of the same name
     (``torch.Tensor.view(x, ...)``), or fitted."""
     short = getattr(func, "__name__", "")
-    by_hand = HAND.get(short) or _METHODS.get(short)
+    by_hand = _BY_FUNCTION.get(func) or HAND.get(short) or _METHODS.get(short)
     if by_hand is not None:
         return by_hand(*args, **kwargs)
     if args and isinstance(args[0], S.SymArray) and hasattr(S.SymArray, short):
@@ -166,6 +179,7 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     key = _cache_key(func, args, kwargs)
     hit = _CACHE.get(key)  # None is never stored
     if hit is None:
+        _warm_meta()
         hit = _fit(func, name, args, kwargs)
         if key is not None and not hit[2]:
             if len(_CACHE) >= _CACHE_SIZE:
@@ -178,6 +192,29 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if template is None:
         raise Rejected("torch rejected the operands (reported above)")
     return trace_numpy.build(template)
+
+
+_warm = False
+
+
+def _warm_meta() -> None:
+    """torch's first meta-tensor op imports its meta kernels and ``torch._dynamo`` (seconds):
+    run once with verify's time limit paused, since an import cut short by the limit leaves
+    torch half-imported and every later op failing ('Duplicate dispatch rule')."""
+    global _warm
+    if _warm:
+        return
+    import signal
+    import threading
+
+    pause = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if pause else 0.0
+    try:
+        torch.empty(1, device="meta") + 1
+        _warm = True
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left)
 
 
 def _name(func: Any) -> str:
@@ -249,12 +286,13 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     """(result template, findings to report, whether a size fell back to a fresh one).
 
     The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
-    pass every window and kernel; fixed, so the fit can be cached), else from 48, 54...
-    with even offsets; steps of 24 show floors up to 8 (a stride-8 pool).  The sizes are
+    pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
+    else from 1056, 1062... (``stft``'s 400-sample window), with even offsets; steps of 24
+    show floors up to 8 (a stride-8 pool).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
-    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2)]
+    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2, 128)]
     run = partial(_run, func, args, kwargs)
     result, base, error = trace_numpy.first_run(run, bases, lambda e: _shape_error(name, e))
     if base is None:
@@ -398,7 +436,142 @@ def _max_or_min(name: str) -> Callable[..., Any]:
     return op
 
 
+# -- results whose size depends on the data: a fresh size each, as NumPy's nonzero has
+
+
+def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
+    a = S._sym(x)
+    return trace_numpy._nonzero(a) if as_tuple else S.SymArray(
+        (tracer().new_dim("nnz"), sym_sizes.as_dim(a.ndim)), "i")
+
+
+def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
+    S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
+    return S.SymArray((tracer().new_dim("nnz"),), S._sym(x).kind)
+
+
+def _repeat_interleave(x: Any, repeats: Any = None, dim: Any = None, **kw: Any) -> Any:
+    """Repeats given per element (a tensor of counts): a fresh length; a number: fitted;
+    ``repeat_interleave(counts)`` alone: the indices, each repeated by its count."""
+    if repeats is None:
+        return S.SymArray((tracer().new_dim("rep"),), "i")
+    if not isinstance(repeats, S.SymArray | torch.Tensor) or S._sym(repeats).ndim == 0:
+        return fallback(torch.repeat_interleave, (x, repeats), {"dim": dim, **kw})
+    a = S._sym(x)
+    n = tracer().new_dim("rep")
+    if dim is None:
+        return S.SymArray((n,), a.kind)
+    axis = S._axis(dim, a.ndim)
+    return S.SymArray((*a.dims[:axis], n, *a.dims[axis + 1:]), a.kind)
+
+
+def _one_hot(x: Any, num_classes: Any = -1) -> S.SymArray:
+    """``F.one_hot``: without ``num_classes`` its width is the data's largest value + 1."""
+    given = not isinstance(num_classes, int) or num_classes > 0
+    width = sym_sizes.as_dim(num_classes) if given else tracer().new_dim("classes")
+    return S.SymArray((*S._sym(x).dims, width), "i")
+
+
+def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
+    """``minlength`` (a size: the number of graphs, of classes) is taken as the length: the
+    idiom's values lie below it; without it the length is fresh."""
+    n = sym_sizes.as_dim(minlength) if minlength else tracer().new_dim("bins")
+    return S.SymArray((n,), "i" if weights is None else "f")
+
+
+def _unique(x: Any, sorted: bool = True, return_inverse: bool = False,
+            return_counts: bool = False, dim: Any = None) -> Any:
+    """``torch.unique`` and ``unique_consecutive``: values, then inverse and counts asked."""
+    a = S._sym(x)
+    n = tracer().new_dim("uniq")
+    if dim is None:
+        values, inverse = S.SymArray((n,), a.kind), S.SymArray(a.dims, "i")
+    else:
+        axis = S._axis(dim, a.ndim)
+        values = S.SymArray((*a.dims[:axis], n, *a.dims[axis + 1:]), a.kind)
+        inverse = S.SymArray((a.dims[axis],), "i")
+    extra = [arr for asked, arr in ((return_inverse, inverse),
+                                     (return_counts, S.SymArray((n,), "i"))) if asked]
+    return (values, *extra) if extra else values
+
+
+def _index_add(name: str) -> Callable[..., Any]:
+    """``index_add``/``index_copy`` (``_`` in place): source rows, one per index, fit the
+    target but on ``dim`` (torch's meta kernel accepts any source; its CPU kernel refuses)."""
+    def op(x: Any, dim: int, index: Any, source: Any, **kw: Any) -> S.SymArray:
+        a, i, src = S._sym(x), S._sym(index), S._sym(source)
+        axis = S._axis(dim, max(a.ndim, 1))
+        rows = i.dims[0] if i.ndim else sym_sizes.ONE
+        ok = src.ndim == a.ndim and not any(
+            differ(s, t) for k, (s, t) in enumerate(zip(src.dims, a.dims, strict=True))
+            if k != axis)
+        if not ok or (src.ndim and differ(src.dims[axis], rows)):
+            tracer().report("op-shape", f"Tensor.{name} on dim {dim} of {shape_text(a)}: the "
+                            f"source {shape_text(src)} must be the target's shape but for "
+                            f"{rows} on dim {dim} (one row per index, index {shape_text(i)})")
+        in_place = name.endswith("_") and isinstance(x, S.SymArray)
+        return a if in_place else S.SymArray(a.dims, a.kind)
+    return op
+
+
+def _triangle(lower: bool) -> Callable[..., S.SymArray]:
+    """``tril_indices``/``triu_indices(n, n, offset)``: ``[2, count]``, the count a polynomial
+    in ``n`` (assuming ``n`` exceeds the offset); of a non-square matrix, a fresh size."""
+    def upper_count(n: Any, k: int) -> Any:  # the elements on or above diagonal k
+        return (n - k) * (n - k + 1) // 2 if k >= 1 else n * n - (n - 1 + k) * (n + k) // 2
+
+    def op(row: Any, col: Any, offset: int = 0, **kw: Any) -> S.SymArray:
+        n, m = sym_sizes.as_dim(row), sym_sizes.as_dim(col)
+        if n != m:
+            return S.SymArray((sym_sizes.as_dim(2), tracer().new_dim("tri")), "i")
+        count = n * n - upper_count(n, offset + 1) if lower else upper_count(n, offset)
+        return S.SymArray((sym_sizes.as_dim(2), count), "i")
+    return op
+
+
+def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False
+             ) -> S.SymArray:
+    """``F.ctc_loss``: log-probabilities ``[T, B, C]`` (time first), ``B`` lengths each."""
+    lp = S._sym(log_probs)
+    batch = lp.dims[1] if lp.ndim == 3 else None
+    for what, arr in (("targets", targets), ("input_lengths", input_lengths),
+                      ("target_lengths", target_lengths)):
+        a = S._sym(arr)
+        if batch is not None and a.ndim and (what != "targets" or a.ndim == 2) \
+                and differ(a.dims[0], batch):
+            tracer().report("op-shape", f"ctc_loss: log_probs {shape_text(lp)} is [T, B, C] "
+                            f"(time first) with batch {batch}, but {what} {shape_text(a)} has "
+                            f"{a.dims[0]}")
+    return S.SymArray((batch,) if reduction == "none" and batch is not None else (), "f")
+
+
+def im2col(x: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+           ) -> S.SymArray:
+    """``F.unfold``: ``[N, C*kh*kw, L]``, ``L`` the product of the blocks along each axis."""
+    a = S._sym(x)
+    k, d, p, s = ((v, v) if isinstance(v, int) else tuple(v)
+                  for v in (kernel_size, dilation, padding, stride))
+    blocks = [(a.dims[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    return S.SymArray((*a.dims[:-3], a.dims[-3] * (k[0] * k[1]), blocks[0] * blocks[1]), a.kind)
+
+
+# torch functions whose name a tensor method shares with another meaning (x.unfold)
+_BY_FUNCTION: dict[Any, Callable[..., Any]] = {torch.nn.functional.unfold: im2col}
+
 HAND: dict[str, Callable[..., Any]] = {
+    **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy",
+                                                 "index_copy_")},
+    "ctc_loss": ctc_loss,
+    "nonzero": _nonzero,
+    "argwhere": lambda x: _nonzero(x),
+    "masked_select": _masked_select,
+    "bincount": _bincount,
+    "repeat_interleave": _repeat_interleave,
+    "one_hot": _one_hot,
+    "unique": _unique,
+    "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
+        _unique(x, True, return_inverse, return_counts, dim),
     "max": _max_or_min("max"),
     "min": _max_or_min("min"),
     **{n: S.unary(S.RESULT_KIND.get(n)) for n in _UNARY.split()},
@@ -431,4 +604,6 @@ def looks_like_torch(fn: Any) -> bool:
     return False
 
 
+S.CREATION_TORCH.update(tril_indices=_triangle(True), triu_indices=_triangle(False))
+S.TORCH["where"] = trace_numpy._where  # where(cond): the indices of the true elements
 tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of)

@@ -204,8 +204,12 @@ class SymArray:
                           "assigning it into a concrete array)")
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice."""
-        into(getitem(self, key), value, "an assignment")
+        """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
+        its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
+        target, v = getitem(self, key), _sym(value)
+        while v.ndim > target.ndim and v.dims[0] == ONE:
+            v = SymArray(v.dims[1:], v.kind)
+        into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")

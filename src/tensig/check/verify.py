@@ -264,6 +264,10 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
+        from tensig.check import trace_torch as symbolic_torch
+        buffers = symbolic_torch.buffers_symbolic()
     if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
         import numpy
 
@@ -279,10 +283,6 @@ def _creation_patched() -> Iterator[None]:
             targets += [(module, name, sym_functions.creation_wrapper(getattr(module, name), fn))
                         for name, fn in table.items()]
     trace_einops.register()
-    buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if "torch" in sys.modules:
-        from tensig.check import trace_torch as symbolic_torch
-        buffers = symbolic_torch.buffers_symbolic()
     with tracing.patched(targets), buffers:
         yield
 
@@ -310,7 +310,17 @@ def _uses_torch(fn: Callable[..., Any]) -> bool:
     if "torch" not in sys.modules:  # then nothing of torch's can be referenced
         return False
     from tensig.check import trace_torch as symbolic_torch
-    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn)
+    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn) or \
+        _annotated_torch(fn)
+
+
+def _annotated_torch(fn: Callable[..., Any]) -> bool:
+    """Annotations naming torch's tensor (``Float[torch.Tensor, "B A"]``): a body of tensor
+    methods alone (``q.max(dim=1)``) is torch code then."""
+    fn = getattr(fn, "__wrapped__", fn)
+    notes = getattr(fn, "__annotations__", None) or getattr(
+        getattr(fn, "forward", None), "__annotations__", None) or {}
+    return any("torch" in (a if isinstance(a, str) else repr(a)) for a in notes.values())
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
@@ -344,12 +354,18 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     given = {*arrays, *(i for i, _, _ in sig.scalars)}
     unknown = [p.name for i, p in enumerate(positional) if p.default is p.empty and i not in given]
     if not any_number and sig.positions is not None and unknown:
-        raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))} have "
-                        "no shape annotation and no default: annotate arrays (Float[...]) and "
-                        "numbers (int, float, bool)")
+        raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
+                        "shape annotation, no default, and not a number verify stands in for "
+                        "(a float, a bool, an int named like a size of the signature); give "
+                        f"them defaults, or verify functools.partial({name}, "
+                        f"{', '.join(f'{r}=...' for r in unknown)})")
     if not any_number and not least <= len(given) <= len(positional):
+        rest = [p.name for p in positional[len(sig.args):] if p.default is p.empty]
+        hint = f" ({', '.join(rest)}: no shape annotation and no default; give them defaults, " \
+               f"or verify functools.partial({name}, {', '.join(f'{r}=...' for r in rest)}))" \
+            if rest and len(sig.args) < least else ""
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
-                        f"{sig.text!r} describes {len(sig.args)}")
+                        f"{sig.text!r} describes {len(sig.args)}{hint}")
     try:
         with _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
@@ -479,9 +495,9 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
-                    if p.default is p.empty and (kind := _scalar_kind(p.annotation)))
-    ints = [name for _, name, kind in scalars if kind == "int" and name not in sig.symbols]
-    return dataclasses.replace(sig, symbols=sig.symbols + tuple(ints), scalars=scalars,
+                    if p.default is p.empty and (kind := _scalar_kind(p.annotation))
+                    and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
+    return dataclasses.replace(sig, scalars=scalars,
                                positions=tuple(p.position or 0 for p in positional))
 
 
@@ -515,8 +531,8 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
     return report
 
 
-#: what a required number parameter is traced with: an ``int`` is a size (the signature's
-#: own where it names one: ``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
+#: what a required number parameter is traced with: an ``int`` named like a size of the
+#: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
 #: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables
 _NUMBERS = {"float": 0.5, "bool": True}
 
@@ -563,7 +579,7 @@ def _check_result(report: Report, sig: Signature, tracer: tracing.Tracer) -> Non
     if sig.results is None or report.result is None:
         return
     in_args = {name for dims in sig.args for d in dims for name in d.symbols}
-    in_args |= {name for _, name, kind in sig.scalars if kind == "int"}
+    in_args |= {name for _, name, kind in sig.scalars if kind == "int"}  # sizes given as ints
     bound: dict[str, Dim] = {}
     for got, want in zip(report.result, sig.results, strict=False):
         ok = len(got) == len(want)

@@ -1,0 +1,346 @@
+"""verify on PyTorch code written the way public implementations write it (detection, graph
+networks, recommenders, speech, RL, vision transformers, beam search): each test is a pattern
+that once stopped the trace, raised a false alarm or missed a bug."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tensig import Float, Int
+from tensig.check.verify import Report, verify
+
+
+def kinds(report: Report) -> list[str]:
+    return [f.kind for f in report]
+
+
+# -- torch semantics from the annotations ----------------------------------------------------
+
+
+def dqn_target(q_next: Float[torch.Tensor, "B A"], r: Float[torch.Tensor, "B"],
+               done: Float[torch.Tensor, "B"]) -> Float[torch.Tensor, "B"]:
+    target_max, _ = q_next.max(dim=1)
+    return r.flatten() + 0.99 * target_max * (1 - done.flatten())
+
+
+def test_torch_tensor_annotations_select_torch_semantics():
+    """A body of tensor methods only (no ``torch.`` name in it) is torch code when its
+    annotations say ``torch.Tensor``: ``x.max(dim=1)`` gives values and indices (it stopped
+    with 'too many values to unpack')."""
+    r = verify(dqn_target)
+    assert r.ok and not r.notes, str(r)
+
+
+# -- assignments -----------------------------------------------------------------------------
+
+
+def gae(rewards: Float[torch.Tensor, "T E"], values: Float[torch.Tensor, "T E"],
+        next_value: Float[torch.Tensor, "E"]) -> Float[torch.Tensor, "T E"]:
+    """cleanrl's loop: ``next_value`` reshaped to [1, E] is assigned into a row."""
+    advantages = torch.zeros_like(rewards)
+    nextvalues = next_value.reshape(1, -1)
+    delta = rewards[-1] + 0.99 * nextvalues - values[-1]
+    advantages[-1] = delta
+    return advantages
+
+
+def gae_bug(rewards: Float[torch.Tensor, "T E"], values: Float[torch.Tensor, "T E"],
+            next_value: Float[torch.Tensor, "E"]) -> Float[torch.Tensor, "T E"]:
+    advantages = torch.zeros_like(rewards)
+    nextvalues = next_value.reshape(-1, 1)  # [E, 1]
+    delta = rewards[-1] + 0.99 * nextvalues - values[-1]
+    advantages[-1] = delta
+    return advantages
+
+
+def test_an_assigned_value_drops_leading_ones():
+    """NumPy and torch both drop a value's leading 1s beyond the target's rank."""
+    assert verify(gae).ok, str(verify(gae))
+    assert "broadcast" in kinds(verify(gae_bug)) or "outer-product" in kinds(verify(gae_bug))
+
+
+# -- the command line's time limit -----------------------------------------------------------
+
+
+def test_torch_first_meta_op_is_not_charged_to_the_time_limit():
+    """torch's first meta-tensor op imports torch._dynamo (seconds): under a 1 s limit it was
+    cut short, and the half-done import failed every later op ('Duplicate dispatch rule')."""
+    import subprocess
+    import sys
+
+    code = ("import torch, torch.nn.functional as F\n"
+            "from tensig.check.verify import verify\n"
+            "r = verify(lambda x: F.logsigmoid(x), 'B K => B K', timeout=0.5)\n"
+            "s = verify(lambda x: F.logsigmoid(x).sum(-1), 'B K => B', timeout=0.5)\n"
+            "print(r.ok, s.ok, r.notes, s.notes)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.startswith("True True"), out.stdout + out.stderr
+
+
+# -- data-dependent sizes: fresh sizes, as NumPy's nonzero and unique have -------------------
+
+
+def matcher(iou: Float[torch.Tensor, "G A"], low: float = 0.3) -> Int[torch.Tensor, "A"]:
+    """torchvision's Matcher: low-quality matches allowed through torch.where(cond)."""
+    vals, matches = iou.max(dim=0)
+    matches[vals < low] = -1
+    best_for_gt, _ = iou.max(dim=1)
+    _, pred_idx = torch.where(iou == best_for_gt[:, None])
+    matches[pred_idx] = pred_idx
+    return matches
+
+
+def sample_positives(labels: Int[torch.Tensor, "N"], boxes: Float[torch.Tensor, "N 4"]
+                     ) -> Float[torch.Tensor, "P 4"]:
+    pos = torch.nonzero(labels >= 1).squeeze(1)
+    neg = (labels == 0).nonzero(as_tuple=True)[0]
+    both = torch.cat([boxes[pos], boxes[neg]])
+    return both[torch.argwhere(both[:, 0] > 0)[:, 0]]
+
+
+def class_counts(batch: Int[torch.Tensor, "N"], x: Float[torch.Tensor, "N D"],
+                 graphs: Float[torch.Tensor, "G"]) -> Float[torch.Tensor, "G D"]:
+    """A mean pool whose counts come from bincount(minlength=number of graphs)."""
+    size = graphs.shape[0]
+    out = x.new_zeros(size, x.size(-1)).index_add_(0, batch, x)
+    count = torch.bincount(batch, minlength=size).clamp(min=1)
+    return out / count.unsqueeze(-1)
+
+
+def relabel(edge_index: Int[torch.Tensor, "2 E"], x: Float[torch.Tensor, "N D"]
+            ) -> Float[torch.Tensor, "U D"]:
+    nodes, inverse = torch.unique(edge_index[0], return_inverse=True)
+    picked = torch.masked_select(x[:, 0], x[:, 0] > 0)
+    assert inverse.shape == edge_index[0].shape and picked.ndim == 1
+    return x[nodes]
+
+
+def test_data_dependent_torch_ops_give_fresh_sizes():
+    for fn in (matcher, sample_positives, class_counts, relabel):
+        r = verify(fn)
+        assert r.ok and not r.notes, f"{fn.__name__}: {r}"
+
+
+def test_a_fresh_size_still_meets_the_rest_of_the_shape():
+    def bad(labels: Int[torch.Tensor, "N"], boxes: Float[torch.Tensor, "N 4"]
+            ) -> Float[torch.Tensor, "P 4"]:
+        pos = torch.nonzero(labels >= 1)  # [P, 1]: the squeeze forgotten
+        return boxes[pos] * boxes[:, None]
+    assert "broadcast" in kinds(verify(bad))
+
+
+# -- ops torch's meta kernels let through or cannot run --------------------------------------
+
+
+def gcn_layer_bug(x: Float[torch.Tensor, "N D"], edge_index: Int[torch.Tensor, "2 E"],
+                  w: Float[torch.Tensor, "D F"]) -> Float[torch.Tensor, "N D"]:
+    src, dst = edge_index[0], edge_index[1]
+    msg = (x @ w)[src]
+    return torch.zeros(x.size(0), x.size(1)).index_add(0, dst, msg)  # D columns, not F
+
+
+def test_index_add_checks_the_source_against_the_target():
+    """torch's meta kernel for index_add accepts any source shape (the real one refuses)."""
+    r = verify(gcn_layer_bug)
+    assert kinds(r) == ["op-shape"] and "F" in r.findings[0].message, str(r)
+
+    def scatter_sum(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "E"],
+                    x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
+        out = torch.zeros_like(x)
+        out.index_add_(0, index, src)
+        return out.index_copy(0, index[:1], src[:1])
+    assert verify(scatter_sum).ok, str(verify(scatter_sum))
+
+    def wrong_index(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "N"],
+                    x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
+        return x.index_add(0, index, src)  # one index per source row
+    assert kinds(verify(wrong_index)) == ["op-shape"]
+
+
+def dlrm_interact(dense: Float[torch.Tensor, "B D"], sparse: Float[torch.Tensor, "B F D"]
+                  ) -> Float[torch.Tensor, "B D+(F+1)*F//2"]:
+    T = torch.cat([dense.unsqueeze(1), sparse], dim=1)
+    Z = torch.bmm(T, T.transpose(1, 2))
+    n = T.shape[1]
+    li, lj = torch.tril_indices(n, n, offset=-1)
+    iu = torch.triu_indices(n, n, 1)
+    both = Z[:, li, lj] + Z[:, iu[0], iu[1]]
+    return torch.cat([dense, both], dim=1)
+
+
+def test_triangle_indices_of_a_symbolic_size():
+    assert verify(dlrm_interact).ok, str(verify(dlrm_interact))
+    for fn in (torch.triu_indices, torch.tril_indices):
+        for offset in (-2, -1, 0, 1, 2):
+            r = verify(lambda a, f=fn.__name__, k=offset: getattr(torch, f)(
+                a.shape[0], a.shape[0], k), "F =>")
+            assert r.ok and not r.notes, str(r)
+            for n in (5, 8):  # the count against torch's
+                got = [d.evaluate({"F": n}) for d in r.result[0]]
+                assert got == list(fn(n, n, offset).shape), (fn, offset, n)
+
+
+def ctc_head(h: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "V D"],
+             targets: Int[torch.Tensor, "B S"], in_lens: Int[torch.Tensor, "B"],
+             tgt_lens: Int[torch.Tensor, "B"]) -> Float[torch.Tensor, ""]:
+    lp = F.linear(h, w).log_softmax(-1).transpose(0, 1)
+    return F.ctc_loss(lp, targets, in_lens, tgt_lens, blank=0, zero_infinity=True)
+
+
+def ctc_head_bug(h: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "V D"],
+                 targets: Int[torch.Tensor, "B S"], in_lens: Int[torch.Tensor, "B"],
+                 tgt_lens: Int[torch.Tensor, "B"]) -> Float[torch.Tensor, ""]:
+    lp = F.linear(h, w).log_softmax(-1)  # ctc_loss takes [T, B, V]
+    return F.ctc_loss(lp, targets, in_lens, tgt_lens, blank=0, zero_infinity=True)
+
+
+def test_ctc_loss():
+    r = verify(ctc_head)
+    assert r.ok and not r.notes, str(r)
+    r = verify(ctc_head_bug)
+    assert "op-shape" in kinds(r) and not r.notes, str(r)
+
+
+def patchify_im2col(imgs: Float[torch.Tensor, "B 3 16*H 16*W"]) -> Float[torch.Tensor, "B H*W 768"]:
+    return F.unfold(imgs, kernel_size=16, stride=16).transpose(1, 2)
+
+
+def test_im2col_unfold():
+    r = verify(patchify_im2col)
+    assert r.ok and not r.findings, str(r)
+    r = verify(lambda x: F.unfold(x, (3, 5), padding=1), "B C H W => B C*15 H*(W - 2)")
+    assert r.ok and not r.findings, str(r)
+
+
+# -- torch.distributions (PPO's policies) ----------------------------------------------------
+
+
+def categorical_policy(logits: Float[torch.Tensor, "N A"], actions: Int[torch.Tensor, "N"]
+                       ) -> tuple[Float[torch.Tensor, "N"], Float[torch.Tensor, "N"]]:
+    dist = torch.distributions.Categorical(logits=logits)
+    return dist.log_prob(actions), dist.entropy()
+
+
+def gaussian_policy(mean: Float[torch.Tensor, "N A"], logstd: Float[torch.Tensor, "1 A"]
+                    ) -> tuple[Float[torch.Tensor, "N A"], Float[torch.Tensor, "N"],
+                               Float[torch.Tensor, "N"]]:
+    """cleanrl's continuous PPO."""
+    probs = torch.distributions.Normal(mean, torch.exp(logstd.expand_as(mean)))
+    action = probs.sample()
+    return action, probs.log_prob(action).sum(1), probs.entropy().sum(1)
+
+
+def gaussian_policy_bug(mean: Float[torch.Tensor, "N A"], logstd: Float[torch.Tensor, "1 A"]
+                        ) -> tuple[Float[torch.Tensor, "N A"], Float[torch.Tensor, "N"],
+                                   Float[torch.Tensor, "N"]]:
+    probs = torch.distributions.Normal(mean, torch.exp(logstd))
+    action = probs.rsample()
+    return action, probs.log_prob(action).sum(0), probs.entropy().sum(1)  # sums over N
+
+
+def test_distributions_keep_symbolic_shapes():
+    """Argument validation checks values, not shapes (it stopped on the truth value of an
+    array); a sample's shape stays symbolic (torch.Size made witness numbers of it)."""
+    for fn in (categorical_policy, gaussian_policy):
+        r = verify(fn)
+        assert r.ok and not r.notes, f"{fn.__name__}: {r}"
+    assert kinds(verify(gaussian_policy_bug)) == ["return-shape"]
+
+
+# -- a size where torch's functions take a number --------------------------------------------
+
+
+def beam_step(logprobs: Float[torch.Tensor, "B*K V"], scores: Float[torch.Tensor, "B K"],
+              tokens: Int[torch.Tensor, "B*K L"]
+              ) -> tuple[Float[torch.Tensor, "B K"], Int[torch.Tensor, "B*K L+1"]]:
+    """Beam search's top-k over the flattened beams (transformers' style)."""
+    B, K = scores.shape
+    V = logprobs.shape[-1]
+    cand = (scores.view(-1, 1) + logprobs).view(B, K * V)
+    top, idx = cand.topk(K, dim=1)
+    beam = torch.div(idx, V, rounding_mode="floor")
+    tok = torch.remainder(idx, V)
+    sel = (beam + (torch.arange(B) * K).unsqueeze(1)).view(-1)
+    return top, torch.cat([tokens[sel], tok.view(-1, 1)], dim=-1)
+
+
+def test_torch_functions_take_a_symbolic_size_as_a_number():
+    """``torch.div(idx, V, ...)`` with ``V = x.shape[-1]``: torch's argument parser refused
+    the size (a TypeError stopped the trace)."""
+    r = verify(beam_step)
+    assert r.ok and not r.notes, str(r)
+    r = verify(lambda x: torch.clamp(torch.add(x, x.shape[0]), 0, x.shape[1] - 1), "N D => N D")
+    assert r.ok and not r.notes, str(r)
+
+
+# -- plain-number parameters -----------------------------------------------------------------
+
+
+def window_partition(x: Float[torch.Tensor, "B 7*H 7*W C"], window_size: int
+                     ) -> Float[torch.Tensor, "B*H*W 7 7 C"]:
+    B, H, W, C = x.shape
+    x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, window_size, window_size, C)
+
+
+def test_a_number_parameter_without_default_is_named_with_the_fix():
+    import functools
+
+    import pytest
+
+    with pytest.raises(TypeError, match=r"'window_size': no shape annotation, no default.*"
+                                        r"functools.partial\(window_partition, window_size="):
+        verify(window_partition)
+    assert verify(functools.partial(window_partition, window_size=7),
+                  "B 7*H 7*W C => B*H*W 7 7 C").ok
+
+
+# -- the regression corpus -------------------------------------------------------------------
+
+
+def test_probe_corpus_pairs():
+    """tests/verify_corpus/probe_torch_more.py: each correct function verifies with no finding
+    or note; each planted bug reports its code."""
+    from verify_corpus.probe_torch_more import PAIRS
+
+    for good, bad, code in PAIRS:
+        r = verify(good)
+        assert r.ok, f"{good.__name__}: {r}"
+        r = verify(bad)
+        assert code in [f.code for f in r.findings] and not r.notes, f"{bad.__name__}: {r}"
+
+
+# -- ops that stopped the trace or raised a false op-shape error -----------------------------
+
+
+def log_mel_whisper(audio: Float[torch.Tensor, "L"], filters: Float[torch.Tensor, "80 201"]
+                    ) -> Float[torch.Tensor, "80 T"]:
+    """Whisper's log-mel spectrogram: torch.stft with a 400-sample window."""
+    stft = torch.stft(audio, 400, 160, window=torch.hann_window(400), return_complex=True)
+    magnitudes = stft[..., :-1].abs() ** 2
+    log_spec = torch.clamp(filters @ magnitudes, min=1e-10).log10()
+    return (torch.maximum(log_spec, log_spec.max() - 8.0) + 4.0) / 4.0
+
+
+def test_an_op_needing_large_sizes_is_no_false_error():
+    """torch.stft pads by half its window: the meta runs at sizes 40-60 all failed, and that
+    was reported as an op-shape error on correct code."""
+    r = verify(log_mel_whisper)
+    assert not r.findings or all(f.severity != "error" for f in r.findings), str(r)
+    assert not r.notes, str(r)
+
+
+def test_one_hot_and_repeat_interleave_by_counts():
+    def expand_by_counts(x: Float[torch.Tensor, "N D"], counts: Int[torch.Tensor, "N"]
+                         ) -> Float[torch.Tensor, "M D"]:
+        return torch.repeat_interleave(x, counts, dim=0) + x.repeat_interleave(2, dim=0)[:1]
+
+    def one_hot(y: Int[torch.Tensor, "N"], x: Float[torch.Tensor, "N C"]
+                ) -> Float[torch.Tensor, "N C"]:
+        return F.one_hot(y, num_classes=x.shape[1]).float() * x + F.one_hot(y).sum()
+
+    for fn in (expand_by_counts, one_hot):
+        r = verify(fn)
+        assert r.ok, f"{fn.__name__}: {r}"
