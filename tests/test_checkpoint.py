@@ -814,3 +814,29 @@ def test_a_trainer_with_the_saved_order_loads_without_a_warning(tmp_path):
             warnings.simplefilter("error")
             load(b, path)
     assert (b.step_count, b.seed, b.shuffle) == (1, 0, True)
+
+
+def test_a_trainer_with_a_seed_over_128_bits_saves_and_loads(tmp_path):
+    """NumPy seeds by any non-negative int (``secrets.randbits(256)``, say), and such a
+    trainer trains: its checkpoint loads, and the loaded trainer takes that seed."""
+    from tensig.model import blocks as B
+    from tensig.model.train import Trainer, sgd
+
+    rng = np.random.default_rng(3)
+    xs, ys = rng.standard_normal((8, 3)).astype(np.float32), rng.integers(0, 2, 8)
+    seed = 2**256 - 1
+
+    def trainer(seed):
+        with G.new_graph():
+            x, y = G.leaf("x", xs[:4], batch=1), G.leaf("y", ys[:4], batch=1)
+            w = G.param("w", output=[2])
+            return Trainer(B.cross_entropy(w @ x, y), sgd([w], 0.1), {x: xs, y: ys},
+                           seed=seed)
+
+    a = trainer(seed)
+    a.step(a.rows_of(0))
+    path = save(a, tmp_path / "ckpt.safetensors")
+    b = trainer(seed)
+    load(b, path)
+    assert (b.step_count, b.seed, b.shuffle) == (1, seed, True)
+    np.testing.assert_array_equal(b.rows_of(1), a.rows_of(1))

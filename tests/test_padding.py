@@ -172,6 +172,21 @@ def test_jax_methods_match_a_loop():
     check_against_loop("jax", seqs, "left", 1)
 
 
+def test_to_side_runs_under_jax_jit():
+    """Inside ``jax.jit`` the rows are tracers and so is the batch's mask; to_side repacks by
+    NumPy masks (concrete, as JAX's boolean indices must be), as pad() does."""
+    jax = pytest.importorskip("jax")
+    rows = [np.arange(1.0, 4.0), np.arange(1.0, 2.0)]
+
+    def left(a, b):
+        p = pad([a, b]).to_side("left", -1.0)
+        return p.data, p.mask
+
+    data, mask = jax.jit(left)(*rows)
+    assert np.asarray(data).tolist() == [[1.0, 2.0, 3.0], [-1.0, -1.0, 1.0]]
+    assert np.asarray(mask).tolist() == [[True, True, True], [False, False, True]]
+
+
 @settings(max_examples=60)
 @given(st.lists(st.lists(st.integers(-5, 5), max_size=6), min_size=1, max_size=5),
        st.sampled_from(["right", "left"]), st.integers(1, 4))

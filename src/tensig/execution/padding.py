@@ -426,10 +426,13 @@ class Padded:
         side = _check_side(side)
         if side == self.side:
             return self
-        ops, mask = self._ops, _row_mask(self.sizes, self.data.shape[1], side)
-        on = ops.asarray(mask, self.data)  # the real items, in row order, into the new cells
-        data = ops.masked_set(ops.full(self.shape, value, self.data), on, self.data[self.mask])
-        return Padded._trusted(data, on, self.lengths, side, self.sizes, ops)
+        ops, T = self._ops, self.data.shape[1]
+        # the real items, in row order, into the new cells; both masks NumPy (concrete under
+        # jax.jit, where a boolean index must be: self.mask is a tracer there)
+        old, mask = _row_mask(self.sizes, T, self.side), _row_mask(self.sizes, T, side)
+        data = ops.masked_set(ops.full(self.shape, value, self.data), mask, self.data[old])
+        return Padded._trusted(data, ops.asarray(mask, self.data), self.lengths, side,
+                               self.sizes, ops)
 
     def unpad(self) -> list[Any]:
         """The sequences, each ``[length, ...]`` (views of ``data``)."""

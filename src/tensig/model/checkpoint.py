@@ -487,7 +487,9 @@ def _count(header: Mapping[str, str], key: str, what: str, problems: list[str]) 
     text = header.get(key)
     if text is None or (key == _SEED_KEY and text == "unshuffled"):
         return None
-    digits = 39 if key == _SEED_KEY else 19  # a seed may be any 128-bit number
+    # a seed may be any non-negative int NumPy takes (secrets.randbits(256), say): as many
+    # digits as Python turns into an int by default
+    digits = 4300 if key == _SEED_KEY else 19
     if not re.fullmatch(f"[0-9]{{1,{digits}}}", text):
         problems.append(f"the header's {what} {text[:40]!r} is not a whole number of at most "
                         f"{digits} digits: the file is damaged")
