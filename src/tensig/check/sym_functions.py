@@ -50,8 +50,14 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
     spec = subscripts.replace(" ", "")
     ins, _, out = spec.partition("->")
     subs = ins.split(",")
-    if "..." in spec:
-        raise Unsupported("einsum with '...'")
+    if "..." in spec:  # each operand's ``...`` axes, right-aligned: one letter per position
+        subs = [s.replace("...", _ellipsis(a.ndim - len(s) + 3)) if "..." in s else s
+                for s, a in zip(subs, arrays, strict=True)]
+        whole = _ellipsis(max(a.ndim - len(s) + 3 for s, a in zip(ins.split(","), arrays,
+                                                                  strict=True) if "..." in s))
+        singles = sorted(c for c in set("".join(subs)) - set(whole)
+                         if "".join(subs).count(c) == 1)
+        out, _ = (out.replace("...", whole) if _ else whole + "".join(singles)), "->"
     sizes: dict[str, Dim] = {}
     for sub, a in zip(subs, arrays, strict=True):
         if len(sub) != a.ndim:
@@ -68,7 +74,12 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                 sizes.setdefault(c, d)
     if not _:
         out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
-    return SymArray([sizes[c] for c in out], "f")
+    return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
+
+
+def _ellipsis(n: int) -> str:
+    """``n`` axes of an einsum's ``...``, named by letters no subscript uses, right-aligned."""
+    return "".join(chr(0x3B1 + i) for i in range(-n, 0)) if n > 0 else ""
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

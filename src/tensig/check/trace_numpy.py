@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,7 +35,7 @@ from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["fitted", "fitted_numpy"]
+__all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "scipy_targets"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,7 +202,15 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
+def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    """``np.asarray``/``np.array`` of a symbolic array (its dtype changed), or of a list of
+    them (stacked)."""
+    x = sym_functions.stack(a, 0) if isinstance(a, list | tuple) else S._sym(a)
+    return x.astype(dtype) if dtype is not None else x
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
     "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
@@ -368,8 +378,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     return build(template(sample, iter(fits), leaf))
 
 
-def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
-    """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
+def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> Any:
+    """A NumPy (or SciPy) function not modelled by hand: run on zero arrays at witness sizes
+    and fit."""
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
         return np.zeros(shape, S.DTYPES[kind])
 
@@ -378,7 +389,7 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
             return np.ones(shape, np.bool_)
         return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
 
-    return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
+    return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)
 
 
@@ -403,6 +414,120 @@ def _where(cond: Any, *args: Any, **kw: Any) -> Any:
     if not args:  # where(cond): the indices of the true elements, a data-dependent size
         return _nonzero(cond)
     return sym_functions.where(cond, *args, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# SciPy: its functions convert their operands with np.asarray, so they are patched by name
+# --------------------------------------------------------------------------------------------
+
+
+def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+               return_sign: bool = False) -> Any:
+    out = S.reduce_(a if b is None else S.elementwise([a, b]), axis, keepdims, "f")
+    return (out, S.SymArray(out.dims, "f")) if return_sign else out
+
+
+def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
+    a, b = S._sym(xa), S._sym(xb)
+    if a.dims[-1] != b.dims[-1]:
+        tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
+                                       f"{b.dims[-1]} coordinates ({shape_text(a)} and "
+                                       f"{shape_text(b)})")
+    return S.SymArray((a.dims[0], b.dims[0]), "f")
+
+
+def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """``solve``, ``solve_triangular``; ``cho_solve((c, lower), b)``, ``lu_solve``."""
+    return _solve(a[0] if isinstance(a, tuple) else a, b)
+
+
+SCIPY: dict[str, Callable[..., Any]] = {
+    "special.logsumexp": _logsumexp,
+    **dict.fromkeys(("special.softmax", "special.log_softmax"), S.unary("f", axis=True)),
+    **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "expm", "sqrtm",
+                                                      "logm")},
+    "linalg.cho_factor": lambda a, lower=False, **kw: (_of_square("cho_factor", "bnn")(a),
+                                                       lower),
+    **dict.fromkeys(("linalg.solve", "linalg.solve_triangular", "linalg.cho_solve",
+                     "linalg.lu_solve"), _solved),
+    "linalg.det": _of_square("det", "b"),
+    "linalg.eigh": lambda a, b=None, *args, eigvals_only=False, **kw: _of_square(
+        "eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a),
+    "linalg.eigvalsh": _of_square("eigvalsh", "bn"),
+    "linalg.svd": lambda a, full_matrices=True, compute_uv=True, **kw: _svd(
+        a, full_matrices, compute_uv),
+    "linalg.lstsq": lambda a, b, *args, **kw: _lstsq(a, b),
+    "linalg.pinv": lambda a, *args, **kw: S.swapaxes(a, -1, -2),
+    "linalg.norm": S.NUMPY["linalg.norm"],
+    "spatial.distance.cdist": _cdist,
+}
+"""SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
+modules :func:`scipy_targets` patches are fitted as NumPy's are."""
+
+
+def _scipy_wrapper(name: str, original: Any) -> Any:
+    model = SCIPY.get(name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kw)):
+            return original(*args, **kw)
+        if model is not None:
+            return model(*args, **kw)
+        return fitted_numpy(original, args, kw, f"scipy.{name}")
+
+    return wrapper
+
+
+@functools.cache
+def _scipy_wrappers(module_names: tuple[str, ...]) -> tuple[tuple[Any, str, Any, Any], ...]:
+    """(module, name, original, wrapper) for the public functions of SciPy's imported array
+    modules (not its ufuncs, which reach ``__array_ufunc__``)."""
+    out = []
+    for module_name in module_names:
+        module = sys.modules[module_name]
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and inspect.isfunction(obj):
+                key = f"{module_name.removeprefix('scipy.')}.{name}"
+                out.append((module, name, obj, _scipy_wrapper(key, obj)))
+    return tuple(out)
+
+
+class _Namespace:
+    """A function's globals as an object to patch (``tracing.patched`` sets attributes)."""
+
+    def __init__(self, namespace: dict[str, Any]):
+        self.__dict__ = namespace
+
+
+def scipy_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
+    """What verification patches in SciPy: its functions, and the same functions imported by
+    name into other modules or ``fn``'s globals (``from scipy.special import logsumexp``)."""
+    names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
+                              "scipy.ndimage", "scipy.signal") if m in sys.modules)
+    if not names:
+        return []
+    wrappers = _scipy_wrappers(names)
+    by_name = {name: (original, wrapper) for _, name, original, wrapper in wrappers}
+    out = [(module, name, wrapper) for module, name, _, wrapper in wrappers]
+    importers = _importers(len(sys.modules), next(reversed(sys.modules)), names)
+    if isinstance(getattr(fn, "__globals__", None), dict):
+        importers = [*importers, _Namespace(fn.__globals__)]
+    for module in importers:
+        for name, (original, wrapper) in by_name.items():
+            if vars(module).get(name) is original:
+                out.append((module, name, wrapper))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _importers(count: int, last: str, names: tuple[str, ...]) -> list[Any]:
+    """The modules outside SciPy (scanned again only when one was imported since) that import
+    a function of the modules ``names`` by name."""
+    wrapped = {id(o) for _, _, o, _ in _scipy_wrappers(names)}
+    return [module for module_name, module in list(sys.modules.items())
+            if not module_name.startswith(("scipy", "numpy")) and isinstance(module, type(sys))
+            and any(id(v) in wrapped for v in list(vars(module).values()))]
 
 
 NUMPY_EXTRA["where"] = _where
