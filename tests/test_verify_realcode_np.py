@@ -232,3 +232,39 @@ def test_loop_index_past_the_end_is_still_found():
 
     assert "index" in kinds(verify(lookahead)), str(verify(lookahead))
     assert "index" in kinds(verify(unguarded)), str(verify(unguarded))
+
+
+# -- im2col with a stride: window counts are sums -----------------------------------------------
+
+
+def im2col(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
+           stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
+    k = w.shape[-1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    windows = windows[:, :, ::stride, ::stride]
+    n, _, oh, ow = windows.shape[:4]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
+    out = cols @ w.reshape(w.shape[0], -1).T
+    return out.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
+
+
+def im2col_bug(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
+               stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
+    k = w.shape[-1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    windows = windows[:, :, ::stride, ::stride]
+    n, _, oh, ow = windows.shape[:4]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
+    out = cols @ w.reshape(w.shape[0], -1).T
+    return out.reshape(n, -1, oh, ow)  # a reshape where the transpose was meant
+
+
+def test_reshape_with_window_counts():
+    """``-1`` divides a product of sums (``N*oh*ow*C*K*K / (N*oh*ow)``), and a reshape that moves
+    an axis past a sum-sized one is still a reorder."""
+    r = verify(im2col)
+    assert clean(r), str(r)
+    assert kinds(verify(im2col_bug)) == ["reorder"], str(verify(im2col_bug))
+    r = verify(lambda x: x[:, 2:].reshape(-1, x.shape[2]).reshape(x.shape[0], -1, x.shape[2]),
+               "N, H, F => N, H - 2, F")
+    assert clean(r), str(r)

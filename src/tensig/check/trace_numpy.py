@@ -178,7 +178,24 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
             S.SymArray((_min_dim(m, n),), "f"))
 
 
+def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
+                         ) -> S.SymArray:
+    """Each window axis shortened by the window less one, the windows' axes appended (a
+    window no longer than its axis, as for a convolution)."""
+    a = S._sym(x)
+    shape = window_shape if isinstance(window_shape, tuple | list) else (window_shape,)
+    windows = [sym_sizes.as_dim(w) for w in shape]
+    axes = range(a.ndim - len(windows), a.ndim) if axis is None else \
+        (axis if isinstance(axis, tuple | list) else (axis,))
+    dims = list(a.dims)
+    for ax, w in zip(axes, windows, strict=True):
+        ax = S._axis(ax, a.ndim)
+        dims[ax] = dims[ax] - w + 1
+    return S.SymArray((*dims, *windows), a.kind)
+
+
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
+    "sliding_window_view": _sliding_window_view,
     "hstack": _hstack,
     **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
     "dstack": _stacked(3, 2),
