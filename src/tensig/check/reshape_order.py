@@ -37,11 +37,10 @@ def _factors(d: Dim, sums: Sequence[Dim] = ()) -> tuple[list[Dim], list[_Flex]]:
         for s in sums:
             q = None if s == d else _long_division(d, s)
             if q is not None:
-                atoms, flex = _factors(q, sums)
-                n = len(atoms)
-                flex = [(v, tuple(range(n + 1)) if set(ks) in (set(), set(range(n))) else ks)
-                        for v, ks in flex]  # q's coefficient may sit either side of s
-                return [*atoms, s], flex
+                inner, inner_flex = _factors(q, sums)
+                n = len(inner)
+                return [*inner, s], [(v, tuple(range(n + 1)) if set(ks) in (set(), set(range(n)))
+                                      else ks) for v, ks in inner_flex]  # either side of s
         return [d], []
     ((monomial, coefficient),) = d.terms.items()
     atoms: list[Dim] = []
