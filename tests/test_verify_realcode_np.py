@@ -268,3 +268,44 @@ def test_reshape_with_window_counts():
     r = verify(lambda x: x[:, 2:].reshape(-1, x.shape[2]).reshape(x.shape[0], -1, x.shape[2]),
                "N, H, F => N, H - 2, F")
     assert clean(r), str(r)
+
+
+# -- NumPy idioms of scikit-learn-style code -----------------------------------------------------
+
+
+def test_dot_ravel_and_index_tricks():
+    def fit_intercept(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "D+1, 1"]
+                      ) -> Float[np.ndarray, "N"]:
+        Xb = np.c_[np.ones(len(X)), X]
+        return Xb.dot(w).ravel()
+
+    def fit_intercept_bug(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "D+1, 1"]
+                          ) -> Float[np.ndarray, "N"]:
+        Xb = np.r_[np.ones(len(X)), X]  # rows where a column was meant
+        return Xb.dot(w).ravel()
+
+    assert clean(verify(fit_intercept)), str(verify(fit_intercept))
+    assert kinds(verify(fit_intercept_bug))[0] == "concat", str(verify(fit_intercept_bug))
+    r = verify(lambda a, b: np.r_[a, b, 1.0], "N; M => N + M + 1")
+    assert clean(r), str(r)
+
+
+def test_triangle_indices_kron_and_weighted_average():
+    def upper(D: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*(N-1)//2"]:
+        return D[np.triu_indices(D.shape[0], k=1)]
+
+    def lower(C: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*(N+1)//2"]:
+        return C[np.tril_indices_from(C)]
+
+    def weighted(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "N"]) -> Float[np.ndarray, "D"]:
+        return np.average(X, axis=0, weights=w)
+
+    def weighted_bug(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "N"]
+                     ) -> Float[np.ndarray, "N"]:
+        return np.average(X, axis=1, weights=w)  # weights per point, averaged per feature
+
+    for f in (upper, lower, weighted):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(weighted_bug)) == ["broadcast"], str(verify(weighted_bug))
+    r = verify(lambda a, b: np.kron(a, b), "N, N; M, M => N*M, N*M")
+    assert clean(r), str(r)

@@ -35,7 +35,7 @@ from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "scipy_targets"]
+__all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "library_targets"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,8 +194,51 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     return S.SymArray((*dims, *windows), a.kind)
 
 
+def _kron(a: Any, b: Any) -> S.SymArray:
+    x, y = S._sym(a), S._sym(b)
+    one = sym_sizes.ONE
+    n = max(x.ndim, y.ndim)
+    xd, yd = (one,) * (n - x.ndim) + x.dims, (one,) * (n - y.ndim) + y.dims
+    return S.SymArray([p * q for p, q in zip(xd, yd, strict=True)], "f")
+
+
+def _triangle(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
+    """``triu_indices(n, k)``/``tril_indices(n, k)`` of a square: ``(n - |k|)(n - |k| + 1)/2``
+    indices on the diagonal's side (``k >= 0`` above it, ``k <= 0`` below it)."""
+    def model(n: Any, k: int = 0, m: Any = None) -> tuple[S.SymArray, S.SymArray]:
+        d = sym_sizes.as_dim(n)
+        if m is not None or (k < 0 if upper else k > 0):
+            count = tracer().new_dim("tri")
+        else:
+            count = (d - abs(k)) * (d - abs(k) + 1) // 2
+        return S.SymArray((count,), "i"), S.SymArray((count,), "i")
+    return model
+
+
+def _triangle_from(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
+    return lambda arr, k=0: _triangle(upper)(_square(S._sym(arr), "triangle indices"), k)
+
+
+def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
+             keepdims: bool = False) -> Any:
+    x = S._sym(a)
+    if weights is not None:
+        w = S._sym(weights)
+        if w.ndim == x.ndim:
+            S.into(x, w, "np.average's weights")
+        elif w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]:
+            tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
+                                         f"axis {axis} of {shape_text(x)}")
+    out = S.reduce_(x, axis, keepdims, "f")
+    return (out, S.SymArray(out.dims, "f")) if returned else out
+
+
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
+    "kron": _kron,
+    "average": _average,
+    "triu_indices_from": _triangle_from(True),
+    "tril_indices_from": _triangle_from(False),
     "hstack": _hstack,
     **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
     "dstack": _stacked(3, 2),
@@ -227,6 +270,8 @@ def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
 
 
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    "triu_indices": _triangle(True),
+    "tril_indices": _triangle(False),
     **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
@@ -479,7 +524,7 @@ SCIPY: dict[str, Callable[..., Any]] = {
     "spatial.distance.cdist": _cdist,
 }
 """SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
-modules :func:`scipy_targets` patches are fitted as NumPy's are."""
+modules :func:`library_targets` patches are fitted as NumPy's are."""
 
 
 def _scipy_wrapper(name: str, original: Any) -> Any:
@@ -517,16 +562,36 @@ class _Namespace:
         self.__dict__ = namespace
 
 
-def scipy_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
-    """What verification patches in SciPy: its functions, and the same functions imported by
-    name into other modules or ``fn``'s globals (``from scipy.special import logsumexp``)."""
+class _Concatenator:
+    """``np.r_[a, b]`` (joined on the first axis) and ``np.c_[X, ones]`` (vectors as columns)
+    of symbolic arrays; slices and string directives go to NumPy's own."""
+
+    def __init__(self, original: Any, columns: bool):
+        self.original, self.columns = original, columns
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if tracing._TRACER.get() is None or not sym_functions.has_sym(items) or \
+                any(isinstance(x, slice | str) for x in items):
+            return self.original[key]
+        if self.columns:
+            return _column_stack(items)
+        return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
+
+
+def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
+    """What verification patches besides creation functions: ``np.r_``/``np.c_``, and SciPy's
+    functions, also where they are imported by name into other modules or ``fn``'s globals
+    (``from scipy.special import logsumexp``)."""
+    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
+                                       (np, "c_", _Concatenator(np.c_, True))]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names:
-        return []
+        return out
     wrappers = _scipy_wrappers(names)
     by_name = {name: (original, wrapper) for _, name, original, wrapper in wrappers}
-    out = [(module, name, wrapper) for module, name, _, wrapper in wrappers]
+    out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
     importers = _importers(len(sys.modules), next(reversed(sys.modules)), names)
     if isinstance(getattr(fn, "__globals__", None), dict):
         importers = [*importers, _Namespace(fn.__globals__)]

@@ -291,6 +291,12 @@ class SymArray:
         merged = math.prod(self.dims[s:e + 1], start=ONE)
         return SymArray((*self.dims[:s], merged, *self.dims[e + 1:]), self.kind)
 
+    def ravel(self, order: str = "C") -> SymArray:
+        return self.flatten()
+
+    def dot(self, o: Any) -> SymArray:  # NumPy's X.dot(w)
+        return matmul(self, o)
+
     def expand(self, *sizes: Any) -> SymArray:
         target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
                   for s in _varargs(sizes, None)]

@@ -407,7 +407,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 for a, k in zip(args, kinds, strict=True)]
         out = None
         with _creation_patched(), trace_jax.patched(), \
-                tracing.patched(trace_numpy.scipy_targets(fn)):
+                tracing.patched(trace_numpy.library_targets(fn)):
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
