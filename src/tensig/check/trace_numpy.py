@@ -580,36 +580,25 @@ class _Concatenator:
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
-    """What verification patches besides creation functions: ``np.r_``/``np.c_``, and SciPy's
-    functions, also where they are imported by name into other modules or ``fn``'s globals
-    (``from scipy.special import logsumexp``)."""
+    """What verification patches besides creation functions: ``np.r_``/``np.c_``, and, when
+    ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
+    globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
                                        (np, "c_", _Concatenator(np.c_, True))]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
-    if not names:
+    namespace = getattr(fn, "__globals__", None)
+    if not names or not isinstance(namespace, dict) or not any(
+            str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
+            .startswith("scipy") for v in list(namespace.values())
+            if inspect.ismodule(v) or inspect.isfunction(v)):
         return out
     wrappers = _scipy_wrappers(names)
-    by_name = {name: (original, wrapper) for _, name, original, wrapper in wrappers}
+    by_id = {id(original): wrapper for _, _, original, wrapper in wrappers}
     out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
-    importers = _importers(len(sys.modules), next(reversed(sys.modules)), names)
-    if isinstance(getattr(fn, "__globals__", None), dict):
-        importers = [*importers, _Namespace(fn.__globals__)]
-    for module in importers:
-        for name, (original, wrapper) in by_name.items():
-            if vars(module).get(name) is original:
-                out.append((module, name, wrapper))
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def _importers(count: int, last: str, names: tuple[str, ...]) -> list[Any]:
-    """The modules outside SciPy (scanned again only when one was imported since) that import
-    a function of the modules ``names`` by name."""
-    wrapped = {id(o) for _, _, o, _ in _scipy_wrappers(names)}
-    return [module for module_name, module in list(sys.modules.items())
-            if not module_name.startswith(("scipy", "numpy")) and isinstance(module, type(sys))
-            and any(id(v) in wrapped for v in list(vars(module).values()))]
+    globals_ = _Namespace(namespace)
+    return out + [(globals_, name, by_id[id(v)]) for name, v in list(namespace.items())
+                  if id(v) in by_id]
 
 
 NUMPY_EXTRA["where"] = _where
