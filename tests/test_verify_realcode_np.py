@@ -328,3 +328,14 @@ def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
         r, rb = verify(good), verify(bad)
         assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
         assert code in [f.code for f in rb], f"{name}: {rb}"
+
+
+def test_size_attribute_and_one_fresh_size_per_sampled_value():
+    def flat_pairs(a: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*N"]:
+        i, j = np.unravel_index(np.arange(a.size), a.shape)  # one length, fitted as fresh
+        return a[i, j]
+
+    r = verify(flat_pairs)
+    assert r.ok and not r.notes and kinds(r) in ([], ["assumption"]), str(r)
+    r = verify(lambda a: a.reshape(a.size(0), -1), "N, K, 2 => N, 2*K")  # torch's size()
+    assert clean(r), str(r)

@@ -354,28 +354,37 @@ def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
 def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (a None dim: a fresh size), or what
-    ``leaf`` says of any other leaf (``("value", v)``: returned as it is)."""
+    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
+    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
+    returned as it is)."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     fit, tag = next(fits), leaf(sample)
     if tag[0] == "array":
-        return ("array", tuple(fit or ()), tag[1])
-    return ("size", (fit or [None])[0]) if tag[0] == "size" else tag
+        return ("array", tuple(int(n) if d is None else d for d, n in
+                               zip(fit or (), sample.shape, strict=False)), tag[1])
+    if tag[0] == "size":
+        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
+    return tag
 
 
-def build(template: Any) -> Any:
-    """The symbolic result a :func:`template` describes, each unfitted size a fresh one."""
+def build(template: Any, fresh: dict[int, Dim] | None = None) -> Any:
+    """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
+    per sample value: ``tril_indices_from``'s two index arrays have one length)."""
+    fresh = {} if fresh is None else fresh
+
+    def dim(d: Dim | int) -> Dim:
+        return d if isinstance(d, Dim) else fresh.setdefault(d, tracer().new_dim("n"))
+
     tag = template[0]
     if tag == "array":
-        return S.SymArray([tracer().new_dim("n") if d is None else d for d in template[1]],
-                          template[2])
+        return S.SymArray([dim(d) for d in template[1]], template[2])
     if tag == "size":
-        d = tracer().new_dim("n") if template[1] is None else template[1]
+        d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     if tag != "seq":
         return template[1]
-    kind, items = template[1], [build(p) for p in template[2]]
+    kind, items = template[1], [build(p, fresh) for p in template[2]]
     if hasattr(kind, "_fields"):  # a named tuple
         return kind(*items)
     try:

@@ -181,10 +181,10 @@ class SymArray:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         return plugin("torch_attribute")(self, name)
 
-    def size(self, dim: int | None = None) -> Any:  # torch's .size(); numpy's is .size attr
-        if dim is None:
-            return self.shape
-        return self.shape[_axis(dim, self.ndim)]
+    @property
+    def size(self) -> _Size:
+        """NumPy's (and JAX's) element count, that called is torch's ``.size(dim)``."""
+        return _Size(self)
 
     def numel(self) -> Any:
         return SymSize(math.prod(self.dims, start=ONE))
@@ -376,6 +376,20 @@ class SymArray:
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
+
+
+class _Size(SymSize):
+    """``x.size``: the element count, or called, torch's ``x.size(dim)``."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: SymArray):
+        super().__init__(math.prod(array.dims, start=ONE))
+        self.array = array
+
+    def __call__(self, dim: int | None = None) -> Any:
+        a = self.array
+        return a.shape if dim is None else a.shape[_axis(dim, a.ndim)]
 
 
 def _rows(x: SymArray, n: Dim) -> Any:
