@@ -48,7 +48,7 @@ __all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "line
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
     arrays = [_sym(o) for o in operands]
     spec = subscripts.replace(" ", "")
-    ins, _, out = spec.partition("->")
+    ins, arrow, out = spec.partition("->")
     subs = ins.split(",")
     if "..." in spec:  # each operand's ``...`` axes, right-aligned: one letter per position
         subs = [s.replace("...", _ellipsis(a.ndim - len(s) + 3)) if "..." in s else s
@@ -57,7 +57,8 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                                                                   strict=True) if "..." in s))
         singles = sorted(c for c in set("".join(subs)) - set(whole)
                          if "".join(subs).count(c) == 1)
-        out, _ = (out.replace("...", whole) if _ else whole + "".join(singles)), "->"
+        out = out.replace("...", whole) if arrow else whole + "".join(singles)
+        arrow = "->"
     sizes: dict[str, Dim] = {}
     for sub, a in zip(subs, arrays, strict=True):
         if len(sub) != a.ndim:
@@ -72,7 +73,7 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                                                    f"operand and {d} in another")
             else:
                 sizes.setdefault(c, d)
-    if not _:
+    if not arrow:
         out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
     return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
 
