@@ -13,6 +13,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from tensig.check.sym_sizes import ONE, require_divisible
 from tensig.check.tracing import tracer
@@ -23,14 +24,23 @@ __all__ = ["divide", "moved_factors"]
 _Flex = tuple[Fraction, tuple[int, ...]]  # a literal and the atoms (by index) it sits among
 
 
-def _factors(d: Dim) -> tuple[list[Dim], list[_Flex]]:
+def _factors(d: Dim, sums: Sequence[Dim] = ()) -> tuple[list[Dim], list[_Flex]]:
     """An axis as its symbolic factors and its literal factors, each literal with the symbolic
     factors it may sit among: ``4*T`` is ``([T], [(4, (0,))])``; ``C // 4`` is ``([C],
     [(1/4, (0,))])``: a factor 4 of ``C`` lies elsewhere, before or after it (the exact
-    division the reshape already required); a sum (``T + 1``) is one opaque factor."""
+    division the reshape already required); a sum (``T + 1``) is one opaque factor, and so is
+    each of ``sums`` (the reshape's other axes that are sums) that divides a product of them:
+    ``N*(H - 2)`` is ``N`` and ``H - 2``."""
     if d.constant is not None:
         return [], [(Fraction(d.constant), ())]
     if len(d.terms) != 1:
+        for s in sums:
+            q = None if s == d else _long_division(d, s)
+            if q is not None:
+                inner, inner_flex = _factors(q, sums)
+                n = len(inner)
+                return [*inner, s], [(v, tuple(range(n + 1)) if set(ks) in (set(), set(range(n)))
+                                      else ks) for v, ks in inner_flex]  # either side of s
         return [d], []
     ((monomial, coefficient),) = d.terms.items()
     atoms: list[Dim] = []
@@ -63,7 +73,8 @@ def moved_factors(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
     the two sides do not have the same symbolic factors (an existential size) nothing is
     claimed: this lint never guesses.  Cost: a few dozen nodes, once per reshape.
     """
-    fa, fb = [_factors(d) for d in src], [_factors(d) for d in dst]
+    sums = [d for d in (*src, *dst) if d.constant is None and len(d.terms) > 1]
+    fa, fb = [_factors(d, sums) for d in src], [_factors(d, sums) for d in dst]
     occ_a = [(i, k, x) for i, (xs, _) in enumerate(fa) for k, x in enumerate(xs)]
     occ_b = [(j, k, x) for j, (xs, _) in enumerate(fb) for k, x in enumerate(xs)]
     if sorted(str(x) for *_, x in occ_a) != sorted(str(x) for *_, x in occ_b):
@@ -233,6 +244,35 @@ def divide(total: Dim, known: Dim) -> Dim:
             rest = math.prod((Dim.atom(atom) ** p for atom, p in powers.items()),
                              start=Dim.const(ct))
             return require_divisible(rest, ck)
+    quotient = _long_division(total, known)
+    if quotient is not None:
+        return quotient
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
+
+
+def _long_division(total: Dim, known: Dim) -> Dim | None:
+    """``total / known`` when it divides exactly as polynomials (a strided window count
+    ``oh = (H - K) // 2 + 1`` is a sum: ``N*oh*ow*C / (N*oh*ow)``), else None."""
+    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
+
+    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
+        powers = dict(m)
+        exps = tuple(powers.get(a, 0) for a in atoms)
+        return sum(exps), exps
+
+    lead = max(known.terms, key=order)
+    quotient, rest = Dim.const(0), total
+    for _ in range(4 * len(total.terms) + 4):
+        if rest.constant == 0:
+            return quotient
+        top = max(rest.terms, key=order)
+        powers = dict(top)
+        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
+        if remainder or any(powers.get(a, 0) < p for a, p in lead):
+            return None
+        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
+                         start=Dim.const(coeff))
+        quotient, rest = quotient + term, rest - term * known
+    return None

@@ -48,10 +48,17 @@ __all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "line
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
     arrays = [_sym(o) for o in operands]
     spec = subscripts.replace(" ", "")
-    ins, _, out = spec.partition("->")
+    ins, arrow, out = spec.partition("->")
     subs = ins.split(",")
-    if "..." in spec:
-        raise Unsupported("einsum with '...'")
+    if "..." in spec:  # each operand's ``...`` axes, right-aligned: one letter per position
+        subs = [s.replace("...", _ellipsis(a.ndim - len(s) + 3)) if "..." in s else s
+                for s, a in zip(subs, arrays, strict=True)]
+        whole = _ellipsis(max(a.ndim - len(s) + 3 for s, a in zip(ins.split(","), arrays,
+                                                                  strict=True) if "..." in s))
+        singles = sorted(c for c in set("".join(subs)) - set(whole)
+                         if "".join(subs).count(c) == 1)
+        out = out.replace("...", whole) if arrow else whole + "".join(singles)
+        arrow = "->"
     sizes: dict[str, Dim] = {}
     for sub, a in zip(subs, arrays, strict=True):
         if len(sub) != a.ndim:
@@ -66,9 +73,14 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                                                    f"operand and {d} in another")
             else:
                 sizes.setdefault(c, d)
-    if not _:
+    if not arrow:
         out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
-    return SymArray([sizes[c] for c in out], "f")
+    return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
+
+
+def _ellipsis(n: int) -> str:
+    """``n`` axes of an einsum's ``...``, named by letters no subscript uses, right-aligned."""
+    return "".join(chr(0x3B1 + i) for i in range(-n, 0)) if n > 0 else ""
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

@@ -127,6 +127,9 @@ class SymSize:
             return fn(a, b)
         except InconclusiveError:
             witness = fn(tracer().value(a), tracer().value(b))
+            if isinstance(other, _LoopInt) and other.slack is not None and \
+                    (a - other.bound).constant is not None:
+                return witness  # a first-half loop step against the loop's end (see _LoopInt)
             _assume(f"{a} {name} {b}", witness)
             return witness
 
@@ -167,7 +170,7 @@ class SymRange:
         if self.step != 1 or i - lo <= hi - 1 - i:
             if self.start.constant is None:
                 return SymSize(self.start + (i - lo))
-            return _LoopInt(i, self.stop) if self.step == 1 else i
+            return _LoopInt(i, self.stop, hi - 1 - i) if self.step == 1 else i
         return SymSize(self.stop - (hi - i))
 
     def __iter__(self) -> Any:
@@ -196,33 +199,61 @@ _LEN, _RANGE = len, range
 
 
 class _LoopInt(int):
-    """A loop index over ``range(T)``: a number, that indexes an axis of size ``T`` safely."""
+    """A loop index over ``range(T)``: a number, that indexes an axis of size ``T`` safely.
+
+    A step of the loop's first half has ``slack``, the steps after it at the witness: it
+    stands for the steps away from the end (the last ones are traced counting from the
+    symbolic end), so ``t + 1`` still indexes safely and ``t == T - 1`` is decided by its
+    position, not assumed.  ``t - 1`` is below ``T`` too."""
 
     bound: Dim
+    slack: int | None
 
-    def __new__(cls, value: int, bound: Dim) -> _LoopInt:
+    def __new__(cls, value: int, bound: Dim, slack: int | None = None) -> _LoopInt:
         out = super().__new__(cls, value)
-        out.bound = bound
+        out.bound, out.slack = bound, slack
         return out
+
+    def __add__(self, o: Any) -> Any:
+        if type(o) is int and self.slack is not None and 0 <= o <= self.slack:
+            return _LoopInt(int(self) + o, self.bound, self.slack - o)
+        return int(self) + o
+
+    __radd__ = __add__
+
+    def __sub__(self, o: Any) -> Any:
+        if type(o) is int and 0 <= o <= self:
+            return _LoopInt(int(self) - o, self.bound,
+                            None if self.slack is None else self.slack + o)
+        return int(self) - o
 
 
 class _RangeType(type):
     """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _RANGE | SymRange)
+        return isinstance(obj, _RANGE | SymRange | _LoopRange)
 
     def __subclasscheck__(cls, sub: Any) -> bool:
-        return issubclass(sub, _RANGE | SymRange)
+        return issubclass(sub, _RANGE | SymRange | _LoopRange)
 
 
 class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
-    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`."""
+    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`; a loop
+    index as the bound (``for i in range(j)`` inside ``for j in range(K)``) gives indices
+    below the outer loop's bound."""
 
     def __new__(cls, *args: Any) -> Any:
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
             return SymRange(*args)
+        stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
+        if _TRACER.get() is not None and isinstance(stop, _LoopInt):
+            return _LoopRange(_LoopInt(i, stop.bound) for i in _RANGE(*args) if i >= 0)
         return _RANGE(*args)
+
+
+class _LoopRange(list[Any]):
+    """``range(j)`` of a loop index ``j``: its indices, each below ``j``'s bound."""
 
 
 def _eq(a: Any, b: Any) -> bool:
@@ -265,8 +296,10 @@ def require_divisible(p: Dim, k: int) -> Dim:
 
 
 def _check_index(size: Dim, k: Any) -> None:
-    if isinstance(k, _LoopInt) and k.bound == size:
+    if isinstance(k, _LoopInt) and _at_most(k.bound, size):
         return  # step i of a loop over range(size): i < size, or the step would not run
+    if type(k) is int and tracer().__dict__.get("rows", {}).get(size) == k:
+        return  # the count of a loop over the rows of an axis of this size (enumerate)
     d = as_dim(k)
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
@@ -275,6 +308,13 @@ def _check_index(size: Dim, k: Any) -> None:
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+
+
+def _at_most(a: Dim, b: Dim) -> bool:
+    try:
+        return a == b or bool(a <= b)
+    except InconclusiveError:
+        return False
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:

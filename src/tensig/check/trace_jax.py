@@ -42,7 +42,7 @@ from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
-from tensig.check.trace_numpy import _sized, fitted
+from tensig.check.trace_numpy import _sized, asarray, fitted
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -176,14 +176,6 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     return model
 
 
-def _asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> Any:
-    if isinstance(a, S.SymArray):
-        return a.astype(dtype) if dtype is not None else a
-    if sym_functions.has_sym(a):
-        return sym_functions.stack(a, 0)
-    return S._sym(np.asarray(a, dtype=dtype))
-
-
 class AtIndexer:
     """``x.at``: JAX's indexed update syntax on a symbolic array; ``x.at[idx]`` is the same
     with the update's target slice, whose methods (``set``, ``add``...) check the value."""
@@ -223,8 +215,7 @@ TABLE: dict[str, Callable[..., Any]] = {
         "round", "cbrt", "log1p", "expm1", "is_finite", "reciprocal")},
     **{f"lax.{n}": _lax_binary for n in ("add", "sub", "mul", "div", "max", "min", "pow",
                                          "rem", "atan2")},
-    "numpy.asarray": _asarray,
-    "numpy.array": _asarray,
+    **dict.fromkeys(("numpy.asarray", "numpy.array"), asarray),
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),

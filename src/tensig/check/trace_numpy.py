@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,7 +35,7 @@ from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["fitted", "fitted_numpy"]
+__all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "library_targets"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,7 +174,67 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
             S.SymArray((_min_dim(m, n),), "f"))
 
 
+def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
+                         ) -> S.SymArray:
+    """Each window axis shortened by the window less one, the windows' axes appended (a
+    window no longer than its axis, as for a convolution)."""
+    a = S._sym(x)
+    shape = window_shape if isinstance(window_shape, tuple | list) else (window_shape,)
+    windows = [sym_sizes.as_dim(w) for w in shape]
+    axes = range(a.ndim - len(windows), a.ndim) if axis is None else \
+        (axis if isinstance(axis, tuple | list) else (axis,))
+    dims = list(a.dims)
+    for ax, w in zip(axes, windows, strict=True):
+        ax = S._axis(ax, a.ndim)
+        dims[ax] = dims[ax] - w + 1
+    return S.SymArray((*dims, *windows), a.kind)
+
+
+def _kron(a: Any, b: Any) -> S.SymArray:
+    x, y = S._sym(a), S._sym(b)
+    one = sym_sizes.ONE
+    n = max(x.ndim, y.ndim)
+    xd, yd = (one,) * (n - x.ndim) + x.dims, (one,) * (n - y.ndim) + y.dims
+    return S.SymArray([p * q for p, q in zip(xd, yd, strict=True)], "f")
+
+
+def _triangle(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
+    """``triu_indices(n, k)``/``tril_indices(n, k)`` of a square: ``(n - |k|)(n - |k| + 1)/2``
+    indices on the diagonal's side (``k >= 0`` above it, ``k <= 0`` below it)."""
+    def model(n: Any, k: int = 0, m: Any = None) -> tuple[S.SymArray, S.SymArray]:
+        d = sym_sizes.as_dim(n)
+        if m is not None or (k < 0 if upper else k > 0):
+            count = tracer().new_dim("tri")
+        else:
+            count = (d - abs(k)) * (d - abs(k) + 1) // 2
+        return S.SymArray((count,), "i"), S.SymArray((count,), "i")
+    return model
+
+
+def _triangle_from(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
+    return lambda arr, k=0: _triangle(upper)(_square(S._sym(arr), "triangle indices"), k)
+
+
+def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
+             keepdims: bool = False) -> Any:
+    x = S._sym(a)
+    if weights is not None:
+        w = S._sym(weights)
+        if w.ndim == x.ndim:
+            S.into(x, w, "np.average's weights")
+        elif w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]:
+            tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
+                                         f"axis {axis} of {shape_text(x)}")
+    out = S.reduce_(x, axis, keepdims, "f")
+    return (out, S.SymArray(out.dims, "f")) if returned else out
+
+
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
+    "sliding_window_view": _sliding_window_view,
+    "kron": _kron,
+    "average": _average,
+    "triu_indices_from": _triangle_from(True),
+    "tril_indices_from": _triangle_from(False),
     "hstack": _hstack,
     **dict.fromkeys(("vstack", "row_stack"), _stacked(2, 0)),
     "dstack": _stacked(3, 2),
@@ -196,7 +258,17 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
+def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
+    """``np.asarray``/``np.array`` of a symbolic array (its dtype changed), or of a list of
+    them (stacked)."""
+    x = sym_functions.stack(a, 0) if isinstance(a, list | tuple) else S._sym(a)
+    return x.astype(dtype) if dtype is not None else x
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    "triu_indices": _triangle(True),
+    "tril_indices": _triangle(False),
+    **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
     "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
@@ -274,28 +346,37 @@ def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
 def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (a None dim: a fresh size), or what
-    ``leaf`` says of any other leaf (``("value", v)``: returned as it is)."""
+    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
+    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
+    returned as it is)."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     fit, tag = next(fits), leaf(sample)
     if tag[0] == "array":
-        return ("array", tuple(fit or ()), tag[1])
-    return ("size", (fit or [None])[0]) if tag[0] == "size" else tag
+        return ("array", tuple(int(n) if d is None else d for d, n in
+                               zip(fit or (), sample.shape, strict=False)), tag[1])
+    if tag[0] == "size":
+        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
+    return tag
 
 
-def build(template: Any) -> Any:
-    """The symbolic result a :func:`template` describes, each unfitted size a fresh one."""
+def build(template: Any, fresh: dict[int, Dim] | None = None) -> Any:
+    """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
+    per sample value: ``tril_indices_from``'s two index arrays have one length)."""
+    fresh = {} if fresh is None else fresh
+
+    def dim(d: Dim | int) -> Dim:
+        return d if isinstance(d, Dim) else fresh.setdefault(d, tracer().new_dim("n"))
+
     tag = template[0]
     if tag == "array":
-        return S.SymArray([tracer().new_dim("n") if d is None else d for d in template[1]],
-                          template[2])
+        return S.SymArray([dim(d) for d in template[1]], template[2])
     if tag == "size":
-        d = tracer().new_dim("n") if template[1] is None else template[1]
+        d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     if tag != "seq":
         return template[1]
-    kind, items = template[1], [build(p) for p in template[2]]
+    kind, items = template[1], [build(p, fresh) for p in template[2]]
     if hasattr(kind, "_fields"):  # a named tuple
         return kind(*items)
     try:
@@ -360,8 +441,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     return build(template(sample, iter(fits), leaf))
 
 
-def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
-    """A NumPy function not modelled by hand: run on zero arrays at witness sizes and fit."""
+def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> Any:
+    """A NumPy (or SciPy) function not modelled by hand: run on zero arrays at witness sizes
+    and fit."""
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
         return np.zeros(shape, S.DTYPES[kind])
 
@@ -370,7 +452,7 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any) -> Any:
             return np.ones(shape, np.bool_)
         return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
 
-    return fitted(f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
+    return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)
 
 
@@ -395,6 +477,129 @@ def _where(cond: Any, *args: Any, **kw: Any) -> Any:
     if not args:  # where(cond): the indices of the true elements, a data-dependent size
         return _nonzero(cond)
     return sym_functions.where(cond, *args, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# SciPy: its functions convert their operands with np.asarray, so they are patched by name
+# --------------------------------------------------------------------------------------------
+
+
+def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+               return_sign: bool = False) -> Any:
+    out = S.reduce_(a if b is None else S.elementwise([a, b]), axis, keepdims, "f")
+    return (out, S.SymArray(out.dims, "f")) if return_sign else out
+
+
+def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
+    a, b = S._sym(xa), S._sym(xb)
+    if a.dims[-1] != b.dims[-1]:
+        tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
+                                       f"{b.dims[-1]} coordinates ({shape_text(a)} and "
+                                       f"{shape_text(b)})")
+    return S.SymArray((a.dims[0], b.dims[0]), "f")
+
+
+def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """``solve``, ``solve_triangular``; ``cho_solve((c, lower), b)``, ``lu_solve``."""
+    return _solve(a[0] if isinstance(a, tuple) else a, b)
+
+
+SCIPY: dict[str, Callable[..., Any]] = {
+    "special.logsumexp": _logsumexp,
+    **dict.fromkeys(("special.softmax", "special.log_softmax"), S.unary("f", axis=True)),
+    **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "expm", "sqrtm",
+                                                      "logm")},
+    "linalg.cho_factor": lambda a, lower=False, **kw: (_of_square("cho_factor", "bnn")(a),
+                                                       lower),
+    **dict.fromkeys(("linalg.solve", "linalg.solve_triangular", "linalg.cho_solve",
+                     "linalg.lu_solve"), _solved),
+    "linalg.det": _of_square("det", "b"),
+    "linalg.eigh": lambda a, b=None, *args, eigvals_only=False, **kw: _of_square(
+        "eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a),
+    "linalg.eigvalsh": _of_square("eigvalsh", "bn"),
+    "linalg.svd": lambda a, full_matrices=True, compute_uv=True, **kw: _svd(
+        a, full_matrices, compute_uv),
+    "linalg.lstsq": lambda a, b, *args, **kw: _lstsq(a, b),
+    "linalg.pinv": lambda a, *args, **kw: S.swapaxes(a, -1, -2),
+    "linalg.norm": S.NUMPY["linalg.norm"],
+    "spatial.distance.cdist": _cdist,
+}
+"""SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
+modules :func:`library_targets` patches are fitted as NumPy's are."""
+
+
+def _scipy_wrapper(name: str, original: Any) -> Any:
+    model = SCIPY.get(name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kw)):
+            return original(*args, **kw)
+        if model is not None:
+            return model(*args, **kw)
+        return fitted_numpy(original, args, kw, f"scipy.{name}")
+
+    return wrapper
+
+
+@functools.cache
+def _scipy_wrappers(module_names: tuple[str, ...]) -> tuple[tuple[Any, str, Any, Any], ...]:
+    """(module, name, original, wrapper) for the public functions of SciPy's imported array
+    modules (not its ufuncs, which reach ``__array_ufunc__``)."""
+    out = []
+    for module_name in module_names:
+        module = sys.modules[module_name]
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and inspect.isfunction(obj):
+                key = f"{module_name.removeprefix('scipy.')}.{name}"
+                out.append((module, name, obj, _scipy_wrapper(key, obj)))
+    return tuple(out)
+
+
+class _Namespace:
+    """A function's globals as an object to patch (``tracing.patched`` sets attributes)."""
+
+    def __init__(self, namespace: dict[str, Any]):
+        self.__dict__ = namespace
+
+
+class _Concatenator:
+    """``np.r_[a, b]`` (joined on the first axis) and ``np.c_[X, ones]`` (vectors as columns)
+    of symbolic arrays; slices and string directives go to NumPy's own."""
+
+    def __init__(self, original: Any, columns: bool):
+        self.original, self.columns = original, columns
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if tracing._TRACER.get() is None or not sym_functions.has_sym(items) or \
+                any(isinstance(x, slice | str) for x in items):
+            return self.original[key]
+        if self.columns:
+            return _column_stack(items)
+        return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
+
+
+def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
+    """What verification patches besides creation functions: ``np.r_``/``np.c_``, and, when
+    ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
+    globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
+    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
+                                       (np, "c_", _Concatenator(np.c_, True))]
+    names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
+                              "scipy.ndimage", "scipy.signal") if m in sys.modules)
+    namespace = getattr(fn, "__globals__", None)
+    if not names or not isinstance(namespace, dict) or not any(
+            str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
+            .startswith("scipy") for v in list(namespace.values())
+            if inspect.ismodule(v) or inspect.isfunction(v)):
+        return out
+    wrappers = _scipy_wrappers(names)
+    by_id = {id(original): wrapper for _, _, original, wrapper in wrappers}
+    out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
+    globals_ = _Namespace(namespace)
+    return out + [(globals_, name, by_id[id(v)]) for name, v in list(namespace.items())
+                  if id(v) in by_id]
 
 
 NUMPY_EXTRA["where"] = _where

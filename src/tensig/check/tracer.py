@@ -178,10 +178,10 @@ class SymArray:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         return plugin("torch_attribute")(self, name)
 
-    def size(self, dim: int | None = None) -> Any:  # torch's .size(); numpy's is .size attr
-        if dim is None:
-            return self.shape
-        return self.shape[_axis(dim, self.ndim)]
+    @property
+    def size(self) -> _Size:
+        """NumPy's (and JAX's) element count, that called is torch's ``.size(dim)``."""
+        return _Size(self)
 
     def numel(self) -> Any:
         return SymSize(math.prod(self.dims, start=ONE))
@@ -196,8 +196,7 @@ class SymArray:
         or its witness."""
         if not self.dims:
             raise TypeError("iteration over a 0-d array")
-        n = self.dims[0]
-        return (getitem(self, _LoopInt(i, n)) for i in _RANGE(tracer().value(n)))
+        return _rows(self, self.dims[0])
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise Unsupported("converting a symbolic array to a concrete one (np.asarray, or "
@@ -274,6 +273,11 @@ class SymArray:
         return swapaxes(self, -1, -2)
 
     @property
+    def flat(self) -> SymArray:
+        """NumPy's flat view (``cov.flat[::d + 1] += reg``: the diagonal)."""
+        return SymArray((math.prod(self.dims, start=ONE),), self.kind)
+
+    @property
     def at(self) -> Any:
         """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
         return plugin("jax_at")(self)
@@ -285,6 +289,12 @@ class SymArray:
         s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
         merged = math.prod(self.dims[s:e + 1], start=ONE)
         return SymArray((*self.dims[:s], merged, *self.dims[e + 1:]), self.kind)
+
+    def ravel(self, order: str = "C") -> SymArray:
+        return self.flatten()
+
+    def dot(self, o: Any) -> SymArray:  # NumPy's X.dot(w)
+        return matmul(self, o)
 
     def expand(self, *sizes: Any) -> SymArray:
         target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
@@ -338,6 +348,10 @@ class SymArray:
             return reduce_(inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
         if method == "accumulate":
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
+        if method == "at":  # np.add.at(a, idx, b): in place, b must fit a[idx]
+            if len(inputs) > 2:
+                into(getitem(_sym(inputs[0]), inputs[1]), inputs[2], f"numpy.{ufunc.__name__}.at")
+            return None
         if method == "outer":  # np.subtract.outer(a, b): an outer product asked for by name
             a, b = _sym(inputs[0]), _sym(inputs[1])
             return SymArray(a.dims + b.dims, kind or a.kind)
@@ -360,6 +374,32 @@ class SymArray:
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
+
+
+class _Size(SymSize):
+    """``x.size``: the element count, or called, torch's ``x.size(dim)``."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: SymArray):
+        super().__init__(math.prod(array.dims, start=ONE))
+        self.array = array
+
+    def __call__(self, dim: int | None = None) -> Any:
+        a = self.array
+        return a.shape if dim is None else a.shape[_axis(dim, a.ndim)]
+
+
+def _rows(x: SymArray, n: Dim) -> Any:
+    """``x``'s rows; the tracer knows the current row's index, so the count of an
+    ``enumerate`` over them indexes an axis of size ``n`` safely."""
+    rows = tracer().__dict__.setdefault("rows", {})
+    try:
+        for i in _RANGE(tracer().value(n)):
+            rows[n] = i
+            yield getitem(x, _LoopInt(i, n))
+    finally:
+        rows.pop(n, None)
 
 
 def _keep(kw: dict[str, Any]) -> bool:

@@ -38,7 +38,13 @@ from typing import Any
 
 from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
-from tensig.check.trace_numpy import CREATION_EXTRA, CREATION_RANDOM, NUMPY_EXTRA
+from tensig.check.trace_numpy import (
+    CREATION_EXTRA,
+    CREATION_RANDOM,
+    NUMPY_EXTRA,
+    SCIPY,
+    library_targets,
+)
 from tensig.core.annotations import (
     Deferred,
     RowVariable,
@@ -429,7 +435,8 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 for a, k in zip(args, kinds, strict=True)]
         args = _call(fn, sig, args)
         out = None
-        with _creation_patched(), trace_jax.patched():
+        with _creation_patched(), trace_jax.patched(), \
+                tracing.patched(library_targets(fn)):
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
@@ -609,4 +616,5 @@ def modelled_operations() -> dict[str, list[str]]:
         from tensig.check import trace_torch as symbolic_torch
         out["PyTorch"] = sorted(set(S.TORCH) | set(S.CREATION_TORCH) | set(symbolic_torch.HAND))
     out["JAX"] = sorted(set(trace_jax.TABLE) | set(trace_jax.CONTROL))
+    out["SciPy"] = sorted(SCIPY)
     return out

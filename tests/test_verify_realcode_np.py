@@ -1,0 +1,341 @@
+"""verify on classic NumPy/SciPy/JAX numerics written the way public implementations write
+them (k-means, GMM EM, HMMs, Kalman filters, PCA, t-SNE, im2col, RL advantages): each test is a
+pattern that verify once stopped on, false-alarmed on, or missed.
+
+The functions are annotated with jaxtyping-style shape annotations, as verified files are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+import scipy.special
+from scipy.ndimage import uniform_filter1d
+from scipy.spatial.distance import cdist
+from scipy.special import logsumexp
+
+from tensig import Float, Int
+from tensig.check.verify import verify
+
+
+def kinds(report):
+    return [f.kind for f in report]
+
+
+def clean(report) -> bool:
+    return report.ok and not report.findings and not report.notes
+
+
+# -- NumPy's own conversions and in-place ufunc methods ------------------------------------------
+
+
+def test_asarray_and_array_of_symbolic_arrays():
+    def standardize(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        X = np.asarray(X, dtype=np.float64)  # scikit-learn's first line
+        return (X - X.mean(axis=0)) / X.std(axis=0)
+
+    def pair(a: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "2, N, D"]:
+        return np.array([a, 2 * a])
+
+    assert clean(verify(standardize)), str(verify(standardize))
+    assert clean(verify(pair)), str(verify(pair))
+
+
+def test_ufunc_at_scatters_and_checks_the_value():
+    def centroids(X: Float[np.ndarray, "N, D"], labels: Int[np.ndarray, "N"],
+                  C: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "K, D"]:
+        sums = np.zeros_like(C)
+        np.add.at(sums, labels, X)
+        counts = np.bincount(labels, minlength=C.shape[0])
+        return sums / np.maximum(counts, 1)[:, None]
+
+    def centroids_bug(X: Float[np.ndarray, "N, D"], labels: Int[np.ndarray, "N"],
+                      C: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "K, D"]:
+        sums = np.zeros_like(C)
+        np.add.at(sums, labels, X.T)  # the points transposed
+        return sums
+
+    r = verify(centroids)
+    assert r.ok and not r.notes, str(r)
+    assert "broadcast" in kinds(verify(centroids_bug))
+
+
+def test_flat_view_of_the_diagonal():
+    def regularized(X: Float[np.ndarray, "N, D"], reg: float = 1e-6) -> Float[np.ndarray, "D, D"]:
+        cov = X.T @ X / X.shape[0]
+        cov.flat[:: X.shape[1] + 1] += reg  # scikit-learn's GaussianMixture
+        return cov
+
+    assert clean(verify(regularized)), str(verify(regularized))
+
+
+# -- einsum with an ellipsis ---------------------------------------------------------------------
+
+
+def test_einsum_with_ellipsis():
+    def batched_quad(A: Float[np.ndarray, "B, N, N"], x: Float[np.ndarray, "B, N"]
+                     ) -> Float[np.ndarray, "B"]:
+        return np.einsum("...i,...ij,...j->...", x, A, x)
+
+    def implicit(A: Float[np.ndarray, "B, T, N, M"]) -> Float[np.ndarray, "B, T, M, N"]:
+        return np.einsum("...ij->...ji", A)
+
+    def broadcast_batch(A: Float[np.ndarray, "N, M"], x: Float[np.ndarray, "B, T, M"]
+                        ) -> Float[np.ndarray, "B, T, N"]:
+        return np.einsum("ij,...j->...i", A, x)
+
+    def bug(A: Float[np.ndarray, "B, N, M"], x: Float[np.ndarray, "B, N"]
+            ) -> Float[np.ndarray, "B, N"]:
+        return np.einsum("...ij,...j->...i", A, x)  # contracts M with N
+
+    for f in (batched_quad, implicit, broadcast_batch):
+        assert clean(verify(f)), str(verify(f))
+    assert "contraction" in kinds(verify(bug))
+
+
+def test_einsum_of_the_wrong_rank_is_a_finding_not_a_crash():
+    def f(Y: Float[np.ndarray, "N, E"], P: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N, E"]:
+        diff = Y[:, None, :] - Y[None, :, :]
+        return np.einsum("ij,ijk->ik", P, diff.sum(0))  # the pair axis summed away
+
+    r = verify(f)
+    assert "contraction" in kinds(r) and not r.notes, str(r)
+
+
+# -- SciPy -----------------------------------------------------------------------------------------
+
+
+def gmm_log_resp(X: Float[np.ndarray, "N, D"], means: Float[np.ndarray, "K, D"],
+                 precisions_chol: Float[np.ndarray, "K, D, D"], log_w: Float[np.ndarray, "K"]
+                 ) -> Float[np.ndarray, "N, K"]:
+    n, d = X.shape
+    log_prob = np.empty((n, means.shape[0]))
+    for k, (mu, prec) in enumerate(zip(means, precisions_chol, strict=True)):
+        y = X @ prec - mu @ prec
+        log_prob[:, k] = np.sum(np.square(y), axis=1)
+    weighted = -0.5 * (d * np.log(2 * np.pi) + log_prob) + log_w
+    return weighted - logsumexp(weighted, axis=1)[:, np.newaxis]
+
+
+def gmm_log_resp_bug(X: Float[np.ndarray, "N, D"], means: Float[np.ndarray, "K, D"],
+                     precisions_chol: Float[np.ndarray, "K, D, D"], log_w: Float[np.ndarray, "K"]
+                     ) -> Float[np.ndarray, "N, K"]:
+    n, d = X.shape
+    log_prob = np.empty((n, means.shape[0]))
+    for k, (mu, prec) in enumerate(zip(means, precisions_chol, strict=True)):
+        y = X @ prec - mu @ prec
+        log_prob[:, k] = np.sum(np.square(y), axis=1)
+    weighted = -0.5 * (d * np.log(2 * np.pi) + log_prob) + log_w
+    return weighted - logsumexp(weighted, axis=1)  # the normalizer not spread over K
+
+
+def test_scipy_logsumexp_imported_by_name():
+    r = verify(gmm_log_resp)
+    assert clean(r), str(r)
+    assert "broadcast" in kinds(verify(gmm_log_resp_bug))
+
+
+def test_scipy_linalg_and_cdist():
+    def gp_mean(Xtr: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"],
+                Xte: Float[np.ndarray, "M, D"]) -> Float[np.ndarray, "M"]:
+        K = np.exp(-cdist(Xtr, Xtr, "sqeuclidean")) + 1e-3 * np.eye(len(Xtr))
+        c, lower = scipy.linalg.cho_factor(K)
+        alpha = scipy.linalg.cho_solve((c, lower), y)
+        L = scipy.linalg.cholesky(K, lower=True)
+        v = scipy.linalg.solve_triangular(L, np.exp(-cdist(Xtr, Xte)), lower=True)
+        return np.exp(-cdist(Xte, Xtr)) @ alpha + 0 * v.sum(axis=0)
+
+    def gp_mean_bug(Xtr: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"],
+                    Xte: Float[np.ndarray, "M, D"]) -> Float[np.ndarray, "M"]:
+        K = np.exp(-cdist(Xtr, Xtr, "sqeuclidean")) + 1e-3 * np.eye(len(Xtr))
+        alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K), y)
+        return np.exp(-cdist(Xtr, Xte)) @ alpha  # kernel matrix the wrong way round
+
+    def softmax_rows(z: Float[np.ndarray, "N, C"]) -> Float[np.ndarray, "N, C"]:
+        return scipy.special.softmax(z, axis=1) * scipy.special.expit(z)
+
+    assert clean(verify(gp_mean)), str(verify(gp_mean))
+    assert clean(verify(softmax_rows)), str(verify(softmax_rows))
+    assert "contraction" in kinds(verify(gp_mean_bug))
+    assert "contraction" in kinds(verify(lambda a, b: cdist(a, b), "N, D; M, E => N, M"))
+
+
+def test_scipy_function_not_modelled_is_fitted():
+    r = verify(lambda x: uniform_filter1d(x, 3, axis=1), "B, T => B, T")
+    assert clean(r), str(r)
+
+
+# -- loops filling preallocated arrays -----------------------------------------------------------
+
+
+def hmm_forward(pi: Float[np.ndarray, "K"], A: Float[np.ndarray, "K, K"],
+                B: Float[np.ndarray, "K, V"], obs: Int[np.ndarray, "T"]
+                ) -> Float[np.ndarray, "T, K"]:
+    T, K = len(obs), len(pi)
+    alpha = np.zeros((T, K))
+    alpha[0] = pi * B[:, obs[0]]
+    for t in range(1, T):
+        alpha[t] = (alpha[t - 1] @ A) * B[:, obs[t]]
+        alpha[t] /= alpha[t].sum()
+    return alpha
+
+
+def gae(rewards: Float[np.ndarray, "T, E"], values: Float[np.ndarray, "T, E"],
+        dones: Float[np.ndarray, "T, E"], next_value: Float[np.ndarray, "E"],
+        next_done: Float[np.ndarray, "E"], gamma: float = 0.99, lam: float = 0.95
+        ) -> Float[np.ndarray, "T, E"]:
+    num_steps = rewards.shape[0]  # cleanrl's ppo.py
+    advantages = np.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    return advantages
+
+
+def gram_schmidt(V: Float[np.ndarray, "N, K"]) -> Float[np.ndarray, "N, K"]:
+    Q = np.zeros_like(V)
+    for j in range(V.shape[1]):
+        v = V[:, j].copy()
+        for i in range(j):
+            v -= (Q[:, i] @ V[:, j]) * Q[:, i]
+        Q[:, j] = v / np.linalg.norm(v)
+    return Q
+
+
+def test_loop_indices_assume_nothing():
+    """``t - 1`` in ``range(1, T)``, ``t + 1`` guarded by ``t == T - 1``, ``range(j)`` inside
+    ``range(K)``, the count of ``enumerate`` over rows: all in range, no assumption."""
+    for f in (hmm_forward, gae, gram_schmidt, gmm_log_resp):
+        r = verify(f)
+        assert clean(r), str(r)
+
+
+def test_loop_index_past_the_end_is_still_found():
+    def lookahead(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        out = np.zeros_like(x)
+        for t in range(len(x)):
+            out[t] = x[t + 1] - x[t]  # the last step reads past the end
+        return out
+
+    def unguarded(values: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+        out = np.zeros_like(values)
+        for t in reversed(range(len(values))):
+            out[t] = values[t + 2]
+        return out
+
+    assert "index" in kinds(verify(lookahead)), str(verify(lookahead))
+    assert "index" in kinds(verify(unguarded)), str(verify(unguarded))
+
+
+# -- im2col with a stride: window counts are sums -----------------------------------------------
+
+
+def im2col(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
+           stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
+    k = w.shape[-1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    windows = windows[:, :, ::stride, ::stride]
+    n, _, oh, ow = windows.shape[:4]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
+    out = cols @ w.reshape(w.shape[0], -1).T
+    return out.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
+
+
+def im2col_bug(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
+               stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
+    k = w.shape[-1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    windows = windows[:, :, ::stride, ::stride]
+    n, _, oh, ow = windows.shape[:4]
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
+    out = cols @ w.reshape(w.shape[0], -1).T
+    return out.reshape(n, -1, oh, ow)  # a reshape where the transpose was meant
+
+
+def test_reshape_with_window_counts():
+    """``-1`` divides a product of sums (``N*oh*ow*C*K*K / (N*oh*ow)``), and a reshape that moves
+    an axis past a sum-sized one is still a reorder."""
+    r = verify(im2col)
+    assert clean(r), str(r)
+    assert kinds(verify(im2col_bug)) == ["reorder"], str(verify(im2col_bug))
+    r = verify(lambda x: x[:, 2:].reshape(-1, x.shape[2]).reshape(x.shape[0], -1, x.shape[2]),
+               "N, H, F => N, H - 2, F")
+    assert clean(r), str(r)
+
+
+# -- NumPy idioms of scikit-learn-style code -----------------------------------------------------
+
+
+def test_dot_ravel_and_index_tricks():
+    def fit_intercept(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "D+1, 1"]
+                      ) -> Float[np.ndarray, "N"]:
+        Xb = np.c_[np.ones(len(X)), X]
+        return Xb.dot(w).ravel()
+
+    def fit_intercept_bug(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "D+1, 1"]
+                          ) -> Float[np.ndarray, "N"]:
+        Xb = np.r_[np.ones(len(X)), X]  # rows where a column was meant
+        return Xb.dot(w).ravel()
+
+    assert clean(verify(fit_intercept)), str(verify(fit_intercept))
+    assert kinds(verify(fit_intercept_bug))[0] == "concat", str(verify(fit_intercept_bug))
+    r = verify(lambda a, b: np.r_[a, b, 1.0], "N; M => N + M + 1")
+    assert clean(r), str(r)
+
+
+def test_triangle_indices_kron_and_weighted_average():
+    def upper(D: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*(N-1)//2"]:
+        return D[np.triu_indices(D.shape[0], k=1)]
+
+    def lower(C: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*(N+1)//2"]:
+        return C[np.tril_indices_from(C)]
+
+    def weighted(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "N"]) -> Float[np.ndarray, "D"]:
+        return np.average(X, axis=0, weights=w)
+
+    def weighted_bug(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "N"]
+                     ) -> Float[np.ndarray, "N"]:
+        return np.average(X, axis=1, weights=w)  # weights per point, averaged per feature
+
+    for f in (upper, lower, weighted):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(weighted_bug)) == ["broadcast"], str(verify(weighted_bug))
+    r = verify(lambda a, b: np.kron(a, b), "N, N; M, M => N*M, N*M")
+    assert clean(r), str(r)
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+
+def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "verify_corpus" / "probe_np_more.py"
+    spec = importlib.util.spec_from_file_location("verify_corpus_probe_np_more", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(module.CASES) >= 12
+    for name, good, bad, code in module.CASES:
+        r, rb = verify(good), verify(bad)
+        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert code in [f.code for f in rb], f"{name}: {rb}"
+
+
+def test_size_attribute_and_one_fresh_size_per_sampled_value():
+    def flat_pairs(a: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*N"]:
+        i, j = np.unravel_index(np.arange(a.size), a.shape)  # one length, fitted as fresh
+        return a[i, j]
+
+    r = verify(flat_pairs)
+    assert r.ok and not r.notes and kinds(r) in ([], ["assumption"]), str(r)
+    r = verify(lambda a: a.reshape(a.size(0), -1), "N, K, 2 => N, 2*K")  # torch's size()
+    assert clean(r), str(r)
