@@ -8,6 +8,7 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.linalg
 import scipy.special
 from scipy.ndimage import uniform_filter1d
@@ -100,6 +101,21 @@ def test_einsum_of_the_wrong_rank_is_a_finding_not_a_crash():
 
     r = verify(f)
     assert "contraction" in kinds(r) and not r.notes, str(r)
+
+
+def test_einsum_output_index_in_no_operand_and_ellipsis_axes_named():
+    def typo(a: Float[np.ndarray, "N, D"], b: Float[np.ndarray, "D, M"]
+             ) -> Float[np.ndarray, "N, _"]:
+        return np.einsum("ij,jk->il", a, b)  # NumPy: ValueError
+
+    def batch_bug(a: Float[np.ndarray, "B, N, D"], b: Float[np.ndarray, "N, D"]
+                  ) -> Float[np.ndarray, "B, N"]:
+        return np.einsum("...d,...d->...", a, b.T)
+
+    r = verify(typo)
+    assert any("output index 'l' is in no operand" in f.message for f in r.findings), str(r)
+    r = verify(batch_bug)
+    assert any("'...' axis is N in one operand and D" in f.message for f in r.findings), str(r)
 
 
 # -- SciPy -----------------------------------------------------------------------------------------
@@ -232,6 +248,66 @@ def test_loop_index_past_the_end_is_still_found():
 
     assert "index" in kinds(verify(lookahead)), str(verify(lookahead))
     assert "index" in kinds(verify(unguarded)), str(verify(unguarded))
+
+
+def test_loop_end_offset_beyond_the_traced_steps_is_assumed():
+    """``t > T - 20`` is true at every traced step for a witness below 20, false for early steps
+    of a long loop: the branch is assumed (its other side, past the end, is never traced)."""
+    def skip_tail(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        out = np.zeros_like(x)
+        for t in range(len(x)):
+            if t > len(x) - 20:
+                out[t] = x[t]
+            else:
+                out[t] = x[t + 25]  # past the end: only a long sequence takes this side
+        return out
+
+    assert "assumption" in kinds(verify(skip_tail)), str(verify(skip_tail))
+
+
+def test_range_of_a_loop_index_keeps_negative_starts():
+    counts = []
+
+    def pairs(x: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "D"]:
+        n = 0
+        for j in range(x.shape[0]):
+            for _ in range(-1, j):
+                n += 1
+        counts.append((n, int(x.shape[0])))
+        return x[0]
+
+    verify(pairs)
+    n, k = counts[-1]
+    assert n == sum(j + 1 for j in range(k)), counts
+
+
+@pytest.mark.xfail(strict=True, reason="a first step's t + 1 is taken as in range; a loop "
+                   "left at its first step never reaches the traced end steps")
+def test_first_step_only_index_past_a_short_loop():
+    def first_difference(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "D"]:
+        for t in range(len(x)):
+            d = x[t + 1] - x[t]  # T == 1: out of range
+            break
+        return d
+
+    assert not verify(first_difference).ok
+
+
+def test_sliding_window_view_needs_a_window_per_axis_and_a_window_that_fits():
+    swv = np.lib.stride_tricks.sliding_window_view
+
+    def no_axis(x: Float[np.ndarray, "N, T"]) -> Float[np.ndarray, "N, _, 3"]:
+        return swv(x, 3)  # NumPy: axis=None wants a window for each of the 2 axes
+
+    def too_long(x: Float[np.ndarray, "N, T"]) -> Float[np.ndarray, "N, _, _"]:
+        return swv(x, x.shape[1] + 1, axis=1)
+
+    def last_axis(x: Float[np.ndarray, "N, T"]) -> Float[np.ndarray, "N, _, 3"]:
+        return swv(x, 3, axis=-1)
+
+    assert "op-shape" in kinds(verify(no_axis)), str(verify(no_axis))
+    assert "op-shape" in kinds(verify(too_long)), str(verify(too_long))
+    assert clean(verify(last_axis)), str(verify(last_axis))
 
 
 # -- im2col with a stride: window counts are sums -----------------------------------------------

@@ -69,12 +69,17 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                 if sizes[c] == ONE:
                     sizes[c] = d
                 elif d != ONE:
-                    tracer().report("contraction", f"einsum index {c!r} is {sizes[c]} in one "
+                    index = f"index {c!r}" if c.isascii() else "'...' axis"  # see _ellipsis
+                    tracer().report("contraction", f"einsum {index} is {sizes[c]} in one "
                                                    f"operand and {d} in another")
             else:
                 sizes.setdefault(c, d)
     if not arrow:
         out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
+    for c in out:
+        if c not in "".join(subs):  # NumPy's ValueError; an operand of the wrong rank is told
+            tracer().report("contraction", f"einsum output index {c!r} is in no operand "
+                                           f"({subscripts!r})")
     return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
 
 

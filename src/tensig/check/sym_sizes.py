@@ -127,8 +127,7 @@ class SymSize:
             return fn(a, b)
         except InconclusiveError:
             witness = fn(tracer().value(a), tracer().value(b))
-            if isinstance(other, _LoopInt) and other.slack is not None and \
-                    (a - other.bound).constant is not None:
+            if _near_end(a, other):
                 return witness  # a first-half loop step against the loop's end (see _LoopInt)
             _assume(f"{a} {name} {b}", witness)
             return witness
@@ -228,6 +227,16 @@ class _LoopInt(int):
         return int(self) - o
 
 
+def _near_end(end: Dim, k: Any) -> bool:
+    """``k`` a first-half loop step and ``end`` its loop's bound less at most ``k``'s slack:
+    the witness decides ``t < T - 1`` as every long loop does.  An offset beyond the slack
+    (``t > T - 20``) is decided differently by a long loop: assumed."""
+    if not isinstance(k, _LoopInt) or k.slack is None:
+        return False
+    offset = (end - k.bound).constant
+    return offset is not None and -offset <= k.slack
+
+
 class _RangeType(type):
     """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
 
@@ -248,7 +257,7 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
             return SymRange(*args)
         stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
         if _TRACER.get() is not None and isinstance(stop, _LoopInt):
-            return _LoopRange(_LoopInt(i, stop.bound) for i in _RANGE(*args) if i >= 0)
+            return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
         return _RANGE(*args)
 
 

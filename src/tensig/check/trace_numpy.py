@@ -181,11 +181,19 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     a = S._sym(x)
     shape = window_shape if isinstance(window_shape, tuple | list) else (window_shape,)
     windows = [sym_sizes.as_dim(w) for w in shape]
-    axes = range(a.ndim - len(windows), a.ndim) if axis is None else \
+    axes = range(a.ndim) if axis is None else \
         (axis if isinstance(axis, tuple | list) else (axis,))
+    if len(axes) != len(windows):  # NumPy's ValueError (axis=None: a window for every axis)
+        tracer().report("op-shape", f"sliding_window_view: {len(windows)} window sizes for "
+                                    f"axes {tuple(axes)} of {shape_text(a)}")
+        return S.SymArray((*a.dims, *windows), a.kind)
     dims = list(a.dims)
     for ax, w in zip(axes, windows, strict=True):
         ax = S._axis(ax, a.ndim)
+        with contextlib.suppress(InconclusiveError):  # undecided: a window fits its axis
+            if w > dims[ax]:
+                tracer().report("op-shape", f"sliding_window_view: a window of {w} on axis "
+                                            f"{ax} of {shape_text(a)} is longer than the axis")
         dims[ax] = dims[ax] - w + 1
     return S.SymArray((*dims, *windows), a.kind)
 
