@@ -42,6 +42,17 @@ def test_asarray_and_array_of_symbolic_arrays():
     assert clean(verify(pair)), str(verify(pair))
 
 
+def test_array_ndmin_prepends_axes():
+    def row(v: Float[np.ndarray, "N"]) -> Float[np.ndarray, "1, N"]:
+        return np.array(v, ndmin=2)
+
+    def row_bug(v: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        return np.array(v, ndmin=2)  # [1, N]
+
+    assert clean(verify(row)), str(verify(row))
+    assert "return-shape" in kinds(verify(row_bug)), str(verify(row_bug))
+
+
 def test_ufunc_at_scatters_and_checks_the_value():
     def centroids(X: Float[np.ndarray, "N, D"], labels: Int[np.ndarray, "N"],
                   C: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "K, D"]:
@@ -364,6 +375,18 @@ def test_dot_ravel_and_index_tricks():
     assert kinds(verify(fit_intercept_bug))[0] == "concat", str(verify(fit_intercept_bug))
     r = verify(lambda a, b: np.r_[a, b, 1.0], "N; M => N + M + 1")
     assert clean(r), str(r)
+
+
+def test_average_weights_of_another_shape_must_be_one_axis():
+    def same_rank(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "1, D"]
+                  ) -> Float[np.ndarray, "D"]:
+        return np.average(X, axis=0, weights=w)  # NumPy: not a's shape, not 1-d: an error
+
+    def full(X: Float[np.ndarray, "N, D"], w: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, ""]:
+        return np.average(X, weights=w)
+
+    assert "broadcast" in kinds(verify(same_rank)), str(verify(same_rank))
+    assert clean(verify(full)), str(verify(full))
 
 
 def test_triangle_indices_kron_and_weighted_average():

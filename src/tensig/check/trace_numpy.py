@@ -184,8 +184,9 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     axes = range(a.ndim) if axis is None else \
         (axis if isinstance(axis, tuple | list) else (axis,))
     if len(axes) != len(windows):  # NumPy's ValueError (axis=None: a window for every axis)
-        tracer().report("op-shape", f"sliding_window_view: {len(windows)} window sizes for "
-                                    f"axes {tuple(axes)} of {shape_text(a)}")
+        tracer().report("op-shape", f"sliding_window_view: window shape {tuple(shape)} for "
+                                    f"axes {tuple(axes)} of {shape_text(a)}: give one size "
+                                    f"per axis (or axis=)")
         return S.SymArray((*a.dims, *windows), a.kind)
     dims = list(a.dims)
     for ax, w in zip(axes, windows, strict=True):
@@ -228,9 +229,8 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     x = S._sym(a)
     if weights is not None:
         w = S._sym(weights)
-        if w.ndim == x.ndim:
-            S.into(x, w, "np.average's weights")
-        elif w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]:
+        if w.dims != x.dims and (  # NumPy: a's own shape, or 1-d along the one axis
+                w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]):
             tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
                                          f"axis {axis} of {shape_text(x)}")
     out = S.reduce_(x, axis, keepdims, "f")
@@ -268,8 +268,10 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
 
 def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
     """``np.asarray``/``np.array`` of a symbolic array (its dtype changed), or of a list of
-    them (stacked)."""
+    them (stacked); ``np.array``'s ``ndmin`` prepends axes of 1."""
     x = sym_functions.stack(a, 0) if isinstance(a, list | tuple) else S._sym(a)
+    if kw.get("ndmin", 0) > x.ndim:
+        x = S.SymArray((sym_sizes.ONE,) * (kw["ndmin"] - x.ndim) + x.dims, x.kind)
     return x.astype(dtype) if dtype is not None else x
 
 
