@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check.tracing import _TRACER, tracer
+from tensig.check.tracing import _TRACER, Finding, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
@@ -161,7 +161,7 @@ class SymRange:
         t = tracer()
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
-    def _index(self, i: int) -> Any:
+    def _index(self, i: int, ahead: list[Any] | None = None) -> Any:
         """Loop indices in the first half are numbers; in the second half they count from the
         symbolic end (``T - 1``, ``T - 2``), so ``t + 1 < T`` and ``x[t + 1]`` are decided."""
         t = tracer()
@@ -169,14 +169,34 @@ class SymRange:
         if self.step != 1 or i - lo <= hi - 1 - i:
             if self.start.constant is None:
                 return SymSize(self.start + (i - lo))
-            return _LoopInt(i, self.stop, hi - 1 - i) if self.step == 1 else i
+            return _LoopInt(i, self.stop, hi - 1 - i, ahead) if self.step == 1 else i
         return SymSize(self.stop - (hi - i))
 
     def __iter__(self) -> Any:
-        return (self._index(i) for i in self._concrete())
+        return self._steps(self._concrete())
 
     def __reversed__(self) -> Any:
-        return (self._index(i) for i in reversed(self._concrete()))
+        return self._steps(reversed(self._concrete()))
+
+    def _steps(self, values: Any) -> Any:
+        """The loop's steps; ``x[t + 1]`` at a first-half step is taken as in range because the
+        last steps check it: a loop left before them (``break``) assumes it after all."""
+        ahead: list[Any] = []
+        ended = False
+        try:
+            for i in values:
+                step = self._index(i, ahead)
+                ended = ended or not isinstance(step, _LoopInt)
+                yield step
+        finally:
+            t = _TRACER.get()  # None: the collector closed it after its trace
+            if t is not None and not ended:
+                for (file, line), text in ahead:
+                    if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
+                               for f in t.findings):
+                        t.findings.append(Finding(
+                            "assumption", f"assumes {text}: an index ahead of a loop step, "
+                            f"checked at the loop's last steps, which did not run", file, line))
 
     def __len__(self) -> int:
         return _LEN(self._concrete())
@@ -207,15 +227,18 @@ class _LoopInt(int):
 
     bound: Dim
     slack: int | None
+    ahead: list[Any] | None  # its loop's ``x[t + 1]`` taken as in range (see SymRange._steps)
+    past: bool  # ``t + 1``, not ``t``
 
-    def __new__(cls, value: int, bound: Dim, slack: int | None = None) -> _LoopInt:
+    def __new__(cls, value: int, bound: Dim, slack: int | None = None,
+                ahead: list[Any] | None = None, past: bool = False) -> _LoopInt:
         out = super().__new__(cls, value)
-        out.bound, out.slack = bound, slack
+        out.bound, out.slack, out.ahead, out.past = bound, slack, ahead, past
         return out
 
     def __add__(self, o: Any) -> Any:
         if type(o) is int and self.slack is not None and 0 <= o <= self.slack:
-            return _LoopInt(int(self) + o, self.bound, self.slack - o)
+            return _LoopInt(int(self) + o, self.bound, self.slack - o, self.ahead, o > 0)
         return int(self) + o
 
     __radd__ = __add__
@@ -306,6 +329,8 @@ def require_divisible(p: Dim, k: int) -> Dim:
 
 def _check_index(size: Dim, k: Any) -> None:
     if isinstance(k, _LoopInt) and _at_most(k.bound, size):
+        if k.past and k.ahead is not None:
+            k.ahead.append((tracer().where(), f"{int(k)} < {size}"))
         return  # step i of a loop over range(size): i < size, or the step would not run
     if type(k) is int and tracer().__dict__.get("rows", {}).get(size) == k:
         return  # the count of a loop over the rows of an axis of this size (enumerate)
