@@ -86,15 +86,22 @@ def _product(vals: list[Any]) -> Any:
     return functools.reduce(lambda out, v: _e("mul", out, v), vals)
 
 
-def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
-    """The operator's ``combine`` of the operands' values: a chain of binary products for
-    einsum's ``mul``; a concatenation without ``^`` concatenates nothing (a one-element
-    block), so it is einsum1's copy."""
-    if op.combine == "mul":
-        return _product(vals)
+def _combine(op: Operator, spec: str, n: int) -> str:
+    """How ``n`` operands combine: a concatenation without ``^`` concatenates nothing (a
+    one-element block), so it is einsum1's copy of one operand, einsum's product of several
+    (all take part in its one phase, as in the eager ``concat``)."""
     if op.combine == "concat" and "^" not in spec:
-        return Expr("id", tuple(vals))
-    return Expr(op.combine, tuple(vals))
+        return "id" if n == 1 else "mul"
+    return op.combine
+
+
+def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
+    """The operator's ``combine`` of the operands' values (:func:`_combine`): a chain of
+    binary products for einsum's ``mul``."""
+    combine = _combine(op, spec, len(vals))
+    if combine == "mul":
+        return _product(vals)
+    return Expr(combine, tuple(vals))
 
 
 def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
@@ -113,7 +120,7 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
     if op.accum != "+" or op.combine not in ("mul", "add", "id", "concat"):
         raise NotImplementedError(f"{op.name}: no derivative for combining by {op.combine} "
                                   f"and accumulating by {op.accum}")
-    if op.combine != "mul":
+    if _combine(op, spec, n) != "mul":
         return _grads(*[lambda t, *args: (t.grad, "+")] * n)
 
     def rule(i: int) -> Callable[..., Any]:
