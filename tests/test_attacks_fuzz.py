@@ -139,6 +139,24 @@ def test_graph_concat_without_a_caret_has_the_product_gradient():
         np.testing.assert_allclose(np.asarray(pb.grad.numpy()), [a.sum()] * 3)
 
 
+@pytest.mark.parametrize("spec, c, sum_to", [("a; b; c => a^b, c", [7.0], "x, y => "),
+                                             ("a; b; c => a^b", [7.0, 1.0], "x => ")])
+def test_graph_concat_gradient_of_operands_sharing_a_phase(spec, c, sum_to):
+    """Every operand's gradient was the result's alone (a copy), right only when each phase
+    has one operand: here ``c`` multiplies ``a`` in one phase and ``b`` in the other."""
+    a, b, c = np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0]), np.array(c)
+    with G.new_graph():
+        pa, pb, pc = (G.param(n, output=[len(v)]) for n, v in (("a", a), ("b", b), ("c", c)))
+        m = G.Model(G.einsum1(sum_to, G.concat(spec, pa, pb, pc)))
+        for p, v in ((pa, a), (pb, b), (pc, c)):
+            m.set(p, v)
+        total = (a.sum() + b.sum()) * c.sum()
+        assert float(m.backward()) == ts.concat(spec, a, b, c).sum() == total
+        np.testing.assert_allclose(pa.grad.numpy(), [c.sum()] * 2)
+        np.testing.assert_allclose(pb.grad.numpy(), [c.sum()] * 3)
+        np.testing.assert_allclose(pc.grad.numpy(), [a.sum() + b.sum()] * len(c))
+
+
 @pytest.mark.parametrize("op, spec, shapes", [
     ("einmax1", "i => i, i", [(3,)]),
     ("einmax1", "_, b, b => b, b", [(2, 3, 3)]),

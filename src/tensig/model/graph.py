@@ -120,12 +120,18 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
     if op.accum != "+" or op.combine not in ("mul", "add", "id", "concat"):
         raise NotImplementedError(f"{op.name}: no derivative for combining by {op.combine} "
                                   f"and accumulating by {op.accum}")
-    if _combine(op, spec, n) != "mul":
+    combine = _combine(op, spec, n)
+    if combine not in ("mul", "concat"):
         return _grads(*[lambda t, *args: (t.grad, "+")] * n)
 
     def rule(i: int) -> Callable[..., Any]:
-        return lambda t, *args: (_product(
-            [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
+        # a concatenation's phase is a product of the operands taking part in it: the same
+        # rule, phase by phase (the lowering runs the phases)
+        def grad(t: Tensor, *args: Tensor) -> tuple[Any, str]:
+            vals = [a.val if j != i else t.grad for j, a in enumerate(args)]
+            return (_product(vals) if combine == "mul" else Expr("concat", tuple(vals))), "+"
+
+        return grad
 
     return _grads(*[rule(i) for i in range(n)])
 
