@@ -121,15 +121,21 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
         raise NotImplementedError(f"{op.name}: no derivative for combining by {op.combine} "
                                   f"and accumulating by {op.accum}")
     combine = _combine(op, spec, n)
-    if combine not in ("mul", "concat"):
-        return _grads(*[lambda t, *args: (t.grad, "+")] * n)
 
     def rule(i: int) -> Callable[..., Any]:
         # a concatenation's phase is a product of the operands taking part in it: the same
         # rule, phase by phase (the lowering runs the phases)
         def grad(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val if j != i else t.grad for j, a in enumerate(args)]
-            return (_product(vals) if combine == "mul" else Expr("concat", tuple(vals))), "+"
+            if combine == "mul":
+                return _product(vals), "+"
+            if combine == "concat":
+                return Expr("concat", tuple(vals)), "+"
+            g: Any = t.grad  # a sum's: 1 at every cell of the others' own axes, so summed over them
+            for j, a in enumerate(args):
+                if j != i:  # where(y, g, g) is g, over y's axes too (NaN-safe, unlike 0*y + g)
+                    g = _e("where", a.val, g, g)
+            return g, "+"
 
         return grad
 
