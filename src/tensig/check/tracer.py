@@ -40,6 +40,7 @@ from tensig.check.sym_sizes import (
 from tensig.check.tracing import (
     _TORCH_STYLE,
     _TRACER,
+    PLUGINS,
     Finding,
     TraceLimit,
     Tracer,
@@ -374,6 +375,9 @@ class SymArray:
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
         return impl(*args, **kwargs)
+
+
+PLUGINS["torch_function"] = SymArray.__torch_function__  # sym_sizes sits below this module
 
 
 class _Size(SymSize):
