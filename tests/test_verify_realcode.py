@@ -388,3 +388,18 @@ def test_pausing_the_time_limit_keeps_a_repeating_timer(monkeypatch):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert 90 < left <= 100 and every == 50
+
+
+def test_a_long_window_s_frame_count_is_no_constant():
+    """Fitted from sizes near 1056, stft's frame count ``L // 160 + 1`` was the same at every
+    run and became the constant 7: a signature declaring 7 frames for every ``L`` verified
+    (a max pooling by 200: 5).  It is a fresh size now, which no constant matches."""
+    def frames(audio: Float[torch.Tensor, "L"]) -> Float[torch.Tensor, "201 7"]:
+        return torch.stft(audio, 400, 160, window=torch.hann_window(400), return_complex=True)
+
+    def pooled(x: Float[torch.Tensor, "B C L"]) -> Float[torch.Tensor, "B C 5"]:
+        return F.max_pool1d(x, 200)
+
+    for fn in (frames, pooled):
+        r = verify(fn)
+        assert "but the signature declares" in str(r), f"{fn.__name__}: {r}"

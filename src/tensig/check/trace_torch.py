@@ -290,7 +290,9 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
     pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
     else from 1056, 1062... (``stft``'s 400-sample window), with even offsets; steps of 24
-    show floors up to 8 (a stride-8 pool).  The sizes are
+    show floors up to 8 (a stride-8 pool).  From 1056 the steps are 960: a floor by a long
+    window or hop (``stft``'s 160) must change across the runs, or it would be fitted as the
+    constant it is near the base (a fresh size, never a wrong one).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
@@ -311,7 +313,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     sample, inputs = result
     fitted = size_fit.fit_sizes(
         lambda env: trace_numpy.shapes(run(env)[0], torch.Tensor),
-        (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
+        (args, kwargs), name, base, 1 if base is bases[0] else 2,
+        step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
 
     def leaf(head: Any) -> tuple[Any, ...]:
