@@ -365,6 +365,24 @@ def test_match_shape_returns_every_binding():
     assert "T = 5 was given" in str(e)
 
 
+def test_an_expression_of_given_sizes_that_is_no_whole_number_is_still_checked():
+    """Only a deferred size (``{n}``, Python) that is no whole number goes unchecked; ``2*h``
+    with ``h = 2.5`` is 5.0, not the axis's 4."""
+    e = error_of(match_shape, (4,), "2*h", {"h": 2.5})
+    assert "2*h = 5.0" in str(e)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_function_without_a_checked_result_settles_nothing_after_its_body(compiled):
+    """Nothing is checked after the body when no result is: a size an ``isinstance`` inside
+    binds is not related back to an argument's undecided ``h + w`` (that raised KeyError)."""
+    @shaped(compiled=compiled)
+    def f(x: Float[np.ndarray, "h + w"]):
+        return isinstance(np.zeros((2, 3)), Float[np.ndarray, "h w"])
+
+    assert f(np.zeros(7)) is True
+
+
 def test_unknown_dask_sizes_are_not_checked():
     da = pytest.importorskip("dask.array")
 

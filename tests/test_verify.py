@@ -734,3 +734,11 @@ def test_a_size_equal_to_a_number_it_can_never_be_is_decided():
         return x if x.shape[0] == x.shape[1] else x * 2
 
     assert [f.kind for f in verify(g).findings] == ["assumption"]
+
+
+def test_a_wrong_permutation_given_as_an_array_is_named():
+    def f(x: Shaped[np.ndarray, "N, D"]) -> Shaped[np.ndarray, "D, N"]:
+        return np.transpose(x, np.array([0, 0]))
+
+    report = verify(f)
+    assert any("is not a permutation of the axes of [N, D]" in n for n in report.notes), report

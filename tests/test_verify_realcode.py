@@ -344,3 +344,62 @@ def test_one_hot_and_repeat_interleave_by_counts():
     for fn in (expand_by_counts, one_hot):
         r = verify(fn)
         assert r.ok, f"{fn.__name__}: {r}"
+
+
+def test_counts_and_weights_must_fit_their_input():
+    """A fresh length is no licence for operands torch refuses: repeats must be one per
+    element along ``dim`` (or one for all; the meta kernel's op-shape error before the fresh
+    sizes), bincount's weights one per value."""
+    def repeats_of_other_rows(x: Float[torch.Tensor, "N D"], counts: Int[torch.Tensor, "M"]):
+        return torch.repeat_interleave(x, counts, dim=0)
+
+    def repeats_of_all(x: Float[torch.Tensor, "N D"], counts: Int[torch.Tensor, "M"]):
+        return x.repeat_interleave(counts)  # flattened: N * D counts
+
+    def one_count(x: Float[torch.Tensor, "N D"], k: Int[torch.Tensor, "1"]):
+        return torch.repeat_interleave(x, k, dim=1)
+
+    def weights_of_other_values(labels: Int[torch.Tensor, "N"], w: Float[torch.Tensor, "M"]):
+        return torch.bincount(labels, weights=w)
+
+    def weighted(labels: Int[torch.Tensor, "N"], w: Float[torch.Tensor, "N"]):
+        return torch.bincount(labels, weights=w, minlength=3)
+
+    for fn in (repeats_of_other_rows, repeats_of_all, weights_of_other_values):
+        assert "op-shape" in kinds(verify(fn)), f"{fn.__name__}: {verify(fn)}"
+    for fn in (one_count, weighted):
+        assert verify(fn).ok, f"{fn.__name__}: {verify(fn)}"
+
+
+def test_pausing_the_time_limit_keeps_a_repeating_timer(monkeypatch):
+    """torch's first meta op runs with the interval timer paused: someone else's timer comes
+    back whole, its interval too."""
+    import signal
+
+    from tensig.check import trace_torch
+
+    monkeypatch.setattr(trace_torch, "_warm", False)
+    previous = signal.signal(signal.SIGALRM, lambda *a: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 100, 50)
+        trace_torch._warm_meta()
+        left, every = signal.getitimer(signal.ITIMER_REAL)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert 90 < left <= 100 and every == 50
+
+
+def test_a_long_window_s_frame_count_is_no_constant():
+    """Fitted from sizes near 1056, stft's frame count ``L // 160 + 1`` was the same at every
+    run and became the constant 7: a signature declaring 7 frames for every ``L`` verified
+    (a max pooling by 200: 5).  It is a fresh size now, which no constant matches."""
+    def frames(audio: Float[torch.Tensor, "L"]) -> Float[torch.Tensor, "201 7"]:
+        return torch.stft(audio, 400, 160, window=torch.hann_window(400), return_complex=True)
+
+    def pooled(x: Float[torch.Tensor, "B C L"]) -> Float[torch.Tensor, "B C 5"]:
+        return F.max_pool1d(x, 200)
+
+    for fn in (frames, pooled):
+        r = verify(fn)
+        assert "but the signature declares" in str(r), f"{fn.__name__}: {r}"

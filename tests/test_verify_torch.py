@@ -492,7 +492,7 @@ def test_corpus_silent_bugs_run_without_error_where_sizes_collide():
 
 # -- number parameters: a sampler's float schedule, a size passed as an int -------------------
 
-from tensig import Float  # noqa: E402
+from tensig import Float, Int  # noqa: E402
 
 
 def _ddpm_step(x: Float[torch.Tensor, "B, C, H, W"], eps: Float[torch.Tensor, "B, C, H, W"],
@@ -562,6 +562,14 @@ def test_an_int_parameter_that_names_no_size_is_refused_with_the_fix():
         verify(_wrong_scale)
     report = verify(functools.partial(_wrong_scale, n=5), "B D; D E => B E")
     assert [f.code for f in report.errors] == ["TS103"], report
+
+
+def test_randint_with_every_argument_by_keyword_is_a_symbolic_creation():
+    def f(x: Float[torch.Tensor, "B T"]) -> Int[torch.Tensor, "B"]:
+        return torch.randint(low=0, high=10, size=(x.shape[0],))
+
+    report = verify(f)
+    assert report.ok and not report.notes and not report.findings, report
 
 
 def test_a_required_parameter_without_annotation_is_named():

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
     """The labels of ``a,b->out`` (every label of an operand kept or contracted) as a batched
@@ -187,9 +189,20 @@ def _presummed(a: str, b: str, out: str, keep_dtype: bool
         return None, *kept
 
     def pre(x: Any, y: Any) -> tuple[Any, Any]:
-        return (x if pre_a is None else pre_a(x)), (y if pre_b is None else pre_b(y))
+        # two dtypes: numpy.einsum promotes first (a bool sum is then a count, not an or)
+        dtype = _promoted(x, y) if keep_dtype and x.dtype != y.dtype else None
+        return (x if pre_a is None else pre_a(x, dtype)), (y if pre_b is None else pre_b(y, dtype))
 
     return pre, *kept
+
+
+def _promoted(x: Any, y: Any) -> Any:
+    """The dtype ``x`` and ``y`` promote to: torch's rule for tensors, else NumPy's."""
+    if hasattr(x.dtype, "is_floating_point"):  # a torch dtype
+        import torch
+
+        return torch.promote_types(x.dtype, y.dtype)
+    return np.result_type(x.dtype, y.dtype)
 
 
 def _permute(x: Any, perm: Sequence[int]) -> Any:
@@ -216,11 +229,12 @@ def moves(perm: list[int], before: Sequence[int], after: Sequence[int],
     return lambda x: x
 
 
-def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any], Any] | None:
+def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[..., Any] | None:
     """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
 
-    ``keep_dtype``: sum in the operand's dtype, as ``numpy.einsum`` does (an int8 sum wraps
-    around, a bool sum is a logical or), where ``ndarray.sum`` would widen to int64."""
+    ``keep_dtype``: sum in the operand's dtype (or the ``dtype`` the plan is called with), as
+    ``numpy.einsum`` does (an int8 sum wraps around, a bool sum is a logical or), where
+    ``ndarray.sum`` would widen to int64."""
     axes = tuple(i for i, c in enumerate(sub) if c not in out)
     kept = [c for c in sub if c in out]
     perm = [kept.index(c) for c in out]
@@ -228,9 +242,10 @@ def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[[Any],
     if not axes and not moves:
         return None
 
-    def run(x: Any) -> Any:
+    def run(x: Any, dtype: Any = None) -> Any:
         if axes:
-            x = x.sum(axes, dtype=x.dtype) if keep_dtype else x.sum(axes)
+            x = x.sum(axes, dtype=x.dtype if dtype is None else dtype) if keep_dtype else \
+                x.sum(axes)
         return _permute(x, perm) if moves else x
 
     return run

@@ -82,8 +82,10 @@ class TorchBackend(Backend):
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
         einsum = functools.partial(self.torch.einsum, subscripts)
-        # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64)
-        plan = matmul_plan(self.torch.matmul, subscripts, shapes, keep_dtype=True) or einsum
+        # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64);
+        # what no matmul plans (a diagonal) is :meth:`einsum`, in the operands' dtype too
+        plan = matmul_plan(self.torch.matmul, subscripts, shapes, keep_dtype=True) or \
+            functools.partial(self.einsum, subscripts)
 
         def contract(*xs: Any) -> Any:
             try:  # the try costs nothing on the fast path
@@ -131,7 +133,14 @@ class TorchBackend(Backend):
         try:
             return plan(*cast)
         except (RuntimeError, NotImplementedError):
-            return einsum(*cast)
+            try:
+                return einsum(*cast)
+            except (RuntimeError, NotImplementedError):
+                if dtype.is_floating_point or dtype.is_complex:
+                    raise
+                # an int8 diagonal: torch.einsum sums it in int64, then refuses to mix the two;
+                # in int64 and back is the same arithmetic modulo 2**8
+                return einsum(*[x.to(t.int64) for x in cast]).to(dtype)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         flat = [n for pair in reversed(list(widths)) for n in pair]  # the last axis first
@@ -265,7 +274,10 @@ class TorchBackend(Backend):
         small = small_amax(x, axes, self.torch.maximum)
         if small is not None:
             return small
-        return self.torch.amax(x, dim=axes) if axes else x
+        try:
+            return self.torch.amax(x, dim=axes) if axes else x
+        except (IndexError, RuntimeError):  # torch's max of no cells
+            return self.empty_max(x, axes)
 
     def transpose(self, x: Any, perm: Sequence[int]) -> Any:
         return x.permute(*perm)

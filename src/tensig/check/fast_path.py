@@ -142,7 +142,8 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     g = _Generator()
     fail = "return _slow(args, kwargs)"
     defaults = []
-    g.emit(2, "n = len(args)")
+    if checker.single:
+        g.emit(2, "n = len(args)")
     for name, position, default, program, marker, optional in checker.single:
         defaults.append(default)
         g.emit(2, f"x = args[{position}] if n > {position} else "
@@ -162,11 +163,12 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     g.emit(2, "return result")
     header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
               *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
-              "    def wrapper(*args, **kwargs):",
-              "        t = _modules.get('torch')",
-              "        if t is not None and 'torch._dynamo' in _modules and "
-              "t.compiler.is_compiling():",
-              "            return fn(*args, **kwargs)"]
+              "    def wrapper(*args, **kwargs):"]
+    if checker.single or checker.results or checker.length is not None:  # else: no checks
+        header += ["        t = _modules.get('torch')",
+                   "        if t is not None and 'torch._dynamo' in _modules and "
+                   "t.compiler.is_compiling():",
+                   "            return fn(*args, **kwargs)"]
     if g.locals:
         header.append("        " + " = ".join(g.locals.values()) + " = _U")
     source = "\n".join([*header, *g.lines, "    return wrapper"])

@@ -306,7 +306,8 @@ CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange
                       full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
-                      randint=lambda *args, **kw: created(kw.get("size", args[-1]), dtype="int"))
+                      randint=lambda *args, **kw: created(kw["size"] if "size" in kw else args[-1],
+                                                          dtype="int"))
 
 
 def has_sym(x: Any) -> bool:

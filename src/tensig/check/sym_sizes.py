@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check.tracing import _TRACER, Finding, tracer
+from tensig.check.tracing import _TRACER, Finding, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
@@ -76,8 +76,7 @@ class SymSize:
                            ) -> Any:
         """``torch.div(idx, V, rounding_mode="floor")``: torch's argument parser takes a size
         where it takes a tensor, and the symbolic arrays compute the call."""
-        from tensig.check.tracer import SymArray
-        return SymArray.__torch_function__(func, types, args, kwargs)
+        return plugin("torch_function")(func, types, args, kwargs)
 
     def __repr__(self) -> str:
         return f"SymSize({self.dim})"

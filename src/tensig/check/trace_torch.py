@@ -19,6 +19,7 @@ Three things live here, all imported lazily by :mod:`tensig.check.tracer` once t
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -208,13 +209,14 @@ def _warm_meta() -> None:
     import threading
 
     pause = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if pause else 0.0
+    # the whole timer comes back: someone else's may repeat (its interval)
+    left, every = signal.setitimer(signal.ITIMER_REAL, 0) if pause else (0.0, 0.0)
     try:
         torch.empty(1, device="meta") + 1
         _warm = True
     finally:
         if left:
-            signal.setitimer(signal.ITIMER_REAL, left)
+            signal.setitimer(signal.ITIMER_REAL, left, every)
 
 
 def _name(func: Any) -> str:
@@ -288,7 +290,9 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
     pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
     else from 1056, 1062... (``stft``'s 400-sample window), with even offsets; steps of 24
-    show floors up to 8 (a stride-8 pool).  The sizes are
+    show floors up to 8 (a stride-8 pool).  From 1056 the steps are 960: a floor by a long
+    window or hop (``stft``'s 160) must change across the runs, or it would be fitted as the
+    constant it is near the base (a fresh size, never a wrong one).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
@@ -309,7 +313,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     sample, inputs = result
     fitted = size_fit.fit_sizes(
         lambda env: trace_numpy.shapes(run(env)[0], torch.Tensor),
-        (args, kwargs), name, base, 1 if base is bases[0] else 2, step=24, errors=_SHAPE_ERRORS,
+        (args, kwargs), name, base, 1 if base is bases[0] else 2,
+        step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
 
     def leaf(head: Any) -> tuple[Any, ...]:
@@ -457,11 +462,16 @@ def _repeat_interleave(x: Any, repeats: Any = None, dim: Any = None, **kw: Any) 
         return S.SymArray((tracer().new_dim("rep"),), "i")
     if not isinstance(repeats, S.SymArray | torch.Tensor) or S._sym(repeats).ndim == 0:
         return fallback(torch.repeat_interleave, (x, repeats), {"dim": dim, **kw})
-    a = S._sym(x)
+    a, r = S._sym(x), S._sym(repeats)
+    axis = None if dim is None else S._axis(dim, a.ndim)
+    along = math.prod(a.dims, start=sym_sizes.ONE) if axis is None else a.dims[axis]
+    if r.ndim != 1 or (r.dims[0] != sym_sizes.ONE and differ(r.dims[0], along)):
+        tracer().report("op-shape", f"torch.repeat_interleave of {shape_text(a)} on dim {dim}: "
+                        f"the repeats {shape_text(r)} must be one count per element along it "
+                        f"({along}), or a single count")
     n = tracer().new_dim("rep")
-    if dim is None:
+    if axis is None:
         return S.SymArray((n,), a.kind)
-    axis = S._axis(dim, a.ndim)
     return S.SymArray((*a.dims[:axis], n, *a.dims[axis + 1:]), a.kind)
 
 
@@ -474,7 +484,14 @@ def _one_hot(x: Any, num_classes: Any = -1) -> S.SymArray:
 
 def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
     """``minlength`` (a size: the number of graphs, of classes) is taken as the length: the
-    idiom's values lie below it; without it the length is fresh."""
+    idiom's values lie below it; without it the length is fresh.  The input is 1-d, the
+    weights one per value."""
+    a = S._sym(x)
+    w = a if weights is None else S._sym(weights)
+    if a.ndim != 1 or w.ndim != 1 or differ(w.dims[0], a.dims[0]):
+        tracer().report("op-shape", f"torch.bincount of {shape_text(a)}"
+                        f"{'' if weights is None else f' weighted by {shape_text(w)}'}: a 1-d "
+                        "input and as many weights (1-d) as values")
     n = sym_sizes.as_dim(minlength) if minlength else tracer().new_dim("bins")
     return S.SymArray((n,), "i" if weights is None else "f")
 

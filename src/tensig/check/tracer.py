@@ -40,6 +40,7 @@ from tensig.check.sym_sizes import (
 from tensig.check.tracing import (
     _TORCH_STYLE,
     _TRACER,
+    PLUGINS,
     Finding,
     TraceLimit,
     Tracer,
@@ -376,6 +377,9 @@ class SymArray:
         return impl(*args, **kwargs)
 
 
+PLUGINS["torch_function"] = SymArray.__torch_function__  # sym_sizes sits below this module
+
+
 class _Size(SymSize):
     """``x.size``: the element count, or called, torch's ``x.size(dim)``."""
 
@@ -518,7 +522,8 @@ def permute(x: Any, axes: Sequence[int] | None = None) -> SymArray:
     a = _sym(x)
     p = [_axis(i, a.ndim) for i in axes] if axes is not None else list(range(a.ndim))[::-1]
     if sorted(p) != list(range(a.ndim)):
-        raise ValueError(f"{list(axes or p)} is not a permutation of the axes of {shape_text(a)}")
+        given = p if axes is None else axes  # an array of axes has no truth value
+        raise ValueError(f"{list(given)} is not a permutation of the axes of {shape_text(a)}")
     return SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
 
 

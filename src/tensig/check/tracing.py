@@ -241,7 +241,7 @@ def failure_line(e: BaseException, keep: Callable[[str], bool] = findings.user_c
 #: Library hooks of symbolic arrays, registered by the module that models the library when it
 #: is imported: ``numpy_fallback`` (a NumPy function not modelled by hand), ``torch_dispatch``
 #: (a torch function not in the table), ``torch_attribute``, ``torch_dtype``, ``jax_at``
-#: (``x.at[...]``).
+#: (``x.at[...]``), ``torch_function`` (symbolic arrays' own, for a size torch is given).
 PLUGINS: dict[str, Callable[..., Any]] = {}
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import warnings
 from collections.abc import Iterable
 from typing import Any, Literal, NoReturn
 
@@ -632,7 +633,9 @@ class _Parser:
         if "{" in outside or "}" in outside:
             self.fail(s, "unbalanced '{' '}' in a deferred size", end=e)
         try:
-            compile(outside, "<annotation>", "eval")
+            with warnings.catch_warnings():  # "1x": Python's SyntaxWarning is no user's
+                warnings.simplefilter("ignore", SyntaxWarning)
+                compile(outside, "<annotation>", "eval")
         except SyntaxError:
             self.fail(s, f"{piece!r} is not a Python expression", end=e)
         names = frozenset(re.findall(r"[^\W\d]\w*", outside)) - {"min", "max"}

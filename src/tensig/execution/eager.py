@@ -352,7 +352,8 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
                              hint="einsum_path plans label, row-variable and merged axes")
         subs.append("".join(letters[u.index.id] for u in uses
                             if isinstance(u.index, Iter)))  # all are (above)
-    kept = "".join(c for c in subs[-1] if any(c in x for x in subs[:-1]))  # not broadcasts
+    # not broadcasts; a diagonal result (``=> i, i``) is the contraction's, then placed
+    kept = "".join(dict.fromkeys(c for c in subs[-1] if any(c in x for x in subs[:-1])))
     subscripts = ",".join(subs[:-1]) + "->" + kept
     dims = [tuple(int(u.size) for u in uses) for uses in layout[:-1]]
     path, report = _contraction_path(subscripts, dims)

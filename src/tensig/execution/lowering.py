@@ -484,6 +484,19 @@ def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
                  [by_letter[c] if c in sub else 1 for c in order], backend.transpose, True)
 
 
+def _times(y: Any, count: int) -> Any:
+    """``y * count`` as ``count`` additions in ``y``'s dtype: a narrow integer wraps around
+    (NumPy 2 and JAX refuse a Python int the dtype cannot hold)."""
+    try:
+        return y * count
+    except OverflowError:
+        span = 2 ** (8 * y.dtype.itemsize)
+        try:
+            return y * (count % span)
+        except OverflowError:  # a signed dtype: the same residue, negative
+            return y * (count % span - span)
+
+
 def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
                  ) -> Callable[[list[Any]], Any]:
     """sum_R (a + b) = (sum_R∩a a) * |R \\ a| + (sum_R∩b b) * |R \\ b|, broadcast together."""
@@ -496,7 +509,7 @@ def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
 
     def term(x: Any, subscripts: str, align: Callable[[Any], Any], count: int) -> Any:
         y = backend.einsum(subscripts, x)
-        return align(y if count == 1 else y * count)
+        return align(y if count == 1 else _times(y, count))
 
     def core(xs: list[Any]) -> Any:
         return functools.reduce(operator.add, (term(x, *p) for x, p in zip(xs, parts,

@@ -277,15 +277,16 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
     if summed is None:
         _pointwise(src, a, bufs, arg_labels, product, lhs_order, reduced, sizes, replicated)
     if diagonal is not None:
-        src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v)")
+        src.emit(f"v = {src.bind(diagonal, 'diagonal')}(backend, v, {_neutral(src, a.accum)})")
     _store(src, a, lhs_labels, sizes, bool(summed))
     return src.function("store", re.sub(r"\W", "_", f"step_{a.lhs.tensor.name}_{a.lhs.field}"))
 
 
-def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, Any], Any]:
+def _diagonal(labels: list[str], sizes: dict[str, int]
+              ) -> Callable[[Backend, Any, Any], Any]:
     """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
-    of an array on ``labels``, zeros elsewhere: one einsum with an identity matrix per
-    repeated label (``a, ab -> ab`` for ``i => ii``)."""
+    of an array on ``labels``, ``fill`` (the accumulator's neutral element) elsewhere: one
+    einsum with an identity matrix per repeated label (``a, ab -> ab`` for ``i => ii``)."""
     out = string.ascii_letters[:len(labels)]
     first: dict[str, str] = {}
     for lab, letter in zip(labels, out, strict=True):
@@ -294,8 +295,13 @@ def _diagonal(labels: list[str], sizes: dict[str, int]) -> Callable[[Backend, An
             if first[lab] != letter]  # a repeated label: one more identity
     spec = ",".join(["".join(first.values()), *(s for s, _ in eyes)]) + "->" + out
 
-    def place(backend: Backend, v: Any) -> Any:
-        return backend.einsum(spec, v, *(backend.eye(n, v) for _, n in eyes))
+    def place(backend: Backend, v: Any, fill: Any) -> Any:
+        eye = [backend.eye(n, v) for _, n in eyes]
+        placed = backend.einsum(spec, v, *eye)
+        if fill == 0:
+            return placed
+        on = backend.einsum(spec, backend.full(tuple(v.shape), 1, v), *eye) != 0
+        return backend.where(on, placed, fill)
 
     return place
 
@@ -388,6 +394,15 @@ def _reduce(v: Any, how: str, axes: tuple[int, ...], backend: Backend) -> Any:
     return functools.reduce(lambda out, ax: out.prod(ax), sorted(axes, reverse=True), v)
 
 
+def _neutral(src: _Source, accum: str | None) -> str:
+    """The accumulator's neutral element as source (``=``: 0)."""
+    neutral = ACCUMULATORS[accum][1] if accum is not None else 0.0
+    # max's and min's neutral elements depend on the dtype (an integer's minimum, maximum)
+    dtyped = {"max": neutral_max, "min": neutral_min}.get(ACCUMULATORS[accum][0]) \
+        if accum is not None else None
+    return src.literal(neutral) if dtyped is None else f"{src.bind(dtyped, 'neutral')}(v.dtype)"
+
+
 def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
            summed: bool = False) -> None:
     """Combine ``v`` with the left-hand side: initialise, place at fixed indices, accumulate.
@@ -397,10 +412,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
     ``summed``: ``v`` already holds the sum with the array ``old`` when there is one.
     """
     accum, key, shape = a.accum, a.lhs.key, a.lhs.tensor.shape.int_dims
-    op, neutral, _ = ACCUMULATORS[accum] if accum is not None else ("add", 0.0, "sum")
-    # max's and min's neutral elements depend on the dtype (an integer's minimum, maximum)
-    dtyped = {"max": neutral_max, "min": neutral_min}.get(op)
-    first = src.literal(neutral) if dtyped is None else f"{src.bind(dtyped, 'neutral')}(v.dtype)"
+    first = _neutral(src, accum)
     if any(isinstance(x, int) for x in lhs_labels):  # the value fills the fixed positions
         expand = tuple(1 if isinstance(x, int) else sizes[x] for x in lhs_labels)
         pads = [(x, shape[i] - x - 1) if isinstance(x, int) else (0, 0)
@@ -414,6 +426,7 @@ def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
             src.emit("    mask = " + pad.format("(v * 0 + 1)", "0") + " != 0")
             src.emit(f"    v = backend.where(mask, v, A[{key!r}])")
     if accum is not None:
+        op = ACCUMULATORS[accum][0]
         combine = _INLINE.get(op) or f"{src.bind(BINARY[op], op)}(xp, {{}}, {{}})"
         start = combine.format(f"backend.full({shape!r}, {first}, v)", "v")
         if a.init:

@@ -87,15 +87,22 @@ def _product(vals: list[Any]) -> Any:
     return functools.reduce(lambda out, v: _e("mul", out, v), vals)
 
 
-def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
-    """The operator's ``combine`` of the operands' values: a chain of binary products for
-    einsum's ``mul``; a concatenation without ``^`` concatenates nothing (a one-element
-    block), so it is einsum1's copy."""
-    if op.combine == "mul":
-        return _product(vals)
+def _combine(op: Operator, spec: str, n: int) -> str:
+    """How ``n`` operands combine: a concatenation without ``^`` concatenates nothing (a
+    one-element block), so it is einsum1's copy of one operand, einsum's product of several
+    (all take part in its one phase, as in the eager ``concat``)."""
     if op.combine == "concat" and "^" not in spec:
-        return Expr("id", tuple(vals))
-    return Expr(op.combine, tuple(vals))
+        return "id" if n == 1 else "mul"
+    return op.combine
+
+
+def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
+    """The operator's ``combine`` of the operands' values (:func:`_combine`): a chain of
+    binary products for einsum's ``mul``."""
+    combine = _combine(op, spec, len(vals))
+    if combine == "mul":
+        return _product(vals)
+    return Expr(combine, tuple(vals))
 
 
 def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
@@ -114,12 +121,24 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
     if op.accum != "+" or op.combine not in ("mul", "add", "id", "concat"):
         raise NotImplementedError(f"{op.name}: no derivative for combining by {op.combine} "
                                   f"and accumulating by {op.accum}")
-    if op.combine != "mul":
-        return _grads(*[lambda t, *args: (t.grad, "+")] * n)
+    combine = _combine(op, spec, n)
 
     def rule(i: int) -> Callable[..., Any]:
-        return lambda t, *args: (_product(
-            [a.val if j != i else t.grad for j, a in enumerate(args)]), "+")
+        # a concatenation's phase is a product of the operands taking part in it: the same
+        # rule, phase by phase (the lowering runs the phases)
+        def grad(t: Tensor, *args: Tensor) -> tuple[Any, str]:
+            vals = [a.val if j != i else t.grad for j, a in enumerate(args)]
+            if combine == "mul":
+                return _product(vals), "+"
+            if combine == "concat":
+                return Expr("concat", tuple(vals)), "+"
+            g: Any = t.grad  # a sum's: 1 at every cell of the others' own axes, so summed over them
+            for j, a in enumerate(args):
+                if j != i:  # where(y, g, g) is g, over y's axes too (NaN-safe, unlike 0*y + g)
+                    g = _e("where", a.val, g, g)
+            return g, "+"
+
+        return grad
 
     return _grads(*[rule(i) for i in range(n)])
 

@@ -54,11 +54,12 @@ def _ranks_type(name: str, ranks: Sequence[Rank], result: ShapeIndex | None) -> 
 
 
 def _unconstrained(ftype: FnType) -> bool:
-    """Whether any cells fit: every parameter item is a distinct bare variable and the result
-    is unknown or constant (then a call needs no instantiation)."""
+    """Whether any cells fit: every parameter item is a distinct bare variable, no parameter
+    needs a least rank (a shape variable beside dims: ``[d, ..s..]`` refuses a scalar) and the
+    result is unknown or constant (then a call needs no instantiation)."""
     seen: set[object] = set()
     for p in ftype.params:
-        if not isinstance(p, Arr):
+        if not isinstance(p, Arr) or (p.shape.shape_vars and len(list(p.shape)) > 1):
             return False
         for item in p.shape:
             bare = isinstance(item, ShapeVar) or (

@@ -301,6 +301,10 @@ def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False, right: bool =
         acc = f(x[_at(nf, i)], acc) if right else f(acc, x[_at(nf, i)])
         if scan:
             out.append(acc)
+            if tuple(getattr(acc, "shape", ())) != tuple(init.shape):  # stack would refuse
+                raise ShapeError(f"scan: the function returned a cell of shape "
+                                 f"{tuple(getattr(acc, 'shape', ()))[nf:]}, but the initial "
+                                 f"value's cell is {tuple(init.shape)[nf:]}")
     return xp.stack([xp.asarray(o, like=x) for o in out], nf) if scan else acc
 
 
@@ -449,7 +453,7 @@ ravel = _prim("ravel", _ravel, [arr("t", "..s..")], Sigma(("d",), arr("t", "d"))
 
 
 def _filter(nf: int, mask: Any, x: Any) -> Any:
-    return x[mask]
+    return x[mask] if mask.shape[0] else x  # no items: an empty mask of any dtype selects none
 
 
 filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
@@ -601,6 +605,8 @@ drop = _take_or_drop("drop", False, _DROP_DOC)
 
 
 def _check_bounds(i: Any, bounds: tuple[int, ...]) -> None:
+    if not bounds:  # an empty position: the whole cell
+        return
     idx = to_numpy(i).reshape(-1, len(bounds))
     bad = (idx < 0) | (idx >= np.asarray(bounds, dtype=np.int64))
     if bad.any():
