@@ -10,9 +10,12 @@ machine.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,3 +68,24 @@ def assert_clean_error(code: str, *errors: str, timeout: float = 30.0) -> str:
     assert printed and printed[-1] in errors, (
         f"expected one of {errors}, got {printed[-1:]}\n{out.stderr[-2000:]}")
     return out.stdout
+
+
+@contextmanager
+def alarm(seconds: int, message: str) -> Iterator[None]:
+    """Fail what runs over ``seconds`` in this process (a hang, or work no bound stops) with
+    ``message``: a bound on damage, set far above a correct run.  POSIX only; elsewhere the
+    block runs unbounded."""
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(*_: object) -> None:
+        raise AssertionError(message)
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -17,10 +17,9 @@ The regressions first: each is a minimal reproduction of a defect the fuzzers fo
 from __future__ import annotations
 
 import os
-import signal
 import time
 import warnings
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tensig as ts
+from limits import alarm
 from tensig import InconclusiveError, Shape, ShapeError, SpecSyntaxError, rank
 from tensig.check.verify import Signature
 from tensig.core.annotations import parse_annotation
@@ -266,23 +266,9 @@ def fuzz(examples: int):
     return wrap
 
 
-@contextmanager
 def guard(what: str, seconds: int = GUARD_S):
-    """Fail a call that runs over ``seconds`` (a hang, or work no bound stops).  POSIX only."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def expire(*_):
-        raise AssertionError(f"{what} ran for more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    """Fail a call that runs over ``seconds`` (a hang, or work no bound stops)."""
+    return alarm(seconds, f"{what} ran for more than {seconds} s")
 
 
 def outcome(fn, *args, **kw):

@@ -12,8 +12,6 @@ shapes (concrete and symbolic): ``TENSIG_FUZZ_EXAMPLES=20000`` runs it longer, a
 from __future__ import annotations
 
 import os
-import signal
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tensig as ts
-from limits import SRC, assert_clean_error, run_limited
+from limits import SRC, alarm, assert_clean_error, run_limited
 from tensig import InconclusiveError, Shape, ShapeError, SpecSyntaxError, dim
 from tensig.cli import main
 from tensig.core import notation
@@ -536,24 +534,10 @@ def _shape_or_tuple(rows: dict):
         return tuple(rows["output"])
 
 
-@contextmanager
 def damage_bound(seconds: int):
     """Fail an example that runs away (a hang would otherwise stop the suite); generous, so
-    it never measures speed.  POSIX only; elsewhere the example runs unbounded."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def expire(*_):
-        raise AssertionError(f"an inference ran for more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    it never measures speed."""
+    return alarm(seconds, f"an inference ran for more than {seconds} s")
 
 
 def fuzz_settings(f):

@@ -16,6 +16,7 @@ from scipy.special import logsumexp
 
 from tensig import Float, Int
 from tensig.check.verify import verify
+from verify_corpus.probe_np_more import gram_schmidt, im2col, im2col_bug
 
 
 def kinds(report):
@@ -225,16 +226,6 @@ def gae(rewards: Float[np.ndarray, "T, E"], values: Float[np.ndarray, "T, E"],
     return advantages
 
 
-def gram_schmidt(V: Float[np.ndarray, "N, K"]) -> Float[np.ndarray, "N, K"]:
-    Q = np.zeros_like(V)
-    for j in range(V.shape[1]):
-        v = V[:, j].copy()
-        for i in range(j):
-            v -= (Q[:, i] @ V[:, j]) * Q[:, i]
-        Q[:, j] = v / np.linalg.norm(v)
-    return Q
-
-
 def test_loop_indices_assume_nothing():
     """``t - 1`` in ``range(1, T)``, ``t + 1`` guarded by ``t == T - 1``, ``range(j)`` inside
     ``range(K)``, the count of ``enumerate`` over rows: all in range, no assumption."""
@@ -322,28 +313,6 @@ def test_sliding_window_view_needs_a_window_per_axis_and_a_window_that_fits():
 
 
 # -- im2col with a stride: window counts are sums -----------------------------------------------
-
-
-def im2col(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
-           stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
-    k = w.shape[-1]
-    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
-    windows = windows[:, :, ::stride, ::stride]
-    n, _, oh, ow = windows.shape[:4]
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
-    out = cols @ w.reshape(w.shape[0], -1).T
-    return out.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
-
-
-def im2col_bug(x: Float[np.ndarray, "N, C, H, W"], w: Float[np.ndarray, "F, C, K, K"],
-               stride: int = 2) -> Float[np.ndarray, "N, F, _, _"]:
-    k = w.shape[-1]
-    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
-    windows = windows[:, :, ::stride, ::stride]
-    n, _, oh, ow = windows.shape[:4]
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
-    out = cols @ w.reshape(w.shape[0], -1).T
-    return out.reshape(n, -1, oh, ow)  # a reshape where the transpose was meant
 
 
 def test_reshape_with_window_counts():
