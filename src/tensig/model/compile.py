@@ -52,6 +52,9 @@ class Store:
 
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
+        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima), by
+        #: the operation's result: beside the arrays, which hold arrays only
+        self.saved: dict[tuple[int, str], Any] = {}
         self.device = device
         #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
         self.training = True
@@ -436,7 +439,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     expression without them runs instead (the window's operand is not read; the backend's
     own pooling backward where it has one), picked per call.  A max pooling by the backend's
     kernel (:func:`~tensig.execution.native.pool_kernel`) leaves what that backward reuses
-    in the store under :func:`_pooled` of its result: its own gradient step reads it there,
+    in ``store.saved`` under :func:`_pooled` of its result: its own gradient step reads it there,
     so each pooling (of each graph) has its own."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
@@ -475,7 +478,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             arrays = [store.read(x) for x in args]  # the message
         out = None if pool is None else pool(arrays)
         if out is not None:
-            v, store.arrays[saved_at] = out
+            v, store.saved[saved_at] = out
         elif fast is not None and all(all_zero(arrays[i]) for i in zero):
             some = [arrays[i] for i in picks]
             v = None if native is None else native(some, store)
@@ -512,7 +515,7 @@ def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backe
     if grad is None:
         return None
     gi, xi, saved_at = kept.index(g), kept.index(x), _pooled(y.tensor)
-    return lambda arrays, store: grad(arrays[gi], arrays[xi], store.arrays.get(saved_at))
+    return lambda arrays, store: grad(arrays[gi], arrays[xi], store.saved.get(saved_at))
 
 
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
