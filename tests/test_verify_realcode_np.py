@@ -16,7 +16,7 @@ from scipy.special import logsumexp
 
 from tensig import Float, Int
 from tensig.check.verify import verify
-from verify_corpus.probe_np_more import gram_schmidt, im2col, im2col_bug
+from verify_corpus.probe_np_more import gae, gram_schmidt, im2col, im2col_bug
 
 
 def kinds(report):
@@ -205,25 +205,6 @@ def hmm_forward(pi: Float[np.ndarray, "K"], A: Float[np.ndarray, "K, K"],
         alpha[t] = (alpha[t - 1] @ A) * B[:, obs[t]]
         alpha[t] /= alpha[t].sum()
     return alpha
-
-
-def gae(rewards: Float[np.ndarray, "T, E"], values: Float[np.ndarray, "T, E"],
-        dones: Float[np.ndarray, "T, E"], next_value: Float[np.ndarray, "E"],
-        next_done: Float[np.ndarray, "E"], gamma: float = 0.99, lam: float = 0.95
-        ) -> Float[np.ndarray, "T, E"]:
-    num_steps = rewards.shape[0]  # cleanrl's ppo.py
-    advantages = np.zeros_like(rewards)
-    lastgaelam = 0
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
-    return advantages
 
 
 def test_loop_indices_assume_nothing():
