@@ -495,6 +495,9 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
     default) are marked, so :func:`verify` traces both branches.
     """
+    forward = getattr(fn, "forward", None)
+    if not inspect.isroutine(fn) and inspect.ismethod(forward):
+        fn = forward  # a module (torch's nn.Module): its forward's annotations
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None

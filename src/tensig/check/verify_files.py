@@ -73,6 +73,13 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
         if only and attr != only:
             continue
         line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+        if inspect.isclass(fn):  # a module class: verified on an instance built without args
+            fn, line = _instance(fn), fn.forward.__code__.co_firstlineno
+            if isinstance(fn, str):
+                reports.append(_note(file, line, fn, attr))
+                continue
+            if not isinstance(sig, Exception):  # the bound forward's: self is no argument
+                sig = _signature_from_annotations(fn) or sig
         if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
             reports.append(_note(file, line, f"malformed annotation: {type(sig).__name__}: "
                                              f"{sig}", attr))
@@ -85,17 +92,39 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
 
 
 def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exception]]:
-    """The shape-annotated functions defined in ``module`` (decorated ones too), each with its
-    signature or the error its malformed annotation raises."""
+    """The shape-annotated functions defined in ``module`` (decorated ones too), and the
+    classes whose ``forward`` is annotated (torch modules), each with its signature or the
+    error its malformed annotation raises."""
     for attr, fn in list(vars(module).items()):
-        if (inspect.isfunction(fn) or hasattr(fn, "__wrapped__")) and \
-                getattr(fn, "__module__", None) == module.__name__:
+        if getattr(fn, "__module__", None) != module.__name__:
+            continue
+        forward = inspect.isclass(fn) and inspect.isfunction(getattr(fn, "forward", None))
+        if forward or inspect.isfunction(fn) or hasattr(fn, "__wrapped__"):
             try:
-                sig: Signature | Exception | None = _signature_from_annotations(fn)
+                sig: Signature | Exception | None = _signature_from_annotations(
+                    fn.forward if forward else fn)
             except Exception as e:
                 sig = e
             if sig is not None:
                 yield attr, fn, sig
+
+
+def _instance(cls: type) -> Any:
+    """An instance of a module class for verifying its ``forward``, built without arguments;
+    a note where the constructor needs some or fails."""
+    try:
+        needed = [p.name for p in inspect.signature(cls).parameters.values()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        needed = []
+    if needed:
+        return (f"not verified: {cls.__name__}() needs {', '.join(needed)}; call "
+                f"tensig.verify({cls.__name__}(...)) in a test, or give them defaults")
+    try:
+        return cls()
+    except Exception as e:
+        return f"not verified: {cls.__name__}() raised {type(e).__name__}: {e}"
 
 
 def _import_guarded(file: str, timeout: float | None) -> Any:
