@@ -355,3 +355,51 @@ def test_the_plugin_and_the_hook_are_declared():
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "- id: tensig-verify" in hooks and "entry: tensig verify" in hooks
     assert "types: [python]" in hooks and 'tensig = "tensig.cli:main"' in text
+
+
+def test_pytest_plugin_verifies_torch_module_classes(pytester, monkeypatch):
+    """A module class with an annotated ``forward`` is an item too: verified on an instance
+    built without arguments; skipped with the reason (failed under --tensig-strict) where its
+    constructor needs arguments."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    files = {"mods_pkg/__init__.py": "", "mods_pkg/nets.py": '''
+        import torch
+        from torch import nn
+        from tensig import Float
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 16)
+
+            def forward(self, x: Float[torch.Tensor, "B T 8"]) -> Float[torch.Tensor, "B T 16"]:
+                return self.lin(x)
+
+        class Swapped(Encoder):
+            def forward(self, x: Float[torch.Tensor, "B T 8"]) -> Float[torch.Tensor, "B 16 T"]:
+                return self.lin(x)
+
+        class Sized(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+
+            def forward(self, x: Float[torch.Tensor, "B d"]) -> Float[torch.Tensor, "B d"]:
+                return x
+    ''', "test_nets.py": '''
+        import mods_pkg.nets
+
+        def test_nothing():
+            pass
+    '''}
+    for name, text in files.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "tensig.check.pytest_plugin", "--tensig", "-rs")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    assert "returns [B, T, 16] but the signature declares [B, 16, T]  [TS103]" in \
+        result.stdout.str()
+    assert "Sized() needs d" in result.stdout.str()
+    strict = pytester.runpytest("-p", "tensig.check.pytest_plugin", "--tensig", "--tensig-strict")
+    strict.assert_outcomes(passed=2, failed=2)

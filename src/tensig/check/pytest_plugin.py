@@ -9,6 +9,7 @@ them), failing on an error (``--tensig-strict``: also on a warning or a note).
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 
 from tensig.check import findings
 from tensig.check.verify import DEFAULT_TIMEOUT, verify
-from tensig.check.verify_files import annotated_functions
+from tensig.check.verify_files import annotated_functions, instance
 
 __all__ = ["TensigItem", "project_functions"]
 
@@ -90,8 +91,13 @@ class TensigItem(pytest.Item):
     def runtest(self) -> None:
         config = self.config
         timeout = config.getoption("tensig_timeout") or DEFAULT_TIMEOUT
+        target = instance(self.fn) if inspect.isclass(self.fn) else self.fn  # a torch module
+        if isinstance(target, str):  # its constructor needs arguments: a note
+            if config.getoption("tensig_strict"):
+                raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {target}")
+            pytest.skip(target)
         try:
-            report = verify(self.fn, ignore=config.getoption("tensig_ignore"), timeout=timeout)
+            report = verify(target, ignore=config.getoption("tensig_ignore"), timeout=timeout)
         except Exception as e:  # a malformed annotation, a signature that does not fit
             raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {type(e).__name__}: "
                                 f"{e}") from None

@@ -19,7 +19,7 @@ from tensig.check.verify import (
     verify,
 )
 
-__all__ = ["annotated_functions", "verify_file", "verify_path"]
+__all__ = ["annotated_functions", "instance", "verify_file", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
             continue
         line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
         if inspect.isclass(fn):  # a module class: verified on an instance built without args
-            fn, line = _instance(fn), fn.forward.__code__.co_firstlineno
+            fn, line = instance(fn), fn.forward.__code__.co_firstlineno
             if isinstance(fn, str):
                 reports.append(_note(file, line, fn, attr))
                 continue
@@ -109,7 +109,7 @@ def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exc
                 yield attr, fn, sig
 
 
-def _instance(cls: type) -> Any:
+def instance(cls: type) -> Any:
     """An instance of a module class for verifying its ``forward``, built without arguments;
     a note where the constructor needs some or fails."""
     try:
