@@ -132,27 +132,27 @@ def test_einsum_output_index_in_no_operand_and_ellipsis_axes_named():
 # -- SciPy -----------------------------------------------------------------------------------------
 
 
-def gmm_log_resp(X: Float[np.ndarray, "N, D"], means: Float[np.ndarray, "K, D"],
-                 precisions_chol: Float[np.ndarray, "K, D, D"], log_w: Float[np.ndarray, "K"]
-                 ) -> Float[np.ndarray, "N, K"]:
+def _gmm_weighted(X, means, precisions_chol, log_w):
+    """scikit-learn's weighted log-probabilities of each sample under each component."""
     n, d = X.shape
     log_prob = np.empty((n, means.shape[0]))
     for k, (mu, prec) in enumerate(zip(means, precisions_chol, strict=True)):
         y = X @ prec - mu @ prec
         log_prob[:, k] = np.sum(np.square(y), axis=1)
-    weighted = -0.5 * (d * np.log(2 * np.pi) + log_prob) + log_w
+    return -0.5 * (d * np.log(2 * np.pi) + log_prob) + log_w
+
+
+def gmm_log_resp(X: Float[np.ndarray, "N, D"], means: Float[np.ndarray, "K, D"],
+                 precisions_chol: Float[np.ndarray, "K, D, D"], log_w: Float[np.ndarray, "K"]
+                 ) -> Float[np.ndarray, "N, K"]:
+    weighted = _gmm_weighted(X, means, precisions_chol, log_w)
     return weighted - logsumexp(weighted, axis=1)[:, np.newaxis]
 
 
 def gmm_log_resp_bug(X: Float[np.ndarray, "N, D"], means: Float[np.ndarray, "K, D"],
                      precisions_chol: Float[np.ndarray, "K, D, D"], log_w: Float[np.ndarray, "K"]
                      ) -> Float[np.ndarray, "N, K"]:
-    n, d = X.shape
-    log_prob = np.empty((n, means.shape[0]))
-    for k, (mu, prec) in enumerate(zip(means, precisions_chol, strict=True)):
-        y = X @ prec - mu @ prec
-        log_prob[:, k] = np.sum(np.square(y), axis=1)
-    weighted = -0.5 * (d * np.log(2 * np.pi) + log_prob) + log_w
+    weighted = _gmm_weighted(X, means, precisions_chol, log_w)
     return weighted - logsumexp(weighted, axis=1)  # the normalizer not spread over K
 
 
