@@ -22,7 +22,7 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -122,11 +122,8 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
             return S.getitem(S._sym(self), key)
         return original(self, key)
 
-    def symbolic(name: str) -> Any:  # the method of the symbolic array (torch's: __getattr__)
-        return lambda self, *args, **kw: getattr(S._sym(self), name)(*args, **kw)
-
-    sized_methods: list[tuple[Any, str, Any]] = [(torch.Tensor, n, sym_functions.creation_wrapper(
-        getattr(torch.Tensor, n), symbolic(n))) for n in _SIZED]
+    sized_methods: list[tuple[Any, str, Any]] = [
+        (torch.Tensor, n, _sized_method(n, getattr(torch.Tensor, n))) for n in _SIZED]
     distributions = sys.modules.get("torch.distributions")
     if distributions is not None:
         extended = distributions.Distribution._extended_shape
@@ -141,6 +138,14 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
                           # validation checks values (the data), not shapes: off by default
                           (distributions.Distribution, "_validate_args", False)]
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
+
+
+@lru_cache(maxsize=64)  # bounded, as verify's creation wrappers: a mocked method is new
+def _sized_method(name: str, original: Any) -> Any:
+    """A real tensor's sized method that, given a symbolic size, is the symbolic array's
+    (torch's: its ``__getattr__``); one per method, kept rather than made per verify call."""
+    return sym_functions.creation_wrapper(
+        original, lambda self, *args, **kw: getattr(S._sym(self), name)(*args, **kw))
 
 
 # real-tensor methods that take sizes: with a symbolic size they give symbolic arrays
