@@ -566,6 +566,13 @@ def _scipy_wrappers(module_names: tuple[str, ...]) -> tuple[tuple[Any, str, Any,
     return tuple(out)
 
 
+@functools.cache
+def _scipy_by_id(module_names: tuple[str, ...]) -> dict[int, Any]:
+    """The wrappers of :func:`_scipy_wrappers` by their original's id (for names imported from
+    SciPy into a function's globals), kept with them rather than rebuilt per verify call."""
+    return {id(original): wrapper for _, _, original, wrapper in _scipy_wrappers(module_names)}
+
+
 class _Namespace:
     """A function's globals as an object to patch (``tracing.patched`` sets attributes)."""
 
@@ -605,7 +612,7 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
             if inspect.ismodule(v) or inspect.isfunction(v)):
         return out
     wrappers = _scipy_wrappers(names)
-    by_id = {id(original): wrapper for _, _, original, wrapper in wrappers}
+    by_id = _scipy_by_id(names)
     out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
     globals_ = _Namespace(namespace)
     return out + [(globals_, name, by_id[id(v)]) for name, v in list(namespace.items())
