@@ -690,6 +690,39 @@ def test_one_test_finds_symbolic_values_for_every_library_model():
     assert not has_sym(((1, 2.0, "T", None), {"k": [np.zeros(3)]}))
 
 
+def test_the_timeout_waits_for_a_module_load_only(tmp_path, monkeypatch):
+    """The timer defers inside the loading of a module, not inside every importlib frame: a
+    ``from package import name`` of a loaded package runs importlib's ``_handle_fromlist``,
+    and an alarm deferred there each time (a signal handled at the next Python call can land
+    there every time) let a loop run to the step limit.  Frames are caught with a profiler."""
+    import sys
+
+    from tensig.check.verify import _loading_a_module
+
+    (tmp_path / "loading_probe_pkg").mkdir()
+    (tmp_path / "loading_probe_pkg" / "__init__.py").write_text(
+        "import sys\nfrom tensig.check.verify import _loading_a_module\n"
+        "INSIDE = _loading_a_module(sys._getframe())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "loading_probe_pkg", raising=False)
+    seen: list[bool] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_handle_fromlist":
+            seen.append(_loading_a_module(frame))
+
+    import loading_probe_pkg
+
+    assert loading_probe_pkg.INSIDE is True
+    assert _loading_a_module(sys._getframe()) is False
+    sys.setprofile(profile)
+    try:
+        from email import message  # noqa: F401  (a loaded package: _handle_fromlist only)
+    finally:
+        sys.setprofile(None)
+    assert seen and not any(seen)
+
+
 def test_the_timeout_never_stops_an_import_halfway(tmp_path, monkeypatch):
     """torch imports sympy on its first meta kernel: a ``timeout`` that fired inside that import
     left sympy half-initialised in ``sys.modules``, and every later function failed with

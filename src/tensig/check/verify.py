@@ -409,11 +409,9 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     def expire(signum: int, frame: Any) -> None:
         """Stop the trace, but never inside an import: a module left half-initialised in
         ``sys.modules`` (torch imports sympy on first use) would break every later function."""
-        while frame is not None:
-            if frame.f_code.co_filename.startswith("<frozen importlib"):
-                signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import is complete
-                return
-            frame = frame.f_back
+        if _loading_a_module(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import is complete
+            return
         raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -423,6 +421,22 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _loading_a_module(frame: Any) -> bool:
+    """Whether ``frame`` runs inside the loading of a module (importlib's ``_find_and_load``).
+
+    Only a load can leave a half-initialised module behind.  Any importlib frame is not the
+    test: a ``from package import name`` of a loaded package runs importlib's
+    ``_handle_fromlist`` too, and a signal that arrives during C work is often handled at the
+    next Python call, which in a traced op can be that one every time (the timer, always
+    deferred, then never stopped a loop)."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
