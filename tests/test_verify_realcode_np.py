@@ -360,6 +360,18 @@ def test_triangle_indices_kron_and_weighted_average():
     assert clean(r), str(r)
 
 
+def test_triangle_counts_against_numpy_at_every_offset():
+    """NumPy's triangle indices count as torch's do (one formula): below the diagonal for
+    ``triu_indices`` (a negative k) too, which was a fresh size."""
+    for fn in (np.triu_indices, np.tril_indices):
+        for k in (-2, -1, 0, 1, 2):
+            r = verify(lambda a, f=fn.__name__, k=k: getattr(np, f)(a.shape[0], k, a.shape[0])[0],
+                       "F =>")
+            assert clean(r) and not r.notes, str(r)
+            for n in (5, 8):
+                assert [d.evaluate({"F": n}) for d in r.result[0]] == [len(fn(n, k)[0])]
+
+
 # -- the corpus ---------------------------------------------------------------------------------
 
 

@@ -208,14 +208,9 @@ def _kron(a: Any, b: Any) -> S.SymArray:
 
 
 def _triangle(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
-    """``triu_indices(n, k)``/``tril_indices(n, k)`` of a square: ``(n - |k|)(n - |k| + 1)/2``
-    indices on the diagonal's side (``k >= 0`` above it, ``k <= 0`` below it)."""
+    """``triu_indices(n, k, m)``/``tril_indices``: two index arrays of the triangle's count."""
     def model(n: Any, k: int = 0, m: Any = None) -> tuple[S.SymArray, S.SymArray]:
-        d = sym_sizes.as_dim(n)
-        if m is not None or (k < 0 if upper else k > 0):
-            count = tracer().new_dim("tri")
-        else:
-            count = (d - abs(k)) * (d - abs(k) + 1) // 2
+        count = sym_sizes.triangle(n, k, upper, m)
         return S.SymArray((count,), "i"), S.SymArray((count,), "i")
     return model
 
