@@ -187,6 +187,23 @@ def test_scipy_linalg_and_cdist():
     assert "contraction" in kinds(verify(lambda a, b: cdist(a, b), "N, D; M, E => N, M"))
 
 
+def test_sizes_equal_under_a_divisibility_assumption_match():
+    """``4 * (D // 4)`` is ``D`` once the code requires ``D`` divisible by 4 (the heads'
+    reshape): cdist, solve and average compared sizes with ``!=`` and reported a mismatch."""
+    def split(v, axis):  # heads and back, as attention code does
+        n = v.shape[axis] // 4
+        return v.reshape(*v.shape[:axis], 4, n).reshape(*v.shape[:axis], 4 * n)
+
+    def fine(x, y, a, b):
+        return (cdist(x, split(y, 1)), np.linalg.solve(a, split(b, 0)),
+                np.average(a, axis=0, weights=split(b, 0)))
+
+    r = verify(fine, "N, D; M, D; D, D; D => N, M; D; D")
+    assert kinds(r) == ["assumption"], str(r)
+    r = verify(lambda a, b: np.average(a, axis=1, weights=split(b, 0)[:-1]), "D, D; D =>")
+    assert "broadcast" in kinds(r), str(r)
+
+
 def test_scipy_function_not_modelled_is_fitted():
     r = verify(lambda x: uniform_filter1d(x, 3, axis=1), "B, T => B, T")
     assert clean(r), str(r)

@@ -382,7 +382,7 @@ def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:
     ``triu_indices``/``tril_indices``.  Of a square one it is a polynomial in ``n`` (assuming
     ``n`` exceeds ``|k|``); of another, a fresh size."""
     d = as_dim(n)
-    if m is not None and as_dim(m) != d:
+    if m is not None and not tracer().equal_under_assumptions(as_dim(m), d):
         return tracer().new_dim("tri")
     k = k if upper else -k  # below diagonal k is above diagonal -k of the transpose
     return (d - k) * (d - k + 1) // 2 if k >= 0 else d * d - (d + k - 1) * (d + k) // 2

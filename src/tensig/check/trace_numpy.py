@@ -30,7 +30,7 @@ import numpy as np
 
 from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
-from tensig.check.broadcasting import broadcast, shape_text
+from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
@@ -94,7 +94,7 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
 def _square(a: S.SymArray, what: str) -> Dim:
     if a.ndim < 2:
         raise ValueError(f"np.linalg.{what}: needs a matrix, got {shape_text(a)}")
-    if a.dims[-1] != a.dims[-2]:
+    if differ(a.dims[-1], a.dims[-2]):
         tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
                                        f"{shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
     return a.dims[-1]
@@ -104,7 +104,7 @@ def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
     n, vector = _square(x, "solve"), y.ndim == 1
-    if y.dims[0 if vector else -2] != n:
+    if differ(y.dims[0 if vector else -2], n):
         tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} for a "
                                        f"{n} by {n} system" + ("" if vector else
                                                                f" {shape_text(x)}"))
@@ -129,7 +129,7 @@ def _of_square(what: str, *results: str) -> Callable[..., Any]:
 
 def _min_dim(m: Dim, n: Dim) -> Dim:
     """``min(m, n)`` of two sizes: decided when it can be, else one fresh size per pair."""
-    if m == n:
+    if not differ(m, n):
         return m
     try:
         return m if m <= n else n
@@ -166,7 +166,7 @@ def _qr(a: Any, mode: str = "reduced") -> Any:
 def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
     x, y = S._sym(a), S._sym(b)
     m, n = x.dims[-2], x.dims[-1]
-    if y.dims[0] != m:
+    if differ(y.dims[0], m):
         tracer().report("contraction", f"np.linalg.lstsq: right-hand side {shape_text(y)} "
                                        f"for {m} equations ({shape_text(x)})")
     sol = S.SymArray((n, *y.dims[1:]), "f")
@@ -224,8 +224,10 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     x = S._sym(a)
     if weights is not None:
         w = S._sym(weights)
-        if w.dims != x.dims and (  # NumPy: a's own shape, or 1-d along the one axis
-                w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]):
+        own = w.ndim == x.ndim and not any(map(differ, w.dims, x.dims))
+        along = w.ndim == 1 and axis is not None and \
+            not differ(w.dims[0], x.dims[S._axis(axis, x.ndim)])
+        if not (own or along):  # NumPy: a's own shape, or 1-d along the one axis
             tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
                                          f"axis {axis} of {shape_text(x)}")
     out = S.reduce_(x, axis, keepdims, "f")
@@ -497,7 +499,7 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
 
 def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
     a, b = S._sym(xa), S._sym(xb)
-    if a.dims[-1] != b.dims[-1]:
+    if differ(a.dims[-1], b.dims[-1]):
         tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
                                        f"{b.dims[-1]} coordinates ({shape_text(a)} and "
                                        f"{shape_text(b)})")
