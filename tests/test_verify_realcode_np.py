@@ -187,6 +187,23 @@ def test_scipy_linalg_and_cdist():
     assert "contraction" in kinds(verify(lambda a, b: cdist(a, b), "N, D; M, E => N, M"))
 
 
+def test_scipy_is_patched_again_on_every_verify_and_after_a_rebinding():
+    """The scan of a module's globals for SciPy is kept between verify calls (it cost more than
+    the rest of the setup): a second verify still patches SciPy, a name rebound since (to
+    SciPy's function, then away from it) is seen."""
+    namespace = {"np": np}
+    exec("def pool(x):\n    return logsumexp(x, axis=0)  # meant axis=1", namespace)
+    pool = namespace["pool"]
+    namespace["logsumexp"] = lambda x, axis=None: np.log(np.exp(x).sum(axis=axis))  # NumPy's
+    assert kinds(verify(pool, "B, T => B")) == ["return-shape"]
+    namespace["logsumexp"] = logsumexp
+    for _ in range(2):
+        r = verify(pool, "B, T => B")
+        assert kinds(r) == ["return-shape"] and not r.notes, str(r)
+    namespace["logsumexp"] = lambda x, axis=None: x  # no SciPy left: its result is kept
+    assert clean(verify(pool, "B, T => B, T")), str(verify(pool, "B, T => B, T"))
+
+
 def test_sizes_equal_under_a_divisibility_assumption_match():
     """``4 * (D // 4)`` is ``D`` once the code requires ``D`` divisible by 4 (the heads'
     reshape): cdist, solve and average compared sizes with ``!=`` and reported a mismatch."""

@@ -550,24 +550,20 @@ def _scipy_wrapper(name: str, original: Any) -> Any:
 
 
 @functools.cache
-def _scipy_wrappers(module_names: tuple[str, ...]) -> tuple[tuple[Any, str, Any, Any], ...]:
-    """(module, name, original, wrapper) for the public functions of SciPy's imported array
-    modules (not its ufuncs, which reach ``__array_ufunc__``)."""
-    out = []
+def _scipy_wrappers(module_names: tuple[str, ...]
+                    ) -> tuple[list[tuple[Any, str, Any]], dict[int, Any]]:
+    """The patches ``(module, name, wrapper)`` of the public functions of SciPy's imported
+    array modules (not its ufuncs, which reach ``__array_ufunc__``), and the wrappers by their
+    original's id (for names imported from SciPy into a function's globals), made once."""
+    patches, by_id = [], {}
     for module_name in module_names:
         module = sys.modules[module_name]
         for name, obj in vars(module).items():
             if not name.startswith("_") and inspect.isfunction(obj):
-                key = f"{module_name.removeprefix('scipy.')}.{name}"
-                out.append((module, name, obj, _scipy_wrapper(key, obj)))
-    return tuple(out)
-
-
-@functools.cache
-def _scipy_by_id(module_names: tuple[str, ...]) -> dict[int, Any]:
-    """The wrappers of :func:`_scipy_wrappers` by their original's id (for names imported from
-    SciPy into a function's globals), kept with them rather than rebuilt per verify call."""
-    return {id(original): wrapper for _, _, original, wrapper in _scipy_wrappers(module_names)}
+                wrapper = _scipy_wrapper(f"{module_name.removeprefix('scipy.')}.{name}", obj)
+                patches.append((module, name, wrapper))
+                by_id[id(obj)] = wrapper
+    return patches, by_id
 
 
 class _Namespace:
@@ -603,17 +599,40 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     namespace = getattr(fn, "__globals__", None)
-    if not names or not isinstance(namespace, dict) or not any(
-            str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
-            .startswith("scipy") for v in list(namespace.values())
-            if inspect.ismodule(v) or inspect.isfunction(v)):
+    if not names or not isinstance(namespace, dict):
         return out
-    wrappers = _scipy_wrappers(names)
-    by_id = _scipy_by_id(names)
-    out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
+    uses, imported = _scipy_globals(namespace, names)
+    if not uses:
+        return out
+    patches, by_id = _scipy_wrappers(names)
     globals_ = _Namespace(namespace)
-    return out + [(globals_, name, by_id[id(v)]) for name, v in list(namespace.items())
-                  if id(v) in by_id]
+    return out + patches + [(globals_, name, by_id[id(namespace[name])]) for name in imported]
+
+
+#: per globals dict (its id): its fingerprint and what :func:`_scipy_globals` found in it
+_SCANNED: dict[int, tuple[Any, tuple[bool, tuple[str, ...]]]] = {}
+
+
+def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
+                   ) -> tuple[bool, tuple[str, ...]]:
+    """Whether a module's globals use SciPy (a SciPy module or function among them), and the
+    names bound to SciPy's functions there.  The scan (~0.2 us a global, every verify call) is
+    kept while the globals hold the same objects under the same names: their ids are the
+    fingerprint (a rebound or added name scans again; SciPy's originals are kept alive by
+    :func:`_scipy_wrappers`, so an id of one is never another object's)."""
+    key = (names, tuple(namespace), tuple(map(id, namespace.values())))
+    seen = _SCANNED.get(id(namespace))
+    if seen is not None and seen[0] == key:
+        return seen[1]
+    values = list(namespace.values())
+    uses = any(str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
+               .startswith("scipy") for v in values if inspect.ismodule(v) or inspect.isfunction(v))
+    by_id = _scipy_wrappers(names)[1]
+    found = uses, tuple(n for n, v in zip(key[1], values, strict=True) if id(v) in by_id)
+    if len(_SCANNED) >= 256:  # bounded: one entry per module (an exec'd namespace each)
+        _SCANNED.clear()
+    _SCANNED[id(namespace)] = key, found
+    return found
 
 
 NUMPY_EXTRA["where"] = _where
