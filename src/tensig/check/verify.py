@@ -31,6 +31,7 @@ import inspect
 import itertools
 import math
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -348,6 +349,11 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     on a line); ``timeout`` (seconds, main thread only) stops a trace that does not finish
     and reports it as a note.  A module class (torch's, its ``forward`` annotated) is verified
     on an instance built without arguments (:class:`Unbuilt` where it needs some).
+
+    Traces run one at a time (a lock): while one runs, library functions (``np.zeros``,
+    ``torch.ones``, SciPy's), ``len`` and ``range`` are replaced process-wide.  Code running
+    in another thread meanwhile calls the replacements (they pass its real arrays to the
+    originals, more slowly) and sees them by identity (``np.zeros is f`` fails).
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
@@ -382,7 +388,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}{hint}")
     try:
-        with _time_limit(timeout):
+        with _ONE_AT_A_TIME, _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
     except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
@@ -390,6 +396,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     report.suppressed = [f for f in report.findings if f not in kept]
     report.findings = kept
     return report
+
+
+_ONE_AT_A_TIME = threading.RLock()  # the patches a trace installs are process-wide
 
 
 class Unbuilt(TypeError):
@@ -423,7 +432,6 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     trace's step limit still bounds the work.
     """
     import signal
-    import threading
 
     if seconds is None or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread() or \
