@@ -225,9 +225,8 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     if weights is not None:
         w = S._sym(weights)
         own = w.ndim == x.ndim and not any(map(differ, w.dims, x.dims))
-        along = w.ndim == 1 and axis is not None and \
-            not differ(w.dims[0], x.dims[S._axis(axis, x.ndim)])
-        if not (own or along):  # NumPy: a's own shape, or 1-d along the one axis
+        if not own and (w.ndim != 1 or axis is None  # NumPy: a's shape, or 1-d along the axis
+                        or differ(w.dims[0], x.dims[S._axis(axis, x.ndim)])):
             tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
                                          f"axis {axis} of {shape_text(x)}")
     out = S.reduce_(x, axis, keepdims, "f")
@@ -615,11 +614,9 @@ _SCANNED: dict[int, tuple[Any, tuple[bool, tuple[str, ...]]]] = {}
 
 def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
                    ) -> tuple[bool, tuple[str, ...]]:
-    """Whether a module's globals use SciPy (a SciPy module or function among them), and the
-    names bound to SciPy's functions there.  The scan (~0.2 us a global, every verify call) is
-    kept while the globals hold the same objects under the same names: their ids are the
-    fingerprint (a rebound or added name scans again; SciPy's originals are kept alive by
-    :func:`_scipy_wrappers`, so an id of one is never another object's)."""
+    """Whether a module's globals use SciPy (hold a SciPy module or function), and the names
+    bound to SciPy's functions.  The scan is kept while the globals hold the same objects (by
+    id: SciPy's are kept alive by :func:`_scipy_wrappers`) under the same names."""
     key = (names, tuple(namespace), tuple(map(id, namespace.values())))
     seen = _SCANNED.get(id(namespace))
     if seen is not None and seen[0] == key:

@@ -350,10 +350,9 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     and reports it as a note.  A module class (torch's, its ``forward`` annotated) is verified
     on an instance built without arguments (:class:`Unbuilt` where it needs some).
 
-    Traces run one at a time (a lock): while one runs, library functions (``np.zeros``,
-    ``torch.ones``, SciPy's), ``len`` and ``range`` are replaced process-wide.  Code running
-    in another thread meanwhile calls the replacements (they pass its real arrays to the
-    originals, more slowly) and sees them by identity (``np.zeros is f`` fails).
+    Traces run one at a time (a lock): one replaces ``np.zeros``, ``torch.ones``, SciPy's
+    functions, ``len`` and ``range`` process-wide, so code in another thread meanwhile calls
+    the replacements (they hand its real arrays to the originals, more slowly).
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
@@ -410,8 +409,7 @@ def _instance(cls: type) -> Any:
     """An instance of a module class for verifying its ``forward``, built without arguments."""
     try:
         needed = [p.name for p in inspect.signature(cls).parameters.values()
-                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                                         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+                  if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     except (TypeError, ValueError):
         needed = []
     if needed:
