@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tensig.cli import main
 
 
@@ -235,6 +237,7 @@ def test_verify_checks_module_classes_with_an_annotated_forward(capsys, tmp_path
     (and ``tensig.verify(module)`` read the module's call, not its forward): a class built
     without arguments is verified on an instance, one that needs them gets a note saying how."""
     from tensig import verify
+    from tensig.check.verify import Unbuilt
 
     path = tmp_path / "modules.py"
     path.write_text(MODULES)
@@ -247,3 +250,13 @@ def test_verify_checks_module_classes_with_an_annotated_forward(capsys, tmp_path
     namespace: dict = {}
     exec(compile(MODULES, str(path), "exec"), namespace)
     assert verify(namespace["Sized"](8)).ok and not verify(namespace["Swapped"]()).ok
+    # the class itself: the one builder both the command line and pytest --tensig call
+    assert verify(namespace["Encoder"]).ok and verify(namespace["Swapped"]).errors
+    with pytest.raises(Unbuilt, match=r"not verified: Sized\(\) needs d; call tensig"):
+        verify(namespace["Sized"])
+
+    class Broken(namespace["Encoder"]):
+        def __init__(self):
+            raise RuntimeError("no weights file")
+    with pytest.raises(Unbuilt, match=r"Broken\(\) raised RuntimeError: no weights file"):
+        verify(Broken)

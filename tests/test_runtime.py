@@ -54,6 +54,33 @@ def test_a_mismatch_names_function_argument_axis_expression_size_and_first_binde
     assert "    B T d\n      ^" in str(e)
 
 
+def test_errors_round_trip_through_pickle():
+    """A worker process (verify's, multiprocessing's, pytest-xdist's) sends errors back
+    pickled: ``SignatureError`` (keyword-only facts) and ``SpecSyntaxError`` could not be
+    rebuilt, as unpickling called ``__init__`` with the message alone."""
+    import pickle
+
+    from tensig.core.errors import InconclusiveError, SpecSyntaxError, TensigError
+    from tensig.execution.padding import PaddingError
+    from tensig.model.checkpoint import CheckpointError
+    from tensig.model.train import NonFiniteLossError
+
+    errors = [error_of(attention, z((2, 16, 8)), z((2, 12, 8))),
+              SpecSyntaxError("ij;jk=>iq", 8, "unknown label", hint="q is no input label"),
+              ShapeError("no fit", spec="ij", span=(0, 1), sizes=(3, 4), origins=("given",)),
+              PaddingError("ragged", row=2, side="right", spec="B T"), TensigError("plain"),
+              CheckpointError("w.npz", ["a missing", "b of shape (3,)"]),
+              InconclusiveError("B < T"), NonFiniteLossError(float("inf"), 3, np.arange(2))]
+    for e in errors:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e) and back.args == e.args
+        assert vars(back).keys() == vars(e).keys()
+        assert all(np.array_equal(vars(back)[k], v) if isinstance(v, np.ndarray)
+                   else vars(back)[k] == v for k, v in vars(e).items()), type(e)
+    back = pickle.loads(pickle.dumps(errors[0]))
+    assert (back.function, back.argument, back.axis, back.actual) == ("attention", "k", 1, 12)
+
+
 def test_the_return_value_is_checked_with_the_same_bindings():
     @shaped
     def pool(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B d"]:

@@ -775,3 +775,36 @@ def test_a_wrong_permutation_given_as_an_array_is_named():
 
     report = verify(f)
     assert any("is not a permutation of the axes of [N, D]" in n for n in report.notes), report
+
+
+def test_two_threads_verifying_at_once_each_get_their_own_result():
+    """verify's patches (``np.zeros``, ``len``...) are process-wide: two threads tracing at once
+    installed and restored them interleaved (the second saving the first's replacements as the
+    originals).  Traces now run one at a time: the second starts after the first ends."""
+    import builtins
+    import threading
+
+    zeros, length = np.zeros, builtins.len
+    inside, other_traced, overlapped = threading.Event(), threading.Event(), []
+
+    def slow(x):  # keeps its trace open while the other thread has its chance
+        inside.set()
+        overlapped.append(other_traced.wait(0.5))
+        return np.zeros((x.shape[0], 3)) + x[:, :1]
+
+    def fast(x):
+        other_traced.set()
+        return np.zeros(len(x.T))
+
+    reports: dict[str, Report] = {}
+    threads = [threading.Thread(target=lambda f=f, s=s: reports.update({f.__name__: verify(f, s)}))
+               for f, s in ((slow, "B T => B 3"), (fast, "B T => T"))]
+    threads[0].start()
+    assert inside.wait(30)
+    threads[1].start()
+    for t in threads:
+        t.join(60)
+    assert overlapped == [False]
+    assert reports["slow"].ok and reports["fast"].ok, (str(reports["slow"]), str(reports["fast"]))
+    assert reports["fast"].result == ((Signature.parse("B T").args[0][1],),)
+    assert np.zeros is zeros and builtins.len is length  # put back

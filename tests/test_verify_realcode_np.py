@@ -187,6 +187,40 @@ def test_scipy_linalg_and_cdist():
     assert "contraction" in kinds(verify(lambda a, b: cdist(a, b), "N, D; M, E => N, M"))
 
 
+def test_scipy_is_patched_again_on_every_verify_and_after_a_rebinding():
+    """The scan of a module's globals for SciPy is kept between verify calls (it cost more than
+    the rest of the setup): a second verify still patches SciPy, a name rebound since (to
+    SciPy's function, then away from it) is seen."""
+    namespace = {"np": np}
+    exec("def pool(x):\n    return logsumexp(x, axis=0)  # meant axis=1", namespace)
+    pool = namespace["pool"]
+    namespace["logsumexp"] = lambda x, axis=None: np.log(np.exp(x).sum(axis=axis))  # NumPy's
+    assert kinds(verify(pool, "B, T => B")) == ["return-shape"]
+    namespace["logsumexp"] = logsumexp
+    for _ in range(2):
+        r = verify(pool, "B, T => B")
+        assert kinds(r) == ["return-shape"] and not r.notes, str(r)
+    namespace["logsumexp"] = lambda x, axis=None: x  # no SciPy left: its result is kept
+    assert clean(verify(pool, "B, T => B, T")), str(verify(pool, "B, T => B, T"))
+
+
+def test_sizes_equal_under_a_divisibility_assumption_match():
+    """``4 * (D // 4)`` is ``D`` once the code requires ``D`` divisible by 4 (the heads'
+    reshape): cdist, solve and average compared sizes with ``!=`` and reported a mismatch."""
+    def split(v, axis):  # heads and back, as attention code does
+        n = v.shape[axis] // 4
+        return v.reshape(*v.shape[:axis], 4, n).reshape(*v.shape[:axis], 4 * n)
+
+    def fine(x, y, a, b):
+        return (cdist(x, split(y, 1)), np.linalg.solve(a, split(b, 0)),
+                np.average(a, axis=0, weights=split(b, 0)))
+
+    r = verify(fine, "N, D; M, D; D, D; D => N, M; D; D")
+    assert kinds(r) == ["assumption"], str(r)
+    r = verify(lambda a, b: np.average(a, axis=1, weights=split(b, 0)[:-1]), "D, D; D =>")
+    assert "broadcast" in kinds(r), str(r)
+
+
 def test_scipy_function_not_modelled_is_fitted():
     r = verify(lambda x: uniform_filter1d(x, 3, axis=1), "B, T => B, T")
     assert clean(r), str(r)
@@ -358,6 +392,18 @@ def test_triangle_indices_kron_and_weighted_average():
     assert kinds(verify(weighted_bug)) == ["broadcast"], str(verify(weighted_bug))
     r = verify(lambda a, b: np.kron(a, b), "N, N; M, M => N*M, N*M")
     assert clean(r), str(r)
+
+
+def test_triangle_counts_against_numpy_at_every_offset():
+    """NumPy's triangle indices count as torch's do (one formula): below the diagonal for
+    ``triu_indices`` (a negative k) too, which was a fresh size."""
+    for fn in (np.triu_indices, np.tril_indices):
+        for k in (-2, -1, 0, 1, 2):
+            r = verify(lambda a, f=fn.__name__, k=k: getattr(np, f)(a.shape[0], k, a.shape[0])[0],
+                       "F =>")
+            assert clean(r) and not r.notes, str(r)
+            for n in (5, 8):
+                assert [d.evaluate({"F": n}) for d in r.result[0]] == [len(fn(n, k)[0])]
 
 
 # -- the corpus ---------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ them), failing on an error (``--tensig-strict``: also on a warning or a note).
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -19,8 +18,8 @@ from typing import Any
 import pytest
 
 from tensig.check import findings
-from tensig.check.verify import DEFAULT_TIMEOUT, verify
-from tensig.check.verify_files import annotated_functions, instance
+from tensig.check.verify import DEFAULT_TIMEOUT, Unbuilt, verify
+from tensig.check.verify_files import annotated_functions
 
 __all__ = ["TensigItem", "project_functions"]
 
@@ -91,17 +90,16 @@ class TensigItem(pytest.Item):
     def runtest(self) -> None:
         config = self.config
         timeout = config.getoption("tensig_timeout") or DEFAULT_TIMEOUT
-        target = instance(self.fn) if inspect.isclass(self.fn) else self.fn  # a torch module
-        if isinstance(target, str):  # its constructor needs arguments: a note
-            if config.getoption("tensig_strict"):
-                raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {target}")
-            pytest.skip(target)
+        strict = config.getoption("tensig_strict")
         try:
-            report = verify(target, ignore=config.getoption("tensig_ignore"), timeout=timeout)
+            report = verify(self.fn, ignore=config.getoption("tensig_ignore"), timeout=timeout)
+        except Unbuilt as e:  # a module class whose constructor needs arguments: a note
+            if not strict:
+                pytest.skip(str(e))
+            raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {e}") from None
         except Exception as e:  # a malformed annotation, a signature that does not fit
             raise TensigFailure(f"{self.path}: {self.fn.__qualname__}: {type(e).__name__}: "
                                 f"{e}") from None
-        strict = config.getoption("tensig_strict")
         if report.errors or (strict and (report.warnings or report.notes)):
             raise TensigFailure(str(report))
 

@@ -21,7 +21,7 @@ from tensig.check.tracing import _TRACER, Finding, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_range"]
+__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_range", "triangle"]
 
 ONE = Dim.const(1)
 
@@ -374,3 +374,15 @@ def _slice_len(size: Dim, s: slice) -> Dim:
         _assume(f"{stop} <= {size}", True, f"a slice up to {stop} of an axis of size "
                 f"{size} (a buffer or table sized for at most {size})")
     return length
+
+
+def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:
+    """How many elements of an ``n`` by ``m`` matrix lie on or above its diagonal ``k``
+    (``upper``; on or below it otherwise): the length of NumPy's and torch's
+    ``triu_indices``/``tril_indices``.  Of a square one it is a polynomial in ``n`` (assuming
+    ``n`` exceeds ``|k|``); of another, a fresh size."""
+    d = as_dim(n)
+    if m is not None and not tracer().equal_under_assumptions(as_dim(m), d):
+        return tracer().new_dim("tri")
+    k = k if upper else -k  # below diagonal k is above diagonal -k of the transpose
+    return (d - k) * (d - k + 1) // 2 if k >= 0 else d * d - (d + k - 1) * (d + k) // 2

@@ -30,7 +30,7 @@ import numpy as np
 
 from tensig.check import size_fit, sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
-from tensig.check.broadcasting import broadcast, shape_text
+from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
@@ -94,7 +94,7 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
 def _square(a: S.SymArray, what: str) -> Dim:
     if a.ndim < 2:
         raise ValueError(f"np.linalg.{what}: needs a matrix, got {shape_text(a)}")
-    if a.dims[-1] != a.dims[-2]:
+    if differ(a.dims[-1], a.dims[-2]):
         tracer().report("contraction", f"np.linalg.{what} needs square matrices: "
                                        f"{shape_text(a)} is {a.dims[-2]} by {a.dims[-1]}")
     return a.dims[-1]
@@ -104,7 +104,7 @@ def _solve(a: Any, b: Any) -> S.SymArray:
     """``solve(A, b)``: ``A`` square, ``b`` a vector (rank 1) or stacked right-hand sides."""
     x, y = S._sym(a), S._sym(b)
     n, vector = _square(x, "solve"), y.ndim == 1
-    if y.dims[0 if vector else -2] != n:
+    if differ(y.dims[0 if vector else -2], n):
         tracer().report("contraction", f"np.linalg.solve: right-hand side {shape_text(y)} for a "
                                        f"{n} by {n} system" + ("" if vector else
                                                                f" {shape_text(x)}"))
@@ -129,7 +129,7 @@ def _of_square(what: str, *results: str) -> Callable[..., Any]:
 
 def _min_dim(m: Dim, n: Dim) -> Dim:
     """``min(m, n)`` of two sizes: decided when it can be, else one fresh size per pair."""
-    if m == n:
+    if not differ(m, n):
         return m
     try:
         return m if m <= n else n
@@ -166,7 +166,7 @@ def _qr(a: Any, mode: str = "reduced") -> Any:
 def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
     x, y = S._sym(a), S._sym(b)
     m, n = x.dims[-2], x.dims[-1]
-    if y.dims[0] != m:
+    if differ(y.dims[0], m):
         tracer().report("contraction", f"np.linalg.lstsq: right-hand side {shape_text(y)} "
                                        f"for {m} equations ({shape_text(x)})")
     sol = S.SymArray((n, *y.dims[1:]), "f")
@@ -208,14 +208,9 @@ def _kron(a: Any, b: Any) -> S.SymArray:
 
 
 def _triangle(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
-    """``triu_indices(n, k)``/``tril_indices(n, k)`` of a square: ``(n - |k|)(n - |k| + 1)/2``
-    indices on the diagonal's side (``k >= 0`` above it, ``k <= 0`` below it)."""
+    """``triu_indices(n, k, m)``/``tril_indices``: two index arrays of the triangle's count."""
     def model(n: Any, k: int = 0, m: Any = None) -> tuple[S.SymArray, S.SymArray]:
-        d = sym_sizes.as_dim(n)
-        if m is not None or (k < 0 if upper else k > 0):
-            count = tracer().new_dim("tri")
-        else:
-            count = (d - abs(k)) * (d - abs(k) + 1) // 2
+        count = sym_sizes.triangle(n, k, upper, m)
         return S.SymArray((count,), "i"), S.SymArray((count,), "i")
     return model
 
@@ -229,8 +224,9 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     x = S._sym(a)
     if weights is not None:
         w = S._sym(weights)
-        if w.dims != x.dims and (  # NumPy: a's own shape, or 1-d along the one axis
-                w.ndim != 1 or axis is None or w.dims[0] != x.dims[S._axis(axis, x.ndim)]):
+        own = w.ndim == x.ndim and not any(map(differ, w.dims, x.dims))
+        if not own and (w.ndim != 1 or axis is None  # NumPy: a's shape, or 1-d along the axis
+                        or differ(w.dims[0], x.dims[S._axis(axis, x.ndim)])):
             tracer().report("broadcast", f"np.average: weights {shape_text(w)} do not match "
                                          f"axis {axis} of {shape_text(x)}")
     out = S.reduce_(x, axis, keepdims, "f")
@@ -502,7 +498,7 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
 
 def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
     a, b = S._sym(xa), S._sym(xb)
-    if a.dims[-1] != b.dims[-1]:
+    if differ(a.dims[-1], b.dims[-1]):
         tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
                                        f"{b.dims[-1]} coordinates ({shape_text(a)} and "
                                        f"{shape_text(b)})")
@@ -553,24 +549,20 @@ def _scipy_wrapper(name: str, original: Any) -> Any:
 
 
 @functools.cache
-def _scipy_wrappers(module_names: tuple[str, ...]) -> tuple[tuple[Any, str, Any, Any], ...]:
-    """(module, name, original, wrapper) for the public functions of SciPy's imported array
-    modules (not its ufuncs, which reach ``__array_ufunc__``)."""
-    out = []
+def _scipy_wrappers(module_names: tuple[str, ...]
+                    ) -> tuple[list[tuple[Any, str, Any]], dict[int, Any]]:
+    """The patches ``(module, name, wrapper)`` of the public functions of SciPy's imported
+    array modules (not its ufuncs, which reach ``__array_ufunc__``), and the wrappers by their
+    original's id (for names imported from SciPy into a function's globals), made once."""
+    patches, by_id = [], {}
     for module_name in module_names:
         module = sys.modules[module_name]
         for name, obj in vars(module).items():
             if not name.startswith("_") and inspect.isfunction(obj):
-                key = f"{module_name.removeprefix('scipy.')}.{name}"
-                out.append((module, name, obj, _scipy_wrapper(key, obj)))
-    return tuple(out)
-
-
-@functools.cache
-def _scipy_by_id(module_names: tuple[str, ...]) -> dict[int, Any]:
-    """The wrappers of :func:`_scipy_wrappers` by their original's id (for names imported from
-    SciPy into a function's globals), kept with them rather than rebuilt per verify call."""
-    return {id(original): wrapper for _, _, original, wrapper in _scipy_wrappers(module_names)}
+                wrapper = _scipy_wrapper(f"{module_name.removeprefix('scipy.')}.{name}", obj)
+                patches.append((module, name, wrapper))
+                by_id[id(obj)] = wrapper
+    return patches, by_id
 
 
 class _Namespace:
@@ -606,17 +598,38 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     namespace = getattr(fn, "__globals__", None)
-    if not names or not isinstance(namespace, dict) or not any(
-            str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
-            .startswith("scipy") for v in list(namespace.values())
-            if inspect.ismodule(v) or inspect.isfunction(v)):
+    if not names or not isinstance(namespace, dict):
         return out
-    wrappers = _scipy_wrappers(names)
-    by_id = _scipy_by_id(names)
-    out += [(module, name, wrapper) for module, name, _, wrapper in wrappers]
+    uses, imported = _scipy_globals(namespace, names)
+    if not uses:
+        return out
+    patches, by_id = _scipy_wrappers(names)
     globals_ = _Namespace(namespace)
-    return out + [(globals_, name, by_id[id(v)]) for name, v in list(namespace.items())
-                  if id(v) in by_id]
+    return out + patches + [(globals_, name, by_id[id(namespace[name])]) for name in imported]
+
+
+#: per globals dict (its id): its fingerprint and what :func:`_scipy_globals` found in it
+_SCANNED: dict[int, tuple[Any, tuple[bool, tuple[str, ...]]]] = {}
+
+
+def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
+                   ) -> tuple[bool, tuple[str, ...]]:
+    """Whether a module's globals use SciPy (hold a SciPy module or function), and the names
+    bound to SciPy's functions.  The scan is kept while the globals hold the same objects (by
+    id: SciPy's are kept alive by :func:`_scipy_wrappers`) under the same names."""
+    key = (names, tuple(namespace), tuple(map(id, namespace.values())))
+    seen = _SCANNED.get(id(namespace))
+    if seen is not None and seen[0] == key:
+        return seen[1]
+    values = list(namespace.values())
+    uses = any(str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
+               .startswith("scipy") for v in values if inspect.ismodule(v) or inspect.isfunction(v))
+    by_id = _scipy_wrappers(names)[1]
+    found = uses, tuple(n for n, v in zip(key[1], values, strict=True) if id(v) in by_id)
+    if len(_SCANNED) >= 256:  # bounded: one entry per module (an exec'd namespace each)
+        _SCANNED.clear()
+    _SCANNED[id(namespace)] = key, found
+    return found
 
 
 NUMPY_EXTRA["where"] = _where

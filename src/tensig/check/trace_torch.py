@@ -537,18 +537,9 @@ def _index_add(name: str) -> Callable[..., Any]:
 
 
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
-    """``tril_indices``/``triu_indices(n, n, offset)``: ``[2, count]``, the count a polynomial
-    in ``n`` (assuming ``n`` exceeds the offset); of a non-square matrix, a fresh size."""
-    def upper_count(n: Any, k: int) -> Any:  # the elements on or above diagonal k
-        return (n - k) * (n - k + 1) // 2 if k >= 1 else n * n - (n - 1 + k) * (n + k) // 2
-
-    def op(row: Any, col: Any, offset: int = 0, **kw: Any) -> S.SymArray:
-        n, m = sym_sizes.as_dim(row), sym_sizes.as_dim(col)
-        if n != m:
-            return S.SymArray((sym_sizes.as_dim(2), tracer().new_dim("tri")), "i")
-        count = n * n - upper_count(n, offset + 1) if lower else upper_count(n, offset)
-        return S.SymArray((sym_sizes.as_dim(2), count), "i")
-    return op
+    """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
+    return lambda row, col, offset=0, **kw: S.SymArray(
+        (sym_sizes.as_dim(2), sym_sizes.triangle(row, offset, not lower, col)), "i")
 
 
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,

@@ -31,6 +31,7 @@ import inspect
 import itertools
 import math
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ from tensig.core.errors import SpecSyntaxError
 from tensig.core.syntax import _plain
 from tensig.execution.padding import symbolic_batch
 
-__all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "modelled_operations", "verify"]
+__all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "Unbuilt", "modelled_operations", "verify"]
 
 DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
@@ -346,10 +347,17 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     indices); by default it is guessed from the modules the function's globals use.
     ``ignore`` lists finding codes or names to leave out (as ``# tensig: ignore[CODE]`` does
     on a line); ``timeout`` (seconds, main thread only) stops a trace that does not finish
-    and reports it as a note.
+    and reports it as a note.  A module class (torch's, its ``forward`` annotated) is verified
+    on an instance built without arguments (:class:`Unbuilt` where it needs some).
+
+    Traces run one at a time (a lock): one replaces ``np.zeros``, ``torch.ones``, SciPy's
+    functions, ``len`` and ``range`` process-wide, so code in another thread meanwhile calls
+    the replacements (they hand its real arrays to the originals, more slowly).
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
+    if inspect.isclass(fn):
+        fn = _instance(fn)
     sig = _signature_of(fn, signature)
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style, ignore, timeout)
@@ -379,7 +387,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}{hint}")
     try:
-        with _time_limit(timeout):
+        with _ONE_AT_A_TIME, _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
     except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
@@ -387,6 +395,30 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     report.suppressed = [f for f in report.findings if f not in kept]
     report.findings = kept
     return report
+
+
+_ONE_AT_A_TIME = threading.RLock()  # the patches a trace installs are process-wide
+
+
+class Unbuilt(TypeError):
+    """A module class :func:`verify` cannot build without arguments; the message names them.
+    ``tensig verify`` notes it, ``pytest --tensig`` skips it (fails it under --tensig-strict)."""
+
+
+def _instance(cls: type) -> Any:
+    """An instance of a module class for verifying its ``forward``, built without arguments."""
+    try:
+        needed = [p.name for p in inspect.signature(cls).parameters.values()
+                  if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        needed = []
+    if needed:
+        raise Unbuilt(f"not verified: {cls.__name__}() needs {', '.join(needed)}; call "
+                      f"tensig.verify({cls.__name__}(...)) in a test, or give them defaults")
+    try:
+        return cls()
+    except Exception as e:
+        raise Unbuilt(f"not verified: {cls.__name__}() raised {type(e).__name__}: {e}") from None
 
 
 @contextlib.contextmanager
@@ -398,7 +430,6 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     trace's step limit still bounds the work.
     """
     import signal
-    import threading
 
     if seconds is None or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread() or \

@@ -19,7 +19,7 @@ from tensig.check.verify import (
     verify,
 )
 
-__all__ = ["annotated_functions", "instance", "verify_file", "verify_path"]
+__all__ = ["annotated_functions", "verify_file", "verify_path"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -72,21 +72,17 @@ def verify_file(file: str, only: str | None = None, *, ignore: Iterable[str] = (
     for attr, fn, sig in annotated_functions(module):
         if only and attr != only:
             continue
-        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
-        if inspect.isclass(fn):  # a module class: verified on an instance built without args
-            fn, line = instance(fn), fn.forward.__code__.co_firstlineno
-            if isinstance(fn, str):
-                reports.append(_note(file, line, fn, attr))
-                continue
-            if not isinstance(sig, Exception):  # the bound forward's: self is no argument
-                sig = _signature_from_annotations(fn) or sig
+        code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None),
+                                                        "__code__", None)  # a module class's
+        line = getattr(code, "co_firstlineno", None)
         if isinstance(sig, Exception):  # a malformed annotation read lazily: a note
             reports.append(_note(file, line, f"malformed annotation: {type(sig).__name__}: "
                                              f"{sig}", attr))
             continue
-        try:
-            reports.append(verify(fn, sig, ignore=ignore, timeout=timeout))
-        except TypeError as e:  # the signature does not fit the function
+        try:  # a class: its bound forward's signature (self is no argument)
+            reports.append(verify(fn, None if inspect.isclass(fn) else sig, ignore=ignore,
+                                  timeout=timeout))
+        except TypeError as e:  # the signature does not fit, a module class that needs args
             reports.append(Report(attr, sig, file=file, line=line, notes=[str(e)]))
     return reports
 
@@ -107,24 +103,6 @@ def annotated_functions(module: Any) -> Iterator[tuple[str, Any, Signature | Exc
                 sig = e
             if sig is not None:
                 yield attr, fn, sig
-
-
-def instance(cls: type) -> Any:
-    """An instance of a module class for verifying its ``forward``, built without arguments;
-    a note where the constructor needs some or fails."""
-    try:
-        needed = [p.name for p in inspect.signature(cls).parameters.values()
-                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                                         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    except (TypeError, ValueError):
-        needed = []
-    if needed:
-        return (f"not verified: {cls.__name__}() needs {', '.join(needed)}; call "
-                f"tensig.verify({cls.__name__}(...)) in a test, or give them defaults")
-    try:
-        return cls()
-    except Exception as e:
-        return f"not verified: {cls.__name__}() raised {type(e).__name__}: {e}"
 
 
 def _import_guarded(file: str, timeout: float | None) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
+from typing import Any
 
 __all__ = [
     "InconclusiveError",
@@ -35,6 +36,12 @@ def caret_block(text: str, start: int, end: int | None = None) -> str:
 
 class TensigError(Exception):
     """Base class of every error tensig raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Unpickled from its message and attributes, not by calling ``__init__`` again (whose
+        parameters differ per class), so it crosses to a worker process and back (verify's,
+        multiprocessing's, pytest-xdist's)."""
+        return type(self).__new__, (type(self), *self.args), self.__dict__
 
 
 class SpecSyntaxError(TensigError, ValueError):
