@@ -31,7 +31,7 @@ import functools
 import math
 import operator
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -299,8 +299,9 @@ def check_windows(inferred: Inferred) -> None:
                          f"{k!r} a size of 1 or more")
 
 
-class Letters(dict[Key, str]):
-    """Einsum letters for iterator keys, given out in order of first use."""
+class Letters(dict[Hashable, str]):
+    """Einsum letters for keys (iterator keys, axis labels), given out in order of first use:
+    the one source of einsum subscripts, with the 52-letter limit as a clear error."""
 
     def __missing__(self, key: Key) -> str:
         if len(self) >= len(string.ascii_letters):

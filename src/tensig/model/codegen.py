@@ -19,7 +19,6 @@ import itertools
 import linecache
 import math
 import re
-import string
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from tensig.backends import Backend, neutral_max, neutral_min
 from tensig.core.errors import ShapeError
 from tensig.execution import ir
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Assign, Buf, Expr
+from tensig.execution.lowering import Letters
 
 __all__ = ["Labels", "assignment_step", "expression_function"]
 
@@ -218,7 +218,7 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
     names = [lab for lab in labels if isinstance(lab, str)]
     uniq = list(dict.fromkeys(names))
     if len(uniq) != len(names):
-        letters = {lab: string.ascii_letters[i] for i, lab in enumerate(uniq)}
+        letters = Letters()
         diag = "".join(letters[n] for n in names) + "->" + "".join(letters[n] for n in uniq)
         x = f"backend.einsum({diag!r}, {x})"
     order = sorted(range(len(uniq)), key=lambda i: product.index(uniq[i]))
@@ -287,7 +287,8 @@ def _diagonal(labels: list[str], sizes: dict[str, int]
     """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
     of an array on ``labels``, ``fill`` (the accumulator's neutral element) elsewhere: one
     einsum with an identity matrix per repeated label (``a, ab -> ab`` for ``i => ii``)."""
-    out = string.ascii_letters[:len(labels)]
+    letters = Letters()
+    out = "".join(letters[i] for i in range(len(labels)))
     first: dict[str, str] = {}
     for lab, letter in zip(labels, out, strict=True):
         first.setdefault(lab, letter)
@@ -320,7 +321,7 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
         return None
     if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
         return None  # nothing summed: an elementwise product is cheaper than a matmul
-    letters = {lab: string.ascii_letters[i] for i, lab in enumerate(sizes)}  # product order
+    letters = Letters()
     idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))
                     for i in idx)
