@@ -2,9 +2,11 @@
 
 Sizes read from a symbolic shape are :class:`SymSize` objects: they do integer arithmetic
 symbolically and, where Python needs a real number (``math.sqrt``, ``range``), give a
-*witness* value chosen so that no two dimensions collide.  A comparison that the canonical
-forms cannot decide is taken on the witness and recorded as an assumption (a warning), as is
-an exact division the code relies on (``D // heads``).  Indexing and slicing a symbolic axis
+*witness* value chosen so that no two dimensions collide.  Sizes are at least 1, as in
+:mod:`tensig.core.dims` (``T == 0`` is False: an empty-input guard is never taken).  A
+comparison or truth value that the canonical forms cannot decide is taken on the witness and
+recorded as an assumption (a warning), as is an exact division the code relies on
+(``D // heads``).  Indexing and slicing a symbolic axis
 (:func:`_check_index`, :func:`_slice_len`) are size questions too, and live here.
 """
 
@@ -21,7 +23,8 @@ from tensig.check.tracing import _TRACER, Finding, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_range"]
+__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_max", "sym_min",
+           "sym_range"]
 
 ONE = Dim.const(1)
 
@@ -143,7 +146,31 @@ class SymSize:
         try:
             return bool(self.dim)
         except InconclusiveError:
-            return self._cmp(0, "!=", lambda a, b: a != b)
+            return self._cmp(0, "!=", lambda a, b: not _eq(a, b))  # Dim's != is structural
+
+
+def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Callable[..., Any]:
+    """``max``/``min`` during verification: of sizes and ints, the one at least (at most) as
+    large as the others where the canonical forms decide it, else an assumption on the witness
+    (``max(1, T // 2)`` assumes ``T // 2 >= 1``).  Python's own compares strictly, so a tie
+    (``max(1, N)`` at ``N == 1``) was an assumption although either answer is right: here
+    ``max(1, N)`` is ``N``."""
+    def pick(*args: Any, **kw: Any) -> Any:
+        if _LEN(args) < 2 or kw or _TRACER.get() is None or \
+                not any(isinstance(a, SymSize) for a in args) or \
+                not all(isinstance(a, SymSize | int) and not isinstance(a, bool) for a in args):
+            return builtin(*args, **kw)
+        best = args[0]
+        for x in args[1:]:  # the size on the left of an assumption: "N - 2 >= 0"
+            if not _holds(op, as_dim(best), as_dim(x)) and (
+                    op(x, best) if isinstance(x, SymSize) else not op(best, x)):
+                best = x
+        return best
+
+    return functools.wraps(builtin)(pick)
+
+
+sym_max, sym_min = _extreme(max, operator.ge), _extreme(min, operator.le)
 
 
 class SymRange:
