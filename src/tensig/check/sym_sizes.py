@@ -150,11 +150,8 @@ class SymSize:
 
 
 def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Callable[..., Any]:
-    """``max``/``min`` during verification: of sizes and ints, the one at least (at most) as
-    large as the others where the canonical forms decide it, else an assumption on the witness
-    (``max(1, T // 2)`` assumes ``T // 2 >= 1``).  Python's own compares strictly, so a tie
-    (``max(1, N)`` at ``N == 1``) was an assumption although either answer is right: here
-    ``max(1, N)`` is ``N``."""
+    """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness.
+    Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way."""
     def pick(*args: Any, **kw: Any) -> Any:
         if _LEN(args) < 2 or kw or _TRACER.get() is None or \
                 not any(isinstance(a, SymSize) for a in args) or \
@@ -354,7 +351,7 @@ def require_divisible(p: Dim, k: int) -> Dim:
 
 
 def _check_index(size: Dim, k: Any) -> None:
-    if isinstance(k, _LoopInt) and _at_most(k.bound, size):
+    if isinstance(k, _LoopInt) and _holds(operator.le, k.bound, size):
         if k.past and k.ahead is not None:
             k.ahead.append((tracer().where(), f"{int(k)} < {size}"))
         return  # step i of a loop over range(size): i < size, or the step would not run
@@ -368,13 +365,6 @@ def _check_index(size: Dim, k: Any) -> None:
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
-
-
-def _at_most(a: Dim, b: Dim) -> bool:
-    try:
-        return a == b or bool(a <= b)
-    except InconclusiveError:
-        return False
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:

@@ -276,14 +276,12 @@ def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
 
 
 def _mask_indices(n: Any, mask_func: Any, k: int = 0) -> tuple[S.SymArray, S.SymArray]:
-    """``mask_indices(n, np.triu, k)``: ``triu_indices(n, k)``'s (NumPy runs it on a real
-    ``n`` by ``n`` mask of the witness: a constant count, a silent wrong answer); another
-    mask's count is a fresh size."""
+    """``mask_indices(n, np.triu, k)`` is ``triu_indices(n, k)`` (NumPy's own counted a mask of
+    the witness: a constant); another mask's count is a fresh size."""
     name = getattr(mask_func, "__name__", None)
     if name in ("triu", "tril") and getattr(np, name) is mask_func:
         return _triangle(name == "triu")(n, k)
-    count = tracer().new_dim("mask")
-    return S.SymArray((count,), "i"), S.SymArray((count,), "i")
+    return (S.SymArray((tracer().new_dim("mask"),), "i"),) * 2
 
 
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
@@ -324,17 +322,15 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
     "choice": _choice,
     "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
-    else S.SymArray(S._sym(x).dims, S._sym(x).kind),
+    else S._sym(x)._same(),
 }
-"""``np.random``'s module functions with symbolic sizes, and a ``Generator``'s methods of the
-same names (:func:`default_rng`)."""
+"""``np.random``'s functions with symbolic sizes, and a ``Generator``'s (:func:`_generator`)."""
 
 
 @functools.cache  # NumPy imports numpy.random on first use, verify's first
 def _generator() -> type[Any]:
-    """A ``Generator`` whose methods take symbolic sizes and arrays as ``np.random``'s functions
-    do (:data:`CREATION_RANDOM`): a compiled class, so its own methods cannot be patched, and
-    ``rng.permutation(len(X))`` read the size as a 0-d array (a crash)."""
+    """A ``Generator`` whose methods are ``np.random``'s models: the compiled class cannot be
+    patched, and ``rng.permutation(len(X))`` read the size as a 0-d array (a crash)."""
     real = np.random.Generator
     models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
               "shuffle": lambda x, axis=0: None,  # in place
