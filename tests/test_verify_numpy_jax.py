@@ -126,15 +126,16 @@ def test_random_is_symbolic_before_numpy_random_is_imported():
 
 @pytest.mark.parametrize("call, codes", [
     ("np.random.default_rng().normal(size=x.shape) + x", []),
-    ("np.random.RandomState(0).randn(*x.shape)", ["TS301"]),
+    ("np.random.RandomState(0).randn(*x.shape)", []),
+    ("np.random.mtrand.RandomState(0).randn(*x.shape)", ["TS301"]),
     ("np.random.default_rng(0).standard_normal(x.shape)", []),
     ("np.random.default_rng(0).integers(0, 9, size=(x.shape[0], 1)) * x", []),
 ])
 def test_generator_methods_build_real_arrays(call, codes):
-    """A ``RandomState``'s methods are compiled code that calls NumPy's ``np.empty(size)`` and
+    """A generator's methods are compiled code that calls NumPy's ``np.empty(size)`` and
     writes into the result: it must stay a real array (a symbolic one was a segfault), of the
-    witness sizes, read back as the symbols under an assumption.  ``default_rng``'s
-    ``Generator`` takes symbolic sizes as ``np.random``'s functions do: no assumption."""
+    witness sizes, read back as the symbols under an assumption.  ``np.random.default_rng``'s
+    and ``np.random.RandomState``'s take symbolic sizes as ``np.random``'s functions do."""
     out = _fresh("import numpy as np; from tensig import verify; "
                  f"fn = lambda x: {call}; "
                  "assert fn(np.ones((4, 3))).shape == (4, 3); "

@@ -135,12 +135,22 @@ def test_sizes_are_positive_so_an_empty_guard_is_decided():
 # -- NumPy's Generator -----------------------------------------------------------------------
 
 
-_RNG = np.random.default_rng(0)  # a module's own generator, made before verify runs
+_RNG = np.random.default_rng(0)  # a module's own generators, made before verify runs
+_RS = np.random.RandomState(0)
+
+
+def _check_random_state(seed):
+    """scikit-learn's way to accept a seed or a generator."""
+    if isinstance(seed, int):
+        return np.random.RandomState(seed)
+    if isinstance(seed, np.random.RandomState):
+        return seed
+    raise ValueError(f"{seed!r} cannot seed a RandomState")
 
 
 def test_generator_methods_take_symbolic_sizes():
     """``rng.permutation(len(X))`` read the size as a 0-d array and crashed the trace; a
-    ``Generator``'s methods now follow ``np.random``'s functions."""
+    ``Generator``'s and a ``RandomState``'s methods now follow ``np.random``'s functions."""
     def shuffled(X: Float[np.ndarray, "N, D"], y: Int[np.ndarray, "N"]
                  ) -> tuple[Float[np.ndarray, "N, D"], Int[np.ndarray, "N"]]:
         rng = np.random.default_rng(0)
@@ -160,9 +170,14 @@ def test_generator_methods_take_symbolic_sizes():
         rng.shuffle(X)
         return X + rng.normal(0.0, 0.1, size=X.shape) + rng.normal(X, 1.0)
 
-    for f in (shuffled, batches, init_centers, noisy):
+    def legacy(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        order = _check_random_state(0).permutation(len(X))
+        return X[order][_check_random_state(_RS).randint(0, len(X), size=len(X))]
+
+    for f in (shuffled, batches, init_centers, noisy, legacy):
         assert clean(verify(f)), (f.__name__, str(verify(f)))
-    assert type(_RNG) is np.random.Generator  # the module's own is put back
+    assert type(_RNG) is np.random.Generator and type(_RS) is np.random.RandomState
+    assert np.random.RandomState.__module__.startswith("numpy")  # NumPy's own, put back
 
     def init_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
         rng = np.random.default_rng(0)

@@ -324,27 +324,41 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
     else S._sym(x)._same(),
 }
-"""``np.random``'s functions with symbolic sizes, and a ``Generator``'s (:func:`_generator`)."""
+"""``np.random``'s functions with symbolic sizes, and a generator's (:func:`_sampler`)."""
 
 
 @functools.cache  # NumPy imports numpy.random on first use, verify's first
-def _generator() -> type[Any]:
-    """A ``Generator`` whose methods are ``np.random``'s models: the compiled class cannot be
-    patched, and ``rng.permutation(len(X))`` read the size as a 0-d array (a crash)."""
-    real = np.random.Generator
+def _sampler(real: Any) -> type[Any]:
+    """NumPy's ``Generator`` or ``RandomState`` with ``np.random``'s models as methods: the
+    compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
+    array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
     models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
               "shuffle": lambda x, axis=0: None,  # in place
               "permuted": lambda x, axis=None, out=None: S._sym(x)._same()}
-    return type("Generator", (real,), {name: sym_functions.creation_wrapper(
+    meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
+    return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
         getattr(real, name), lambda _self, *a, _m=model, **k: _m(*a, **k))
         for name, model in models.items() if hasattr(real, name)})
 
 
+def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
+    """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
+    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``)."""
+    out: list[tuple[Any, str, Any]] = [
+        (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
+        (np.random, "RandomState", _sampler(np.random.RandomState))]
+    bits = {np.random.Generator: "bit_generator", np.random.RandomState: "_bit_generator"}
+    if isinstance(namespace, dict):
+        out += [(_Namespace(namespace), name, _sampler(real)(getattr(v, bits[real])))
+                for name, v in list(namespace.items()) for real in bits if isinstance(v, real)]
+    return out
+
+
 @functools.cache
-def _default_rng() -> Callable[..., Any]:
-    """``np.random.default_rng`` while verify runs: a :func:`_generator` on NumPy's bits."""
-    real = np.random.default_rng
-    return functools.wraps(real)(lambda *a, **k: _generator()(real(*a, **k).bit_generator))
+def _default_rng_of(real: Any) -> Callable[..., Any]:
+    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits."""
+    return functools.wraps(real)(
+        lambda *a, **k: _sampler(np.random.Generator)(real(*a, **k).bit_generator))
 
 
 # --------------------------------------------------------------------------------------------
@@ -641,16 +655,13 @@ class _Concatenator:
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """What verification patches besides creation functions: ``np.r_``/``np.c_``,
-    ``default_rng`` and the module's own ``Generator``s (:func:`_generator`), and, when
+    NumPy's random generators (:func:`_samplers`), and, when
     ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
                                        (np, "c_", _Concatenator(np.c_, True)),
-                                       (np.random, "default_rng", _default_rng())]
-    if isinstance(namespace, dict):  # a module's own rng = np.random.default_rng(0)
-        out += [(_Namespace(namespace), name, _generator()(v.bit_generator))
-                for name, v in list(namespace.items()) if type(v) is np.random.Generator]
+                                       *_samplers(namespace)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict) or not any(
