@@ -321,6 +321,7 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size, "f", low, high),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
     "choice": _choice,
+    "shuffle": lambda x, axis=0: None,  # in place
     "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
     else S._sym(x)._same(),
 }
@@ -333,7 +334,6 @@ def _sampler(real: Any) -> type[Any]:
     compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
     array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
     models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
-              "shuffle": lambda x, axis=0: None,  # in place
               "permuted": lambda x, axis=None, out=None: S._sym(x)._same()}
     meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
     return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
