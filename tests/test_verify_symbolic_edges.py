@@ -81,7 +81,7 @@ def test_max_of_one_and_a_size_is_the_size():
     answers agree at the tie: it is ``N``, with no assumption (it warned "assumes N > 1")."""
     def warmup(lr: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
         steps = max(1, len(lr))
-        return lr[:steps] * min(steps, steps + 10)
+        return lr[:steps] * min(steps, steps + 10) * max([1, steps])
 
     r = verify(warmup)
     assert clean(r) and r.result == ((N,),), str(r)

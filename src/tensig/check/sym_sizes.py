@@ -153,12 +153,13 @@ def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Cal
     """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness.
     Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way."""
     def pick(*args: Any, **kw: Any) -> Any:
-        if _LEN(args) < 2 or kw or _TRACER.get() is None or \
-                not any(isinstance(a, SymSize) for a in args) or \
-                not all(isinstance(a, SymSize | int) and not isinstance(a, bool) for a in args):
+        items = args[0] if _LEN(args) == 1 and isinstance(args[0], list | tuple) else args
+        if _LEN(items) < 2 or kw or _TRACER.get() is None or \
+                not any(isinstance(a, SymSize) for a in items) or \
+                not all(isinstance(a, SymSize | int) and not isinstance(a, bool) for a in items):
             return builtin(*args, **kw)
-        best = args[0]
-        for x in args[1:]:  # the size on the left of an assumption: "N - 2 >= 0"
+        best = items[0]
+        for x in items[1:]:  # the size on the left of an assumption: "N - 2 >= 0"
             if not _holds(op, as_dim(best), as_dim(x)) and (
                     op(x, best) if isinstance(x, SymSize) else not op(best, x)):
                 best = x
