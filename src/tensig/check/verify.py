@@ -263,7 +263,7 @@ def _creation_patched() -> Iterator[None]:
     ``len(x)``, ``range(T)``, ``max(1, T)`` keep them symbolic.
 
     Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
-    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
+    (``rng.normal(size=x.shape)`` of a generator passed in) must stay a real array, as
     their C code then writes into it (a symbolic one was a segfault).  The sizes become
     witnesses, read back as the signature's symbols (``Tracer.leak``).
     """
