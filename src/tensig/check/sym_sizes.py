@@ -2,9 +2,11 @@
 
 Sizes read from a symbolic shape are :class:`SymSize` objects: they do integer arithmetic
 symbolically and, where Python needs a real number (``math.sqrt``, ``range``), give a
-*witness* value chosen so that no two dimensions collide.  A comparison that the canonical
-forms cannot decide is taken on the witness and recorded as an assumption (a warning), as is
-an exact division the code relies on (``D // heads``).  Indexing and slicing a symbolic axis
+*witness* value chosen so that no two dimensions collide.  Sizes are at least 1, as in
+:mod:`tensig.core.dims` (``T == 0`` is False: an empty-input guard is never taken).  A
+comparison or truth value that the canonical forms cannot decide is taken on the witness and
+recorded as an assumption (a warning), as is an exact division the code relies on
+(``D // heads``).  Indexing and slicing a symbolic axis
 (:func:`_check_index`, :func:`_slice_len`) are size questions too, and live here.
 """
 
@@ -21,7 +23,8 @@ from tensig.check.tracing import _TRACER, Finding, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_range", "triangle"]
+__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_max", "sym_min",
+           "sym_range", "triangle"]
 
 ONE = Dim.const(1)
 
@@ -143,7 +146,29 @@ class SymSize:
         try:
             return bool(self.dim)
         except InconclusiveError:
-            return self._cmp(0, "!=", lambda a, b: a != b)
+            return self._cmp(0, "!=", lambda a, b: not _eq(a, b))  # Dim's != is structural
+
+
+def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Callable[..., Any]:
+    """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness.
+    Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way."""
+    def pick(*args: Any, **kw: Any) -> Any:
+        items = args[0] if _LEN(args) == 1 and isinstance(args[0], list | tuple) else args
+        if _LEN(items) < 2 or kw or _TRACER.get() is None or \
+                not any(isinstance(a, SymSize) for a in items) or \
+                not all(isinstance(a, SymSize | int) and not isinstance(a, bool) for a in items):
+            return builtin(*args, **kw)
+        best = items[0]
+        for x in items[1:]:  # the size on the left of an assumption: "N - 2 >= 0"
+            if not _holds(op, as_dim(best), as_dim(x)) and (
+                    op(x, best) if isinstance(x, SymSize) else not op(best, x)):
+                best = x
+        return best
+
+    return functools.wraps(builtin)(pick)
+
+
+sym_max, sym_min = _extreme(max, operator.ge), _extreme(min, operator.le)
 
 
 class SymRange:
@@ -327,7 +352,7 @@ def require_divisible(p: Dim, k: int) -> Dim:
 
 
 def _check_index(size: Dim, k: Any) -> None:
-    if isinstance(k, _LoopInt) and _at_most(k.bound, size):
+    if isinstance(k, _LoopInt) and _holds(operator.le, k.bound, size):
         if k.past and k.ahead is not None:
             k.ahead.append((tracer().where(), f"{int(k)} < {size}"))
         return  # step i of a loop over range(size): i < size, or the step would not run
@@ -341,13 +366,6 @@ def _check_index(size: Dim, k: Any) -> None:
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
-
-
-def _at_most(a: Dim, b: Dim) -> bool:
-    try:
-        return a == b or bool(a <= b)
-    except InconclusiveError:
-        return False
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:

@@ -271,9 +271,19 @@ def asarray(a: Any, dtype: Any = None, *args: Any, **kw: Any) -> S.SymArray:
     return x.astype(dtype) if dtype is not None else x
 
 
+def _mask_indices(n: Any, mask_func: Any, k: int = 0) -> tuple[S.SymArray, S.SymArray]:
+    """``mask_indices(n, np.triu, k)`` is ``triu_indices(n, k)`` (NumPy's own counted a mask of
+    the witness: a constant); another mask's count is a fresh size."""
+    name = getattr(mask_func, "__name__", None)
+    if name in ("triu", "tril") and getattr(np, name) is mask_func:
+        return _triangle(name == "triu")(n, k)
+    return (S.SymArray((tracer().new_dim("mask"),), "i"),) * 2
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "triu_indices": _triangle(True),
     "tril_indices": _triangle(False),
+    "mask_indices": _mask_indices,
     **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
@@ -281,24 +291,70 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
-def _sized(shape: Any, kind: str = "f") -> S.SymArray:
-    dims = () if shape is None else (tuple(shape) if isinstance(shape, tuple | list) else (shape,))
-    return S.SymArray(dims, kind)
+def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
+    """A sample of ``shape``; without one, a sample per element of the broadcast parameters
+    (``normal(mu, sigma)``: ``mu``'s shape), as NumPy draws."""
+    if shape is None:
+        return S.elementwise(list(params), kind) if params else S.SymArray((), kind)
+    return S.SymArray(tuple(shape) if isinstance(shape, tuple | list) else (shape,), kind)
+
+
+def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
+            *args: Any, **kw: Any) -> S.SymArray:
+    """``choice(n, k)``: ``k`` indices; ``choice(X, k)``: ``k`` of ``X``'s rows (along
+    ``axis``, a ``Generator``'s)."""
+    if isinstance(a, int | sym_sizes.SymSize):
+        return _sized(size, "i")
+    x = S._sym(a)
+    ax = S._axis(axis, x.ndim)
+    return S.SymArray((*x.dims[:ax], *_sized(size).dims, *x.dims[ax + 1:]), x.kind)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("randn", "rand"), lambda *dims: _sized(dims)),
     **dict.fromkeys(("standard_normal", "random"), lambda size=None, **k: _sized(size)),
-    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size),
-    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size),
-    "randint": lambda low, high=None, size=None, **k: _sized(size, "i"),
-    "choice": lambda a, size=None, *args, **k: _sized(size, "i" if isinstance(
-        a, int | sym_sizes.SymSize) else S._sym(a).kind),
-    "permutation": lambda x: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
-    else S.SymArray(S._sym(x).dims, S._sym(x).kind),
+    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size, "f", loc, scale),
+    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size, "f", low, high),
+    "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
+    "choice": _choice,
+    "shuffle": lambda x, axis=0: None,  # in place
+    "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
+    else S._sym(x)._same(),
 }
-"""``np.random``'s module functions with symbolic sizes (a ``Generator``'s methods cannot be
-patched: their sizes are read back from the witness, under an assumption)."""
+"""``np.random``'s functions with symbolic sizes, and a generator's (:func:`_sampler`)."""
+
+
+@functools.cache  # NumPy imports numpy.random on first use, verify's first
+def _sampler(real: Any) -> type[Any]:
+    """NumPy's ``Generator`` or ``RandomState`` with ``np.random``'s models as methods: the
+    compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
+    array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
+    models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
+              "permuted": lambda x, axis=None, out=None: S._sym(x)._same()}
+    meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
+    return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
+        getattr(real, name), lambda _self, *a, _m=model, **k: _m(*a, **k))
+        for name, model in models.items() if hasattr(real, name)})
+
+
+def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
+    """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
+    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``)."""
+    out: list[tuple[Any, str, Any]] = [
+        (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
+        (np.random, "RandomState", _sampler(np.random.RandomState))]
+    bits = {np.random.Generator: "bit_generator", np.random.RandomState: "_bit_generator"}
+    if isinstance(namespace, dict):
+        out += [(_Namespace(namespace), name, _sampler(real)(getattr(v, bits[real])))
+                for name, v in list(namespace.items()) for real in bits if isinstance(v, real)]
+    return out
+
+
+@functools.cache
+def _default_rng_of(real: Any) -> Callable[..., Any]:
+    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits."""
+    return functools.wraps(real)(
+        lambda *a, **k: _sampler(np.random.Generator)(real(*a, **k).bit_generator))
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,14 +646,16 @@ class _Concatenator:
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
-    """What verification patches besides creation functions: ``np.r_``/``np.c_``, and, when
+    """What verification patches besides creation functions: ``np.r_``/``np.c_``,
+    NumPy's random generators (:func:`_samplers`), and, when
     ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
+    namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
-                                       (np, "c_", _Concatenator(np.c_, True))]
+                                       (np, "c_", _Concatenator(np.c_, True)),
+                                       *_samplers(namespace)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
-    namespace = getattr(fn, "__globals__", None)
     if not names or not isinstance(namespace, dict):
         return out
     uses, imported = _scipy_globals(namespace, names)

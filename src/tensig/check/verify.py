@@ -261,16 +261,17 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
-    ``len(x)``, ``range(T)`` keep them symbolic.
+    ``len(x)``, ``range(T)``, ``max(1, T)`` keep them symbolic.
 
     Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
-    (``rng.normal(size=x.shape)``, ``RandomState(0).randn(T, d)``) must stay a real array, as
+    (``rng.normal(size=x.shape)`` of a generator passed in) must stay a real array, as
     their C code then writes into it (a symbolic one was a segfault).  The sizes become
     witnesses, read back as the signature's symbols (``Tracer.leak``).
     """
     import builtins
 
-    targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range)]
+    targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range),
+               (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min)]
     buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
         from tensig.check import trace_torch as symbolic_torch

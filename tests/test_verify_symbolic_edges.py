@@ -1,0 +1,221 @@
+"""verify on the edges of symbolic sizes, in code written the way public implementations write
+it: a size clamped with ``max``, a size's truth value, an empty-input guard, a NumPy
+``Generator``'s sampling methods, ``np.mask_indices``, and cleanrl's PyTorch GAE loop.  Each
+test is a pattern that once gave a false warning, crashed the trace or a silent wrong size."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tensig import Float, Int
+from tensig.check.verify import verify
+from tensig.core.dims import Dim
+
+N, T = Dim.symbol("N"), Dim.symbol("T")
+
+
+def kinds(report):
+    return [f.kind for f in report]
+
+
+def clean(report) -> bool:
+    return report.ok and not report.findings and not report.notes
+
+
+# -- cleanrl's GAE, as its PyTorch PPO writes it ---------------------------------------------
+
+
+def ppo_gae(rewards: Float[torch.Tensor, "T, E"], values: Float[torch.Tensor, "T, E"],
+            dones: Float[torch.Tensor, "T, E"], next_value: Float[torch.Tensor, "1, E"],
+            next_done: Float[torch.Tensor, "E"], gamma: float = 0.99, gae_lambda: float = 0.95
+            ) -> tuple[Float[torch.Tensor, "T, E"], Float[torch.Tensor, "T, E"]]:
+    num_steps = rewards.shape[0]
+    with torch.no_grad():
+        advantages = torch.zeros_like(rewards)
+        lastgaelam = 0
+        for t in reversed(range(num_steps)):
+            if t == num_steps - 1:
+                nextnonterminal = 1.0 - next_done
+                nextvalues = next_value
+            else:
+                nextnonterminal = 1.0 - dones[t + 1]
+                nextvalues = values[t + 1]
+            delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+            advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+        returns = advantages + values
+    return advantages, returns
+
+
+def ppo_gae_bug(rewards: Float[torch.Tensor, "T, E"], values: Float[torch.Tensor, "T, E"],
+                dones: Float[torch.Tensor, "T, E"], next_value: Float[torch.Tensor, "E, 1"],
+                next_done: Float[torch.Tensor, "E"], gamma: float = 0.99,
+                gae_lambda: float = 0.95) -> Float[torch.Tensor, "T, E"]:
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(rewards.shape[0])):
+        if t == rewards.shape[0] - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value  # the critic's [E, 1] kept: [E, E] below
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages
+
+
+def test_cleanrl_torch_gae_assumes_nothing():
+    """The last step's branch (``t == num_steps - 1``) and ``values[t + 1]`` in the others are
+    decided by the loop's position (it gave three TS301 warnings: ``not (T - 1 == 5)``,
+    ``6 < T``); the critic's column kept is still an outer product."""
+    assert clean(verify(ppo_gae)), str(verify(ppo_gae))
+    assert "outer-product" in kinds(verify(ppo_gae_bug)), str(verify(ppo_gae_bug))
+
+
+# -- max/min of sizes ------------------------------------------------------------------------
+
+
+def test_max_of_one_and_a_size_is_the_size():
+    """``max(1, N)``: Python compares ``N > 1`` strictly, which depends on the sizes, but both
+    answers agree at the tie: it is ``N``, with no assumption (it warned "assumes N > 1")."""
+    def warmup(lr: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        steps = max(1, len(lr))
+        return lr[:steps] * min(steps, steps + 10) * max([1, steps])
+
+    r = verify(warmup)
+    assert clean(r) and r.result == ((N,),), str(r)
+
+
+def test_max_that_depends_on_the_sizes_is_one_assumption_on_the_size():
+    """``max(T - 2, 0)`` is ``T - 2`` only where ``T >= 2``: assumed, worded on the size."""
+    def trim(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "D"]:
+        keep = max(x.shape[0] - 2, 0)
+        return x[:keep].sum(axis=0)
+
+    r = verify(trim)
+    assert [f.message.split(":")[0] for f in r] == ["assumes T - 2 >= 0"], str(r)
+
+
+# -- a size's truth value and comparisons with 0 ---------------------------------------------
+
+
+def test_truth_value_of_a_size_that_depends_on_the_sizes_is_assumed():
+    """``if T - 3:`` and ``if T % 2:`` are true at the witness but zero at some sizes: the branch
+    is an assumption, as ``if N > M:`` is (it was taken with no finding)."""
+    def odd(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        if x.shape[0] % 2:
+            return x
+        return x + 1
+
+    def pick(X: Float[np.ndarray, "N, D"], Y: Float[np.ndarray, "M, D"]
+             ) -> Float[np.ndarray, "N, D"]:
+        return X if len(X) > len(Y) else X * 2
+
+    for f, text in ((odd, "T % 2 != 0"), (pick, "not (N > M)")):
+        assert [x.message.split(":")[0] for x in verify(f)] == [f"assumes {text}"], f
+
+    def nonempty(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        return x if x.shape[0] and x.shape[0] + 1 else x * 2  # sizes are positive: decided
+
+    assert clean(verify(nonempty)), str(verify(nonempty))
+
+
+def test_sizes_are_positive_so_an_empty_guard_is_decided():
+    """verify proves for sizes >= 1 (the convention of tensig's size algebra, and why ``x[0]``
+    and ``x[-1]`` are in range): ``T == 0`` is False, not an assumption."""
+    def mean_or_zero(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "D"]:
+        if x.shape[0] == 0:
+            return np.zeros(x.shape[1])
+        return x[0] + x[-1]
+
+    assert clean(verify(mean_or_zero)), str(verify(mean_or_zero))
+
+
+# -- NumPy's Generator -----------------------------------------------------------------------
+
+
+_RNG = np.random.default_rng(0)  # a module's own generators, made before verify runs
+_RS = np.random.RandomState(0)
+
+
+def _check_random_state(seed):
+    """scikit-learn's way to accept a seed or a generator."""
+    if isinstance(seed, int):
+        return np.random.RandomState(seed)
+    if isinstance(seed, np.random.RandomState):
+        return seed
+    raise ValueError(f"{seed!r} cannot seed a RandomState")
+
+
+def test_generator_methods_take_symbolic_sizes():
+    """``rng.permutation(len(X))`` read the size as a 0-d array and crashed the trace; a
+    ``Generator``'s and a ``RandomState``'s methods now follow ``np.random``'s functions."""
+    def shuffled(X: Float[np.ndarray, "N, D"], y: Int[np.ndarray, "N"]
+                 ) -> tuple[Float[np.ndarray, "N, D"], Int[np.ndarray, "N"]]:
+        rng = np.random.default_rng(0)
+        perm = rng.permutation(len(X))
+        return X[perm], y[perm]
+
+    def batches(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "32, D"]:
+        return X[_RNG.integers(0, X.shape[0], size=32)]
+
+    def init_centers(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        rng = np.random.default_rng(0)
+        return rng.choice(X, 4, replace=False)
+
+    def noisy(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        rng = np.random.default_rng(0)
+        X = X.copy()
+        rng.shuffle(X)
+        return X + rng.normal(0.0, 0.1, size=X.shape) + rng.normal(X, 1.0)
+
+    def legacy(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        order = _check_random_state(0).permutation(len(X))
+        np.random.shuffle(order)  # it warned "assumes 8 < N" (NumPy's loop over the witness)
+        return X[order][_check_random_state(_RS).randint(0, len(X), size=len(X))]
+
+    for f in (shuffled, batches, init_centers, noisy, legacy):
+        assert clean(verify(f)), (f.__name__, str(verify(f)))
+    assert type(_RNG) is np.random.Generator and type(_RS) is np.random.RandomState
+    assert np.random.RandomState.__module__.startswith("numpy")  # NumPy's own, put back
+
+    def init_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        rng = np.random.default_rng(0)
+        return X[:, rng.permutation(X.shape[0])[:4]]  # columns picked by row indices
+
+    assert "return-shape" in kinds(verify(init_bug)), str(verify(init_bug))
+
+
+def test_random_parameters_give_the_sample_shape():
+    """``np.random.normal(mu, 0.1)`` draws one sample per element of ``mu`` (it was a
+    scalar: a false return-shape error)."""
+    def jitter(mu: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return np.random.normal(mu, 0.1) + np.random.uniform(-mu, mu)
+
+    assert clean(verify(jitter)), str(verify(jitter))
+
+
+# -- np.mask_indices -------------------------------------------------------------------------
+
+
+def test_mask_indices_count_is_symbolic():
+    """NumPy builds ``mask_indices``' mask with its own ``ones`` at the witness: the count was
+    the constant 66 (a silent wrong size).  ``np.triu`` at ``k`` counts as ``triu_indices``;
+    another mask is a fresh size."""
+    def upper(A: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "M"]:
+        return A[np.mask_indices(A.shape[0], np.triu)]
+
+    def strict_lower(A: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "N*(N-1)//2"]:
+        return A[np.mask_indices(A.shape[0], np.tril, -1)]
+
+    r = verify(upper)
+    assert clean(r) and r.result == ((N * (N + 1) // 2,),), str(r)
+    assert clean(verify(strict_lower)), str(verify(strict_lower))
+
+    def anti(A: Float[np.ndarray, "N, N"]) -> Float[np.ndarray, "M"]:
+        return A[np.mask_indices(A.shape[0], lambda m, k: np.fliplr(np.triu(m, k)))]
+
+    r = verify(anti)
+    (count,), = r.result
+    assert count.constant is None and count.symbols.isdisjoint({"N"}), str(r)
