@@ -551,13 +551,16 @@ def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Back
              ) -> Callable[[Any], Any]:
     """``arrays -> value`` of the assignment's projections read as one operation from the
     buffers ``args`` to its left-hand side (tensors of the operation in any roles): the same
-    iterators, so a gradient is lowered under the forward operation's own projections."""
+    iterators, so a gradient is lowered under the forward operation's own projections, in
+    the forward's phases of concatenation: those its result (a gradient's ``t.grad``) takes
+    part in."""
     proj, operands = a.proj, [x.tensor for x in args]
+    anchor = next((i for i, t in enumerate(operands) if t is proj.result), None)
     uses = proj.uses(a.lhs.tensor)
     inferred = replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
                        operands=tuple(t.shape for t in operands),
                        shape=Shape(output=tuple(int(u.size) for u in uses)))
-    return lower_assignment(inferred, op, backend).run
+    return lower_assignment(inferred, op, backend, anchor).run
 
 
 def _whole_step(a: Assign, xp: Any) -> Step:
