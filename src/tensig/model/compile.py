@@ -21,7 +21,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from tensig.backends import Backend, all_zero, backend_for
+from tensig.backends import Backend, all_zero, backend_for, is_integer
 from tensig.core.errors import ShapeError
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
@@ -395,6 +395,26 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
+    """The step of ``a``; of integer data (a graph tensor's ``integer``), one that refuses a
+    value the library's promotion made a float (NumPy: uint64 ids beside a negative number
+    or int64 ids), as integers never enter float arithmetic silently."""
+    step = _assign_step(a, backend, xp)
+    if not getattr(a.lhs.tensor, "integer", False) or a.lhs.field != "value":
+        return step
+    key = a.lhs.key
+
+    def integer(store: Store) -> None:
+        step(store)
+        dtype = store.arrays[key].dtype
+        if not is_integer(dtype):
+            raise TypeError(f"{a!r}: integer arithmetic gave {dtype}: no integer dtype holds "
+                            "all of its operands (NumPy's uint64 with a negative number or "
+                            "int64, say); cast the ids to one dtype that holds them (int64)")
+
+    return integer
+
+
+def _assign_step(a: Assign, backend: Backend, xp: Any) -> Step:
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
     if any(op in WHOLE for op in ops_of(a.expr)):
