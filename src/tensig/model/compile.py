@@ -520,29 +520,28 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             v = run(arrays)
         _put(store, a, v)
         if tested:  # the forward's answer, for its gradients
-            _remember(store, zero_at, [tested[-1][0]], v, tested[-1][1])
+            (w, zero_w), *_ = tested
             tested.clear()
+            _zero_windows(store, zero_at, [w], v, zero_w)
 
     return step
 
 
-def _zero_windows(store: Store, at: tuple[int, str], ws: list[Any], y: Any) -> bool:
-    """Whether the windows ``ws`` of a pooling hold only zeros, tested once per step: the
-    answer is kept in ``store.saved`` under ``at`` with the arrays it is about, and holds while
-    the windows and the pooling's result ``y`` are those arrays.  Every forward writes a new
-    result, so each step tests afresh (a window changed in place between steps is seen)."""
+def _zero_windows(store: Store, at: tuple[int, str], ws: list[Any], y: Any,
+                  zero: bool | None = None) -> bool:
+    """Whether the windows ``ws`` of a pooling hold only zeros (``zero``: as the forward
+    found), tested once per step: the answer is kept in ``store.saved`` under ``at`` with the
+    arrays it is about, and holds while the windows and the pooling's result ``y`` are those
+    arrays.  Every forward writes a new result, so each step tests afresh (a window changed
+    in place between steps is seen)."""
     seen = store.saved.get(at)
-    if seen is not None and y is not None and seen[2]() is y and len(seen[0]) == len(ws) \
-            and all(map(operator.is_, seen[0], ws)):
+    if zero is None and seen is not None and y is not None and seen[2]() is y and \
+            len(seen[0]) == len(ws) and all(map(operator.is_, seen[0], ws)):
         return bool(seen[1])
-    zero = all(all_zero(w) for w in ws)
-    _remember(store, at, ws, y, zero)
-    return zero
-
-
-def _remember(store: Store, at: tuple[int, str], ws: list[Any], y: Any, zero: bool) -> None:
+    zero = all(all_zero(w) for w in ws) if zero is None else zero
     with suppress(TypeError):  # an array type without weak references: tested every time
         store.saved[at] = (ws, zero, weakref.ref(y))
+    return zero
 
 
 def _pooled(result: Any) -> tuple[int, str]:
