@@ -835,6 +835,39 @@ def test_python_ints_keep_the_dtype_of_integer_data(backend, dtype):
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integer_remainder_by_zero_is_refused(backend):
+    """``ids % 0`` has no value: NumPy gave zeros (and a warning), torch a bare
+    ``RuntimeError: ZeroDivisionError``; now a ValueError when the graph is built.  A float
+    remainder by zero is NaN, as NumPy's ``fmod`` gives it."""
+    with G.new_graph(backend):
+        ids = G.leaf("ids", np.array([[1, 2, 3]]), batch=1)
+        for make in (lambda: ids % 0, lambda: G.mod(ids, 0), lambda: ids % False):
+            with pytest.raises(ValueError, match=r"mod: ids % 0 is a remainder of integer "
+                                                 r"data by zero.*cast first"):
+                make()
+        x = G.leaf("x", np.array([[1.0, -2.0]], np.float32), batch=1)
+        with np.errstate(invalid="ignore"):
+            assert np.isnan(A(G.Model(x % 0).run())).all()
+
+
+def test_integer_arithmetic_numpy_makes_float_is_refused():
+    """NumPy promotes uint64 beside a negative number (or beside int64) to float64: integer
+    data turned into floats unnoticed (exact only below 2^53).  The step refuses it, naming
+    the assignment and the fix; uint64 arithmetic that stays uint64 runs as before."""
+    a = np.array([[1, 2, 3]], np.uint64)
+    with G.new_graph("numpy"):
+        ids = G.leaf("ids", a, batch=1)
+        signed = G.leaf("signed", a.astype(np.int64), batch=1)
+        for t in (ids + (-1), ids * -1, ids + signed):
+            with pytest.raises(TypeError, match=r"integer arithmetic gave float64: no integer "
+                                                r"dtype holds all of its operands.*\(int64\)"):
+                G.Model(t).run()
+        got = A(G.Model(ids + 1).run())
+        assert got.dtype == np.uint64
+        np.testing.assert_array_equal(got, a + 1)
+
+
 def test_feeding_floats_to_an_integer_leaf_is_an_error():
     with G.new_graph():
         ids = G.leaf("ids", np.zeros(3, np.int64), batch=1)

@@ -439,6 +439,42 @@ def test_pooling_sees_a_window_that_stops_being_zero(backend, stride):
         np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_learned_windows_zero_test_runs_once_a_step(backend, monkeypatch):
+    """A learned window has two gradient steps besides its pooling (the input's and its own),
+    each choosing a path by the window's zero test: one test a step serves all three, and a
+    window changed between steps (in place on torch) is tested afresh."""
+    import tensig.model.compile as compile_
+    from tensig.backends import all_zero
+
+    calls = []
+    monkeypatch.setattr(compile_, "all_zero", lambda x: calls.append(1) or all_zero(x))
+
+    xs, bias = rand(2, 6, 6, 3), rand(2, 2)
+    spec = "n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => n, oh, ow, c"
+    with G.new_graph(backend) as g:
+        x = G.param("x", output=[2, 6, 6, 3], input=[], init=lambda s, r: xs.astype(np.float32))
+        w = G.param("w", output=[2, 2], input=[], init=lambda s, r: np.zeros((2, 2), np.float32))
+        pooled = G.tropical(spec, x, w)
+        model = G.grad_update(G.einsum1("... => |->0", pooled * pooled))
+        for step, window in enumerate([np.zeros((2, 2)), bias]):
+            if step == 1 and backend == "torch":
+                g.store.read(w.val).add_(torch.tensor(bias, dtype=torch.float32))
+            elif step == 1:
+                g.store.write(w.val, bias.astype(np.float32))
+            calls.clear()
+            model.backward()
+            assert len(calls) == 1
+            tx = torch.tensor(xs, requires_grad=True)
+            tw = torch.tensor(window, requires_grad=True)
+            out = (tx.unfold(1, 2, 2).unfold(2, 2, 2) + tw).amax(dim=(-2, -1))
+            (out ** 2).sum().backward()
+            np.testing.assert_allclose(np.asarray(x.grad.numpy()), tx.grad.numpy(), rtol=1e-4,
+                                       atol=1e-5)
+            np.testing.assert_allclose(np.asarray(w.grad.numpy()), tw.grad.numpy(), rtol=1e-4,
+                                       atol=1e-5)
+
+
 def test_a_windowed_assignment_no_path_runs_is_refused_by_name():
     """Hand-written IR under a convolution spec with an accumulation no windowed path takes:
     a ShapeError naming the assignment, not a crash or a generic projection error."""

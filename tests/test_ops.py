@@ -334,15 +334,16 @@ def test_batched_dot_products_plan_as_a_product_and_a_sum(lib, subscripts):
     """Every label in both operands, the batch ones not leading (batch norm's per-channel
     sums): planned as a product and a sum, not a matmul over copied-out batches; the same
     values and dtype as einsum (an int8 sum stays int8, wrapping as NumPy's does)."""
-    from tensig.backends import _matmul_plan
+    from tensig.backends import _matmul_plan, backend_for
 
     ins = subscripts.split("->")[0].split(",")
     sizes = {"b": 3, "h": 4, "w": 2, "c": 5}
     rng = np.random.default_rng(7)
     matmul = np.matmul if lib == "numpy" else torch.matmul
+    promote = backend_for(np.ndarray if lib == "numpy" else torch.Tensor).result_dtype
     for dtype in (np.float32, np.int8):
         xs = [rng.integers(-9, 9, [sizes[c] for c in s]).astype(dtype) for s in ins]
-        plan = _matmul_plan(matmul, subscripts, [x.shape for x in xs], keep_dtype=True)
+        plan = _matmul_plan(matmul, subscripts, [x.shape for x in xs], promote)
         assert plan.__qualname__.startswith("_product_sum")
         got = plan(*(xs if lib == "numpy" else [torch.tensor(x) for x in xs]))
         got = got.numpy() if lib == "torch" else got

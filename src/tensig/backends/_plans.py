@@ -1,7 +1,8 @@
 """Contraction plans shared by the adapters: an einsum at fixed shapes as one (batched)
 matrix product, a sum and a transpose, worked out once per shape signature; and small max
 reductions as chains of elementwise maximums.  Library-neutral: each adapter passes its
-library's ``matmul`` / ``maximum``."""
+library's ``matmul`` / ``maximum``, and its dtype promotion (``promote``: the backend's
+``result_dtype``) where a plan sums in the operands' dtype, as ``numpy.einsum`` does."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 
 def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -46,7 +45,11 @@ class Gemm:
     copies: bool  # an operand's axes interleave: made a matrix by a copy
 
 
-def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+#: a backend's dtype promotion (``Backend.result_dtype``): the operands -> their dtype
+Promote = Callable[[Sequence[Any]], Any]
+
+
+def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], promote: Promote | None = None
          ) -> Gemm | None:
     """The matrix product that computes a two-operand ``einsum(subscripts)``, worked out
     once; ``None`` when a label repeats within an operand (a diagonal), or when every label
@@ -58,7 +61,7 @@ def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], keep_dtype: bool = 
         return None
     size = {c: n for s, shape in zip(subs, shapes, strict=True)
             for c, n in zip(s, shape, strict=True)}
-    pre, a, b = _presummed(subs[0], subs[1], out, keep_dtype)
+    pre, a, b = _presummed(subs[0], subs[1], out, promote)
     batch, m, n, k = gemm_groups(a, b, out)
     swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
     if swap:  # compute the transposed product: the result then needs no permutation
@@ -97,7 +100,7 @@ def _as_matrix(labels: str, lead: list[str], rows: list[str], cols: list[str],
 
 
 def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
-                 shapes: Sequence[tuple[int, ...]], keep_dtype: bool = False
+                 shapes: Sequence[tuple[int, ...]], promote: Promote | None = None
                  ) -> Callable[..., Any] | None:
     """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (:func:`gemm`;
     for one operand, a sum and a transpose), every permutation and size worked out here,
@@ -106,16 +109,17 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     Library einsums re-parse the subscripts and re-plan on every call (~20 us in torch and in
     NumPy's C loop for small problems); the plan costs a few view calls.  ``None`` when a
     label repeats within an operand (a diagonal): the library's einsum does those.
+    ``promote``: sum in the operands' dtype (promoted by it), not the library's wider one.
     """
     ins, out = subscripts.split("->")
     subs = ins.split(",")
     if any(len(set(s)) != len(s) for s in subs) or len(subs) > 2:
         return None
     if len(subs) == 1:
-        return reduce_plan(subs[0], out, keep_dtype) or (lambda x: x)
-    g = gemm(subscripts, shapes, keep_dtype)
+        return reduce_plan(subs[0], out, promote is not None) or (lambda x: x)
+    g = gemm(subscripts, shapes, promote)
     if g is None:
-        return _product_sum(subs[0], subs[1], out, keep_dtype)
+        return _product_sum(subs[0], subs[1], out, promote)
     pre, swap, to_x, to_y, shape, perm = g.pre, g.swap, g.x, g.y, g.shape, g.perm
     if pre is None and not swap and to_x is None and shape is None and perm is None:
         # a plain (batched) matrix product, or one of a transposed matrix: each call counts
@@ -134,15 +138,16 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
     return run
 
 
-def _product_sum(a: str, b: str, out: str, keep_dtype: bool) -> Callable[[Any, Any], Any]:
+def _product_sum(a: str, b: str, out: str, promote: Promote | None
+                 ) -> Callable[[Any, Any], Any]:
     """``einsum(a,b->out)`` with every label in both operands (batched dot products) as an
     elementwise product and a sum.  As a matmul, batch axes that are not the leading ones
     (a per-channel sum of ``b, h, w, c`` products: 16 dot products of 2048) are copied out of
     the way first: 250-420 us in torch on CPU against 27 us for the product and the sum."""
-    pre, a, b = _presummed(a, b, out, keep_dtype)
+    pre, a, b = _presummed(a, b, out, promote)
     perm = [b.index(c) for c in a]
     moves = perm != sorted(perm)
-    reduce = reduce_plan(a, out, keep_dtype) or (lambda v: v)
+    reduce = reduce_plan(a, out, promote is not None) or (lambda v: v)
 
     def run(x: Any, y: Any) -> Any:
         if pre is not None:
@@ -152,16 +157,17 @@ def _product_sum(a: str, b: str, out: str, keep_dtype: bool) -> Callable[[Any, A
     return run
 
 
-def tensordot_plan(tensordot: Callable[..., Any], subscripts: str
+def tensordot_plan(tensordot: Callable[..., Any], subscripts: str, promote: Promote
                    ) -> Callable[[Any, Any], Any] | None:
     """``einsum(a,b->out)`` as one ``tensordot`` and a transpose, labels of one operand only
-    summed first (in the operand's dtype); ``None`` when a label repeats within an operand
-    or is batched (in both operands and the result), which ``tensordot`` cannot express."""
+    summed first (in the operands' dtype, by ``promote``); ``None`` when a label repeats
+    within an operand or is batched (in both operands and the result), which ``tensordot``
+    cannot express."""
     ins, out = subscripts.split("->")
     a, b = ins.split(",")
     if len(set(a)) != len(a) or len(set(b)) != len(b) or any(c in b and c in out for c in a):
         return None
-    pre, a, b = _presummed(a, b, out, True)
+    pre, a, b = _presummed(a, b, out, promote)
     k = [c for c in a if c in b]
     axes = ([a.index(c) for c in k], [b.index(c) for c in k])
     order = [c for c in a + b if c not in k]
@@ -177,10 +183,12 @@ def tensordot_plan(tensordot: Callable[..., Any], subscripts: str
     return run
 
 
-def _presummed(a: str, b: str, out: str, keep_dtype: bool
+def _presummed(a: str, b: str, out: str, promote: Promote | None
                ) -> tuple[Callable[[Any, Any], tuple[Any, Any]] | None, str, str]:
     """The labels of one operand only that the result drops, summed away first: ``(x, y) ->
-    (x, y)`` (``None``: there are none) and the two operands' labels that are left."""
+    (x, y)`` (``None``: there are none) and the two operands' labels that are left; with
+    ``promote``, summed in the operands' promoted dtype."""
+    keep_dtype = promote is not None
     pre_a, pre_b = (reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
                     for s, other in ((a, b), (b, a)))
     kept = ("".join(c for c in a if c in out or c in b),
@@ -190,19 +198,10 @@ def _presummed(a: str, b: str, out: str, keep_dtype: bool
 
     def pre(x: Any, y: Any) -> tuple[Any, Any]:
         # two dtypes: numpy.einsum promotes first (a bool sum is then a count, not an or)
-        dtype = _promoted(x, y) if keep_dtype and x.dtype != y.dtype else None
+        dtype = promote((x, y)) if promote is not None and x.dtype != y.dtype else None
         return (x if pre_a is None else pre_a(x, dtype)), (y if pre_b is None else pre_b(y, dtype))
 
     return pre, *kept
-
-
-def _promoted(x: Any, y: Any) -> Any:
-    """The dtype ``x`` and ``y`` promote to: torch's rule for tensors, else NumPy's."""
-    if hasattr(x.dtype, "is_floating_point"):  # a torch dtype
-        import torch
-
-        return torch.promote_types(x.dtype, y.dtype)
-    return np.result_type(x.dtype, y.dtype)
 
 
 def _permute(x: Any, perm: Sequence[int]) -> Any:

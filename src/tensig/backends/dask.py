@@ -44,8 +44,8 @@ class DaskBackend(Backend):
         operand and three or more take :meth:`einsum`."""
         if len(shapes) != 2 or any(n != n for shape in shapes for n in shape):  # nan: unknown
             return super().contraction(subscripts, shapes)
-        plan = tensordot_plan(self.da.tensordot, subscripts) or \
-            matmul_plan(self.da.matmul, subscripts, shapes, keep_dtype=True)
+        plan = tensordot_plan(self.da.tensordot, subscripts, self.result_dtype) or \
+            matmul_plan(self.da.matmul, subscripts, shapes, self.result_dtype)
         if plan is None:
             return super().contraction(subscripts, shapes)
         return lambda x, y: self._in_result_dtype(plan(x, y), (x, y))

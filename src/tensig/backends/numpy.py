@@ -156,7 +156,7 @@ class NumpyBackend(Backend):
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
         work = flops(subscripts, shapes)
         if work < 1 << 15 or len(shapes) < 2:
-            small = matmul_plan(self.np.matmul, subscripts, shapes, keep_dtype=True)
+            small = matmul_plan(self.np.matmul, subscripts, shapes, self.result_dtype)
             return small or functools.partial(self.np.einsum, subscripts)
         if len(shapes) == 2:
             gemm = _NumpyGemm.plan(self.np, subscripts)

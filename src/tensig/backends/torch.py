@@ -84,7 +84,7 @@ class TorchBackend(Backend):
         einsum = functools.partial(self.torch.einsum, subscripts)
         # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64);
         # what no matmul plans (a diagonal) is :meth:`einsum`, in the operands' dtype too
-        plan = matmul_plan(self.torch.matmul, subscripts, shapes, keep_dtype=True) or \
+        plan = matmul_plan(self.torch.matmul, subscripts, shapes, self.result_dtype) or \
             functools.partial(self.einsum, subscripts)
 
         def contract(*xs: Any) -> Any:
@@ -412,7 +412,9 @@ class TorchBackend(Backend):
     def result_dtype(self, xs: Sequence[Any]) -> Any:
         if not xs:
             return self.torch.get_default_dtype()
-        return functools.reduce(self.torch.promote_types, [self.asarray(x).dtype for x in xs])
+        t = self.torch
+        return functools.reduce(t.promote_types, [x.dtype if isinstance(x, t.Tensor)
+                                                  else self.asarray(x).dtype for x in xs])
 
     def vmap(self) -> Any:
         return self.torch.vmap

@@ -34,16 +34,17 @@ from tensig.execution.views import tiled_view, window_pads
 __all__ = ["lower_assignment"]
 
 
-def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
+def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
+                     anchor: int | None = None) -> Plan:
     """The plan of one operation under ``inferred``'s projections, windows on the written
     side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
     whole result).  ``op`` is an einsum-family operator, or any expression of the operands
     (:class:`~tensig.execution.lowering.Pointwise`: a gradient's gate).  :class:`ShapeError`
     (a ``ValueError``) when a window is written beside a fixed index or a concatenation, or
-    by a max reduction."""
+    by a max reduction.  ``anchor``: as :func:`~tensig.execution.lowering.build_plan`'s."""
     split = split_merges(inferred)
     if split is not None:  # merged axes: reshapes around the plan of their factors
-        inner = lower_assignment(split.inferred, op, backend).run
+        inner = lower_assignment(split.inferred, op, backend, anchor).run
         ins, out = split.shapes[:-1], split.merged if split.shapes[-1] is not None else None
 
         def merged(arrays: Sequence[Any]) -> Any:  # operands split before, the result merged after
@@ -56,7 +57,7 @@ def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Back
     result = layout[-1]
     conv = _conv_backward(layout, op, backend)
     if not any(isinstance(u.index, AffineIndex) for u in result):
-        plan = build_plan(inferred, op, backend)
+        plan = build_plan(inferred, op, backend, anchor)
         return plan if conv is None else replace(plan, run=_or(conv, plan.run), direct=None)
     if op.accum != "+":
         raise ShapeError(f"{op.name} reduces by max, and a result written through a window "
@@ -79,7 +80,7 @@ def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Back
                              hint="write the window and the placement as two operations")
     sizes = tuple(int(u.size) for u in expanded)
     plan = build_plan(replace(inferred, layout=(*layout[:-1], tuple(expanded)),
-                              shape=Shape(output=sizes)), op, backend)
+                              shape=Shape(output=sizes)), op, backend, anchor)
     dims = [int(u.size) for u in result]
     if tiled_view(result) is not None:  # windows back to back: each cell written once
         def run(arrays: Sequence[Any]) -> Any:

@@ -153,13 +153,13 @@ def collapse_concats(inferred: Inferred) -> Inferred:
                                iterators=inferred.iterators + tuple(merged.values()))
 
 
-def _phases(layout: tuple[tuple[AxisUse, ...], ...]
+def _phases(layout: tuple[tuple[AxisUse, ...], ...], anchor: int | None = None
             ) -> list[tuple[dict[tuple[int, int], int], list[int]]]:
-    """Consistent choices of one active component per concatenated axis in which the result
-    and at least one operand take part (no label they read outside a concatenation is
-    inactive), each with the operands that do, by a depth-first search that drops a partial
-    choice as soon as it cannot lead to one: the work is per phase that counts, not per
-    combination of components."""
+    """Consistent choices of one active component per concatenated axis in which the result,
+    operand ``anchor`` if given and at least one operand take part (no label they read
+    outside a concatenation is inactive), each with the operands that do, by a depth-first
+    search that drops a partial choice as soon as it cannot lead to one: the work is per
+    phase that counts, not per combination of components."""
     axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
             if isinstance(u.index, ConcatIndex)]
     comps = {ax: components(layout[ax[0]], *ax) for ax in axes}
@@ -171,7 +171,8 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...]
 
     def members() -> list[int]:
         off = {k for k, on in state.items() if not on}
-        return [] if result & off else [t for t, r in enumerate(operands) if not r & off]
+        out = [] if result & off else [t for t, r in enumerate(operands) if not r & off]
+        return out if anchor is None or anchor in out else []
 
     def visit(i: int) -> None:
         if i == len(axes):
@@ -237,16 +238,20 @@ def split_merges(inferred: Inferred) -> Split | None:
                  tuple(int(u.size) for u in inferred.layout[-1]))
 
 
-def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend) -> Plan:
+def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
+               anchor: int | None = None) -> Plan:
     """Compile ``inferred`` (an einsum-family operation, or any expression of its operands:
     :class:`Pointwise`; its merged axes split: see :func:`split_merges`) for ``backend``;
-    :func:`~tensig.execution.assignment.lower_assignment` is the entry point."""
+    :func:`~tensig.execution.assignment.lower_assignment` is the entry point.  ``anchor``:
+    the operand that is the operation's own result where the result written is another
+    tensor of it (a gradient, ``x.grad =+ concat(t.grad, y)``): only the operation's own
+    phases, those ``anchor`` takes part in, run."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     steps = []
     native = {("mul", "+"): conv_step, ("add", "max"): pool_step}.get((op.combine, op.accum))
-    for phase, members in _phases(layout):
+    for phase, members in _phases(layout, anchor):
         if isinstance(op, Pointwise) and len(members) != len(layout) - 1:
             raise ShapeError("an expression of the operands (not an einsum-family operator) "
                              "reads each of them in every cell, and a concatenation leaves "

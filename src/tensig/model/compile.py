@@ -12,14 +12,16 @@ fold zero initialisations first.  Running a routine does no shape work.
 from __future__ import annotations
 
 import math
+import operator
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from tensig.backends import Backend, all_zero, backend_for
+from tensig.backends import Backend, all_zero, backend_for, is_integer
 from tensig.core.errors import ShapeError
 from tensig.core.projections import AxisUse, FixedIndex, Iter
 from tensig.core.shapes import Shape
@@ -393,6 +395,26 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
+    """The step of ``a``; of integer data (a graph tensor's ``integer``), one that refuses a
+    value the library's promotion made a float (NumPy: uint64 ids beside a negative number
+    or int64 ids), as integers never enter float arithmetic silently."""
+    step = _assign_step(a, backend, xp)
+    if not getattr(a.lhs.tensor, "integer", False) or a.lhs.field != "value":
+        return step
+    key = a.lhs.key
+
+    def integer(store: Store) -> None:
+        step(store)
+        dtype = store.arrays[key].dtype
+        if not is_integer(dtype):
+            raise TypeError(f"{a!r}: integer arithmetic gave {dtype}: no integer dtype holds "
+                            "all of its operands (NumPy's uint64 with a negative number or "
+                            "int64, say); cast the ids to one dtype that holds them (int64)")
+
+    return integer
+
+
+def _assign_step(a: Assign, backend: Backend, xp: Any) -> Step:
     if a.expr.op in WHOLE:
         return _whole_step(a, xp)
     if any(op in WHOLE for op in ops_of(a.expr)):
@@ -437,20 +459,28 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     The pooling gate ``where(first_max(x + w, y), g, 0)`` adds a window ``w`` that holds
     zeros in max pooling: when every such small buffer holds zeros, the plan of the
     expression without them runs instead (the window's operand is not read; the backend's
-    own pooling backward where it has one), picked per call.  A max pooling by the backend's
+    own pooling backward where it has one), picked per call by one zero test per pooling
+    and step (:func:`_zero_windows`: the forward's, or the first gradient's, which the other
+    gradients reuse).  A max pooling by the backend's
     kernel (:func:`~tensig.execution.native.pool_kernel`) leaves what that backward reuses
     in ``store.saved`` under :func:`_pooled` of its result: its own gradient step reads it there,
     so each pooling (of each graph) has its own."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
     pool = native = None
+    tested: list[tuple[Any, bool]] = []  # the forward's zero test of its window, this call
+
+    def test(w: Any) -> bool:
+        tested.append((w, all_zero(w)))
+        return tested[-1][1]
+
     if family is not None and all(isinstance(x, Buf) for x in e.args) and \
             (a.accum != "max" or a.init):
         op: Operator | Pointwise = family
         args = list(e.args)
         if (e.op, a.accum) == ("add", "max") and len(args) == 2:
             pool = pool_kernel(tuple(a.proj.uses(t) for t in (*(b.tensor for b in args),
-                                                                a.lhs.tensor)), backend)
+                                                                a.lhs.tensor)), backend, test)
     elif a.accum in ("+", None) and buffers_of(e):
         op, args = _pointwise(a, e, backend, xp)
     else:
@@ -469,7 +499,8 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             native = _pool_backward(a, dropped, kept, [args[i] for i in zero], backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
-    saved_at = _pooled(a.lhs.tensor)
+    saved_at, result = _pooled(a.lhs.tensor), a.proj.result
+    zero_at, y_at = (result.id, "zero"), (result.id, "value")
 
     def step(store: Store) -> None:
         try:
@@ -479,7 +510,8 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
         out = None if pool is None else pool(arrays)
         if out is not None:
             v, store.saved[saved_at] = out
-        elif fast is not None and all(all_zero(arrays[i]) for i in zero):
+        elif fast is not None and _zero_windows(store, zero_at, [arrays[i] for i in zero],
+                                                store.arrays.get(y_at)):
             some = [arrays[i] for i in picks]
             v = None if native is None else native(some, store)
             if v is None:
@@ -487,8 +519,29 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
         else:
             v = run(arrays)
         _put(store, a, v)
+        if tested:  # the forward's answer, for its gradients
+            (w, zero_w), *_ = tested
+            tested.clear()
+            _zero_windows(store, zero_at, [w], v, zero_w)
 
     return step
+
+
+def _zero_windows(store: Store, at: tuple[int, str], ws: list[Any], y: Any,
+                  zero: bool | None = None) -> bool:
+    """Whether the windows ``ws`` of a pooling hold only zeros (``zero``: as the forward
+    found), tested once per step: the answer is kept in ``store.saved`` under ``at`` with the
+    arrays it is about, and holds while the windows and the pooling's result ``y`` are those
+    arrays.  Every forward writes a new result, so each step tests afresh (a window changed
+    in place between steps is seen)."""
+    seen = store.saved.get(at)
+    if zero is None and seen is not None and y is not None and seen[2]() is y and \
+            len(seen[0]) == len(ws) and all(map(operator.is_, seen[0], ws)):
+        return bool(seen[1])
+    zero = all(all_zero(w) for w in ws) if zero is None else zero
+    with suppress(TypeError):  # an array type without weak references: tested every time
+        store.saved[at] = (ws, zero, weakref.ref(y))
+    return zero
 
 
 def _pooled(result: Any) -> tuple[int, str]:
@@ -551,13 +604,16 @@ def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Back
              ) -> Callable[[Any], Any]:
     """``arrays -> value`` of the assignment's projections read as one operation from the
     buffers ``args`` to its left-hand side (tensors of the operation in any roles): the same
-    iterators, so a gradient is lowered under the forward operation's own projections."""
+    iterators, so a gradient is lowered under the forward operation's own projections, in
+    the forward's phases of concatenation: those its result (a gradient's ``t.grad``) takes
+    part in."""
     proj, operands = a.proj, [x.tensor for x in args]
+    anchor = next((i for i, t in enumerate(operands) if t is proj.result), None)
     uses = proj.uses(a.lhs.tensor)
     inferred = replace(proj.inferred(), layout=(*(proj.uses(t) for t in operands), uses),
                        operands=tuple(t.shape for t in operands),
                        shape=Shape(output=tuple(int(u.size) for u in uses)))
-    return lower_assignment(inferred, op, backend).run
+    return lower_assignment(inferred, op, backend, anchor).run
 
 
 def _whole_step(a: Assign, xp: Any) -> Step:

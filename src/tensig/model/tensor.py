@@ -392,6 +392,11 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
     if any(a.graph is not g for a in args):
         raise ValueError(f"{opdef.name}: operands come from different graphs")
     integer = _integer_result(opdef.name, args, integers=opdef.integers, floats=opdef.floats)
+    if integer and opdef.name == "mod" and isinstance(operands[1], int) and not operands[1]:
+        raise ValueError(f"mod: {args[0].name} % 0 is a remainder of integer data by zero, "
+                         "which has no value (NumPy gives 0 and a warning, torch an error); "
+                         f"divide by a nonzero number, or cast first ({args[0].name}"
+                         ".cast('float32') % 0 is NaN)")
     nodes = [a.node for a in args]
     label = [name or opdef.name]
     shapes = g.shapes
