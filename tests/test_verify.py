@@ -775,3 +775,39 @@ def test_two_threads_verifying_at_once_each_get_their_own_result():
     assert reports["slow"].ok and reports["fast"].ok, (str(reports["slow"]), str(reports["fast"]))
     assert reports["fast"].result == ((Signature.parse("B T").args[0][1],),)
     assert np.zeros is zeros and builtins.len is length  # put back
+
+
+def test_a_class_without_forward_is_verified_as_its_constructor():
+    """verify builds an instance only of a module class (one with a ``forward``): a plain class
+    given a signature had its ``__init__`` traced, and raised Unbuilt (or was built, side
+    effects and all, and then called) once classes were built for verification."""
+    from tensig import Float
+    from tensig.check.verify import Unbuilt
+    from tensig.core.errors import TensigError
+
+    built = []
+
+    class Pair:
+        def __init__(self, x, y):
+            self.z = x @ y
+
+    class Counter:
+        def __init__(self):
+            built.append(self)
+
+    assert verify(Pair, "B T; T D").ok
+    assert kinds(verify(Pair, "B T; D D")) == ["contraction"]
+    with pytest.raises(TypeError, match="takes 0 array argument"):
+        verify(Counter, "B T")
+    assert built == []
+
+    class Sized(torch.nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+
+        def forward(self, x: Float[torch.Tensor, "B d"]) -> Float[torch.Tensor, "B d"]:
+            return x
+
+    with pytest.raises(TensigError, match=r"Sized\(\) needs d"):  # Unbuilt is tensig's
+        verify(Sized)
+    assert issubclass(Unbuilt, TypeError)

@@ -55,7 +55,7 @@ from tensig.core.annotations import (
     signature_of,
 )
 from tensig.core.dims import Dim
-from tensig.core.errors import SpecSyntaxError
+from tensig.core.errors import SpecSyntaxError, TensigError
 from tensig.core.syntax import _plain
 from tensig.execution.padding import symbolic_batch
 
@@ -356,7 +356,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
-    if inspect.isclass(fn):
+    if inspect.isclass(fn) and hasattr(fn, "forward"):  # a module class; another: its __init__
         fn = _instance(fn)
     sig = _signature_of(fn, signature)
     if any(sig.optional):
@@ -400,7 +400,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
 _ONE_AT_A_TIME = threading.RLock()  # the patches a trace installs are process-wide
 
 
-class Unbuilt(TypeError):
+class Unbuilt(TensigError, TypeError):
     """A module class :func:`verify` cannot build without arguments; the message names them.
     ``tensig verify`` notes it, ``pytest --tensig`` skips it (fails it under --tensig-strict)."""
 
