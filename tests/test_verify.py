@@ -811,3 +811,29 @@ def test_a_class_without_forward_is_verified_as_its_constructor():
     with pytest.raises(TensigError, match=r"Sized\(\) needs d"):  # Unbuilt is tensig's
         verify(Sized)
     assert issubclass(Unbuilt, TypeError)
+
+
+def test_waiting_for_another_threads_trace_is_bounded_by_the_timeout():
+    """Traces run one at a time; a verify waiting for another thread's trace that does not end
+    (a non-main thread has no timer) waited for it however long, past its own timeout."""
+    import threading
+
+    inside, release, reports = threading.Event(), threading.Event(), []
+
+    def stuck(x):  # a trace that ends only when the test lets it
+        inside.set()
+        release.wait(60)
+        return x
+
+    other = threading.Thread(target=lambda: reports.append(verify(stuck, "B => B")))
+    other.start()
+    try:
+        assert inside.wait(30)
+        r = verify(lambda x: x + 1, "B => B", timeout=0.2)
+        waited = release.is_set()
+    finally:
+        release.set()
+        other.join(60)
+    assert not waited and not r.ok and r.result is None, str(r)
+    assert "another thread's trace ran all of 0.2 s" in r.notes[0], r.notes
+    assert reports[0].ok and verify(lambda x: x + 1, "B => B", timeout=0.2).ok
