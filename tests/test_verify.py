@@ -764,7 +764,8 @@ def test_two_threads_verifying_at_once_each_get_their_own_result():
         return np.zeros(len(x.T))
 
     reports: dict[str, Report] = {}
-    threads = [threading.Thread(target=lambda f=f, s=s: reports.update({f.__name__: verify(f, s)}))
+    threads = [threading.Thread(target=lambda f=f, s=s: reports.update(  # a slow machine's wait
+        {f.__name__: verify(f, s, timeout=60)}))
                for f, s in ((slow, "B T => B 3"), (fast, "B T => T"))]
     threads[0].start()
     assert inside.wait(30)
