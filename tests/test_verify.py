@@ -797,7 +797,8 @@ def test_two_threads_verifying_at_once_each_get_their_own_result():
         return np.zeros(len(x.T))
 
     reports: dict[str, Report] = {}
-    threads = [threading.Thread(target=lambda f=f, s=s: reports.update({f.__name__: verify(f, s)}))
+    threads = [threading.Thread(target=lambda f=f, s=s: reports.update(  # a slow machine's wait
+        {f.__name__: verify(f, s, timeout=60)}))
                for f, s in ((slow, "B T => B 3"), (fast, "B T => T"))]
     threads[0].start()
     assert inside.wait(30)
@@ -808,3 +809,65 @@ def test_two_threads_verifying_at_once_each_get_their_own_result():
     assert reports["slow"].ok and reports["fast"].ok, (str(reports["slow"]), str(reports["fast"]))
     assert reports["fast"].result == ((Signature.parse("B T").args[0][1],),)
     assert np.zeros is zeros and builtins.len is length  # put back
+
+
+def test_a_class_without_forward_is_verified_as_its_constructor():
+    """verify builds an instance only of a module class (one with a ``forward``): a plain class
+    given a signature had its ``__init__`` traced, and raised Unbuilt (or was built, side
+    effects and all, and then called) once classes were built for verification."""
+    from tensig import Float
+    from tensig.check.verify import Unbuilt
+    from tensig.core.errors import TensigError
+
+    built = []
+
+    class Pair:
+        def __init__(self, x, y):
+            self.z = x @ y
+
+    class Counter:
+        def __init__(self):
+            built.append(self)
+
+    assert verify(Pair, "B T; T D").ok
+    assert kinds(verify(Pair, "B T; D D")) == ["contraction"]
+    with pytest.raises(TypeError, match="takes 0 array argument"):
+        verify(Counter, "B T")
+    assert built == []
+
+    class Sized(torch.nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+
+        def forward(self, x: Float[torch.Tensor, "B d"]) -> Float[torch.Tensor, "B d"]:
+            return x
+
+    with pytest.raises(TensigError, match=r"Sized\(\) needs d"):  # Unbuilt is tensig's
+        verify(Sized)
+    assert issubclass(Unbuilt, TypeError)
+
+
+def test_waiting_for_another_threads_trace_is_bounded_by_the_timeout():
+    """Traces run one at a time; a verify waiting for another thread's trace that does not end
+    (a non-main thread has no timer) waited for it however long, past its own timeout."""
+    import threading
+
+    inside, release, reports = threading.Event(), threading.Event(), []
+
+    def stuck(x):  # a trace that ends only when the test lets it
+        inside.set()
+        release.wait(60)
+        return x
+
+    other = threading.Thread(target=lambda: reports.append(verify(stuck, "B => B")))
+    other.start()
+    try:
+        assert inside.wait(30)
+        r = verify(lambda x: x + 1, "B => B", timeout=0.2)
+        waited = release.is_set()
+    finally:
+        release.set()
+        other.join(60)
+    assert not waited and not r.ok and r.result is None, str(r)
+    assert "another thread's trace ran all of 0.2 s" in r.notes[0], r.notes
+    assert reports[0].ok and verify(lambda x: x + 1, "B => B", timeout=0.2).ok

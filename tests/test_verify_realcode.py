@@ -176,7 +176,8 @@ def test_triangle_indices_of_a_symbolic_size():
         for offset in (-2, -1, 0, 1, 2):
             r = verify(lambda a, f=fn.__name__, k=offset: getattr(torch, f)(
                 a.shape[0], a.shape[0], k), "F =>")
-            assert r.ok and not r.notes, str(r)
+            wide = offset == (2 if fn is torch.tril_indices else -2)  # n = 1: one element
+            assert kinds(r) == (["assumption"] if wide else []) and not r.notes, str(r)
             for n in (5, 8):  # the count against torch's
                 got = [d.evaluate({"F": n}) for d in r.result[0]]
                 assert got == list(fn(n, n, offset).shape), (fn, offset, n)

@@ -395,15 +395,23 @@ def test_triangle_indices_kron_and_weighted_average():
 
 
 def test_triangle_counts_against_numpy_at_every_offset():
-    """NumPy's triangle indices count as torch's do (one formula): below the diagonal for
-    ``triu_indices`` (a negative k) too, which was a fresh size."""
+    """NumPy's triangle indices count as torch's do (one formula, in ``n``), exact from the size
+    an assumption names on: the polynomial of a diagonal beyond the matrix (``k`` past ``n``)
+    was negative or too large without a warning.  A symbolic ``k`` gets a fresh size (it was
+    counted at its witness)."""
     for fn in (np.triu_indices, np.tril_indices):
-        for k in (-2, -1, 0, 1, 2):
+        for k in range(-6, 7):
             r = verify(lambda a, f=fn.__name__, k=k: getattr(np, f)(a.shape[0], k, a.shape[0])[0],
                        "F =>")
-            assert clean(r) and not r.notes, str(r)
-            for n in (5, 8):
-                assert [d.evaluate({"F": n}) for d in r.result[0]] == [len(fn(n, k)[0])]
+            assert not r.errors and not r.notes and len(r.findings) <= 1, str(r)
+            least = int(r.findings[0].message.split(":")[0].removeprefix("assumes F >= ")) \
+                if r.findings else 1
+            count = r.result[0][0]
+            assert all(count.evaluate({"F": n}) == len(fn(n, k)[0]) for n in range(least, 12))
+            assert least == 1 or count.evaluate({"F": least - 1}) != len(fn(least - 1, k)[0])
+    r = verify(lambda a: np.triu_indices(a.shape[0], a.shape[1] // 2)[0], "F, G =>")
+    assert r.result[0][0].constant is None and "G" not in str(r.result[0][0]), str(r)
+    assert verify(lambda a: np.triu_indices(a.shape[0], 9)[0], "3 =>").result[0] == (0,)
 
 
 # -- the corpus ---------------------------------------------------------------------------------

@@ -397,10 +397,18 @@ def _slice_len(size: Dim, s: slice) -> Dim:
 def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:
     """How many elements of an ``n`` by ``m`` matrix lie on or above its diagonal ``k``
     (``upper``; on or below it otherwise): the length of NumPy's and torch's
-    ``triu_indices``/``tril_indices``.  Of a square one it is a polynomial in ``n`` (assuming
-    ``n`` exceeds ``|k|``); of another, a fresh size."""
-    d = as_dim(n)
-    if m is not None and not tracer().equal_under_assumptions(as_dim(m), d):
+    ``triu_indices``/``tril_indices``.  Of a square one it is a polynomial in ``n``, exact
+    from ``n = k - 1`` on (``-k`` below the diagonal): smaller, it is assumed (a warning) or,
+    for a known ``n``, counted.  Of another, or at a symbolic ``k``, a fresh size."""
+    d, offset = as_dim(n), as_dim(k).constant
+    if offset is None or not (m is None or tracer().equal_under_assumptions(as_dim(m), d)):
         return tracer().new_dim("tri")
-    k = k if upper else -k  # below diagonal k is above diagonal -k of the transpose
+    k = offset if upper else -offset  # below diagonal k is above diagonal -k of the transpose
+    least = k - 1 if k >= 0 else -k  # the polynomial's (d - k)(d - k + 1)/2 is 0 at k - 1
+    try:
+        if d < least:  # a known size: no element on that side (k >= 0), or all of them
+            return d * 0 if k >= 0 else d * d
+    except InconclusiveError:
+        _assume(f"{d} >= {least}", True, f"the triangle from diagonal {offset} of a {d} by {d} "
+                f"matrix, counted as for one at least that large")
     return (d - k) * (d - k + 1) // 2 if k >= 0 else d * d - (d + k - 1) * (d + k) // 2

@@ -55,7 +55,7 @@ from tensig.core.annotations import (
     signature_of,
 )
 from tensig.core.dims import Dim
-from tensig.core.errors import SpecSyntaxError
+from tensig.core.errors import SpecSyntaxError, TensigError
 from tensig.core.syntax import _plain
 from tensig.execution.padding import symbolic_batch
 
@@ -351,13 +351,14 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     and reports it as a note.  A module class (torch's, its ``forward`` annotated) is verified
     on an instance built without arguments (:class:`Unbuilt` where it needs some).
 
-    Traces run one at a time (a lock): one replaces ``np.zeros``, ``torch.ones``, SciPy's
-    functions, ``len`` and ``range`` process-wide, so code in another thread meanwhile calls
-    the replacements (they hand its real arrays to the originals, more slowly).
+    Traces run one at a time (a lock, waited for ``timeout`` at most): one replaces
+    ``np.zeros``, ``torch.ones``, SciPy's functions, ``len`` and ``range`` process-wide, so
+    code in another thread meanwhile calls the replacements (they hand its real arrays to the
+    originals, more slowly).
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
-    if inspect.isclass(fn):
+    if inspect.isclass(fn) and hasattr(fn, "forward"):  # a module class; another: its __init__
         fn = _instance(fn)
     sig = _signature_of(fn, signature)
     if any(sig.optional):
@@ -387,11 +388,17 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
             if rest and len(sig.args) < least else ""
         raise TypeError(f"verify: {name} takes {least} array argument(s) but the signature "
                         f"{sig.text!r} describes {len(sig.args)}{hint}")
+    if not _ONE_AT_A_TIME.acquire(timeout=-1 if timeout is None else timeout):
+        report.notes.append(f"not verified: another thread's trace ran all of {timeout:g} s "
+                            "(--timeout; traces run one at a time)")
+        return report
     try:
-        with _ONE_AT_A_TIME, _time_limit(timeout):
+        with _time_limit(timeout):
             _verify_traced(fn, sig, report, torch_style)
     except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
+    finally:
+        _ONE_AT_A_TIME.release()
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
     report.suppressed = [f for f in report.findings if f not in kept]
     report.findings = kept
@@ -401,7 +408,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
 _ONE_AT_A_TIME = threading.RLock()  # the patches a trace installs are process-wide
 
 
-class Unbuilt(TypeError):
+class Unbuilt(TensigError, TypeError):
     """A module class :func:`verify` cannot build without arguments; the message names them.
     ``tensig verify`` notes it, ``pytest --tensig`` skips it (fails it under --tensig-strict)."""
 
