@@ -393,10 +393,14 @@ _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", 
                     "inconclusive", "dimension")
 
 
-def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...],
-                        kinds: tuple[str, ...]) -> tuple[list[tracing.Finding], list[str],
-                                                         tuple[tuple[Dim, ...], ...] | None]:
-    """Run ``fn`` under ``jax.eval_shape`` with JAX's symbolic dimensions.
+def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
+                        args: tuple[tuple[Dim, ...], ...], kinds: tuple[str, ...],
+                        symbols: tuple[str, ...] = ()
+                        ) -> tuple[list[tracing.Finding], list[str],
+                                   tuple[tuple[Dim, ...], ...] | None]:
+    """Run ``run(arrays, size)`` under ``jax.eval_shape`` with JAX's symbolic dimensions:
+    ``arrays`` stand for ``args``, ``size`` makes a :class:`Dim` over ``symbols`` a JAX size
+    (for the function's ``int`` size parameters).
 
     Returns (findings, notes, result shapes).  An exception is a shape finding only when it is
     one (JAX's broadcasting, contraction and symbolic-dimension errors); anything else stops
@@ -405,7 +409,7 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     import jax
     from jax import export
 
-    names = sorted({n for dims in args for d in dims for n in d.symbols})
+    names = sorted({n for dims in args for d in dims for n in d.symbols} | set(symbols))
     syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
         if names else {}
 
@@ -415,7 +419,7 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), _DTYPES.get(k, "float32"))
                for dims, k in zip(args, kinds, strict=True)]
     try:
-        out = jax.eval_shape(fn, *structs)
+        out = jax.eval_shape(lambda *arrays: run(list(arrays), jax_dim), *structs)
     except Exception as e:
         file, line = tracing.failure_line(e)
         text = f"{type(e).__name__}: {e}".split("\n")[0]

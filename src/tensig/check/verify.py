@@ -450,6 +450,8 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                                     f"(see tensig.check.verify.modelled_operations())")
             except Exception as e:  # the function failed on symbolic input: say where
                 file, line = tracing.failure_line(e)
+                # inside JAX (code it compiled before verification): JAX's fallback below
+                tracer.used_jax |= tracing.failure_line(e, lambda f: "/jax/" in f)[0] is not None
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
         if out is not None:
@@ -471,7 +473,8 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
                   report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
+    findings, notes, result = trace_jax.jax_shapes_fallback(
+        lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds, sig.symbols)
     if notes:
         return
     report.notes = []
@@ -553,14 +556,16 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 _NUMBERS = {"float": 0.5, "bool": True}
 
 
-def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any]) -> list[Any]:
+def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
+          size: Callable[[Dim], Any] = S.SymSize) -> list[Any]:
     """The positional arguments of the traced call: each array at its parameter's position,
-    a stand-in for each required number, defaults in the gaps."""
+    a stand-in for each required number (an ``int`` size as ``size`` makes it: symbolic, or
+    JAX's own symbolic size in its fallback), defaults in the gaps."""
     if sig.positions is None:
         return arrays
     slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
     for i, name, kind in sig.scalars:
-        slots[i] = S.SymSize(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
+        slots[i] = size(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
     params = _positional(fn)[0]
     return [slots[i] if i in slots else params[i].default
             for i in range(max(slots, default=-1) + 1)]
