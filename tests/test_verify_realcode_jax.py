@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from tensig import Float
+from tensig import Float, Key
 from tensig.check.verify import verify
 
 
@@ -56,3 +56,43 @@ def test_number_parameters_reach_the_jax_fallback():
     assert kinds(r) == ["broadcast"] and not r.notes, str(r)
     r = verify(pe_bug)
     assert kinds(r) == ["return-shape"] and not r.notes, str(r)
+
+
+# -- PRNG keys: a parameter named key/rng, or annotated Key[jax.Array, ""] ------------------------
+
+
+def test_prng_key_parameters_get_a_real_key():
+    def dropout(key: jax.Array, x: Float[jax.Array, "B, D"], rate: float = 0.1
+                ) -> Float[jax.Array, "B, D"]:
+        keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+        return jnp.where(keep, x / (1.0 - rate), 0.0)
+
+    def reparameterize(rng, mean: Float[jax.Array, "B, Z"], logvar: Float[jax.Array, "B, Z"]
+                       ) -> Float[jax.Array, "B, Z"]:
+        return mean + jax.random.normal(rng, logvar.shape) * jnp.exp(0.5 * logvar)
+
+    def reparameterize_bug(rng, mean: Float[jax.Array, "B, Z"],
+                           logvar: Float[jax.Array, "B, Z"]) -> Float[jax.Array, "B, Z"]:
+        eps = jax.random.normal(rng, (logvar.shape[0],))  # one draw per row, not per entry
+        return mean + eps * jnp.exp(0.5 * logvar)
+
+    def noisy(key: Key[jax.Array, ""], x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        k1, k2 = jax.random.split(key)
+        return x + jax.random.normal(k1, x.shape) * jax.random.uniform(k2, (x.shape[0], 1))
+
+    def mixup(x: Float[jax.Array, "B, D"], y: Float[jax.Array, "B, C"], dropout_rng: jax.Array
+              ) -> tuple[Float[jax.Array, "B, D"], Float[jax.Array, "B, C"]]:
+        k1, k2 = jax.random.split(dropout_rng)
+        lam = jax.random.beta(k1, 0.2, 0.2, (x.shape[0], 1))
+        perm = jax.random.permutation(k2, x.shape[0])
+        return lam * x + (1 - lam) * x[perm], lam * y + (1 - lam) * y[perm]
+
+    def attention(query: Float[jax.Array, "T, K"], key: Float[jax.Array, "S, K"]
+                  ) -> Float[jax.Array, "T, S"]:  # an array named key stays an array
+        return query @ key.T
+
+    for f in (dropout, reparameterize, noisy, mixup, attention):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(reparameterize_bug)
+    assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
+    assert "B against Z" in r.findings[0].message, str(r)

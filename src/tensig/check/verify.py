@@ -30,6 +30,7 @@ import importlib
 import inspect
 import itertools
 import math
+import re
 import sys
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -504,8 +505,10 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
-    positional = sorted((p for p in fs.parameters if p.position is not None),
-                        key=lambda p: p.position or 0)
+    keys = {p.position for p in fs.parameters if p.marker.dtype == "key" and p.position
+            is not None and not p.marker.shape.items}  # Key[jax.Array, ""]: a real key below
+    positional = sorted((p for p in fs.parameters if p.position is not None
+                         and p.position not in keys), key=lambda p: p.position or 0)
     markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
     results = None if fs.result is None else [None if m is None else m.shape for m in markers]
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
@@ -513,11 +516,12 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     sig = _signature([p.marker.shape for p in positional], results,
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
+    positions = tuple(p.position or 0 for p in positional)
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
-                    if p.default is p.empty and (kind := _scalar_kind(p.annotation))
+                    if p.default is p.empty and i not in positions
+                    and (kind := "key" if i in keys else _scalar_kind(p))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
-    return dataclasses.replace(sig, scalars=scalars,
-                               positions=tuple(p.position or 0 for p in positional))
+    return dataclasses.replace(sig, scalars=scalars, positions=positions)
 
 
 def _branches(sig: Signature) -> list[frozenset[int]]:
@@ -552,8 +556,13 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
-#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables
-_NUMBERS = {"float": 0.5, "bool": True}
+#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
+#: a JAX PRNG key a real key (its shape says nothing about the arrays)
+_NUMBERS: dict[str, Callable[[], Any]] = {"float": lambda: 0.5, "bool": lambda: True,
+                                          "key": lambda: importlib.import_module(
+                                              "jax.random").PRNGKey(0)}
+#: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
+_KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
 
 def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
@@ -565,17 +574,22 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
         return arrays
     slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
     for i, name, kind in sig.scalars:
-        slots[i] = size(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
+        slots[i] = size(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]()
     params = _positional(fn)[0]
     return [slots[i] if i in slots else params[i].default
             for i in range(max(slots, default=-1) + 1)]
 
 
-def _scalar_kind(annotation: Any) -> str | None:
+def _scalar_kind(p: inspect.Parameter) -> str | None:
     """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
-    under ``from __future__ import annotations``, its name)."""
-    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
-    return name if name in ("int", "float", "bool") else None
+    under ``from __future__ import annotations``, its name); ``key`` for a JAX PRNG key: named
+    like one, with no annotation or an array type's (``key: jax.Array``, ``rng: PRNGKey``)."""
+    a = p.annotation
+    name = a if isinstance(a, str) else getattr(a, "__name__", None)
+    if name in ("int", "float", "bool"):
+        return name
+    return "key" if "jax" in sys.modules and _KEY_NAME.fullmatch(p.name) and (
+        a is p.empty or any(w in str(a) for w in ("Array", "Key", "ndarray"))) else None
 
 
 def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
