@@ -7,8 +7,11 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import pytest
 
 from tensig import Float, Key
 from tensig.check.verify import verify
@@ -96,3 +99,29 @@ def test_prng_key_parameters_get_a_real_key():
     r = verify(reparameterize_bug)
     assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
     assert "B against Z" in r.findings[0].message, str(r)
+
+
+# -- flax/haiku-style weights: a nested dict bound with functools.partial -----------------------
+
+
+def mlp_block(params, x: Float[jax.Array, "B, T, 32"]) -> Float[jax.Array, "B, T, 32"]:
+    h = jax.nn.gelu(x @ params["fc"]["kernel"] + params["fc"]["bias"])
+    return h @ params["proj"]["kernel"] + params["proj"]["bias"]
+
+
+def mlp_block_bug(params, x: Float[jax.Array, "B, T, 32"]) -> Float[jax.Array, "B, T, 32"]:
+    h = jax.nn.gelu(x @ params["fc"]["kernel"] + params["proj"]["bias"])  # the other layer's
+    return h @ params["proj"]["kernel"] + params["proj"]["bias"]
+
+
+PARAMS = {"fc": {"kernel": jnp.zeros((32, 128)), "bias": jnp.zeros(128)},
+          "proj": {"kernel": jnp.zeros((128, 32)), "bias": jnp.zeros(32)}}
+
+
+def test_weights_dict_bound_by_partial_verifies_from_the_annotations():
+    r = verify(functools.partial(mlp_block, PARAMS))  # the annotations were unreadable
+    assert clean(r), str(r)
+    r = verify(functools.partial(mlp_block_bug, PARAMS))
+    assert kinds(r) == ["broadcast"] and "128 against 32" in r.findings[0].message, str(r)
+    with pytest.raises(TypeError, match=r"functools.partial\(mlp_block, params\)"):
+        verify(mlp_block)  # the advice binds the leading parameter by position

@@ -367,11 +367,14 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     given = {*arrays, *(i for i, _, _ in sig.scalars)}
     unknown = [p.name for i, p in enumerate(positional) if p.default is p.empty and i not in given]
     if not any_number and sig.positions is not None and unknown:
+        lead = [p.name for p in positional[:len(unknown)]] == unknown  # bound by position then
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
-                        "shape annotation, no default, and not a number verify stands in for "
-                        "(a float, a bool, an int named like a size of the signature); give "
-                        f"them defaults, or verify functools.partial({name}, "
-                        f"{', '.join(f'{r}=...' for r in unknown)})")
+                        "shape annotation, no default, and not a number or PRNG key verify "
+                        "stands in for (a float, a bool, an int named like a size of the "
+                        f"signature); give them defaults, or verify functools.partial({name}, "
+                        f"{', '.join(unknown if lead else (f'{r}=...' for r in unknown))}) "
+                        "(weights such as flax's params fix their sizes: declare those, "
+                        "'B, T, 32', not 'B, T, D')")
     if not any_number and not least <= len(given) <= len(positional):
         rest = [p.name for p in positional[len(sig.args):] if p.default is p.empty]
         hint = f" ({', '.join(rest)}: no shape annotation and no default; give them defaults, " \
