@@ -125,3 +125,41 @@ def test_weights_dict_bound_by_partial_verifies_from_the_annotations():
     assert kinds(r) == ["broadcast"] and "128 against 32" in r.findings[0].message, str(r)
     with pytest.raises(TypeError, match=r"functools.partial\(mlp_block, params\)"):
         verify(mlp_block)  # the advice binds the leading parameter by position
+
+
+# -- JAX's symbolic shapes undecided, collectives under vmap ------------------------------------
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _topk_mask(x, k):
+    vals, _ = jax.lax.top_k(x, k)
+    return x >= vals[..., -1:]
+
+
+def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
+    def topk_filter(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
+        return jnp.where(_topk_mask(logits, 5), logits, -jnp.inf)  # needs V >= 5
+
+    r = verify(topk_filter)
+    assert not r.findings and any("'V' < '5'" in n for n in r.notes), str(r)
+
+
+def test_collectives_over_a_vmapped_axis_keep_shapes():
+    def sync_batch_norm(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        def per_example(v):
+            mean = jax.lax.pmean(v, axis_name="batch")
+            var = jax.lax.pmean((v - mean) ** 2, axis_name="batch")
+            return (v - mean) / jnp.sqrt(var + 1e-5)
+        return jax.vmap(per_example, axis_name="batch")(x)
+
+    def sync_batch_norm_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        def per_example(v):
+            mean = jax.lax.pmean(v, axis_name="batch").mean()
+            total = jax.lax.psum(v, axis_name="batch")
+            return (v - mean) / total[:, None]  # a [D] total spread as a column: [D, D]
+        return jax.vmap(per_example, axis_name="batch")(x)
+
+    r = verify(sync_batch_norm)
+    assert clean(r), str(r)
+    r = verify(sync_batch_norm_bug)
+    assert kinds(r) == ["return-shape"] and "[B, D, D]" in str(r) and not r.notes, str(r)

@@ -479,7 +479,8 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
     JAX's own symbolic shapes; findings made before the stop are kept."""
     findings, notes, result = trace_jax.jax_shapes_fallback(
         lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds, sig.symbols)
-    if notes:
+    if notes:  # what stopped JAX too (a size it cannot decide) says more than the trace's
+        report.notes += [n for n in notes if "inconclusive" in n.lower()]
         return
     report.notes = []
     tracer.findings += [f for f in findings if f not in tracer.findings]
