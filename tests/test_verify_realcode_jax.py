@@ -163,3 +163,22 @@ def test_collectives_over_a_vmapped_axis_keep_shapes():
     assert clean(r), str(r)
     r = verify(sync_batch_norm_bug)
     assert kinds(r) == ["return-shape"] and "[B, D, D]" in str(r) and not r.notes, str(r)
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+
+def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "verify_corpus" / "probe_jax_more.py"
+    spec = importlib.util.spec_from_file_location("verify_corpus_probe_jax_more", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(module.CASES) >= 20
+    for name, good, bad, code in module.CASES:
+        r, rb = verify(good), verify(bad)
+        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
