@@ -182,3 +182,24 @@ def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
         r, rb = verify(good), verify(bad)
         assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
         assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+
+
+# -- a count in the call larger than every witness size -----------------------------------------
+
+
+def test_a_count_larger_than_the_witnesses_is_an_assumption_not_an_error():
+    def top_k_sample(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, 50"]:
+        return jax.lax.top_k(logits, 50)[0]  # GPT sampling's k=50: needs V >= 50
+
+    def subsample(key: jax.Array, x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "16, D"]:
+        return x[jax.random.choice(key, x.shape[0], (16,), replace=False)]
+
+    def top_k_bug(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, 50"]:
+        return jax.lax.top_k(logits.T, 50)[0]  # top tokens per position of the batch axis
+
+    for f in (top_k_sample, subsample):
+        r = verify(f)
+        assert not r.errors and not r.notes and kinds(r) == ["assumption"], str(r)
+        assert "50" in r.findings[0].message or "16" in r.findings[0].message, str(r)
+    r = verify(top_k_bug)
+    assert kinds(r) == ["assumption", "return-shape"] and "[V, 50]" in str(r), str(r)
