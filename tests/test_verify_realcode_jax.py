@@ -136,11 +136,13 @@ def _topk_mask(x, k):
     return x >= vals[..., -1:]
 
 
-def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
-    def topk_filter(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
-        return jnp.where(_topk_mask(logits, 5), logits, -jnp.inf)  # needs V >= 5
+def TOPK_FILTER(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
+    return jnp.where(_topk_mask(logits, 5), logits, -jnp.inf)  # needs V >= 5
 
-    r = verify(topk_filter)
+
+def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
+    mask = _topk_mask  # a closure's jitted function: only JAX's own shapes run it
+    r = verify(lambda x: jnp.where(mask(x, 5), x, -jnp.inf), "B, V => B, V")
     assert not r.findings and any("'V' < '5'" in n for n in r.notes), str(r)
 
 
@@ -203,3 +205,46 @@ def test_a_count_larger_than_the_witnesses_is_an_assumption_not_an_error():
         assert "50" in r.findings[0].message or "16" in r.findings[0].message, str(r)
     r = verify(top_k_bug)
     assert kinds(r) == ["assumption", "return-shape"] and "[V, 50]" in str(r), str(r)
+
+
+# -- helpers jitted at import are traced through their Python functions -------------------------
+
+
+@jax.jit
+def _pairwise(x, y):
+    return x[:, None, :] - y[None, :, :]
+
+
+@functools.partial(jax.jit, static_argnames=("axis",))
+def _normalize(x, axis=-1):
+    return x / jnp.linalg.norm(x, axis=axis, keepdims=True)
+
+
+@jax.jit
+def _mse(p, y):
+    return jnp.mean((p - y) ** 2)
+
+
+def _scores(q, k):  # a plain helper calling a jitted one
+    return jnp.einsum("td,sd->ts", _normalize(q), _normalize(k, axis=-1))
+
+
+def test_jitted_helpers_are_traced_symbolically():
+    def sq_dists(x: Float[jax.Array, "N, D"], y: Float[jax.Array, "M, D"]
+                 ) -> Float[jax.Array, "N, M"]:
+        return jnp.sum(_pairwise(x, y) ** 2, axis=-1)
+
+    def cosine(q: Float[jax.Array, "T, D"], k: Float[jax.Array, "S, D"]
+               ) -> Float[jax.Array, "T, S"]:
+        return _scores(q, k)
+
+    def mse(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _mse(p, y)  # [N] - [N, 1] inside the helper: an outer product
+
+    for f in (sq_dists, cosine):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(mse)  # JAX's own shapes see no outer product: the symbolic trace does
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    r = verify(TOPK_FILTER)  # JAX's own shapes cannot decide V >= 5; the witnesses exceed 5
+    assert clean(r), str(r)
+    assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after

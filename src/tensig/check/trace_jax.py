@@ -32,17 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tensig.check import sym_functions, tracing
+from tensig.check import findings, sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
-from tensig.check.trace_numpy import _sized, asarray, fitted
+from tensig.check.trace_numpy import _Namespace, _sized, asarray, fitted
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -74,7 +75,6 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
 def _targets() -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) for every public callable: built once."""
     import importlib
-    import inspect
 
     import jax
 
@@ -96,11 +96,49 @@ def _targets() -> list[tuple[Any, str, Any]]:
     return out
 
 
-def patched() -> contextlib.AbstractContextManager[None]:
-    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported)."""
+def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
+    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported),
+    and the functions ``fn`` (and the helpers it calls) jitted at import to their Python
+    functions."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
-    return tracing.patched(_targets())
+    return tracing.patched(_targets() + _jitted(fn))
+
+
+def _jitted(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
+    """(globals, name, wrapper) for each function jitted at import that ``fn``'s code, or a
+    plain function it calls, names as a global (JAX compiled it: it cannot take symbolic
+    arrays, but its Python function can).  A closure's is left to JAX's fallback."""
+    out: list[tuple[Any, str, Any]] = []
+    seen: set[int] = set()
+    todo = [fn]
+    while todo and len(seen) < limit:
+        f = todo.pop()
+        f = getattr(f, "__wrapped__", f) if type(f).__name__ == "PjitFunction" else f
+        code, namespace = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+        if code is None or not isinstance(namespace, dict) or id(f) in seen:
+            continue
+        seen.add(id(f))
+        codes = [code]
+        for c in codes:  # the function's own code and its nested functions' (lambdas)
+            codes += [k for k in c.co_consts if inspect.iscode(k)]
+        for name in {n for c in codes for n in c.co_names if n in namespace}:
+            v = namespace[name]
+            if type(v).__name__ == "PjitFunction" and hasattr(v, "__wrapped__"):
+                out.append((_Namespace(namespace), name, _unjit(v)))
+                todo.append(v)
+            elif inspect.isfunction(v) and findings.user_code(v.__code__.co_filename):
+                todo.append(v)
+    return out
+
+
+def _unjit(jitted: Any) -> Any:
+    @functools.wraps(jitted.__wrapped__)
+    def run(*args: Any, **kw: Any) -> Any:
+        if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
+            return jitted.__wrapped__(*args, **kw)
+        return jitted(*args, **kw)
+    return run
 
 
 # --------------------------------------------------------------------------------------------

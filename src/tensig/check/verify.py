@@ -445,7 +445,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 for a, k in zip(args, kinds, strict=True)]
         args = _call(fn, sig, args)
         out = None
-        with _creation_patched(), trace_jax.patched(), \
+        with _creation_patched(), trace_jax.patched(fn), \
                 tracing.patched(library_targets(fn)):
             try:
                 out = fn(*args)
