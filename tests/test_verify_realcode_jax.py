@@ -248,3 +248,27 @@ def test_jitted_helpers_are_traced_symbolically():
     r = verify(TOPK_FILTER)  # JAX's own shapes cannot decide V >= 5; the witnesses exceed 5
     assert clean(r), str(r)
     assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
+
+
+# -- jax.scipy.linalg ---------------------------------------------------------------------------
+
+
+def test_jax_scipy_linalg_is_traced_symbolically():
+    def gp_mean(K: Float[jax.Array, "N, N"], Ks: Float[jax.Array, "M, N"],
+                y: Float[jax.Array, "N"]) -> Float[jax.Array, "M"]:
+        L = jnp.linalg.cholesky(K + 1e-6 * jnp.eye(K.shape[0]))
+        return Ks @ jax.scipy.linalg.cho_solve((L, True), y)
+
+    def gp_mean_bug(K: Float[jax.Array, "N, N"], Ks: Float[jax.Array, "M, N"],
+                    y: Float[jax.Array, "N"]) -> Float[jax.Array, "M"]:
+        L = jnp.linalg.cholesky(K + 1e-6 * jnp.eye(K.shape[0]))
+        return Ks.T @ jax.scipy.linalg.cho_solve((L, True), y)  # the kernel transposed
+
+    def whiten(L: Float[jax.Array, "N, N"], B: Float[jax.Array, "N, K"]
+               ) -> Float[jax.Array, "N, K"]:
+        return jax.scipy.linalg.solve_triangular(L, B, lower=True)
+
+    for f in (gp_mean, whiten):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(gp_mean_bug)  # was JAX's fallback: a TypeError reported as a broadcast
+    assert kinds(r) == ["contraction", "return-shape"] and "M with N" in str(r), str(r)

@@ -49,7 +49,8 @@ from tensig.core.dims import Dim
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
-_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special",
+               "scipy.linalg")
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
