@@ -272,3 +272,24 @@ def test_jax_scipy_linalg_is_traced_symbolically():
         assert clean(verify(f)), str(verify(f))
     r = verify(gp_mean_bug)  # was JAX's fallback: a TypeError reported as a broadcast
     assert kinds(r) == ["contraction", "return-shape"] and "M with N" in str(r), str(r)
+
+
+# -- transformations applied at import: JAX's fallback names the kind of mismatch ---------------
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _row_dot(x, w):
+    return x @ w
+
+
+def test_jax_fallback_reports_a_contraction_as_one():
+    def proj(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]) -> Float[jax.Array, "B, F"]:
+        return _row_dot(x, w)
+
+    def proj_bug(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]
+                 ) -> Float[jax.Array, "B, F"]:
+        return _row_dot(x, w.T)  # [D] @ [F, D]
+
+    assert clean(verify(proj)), str(verify(proj))
+    r = verify(proj_bug)
+    assert kinds(r) == ["contraction"] and "(D,) and (F,)" in str(r), str(r)

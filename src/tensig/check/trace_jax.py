@@ -469,7 +469,8 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
         text = f"{type(e).__name__}: {e}".split("\n")[0]
         if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and not any(
                 w in text.lower() for w in ("not a valid jax type", "inconclusive")):
-            return [tracing.Finding("broadcast", text, file, line)], [], None
+            kind = "broadcast" if "broadcast" in text.lower() else "contraction"  # as fitted
+            return [tracing.Finding(kind, text, file, line)], [], None
         return [], [f"under JAX's symbolic shapes, verification stopped at {file}:{line}: "
                     f"{text}"], None
     items = jax.tree_util.tree_leaves(out)
