@@ -12,8 +12,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import pytest
+from jax import vmap
+from jax.nn import one_hot, softmax
 
-from tensig import Float, Key
+from tensig import Float, Int, Key
 from tensig.check.verify import verify
 
 
@@ -293,3 +295,24 @@ def test_jax_fallback_reports_a_contraction_as_one():
     assert clean(verify(proj)), str(verify(proj))
     r = verify(proj_bug)
     assert kinds(r) == ["contraction"] and "(D,) and (F,)" in str(r), str(r)
+
+
+# -- names imported from JAX's namespaces (from jax.nn import softmax) ---------------------------
+
+
+def test_names_imported_from_jax_are_traced_symbolically():
+    def mean_prob(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return jnp.mean(softmax(p) - y)  # [N] - [N, 1]: an outer product
+
+    def ce_bug(logits: Float[jax.Array, "B, C"], y: Int[jax.Array, "B"]) -> Float[jax.Array, "B"]:
+        return -jnp.sum(one_hot(y, logits.shape[0]) * logits, -1)  # B classes, not C
+
+    def per_row(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D"]) -> Float[jax.Array, "B"]:
+        return vmap(lambda r: softmax(r * w) @ w)(x)
+
+    r = verify(mean_prob)  # JAX's fallback sees no outer product: the symbolic trace does
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    r = verify(ce_bug)
+    assert kinds(r) == ["broadcast"] and "B against C" in str(r), str(r)
+    assert clean(verify(per_row)), str(verify(per_row))
+    assert softmax(jnp.zeros(2)).shape == (2,)  # the module's names are put back after

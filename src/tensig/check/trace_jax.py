@@ -72,6 +72,11 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     return wrapper
 
 
+#: each wrapper by the id of the JAX function it stands for (filled by :func:`_targets`), for
+#: names imported from JAX's namespaces (``from jax.nn import softmax``)
+_BY_ORIGINAL: dict[int, Any] = {}
+
+
 @functools.cache
 def _targets() -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) for every public callable: built once."""
@@ -91,31 +96,34 @@ def _targets() -> list[tuple[Any, str, Any]]:
                     not callable(obj):
                 continue
             out.append((module, name, _wrap(ns, name, obj)))
+            _BY_ORIGINAL[id(obj)] = out[-1][2]
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
                        ("grad", _grad), ("value_and_grad", _grad)):
         out.append((jax, name, make(getattr(jax, name))))
+        _BY_ORIGINAL[id(getattr(jax, name))] = out[-1][2]
     return out
 
 
 def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
     """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported),
-    and the functions ``fn`` (and the helpers it calls) jitted at import to their Python
-    functions."""
+    also where ``fn`` (and the helpers it calls) imported them by name, and the functions they
+    call that were jitted at import to their Python functions."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
-    return tracing.patched(_targets() + _jitted(fn))
+    targets = _targets()  # first: it records the originals _globals looks for
+    return tracing.patched(targets + _globals(fn))
 
 
-def _jitted(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
-    """(globals, name, wrapper) for each function jitted at import that ``fn``'s code, or a
-    plain function it calls, names as a global (JAX compiled it: it cannot take symbolic
-    arrays, but its Python function can).  A closure's is left to JAX's fallback."""
+def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
+    """(globals, name, wrapper) for each JAX function that ``fn``'s code, or a plain function
+    it calls, names as a global: one imported by name (``softmax``), or one jitted at import
+    (JAX compiled it: it cannot take symbolic arrays, but its Python function can).  A
+    closure's is left to JAX's fallback."""
     out: list[tuple[Any, str, Any]] = []
     seen: set[int] = set()
     todo = [fn]
     while todo and len(seen) < limit:
         f = todo.pop()
-        f = getattr(f, "__wrapped__", f) if type(f).__name__ == "PjitFunction" else f
         code, namespace = getattr(f, "__code__", None), getattr(f, "__globals__", None)
         if code is None or not isinstance(namespace, dict) or id(f) in seen:
             continue
@@ -125,11 +133,13 @@ def _jitted(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
             codes += [k for k in c.co_consts if inspect.iscode(k)]
         for name in {n for c in codes for n in c.co_names if n in namespace}:
             v = namespace[name]
-            if type(v).__name__ == "PjitFunction" and hasattr(v, "__wrapped__"):
-                out.append((_Namespace(namespace), name, _unjit(v)))
-                todo.append(v)
-            elif inspect.isfunction(v) and findings.user_code(v.__code__.co_filename):
-                todo.append(v)
+            inner = getattr(v, "__wrapped__", v) if type(v).__name__ == "PjitFunction" else v
+            if id(v) in _BY_ORIGINAL:
+                out.append((_Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
+            elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
+                if inner is not v:  # a library's own code is left as it is
+                    out.append((_Namespace(namespace), name, _unjit(v)))
+                todo.append(inner)
     return out
 
 
