@@ -316,3 +316,38 @@ def test_names_imported_from_jax_are_traced_symbolically():
     assert kinds(r) == ["broadcast"] and "B against C" in str(r), str(r)
     assert clean(verify(per_row)), str(verify(per_row))
     assert softmax(jnp.zeros(2)).shape == (2,)  # the module's names are put back after
+
+
+# -- custom derivatives defined at import --------------------------------------------------------
+
+
+@jax.custom_vjp
+def _xent(p, q):
+    return -jnp.sum(p * jnp.log(q))
+
+
+_xent.defvjp(lambda p, q: (_xent(p, q), (p, q)), lambda res, g: (-g * jnp.log(res[1]),
+                                                                  -g * res[0] / res[1]))
+
+
+@jax.jit
+@jax.custom_jvp
+def _safe_log(x):
+    return jnp.log(jnp.maximum(x, 1e-12))
+
+
+_safe_log.__wrapped__.defjvp(lambda primals, tangents: (_safe_log(primals[0]),
+                                                        tangents[0] / primals[0]))
+
+
+def test_custom_derivative_functions_are_traced_symbolically():
+    def xent(p: Float[jax.Array, "N"], q: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _xent(p, q)  # [N] * [N, 1] inside: an outer product JAX's shapes do not see
+
+    def entropy(p: Float[jax.Array, "B, C"]) -> Float[jax.Array, "B"]:
+        return -jnp.sum(p * _safe_log(p), axis=-1)
+
+    r = verify(xent)
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    assert clean(verify(entropy)), str(verify(entropy))
+    assert float(_safe_log(jnp.ones(()))) == 0.0  # still JAX's own outside verification

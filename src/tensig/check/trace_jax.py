@@ -117,8 +117,8 @@ def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
 def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
     """(globals, name, wrapper) for each JAX function that ``fn``'s code, or a plain function
     it calls, names as a global: one imported by name (``softmax``), or one jitted at import
-    (JAX compiled it: it cannot take symbolic arrays, but its Python function can).  A
-    closure's is left to JAX's fallback."""
+    (JAX compiled it: it cannot take symbolic arrays, but its Python function can), or one
+    with custom derivatives.  A closure's is left to JAX's fallback."""
     out: list[tuple[Any, str, Any]] = []
     seen: set[int] = set()
     todo = [fn]
@@ -133,22 +133,28 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
             codes += [k for k in c.co_consts if inspect.iscode(k)]
         for name in {n for c in codes for n in c.co_names if n in namespace}:
             v = namespace[name]
-            inner = getattr(v, "__wrapped__", v) if type(v).__name__ == "PjitFunction" else v
+            inner = v
+            while type(inner).__name__ in _COMPILED and hasattr(inner, "__wrapped__"):
+                inner = inner.__wrapped__
             if id(v) in _BY_ORIGINAL:
                 out.append((_Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
             elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
                 if inner is not v:  # a library's own code is left as it is
-                    out.append((_Namespace(namespace), name, _unjit(v)))
+                    out.append((_Namespace(namespace), name, _unjit(v, inner)))
                 todo.append(inner)
     return out
 
 
-def _unjit(jitted: Any) -> Any:
-    @functools.wraps(jitted.__wrapped__)
+#: JAX's wrappers of a Python function made at import (``jax.jit``, custom derivatives)
+_COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
+
+
+def _unjit(compiled: Any, python: Any) -> Any:
+    @functools.wraps(python)
     def run(*args: Any, **kw: Any) -> Any:
         if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
-            return jitted.__wrapped__(*args, **kw)
-        return jitted(*args, **kw)
+            return python(*args, **kw)
+        return compiled(*args, **kw)
     return run
 
 
