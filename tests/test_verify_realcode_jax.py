@@ -11,6 +11,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax import vmap
 from jax.nn import one_hot, softmax
@@ -96,8 +97,13 @@ def test_prng_key_parameters_get_a_real_key():
                   ) -> Float[jax.Array, "T, S"]:  # an array named key stays an array
         return query @ key.T
 
+    def np_attention(query: Float[np.ndarray, "T, K"], key) -> Float[np.ndarray, "T, S"]:
+        return query @ key.T  # NumPy code: an unannotated key is no PRNG key
+
     for f in (dropout, reparameterize, noisy, mixup, attention):
         assert clean(verify(f)), str(verify(f))
+    with pytest.raises(TypeError, match="'key': no shape annotation"):
+        verify(np_attention)
     r = verify(reparameterize_bug)
     assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
     assert "B against Z" in r.findings[0].message, str(r)

@@ -521,9 +521,10 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
     positions = tuple(p.position or 0 for p in positional)
+    jax_code = "jax" in sys.modules and "jax" in _libraries(fn)
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
                     if p.default is p.empty and i not in positions
-                    and (kind := "key" if i in keys else _scalar_kind(p))
+                    and (kind := "key" if i in keys else _scalar_kind(p, jax_code))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
     return dataclasses.replace(sig, scalars=scalars, positions=positions)
 
@@ -584,16 +585,16 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
             for i in range(max(slots, default=-1) + 1)]
 
 
-def _scalar_kind(p: inspect.Parameter) -> str | None:
+def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
     """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
-    under ``from __future__ import annotations``, its name); ``key`` for a JAX PRNG key: named
-    like one, with no annotation or an array type's (``key: jax.Array``, ``rng: PRNGKey``)."""
+    under ``from __future__ import annotations``, its name); ``key`` for a JAX PRNG key in JAX
+    code: named like one, annotated as JAX's (``key: jax.Array``, ``rng: PRNGKey``) or not."""
     a = p.annotation
     name = a if isinstance(a, str) else getattr(a, "__name__", None)
     if name in ("int", "float", "bool"):
         return name
-    return "key" if "jax" in sys.modules and _KEY_NAME.fullmatch(p.name) and (
-        a is p.empty or any(w in str(a) for w in ("Array", "Key", "ndarray"))) else None
+    return "key" if jax_code and _KEY_NAME.fullmatch(p.name) and (
+        a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
 
 
 def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
