@@ -271,9 +271,6 @@ TABLE: dict[str, Callable[..., Any]] = {
     **{f"lax.{n}": _lax_binary for n in ("add", "sub", "mul", "div", "max", "min", "pow",
                                          "rem", "atan2")},
     **dict.fromkeys(("numpy.asarray", "numpy.array"), asarray),
-    # collectives over a mapped axis (vmap's axis_name): each example keeps its shape
-    **{f"lax.{n}": lambda x, *args, **kw: _tree_map(S.unary(), x) for n in (
-        "psum", "pmean", "pmax", "pmin")},
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),
@@ -439,6 +436,10 @@ CONTROL: dict[str, Callable[..., Any]] = {
     "lax.switch": lambda index, branches, *operands, **kw: _branches(
         [b(*operands) for b in branches], "switch's branches"),
     "lax.map": lambda f, xs, **kw: _sym_vmap(f, 0, 0, (xs,), {}),
+    # collectives over a mapped axis (vmap's axis_name): each example keeps its shape; control,
+    # as lax.psum(1, "batch") (the axis size) holds no symbolic value
+    **{f"lax.{n}": lambda x, *args, **kw: _tree_map(S.unary(), x) for n in (
+        "psum", "pmean", "pmax", "pmin")},
 }
 
 
