@@ -32,23 +32,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tensig.check import sym_functions, tracing
+from tensig.check import findings, sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
-from tensig.check.trace_numpy import _sized, asarray, fitted
+from tensig.check.trace_numpy import _Namespace, _sized, asarray, fitted
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
-_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special")
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special",
+               "scipy.linalg")
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
@@ -70,11 +72,15 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     return wrapper
 
 
+#: each wrapper by the id of the JAX function it stands for (filled by :func:`_targets`), for
+#: names imported from JAX's namespaces (``from jax.nn import softmax``)
+_BY_ORIGINAL: dict[int, Any] = {}
+
+
 @functools.cache
 def _targets() -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) for every public callable: built once."""
     import importlib
-    import inspect
 
     import jax
 
@@ -90,17 +96,66 @@ def _targets() -> list[tuple[Any, str, Any]]:
                     not callable(obj):
                 continue
             out.append((module, name, _wrap(ns, name, obj)))
+            _BY_ORIGINAL[id(obj)] = out[-1][2]
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
                        ("grad", _grad), ("value_and_grad", _grad)):
         out.append((jax, name, make(getattr(jax, name))))
+        _BY_ORIGINAL[id(getattr(jax, name))] = out[-1][2]
     return out
 
 
-def patched() -> contextlib.AbstractContextManager[None]:
-    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported)."""
+def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
+    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported),
+    also where ``fn`` (and the helpers it calls) imported them by name, and the functions they
+    call that were jitted at import to their Python functions."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
-    return tracing.patched(_targets())
+    targets = _targets()  # first: it records the originals _globals looks for
+    return tracing.patched(targets + _globals(fn))
+
+
+def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
+    """(globals, name, wrapper) for each JAX function that ``fn``'s code, or a plain function
+    it calls, names as a global: one imported by name (``softmax``), or one jitted at import
+    (JAX compiled it: it cannot take symbolic arrays, but its Python function can), or one
+    with custom derivatives.  A closure's is left to JAX's fallback."""
+    out: list[tuple[Any, str, Any]] = []
+    seen: set[int] = set()
+    todo = [fn]
+    while todo and len(seen) < limit:
+        f = todo.pop()
+        code, namespace = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+        if code is None or not isinstance(namespace, dict) or id(f) in seen:
+            continue
+        seen.add(id(f))
+        codes = [code]
+        for c in codes:  # the function's own code and its nested functions' (lambdas)
+            codes += [k for k in c.co_consts if inspect.iscode(k)]
+        for name in {n for c in codes for n in c.co_names if n in namespace}:
+            v = namespace[name]
+            inner = v
+            while type(inner).__name__ in _COMPILED and hasattr(inner, "__wrapped__"):
+                inner = inner.__wrapped__
+            if id(v) in _BY_ORIGINAL:
+                out.append((_Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
+            elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
+                if inner is not v:  # a library's own code is left as it is
+                    out.append((_Namespace(namespace), name, _unjit(v, inner)))
+                todo.append(inner)
+    return out
+
+
+#: JAX's wrappers of a Python function made at import (``jax.jit``, custom derivatives)
+_COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
+
+
+def _unjit(compiled: Any, python: Any) -> Any:
+    @functools.wraps(python)
+    def run(*args: Any, **kw: Any) -> Any:
+        if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
+            return python(*args, **kw)
+        return compiled(*args, **kw)
+    return run
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,6 +436,10 @@ CONTROL: dict[str, Callable[..., Any]] = {
     "lax.switch": lambda index, branches, *operands, **kw: _branches(
         [b(*operands) for b in branches], "switch's branches"),
     "lax.map": lambda f, xs, **kw: _sym_vmap(f, 0, 0, (xs,), {}),
+    # collectives over a mapped axis (vmap's axis_name): each example keeps its shape; control,
+    # as lax.psum(1, "batch") (the axis size) holds no symbolic value
+    **{f"lax.{n}": lambda x, *args, **kw: _tree_map(S.unary(), x) for n in (
+        "psum", "pmean", "pmax", "pmin")},
 }
 
 
@@ -389,14 +448,20 @@ CONTROL: dict[str, Callable[..., Any]] = {
 # --------------------------------------------------------------------------------------------
 
 
+#: JAX's errors that are shape findings; "inconclusive" (``'V' < '5'`` undecided) is not one:
+#: JAX's symbolic sizes cannot decide what the code assumes, so it is a note
 _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", "shape",
-                    "inconclusive", "dimension")
+                    "dimension")
 
 
-def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...],
-                        kinds: tuple[str, ...]) -> tuple[list[tracing.Finding], list[str],
-                                                         tuple[tuple[Dim, ...], ...] | None]:
-    """Run ``fn`` under ``jax.eval_shape`` with JAX's symbolic dimensions.
+def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
+                        args: tuple[tuple[Dim, ...], ...], kinds: tuple[str, ...],
+                        symbols: tuple[str, ...] = ()
+                        ) -> tuple[list[tracing.Finding], list[str],
+                                   tuple[tuple[Dim, ...], ...] | None]:
+    """Run ``run(arrays, size)`` under ``jax.eval_shape`` with JAX's symbolic dimensions:
+    ``arrays`` stand for ``args``, ``size`` makes a :class:`Dim` over ``symbols`` a JAX size
+    (for the function's ``int`` size parameters).
 
     Returns (findings, notes, result shapes).  An exception is a shape finding only when it is
     one (JAX's broadcasting, contraction and symbolic-dimension errors); anything else stops
@@ -405,7 +470,7 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     import jax
     from jax import export
 
-    names = sorted({n for dims in args for d in dims for n in d.symbols})
+    names = sorted({n for dims in args for d in dims for n in d.symbols} | set(symbols))
     syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
         if names else {}
 
@@ -415,14 +480,16 @@ def jax_shapes_fallback(fn: Callable[..., Any], args: tuple[tuple[Dim, ...], ...
     structs = [jax.ShapeDtypeStruct(tuple(jax_dim(d) for d in dims), _DTYPES.get(k, "float32"))
                for dims, k in zip(args, kinds, strict=True)]
     try:
-        out = jax.eval_shape(fn, *structs)
+        out = jax.eval_shape(lambda *arrays: run(list(arrays), jax_dim), *structs)
     except Exception as e:
         file, line = tracing.failure_line(e)
         text = f"{type(e).__name__}: {e}".split("\n")[0]
-        if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and \
-                "not a valid jax type" not in text.lower():
-            return [tracing.Finding("broadcast", text, file, line)], [], None
-        return [], [f"verification stopped at {file}:{line}: {text}"], None
+        if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and not any(
+                w in text.lower() for w in ("not a valid jax type", "inconclusive")):
+            kind = "broadcast" if "broadcast" in text.lower() else "contraction"  # as fitted
+            return [tracing.Finding(kind, text, file, line)], [], None
+        return [], [f"under JAX's symbolic shapes, verification stopped at {file}:{line}: "
+                    f"{text}"], None
     items = jax.tree_util.tree_leaves(out)
     try:
         result = tuple(tuple(_from_jax(x) for x in o.shape) for o in items)

@@ -362,14 +362,25 @@ def _default_rng_of(real: Any) -> Callable[..., Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _bases(t: tracing.Tracer, args: Any) -> list[dict[str, int]]:
+def _bases(t: tracing.Tracer, args: Any, kwargs: Any) -> list[tuple[dict[str, int], str]]:
     """The witnesses (scaled so that every division the code assumed is exact), then the same
     values in the reverse order among the call's symbols: an operation valid only for
-    ``K <= L`` (a window no longer than its input) runs in one."""
+    ``K <= L`` (a window no longer than its input) runs in one; then, past the largest count
+    in the call (``top_k(x, 50)``, 16 samples), the witnesses times a factor.  Each with the
+    assumption an operation that runs only there makes."""
     base = t.assumption_envs()[0]
-    names = sorted(size_fit.symbols(args), key=base.__getitem__)
+    names = sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
-    return [base, flipped] if len(names) > 1 else [base]
+    out = [(base, "")]
+    if len(names) > 1:
+        out.append((flipped, " <= ".join(reversed(names))))
+    count = max((x for x in size_fit.leaves((args, list(kwargs.values())))
+                 if type(x) is int), default=0)
+    if names and count >= base[names[0]]:
+        factor = count // base[names[0]] + 1
+        out.append(({**base, **{n: base[n] * factor for n in names}},
+                    f"sizes of at least {count}"))
+    return out
 
 
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
@@ -481,18 +492,18 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return "array", S.kind_of(x.dtype) or "f"
         return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
-    bases = _bases(t, (args, kwargs))
-    size_fit.size_guard((args, kwargs), bases[0])
-    sample, base, error = first_run(run, bases, lambda e: shape_error(name, e))
-    said = "" if error is None else size_fit.named(str(error), bases[0])  # in the symbols
+    bases = _bases(t, args, kwargs)
+    size_fit.size_guard((args, kwargs), bases[0][0])
+    sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
     if base is None:
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
         t.report(kind, f"{name} fails on these shapes at every size: {said}")
         first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
         return S.SymArray(first.dims if first is not None else (), "f")
-    if error is not None:  # it runs only where the sizes are ordered the other way
-        order = " <= ".join(sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__))
-        t.report("assumption", f"{name} fails at some sizes ({said}); assumes {order}")
+    if error is not None:  # it runs only where the sizes are ordered the other way, or larger
+        assumes = next(a for b, a in bases if b is base)
+        t.report("assumption", f"{name} fails at some sizes ({said}); assumes {assumes}")
     fits = size_fit.fit_sizes(
         lambda env: shapes(run(env), arrays), (args, kwargs), name, base, t.unit(),
         errors=(ValueError, IndexError, TypeError),

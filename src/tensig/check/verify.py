@@ -30,6 +30,7 @@ import importlib
 import inspect
 import itertools
 import math
+import re
 import sys
 import threading
 import types
@@ -376,11 +377,14 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     given = {*arrays, *(i for i, _, _ in sig.scalars)}
     unknown = [p.name for i, p in enumerate(positional) if p.default is p.empty and i not in given]
     if not any_number and sig.positions is not None and unknown:
+        lead = [p.name for p in positional[:len(unknown)]] == unknown  # bound by position then
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
-                        "shape annotation, no default, and not a number verify stands in for "
-                        "(a float, a bool, an int named like a size of the signature); give "
-                        f"them defaults, or verify functools.partial({name}, "
-                        f"{', '.join(f'{r}=...' for r in unknown)})")
+                        "shape annotation, no default, and not a number or PRNG key verify "
+                        "stands in for (a float, a bool, an int named like a size of the "
+                        f"signature); give them defaults, or verify functools.partial({name}, "
+                        f"{', '.join(unknown if lead else (f'{r}=...' for r in unknown))}) "
+                        "(weights such as flax's params fix their sizes: declare those, "
+                        "'B, T, 32', not 'B, T, D')")
     if not any_number and not least <= len(given) <= len(positional):
         rest = [p.name for p in positional[len(sig.args):] if p.default is p.empty]
         hint = f" ({', '.join(rest)}: no shape annotation and no default; give them defaults, " \
@@ -494,7 +498,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 for a, k in zip(args, kinds, strict=True)]
         args = _call(fn, sig, args)
         out = None
-        with _creation_patched(), trace_jax.patched(), \
+        with _creation_patched(), trace_jax.patched(fn), \
                 tracing.patched(library_targets(fn)):
             try:
                 out = fn(*args)
@@ -503,6 +507,8 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                                     f"(see tensig.check.verify.modelled_operations())")
             except Exception as e:  # the function failed on symbolic input: say where
                 file, line = tracing.failure_line(e)
+                # inside JAX (code it compiled before verification): JAX's fallback below
+                tracer.used_jax |= tracing.failure_line(e, lambda f: "/jax/" in f)[0] is not None
                 report.notes.append(f"verification stopped at {file}:{line}: "
                                     f"{type(e).__name__}: {e}")
         if out is not None:
@@ -524,8 +530,10 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
                   report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    findings, notes, result = trace_jax.jax_shapes_fallback(fn, sig.args, kinds)
-    if notes:
+    findings, notes, result = trace_jax.jax_shapes_fallback(
+        lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds, sig.symbols)
+    if notes:  # what stopped JAX too (a size it cannot decide) says more than the trace's
+        report.notes += [n for n in notes if "inconclusive" in n.lower()]
         return
     report.notes = []
     tracer.findings += [f for f in findings if f not in tracer.findings]
@@ -554,8 +562,10 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     fs = getattr(fn, "__tensig_signature__", None) or signature_of(getattr(fn, "__wrapped__", fn))
     if not fs.parameters and fs.result is None:
         return None
-    positional = sorted((p for p in fs.parameters if p.position is not None),
-                        key=lambda p: p.position or 0)
+    keys = {p.position for p in fs.parameters if p.marker.dtype == "key" and p.position
+            is not None and not p.marker.shape.items}  # Key[jax.Array, ""]: a real key below
+    positional = sorted((p for p in fs.parameters if p.position is not None
+                         and p.position not in keys), key=lambda p: p.position or 0)
     markers = fs.result if isinstance(fs.result, tuple) else (fs.result,)
     results = None if fs.result is None else [None if m is None else m.shape for m in markers]
     kinds = tuple(("P" if getattr(p.marker, "wrapper", None) else "")  # Padded[...]
@@ -563,11 +573,13 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     sig = _signature([p.marker.shape for p in positional], results,
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
+    positions = tuple(p.position or 0 for p in positional)
+    jax_code = "jax" in sys.modules and "jax" in _libraries(fn)
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
-                    if p.default is p.empty and (kind := _scalar_kind(p.annotation))
+                    if p.default is p.empty and i not in positions
+                    and (kind := "key" if i in keys else _scalar_kind(p, jax_code))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
-    return dataclasses.replace(sig, scalars=scalars,
-                               positions=tuple(p.position or 0 for p in positional))
+    return dataclasses.replace(sig, scalars=scalars, positions=positions)
 
 
 def _branches(sig: Signature) -> list[frozenset[int]]:
@@ -602,28 +614,40 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
-#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables
-_NUMBERS = {"float": 0.5, "bool": True}
+#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
+#: a JAX PRNG key a real key (its shape says nothing about the arrays)
+_NUMBERS: dict[str, Callable[[], Any]] = {"float": lambda: 0.5, "bool": lambda: True,
+                                          "key": lambda: importlib.import_module(
+                                              "jax.random").PRNGKey(0)}
+#: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
+_KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
 
-def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any]) -> list[Any]:
+def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
+          size: Callable[[Dim], Any] = S.SymSize) -> list[Any]:
     """The positional arguments of the traced call: each array at its parameter's position,
-    a stand-in for each required number, defaults in the gaps."""
+    a stand-in for each required number (an ``int`` size as ``size`` makes it: symbolic, or
+    JAX's own symbolic size in its fallback), defaults in the gaps."""
     if sig.positions is None:
         return arrays
     slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
     for i, name, kind in sig.scalars:
-        slots[i] = S.SymSize(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
+        slots[i] = size(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]()
     params = _positional(fn)[0]
     return [slots[i] if i in slots else params[i].default
             for i in range(max(slots, default=-1) + 1)]
 
 
-def _scalar_kind(annotation: Any) -> str | None:
+def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
     """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
-    under ``from __future__ import annotations``, its name)."""
-    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
-    return name if name in ("int", "float", "bool") else None
+    under ``from __future__ import annotations``, its name); ``key`` for a JAX PRNG key in JAX
+    code: named like one, annotated as JAX's (``key: jax.Array``, ``rng: PRNGKey``) or not."""
+    a = p.annotation
+    name = a if isinstance(a, str) else getattr(a, "__name__", None)
+    if name in ("int", "float", "bool"):
+        return name
+    return "key" if jax_code and _KEY_NAME.fullmatch(p.name) and (
+        a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
 
 
 def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:

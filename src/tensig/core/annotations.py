@@ -32,6 +32,7 @@ linters do not read it as a type.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 import sys
@@ -567,10 +568,11 @@ def signature_of(fn: Callable[..., Any],
     ``localns`` resolves string annotations that name local variables of the scope ``fn`` was
     defined in.  A name used as a size in one annotation and as a row variable in another
     raises :class:`tensig.SpecSyntaxError`."""
-    try:
-        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+    func = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
+    try:                                                         # hints, its own parameters
+        hints = typing.get_type_hints(func, localns=localns, include_extras=True)
     except Exception as e:  # an unresolvable forward reference, typically
-        name = getattr(fn, "__qualname__", repr(fn))
+        name = getattr(func, "__qualname__", repr(func))
         raise TypeError(f"cannot read the annotations of {name}(): {e}; with `from __future__ "
                         "import annotations`, names in annotations must be visible from the "
                         "function's module (or its defining scope, when decorated there)") from e
@@ -584,7 +586,7 @@ def signature_of(fn: Callable[..., Any],
                                         optional or p.default is None, p.default))
         position += positional
     result, result_optional = _result_of(hints.get("return"))
-    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "function"))
+    qualname = getattr(func, "__qualname__", getattr(func, "__name__", "function"))
     sig = FunctionSignature(qualname.rsplit("<locals>.", 1)[-1], tuple(params), result,
                             result_optional)
     _check_signature_names(sig)

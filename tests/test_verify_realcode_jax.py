@@ -1,0 +1,360 @@
+"""verify on JAX code written the way public JAX code writes it (flax examples, haiku, optax,
+cleanrl/purejaxrl, diffusion samplers, jraph): each test is a pattern that verify once stopped
+on, false-alarmed on, or missed.
+
+The functions are annotated with jaxtyping-style shape annotations, as verified files are.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import vmap
+from jax.nn import one_hot, softmax
+
+from tensig import Float, Int, Key
+from tensig.check.verify import verify
+
+
+def kinds(report):
+    return [f.kind for f in report]
+
+
+def clean(report) -> bool:
+    return report.ok and not report.findings and not report.notes
+
+
+# -- number parameters when the trace falls back to JAX's own symbolic shapes -------------------
+
+
+@jax.jit
+def _denoise(x, eps, scale):  # compiled at import: the symbolic trace cannot enter it
+    return (x - jnp.sqrt(1.0 - scale) * eps) / jnp.sqrt(scale)
+
+
+@jax.jit
+def _table(pos, freqs):
+    return jnp.concatenate([jnp.sin(pos[:, None] * freqs), jnp.cos(pos[:, None] * freqs)], -1)
+
+
+def test_number_parameters_reach_the_jax_fallback():
+    def ddim_step(x: Float[jax.Array, "B, D"], eps: Float[jax.Array, "B, D"], alpha: float
+                  ) -> Float[jax.Array, "B, D"]:
+        return _denoise(x, eps, alpha)
+
+    def ddim_step_bug(x: Float[jax.Array, "B, D"], eps: Float[jax.Array, "B, D"], alpha: float
+                      ) -> Float[jax.Array, "B, D"]:
+        return _denoise(x, eps[:, :1].T, alpha)  # [1, B] noise against [B, D] samples
+
+    def pe(T: int, D: int) -> Float[jax.Array, "T, 2*D"]:
+        return _table(jnp.arange(T) * 1.0, jnp.ones(D))
+
+    def pe_bug(T: int, D: int) -> Float[jax.Array, "T, D"]:
+        return _table(jnp.arange(T) * 1.0, jnp.ones(D))  # sin and cos: twice D wide
+
+    for f in (ddim_step, pe):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(ddim_step_bug)
+    assert kinds(r) == ["broadcast"] and not r.notes, str(r)
+    r = verify(pe_bug)
+    assert kinds(r) == ["return-shape"] and not r.notes, str(r)
+
+
+# -- PRNG keys: a parameter named key/rng, or annotated Key[jax.Array, ""] ------------------------
+
+
+def test_prng_key_parameters_get_a_real_key():
+    def dropout(key: jax.Array, x: Float[jax.Array, "B, D"], rate: float = 0.1
+                ) -> Float[jax.Array, "B, D"]:
+        keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+        return jnp.where(keep, x / (1.0 - rate), 0.0)
+
+    def reparameterize(rng, mean: Float[jax.Array, "B, Z"], logvar: Float[jax.Array, "B, Z"]
+                       ) -> Float[jax.Array, "B, Z"]:
+        return mean + jax.random.normal(rng, logvar.shape) * jnp.exp(0.5 * logvar)
+
+    def reparameterize_bug(rng, mean: Float[jax.Array, "B, Z"],
+                           logvar: Float[jax.Array, "B, Z"]) -> Float[jax.Array, "B, Z"]:
+        eps = jax.random.normal(rng, (logvar.shape[0],))  # one draw per row, not per entry
+        return mean + eps * jnp.exp(0.5 * logvar)
+
+    def noisy(key: Key[jax.Array, ""], x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        k1, k2 = jax.random.split(key)
+        return x + jax.random.normal(k1, x.shape) * jax.random.uniform(k2, (x.shape[0], 1))
+
+    def mixup(x: Float[jax.Array, "B, D"], y: Float[jax.Array, "B, C"], dropout_rng: jax.Array
+              ) -> tuple[Float[jax.Array, "B, D"], Float[jax.Array, "B, C"]]:
+        k1, k2 = jax.random.split(dropout_rng)
+        lam = jax.random.beta(k1, 0.2, 0.2, (x.shape[0], 1))
+        perm = jax.random.permutation(k2, x.shape[0])
+        return lam * x + (1 - lam) * x[perm], lam * y + (1 - lam) * y[perm]
+
+    def attention(query: Float[jax.Array, "T, K"], key: Float[jax.Array, "S, K"]
+                  ) -> Float[jax.Array, "T, S"]:  # an array named key stays an array
+        return query @ key.T
+
+    def np_attention(query: Float[np.ndarray, "T, K"], key) -> Float[np.ndarray, "T, S"]:
+        return query @ key.T  # NumPy code: an unannotated key is no PRNG key
+
+    for f in (dropout, reparameterize, noisy, mixup, attention):
+        assert clean(verify(f)), str(verify(f))
+    with pytest.raises(TypeError, match="'key': no shape annotation"):
+        verify(np_attention)
+    r = verify(reparameterize_bug)
+    assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
+    assert "B against Z" in r.findings[0].message, str(r)
+
+
+# -- flax/haiku-style weights: a nested dict bound with functools.partial -----------------------
+
+
+def mlp_block(params, x: Float[jax.Array, "B, T, 32"]) -> Float[jax.Array, "B, T, 32"]:
+    h = jax.nn.gelu(x @ params["fc"]["kernel"] + params["fc"]["bias"])
+    return h @ params["proj"]["kernel"] + params["proj"]["bias"]
+
+
+def mlp_block_bug(params, x: Float[jax.Array, "B, T, 32"]) -> Float[jax.Array, "B, T, 32"]:
+    h = jax.nn.gelu(x @ params["fc"]["kernel"] + params["proj"]["bias"])  # the other layer's
+    return h @ params["proj"]["kernel"] + params["proj"]["bias"]
+
+
+PARAMS = {"fc": {"kernel": jnp.zeros((32, 128)), "bias": jnp.zeros(128)},
+          "proj": {"kernel": jnp.zeros((128, 32)), "bias": jnp.zeros(32)}}
+
+
+def test_weights_dict_bound_by_partial_verifies_from_the_annotations():
+    r = verify(functools.partial(mlp_block, PARAMS))  # the annotations were unreadable
+    assert clean(r), str(r)
+    r = verify(functools.partial(mlp_block_bug, PARAMS))
+    assert kinds(r) == ["broadcast"] and "128 against 32" in r.findings[0].message, str(r)
+    with pytest.raises(TypeError, match=r"functools.partial\(mlp_block, params\)"):
+        verify(mlp_block)  # the advice binds the leading parameter by position
+
+
+# -- JAX's symbolic shapes undecided, collectives under vmap ------------------------------------
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _topk_mask(x, k):
+    vals, _ = jax.lax.top_k(x, k)
+    return x >= vals[..., -1:]
+
+
+def TOPK_FILTER(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
+    return jnp.where(_topk_mask(logits, 5), logits, -jnp.inf)  # needs V >= 5
+
+
+def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
+    mask = _topk_mask  # a closure's jitted function: only JAX's own shapes run it
+    r = verify(lambda x: jnp.where(mask(x, 5), x, -jnp.inf), "B, V => B, V")
+    assert not r.findings and any("'V' < '5'" in n for n in r.notes), str(r)
+
+
+def test_collectives_over_a_vmapped_axis_keep_shapes():
+    def sync_batch_norm(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        def per_example(v):
+            mean = jax.lax.pmean(v, axis_name="batch")
+            n = jax.lax.psum(1, axis_name="batch")  # the batch size
+            var = jax.lax.psum((v - mean) ** 2, axis_name="batch") / n
+            return (v - mean) / jnp.sqrt(var + 1e-5)
+        return jax.vmap(per_example, axis_name="batch")(x)
+
+    def sync_batch_norm_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+        def per_example(v):
+            mean = jax.lax.pmean(v, axis_name="batch").mean()
+            total = jax.lax.psum(v, axis_name="batch")
+            return (v - mean) / total[:, None]  # a [D] total spread as a column: [D, D]
+        return jax.vmap(per_example, axis_name="batch")(x)
+
+    r = verify(sync_batch_norm)
+    assert clean(r), str(r)
+    r = verify(sync_batch_norm_bug)
+    assert kinds(r) == ["return-shape"] and "[B, D, D]" in str(r) and not r.notes, str(r)
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+
+def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "verify_corpus" / "probe_jax_more.py"
+    spec = importlib.util.spec_from_file_location("verify_corpus_probe_jax_more", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(module.CASES) >= 20
+    for name, good, bad, code in module.CASES:
+        r, rb = verify(good), verify(bad)
+        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+
+
+# -- a count in the call larger than every witness size -----------------------------------------
+
+
+def test_a_count_larger_than_the_witnesses_is_an_assumption_not_an_error():
+    def top_k_sample(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, 50"]:
+        return jax.lax.top_k(logits, 50)[0]  # GPT sampling's k=50: needs V >= 50
+
+    def subsample(key: jax.Array, x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "16, D"]:
+        return x[jax.random.choice(key, x.shape[0], (16,), replace=False)]
+
+    def top_k_bug(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, 50"]:
+        return jax.lax.top_k(logits.T, 50)[0]  # top tokens per position of the batch axis
+
+    for f in (top_k_sample, subsample):
+        r = verify(f)
+        assert not r.errors and not r.notes and kinds(r) == ["assumption"], str(r)
+        assert "50" in r.findings[0].message or "16" in r.findings[0].message, str(r)
+    r = verify(top_k_bug)
+    assert kinds(r) == ["assumption", "return-shape"] and "[V, 50]" in str(r), str(r)
+
+
+# -- helpers jitted at import are traced through their Python functions -------------------------
+
+
+@jax.jit
+def _pairwise(x, y):
+    return x[:, None, :] - y[None, :, :]
+
+
+@functools.partial(jax.jit, static_argnames=("axis",))
+def _normalize(x, axis=-1):
+    return x / jnp.linalg.norm(x, axis=axis, keepdims=True)
+
+
+@jax.jit
+def _mse(p, y):
+    return jnp.mean((p - y) ** 2)
+
+
+def _scores(q, k):  # a plain helper calling a jitted one
+    return jnp.einsum("td,sd->ts", _normalize(q), _normalize(k, axis=-1))
+
+
+def test_jitted_helpers_are_traced_symbolically():
+    def sq_dists(x: Float[jax.Array, "N, D"], y: Float[jax.Array, "M, D"]
+                 ) -> Float[jax.Array, "N, M"]:
+        return jnp.sum(_pairwise(x, y) ** 2, axis=-1)
+
+    def cosine(q: Float[jax.Array, "T, D"], k: Float[jax.Array, "S, D"]
+               ) -> Float[jax.Array, "T, S"]:
+        return _scores(q, k)
+
+    def mse(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _mse(p, y)  # [N] - [N, 1] inside the helper: an outer product
+
+    for f in (sq_dists, cosine):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(mse)  # JAX's own shapes see no outer product: the symbolic trace does
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    r = verify(TOPK_FILTER)  # JAX's own shapes cannot decide V >= 5; the witnesses exceed 5
+    assert clean(r), str(r)
+    assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
+
+
+# -- jax.scipy.linalg ---------------------------------------------------------------------------
+
+
+def test_jax_scipy_linalg_is_traced_symbolically():
+    def gp_mean(K: Float[jax.Array, "N, N"], Ks: Float[jax.Array, "M, N"],
+                y: Float[jax.Array, "N"]) -> Float[jax.Array, "M"]:
+        L = jnp.linalg.cholesky(K + 1e-6 * jnp.eye(K.shape[0]))
+        return Ks @ jax.scipy.linalg.cho_solve((L, True), y)
+
+    def gp_mean_bug(K: Float[jax.Array, "N, N"], Ks: Float[jax.Array, "M, N"],
+                    y: Float[jax.Array, "N"]) -> Float[jax.Array, "M"]:
+        L = jnp.linalg.cholesky(K + 1e-6 * jnp.eye(K.shape[0]))
+        return Ks.T @ jax.scipy.linalg.cho_solve((L, True), y)  # the kernel transposed
+
+    def whiten(L: Float[jax.Array, "N, N"], B: Float[jax.Array, "N, K"]
+               ) -> Float[jax.Array, "N, K"]:
+        return jax.scipy.linalg.solve_triangular(L, B, lower=True)
+
+    for f in (gp_mean, whiten):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(gp_mean_bug)  # was JAX's fallback: a TypeError reported as a broadcast
+    assert kinds(r) == ["contraction", "return-shape"] and "M with N" in str(r), str(r)
+
+
+# -- transformations applied at import: JAX's fallback names the kind of mismatch ---------------
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _row_dot(x, w):
+    return x @ w
+
+
+def test_jax_fallback_reports_a_contraction_as_one():
+    def proj(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]) -> Float[jax.Array, "B, F"]:
+        return _row_dot(x, w)
+
+    def proj_bug(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]
+                 ) -> Float[jax.Array, "B, F"]:
+        return _row_dot(x, w.T)  # [D] @ [F, D]
+
+    assert clean(verify(proj)), str(verify(proj))
+    r = verify(proj_bug)
+    assert kinds(r) == ["contraction"] and "(D,) and (F,)" in str(r), str(r)
+
+
+# -- names imported from JAX's namespaces (from jax.nn import softmax) ---------------------------
+
+
+def test_names_imported_from_jax_are_traced_symbolically():
+    def mean_prob(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return jnp.mean(softmax(p) - y)  # [N] - [N, 1]: an outer product
+
+    def ce_bug(logits: Float[jax.Array, "B, C"], y: Int[jax.Array, "B"]) -> Float[jax.Array, "B"]:
+        return -jnp.sum(one_hot(y, logits.shape[0]) * logits, -1)  # B classes, not C
+
+    def per_row(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D"]) -> Float[jax.Array, "B"]:
+        return vmap(lambda r: softmax(r * w) @ w)(x)
+
+    r = verify(mean_prob)  # JAX's fallback sees no outer product: the symbolic trace does
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    r = verify(ce_bug)
+    assert kinds(r) == ["broadcast"] and "B against C" in str(r), str(r)
+    assert clean(verify(per_row)), str(verify(per_row))
+    assert softmax(jnp.zeros(2)).shape == (2,)  # the module's names are put back after
+
+
+# -- custom derivatives defined at import --------------------------------------------------------
+
+
+@jax.custom_vjp
+def _xent(p, q):
+    return -jnp.sum(p * jnp.log(q))
+
+
+_xent.defvjp(lambda p, q: (_xent(p, q), (p, q)), lambda res, g: (-g * jnp.log(res[1]),
+                                                                  -g * res[0] / res[1]))
+
+
+@jax.jit
+@jax.custom_jvp
+def _safe_log(x):
+    return jnp.log(jnp.maximum(x, 1e-12))
+
+
+_safe_log.__wrapped__.defjvp(lambda primals, tangents: (_safe_log(primals[0]),
+                                                        tangents[0] / primals[0]))
+
+
+def test_custom_derivative_functions_are_traced_symbolically():
+    def xent(p: Float[jax.Array, "N"], q: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _xent(p, q)  # [N] * [N, 1] inside: an outer product JAX's shapes do not see
+
+    def entropy(p: Float[jax.Array, "B, C"]) -> Float[jax.Array, "B"]:
+        return -jnp.sum(p * _safe_log(p), axis=-1)
+
+    r = verify(xent)
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    assert clean(verify(entropy)), str(verify(entropy))
+    assert float(_safe_log(jnp.ones(()))) == 0.0  # still JAX's own outside verification
