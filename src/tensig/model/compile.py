@@ -503,6 +503,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     zero_at, y_at = (result.id, "zero"), (result.id, "value")
 
     def step(store: Store) -> None:
+        tested.clear()  # a call that raised after its test (out of memory) left an answer
         try:
             arrays = [store.arrays[k] for k in keys]
         except KeyError:
@@ -520,8 +521,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             v = run(arrays)
         _put(store, a, v)
         if tested:  # the forward's answer, for its gradients
-            (w, zero_w), *_ = tested
-            tested.clear()
+            w, zero_w = tested[-1]
             _zero_windows(store, zero_at, [w], v, zero_w)
 
     return step
