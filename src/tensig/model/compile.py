@@ -54,8 +54,8 @@ class Store:
 
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
-        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima), by
-        #: the operation's result: beside the arrays, which hold arrays only
+        #: what an operation keeps for its gradient steps (torch's max-pooling maxima, a
+        #: window's zero test), by the operation's result: the arrays hold arrays only
         self.saved: dict[tuple[int, str], Any] = {}
         self.device = device
         #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
