@@ -475,6 +475,36 @@ def test_a_learned_windows_zero_test_runs_once_a_step(backend, monkeypatch):
                                        atol=1e-5)
 
 
+def test_a_pooling_step_that_failed_leaves_no_zero_test_behind(monkeypatch):
+    """A pooling step that raised after its window's zero test (torch's kernel out of memory)
+    must not hand that answer to a later step's gradients: the window, made nonzero in place
+    meanwhile, was dropped from them (silently wrong gradients)."""
+    from tensig.backends.torch import TorchBackend
+
+    pool, failing = TorchBackend.max_pool, [True]
+
+    def flaky(self, *args, **kwargs):
+        if failing and failing.pop():
+            raise RuntimeError("out of memory (simulated)")
+        return pool(self, *args, **kwargs)
+
+    monkeypatch.setattr(TorchBackend, "max_pool", flaky)
+    xs, bias = rand(2, 6, 6, 3), rand(2, 2)
+    spec = "n, 2*oh<+wh, 2*ow<+ww, c; wh, ww => n, oh, ow, c"
+    with G.new_graph("torch") as g:
+        x = G.param("x", output=[2, 6, 6, 3], input=[], init=lambda s, r: xs.astype(np.float32))
+        w = G.param("w", output=[2, 2], input=[], init=lambda s, r: np.zeros((2, 2), np.float32))
+        model = G.grad_update(G.einsum1("... => |->0", G.tropical(spec, x, w) ** 2))
+        with pytest.raises(RuntimeError, match="simulated"):
+            model.backward()
+        g.store.read(w.val).add_(torch.tensor(bias, dtype=torch.float32))
+        model.backward()
+    tx, tw = (torch.tensor(v, requires_grad=True) for v in (xs, bias))
+    ((tx.unfold(1, 2, 2).unfold(2, 2, 2) + tw).amax(dim=(-2, -1)) ** 2).sum().backward()
+    np.testing.assert_allclose(np.asarray(x.grad.numpy()), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(w.grad.numpy()), tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_a_windowed_assignment_no_path_runs_is_refused_by_name():
     """Hand-written IR under a convolution spec with an accumulation no windowed path takes:
     a ShapeError naming the assignment, not a crash or a generic projection error."""

@@ -54,8 +54,8 @@ class Store:
 
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
-        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima), by
-        #: the operation's result: beside the arrays, which hold arrays only
+        #: what an operation keeps for its gradient steps (torch's max-pooling maxima, a
+        #: window's zero test), by the operation's result: the arrays hold arrays only
         self.saved: dict[tuple[int, str], Any] = {}
         self.device = device
         #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
@@ -503,6 +503,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     zero_at, y_at = (result.id, "zero"), (result.id, "value")
 
     def step(store: Store) -> None:
+        tested.clear()  # a call that raised after its test (out of memory) left an answer
         try:
             arrays = [store.arrays[k] for k in keys]
         except KeyError:
@@ -520,8 +521,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             v = run(arrays)
         _put(store, a, v)
         if tested:  # the forward's answer, for its gradients
-            (w, zero_w), *_ = tested
-            tested.clear()
+            w, zero_w = tested[-1]
             _zero_windows(store, zero_at, [w], v, zero_w)
 
     return step
