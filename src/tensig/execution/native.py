@@ -25,7 +25,7 @@ __all__ = ["conv_gradient", "conv_pair", "conv_step", "pool_gradient", "pool_ker
 Layout = tuple[tuple[AxisUse, ...], ...]
 
 
-def pool_kernel(layout: Layout, backend: Backend, zero: Callable[[Any], bool] = all_zero
+def pool_kernel(layout: Layout, backend: Backend
                 ) -> Callable[[Sequence[Any]], tuple[Any, Any] | None] | None:
     """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``):
     ``arrays -> (result, kept)``, ``kept`` what :func:`pool_gradient` may reuse for this
@@ -34,8 +34,8 @@ def pool_kernel(layout: Layout, backend: Backend, zero: Callable[[Any], bool] = 
     A tropical operation whose second operand is a window holding only zeros is max pooling:
     ``max over the window of (x + 0)`` is ``max of x``.  Applies to a convolution's geometry
     with no channel axes (the window's kernels are all the other operand's axes); the zero
-    test ``zero`` runs on the (small) window each call, and any other window (or a dtype the
-    kernel does not take) gives ``None``.  ``kept`` holds the input only weakly: whoever keeps it
+    test runs on the (small) window each call, and any other window (or a dtype the kernel
+    does not take) gives ``None``.  ``kept`` holds the input only weakly: whoever keeps it
     (a compiled routine's store, per operation) must not keep an activation alive by it.
     """
     pool = backend.max_pool
@@ -46,7 +46,7 @@ def pool_kernel(layout: Layout, backend: Backend, zero: Callable[[Any], bool] = 
 
     def run(arrays: Sequence[Any]) -> tuple[Any, Any] | None:
         x, w = arrays[xi], arrays[1 - xi]
-        if not accepts(x, x) or not zero(w):
+        if not accepts(x, x) or not all_zero(w):
             return None
         y = pool(geo.x_in(x), geo.kernel, geo.strides, geo.dilations, geo.pads)
         y, saved = y if isinstance(y, tuple) else (y, None)  # a plain result saves nothing

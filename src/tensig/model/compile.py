@@ -12,11 +12,9 @@ fold zero initialisations first.  Running a routine does no shape work.
 from __future__ import annotations
 
 import math
-import operator
-import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -54,8 +52,8 @@ class Store:
 
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
-        #: what an operation keeps for its gradient steps (torch's max-pooling maxima, a
-        #: window's zero test), by the operation's result: the arrays hold arrays only
+        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima), by
+        #: the operation's result: beside the arrays, which hold arrays only
         self.saved: dict[tuple[int, str], Any] = {}
         self.device = device
         #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
@@ -459,28 +457,20 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
     The pooling gate ``where(first_max(x + w, y), g, 0)`` adds a window ``w`` that holds
     zeros in max pooling: when every such small buffer holds zeros, the plan of the
     expression without them runs instead (the window's operand is not read; the backend's
-    own pooling backward where it has one), picked per call by one zero test per pooling
-    and step (:func:`_zero_windows`: the forward's, or the first gradient's, which the other
-    gradients reuse).  A max pooling by the backend's
+    own pooling backward where it has one), picked per call.  A max pooling by the backend's
     kernel (:func:`~tensig.execution.native.pool_kernel`) leaves what that backward reuses
     in ``store.saved`` under :func:`_pooled` of its result: its own gradient step reads it there,
     so each pooling (of each graph) has its own."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
     pool = native = None
-    tested: list[tuple[Any, bool]] = []  # the forward's zero test of its window, this call
-
-    def test(w: Any) -> bool:
-        tested.append((w, all_zero(w)))
-        return tested[-1][1]
-
     if family is not None and all(isinstance(x, Buf) for x in e.args) and \
             (a.accum != "max" or a.init):
         op: Operator | Pointwise = family
         args = list(e.args)
         if (e.op, a.accum) == ("add", "max") and len(args) == 2:
             pool = pool_kernel(tuple(a.proj.uses(t) for t in (*(b.tensor for b in args),
-                                                                a.lhs.tensor)), backend, test)
+                                                                a.lhs.tensor)), backend)
     elif a.accum in ("+", None) and buffers_of(e):
         op, args = _pointwise(a, e, backend, xp)
     else:
@@ -499,11 +489,9 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             native = _pool_backward(a, dropped, kept, [args[i] for i in zero], backend)
     except ValueError:  # a window written with a max, a fixed index beside a window
         return None
-    saved_at, result = _pooled(a.lhs.tensor), a.proj.result
-    zero_at, y_at = (result.id, "zero"), (result.id, "value")
+    saved_at = _pooled(a.lhs.tensor)
 
     def step(store: Store) -> None:
-        tested.clear()  # a call that raised after its test (out of memory) left an answer
         try:
             arrays = [store.arrays[k] for k in keys]
         except KeyError:
@@ -511,8 +499,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
         out = None if pool is None else pool(arrays)
         if out is not None:
             v, store.saved[saved_at] = out
-        elif fast is not None and _zero_windows(store, zero_at, [arrays[i] for i in zero],
-                                                store.arrays.get(y_at)):
+        elif fast is not None and all(all_zero(arrays[i]) for i in zero):
             some = [arrays[i] for i in picks]
             v = None if native is None else native(some, store)
             if v is None:
@@ -520,28 +507,8 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
         else:
             v = run(arrays)
         _put(store, a, v)
-        if tested:  # the forward's answer, for its gradients
-            w, zero_w = tested[-1]
-            _zero_windows(store, zero_at, [w], v, zero_w)
 
     return step
-
-
-def _zero_windows(store: Store, at: tuple[int, str], ws: list[Any], y: Any,
-                  zero: bool | None = None) -> bool:
-    """Whether the windows ``ws`` of a pooling hold only zeros (``zero``: as the forward
-    found), tested once per step: the answer is kept in ``store.saved`` under ``at`` with the
-    arrays it is about, and holds while the windows and the pooling's result ``y`` are those
-    arrays.  Every forward writes a new result, so each step tests afresh (a window changed
-    in place between steps is seen)."""
-    seen = store.saved.get(at)
-    if zero is None and seen is not None and y is not None and seen[2]() is y and \
-            len(seen[0]) == len(ws) and all(map(operator.is_, seen[0], ws)):
-        return bool(seen[1])
-    zero = all(all_zero(w) for w in ws) if zero is None else zero
-    with suppress(TypeError):  # an array type without weak references: tested every time
-        store.saved[at] = (ws, zero, weakref.ref(y))
-    return zero
 
 
 def _pooled(result: Any) -> tuple[int, str]:
