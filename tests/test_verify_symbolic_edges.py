@@ -219,3 +219,63 @@ def test_mask_indices_count_is_symbolic():
     r = verify(anti)
     (count,), = r.result
     assert count.constant is None and count.symbols.isdisjoint({"N"}), str(r)
+
+
+# -- review of the generator patches ---------------------------------------------------------
+
+
+class _RowJitter(np.random.Generator):
+    """A project's generator whose ``normal`` draws one value per row: a subclass is the
+    project's code, which verify must trace as written, not as NumPy's ``normal``."""
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return super().normal(loc, scale, (size[0], 1))
+
+
+_JITTER = _RowJitter(np.random.PCG64(0))
+
+
+def test_a_generator_subclass_is_traced_as_written():
+    """The module's generators were swapped by ``isinstance``: a subclass's own ``normal`` was
+    replaced by NumPy's model, and its ``[N, 1]`` passed as ``[N, D]``."""
+    def noise(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return _JITTER.normal(size=X.shape)
+
+    assert noise(np.ones((4, 3))).shape == (4, 1)
+    r = verify(noise)
+    assert "return-shape" in kinds(r) and type(_JITTER) is _RowJitter, str(r)
+
+
+class _Unconfigured:
+    """A lazy proxy (Django's ``settings``, werkzeug's ``request``): reading ``__class__``
+    outside its context raises, and ``isinstance`` reads it."""
+
+    @property
+    def __class__(self):
+        raise RuntimeError("settings are not configured")
+
+
+def test_a_module_with_a_lazy_proxy_global_verifies():
+    """The scan for a module's generators crashed verify on any function of such a module."""
+    namespace = {"np": np, "settings": _Unconfigured()}
+    exec("def double(X):\n    return X * 2\n", namespace)
+    r = verify(namespace["double"], "N, D => N, D")
+    assert clean(r) and r.result == ((N, Dim.symbol("D")),), str(r)
+
+
+def test_legacy_choice_needs_a_1d_population():
+    """``np.random.choice(X, k)`` and a ``RandomState``'s raise on a 2-D ``X`` (only a
+    ``Generator``'s picks rows): the rows model passed code that crashes at every size."""
+    def legacy(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        return np.random.choice(X, 4)
+
+    def seeded(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        return np.random.RandomState(0).choice(X, 4)
+
+    def rows(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        return X[np.random.choice(len(X), 4)] + np.random.default_rng(0).choice(X, 4)
+
+    for f in (legacy, seeded):
+        r = verify(f)
+        assert kinds(r) == ["op-shape"] and "1-dimensional, got [N, D]" in str(r), str(r)
+    assert clean(verify(rows)), str(verify(rows))

@@ -24,6 +24,7 @@ import inspect
 import math
 import sys
 from collections.abc import Callable, Iterator
+from types import FunctionType, ModuleType
 from typing import Any
 
 import numpy as np
@@ -305,13 +306,22 @@ def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
 
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
-    """``choice(n, k)``: ``k`` indices; ``choice(X, k)``: ``k`` of ``X``'s rows (along
-    ``axis``, a ``Generator``'s)."""
+    """A ``Generator``'s ``choice(n, k)``: ``k`` indices; ``choice(X, k)``: ``k`` of ``X``'s
+    rows (along ``axis``)."""
     if isinstance(a, int | sym_sizes.SymSize):
         return _sized(size, "i")
     x = S._sym(a)
     ax = S._axis(axis, x.ndim)
     return S.SymArray((*x.dims[:ax], *_sized(size).dims, *x.dims[ax + 1:]), x.kind)
+
+
+def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Any:
+    """``np.random.choice`` and a ``RandomState``'s: NumPy raises on an ``a`` not 1-D."""
+    if not isinstance(a, int | sym_sizes.SymSize) and S._sym(a).ndim != 1:
+        tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
+                        f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
+                        "or use np.random.default_rng().choice(X, k)")
+    return _choice(a, size)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
@@ -320,7 +330,7 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size, "f", loc, scale),
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size, "f", low, high),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
-    "choice": _choice,
+    "choice": _legacy_choice,
     "shuffle": lambda x, axis=0: None,  # in place
     "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
     else S._sym(x)._same(),
@@ -334,7 +344,8 @@ def _sampler(real: Any) -> type[Any]:
     compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
     array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
     models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
-              "permuted": lambda x, axis=None, out=None: S._sym(x)._same()}
+              "permuted": lambda x, axis=None, out=None: S._sym(x)._same(),
+              **({"choice": _choice} if real is np.random.Generator else {})}
     meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
     return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
         getattr(real, name), lambda _self, *a, _m=model, **k: _m(*a, **k))
@@ -343,14 +354,20 @@ def _sampler(real: Any) -> type[Any]:
 
 def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
     """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``)."""
+    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``).
+    NumPy's own classes only: a subclass's methods are the project's.  The globals' types are
+    read in C (a loop over a module's 300 names took 200 us per verify call)."""
+    real: Any = np.random.mtrand.RandomState  # never patched, unlike np.random.RandomState
     out: list[tuple[Any, str, Any]] = [
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
-        (np.random, "RandomState", _sampler(np.random.RandomState))]
-    bits = {np.random.Generator: "bit_generator", np.random.RandomState: "_bit_generator"}
-    if isinstance(namespace, dict):
-        out += [(_Namespace(namespace), name, _sampler(real)(getattr(v, bits[real])))
-                for name, v in list(namespace.items()) for real in bits if isinstance(v, real)]
+        (np.random, "RandomState", _sampler(real))]
+    bits: dict[Any, str] = {np.random.Generator: "bit_generator", real: "_bit_generator"}
+    if isinstance(namespace, dict) and not bits.keys().isdisjoint(
+            map(type, list(namespace.values()))):
+        for name, v in list(namespace.items()):
+            cls: Any = type(v)
+            if cls in bits:
+                out.append((_Namespace(namespace), name, _sampler(cls)(getattr(v, bits[cls]))))
     return out
 
 
@@ -665,9 +682,9 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict) or not any(
-            str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
-            .startswith("scipy") for v in list(namespace.values())
-            if inspect.ismodule(v) or inspect.isfunction(v)):
+            str(getattr(v, "__name__" if module else "__module__", None)).startswith("scipy")
+            for v in list(namespace.values())  # type(v): isinstance reads a proxy's __class__
+            if (module := issubclass(type(v), ModuleType)) or type(v) is FunctionType):
         return out
     wrappers = _scipy_wrappers(names)
     by_id = _scipy_by_id(names)
