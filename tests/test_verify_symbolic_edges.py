@@ -236,14 +236,19 @@ _JITTER = _RowJitter(np.random.PCG64(0))
 
 
 def test_a_generator_subclass_is_traced_as_written():
-    """The module's generators were swapped by ``isinstance``: a subclass's own ``normal`` was
-    replaced by NumPy's model, and its ``[N, 1]`` passed as ``[N, D]``."""
+    """The module's generators were swapped by ``isinstance``, and ``default_rng(rng)`` made a
+    new one: a subclass's own ``normal`` was replaced by NumPy's model, and its ``[N, 1]``
+    passed as ``[N, D]``."""
     def noise(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
         return _JITTER.normal(size=X.shape)
 
-    assert noise(np.ones((4, 3))).shape == (4, 1)
-    r = verify(noise)
-    assert "return-shape" in kinds(r) and type(_JITTER) is _RowJitter, str(r)
+    def normalised(X: Float[np.ndarray, "N, D"], rng: object = None) -> Float[np.ndarray, "N, D"]:
+        return np.random.default_rng(rng or _JITTER).normal(size=X.shape)  # sklearn's idiom
+
+    for f in (noise, normalised):
+        assert f(np.ones((4, 3))).shape == (4, 1)
+        r = verify(f)
+        assert "return-shape" in kinds(r) and type(_JITTER) is _RowJitter, (f.__name__, str(r))
 
 
 class _Unconfigured:

@@ -373,9 +373,13 @@ def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
 
 @functools.cache
 def _default_rng_of(real: Any) -> Callable[..., Any]:
-    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits."""
-    return functools.wraps(real)(
-        lambda *a, **k: _sampler(np.random.Generator)(real(*a, **k).bit_generator))
+    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits (a
+    subclass passed in, ``default_rng(rng)``, is returned as it is, as NumPy returns it)."""
+    def default_rng(*args: Any, **kw: Any) -> Any:
+        g = real(*args, **kw)
+        return _sampler(type(g))(g.bit_generator) if type(g) is np.random.Generator else g
+
+    return functools.wraps(real)(default_rng)
 
 
 # --------------------------------------------------------------------------------------------
