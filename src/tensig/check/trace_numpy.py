@@ -376,8 +376,8 @@ def _default_rng_of(real: Any) -> Callable[..., Any]:
     """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits (a
     subclass passed in, ``default_rng(rng)``, is returned as it is, as NumPy returns it)."""
     def default_rng(*args: Any, **kw: Any) -> Any:
-        g = real(*args, **kw)
-        return _sampler(type(g))(g.bit_generator) if type(g) is np.random.Generator else g
+        g, plain = real(*args, **kw), np.random.Generator
+        return _sampler(plain)(g.bit_generator) if type(g) is plain else g
 
     return functools.wraps(real)(default_rng)
 
