@@ -362,8 +362,7 @@ def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
         (np.random, "RandomState", _sampler(real))]
     bits: dict[Any, str] = {np.random.Generator: "bit_generator", real: "_bit_generator"}
-    if isinstance(namespace, dict) and not bits.keys().isdisjoint(
-            map(type, list(namespace.values()))):
+    if isinstance(namespace, dict) and bits.keys() & set(map(type, list(namespace.values()))):
         for name, v in list(namespace.items()):
             cls: Any = type(v)
             if cls in bits:
