@@ -284,3 +284,27 @@ def test_legacy_choice_needs_a_1d_population():
         r = verify(f)
         assert kinds(r) == ["op-shape"] and "1-dimensional, got [N, D]" in str(r), str(r)
     assert clean(verify(rows)), str(verify(rows))
+
+
+def test_a_replaced_default_rng_is_not_kept():
+    """verify wraps ``np.random.default_rng`` per original; a test's stand-in is a new original
+    each time, and an unbounded cache kept every one alive (as ``np.zeros``' bounded one does
+    not)."""
+    import gc
+    import weakref
+    from unittest import mock
+
+    def double(X: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        return X * 2
+
+    real, alive = np.random.default_rng, []
+    for seed in range(40):
+        def stand_in(*args, _seed=seed, **kw):
+            return real(_seed)
+
+        alive.append(weakref.ref(stand_in))
+        with mock.patch("numpy.random.default_rng", stand_in):
+            assert clean(verify(double))
+        del stand_in
+    gc.collect()
+    assert sum(r() is not None for r in alive) <= 16

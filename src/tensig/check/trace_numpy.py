@@ -370,7 +370,7 @@ def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
     return out
 
 
-@functools.cache
+@functools.lru_cache(maxsize=8)  # bounded: a test's stand-in is a new original each time
 def _default_rng_of(real: Any) -> Callable[..., Any]:
     """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits (a
     subclass passed in, ``default_rng(rng)``, is returned as it is, as NumPy returns it)."""
