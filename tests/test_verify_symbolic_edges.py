@@ -308,3 +308,30 @@ def test_a_replaced_default_rng_is_not_kept():
         del stand_in
     gc.collect()
     assert sum(r() is not None for r in alive) <= 16
+
+
+def test_verify_in_threads_puts_every_patch_back():
+    """Two threads' traces saved and restored the same process-wide patches interleaved: the
+    one that finished last put back the other's patch, and ``max``, ``len`` and NumPy's
+    generators stayed tensig's after verify returned."""
+    import builtins
+    import threading
+    import time
+
+    def slow(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        time.sleep(0.002)  # another thread's verify starts meanwhile
+        return X[:max(1, len(X))] + np.random.default_rng(0).normal(size=X.shape)
+
+    before = (builtins.max, builtins.len, builtins.range, np.random.default_rng,
+              np.random.RandomState, np.zeros)
+    reports: list = []
+    threads = [threading.Thread(target=lambda: reports.extend(verify(slow) for _ in range(5)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = (builtins.max, builtins.len, builtins.range, np.random.default_rng,
+             np.random.RandomState, np.zeros)
+    assert [a is b for a, b in zip(before, after, strict=True)] == [True] * 6
+    assert len(reports) == 15 and all(clean(r) for r in reports), [str(r) for r in reports]
