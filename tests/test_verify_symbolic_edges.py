@@ -278,11 +278,14 @@ def test_legacy_choice_needs_a_1d_population():
         return np.random.RandomState(0).choice(X, 4)
 
     def rows(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
-        return X[np.random.choice(len(X), 4)] + np.random.default_rng(0).choice(X, 4)
+        last = X[:, 0].argmax() + 1  # a 0-d array is a population size, as an int is
+        picks = np.random.choice(last, 4) * np.random.RandomState(0).choice(last, 4) % last
+        return X[np.random.choice(len(X), 4)] + np.random.default_rng(0).choice(X, 4) + X[picks]
 
     for f in (legacy, seeded):
         r = verify(f)
         assert kinds(r) == ["op-shape"] and "1-dimensional, got [N, D]" in str(r), str(r)
+    assert rows(np.arange(12.0).reshape(4, 3)).shape == (4, 3)
     assert clean(verify(rows)), str(verify(rows))
 
 

@@ -306,9 +306,9 @@ def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
 
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
-    """A ``Generator``'s ``choice(n, k)``: ``k`` indices; ``choice(X, k)``: ``k`` of ``X``'s
-    rows (along ``axis``)."""
-    if isinstance(a, int | sym_sizes.SymSize):
+    """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
+    ``k`` of ``X``'s rows (along ``axis``)."""
+    if isinstance(a, int | sym_sizes.SymSize) or S._sym(a).ndim == 0:
         return _sized(size, "i")
     x = S._sym(a)
     ax = S._axis(axis, x.ndim)
@@ -316,8 +316,8 @@ def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis:
 
 
 def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Any:
-    """``np.random.choice`` and a ``RandomState``'s: NumPy raises on an ``a`` not 1-D."""
-    if not isinstance(a, int | sym_sizes.SymSize) and S._sym(a).ndim != 1:
+    """``np.random.choice`` and a ``RandomState``'s: NumPy raises on an ``a`` of 2-D or more."""
+    if not isinstance(a, int | sym_sizes.SymSize) and S._sym(a).ndim > 1:
         tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
                         f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
                         "or use np.random.default_rng().choice(X, k)")
