@@ -219,3 +219,122 @@ def test_mask_indices_count_is_symbolic():
     r = verify(anti)
     (count,), = r.result
     assert count.constant is None and count.symbols.isdisjoint({"N"}), str(r)
+
+
+# -- review of the generator patches ---------------------------------------------------------
+
+
+class _RowJitter(np.random.Generator):
+    """A project's generator whose ``normal`` draws one value per row: a subclass is the
+    project's code, which verify must trace as written, not as NumPy's ``normal``."""
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return super().normal(loc, scale, (size[0], 1))
+
+
+_JITTER = _RowJitter(np.random.PCG64(0))
+
+
+def test_a_generator_subclass_is_traced_as_written():
+    """The module's generators were swapped by ``isinstance``, and ``default_rng(rng)`` made a
+    new one: a subclass's own ``normal`` was replaced by NumPy's model, and its ``[N, 1]``
+    passed as ``[N, D]``."""
+    def noise(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return _JITTER.normal(size=X.shape)
+
+    def normalised(X: Float[np.ndarray, "N, D"], rng: object = None) -> Float[np.ndarray, "N, D"]:
+        return np.random.default_rng(rng or _JITTER).normal(size=X.shape)  # sklearn's idiom
+
+    for f in (noise, normalised):
+        assert f(np.ones((4, 3))).shape == (4, 1)
+        r = verify(f)
+        assert "return-shape" in kinds(r) and type(_JITTER) is _RowJitter, (f.__name__, str(r))
+
+
+class _Unconfigured:
+    """A lazy proxy (Django's ``settings``, werkzeug's ``request``): reading ``__class__``
+    outside its context raises, and ``isinstance`` reads it."""
+
+    @property
+    def __class__(self):
+        raise RuntimeError("settings are not configured")
+
+
+def test_a_module_with_a_lazy_proxy_global_verifies():
+    """The scan for a module's generators crashed verify on any function of such a module."""
+    namespace = {"np": np, "settings": _Unconfigured()}
+    exec("def double(X):\n    return X * 2\n", namespace)
+    r = verify(namespace["double"], "N, D => N, D")
+    assert clean(r) and r.result == ((N, Dim.symbol("D")),), str(r)
+
+
+def test_legacy_choice_needs_a_1d_population():
+    """``np.random.choice(X, k)`` and a ``RandomState``'s raise on a 2-D ``X`` (only a
+    ``Generator``'s picks rows): the rows model passed code that crashes at every size."""
+    def legacy(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        return np.random.choice(X, 4)
+
+    def seeded(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        return np.random.RandomState(0).choice(X, 4)
+
+    def rows(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "4, D"]:
+        last = X[:, 0].argmax() + 1  # a 0-d array is a population size, as an int is
+        picks = np.random.choice(last, 4) * np.random.RandomState(0).choice(last, 4) % last
+        return X[np.random.choice(len(X), 4)] + np.random.default_rng(0).choice(X, 4) + X[picks]
+
+    for f in (legacy, seeded):
+        r = verify(f)
+        assert kinds(r) == ["op-shape"] and "1-dimensional, got [N, D]" in str(r), str(r)
+    assert rows(np.arange(12.0).reshape(4, 3)).shape == (4, 3)
+    assert clean(verify(rows)), str(verify(rows))
+
+
+def test_a_replaced_default_rng_is_not_kept():
+    """verify wraps ``np.random.default_rng`` per original; a test's stand-in is a new original
+    each time, and an unbounded cache kept every one alive (as ``np.zeros``' bounded one does
+    not)."""
+    import gc
+    import weakref
+    from unittest import mock
+
+    def double(X: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        return X * 2
+
+    real, alive = np.random.default_rng, []
+    for seed in range(40):
+        def stand_in(*args, _seed=seed, **kw):
+            return real(_seed)
+
+        alive.append(weakref.ref(stand_in))
+        with mock.patch("numpy.random.default_rng", stand_in):
+            assert clean(verify(double))
+        del stand_in
+    gc.collect()
+    assert sum(r() is not None for r in alive) <= 16
+
+
+def test_verify_in_threads_puts_every_patch_back():
+    """Two threads' traces saved and restored the same process-wide patches interleaved: the
+    one that finished last put back the other's patch, and ``max``, ``len`` and NumPy's
+    generators stayed tensig's after verify returned."""
+    import builtins
+    import threading
+    import time
+
+    def slow(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        time.sleep(0.002)  # another thread's verify starts meanwhile
+        return X[:max(1, len(X))] + np.random.default_rng(0).normal(size=X.shape)
+
+    before = (builtins.max, builtins.len, builtins.range, np.random.default_rng,
+              np.random.RandomState, np.zeros)
+    reports: list = []
+    threads = [threading.Thread(target=lambda: reports.extend(verify(slow) for _ in range(5)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = (builtins.max, builtins.len, builtins.range, np.random.default_rng,
+             np.random.RandomState, np.zeros)
+    assert [a is b for a, b in zip(before, after, strict=True)] == [True] * 6
+    assert len(reports) == 15 and all(clean(r) for r in reports), [str(r) for r in reports]

@@ -13,6 +13,7 @@ recorded as an assumption (a warning), as is an exact division the code relies o
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -151,13 +152,17 @@ class SymSize:
 
 def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Callable[..., Any]:
     """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness.
-    Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way."""
-    def pick(*args: Any, **kw: Any) -> Any:
-        items = args[0] if _LEN(args) == 1 and isinstance(args[0], list | tuple) else args
-        if _LEN(items) < 2 or kw or _TRACER.get() is None or \
-                not any(isinstance(a, SymSize) for a in items) or \
-                not all(isinstance(a, SymSize | int) and not isinstance(a, bool) for a in items):
+    Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way.
+    A long list (``max(losses)``) is left to Python's: a scan of it cost 5x the ``max``."""
+    def pick(*args: Any, **kw: Any) -> Any:  # every max() while verify runs: checks cheap
+        if kw or _TRACER.get() is None:  # other threads, key=, default=
             return builtin(*args, **kw)
+        items = args[0] if _LEN(args) == 1 and isinstance(args[0], (list, tuple)) else args
+        if not 2 <= _LEN(items) <= 16 or \
+                not any(map(isinstance, items, itertools.repeat(SymSize))) or \
+                not all(map(isinstance, items, itertools.repeat((SymSize, int)))) or \
+                any(map(isinstance, items, itertools.repeat(bool))):
+            return builtin(*args)
         best = items[0]
         for x in items[1:]:  # the size on the left of an assumption: "N - 2 >= 0"
             if not _holds(op, as_dim(best), as_dim(x)) and (

@@ -24,6 +24,7 @@ import inspect
 import math
 import sys
 from collections.abc import Callable, Iterator
+from types import FunctionType, ModuleType
 from typing import Any
 
 import numpy as np
@@ -301,13 +302,22 @@ def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
 
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
-    """``choice(n, k)``: ``k`` indices; ``choice(X, k)``: ``k`` of ``X``'s rows (along
-    ``axis``, a ``Generator``'s)."""
-    if isinstance(a, int | sym_sizes.SymSize):
+    """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
+    ``k`` of ``X``'s rows (along ``axis``)."""
+    if isinstance(a, int | sym_sizes.SymSize) or S._sym(a).ndim == 0:
         return _sized(size, "i")
     x = S._sym(a)
     ax = S._axis(axis, x.ndim)
     return S.SymArray((*x.dims[:ax], *_sized(size).dims, *x.dims[ax + 1:]), x.kind)
+
+
+def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Any:
+    """``np.random.choice`` and a ``RandomState``'s: NumPy raises on an ``a`` of 2-D or more."""
+    if not isinstance(a, int | sym_sizes.SymSize) and S._sym(a).ndim > 1:
+        tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
+                        f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
+                        "or use np.random.default_rng().choice(X, k)")
+    return _choice(a, size)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
@@ -316,7 +326,7 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size, "f", loc, scale),
     "uniform": lambda low=0.0, high=1.0, size=None: _sized(size, "f", low, high),
     "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
-    "choice": _choice,
+    "choice": _legacy_choice,
     "shuffle": lambda x, axis=0: None,  # in place
     "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
     else S._sym(x)._same(),
@@ -330,7 +340,8 @@ def _sampler(real: Any) -> type[Any]:
     compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
     array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
     models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
-              "permuted": lambda x, axis=None, out=None: S._sym(x)._same()}
+              "permuted": lambda x, axis=None, out=None: S._sym(x)._same(),
+              **({"choice": _choice} if real is np.random.Generator else {})}
     meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
     return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
         getattr(real, name), lambda _self, *a, _m=model, **k: _m(*a, **k))
@@ -339,22 +350,31 @@ def _sampler(real: Any) -> type[Any]:
 
 def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
     """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``)."""
+    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``).
+    NumPy's own classes only: a subclass's methods are the project's.  The globals' types are
+    read in C (a loop over a module's 300 names took 200 us per verify call)."""
+    real: Any = np.random.mtrand.RandomState  # never patched, unlike np.random.RandomState
     out: list[tuple[Any, str, Any]] = [
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
-        (np.random, "RandomState", _sampler(np.random.RandomState))]
-    bits = {np.random.Generator: "bit_generator", np.random.RandomState: "_bit_generator"}
-    if isinstance(namespace, dict):
-        out += [(_Namespace(namespace), name, _sampler(real)(getattr(v, bits[real])))
-                for name, v in list(namespace.items()) for real in bits if isinstance(v, real)]
+        (np.random, "RandomState", _sampler(real))]
+    bits: dict[Any, str] = {np.random.Generator: "bit_generator", real: "_bit_generator"}
+    if isinstance(namespace, dict) and bits.keys() & set(map(type, list(namespace.values()))):
+        for name, v in list(namespace.items()):
+            cls: Any = type(v)
+            if cls in bits:
+                out.append((_Namespace(namespace), name, _sampler(cls)(getattr(v, bits[cls]))))
     return out
 
 
-@functools.cache
+@functools.lru_cache(maxsize=8)  # bounded: a test's stand-in is a new original each time
 def _default_rng_of(real: Any) -> Callable[..., Any]:
-    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits."""
-    return functools.wraps(real)(
-        lambda *a, **k: _sampler(np.random.Generator)(real(*a, **k).bit_generator))
+    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits (a
+    subclass passed in, ``default_rng(rng)``, is returned as it is, as NumPy returns it)."""
+    def default_rng(*args: Any, **kw: Any) -> Any:
+        g, plain = real(*args, **kw), np.random.Generator
+        return _sampler(plain)(g.bit_generator) if type(g) is plain else g
+
+    return functools.wraps(real)(default_rng)
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,8 +711,9 @@ def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
     if seen is not None and seen[0] == key:
         return seen[1]
     values = list(namespace.values())
-    uses = any(str(getattr(v, "__name__" if inspect.ismodule(v) else "__module__", None))
-               .startswith("scipy") for v in values if inspect.ismodule(v) or inspect.isfunction(v))
+    uses = any(str(getattr(v, "__name__" if module else "__module__", None)).startswith("scipy")
+               for v in values  # type(v): isinstance reads a lazy proxy's __class__
+               if (module := issubclass(type(v), ModuleType)) or type(v) is FunctionType)
     by_id = _scipy_wrappers(names)[1]
     found = uses, tuple(n for n, v in zip(key[1], values, strict=True) if id(v) in by_id)
     if len(_SCANNED) >= 256:  # bounded: one entry per module (an exec'd namespace each)
