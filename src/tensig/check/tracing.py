@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import math
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,28 +189,27 @@ _TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torc
 
 
 _MISSING = object()
-_PATCHING = threading.RLock()
 
 
 @contextlib.contextmanager
 def patched(replacements: Iterable[tuple[Any, str, Any]]) -> Iterator[None]:
     """Attributes ``(owner, name, value)`` set while a trace runs (library functions that take
     symbolic values); each owner's own value is put back after, or deleted where it had none
-    (a method it inherits).  One thread's traces at a time: two threads' saves and restores
-    interleaved left the patches (``builtins.len``, ``max``) in place for good."""
+    (a method it inherits).  Callers hold :func:`tensig.check.verify.verify`'s lock: two
+    threads' saves and restores interleaved left the patches (``builtins.len``, ``max``) in
+    place for good."""
     saved: list[tuple[Any, str, Any]] = []
-    with _PATCHING:
-        try:
-            for owner, name, value in replacements:
-                saved.append((owner, name, vars(owner).get(name, _MISSING)))
-                setattr(owner, name, value)
-            yield
-        finally:
-            for owner, name, original in reversed(saved):
-                if original is _MISSING:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, original)
+    try:
+        for owner, name, value in replacements:
+            saved.append((owner, name, vars(owner).get(name, _MISSING)))
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 def referenced(fn: Any) -> list[Any]:
