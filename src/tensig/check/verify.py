@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import (
@@ -45,6 +47,7 @@ from tensig.check.trace_numpy import (
     NUMPY_EXTRA,
     SCIPY,
     library_targets,
+    sampler_of,
 )
 from tensig.core.annotations import (
     Deferred,
@@ -222,8 +225,6 @@ class Report:
         """The largest intermediate array's size in bytes, symbolically (``4*B*T*T*h``)."""
         if self.largest is None:
             return None
-        import numpy as np
-
         itemsize = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
         return math.prod(self.largest, start=itemsize)
 
@@ -377,7 +378,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if not any_number and sig.positions is not None and unknown:
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
                         "shape annotation, no default, and not a number verify stands in for "
-                        "(a float, a bool, an int named like a size of the signature); give "
+                        "(a float, a bool, an int named like a size of the signature, a NumPy "
+                        "Generator); give "
                         f"them defaults, or verify functools.partial({name}, "
                         f"{', '.join(f'{r}=...' for r in unknown)})")
     if not any_number and not least <= len(given) <= len(positional):
@@ -595,8 +597,12 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
-#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables
-_NUMBERS = {"float": 0.5, "bool": True}
+#: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
+#: a NumPy generator (``rng: np.random.Generator``) is a seeded one
+_STAND_INS: dict[str, Callable[[], Any]] = {
+    "float": lambda: 0.5, "bool": lambda: True,
+    "Generator": lambda: sampler_of(np.random.default_rng(0)),
+    "RandomState": lambda: sampler_of(np.random.RandomState(0))}
 
 
 def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any]) -> list[Any]:
@@ -606,17 +612,19 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any]) -> list[Any
         return arrays
     slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
     for i, name, kind in sig.scalars:
-        slots[i] = S.SymSize(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]
+        slots[i] = S.SymSize(Dim.symbol(name)) if kind == "int" else _STAND_INS[kind]()
     params = _positional(fn)[0]
     return [slots[i] if i in slots else params[i].default
             for i in range(max(slots, default=-1) + 1)]
 
 
 def _scalar_kind(annotation: Any) -> str | None:
-    """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
-    under ``from __future__ import annotations``, its name)."""
+    """``int``, ``float``, ``bool`` (or a NumPy generator's class name) for a parameter
+    annotated as that number (the class or, under ``from __future__ import annotations``, its
+    name)."""
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
-    return name if name in ("int", "float", "bool") else None
+    name = name and name.rsplit(".", 1)[-1]
+    return name if name == "int" or name in _STAND_INS else None
 
 
 def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
