@@ -64,11 +64,18 @@ def _real(fn: Callable[[Any, Any], Any]) -> Any:  # Any: float's own are overloa
 class SymFloat(float):
     """A number computed from a size and a float (``N * 0.1``, ``N / 4``): its value at the
     witness, as float arithmetic needs.  Rounded back to an integer (``math.floor``,
-    ``math.ceil``, ``round``) it is a fresh size, unrelated to the others; ``int()`` must give
-    a plain ``int``, so it stops the trace: either way no size is a constant read off the
-    witness (``int(N * 0.1)`` was 1 at every ``N``, a silent wrong shape)."""
+    ``math.ceil``, ``round``) it is a fresh size, unrelated to the others, or, for a size over
+    a positive ``int`` (``exact``: ``(N, 32)``), that quotient (``math.ceil(N / 32)`` is
+    ``(N + 31) // 32``).  ``int()`` must give a plain ``int``, so it stops the trace: either
+    way no size is a constant read off the witness (``int(N * 0.1)`` was 1 at every ``N``)."""
 
-    __slots__ = ()
+    __slots__ = ("exact",)
+    exact: tuple[Dim, int] | None
+
+    def __new__(cls, value: float, exact: tuple[Dim, int] | None = None) -> SymFloat:
+        out = super().__new__(cls, value)
+        out.exact = exact
+        return out
 
     __add__ = __radd__ = _real(operator.add)
     __sub__, __rsub__ = _real(operator.sub), _real(lambda a, b: b - a)
@@ -79,13 +86,23 @@ class SymFloat(float):
     def __neg__(self) -> SymFloat:
         return SymFloat(-float(self))
 
-    def __floor__(self) -> Any:
-        return SymSize(tracer().new_dim("n"))
+    def _rounded(self, up: int) -> SymSize:
+        if self.exact is None:
+            return SymSize(tracer().new_dim("n"))
+        p, k = self.exact  # floor((p + up) / k), a floor division that needs no exactness
+        return SymSize(require_divisible(p + up, k, floor=True))
 
-    __ceil__ = __trunc__ = __floor__
+    def __floor__(self) -> Any:  # a SymSize
+        return self._rounded(0)
 
-    def __round__(self, ndigits: Any = None) -> Any:
-        return self.__floor__() if ndigits is None else round(float(self), ndigits)
+    def __ceil__(self) -> Any:
+        return self._rounded(0 if self.exact is None else self.exact[1] - 1)
+
+    __trunc__ = __floor__  # sizes are positive
+
+    def __round__(self, ndigits: Any = None) -> Any:  # half to even: not a quotient
+        return SymSize(tracer().new_dim("n")) if ndigits is None else \
+            round(float(self), ndigits)
 
     def __int__(self) -> int:
         raise Unsupported(f"int() of a size times a float ({self!r} at the witness; write "
@@ -140,7 +157,8 @@ class SymSize:
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
 
     def __truediv__(self, o: Any) -> float:
-        return SymFloat(float(self) / float(o))
+        exact = (self.dim, o) if type(o) is int and o > 0 else None
+        return SymFloat(float(self) / float(o), exact)
 
     def __rtruediv__(self, o: Any) -> float:
         return SymFloat(float(o) / float(self))
