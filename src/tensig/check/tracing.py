@@ -106,7 +106,8 @@ class Tracer:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (a size's
         ``//`` in the code) one reported only once a check relies on it (:meth:`rely`): a slice
         up to ``T // 2`` is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
-        self.divisors.append((p, k))
+        if (p, k) not in self.divisors:
+            self.divisors.append((p, k))
         if floor:
             self.floors.append((p, k))
         else:
