@@ -379,8 +379,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
                         "shape annotation, no default, and not a number verify stands in for "
                         "(a float, a bool, an int named like a size of the signature, a NumPy "
-                        "Generator); give "
-                        f"them defaults, or verify functools.partial({name}, "
+                        "Generator); give them defaults, or verify functools.partial("
+                        f"{name}, "
                         f"{', '.join(f'{r}=...' for r in unknown)})")
     if not any_number and not least <= len(given) <= len(positional):
         rest = [p.name for p in positional[len(sig.args):] if p.default is p.empty]
