@@ -373,6 +373,26 @@ def test_ordering_decisions():
     assert (T - 3) // 2 + 1 >= 0  # (T + 1) // 2 >= 1 since T >= 1
 
 
+def test_quotients_are_bounded_by_their_numerators():
+    """``r // k`` is read as ``(r - r % k) / k``, so a quotient compares with its numerator:
+    ``T // 2 <= T`` was undecided (verify warned on ``x[:, :T // 2]``).  Each claim is checked
+    against evaluation too; ``T // 2 >= 1`` fails at ``T = 1`` and stays undecided."""
+    claims = [T // 2 <= T, T // 2 < T, T - T // 2 >= 1, (T + 1) // 2 <= T,
+              T // 2 + T % 2 <= T, 2 * (T // 2) <= T, 3 * (T // 3) > T - 3,
+              T // 2 >= (T - 1) // 2, T // 7 <= T // 2, B * (T // 2) < B * T,
+              (T // 2) // 3 <= T // 2, (B * T + 1) // 2 <= B * T]
+    assert all(c is True for c in claims)
+    exact = T - 2 * (T // 2) - T % 2  # zero at every size, though not canonically
+    assert not exact and exact.terms
+    for t in range(1, 40):
+        for b in (1, 2, 5):
+            assert t // 2 < t and (t // 7) <= t // 2 and b * (t // 2) < b * t
+            assert t - 2 * (t // 2) - t % 2 == 0 and (b * t + 1) // 2 <= b * t
+    for undecided in (lambda: T // 2 >= 1, lambda: T // 2 <= T // 3, lambda: T // 2 < B):
+        with pytest.raises(InconclusiveError):
+            undecided()
+
+
 def test_ordering_inconclusive_names_both_sides():
     with pytest.raises(InconclusiveError) as info:
         _ = B < T

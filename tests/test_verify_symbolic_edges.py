@@ -5,6 +5,8 @@ test is a pattern that once gave a false warning, crashed the trace or a silent 
 
 from __future__ import annotations
 
+import linecache
+
 import numpy as np
 import torch
 
@@ -175,8 +177,10 @@ def test_generator_methods_take_symbolic_sizes():
         np.random.shuffle(order)  # it warned "assumes 8 < N" (NumPy's loop over the witness)
         return X[order][_check_random_state(_RS).randint(0, len(X), size=len(X))]
 
-    for f in (shuffled, batches, init_centers, noisy, legacy):
+    for f in (shuffled, batches, noisy, legacy):
         assert clean(verify(f)), (f.__name__, str(verify(f)))
+    r = verify(init_centers)  # 4 rows without replacement: as x[:4] does, assumes N >= 4
+    assert [x.message.split(":")[0] for x in r] == ["assumes 4 <= N"], str(r)
     assert type(_RNG) is np.random.Generator and type(_RS) is np.random.RandomState
     assert np.random.RandomState.__module__.startswith("numpy")  # NumPy's own, put back
 
@@ -338,3 +342,160 @@ def test_verify_in_threads_puts_every_patch_back():
              np.random.RandomState, np.zeros)
     assert [a is b for a, b in zip(before, after, strict=True)] == [True] * 6
     assert len(reports) == 15 and all(clean(r) for r in reports), [str(r) for r in reports]
+
+
+# -- floor division of a size: halves, heads ---------------------------------------------------
+
+
+def rotate_half(x: Float[torch.Tensor, "B, H, T, D"]) -> Float[torch.Tensor, "B, H, T, D"]:
+    """Rotary embeddings' half rotation, as Llama-style attention writes it."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def halves(x: Float[np.ndarray, "B, T, D"]
+           ) -> tuple[Float[np.ndarray, "B, T // 2, D"], Float[np.ndarray, "B, T - T // 2, D"]]:
+    half = x.shape[1] // 2
+    return x[:, :half], x[:, half:]
+
+
+def frame_pairs(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, T // 2, 2*D"]:
+    """Pairs of frames, an odd last one dropped first: ``T - T % 2`` is ``2*(T // 2)``."""
+    B, T, D = x.shape
+    return x[:, : T - T % 2].reshape(B, T // 2, 2 * D)
+
+
+def test_slices_at_half_a_size_are_valid_at_every_size():
+    """``x[:, :T // 2]`` is valid for any ``T``: it warned "requires T divisible by 2" (and,
+    hidden behind it on the same line, "assumes T // 2 <= T"); a reshape whose element counts
+    agree at every size (``2*(T // 2) == T - T % 2``) needs no divisibility either."""
+    for f in (rotate_half, halves, frame_pairs):
+        assert clean(verify(f)), (f.__name__, str(verify(f)))
+
+
+def test_floor_division_warns_where_a_check_relies_on_it():
+    """Heads of ``D // H`` in a view, equal pieces, and the two halves of a GLU multiplied
+    are right only where the division is exact: still the warning, at that line."""
+    def heads(x: Float[torch.Tensor, "B, T, D"], n_head: int = 4
+              ) -> Float[torch.Tensor, "B, 4, T, E"]:
+        B, T, D = x.shape
+        return x.view(B, T, n_head, D // n_head).transpose(1, 2)
+
+    def glu(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, E"]:
+        d = x.shape[-1] // 2
+        a, b = x[:, :d], x[:, d:]
+        return a * (1 / (1 + np.exp(-b)))
+
+    def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "P, E"]:
+        return x.reshape(x.shape[0] // 2, 2 * x.shape[1])  # two frames per row
+
+    for f, text, use in ((heads, "D divisible by 4", ".view("), (glu, "D divisible by 2", "a * "),
+                         (pairs, "T divisible by 2", ".reshape(")):
+        r = verify(f)
+        assert [x.message for x in r] == [f"requires {text}"], (f.__name__, str(r))
+        assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
+
+
+# -- a fraction of a size --------------------------------------------------------------------
+
+
+def test_a_float_fraction_of_a_size_is_never_a_witness_constant():
+    """``int(N * 0.1)`` was ``1`` (the witness's tenth): a ``[1, D]`` validation set at every
+    ``N``.  Rounded with ``math.floor``/``round`` it is a fresh size (``math.ceil(N / 32)``, a
+    size over an int, is ``(N + 31) // 32``); ``int()`` must return a plain int, so there the
+    trace stops with a note saying how to write it."""
+    import math
+
+    def split(X: Float[np.ndarray, "N, D"]) -> tuple[Float[np.ndarray, "V, D"],
+                                                     Float[np.ndarray, "M, D"]]:
+        n_val = math.floor(X.shape[0] * 0.1)
+        n_batches = math.ceil(len(X) / 32)
+        return X[len(X) - n_val:], np.zeros((n_batches, X.shape[1]))
+
+    r = verify(split)
+    (val, _), (batches, _) = r.result
+    assert clean(r) and val.constant is None and not {"N", "D"} & val.symbols, str(r)
+    assert batches == (N + 31) // 32, str(r)
+
+    def train(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "M, D"]:
+        return X[:round(0.8 * len(X))]
+
+    r = verify(train)
+    (m, _), = r.result
+    assert m.constant is None and [x.message.split(":")[0] for x in r] == [f"assumes {m} <= N"]
+
+    def split_int(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "V, D"]:
+        n_val = int(len(X) * 0.1)
+        return X[-n_val:]
+
+    r = verify(split_int)
+    assert r.result is None and "int() of a size times a float" in r.notes[0], str(r)
+
+
+# -- a generator passed in -------------------------------------------------------------------
+
+
+_SEEDED, _KEEP = np.random.default_rng(0), np.random.RandomState(1)  # defaults below
+
+
+def kmeans_init(X: Float[np.ndarray, "N, D"], k: int = 3, rng=_SEEDED
+                ) -> Float[np.ndarray, "3, D"]:
+    return X[rng.permutation(X.shape[0])[:k]]
+
+
+def kmeans_pp(X: Float[np.ndarray, "N, D"], rng: np.random.Generator, *,
+              keep=_KEEP) -> Float[np.ndarray, "N, D"]:
+    first = X[rng.integers(X.shape[0])]
+    return X[keep.permutation(len(X))] - first
+
+
+def test_generators_given_as_arguments_or_defaults_take_symbolic_sizes():
+    """A generator in a default or as a ``np.random.Generator`` parameter crashed
+    ``rng.permutation(N)`` (or could not be verified): it is a sampler, as a module's are."""
+    default = kmeans_init.__defaults__[1]
+    r = verify(kmeans_init)
+    assert r.complete and [x.message.split(":")[0] for x in r] == ["assumes 3 <= N"], str(r)
+    assert clean(verify(kmeans_pp)), str(verify(kmeans_pp))
+    assert kmeans_init.__defaults__[1] is default and type(default) is np.random.Generator
+    assert type(kmeans_pp.__kwdefaults__["keep"]) is np.random.RandomState
+
+
+def test_sampling_without_replacement_needs_enough_items():
+    """``choice(n, k, replace=False)`` is valid only for ``k <= n``: assumed, or an error where
+    it fails at every size (it was taken with no finding)."""
+    def subsample(X: Float[np.ndarray, "N, D"], Y: Float[np.ndarray, "M, D"]
+                  ) -> Float[np.ndarray, "M, D"]:
+        rng = np.random.default_rng(0)
+        return X[rng.choice(len(X), len(Y), replace=False)]
+
+    def too_many(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N + 1, D"]:
+        return X[np.random.choice(len(X), len(X) + 1, replace=False)]
+
+    def with_replacement(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N + 1, D"]:
+        return X[np.random.choice(len(X), len(X) + 1)]
+
+    assert [x.message.split(":")[0] for x in verify(subsample)] == ["assumes M <= N"]
+    assert kinds(verify(too_many)) == ["op-shape"], str(verify(too_many))
+    assert clean(verify(with_replacement)), str(verify(with_replacement))
+
+
+# -- one line, two conditions ----------------------------------------------------------------
+
+
+def test_two_conditions_on_one_line_are_both_reported():
+    """Assumptions were kept once per line (a loop over a witness repeats one per step), so
+    ``X[:len(Y)], X[:len(Z)]`` reported ``M <= N`` and hid ``K <= N``."""
+    def heads_of(X: Float[np.ndarray, "N, D"], Y: Float[np.ndarray, "M, D"],
+                 Z: Float[np.ndarray, "K, D"]) -> tuple[Float[np.ndarray, "M, D"],
+                                                       Float[np.ndarray, "K, D"]]:
+        return X[:len(Y)], X[:len(Z)]
+
+    def loop(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "D"]:
+        total = X[0]
+        for i in range(1, 8):
+            total = total + X[i]  # one condition per step: reported once
+        return total
+
+    assert [x.message.split(":")[0] for x in verify(heads_of)] == ["assumes M <= N",
+                                                                   "assumes K <= N"]
+    assert len(verify(loop).findings) == 1, str(verify(loop))

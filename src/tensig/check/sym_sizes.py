@@ -15,17 +15,18 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tensig.check.tracing import _TRACER, Finding, plugin, tracer
+from tensig.check.tracing import _TRACER, Finding, Unsupported, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "SymRange", "SymSize", "as_dim", "require_divisible", "sym_max", "sym_min",
-           "sym_range", "triangle"]
+__all__ = ["ONE", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most", "require_divisible",
+           "sym_max", "sym_min", "sym_range", "triangle"]
 
 ONE = Dim.const(1)
 
@@ -41,16 +42,72 @@ def as_dim(x: Any) -> Dim:
 
 
 def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
-    """A :class:`SymSize` operator: symbolic with sizes and ints; with a float, the number at
-    the witness (symbols cannot hold one)."""
+    """A :class:`SymSize` operator: symbolic with sizes and ints; with a float, a
+    :class:`SymFloat` (symbols cannot hold one)."""
     def op(self: SymSize, other: Any) -> Any:
         if isinstance(other, float):
-            return fn(tracer().value(self.dim), other)
+            return SymFloat(fn(tracer().value(self.dim), other))
         if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
             return SymSize(fn(self.dim, as_dim(other)))
         return NotImplemented
 
     return op
+
+
+def _real(fn: Callable[[Any, Any], Any]) -> Any:  # Any: float's own are overloaded
+    def op(self: SymFloat, other: Any) -> Any:
+        out = fn(float(self), other)
+        return SymFloat(out) if type(out) is float else out
+
+    return op
+
+
+class SymFloat(float):
+    """A number computed from a size and a float (``N * 0.1``, ``N / 4``): its value at the
+    witness, as float arithmetic needs.  Rounded back to an integer (``math.floor``,
+    ``math.ceil``, ``round``) it is a fresh size, unrelated to the others, or, for a size over
+    a positive ``int`` (``exact``: ``(N, 32)``), that quotient (``math.ceil(N / 32)`` is
+    ``(N + 31) // 32``).  ``int()`` must give a plain ``int``, so it stops the trace: either
+    way no size is a constant read off the witness (``int(N * 0.1)`` was 1 at every ``N``)."""
+
+    __slots__ = ("exact",)
+    exact: tuple[Dim, int] | None
+
+    def __new__(cls, value: float, exact: tuple[Dim, int] | None = None) -> SymFloat:
+        out = super().__new__(cls, value)
+        out.exact = exact
+        return out
+
+    __add__ = __radd__ = _real(operator.add)
+    __sub__, __rsub__ = _real(operator.sub), _real(lambda a, b: b - a)
+    __mul__ = __rmul__ = _real(operator.mul)
+    __truediv__, __rtruediv__ = _real(operator.truediv), _real(lambda a, b: b / a)
+    __pow__, __rpow__ = _real(operator.pow), _real(lambda a, b: b ** a)
+
+    def __neg__(self) -> SymFloat:
+        return SymFloat(-float(self))
+
+    def _rounded(self, up: int) -> SymSize:
+        if self.exact is None:
+            return SymSize(tracer().new_dim("n"))
+        p, k = self.exact  # floor((p + up) / k), a floor division that needs no exactness
+        return SymSize(require_divisible(p + up, k, floor=True))
+
+    def __floor__(self) -> Any:  # a SymSize
+        return self._rounded(0)
+
+    def __ceil__(self) -> Any:
+        return self._rounded(0 if self.exact is None else self.exact[1] - 1)
+
+    __trunc__ = __floor__  # sizes are positive
+
+    def __round__(self, ndigits: Any = None) -> Any:  # half to even: not a quotient
+        return SymSize(tracer().new_dim("n")) if ndigits is None else \
+            round(float(self), ndigits)
+
+    def __int__(self) -> int:
+        raise Unsupported(f"int() of a size times a float ({self!r} at the witness; write "
+                          "N // 10, or math.floor or round(), a fresh size to verify)")
 
 
 class SymSize:
@@ -97,14 +154,15 @@ class SymSize:
 
     def __floordiv__(self, o: Any) -> Any:
         if isinstance(o, int) and o > 0:
-            return SymSize(require_divisible(self.dim, o))
-        return float(self) // o if isinstance(o, float) else int(self) // int(o)
+            return SymSize(require_divisible(self.dim, o, floor=True))
+        return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
 
     def __truediv__(self, o: Any) -> float:
-        return float(self) / float(o)
+        exact = (self.dim, o) if type(o) is int and o > 0 else None
+        return SymFloat(float(self) / float(o), exact)
 
     def __rtruediv__(self, o: Any) -> float:
-        return float(o) / float(self)
+        return SymFloat(float(o) / float(self))
 
     def __mod__(self, o: Any) -> Any:
         if isinstance(o, int) and o > 0:
@@ -117,7 +175,8 @@ class SymSize:
     def __pow__(self, o: Any) -> Any:
         if isinstance(o, int) and o >= 0:
             return SymSize(self.dim ** o)
-        return float(self) ** o
+        out = float(self) ** o
+        return SymFloat(out) if type(out) is float else out
 
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
@@ -340,19 +399,22 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
-    where = t.where()
-    if any(f.kind == "assumption" and (f.file, f.line) == where for f in t.findings):
-        return  # one assumption per line: a loop over a witness would repeat it per step
+    where, key = t.where(), _NUMBER.sub("#", f"assumes {cond}")
+    if any(f.kind == "assumption" and (f.file, f.line) == where and
+           _NUMBER.sub("#", f.message.split(":")[0]) == key for f in t.findings):
+        return  # once per line and condition: a loop over a witness repeats it, a step apart
     t.report("assumption", f"assumes {cond}: {why}")
 
 
-def require_divisible(p: Dim, k: int) -> Dim:
+_NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("5 < T")
+
+
+def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless the canonical forms show it exact."""
+    (reported once) unless the canonical forms show it exact.  With ``floor`` (``T // 2`` in
+    the code) it is reported only where a check relies on it (:meth:`Tracer.require`)."""
     if (p % k).constant != 0:
-        t = tracer()
-        t.divisors.append((p, k))
-        t.report("assumption", f"requires {p} divisible by {k}")
+        tracer().require(p, k, floor)
     return p // k
 
 
@@ -388,15 +450,24 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
         stop = size + stop
-    length = stop - start
+    if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
+               f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
+               f"at most {size})"):
+        return stop - start
+    return size - start
+
+
+def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
+    """Whether ``a <= b`` holds: decided on canonical forms (where it fails at every size, an
+    ``error`` finding of ``kind`` and ``False``), else assumed (a warning saying ``why``)."""
     try:
-        if stop > size:
-            tracer().report("index", f"slice up to {stop} on an axis of size {size}")
-            length = size - start
+        if a <= b:
+            return True
     except InconclusiveError:
-        _assume(f"{stop} <= {size}", True, f"a slice up to {stop} of an axis of size "
-                f"{size} (a buffer or table sized for at most {size})")
-    return length
+        _assume(f"{a} <= {b}", True, why)
+        return True
+    tracer().report(kind, error)
+    return False
 
 
 def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:

@@ -303,12 +303,18 @@ def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
     """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
-    ``k`` of ``X``'s rows (along ``axis``)."""
-    if isinstance(a, int | sym_sizes.SymSize) or S._sym(a).ndim == 0:
-        return _sized(size, "i")
-    x = S._sym(a)
-    ax = S._axis(axis, x.ndim)
-    return S.SymArray((*x.dims[:ax], *_sized(size).dims, *x.dims[ax + 1:]), x.kind)
+    ``k`` of ``X``'s rows (along ``axis``); without ``replace``, at most ``n`` of them."""
+    sample = _sized(size, "i")
+    counted = isinstance(a, int | sym_sizes.SymSize)
+    x = None if counted or S._sym(a).ndim == 0 else S._sym(a)
+    ax = 0 if x is None else S._axis(axis, x.ndim)
+    if not replace and (counted or x is not None):  # a 0-d array's value is data
+        n, k = sym_sizes.as_dim(a) if x is None else x.dims[ax], \
+            math.prod(sample.dims, start=sym_sizes.ONE)
+        sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement",
+                          f"a sample of {k} from {n} without replacement")
+    return sample if x is None else \
+        S.SymArray((*x.dims[:ax], *sample.dims, *x.dims[ax + 1:]), x.kind)
 
 
 def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Any:
@@ -317,7 +323,7 @@ def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None
         tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
                         f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
                         "or use np.random.default_rng().choice(X, k)")
-    return _choice(a, size)
+    return _choice(a, size, replace)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {
@@ -348,21 +354,41 @@ def _sampler(real: Any) -> type[Any]:
         for name, model in models.items() if hasattr(real, name)})
 
 
-def _samplers(namespace: Any) -> list[tuple[Any, str, Any]]:
+@functools.cache  # NumPy imports numpy.random on first use
+def _bits() -> dict[type[Any], str]:
+    """NumPy's generator classes, and the attribute that holds their bits."""
+    return {np.random.Generator: "bit_generator",
+            np.random.mtrand.RandomState: "_bit_generator"}  # never patched, unlike np.random's
+
+
+def sampler_of(value: Any) -> Any:
+    """A NumPy generator as a :func:`_sampler` drawing from its bits; anything else as is."""
+    real: Any = type(value)
+    bits = _bits().get(real)
+    return value if bits is None else _sampler(real)(getattr(value, bits))
+
+
+def _samplers(fn: Any) -> list[tuple[Any, str, Any]]:
     """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState`` and the generators ``fn``'s module made (``rng = default_rng(0)``).
-    NumPy's own classes only: a subclass's methods are the project's.  The globals' types are
-    read in C (a loop over a module's 300 names took 200 us per verify call)."""
-    real: Any = np.random.mtrand.RandomState  # never patched, unlike np.random.RandomState
+    ``RandomState``, and the generators ``fn``'s module made (``rng = default_rng(0)``) or
+    its defaults hold (``def init(X, rng=np.random.default_rng(0))``).  NumPy's own classes
+    only: a subclass's methods are the project's.  The globals' types are read in C (a loop
+    over a module's 300 names took 200 us per verify call)."""
+    bits = _bits()
     out: list[tuple[Any, str, Any]] = [
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
-        (np.random, "RandomState", _sampler(real))]
-    bits: dict[Any, str] = {np.random.Generator: "bit_generator", real: "_bit_generator"}
+        (np.random, "RandomState", _sampler(np.random.mtrand.RandomState))]
+    namespace = getattr(fn, "__globals__", None)
     if isinstance(namespace, dict) and bits.keys() & set(map(type, list(namespace.values()))):
-        for name, v in list(namespace.items()):
-            cls: Any = type(v)
-            if cls in bits:
-                out.append((_Namespace(namespace), name, _sampler(cls)(getattr(v, bits[cls]))))
+        out += [(_Namespace(namespace), name, sampler_of(v))
+                for name, v in list(namespace.items()) if type(v) in bits]
+    fn = getattr(fn, "__func__", fn)  # a bound method: its function's defaults
+    defaults, keywords = getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)
+    if any(type(v) in bits for v in (*(defaults or ()), *(keywords or {}).values())):
+        owner = _Namespace({"__defaults__": defaults, "__kwdefaults__": keywords}, fn)
+        out += [(owner, "__defaults__", defaults and tuple(map(sampler_of, defaults))),
+                (owner, "__kwdefaults__", keywords and {k: sampler_of(v)
+                                                        for k, v in keywords.items()})]
     return out
 
 
@@ -653,10 +679,22 @@ def _scipy_wrappers(module_names: tuple[str, ...]
 
 
 class _Namespace:
-    """A function's globals as an object to patch (``tracing.patched`` sets attributes)."""
+    """A function's globals as an object to patch (``tracing.patched`` sets attributes), or,
+    with ``owner``, some of an object's attributes (``tracing.patched`` reads them here and
+    sets them on the owner)."""
 
-    def __init__(self, namespace: dict[str, Any]):
-        self.__dict__ = namespace
+    __slots__ = ("__dict__", "_owner")
+    _owner: Any
+
+    def __init__(self, namespace: dict[str, Any], owner: Any = None):
+        object.__setattr__(self, "__dict__", namespace)
+        object.__setattr__(self, "_owner", owner)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._owner is None:
+            self.__dict__[name] = value
+        else:
+            setattr(self._owner, name, value)
 
 
 class _Concatenator:
@@ -683,8 +721,7 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
-                                       (np, "c_", _Concatenator(np.c_, True)),
-                                       *_samplers(namespace)]
+                                       (np, "c_", _Concatenator(np.c_, True)), *_samplers(fn)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict):

@@ -664,7 +664,11 @@ def _pieces(n: Dim, size: Dim) -> Dim | None:
         if piece <= 0 or total % piece:
             return None
         counts.add(total // piece)
-    return Dim.const(counts.pop()) if len(counts) == 1 else None
+    if len(counts) != 1:
+        return None
+    count = Dim.const(counts.pop())
+    t.rely(n - count * size)  # equal pieces only where the divisions are exact
+    return count
 
 
 def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:

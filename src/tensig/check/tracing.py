@@ -23,6 +23,7 @@ from typing import Any
 
 from tensig.check import findings
 from tensig.core.dims import Dim
+from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupported",
            "failure_line", "patched", "plugin", "referenced", "tracer"]
@@ -79,6 +80,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    floors: list[tuple[Dim, int]] = field(default_factory=list)  # those not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
@@ -92,11 +94,37 @@ class Tracer:
         """
         if a == b:
             return True
+        with contextlib.suppress(InconclusiveError):
+            if not a - b:
+                return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         try:
-            return bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
-                                               for env in self.assumption_envs())
+            equal = bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
+                                                for env in self.assumption_envs())
         except ValueError:
             return False
+        if equal:
+            self.rely(a - b)
+        return equal
+
+    def require(self, p: Dim, k: int, floor: bool = False) -> None:
+        """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (a size's
+        ``//`` in the code) one reported only once a check relies on it (:meth:`rely`): a slice
+        up to ``T // 2`` is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
+        if (p, k) not in self.divisors:
+            self.divisors.append((p, k))
+        if floor:
+            self.floors.append((p, k))
+        else:
+            self.report("assumption", f"requires {p} divisible by {k}")
+
+    def rely(self, d: Dim) -> None:
+        """Report the floor divisions that ``d`` (a size that vanishes only where divisions are
+        exact) holds as requirements."""
+        used = _divisions(d)
+        for p, k in list(self.floors):
+            if _divisions(p // k) & used:
+                self.floors.remove((p, k))
+                self.require(p, k)
 
     def unit(self) -> int:
         """The least common multiple of the divisions assumed exact: sizes that are multiples
@@ -175,6 +203,16 @@ class Tracer:
 
 _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",
                                                                        default=None)
+
+
+def _divisions(d: Dim) -> set[tuple[Dim, int]]:
+    """The ``(numerator, divisor)`` of every ``//`` and ``%`` in ``d``, nested ones too."""
+    out: set[tuple[Dim, int]] = set()
+    for m in d.terms:
+        for atom, _ in m:
+            if not isinstance(atom, str):
+                out |= {(atom.numerator, atom.divisor), *_divisions(atom.numerator)}
+    return out
 
 
 def tracer() -> Tracer:

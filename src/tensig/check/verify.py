@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import (
@@ -46,6 +48,7 @@ from tensig.check.trace_numpy import (
     NUMPY_EXTRA,
     SCIPY,
     library_targets,
+    sampler_of,
 )
 from tensig.core.annotations import (
     Deferred,
@@ -223,8 +226,6 @@ class Report:
         """The largest intermediate array's size in bytes, symbolically (``4*B*T*T*h``)."""
         if self.largest is None:
             return None
-        import numpy as np
-
         itemsize = Dim.const(np.dtype(str(dtype).replace("torch.", "")).itemsize)
         return math.prod(self.largest, start=itemsize)
 
@@ -381,7 +382,8 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, unknown))}: no "
                         "shape annotation, no default, and not a number or PRNG key verify "
                         "stands in for (a float, a bool, an int named like a size of the "
-                        f"signature); give them defaults, or verify functools.partial({name}, "
+                        "signature, a NumPy Generator); give them defaults, or verify "
+                        f"functools.partial({name}, "
                         f"{', '.join(unknown if lead else (f'{r}=...' for r in unknown))}) "
                         "(weights such as flax's params fix their sizes: declare those, "
                         "'B, T, 32', not 'B, T, D')")
@@ -615,10 +617,13 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
 #: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
-#: a JAX PRNG key a real key (its shape says nothing about the arrays)
-_NUMBERS: dict[str, Callable[[], Any]] = {"float": lambda: 0.5, "bool": lambda: True,
-                                          "key": lambda: importlib.import_module(
-                                              "jax.random").PRNGKey(0)}
+#: a JAX PRNG key a real key (its shape says nothing about the arrays); a NumPy generator
+#: (``rng: np.random.Generator``) a seeded one that takes symbolic sizes
+_STAND_INS: dict[str, Callable[[], Any]] = {
+    "float": lambda: 0.5, "bool": lambda: True,
+    "key": lambda: importlib.import_module("jax.random").PRNGKey(0),
+    "Generator": lambda: sampler_of(np.random.default_rng(0)),
+    "RandomState": lambda: sampler_of(np.random.RandomState(0))}
 #: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
 _KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
@@ -632,19 +637,23 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
         return arrays
     slots: dict[int, Any] = dict(zip(sig.positions, arrays, strict=True))
     for i, name, kind in sig.scalars:
-        slots[i] = size(Dim.symbol(name)) if kind == "int" else _NUMBERS[kind]()
+        slots[i] = size(Dim.symbol(name)) if kind == "int" else _STAND_INS[kind]()
     params = _positional(fn)[0]
     return [slots[i] if i in slots else params[i].default
             for i in range(max(slots, default=-1) + 1)]
 
 
 def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
-    """``int``, ``float`` or ``bool`` for a parameter annotated as that number (the class or,
-    under ``from __future__ import annotations``, its name); ``key`` for a JAX PRNG key in JAX
-    code: named like one, annotated as JAX's (``key: jax.Array``, ``rng: PRNGKey``) or not."""
+    """``int``, ``float``, ``bool`` (or a NumPy generator's class name) for a parameter
+    annotated as that (the class or, under ``from __future__ import annotations``, its
+    name); ``key`` for a JAX PRNG key in JAX code: named like one, annotated as JAX's
+    (``key: jax.Array``, ``rng: PRNGKey``) or not."""
     a = p.annotation
     name = a if isinstance(a, str) else getattr(a, "__name__", None)
-    if name in ("int", "float", "bool"):
+    name = name and name.rsplit(".", 1)[-1]
+    numpy_generator = name in ("Generator", "RandomState") and \
+        "torch" not in (a if isinstance(a, str) else getattr(a, "__module__", ""))
+    if name in ("int", "float", "bool") or numpy_generator:  # torch.Generator is no NumPy's
         return name
     return "key" if jax_code and _KEY_NAME.fullmatch(p.name) and (
         a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None

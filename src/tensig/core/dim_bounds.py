@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 from math import comb, prod
 
-from tensig.core.dim_form import Atom, Form, Mod, Monomial, Terms
+from tensig.core.dim_form import Atom, FloorDiv, Form, Mod, Monomial, Terms, mul_terms
+from tensig.core.errors import ShapeError
 
 __all__ = ["bounds", "sign_decide", "zero_decide"]
 
@@ -61,6 +62,56 @@ def _bounds_with(terms: Terms, sub: dict[Atom, tuple[int, int] | None]) -> tuple
             None if any(cc > 0 for _, cc in rest) else const)
 
 
+def _without_quotients(terms: Terms) -> tuple[Terms, int]:
+    """``(s*p, s)``: ``p`` times a positive ``s`` with every ``r // k`` written ``(r - r % k)/k``
+    (``s`` clears the denominators), so a quotient is read together with its numerator
+    (``T // 2 <= T``, ``2*(T // 2) + T % 2 == T``).  Numerators may hold quotients in turn."""
+    scale = 1
+    while True:
+        powers: dict[FloorDiv, int] = {}
+        for m, _ in terms:
+            for atom, power in m:
+                if type(atom) is FloorDiv:
+                    powers[atom] = max(powers.get(atom, 0), power)
+        if not powers:
+            return terms, scale
+        exact = {q: (*q.numerator._terms, (((Mod(q.numerator, q.divisor), 1),), -1))
+                 for q in powers}  # k*(r // k) == r - r % k
+        merged: dict[Monomial, int] = {}
+        for m, c in terms:
+            held = dict(m)
+            c *= prod(q.divisor ** (n - held.get(q, 0)) for q, n in powers.items())
+            term: Terms = ((tuple(f for f in m if type(f[0]) is not FloorDiv), c),)
+            for q in powers:
+                for _ in range(held.get(q, 0)):
+                    term = tuple(mul_terms(term, exact[q]).items())
+            for mono, cc in term:
+                merged[mono] = merged.get(mono, 0) + cc
+        terms = tuple((m, c) for m, c in merged.items() if c)
+        scale *= prod(atom.divisor ** power for atom, power in powers.items())
+
+
+def _combined(terms: Terms) -> tuple[int | None, int | None]:
+    """The best bounds over the ways each atom may be written (:func:`_atom_options`)."""
+    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
+    combinations = 1
+    for m, _ in terms:
+        for atom, _ in m:
+            if atom not in atoms:
+                options = _atom_options(atom)
+                if combinations * len(options) > _MAX_COMBINATIONS:
+                    options = options[:1]
+                combinations *= len(options)
+                atoms[atom] = options
+    expansion = sum(prod(power + 1 for _, power in m) for m, _ in terms)  # terms, unmerged
+    if combinations * expansion > _MAX_EXPANSION:
+        return None, None  # too costly: undecided, always sound
+    found = [_bounds_with(terms, dict(zip(atoms, combo, strict=True)))
+             for combo in itertools.product(*atoms.values())]
+    return (max((lo for lo, _ in found if lo is not None), default=None),
+            min((hi for _, hi in found if hi is not None), default=None))
+
+
 def bounds(p: Form) -> tuple[int | None, int | None]:
     """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
 
@@ -68,6 +119,8 @@ def bounds(p: Form) -> tuple[int | None, int | None]:
     ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
     (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
     (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
+    Where ``p`` has quotients, the bounds of ``s*p`` with each quotient written through its
+    numerator (:func:`_without_quotients`) count too, divided by ``s``.
     """
     c = p._const
     if c is not None:
@@ -76,25 +129,21 @@ def bounds(p: Form) -> tuple[int | None, int | None]:
         return p._bnd
     except AttributeError:
         pass
-    atoms: dict[Atom, list[tuple[int, int] | None]] = {}
-    combinations = 1
-    for m, _ in p._terms:
-        for atom, _ in m:
-            if atom not in atoms:
-                options = _atom_options(atom)
-                if combinations * len(options) > _MAX_COMBINATIONS:
-                    options = options[:1]
-                combinations *= len(options)
-                atoms[atom] = options
-    expansion = sum(prod(power + 1 for _, power in m) for m, _ in p._terms)  # terms, unmerged
-    result: tuple[int | None, int | None] = (None, None)  # too costly: undecided, always sound
-    if combinations * expansion <= _MAX_EXPANSION:
-        found = [_bounds_with(p._terms, dict(zip(atoms, combo, strict=True)))
-                 for combo in itertools.product(*atoms.values())]
-        result = (max((lo for lo, _ in found if lo is not None), default=None),
-                  min((hi for _, hi in found if hi is not None), default=None))
-    _setattr(p, "_bnd", result)
-    return result
+    lo, hi = _combined(p._terms)
+    try:
+        terms, scale = _without_quotients(p._terms)
+    except ShapeError:  # too large to expand: the quotients as atoms only
+        scale = 1
+    if scale > 1:  # p's bounds are s*p's divided by s, rounded inward (p is an integer)
+        slo, shi = _combined(terms)
+        if slo is not None:
+            slo = -(-slo // scale)
+            lo = slo if lo is None else max(lo, slo)
+        if shi is not None:
+            shi //= scale
+            hi = shi if hi is None else min(hi, shi)
+    _setattr(p, "_bnd", (lo, hi))
+    return lo, hi
 
 
 def sign_decide(d: Form, strict: bool) -> bool | None:
