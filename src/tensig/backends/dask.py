@@ -42,8 +42,9 @@ class DaskBackend(Backend):
         loop on every block (9x slower on a 4000x3000 @ 3000x2000 float32 product).  The
         result stays lazy, in the operands' result dtype as :meth:`einsum`'s; diagonals, one
         operand and three or more take :meth:`einsum`."""
-        if len(shapes) != 2 or any(n != n for shape in shapes for n in shape):  # nan: unknown
-            return super().contraction(subscripts, shapes)
+        if len(shapes) != 2 or not all(n > 0 for shape in shapes for n in shape):
+            return super().contraction(subscripts, shapes)  # nan: unknown; 0: dask's reshape
+            # of an empty array fails (a reduce of no sizes) where its einsum does not
         plan = tensordot_plan(self.da.tensordot, subscripts) or \
             matmul_plan(self.da.matmul, subscripts, shapes, keep_dtype=True)
         if plan is None:
