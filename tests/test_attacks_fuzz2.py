@@ -9,7 +9,8 @@ under the shared hang guard.  The oracles:
 - ``@shaped``: an independent backtracking matcher of jaxtyping's rules (names, literals,
   ``_``, ``_name``, ``#``, ``*name``, ``...``, ``*_``, one-name expressions), both the
   generated check and the interpreter;
-- ``tensig.testing.sizes``: ``collisions`` and the expressions' values, or a clear error.
+- ``tensig.testing.sizes``: ``collisions`` and the expressions' values, or a clear error;
+- ``tensig verify`` on a pipe, a folder named like a module and a call it cannot make.
 
 The regressions first: each is a minimal reproduction of a defect the fuzzers found.
 """
@@ -17,6 +18,7 @@ The regressions first: each is a minimal reproduction of a defect the fuzzers fo
 from __future__ import annotations
 
 import functools
+import os
 from contextlib import suppress
 
 import numpy as np
@@ -28,6 +30,8 @@ from tensig.testing import collisions, sizes, strategy
 import tensig as ts
 from tensig import Shaped
 from tensig.check.decorator import SignatureError
+from tensig.check.verify_files import verify_path
+from tensig.cli import main
 from test_attacks_fuzz import fuzz, guard
 
 
@@ -343,3 +347,40 @@ def test_fuzz_sizes_keep_apart_or_refuse(rnd):
             if any(c in word for c in "+-*") and not word.startswith(("*", "#")):
                 value = ts.Dim.parse(word).evaluate(got)
                 assert value >= 2 and value not in values, (word, got)
+
+
+# -- tensig verify on odd paths ------------------------------------------------------------------
+
+GOOD = '''
+import numpy as np
+from tensig import Float
+
+def pool(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B d"]:
+    return x.mean(axis=1)
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_verify_skips_pipes_and_folders_named_like_modules(tmp_path, capsys):
+    """A pipe named ``*.py`` blocked the import until the time limit (then a note blaming
+    compiled code), and a folder named ``*.py`` was imported as a file (``IsADirectoryError``);
+    a pipe given by name is a usage error at once."""
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "good.py").write_text(GOOD)
+    with guard("verify of a folder with a pipe", 20):
+        reports = verify_path(str(tmp_path))
+    assert [(r.function, r.notes) for r in reports] == [("pool", [])]
+    with guard("verify of a pipe", 20):
+        assert main(["verify", "--in-process", str(tmp_path / "pipe.py")]) == 2
+    assert "not a file or a folder" in capsys.readouterr().err
+
+
+def test_a_call_verify_cannot_make_is_a_note_naming_the_function():
+    """A required keyword-only argument without an annotation fails at the call itself, in
+    no line of the user's: the note said ``stopped at None:None``."""
+    def f(x: ts.Float[np.ndarray, "B T"], *, k: int) -> ts.Float[np.ndarray, "T"]:
+        return x[0]
+
+    (note_,) = ts.verify(f).notes
+    assert "None" not in note_ and "calling f()" in note_ and "'k'" in note_
