@@ -384,3 +384,25 @@ def test_a_call_verify_cannot_make_is_a_note_naming_the_function():
 
     (note_,) = ts.verify(f).notes
     assert "None" not in note_ and "calling f()" in note_ and "'k'" in note_
+
+
+# -- deferred sizes read argument values, never run them ------------------------------------------
+
+
+def test_a_deferred_size_never_runs_an_argument():
+    """``{n}`` pasted the argument's text into code and ran it: a string argument executed
+    (builtins removed, but reachable through ``().__class__``), an array's text was a
+    SyntaxError.  A value that is no number is a TypeError naming it; a float is not checked
+    (no whole number), as before."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{n}"], n):
+        return x
+
+    code = "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_'] or 3"
+    for value in (code, "3", np.zeros(4)):
+        with pytest.raises(TypeError, match=r"reads \{n\} = .*not a number"):
+            f(np.zeros(3), value)
+    for value in (3, np.int64(3), np.array(3), 3.5):
+        assert f(np.zeros(3), value).shape == (3,)
+    with pytest.raises(SignatureError, match="has size 3"):
+        f(np.zeros(3), 4)
