@@ -406,3 +406,18 @@ def test_a_deferred_size_never_runs_an_argument():
         assert f(np.zeros(3), value).shape == (3,)
     with pytest.raises(SignatureError, match="has size 3"):
         f(np.zeros(3), 4)
+
+
+# -- options of the wrong type ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn, kw", [
+    (fn, kw) for fn in ("infer", "einsum1", "einsum_path")
+    for kw in ({"sizes": [1]}, {"sizes": 3}, {"sizes": "i=2"}, {"params": [1]},
+               {"use_padding": "yes"})
+    if fn != "einsum_path" or "sizes" in kw])  # einsum_path takes sizes= only
+def test_options_of_the_wrong_type_are_a_type_error(fn, kw):
+    """``sizes=[1]`` raised ``AttributeError: 'list' object has no attribute 'items'``."""
+    x = (2,) if fn == "infer" else np.zeros(2)
+    with pytest.raises(TypeError, match="must be"):
+        getattr(ts, fn)("i => i", x, **kw)
