@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from contextlib import suppress
 
 import numpy as np
@@ -421,3 +422,40 @@ def test_options_of_the_wrong_type_are_a_type_error(fn, kw):
     x = (2,) if fn == "infer" else np.zeros(2)
     with pytest.raises(TypeError, match="must be"):
         getattr(ts, fn)("i => i", x, **kw)
+
+
+# -- padding values a dtype cannot hold ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, value", [
+    (np.uint8, 300), (np.uint8, -1),      # OverflowError from NumPy
+    (np.int64, float("nan")),             # the cast's garbage (int64 minimum), a warning only
+    (np.int8, 1e10),                      # silently 0
+    (np.float32, 1e40),                   # silently inf
+    (np.float64, "x"),                    # NumPy's "could not convert string to float"
+    (np.bool_, 2),
+])
+def test_a_padding_value_the_dtype_cannot_hold_is_refused(dtype, value):
+    rows = [np.zeros(3, dtype), np.zeros(1, dtype)]
+    with pytest.raises(ts.PaddingError, match=re.escape(f"value={value!r} does not fit")):
+        ts.pad(rows, value=value)
+    with pytest.raises(ts.PaddingError, match="does not fit"):
+        ts.pad(rows).to_side("left", value=value)
+
+
+@pytest.mark.parametrize("dtype, value", [(np.float32, 0.1), (np.float32, -np.inf),
+                                          (np.uint8, 255), (np.int8, np.array(-128)),
+                                          (np.bool_, True), (np.float64, np.float32(2.5))])
+def test_padding_values_the_dtype_holds_still_pad(dtype, value):
+    got = ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=value).data
+    assert got.dtype == dtype and got[1, 1] == np.asarray(value).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, bool])
+def test_an_additive_mask_of_an_integer_dtype_is_refused(dtype):
+    """-inf cast to int32 was the int32 minimum (with a RuntimeWarning), which wraps when
+    added to integer scores."""
+    batch = ts.pad([np.zeros(2), np.zeros(1)])
+    with pytest.raises(ts.PaddingError, match="floating"):
+        batch.additive_key_mask(dtype)
+    assert batch.additive_key_mask(np.float32).dtype == np.float32
