@@ -459,3 +459,12 @@ def test_an_additive_mask_of_an_integer_dtype_is_refused(dtype):
     with pytest.raises(ts.PaddingError, match="floating"):
         batch.additive_key_mask(dtype)
     assert batch.additive_key_mask(np.float32).dtype == np.float32
+
+
+def test_a_first_row_that_is_no_sequence_is_named_once():
+    """``pad([1, 2])`` said ``row 0 is a int, row 0 a int``."""
+    with pytest.raises(ts.PaddingError, match="row 0 is a int: pad") as e:
+        ts.pad([1, 2])
+    assert str(e.value).count("row 0") == 1
+    with pytest.raises(ts.PaddingError, match="row 1 is a int, row 0 a list"):
+        ts.pad([[1], 2])

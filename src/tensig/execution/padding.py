@@ -206,9 +206,9 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
     the items' shape; a row that is not a list, or ragged items, named."""
     for i, s in enumerate(seqs):
         if is_array(s) or not isinstance(s, (list, tuple, range)):
-            raise PaddingError(f"row {i} is a {type(s).__name__}, row 0 a "
-                               f"{type(seqs[0]).__name__}: pad() takes arrays of one library, "
-                               "or lists alone", row=i)
+            first = "" if i == 0 else f", row 0 a {type(seqs[0]).__name__}"
+            raise PaddingError(f"row {i} is a {type(s).__name__}{first}: pad() takes a list of "
+                               "sequences (arrays of one library, or lists)", row=i)
     lengths = [len(s) for s in seqs]
     try:
         flat = np.array(list(itertools.chain.from_iterable(seqs)))
