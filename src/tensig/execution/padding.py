@@ -206,8 +206,8 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
     the items' shape; a row that is not a list, or ragged items, named."""
     for i, s in enumerate(seqs):
         if is_array(s) or not isinstance(s, (list, tuple, range)):
-            first = "" if i == 0 else f", row 0 a {type(seqs[0]).__name__}"
-            raise PaddingError(f"row {i} is a {type(s).__name__}{first}: pad() takes a list of "
+            row0 = "" if i == 0 else f", row 0 a {type(seqs[0]).__name__}"
+            raise PaddingError(f"row {i} is a {type(s).__name__}{row0}: pad() takes a list of "
                                "sequences (arrays of one library, or lists)", row=i)
     lengths = [len(s) for s in seqs]
     try:
