@@ -468,3 +468,27 @@ def test_a_first_row_that_is_no_sequence_is_named_once():
     assert str(e.value).count("row 0") == 1
     with pytest.raises(ts.PaddingError, match="row 1 is a int, row 0 a list"):
         ts.pad([[1], 2])
+
+
+# -- expressions no size decides -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, fits", [
+    ("h*w", "h*w", (6, 5), False), ("h*w", "w*h", (6, 6), True), ("h + w", "h + w", (6, 5), False),
+    ("h*w", "h*w + 1", (6, 6), False), ("h*w", "h*w + 1", (6, 7), True),
+    ("(h*w + 1) // 2", "(h*w + 1) // 2", (3, 4), False), ("h*w", "h*w - 2", (1, 0), False),
+])
+def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits):
+    """``h*w`` of size 6 in one argument and 5 in another was accepted: an expression with
+    two unknown names is skipped, and so was the contradiction between its two uses."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if fits:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=r"at argument 'x' axis 0, so"):
+            g(x, y)

@@ -253,7 +253,7 @@ class _Bindings:
     gives the solver the sizes bound since, and writes back what it solved.
     """
 
-    __slots__ = ("deferred", "env", "origins", "solver", "vars", "where")
+    __slots__ = ("deferred", "env", "origins", "pending", "solver", "vars", "where")
     vars: dict[str, DimVar]
     where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
@@ -262,6 +262,7 @@ class _Bindings:
         self.origins: dict[str, tuple[Any, ...]] = dict.fromkeys(self.env, _GIVEN)
         self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
+        self.pending: list[tuple[Any, ...]] = []  # the places given to the solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, at: tuple[Any, ...]) -> None:
         """Relate an expression item to the size it has in this call (``at``: the item's place,
@@ -282,6 +283,7 @@ class _Bindings:
         label, _, _, axis, _ = at
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
+        self.pending.append(place)
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             if kind == "no_solution":
@@ -310,6 +312,23 @@ class _Bindings:
         """Settle everything the bindings so far determine; what they do not is skipped."""
         self.run()
         self._evaluate_deferred()
+        self._compare_undecided()
+
+    def _compare_undecided(self) -> None:
+        """Expressions no binding decides are skipped, but two that differ by a constant
+        (``h*w`` twice, ``h*w`` and ``w*h + 1``) must have sizes that differ by it: grouped by
+        their form less its value at zero sizes, in one pass."""
+        seen: dict[Dim, tuple[int, Any, tuple[Any, ...]]] = {}
+        for expr, size, at in self.pending:
+            if all(s in self.env for s in expr.symbols):
+                continue
+            zero = int(expr.dim.evaluate(dict.fromkeys(expr.dim.symbols, 0)))
+            key = expr.dim - zero
+            first = seen.setdefault(key, (size - zero, expr, at))
+            if first[0] != size - zero:
+                other, where = first[1], first[2]
+                raise _Mismatch("apart", *at, expr=expr, value=first[0] + zero, other=other,
+                                where=where)
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]
