@@ -492,3 +492,31 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     else:
         with pytest.raises(SignatureError, match=r"at argument 'x' axis 0, so"):
             g(x, y)
+
+
+# -- Dask with axes of size 0 ----------------------------------------------------------------------
+
+
+@needs["dask"]
+def test_dask_max_keeping_an_empty_axis_computes_the_inferred_shape():
+    """Dask's max over (0, 1) of a (2, 5, 4, 0) array is lazily (4, 0) but computes (2, 0);
+    a max over an empty axis failed only once computed ("zero-size array to reduction")."""
+    x = np.zeros((2, 5, 4, 0), np.float16)
+    got = ts.einmax1("..w.. => ,", ts.rows(_dask(x), input=2))
+    assert got.array.compute().shape == got.array.shape == (4, 0)
+    got = ts.einmax1("i, j => i", _dask(np.zeros((3, 0))))
+    np.testing.assert_array_equal(got.compute(), [-np.inf] * 3)
+
+
+@needs["dask"]
+@pytest.mark.parametrize("spec, shape, kw", [
+    ("i, o<+k => i, o", (0, 5), {"sizes": {"k": 2}}),            # windows: dask's overlap
+    ("i, o+k => i, o", (0, 5), {"sizes": {"k": 3}, "use_padding": True}),  # dask's pad
+])
+def test_dask_windows_and_padding_of_an_empty_operand(spec, shape, kw):
+    """Dask's overlap ("overlapping depth 1 is larger than your array 0") and pad
+    (ZeroDivisionError) fail on an array with an axis of size 0."""
+    x = np.zeros(shape)
+    want = ts.einsum1(spec, x, **kw)
+    got = ts.einsum1(spec, _dask(x), **kw)
+    assert got.compute().shape == got.shape == want.shape
