@@ -520,3 +520,58 @@ def test_dask_windows_and_padding_of_an_empty_operand(spec, shape, kw):
     want = ts.einsum1(spec, x, **kw)
     got = ts.einsum1(spec, _dask(x), **kw)
     assert got.compute().shape == got.shape == want.shape
+
+
+def _empty_problem(rnd):
+    """tests/test_attacks_parser.py's coherent problems with sizes 0, 1 and 2 (axes of no
+    cells everywhere); ``None`` where a size would be negative or the operands are big."""
+    import test_attacks_parser as tap
+
+    symbolic, tap.SYMBOLIC = tap.SYMBOLIC, [0, 1, 2]
+    try:
+        p = tap.Problem(rnd)
+    except ts.ShapeError:  # a size the generator derived below 0
+        return None
+    finally:
+        tap.SYMBOLIC = symbolic
+    shapes = [s if isinstance(s, ts.Shape) else ts.Shape(output=s) for s in p.operands]
+    dims = [tuple(int(d) for d in s.dims) for s in shapes]
+    return None if any(np.prod(d) > 400 for d in dims) else (p, shapes, dims)
+
+
+@pytest.mark.parametrize("lib, make", [p for p in LIBS if p.values[0] != "jax"])
+@fuzz(40)
+@given(rnd=st.randoms(use_true_random=False))
+def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
+    """Every eager operator on random specs whose sizes include 0, on torch and Dask: the
+    NumPy answer (itself checked against the loop interpreter), or an error where NumPy
+    raises one; the shape before and after computing agree."""
+    from test_attacks_fuzz import EXPECTED, OPS, _plain, _rows
+
+    op = rnd.choice(OPS)
+    dtype = rnd.choice([np.float64, np.float32, np.int64, np.int8, np.bool_])
+    drawn = _empty_problem(rnd)
+    if drawn is None:
+        return
+    p, shapes, dims = drawn
+    gen = np.random.default_rng(rnd.randrange(99))
+    arrays = [gen.integers(0 if dtype == np.bool_ else -3, 4, d).astype(dtype) for d in dims]
+    note(f"ts.{op}({p.text!r}, {[str(s) for s in shapes]}, {np.dtype(dtype).name}, **{p.kw})")
+
+    def run(conv):
+        try:
+            return getattr(ts, op)(p.text, *_rows([conv(a) for a in arrays], shapes), **p.kw)
+        except EXPECTED as e:
+            return e
+
+    with guard(f"{op} {p.text!r}"):
+        want = run(lambda a: a)
+        got = run(make)
+        if isinstance(want, Exception) or isinstance(got, Exception):
+            assert isinstance(got, Exception) == isinstance(want, Exception), (want, got)
+            return
+        lazy = got.array if isinstance(got, ts.RowArray) else got
+        value = _numpy(lazy)
+    assert value.shape == tuple(lazy.shape) == _plain(want).shape
+    np.testing.assert_allclose(value.astype(np.float64), _plain(want).astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
