@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensig.backends._plans import matmul_plan, tensordot_plan
-from tensig.backends.base import Backend, check_ids, register, to_numpy
+from tensig.backends.base import Backend, backend_for, check_ids, register, to_numpy
 
 __all__ = ["DaskBackend"]
 
@@ -42,13 +42,34 @@ class DaskBackend(Backend):
         loop on every block (9x slower on a 4000x3000 @ 3000x2000 float32 product).  The
         result stays lazy, in the operands' result dtype as :meth:`einsum`'s; diagonals, one
         operand and three or more take :meth:`einsum`."""
-        if len(shapes) != 2 or any(n != n for shape in shapes for n in shape):  # nan: unknown
-            return super().contraction(subscripts, shapes)
+        if len(shapes) != 2 or not all(n > 0 for shape in shapes for n in shape):
+            return super().contraction(subscripts, shapes)  # nan: unknown; 0: dask's reshape
+            # of an empty array fails (a reduce of no sizes) where its einsum does not
         plan = tensordot_plan(self.da.tensordot, subscripts, self.result_dtype) or \
             matmul_plan(self.da.matmul, subscripts, shapes, self.result_dtype)
         if plan is None:
             return super().contraction(subscripts, shapes)
         return lambda x, y: self._in_result_dtype(plan(x, y), (x, y))
+
+    def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        if 0 in x.shape:
+            return self._no_cells(x, lambda np_: np_.windows(np_.xp.empty(x.shape, x.dtype),
+                                                             axis, size, step))
+        return super().windows(x, axis, size, step)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
+        if 0 in x.shape:
+            return self._no_cells(x, lambda np_: np_.pad(np_.xp.empty(x.shape, x.dtype),
+                                                         widths, value))
+        return super().pad(x, widths, value)
+
+    def _no_cells(self, x: Any, fn: Any) -> Any:
+        """``fn(numpy_backend)`` on an empty copy of ``x``'s shape, as a Dask array: Dask's
+        overlap (windows) and pad fail on an axis of size 0 ("overlapping depth 1 is larger
+        than your array 0", a ZeroDivisionError), where NumPy's do not."""
+        import numpy as np
+
+        return self.da.from_array(fn(backend_for(np.ndarray)), chunks=-1)
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
     @property

@@ -25,6 +25,15 @@ class JaxBackend(Backend):
         self.jax = jax
         self.jnp = self.xp = jnp
 
+    def einsum(self, subscripts: str, *xs: Any) -> Any:
+        """``jnp.einsum`` on operands promoted first (as ``numpy.einsum`` does): it hands
+        integer and float16 operands as they are to ``dot_general``, which refuses them
+        (``preferred_element_type`` narrower than the original type)."""
+        if len({x.dtype for x in xs}) > 1:
+            dtype = self.result_dtype(xs)
+            xs = tuple(x.astype(dtype) for x in xs)
+        return self.jnp.einsum(subscripts, *xs)
+
     def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self.jax.jit(fn)
 

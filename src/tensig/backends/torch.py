@@ -89,9 +89,12 @@ class TorchBackend(Backend):
 
         def contract(*xs: Any) -> Any:
             try:  # the try costs nothing on the fast path
-                return plan(*xs)
+                out = plan(*xs)
             except (RuntimeError, NotImplementedError):
                 return self._promoted(plan, einsum, xs)
+            if len(xs) == 2 and xs[0].dtype != xs[1].dtype:  # a batched matmul of no cells
+                return self._in_result_dtype(out, xs)  # skips torch's dtype check: y's dtype
+            return out
 
         return contract
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
+import operator
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -53,23 +55,46 @@ class _DeferredExpr:
     of the bound sizes, ``min`` and ``max`` after ``{...}`` parts read the call's arguments;
     evaluated once its names are bound, never solved for a name."""
 
-    __slots__ = ("symbols", "text")
+    __slots__ = ("code", "parts", "symbols", "text")
 
     def __init__(self, item: Deferred):
         self.text = item.text
         self.symbols = tuple(sorted(item.symbols)) + ((_ARGS,) if "{" in item.text else ())
+        # each ``{...}`` part is a value the rest reads by a name, never text pasted into the
+        # code: an argument's value is data (a string argument is not run)
+        self.parts = _BRACES.findall(item.text)
+        names = iter(range(len(self.parts)))
+        self.code = _BRACES.sub(lambda m: f"__tensig_arg{next(names)}__", item.text)
 
-    def evaluate(self, env: dict[str, Any]) -> Any:
-        text = self.text
-        if "{" in text:
-            arguments = env[_ARGS]
-            text = _BRACES.sub(lambda m: str(_eval(m.group(1), arguments)), text)
-        return _eval(text, env)
+    def evaluate(self, env: dict[str, Any]) -> int | None:
+        """The size as an ``int``; ``None`` (not checked) where it is no whole number."""
+        names = env
+        if self.parts:
+            arguments, names = env[_ARGS], dict(env)
+            for i, part in enumerate(self.parts):
+                value = names[f"__tensig_arg{i}__"] = _eval(part, self.text, arguments)
+                if not _number(value):
+                    raise TypeError(f"the deferred size {self.text!r} reads {{{part}}} = "
+                                    f"{value!r:.60}, a {type(value).__name__}, not a number: "
+                                    "pass the size as an int")
+        try:  # an array's ``==`` would answer an array
+            return operator.index(_eval(self.code, self.text, names))
+        except TypeError:
+            return None
 
 
-def _eval(text: str, names: dict[str, Any]) -> Any:
+def _number(value: Any) -> bool:
+    """Whether ``value`` is one number (not a string, not an array of several)."""
+    shape: Any = getattr(value, "shape", None)  # () for one number in an array
+    if isinstance(value, str | bytes) or shape:
+        return False
+    return isinstance(value, numbers.Real) or hasattr(value, "__index__")
+
+
+def _eval(code: str, text: str, names: dict[str, Any]) -> Any:
+    """``code`` (of the deferred size ``text``) with only ``min`` and ``max`` as builtins."""
     try:
-        return eval(_compiled(text), {"__builtins__": {}, "min": min, "max": max}, names)
+        return eval(_compiled(code), {"__builtins__": {}, "min": min, "max": max}, names)
     except Exception as e:
         raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
                         f"{type(e).__name__}: {e}") from None
@@ -78,7 +103,7 @@ def _eval(text: str, names: dict[str, Any]) -> Any:
 @functools.lru_cache(maxsize=1024)
 def _compiled(text: str) -> Any:
     """A deferred size's code, compiled once per text (compiling it costs more than running
-    it; a ``{...}`` part makes one text per argument value, hence the bound)."""
+    it)."""
     return compile(text, "<deferred size>", "eval")
 
 
@@ -228,7 +253,7 @@ class _Bindings:
     gives the solver the sizes bound since, and writes back what it solved.
     """
 
-    __slots__ = ("deferred", "env", "origins", "solver", "vars", "where")
+    __slots__ = ("deferred", "env", "origins", "pending", "solver", "vars", "where")
     vars: dict[str, DimVar]
     where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
@@ -237,6 +262,7 @@ class _Bindings:
         self.origins: dict[str, tuple[Any, ...]] = dict.fromkeys(self.env, _GIVEN)
         self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
+        self.pending: list[tuple[Any, ...]] = []  # the places given to the solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, at: tuple[Any, ...]) -> None:
         """Relate an expression item to the size it has in this call (``at``: the item's place,
@@ -257,6 +283,7 @@ class _Bindings:
         label, _, _, axis, _ = at
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
+        self.pending.append(place)
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             if kind == "no_solution":
@@ -285,6 +312,23 @@ class _Bindings:
         """Settle everything the bindings so far determine; what they do not is skipped."""
         self.run()
         self._evaluate_deferred()
+        self._compare_undecided()
+
+    def _compare_undecided(self) -> None:
+        """Expressions no binding decides are skipped, but two that differ by a constant
+        (``h*w`` twice, ``h*w`` and ``w*h + 1``) must have sizes that differ by it: grouped by
+        their form less its value at zero sizes, in one pass."""
+        seen: dict[Dim, tuple[int, Any, tuple[Any, ...]]] = {}
+        for expr, size, at in self.pending:
+            if all(s in self.env for s in expr.symbols):
+                continue
+            zero = int(expr.dim.evaluate(dict.fromkeys(expr.dim.symbols, 0)))
+            key = expr.dim - zero
+            first = seen.setdefault(key, (size - zero, expr, at))
+            if first[0] != size - zero:
+                other, where = first[1], first[2]
+                raise _Mismatch("apart", *at, expr=expr, value=first[0] + zero, other=other,
+                                where=where)
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]

@@ -147,6 +147,10 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
         uses = ", ".join(f"{n} = {env[n]} ({_origin_text(origins[n])})" for n in expr.symbols
                          if n != _ARGS and n in env)
         return f"{head} {expr.text} = {f['value']} with {uses}", item, size, uses
+    if m.kind == "apart":  # two expressions no size decides: one fixes the other
+        label, _, shape, axis, _ = f["where"]
+        other = f"{f['other'].text} has size {shape[axis]} at {_where(label)} axis {axis}"
+        return f"{head} {other}, so {f['expr'].text} = {f['value']}", item, size, other
     if m.kind == "solve":
         expr, name = f["expr"], f["name"]
         uses = "".join(f", {n} = {env[n]}" for n in expr.symbols if n != name)

@@ -72,6 +72,25 @@ class _Problem:
         self.constants = frozenset(c for a in annotations for c in a.constants if c > 1)
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
 
+    def choose(self, name: str, chosen: Mapping[str, int], candidates: Iterable[int]) -> int:
+        """The first candidate ``name`` may take (or :meth:`unsatisfiable`'s error)."""
+        found = next((c for c in candidates if self.acceptable(c, chosen, name)), None)
+        if found is None:
+            raise self.unsatisfiable(name, chosen)
+        return found
+
+    def unsatisfiable(self, name: str, chosen: Mapping[str, int]) -> ValueError:
+        """The error for a name no candidate fits: the rules and the expressions it is in."""
+        exprs = [str(e) for e in self.exprs if name in e.symbols]
+        return ValueError(
+            f"no size of {name!r} among {_TRIES} candidates keeps the sizes apart (each at "
+            f"least 2, none equal or adjacent to another, nor a sum or product of two) with "
+            f"{dict(chosen) or 'no other size chosen'}"
+            + (f"; the expressions {', '.join(exprs)} must stay at least 2 and apart too"
+               if exprs else "")
+            + "; hint: an expression that stays below 2 (B % 2, 1 - B) can never be apart: "
+              "size it by hand, or pass start= to search larger sizes")
+
     def acceptable(self, candidate: int, chosen: Mapping[str, int], name: str) -> bool:
         """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far, every
         evaluable expression different from every name, constant and other expression."""
@@ -128,14 +147,21 @@ def collisions(values: Mapping[str, int]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+_TRIES = 1 << 14
+"""Candidates tried per name: a rule no size keeps (``B % 2`` is always below 2) is an error
+in about a second, not a search that never ends."""
+
+
 def _candidates(seed: int | None, start: int) -> Iterator[int]:
-    """2, 3, 4, ... (``seed=None``), or every integer from ``start`` up in a shuffled order."""
+    """``start``, ``start + 1``, ... (``seed=None``), or the integers from ``start`` up in a
+    shuffled order: :data:`_TRIES` of them."""
     if seed is None:
-        yield from itertools.count(start)
+        yield from range(start, start + _TRIES)
+        return
     rng = random.Random(seed)
     low, high = start, start + 64
-    while True:
-        block = list(range(low, high))
+    while low < start + _TRIES:
+        block = list(range(low, min(high, start + _TRIES)))
         rng.shuffle(block)
         yield from block
         low, high = high, high * 2
@@ -160,8 +186,7 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
     problem = _Problem(source, avoid)
     chosen: dict[str, int] = {}
     for name in problem.names:
-        chosen[name] = next(c for c in _candidates(seed, start)
-                            if problem.acceptable(c, chosen, name))
+        chosen[name] = problem.choose(name, chosen, _candidates(seed, start))
     return chosen
 
 
@@ -180,11 +205,13 @@ def strategy(source: Source, *, max_size: int = 64) -> Any:
     def draw_sizes(draw: Callable[[Any], Any]) -> dict[str, int]:
         chosen: dict[str, int] = {}
         for name in problem.names:
-            high = max_size
+            low, high = 2, max_size
             options: list[int] = []
-            while not options:  # none left up to ``high``: grow it
-                options = [c for c in range(2, high + 1) if problem.acceptable(c, chosen, name)]
-                high *= 2
+            while not options:  # none left up to ``high``: grow it, up to a bound
+                if low > max_size + _TRIES:
+                    raise problem.unsatisfiable(name, chosen)
+                options = [c for c in range(low, high + 1) if problem.acceptable(c, chosen, name)]
+                low, high = high + 1, high * 2
             chosen[name] = draw(st.sampled_from(options))
         return chosen
 

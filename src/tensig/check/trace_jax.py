@@ -488,8 +488,8 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
                 w in text.lower() for w in ("not a valid jax type", "inconclusive")):
             kind = "broadcast" if "broadcast" in text.lower() else "contraction"  # as fitted
             return [tracing.Finding(kind, text, file, line)], [], None
-        return [], [f"under JAX's symbolic shapes, verification stopped at {file}:{line}: "
-                    f"{text}"], None
+        where = f" at {file}:{line}" if file else ""  # none: JAX's own call failed
+        return [], [f"under JAX's symbolic shapes, verification stopped{where}: {text}"], None
     items = jax.tree_util.tree_leaves(out)
     try:
         result = tuple(tuple(_from_jax(x) for x in o.shape) for o in items)

@@ -508,11 +508,12 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 report.notes.append(f"verification stopped: {e} is not modelled "
                                     f"(see tensig.check.verify.modelled_operations())")
             except Exception as e:  # the function failed on symbolic input: say where
-                file, line = tracing.failure_line(e)
+                file, line = tracing.failure_line(e)  # none: the call itself failed
                 # inside JAX (code it compiled before verification): JAX's fallback below
                 tracer.used_jax |= tracing.failure_line(e, lambda f: "/jax/" in f)[0] is not None
-                report.notes.append(f"verification stopped at {file}:{line}: "
-                                    f"{type(e).__name__}: {e}")
+                where = f" at {file}:{line}" if file else \
+                    f" calling {getattr(fn, '__name__', 'the function')}()"
+                report.notes.append(f"verification stopped{where}: {type(e).__name__}: {e}")
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)

@@ -43,7 +43,11 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
     root = Path(target)
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")
-    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    if not (root.is_dir() or root.is_file()):  # a pipe would block the import for good
+        raise OSError(f"not a file or a folder: {target}")
+    # a folder's regular files only: not a pipe, not a folder named like a module (rglob
+    # visits its files anyway)
+    files = sorted(f for f in root.rglob("*.py") if f.is_file()) if root.is_dir() else [root]
     if isolate:
         reports = _isolated([str(f) for f in files], only or None, skip, timeout)
     else:

@@ -94,6 +94,8 @@ def infer(
     shapes = tuple(as_shape(x, where=f"operand {i}") for i, x in enumerate(operands))
     res = None if result is None else as_shape(result, where="result")
     key_params = freeze_params(params)
+    if sizes is not None and not isinstance(sizes, Mapping):
+        raise TypeError(f"sizes must be a mapping such as {{'h': 4}}, not {type(sizes).__name__}")
     key_sizes = None if sizes is None else tuple(
         (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in sizes.items())
     if use_padding is not None and not isinstance(use_padding, bool):

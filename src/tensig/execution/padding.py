@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 
 from tensig.backends import Backend, backend_for, is_array, library_of, neutral_max, to_numpy
-from tensig.core.annotations import ShapeSpecMarker
+from tensig.core.annotations import ShapeSpecMarker, dtype_name
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.execution.price import itemsize
 
@@ -73,6 +73,34 @@ def _ops_for(array_type: type) -> Backend:
 
 
 # -- checks on plain Python values: they run before any array is built -------------------------
+def _check_value(value: Any, dtype: Any) -> None:
+    """Refuse a padding ``value`` that ``dtype`` does not hold (300 or -1 in uint8, NaN or
+    1e10 in int8, 1e40 in float32): the cast would wrap, saturate or fail in the library.
+    A dtype NumPy does not know (bfloat16 without ml_dtypes) is not checked."""
+    try:
+        name = dtype_name(dtype)
+        kind = np.dtype(name).kind
+    except TypeError:
+        return
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d array, a tensor
+        value = value.item()
+    real = isinstance(value, int | float | np.integer | np.floating)
+    if kind in "iu":
+        info = np.iinfo(name)
+        name += f" ({info.min}..{info.max})"
+        fits = real and math.isfinite(value) and float(value).is_integer() and \
+            info.min <= value <= info.max
+    elif kind == "f":
+        fits = real and (not math.isfinite(value) or abs(value) <= float(np.finfo(name).max))
+    elif kind == "b":
+        fits = real and value in (0, 1)
+    else:
+        fits = isinstance(value, int | float | complex | np.number)
+    if not fits:
+        raise PaddingError(f"value={value!r} does not fit the rows' dtype {name}: the padding "
+                           "cells would not hold it", hint="pass a value of that dtype's range")
+
+
 def _check_side(side: Any) -> Side:
     if side not in ("left", "right"):
         raise PaddingError(f"side must be 'left' or 'right', not {side!r}", side=str(side),
@@ -130,6 +158,7 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
             _ops_for(type(seqs[0]))  # raises, naming the libraries padded batches take
         seqs, lengths, trailing = _list_sizes(seqs)  # one NumPy array
     ops = _ops_for(type(seqs[0]))
+    _check_value(value, seqs[0].dtype)
     T = _padded_length(lengths, length, multiple_of)
     mask = _row_mask(lengths, T, side)
     on = ops.asarray(mask, seqs[0])
@@ -177,9 +206,9 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
     the items' shape; a row that is not a list, or ragged items, named."""
     for i, s in enumerate(seqs):
         if is_array(s) or not isinstance(s, (list, tuple, range)):
-            raise PaddingError(f"row {i} is a {type(s).__name__}, row 0 a "
-                               f"{type(seqs[0]).__name__}: pad() takes arrays of one library, "
-                               "or lists alone", row=i)
+            row0 = "" if i == 0 else f", row 0 a {type(seqs[0]).__name__}"
+            raise PaddingError(f"row {i} is a {type(s).__name__}{row0}: pad() takes a list of "
+                               "sequences (arrays of one library, or lists)", row=i)
     lengths = [len(s) for s in seqs]
     try:
         flat = np.array(list(itertools.chain.from_iterable(seqs)))
@@ -417,6 +446,10 @@ class Padded:
         if dtype is None:
             dtype = self.data.dtype if ops.is_float(self.data.dtype) else ops.default_float()
         dtype = ops.as_dtype(dtype)
+        if not ops.is_float(dtype):  # -inf cast to an integer is no number; a minimum wraps
+            raise PaddingError(f"additive_key_mask(dtype={dtype_name(dtype)}): an additive "
+                               "mask is added to floating scores", hint="pass a floating "
+                               "dtype, or use key_mask(), a bool mask, with integer data")
         fill = ops.finite_min(dtype) if finite else -math.inf
         return ops.astype(ops.where(self.key_mask(causal), 0.0, fill), dtype)
 
@@ -426,6 +459,7 @@ class Padded:
         side = _check_side(side)
         if side == self.side:
             return self
+        _check_value(value, self.data.dtype)
         ops, T = self._ops, self.data.shape[1]
         # the real items, in row order, into the new cells; both masks NumPy (concrete under
         # jax.jit, where a boolean index must be: self.mask is a tracer there)

@@ -1,0 +1,577 @@
+"""Fuzzers for the public surfaces ``test_attacks_fuzz.py`` leaves out, and the defects they found.
+
+Seeded as there (``TENSIG_FUZZ_EXAMPLES``/``TENSIG_FUZZ_SEED`` search further), each call
+under the shared hang guard.  The oracles:
+
+- eager ``einsum`` on torch, JAX and Dask arrays of mixed dtypes (bool, integers, float16,
+  complex) with empty axes: ``numpy.einsum`` in complex128 for the values, the library's own
+  promotion rule for the dtype, tolerances from the result dtype;
+- ``@shaped``: an independent backtracking matcher of jaxtyping's rules (names, literals,
+  ``_``, ``_name``, ``#``, ``*name``, ``...``, ``*_``, one-name expressions), both the
+  generated check and the interpreter;
+- ``tensig.testing.sizes``: ``collisions`` and the expressions' values, or a clear error;
+- ``tensig verify`` on a pipe, a folder named like a module and a call it cannot make.
+
+The regressions first: each is a minimal reproduction of a defect the fuzzers found.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from contextlib import suppress
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, note, settings
+from hypothesis import strategies as st
+from tensig.testing import collisions, sizes, strategy
+
+import tensig as ts
+from tensig import Shaped
+from tensig.check.decorator import SignatureError
+from tensig.check.verify_files import verify_path
+from tensig.cli import main
+from test_attacks_fuzz import fuzz, guard
+
+
+def _module(name):
+    with suppress(ImportError):
+        return __import__(name)
+    return None
+
+
+torch, jax, dask = _module("torch"), _module("jax"), _module("dask")
+needs = {name: pytest.mark.skipif(m is None, reason=f"needs {name}")
+         for name, m in (("torch", torch), ("jax", jax), ("dask", dask))}
+
+
+def _torch(a):
+    return torch.from_numpy(a.copy())
+
+
+def _jax(a):
+    return jax.numpy.asarray(a)
+
+
+def _dask(a):
+    import dask.array as da
+
+    return da.from_array(a, chunks=2)
+
+
+def _numpy(x) -> np.ndarray:
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.numpy()
+    return np.asarray(x.compute() if hasattr(x, "compute") else x)
+
+
+def _promoted(lib: str, xs) -> str:
+    """The result dtype by the library's own rule (torch and JAX widen int64 with float16 to
+    float16; NumPy and Dask to float64)."""
+    if lib == "torch":
+        return str(functools.reduce(torch.promote_types, [x.dtype for x in xs]))[6:]
+    if lib == "jax":
+        return str(functools.reduce(jax.numpy.promote_types, [x.dtype for x in xs]))
+    return str(np.result_type(*xs))
+
+
+# -- regressions --------------------------------------------------------------------------------
+
+
+@needs["torch"]
+@pytest.mark.parametrize("spec, shapes", [
+    ("jil;jk=>iljk", [(2, 3, 0), (2, 1)]),   # a batched outer product with no cells
+    ("bij;bjk=>bik", [(2, 3, 0), (2, 0, 4)]),  # a batched sum of no terms: zeros, not empty
+    ("ji;ji=>ji", [(0, 1), (0, 1)]),
+])
+def test_torch_contraction_of_no_cells_keeps_the_promoted_dtype(spec, shapes):
+    """torch's batched matmul skips its dtype check when there are no cells and answers in
+    the second operand's dtype: complex64 with uint8 came back uint8."""
+    x = torch.zeros(shapes[0], dtype=torch.complex64)
+    y = torch.ones(shapes[1], dtype=torch.uint8)
+    got = ts.einsum(spec, x, y)
+    assert got.dtype == torch.complex64
+    want = np.einsum(spec.replace(";", ",").replace("=>", "->"), x.numpy(), y.numpy())
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@needs["dask"]
+def test_dask_contraction_with_an_empty_operand():
+    """dask's reshape of an empty array fails inside it (``reduce() of empty iterable``)."""
+    x, y = np.zeros((2, 3, 0), np.complex64), np.ones((2, 1), np.uint8)
+    got = ts.einsum("jil;jk=>iljk", _dask(x), _dask(y))
+    assert got.dtype == np.complex64
+    assert got.compute().shape == (3, 0, 2, 1)
+
+
+@needs["jax"]
+@pytest.mark.parametrize("shape", [(2, 0), (2, 3)])
+def test_jax_integers_with_float16(shape):
+    """jnp.einsum hands int32 and float16 operands to dot_general, which refuses them
+    (``preferred_element_type must not be narrower``); numpy.einsum promotes first."""
+    jnp = jax.numpy
+    xs = [jnp.ones(shape, jnp.int32), jnp.ones(2, jnp.uint8), jnp.ones(2, jnp.float16)]
+    got = ts.einsum("ji;j;j=>i", *xs)
+    assert got.dtype == jnp.float16
+    np.testing.assert_array_equal(np.asarray(got), np.full(shape[1], 2.0))
+
+
+@pytest.mark.parametrize("text", ["B, B % 2", "B, 1 - B", "B T, (T + 1) % 2"])
+def test_sizes_no_size_can_keep_apart_is_an_error_not_a_hang(text):
+    """An expression that stays below 2 can never be apart from the other sizes: the search
+    for a size ran forever (``sizes`` and ``strategy`` alike)."""
+    for seed in (None, 3):
+        with guard(f"sizes({text!r})"), pytest.raises(ValueError, match=r"no size of .* hint"):
+            sizes(text, seed=seed)
+
+    @settings(max_examples=1, database=None, phases=[Phase.generate])
+    @given(strategy(text))
+    def draw(_):
+        pass
+
+    with guard(f"strategy({text!r})"), pytest.raises(ValueError, match="no size of"):
+        draw()
+
+
+def test_sizes_far_from_the_start_are_found_with_start():
+    with pytest.raises(ValueError, match="pass start="):
+        sizes("n, n // 10000")
+    assert sizes("n, n // 10000", start=20_000) == {"n": 20_000}
+
+
+# -- eager einsum on torch, JAX and Dask against numpy.einsum -----------------------------------
+
+DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64",
+          "complex64"]
+TOLERANCE = {"float16": 2e-2, "float32": 1e-5, "complex64": 1e-5}  # relative, of the dtype
+LIBS = [pytest.param(name, make, marks=needs[name])
+        for name, make in (("torch", _torch), ("jax", _jax), ("dask", _dask))]
+
+
+@pytest.mark.parametrize("lib, make", LIBS)
+@fuzz(40)
+@given(rnd=st.randoms(use_true_random=False))
+def test_fuzz_einsum_of_mixed_dtypes_and_empty_axes(lib, make, rnd):
+    letters = "ijkl"[:rnd.randint(1, 4)]
+    size = {c: rnd.choice([0, 1, 2, 3]) for c in letters}
+    subs = ["".join(rnd.choice(letters) for _ in range(rnd.randint(0, 3)))
+            for _ in range(rnd.randint(1, 3))]
+    used = sorted(set("".join(subs)))
+    out = "".join(rnd.sample(used, rnd.randint(0, len(used))))
+    gen = np.random.default_rng(rnd.randrange(99))
+    arrays = []
+    for s in subs:
+        dt = rnd.choice(DTYPES)
+        low = 0 if dt in ("bool", "uint8") else -3
+        arrays.append(gen.integers(low, 4, tuple(size[c] for c in s)).astype(dt))
+    spec = ";".join(subs) + "=>" + out
+    note(f"ts.einsum({spec!r}, {[(a.shape, a.dtype.name) for a in arrays]}) on {lib}")
+    want = np.einsum(",".join(subs) + "->" + out, *[a.astype(np.complex128) for a in arrays])
+    xs = [make(a) for a in arrays]
+    with guard(f"einsum {spec!r} on {lib}"):
+        got = _numpy((ts.einsum1 if len(xs) == 1 else ts.einsum)(spec, *xs))
+    assert got.shape == want.shape
+    if len(xs) > 1:  # one operand keeps its dtype
+        assert got.dtype.name == _promoted(lib, xs)
+    if got.dtype == bool:  # NumPy's logical or of ands
+        np.testing.assert_array_equal(got, want != 0)
+    elif np.issubdtype(got.dtype, np.integer):  # exact, wrapped as the dtype wraps
+        np.testing.assert_array_equal(got, want.real.astype(np.int64).astype(got.dtype))
+    else:
+        tol = TOLERANCE.get(got.dtype.name, 1e-12)
+        scale = 1 + max((np.abs(a).astype(np.float64).sum() for a in arrays), default=0)
+        np.testing.assert_allclose(got.astype(np.complex128),
+                                   want if np.iscomplexobj(got) else want.real,
+                                   rtol=tol, atol=tol * scale)
+
+
+# -- @shaped against an independent matcher ------------------------------------------------------
+
+NAMES = ["A", "B", "C"]
+
+
+def _item(rnd) -> tuple[str, tuple]:
+    """One axis: its text and what the matcher reads."""
+    n, c = rnd.choice(NAMES), rnd.randint(1, 3)
+    kind = rnd.choice(["name"] * 4 + ["int", "_", "_n", "#name", "#int", "+", "-", "*", "#+"])
+    return {"name": (n, ("name", n)), "int": (str(c - 1), ("int", c - 1)),
+            "_": ("_", ("any",)), "_n": ("_" + n, ("any",)),
+            "#name": ("#" + n, ("#", ("name", n))), "#int": (f"#{c}", ("#", ("int", c))),
+            "+": (f"{n}+{c}", ("lin", n, 1, c)), "-": (f"{n}-{c}", ("lin", n, 1, -c)),
+            "*": (f"{c + 1}*{n}", ("lin", n, c + 1, 0)),
+            "#+": (f"#({n}+{c})", ("#", ("lin", n, 1, c)))}[kind]
+
+
+def _annotation(rnd) -> tuple[str, list[tuple]]:
+    items = [_item(rnd) for _ in range(rnd.randint(0, 3))]
+    if rnd.random() < 0.5:  # at most one variadic, as jaxtyping allows
+        v = rnd.choice(["*V", "*W", "...", "*_"])
+        items.insert(rnd.randint(0, len(items)), (v, ("var", v[1:] if v[1].isupper() else None)))
+    return rnd.choice([" ", ", "]).join(t for t, _ in items), [i for _, i in items]
+
+
+def _axis(item: tuple, size: int, env: dict):
+    """The bindings under which ``size`` fits ``item`` (none, one, or both for ``#``)."""
+    kind = item[0]
+    if kind == "any":
+        yield env
+    elif kind == "int":
+        if size == item[1]:
+            yield env
+    elif kind == "name":
+        if item[1] not in env:
+            yield {**env, item[1]: size}
+        elif env[item[1]] == size:
+            yield env
+    elif kind == "lin":
+        _, n, a, c = item
+        if n in env:
+            if a * env[n] + c == size:
+                yield env
+        elif (size - c) % a == 0 and size >= c:
+            yield {**env, n: (size - c) // a}
+    elif size == 1:  # '#': a size-1 axis fits and binds nothing
+        yield env
+    else:
+        yield from _axis(item[1], size, env)
+
+
+def _fits(items: list[tuple], shape: tuple[int, ...], env: dict):
+    fixed = [i for i in items if i[0] != "var"]
+    var = [k for k, i in enumerate(items) if i[0] == "var"]
+    if len(shape) < len(fixed) or (not var and len(shape) != len(fixed)):
+        return
+    if var:
+        k, n = var[0], len(shape) - len(fixed)
+        name, cells = items[k][1], shape[k:k + n]
+        if name is not None:
+            if env.get("*" + name, cells) != cells:
+                return
+            env = {**env, "*" + name: cells}
+        shape = shape[:k] + shape[k + n:]
+
+    def go(i: int, env: dict):
+        if i == len(fixed):
+            yield env
+        else:
+            for e in _axis(fixed[i], shape[i], env):
+                yield from go(i + 1, e)
+
+    yield from go(0, env)
+
+
+def _accepts(annotations: list[list[tuple]], shapes: list[tuple[int, ...]]) -> bool:
+    def go(i: int, env: dict) -> bool:
+        return i == len(shapes) or any(go(i + 1, e) for e in _fits(annotations[i], shapes[i],
+                                                                     env))
+    return go(0, {})
+
+
+def _shape(items: list[tuple], rnd, env: dict) -> tuple[int, ...]:
+    """A shape that mostly fits ``items`` under the sizes drawn so far, sometimes one off."""
+    out: list[int] = []
+    for item in items:
+        if item[0] == "var":
+            key = f"*{item[1]}"
+            cells = env.get(key) if item[1] and rnd.random() < 0.8 else None
+            if cells is None:
+                cells = tuple(rnd.choice([0, 1, 2, 3]) for _ in range(rnd.randint(0, 2)))
+                env.setdefault(key, cells)
+            out += cells
+            continue
+        if item[0] == "#" and rnd.random() < 0.3:
+            out.append(1)
+            continue
+        base = item[1] if item[0] == "#" else item
+        if base[0] in ("int", "any"):
+            out.append(base[1] if base[0] == "int" else rnd.randint(0, 4))
+        else:
+            v = env.setdefault(base[1], rnd.randint(0, 4))
+            out.append(v if base[0] == "name" else max(0, base[2] * v + base[3]))
+    if out and rnd.random() < 0.3:
+        out[rnd.randrange(len(out))] = rnd.randint(0, 5)
+    if rnd.random() < 0.1:
+        out.append(rnd.randint(1, 3))
+    return tuple(out)
+
+
+@fuzz(300)
+@given(st.randoms(use_true_random=False))
+def test_fuzz_shaped_against_a_matcher(rnd):
+    """Two arguments and a return value: ``@shaped`` (generated and interpreted) accepts a
+    call exactly when some sizes fit every shape, and refuses it with a SignatureError."""
+    texts, items = zip(*[_annotation(rnd) for _ in range(3)], strict=True)
+    env: dict = {}
+    shapes = [_shape(i, rnd, env) for i in items]
+    want = _accepts(list(items), shapes)
+    note(f"x: {texts[0]!r}, y: {texts[1]!r} -> {texts[2]!r}; shapes {shapes}; fits: {want}")
+
+    def f(x: Shaped[np.ndarray, texts[0]], y: Shaped[np.ndarray, texts[1]], out
+          ) -> Shaped[np.ndarray, texts[2]]:
+        return out
+
+    x, y, out = (np.broadcast_to(np.zeros(()), s) for s in shapes)
+    for compiled in (True, False):
+        g = ts.shaped(compiled=compiled)(f)
+        with guard(f"@shaped {texts}"):
+            try:
+                g(x, y, out=out)
+                got = True
+            except SignatureError:
+                got = False
+        assert got == want, f"compiled={compiled}"
+
+
+# -- tensig.testing.sizes on random annotations ---------------------------------------------------
+
+
+@fuzz(60)
+@given(st.randoms(use_true_random=False))
+def test_fuzz_sizes_keep_apart_or_refuse(rnd):
+    """``sizes`` of random names and one-name expressions: sizes that break no rule of
+    ``collisions``, with every expression at least 2 and apart, or a ValueError."""
+    texts = [_annotation(rnd)[0] for _ in range(rnd.randint(1, 3))]
+    source = "; ".join(texts)
+    note(source)
+    with guard(f"sizes({source!r})"):
+        try:
+            got = sizes(source, seed=rnd.choice([None, rnd.randrange(9)]))
+        except ValueError as e:
+            assert "no size of" in str(e)
+            return
+    assert collisions(got) == []
+    values = list(got.values())
+    for text in texts:
+        for word in text.replace(",", " ").split():
+            if any(c in word for c in "+-*") and not word.startswith(("*", "#")):
+                value = ts.Dim.parse(word).evaluate(got)
+                assert value >= 2 and value not in values, (word, got)
+
+
+# -- tensig verify on odd paths ------------------------------------------------------------------
+
+GOOD = '''
+import numpy as np
+from tensig import Float
+
+def pool(x: Float[np.ndarray, "B T d"]) -> Float[np.ndarray, "B d"]:
+    return x.mean(axis=1)
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_verify_skips_pipes_and_folders_named_like_modules(tmp_path, capsys):
+    """A pipe named ``*.py`` blocked the import until the time limit (then a note blaming
+    compiled code), and a folder named ``*.py`` was imported as a file (``IsADirectoryError``);
+    a pipe given by name is a usage error at once."""
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "good.py").write_text(GOOD)
+    with guard("verify of a folder with a pipe", 20):
+        reports = verify_path(str(tmp_path))
+    assert [(r.function, r.notes) for r in reports] == [("pool", [])]
+    with guard("verify of a pipe", 20):
+        assert main(["verify", "--in-process", str(tmp_path / "pipe.py")]) == 2
+    assert "not a file or a folder" in capsys.readouterr().err
+
+
+def test_a_call_verify_cannot_make_is_a_note_naming_the_function():
+    """A required keyword-only argument without an annotation fails at the call itself, in
+    no line of the user's: the note said ``stopped at None:None``."""
+    def f(x: ts.Float[np.ndarray, "B T"], *, k: int) -> ts.Float[np.ndarray, "T"]:
+        return x[0]
+
+    (note_,) = ts.verify(f).notes
+    assert "None" not in note_ and "calling f()" in note_ and "'k'" in note_
+
+
+# -- deferred sizes read argument values, never run them ------------------------------------------
+
+
+def test_a_deferred_size_never_runs_an_argument():
+    """``{n}`` pasted the argument's text into code and ran it: a string argument executed
+    (builtins removed, but reachable through ``().__class__``), an array's text was a
+    SyntaxError.  A value that is no number is a TypeError naming it; a float is not checked
+    (no whole number), as before."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{n}"], n):
+        return x
+
+    code = "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_'] or 3"
+    for value in (code, "3", np.zeros(4)):
+        with pytest.raises(TypeError, match=r"reads \{n\} = .*not a number"):
+            f(np.zeros(3), value)
+    for value in (3, np.int64(3), np.array(3), 3.5):
+        assert f(np.zeros(3), value).shape == (3,)
+    with pytest.raises(SignatureError, match="has size 3"):
+        f(np.zeros(3), 4)
+
+
+# -- options of the wrong type ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn, kw", [
+    (fn, kw) for fn in ("infer", "einsum1", "einsum_path")
+    for kw in ({"sizes": [1]}, {"sizes": 3}, {"sizes": "i=2"}, {"params": [1]},
+               {"use_padding": "yes"})
+    if fn != "einsum_path" or "sizes" in kw])  # einsum_path takes sizes= only
+def test_options_of_the_wrong_type_are_a_type_error(fn, kw):
+    """``sizes=[1]`` raised ``AttributeError: 'list' object has no attribute 'items'``."""
+    x = (2,) if fn == "infer" else np.zeros(2)
+    with pytest.raises(TypeError, match="must be"):
+        getattr(ts, fn)("i => i", x, **kw)
+
+
+# -- padding values a dtype cannot hold ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, value", [
+    (np.uint8, 300), (np.uint8, -1),      # OverflowError from NumPy
+    (np.int64, float("nan")),             # the cast's garbage (int64 minimum), a warning only
+    (np.int8, 1e10),                      # silently 0
+    (np.float32, 1e40),                   # silently inf
+    (np.float64, "x"),                    # NumPy's "could not convert string to float"
+    (np.bool_, 2),
+])
+def test_a_padding_value_the_dtype_cannot_hold_is_refused(dtype, value):
+    rows = [np.zeros(3, dtype), np.zeros(1, dtype)]
+    with pytest.raises(ts.PaddingError, match=re.escape(f"value={value!r} does not fit")):
+        ts.pad(rows, value=value)
+    with pytest.raises(ts.PaddingError, match="does not fit"):
+        ts.pad(rows).to_side("left", value=value)
+
+
+@pytest.mark.parametrize("dtype, value", [(np.float32, 0.1), (np.float32, -np.inf),
+                                          (np.uint8, 255), (np.int8, np.array(-128)),
+                                          (np.bool_, True), (np.float64, np.float32(2.5))])
+def test_padding_values_the_dtype_holds_still_pad(dtype, value):
+    got = ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=value).data
+    assert got.dtype == dtype and got[1, 1] == np.asarray(value).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, bool])
+def test_an_additive_mask_of_an_integer_dtype_is_refused(dtype):
+    """-inf cast to int32 was the int32 minimum (with a RuntimeWarning), which wraps when
+    added to integer scores."""
+    batch = ts.pad([np.zeros(2), np.zeros(1)])
+    with pytest.raises(ts.PaddingError, match="floating"):
+        batch.additive_key_mask(dtype)
+    assert batch.additive_key_mask(np.float32).dtype == np.float32
+
+
+def test_a_first_row_that_is_no_sequence_is_named_once():
+    """``pad([1, 2])`` said ``row 0 is a int, row 0 a int``."""
+    with pytest.raises(ts.PaddingError, match="row 0 is a int: pad") as e:
+        ts.pad([1, 2])
+    assert str(e.value).count("row 0") == 1
+    with pytest.raises(ts.PaddingError, match="row 1 is a int, row 0 a list"):
+        ts.pad([[1], 2])
+
+
+# -- expressions no size decides -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, fits", [
+    ("h*w", "h*w", (6, 5), False), ("h*w", "w*h", (6, 6), True), ("h + w", "h + w", (6, 5), False),
+    ("h*w", "h*w + 1", (6, 6), False), ("h*w", "h*w + 1", (6, 7), True),
+    ("(h*w + 1) // 2", "(h*w + 1) // 2", (3, 4), False), ("h*w", "h*w - 2", (1, 0), False),
+])
+def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits):
+    """``h*w`` of size 6 in one argument and 5 in another was accepted: an expression with
+    two unknown names is skipped, and so was the contradiction between its two uses."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if fits:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=r"at argument 'x' axis 0, so"):
+            g(x, y)
+
+
+# -- Dask with axes of size 0 ----------------------------------------------------------------------
+
+
+@needs["dask"]
+def test_dask_max_keeping_an_empty_axis_computes_the_inferred_shape():
+    """Dask's max over (0, 1) of a (2, 5, 4, 0) array is lazily (4, 0) but computes (2, 0);
+    a max over an empty axis failed only once computed ("zero-size array to reduction")."""
+    x = np.zeros((2, 5, 4, 0), np.float16)
+    got = ts.einmax1("..w.. => ,", ts.rows(_dask(x), input=2))
+    assert got.array.compute().shape == got.array.shape == (4, 0)
+    got = ts.einmax1("i, j => i", _dask(np.zeros((3, 0))))
+    np.testing.assert_array_equal(got.compute(), [-np.inf] * 3)
+
+
+@needs["dask"]
+@pytest.mark.parametrize("spec, shape, kw", [
+    ("i, o<+k => i, o", (0, 5), {"sizes": {"k": 2}}),            # windows: dask's overlap
+    ("i, o+k => i, o", (0, 5), {"sizes": {"k": 3}, "use_padding": True}),  # dask's pad
+])
+def test_dask_windows_and_padding_of_an_empty_operand(spec, shape, kw):
+    """Dask's overlap ("overlapping depth 1 is larger than your array 0") and pad
+    (ZeroDivisionError) fail on an array with an axis of size 0."""
+    x = np.zeros(shape)
+    want = ts.einsum1(spec, x, **kw)
+    got = ts.einsum1(spec, _dask(x), **kw)
+    assert got.compute().shape == got.shape == want.shape
+
+
+def _empty_problem(rnd):
+    """tests/test_attacks_parser.py's coherent problems with sizes 0, 1 and 2 (axes of no
+    cells everywhere); ``None`` where a size would be negative or the operands are big."""
+    import test_attacks_parser as tap
+
+    symbolic, tap.SYMBOLIC = tap.SYMBOLIC, [0, 1, 2]
+    try:
+        p = tap.Problem(rnd)
+    except ts.ShapeError:  # a size the generator derived below 0
+        return None
+    finally:
+        tap.SYMBOLIC = symbolic
+    shapes = [s if isinstance(s, ts.Shape) else ts.Shape(output=s) for s in p.operands]
+    dims = [tuple(int(d) for d in s.dims) for s in shapes]
+    return None if any(np.prod(d) > 400 for d in dims) else (p, shapes, dims)
+
+
+@pytest.mark.parametrize("lib, make", [p for p in LIBS if p.values[0] != "jax"])
+@fuzz(40)
+@given(rnd=st.randoms(use_true_random=False))
+def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
+    """Every eager operator on random specs whose sizes include 0, on torch and Dask: the
+    NumPy answer (itself checked against the loop interpreter), or an error where NumPy
+    raises one; the shape before and after computing agree."""
+    from test_attacks_fuzz import EXPECTED, OPS, _plain, _rows
+
+    op = rnd.choice(OPS)
+    dtype = rnd.choice([np.float64, np.float32, np.int64, np.int8, np.bool_])
+    drawn = _empty_problem(rnd)
+    if drawn is None:
+        return
+    p, shapes, dims = drawn
+    gen = np.random.default_rng(rnd.randrange(99))
+    arrays = [gen.integers(0 if dtype == np.bool_ else -3, 4, d).astype(dtype) for d in dims]
+    note(f"ts.{op}({p.text!r}, {[str(s) for s in shapes]}, {np.dtype(dtype).name}, **{p.kw})")
+
+    def run(conv):
+        try:
+            return getattr(ts, op)(p.text, *_rows([conv(a) for a in arrays], shapes), **p.kw)
+        except EXPECTED as e:
+            return e
+
+    with guard(f"{op} {p.text!r}"):
+        want = run(lambda a: a)
+        got = run(make)
+        if isinstance(want, Exception) or isinstance(got, Exception):
+            assert isinstance(got, Exception) == isinstance(want, Exception), (want, got)
+            return
+        lazy = got.array if isinstance(got, ts.RowArray) else got
+        value = _numpy(lazy)
+    assert value.shape == tuple(lazy.shape) == _plain(want).shape
+    np.testing.assert_allclose(value.astype(np.float64), _plain(want).astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
