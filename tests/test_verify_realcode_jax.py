@@ -133,6 +133,10 @@ def test_weights_dict_bound_by_partial_verifies_from_the_annotations():
     assert kinds(r) == ["broadcast"] and "128 against 32" in r.findings[0].message, str(r)
     with pytest.raises(TypeError, match=r"functools.partial\(mlp_block, params\)"):
         verify(mlp_block)  # the advice binds the leading parameter by position
+    with pytest.raises(TypeError, match=r"mlp_block's parameter\(s\) 'x': keyword-only"):
+        verify(functools.partial(mlp_block, params=PARAMS))  # x keyword-only: no positional call
+    r = verify(functools.partial(mlp_block_bug, PARAMS))
+    assert r.function == "mlp_block_bug" and r.line is not None, str(r)  # not "partial"
 
 
 # -- JAX's symbolic shapes undecided, collectives under vmap ------------------------------------
@@ -214,6 +218,23 @@ def test_a_count_larger_than_the_witnesses_is_an_assumption_not_an_error():
         assert "50" in r.findings[0].message or "16" in r.findings[0].message, str(r)
     r = verify(top_k_bug)
     assert kinds(r) == ["assumption", "return-shape"] and "[V, 50]" in str(r), str(r)
+
+
+def test_a_large_count_on_many_axes_keeps_its_finding():
+    # past the count, all four witnesses scaled are too large to build: one axis at a time
+    def sparse_keys(scores: Float[jax.Array, "B, H, T, S"]) -> Float[jax.Array, "B, H, T, 256"]:
+        return jax.lax.top_k(scores, 256)[0]  # the 256 best keys of each query: needs S >= 256
+
+    def color_hist_bug(img: Float[np.ndarray, "H, W, C"], mask: Float[np.ndarray, "H, W"]
+                       ) -> Float[np.ndarray, "256"]:
+        return np.histogram(img, bins=256, range=(0.0, 1.0), weights=mask)[0]  # [H, W] weights
+
+    r = verify(sparse_keys)  # was a note: the scaled witnesses were refused as too large
+    assert kinds(r) == ["assumption"] and not r.notes, str(r)
+    assert "assumes S >= 256" in r.findings[0].message, str(r)
+    r = verify(color_hist_bug)  # NumPy allocates: a base too large is not tried, the error stays
+    assert kinds(r)[0] == "contraction" and not r.notes, str(r)
+    assert "fails on these shapes at every size" in r.findings[0].message, str(r)
 
 
 # -- helpers jitted at import are traced through their Python functions -------------------------

@@ -206,7 +206,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         finally:
             tracing._TRACER.reset(token)
 
-    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
+    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False)
 
 
 # --------------------------------------------------------------------------------------------

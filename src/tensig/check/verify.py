@@ -355,13 +355,20 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style, ignore, timeout)
     skip = findings.resolve(ignore)
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+    named = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
+    name = getattr(named, "__qualname__", None) or getattr(named, "__name__", None) or \
         type(fn).__name__  # a module: its class (its repr would print its weights)
-    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
-                                                    None)
+    code = getattr(named, "__code__", None) or getattr(getattr(fn, "forward", None),
+                                                       "__code__", None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    positional, any_number = _positional(fn)
+    positional, any_number, keywords = _positional(fn)
+    if keywords:  # verify passes every argument by position
+        raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, keywords))}: "
+                        "keyword-only with no default, and verify passes arguments by "
+                        "position; give them defaults, or bind them with functools.partial "
+                        "(a keyword it binds, params=..., makes the parameters after it "
+                        "keyword-only: bind leading weights by position, partial(f, params))")
     least = sum(p.default is p.empty for p in positional)
     arrays = range(len(sig.args)) if sig.positions is None else sig.positions
     given = {*arrays, *(i for i, _, _ in sig.scalars)}
@@ -597,14 +604,16 @@ def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
         a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
 
 
-def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
-    """``fn``'s positional parameters, and whether it takes any number (``*args``, unknown)."""
+def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool, list[str]]:
+    """``fn``'s positional parameters, whether it takes any number (``*args``, unknown), and
+    its keyword-only parameters without a default (which no positional call fills)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return [], True
+        return [], True, []
     return ([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
-            any(p.kind is p.VAR_POSITIONAL for p in params))
+            any(p.kind is p.VAR_POSITIONAL for p in params),
+            [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty])
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
