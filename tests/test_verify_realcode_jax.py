@@ -109,6 +109,16 @@ def test_prng_key_parameters_get_a_real_key():
     assert "B against Z" in r.findings[0].message, str(r)
 
 
+def test_a_key_annotated_as_a_typed_key_is_one():
+    def step(key: Key[jax.Array, ""], x: Float[jax.Array, "B, D"]
+             ) -> tuple[Float[jax.Array, "B, D"], Key[jax.Array, ""]]:
+        key, sub = jax.random.split(key)  # the key carried on, as an RL rollout does
+        return x + jax.random.normal(sub, x.shape), key
+
+    r = verify(step)  # was a PRNGKey's [2] against the declared typed key's []
+    assert clean(r), str(r)
+
+
 # -- flax/haiku-style weights: a nested dict bound with functools.partial -----------------------
 
 

@@ -531,7 +531,7 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
     jax_code = "jax" in sys.modules and "jax" in _libraries(fn)
     scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
                     if p.default is p.empty and i not in positions
-                    and (kind := "key" if i in keys else _scalar_kind(p, jax_code))
+                    and (kind := "Key" if i in keys else _scalar_kind(p, jax_code))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
     return dataclasses.replace(sig, scalars=scalars, positions=positions)
 
@@ -569,10 +569,12 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
 #: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
-#: a JAX PRNG key a real key (its shape says nothing about the arrays)
-_NUMBERS: dict[str, Callable[[], Any]] = {"float": lambda: 0.5, "bool": lambda: True,
-                                          "key": lambda: importlib.import_module(
-                                              "jax.random").PRNGKey(0)}
+#: a JAX PRNG key a real key (its shape says nothing about the arrays): a typed one, shape
+#: ``()``, where annotated ``Key[jax.Array, ""]``, else a ``PRNGKey``'s two ``uint32``
+_NUMBERS: dict[str, Callable[[], Any]] = {
+    "float": lambda: 0.5, "bool": lambda: True,
+    "key": lambda: importlib.import_module("jax.random").PRNGKey(0),
+    "Key": lambda: importlib.import_module("jax.random").key(0)}
 #: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
 _KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
