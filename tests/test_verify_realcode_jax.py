@@ -102,8 +102,14 @@ def test_prng_key_parameters_get_a_real_key():
 
     for f in (dropout, reparameterize, noisy, mixup, attention):
         assert clean(verify(f)), str(verify(f))
+    def jax_attention(query: Float[jax.Array, "T, K"], key, value: Float[jax.Array, "S, V"]
+                      ) -> Float[jax.Array, "T, V"]:
+        return jax.nn.softmax(query @ key.T) @ value  # attention's key: its annotation missing
+
     with pytest.raises(TypeError, match="'key': no shape annotation"):
         verify(np_attention)
+    with pytest.raises(TypeError, match="'key': no shape annotation"):
+        verify(jax_attention)  # was traced with a PRNG key: 'matmul contracts K with 2'
     r = verify(reparameterize_bug)
     assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
     assert "B against Z" in r.findings[0].message, str(r)

@@ -528,8 +528,10 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
     positions = tuple(p.position or 0 for p in positional)
-    jax_code = "jax" in sys.modules and "jax" in _libraries(fn)
-    scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
+    params = _positional(fn)[0]
+    jax_code = "jax" in sys.modules and "jax" in _libraries(fn) and not {
+        "query", "value"} & {p.name for p in params}  # beside them a key is attention's array
+    scalars = tuple((i, p.name, kind) for i, p in enumerate(params)
                     if p.default is p.empty and i not in positions
                     and (kind := "Key" if i in keys else _scalar_kind(p, jax_code))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
