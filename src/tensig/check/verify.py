@@ -363,7 +363,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     positional, any_number, keywords = _positional(fn)
-    if keywords:  # verify passes every argument by position
+    if keywords and named is not fn:  # a partial's; verify passes arguments by position
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, keywords))}: "
                         "keyword-only with no default, and verify passes arguments by "
                         "position; give them defaults, or bind them with functools.partial "
