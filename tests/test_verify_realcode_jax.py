@@ -296,6 +296,27 @@ def test_jitted_helpers_are_traced_symbolically():
     assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
 
 
+def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
+    during = []
+
+    def boom(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+        softmax(_pairwise(x, x))
+        during.append(globals()["_pairwise"])
+        raise KeyError("a bug after the patched calls")
+
+    def stuck(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+        y = softmax(_pairwise(x, x))
+        while True:  # stopped by verify's timeout
+            y = y + 0
+
+    before = (globals()["softmax"], globals()["_pairwise"], jax.nn.softmax, jnp.sum)
+    assert any("KeyError" in n for n in verify(boom).notes)
+    assert any("did not finish" in n for n in verify(stuck, timeout=0.2).notes)
+    after = (globals()["softmax"], globals()["_pairwise"], jax.nn.softmax, jnp.sum)
+    assert during and during[0] is not before[1]  # the jitted helper was patched while traced
+    assert all(a is b for a, b in zip(before, after, strict=True))
+
+
 # -- jax.scipy.linalg ---------------------------------------------------------------------------
 
 
