@@ -317,6 +317,22 @@ def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
     assert all(a is b for a, b in zip(before, after, strict=True))
 
 
+def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
+    groups = jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4))
+    grow = jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))
+
+    def grouped(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 4, D//4"]:
+        return groups(x)  # a closure's jitted function: only JAX's own shapes run it
+
+    def tile_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 3, D"]:
+        return grow(x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count them
+
+    r = verify(grouped)  # refused at the witnesses only: D divisible by 4 is assumed
+    assert clean(r), str(r)
+    r = verify(tile_bug)  # was clean
+    assert kinds(r) == ["contraction"] and "(B, D)" in str(r) and "(B, 3, D)" in str(r), str(r)
+
+
 # -- jax.scipy.linalg ---------------------------------------------------------------------------
 
 

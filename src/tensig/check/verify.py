@@ -37,7 +37,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
+from tensig.check import (
+    findings,
+    size_fit,
+    sym_functions,
+    sym_sizes,
+    trace_einops,
+    trace_jax,
+    tracing,
+)
 from tensig.check import tracer as S
 from tensig.check.trace_numpy import (
     CREATION_EXTRA,
@@ -484,11 +492,21 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
                   report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    findings, notes, result = trace_jax.jax_shapes_fallback(
-        lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds, sig.symbols)
+    def fallback(at: dict[str, int] | None = None) -> Any:
+        return trace_jax.jax_shapes_fallback(
+            lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds,
+            sig.symbols, at)
+
+    findings, notes, result = fallback()
     if notes:  # what stopped JAX too (a size it cannot decide) says more than the trace's
         report.notes += [n for n in notes if "inconclusive" in n.lower()]
         return
+    if not findings:  # JAX's symbolic shapes skip checks (a reshape's element count): refused
+        base = tracer.assumption_envs()[0]  # at the witnesses and where small divisors divide
+        refused = fallback(base)[0]
+        if refused and fallback({n: v * _DIVISIBLE for n, v in base.items()})[0]:
+            findings = [dataclasses.replace(f, message=size_fit.named(f.message, base))
+                        for f in refused]
     report.notes = []
     tracer.findings += [f for f in findings if f not in tracer.findings]
     report.result = result
@@ -577,6 +595,8 @@ _NUMBERS: dict[str, Callable[[], Any]] = {
     "float": lambda: 0.5, "bool": lambda: True,
     "key": lambda: importlib.import_module("jax.random").PRNGKey(0),
     "Key": lambda: importlib.import_module("jax.random").key(0)}
+#: a multiple of every divisor code commonly assumes (heads, patches: up to 64, and 3, 5, 7)
+_DIVISIBLE = 2 ** 6 * 3 ** 2 * 5 * 7
 #: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
 _KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
