@@ -37,16 +37,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensig.check import (
-    findings,
-    size_fit,
-    sym_functions,
-    sym_sizes,
-    trace_einops,
-    trace_jax,
-    tracing,
-)
+from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
+from tensig.check.size_fit import named
 from tensig.check.trace_numpy import (
     CREATION_EXTRA,
     CREATION_RANDOM,
@@ -363,15 +356,15 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style, ignore, timeout)
     skip = findings.resolve(ignore)
-    named = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
-    name = getattr(named, "__qualname__", None) or getattr(named, "__name__", None) or \
+    func = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or \
         type(fn).__name__  # a module: its class (its repr would print its weights)
-    code = getattr(named, "__code__", None) or getattr(getattr(fn, "forward", None),
-                                                       "__code__", None)
+    code = getattr(func, "__code__", None) or getattr(getattr(fn, "forward", None),
+                                                      "__code__", None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
     positional, any_number, keywords = _positional(fn)
-    if keywords and named is not fn:  # a partial's; verify passes arguments by position
+    if keywords and func is not fn:  # a partial's; verify passes arguments by position
         raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, keywords))}: "
                         "keyword-only with no default, and verify passes arguments by "
                         "position; give them defaults, or bind them with functools.partial "
@@ -505,7 +498,7 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
         base = tracer.assumption_envs()[0]  # at the witnesses and where small divisors divide
         refused = fallback(base)[0]
         if refused and fallback({n: v * _DIVISIBLE for n, v in base.items()})[0]:
-            findings = [dataclasses.replace(f, message=size_fit.named(f.message, base))
+            findings = [dataclasses.replace(f, message=named(f.message, base))
                         for f in refused]
     report.notes = []
     tracer.findings += [f for f in findings if f not in tracer.findings]
