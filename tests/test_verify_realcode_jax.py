@@ -102,11 +102,27 @@ def test_prng_key_parameters_get_a_real_key():
 
     for f in (dropout, reparameterize, noisy, mixup, attention):
         assert clean(verify(f)), str(verify(f))
+    def jax_attention(query: Float[jax.Array, "T, K"], key, value: Float[jax.Array, "S, V"]
+                      ) -> Float[jax.Array, "T, V"]:
+        return jax.nn.softmax(query @ key.T) @ value  # attention's key: its annotation missing
+
     with pytest.raises(TypeError, match="'key': no shape annotation"):
         verify(np_attention)
+    with pytest.raises(TypeError, match="'key': no shape annotation"):
+        verify(jax_attention)  # was traced with a PRNG key: 'matmul contracts K with 2'
     r = verify(reparameterize_bug)
     assert r.findings and set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
     assert "B against Z" in r.findings[0].message, str(r)
+
+
+def test_a_key_annotated_as_a_typed_key_is_one():
+    def step(key: Key[jax.Array, ""], x: Float[jax.Array, "B, D"]
+             ) -> tuple[Float[jax.Array, "B, D"], Key[jax.Array, ""]]:
+        key, sub = jax.random.split(key)  # the key carried on, as an RL rollout does
+        return x + jax.random.normal(sub, x.shape), key
+
+    r = verify(step)  # was a PRNGKey's [2] against the declared typed key's []
+    assert clean(r), str(r)
 
 
 # -- flax/haiku-style weights: a nested dict bound with functools.partial -----------------------
@@ -133,6 +149,10 @@ def test_weights_dict_bound_by_partial_verifies_from_the_annotations():
     assert kinds(r) == ["broadcast"] and "128 against 32" in r.findings[0].message, str(r)
     with pytest.raises(TypeError, match=r"functools.partial\(mlp_block, params\)"):
         verify(mlp_block)  # the advice binds the leading parameter by position
+    with pytest.raises(TypeError, match=r"mlp_block's parameter\(s\) 'x': keyword-only"):
+        verify(functools.partial(mlp_block, params=PARAMS))  # x keyword-only: no positional call
+    r = verify(functools.partial(mlp_block_bug, PARAMS))
+    assert r.function == "mlp_block_bug" and r.line is not None, str(r)  # not "partial"
 
 
 # -- JAX's symbolic shapes undecided, collectives under vmap ------------------------------------
@@ -216,6 +236,23 @@ def test_a_count_larger_than_the_witnesses_is_an_assumption_not_an_error():
     assert kinds(r) == ["assumption", "return-shape"] and "[V, 50]" in str(r), str(r)
 
 
+def test_a_large_count_on_many_axes_keeps_its_finding():
+    # past the count, all four witnesses scaled are too large to build: one axis at a time
+    def sparse_keys(scores: Float[jax.Array, "B, H, T, S"]) -> Float[jax.Array, "B, H, T, 256"]:
+        return jax.lax.top_k(scores, 256)[0]  # the 256 best keys of each query: needs S >= 256
+
+    def color_hist_bug(img: Float[np.ndarray, "H, W, C"], mask: Float[np.ndarray, "H, W"]
+                       ) -> Float[np.ndarray, "256"]:
+        return np.histogram(img, bins=256, range=(0.0, 1.0), weights=mask)[0]  # [H, W] weights
+
+    r = verify(sparse_keys)  # was a note: the scaled witnesses were refused as too large
+    assert kinds(r) == ["assumption"] and not r.notes, str(r)
+    assert "assumes S >= 256" in r.findings[0].message, str(r)
+    r = verify(color_hist_bug)  # NumPy allocates: a base too large is not tried, the error stays
+    assert kinds(r)[0] == "contraction" and not r.notes, str(r)
+    assert "fails on these shapes at every size" in r.findings[0].message, str(r)
+
+
 # -- helpers jitted at import are traced through their Python functions -------------------------
 
 
@@ -257,6 +294,43 @@ def test_jitted_helpers_are_traced_symbolically():
     r = verify(TOPK_FILTER)  # JAX's own shapes cannot decide V >= 5; the witnesses exceed 5
     assert clean(r), str(r)
     assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
+
+
+def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
+    during = []
+
+    def boom(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+        softmax(_pairwise(x, x))
+        during.append(globals()["_pairwise"])
+        raise KeyError("a bug after the patched calls")
+
+    def stuck(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+        y = softmax(_pairwise(x, x))
+        while True:  # stopped by verify's timeout
+            y = y + 0
+
+    before = (globals()["softmax"], globals()["_pairwise"], jax.nn.softmax, jnp.sum)
+    assert any("KeyError" in n for n in verify(boom).notes)
+    assert any("did not finish" in n for n in verify(stuck, timeout=0.2).notes)
+    after = (globals()["softmax"], globals()["_pairwise"], jax.nn.softmax, jnp.sum)
+    assert during and during[0] is not before[1]  # the jitted helper was patched while traced
+    assert all(a is b for a, b in zip(before, after, strict=True))
+
+
+def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
+    groups = jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4))
+    grow = jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))
+
+    def grouped(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 4, D//4"]:
+        return groups(x)  # a closure's jitted function: only JAX's own shapes run it
+
+    def tile_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 3, D"]:
+        return grow(x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count them
+
+    r = verify(grouped)  # refused at the witnesses only: D divisible by 4 is assumed
+    assert clean(r), str(r)
+    r = verify(tile_bug)  # was clean
+    assert kinds(r) == ["contraction"] and "(B, D)" in str(r) and "(B, 3, D)" in str(r), str(r)
 
 
 # -- jax.scipy.linalg ---------------------------------------------------------------------------

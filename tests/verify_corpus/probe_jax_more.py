@@ -9,9 +9,12 @@ Each case is (name, correct function, function with one realistic injected bug, 
 code the bug must give); the signatures are the functions' annotations.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.nn import log_softmax, one_hot
 
 from tensig import Bool, Float, Int
 
@@ -338,6 +341,78 @@ def meshgrid_coords_bug(H: int, W: int) -> Float[jax.Array, "H, W, 2"]:
     return jnp.stack([ys, xs], axis=-1).astype(jnp.float32)
 
 
+# -- helpers compiled at import, names imported from JAX, a PRNG key by name (from the review) --
+
+
+@functools.partial(jax.jit, static_argnames=("num_heads",))
+def _split_heads(x, num_heads):
+    b, t, d = x.shape
+    return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+
+def mha_scores(q: Float[jax.Array, "B, T, 64"], k: Float[jax.Array, "B, S, 64"]
+               ) -> Float[jax.Array, "B, 4, T, S"]:
+    qh, kh = _split_heads(q, num_heads=4), _split_heads(k, num_heads=4)
+    return jnp.einsum("bhtd,bhsd->bhts", qh, kh) / jnp.sqrt(16.0)
+
+
+def mha_scores_bug(q: Float[jax.Array, "B, T, 64"], k: Float[jax.Array, "B, S, 64"]
+                   ) -> Float[jax.Array, "B, 4, T, S"]:
+    qh, kh = _split_heads(q, num_heads=4), _split_heads(k, num_heads=4)
+    return qh @ kh / jnp.sqrt(16.0)  # kh not transposed: [.., T, 16] @ [.., S, 16]
+
+
+def smooth_xent(logits: Float[jax.Array, "B, C"], labels: Int[jax.Array, "B"]
+                ) -> Float[jax.Array, "B"]:
+    n = logits.shape[-1]
+    target = one_hot(labels, n) * 0.9 + 0.1 / n
+    return -jnp.sum(target * log_softmax(logits), axis=-1)
+
+
+def smooth_xent_bug(logits: Float[jax.Array, "B, C"], labels: Int[jax.Array, "B"]
+                    ) -> Float[jax.Array, "B"]:
+    n = logits.shape[0]  # the batch size, not the class count
+    target = one_hot(labels, n) * 0.9 + 0.1 / n
+    return -jnp.sum(target * log_softmax(logits), axis=-1)
+
+
+@jax.custom_jvp
+def _safe_norm(x):
+    return jnp.sqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), 1e-12))
+
+
+_safe_norm.defjvp(lambda p, t: (_safe_norm(p[0]),
+                                jnp.sum(p[0] * t[0], -1, keepdims=True) / _safe_norm(p[0])))
+
+
+@jax.custom_jvp
+def _safe_norm_flat(x):
+    return jnp.sqrt(jnp.maximum(jnp.sum(x * x, axis=-1), 1e-12))  # keepdims lost: [B]
+
+
+_safe_norm_flat.defjvp(lambda p, t: (_safe_norm_flat(p[0]), jnp.sum(p[0] * t[0], -1)))
+
+
+def normalize(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+    return x / _safe_norm(x)
+
+
+def normalize_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, D"]:
+    return x / _safe_norm_flat(x)  # [B, D] / [B]
+
+
+def token_dropout(dropout_rng, x: Float[jax.Array, "B, T, D"], rate: float
+                  ) -> Float[jax.Array, "B, T, D"]:
+    keep = jax.random.bernoulli(dropout_rng, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+
+
+def token_dropout_bug(dropout_rng, x: Float[jax.Array, "B, T, D"], rate: float
+                      ) -> Float[jax.Array, "B, T, D"]:
+    keep = jax.random.bernoulli(dropout_rng, 1.0 - rate, x.shape[:2])  # [B, T]: not broadcast
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+
+
 CASES = [
     ("attention padding mask", padding_mask_attn, padding_mask_attn_bug, "TS101"),
     ("gpt embeddings + positions", gpt_logits, gpt_logits_bug, "TS101"),
@@ -361,4 +436,8 @@ CASES = [
     ("fori_loop power iteration", fori_power_iter, fori_power_iter_bug, "TS101"),
     ("argmax accuracy", one_hot_argmax_acc, one_hot_argmax_acc_bug, "TS101"),
     ("meshgrid coords int sizes", meshgrid_coords, meshgrid_coords_bug, "TS103"),
+    ("split heads jitted at import", mha_scores, mha_scores_bug, "TS102"),
+    ("label smoothing, one_hot by name", smooth_xent, smooth_xent_bug, "TS101"),
+    ("custom_jvp safe norm", normalize, normalize_bug, "TS101"),
+    ("dropout_rng by name", token_dropout, token_dropout_bug, "TS101"),
 ]

@@ -206,7 +206,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         finally:
             tracing._TRACER.reset(token)
 
-    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct)
+    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,10 +456,11 @@ _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", 
 
 def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
                         args: tuple[tuple[Dim, ...], ...], kinds: tuple[str, ...],
-                        symbols: tuple[str, ...] = ()
+                        symbols: tuple[str, ...] = (), at: dict[str, int] | None = None
                         ) -> tuple[list[tracing.Finding], list[str],
                                    tuple[tuple[Dim, ...], ...] | None]:
-    """Run ``run(arrays, size)`` under ``jax.eval_shape`` with JAX's symbolic dimensions:
+    """Run ``run(arrays, size)`` under ``jax.eval_shape`` with JAX's symbolic dimensions, or
+    the sizes ``at`` (JAX's symbolic shapes skip checks: a reshape's element count):
     ``arrays`` stand for ``args``, ``size`` makes a :class:`Dim` over ``symbols`` a JAX size
     (for the function's ``int`` size parameters).
 
@@ -471,8 +472,8 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
     from jax import export
 
     names = sorted({n for dims in args for d in dims for n in d.symbols} | set(symbols))
-    syms = dict(zip(names, export.symbolic_shape(", ".join(names)), strict=True)) \
-        if names else {}
+    syms = dict(at) if at is not None else dict(zip(
+        names, export.symbolic_shape(", ".join(names)), strict=True)) if names else {}
 
     def jax_dim(d: Dim) -> Any:
         return eval(str(d), {}, dict(syms))  # a Dim prints as a Python expression

@@ -408,12 +408,15 @@ def _default_rng_of(real: Any) -> Callable[..., Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _bases(t: tracing.Tracer, args: Any, kwargs: Any) -> list[tuple[dict[str, int], str]]:
+def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
+           ) -> list[tuple[dict[str, int], str]]:
     """The witnesses (scaled so that every division the code assumed is exact), then the same
     values in the reverse order among the call's symbols: an operation valid only for
     ``K <= L`` (a window no longer than its input) runs in one; then, past the largest count
-    in the call (``top_k(x, 50)``, 16 samples), the witnesses times a factor.  Each with the
-    assumption an operation that runs only there makes."""
+    in the call (``top_k(x, 50)``, 16 samples), one witness, then all, times a factor.  Each
+    with the assumption an operation that runs only there makes.  A base too large to build
+    (or to fit the sizes around), where the library ``allocates``, is left out: a call
+    refused at every base that remains is a shape error, not a note."""
     base = t.assumption_envs()[0]
     names = sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
@@ -424,9 +427,18 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any) -> list[tuple[dict[str, in
                  if type(x) is int), default=0)
     if names and count >= base[names[0]]:
         factor = count // base[names[0]] + 1
+        out += [({**base, n: base[n] * factor}, f"{n} >= {count}") for n in names]
         out.append(({**base, **{n: base[n] * factor for n in names}},
                     f"sizes of at least {count}"))
-    return out
+    if not allocates:
+        return out
+    kept = out[:1]
+    for env, assumes in out[1:]:
+        with contextlib.suppress(tracing.Unsupported):  # too large to build (or fit): not tried
+            for point in size_fit.sample_points(names, env, t.unit()):
+                size_fit.size_guard((args, kwargs), point)
+            kept.append((env, assumes))
+    return kept
 
 
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
@@ -512,20 +524,24 @@ def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> size_fit.S
 
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
-           make_data: Callable[[tuple[int, ...], str], Any] | None = None) -> Any:
+           make_data: Callable[[tuple[int, ...], str], Any] | None = None,
+           allocates: bool = True) -> Any:
     """Trace a library function by fitting (see :func:`tensig.check.size_fit.fit_sizes`).
 
     ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
     concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
     ``arrays`` are arrays, an int is a size.
     ``make_data`` is a second fill, of distinct values: a size that differs between the two
-    fills depends on the data and is a fresh size.  A failure at the witness sizes is a shape
-    finding when the library's message says so, else the trace stops with a note.
+    fills depends on the data and is a fresh size.  Where the library ``allocates`` the arrays
+    (not JAX's shape-only stand-ins), a run too large to build is refused.  A failure at the
+    witness sizes is a shape finding when the library's message says so, else the trace stops
+    with a note.
     """
     t = tracer()
 
     def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
-        size_fit.size_guard((args, kwargs), env)
+        if allocates:
+            size_fit.size_guard((args, kwargs), env)
 
         def array(v: Any) -> Any:
             if not isinstance(v, S.SymArray):
@@ -538,8 +554,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return "array", S.kind_of(x.dtype) or "f"
         return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
-    bases = _bases(t, args, kwargs)
-    size_fit.size_guard((args, kwargs), bases[0][0])
+    bases = _bases(t, args, kwargs, allocates)
+    if allocates:
+        size_fit.size_guard((args, kwargs), bases[0][0])
     sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
     said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
     if base is None:

@@ -42,6 +42,7 @@ import numpy as np
 
 from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
+from tensig.check.size_fit import named
 from tensig.check.trace_numpy import (
     CREATION_EXTRA,
     CREATION_RANDOM,
@@ -366,13 +367,20 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style, ignore, timeout)
     skip = findings.resolve(ignore)
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+    func = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or \
         type(fn).__name__  # a module: its class (its repr would print its weights)
-    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "forward", None), "__code__",
-                                                    None)
+    code = getattr(func, "__code__", None) or getattr(getattr(fn, "forward", None),
+                                                      "__code__", None)
     report = Report(name, sig, file=code.co_filename if code else None,
                     line=code.co_firstlineno if code else None)
-    positional, any_number = _positional(fn)
+    positional, any_number, keywords = _positional(fn)
+    if keywords and func is not fn:  # a partial's; verify passes arguments by position
+        raise TypeError(f"verify: {name}'s parameter(s) {', '.join(map(repr, keywords))}: "
+                        "keyword-only with no default, and verify passes arguments by "
+                        "position; give them defaults, or bind them with functools.partial "
+                        "(a keyword it binds, params=..., makes the parameters after it "
+                        "keyword-only: bind leading weights by position, partial(f, params))")
     least = sum(p.default is p.empty for p in positional)
     arrays = range(len(sig.args)) if sig.positions is None else sig.positions
     given = {*arrays, *(i for i, _, _ in sig.scalars)}
@@ -533,11 +541,21 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
                   report: Report, tracer: tracing.Tracer) -> None:
     """A trace that stopped inside JAX (code JAX compiled before verification) is re-run under
     JAX's own symbolic shapes; findings made before the stop are kept."""
-    findings, notes, result = trace_jax.jax_shapes_fallback(
-        lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds, sig.symbols)
+    def fallback(at: dict[str, int] | None = None) -> Any:
+        return trace_jax.jax_shapes_fallback(
+            lambda arrays, size: fn(*_call(fn, sig, arrays, size)), sig.args, kinds,
+            sig.symbols, at)
+
+    findings, notes, result = fallback()
     if notes:  # what stopped JAX too (a size it cannot decide) says more than the trace's
         report.notes += [n for n in notes if "inconclusive" in n.lower()]
         return
+    if not findings:  # JAX's symbolic shapes skip checks (a reshape's element count): refused
+        base = tracer.assumption_envs()[0]  # at the witnesses and where small divisors divide
+        refused = fallback(base)[0]
+        if refused and fallback({n: v * _DIVISIBLE for n, v in base.items()})[0]:
+            findings = [dataclasses.replace(f, message=named(f.message, base))
+                        for f in refused]
     report.notes = []
     tracer.findings += [f for f in findings if f not in tracer.findings]
     report.result = result
@@ -577,10 +595,12 @@ def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
                      "; ".join(str(p.marker.shape) for p in positional), kinds,
                      tuple(p.optional for p in positional))
     positions = tuple(p.position or 0 for p in positional)
-    jax_code = "jax" in sys.modules and "jax" in _libraries(fn)
-    scalars = tuple((i, p.name, kind) for i, p in enumerate(_positional(fn)[0])
+    params = _positional(fn)[0]
+    jax_code = "jax" in sys.modules and "jax" in _libraries(fn) and not {
+        "query", "value"} & {p.name for p in params}  # beside them a key is attention's array
+    scalars = tuple((i, p.name, kind) for i, p in enumerate(params)
                     if p.default is p.empty and i not in positions
-                    and (kind := "key" if i in keys else _scalar_kind(p, jax_code))
+                    and (kind := "Key" if i in keys else _scalar_kind(p, jax_code))
                     and (kind != "int" or p.name in sig.symbols))  # a count, a seed: unknown
     return dataclasses.replace(sig, scalars=scalars, positions=positions)
 
@@ -618,13 +638,17 @@ def _verify_branches(fn: Callable[..., Any], sig: Signature, torch_style: bool |
 #: what a required number parameter is traced with: an ``int`` named like a size of the
 #: signature is that size (``def pe(T: int, D: int) -> Float[..., "T, D"]``), a ``float``
 #: a value no formula divides by zero at (``1 - alpha``), a ``bool`` the branch it enables;
-#: a JAX PRNG key a real key (its shape says nothing about the arrays); a NumPy generator
-#: (``rng: np.random.Generator``) a seeded one that takes symbolic sizes
+#: a JAX PRNG key a real key (its shape says nothing about the arrays): a typed one, shape
+#: ``()``, where annotated ``Key[jax.Array, ""]``, else a ``PRNGKey``'s two ``uint32``; a
+#: NumPy generator (``rng: np.random.Generator``) a seeded one that takes symbolic sizes
 _STAND_INS: dict[str, Callable[[], Any]] = {
     "float": lambda: 0.5, "bool": lambda: True,
     "key": lambda: importlib.import_module("jax.random").PRNGKey(0),
+    "Key": lambda: importlib.import_module("jax.random").key(0),
     "Generator": lambda: sampler_of(np.random.default_rng(0)),
     "RandomState": lambda: sampler_of(np.random.RandomState(0))}
+#: a multiple of every divisor code commonly assumes (heads, patches: up to 64, and 3, 5, 7)
+_DIVISIBLE = 2 ** 6 * 3 ** 2 * 5 * 7
 #: a JAX PRNG key's usual parameter names (``key``, ``rng``, ``subkey``, ``dropout_rng``)
 _KEY_NAME = re.compile(r"(\w+_)?(sub)?(key|rng)|prng\w*")
 
@@ -660,14 +684,16 @@ def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
         a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
 
 
-def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool]:
-    """``fn``'s positional parameters, and whether it takes any number (``*args``, unknown)."""
+def _positional(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], bool, list[str]]:
+    """``fn``'s positional parameters, whether it takes any number (``*args``, unknown), and
+    its keyword-only parameters without a default (which no positional call fills)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return [], True
+        return [], True, []
     return ([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)],
-            any(p.kind is p.VAR_POSITIONAL for p in params))
+            any(p.kind is p.VAR_POSITIONAL for p in params),
+            [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty])
 
 
 def _result_dims(out: Any) -> tuple[tuple[Dim, ...], ...]:
