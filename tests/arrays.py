@@ -151,3 +151,22 @@ def conv_by_autograd(xs: np.ndarray, ks: np.ndarray, stride: int, dil: int,
                                      dilation=dil)
     (out ** 2).sum().backward()
     return out.permute(0, 2, 3, 1).detach().numpy(), tx.grad.numpy(), tk.grad.numpy()
+
+
+def random_einsum(rnd, dtypes, least: int = 1) -> tuple[str, str, list[np.ndarray]]:
+    """A random contraction for the fuzzers: up to 4 letters of sizes 0-3 (empty axes too),
+    ``least`` to 3 operands of random ``dtypes`` holding small integers (from 0 for bool and
+    unsigned dtypes).  Returns tensig's spec, NumPy's subscripts and the arrays."""
+    letters = "ijkl"[:rnd.randint(1, 4)]
+    size = {c: rnd.choice([0, 1, 2, 3]) for c in letters}
+    subs = ["".join(rnd.choice(letters) for _ in range(rnd.randint(0, 3)))
+            for _ in range(rnd.randint(least, 3))]
+    used = sorted(set("".join(subs)))
+    out = "".join(rnd.sample(used, rnd.randint(0, len(used))))
+    gen = np.random.default_rng(rnd.randrange(99))
+    arrays = []
+    for s in subs:
+        dt = np.dtype(rnd.choice(dtypes))
+        arrays.append(gen.integers(0 if dt.kind in "bu" else -3, 4,
+                                   tuple(size[c] for c in s)).astype(dt))
+    return ";".join(subs) + "=>" + out, ",".join(subs) + "->" + out, arrays

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from tensig.testing import collisions, sizes, strategy
 
 import tensig as ts
+from arrays import random_einsum
 from tensig import Shaped
 from tensig.check.decorator import SignatureError
 from tensig.check.verify_files import verify_path
@@ -154,21 +155,9 @@ LIBS = [pytest.param(name, make, marks=needs[name])
 @fuzz(40)
 @given(rnd=st.randoms(use_true_random=False))
 def test_fuzz_einsum_of_mixed_dtypes_and_empty_axes(lib, make, rnd):
-    letters = "ijkl"[:rnd.randint(1, 4)]
-    size = {c: rnd.choice([0, 1, 2, 3]) for c in letters}
-    subs = ["".join(rnd.choice(letters) for _ in range(rnd.randint(0, 3)))
-            for _ in range(rnd.randint(1, 3))]
-    used = sorted(set("".join(subs)))
-    out = "".join(rnd.sample(used, rnd.randint(0, len(used))))
-    gen = np.random.default_rng(rnd.randrange(99))
-    arrays = []
-    for s in subs:
-        dt = rnd.choice(DTYPES)
-        low = 0 if dt in ("bool", "uint8") else -3
-        arrays.append(gen.integers(low, 4, tuple(size[c] for c in s)).astype(dt))
-    spec = ";".join(subs) + "=>" + out
+    spec, subscripts, arrays = random_einsum(rnd, DTYPES)
     note(f"ts.einsum({spec!r}, {[(a.shape, a.dtype.name) for a in arrays]}) on {lib}")
-    want = np.einsum(",".join(subs) + "->" + out, *[a.astype(np.complex128) for a in arrays])
+    want = np.einsum(subscripts, *[a.astype(np.complex128) for a in arrays])
     xs = [make(a) for a in arrays]
     with guard(f"einsum {spec!r} on {lib}"):
         got = _numpy((ts.einsum1 if len(xs) == 1 else ts.einsum)(spec, *xs))

@@ -200,16 +200,10 @@ def test_collectives_over_a_vmapped_axis_keep_shapes():
 
 
 def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
-    import importlib.util
-    import pathlib
+    from verify_corpus.probe_jax_more import CASES
 
-    path = pathlib.Path(__file__).parent / "verify_corpus" / "probe_jax_more.py"
-    spec = importlib.util.spec_from_file_location("verify_corpus_probe_jax_more", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert len(module.CASES) >= 20
-    for name, good, bad, code in module.CASES:
+    assert len(CASES) >= 20
+    for name, good, bad, code in CASES:
         r, rb = verify(good), verify(bad)
         assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
         assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
