@@ -135,9 +135,13 @@ def test_sizes_no_size_can_keep_apart_is_an_error_not_a_hang(text):
         draw()
 
 
-def test_sizes_far_from_the_start_are_found_with_start():
-    with pytest.raises(ValueError, match="pass start="):
-        sizes("n, n // 10000")
+@pytest.mark.parametrize("seed", [None, 3])
+def test_sizes_far_from_the_start_are_found_without_start(seed):
+    """A rule only large sizes keep (``n // 10000`` at least 2) found 20000 before the search
+    was bounded; past the bound, sizes near each doubling are tried (not a ValueError)."""
+    for text, d in [("n, n // 10000", 10_000), ("B n, n // 40000", 40_000)]:
+        got = sizes(text, seed=seed)
+        assert got["n"] // d >= 2 and got["n"] // d not in {got["n"], got.get("B")}, got
     assert sizes("n, n // 10000", start=20_000) == {"n": 20_000}
 
 

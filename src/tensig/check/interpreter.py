@@ -41,13 +41,17 @@ _GIVEN = ("given", None, None, None)  # the origin of a size known before the ch
 class _Expr:
     """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
 
-    __slots__ = ("dim", "evaluate", "symbols", "text")
+    __slots__ = ("dim", "evaluate", "form", "symbols", "text", "zero")
 
     def __init__(self, d: Dim):
         self.dim = d
         self.text = str(d)
         self.symbols = tuple(sorted(d.symbols))
         self.evaluate = compile_dim(d)
+        # its value at zero sizes and its form less that value, once per annotation (not per
+        # call): two expressions of one form differ by their zeros (_compare_undecided)
+        self.zero = int(d.evaluate(dict.fromkeys(d.symbols, 0)))
+        self.form = str(d - self.zero)
 
 
 class _DeferredExpr:
@@ -318,17 +322,15 @@ class _Bindings:
         """Expressions no binding decides are skipped, but two that differ by a constant
         (``h*w`` twice, ``h*w`` and ``w*h + 1``) must have sizes that differ by it: grouped by
         their form less its value at zero sizes, in one pass."""
-        seen: dict[Dim, tuple[int, Any, tuple[Any, ...]]] = {}
+        seen: dict[str, tuple[int, Any, tuple[Any, ...]]] = {}
         for expr, size, at in self.pending:
             if all(s in self.env for s in expr.symbols):
                 continue
-            zero = int(expr.dim.evaluate(dict.fromkeys(expr.dim.symbols, 0)))
-            key = expr.dim - zero
-            first = seen.setdefault(key, (size - zero, expr, at))
-            if first[0] != size - zero:
+            first = seen.setdefault(expr.form, (size - expr.zero, expr, at))
+            if first[0] != size - expr.zero:
                 other, where = first[1], first[2]
-                raise _Mismatch("apart", *at, expr=expr, value=first[0] + zero, other=other,
-                                where=where)
+                raise _Mismatch("apart", *at, expr=expr, value=first[0] + expr.zero,
+                                other=other, where=where)
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]

@@ -154,17 +154,19 @@ in about a second, not a search that never ends."""
 
 def _candidates(seed: int | None, start: int) -> Iterator[int]:
     """``start``, ``start + 1``, ... (``seed=None``), or the integers from ``start`` up in a
-    shuffled order: :data:`_TRIES` of them."""
+    shuffled order: :data:`_TRIES` of them; then a few near each doubling beyond, so that a
+    rule only large sizes keep (``n // 10000`` at least 2) is met without ``start=``."""
     if seed is None:
         yield from range(start, start + _TRIES)
-        return
-    rng = random.Random(seed)
-    low, high = start, start + 64
-    while low < start + _TRIES:
-        block = list(range(low, min(high, start + _TRIES)))
-        rng.shuffle(block)
-        yield from block
-        low, high = high, high * 2
+    else:
+        rng = random.Random(seed)
+        low, high = start, start + 64
+        while low < start + _TRIES:
+            block = list(range(low, min(high, start + _TRIES)))
+            rng.shuffle(block)
+            yield from block
+            low, high = high, high * 2
+    yield from (start + (_TRIES << k) + j for k in range(1, 48) for j in range(8))
 
 
 def sizes(source: Source, seed: int | None = None, *, start: int = 2,
