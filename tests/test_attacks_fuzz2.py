@@ -17,6 +17,8 @@ The regressions first: each is a minimal reproduction of a defect the fuzzers fo
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import functools
 import os
 import re
@@ -449,10 +451,22 @@ def test_a_padding_value_the_dtype_cannot_hold_is_refused(dtype, value):
 
 @pytest.mark.parametrize("dtype, value", [(np.float32, 0.1), (np.float32, -np.inf),
                                           (np.uint8, 255), (np.int8, np.array(-128)),
-                                          (np.bool_, True), (np.float64, np.float32(2.5))])
+                                          (np.bool_, True), (np.float64, np.float32(2.5)),
+                                          # float32's minimum as printed (rounds to it)
+                                          (np.float32, -3.4028235e38),
+                                          (np.float32, fractions.Fraction(1, 2)),
+                                          (np.float16, decimal.Decimal("0.5")),
+                                          (np.int16, np.float64(-2.0))])
 def test_padding_values_the_dtype_holds_still_pad(dtype, value):
     got = ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=value).data
     assert got.dtype == dtype and got[1, 1] == np.asarray(value).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_a_padding_value_no_float_holds_is_a_padding_error(dtype):
+    """10**400 raised OverflowError ('int too large to convert to float') from the check."""
+    with pytest.raises(ts.PaddingError, match=r"value=1000.* does not fit"):
+        ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=10**400)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, bool])
