@@ -147,6 +147,20 @@ def test_sizes_far_from_the_start_are_found_without_start(seed):
     assert sizes("n, n // 10000", start=20_000) == {"n": 20_000}
 
 
+def test_strategy_finds_sizes_only_large_ones_keep():
+    """``strategy`` grew its range until a size fitted (80000 here) before it was bounded at
+    ``max_size + 16384``; past the bound it draws from sizes near each doubling."""
+    drawn = []
+
+    @settings(max_examples=3, database=None, phases=[Phase.generate])
+    @given(strategy("n, n // 40000"))
+    def draw(got):
+        drawn.append(got)
+
+    draw()
+    assert drawn and all(got["n"] // 40_000 >= 2 for got in drawn), drawn
+
+
 # -- eager einsum on torch, JAX and Dask against numpy.einsum -----------------------------------
 
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64",
