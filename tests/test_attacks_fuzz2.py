@@ -429,6 +429,18 @@ def test_a_deferred_size_never_runs_an_argument():
         f(np.zeros(3), 4)
 
 
+def test_a_deferred_size_of_an_optional_argument_not_given_is_not_checked():
+    """``n=None`` (the size not given) was skipped before deferred sizes read values; since,
+    a TypeError ('None, a NoneType, not a number') refused the call."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{n} {n}+1"], n=None):
+        return x
+
+    assert f(np.zeros((3, 5))).shape == f(np.zeros((3, 5)), None).shape == (3, 5)
+    with pytest.raises(SignatureError, match="has size 5"):
+        f(np.zeros((3, 5)), 3)
+
+
 # -- options of the wrong type ---------------------------------------------------------------------
 
 

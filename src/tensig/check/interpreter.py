@@ -77,6 +77,8 @@ class _DeferredExpr:
             arguments, names = env[_ARGS], dict(env)
             for i, part in enumerate(self.parts):
                 value = names[f"__tensig_arg{i}__"] = _eval(part, self.text, arguments)
+                if value is None:  # an optional size not given: not checked, as before
+                    return None
                 if not _number(value):
                     raise TypeError(f"the deferred size {self.text!r} reads {{{part}}} = "
                                     f"{value!r:.60}, a {type(value).__name__}, not a number: "
