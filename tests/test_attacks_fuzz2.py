@@ -429,6 +429,17 @@ def test_a_deferred_size_never_runs_an_argument():
         f(np.zeros(3), 4)
 
 
+def test_a_deferred_size_reads_the_length_of_an_argument():
+    """jaxtyping's ``{len(tokens)}``: ``len`` was no name a deferred size could call."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{len(tokens)} d"], tokens: list[int]):
+        return x
+
+    assert f(np.zeros((3, 2)), [5, 6, 7]).shape == (3, 2)
+    with pytest.raises(SignatureError, match=r"has size 2, but \{len\(tokens\)\} = 3"):
+        f(np.zeros((2, 2)), [5, 6, 7])
+
+
 def test_a_deferred_size_of_an_optional_argument_not_given_is_not_checked():
     """``n=None`` (the size not given) was skipped before deferred sizes read values; since,
     a TypeError ('None, a NoneType, not a number') refused the call."""

@@ -97,10 +97,14 @@ def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) or hasattr(value, "__index__")
 
 
+_BUILTINS = {"__builtins__": {}, "min": min, "max": max, "len": len}
+
+
 def _eval(code: str, text: str, names: dict[str, Any]) -> Any:
-    """``code`` (of the deferred size ``text``) with only ``min`` and ``max`` as builtins."""
+    """``code`` (of the deferred size ``text``) with only ``min``, ``max`` and ``len`` as
+    builtins (``{len(tokens)}``, as jaxtyping's f-string axes read it)."""
     try:
-        return eval(_compiled(code), {"__builtins__": {}, "min": min, "max": max}, names)
+        return eval(_compiled(code), _BUILTINS, names)
     except Exception as e:
         raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
                         f"{type(e).__name__}: {e}") from None
