@@ -17,6 +17,8 @@ The regressions first: each is a minimal reproduction of a defect the fuzzers fo
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import functools
 import os
 import re
@@ -136,10 +138,28 @@ def test_sizes_no_size_can_keep_apart_is_an_error_not_a_hang(text):
         draw()
 
 
-def test_sizes_far_from_the_start_are_found_with_start():
-    with pytest.raises(ValueError, match="pass start="):
-        sizes("n, n // 10000")
+@pytest.mark.parametrize("seed", [None, 3])
+def test_sizes_far_from_the_start_are_found_without_start(seed):
+    """A rule only large sizes keep (``n // 10000`` at least 2) found 20000 before the search
+    was bounded; past the bound, sizes near each doubling are tried (not a ValueError)."""
+    for text, d in [("n, n // 10000", 10_000), ("B n, n // 40000", 40_000)]:
+        got = sizes(text, seed=seed)
+        assert got["n"] // d >= 2 and got["n"] // d not in {got["n"], got.get("B")}, got
     assert sizes("n, n // 10000", start=20_000) == {"n": 20_000}
+
+
+def test_strategy_finds_sizes_only_large_ones_keep():
+    """``strategy`` grew its range until a size fitted (80000 here) before it was bounded at
+    ``max_size + 16384``; past the bound it draws from sizes near each doubling."""
+    drawn = []
+
+    @settings(max_examples=3, database=None, phases=[Phase.generate])
+    @given(strategy("n, n // 40000"))
+    def draw(got):
+        drawn.append(got)
+
+    draw()
+    assert drawn and all(got["n"] // 40_000 >= 2 for got in drawn), drawn
 
 
 # -- eager einsum on torch, JAX and Dask against numpy.einsum -----------------------------------
@@ -398,6 +418,29 @@ def test_a_deferred_size_never_runs_an_argument():
         f(np.zeros(3), 4)
 
 
+def test_a_deferred_size_reads_the_length_of_an_argument():
+    """jaxtyping's ``{len(tokens)}``: ``len`` was no name a deferred size could call."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{len(tokens)} d"], tokens: list[int]):
+        return x
+
+    assert f(np.zeros((3, 2)), [5, 6, 7]).shape == (3, 2)
+    with pytest.raises(SignatureError, match=r"has size 2, but \{len\(tokens\)\} = 3"):
+        f(np.zeros((2, 2)), [5, 6, 7])
+
+
+def test_a_deferred_size_of_an_optional_argument_not_given_is_not_checked():
+    """``n=None`` (the size not given) was skipped before deferred sizes read values; since,
+    a TypeError ('None, a NoneType, not a number') refused the call."""
+    @ts.shaped
+    def f(x: ts.Float[np.ndarray, "{n} {n}+1"], n=None):
+        return x
+
+    assert f(np.zeros((3, 5))).shape == f(np.zeros((3, 5)), None).shape == (3, 5)
+    with pytest.raises(SignatureError, match="has size 5"):
+        f(np.zeros((3, 5)), 3)
+
+
 # -- options of the wrong type ---------------------------------------------------------------------
 
 
@@ -434,10 +477,22 @@ def test_a_padding_value_the_dtype_cannot_hold_is_refused(dtype, value):
 
 @pytest.mark.parametrize("dtype, value", [(np.float32, 0.1), (np.float32, -np.inf),
                                           (np.uint8, 255), (np.int8, np.array(-128)),
-                                          (np.bool_, True), (np.float64, np.float32(2.5))])
+                                          (np.bool_, True), (np.float64, np.float32(2.5)),
+                                          # float32's minimum as printed (rounds to it)
+                                          (np.float32, -3.4028235e38),
+                                          (np.float32, fractions.Fraction(1, 2)),
+                                          (np.float16, decimal.Decimal("0.5")),
+                                          (np.int16, np.float64(-2.0))])
 def test_padding_values_the_dtype_holds_still_pad(dtype, value):
     got = ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=value).data
     assert got.dtype == dtype and got[1, 1] == np.asarray(value).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_a_padding_value_no_float_holds_is_a_padding_error(dtype):
+    """10**400 raised OverflowError ('int too large to convert to float') from the check."""
+    with pytest.raises(ts.PaddingError, match=r"value=1000.* does not fit"):
+        ts.pad([np.zeros(2, dtype), np.zeros(1, dtype)], value=10**400)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, bool])

@@ -41,13 +41,17 @@ _GIVEN = ("given", None, None, None)  # the origin of a size known before the ch
 class _Expr:
     """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
 
-    __slots__ = ("dim", "evaluate", "symbols", "text")
+    __slots__ = ("dim", "evaluate", "form", "symbols", "text", "zero")
 
     def __init__(self, d: Dim):
         self.dim = d
         self.text = str(d)
         self.symbols = tuple(sorted(d.symbols))
         self.evaluate = compile_dim(d)
+        # its value at zero sizes and its form less that value, once per annotation (not per
+        # call): two expressions of one form differ by their zeros (_compare_undecided)
+        self.zero = int(d.evaluate(dict.fromkeys(d.symbols, 0)))
+        self.form = str(d - self.zero)
 
 
 class _DeferredExpr:
@@ -73,6 +77,8 @@ class _DeferredExpr:
             arguments, names = env[_ARGS], dict(env)
             for i, part in enumerate(self.parts):
                 value = names[f"__tensig_arg{i}__"] = _eval(part, self.text, arguments)
+                if value is None:  # an optional size not given: not checked, as before
+                    return None
                 if not _number(value):
                     raise TypeError(f"the deferred size {self.text!r} reads {{{part}}} = "
                                     f"{value!r:.60}, a {type(value).__name__}, not a number: "
@@ -91,10 +97,14 @@ def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) or hasattr(value, "__index__")
 
 
+_BUILTINS = {"__builtins__": {}, "min": min, "max": max, "len": len}
+
+
 def _eval(code: str, text: str, names: dict[str, Any]) -> Any:
-    """``code`` (of the deferred size ``text``) with only ``min`` and ``max`` as builtins."""
+    """``code`` (of the deferred size ``text``) with only ``min``, ``max`` and ``len`` as
+    builtins (``{len(tokens)}``, as jaxtyping's f-string axes read it)."""
     try:
-        return eval(_compiled(code), {"__builtins__": {}, "min": min, "max": max}, names)
+        return eval(_compiled(code), _BUILTINS, names)
     except Exception as e:
         raise TypeError(f"the deferred size {text!r} cannot be evaluated: "
                         f"{type(e).__name__}: {e}") from None
@@ -318,17 +328,15 @@ class _Bindings:
         """Expressions no binding decides are skipped, but two that differ by a constant
         (``h*w`` twice, ``h*w`` and ``w*h + 1``) must have sizes that differ by it: grouped by
         their form less its value at zero sizes, in one pass."""
-        seen: dict[Dim, tuple[int, Any, tuple[Any, ...]]] = {}
+        seen: dict[str, tuple[int, Any, tuple[Any, ...]]] = {}
         for expr, size, at in self.pending:
             if all(s in self.env for s in expr.symbols):
                 continue
-            zero = int(expr.dim.evaluate(dict.fromkeys(expr.dim.symbols, 0)))
-            key = expr.dim - zero
-            first = seen.setdefault(key, (size - zero, expr, at))
-            if first[0] != size - zero:
+            first = seen.setdefault(expr.form, (size - expr.zero, expr, at))
+            if first[0] != size - expr.zero:
                 other, where = first[1], first[2]
-                raise _Mismatch("apart", *at, expr=expr, value=first[0] + zero, other=other,
-                                where=where)
+                raise _Mismatch("apart", *at, expr=expr, value=first[0] + expr.zero,
+                                other=other, where=where)
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]

@@ -154,17 +154,24 @@ in about a second, not a search that never ends."""
 
 def _candidates(seed: int | None, start: int) -> Iterator[int]:
     """``start``, ``start + 1``, ... (``seed=None``), or the integers from ``start`` up in a
-    shuffled order: :data:`_TRIES` of them."""
+    shuffled order: :data:`_TRIES` of them; then :func:`_beyond`'s."""
     if seed is None:
         yield from range(start, start + _TRIES)
-        return
-    rng = random.Random(seed)
-    low, high = start, start + 64
-    while low < start + _TRIES:
-        block = list(range(low, min(high, start + _TRIES)))
-        rng.shuffle(block)
-        yield from block
-        low, high = high, high * 2
+    else:
+        rng = random.Random(seed)
+        low, high = start, start + 64
+        while low < start + _TRIES:
+            block = list(range(low, min(high, start + _TRIES)))
+            rng.shuffle(block)
+            yield from block
+            low, high = high, high * 2
+    yield from _beyond(start)
+
+
+def _beyond(start: int) -> Iterator[int]:
+    """A few sizes near each doubling past :data:`_TRIES` from ``start``: what a search
+    bounded by :data:`_TRIES` tries last (``n // 10000`` is at least 2 from 20000 on)."""
+    return (start + (_TRIES << k) + j for k in range(1, 48) for j in range(8))
 
 
 def sizes(source: Source, seed: int | None = None, *, start: int = 2,
@@ -208,8 +215,11 @@ def strategy(source: Source, *, max_size: int = 64) -> Any:
             low, high = 2, max_size
             options: list[int] = []
             while not options:  # none left up to ``high``: grow it, up to a bound
-                if low > max_size + _TRIES:
-                    raise problem.unsatisfiable(name, chosen)
+                if low > max_size + _TRIES:  # then a few near each doubling beyond
+                    options = [c for c in _beyond(2) if problem.acceptable(c, chosen, name)]
+                    if not options:
+                        raise problem.unsatisfiable(name, chosen)
+                    break
                 options = [c for c in range(low, high + 1) if problem.acceptable(c, chosen, name)]
                 low, high = high + 1, high * 2
             chosen[name] = draw(st.sampled_from(options))

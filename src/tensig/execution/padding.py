@@ -84,21 +84,36 @@ def _check_value(value: Any, dtype: Any) -> None:
         return
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d array, a tensor
         value = value.item()
-    real = isinstance(value, int | float | np.integer | np.floating)
+    number = _as_float(value)
     if kind in "iu":
         info = np.iinfo(name)
         name += f" ({info.min}..{info.max})"
-        fits = real and math.isfinite(value) and float(value).is_integer() and \
-            info.min <= value <= info.max
-    elif kind == "f":
-        fits = real and (not math.isfinite(value) or abs(value) <= float(np.finfo(name).max))
+        whole = value if isinstance(value, int | np.integer) else \
+            int(number) if number is not None and number.is_integer() else None
+        fits = whole is not None and info.min <= whole <= info.max
+    elif kind == "f":  # what rounds to the largest finite value fits (-3.4028235e38 in float32)
+        with np.errstate(over="ignore"):
+            fits = number is not None and (not math.isfinite(number) or
+                                           bool(np.isfinite(np.asarray(number, name))))
     elif kind == "b":
-        fits = real and value in (0, 1)
+        fits = number in (0, 1)
     else:
         fits = isinstance(value, int | float | complex | np.number)
     if not fits:
-        raise PaddingError(f"value={value!r} does not fit the rows' dtype {name}: the padding "
-                           "cells would not hold it", hint="pass a value of that dtype's range")
+        raise PaddingError(f"value={value!r:.60} does not fit the rows' dtype {name}: the "
+                           "padding cells would not hold it",
+                           hint="pass a value of that dtype's range")
+
+
+def _as_float(value: Any) -> float | None:
+    """``value`` as a float (a Fraction, a Decimal, a NumPy scalar); ``None`` where it is no
+    real number or too large for one (``10**400``)."""
+    if isinstance(value, str | bytes):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _check_side(side: Any) -> Side:
