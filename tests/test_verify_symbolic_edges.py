@@ -375,7 +375,8 @@ def test_slices_at_half_a_size_are_valid_at_every_size():
 
 def test_floor_division_warns_where_a_check_relies_on_it():
     """Heads of ``D // H`` in a view, equal pieces, and the two halves of a GLU multiplied
-    are right only where the division is exact: still the warning, at that line."""
+    are right only where the division is exact: still the warning, at the line that divides
+    (the check that relies on it may run outside the function: the return check)."""
     def heads(x: Float[torch.Tensor, "B, T, D"], n_head: int = 4
               ) -> Float[torch.Tensor, "B, 4, T, E"]:
         B, T, D = x.shape
@@ -389,11 +390,36 @@ def test_floor_division_warns_where_a_check_relies_on_it():
     def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "P, E"]:
         return x.reshape(x.shape[0] // 2, 2 * x.shape[1])  # two frames per row
 
-    for f, text, use in ((heads, "D divisible by 4", ".view("), (glu, "D divisible by 2", "a * "),
-                         (pairs, "T divisible by 2", ".reshape(")):
+    for f, text, use in ((heads, "D divisible by 4", ".view("),
+                         (glu, "D divisible by 2", "// 2"), (pairs, "T divisible by 2", ".reshape(")):
         r = verify(f)
         assert [x.message for x in r] == [f"requires {text}"], (f.__name__, str(r))
         assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
+
+
+def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
+    """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
+    division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all
+    T", though it is ``[T - 1]`` at odd ``T``.  And a return check that relied on a floor
+    reported it at the line that called verify, not in the function."""
+    def repeated(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+        half = x.shape[0] // 2
+        return np.repeat(x[:half], 2)
+
+    def tiled(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        half = len(x) // 2
+        return np.tile(x[:half], (2, 1))
+
+    def trimmed(x: Float[torch.Tensor, "B, T"]) -> Float[torch.Tensor, "B, T"]:
+        usable = x.shape[1] // 4 * 4  # whole blocks of 4
+        return x[:, :usable]
+
+    assert np.repeat(np.ones(5)[:2], 2).shape == (4,)  # not [T] at T = 5
+    for f in (repeated, tiled, trimmed):
+        r = verify(f)
+        assert [x.message for x in r] in (["requires T divisible by 2"],
+                                          ["requires T divisible by 4"]), (f.__name__, str(r))
+        assert "//" in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
 
 
 # -- a fraction of a size --------------------------------------------------------------------

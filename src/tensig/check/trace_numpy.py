@@ -538,6 +538,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return "array", S.kind_of(x.dtype) or "f"
         return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
+    size_fit.relied((args, kwargs))
     bases = _bases(t, args, kwargs)
     size_fit.size_guard((args, kwargs), bases[0][0])
     sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
