@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tensig.core.dim_bounds import bounds
 from tensig.core.dims import (
     Condition,
     Dim,
@@ -27,7 +28,6 @@ from tensig.core.dims import (
     dim,
     dims,
 )
-from tensig.core.dim_bounds import bounds
 from tensig.core.errors import InconclusiveError, SpecSyntaxError
 from tensig.core.shape_index import ShapeIndex, ShapeVar
 

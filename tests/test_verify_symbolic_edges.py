@@ -8,6 +8,7 @@ from __future__ import annotations
 import linecache
 
 import numpy as np
+import pytest
 import torch
 
 from tensig import Float, Int
@@ -390,8 +391,8 @@ def test_floor_division_warns_where_a_check_relies_on_it():
     def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "P, E"]:
         return x.reshape(x.shape[0] // 2, 2 * x.shape[1])  # two frames per row
 
-    for f, text, use in ((heads, "D divisible by 4", ".view("),
-                         (glu, "D divisible by 2", "// 2"), (pairs, "T divisible by 2", ".reshape(")):
+    for f, text, use in ((heads, "D divisible by 4", ".view("), (glu, "D divisible by 2", "// 2"),
+                         (pairs, "T divisible by 2", ".reshape(")):
         r = verify(f)
         assert [x.message for x in r] == [f"requires {text}"], (f.__name__, str(r))
         assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
@@ -420,6 +421,28 @@ def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
         assert [x.message for x in r] in (["requires T divisible by 2"],
                                           ["requires T divisible by 4"]), (f.__name__, str(r))
         assert "//" in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
+
+
+def test_a_sample_without_replacement_larger_than_its_population_is_an_error():
+    """``choice(N, N + 1, replace=False)`` raises at every ``N``: an error naming both sizes and
+    the fix; with replacement the same sample is valid."""
+    def pick(X: Float[np.ndarray, "N, D"], rng: np.random.Generator) -> Float[np.ndarray, "M, D"]:
+        return X[rng.choice(len(X), len(X) + 1, replace=False)]
+
+    def rows(X: Float[np.ndarray, "N, 3"], rng: np.random.Generator) -> Float[np.ndarray, "N, 5"]:
+        return rng.choice(X, 5, replace=False, axis=1)  # 5 of 3 columns
+
+    for f, text in ((pick, "choice of N + 1 from N"), (rows, "choice of 5 from 3")):
+        r = verify(f)
+        assert kinds(r) == ["op-shape"] and text in str(r) and "replace=True" in str(r), str(r)
+    with pytest.raises(ValueError):
+        np.random.default_rng(0).choice(4, 5, replace=False)
+
+    def bootstrap(X: Float[np.ndarray, "N, D"], rng: np.random.Generator
+                  ) -> Float[np.ndarray, "N + 1, D"]:
+        return X[rng.choice(len(X), len(X) + 1)]
+
+    assert clean(verify(bootstrap)), str(verify(bootstrap))
 
 
 # -- a fraction of a size --------------------------------------------------------------------
