@@ -5,7 +5,9 @@ test is a pattern that once gave a false warning, crashed the trace or a silent 
 
 from __future__ import annotations
 
+import collections.abc
 import linecache
+import typing
 
 import numpy as np
 import pytest
@@ -443,6 +445,22 @@ def test_a_sample_without_replacement_larger_than_its_population_is_an_error():
         return X[rng.choice(len(X), len(X) + 1)]
 
     assert clean(verify(bootstrap)), str(verify(bootstrap))
+
+
+def test_a_python_generator_parameter_is_no_numpy_generator():
+    """``typing.Generator`` and ``collections.abc.Generator`` share NumPy's class name: such a
+    parameter was traced with a NumPy generator (the note: "'Generator' object is not an
+    iterator"); it has no stand-in, and verify says so."""
+    def scaled(X: Float[np.ndarray, "N"], g: collections.abc.Generator) -> Float[np.ndarray, "N"]:
+        return X * next(g)
+
+    def typed(X: Float[np.ndarray, "N"], g: typing.Generator[float, None, None]
+              ) -> Float[np.ndarray, "N"]:
+        return X * next(g)
+
+    for f in (scaled, typed):
+        with pytest.raises(TypeError, match="'g': no shape annotation"):
+            verify(f)
 
 
 # -- a fraction of a size --------------------------------------------------------------------

@@ -651,9 +651,10 @@ def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
     a = p.annotation
     name = a if isinstance(a, str) else getattr(a, "__name__", None)
     name = name and name.rsplit(".", 1)[-1]
-    numpy_generator = name in ("Generator", "RandomState") and \
-        "torch" not in (a if isinstance(a, str) else getattr(a, "__module__", ""))
-    if name in ("int", "float", "bool") or numpy_generator:  # torch.Generator is no NumPy's
+    home = a.rpartition(".")[0] if isinstance(a, str) else str(getattr(a, "__module__", ""))
+    numpy_generator = name in ("Generator", "RandomState") and (
+        home in ("", "np") or home.startswith(("numpy", "np.random")))  # not torch's, typing's
+    if name in ("int", "float", "bool") or numpy_generator:
         return name
     return "key" if jax_code and _KEY_NAME.fullmatch(p.name) and (
         a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
