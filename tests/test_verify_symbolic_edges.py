@@ -463,6 +463,17 @@ def test_a_python_generator_parameter_is_no_numpy_generator():
             verify(f)
 
 
+def test_a_default_generator_before_an_array_parameter_samples_symbolically():
+    """A default in a gap before a later array is passed explicitly, so the patched defaults
+    did not reach it: the real generator turned ``N`` and ``D`` into numbers (two warnings)."""
+    def noisy(X: Float[np.ndarray, "N, D"], rng=_RNG,
+              Y: Float[np.ndarray, "N, D"] = None) -> Float[np.ndarray, "N, D"]:
+        return X + rng.normal(size=X.shape) + Y
+
+    r = verify(noisy)
+    assert clean(r) and type(noisy.__defaults__[0]) is np.random.Generator, str(r)
+
+
 # -- a fraction of a size --------------------------------------------------------------------
 
 

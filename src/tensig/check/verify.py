@@ -639,7 +639,7 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
     for i, name, kind in sig.scalars:
         slots[i] = size(Dim.symbol(name)) if kind == "int" else _STAND_INS[kind]()
     params = _positional(fn)[0]
-    return [slots[i] if i in slots else params[i].default
+    return [slots[i] if i in slots else sampler_of(params[i].default)  # as patched defaults
             for i in range(max(slots, default=-1) + 1)]
 
 
