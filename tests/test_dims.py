@@ -9,6 +9,7 @@ conditions) must agree with the integers.
 from __future__ import annotations
 
 import copy
+import itertools
 import operator
 import pickle
 
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tensig.core.dim_bounds import bounds
 from tensig.core.dims import (
     Condition,
     Dim,
@@ -391,6 +393,34 @@ def test_quotients_are_bounded_by_their_numerators():
     for undecided in (lambda: T // 2 >= 1, lambda: T // 2 <= T // 3, lambda: T // 2 < B):
         with pytest.raises(InconclusiveError):
             undecided()
+
+
+@st.composite
+def _quotient_sums(draw: st.DrawFn) -> Dim:
+    """Sums (and a product) of a base expression, its quotients and remainders, nested:
+    random trees seldom hold a quotient next to its own numerator, the case bounds read."""
+    parts = [to_dim(draw(st.recursive(leaves, _extend, max_leaves=3)))]
+    for _ in range(draw(st.integers(1, 3))):
+        r, k = draw(st.sampled_from(parts)) + draw(st.integers(-3, 3)), draw(st.integers(2, 5))
+        parts.append(r // k if draw(st.booleans()) else r % k)
+    out = Dim.const(draw(st.integers(-6, 6)))
+    for p in parts:
+        out = out + draw(st.integers(-4, 4)) * p
+    return out * draw(st.sampled_from(parts)) if draw(st.integers(0, 3)) == 0 else out
+
+
+_BOX = [dict(zip(NAMES, v, strict=True)) for v in itertools.product(range(1, 9), repeat=3)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_quotient_sums())
+def test_quotient_bounds_hold_at_every_small_size(value):
+    """The bounds proved through ``k*(r // k) == r - r % k`` against every assignment of
+    sizes 1..8: a bound too tight would make verify prove a false size claim silently."""
+    lo, hi = bounds(value)
+    values = [value.evaluate(env) for env in _BOX]
+    assert (lo is None or lo <= min(values)) and (hi is None or max(values) <= hi), \
+        (str(value), lo, hi, min(values), max(values))
 
 
 def test_ordering_inconclusive_names_both_sides():

@@ -5,9 +5,12 @@ test is a pattern that once gave a false warning, crashed the trace or a silent 
 
 from __future__ import annotations
 
+import collections.abc
 import linecache
+import typing
 
 import numpy as np
+import pytest
 import torch
 
 from tensig import Float, Int
@@ -375,7 +378,8 @@ def test_slices_at_half_a_size_are_valid_at_every_size():
 
 def test_floor_division_warns_where_a_check_relies_on_it():
     """Heads of ``D // H`` in a view, equal pieces, and the two halves of a GLU multiplied
-    are right only where the division is exact: still the warning, at that line."""
+    are right only where the division is exact: still the warning, at the line that divides
+    (the check that relies on it may run outside the function: the return check)."""
     def heads(x: Float[torch.Tensor, "B, T, D"], n_head: int = 4
               ) -> Float[torch.Tensor, "B, 4, T, E"]:
         B, T, D = x.shape
@@ -389,11 +393,85 @@ def test_floor_division_warns_where_a_check_relies_on_it():
     def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "P, E"]:
         return x.reshape(x.shape[0] // 2, 2 * x.shape[1])  # two frames per row
 
-    for f, text, use in ((heads, "D divisible by 4", ".view("), (glu, "D divisible by 2", "a * "),
+    for f, text, use in ((heads, "D divisible by 4", ".view("), (glu, "D divisible by 2", "// 2"),
                          (pairs, "T divisible by 2", ".reshape(")):
         r = verify(f)
         assert [x.message for x in r] == [f"requires {text}"], (f.__name__, str(r))
         assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
+
+
+def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
+    """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
+    division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all
+    T", though it is ``[T - 1]`` at odd ``T``.  And a return check that relied on a floor
+    reported it at the line that called verify, not in the function."""
+    def repeated(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+        half = x.shape[0] // 2
+        return np.repeat(x[:half], 2)
+
+    def tiled(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        half = len(x) // 2
+        return np.tile(x[:half], (2, 1))
+
+    def trimmed(x: Float[torch.Tensor, "B, T"]) -> Float[torch.Tensor, "B, T"]:
+        usable = x.shape[1] // 4 * 4  # whole blocks of 4
+        return x[:, :usable]
+
+    assert np.repeat(np.ones(5)[:2], 2).shape == (4,)  # not [T] at T = 5
+    for f in (repeated, tiled, trimmed):
+        r = verify(f)
+        assert [x.message for x in r] in (["requires T divisible by 2"],
+                                          ["requires T divisible by 4"]), (f.__name__, str(r))
+        assert "//" in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
+
+
+def test_a_sample_without_replacement_larger_than_its_population_is_an_error():
+    """``choice(N, N + 1, replace=False)`` raises at every ``N``: an error naming both sizes and
+    the fix; with replacement the same sample is valid."""
+    def pick(X: Float[np.ndarray, "N, D"], rng: np.random.Generator) -> Float[np.ndarray, "M, D"]:
+        return X[rng.choice(len(X), len(X) + 1, replace=False)]
+
+    def rows(X: Float[np.ndarray, "N, 3"], rng: np.random.Generator) -> Float[np.ndarray, "N, 5"]:
+        return rng.choice(X, 5, replace=False, axis=1)  # 5 of 3 columns
+
+    for f, text in ((pick, "choice of N + 1 from N"), (rows, "choice of 5 from 3")):
+        r = verify(f)
+        assert kinds(r) == ["op-shape"] and text in str(r) and "replace=True" in str(r), str(r)
+    with pytest.raises(ValueError):
+        np.random.default_rng(0).choice(4, 5, replace=False)
+
+    def bootstrap(X: Float[np.ndarray, "N, D"], rng: np.random.Generator
+                  ) -> Float[np.ndarray, "N + 1, D"]:
+        return X[rng.choice(len(X), len(X) + 1)]
+
+    assert clean(verify(bootstrap)), str(verify(bootstrap))
+
+
+def test_a_python_generator_parameter_is_no_numpy_generator():
+    """``typing.Generator`` and ``collections.abc.Generator`` share NumPy's class name: such a
+    parameter was traced with a NumPy generator (the note: "'Generator' object is not an
+    iterator"); it has no stand-in, and verify says so."""
+    def scaled(X: Float[np.ndarray, "N"], g: collections.abc.Generator) -> Float[np.ndarray, "N"]:
+        return X * next(g)
+
+    def typed(X: Float[np.ndarray, "N"], g: typing.Generator[float, None, None]
+              ) -> Float[np.ndarray, "N"]:
+        return X * next(g)
+
+    for f in (scaled, typed):
+        with pytest.raises(TypeError, match="'g': no shape annotation"):
+            verify(f)
+
+
+def test_a_default_generator_before_an_array_parameter_samples_symbolically():
+    """A default in a gap before a later array is passed explicitly, so the patched defaults
+    did not reach it: the real generator turned ``N`` and ``D`` into numbers (two warnings)."""
+    def noisy(X: Float[np.ndarray, "N, D"], rng=_RNG,
+              Y: Float[np.ndarray, "N, D"] = None) -> Float[np.ndarray, "N, D"]:
+        return X + rng.normal(size=X.shape) + Y
+
+    r = verify(noisy)
+    assert clean(r) and type(noisy.__defaults__[0]) is np.random.Generator, str(r)
 
 
 # -- a fraction of a size --------------------------------------------------------------------

@@ -21,7 +21,7 @@ from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named",
+__all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named", "relied",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -43,6 +43,20 @@ def symbols(x: Any) -> list[str]:
         return sorted(x.start.symbols | x.stop.symbols)
     items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
     return sorted({n for v in items for n in symbols(v)})
+
+
+def relied(x: Any) -> None:
+    """Report the floor divisions (``T // 2``) in the sizes of ``x`` (nested) as requirements: a
+    fit runs at sizes that step by their divisors, where they are exact, so what it finds
+    (``T`` for ``np.repeat(x[:T // 2], 2)``) holds only there."""
+    if isinstance(x, S.SymArray | sym_sizes.SymSize | sym_sizes.SymRange):
+        dims = x.dims if isinstance(x, S.SymArray) else (x.dim,) if \
+            isinstance(x, sym_sizes.SymSize) else (x.start, x.stop)
+        for d in dims:
+            tracing.tracer().rely(d)
+        return
+    for v in x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ():
+        relied(v)
 
 
 def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:

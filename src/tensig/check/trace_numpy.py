@@ -311,8 +311,10 @@ def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis:
     if not replace and (counted or x is not None):  # a 0-d array's value is data
         n, k = sym_sizes.as_dim(a) if x is None else x.dims[ax], \
             math.prod(sample.dims, start=sym_sizes.ONE)
-        sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement",
-                          f"a sample of {k} from {n} without replacement")
+        sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement: "
+                          "NumPy raises (a larger sample than the population); take at most "
+                          f"{n}, or pass replace=True", f"a sample of {k} from {n} without "
+                          "replacement")
     return sample if x is None else \
         S.SymArray((*x.dims[:ax], *sample.dims, *x.dims[ax + 1:]), x.kind)
 
@@ -554,6 +556,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return "array", S.kind_of(x.dtype) or "f"
         return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
+    size_fit.relied((args, kwargs))
     bases = _bases(t, args, kwargs, allocates)
     if allocates:
         size_fit.size_guard((args, kwargs), bases[0][0])

@@ -192,6 +192,7 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 _CACHE.clear()
             _CACHE[key] = hit
     template, messages, _ = hit
+    size_fit.relied((args, kwargs))
     t = tracer()
     for f in messages:  # found while fitting, once per shape signature: reported per call
         t.report(f.kind, f.message)

@@ -59,6 +59,7 @@ class Finding:
         return f"{where}{self.severity}: {self.message}  [{self.code}]"
 
 
+Where = tuple[str | None, int | None]  # a finding's file and line
 MAX_STEPS = 1_000_000  # symbolic arrays one trace may make (a bound on a loop's work)
 
 
@@ -80,7 +81,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
-    floors: list[tuple[Dim, int]] = field(default_factory=list)  # those not yet relied on
+    floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
@@ -112,19 +113,19 @@ class Tracer:
         up to ``T // 2`` is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
         if (p, k) not in self.divisors:
             self.divisors.append((p, k))
-        if floor:
-            self.floors.append((p, k))
-        else:
+        if not floor:
             self.report("assumption", f"requires {p} divisible by {k}")
+        elif (p, k, where := self.where()) not in self.floors:  # reported at the ``//``'s line
+            self.floors.append((p, k, where))
 
     def rely(self, d: Dim) -> None:
         """Report the floor divisions that ``d`` (a size that vanishes only where divisions are
-        exact) holds as requirements."""
+        exact) holds as requirements, each at the line that divided."""
         used = _divisions(d)
-        for p, k in list(self.floors):
+        for p, k, where in list(self.floors):
             if _divisions(p // k) & used:
-                self.floors.remove((p, k))
-                self.require(p, k)
+                self.floors.remove((p, k, where))
+                self.report("assumption", f"requires {p} divisible by {k}", where)
 
     def unit(self) -> int:
         """The least common multiple of the divisions assumed exact: sizes that are multiples
@@ -136,7 +137,7 @@ class Tracer:
         lcm = self.unit()
         return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
 
-    def where(self) -> tuple[str | None, int | None]:
+    def where(self) -> Where:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
         run their own Python code is the user's line that called into the library."""
         f: Any = sys._getframe(1)
@@ -146,10 +147,11 @@ class Tracer:
             f = f.f_back
         return None, None
 
-    def report(self, kind: str, message: str) -> None:
+    def report(self, kind: str, message: str, where: Where | None = None) -> None:
         """Record a finding of a registered ``kind``, with the severity the registry gives it
-        (:mod:`tensig.check.findings`: declared once, there)."""
-        file, line = self.where()
+        (:mod:`tensig.check.findings`: declared once, there), at the user's line running now
+        or at ``where``."""
+        file, line = where or self.where()
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)

@@ -664,7 +664,7 @@ def _call(fn: Callable[..., Any], sig: Signature, arrays: list[Any],
     for i, name, kind in sig.scalars:
         slots[i] = size(Dim.symbol(name)) if kind == "int" else _STAND_INS[kind]()
     params = _positional(fn)[0]
-    return [slots[i] if i in slots else params[i].default
+    return [slots[i] if i in slots else sampler_of(params[i].default)  # as patched defaults
             for i in range(max(slots, default=-1) + 1)]
 
 
@@ -676,9 +676,10 @@ def _scalar_kind(p: inspect.Parameter, jax_code: bool = False) -> str | None:
     a = p.annotation
     name = a if isinstance(a, str) else getattr(a, "__name__", None)
     name = name and name.rsplit(".", 1)[-1]
-    numpy_generator = name in ("Generator", "RandomState") and \
-        "torch" not in (a if isinstance(a, str) else getattr(a, "__module__", ""))
-    if name in ("int", "float", "bool") or numpy_generator:  # torch.Generator is no NumPy's
+    home = a.rpartition(".")[0] if isinstance(a, str) else str(getattr(a, "__module__", ""))
+    numpy_generator = name in ("Generator", "RandomState") and (
+        home in ("", "np") or home.startswith(("numpy", "np.random")))  # not torch's, typing's
+    if name in ("int", "float", "bool") or numpy_generator:
         return name
     return "key" if jax_code and _KEY_NAME.fullmatch(p.name) and (
         a is p.empty or any(w in str(a) for w in ("jax", "Array", "Key"))) else None
