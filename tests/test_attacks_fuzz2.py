@@ -588,3 +588,26 @@ def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b,
         with pytest.raises(SignatureError, match=rf"argument 'y' axis 0 .* has size {sizes[1]}, "
                            rf"but .* has size {sizes[0]} at argument 'x' axis 0, .* = {value}\n"):
             g(x, y)
+
+
+# -- duck types whose .shape is no tuple -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("found", [None, 5])
+@pytest.mark.parametrize("dtype", [False, True])
+def test_a_shape_that_is_no_tuple_is_named(compiled, found, dtype):
+    """A duck type with ``.shape = None`` or ``5`` raised 'object of type ... has no len()'
+    from inside the check."""
+    class Duck:
+        shape, dtype = found, np.dtype("float32")
+
+    def f(x: Shaped[np.ndarray, "a b"]):
+        return x
+
+    def g(x: ts.Float[np.ndarray, "a b"]):
+        return x
+
+    with pytest.raises(TypeError, match=rf"^[fg]\(\): argument 'x' is a Duck whose \.shape is "
+                       rf"{found}, not a tuple of sizes"):
+        ts.shaped(compiled=compiled)(g if dtype else f)(Duck())

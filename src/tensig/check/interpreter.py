@@ -455,6 +455,8 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if scalar is None or not isinstance(x, scalar) or (scalar is int and isinstance(x, bool)):
             raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
         shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__len__"):  # a duck type's
+        raise _Mismatch("badshape", label, program.shape, x, marker=marker, found=shape)
     program.match(shape, b, label)
     if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
         raise _Mismatch("dtype", label, program.shape, shape, dtype=dtype, marker=marker)
