@@ -611,3 +611,13 @@ def test_a_shape_that_is_no_tuple_is_named(compiled, found, dtype):
     with pytest.raises(TypeError, match=rf"^[fg]\(\): argument 'x' is a Duck whose \.shape is "
                        rf"{found}, not a tuple of sizes"):
         ts.shaped(compiled=compiled)(g if dtype else f)(Duck())
+
+
+@pytest.mark.parametrize("size", [dict(multiple_of=2**62), dict(length=2**61),
+                                  dict(length=2**63 // 16)])
+def test_pad_refuses_a_batch_no_array_can_address(size):
+    """``multiple_of=2**62`` raised NumPy's 'array is too big' from the allocator."""
+    with pytest.raises(ts.PaddingError, match=r"would make a batch \[2, \d+, \.\.\.\] of \d+ "
+                       r"bytes, over the \d+ an array can address"):
+        ts.pad([[1, 2, 3], [4]], **size)
+    assert ts.pad([[1, 2, 3], [4]], multiple_of=2**10).data.shape == (2, 2**10)
