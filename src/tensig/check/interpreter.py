@@ -335,22 +335,18 @@ class _Bindings:
                     if len(p.terms) == 1 and value.denominator == 1:
                         put = _put(form, next(iter(p.terms)), int(value))
                         by, form = (use if put != form else by), put
-                if form.constant is not None:
-                    if by is not None and form.constant != size:
-                        raise _Mismatch("apart", *at, expr=expr, value=form.constant,
-                                        other=by[0], where=by[2])
-                    continue
-                const = form.terms.get((), 0)
-                first, *rest = (v for m, v in form.terms.items() if m)
-                a = math.gcd(first, *rest) * (1 if first > 0 else -1)
-                p = (form - const) // a
-                if p not in known:
-                    known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
-                value = known[p][0] * a + const
-                if value != size:
-                    use = known[p][1]
-                    raise _Mismatch("apart", *at, expr=expr, value=value, other=use[0],
-                                    where=use[2])
+                value = form.constant
+                if value is None:
+                    const = form.terms.get((), 0)
+                    first, *rest = (v for m, v in form.terms.items() if m)
+                    a = math.gcd(first, *rest) * (1 if first > 0 else -1)
+                    p = (form - const) // a
+                    if p not in known:
+                        known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
+                    value, by = known[p][0] * a + const, known[p][1]
+                if by is not None and value != size:
+                    raise _Mismatch("apart", *at, expr=expr, value=value, other=by[0],
+                                    where=by[2])
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]
