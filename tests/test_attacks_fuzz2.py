@@ -619,3 +619,60 @@ def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
     assert value.shape == tuple(lazy.shape) == _plain(want).shape
     np.testing.assert_allclose(value.astype(np.float64), _plain(want).astype(np.float64),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, value", [
+    ("h*w", "2*h*w", (6, 10), "12"), ("h*w", "2*h*w", (6, 12), None),
+    ("2*h*w", "3*h*w + 1", (4, 8), "7"), ("2*h*w", "3*h*w + 1", (4, 7), None),
+    ("h*w", "(h*w + 1) // 2", (6, 4), "3"), ("h*w", "(h*w + 1) // 2", (6, 3), None),
+    ("h*w", "h**2*w**2", (3, 10), "9"), ("h*w", "h**2*w**2", (3, 9), None),
+    ("2*h*w", "h*w", (5, 2), "5/2"), ("h*w", "20 - h*w", (6, 13), "14"),
+])
+def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b, sizes, value):
+    """``h*w`` of size 6 and ``2*h*w`` of size 10 were accepted: only uses that differ by a
+    constant were compared, not by a factor or through a power or ``//`` of the product."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if value is None:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=rf"argument 'y' axis 0 .* has size {sizes[1]}, "
+                           rf"but .* has size {sizes[0]} at argument 'x' axis 0, .* = {value}\n"):
+            g(x, y)
+
+
+# -- duck types whose .shape is no tuple -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("found", [None, 5])
+@pytest.mark.parametrize("dtype", [False, True])
+def test_a_shape_that_is_no_tuple_is_named(compiled, found, dtype):
+    """A duck type with ``.shape = None`` or ``5`` raised 'object of type ... has no len()'
+    from inside the check."""
+    class Duck:
+        shape, dtype = found, np.dtype("float32")
+
+    def f(x: Shaped[np.ndarray, "a b"]):
+        return x
+
+    def g(x: ts.Float[np.ndarray, "a b"]):
+        return x
+
+    with pytest.raises(TypeError, match=rf"^[fg]\(\): argument 'x' is a Duck whose \.shape is "
+                       rf"{found}, not a tuple of sizes"):
+        ts.shaped(compiled=compiled)(g if dtype else f)(Duck())
+
+
+@pytest.mark.parametrize("size", [dict(multiple_of=2**62), dict(length=2**61),
+                                  dict(length=2**63 // 16)])
+def test_pad_refuses_a_batch_no_array_can_address(size):
+    """``multiple_of=2**62`` raised NumPy's 'array is too big' from the allocator."""
+    with pytest.raises(ts.PaddingError, match=r"would make a batch \[2, \d+, \.\.\.\] of \d+ "
+                       r"bytes, over the \d+ an array can address"):
+        ts.pad([[1, 2, 3], [4]], **size)
+    assert ts.pad([[1, 2, 3], [4]], multiple_of=2**10).data.shape == (2, 2**10)

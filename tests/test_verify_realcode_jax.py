@@ -426,3 +426,32 @@ def test_custom_derivative_functions_are_traced_symbolically():
     assert kinds(r) == ["outer-product"] and not r.notes, str(r)
     assert clean(verify(entropy)), str(verify(entropy))
     assert float(_safe_log(jnp.ones(()))) == 0.0  # still JAX's own outside verification
+
+
+_FIRST_ROW = '''
+import numpy as np
+from tensig import Float
+
+def shift(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B T"]:
+    return x + sum(x.tolist()[0])
+'''
+
+
+def test_a_users_folder_named_jax_is_not_jax(tmp_path):
+    """verify took any path with '/jax/' in it for JAX's own code: a NumPy function that stopped
+    in the user's jax/model.py was re-run under JAX's symbolic shapes, its stop note dropped."""
+    import importlib.util
+
+    reports = []
+    for folder in ("jax", "mine"):
+        path = tmp_path / folder / "model.py"
+        path.parent.mkdir()
+        path.write_text(_FIRST_ROW)
+        spec = importlib.util.spec_from_file_location(f"smalls_{folder}_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        reports.append(verify(module.shift))
+    for folder, report in zip(("jax", "mine"), reports, strict=True):
+        assert not report.findings
+        assert len(report.notes) == 1, report.notes
+        assert f"verification stopped at {tmp_path / folder / 'model.py'}:6" in report.notes[0]

@@ -12,6 +12,7 @@ import typing
 import numpy as np
 import pytest
 import torch
+from numpy.random import RandomState, default_rng
 
 from tensig import Float, Int
 from tensig.check.verify import verify
@@ -192,6 +193,39 @@ def test_generator_methods_take_symbolic_sizes():
         return X[:, rng.permutation(X.shape[0])[:4]]  # columns picked by row indices
 
     assert "return-shape" in kinds(verify(init_bug)), str(verify(init_bug))
+
+
+def _random_state(seed=None):
+    """scikit-learn's check_random_state: ``None`` is NumPy's global generator."""
+    if seed is None or seed is np.random:
+        return np.random.mtrand._rand
+    return RandomState(seed) if isinstance(seed, int) else seed
+
+
+def test_the_global_generator_and_default_rng_by_name_take_symbolic_sizes():
+    """``check_random_state(None)`` (NumPy's global ``RandomState``) and ``default_rng`` or
+    ``RandomState`` imported by name were not the patched generators: the trace stopped inside
+    NumPy ('x must be an integer or at least 1-dimensional')."""
+    def by_global(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X[_random_state().permutation(len(X))]
+
+    def by_name(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X[default_rng(0).permutation(X.shape[0])][RandomState(0).permutation(len(X))]
+
+    def by_global_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X[:, _random_state().permutation(len(X))]  # columns picked by row indices
+
+    def by_name_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X[:, default_rng(0).permutation(X.shape[0])]
+
+    global_rand = np.random.mtrand._rand
+    for f in (by_global, by_name):
+        assert clean(verify(f)), (f.__name__, str(verify(f)))
+    for f in (by_global_bug, by_name_bug):
+        r = verify(f)
+        assert kinds(r) == ["return-shape"] and not r.notes, str(r)
+    assert np.random.mtrand._rand is global_rand and default_rng is np.random.default_rng
+    assert RandomState is np.random.RandomState
 
 
 def test_random_parameters_give_the_sample_shape():

@@ -73,10 +73,10 @@ class _Generator:
         if wrapper is not None:
             self.emit(depth, f"if not isinstance(x, _modules[{wrapper.__module__!r}]."
                              f"{wrapper.__qualname__}):", f"    {fail}")
-        self.emit(depth, "try:", "    s = x.shape")
+        self.emit(depth, "try:", "    s = x.shape", "    rank = len(s)")  # no len: interpreted
         if marker.dtype is not None:
             self.emit(depth, "    dt = x.dtype")
-        self.emit(depth, "except AttributeError:", f"    {fail}")
+        self.emit(depth, "except (AttributeError, TypeError):", f"    {fail}")
         self.unpack(depth, len(ops), variables[0] if variables else None, fail)
         for i, (code, payload, _) in enumerate(ops):
             self.item(depth, code, payload, f"a{i}", fail)
@@ -88,17 +88,17 @@ class _Generator:
     def unpack(self, depth: int, m: int, var: int | None, fail: str) -> None:
         """Sizes into ``a0, a1, ...`` (a row variable's axes into a tuple)."""
         if var is None:
-            self.emit(depth, f"if len(s) != {m}:", f"    {fail}")
+            self.emit(depth, f"if rank != {m}:", f"    {fail}")
             if m:
                 self.emit(depth, ", ".join(f"a{i}" for i in range(m)) + ", = s")
             return
-        self.emit(depth, f"if len(s) < {m - 1}:", f"    {fail}")
+        self.emit(depth, f"if rank < {m - 1}:", f"    {fail}")
         for i in range(m):
             if i < var:
                 self.emit(depth, f"a{i} = s[{i}]")
             elif i > var:
                 self.emit(depth, f"a{i} = s[{i - m}]")
-        stop = f"len(s) - {m - 1 - var}" if m - 1 - var else ""
+        stop = f"rank - {m - 1 - var}" if m - 1 - var else ""
         self.emit(depth, f"a{var} = tuple(s[{var}:{stop}])")
 
     def item(self, depth: int, code: int, payload: Any, size: str, fail: str) -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 import operator
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
 from typing import Any
 
 from tensig.check.signature_error import _ARGS, _error, _Mismatch
@@ -29,7 +31,7 @@ from tensig.core.annotations import (
     parse_annotation,
 )
 from tensig.core.dimcode import compile_dim
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, Mod
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
 _NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
@@ -41,17 +43,13 @@ _GIVEN = ("given", None, None, None)  # the origin of a size known before the ch
 class _Expr:
     """An expression item (``2*h``): its polynomial, text, sorted names and compiled value."""
 
-    __slots__ = ("dim", "evaluate", "form", "symbols", "text", "zero")
+    __slots__ = ("dim", "evaluate", "symbols", "text")
 
     def __init__(self, d: Dim):
         self.dim = d
         self.text = str(d)
         self.symbols = tuple(sorted(d.symbols))
         self.evaluate = compile_dim(d)
-        # its value at zero sizes and its form less that value, once per annotation (not per
-        # call): two expressions of one form differ by their zeros (_compare_undecided)
-        self.zero = int(d.evaluate(dict.fromkeys(d.symbols, 0)))
-        self.form = str(d - self.zero)
 
 
 class _DeferredExpr:
@@ -325,18 +323,36 @@ class _Bindings:
         self._compare_undecided()
 
     def _compare_undecided(self) -> None:
-        """Expressions no binding decides are skipped, but two that differ by a constant
-        (``h*w`` twice, ``h*w`` and ``w*h + 1``) must have sizes that differ by it: grouped by
-        their form less its value at zero sizes, in one pass."""
-        seen: dict[str, tuple[int, Any, tuple[Any, ...]]] = {}
-        for expr, size, at in self.pending:
-            if all(s in self.env for s in expr.symbols):
-                continue
-            first = seen.setdefault(expr.form, (size - expr.zero, expr, at))
-            if first[0] != size - expr.zero:
-                other, where = first[1], first[2]
-                raise _Mismatch("apart", *at, expr=expr, value=first[0] + expr.zero,
-                                other=other, where=where)
+        """Expressions no binding decides are skipped, but their uses must agree.  With the
+        bound sizes put in, a use is ``a*P + c`` for a form ``P`` whose coefficients share no
+        factor (``h*w`` in ``h*w`` and ``2*h*w + 1``): ``P`` is one unknown that its first use
+        solves and the others must agree with; a solved monomial ``P`` is put into the other
+        uses (``(h*w + 1) // 2``, ``h**2*w**2``), round after round until none solves more."""
+        env = self.env
+        uses = [(expr, size, at, expr.dim.subs({n: env[n] for n in expr.symbols if n in env}))
+                for expr, size, at in self.pending if any(n not in env for n in expr.symbols)]
+        known: dict[Dim, tuple[Fraction, tuple[Any, ...]]] = {}  # P -> its value, its use
+        grown = True
+        while grown:
+            grown = False
+            for expr, size, at, form in uses:
+                by = None  # the use whose P was put in
+                for p, (value, use) in known.items():
+                    if len(p.terms) == 1 and value.denominator == 1:
+                        put = _put(form, next(iter(p.terms)), int(value))
+                        by, form = (use if put != form else by), put
+                value = form.constant
+                if value is None:
+                    const = form.terms.get((), 0)
+                    first, *rest = (v for m, v in form.terms.items() if m)
+                    a = math.gcd(first, *rest) * (1 if first > 0 else -1)
+                    p = (form - const) // a
+                    if p not in known:
+                        known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
+                    value, by = known[p][0] * a + const, known[p][1]
+                if by is not None and value != size:
+                    raise _Mismatch("apart", *at, expr=expr, value=value, other=by[0],
+                                    where=by[2])
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]
@@ -360,6 +376,26 @@ _BOUND = Origin(note="bound by an earlier item")
 def _origin(label: str, axis: int, text: str) -> Origin:
     """One :class:`Origin` per place (building a frozen dataclass per call costs microseconds)."""
     return Origin(operand=label, position=axis, note=text)
+
+
+def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
+    """``form`` with the monomial ``monomial`` (its powers too) replaced by ``value``, inside
+    ``//`` and ``%`` as well."""
+    out = Dim(0)
+    for m, c in form.terms.items():
+        powers = dict(m)
+        k = min(powers.get(atom, 0) // n for atom, n in monomial)
+        term = Dim(c * value**k)
+        for atom, n in m:
+            n -= k * dict(monomial).get(atom, 0)
+            if isinstance(atom, str):
+                term *= Dim.symbol(atom) ** n
+            elif n:
+                inner = _put(atom.numerator, monomial, value)
+                term *= (inner % atom.divisor if isinstance(atom, Mod)
+                         else inner // atom.divisor) ** n
+        out += term
+    return out
 
 
 _program = functools.lru_cache(maxsize=1024)(_Program)
@@ -421,6 +457,8 @@ def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
         if scalar is None or not isinstance(x, scalar) or (scalar is int and isinstance(x, bool)):
             raise _Mismatch("noshape", label, program.shape, x, marker=marker) from None
         shape, dtype = (), _PYTHON_DTYPES[type(x) if type(x) in _PYTHON_DTYPES else scalar]
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__len__"):  # a duck type's
+        raise _Mismatch("badshape", label, program.shape, x, marker=marker, found=shape)
     program.match(shape, b, label)
     if marker.dtype is not None and not dtype_accepts(marker.dtype, dtype):
         raise _Mismatch("dtype", label, program.shape, shape, dtype=dtype, marker=marker)

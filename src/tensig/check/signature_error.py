@@ -175,6 +175,8 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
 
 _NOT_AN_ARRAY = {  # mismatches that are no shape's: a TypeError
     "noshape": "{where} is a {type}, which has no .shape; its annotation is {marker!r}",
+    "badshape": "{where} is a {type} whose .shape is {found!r:.60}, not a tuple of sizes; its "
+                "annotation is {marker!r}",
     "wrapper": "{where} is a {type}, but its annotation is {marker!r}",
     "none": "{where} is None, but its annotation {marker!r} is not Optional",
     "notuple": "the return value is a {type}, not a tuple of {length} as annotated",

@@ -372,18 +372,24 @@ def sampler_of(value: Any) -> Any:
 
 def _samplers(fn: Any) -> list[tuple[Any, str, Any]]:
     """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState``, and the generators ``fn``'s module made (``rng = default_rng(0)``) or
-    its defaults hold (``def init(X, rng=np.random.default_rng(0))``).  NumPy's own classes
-    only: a subclass's methods are the project's.  The globals' types are read in C (a loop
-    over a module's 300 names took 200 us per verify call)."""
-    bits = _bits()
+    ``RandomState`` (also where imported by name), ``np.random``'s own generator (what
+    ``check_random_state(None)`` returns), the generators ``fn``'s module made (``rng =
+    default_rng(0)``) and those its defaults hold (``def init(X, rng=default_rng(0))``).
+    NumPy's own classes only: a subclass's methods are the project's.  The globals' types and
+    ids are read in C (a loop over a module's 300 names took 200 us per verify call)."""
+    bits, mtrand = _bits(), np.random.mtrand
     out: list[tuple[Any, str, Any]] = [
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
-        (np.random, "RandomState", _sampler(np.random.mtrand.RandomState))]
+        (np.random, "RandomState", _sampler(mtrand.RandomState)),
+        (mtrand, "_rand", sampler_of(mtrand._rand))]  # check_random_state(None)'s generator
     namespace = getattr(fn, "__globals__", None)
-    if isinstance(namespace, dict) and bits.keys() & set(map(type, list(namespace.values()))):
-        out += [(_Namespace(namespace), name, sampler_of(v))
-                for name, v in list(namespace.items()) if type(v) in bits]
+    if isinstance(namespace, dict):  # the module's generators, and the two imported by name
+        by_id = {id(getattr(owner, name)): new for owner, name, new in out[:2]}
+        values = list(namespace.values())
+        if bits.keys() & set(map(type, values)) or by_id.keys() & set(map(id, values)):
+            out += [(_Namespace(namespace), name, by_id.get(id(v)) or sampler_of(v))
+                    for name, v in list(namespace.items())
+                    if type(v) in bits or id(v) in by_id]
     fn = getattr(fn, "__func__", fn)  # a bound method: its function's defaults
     defaults, keywords = getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)
     if any(type(v) in bits for v in (*(defaults or ()), *(keywords or {}).values())):

@@ -30,6 +30,7 @@ import importlib
 import inspect
 import itertools
 import math
+import os
 import re
 import sys
 import threading
@@ -518,7 +519,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
             except Exception as e:  # the function failed on symbolic input: say where
                 file, line = tracing.failure_line(e)  # none: the call itself failed
                 # inside JAX (code it compiled before verification): JAX's fallback below
-                tracer.used_jax |= tracing.failure_line(e, lambda f: "/jax/" in f)[0] is not None
+                tracer.used_jax |= tracing.failure_line(e, _in_jax)[0] is not None
                 where = f" at {file}:{line}" if file else \
                     f" calling {getattr(fn, '__name__', 'the function')}()"
                 report.notes.append(f"verification stopped{where}: {type(e).__name__}: {e}")
@@ -535,6 +536,12 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings)
         tracing._TRACER.reset(token)
         tracing._TORCH_STYLE.reset(style)
+
+
+def _in_jax(filename: str) -> bool:
+    """Whether a frame's file is the installed JAX's (a user's own folder named jax is not)."""
+    root = os.path.dirname(getattr(sys.modules.get("jax"), "__file__", None) or "")
+    return bool(root) and os.path.abspath(filename).startswith(root + os.sep)
 
 
 def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -174,7 +175,8 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
         seqs, lengths, trailing = _list_sizes(seqs)  # one NumPy array
     ops = _ops_for(type(seqs[0]))
     _check_value(value, seqs[0].dtype)
-    T = _padded_length(lengths, length, multiple_of)
+    T = _padded_length(lengths, length, multiple_of,
+                       itemsize(seqs[0].dtype) * math.prod(trailing, start=len(lengths)))
     mask = _row_mask(lengths, T, side)
     on = ops.asarray(mask, seqs[0])
     data = ops.pad_rows(seqs, mask, on, trailing, value)
@@ -249,7 +251,10 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
     return [flat], lengths, flat.shape[1:]
 
 
-def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int | None) -> int:
+def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int | None,
+                   step: int) -> int:
+    """``T``; a batch no array can address (``step`` bytes per position) is refused here, not
+    by the library's allocator in its own words."""
     longest = max(lengths)
     T = longest
     if length is not None:
@@ -261,6 +266,10 @@ def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int 
     if multiple_of is not None:
         m = _check_count("multiple_of", multiple_of, 1)
         T = -(-T // m) * m
+    if T * step > sys.maxsize:
+        raise PaddingError(f"pad() would make a batch [{len(lengths)}, {T}, ...] of {T * step} "
+                           f"bytes, over the {sys.maxsize} an array can address",
+                           sizes=(T, longest), hint="check length= and multiple_of=")
     return T
 
 
