@@ -43,7 +43,8 @@ from tensig.check import findings, sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
-from tensig.check.trace_numpy import _Namespace, _sized, asarray, fitted
+from tensig.check.trace_numpy import asarray, fitted
+from tensig.check.trace_random import sized
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
@@ -137,10 +138,10 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
             while type(inner).__name__ in _COMPILED and hasattr(inner, "__wrapped__"):
                 inner = inner.__wrapped__
             if id(v) in _BY_ORIGINAL:
-                out.append((_Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
+                out.append((tracing.Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
             elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
                 if inner is not v:  # a library's own code is left as it is
-                    out.append((_Namespace(namespace), name, _unjit(v, inner)))
+                    out.append((tracing.Namespace(namespace), name, _unjit(v, inner)))
                 todo.append(inner)
     return out
 
@@ -227,7 +228,7 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     """``jax.random.<name>(key, ...)`` with the shape at argument ``shape_at``."""
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
-        return _sized(shape, kind or S.kind_of(kw.get("dtype", "float")) or "f")
+        return sized(shape, kind or S.kind_of(kw.get("dtype", "float")) or "f")
     return model
 
 

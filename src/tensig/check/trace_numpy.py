@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import size_fit, sym_functions, sym_sizes, tracing
+from tensig.check import size_fit, sym_functions, sym_sizes, trace_random, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.tracing import tracer
@@ -290,125 +290,6 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
     "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
 }
-
-
-def _sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
-    """A sample of ``shape``; without one, a sample per element of the broadcast parameters
-    (``normal(mu, sigma)``: ``mu``'s shape), as NumPy draws."""
-    if shape is None:
-        return S.elementwise(list(params), kind) if params else S.SymArray((), kind)
-    return S.SymArray(tuple(shape) if isinstance(shape, tuple | list) else (shape,), kind)
-
-
-def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
-            *args: Any, **kw: Any) -> S.SymArray:
-    """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
-    ``k`` of ``X``'s rows (along ``axis``); without ``replace``, at most ``n`` of them."""
-    sample = _sized(size, "i")
-    counted = isinstance(a, int | sym_sizes.SymSize)
-    x = None if counted or S._sym(a).ndim == 0 else S._sym(a)
-    ax = 0 if x is None else S._axis(axis, x.ndim)
-    if not replace and (counted or x is not None):  # a 0-d array's value is data
-        n, k = sym_sizes.as_dim(a) if x is None else x.dims[ax], \
-            math.prod(sample.dims, start=sym_sizes.ONE)
-        sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement: "
-                          "NumPy raises (a larger sample than the population); take at most "
-                          f"{n}, or pass replace=True", f"a sample of {k} from {n} without "
-                          "replacement")
-    return sample if x is None else \
-        S.SymArray((*x.dims[:ax], *sample.dims, *x.dims[ax + 1:]), x.kind)
-
-
-def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> Any:
-    """``np.random.choice`` and a ``RandomState``'s: NumPy raises on an ``a`` of 2-D or more."""
-    if not isinstance(a, int | sym_sizes.SymSize) and S._sym(a).ndim > 1:
-        tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
-                        f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
-                        "or use np.random.default_rng().choice(X, k)")
-    return _choice(a, size, replace)
-
-
-CREATION_RANDOM: dict[str, Callable[..., Any]] = {
-    **dict.fromkeys(("randn", "rand"), lambda *dims: _sized(dims)),
-    **dict.fromkeys(("standard_normal", "random"), lambda size=None, **k: _sized(size)),
-    "normal": lambda loc=0.0, scale=1.0, size=None: _sized(size, "f", loc, scale),
-    "uniform": lambda low=0.0, high=1.0, size=None: _sized(size, "f", low, high),
-    "randint": lambda low, high=None, size=None, **k: _sized(size, "i", low, high),
-    "choice": _legacy_choice,
-    "shuffle": lambda x, axis=0: None,  # in place
-    "permutation": lambda x, axis=0: _sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)
-    else S._sym(x)._same(),
-}
-"""``np.random``'s functions with symbolic sizes, and a generator's (:func:`_sampler`)."""
-
-
-@functools.cache  # NumPy imports numpy.random on first use, verify's first
-def _sampler(real: Any) -> type[Any]:
-    """NumPy's ``Generator`` or ``RandomState`` with ``np.random``'s models as methods: the
-    compiled class cannot be patched, and ``rng.permutation(len(X))`` read the size as a 0-d
-    array (a crash).  A real one is an instance too (``check_random_state``'s question)."""
-    models = {**CREATION_RANDOM, "integers": CREATION_RANDOM["randint"],
-              "permuted": lambda x, axis=None, out=None: S._sym(x)._same(),
-              **({"choice": _choice} if real is np.random.Generator else {})}
-    meta = type("Sampler", (type,), {"__instancecheck__": lambda _, obj: isinstance(obj, real)})
-    return meta(real.__name__, (real,), {name: sym_functions.creation_wrapper(
-        getattr(real, name), lambda _self, *a, _m=model, **k: _m(*a, **k))
-        for name, model in models.items() if hasattr(real, name)})
-
-
-@functools.cache  # NumPy imports numpy.random on first use
-def _bits() -> dict[type[Any], str]:
-    """NumPy's generator classes, and the attribute that holds their bits."""
-    return {np.random.Generator: "bit_generator",
-            np.random.mtrand.RandomState: "_bit_generator"}  # never patched, unlike np.random's
-
-
-def sampler_of(value: Any) -> Any:
-    """A NumPy generator as a :func:`_sampler` drawing from its bits; anything else as is."""
-    real: Any = type(value)
-    bits = _bits().get(real)
-    return value if bits is None else _sampler(real)(getattr(value, bits))
-
-
-def _samplers(fn: Any) -> list[tuple[Any, str, Any]]:
-    """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState`` (also where imported by name), ``np.random``'s own generator (what
-    ``check_random_state(None)`` returns), the generators ``fn``'s module made (``rng =
-    default_rng(0)``) and those its defaults hold (``def init(X, rng=default_rng(0))``).
-    NumPy's own classes only: a subclass's methods are the project's.  The globals' types and
-    ids are read in C (a loop over a module's 300 names took 200 us per verify call)."""
-    bits, mtrand = _bits(), np.random.mtrand
-    out: list[tuple[Any, str, Any]] = [
-        (np.random, "default_rng", _default_rng_of(np.random.default_rng)),
-        (np.random, "RandomState", _sampler(mtrand.RandomState)),
-        (mtrand, "_rand", sampler_of(mtrand._rand))]  # check_random_state(None)'s generator
-    namespace = getattr(fn, "__globals__", None)
-    if isinstance(namespace, dict):  # the module's generators, and the two imported by name
-        by_id = {id(getattr(owner, name)): new for owner, name, new in out[:2]}
-        values = list(namespace.values())
-        if bits.keys() & set(map(type, values)) or by_id.keys() & set(map(id, values)):
-            out += [(_Namespace(namespace), name, by_id.get(id(v)) or sampler_of(v))
-                    for name, v in list(namespace.items())
-                    if type(v) in bits or id(v) in by_id]
-    fn = getattr(fn, "__func__", fn)  # a bound method: its function's defaults
-    defaults, keywords = getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)
-    if any(type(v) in bits for v in (*(defaults or ()), *(keywords or {}).values())):
-        owner = _Namespace({"__defaults__": defaults, "__kwdefaults__": keywords}, fn)
-        out += [(owner, "__defaults__", defaults and tuple(map(sampler_of, defaults))),
-                (owner, "__kwdefaults__", keywords and {k: sampler_of(v)
-                                                        for k, v in keywords.items()})]
-    return out
-
-
-@functools.lru_cache(maxsize=8)  # bounded: a test's stand-in is a new original each time
-def _default_rng_of(real: Any) -> Callable[..., Any]:
-    """``np.random.default_rng`` while verify runs: a :func:`_sampler` on NumPy's bits (a
-    subclass passed in, ``default_rng(rng)``, is returned as it is, as NumPy returns it)."""
-    def default_rng(*args: Any, **kw: Any) -> Any:
-        g, plain = real(*args, **kw), np.random.Generator
-        return _sampler(plain)(g.bit_generator) if type(g) is plain else g
-
-    return functools.wraps(real)(default_rng)
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,25 +585,6 @@ def _scipy_wrappers(module_names: tuple[str, ...]
     return patches, by_id
 
 
-class _Namespace:
-    """A function's globals as an object to patch (``tracing.patched`` sets attributes), or,
-    with ``owner``, some of an object's attributes (``tracing.patched`` reads them here and
-    sets them on the owner)."""
-
-    __slots__ = ("__dict__", "_owner")
-    _owner: Any
-
-    def __init__(self, namespace: dict[str, Any], owner: Any = None):
-        object.__setattr__(self, "__dict__", namespace)
-        object.__setattr__(self, "_owner", owner)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if self._owner is None:
-            self.__dict__[name] = value
-        else:
-            setattr(self._owner, name, value)
-
-
 class _Concatenator:
     """``np.r_[a, b]`` (joined on the first axis) and ``np.c_[X, ones]`` (vectors as columns)
     of symbolic arrays; slices and string directives go to NumPy's own."""
@@ -742,12 +604,13 @@ class _Concatenator:
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """What verification patches besides creation functions: ``np.r_``/``np.c_``,
-    NumPy's random generators (:func:`_samplers`), and, when
+    NumPy's random generators (:func:`~tensig.check.trace_random.samplers`), and, when
     ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
-                                       (np, "c_", _Concatenator(np.c_, True)), *_samplers(fn)]
+                                       (np, "c_", _Concatenator(np.c_, True)),
+                                       *trace_random.samplers(fn)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict):
@@ -756,7 +619,7 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     if not uses:
         return out
     patches, by_id = _scipy_wrappers(names)
-    globals_ = _Namespace(namespace)
+    globals_ = tracing.Namespace(namespace)
     return out + patches + [(globals_, name, by_id[id(namespace[name])]) for name in imported]
 
 

@@ -25,7 +25,7 @@ from tensig.check import findings
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["MAX_STEPS", "PLUGINS", "Finding", "TraceLimit", "Tracer", "Unsupported",
+__all__ = ["MAX_STEPS", "PLUGINS", "Finding", "Namespace", "TraceLimit", "Tracer", "Unsupported",
            "failure_line", "patched", "plugin", "referenced", "tracer"]
 
 
@@ -229,6 +229,25 @@ _TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torc
 
 
 _MISSING = object()
+
+
+class Namespace:
+    """A function's globals as an object to patch (``tracing.patched`` sets attributes), or,
+    with ``owner``, some of an object's attributes (``tracing.patched`` reads them here and
+    sets them on the owner)."""
+
+    __slots__ = ("__dict__", "_owner")
+    _owner: Any
+
+    def __init__(self, namespace: dict[str, Any], owner: Any = None):
+        object.__setattr__(self, "__dict__", namespace)
+        object.__setattr__(self, "_owner", owner)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._owner is None:
+            self.__dict__[name] = value
+        else:
+            setattr(self._owner, name, value)
 
 
 @contextlib.contextmanager

@@ -44,14 +44,8 @@ import numpy as np
 from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
 from tensig.check.size_fit import named
-from tensig.check.trace_numpy import (
-    CREATION_EXTRA,
-    CREATION_RANDOM,
-    NUMPY_EXTRA,
-    SCIPY,
-    library_targets,
-    sampler_of,
-)
+from tensig.check.trace_numpy import CREATION_EXTRA, NUMPY_EXTRA, SCIPY, library_targets
+from tensig.check.trace_random import CREATION_RANDOM, sampler_of
 from tensig.core.annotations import (
     Deferred,
     RowVariable,
