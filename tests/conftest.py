@@ -47,16 +47,16 @@ def backend(request):
     return request.param
 
 
-
-
 @pytest.fixture(autouse=True)
 def _no_alarm_left_running(request):
     """A test that leaves the process's interval timer running turns off verify's ``timeout``
     in every later test (verify leaves someone else's timer alone): fail the test that leaked
-    it, not a later one that needs the timer."""
+    it, not a later one that needs the timer.  A timer already running when the test starts
+    is someone else's (pytest-timeout arms one around every test) and is left alone."""
     import signal
 
+    watched = hasattr(signal, "getitimer") and signal.getitimer(signal.ITIMER_REAL)[0] == 0
     yield
-    if hasattr(signal, "getitimer") and signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+    if watched and signal.getitimer(signal.ITIMER_REAL)[0] > 0:
         signal.setitimer(signal.ITIMER_REAL, 0)
         pytest.fail(f"{request.node.nodeid} left the interval timer (SIGALRM) running")

@@ -410,8 +410,8 @@ def test_max_pooling_gradient_against_torch(backend, stride, size):
 @pytest.mark.parametrize("stride", [2, 1])
 def test_pooling_sees_a_window_that_stops_being_zero(backend, stride):
     """A zero window runs max pooling, and a gradient gate without the window's add; after
-    the window changes (in place on torch, whose version counter the zero test remembers;
-    replaced on NumPy) the same compiled routine must add it, forward and backward."""
+    the window changes (in place on torch, replaced on NumPy: the zero test runs each
+    call) the same compiled routine must add it, forward and backward."""
     xs, bias = rand(4, 8, 8, 16), rand(2, 2)  # big enough for the widened operands
     spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
     with G.new_graph(backend) as g:

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from tensig import Shaped
 from tensig.check.verify import Report, Signature, verify
 
+pytest_plugins = ["pytester"]
+
 
 def kinds(report: Report) -> list[str]:
     return [f.kind for f in report]
@@ -721,6 +723,50 @@ def test_the_timeout_waits_for_a_module_load_only(tmp_path, monkeypatch):
     finally:
         sys.setprofile(None)
     assert seen and not any(seen)
+
+
+def test_the_conftest_leaves_someone_elses_timer_alone(pytester):
+    """The suite's check for a test that leaks the interval timer fails only a test that
+    started it: pytest-timeout arms ITIMER_REAL around every test (until after teardown), and
+    every test failed under ``pytest --timeout``.  A leak is still caught without it."""
+    import pathlib
+    import signal
+
+    real = pathlib.Path(__file__).resolve().parent / "conftest.py"
+    pytester.makeconftest(f"""
+        import importlib.util, signal, pytest
+        spec = importlib.util.spec_from_file_location("suite_conftest", {str(real)!r})
+        suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)
+        _no_alarm_left_running = suite._no_alarm_left_running
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_protocol(item):  # as pytest-timeout's signal method
+            if "armed" in item.name:
+                previous = signal.signal(signal.SIGALRM, lambda *a: None)
+                signal.setitimer(signal.ITIMER_REAL, 600)
+            yield
+            if "armed" in item.name:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+    """)
+    pytester.makepyfile("""
+        import signal
+
+        def test_armed_plain():
+            pass
+
+        def test_leaks():
+            signal.signal(signal.SIGALRM, lambda *a: None)
+            signal.setitimer(signal.ITIMER_REAL, 600)
+    """)
+    handler = signal.getsignal(signal.SIGALRM)
+    try:
+        result = pytester.runpytest("-p", "no:cacheprovider", "-o", "addopts=")
+    finally:
+        signal.signal(signal.SIGALRM, handler)  # the leaking test's, in this process
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_leaks left the interval timer (SIGALRM) running*"])
 
 
 def test_the_timeout_never_stops_an_import_halfway(tmp_path, monkeypatch):

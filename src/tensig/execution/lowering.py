@@ -308,7 +308,7 @@ class Letters(dict[Hashable, str]):
     """Einsum letters for keys (iterator keys, axis labels), given out in order of first use:
     the one source of einsum subscripts, with the 52-letter limit as a clear error."""
 
-    def __missing__(self, key: Key) -> str:
+    def __missing__(self, key: Hashable) -> str:
         if len(self) >= len(string.ascii_letters):
             raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
                              "to an einsum call")
