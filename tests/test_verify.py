@@ -699,30 +699,54 @@ def test_the_timeout_waits_for_a_module_load_only(tmp_path, monkeypatch):
     there every time) let a loop run to the step limit.  Frames are caught with a profiler."""
     import sys
 
-    from tensig.check.verify import _loading_a_module
+    from tensig.check.verify import _unsafe_to_stop
 
     (tmp_path / "loading_probe_pkg").mkdir()
     (tmp_path / "loading_probe_pkg" / "__init__.py").write_text(
-        "import sys\nfrom tensig.check.verify import _loading_a_module\n"
-        "INSIDE = _loading_a_module(sys._getframe())\n")
+        "import sys\nfrom tensig.check.verify import _unsafe_to_stop\n"
+        "INSIDE = _unsafe_to_stop(sys._getframe())\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "loading_probe_pkg", raising=False)
     seen: list[bool] = []
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code.co_name == "_handle_fromlist":
-            seen.append(_loading_a_module(frame))
+            seen.append(_unsafe_to_stop(frame))
 
     import loading_probe_pkg
 
     assert loading_probe_pkg.INSIDE is True
-    assert _loading_a_module(sys._getframe()) is False
+    assert _unsafe_to_stop(sys._getframe()) is False
     sys.setprofile(profile)
     try:
         from email import message  # noqa: F401  (a loaded package: _handle_fromlist only)
     finally:
         sys.setprofile(None)
     assert seen and not any(seen)
+
+
+def test_the_timeout_never_stops_patches_being_put_back():
+    """A timer that fired while ``tracing.patched`` put its patches back (a trace that ended as
+    its time ran out, or the retry after an import) left the rest in place for good
+    (``builtins.len``, ``np.zeros``): setting and putting back patches is not stopped."""
+    import sys
+
+    from tensig.check import tracing
+    from tensig.check.verify import _unsafe_to_stop
+
+    seen: list[bool] = []
+
+    class Owner:
+        def __setattr__(self, name, value):
+            seen.append(_unsafe_to_stop(sys._getframe()))
+            object.__setattr__(self, name, value)
+
+    owner = Owner()
+    object.__setattr__(owner, "x", 1)
+    with tracing.patched([(owner, "x", 2)]):
+        inside = _unsafe_to_stop(sys._getframe())  # the traced call: stoppable
+    assert seen == [True, True]  # set, then put back
+    assert inside is False and owner.x == 1
 
 
 def test_the_conftest_leaves_someone_elses_timer_alone(pytester):

@@ -455,10 +455,11 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: Any) -> None:
-        """Stop the trace, but never inside an import: a module left half-initialised in
-        ``sys.modules`` (torch imports sympy on first use) would break every later function."""
-        if _loading_a_module(frame):
-            signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import is complete
+        """Stop the trace, but never inside an import or a restore of patches: a module left
+        half-initialised in ``sys.modules`` (torch imports sympy on first use) or a patch left
+        in place would break every later function."""
+        if _unsafe_to_stop(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import (restore) is complete
             return
         raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
 
@@ -471,17 +472,21 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _loading_a_module(frame: Any) -> bool:
-    """Whether ``frame`` runs inside the loading of a module (importlib's ``_find_and_load``).
+def _unsafe_to_stop(frame: Any) -> bool:
+    """Whether ``frame`` runs inside the loading of a module (importlib's ``_find_and_load``)
+    or inside :func:`~tensig.check.tracing.patched` setting or putting back its patches.
 
-    Only a load can leave a half-initialised module behind.  Any importlib frame is not the
-    test: a ``from package import name`` of a loaded package runs importlib's
+    Only a load can leave a half-initialised module behind, and a restore stopped halfway
+    leaves the rest of the patches (``builtins.len``, ``np.zeros``) in place for good (a trace
+    that ends as its time runs out, or the retry after an import, lands there).  Any importlib
+    frame is not the test: a ``from package import name`` of a loaded package runs importlib's
     ``_handle_fromlist`` too, and a signal that arrives during C work is often handled at the
     next Python call, which in a traced op can be that one every time (the timer, always
     deferred, then never stopped a loop)."""
     while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
+        name, file = frame.f_code.co_name, frame.f_code.co_filename
+        if (name == "_find_and_load" and file.startswith("<frozen importlib")) or \
+                (name == "patched" and file == tracing.__file__):
             return True
         frame = frame.f_back
     return False
