@@ -378,6 +378,7 @@ def _origin(label: str, axis: int, text: str) -> Origin:
     return Origin(operand=label, position=axis, note=text)
 
 
+@functools.lru_cache(maxsize=1024)  # a step of a loop puts the same sizes in every call
 def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
     """``form`` with the monomial ``monomial`` (its powers too) replaced by ``value``, inside
     ``//`` and ``%`` as well."""
