@@ -611,3 +611,40 @@ def test_two_conditions_on_one_line_are_both_reported():
     assert [x.message.split(":")[0] for x in verify(heads_of)] == ["assumes M <= N",
                                                                    "assumes K <= N"]
     assert len(verify(loop).findings) == 1, str(verify(loop))
+
+
+# -- a division by a size ------------------------------------------------------------------------
+
+
+def split_heads(x: Float[torch.Tensor, "B, T, D"], q: Float[torch.Tensor, "B, H, T, K"]
+                ) -> Float[torch.Tensor, "B, H, T, K"]:
+    B, T, D = x.shape
+    H = q.shape[1]
+    return x.view(B, T, H, D // H).transpose(1, 2) + q
+
+
+def split_by_a_declared_width(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "4, K"]
+                              ) -> Float[torch.Tensor, "B, 4, T, D // 4"]:
+    B, T, D = x.shape
+    H = w.shape[0]  # declared 4: a number, not a symbol
+    return x.view(B, T, H, D // H).transpose(1, 2)
+
+
+def test_a_division_by_a_symbolic_size_stops_with_a_note():
+    """``D // H`` with ``H`` a size of another argument was the witnesses' quotient, a constant
+    (0 at D=8, H=12): the multi-head split failed as a reshape into ``[B, T, H, 0]``, and the
+    return check after it, false errors on correct code.  It is no polynomial the checks can
+    compare: the trace stops with a note that says how to verify it."""
+    r = verify(split_heads)
+    assert not r.findings, str(r)
+    assert len(r.notes) == 1 and "D // H (a division by a size; verify with H a number" in \
+        r.notes[0], str(r)
+    assert (split_heads(torch.ones(2, 3, 8), torch.ones(2, 4, 3, 2)).shape == (2, 4, 3, 2))
+
+
+def test_a_division_by_a_declared_size_is_its_number():
+    """A divisor read from an axis declared as a number (``4``) divides as that number: the
+    usual floor-division rules, no note."""
+    r = verify(split_by_a_declared_width)
+    assert r.complete and not r.notes and kinds(r) == ["assumption"], str(r)
+    assert "divisible by 4" in str(r), str(r)

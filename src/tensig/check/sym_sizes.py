@@ -110,6 +110,19 @@ class SymFloat(float):
                           "N // 10, or math.floor or round(), a fresh size to verify)")
 
 
+def _divisor(size: SymSize, op: str, o: Any) -> Any:
+    """A divisor that is a size: its number where it is known (an axis declared ``64``); a
+    symbolic one stops the trace.  A quotient of two sizes is no polynomial the checks can
+    compare, and the witnesses' quotient, a constant, was wrong at every other size: the
+    multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape into ``[B, T, H, 0]``."""
+    if not isinstance(o, SymSize):
+        return o
+    if o.dim.constant is not None:
+        return o.dim.constant
+    raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
+                      "number: a literal in the annotation, or bound by functools.partial)")
+
+
 class SymSize:
     """A size read from a symbolic shape: symbolic in arithmetic, a witness where Python
     needs a number (``range``, ``math.sqrt``, indexing a list)."""
@@ -153,6 +166,7 @@ class SymSize:
     __mul__ = __rmul__ = _arithmetic(operator.mul)
 
     def __floordiv__(self, o: Any) -> Any:
+        o = _divisor(self, "//", o)
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
@@ -165,6 +179,7 @@ class SymSize:
         return SymFloat(float(o) / float(self))
 
     def __mod__(self, o: Any) -> Any:
+        o = _divisor(self, "%", o)
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
         return int(self) % int(o)
