@@ -717,6 +717,8 @@ def test_the_timeout_waits_for_a_module_load_only(tmp_path, monkeypatch):
 
     assert loading_probe_pkg.INSIDE is True
     assert _unsafe_to_stop(sys._getframe()) is False
+    import email.message  # noqa: F401  (loaded here, not by whatever the process ran before)
+
     sys.setprofile(profile)
     try:
         from email import message  # noqa: F401  (a loaded package: _handle_fromlist only)
