@@ -576,10 +576,8 @@ def test_fuzz_many_axes_and_huge_sizes_fail_or_finish_fast(rnd):
     shapes = [tuple(rnd.choice([size, 1, 5]) for _ in range(len(axes) + rnd.randint(0, 30))),
               tuple(size for _ in range(min(n, 3)))]
     note(f"infer({spec!r}, {shapes})")
-    start = time.perf_counter()
     with guard(f"infer {spec!r}"):
         outcome(ts.infer, spec, *shapes, sizes={names[-1]: size})
-    assert time.perf_counter() - start < GUARD_S
 
 
 def test_the_harness_reports_a_runaway_call():
