@@ -28,12 +28,21 @@ def normal32(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def tolerance(dtype, n: int = 1, chain: int = 8) -> float:
+    """The rounding ``dtype`` allows over ``chain`` operations on sums of ``n`` terms
+    (``chain * eps * n``); 0 for integer and bool dtypes, which compute exactly.  Derived
+    from the dtype so that a comparison across libraries never depends on their summation
+    order, nor on a constant that fits one dtype only."""
+    dt = np.dtype(dtype)
+    return chain * float(np.finfo(dt).eps) * max(n, 1) if dt.kind in "fc" else 0.0
+
+
 def close32(ours, ref, n: int, chain: int = 32) -> None:
     """Equal up to float32 rounding over a block of ``chain`` operations on sums of ``n``
     terms (``chain * eps * n``, relative and absolute), compared in float64."""
     ours, ref = host(ours).astype(np.float64), host(ref).astype(np.float64)
     assert ours.shape == ref.shape, (ours.shape, ref.shape)
-    t = chain * float(np.finfo(np.float32).eps) * max(n, 1)
+    t = tolerance(np.float32, n, chain)
     np.testing.assert_allclose(ours, ref, rtol=t, atol=t)
 
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tensig as ts
-from arrays import random_einsum
+from arrays import random_einsum, tolerance
 from limits import alarm
 from tensig import InconclusiveError, Shape, ShapeError, SpecSyntaxError, rank
 from tensig.check.verify import Signature
@@ -375,7 +375,8 @@ def test_fuzz_eager_operators_against_the_reference(rnd, op, dtype):
     if np.issubdtype(dtype, np.integer):  # the reference's neutral of max is -inf
         got[_plain(outcome(getattr(ts, op), p.text, *_rows(arrays, shapes), **p.kw))
             == np.iinfo(dtype).min] = -np.inf
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    tol = tolerance(dtype)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 # -- mixed dtypes, empty axes and 0-d operands against numpy.einsum -----------------------------
@@ -393,9 +394,9 @@ def test_fuzz_einsum_dtypes_and_empty_axes_as_numpy(rnd):
     with guard(f"einsum {spec!r}"):
         got = np.asarray(ts.einsum(spec, *arrays))
     assert got.shape == want.shape and got.dtype == want.dtype
-    loose = any(a.dtype in (np.float16, np.float32, np.complex64) for a in arrays)
+    tol = tolerance(want.dtype)
     np.testing.assert_allclose(got.astype(np.complex128), want.astype(np.complex128),
-                               rtol=1e-2 if loose else 1e-12, atol=1e-2 if loose else 0)
+                               rtol=tol, atol=tol)
 
 
 # -- the graph layer against the eager functions --------------------------------------------------

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from tensig.testing import collisions, sizes, strategy
 
 import tensig as ts
-from arrays import random_einsum
+from arrays import random_einsum, tolerance
 from tensig import Shaped
 from tensig.check.decorator import SignatureError
 from tensig.check.verify_files import verify_path
@@ -166,7 +166,6 @@ def test_strategy_finds_sizes_only_large_ones_keep():
 
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64",
           "complex64"]
-TOLERANCE = {"float16": 2e-2, "float32": 1e-5, "complex64": 1e-5}  # relative, of the dtype
 LIBS = [pytest.param(name, make, marks=needs[name])
         for name, make in (("torch", _torch), ("jax", _jax), ("dask", _dask))]
 
@@ -189,7 +188,7 @@ def test_fuzz_einsum_of_mixed_dtypes_and_empty_axes(lib, make, rnd):
     elif np.issubdtype(got.dtype, np.integer):  # exact, wrapped as the dtype wraps
         np.testing.assert_array_equal(got, want.real.astype(np.int64).astype(got.dtype))
     else:
-        tol = TOLERANCE.get(got.dtype.name, 1e-12)
+        tol = tolerance(got.dtype, chain=16)
         scale = 1 + max((np.abs(a).astype(np.float64).sum() for a in arrays), default=0)
         np.testing.assert_allclose(got.astype(np.complex128),
                                    want if np.iscomplexobj(got) else want.real,
@@ -617,8 +616,9 @@ def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
         lazy = got.array if isinstance(got, ts.RowArray) else got
         value = _numpy(lazy)
     assert value.shape == tuple(lazy.shape) == _plain(want).shape
+    tol = tolerance(dtype)
     np.testing.assert_allclose(value.astype(np.float64), _plain(want).astype(np.float64),
-                               rtol=1e-5, atol=1e-5)
+                               rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("compiled", [True, False])
