@@ -438,7 +438,7 @@ def _check_index(size: Dim, k: Any) -> None:
         if k.past and k.ahead is not None:
             k.ahead.append((tracer().where(), f"{int(k)} < {size}"))
         return  # step i of a loop over range(size): i < size, or the step would not run
-    if type(k) is int and tracer().__dict__.get("rows", {}).get(size) == k:
+    if type(k) is int and tracer().rows.get(size) == k:
         return  # the count of a loop over the rows of an axis of this size (enumerate)
     d = as_dim(k)
     try:

@@ -397,7 +397,7 @@ class _Size(SymSize):
 def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
-    rows = tracer().__dict__.setdefault("rows", {})
+    rows = tracer().rows
     try:
         for i in _RANGE(tracer().value(n)):
             rows[n] = i

@@ -86,6 +86,7 @@ class Tracer:
     steps: int = 0  # symbolic arrays made so far (see made)
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
+    rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
