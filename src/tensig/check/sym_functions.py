@@ -322,8 +322,8 @@ def has_sym(x: Any) -> bool:
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
-    """Creation functions (and real tensors' sized methods) called with symbolic sizes build
-    symbolic arrays."""
+    """Creation functions (and real tensors' sized methods, JAX functions jitted at import)
+    called with symbolic values run ``symbolic`` instead, which builds symbolic arrays."""
     @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
         if _TRACER.get() is not None and has_sym((args, kw)):

@@ -141,22 +141,14 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
                 out.append((tracing.Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
             elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
                 if inner is not v:  # a library's own code is left as it is
-                    out.append((tracing.Namespace(namespace), name, _unjit(v, inner)))
+                    out.append((tracing.Namespace(namespace), name,
+                                sym_functions.creation_wrapper(v, inner)))
                 todo.append(inner)
     return out
 
 
 #: JAX's wrappers of a Python function made at import (``jax.jit``, custom derivatives)
 _COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
-
-
-def _unjit(compiled: Any, python: Any) -> Any:
-    @functools.wraps(python)
-    def run(*args: Any, **kw: Any) -> Any:
-        if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kw)):
-            return python(*args, **kw)
-        return compiled(*args, **kw)
-    return run
 
 
 # --------------------------------------------------------------------------------------------
