@@ -555,17 +555,9 @@ modules :func:`library_targets` patches are fitted as NumPy's are."""
 
 
 def _scipy_wrapper(name: str, original: Any) -> Any:
-    model = SCIPY.get(name)
-
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kw)):
-            return original(*args, **kw)
-        if model is not None:
-            return model(*args, **kw)
-        return fitted_numpy(original, args, kw, f"scipy.{name}")
-
-    return wrapper
+    """SciPy's ``name`` on symbolic values: by hand (:data:`SCIPY`), else fitted."""
+    return sym_functions.creation_wrapper(original, SCIPY.get(name) or (
+        lambda *args, **kw: fitted_numpy(original, args, kw, f"scipy.{name}")))
 
 
 @functools.cache
