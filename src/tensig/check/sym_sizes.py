@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check.tracing import _TRACER, Finding, Unsupported, plugin, tracer
+from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
@@ -297,9 +297,9 @@ class SymRange:
                 for (file, line), text in ahead:
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
                                for f in t.findings):
-                        t.findings.append(Finding(
-                            "assumption", f"assumes {text}: an index ahead of a loop step, "
-                            f"checked at the loop's last steps, which did not run", file, line))
+                        t.report("assumption", f"assumes {text}: an index ahead of a loop "
+                                 "step, checked at the loop's last steps, which did not run",
+                                 (file, line))
 
     def __len__(self) -> int:
         return _LEN(self._concrete())
