@@ -137,10 +137,9 @@ def _min_dim(m: Dim, n: Dim) -> Dim:
     except InconclusiveError:
         pass
     t = tracer()
-    cache = t.__dict__.setdefault("_min_dims", {})
-    if (m, n) not in cache:
-        cache[(m, n)] = t.new_dim("k")
-    return cache[(m, n)]
+    if (m, n) not in t.min_dims:
+        t.min_dims[(m, n)] = t.new_dim("k")
+    return t.min_dims[(m, n)]
 
 
 def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
