@@ -574,8 +574,7 @@ def im2col(x: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride
 _BY_FUNCTION: dict[Any, Callable[..., Any]] = {torch.nn.functional.unfold: im2col}
 
 HAND: dict[str, Callable[..., Any]] = {
-    **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy",
-                                                 "index_copy_")},
+    **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy", "index_copy_")},
     "ctc_loss": ctc_loss,
     "nonzero": _nonzero,
     "argwhere": lambda x: _nonzero(x),
