@@ -195,6 +195,24 @@ def test_data_dependent_sizes_are_fresh_sizes_not_crashes():
         assert d.constant is None and "N" not in d.symbols  # a new size, not N
 
 
+def test_unique_along_an_axis_keeps_the_other_axes():
+    """``np.unique(X, axis=0)`` is the distinct rows, ``[uniq, D]`` (it was ``[uniq]``), its
+    inverse one index per row, ``[N]``; without an axis the inverse is ``X``'s shape (NumPy 2)."""
+    x = np.array([[1, 2], [1, 2], [3, 4]])
+    rows, index, inverse, counts = np.unique(x, axis=0, return_index=True,
+                                             return_inverse=True, return_counts=True)
+    assert (rows.shape, index.shape, inverse.shape, counts.shape) == ((2, 2), (2,), (3,), (2,))
+    r = verify(lambda a: np.unique(a, axis=0, return_index=True, return_inverse=True,
+                                   return_counts=True), "N, D =>")
+    assert r.complete and not errors(r), str(r)
+    (u, d), (i,), (n,), (c,) = r.result
+    assert (str(d), str(n)) == ("D", "N") and u == i == c and u.constant is None
+    ((n, u),) = verify(lambda a: np.unique(a, axis=-1), "N, D =>").result  # distinct columns
+    assert str(n) == "N" and u.constant is None and not {"N", "D"} & set(u.symbols)
+    r = verify(lambda a: np.unique(a, return_inverse=True)[1], "N, D =>")
+    assert [list(map(str, dims)) for dims in r.result] == [["N", "D"]]
+
+
 def test_assignment_into_arrays_checks_the_value():
     def ok(x, v):
         out = np.zeros((x.shape[0], x.shape[1]))

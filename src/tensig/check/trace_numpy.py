@@ -80,11 +80,16 @@ def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
 
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
             return_counts: bool = False, axis: Any = None, **kw: Any) -> Any:
+    """``np.unique`` (and torch's): a fresh count of distinct values, or of distinct slices
+    along ``axis`` (the other axes kept); then the index, inverse and counts asked."""
     x = S._sym(ar)
     n = tracer().new_dim("uniq")
-    values = S.SymArray((n,), x.kind)
+    values, inverse = S.SymArray((n,), x.kind), x.dims
+    if axis is not None:
+        ax = S._axis(axis, x.ndim)
+        values, inverse = S.SymArray((*x.dims[:ax], n, *x.dims[ax + 1:]), x.kind), x.dims[ax:ax + 1]
     extra = [S.SymArray(dims, "i") for asked, dims in ((return_index, (n,)),
-                                                       (return_inverse, x.dims),
+                                                       (return_inverse, inverse),
                                                        (return_counts, (n,))) if asked]
     return (values, *extra) if extra else values
 

@@ -504,18 +504,8 @@ def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
 
 def _unique(x: Any, sorted: bool = True, return_inverse: bool = False,
             return_counts: bool = False, dim: Any = None) -> Any:
-    """``torch.unique`` and ``unique_consecutive``: values, then inverse and counts asked."""
-    a = S._sym(x)
-    n = tracer().new_dim("uniq")
-    if dim is None:
-        values, inverse = S.SymArray((n,), a.kind), S.SymArray(a.dims, "i")
-    else:
-        axis = S._axis(dim, a.ndim)
-        values = S.SymArray((*a.dims[:axis], n, *a.dims[axis + 1:]), a.kind)
-        inverse = S.SymArray((a.dims[axis],), "i")
-    extra = [arr for asked, arr in ((return_inverse, inverse),
-                                     (return_counts, S.SymArray((n,), "i"))) if asked]
-    return (values, *extra) if extra else values
+    """``torch.unique`` and ``unique_consecutive``: NumPy's, without its index."""
+    return trace_numpy._unique(x, False, return_inverse, return_counts, dim)
 
 
 def _index_add(name: str) -> Callable[..., Any]:
