@@ -187,6 +187,10 @@ class TestLifting:
     def test_numpy_suffix_case_gets_the_rerank_hint(self):
         with pytest.raises(tensig.ShapeError) as e:
             rank.lift(np.add)(np.ones(3), np.ones((2, 3)))
+        assert "frame (3,) of argument 0 (arg0) is not a prefix of the principal frame (2, 3) " \
+               "from argument 1 (arg1)" in reason(e)
+        assert e.value.hint.startswith("Remora matches frames from the left (prefix agreement) "
+                                       "and a size-1 axis does not stretch; NumPy")
         assert "NumPy would broadcast" in e.value.hint and "rerank" in e.value.hint
         # the hint's fix works: a rank-1 cell for the vector pairs it with each row
         got = rank.lift(np.add, ranks=(1, 1))(np.arange(3), np.ones((2, 3)))
