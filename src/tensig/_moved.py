@@ -67,15 +67,11 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.partition(".")
-        if package != "tensig" or "." in name:
+        target = PUBLIC.get(name) or DEPRECATED.get(name)
+        if package != "tensig" or target is None:
             return None
-        if name in PUBLIC:
-            return importlib.machinery.ModuleSpec(fullname, _Alias(f"tensig.{PUBLIC[name]}",
-                                                                   warn=False))
-        if name in DEPRECATED:
-            return importlib.machinery.ModuleSpec(
-                fullname, _Alias(f"tensig.{DEPRECATED[name]}", warn=True))
-        return None
+        return importlib.machinery.ModuleSpec(
+            fullname, _Alias(f"tensig.{target}", warn=name in DEPRECATED))
 
 
 def install() -> None:
