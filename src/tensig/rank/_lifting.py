@@ -102,12 +102,12 @@ class Lifted:
     """
 
     def __init__(self, fn: Callable[..., Any], ftype: FnType, ranks: Sequence[Rank] | None = None,
-                 *, name: str | None = None, ufunc: np.ufunc | None = None,
+                 *, ufunc: np.ufunc | None = None,
                  batched: Callable[..., Any] | None = None, boxed: bool = False,
                  dtype: Any = None, retypable: bool = False, doc: str | None = None):
         self.fn = fn
         self.type = ftype
-        self.name = name or ftype.name
+        self.name = ftype.name
         self.ufunc = ufunc
         self.batched = batched
         self.boxed = boxed
@@ -165,9 +165,8 @@ class Lifted:
             if not self.retypable:
                 raise _rank_error(self, *misfit)
             ftype = _ranks_type(ftype.name, new, None)
-        return Lifted(self.fn, ftype, new, name=self.name, ufunc=self.ufunc,
-                      batched=self.batched, boxed=self.boxed, dtype=self.dtype,
-                      retypable=self.retypable)
+        return Lifted(self.fn, ftype, new, ufunc=self.ufunc, batched=self.batched,
+                      boxed=self.boxed, dtype=self.dtype, retypable=self.retypable)
 
     def _ranks_from(self, ranks: Sequence[Rank], named: dict[str, Rank]) -> tuple[Rank, ...]:
         names = [self.type.param_name(i) for i in self.arrays]
@@ -232,7 +231,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
                 for k, r in zip(whole, ranks, strict=True)})
         return f(*args)
 
-    out = Lifted(inner, ftype, new, name=inner.name, batched=batched, dtype=inner.dtype)
+    out = Lifted(inner, ftype, new, batched=batched, dtype=inner.dtype)
     out.inner = inner
     return out
 
@@ -355,9 +354,8 @@ def lift(fn: Callable[..., Any] | None = None, cells: str | None = None, *,
     if vectorized and ufunc is None and not boxed:
         def batched(nf: int, *args: Any) -> Any:
             return fn(*args)
-    return Lifted(fn, ftype, name=name, ufunc=ufunc, batched=batched, boxed=boxed, dtype=dtype,
-                  retypable=True,
-                  ranks=None if cells is not None or ranks is None else ranks)
+    return Lifted(fn, ftype, None if cells is not None or ranks is None else ranks,
+                  ufunc=ufunc, batched=batched, boxed=boxed, dtype=dtype, retypable=True)
 
 
 def _lift_type(name: str, cells: str | None, ranks: Sequence[Rank] | None,

@@ -43,8 +43,8 @@ def _prim(name: str, impl: Callable[..., Any], params: Sequence[Any], result: An
           names: Sequence[str], doc: str, *, ranks: Sequence[Any] | None = None,
           batched: bool = True, boxed: bool = False, **type_kw: Any) -> Lifted:
     ftype = FnType(name, tuple(params), result, names=tuple(names), **type_kw)
-    return Lifted(partial(impl, 0), ftype, ranks, name=name,
-                  batched=impl if batched else None, boxed=boxed, doc=_typed(doc, ftype))
+    return Lifted(partial(impl, 0), ftype, ranks, batched=impl if batched else None,
+                  boxed=boxed, doc=_typed(doc, ftype))
 
 
 def _overload(name: str, forms: Sequence[Lifted], chooser: Callable[[Sequence[Any]], int],
