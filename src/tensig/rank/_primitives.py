@@ -60,10 +60,6 @@ def _typed(doc: str, *ftypes: FnType) -> str:
     return f"{summary}\n\n    Type{'s' * (len(ftypes) > 1)} {types}.\n\n{rest}"
 
 
-def _xp(*xs: Any) -> Any:
-    return backend_among(xs)
-
-
 # --------------------------------------------------------------------------------------------
 # items of the major axis
 # --------------------------------------------------------------------------------------------
@@ -110,7 +106,7 @@ curtail = _item("curtail", slice(None, -1), "d, ..s..", """All but the last item
 
 
 def _reverse(nf: int, x: Any) -> Any:
-    return _xp(x).flip(x, nf)
+    return backend_among([x]).flip(x, nf)
 
 
 reverse = _prim("reverse", _reverse, [arr("t", "d, ..s..")], arr("t", "d, ..s.."), ["x"],
@@ -126,7 +122,7 @@ def _rotate(nf: int, x: Any, n: Any) -> Any:
     m = x.shape[nf]
     if m == 0:
         return x
-    xp = _xp(x, n)
+    xp = backend_among([x, n])
     if nf == 0:
         k = operator.index(int(n)) % m
         return xp.concat([x[k:], x[:k]], 0)
@@ -150,7 +146,7 @@ rotate = _prim("rotate", _rotate, [arr("t", "d, ..s.."), arr("Int")], arr("t", "
 
 
 def _append(nf: int, a: Any, b: Any) -> Any:
-    return _xp(a, b).concat([a, b], nf)
+    return backend_among([a, b]).concat([a, b], nf)
 
 
 append = _prim("append", _append, [arr("t", "m, ..s.."), arr("t", "n, ..s..")],
@@ -165,7 +161,7 @@ append = _prim("append", _append, [arr("t", "m, ..s.."), arr("t", "n, ..s..")],
 
 
 def _length(nf: int, x: Any) -> Any:
-    return _xp(x).fill(tuple(x.shape[:nf]), x.shape[nf], like=x)
+    return backend_among([x]).fill(tuple(x.shape[:nf]), x.shape[nf], like=x)
 
 
 length = _prim("length", _length, [arr("t", "d, ..s..")], arr("Int"), ["x"], """The number of items.
@@ -176,7 +172,7 @@ length = _prim("length", _length, [arr("t", "d, ..s..")], arr("Int"), ["x"], """
 
 
 def _shape_of(nf: int, x: Any) -> Any:
-    xp = _xp(x)
+    xp = backend_among([x])
     cell = tuple(int(v) for v in x.shape[nf:])
     v = xp.asarray(np.array(cell, dtype=np.int64), like=x)
     return xp.broadcast_to(v, (*tuple(x.shape[:nf]), len(cell)))
@@ -194,7 +190,7 @@ shape_of = _prim("shape_of", _shape_of, [arr("t", "..s..")], arr("Int", "k"), ["
 
 
 def _itemize(nf: int, x: Any) -> Any:
-    return _xp(x).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
+    return backend_among([x]).reshape(x, (*tuple(x.shape[:nf]), 1, *tuple(x.shape[nf:])))
 
 
 itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), ["x"],
@@ -207,7 +203,7 @@ itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), 
 
 def _transpose(nf: int, x: Any) -> Any:
     axes = list(range(nf)) + list(range(x.ndim - 1, nf - 1, -1))
-    return _xp(x).transpose(x, axes)
+    return backend_among([x]).transpose(x, axes)
 
 
 def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
@@ -215,7 +211,7 @@ def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
 
 
 def _permute(nf: int, perm: Any, x: Any) -> Any:
-    return _xp(x).transpose(x, [*range(nf), *(nf + int(p) for p in perm)])
+    return backend_among([x]).transpose(x, [*range(nf), *(nf + int(p) for p in perm)])
 
 
 def _permuted_shape(dims: Any, shapes: Any) -> dict[str, Any]:
@@ -262,7 +258,7 @@ def _elementwise(op: Any, *xs: Any) -> Any:
 
 def _reduce(nf: int, op: Any, x: Any) -> Any:
     """A fold from the first item (NumPy's ufuncs: their own ``reduce``, no copy)."""
-    if _elementwise(op, x) is op and _xp(x).numpy_native:
+    if _elementwise(op, x) is op and backend_among([x]).numpy_native:
         return op.reduce(x, axis=nf)
     return _fold(nf, op, x[_at(nf, 0)], x[_at(nf, slice(1, None))])
 
@@ -288,7 +284,7 @@ def _fold(nf: int, op: Any, init: Any, x: Any, scan: bool = False, right: bool =
     """A left fold from ``init`` (``right``: a right fold to it); with ``scan``, every
     intermediate result too."""
     f = _elementwise(op, init, x)
-    xp = _xp(init, x)
+    xp = backend_among([init, x])
     if f is op and xp.numpy_native and not right and \
             tuple(init.shape) == tuple(x.shape[:nf]) + tuple(x.shape[nf + 1:]):  # same items
         whole = np.concatenate([_itemize(nf, init), x], axis=nf)
@@ -359,7 +355,7 @@ def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
 
 def _iota_w(nf: int, w: Any) -> Any:
     cell = tuple(w.shape[nf:])
-    return _xp(w).broadcast_to(_iota_array(cell, w), tuple(w.shape))
+    return backend_among([w]).broadcast_to(_iota_array(cell, w), tuple(w.shape))
 
 
 iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")), ["shape"],
@@ -403,7 +399,7 @@ iota_w = _prim("iota_w", _iota_w, [arr("t", "..s..")], arr("Int", "..s.."), ["wi
 
 def _reshape(nf: int, shape: Any, x: Any) -> Any:
     """``x``'s atoms, cyclically, in cells of ``shape``."""
-    shape, xp = _naturals("reshape", shape), _xp(x)
+    shape, xp = _naturals("reshape", shape), backend_among([x])
     frame = tuple(x.shape[:nf])
     flat = xp.reshape(x, (*frame, -1)) if x.ndim > nf else xp.reshape(x, (*frame, 1))
     have, need = flat.shape[-1], math.prod(shape)
@@ -440,7 +436,7 @@ reshape = _overload("reshape", [
 
 
 def _ravel(nf: int, x: Any) -> Any:
-    return _xp(x).reshape(x, (-1,))
+    return backend_among([x]).reshape(x, (-1,))
 
 
 ravel = _prim("ravel", _ravel, [arr("t", "..s..")], Sigma(("d",), arr("t", "d")), ["x"],
@@ -486,11 +482,11 @@ def _sieve(x: Any) -> np.ndarray:
 
 
 def _nub_sieve(nf: int, x: Any) -> Any:
-    return _xp(x).asarray(_sieve(x), like=x)
+    return backend_among([x]).asarray(_sieve(x), like=x)
 
 
 def _nub(nf: int, x: Any) -> Any:
-    return x[_xp(x).asarray(_sieve(x), like=x)]
+    return x[_nub_sieve(nf, x)]
 
 
 nub_sieve = _prim("nub_sieve", _nub_sieve, [arr("t", "d, ..s..")], arr("Bool", "d"), ["x"],
@@ -516,7 +512,7 @@ nub = _prim("nub", _nub, [arr("t", "d, ..s..")], Sigma(("l",), arr("t", "l, ..s.
 
 def _equal(nf: int, a: Any, b: Any) -> Any:
     same = tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(to_numpy(a), to_numpy(b)))
-    return _xp(a, b).asarray(np.bool_(same), like=a)
+    return backend_among([a, b]).asarray(np.bool_(same), like=a)
 
 
 equal = _prim("equal", _equal, [arr("t", "..s.."), arr("u", "..r..")], arr("Bool"), ["a", "b"],
@@ -619,7 +615,7 @@ def _index(nf: int, x: Any, i: Any) -> Any:
     n = i.shape[-1]
     bounds = tuple(int(v) for v in x.shape[nf:nf + n])
     _check_bounds(i, bounds)
-    xp = _xp(x, i)
+    xp = backend_among([x, i])
     frame = tuple(x.shape[:nf])
     grids = tuple(xp.reshape(xp.arange(frame[k], like=x), (1,) * k + (frame[k],)
                              + (1,) * (nf - k - 1)) for k in range(nf))
@@ -640,7 +636,7 @@ index = _prim("index", _index, [arr("t", "..s.., ..r.."), arr("Int", "l")], arr(
 
 
 def _select(nf: int, cond: Any, a: Any, b: Any) -> Any:
-    xp = _xp(cond, a, b)
+    xp = backend_among([cond, a, b])
     extra = max(a.ndim, b.ndim) - nf
     c = xp.reshape(cond, tuple(cond.shape) + (1,) * extra)
     return xp.where(c, a, b)
@@ -658,7 +654,7 @@ select = _prim("select", _select, [arr("Bool"), arr("t", "..s.."), arr("t", "..s
 
 
 def _base(nf: int, bases: Any, digits: Any) -> Any:
-    xp = _xp(bases, digits)
+    xp = backend_among([bases, digits])
     frame = tuple(digits.shape[:-1])
     acc = xp.fill(frame, 0, like=digits)
     one = bases.shape[-1] == 1  # a single radix serves every digit (APL's 2 ⊥ 1 0 1)
@@ -668,7 +664,7 @@ def _base(nf: int, bases: Any, digits: Any) -> Any:
 
 
 def _antibase(nf: int, bases: Any, n: Any) -> Any:
-    xp = _xp(bases, n)
+    xp = backend_among([bases, n])
     if bool((to_numpy(bases) <= 0).any()):
         raise ValueError("antibase: radices must be positive")
     d = bases.shape[-1]
