@@ -216,11 +216,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
         out = body(boxes.value)
         check(out, "the box")
         return out
-    return _unbox_array(np.asarray(boxes, dtype=object), body, declared, check)
-
-
-def _unbox_array(boxes: np.ndarray, body: Callable[[Any], Any], declared: ShapeIndex | None,
-                 check: _ResultCheck) -> Any:
+    boxes = np.asarray(boxes, dtype=object)
     frame = boxes.shape
     outs = []
     for idx in np.ndindex(*frame):
