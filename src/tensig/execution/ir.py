@@ -211,12 +211,9 @@ class Assign:
     expr: Expr
     accum: str | None = None  # "+", "*", "max", ...; None: plain assignment
     init: bool = False  # set lhs to the accumulator's neutral element first (OCANNL's ':')
-    proj: Projections = field(default=None)  # type: ignore[assignment]
+    proj: Projections = field(kw_only=True)  # (made by Code.assign)
 
     def __post_init__(self) -> None:
-        if self.proj is None:
-            object.__setattr__(self, "proj", Projections(
-                ".", self.lhs.tensor, tuple(b.tensor for b in buffers_of(self.expr))))
         if self.accum is not None and self.accum not in ACCUMULATORS:
             raise ValueError(f"unknown accumulation {self.accum!r}; known: "
                              f"{', '.join(ACCUMULATORS)}")
@@ -250,7 +247,7 @@ class Code:
             expr = Expr("id", (expr,))
         proj = logic if isinstance(logic, Projections) else Projections(
             logic, lhs.tensor, tuple(b.tensor for b in buffers_of(expr)))
-        self.items.append(Assign(lhs, expr, accum, init, proj))
+        self.items.append(Assign(lhs, expr, accum, init, proj=proj))
         return self
 
     def extend(self, other: Code) -> Code:
