@@ -1,10 +1,6 @@
-"""Backend adapters: one module per array library, each owning what tensig knows about it.
-
-:mod:`tensig.backends.base` holds the adapter interface (:class:`Backend`) and the registry
-that picks an adapter by the arrays' type; ``numpy``, ``torch``, ``jax`` and ``dask`` hold one
-adapter each.  Importing this package imports none of those libraries: an adapter imports its
-library when the first array of it shows up.  :func:`register` adds an adapter (see the
-README's "How to add a backend").
+"""Backend adapters: one module per array library (``numpy``, ``torch``, ``jax``, ``dask``)
+behind the interface and registry of :mod:`tensig.backends.base`; :func:`register` adds one
+(the README's "How to add a backend").
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The backend adapter's interface and the registry that picks one by the arrays' type.
 
-Everything tensig knows about one array library lives in that library's adapter
-(``tensig.backends.numpy``, ``.torch``, ``.jax``, ``.dask``): its namespace, dtypes and their
-neutral elements, devices, the no-autograd context, the rank layer's vmap and stacking, and
-capability hooks (its own convolution, in-place stores).  The other layers ask an adapter;
-none asks which library is in use.
-
-An adapter is chosen as einops chooses one: by the array's type, walking its MRO for a class
-whose top-level module an adapter claims (or a class registered with :func:`register`).  A
-library is never imported on tensig's initiative: an adapter imports its library when its
-first array shows up, and an array's type only exists once the user imported its library.
+Everything tensig knows about one array library lives in its adapter (the README's "How to
+add a backend" lists what one holds); the other layers ask an adapter, none asks which library
+is in use.  An adapter is chosen as einops chooses one: by the array's type, walking its MRO
+for a class whose top-level module an adapter claims (or a class registered with
+:func:`register`), so a library is never imported on tensig's initiative: an array's type only
+exists once the user imported its library.
 """
 
 from __future__ import annotations

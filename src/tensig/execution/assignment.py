@@ -10,8 +10,7 @@ over kernel positions only, vectorised over everything else).
 
 So a convolution's gradients are the operation's own projections read backwards (OCANNL's
 way): the kernel's gradient is an einsum whose operands keep their windows, the input's a
-write through them.  Where the backend has its own convolution backward (torch), the
-assignment is recognised from its projections alone and runs by it.
+write through them (or the backend's own convolution backward: :func:`_conv_backward`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The eager API: the notation runs on NumPy (default), PyTorch, JAX and Dask arrays.
 
-One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS` (OCANNL's
-``+*``, ``++``, ``+++``, ``@^+``, ``@^^``, ``++^``), spec first, then the arrays; the table
-declares what each computes, and each function's docstring is made from its entry.
-
-Shapes are inferred and checked by the core (:func:`tensig.infer`) before any computation;
-the call is lowered once per (spec, shapes, options, backend adapter) into backend calls -- as one
-assignment under the solve's projections (:func:`~tensig.execution.assignment.lower_assignment`,
-the lowering compiled routines use) -- and cached, so a repeated call costs a dictionary lookup
-plus the backend's own work.
-
-Plain arrays have output axes only; :func:`rows` marks leading batch and trailing input axes,
-so ``batch|input->output`` specs work on real data.
+One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS`, spec first,
+then the arrays; the table declares what each computes, and each function's docstring is made
+from its entry.  Shapes are inferred and checked by the core (:func:`tensig.infer`) before any
+computation; the call is lowered once per (spec, shapes, options, backend adapter) into backend
+calls -- as one assignment under the solve's projections
+(:func:`~tensig.execution.assignment.lower_assignment`, the lowering compiled routines use) --
+and cached, so a repeated call costs a dictionary lookup plus the backend's own work.
 
 >>> import numpy as np
 >>> einsum("ij;jk=>ik", np.ones((2, 3)), np.ones((3, 4))).shape

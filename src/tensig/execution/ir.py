@@ -6,16 +6,12 @@ An :class:`Assign` (``lhs accum= expr``, OCANNL's ``:`` as ``init``) carries its
 (``t.val`` / ``t.grad``), a gradient indexed as its tensor.  A graph operation's code carries
 the projections the graph's solve produced for it (``t.projections``), forward and backward.
 
-A readable builder: ``code.assign(c.val, a.val * b.val, accum="+", init=True, logic="@")`` is
-OCANNL's ``c =:+ a * b ~logic:"@"``: a logic (``"."`` pointwise, ``"@"`` compose, ``"T"``
-transpose, or an einsum spec) relates the left-hand side to the expression's buffers, in order.
-Expressions on buffers (``a.val * b.val``, ``relu(x.val)``) are primitive applications.
-
-The primitives and their exact semantics (the doc's interpretation functions) live in
-:data:`UNARY`, :data:`BINARY` and :data:`TERNARY`, written once over array namespaces.  One
-deliberate difference: NaN propagates through ``relu`` and passes ``relu_gate`` (as in PyTorch),
-where the doc's host interpretation maps it to 0 -- a diverged value should stay visible, not
-be silently clipped.
+The builder (:meth:`Code.assign`) is the README's "The model layer" IR item: a logic
+(``"."`` pointwise, ``"@"`` compose, ``"T"`` transpose, or an einsum spec) relates the
+left-hand side to the expression's buffers, in order.  The primitives and their exact
+semantics (the doc's interpretation functions) live in :data:`UNARY`, :data:`BINARY` and
+:data:`TERNARY`, written once over array namespaces; NaN propagates through ``relu`` and passes
+``relu_gate`` (as in PyTorch): a diverged value should stay visible, not be silently clipped.
 """
 
 from __future__ import annotations
@@ -215,12 +211,9 @@ class Assign:
     expr: Expr
     accum: str | None = None  # "+", "*", "max", ...; None: plain assignment
     init: bool = False  # set lhs to the accumulator's neutral element first (OCANNL's ':')
-    proj: Projections = field(default=None)  # type: ignore[assignment]
+    proj: Projections = field(kw_only=True)  # (made by Code.assign)
 
     def __post_init__(self) -> None:
-        if self.proj is None:
-            object.__setattr__(self, "proj", Projections(
-                ".", self.lhs.tensor, tuple(b.tensor for b in buffers_of(self.expr))))
         if self.accum is not None and self.accum not in ACCUMULATORS:
             raise ValueError(f"unknown accumulation {self.accum!r}; known: "
                              f"{', '.join(ACCUMULATORS)}")
@@ -254,7 +247,7 @@ class Code:
             expr = Expr("id", (expr,))
         proj = logic if isinstance(logic, Projections) else Projections(
             logic, lhs.tensor, tuple(b.tensor for b in buffers_of(expr)))
-        self.items.append(Assign(lhs, expr, accum, init, proj))
+        self.items.append(Assign(lhs, expr, accum, init, proj=proj))
         return self
 
     def extend(self, other: Code) -> Code:
@@ -750,9 +743,8 @@ class Operator:
         return "\n\n".join([head, example, *([inspect.cleandoc(body)] if body else [])]) + "\n"
 
 
-#: The einsum-family operators by name (OCANNL's ``+*``, ``++``, ``+++``, ``@^+``, ``@^^``,
-#: ``++^``).  Adding one here adds the eager function's semantics, the graph operation and its
-#: gradient, the lowering and the operand check; the README's checklist says what else.
+#: The einsum-family operators by name (see :class:`Operator`; the README's checklist says
+#: what else adding one takes).
 OPERATORS: dict[str, Operator] = {o.name: o for o in (
     Operator("einsum", "+*", "mul", "+", (2, None), "Multiply, add-reduce",
              ">>> einsum(\"ij;jk=>ik\", np.ones((2, 3)), np.ones((3, 4))).shape\n(2, 4)"),

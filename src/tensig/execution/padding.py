@@ -1,16 +1,5 @@
-"""Padded batches: the padding side and the mask as one checked decision.
-
-Sequences do not come in rectangles.  Lengths 5, 3 and 1 become a ``[3, 5]`` batch only by
-padding (40% of it), and every operation over ``T`` must then know which cells are real: that
-knowledge is the mask, and the side the padding went on is part of it.  Right padding puts the
-last real token at ``length - 1`` (4, 2, 0); left padding at ``T - 1`` (4 for all).  Code
-written for one side and fed the other reads padding where it expects the last token.
-
-A :class:`Padded` keeps the data, the ``[B, T]`` boolean mask, the ``[B]`` lengths and the side
-together, checks on construction that every mask row is one contiguous run of real positions
-at the declared side, and computes what is usually hand-written: the last real item (from the
-mask, never from ``T``), sums, means and maxima through the mask, and attention masks of the
-right shape (``[B, 1, T]``: masking keys, not queries).
+"""Padded batches: the padding side and the mask as one checked decision (the README's
+"Padding" section says what a :class:`Padded` computes and why the side matters).
 
 >>> import numpy as np
 >>> p = pad([np.arange(5), np.arange(3), np.arange(1)])
@@ -281,11 +270,9 @@ class Padded:
 
     ``Padded(data, mask, side)`` checks that every mask row is one contiguous run of real
     positions at ``side`` and raises :class:`PaddingError` naming the first row that is not;
-    ``side=None`` reads the side from the mask (:meth:`infer_side`).
-
-    Empty rows (length 0): :meth:`sum` gives 0, :meth:`mean` NaN (0 / 0), :meth:`max` the
-    neutral element of max (-inf, or an integer dtype's minimum); :meth:`last` and
-    :meth:`last_index` raise, since there is no last item to read.
+    ``side=None`` reads the side from the mask (:meth:`infer_side`).  An empty row (length 0)
+    has no last item: :meth:`last` and :meth:`last_index` raise; the reductions say what
+    they give it.
     """
 
     __slots__ = ("_data", "_lengths", "_mask", "_ops", "_side", "_sizes")

@@ -3,8 +3,8 @@ array whose axes are iterators, by a few backend calls fixed at plan time.
 
 A fixed index slices (``x[..., 2, ...]``), a concatenation component slices its range, an
 affine axis pads with the accumulator's neutral element (padded or offset forms) and becomes
-sliding windows (NumPy ``sliding_window_view``, torch ``unfold``, a gather on JAX) whose window
-axis is the kernel iterator; windows that tile their axis are a reshape.
+sliding windows (:meth:`~tensig.backends.base.Backend.windows`) whose window axis is the kernel
+iterator; windows that tile their axis are a reshape.
 The lowering (:mod:`tensig.execution.lowering`) reads every operand through these, and the
 written side of an assignment (:mod:`tensig.execution.assignment`) scatters through the same
 window geometry (:func:`window_pads`).
