@@ -1,15 +1,25 @@
 """Lowering: solved projections (:attr:`tensig.Inferred.layout`) to backend calls.
 
 A :class:`Plan` is built once per (operation, spec, shapes, options, backend) and is a short
-list of vectorised backend calls, no Python loop over elements (the README's "How it runs"):
-operand views (:mod:`tensig.execution.views`), then one core computation -- a contraction, an
-``amax``, for ``outer_sum`` and ``tropical`` a reduction of each operand before they meet (the
-product space materialised only over the axes both share), or the backend's own convolution
-or pooling (:mod:`tensig.execution.native`) -- then placement: labels only in the result are
-replicated, repeated result labels written on the diagonal, fixed result indices and
-concatenation components padded into place with the neutral element.
+list of vectorised backend calls -- no Python loop over elements:
 
-A merged axis (``(h, e)``) is a reshape around all of this (:func:`split_merges`).
+1. **operand views** (:mod:`tensig.execution.views`): fixed indices and concatenation
+   components slice, affine axes become sliding windows whose window axis is the kernel
+   iterator;
+2. **the core**: one contraction (``einsum``; opt_einsum/BLAS when the problem is big) for the
+   add-reducing operations, ``amax`` for the max-reducing ones, and for the add-combining
+   operations (``outer_sum``, ``tropical``) a reduction of each operand before they meet, so
+   the product space is materialised only over the axes both share -- or, where the
+   projections are a convolution's or max pooling's, the backend's own kernel
+   (:mod:`tensig.execution.native`);
+3. **placement**: labels only in the result are broadcast (replicated), repeated result labels
+   are written on the diagonal, fixed result indices and concatenation components are padded
+   into place with the neutral element.
+
+A merged axis (``(h, e)``, :class:`~tensig.core.projections.MergeIndex`) is a reshape around
+all of this (:func:`split_merges`): an operand's is split before (a view), the result's merged
+after, and the plan in between sees one axis per factor.
+
 Concatenation is a sum type: each *phase* picks one component of every concatenated axis; a
 tensor takes part in the phases whose components it uses.  Phases are enumerated at plan time.
 """
