@@ -274,10 +274,9 @@ def _creation_patched() -> Iterator[None]:
         yield
 
 
-@functools.lru_cache(maxsize=256)  # bounded: a test's mock of np.zeros is a new original
-def _creation_wrapper(original: Any, symbolic: Any) -> Any:
-    """One wrapper per library function and model, kept: ~30 made afresh per call took 25 us."""
-    return sym_functions.creation_wrapper(original, symbolic)
+#: one wrapper per library function and model, kept: ~30 made afresh per call took 25 us
+#: (bounded: a test's mock of np.zeros is a new original)
+_creation_wrapper = functools.lru_cache(maxsize=256)(sym_functions.creation_wrapper)
 
 
 @functools.lru_cache(maxsize=1)
