@@ -1,16 +1,9 @@
 """The ``tensig`` command line.
 
-``tensig spec SPEC [SHAPE ...] [--param NAME=VALUE] [--use-padding | --no-padding] [--json]``
-prints a spec's parsed structure and, given operand shapes, the inferred result shape and every
-label's size -- or the error.  Exit status: 0 ok, 1 a spec or shape error, 2 bad usage.
-
-``tensig verify PATH[::FUNCTION] ... [--ignore CODE] [--strict] [--timeout S] [--json]``
-verifies every shape-annotated function of files (or of every ``.py`` file under folders) for
-all sizes at once.  Exit status: 0 when nothing or only warnings and notes were found, 1 when
-an error was (``--strict``: or a warning or note), 2 bad usage.
-
-``tensig findings [CODE ...] [--json]`` prints the registry of verify's findings
-(:data:`tensig.check.findings.RULES`): code, name, severity, what it means, an example.
+``tensig spec`` prints a spec's parsed structure and, given operand shapes, the inferred
+sizes or the error; ``tensig verify`` verifies the shape-annotated functions of files and
+folders; ``tensig findings`` prints the registry of verify's findings.  Options and exit
+statuses: the README ("The command line", "Findings, suppressions, exit codes").
 """
 
 from __future__ import annotations

@@ -22,10 +22,6 @@ tensig.check.signature_error.SignatureError: pool(): the return value axis 0 ('B
   B = 3: bound by argument 'x' axis 0 (shape (3, 5, 7))
 hint: 5 is the size of T (bound by argument 'x' axis 1): are B and T mixed up (a wrong axis or a swap)?
 
-A runtime check cannot see a wrong axis when two names happen to have the same size
-(``B == T == 16``): test with sizes that cannot collide (:func:`tensig.testing.sizes`), or prove
-the body with ``tensig.verify``.
-
 The annotation syntax is the README's ("Shape annotations"); the binding rules it leaves to
 here: a name binds at its first occurrence (arguments in signature order, then the return
 value); an expression with several unknowns waits for later arguments, and one they never

@@ -51,9 +51,7 @@ class _Generator:
 
     def local(self, key: str) -> str:
         """The local variable holding the binding ``key`` (a size name or a row variable)."""
-        if key not in self.locals:
-            self.locals[key] = f"v{len(self.locals)}"
-        return self.locals[key]
+        return self.locals.setdefault(key, f"v{len(self.locals)}")
 
     def emit(self, depth: int, *lines: str) -> None:
         self.lines.extend("    " * depth + line for line in lines)

@@ -10,9 +10,7 @@ error at every size), ``TS2xx`` the code runs but very likely does not do what w
 that holds at every size), ``TS3xx`` the proof holds under a condition the code assumes (a
 warning).  A code is never reused for another meaning.
 
-A finding is suppressed by ``# tensig: ignore[TS101]`` (codes or names, comma-separated) or a
-bare ``# tensig: ignore`` on the source line it is reported at, or by ``ignore=`` /
-``tensig verify --ignore CODE``.
+Suppressions (``# tensig: ignore[TS101, outer-product]``, ``ignore=``): the README's list.
 
 >>> rule("broadcast").code, rule("TS101").name
 ('TS101', 'broadcast')

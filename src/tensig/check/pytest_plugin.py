@@ -1,10 +1,8 @@
 """``pytest --tensig``: prove the shape contracts of the project code the tests import.
 
-A ``pytest11`` entry point, inactive unless ``--tensig`` is given.  After collection, every
-imported module whose file lies under pytest's rootdir (not an installed package, the standard
-library or tensig), except the collected test files and ``conftest.py``, gives one test item
-``<module path>::tensig[<qualname>]`` per shape-annotated function (as ``tensig verify`` reads
-them), failing on an error (``--tensig-strict``: also on a warning or a note).
+A ``pytest11`` entry point, inactive unless ``--tensig`` is given (the README's "pytest" item
+says which modules are project code): one item ``<module path>::tensig[<qualname>]`` per
+shape-annotated function, as ``tensig verify`` reads them.
 """
 
 from __future__ import annotations

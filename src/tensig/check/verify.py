@@ -1,24 +1,10 @@
-"""``tensig.verify(fn, signature)``: prove a function's shape contract for all sizes at once.
+"""``tensig.verify(fn, signature)``: prove a function's shape contract for all sizes at once
+(the README's "Proving a function's shape contract").
 
 The function runs once on :class:`~tensig.check.tracer.SymArray` arguments whose sizes are the
-signature's dimension variables, each a distinct symbol.  Every broadcast, contraction, reshape
-and reduction is computed on canonical symbolic shapes, so ``B`` never equals ``T`` by accident:
-the bugs that hide when sizes collide (``B == T == 16``) are found at any size.  No full-size
-data is allocated.
-
-The report lists findings at source lines of ``fn``, in the signature's names, each with its
-stable code from the registry :mod:`tensig.check.findings` (which says what each means and how
-to suppress it).
-
->>> import numpy as np
->>> def scores(q, k):
-...     return q @ k.swapaxes(-1, -2)
->>> verify(scores, "B T d; B S d => B T S").ok
-True
->>> def bad_mean(x):
-...     return x.mean(axis=0)          # meant axis=1
->>> print(verify(bad_mean, "B T d => B d").findings[0].message)
-returns [T, d] but the signature declares [B, d]
+signature's dimension variables, each a distinct symbol, so ``B`` never equals ``T`` by
+accident and no full-size data is allocated.  Findings are reported at source lines of ``fn``
+with their stable codes (:mod:`tensig.check.findings`).
 """
 
 from __future__ import annotations
@@ -90,14 +76,9 @@ class Signature:
 
     @classmethod
     def parse(cls, text: str) -> Signature:
-        """Read ``"B T d; B T => B d"``: operands separated by ``;``, results after ``=>``.
-
-        Each operand is read as an annotation is (:func:`tensig.core.annotations.parse_annotation`:
-        axes separated by spaces or commas, ``3*d`` and ``T + 1`` size expressions, a fixed
-        number a literal size, ``_`` a fresh size, ``*rows`` or ``..rows..`` one axis of its
-        own symbol), optionally followed by ``: dtype`` (``"B T: int"``; ``float`` by default;
-        any dtype family name: ``int``, ``uint``, ``bool``, ``float32``...).  Several results
-        are a tuple: ``"B T d => B T; B"``.  Nothing after ``=>`` declares nothing.
+        """Read ``"B T d; B T => B d"``: operands separated by ``;``, each an annotation
+        optionally followed by ``: dtype`` (``float`` by default), results after ``=>`` (several:
+        a tuple; none: nothing declared).  A variadic (``*rows``) is one axis of its own symbol.
 
         >>> Signature.parse("T, d; d, 3*d => T, 3*d").args
         ((Dim('T'), Dim('d')), (Dim('d'), Dim('3*d')))
@@ -293,10 +274,9 @@ def _creation_patched() -> Iterator[None]:
         yield
 
 
-@functools.lru_cache(maxsize=256)  # bounded: a test's mock of np.zeros is a new original
-def _creation_wrapper(original: Any, symbolic: Any) -> Any:
-    """One wrapper per library function and model, kept: ~30 made afresh per call took 25 us."""
-    return sym_functions.creation_wrapper(original, symbolic)
+#: one wrapper per library function and model, kept: ~30 made afresh per call took 25 us
+#: (bounded: a test's mock of np.zeros is a new original)
+_creation_wrapper = functools.lru_cache(maxsize=256)(sym_functions.creation_wrapper)
 
 
 @functools.lru_cache(maxsize=1)
@@ -319,16 +299,14 @@ def _libraries(fn: Callable[..., Any]) -> set[str]:
 
 
 def _uses_torch(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is torch code: it refers to torch, looks like it, or its annotations name
+    torch's tensor (``Float[torch.Tensor, "B A"]``: a body of tensor methods alone,
+    ``q.max(dim=1)``, is torch code then)."""
     if "torch" not in sys.modules:  # then nothing of torch's can be referenced
         return False
     from tensig.check import trace_torch as symbolic_torch
-    return "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn) or \
-        _annotated_torch(fn)
-
-
-def _annotated_torch(fn: Callable[..., Any]) -> bool:
-    """Annotations naming torch's tensor (``Float[torch.Tensor, "B A"]``): a body of tensor
-    methods alone (``q.max(dim=1)``) is torch code then."""
+    if "torch" in _libraries(fn) or symbolic_torch.looks_like_torch(fn):
+        return True
     fn = getattr(fn, "__wrapped__", fn)
     notes = getattr(fn, "__annotations__", None) or getattr(
         getattr(fn, "forward", None), "__annotations__", None) or {}
@@ -353,12 +331,22 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     ``np.zeros``, ``torch.ones``, SciPy's functions, ``len`` and ``range`` process-wide, so
     code in another thread meanwhile calls the replacements (they hand its real arrays to the
     originals, more slowly).
+
+    >>> def bad_mean(x):
+    ...     return x.mean(axis=0)          # meant axis=1
+    >>> print(verify(bad_mean, "B T d => B d").findings[0].message)
+    returns [T, d] but the signature declares [B, d]
     """
     if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
         fn = getattr(fn, "__wrapped__", fn)
     if inspect.isclass(fn) and hasattr(fn, "forward"):  # a module class; another: its __init__
         fn = _instance(fn)
-    sig = _signature_of(fn, signature)
+    if signature is None:
+        signature = _signature_from_annotations(fn)
+        if signature is None:
+            raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
+                            "pass a signature such as 'B T d; B T => B d'")
+    sig = signature if isinstance(signature, Signature) else Signature.parse(signature)
     if any(sig.optional):
         return _verify_branches(fn, sig, torch_style, ignore, timeout)
     skip = findings.resolve(ignore)
@@ -566,15 +554,6 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
     tracer.findings += [f for f in findings if f not in tracer.findings]
     report.result = result
     _check_result(report, sig, tracer)
-
-
-def _signature_of(fn: Callable[..., Any], signature: str | Signature | None) -> Signature:
-    if signature is None:
-        signature = _signature_from_annotations(fn)
-        if signature is None:
-            raise TypeError(f"verify: {getattr(fn, '__name__', fn)} has no shape annotations; "
-                            "pass a signature such as 'B T d; B T => B d'")
-    return signature if isinstance(signature, Signature) else Signature.parse(signature)
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
