@@ -14,12 +14,9 @@ runtime type checkers still see the plain ``ArrayType``, while ``tensig.shaped``
 >>> parse_annotation("batch n_embd").output
 (Dim('batch'), Dim('n_embd'))
 
-Syntax: jaxtyping's (axes separated by spaces or commas, a word one axis; ``#``, ``*name``,
-``...``, ``_name``, ``name=4`` and the deferred ``{n}``), extended with the notation's rows
-(``batch|input->output``, an omitted row empty here where a spec's is ``...``), row variables
-and size expressions (``T+1``, ``(T+1)//2``: one unknown name is *solved* for, where jaxtyping
-raises); the README's "Shape annotations" section lists it whole.  Arrays without tensig row
-information are matched in memory order: batch, output, input (:attr:`AnnotationShape.items`).
+Syntax: jaxtyping's, with the notation's rows (an omitted row is empty here, where a spec's is
+``...``), row variables and size expressions; the README's "Shape annotations" section lists it
+whole.  Arrays without row information match in memory order (:attr:`AnnotationShape.items`).
 
 Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
 mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
