@@ -42,60 +42,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.notation import parse_annotation
-from tensig.core.syntax import (
-    AnnotationShape,
-    Broadcastable,
-    Deferred,
-    Item,
-    RowVariable,
-    _is_name,
-)
+from tensig.core.syntax import AnnotationShape, Broadcastable, Deferred, Item, RowVariable, _is_name
 
-__all__ = [
-    "AnnotationShape",
-    "BFloat16",
-    "Bool",
-    "Broadcastable",
-    "Complex",
-    "Complex64",
-    "Complex128",
-    "Deferred",
-    "DtypeKind",
-    "Float",
-    "Float16",
-    "Float32",
-    "Float64",
-    "FunctionSignature",
-    "Inexact",
-    "Int",
-    "Int8",
-    "Int16",
-    "Int32",
-    "Int64",
-    "Integer",
-    "Item",
-    "Key",
-    "Num",
-    "ParameterSpec",
-    "PyTree",
-    "Real",
-    "RowVariable",
-    "ShapeSpecMarker",
-    "Shaped",
-    "UInt",
-    "UInt8",
-    "UInt16",
-    "UInt32",
-    "UInt64",
-    "dtype_accepts",
-    "dtype_kind",
-    "family_kind",
-    "install_instance_check",
-    "known_family",
-    "parse_annotation",
-    "signature_of",
-    "words_hint",
-]
+__all__ = ["AnnotationShape", "BFloat16", "Bool", "Broadcastable", "Complex", "Complex64",
+           "Complex128", "Deferred", "DtypeKind", "Float", "Float16", "Float32", "Float64",
+           "FunctionSignature", "Inexact", "Int", "Int8", "Int16", "Int32", "Int64", "Integer",
+           "Item", "Key", "Num", "ParameterSpec", "PyTree", "Real", "RowVariable",
+           "ShapeSpecMarker", "Shaped", "UInt", "UInt8", "UInt16", "UInt32", "UInt64",
+           "dtype_accepts", "dtype_kind", "family_kind", "install_instance_check", "known_family",
+           "parse_annotation", "signature_of", "words_hint"]
 
 DtypeKind = str
 """A dtype family's key: ``"float"``, ``"int"`` (signed), ``"uint"``, ``"integer"``, ``"bool"``,

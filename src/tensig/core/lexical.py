@@ -20,18 +20,8 @@ from typing import Literal
 
 from tensig.core.errors import SpecSyntaxError
 
-__all__ = [
-    "MAX_LITERAL",
-    "digits_end",
-    "identifier_end",
-    "int_literal",
-    "is_digit",
-    "is_name_char",
-    "is_name_start",
-    "join_rows",
-    "row_spans",
-    "unexpected_character",
-]
+__all__ = ["MAX_LITERAL", "digits_end", "identifier_end", "int_literal", "is_digit", "is_name_char",
+           "is_name_start", "join_rows", "row_spans", "unexpected_character"]
 
 #: A row's kind, and a span of text (start, end) that errors put a caret under.
 Kind = Literal["batch", "input", "output"]

@@ -29,18 +29,8 @@ from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import Size, normalize_size
 
-__all__ = [
-    "AffineRel",
-    "AtLeast",
-    "ConcatSum",
-    "Constraint",
-    "DimVar",
-    "LinearRel",
-    "Origin",
-    "RowNode",
-    "SRow",
-    "Solver",
-]
+__all__ = ["AffineRel", "AtLeast", "ConcatSum", "Constraint", "DimVar", "LinearRel", "Origin",
+           "RowNode", "SRow", "Solver"]
 
 _ids = itertools.count()
 

@@ -24,29 +24,9 @@ from typing import Any, Literal
 from tensig.core.dims import Dim
 from tensig.core.lexical import Kind, Span, join_rows
 
-__all__ = [
-    "KINDS",
-    "Affine",
-    "AnnotationShape",
-    "Axis",
-    "Broadcastable",
-    "Concat",
-    "Deferred",
-    "Fixed",
-    "Item",
-    "Kind",
-    "Label",
-    "Merge",
-    "Placeholder",
-    "Row",
-    "RowVar",
-    "RowVariable",
-    "ShapeSpec",
-    "Span",
-    "Spec",
-    "axis_labels",
-    "is_multichar",
-]
+__all__ = ["KINDS", "Affine", "AnnotationShape", "Axis", "Broadcastable", "Concat", "Deferred",
+           "Fixed", "Item", "Kind", "Label", "Merge", "Placeholder", "Row", "RowVar", "RowVariable",
+           "ShapeSpec", "Span", "Spec", "axis_labels", "is_multichar"]
 
 KINDS: tuple[Kind, ...] = ("batch", "input", "output")
 
