@@ -58,9 +58,7 @@ DtypeKind = str
 (``"float32"``, ``"int8"``...)."""
 
 
-# --------------------------------------------------------------------------------------------
-# hints about the text (the parser is the notation's annotation mode)
-# --------------------------------------------------------------------------------------------
+# -- hints about the text (the parser is the notation's annotation mode) ---------------------------
 
 
 def words_hint(shape: AnnotationShape) -> str | None:
@@ -80,9 +78,7 @@ def words_hint(shape: AnnotationShape) -> str | None:
             f"one axis per letter write {' '.join(word)!r}")
 
 
-# --------------------------------------------------------------------------------------------
-# dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ...
-# --------------------------------------------------------------------------------------------
+# -- dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ... ----------------------
 
 _FLOAT = re.compile(r"(b?float\d+\w*|half|double)$")
 _SIGNED = re.compile(r"int\d+$")
@@ -382,9 +378,7 @@ def dtype_name(dtype: Any) -> str:
         return str(dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# reading a function's annotations
-# --------------------------------------------------------------------------------------------
+# -- reading a function's annotations --------------------------------------------------------------
 
 
 @dataclass(frozen=True)

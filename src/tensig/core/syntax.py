@@ -42,9 +42,7 @@ def is_multichar(text: str) -> bool:
     return _MULTICHAR_TRIGGER.search(text) is not None
 
 
-# --------------------------------------------------------------------------------------------
-# specs: the generalized einsum notation
-# --------------------------------------------------------------------------------------------
+# -- specs: the generalized einsum notation --------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -270,9 +268,7 @@ def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
                or (isinstance(a, Fixed) and a.index > 9) for a in _axes(shapes))
 
 
-# --------------------------------------------------------------------------------------------
-# annotations: jaxtyping-style shapes read as types
-# --------------------------------------------------------------------------------------------
+# -- annotations: jaxtyping-style shapes read as types ---------------------------------------------
 
 
 @dataclass(frozen=True)
