@@ -14,12 +14,9 @@ runtime type checkers still see the plain ``ArrayType``, while ``tensig.shaped``
 >>> parse_annotation("batch n_embd").output
 (Dim('batch'), Dim('n_embd'))
 
-Syntax: jaxtyping's (axes separated by spaces or commas, a word one axis; ``#``, ``*name``,
-``...``, ``_name``, ``name=4`` and the deferred ``{n}``), extended with the notation's rows
-(``batch|input->output``, an omitted row empty here where a spec's is ``...``), row variables
-and size expressions (``T+1``, ``(T+1)//2``: one unknown name is *solved* for, where jaxtyping
-raises); the README's "Shape annotations" section lists it whole.  Arrays without tensig row
-information are matched in memory order: batch, output, input (:attr:`AnnotationShape.items`).
+Syntax: jaxtyping's, with the notation's rows (an omitted row is empty here, where a spec's is
+``...``), row variables and size expressions; the README's "Shape annotations" section lists it
+whole.  Arrays without row information match in memory order (:attr:`AnnotationShape.items`).
 
 Linters: ruff and pyflakes cannot tell that ``Float`` is ``typing.Annotated`` (pyright and
 mypy can: they see the ``TYPE_CHECKING`` alias below), so they read the string in
@@ -45,60 +42,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from tensig.core.dims import Dim
 from tensig.core.errors import SpecSyntaxError
 from tensig.core.notation import parse_annotation
-from tensig.core.syntax import (
-    AnnotationShape,
-    Broadcastable,
-    Deferred,
-    Item,
-    RowVariable,
-    _is_name,
-)
+from tensig.core.syntax import AnnotationShape, Broadcastable, Deferred, Item, RowVariable, _is_name
 
-__all__ = [
-    "AnnotationShape",
-    "BFloat16",
-    "Bool",
-    "Broadcastable",
-    "Complex",
-    "Complex64",
-    "Complex128",
-    "Deferred",
-    "DtypeKind",
-    "Float",
-    "Float16",
-    "Float32",
-    "Float64",
-    "FunctionSignature",
-    "Inexact",
-    "Int",
-    "Int8",
-    "Int16",
-    "Int32",
-    "Int64",
-    "Integer",
-    "Item",
-    "Key",
-    "Num",
-    "ParameterSpec",
-    "PyTree",
-    "Real",
-    "RowVariable",
-    "ShapeSpecMarker",
-    "Shaped",
-    "UInt",
-    "UInt8",
-    "UInt16",
-    "UInt32",
-    "UInt64",
-    "dtype_accepts",
-    "dtype_kind",
-    "family_kind",
-    "install_instance_check",
-    "known_family",
-    "parse_annotation",
-    "signature_of",
-    "words_hint",
-]
+__all__ = ["AnnotationShape", "BFloat16", "Bool", "Broadcastable", "Complex", "Complex64",
+           "Complex128", "Deferred", "DtypeKind", "Float", "Float16", "Float32", "Float64",
+           "FunctionSignature", "Inexact", "Int", "Int8", "Int16", "Int32", "Int64", "Integer",
+           "Item", "Key", "Num", "ParameterSpec", "PyTree", "Real", "RowVariable",
+           "ShapeSpecMarker", "Shaped", "UInt", "UInt8", "UInt16", "UInt32", "UInt64",
+           "dtype_accepts", "dtype_kind", "family_kind", "install_instance_check", "known_family",
+           "parse_annotation", "signature_of", "words_hint"]
 
 DtypeKind = str
 """A dtype family's key: ``"float"``, ``"int"`` (signed), ``"uint"``, ``"integer"``, ``"bool"``,
@@ -106,9 +58,7 @@ DtypeKind = str
 (``"float32"``, ``"int8"``...)."""
 
 
-# --------------------------------------------------------------------------------------------
-# hints about the text (the parser is the notation's annotation mode)
-# --------------------------------------------------------------------------------------------
+# -- hints about the text (the parser is the notation's annotation mode) ---------------------------
 
 
 def words_hint(shape: AnnotationShape) -> str | None:
@@ -128,9 +78,7 @@ def words_hint(shape: AnnotationShape) -> str | None:
             f"one axis per letter write {' '.join(word)!r}")
 
 
-# --------------------------------------------------------------------------------------------
-# dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ...
-# --------------------------------------------------------------------------------------------
+# -- dtype families: Shaped / Float / Int / Bool / UInt / ... / Float32 / ... ----------------------
 
 _FLOAT = re.compile(r"(b?float\d+\w*|half|double)$")
 _SIGNED = re.compile(r"int\d+$")
@@ -430,9 +378,7 @@ def dtype_name(dtype: Any) -> str:
         return str(dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# reading a function's annotations
-# --------------------------------------------------------------------------------------------
+# -- reading a function's annotations --------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import functools
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Literal
 
 from tensig.core.dim_bounds import bounds, sign_decide, zero_decide
 from tensig.core.dim_form import (
@@ -556,24 +556,21 @@ class Condition:
     ('T >= 3', Condition.equal(Dim('B - T'), 0))
     """
 
-    DIVISIBLE: ClassVar[str] = "divisible"
-    AT_LEAST: ClassVar[str] = "at_least"
-    EQUAL: ClassVar[str] = "equal"
-    kind: str
+    kind: Literal["divisible", "at_least", "equal"]
     expr: Dim  # an int is read as a constant Dim
     modulus: int = 0
 
     def __post_init__(self) -> None:
         kind, expr, modulus = self.kind, dim(self.expr), self.modulus
-        if kind == self.DIVISIBLE:
+        if kind == "divisible":
             modulus = operator.index(modulus)
             if modulus < 1:
                 raise ValueError(f"a divisor must be positive, got {modulus}")
             # coefficients modulo k: the same divisibility, one form per condition
             expr = _make(tuple([(m, c % modulus) for m, c in expr._terms if c % modulus]))
-        elif kind in (self.AT_LEAST, self.EQUAL):
+        elif kind in ("at_least", "equal"):
             modulus = 0
-            if kind == self.EQUAL and expr._terms:
+            if kind == "equal" and expr._terms:
                 first = min(expr._terms, key=print_key)
                 if first[1] < 0:
                     expr = _scale(expr, -1)
@@ -589,7 +586,7 @@ class Condition:
         >>> Condition.divisible(Dim("2*B"), 2).decide(), Condition.divisible(Dim("2*B + 1"), 2)
         (True, Condition.divisible(Dim('1'), 2))
         """
-        return cls(cls.DIVISIBLE, dim(p), k)
+        return cls("divisible", dim(p), k)
 
     @classmethod
     def at_least(cls, p: Dim | int, bound: Dim | int) -> Condition:
@@ -598,7 +595,7 @@ class Condition:
         >>> Condition.at_least(Dim("T + 1"), 1).decide(), str(Condition.at_least("T", "B + 2"))
         (True, 'T >= B + 2')
         """
-        return cls(cls.AT_LEAST, dim(p) - dim(bound))
+        return cls("at_least", dim(p) - dim(bound))
 
     @classmethod
     def equal(cls, a: Dim | int, b: Dim | int) -> Condition:
@@ -607,7 +604,7 @@ class Condition:
         >>> str(Condition.equal(Dim("T"), Dim("B"))), Condition.equal(2, 3).decide()
         ('B == T', False)
         """
-        return cls(cls.EQUAL, dim(a) - dim(b))
+        return cls("equal", dim(a) - dim(b))
 
     def holds(self, mapping: Mapping[str, int]) -> bool:
         """Whether the condition is true for these concrete sizes.
@@ -616,9 +613,9 @@ class Condition:
         False
         """
         value = self.expr.evaluate(mapping)
-        if self.kind == self.DIVISIBLE:
+        if self.kind == "divisible":
             return value % self.modulus == 0
-        if self.kind == self.AT_LEAST:
+        if self.kind == "at_least":
             return value >= 0
         return value == 0
 
@@ -628,9 +625,9 @@ class Condition:
         >>> Condition.at_least(Dim("B*T"), Dim("B")).decide(), Condition.equal("B", "T").decide()
         (True, None)
         """
-        if self.kind == self.DIVISIBLE:
+        if self.kind == "divisible":
             return zero_decide(_divmod(self.expr, self.modulus)[1])
-        if self.kind == self.AT_LEAST:
+        if self.kind == "at_least":
             return sign_decide(self.expr, strict=False)
         return zero_decide(self.expr)
 
@@ -653,13 +650,13 @@ class Condition:
         return _const(const), _from_dict(neg)
 
     def __str__(self) -> str:
-        if self.kind == self.DIVISIBLE:
+        if self.kind == "divisible":
             num = str(self.expr)
             if len(self.expr._terms) > 1:
                 num = f"({num})"
             return f"{num} % {self.modulus} == 0"
         lhs, rhs = self._sides()
-        return f"{lhs} {'>=' if self.kind == self.AT_LEAST else '=='} {rhs}"
+        return f"{lhs} {'>=' if self.kind == 'at_least' else '=='} {rhs}"
 
     def __repr__(self) -> str:
         return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0

@@ -13,13 +13,7 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-__all__ = [
-    "InconclusiveError",
-    "ShapeError",
-    "SpecSyntaxError",
-    "TensigError",
-    "caret_block",
-]
+__all__ = ["InconclusiveError", "ShapeError", "SpecSyntaxError", "TensigError", "caret_block"]
 
 
 def caret_block(text: str, start: int, end: int | None = None) -> str:

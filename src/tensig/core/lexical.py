@@ -1,16 +1,11 @@
 """The lexical rules every tensig text shares: names, integer literals, characters to refuse,
 and where the rows of a shape (``batch|input->output``) lie (:func:`row_spans`).
 
-Specs (:mod:`tensig.core.notation`) and dimension expressions (:mod:`tensig.dims`, shape strings)
-read names and numbers by these rules, so ``"αβ;βγ=>αγ"`` and ``dim("α + 1")`` agree:
-
-- a **name** follows Python's :meth:`str.isidentifier`: a letter (any script) or ``_``, then
-  letters, digits and ``_`` (no normalization: ``é`` precomposed and ``e`` + a combining accent
-  are different texts);
-- a **number** is written with the ASCII digits ``0-9`` only: ``²``, ``１`` or ``٣`` are
-  refused with a caret, never read as numbers or as names;
-- a literal is at most :data:`MAX_LITERAL` (``2**63``), checked on the digit count before any
-  conversion, so a 5,000-digit literal costs nothing and says what is wrong.
+Specs, annotations, shape strings and dimension expressions read names and numbers by these
+rules (the README's "The notation in five minutes" states them), so ``"αβ;βγ=>αγ"`` and
+``dim("α + 1")`` agree.  Names are not normalized (``é`` precomposed and ``e`` + a combining
+accent are different texts); a literal's bound (:data:`MAX_LITERAL`) is checked on its digit
+count before any conversion, so a 5,000-digit literal costs nothing and says what is wrong.
 
 >>> identifier_end("αβ, γ", 0), identifier_end("2o", 0)
 (2, 0)
@@ -25,18 +20,8 @@ from typing import Literal
 
 from tensig.core.errors import SpecSyntaxError
 
-__all__ = [
-    "MAX_LITERAL",
-    "digits_end",
-    "identifier_end",
-    "int_literal",
-    "is_digit",
-    "is_name_char",
-    "is_name_start",
-    "join_rows",
-    "row_spans",
-    "unexpected_character",
-]
+__all__ = ["MAX_LITERAL", "digits_end", "identifier_end", "int_literal", "is_digit", "is_name_char",
+           "is_name_start", "join_rows", "row_spans", "unexpected_character"]
 
 #: A row's kind, and a span of text (start, end) that errors put a caret under.
 Kind = Literal["batch", "input", "output"]

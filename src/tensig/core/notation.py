@@ -2,16 +2,10 @@
 shape annotations in jaxtyping's syntax (``parse_annotation(text) -> AnnotationShape``, see
 :mod:`tensig.core.annotations`).  The values it produces are in :mod:`tensig.core.syntax`.
 
-A spec is ``operand; operand; ... => result``; each shape is ``batch|input->output``; each row
-is a sequence of axes with at most one row variable (``...`` or ``..name..``).  A row whose
-separator is omitted reads as the context ellipsis of its kind, so ``x`` means ``...|...->x``;
-a written separator with nothing closes the row (``|->x``).
-
-Two modes (the mode rule): a comma, ``*``, ``+``, ``^``, ``<``, ``&`` or an ``=`` that does not
-start ``=>`` anywhere in the text selects the *multichar* mode, where axes are comma-separated
-identifiers; otherwise every letter and digit is an axis (*single-char* mode).  Whitespace never
-separates axes.  Names and numbers follow :mod:`tensig.core.lexical` in both: a letter of any
-script is an axis name (``"αβ;βγ=>αγ"``), only ASCII digits write numbers.
+The grammar and the mode rule (:func:`is_multichar`: *multichar* mode, axes separated by
+commas, or *single-char* mode, one axis per letter or digit) are the README's "The notation in
+five minutes"; whitespace never separates axes, and names and numbers follow
+:mod:`tensig.core.lexical` in both modes.
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -89,9 +83,7 @@ _SPEC_OPERATOR = re.compile(r"[=<]\+|[,*+^]")
 _WORD = re.compile(r"[^\s,]+|,")  # the words and commas of an annotation row
 
 
-# --------------------------------------------------------------------------------------------
-# The parser: entry points
-# --------------------------------------------------------------------------------------------
+# -- The parser: entry points ----------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=4096)

@@ -29,18 +29,8 @@ from tensig.core.dims import Condition, Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shapes import Size, normalize_size
 
-__all__ = [
-    "AffineRel",
-    "AtLeast",
-    "ConcatSum",
-    "Constraint",
-    "DimVar",
-    "LinearRel",
-    "Origin",
-    "RowNode",
-    "SRow",
-    "Solver",
-]
+__all__ = ["AffineRel", "AtLeast", "ConcatSum", "Constraint", "DimVar", "LinearRel", "Origin",
+           "RowNode", "SRow", "Solver"]
 
 _ids = itertools.count()
 
@@ -178,7 +168,6 @@ class AffineRel(Constraint):
         self.inp, self.over, self.kernel = inp, over, kernel
         self.stride, self.dilation, self.padding = stride, dilation, padding
         self.origin = origin
-        self.done = False
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.inp, self.over) + ((self.kernel,) if self.kernel is not None else ())
@@ -246,7 +235,6 @@ class ConcatSum(Constraint):
 
     def __init__(self, total: DimVar, parts: tuple[DimVar | int, ...], origin: Origin):
         self.total, self.parts, self.origin = total, parts, origin
-        self.done = False
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.total, *[p for p in self.parts if isinstance(p, DimVar)])
@@ -277,7 +265,6 @@ class AtLeast(Constraint):
 
     def __init__(self, var: DimVar, bound: int, origin: Origin, what: str):
         self.var, self.bound, self.origin, self.what = var, bound, origin, what
-        self.done = False
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.var,)
@@ -310,7 +297,6 @@ class LinearRel(Constraint):
                  report: Callable[[str, dict[str, Any]], Exception] | None = None):
         self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
-        self.done = False
         # ``n == size`` (a bare name) is an equality: no substitution or division needed
         bare = _int_plan(expr)[2]
         self.bare = names[bare] if bare is not None and len(names) == 1 else None

@@ -293,7 +293,8 @@ class SpecInstance:
             for kind, row in shapes[i].rows():
                 def explain(i=i, who=who, kind=kind, row=row) -> tuple[str, str, str | None]:
                     shown = row.render(spec.multichar) or "(empty)"
-                    return (f"the spec's {kind} row {shown!r}", _whose(who, kind),
+                    whose = "the result" if who == "result" else f"operand {who}"
+                    return (f"the spec's {kind} row {shown!r}", f"{whose}'s {kind} row",
                             _row_hint(spec, i, kind, row))
 
                 o = Origin(spec.text, _row_span(row), who, text, kind, explain=explain)
@@ -482,10 +483,6 @@ def _row_span(row: Row) -> tuple[int, int] | None:
     spans = [a.span for a in row.axes] + ([row.var.span] if row.var is not None else [])
     spans = [s for s in spans if s != (0, 0)]
     return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
-
-
-def _whose(who: int | str, kind: str) -> str:
-    return ("the result" if who == "result" else f"operand {who}") + f"'s {kind} row"
 
 
 def _row_hint(spec: Spec, i: int, kind: Kind, row: Row) -> str | None:

@@ -24,29 +24,9 @@ from typing import Any, Literal
 from tensig.core.dims import Dim
 from tensig.core.lexical import Kind, Span, join_rows
 
-__all__ = [
-    "KINDS",
-    "Affine",
-    "AnnotationShape",
-    "Axis",
-    "Broadcastable",
-    "Concat",
-    "Deferred",
-    "Fixed",
-    "Item",
-    "Kind",
-    "Label",
-    "Merge",
-    "Placeholder",
-    "Row",
-    "RowVar",
-    "RowVariable",
-    "ShapeSpec",
-    "Span",
-    "Spec",
-    "axis_labels",
-    "is_multichar",
-]
+__all__ = ["KINDS", "Affine", "AnnotationShape", "Axis", "Broadcastable", "Concat", "Deferred",
+           "Fixed", "Item", "Kind", "Label", "Merge", "Placeholder", "Row", "RowVar", "RowVariable",
+           "ShapeSpec", "Span", "Spec", "axis_labels", "is_multichar"]
 
 KINDS: tuple[Kind, ...] = ("batch", "input", "output")
 
@@ -62,9 +42,7 @@ def is_multichar(text: str) -> bool:
     return _MULTICHAR_TRIGGER.search(text) is not None
 
 
-# --------------------------------------------------------------------------------------------
-# specs: the generalized einsum notation
-# --------------------------------------------------------------------------------------------
+# -- specs: the generalized einsum notation --------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -290,9 +268,7 @@ def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
                or (isinstance(a, Fixed) and a.index > 9) for a in _axes(shapes))
 
 
-# --------------------------------------------------------------------------------------------
-# annotations: jaxtyping-style shapes read as types
-# --------------------------------------------------------------------------------------------
+# -- annotations: jaxtyping-style shapes read as types ---------------------------------------------
 
 
 @dataclass(frozen=True)
