@@ -1,17 +1,16 @@
 """The grammar of a dimension expression: ``T + 1``, ``2*h``, ``(T - 3) // 2 + 1``, ``B T+1``.
 
 Tokens follow :mod:`tensig.core.lexical` (the notation's rules); the parser knows the grammar and
-its errors (a caret under the column, with a hint), not the algebra: it builds values with the
-``const`` and ``symbol`` of the type it is given and combines them with their own operators
-(``+ - * ** divmod``, ``.constant``), so :class:`~tensig.core.dims.Dim` sits above it and reads
-expressions through it.  :func:`split_items` cuts a list of expressions into items.
+its errors (a caret under the column, with a hint), not the algebra: it combines the values its
+:class:`Algebra` gives with their own operators, so :class:`~tensig.core.dims.Dim` sits above it
+and reads expressions through it.  :func:`split_items` cuts a list of expressions into items.
 """
 
 from __future__ import annotations
 
 import operator
 import re
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, Protocol, TypeAlias
 
 from tensig.core.errors import ShapeError, SpecSyntaxError
 from tensig.core.lexical import (
@@ -23,7 +22,7 @@ from tensig.core.lexical import (
     unexpected_character,
 )
 
-__all__ = ["MAX_NESTING", "Parser", "split_items"]
+__all__ = ["MAX_NESTING", "Algebra", "Parser", "split_items"]
 
 MAX_NESTING = 64  # parentheses and unary signs in one parsed expression
 
@@ -62,6 +61,15 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
+class Algebra(Protocol):
+    """What the parser needs of the type of the values it builds (:class:`~tensig.core.dims.Dim`
+    gives it): two constructors; ``+ - * ** divmod`` and ``.constant`` are the values' own."""
+
+    def const(self, n: int) -> Any: ...
+
+    def symbol(self, name: str) -> Any: ...
+
+
 class Parser:
     """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
 
@@ -72,7 +80,7 @@ class Parser:
 
     __slots__ = ("algebra", "depth", "i", "text", "tokens")
 
-    def __init__(self, text: str, algebra: Any):
+    def __init__(self, text: str, algebra: Algebra):
         self.text = text
         self.algebra = algebra
         self.tokens = _tokenize(text)
