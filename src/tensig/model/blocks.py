@@ -321,7 +321,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
-    _refuse_integers(x, "batch_norm")
+    _integer_result("batch_norm", (x,), floats=True)  # apply's check, before any buffer
     g = x.graph
     channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
 
@@ -365,12 +365,6 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     return Tensor("op", node, g, ["batch_norm"], op, (x, *stats, *learned), diff)
 
 
-def _refuse_integers(x: Tensor, name: str) -> None:
-    """``apply``'s check, for a block that builds its node itself (checked before it adds
-    buffers to the graph): ``name`` of integer data computes floats, a ``TypeError``."""
-    _integer_result(name, (x,), floats=True)
-
-
 def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:
     """The memory axes of ``x`` that ``spec`` keeps in ``channel`` (one cell per channel),
     in ``channel``'s memory order: what batch normalisation's kernel reads as columns."""
@@ -406,7 +400,7 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
     The counter is a buffer of the graph (``graph.memory()`` lists it; checkpoints save it)."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
-    _refuse_integers(x, "dropout")
+    _integer_result("dropout", (x,), floats=True)  # apply's check, before any buffer
     g = x.graph
     with G.scope(name):
         counter = _buffer(g, g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),
