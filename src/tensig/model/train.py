@@ -1,23 +1,18 @@
-"""Training with the model layer: optimizers written in the assignment IR, and a loop.
+"""Training with the model layer: optimizers written in the assignment IR, and a loop (the
+README's "Training" section).
 
-:func:`sgd` is OCANNL's ``sgd_one`` (momentum, Nesterov, weight decay) for every parameter;
-:func:`adam` is Adam, or AdamW with decoupled weight decay, with the same arithmetic as
-``torch.optim``.  Both return :class:`~tensig.execution.ir.Code`, compiled together with the
-gradient routine into one update routine, so a training step is one run of straight-line
-backend calls.  Optimizer state (momentum, Adam's moments) are tensors of the graph, so they
-appear in ``graph.memory()``.
+:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return
+:class:`~tensig.execution.ir.Code`, compiled with the gradient routine, so a training step is
+one run of straight-line backend calls; optimizer state are tensors of the graph, so
+``graph.memory()`` lists them.  :class:`Trainer` slices the datasets into batches.
 
-:class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
-trainer slices the dataset arrays along their first axis before each step.
-
-A step is atomic from the trainer's point of view: the gradients are computed first (the
-parameters untouched), the loss is checked (a NaN or an infinity stops training before it
-reaches the parameters, see ``on_nonfinite``), and the update runs with Ctrl-C held back, the
-step count advancing as the update's last act; a ``KeyboardInterrupt`` arrives once the step
-is complete.  A step refused or interrupted before its update puts back the buffers its
-forward pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer
-state and ``step_count`` therefore always agree, and a checkpoint saved after an interrupt
-resumes without repeating or skipping a step.
+A step is atomic: the gradients are computed first (the parameters untouched), the loss is
+checked (a NaN or an infinity stops training before it reaches the parameters, see
+``on_nonfinite``), and the update runs with Ctrl-C held back, the step count advancing as its
+last act.  A step refused or interrupted before its update puts back the buffers its forward
+pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer state and
+``step_count`` therefore always agree, and a checkpoint saved after an interrupt resumes
+without repeating or skipping a step.
 """
 
 from __future__ import annotations
