@@ -1,17 +1,11 @@
-"""Neural-network blocks written in the notation (OCANNL's ``nn_blocks``).
+"""Neural-network blocks written in the notation (OCANNL's ``nn_blocks``; the README's
+"Blocks" section lists them).
 
-Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs, the
-broadcasting back is pointwise, gradients come from the operations' own backward code.  A
-block adds no lowering of its own.
-
-Specs name what a block reduces over.  The defaults:
-
-- :data:`LAST`: the last output axis, kept as a size-1 axis so that the pointwise step back
-  lines it up with the axis it came from (``b | q, k``: over ``k``, never over ``q``);
-- :data:`ROW`: the whole output row (a row variable), as layer normalisation does.
-
-Sizes a block needs (``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved
-shapes when the model is initialised, never written in: :func:`captured`.
+Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs
+(:data:`LAST`, :data:`ROW`, ... name what a block reduces), the broadcasting back is
+pointwise, gradients come from the operations' own backward code.  Sizes a block needs
+(``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved shapes when the model
+is initialised, never written in: :func:`captured`.
 
 >>> import numpy as np
 >>> from tensig import graph as G
@@ -64,7 +58,8 @@ __all__ = [
     "split_heads",
 ]
 
-#: reduce the last output axis, keeping it as one cell
+#: reduce the last output axis, keeping it as one cell, so the pointwise step back lines it up
+#: with the axis it came from (``b | q, k``: over ``k``, never over ``q``)
 LAST = "...|...->..., v => ...|...->..., 0"
 #: reduce the whole output row (a row variable)
 ROW = "...|..d.. => ...|"
