@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from tensig.core.errors import ShapeError, TensigError
+from tensig.core.shapes import Shape
 from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
 from tensig.model.distributed import Replicas, buckets
 from tensig.model.fusion import Run
 from tensig.model.staging import Staged
-from tensig.model.tensor import _GRAPH, Model, Tensor, _is_integer, leaf
+from tensig.model.tensor import Model, Tensor, _is_integer, _valued
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
@@ -56,11 +57,7 @@ def _state(p: Tensor, what: str) -> Tensor:
 
 def _scalar(like: Tensor, name: str, value: float) -> Tensor:
     """A one-number leaf in ``like``'s graph (a per-step hyperparameter)."""
-    token = _GRAPH.set(like.graph)
-    try:
-        return leaf(name, np.array([value], np.float32))
-    finally:
-        _GRAPH.reset(token)
+    return _valued("leaf", name, Shape(output=(1,)), np.array([value], np.float32), like.graph)
 
 
 class Optimizer:
