@@ -33,7 +33,7 @@ from tensig.execution.ir import Code, Projections
 from tensig.execution.ir import prim as _e
 from tensig.model import graph as G
 from tensig.model.graph import OpDef, Tensor
-from tensig.model.tensor import _integer_result
+from tensig.model.tensor import _integer_result, _valued
 
 __all__ = [
     "ALL",
@@ -74,9 +74,7 @@ def captured(fn: Callable[[], float], *, name: str = "captured") -> Tensor:
     """A number (a constant with no axes: it broadcasts into anything without adding one)
     whose value ``fn()`` is computed when a model is initialised, after shapes are solved:
     how a block uses a size (``1/D``) that inference decides."""
-    t = G.constant(np.zeros((), np.float32), name=name)
-    t.value_init = lambda: np.array(fn(), np.float32)
-    return t
+    return _valued("const", name, Shape(), lambda: np.array(fn(), np.float32))
 
 
 def mean(x: Tensor, spec: str = ROW) -> Tensor:
