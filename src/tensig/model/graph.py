@@ -223,28 +223,31 @@ def stop_gradient(x: Tensor) -> Tensor:
     return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
 
 
-def _binary_function(name: str, op: str, doc: str) -> Callable[[Any, Any], Tensor]:
-    """The graph function ``name`` of ``BINARY_OPS[op]`` (``G.maximum`` ...): the method
-    form's operation (``a.max(b)``) as a function, documented by ``doc``."""
-    def function(a: Any, b: Any) -> Tensor:
-        return apply(BINARY_OPS[op], a, b)
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = doc
-    return function
+def maximum(a: Any, b: Any) -> Tensor:
+    """Pointwise maximum (OCANNL's ``@^``; also ``a.max(b)``); the gradient goes to the larger
+    operand, to the first on ties."""
+    return apply(BINARY_OPS["max"], a, b)
 
 
-maximum = _binary_function("maximum", "max", """Pointwise maximum (OCANNL's ``@^``; also
-    ``a.max(b)``); the gradient goes to the larger operand, to the first on ties.""")
-minimum = _binary_function("minimum", "min", """Pointwise minimum (OCANNL's ``@-``; also
-    ``a.min(b)``).""")
-mod = _binary_function("mod", "mod", """Pointwise remainder with the sign of ``a`` (C's and
-    OCANNL's ``mod``, ``fmod``: NumPy's and Python's ``%`` take the sign of ``b``); also
-    ``a % b`` and ``a.mod(b)``.""")
-logical_and = _binary_function("logical_and", "and", """1 where both operands are non-zero,
-    else 0, in their dtype (also ``a & b``).""")
-logical_or = _binary_function("logical_or", "or", """1 where either operand is non-zero, else
-    0, in their dtype (also ``a | b``).""")
+def minimum(a: Any, b: Any) -> Tensor:
+    """Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``)."""
+    return apply(BINARY_OPS["min"], a, b)
+
+
+def mod(a: Any, b: Any) -> Tensor:
+    """Pointwise remainder with the sign of ``a`` (C's and OCANNL's ``mod``, ``fmod``: NumPy's
+    and Python's ``%`` take the sign of ``b``); also ``a % b`` and ``a.mod(b)``."""
+    return apply(BINARY_OPS["mod"], a, b)
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    """1 where both operands are non-zero, else 0, in their dtype (also ``a & b``)."""
+    return apply(BINARY_OPS["and"], a, b)
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    """1 where either operand is non-zero, else 0, in their dtype (also ``a | b``)."""
+    return apply(BINARY_OPS["or"], a, b)
 
 
 #: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row
