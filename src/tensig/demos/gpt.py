@@ -1,17 +1,8 @@
 """A character-level GPT trained on the short tales the package ships (``tales.txt``).
 
-Token and position embeddings (:func:`tensig.graph.embedding` from integer ids), pre-norm
-transformer blocks (layer norm, causal multi-head attention, a GELU MLP, residuals) from
-:mod:`tensig.model.blocks`, a last layer norm and logits read from the token table itself
-(weight tying).  Queries, keys and values are ``d -> d`` projections split into heads
-(``blocks.split_heads``: ``b, t | d`` to ``b, t | h, e``, the notation's ``(h, e)``), and
-attention's heads are merged back (``blocks.merge_heads``) before the output projection, as
-nanoGPT's reshapes do.  Sequence positions are the batch row's last axis (``b, t | d``): every
-position goes through the same weights.
-
-``python -m tensig.demos.gpt [--steps N] [--backend numpy|torch]`` prints the parameter shapes
-and the memory bill, trains with a progress bar, reports the validation loss, saves the loss
-curve (``gpt_loss.png``) and prints a few sampled lines.
+The README's "A character-level GPT" section describes the model (pre-norm transformer blocks
+from :mod:`tensig.model.blocks`, heads split from ``d -> d`` projections, weight tying;
+sequence positions on the batch row, ``b, t | d``) and what a run prints.
 """
 
 from __future__ import annotations

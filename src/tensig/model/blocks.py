@@ -1,17 +1,11 @@
-"""Neural-network blocks written in the notation (OCANNL's ``nn_blocks``).
+"""Neural-network blocks written in the notation (OCANNL's ``nn_blocks``; the README's
+"Blocks" section lists them).
 
-Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs, the
-broadcasting back is pointwise, gradients come from the operations' own backward code.  A
-block adds no lowering of its own.
-
-Specs name what a block reduces over.  The defaults:
-
-- :data:`LAST`: the last output axis, kept as a size-1 axis so that the pointwise step back
-  lines it up with the axis it came from (``b | q, k``: over ``k``, never over ``q``);
-- :data:`ROW`: the whole output row (a row variable), as layer normalisation does.
-
-Sizes a block needs (``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved
-shapes when the model is initialised, never written in: :func:`captured`.
+Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs
+(:data:`LAST`, :data:`ROW`, ... name what a block reduces), the broadcasting back is
+pointwise, gradients come from the operations' own backward code.  Sizes a block needs
+(``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved shapes when the model
+is initialised, never written in: :func:`captured`.
 
 >>> import numpy as np
 >>> from tensig import graph as G
@@ -39,7 +33,7 @@ from tensig.execution.ir import Code, Projections
 from tensig.execution.ir import prim as _e
 from tensig.model import graph as G
 from tensig.model.graph import OpDef, Tensor
-from tensig.model.tensor import _integer_result
+from tensig.model.tensor import _integer_result, _valued
 
 __all__ = [
     "ALL",
@@ -64,7 +58,8 @@ __all__ = [
     "split_heads",
 ]
 
-#: reduce the last output axis, keeping it as one cell
+#: reduce the last output axis, keeping it as one cell, so the pointwise step back lines it up
+#: with the axis it came from (``b | q, k``: over ``k``, never over ``q``)
 LAST = "...|...->..., v => ...|...->..., 0"
 #: reduce the whole output row (a row variable)
 ROW = "...|..d.. => ...|"
@@ -79,9 +74,7 @@ def captured(fn: Callable[[], float], *, name: str = "captured") -> Tensor:
     """A number (a constant with no axes: it broadcasts into anything without adding one)
     whose value ``fn()`` is computed when a model is initialised, after shapes are solved:
     how a block uses a size (``1/D``) that inference decides."""
-    t = G.constant(np.zeros((), np.float32), name=name)
-    t.value_init = lambda: np.array(fn(), np.float32)
-    return t
+    return _valued("const", name, Shape(), lambda: np.array(fn(), np.float32))
 
 
 def mean(x: Tensor, spec: str = ROW) -> Tensor:
@@ -321,7 +314,7 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
-    _refuse_integers(x, "batch_norm")
+    _integer_result("batch_norm", (x,), floats=True)  # apply's check, before any buffer
     g = x.graph
     channel = g.shapes.apply(spec, x.node, name=f"{name}.channel")  # one cell per channel
 
@@ -365,12 +358,6 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
     return Tensor("op", node, g, ["batch_norm"], op, (x, *stats, *learned), diff)
 
 
-def _refuse_integers(x: Tensor, name: str) -> None:
-    """``apply``'s check, for a block that builds its node itself (checked before it adds
-    buffers to the graph): ``name`` of integer data computes floats, a ``TypeError``."""
-    _integer_result(name, (x,), floats=True)
-
-
 def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:
     """The memory axes of ``x`` that ``spec`` keeps in ``channel`` (one cell per channel),
     in ``channel``'s memory order: what batch normalisation's kernel reads as columns."""
@@ -406,7 +393,7 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
     The counter is a buffer of the graph (``graph.memory()`` lists it; checkpoints save it)."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
-    _refuse_integers(x, "dropout")
+    _integer_result("dropout", (x,), floats=True)  # apply's check, before any buffer
     g = x.graph
     with G.scope(name):
         counter = _buffer(g, g.shapes.tensor(f"{name}.counter", Shape(output=(1,))),

@@ -1,24 +1,18 @@
 """Checkpoints of the model layer: parameters and buffers (running statistics, dropout's
-counter) in safetensors files.
+counter) in safetensors files; the README's "Training" section lists what is checked.
 
 Why safetensors: a JSON header plus raw little-endian buffers, so loading runs no code (unlike
-pickle) and any safetensors reader opens the file.  Tensors are keyed by parameter name
-(``layer1.w``), and the header records each one's three-row shape (``tensig.shape.layer1.w =
-"784->128"``), because memory order alone cannot tell ``3->2`` (a matrix) from ``2,3`` (a grid
-of outputs).  Arrays travel as NumPy arrays, so one file loads into a graph of any backend.
+pickle) and any safetensors reader opens the file.  Tensors are keyed by parameter name, and
+the header records each one's three-row shape (``tensig.shape.layer1.w = "784->128"``),
+because memory order alone cannot tell ``3->2`` (a matrix) from ``2,3``.  Arrays travel as
+NumPy arrays, so one file loads into a graph of any backend.
 
-:func:`save` is atomic: a temporary file beside the target, fsynced, then ``os.replace``d over
-it, so a failure or a crash leaves the previous checkpoint as it was.  :func:`load` validates
-everything before it writes anything, and a refused load (:class:`CheckpointError`, listing
-every problem) leaves the store exactly as it was.
-
-Each tensor's bytes carry a CRC-32 in the header (``tensig.crc32.layer1.w``), so a flipped bit
-is refused, naming the tensor.  CRC-32 detects every single-bit flip and every burst of up to
-32 bits, and was the fastest hash of the standard library on a 100 MB array (0.8 GB/s against
-0.4 for SHA-256 and 0.2 for BLAKE2b); it guards against damage, not malice.  A tensor without
-one (an older or a foreign file) loads unchecked, and the format version stays ``"1"``
-because older readers ignore the new entries.  Nothing in a header is trusted: shape texts
-must match the canonical form :func:`save` writes before they are parsed, so a crafted
+Why CRC-32 for each tensor's bytes (``tensig.crc32.layer1.w``): it detects every single-bit
+flip and every burst of up to 32 bits, and was the fastest hash of the standard library on a
+100 MB array (0.8 GB/s against 0.4 for SHA-256 and 0.2 for BLAKE2b); it guards against
+damage, not malice.  A tensor without one loads unchecked, and the format version stays
+``"1"`` because older readers ignore the new entries.  Nothing in a header is trusted: shape
+texts must match the canonical form :func:`save` writes before they are parsed, so a crafted
 ``9**9**9`` or deep nesting is refused as damage at once.
 
 >>> import os, tempfile

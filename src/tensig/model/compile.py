@@ -286,8 +286,7 @@ def _fused_step(run: Run, backend: Backend, xp: Any) -> Step:
         for step in singles:
             step(store)
 
-    return FusedBlocks(run, lambda e, slots: expression_function(e, slots, backend, xp),
-                       backend, xp, one_by_one)
+    return FusedBlocks(run, backend, xp, one_by_one)
 
 
 def drop_dead_stores(code: Code) -> Code:

@@ -1,21 +1,16 @@
-"""Data-parallel training on ``torch.distributed``: one process per replica, gradients averaged.
-
-The engine is PyTorch's own -- ``torchrun`` starts the processes, gloo (CPUs) or NCCL (CUDA)
-moves the bytes -- and tensig adds what is its own: which rows each replica takes, which
-arrays go over the wire, and the checks that keep the replicas identical.
+"""Data-parallel training on ``torch.distributed`` (the README's "Data-parallel training"):
+one process per replica, gradients averaged.  PyTorch's engine moves the bytes (``torchrun``,
+gloo or NCCL); tensig adds which rows each replica takes, which arrays go over the wire, and
+the checks that keep the replicas identical.
 
 A step: forward and backward on each replica's own rows; the gradients, in buckets in the
 order backward finishes them (:func:`buckets`), one flat buffer per dtype, are summed by an
-all-reduce started as soon as the bucket's last gradient is written (it travels while
-backward goes on), and divided by the world size.  The update then runs on identical inputs
+all-reduce started as soon as the bucket's last gradient is written (it travels while backward
+goes on), and divided by the world size.  The update then runs on identical inputs
 everywhere, so no parameter is ever sent.  The loss rides in the first buffer, so every
-replica reports the global mean and takes the same decision about a non-finite one.
-
-Rows: the global batch of step ``s`` is ``order[s*G:(s+1)*G]`` (``G`` = world size times the
-leaf's batch; the order a function of seed and epoch only, :meth:`tensig.train.Trainer.order`)
-and replica ``r`` takes its ``r``-th slice, as ``DistributedSampler`` splits, so a run resumed
-on another number of processes with the same global batch continues on the same rows.  NumPy
-arrays take part through zero-copy torch views (:func:`torch.from_numpy`).
+replica takes the same decision about a non-finite one.  Replica ``r`` takes the ``r``-th
+slice of each global batch (:meth:`tensig.train.Trainer.rows_of`), as ``DistributedSampler``
+splits; NumPy arrays take part through zero-copy torch views.
 """
 
 from __future__ import annotations

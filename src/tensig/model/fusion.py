@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensig.execution.ir import ACCUMULATORS, BINARY, Assign, Buf, Expr, buffers_of
+from tensig.model.codegen import expression_function
 
 __all__ = ["FusedBlocks", "Run", "fuse_repeats"]
 
@@ -137,9 +138,7 @@ class FusedBlocks:
     ``fallback`` (the assignments one by one) takes over when a buffer has no array yet (for
     its message) or the arrays differ in dtype, device or shape from what the code says."""
 
-    def __init__(self, run: Run, expression: Callable[[Expr, dict[tuple[int, str], int]],
-                                                     Callable[[list[Any]], Any]],
-                 backend: Any, xp: Any, fallback: Callable[[Any], None]):
+    def __init__(self, run: Run, backend: Any, xp: Any, fallback: Callable[[Any], None]):
         blocks = run.blocks
         bufs = _local_keys(blocks[0])
         keyed = [list(_local_keys(b)) for b in blocks]
@@ -161,7 +160,8 @@ class FusedBlocks:
                 reads.append(lhs)
             loads += [s for s in reads if s not in written and s not in loads]
             combine = BINARY[ACCUMULATORS[a.accum][0]] if a.accum is not None else None
-            self.program.append((lhs, expression(a.expr, slot_of), combine))
+            self.program.append((lhs, expression_function(a.expr, slot_of, backend, xp),
+                                 combine))
             written.add(lhs)
         self.concat = [s for s in loads if varying[s]]
         # one-element buffers, flattened to broadcast against the flat arrays

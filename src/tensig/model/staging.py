@@ -1,17 +1,14 @@
-"""A compiled routine as one traced function, where the backend compiles (JAX: ``jax.jit``).
+"""A compiled routine as one traced function, where the backend compiles (JAX: ``jax.jit``;
+the README's "Training" section says what it does and measures).
 
 Run step by step, a routine on JAX arrays pays JAX's dispatch for every array call (about
 25 ms per step of the two-moons MLP).  :class:`Staged` traces the steps once instead, into one
 function from the arrays the routine reads to those it writes, compiled by the backend
 (:meth:`tensig.backends.base.Backend.fused`).  It is functional: what the routine wrote comes
 back as a dictionary, so the caller decides what to keep (a trainer drops the update of a
-non-finite loss).  There is one compiled function per training mode; buffers are arrays of
-the store like any other.
-
-Value checks (integer ids in range) are made after the call, raising before anything is
-written; dropout's mask is drawn on the host during the call
-(:meth:`~tensig.backends.base.Backend.host_call`).  A step that reads values otherwise cannot
-be traced: the routine warns once, naming the assignment, and runs step by step from then on.
+non-finite loss).  Value checks (integer ids in range) are made after the call, before
+anything is written; a step that reads values otherwise cannot be traced, and the routine
+then runs step by step.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
-"""Training with the model layer: optimizers written in the assignment IR, and a loop.
+"""Training with the model layer: optimizers written in the assignment IR, and a loop (the
+README's "Training" section).
 
-:func:`sgd` is OCANNL's ``sgd_one`` (momentum, Nesterov, weight decay) for every parameter;
-:func:`adam` is Adam, or AdamW with decoupled weight decay, with the same arithmetic as
-``torch.optim``.  Both return :class:`~tensig.execution.ir.Code`, compiled together with the
-gradient routine into one update routine, so a training step is one run of straight-line
-backend calls.  Optimizer state (momentum, Adam's moments) are tensors of the graph, so they
-appear in ``graph.memory()``.
+:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return
+:class:`~tensig.execution.ir.Code`, compiled with the gradient routine, so a training step is
+one run of straight-line backend calls; optimizer state are tensors of the graph, so
+``graph.memory()`` lists them.  :class:`Trainer` slices the datasets into batches.
 
-:class:`Trainer` feeds batches: each data leaf is declared with one batch's shape, and the
-trainer slices the dataset arrays along their first axis before each step.
-
-A step is atomic from the trainer's point of view: the gradients are computed first (the
-parameters untouched), the loss is checked (a NaN or an infinity stops training before it
-reaches the parameters, see ``on_nonfinite``), and the update runs with Ctrl-C held back, the
-step count advancing as the update's last act; a ``KeyboardInterrupt`` arrives once the step
-is complete.  A step refused or interrupted before its update puts back the buffers its
-forward pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer
-state and ``step_count`` therefore always agree, and a checkpoint saved after an interrupt
-resumes without repeating or skipping a step.
+A step is atomic: the gradients are computed first (the parameters untouched), the loss is
+checked (a NaN or an infinity stops training before it reaches the parameters, see
+``on_nonfinite``), and the update runs with Ctrl-C held back, the step count advancing as its
+last act.  A step refused or interrupted before its update puts back the buffers its forward
+pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer state and
+``step_count`` therefore always agree, and a checkpoint saved after an interrupt resumes
+without repeating or skipping a step.
 """
 
 from __future__ import annotations
@@ -35,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from tensig.core.errors import ShapeError, TensigError
+from tensig.core.shapes import Shape
 from tensig.execution.ir import Code
 from tensig.execution.ir import prim as _e
 from tensig.model.compile import Routine, compile_code
 from tensig.model.distributed import Replicas, buckets
 from tensig.model.fusion import Run
 from tensig.model.staging import Staged
-from tensig.model.tensor import _GRAPH, Model, Tensor, _is_integer, leaf
+from tensig.model.tensor import Model, Tensor, _is_integer, _valued
 
 # The signal module's C functions: its Python wrappers convert every handler to and from an
 # enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
@@ -61,11 +57,7 @@ def _state(p: Tensor, what: str) -> Tensor:
 
 def _scalar(like: Tensor, name: str, value: float) -> Tensor:
     """A one-number leaf in ``like``'s graph (a per-step hyperparameter)."""
-    token = _GRAPH.set(like.graph)
-    try:
-        return leaf(name, np.array([value], np.float32))
-    finally:
-        _GRAPH.reset(token)
+    return _valued("leaf", name, Shape(output=(1,)), np.array([value], np.float32), like.graph)
 
 
 class Optimizer:
