@@ -55,9 +55,7 @@ _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "sci
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
-# --------------------------------------------------------------------------------------------
-# Patching JAX's namespaces while verify runs
-# --------------------------------------------------------------------------------------------
+# -- Patching JAX's namespaces while verify runs -----------------------------------------------
 
 
 def _wrap(ns: str, name: str, original: Any) -> Any:
@@ -151,9 +149,7 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
 _COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
 
 
-# --------------------------------------------------------------------------------------------
-# Resolving one symbolic call
-# --------------------------------------------------------------------------------------------
+# -- Resolving one symbolic call ---------------------------------------------------------------
 
 
 def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
@@ -202,9 +198,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False)
 
 
-# --------------------------------------------------------------------------------------------
-# Hand models: jax.nn, lax's strict binary operations, jax.random, .at[]
-# --------------------------------------------------------------------------------------------
+# -- Hand models: jax.nn, lax's strict binary operations, jax.random, .at[] --------------------
 
 
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -274,9 +268,7 @@ TABLE: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Function transformations and control flow
-# --------------------------------------------------------------------------------------------
+# -- Function transformations and control flow -------------------------------------------------
 
 
 def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
@@ -436,9 +428,7 @@ CONTROL: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# The fallback: JAX's own symbolic shapes
-# --------------------------------------------------------------------------------------------
+# -- The fallback: JAX's own symbolic shapes ---------------------------------------------------
 
 
 #: JAX's errors that are shape findings; "inconclusive" (``'V' < '5'`` undecided) is not one:

@@ -39,9 +39,7 @@ from tensig.core.errors import InconclusiveError
 __all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "library_targets"]
 
 
-# --------------------------------------------------------------------------------------------
-# Hand models
-# --------------------------------------------------------------------------------------------
+# -- Hand models -------------------------------------------------------------------------------
 
 
 def _at_least(x: Any, rank: int) -> S.SymArray:
@@ -296,9 +294,7 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# The general mechanism: fit result sizes from witness evaluations
-# --------------------------------------------------------------------------------------------
+# -- The general mechanism: fit result sizes from witness evaluations --------------------------
 
 
 def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
@@ -509,9 +505,7 @@ def _where(cond: Any, *args: Any, **kw: Any) -> Any:
     return sym_functions.where(cond, *args, **kw)
 
 
-# --------------------------------------------------------------------------------------------
-# SciPy: its functions convert their operands with np.asarray, so they are patched by name
-# --------------------------------------------------------------------------------------------
+# -- SciPy: its functions convert their operands with np.asarray, so they are patched by name --
 
 
 def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,

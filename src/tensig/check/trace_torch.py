@@ -102,9 +102,7 @@ def attribute(a: S.SymArray, name: str) -> Any:
     return lambda *args, **kw: fallback(member, (a, *args), kw)
 
 
-# --------------------------------------------------------------------------------------------
-# Concrete buffers indexed by symbolic sizes
-# --------------------------------------------------------------------------------------------
+# -- Concrete buffers indexed by symbolic sizes ------------------------------------------------
 
 
 def _symbolic_key(key: Any) -> bool:
@@ -153,9 +151,7 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
           "new_full", "unflatten", "tile", "split", "roll", "select")
 
 
-# --------------------------------------------------------------------------------------------
-# The general mechanism: torch's shape functions on meta tensors, fitted in the symbols
-# --------------------------------------------------------------------------------------------
+# -- The general mechanism: torch's shape functions on meta tensors, fitted in the symbols -----
 
 _CACHE: dict[Any, Any] = {}
 _CACHE_SIZE = 4096
@@ -353,9 +349,7 @@ def _shape_error(name: str, e: BaseException) -> BaseException:
     return trace_numpy.shape_error(name, e, _SHAPE_ERRORS, _SHAPE_WORDS)
 
 
-# --------------------------------------------------------------------------------------------
-# Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms
-# --------------------------------------------------------------------------------------------
+# -- Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms --
 
 
 _UNARY = """abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
@@ -588,9 +582,7 @@ HAND: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Which framework the verified code uses
-# --------------------------------------------------------------------------------------------
+# -- Which framework the verified code uses ----------------------------------------------------
 
 
 def looks_like_torch(fn: Any) -> bool:
