@@ -22,7 +22,7 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
 import torch
@@ -197,16 +197,11 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return trace_numpy.build(template)
 
 
-_warm = False
-
-
+@cache  # once it has succeeded
 def _warm_meta() -> None:
     """torch's first meta-tensor op imports its meta kernels and ``torch._dynamo`` (seconds):
     run once with verify's time limit paused, since an import cut short by the limit leaves
     torch half-imported and every later op failing ('Duplicate dispatch rule')."""
-    global _warm
-    if _warm:
-        return
     import signal
     import threading
 
@@ -215,7 +210,6 @@ def _warm_meta() -> None:
     left, every = signal.setitimer(signal.ITIMER_REAL, 0) if pause else (0.0, 0.0)
     try:
         torch.empty(1, device="meta") + 1
-        _warm = True
     finally:
         if left:
             signal.setitimer(signal.ITIMER_REAL, left, every)
