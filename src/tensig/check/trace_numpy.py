@@ -1,14 +1,10 @@
 """NumPy's long tail for :mod:`tensig.check.tracer`: hand models and a fitted general mechanism.
 
-Two layers.  A few functions are modelled by hand, for the checks and sizes fitting cannot
-give: the stacking family (``hstack``: a concatenation finding), sizes shared by several
-results (``nonzero``, ``unique``, ``svd``'s ``min(m, n)``), the ``linalg`` solvers and
-decompositions (a square matrix where one is needed, a right-hand side that matches), and the
-creation functions (``tri``).  Every other function NumPy dispatches through
-``__array_function__`` is *fitted*: it runs on small zero arrays at a few witness size
-assignments, and each result size is fitted in the symbols from those runs
-(:mod:`tensig.check.size_fit`, shared with torch and JAX).  A size that changes with the data
-becomes a fresh size with an assumption, never a wrong answer.
+The README's ``tensig.verify`` section says what is modelled.  By hand: what fitting cannot
+give (a concatenation finding, sizes shared by several results such as ``svd``'s ``min(m,
+n)``, square matrices and right-hand sides that match).  Every other ``__array_function__``
+function is fitted (:func:`fitted`, with :mod:`tensig.check.size_fit`, shared with torch and
+JAX); a size that changes with the data is a fresh size, never a wrong answer.
 
 >>> import numpy as np
 >>> from tensig.check.verify import verify

@@ -1,19 +1,12 @@
 """torch's side of symbolic arrays: tensor attributes, concrete buffers, and every other op.
 
-Three things live here, all imported lazily by :mod:`tensig.check.tracer` once torch is in use:
-
-- **Tensor attributes.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device`` a real
-  ``torch.device`` (``cpu``: module parameters live there), ``x.requires_grad``, ``x.type()``...
-  so library code that inspects a tensor before computing (``nn.MultiheadAttention``'s
-  fast-path checks) runs unchanged; a method :class:`SymArray` lacks is the function of its name.
-- **Concrete buffers met by symbolic sizes.**  ``causal[:T, :T]`` on a registered 32x32 mask
-  is ``[T, T]`` under the recorded assumption ``T <= 32`` (a warning), not a 6x6 witness
-  array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
-  symbolic size or array to the symbolic indexer.
-- **Every other op** (:func:`fallback`): run on torch's meta tensors (shapes, no data) and
-  fitted as NumPy's long tail is (:mod:`~tensig.check.trace_numpy`); an op torch rejects at
-  every size is an ``op-shape`` finding with torch's message.  Fits are cached per op and
-  argument shapes, so a module verified twice pays once.
+Loaded by :mod:`tensig.check.verify` once torch is in use; what torch code gets is in the
+README's ``tensig.verify`` section.  Attributes are real torch objects (``x.device`` is ``cpu``,
+where module parameters live), so library code that inspects a tensor before computing
+(``nn.MultiheadAttention``'s fast-path checks) runs unchanged.  While a function is verified,
+``torch.Tensor.__getitem__`` hands a key holding a symbolic size or array to the symbolic
+indexer (:func:`buffers_symbolic`).  Every other op runs on meta tensors and is fitted
+(:func:`fallback`), cached per op and argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
