@@ -41,8 +41,8 @@ from tensig.check.tracer import (
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
-__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "stack",
-           "where"]
+__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "nonzero",
+           "stack", "where"]
 
 
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
@@ -111,9 +111,17 @@ def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
-def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
-    if a is None:
-        raise Unsupported("where(cond) with one argument (data-dependent indices)")
+def nonzero(a: Any) -> tuple[SymArray, ...]:
+    """One index array per axis, all of one data-dependent length."""
+    n = tracer().new_dim("nnz")
+    return tuple(SymArray((n,), "i") for _ in range(_sym(a).ndim))
+
+
+def where(cond: Any, *args: Any) -> Any:
+    """``where(cond, a, b)``; ``where(cond)`` alone is :func:`nonzero`."""
+    if not args:
+        return nonzero(cond)
+    a, b = args
     out = elementwise([cond, a, b], None, "where")
     kinds = {_sym(a).kind, _sym(b).kind}
     return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
@@ -257,6 +265,7 @@ NUMPY.update({
     "squeeze": squeeze,
     "dot": matmul,
     "einsum": einsum,
+    "nonzero": nonzero,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
     **dict.fromkeys(("clip", "round", "copy"), unary()),
     "isclose": lambda a, b, **k: elementwise([a, b], "b"),

@@ -66,12 +66,6 @@ def _column_stack(tup: Any) -> S.SymArray:
                                       for x in tup], 1)
 
 
-def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
-    x = S._sym(a)
-    n = tracer().new_dim("nnz")
-    return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
-
-
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
             return_counts: bool = False, axis: Any = None, **kw: Any) -> Any:
     """``np.unique`` (and torch's): a fresh count of distinct values, or of distinct slices
@@ -244,7 +238,6 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "nonzero": _nonzero,
     "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
@@ -495,12 +488,6 @@ def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any
     return impl
 
 
-def _where(cond: Any, *args: Any, **kw: Any) -> Any:
-    if not args:  # where(cond): the indices of the true elements, a data-dependent size
-        return _nonzero(cond)
-    return sym_functions.where(cond, *args, **kw)
-
-
 # -- SciPy: its functions convert their operands with np.asarray, so they are patched by name --
 
 
@@ -634,7 +621,6 @@ def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
     return found
 
 
-NUMPY_EXTRA["where"] = _where
 for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack"):
     NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
 S.NUMPY.update(NUMPY_EXTRA)

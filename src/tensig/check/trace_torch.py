@@ -433,7 +433,7 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
     a = S._sym(x)
-    return trace_numpy._nonzero(a) if as_tuple else S.SymArray(
+    return sym_functions.nonzero(a) if as_tuple else S.SymArray(
         (tracer().new_dim("nnz"), sym_sizes.as_dim(a.ndim)), "i")
 
 
@@ -587,5 +587,4 @@ def looks_like_torch(fn: Any) -> bool:
 
 
 S.CREATION_TORCH.update(tril_indices=_triangle(True), triu_indices=_triangle(False))
-S.TORCH["where"] = trace_numpy._where  # where(cond): the indices of the true elements
 tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of)
