@@ -49,16 +49,16 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
     arrays = [_sym(o) for o in operands]
     spec = subscripts.replace(" ", "")
     ins, arrow, out = spec.partition("->")
-    subs = ins.split(",")
+    subs, whole = ins.split(","), ""
     if "..." in spec:  # each operand's ``...`` axes, right-aligned: one letter per position
         subs = [s.replace("...", _ellipsis(a.ndim - len(s) + 3)) if "..." in s else s
                 for s, a in zip(subs, arrays, strict=True)]
         whole = _ellipsis(max(a.ndim - len(s) + 3 for s, a in zip(ins.split(","), arrays,
                                                                   strict=True) if "..." in s))
-        singles = sorted(c for c in set("".join(subs)) - set(whole)
-                         if "".join(subs).count(c) == 1)
-        out = out.replace("...", whole) if arrow else whole + "".join(singles)
-        arrow = "->"
+        out = out.replace("...", whole)
+    joined = "".join(subs)
+    if not arrow:  # NumPy's implicit output: the ``...`` axes, then the indices used once
+        out = whole + "".join(sorted(c for c in set(joined) - set(whole) if joined.count(c) == 1))
     sizes: dict[str, Dim] = {}
     for sub, a in zip(subs, arrays, strict=True):
         if len(sub) != a.ndim:
@@ -74,10 +74,8 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                                                    f"operand and {d} in another")
             else:
                 sizes.setdefault(c, d)
-    if not arrow:
-        out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
     for c in out:
-        if c not in "".join(subs):  # NumPy's ValueError; an operand of the wrong rank is told
+        if c not in joined:  # NumPy's ValueError; an operand of the wrong rank is told
             tracer().report("contraction", f"einsum output index {c!r} is in no operand "
                                            f"({subscripts!r})")
     return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
