@@ -562,17 +562,15 @@ class _Concatenator:
     """``np.r_[a, b]`` (joined on the first axis) and ``np.c_[X, ones]`` (vectors as columns)
     of symbolic arrays; slices and string directives go to NumPy's own."""
 
-    def __init__(self, original: Any, columns: bool):
-        self.original, self.columns = original, columns
+    def __init__(self, original: Any, join: Callable[[Any], S.SymArray]):
+        self.original, self.join = original, join
 
     def __getitem__(self, key: Any) -> Any:
         items = key if isinstance(key, tuple) else (key,)
         if tracing._TRACER.get() is None or not sym_functions.has_sym(items) or \
                 any(isinstance(x, slice | str) for x in items):
             return self.original[key]
-        if self.columns:
-            return _column_stack(items)
-        return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
+        return self.join(items)
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
@@ -581,8 +579,8 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     namespace = getattr(fn, "__globals__", None)
-    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
-                                       (np, "c_", _Concatenator(np.c_, True)),
+    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, _stacked(1, 0))),
+                                       (np, "c_", _Concatenator(np.c_, _column_stack)),
                                        *trace_random.samplers(fn)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
