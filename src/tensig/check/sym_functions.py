@@ -279,8 +279,7 @@ NUMPY.update({
 TORCH.update(_SHARED)
 TORCH.update({
     **dict.fromkeys(("bmm", "mm"), matmul),
-    "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
-                                          isinstance(ops[0], list | tuple) else ops)),
+    "einsum": lambda eq, *ops: einsum(eq, *_varargs(ops)),  # operands, or one list of them
     "cat": concatenate,
     "linear": linear,
     **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
