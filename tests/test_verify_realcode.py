@@ -372,14 +372,14 @@ def test_counts_and_weights_must_fit_their_input():
         assert verify(fn).ok, f"{fn.__name__}: {verify(fn)}"
 
 
-def test_pausing_the_time_limit_keeps_a_repeating_timer(monkeypatch):
+def test_pausing_the_time_limit_keeps_a_repeating_timer():
     """torch's first meta op runs with the interval timer paused: someone else's timer comes
     back whole, its interval too."""
     import signal
 
     from tensig.check import trace_torch
 
-    monkeypatch.setattr(trace_torch, "_warm", False)
+    trace_torch._warm_meta.cache_clear()  # as before torch's first meta op
     previous = signal.signal(signal.SIGALRM, lambda *a: None)
     try:
         signal.setitimer(signal.ITIMER_REAL, 100, 50)

@@ -41,24 +41,24 @@ from tensig.check.tracer import (
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
-__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "stack",
-           "where"]
+__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "nonzero",
+           "stack", "where"]
 
 
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
     arrays = [_sym(o) for o in operands]
     spec = subscripts.replace(" ", "")
     ins, arrow, out = spec.partition("->")
-    subs = ins.split(",")
+    subs, whole = ins.split(","), ""
     if "..." in spec:  # each operand's ``...`` axes, right-aligned: one letter per position
         subs = [s.replace("...", _ellipsis(a.ndim - len(s) + 3)) if "..." in s else s
                 for s, a in zip(subs, arrays, strict=True)]
         whole = _ellipsis(max(a.ndim - len(s) + 3 for s, a in zip(ins.split(","), arrays,
                                                                   strict=True) if "..." in s))
-        singles = sorted(c for c in set("".join(subs)) - set(whole)
-                         if "".join(subs).count(c) == 1)
-        out = out.replace("...", whole) if arrow else whole + "".join(singles)
-        arrow = "->"
+        out = out.replace("...", whole)
+    joined = "".join(subs)
+    if not arrow:  # NumPy's implicit output: the ``...`` axes, then the indices used once
+        out = whole + "".join(sorted(c for c in set(joined) - set(whole) if joined.count(c) == 1))
     sizes: dict[str, Dim] = {}
     for sub, a in zip(subs, arrays, strict=True):
         if len(sub) != a.ndim:
@@ -74,10 +74,8 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                                                    f"operand and {d} in another")
             else:
                 sizes.setdefault(c, d)
-    if not arrow:
-        out = "".join(sorted(c for c in sizes if "".join(subs).count(c) == 1))
     for c in out:
-        if c not in "".join(subs):  # NumPy's ValueError; an operand of the wrong rank is told
+        if c not in joined:  # NumPy's ValueError; an operand of the wrong rank is told
             tracer().report("contraction", f"einsum output index {c!r} is in no operand "
                                            f"({subscripts!r})")
     return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
@@ -111,9 +109,17 @@ def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
-def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:
-    if a is None:
-        raise Unsupported("where(cond) with one argument (data-dependent indices)")
+def nonzero(a: Any) -> tuple[SymArray, ...]:
+    """One index array per axis, all of one data-dependent length."""
+    n = tracer().new_dim("nnz")
+    return tuple(SymArray((n,), "i") for _ in range(_sym(a).ndim))
+
+
+def where(cond: Any, *args: Any) -> Any:
+    """``where(cond, a, b)``; ``where(cond)`` alone is :func:`nonzero`."""
+    if not args:
+        return nonzero(cond)
+    a, b = args
     out = elementwise([cond, a, b], None, "where")
     kinds = {_sym(a).kind, _sym(b).kind}
     return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
@@ -257,6 +263,7 @@ NUMPY.update({
     "squeeze": squeeze,
     "dot": matmul,
     "einsum": einsum,
+    "nonzero": nonzero,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
     **dict.fromkeys(("clip", "round", "copy"), unary()),
     "isclose": lambda a, b, **k: elementwise([a, b], "b"),
@@ -272,8 +279,7 @@ NUMPY.update({
 TORCH.update(_SHARED)
 TORCH.update({
     **dict.fromkeys(("bmm", "mm"), matmul),
-    "einsum": lambda eq, *ops: einsum(eq, *(ops[0] if len(ops) == 1 and
-                                          isinstance(ops[0], list | tuple) else ops)),
+    "einsum": lambda eq, *ops: einsum(eq, *_varargs(ops)),  # operands, or one list of them
     "cat": concatenate,
     "linear": linear,
     **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),

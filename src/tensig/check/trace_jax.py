@@ -1,22 +1,14 @@
 """JAX for :mod:`tensig.check.tracer`: JAX code runs on the same symbolic arrays as NumPy code.
 
-While :func:`tensig.verify` runs, the public callables of ``jax.numpy``, ``jax.nn``,
-``jax.lax`` and ``jax.random`` (and ``jax.vmap``, ``jax.jit``, ``jax.grad``) are wrapped: a
-call that receives a symbolic array or size is traced symbolically, any other call runs JAX
-unchanged.  So the framework is chosen by the values that reach a function, not by the names
-the verified function mentions (a wrapper around JAX code works), and JAX code gets every
-finding NumPy code gets (outer products, reshapes, assumptions; ``math.sqrt`` of a size is a
-witness number).
-
-A symbolic call is resolved in order: a hand model here (control flow, ``vmap``, ``.at[]``,
-``jax.nn``); NumPy's twin of the same name (``jnp.tanh`` is ``np.tanh``: same shapes);
-otherwise the function is *fitted*: ``jax.eval_shape`` runs it at witness sizes (JAX needs no
-data for shapes) and :func:`tensig.check.size_fit.fit_sizes` solves each result size.
-
-Code JAX has already compiled (a function jitted at import, called from the verified one)
-cannot see symbolic arrays: :func:`jax_shapes_fallback` then re-runs the function under
-``jax.eval_shape`` with JAX's own symbolic dimensions, which checks broadcasts, contractions and
-the result but finds no outer product.
+While verify runs, JAX's public callables are wrapped (:func:`patched`; which ones, and what JAX
+code gets, is in the README's ``tensig.verify`` section): a call that receives a symbolic value
+is traced, any other runs JAX unchanged.  A symbolic call is resolved in order: a hand model
+here (control flow, ``vmap``, ``.at[]``, ``jax.nn``); NumPy's twin of the same name
+(``jnp.tanh`` is ``np.tanh``: same shapes); otherwise the function is *fitted*:
+``jax.eval_shape`` runs it at witness sizes (JAX needs no data for shapes) and
+:func:`tensig.check.size_fit.fit_sizes` solves each result size.  Code JAX compiled before
+verification cannot see symbolic arrays: :func:`jax_shapes_fallback` re-runs it under JAX's
+own symbolic dimensions, which check broadcasts and contractions but find no outer product.
 
 >>> import jax.numpy as jnp
 >>> from tensig.check.verify import verify
@@ -55,9 +47,7 @@ _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "sci
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
-# --------------------------------------------------------------------------------------------
-# Patching JAX's namespaces while verify runs
-# --------------------------------------------------------------------------------------------
+# -- Patching JAX's namespaces while verify runs -----------------------------------------------
 
 
 def _wrap(ns: str, name: str, original: Any) -> Any:
@@ -151,9 +141,7 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
 _COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
 
 
-# --------------------------------------------------------------------------------------------
-# Resolving one symbolic call
-# --------------------------------------------------------------------------------------------
+# -- Resolving one symbolic call ---------------------------------------------------------------
 
 
 def _symbolic(ns: str, name: str, original: Any, args: Any, kw: Any) -> Any:
@@ -202,9 +190,7 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False)
 
 
-# --------------------------------------------------------------------------------------------
-# Hand models: jax.nn, lax's strict binary operations, jax.random, .at[]
-# --------------------------------------------------------------------------------------------
+# -- Hand models: jax.nn, lax's strict binary operations, jax.random, .at[] --------------------
 
 
 def _lax_binary(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -274,9 +260,7 @@ TABLE: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Function transformations and control flow
-# --------------------------------------------------------------------------------------------
+# -- Function transformations and control flow -------------------------------------------------
 
 
 def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
@@ -436,9 +420,7 @@ CONTROL: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# The fallback: JAX's own symbolic shapes
-# --------------------------------------------------------------------------------------------
+# -- The fallback: JAX's own symbolic shapes ---------------------------------------------------
 
 
 #: JAX's errors that are shape findings; "inconclusive" (``'V' < '5'`` undecided) is not one:

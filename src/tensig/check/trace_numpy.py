@@ -1,14 +1,10 @@
 """NumPy's long tail for :mod:`tensig.check.tracer`: hand models and a fitted general mechanism.
 
-Two layers.  A few functions are modelled by hand, for the checks and sizes fitting cannot
-give: the stacking family (``hstack``: a concatenation finding), sizes shared by several
-results (``nonzero``, ``unique``, ``svd``'s ``min(m, n)``), the ``linalg`` solvers and
-decompositions (a square matrix where one is needed, a right-hand side that matches), and the
-creation functions (``tri``).  Every other function NumPy dispatches through
-``__array_function__`` is *fitted*: it runs on small zero arrays at a few witness size
-assignments, and each result size is fitted in the symbols from those runs
-(:mod:`tensig.check.size_fit`, shared with torch and JAX).  A size that changes with the data
-becomes a fresh size with an assumption, never a wrong answer.
+The README's ``tensig.verify`` section says what is modelled.  By hand: what fitting cannot
+give (a concatenation finding, sizes shared by several results such as ``svd``'s ``min(m,
+n)``, square matrices and right-hand sides that match).  Every other ``__array_function__``
+function is fitted (:func:`fitted`, with :mod:`tensig.check.size_fit`, shared with torch and
+JAX); a size that changes with the data is a fresh size, never a wrong answer.
 
 >>> import numpy as np
 >>> from tensig.check.verify import verify
@@ -39,9 +35,7 @@ from tensig.core.errors import InconclusiveError
 __all__ = ["SCIPY", "asarray", "fitted", "fitted_numpy", "library_targets"]
 
 
-# --------------------------------------------------------------------------------------------
-# Hand models
-# --------------------------------------------------------------------------------------------
+# -- Hand models -------------------------------------------------------------------------------
 
 
 def _at_least(x: Any, rank: int) -> S.SymArray:
@@ -70,12 +64,6 @@ def _stacked(rank: int, axis: int) -> Callable[..., S.SymArray]:
 def _column_stack(tup: Any) -> S.SymArray:
     return sym_functions.concatenate([S.expand_dims(x, 1) if S._sym(x).ndim == 1 else x
                                       for x in tup], 1)
-
-
-def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
-    x = S._sym(a)
-    n = tracer().new_dim("nnz")
-    return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
 
 
 def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
@@ -250,7 +238,6 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "nonzero": _nonzero,
     "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
@@ -296,9 +283,7 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# The general mechanism: fit result sizes from witness evaluations
-# --------------------------------------------------------------------------------------------
+# -- The general mechanism: fit result sizes from witness evaluations --------------------------
 
 
 def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
@@ -503,15 +488,7 @@ def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any
     return impl
 
 
-def _where(cond: Any, *args: Any, **kw: Any) -> Any:
-    if not args:  # where(cond): the indices of the true elements, a data-dependent size
-        return _nonzero(cond)
-    return sym_functions.where(cond, *args, **kw)
-
-
-# --------------------------------------------------------------------------------------------
-# SciPy: its functions convert their operands with np.asarray, so they are patched by name
-# --------------------------------------------------------------------------------------------
+# -- SciPy: its functions convert their operands with np.asarray, so they are patched by name --
 
 
 def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
@@ -585,17 +562,15 @@ class _Concatenator:
     """``np.r_[a, b]`` (joined on the first axis) and ``np.c_[X, ones]`` (vectors as columns)
     of symbolic arrays; slices and string directives go to NumPy's own."""
 
-    def __init__(self, original: Any, columns: bool):
-        self.original, self.columns = original, columns
+    def __init__(self, original: Any, join: Callable[[Any], S.SymArray]):
+        self.original, self.join = original, join
 
     def __getitem__(self, key: Any) -> Any:
         items = key if isinstance(key, tuple) else (key,)
         if tracing._TRACER.get() is None or not sym_functions.has_sym(items) or \
                 any(isinstance(x, slice | str) for x in items):
             return self.original[key]
-        if self.columns:
-            return _column_stack(items)
-        return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
+        return self.join(items)
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
@@ -604,8 +579,8 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
     globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
     namespace = getattr(fn, "__globals__", None)
-    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
-                                       (np, "c_", _Concatenator(np.c_, True)),
+    out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, _stacked(1, 0))),
+                                       (np, "c_", _Concatenator(np.c_, _column_stack)),
                                        *trace_random.samplers(fn)]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
@@ -644,7 +619,6 @@ def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
     return found
 
 
-NUMPY_EXTRA["where"] = _where
 for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack"):
     NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
 S.NUMPY.update(NUMPY_EXTRA)

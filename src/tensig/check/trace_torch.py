@@ -1,19 +1,12 @@
 """torch's side of symbolic arrays: tensor attributes, concrete buffers, and every other op.
 
-Three things live here, all imported lazily by :mod:`tensig.check.tracer` once torch is in use:
-
-- **Tensor attributes.**  ``x.dtype`` is a real ``torch.dtype``, ``x.device`` a real
-  ``torch.device`` (``cpu``: module parameters live there), ``x.requires_grad``, ``x.type()``...
-  so library code that inspects a tensor before computing (``nn.MultiheadAttention``'s
-  fast-path checks) runs unchanged; a method :class:`SymArray` lacks is the function of its name.
-- **Concrete buffers met by symbolic sizes.**  ``causal[:T, :T]`` on a registered 32x32 mask
-  is ``[T, T]`` under the recorded assumption ``T <= 32`` (a warning), not a 6x6 witness
-  array: while a function is verified, ``torch.Tensor.__getitem__`` hands keys that hold a
-  symbolic size or array to the symbolic indexer.
-- **Every other op** (:func:`fallback`): run on torch's meta tensors (shapes, no data) and
-  fitted as NumPy's long tail is (:mod:`~tensig.check.trace_numpy`); an op torch rejects at
-  every size is an ``op-shape`` finding with torch's message.  Fits are cached per op and
-  argument shapes, so a module verified twice pays once.
+Loaded by :mod:`tensig.check.verify` once torch is in use; what torch code gets is in the
+README's ``tensig.verify`` section.  Attributes are real torch objects (``x.device`` is ``cpu``,
+where module parameters live), so library code that inspects a tensor before computing
+(``nn.MultiheadAttention``'s fast-path checks) runs unchanged.  While a function is verified,
+``torch.Tensor.__getitem__`` hands a key holding a symbolic size or array to the symbolic
+indexer (:func:`buffers_symbolic`).  Every other op runs on meta tensors and is fitted
+(:func:`fallback`), cached per op and argument shapes, so a module verified twice pays once.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
 import torch
@@ -102,9 +95,7 @@ def attribute(a: S.SymArray, name: str) -> Any:
     return lambda *args, **kw: fallback(member, (a, *args), kw)
 
 
-# --------------------------------------------------------------------------------------------
-# Concrete buffers indexed by symbolic sizes
-# --------------------------------------------------------------------------------------------
+# -- Concrete buffers indexed by symbolic sizes ------------------------------------------------
 
 
 def _symbolic_key(key: Any) -> bool:
@@ -153,9 +144,7 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
           "new_full", "unflatten", "tile", "split", "roll", "select")
 
 
-# --------------------------------------------------------------------------------------------
-# The general mechanism: torch's shape functions on meta tensors, fitted in the symbols
-# --------------------------------------------------------------------------------------------
+# -- The general mechanism: torch's shape functions on meta tensors, fitted in the symbols -----
 
 _CACHE: dict[Any, Any] = {}
 _CACHE_SIZE = 4096
@@ -201,16 +190,11 @@ def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return trace_numpy.build(template)
 
 
-_warm = False
-
-
+@cache  # once it has succeeded
 def _warm_meta() -> None:
     """torch's first meta-tensor op imports its meta kernels and ``torch._dynamo`` (seconds):
     run once with verify's time limit paused, since an import cut short by the limit leaves
     torch half-imported and every later op failing ('Duplicate dispatch rule')."""
-    global _warm
-    if _warm:
-        return
     import signal
     import threading
 
@@ -219,7 +203,6 @@ def _warm_meta() -> None:
     left, every = signal.setitimer(signal.ITIMER_REAL, 0) if pause else (0.0, 0.0)
     try:
         torch.empty(1, device="meta") + 1
-        _warm = True
     finally:
         if left:
             signal.setitimer(signal.ITIMER_REAL, left, every)
@@ -353,9 +336,7 @@ def _shape_error(name: str, e: BaseException) -> BaseException:
     return trace_numpy.shape_error(name, e, _SHAPE_ERRORS, _SHAPE_WORDS)
 
 
-# --------------------------------------------------------------------------------------------
-# Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms
-# --------------------------------------------------------------------------------------------
+# -- Ops modelled by hand: cheaper than meta tensors, and with messages in the signature's terms --
 
 
 _UNARY = """abs absolute acos acosh angle asin asinh atan atanh bitwise_not ceil celu clamp
@@ -452,7 +433,7 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
     a = S._sym(x)
-    return trace_numpy._nonzero(a) if as_tuple else S.SymArray(
+    return sym_functions.nonzero(a) if as_tuple else S.SymArray(
         (tracer().new_dim("nnz"), sym_sizes.as_dim(a.ndim)), "i")
 
 
@@ -588,9 +569,7 @@ HAND: dict[str, Callable[..., Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Which framework the verified code uses
-# --------------------------------------------------------------------------------------------
+# -- Which framework the verified code uses ----------------------------------------------------
 
 
 def looks_like_torch(fn: Any) -> bool:
@@ -608,5 +587,4 @@ def looks_like_torch(fn: Any) -> bool:
 
 
 S.CREATION_TORCH.update(tril_indices=_triangle(True), triu_indices=_triangle(False))
-S.TORCH["where"] = trace_numpy._where  # where(cond): the indices of the true elements
 tracing.PLUGINS.update(torch_dispatch=dispatch, torch_attribute=attribute, torch_dtype=dtype_of)

@@ -75,9 +75,7 @@ def sym_len(x: Any) -> Any:
     return _LEN(x)
 
 
-# --------------------------------------------------------------------------------------------
-# Arrays
-# --------------------------------------------------------------------------------------------
+# -- Arrays ------------------------------------------------------------------------------------
 
 
 def reduction(kind: str | None = None) -> Callable[..., SymArray]:
@@ -145,11 +143,10 @@ class SymArray:
     __array_priority__ = 1000
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
-                 loose: frozenset[int] = frozenset(), name: str | None = None):
+                 loose: frozenset[int] = frozenset()):
         self.dims = tuple(as_dim(d) for d in dims)
         self.kind = kind
         self.loose = loose
-        self.name = name
         t = _TRACER.get()
         if t is not None:
             t.made(self)
@@ -228,10 +225,7 @@ class SymArray:
     __truediv__, __rtruediv__ = binary("f"), binary("f", reverse=True)
     __lt__ = __le__ = __gt__ = __ge__ = binary("b")
     __eq__ = __ne__ = binary("b")  # type: ignore[assignment]
-    __invert__ = __neg__ = __abs__ = _same
-
-    def __pos__(self) -> SymArray:
-        return self
+    __invert__ = __neg__ = __pos__ = __abs__ = _same
 
     __hash__ = object.__hash__
 
@@ -243,6 +237,8 @@ class SymArray:
 
     def __rmatmul__(self, o: Any) -> SymArray:
         return matmul(o, self)
+
+    dot = __matmul__  # NumPy's X.dot(w)
 
     # -- methods shared by numpy and torch ---------------------------------------------------
     def __getitem__(self, key: Any) -> SymArray:
@@ -293,9 +289,6 @@ class SymArray:
 
     def ravel(self, order: str = "C") -> SymArray:
         return self.flatten()
-
-    def dot(self, o: Any) -> SymArray:  # NumPy's X.dot(w)
-        return matmul(self, o)
 
     def expand(self, *sizes: Any) -> SymArray:
         target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
@@ -502,9 +495,7 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
     return SymArray(target, a.kind)
 
 
-# --------------------------------------------------------------------------------------------
-# Operations
-# --------------------------------------------------------------------------------------------
+# -- Operations --------------------------------------------------------------------------------
 
 
 def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) -> SymArray:
