@@ -434,6 +434,24 @@ def test_floor_division_warns_where_a_check_relies_on_it():
         assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
 
 
+def test_a_floor_of_a_shifted_size_is_an_assumption_not_an_error():
+    """``x[:, :T - 1].reshape(B, 2, (T - 1) // 2)`` is right at every odd ``T``: it was an
+    error, the division tried only at even ``T`` (multiples of 2, where ``T - 1`` is odd).
+    A reshape that fails at every ``T`` stays an error."""
+    def odd(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        return x[:, :T - 1].reshape(B, 2, (T - 1) // 2)
+
+    def wrong(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        return x[:, :T - 1].reshape(B, 3, (T - 1) // 2)
+
+    r = verify(odd)
+    assert [x.message for x in r] == ["requires T - 1 divisible by 2"], str(r)
+    assert ".reshape(" in linecache.getline(r.findings[0].file, r.findings[0].line)
+    assert not verify(wrong).ok and "reshape" in kinds(verify(wrong)), str(verify(wrong))
+
+
 def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
     """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
     division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -135,9 +136,20 @@ class Tracer:
         return math.lcm(1, *(k for _, k in self.divisors))
 
     def assumption_envs(self) -> list[dict[str, int]]:
-        """Two size assignments where every assumed division is exact."""
-        lcm = self.unit()
-        return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
+        """Two size assignments where every assumed division is exact: multiples of the
+        divisors, each divided symbol then shifted by the residue that makes ``(T - 1) // 2``
+        exact too (the first shift that fits all divisions, else none)."""
+        lcm, exact = self.unit(), [(p, k) for p, k in self.divisors if p.symbols <= {*self.witness}]
+        names = sorted({n for p, _ in exact for n in p.symbols})
+        envs = []
+        for bump in (0, 1):
+            base = {n: (w + bump) * lcm for n, w in self.witness.items()}
+            shifts = itertools.islice(itertools.product(range(lcm), repeat=len(names)), 4096)
+            shifted = ({**base, **{n: base[n] + r for n, r in zip(names, rs, strict=True)}}
+                       for rs in shifts)
+            envs.append(next((e for e in shifted if all(p.evaluate(e) % k == 0 for p, k in exact)),
+                             base))
+        return envs
 
     def where(self) -> Where:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
