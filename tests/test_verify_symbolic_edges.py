@@ -562,6 +562,29 @@ def test_a_float_fraction_of_a_size_is_never_a_witness_constant():
     assert r.result is None and "int() of a size times a float" in r.notes[0], str(r)
 
 
+def test_a_float_fraction_of_a_size_compared_is_an_assumption():
+    """``if N * 0.1 > 5`` (and ``N > 5.5``) were decided at the witness without a word:
+    "verified for all N" though only one branch ran.  Now each is an assumption, as a size's
+    own branch is; ``N > 5.5`` is ``N > 5``, a bound that can hold at every size."""
+    def big_batch(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "M, D"]:
+        if x.shape[0] * 0.1 > 5:
+            return x[:5]
+        return x
+
+    def half(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "M, D"]:
+        return x[:3] if x.shape[0] > 5.5 else x
+
+    def positive(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x if x.shape[0] > 0.5 else x[:0]
+
+    r = verify(big_batch)
+    assert kinds(r) == ["assumption"] and "> 5)" in r.findings[0].message, str(r)
+    assert "if x.shape[0] * 0.1" in linecache.getline(r.findings[0].file, r.findings[0].line)
+    r = verify(half)
+    assert r.findings[0].message.split(":")[0] in ("assumes N > 5", "assumes not (N > 5)"), str(r)
+    assert clean(verify(positive)), str(verify(positive))
+
+
 # -- a generator passed in -------------------------------------------------------------------
 
 

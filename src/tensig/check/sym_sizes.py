@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -86,6 +87,20 @@ class SymFloat(float):
 
     def __neg__(self) -> SymFloat:
         return SymFloat(-float(self))
+
+    def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> Any:
+        """``N * 0.1 > 5``: decided at the witness, so an assumption, as a size's branch is."""
+        if not isinstance(other, int | float | SymSize):
+            return NotImplemented
+        witness = fn(float(self), float(other))
+        _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a size "
+                "computed with a float (the left side, at the witness sizes) compared there only")
+        return witness
+
+    __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
+    __le__ = functools.partialmethod(_cmp, name="<=", fn=operator.le)
+    __gt__ = functools.partialmethod(_cmp, name=">", fn=operator.gt)
+    __ge__ = functools.partialmethod(_cmp, name=">=", fn=operator.ge)
 
     def _rounded(self, up: int) -> SymSize:
         if self.exact is None:
@@ -195,7 +210,9 @@ class SymSize:
 
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
-        if isinstance(other, float):
+        if isinstance(other, float) and math.isfinite(other):  # N > 5.5 is N > 5
+            other = (math.floor if name in (">", "<=") else math.ceil)(other)
+        elif isinstance(other, float):
             return fn(float(self), other)
         if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
             return NotImplemented
