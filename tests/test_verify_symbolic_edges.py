@@ -452,6 +452,20 @@ def test_a_floor_of_a_shifted_size_is_an_assumption_not_an_error():
     assert not verify(wrong).ok and "reshape" in kinds(verify(wrong)), str(verify(wrong))
 
 
+def test_a_floor_of_a_shifted_size_beside_another_floor_is_an_assumption():
+    """The reshape relies on ``(T - 1) // 2`` alone: a ``T // 2`` elsewhere (a slice, valid at
+    every ``T``) must not ask for sizes where both are exact (none: ``T`` even and odd), which
+    made the reshape an error again."""
+    def halves(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        first = x[:, :T // 2]
+        return first, x[:, :T - 1].reshape(B, 2, (T - 1) // 2)
+
+    r = verify(halves)
+    assert [x.message for x in r] == ["requires T - 1 divisible by 2"], str(r)
+    assert ".reshape(" in linecache.getline(r.findings[0].file, r.findings[0].line)
+
+
 def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
     """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
     division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all
