@@ -398,6 +398,35 @@ def test_jax_fallback_reports_other_errors_by_their_own_code():
     assert kinds(r) == ["op-shape"] and "(N, M)" in str(r), str(r)
 
 
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _row_einsum(x, w):
+    return jnp.einsum("d,fd->f", x, w)
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _pair(x, y):
+    return jnp.stack([x, y[0]])
+
+
+def test_jax_fallback_names_an_einsum_a_contraction_and_a_stack_a_concat():
+    """JAX words these without "dot_general" or "concatenate": an einsum's "Incompatible
+    reduction dimensions" was "op-shape", not the contraction it was before the codes split,
+    and a stack's "All input arrays must have the same shape" not the "concat" the symbolic
+    trace gives ``np.stack``."""
+    def proj_bug(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]
+                 ) -> Float[jax.Array, "B, F"]:
+        return _row_einsum(x, w)  # d against w's F
+
+    def pair_bug(x: Float[jax.Array, "B, D"], y: Float[jax.Array, "1, E"]
+                 ) -> Float[jax.Array, "B, 2, D"]:
+        return _pair(x, y)  # [D] beside [E]
+
+    r = verify(proj_bug)
+    assert kinds(r) == ["contraction"], str(r)
+    r = verify(pair_bug)
+    assert kinds(r) == ["concat"], str(r)
+
+
 # -- names imported from JAX's namespaces (from jax.nn import softmax) ---------------------------
 
 

@@ -445,9 +445,13 @@ CONTROL: dict[str, Callable[..., Any]] = {
 #: JAX's symbolic sizes cannot decide what the code assumes, so it is a note
 _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", "shape",
                     "dimension")
-#: the finding each of JAX's shape errors is, by a word of its message (first match)
+#: the finding each of JAX's shape errors is, by words of its message (first match); an
+#: einsum says "reduction dimensions", a stack "all input arrays"; "conv_general", not "conv":
+#: "Attempting to convert array of shape ..." is no convolution
 _JAX_KINDS = (("broadcast", "broadcast"), ("reshape", "reshape"), ("concatenat", "concat"),
-              ("dot_general", "contraction"), ("contract", "contraction"), ("conv", "contraction"))
+              ("all input arrays must have the same shape", "concat"),
+              ("dot_general", "contraction"), ("contract", "contraction"),
+              ("reduction dimension", "contraction"), ("conv_general", "contraction"))
 
 
 def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
