@@ -599,6 +599,17 @@ def test_a_float_fraction_of_a_size_compared_is_an_assumption():
     assert clean(verify(positive)), str(verify(positive))
 
 
+def test_a_size_compared_with_a_float_fraction_of_a_size_is_that_assumption():
+    """``N > D * 0.1`` took the float's floor, a fresh size: "assumes N > n1", a size the
+    user never wrote, decided at its own witness (3), not at ``D * 0.1``'s value."""
+    def few(x: Float[np.ndarray, "N, D"]):
+        return x[:1] if x.shape[0] > x.shape[1] * 0.1 else x
+
+    r = verify(few)
+    assert kinds(r) == ["assumption"] and "< N" in r.findings[0].message, str(r)
+    assert "n1" not in r.findings[0].message, str(r)
+
+
 # -- a generator passed in -------------------------------------------------------------------
 
 

@@ -93,8 +93,9 @@ class SymFloat(float):
         if not isinstance(other, int | float | SymSize):
             return NotImplemented
         witness = fn(float(self), float(other))
-        _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a size "
-                "computed with a float (the left side, at the witness sizes) compared there only")
+        _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a number "
+                "computed from sizes with a float (its value at the witness sizes), compared "
+                "there only")
         return witness
 
     __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
@@ -210,6 +211,8 @@ class SymSize:
 
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
+        if isinstance(other, SymFloat):  # N > D * 0.1: its reflection, at the witness
+            return NotImplemented
         if isinstance(other, float) and math.isfinite(other):  # N > 5.5 is N > 5
             other = (math.floor if name in (">", "<=") else math.ceil)(other)
         elif isinstance(other, float):
