@@ -466,6 +466,17 @@ def test_a_floor_of_a_shifted_size_beside_another_floor_is_an_assumption():
     assert ".reshape(" in linecache.getline(r.findings[0].file, r.findings[0].line)
 
 
+def test_a_declared_floor_is_no_division_to_shift_for():
+    """Only the code's divisions are assumptions (reported where a check relies on them):
+    ``2 * ((T - 1) // 2)`` declared for ``[T - 1]`` is wrong at every even ``T``, and sizes
+    shifted to odd ``T`` for it said verified without a word."""
+    def declared(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, 2*((T-1)//2)"]:
+        _ = x[:, :x.shape[1] // 2]  # a floor of the code's, valid at every T
+        return x[:, :x.shape[1] - 1]
+
+    assert kinds(verify(declared)) == ["return-shape"], str(verify(declared))
+
+
 def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
     """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
     division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all

@@ -93,11 +93,14 @@ class Tracer:
                                                    compare=False)  # see assumption_envs
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
-        """``a == b`` canonically, or at sizes where the divisions in ``a - b`` are exact.
+        """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
+        exact.
 
         Two assignments where they are exact (:meth:`assumption_envs`) stand in for the
         assumption (a heuristic).  Only ``a - b``'s own divisions: a ``T // 2`` elsewhere,
-        exact only at even ``T``, would leave no size for a ``(T - 1) // 2`` here."""
+        exact only at even ``T``, would leave no size for a ``(T - 1) // 2`` here.  Only the
+        code's (:meth:`rely` reports them): a division the signature declares is no assumption,
+        and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
@@ -105,7 +108,8 @@ class Tracer:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         try:
             equal = bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
-                                                for env in self.assumption_envs(a - b))
+                                                for env in self.assumption_envs(
+                                                    _divisions(a - b) & self._assumed()))
         except ValueError:
             return False
         if equal:
@@ -137,13 +141,18 @@ class Tracer:
         that keeps every division exact (or inexact) as it was."""
         return math.lcm(1, *(k for _, k in self.divisors))
 
-    def assumption_envs(self, within: Dim | None = None) -> list[dict[str, int]]:
-        """Two size assignments where every assumed division (or every one in ``within``) is
+    def _assumed(self) -> set[tuple[Dim, int]]:
+        """The divisions assumed exact, as they appear in a canonical size."""
+        return {d for p, k in self.divisors for d in _divisions(p // k)}
+
+    def assumption_envs(self, within: Iterable[tuple[Dim, int]] | None = None
+                        ) -> list[dict[str, int]]:
+        """Two size assignments where every assumed division (or every one ``within``) is
         exact: multiples of the divisors, each divided symbol then shifted by the residue that
         makes ``(T - 1) // 2`` exact too (the first of at most 4096 shifts that fits all, else
         none).  Cached: a broadcast of two different sizes asks at every operation, and a
         search that finds no shift costs tens of milliseconds."""
-        divisions = self.divisors if within is None else sorted(_divisions(within), key=str)
+        divisions = self.divisors if within is None else sorted(within, key=str)
         key = (tuple(divisions), tuple(self.witness.items()))
         if key not in self._envs:
             self._envs[key] = self._shifted(divisions)
