@@ -621,6 +621,27 @@ def test_a_size_compared_with_a_float_fraction_of_a_size_is_that_assumption():
     assert "n1" not in r.findings[0].message, str(r)
 
 
+def test_a_size_equal_to_a_float_is_decided_as_its_integer():
+    """``x.shape[0] == 3.0`` was False at every N (float's own comparison, by identity), so a
+    branch taken at N = 3 was never seen; and ``N / 2 == 3`` was decided at the witness
+    without a word.  The first is ``N == 3``, the second an assumption; ``N != 3.5`` holds at
+    every size."""
+    def three(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x[:3] if x.shape[0] == 3.0 else x
+
+    def half_three(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x[:3] if x.shape[0] / 2 == 3 else x
+
+    def never(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x if x.shape[0] != 3.5 else x[:1]
+
+    r = verify(three)
+    assert kinds(r) == ["assumption"] and "N == 3" in r.findings[0].message, str(r)
+    r = verify(half_three)
+    assert kinds(r) == ["assumption"] and "== 3" in r.findings[0].message, str(r)
+    assert clean(verify(never)), str(verify(never))
+
+
 # -- a generator passed in -------------------------------------------------------------------
 
 

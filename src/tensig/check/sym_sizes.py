@@ -108,6 +108,9 @@ class SymFloat(float):
     __le__ = functools.partialmethod(_cmp, name="<=", fn=operator.le)
     __gt__ = functools.partialmethod(_cmp, name=">", fn=operator.gt)
     __ge__ = functools.partialmethod(_cmp, name=">=", fn=operator.ge)
+    __eq__ = functools.partialmethod(_cmp, name="==", fn=operator.eq)
+    __ne__ = functools.partialmethod(_cmp, name="!=", fn=operator.ne)
+    __hash__ = float.__hash__
 
     def _rounded(self, up: int) -> SymSize:
         if self.exact is None:
@@ -236,6 +239,10 @@ class SymSize:
             return witness
 
     def __eq__(self, o: Any) -> bool:
+        if isinstance(o, float) and not isinstance(o, SymFloat):
+            if not o.is_integer():  # 3.5, inf, nan: no size equals it
+                return False
+            o = int(o)  # x.shape[0] == 3.0 is N == 3
         return NotImplemented if isinstance(o, float) else self._cmp(o, "==", _eq)
 
     __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
