@@ -114,6 +114,17 @@ def test_einsum_path_of_a_diagonal_result():
     assert "a,a,b->a" in report
 
 
+def test_more_than_52_axes_is_a_shape_error_naming_the_spec():
+    """53 distinct axes do not fit einsum's letters: a bare ``ValueError`` that named no
+    spec, from ``einsum1`` and ``einsum_path`` alike."""
+    axes = ", ".join(f"a{i}" for i in range(53))
+    for call in (lambda: ts.einsum1(f"{axes} => a0", np.ones((1,) * 53)),
+                 lambda: ts.einsum_path(f"{axes}; a0 => a0", (1,) * 53, (1,))):
+        with pytest.raises(ts.ShapeError, match="more than 52 distinct axes") as e:
+            call()
+        assert e.value.spec is not None and "a52" in e.value.spec and "a52" in str(e.value)
+
+
 @pytest.mark.parametrize("spec, shapes", [
     ("a; b => ", [(2,), (3,)]), ("a; b => a", [(2,), (3,)]), ("0; a, b => a", [(1,), (3, 3)]),
     ("0, 2; b, a => a", [(1, 4), (3, 3)]),

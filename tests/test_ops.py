@@ -114,6 +114,17 @@ def test_1d_padded_convolution(backend):
           np.correlate(x, k, "same"))
 
 
+def test_padded_convolution_of_an_empty_axis_is_empty(backend):
+    """A padded axis of size 0 has no windows: ``o = 0``, an empty result.  NumPy's and
+    torch's window views (and Dask's overlap, torch's conv) refused the padded axis, shorter
+    than the kernel, with their own errors."""
+    x, k = np.zeros((2, 0)), rand(3)
+    assert run(backend, ts.einsum1, "i, o+k => i, o", x, sizes={"k": 3},
+               use_padding=True).shape == (2, 0)
+    assert run(backend, ts.einsum, "i, o+k; k => i, o", x, k, use_padding=True).shape == (2, 0)
+    assert run(backend, ts.einsum, "i, 2*o=+k; k => i, o", x, k).shape == (2, 0)
+
+
 @pytest.mark.parametrize("stride, dilation, padded", [(1, 1, False), (2, 1, False),
                                                      (1, 2, False), (1, 1, True),
                                                      (2, 2, False)])

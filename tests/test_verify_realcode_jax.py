@@ -323,8 +323,8 @@ def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
 
     r = verify(grouped)  # refused at the witnesses only: D divisible by 4 is assumed
     assert clean(r), str(r)
-    r = verify(tile_bug)  # was clean
-    assert kinds(r) == ["contraction"] and "(B, D)" in str(r) and "(B, 3, D)" in str(r), str(r)
+    r = verify(tile_bug)  # was clean, then a "contraction"
+    assert kinds(r) == ["reshape"] and "(B, D)" in str(r) and "(B, 3, D)" in str(r), str(r)
 
 
 # -- jax.scipy.linalg ---------------------------------------------------------------------------
@@ -370,6 +370,61 @@ def test_jax_fallback_reports_a_contraction_as_one():
     assert clean(verify(proj)), str(verify(proj))
     r = verify(proj_bug)
     assert kinds(r) == ["contraction"] and "(D,) and (F,)" in str(r), str(r)
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _with_bias(x, b):
+    return jnp.concatenate([x[None], b])
+
+
+@jax.vmap
+def _inverses(x):
+    return jnp.linalg.inv(x)
+
+
+def test_jax_fallback_reports_other_errors_by_their_own_code():
+    """JAX's errors that are neither broadcasts nor contractions were all "contraction"
+    (TS102): a concatenation is "concat", any other shape JAX refuses is "op-shape"."""
+    def biased(x: Float[jax.Array, "B, D"], b: Float[jax.Array, "1, E"]
+               ) -> Float[jax.Array, "B, 2, D"]:
+        return _with_bias(x, b)  # [1, D] beside [1, E]
+
+    def inverses(x: Float[jax.Array, "B, N, M"]) -> Float[jax.Array, "B, N, M"]:
+        return _inverses(x)  # [N, M] is not square
+
+    r = verify(biased)
+    assert kinds(r) == ["concat"] and "(B, 1, D), (B, 1, E)" in str(r), str(r)
+    r = verify(inverses)
+    assert kinds(r) == ["op-shape"] and "(N, M)" in str(r), str(r)
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _row_einsum(x, w):
+    return jnp.einsum("d,fd->f", x, w)
+
+
+@functools.partial(jax.vmap, in_axes=(0, None))
+def _pair(x, y):
+    return jnp.stack([x, y[0]])
+
+
+def test_jax_fallback_names_an_einsum_a_contraction_and_a_stack_a_concat():
+    """JAX words these without "dot_general" or "concatenate": an einsum's "Incompatible
+    reduction dimensions" was "op-shape", not the contraction it was before the codes split,
+    and a stack's "All input arrays must have the same shape" not the "concat" the symbolic
+    trace gives ``np.stack``."""
+    def proj_bug(x: Float[jax.Array, "B, D"], w: Float[jax.Array, "D, F"]
+                 ) -> Float[jax.Array, "B, F"]:
+        return _row_einsum(x, w)  # d against w's F
+
+    def pair_bug(x: Float[jax.Array, "B, D"], y: Float[jax.Array, "1, E"]
+                 ) -> Float[jax.Array, "B, 2, D"]:
+        return _pair(x, y)  # [D] beside [E]
+
+    r = verify(proj_bug)
+    assert kinds(r) == ["contraction"], str(r)
+    r = verify(pair_bug)
+    assert kinds(r) == ["concat"], str(r)
 
 
 # -- names imported from JAX's namespaces (from jax.nn import softmax) ---------------------------

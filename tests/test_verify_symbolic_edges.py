@@ -434,6 +434,49 @@ def test_floor_division_warns_where_a_check_relies_on_it():
         assert use in linecache.getline(r.findings[0].file, r.findings[0].line), str(r)
 
 
+def test_a_floor_of_a_shifted_size_is_an_assumption_not_an_error():
+    """``x[:, :T - 1].reshape(B, 2, (T - 1) // 2)`` is right at every odd ``T``: it was an
+    error, the division tried only at even ``T`` (multiples of 2, where ``T - 1`` is odd).
+    A reshape that fails at every ``T`` stays an error."""
+    def odd(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        return x[:, :T - 1].reshape(B, 2, (T - 1) // 2)
+
+    def wrong(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        return x[:, :T - 1].reshape(B, 3, (T - 1) // 2)
+
+    r = verify(odd)
+    assert [x.message for x in r] == ["requires T - 1 divisible by 2"], str(r)
+    assert ".reshape(" in linecache.getline(r.findings[0].file, r.findings[0].line)
+    assert not verify(wrong).ok and "reshape" in kinds(verify(wrong)), str(verify(wrong))
+
+
+def test_a_floor_of_a_shifted_size_beside_another_floor_is_an_assumption():
+    """The reshape relies on ``(T - 1) // 2`` alone: a ``T // 2`` elsewhere (a slice, valid at
+    every ``T``) must not ask for sizes where both are exact (none: ``T`` even and odd), which
+    made the reshape an error again."""
+    def halves(x: Float[np.ndarray, "B, T"]):
+        B, T = x.shape
+        first = x[:, :T // 2]
+        return first, x[:, :T - 1].reshape(B, 2, (T - 1) // 2)
+
+    r = verify(halves)
+    assert [x.message for x in r] == ["requires T - 1 divisible by 2"], str(r)
+    assert ".reshape(" in linecache.getline(r.findings[0].file, r.findings[0].line)
+
+
+def test_a_declared_floor_is_no_division_to_shift_for():
+    """Only the code's divisions are assumptions (reported where a check relies on them):
+    ``2 * ((T - 1) // 2)`` declared for ``[T - 1]`` is wrong at every even ``T``, and sizes
+    shifted to odd ``T`` for it said verified without a word."""
+    def declared(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, 2*((T-1)//2)"]:
+        _ = x[:, :x.shape[1] // 2]  # a floor of the code's, valid at every T
+        return x[:, :x.shape[1] - 1]
+
+    assert kinds(verify(declared)) == ["return-shape"], str(verify(declared))
+
+
 def test_a_fit_or_the_return_check_relying_on_a_floor_warns_at_its_line():
     """A library function verify fits (``np.repeat``, ``np.tile``) runs at sizes where every
     division is exact, so ``np.repeat(x[:T // 2], 2)`` fitted as ``[T]``: "verified for all
@@ -542,6 +585,61 @@ def test_a_float_fraction_of_a_size_is_never_a_witness_constant():
 
     r = verify(split_int)
     assert r.result is None and "int() of a size times a float" in r.notes[0], str(r)
+
+
+def test_a_float_fraction_of_a_size_compared_is_an_assumption():
+    """``if N * 0.1 > 5`` (and ``N > 5.5``) were decided at the witness without a word:
+    "verified for all N" though only one branch ran.  Now each is an assumption, as a size's
+    own branch is; ``N > 5.5`` is ``N > 5``, a bound that can hold at every size."""
+    def big_batch(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "M, D"]:
+        if x.shape[0] * 0.1 > 5:
+            return x[:5]
+        return x
+
+    def half(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "M, D"]:
+        return x[:3] if x.shape[0] > 5.5 else x
+
+    def positive(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x if x.shape[0] > 0.5 else x[:0]
+
+    r = verify(big_batch)
+    assert kinds(r) == ["assumption"] and "> 5)" in r.findings[0].message, str(r)
+    assert "if x.shape[0] * 0.1" in linecache.getline(r.findings[0].file, r.findings[0].line)
+    r = verify(half)
+    assert r.findings[0].message.split(":")[0] in ("assumes N > 5", "assumes not (N > 5)"), str(r)
+    assert clean(verify(positive)), str(verify(positive))
+
+
+def test_a_size_compared_with_a_float_fraction_of_a_size_is_that_assumption():
+    """``N > D * 0.1`` took the float's floor, a fresh size: "assumes N > n1", a size the
+    user never wrote, decided at its own witness (3), not at ``D * 0.1``'s value."""
+    def few(x: Float[np.ndarray, "N, D"]):
+        return x[:1] if x.shape[0] > x.shape[1] * 0.1 else x
+
+    r = verify(few)
+    assert kinds(r) == ["assumption"] and "< N" in r.findings[0].message, str(r)
+    assert "n1" not in r.findings[0].message, str(r)
+
+
+def test_a_size_equal_to_a_float_is_decided_as_its_integer():
+    """``x.shape[0] == 3.0`` was False at every N (float's own comparison, by identity), so a
+    branch taken at N = 3 was never seen; and ``N / 2 == 3`` was decided at the witness
+    without a word.  The first is ``N == 3``, the second an assumption; ``N != 3.5`` holds at
+    every size."""
+    def three(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x[:3] if x.shape[0] == 3.0 else x
+
+    def half_three(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x[:3] if x.shape[0] / 2 == 3 else x
+
+    def never(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x if x.shape[0] != 3.5 else x[:1]
+
+    r = verify(three)
+    assert kinds(r) == ["assumption"] and "N == 3" in r.findings[0].message, str(r)
+    r = verify(half_three)
+    assert kinds(r) == ["assumption"] and "== 3" in r.findings[0].message, str(r)
+    assert clean(verify(never)), str(verify(never))
 
 
 # -- a generator passed in -------------------------------------------------------------------

@@ -578,3 +578,17 @@ def test_a_required_parameter_without_annotation_is_named():
 
     with pytest.raises(TypeError, match="'mode': no shape annotation, no default"):
         verify(f)
+
+
+def _init_scaled(x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
+    w = torch.empty(4, 4)
+    torch.nn.init.trunc_normal_(w, std=x.shape[1] ** -0.5)  # checks its bounds with the float
+    return x + w.sum()
+
+
+def test_a_float_of_sizes_compared_inside_a_library_is_not_the_users_assumption():
+    """``trunc_normal_`` compares its std (``D ** -0.5`` here) with its bounds: a check the
+    user did not write, which had become two assumptions such as ``not (-2.55 > 0.0)`` at the
+    user's line.  Only the user's own comparisons of such a number are assumptions."""
+    r = verify(_init_scaled)
+    assert r.ok and not r.findings and not r.notes, str(r)

@@ -52,7 +52,7 @@ class DaskBackend(Backend):
         return lambda x, y: self._in_result_dtype(plan(x, y), (x, y))
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
-        if 0 in x.shape:
+        if 0 in x.shape or x.shape[axis] < size:  # no cells, or no window (an empty axis padded)
             return self._no_cells(x, lambda np_: np_.windows(np_.xp.empty(x.shape, x.dtype),
                                                              axis, size, step))
         return super().windows(x, axis, size, step)

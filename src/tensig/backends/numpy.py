@@ -177,8 +177,8 @@ class NumpyBackend(Backend):
         from numpy.lib.stride_tricks import as_strided
 
         x = self.np.asarray(x)
-        if not -x.ndim <= axis < x.ndim or not 1 <= size <= x.shape[axis]:
-            return super().windows(x, axis, size, step)  # its error message
+        if not -x.ndim <= axis < x.ndim or not 1 <= size <= x.shape[axis] + step:
+            return super().windows(x, axis, size, step)  # its error message (short of 0 windows)
         axis %= x.ndim
         n = (x.shape[axis] - size) // step + 1
         shape = (*x.shape[:axis], n, *x.shape[axis + 1:], size)

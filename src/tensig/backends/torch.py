@@ -150,6 +150,9 @@ class TorchBackend(Backend):
         return self.torch.nn.functional.pad(x, flat, value=value)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
+        if (x.shape[axis] - size) // step == -1:  # no window (an empty axis padded): unfold refuses
+            shape = (*x.shape[:axis], 0, *x.shape[axis + 1:], size)
+            return x.narrow(axis, 0, 0).unsqueeze(-1).expand(shape)
         return x.unfold(axis, size, step)
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
@@ -270,8 +273,10 @@ class TorchBackend(Backend):
         return (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
-        """torch's conv takes floating operands of one dtype on one device."""
-        return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device
+        """torch's conv takes floating operands of one dtype on one device, with cells (an
+        empty axis, padded, is shorter than the kernel: the generic path's no windows)."""
+        return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device and \
+            x.numel() > 0
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
         small = small_amax(x, axes, self.torch.maximum)

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tensig.check import findings
 from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
@@ -86,6 +89,28 @@ class SymFloat(float):
 
     def __neg__(self) -> SymFloat:
         return SymFloat(-float(self))
+
+    def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> Any:
+        """``N * 0.1 > 5``: decided at the witness, so an assumption, as a size's branch is;
+        inside a library (``trunc_normal_(w, std=D ** -0.5)`` checks its bounds) a check the
+        user did not write, decided silently as before."""
+        if not isinstance(other, int | float | SymSize):
+            return NotImplemented
+        witness = fn(float(self), float(other))
+        if not findings.user_code(sys._getframe(1).f_code.co_filename):
+            return witness
+        _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a number "
+                "computed from sizes with a float (its value at the witness sizes), compared "
+                "there only")
+        return witness
+
+    __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
+    __le__ = functools.partialmethod(_cmp, name="<=", fn=operator.le)
+    __gt__ = functools.partialmethod(_cmp, name=">", fn=operator.gt)
+    __ge__ = functools.partialmethod(_cmp, name=">=", fn=operator.ge)
+    __eq__ = functools.partialmethod(_cmp, name="==", fn=operator.eq)
+    __ne__ = functools.partialmethod(_cmp, name="!=", fn=operator.ne)
+    __hash__ = float.__hash__
 
     def _rounded(self, up: int) -> SymSize:
         if self.exact is None:
@@ -195,7 +220,11 @@ class SymSize:
 
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
-        if isinstance(other, float):
+        if isinstance(other, SymFloat):  # N > D * 0.1: its reflection, at the witness
+            return NotImplemented
+        if isinstance(other, float) and math.isfinite(other):  # N > 5.5 is N > 5
+            other = (math.floor if name in (">", "<=") else math.ceil)(other)
+        elif isinstance(other, float):
             return fn(float(self), other)
         if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
             return NotImplemented
@@ -210,6 +239,10 @@ class SymSize:
             return witness
 
     def __eq__(self, o: Any) -> bool:
+        if isinstance(o, float) and not isinstance(o, SymFloat):
+            if not o.is_integer():  # 3.5, inf, nan: no size equals it
+                return False
+            o = int(o)  # x.shape[0] == 3.0 is N == 3
         return NotImplemented if isinstance(o, float) else self._cmp(o, "==", _eq)
 
     __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)

@@ -427,6 +427,13 @@ CONTROL: dict[str, Callable[..., Any]] = {
 #: JAX's symbolic sizes cannot decide what the code assumes, so it is a note
 _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", "shape",
                     "dimension")
+#: the finding each of JAX's shape errors is, by words of its message (first match); an
+#: einsum says "reduction dimensions", a stack "all input arrays"; "conv_general", not "conv":
+#: "Attempting to convert array of shape ..." is no convolution
+_JAX_KINDS = (("broadcast", "broadcast"), ("reshape", "reshape"), ("concatenat", "concat"),
+              ("all input arrays must have the same shape", "concat"),
+              ("dot_general", "contraction"), ("contract", "contraction"),
+              ("reduction dimension", "contraction"), ("conv_general", "contraction"))
 
 
 def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
@@ -462,7 +469,7 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
         text = f"{type(e).__name__}: {e}".split("\n")[0]
         if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and not any(
                 w in text.lower() for w in ("not a valid jax type", "inconclusive")):
-            kind = "broadcast" if "broadcast" in text.lower() else "contraction"  # as fitted
+            kind = next((k for w, k in _JAX_KINDS if w in text.lower()), "op-shape")
             return [tracing.Finding(kind, text, file, line)], [], None
         where = f" at {file}:{line}" if file else ""  # none: JAX's own call failed
         return [], [f"under JAX's symbolic shapes, verification stopped{where}: {text}"], None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -88,13 +89,18 @@ class Tracer:
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
+    _envs: dict[Any, list[dict[str, int]]] = field(default_factory=dict, repr=False,
+                                                   compare=False)  # see assumption_envs
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
-        """``a == b`` canonically, or at sizes where every assumed division is exact.
+        """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
+        exact.
 
-        Two assignments that make each divided symbol a multiple of all divisors stand in for
-        the assumption (a heuristic: exact for divisions of single symbols, the usual case).
-        """
+        Two assignments where they are exact (:meth:`assumption_envs`) stand in for the
+        assumption (a heuristic).  Only ``a - b``'s own divisions: a ``T // 2`` elsewhere,
+        exact only at even ``T``, would leave no size for a ``(T - 1) // 2`` here.  Only the
+        code's (:meth:`rely` reports them): a division the signature declares is no assumption,
+        and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
@@ -102,7 +108,8 @@ class Tracer:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         try:
             equal = bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
-                                                for env in self.assumption_envs())
+                                                for env in self.assumption_envs(
+                                                    _divisions(a - b) & self._assumed()))
         except ValueError:
             return False
         if equal:
@@ -130,14 +137,40 @@ class Tracer:
                 self.report("assumption", f"requires {p} divisible by {k}", where)
 
     def unit(self) -> int:
-        """The least common multiple of the divisions assumed exact: sizes that are multiples
-        of it keep every assumption."""
+        """The least common multiple of the divisions assumed exact: a step between sizes
+        that keeps every division exact (or inexact) as it was."""
         return math.lcm(1, *(k for _, k in self.divisors))
 
-    def assumption_envs(self) -> list[dict[str, int]]:
-        """Two size assignments where every assumed division is exact."""
-        lcm = self.unit()
-        return [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
+    def _assumed(self) -> set[tuple[Dim, int]]:
+        """The divisions assumed exact, as they appear in a canonical size."""
+        return {d for p, k in self.divisors for d in _divisions(p // k)}
+
+    def assumption_envs(self, within: Iterable[tuple[Dim, int]] | None = None
+                        ) -> list[dict[str, int]]:
+        """Two size assignments where every assumed division (or every one ``within``) is
+        exact: multiples of the divisors, each divided symbol then shifted by the residue that
+        makes ``(T - 1) // 2`` exact too (the first of at most 4096 shifts that fits all, else
+        none).  Cached: a broadcast of two different sizes asks at every operation, and a
+        search that finds no shift costs tens of milliseconds."""
+        divisions = self.divisors if within is None else sorted(within, key=str)
+        key = (tuple(divisions), tuple(self.witness.items()))
+        if key not in self._envs:
+            self._envs[key] = self._shifted(divisions)
+        return [dict(env) for env in self._envs[key]]
+
+    def _shifted(self, divisions: list[tuple[Dim, int]]) -> list[dict[str, int]]:
+        lcm, names = self.unit(), {*self.witness}
+        exact = [(p, k) for p, k in divisions if p.symbols <= names]
+        divided = sorted({n for p, _ in exact for n in p.symbols})
+        envs = []
+        for bump in (0, 1):
+            base = {n: (w + bump) * lcm for n, w in self.witness.items()}
+            shifts = itertools.islice(itertools.product(range(lcm), repeat=len(divided)), 4096)
+            shifted = ({**base, **{n: base[n] + r for n, r in zip(divided, rs, strict=True)}}
+                       for rs in shifts)
+            envs.append(next((e for e in shifted if all(p.evaluate(e) % k == 0 for p, k in exact)),
+                             base))
+        return envs
 
     def where(self) -> Where:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX

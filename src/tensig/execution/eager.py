@@ -336,7 +336,7 @@ def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
     inferred = infer(numpy_subscripts(spec) or spec, *shapes, op="einsum", sizes=sizes)
     split = split_merges(inferred)
     layout = inferred.layout if split is None else split.inferred.layout
-    letters = Letters()
+    letters = Letters(spec)
     subs = []
     for i, uses in enumerate(layout):
         if bad := next((u for u in uses if not isinstance(u.index, Iter)), None):

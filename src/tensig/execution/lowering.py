@@ -257,7 +257,10 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                              "reads each of them in every cell, and a concatenation leaves "
                              "some out of some parts of the result", spec=spec_text(inferred),
                              hint="write the concatenation as an operation of its own")
-        step = _phase_step(inferred, op, backend, phase, members)
+        try:
+            step = _phase_step(inferred, op, backend, phase, members)
+        except ShapeError as e:  # Letters' limit: it knows no spec
+            raise dataclasses.replace(e, spec=e.spec or spec_text(inferred)) from None
         if native is not None and not phase and len(members) == 2:
             step = native(layout, backend, step) or step
         steps.append(step)
@@ -306,12 +309,17 @@ def check_windows(inferred: Inferred) -> None:
 
 class Letters(dict[Hashable, str]):
     """Einsum letters for keys (iterator keys, axis labels), given out in order of first use:
-    the one source of einsum subscripts, with the 52-letter limit as a clear error."""
+    the one source of einsum subscripts, with the 52-letter limit as a clear error naming
+    ``spec`` (:func:`build_plan` names it for those made without)."""
+
+    def __init__(self, spec: str | None = None) -> None:
+        super().__init__()
+        self.spec = spec
 
     def __missing__(self, key: Hashable) -> str:
         if len(self) >= len(string.ascii_letters):
-            raise ValueError("an operation with more than 52 distinct axes cannot be lowered "
-                             "to an einsum call")
+            raise ShapeError("an operation with more than 52 distinct axes cannot be lowered "
+                             "to an einsum call", spec=self.spec)
         self[key] = letter = string.ascii_letters[len(self)]
         return letter
 
