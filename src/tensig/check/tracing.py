@@ -153,7 +153,7 @@ class Tracer:
         none).  Cached: a broadcast of two different sizes asks at every operation, and a
         search that finds no shift costs tens of milliseconds."""
         divisions = self.divisors if within is None else sorted(within, key=str)
-        key = (tuple(divisions), tuple(self.witness.items()))
+        key = (tuple(divisions), tuple(self.witness.items()), self.unit())
         if key not in self._envs:
             self._envs[key] = self._shifted(divisions)
         return [dict(env) for env in self._envs[key]]
