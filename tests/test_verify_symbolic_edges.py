@@ -648,3 +648,25 @@ def test_a_division_by_a_declared_size_is_its_number():
     r = verify(split_by_a_declared_width)
     assert r.complete and not r.notes and kinds(r) == ["assumption"], str(r)
     assert "divisible by 4" in str(r), str(r)
+
+
+def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
+    """``4*G // G`` (Mistral's ``n_rep``) and ``B*H*W // (H*W)`` (Swin's batch back from its
+    windows) divide as polynomials: the quotient, no note; a size that is no factor still
+    stops with the note."""
+    def repeat_kv(k: Float[torch.Tensor, "B, G, T, D"], q: Float[torch.Tensor, "B, 4*G, T, D"]
+                  ) -> Float[torch.Tensor, "B, 4*G, T, D"]:
+        b, g, t, d = k.shape
+        n_rep = q.shape[1] // g
+        assert q.shape[1] % g == 0
+        return k[:, :, None].expand(b, g, n_rep, t, d).reshape(b, g * n_rep, t, d)
+
+    def batch_of_windows(w: Float[torch.Tensor, "B*H*W, C"], h: Float[torch.Tensor, "H, W"]
+                         ) -> Float[torch.Tensor, "B, H*W, C"]:
+        return w.view(w.shape[0] // (h.shape[0] * h.shape[1]), -1, w.shape[-1])
+
+    for fn in (repeat_kv, batch_of_windows):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
+    assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)

@@ -111,7 +111,8 @@ class SymFloat(float):
 
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
-    """A divisor that is a size: its number where it is known (an axis declared ``64``); a
+    """A divisor that is a size: its number where it is known (an axis declared ``64``); the
+    result itself (a :class:`SymSize`) where it divides the dividend as polynomials; another
     symbolic one stops the trace.  A quotient of two sizes is no polynomial the checks can
     compare, and the witnesses' quotient, a constant, was wrong at every other size: the
     multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape into ``[B, T, H, 0]``."""
@@ -119,8 +120,26 @@ def _divisor(size: SymSize, op: str, o: Any) -> Any:
         return o
     if o.dim.constant is not None:
         return o.dim.constant
+    if (q := _exact_quotient(size.dim, o.dim)) is not None:  # 4*G // G, B*H*W // (H*W)
+        return SymSize(q if op == "//" else Dim.const(0))
     raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
                       "number: a literal in the annotation, or bound by functools.partial)")
+
+
+def _exact_quotient(p: Dim, q: Dim) -> Dim | None:
+    """``p / q`` where a product of sizes ``q`` divides ``p`` as polynomials (the kv heads'
+    ``4*G // G``, Swin's ``B*H*W // (H*W)``); None otherwise."""
+    out, rest = p, q
+    for name in q.symbols:
+        try:
+            out, rest = out.coefficient(name), rest.coefficient(name)
+        except ValueError:  # a power or a floor of the name: no product of sizes
+            return None
+    k = rest.constant
+    if not k or (out % k).constant != 0:
+        return None
+    out = out // k
+    return out if out * q == p else None
 
 
 class SymSize:
@@ -167,6 +186,8 @@ class SymSize:
 
     def __floordiv__(self, o: Any) -> Any:
         o = _divisor(self, "//", o)
+        if isinstance(o, SymSize):
+            return o
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
@@ -180,6 +201,8 @@ class SymSize:
 
     def __mod__(self, o: Any) -> Any:
         o = _divisor(self, "%", o)
+        if isinstance(o, SymSize):
+            return o
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
         return int(self) % int(o)
