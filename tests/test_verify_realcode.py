@@ -404,3 +404,23 @@ def test_a_long_window_s_frame_count_is_no_constant():
     for fn in (frames, pooled):
         r = verify(fn)
         assert "but the signature declares" in str(r), f"{fn.__name__}: {r}"
+
+
+# -- found by the second corpus (verify_corpus/probe_torch_2026.py) ---------------------------
+
+
+def test_a_depthwise_convolution_takes_its_groups_from_a_size():
+    """``groups=x.shape[1]``: the groups were a SymSize the channel check could not compare
+    (a false contraction error, 'weight 1 x groups SymSize(D)')."""
+    def depthwise(x: Float[torch.Tensor, "B, C, T"], w: Float[torch.Tensor, "C, 1, 3"]
+                  ) -> Float[torch.Tensor, "B, C, T"]:
+        return F.conv1d(x, w, padding=1, groups=x.shape[1])
+
+    def one_group(x: Float[torch.Tensor, "B, C, T"], w: Float[torch.Tensor, "C, 1, 3"]
+                    ) -> Float[torch.Tensor, "B, C, T"]:
+        return F.conv1d(x, w, padding=1, groups=w.shape[1])  # one group: 1 input channel
+
+    r = verify(depthwise)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(one_group)
+    assert [f.code for f in r] == ["TS102"] and "weight 1 x groups 1" in str(r), str(r)

@@ -132,12 +132,13 @@ def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
 
 
 def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-         dilation: Any = 1, groups: int = 1) -> SymArray:
+         dilation: Any = 1, groups: Any = 1) -> SymArray:
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
     def per(v: Any) -> list[Any]:
         return list(v) if isinstance(v, tuple | list) else [v] * nd
     st, pd, dl = per(stride), per(padding), per(dilation)
+    groups = as_dim(groups)  # a depthwise conv's groups=x.shape[1]: a size
     if a.dims[-nd - 1] != w.dims[1] * groups:
         tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
                                        f"weight {w.dims[1]} x groups {groups}")
