@@ -424,3 +424,26 @@ def test_a_depthwise_convolution_takes_its_groups_from_a_size():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(one_group)
     assert [f.code for f in r] == ["TS102"] and "weight 1 x groups 1" in str(r), str(r)
+
+
+def test_gather_gives_the_index_shape_without_relying_on_its_floors():
+    """MAE's random masking gathers ``ids_shuffle[:, :L // 4]``: fitted, torch.gather warned
+    'requires L divisible by 4' on code valid at every L.  The index has the input's rank and
+    is no larger off the gathered dim."""
+    def keep_quarter(x: Float[torch.Tensor, "B, L, D"], noise: Float[torch.Tensor, "B, L"]
+                     ) -> Float[torch.Tensor, "B, L//4, D"]:
+        ids = torch.argsort(noise, dim=1)[:, : x.shape[1] // 4]
+        return torch.gather(x, 1, ids.unsqueeze(-1).repeat(1, 1, x.shape[2]))
+
+    def picked(q: Float[torch.Tensor, "B, A"], a: Int[torch.Tensor, "B"]
+               ) -> Float[torch.Tensor, "B"]:
+        return q.gather(1, a.unsqueeze(1)).squeeze(1)
+
+    for fn in (keep_quarter, picked):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, str(r)
+    for sig in ("B, A; B: int => B", "B, A; B+1, 1: int => B+1, 1"):  # a rank short, a row over
+        r = verify(lambda q, a: q.gather(1, a), sig)
+        assert "op-shape" in kinds(r) and not r.notes, str(r)
+    r = verify(lambda q, a: q.gather(1, a), "B, A; M, 1: int => M, 1")
+    assert kinds(r) == ["assumption"] and "M <= B" in str(r), str(r)

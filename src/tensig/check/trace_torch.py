@@ -527,6 +527,22 @@ def _index_add(name: str) -> Callable[..., Any]:
     return op
 
 
+def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
+    """``torch.gather``: the index's shape, the index no larger than the input but on ``dim``.
+    By hand, since a fit relies on the index's floors: MAE's ``ids_shuffle[:, :L // 4]``
+    warned 'requires L divisible by 4'."""
+    a, i = S._sym(x), S._sym(index)
+    axis = S._axis(dim, max(a.ndim, 1))
+    what = f"torch.gather on dim {dim} of {shape_text(a)} by an index {shape_text(i)}"
+    if i.ndim != a.ndim:
+        tracer().report("op-shape", f"{what}: the index has the input's rank")
+    for k, (n, m) in enumerate(zip(i.dims, a.dims, strict=False)):
+        if k != axis and i.ndim == a.ndim:
+            sym_sizes.at_most(n, m, "op-shape", f"{what}: larger on dim {k}",
+                              "an index no larger than the input off its dim")
+    return S.SymArray(i.dims, a.kind)
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -572,6 +588,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "bincount": _bincount,
     "repeat_interleave": _repeat_interleave,
     "one_hot": _one_hot,
+    "gather": _gather,
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),
