@@ -447,3 +447,17 @@ def test_gather_gives_the_index_shape_without_relying_on_its_floors():
         assert "op-shape" in kinds(r) and not r.notes, str(r)
     r = verify(lambda q, a: q.gather(1, a), "B, A; M, 1: int => M, 1")
     assert kinds(r) == ["assumption"] and "M <= B" in str(r), str(r)
+
+
+def test_torch_cdist_by_hand_batched():
+    """torch.cdist of points with different coordinates stopped the trace with a note ('not
+    modelled', torch's own error at every fitted size): a contraction error now; its leading
+    axes broadcast (Chamfer's [B, N, 3] against [B, M, 3])."""
+    def chamfer(a: Float[torch.Tensor, "B, N, 3"], b: Float[torch.Tensor, "B, M, 3"]
+                ) -> Float[torch.Tensor, "B, N, M"]:
+        return torch.cdist(a, b) + torch.cdist(a[0], b[0], p=1)
+
+    r = verify(chamfer)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda e: torch.cdist(e, e.T), "N, D => N, D")
+    assert kinds(r) == ["contraction"] and not r.notes, str(r)

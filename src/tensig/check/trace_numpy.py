@@ -521,12 +521,14 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
 
 
 def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """SciPy's ``cdist`` and torch's (batched: leading axes broadcast)."""
     a, b = S._sym(xa), S._sym(xb)
     if differ(a.dims[-1], b.dims[-1]):
         tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
                                        f"{b.dims[-1]} coordinates ({shape_text(a)} and "
                                        f"{shape_text(b)})")
-    return S.SymArray((a.dims[0], b.dims[0]), "f")
+    batch, _ = broadcast([S.SymArray(a.dims[:-2]), S.SymArray(b.dims[:-2])], "cdist's batch")
+    return S.SymArray((*batch, a.dims[-2], b.dims[-2]), "f")
 
 
 def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:

@@ -589,6 +589,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "repeat_interleave": _repeat_interleave,
     "one_hot": _one_hot,
     "gather": _gather,
+    "cdist": trace_numpy._cdist,
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),
