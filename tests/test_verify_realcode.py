@@ -461,3 +461,18 @@ def test_torch_cdist_by_hand_batched():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda e: torch.cdist(e, e.T), "N, D => N, D")
     assert kinds(r) == ["contraction"] and not r.notes, str(r)
+
+
+def test_kl_div_is_a_same_shape_loss():
+    """Distillation's ``F.kl_div(log_p_student, p_teacher.T)``: fitted, torch's rejection
+    stopped the trace (a note); as the other losses, the broadcast is the finding."""
+    def distill(s: Float[torch.Tensor, "B, C"], t: Float[torch.Tensor, "B, C"]
+                ) -> Float[torch.Tensor, ""]:
+        return F.kl_div(F.log_softmax(s / 4, dim=1), F.softmax(t / 4, dim=1),
+                        reduction="batchmean", log_target=False) * 16
+
+    r = verify(distill)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda s, t: F.kl_div(s.log_softmax(1), t.softmax(1).T, reduction="batchmean"),
+               "B, C; B, C =>")
+    assert "broadcast" in kinds(r) and not r.notes, str(r)

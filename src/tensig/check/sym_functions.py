@@ -279,7 +279,7 @@ TORCH.update({
     "linear": linear,
     **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
     **dict.fromkeys(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-                     "binary_cross_entropy_with_logits"), same_shape_loss),
+                     "binary_cross_entropy_with_logits", "kl_div"), same_shape_loss),
     **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
     "embedding": embedding,
