@@ -1,0 +1,983 @@
+"""PyTorch code for ``tensig.verify`` in the style of public LLM, vision, detection, 3D, audio,
+metric-learning, sampling and RL implementations (LLaMA/Mistral, Transformer-XL, BLOOM, Swin,
+U-Net, FPN, ESPCN, MobileNet, PointNet, NeRF, VAEs, CLIP, SimCLR, RetinaNet, MAE, VQ-VAE, PPO,
+nucleus sampling, EMA teachers): written for this corpus, nothing copied.
+
+Each case is ``(name, correct, buggy, finding code)``; the buggy twin differs by one realistic
+bug marked ``# BUG``.  ``tests/test_verify_realcode_torch2.py`` asserts that each correct one
+verifies with no finding or note and each buggy one reports its code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tensig import Float, Int
+
+# -- large language models ---------------------------------------------------------------------
+
+
+def rope_complex(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "S E"]
+                 ) -> Float[torch.Tensor, "B T H 2*E"]:
+    """LLaMA's rotary embedding through complex numbers, the table cut to the sequence."""
+    T = xq.shape[1]
+    freqs_cis = torch.polar(torch.ones_like(freqs[:T]), freqs[:T])
+    xc = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    out = torch.view_as_real(xc * freqs_cis[None, :, None, :]).flatten(3)
+    return out.type_as(xq)
+
+
+def rope_complex_bug(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "S E"]
+                     ) -> Float[torch.Tensor, "B T H 2*E"]:
+    T = xq.shape[1]
+    freqs_cis = torch.polar(torch.ones_like(freqs[:T]), freqs[:T])
+    xc = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    out = torch.view_as_real(xc * freqs_cis[None, :, :]).flatten(3)  # BUG: heads meet T
+    return out.type_as(xq)
+
+
+def rope_half(q: Float[torch.Tensor, "B H T 2*E"], pos: Int[torch.Tensor, "B T"],
+              inv_freq: Float[torch.Tensor, "E"]) -> Float[torch.Tensor, "B H T 2*E"]:
+    """HF-style: cos/sin from position ids, unsqueezed at the head axis, rotate_half."""
+    freqs = pos[:, :, None].float() * inv_freq[None, None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+    x1, x2 = q[..., : q.shape[-1] // 2], q[..., q.shape[-1] // 2:]
+    return q * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def rope_half_bug(q: Float[torch.Tensor, "B H T 2*E"], pos: Int[torch.Tensor, "B T"],
+                  inv_freq: Float[torch.Tensor, "E"]) -> Float[torch.Tensor, "B H T 2*E"]:
+    freqs = pos[:, :, None].float() * inv_freq[None, None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()  # BUG: no head axis, [B, T, D] meets [B, H, T, D]
+    x1, x2 = q[..., : q.shape[-1] // 2], q[..., q.shape[-1] // 2:]
+    return q * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def repeat_kv(k: Float[torch.Tensor, "B G T D"], q: Float[torch.Tensor, "B 4*G T D"]
+              ) -> Float[torch.Tensor, "B 4*G T T"]:
+    """Mistral's repeat_kv: expand a new axis, then merge it into the kv heads."""
+    b, g, t, d = k.shape
+    n_rep = q.shape[1] // g
+    k = k[:, :, None, :, :].expand(b, g, n_rep, t, d).reshape(b, g * n_rep, t, d)
+    return q @ k.transpose(-2, -1) / math.sqrt(d)
+
+
+def repeat_kv_bug(k: Float[torch.Tensor, "B G T D"], q: Float[torch.Tensor, "B 4*G T D"]
+                  ) -> Float[torch.Tensor, "B 4*G T T"]:
+    b, g, t, d = k.shape
+    n_rep = q.shape[1] // g
+    k = k[:, :, None, :, :].expand(b, g, n_rep, t, d).reshape(b, g * n_rep, t, d)
+    return q @ k / math.sqrt(d)  # BUG: keys not transposed
+
+
+def alibi_bias(scores: Float[torch.Tensor, "B H T T"], slopes: Float[torch.Tensor, "H"]
+               ) -> Float[torch.Tensor, "B H T T"]:
+    """ALiBi: a per-head slope times the (negative) query-key distance, causal mask on top."""
+    T = scores.shape[-1]
+    pos = torch.arange(T)
+    rel = (pos[None, :] - pos[:, None]).float()
+    bias = slopes[:, None, None] * rel[None]
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return (scores + bias).masked_fill(causal, float("-inf"))
+
+
+def alibi_bias_bug(scores: Float[torch.Tensor, "B H T T"], slopes: Float[torch.Tensor, "H"]
+                   ) -> Float[torch.Tensor, "B H T T"]:
+    T = scores.shape[-1]
+    pos = torch.arange(T)
+    rel = (pos[None, :] - pos[:, None]).float()
+    bias = slopes[:, None] * rel[None]  # BUG: [H, 1] against [1, T, T]
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return (scores + bias).masked_fill(causal, float("-inf"))
+
+
+def rel_shift(x: Float[torch.Tensor, "B H Q K"]) -> Float[torch.Tensor, "B H Q K"]:
+    """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one."""
+    b, h, q, k = x.size()
+    zero_pad = x.new_zeros(b, h, q, 1)
+    padded = torch.cat([zero_pad, x], dim=-1).view(b, h, k + 1, q)
+    return padded[:, :, 1:].view_as(x)
+
+
+def rel_shift_bug(x: Float[torch.Tensor, "B H Q K"]) -> Float[torch.Tensor, "B H Q K"]:
+    b, h, q, k = x.size()
+    zero_pad = x.new_zeros(b, h, q, 1)
+    padded = torch.cat([zero_pad, x], dim=-1).view(b, h, k + 1, q)
+    return padded[:, :, 1:].view(b, h, q, k + 1)  # BUG: the padded width kept
+
+
+def kv_cache_append(k_new: Float[torch.Tensor, "B H 1 D"], cache: Float[torch.Tensor, "B H S D"],
+                    q: Float[torch.Tensor, "B H 1 D"]) -> Float[torch.Tensor, "B H 1 S+1"]:
+    """One decoding step: the new key appended along the sequence, scores against all."""
+    keys = torch.cat([cache, k_new], dim=2)
+    return torch.softmax(q @ keys.transpose(2, 3) * q.size(-1) ** -0.5, dim=-1)
+
+
+def kv_cache_append_bug(k_new: Float[torch.Tensor, "B H 1 D"],
+                        cache: Float[torch.Tensor, "B H S D"], q: Float[torch.Tensor, "B H 1 D"]
+                        ) -> Float[torch.Tensor, "B H 1 S+1"]:
+    keys = torch.cat([cache, k_new], dim=1)  # BUG: appended as a head
+    return torch.softmax(q @ keys.transpose(2, 3) * q.size(-1) ** -0.5, dim=-1)
+
+
+class RMSNormSwiGLU(nn.Module):
+    """A LLaMA feed-forward block: RMSNorm (weight times normalised x), SwiGLU, residual."""
+
+    def __init__(self, dim: int = 32, hidden: int = 96) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: Float[torch.Tensor, "B T 32"]) -> Float[torch.Tensor, "B T 32"]:
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class RMSNormSwiGLUBug(RMSNormSwiGLU):
+    def forward(self, x: Float[torch.Tensor, "B T 32"]) -> Float[torch.Tensor, "B T 32"]:
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(x)[..., :48])  # BUG: half the gate
+
+
+def moe_route(x: Float[torch.Tensor, "N D"], gate: Float[torch.Tensor, "E D"],
+              experts: Float[torch.Tensor, "E D D"]) -> Float[torch.Tensor, "N D"]:
+    """Mixtral-style top-2 routing: softmax over the chosen logits, tokens gathered per
+    expert with where, weighted outputs added back with index_add_."""
+    logits = x @ gate.t()
+    weights, chosen = torch.topk(logits, 2, dim=-1)
+    weights = F.softmax(weights, dim=-1, dtype=torch.float).to(x.dtype)
+    out = torch.zeros_like(x)
+    for e in range(experts.shape[0]):
+        idx, slot = torch.where(chosen == e)
+        y = x[idx] @ experts[e]
+        out.index_add_(0, idx, y * weights[idx, slot, None])
+    return out
+
+
+def moe_route_bug(x: Float[torch.Tensor, "N D"], gate: Float[torch.Tensor, "E D"],
+                  experts: Float[torch.Tensor, "E D D"]) -> Float[torch.Tensor, "N D"]:
+    logits = x @ gate.t()
+    weights, chosen = torch.topk(logits, 2, dim=-1)
+    weights = F.softmax(weights, dim=-1, dtype=torch.float).to(x.dtype)
+    out = torch.zeros_like(x)
+    for e in range(experts.shape[0]):
+        idx, slot = torch.where(chosen == e)
+        y = x[idx] @ experts[e]
+        out.index_add_(0, idx, y * weights[idx, slot])  # BUG: [P, D] * [P]
+    return out
+
+
+def moe_load_balance(router_logits: Float[torch.Tensor, "N E"]) -> Float[torch.Tensor, ""]:
+    """Switch-Transformer auxiliary loss: fraction routed times mean probability per expert."""
+    probs = router_logits.softmax(-1)
+    top1 = probs.argmax(-1)
+    mask = F.one_hot(top1, num_classes=router_logits.shape[-1]).float()
+    return router_logits.shape[-1] * (mask.mean(0) * probs.mean(0)).sum()
+
+
+def moe_load_balance_bug(router_logits: Float[torch.Tensor, "N E"]) -> Float[torch.Tensor, ""]:
+    probs = router_logits.softmax(-1)
+    top1 = probs.argmax(-1)
+    mask = F.one_hot(top1, num_classes=router_logits.shape[-1]).float()
+    return router_logits.shape[-1] * (mask.mean(0) * probs.mean(1)).sum()  # BUG: per token
+
+
+# -- sampling ----------------------------------------------------------------------------------
+
+
+def top_p_filter(logits: Float[torch.Tensor, "B V"], top_p: float = 0.9
+                 ) -> Float[torch.Tensor, "B V"]:
+    """Nucleus filtering: sort, cumulative probability, shift right, scatter the mask back."""
+    sorted_logits, sorted_idx = torch.sort(logits, descending=True)
+    cum = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
+    remove = cum > top_p
+    remove[..., 1:] = remove[..., :-1].clone()
+    remove[..., 0] = False
+    mask = remove.scatter(1, sorted_idx, remove)
+    return logits.masked_fill(mask, float("-inf"))
+
+
+def top_p_filter_bug(logits: Float[torch.Tensor, "B V"], top_p: float = 0.9
+                     ) -> Float[torch.Tensor, "B V"]:
+    sorted_logits, sorted_idx = torch.sort(logits, descending=True)
+    cum = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
+    remove = cum > top_p
+    remove[..., 1:] = remove[..., :-1].clone()
+    remove[..., 0] = False
+    mask = remove.scatter(1, sorted_idx, remove)
+    return logits.masked_fill(mask[:, :1].T, float("-inf"))  # BUG: [1, B] mask
+
+
+def sample_next(logits: Float[torch.Tensor, "B T V"], temperature: float = 0.8
+                ) -> Int[torch.Tensor, "B 1"]:
+    """nanoGPT's generate step: the last position, top-k cut at the k-th value, multinomial
+    (k fixed: nanoGPT's ``min(top_k, V)`` is a branch on V, traced on one side: a warning)."""
+    logits = logits[:, -1, :] / temperature
+    v, _ = torch.topk(logits, 5)
+    logits[logits < v[:, [-1]]] = -float("inf")
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
+def sample_next_bug(logits: Float[torch.Tensor, "B T V"], temperature: float = 0.8
+                    ) -> Int[torch.Tensor, "B 1"]:
+    logits = logits[:, -1, :] / temperature
+    v, _ = torch.topk(logits, 5)
+    logits[logits < v[:, -1]] = -float("inf")  # BUG: [B, V] < [B]
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
+# -- vision backbones --------------------------------------------------------------------------
+
+
+def window_reverse(windows: Float[torch.Tensor, "B*H*W 7 7 C"], H: int, W: int
+                   ) -> Float[torch.Tensor, "B 7*H 7*W C"]:
+    """Swin's window_reverse: windows back to the feature map (H, W: windows per side)."""
+    B = windows.shape[0] // (H * W)
+    x = windows.view(B, H, W, 7, 7, -1)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, H * 7, W * 7, -1)
+
+
+def window_reverse_bug(windows: Float[torch.Tensor, "B*H*W 7 7 C"], H: int, W: int
+                       ) -> Float[torch.Tensor, "B 7*H 7*W C"]:
+    B = windows.shape[0] // (H * W)
+    x = windows.view(B, H, W, 7, 7, -1)
+    return x.reshape(B, H * 7, W * 7, -1)  # BUG: windows not permuted back
+
+
+def patch_merging(x: Float[torch.Tensor, "B 2*H 2*W C"], w: Float[torch.Tensor, "2*C 4*C"]
+                  ) -> Float[torch.Tensor, "B H W 2*C"]:
+    """Swin's PatchMerging: the four 2x2 neighbours concatenated, normalised, reduced."""
+    x0, x1 = x[:, 0::2, 0::2, :], x[:, 1::2, 0::2, :]
+    x2, x3 = x[:, 0::2, 1::2, :], x[:, 1::2, 1::2, :]
+    x = torch.cat([x0, x1, x2, x3], -1)
+    x = F.layer_norm(x, x.shape[-1:])
+    return F.linear(x, w)
+
+
+def patch_merging_bug(x: Float[torch.Tensor, "B 2*H 2*W C"], w: Float[torch.Tensor, "2*C 4*C"]
+                      ) -> Float[torch.Tensor, "B H W 2*C"]:
+    x0, x1 = x[:, 0::2, 0::2, :], x[:, 1::2, 0::2, :]
+    x2, x3 = x[:, 0::2, 1::2, :], x[:, 1::2, 1::2, :]
+    x = torch.cat([x0, x1, x2, x3], 1)  # BUG: stacked along the height
+    x = F.layer_norm(x, x.shape[-1:])
+    return F.linear(x, w)
+
+
+def relative_position_bias(table: Float[torch.Tensor, "169 H"],
+                           attn: Float[torch.Tensor, "B H 49 49"]
+                           ) -> Float[torch.Tensor, "B H 49 49"]:
+    """Swin's relative position bias: the table indexed by a 49x49 index, heads moved first."""
+    coords = torch.stack(torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij"))
+    flat = torch.flatten(coords, 1)
+    rel = (flat[:, :, None] - flat[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += 6
+    rel[:, :, 1] += 6
+    rel[:, :, 0] *= 13
+    index = rel.sum(-1)
+    bias = table[index.view(-1)].view(49, 49, -1).permute(2, 0, 1).contiguous()
+    return attn + bias.unsqueeze(0)
+
+
+def relative_position_bias_bug(table: Float[torch.Tensor, "169 H"],
+                               attn: Float[torch.Tensor, "B H 49 49"]
+                               ) -> Float[torch.Tensor, "B H 49 49"]:
+    coords = torch.stack(torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij"))
+    flat = torch.flatten(coords, 1)
+    rel = (flat[:, :, None] - flat[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += 6
+    rel[:, :, 1] += 6
+    rel[:, :, 0] *= 13
+    index = rel.sum(-1)
+    bias = table[index.view(-1)].view(49, 49, -1).contiguous()  # BUG: heads left last
+    return attn + bias.unsqueeze(0)
+
+
+class DepthwiseSeparable(nn.Module):
+    """MobileNet's block: a 3x3 depthwise conv (groups = channels), BN, ReLU6, 1x1 pointwise."""
+
+    def __init__(self, cin: int = 16, cout: int = 32, stride: int = 1) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False)
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.pw = nn.Conv2d(cin, cout, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+
+    def forward(self, x: Float[torch.Tensor, "B 16 H W"]) -> Float[torch.Tensor, "B 32 H W"]:
+        x = F.relu6(self.bn1(self.dw(x)))
+        return F.relu6(self.bn2(self.pw(x)))
+
+
+class DepthwiseSeparableBug(DepthwiseSeparable):
+    def forward(self, x: Float[torch.Tensor, "B 16 H W"]) -> Float[torch.Tensor, "B 32 H W"]:
+        x = F.relu6(self.bn1(self.dw(x)))
+        return F.relu6(self.bn1(self.pw(x)))  # BUG: the 16-channel norm on 32 channels
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2: expand 1x1, depthwise 3x3, project 1x1, residual when shapes agree."""
+
+    def __init__(self, c: int = 24, expand: int = 6) -> None:
+        super().__init__()
+        hidden = c * expand
+        self.expand = nn.Conv2d(c, hidden, 1, bias=False)
+        self.dw = nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False)
+        self.project = nn.Conv2d(hidden, c, 1, bias=False)
+        self.norm = nn.GroupNorm(8, hidden)
+
+    def forward(self, x: Float[torch.Tensor, "B 24 H W"]) -> Float[torch.Tensor, "B 24 H W"]:
+        h = F.relu6(self.norm(self.expand(x)))
+        h = F.relu6(self.norm(self.dw(h)))
+        return x + self.project(h)
+
+
+class InvertedResidualBug(InvertedResidual):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(144, 144, 3, 2, 1, groups=144, bias=False)  # BUG: stride 2
+
+    def forward(self, x: Float[torch.Tensor, "B 24 H W"]) -> Float[torch.Tensor, "B 24 H W"]:
+        h = F.relu6(self.norm(self.expand(x)))
+        h = F.relu6(self.norm(self.dw(h)))
+        return x + self.project(h)
+
+
+def pixel_shuffle_up(x: Float[torch.Tensor, "B 64 H W"], w: Float[torch.Tensor, "12 64 3 3"]
+                     ) -> Float[torch.Tensor, "B 3 2*H 2*W"]:
+    """ESPCN's sub-pixel upsampling: a conv to C*r*r channels, then pixel_shuffle(r)."""
+    return torch.sigmoid(F.pixel_shuffle(F.conv2d(x, w, padding=1), 2))
+
+
+def pixel_shuffle_up_bug(x: Float[torch.Tensor, "B 64 H W"], w: Float[torch.Tensor, "12 64 3 3"]
+                         ) -> Float[torch.Tensor, "B 3 2*H 2*W"]:
+    return torch.sigmoid(F.pixel_shuffle(F.conv2d(x, w), 2))  # BUG: no padding, H-2
+
+
+def unet_up(x: Float[torch.Tensor, "B 64 H W"], skip: Float[torch.Tensor, "B 32 2*H 2*W"],
+            w: Float[torch.Tensor, "32 96 3 3"]) -> Float[torch.Tensor, "B 32 2*H 2*W"]:
+    """U-Net decoder step: upsample, concatenate the skip on channels, 3x3 conv."""
+    x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    return F.relu(F.conv2d(torch.cat([skip, x], dim=1), w, padding=1))
+
+
+def unet_up_bug(x: Float[torch.Tensor, "B 64 H W"], skip: Float[torch.Tensor, "B 32 2*H 2*W"],
+                w: Float[torch.Tensor, "32 96 3 3"]) -> Float[torch.Tensor, "B 32 2*H 2*W"]:
+    x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    return F.relu(F.conv2d(torch.cat([skip, x], dim=-1), w, padding=1))  # BUG: joined on width
+
+
+def unet_up_transpose(x: Float[torch.Tensor, "B 64 H W"], skip: Float[torch.Tensor, "B 32 2*H 2*W"],
+                      up: Float[torch.Tensor, "64 32 2 2"]) -> Float[torch.Tensor, "B 64 2*H 2*W"]:
+    """The original U-Net's up-convolution: a stride-2 transposed conv, then the skip."""
+    return torch.cat([skip, F.conv_transpose2d(x, up, stride=2)], dim=1)
+
+
+def unet_up_transpose_bug(x: Float[torch.Tensor, "B 64 H W"],
+                          skip: Float[torch.Tensor, "B 32 2*H 2*W"],
+                          up: Float[torch.Tensor, "64 32 2 2"]
+                          ) -> Float[torch.Tensor, "B 64 2*H 2*W"]:
+    return torch.cat([skip, F.conv_transpose2d(x, up, stride=1)], dim=1)  # BUG: H+1, not 2*H
+
+
+def fpn_top_down(c4: Float[torch.Tensor, "B 256 H W"], c3: Float[torch.Tensor, "B 128 2*H 2*W"],
+                 lat: Float[torch.Tensor, "256 128 1 1"]) -> Float[torch.Tensor, "B 256 2*H 2*W"]:
+    """FPN: the coarser map upsampled (nearest, to the finer one's size) plus the lateral 1x1."""
+    lateral = F.conv2d(c3, lat)
+    top = F.interpolate(c4, size=lateral.shape[-2:], mode="nearest")
+    return lateral + top
+
+
+def fpn_top_down_bug(c4: Float[torch.Tensor, "B 256 H W"],
+                     c3: Float[torch.Tensor, "B 128 2*H 2*W"],
+                     lat: Float[torch.Tensor, "256 128 1 1"]
+                     ) -> Float[torch.Tensor, "B 256 2*H 2*W"]:
+    lateral = F.conv2d(c3, lat)
+    top = F.interpolate(c4, size=c4.shape[-2:], mode="nearest")  # BUG: its own size
+    return lateral + top
+
+
+def cbam_spatial(x: Float[torch.Tensor, "B C H W"], w: Float[torch.Tensor, "1 2 7 7"]
+                 ) -> Float[torch.Tensor, "B C H W"]:
+    """CBAM's spatial attention: channel mean and max stacked as two maps, a 7x7 conv."""
+    avg = torch.mean(x, dim=1, keepdim=True)
+    mx, _ = torch.max(x, dim=1, keepdim=True)
+    return x * torch.sigmoid(F.conv2d(torch.cat([avg, mx], dim=1), w, padding=3))
+
+
+def cbam_spatial_bug(x: Float[torch.Tensor, "B C H W"], w: Float[torch.Tensor, "1 2 7 7"]
+                     ) -> Float[torch.Tensor, "B C H W"]:
+    avg = torch.mean(x, dim=1, keepdim=True)
+    mx, _ = torch.max(x, dim=1, keepdim=True)
+    return x * torch.sigmoid(F.conv2d(torch.cat([avg, mx], dim=1), w, padding=2))  # BUG: H-2
+
+
+def drop_path(x: Float[torch.Tensor, "B N D"], p: float = 0.1) -> Float[torch.Tensor, "B N D"]:
+    """timm's stochastic depth: one Bernoulli draw per sample, shaped (B, 1, 1)."""
+    keep = 1 - p
+    shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+    mask = x.new_empty(shape).bernoulli_(keep)
+    return x * mask / keep
+
+
+def drop_path_bug(x: Float[torch.Tensor, "B N D"], p: float = 0.1) -> Float[torch.Tensor, "B N D"]:
+    keep = 1 - p
+    shape = (x.shape[0], 1)  # BUG: (B, 1) meets (B, N, D)
+    mask = x.new_empty(shape).bernoulli_(keep)
+    return x * mask / keep
+
+
+def mae_random_masking(x: Float[torch.Tensor, "B L D"], noise: Float[torch.Tensor, "B L"]
+                       ) -> tuple[Float[torch.Tensor, "B L//4 D"], Float[torch.Tensor, "B L"]]:
+    """MAE: argsort noise, keep the first quarter by gather, a mask unshuffled back."""
+    B, L, D = x.shape
+    len_keep = L // 4
+    ids_shuffle = torch.argsort(noise, dim=1)
+    ids_restore = torch.argsort(ids_shuffle, dim=1)
+    ids_keep = ids_shuffle[:, :len_keep]
+    kept = torch.gather(x, 1, ids_keep.unsqueeze(-1).repeat(1, 1, D))
+    mask = torch.ones(B, L)
+    mask[:, :len_keep] = 0
+    return kept, torch.gather(mask, 1, ids_restore)
+
+
+def mae_random_masking_bug(x: Float[torch.Tensor, "B L D"], noise: Float[torch.Tensor, "B L"]
+                           ) -> tuple[Float[torch.Tensor, "B L//4 D"], Float[torch.Tensor, "B L"]]:
+    B, L, D = x.shape
+    len_keep = L // 4
+    ids_shuffle = torch.argsort(noise, dim=1)
+    ids_keep = ids_shuffle[:, :len_keep]
+    kept = torch.gather(x, 1, ids_keep.unsqueeze(-1).repeat(1, 1, D))
+    mask = torch.ones(B, L)
+    mask[:, :len_keep] = 0
+    return kept, torch.gather(mask, 1, ids_keep)  # BUG: the kept ids, not the restore order
+
+
+def vit_tokens(patches: Float[torch.Tensor, "B N D"], cls: Float[torch.Tensor, "1 1 D"],
+               pos: Float[torch.Tensor, "1 N+1 D"]) -> Float[torch.Tensor, "B N+1 D"]:
+    """ViT: the class token expanded over the batch, prepended, position embedding added."""
+    cls_tokens = cls.expand(patches.shape[0], -1, -1)
+    return torch.cat((cls_tokens, patches), dim=1) + pos
+
+
+def vit_tokens_bug(patches: Float[torch.Tensor, "B N D"], cls: Float[torch.Tensor, "1 1 D"],
+                   pos: Float[torch.Tensor, "1 N+1 D"]) -> Float[torch.Tensor, "B N+1 D"]:
+    cls_tokens = cls.expand(patches.shape[0], -1, -1)
+    return torch.cat((cls_tokens, patches), dim=1) + pos[:, 1:]  # BUG: the class slot dropped
+
+
+# -- point clouds and rendering ----------------------------------------------------------------
+
+
+class PointNetEncoder(nn.Module):
+    """PointNet: shared 1x1 convs over (B, 3, N) points, max over points, a classifier."""
+
+    def __init__(self, k: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(3, 64, 1)
+        self.conv2 = nn.Conv1d(64, 128, 1)
+        self.fc = nn.Linear(128, k)
+
+    def forward(self, pts: Float[torch.Tensor, "B N 3"]) -> Float[torch.Tensor, "B 10"]:
+        x = pts.transpose(2, 1)
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        x = torch.max(x, 2, keepdim=True)[0].view(-1, 128)
+        return F.log_softmax(self.fc(x), dim=1)
+
+
+class PointNetEncoderBug(PointNetEncoder):
+    def forward(self, pts: Float[torch.Tensor, "B N 3"]) -> Float[torch.Tensor, "B 10"]:
+        x = pts.transpose(2, 1)
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        x = torch.max(x, 1, keepdim=True)[0].view(-1, 128)  # BUG: max over the channels
+        return F.log_softmax(self.fc(x), dim=1)
+
+
+def volume_render(rgb: Float[torch.Tensor, "R S 3"], sigma: Float[torch.Tensor, "R S"],
+                  z: Float[torch.Tensor, "R S"]) -> Float[torch.Tensor, "R 3"]:
+    """NeRF: deltas with a far sample appended, exclusive cumprod of 1 - alpha by a cat."""
+    dists = torch.cat([z[..., 1:] - z[..., :-1], torch.full_like(z[..., :1], 1e10)], dim=-1)
+    alpha = 1.0 - torch.exp(-F.relu(sigma) * dists)
+    trans = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1.0 - alpha + 1e-10], -1), -1)
+    weights = alpha * trans[:, :-1]
+    return torch.sum(weights[..., None] * rgb, dim=-2)
+
+
+def volume_render_bug(rgb: Float[torch.Tensor, "R S 3"], sigma: Float[torch.Tensor, "R S"],
+                      z: Float[torch.Tensor, "R S"]) -> Float[torch.Tensor, "R 3"]:
+    dists = torch.cat([z[..., 1:] - z[..., :-1], torch.full_like(z[..., :1], 1e10)], dim=-1)
+    alpha = 1.0 - torch.exp(-F.relu(sigma) * dists)
+    trans = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1.0 - alpha + 1e-10], -1), -1)
+    weights = alpha * trans  # BUG: the inclusive product has S+1 entries
+    return torch.sum(weights[..., None] * rgb, dim=-2)
+
+
+def positional_encoding(x: Float[torch.Tensor, "N 3"]) -> Float[torch.Tensor, "N 63"]:
+    """NeRF's frequency encoding: the input and sin/cos at 10 octaves, concatenated."""
+    freqs = 2.0 ** torch.arange(10)
+    xb = x[..., None, :] * freqs[:, None]
+    enc = torch.cat([torch.sin(xb), torch.cos(xb)], dim=-1).flatten(-2)
+    return torch.cat([x, enc], dim=-1)
+
+
+def positional_encoding_bug(x: Float[torch.Tensor, "N 3"]) -> Float[torch.Tensor, "N 63"]:
+    freqs = 2.0 ** torch.arange(10)
+    xb = x[..., None, :] * freqs[:, None]
+    enc = torch.cat([torch.sin(xb), torch.cos(xb)], dim=-1).flatten(-2)
+    return enc  # BUG: the raw input not included, 60 channels
+
+
+def chamfer(a: Float[torch.Tensor, "B N 3"], b: Float[torch.Tensor, "B M 3"]
+            ) -> Float[torch.Tensor, "B"]:
+    """Chamfer distance: nearest neighbours both ways through cdist."""
+    d = torch.cdist(a, b)
+    return d.min(dim=2).values.mean(-1) + d.min(dim=1).values.mean(-1)
+
+
+def chamfer_bug(a: Float[torch.Tensor, "B N 3"], b: Float[torch.Tensor, "B M 3"]
+                ) -> Float[torch.Tensor, "B"]:
+    d = torch.cdist(a, b)
+    return d.min(dim=2).values.mean(-1) + d.min(dim=1).values  # BUG: [B] + [B, M]
+
+
+# -- generative models -------------------------------------------------------------------------
+
+
+def vae_loss(recon: Float[torch.Tensor, "B 784"], x: Float[torch.Tensor, "B 1 28 28"],
+             mu: Float[torch.Tensor, "B Z"], logvar: Float[torch.Tensor, "B Z"],
+             eps: Float[torch.Tensor, "B Z"]
+             ) -> tuple[Float[torch.Tensor, ""], Float[torch.Tensor, "B Z"]]:
+    """The PyTorch-examples VAE: reparameterised sample, BCE on the flattened image, KL."""
+    z = mu + eps * torch.exp(0.5 * logvar)
+    bce = F.binary_cross_entropy(recon, x.view(-1, 784), reduction="sum")
+    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return bce + kld, z
+
+
+def vae_loss_bug(recon: Float[torch.Tensor, "B 784"], x: Float[torch.Tensor, "B 1 28 28"],
+                 mu: Float[torch.Tensor, "B Z"], logvar: Float[torch.Tensor, "B Z"],
+                 eps: Float[torch.Tensor, "B Z"]
+                 ) -> tuple[Float[torch.Tensor, ""], Float[torch.Tensor, "B Z"]]:
+    z = mu + eps * torch.exp(0.5 * logvar)
+    bce = F.binary_cross_entropy(recon, x.view(-1, 784), reduction="sum")
+    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp(), dim=1)  # BUG: per sample
+    return bce + kld, z
+
+
+def vq_quantize(z: Float[torch.Tensor, "B D H W"], codebook: Float[torch.Tensor, "K D"]
+                ) -> Float[torch.Tensor, "B D H W"]:
+    """VQ-VAE: channels-last flatten, squared distances by expansion, argmin, embedding,
+    straight-through estimator."""
+    zf = z.permute(0, 2, 3, 1).contiguous()
+    flat = zf.view(-1, codebook.shape[1])
+    d = (flat ** 2).sum(1, keepdim=True) + (codebook ** 2).sum(1) - 2 * flat @ codebook.t()
+    idx = torch.argmin(d, dim=1)
+    q = F.embedding(idx, codebook).view(zf.shape)
+    q = zf + (q - zf).detach()
+    return q.permute(0, 3, 1, 2).contiguous()
+
+
+def vq_quantize_bug(z: Float[torch.Tensor, "B D H W"], codebook: Float[torch.Tensor, "K D"]
+                    ) -> Float[torch.Tensor, "B D H W"]:
+    zf = z.permute(0, 2, 3, 1).contiguous()
+    flat = zf.view(-1, codebook.shape[1])
+    d = (flat ** 2).sum(1) + (codebook ** 2).sum(1) - 2 * flat @ codebook.t()  # BUG: [N] + [K]
+    idx = torch.argmin(d, dim=1)
+    q = F.embedding(idx, codebook).view(zf.shape)
+    q = zf + (q - zf).detach()
+    return q.permute(0, 3, 1, 2).contiguous()
+
+
+# -- metric learning and losses ----------------------------------------------------------------
+
+
+def clip_loss(img: Float[torch.Tensor, "N D"], txt: Float[torch.Tensor, "N D"],
+              logit_scale: Float[torch.Tensor, ""]) -> Float[torch.Tensor, ""]:
+    """CLIP's symmetric contrastive loss: normalised features, exp(scale), arange labels."""
+    img = img / img.norm(dim=-1, keepdim=True)
+    txt = F.normalize(txt, dim=-1)
+    logits = logit_scale.exp() * img @ txt.t()
+    labels = torch.arange(logits.shape[0], device=logits.device)
+    return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
+
+
+def clip_loss_bug(img: Float[torch.Tensor, "N D"], txt: Float[torch.Tensor, "N D"],
+                  logit_scale: Float[torch.Tensor, ""]) -> Float[torch.Tensor, ""]:
+    img = img / img.norm(dim=-1)  # BUG: [N, D] / [N]
+    txt = F.normalize(txt, dim=-1)
+    logits = logit_scale.exp() * img @ txt.t()
+    labels = torch.arange(logits.shape[0], device=logits.device)
+    return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
+
+
+def nt_xent(z1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"], tau: float = 0.5
+            ) -> Float[torch.Tensor, ""]:
+    """SimCLR: both views stacked, self-similarity masked out, positives N apart."""
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    sim = z @ z.T / tau
+    sim = sim.masked_fill(torch.eye(2 * n, dtype=torch.bool), float("-inf"))
+    targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)])
+    return F.cross_entropy(sim, targets)
+
+
+def nt_xent_bug(z1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"], tau: float = 0.5
+                ) -> Float[torch.Tensor, ""]:
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    sim = z @ z.T / tau
+    sim = sim.masked_fill(torch.eye(n, dtype=torch.bool), float("-inf"))  # BUG: [N, N] mask
+    targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)])
+    return F.cross_entropy(sim, targets)
+
+
+def triplet_hard(emb: Float[torch.Tensor, "N D"], labels: Int[torch.Tensor, "N"],
+                 margin: float = 0.3) -> Float[torch.Tensor, ""]:
+    """Batch-hard triplet loss: pairwise cdist, hardest positive and negative per anchor."""
+    dist = torch.cdist(emb, emb, p=2)
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    hardest_pos = (dist * same.float()).max(dim=1).values
+    hardest_neg = (dist + 1e5 * same.float()).min(dim=1).values
+    return F.relu(hardest_pos - hardest_neg + margin).mean()
+
+
+def triplet_hard_bug(emb: Float[torch.Tensor, "N D"], labels: Int[torch.Tensor, "N"],
+                     margin: float = 0.3) -> Float[torch.Tensor, ""]:
+    dist = torch.cdist(emb, emb.T, p=2)  # BUG: [D, N] points of dimension N
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    hardest_pos = (dist * same.float()).max(dim=1).values
+    hardest_neg = (dist + 1e5 * same.float()).min(dim=1).values
+    return F.relu(hardest_pos - hardest_neg + margin).mean()
+
+
+def focal_loss(logits: Float[torch.Tensor, "N C"], targets: Float[torch.Tensor, "N C"],
+               alpha: float = 0.25, gamma: float = 2.0) -> Float[torch.Tensor, ""]:
+    """RetinaNet's sigmoid focal loss on one-hot targets."""
+    p = torch.sigmoid(logits)
+    ce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    p_t = p * targets + (1 - p) * (1 - targets)
+    loss = ce * ((1 - p_t) ** gamma)
+    alpha_t = alpha * targets + (1 - alpha) * (1 - targets)
+    return (alpha_t * loss).sum() / max(1, targets.shape[0])
+
+
+def focal_loss_bug(logits: Float[torch.Tensor, "N C"], targets: Int[torch.Tensor, "N"],
+                   alpha: float = 0.25, gamma: float = 2.0) -> Float[torch.Tensor, ""]:
+    p = torch.sigmoid(logits)
+    ce = F.binary_cross_entropy_with_logits(logits, targets.float(), reduction="none")  # BUG
+    p_t = p * targets + (1 - p) * (1 - targets)
+    loss = ce * ((1 - p_t) ** gamma)
+    alpha_t = alpha * targets + (1 - alpha) * (1 - targets)
+    return (alpha_t * loss).sum() / max(1, targets.shape[0])
+
+
+def label_smoothing_ce(logits: Float[torch.Tensor, "B T V"], target: Int[torch.Tensor, "B T"],
+                       eps: float = 0.1) -> Float[torch.Tensor, ""]:
+    """Label-smoothed cross entropy written out: NLL of the target plus the uniform term."""
+    logp = F.log_softmax(logits, dim=-1)
+    nll = -logp.gather(dim=-1, index=target.unsqueeze(-1)).squeeze(-1)
+    smooth = -logp.mean(dim=-1)
+    return ((1 - eps) * nll + eps * smooth).mean()
+
+
+def label_smoothing_ce_bug(logits: Float[torch.Tensor, "B T V"], target: Int[torch.Tensor, "B T"],
+                           eps: float = 0.1) -> Float[torch.Tensor, ""]:
+    logp = F.log_softmax(logits, dim=-1)
+    nll = -logp.gather(dim=-1, index=target.unsqueeze(-1))  # BUG: [B, T, 1] meets [B, T]
+    smooth = -logp.mean(dim=-1)
+    return ((1 - eps) * nll + eps * smooth).mean()
+
+
+def seq_ce_flat(logits: Float[torch.Tensor, "B T V"], target: Int[torch.Tensor, "B T"]
+                ) -> Float[torch.Tensor, ""]:
+    """A GPT training loss: logits and targets flattened over batch and time, ignore_index."""
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1), ignore_index=-1,
+                           label_smoothing=0.1)
+
+
+def seq_ce_flat_bug(logits: Float[torch.Tensor, "B T V"], target: Int[torch.Tensor, "B T"]
+                    ) -> Float[torch.Tensor, ""]:
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), target, ignore_index=-1,  # BUG
+                           label_smoothing=0.1)
+
+
+def distill_kl(student: Float[torch.Tensor, "B C"], teacher: Float[torch.Tensor, "B C"],
+               T: float = 4.0) -> Float[torch.Tensor, ""]:
+    """Hinton distillation: KL between temperature-softened distributions, times T^2."""
+    return F.kl_div(F.log_softmax(student / T, dim=1), F.softmax(teacher / T, dim=1),
+                    reduction="batchmean") * T * T
+
+
+def distill_kl_bug(student: Float[torch.Tensor, "B C"], teacher: Float[torch.Tensor, "B C"],
+                   T: float = 4.0) -> Float[torch.Tensor, ""]:
+    return F.kl_div(F.log_softmax(student / T, dim=1), F.softmax(teacher / T, dim=1).T,  # BUG
+                    reduction="batchmean") * T * T
+
+
+def dice_loss(logits: Float[torch.Tensor, "B K H W"], target: Int[torch.Tensor, "B H W"]
+              ) -> Float[torch.Tensor, ""]:
+    """Multi-class soft Dice: one-hot targets moved to channels-first, sums over space."""
+    probs = logits.softmax(dim=1)
+    onehot = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).float()
+    inter = (probs * onehot).sum(dim=(2, 3))
+    union = probs.sum(dim=(2, 3)) + onehot.sum(dim=(2, 3))
+    return 1 - (2 * inter / union.clamp_min(1e-6)).mean()
+
+
+def dice_loss_bug(logits: Float[torch.Tensor, "B K H W"], target: Int[torch.Tensor, "B H W"]
+                  ) -> Float[torch.Tensor, ""]:
+    probs = logits.softmax(dim=1)
+    onehot = F.one_hot(target, logits.shape[1]).float()  # BUG: classes left last
+    inter = (probs * onehot).sum(dim=(2, 3))
+    union = probs.sum(dim=(2, 3)) + onehot.sum(dim=(2, 3))
+    return 1 - (2 * inter / union.clamp_min(1e-6)).mean()
+
+
+def masked_mean_pool(h: Float[torch.Tensor, "B T D"], attention_mask: Int[torch.Tensor, "B T"]
+                     ) -> Float[torch.Tensor, "B D"]:
+    """sentence-transformers' mean pooling: the mask expanded to the hidden size."""
+    m = attention_mask.unsqueeze(-1).expand(h.size()).float()
+    return torch.sum(h * m, 1) / torch.clamp(m.sum(1), min=1e-9)
+
+
+def masked_mean_pool_bug(h: Float[torch.Tensor, "B T D"], attention_mask: Int[torch.Tensor, "B T"]
+                         ) -> Float[torch.Tensor, "B D"]:
+    m = attention_mask.unsqueeze(-1).expand(h.size()).float()
+    return torch.sum(h * m, 1) / torch.clamp(m.sum(2), min=1e-9)  # BUG: [B, D] / [B, T]
+
+
+# -- reinforcement learning and training loops -------------------------------------------------
+
+
+def ppo_clip_loss(new_logp: Float[torch.Tensor, "N A"], old_logp: Float[torch.Tensor, "N"],
+                  adv: Float[torch.Tensor, "N"], clip: float = 0.2) -> Float[torch.Tensor, ""]:
+    """cleanrl's continuous PPO policy loss: per-dimension log-probabilities summed over the
+    action, advantages normalised per minibatch."""
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = (new_logp.sum(1) - old_logp).exp()
+    pg1 = -adv * ratio
+    pg2 = -adv * torch.clamp(ratio, 1 - clip, 1 + clip)
+    return torch.max(pg1, pg2).mean()
+
+
+def ppo_clip_loss_bug(new_logp: Float[torch.Tensor, "N A"], old_logp: Float[torch.Tensor, "N"],
+                      adv: Float[torch.Tensor, "N"], clip: float = 0.2
+                      ) -> Float[torch.Tensor, ""]:
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = (new_logp - old_logp).exp()  # BUG: not summed over the action, [N, A] - [N]
+    pg1 = -adv * ratio
+    pg2 = -adv * torch.clamp(ratio, 1 - clip, 1 + clip)
+    return torch.max(pg1, pg2).mean()
+
+
+def sac_q_target(r: Float[torch.Tensor, "B 1"], done: Float[torch.Tensor, "B 1"],
+                 q1: Float[torch.Tensor, "B 1"], q2: Float[torch.Tensor, "B 1"],
+                 logp: Float[torch.Tensor, "B"], alpha: float = 0.2
+                 ) -> Float[torch.Tensor, "B 1"]:
+    """SAC's soft target: min of twin critics minus alpha log pi, with (B, 1) columns."""
+    min_q = torch.min(q1, q2) - alpha * logp.unsqueeze(-1)
+    return r + (1 - done) * 0.99 * min_q
+
+
+def sac_q_target_bug(r: Float[torch.Tensor, "B 1"], done: Float[torch.Tensor, "B 1"],
+                     q1: Float[torch.Tensor, "B 1"], q2: Float[torch.Tensor, "B 1"],
+                     logp: Float[torch.Tensor, "B"], alpha: float = 0.2
+                     ) -> Float[torch.Tensor, "B 1"]:
+    min_q = torch.min(q1, q2) - alpha * logp  # BUG: [B, 1] - [B]
+    return r + (1 - done) * 0.99 * min_q
+
+
+class EMATeacher(nn.Module):
+    """BYOL/DINO's teacher: a parameter-wise EMA of the student in a no_grad loop, then the
+    teacher's projection of the batch."""
+
+    def __init__(self, momentum: float = 0.996) -> None:
+        super().__init__()
+        self.student = nn.Linear(16, 8)
+        self.teacher = nn.Linear(16, 8)
+        self.momentum = momentum
+
+    def forward(self, x: Float[torch.Tensor, "B 16"]) -> Float[torch.Tensor, "B 8"]:
+        with torch.no_grad():
+            for ps, pt in zip(self.student.parameters(), self.teacher.parameters(), strict=True):
+                pt.mul_(self.momentum).add_((1 - self.momentum) * ps.detach())
+        return self.teacher(x)
+
+
+class EMATeacherBug(EMATeacher):
+    def forward(self, x: Float[torch.Tensor, "B 16"]) -> Float[torch.Tensor, "B 8"]:
+        with torch.no_grad():
+            for ps, pt in zip(self.student.parameters(), self.teacher.parameters(), strict=True):
+                pt.mul_(self.momentum).add_((1 - self.momentum) * ps.detach())
+        return self.student(x) + self.teacher(x).mean(1)  # BUG: [B, 8] + [B]
+
+
+class DinoCenter(nn.Module):
+    """DINO's teacher centring: softmax of centred, sharpened outputs; the centre an EMA of
+    the batch mean kept as a (1, D) buffer."""
+
+    def __init__(self, dim: int = 64, momentum: float = 0.9) -> None:
+        super().__init__()
+        self.register_buffer("center", torch.zeros(1, dim))
+        self.momentum = momentum
+
+    def forward(self, t: Float[torch.Tensor, "B 64"]) -> Float[torch.Tensor, "B 64"]:
+        out = F.softmax((t - self.center) / 0.04, dim=-1)
+        batch_center = torch.sum(t, dim=0, keepdim=True) / t.shape[0]
+        self.center = self.center * self.momentum + batch_center * (1 - self.momentum)
+        return out + 0 * self.center
+
+
+class DinoCenterBug(DinoCenter):
+    def forward(self, t: Float[torch.Tensor, "B 64"]) -> Float[torch.Tensor, "B 64"]:
+        out = F.softmax((t - self.center) / 0.04, dim=-1)
+        batch_center = torch.sum(t, dim=1) / t.shape[0]  # BUG: a mean over features, [B]
+        self.center = self.center * self.momentum + batch_center * (1 - self.momentum)
+        return out + 0 * self.center
+
+
+def causal_conv1d(x: Float[torch.Tensor, "B C T"], w: Float[torch.Tensor, "2*C C 3"]
+                  ) -> Float[torch.Tensor, "B C T"]:
+    """WaveNet: left padding by (k-1)*dilation, a gated tanh-sigmoid unit via chunk."""
+    dilation = 2
+    h = F.conv1d(F.pad(x, ((3 - 1) * dilation, 0)), w, dilation=dilation)
+    a, b = h.chunk(2, dim=1)
+    return x + torch.tanh(a) * torch.sigmoid(b)
+
+
+def causal_conv1d_bug(x: Float[torch.Tensor, "B C T"], w: Float[torch.Tensor, "2*C C 3"]
+                      ) -> Float[torch.Tensor, "B C T"]:
+    dilation = 2
+    h = F.conv1d(F.pad(x, (3 - 1, 0)), w, dilation=dilation)  # BUG: padding ignores dilation
+    a, b = h.chunk(2, dim=1)
+    return x + torch.tanh(a) * torch.sigmoid(b)
+
+
+def glu_conformer_conv(x: Float[torch.Tensor, "B T D"], pw: Float[torch.Tensor, "2*D D 1"],
+                       dw: Float[torch.Tensor, "D 1 31"]) -> Float[torch.Tensor, "B T D"]:
+    """Conformer's convolution module: pointwise to 2D, GLU over channels, depthwise conv."""
+    h = F.glu(F.conv1d(x.transpose(1, 2), pw), dim=1)
+    h = F.conv1d(h, dw, padding=15, groups=x.shape[-1])
+    return x + F.silu(F.group_norm(h, 1)).transpose(1, 2)
+
+
+def glu_conformer_conv_bug(x: Float[torch.Tensor, "B T D"], pw: Float[torch.Tensor, "2*D D 1"],
+                           dw: Float[torch.Tensor, "D 1 31"]) -> Float[torch.Tensor, "B T D"]:
+    h = F.glu(F.conv1d(x.transpose(1, 2), pw), dim=-1)  # BUG: halves time, not channels
+    h = F.conv1d(h, dw, padding=15, groups=x.shape[-1])
+    return x + F.silu(F.group_norm(h, 1)).transpose(1, 2)
+
+
+def lengths_mask_attention(x: Float[torch.Tensor, "B T D"], lengths: Int[torch.Tensor, "B"]
+                           ) -> Float[torch.Tensor, "B T T"]:
+    """A key padding mask from sequence lengths (arange < lengths[:, None]) on scores."""
+    mask = torch.arange(x.shape[1])[None, :] < lengths[:, None]
+    scores = x @ x.transpose(1, 2)
+    return scores.masked_fill(~mask[:, None, :], -1e9).softmax(-1)
+
+
+def lengths_mask_attention_bug(x: Float[torch.Tensor, "B T D"], lengths: Int[torch.Tensor, "B"]
+                               ) -> Float[torch.Tensor, "B T T"]:
+    mask = torch.arange(x.shape[1])[None, :] < lengths  # BUG: [1, T] < [B]
+    scores = x @ x.transpose(1, 2)
+    return scores.masked_fill(~mask[:, None, :], -1e9).softmax(-1)
+
+
+def mixup(x: Float[torch.Tensor, "B C H W"], y: Int[torch.Tensor, "B"], lam: float = 0.7,
+          classes: int = 10
+          ) -> tuple[Float[torch.Tensor, "B C H W"], Float[torch.Tensor, "B 10"]]:
+    """mixup: a random permutation of the batch, images and one-hot labels mixed alike."""
+    perm = torch.randperm(x.size(0))
+    yy = F.one_hot(y, classes).float()
+    return lam * x + (1 - lam) * x[perm], lam * yy + (1 - lam) * yy[perm]
+
+
+def mixup_bug(x: Float[torch.Tensor, "B C H W"], y: Int[torch.Tensor, "B"], lam: float = 0.7,
+              classes: int = 10
+              ) -> tuple[Float[torch.Tensor, "B C H W"], Float[torch.Tensor, "B 10"]]:
+    perm = torch.randperm(x.size(1))  # BUG: permutes by channel count
+    yy = F.one_hot(y, classes).float()
+    return lam * x + (1 - lam) * x[perm], lam * yy + (1 - lam) * yy[perm]
+
+
+def gumbel_select(logits: Float[torch.Tensor, "B K"], values: Float[torch.Tensor, "K D"]
+                  ) -> Float[torch.Tensor, "B D"]:
+    """A straight-through Gumbel-softmax choice of one codebook row per sample."""
+    onehot = F.gumbel_softmax(logits, tau=0.5, hard=True)
+    return onehot @ values
+
+
+def gumbel_select_bug(logits: Float[torch.Tensor, "B K"], values: Float[torch.Tensor, "K D"]
+                      ) -> Float[torch.Tensor, "B D"]:
+    onehot = F.gumbel_softmax(logits, tau=0.5, hard=True)
+    return onehot @ values.T  # BUG: contracts K with D
+
+
+def prototypes(support: Float[torch.Tensor, "W S D"], query: Float[torch.Tensor, "Q D"]
+               ) -> Float[torch.Tensor, "Q W"]:
+    """Prototypical networks: class means of the support set, negative squared distances."""
+    protos = support.mean(dim=1)
+    return -torch.cdist(query, protos).pow(2)
+
+
+def prototypes_bug(support: Float[torch.Tensor, "W S D"], query: Float[torch.Tensor, "Q D"]
+                   ) -> Float[torch.Tensor, "Q W"]:
+    protos = support.mean(dim=0)  # BUG: the mean over classes
+    return -torch.cdist(query, protos).pow(2)
+
+
+CASES = [
+    ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
+    ("gqa repeat_kv expand+reshape", repeat_kv, repeat_kv_bug, "TS102"),
+    ("alibi bias", alibi_bias, alibi_bias_bug, "TS101"),
+    ("kv cache append", kv_cache_append, kv_cache_append_bug, "TS106"),
+    ("rmsnorm + swiglu block", RMSNormSwiGLU, RMSNormSwiGLUBug, "TS101"),
+    ("moe top-2 routing", moe_route, moe_route_bug, "TS101"),
+    ("moe load balance loss", moe_load_balance, moe_load_balance_bug, "TS101"),
+    ("top-p filter", top_p_filter, top_p_filter_bug, "TS101"),
+    ("top-k sample next", sample_next, sample_next_bug, "TS101"),
+    ("swin window_reverse", window_reverse, window_reverse_bug, "TS202"),
+    ("swin patch merging", patch_merging, patch_merging_bug, "TS102"),
+    ("swin relative position bias", relative_position_bias, relative_position_bias_bug, "TS101"),
+    ("mobilenet depthwise separable", DepthwiseSeparable, DepthwiseSeparableBug, "TS102"),
+    ("mobilenetv2 inverted residual", InvertedResidual, InvertedResidualBug, "TS101"),
+    ("espcn pixel shuffle", pixel_shuffle_up, pixel_shuffle_up_bug, "TS103"),
+    ("unet interpolate + skip", unet_up, unet_up_bug, "TS106"),
+    ("unet conv_transpose + skip", unet_up_transpose, unet_up_transpose_bug, "TS106"),
+    ("fpn top-down", fpn_top_down, fpn_top_down_bug, "TS101"),
+    ("cbam spatial attention", cbam_spatial, cbam_spatial_bug, "TS101"),
+    ("drop path", drop_path, drop_path_bug, "TS101"),
+    ("mae random masking", mae_random_masking, mae_random_masking_bug, "TS103"),
+    ("vit class token + pos", vit_tokens, vit_tokens_bug, "TS101"),
+    ("pointnet max over points", PointNetEncoder, PointNetEncoderBug, "TS103"),
+    ("nerf volume rendering", volume_render, volume_render_bug, "TS101"),
+    ("nerf positional encoding", positional_encoding, positional_encoding_bug, "TS103"),
+    ("chamfer distance", chamfer, chamfer_bug, "TS101"),
+    ("vae loss", vae_loss, vae_loss_bug, "TS103"),
+    ("vq-vae quantize", vq_quantize, vq_quantize_bug, "TS101"),
+    ("clip contrastive loss", clip_loss, clip_loss_bug, "TS101"),
+    ("simclr nt-xent", nt_xent, nt_xent_bug, "TS101"),
+    ("batch-hard triplet", triplet_hard, triplet_hard_bug, "TS102"),
+    ("focal loss", focal_loss, focal_loss_bug, "TS101"),
+    ("label smoothing ce", label_smoothing_ce, label_smoothing_ce_bug, "TS101"),
+    ("flattened sequence ce", seq_ce_flat, seq_ce_flat_bug, "TS102"),
+    ("distillation kl", distill_kl, distill_kl_bug, "TS101"),
+    ("dice loss", dice_loss, dice_loss_bug, "TS101"),
+    ("masked mean pool", masked_mean_pool, masked_mean_pool_bug, "TS101"),
+    ("ppo clipped loss", ppo_clip_loss, ppo_clip_loss_bug, "TS101"),
+    ("sac soft q target", sac_q_target, sac_q_target_bug, "TS201"),
+    ("ema teacher update", EMATeacher, EMATeacherBug, "TS101"),
+    ("dino centring buffer", DinoCenter, DinoCenterBug, "TS101"),
+    ("wavenet causal conv", causal_conv1d, causal_conv1d_bug, "TS101"),
+    ("conformer glu conv", glu_conformer_conv, glu_conformer_conv_bug, "TS102"),
+    ("lengths key padding mask", lengths_mask_attention, lengths_mask_attention_bug, "TS101"),
+    ("mixup", mixup, mixup_bug, "TS101"),
+    ("gumbel straight-through", gumbel_select, gumbel_select_bug, "TS102"),
+    ("prototypical networks", prototypes, prototypes_bug, "TS103"),
+]
