@@ -23,3 +23,30 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
     rb = verify(bad)
     assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
 
+
+
+def _run(fn, sizes: dict[str, int]):
+    """The oracle for the corpus itself: torch runs the correct code on real tensors at
+    distinct concrete sizes (ids and labels 0 or 1, values in (0, 1)); the shapes it returns
+    and the signature's at those sizes."""
+    import inspect
+
+    import torch
+
+    f = fn() if inspect.isclass(fn) else fn
+    sig = verify(fn).signature
+    args = [torch.randint(0, 2, shape) if "i" in kind else torch.rand(shape) * 0.9 + 0.05
+            for dims, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True)
+            for shape in ([d.evaluate(sizes) for d in dims],)]
+    rest = list(inspect.signature(getattr(f, "forward", f)).parameters.values())[len(args):]
+    sized = {p.name: sizes[p.name] for p in rest if p.default is inspect.Parameter.empty}
+    out = f(*args, **sized)
+    got = [tuple(o.shape) for o in (out if isinstance(out, tuple) else (out,))]
+    return got, [tuple(d.evaluate(sizes) for d in r) for r in sig.results]
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+    names = "ABCDEGHKLMNPQRSTVWZ"
+    got, declared = _run(good, {n: 8 + 4 * i for i, n in enumerate(names)})
+    assert got == declared, name
