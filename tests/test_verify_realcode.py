@@ -476,3 +476,18 @@ def test_kl_div_is_a_same_shape_loss():
     r = verify(lambda s, t: F.kl_div(s.log_softmax(1), t.softmax(1).T, reduction="batchmean"),
                "B, C; B, C =>")
     assert "broadcast" in kinds(r) and not r.notes, str(r)
+
+
+def test_view_as_complex_and_back():
+    """LLaMA's rotary embedding: complex values are of float kind in the trace, so a fitted
+    ``view_as_real`` met a float tensor and stopped ('only supported for complex tensors')."""
+    def rotate(x: Float[torch.Tensor, "B, T, H, 2*E"], angles: Float[torch.Tensor, "T, E"]
+               ) -> Float[torch.Tensor, "B, T, H, 2*E"]:
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        rot = torch.polar(torch.ones_like(angles), angles)[:, None, :]
+        return torch.view_as_real(xc * rot).flatten(3)
+
+    r = verify(rotate)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: torch.view_as_complex(x), "B, 3 => B")
+    assert kinds(r) == ["op-shape"] and "size 2" in str(r), str(r)

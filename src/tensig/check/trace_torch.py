@@ -543,6 +543,17 @@ def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
     return S.SymArray(i.dims, a.kind)
 
 
+def _view_as_complex(x: Any) -> S.SymArray:
+    """``torch.view_as_complex``: the last axis, of size 2, as one number.  Complex values are
+    of float kind here (:func:`~tensig.check.tracer.kind_of`), so a fitted ``view_as_real``
+    met a float tensor and stopped (LLaMA's rotary embedding): both are by hand."""
+    a = S._sym(x)
+    if not a.ndim or differ(a.dims[-1], sym_sizes.as_dim(2)):
+        tracer().report("op-shape", f"torch.view_as_complex of {shape_text(a)}: the last "
+                                    "axis holds (real, imaginary) pairs, size 2")
+    return S.SymArray(a.dims[:-1], "f")
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -590,6 +601,8 @@ HAND: dict[str, Callable[..., Any]] = {
     "one_hot": _one_hot,
     "gather": _gather,
     "cdist": trace_numpy._cdist,
+    "view_as_complex": _view_as_complex,
+    "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),
