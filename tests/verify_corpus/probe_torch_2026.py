@@ -21,22 +21,23 @@ from tensig import Float, Int
 # -- large language models ---------------------------------------------------------------------
 
 
-def rope_complex(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "S E"]
+def rope_complex(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "T E"]
                  ) -> Float[torch.Tensor, "B T H 2*E"]:
-    """LLaMA's rotary embedding through complex numbers, the table cut to the sequence."""
-    T = xq.shape[1]
-    freqs_cis = torch.polar(torch.ones_like(freqs[:T]), freqs[:T])
+    """LLaMA's rotary embedding through complex numbers: (real, imaginary) pairs, the angles
+    of this sequence's positions as unit complex numbers, broadcast over batch and heads."""
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
     xc = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
-    out = torch.view_as_real(xc * freqs_cis[None, :, None, :]).flatten(3)
+    shape = [d if i == 1 or i == xc.ndim - 1 else 1 for i, d in enumerate(xc.shape)]
+    out = torch.view_as_real(xc * freqs_cis.view(*shape)).flatten(3)
     return out.type_as(xq)
 
 
-def rope_complex_bug(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "S E"]
+def rope_complex_bug(xq: Float[torch.Tensor, "B T H 2*E"], freqs: Float[torch.Tensor, "T E"]
                      ) -> Float[torch.Tensor, "B T H 2*E"]:
-    T = xq.shape[1]
-    freqs_cis = torch.polar(torch.ones_like(freqs[:T]), freqs[:T])
-    xc = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
-    out = torch.view_as_real(xc * freqs_cis[None, :, :]).flatten(3)  # BUG: heads meet T
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    xc = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], 2, -1))  # BUG: halves
+    shape = [d if i == 1 or i == xc.ndim - 1 else 1 for i, d in enumerate(xc.shape)]
+    out = torch.view_as_real(xc * freqs_cis.view(*shape)).flatten(3)
     return out.type_as(xq)
 
 
@@ -933,6 +934,7 @@ def prototypes_bug(support: Float[torch.Tensor, "W S D"], query: Float[torch.Ten
 
 
 CASES = [
+    ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
     ("gqa repeat_kv expand+reshape", repeat_kv, repeat_kv_bug, "TS102"),
     ("alibi bias", alibi_bias, alibi_bias_bug, "TS101"),
