@@ -491,3 +491,11 @@ def test_view_as_complex_and_back():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda x: torch.view_as_complex(x), "B, 3 => B")
     assert kinds(r) == ["op-shape"] and "size 2" in str(r), str(r)
+
+
+def test_a_concatenation_along_an_axis_a_lower_rank_lacks_is_a_concat_error():
+    """MoCo's ``cat([l_pos, l_neg], dim=1)`` with ``l_pos`` left 1-d: the axis was read from
+    the first array's rank, and an IndexError stopped the trace with a note."""
+    for fn in (lambda p, n: torch.cat([p, n], dim=1), lambda p, n: torch.cat([n, p], dim=-1)):
+        r = verify(fn, "N; N, K => N, K+1")
+        assert kinds(r)[0] == "concat" and not r.notes and "ranks 2 and 1" in str(r), str(r)

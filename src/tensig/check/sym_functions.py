@@ -90,20 +90,21 @@ def _ellipsis(n: int) -> str:
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     xs = [_sym(a) for a in arrays]
-    ax = _axis(kw.get("dim", axis), xs[0].ndim)
+    ref = max(xs, key=lambda a: a.ndim)  # the axis of the highest rank: a lower one is reported
+    ax = _axis(kw.get("dim", axis), ref.ndim)
     total = ONE * 0
     for a in xs:
-        if a.ndim != xs[0].ndim:
-            tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
+        if a.ndim != ref.ndim:
+            tracer().report("concat", f"concatenates arrays of ranks {ref.ndim} and {a.ndim}")
             continue
-        for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
+        for i, (d, e) in enumerate(zip(a.dims, ref.dims, strict=True)):
             if i != ax and differ(d, e):
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
-    dims = list(xs[0].dims)
+    dims = list(ref.dims)
     dims[ax] = total
-    return SymArray(dims, xs[0].kind)
+    return SymArray(dims, ref.kind)
 
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
