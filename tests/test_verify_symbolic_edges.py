@@ -670,3 +670,36 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
         assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
     assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
+
+
+def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
+    """An RNN unrolled by hand appends one output per step of ``range(T)`` and stacks them:
+    the list held the witness's number of arrays, and the stack was a constant (``returns
+    [B, 13, D]``, a false error on every such loop).  One array per step of a loop over a
+    symbolic range (or over an array's rows) stacks to that size; another count stays one."""
+    def rnn(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "D, D"]
+            ) -> Float[torch.Tensor, "B, T, D"]:
+        h = x.new_zeros(x.shape[0], x.shape[2])
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.tanh(x[:, t] @ w + h)
+            outs.append(h)
+        return torch.stack(outs, dim=1)
+
+    def rows(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "3*T, D"]:
+        return np.concatenate([np.stack([r, r, r]) for r in x])
+
+    def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T - 1, D"]:
+        return np.stack([x[i] + x[i - 1] for i in range(1, x.shape[0])])
+
+    for fn in (rnn, rows, pairs):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+
+    def twice(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        out = []
+        for t in range(x.shape[0]):
+            out += [x[t], x[t]]
+        return np.stack(out)  # 2*T rows: no longer one per step
+
+    assert "return-shape" in kinds(verify(twice)), str(verify(twice))

@@ -102,6 +102,10 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
+    sizes = {a.dims[ax] for a in xs if a.ndim == ref.ndim}
+    steps = tracer().loops.get(len(xs))  # one array per step of a loop over range(T): T
+    if steps is not None and len(sizes) == 1 and (each := sizes.pop()).constant is not None:
+        total = steps * each
     dims = list(ref.dims)
     dims[ax] = total
     return SymArray(dims, ref.kind)

@@ -88,6 +88,7 @@ class Tracer:
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
+    loops: dict[int, Dim] = field(default_factory=dict)  # steps at the witness -> range(T)'s T
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
