@@ -499,3 +499,27 @@ def test_a_concatenation_along_an_axis_a_lower_rank_lacks_is_a_concat_error():
     for fn in (lambda p, n: torch.cat([p, n], dim=1), lambda p, n: torch.cat([n, p], dim=-1)):
         r = verify(fn, "N; N, K => N, K+1")
         assert kinds(r)[0] == "concat" and not r.notes and "ranks 2 and 1" in str(r), str(r)
+
+
+def test_unbind_along_a_symbolic_axis():
+    """``for x_t in x.unbind(1)``: its count depends on the size, and it stopped the trace
+    ('not modelled'); the steps stacked back join to the axis.  timm's ``q, k, v =
+    qkv.unbind(0)`` of a constant axis of 3 stays three."""
+    def rnn(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "D, D"]
+            ) -> Float[torch.Tensor, "B, T, D"]:
+        h, outs = x[:, 0] * 0, []
+        for x_t in x.unbind(1):
+            h = torch.tanh(x_t @ w + h)
+            outs.append(h)
+        return torch.stack(outs, 1)
+
+    def vit_qkv(qkv: Float[torch.Tensor, "B, N, 12*E"]) -> Float[torch.Tensor, "B, 4, N, N"]:
+        b, n, _ = qkv.shape
+        q, k, v = qkv.reshape(b, n, 3, 4, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        return q @ k.transpose(-2, -1) + v[..., :1]
+
+    for fn in (rnn, vit_qkv):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+    r = verify(lambda x: torch.stack(x.unbind(0), 1), "T, D => T, D")
+    assert kinds(r) == ["return-shape"] and "[D, T]" in str(r), str(r)

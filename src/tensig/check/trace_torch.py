@@ -554,6 +554,18 @@ def _view_as_complex(x: Any) -> S.SymArray:
     return S.SymArray(a.dims[:-1], "f")
 
 
+def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
+    """``unbind`` along a symbolic axis: a slice per step at the witness, as a loop over the
+    rows gives (stacked back one per step, they join to the axis: ``Tracer.loops``)."""
+    a = S._sym(x)
+    axis = S._axis(dim, a.ndim)
+    n = a.dims[axis]
+    if n.constant is None:
+        tracer().loops[tracer().value(n)] = n
+    row = S.SymArray((*a.dims[:axis], *a.dims[axis + 1:]), a.kind)
+    return tuple(S.SymArray(row.dims, a.kind) for _ in range(tracer().value(n)))
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -601,6 +613,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "one_hot": _one_hot,
     "gather": _gather,
     "cdist": trace_numpy._cdist,
+    "unbind": _unbind,
     "view_as_complex": _view_as_complex,
     "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
     "unique": _unique,
