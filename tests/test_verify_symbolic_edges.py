@@ -703,3 +703,13 @@ def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
         return np.stack(out)  # 2*T rows: no longer one per step
 
     assert "return-shape" in kinds(verify(twice)), str(verify(twice))
+
+
+def test_a_slice_up_to_a_loop_step_plus_one_is_in_range():
+    """``x[:, t:t + 1]`` in a loop over ``range(T)``: its first steps' stops (2, 3, ...) were
+    assumed ``<= T`` ('assumes 2 <= T'), though a step's ``t + 1`` never passes ``T``; an
+    index ``x[:, t]`` was already decided so."""
+    def steps(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, T, D"]:
+        return torch.cat([x[:, t:t + 1] * 2 for t in range(x.shape[1])], dim=1)
+    r = verify(steps)
+    assert r.ok and not r.findings and not r.notes, str(r)

@@ -490,6 +490,9 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
         stop = size + stop
+    k = s.stop
+    if isinstance(k, _LoopInt) and k.slack is not None and _holds(operator.le, k.bound, size):
+        return stop - start  # x[:, t:t + 1]: a loop step's t + 1 <= T (its end traced apart)
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
                f"at most {size})"):
