@@ -523,3 +523,21 @@ def test_unbind_along_a_symbolic_axis():
         assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
     r = verify(lambda x: torch.stack(x.unbind(0), 1), "T, D => T, D")
     assert kinds(r) == ["return-shape"] and "[D, T]" in str(r), str(r)
+
+
+def test_conv_transpose_by_hand():
+    """torch's meta kernel for a transposed convolution accepts any input channels: DCGAN's
+    latent put on the width axis (``z[:, None, None, :]``) ran on to a wrong width.  The
+    sizes against torch's own, with every argument."""
+    def up(x: Float[torch.Tensor, "B, 64, H, W"], w: Float[torch.Tensor, "64, 32, 2, 2"]
+           ) -> Float[torch.Tensor, "B, 32, 2*H, 2*W"]:
+        return F.conv_transpose2d(x, w, stride=2)
+
+    r = verify(up)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda z, w: F.conv_transpose2d(z[:, None, None, :], w), "B, 100; 100, 64, 4, 4 =>")
+    assert kinds(r) == ["contraction"] and "input channels 1" in str(r), str(r)
+    r = verify(lambda x, w: F.conv_transpose1d(x, w, None, 2, 1, 1, 2, 2), "B, 6, L; 6, 4, 3 =>")
+    got = [d.evaluate({"B": 2, "L": 5}) for d in r.result[0]]
+    assert got == list(F.conv_transpose1d(torch.ones(2, 6, 5), torch.ones(6, 4, 3), None, 2, 1,
+                                          1, 2, 2).shape), got

@@ -160,6 +160,22 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
 
+def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                   output_padding: Any = 0, groups: Any = 1, dilation: Any = 1) -> SymArray:
+    """By hand: torch's meta kernel lets any input channels through (its CPU kernel refuses)."""
+    a, w = _sym(x), _sym(weight)
+    nd = w.ndim - 2
+    st, pd, op, dl = ([int(u) for u in v] if isinstance(v, tuple | list) else [int(v)] * nd
+                      for v in (stride, padding, output_padding, dilation))
+    if differ(a.dims[-nd - 1], w.dims[0]):
+        tracer().report("contraction", f"transposed convolution: input channels "
+                                       f"{a.dims[-nd - 1]} vs weight {shape_text(w)}'s "
+                                       f"{w.dims[0]} (weight [in, out / groups, ...])")
+    spatial = [(a.dims[-nd + i] - 1) * st[i] - 2 * pd[i] + dl[i] * (w.dims[2 + i] - 1) + op[i]
+               + 1 for i in range(nd)]
+    return SymArray((*a.dims[:-nd - 1], w.dims[1] * as_dim(groups), *spatial), "f")
+
+
 def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean",
                     **kw: Any) -> SymArray:
     a, b = _sym(input), _sym(target)
@@ -283,6 +299,7 @@ TORCH.update({
     "cat": concatenate,
     "linear": linear,
     **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
+    **dict.fromkeys(("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"), conv_transpose),
     **dict.fromkeys(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
                      "binary_cross_entropy_with_logits", "kl_div"), same_shape_loss),
     **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
