@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tensig import Float, Int
+from tensig import Bool, Float, Int
 
 # -- large language models ---------------------------------------------------------------------
 
@@ -98,6 +98,8 @@ def alibi_bias_bug(scores: Float[torch.Tensor, "B H T T"], slopes: Float[torch.T
     return (scores + bias).masked_fill(causal, float("-inf"))
 
 
+# Not in CASES: verify calls the deliberate skew ``view(b, h, k + 1, q)`` of ``[b, h, q, k + 1]``
+# a reorder (TS202, "only reorders the dimensions"); it does mix elements, on purpose.
 def rel_shift(x: Float[torch.Tensor, "B H Q K"]) -> Float[torch.Tensor, "B H Q K"]:
     """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one."""
     b, h, q, k = x.size()
@@ -933,6 +935,454 @@ def prototypes_bug(support: Float[torch.Tensor, "W S D"], query: Float[torch.Ten
     return -torch.cdist(query, protos).pow(2)
 
 
+# -- a second batch: generators, recurrent cells, detection heads, evaluation -----------------
+
+
+class DCGANGenerator(nn.Module):
+    """DCGAN: a latent (B, 100, 1, 1) up to 3x32x32 by stride-2 transposed convolutions."""
+
+    def __init__(self, nz: int = 100, ngf: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, 3, 4, 2, 1, bias=False), nn.Tanh())
+
+    def forward(self, z: Float[torch.Tensor, "B 100"]) -> Float[torch.Tensor, "B 3 32 32"]:
+        return self.net(z[:, :, None, None])
+
+
+class DCGANGeneratorBug(DCGANGenerator):
+    def forward(self, z: Float[torch.Tensor, "B 100"]) -> Float[torch.Tensor, "B 3 32 32"]:
+        return self.net(z[:, None, None, :])  # BUG: the latent on the width axis
+
+
+def group_norm_by_hand(x: Float[torch.Tensor, "N 4*G H W"], weight: Float[torch.Tensor, "4*G"],
+                       bias: Float[torch.Tensor, "4*G"], groups: int = 4
+                       ) -> Float[torch.Tensor, "N 4*G H W"]:
+    """GroupNorm written out: statistics over each group's channels and pixels."""
+    n, c, h, w = x.shape
+    g = x.view(n, groups, -1)
+    mean = g.mean(-1, keepdim=True)
+    var = g.var(-1, keepdim=True, unbiased=False)
+    g = (g - mean) / torch.sqrt(var + 1e-5)
+    return g.view(n, c, h, w) * weight[None, :, None, None] + bias[None, :, None, None]
+
+
+def group_norm_by_hand_bug(x: Float[torch.Tensor, "N 4*G H W"],
+                           weight: Float[torch.Tensor, "4*G"], bias: Float[torch.Tensor, "4*G"],
+                           groups: int = 4) -> Float[torch.Tensor, "N 4*G H W"]:
+    n, c, h, w = x.shape
+    g = x.view(n, groups, -1)
+    mean = g.mean(-1, keepdim=True)
+    var = g.var(-1, keepdim=True, unbiased=False)
+    g = (g - mean) / torch.sqrt(var + 1e-5)
+    return g.view(n, c, h, w) * weight[None, :, None] + bias[None, :, None, None]  # BUG
+
+
+def film(x: Float[torch.Tensor, "B C H W"], cond: Float[torch.Tensor, "B E"],
+         w: Float[torch.Tensor, "2*C E"]) -> Float[torch.Tensor, "B C H W"]:
+    """FiLM conditioning: a per-channel scale and shift from a conditioning vector."""
+    gamma, beta = F.linear(cond, w).chunk(2, dim=-1)
+    return x * (1 + gamma[:, :, None, None]) + beta[:, :, None, None]
+
+
+def film_bug(x: Float[torch.Tensor, "B C H W"], cond: Float[torch.Tensor, "B E"],
+             w: Float[torch.Tensor, "2*C E"]) -> Float[torch.Tensor, "B C H W"]:
+    gamma, beta = F.linear(cond, w).chunk(2, dim=-1)
+    return x * (1 + gamma[:, None, None, :]) + beta[:, :, None, None]  # BUG: channels last
+
+
+def fcos_targets(points: Float[torch.Tensor, "P 2"], boxes: Float[torch.Tensor, "M 4"]
+                 ) -> tuple[Float[torch.Tensor, "P 4"], Int[torch.Tensor, "P"]]:
+    """FCOS: left/top/right/bottom distances of every point to every box; the smallest box
+    that contains each point."""
+    xs, ys = points[:, 0], points[:, 1]
+    left = xs[:, None] - boxes[None, :, 0]
+    top = ys[:, None] - boxes[None, :, 1]
+    right = boxes[None, :, 2] - xs[:, None]
+    bottom = boxes[None, :, 3] - ys[:, None]
+    ltrb = torch.stack([left, top, right, bottom], dim=2)
+    inside = ltrb.min(dim=2).values > 0
+    area = ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))[None].repeat(len(points), 1)
+    area[~inside] = float("inf")
+    _, idx = area.min(dim=1)
+    return ltrb[torch.arange(len(points)), idx], idx
+
+
+def fcos_targets_bug(points: Float[torch.Tensor, "P 2"], boxes: Float[torch.Tensor, "M 4"]
+                     ) -> tuple[Float[torch.Tensor, "P 4"], Int[torch.Tensor, "P"]]:
+    xs, ys = points[:, 0], points[:, 1]
+    left = xs[:, None] - boxes[None, :, 0]
+    top = ys[:, None] - boxes[None, :, 1]
+    right = boxes[None, :, 2] - xs[:, None]
+    bottom = boxes[None, :, 3] - ys[:, None]
+    ltrb = torch.stack([left, top, right, bottom], dim=2)
+    inside = ltrb.min(dim=2).values > 0
+    area = ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))[None].repeat(len(points), 1)
+    area[~inside] = float("inf")
+    _, idx = area.min(dim=0)  # BUG: the closest point per box
+    return ltrb[torch.arange(len(points)), idx], idx
+
+
+def soft_argmax(heatmaps: Float[torch.Tensor, "B K H W"]) -> Float[torch.Tensor, "B K 2"]:
+    """Integral pose regression: a softmax over each heatmap's pixels, expected (x, y)."""
+    b, k, h, w = heatmaps.shape
+    prob = F.softmax(heatmaps.reshape(b, k, -1), dim=-1).view(b, k, h, w)
+    xs = torch.linspace(0, 1, w)
+    ys = torch.linspace(0, 1, h)
+    x = (prob.sum(dim=2) * xs).sum(dim=-1)
+    y = (prob.sum(dim=3) * ys).sum(dim=-1)
+    return torch.stack([x, y], dim=-1)
+
+
+def soft_argmax_bug(heatmaps: Float[torch.Tensor, "B K H W"]) -> Float[torch.Tensor, "B K 2"]:
+    b, k, h, w = heatmaps.shape
+    prob = F.softmax(heatmaps.reshape(b, k, -1), dim=-1).view(b, k, h, w)
+    xs = torch.linspace(0, 1, w)
+    ys = torch.linspace(0, 1, h)
+    x = (prob.sum(dim=2) * xs).sum(dim=-1)
+    y = (prob.sum(dim=2) * ys).sum(dim=-1)  # BUG: sums out the rows again, W meets H
+    return torch.stack([x, y], dim=-1)
+
+
+def spatial_transformer(x: Float[torch.Tensor, "B C H W"], theta: Float[torch.Tensor, "B 6"]
+                        ) -> Float[torch.Tensor, "B C H W"]:
+    """STN: a per-sample affine matrix, a sampling grid of the input's size, grid_sample."""
+    grid = F.affine_grid(theta.view(-1, 2, 3), list(x.size()), align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False)
+
+
+def spatial_transformer_bug(x: Float[torch.Tensor, "B C H W"], theta: Float[torch.Tensor, "B 6"]
+                            ) -> Float[torch.Tensor, "B C H W"]:
+    grid = F.affine_grid(theta.view(-1, 2, 3), [x.size(0), x.size(1), 28, 28],  # BUG: MNIST's
+                         align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False)
+
+
+class LSTMClassifier(nn.Module):
+    """A text classifier: embeddings, a batch-first 2-layer LSTM, the last layer's final
+    hidden state to the logits."""
+
+    def __init__(self, vocab: int = 100, dim: int = 16, hidden: int = 32, classes: int = 5
+                 ) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, tokens: Int[torch.Tensor, "B T"]) -> Float[torch.Tensor, "B 5"]:
+        _, (h_n, _) = self.lstm(self.emb(tokens))
+        return self.fc(h_n[-1])
+
+
+class LSTMClassifierBug(LSTMClassifier):
+    def forward(self, tokens: Int[torch.Tensor, "B T"]) -> Float[torch.Tensor, "B 5"]:
+        out, _ = self.lstm(self.emb(tokens))
+        return self.fc(out[-1])  # BUG: batch-first: the last sample's outputs, [T, 5]
+
+
+def gru_cell(x: Float[torch.Tensor, "B I"], h: Float[torch.Tensor, "B H"],
+             w_ih: Float[torch.Tensor, "3*H I"], w_hh: Float[torch.Tensor, "3*H H"]
+             ) -> Float[torch.Tensor, "B H"]:
+    """A GRU cell by hand: three gates from chunked input and hidden projections."""
+    gi, gh = x @ w_ih.t(), h @ w_hh.t()
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 1)
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h
+
+
+def gru_cell_bug(x: Float[torch.Tensor, "B I"], h: Float[torch.Tensor, "B H"],
+                 w_ih: Float[torch.Tensor, "3*H I"], w_hh: Float[torch.Tensor, "3*H H"]
+                 ) -> Float[torch.Tensor, "B H"]:
+    gi, gh = x @ w_ih.t(), h @ w_hh.t()
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 0)  # BUG: chunks the batch
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h
+
+
+def bahdanau(enc: Float[torch.Tensor, "B T H"], s: Float[torch.Tensor, "B H"],
+             w1: Float[torch.Tensor, "A H"], w2: Float[torch.Tensor, "A H"],
+             v: Float[torch.Tensor, "1 A"]) -> Float[torch.Tensor, "B H"]:
+    """Additive attention: v^T tanh(W1 h_t + W2 s), softmax over time, context vector."""
+    scores = F.linear(torch.tanh(F.linear(enc, w1) + F.linear(s, w2).unsqueeze(1)), v)
+    alpha = F.softmax(scores, dim=1)
+    return (alpha * enc).sum(dim=1)
+
+
+def bahdanau_bug(enc: Float[torch.Tensor, "B T H"], s: Float[torch.Tensor, "B H"],
+                 w1: Float[torch.Tensor, "A H"], w2: Float[torch.Tensor, "A H"],
+                 v: Float[torch.Tensor, "1 A"]) -> Float[torch.Tensor, "B H"]:
+    scores = F.linear(torch.tanh(F.linear(enc, w1) + F.linear(s, w2)), v)  # BUG: [B, T, A] + [B, A]
+    alpha = F.softmax(scores, dim=1)
+    return (alpha * enc).sum(dim=1)
+
+
+def moco_logits(q: Float[torch.Tensor, "N C"], k: Float[torch.Tensor, "N C"],
+                queue: Float[torch.Tensor, "C K"], t: float = 0.07
+                ) -> tuple[Float[torch.Tensor, "N 1+K"], Int[torch.Tensor, "N"]]:
+    """MoCo: one positive logit per query, negatives against the queue, label 0."""
+    l_pos = torch.einsum("nc,nc->n", q, k).unsqueeze(-1)
+    l_neg = torch.einsum("nc,ck->nk", q, queue.clone().detach())
+    logits = torch.cat([l_pos, l_neg], dim=1) / t
+    return logits, torch.zeros(logits.shape[0], dtype=torch.long)
+
+
+def moco_logits_bug(q: Float[torch.Tensor, "N C"], k: Float[torch.Tensor, "N C"],
+                    queue: Float[torch.Tensor, "C K"], t: float = 0.07
+                    ) -> tuple[Float[torch.Tensor, "N 1+K"], Int[torch.Tensor, "N"]]:
+    l_pos = torch.einsum("nc,nc->n", q, k)  # BUG: the unsqueeze forgotten
+    l_neg = torch.einsum("nc,ck->nk", q, queue.clone().detach())
+    logits = torch.cat([l_pos, l_neg], dim=1) / t
+    return logits, torch.zeros(logits.shape[0], dtype=torch.long)
+
+
+def moco_enqueue(queue: Float[torch.Tensor, "C 8*N"], keys: Float[torch.Tensor, "N C"],
+                 ptr: int = 0) -> Float[torch.Tensor, "C 8*N"]:
+    """MoCo's dequeue-and-enqueue: the batch's keys written as columns at the pointer."""
+    batch = keys.shape[0]
+    queue[:, ptr:ptr + batch] = keys.T
+    return queue
+
+
+def moco_enqueue_bug(queue: Float[torch.Tensor, "C 8*N"], keys: Float[torch.Tensor, "N C"],
+                     ptr: int = 0) -> Float[torch.Tensor, "C 8*N"]:
+    batch = keys.shape[0]
+    queue[:, ptr:ptr + batch] = keys  # BUG: rows are keys, the queue holds columns
+    return queue
+
+
+def topk_accuracy(output: Float[torch.Tensor, "B C"], target: Int[torch.Tensor, "B"]
+                  ) -> Float[torch.Tensor, "2"]:
+    """The ImageNet example's accuracy@1 and @5: top-5 predictions transposed, compared to
+    the expanded targets, the first k rows counted."""
+    _, pred = output.topk(5, 1, True, True)
+    pred = pred.t()
+    correct = pred.eq(target.view(1, -1).expand_as(pred))
+    res = [correct[:k].reshape(-1).float().sum(0) * (100.0 / target.size(0)) for k in (1, 5)]
+    return torch.stack(res)
+
+
+def topk_accuracy_bug(output: Float[torch.Tensor, "B C"], target: Int[torch.Tensor, "B"]
+                      ) -> Float[torch.Tensor, "2"]:
+    _, pred = output.topk(5, 1, True, True)
+    correct = pred.eq(target.view(1, -1).expand_as(pred))  # BUG: [1, B] onto [B, 5]
+    res = [correct[:k].reshape(-1).float().sum(0) * (100.0 / target.size(0)) for k in (1, 5)]
+    return torch.stack(res)
+
+
+def confusion_matrix(pred: Int[torch.Tensor, "N"], target: Int[torch.Tensor, "N"],
+                     logits: Float[torch.Tensor, "N C"]) -> Float[torch.Tensor, "C"]:
+    """Segmentation metrics: a confusion matrix by bincount, then per-class IoU."""
+    n = logits.shape[1]
+    hist = torch.bincount(n * target + pred, minlength=n * n).reshape(n, n).float()
+    return torch.diag(hist) / (hist.sum(0) + hist.sum(1) - torch.diag(hist))
+
+
+def confusion_matrix_bug(pred: Int[torch.Tensor, "N"], target: Int[torch.Tensor, "N"],
+                         logits: Float[torch.Tensor, "N C"]) -> Float[torch.Tensor, "C"]:
+    n = logits.shape[1]
+    hist = torch.bincount(n * target + pred, minlength=n * n).reshape(n, n).float()
+    return torch.diag(hist) / (hist.sum() + hist.sum(1) - torch.diag(hist)).unsqueeze(1)  # BUG
+
+
+def selective_scan(x: Float[torch.Tensor, "B L D"], delta: Float[torch.Tensor, "B L D"],
+                   A: Float[torch.Tensor, "D N"], Bm: Float[torch.Tensor, "B L N"],
+                   C: Float[torch.Tensor, "B L N"]) -> Float[torch.Tensor, "B L D"]:
+    """Mamba's reference scan: discretised A and B per step, a loop over the sequence."""
+    dA = torch.exp(torch.einsum("bld,dn->bldn", delta, A))
+    dBx = torch.einsum("bld,bln,bld->bldn", delta, Bm, x)
+    h = x.new_zeros(x.shape[0], x.shape[2], A.shape[1])
+    ys = []
+    for i in range(x.shape[1]):
+        h = dA[:, i] * h + dBx[:, i]
+        ys.append(torch.einsum("bdn,bn->bd", h, C[:, i]))
+    return torch.stack(ys, dim=1)
+
+
+def selective_scan_bug(x: Float[torch.Tensor, "B L D"], delta: Float[torch.Tensor, "B L D"],
+                       A: Float[torch.Tensor, "D N"], Bm: Float[torch.Tensor, "B L N"],
+                       C: Float[torch.Tensor, "B L N"]) -> Float[torch.Tensor, "B L D"]:
+    dA = torch.exp(torch.einsum("bld,dn->bldn", delta, A))
+    dBx = torch.einsum("bld,bln,bld->bldn", delta, Bm, x)
+    h = x.new_zeros(x.shape[0], x.shape[2], A.shape[1])
+    ys = []
+    for i in range(x.shape[1]):
+        h = dA[:, i] * h + dBx[:, i]
+        ys.append(torch.einsum("bdn,bn->bd", h, C[:, i]))
+    return torch.stack(ys, dim=2)  # BUG: time last
+
+
+def yolo_decode(p: Float[torch.Tensor, "B 3*(5+C) H W"], anchors: Float[torch.Tensor, "3 2"]
+                ) -> Float[torch.Tensor, "B 3*H*W 5+C"]:
+    """YOLOv3's head: (B, A*(5+C), H, W) viewed per anchor, channels last, a cell grid
+    added to the sigmoid offsets, anchors times exp of the sizes."""
+    b, _, h, w = p.shape
+    p = p.view(b, 3, -1, h, w).permute(0, 1, 3, 4, 2).contiguous()
+    gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    grid = torch.stack((gx, gy), 2).view(1, 1, h, w, 2).float()
+    xy = (p[..., :2].sigmoid() + grid) * 8
+    wh = p[..., 2:4].exp() * anchors.view(1, 3, 1, 1, 2)
+    return torch.cat((xy, wh, p[..., 4:].sigmoid()), -1).view(b, -1, p.shape[-1])
+
+
+def yolo_decode_bug(p: Float[torch.Tensor, "B 3*(5+C) H W"], anchors: Float[torch.Tensor, "3 2"]
+                    ) -> Float[torch.Tensor, "B 3*H*W 5+C"]:
+    b, _, h, w = p.shape
+    p = p.view(b, 3, -1, h, w).permute(0, 1, 3, 4, 2).contiguous()
+    gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    grid = torch.stack((gx, gy), 2).view(1, 1, h, w, 2).float()
+    xy = (p[..., :2].sigmoid() + grid) * 8
+    wh = p[..., 2:4].exp() * anchors.view(1, 3, 1, 1, 2)
+    return torch.cat((xy, wh, p[..., 4:].sigmoid()), -1).view(b, p.shape[-1], -1)  # BUG
+
+
+def detr_cost(logits: Float[torch.Tensor, "B Q K"], boxes: Float[torch.Tensor, "B Q 4"],
+              tgt_ids: Int[torch.Tensor, "T"], tgt_boxes: Float[torch.Tensor, "T 4"]
+              ) -> Float[torch.Tensor, "B Q T"]:
+    """DETR's matcher cost: batch flattened, class probabilities at the target ids, L1
+    distances by cdist, viewed back per image."""
+    bs, nq = logits.shape[:2]
+    prob = logits.flatten(0, 1).softmax(-1)
+    out_bbox = boxes.flatten(0, 1)
+    cost = torch.cdist(out_bbox, tgt_boxes, p=1) - prob[:, tgt_ids]
+    return cost.view(bs, nq, -1)
+
+
+def detr_cost_bug(logits: Float[torch.Tensor, "B Q K"], boxes: Float[torch.Tensor, "B Q 4"],
+                  tgt_ids: Int[torch.Tensor, "T"], tgt_boxes: Float[torch.Tensor, "T 4"]
+                  ) -> Float[torch.Tensor, "B Q T"]:
+    bs, nq = logits.shape[:2]
+    prob = logits.flatten(0, 1).softmax(-1)
+    out_bbox = boxes.flatten(0, 1)
+    cost = torch.cdist(out_bbox, tgt_boxes, p=1) - prob[tgt_ids]  # BUG: rows, not columns
+    return cost.view(bs, nq, -1)
+
+
+def bilinear_pool(x: Float[torch.Tensor, "B C H W"]) -> Float[torch.Tensor, "B C*C"]:
+    """Bilinear CNN pooling: outer products of features averaged over pixels, signed square
+    root, L2 normalisation."""
+    b, c, h, w = x.shape
+    x = x.view(b, c, h * w)
+    g = torch.bmm(x, x.transpose(1, 2)) / (h * w)
+    g = g.view(b, -1)
+    return F.normalize(torch.sign(g) * torch.sqrt(torch.abs(g) + 1e-10))
+
+
+def bilinear_pool_bug(x: Float[torch.Tensor, "B C H W"]) -> Float[torch.Tensor, "B C*C"]:
+    b, c, h, w = x.shape
+    x = x.view(b, c, h * w)
+    g = torch.bmm(x.transpose(1, 2), x) / (h * w)  # BUG: the pixel Gram matrix
+    g = g.view(b, -1)
+    return F.normalize(torch.sign(g) * torch.sqrt(torch.abs(g) + 1e-10))
+
+
+def local_attention(q: Float[torch.Tensor, "B C H W"], k: Float[torch.Tensor, "B C H W"]
+                    ) -> Float[torch.Tensor, "B 9 H W"]:
+    """Stand-alone self-attention's 3x3 neighbourhood: unfolded keys against each query."""
+    b, c, h, w = k.shape
+    kn = F.unfold(k, kernel_size=3, padding=1).view(b, c, 9, h, w)
+    return torch.softmax((q.unsqueeze(2) * kn).sum(1), dim=1)
+
+
+def local_attention_bug(q: Float[torch.Tensor, "B C H W"], k: Float[torch.Tensor, "B C H W"]
+                        ) -> Float[torch.Tensor, "B 9 H W"]:
+    b, c, h, w = k.shape
+    kn = F.unfold(k, kernel_size=3, padding=1).view(b, c, 9, h, w)
+    return torch.softmax((q.unsqueeze(1) * kn).sum(1), dim=1)  # BUG: [B, 1, C, H, W]
+
+
+def sliding_window_mask(scores: Float[torch.Tensor, "B H T T"], window: int = 4
+                        ) -> Float[torch.Tensor, "B H T T"]:
+    """Mistral/Longformer-style banded causal mask from index differences."""
+    t = scores.shape[-1]
+    i = torch.arange(t).unsqueeze(1)
+    j = torch.arange(t).unsqueeze(0)
+    allowed = (j <= i) & (i - j < window)
+    return scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+def sliding_window_mask_bug(scores: Float[torch.Tensor, "B H T T"], window: int = 4
+                            ) -> Float[torch.Tensor, "B H T T"]:
+    t = scores.shape[-1]
+    i = torch.arange(scores.size(0)).unsqueeze(1)  # BUG: the batch size, not the length
+    j = torch.arange(t).unsqueeze(0)
+    allowed = (j <= i) & (i - j < window)
+    return scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+class PerceiverLatents(nn.Module):
+    """Perceiver: learned latents expanded over the batch cross-attend to the inputs."""
+
+    def __init__(self, n_latents: int = 16, dim: int = 32) -> None:
+        super().__init__()
+        self.latents = nn.Parameter(torch.randn(n_latents, dim))
+        self.attn = nn.MultiheadAttention(dim, 4, batch_first=True)
+
+    def forward(self, x: Float[torch.Tensor, "B M 32"]) -> Float[torch.Tensor, "B 16 32"]:
+        lat = self.latents.unsqueeze(0).expand(x.shape[0], -1, -1)
+        out, _ = self.attn(lat, x, x, need_weights=False)
+        return out
+
+
+class PerceiverLatentsBug(PerceiverLatents):
+    def forward(self, x: Float[torch.Tensor, "B M 32"]) -> Float[torch.Tensor, "B 16 32"]:
+        lat = self.latents.unsqueeze(0).expand(x.shape[0], -1, -1)
+        out, _ = self.attn(x, lat, lat, need_weights=False)  # BUG: inputs as the queries
+        return out
+
+
+def sdpa_padding(q: Float[torch.Tensor, "B H T D"], k: Float[torch.Tensor, "B H S D"],
+                 v: Float[torch.Tensor, "B H S D"], key_pad: Bool[torch.Tensor, "B S"]
+                 ) -> Float[torch.Tensor, "B T H*D"]:
+    """A decoder's cross-attention through scaled_dot_product_attention: a key padding mask
+    broadcast over heads and queries, heads merged after."""
+    mask = ~key_pad[:, None, None, :]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+
+
+def sdpa_padding_bug(q: Float[torch.Tensor, "B H T D"], k: Float[torch.Tensor, "B H S D"],
+                     v: Float[torch.Tensor, "B H S D"], key_pad: Bool[torch.Tensor, "B S"]
+                     ) -> Float[torch.Tensor, "B T H*D"]:
+    mask = ~key_pad[:, None, :, None]  # BUG: masks queries, [B, 1, S, 1]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+
+
+def n_step_returns(rewards: Float[torch.Tensor, "T N"], dones: Float[torch.Tensor, "T N"],
+                   bootstrap: Float[torch.Tensor, "N"], gamma: float = 0.99
+                   ) -> Float[torch.Tensor, "T N"]:
+    """A2C's discounted returns: a reversed loop over time with the bootstrap value."""
+    returns = torch.zeros_like(rewards)
+    running = bootstrap
+    for t in reversed(range(rewards.shape[0])):
+        running = rewards[t] + gamma * running * (1.0 - dones[t])
+        returns[t] = running
+    return returns
+
+
+def n_step_returns_bug(rewards: Float[torch.Tensor, "T N"], dones: Float[torch.Tensor, "T N"],
+                       bootstrap: Float[torch.Tensor, "N"], gamma: float = 0.99
+                       ) -> Float[torch.Tensor, "T N"]:
+    returns = torch.zeros_like(rewards)
+    running = bootstrap
+    for t in reversed(range(rewards.shape[0])):
+        running = rewards[t] + gamma * running * (1.0 - dones[:, None])  # BUG: whole rollout
+        returns[t] = running
+    return returns
+
+
 CASES = [
     ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
@@ -982,4 +1432,26 @@ CASES = [
     ("mixup", mixup, mixup_bug, "TS101"),
     ("gumbel straight-through", gumbel_select, gumbel_select_bug, "TS102"),
     ("prototypical networks", prototypes, prototypes_bug, "TS103"),
+    ("dcgan transposed convs", DCGANGenerator, DCGANGeneratorBug, "TS102"),
+    ("group norm by hand", group_norm_by_hand, group_norm_by_hand_bug, "TS101"),
+    ("film conditioning", film, film_bug, "TS101"),
+    ("fcos ltrb targets", fcos_targets, fcos_targets_bug, "TS101"),
+    ("soft-argmax keypoints", soft_argmax, soft_argmax_bug, "TS101"),
+    ("spatial transformer", spatial_transformer, spatial_transformer_bug, "TS103"),
+    ("lstm classifier", LSTMClassifier, LSTMClassifierBug, "TS103"),
+    ("gru cell by hand", gru_cell, gru_cell_bug, "TS101"),
+    ("bahdanau attention", bahdanau, bahdanau_bug, "TS101"),
+    ("moco logits", moco_logits, moco_logits_bug, "TS106"),
+    ("moco enqueue", moco_enqueue, moco_enqueue_bug, "TS101"),
+    ("top-k accuracy", topk_accuracy, topk_accuracy_bug, "TS101"),
+    ("confusion matrix iou", confusion_matrix, confusion_matrix_bug, "TS103"),
+    ("mamba selective scan", selective_scan, selective_scan_bug, "TS103"),
+    ("yolo head decode", yolo_decode, yolo_decode_bug, "TS202"),
+    ("detr matcher cost", detr_cost, detr_cost_bug, "TS101"),
+    ("bilinear pooling", bilinear_pool, bilinear_pool_bug, "TS103"),
+    ("unfold local attention", local_attention, local_attention_bug, "TS101"),
+    ("sliding window mask", sliding_window_mask, sliding_window_mask_bug, "TS101"),
+    ("perceiver latents", PerceiverLatents, PerceiverLatentsBug, "TS103"),
+    ("sdpa key padding", sdpa_padding, sdpa_padding_bug, "TS101"),
+    ("n-step returns", n_step_returns, n_step_returns_bug, "TS101"),
 ]
