@@ -541,3 +541,22 @@ def test_conv_transpose_by_hand():
     got = [d.evaluate({"B": 2, "L": 5}) for d in r.result[0]]
     assert got == list(F.conv_transpose1d(torch.ones(2, 6, 5), torch.ones(6, 4, 3), None, 2, 1,
                                           1, 2, 2).shape), got
+
+
+def test_baddbmm_adds_its_input_into_the_product():
+    """BLOOM's ``torch.baddbmm(alibi, q, k)``: fitted, torch's rejection of keys left
+    transposed stopped the trace (a note, a message with a sample's size 2080 in it); a
+    contraction error now, and the bias must fit the product."""
+    def scores(q: Float[torch.Tensor, "N, T, D"], k: Float[torch.Tensor, "N, D, S"],
+               alibi: Float[torch.Tensor, "N, 1, S"], b: Float[torch.Tensor, "S"]
+               ) -> Float[torch.Tensor, "N, T, S"]:
+        return torch.baddbmm(alibi, q, k, beta=1.0, alpha=0.5) + torch.addmm(b, q[0], k[0])
+
+    r = verify(scores)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda a, q, k: torch.baddbmm(a, q, k.transpose(1, 2)),
+               "N, 1, S; N, T, D; N, D, S =>")
+    assert kinds(r)[0] == "contraction" and not r.notes, str(r)
+    r = verify(lambda a, q, k: torch.baddbmm(a, q, k), "N, 1, D; N, T, D; N, D, S =>")
+    assert set(kinds(r)) == {"broadcast"} and "added input" in str(r), str(r)
+

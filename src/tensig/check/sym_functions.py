@@ -176,6 +176,13 @@ def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddi
     return SymArray((*a.dims[:-nd - 1], w.dims[1] * as_dim(groups), *spatial), "f")
 
 
+def added_product(input: Any, a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
+    """``baddbmm``/``addmm``: ``input`` (BLOOM's ALiBi bias) added into ``a @ b``."""
+    out = matmul(a, b)
+    into(out, input, "the added input")
+    return out
+
+
 def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean",
                     **kw: Any) -> SymArray:
     a, b = _sym(input), _sym(target)
@@ -304,6 +311,7 @@ TORCH.update({
                      "binary_cross_entropy_with_logits", "kl_div"), same_shape_loss),
     **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
+    **dict.fromkeys(("baddbmm", "addmm"), added_product),
     "embedding": embedding,
     **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
     **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
