@@ -560,3 +560,13 @@ def test_baddbmm_adds_its_input_into_the_product():
     r = verify(lambda a, q, k: torch.baddbmm(a, q, k), "N, 1, D; N, T, D; N, D, S =>")
     assert set(kinds(r)) == {"broadcast"} and "added input" in str(r), str(r)
 
+
+def test_cosine_similarity_broadcasts_and_reduces():
+    """SimSiam's ``F.cosine_similarity(p, z.T)``: torch's rejection stopped the trace (a note);
+    a broadcast error now; ``dim`` is reduced."""
+    r = verify(lambda p, z: F.cosine_similarity(p, z, dim=-1), "N, D; N, D => N")
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda p, z: F.cosine_similarity(p[:, None], z[None], dim=2), "N, D; M, D => N, M")
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda p, z: F.cosine_similarity(p, z.T, dim=-1).mean(), "N, D; N, D =>")
+    assert set(kinds(r)) == {"broadcast"} and not r.notes, str(r)

@@ -312,6 +312,7 @@ TORCH.update({
     **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
     **dict.fromkeys(("baddbmm", "addmm"), added_product),
+    "cosine_similarity": lambda a, b, dim=1, eps=1e-8: reduce_(elementwise([a, b], "f"), dim),
     "embedding": embedding,
     **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
     **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
