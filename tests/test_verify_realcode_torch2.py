@@ -27,14 +27,14 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
 
 def _run(fn, sizes: dict[str, int]):
     """The oracle for the corpus itself: torch runs the correct code on real tensors at
-    distinct concrete sizes (ids and labels 0 or 1, random masks, values in (0, 1)); the
+    distinct concrete sizes (ids, labels and offsets 0, random masks, values in (0, 1)); the
     shapes it returns and the signature's at those sizes."""
     import inspect
 
     import torch
 
     def real(shape: list[int], kind: str):
-        return torch.randint(0, 2, shape) if "i" in kind else torch.rand(shape) > 0.5 if \
+        return torch.zeros(shape, dtype=torch.long) if "i" in kind else torch.rand(shape) > 0.5 if \
             "b" in kind else torch.rand(shape) * 0.9 + 0.05
 
     f = fn() if inspect.isclass(fn) else fn

@@ -1383,6 +1383,259 @@ def n_step_returns_bug(rewards: Float[torch.Tensor, "T N"], dones: Float[torch.T
     return returns
 
 
+# -- a third batch: shifted windows, hierarchical sampling, fused ops, self-supervision ---------
+
+
+def swin_shifted_windows(x: Float[torch.Tensor, "B 7*H 7*W C"]
+                         ) -> Float[torch.Tensor, "B*H*W 49 C"]:
+    """Swin's SW-MSA input: a cyclic shift by half a window (torch.roll), then the windows."""
+    b, hh, ww, c = x.shape
+    x = torch.roll(x, shifts=(-3, -3), dims=(1, 2))
+    x = x.view(b, hh // 7, 7, ww // 7, 7, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, 49, c)
+
+
+def swin_shifted_windows_bug(x: Float[torch.Tensor, "B 7*H 7*W C"]
+                             ) -> Float[torch.Tensor, "B*H*W 49 C"]:
+    b, hh, ww, c = x.shape
+    x = torch.roll(x, shifts=(-3, -3), dims=(1, 2))
+    x = x.view(b, hh // 7, 7, ww // 7, 7, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, 7, c)  # BUG: a window row, not the window
+
+
+def sample_pdf(bins: Float[torch.Tensor, "R S+1"], weights: Float[torch.Tensor, "R S"],
+               u: Float[torch.Tensor, "R K"]) -> Float[torch.Tensor, "R K"]:
+    """NeRF's hierarchical sampling: a CDF over the coarse weights, inverted by searchsorted,
+    the neighbouring bins gathered and interpolated."""
+    pdf = (weights + 1e-5) / torch.sum(weights + 1e-5, -1, keepdim=True)
+    cdf = torch.cat([torch.zeros_like(pdf[..., :1]), torch.cumsum(pdf, -1)], -1)
+    inds = torch.searchsorted(cdf, u.contiguous(), right=True)
+    below = torch.clamp(inds - 1, min=0)
+    above = torch.clamp(inds, max=cdf.shape[-1] - 1)
+    g = torch.stack([below, above], -1)
+    shape = [g.shape[0], g.shape[1], cdf.shape[-1]]
+    cdf_g = torch.gather(cdf.unsqueeze(1).expand(shape), 2, g)
+    bins_g = torch.gather(bins.unsqueeze(1).expand(shape), 2, g)
+    denom = torch.where(cdf_g[..., 1] - cdf_g[..., 0] < 1e-5, 1.0, cdf_g[..., 1] - cdf_g[..., 0])
+    t = (u - cdf_g[..., 0]) / denom
+    return bins_g[..., 0] + t * (bins_g[..., 1] - bins_g[..., 0])
+
+
+def sample_pdf_bug(bins: Float[torch.Tensor, "R S+1"], weights: Float[torch.Tensor, "R S"],
+                   u: Float[torch.Tensor, "R K"]) -> Float[torch.Tensor, "R K"]:
+    pdf = (weights + 1e-5) / torch.sum(weights + 1e-5, -1, keepdim=True)
+    cdf = torch.cumsum(pdf, -1)  # BUG: no leading zero, S entries against S+1 bins
+    inds = torch.searchsorted(cdf, u.contiguous(), right=True)
+    below = torch.clamp(inds - 1, min=0)
+    above = torch.clamp(inds, max=cdf.shape[-1] - 1)
+    g = torch.stack([below, above], -1)
+    shape = [g.shape[0], g.shape[1], cdf.shape[-1]]
+    cdf_g = torch.gather(cdf.unsqueeze(1).expand(shape), 2, g)
+    bins_g = torch.gather(bins.unsqueeze(1).expand(shape), 2, g)
+    denom = torch.where(cdf_g[..., 1] - cdf_g[..., 0] < 1e-5, 1.0, cdf_g[..., 1] - cdf_g[..., 0])
+    t = (u - cdf_g[..., 0]) / denom
+    return bins_g[..., 0] + t * (bins_g[..., 1] - bins_g[..., 0])
+
+
+def bloom_alibi_scores(q: Float[torch.Tensor, "B*H T D"], k: Float[torch.Tensor, "B*H D S"],
+                       alibi: Float[torch.Tensor, "B*H 1 S"]) -> Float[torch.Tensor, "B*H T S"]:
+    """BLOOM: the ALiBi bias as baddbmm's input, scores added to it in one fused call."""
+    return torch.baddbmm(alibi, q, k, beta=1.0, alpha=q.shape[-1] ** -0.5)
+
+
+def bloom_alibi_scores_bug(q: Float[torch.Tensor, "B*H T D"], k: Float[torch.Tensor, "B*H D S"],
+                           alibi: Float[torch.Tensor, "B*H 1 S"]
+                           ) -> Float[torch.Tensor, "B*H T S"]:
+    return torch.baddbmm(alibi, q, k.transpose(1, 2), beta=1.0,  # BUG: keys already [D, S]
+                         alpha=q.shape[-1] ** -0.5)
+
+
+def simsiam_loss(p1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"],
+                 p2: Float[torch.Tensor, "N D"], z1: Float[torch.Tensor, "N D"]
+                 ) -> Float[torch.Tensor, ""]:
+    """SimSiam: negative cosine similarity, stop-gradient on the targets, symmetrised."""
+    return -(F.cosine_similarity(p1, z2.detach(), dim=-1).mean()
+             + F.cosine_similarity(p2, z1.detach(), dim=-1).mean()) * 0.5
+
+
+def simsiam_loss_bug(p1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"],
+                     p2: Float[torch.Tensor, "N D"], z1: Float[torch.Tensor, "N D"]
+                     ) -> Float[torch.Tensor, ""]:
+    return -(F.cosine_similarity(p1, z2.detach().T, dim=-1).mean()  # BUG: [N, D] vs [D, N]
+             + F.cosine_similarity(p2, z1.detach(), dim=-1).mean()) * 0.5
+
+
+class EMALerp(nn.Module):
+    """An EMA of a model's weights kept with lerp_ (timm's ModelEmaV3 style)."""
+
+    def __init__(self, decay: float = 0.999) -> None:
+        super().__init__()
+        self.model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+        self.ema = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+        self.decay = decay
+
+    def forward(self, x: Float[torch.Tensor, "B 16"]) -> Float[torch.Tensor, "B 4"]:
+        with torch.no_grad():
+            for e, m in zip(self.ema.state_dict().values(), self.model.state_dict().values(),
+                            strict=True):
+                e.lerp_(m, 1.0 - self.decay)
+        return self.ema(x)
+
+
+class EMALerpBug(EMALerp):
+    def forward(self, x: Float[torch.Tensor, "B 16"]) -> Float[torch.Tensor, "B 4"]:
+        with torch.no_grad():
+            for e, m in zip(self.ema.state_dict().values(), self.model.state_dict().values(),
+                            strict=True):
+                e.lerp_(m, 1.0 - self.decay)
+        return self.ema(x).T  # BUG: [4, B]
+
+
+def onehot_scatter(labels: Int[torch.Tensor, "N"], logits: Float[torch.Tensor, "N C"],
+                   eps: float = 0.1) -> Float[torch.Tensor, ""]:
+    """Label smoothing with a one-hot built by scatter_ (the classic ImageNet recipe)."""
+    one_hot = torch.zeros_like(logits).scatter_(1, labels.unsqueeze(1), 1)
+    smooth = one_hot * (1 - eps) + eps / logits.shape[1]
+    return -(smooth * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+
+
+def onehot_scatter_bug(labels: Int[torch.Tensor, "N"], logits: Float[torch.Tensor, "N C"],
+                       eps: float = 0.1) -> Float[torch.Tensor, ""]:
+    one_hot = torch.zeros(len(labels), len(labels)).scatter_(1, labels.unsqueeze(1), 1)  # BUG
+    smooth = one_hot * (1 - eps) + eps / logits.shape[1]
+    return -(smooth * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+
+
+def barlow_twins(z1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"],
+                 lambd: float = 0.005) -> Float[torch.Tensor, ""]:
+    """Barlow Twins: batch-normalised embeddings, their D x D cross-correlation, the
+    diagonal pulled to one and the rest to zero."""
+    z1 = (z1 - z1.mean(0)) / z1.std(0)
+    z2 = (z2 - z2.mean(0)) / z2.std(0)
+    c = z1.T @ z2 / z1.shape[0]
+    on_diag = torch.diagonal(c).add(-1).pow(2).sum()
+    off_diag = (c - torch.diag(torch.diagonal(c))).pow(2).sum()
+    return on_diag + lambd * off_diag
+
+
+def barlow_twins_bug(z1: Float[torch.Tensor, "N D"], z2: Float[torch.Tensor, "N D"],
+                     lambd: float = 0.005) -> Float[torch.Tensor, ""]:
+    z1 = (z1 - z1.mean(0)) / z1.std(0)
+    z2 = (z2 - z2.mean(0)) / z2.std(0)
+    c = z1 @ z2.T / z1.shape[0]  # BUG: N x N, the samples' correlation
+    on_diag = torch.diagonal(c).add(-1).pow(2).sum()
+    off_diag = (c - torch.diag(torch.diagonal(c))).pow(2).sum()
+    return on_diag + lambd * off_diag + c.mean(1) @ z1.mean(0)
+
+
+def spp(x: Float[torch.Tensor, "B C H W"]) -> Float[torch.Tensor, "B 21*C"]:
+    """Spatial pyramid pooling: adaptive max pools of 1, 2 and 4 bins, flattened and joined."""
+    return torch.cat([F.adaptive_max_pool2d(x, n).flatten(1) for n in (1, 2, 4)], dim=1)
+
+
+def spp_bug(x: Float[torch.Tensor, "B C H W"]) -> Float[torch.Tensor, "B 21*C"]:
+    return torch.cat([F.adaptive_max_pool2d(x, n).flatten(2) for n in (1, 2, 4)], dim=1)  # BUG
+
+
+def bag_of_words(ids: Int[torch.Tensor, "N"], offsets: Int[torch.Tensor, "B"],
+                 table: Float[torch.Tensor, "V D"], w: Float[torch.Tensor, "K D"]
+                 ) -> Float[torch.Tensor, "B K"]:
+    """fastText-style: EmbeddingBag's mean over each bag given by offsets, a linear head."""
+    return F.linear(F.embedding_bag(ids, table, offsets, mode="mean"), w)
+
+
+def bag_of_words_bug(ids: Int[torch.Tensor, "N"], offsets: Int[torch.Tensor, "B"],
+                     table: Float[torch.Tensor, "V D"], w: Float[torch.Tensor, "K D"]
+                     ) -> Float[torch.Tensor, "B K"]:
+    return F.linear(F.embedding(ids, table), w)  # BUG: one row per token, not per bag
+
+
+def gqa_split(x: Float[torch.Tensor, "B T 32"], w: Float[torch.Tensor, "64 32"]
+              ) -> Float[torch.Tensor, "B 4 T 8"]:
+    """A fused projection split into 4 query heads and 2 key/value heads of 8 (Llama's
+    packed qkv), keys repeated to the query heads by repeat_interleave."""
+    b, t, _ = x.shape
+    q, k, v = F.linear(x, w).split([32, 16, 16], dim=-1)
+    q = q.view(b, t, 4, 8).transpose(1, 2)
+    k = k.view(b, t, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = v.view(b, t, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def gqa_split_bug(x: Float[torch.Tensor, "B T 32"], w: Float[torch.Tensor, "64 32"]
+                  ) -> Float[torch.Tensor, "B 4 T 8"]:
+    b, t, _ = x.shape
+    q, k, v = F.linear(x, w).split([32, 16, 8], dim=-1)  # BUG: 56 of 64
+    q = q.view(b, t, 4, 8).transpose(1, 2)
+    k = k.view(b, t, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = v.view(b, t, 1, 8).transpose(1, 2).repeat_interleave(4, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def resize_pos_embed(pos: Float[torch.Tensor, "1 1+G*G D"], x: Float[torch.Tensor, "B 1+H*W D"],
+                     grid: Float[torch.Tensor, "G G"], hw: Float[torch.Tensor, "H W"]
+                     ) -> Float[torch.Tensor, "B 1+H*W D"]:
+    """timm's resample_abs_pos_embed: the class token kept, the grid part bicubically
+    resized to the new patch grid."""
+    g, (h, w) = grid.shape[0], hw.shape
+    cls, rest = pos[:, :1], pos[:, 1:]
+    rest = rest.reshape(1, g, g, -1).permute(0, 3, 1, 2)
+    rest = F.interpolate(rest, size=(h, w), mode="bicubic", align_corners=False)
+    rest = rest.permute(0, 2, 3, 1).reshape(1, h * w, -1)
+    return x + torch.cat([cls, rest], dim=1)
+
+
+def resize_pos_embed_bug(pos: Float[torch.Tensor, "1 1+G*G D"],
+                         x: Float[torch.Tensor, "B 1+H*W D"], grid: Float[torch.Tensor, "G G"],
+                         hw: Float[torch.Tensor, "H W"]) -> Float[torch.Tensor, "B 1+H*W D"]:
+    g, (h, w) = grid.shape[0], hw.shape
+    cls, rest = pos[:, :1], pos[:, 1:]
+    rest = rest.reshape(1, g, g, -1).permute(0, 3, 1, 2)
+    rest = F.interpolate(rest, size=(h, w), mode="bicubic", align_corners=False)
+    rest = rest.reshape(1, h * w, -1)  # BUG: channels still first
+    return x + torch.cat([cls, rest], dim=1)
+
+
+def bidirectional_merge(fwd: Float[torch.Tensor, "B T H"], bwd: Float[torch.Tensor, "B T H"]
+                        ) -> Float[torch.Tensor, "B T 2*H"]:
+    """A hand-rolled BiRNN's outputs: the backward pass run on the flipped sequence is
+    flipped back before the two are joined."""
+    return torch.cat([fwd, torch.flip(bwd, dims=[1])], dim=-1)
+
+
+def bidirectional_merge_bug(fwd: Float[torch.Tensor, "B T H"], bwd: Float[torch.Tensor, "B T H"]
+                            ) -> Float[torch.Tensor, "B T 2*H"]:
+    return torch.cat([fwd, torch.flip(bwd, dims=[1])], dim=1)  # BUG: joined along time
+
+
+def adaptive_head(x: Float[torch.Tensor, "B 512 H W"], w: Float[torch.Tensor, "K 512"]
+                  ) -> Float[torch.Tensor, "B K"]:
+    """A ResNet head: global average pooling to 1x1, flatten, the classifier."""
+    return F.linear(torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1), w)
+
+
+def adaptive_head_bug(x: Float[torch.Tensor, "B 512 H W"], w: Float[torch.Tensor, "K 512"]
+                      ) -> Float[torch.Tensor, "B K"]:
+    return F.linear(torch.flatten(F.adaptive_avg_pool2d(x, (2, 2)), 1), w)  # BUG: 2048 features
+
+
+def cosine_classifier(x: Float[torch.Tensor, "B D"], w: Float[torch.Tensor, "C D"],
+                      labels: Int[torch.Tensor, "B"], s: float = 30.0, m: float = 0.35
+                      ) -> Float[torch.Tensor, ""]:
+    """CosFace: cosine logits of normalised features and weights, a margin at the target."""
+    cos = F.linear(F.normalize(x), F.normalize(w))
+    onehot = torch.zeros_like(cos).scatter(1, labels.view(-1, 1), 1.0)
+    return F.cross_entropy(s * (cos - m * onehot), labels)
+
+
+def cosine_classifier_bug(x: Float[torch.Tensor, "B D"], w: Float[torch.Tensor, "C D"],
+                          labels: Int[torch.Tensor, "B"], s: float = 30.0, m: float = 0.35
+                          ) -> Float[torch.Tensor, ""]:
+    cos = F.linear(F.normalize(x), F.normalize(w, dim=0))
+    onehot = torch.zeros_like(cos).scatter(1, labels.view(-1, 1), 1.0)
+    return F.cross_entropy(s * (cos - m * onehot), labels.view(-1, 1))  # BUG: [B, 1] targets
+
+
 CASES = [
     ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
@@ -1454,4 +1707,18 @@ CASES = [
     ("perceiver latents", PerceiverLatents, PerceiverLatentsBug, "TS103"),
     ("sdpa key padding", sdpa_padding, sdpa_padding_bug, "TS101"),
     ("n-step returns", n_step_returns, n_step_returns_bug, "TS101"),
+    ("swin shifted windows roll", swin_shifted_windows, swin_shifted_windows_bug, "TS103"),
+    ("nerf sample_pdf", sample_pdf, sample_pdf_bug, "TS101"),
+    ("bloom baddbmm alibi", bloom_alibi_scores, bloom_alibi_scores_bug, "TS102"),
+    ("simsiam cosine similarity", simsiam_loss, simsiam_loss_bug, "TS101"),
+    ("ema lerp_", EMALerp, EMALerpBug, "TS103"),
+    ("one-hot by scatter_", onehot_scatter, onehot_scatter_bug, "TS101"),
+    ("barlow twins", barlow_twins, barlow_twins_bug, "TS102"),
+    ("spatial pyramid pooling", spp, spp_bug, "TS106"),
+    ("embedding bag", bag_of_words, bag_of_words_bug, "TS103"),
+    ("packed qkv split", gqa_split, gqa_split_bug, "TS107"),
+    ("resize position embedding", resize_pos_embed, resize_pos_embed_bug, "TS202"),
+    ("bidirectional merge flip", bidirectional_merge, bidirectional_merge_bug, "TS103"),
+    ("adaptive pool head", adaptive_head, adaptive_head_bug, "TS102"),
+    ("cosface margin", cosine_classifier, cosine_classifier_bug, "TS102"),
 ]
