@@ -570,3 +570,26 @@ def test_cosine_similarity_broadcasts_and_reduces():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda p, z: F.cosine_similarity(p, z.T, dim=-1).mean(), "N, D; N, D =>")
     assert set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
+
+
+def test_one_mask_selects_as_many_elements_everywhere():
+    """A masked LM's ``F.cross_entropy(logits[m], labels[m])``: each selection by the same
+    mask was a fresh size of its own, and the loss a false contraction error.  A mask's count
+    is one size (its nonzero indices and masked_select too); another mask's is another."""
+    def mlm(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+            ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        rows = torch.nonzero(m)
+        picked = torch.masked_select(labels, m)
+        return F.cross_entropy(logits[m], labels[m]) + rows[:, 0].float() @ picked.float()
+
+    r = verify(mlm)
+    assert r.ok and not r.findings and not r.notes, str(r)
+
+    def two_masks(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+                  ) -> Float[torch.Tensor, ""]:
+        return F.cross_entropy(logits[labels != -100], labels[labels > 0])
+
+    assert "contraction" in kinds(verify(two_masks)), str(verify(two_masks))
+    r = verify(lambda x, m: torch.masked_select(x, m) - x[:, m].flatten(), "B, T; T: bool =>")
+    assert kinds(r) == ["broadcast"], str(r)  # a broadcast mask selects B times as many

@@ -74,7 +74,7 @@ def _column_stack(tup: Any) -> S.SymArray:
 
 def _nonzero(a: Any) -> tuple[S.SymArray, ...]:
     x = S._sym(a)
-    n = tracer().new_dim("nnz")
+    n = tracer().nonzero_count(a)
     return tuple(S.SymArray((n,), "i") for _ in range(x.ndim))
 
 
@@ -251,7 +251,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
     "nonzero": _nonzero,
-    "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
+    "argwhere": lambda a: S.SymArray((tracer().nonzero_count(a), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},

@@ -453,12 +453,14 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
     a = S._sym(x)
     return trace_numpy._nonzero(a) if as_tuple else S.SymArray(
-        (tracer().new_dim("nnz"), sym_sizes.as_dim(a.ndim)), "i")
+        (tracer().nonzero_count(x), sym_sizes.as_dim(a.ndim)), "i")
 
 
 def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
-    S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
-    return S.SymArray((tracer().new_dim("nnz"),), S._sym(x).kind)
+    out = S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
+    same = out.dims == S._sym(mask).dims  # a broadcast mask selects more
+    return S.SymArray((tracer().nonzero_count(mask) if same else tracer().new_dim("nnz"),),
+                      S._sym(x).kind)
 
 
 def _repeat_interleave(x: Any, repeats: Any = None, dim: Any = None, **kw: Any) -> Any:

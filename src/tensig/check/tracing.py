@@ -89,6 +89,7 @@ class Tracer:
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
     loops: dict[int, Dim] = field(default_factory=dict)  # steps at the witness -> range(T)'s T
+    counts: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -192,6 +193,14 @@ class Tracer:
         name = f"{hint}{self.fresh}"
         self.witness[name] = 3
         return Dim.symbol(name)
+
+    def nonzero_count(self, mask: Any) -> Dim:
+        """How many elements of ``mask`` are nonzero: one fresh size per mask, so
+        ``logits[m]`` and ``labels[m]`` (masked LM) have as many rows."""
+        hit = self.counts.get(id(mask))
+        if hit is None or hit[0] is not mask:  # the mask is kept: its id is not reused
+            hit = self.counts[id(mask)] = (mask, self.new_dim("nnz"))
+        return hit[1]
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
