@@ -593,3 +593,18 @@ def test_one_mask_selects_as_many_elements_everywhere():
     assert "contraction" in kinds(verify(two_masks)), str(verify(two_masks))
     r = verify(lambda x, m: torch.masked_select(x, m) - x[:, m].flatten(), "B, T; T: bool =>")
     assert kinds(r) == ["broadcast"], str(r)  # a broadcast mask selects B times as many
+
+
+def test_pad_by_hand_with_pads_computed_from_sizes():
+    """Swin pads its map to a multiple of the window, ``(7 - W % 7) % 7``: fitted, F.pad gave
+    fresh sizes, and the window view after it was a false reshape error."""
+    def padded(x: Float[torch.Tensor, "B, H, W, C"]) -> Float[torch.Tensor, "B, H+2, W+3, C"]:
+        pad_r = (7 - x.shape[2] % 7) % 7
+        y = F.pad(x, (0, 0, 0, pad_r))
+        assert y.shape[2] == x.shape[2] + pad_r
+        return F.pad(x, (0, 0, 1, 2, 1, 1))
+
+    r = verify(padded)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: F.pad(x, (1, 2, 3)), "B, C => B, C")
+    assert kinds(r) == ["op-shape"] and not r.notes, str(r)

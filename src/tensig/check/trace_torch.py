@@ -568,6 +568,20 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     return tuple(S.SymArray(row.dims, a.kind) for _ in range(tracer().value(n)))
 
 
+def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymArray:
+    """``F.pad``: each (left, right) pair, from the last axis back, widens its axis.  By hand,
+    since pads computed from sizes (Swin's ``(7 - W % 7) % 7``) fitted as fresh sizes."""
+    a = S._sym(x)
+    dims = list(a.dims)
+    if len(pad) % 2 or len(pad) > 2 * a.ndim:
+        tracer().report("op-shape", f"F.pad of {shape_text(a)} by {len(pad)} amounts: a "
+                                    "(left, right) pair per padded axis, at most one per axis")
+        return S.SymArray(dims, a.kind)
+    for i in range(len(pad) // 2):
+        dims[-1 - i] += sym_sizes.as_dim(pad[2 * i]) + sym_sizes.as_dim(pad[2 * i + 1])
+    return S.SymArray(dims, a.kind)
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -616,6 +630,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "gather": _gather,
     "cdist": trace_numpy._cdist,
     "unbind": _unbind,
+    "pad": _pad,
     "view_as_complex": _view_as_complex,
     "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
     "unique": _unique,
