@@ -713,3 +713,19 @@ def test_a_slice_up_to_a_loop_step_plus_one_is_in_range():
         return torch.cat([x[:, t:t + 1] * 2 for t in range(x.shape[1])], dim=1)
     r = verify(steps)
     assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_a_size_padded_to_a_multiple_divides_without_a_requirement():
+    """Swin pads to a multiple of its window: ``H + (7 - H % 7) % 7`` is divisible by 7 at every
+    ``H``, which the canonical form cannot show ('requires H + 6*(H % 7) % 7 divisible by 7' on
+    correct code); one period of its remainders does.  ``H + H % 7`` still requires it."""
+    def windows(x: Float[torch.Tensor, "B, H, C"]) -> Float[torch.Tensor, "B*((H+6)//7), 7, C"]:
+        b, h, c = x.shape
+        pad = (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        return x.view(b, (h + pad) // 7, 7, c).reshape(-1, 7, c)
+
+    r = verify(windows)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: x.view((x.shape[0] + x.shape[0] % 7) // 7, 7), "H => n, 7")
+    assert "requires H + H % 7 divisible by 7" in str(r), str(r)

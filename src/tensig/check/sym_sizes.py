@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most", "require_divisible",
@@ -451,11 +452,36 @@ _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("
 
 def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless the canonical forms show it exact.  With ``floor`` (``T // 2`` in
-    the code) it is reported only where a check relies on it (:meth:`Tracer.require`)."""
+    (reported once) unless the canonical forms or one period show it exact.  With ``floor``
+    (``T // 2`` in the code) it is reported only where a check relies on it
+    (:meth:`Tracer.require`)."""
     if (p % k).constant != 0:
-        tracer().require(p, k, floor)
+        t = tracer()
+        if not _divisible_over_a_period(p, k):
+            t.require(p, k, floor)
+        elif (p, k) not in t.divisors:  # exact at every size: the checks use it, unreported
+            t.divisors.append((p, k))
     return p // k
+
+
+def _divisible_over_a_period(p: Dim, k: int) -> bool:
+    """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
+    (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one
+    period decides it.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
+    period, todo = k, [p]
+    while todo:
+        for m in todo.pop().terms:
+            for atom, _ in m:
+                if isinstance(atom, FloorDiv):
+                    return False
+                if isinstance(atom, Mod):
+                    period = math.lcm(period, atom.divisor)
+                    todo.append(atom.numerator)
+    names = sorted(p.symbols)
+    if not names or period ** len(names) > 4096:
+        return False
+    return all(p.evaluate(dict(zip(names, v, strict=True))) % k == 0
+               for v in itertools.product(range(1, period + 1), repeat=len(names)))
 
 
 def _check_index(size: Dim, k: Any) -> None:
