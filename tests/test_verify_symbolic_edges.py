@@ -729,3 +729,16 @@ def test_a_size_padded_to_a_multiple_divides_without_a_requirement():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda x: x.view((x.shape[0] + x.shape[0] % 7) // 7, 7), "H => n, 7")
     assert "requires H + H % 7 divisible by 7" in str(r), str(r)
+
+
+def test_a_division_shown_exact_compares_at_sizes_that_keep_the_pads():
+    """Sizes that are multiples of every divisor make ``(7 - H % 7) % 7`` vanish: with the
+    pads swapped (the height's on the width), the window view compared equal there and
+    passed silently; a division shown exact holds at any size, so the witnesses decide."""
+    def swapped(x: Float[torch.Tensor, "B, H, W"]) -> Float[torch.Tensor, "n, 49"]:
+        b, h, w = x.shape
+        pad_r, pad_b = (7 - w % 7) % 7, (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, pad_b, 0, pad_r))  # the pads swapped
+        return x.view(b, (h + pad_b) // 7, 7, (w + pad_r) // 7, 7).reshape(-1, 49)
+
+    assert "reshape" in kinds(verify(swapped)), str(verify(swapped))

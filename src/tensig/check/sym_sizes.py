@@ -459,8 +459,8 @@ def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
         t = tracer()
         if not _divisible_over_a_period(p, k):
             t.require(p, k, floor)
-        elif (p, k) not in t.divisors:  # exact at every size: the checks use it, unreported
-            t.divisors.append((p, k))
+        elif (p, k) not in t.exact:  # exact at every size: compared at any sizes, unreported
+            t.exact.append((p, k))
     return p // k
 
 

@@ -81,6 +81,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    exact: list[tuple[Dim, int]] = field(default_factory=list)  # shown exact at every size
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
@@ -96,6 +97,8 @@ class Tracer:
 
         Two assignments that make each divided symbol a multiple of all divisors stand in for
         the assumption (a heuristic: exact for divisions of single symbols, the usual case).
+        The divisions shown ``exact`` hold at any sizes: they leave the witnesses as they are,
+        where a padded ``H + (7 - H % 7) % 7`` keeps its pad.
         """
         if a == b:
             return True
@@ -103,8 +106,8 @@ class Tracer:
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         try:
-            equal = bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
-                                                for env in self.assumption_envs())
+            equal = bool(self.divisors or self.exact) and all(
+                a.evaluate(env) == b.evaluate(env) for env in self.assumption_envs())
         except ValueError:
             return False
         if equal:
