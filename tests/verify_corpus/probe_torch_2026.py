@@ -1636,6 +1636,131 @@ def cosine_classifier_bug(x: Float[torch.Tensor, "B D"], w: Float[torch.Tensor, 
     return F.cross_entropy(s * (cos - m * onehot), labels.view(-1, 1))  # BUG: [B, 1] targets
 
 
+# -- a fourth batch: padding to a multiple, Hugging Face idioms, masked selections -------------
+
+
+def swin_pad_windows(x: Float[torch.Tensor, "B H W C"]
+                     ) -> Float[torch.Tensor, "B*((H+6)//7)*((W+6)//7) 49 C"]:
+    """Swin pads the map to a multiple of the window before partitioning it."""
+    b, h, w, c = x.shape
+    pad_r = (7 - w % 7) % 7
+    pad_b = (7 - h % 7) % 7
+    x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+    hp, wp = h + pad_b, w + pad_r
+    x = x.view(b, hp // 7, 7, wp // 7, 7, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, 49, c)
+
+
+def swin_pad_windows_bug(x: Float[torch.Tensor, "B H W C"]
+                         ) -> Float[torch.Tensor, "B*((H+6)//7)*((W+6)//7) 49 C"]:
+    b, h, w, c = x.shape
+    pad_r = (7 - w % 7) % 7
+    pad_b = (7 - h % 7) % 7
+    x = F.pad(x, (0, 0, 0, pad_b, 0, pad_r))  # BUG: the pads swapped
+    hp, wp = h + pad_b, w + pad_r
+    x = x.view(b, hp // 7, 7, wp // 7, 7, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, 49, c)
+
+
+def bert_heads(x: Float[torch.Tensor, "B T 768"]) -> Float[torch.Tensor, "B 12 T 64"]:
+    """BERT's transpose_for_scores: the shape built as x.size()[:-1] + (heads, head size)."""
+    new_shape = x.size()[:-1] + (12, 64)  # noqa: RUF005 (as BERT writes it)
+    return x.view(new_shape).permute(0, 2, 1, 3)
+
+
+def bert_heads_bug(x: Float[torch.Tensor, "B T 768"]) -> Float[torch.Tensor, "B 12 T 64"]:
+    new_shape = x.size()[:-1] + (12, 64)  # noqa: RUF005 (as BERT writes it)
+    return x.view(new_shape).transpose(1, 3)  # BUG: [B, 64, 12, T]
+
+
+def extended_mask(mask: Int[torch.Tensor, "B T"], scores: Float[torch.Tensor, "B H T T"]
+                  ) -> Float[torch.Tensor, "B H T T"]:
+    """Hugging Face's extended attention mask: [B, 1, 1, T], the dtype's minimum where 0."""
+    ext = mask[:, None, None, :].to(dtype=scores.dtype)
+    return scores + (1.0 - ext) * torch.finfo(scores.dtype).min
+
+
+def extended_mask_bug(mask: Int[torch.Tensor, "B T"], scores: Float[torch.Tensor, "B H T T"]
+                      ) -> Float[torch.Tensor, "B H T T"]:
+    ext = mask[:, None, :].to(dtype=scores.dtype)  # BUG: [B, 1, T] meets [.., H, T, T]
+    return scores + (1.0 - ext) * torch.finfo(scores.dtype).min
+
+
+def position_embeddings(ids: Int[torch.Tensor, "B T"], wte: Float[torch.Tensor, "V D"],
+                        wpe: Float[torch.Tensor, "1024 D"]) -> Float[torch.Tensor, "B T D"]:
+    """GPT-2's embeddings: position ids from arange, expanded over the batch."""
+    pos = torch.arange(ids.shape[1], dtype=torch.long, device=ids.device)
+    pos = pos.unsqueeze(0).expand(ids.shape[0], -1)
+    return F.embedding(ids, wte) + F.embedding(pos, wpe)
+
+
+def position_embeddings_bug(ids: Int[torch.Tensor, "B T"], wte: Float[torch.Tensor, "V D"],
+                            wpe: Float[torch.Tensor, "1024 D"]) -> Float[torch.Tensor, "B T D"]:
+    pos = torch.arange(ids.shape[0], dtype=torch.long, device=ids.device)  # BUG: the batch
+    pos = pos.unsqueeze(0).expand(ids.shape[0], -1)
+    return F.embedding(ids, wte) + F.embedding(pos, wpe)
+
+
+def t5_relative_bias(q: Float[torch.Tensor, "Q D"], k: Float[torch.Tensor, "K D"],
+                     table: Float[torch.Tensor, "32 H"]) -> Float[torch.Tensor, "1 H Q K"]:
+    """T5's bidirectional relative position buckets: exact near, logarithmic far."""
+    context = torch.arange(q.shape[0], dtype=torch.long)[:, None]
+    memory = torch.arange(k.shape[0], dtype=torch.long)[None, :]
+    rel = memory - context
+    buckets = (rel > 0).to(torch.long) * 16
+    n = torch.abs(rel)
+    is_small = n < 8
+    large = 8 + (torch.log(n.float() / 8) / math.log(128 / 8) * 8).to(torch.long)
+    large = torch.min(large, torch.full_like(large, 15))
+    buckets += torch.where(is_small, n, large)
+    return table[buckets].permute(2, 0, 1).unsqueeze(0)
+
+
+def t5_relative_bias_bug(q: Float[torch.Tensor, "Q D"], k: Float[torch.Tensor, "K D"],
+                         table: Float[torch.Tensor, "32 H"]) -> Float[torch.Tensor, "1 H Q K"]:
+    context = torch.arange(q.shape[0], dtype=torch.long)[:, None]
+    memory = torch.arange(k.shape[0], dtype=torch.long)[:, None]  # BUG: both as columns
+    rel = memory - context
+    buckets = (rel > 0).to(torch.long) * 16
+    n = torch.abs(rel)
+    is_small = n < 8
+    large = 8 + (torch.log(n.float() / 8) / math.log(128 / 8) * 8).to(torch.long)
+    large = torch.min(large, torch.full_like(large, 15))
+    buckets += torch.where(is_small, n, large)
+    return table[buckets].permute(2, 0, 1).unsqueeze(0)
+
+
+def masked_lm_loss(logits: Float[torch.Tensor, "B T V"], labels: Int[torch.Tensor, "B T"]
+                   ) -> Float[torch.Tensor, ""]:
+    """A masked LM's loss on the masked positions only, selected by one boolean mask."""
+    m = labels != -100
+    return F.cross_entropy(logits[m], labels[m])
+
+
+def masked_lm_loss_bug(logits: Float[torch.Tensor, "B T V"], labels: Int[torch.Tensor, "B T"]
+                       ) -> Float[torch.Tensor, ""]:
+    m = labels != -100
+    return F.cross_entropy(logits[m], labels.view(-1))  # BUG: every label, not the masked
+
+
+def resnet_d_down(x: Float[torch.Tensor, "B 64 H W"], w: Float[torch.Tensor, "128 64 3 3"],
+                  ws: Float[torch.Tensor, "128 64 1 1"]
+                  ) -> Float[torch.Tensor, "B 128 (H+1)//2 (W+1)//2"]:
+    """ResNet-D's downsampling block: a stride-2 3x3 conv beside an average-pooled 1x1
+    shortcut; ceil_mode makes the pool's size the conv's at odd sizes too."""
+    y = F.conv2d(x, w, stride=2, padding=1)
+    s = F.conv2d(F.avg_pool2d(x, 2, 2, ceil_mode=True, count_include_pad=False), ws)
+    return y + s
+
+
+def resnet_d_down_bug(x: Float[torch.Tensor, "B 64 H W"], w: Float[torch.Tensor, "128 64 3 3"],
+                      ws: Float[torch.Tensor, "128 64 1 1"]
+                      ) -> Float[torch.Tensor, "B 128 (H+1)//2 (W+1)//2"]:
+    y = F.conv2d(x, w, stride=2, padding=1)
+    s = F.conv2d(F.avg_pool2d(x, 2, 2), ws)  # BUG: floor at odd sizes, the conv's is ceil
+    return y + s
+
+
 CASES = [
     ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
@@ -1721,4 +1846,11 @@ CASES = [
     ("bidirectional merge flip", bidirectional_merge, bidirectional_merge_bug, "TS103"),
     ("adaptive pool head", adaptive_head, adaptive_head_bug, "TS102"),
     ("cosface margin", cosine_classifier, cosine_classifier_bug, "TS102"),
+    ("swin pad to window multiple", swin_pad_windows, swin_pad_windows_bug, "TS104"),
+    ("bert transpose_for_scores", bert_heads, bert_heads_bug, "TS103"),
+    ("hf extended attention mask", extended_mask, extended_mask_bug, "TS101"),
+    ("gpt2 position ids", position_embeddings, position_embeddings_bug, "TS101"),
+    ("t5 relative buckets", t5_relative_bias, t5_relative_bias_bug, "TS103"),
+    ("masked lm loss", masked_lm_loss, masked_lm_loss_bug, "TS102"),
+    ("resnet-d avg-pool shortcut", resnet_d_down, resnet_d_down_bug, "TS101"),
 ]
