@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from tensig import Float, Int
+from tensig import Bool, Float, Int
 from tensig.check.verify import Report, verify
 
 
@@ -608,3 +608,27 @@ def test_pad_by_hand_with_pads_computed_from_sizes():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda x: F.pad(x, (1, 2, 3)), "B, C => B, C")
     assert kinds(r) == ["op-shape"] and not r.notes, str(r)
+
+
+class PaddedEncoderLayer(torch.nn.Module):
+    """A batch-first Transformer encoder layer with a causal mask and a key padding mask."""
+
+    def __init__(self, transposed: bool = False) -> None:
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        self.transposed = transposed
+
+    def forward(self, x: Float[torch.Tensor, "B, T, 32"], pad: Bool[torch.Tensor, "B, T"]
+                ) -> Float[torch.Tensor, "B, T, 32"]:
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.layer(x, src_mask=causal, src_key_padding_mask=pad.T if self.transposed
+                          else pad)
+
+
+def test_a_transformer_layer_takes_a_symbolic_padding_mask():
+    """torch's Transformer layers read a mask's dtype through F._none_or_dtype, which refuses
+    anything but a tensor: a padding mask stopped the trace with a RuntimeError."""
+    r = verify(PaddedEncoderLayer)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(PaddedEncoderLayer(transposed=True))
+    assert "op-shape" in kinds(r) and "key_padded_mask" in str(r), str(r)

@@ -137,6 +137,9 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
         sized_methods += [(distributions.Distribution, "_extended_shape", extended_shape),
                           # validation checks values (the data), not shapes: off by default
                           (distributions.Distribution, "_validate_args", False)]
+    none_or_dtype = torch.nn.functional._none_or_dtype  # a mask's dtype, in Transformer layers
+    sized_methods.append((torch.nn.functional, "_none_or_dtype", lambda m: dtype_of(m) if
+                          isinstance(m, S.SymArray) else none_or_dtype(m)))
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
