@@ -632,3 +632,27 @@ def test_a_transformer_layer_takes_a_symbolic_padding_mask():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(PaddedEncoderLayer(transposed=True))
     assert "op-shape" in kinds(r) and "key_padded_mask" in str(r), str(r)
+
+
+def test_istft_and_the_parts_of_a_complex_spectrogram():
+    """Speech enhancement's round trip: complex values are of float kind in the trace, so
+    torch.istft's meta kernel refused its input (a false op-shape error) and ``spec.real``
+    was no attribute.  Lengths against torch's, with and without ``length`` and centring."""
+    def enhance(x: Float[torch.Tensor, "B, 256*N"], gain: Float[torch.Tensor, "257, 1"]
+                ) -> Float[torch.Tensor, "B, 256*N"]:
+        w = torch.hann_window(512)
+        spec = torch.stft(x, 512, 256, window=w, return_complex=True)
+        spec = torch.polar(spec.abs() * gain, spec.angle()) + torch.complex(spec.real, spec.imag)
+        return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
+
+    r = verify(enhance)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    for center in (True, False):
+        r = verify(lambda s, c=center: torch.istft(s, 64, 16, window=torch.ones(64), center=c),
+                   "B, 33, F => B, L")
+        got = r.result[0][-1].evaluate({"B": 2, "F": 9})
+        real = torch.istft(torch.ones(2, 33, 9, dtype=torch.complex64), 64, 16,
+                           window=torch.ones(64), center=center)
+        assert got == real.shape[-1], (center, got, real.shape)
+    r = verify(lambda s: torch.istft(s, 512, 128), "B, 201, F => B, L")
+    assert kinds(r) == ["op-shape"] and "257" in str(r), str(r)

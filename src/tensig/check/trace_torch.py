@@ -59,6 +59,7 @@ _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
     **dict.fromkeys(("grad", "grad_fn"), lambda a: None),
     "layout": lambda a: torch.strided,
     "data": lambda a: a,
+    **dict.fromkeys(("real", "imag"), lambda a: S.SymArray(a.dims, "f")),  # complex: float kind
     "itemsize": lambda a: dtype_of(a).itemsize,
 }
 
@@ -585,6 +586,21 @@ def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymAr
     return S.SymArray(dims, a.kind)
 
 
+def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
+           window: Any = None, center: bool = True, normalized: bool = False,
+           onesided: Any = None, length: Any = None, return_complex: bool = False
+           ) -> S.SymArray:
+    """``torch.istft`` of ``[..., n_fft // 2 + 1, frames]``: its meta kernel refuses the float
+    kind complex values have here (see :func:`_view_as_complex`), a false error."""
+    a = S._sym(x)
+    if onesided is not False and differ(a.dims[-2], sym_sizes.as_dim(n_fft // 2 + 1)):
+        tracer().report("op-shape", f"torch.istft of {shape_text(a)} with n_fft={n_fft}: "
+                                    f"[..., {n_fft // 2 + 1}, frames] expected")
+    hop = hop_length or n_fft // 4
+    n = (a.dims[-1] - 1) * hop + n_fft - (n_fft // 2 * 2 if center else 0)
+    return S.SymArray((*a.dims[:-2], n if length is None else sym_sizes.as_dim(length)), "f")
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -634,6 +650,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "cdist": trace_numpy._cdist,
     "unbind": _unbind,
     "pad": _pad,
+    "istft": _istft,
     "view_as_complex": _view_as_complex,
     "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
     "unique": _unique,
