@@ -4,6 +4,7 @@ that once stopped the trace, raised a false alarm or missed a bug."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -656,3 +657,20 @@ def test_istft_and_the_parts_of_a_complex_spectrogram():
         assert got == real.shape[-1], (center, got, real.shape)
     r = verify(lambda s: torch.istft(s, 512, 128), "B, 201, F => B, L")
     assert kinds(r) == ["op-shape"] and "257" in str(r), str(r)
+
+
+def test_a_like_creation_takes_its_dtype():
+    """A scatter mean counts with ``torch.ones_like(idx, dtype=torch.float)``: the ones kept
+    the ids' int kind, and scatter_add_'s meta kernel refused the float target (a false
+    op-shape error)."""
+    def scatter_mean(src: Float[torch.Tensor, "E, D"], idx: Int[torch.Tensor, "E"],
+                     x: Float[torch.Tensor, "N, D"]) -> Float[torch.Tensor, "N, D"]:
+        out = torch.zeros_like(x).scatter_add_(0, idx[:, None].expand_as(src), src)
+        ones = torch.ones_like(idx, dtype=torch.float)
+        cnt = torch.zeros(x.shape[0]).scatter_add_(0, idx, ones)
+        return out / cnt.clamp(min=1)[:, None]
+
+    r = verify(scatter_mean)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda i, x: np.full_like(i, 0.5, np.float64) @ x, "E: int; E, D => D")
+    assert r.ok and not r.findings and not r.notes, str(r)

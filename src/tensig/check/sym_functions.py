@@ -235,6 +235,16 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
 
 
+def _like(position: int) -> Callable[..., SymArray]:
+    """``zeros_like(a, dtype)``: ``a``'s shape, of ``dtype``'s kind where one is given (torch's
+    ``ones_like(ids, dtype=torch.float)`` kept the ids' kind, and a meta op refused it)."""
+    def model(a: Any, *args: Any, **kw: Any) -> SymArray:
+        x = _sym(a)
+        dtype = kw.get("dtype", args[position] if len(args) > position else None)
+        return SymArray(x.dims, kind_of(dtype) or x.kind, x.loose)
+    return model
+
+
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -274,8 +284,9 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
-    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like", "tril", "triu"),
-                    unary()),
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(0)),
+    "full_like": _like(1),
+    **dict.fromkeys(("tril", "triu"), unary()),
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
@@ -315,7 +326,8 @@ TORCH.update({
     "cosine_similarity": lambda a, b, dim=1, eps=1e-8: reduce_(elementwise([a, b], "f"), dim),
     "embedding": embedding,
     **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
-    **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
+    "dropout": unary(),
+    **dict.fromkeys(("rand_like", "randn_like"), _like(0)),
     **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
     "logsumexp": reduction("f"),
     "transpose": swapaxes,
