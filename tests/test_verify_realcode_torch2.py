@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tensig.check.verify import verify
-from verify_corpus.probe_torch_2026 import CASES
+from verify_corpus.probe_torch_2026 import CASES, STOPS
 
 
 def test_the_corpus_is_large():
@@ -21,7 +21,9 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
     r = verify(good)
     assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
     rb = verify(bad)
-    assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+    stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
+    assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
+        f"{name}: {rb}"
 
 
 
@@ -50,6 +52,6 @@ def _run(fn, sizes: dict[str, int]):
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
-    names = "ABCDEGHIKLMNPQRSTVWZ"
+    names = "ABCDEFGHIKLMNPQRSTVWZ"
     got, declared = _run(good, {n: 8 + 4 * i for i, n in enumerate(names)})
     assert got == declared, name

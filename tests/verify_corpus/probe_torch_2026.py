@@ -5,7 +5,9 @@ nucleus sampling, EMA teachers): written for this corpus, nothing copied.
 
 Each case is ``(name, correct, buggy, finding code)``; the buggy twin differs by one realistic
 bug marked ``# BUG``.  ``tests/test_verify_realcode_torch2.py`` asserts that each correct one
-verifies with no finding or note and each buggy one reports its code.
+verifies with no finding or note and each buggy one reports its code, with no note but, for
+the cases in :data:`STOPS`, the one saying the trace stopped where torch rejected the operands
+(fitted, an op torch refuses leaves no result shape to go on with).
 """
 
 from __future__ import annotations
@@ -1761,6 +1763,120 @@ def resnet_d_down_bug(x: Float[torch.Tensor, "B 64 H W"], w: Float[torch.Tensor,
     return y + s
 
 
+# -- a fifth batch: library layers with masks, spectral round trips, graph scatters ------------
+
+
+class CausalEncoder(nn.Module):
+    """A batch-first Transformer encoder layer with a causal mask and a key padding mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+
+    def forward(self, x: Float[torch.Tensor, "B T 32"], pad: Bool[torch.Tensor, "B T"]
+                ) -> Float[torch.Tensor, "B T 32"]:
+        causal = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.layer(x, src_mask=causal, src_key_padding_mask=pad)
+
+
+class CausalEncoderBug(CausalEncoder):
+    def forward(self, x: Float[torch.Tensor, "B T 32"], pad: Bool[torch.Tensor, "B T"]
+                ) -> Float[torch.Tensor, "B T 32"]:
+        causal = nn.Transformer.generate_square_subsequent_mask(x.shape[0])  # BUG: B x B
+        return self.layer(x, src_mask=causal, src_key_padding_mask=pad)
+
+
+def spectral_gate(x: Float[torch.Tensor, "B 256*N"], gain: Float[torch.Tensor, "257 1"]
+                  ) -> Float[torch.Tensor, "B 256*N"]:
+    """Speech enhancement: STFT, a per-frequency gain on the magnitude, the phase kept,
+    inverse STFT to the input's length."""
+    w = torch.hann_window(512)
+    spec = torch.stft(x, 512, 256, window=w, return_complex=True)
+    spec = torch.polar(spec.abs() * gain, spec.angle())
+    return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
+
+
+def spectral_gate_bug(x: Float[torch.Tensor, "B 256*N"], gain: Float[torch.Tensor, "257 1"]
+                      ) -> Float[torch.Tensor, "B 256*N"]:
+    w = torch.hann_window(512)
+    spec = torch.stft(x, 512, 256, window=w, return_complex=True)
+    spec = torch.polar(spec.abs() * gain.T, spec.angle())  # BUG: a gain per frame
+    return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
+
+
+def scatter_mean(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "E"],
+                 x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
+    """torch_scatter's mean by hand: scatter_add_ of the messages and of float ones."""
+    out = torch.zeros_like(x).scatter_add_(0, index[:, None].expand_as(src), src)
+    ones = torch.ones_like(index, dtype=torch.float)
+    count = torch.zeros(x.shape[0]).scatter_add_(0, index, ones)
+    return out / count.clamp(min=1)[:, None]
+
+
+def scatter_mean_bug(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "E"],
+                     x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
+    out = torch.zeros_like(x).scatter_add_(0, index[:, None].expand_as(src), src)
+    ones = torch.ones_like(index, dtype=torch.float)
+    count = torch.zeros(x.shape[0]).scatter_add_(0, index, ones)
+    return out / count.clamp(min=1)  # BUG: [N, D] / [N]
+
+
+def edge_mlp(x: Float[torch.Tensor, "N D"], edge_index: Int[torch.Tensor, "2 E"],
+             w: Float[torch.Tensor, "H 2*D"]) -> Float[torch.Tensor, "E H"]:
+    """An edge network: the two endpoints' features concatenated per edge."""
+    src, dst = edge_index
+    return F.relu(F.linear(torch.cat([x[src], x[dst]], dim=-1), w))
+
+
+def edge_mlp_bug(x: Float[torch.Tensor, "N D"], edge_index: Int[torch.Tensor, "2 E"],
+                 w: Float[torch.Tensor, "H 2*D"]) -> Float[torch.Tensor, "E H"]:
+    src, dst = edge_index
+    return F.relu(F.linear(torch.cat([x[src], x[dst]], dim=0), w))  # BUG: stacked edges
+
+
+def roberta_positions(ids: Int[torch.Tensor, "B T"], wpe: Float[torch.Tensor, "514 D"]
+                      ) -> Float[torch.Tensor, "B T D"]:
+    """RoBERTa's position ids: a cumulative count of non-padding tokens, past the pad index."""
+    mask = ids.ne(1).int()
+    pos = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + 1
+    return F.embedding(pos, wpe, padding_idx=1)
+
+
+def roberta_positions_bug(ids: Int[torch.Tensor, "B T"], wpe: Float[torch.Tensor, "514 D"]
+                          ) -> Float[torch.Tensor, "B T D"]:
+    mask = ids.ne(1).int()
+    pos = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long().sum(0) + 1  # BUG: summed
+    return F.embedding(pos, wpe, padding_idx=1)
+
+
+def unflatten_heads(x: Float[torch.Tensor, "B T 4*D"], y: Float[torch.Tensor, "B S 4*D"]
+                    ) -> Float[torch.Tensor, "B 4 T S"]:
+    """Heads split with unflatten (newer code's view), scores by an ellipsis einsum."""
+    q = x.unflatten(-1, (4, -1)).transpose(1, 2)
+    k = y.unflatten(-1, (4, -1)).transpose(1, 2)
+    return torch.einsum("...td,...sd->...ts", q, k)
+
+
+def unflatten_heads_bug(x: Float[torch.Tensor, "B T 4*D"], y: Float[torch.Tensor, "B S 4*D"]
+                        ) -> Float[torch.Tensor, "B 4 T S"]:
+    q = x.unflatten(-1, (4, -1)).transpose(1, 2)
+    k = y.unflatten(-1, (-1, 4)).transpose(1, 2)  # BUG: [B, D, S, 4]
+    return torch.einsum("...td,...sd->...ts", q, k)
+
+
+def geglu(x: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "2*F D"],
+          w2: Float[torch.Tensor, "D F"]) -> Float[torch.Tensor, "B T D"]:
+    """GEGLU feed-forward: one projection chunked into value and gate."""
+    a, g = F.linear(x, w).chunk(2, dim=-1)
+    return F.linear(a * F.gelu(g), w2)
+
+
+def geglu_bug(x: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "2*F D"],
+              w2: Float[torch.Tensor, "D F"]) -> Float[torch.Tensor, "B T D"]:
+    a, g = F.linear(x, w).chunk(2, dim=1)  # BUG: halves the time axis
+    return F.linear(a * F.gelu(g), w2)
+
+
 CASES = [
     ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
@@ -1853,4 +1969,13 @@ CASES = [
     ("t5 relative buckets", t5_relative_bias, t5_relative_bias_bug, "TS103"),
     ("masked lm loss", masked_lm_loss, masked_lm_loss_bug, "TS102"),
     ("resnet-d avg-pool shortcut", resnet_d_down, resnet_d_down_bug, "TS101"),
+    ("transformer layer causal + padding", CausalEncoder, CausalEncoderBug, "TS108"),
+    ("stft gain istft", spectral_gate, spectral_gate_bug, "TS101"),
+    ("scatter mean", scatter_mean, scatter_mean_bug, "TS101"),
+    ("edge mlp", edge_mlp, edge_mlp_bug, "TS102"),
+    ("roberta position ids", roberta_positions, roberta_positions_bug, "TS103"),
+    ("unflatten heads", unflatten_heads, unflatten_heads_bug, "TS102"),
+    ("geglu", geglu, geglu_bug, "TS103"),
 ]
+
+STOPS = {"transformer layer causal + padding"}
