@@ -542,8 +542,9 @@ def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
     what = f"torch.gather on dim {dim} of {shape_text(a)} by an index {shape_text(i)}"
     if i.ndim != a.ndim:
         tracer().report("op-shape", f"{what}: the index has the input's rank")
-    for k, (n, m) in enumerate(zip(i.dims, a.dims, strict=False)):
-        if k != axis and i.ndim == a.ndim:
+        return S.SymArray(i.dims, a.kind)
+    for k, (n, m) in enumerate(zip(i.dims, a.dims, strict=True)):
+        if k != axis:
             sym_sizes.at_most(n, m, "op-shape", f"{what}: larger on dim {k}",
                               "an index no larger than the input off its dim")
     return S.SymArray(i.dims, a.kind)
@@ -568,8 +569,8 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     n = a.dims[axis]
     if n.constant is None:
         tracer().loops[tracer().value(n)] = n
-    row = S.SymArray((*a.dims[:axis], *a.dims[axis + 1:]), a.kind)
-    return tuple(S.SymArray(row.dims, a.kind) for _ in range(tracer().value(n)))
+    dims = (*a.dims[:axis], *a.dims[axis + 1:])
+    return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
 
 
 def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymArray:
