@@ -1877,6 +1877,132 @@ def geglu_bug(x: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "2*F D"],
     return F.linear(a * F.gelu(g), w2)
 
 
+# -- a sixth batch: blocks of current vision and diffusion backbones ---------------------------
+
+
+class ViTAttention(nn.Module):
+    """timm's Attention: one qkv linear, reshaped and permuted to (3, B, heads, N, d),
+    unbound, fused attention, heads merged back."""
+
+    def __init__(self, dim: int = 48, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: Float[torch.Tensor, "B N 48"]) -> Float[torch.Tensor, "B N 48"]:
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(B, N, C))
+
+
+class ViTAttentionBug(ViTAttention):
+    def forward(self, x: Float[torch.Tensor, "B N 48"]) -> Float[torch.Tensor, "B N 48"]:
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.reshape(B, N, C))  # BUG: heads merged without the transpose
+
+
+class ConvNeXtBlock(nn.Module):
+    """ConvNeXt: a 7x7 depthwise conv, channels-last LayerNorm and MLP, layer scale."""
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim)
+        self.pw1 = nn.Linear(dim, 4 * dim)
+        self.pw2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(1e-6 * torch.ones(dim))
+
+    def forward(self, x: Float[torch.Tensor, "B 32 H W"]) -> Float[torch.Tensor, "B 32 H W"]:
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.pw2(F.gelu(self.pw1(self.norm(y))))
+        return x + (self.gamma * y).permute(0, 3, 1, 2)
+
+
+class ConvNeXtBlockBug(ConvNeXtBlock):
+    def forward(self, x: Float[torch.Tensor, "B 32 H W"]) -> Float[torch.Tensor, "B 32 H W"]:
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.pw2(F.gelu(self.pw1(self.norm(y))))
+        return x + self.gamma * y.permute(0, 3, 1, 2)  # BUG: the scale meets the width
+
+
+def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+
+class DiTBlock(nn.Module):
+    """DiT: adaLN-Zero, six modulation vectors from the condition, chunked."""
+
+    def __init__(self, d: int = 32) -> None:
+        super().__init__()
+        self.n1 = nn.LayerNorm(d, elementwise_affine=False)
+        self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+        self.n2 = nn.LayerNorm(d, elementwise_affine=False)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * d, d))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+
+    def forward(self, x: Float[torch.Tensor, "B N 32"], c: Float[torch.Tensor, "B 32"]
+                ) -> Float[torch.Tensor, "B N 32"]:
+        sm, scm, gm, sp, scp, gp = self.ada(c).chunk(6, dim=1)
+        h = modulate(self.n1(x), sm, scm)
+        x = x + gm.unsqueeze(1) * self.attn(h, h, h, need_weights=False)[0]
+        return x + gp.unsqueeze(1) * self.mlp(modulate(self.n2(x), sp, scp))
+
+
+class DiTBlockBug(DiTBlock):
+    def forward(self, x: Float[torch.Tensor, "B N 32"], c: Float[torch.Tensor, "B 32"]
+                ) -> Float[torch.Tensor, "B N 32"]:
+        sm, scm, gm, sp, scp, gp = self.ada(c).chunk(6, dim=1)
+        h = modulate(self.n1(x), sm, scm)
+        x = x + gm * self.attn(h, h, h, need_weights=False)[0]  # BUG: [B, 32] on [B, N, 32]
+        return x + gp.unsqueeze(1) * self.mlp(modulate(self.n2(x), sp, scp))
+
+
+def clip_text_pool(x: Float[torch.Tensor, "B T D"], ids: Int[torch.Tensor, "B T"],
+                   proj: Float[torch.Tensor, "D E"]) -> Float[torch.Tensor, "B E"]:
+    """CLIP's text features: the hidden state at each sequence's end token (its largest id)."""
+    return x[torch.arange(x.shape[0]), ids.argmax(dim=-1)] @ proj
+
+
+def clip_text_pool_bug(x: Float[torch.Tensor, "B T D"], ids: Int[torch.Tensor, "B T"],
+                       proj: Float[torch.Tensor, "D E"]) -> Float[torch.Tensor, "B E"]:
+    return x[:, ids.argmax(dim=-1)] @ proj  # BUG: every sequence at every end: [B, B, E]
+
+
+class UNetResBlock(nn.Module):
+    """A diffusion U-Net's residual block: GroupNorm(32), SiLU, the time embedding added as
+    per-channel biases, dropout."""
+
+    def __init__(self, c: int = 64, t: int = 32) -> None:
+        super().__init__()
+        self.n1 = nn.GroupNorm(32, c)
+        self.c1 = nn.Conv2d(c, c, 3, padding=1)
+        self.emb = nn.Linear(t, c)
+        self.n2 = nn.GroupNorm(32, c)
+        self.drop = nn.Dropout(0.1)
+        self.c2 = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x: Float[torch.Tensor, "B 64 H W"], t: Float[torch.Tensor, "B 32"]
+                ) -> Float[torch.Tensor, "B 64 H W"]:
+        h = self.c1(F.silu(self.n1(x)))
+        h = h + self.emb(F.silu(t))[:, :, None, None]
+        return x + self.c2(self.drop(F.silu(self.n2(h))))
+
+
+class UNetResBlockBug(UNetResBlock):
+    def forward(self, x: Float[torch.Tensor, "B 64 H W"], t: Float[torch.Tensor, "B 32"]
+                ) -> Float[torch.Tensor, "B 64 H W"]:
+        h = self.c1(F.silu(self.n1(x)))
+        h = h + self.emb(F.silu(t))[:, None, None, :]  # BUG: channels last
+        return x + self.c2(self.drop(F.silu(self.n2(h))))
+
+
 CASES = [
     ("rope via complex polar", rope_complex, rope_complex_bug, "TS108"),
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
@@ -1976,6 +2102,11 @@ CASES = [
     ("roberta position ids", roberta_positions, roberta_positions_bug, "TS103"),
     ("unflatten heads", unflatten_heads, unflatten_heads_bug, "TS102"),
     ("geglu", geglu, geglu_bug, "TS103"),
+    ("timm vit attention", ViTAttention, ViTAttentionBug, "TS202"),
+    ("convnext block", ConvNeXtBlock, ConvNeXtBlockBug, "TS101"),
+    ("dit adaln-zero block", DiTBlock, DiTBlockBug, "TS101"),
+    ("clip text pooling", clip_text_pool, clip_text_pool_bug, "TS103"),
+    ("unet res block", UNetResBlock, UNetResBlockBug, "TS101"),
 ]
 
 STOPS = {"transformer layer causal + padding"}
