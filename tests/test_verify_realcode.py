@@ -674,3 +674,10 @@ def test_a_like_creation_takes_its_dtype():
     assert r.ok and not r.findings and not r.notes, str(r)
     r = verify(lambda i, x: np.full_like(i, 0.5, np.float64) @ x, "E: int; E, D => D")
     assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_a_rejection_names_the_operands_composite_sizes():
+    """torch's message from a rejected run held a product of sizes as its number at that run
+    ('a dimension of length 1840'); it is written as the operand's size, ``B*H``."""
+    r = verify(lambda a, b: torch.addcmul(a, a, b), "B*H, T; T, B*H =>")
+    assert kinds(r) == ["op-shape"] and "length B*H" in str(r) and "[T, B*H]" in str(r), str(r)

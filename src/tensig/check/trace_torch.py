@@ -314,7 +314,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         shapes = ", ".join(shape_text(a) if isinstance(a, S.SymArray) else str(list(a.shape))
                            for a in size_fit.leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
-        named = size_fit.named(size_fit.short(error), bases[0])
+        named = size_fit.named(size_fit.short(error), bases[0], [
+            d for a in size_fit.leaves(args) if isinstance(a, S.SymArray) for d in a.dims])
         return None, [tracing.Finding("op-shape", f"{name} rejects operands of shapes {shapes}: "
                                                   f"{named}")], False
     if error is not None:
