@@ -4,10 +4,11 @@ that once stopped the trace, raised a false alarm or missed a bug."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tensig import Float, Int
+from tensig import Bool, Float, Int
 from tensig.check.verify import Report, verify
 
 
@@ -404,3 +405,279 @@ def test_a_long_window_s_frame_count_is_no_constant():
     for fn in (frames, pooled):
         r = verify(fn)
         assert "but the signature declares" in str(r), f"{fn.__name__}: {r}"
+
+
+# -- found by the second corpus (verify_corpus/probe_torch_2026.py) ---------------------------
+
+
+def test_a_depthwise_convolution_takes_its_groups_from_a_size():
+    """``groups=x.shape[1]``: the groups were a SymSize the channel check could not compare
+    (a false contraction error, 'weight 1 x groups SymSize(D)')."""
+    def depthwise(x: Float[torch.Tensor, "B, C, T"], w: Float[torch.Tensor, "C, 1, 3"]
+                  ) -> Float[torch.Tensor, "B, C, T"]:
+        return F.conv1d(x, w, padding=1, groups=x.shape[1])
+
+    def one_group(x: Float[torch.Tensor, "B, C, T"], w: Float[torch.Tensor, "C, 1, 3"]
+                    ) -> Float[torch.Tensor, "B, C, T"]:
+        return F.conv1d(x, w, padding=1, groups=w.shape[1])  # one group: 1 input channel
+
+    r = verify(depthwise)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(one_group)
+    assert [f.code for f in r] == ["TS102"] and "weight 1 x groups 1" in str(r), str(r)
+
+
+def test_gather_gives_the_index_shape_without_relying_on_its_floors():
+    """MAE's random masking gathers ``ids_shuffle[:, :L // 4]``: fitted, torch.gather warned
+    'requires L divisible by 4' on code valid at every L.  The index has the input's rank and
+    is no larger off the gathered dim."""
+    def keep_quarter(x: Float[torch.Tensor, "B, L, D"], noise: Float[torch.Tensor, "B, L"]
+                     ) -> Float[torch.Tensor, "B, L//4, D"]:
+        ids = torch.argsort(noise, dim=1)[:, : x.shape[1] // 4]
+        return torch.gather(x, 1, ids.unsqueeze(-1).repeat(1, 1, x.shape[2]))
+
+    def picked(q: Float[torch.Tensor, "B, A"], a: Int[torch.Tensor, "B"]
+               ) -> Float[torch.Tensor, "B"]:
+        return q.gather(1, a.unsqueeze(1)).squeeze(1)
+
+    for fn in (keep_quarter, picked):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, str(r)
+    for sig in ("B, A; B: int => B", "B, A; B+1, 1: int => B+1, 1"):  # a rank short, a row over
+        r = verify(lambda q, a: q.gather(1, a), sig)
+        assert "op-shape" in kinds(r) and not r.notes, str(r)
+    r = verify(lambda q, a: q.gather(1, a), "B, A; M, 1: int => M, 1")
+    assert kinds(r) == ["assumption"] and "M <= B" in str(r), str(r)
+
+
+def test_torch_cdist_by_hand_batched():
+    """torch.cdist of points with different coordinates stopped the trace with a note ('not
+    modelled', torch's own error at every fitted size): a contraction error now; its leading
+    axes broadcast (Chamfer's [B, N, 3] against [B, M, 3])."""
+    def chamfer(a: Float[torch.Tensor, "B, N, 3"], b: Float[torch.Tensor, "B, M, 3"]
+                ) -> Float[torch.Tensor, "B, N, M"]:
+        return torch.cdist(a, b) + torch.cdist(a[0], b[0], p=1)
+
+    r = verify(chamfer)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda e: torch.cdist(e, e.T), "N, D => N, D")
+    assert kinds(r) == ["contraction"] and not r.notes, str(r)
+
+
+def test_kl_div_is_a_same_shape_loss():
+    """Distillation's ``F.kl_div(log_p_student, p_teacher.T)``: fitted, torch's rejection
+    stopped the trace (a note); as the other losses, the broadcast is the finding."""
+    def distill(s: Float[torch.Tensor, "B, C"], t: Float[torch.Tensor, "B, C"]
+                ) -> Float[torch.Tensor, ""]:
+        return F.kl_div(F.log_softmax(s / 4, dim=1), F.softmax(t / 4, dim=1),
+                        reduction="batchmean", log_target=False) * 16
+
+    r = verify(distill)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda s, t: F.kl_div(s.log_softmax(1), t.softmax(1).T, reduction="batchmean"),
+               "B, C; B, C =>")
+    assert "broadcast" in kinds(r) and not r.notes, str(r)
+
+
+def test_view_as_complex_and_back():
+    """LLaMA's rotary embedding: complex values are of float kind in the trace, so a fitted
+    ``view_as_real`` met a float tensor and stopped ('only supported for complex tensors')."""
+    def rotate(x: Float[torch.Tensor, "B, T, H, 2*E"], angles: Float[torch.Tensor, "T, E"]
+               ) -> Float[torch.Tensor, "B, T, H, 2*E"]:
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        rot = torch.polar(torch.ones_like(angles), angles)[:, None, :]
+        return torch.view_as_real(xc * rot).flatten(3)
+
+    r = verify(rotate)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: torch.view_as_complex(x), "B, 3 => B")
+    assert kinds(r) == ["op-shape"] and "size 2" in str(r), str(r)
+
+
+def test_a_concatenation_along_an_axis_a_lower_rank_lacks_is_a_concat_error():
+    """MoCo's ``cat([l_pos, l_neg], dim=1)`` with ``l_pos`` left 1-d: the axis was read from
+    the first array's rank, and an IndexError stopped the trace with a note."""
+    for fn in (lambda p, n: torch.cat([p, n], dim=1), lambda p, n: torch.cat([n, p], dim=-1)):
+        r = verify(fn, "N; N, K => N, K+1")
+        assert kinds(r)[0] == "concat" and not r.notes and "ranks 2 and 1" in str(r), str(r)
+
+
+def test_unbind_along_a_symbolic_axis():
+    """``for x_t in x.unbind(1)``: its count depends on the size, and it stopped the trace
+    ('not modelled'); the steps stacked back join to the axis.  timm's ``q, k, v =
+    qkv.unbind(0)`` of a constant axis of 3 stays three."""
+    def rnn(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "D, D"]
+            ) -> Float[torch.Tensor, "B, T, D"]:
+        h, outs = x[:, 0] * 0, []
+        for x_t in x.unbind(1):
+            h = torch.tanh(x_t @ w + h)
+            outs.append(h)
+        return torch.stack(outs, 1)
+
+    def vit_qkv(qkv: Float[torch.Tensor, "B, N, 12*E"]) -> Float[torch.Tensor, "B, 4, N, N"]:
+        b, n, _ = qkv.shape
+        q, k, v = qkv.reshape(b, n, 3, 4, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        return q @ k.transpose(-2, -1) + v[..., :1]
+
+    for fn in (rnn, vit_qkv):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+    r = verify(lambda x: torch.stack(x.unbind(0), 1), "T, D => T, D")
+    assert kinds(r) == ["return-shape"] and "[D, T]" in str(r), str(r)
+
+
+def test_conv_transpose_by_hand():
+    """torch's meta kernel for a transposed convolution accepts any input channels: DCGAN's
+    latent put on the width axis (``z[:, None, None, :]``) ran on to a wrong width.  The
+    sizes against torch's own, with every argument."""
+    def up(x: Float[torch.Tensor, "B, 64, H, W"], w: Float[torch.Tensor, "64, 32, 2, 2"]
+           ) -> Float[torch.Tensor, "B, 32, 2*H, 2*W"]:
+        return F.conv_transpose2d(x, w, stride=2)
+
+    r = verify(up)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda z, w: F.conv_transpose2d(z[:, None, None, :], w), "B, 100; 100, 64, 4, 4 =>")
+    assert kinds(r) == ["contraction"] and "input channels 1" in str(r), str(r)
+    r = verify(lambda x, w: F.conv_transpose1d(x, w, None, 2, 1, 1, 2, 2), "B, 6, L; 6, 4, 3 =>")
+    got = [d.evaluate({"B": 2, "L": 5}) for d in r.result[0]]
+    assert got == list(F.conv_transpose1d(torch.ones(2, 6, 5), torch.ones(6, 4, 3), None, 2, 1,
+                                          1, 2, 2).shape), got
+
+
+def test_baddbmm_adds_its_input_into_the_product():
+    """BLOOM's ``torch.baddbmm(alibi, q, k)``: fitted, torch's rejection of keys left
+    transposed stopped the trace (a note, a message with a sample's size 2080 in it); a
+    contraction error now, and the bias must fit the product."""
+    def scores(q: Float[torch.Tensor, "N, T, D"], k: Float[torch.Tensor, "N, D, S"],
+               alibi: Float[torch.Tensor, "N, 1, S"], b: Float[torch.Tensor, "S"]
+               ) -> Float[torch.Tensor, "N, T, S"]:
+        return torch.baddbmm(alibi, q, k, beta=1.0, alpha=0.5) + torch.addmm(b, q[0], k[0])
+
+    r = verify(scores)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda a, q, k: torch.baddbmm(a, q, k.transpose(1, 2)),
+               "N, 1, S; N, T, D; N, D, S =>")
+    assert kinds(r)[0] == "contraction" and not r.notes, str(r)
+    r = verify(lambda a, q, k: torch.baddbmm(a, q, k), "N, 1, D; N, T, D; N, D, S =>")
+    assert set(kinds(r)) == {"broadcast"} and "added input" in str(r), str(r)
+
+
+def test_cosine_similarity_broadcasts_and_reduces():
+    """SimSiam's ``F.cosine_similarity(p, z.T)``: torch's rejection stopped the trace (a note);
+    a broadcast error now; ``dim`` is reduced."""
+    r = verify(lambda p, z: F.cosine_similarity(p, z, dim=-1), "N, D; N, D => N")
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda p, z: F.cosine_similarity(p[:, None], z[None], dim=2), "N, D; M, D => N, M")
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda p, z: F.cosine_similarity(p, z.T, dim=-1).mean(), "N, D; N, D =>")
+    assert set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
+
+
+def test_one_mask_selects_as_many_elements_everywhere():
+    """A masked LM's ``F.cross_entropy(logits[m], labels[m])``: each selection by the same
+    mask was a fresh size of its own, and the loss a false contraction error.  A mask's count
+    is one size (its nonzero indices and masked_select too); another mask's is another."""
+    def mlm(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+            ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        rows = torch.nonzero(m)
+        picked = torch.masked_select(labels, m)
+        return F.cross_entropy(logits[m], labels[m]) + rows[:, 0].float() @ picked.float()
+
+    r = verify(mlm)
+    assert r.ok and not r.findings and not r.notes, str(r)
+
+    def two_masks(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+                  ) -> Float[torch.Tensor, ""]:
+        return F.cross_entropy(logits[labels != -100], labels[labels > 0])
+
+    assert "contraction" in kinds(verify(two_masks)), str(verify(two_masks))
+    r = verify(lambda x, m: torch.masked_select(x, m) - x[:, m].flatten(), "B, T; T: bool =>")
+    assert kinds(r) == ["broadcast"], str(r)  # a broadcast mask selects B times as many
+
+
+def test_pad_by_hand_with_pads_computed_from_sizes():
+    """Swin pads its map to a multiple of the window, ``(7 - W % 7) % 7``: fitted, F.pad gave
+    fresh sizes, and the window view after it was a false reshape error."""
+    def padded(x: Float[torch.Tensor, "B, H, W, C"]) -> Float[torch.Tensor, "B, H+2, W+3, C"]:
+        pad_r = (7 - x.shape[2] % 7) % 7
+        y = F.pad(x, (0, 0, 0, pad_r))
+        assert y.shape[2] == x.shape[2] + pad_r
+        return F.pad(x, (0, 0, 1, 2, 1, 1))
+
+    r = verify(padded)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: F.pad(x, (1, 2, 3)), "B, C => B, C")
+    assert kinds(r) == ["op-shape"] and not r.notes, str(r)
+
+
+class PaddedEncoderLayer(torch.nn.Module):
+    """A batch-first Transformer encoder layer with a causal mask and a key padding mask."""
+
+    def __init__(self, transposed: bool = False) -> None:
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        self.transposed = transposed
+
+    def forward(self, x: Float[torch.Tensor, "B, T, 32"], pad: Bool[torch.Tensor, "B, T"]
+                ) -> Float[torch.Tensor, "B, T, 32"]:
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.layer(x, src_mask=causal, src_key_padding_mask=pad.T if self.transposed
+                          else pad)
+
+
+def test_a_transformer_layer_takes_a_symbolic_padding_mask():
+    """torch's Transformer layers read a mask's dtype through F._none_or_dtype, which refuses
+    anything but a tensor: a padding mask stopped the trace with a RuntimeError."""
+    r = verify(PaddedEncoderLayer)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(PaddedEncoderLayer(transposed=True))
+    assert "op-shape" in kinds(r) and "key_padded_mask" in str(r), str(r)
+
+
+def test_istft_and_the_parts_of_a_complex_spectrogram():
+    """Speech enhancement's round trip: complex values are of float kind in the trace, so
+    torch.istft's meta kernel refused its input (a false op-shape error) and ``spec.real``
+    was no attribute.  Lengths against torch's, with and without ``length`` and centring."""
+    def enhance(x: Float[torch.Tensor, "B, 256*N"], gain: Float[torch.Tensor, "257, 1"]
+                ) -> Float[torch.Tensor, "B, 256*N"]:
+        w = torch.hann_window(512)
+        spec = torch.stft(x, 512, 256, window=w, return_complex=True)
+        spec = torch.polar(spec.abs() * gain, spec.angle()) + torch.complex(spec.real, spec.imag)
+        return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
+
+    r = verify(enhance)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    for center in (True, False):
+        r = verify(lambda s, c=center: torch.istft(s, 64, 16, window=torch.ones(64), center=c),
+                   "B, 33, F => B, L")
+        got = r.result[0][-1].evaluate({"B": 2, "F": 9})
+        real = torch.istft(torch.ones(2, 33, 9, dtype=torch.complex64), 64, 16,
+                           window=torch.ones(64), center=center)
+        assert got == real.shape[-1], (center, got, real.shape)
+    r = verify(lambda s: torch.istft(s, 512, 128), "B, 201, F => B, L")
+    assert kinds(r) == ["op-shape"] and "257" in str(r), str(r)
+
+
+def test_a_like_creation_takes_its_dtype():
+    """A scatter mean counts with ``torch.ones_like(idx, dtype=torch.float)``: the ones kept
+    the ids' int kind, and scatter_add_'s meta kernel refused the float target (a false
+    op-shape error)."""
+    def scatter_mean(src: Float[torch.Tensor, "E, D"], idx: Int[torch.Tensor, "E"],
+                     x: Float[torch.Tensor, "N, D"]) -> Float[torch.Tensor, "N, D"]:
+        out = torch.zeros_like(x).scatter_add_(0, idx[:, None].expand_as(src), src)
+        ones = torch.ones_like(idx, dtype=torch.float)
+        cnt = torch.zeros(x.shape[0]).scatter_add_(0, idx, ones)
+        return out / cnt.clamp(min=1)[:, None]
+
+    r = verify(scatter_mean)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda i, x: np.full_like(i, 0.5, np.float64) @ x, "E: int; E, D => D")
+    assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_a_rejection_names_the_operands_composite_sizes():
+    """torch's message from a rejected run held a product of sizes as its number at that run
+    ('a dimension of length 1840'); it is written as the operand's size, ``B*H``."""
+    r = verify(lambda a, b: torch.addcmul(a, a, b), "B*H, T; T, B*H =>")
+    assert kinds(r) == ["op-shape"] and "length B*H" in str(r) and "[T, B*H]" in str(r), str(r)

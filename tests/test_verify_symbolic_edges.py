@@ -746,3 +746,97 @@ def test_a_division_by_a_declared_size_is_its_number():
     r = verify(split_by_a_declared_width)
     assert r.complete and not r.notes and kinds(r) == ["assumption"], str(r)
     assert "divisible by 4" in str(r), str(r)
+
+
+def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
+    """``4*G // G`` (Mistral's ``n_rep``) and ``B*H*W // (H*W)`` (Swin's batch back from its
+    windows) divide as polynomials: the quotient, no note; a size that is no factor still
+    stops with the note."""
+    def repeat_kv(k: Float[torch.Tensor, "B, G, T, D"], q: Float[torch.Tensor, "B, 4*G, T, D"]
+                  ) -> Float[torch.Tensor, "B, 4*G, T, D"]:
+        b, g, t, d = k.shape
+        n_rep = q.shape[1] // g
+        assert q.shape[1] % g == 0
+        return k[:, :, None].expand(b, g, n_rep, t, d).reshape(b, g * n_rep, t, d)
+
+    def batch_of_windows(w: Float[torch.Tensor, "B*H*W, C"], h: Float[torch.Tensor, "H, W"]
+                         ) -> Float[torch.Tensor, "B, H*W, C"]:
+        return w.view(w.shape[0] // (h.shape[0] * h.shape[1]), -1, w.shape[-1])
+
+    for fn in (repeat_kv, batch_of_windows):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
+    assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
+
+
+def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
+    """An RNN unrolled by hand appends one output per step of ``range(T)`` and stacks them:
+    the list held the witness's number of arrays, and the stack was a constant (``returns
+    [B, 13, D]``, a false error on every such loop).  One array per step of a loop over a
+    symbolic range (or over an array's rows) stacks to that size; another count stays one."""
+    def rnn(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "D, D"]
+            ) -> Float[torch.Tensor, "B, T, D"]:
+        h = x.new_zeros(x.shape[0], x.shape[2])
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.tanh(x[:, t] @ w + h)
+            outs.append(h)
+        return torch.stack(outs, dim=1)
+
+    def rows(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "3*T, D"]:
+        return np.concatenate([np.stack([r, r, r]) for r in x])
+
+    def pairs(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T - 1, D"]:
+        return np.stack([x[i] + x[i - 1] for i in range(1, x.shape[0])])
+
+    for fn in (rnn, rows, pairs):
+        r = verify(fn)
+        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+
+    def twice(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        out = []
+        for t in range(x.shape[0]):
+            out += [x[t], x[t]]
+        return np.stack(out)  # 2*T rows: no longer one per step
+
+    assert "return-shape" in kinds(verify(twice)), str(verify(twice))
+
+
+def test_a_slice_up_to_a_loop_step_plus_one_is_in_range():
+    """``x[:, t:t + 1]`` in a loop over ``range(T)``: its first steps' stops (2, 3, ...) were
+    assumed ``<= T`` ('assumes 2 <= T'), though a step's ``t + 1`` never passes ``T``; an
+    index ``x[:, t]`` was already decided so."""
+    def steps(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, T, D"]:
+        return torch.cat([x[:, t:t + 1] * 2 for t in range(x.shape[1])], dim=1)
+    r = verify(steps)
+    assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_a_size_padded_to_a_multiple_divides_without_a_requirement():
+    """Swin pads to a multiple of its window: ``H + (7 - H % 7) % 7`` is divisible by 7 at every
+    ``H``, which the canonical form cannot show ('requires H + 6*(H % 7) % 7 divisible by 7' on
+    correct code); one period of its remainders does.  ``H + H % 7`` still requires it."""
+    def windows(x: Float[torch.Tensor, "B, H, C"]) -> Float[torch.Tensor, "B*((H+6)//7), 7, C"]:
+        b, h, c = x.shape
+        pad = (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        return x.view(b, (h + pad) // 7, 7, c).reshape(-1, 7, c)
+
+    r = verify(windows)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda x: x.view((x.shape[0] + x.shape[0] % 7) // 7, 7), "H => n, 7")
+    assert "requires H + H % 7 divisible by 7" in str(r), str(r)
+
+
+def test_a_division_shown_exact_compares_at_sizes_that_keep_the_pads():
+    """Sizes that are multiples of every divisor make ``(7 - H % 7) % 7`` vanish: with the
+    pads swapped (the height's on the width), the window view compared equal there and
+    passed silently; a division shown exact holds at any size, so the witnesses decide."""
+    def swapped(x: Float[torch.Tensor, "B, H, W"]) -> Float[torch.Tensor, "n, 49"]:
+        b, h, w = x.shape
+        pad_r, pad_b = (7 - w % 7) % 7, (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, pad_b, 0, pad_r))  # the pads swapped
+        return x.view(b, (h + pad_b) // 7, 7, (w + pad_r) // 7, 7).reshape(-1, 49)
+
+    assert "reshape" in kinds(verify(swapped)), str(verify(swapped))

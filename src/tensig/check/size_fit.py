@@ -14,7 +14,7 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tensig.check import sym_sizes, tracing
@@ -221,8 +221,10 @@ def short(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
-def named(message: str, env: dict[str, int]) -> str:
-    """A library's message from a run at ``env``, its sizes written as the symbols (sizes
-    under 11 stay numbers: they are axes and small constants as often as sizes)."""
-    names = {str(v): k for k, v in env.items() if v >= 11}
+def named(message: str, env: dict[str, int], dims: Iterable[Dim] = ()) -> str:
+    """A library's message from a run at ``env``, its sizes written as the symbols, or as the
+    operands' sizes ``dims`` (``B*H``, not 1840); sizes under 11 stay numbers: they are axes
+    and small constants as often as sizes."""
+    names = {str(d.evaluate(env)): str(d) for d in dims if d.constant is None}
+    names.update({str(v): k for k, v in env.items() if v >= 11})
     return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)

@@ -88,20 +88,25 @@ def _ellipsis(n: int) -> str:
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     xs = [_sym(a) for a in arrays]
-    ax = _axis(kw.get("dim", axis), xs[0].ndim)
+    ref = max(xs, key=lambda a: a.ndim)  # the axis of the highest rank: a lower one is reported
+    ax = _axis(kw.get("dim", axis), ref.ndim)
     total = ONE * 0
     for a in xs:
-        if a.ndim != xs[0].ndim:
-            tracer().report("concat", f"concatenates arrays of ranks {xs[0].ndim} and {a.ndim}")
+        if a.ndim != ref.ndim:
+            tracer().report("concat", f"concatenates arrays of ranks {ref.ndim} and {a.ndim}")
             continue
-        for i, (d, e) in enumerate(zip(a.dims, xs[0].dims, strict=True)):
+        for i, (d, e) in enumerate(zip(a.dims, ref.dims, strict=True)):
             if i != ax and differ(d, e):
                 tracer().report("concat", f"concatenation along axis {ax} needs equal sizes "
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
-    dims = list(xs[0].dims)
+    sizes = {a.dims[ax] for a in xs if a.ndim == ref.ndim}
+    steps = tracer().loops.get(len(xs))  # one array per step of a loop over range(T): T
+    if steps is not None and len(sizes) == 1 and (each := sizes.pop()).constant is not None:
+        total = steps * each
+    dims = list(ref.dims)
     dims[ax] = total
-    return SymArray(dims, xs[0].kind)
+    return SymArray(dims, ref.kind)
 
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
@@ -111,7 +116,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 def nonzero(a: Any) -> tuple[SymArray, ...]:
     """One index array per axis, all of one data-dependent length."""
-    n = tracer().new_dim("nnz")
+    n = tracer().nonzero_count(a)
     return tuple(SymArray((n,), "i") for _ in range(_sym(a).ndim))
 
 
@@ -138,12 +143,13 @@ def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
 
 
 def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-         dilation: Any = 1, groups: int = 1) -> SymArray:
+         dilation: Any = 1, groups: Any = 1) -> SymArray:
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
     def per(v: Any) -> list[Any]:
         return list(v) if isinstance(v, tuple | list) else [v] * nd
     st, pd, dl = per(stride), per(padding), per(dilation)
+    groups = as_dim(groups)  # a depthwise conv's groups=x.shape[1]: a size
     if a.dims[-nd - 1] != w.dims[1] * groups:
         tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
                                        f"weight {w.dims[1]} x groups {groups}")
@@ -158,6 +164,29 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         num = n + 2 * p - span
         spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
+
+
+def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                   output_padding: Any = 0, groups: Any = 1, dilation: Any = 1) -> SymArray:
+    """By hand: torch's meta kernel lets any input channels through (its CPU kernel refuses)."""
+    a, w = _sym(x), _sym(weight)
+    nd = w.ndim - 2
+    st, pd, op, dl = ([int(u) for u in v] if isinstance(v, tuple | list) else [int(v)] * nd
+                      for v in (stride, padding, output_padding, dilation))
+    if differ(a.dims[-nd - 1], w.dims[0]):
+        tracer().report("contraction", f"transposed convolution: input channels "
+                                       f"{a.dims[-nd - 1]} vs weight {shape_text(w)}'s "
+                                       f"{w.dims[0]} (weight [in, out / groups, ...])")
+    spatial = [(a.dims[-nd + i] - 1) * st[i] - 2 * pd[i] + dl[i] * (w.dims[2 + i] - 1) + op[i]
+               + 1 for i in range(nd)]
+    return SymArray((*a.dims[:-nd - 1], w.dims[1] * as_dim(groups), *spatial), "f")
+
+
+def added_product(input: Any, a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
+    """``baddbmm``/``addmm``: ``input`` (BLOOM's ALiBi bias) added into ``a @ b``."""
+    out = matmul(a, b)
+    into(out, input, "the added input")
+    return out
 
 
 def same_shape_loss(input: Any, target: Any, *args: Any, reduction: str = "mean",
@@ -212,6 +241,16 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
 
 
+def _like(position: int) -> Callable[..., SymArray]:
+    """``zeros_like(a, dtype)``: ``a``'s shape, of ``dtype``'s kind where one is given (torch's
+    ``ones_like(ids, dtype=torch.float)`` kept the ids' kind, and a meta op refused it)."""
+    def model(a: Any, *args: Any, **kw: Any) -> SymArray:
+        x = _sym(a)
+        dtype = kw.get("dtype", args[position] if len(args) > position else None)
+        return SymArray(x.dims, kind_of(dtype) or x.kind, x.loose)
+    return model
+
+
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -251,8 +290,9 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
-    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like", "tril", "triu"),
-                    unary()),
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(0)),
+    "full_like": _like(1),
+    **dict.fromkeys(("tril", "triu"), unary()),
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
@@ -283,13 +323,17 @@ TORCH.update({
     "cat": concatenate,
     "linear": linear,
     **dict.fromkeys(("conv1d", "conv2d", "conv3d"), conv),
+    **dict.fromkeys(("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"), conv_transpose),
     **dict.fromkeys(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-                     "binary_cross_entropy_with_logits"), same_shape_loss),
+                     "binary_cross_entropy_with_logits", "kl_div"), same_shape_loss),
     **dict.fromkeys(("cross_entropy", "nll_loss"), cross_entropy),
     "layer_norm": layer_norm,
+    **dict.fromkeys(("baddbmm", "addmm"), added_product),
+    "cosine_similarity": lambda a, b, dim=1, eps=1e-8: reduce_(elementwise([a, b], "f"), dim),
     "embedding": embedding,
     **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
-    **dict.fromkeys(("dropout", "rand_like", "randn_like"), unary()),
+    "dropout": unary(),
+    **dict.fromkeys(("rand_like", "randn_like"), _like(0)),
     **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
     "logsumexp": reduction("f"),
     "transpose": swapaxes,

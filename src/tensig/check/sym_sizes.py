@@ -25,7 +25,7 @@ import numpy as np
 
 from tensig.check import findings
 from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most", "require_divisible",
@@ -136,7 +136,8 @@ class SymFloat(float):
 
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
-    """A divisor that is a size: its number where it is known (an axis declared ``64``); a
+    """A divisor that is a size: its number where it is known (an axis declared ``64``); the
+    result itself (a :class:`SymSize`) where it divides the dividend as polynomials; another
     symbolic one stops the trace.  A quotient of two sizes is no polynomial the checks can
     compare, and the witnesses' quotient, a constant, was wrong at every other size: the
     multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape into ``[B, T, H, 0]``."""
@@ -144,8 +145,26 @@ def _divisor(size: SymSize, op: str, o: Any) -> Any:
         return o
     if o.dim.constant is not None:
         return o.dim.constant
+    if (q := _exact_quotient(size.dim, o.dim)) is not None:  # 4*G // G, B*H*W // (H*W)
+        return SymSize(q if op == "//" else Dim.const(0))
     raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
                       "number: a literal in the annotation, or bound by functools.partial)")
+
+
+def _exact_quotient(p: Dim, q: Dim) -> Dim | None:
+    """``p / q`` where a product of sizes ``q`` divides ``p`` as polynomials (the kv heads'
+    ``4*G // G``, Swin's ``B*H*W // (H*W)``); None otherwise."""
+    out, rest = p, q
+    for name in q.symbols:
+        try:
+            out, rest = out.coefficient(name), rest.coefficient(name)
+        except ValueError:  # a power or a floor of the name: no product of sizes
+            return None
+    k = rest.constant
+    if not k or (out % k).constant != 0:
+        return None
+    out = out // k
+    return out if out * q == p else None
 
 
 class SymSize:
@@ -192,6 +211,8 @@ class SymSize:
 
     def __floordiv__(self, o: Any) -> Any:
         o = _divisor(self, "//", o)
+        if isinstance(o, SymSize):
+            return o
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
@@ -205,6 +226,8 @@ class SymSize:
 
     def __mod__(self, o: Any) -> Any:
         o = _divisor(self, "%", o)
+        if isinstance(o, SymSize):
+            return o
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
         return int(self) % int(o)
@@ -319,6 +342,8 @@ class SymRange:
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
+        if self.step == 1 and (n := self.stop - self.start).constant is None:
+            tracer().loops[tracer().value(n)] = n  # a list of one item per step: n items
         try:
             for i in values:
                 step = self._index(i, ahead)
@@ -459,11 +484,36 @@ _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("
 
 def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless the canonical forms show it exact.  With ``floor`` (``T // 2`` in
-    the code) it is reported only where a check relies on it (:meth:`Tracer.require`)."""
+    (reported once) unless the canonical forms or one period show it exact.  With ``floor``
+    (``T // 2`` in the code) it is reported only where a check relies on it
+    (:meth:`Tracer.require`)."""
     if (p % k).constant != 0:
-        tracer().require(p, k, floor)
+        t = tracer()
+        if not _divisible_over_a_period(p, k):
+            t.require(p, k, floor)
+        elif (p, k) not in t.exact:  # exact at every size: compared at any sizes, unreported
+            t.exact.append((p, k))
     return p // k
+
+
+def _divisible_over_a_period(p: Dim, k: int) -> bool:
+    """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
+    (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one
+    period decides it.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
+    period, todo = k, [p]
+    while todo:
+        for m in todo.pop().terms:
+            for atom, _ in m:
+                if isinstance(atom, FloorDiv):
+                    return False
+                if isinstance(atom, Mod):
+                    period = math.lcm(period, atom.divisor)
+                    todo.append(atom.numerator)
+    names = sorted(p.symbols)
+    if not names or period ** len(names) > 4096:
+        return False
+    return all(p.evaluate(dict(zip(names, v, strict=True))) % k == 0
+               for v in itertools.product(range(1, period + 1), repeat=len(names)))
 
 
 def _check_index(size: Dim, k: Any) -> None:
@@ -498,6 +548,9 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     stop = size if s.stop is None else as_dim(s.stop)
     if stop.constant is not None and stop.constant < 0:
         stop = size + stop
+    k = s.stop
+    if isinstance(k, _LoopInt) and k.slack is not None and _holds(operator.le, k.bound, size):
+        return stop - start  # x[:, t:t + 1]: a loop step's t + 1 <= T (its end traced apart)
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
                f"at most {size})"):

@@ -238,7 +238,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "argwhere": lambda a: S.SymArray((tracer().new_dim("nnz"), S._sym(a).ndim), "i"),
+    "argwhere": lambda a: S.SymArray((tracer().nonzero_count(a), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
@@ -498,12 +498,14 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
 
 
 def _cdist(xa: Any, xb: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """SciPy's ``cdist`` and torch's (batched: leading axes broadcast)."""
     a, b = S._sym(xa), S._sym(xb)
     if differ(a.dims[-1], b.dims[-1]):
         tracer().report("contraction", f"cdist compares points of {a.dims[-1]} and "
                                        f"{b.dims[-1]} coordinates ({shape_text(a)} and "
                                        f"{shape_text(b)})")
-    return S.SymArray((a.dims[0], b.dims[0]), "f")
+    batch, _ = broadcast([S.SymArray(a.dims[:-2]), S.SymArray(b.dims[:-2])], "cdist's batch")
+    return S.SymArray((*batch, a.dims[-2], b.dims[-2]), "f")
 
 
 def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:

@@ -52,6 +52,7 @@ _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
     **dict.fromkeys(("grad", "grad_fn"), lambda a: None),
     "layout": lambda a: torch.strided,
     "data": lambda a: a,
+    **dict.fromkeys(("real", "imag"), lambda a: S.SymArray(a.dims, "f")),  # complex: float kind
     "itemsize": lambda a: dtype_of(a).itemsize,
 }
 
@@ -128,6 +129,9 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
         sized_methods += [(distributions.Distribution, "_extended_shape", extended_shape),
                           # validation checks values (the data), not shapes: off by default
                           (distributions.Distribution, "_validate_args", False)]
+    none_or_dtype = torch.nn.functional._none_or_dtype  # a mask's dtype, in Transformer layers
+    sized_methods.append((torch.nn.functional, "_none_or_dtype", lambda m: dtype_of(m) if
+                          isinstance(m, S.SymArray) else none_or_dtype(m)))
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
@@ -293,7 +297,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         shapes = ", ".join(shape_text(a) if isinstance(a, S.SymArray) else str(list(a.shape))
                            for a in size_fit.leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
-        named = size_fit.named(size_fit.short(error), bases[0])
+        named = size_fit.named(size_fit.short(error), bases[0], [
+            d for a in size_fit.leaves(args) if isinstance(a, S.SymArray) for d in a.dims])
         return None, [tracing.Finding("op-shape", f"{name} rejects operands of shapes {shapes}: "
                                                   f"{named}")], False
     if error is not None:
@@ -434,12 +439,14 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
     a = S._sym(x)
     return sym_functions.nonzero(a) if as_tuple else S.SymArray(
-        (tracer().new_dim("nnz"), sym_sizes.as_dim(a.ndim)), "i")
+        (tracer().nonzero_count(x), sym_sizes.as_dim(a.ndim)), "i")
 
 
 def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
-    S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
-    return S.SymArray((tracer().new_dim("nnz"),), S._sym(x).kind)
+    out = S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
+    same = out.dims == S._sym(mask).dims  # a broadcast mask selects more
+    return S.SymArray((tracer().nonzero_count(mask) if same else tracer().new_dim("nnz"),),
+                      S._sym(x).kind)
 
 
 def _repeat_interleave(x: Any, repeats: Any = None, dim: Any = None, **kw: Any) -> Any:
@@ -508,6 +515,75 @@ def _index_add(name: str) -> Callable[..., Any]:
     return op
 
 
+def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
+    """``torch.gather``: the index's shape, the index no larger than the input but on ``dim``.
+    By hand, since a fit relies on the index's floors: MAE's ``ids_shuffle[:, :L // 4]``
+    warned 'requires L divisible by 4'."""
+    a, i = S._sym(x), S._sym(index)
+    axis = S._axis(dim, max(a.ndim, 1))
+    what = f"torch.gather on dim {dim} of {shape_text(a)} by an index {shape_text(i)}"
+    if i.ndim != a.ndim:
+        tracer().report("op-shape", f"{what}: the index has the input's rank")
+        return S.SymArray(i.dims, a.kind)
+    for k, (n, m) in enumerate(zip(i.dims, a.dims, strict=True)):
+        if k != axis:
+            sym_sizes.at_most(n, m, "op-shape", f"{what}: larger on dim {k}",
+                              "an index no larger than the input off its dim")
+    return S.SymArray(i.dims, a.kind)
+
+
+def _view_as_complex(x: Any) -> S.SymArray:
+    """``torch.view_as_complex``: the last axis, of size 2, as one number.  Complex values are
+    of float kind here (:func:`~tensig.check.tracer.kind_of`), so a fitted ``view_as_real``
+    met a float tensor and stopped (LLaMA's rotary embedding): both are by hand."""
+    a = S._sym(x)
+    if not a.ndim or differ(a.dims[-1], sym_sizes.as_dim(2)):
+        tracer().report("op-shape", f"torch.view_as_complex of {shape_text(a)}: the last "
+                                    "axis holds (real, imaginary) pairs, size 2")
+    return S.SymArray(a.dims[:-1], "f")
+
+
+def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
+    """``unbind`` along a symbolic axis: a slice per step at the witness, as a loop over the
+    rows gives (stacked back one per step, they join to the axis: ``Tracer.loops``)."""
+    a = S._sym(x)
+    axis = S._axis(dim, a.ndim)
+    n = a.dims[axis]
+    if n.constant is None:
+        tracer().loops[tracer().value(n)] = n
+    dims = (*a.dims[:axis], *a.dims[axis + 1:])
+    return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
+
+
+def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymArray:
+    """``F.pad``: each (left, right) pair, from the last axis back, widens its axis.  By hand,
+    since pads computed from sizes (Swin's ``(7 - W % 7) % 7``) fitted as fresh sizes."""
+    a = S._sym(x)
+    dims = list(a.dims)
+    if len(pad) % 2 or len(pad) > 2 * a.ndim:
+        tracer().report("op-shape", f"F.pad of {shape_text(a)} by {len(pad)} amounts: a "
+                                    "(left, right) pair per padded axis, at most one per axis")
+        return S.SymArray(dims, a.kind)
+    for i in range(len(pad) // 2):
+        dims[-1 - i] += sym_sizes.as_dim(pad[2 * i]) + sym_sizes.as_dim(pad[2 * i + 1])
+    return S.SymArray(dims, a.kind)
+
+
+def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
+           window: Any = None, center: bool = True, normalized: bool = False,
+           onesided: Any = None, length: Any = None, return_complex: bool = False
+           ) -> S.SymArray:
+    """``torch.istft`` of ``[..., n_fft // 2 + 1, frames]``: its meta kernel refuses the float
+    kind complex values have here (see :func:`_view_as_complex`), a false error."""
+    a = S._sym(x)
+    if onesided is not False and differ(a.dims[-2], sym_sizes.as_dim(n_fft // 2 + 1)):
+        tracer().report("op-shape", f"torch.istft of {shape_text(a)} with n_fft={n_fft}: "
+                                    f"[..., {n_fft // 2 + 1}, frames] expected")
+    hop = hop_length or n_fft // 4
+    n = (a.dims[-1] - 1) * hop + n_fft - (n_fft // 2 * 2 if center else 0)
+    return S.SymArray((*a.dims[:-2], n if length is None else sym_sizes.as_dim(length)), "f")
+
+
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
@@ -553,6 +629,13 @@ HAND: dict[str, Callable[..., Any]] = {
     "bincount": _bincount,
     "repeat_interleave": _repeat_interleave,
     "one_hot": _one_hot,
+    "gather": _gather,
+    "cdist": trace_numpy._cdist,
+    "unbind": _unbind,
+    "pad": _pad,
+    "istft": _istft,
+    "view_as_complex": _view_as_complex,
+    "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),

@@ -391,6 +391,7 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
+    tracer().loops[tracer().value(n)] = n
     try:
         for i in _RANGE(tracer().value(n)):
             rows[n] = i
@@ -590,7 +591,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
             into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
             adv_pos = len(dims) if adv_pos is None else adv_pos
-            dims.append(tracer().new_dim("nnz"))
+            dims.append(tracer().nonzero_count(k))
             axis += k.ndim - 1
         elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
                 (hasattr(k, "shape") and not isinstance(k, SymSize)):

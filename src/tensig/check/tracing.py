@@ -82,6 +82,7 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    exact: list[tuple[Dim, int]] = field(default_factory=list)  # shown exact at every size
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
@@ -91,6 +92,8 @@ class Tracer:
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
     _envs: dict[Any, list[dict[str, int]]] = field(default_factory=dict, repr=False,
                                                    compare=False)  # see assumption_envs
+    loops: dict[int, Dim] = field(default_factory=dict)  # steps at the witness -> range(T)'s T
+    counts: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
@@ -100,16 +103,18 @@ class Tracer:
         assumption (a heuristic).  Only ``a - b``'s own divisions: a ``T // 2`` elsewhere,
         exact only at even ``T``, would leave no size for a ``(T - 1) // 2`` here.  Only the
         code's (:meth:`rely` reports them): a division the signature declares is no assumption,
-        and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``."""
+        and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``.
+        Divisions shown ``exact`` hold at any sizes: they leave the witnesses as they are,
+        where a padded ``H + (7 - H % 7) % 7`` keeps its pad."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         try:
-            equal = bool(self.divisors) and all(a.evaluate(env) == b.evaluate(env)
-                                                for env in self.assumption_envs(
-                                                    _divisions(a - b) & self._assumed()))
+            equal = bool(self.divisors or self.exact) and all(
+                a.evaluate(env) == b.evaluate(env)
+                for env in self.assumption_envs(_divisions(a - b) & self._assumed()))
         except ValueError:
             return False
         if equal:
@@ -224,6 +229,14 @@ class Tracer:
         name = f"{hint}{self.fresh}"
         self.witness[name] = 3
         return Dim.symbol(name)
+
+    def nonzero_count(self, mask: Any) -> Dim:
+        """How many elements of ``mask`` are nonzero: one fresh size per mask, so
+        ``logits[m]`` and ``labels[m]`` (masked LM) have as many rows."""
+        hit = self.counts.get(id(mask))
+        if hit is None or hit[0] is not mask:  # the mask is kept: its id is not reused
+            hit = self.counts[id(mask)] = (mask, self.new_dim("nnz"))
+        return hit[1]
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)

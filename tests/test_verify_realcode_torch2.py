@@ -1,0 +1,57 @@
+"""verify on a second PyTorch corpus (tests/verify_corpus/probe_torch_2026.py): LLM blocks
+(RoPE, GQA, ALiBi, Transformer-XL's shift, MoE routing), sampling, vision backbones (Swin,
+MobileNet, U-Net, FPN, ESPCN, MAE), point clouds and NeRF, generative and metric losses, RL
+targets and training-loop updates.  Each pair is a correct function and a twin with one
+planted bug."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensig.check.verify import verify
+from verify_corpus.probe_torch_2026 import CASES, STOPS
+
+
+def test_the_corpus_is_large():
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+    r = verify(good)
+    assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+    rb = verify(bad)
+    stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
+    assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
+        f"{name}: {rb}"
+
+
+
+def _run(fn, sizes: dict[str, int]):
+    """The oracle for the corpus itself: torch runs the correct code on real tensors at
+    distinct concrete sizes (ids, labels and offsets 0, random masks, values in (0, 1)); the
+    shapes it returns and the signature's at those sizes."""
+    import inspect
+
+    import torch
+
+    def real(shape: list[int], kind: str):
+        return torch.zeros(shape, dtype=torch.long) if "i" in kind else torch.rand(shape) > 0.5 if \
+            "b" in kind else torch.rand(shape) * 0.9 + 0.05
+
+    f = fn() if inspect.isclass(fn) else fn
+    sig = verify(fn).signature
+    args = [real([d.evaluate(sizes) for d in dims], kind)
+            for dims, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True)]
+    rest = list(inspect.signature(getattr(f, "forward", f)).parameters.values())[len(args):]
+    sized = {p.name: sizes[p.name] for p in rest if p.default is inspect.Parameter.empty}
+    out = f(*args, **sized)
+    got = [tuple(o.shape) for o in (out if isinstance(out, tuple) else (out,))]
+    return got, [tuple(d.evaluate(sizes) for d in r) for r in sig.results]
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+    names = "ABCDEFGHIKLMNPQRSTVWZ"
+    got, declared = _run(good, {n: 8 + 4 * i for i, n in enumerate(names)})
+    assert got == declared, name
