@@ -461,15 +461,19 @@ def _slice_len(size: Dim, s: slice) -> Dim:
         if first is not None and step == 1 and s.stop is None:
             return Dim.const(-first)  # x[-k:]
         return tracer().new_dim("s")  # other strided slices: a fresh size
-    start = ONE * 0 if s.start is None else as_dim(s.start)
-    stop = size if s.stop is None else as_dim(s.stop)
-    if stop.constant is not None and stop.constant < 0:
-        stop = size + stop
+    start = ONE * 0 if s.start is None else _from_end(size, as_dim(s.start))
+    stop = size if s.stop is None else _from_end(size, as_dim(s.stop))
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
                f"at most {size})"):
         return stop - start
     return size - start
+
+
+def _from_end(size: Dim, bound: Dim) -> Dim:
+    """A slice bound negative at every size (``x[:-3]``, ``c[:-k]`` of ``k = len(w)``) counts
+    from the end of the axis."""
+    return size + bound if _holds(operator.lt, bound, ONE * 0) else bound
 
 
 def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
