@@ -204,6 +204,11 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     return S.SymArray((*dims, *windows), a.kind)
 
 
+def _as_strided(x: Any, shape: Any = None, strides: Any = None, **kw: Any) -> S.SymArray:
+    a = S._sym(x)  # the strides only say where the elements lie: the shape is given
+    return S.SymArray(a.dims if shape is None else map(sym_sizes.as_dim, shape), a.kind)
+
+
 def _kron(a: Any, b: Any) -> S.SymArray:
     x, y = S._sym(a), S._sym(b)
     one = sym_sizes.ONE
@@ -598,6 +603,9 @@ class _Concatenator:
         return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
 
 
+_STRIDED = sym_functions.creation_wrapper(np.lib.stride_tricks.as_strided, _as_strided)
+
+
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """What verification patches besides creation functions: ``np.r_``/``np.c_``,
     NumPy's random generators (:func:`~tensig.check.trace_random.samplers`), and, when
@@ -606,7 +614,11 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
                                        (np, "c_", _Concatenator(np.c_, True)),
+                                       (np.lib.stride_tricks, "as_strided", _STRIDED),
                                        *trace_random.samplers(fn)]
+    if isinstance(namespace, dict):  # its C code reads the array's memory: patched by name
+        out += [(tracing.Namespace(namespace), name, _STRIDED) for name, v in
+                namespace.items() if v is np.lib.stride_tricks.as_strided]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict):

@@ -171,6 +171,14 @@ class SymArray:
             return plugin("torch_dtype")(self)
         return np.dtype(DTYPES.get(self.kind, "float32"))
 
+    @property
+    def strides(self) -> tuple[Any, ...]:
+        """C order's, in bytes: code passes them on to ``as_strided`` (``x.strides * 2``)."""
+        out = [as_dim(self.dtype.itemsize)]
+        for d in reversed(self.dims[1:]):
+            out.insert(0, out[0] * d)
+        return tuple(SymSize(d) if d.constant is None else d.constant for d in out)
+
     def __getattr__(self, name: str) -> Any:
         """torch tensor attributes and methods not defined here: in torch code, or one NumPy
         arrays lack (``x.type()``)."""

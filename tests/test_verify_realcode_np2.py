@@ -1,0 +1,47 @@
+"""verify on the NumPy probe of 2026 (``verify_corpus/probe_np_2026.py``: HMMs, mixtures, GP
+regression, Newton's method, PCA whitening, FastICA, t-SNE, clustering, stride-trick and FFT
+convolutions, particle filters, tabular RL, smoothers, Monte-Carlo, bootstrap, resizing), and
+the patterns of it that verify once stopped on, false-alarmed on or missed.
+
+The functions are annotated with jaxtyping-style shape annotations, as verified files are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from tensig import Float
+from tensig.check.verify import verify
+
+
+def kinds(report):
+    return [f.kind for f in report]
+
+
+def clean(report) -> bool:
+    return report.ok and not report.findings and not report.notes
+
+
+# -- stride tricks -------------------------------------------------------------------------------
+
+
+def test_as_strided_takes_its_shape_and_the_array_has_strides():
+    """cs231n's and many blogs' convolutions view ``x`` with ``as_strided(x, shape,
+    x.strides + ...)``: ``x.strides`` stopped the trace, and ``as_strided`` reads the array's
+    memory in C (patched by name too: ``from numpy.lib.stride_tricks import as_strided``)."""
+    def frames(x: Float[np.ndarray, "T"], w: Float[np.ndarray, "K"]
+               ) -> Float[np.ndarray, "T-K+1, K"]:
+        n = x.shape[0] - w.shape[0] + 1
+        return as_strided(x, shape=(n, w.shape[0]), strides=x.strides * 2)
+
+    def by_module(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T-2, 3"]:
+        s0, s1 = x.strides
+        return np.lib.stride_tricks.as_strided(x, (x.shape[0], x.shape[1] - 2, 3), (s0, s1, s1))
+
+    assert clean(verify(frames)), str(verify(frames))
+    assert clean(verify(by_module)), str(verify(by_module))
+    r = verify(lambda x: as_strided(x, (x.shape[0] - 2, 3), x.strides * 2), "N => N, 3")
+    assert kinds(r) == ["return-shape"], str(r)
+    a = np.arange(6.0)  # outside a trace: NumPy's own
+    assert as_strided(a, (4, 3), a.strides * 2)[3].tolist() == [3.0, 4.0, 5.0]
