@@ -45,3 +45,20 @@ def test_as_strided_takes_its_shape_and_the_array_has_strides():
     assert kinds(r) == ["return-shape"], str(r)
     a = np.arange(6.0)  # outside a trace: NumPy's own
     assert as_strided(a, (4, 3), a.strides * 2)[3].tolist() == [3.0, 4.0, 5.0]
+
+
+# -- convolution lengths -------------------------------------------------------------------------
+
+
+def test_convolve_length_of_each_mode():
+    """``np.convolve``'s 'valid' is the longer less the shorter plus one: fitted at witnesses
+    where the kernel was the longer (``N = 11``, ``K = 13``), a moving average returned
+    ``K - N + 1`` (a false return-shape error).  Undecided, the kernel is assumed the shorter
+    (a warning); decided, no warning, and NumPy's swap is followed."""
+    r = verify(lambda x, w: np.convolve(x, w, mode="valid"), "N; K => N - K + 1")
+    assert kinds(r) == ["assumption"] and "assumes K <= N" in str(r), str(r)
+    assert clean(verify(lambda x, w: np.convolve(x, w), "N; K => N + K - 1"))
+    assert clean(verify(lambda x: np.convolve(x[:-2], x, "valid"), "N => 3"))
+    assert clean(verify(lambda x: np.correlate(x, x[2:], "same"), "N => N"))
+    r = verify(lambda x, w: np.convolve(x, w, "same"), "N; K => N - K + 1")
+    assert "return-shape" in kinds(r), str(r)

@@ -204,6 +204,22 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     return S.SymArray((*dims, *windows), a.kind)
 
 
+def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
+    """``full`` ``n + k - 1``, ``same`` the longer, ``valid`` the longer less the shorter plus
+    one (NumPy swaps a shorter first operand).  Fitted, the witnesses' order chose the side
+    silently (``K - N + 1`` for a window of ``K`` on ``N``); undecided, it is assumed."""
+    n, k = (S._sym(x).dims[0] for x in (a, v))
+    if mode == "full":
+        return S.SymArray((n + k - 1,), "f")
+    try:
+        longer, shorter = (n, k) if k <= n else (k, n)
+    except InconclusiveError:
+        sym_sizes.at_most(k, n, "op-shape", "", "a convolution's kernel (the second operand) no "
+                          "longer than its signal")
+        longer, shorter = n, k
+    return S.SymArray((longer if mode == "same" else longer - shorter + 1,), "f")
+
+
 def _as_strided(x: Any, shape: Any = None, strides: Any = None, **kw: Any) -> S.SymArray:
     a = S._sym(x)  # the strides only say where the elements lie: the shape is given
     return S.SymArray(a.dims if shape is None else map(sym_sizes.as_dim, shape), a.kind)
@@ -246,6 +262,7 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
     "kron": _kron,
+    **dict.fromkeys(("convolve", "correlate"), _convolve),
     "average": _average,
     "triu_indices_from": _triangle_from(True),
     "tril_indices_from": _triangle_from(False),
