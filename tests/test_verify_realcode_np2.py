@@ -62,3 +62,30 @@ def test_convolve_length_of_each_mode():
     assert clean(verify(lambda x: np.correlate(x, x[2:], "same"), "N => N"))
     r = verify(lambda x, w: np.convolve(x, w, "same"), "N; K => N - K + 1")
     assert "return-shape" in kinds(r), str(r)
+
+
+# -- boolean masks -------------------------------------------------------------------------------
+
+
+def test_one_mask_selects_as_many_elements_wherever_it_indexes():
+    """``V[rated]`` and ``r[rated]`` (ALS), ``y[active, None] * X[active]`` (an SVM's
+    subgradient): each use of one mask got a fresh count, a false contraction or broadcast.
+    Two masks' counts stay distinct, and a mask written to gets a new one."""
+    def als_row(r: Float[np.ndarray, "I"], V: Float[np.ndarray, "I, F"]) -> Float[np.ndarray, "F"]:
+        rated = r > 0
+        Vu = V[rated]
+        return np.linalg.solve(Vu.T @ Vu + np.eye(V.shape[1]), Vu.T @ r[rated])
+
+    def two_masks(r: Float[np.ndarray, "I"], V: Float[np.ndarray, "I, F"]
+                  ) -> Float[np.ndarray, "F"]:
+        return V[r > 0].T @ r[r > 0]  # two masks: as many elements only by the data
+
+    def written(r: Float[np.ndarray, "I"], V: Float[np.ndarray, "I, F"]) -> Float[np.ndarray, "F"]:
+        m = r > 0
+        Vm = V[m]
+        m[0] = True
+        return Vm.T @ r[m]
+
+    assert clean(verify(als_row)), str(verify(als_row))
+    assert kinds(verify(two_masks)) == ["contraction"], str(verify(two_masks))
+    assert kinds(verify(written)) == ["contraction"], str(verify(written))

@@ -215,12 +215,14 @@ class SymArray:
         """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
         its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
+        tracer().masks.pop(id(self), None)  # a mask written to: its count is another
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
+        tracer().masks.pop(id(self), None)
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -607,7 +609,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
             into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
             adv_pos = len(dims) if adv_pos is None else adv_pos
-            dims.append(tracer().new_dim("nnz"))
+            dims.append(tracer().count_of(k))
             axis += k.ndim - 1
         elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
                 (hasattr(k, "shape") and not isinstance(k, SymSize)):

@@ -88,6 +88,7 @@ class Tracer:
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
+    masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -191,6 +192,13 @@ class Tracer:
         name = f"{hint}{self.fresh}"
         self.witness[name] = 3
         return Dim.symbol(name)
+
+    def count_of(self, mask: Any) -> Dim:
+        """How many elements a boolean mask selects: one fresh size per mask (kept, so its id
+        stays its own), so ``V[m]`` and ``r[m]`` select as many rows."""
+        if id(mask) not in self.masks:
+            self.masks[id(mask)] = mask, self.new_dim("nnz")
+        return self.masks[id(mask)][1]
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
