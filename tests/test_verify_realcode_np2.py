@@ -89,3 +89,20 @@ def test_one_mask_selects_as_many_elements_wherever_it_indexes():
     assert clean(verify(als_row)), str(verify(als_row))
     assert kinds(verify(two_masks)) == ["contraction"], str(verify(two_masks))
     assert kinds(verify(written)) == ["contraction"], str(verify(written))
+
+
+# -- a number to the power of a size -------------------------------------------------------------
+
+
+def test_a_number_to_the_power_of_a_size_is_a_number():
+    """``gamma ** horizon``, the discount of an n-step return's bootstrap value, stopped the
+    trace (``float ** SymSize``); it is a number at the witness, as ``math.sqrt(d)`` is, and
+    an int's power of a size (no polynomial) is a fresh size."""
+    def discounted_tail(r: Float[np.ndarray, "T"], v: Float[np.ndarray, "T+1"],
+                        gamma: float = 0.99) -> Float[np.ndarray, ""]:
+        T = len(r)
+        return gamma ** np.arange(T) @ r + gamma ** T * v[T]
+
+    assert clean(verify(discounted_tail)), str(verify(discounted_tail))
+    r = verify(lambda x: np.zeros(2 ** x.shape[0]), "N => N")  # 2 ** N: a fresh size
+    assert not r.notes and kinds(r) == ["return-shape"] and "[pow" in str(r), str(r)

@@ -193,6 +193,10 @@ class SymSize:
         out = float(self) ** o
         return SymFloat(out) if type(out) is float else out
 
+    def __rpow__(self, o: Any) -> Any:  # gamma ** T: a number at the witness; 2 ** T: a size
+        return SymFloat(float(o) ** float(self)) if isinstance(o, float) else \
+            SymSize(tracer().new_dim("pow"))
+
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
         if isinstance(other, float):
