@@ -106,3 +106,23 @@ def test_a_number_to_the_power_of_a_size_is_a_number():
     assert clean(verify(discounted_tail)), str(verify(discounted_tail))
     r = verify(lambda x: np.zeros(2 ** x.shape[0]), "N => N")  # 2 ** N: a fresh size
     assert not r.notes and kinds(r) == ["return-shape"] and "[pow" in str(r), str(r)
+
+
+# -- NumPy's array methods -----------------------------------------------------------------------
+
+
+def test_array_methods_that_are_numpy_functions():
+    """``hist.cumsum()`` (histogram equalisation), ``d.argsort(axis=1)``, ``x.diagonal()``:
+    NumPy's methods that are its functions of the array stopped the trace (no attribute)."""
+    def cdf(img: Float[np.ndarray, "H, W"]) -> Float[np.ndarray, "256"]:
+        hist, _ = np.histogram(img.ravel(), bins=256, range=(0, 256))
+        c = hist.cumsum()
+        return c / c[-1]
+
+    def nearest(d: Float[np.ndarray, "N, M"]) -> Float[np.ndarray, "N, M"]:
+        return d.argsort(axis=1).cumprod(axis=0) + d.diagonal().sum() + d.trace()
+
+    assert clean(verify(cdf)), str(verify(cdf))
+    assert clean(verify(nearest)), str(verify(nearest))
+    r = verify(lambda x: x.cumsum(), "N, D => N, D")  # no axis: flattened, as NumPy's
+    assert kinds(r) == ["return-shape"], str(r)

@@ -133,6 +133,10 @@ RESULT_KIND: dict[str, str] = {
 }
 
 
+_NUMPY_METHODS = frozenset(("cumsum", "cumprod", "argsort", "argpartition", "searchsorted",
+                            "diagonal", "trace", "nonzero", "take", "conj"))  # NumPy's own
+
+
 class SymArray:
     """An array with a symbolic shape and no data.
 
@@ -182,6 +186,8 @@ class SymArray:
     def __getattr__(self, name: str) -> Any:
         """torch tensor attributes and methods not defined here: in torch code, or one NumPy
         arrays lack (``x.type()``)."""
+        if name in _NUMPY_METHODS and not _TORCH_STYLE.get():  # x.cumsum(0): np.cumsum(x, 0)
+            return lambda *args, **kw: getattr(np, name)(self, *args, **kw)
         if name.startswith("_") or "torch" not in sys.modules or \
                 (not _TORCH_STYLE.get() and hasattr(np.ndarray, name)):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
