@@ -356,7 +356,7 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
     return kept
 
 
-_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
+_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length")
 
 
 def shape_error(name: str, e: BaseException,
