@@ -23,6 +23,32 @@ def clean(report) -> bool:
     return report.ok and not report.findings and not report.notes
 
 
+# -- the corpus ----------------------------------------------------------------------------------
+
+
+def test_probe_2026_correct_ones_verify_and_each_bug_gives_its_code():
+    from verify_corpus.probe_np_2026 import CASES
+
+    assert len(CASES) >= 40
+    for name, good, bad, code in CASES:
+        r, rb = verify(good), verify(bad)
+        assert clean(r), f"{name}: {r}"
+        assert code in [f.code for f in rb], f"{name}: {rb}"
+
+
+def test_probe_2026_size_conditions_the_code_relies_on_are_its_only_warning():
+    """Correct code that holds only where one size bounds another (the k smallest of N, the
+    first K eigenvectors of N, a window of K on N samples): that condition is its one finding,
+    a warning; the twin's bug is still found."""
+    from verify_corpus.probe_np_2026 import ASSUMING
+
+    for name, good, bad, code, condition in ASSUMING:
+        r, rb = verify(good), verify(bad)
+        assert not r.notes and kinds(r) == ["assumption"], f"{name}: {r}"
+        assert r.findings[0].message.startswith(f"assumes {condition}:"), f"{name}: {r}"
+        assert code in [f.code for f in rb], f"{name}: {rb}"
+
+
 # -- stride tricks -------------------------------------------------------------------------------
 
 
