@@ -160,3 +160,20 @@ def test_a_fitted_function_refusing_lengths_is_a_finding_not_a_note():
     r = verify(lambda x, xp, fp: np.interp(x, xp, fp), "N; M; K => N")
     assert kinds(r) == ["contraction"] and not r.notes, str(r)
     assert clean(verify(lambda x, xp, fp: np.interp(x, xp, fp), "N; M; M => N"))
+
+
+def test_expand_dims_with_a_tuple_of_axes():
+    """``np.expand_dims(w, (0, 2))`` (a per-channel scale spread over a batch and positions)
+    stopped the trace: NumPy's tuple of new axes, counted in the result, was read as one."""
+    def scale(x: Float[np.ndarray, "B, C, T"], w: Float[np.ndarray, "C"]
+              ) -> Float[np.ndarray, "B, C, T"]:
+        return x * np.expand_dims(w, (0, 2))
+
+    def scale_bug(x: Float[np.ndarray, "B, C, T"], w: Float[np.ndarray, "C"]
+                  ) -> Float[np.ndarray, "B, C, T"]:
+        return x * np.expand_dims(w, (0, 1))  # C along T
+
+    assert clean(verify(scale)), str(verify(scale))
+    assert kinds(verify(scale_bug)) == ["broadcast"], str(verify(scale_bug))
+    r = verify(lambda x: np.expand_dims(x, (-1, 0)), "N, D => 1, N, D, 1")
+    assert clean(r), str(r)

@@ -560,8 +560,13 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
 
 
 def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
-    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``."""
+    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``;
+    NumPy's tuple of axes counts them in the result."""
     a = _sym(x)
+    if isinstance(axis, tuple | list):
+        n, rest = a.ndim + len(axis), iter(a.dims)
+        ones = {_axis(ax, n) for ax in axis}
+        return SymArray([ONE if i in ones else next(rest) for i in range(n)], a.kind)
     ax = int(axis)
     dims = list(a.dims)
     dims.insert(ax + a.ndim + 1 if ax < 0 else ax, as_dim(size))
