@@ -985,8 +985,9 @@ def gaussian_nb_bug(X: Float[np.ndarray, "N, D"], theta: Float[np.ndarray, "C, D
                     var: Float[np.ndarray, "C, D"], prior: Float[np.ndarray, "C"]
                     ) -> Float[np.ndarray, "N, C"]:
     jll = np.log(prior) - 0.5 * np.sum(np.log(2.0 * np.pi * var), axis=1)
-    jll = jll - 0.5 * np.sum((X[:, None, :] - theta[None, :, :]) ** 2 / var[None], axis=1)
-    return jll - logsumexp(jll, axis=1, keepdims=True)  # above: BUG: summed over classes
+    sq = (X[:, None, :] - theta[None, :, :]) ** 2 / var[None]
+    jll = jll - 0.5 * np.sum(sq, axis=1)  # BUG: summed over the classes, not the features
+    return jll - logsumexp(jll, axis=1, keepdims=True)
 
 
 def elastic_net_cd(X: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"],
@@ -1055,7 +1056,8 @@ def batchnorm_backward_bug(dout: Float[np.ndarray, "N, D"], x: Float[np.ndarray,
     inv_std = 1.0 / np.sqrt(x.var(axis=0) + eps)
     xhat = (x - x.mean(axis=0)) * inv_std
     dxhat = dout * gamma
-    return inv_std / n * (n * dxhat - dxhat.sum(axis=1) - xhat * (dxhat * xhat).sum(axis=0))
+    dsum = dxhat.sum(axis=1)  # BUG: the sum over features, not over the batch
+    return inv_std / n * (n * dxhat - dsum - xhat * (dxhat * xhat).sum(axis=0))
 
 
 def rnn_forward(x: Float[np.ndarray, "N, T, D"], h0: Float[np.ndarray, "N, H"],
