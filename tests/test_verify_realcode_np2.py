@@ -177,3 +177,21 @@ def test_expand_dims_with_a_tuple_of_axes():
     assert kinds(verify(scale_bug)) == ["broadcast"], str(verify(scale_bug))
     r = verify(lambda x: np.expand_dims(x, (-1, 0)), "N, D => 1, N, D, 1")
     assert clean(r), str(r)
+
+
+def test_indices_of_a_symbolic_shape():
+    """``yy, xx = np.indices(img.shape)`` (a radial mask, a Gaussian window) turned H and W into
+    numbers: two warnings on correct code, a concrete grid read back by its witnesses."""
+    def radial(img: Float[np.ndarray, "H, W"]) -> Float[np.ndarray, "H, W"]:
+        yy, xx = np.indices(img.shape)
+        r = np.hypot(yy - img.shape[0] / 2, xx - img.shape[1] / 2)
+        return img * (r < 5)
+
+    def radial_bug(img: Float[np.ndarray, "H, W"]) -> Float[np.ndarray, "H, W"]:
+        yy, xx = np.indices(img.shape[::-1])  # the grid of the transpose
+        r = np.hypot(yy - img.shape[0] / 2, xx - img.shape[1] / 2)
+        return img * (r < 5)
+
+    assert clean(verify(radial)), str(verify(radial))
+    assert "broadcast" in kinds(verify(radial_bug)), str(verify(radial_bug))
+    assert clean(verify(lambda x: np.indices(x.shape, sparse=True)[1], "H, W => 1, W"))

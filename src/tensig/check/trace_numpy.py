@@ -307,7 +307,17 @@ def _mask_indices(n: Any, mask_func: Any, k: int = 0) -> tuple[S.SymArray, S.Sym
     return (S.SymArray((tracer().new_dim("mask"),), "i"),) * 2
 
 
+def _indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
+    """A grid's coordinates: stacked ``[n, *dims]``, or (``sparse``) one ``[1.., d, ..1]`` each."""
+    dims = [sym_sizes.as_dim(d) for d in dimensions]
+    if not sparse:
+        return S.SymArray((len(dims), *dims), "i")
+    return tuple(S.SymArray([d if j == i else 1 for j in range(len(dims))], "i")
+                 for i, d in enumerate(dims))
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    "indices": _indices,
     "triu_indices": _triangle(True),
     "tril_indices": _triangle(False),
     "mask_indices": _mask_indices,
