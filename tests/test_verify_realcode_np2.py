@@ -195,3 +195,21 @@ def test_indices_of_a_symbolic_shape():
     assert clean(verify(radial)), str(verify(radial))
     assert "broadcast" in kinds(verify(radial_bug)), str(verify(radial_bug))
     assert clean(verify(lambda x: np.indices(x.shape, sparse=True)[1], "H, W => 1, W"))
+
+
+def test_a_function_that_refuses_zeros_as_data_is_fitted_on_distinct_values():
+    """``np.polyfit`` on zero arrays fails in its SVD (a data error, not a shape error): the
+    trace stopped with a note saying it is "not modelled"; it is fitted on distinct values."""
+    def trend(y: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        t = np.arange(len(y))
+        coef = np.polyfit(t, y, 2)
+        return y - np.vander(t, 3) @ coef
+
+    def trend_bug(y: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+        t = np.arange(len(y))
+        coef = np.polyfit(t, y, 2)
+        return y - np.vander(t, 3) @ coef.T  # the coefficients transposed
+
+    assert clean(verify(trend)), str(verify(trend))
+    r = verify(trend_bug)
+    assert kinds(r)[0] == "contraction" and not r.notes, str(r)

@@ -457,21 +457,22 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
     ``arrays`` are arrays, an int is a size.
     ``make_data`` is a second fill, of distinct values: a size that differs between the two
-    fills depends on the data and is a fresh size.  Where the library ``allocates`` the arrays
+    fills depends on the data and is a fresh size, and the fill of every run where the library
+    refuses zeros as data (a singular matrix).  Where the library ``allocates`` the arrays
     (not JAX's shape-only stand-ins), a run too large to build is refused.  A failure at the
     witness sizes is a shape finding when the library's message says so, else the trace stops
     with a note.
     """
     t = tracer()
 
-    def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
+    def run(env: dict[str, int], fill: Callable[..., Any] | None = None) -> Any:
         if allocates:
             size_fit.size_guard((args, kwargs), env)
 
         def array(v: Any) -> Any:
             if not isinstance(v, S.SymArray):
                 return v
-            return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
+            return (fill or make)(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def leaf(x: Any) -> tuple[Any, ...]:
@@ -483,7 +484,13 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     bases = _bases(t, args, kwargs, allocates)
     if allocates:
         size_fit.size_guard((args, kwargs), bases[0][0])
-    sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    try:
+        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    except tracing.Unsupported:
+        if make_data is None:
+            raise
+        make = make_data  # zeros refused as data (polyfit's SVD of a zero matrix): the values
+        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
     said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
     if base is None:
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
