@@ -213,3 +213,28 @@ def test_a_function_that_refuses_zeros_as_data_is_fitted_on_distinct_values():
     assert clean(verify(trend)), str(verify(trend))
     r = verify(trend_bug)
     assert kinds(r)[0] == "contraction" and not r.notes, str(r)
+
+
+def test_mgrid_and_ogrid_with_symbolic_bounds():
+    """``yy, xx = np.mgrid[0:H, 0:W]`` (image coordinates) and ``np.ogrid`` stopped the trace
+    ('tuple' object has no attribute 'step'): NumPy's index tricks read the slices' ints."""
+    def centroid(img: Float[np.ndarray, "H, W"]) -> Float[np.ndarray, "2"]:
+        yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+        m = img.sum()
+        return np.array([(yy * img).sum() / m, (xx * img).sum() / m])
+
+    def gaussian(img: Float[np.ndarray, "H, W"], sigma: float = 2.0) -> Float[np.ndarray, "H, W"]:
+        h, w = img.shape
+        y, x = np.ogrid[-(h // 2):h - h // 2, -(w // 2):w - w // 2]
+        return img * np.exp(-(x ** 2 + y ** 2) / (2 * sigma ** 2))
+
+    def gaussian_bug(img: Float[np.ndarray, "H, W"], sigma: float = 2.0
+                     ) -> Float[np.ndarray, "H, W"]:
+        h, w = img.shape
+        y, x = np.ogrid[-(w // 2):w - w // 2, -(h // 2):h - h // 2]  # the axes swapped
+        return img * np.exp(-(x ** 2 + y ** 2) / (2 * sigma ** 2))
+
+    for f in (centroid, gaussian):
+        assert clean(verify(f)), str(verify(f))
+    assert "broadcast" in kinds(verify(gaussian_bug)), str(verify(gaussian_bug))
+    assert np.mgrid[0:2, 0:3].shape == (2, 2, 3)  # outside a trace: NumPy's own

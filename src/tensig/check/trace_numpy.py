@@ -637,6 +637,29 @@ class _Concatenator:
         return sym_functions.concatenate([_at_least(x, 1) for x in items], 0)
 
 
+class _Grid:
+    """``np.mgrid[0:H, 0:W]`` (the stack ``[2, H, W]``) and ``np.ogrid`` (``[H, 1]`` and
+    ``[1, W]``) with symbolic bounds; a stepped one's length is a fresh size."""
+
+    def __init__(self, original: Any, sparse: bool):
+        self.original, self.sparse = original, sparse
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if tracing._TRACER.get() is None or not all(isinstance(s, slice) for s in items) or \
+                not sym_functions.has_sym([(s.start, s.stop, s.step) for s in items]):
+            return self.original[key]
+        n = [tracer().new_dim("grid") if s.step is not None else
+             sym_sizes.as_dim(s.stop) - sym_sizes.as_dim(0 if s.start is None else s.start)
+             for s in items]
+        if not isinstance(key, tuple):
+            return S.SymArray(n, "i")
+        if not self.sparse:
+            return S.SymArray((len(n), *n), "i")
+        return [S.SymArray([d if j == i else 1 for j in range(len(n))], "i")
+                for i, d in enumerate(n)]
+
+
 _STRIDED = sym_functions.creation_wrapper(np.lib.stride_tricks.as_strided, _as_strided)
 
 
@@ -648,6 +671,8 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
                                        (np, "c_", _Concatenator(np.c_, True)),
+                                       (np, "mgrid", _Grid(np.mgrid, False)),
+                                       (np, "ogrid", _Grid(np.ogrid, True)),
                                        (np.lib.stride_tricks, "as_strided", _STRIDED),
                                        *trace_random.samplers(fn)]
     if isinstance(namespace, dict):  # its C code reads the array's memory: patched by name
