@@ -9,6 +9,7 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 from __future__ import annotations
 
 import numpy as np
+import scipy.signal
 from numpy.lib.stride_tricks import as_strided
 
 from tensig import Float
@@ -146,7 +147,7 @@ def test_array_methods_that_are_numpy_functions():
         return c / c[-1]
 
     def nearest(d: Float[np.ndarray, "N, M"]) -> Float[np.ndarray, "N, M"]:
-        return d.argsort(axis=1).cumprod(axis=0) + d.diagonal().sum() + d.trace()
+        return d.argsort(axis=1).cumprod(axis=0) + (d @ d.T).diagonal().sum() + d.trace()
 
     assert clean(verify(cdf)), str(verify(cdf))
     assert clean(verify(nearest)), str(verify(nearest))
@@ -238,3 +239,20 @@ def test_mgrid_and_ogrid_with_symbolic_bounds():
         assert clean(verify(f)), str(verify(f))
     assert "broadcast" in kinds(verify(gaussian_bug)), str(verify(gaussian_bug))
     assert np.mgrid[0:2, 0:3].shape == (2, 2, 3)  # outside a trace: NumPy's own
+
+
+def test_a_fit_that_holds_in_one_order_of_the_sizes_says_so():
+    """A fitted function whose result is ``max - min + 1`` of two sizes (scipy's 'valid'
+    convolutions) or ``min`` (the diagonal of a rectangle) fits the witnesses' order only: at
+    ``N = 11``, ``K = 13`` a moving average's ``fftconvolve(x, h, 'valid')`` was silently
+    ``K - N + 1``.  Now the order it was traced in is an assumption."""
+    def smooth(x: Float[np.ndarray, "N"], h: Float[np.ndarray, "K"]) -> Float[np.ndarray, "N-K+1"]:
+        return scipy.signal.fftconvolve(x, h, mode="valid")
+
+    r = verify(smooth)
+    assert "assumes N <= K: scipy.signal.fftconvolve's result sizes depend on the order" in \
+        str(r), str(r)
+    r = verify(lambda x: x.diagonal(), "N, M => N")
+    assert kinds(r) == ["assumption"] and "assumes N <= M" in str(r), str(r)
+    assert clean(verify(lambda x, h: scipy.signal.fftconvolve(x, h), "N; K => N + K - 1"))
+    assert clean(verify(lambda x: x.diagonal(), "N, N => N"))

@@ -507,6 +507,8 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     if make_data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
+    if len(bases) > 1 and base is bases[0][0]:
+        _ordered(name, fits, lambda: shapes(run(bases[1][0]), arrays), bases[1])
     return build(template(sample, iter(fits), leaf))
 
 
@@ -523,6 +525,20 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)
+
+
+def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
+             flipped: tuple[dict[str, int], str]) -> None:
+    """A fit that fails with the operands' sizes in the other order (``N - K + 1`` against
+    ``K - N + 1``: a 'valid' convolution of the longer by the shorter) holds in the
+    witnesses' order only: an assumption (it was silent)."""
+    with contextlib.suppress(Exception):  # refused in that order: nothing to compare
+        env, swapped = flipped
+        if any(isinstance(d, Dim) and d.evaluate(env) != n for f, got in
+               zip(fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
+            tracer().report("assumption", f"assumes {' <= '.join(reversed(swapped.split(' <= ')))}"
+                            f": {name}'s result sizes depend on the order of its operands' "
+                            "sizes (traced in this one)")
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],
