@@ -256,3 +256,26 @@ def test_a_fit_that_holds_in_one_order_of_the_sizes_says_so():
     assert kinds(r) == ["assumption"] and "assumes N <= M" in str(r), str(r)
     assert clean(verify(lambda x, h: scipy.signal.fftconvolve(x, h), "N; K => N + K - 1"))
     assert clean(verify(lambda x: x.diagonal(), "N, N => N"))
+
+
+# -- lists built one item per loop step ----------------------------------------------------------
+
+
+def test_a_list_of_one_item_per_loop_step_stacks_to_the_loop_size():
+    """``np.array([f(row) for row in X])``, ``np.stack([x[:, j] for j in range(D)], 1)``: the
+    loop ran at the witness, so the stack was ``[11, ...]`` against the signature's ``N`` (a
+    false return-shape error); it has as many items as the loop has steps."""
+    def row_features(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, 10"]:
+        return np.stack([np.histogram(row, bins=10, range=(0, 1))[0] for row in X])
+
+    def columns(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return np.stack([X[:, j] - X[:, j].mean() for j in range(X.shape[1])], axis=1)
+
+    def columns_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return np.stack([X[:, j] - X[:, j].mean() for j in range(X.shape[1])])  # [D, N]
+
+    for f in (row_features, columns):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(columns_bug)) == ["return-shape"], str(verify(columns_bug))
+    assert clean(verify(lambda x: np.array([r.sum() for r in x]), "N, D => N"))
+    assert clean(verify(lambda x: np.stack([x[0], x[-1]]), "N, D => 2, D"))

@@ -107,8 +107,16 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
+    """A list of one item per step of a loop over a size has that size (``np.stack([f(r) for
+    r in X])`` is ``[N, ...]``, not the witness's ``[11, ...]``)."""
     axis = kw.get("dim", axis)
-    return concatenate([expand_dims(a, axis) for a in arrays], axis)
+    out = concatenate([expand_dims(a, axis) for a in arrays], axis)
+    steps = tracer().loops.get(len(arrays))
+    if steps is None:
+        return out
+    dims = list(out.dims)
+    dims[_axis(axis, out.ndim)] = steps
+    return SymArray(dims, out.kind)
 
 
 def where(cond: Any, a: Any = None, b: Any = None) -> SymArray:

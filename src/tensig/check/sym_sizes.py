@@ -266,6 +266,8 @@ class SymRange:
 
     def _concrete(self) -> range:
         t = tracer()
+        if self.step == 1:
+            t.counted(self.stop - self.start)
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
     def _index(self, i: int, ahead: list[Any] | None = None) -> Any:

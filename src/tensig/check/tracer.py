@@ -415,7 +415,7 @@ def _rows(x: SymArray, n: Dim) -> Any:
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
     try:
-        for i in _RANGE(tracer().value(n)):
+        for i in _RANGE(tracer().counted(n)):
             rows[n] = i
             yield getitem(x, _LoopInt(i, n))
     finally:

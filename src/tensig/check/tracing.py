@@ -89,6 +89,7 @@ class Tracer:
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
+    loops: dict[int, Dim | None] = field(default_factory=dict)  # steps -> a loop's size
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where every assumed division is exact.
@@ -202,6 +203,15 @@ class Tracer:
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
+
+    def counted(self, d: Dim) -> int:
+        """A loop's number of steps (``range(T)``, the rows of an axis), remembered by its
+        value (from 11, the witnesses' least; two sizes of one value: neither), so a list of
+        one item per step has ``d`` items when stacked."""
+        n = self.value(d)
+        if n >= 11:
+            self.loops[n] = d if self.loops.get(n, d) == d else None
+        return n
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
