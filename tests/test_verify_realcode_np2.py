@@ -279,3 +279,17 @@ def test_a_list_of_one_item_per_loop_step_stacks_to_the_loop_size():
     assert kinds(verify(columns_bug)) == ["return-shape"], str(verify(columns_bug))
     assert clean(verify(lambda x: np.array([r.sum() for r in x]), "N, D => N"))
     assert clean(verify(lambda x: np.stack([x[0], x[-1]]), "N, D => 2, D"))
+
+
+def test_numpy_repeat_method_is_numpys():
+    """``x.repeat(2, axis=2).repeat(2, axis=3)`` (nearest-neighbour upsampling) stopped the
+    trace: the method was torch's ``repeat`` (a tile) with no ``axis``."""
+    def upsample(x: Float[np.ndarray, "B, C, H, W"]) -> Float[np.ndarray, "B, C, 2*H, 2*W"]:
+        return x.repeat(2, axis=2).repeat(2, axis=3)
+
+    def upsample_bug(x: Float[np.ndarray, "B, C, H, W"]
+                     ) -> Float[np.ndarray, "B, C, 2*H, 2*W"]:
+        return x.repeat(2, axis=1).repeat(2, axis=3)  # the channels doubled, not the rows
+
+    assert clean(verify(upsample)), str(verify(upsample))
+    assert kinds(verify(upsample_bug)) == ["return-shape"], str(verify(upsample_bug))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -320,10 +320,10 @@ class SymArray:
         dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
         return broadcast_to(self, dims)
 
-    def repeat(self, *reps: Any) -> SymArray:
-        r = _varargs(reps)
-        dims = (ONE,) * (len(r) - self.ndim) + self.dims
-        return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], self.kind)
+    def repeat(self, *reps: Any, **kw: Any) -> SymArray:
+        if not _TORCH_STYLE.get():  # NumPy's: each element repeated (along ``axis``)
+            return cast(SymArray, np.repeat(self, *reps, **kw))
+        return tile(self, _varargs(reps))
 
     def masked_fill(self, mask: Any, value: Any) -> SymArray:
         into(self, mask, "masked_fill's mask")
@@ -557,6 +557,12 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     s = p.pop(_axis(source, a.ndim))
     p.insert(_axis(destination, a.ndim), s)
     return permute(a, p)
+
+
+def tile(x: SymArray, r: Sequence[Any]) -> SymArray:
+    """torch's ``x.repeat(*r)`` (einops' tile): each axis ``r`` times, new leading axes first."""
+    dims = (ONE,) * (len(r) - x.ndim) + x.dims
+    return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], x.kind)
 
 
 def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
