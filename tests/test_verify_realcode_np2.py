@@ -12,7 +12,7 @@ import numpy as np
 import scipy.signal
 from numpy.lib.stride_tricks import as_strided
 
-from tensig import Float
+from tensig import Float, Int
 from tensig.check.verify import verify
 
 
@@ -293,3 +293,22 @@ def test_numpy_repeat_method_is_numpys():
 
     assert clean(verify(upsample)), str(verify(upsample))
     assert kinds(verify(upsample_bug)) == ["return-shape"], str(verify(upsample_bug))
+
+
+# -- creation and sampling -----------------------------------------------------------------------
+
+
+def test_creation_with_a_positional_dtype():
+    """``np.zeros(n, int)``, ``np.ones((n, 2), np.float32)``: the dtype was read as one more
+    size (torch's ``zeros(B, T)``), and the trace stopped at ``int()`` of a type."""
+    def labels_onehot(y: Int[np.ndarray, "N"], C: Float[np.ndarray, "K, D"]
+                      ) -> Float[np.ndarray, "N, K"]:
+        out = np.zeros((len(y), C.shape[0]), np.float32)
+        out[np.arange(len(y)), y] = 1.0
+        return out
+
+    def first_rows(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return x[np.zeros(len(x), int)]
+
+    for f in (labels_onehot, first_rows):
+        assert clean(verify(f)), str(verify(f))

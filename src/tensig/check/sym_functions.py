@@ -210,8 +210,11 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
 
 
 def created(*shape: Any, **kw: Any) -> SymArray:
+    dtype = kw.get("dtype", "float")
+    if len(shape) > 1 and not isinstance(shape[1], int | SymSize):  # NumPy's (shape, dtype)
+        shape, dtype = shape[:1], shape[1]
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
-    return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
+    return SymArray(dims, kind_of(dtype) or "f")
 
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
