@@ -312,3 +312,27 @@ def test_creation_with_a_positional_dtype():
 
     for f in (labels_onehot, first_rows):
         assert clean(verify(f)), str(verify(f))
+
+
+def test_one_random_integer_of_symbolic_bounds_is_a_number():
+    """``i = rng.integers(0, H - size + 1)`` then ``x[:, :, i:i + size]`` (a random crop): one
+    draw was a 0-d symbolic array, and slicing by it stopped the trace.  It is a number (the
+    least it can be), so the crop's one condition, ``size <= H``, is what remains."""
+    def crop(x: Float[np.ndarray, "B, C, H, W"], rng: np.random.Generator, size: int = 8
+             ) -> Float[np.ndarray, "B, C, 8, 8"]:
+        i = rng.integers(0, x.shape[2] - size + 1)
+        j = rng.integers(0, x.shape[3] - size + 1)
+        return x[:, :, i:i + size, j:j + size]
+
+    def crop_bug(x: Float[np.ndarray, "B, C, H, W"], rng: np.random.Generator, size: int = 8
+                 ) -> Float[np.ndarray, "B, C, 8, 8"]:
+        i = rng.integers(0, x.shape[2] - size + 1)
+        j = rng.integers(0, x.shape[3] - size + 1)
+        return x[:, i:i + size, j:j + size]  # the channel axis cropped
+
+    r = verify(crop)
+    assert kinds(r) == ["assumption", "assumption"] and not r.notes, str(r)
+    assert "assumes 8 <= H" in str(r) and "assumes 8 <= W" in str(r), str(r)
+    assert "return-shape" in kinds(verify(crop_bug)), str(verify(crop_bug))
+    rng = np.random.default_rng(0)
+    assert clean(verify(lambda x: rng.integers(0, len(x), size=5), "N => 5"))
