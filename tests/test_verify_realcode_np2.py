@@ -336,3 +336,27 @@ def test_one_random_integer_of_symbolic_bounds_is_a_number():
     assert "return-shape" in kinds(verify(crop_bug)), str(verify(crop_bug))
     rng = np.random.default_rng(0)
     assert clean(verify(lambda x: rng.integers(0, len(x), size=5), "N => 5"))
+
+
+def test_bincount_with_minlength_has_that_many_bins():
+    """A confusion matrix, ``np.bincount(K * y + p, minlength=K * K).reshape(K, K)``: fitted,
+    the count was a fresh size (``K * K`` is no affine fit) and the reshape a false error; with
+    ``minlength=K`` it was ``K`` only where the witnesses happened to make it so."""
+    def confusion(y: Int[np.ndarray, "N"], p: Int[np.ndarray, "N"],
+                  C: Float[np.ndarray, "K, K"]) -> Int[np.ndarray, "K, K"]:
+        k = C.shape[0]
+        return np.bincount(k * y + p, minlength=k * k).reshape(k, k)
+
+    def class_weights(y: Int[np.ndarray, "N"], w: Float[np.ndarray, "N"],
+                      C: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "K"]:
+        return np.bincount(y, weights=w, minlength=len(C)) / np.bincount(y, minlength=len(C))
+
+    def class_weights_bug(y: Int[np.ndarray, "N"], w: Float[np.ndarray, "N"],
+                          C: Float[np.ndarray, "K, D"]) -> Float[np.ndarray, "K"]:
+        return np.bincount(y, weights=C[:, 0], minlength=len(C))  # weights per class
+
+    for f in (confusion, class_weights):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(class_weights_bug)) == ["broadcast"], str(verify(class_weights_bug))
+    r = verify(lambda y: np.bincount(y), "N: int => N")  # no minlength: the data's count
+    assert kinds(r) == ["return-shape"], str(r)
