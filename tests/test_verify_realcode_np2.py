@@ -360,3 +360,20 @@ def test_bincount_with_minlength_has_that_many_bins():
     assert kinds(verify(class_weights_bug)) == ["broadcast"], str(verify(class_weights_bug))
     r = verify(lambda y: np.bincount(y), "N: int => N")  # no minlength: the data's count
     assert kinds(r) == ["return-shape"], str(r)
+
+
+def test_fft_frequencies_of_a_symbolic_length():
+    """``np.fft.rfftfreq(T, dt)`` (a spectrum's frequency axis) stopped the trace: NumPy asks
+    ``isinstance(n, int)`` of the size.  The full spectrum's ``fftfreq`` against ``rfft``'s
+    half is a broadcast error."""
+    def centroid(x: Float[np.ndarray, "B, T"], dt: float = 0.01) -> Float[np.ndarray, "B"]:
+        mag = np.abs(np.fft.rfft(x, axis=-1))
+        return (mag * np.fft.rfftfreq(x.shape[-1], dt)).sum(-1) / mag.sum(-1)
+
+    def centroid_bug(x: Float[np.ndarray, "B, T"], dt: float = 0.01) -> Float[np.ndarray, "B"]:
+        mag = np.abs(np.fft.rfft(x, axis=-1))
+        return (mag * np.fft.fftfreq(x.shape[-1], dt)).sum(-1) / mag.sum(-1)
+
+    assert clean(verify(centroid)), str(verify(centroid))
+    assert "broadcast" in kinds(verify(centroid_bug)), str(verify(centroid_bug))
+    assert np.fft.rfftfreq(7).shape == (4,)  # outside a trace: NumPy's own

@@ -689,6 +689,10 @@ class _Grid:
 
 
 _STRIDED = sym_functions.creation_wrapper(np.lib.stride_tricks.as_strided, _as_strided)
+_FREQS = [(np.fft, "fftfreq", sym_functions.creation_wrapper(
+              np.fft.fftfreq, lambda n, d=1.0, **kw: S.SymArray((n,), "f"))),
+          (np.fft, "rfftfreq", sym_functions.creation_wrapper(  # NumPy asks for an int
+              np.fft.rfftfreq, lambda n, d=1.0, **kw: S.SymArray((n // 2 + 1,), "f")))]
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
@@ -702,6 +706,7 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
                                        (np, "mgrid", _Grid(np.mgrid, False)),
                                        (np, "ogrid", _Grid(np.ogrid, True)),
                                        (np.lib.stride_tricks, "as_strided", _STRIDED),
+                                       *_FREQS,
                                        *trace_random.samplers(fn)]
     if isinstance(namespace, dict):  # its C code reads the array's memory: patched by name
         out += [(tracing.Namespace(namespace), name, _STRIDED) for name, v in
