@@ -377,3 +377,17 @@ def test_fft_frequencies_of_a_symbolic_length():
     assert clean(verify(centroid)), str(verify(centroid))
     assert "broadcast" in kinds(verify(centroid_bug)), str(verify(centroid_bug))
     assert np.fft.rfftfreq(7).shape == (4,)  # outside a trace: NumPy's own
+
+
+def test_too_many_indices_is_an_index_finding():
+    """``cm.sum()[:, None]`` (a total meant per row) and ``x.sum(1)[:, 0]``: NumPy's "too many
+    indices"; the trace stopped with a note (IndexError inside verify) instead of a finding."""
+    def per_row(cm: Float[np.ndarray, "K, K"]) -> Float[np.ndarray, "K"]:
+        return np.diag(cm) / cm.sum()[:, None]
+
+    r = verify(per_row)
+    assert "index" in kinds(r) and not r.notes, str(r)
+    assert "too many indices: 1 for an array of rank 0" in str(r), str(r)
+    r = verify(lambda x: x.sum(1)[:, 0], "N, D => N")
+    assert kinds(r) == ["index"] and not r.notes, str(r)
+    assert clean(verify(lambda x: x[..., None, 0], "N, D => N, 1"))

@@ -612,6 +612,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         key = (key,)
     used = sum(k.ndim if isinstance(k, SymArray) and k.kind == "b" else 1  # a mask: its rank
                for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:  # NumPy's IndexError, torch's too
+        tracer().report("index", f"too many indices: {used} for an array of rank {x.ndim} "
+                                 f"({shape_text(x)})")
+        return SymArray(x.dims, x.kind)
     # ``...`` is found by identity: an index array's ``==`` is elementwise
     i = next((j for j, k in enumerate(key) if k is Ellipsis), len(key))
     key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
