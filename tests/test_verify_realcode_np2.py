@@ -391,3 +391,16 @@ def test_too_many_indices_is_an_index_finding():
     r = verify(lambda x: x.sum(1)[:, 0], "N, D => N")
     assert kinds(r) == ["index"] and not r.notes, str(r)
     assert clean(verify(lambda x: x[..., None, 0], "N, D => N, 1"))
+
+
+def test_window_functions_of_a_symbolic_length():
+    """``x * np.hanning(T)`` before an FFT: NumPy's window reads its length as an array and
+    branches on it (``if M < 1``), so the trace stopped ("the truth value of an array")."""
+    def windowed(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T"]:
+        return x * np.hanning(x.shape[1]) * np.kaiser(x.shape[1], 8.0)
+
+    def windowed_bug(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T"]:
+        return x * np.hamming(len(x))  # a window as long as the batch
+
+    assert clean(verify(windowed)), str(verify(windowed))
+    assert kinds(verify(windowed_bug)) == ["broadcast"], str(verify(windowed_bug))

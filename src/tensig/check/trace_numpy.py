@@ -337,6 +337,8 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
     "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
+    **dict.fromkeys(("hanning", "hamming", "blackman", "bartlett", "kaiser"),  # windows of M
+                    lambda M, *args, **kw: S.SymArray((M,), "f")),
 }
 
 
