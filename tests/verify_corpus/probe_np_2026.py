@@ -1120,6 +1120,104 @@ def skipgram_neg_grad_bug(v: Float[np.ndarray, "D"], u_pos: Float[np.ndarray, "D
     return (pos - 1.0) * u_pos + ((1.0 - neg) * U_neg).sum(axis=0)  # BUG: K along D
 
 
+# -- idioms verify once stopped on (each also has a focused test) --------------------------------
+
+
+def confusion_matrix(y: Int[np.ndarray, "N"], pred: Int[np.ndarray, "N"],
+                     classes: Float[np.ndarray, "K"]) -> Float[np.ndarray, "K"]:
+    k = len(classes)
+    cm = np.bincount(k * y + pred, minlength=k * k).reshape(k, k)
+    return np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
+
+
+def confusion_matrix_bug(y: Int[np.ndarray, "N"], pred: Int[np.ndarray, "N"],
+                         classes: Float[np.ndarray, "K"]) -> Float[np.ndarray, "K"]:
+    k = len(classes)
+    cm = np.bincount(k * y + pred, minlength=k * k).reshape(k, k)
+    return np.diag(cm) / np.maximum(cm.sum(axis=1, keepdims=True), 1)  # BUG: a column
+
+
+def spectral_centroid(x: Float[np.ndarray, "B, T"], dt: float = 0.01) -> Float[np.ndarray, "B"]:
+    mag = np.abs(np.fft.rfft(x * np.hanning(x.shape[-1]), axis=-1))
+    return (mag * np.fft.rfftfreq(x.shape[-1], dt)).sum(axis=-1) / mag.sum(axis=-1)
+
+
+def spectral_centroid_bug(x: Float[np.ndarray, "B, T"], dt: float = 0.01
+                          ) -> Float[np.ndarray, "B"]:
+    mag = np.abs(np.fft.rfft(x * np.hanning(x.shape[-1]), axis=-1))
+    return (mag * np.fft.fftfreq(x.shape[-1], dt)).sum(axis=-1) / mag.sum(axis=-1)  # BUG
+
+
+def upsample_nearest(x: Float[np.ndarray, "B, C, H, W"], w: Float[np.ndarray, "C"]
+                     ) -> Float[np.ndarray, "B, C, 2*H, 2*W"]:
+    up = x.repeat(2, axis=2).repeat(2, axis=3)
+    return up * np.expand_dims(w, (0, 2, 3))
+
+
+def upsample_nearest_bug(x: Float[np.ndarray, "B, C, H, W"], w: Float[np.ndarray, "C"]
+                         ) -> Float[np.ndarray, "B, C, 2*H, 2*W"]:
+    up = x.repeat(2, axis=2).repeat(2, axis=3)
+    return up * np.expand_dims(w, (0, 1, 2))  # BUG: the channel weights along W
+
+
+def radial_profile(img: Float[np.ndarray, "H, W"], n_bins: int = 16) -> Float[np.ndarray, "16"]:
+    yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+    r = np.hypot(yy - img.shape[0] / 2, xx - img.shape[1] / 2)
+    idx = np.minimum((r / r.max() * n_bins).astype(int), n_bins - 1)
+    sums = np.bincount(idx.ravel(), weights=img.ravel(), minlength=n_bins)
+    return sums / np.maximum(np.bincount(idx.ravel(), minlength=n_bins), 1)
+
+
+def radial_profile_bug(img: Float[np.ndarray, "H, W"], n_bins: int = 16
+                       ) -> Float[np.ndarray, "16"]:
+    yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+    r = np.hypot(yy - img.shape[0] / 2, xx - img.shape[1] / 2)
+    idx = np.minimum((r / r.max() * n_bins).astype(int), n_bins - 1)
+    sums = np.bincount(idx.ravel(), weights=img.ravel()[::2], minlength=n_bins)  # BUG
+    return sums / np.maximum(np.bincount(idx.ravel(), minlength=n_bins), 1)
+
+
+def row_histograms(X: Float[np.ndarray, "N, D"], bins: int = 10) -> Float[np.ndarray, "N, 10"]:
+    H = np.array([np.histogram(row, bins=bins, range=(0.0, 1.0))[0] for row in X])
+    return H / np.maximum(H.sum(axis=1, keepdims=True), 1)
+
+
+def row_histograms_bug(X: Float[np.ndarray, "N, D"], bins: int = 10
+                       ) -> Float[np.ndarray, "N, 10"]:
+    H = np.array([np.histogram(row, bins=bins, range=(0.0, 1.0))[0] for row in X])
+    return H / np.maximum(H.sum(axis=1), 1)  # BUG: the row totals spread over the bins
+
+
+def detrend_quadratic(Y: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+    t = np.arange(len(Y), dtype=float)
+    coef = np.polyfit(t, Y, 2)
+    return Y - np.vander(t, 3) @ coef
+
+
+def detrend_quadratic_bug(Y: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
+    t = np.arange(len(Y), dtype=float)
+    coef = np.polyfit(t, Y, 2)
+    return Y - np.vander(t, 3) @ coef.T  # BUG: the coefficients transposed
+
+
+def one_hot_targets(y: Int[np.ndarray, "N"], W: Float[np.ndarray, "D, C"],
+                    X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "D, C"]:
+    T = np.zeros((len(y), W.shape[1]), np.float32)
+    T[np.arange(len(y)), y] = 1.0
+    P = np.exp(X @ W)
+    P /= P.sum(axis=1, keepdims=True)
+    return X.T @ (P - T) / len(y)
+
+
+def one_hot_targets_bug(y: Int[np.ndarray, "N"], W: Float[np.ndarray, "D, C"],
+                        X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "D, C"]:
+    T = np.zeros((W.shape[1], len(y)), np.float32)  # BUG: classes by samples
+    T[np.arange(len(y)), y] = 1.0
+    P = np.exp(X @ W)
+    P /= P.sum(axis=1, keepdims=True)
+    return X.T @ (P - T) / len(y)
+
+
 ASSUMING = [  # correct where one size bounds another: that condition, a warning, is the finding
     ("spectral embedding eigh", spectral_embedding, spectral_embedding_bug, "TS101", "K <= N"),
     ("knn argpartition", knn_regress, knn_regress_bug, "TS103", "5 <= N"),
@@ -1177,4 +1275,11 @@ CASES = [
     ("rnn forward loop", rnn_forward, rnn_forward_bug, "TS101"),
     ("lstm step np.split", lstm_step, lstm_step_bug, "TS101"),
     ("skip-gram negative sampling", skipgram_neg_grad, skipgram_neg_grad_bug, "TS101"),
+    ("confusion matrix bincount", confusion_matrix, confusion_matrix_bug, "TS103"),
+    ("spectral centroid rfftfreq", spectral_centroid, spectral_centroid_bug, "TS101"),
+    ("nearest upsampling repeat", upsample_nearest, upsample_nearest_bug, "TS101"),
+    ("radial profile mgrid", radial_profile, radial_profile_bug, "TS101"),
+    ("row histograms list", row_histograms, row_histograms_bug, "TS101"),
+    ("quadratic detrend polyfit", detrend_quadratic, detrend_quadratic_bug, "TS102"),
+    ("one-hot positional dtype", one_hot_targets, one_hot_targets_bug, "TS101"),
 ]
