@@ -404,3 +404,25 @@ def test_window_functions_of_a_symbolic_length():
 
     assert clean(verify(windowed)), str(verify(windowed))
     assert kinds(verify(windowed_bug)) == ["broadcast"], str(verify(windowed_bug))
+
+
+def test_numpy_reductions_of_a_list_of_symbolic_arrays():
+    """``np.min([d2_a, d2_b], axis=0)`` (k-means++), ``np.mean([p1, p2], axis=0)`` (an
+    ensemble): NumPy converts the list in C without asking its items, so the trace stopped
+    ("converting a symbolic array to a concrete one"); the list is stacked first."""
+    def ensemble(Xs: Float[np.ndarray, "N, D"], W1: Float[np.ndarray, "D, C"],
+                 W2: Float[np.ndarray, "D, C"]) -> Float[np.ndarray, "N, C"]:
+        return np.mean([Xs @ W1, Xs @ W2], axis=0)
+
+    def ensemble_bug(Xs: Float[np.ndarray, "N, D"], W1: Float[np.ndarray, "D, C"],
+                     W2: Float[np.ndarray, "D, C"]) -> Float[np.ndarray, "N, C"]:
+        return np.mean([Xs @ W1, Xs @ W2])  # every prediction averaged into one number
+
+    def nearest(X: Float[np.ndarray, "N, D"], C: Float[np.ndarray, "K, D"]
+                ) -> Float[np.ndarray, "N"]:
+        return np.min([((X - c) ** 2).sum(axis=1) for c in C], axis=0)
+
+    for f in (ensemble, nearest):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(ensemble_bug)) == ["return-shape"], str(verify(ensemble_bug))
+    assert clean(verify(lambda a: np.max([a.shape[0], 3]), "N, D => "))  # sizes: as before

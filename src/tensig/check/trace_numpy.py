@@ -328,7 +328,21 @@ def _indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
                  for i, d in enumerate(dims))
 
 
+def _of_list(name: str) -> Callable[..., Any]:
+    """``np.mean([pred_a, pred_b], axis=0)``, ``np.min([d0, d1], axis=0)``: NumPy converts a
+    list in C, never asking its symbolic items, so the list is stacked first."""
+    original = getattr(np, name)
+
+    def impl(a: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(a, list | tuple) and any(isinstance(v, S.SymArray) for v in a):
+            a = sym_functions.stack(a)
+        return original(a, *args, **kw)
+    return impl
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    **{n: _of_list(n) for n in ("sum", "mean", "min", "max", "std", "var", "prod", "argmin",
+                                "argmax", "average")},  # modelled: a list of them too
     "indices": _indices,
     "triu_indices": _triangle(True),
     "tril_indices": _triangle(False),
