@@ -9,7 +9,9 @@ Vandermonde fits, image resizing by np.interp, and cs231n-style layers.
 
 Each case is (name, correct function, function with one realistic injected bug, the finding
 code the bug must give); the signatures are the functions' annotations.  The bug is on the line
-marked ``# BUG``.
+marked ``# BUG``.  ``ASSUMING`` holds the correct functions that hold only where one size bounds
+another (the ``k`` smallest of ``N``, a window of ``K`` on ``N`` samples), with that condition:
+their one finding is that warning.
 """
 
 import numpy as np
