@@ -426,3 +426,21 @@ def test_numpy_reductions_of_a_list_of_symbolic_arrays():
         assert clean(verify(f)), str(verify(f))
     assert kinds(verify(ensemble_bug)) == ["return-shape"], str(verify(ensemble_bug))
     assert clean(verify(lambda a: np.max([a.shape[0], 3]), "N, D => "))  # sizes: as before
+
+
+def test_like_creation_takes_its_shape_and_dtype():
+    """``np.zeros_like(x, shape=(n, 3))`` kept ``x``'s shape (a silent wrong one: a false
+    error here, a missed one elsewhere), and ``dtype=int`` its kind."""
+    def scores(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, 3"]:
+        out = np.zeros_like(x, shape=(len(x), 3))
+        out[:, 0] = x.mean(axis=1)
+        return out
+
+    def scores_bug(x: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, 3"]:
+        out = np.zeros_like(x, shape=(3, len(x)))
+        out[:, 0] = x.mean(axis=1)  # N values into a column of 3
+        return out
+
+    assert clean(verify(scores)), str(verify(scores))
+    assert "broadcast" in kinds(verify(scores_bug)), str(verify(scores_bug))
+    assert clean(verify(lambda x: np.full_like(x, 2.0) + x, "N, D => N, D"))

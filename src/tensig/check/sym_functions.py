@@ -247,6 +247,14 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
                "mean": "f", "std": "f", "var": "f", "argmax": "i", "argmin": "i", "all": "b",
                "any": "b"}
 
+def _like(a: SymArray, dtype: Any, shape: Any) -> SymArray:
+    """``np.zeros_like(x, dtype=int, shape=(n, 3))``: ``x``'s shape and kind unless given."""
+    kind = a.kind if dtype is None else kind_of(dtype) or a.kind
+    if shape is None:
+        return SymArray(a.dims, kind, a.loose)
+    return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind)
+
+
 #: NumPy's and torch's functions of one name and meaning.
 _SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
@@ -256,8 +264,9 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
-    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like", "tril", "triu"),
-                    unary()),
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like"), lambda x, *args,
+                    dtype=None, shape=None, **kw: _like(_sym(x), dtype, shape)),
+    **dict.fromkeys(("tril", "triu"), unary()),
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
