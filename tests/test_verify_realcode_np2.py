@@ -9,8 +9,10 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import scipy.signal
 from numpy.lib.stride_tricks import as_strided
+from scipy.spatial.distance import pdist, squareform
 
 from tensig import Float, Int
 from tensig.check.verify import verify
@@ -444,3 +446,27 @@ def test_like_creation_takes_its_shape_and_dtype():
     assert clean(verify(scores)), str(verify(scores))
     assert "broadcast" in kinds(verify(scores_bug)), str(verify(scores_bug))
     assert clean(verify(lambda x: np.full_like(x, 2.0) + x, "N, D => N, D"))
+
+
+# -- SciPy ---------------------------------------------------------------------------------------
+
+
+def test_scipy_eigh_subset_and_pairwise_distances():
+    """``eigh(L, subset_by_index=[0, k - 1])`` (spectral clustering's first k eigenvectors) was
+    all ``N`` of them, a silent wrong shape; ``pdist``'s ``N(N - 1)/2`` fits no affine size, so
+    ``squareform(pdist(X))`` was ``[n2, n2]`` against ``[N, N]``."""
+    def spectral(W: Float[np.ndarray, "N, N"], k: int = 3) -> Float[np.ndarray, "N, 3"]:
+        L = np.diag(W.sum(axis=1)) - W
+        _, vecs = scipy.linalg.eigh(L, subset_by_index=[0, k - 1])
+        return vecs
+
+    def rbf(X: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        return np.exp(-squareform(pdist(X, "sqeuclidean"))) @ y
+
+    def rbf_bug(X: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"]) -> Float[np.ndarray, "N"]:
+        return np.exp(-squareform(pdist(X.T, "sqeuclidean"))) @ y  # pairs of features
+
+    for f in (spectral, rbf):
+        assert clean(verify(f)), str(verify(f))
+    assert kinds(verify(rbf_bug))[0] == "contraction", str(verify(rbf_bug))
+    assert clean(verify(lambda x: pdist(x), "N, D => N*(N-1)//2"))

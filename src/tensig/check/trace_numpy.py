@@ -617,6 +617,37 @@ def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     return _solve(a[0] if isinstance(a, tuple) else a, b)
 
 
+def _scipy_eigh(a: Any, b: Any = None, *args: Any, eigvals_only: bool = False,
+                subset_by_index: Any = None, **kw: Any) -> Any:
+    """``subset_by_index=[n - k, n - 1]`` (the ``k`` largest): ``hi - lo + 1`` of them."""
+    out = _of_square("eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a)
+    if subset_by_index is None:
+        return out
+    lo, hi = (sym_sizes.as_dim(i) for i in subset_by_index)
+    k = hi - lo + 1
+    w, *v = out if isinstance(out, tuple) else (out,)
+    w = S.SymArray((*w.dims[:-1], k), "f")
+    return w if not v else (w, S.SymArray((*v[0].dims[:-1], k), "f"))
+
+
+def _pdist(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """One distance per pair of rows: ``N * (N - 1) / 2``."""
+    return S.SymArray((sym_sizes.triangle(S._sym(x).dims[0], 1),), "f")
+
+
+def _squareform(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """A matrix's pairs (``[N, N]``: ``N * (N - 1) / 2``), or back: the ``N`` whose pairs a
+    vector holds, where its size is written so (``pdist``'s); else a fresh size."""
+    a = S._sym(x)
+    if a.ndim == 2:
+        return _pdist(a)
+    d = a.dims[0]
+    n = next((Dim.symbol(s) for s in sorted(d.symbols)
+              if d == sym_sizes.triangle(Dim.symbol(s), 1)), None)
+    n = n if n is not None else tracer().new_dim("n")
+    return S.SymArray((n, n), "f")
+
+
 SCIPY: dict[str, Callable[..., Any]] = {
     "special.logsumexp": _logsumexp,
     **dict.fromkeys(("special.softmax", "special.log_softmax"), S.unary("f", axis=True)),
@@ -627,8 +658,7 @@ SCIPY: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("linalg.solve", "linalg.solve_triangular", "linalg.cho_solve",
                      "linalg.lu_solve"), _solved),
     "linalg.det": _of_square("det", "b"),
-    "linalg.eigh": lambda a, b=None, *args, eigvals_only=False, **kw: _of_square(
-        "eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a),
+    "linalg.eigh": _scipy_eigh,
     "linalg.eigvalsh": _of_square("eigvalsh", "bn"),
     "linalg.svd": lambda a, full_matrices=True, compute_uv=True, **kw: _svd(
         a, full_matrices, compute_uv),
@@ -636,6 +666,8 @@ SCIPY: dict[str, Callable[..., Any]] = {
     "linalg.pinv": lambda a, *args, **kw: S.swapaxes(a, -1, -2),
     "linalg.norm": S.NUMPY["linalg.norm"],
     "spatial.distance.cdist": _cdist,
+    "spatial.distance.pdist": _pdist,
+    "spatial.distance.squareform": _squareform,
 }
 """SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
 modules :func:`library_targets` patches are fitted as NumPy's are."""
