@@ -221,8 +221,7 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
 
 
 def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
-    """``minlength`` bins where given (the labels below it, as class labels are: data, not
-    checked), else a count that depends on the data; weights of ``x``'s shape."""
+    """``minlength`` bins where given (labels below it: data, unchecked), else the data's."""
     a = S._sym(x)
     if weights is not None and S._sym(weights).dims != a.dims:
         tracer().report("broadcast", f"np.bincount: weights {shape_text(S._sym(weights))} for "
@@ -620,14 +619,12 @@ def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
 def _scipy_eigh(a: Any, b: Any = None, *args: Any, eigvals_only: bool = False,
                 subset_by_index: Any = None, **kw: Any) -> Any:
     """``subset_by_index=[n - k, n - 1]`` (the ``k`` largest): ``hi - lo + 1`` of them."""
-    out = _of_square("eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a)
-    if subset_by_index is None:
-        return out
-    lo, hi = (sym_sizes.as_dim(i) for i in subset_by_index)
-    k = hi - lo + 1
-    w, *v = out if isinstance(out, tuple) else (out,)
-    w = S.SymArray((*w.dims[:-1], k), "f")
-    return w if not v else (w, S.SymArray((*v[0].dims[:-1], k), "f"))
+    x = S._sym(a)
+    n = _square(x, "eigh")
+    if subset_by_index is not None:
+        n = sym_sizes.as_dim(subset_by_index[1]) - sym_sizes.as_dim(subset_by_index[0]) + 1
+    w = S.SymArray((*x.dims[:-2], n), "f")
+    return w if eigvals_only else (w, S.SymArray((*x.dims[:-1], n), "f"))
 
 
 def _pdist(x: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -644,8 +641,7 @@ def _squareform(x: Any, *args: Any, **kw: Any) -> S.SymArray:
     d = a.dims[0]
     n = next((Dim.symbol(s) for s in sorted(d.symbols)
               if d == sym_sizes.triangle(Dim.symbol(s), 1)), None)
-    n = n if n is not None else tracer().new_dim("n")
-    return S.SymArray((n, n), "f")
+    return S.SymArray((n, n) if n is not None else (tracer().new_dim("n"),) * 2, "f")
 
 
 SCIPY: dict[str, Callable[..., Any]] = {
