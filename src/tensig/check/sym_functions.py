@@ -247,6 +247,7 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
                "mean": "f", "std": "f", "var": "f", "argmax": "i", "argmin": "i", "all": "b",
                "any": "b"}
 
+
 def _like(a: SymArray, dtype: Any, shape: Any) -> SymArray:
     """``np.zeros_like(x, dtype=int, shape=(n, 3))``: ``x``'s shape and kind unless given."""
     kind = a.kind if dtype is None else kind_of(dtype) or a.kind

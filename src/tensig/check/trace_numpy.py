@@ -557,8 +557,7 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
              flipped: tuple[dict[str, int], str]) -> None:
     """A fit that fails with the operands' sizes in the other order (``N - K + 1`` against
-    ``K - N + 1``: a 'valid' convolution of the longer by the shorter) holds in the
-    witnesses' order only: an assumption (it was silent)."""
+    ``K - N + 1``, a 'valid' convolution) holds in the witnesses' only: an assumption."""
     with contextlib.suppress(Exception):  # refused in that order: nothing to compare
         env, swapped = flipped
         if any(isinstance(d, Dim) and d.evaluate(env) != n for f, got in
@@ -740,10 +739,10 @@ _FREQS = [(np.fft, "fftfreq", sym_functions.creation_wrapper(
 
 
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
-    """What verification patches besides creation functions: ``np.r_``/``np.c_``,
-    NumPy's random generators (:func:`~tensig.check.trace_random.samplers`), and, when
-    ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
-    globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
+    """What verification patches besides creation functions: ``np.r_``, ``c_``, ``mgrid``,
+    ``ogrid``, ``as_strided`` and ``np.fft``'s frequencies, NumPy's random generators
+    (:func:`~tensig.check.trace_random.samplers`), and, when ``fn``'s module uses SciPy, SciPy's
+    functions (both also where imported by name into ``fn``'s globals).  About 2 us each."""
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, False)),
                                        (np, "c_", _Concatenator(np.c_, True)),
@@ -752,9 +751,10 @@ def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
                                        (np.lib.stride_tricks, "as_strided", _STRIDED),
                                        *_FREQS,
                                        *trace_random.samplers(fn)]
-    if isinstance(namespace, dict):  # its C code reads the array's memory: patched by name
-        out += [(tracing.Namespace(namespace), name, _STRIDED) for name, v in
-                namespace.items() if v is np.lib.stride_tricks.as_strided]
+    strided = np.lib.stride_tricks.as_strided  # reads the array's memory in C: by name too
+    if isinstance(namespace, dict) and id(strided) in map(id, namespace.values()):  # in C
+        out += [(tracing.Namespace(namespace), n, _STRIDED) for n, v in namespace.items()
+                if v is strided]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict):
