@@ -470,3 +470,16 @@ def test_scipy_eigh_subset_and_pairwise_distances():
         assert clean(verify(f)), str(verify(f))
     assert kinds(verify(rbf_bug))[0] == "contraction", str(verify(rbf_bug))
     assert clean(verify(lambda x: pdist(x), "N, D => N*(N-1)//2"))
+
+
+def test_log_and_geometric_spaces_of_a_symbolic_count():
+    """``np.logspace(-3, 1, n)`` (a grid of regularisation strengths, one per row) turned the
+    count into a number: a warning that a concrete axis was read back as ``N``."""
+    def path(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X * np.logspace(-3, 1, len(X))[:, None] + np.geomspace(1, 2, X.shape[1])
+
+    def path_bug(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        return X * np.logspace(-3, 1, len(X)) + np.geomspace(1, 2, X.shape[1])  # along D
+
+    assert clean(verify(path)), str(verify(path))
+    assert "broadcast" in kinds(verify(path_bug)), str(verify(path_bug))

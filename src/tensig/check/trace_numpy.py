@@ -214,8 +214,7 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
     try:
         longer, shorter = (n, k) if k <= n else (k, n)
     except InconclusiveError:
-        sym_sizes.at_most(k, n, "op-shape", "", "a convolution's kernel (the second operand) no "
-                          "longer than its signal")
+        sym_sizes.at_most(k, n, "op-shape", "", "a convolution's kernel no longer than its signal")
         longer, shorter = n, k
     return S.SymArray((longer if mode == "same" else longer - shorter + 1,), "f")
 
@@ -349,7 +348,8 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
-    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
+    **dict.fromkeys(("linspace", "logspace", "geomspace"),
+                    lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f")),
     **dict.fromkeys(("hanning", "hamming", "blackman", "bartlett", "kaiser"),  # windows of M
                     lambda M, *args, **kw: S.SymArray((M,), "f")),
 }
