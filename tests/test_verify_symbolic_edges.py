@@ -419,11 +419,18 @@ def test_a_slice_bound_negative_at_every_size_counts_from_the_end():
         return c[len(w):] - c[:-len(w)]
 
     assert clean(verify(windows)), str(verify(windows))
-    for body, out in (("x[-len(w):]", "K"), ("x[-len(w):-1]", "K - 1"), ("x[1:-len(w)]",
-                                                                           "T - K - 1")):
-        r = verify(eval(f"lambda x, w: {body}"), f"T; K => {out}")
-        assert clean(r), (body, str(r))
+    r = verify(lambda x, w: x[1:-len(w)], "T; K => T - K - 1")
+    assert clean(r), str(r)
     assert kinds(verify(lambda x, w: x[:-len(w)], "T; K => T")) == ["return-shape"]
+
+
+def test_a_start_from_the_end_longer_than_the_axis_is_assumed_shorter():
+    """``x[-k:]`` is ``[K]`` only where ``K <= T`` (NumPy clips: all ``T`` of them where the
+    axis is shorter): verified silently, ``K`` was wrong at ``T = 3, K = 5``."""
+    for body, out in (("x[-len(w):]", "K"), ("x[-len(w):-1]", "K - 1")):
+        r = verify(eval(f"lambda x, w: {body}"), f"T; K => {out}")
+        assert kinds(r) == ["assumption"] and "assumes K <= T" in str(r), (body, str(r))
+    assert clean(verify(lambda x: x[-(len(x) + 2):], "T => T"))
 
 
 def test_floor_division_warns_where_a_check_relies_on_it():

@@ -467,7 +467,7 @@ def _slice_len(size: Dim, s: slice) -> Dim:
         if first is not None and step == 1 and s.stop is None:
             return Dim.const(-first)  # x[-k:]
         return tracer().new_dim("s")  # other strided slices: a fresh size
-    start = ONE * 0 if s.start is None else _from_end(size, as_dim(s.start))
+    start = ONE * 0 if s.start is None else _from_end(size, as_dim(s.start), True)
     stop = size if s.stop is None else _from_end(size, as_dim(s.stop))
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
@@ -476,10 +476,20 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     return size - start
 
 
-def _from_end(size: Dim, bound: Dim) -> Dim:
+def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     """A slice bound negative at every size (``x[:-3]``, ``c[:-k]`` of ``k = len(w)``) counts
-    from the end of the axis."""
-    return size + bound if _holds(operator.lt, bound, ONE * 0) else bound
+    from the end of the axis.  A start further back than the axis is long clips to 0
+    (``x[-k:]`` is all ``T`` of them where ``k > T``): that ``k <= T`` is assumed."""
+    if not _holds(operator.lt, bound, ONE * 0):
+        return bound
+    if start and bound.constant is None:
+        try:
+            if not -bound <= size:
+                return ONE * 0  # further back at every size: from the axis's start
+        except InconclusiveError:
+            _assume(f"{-bound} <= {size}", True, f"a slice from {-bound} before the end of an "
+                    f"axis of size {size} (all {size} where the axis is shorter)")
+    return size + bound
 
 
 def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
