@@ -120,6 +120,28 @@ def test_one_mask_selects_as_many_elements_wherever_it_indexes():
     assert kinds(verify(written)) == ["contraction"], str(verify(written))
 
 
+def test_a_mask_written_through_a_view_selects_another_count():
+    """``m[:]`` is a view of the mask: a write through it changes what ``m`` selects, so
+    ``V[m]`` before and after are as many rows only by the data (verified silently)."""
+    def through_view(r: Float[np.ndarray, "I"], V: Float[np.ndarray, "I, F"]
+                     ) -> Float[np.ndarray, "F"]:
+        m = r > 0
+        Vm = V[m]
+        view = m[:]
+        view[0] = True
+        return Vm.T @ r[m]
+
+    def numbers_written(r: Float[np.ndarray, "I"], V: Float[np.ndarray, "I, F"]
+                        ) -> Float[np.ndarray, "F"]:
+        m = r > 0
+        Vm = V[m]
+        V[0] = 0.0  # numbers: no mask changes
+        return Vm.T @ r[m]
+
+    assert kinds(verify(through_view)) == ["contraction"], str(verify(through_view))
+    assert clean(verify(numbers_written)), str(verify(numbers_written))
+
+
 # -- a number to the power of a size -------------------------------------------------------------
 
 

@@ -221,14 +221,14 @@ class SymArray:
         """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
         its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
-        tracer().masks.pop(id(self), None)  # a mask written to: its count is another
+        _written(self)
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
-        tracer().masks.pop(id(self), None)
+        _written(self)
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -557,6 +557,13 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     s = p.pop(_axis(source, a.ndim))
     p.insert(_axis(destination, a.ndim), s)
     return permute(a, p)
+
+
+def _written(x: SymArray) -> None:
+    """A boolean array written to may be a mask or a view of one (``m[:][0] = True``): every
+    mask's count is another from here (a write to numbers changes none)."""
+    if x.kind == "b":
+        tracer().masks.clear()
 
 
 def tile(x: SymArray, r: Sequence[Any]) -> SymArray:
