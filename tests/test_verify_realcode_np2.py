@@ -305,6 +305,23 @@ def test_a_list_of_one_item_per_loop_step_stacks_to_the_loop_size():
     assert clean(verify(lambda x: np.stack([x[0], x[-1]]), "N, D => 2, D"))
 
 
+def test_a_literal_count_of_items_is_no_loops_size():
+    """After a loop over ``N`` (11 steps at its witness), a list of 11 items from a literal
+    ``range(11)`` or ``[x] * 11`` has 11 of them at every size: stacked, it was ``[N, D]``,
+    verified silently against a signature of ``N``."""
+    def literal_range(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        means = [row.mean() for row in X]
+        return np.stack([X[0] * means[0] for _ in range(11)])
+
+    def repeated(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        means = [row.mean() for row in X]
+        return np.stack([X[0] * means[0]] * 11)
+
+    for f in (literal_range, repeated):
+        r = verify(f)
+        assert kinds(r) == ["return-shape"] and "[11, D]" in str(r), (f.__name__, str(r))
+
+
 def test_numpy_repeat_method_is_numpys():
     """``x.repeat(2, axis=2).repeat(2, axis=3)`` (nearest-neighbour upsampling) stopped the
     trace: the method was torch's ``repeat`` (a tile) with no ``axis``."""

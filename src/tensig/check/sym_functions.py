@@ -112,7 +112,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     axis = kw.get("dim", axis)
     out = concatenate([expand_dims(a, axis) for a in arrays], axis)
     steps = tracer().loops.get(len(arrays))
-    if steps is None:
+    if steps is None or len(set(map(id, arrays))) < len(arrays):  # [x] * 11: a literal count
         return out
     dims = list(out.dims)
     dims[_axis(axis, out.ndim)] = steps

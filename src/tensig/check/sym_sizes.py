@@ -390,7 +390,10 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
         if _TRACER.get() is not None and isinstance(stop, _LoopInt):
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
-        return _RANGE(*args)
+        out = _RANGE(*args)
+        if _TRACER.get() is not None and out.step == 1 and _LEN(out) >= 11:
+            _TRACER.get().loops[_LEN(out)] = None  # a list of as many items: no size's
+        return out
 
 
 class _LoopRange(list[Any]):
