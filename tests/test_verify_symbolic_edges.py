@@ -410,6 +410,29 @@ def test_slices_at_half_a_size_are_valid_at_every_size():
         assert clean(verify(f)), (f.__name__, str(verify(f)))
 
 
+def test_a_slice_bound_negative_at_every_size_counts_from_the_end():
+    """``c[:-k]`` and ``x[-k:]`` with ``k = len(w)`` count from the end, as ``x[:-3]`` does: a
+    cumulative-sum moving average's ``c[k:] - c[:-k]`` was ``[-K]`` against ``[T - K + 1]``."""
+    def windows(x: Float[np.ndarray, "T, D"], w: Float[np.ndarray, "K"]
+                ) -> Float[np.ndarray, "T-K+1, D"]:
+        c = np.cumsum(np.vstack([np.zeros((1, x.shape[1])), x]), axis=0)
+        return c[len(w):] - c[:-len(w)]
+
+    assert clean(verify(windows)), str(verify(windows))
+    r = verify(lambda x, w: x[1:-len(w)], "T; K => T - K - 1")
+    assert clean(r), str(r)
+    assert kinds(verify(lambda x, w: x[:-len(w)], "T; K => T")) == ["return-shape"]
+
+
+def test_a_start_from_the_end_longer_than_the_axis_is_assumed_shorter():
+    """``x[-k:]`` is ``[K]`` only where ``K <= T`` (NumPy clips: all ``T`` of them where the
+    axis is shorter): verified silently, ``K`` was wrong at ``T = 3, K = 5``."""
+    for body, out in (("x[-len(w):]", "K"), ("x[-len(w):-1]", "K - 1")):
+        r = verify(eval(f"lambda x, w: {body}"), f"T; K => {out}")
+        assert kinds(r) == ["assumption"] and "assumes K <= T" in str(r), (body, str(r))
+    assert clean(verify(lambda x: x[-(len(x) + 2):], "T => T"))
+
+
 def test_floor_division_warns_where_a_check_relies_on_it():
     """Heads of ``D // H`` in a view, equal pieces, and the two halves of a GLU multiplied
     are right only where the division is exact: still the warning, at the line that divides

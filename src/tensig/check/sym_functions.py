@@ -86,10 +86,22 @@ def _ellipsis(n: int) -> str:
     return "".join(chr(0x3B1 + i) for i in range(-n, 0)) if n > 0 else ""
 
 
+def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
+    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``), or
+    None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
+    steps = tracer().loops.get(len(arrays))
+    return steps if steps is not None and len(set(map(id, arrays))) == len(arrays) else None
+
+
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
-    xs = [_sym(a) for a in arrays]
+    return _join([_sym(a) for a in arrays], kw.get("dim", axis), _loop_steps(arrays))
+
+
+def _join(xs: list[SymArray], axis: int, steps: Dim | None) -> SymArray:
+    """Concatenate; one array per step of a loop over ``T``, each ``k`` long, joins to ``T*k``
+    (``torch.cat(outs)``, ``np.stack([f(r) for r in X])``), not the witness's count."""
     ref = max(xs, key=lambda a: a.ndim)  # the axis of the highest rank: a lower one is reported
-    ax = _axis(kw.get("dim", axis), ref.ndim)
+    ax = _axis(axis, ref.ndim)
     total = ONE * 0
     for a in xs:
         if a.ndim != ref.ndim:
@@ -101,7 +113,6 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
                                           f"on axis {i}: {e} vs {d}")
         total = total + a.dims[ax]
     sizes = {a.dims[ax] for a in xs if a.ndim == ref.ndim}
-    steps = tracer().loops.get(len(xs))  # one array per step of a loop over range(T): T
     if steps is not None and len(sizes) == 1 and (each := sizes.pop()).constant is not None:
         total = steps * each
     dims = list(ref.dims)
@@ -111,12 +122,12 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 def stack(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
     axis = kw.get("dim", axis)
-    return concatenate([expand_dims(a, axis) for a in arrays], axis)
+    return _join([expand_dims(a, axis) for a in arrays], axis, _loop_steps(arrays))
 
 
 def nonzero(a: Any) -> tuple[SymArray, ...]:
     """One index array per axis, all of one data-dependent length."""
-    n = tracer().nonzero_count(a)
+    n = tracer().count_of(a)
     return tuple(SymArray((n,), "i") for _ in range(_sym(a).ndim))
 
 
@@ -237,17 +248,23 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
 
 
 def created(*shape: Any, **kw: Any) -> SymArray:
+    dtype = kw.get("dtype", "float")
+    if len(shape) > 1 and not isinstance(shape[1], int | SymSize):  # NumPy's (shape, dtype)
+        shape, dtype = shape[:1], shape[1]
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
-    return SymArray(dims, kind_of(kw.get("dtype", "float")) or "f")
+    return SymArray(dims, kind_of(dtype) or "f")
 
 
 def _like(position: int) -> Callable[..., SymArray]:
-    """``zeros_like(a, dtype)``: ``a``'s shape, of ``dtype``'s kind where one is given (torch's
-    ``ones_like(ids, dtype=torch.float)`` kept the ids' kind, and a meta op refused it)."""
-    def model(a: Any, *args: Any, **kw: Any) -> SymArray:
+    """``zeros_like(a, dtype, shape=)``: ``a``'s shape and kind unless given (torch's
+    ``ones_like(ids, dtype=torch.float)`` had kept the ids' kind, and a meta op refused it;
+    NumPy's ``shape=`` was ignored)."""
+    def model(a: Any, *args: Any, shape: Any = None, **kw: Any) -> SymArray:
         x = _sym(a)
-        dtype = kw.get("dtype", args[position] if len(args) > position else None)
-        return SymArray(x.dims, kind_of(dtype) or x.kind, x.loose)
+        kind = kind_of(kw.get("dtype", args[position] if len(args) > position else None))
+        if shape is None:
+            return SymArray(x.dims, kind or x.kind, x.loose)
+        return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind or x.kind)
     return model
 
 
@@ -280,6 +297,7 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
 _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None, "amin": None,
                "mean": "f", "std": "f", "var": "f", "argmax": "i", "argmin": "i", "all": "b",
                "any": "b"}
+
 
 #: NumPy's and torch's functions of one name and meaning.
 _SHARED: dict[str, Callable[..., Any]] = {

@@ -241,6 +241,10 @@ class SymSize:
         out = float(self) ** o
         return SymFloat(out) if type(out) is float else out
 
+    def __rpow__(self, o: Any) -> Any:  # gamma ** T: a number at the witness; 2 ** T: a size
+        return SymFloat(float(o) ** float(self)) if isinstance(o, float) else \
+            SymSize(tracer().new_dim("pow"))
+
     # comparisons: decided on canonical forms when possible, else an assumption
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> bool:
         if isinstance(other, SymFloat):  # N > D * 0.1: its reflection, at the witness
@@ -318,6 +322,8 @@ class SymRange:
 
     def _concrete(self) -> range:
         t = tracer()
+        if self.step == 1:
+            t.counted(self.stop - self.start)
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
     def _index(self, i: int, ahead: list[Any] | None = None) -> Any:
@@ -343,7 +349,7 @@ class SymRange:
         ahead: list[Any] = []
         ended = False
         if self.step == 1 and (n := self.stop - self.start).constant is None:
-            tracer().loops[tracer().value(n)] = n  # a list of one item per step: n items
+            tracer().counted(n)  # a list of one item per step: n items
         try:
             for i in values:
                 step = self._index(i, ahead)
@@ -442,7 +448,11 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
         if _TRACER.get() is not None and isinstance(stop, _LoopInt):
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
-        return _RANGE(*args)
+        out, t = _RANGE(*args), _TRACER.get()
+        caller = sys._getframe(1).f_code.co_filename
+        if t is not None and out.step == 1 and findings.user_code(caller):
+            t.loops[_LEN(out)] = None  # the user's loop of a literal count: no size's
+        return out
 
 
 class _LoopRange(list[Any]):
@@ -544,10 +554,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
         if first is not None and step == 1 and s.stop is None:
             return Dim.const(-first)  # x[-k:]
         return tracer().new_dim("s")  # other strided slices: a fresh size
-    start = ONE * 0 if s.start is None else as_dim(s.start)
-    stop = size if s.stop is None else as_dim(s.stop)
-    if stop.constant is not None and stop.constant < 0:
-        stop = size + stop
+    start = ONE * 0 if s.start is None else _from_end(size, as_dim(s.start), True)
+    stop = size if s.stop is None else _from_end(size, as_dim(s.stop))
     k = s.stop
     if isinstance(k, _LoopInt) and k.slack is not None and _holds(operator.le, k.bound, size):
         return stop - start  # x[:, t:t + 1]: a loop step's t + 1 <= T (its end traced apart)
@@ -556,6 +564,22 @@ def _slice_len(size: Dim, s: slice) -> Dim:
                f"at most {size})"):
         return stop - start
     return size - start
+
+
+def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
+    """A slice bound negative at every size (``x[:-3]``, ``c[:-k]`` of ``k = len(w)``) counts
+    from the end of the axis.  A start further back than the axis is long clips to 0
+    (``x[-k:]`` is all ``T`` of them where ``k > T``): that ``k <= T`` is assumed."""
+    if not _holds(operator.lt, bound, ONE * 0):
+        return bound
+    if start and bound.constant is None:
+        try:
+            if not -bound <= size:
+                return ONE * 0  # further back at every size: from the axis's start
+        except InconclusiveError:
+            _assume(f"{-bound} <= {size}", True, f"a slice from {-bound} before the end of an "
+                    f"axis of size {size} (all {size} where the axis is shorter)")
+    return size + bound
 
 
 def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:

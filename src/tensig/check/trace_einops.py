@@ -50,7 +50,7 @@ def register() -> None:
             return S.reduce_(x, tuple(axes), False, kind)
 
         def tile(self, x: Any, repeats: Any) -> S.SymArray:
-            return S._sym(x).repeat(*repeats)
+            return S.tile(S._sym(x), repeats)
 
         def is_float_type(self, x: Any) -> bool:
             return S._sym(x).kind == "f"

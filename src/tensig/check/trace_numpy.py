@@ -192,6 +192,36 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     return S.SymArray((*dims, *windows), a.kind)
 
 
+def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
+    """``full`` ``n + k - 1``, ``same`` the longer, ``valid`` the longer less the shorter plus
+    one (NumPy swaps a shorter first operand).  Fitted, the witnesses' order chose the side
+    silently (``K - N + 1`` for a window of ``K`` on ``N``); undecided, it is assumed."""
+    n, k = (S._sym(x).dims[0] for x in (a, v))
+    if mode == "full":
+        return S.SymArray((n + k - 1,), "f")
+    try:
+        longer, shorter = (n, k) if k <= n else (k, n)
+    except InconclusiveError:
+        sym_sizes.at_most(k, n, "op-shape", "", "a convolution's kernel no longer than its signal")
+        longer, shorter = n, k
+    return S.SymArray((longer if mode == "same" else longer - shorter + 1,), "f")
+
+
+def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
+    """``minlength`` bins where given (labels below it: data, unchecked), else the data's."""
+    a = S._sym(x)
+    if weights is not None and S._sym(weights).dims != a.dims:
+        tracer().report("broadcast", f"np.bincount: weights {shape_text(S._sym(weights))} for "
+                                     f"values {shape_text(a)}")
+    n = tracer().new_dim("bins") if type(minlength) is int and minlength == 0 else minlength
+    return S.SymArray((n,), "i" if weights is None else "f")
+
+
+def _as_strided(x: Any, shape: Any = None, strides: Any = None, **kw: Any) -> S.SymArray:
+    a = S._sym(x)  # the strides only say where the elements lie: the shape is given
+    return S.SymArray(a.dims if shape is None else map(sym_sizes.as_dim, shape), a.kind)
+
+
 def _kron(a: Any, b: Any) -> S.SymArray:
     x, y = S._sym(a), S._sym(b)
     one = sym_sizes.ONE
@@ -229,6 +259,8 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
     "kron": _kron,
+    **dict.fromkeys(("convolve", "correlate"), _convolve),
+    "bincount": _bincount,
     "average": _average,
     "triu_indices_from": _triangle_from(True),
     "tril_indices_from": _triangle_from(False),
@@ -238,7 +270,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "argwhere": lambda a: S.SymArray((tracer().nonzero_count(a), S._sym(a).ndim), "i"),
+    "argwhere": lambda a: S.SymArray((tracer().count_of(a), S._sym(a).ndim), "i"),
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
@@ -272,14 +304,41 @@ def _mask_indices(n: Any, mask_func: Any, k: int = 0) -> tuple[S.SymArray, S.Sym
     return (S.SymArray((tracer().new_dim("mask"),), "i"),) * 2
 
 
+def _indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
+    """A grid's coordinates: stacked ``[n, *dims]``, or (``sparse``) one ``[1.., d, ..1]`` each."""
+    dims = [sym_sizes.as_dim(d) for d in dimensions]
+    if not sparse:
+        return S.SymArray((len(dims), *dims), "i")
+    return tuple(S.SymArray([d if j == i else 1 for j in range(len(dims))], "i")
+                 for i, d in enumerate(dims))
+
+
+def _of_list(name: str) -> Callable[..., Any]:
+    """``np.mean([pred_a, pred_b], axis=0)``, ``np.min([d0, d1], axis=0)``: NumPy converts a
+    list in C, never asking its symbolic items, so the list is stacked first."""
+    original = getattr(np, name)
+
+    def impl(a: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(a, list | tuple) and any(isinstance(v, S.SymArray) for v in a):
+            a = sym_functions.stack(a)
+        return original(a, *args, **kw)
+    return impl
+
+
 CREATION_EXTRA: dict[str, Callable[..., Any]] = {
+    **{n: _of_list(n) for n in ("sum", "mean", "min", "max", "std", "var", "prod", "argmin",
+                                "argmax", "average")},  # modelled: a list of them too
+    "indices": _indices,
     "triu_indices": _triangle(True),
     "tril_indices": _triangle(False),
     "mask_indices": _mask_indices,
     **dict.fromkeys(("asarray", "array", "asanyarray", "ascontiguousarray"), asarray),
     "tri": sym_functions.eye,
     "identity": lambda n, dtype=float, **k: sym_functions.eye(n, dtype=dtype),
-    "linspace": lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f"),
+    **dict.fromkeys(("linspace", "logspace", "geomspace"),
+                    lambda start, stop, num=50, *args, **kw: S.SymArray((num,), "f")),
+    **dict.fromkeys(("hanning", "hamming", "blackman", "bartlett", "kaiser"),  # windows of M
+                    lambda M, *args, **kw: S.SymArray((M,), "f")),
 }
 
 
@@ -319,7 +378,7 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
     return kept
 
 
-_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis")
+_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length")
 
 
 def shape_error(name: str, e: BaseException,
@@ -410,21 +469,22 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
     ``arrays`` are arrays, an int is a size.
     ``make_data`` is a second fill, of distinct values: a size that differs between the two
-    fills depends on the data and is a fresh size.  Where the library ``allocates`` the arrays
+    fills depends on the data and is a fresh size, and the fill of every run where the library
+    refuses zeros as data (a singular matrix).  Where the library ``allocates`` the arrays
     (not JAX's shape-only stand-ins), a run too large to build is refused.  A failure at the
     witness sizes is a shape finding when the library's message says so, else the trace stops
     with a note.
     """
     t = tracer()
 
-    def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
+    def run(env: dict[str, int], fill: Callable[..., Any] | None = None) -> Any:
         if allocates:
             size_fit.size_guard((args, kwargs), env)
 
         def array(v: Any) -> Any:
             if not isinstance(v, S.SymArray):
                 return v
-            return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
+            return (fill or make)(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def leaf(x: Any) -> tuple[Any, ...]:
@@ -436,7 +496,13 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     bases = _bases(t, args, kwargs, allocates)
     if allocates:
         size_fit.size_guard((args, kwargs), bases[0][0])
-    sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    try:
+        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    except tracing.Unsupported:
+        if make_data is None:
+            raise
+        make = make_data  # zeros refused as data (polyfit's SVD of a zero matrix): the values
+        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
     said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
     if base is None:
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
@@ -453,6 +519,8 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     if make_data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
+    if len(bases) > 1 and base is bases[0][0]:
+        _ordered(name, fits, lambda: shapes(run(bases[1][0]), arrays), bases[1])
     return build(template(sample, iter(fits), leaf))
 
 
@@ -469,6 +537,19 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct)
+
+
+def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
+             flipped: tuple[dict[str, int], str]) -> None:
+    """A fit that fails with the operands' sizes in the other order (``N - K + 1`` against
+    ``K - N + 1``, a 'valid' convolution) holds in the witnesses' only: an assumption."""
+    with contextlib.suppress(Exception):  # refused in that order: nothing to compare
+        env, swapped = flipped
+        if any(isinstance(d, Dim) and d.evaluate(env) != n for f, got in
+               zip(fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
+            tracer().report("assumption", f"assumes {' <= '.join(reversed(swapped.split(' <= ')))}"
+                            f": {name}'s result sizes depend on the order of its operands' "
+                            "sizes (traced in this one)")
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],
@@ -513,6 +594,34 @@ def _solved(a: Any, b: Any, *args: Any, **kw: Any) -> S.SymArray:
     return _solve(a[0] if isinstance(a, tuple) else a, b)
 
 
+def _scipy_eigh(a: Any, b: Any = None, *args: Any, eigvals_only: bool = False,
+                subset_by_index: Any = None, **kw: Any) -> Any:
+    """``subset_by_index=[n - k, n - 1]`` (the ``k`` largest): ``hi - lo + 1`` of them."""
+    x = S._sym(a)
+    n = _square(x, "eigh")
+    if subset_by_index is not None:
+        n = sym_sizes.as_dim(subset_by_index[1]) - sym_sizes.as_dim(subset_by_index[0]) + 1
+    w = S.SymArray((*x.dims[:-2], n), "f")
+    return w if eigvals_only else (w, S.SymArray((*x.dims[:-1], n), "f"))
+
+
+def _pdist(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """One distance per pair of rows: ``N * (N - 1) / 2``."""
+    return S.SymArray((sym_sizes.triangle(S._sym(x).dims[0], 1),), "f")
+
+
+def _squareform(x: Any, *args: Any, **kw: Any) -> S.SymArray:
+    """A matrix's pairs (``[N, N]``: ``N * (N - 1) / 2``), or back: the ``N`` whose pairs a
+    vector holds, where its size is written so (``pdist``'s); else a fresh size."""
+    a = S._sym(x)
+    if a.ndim == 2:
+        return _pdist(a)
+    d = a.dims[0]
+    n = next((Dim.symbol(s) for s in sorted(d.symbols)
+              if d == sym_sizes.triangle(Dim.symbol(s), 1)), None)
+    return S.SymArray((n, n) if n is not None else (tracer().new_dim("n"),) * 2, "f")
+
+
 SCIPY: dict[str, Callable[..., Any]] = {
     "special.logsumexp": _logsumexp,
     **dict.fromkeys(("special.softmax", "special.log_softmax"), S.unary("f", axis=True)),
@@ -523,8 +632,7 @@ SCIPY: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("linalg.solve", "linalg.solve_triangular", "linalg.cho_solve",
                      "linalg.lu_solve"), _solved),
     "linalg.det": _of_square("det", "b"),
-    "linalg.eigh": lambda a, b=None, *args, eigvals_only=False, **kw: _of_square(
-        "eigh", *(("bn",) if eigvals_only else ("bn", "bnn")))(a),
+    "linalg.eigh": _scipy_eigh,
     "linalg.eigvalsh": _of_square("eigvalsh", "bn"),
     "linalg.svd": lambda a, full_matrices=True, compute_uv=True, **kw: _svd(
         a, full_matrices, compute_uv),
@@ -532,6 +640,8 @@ SCIPY: dict[str, Callable[..., Any]] = {
     "linalg.pinv": lambda a, *args, **kw: S.swapaxes(a, -1, -2),
     "linalg.norm": S.NUMPY["linalg.norm"],
     "spatial.distance.cdist": _cdist,
+    "spatial.distance.pdist": _pdist,
+    "spatial.distance.squareform": _squareform,
 }
 """SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
 modules :func:`library_targets` patches are fitted as NumPy's are."""
@@ -575,15 +685,53 @@ class _Concatenator:
         return self.join(items)
 
 
+class _Grid:
+    """``np.mgrid[0:H, 0:W]`` (the stack ``[2, H, W]``) and ``np.ogrid`` (``[H, 1]`` and
+    ``[1, W]``) with symbolic bounds; a stepped one's length is a fresh size."""
+
+    def __init__(self, original: Any, sparse: bool):
+        self.original, self.sparse = original, sparse
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if tracing._TRACER.get() is None or not all(isinstance(s, slice) for s in items) or \
+                not sym_functions.has_sym([(s.start, s.stop, s.step) for s in items]):
+            return self.original[key]
+        n = [tracer().new_dim("grid") if s.step is not None else
+             sym_sizes.as_dim(s.stop) - sym_sizes.as_dim(0 if s.start is None else s.start)
+             for s in items]
+        if not isinstance(key, tuple):
+            return S.SymArray(n, "i")
+        if not self.sparse:
+            return S.SymArray((len(n), *n), "i")
+        return [S.SymArray([d if j == i else 1 for j in range(len(n))], "i")
+                for i, d in enumerate(n)]
+
+
+_STRIDED = sym_functions.creation_wrapper(np.lib.stride_tricks.as_strided, _as_strided)
+_FREQS = [(np.fft, "fftfreq", sym_functions.creation_wrapper(
+              np.fft.fftfreq, lambda n, d=1.0, **kw: S.SymArray((n,), "f"))),
+          (np.fft, "rfftfreq", sym_functions.creation_wrapper(  # NumPy asks for an int
+              np.fft.rfftfreq, lambda n, d=1.0, **kw: S.SymArray((n // 2 + 1,), "f")))]
+
+
 def library_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
-    """What verification patches besides creation functions: ``np.r_``/``np.c_``,
-    NumPy's random generators (:func:`~tensig.check.trace_random.samplers`), and, when
-    ``fn``'s module uses SciPy, SciPy's functions, also where imported by name into ``fn``'s
-    globals (``from scipy.special import logsumexp``).  Patching them costs about 2 us each."""
+    """What verification patches besides creation functions: ``np.r_``, ``c_``, ``mgrid``,
+    ``ogrid``, ``as_strided`` and ``np.fft``'s frequencies, NumPy's random generators
+    (:func:`~tensig.check.trace_random.samplers`), and, when ``fn``'s module uses SciPy, SciPy's
+    functions (both also where imported by name into ``fn``'s globals).  About 2 us each."""
     namespace = getattr(fn, "__globals__", None)
     out: list[tuple[Any, str, Any]] = [(np, "r_", _Concatenator(np.r_, _stacked(1, 0))),
                                        (np, "c_", _Concatenator(np.c_, _column_stack)),
+                                       (np, "mgrid", _Grid(np.mgrid, False)),
+                                       (np, "ogrid", _Grid(np.ogrid, True)),
+                                       (np.lib.stride_tricks, "as_strided", _STRIDED),
+                                       *_FREQS,
                                        *trace_random.samplers(fn)]
+    strided = np.lib.stride_tricks.as_strided  # reads the array's memory in C: by name too
+    if isinstance(namespace, dict) and id(strided) in map(id, namespace.values()):  # in C
+        out += [(tracing.Namespace(namespace), n, _STRIDED) for n, v in namespace.items()
+                if v is strided]
     names = tuple(m for m in ("scipy.special", "scipy.linalg", "scipy.spatial.distance",
                               "scipy.ndimage", "scipy.signal") if m in sys.modules)
     if not names or not isinstance(namespace, dict):

@@ -72,7 +72,8 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("standard_normal", "random"), lambda size=None, **k: sized(size)),
     "normal": lambda loc=0.0, scale=1.0, size=None: sized(size, "f", loc, scale),
     "uniform": lambda low=0.0, high=1.0, size=None: sized(size, "f", low, high),
-    "randint": lambda low, high=None, size=None, **k: sized(size, "i", low, high),
+    "randint": lambda low, high=None, size=None, **k: sized(size, "i", low, high) if
+    size is not None or S.SymArray in (type(low), type(high)) else 0 if high is None else low,
     "choice": _legacy_choice,
     "shuffle": lambda x, axis=0: None,  # in place
     "permutation": lambda x, axis=0: sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)

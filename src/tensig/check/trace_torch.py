@@ -439,13 +439,13 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
     a = S._sym(x)
     return sym_functions.nonzero(a) if as_tuple else S.SymArray(
-        (tracer().nonzero_count(x), sym_sizes.as_dim(a.ndim)), "i")
+        (tracer().count_of(x), sym_sizes.as_dim(a.ndim)), "i")
 
 
 def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
     out = S.elementwise([x, mask], None, "masked_select")  # the mask must fit the input
     same = out.dims == S._sym(mask).dims  # a broadcast mask selects more
-    return S.SymArray((tracer().nonzero_count(mask) if same else tracer().new_dim("nnz"),),
+    return S.SymArray((tracer().count_of(mask) if same else tracer().new_dim("nnz"),),
                       S._sym(x).kind)
 
 
@@ -550,7 +550,7 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     axis = S._axis(dim, a.ndim)
     n = a.dims[axis]
     if n.constant is None:
-        tracer().loops[tracer().value(n)] = n
+        tracer().counted(n)
     dims = (*a.dims[:axis], *a.dims[axis + 1:])
     return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -131,6 +131,10 @@ RESULT_KIND: dict[str, str] = {
 }
 
 
+_NUMPY_METHODS = frozenset(("cumsum", "cumprod", "argsort", "argpartition", "searchsorted",
+                            "diagonal", "trace", "nonzero", "take", "conj"))  # NumPy's own
+
+
 class SymArray:
     """An array with a symbolic shape and no data.
 
@@ -168,9 +172,19 @@ class SymArray:
             return plugin("torch_dtype")(self)
         return np.dtype(DTYPES.get(self.kind, "float32"))
 
+    @property
+    def strides(self) -> tuple[Any, ...]:
+        """C order's, in bytes: code passes them on to ``as_strided`` (``x.strides * 2``)."""
+        out = [as_dim(self.dtype.itemsize)]
+        for d in reversed(self.dims[1:]):
+            out.insert(0, out[0] * d)
+        return tuple(SymSize(d) if d.constant is None else d.constant for d in out)
+
     def __getattr__(self, name: str) -> Any:
         """torch tensor attributes and methods not defined here: in torch code, or one NumPy
         arrays lack (``x.type()``)."""
+        if name in _NUMPY_METHODS and not _TORCH_STYLE.get():  # x.cumsum(0): np.cumsum(x, 0)
+            return lambda *args, **kw: getattr(np, name)(self, *args, **kw)
         if name.startswith("_") or "torch" not in sys.modules or \
                 (not _TORCH_STYLE.get() and hasattr(np.ndarray, name)):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
@@ -204,12 +218,14 @@ class SymArray:
         """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
         its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
+        _written(self)
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
+        _written(self)
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -297,10 +313,10 @@ class SymArray:
         dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
         return broadcast_to(self, dims)
 
-    def repeat(self, *reps: Any) -> SymArray:
-        r = _varargs(reps)
-        dims = (ONE,) * (len(r) - self.ndim) + self.dims
-        return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], self.kind)
+    def repeat(self, *reps: Any, **kw: Any) -> SymArray:
+        if not _TORCH_STYLE.get():  # NumPy's: each element repeated (along ``axis``)
+            return cast(SymArray, np.repeat(self, *reps, **kw))
+        return tile(self, _varargs(reps))
 
     def masked_fill(self, mask: Any, value: Any) -> SymArray:
         into(self, mask, "masked_fill's mask")
@@ -391,9 +407,8 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
-    tracer().loops[tracer().value(n)] = n
     try:
-        for i in _RANGE(tracer().value(n)):
+        for i in _RANGE(tracer().counted(n)):
             rows[n] = i
             yield getitem(x, _LoopInt(i, n))
     finally:
@@ -535,9 +550,27 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     return permute(a, p)
 
 
+def _written(x: SymArray) -> None:
+    """A boolean array written to may be a mask or a view of one (``m[:][0] = True``): every
+    mask's count is another from here (a write to numbers changes none)."""
+    if x.kind == "b":
+        tracer().masks.clear()
+
+
+def tile(x: SymArray, r: Sequence[Any]) -> SymArray:
+    """torch's ``x.repeat(*r)`` (einops' tile): each axis ``r`` times, new leading axes first."""
+    dims = (ONE,) * (len(r) - x.ndim) + x.dims
+    return SymArray([d * as_dim(n) for d, n in zip(dims, r, strict=True)], x.kind)
+
+
 def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
-    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``."""
+    """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``;
+    NumPy's tuple of axes counts them in the result."""
     a = _sym(x)
+    if isinstance(axis, tuple | list):
+        n, rest = a.ndim + len(axis), iter(a.dims)
+        ones = {_axis(ax, n) for ax in axis}
+        return SymArray([ONE if i in ones else next(rest) for i in range(n)], a.kind)
     ax = int(axis)
     dims = list(a.dims)
     dims.insert(ax + a.ndim + 1 if ax < 0 else ax, as_dim(size))
@@ -577,6 +610,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         key = (key,)
     used = sum(k.ndim if isinstance(k, SymArray) and k.kind == "b" else 1  # a mask: its rank
                for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:  # NumPy's IndexError, torch's too
+        tracer().report("index", f"too many indices: {used} for an array of rank {x.ndim} "
+                                 f"({shape_text(x)})")
+        return SymArray(x.dims, x.kind)
     # ``...`` is found by identity: an index array's ``==`` is elementwise
     i = next((j for j, k in enumerate(key) if k is Ellipsis), len(key))
     key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
@@ -591,7 +628,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
             into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
             adv_pos = len(dims) if adv_pos is None else adv_pos
-            dims.append(tracer().nonzero_count(k))
+            dims.append(tracer().count_of(k))
             axis += k.ndim - 1
         elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
                 (hasattr(k, "shape") and not isinstance(k, SymSize)):

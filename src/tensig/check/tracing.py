@@ -92,8 +92,8 @@ class Tracer:
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
     _envs: dict[Any, list[dict[str, int]]] = field(default_factory=dict, repr=False,
                                                    compare=False)  # see assumption_envs
-    loops: dict[int, Dim] = field(default_factory=dict)  # steps at the witness -> range(T)'s T
-    counts: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
+    masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
+    loops: dict[int, Dim | None] = field(default_factory=dict)  # steps -> a loop's size
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
@@ -230,16 +230,25 @@ class Tracer:
         self.witness[name] = 3
         return Dim.symbol(name)
 
-    def nonzero_count(self, mask: Any) -> Dim:
-        """How many elements of ``mask`` are nonzero: one fresh size per mask, so
-        ``logits[m]`` and ``labels[m]`` (masked LM) have as many rows."""
-        hit = self.counts.get(id(mask))
-        if hit is None or hit[0] is not mask:  # the mask is kept: its id is not reused
-            hit = self.counts[id(mask)] = (mask, self.new_dim("nnz"))
-        return hit[1]
+    def count_of(self, mask: Any) -> Dim:
+        """How many elements a boolean mask selects: one fresh size per mask (kept, so its id
+        stays its own), so ``V[m]`` and ``r[m]`` select as many rows."""
+        if id(mask) not in self.masks:
+            self.masks[id(mask)] = mask, self.new_dim("nnz")
+        return self.masks[id(mask)][1]
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
+
+    def counted(self, d: Dim) -> int:
+        """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
+        remembered by its value, so a list of one item per step has ``d`` items when stacked.
+        Two sizes of one value, or a loop of a literal count in the user's code, leave that
+        value to no size; values below 4 (fresh sizes, small literals) are left alone."""
+        n = self.value(d)
+        if n >= 4:
+            self.loops[n] = d if self.loops.get(n, d) == d else None
+        return n
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
