@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -112,15 +113,42 @@ class SymFloat(float):
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
     """A divisor that is a size: its number where it is known (an axis declared ``64``); a
-    symbolic one stops the trace.  A quotient of two sizes is no polynomial the checks can
-    compare, and the witnesses' quotient, a constant, was wrong at every other size: the
-    multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape into ``[B, T, H, 0]``."""
+    symbolic one (not an exact polynomial divisor) stops the trace.  A quotient of two sizes
+    is no polynomial the checks can compare, and the witnesses' quotient, a constant, was wrong
+    at every other size: the multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape
+    into ``[B, T, H, 0]``."""
     if not isinstance(o, SymSize):
         return o
     if o.dim.constant is not None:
         return o.dim.constant
     raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
                       "number: a literal in the annotation, or bound by functools.partial)")
+
+
+def exact_quotient(total: Dim, known: Dim) -> Dim | None:
+    """``total / known`` when it divides exactly as polynomials (a strided window count
+    ``oh = (H - K) // 2 + 1`` is a sum: ``N*oh*ow*C / (N*oh*ow)``), else None."""
+    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
+
+    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
+        powers = dict(m)
+        exps = tuple(powers.get(a, 0) for a in atoms)
+        return sum(exps), exps
+
+    lead = max(known.terms, key=order)
+    quotient, rest = Dim.const(0), total
+    for _ in range(4 * len(total.terms) + 4):
+        if rest.constant == 0:
+            return quotient
+        top = max(rest.terms, key=order)
+        powers = dict(top)
+        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
+        if remainder or any(powers.get(a, 0) < p for a, p in lead):
+            return None
+        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
+                         start=Dim.const(coeff))
+        quotient, rest = quotient + term, rest - term * known
+    return None
 
 
 class SymSize:
@@ -166,6 +194,9 @@ class SymSize:
     __mul__ = __rmul__ = _arithmetic(operator.mul)
 
     def __floordiv__(self, o: Any) -> Any:
+        if isinstance(o, SymSize) and o.dim.constant is None and \
+                (q := exact_quotient(self.dim, o.dim)) is not None:
+            return SymSize(q)  # H*W // W, as einops infers w of '(h w)' given h
         o = _divisor(self, "//", o)
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))

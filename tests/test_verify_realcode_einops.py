@@ -1,0 +1,28 @@
+"""verify on einops-heavy PyTorch code (tests/verify_corpus/probe_einops_2026.py): each correct
+function or module verifies with no finding or note, and runs on real tensors at two concrete
+sizes returning its declared shape (the oracle: a clean verification of code that fails or
+returns another shape would be a false proof); each planted bug reports its code."""
+
+from __future__ import annotations
+
+from tensig.check.verify import verify
+
+# -- einops infers an axis by dividing by the sizes it knows -----------------------------------
+
+
+def test_an_exact_quotient_of_sizes_is_a_size():
+    """einops infers ``w`` of ``(h w)`` given ``h`` as ``length // h``: ``H*W // H`` divides
+    exactly as polynomials and is ``W`` (it stopped the trace as a division by a size)."""
+    from einops import rearrange
+
+    r = verify(lambda t, f: rearrange(t, "b (h w) c -> b c h w", h=f.shape[2]),
+               "B, H*W, C; B, C, H, W => B, C, H, W")
+    assert r.ok and not r.findings and not r.notes, str(r)
+    r = verify(lambda t, f: rearrange(t, "b (h w) c -> b c h w", h=f.shape[3]),
+               "B, H*W, C; B, C, H, W => B, C, H, W")  # the width given as the height
+    assert [f.code for f in r.findings] == ["TS103"] and "[B, C, W, H]" in str(r), str(r)
+    r = verify(lambda x: x.shape[0] * (x.shape[1] + 1) // (x.shape[1] + 1) * x[0], "N, D => D")
+    assert r.ok and not r.notes, str(r)
+    r = verify(lambda x: (x.shape[0] + 1) // x.shape[1] * x[0], "N, D => D")
+    assert r.notes and "a division by a size" in r.notes[0], str(r)  # no polynomial: it stops
+
