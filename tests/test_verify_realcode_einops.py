@@ -26,3 +26,14 @@ def test_an_exact_quotient_of_sizes_is_a_size():
     r = verify(lambda x: (x.shape[0] + 1) // x.shape[1] * x[0], "N, D => D")
     assert r.notes and "a division by a size" in r.notes[0], str(r)  # no polynomial: it stops
 
+
+
+def test_an_einsum_mismatch_shows_the_subscripts_and_shapes():
+    """EinMix calls torch.einsum with letters of its own ('b' for the user's 'c'): the index
+    alone named an axis the user never wrote."""
+    from einops.layers.torch import EinMix
+
+    mix = EinMix("b t c -> b t c_out", weight_shape="c c_out", c=8, c_out=32)
+    r = verify(mix, "B, T, 16 => B, T, 32")
+    assert [f.code for f in r.findings] == ["TS102"], str(r)
+    assert "('adb,bc->adc' of [B, T, 16], [8, 32])" in r.findings[0].message, str(r)
