@@ -5,7 +5,60 @@ returns another shape would be a false proof); each planted bug reports its code
 
 from __future__ import annotations
 
-from tensig.check.verify import verify
+import pytest
+import torch
+
+from tensig.check.verify import Signature, verify
+from verify_corpus.probe_einops_2026 import CASES, Case
+
+
+def _assignments(case: Case, sig: Signature) -> tuple[dict[str, int], ...]:
+    """The case's own sizes, or two sets of small distinct ones (no two symbols equal)."""
+    if case.sizes:
+        return case.sizes
+    return ({s: n for s, n in zip(sig.symbols, (2, 3, 5, 7, 4, 6), strict=False)},
+            {s: n for s, n in zip(sig.symbols, (3, 5, 2, 4, 7, 1), strict=False)})
+
+
+def _tensor(shape: list[int], kind: str) -> torch.Tensor:
+    if kind == "b":
+        return torch.rand(shape) > 0.3
+    if kind == "i":
+        return torch.zeros(shape, dtype=torch.long)
+    return torch.randn(shape)
+
+
+def _run_concretely(case: Case, sig: Signature) -> None:
+    for at in _assignments(case, sig):
+        assert set(sig.symbols) <= set(at), (case.name, sig.symbols, at)
+        kinds = sig.kinds or ("f",) * len(sig.args)
+        args = [_tensor([d.evaluate(at) for d in dims], k) for dims, k in zip(sig.args, kinds,
+                                                                             strict=True)]
+        with torch.no_grad():
+            out = case.good(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        assert sig.results is not None and len(outs) == len(sig.results), case.name
+        for o, dims in zip(outs, sig.results, strict=True):
+            assert list(o.shape) == [d.evaluate(at) for d in dims], (case.name, at, o.shape)
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CASES) >= 35
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_correct_one_verifies_and_runs_at_its_declared_shape(case: Case):
+    r = verify(case.good)
+    assert r.ok and not r.findings and not r.notes, f"{case.name}: {r}"
+    _run_concretely(case, r.signature)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_planted_bug_reports_its_code(case: Case):
+    r = verify(case.bad)
+    assert case.code in [f.code for f in r.findings] and not r.notes, f"{case.name}: {r}"
+
 
 # -- einops infers an axis by dividing by the sizes it knows -----------------------------------
 
