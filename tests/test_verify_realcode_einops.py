@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import Tensor
 
+from tensig import Float
 from tensig.check.verify import Signature, verify
 from verify_corpus.probe_einops_2026 import CASES, Case
 
@@ -90,3 +92,23 @@ def test_an_einsum_mismatch_shows_the_subscripts_and_shapes():
     r = verify(mix, "B, T, 16 => B, T, 32")
     assert [f.code for f in r.findings] == ["TS102"], str(r)
     assert "('adb,bc->adc' of [B, T, 16], [8, 32])" in r.findings[0].message, str(r)
+
+
+def test_a_pattern_einops_rejects_is_an_op_shape_error():
+    """einops checks the rank and the axes declared as numbers, which hold at every size: its
+    EinopsError was a note (verification stopped), not a finding at the line."""
+    from einops import rearrange
+
+    def wrong_rank(x: Float[Tensor, "B C H W"]) -> Float[Tensor, "B C H W"]:
+        return rearrange(x, "b n d -> b d n")  # a sequence pattern on a feature map
+
+    def wrong_axis(x: Float[Tensor, "B 3 H W"]) -> Float[Tensor, "B H W 3"]:
+        return rearrange(x, "b 1 h w -> b h w 1")  # the channel axis is 3, not 1
+
+    for fn, says in ((wrong_rank, "expected 3 dims"), (wrong_axis, "3 != 1")):
+        r = verify(fn)
+        assert [f.code for f in r.findings] == ["TS108"], str(r)
+        assert says in str(r) and any(s in str(r) for s in ("[B, C, H, W]", "[B, 3, H, W]")), r
+        assert "SymSize" not in str(r) and r.findings[0].line == fn.__code__.co_firstlineno + 1
+        assert r.notes == [f"verification stopped at {__file__}:{r.findings[0].line}: einops "
+                           "rejected the operands (reported above)"], str(r)
