@@ -23,7 +23,7 @@ from einops import pack, parse_shape, rearrange, reduce, repeat, unpack
 from einops.layers.torch import EinMix, Rearrange, Reduce
 from torch import Tensor, einsum, nn
 
-from tensig import Bool, Float
+from tensig import Bool, Float, Int
 
 # -- vision transformers -------------------------------------------------------------------------
 
@@ -988,6 +988,93 @@ def einops_einsum_attention_bug(q: Float[Tensor, "B H N D"], k: Float[Tensor, "B
     return rearrange(out, "b h n e -> b n (h e)")
 
 
+# -- diffusion losses, video and fused projections -----------------------------------------------
+
+
+def extract(a: Float[Tensor, "T"], t: Int[Tensor, "B"], x: Float[Tensor, "B C H W"]
+            ) -> Float[Tensor, "B 1 1 1"]:
+    """denoising-diffusion's extract: a schedule value per sample, shaped to broadcast."""
+    b, *_ = t.shape
+    out = a.gather(-1, t)
+    return out.reshape(b, *((1,) * (len(x.shape) - 1)))
+
+
+def extract_bug(a: Float[Tensor, "T"], t: Int[Tensor, "B"], x: Float[Tensor, "B C H W"]
+                ) -> Float[Tensor, "B 1 1 1"]:
+    b, *_ = t.shape
+    out = a.gather(-1, t)
+    return out.reshape(b, *((1,) * len(x.shape)))  # BUG: one axis too many
+
+
+def p_losses(pred: Float[Tensor, "B C H W"], target: Float[Tensor, "B C H W"],
+             weight: Float[Tensor, "B"]) -> Float[Tensor, ""]:
+    """A per-sample loss reduced over all its other axes with 'b ... -> b', then weighted."""
+    loss = F.mse_loss(pred, target, reduction="none")
+    loss = reduce(loss, "b ... -> b", "mean")
+    return (loss * weight).mean()
+
+
+def p_losses_bug(pred: Float[Tensor, "B C H W"], target: Float[Tensor, "B C H W"],
+                 weight: Float[Tensor, "B"]) -> Float[Tensor, ""]:
+    loss = F.mse_loss(pred, target, reduction="none")
+    loss = reduce(loss, "b c ... -> b c", "mean")  # BUG: [B, C] weighted by [B]
+    return (loss * weight).mean()
+
+
+def fused_qkv(x: Float[Tensor, "B N 3*4*D"]) -> Float[Tensor, "B N 4*D"]:
+    """One projection split into q, k, v by rearrange and unpacked along its first axis."""
+    q, k, v = rearrange(x, "b n (qkv h d) -> qkv b h n d", qkv=3, h=4)
+    attn = einops.einsum(q, k, "... i d, ... j d -> ... i j").softmax(dim=-1)
+    return rearrange(attn @ v, "b h n d -> b n (h d)")
+
+
+def fused_qkv_bug(x: Float[Tensor, "B N 3*4*D"]) -> Float[Tensor, "B N 4*D"]:
+    q, k, v = rearrange(x, "b n (qkv h d) -> qkv b h n d", qkv=3, h=4)
+    attn = einops.einsum(q, k, "... i d, ... j d -> ... i j").softmax(dim=-1)
+    return rearrange(attn @ v, "b h n d -> b n h d")  # BUG: heads not merged
+
+
+def video_frames(x: Float[Tensor, "B*T C H W"], cond: Float[Tensor, "B D"]
+                 ) -> Float[Tensor, "B C T H W"]:
+    """Frames batched as images, folded back into videos by the batch of the conditioning."""
+    return rearrange(x, "(b t) c h w -> b c t h w", b=cond.shape[0])
+
+
+def video_frames_bug(x: Float[Tensor, "B*T C H W"], cond: Float[Tensor, "B D"]
+                     ) -> Float[Tensor, "B C T H W"]:
+    return rearrange(x, "(t b) c h w -> b t c h w", b=cond.shape[0])  # BUG: channels after
+
+
+def pack_video_text(video: Float[Tensor, "B T H W D"], text: Float[Tensor, "B N D"]
+                    ) -> tuple[Float[Tensor, "B T H W D"], Float[Tensor, "B N D"]]:
+    """Video and text tokens packed into one sequence, attended jointly, unpacked."""
+    x, ps = pack([video, text], "b * d")
+    attn = einsum("b i d, b j d -> b i j", x, x).softmax(dim=-1)
+    video, text = unpack(attn @ x, ps, "b * d")
+    return video, text
+
+
+def pack_video_text_bug(video: Float[Tensor, "B T H W D"], text: Float[Tensor, "B N D"]
+                        ) -> tuple[Float[Tensor, "B T H W D"], Float[Tensor, "B N D"]]:
+    x, ps = pack([video, text], "b * d")
+    attn = einsum("b i d, b j d -> b i j", x, x).softmax(dim=-1)
+    text, video = unpack(attn @ x, ps, "b * d")  # BUG: the parts swapped
+    return video, text
+
+
+def key_padding_mask(sim: Float[Tensor, "B 4 I J"], mask: Bool[Tensor, "B J"]
+                     ) -> Float[Tensor, "B 4 I J"]:
+    """A key mask repeated to the full attention shape with named sizes."""
+    m = repeat(mask, "b j -> b h i j", h=sim.shape[1], i=sim.shape[2])
+    return sim.masked_fill(~m, -torch.finfo(sim.dtype).max).softmax(dim=-1)
+
+
+def key_padding_mask_bug(sim: Float[Tensor, "B 4 I J"], mask: Bool[Tensor, "B J"]
+                         ) -> Float[Tensor, "B 4 I J"]:
+    m = repeat(mask, "b j -> b h j i", h=sim.shape[1], i=sim.shape[2])  # BUG: [.., J, I]
+    return sim.masked_fill(~m, -torch.finfo(sim.dtype).max).softmax(dim=-1)
+
+
 # -- the cases ---------------------------------------------------------------------------------
 
 
@@ -1059,4 +1146,11 @@ CASES: list[Case] = [
     Case("EinMix channel mixer", _mod(EinMixChannels), _mod(EinMixChannelsBug), "TS102"),
     Case("einops.einsum attention", einops_einsum_attention, einops_einsum_attention_bug,
          "TS102"),
+    Case("diffusion extract", extract, extract_bug, "TS103",
+         ({"T": 7, "B": 2, "C": 3, "H": 4, "W": 5}, {"T": 3, "B": 4, "C": 1, "H": 2, "W": 6})),
+    Case("per-sample loss 'b ... -> b'", p_losses, p_losses_bug, "TS101"),
+    Case("fused qkv unpacked", fused_qkv, fused_qkv_bug, "TS103"),
+    Case("video frames", video_frames, video_frames_bug, "TS103"),
+    Case("pack video and text", pack_video_text, pack_video_text_bug, "TS103"),
+    Case("key padding mask repeat", key_padding_mask, key_padding_mask_bug, "TS101"),
 ]
