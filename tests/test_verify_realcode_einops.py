@@ -5,6 +5,7 @@ returns another shape would be a false proof); each planted bug reports its code
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import Tensor
@@ -81,6 +82,32 @@ def test_an_exact_quotient_of_sizes_is_a_size():
     r = verify(lambda x: (x.shape[0] + 1) // x.shape[1] * x[0], "N, D => D")
     assert r.notes and "a division by a size" in r.notes[0], str(r)  # no polynomial: it stops
 
+
+def _rows_after_the_first(x: np.ndarray) -> np.ndarray:
+    a = x[1:]
+    if a.size % a.shape[0]:
+        raise ValueError("ragged")
+    return a.reshape(a.shape[0], a.size // a.shape[0])
+
+
+def _first_half(x: np.ndarray) -> np.ndarray:
+    a = x[: x.shape[0] // 2]
+    return a.reshape(a.shape[0], a.size // a.shape[0])
+
+
+def test_an_exact_divisor_that_can_be_0_is_assumed_not_to_be():
+    """``(H - 1)*W // (H - 1)`` is ``W`` only where ``H - 1`` is not 0: at ``H = 1`` Python
+    raises ZeroDivisionError, so the quotient holds under an assumption (it was proved for all
+    sizes); ``%`` by an exact divisor is 0 under the same one, where it stopped the trace."""
+    for fn, d in ((_rows_after_the_first, "H - 1"), (_first_half, "H // 2")):
+        r = verify(fn, f"H, W => {d}, W")
+        assert r.complete and not r.notes and {f.code for f in r.findings} == {"TS301"}, str(r)
+        assert f"assumes {d} >= 1: a division by {d}, which raises ZeroDivisionError" in str(r)
+        with pytest.raises(ZeroDivisionError):
+            fn(np.zeros((1, 3)))
+        assert fn(np.zeros((5, 3))).shape == ((4, 3) if d == "H - 1" else (2, 3))
+    r = verify(lambda x: x if x.size % x.shape[1] == 0 else x[0], "N, D => N, D")
+    assert r.complete and not r.findings and not r.notes, str(r)  # D >= 1: nothing to assume
 
 
 def test_an_einsum_mismatch_shows_the_subscripts_and_shapes():

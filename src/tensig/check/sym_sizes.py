@@ -193,10 +193,22 @@ class SymSize:
     __sub__, __rsub__ = _arithmetic(operator.sub), _arithmetic(lambda a, b: b - a)
     __mul__ = __rmul__ = _arithmetic(operator.mul)
 
+    def _exact(self, o: Any) -> Dim | None:
+        """``self / o`` where ``o`` is a symbolic size that divides it exactly as polynomials
+        (``H*W // W`` is ``H``, as einops infers ``w`` of ``(h w)`` given ``h``), else None.
+        Python raises ZeroDivisionError where ``o`` is 0 (``H - 1`` or ``H // 2`` at
+        ``H = 1``), so an ``o`` that can be 0 is assumed not to be (a warning)."""
+        if not isinstance(o, SymSize) or o.dim.constant is not None:
+            return None
+        q = exact_quotient(self.dim, o.dim)
+        if q is None or not _nonzero(o.dim, f"a division by {o.dim}, which raises "
+                                            "ZeroDivisionError where it is 0"):
+            return None
+        return q
+
     def __floordiv__(self, o: Any) -> Any:
-        if isinstance(o, SymSize) and o.dim.constant is None and \
-                (q := exact_quotient(self.dim, o.dim)) is not None:
-            return SymSize(q)  # H*W // W, as einops infers w of '(h w)' given h
+        if (q := self._exact(o)) is not None:
+            return SymSize(q)
         o = _divisor(self, "//", o)
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
@@ -210,6 +222,8 @@ class SymSize:
         return SymFloat(float(o) / float(self))
 
     def __mod__(self, o: Any) -> Any:
+        if self._exact(o) is not None:
+            return SymSize(ONE * 0)  # H*W % W, as the // beside it divides
         o = _divisor(self, "%", o)
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
@@ -438,6 +452,17 @@ def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
         return fn(a, b)
     except InconclusiveError:
         return False
+
+
+def _nonzero(d: Dim, why: str) -> bool:
+    """Whether ``d``, a divisor, is not 0: decided on canonical forms, else taken on the
+    witness and, where it is not 0 there, assumed (a warning saying ``why``)."""
+    if _holds(operator.ge, d, ONE) or _holds(operator.le, d, -ONE):
+        return True
+    w = tracer().value(d)
+    if w:
+        _assume(f"{d} >= 1" if w > 0 else f"{d} <= -1", True, why)
+    return w != 0
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:
