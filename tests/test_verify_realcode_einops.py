@@ -139,3 +139,32 @@ def test_a_pattern_einops_rejects_is_an_op_shape_error():
         assert "SymSize" not in str(r) and r.findings[0].line == fn.__code__.co_firstlineno + 1
         assert r.notes == [f"verification stopped at {__file__}:{r.findings[0].line}: einops "
                            "rejected the operands (reported above)"], str(r)
+
+
+def test_a_trace_limit_inside_unpack_is_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch):
+    """einops' unpack wraps any error of its reshapes in an EinopsError: where the trace's own
+    reshape stops (Unsupported), that is a limit of the trace, not operands einops rejects."""
+    from einops import pack, unpack
+
+    from tensig.check import trace_einops
+    from tensig.check.tracing import Unsupported
+
+    trace_einops.register()
+    backend, in_unpack = trace_einops._REGISTERED[0], []
+    reshape = backend.reshape
+
+    def limited(*args: object) -> object:
+        if in_unpack:
+            raise Unsupported("a reshape the trace cannot model")
+        return reshape(*args)
+
+    def with_registers(x: Float[Tensor, "B N D"], r: Float[Tensor, "B 4 D"]
+                       ) -> Float[Tensor, "B N D"]:
+        y, ps = pack([x, r], "b * d")
+        in_unpack.append(True)
+        out, _ = unpack(y, ps, "b * d")
+        return out
+
+    monkeypatch.setattr(backend, "reshape", staticmethod(limited))
+    r = verify(with_registers)
+    assert not r.findings and len(r.notes) == 1 and "EinopsError" in r.notes[0], str(r)

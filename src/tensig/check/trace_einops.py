@@ -65,9 +65,12 @@ def register() -> None:
 def reported(e: BaseException, where: tracing.Where) -> bool:
     """Report an ``EinopsError`` raised on symbolic input as an ``op-shape`` finding at
     ``where``: einops checks only sizes that are ints (a rank, an axis declared ``3``, the
-    pattern), so it rejects the operands at every size (the trace stopped with a note)."""
+    pattern), so it rejects the operands at every size (the trace stopped with a note).  One
+    raised from another error is not einops' check: ``unpack`` wraps whatever its reshape
+    raised, a limit of the trace (``Unsupported``) too, which is a note, not an error."""
     einops = sys.modules.get("einops")
-    if einops is None or not isinstance(e, einops.EinopsError) or where[0] is None:
+    if einops is None or not isinstance(e, einops.EinopsError) or where[0] is None or \
+            e.__cause__ is not None:
         return False
     text = re.sub(r"SymSize\(((?:[^()]|\([^()]*\))*)\)", r"\1", str(e))  # the size's name
     text = " ".join(text.replace("Additional info: {}.", "").split())
