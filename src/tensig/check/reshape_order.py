@@ -13,9 +13,8 @@ import itertools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
 
-from tensig.check.sym_sizes import ONE, require_divisible
+from tensig.check.sym_sizes import ONE, exact_quotient, require_divisible
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim, FloorDiv
 
@@ -35,7 +34,7 @@ def _factors(d: Dim, sums: Sequence[Dim] = ()) -> tuple[list[Dim], list[_Flex]]:
         return [], [(Fraction(d.constant), ())]
     if len(d.terms) != 1:
         for s in sums:
-            q = None if s == d else _long_division(d, s)
+            q = None if s == d else exact_quotient(d, s)
             if q is not None:
                 inner, inner_flex = _factors(q, sums)
                 n = len(inner)
@@ -244,35 +243,9 @@ def divide(total: Dim, known: Dim) -> Dim:
             rest = math.prod((Dim.atom(atom) ** p for atom, p in powers.items()),
                              start=Dim.const(ct))
             return require_divisible(rest, ck)
-    quotient = _long_division(total, known)
+    quotient = exact_quotient(total, known)
     if quotient is not None:
         return quotient
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
-
-
-def _long_division(total: Dim, known: Dim) -> Dim | None:
-    """``total / known`` when it divides exactly as polynomials (a strided window count
-    ``oh = (H - K) // 2 + 1`` is a sum: ``N*oh*ow*C / (N*oh*ow)``), else None."""
-    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
-
-    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
-        powers = dict(m)
-        exps = tuple(powers.get(a, 0) for a in atoms)
-        return sum(exps), exps
-
-    lead = max(known.terms, key=order)
-    quotient, rest = Dim.const(0), total
-    for _ in range(4 * len(total.terms) + 4):
-        if rest.constant == 0:
-            return quotient
-        top = max(rest.terms, key=order)
-        powers = dict(top)
-        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
-        if remainder or any(powers.get(a, 0) < p for a, p in lead):
-            return None
-        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
-                         start=Dim.const(coeff))
-        quotient, rest = quotient + term, rest - term * known
-    return None

@@ -70,8 +70,9 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
                     sizes[c] = d
                 elif d != ONE:
                     index = f"index {c!r}" if c.isascii() else "'...' axis"  # see _ellipsis
+                    shapes = ", ".join(map(shape_text, arrays))  # a layer's letters: EinMix
                     tracer().report("contraction", f"einsum {index} is {sizes[c]} in one "
-                                                   f"operand and {d} in another")
+                                    f"operand and {d} in another ({subscripts!r} of {shapes})")
             else:
                 sizes.setdefault(c, d)
     for c in out:

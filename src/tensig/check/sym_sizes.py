@@ -136,35 +136,43 @@ class SymFloat(float):
 
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
-    """A divisor that is a size: its number where it is known (an axis declared ``64``); the
-    result itself (a :class:`SymSize`) where it divides the dividend as polynomials; another
-    symbolic one stops the trace.  A quotient of two sizes is no polynomial the checks can
-    compare, and the witnesses' quotient, a constant, was wrong at every other size: the
-    multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape into ``[B, T, H, 0]``."""
+    """A divisor that is a size: its number where it is known (an axis declared ``64``); a
+    symbolic one (not an exact polynomial divisor) stops the trace.  A quotient of two sizes
+    is no polynomial the checks can compare, and the witnesses' quotient, a constant, was wrong
+    at every other size: the multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape
+    into ``[B, T, H, 0]``."""
     if not isinstance(o, SymSize):
         return o
     if o.dim.constant is not None:
         return o.dim.constant
-    if (q := _exact_quotient(size.dim, o.dim)) is not None:  # 4*G // G, B*H*W // (H*W)
-        return SymSize(q if op == "//" else Dim.const(0))
     raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
                       "number: a literal in the annotation, or bound by functools.partial)")
 
 
-def _exact_quotient(p: Dim, q: Dim) -> Dim | None:
-    """``p / q`` where a product of sizes ``q`` divides ``p`` as polynomials (the kv heads'
-    ``4*G // G``, Swin's ``B*H*W // (H*W)``); None otherwise."""
-    out, rest = p, q
-    for name in q.symbols:
-        try:
-            out, rest = out.coefficient(name), rest.coefficient(name)
-        except ValueError:  # a power or a floor of the name: no product of sizes
+def exact_quotient(total: Dim, known: Dim) -> Dim | None:
+    """``total / known`` when it divides exactly as polynomials (a strided window count
+    ``oh = (H - K) // 2 + 1`` is a sum: ``N*oh*ow*C / (N*oh*ow)``), else None."""
+    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
+
+    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
+        powers = dict(m)
+        exps = tuple(powers.get(a, 0) for a in atoms)
+        return sum(exps), exps
+
+    lead = max(known.terms, key=order)
+    quotient, rest = Dim.const(0), total
+    for _ in range(4 * len(total.terms) + 4):
+        if rest.constant == 0:
+            return quotient
+        top = max(rest.terms, key=order)
+        powers = dict(top)
+        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
+        if remainder or any(powers.get(a, 0) < p for a, p in lead):
             return None
-    k = rest.constant
-    if not k or (out % k).constant != 0:
-        return None
-    out = out // k
-    return out if out * q == p else None
+        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
+                         start=Dim.const(coeff))
+        quotient, rest = quotient + term, rest - term * known
+    return None
 
 
 class SymSize:
@@ -209,10 +217,23 @@ class SymSize:
     __sub__, __rsub__ = _arithmetic(operator.sub), _arithmetic(lambda a, b: b - a)
     __mul__ = __rmul__ = _arithmetic(operator.mul)
 
+    def _exact(self, o: Any) -> Dim | None:
+        """``self / o`` where ``o`` is a symbolic size that divides it exactly as polynomials
+        (``H*W // W`` is ``H``, as einops infers ``w`` of ``(h w)`` given ``h``), else None.
+        Python raises ZeroDivisionError where ``o`` is 0 (``H - 1`` or ``H // 2`` at
+        ``H = 1``), so an ``o`` that can be 0 is assumed not to be (a warning)."""
+        if not isinstance(o, SymSize) or o.dim.constant is not None:
+            return None
+        q = exact_quotient(self.dim, o.dim)
+        if q is None or not _nonzero(o.dim, f"a division by {o.dim}, which raises "
+                                            "ZeroDivisionError where it is 0"):
+            return None
+        return q
+
     def __floordiv__(self, o: Any) -> Any:
+        if (q := self._exact(o)) is not None:
+            return SymSize(q)
         o = _divisor(self, "//", o)
-        if isinstance(o, SymSize):
-            return o
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
@@ -225,9 +246,9 @@ class SymSize:
         return SymFloat(float(o) / float(self))
 
     def __mod__(self, o: Any) -> Any:
+        if self._exact(o) is not None:
+            return SymSize(ONE * 0)  # H*W % W, as the // beside it divides
         o = _divisor(self, "%", o)
-        if isinstance(o, SymSize):
-            return o
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
         return int(self) % int(o)
@@ -475,6 +496,17 @@ def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
         return fn(a, b)
     except InconclusiveError:
         return False
+
+
+def _nonzero(d: Dim, why: str) -> bool:
+    """Whether ``d``, a divisor, is not 0: decided on canonical forms, else taken on the
+    witness and, where it is not 0 there, assumed (a warning saying ``why``)."""
+    if _holds(operator.ge, d, ONE) or _holds(operator.le, d, -ONE):
+        return True
+    w = tracer().value(d)
+    if w:
+        _assume(f"{d} >= 1" if w > 0 else f"{d} <= -1", True, why)
+    return w != 0
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:

@@ -10,13 +10,14 @@ all of verify's checks (a ``(h d)`` split records ``d`` divisible by ``h``).
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
 from tensig.check import sym_functions, tracing
 from tensig.check import tracer as S
 
-__all__ = ["register"]
+__all__ = ["register", "reported"]
 
 _REGISTERED: list[type] = []
 
@@ -59,3 +60,19 @@ def register() -> None:
             raise tracing.Unsupported("einops layers built from symbolic arrays")
 
     _REGISTERED.append(SymbolicBackend)
+
+
+def reported(e: BaseException, where: tracing.Where) -> bool:
+    """Report an ``EinopsError`` raised on symbolic input as an ``op-shape`` finding at
+    ``where``: einops checks only sizes that are ints (a rank, an axis declared ``3``, the
+    pattern), so it rejects the operands at every size (the trace stopped with a note).  One
+    raised from another error is not einops' check: ``unpack`` wraps whatever its reshape
+    raised, a limit of the trace (``Unsupported``) too, which is a note, not an error."""
+    einops = sys.modules.get("einops")
+    if einops is None or not isinstance(e, einops.EinopsError) or where[0] is None or \
+            e.__cause__ is not None:
+        return False
+    text = re.sub(r"SymSize\(((?:[^()]|\([^()]*\))*)\)", r"\1", str(e))  # the size's name
+    text = " ".join(text.replace("Additional info: {}.", "").split())
+    tracing.tracer().report("op-shape", f"einops rejects the operands: {text}", where)
+    return True

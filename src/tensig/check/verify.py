@@ -509,7 +509,9 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 tracer.used_jax |= tracing.failure_line(e, _in_jax)[0] is not None
                 where = f" at {file}:{line}" if file else \
                     f" calling {getattr(fn, '__name__', 'the function')}()"
-                report.notes.append(f"verification stopped{where}: {type(e).__name__}: {e}")
+                what = "einops rejected the operands (reported above)" if \
+                    trace_einops.reported(e, (file, line)) else f"{type(e).__name__}: {e}"
+                report.notes.append(f"verification stopped{where}: {what}")
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
