@@ -169,8 +169,8 @@ def TOPK_FILTER(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
 
 
 def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
-    mask = _topk_mask  # a closure's jitted function: only JAX's own shapes run it
-    r = verify(lambda x: jnp.where(mask(x, 5), x, -jnp.inf), "B, V => B, V")
+    jitted = {"mask": _topk_mask}  # read from a dict as it runs: only JAX's own shapes run it
+    r = verify(lambda x: jnp.where(jitted["mask"](x, 5), x, -jnp.inf), "B, V => B, V")
     assert not r.findings and any("'V' < '5'" in n for n in r.notes), str(r)
 
 
@@ -290,6 +290,55 @@ def test_jitted_helpers_are_traced_symbolically():
     assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
 
 
+_remat_mse = jax.checkpoint(lambda p, y: jnp.mean((p - y) ** 2))  # nn.remat style, at import
+
+
+@jax.jit
+@jax.checkpoint
+def _remat_pairwise(x, y):
+    return x[:, None, :] - y[None, :, :]
+
+
+def _make_step(model):
+    @jax.jit
+    def step(p, y):
+        return model(p, y)
+    return step
+
+
+def _make_train(wrap):
+    loss = wrap(lambda p, y: jnp.mean((p - y) ** 2))  # [N] - [N, 1]: an outer product
+
+    def train(p, y):
+        return loss(p, y)
+    return train
+
+
+def test_closure_jitted_and_checkpointed_helpers_are_traced_symbolically():
+    def remat_mse(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _remat_mse(p, y)
+
+    def sq_dists(x: Float[jax.Array, "N, D"], y: Float[jax.Array, "M, D"]
+                 ) -> Float[jax.Array, "N, M"]:
+        return jnp.sum(_remat_pairwise(x, y) ** 2, axis=-1)
+
+    sig = "N; N, 1 =>"
+    for f in (remat_mse, _make_step(_mse), _make_step(lambda p, y: _remat_mse(p, y)),
+              _make_train(jax.jit), _make_train(jax.checkpoint), _make_train(jax.remat),
+              jax.checkpoint(_make_train(jax.jit))):
+        r = verify(f, None if f is remat_mse else sig)  # JAX's own shapes see no outer product
+        assert kinds(r) == ["outer-product"] and not r.notes, (f, str(r))
+    line = _make_train.__code__.co_firstlineno + 1  # in the helper, not at its call
+    assert verify(_make_train(jax.jit), sig).findings[0].line == line
+    assert verify(remat_mse).findings[0].line == _remat_mse.__wrapped__.__code__.co_firstlineno
+    assert clean(verify(sq_dists)), str(verify(sq_dists))
+    assert verify(jax.vmap(lambda x: x.sum()), "B, N => B").ok  # vmap's wrapper is kept
+    step = _make_train(jax.jit)
+    before = step.__closure__[0].cell_contents
+    verify(step, sig)
+    assert step.__closure__[0].cell_contents is before  # the cell is put back
+
+
 def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
     during = []
 
@@ -312,14 +361,14 @@ def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
 
 
 def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
-    groups = jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4))
-    grow = jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))
+    jitted = {"groups": jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4)),
+              "grow": jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))}
 
     def grouped(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 4, D//4"]:
-        return groups(x)  # a closure's jitted function: only JAX's own shapes run it
+        return jitted["groups"](x)  # read from a dict as it runs: only JAX's own shapes run it
 
     def tile_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 3, D"]:
-        return grow(x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count them
+        return jitted["grow"](x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count
 
     r = verify(grouped)  # refused at the witnesses only: D divisible by 4 is assumed
     assert clean(r), str(r)

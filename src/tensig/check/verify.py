@@ -354,8 +354,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     code in another thread meanwhile calls the replacements (they hand its real arrays to the
     originals, more slowly).
     """
-    if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
-        fn = getattr(fn, "__wrapped__", fn)
+    fn = trace_jax.python_function(fn)  # jitted or checkpointed before: its Python function
     if inspect.isclass(fn) and hasattr(fn, "forward"):  # a module class; another: its __init__
         fn = _instance(fn)
     sig = _signature_of(fn, signature)
