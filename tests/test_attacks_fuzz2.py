@@ -645,6 +645,25 @@ def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b,
             g(x, y)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("sizes, value", [((2,), None), ((2, 6), None), ((2, 7), "6")])
+def test_an_undecided_use_led_by_a_negative_term_is_compared_not_a_crash(compiled, sizes, value):
+    """``w - h`` (canonically ``-h + w``) raised 'cannot divide -h + w by -1' from inside the
+    check: its form was divided by its leading coefficient, negative."""
+    def f(x: Shaped[np.ndarray, "w - h"], *ys: Shaped[np.ndarray, "3*w - 3*h"]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, ys = np.zeros(sizes[0]), [np.zeros(n) for n in sizes[1:]]
+    if value is None:
+        assert g(x, *ys) is x
+    else:
+        with pytest.raises(SignatureError, match=rf"argument 'ys\[0\]' axis 0 .* has size "
+                           rf"{sizes[1]}, but .* has size 2 at argument 'x' axis 0, "
+                           rf".* = {value}\n"):
+            g(x, *ys)
+
+
 # -- duck types whose .shape is no tuple -----------------------------------------------------------
 
 

@@ -346,7 +346,7 @@ class _Bindings:
                     const = form.terms.get((), 0)
                     first, *rest = (v for m, v in form.terms.items() if m)
                     a = math.gcd(first, *rest) * (1 if first > 0 else -1)
-                    p = (form - const) // a
+                    p = (form - const) * (1 if a > 0 else -1) // abs(a)  # Dim divides by a > 0
                     if p not in known:
                         known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
                     value, by = known[p][0] * a + const, known[p][1]
