@@ -326,8 +326,9 @@ class _Bindings:
         """Expressions no binding decides are skipped, but their uses must agree.  With the
         bound sizes put in, a use is ``a*P + c`` for a form ``P`` whose coefficients share no
         factor (``h*w`` in ``h*w`` and ``2*h*w + 1``): ``P`` is one unknown that its first use
-        solves and the others must agree with; a solved monomial ``P`` is put into the other
-        uses (``(h*w + 1) // 2``, ``h**2*w**2``), round after round until none solves more."""
+        solves and the others must agree with; a solved ``P`` is put into the other uses (a
+        monomial into ``(h*w + 1) // 2``, ``h**2*w**2``; a sum ``h + w = 6`` as ``h = 6 - w``
+        into ``(h + w)**2``), round after round until none solves more."""
         env = self.env
         uses = [(expr, size, at, expr.dim.subs({n: env[n] for n in expr.symbols if n in env}))
                 for expr, size, at in self.pending if any(n not in env for n in expr.symbols)]
@@ -338,8 +339,8 @@ class _Bindings:
             for expr, size, at, form in uses:
                 by = None  # the use whose P was put in
                 for p, (value, use) in known.items():
-                    if len(p.terms) == 1 and value.denominator == 1:
-                        put = _put(form, next(iter(p.terms)), int(value))
+                    if value.denominator == 1:
+                        put = _put(form, p, int(value))
                         by, form = (use if put != form else by), put
                 value = form.constant
                 if value is None:
@@ -379,9 +380,20 @@ def _origin(label: str, axis: int, text: str) -> Origin:
 
 
 @functools.lru_cache(maxsize=1024)  # a step of a loop puts the same sizes in every call
-def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
-    """``form`` with the monomial ``monomial`` (its powers too) replaced by ``value``, inside
-    ``//`` and ``%`` as well."""
+def _put(form: Dim, p: Dim, value: int) -> Dim:
+    """``form`` where ``p == value``: a monomial ``p`` (its powers too) replaced by ``value``,
+    inside ``//`` and ``%`` as well; a sum solved for a name it holds once, linearly and with
+    a whole solution, which replaces that name (unchanged where it has none: ``h*w + h``)."""
+    if len(p.terms) > 1:
+        for name in sorted(p.symbols):
+            try:
+                solution, conditions = (p - value).solve_for(name)
+            except ValueError:  # the name in a product, a power, ``//`` or ``%``
+                continue
+            if not conditions:
+                return form.subs({name: solution})
+        return form
+    ((monomial, _),) = p.terms.items()
     out = Dim(0)
     for m, c in form.terms.items():
         powers = dict(m)
@@ -392,7 +404,7 @@ def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
             if isinstance(atom, str):
                 term *= Dim.symbol(atom) ** n
             elif n:
-                inner = _put(atom.numerator, monomial, value)
+                inner = _put(atom.numerator, p, value)
                 term *= (inner % atom.divisor if isinstance(atom, Mod)
                          else inner // atom.divisor) ** n
         out += term
