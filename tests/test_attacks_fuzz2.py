@@ -673,6 +673,19 @@ def test_uses_of_one_undecided_sum_agree(compiled, a, b, sizes, value):
 
 
 @pytest.mark.parametrize("compiled", [True, False])
+def test_a_use_no_whole_size_solves_names_a_size_solved_in_the_same_run(compiled):
+    """``w + 1`` solved ``w = 16`` in the run that found ``h*w + h = 2`` unsolvable, and the
+    message, which names ``w``, raised KeyError: the solved sizes were written back only after
+    a run that succeeded."""
+    def f(x: Shaped[np.ndarray, "h*w + h"], y: Shaped[np.ndarray, "w + 1"]):
+        return x
+
+    with pytest.raises(SignatureError, match=r"argument 'x' axis 0 .* has size 2, but no whole "
+                       r"h >= 0 gives h\*w \+ h = 2, w = 16\n"):
+        ts.shaped(compiled=compiled)(f)(np.zeros(2), np.zeros(17))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("sizes, value", [((2,), None), ((2, 6), None), ((2, 7), "6")])
 def test_an_undecided_use_led_by_a_negative_term_is_compared_not_a_crash(compiled, sizes, value):
     """``w - h`` (canonically ``-h + w``) raised 'cannot divide -h + w by -1' from inside the

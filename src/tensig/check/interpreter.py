@@ -309,12 +309,14 @@ class _Bindings:
         for name, var in self.vars.items():
             if var.value is None and name in env:
                 solver.set_value(var, int(env[name]), _BOUND)
-        solver.run()
-        for name, var in self.vars.items():
-            if var.value is not None and name not in env:
-                expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
-                env[name] = var.value
-                self.origins[name] = (label, axis, shape, (expr.text, size))
+        try:
+            solver.run()
+        finally:  # also before a mismatch, whose message names the sizes solved
+            for name, var in self.vars.items():
+                if var.value is not None and name not in env:
+                    expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
+                    env[name] = var.value
+                    self.origins[name] = (label, axis, shape, (expr.text, size))
 
     def resolve(self) -> None:
         """Settle everything the bindings so far determine; what they do not is skipped."""
