@@ -360,6 +360,36 @@ def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
     assert all(a is b for a, b in zip(before, after, strict=True))
 
 
+def test_patched_closure_cells_are_put_back_after_a_failure_or_a_timeout():
+    """A closure's jitted helper is swapped in the user's own cell while traced: a restore
+    that a failure or a timeout skipped would change the user's function for good."""
+    during = []
+
+    def make(stop):
+        pairwise = jax.jit(lambda x, y: x[:, None, :] - y[None, :, :])
+
+        def f(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+            y = jnp.sum(pairwise(x, x), axis=-1)
+            during.append(pairwise)  # the cell's contents as the trace runs
+            return stop(y)
+        return f, pairwise
+
+    def boom(y):
+        raise KeyError("a bug after the patched calls")
+
+    def stuck(y):
+        while True:  # stopped by verify's timeout
+            y = y + 0
+
+    for stop, note, timeout in ((boom, "KeyError", None), (stuck, "did not finish", 0.2)):
+        f, pairwise = make(stop)
+        during.clear()
+        assert any(note in n for n in verify(f, timeout=timeout).notes), note
+        assert during and during[0] is not pairwise  # the jitted helper was patched
+        cell = f.__closure__[f.__code__.co_freevars.index("pairwise")]
+        assert cell.cell_contents is pairwise
+
+
 def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
     jitted = {"groups": jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4)),
               "grow": jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))}
