@@ -8,6 +8,7 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 from __future__ import annotations
 
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -388,6 +389,37 @@ def test_patched_closure_cells_are_put_back_after_a_failure_or_a_timeout():
         assert during and during[0] is not pairwise  # the jitted helper was patched
         cell = f.__closure__[f.__code__.co_freevars.index("pairwise")]
         assert cell.cell_contents is pairwise
+
+
+def test_checkpoint_is_recognised_while_another_thread_verifies():
+    """How ``jax.checkpoint``'s wrappers look was first worked out (and then kept) from
+    ``jax.checkpoint`` itself, which another thread's verify had replaced: from then on no
+    checkpointed function was traced through its Python function."""
+    from tensig.check import trace_jax
+
+    def u(x):
+        return x
+
+    checkpointed = jax.checkpoint(u)
+    inside, release = threading.Event(), threading.Event()
+
+    def waits(x):
+        inside.set()
+        release.wait(10)
+        return jnp.sum(x)
+
+    trace_jax._remat.cache_clear()  # as in a process whose first look is now
+    other = threading.Thread(target=verify, args=(waits, "N =>"))
+    other.start()
+    try:
+        assert inside.wait(10)
+        during = trace_jax.python_function(checkpointed)
+    finally:
+        release.set()
+        other.join()
+    after = trace_jax.python_function(checkpointed)
+    trace_jax._remat.cache_clear()  # a wrong look must not outlive this test
+    assert during is u and after is u
 
 
 def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():

@@ -179,9 +179,13 @@ def _made_by(fn: Any) -> tuple[Any, ...]:
 
 @functools.cache
 def _remat() -> tuple[Any, ...]:
+    """What :func:`_made_by` gives for JAX's own ``jax.checkpoint`` wrappers.  Built from the
+    original: another thread's verify may have ``jax.checkpoint`` replaced (:func:`_jit`)
+    when this first runs, and a value built from the replacement would be kept for good."""
     import jax
 
-    return _made_by(jax.checkpoint(lambda: None))
+    checkpoint = getattr(jax.checkpoint, "__tensig_original__", jax.checkpoint)
+    return _made_by(checkpoint(lambda: None))
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,6 +408,8 @@ def _jit(original: Any) -> Any:
                 return fun(*args, **kwargs)
             return compiled()(*args, **kwargs)
         return run
+
+    jit.__tensig_original__ = original  # type: ignore[attr-defined]  # for _remat
     return jit
 
 
