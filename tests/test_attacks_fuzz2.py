@@ -645,6 +645,65 @@ def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b,
             g(x, y)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, value", [
+    ("h + w", "(h + w)**2", (6, 35), "36"), ("h + w", "(h + w)**2", (6, 36), None),
+    ("(h + w)**2", "h + w", (35, 6), "36"), ("(h + w)**2", "h + w", (36, 6), None),
+    ("h + w", "h + w + 1", (6, 8), "7"), ("h + w", "(h + w) // 2", (6, 4), "3"),
+    ("h + w", "(h + w)*(h + w + 1)", (6, 43), "42"), ("h - w", "(h - w)**2", (2, 5), "4"),
+    ("2*h + w", "(2*h + w)**2 + 1", (3, 9), "10"), ("2*h + w", "(2*h + w)**2 + 1", (3, 10), None),
+    ("h + w", "h*w + h", (6, 9), None),  # h = 1, w = 5 (or h = 3, w = 3): no one value
+])
+def test_uses_of_one_undecided_sum_agree(compiled, a, b, sizes, value):
+    """``h + w`` of size 6 and ``(h + w)**2`` of size 35 were accepted: a solved sum was put
+    into no other use (only a product was), so no size of ``h + w`` compared the two."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if value is None:
+        assert g(x, y) is x
+    else:
+        bad, other = (0, 1) if "**" in a else (1, 0)  # the use compared second
+        with pytest.raises(SignatureError, match=rf"argument '{'xy'[bad]}' axis 0 .* has size "
+                           rf"{sizes[bad]}, but .* has size {sizes[other]} at argument "
+                           rf"'{'xy'[other]}' axis 0, so .* = {value}\n"):
+            g(x, y)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_use_no_whole_size_solves_names_a_size_solved_in_the_same_run(compiled):
+    """``w + 1`` solved ``w = 16`` in the run that found ``h*w + h = 2`` unsolvable, and the
+    message, which names ``w``, raised KeyError: the solved sizes were written back only after
+    a run that succeeded."""
+    def f(x: Shaped[np.ndarray, "h*w + h"], y: Shaped[np.ndarray, "w + 1"]):
+        return x
+
+    with pytest.raises(SignatureError, match=r"argument 'x' axis 0 .* has size 2, but no whole "
+                       r"h >= 0 gives h\*w \+ h = 2, w = 16\n"):
+        ts.shaped(compiled=compiled)(f)(np.zeros(2), np.zeros(17))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("sizes, value", [((2,), None), ((2, 6), None), ((2, 7), "6")])
+def test_an_undecided_use_led_by_a_negative_term_is_compared_not_a_crash(compiled, sizes, value):
+    """``w - h`` (canonically ``-h + w``) raised 'cannot divide -h + w by -1' from inside the
+    check: its form was divided by its leading coefficient, negative."""
+    def f(x: Shaped[np.ndarray, "w - h"], *ys: Shaped[np.ndarray, "3*w - 3*h"]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, ys = np.zeros(sizes[0]), [np.zeros(n) for n in sizes[1:]]
+    if value is None:
+        assert g(x, *ys) is x
+    else:
+        with pytest.raises(SignatureError, match=rf"argument 'ys\[0\]' axis 0 .* has size "
+                           rf"{sizes[1]}, but .* has size 2 at argument 'x' axis 0, "
+                           rf".* = {value}\n"):
+            g(x, *ys)
+
+
 # -- duck types whose .shape is no tuple -----------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 from __future__ import annotations
 
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -169,8 +170,8 @@ def TOPK_FILTER(logits: Float[jax.Array, "B, V"]) -> Float[jax.Array, "B, V"]:
 
 
 def test_what_jax_cannot_decide_is_a_note_not_a_shape_error():
-    mask = _topk_mask  # a closure's jitted function: only JAX's own shapes run it
-    r = verify(lambda x: jnp.where(mask(x, 5), x, -jnp.inf), "B, V => B, V")
+    jitted = {"mask": _topk_mask}  # read from a dict as it runs: only JAX's own shapes run it
+    r = verify(lambda x: jnp.where(jitted["mask"](x, 5), x, -jnp.inf), "B, V => B, V")
     assert not r.findings and any("'V' < '5'" in n for n in r.notes), str(r)
 
 
@@ -290,6 +291,55 @@ def test_jitted_helpers_are_traced_symbolically():
     assert _pairwise(jnp.ones((2, 3)), jnp.ones((4, 3))).shape == (2, 4, 3)  # put back after
 
 
+_remat_mse = jax.checkpoint(lambda p, y: jnp.mean((p - y) ** 2))  # nn.remat style, at import
+
+
+@jax.jit
+@jax.checkpoint
+def _remat_pairwise(x, y):
+    return x[:, None, :] - y[None, :, :]
+
+
+def _make_step(model):
+    @jax.jit
+    def step(p, y):
+        return model(p, y)
+    return step
+
+
+def _make_train(wrap):
+    loss = wrap(lambda p, y: jnp.mean((p - y) ** 2))  # [N] - [N, 1]: an outer product
+
+    def train(p, y):
+        return loss(p, y)
+    return train
+
+
+def test_closure_jitted_and_checkpointed_helpers_are_traced_symbolically():
+    def remat_mse(p: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]) -> Float[jax.Array, ""]:
+        return _remat_mse(p, y)
+
+    def sq_dists(x: Float[jax.Array, "N, D"], y: Float[jax.Array, "M, D"]
+                 ) -> Float[jax.Array, "N, M"]:
+        return jnp.sum(_remat_pairwise(x, y) ** 2, axis=-1)
+
+    sig = "N; N, 1 =>"
+    for f in (remat_mse, _make_step(_mse), _make_step(lambda p, y: _remat_mse(p, y)),
+              _make_train(jax.jit), _make_train(jax.checkpoint), _make_train(jax.remat),
+              jax.checkpoint(_make_train(jax.jit))):
+        r = verify(f, None if f is remat_mse else sig)  # JAX's own shapes see no outer product
+        assert kinds(r) == ["outer-product"] and not r.notes, (f, str(r))
+    line = _make_train.__code__.co_firstlineno + 1  # in the helper, not at its call
+    assert verify(_make_train(jax.jit), sig).findings[0].line == line
+    assert verify(remat_mse).findings[0].line == _remat_mse.__wrapped__.__code__.co_firstlineno
+    assert clean(verify(sq_dists)), str(verify(sq_dists))
+    assert verify(jax.vmap(lambda x: x.sum()), "B, N => B").ok  # vmap's wrapper is kept
+    step = _make_train(jax.jit)
+    before = step.__closure__[0].cell_contents
+    verify(step, sig)
+    assert step.__closure__[0].cell_contents is before  # the cell is put back
+
+
 def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
     during = []
 
@@ -311,15 +361,76 @@ def test_patched_globals_are_put_back_after_a_failure_or_a_timeout():
     assert all(a is b for a, b in zip(before, after, strict=True))
 
 
+def test_patched_closure_cells_are_put_back_after_a_failure_or_a_timeout():
+    """A closure's jitted helper is swapped in the user's own cell while traced: a restore
+    that a failure or a timeout skipped would change the user's function for good."""
+    during = []
+
+    def make(stop):
+        pairwise = jax.jit(lambda x, y: x[:, None, :] - y[None, :, :])
+
+        def f(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "N, N"]:
+            y = jnp.sum(pairwise(x, x), axis=-1)
+            during.append(pairwise)  # the cell's contents as the trace runs
+            return stop(y)
+        return f, pairwise
+
+    def boom(y):
+        raise KeyError("a bug after the patched calls")
+
+    def stuck(y):
+        while True:  # stopped by verify's timeout
+            y = y + 0
+
+    for stop, note, timeout in ((boom, "KeyError", None), (stuck, "did not finish", 0.2)):
+        f, pairwise = make(stop)
+        during.clear()
+        assert any(note in n for n in verify(f, timeout=timeout).notes), note
+        assert during and during[0] is not pairwise  # the jitted helper was patched
+        cell = f.__closure__[f.__code__.co_freevars.index("pairwise")]
+        assert cell.cell_contents is pairwise
+
+
+def test_checkpoint_is_recognised_while_another_thread_verifies():
+    """How ``jax.checkpoint``'s wrappers look was first worked out (and then kept) from
+    ``jax.checkpoint`` itself, which another thread's verify had replaced: from then on no
+    checkpointed function was traced through its Python function."""
+    from tensig.check import trace_jax
+
+    def u(x):
+        return x
+
+    checkpointed = jax.checkpoint(u)
+    inside, release = threading.Event(), threading.Event()
+
+    def waits(x):
+        inside.set()
+        release.wait(10)
+        return jnp.sum(x)
+
+    trace_jax._remat.cache_clear()  # as in a process whose first look is now
+    other = threading.Thread(target=verify, args=(waits, "N =>"))
+    other.start()
+    try:
+        assert inside.wait(10)
+        during = trace_jax.python_function(checkpointed)
+    finally:
+        release.set()
+        other.join()
+    after = trace_jax.python_function(checkpointed)
+    trace_jax._remat.cache_clear()  # a wrong look must not outlive this test
+    assert during is u and after is u
+
+
 def test_what_jax_symbolic_shapes_skip_is_checked_at_the_witnesses():
-    groups = jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4))
-    grow = jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))
+    jitted = {"groups": jax.jit(lambda x: x.reshape(x.shape[0], 4, x.shape[1] // 4)),
+              "grow": jax.jit(lambda x: x.reshape(x.shape[0], 3, x.shape[1]))}
 
     def grouped(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 4, D//4"]:
-        return groups(x)  # a closure's jitted function: only JAX's own shapes run it
+        return jitted["groups"](x)  # read from a dict as it runs: only JAX's own shapes run it
 
     def tile_bug(x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 3, D"]:
-        return grow(x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count them
+        return jitted["grow"](x)  # B*D elements as B*3*D: JAX's symbolic reshape does not count
 
     r = verify(grouped)  # refused at the witnesses only: D divisible by 4 is assumed
     assert clean(r), str(r)

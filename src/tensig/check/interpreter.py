@@ -309,12 +309,14 @@ class _Bindings:
         for name, var in self.vars.items():
             if var.value is None and name in env:
                 solver.set_value(var, int(env[name]), _BOUND)
-        solver.run()
-        for name, var in self.vars.items():
-            if var.value is not None and name not in env:
-                expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
-                env[name] = var.value
-                self.origins[name] = (label, axis, shape, (expr.text, size))
+        try:
+            solver.run()
+        finally:  # also before a mismatch, whose message names the sizes solved
+            for name, var in self.vars.items():
+                if var.value is not None and name not in env:
+                    expr, size, (label, _, shape, axis, _) = self.where[id(var.origin)]
+                    env[name] = var.value
+                    self.origins[name] = (label, axis, shape, (expr.text, size))
 
     def resolve(self) -> None:
         """Settle everything the bindings so far determine; what they do not is skipped."""
@@ -326,8 +328,9 @@ class _Bindings:
         """Expressions no binding decides are skipped, but their uses must agree.  With the
         bound sizes put in, a use is ``a*P + c`` for a form ``P`` whose coefficients share no
         factor (``h*w`` in ``h*w`` and ``2*h*w + 1``): ``P`` is one unknown that its first use
-        solves and the others must agree with; a solved monomial ``P`` is put into the other
-        uses (``(h*w + 1) // 2``, ``h**2*w**2``), round after round until none solves more."""
+        solves and the others must agree with; a solved ``P`` is put into the other uses (a
+        monomial into ``(h*w + 1) // 2``, ``h**2*w**2``; a sum ``h + w = 6`` as ``h = 6 - w``
+        into ``(h + w)**2``), round after round until none solves more."""
         env = self.env
         uses = [(expr, size, at, expr.dim.subs({n: env[n] for n in expr.symbols if n in env}))
                 for expr, size, at in self.pending if any(n not in env for n in expr.symbols)]
@@ -338,15 +341,15 @@ class _Bindings:
             for expr, size, at, form in uses:
                 by = None  # the use whose P was put in
                 for p, (value, use) in known.items():
-                    if len(p.terms) == 1 and value.denominator == 1:
-                        put = _put(form, next(iter(p.terms)), int(value))
+                    if value.denominator == 1:
+                        put = _put(form, p, int(value))
                         by, form = (use if put != form else by), put
                 value = form.constant
                 if value is None:
                     const = form.terms.get((), 0)
                     first, *rest = (v for m, v in form.terms.items() if m)
                     a = math.gcd(first, *rest) * (1 if first > 0 else -1)
-                    p = (form - const) // a
+                    p = (form - const) * (1 if a > 0 else -1) // abs(a)  # Dim divides by a > 0
                     if p not in known:
                         known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
                     value, by = known[p][0] * a + const, known[p][1]
@@ -379,9 +382,20 @@ def _origin(label: str, axis: int, text: str) -> Origin:
 
 
 @functools.lru_cache(maxsize=1024)  # a step of a loop puts the same sizes in every call
-def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
-    """``form`` with the monomial ``monomial`` (its powers too) replaced by ``value``, inside
-    ``//`` and ``%`` as well."""
+def _put(form: Dim, p: Dim, value: int) -> Dim:
+    """``form`` where ``p == value``: a monomial ``p`` (its powers too) replaced by ``value``,
+    inside ``//`` and ``%`` as well; a sum solved for a name it holds once, linearly and with
+    a whole solution, which replaces that name (unchanged where it has none: ``h*w + h``)."""
+    if len(p.terms) > 1:
+        for name in sorted(p.symbols):
+            try:
+                solution, conditions = (p - value).solve_for(name)
+            except ValueError:  # the name in a product, a power, ``//`` or ``%``
+                continue
+            if not conditions:
+                return form.subs({name: solution})
+        return form
+    ((monomial, _),) = p.terms.items()
     out = Dim(0)
     for m, c in form.terms.items():
         powers = dict(m)
@@ -392,7 +406,7 @@ def _put(form: Dim, monomial: tuple[Any, ...], value: int) -> Dim:
             if isinstance(atom, str):
                 term *= Dim.symbol(atom) ** n
             elif n:
-                inner = _put(atom.numerator, monomial, value)
+                inner = _put(atom.numerator, p, value)
                 term *= (inner % atom.divisor if isinstance(atom, Mod)
                          else inner // atom.divisor) ** n
         out += term

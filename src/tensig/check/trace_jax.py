@@ -6,9 +6,12 @@ is traced, any other runs JAX unchanged.  A symbolic call is resolved in order: 
 here (control flow, ``vmap``, ``.at[]``, ``jax.nn``); NumPy's twin of the same name
 (``jnp.tanh`` is ``np.tanh``: same shapes); otherwise the function is *fitted*:
 ``jax.eval_shape`` runs it at witness sizes (JAX needs no data for shapes) and
-:func:`tensig.check.size_fit.fit_sizes` solves each result size.  Code JAX compiled before
-verification cannot see symbolic arrays: :func:`jax_shapes_fallback` re-runs it under JAX's
-own symbolic dimensions, which check broadcasts and contractions but find no outer product.
+:func:`tensig.check.size_fit.fit_sizes` solves each result size.  A function jitted or
+checkpointed before verification, named as a global or held in a closure, is traced through
+its Python function (:func:`python_function`); other code JAX compiled before verification
+(held in a container, say) cannot see symbolic arrays: :func:`jax_shapes_fallback` re-runs it
+under JAX's own symbolic dimensions, which check broadcasts and contractions but find no outer
+product.
 
 >>> import jax.numpy as jnp
 >>> from tensig.check.verify import verify
@@ -40,7 +43,7 @@ from tensig.check.trace_random import sized
 from tensig.check.tracing import tracer
 from tensig.core.dims import Dim
 
-__all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
+__all__ = ["AtIndexer", "jax_shapes_fallback", "patched", "python_function"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special",
                "scipy.linalg")
@@ -98,7 +101,7 @@ def _targets() -> list[tuple[Any, str, Any]]:
 def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
     """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported),
     also where ``fn`` (and the helpers it calls) imported them by name, and the functions they
-    call that were jitted at import to their Python functions."""
+    call that were jitted or checkpointed before to their Python functions."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
     targets = _targets()  # first: it records the originals _globals looks for
@@ -106,10 +109,10 @@ def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
 
 
 def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
-    """(globals, name, wrapper) for each JAX function that ``fn``'s code, or a plain function
-    it calls, names as a global: one imported by name (``softmax``), or one jitted at import
-    (JAX compiled it: it cannot take symbolic arrays, but its Python function can), or one
-    with custom derivatives.  A closure's is left to JAX's fallback."""
+    """(owner, name, wrapper) for each JAX function that ``fn``'s code, or a plain function it
+    calls, names as a global or holds in its closure: one imported by name (``softmax``), or
+    one jitted or checkpointed before verification (JAX compiles it: it cannot take symbolic
+    arrays, but its Python function can), or one with custom derivatives."""
     out: list[tuple[Any, str, Any]] = []
     seen: set[int] = set()
     todo = [fn]
@@ -122,23 +125,58 @@ def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
         codes = [code]
         for c in codes:  # the function's own code and its nested functions' (lambdas)
             codes += [k for k in c.co_consts if inspect.iscode(k)]
-        for name in {n for c in codes for n in c.co_names if n in namespace}:
-            v = namespace[name]
-            inner = v
-            while type(inner).__name__ in _COMPILED and hasattr(inner, "__wrapped__"):
-                inner = inner.__wrapped__
+        slots = [(tracing.Namespace(namespace), name, namespace[name])
+                 for name in {n for c in codes for n in c.co_names if n in namespace}]
+        for cell in getattr(f, "__closure__", None) or ():  # patched as a one-name namespace
+            with contextlib.suppress(ValueError):  # an empty cell
+                v = cell.cell_contents
+                slots.append((tracing.Namespace({"cell_contents": v}, cell), "cell_contents", v))
+        for owner, name, v in slots:
+            inner = python_function(v)
             if id(v) in _BY_ORIGINAL:
-                out.append((tracing.Namespace(namespace), name, _BY_ORIGINAL[id(v)]))
+                out.append((owner, name, _BY_ORIGINAL[id(v)]))
             elif inspect.isfunction(inner) and findings.user_code(inner.__code__.co_filename):
                 if inner is not v:  # a library's own code is left as it is
-                    out.append((tracing.Namespace(namespace), name,
-                                sym_functions.creation_wrapper(v, inner)))
+                    out.append((owner, name, sym_functions.creation_wrapper(v, inner)))
                 todo.append(inner)
     return out
 
 
+def python_function(fn: Any) -> Any:
+    """The Python function under JAX's wrappers that keep its shapes (``jax.jit``,
+    ``jax.checkpoint``/``remat``, custom derivatives), or ``fn``: not under ``vmap`` or
+    ``grad``, whose wrappers name the function they wrap too."""
+    if "jax" not in sys.modules:  # then nothing is JAX's
+        return fn
+    while hasattr(fn, "__wrapped__") and (type(fn).__name__ in _COMPILED or (
+            inspect.isfunction(fn) and _made_by(fn) == _remat())):
+        fn = fn.__wrapped__
+    return fn
+
+
 #: JAX's wrappers of a Python function made at import (``jax.jit``, custom derivatives)
 _COMPILED = ("PjitFunction", "custom_jvp", "custom_vjp")
+
+
+def _made_by(fn: Any) -> tuple[Any, ...]:
+    """The code of a function and of the functions in its closure: one JAX transformation's
+    wrappers share it (``jax.checkpoint``'s, made by one ``def`` in JAX, is a plain function)."""
+    out = [fn.__code__]
+    for cell in fn.__closure__ or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            out.append(getattr(cell.cell_contents, "__code__", None))
+    return tuple(out)
+
+
+@functools.cache
+def _remat() -> tuple[Any, ...]:
+    """What :func:`_made_by` gives for JAX's own ``jax.checkpoint`` wrappers.  Built from the
+    original: another thread's verify may have ``jax.checkpoint`` replaced (:func:`_jit`)
+    when this first runs, and a value built from the replacement would be kept for good."""
+    import jax
+
+    checkpoint = getattr(jax.checkpoint, "__tensig_original__", jax.checkpoint)
+    return _made_by(checkpoint(lambda: None))
 
 
 # -- Resolving one symbolic call ---------------------------------------------------------------
@@ -355,6 +393,8 @@ def _jit(original: Any) -> Any:
                 return fun(*args, **kwargs)
             return compiled()(*args, **kwargs)
         return run
+
+    jit.__tensig_original__ = original  # type: ignore[attr-defined]  # for _remat
     return jit
 
 

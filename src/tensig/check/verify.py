@@ -337,8 +337,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     >>> print(verify(bad_mean, "B T d => B d").findings[0].message)
     returns [T, d] but the signature declares [B, d]
     """
-    if type(fn).__name__ == "PjitFunction":  # jitted before verification: its Python function
-        fn = getattr(fn, "__wrapped__", fn)
+    fn = trace_jax.python_function(fn)  # jitted or checkpointed before: its Python function
     if inspect.isclass(fn) and hasattr(fn, "forward"):  # a module class; another: its __init__
         fn = _instance(fn)
     if signature is None:
