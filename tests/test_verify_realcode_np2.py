@@ -487,6 +487,17 @@ def test_like_creation_takes_its_shape_and_dtype():
     assert clean(verify(lambda x: np.full_like(x, 2.0) + x, "N, D => N, D"))
 
 
+def test_like_creation_takes_a_positional_dtype_and_shape():
+    """``np.zeros_like(x, bool)`` (NumPy's ``(a, dtype, order, subok, shape)``) kept ``x``'s
+    kind: as an index it was a gather of ``[N, D]``, verified silently, not a mask's count."""
+    for like in ("np.zeros_like(x, bool)", "np.zeros_like(x, dtype=bool)",
+                 "np.full_like(x, False, bool)"):
+        r = verify(eval(f"lambda x, V: V[{like}]"), "N; N, D => N, D")
+        assert kinds(r) == ["return-shape"] and "nnz" in str(r), (like, str(r))
+    assert clean(verify(lambda x: np.full_like(x, 0, float, "C", True, (3,)), "N, D => 3"))
+    assert clean(verify(lambda x: np.ones_like(x, None, "C", True, len(x)), "N, D => N"))
+
+
 # -- SciPy ---------------------------------------------------------------------------------------
 
 

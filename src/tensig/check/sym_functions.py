@@ -248,8 +248,18 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
                "any": "b"}
 
 
-def _like(a: SymArray, dtype: Any, shape: Any) -> SymArray:
-    """``np.zeros_like(x, dtype=int, shape=(n, 3))``: ``x``'s shape and kind unless given."""
+def _like(full: bool) -> Callable[..., SymArray]:
+    """``np.zeros_like(x, bool)``, ``np.full_like(x, v, dtype=int, shape=(n, 3))``: positional
+    as NumPy's ``(a, [fill_value,] dtype, order, subok, shape)``."""
+    def like(x: Any, *args: Any, dtype: Any = None, shape: Any = None, **kw: Any) -> SymArray:
+        args = args[full:]
+        dtype = args[0] if args else dtype
+        return _like_shape(_sym(x), dtype, args[3] if len(args) > 3 else shape)
+    return like
+
+
+def _like_shape(a: SymArray, dtype: Any, shape: Any) -> SymArray:
+    """``x``'s shape and kind unless given."""
     kind = a.kind if dtype is None else kind_of(dtype) or a.kind
     if shape is None:
         return SymArray(a.dims, kind, a.loose)
@@ -265,8 +275,8 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
-    **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like"), lambda x, *args,
-                    dtype=None, shape=None, **kw: _like(_sym(x), dtype, shape)),
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(False)),
+    "full_like": _like(True),
     **dict.fromkeys(("tril", "triu"), unary()),
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
