@@ -358,7 +358,8 @@ def test_creation_with_a_positional_dtype():
 def test_one_random_integer_of_symbolic_bounds_is_a_number():
     """``i = rng.integers(0, H - size + 1)`` then ``x[:, :, i:i + size]`` (a random crop): one
     draw was a 0-d symbolic array, and slicing by it stopped the trace.  It is a number (the
-    least it can be), so the crop's one condition, ``size <= H``, is what remains."""
+    least it can be) that knows its largest (``H - size``), so the crop's one condition, a
+    draw from a range that is not empty (``size <= H``), is what remains."""
     def crop(x: Float[np.ndarray, "B, C, H, W"], rng: np.random.Generator, size: int = 8
              ) -> Float[np.ndarray, "B, C, 8, 8"]:
         i = rng.integers(0, x.shape[2] - size + 1)
@@ -373,10 +374,45 @@ def test_one_random_integer_of_symbolic_bounds_is_a_number():
 
     r = verify(crop)
     assert kinds(r) == ["assumption", "assumption"] and not r.notes, str(r)
-    assert "assumes 8 <= H" in str(r) and "assumes 8 <= W" in str(r), str(r)
+    assert "assumes 1 <= H - 7" in str(r) and "assumes 1 <= W - 7" in str(r), str(r)
     assert "return-shape" in kinds(verify(crop_bug)), str(verify(crop_bug))
     rng = np.random.default_rng(0)
     assert clean(verify(lambda x: rng.integers(0, len(x), size=5), "N => 5"))
+
+
+def test_a_slice_by_one_random_integer_depends_on_its_largest():
+    """The least draw alone made ``x[i:]`` all ``H`` and ``x[:i]`` one long, and an off-by-one
+    crop (``i`` up to ``H - 2``, ``x[i:i + 3]``) in range: three silent wrong verdicts."""
+    def tail(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[rng.integers(0, len(x)):]
+
+    def head(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "1"]:
+        return x[:rng.integers(1, len(x))]
+
+    def off_by_one(x: Float[np.ndarray, "H"], rng: np.random.Generator
+                   ) -> Float[np.ndarray, "3"]:
+        i = rng.integers(0, len(x) - 1)
+        return x[i:i + 3]
+
+    def row(x: Float[np.ndarray, "H, D"], rng: np.random.Generator) -> Float[np.ndarray, "D"]:
+        return x[rng.integers(0, len(x))]
+
+    def row_past(x: Float[np.ndarray, "H, D"], rng: np.random.Generator
+                 ) -> Float[np.ndarray, "D"]:
+        return x[rng.integers(0, len(x) + 1)]
+
+    def window(x: Float[np.ndarray, "H"], w: Float[np.ndarray, "K"], rng: np.random.Generator
+               ) -> Float[np.ndarray, "K"]:
+        i = rng.integers(0, len(x) - len(w) + 1)
+        return x[i:i + len(w)]
+
+    for f in (tail, head):
+        assert "return-shape" in kinds(verify(f)), (f.__name__, str(verify(f)))
+    assert "index" in kinds(verify(off_by_one)), str(verify(off_by_one))
+    assert clean(verify(row)), str(verify(row))
+    assert kinds(verify(row_past)) == ["index"], str(verify(row_past))
+    r = verify(window)
+    assert kinds(r) == ["assumption"] and "a draw from" in str(r), str(r)
 
 
 def test_bincount_with_minlength_has_that_many_bins():
