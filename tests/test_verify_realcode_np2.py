@@ -282,6 +282,16 @@ def test_a_fit_that_holds_in_one_order_of_the_sizes_says_so():
     assert clean(verify(lambda x: x.diagonal(), "N, N => N"))
 
 
+def test_a_call_refused_in_the_other_order_of_the_sizes_says_so():
+    """``np.insert(y, len(x), v)`` and ``np.partition(y, len(x))`` run at ``N = 11 < K = 13``
+    and raise where ``N > K``: the other order was never tried, so both were verified."""
+    for body, out in (("np.insert(y, len(x), 0.0)", "K + 1"), ("np.partition(y, len(x))", "K")):
+        r = verify(eval(f"lambda x, y: {body}"), f"N; K => {out}")
+        assert kinds(r) == ["assumption"] and "assumes N <= K" in str(r) and \
+            "refuses them in the other order" in str(r), (body, str(r))
+    assert clean(verify(lambda x, y: np.insert(y, 0, x), "N; K => N + K"))
+
+
 # -- lists built one item per loop step ----------------------------------------------------------
 
 
