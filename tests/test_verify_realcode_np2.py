@@ -416,8 +416,20 @@ def test_a_slice_by_one_random_integer_depends_on_its_largest():
         i = rng.integers(0, len(x) - len(w) + 1)
         return x[i:i + len(w)]
 
-    for f in (tail, head):
+    def short(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[:len(x) - rng.integers(0, len(x))]  # H - i: no known size
+
+    def even(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[2 * rng.integers(0, len(x) // 2):]
+
+    def even_crop(x: Float[np.ndarray, "H"], rng: np.random.Generator
+                  ) -> Float[np.ndarray, "4"]:
+        i = rng.integers(0, len(x) // 2 - 1)
+        return x[2 * i:2 * i + 4]
+
+    for f in (tail, head, short, even):
         assert "return-shape" in kinds(verify(f)), (f.__name__, str(verify(f)))
+    assert kinds(verify(even_crop)) == ["assumption"], str(verify(even_crop))
     assert "index" in kinds(verify(off_by_one)), str(verify(off_by_one))
     assert clean(verify(row)), str(verify(row))
     assert kinds(verify(row_past)) == ["index"], str(verify(row_past))

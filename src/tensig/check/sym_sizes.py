@@ -38,6 +38,8 @@ def as_dim(x: Any) -> Dim:
         return x
     if isinstance(x, bool):
         raise TypeError("a size cannot be a bool")
+    if isinstance(x, Drawn):  # a random number in size arithmetic (H - i): no known size
+        return tracer().new_dim("draw")
     return Dim.const(int(x))
 
 
@@ -481,6 +483,12 @@ class Drawn(int):
     def __sub__(self, o: Any) -> Any:
         return Drawn(int(self) - o, self.largest - o) if type(o) is int else int(self) - o
 
+    def __mul__(self, o: Any) -> Any:
+        return Drawn(int(self) * o, self.largest * o) if type(o) is int and o > 0 else \
+            int(self) * o
+
+    __rmul__ = __mul__
+
 
 class DrawnSize(SymSize):
     """A :class:`Drawn` plus a size (``i + len(w)``), that keeps its largest too."""
@@ -498,7 +506,7 @@ def _drawn_len(size: Dim, s: slice) -> Dim:
         return tracer().new_dim("s")  # its length depends on the draw
     at_most(s.stop.largest, size, "index", f"slice up to {s.stop.largest} on an axis of size "
             f"{size} (the largest draw)", f"a slice of a random start up to {s.stop.largest}")
-    return as_dim(s.stop) - as_dim(s.start)
+    return as_dim(s.stop if isinstance(s.stop, DrawnSize) else int(s.stop)) - int(s.start)
 
 
 def _slice_len(size: Dim, s: slice) -> Dim:
