@@ -282,6 +282,16 @@ def test_a_fit_that_holds_in_one_order_of_the_sizes_says_so():
     assert clean(verify(lambda x: x.diagonal(), "N, N => N"))
 
 
+def test_a_call_refused_in_the_other_order_of_the_sizes_says_so():
+    """``np.insert(y, len(x), v)`` and ``np.partition(y, len(x))`` run at ``N = 11 < K = 13``
+    and raise where ``N > K``: the other order was never tried, so both were verified."""
+    for body, out in (("np.insert(y, len(x), 0.0)", "K + 1"), ("np.partition(y, len(x))", "K")):
+        r = verify(eval(f"lambda x, y: {body}"), f"N; K => {out}")
+        assert kinds(r) == ["assumption"] and "assumes N <= K" in str(r) and \
+            "refuses them in the other order" in str(r), (body, str(r))
+    assert clean(verify(lambda x, y: np.insert(y, 0, x), "N; K => N + K"))
+
+
 # -- lists built one item per loop step ----------------------------------------------------------
 
 
@@ -358,7 +368,8 @@ def test_creation_with_a_positional_dtype():
 def test_one_random_integer_of_symbolic_bounds_is_a_number():
     """``i = rng.integers(0, H - size + 1)`` then ``x[:, :, i:i + size]`` (a random crop): one
     draw was a 0-d symbolic array, and slicing by it stopped the trace.  It is a number (the
-    least it can be), so the crop's one condition, ``size <= H``, is what remains."""
+    least it can be) that knows its largest (``H - size``), so the crop's one condition, a
+    draw from a range that is not empty (``size <= H``), is what remains."""
     def crop(x: Float[np.ndarray, "B, C, H, W"], rng: np.random.Generator, size: int = 8
              ) -> Float[np.ndarray, "B, C, 8, 8"]:
         i = rng.integers(0, x.shape[2] - size + 1)
@@ -373,10 +384,57 @@ def test_one_random_integer_of_symbolic_bounds_is_a_number():
 
     r = verify(crop)
     assert kinds(r) == ["assumption", "assumption"] and not r.notes, str(r)
-    assert "assumes 8 <= H" in str(r) and "assumes 8 <= W" in str(r), str(r)
+    assert "assumes 1 <= H - 7" in str(r) and "assumes 1 <= W - 7" in str(r), str(r)
     assert "return-shape" in kinds(verify(crop_bug)), str(verify(crop_bug))
     rng = np.random.default_rng(0)
     assert clean(verify(lambda x: rng.integers(0, len(x), size=5), "N => 5"))
+
+
+def test_a_slice_by_one_random_integer_depends_on_its_largest():
+    """The least draw alone made ``x[i:]`` all ``H`` and ``x[:i]`` one long, and an off-by-one
+    crop (``i`` up to ``H - 2``, ``x[i:i + 3]``) in range: three silent wrong verdicts."""
+    def tail(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[rng.integers(0, len(x)):]
+
+    def head(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "1"]:
+        return x[:rng.integers(1, len(x))]
+
+    def off_by_one(x: Float[np.ndarray, "H"], rng: np.random.Generator
+                   ) -> Float[np.ndarray, "3"]:
+        i = rng.integers(0, len(x) - 1)
+        return x[i:i + 3]
+
+    def row(x: Float[np.ndarray, "H, D"], rng: np.random.Generator) -> Float[np.ndarray, "D"]:
+        return x[rng.integers(0, len(x))]
+
+    def row_past(x: Float[np.ndarray, "H, D"], rng: np.random.Generator
+                 ) -> Float[np.ndarray, "D"]:
+        return x[rng.integers(0, len(x) + 1)]
+
+    def window(x: Float[np.ndarray, "H"], w: Float[np.ndarray, "K"], rng: np.random.Generator
+               ) -> Float[np.ndarray, "K"]:
+        i = rng.integers(0, len(x) - len(w) + 1)
+        return x[i:i + len(w)]
+
+    def short(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[:len(x) - rng.integers(0, len(x))]  # H - i: no known size
+
+    def even(x: Float[np.ndarray, "H"], rng: np.random.Generator) -> Float[np.ndarray, "H"]:
+        return x[2 * rng.integers(0, len(x) // 2):]
+
+    def even_crop(x: Float[np.ndarray, "H"], rng: np.random.Generator
+                  ) -> Float[np.ndarray, "4"]:
+        i = rng.integers(0, len(x) // 2 - 1)
+        return x[2 * i:2 * i + 4]
+
+    for f in (tail, head, short, even):
+        assert "return-shape" in kinds(verify(f)), (f.__name__, str(verify(f)))
+    assert kinds(verify(even_crop)) == ["assumption"], str(verify(even_crop))
+    assert "index" in kinds(verify(off_by_one)), str(verify(off_by_one))
+    assert clean(verify(row)), str(verify(row))
+    assert kinds(verify(row_past)) == ["index"], str(verify(row_past))
+    r = verify(window)
+    assert kinds(r) == ["assumption"] and "a draw from" in str(r), str(r)
 
 
 def test_bincount_with_minlength_has_that_many_bins():
@@ -485,6 +543,17 @@ def test_like_creation_takes_its_shape_and_dtype():
     assert clean(verify(scores)), str(verify(scores))
     assert "broadcast" in kinds(verify(scores_bug)), str(verify(scores_bug))
     assert clean(verify(lambda x: np.full_like(x, 2.0) + x, "N, D => N, D"))
+
+
+def test_like_creation_takes_a_positional_dtype_and_shape():
+    """``np.zeros_like(x, bool)`` (NumPy's ``(a, dtype, order, subok, shape)``) kept ``x``'s
+    kind: as an index it was a gather of ``[N, D]``, verified silently, not a mask's count."""
+    for like in ("np.zeros_like(x, bool)", "np.zeros_like(x, dtype=bool)",
+                 "np.full_like(x, False, bool)"):
+        r = verify(eval(f"lambda x, V: V[{like}]"), "N; N, D => N, D")
+        assert kinds(r) == ["return-shape"] and "nnz" in str(r), (like, str(r))
+    assert clean(verify(lambda x: np.full_like(x, 0, float, "C", True, (3,)), "N, D => 3"))
+    assert clean(verify(lambda x: np.ones_like(x, None, "C", True, len(x)), "N, D => N"))
 
 
 # -- SciPy ---------------------------------------------------------------------------------------

@@ -592,3 +592,18 @@ def test_a_float_of_sizes_compared_inside_a_library_is_not_the_users_assumption(
     user's line.  Only the user's own comparisons of such a number are assumptions."""
     r = verify(_init_scaled)
     assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_torch_repeat_method_is_a_tile():
+    """``x.repeat(2, 1)`` on a tensor is torch's tile (``[2B, D]``), in torch code; NumPy's
+    ``repeat`` (each element along an axis) is the method in NumPy code.  In code that names no
+    torch (a tensor passed in), the two readings differ: an assumption, not a silent one."""
+    r = verify(lambda x: torch.relu(x).repeat(2, 1), "B D => 2*B D")
+    assert not r.findings and not r.notes, str(r)
+    r = verify(lambda x: torch.relu(x).repeat(1, 3, 2), "B D => 1 3*B 2*D")
+    assert not r.findings and not r.notes, str(r)
+    assert kinds(verify(lambda x: torch.relu(x).repeat(2, 1), "B D => B 2*D")) == ["return-shape"]
+    namespace: dict = {}
+    exec("def up(x):\n    return x.repeat(2, 1)\n", namespace)  # a module without torch
+    r = verify(namespace["up"], "B D => B 2*D")
+    assert kinds(r) == ["assumption"] and "torch's tile ([2*B, D])" in str(r), str(r)

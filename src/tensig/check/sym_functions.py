@@ -256,19 +256,6 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray(dims, kind_of(dtype) or "f")
 
 
-def _like(position: int) -> Callable[..., SymArray]:
-    """``zeros_like(a, dtype, shape=)``: ``a``'s shape and kind unless given (torch's
-    ``ones_like(ids, dtype=torch.float)`` had kept the ids' kind, and a meta op refused it;
-    NumPy's ``shape=`` was ignored)."""
-    def model(a: Any, *args: Any, shape: Any = None, **kw: Any) -> SymArray:
-        x = _sym(a)
-        kind = kind_of(kw.get("dtype", args[position] if len(args) > position else None))
-        if shape is None:
-            return SymArray(x.dims, kind or x.kind, x.loose)
-        return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind or x.kind)
-    return model
-
-
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -300,6 +287,24 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
                "any": "b"}
 
 
+def _like(full: bool) -> Callable[..., SymArray]:
+    """``np.zeros_like(x, bool)``, ``np.full_like(x, v, dtype=int, shape=(n, 3))``: positional
+    as NumPy's ``(a, [fill_value,] dtype, order, subok, shape)``."""
+    def like(x: Any, *args: Any, dtype: Any = None, shape: Any = None, **kw: Any) -> SymArray:
+        args = args[full:]
+        dtype = args[0] if args else dtype
+        return _like_shape(_sym(x), dtype, args[3] if len(args) > 3 else shape)
+    return like
+
+
+def _like_shape(a: SymArray, dtype: Any, shape: Any) -> SymArray:
+    """``x``'s shape and kind unless given."""
+    kind = a.kind if dtype is None else kind_of(dtype) or a.kind
+    if shape is None:
+        return SymArray(a.dims, kind, a.loose)
+    return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind)
+
+
 #: NumPy's and torch's functions of one name and meaning.
 _SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
@@ -309,8 +314,8 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
-    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(0)),
-    "full_like": _like(1),
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(False)),
+    "full_like": _like(True),
     **dict.fromkeys(("tril", "triu"), unary()),
 }
 NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
@@ -352,7 +357,7 @@ TORCH.update({
     "embedding": embedding,
     **dict.fromkeys(("softmax", "log_softmax"), unary("f", axis=True)),
     "dropout": unary(),
-    **dict.fromkeys(("rand_like", "randn_like"), _like(0)),
+    **dict.fromkeys(("rand_like", "randn_like"), _like(False)),
     **{name: reduction(_REDUCTIONS[name]) for name in ("sum", "mean", "amax", "amin", "argmax")},
     "logsumexp": reduction("f"),
     "transpose": swapaxes,

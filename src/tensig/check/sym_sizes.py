@@ -41,6 +41,8 @@ def as_dim(x: Any) -> Dim:
         return x
     if isinstance(x, bool):
         raise TypeError("a size cannot be a bool")
+    if isinstance(x, Drawn):  # a random number in size arithmetic (H - i): no known size
+        return tracer().new_dim("draw")
     return Dim.const(int(x))
 
 
@@ -471,7 +473,7 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
         out, t = _RANGE(*args), _TRACER.get()
         caller = sys._getframe(1).f_code.co_filename
-        if t is not None and out.step == 1 and findings.user_code(caller):
+        if t is not None and out.step == 1 and _LEN(out) >= 4 and findings.user_code(caller):
             t.loops[_LEN(out)] = None  # the user's loop of a literal count: no size's
         return out
 
@@ -565,7 +567,7 @@ def _check_index(size: Dim, k: Any) -> None:
         return  # step i of a loop over range(size): i < size, or the step would not run
     if type(k) is int and tracer().rows.get(size) == k:
         return  # the count of a loop over the rows of an axis of this size (enumerate)
-    d = as_dim(k)
+    d = k.largest if isinstance(k, Drawn) else as_dim(k)
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
     except InconclusiveError:
@@ -575,7 +577,57 @@ def _check_index(size: Dim, k: Any) -> None:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
 
 
+class Drawn(int):
+    """One integer drawn below a symbolic bound (``i = rng.integers(0, H - k + 1)``): a number,
+    its least, that keeps its largest through ``+``/``-`` of ints, so ``x[i:i + k]`` is ``k``
+    long where the largest ``i + k`` fits; ``x[i:]`` and ``x[:i]`` have no known length."""
+
+    largest: Dim
+
+    def __new__(cls, value: int, largest: Any) -> Drawn:
+        out = super().__new__(cls, value)
+        out.largest = as_dim(largest)
+        return out
+
+    def __add__(self, o: Any) -> Any:
+        if isinstance(o, SymSize):  # x[i:i + len(w)]
+            return DrawnSize(as_dim(int(self)) + o.dim, self.largest + o.dim)
+        return Drawn(int(self) + o, self.largest + o) if type(o) is int else int(self) + o
+
+    __radd__ = __add__
+
+    def __sub__(self, o: Any) -> Any:
+        return Drawn(int(self) - o, self.largest - o) if type(o) is int else int(self) - o
+
+    def __mul__(self, o: Any) -> Any:
+        return Drawn(int(self) * o, self.largest * o) if type(o) is int and o > 0 else \
+            int(self) * o
+
+    __rmul__ = __mul__
+
+
+class DrawnSize(SymSize):
+    """A :class:`Drawn` plus a size (``i + len(w)``), that keeps its largest too."""
+
+    __slots__ = ("largest",)
+
+    def __init__(self, dim: Dim, largest: Dim):
+        super().__init__(dim)
+        self.largest = largest
+
+
+def _drawn_len(size: Dim, s: slice) -> Dim:
+    if not (isinstance(s.start, Drawn) and isinstance(s.stop, Drawn | DrawnSize)) or \
+            s.step not in (None, 1):
+        return tracer().new_dim("s")  # its length depends on the draw
+    at_most(s.stop.largest, size, "index", f"slice up to {s.stop.largest} on an axis of size "
+            f"{size} (the largest draw)", f"a slice of a random start up to {s.stop.largest}")
+    return as_dim(s.stop if isinstance(s.stop, DrawnSize) else int(s.stop)) - int(s.start)
+
+
 def _slice_len(size: Dim, s: slice) -> Dim:
+    if isinstance(s.start, Drawn) or isinstance(s.stop, Drawn):
+        return _drawn_len(size, s)
     step = 1 if s.step is None else int(s.step)
     if step < 1 and s.start is None and s.stop is None:  # x[::-1], x[::-2]
         return (size - step - 1) // -step

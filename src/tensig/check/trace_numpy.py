@@ -520,7 +520,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
     if len(bases) > 1 and base is bases[0][0]:
-        _ordered(name, fits, lambda: shapes(run(bases[1][0]), arrays), bases[1])
+        _ordered(name, fits, lambda: shapes(run(bases[1][0]), arrays), *bases[1])
     return build(template(sample, iter(fits), leaf))
 
 
@@ -540,16 +540,18 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 
 
 def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
-             flipped: tuple[dict[str, int], str]) -> None:
-    """A fit that fails with the operands' sizes in the other order (``N - K + 1`` against
-    ``K - N + 1``, a 'valid' convolution) holds in the witnesses' only: an assumption."""
-    with contextlib.suppress(Exception):  # refused in that order: nothing to compare
-        env, swapped = flipped
-        if any(isinstance(d, Dim) and d.evaluate(env) != n for f, got in
-               zip(fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
-            tracer().report("assumption", f"assumes {' <= '.join(reversed(swapped.split(' <= ')))}"
-                            f": {name}'s result sizes depend on the order of its operands' "
-                            "sizes (traced in this one)")
+             env: dict[str, int], swapped: str) -> None:
+    """A fit that fails with the operands' sizes in the other order (a 'valid' convolution's
+    ``N - K + 1``), or a call refused in it (``np.insert(y, len(x), v)``): an assumption."""
+    why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
+    try:  # the witnesses' fill: an error is the sizes'
+        if all(not isinstance(d, Dim) or d.evaluate(env) == n for f, got in zip(
+                fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
+            return
+    except Exception as e:  # refused in that order, or results of another number or rank
+        why = f" refuses them in the other order ({type(e).__name__}: {e})"
+    tracer().report("assumption", f"assumes {' <= '.join(reversed(swapped.split(' <= ')))}: "
+                    f"{name}{why}")
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],
@@ -702,10 +704,8 @@ class _Grid:
              for s in items]
         if not isinstance(key, tuple):
             return S.SymArray(n, "i")
-        if not self.sparse:
-            return S.SymArray((len(n), *n), "i")
-        return [S.SymArray([d if j == i else 1 for j in range(len(n))], "i")
-                for i, d in enumerate(n)]
+        grid = _indices(n, sparse=self.sparse)
+        return list(grid) if self.sparse else grid
 
 
 _STRIDED = sym_functions.creation_wrapper(np.lib.stride_tricks.as_strided, _as_strided)

@@ -39,6 +39,18 @@ def sized(shape: Any, kind: str = "f", *params: Any) -> S.SymArray:
     return S.SymArray(tuple(shape) if isinstance(shape, tuple | list) else (shape,), kind)
 
 
+def _drawn(low: Any, high: Any) -> Any:
+    """One integer between symbolic bounds: a number, its least, that knows its largest (see
+    :class:`~tensig.check.sym_sizes.Drawn`); of a symbolic least, a fresh size."""
+    low, high = (0, low) if high is None else (low, high)
+    if type(low) is not int:
+        return sym_sizes.SymSize(tracer().new_dim("draw"))
+    high = sym_sizes.as_dim(high)
+    sym_sizes.at_most(sym_sizes.ONE * (low + 1), high, "op-shape", f"integers({low}, {high}): "
+                      "NumPy raises (low >= high)", f"a draw from [{low}, {high}), not empty")
+    return sym_sizes.Drawn(low, high - 1)
+
+
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
     """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
@@ -73,7 +85,7 @@ CREATION_RANDOM: dict[str, Callable[..., Any]] = {
     "normal": lambda loc=0.0, scale=1.0, size=None: sized(size, "f", loc, scale),
     "uniform": lambda low=0.0, high=1.0, size=None: sized(size, "f", low, high),
     "randint": lambda low, high=None, size=None, **k: sized(size, "i", low, high) if
-    size is not None or S.SymArray in (type(low), type(high)) else 0 if high is None else low,
+    size is not None or S.SymArray in (type(low), type(high)) else _drawn(low, high),
     "choice": _legacy_choice,
     "shuffle": lambda x, axis=0: None,  # in place
     "permutation": lambda x, axis=0: sized((x,), "i") if isinstance(x, int | sym_sizes.SymSize)

@@ -314,9 +314,19 @@ class SymArray:
         return broadcast_to(self, dims)
 
     def repeat(self, *reps: Any, **kw: Any) -> SymArray:
-        if not _TORCH_STYLE.get():  # NumPy's: each element repeated (along ``axis``)
-            return cast(SymArray, np.repeat(self, *reps, **kw))
-        return tile(self, _varargs(reps))
+        """NumPy's (each element, along ``axis``) in code that names no torch; ``x.repeat(2,
+        1)`` there may be torch's tile all the same (a tensor passed in): where the two differ,
+        an assumption."""
+        if _TORCH_STYLE.get():
+            return tile(self, _varargs(reps))
+        out = cast(SymArray, np.repeat(self, *reps, **kw))
+        if len(reps) == 2 and not kw and len(reps) >= self.ndim:
+            torch_s = tile(self, reps)
+            if torch_s.dims != out.dims:
+                tracer().report("assumption", f"assumes x.repeat{reps} is NumPy's (each element "
+                                f"along an axis: {shape_text(out)}), not torch's tile "
+                                f"({shape_text(torch_s)}): the code names no torch")
+        return out
 
     def masked_fill(self, mask: Any, value: Any) -> SymArray:
         into(self, mask, "masked_fill's mask")
