@@ -391,8 +391,9 @@ def _grad(original: Any) -> Any:
             nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
             grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
             g = grads if isinstance(argnums, tuple | list) else grads[0]
-            g = (g, out[1]) if has_aux else g
-            return (out, g) if with_value else g
+            if with_value:  # ((value, aux), grads): the aux rides with the value
+                return out, g
+            return (g, out[1]) if has_aux else g
         return run
     return grad
 

@@ -1,0 +1,42 @@
+"""verify on a second round of JAX code written as public JAX code writes it (scan cells with
+pytree carries, associative scans, fori_loop samplers and decoders, vmap with pytree axes,
+tree_map optimizers, segment ops, sampling, blockwise attention, FFT convolutions, filters and
+GPs): the corpus tests/verify_corpus/probe_jax_2026.py, an oracle that runs each correct
+function on real arrays, and one test per pattern verify once got wrong.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from tensig import Float
+from tensig.check.verify import verify
+
+
+def kinds(report):
+    return [f.kind for f in report]
+
+
+def clean(report) -> bool:
+    return report.ok and not report.findings and not report.notes
+
+
+# -- patterns verify got wrong ------------------------------------------------------------------
+
+
+def test_value_and_grad_with_aux_returns_the_aux_beside_the_value():
+    """jax.value_and_grad(f, has_aux=True) returns ((value, aux), grads): verify's model put
+    the aux beside the grads as well, so the grads read as a (grads, aux) tuple."""
+    def fit(w: Float[jax.Array, "D"], X: Float[jax.Array, "N, D"]
+            ) -> tuple[Float[jax.Array, ""], Float[jax.Array, "N"], Float[jax.Array, "D"]]:
+        (loss, pred), g = jax.value_and_grad(lambda w: (jnp.mean((X @ w) ** 2), X @ w),
+                                             has_aux=True)(w)
+        return loss, pred, g
+
+    def fit_grad(w: Float[jax.Array, "D"], X: Float[jax.Array, "N, D"]
+                 ) -> tuple[Float[jax.Array, "D"], Float[jax.Array, "N"]]:
+        return jax.grad(lambda w: (jnp.mean((X @ w) ** 2), X @ w), has_aux=True)(w)
+
+    for f in (fit, fit_grad):
+        assert clean(verify(f)), str(verify(f))
