@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from tensig import Float
+from tensig import Float, Int
 from tensig.check.verify import verify
 
 
@@ -40,3 +40,29 @@ def test_value_and_grad_with_aux_returns_the_aux_beside_the_value():
 
     for f in (fit, fit_grad):
         assert clean(verify(f)), str(verify(f))
+
+
+def test_fori_loop_index_is_a_traced_scalar_not_a_python_int():
+    """JAX passes fori_loop's body a traced int32 index: a comparison on it is data, not a
+    branch.  verify passed the lower bound as a Python int, so jnp.where(t > 0, ...) on
+    t = S - 1 - i was an assumption 'S - 1 > 0', and .at[:, i] from 1 one '1 < T'."""
+    def sample(x: Float[jax.Array, "B, D"], alphas: Float[jax.Array, "S"]
+               ) -> Float[jax.Array, "B, D"]:
+        def body(i, x):
+            t = alphas.shape[0] - 1 - i
+            prev = jnp.where(t > 0, alphas[jnp.maximum(t - 1, 0)], 1.0)
+            return jnp.sqrt(prev) * x
+        return jax.lax.fori_loop(0, alphas.shape[0], body, x)
+
+    def fill(tokens: Int[jax.Array, "B, T"]) -> Int[jax.Array, "B, T"]:
+        return jax.lax.fori_loop(1, tokens.shape[1],
+                                 lambda i, t: t.at[:, i].set(t[:, i - 1] + 1), tokens)
+
+    def fill_bug(tokens: Int[jax.Array, "B, T"]) -> Int[jax.Array, "B, T"]:
+        return jax.lax.fori_loop(1, tokens.shape[1],
+                                 lambda i, t: t.at[i].set(t[:, i - 1] + 1), tokens)  # a row
+
+    for f in (sample, fill):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(fill_bug)
+    assert kinds(r) == ["broadcast"] and not r.notes, str(r)

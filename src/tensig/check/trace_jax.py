@@ -422,8 +422,9 @@ def _branches(outs: list[Any], what: str) -> Any:
 
 CONTROL: dict[str, Callable[..., Any]] = {
     "lax.scan": _scan,
+    # the index is a traced scalar in JAX (never a Python int to branch on): an int array
     "lax.fori_loop": lambda lower, upper, body, init_val, **kw: _same_structure(
-        init_val, body(lower, init_val), "fori_loop's carry"),
+        init_val, body(S.SymArray((), "i"), init_val), "fori_loop's carry"),
     "lax.while_loop": _while_loop,
     "lax.cond": lambda pred, true_fun, false_fun, *operands, **kw: _branches(
         [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
