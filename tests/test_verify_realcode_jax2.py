@@ -66,3 +66,37 @@ def test_fori_loop_index_is_a_traced_scalar_not_a_python_int():
         assert clean(verify(f)), str(verify(f))
     r = verify(fill_bug)
     assert kinds(r) == ["broadcast"] and not r.notes, str(r)
+
+
+def test_associative_scan_is_traced_symbolically():
+    """lax.associative_scan was fitted through jax.eval_shape: a combine function that fails
+    on the elements' shapes was a finding followed by a note (the fallback's single array
+    unpacked as the (a, b) pair), and an outer product inside it went unseen."""
+    def combine(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+
+    def recurrence(a: Float[jax.Array, "T, D"], b: Float[jax.Array, "T, D"]
+                   ) -> Float[jax.Array, "T, D"]:
+        return jax.lax.associative_scan(combine, (a, b))[1]
+
+    def recurrence_bug(a: Float[jax.Array, "T"], b: Float[jax.Array, "T, D"]
+                       ) -> Float[jax.Array, "T, D"]:
+        return jax.lax.associative_scan(combine, (a, b))[1]  # [T] decays against [T, D]
+
+    def outer(a: Float[jax.Array, "T"], b: Float[jax.Array, "T, 1"]) -> Float[jax.Array, "T"]:
+        return jax.lax.associative_scan(lambda x, y: (x[0] * y[0], x[1] + y[0]), (a, b))[0]
+
+    def lengths_bug(x: Float[jax.Array, "T, D"], y: Float[jax.Array, "S, D"]
+                    ) -> Float[jax.Array, "T, D"]:  # JAX: the same first dimension
+        return jax.lax.associative_scan(lambda a, b: (a[0] + b[0], a[1] + b[1]), (x, y))[0]
+
+    assert clean(verify(recurrence)), str(verify(recurrence))
+    assert clean(verify(lambda x: jax.lax.associative_scan(jnp.maximum, x, axis=1),
+                        "B, T, D => B, T, D"))
+    r = verify(recurrence_bug)
+    assert kinds(r)[0] == "broadcast" and "T against D" in r.findings[0].message, str(r)
+    assert not r.notes, str(r)
+    r = verify(outer)
+    assert "outer-product" in kinds(r) and not r.notes, str(r)
+    r = verify(lengths_bug)
+    assert kinds(r) == ["broadcast"] and "T and S" in str(r) and not r.notes, str(r)

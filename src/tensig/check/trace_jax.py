@@ -409,6 +409,15 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     return carry, _batch(0, y, n)
 
 
+def _associative_scan(fn: Any, elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """``fn`` combines two pieces of ``elems`` (slices along ``axis``, here the whole arrays:
+    the same broadcasts) into one of the same structure and shapes, the scanned axis one size."""
+    sizes: list[Dim] = []
+    _unbatch(axis, elems, sizes)
+    _one_size(sizes, "associative_scan over axes")
+    return _same_structure(elems, fn(elems, elems), "associative_scan's combined elements")
+
+
 def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:
     cond_fun(init_val)
     return _same_structure(init_val, body_fun(init_val), "while_loop's carry")
@@ -426,6 +435,7 @@ CONTROL: dict[str, Callable[..., Any]] = {
     "lax.fori_loop": lambda lower, upper, body, init_val, **kw: _same_structure(
         init_val, body(S.SymArray((), "i"), init_val), "fori_loop's carry"),
     "lax.while_loop": _while_loop,
+    "lax.associative_scan": _associative_scan,
     "lax.cond": lambda pred, true_fun, false_fun, *operands, **kw: _branches(
         [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
     "lax.switch": lambda index, branches, *operands, **kw: _branches(
