@@ -7,11 +7,17 @@ function on real arrays, and one test per pattern verify once got wrong.
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 from tensig import Float, Int
+from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
+from tensig.core.annotations import signature_of
 
 
 def kinds(report):
@@ -20,6 +26,70 @@ def kinds(report):
 
 def clean(report) -> bool:
     return report.ok and not report.findings and not report.notes
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+
+def _cases():
+    from verify_corpus.probe_jax_2026 import CASES
+    return CASES
+
+
+def test_corpus_correct_ones_verify_and_each_bug_gives_its_code():
+    cases = _cases()
+    assert len(cases) >= 35
+    for name, good, bad, code in cases:
+        r, rb = verify(good), verify(bad)
+        assert clean(r), f"{name}: {r}"
+        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+
+
+def _arguments(fn, env: dict[str, int], seed: int) -> list:
+    """Real arguments for ``fn`` at the sizes ``env``: random arrays of the annotated shapes
+    (integer arrays as valid indices into any axis: zeros), a PRNG key for a parameter named
+    key, the size for an int named like one, True for a bool, the default otherwise."""
+    rng = np.random.default_rng(seed)
+    markers = {p.name: p.marker for p in signature_of(fn).parameters}
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name in markers:
+            m = markers[p.name]
+            shape = shape_for(m.shape, env)
+            if m.dtype in ("Int", "int"):
+                out.append(jnp.zeros(shape, jnp.int32))
+            elif m.dtype in ("Bool", "bool"):
+                out.append(jnp.asarray(rng.random(shape) < 0.7))
+            else:
+                out.append(jnp.asarray(rng.uniform(0.5, 1.5, shape), jnp.float32))
+        elif p.name == "key":
+            out.append(jax.random.PRNGKey(seed))
+        elif p.annotation in (int, "int"):
+            out.append(env[p.name])
+        elif p.annotation in (bool, "bool"):
+            out.append(True)
+        else:
+            assert p.default is not inspect.Parameter.empty, (fn.__name__, p.name)
+            out.append(p.default)
+    return out
+
+
+def _declared(fn, env: dict[str, int]) -> tuple[tuple[int, ...], ...]:
+    result = signature_of(fn).result
+    markers = result if isinstance(result, tuple) else (result,)
+    return tuple(shape_for(m.shape, env) for m in markers)
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c[0])
+def test_corpus_correct_ones_return_their_declared_shape_on_real_arrays(case):
+    """The oracle: what verify proves clean runs in JAX at two sets of distinct sizes and
+    returns the shape its annotation declares (so the corpus is correct code)."""
+    _, good, _, _ = case
+    for start, seed in ((2, 0), (5, 1)):
+        env = sizes(good, start=start)
+        out = good(*_arguments(good, env, seed))
+        got = tuple(jnp.shape(o) for o in (out if isinstance(out, tuple) else (out,)))
+        assert got == _declared(good, env), (good.__name__, env)
 
 
 # -- patterns verify got wrong ------------------------------------------------------------------
