@@ -170,3 +170,30 @@ def test_associative_scan_is_traced_symbolically():
     assert "outer-product" in kinds(r) and not r.notes, str(r)
     r = verify(lengths_bug)
     assert kinds(r) == ["broadcast"] and "T and S" in str(r) and not r.notes, str(r)
+
+
+def test_fft_transforms_are_modelled():
+    """np.fft's (and jnp.fft's, through their NumPy twins) transforms were fitted: NumPy's
+    witness arrays of a 4-axis FNO input were refused as too large (a stop note), and an rfft2
+    result's W // 2 + 1 fed to irfft2(..., s=(H, W)) required W even, although it returns W
+    at every W."""
+    from verify_corpus.probe_jax_2026 import spectral_conv2d, spectral_conv2d_bug
+
+    def roundtrip(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T"]:
+        return np.fft.irfft(np.fft.rfft(x, axis=-1) * 2.0, n=x.shape[-1])
+
+    def roundtrip_bug(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T"]:
+        return np.fft.irfft(np.fft.rfft(x))  # without n: T - 1 samples back at an odd T
+
+    assert clean(verify(roundtrip)), str(verify(roundtrip))
+    r = verify(roundtrip_bug)
+    assert kinds(r) == ["return-shape"] and "2*(T // 2)" in str(r), str(r)
+    assert clean(verify(lambda x: np.abs(np.fft.fftn(x, axes=(1, 2))) + np.abs(np.fft.ifft2(x)),
+                        "B, H, W => B, H, W"))
+    assert clean(verify(lambda x: np.fft.rfftn(x, s=(8, 6), axes=(1, 2)), "B, H, W => B, 8, 4"))
+    assert clean(verify(lambda x: np.fft.irfft(x, axis=0), "T, C => 2*T - 2, C"))
+    r = verify(spectral_conv2d)  # the kept modes assume a grid of at least 2 x 2: all it says
+    assert r.findings and set(kinds(r)) == {"assumption"} and not r.notes, str(r)
+    assert "divisible" not in str(r), str(r)
+    r = verify(spectral_conv2d_bug)  # irfft2 without s=: W back only at an even W
+    assert "requires W divisible by 2" in str(r) and not r.notes, str(r)

@@ -1131,10 +1131,3 @@ CASES = [
     ("depthwise conv feature groups", depthwise_conv, depthwise_conv_bug, "TS102"),
     ("chex-style asserted attention", asserted_attention, asserted_attention_bug, "TS101"),
 ]
-
-#: written, not yet verified clean (see the module's test): a JAX FFT is fitted through NumPy's
-#: twin, which refuses witness arrays this large, and an input size W // 2 + 1 makes the fit
-#: require W divisible by 2 although irfft2(..., s=(H, W)) returns W at every W
-NOT_YET = [
-    ("fno spectral conv rfft2", spectral_conv2d, spectral_conv2d_bug, "TS103"),
-]

@@ -238,8 +238,34 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     return (out, S.SymArray(out.dims, "f")) if returned else out
 
 
+def _fft(rank: int | None, half: str = "") -> Callable[..., S.SymArray]:
+    """np.fft's (and jnp.fft's) transforms over ``rank`` axes (None: every axis): each takes
+    its size from ``s`` (``n``) or keeps it; the last one is halved by a real forward
+    transform (``m // 2 + 1``) and doubled back by an inverse one (``2 * (m - 1)``).  Fitted,
+    an ``rfft`` result's ``W // 2 + 1`` fed to ``irfft2(..., s=(H, W))`` required W even."""
+    def model(a: Any, s: Any = None, axes: Any = None, norm: Any = None, *, n: Any = None,
+              axis: Any = None, **kw: Any) -> S.SymArray:
+        x = S._sym(a)
+        if rank == 1:
+            s, axes = (s if n is None else n), (axes if axis is None else axis)
+            s, axes = (None if s is None else (s,)), (-1 if axes is None else axes,)
+        count = rank or (len(s) if s is not None else x.ndim)
+        axes = tuple(range(-count, 0)) if axes is None else tuple(axes)
+        dims = list(x.dims)
+        for k, (ax, size) in enumerate(zip(axes, s or (None,) * len(axes), strict=True)):
+            i, last = S._axis(ax, x.ndim), k == len(axes) - 1
+            d = dims[i] if size is None else sym_sizes.as_dim(size)
+            dims[i] = d // 2 + 1 if last and half == "r" else \
+                2 * (d - 1) if last and half == "ir" and size is None else d
+        return S.SymArray(dims, "f")
+    return model
+
+
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
+    **{f"fft.{p}{w}": _fft(r, p) for p in ("", "r", "ir") for w, r in (
+        ("fft", 1), ("fft2", 2), ("fftn", None))},
+    **{f"fft.i{w}": _fft(r) for w, r in (("fft", 1), ("fft2", 2), ("fftn", None))},
     "kron": _kron,
     "average": _average,
     "triu_indices_from": _triangle_from(True),
