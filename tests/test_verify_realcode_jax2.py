@@ -197,3 +197,19 @@ def test_fft_transforms_are_modelled():
     assert "divisible" not in str(r), str(r)
     r = verify(spectral_conv2d_bug)  # irfft2 without s=: W back only at an even W
     assert "requires W divisible by 2" in str(r) and not r.notes, str(r)
+
+
+def test_real_and_imag_parts_keep_the_shape():
+    """x.real and x.imag stopped NumPy code with an AttributeError (only torch's attributes
+    were looked up); JAX code hid it by re-running under JAX's own shapes."""
+    def power(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T // 2 + 1"]:
+        f = np.fft.rfft(x)
+        return f.real ** 2 + f.imag ** 2
+
+    def power_bug(x: Float[np.ndarray, "B, T"]) -> Float[np.ndarray, "B, T // 2 + 1"]:
+        f = np.fft.rfft(x)
+        return f.real ** 2 + f.imag.T ** 2  # [B, F] + [F, B]
+
+    assert clean(verify(power)), str(verify(power))
+    r = verify(power_bug)
+    assert kinds(r)[0] == "broadcast" and not r.notes, str(r)

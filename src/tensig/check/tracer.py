@@ -279,6 +279,13 @@ class SymArray:
         return SymArray((math.prod(self.dims, start=ONE),), self.kind)
 
     @property
+    def real(self) -> SymArray:
+        """A complex array's parts (``np.fft.rfft(x).real``): its shape."""
+        return SymArray(self.dims, self.kind)
+
+    imag = real
+
+    @property
     def at(self) -> Any:
         """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
         return plugin("jax_at")(self)
