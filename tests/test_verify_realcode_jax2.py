@@ -213,3 +213,23 @@ def test_real_and_imag_parts_keep_the_shape():
     assert clean(verify(power)), str(verify(power))
     r = verify(power_bug)
     assert kinds(r)[0] == "broadcast" and not r.notes, str(r)
+
+
+def test_initializers_take_symbolic_shapes():
+    """jax.nn.initializers' factories (glorot_uniform(), normal(0.02)) return an
+    init(key, shape) that JAX ran on the witnesses' numbers: a correct haiku-style layer got a
+    'concrete array's axis of size 13 is read as D' warning."""
+    def dense(key: jax.Array, x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 32"]:
+        k1, k2 = jax.random.split(key)
+        w = jax.nn.initializers.glorot_uniform()(k1, (x.shape[-1], 32))
+        b = jax.nn.initializers.normal(0.02)(k2, (32,)) + jax.nn.initializers.zeros(k2, (32,))
+        return x @ w + b
+
+    def dense_bug(key: jax.Array, x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 32"]:
+        w = jax.nn.initializers.lecun_normal()(key, (32, x.shape[-1]))  # PyTorch's layout
+        return x @ w
+
+    assert clean(verify(dense)), str(verify(dense))
+    r = verify(dense_bug)
+    assert kinds(r)[0] == "contraction" and "D with 32" in str(r) and not r.notes, str(r)
+    assert jax.nn.initializers.glorot_uniform()(jax.random.PRNGKey(0), (3, 4)).shape == (3, 4)

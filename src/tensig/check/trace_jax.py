@@ -50,8 +50,8 @@ from tensig.core.dims import Dim
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
-_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special",
-               "scipy.linalg")
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "nn.initializers", "lax", "random",
+               "scipy.special", "scipy.linalg")
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
@@ -66,7 +66,9 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     @functools.wraps(original)
     def wrapper(*args: Any, **kw: Any) -> Any:
         if tracing._TRACER.get() is None or not (control or sym_functions.has_sym((args, kw))):
-            return original(*args, **kw)
+            out = original(*args, **kw)
+            # an initializer factory's init(key, shape) (glorot_uniform()): its shape symbolic
+            return _wrap(ns, name, out) if ns == "nn.initializers" and callable(out) else out
         tracer().used_jax = True
         return _symbolic(ns, name, original, args, kw)
 
