@@ -233,3 +233,45 @@ def test_initializers_take_symbolic_shapes():
     r = verify(dense_bug)
     assert kinds(r)[0] == "contraction" and "D with 32" in str(r) and not r.notes, str(r)
     assert jax.nn.initializers.glorot_uniform()(jax.random.PRNGKey(0), (3, 4)).shape == (3, 4)
+
+
+def test_jacobians_jvp_and_vjp_are_traced_symbolically():
+    """jax.jacrev/jacfwd/hessian/jvp/vjp ran only under JAX's own shapes: an outer product
+    inside the differentiated function ([N] - [N, 1]) verified clean."""
+    def jac(x: Float[jax.Array, "N"], W: Float[jax.Array, "M, N"]) -> Float[jax.Array, "M, N"]:
+        return jax.jacrev(lambda v: jnp.tanh(W @ v))(x) + jax.jacfwd(lambda v: W @ v)(x)
+
+    def jac_outer(x: Float[jax.Array, "N"], y: Float[jax.Array, "N, 1"]
+                  ) -> Float[jax.Array, "N, N"]:
+        return jax.jacrev(lambda v: jnp.sum((v - y) ** 2, axis=0))(x)  # [N] - [N, 1]
+
+    def hess_tree(w: Float[jax.Array, "D"], b: Float[jax.Array, ""]
+                  ) -> tuple[Float[jax.Array, "D, D"], Float[jax.Array, "D"]]:
+        h = jax.hessian(lambda p: jnp.sum(jnp.tanh(p["w"] * p["b"])))({"w": w, "b": b})
+        return h["w"]["w"], h["w"]["b"]
+
+    def hutchinson(key: jax.Array, x: Float[jax.Array, "N"], W: Float[jax.Array, "N, N"]
+                   ) -> Float[jax.Array, ""]:
+        v = jax.random.normal(key, x.shape)
+        _, jv = jax.jvp(lambda u: jnp.tanh(W @ u), (x,), (v,))
+        return v @ jv
+
+    def pulled(x: Float[jax.Array, "N"], W: Float[jax.Array, "M, N"], g: Float[jax.Array, "M"]
+               ) -> Float[jax.Array, "N"]:
+        _, pull = jax.vjp(lambda u: jnp.tanh(W @ u), x)
+        return pull(g)[0]
+
+    def pulled_bug(x: Float[jax.Array, "N"], W: Float[jax.Array, "M, N"],
+                   g: Float[jax.Array, "N"]) -> Float[jax.Array, "N"]:
+        _, pull = jax.vjp(lambda u: jnp.tanh(W @ u), x)
+        return pull(g)[0]  # a cotangent of the input's shape, not the output's
+
+    for f in (jac, hess_tree, hutchinson, pulled):
+        assert clean(verify(f)), str(verify(f))
+    r = verify(jac_outer)
+    assert kinds(r) == ["outer-product"] and not r.notes, str(r)
+    r = verify(pulled_bug)
+    assert kinds(r) == ["broadcast"] and "cotangent" in str(r) and not r.notes, str(r)
+    h = jax.hessian(lambda p: jnp.sum(jnp.tanh(p["w"] * p["b"])))(
+        {"w": jnp.ones(3), "b": jnp.ones(())})  # the nesting modelled is JAX's
+    assert h["w"]["w"].shape == (3, 3) and h["w"]["b"].shape == (3,) and h["b"]["w"].shape == (3,)

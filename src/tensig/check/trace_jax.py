@@ -1,12 +1,12 @@
 """JAX for :mod:`tensig.check.tracer`: JAX code runs on the same symbolic arrays as NumPy code.
 
 While :func:`tensig.verify` runs, the public callables of ``jax.numpy``, ``jax.nn``,
-``jax.lax`` and ``jax.random`` (and ``jax.vmap``, ``jax.jit``, ``jax.grad``) are wrapped: a
-call that receives a symbolic array or size is traced symbolically, any other call runs JAX
-unchanged.  So the framework is chosen by the values that reach a function, not by the names
-the verified function mentions (a wrapper around JAX code works), and JAX code gets every
-finding NumPy code gets (outer products, reshapes, assumptions; ``math.sqrt`` of a size is a
-witness number).
+``jax.lax`` and ``jax.random`` (and ``jax.vmap``, ``jax.jit``, ``jax.grad``, the Jacobians,
+``jvp`` and ``vjp``) are wrapped: a call that receives a symbolic array or size is traced
+symbolically, any other call runs JAX unchanged.  So the framework is chosen by the values
+that reach a function, not by the names the verified function mentions (a wrapper around JAX
+code works), and JAX code gets every finding NumPy code gets (outer products, reshapes,
+assumptions; ``math.sqrt`` of a size is a witness number).
 
 A symbolic call is resolved in order: a hand model here (control flow, ``vmap``, ``.at[]``,
 ``jax.nn``); NumPy's twin of the same name (``jnp.tanh`` is ``np.tanh``: same shapes);
@@ -101,7 +101,9 @@ def _targets() -> list[tuple[Any, str, Any]]:
             out.append((module, name, _wrap(ns, name, obj)))
             _BY_ORIGINAL[id(obj)] = out[-1][2]
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
-                       ("grad", _grad), ("value_and_grad", _grad)):
+                       ("grad", _grad), ("value_and_grad", _grad), ("jacrev", _jacobian),
+                       ("jacfwd", _jacobian), ("hessian", _jacobian), ("jvp", _jvp),
+                       ("vjp", _vjp)):
         out.append((jax, name, make(getattr(jax, name))))
         _BY_ORIGINAL[id(getattr(jax, name))] = out[-1][2]
     return out
@@ -398,6 +400,60 @@ def _grad(original: Any) -> Any:
             return (g, out[1]) if has_aux else g
         return run
     return grad
+
+
+def _jacobian(original: Any) -> Any:
+    """``jax.jacrev``/``jacfwd``/``hessian``: each output leaf's axes, then the input's
+    (twice for a Hessian), nested as JAX nests the pytrees."""
+    times = 2 if original.__name__ == "hessian" else 1
+
+    def jacobian(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
+        @functools.wraps(fun)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
+                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
+            tracer().used_jax = True
+            out = fun(*args, **kwargs)
+
+            def of(arg: Any, dims: tuple[Dim, ...], left: int) -> Any:
+                return _tree_map(lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
+                                 else of(arg, dims + S._sym(i).dims, left - 1), arg)
+            nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
+            jacs = tuple(_tree_map(lambda o, n=n: of(args[n], S._sym(o).dims, times),
+                                   out[0] if has_aux else out) for n in nums)
+            j = jacs if isinstance(argnums, tuple | list) else jacs[0]
+            return (j, out[1]) if has_aux else j
+        return run
+    return jacobian
+
+
+def _jvp(original: Any) -> Any:
+    def jvp(fun: Any, primals: Any, tangents: Any, *a: Any, has_aux: bool = False,
+            **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym((primals, tangents)):
+            return original(fun, primals, tangents, *a, has_aux=has_aux, **kw)
+        tracer().used_jax = True
+        _same_structure(primals, tangents, "jvp's tangents against its primals")
+        out = fun(*primals)
+        value = out[0] if has_aux else out
+        tangent = _tree_map(S.unary("f"), value)
+        return (value, tangent, out[1]) if has_aux else (value, tangent)
+    return jvp
+
+
+def _vjp(original: Any) -> Any:
+    def vjp(fun: Any, *primals: Any, has_aux: bool = False, **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym(primals):
+            return original(fun, *primals, has_aux=has_aux, **kw)
+        tracer().used_jax = True
+        out = fun(*primals)
+        value = out[0] if has_aux else out
+
+        def pullback(cotangent: Any) -> tuple[Any, ...]:
+            _same_structure(value, cotangent, "vjp's cotangent against the output")
+            return tuple(_tree_map(S.unary("f"), p) for p in primals)
+        return (value, pullback, out[1]) if has_aux else (value, pullback)
+    return vjp
 
 
 def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool = False,
