@@ -275,3 +275,20 @@ def test_jacobians_jvp_and_vjp_are_traced_symbolically():
     h = jax.hessian(lambda p: jnp.sum(jnp.tanh(p["w"] * p["b"])))(
         {"w": jnp.ones(3), "b": jnp.ones(())})  # the nesting modelled is JAX's
     assert h["w"]["w"].shape == (3, 3) and h["w"]["b"].shape == (3,) and h["b"]["w"].shape == (3,)
+
+
+def test_glu_halves_its_axis():
+    """jax.nn.glu was fitted: at an odd witness its 'axis size must be divisible by 2' assert
+    stopped the trace with a note, so a GLU branch of a switch that halves D went unreported."""
+    def gated(x: Float[jax.Array, "B, 2*D"]) -> Float[jax.Array, "B, D"]:
+        return jax.nn.glu(x)
+
+    def switch_bug(x: Float[jax.Array, "B, D"], which: Int[jax.Array, ""]
+                   ) -> Float[jax.Array, "B, D"]:
+        return jax.lax.switch(which, [jax.nn.relu, jax.nn.glu], x)  # the second halves D
+
+    assert clean(verify(gated)), str(verify(gated))
+    r = verify(lambda x: jax.nn.glu(x), "B, D => B, D//2")
+    assert kinds(r) == ["assumption"] and "D divisible by 2" in str(r) and not r.notes, str(r)
+    r = verify(switch_bug)
+    assert "broadcast" in kinds(r) and not r.notes, str(r)

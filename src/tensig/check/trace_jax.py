@@ -260,6 +260,7 @@ TABLE: dict[str, Callable[..., Any]] = {
     "nn.one_hot": lambda x, num_classes, *args, axis=-1, **kw: S.SymArray(
         S.expand_dims(x, axis, num_classes).dims, "f"),
     "nn.logsumexp": S.reduction("f"),
+    "nn.glu": lambda x, axis=-1: S.elementwise(list(sym_functions.np_split(x, 2, axis))),
     "scipy.special.logsumexp": S.reduction("f"),
     **{f"lax.{n}": S.unary(S.RESULT_KIND.get(n)) for n in (
         "rsqrt", "logistic", "erf", "erf_inv", "neg", "stop_gradient", "integer_pow",
