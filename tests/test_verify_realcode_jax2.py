@@ -292,3 +292,21 @@ def test_glu_halves_its_axis():
     assert kinds(r) == ["assumption"] and "D divisible by 2" in str(r) and not r.notes, str(r)
     r = verify(switch_bug)
     assert "broadcast" in kinds(r) and not r.notes, str(r)
+
+
+def test_image_resize_is_traced_symbolically():
+    """jax.image was not patched: resize ran under JAX's own shapes, so a concatenation after
+    it that failed was reported as a contraction (TS102), not a concat error."""
+    def up(x: Float[jax.Array, "B, H, W, C"], skip: Float[jax.Array, "B, 2*H, 2*W, C"]
+           ) -> Float[jax.Array, "B, 2*H, 2*W, 2*C"]:
+        B, H, W, C = x.shape
+        return jnp.concatenate([jax.image.resize(x, (B, 2 * H, 2 * W, C), "bilinear"), skip], -1)
+
+    def up_bug(x: Float[jax.Array, "B, H, W, C"], skip: Float[jax.Array, "B, 2*H, 2*W, C"]
+               ) -> Float[jax.Array, "B, 2*H, 2*W, 2*C"]:
+        B, H, W, C = x.shape
+        return jnp.concatenate([jax.image.resize(x, (B, 2 * W, 2 * H, C), "bilinear"), skip], -1)
+
+    assert clean(verify(up)), str(verify(up))
+    r = verify(up_bug)
+    assert kinds(r)[0] == "concat" and not r.notes, str(r)

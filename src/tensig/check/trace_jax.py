@@ -51,7 +51,7 @@ from tensig.core.dims import Dim
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched"]
 
 _NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "nn.initializers", "lax", "random",
-               "scipy.special", "scipy.linalg")
+               "scipy.special", "scipy.linalg", "image")
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
