@@ -1,8 +1,9 @@
 """verify on a second round of JAX code written as public JAX code writes it (scan cells with
 pytree carries, associative scans, fori_loop samplers and decoders, vmap with pytree axes,
-tree_map optimizers, segment ops, sampling, blockwise attention, FFT convolutions, filters and
-GPs): the corpus tests/verify_corpus/probe_jax_2026.py, an oracle that runs each correct
-function on real arrays, and one test per pattern verify once got wrong.
+tree_map optimizers, segment ops, sampling, blockwise attention, FFT convolutions, filters,
+GPs, Jacobians, initializers, resizes): the corpus tests/verify_corpus/probe_jax_2026.py, an
+oracle that runs each correct function on real arrays, and one test per pattern verify once
+got wrong.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ arrays or dicts): GRU/LSTM under lax.scan with carry pytrees, associative_scan r
 fori_loop samplers and decoders, vmap with pytree in_axes/out_axes, tree_map optimizers,
 segment_max attention over graphs, top-k/top-p/gumbel sampling, blockwise attention with
 dynamic_slice, FFT long convolutions, complex rotary embeddings, Kalman filtering, GP
-likelihoods, volume rendering, and chex-style shape asserts.
+likelihoods, volume rendering, chex-style shape asserts, Hessians and jvp under vmap,
+nn.initializers, vmap over split keys, jnp.vectorize, image.resize and lax.switch.
 
 Each case is (name, correct function, function with one realistic injected bug, the finding
 code the bug must give); the signatures are the functions' annotations.
@@ -1082,6 +1083,108 @@ def asserted_attention_bug(q: Float[jax.Array, "B, T, D"], k: Float[jax.Array, "
     return out
 
 
+
+# -- differentiation beyond grad, initializers, per-env keys, vectorize, resize ---------------
+
+
+def pinn_laplacian(x: Float[jax.Array, "N, 2"], W1: Float[jax.Array, "2, H"],
+                   w2: Float[jax.Array, "H"]) -> Float[jax.Array, "N"]:
+    def u(p):
+        return jnp.tanh(p @ W1) @ w2
+    hess = jax.vmap(jax.hessian(u))(x)
+    return jnp.trace(hess, axis1=-2, axis2=-1)
+
+
+def pinn_laplacian_bug(x: Float[jax.Array, "N, 2"], W1: Float[jax.Array, "2, H"],
+                       w2: Float[jax.Array, "H"]) -> Float[jax.Array, "N"]:
+    def u(p):
+        return jnp.tanh(p @ W1) @ w2
+    hess = jax.hessian(u)(x)  # BUG: without vmap, the Hessian of the whole batch
+    return jnp.trace(hess, axis1=-2, axis2=-1)
+
+
+def hutchinson_trace(key: jax.Array, x: Float[jax.Array, "B, D"], W: Float[jax.Array, "D, D"]
+                     ) -> Float[jax.Array, "B"]:
+    v = jax.random.rademacher(key, x.shape, dtype=jnp.float32)
+    _, jv = jax.jvp(lambda u: jnp.tanh(u @ W), (x,), (v,))
+    return jnp.sum(v * jv, axis=-1)
+
+
+def hutchinson_trace_bug(key: jax.Array, x: Float[jax.Array, "B, D"],
+                         W: Float[jax.Array, "D, D"]) -> Float[jax.Array, "B"]:
+    v = jax.random.rademacher(key, x.shape[-1:], dtype=jnp.float32)  # BUG: one probe for all
+    _, jv = jax.jvp(lambda u: jnp.tanh(u @ W), (x,), (v,))
+    return jnp.sum(v * jv, axis=-1)
+
+
+def init_dense(key: jax.Array, x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 64"]:
+    k1, k2 = jax.random.split(key)
+    w = jax.nn.initializers.lecun_normal()(k1, (x.shape[-1], 64))
+    b = jax.nn.initializers.normal(0.02)(k2, (64,))
+    return jax.nn.gelu(x @ w + b)
+
+
+def init_dense_bug(key: jax.Array, x: Float[jax.Array, "B, D"]) -> Float[jax.Array, "B, 64"]:
+    k1, k2 = jax.random.split(key)
+    w = jax.nn.initializers.lecun_normal()(k1, (64, x.shape[-1]))  # BUG: PyTorch's layout
+    b = jax.nn.initializers.normal(0.02)(k2, (64,))
+    return jax.nn.gelu(x @ w + b)
+
+
+def vmapped_env_step(key: jax.Array, states: Float[jax.Array, "E, S"],
+                     actions: Int[jax.Array, "E"], A: Float[jax.Array, "S, S"]
+                     ) -> Float[jax.Array, "E, S"]:
+    def step(k, s, a):
+        return jnp.tanh(A @ s) + a * 0.1 + 0.01 * jax.random.normal(k, s.shape)
+    keys = jax.random.split(key, states.shape[0])
+    return jax.vmap(step)(keys, states, actions)
+
+
+def vmapped_env_step_bug(key: jax.Array, states: Float[jax.Array, "E, S"],
+                         actions: Int[jax.Array, "E"], A: Float[jax.Array, "S, S"]
+                         ) -> Float[jax.Array, "E, S"]:
+    def step(k, s, a):
+        return jnp.tanh(A @ s) + a * 0.1 + 0.01 * jax.random.normal(k, s.shape)
+    keys = jax.random.split(key, states.shape[1])  # BUG: one key per state feature
+    return jax.vmap(step)(keys, states, actions)
+
+
+def vectorized_bilinear(x: Float[jax.Array, "B, N"], y: Float[jax.Array, "B, M"],
+                        W: Float[jax.Array, "N, M"]) -> Float[jax.Array, "B"]:
+    return jnp.vectorize(lambda a, b: a @ W @ b, signature="(n),(m)->()")(x, y)
+
+
+def vectorized_bilinear_bug(x: Float[jax.Array, "B, N"], y: Float[jax.Array, "B, M"],
+                            W: Float[jax.Array, "N, M"]) -> Float[jax.Array, "B"]:
+    return jnp.vectorize(lambda a, b: a @ W @ b, signature="(n),(m)->()")(y, x)  # BUG: swapped
+
+
+def upsample_skip(x: Float[jax.Array, "B, H, W, C"], skip: Float[jax.Array, "B, 2*H, 2*W, C"]
+                  ) -> Float[jax.Array, "B, 2*H, 2*W, 2*C"]:
+    B, H, W, C = x.shape
+    up = jax.image.resize(x, (B, 2 * H, 2 * W, C), method="nearest")
+    return jnp.concatenate([up, skip], axis=-1)
+
+
+def upsample_skip_bug(x: Float[jax.Array, "B, H, W, C"],
+                      skip: Float[jax.Array, "B, 2*H, 2*W, C"]
+                      ) -> Float[jax.Array, "B, 2*H, 2*W, 2*C"]:
+    B, H, W, C = x.shape
+    up = jax.image.resize(x, (B, 2 * W, 2 * H, C), method="nearest")  # BUG: H and W swapped
+    return jnp.concatenate([up, skip], axis=-1)
+
+
+def activation_switch(x: Float[jax.Array, "B, D"], which: Int[jax.Array, ""]
+                      ) -> Float[jax.Array, "B, D"]:
+    return lax.switch(which, [jax.nn.relu, jax.nn.gelu, lambda v: v * jax.nn.sigmoid(v)], x)
+
+
+def activation_switch_bug(x: Float[jax.Array, "B, D"], which: Int[jax.Array, ""]
+                          ) -> Float[jax.Array, "B, D"]:
+    return lax.switch(which, [jax.nn.relu, jax.nn.gelu,
+                              lambda v: jax.nn.glu(v, axis=-1)], x)  # BUG: GLU halves D
+
+
 CASES = [
     ("scan gru batch-major swapaxes", gru_batch_major, gru_batch_major_bug, "TS101"),
     ("scan lstm dict carry", lstm_dict_carry, lstm_dict_carry_bug, "TS101"),
@@ -1130,4 +1233,11 @@ CASES = [
     ("reduce_window max pool", max_pool_2x2, max_pool_2x2_bug, "TS103"),
     ("depthwise conv feature groups", depthwise_conv, depthwise_conv_bug, "TS102"),
     ("chex-style asserted attention", asserted_attention, asserted_attention_bug, "TS101"),
+    ("vmap(hessian) pinn laplacian", pinn_laplacian, pinn_laplacian_bug, "TS103"),
+    ("jvp hutchinson trace", hutchinson_trace, hutchinson_trace_bug, "TS101"),
+    ("nn.initializers dense layer", init_dense, init_dense_bug, "TS102"),
+    ("vmap over split keys", vmapped_env_step, vmapped_env_step_bug, "TS101"),
+    ("jnp.vectorize gufunc signature", vectorized_bilinear, vectorized_bilinear_bug, "TS102"),
+    ("image.resize upsample + skip", upsample_skip, upsample_skip_bug, "TS106"),
+    ("lax.switch activations", activation_switch, activation_switch_bug, "TS101"),
 ]
