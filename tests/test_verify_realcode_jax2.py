@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tensig import Float, Int
+from tensig import Bool, Float, Int
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
@@ -311,3 +311,29 @@ def test_image_resize_is_traced_symbolically():
     assert clean(verify(up)), str(verify(up))
     r = verify(up_bug)
     assert kinds(r)[0] == "concat" and not r.notes, str(r)
+
+
+def test_where_masks_of_reductions_and_softmax_are_checked():
+    """A reduction's or softmax's where= mask was ignored: a [B, T] padding mask of a
+    [B, T, D] operand (JAX and NumPy raise at any B, T, D) verified clean."""
+    def pool(x: Float[jax.Array, "B, T, D"], mask: Bool[jax.Array, "B, T"]
+             ) -> Float[jax.Array, "B, D"]:
+        return jnp.mean(x, axis=1, where=mask[..., None])
+
+    def pool_bug(x: Float[jax.Array, "B, T, D"], mask: Bool[jax.Array, "B, T"]
+                 ) -> Float[jax.Array, "B, D"]:
+        return jnp.mean(x, axis=1, where=mask)
+
+    def attend_bug(s: Float[jax.Array, "B, T, S"], mask: Bool[jax.Array, "B, S"]
+                   ) -> Float[jax.Array, "B, T, S"]:
+        return jax.nn.softmax(s, axis=-1, where=mask)  # needs mask[:, None, :]
+
+    def np_max_bug(x: Float[np.ndarray, "B, T"], m: Bool[np.ndarray, "B"]
+                   ) -> Float[np.ndarray, "B"]:
+        return np.max(x, axis=1, where=m, initial=-np.inf)
+
+    assert clean(verify(pool)), str(verify(pool))
+    assert clean(verify(lambda x, m: x.sum(-1, where=m), "B, T; B, T: bool => B"))
+    for f in (pool_bug, attend_bug, np_max_bug):
+        r = verify(f)
+        assert set(kinds(r)) == {"broadcast"} and "where= mask" in str(r) and not r.notes, str(r)

@@ -86,6 +86,7 @@ def reduction(kind: str | None = None) -> Callable[..., SymArray]:
     argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
+        _mask(a, kw)
         return reduce_(a, axis if axis is not None else kw.get("dim"), keep, kind)
 
     return model
@@ -99,9 +100,17 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
         a = _sym(x)
         if axis:  # checked to be in range
             _axes(kw.get("dim", kw.get("axis", args[0] if args else None)), a.ndim)
+            _mask(a, kw)
         return SymArray(a.dims, kind or a.kind, a.loose)
 
     return model
+
+
+def _mask(a: Any, kw: dict[str, Any]) -> None:
+    """A ``where=`` mask (``np.mean(x, where=m)``, ``jax.nn.softmax(x, where=m)``) broadcasts
+    into the operand: a ``[B, T]`` mask of a ``[B, T, D]`` operand needs ``m[..., None]``."""
+    if kw.get("where") is not None and not isinstance(kw["where"], bool):
+        into(_sym(a), kw["where"], "the where= mask")
 
 
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
