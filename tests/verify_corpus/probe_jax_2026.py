@@ -1185,6 +1185,21 @@ def activation_switch_bug(x: Float[jax.Array, "B, D"], which: Int[jax.Array, ""]
                               lambda v: jax.nn.glu(v, axis=-1)], x)  # BUG: GLU halves D
 
 
+
+def masked_mean_pool(h: Float[jax.Array, "B, T, D"], lengths: Int[jax.Array, "B"],
+                     w: Float[jax.Array, "D, C"]) -> Float[jax.Array, "B, C"]:
+    valid = jnp.arange(h.shape[1])[None, :] < lengths[:, None]
+    pooled = jnp.mean(h, axis=1, where=valid[..., None])
+    return jax.nn.log_softmax(pooled @ w, axis=-1)
+
+
+def masked_mean_pool_bug(h: Float[jax.Array, "B, T, D"], lengths: Int[jax.Array, "B"],
+                         w: Float[jax.Array, "D, C"]) -> Float[jax.Array, "B, C"]:
+    valid = jnp.arange(h.shape[1])[None, :] < lengths[:, None]
+    pooled = jnp.mean(h, axis=1, where=valid)  # BUG: the [B, T] mask of a [B, T, D] mean
+    return jax.nn.log_softmax(pooled @ w, axis=-1)
+
+
 CASES = [
     ("scan gru batch-major swapaxes", gru_batch_major, gru_batch_major_bug, "TS101"),
     ("scan lstm dict carry", lstm_dict_carry, lstm_dict_carry_bug, "TS101"),
@@ -1240,4 +1255,5 @@ CASES = [
     ("jnp.vectorize gufunc signature", vectorized_bilinear, vectorized_bilinear_bug, "TS102"),
     ("image.resize upsample + skip", upsample_skip, upsample_skip_bug, "TS106"),
     ("lax.switch activations", activation_switch, activation_switch_bug, "TS101"),
+    ("mean where= padding mask", masked_mean_pool, masked_mean_pool_bug, "TS101"),
 ]
