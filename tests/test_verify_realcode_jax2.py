@@ -337,3 +337,25 @@ def test_where_masks_of_reductions_and_softmax_are_checked():
     for f in (pool_bug, attend_bug, np_max_bug):
         r = verify(f)
         assert set(kinds(r)) == {"broadcast"} and "where= mask" in str(r) and not r.notes, str(r)
+
+
+def test_clip_bounds_broadcast_with_the_operand():
+    """clip's array bounds were ignored (clip modelled as elementwise of x alone): a per-row
+    bound [B] of a [B, D] array, an error at every size, verified clean."""
+    def clip_rows(x: Float[jax.Array, "B, D"], lo: Float[jax.Array, "B"]
+                  ) -> Float[jax.Array, "B, D"]:
+        return jnp.clip(x, lo[:, None], 1.0)
+
+    def clip_rows_bug(x: Float[jax.Array, "B, D"], lo: Float[jax.Array, "B"]
+                      ) -> Float[jax.Array, "B, D"]:
+        return jnp.clip(x, min=lo)
+
+    def np_clip_bug(x: Float[np.ndarray, "B, D"], hi: Float[np.ndarray, "B"]
+                    ) -> Float[np.ndarray, "B, D"]:
+        return x.clip(0.0, hi)
+
+    assert clean(verify(clip_rows)), str(verify(clip_rows))
+    assert clean(verify(lambda x: np.clip(x, 0, 1), "B, D => B, D"))
+    for f in (clip_rows_bug, np_clip_bug):
+        r = verify(f)
+        assert kinds(r) == ["broadcast"] and "D against B" in str(r) and not r.notes, str(r)

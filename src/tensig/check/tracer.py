@@ -336,7 +336,10 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
+    abs = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
+
+    def clip(self, *bounds: Any, **kw: Any) -> SymArray:
+        return clip(self, *bounds, **kw)
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
@@ -486,6 +489,13 @@ def _sym(x: Any) -> SymArray:
     if t is not None and t.leaks and any(s in t.leaks for s in dims):
         dims = tuple(t.read_leak(int(s)) for s in dims)
     return SymArray(dims, kind)
+
+
+def clip(a: Any, *bounds: Any, **kw: Any) -> SymArray:
+    """``clip(x, lo, hi)`` (``min=``/``max=``, NumPy's ``a_min``/``a_max``, torch's ``clamp``
+    keywords): array bounds broadcast with ``x`` as an elementwise operation's operands do."""
+    given = [*bounds, *(kw.get(k) for k in ("min", "max", "a_min", "a_max"))]
+    return elementwise([a, *(b for b in given if b is not None)], _sym(a).kind)
 
 
 def elementwise(operands: list[Any], kind: str | None = None, what: str = "an elementwise "
