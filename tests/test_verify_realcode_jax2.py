@@ -359,3 +359,18 @@ def test_clip_bounds_broadcast_with_the_operand():
     for f in (clip_rows_bug, np_clip_bug):
         r = verify(f)
         assert kinds(r) == ["broadcast"] and "D against B" in str(r) and not r.notes, str(r)
+
+
+def test_logsumexp_weights_broadcast_into_the_operand():
+    """logsumexp's b= weights were ignored: per-example weights [N] of a mixture's [N, K] log
+    probabilities (an error at every size) verified clean."""
+    def mixture(lp: Float[jax.Array, "N, K"], w: Float[jax.Array, "K"]) -> Float[jax.Array, "N"]:
+        return jax.scipy.special.logsumexp(lp, axis=-1, b=w)
+
+    def mixture_bug(lp: Float[jax.Array, "N, K"], w: Float[jax.Array, "N"]
+                    ) -> Float[jax.Array, "N"]:
+        return jax.nn.logsumexp(lp, axis=-1, b=w)
+
+    assert clean(verify(mixture)), str(verify(mixture))
+    r = verify(mixture_bug)
+    assert kinds(r) == ["broadcast"] and "b= weights" in str(r) and not r.notes, str(r)

@@ -107,10 +107,12 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
 
 
 def _mask(a: Any, kw: dict[str, Any]) -> None:
-    """A ``where=`` mask (``np.mean(x, where=m)``, ``jax.nn.softmax(x, where=m)``) broadcasts
-    into the operand: a ``[B, T]`` mask of a ``[B, T, D]`` operand needs ``m[..., None]``."""
-    if kw.get("where") is not None and not isinstance(kw["where"], bool):
-        into(_sym(a), kw["where"], "the where= mask")
+    """A ``where=`` mask (``np.mean(x, where=m)``, ``jax.nn.softmax(x, where=m)``) or
+    logsumexp's ``b=`` weights broadcast into the operand: a ``[B, T]`` mask of a
+    ``[B, T, D]`` operand needs ``m[..., None]``."""
+    for name in ("where", "b"):
+        if kw.get(name) is not None and not isinstance(kw[name], bool):
+            into(_sym(a), kw[name], f"the {name}= {'mask' if name == 'where' else 'weights'}")
 
 
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
