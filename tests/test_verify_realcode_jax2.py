@@ -401,3 +401,21 @@ def test_logsumexp_weights_broadcast_into_the_operand():
     assert clean(verify(mixture)), str(verify(mixture))
     r = verify(mixture_bug)
     assert kinds(r) == ["broadcast"] and "b= weights" in str(r) and not r.notes, str(r)
+
+
+def test_jacobians_over_several_argnums_nest_as_jax_nests_them():
+    """With a tuple of argnums JAX puts the output's tree outermost, then the argnums' tuple
+    (twice for a Hessian: h[i][j] is the block of arguments i and j): the model put the
+    argnums' tuple outermost and a Hessian's second level over the same argument, so h[0][1]
+    of [N] and [M] read as a row of an [N, N] block."""
+    def cross(x: Float[jax.Array, "N"], y: Float[jax.Array, "M"]) -> Float[jax.Array, "N, M"]:
+        return jax.hessian(lambda a, b: jnp.sum(a) * jnp.sum(b), argnums=(0, 1))(x, y)[0][1]
+
+    def jac_pair(x: Float[jax.Array, "N"], y: Float[jax.Array, "M"]
+                 ) -> Float[jax.Array, "N, M"]:
+        return jax.jacrev(lambda a, b: (a * jnp.sum(b), b * jnp.sum(a)), argnums=(0, 1))(x, y)[0][1]
+
+    for f in (cross, jac_pair):
+        assert clean(verify(f)), str(verify(f))
+        env = sizes(f)
+        assert _shapes(f, env, 0) == _declared(f, env)  # the nesting modelled is JAX's

@@ -416,13 +416,18 @@ def _jacobian(original: Any) -> Any:
             tracer().used_jax = True
             out = fun(*args, **kwargs)
 
-            def of(arg: Any, dims: tuple[Dim, ...], left: int) -> Any:
-                return _tree_map(lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
-                                 else of(arg, dims + S._sym(i).dims, left - 1), arg)
-            nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
-            jacs = tuple(_tree_map(lambda o, n=n: of(args[n], S._sym(o).dims, times),
-                                   out[0] if has_aux else out) for n in nums)
-            j = jacs if isinstance(argnums, tuple | list) else jacs[0]
+            several = isinstance(argnums, tuple | list)
+            nums = argnums if several else (argnums,)
+
+            def of(dims: tuple[Dim, ...], left: int) -> Any:
+                """A leaf's Jacobian: a tuple over ``argnums`` (when one was given) of each
+                argument's tree, again below each leaf for a Hessian; JAX's nesting, the
+                output's tree outermost."""
+                per = tuple(_tree_map(
+                    lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
+                    else of(dims + S._sym(i).dims, left - 1), args[n]) for n in nums)
+                return per if several else per[0]
+            j = _tree_map(lambda o: of(S._sym(o).dims, times), out[0] if has_aux else out)
             return (j, out[1]) if has_aux else j
         return run
     return jacobian
