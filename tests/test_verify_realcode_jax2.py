@@ -398,7 +398,13 @@ def test_logsumexp_weights_broadcast_into_the_operand():
                     ) -> Float[jax.Array, "N"]:
         return jax.nn.logsumexp(lp, axis=-1, b=w)
 
-    assert clean(verify(mixture)), str(verify(mixture))
+    def shared(lp: Float[jax.Array, "K"], w: Float[jax.Array, "N, K"]) -> Float[jax.Array, "N"]:
+        return jax.scipy.special.logsumexp(lp, axis=-1, b=w)  # JAX broadcasts both ways
+
+    for f in (mixture, shared):
+        assert clean(verify(f)), str(verify(f))
+        env = sizes(f)
+        assert _shapes(f, env, 0) == _declared(f, env)
     r = verify(mixture_bug)
     assert kinds(r) == ["broadcast"] and "b= weights" in str(r) and not r.notes, str(r)
 

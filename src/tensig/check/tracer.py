@@ -86,8 +86,7 @@ def reduction(kind: str | None = None) -> Callable[..., SymArray]:
     argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
-        _mask(a, kw)
-        return reduce_(a, axis if axis is not None else kw.get("dim"), keep, kind)
+        return reduce_(_mask(a, kw), axis if axis is not None else kw.get("dim"), keep, kind)
 
     return model
 
@@ -106,13 +105,17 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
     return model
 
 
-def _mask(a: Any, kw: dict[str, Any]) -> None:
-    """A ``where=`` mask (``np.mean(x, where=m)``, ``jax.nn.softmax(x, where=m)``) or
-    logsumexp's ``b=`` weights broadcast into the operand: a ``[B, T]`` mask of a
-    ``[B, T, D]`` operand needs ``m[..., None]``."""
-    for name in ("where", "b"):
-        if kw.get(name) is not None and not isinstance(kw[name], bool):
-            into(_sym(a), kw[name], f"the {name}= {'mask' if name == 'where' else 'weights'}")
+def _mask(a: Any, kw: dict[str, Any]) -> Any:
+    """The operand of a reduction or softmax with its ``where=`` mask (``np.mean(x, where=m)``,
+    ``jax.nn.softmax(x, where=m)``), which must broadcast into it: a ``[B, T]`` mask of a
+    ``[B, T, D]`` operand needs ``m[..., None]``; or broadcast with logsumexp's ``b=``
+    weights, which JAX and SciPy broadcast both ways (``[K]`` log probabilities with ``[N, K]``
+    weights give ``N`` sums)."""
+    if kw.get("where") is not None and not isinstance(kw["where"], bool):
+        into(_sym(a), kw["where"], "the where= mask")
+    if kw.get("b") is not None:
+        return elementwise([a, kw["b"]], _sym(a).kind, "logsumexp's b= weights")
+    return a
 
 
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
