@@ -388,7 +388,7 @@ def test_clip_bounds_broadcast_with_the_operand():
         assert kinds(r) == ["broadcast"] and "D against B" in str(r) and not r.notes, str(r)
 
 
-def test_logsumexp_weights_broadcast_into_the_operand():
+def test_logsumexp_weights_broadcast_with_the_operand():
     """logsumexp's b= weights were ignored: per-example weights [N] of a mixture's [N, K] log
     probabilities (an error at every size) verified clean."""
     def mixture(lp: Float[jax.Array, "N, K"], w: Float[jax.Array, "K"]) -> Float[jax.Array, "N"]:
