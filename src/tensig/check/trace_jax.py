@@ -45,8 +45,8 @@ from tensig.core.dims import Dim
 
 __all__ = ["AtIndexer", "jax_shapes_fallback", "patched", "python_function"]
 
-_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "lax", "random", "scipy.special",
-               "scipy.linalg")
+_NAMESPACES = ("numpy", "numpy.linalg", "numpy.fft", "nn", "nn.initializers", "lax", "random",
+               "scipy.special", "scipy.linalg", "image")
 _DTYPES = {**S.DTYPES, "i": "int32"}  # JAX's integers without x64
 
 
@@ -59,7 +59,9 @@ def _wrap(ns: str, name: str, original: Any) -> Any:
     @functools.wraps(original)
     def wrapper(*args: Any, **kw: Any) -> Any:
         if tracing._TRACER.get() is None or not (control or sym_functions.has_sym((args, kw))):
-            return original(*args, **kw)
+            out = original(*args, **kw)
+            # an initializer factory's init(key, shape) (glorot_uniform()): its shape symbolic
+            return _wrap(ns, name, out) if ns == "nn.initializers" and callable(out) else out
         tracer().used_jax = True
         return _symbolic(ns, name, original, args, kw)
 
@@ -92,7 +94,9 @@ def _targets() -> list[tuple[Any, str, Any]]:
             out.append((module, name, _wrap(ns, name, obj)))
             _BY_ORIGINAL[id(obj)] = out[-1][2]
     for name, make in (("vmap", _vmap), ("jit", _jit), ("checkpoint", _jit), ("remat", _jit),
-                       ("grad", _grad), ("value_and_grad", _grad)):
+                       ("grad", _grad), ("value_and_grad", _grad), ("jacrev", _jacobian),
+                       ("jacfwd", _jacobian), ("hessian", _jacobian), ("jvp", _jvp),
+                       ("vjp", _vjp)):
         out.append((jax, name, make(getattr(jax, name))))
         _BY_ORIGINAL[id(getattr(jax, name))] = out[-1][2]
     return out
@@ -280,6 +284,7 @@ TABLE: dict[str, Callable[..., Any]] = {
     "nn.one_hot": lambda x, num_classes, *args, axis=-1, **kw: S.SymArray(
         S.expand_dims(x, axis, num_classes).dims, "f"),
     "nn.logsumexp": S.reduction("f"),
+    "nn.glu": lambda x, axis=-1: S.elementwise(list(sym_functions.np_split(x, 2, axis))),
     "scipy.special.logsumexp": S.reduction("f"),
     **{f"lax.{n}": S.unary(S.RESULT_KIND.get(n)) for n in (
         "rsqrt", "logistic", "erf", "erf_inv", "neg", "stop_gradient", "integer_pow",
@@ -415,10 +420,70 @@ def _grad(original: Any) -> Any:
             nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
             grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
             g = grads if isinstance(argnums, tuple | list) else grads[0]
-            g = (g, out[1]) if has_aux else g
-            return (out, g) if with_value else g
+            if with_value:  # ((value, aux), grads): the aux rides with the value
+                return out, g
+            return (g, out[1]) if has_aux else g
         return run
     return grad
+
+
+def _jacobian(original: Any) -> Any:
+    """``jax.jacrev``/``jacfwd``/``hessian``: each output leaf's axes, then the input's
+    (twice for a Hessian), nested as JAX nests the pytrees."""
+    times = 2 if original.__name__ == "hessian" else 1
+
+    def jacobian(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
+        @functools.wraps(fun)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
+                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
+            tracer().used_jax = True
+            out = fun(*args, **kwargs)
+
+            several = isinstance(argnums, tuple | list)
+            nums = argnums if several else (argnums,)
+
+            def of(dims: tuple[Dim, ...], left: int) -> Any:
+                """A leaf's Jacobian: a tuple over ``argnums`` (when one was given) of each
+                argument's tree, again below each leaf for a Hessian; JAX's nesting, the
+                output's tree outermost."""
+                per = tuple(_tree_map(
+                    lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
+                    else of(dims + S._sym(i).dims, left - 1), args[n]) for n in nums)
+                return per if several else per[0]
+            j = _tree_map(lambda o: of(S._sym(o).dims, times), out[0] if has_aux else out)
+            return (j, out[1]) if has_aux else j
+        return run
+    return jacobian
+
+
+def _jvp(original: Any) -> Any:
+    def jvp(fun: Any, primals: Any, tangents: Any, *a: Any, has_aux: bool = False,
+            **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym((primals, tangents)):
+            return original(fun, primals, tangents, *a, has_aux=has_aux, **kw)
+        tracer().used_jax = True
+        _same_structure(primals, tangents, "jvp's tangents against its primals")
+        out = fun(*primals)
+        value = out[0] if has_aux else out
+        tangent = _tree_map(S.unary("f"), value)
+        return (value, tangent, out[1]) if has_aux else (value, tangent)
+    return jvp
+
+
+def _vjp(original: Any) -> Any:
+    def vjp(fun: Any, *primals: Any, has_aux: bool = False, **kw: Any) -> Any:
+        if tracing._TRACER.get() is None or not sym_functions.has_sym(primals):
+            return original(fun, *primals, has_aux=has_aux, **kw)
+        tracer().used_jax = True
+        out = fun(*primals)
+        value = out[0] if has_aux else out
+
+        def pullback(cotangent: Any) -> tuple[Any, ...]:
+            _same_structure(value, cotangent, "vjp's cotangent against the output")
+            return tuple(_tree_map(S.unary("f"), p) for p in primals)
+        return (value, pullback, out[1]) if has_aux else (value, pullback)
+    return vjp
 
 
 def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool = False,
@@ -430,6 +495,15 @@ def _scan(f: Any, init: Any, xs: Any = None, length: Any = None, reverse: bool =
     carry, y = f(init, x0)
     _same_structure(init, carry, "scan's carry")
     return carry, _batch(0, y, n)
+
+
+def _associative_scan(fn: Any, elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """``fn`` combines two pieces of ``elems`` (slices along ``axis``, here the whole arrays:
+    the same broadcasts) into one of the same structure and shapes, the scanned axis one size."""
+    sizes: list[Dim] = []
+    _unbatch(axis, elems, sizes)
+    _one_size(sizes, "associative_scan over axes")
+    return _same_structure(elems, fn(elems, elems), "associative_scan's combined elements")
 
 
 def _while_loop(cond_fun: Any, body_fun: Any, init_val: Any) -> Any:
@@ -445,9 +519,11 @@ def _branches(outs: list[Any], what: str) -> Any:
 
 CONTROL: dict[str, Callable[..., Any]] = {
     "lax.scan": _scan,
+    # the index is a traced scalar in JAX (never a Python int to branch on): an int array
     "lax.fori_loop": lambda lower, upper, body, init_val, **kw: _same_structure(
-        init_val, body(lower, init_val), "fori_loop's carry"),
+        init_val, body(S.SymArray((), "i"), init_val), "fori_loop's carry"),
     "lax.while_loop": _while_loop,
+    "lax.associative_scan": _associative_scan,
     "lax.cond": lambda pred, true_fun, false_fun, *operands, **kw: _branches(
         [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
     "lax.switch": lambda index, branches, *operands, **kw: _branches(

@@ -256,8 +256,32 @@ def _average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fal
     return (out, S.SymArray(out.dims, "f")) if returned else out
 
 
+def _fft(rank: int | None, half: str = "") -> Callable[..., S.SymArray]:
+    """np.fft's (and jnp.fft's) transforms over ``rank`` axes (None: all), sizes from ``s``/``n``
+    or kept; a real forward one halves the last (``m // 2 + 1``), an inverse doubles it back
+    (``2 * (m - 1)``).  Fitted, ``irfft2(rfft2(x), s=(H, W))`` had required W even."""
+    def model(a: Any, s: Any = None, axes: Any = None, norm: Any = None, *, n: Any = None,
+              axis: Any = None, **kw: Any) -> S.SymArray:
+        x = S._sym(a)
+        if rank == 1:
+            s, axes = (s if n is None else n), (axes if axis is None else axis)
+            s, axes = (None if s is None else (s,)), (-1 if axes is None else axes,)
+        count = rank or (len(s) if s is not None else x.ndim)
+        axes = tuple(range(-count, 0)) if axes is None else tuple(axes)
+        dims = list(x.dims)
+        for k, (ax, size) in enumerate(zip(axes, s or (None,) * len(axes), strict=True)):
+            i, last = S._axis(ax, x.ndim), k == len(axes) - 1
+            d = dims[i] if size is None else sym_sizes.as_dim(size)
+            dims[i] = d // 2 + 1 if last and half == "r" else \
+                2 * (d - 1) if last and half == "ir" and size is None else d
+        return S.SymArray(dims, "f")
+    return model
+
+
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
+    **{f"fft.{p}{w}": _fft(r, p) for p in ("", "i", "r", "ir")  # "i": no size changes
+       for w, r in (("fft", 1), ("fft2", 2), ("fftn", None))},
     "kron": _kron,
     **dict.fromkeys(("convolve", "correlate"), _convolve),
     "bincount": _bincount,

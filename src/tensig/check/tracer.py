@@ -84,7 +84,7 @@ def reduction(kind: str | None = None) -> Callable[..., SymArray]:
     argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
-        return reduce_(a, axis if axis is not None else kw.get("dim"), keep, kind)
+        return reduce_(_mask(a, kw), axis if axis is not None else kw.get("dim"), keep, kind)
 
     return model
 
@@ -97,9 +97,23 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
         a = _sym(x)
         if axis:  # checked to be in range
             _axes(kw.get("dim", kw.get("axis", args[0] if args else None)), a.ndim)
+            _mask(a, kw)
         return SymArray(a.dims, kind or a.kind, a.loose)
 
     return model
+
+
+def _mask(a: Any, kw: dict[str, Any]) -> Any:
+    """The operand of a reduction or softmax with its ``where=`` mask (``np.mean(x, where=m)``,
+    ``jax.nn.softmax(x, where=m)``), which must broadcast into it: a ``[B, T]`` mask of a
+    ``[B, T, D]`` operand needs ``m[..., None]``; or broadcast with logsumexp's ``b=``
+    weights, which JAX and SciPy broadcast both ways (``[K]`` log probabilities with ``[N, K]``
+    weights give ``N`` sums)."""
+    if kw.get("where") is not None and not isinstance(kw["where"], bool):
+        into(_sym(a), kw["where"], "the where= mask")
+    if kw.get("b") is not None:
+        return elementwise([a, kw["b"]], _sym(a).kind, "logsumexp's b= weights")
+    return a
 
 
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
@@ -291,6 +305,13 @@ class SymArray:
         return SymArray((math.prod(self.dims, start=ONE),), self.kind)
 
     @property
+    def real(self) -> SymArray:
+        """A complex array's parts (``np.fft.rfft(x).real``): its shape."""
+        return SymArray(self.dims, self.kind)
+
+    imag = real
+
+    @property
     def at(self) -> Any:
         """JAX's functional update, ``x.at[idx].set(v)``: ``v`` must fit the slice."""
         return plugin("jax_at")(self)
@@ -339,7 +360,10 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    abs = clip = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
+    abs = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
+
+    def clip(self, *bounds: Any, **kw: Any) -> SymArray:
+        return clip(self, *bounds, **kw)
 
     float = double = half = bfloat16 = unary("f")
     int = long = unary("i")
@@ -489,6 +513,13 @@ def _sym(x: Any) -> SymArray:
     if t is not None and t.leaks and any(s in t.leaks for s in dims):
         dims = tuple(t.read_leak(int(s)) for s in dims)
     return SymArray(dims, kind)
+
+
+def clip(a: Any, *bounds: Any, **kw: Any) -> SymArray:
+    """``clip(x, lo, hi)`` (``min=``/``max=``, NumPy's ``a_min``/``a_max``, torch's ``clamp``
+    keywords): array bounds broadcast with ``x`` as an elementwise operation's operands do."""
+    given = [*bounds, *(kw.get(k) for k in ("min", "max", "a_min", "a_max"))]
+    return elementwise([a, *(b for b in given if b is not None)], _sym(a).kind)
 
 
 def elementwise(operands: list[Any], kind: str | None = None, what: str = "an elementwise "
