@@ -65,7 +65,7 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
             tracer().report("contraction", f"einsum operand {sub!r} has rank {a.ndim}")
             continue
         for c, d in zip(sub, a.dims, strict=True):
-            if c in sizes and sizes[c] != d:
+            if c in sizes and differ(sizes[c], d):
                 if sizes[c] == ONE:
                     sizes[c] = d
                 elif d != ONE:
