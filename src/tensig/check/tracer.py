@@ -555,6 +555,10 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
     axes = _axes(axis, a.ndim)
+    for i in () if axis is None or _TORCH_STYLE.get() else axes:  # torch keeps such an axis
+        if a.dims[i] != ONE:
+            tracer().report("op-shape", f"squeezes axis {i} of size {a.dims[i]} out of "
+                                        f"{shape_text(a)}: NumPy raises unless it is 1")
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
 
 
