@@ -255,7 +255,7 @@ class SymArray:
 
     def transpose(self, *axes: Any) -> SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
-                not (self.ndim == 2 and axes == (1, 0)):
+                (_TORCH_STYLE.get() or self.ndim != 2):  # NumPy's (0, 1) keeps a matrix
             return swapaxes(self, axes[0], axes[1])  # torch's transpose(d0, d1)
         return permute(self, _varargs(axes) or None)
 
