@@ -1,0 +1,473 @@
+"""verify against the strongest oracle there is: running the function.
+
+A strategy writes small straight-line NumPy programs (source text in a real module file, so
+findings have lines) over one to three inputs of symbolic sizes, with the ops real code uses:
+broadcasting arithmetic, ``@``, ``einsum``, axis moves, reshapes that merge or split adjacent
+axes, reductions, ``concatenate``/``stack``, slices, ``None``, ``repeat``/``tile``,
+``expand_dims``/``squeeze`` and ``where``.  Some programs are right at every size; others are
+wrong at some (two different sizes that broadcast only where they collide, a size taken from
+the wrong array, a squeezed axis that is 1 only sometimes).  Each is run at concrete sizes
+(all 1, collisions such as ``B == T``, distinct primes, small random ones), and:
+
+(a) verify returns a report within its ``timeout``, never raises;
+(b) soundness: no error and no note means every run whose sizes meet the reported
+    assumptions (``requires T divisible by 2``, ``assumes 2 <= T``) succeeds and returns
+    the declared shape;
+(c) no false alarm: a shape error (``TS1xx``) means some run at sizes meeting the
+    assumptions fails or returns another shape.  ``TS2xx`` findings are lints of code that
+    runs (an implicit outer product, a reshape that moves axes): no run can confirm them.
+
+A declared size below 0 at some sizes (``T - 2`` at ``T = 1``) declares that those sizes are
+not the contract's.  Known gap, kept out of the generator: a slice from past a shorter axis,
+``x[1:][1:]``, is ``T - 2`` long to verify and empty to NumPy at ``T = 1``, which matters where
+the negative size is hidden (``concatenate([x[1:][1:], y])`` declared ``T + S - 2``).
+
+The regressions first: each is a minimal program the fuzzer found verify wrong on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from tensig.check.verify import Signature, verify
+
+SYMBOLS = ("B", "T", "d", "k", "S")
+TIMEOUT = 10.0  # seconds per verify call: a hang guard far above a trace of five lines
+_FOLDER = Path(tempfile.mkdtemp(prefix="tensig_vfuzz_"))
+_COUNT = itertools.count()
+
+
+def load(source: str, name: str = "f"):
+    """The function ``name`` of ``source``, loaded from a module file of its own (verify reads
+    comments at a finding's line; a real file is what user code is)."""
+    path = _FOLDER / f"prog_{next(_COUNT)}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+# -- the oracle ----------------------------------------------------------------------------------
+
+
+def _size(expr: str, env: dict[str, int]) -> int:
+    return int(eval(expr, {}, dict(env)))  # the signature's size expressions are Python's too
+
+
+def _dims(operand: str) -> list[str]:
+    """An operand's size expressions (this file writes axes separated by commas)."""
+    return [p.strip() for p in operand.split(",") if p.strip()]
+
+
+def run(fn, signature: str, env: dict[str, int]) -> str | None:
+    """What goes wrong running ``fn`` at ``env``: an exception, a wrong shape, or ``None``."""
+    left, _, right = signature.partition("=>")
+    shapes = [tuple(_size(e, env) for e in _dims(op)) for op in left.split(";")]
+    want = tuple(_size(e, env) for e in _dims(right))
+    if min(want, default=0) < 0:
+        return None  # no array has that shape: "T - 2" declares T >= 2
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s) for s in shapes]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            out = fn(*args)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+    got = tuple(np.shape(out))
+    return None if got == want else f"returns {got}, declared {want}"
+
+
+_REQUIRES = re.compile(r"requires (.+) divisible by (\S+)$")
+_ASSUMES = re.compile(r"assumes (.+?)(<=|>=|<|>|==|!=)(.+?):")
+
+
+def meets(report, env: dict[str, int]) -> bool:
+    """Whether ``env`` meets every assumption the report states (one it states in a form this
+    test cannot read is taken to hold)."""
+    for f in report.warnings:
+        if m := _REQUIRES.search(f.message):
+            try:
+                if _size(m.group(1), env) % _size(m.group(2), env):
+                    return False
+            except (NameError, SyntaxError):
+                continue
+        elif m := _ASSUMES.search(f.message):
+            try:
+                if not eval(f"({m.group(1)}) {m.group(2)} ({m.group(3)})", {}, dict(env)):
+                    return False
+            except (NameError, SyntaxError):
+                continue
+    return True
+
+
+def envs(symbols: tuple[str, ...], extra: list[dict[str, int]]) -> list[dict[str, int]]:
+    """Concrete sizes: all 1, all 2, each pair collided, distinct primes (two sets), multiples
+    of 12 (every small division exact), and ``extra``."""
+    out = [dict.fromkeys(symbols, 1), dict.fromkeys(symbols, 2), dict.fromkeys(symbols, 6)]
+    primes = (5, 7, 11, 13, 17, 19, 23)
+    out.append(dict(zip(symbols, primes, strict=False)))
+    out.append(dict(zip(symbols, reversed(primes), strict=False)))
+    out.append({s: 12 * (i + 1) for i, s in enumerate(symbols)})
+    out.append({s: 24 * (len(symbols) - i) for i, s in enumerate(symbols)})
+    for a, b in itertools.combinations(symbols, 2):
+        env = dict(zip(symbols, primes, strict=False))
+        env[b] = env[a]
+        out.append(env)
+        out.append({s: 1 if s == a else 12 for s in symbols})
+    return out + extra
+
+
+@dataclass
+class Outcome:
+    failures: list[tuple[dict[str, int], str]]
+    checked: int
+
+
+def check(fn, signature: str, extra: list[dict[str, int]] | None = None):
+    """verify ``fn`` and hold its report to the runs; the report, for a test to look at."""
+    report = verify(fn, signature, timeout=TIMEOUT)
+    assert not any("did not finish" in n for n in report.notes), report.notes
+    symbols = Signature.parse(signature).symbols
+    runs = [(env, run(fn, signature, env)) for env in envs(symbols, extra or [])
+            if meets(report, env)]
+    failures = [(env, why) for env, why in runs if why is not None]
+    shape_errors = [f for f in report.errors if f.code.startswith("TS1")]
+    if not shape_errors and not report.notes:
+        assert not failures, f"verify: {report}\nbut runs fail: {failures[:3]}"
+    if shape_errors:
+        assert failures, f"verify: {report}\nbut every run at {len(runs)} sizes succeeds"
+    return report
+
+
+# -- regressions ---------------------------------------------------------------------------------
+
+
+def test_einsum_pairs_sizes_equal_under_an_assumed_division():
+    """``3 * (T // 3)`` is ``T`` where the reshape's division is exact, as a broadcast already
+    took it: einsum's own pairing called it a contraction error."""
+    def pair(x):
+        y = x.reshape(3, -1).reshape(-1)
+        return np.einsum("a,a->a", x, y)
+
+    report = check(pair, "T => T")
+    assert [f.message for f in report] == ["requires T divisible by 3"]
+
+
+def test_squeezing_an_axis_that_is_not_1_is_an_error():
+    """NumPy's ``squeeze(axis)`` raises unless the axis is 1 (torch's keeps it): verify said
+    "verified for all B" of a squeeze of a ``B`` axis."""
+    def squeezed(x):
+        return x.squeeze(0)
+
+    report = check(squeezed, "B, T => T")
+    assert report.errors[0].code == "TS108"
+
+
+def test_numpy_transpose_of_two_axes_is_a_permutation():
+    """NumPy's ``x.transpose(0, 1)`` keeps a matrix as it is (torch's swaps the two axes):
+    verify read it as torch's and called the unchanged ``[d, B]`` a wrong result."""
+    def kept(x):
+        return x.transpose(0, 1)
+
+    assert check(kept, "d, B => d, B").ok
+    assert check(lambda x: x.transpose(1, 0), "d, B => B, d").ok
+
+
+def test_a_reshape_no_size_fits_is_an_error():
+    """``[S, 1]`` into ``[S, 3, -1]`` fails at every ``S``: verify warned "requires 1
+    divisible by 3", an assumption no size meets, as if the code held under it."""
+    def split(x):
+        return x[:, None].reshape(x.shape[0], 3, -1)
+
+    report = check(split, "S => S, 3, 1")
+    assert report.errors[0].code == "TS104" and not report.warnings
+
+
+# -- the program generator -----------------------------------------------------------------------
+
+
+_ENVS = [{"B": 11, "T": 13, "d": 17, "k": 19, "S": 23}, {"B": 29, "T": 31, "d": 37, "k": 41,
+                                                          "S": 43}]
+
+
+def _same(a: str, b: str) -> bool:
+    """Two size expressions equal at every size (as far as two prime assignments tell)."""
+    return all(_size(a, e) == _size(b, e) for e in _ENVS)
+
+
+def _wrap(e: str) -> str:
+    return f"({e})" if any(c in e for c in "+-") else e
+
+
+def _mul(a: str, b: str) -> str:
+    if a == "1":
+        return b
+    if b == "1":
+        return a
+    return f"{_wrap(a)}*{_wrap(b)}"
+
+
+def _broadcast(x: tuple[str, ...], y: tuple[str, ...]) -> tuple[str, ...]:
+    """NumPy's broadcast as the generator models it: equal sizes, or a literal 1 (where two
+    sizes differ the left one is kept: the program is wrong where they differ)."""
+    n = max(len(x), len(y))
+    x, y = ("1",) * (n - len(x)) + x, ("1",) * (n - len(y)) + y
+    return tuple(b if a == "1" else a for a, b in zip(x, y, strict=True))
+
+
+def _fits(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+    return all(a == "1" or b == "1" or _same(a, b) for a, b in zip(x[::-1], y[::-1],
+                                                                   strict=False))
+
+
+@st.composite
+def programs(draw) -> tuple[str, str]:
+    """A program's source (``def f(x0, ...)``) and its signature."""
+    n_inputs = draw(st.integers(1, 3))
+    symbols = st.sampled_from(SYMBOLS[:draw(st.integers(2, 5))])
+    shapes = [tuple(draw(st.lists(symbols, min_size=1, max_size=3))) for _ in range(n_inputs)]
+    names = [f"x{i}" for i in range(n_inputs)]
+    vars_: dict[str, tuple[str, ...]] = dict(zip(names, shapes, strict=True))
+    lines: list[str] = []
+
+    def pick(rank_min: int = 1) -> str:
+        choices = [v for v, s in vars_.items() if len(s) >= rank_min]
+        return draw(st.sampled_from(choices or list(vars_)))
+
+    def partner(x: str, good) -> str:
+        """Another value: one the generator thinks fits (``good``) mostly, any one sometimes."""
+        fitting = [v for v, s in vars_.items() if good(s)]
+        if fitting and draw(st.integers(0, 4)):
+            return draw(st.sampled_from(fitting))
+        return draw(st.sampled_from(list(vars_)))
+
+    def axis(shape: tuple[str, ...]) -> int:
+        return draw(st.integers(0, len(shape) - 1))
+
+    for _ in range(draw(st.integers(1, 5))):
+        x = pick()
+        s = vars_[x]
+        op = draw(st.sampled_from(OPS))
+        made = op(draw, x, s, vars_, partner, axis)
+        if made is None or len(made[1]) > 4 or (not made[1] and len(vars_) > 8):
+            continue
+        code, shape = made
+        name = f"v{len(lines)}"
+        lines.append(f"    {name} = {code}")
+        vars_[name] = shape
+    out = list(vars_)[-1] if lines else names[0]
+    result = vars_[out]
+    if not result:
+        result, out = vars_[names[0]], names[0]
+    if draw(st.integers(0, 9)) == 0 and len(result) >= 2:  # a declared result that is wrong
+        i, j = draw(st.sampled_from(list(itertools.combinations(range(len(result)), 2))))
+        result = list(result)
+        result[i], result[j] = result[j], result[i]
+        result = tuple(result)
+    source = "import numpy as np\n\n\ndef f({}):\n{}\n    return {}\n".format(
+        ", ".join(names), "\n".join(lines) or "    pass", out)
+    signature = "; ".join(", ".join(s) for s in shapes) + " => " + ", ".join(result)
+    return source, signature
+
+
+# Each op: (draw, x, x's shape, the values so far, partner, axis) -> (code, shape) or None.
+
+
+def _binary(draw, x, s, vars_, partner, axis):
+    y = partner(x, lambda t: _fits(s, t))
+    sym = draw(st.sampled_from(["+", "*", "-"]))
+    if draw(st.booleans()):
+        return f"{x} {sym} {y}", _broadcast(s, vars_[y])
+    return f"np.where({x} > 0, {x}, {y})", _broadcast(s, vars_[y])
+
+
+def _centred(draw, x, s, vars_, partner, axis):
+    a = axis(s)
+    red = draw(st.sampled_from(["mean", "sum", "max"]))
+    return f"{x} - {x}.{red}(axis={a}, keepdims=True)", s
+
+
+def _outer(draw, x, s, vars_, partner, axis):
+    y = partner(x, lambda t: len(t) == 1)
+    t = vars_[y]
+    return f"{x}[..., None] * {y}", _broadcast((*s, "1"), t)
+
+
+def _matmul(draw, x, s, vars_, partner, axis):
+    if len(s) < 2:
+        return None
+    y = partner(x, lambda t: len(t) == 2 and _same(t[0], s[-1]))
+    t = vars_[y]
+    if len(t) < 2:
+        return None
+    if draw(st.booleans()) or not _same(t[-2], s[-1]):
+        form = f"{x} @ {y}" if draw(st.booleans()) else f"np.matmul({x}, {y})"
+        if len(t) == 2:
+            return form, s[:-1] + t[-1:]
+        return form, (*_broadcast(s[:-2], t[:-2]), s[-2], t[-1])
+    return f"{x} @ {y}.swapaxes(-1, -2)", (*_broadcast(s[:-2], t[:-2]), s[-2], t[-2])
+
+
+def _einsum(draw, x, s, vars_, partner, axis):
+    y = partner(x, lambda t: any(_same(a, b) for a in s for b in t))
+    t = vars_[y]
+    letters = iter("abcdefgh")
+    xl = [next(letters) for _ in s]
+    yl = []
+    for b in t:
+        shared = [xl[i] for i, a in enumerate(s) if _same(a, b) and xl[i] not in yl]
+        if shared and draw(st.integers(0, 5)):
+            yl.append(shared[0])
+        elif draw(st.integers(0, 7)) == 0:  # a letter of another size: wrong where they differ
+            yl.append(draw(st.sampled_from(xl)) if set(xl) - set(yl) else next(letters))
+            if yl.count(yl[-1]) > 1:
+                yl[-1] = next(letters)
+        else:
+            yl.append(next(letters))
+    size = {**dict(zip(yl, t, strict=True)), **dict(zip(xl, s, strict=True))}
+    keep = [c for c in dict.fromkeys(xl + yl) if not (c in xl and c in yl) or draw(st.booleans())]
+    keep = draw(st.permutations(keep))
+    return (f"np.einsum('{''.join(xl)},{''.join(yl)}->{''.join(keep)}', {x}, {y})",
+            tuple(size[c] for c in keep))
+
+
+def _move(draw, x, s, vars_, partner, axis):
+    if len(s) < 2:
+        return None
+    kind = draw(st.sampled_from(["transpose", "swapaxes", "moveaxis", "T"]))
+    if kind == "T":
+        return f"{x}.T", s[::-1]
+    if kind == "transpose":
+        perm = draw(st.permutations(range(len(s))))
+        return f"{x}.transpose({', '.join(map(str, perm))})", tuple(s[i] for i in perm)
+    i, j = axis(s), axis(s)
+    out = list(s)
+    if kind == "swapaxes":
+        out[i], out[j] = out[j], out[i]
+        return f"np.swapaxes({x}, {i}, {j})", tuple(out)
+    out.insert(j, out.pop(i))
+    return f"np.moveaxis({x}, {i}, {j})", tuple(out)
+
+
+def _merge(draw, x, s, vars_, partner, axis):
+    if len(s) < 2:
+        return None
+    i = draw(st.integers(0, len(s) - 2))
+    terms = [f"{x}.shape[{j}]" for j in range(len(s))]
+    merged = "-1" if draw(st.booleans()) else f"{x}.shape[{i}] * {x}.shape[{i + 1}]"
+    terms[i:i + 2] = [merged]
+    if draw(st.integers(0, 5)) == 0:  # a size read from another value: wrong where they differ
+        y = partner(x, lambda t: True)
+        j = axis(vars_[y])
+        others = [n for n, term in enumerate(terms) if term != "-1"]
+        if not others:
+            return None
+        k = draw(st.sampled_from(others))
+        dims = [*s[:i], _mul(s[i], s[i + 1]), *s[i + 2:]]
+        if terms[k] == merged:
+            return None
+        terms[k] = f"{y}.shape[{j}]"
+        if "-1" not in terms:
+            dims[k] = vars_[y][j]
+        return f"{x}.reshape({', '.join(terms)})", tuple(dims)
+    return f"{x}.reshape({', '.join(terms)})", (*s[:i], _mul(s[i], s[i + 1]), *s[i + 2:])
+
+
+def _split(draw, x, s, vars_, partner, axis):
+    i = axis(s)
+    f = draw(st.sampled_from([2, 3]))
+    d = s[i]
+    m = re.fullmatch(rf"{f}\*(.+)", d)
+    rest = m.group(1) if m else f"{_wrap(d)} // {f}"
+    terms = [f"{x}.shape[{j}]" for j in range(len(s))]
+    terms[i:i + 1] = draw(st.sampled_from([[str(f), "-1"], ["-1", str(f)],
+                                           [str(f), f"{x}.shape[{i}] // {f}"]]))
+    pieces = (f, rest) if terms[i] == str(f) else (rest, f)
+    return f"{x}.reshape({', '.join(terms)})", s[:i] + tuple(map(str, pieces)) + s[i + 1:]
+
+
+def _reduce(draw, x, s, vars_, partner, axis):
+    a = axis(s)
+    red = draw(st.sampled_from(["sum", "mean", "max"]))
+    keep = draw(st.booleans())
+    shape = s[:a] + ("1",) * keep + s[a + 1:]
+    if draw(st.booleans()):
+        return f"np.{red}({x}, axis={a}{', keepdims=True' * keep})", shape
+    return f"{x}.{red}(axis={a}{', keepdims=True' * keep})", shape
+
+
+def _concat(draw, x, s, vars_, partner, axis):
+    a = axis(s)
+    y = partner(x, lambda t: len(t) == len(s) and all(
+        _same(p, q) for n, (p, q) in enumerate(zip(s, t, strict=True)) if n != a))
+    t = vars_[y]
+    if draw(st.booleans()):
+        joined = _mul("2", s[a]) if y == x else f"{s[a]} + {t[a]}" if len(t) > a else s[a]
+        return f"np.concatenate([{x}, {y}], axis={a})", (*s[:a], joined, *s[a + 1:])
+    b = draw(st.integers(0, len(s)))
+    return f"np.stack([{x}, {y}], axis={b})", (*s[:b], "2", *s[b:])
+
+
+def _slice(draw, x, s, vars_, partner, axis):
+    a = axis(s)
+    head = ":, " * a
+    kind = draw(st.sampled_from([":1", "1:", "0", "-1", ":2", "None"]))
+    if kind == "None":
+        return f"{x}[{head}None]", (*s[:a], "1", *s[a:])
+    if kind in ("0", "-1"):
+        return f"{x}[{head}{kind}]", s[:a] + s[a + 1:]
+    if kind == "1:" and not re.fullmatch(r"[\w*]+", s[a]):
+        return None  # x[1:][1:] is empty at T = 1, not -1 long: a gap (module docstring)
+    size = {":1": "1", ":2": "2", "1:": f"{s[a]} - 1"}[kind]
+    return f"{x}[{head}{kind}]", (*s[:a], size, *s[a + 1:])
+
+
+def _repeat(draw, x, s, vars_, partner, axis):
+    a = axis(s)
+    f = draw(st.sampled_from([2, 3]))
+    if draw(st.booleans()):
+        return f"np.repeat({x}, {f}, axis={a})", (*s[:a], _mul(str(f), s[a]), *s[a + 1:])
+    reps = tuple(f if n == a else 1 for n in range(len(s)))
+    return f"np.tile({x}, {reps})", (*s[:a], _mul(str(f), s[a]), *s[a + 1:])
+
+
+def _dims_op(draw, x, s, vars_, partner, axis):
+    ones = [n for n, d in enumerate(s) if d == "1"]
+    if ones and draw(st.booleans()):
+        a = draw(st.sampled_from(ones))
+        return f"np.squeeze({x}, axis={a})", s[:a] + s[a + 1:]
+    if draw(st.integers(0, 4)) == 0 and len(s) > 1:  # an axis that is 1 only at some sizes
+        a = axis(s)
+        return f"{x}.squeeze({a})", s[:a] + s[a + 1:]
+    a = draw(st.integers(0, len(s)))
+    return f"np.expand_dims({x}, {a})", (*s[:a], "1", *s[a:])
+
+
+def _unary(draw, x, s, vars_, partner, axis):
+    return draw(st.sampled_from([f"np.tanh({x})", f"{x} * 2.0", f"np.exp(-{x})"])), s
+
+
+OPS = (_binary, _binary, _centred, _outer, _matmul, _matmul, _einsum, _einsum, _move, _merge,
+       _merge, _split, _reduce, _reduce, _concat, _slice, _repeat, _dims_op, _unary)
+
+
+@settings(max_examples=150)
+@given(programs())
+def test_verify_agrees_with_running(program):
+    source, signature = program
+    note(source)
+    note(signature)
+    note(str(check(load(source), signature)))
