@@ -458,8 +458,11 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     if step > 1 and (first or 0) >= 0:
         return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step
     if step != 1 or (first is not None and first < 0):
-        if first is not None and step == 1 and s.stop is None:
-            return Dim.const(-first)  # x[-k:]
+        if first is not None and step == 1 and s.stop is None:  # x[-k:]: k of a longer axis
+            at_most(Dim.const(-first), size, "index", f"slice of the last {-first} on an axis "
+                    f"of size {size}", f"the last {-first} of an axis of size {size} (all "
+                    f"{size} where it is shorter)")
+            return Dim.const(-first)
         return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else as_dim(s.start)
     stop = size if s.stop is None else as_dim(s.stop)
