@@ -443,8 +443,9 @@ def _check_index(size: Dim, k: Any) -> None:
     d = as_dim(k)
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
-    except InconclusiveError:
-        _assume(f"{d} < {size}", True)  # once per line: a loop over range(T) repeats it
+    except InconclusiveError:  # once per line: a loop over range(T) repeats it
+        _assume(f"{d} < {size}" if d.constant is None or d.constant >= 0 else
+                f"{-d} <= {size}", True)
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
