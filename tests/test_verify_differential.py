@@ -196,6 +196,19 @@ def test_a_reshape_no_size_fits_is_an_error():
     assert report.errors[0].code == "TS104" and not report.warnings
 
 
+def test_the_last_k_of_an_axis_assume_it_is_that_long():
+    """``x[..., -2:]`` is 2 long only where the axis is: at ``T = 1`` it is all 1 of it
+    (verify said "verified for all T"; ``x[:, :2]`` already assumed ``2 <= T``)."""
+    report = check(lambda x: np.sort(x, axis=1)[:, -2:], "B, T => B, 2")
+    assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= T"]
+
+
+def test_a_negative_index_assumes_the_axis_is_that_long():
+    """``x[:, -2]`` needs ``2 <= T``; the assumption read "-2 < T", which every size meets."""
+    report = check(lambda x: x[:, -2], "B, T => B")
+    assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= T"]
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
