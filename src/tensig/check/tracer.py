@@ -35,6 +35,7 @@ from tensig.check.sym_sizes import (
     _LoopInt,
     _slice_len,
     as_dim,
+    at_most,
     require_divisible,
 )
 from tensig.check.tracing import (
@@ -555,6 +556,10 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
     axes = _axes(axis, a.ndim)
+    for d in a.dims if axis is None else ():  # a batch of 1 loses its axis too
+        if d.constant is None:
+            at_most(ONE + 1, d, "index", f"squeeze() of an axis of size {d}",
+                    f"squeeze() keeps an axis of size {d} only where it is not 1")
     for i in () if axis is None or _TORCH_STYLE.get() else axes:  # torch keeps such an axis
         if a.dims[i] != ONE:
             tracer().report("op-shape", f"squeezes axis {i} of size {a.dims[i]} out of "
