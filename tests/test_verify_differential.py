@@ -209,6 +209,13 @@ def test_a_negative_index_assumes_the_axis_is_that_long():
     assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= T"]
 
 
+def test_squeeze_without_an_axis_assumes_no_size_is_1():
+    """``np.squeeze(x)`` of ``[B, T]`` is ``[T]`` at ``B = 1``: verify said ``[B, T]`` at
+    every size."""
+    report = check(lambda x: np.squeeze(x[:, None]), "B, T => B, T")
+    assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= B", "assumes 2 <= T"]
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
@@ -459,6 +466,8 @@ def _repeat(draw, x, s, vars_, partner, axis):
 
 def _dims_op(draw, x, s, vars_, partner, axis):
     ones = [n for n, d in enumerate(s) if d == "1"]
+    if draw(st.integers(0, 5)) == 0:
+        return f"np.squeeze({x})", tuple(d for d in s if d != "1")
     if ones and draw(st.booleans()):
         a = draw(st.sampled_from(ones))
         return f"np.squeeze({x}, axis={a})", s[:a] + s[a + 1:]
@@ -477,7 +486,7 @@ OPS = (_binary, _binary, _centred, _outer, _matmul, _matmul, _einsum, _einsum, _
        _merge, _split, _reduce, _reduce, _concat, _slice, _repeat, _dims_op, _unary)
 
 
-@settings(max_examples=150)
+@settings(max_examples=200)
 @given(programs())
 def test_verify_agrees_with_running(program):
     source, signature = program
