@@ -248,7 +248,8 @@ _SHARED: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("zeros_like", "ones_like", "empty_like", "full_like", "tril", "triu"),
                     unary()),
 }
-NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
+NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
+              for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,

@@ -81,13 +81,20 @@ def sym_len(x: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def reduction(kind: str | None = None) -> Callable[..., SymArray]:
+def reduction(kind: str | None = None, nonempty: bool = False) -> Callable[..., SymArray]:
     """``sum`` and friends as a function or a method: NumPy's ``axis``/``keepdims`` or torch's
     ``dim``/``keepdim``; the element kind ``kind`` (None: the operand's).  A positional
-    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
+    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype).
+    With ``nonempty`` (``max``, ``argmax``: no identity) an axis that may be empty is assumed
+    not to be."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
-        return reduce_(a, axis if axis is not None else kw.get("dim"), keep, kind)
+        axis = axis if axis is not None else kw.get("dim")
+        dims = _sym(a).dims
+        for i in _axes(axis, len(dims)) if nonempty else ():  # x[:, 1:].max(1) at T = 1
+            at_most(ONE, dims[i], "index", f"a reduction over an empty axis ({dims[i]})",
+                    f"a reduction with no identity over an axis of size {dims[i]}")
+        return reduce_(a, axis, keep, kind)
 
     return model
 
@@ -117,7 +124,7 @@ def _extreme(name: str) -> Callable[..., Any]:
     def method(self: SymArray, *args: Any, **kw: Any) -> Any:
         if _TORCH_STYLE.get():
             return plugin("torch_attribute")(self, name)(*args, **kw)
-        return reduction()(self, *args, **kw)
+        return reduction(nonempty=True)(self, *args, **kw)
 
     return method
 
@@ -314,9 +321,10 @@ class SymArray:
         into(self, mask, "masked_fill's mask")
         return self._same()
 
-    sum = prod = amax = amin = reduction()
+    sum = prod = reduction()
+    amax = amin = reduction(nonempty=True)
     mean = std = var = logsumexp = reduction("f")
-    argmax = argmin = reduction("i")
+    argmax = argmin = reduction("i", nonempty=True)
     all = any = reduction("b")
 
     max, min = _extreme("max"), _extreme("min")
