@@ -216,6 +216,14 @@ def test_squeeze_without_an_axis_assumes_no_size_is_1():
     assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= B", "assumes 2 <= T"]
 
 
+def test_max_over_an_axis_that_may_be_empty_is_assumed():
+    """``x[:, 1:].max(axis=1)`` raises at ``T = 1`` (a maximum of nothing has no value): verify
+    said "verified for all B, T".  A sum over it is 0 and needs nothing."""
+    report = check(lambda x: x[:, 1:].max(axis=1) + np.argmin(x[:, :-1], axis=1), "B, T => B")
+    assert [f.message.split(":")[0] for f in report] == ["assumes 1 <= T - 1"]
+    assert check(lambda x: x[:, 1:].sum(axis=1), "B, T => B").ok
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
