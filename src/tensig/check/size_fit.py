@@ -125,9 +125,10 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
     ``(symbol, q)``."""
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
-    for d in products:
-        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
-            return d
+    for d in products:  # or a multiple of one (np.repeat(x, 2) flattens: 2*B*T)
+        k = max(1, values[0] // max(1, d.evaluate(envs[0])))
+        if all(k * d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
+            return d * k
     if len(envs) < len(names) + 1:
         return None
     base, order, slopes = envs[0], list[str](), list[tuple[int, int]]()
