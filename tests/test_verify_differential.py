@@ -224,6 +224,13 @@ def test_max_over_an_axis_that_may_be_empty_is_assumed():
     assert check(lambda x: x[:, 1:].sum(axis=1), "B, T => B").ok
 
 
+def test_a_fitted_size_that_is_a_multiple_of_a_flattening():
+    """``np.repeat(x, 2)`` flattens ``[B, T]`` into ``2*B*T``: the fit tried the products of
+    the argument's sizes but not their multiples, and the fresh size it made instead was
+    called a wrong result."""
+    assert check(lambda x: np.repeat(x, 2), "B, T => 2*B*T").ok
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
@@ -467,6 +474,8 @@ def _repeat(draw, x, s, vars_, partner, axis):
     a = axis(s)
     f = draw(st.sampled_from([2, 3]))
     if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:  # no axis: the flattened array repeated
+            return f"np.repeat({x}, {f})", (_mul(str(f), "*".join(map(_wrap, s))),)
         return f"np.repeat({x}, {f}, axis={a})", (*s[:a], _mul(str(f), s[a]), *s[a + 1:])
     reps = tuple(f if n == a else 1 for n in range(len(s)))
     return f"np.tile({x}, {reps})", (*s[:a], _mul(str(f), s[a]), *s[a + 1:])
