@@ -621,6 +621,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
                 (hasattr(k, "shape") and not isinstance(k, SymSize)):
             adv_pos = len(dims) if adv_pos is None else adv_pos
+            if (isinstance(k, list) and k and all(type(v) is int for v in k)) or \
+                    (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size):
+                for v in {int(np.min(k)), int(np.max(k))}:  # x[:, [0, 1]]: in range
+                    _check_index(x.dims[axis], v)
             advanced.append(_sym(k))
         elif isinstance(k, slice):
             dims.append(_slice_len(x.dims[axis], k))
