@@ -125,10 +125,12 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
     ``(symbol, q)``."""
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
-    for d in products:  # or a multiple of one (np.repeat(x, 2) flattens: 2*B*T)
-        k = max(1, values[0] // max(1, d.evaluate(envs[0])))
-        if all(k * d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
-            return d * k
+    for d in products:  # or k*d + c (np.repeat(x, 2) flattens: 2*B*T; np.diff then: - 1)
+        at = [d.evaluate(env) for env in envs]
+        i = next((i for i, p in enumerate(at) if p != at[0]), 0)
+        k = (values[i] - values[0]) // (at[i] - at[0]) if i else 1
+        if all(k * p + values[0] - k * at[0] == v for p, v in zip(at, values, strict=True)):
+            return d * k + (values[0] - k * at[0])
     if len(envs) < len(names) + 1:
         return None
     base, order, slopes = envs[0], list[str](), list[tuple[int, int]]()
