@@ -245,6 +245,8 @@ def test_an_index_list_assumes_its_indices_are_in_range():
     report = check(lambda x: x[:, [0, 1]], "B, T => B, 2")
     assert [f.message.split(":")[0] for f in report] == ["assumes 1 < T"]
     assert check(lambda x: x[:, np.array([0, -1])], "B, T => B, 2").ok
+    report = check(lambda x: np.diff(x)[[0, 1]], "T => 2")  # not 0 < T - 1: 1 < T - 1
+    assert [f.message.split(":")[0] for f in report] == ["assumes 1 < T - 1"]
 
 
 # -- the program generator -----------------------------------------------------------------------

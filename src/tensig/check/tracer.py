@@ -623,7 +623,8 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             adv_pos = len(dims) if adv_pos is None else adv_pos
             if (isinstance(k, list) and k and all(type(v) is int for v in k)) or \
                     (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size):
-                for v in {int(np.min(k)), int(np.max(k))}:  # x[:, [0, 1]]: in range
+                top, low = int(np.max(k)), int(np.min(k))  # x[:, [0, 1]]: in range
+                for v in {top if top >= 0 else low, low if low < 0 else top}:
                     _check_index(x.dims[axis], v)
             advanced.append(_sym(k))
         elif isinstance(k, slice):
