@@ -96,7 +96,7 @@ def run(fn, signature: str, env: dict[str, int]) -> str | None:
     return None if got == want else f"returns {got}, declared {want}"
 
 
-_REQUIRES = re.compile(r"requires (.+) divisible by (\S+)$")
+_REQUIRES = re.compile(r"requires (.+?) divisible by (.+)$")
 _ASSUMES = re.compile(r"assumes (.+?)(<=|>=|<|>|==|!=)(.+?):")
 
 
