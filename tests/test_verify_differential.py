@@ -562,8 +562,57 @@ def _more(draw, x, s, vars_, partner, axis):
     return None
 
 
-OPS = (_more, _more, _binary, _binary, _centred, _outer, _matmul, _matmul, _einsum, _einsum,
-       _move, _merge, _merge, _split, _reduce, _reduce, _concat, _slice, _repeat, _dims_op, _unary)
+def _tail2(draw, x, s, vars_, partner, axis):
+    """More of what real code writes: sizes unpacked from ``.shape`` and ``len``, a matmul
+    with a vector, ``tensordot``, ``broadcast_to``, an einsum with ``...``, ``np.ones`` of
+    read sizes, ``x.T @ x``, a three-way ``where``, ``keepdims`` over two axes."""
+    a = axis(s)
+    kind = draw(st.sampled_from(["unpack", "len", "vecmat", "tensordot", "broadcast_to",
+                                 "ellipsis", "ones", "gram", "where3", "keep2"]))
+    names = ", ".join(f"n{i}" for i in range(len(s)))
+    if kind == "unpack" and len(s) >= 2:
+        i = draw(st.integers(0, len(s) - 2))
+        sizes = [f"n{j}" for j in range(len(s))]
+        sizes[i:i + 2] = [f"n{i} * n{i + 1}"]
+        return (f"(lambda {names}: {x}.reshape({', '.join(sizes)}))(*{x}.shape)",
+                (*s[:i], _mul(s[i], s[i + 1]), *s[i + 2:]))
+    if kind == "len":
+        return f"{x}.reshape(len({x}), -1)", (s[0], "*".join(map(_wrap, s[1:])) or "1")
+    if kind == "vecmat" and len(s) >= 2:
+        y = partner(x, lambda t: len(t) == 1 and _same(t[0], s[-1]))
+        return (f"{x} @ {y}", (*s[:-1],)) if len(vars_[y]) == 1 else None
+    if kind == "tensordot" and len(s) >= 2:
+        y = partner(x, lambda t: len(t) >= 1 and _same(t[0], s[-1]))
+        return f"np.tensordot({x}, {y}, axes=1)", (*s[:-1], *vars_[y][1:])
+    if kind == "broadcast_to":
+        y = partner(x, lambda t: True)
+        j = axis(vars_[y])
+        return (f"np.broadcast_to({x}[None], ({y}.shape[{j}],) + {x}.shape)",
+                (vars_[y][j], *s))
+    if kind == "ellipsis" and len(s) >= 2:
+        y = partner(x, lambda t: len(t) >= 2 and _same(t[-2], s[-1]))
+        t = vars_[y]
+        if len(t) < 2:
+            return None
+        return (f"np.einsum('...ij,...jk->...ik', {x}, {y})",
+                (*_broadcast(s[:-2], t[:-2]), s[-2], t[-1]))
+    if kind == "ones":
+        return f"np.ones(({x}.shape[{a}], 2))", (s[a], "2")
+    if kind == "gram" and len(s) == 2:
+        return f"{x}.T @ {x}", (s[1], s[1])
+    if kind == "where3":
+        y = partner(x, lambda t: _fits(s, t))
+        return f"np.where({y} > 0, {x}, 0.0)", _broadcast(s, vars_[y])
+    if kind == "keep2" and len(s) >= 2:
+        b = (a + 1) % len(s)
+        return (f"{x}.max(axis=({a}, {b}), keepdims=True)",
+                tuple("1" if n in (a, b) else d for n, d in enumerate(s)))
+    return None
+
+
+OPS = (_tail2, _tail2, _more, _more, _binary, _binary, _centred, _outer, _matmul, _matmul,
+       _einsum, _einsum, _move, _merge, _merge, _split, _reduce, _reduce, _concat, _slice,
+       _repeat, _dims_op, _unary)
 
 
 @settings(max_examples=200)
