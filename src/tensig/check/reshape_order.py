@@ -247,6 +247,9 @@ def divide(total: Dim, known: Dim) -> Dim:
     quotient = _long_division(total, known)
     if quotient is not None:
         return quotient
+    content = math.gcd(*known.terms.values())  # 4*d*(T + 1): divide by d*(T + 1), then by 4
+    if content > 1 and (quotient := _long_division(total * content, known)) is not None:
+        return _exact(quotient, content)
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
