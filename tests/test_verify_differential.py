@@ -249,6 +249,15 @@ def test_an_index_list_assumes_its_indices_are_in_range():
     assert [f.message.split(":")[0] for f in report] == ["assumes 1 < T - 1"]
 
 
+def test_a_reshape_minus_1_divides_out_a_sum_and_then_a_number():
+    """``[2*d, B, T + 1]`` into ``[2*d, -1, 2, T + 1]``: the -1 is ``B // 2``, but the long
+    division stopped at the 4 in ``4*d*(T + 1)``, and the fresh size it made instead was
+    called a wrong result."""
+    report = check(lambda x: x.reshape(x.shape[0], -1, 2, x.shape[2]),
+                   "2*d, B, T + 1 => 2*d, B // 2, 2, T + 1")
+    assert [f.code for f in report] == ["TS301"]
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
@@ -290,7 +299,8 @@ def _fits(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
 def programs(draw) -> tuple[str, str]:
     """A program's source (``def f(x0, ...)``) and its signature."""
     n_inputs = draw(st.integers(1, 3))
-    symbols = st.sampled_from(SYMBOLS[:draw(st.integers(2, 5))])
+    symbols = st.sampled_from(SYMBOLS[:draw(st.integers(2, 5))]) | st.sampled_from(
+        ["1", "2*d", "T + 1"])  # a literal 1 (broadcast), sizes as expressions
     shapes = [tuple(draw(st.lists(symbols, min_size=1, max_size=3))) for _ in range(n_inputs)]
     names = [f"x{i}" for i in range(n_inputs)]
     vars_: dict[str, tuple[str, ...]] = dict(zip(names, shapes, strict=True))
