@@ -223,10 +223,15 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> Sym
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
     """numpy's ``split``: a number of equal sections, or split indices."""
-    if isinstance(indices_or_sections, int):
-        return chunk(x, indices_or_sections, axis)
     a = _sym(x)
     ax = _axis(axis, a.ndim)
+    if isinstance(indices_or_sections, int):
+        n, k = a.dims[ax].constant, indices_or_sections
+        if n is not None and n % k:  # an error at every size, not an assumption none meets
+            tracer().report("split", f"split of an axis of size {n} into {k} equal sections")
+            return tuple(SymArray((*a.dims[:ax], a.dims[ax] // k, *a.dims[ax + 1:]), a.kind)
+                         for _ in range(k))
+        return chunk(x, k, axis)
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))
