@@ -258,6 +258,13 @@ def test_a_reshape_minus_1_divides_out_a_sum_and_then_a_number():
     assert [f.code for f in report] == ["TS301"]
 
 
+def test_an_equal_split_of_a_number_it_does_not_divide_is_an_error():
+    """``np.split(x[:, None], 2, axis=1)`` fails at every size: verify warned "requires 1
+    divisible by 2", an assumption no size meets."""
+    report = check(lambda x: np.split(x[:, None], 2, axis=1)[0], "B => B, 1")
+    assert report.errors[0].code == "TS107" and not report.warnings
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 
