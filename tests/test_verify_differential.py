@@ -22,7 +22,10 @@ not the contract's.
 
 Known gaps, kept out of the generator: a slice from past a shorter axis, ``x[1:][1:]``, is
 ``T - 2`` long to verify and empty to NumPy at ``T = 1``, which matters where the negative size
-is hidden (``concatenate([x[1:][1:], y])`` declared ``T + S - 2``); and a fitted function
+is hidden (``concatenate([x[1:][1:], y])`` declared ``T + S - 2``); a reshape's -1 beside an
+axis that may be 0 (``x[1:].reshape(len(x) - 1, -1)`` raises at ``T = 1``: NumPy cannot infer
+it; assuming ``T >= 2`` there would flag every window count ``(H - K) // 2 + 1`` of an
+im2col); and a fitted function
 (``np.take(x, [0, 1], axis=1)``) is run only at sizes far above its indices.  Not a gap but a
 choice this test leaves alone: a slice past a literal size (``x[:, None][:, :2]``) is an index
 error (TS105), though NumPy clips it and the code runs.
@@ -121,13 +124,14 @@ def meets(report, env: dict[str, int]) -> bool:
 
 def envs(symbols: tuple[str, ...], extra: list[dict[str, int]]) -> list[dict[str, int]]:
     """Concrete sizes: all 1, 2 or 6, each pair collided, distinct primes (two sets), distinct
-    multiples of 4 and of 6 and multiples of 12 (small divisions exact), and ``extra``; none
-    above 36."""
+    multiples of 4 and of 6 and multiples of 12 (small divisions exact), powers of 2 (one
+    size divisible by another), and ``extra``; none above 36."""
     out = [dict.fromkeys(symbols, 1), dict.fromkeys(symbols, 2), dict.fromkeys(symbols, 6)]
     primes = (5, 7, 11, 13, 17, 19, 23)
     out.append(dict(zip(symbols, primes, strict=False)))
     out.append(dict(zip(symbols, reversed(primes), strict=False)))
-    for sizes in ((12, 24, 36, 24, 12), (6, 12, 18, 24, 30), (4, 8, 12, 16, 20)):
+    for sizes in ((12, 24, 36, 24, 12), (6, 12, 18, 24, 30), (4, 8, 12, 16, 20),
+                  (2, 4, 8, 16, 32), (32, 16, 8, 4, 2)):  # last: one size divides another
         out.append(dict(zip(symbols, sizes, strict=False)))
     for a, b in itertools.combinations(symbols, 2):
         env = dict(zip(symbols, primes, strict=False))
@@ -433,8 +437,13 @@ def _move(draw, x, s, vars_, partner, axis):
     return f"np.moveaxis({x}, {i}, {j})", tuple(out)
 
 
+def _may_be_empty(shape: tuple[str, ...]) -> bool:
+    """An axis of ``T - 1``: beside it a reshape's -1 is a gap (module docstring)."""
+    return any("-" in d for d in shape)
+
+
 def _merge(draw, x, s, vars_, partner, axis):
-    if len(s) < 2:
+    if len(s) < 2 or _may_be_empty(s):
         return None
     i = draw(st.integers(0, len(s) - 2))
     terms = [f"{x}.shape[{j}]" for j in range(len(s))]
@@ -458,6 +467,8 @@ def _merge(draw, x, s, vars_, partner, axis):
 
 
 def _split(draw, x, s, vars_, partner, axis):
+    if _may_be_empty(s):
+        return None
     i = axis(s)
     f = draw(st.sampled_from([2, 3]))
     d = s[i]
@@ -593,7 +604,7 @@ def _tail2(draw, x, s, vars_, partner, axis):
         sizes[i:i + 2] = [f"n{i} * n{i + 1}"]
         return (f"(lambda {names}: {x}.reshape({', '.join(sizes)}))(*{x}.shape)",
                 (*s[:i], _mul(s[i], s[i + 1]), *s[i + 2:]))
-    if kind == "len":
+    if kind == "len" and not _may_be_empty(s):
         return f"{x}.reshape(len({x}), -1)", (s[0], "*".join(map(_wrap, s[1:])) or "1")
     if kind == "vecmat" and len(s) >= 2:
         y = partner(x, lambda t: len(t) == 1 and _same(t[0], s[-1]))
