@@ -49,6 +49,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
@@ -56,14 +57,23 @@ from tensig.check.verify import Signature, verify
 
 SYMBOLS = ("B", "T", "d", "k", "S")
 TIMEOUT = 10.0  # seconds per verify call: a hang guard far above a trace of five lines
-_FOLDER = Path(tempfile.mkdtemp(prefix="tensig_vfuzz_"))
 _COUNT = itertools.count()
 
 
-def load(source: str, name: str = "f"):
+@pytest.fixture(scope="module")
+def folder():
+    """Where the programs' module files go, removed after the last example (hypothesis runs
+    every example in one call of the test: a function-scoped ``tmp_path`` would be shared by
+    them all anyway, and hypothesis refuses one)."""
+    with tempfile.TemporaryDirectory(prefix="tensig_vfuzz_") as path:
+        yield Path(path)
+
+
+def load(source: str, folder: Path, name: str = "f"):
     """The function ``name`` of ``source``, loaded from a module file of its own (verify reads
-    comments at a finding's line; a real file is what user code is)."""
-    path = _FOLDER / f"prog_{next(_COUNT)}.py"
+    comments at a finding's line; a real file is what user code is).  The module is not put
+    in ``sys.modules``: no example sees another's."""
+    path = folder / f"prog_{next(_COUNT)}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
@@ -642,8 +652,8 @@ OPS = (_tail2, _tail2, _more, _more, _binary, _binary, _centred, _outer, _matmul
 
 @settings(max_examples=200)
 @given(programs())
-def test_verify_agrees_with_running(program):
+def test_verify_agrees_with_running(folder, program):
     source, signature = program
     note(source)
     note(signature)
-    note(str(check(load(source), signature)))
+    note(str(check(load(source, folder), signature)))
