@@ -157,7 +157,7 @@ def envs(symbols: tuple[str, ...]) -> list[dict[str, int]]:
 
 def check(fn, signature: str):
     """verify ``fn`` and hold its report to the runs; the report, for a test to look at."""
-    report = verify(fn, signature, timeout=TIMEOUT)
+    report = verify(fn, signature, torch_style=False, timeout=TIMEOUT)  # the runs are NumPy's
     assert not any("did not finish" in n for n in report.notes), report.notes
     symbols = Signature.parse(signature).symbols
     runs = [(env, run(fn, signature, env)) for env in envs(symbols) if meets(report, env)]
@@ -202,6 +202,17 @@ def test_numpy_transpose_of_two_axes_is_a_permutation():
 
     assert check(kept, "d, B => d, B").ok
     assert check(lambda x: x.transpose(1, 0), "d, B => B, d").ok
+    assert verify(lambda x: np.tanh(x).transpose(0, 1), "d, B => d, B").ok  # names NumPy
+    assert verify(lambda x: x.transpose(0, 1), "d, B => B, d").ok  # names neither: torch's
+
+
+def test_numpy_squeeze_is_told_by_the_library_the_code_names():
+    """A squeeze of an axis that is not 1 is NumPy's error in code that names NumPy; in a body
+    of methods alone it may be torch's, which keeps the axis (assumed not 1)."""
+    report = verify(lambda x: np.tanh(x).squeeze(0), "B, T => T")
+    assert report.errors[0].code == "TS108"
+    report = verify(lambda x: x.squeeze(0), "B, T => B, T")
+    assert [f.message.split(":")[0] for f in report] == ["assumes 2 <= B"]
 
 
 def test_a_reshape_no_size_fits_is_an_error():

@@ -263,7 +263,8 @@ class SymArray:
 
     def transpose(self, *axes: Any) -> SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
-                (_TORCH_STYLE.get() or self.ndim != 2):  # NumPy's (0, 1) keeps a matrix
+                (_TORCH_STYLE.get() is not False or self.ndim != 2):  # NumPy's (0, 1)
+            # keeps a matrix; in code that names neither library it is read as torch's swap
             return swapaxes(self, axes[0], axes[1])  # torch's transpose(d0, d1)
         return permute(self, _varargs(axes) or None)
 
@@ -568,8 +569,11 @@ def squeeze(x: Any, axis: Any = None) -> SymArray:
         if d.constant is None:
             at_most(ONE + 1, d, "index", f"squeeze() of an axis of size {d}",
                     f"squeeze() keeps an axis of size {d} only where it is not 1")
-    for i in () if axis is None or _TORCH_STYLE.get() else axes:  # torch keeps such an axis
-        if a.dims[i] != ONE:
+    for i in () if axis is None else axes:
+        if a.dims[i].constant is None and _TORCH_STYLE.get() is not False:  # torch keeps it
+            at_most(ONE + 1, a.dims[i], "index", f"squeeze({i}) of an axis of size {a.dims[i]}",
+                    f"squeeze({i}) keeps an axis of size {a.dims[i]} only where it is not 1")
+        elif a.dims[i] != ONE and _TORCH_STYLE.get() is False:
             tracer().report("op-shape", f"squeezes axis {i} of size {a.dims[i]} out of "
                                         f"{shape_text(a)}: NumPy raises unless it is 1")
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
