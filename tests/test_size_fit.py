@@ -115,6 +115,17 @@ def test_a_floor_left_open_by_the_points_asks_for_every_residue():
     assert len(calls) > len(size_fit.sample_points(["N"], {"N": 44}, 4))
 
 
+def test_a_multiple_of_a_product_needs_a_run_to_check_it():
+    """``k*B*T + c`` is solved from two runs: with only two (the rest raised) every pair of
+    values fits some ``k`` and ``c``, so none is taken; the product itself still is."""
+    envs = [{"B": 12, "T": 12}, {"B": 12, "T": 24}]
+    bt = Dim.symbol("B") * Dim.symbol("T")
+    assert size_fit.fit_size(["B", "T"], envs, [1, 145], [bt]) is None
+    assert size_fit.fit_size(["B", "T"], envs, [144, 288], [bt]) == bt
+    envs.append({"B": 24, "T": 24})
+    assert size_fit.fit_size(["B", "T"], envs, [1, 145, 433], [bt]) == bt - 143
+
+
 def test_a_size_that_fits_nothing_is_none_with_a_note():
     notes = []
     fits = size_fit.fit_sizes(lambda env: [(env["N"] ** 2,)], _sym("N"), "square",

@@ -137,6 +137,24 @@ def test_max_and_min_methods_are_torchs():
     assert kinds(r) == ["return-shape"]
 
 
+def test_squeeze_and_transpose_of_two_axes_are_torchs():
+    """torch's ``squeeze(dim)`` of an axis that is not 1 keeps it (NumPy's raises) and its
+    ``transpose(0, 1)`` of a matrix swaps (NumPy's keeps it), in code that names torch and in
+    a body of tensor methods alone; a squeezed ``B`` is dropped at ``B = 1``: assumed not."""
+    x = torch.randn(3, 4)
+    assert x.squeeze(0).shape == (3, 4) and x[:1].squeeze(0).shape == (4,)
+    assert x.transpose(0, 1).shape == (4, 3)
+    for squeezed in (lambda x: x.squeeze(0), lambda x: torch.squeeze(x, 0),
+                     lambda x: torch.relu(x).squeeze(dim=0)):
+        r = verify(squeezed, "B, T => B, T")
+        assert not r.errors and [f.message.split(":")[0] for f in r] == ["assumes 2 <= B"], \
+            str(r)
+    assert verify(lambda x: x[:, :1].squeeze(1), "B, T => B").ok
+    for swapped in (lambda x: x.transpose(0, 1), lambda x: torch.relu(x).transpose(0, 1)):
+        assert verify(swapped, "d, B => B, d").ok
+        assert kinds(verify(swapped, "d, B => d, B")) == ["return-shape"]
+
+
 def test_causal_buffer_sliced_by_a_symbolic_size_is_an_assumption():
     def f(att):
         t = att.size(-1)

@@ -232,7 +232,7 @@ def divide(total: Dim, known: Dim) -> Dim:
     ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
     """
     if known.constant is not None:
-        return require_divisible(total, known.constant)
+        return _exact(total, known.constant)
     if len(known.terms) == 1 and len(total.terms) == 1:
         ((mk, ck),) = known.terms.items()
         ((mt, ct),) = total.terms.items()
@@ -242,10 +242,24 @@ def divide(total: Dim, known: Dim) -> Dim:
                 powers[atom] -= p
             rest = math.prod((Dim.atom(atom) ** p for atom, p in powers.items()),
                              start=Dim.const(ct))
-            return require_divisible(rest, ck)
+            return _exact(rest, ck)
     quotient = exact_quotient(total, known)
     if quotient is not None:
         return quotient
+    content = math.gcd(*known.terms.values())  # 4*d*(T + 1): divide by d*(T + 1), then by 4
+    if content > 1 and (quotient := exact_quotient(total * content, known)) is not None:
+        return _exact(quotient, content)
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
+
+
+def _exact(p: Dim, k: int) -> Dim:
+    """``p // k``, exact at the sizes where ``k`` divides ``p``: at none where ``p`` is a
+    number (``[S, 1]`` into ``[S, 3, -1]``), an error, not an assumption no size meets."""
+    if p.constant is not None and p.constant % k:
+        tracer().report("reshape", f"a reshape's -1 would be {p}/{k}: the target's other sizes "
+                                   "divide the source's elements at no size")
+        return p // k
+    return require_divisible(p, k)
+

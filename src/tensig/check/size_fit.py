@@ -126,9 +126,14 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
     ``(symbol, q)``."""
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
-    for d in products:
-        if all(d.evaluate(env) == v for env, v in zip(envs, values, strict=True)):
-            return d
+    for d in products:  # or k*d + c (np.repeat(x, 2) flattens: 2*B*T; np.diff then: - 1)
+        at = [d.evaluate(env) for env in envs]
+        i = next((i for i, p in enumerate(at) if p != at[0]), 0)
+        k = (values[i] - values[0]) // (at[i] - at[0]) if i else 1
+        if (k, values[0] - k * at[0]) != (1, 0) and len(envs) < 3:
+            continue  # two runs (the rest raised) fit any k and c: a third must check them
+        if all(k * p + values[0] - k * at[0] == v for p, v in zip(at, values, strict=True)):
+            return d * k + (values[0] - k * at[0])
     if len(envs) < len(names) + 1:
         return None
     base, order, slopes = envs[0], list[str](), list[tuple[int, int]]()

@@ -66,7 +66,7 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
             tracer().report("contraction", f"einsum operand {sub!r} has rank {a.ndim}")
             continue
         for c, d in zip(sub, a.dims, strict=True):
-            if c in sizes and sizes[c] != d:
+            if c in sizes and differ(sizes[c], d):
                 if sizes[c] == ONE:
                     sizes[c] = d
                 elif d != ONE:
@@ -274,10 +274,15 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> Sym
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
     """numpy's ``split``: a number of equal sections, or split indices."""
-    if isinstance(indices_or_sections, int):
-        return chunk(x, indices_or_sections, axis)
     a = _sym(x)
     ax = _axis(axis, a.ndim)
+    if isinstance(indices_or_sections, int):
+        n, k = a.dims[ax].constant, indices_or_sections
+        if n is not None and n % k:  # an error at every size, not an assumption none meets
+            tracer().report("split", f"split of an axis of size {n} into {k} equal sections")
+            return tuple(SymArray((*a.dims[:ax], a.dims[ax] // k, *a.dims[ax + 1:]), a.kind)
+                         for _ in range(k))
+        return chunk(x, k, axis)
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))
@@ -319,7 +324,8 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "full_like": _like(True),
     **dict.fromkeys(("tril", "triu"), unary()),
 }
-NUMPY.update({name: reduction(kind) for name, kind in _REDUCTIONS.items()}, **_SHARED)
+NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
+              for name, kind in _REDUCTIONS.items()}, **_SHARED)
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,

@@ -570,8 +570,9 @@ def _check_index(size: Dim, k: Any) -> None:
     d = k.largest if isinstance(k, Drawn) else as_dim(k)
     try:
         ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
-    except InconclusiveError:
-        _assume(f"{d} < {size}", True)  # once per line: a loop over range(T) repeats it
+    except InconclusiveError:  # once per line: a loop over range(T) repeats it
+        _assume(f"{d} < {size}" if d.constant is None or d.constant >= 0 else
+                f"{-d} <= {size}", True)
         return
     if not ok:
         tracer().report("index", f"index {d} is out of range for an axis of size {size}")
@@ -635,8 +636,11 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     if step > 1 and (first or 0) >= 0:
         return (_slice_len(size, slice(s.start, s.stop)) + step - 1) // step
     if step != 1 or (first is not None and first < 0):
-        if first is not None and step == 1 and s.stop is None:
-            return Dim.const(-first)  # x[-k:]
+        if first is not None and step == 1 and s.stop is None:  # x[-k:]: k of a longer axis
+            at_most(Dim.const(-first), size, "index", f"slice of the last {-first} on an axis "
+                    f"of size {size}", f"the last {-first} of an axis of size {size} (all "
+                    f"{size} where it is shorter)")
+            return Dim.const(-first)
         return tracer().new_dim("s")  # other strided slices: a fresh size
     start = ONE * 0 if s.start is None else _from_end(size, as_dim(s.start), True)
     stop = size if s.stop is None else _from_end(size, as_dim(s.stop))

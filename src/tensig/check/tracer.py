@@ -35,6 +35,7 @@ from tensig.check.sym_sizes import (
     _LoopInt,
     _slice_len,
     as_dim,
+    at_most,
     require_divisible,
 )
 from tensig.check.tracing import (
@@ -78,13 +79,20 @@ def sym_len(x: Any) -> Any:
 # -- Arrays ------------------------------------------------------------------------------------
 
 
-def reduction(kind: str | None = None) -> Callable[..., SymArray]:
+def reduction(kind: str | None = None, nonempty: bool = False) -> Callable[..., SymArray]:
     """``sum`` and friends as a function or a method: NumPy's ``axis``/``keepdims`` or torch's
     ``dim``/``keepdim``; the element kind ``kind`` (None: the operand's).  A positional
-    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype)."""
+    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype).
+    With ``nonempty`` (``max``, ``argmax``: no identity) an axis that may be empty is assumed
+    not to be."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
-        return reduce_(_mask(a, kw), axis if axis is not None else kw.get("dim"), keep, kind)
+        axis = axis if axis is not None else kw.get("dim")
+        dims = _sym(a).dims
+        for i in _axes(axis, len(dims)) if nonempty else ():  # x[:, 1:].max(1) at T = 1
+            at_most(ONE, dims[i], "index", f"a reduction over an empty axis ({dims[i]})",
+                    f"a reduction with no identity over an axis of size {dims[i]}")
+        return reduce_(_mask(a, kw), axis, keep, kind)
 
     return model
 
@@ -128,7 +136,7 @@ def _extreme(name: str) -> Callable[..., Any]:
     def method(self: SymArray, *args: Any, **kw: Any) -> Any:
         if _TORCH_STYLE.get():
             return plugin("torch_attribute")(self, name)(*args, **kw)
-        return reduction()(self, *args, **kw)
+        return reduction(nonempty=True)(self, *args, **kw)
 
     return method
 
@@ -281,7 +289,8 @@ class SymArray:
 
     def transpose(self, *axes: Any) -> SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
-                not (self.ndim == 2 and axes == (1, 0)):
+                (_TORCH_STYLE.get() is not False or self.ndim != 2):  # NumPy's (0, 1)
+            # keeps a matrix; in code that names neither library it is read as torch's swap
             return swapaxes(self, axes[0], axes[1])  # torch's transpose(d0, d1)
         return permute(self, _varargs(axes) or None)
 
@@ -335,13 +344,13 @@ class SymArray:
         return broadcast_to(self, dims)
 
     def repeat(self, *reps: Any, **kw: Any) -> SymArray:
-        """NumPy's (each element, along ``axis``) in code that names no torch; ``x.repeat(2,
-        1)`` there may be torch's tile all the same (a tensor passed in): where the two differ,
-        an assumption."""
+        """NumPy's (each element, along ``axis``) in code that names no torch; in code that names
+        neither library ``x.repeat(2, 1)`` may be torch's tile (a tensor passed in): where the
+        two differ, an assumption."""
         if _TORCH_STYLE.get():
             return tile(self, _varargs(reps))
         out = cast(SymArray, np.repeat(self, *reps, **kw))
-        if len(reps) == 2 and not kw and len(reps) >= self.ndim:
+        if _TORCH_STYLE.get() is None and len(reps) == 2 and not kw and len(reps) >= self.ndim:
             torch_s = tile(self, reps)
             if torch_s.dims != out.dims:
                 tracer().report("assumption", f"assumes x.repeat{reps} is NumPy's (each element "
@@ -353,9 +362,10 @@ class SymArray:
         into(self, mask, "masked_fill's mask")
         return self._same()
 
-    sum = prod = amax = amin = reduction()
+    sum = prod = reduction()
+    amax = amin = reduction(nonempty=True)
     mean = std = var = logsumexp = reduction("f")
-    argmax = argmin = reduction("i")
+    argmax = argmin = reduction("i", nonempty=True)
     all = any = reduction("b")
 
     max, min = _extreme("max"), _extreme("min")
@@ -621,6 +631,17 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
     axes = _axes(axis, a.ndim)
+    for d in a.dims if axis is None else ():  # a batch of 1 loses its axis too
+        if d.constant is None:
+            at_most(ONE + 1, d, "index", f"squeeze() of an axis of size {d}",
+                    f"squeeze() keeps an axis of size {d} only where it is not 1")
+    for i in () if axis is None else axes:
+        if a.dims[i].constant is None and _TORCH_STYLE.get() is not False:  # torch keeps it
+            at_most(ONE + 1, a.dims[i], "index", f"squeeze({i}) of an axis of size {a.dims[i]}",
+                    f"squeeze({i}) keeps an axis of size {a.dims[i]} only where it is not 1")
+        elif a.dims[i] != ONE and _TORCH_STYLE.get() is False:
+            tracer().report("op-shape", f"squeezes axis {i} of size {a.dims[i]} out of "
+                                        f"{shape_text(a)}: NumPy raises unless it is 1")
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
 
 
@@ -674,6 +695,11 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         elif isinstance(k, SymArray | list | _RANGE | SymRange) or \
                 (hasattr(k, "shape") and not isinstance(k, SymSize)):
             adv_pos = len(dims) if adv_pos is None else adv_pos
+            if (isinstance(k, list) and k and all(type(v) is int for v in k)) or \
+                    (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size):
+                top, low = int(np.max(k)), int(np.min(k))  # x[:, [0, 1]]: in range
+                for v in {top if top >= 0 else low, low if low < 0 else top}:
+                    _check_index(x.dims[axis], v)
             advanced.append(_sym(k))
         elif isinstance(k, slice):
             dims.append(_slice_len(x.dims[axis], k))

@@ -281,8 +281,10 @@ def tracer() -> Tracer:
     return t
 
 
-_TORCH_STYLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensig_torch_style",
-                                                                    default=False)
+# None: a guess (the function names neither torch nor NumPy): NumPy's reading, except where
+# NumPy's is code nobody writes on purpose and torch's is common (x.transpose(0, 1) of a matrix)
+_TORCH_STYLE: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "tensig_torch_style", default=False)
 
 
 _MISSING = object()

@@ -313,6 +313,12 @@ def _uses_torch(fn: Callable[..., Any]) -> bool:
     return any("torch" in (a if isinstance(a, str) else repr(a)) for a in notes.values())
 
 
+def _style(fn: Callable[..., Any]) -> bool | None:
+    """Torch's semantics, NumPy's, or None where the function names neither library (a body
+    of array methods alone: ``x.transpose(0, 1)`` is then read as torch's)."""
+    return True if _uses_torch(fn) else False if "numpy" in _libraries(fn) else None
+
+
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
            torch_style: bool | None = None, ignore: Iterable[str] = (),
            timeout: float | None = None) -> Report:
@@ -483,7 +489,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                    torch_style: bool | None) -> None:
     tracer = tracing.Tracer(_witnesses(sig.symbols))
     token = tracing._TRACER.set(tracer)
-    style = tracing._TORCH_STYLE.set(_uses_torch(fn) if torch_style is None else torch_style)
+    style = tracing._TORCH_STYLE.set(_style(fn) if torch_style is None else torch_style)
     try:
         kinds = sig.kinds or ("f",) * len(sig.args)
         args: list[Any] = [None if i in sig.absent else
