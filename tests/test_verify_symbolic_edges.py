@@ -742,3 +742,33 @@ def test_a_division_shown_exact_compares_at_sizes_that_keep_the_pads():
         return x.view(b, (h + pad_b) // 7, 7, (w + pad_r) // 7, 7).reshape(-1, 49)
 
     assert "reshape" in kinds(verify(swapped)), str(verify(swapped))
+
+
+def test_a_mask_written_in_place_between_two_selections_counts_anew():
+    """``logits[m]`` and ``labels[m]`` share one count while ``m`` is unchanged; a write into
+    ``m`` between them (``m[:, 0] = False``, ``m.logical_and_(k)``) changes how many elements
+    it selects, so the second selection is a size of its own, not silently the first's."""
+    def assigned(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+                 ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        picked = logits[m]
+        m[:, 0] = False
+        return torch.nn.functional.cross_entropy(picked, labels[m])
+
+    def anded(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+              ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        picked = logits[m]
+        m.logical_and_(labels > 0)
+        return torch.nn.functional.cross_entropy(picked, labels[m])
+
+    def numpy_assigned(x: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"]
+                       ) -> Float[np.ndarray, "n, D"]:
+        m = y > 0
+        picked = x[m]
+        m[0] = False
+        return picked + x[m]
+
+    for fn in (assigned, anded, numpy_assigned):
+        r = verify(fn)
+        assert not r.ok and {"contraction", "broadcast"} & set(kinds(r)), f"{fn.__name__}: {r}"

@@ -177,6 +177,8 @@ class SymArray:
         if name.startswith("_") or "torch" not in sys.modules or \
                 (not _TORCH_STYLE.get() and hasattr(np.ndarray, name)):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        if name.endswith("_"):  # torch's in-place methods (``m.logical_and_(k)``)
+            tracer().written(self)
         return plugin("torch_attribute")(self, name)
 
     @property
@@ -207,12 +209,14 @@ class SymArray:
         """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
         its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
+        tracer().written(self)
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
+        tracer().written(self)
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -371,6 +375,8 @@ class SymArray:
                            ) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
+        if name.endswith("_") and not name.endswith("__") and args:  # torch's in place
+            tracer().written(args[0])
         impl = TORCH.get(name)
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)

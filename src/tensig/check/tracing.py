@@ -205,6 +205,11 @@ class Tracer:
             hit = self.counts[id(mask)] = (mask, self.new_dim("nnz"))
         return hit[1]
 
+    def written(self, array: Any) -> None:
+        """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a mask
+        counted before holds another count after, so ``x[m]`` then gets a fresh size."""
+        self.counts.pop(id(array), None)
+
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
 
