@@ -772,3 +772,39 @@ def test_a_mask_written_in_place_between_two_selections_counts_anew():
     for fn in (assigned, anded, numpy_assigned):
         r = verify(fn)
         assert not r.ok and {"contraction", "broadcast"} & set(kinds(r)), f"{fn.__name__}: {r}"
+
+
+def test_a_literal_list_is_no_loop_s_steps():
+    """Stacking joins a list to a loop's size by its count at the witnesses: a loop over a
+    mask's rows (3 at the witness) or over ``range(T // 2)`` (5) must not turn a list of 3 or
+    5 arrays into that size, and two loops of one count at the witnesses but of different
+    sizes (``T`` and ``S - 6`` at 13) leave a list of that many to its count."""
+    def coordinates(x: Float[torch.Tensor, "B, D"]) -> Float[torch.Tensor, "3, D"]:
+        idx = (x[:, 0] > 0).nonzero()
+        acc = x[0]
+        for i in range(idx.shape[0]):
+            acc = acc + x[idx[i, 0]]
+        return torch.stack([acc, acc * 2, acc * 3])
+
+    def halves(x: Float[torch.Tensor, "T, D"]) -> Float[torch.Tensor, "5, D"]:
+        acc = x[0]
+        for i in range(x.shape[0] // 2):
+            acc = acc + x[2 * i]
+        return torch.stack([acc] * 5)
+
+    for fn, n in ((coordinates, 3), (halves, 5)):
+        r = verify(fn)
+        assert r.result == ((Dim.const(n), Dim.symbol("D")),), str(r)
+        assert "return-shape" not in kinds(r), str(r)
+
+    def two(x: Float[torch.Tensor, "A, T, D"], y: Float[torch.Tensor, "S, D"]
+            ) -> Float[torch.Tensor, "S - 6, D"]:
+        outs = []
+        for t in range(x.shape[1]):
+            outs.append(x[0, t])
+        for _ in range(y.shape[0] - 6):
+            pass
+        return torch.stack(outs)  # T rows, not S - 6
+
+    r = verify(two)  # A, T, D, S at 11, 13, 17, 19: S - 6 is 13 too
+    assert "return-shape" in kinds(r), str(r)

@@ -310,8 +310,8 @@ class SymRange:
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
-        if self.step == 1 and (n := self.stop - self.start).constant is None:
-            tracer().loops[tracer().value(n)] = n  # a list of one item per step: n items
+        if self.step == 1:
+            tracer().loop(self.stop - self.start)  # a list of one item per step: n items
         try:
             for i in values:
                 step = self._index(i, ahead)

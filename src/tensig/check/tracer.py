@@ -404,7 +404,7 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
-    tracer().loops[tracer().value(n)] = n
+    tracer().loop(n)
     try:
         for i in _RANGE(tracer().value(n)):
             rows[n] = i

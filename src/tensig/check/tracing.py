@@ -89,7 +89,7 @@ class Tracer:
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
-    loops: dict[int, Dim] = field(default_factory=dict)  # steps at the witness -> range(T)'s T
+    loops: dict[int, Dim | None] = field(default_factory=dict)  # steps at the witness -> T
     counts: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
@@ -209,6 +209,15 @@ class Tracer:
         """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a mask
         counted before holds another count after, so ``x[m]`` then gets a fresh size."""
         self.counts.pop(id(array), None)
+
+    def loop(self, n: Dim) -> None:
+        """A loop of ``n`` steps ran: a list of as many arrays, stacked, joins to ``n``.  A
+        small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3 coordinates has
+        as many (witnesses are primes from 11 for that); two loops of one count but
+        different sizes leave it open."""
+        count = self.value(n)
+        if n.constant is None and count >= 8:  # T - 1, T - 3 at T = 11 pass
+            self.loops[count] = n if self.loops.get(count, n) == n else None
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
