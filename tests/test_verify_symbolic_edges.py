@@ -808,3 +808,11 @@ def test_a_literal_list_is_no_loop_s_steps():
 
     r = verify(two)  # A, T, D, S at 11, 13, 17, 19: S - 6 is 13 too
     assert "return-shape" in kinds(r), str(r)
+
+
+def test_a_division_by_a_size_that_can_be_0_is_no_quotient():
+    """``(G*T - G) // (T - 1)`` is ``G`` as polynomials, but at ``T = 1`` the code divides by
+    zero: it is not verified for all sizes, it stops with the note."""
+    r = verify(lambda q, k: q.view(q.shape[0] // (k.shape[0] - 1), -1),
+               "G*T - G, D; T => G, T*D - D")
+    assert not r.ok and len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)

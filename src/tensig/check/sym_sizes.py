@@ -129,7 +129,10 @@ def _divisor(size: SymSize, op: str, o: Any) -> Any:
 
 def _exact_quotient(p: Dim, q: Dim) -> Dim | None:
     """``p / q`` where a product of sizes ``q`` divides ``p`` as polynomials (the kv heads'
-    ``4*G // G``, Swin's ``B*H*W // (H*W)``); None otherwise."""
+    ``4*G // G``, Swin's ``B*H*W // (H*W)``); None otherwise, and where ``q`` can be 0 (a
+    negative coefficient: ``T - 1`` at ``T = 1``), a division the code would fail at."""
+    if any(c <= 0 for c in q.terms.values()):
+        return None
     out, rest = p, q
     for name in q.symbols:
         try:
