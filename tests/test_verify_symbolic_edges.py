@@ -816,3 +816,27 @@ def test_a_division_by_a_size_that_can_be_0_is_no_quotient():
     r = verify(lambda q, k: q.view(q.shape[0] // (k.shape[0] - 1), -1),
                "G*T - G, D; T => G, T*D - D")
     assert not r.ok and len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
+
+
+def test_a_pad_that_reflects_or_crops_requires_its_axis_long_enough():
+    """``F.pad`` by hand widens each axis by its pair; a reflection needs an element past each
+    pad, a circular pad wraps once at most, and negative pads crop no more than the axis:
+    torch refuses the call otherwise, so each is a requirement ('assumes 21 <= W'), not a
+    shape verified for all ``W``.  A constant pad needs none."""
+    def reflect(x: Float[torch.Tensor, "B, C, W"]) -> Float[torch.Tensor, "B, C, W + 40"]:
+        return torch.nn.functional.pad(x, (20, 20), mode="reflect")
+
+    def circular(x: Float[torch.Tensor, "B, C, W"]) -> Float[torch.Tensor, "B, C, W + 16"]:
+        return torch.nn.functional.pad(x, (16, 0), mode="circular")
+
+    def crop(x: Float[torch.Tensor, "B, W"]) -> Float[torch.Tensor, "B, W - 40"]:
+        return torch.nn.functional.pad(x, (-20, -20))
+
+    def constant(x: Float[torch.Tensor, "B, W"]) -> Float[torch.Tensor, "B, W + 40"]:
+        return torch.nn.functional.pad(x, (20, 20))
+
+    for fn, need in ((reflect, "21 <= W"), (circular, "16 <= W"), (crop, "40 <= W")):
+        r = verify(fn)
+        assert kinds(r) == ["assumption"] and need in str(r), f"{fn.__name__}: {r}"
+    r = verify(constant)
+    assert r.ok and not r.findings, str(r)

@@ -583,7 +583,17 @@ def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymAr
                                     "(left, right) pair per padded axis, at most one per axis")
         return S.SymArray(dims, a.kind)
     for i in range(len(pad) // 2):
-        dims[-1 - i] += sym_sizes.as_dim(pad[2 * i]) + sym_sizes.as_dim(pad[2 * i + 1])
+        n, pair = dims[-1 - i], [sym_sizes.as_dim(p) for p in pad[2 * i:2 * i + 2]]
+        crop = -sum(min(p.constant or 0, 0) for p in pair)  # negative pads cut the axis
+        needs = [sym_sizes.as_dim(crop)] if crop > 0 else []
+        if mode == "reflect":  # an element past each pad
+            needs += [p + 1 for p in pair]
+        elif mode == "circular":  # wraps around the axis once at most
+            needs += pair
+        what = f"F.pad(mode={mode!r}) by ({pair[0]}, {pair[1]}) on an axis of size {n}"
+        for least in needs:
+            sym_sizes.at_most(least, n, "op-shape", what, what)
+        dims[-1 - i] = n + pair[0] + pair[1]
     return S.SymArray(dims, a.kind)
 
 
