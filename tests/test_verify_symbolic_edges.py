@@ -840,3 +840,25 @@ def test_a_pad_that_reflects_or_crops_requires_its_axis_long_enough():
         assert kinds(r) == ["assumption"] and need in str(r), f"{fn.__name__}: {r}"
     r = verify(constant)
     assert r.ok and not r.findings, str(r)
+
+
+def test_a_fitted_op_s_constant_size_is_compared_with_the_sizes_below_the_fit():
+    """``topk(x, 5)`` is fitted at sizes from 40 up, where every ``V`` holds 5 elements: it
+    verified for all ``V``, though torch refuses ``V < 5``.  A constant the op is given and
+    returns as a size is run at that constant less 1: refused there, it is a requirement.  A
+    top-1 needs none, nor a constant the code computes otherwise (``amax``'s keepdim 1)."""
+    def top5(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 5"]:
+        return torch.topk(x, 5, dim=-1).values
+
+    def narrowed(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 3"]:
+        return x.narrow(1, 0, 3)
+
+    for fn, need in ((top5, "assumes 5 <= V"), (narrowed, "assumes 3 <= V")):
+        r = verify(fn)
+        assert kinds(r) == ["assumption"] and need in str(r), f"{fn.__name__}: {r}"
+
+    def top1(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 1"]:
+        return torch.topk(x, 1).values
+
+    r = verify(top1)
+    assert r.ok and not r.findings, str(r)
