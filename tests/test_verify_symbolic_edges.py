@@ -862,3 +862,19 @@ def test_a_fitted_op_s_constant_size_is_compared_with_the_sizes_below_the_fit():
 
     r = verify(top1)
     assert r.ok and not r.findings, str(r)
+
+
+def test_a_slice_ahead_of_a_loop_step_left_early_is_assumed():
+    """``x[:, t:t + 3]`` at a loop's first steps is in range because its last steps check it;
+    a loop left before them (``break`` at ``t == 2``) never checks it, and torch clamps the
+    slice (2 elements at ``T = 4``): like an index ahead, it is an assumption, of the largest
+    stop the loop reached ('assumes 5 <= T'), not a shape verified for all ``T``."""
+    def early(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, 3, D"]:
+        for t in range(x.shape[1]):
+            y = x[:, t:t + 3]
+            if t == 2:
+                break
+        return y
+
+    r = verify(early)
+    assert kinds(r) == ["assumption"] and "assumes 5 <= T" in str(r), str(r)

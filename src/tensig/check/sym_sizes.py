@@ -323,7 +323,7 @@ class SymRange:
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
             if t is not None and not ended:
-                for (file, line), text in ahead:
+                for (file, line), text in reversed(ahead):  # a line's last step: its largest
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
                                for f in t.findings):
                         t.report("assumption", f"assumes {text}: an index ahead of a loop "
@@ -521,6 +521,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
         stop = size + stop
     k = s.stop
     if isinstance(k, _LoopInt) and k.slack is not None and _holds(operator.le, k.bound, size):
+        if k.past and k.ahead is not None:  # a loop left early assumes it (SymRange._steps)
+            k.ahead.append((tracer().where(), f"{int(k)} <= {size}"))
         return stop - start  # x[:, t:t + 1]: a loop step's t + 1 <= T (its end traced apart)
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "
