@@ -878,3 +878,18 @@ def test_a_slice_ahead_of_a_loop_step_left_early_is_assumed():
 
     r = verify(early)
     assert kinds(r) == ["assumption"] and "assumes 5 <= T" in str(r), str(r)
+
+
+def test_a_division_shown_exact_leaves_other_sizes_unequal():
+    """With a division shown exact in the trace (Swin's padded window view), sizes were
+    compared at the witnesses and at each plus one: ``B + 8`` and ``T`` (11 + 8 and 19, then
+    12 + 8 and 20) compared equal, and a result of ``B + 8`` rows verified as ``T``."""
+    def padded(x: Float[torch.Tensor, "B, H, C"], y: Float[torch.Tensor, "T"]
+               ) -> Float[torch.Tensor, "T, C"]:
+        b, h, c = x.shape
+        pad = (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        windows = x.view(b, (h + pad) // 7, 7, c)
+        return windows.new_zeros(b + 8, c)
+
+    assert "return-shape" in kinds(verify(padded)), str(verify(padded))

@@ -98,16 +98,24 @@ class Tracer:
         Two assignments that make each divided symbol a multiple of all divisors stand in for
         the assumption (a heuristic: exact for divisions of single symbols, the usual case).
         The divisions shown ``exact`` hold at any sizes: they leave the witnesses as they are,
-        where a padded ``H + (7 - H % 7) % 7`` keeps its pad.
+        where a padded ``H + (7 - H % 7) % 7`` keeps its pad, and add sizes along a line on
+        which each symbol moves at its own pace, over five periods of their divisors: the two
+        assignments alone move every symbol by one, where ``B + 8`` and ``T`` (witnesses 11
+        and 19) agree.
         """
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
+        envs = self.assumption_envs()
+        if self.exact:  # any sizes keep them: a line of sizes, each symbol at its own pace
+            unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
+            envs += [{n: (w + j * (i + 1)) * unit for i, (n, w) in enumerate(self.witness.items())}
+                     for j in range(2, 5 * period)]
         try:
             equal = bool(self.divisors or self.exact) and all(
-                a.evaluate(env) == b.evaluate(env) for env in self.assumption_envs())
+                a.evaluate(env) == b.evaluate(env) for env in envs)
         except ValueError:
             return False
         if equal:
