@@ -893,3 +893,25 @@ def test_a_division_shown_exact_leaves_other_sizes_unequal():
         return windows.new_zeros(b + 8, c)
 
     assert "return-shape" in kinds(verify(padded)), str(verify(padded))
+
+
+def test_a_convolution_s_bias_has_one_number_per_output_channel():
+    """conv and conv_transpose by hand took the bias and did not look at it: a bias of 4 for 8
+    output channels verified, though torch refuses it.  A module's own bias is right."""
+    def conv(x: Float[torch.Tensor, "B, 16, H, W"], w: Float[torch.Tensor, "8, 16, 3, 3"],
+             b: Float[torch.Tensor, "4"]) -> Float[torch.Tensor, "B, 8, H, W"]:
+        return torch.nn.functional.conv2d(x, w, b, padding=1)
+
+    def transposed(x: Float[torch.Tensor, "B, 16, H, W"], w: Float[torch.Tensor, "16, 8, 4, 4"],
+                   b: Float[torch.Tensor, "4"]) -> Float[torch.Tensor, "B, 8, 2*H, 2*W"]:
+        return torch.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1)
+
+    for fn in (conv, transposed):
+        r = verify(fn)
+        assert kinds(r) == ["op-shape"] and "bias [4] for 8 output channels" in str(r), str(r)
+
+    def module(x: Float[torch.Tensor, "B, 16, H, W"]) -> Float[torch.Tensor, "B, 8, 2*H, 2*W"]:
+        return torch.nn.ConvTranspose2d(16, 8, 4, 2, 1)(torch.nn.Conv2d(16, 16, 3, padding=1)(x))
+
+    r = verify(module)
+    assert r.ok and not r.findings, str(r)
