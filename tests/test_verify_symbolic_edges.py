@@ -915,3 +915,20 @@ def test_a_convolution_s_bias_has_one_number_per_output_channel():
 
     r = verify(module)
     assert r.ok and not r.findings, str(r)
+
+
+def test_a_boolean_mask_matches_the_axes_it_indexes():
+    """A boolean mask does not broadcast: ``x[m]`` with ``m`` of ``[1, T]`` on ``[B, T]`` is
+    refused by NumPy and torch alike; it was accepted (broadcast into the axes), and its count
+    shared with selections the mask does fit."""
+    def lone(x: Float[torch.Tensor, "B, T"], y: Float[torch.Tensor, "1, T"]
+             ) -> Float[torch.Tensor, "n"]:
+        return x[y > 0]
+
+    def numpy_lone(x: Float[np.ndarray, "B, T"], y: Float[np.ndarray, "1, T"]
+                   ) -> Float[np.ndarray, "n"]:
+        return x[y > 0]
+
+    for fn in (lone, numpy_lone):
+        r = verify(fn)
+        assert kinds(r) == ["index"] and "must match" in str(r), f"{fn.__name__}: {r}"

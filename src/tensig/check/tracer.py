@@ -604,7 +604,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             dims.append(ONE)
             continue
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
-            into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
+            covered = x.dims[axis:axis + k.ndim]  # matched exactly: a mask does not broadcast
+            if len(covered) != k.ndim or any(map(differ, k.dims, covered)):
+                tracer().report("index", f"a boolean mask {shape_text(k)} indexes axes "
+                                         f"{shape_text(SymArray(covered))} (they must match)")
             adv_pos = len(dims) if adv_pos is None else adv_pos
             dims.append(tracer().nonzero_count(k))
             axis += k.ndim - 1
