@@ -145,3 +145,11 @@ def _sym(*names):
     from tensig.check.tracer import SymArray
 
     return SymArray(tuple(Dim.symbol(n) for n in names))
+
+
+def test_a_message_names_composite_sizes_but_keeps_small_numbers():
+    """A rejection's numbers are written as the operands' sizes (``B*T`` for 2080), but one
+    under 11 stays a number, as a symbol's does: ``T - 39`` at ``T = 40`` is 1, and every 1 in
+    torch's message (an axis, a count) read 'T - 39'."""
+    text = size_fit.named("size 1 vs 2080 at 40", {"T": 40, "B": 52}, [Dim("T - 39"), Dim("B*T")])
+    assert text == "size 1 vs B*T at T", text

@@ -863,3 +863,195 @@ def test_a_division_shown_exact_compares_at_sizes_that_keep_the_pads():
         return x.view(b, (h + pad_b) // 7, 7, (w + pad_r) // 7, 7).reshape(-1, 49)
 
     assert "reshape" in kinds(verify(swapped)), str(verify(swapped))
+
+
+def test_a_mask_written_in_place_between_two_selections_counts_anew():
+    """``logits[m]`` and ``labels[m]`` share one count while ``m`` is unchanged; a write into
+    ``m`` between them (``m[:, 0] = False``, ``m.logical_and_(k)``) changes how many elements
+    it selects, so the second selection is a size of its own, not silently the first's."""
+    def assigned(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+                 ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        picked = logits[m]
+        m[:, 0] = False
+        return torch.nn.functional.cross_entropy(picked, labels[m])
+
+    def anded(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
+              ) -> Float[torch.Tensor, ""]:
+        m = labels != -100
+        picked = logits[m]
+        m.logical_and_(labels > 0)
+        return torch.nn.functional.cross_entropy(picked, labels[m])
+
+    def numpy_assigned(x: Float[np.ndarray, "N, D"], y: Float[np.ndarray, "N"]
+                       ) -> Float[np.ndarray, "n, D"]:
+        m = y > 0
+        picked = x[m]
+        m[0] = False
+        return picked + x[m]
+
+    for fn in (assigned, anded, numpy_assigned):
+        r = verify(fn)
+        assert not r.ok and {"contraction", "broadcast"} & set(kinds(r)), f"{fn.__name__}: {r}"
+
+
+def test_a_literal_list_is_no_loop_s_steps():
+    """Stacking joins a list to a loop's size by its count at the witnesses: a loop over a
+    mask's rows (3 at the witness) or over ``range(T // 2)`` (5) must not turn a list of 3 or
+    5 arrays into that size, and two loops of one count at the witnesses but of different
+    sizes (``T`` and ``S - 6`` at 13) leave a list of that many to its count."""
+    def coordinates(x: Float[torch.Tensor, "B, D"]) -> Float[torch.Tensor, "3, D"]:
+        idx = (x[:, 0] > 0).nonzero()
+        acc = x[0]
+        for i in range(idx.shape[0]):
+            acc = acc + x[idx[i, 0]]
+        return torch.stack([acc, acc * 2, acc * 3])
+
+    def halves(x: Float[torch.Tensor, "T, D"]) -> Float[torch.Tensor, "5, D"]:
+        acc = x[0]
+        for i in range(x.shape[0] // 2):
+            acc = acc + x[2 * i]
+        return torch.stack([acc] * 5)
+
+    for fn, n in ((coordinates, 3), (halves, 5)):
+        r = verify(fn)
+        assert r.result == ((Dim.const(n), Dim.symbol("D")),), str(r)
+        assert "return-shape" not in kinds(r), str(r)
+
+    def two(x: Float[torch.Tensor, "A, T, D"], y: Float[torch.Tensor, "S, D"]
+            ) -> Float[torch.Tensor, "S - 6, D"]:
+        outs = []
+        for t in range(x.shape[1]):
+            outs.append(x[0, t])
+        for _ in range(y.shape[0] - 6):
+            pass
+        return torch.stack(outs)  # T rows, not S - 6
+
+    r = verify(two)  # A, T, D, S at 11, 13, 17, 19: S - 6 is 13 too
+    assert "return-shape" in kinds(r), str(r)
+
+
+def test_a_division_by_a_size_that_can_be_0_is_the_quotient_where_it_is_not():
+    """``(G*T - G) // (T - 1)`` is ``G`` as polynomials, but at ``T = 1`` the code divides by
+    zero: not verified for all sizes, but for those where ``T - 1`` is not 0 (an assumption,
+    as ``D // heads`` is)."""
+    r = verify(lambda q, k: q.view(q.shape[0] // (k.shape[0] - 1), -1),
+               "G*T - G, D; T => G, T*D - D")
+    assert kinds(r) == ["assumption"] and "T - 1 >= 1" in r.findings[0].message, str(r)
+    assert not r.notes, str(r)
+
+
+def test_a_pad_that_reflects_or_crops_requires_its_axis_long_enough():
+    """``F.pad`` by hand widens each axis by its pair; a reflection needs an element past each
+    pad, a circular pad wraps once at most, and negative pads crop no more than the axis:
+    torch refuses the call otherwise, so each is a requirement ('assumes 21 <= W'), not a
+    shape verified for all ``W``.  A constant pad needs none."""
+    def reflect(x: Float[torch.Tensor, "B, C, W"]) -> Float[torch.Tensor, "B, C, W + 40"]:
+        return torch.nn.functional.pad(x, (20, 20), mode="reflect")
+
+    def circular(x: Float[torch.Tensor, "B, C, W"]) -> Float[torch.Tensor, "B, C, W + 16"]:
+        return torch.nn.functional.pad(x, (16, 0), mode="circular")
+
+    def crop(x: Float[torch.Tensor, "B, W"]) -> Float[torch.Tensor, "B, W - 40"]:
+        return torch.nn.functional.pad(x, (-20, -20))
+
+    def constant(x: Float[torch.Tensor, "B, W"]) -> Float[torch.Tensor, "B, W + 40"]:
+        return torch.nn.functional.pad(x, (20, 20))
+
+    for fn, need in ((reflect, "21 <= W"), (circular, "16 <= W"), (crop, "40 <= W")):
+        r = verify(fn)
+        assert kinds(r) == ["assumption"] and need in str(r), f"{fn.__name__}: {r}"
+    r = verify(constant)
+    assert r.ok and not r.findings, str(r)
+
+
+def test_a_fitted_op_s_constant_size_is_compared_with_the_sizes_below_the_fit():
+    """``topk(x, 5)`` is fitted at sizes from 40 up, where every ``V`` holds 5 elements: it
+    verified for all ``V``, though torch refuses ``V < 5``.  A constant the op is given and
+    returns as a size is run at that constant less 1: refused there, it is a requirement.  A
+    top-1 needs none, nor a constant the code computes otherwise (``amax``'s keepdim 1)."""
+    def top5(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 5"]:
+        return torch.topk(x, 5, dim=-1).values
+
+    def narrowed(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 3"]:
+        return x.narrow(1, 0, 3)
+
+    for fn, need in ((top5, "assumes 5 <= V"), (narrowed, "assumes 3 <= V")):
+        r = verify(fn)
+        assert kinds(r) == ["assumption"] and need in str(r), f"{fn.__name__}: {r}"
+
+    def top1(x: Float[torch.Tensor, "B, V"]) -> Float[torch.Tensor, "B, 1"]:
+        return torch.topk(x, 1).values
+
+    r = verify(top1)
+    assert r.ok and not r.findings, str(r)
+
+
+def test_a_slice_ahead_of_a_loop_step_left_early_is_assumed():
+    """``x[:, t:t + 3]`` at a loop's first steps is in range because its last steps check it;
+    a loop left before them (``break`` at ``t == 2``) never checks it, and torch clamps the
+    slice (2 elements at ``T = 4``): like an index ahead, it is an assumption, of the largest
+    stop the loop reached ('assumes 5 <= T'), not a shape verified for all ``T``."""
+    def early(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, 3, D"]:
+        for t in range(x.shape[1]):
+            y = x[:, t:t + 3]
+            if t == 2:
+                break
+        return y
+
+    r = verify(early)
+    assert kinds(r) == ["assumption"] and "assumes 5 <= T" in str(r), str(r)
+
+
+def test_a_division_shown_exact_leaves_other_sizes_unequal():
+    """With a division shown exact in the trace (Swin's padded window view), sizes were
+    compared at the witnesses and at each plus one: ``B + 8`` and ``T`` (11 + 8 and 19, then
+    12 + 8 and 20) compared equal, and a result of ``B + 8`` rows verified as ``T``."""
+    def padded(x: Float[torch.Tensor, "B, H, C"], y: Float[torch.Tensor, "T"]
+               ) -> Float[torch.Tensor, "T, C"]:
+        b, h, c = x.shape
+        pad = (7 - h % 7) % 7
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        windows = x.view(b, (h + pad) // 7, 7, c)
+        return windows.new_zeros(b + 8, c)
+
+    assert "return-shape" in kinds(verify(padded)), str(verify(padded))
+
+
+def test_a_convolution_s_bias_has_one_number_per_output_channel():
+    """conv and conv_transpose by hand took the bias and did not look at it: a bias of 4 for 8
+    output channels verified, though torch refuses it.  A module's own bias is right."""
+    def conv(x: Float[torch.Tensor, "B, 16, H, W"], w: Float[torch.Tensor, "8, 16, 3, 3"],
+             b: Float[torch.Tensor, "4"]) -> Float[torch.Tensor, "B, 8, H, W"]:
+        return torch.nn.functional.conv2d(x, w, b, padding=1)
+
+    def transposed(x: Float[torch.Tensor, "B, 16, H, W"], w: Float[torch.Tensor, "16, 8, 4, 4"],
+                   b: Float[torch.Tensor, "4"]) -> Float[torch.Tensor, "B, 8, 2*H, 2*W"]:
+        return torch.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1)
+
+    for fn in (conv, transposed):
+        r = verify(fn)
+        assert kinds(r) == ["op-shape"] and "bias [4] for 8 output channels" in str(r), str(r)
+
+    def module(x: Float[torch.Tensor, "B, 16, H, W"]) -> Float[torch.Tensor, "B, 8, 2*H, 2*W"]:
+        return torch.nn.ConvTranspose2d(16, 8, 4, 2, 1)(torch.nn.Conv2d(16, 16, 3, padding=1)(x))
+
+    r = verify(module)
+    assert r.ok and not r.findings, str(r)
+
+
+def test_a_boolean_mask_matches_the_axes_it_indexes():
+    """A boolean mask does not broadcast: ``x[m]`` with ``m`` of ``[1, T]`` on ``[B, T]`` is
+    refused by NumPy and torch alike; it was accepted (broadcast into the axes), and its count
+    shared with selections the mask does fit."""
+    def lone(x: Float[torch.Tensor, "B, T"], y: Float[torch.Tensor, "1, T"]
+             ) -> Float[torch.Tensor, "n"]:
+        return x[y > 0]
+
+    def numpy_lone(x: Float[np.ndarray, "B, T"], y: Float[np.ndarray, "1, T"]
+                   ) -> Float[np.ndarray, "n"]:
+        return x[y > 0]
+
+    for fn in (lone, numpy_lone):
+        r = verify(fn)
+        assert kinds(r) == ["index"] and "must match" in str(r), f"{fn.__name__}: {r}"

@@ -2110,3 +2110,6 @@ CASES = [
 ]
 
 STOPS = {"transformer layer causal + padding"}
+# correct code that needs a size at least its top-k's k: the one warning each verifies with
+ASSUMES = {"moe top-2 routing": "assumes 2 <= E", "top-k sample next": "assumes 5 <= V",
+           "top-k accuracy": "assumes 5 <= C"}

@@ -230,6 +230,6 @@ def named(message: str, env: dict[str, int], dims: Iterable[Dim] = ()) -> str:
     """A library's message from a run at ``env``, its sizes written as the symbols, or as the
     operands' sizes ``dims`` (``B*H``, not 1840); sizes under 11 stay numbers: they are axes
     and small constants as often as sizes."""
-    names = {str(d.evaluate(env)): str(d) for d in dims if d.constant is None}
+    names = {str(v): str(d) for d in dims if d.constant is None and (v := d.evaluate(env)) >= 11}
     names.update({str(v): k for k, v in env.items() if v >= 11})
     return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)

@@ -176,7 +176,16 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         span = (k - 1) * int(dl[i]) + 1
         num = n + 2 * p - span
         spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
+    _conv_bias(bias, w.dims[0])
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
+
+
+def _conv_bias(bias: Any, channels: Dim) -> None:
+    """A convolution's bias is one number per output channel (torch refuses any other)."""
+    b = None if bias is None else _sym(bias)
+    if b is not None and (b.ndim != 1 or differ(b.dims[0], channels)):
+        tracer().report("op-shape", f"convolution bias {shape_text(b)} for {channels} output "
+                                    f"channels (expected [{channels}])")
 
 
 def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
@@ -192,6 +201,7 @@ def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddi
                                        f"{w.dims[0]} (weight [in, out / groups, ...])")
     spatial = [(a.dims[-nd + i] - 1) * st[i] - 2 * pd[i] + dl[i] * (w.dims[2 + i] - 1) + op[i]
                + 1 for i in range(nd)]
+    _conv_bias(bias, w.dims[1] * as_dim(groups))
     return SymArray((*a.dims[:-nd - 1], w.dims[1] * as_dim(groups), *spatial), "f")
 
 

@@ -371,8 +371,8 @@ class SymRange:
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
-        if self.step == 1 and (n := self.stop - self.start).constant is None:
-            tracer().counted(n)  # a list of one item per step: n items
+        if self.step == 1:
+            tracer().counted(self.stop - self.start)  # a list of one item per step: n items
         try:
             for i in values:
                 step = self._index(i, ahead)
@@ -381,7 +381,7 @@ class SymRange:
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
             if t is not None and not ended:
-                for (file, line), text in ahead:
+                for (file, line), text in reversed(ahead):  # a line's last step: its largest
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
                                for f in t.findings):
                         t.report("assumption", f"assumes {text}: an index ahead of a loop "
@@ -473,7 +473,7 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
         out, t = _RANGE(*args), _TRACER.get()
         caller = sys._getframe(1).f_code.co_filename
-        if t is not None and out.step == 1 and _LEN(out) >= 4 and findings.user_code(caller):
+        if t is not None and out.step == 1 and _LEN(out) >= 8 and findings.user_code(caller):
             t.loops[_LEN(out)] = None  # the user's loop of a literal count: no size's
         return out
 
@@ -646,6 +646,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
     stop = size if s.stop is None else _from_end(size, as_dim(s.stop))
     k = s.stop
     if isinstance(k, _LoopInt) and k.slack is not None and _holds(operator.le, k.bound, size):
+        if k.past and k.ahead is not None:  # a loop left early assumes it (SymRange._steps)
+            k.ahead.append((tracer().where(), f"{int(k)} <= {size}"))
         return stop - start  # x[:, t:t + 1]: a loop step's t + 1 <= T (its end traced apart)
     if at_most(stop, size, "index", f"slice up to {stop} on an axis of size {size}",
                f"a slice up to {stop} of an axis of size {size} (a buffer or table sized for "

@@ -25,6 +25,7 @@ from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
 from tensig.check.tracing import tracer
+from tensig.core.dims import Dim
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -310,6 +311,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         (args, kwargs), name, base, 1 if base is bases[0] else 2,
         step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
+    messages += _below_the_base(run, name, args, kwargs, base, fitted)
 
     def leaf(head: Any) -> tuple[Any, ...]:
         if isinstance(head, torch.Tensor):
@@ -328,6 +330,34 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 
     fresh = any(d is None for dims in fitted if dims is not None for d in dims)
     return trace_numpy.template(sample, iter(fitted), leaf), messages, fresh
+
+
+def _below_the_base(run: Callable[[dict[str, int]], Any], name: str, args: tuple[Any, ...],
+                    kwargs: dict[str, Any], base: dict[str, int],
+                    fitted: list[list[Dim | None] | None]) -> list[tracing.Finding]:
+    """A constant the op was given and returns as a size (``topk(x, 5)``'s 5) counts elements
+    of some axis, and the fit, at sizes from 40 up, never sees that axis shorter: each symbol
+    is run once at that constant less 1, and where torch refuses it the op needs it ('assumes
+    5 <= V'), not verified for all sizes."""
+    sizes = {d.constant for dims in fitted if dims for d in dims if d is not None}
+    given = [*size_fit.leaves(args), *size_fit.leaves(list(kwargs.values()))]
+    ks = sorted({v for v in given if type(v) is int and v > 1 and v in sizes}, reverse=True)
+    arrays = [a for a in given if isinstance(a, S.SymArray)]
+    found = []
+    for s in size_fit.symbols((args, kwargs)) if ks else ():
+        for k in ks:
+            env = {**base, s: k - 1}
+            if k > base[s] or any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
+                continue  # an input of no valid shape there: no evidence
+            try:
+                run(env)
+            except _SHAPE_ERRORS as e:
+                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name} refuses "
+                                                           f"{s} = {k - 1} ({size_fit.short(e)})"))
+                break
+            except Exception:  # no meta kernel there, say: no evidence either
+                break
+    return found
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
@@ -549,8 +579,7 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     a = S._sym(x)
     axis = S._axis(dim, a.ndim)
     n = a.dims[axis]
-    if n.constant is None:
-        tracer().counted(n)
+    tracer().counted(n)
     dims = (*a.dims[:axis], *a.dims[axis + 1:])
     return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
 
@@ -565,7 +594,17 @@ def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymAr
                                     "(left, right) pair per padded axis, at most one per axis")
         return S.SymArray(dims, a.kind)
     for i in range(len(pad) // 2):
-        dims[-1 - i] += sym_sizes.as_dim(pad[2 * i]) + sym_sizes.as_dim(pad[2 * i + 1])
+        n, pair = dims[-1 - i], [sym_sizes.as_dim(p) for p in pad[2 * i:2 * i + 2]]
+        crop = -sum(min(p.constant or 0, 0) for p in pair)  # negative pads cut the axis
+        needs = [sym_sizes.as_dim(crop)] if crop > 0 else []
+        if mode == "reflect":  # an element past each pad
+            needs += [p + 1 for p in pair]
+        elif mode == "circular":  # wraps around the axis once at most
+            needs += pair
+        what = f"F.pad(mode={mode!r}) by ({pair[0]}, {pair[1]}) on an axis of size {n}"
+        for least in needs:
+            sym_sizes.at_most(least, n, "op-shape", what, what)
+        dims[-1 - i] = n + pair[0] + pair[1]
     return S.SymArray(dims, a.kind)
 
 

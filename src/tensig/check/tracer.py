@@ -210,6 +210,8 @@ class SymArray:
         if name.startswith("_") or "torch" not in sys.modules or \
                 (not _TORCH_STYLE.get() and hasattr(np.ndarray, name)):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        if name.endswith("_"):  # torch's in-place methods (``m.logical_and_(k)``)
+            tracer().written(self)
         return plugin("torch_attribute")(self, name)
 
     @property
@@ -240,14 +242,14 @@ class SymArray:
         """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
         its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
-        _written(self)
+        tracer().written(self)
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
 
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
-        _written(self)
+        tracer().written(self)
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -424,6 +426,8 @@ class SymArray:
                            ) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
+        if name.endswith("_") and not name.endswith("__") and args:  # torch's in place
+            tracer().written(args[0])
         impl = TORCH.get(name)
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
@@ -451,6 +455,7 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
+    tracer().counted(n)
     try:
         for i in _RANGE(tracer().counted(n)):
             rows[n] = i
@@ -601,13 +606,6 @@ def moveaxis(x: Any, source: int, destination: int) -> SymArray:
     return permute(a, p)
 
 
-def _written(x: SymArray) -> None:
-    """A boolean array written to may be a mask or a view of one (``m[:][0] = True``): every
-    mask's count is another from here (a write to numbers changes none)."""
-    if x.kind == "b":
-        tracer().masks.clear()
-
-
 def tile(x: SymArray, r: Sequence[Any]) -> SymArray:
     """torch's ``x.repeat(*r)`` (einops' tile): each axis ``r`` times, new leading axes first."""
     dims = (ONE,) * (len(r) - x.ndim) + x.dims
@@ -688,7 +686,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             dims.append(ONE)
             continue
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
-            into(SymArray(x.dims[axis:axis + k.ndim]), k, "a boolean mask")
+            covered = x.dims[axis:axis + k.ndim]  # matched exactly: a mask does not broadcast
+            if len(covered) != k.ndim or any(map(differ, k.dims, covered)):
+                tracer().report("index", f"a boolean mask {shape_text(k)} indexes axes "
+                                         f"{shape_text(SymArray(covered))} (they must match)")
             adv_pos = len(dims) if adv_pos is None else adv_pos
             dims.append(tracer().count_of(k))
             axis += k.ndim - 1

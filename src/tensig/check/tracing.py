@@ -105,16 +105,23 @@ class Tracer:
         code's (:meth:`rely` reports them): a division the signature declares is no assumption,
         and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``.
         Divisions shown ``exact`` hold at any sizes: they leave the witnesses as they are,
-        where a padded ``H + (7 - H % 7) % 7`` keeps its pad."""
+        where a padded ``H + (7 - H % 7) % 7`` keeps its pad, and add sizes along a line on
+        which each symbol moves at its own pace, over five periods of their divisors: the two
+        assignments alone move every symbol by one, where ``B + 8`` and ``T`` (witnesses 11
+        and 19) agree."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
+        envs = self.assumption_envs(_divisions(a - b) & self._assumed())
+        if self.exact:  # any sizes keep them: a line of sizes, each symbol at its own pace
+            unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
+            envs += [{n: (w + j * (i + 1)) * unit for i, (n, w) in enumerate(self.witness.items())}
+                     for j in range(2, 5 * period)]
         try:
             equal = bool(self.divisors or self.exact) and all(
-                a.evaluate(env) == b.evaluate(env)
-                for env in self.assumption_envs(_divisions(a - b) & self._assumed()))
+                a.evaluate(env) == b.evaluate(env) for env in envs)
         except ValueError:
             return False
         if equal:
@@ -237,16 +244,24 @@ class Tracer:
             self.masks[id(mask)] = mask, self.new_dim("nnz")
         return self.masks[id(mask)][1]
 
+    def written(self, array: Any) -> None:
+        """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a boolean
+        array written to may be a mask or a view of one (``m[:][0] = True``), so every mask's
+        count is another from here; a write to numbers changes none."""
+        if getattr(array, "kind", None) == "b":
+            self.masks.clear()
+
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
 
     def counted(self, d: Dim) -> int:
         """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
         remembered by its value, so a list of one item per step has ``d`` items when stacked.
-        Two sizes of one value, or a loop of a literal count in the user's code, leave that
-        value to no size; values below 4 (fresh sizes, small literals) are left alone."""
+        A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3 coordinates has
+        as many (witnesses are primes from 11 for that); two sizes of one value, or a loop of a
+        literal count in the user's code, leave that value to no size."""
         n = self.value(d)
-        if n >= 4:
+        if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
             self.loops[n] = d if self.loops.get(n, d) == d else None
         return n
 
