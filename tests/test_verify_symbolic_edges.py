@@ -1018,6 +1018,24 @@ def test_a_division_shown_exact_leaves_other_sizes_unequal():
     assert "return-shape" in kinds(verify(padded)), str(verify(padded))
 
 
+def test_a_division_shown_exact_keeps_an_assumed_division_exact():
+    """The sizes along that line were multiples of every divisor, so an assumed ``(T - 1) //
+    2`` was inexact on all of them: ``2 * ((T - 1) // 2)`` rows, verified as ``T - 1`` under
+    the assumption, were a false error once an unrelated padded division was in the trace."""
+    def halves(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T - 1"]:
+        return np.zeros(2 * ((x.shape[0] - 1) // 2))
+
+    def halves_padded(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "H"]
+                      ) -> Float[np.ndarray, "T - 1"]:
+        h = y.shape[0]
+        np.zeros((h + (7 - h % 7) % 7) // 7)  # a division exact at every size
+        return np.zeros(2 * ((x.shape[0] - 1) // 2))
+
+    for fn in (halves, halves_padded):
+        r = verify(fn)
+        assert kinds(r) == ["assumption"] and "requires T - 1 divisible by 2" in str(r), str(r)
+
+
 def test_a_convolution_s_bias_has_one_number_per_output_channel():
     """conv and conv_transpose by hand took the bias and did not look at it: a bias of 4 for 8
     output channels verified, though torch refuses it.  A module's own bias is right."""

@@ -108,7 +108,8 @@ class Tracer:
         where a padded ``H + (7 - H % 7) % 7`` keeps its pad, and add sizes along a line on
         which each symbol moves at its own pace, over five periods of their divisors: the two
         assignments alone move every symbol by one, where ``B + 8`` and ``T`` (witnesses 11
-        and 19) agree."""
+        and 19) agree.  The line starts at the first assignment and steps by :meth:`unit`, so
+        the assumed divisions stay exact on it (``(T - 1) // 2`` at odd ``T``)."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
@@ -117,8 +118,8 @@ class Tracer:
         envs = self.assumption_envs(_divisions(a - b) & self._assumed())
         if self.exact:  # any sizes keep them: a line of sizes, each symbol at its own pace
             unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
-            envs += [{n: (w + j * (i + 1)) * unit for i, (n, w) in enumerate(self.witness.items())}
-                     for j in range(2, 5 * period)]
+            envs += [{n: w + j * (i + 1) * unit for i, (n, w) in enumerate(envs[0].items())}
+                     for j in range(2, 5 * period)]  # from envs[0]: its residues, steps of unit
         try:
             equal = bool(self.divisors or self.exact) and all(
                 a.evaluate(env) == b.evaluate(env) for env in envs)
