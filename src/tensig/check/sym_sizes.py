@@ -346,7 +346,7 @@ class SymRange:
     def _concrete(self) -> range:
         t = tracer()
         if self.step == 1:
-            t.counted(self.stop - self.start)
+            t.counted(self.stop - self.start)  # a list of one item per step: n items
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
     def _index(self, i: int, ahead: list[Any] | None = None) -> Any:
@@ -371,8 +371,6 @@ class SymRange:
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
-        if self.step == 1:
-            tracer().counted(self.stop - self.start)  # a list of one item per step: n items
         try:
             for i in values:
                 step = self._index(i, ahead)

@@ -455,7 +455,6 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     rows = tracer().rows
-    tracer().counted(n)
     try:
         for i in _RANGE(tracer().counted(n)):
             rows[n] = i
