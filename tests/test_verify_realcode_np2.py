@@ -8,6 +8,8 @@ The functions are annotated with jaxtyping-style shape annotations, as verified 
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import scipy.linalg
 import scipy.signal
@@ -330,6 +332,18 @@ def test_a_literal_count_of_items_is_no_loops_size():
     for f in (literal_range, repeated):
         r = verify(f)
         assert kinds(r) == ["return-shape"] and "[11, D]" in str(r), (f.__name__, str(r))
+
+
+def test_a_library_s_own_literal_range_leaves_a_loop_s_count():
+    """``range`` is patched in builtins, so a library's own loop of 11 steps (the stdlib's
+    ``sample(..., 11)``) came there too: only the user's literal range cancels a loop's
+    count, or the stack of one row per step of ``N`` was ``[11, D]``, a false error."""
+    def rows_and_a_sample(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "N, D"]:
+        rows = [row * 2 for row in X]
+        random.Random(0).sample(range(100), 11)
+        return np.stack(rows)
+
+    assert clean(verify(rows_and_a_sample)), str(verify(rows_and_a_sample))
 
 
 def test_numpy_repeat_method_is_numpys():
