@@ -895,6 +895,27 @@ def test_a_mask_written_in_place_between_two_selections_counts_anew():
         assert not r.ok and {"contraction", "broadcast"} & set(kinds(r)), f"{fn.__name__}: {r}"
 
 
+def test_numbers_written_in_place_between_two_nonzeros_count_anew():
+    """``nonzero`` and ``argwhere`` of numbers count their nonzero elements, and a write into
+    the numbers between two of them (``a[0] = 1.0``, ``a.add_(1.0)``) changes that count: the
+    two were one size, and ``x[i] + x[j]`` verified though NumPy refuses [2] + [3]."""
+    def numpy_set(a: Float[np.ndarray, "N"], x: Float[np.ndarray, "N"]) -> Float[np.ndarray, "K"]:
+        i = np.nonzero(a)[0]
+        a[0] = 1.0
+        return x[i] + x[np.nonzero(a)[0]]
+
+    def torch_added(a: Float[torch.Tensor, "N"]) -> Int[torch.Tensor, "K, 1"]:
+        i = torch.nonzero(a)
+        a.add_(1.0)
+        return i + torch.nonzero(a)
+
+    for fn in (numpy_set, torch_added):
+        r = verify(fn)
+        assert "broadcast" in kinds(r), f"{fn.__name__}: {r}"
+    with pytest.raises(ValueError):
+        numpy_set(np.array([0.0, 1.0, 1.0, 0.0]), np.ones(4))
+
+
 def test_a_literal_list_is_no_loop_s_steps():
     """Stacking joins a list to a loop's size by its count at the witnesses: a loop over a
     mask's rows (3 at the witness) or over ``range(T // 2)`` (5) must not turn a list of 3 or

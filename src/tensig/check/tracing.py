@@ -239,8 +239,9 @@ class Tracer:
         return Dim.symbol(name)
 
     def count_of(self, mask: Any) -> Dim:
-        """How many elements a boolean mask selects: one fresh size per mask (kept, so its id
-        stays its own), so ``V[m]`` and ``r[m]`` select as many rows."""
+        """How many elements a boolean mask selects (or ``nonzero`` finds in numbers): one
+        fresh size per array (kept, so its id stays its own), so ``V[m]`` and ``r[m]`` select
+        as many rows, until :meth:`written`."""
         if id(mask) not in self.masks:
             self.masks[id(mask)] = mask, self.new_dim("nnz")
         return self.masks[id(mask)][1]
@@ -248,9 +249,11 @@ class Tracer:
     def written(self, array: Any) -> None:
         """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a boolean
         array written to may be a mask or a view of one (``m[:][0] = True``), so every mask's
-        count is another from here; a write to numbers changes none."""
+        count is another from here; numbers written to (``a[0] = 1.0``) have another count of
+        nonzero elements (``np.nonzero(a)``)."""
         if getattr(array, "kind", None) == "b":
             self.masks.clear()
+        self.masks.pop(id(array), None)
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
