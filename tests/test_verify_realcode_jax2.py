@@ -425,3 +425,18 @@ def test_jacobians_over_several_argnums_nest_as_jax_nests_them():
         assert clean(verify(f)), str(verify(f))
         env = sizes(f)
         assert _shapes(f, env, 0) == _declared(f, env)  # the nesting modelled is JAX's
+
+
+def test_jax_s_like_functions_take_their_shape_second():
+    """``jnp.zeros_like(a, dtype, shape)`` and ``jnp.full_like(a, v, dtype, shape)`` take the
+    shape right after the dtype (NumPy's comes after ``order`` and ``subok``): read by NumPy's
+    order, the shape was ignored, and ``[D]`` returned as ``[N, D]``, a false error."""
+    def zeros(x: Float[jax.Array, "N, D"]) -> Float[jax.Array, "D"]:
+        return jnp.zeros_like(x, jnp.float32, (x.shape[1],))
+
+    def full(x: Float[jax.Array, "N, D"]) -> Int[jax.Array, "D"]:
+        return jnp.full_like(x, 0, jnp.int32, (x.shape[1],))
+
+    for fn in (zeros, full):
+        assert clean(verify(fn)), f"{fn.__name__}: {verify(fn)}"
+        assert fn(jnp.ones((2, 3))).shape == (3,)

@@ -303,13 +303,15 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
                "any": "b"}
 
 
-def _like(full: bool) -> Callable[..., SymArray]:
+def _like(full: bool, shape_at: int = 3) -> Callable[..., SymArray]:
     """``np.zeros_like(x, bool)``, ``np.full_like(x, v, dtype=int, shape=(n, 3))``: positional
-    as NumPy's ``(a, [fill_value,] dtype, order, subok, shape)``."""
+    as NumPy's ``(a, [fill_value,] dtype, order, subok, shape)`` (JAX's shape is at
+    ``shape_at`` 1); torch's take ``dtype=`` (``ones_like(ids, dtype=torch.float)`` had kept
+    the ids' int kind, and a meta op refused it)."""
     def like(x: Any, *args: Any, dtype: Any = None, shape: Any = None, **kw: Any) -> SymArray:
         args = args[full:]
         dtype = args[0] if args else dtype
-        return _like_shape(_sym(x), dtype, args[3] if len(args) > 3 else shape)
+        return _like_shape(_sym(x), dtype, args[shape_at] if len(args) > shape_at else shape)
     return like
 
 

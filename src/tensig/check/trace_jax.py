@@ -293,6 +293,9 @@ TABLE: dict[str, Callable[..., Any]] = {
     **{f"lax.{n}": _lax_binary for n in ("add", "sub", "mul", "div", "max", "min", "pow",
                                          "rem", "atan2")},
     **dict.fromkeys(("numpy.asarray", "numpy.array"), asarray),
+    **dict.fromkeys(("numpy.zeros_like", "numpy.ones_like", "numpy.empty_like"),
+                    sym_functions._like(False, 1)),  # (a, dtype, shape), NumPy's with order
+    "numpy.full_like": sym_functions._like(True, 1),
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),
