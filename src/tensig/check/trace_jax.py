@@ -406,28 +406,37 @@ def _jit(original: Any) -> Any:
     return jit
 
 
-def _grad(original: Any) -> Any:
-    with_value = original.__name__ == "value_and_grad"
-
-    def grad(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
+def _transform(original: Any, model: Callable[..., Any]) -> Any:
+    """A JAX transformation ``original(fun, argnums, has_aux, ...)`` (``grad``, ``jacrev``...)
+    whose result runs JAX's own on concrete values and, on symbolic ones, ``fun`` itself, then
+    ``model(out, argnums, has_aux, args)`` for the transformed result."""
+    def transform(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any,
+                  **kw: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
                 return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
             tracer().used_jax = True
-            out = fun(*args, **kwargs)
-            value = out[0] if has_aux else out
-            if S._sym(value).ndim:
-                tracer().report("return-shape", f"grad of a non-scalar: the function returns "
-                                                f"{shape_text(S._sym(value))}")
-            nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
-            grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
-            g = grads if isinstance(argnums, tuple | list) else grads[0]
-            if with_value:  # ((value, aux), grads): the aux rides with the value
-                return out, g
-            return (g, out[1]) if has_aux else g
+            return model(fun(*args, **kwargs), argnums, has_aux, args)
         return run
-    return grad
+    return transform
+
+
+def _grad(original: Any) -> Any:
+    with_value = original.__name__ == "value_and_grad"
+
+    def grad(out: Any, argnums: Any, has_aux: bool, args: tuple[Any, ...]) -> Any:
+        value = out[0] if has_aux else out
+        if S._sym(value).ndim:
+            tracer().report("return-shape", f"grad of a non-scalar: the function returns "
+                                            f"{shape_text(S._sym(value))}")
+        nums = argnums if isinstance(argnums, tuple | list) else (argnums,)
+        grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
+        g = grads if isinstance(argnums, tuple | list) else grads[0]
+        if with_value:  # ((value, aux), grads): the aux rides with the value
+            return out, g
+        return (g, out[1]) if has_aux else g
+    return _transform(original, grad)
 
 
 def _jacobian(original: Any) -> Any:
@@ -435,29 +444,21 @@ def _jacobian(original: Any) -> Any:
     (twice for a Hessian), nested as JAX nests the pytrees."""
     times = 2 if original.__name__ == "hessian" else 1
 
-    def jacobian(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any, **kw: Any) -> Any:
-        @functools.wraps(fun)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
-                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
-            tracer().used_jax = True
-            out = fun(*args, **kwargs)
+    def jacobian(out: Any, argnums: Any, has_aux: bool, args: tuple[Any, ...]) -> Any:
+        several = isinstance(argnums, tuple | list)
+        nums = argnums if several else (argnums,)
 
-            several = isinstance(argnums, tuple | list)
-            nums = argnums if several else (argnums,)
-
-            def of(dims: tuple[Dim, ...], left: int) -> Any:
-                """A leaf's Jacobian: a tuple over ``argnums`` (when one was given) of each
-                argument's tree, again below each leaf for a Hessian; JAX's nesting, the
-                output's tree outermost."""
-                per = tuple(_tree_map(
-                    lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
-                    else of(dims + S._sym(i).dims, left - 1), args[n]) for n in nums)
-                return per if several else per[0]
-            j = _tree_map(lambda o: of(S._sym(o).dims, times), out[0] if has_aux else out)
-            return (j, out[1]) if has_aux else j
-        return run
-    return jacobian
+        def of(dims: tuple[Dim, ...], left: int) -> Any:
+            """A leaf's Jacobian: a tuple over ``argnums`` (when one was given) of each
+            argument's tree, again below each leaf for a Hessian; JAX's nesting, the output's
+            tree outermost."""
+            per = tuple(_tree_map(
+                lambda i: S.SymArray(dims + S._sym(i).dims, "f") if left == 1
+                else of(dims + S._sym(i).dims, left - 1), args[n]) for n in nums)
+            return per if several else per[0]
+        j = _tree_map(lambda o: of(S._sym(o).dims, times), out[0] if has_aux else out)
+        return (j, out[1]) if has_aux else j
+    return _transform(original, jacobian)
 
 
 def _jvp(original: Any) -> Any:
