@@ -121,9 +121,9 @@ def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
 def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
              products: list[Dim]) -> Dim | tuple[str, int] | None:
     """``floor((sum a_i*s_i + b) / q)`` from the base and per-symbol steps, checked on the rest
-    of :func:`sample_points`' list (a product in ``products`` that fits every run first).  A
-    floor that more than one offset ``b`` fits asks for runs at every residue of one symbol:
-    ``(symbol, q)``."""
+    of :func:`sample_points`' list (first a product ``d`` in ``products``, or ``k*d + c``
+    checked on at least three runs, that fits every run).  A floor that more than one offset
+    ``b`` fits asks for runs at every residue of one symbol: ``(symbol, q)``."""
     if all(v == values[0] for v in values):
         return Dim.const(values[0])
     for d in products:  # or k*d + c (np.repeat(x, 2) flattens: 2*B*T; np.diff then: - 1)

@@ -538,6 +538,7 @@ def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
     return p // k
 
 
+@functools.lru_cache(maxsize=4096)  # up to 4096 evaluations: a loop's reshapes ask again
 def _divisible_over_a_period(p: Dim, k: int) -> bool:
     """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
     (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one

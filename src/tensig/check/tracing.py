@@ -253,7 +253,8 @@ class Tracer:
         nonzero elements (``np.nonzero(a)``)."""
         if getattr(array, "kind", None) == "b":
             self.masks.clear()
-        self.masks.pop(id(array), None)
+        else:
+            self.masks.pop(id(array), None)
 
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
