@@ -115,11 +115,7 @@ class Tracer:
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
-        envs = self.assumption_envs(_divisions(a - b) & self._assumed())
-        if self.exact:  # any sizes keep them: a line of sizes, each symbol at its own pace
-            unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
-            envs += [{n: w + j * (i + 1) * unit for i, (n, w) in enumerate(envs[0].items())}
-                     for j in range(2, 5 * period)]  # from envs[0]: its residues, steps of unit
+        envs = self._compared_at(_divisions(a - b) & self._assumed())
         try:
             equal = bool(self.divisors or self.exact) and all(
                 a.evaluate(env) == b.evaluate(env) for env in envs)
@@ -128,6 +124,22 @@ class Tracer:
         if equal:
             self.rely(a - b)
         return equal
+
+    def _compared_at(self, within: set[tuple[Dim, int]]) -> list[dict[str, int]]:
+        """:meth:`assumption_envs`, and with divisions shown exact the line of sizes
+        :meth:`equal_under_assumptions` describes; cached with them (every broadcast of two
+        different sizes asks, and the line holds up to ``5 * period`` assignments)."""
+        envs = self.assumption_envs(within)
+        if not self.exact:
+            return envs
+        key = ("line", tuple(sorted(within, key=str)), tuple(self.exact),
+               tuple(self.witness.items()), self.unit())
+        if key not in self._envs:  # any sizes keep them: each symbol at its own pace
+            unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
+            self._envs[key] = envs + [
+                {n: w + j * (i + 1) * unit for i, (n, w) in enumerate(envs[0].items())}
+                for j in range(2, 5 * period)]  # from envs[0]: its residues, steps of unit
+        return self._envs[key]
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (a size's
