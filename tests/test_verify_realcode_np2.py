@@ -605,3 +605,13 @@ def test_log_and_geometric_spaces_of_a_symbolic_count():
 
     assert clean(verify(path)), str(verify(path))
     assert "broadcast" in kinds(verify(path_bug)), str(verify(path_bug))
+
+
+def test_bincount_is_one_model_for_numpy_and_torch():
+    """NumPy's bincount had been written a second time, without the 1-d check torch's had:
+    ``np.bincount`` of an ``[N, M]`` array verified, though NumPy refuses it."""
+    import torch
+
+    assert kinds(verify(lambda y: np.bincount(y), "N, M: int => K: int")) == ["op-shape"]
+    r = verify(lambda y: torch.bincount(y), "N, M: int => K: int", torch_style=True)
+    assert kinds(r) == ["op-shape"], str(r)

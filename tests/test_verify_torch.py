@@ -625,3 +625,13 @@ def test_torch_repeat_method_is_a_tile():
     exec("def up(x):\n    return x.repeat(2, 1)\n", namespace)  # a module without torch
     r = verify(namespace["up"], "B D => B 2*D")
     assert kinds(r) == ["assumption"] and "torch's tile ([2*B, D])" in str(r), str(r)
+
+
+def test_a_numpy_integer_size_after_a_symbolic_one_is_a_size_not_a_dtype():
+    """``torch.zeros(T, np.int64(3))``: NumPy's ``(shape, dtype)`` reading took any second
+    argument that was no ``int`` for a dtype, so the result was ``[T]``; torch gives
+    ``[T, 3]``."""
+    import numpy as np
+
+    r = verify(lambda x: torch.zeros(x.shape[0], np.int64(3)) + x, "T 3 => T 3")
+    assert r.ok and not r.findings and not r.notes, str(r)

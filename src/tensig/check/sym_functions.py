@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,8 +43,8 @@ from tensig.check.tracer import (
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
-__all__ = ["concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear", "nonzero",
-           "stack", "where"]
+__all__ = ["bincount", "concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear",
+           "nonzero", "stack", "where"]
 
 
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
@@ -259,9 +260,28 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
     return SymArray(i.dims + w.dims[1:], "f")
 
 
+def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, who: str = "np",
+              weights_kind: str = "broadcast") -> SymArray:
+    """NumPy's and torch's ``bincount``: ``minlength`` bins where given (a size: the number of
+    classes, of graphs; the idiom's values lie below it), else a fresh count.  The input is
+    1-d, the weights one per value."""
+    a = _sym(x)
+    w = a if weights is None else _sym(weights)
+    weighted = "" if weights is None else f" weighted by {shape_text(w)}"
+    if a.ndim != 1 or w.ndim != 1:
+        tracer().report("op-shape", f"{who}.bincount of {shape_text(a)}{weighted}: a 1-d "
+                                    "input and 1-d weights")
+    elif differ(w.dims[0], a.dims[0]):
+        tracer().report(weights_kind, f"{who}.bincount of {shape_text(a)}{weighted}: as many "
+                                      "weights as values")
+    none = type(minlength) is int and minlength == 0
+    n = tracer().new_dim("bins") if none else as_dim(minlength)
+    return SymArray((n,), "i" if weights is None else "f")
+
+
 def created(*shape: Any, **kw: Any) -> SymArray:
     dtype = kw.get("dtype", "float")
-    if len(shape) > 1 and not isinstance(shape[1], int | SymSize):  # NumPy's (shape, dtype)
+    if len(shape) > 1 and not isinstance(shape[1], numbers.Integral | SymSize):  # (shape, dtype)
         shape, dtype = shape[:1], shape[1]
     dims = _varargs(shape, kw.get("size", kw.get("shape")))
     return SymArray(dims, kind_of(dtype) or "f")

@@ -207,16 +207,6 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
     return S.SymArray((longer if mode == "same" else longer - shorter + 1,), "f")
 
 
-def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
-    """``minlength`` bins where given (labels below it: data, unchecked), else the data's."""
-    a = S._sym(x)
-    if weights is not None and S._sym(weights).dims != a.dims:
-        tracer().report("broadcast", f"np.bincount: weights {shape_text(S._sym(weights))} for "
-                                     f"values {shape_text(a)}")
-    n = tracer().new_dim("bins") if type(minlength) is int and minlength == 0 else minlength
-    return S.SymArray((n,), "i" if weights is None else "f")
-
-
 def _as_strided(x: Any, shape: Any = None, strides: Any = None, **kw: Any) -> S.SymArray:
     a = S._sym(x)  # the strides only say where the elements lie: the shape is given
     return S.SymArray(a.dims if shape is None else map(sym_sizes.as_dim, shape), a.kind)
@@ -280,11 +270,11 @@ def _fft(rank: int | None, half: str = "") -> Callable[..., S.SymArray]:
 
 NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "sliding_window_view": _sliding_window_view,
-    **{f"fft.{p}{w}": _fft(r, p) for p in ("", "i", "r", "ir")  # "i": no size changes
+    **{f"fft.{p}{w}": _fft(r, p) for p in ("", "i", "r", "ir")  # "i": the last axis kept
        for w, r in (("fft", 1), ("fft2", 2), ("fftn", None))},
     "kron": _kron,
     **dict.fromkeys(("convolve", "correlate"), _convolve),
-    "bincount": _bincount,
+    "bincount": sym_functions.bincount,
     "average": _average,
     "triu_indices_from": _triangle_from(True),
     "tril_indices_from": _triangle_from(False),

@@ -130,9 +130,10 @@ def buffers_symbolic() -> contextlib.AbstractContextManager[None]:
         sized_methods += [(distributions.Distribution, "_extended_shape", extended_shape),
                           # validation checks values (the data), not shapes: off by default
                           (distributions.Distribution, "_validate_args", False)]
-    none_or_dtype = torch.nn.functional._none_or_dtype  # a mask's dtype, in Transformer layers
-    sized_methods.append((torch.nn.functional, "_none_or_dtype", lambda m: dtype_of(m) if
-                          isinstance(m, S.SymArray) else none_or_dtype(m)))
+    none_or_dtype = getattr(torch.nn.functional, "_none_or_dtype", None)  # private: may go
+    if none_or_dtype is not None:  # a mask's dtype, in Transformer layers
+        sized_methods.append((torch.nn.functional, "_none_or_dtype", lambda m: dtype_of(m) if
+                              isinstance(m, S.SymArray) else none_or_dtype(m)))
     return tracing.patched([(torch.Tensor, "__getitem__", getitem), *sized_methods])
 
 
@@ -506,20 +507,6 @@ def _one_hot(x: Any, num_classes: Any = -1) -> S.SymArray:
     return S.SymArray((*S._sym(x).dims, width), "i")
 
 
-def _bincount(x: Any, weights: Any = None, minlength: Any = 0) -> S.SymArray:
-    """``minlength`` (a size: the number of graphs, of classes) is taken as the length: the
-    idiom's values lie below it; without it the length is fresh.  The input is 1-d, the
-    weights one per value."""
-    a = S._sym(x)
-    w = a if weights is None else S._sym(weights)
-    if a.ndim != 1 or w.ndim != 1 or differ(w.dims[0], a.dims[0]):
-        tracer().report("op-shape", f"torch.bincount of {shape_text(a)}"
-                        f"{'' if weights is None else f' weighted by {shape_text(w)}'}: a 1-d "
-                        "input and as many weights (1-d) as values")
-    n = sym_sizes.as_dim(minlength) if minlength else tracer().new_dim("bins")
-    return S.SymArray((n,), "i" if weights is None else "f")
-
-
 def _unique(x: Any, sorted: bool = True, return_inverse: bool = False,
             return_counts: bool = False, dim: Any = None) -> Any:
     """``torch.unique`` and ``unique_consecutive``: NumPy's, without its index."""
@@ -665,7 +652,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "nonzero": _nonzero,
     "argwhere": lambda x: _nonzero(x),
     "masked_select": _masked_select,
-    "bincount": _bincount,
+    "bincount": partial(sym_functions.bincount, who="torch", weights_kind="op-shape"),
     "repeat_interleave": _repeat_interleave,
     "one_hot": _one_hot,
     "gather": _gather,
