@@ -56,7 +56,7 @@ from hypothesis import strategies as st
 from tensig.check.verify import Signature, verify
 
 SYMBOLS = ("B", "T", "d", "k", "S")
-TIMEOUT = 10.0  # seconds per verify call: a hang guard far above a trace of five lines
+TIMEOUT = 60.0  # seconds per verify call: a hang guard, far above a trace of five lines on any CPU
 _COUNT = itertools.count()
 
 

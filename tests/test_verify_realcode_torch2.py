@@ -39,9 +39,12 @@ def _run(fn, sizes: dict[str, int]):
 
     import torch
 
+    g = torch.Generator().manual_seed(0)  # the same arrays on every run
+
     def real(shape: list[int], kind: str):
-        return torch.zeros(shape, dtype=torch.long) if "i" in kind else torch.rand(shape) > 0.5 if \
-            "b" in kind else torch.rand(shape) * 0.9 + 0.05
+        return torch.zeros(shape, dtype=torch.long) if "i" in kind else \
+            torch.rand(shape, generator=g) > 0.5 if "b" in kind else \
+            torch.rand(shape, generator=g) * 0.9 + 0.05
 
     f = fn() if inspect.isclass(fn) else fn
     sig = verify(fn).signature

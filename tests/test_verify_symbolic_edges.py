@@ -15,7 +15,7 @@ import torch
 from numpy.random import RandomState, default_rng
 
 from tensig import Float, Int
-from tensig.check.verify import verify
+from tensig.check.verify import _witnesses, verify
 from tensig.core.dims import Dim
 
 N, T = Dim.symbol("N"), Dim.symbol("T")
@@ -948,7 +948,9 @@ def test_a_literal_list_is_no_loop_s_steps():
             pass
         return torch.stack(outs)  # T rows, not S - 6
 
-    r = verify(two)  # A, T, D, S at 11, 13, 17, 19: S - 6 is 13 too
+    w = _witnesses("ATDS")  # the premise: S - 6 and T of one count at the witnesses
+    assert w["S"] - 6 == w["T"], w
+    r = verify(two)
     assert "return-shape" in kinds(r), str(r)
 
 
@@ -1036,6 +1038,8 @@ def test_a_division_shown_exact_leaves_other_sizes_unequal():
         windows = x.view(b, (h + pad) // 7, 7, c)
         return windows.new_zeros(b + 8, c)
 
+    w = _witnesses("BHCT")  # the premise: B + 8 and T equal at the witnesses
+    assert w["B"] + 8 == w["T"], w
     assert "return-shape" in kinds(verify(padded)), str(verify(padded))
 
 
