@@ -119,4 +119,4 @@ __all__ = [
     "tropical",
     "verify",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"  # 0.2 moves the modules into layers (see tensig._moved)
