@@ -15,19 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from arrays import clean, kinds
 from tensig import Bool, Float, Int
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- the corpus ---------------------------------------------------------------------------------
 

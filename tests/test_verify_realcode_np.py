@@ -14,18 +14,10 @@ from scipy.ndimage import uniform_filter1d
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 
+from arrays import clean, kinds
 from tensig import Float, Int
 from tensig.check.verify import verify
 from verify_corpus.probe_np_more import gae, gram_schmidt, im2col, im2col_bug
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- NumPy's own conversions and in-place ufunc methods ------------------------------------------
 
@@ -423,7 +415,7 @@ def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
     assert len(CASES) >= 12
     for name, good, bad, code in CASES:
         r, rb = verify(good), verify(bad)
-        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert clean(r), f"{name}: {r}"
         assert code in [f.code for f in rb], f"{name}: {rb}"
 
 

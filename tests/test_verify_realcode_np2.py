@@ -16,17 +16,9 @@ import scipy.signal
 from numpy.lib.stride_tricks import as_strided
 from scipy.spatial.distance import pdist, squareform
 
+from arrays import clean, kinds
 from tensig import Float, Int
 from tensig.check.verify import verify
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- the corpus ----------------------------------------------------------------------------------
 
