@@ -1,6 +1,6 @@
 """Test data: moving arrays between NumPy and each backend, random classic einsum specs,
 drawn expression trees as IR, a small least-squares problem for the trainer, and verify's side:
-real tensors for a signature, a report's kinds and whether it is clean."""
+real tensors for a signature, a report's kinds and whether it is clean, a corpus of bugs held."""
 
 from __future__ import annotations
 
@@ -37,6 +37,19 @@ def kinds(report, severity: str | None = None) -> list[str]:
 def clean(report) -> bool:
     """Verified: no finding and no note (a stopped trace claims nothing)."""
     return report.ok and not report.findings and not report.notes
+
+
+def holds_for_corpus(cases, least: int) -> None:
+    """A corpus of ``(name, correct, buggy, code)`` cases, at least ``least`` of them: each
+    correct function verified clean, each twin's bug found under its code with no note (a
+    trace that stops catches nothing)."""
+    from tensig.check.verify import verify
+
+    assert len(cases) >= least
+    for name, good, bad, code in cases:
+        r, rb = verify(good), verify(bad)
+        assert clean(r), f"{name}: {r}"
+        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
 
 
 def real_tensors(sig, sizes: dict[str, int]) -> list[torch.Tensor]:

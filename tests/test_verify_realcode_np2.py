@@ -16,7 +16,7 @@ import scipy.signal
 from numpy.lib.stride_tricks import as_strided
 from scipy.spatial.distance import pdist, squareform
 
-from arrays import clean, kinds
+from arrays import clean, holds_for_corpus, kinds
 from tensig import Float, Int
 from tensig.check.verify import verify
 
@@ -26,11 +26,7 @@ from tensig.check.verify import verify
 def test_probe_2026_correct_ones_verify_and_each_bug_gives_its_code():
     from verify_corpus.probe_np_2026 import CASES
 
-    assert len(CASES) >= 40
-    for name, good, bad, code in CASES:
-        r, rb = verify(good), verify(bad)
-        assert clean(r), f"{name}: {r}"
-        assert code in [f.code for f in rb], f"{name}: {rb}"
+    holds_for_corpus(CASES, 40)
 
 
 def test_probe_2026_size_conditions_the_code_relies_on_are_its_only_warning():
