@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
@@ -431,14 +431,26 @@ CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                                                           dtype="int"))
 
 
-def has_sym(x: Any) -> bool:
-    """Whether ``x`` holds a symbolic array, size or range (in tuples, lists, dict values):
-    then a patched library function traces it symbolically, else runs as it is."""
+def sym_leaves(x: Any) -> Iterator[SymArray | SymSize | SymRange]:
+    """The symbolic arrays, sizes and ranges in ``x`` (nested in tuples, lists, dict values):
+    one walk for every question about a call's arguments."""
     if isinstance(x, SymArray | SymSize | SymRange):
-        return True
-    if isinstance(x, list | tuple):
-        return any(has_sym(v) for v in x)
-    return isinstance(x, dict) and any(has_sym(v) for v in x.values())
+        yield x
+        return
+    for v in x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ():
+        yield from sym_leaves(v)
+
+
+def leaf_dims(leaf: SymArray | SymSize | SymRange) -> tuple[Dim, ...]:
+    """A symbolic leaf's sizes: an array's axes, a size, a range's bounds."""
+    return leaf.dims if isinstance(leaf, SymArray) else (leaf.dim,) if \
+        isinstance(leaf, SymSize) else (leaf.start, leaf.stop)
+
+
+def has_sym(x: Any) -> bool:
+    """Whether ``x`` holds a symbolic array, size or range: then a patched library function
+    traces it symbolically, else runs as it is."""
+    return next(sym_leaves(x), None) is not None
 
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
