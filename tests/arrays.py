@@ -1,5 +1,6 @@
 """Test data: moving arrays between NumPy and each backend, random classic einsum specs,
-drawn expression trees as IR, and a small least-squares problem for the trainer."""
+drawn expression trees as IR, a small least-squares problem for the trainer, and verify's side:
+real tensors for a signature, a report's kinds and whether it is clean, a corpus of bugs held."""
 
 from __future__ import annotations
 
@@ -26,6 +27,45 @@ def host(x) -> np.ndarray:
 def normal32(*shape: int, seed: int = 0) -> np.ndarray:
     """Standard normal float32 data of ``shape``, drawn from ``seed``."""
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def kinds(report, severity: str | None = None) -> list[str]:
+    """The kinds of a verify report's findings (of one ``severity``, or all), in order."""
+    return [f.kind for f in report if severity is None or f.severity == severity]
+
+
+def clean(report) -> bool:
+    """Verified: no finding and no note (a stopped trace claims nothing)."""
+    return report.ok and not report.findings and not report.notes
+
+
+def holds_for_corpus(cases, least: int) -> None:
+    """A corpus of ``(name, correct, buggy, code)`` cases, at least ``least`` of them: each
+    correct function verified clean, each twin's bug found under its code with no note (a
+    trace that stops catches nothing)."""
+    from tensig.check.verify import verify
+
+    assert len(cases) >= least
+    for name, good, bad, code in cases:
+        r, rb = verify(good), verify(bad)
+        assert clean(r), f"{name}: {r}"
+        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+
+
+def real_tensors(sig, sizes: dict[str, int]) -> list[torch.Tensor]:
+    """Real tensors for a verify signature's arguments at concrete ``sizes``, the same on
+    every call: integers zeros (an id, label or offset in range on any axis), booleans random
+    masks, floats in (0.05, 0.95) (a log, a square root or a division of them is finite)."""
+    g = torch.Generator().manual_seed(0)
+
+    def real(dims, kind: str) -> torch.Tensor:
+        shape = [d.evaluate(sizes) for d in dims]
+        return torch.zeros(shape, dtype=torch.long) if kind == "i" else \
+            torch.rand(shape, generator=g) > 0.5 if kind == "b" else \
+            torch.rand(shape, generator=g) * 0.9 + 0.05
+
+    return [real(dims, kind) for dims, kind in
+            zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True)]
 
 
 def tolerance(dtype, n: int = 1, chain: int = 8) -> float:

@@ -16,14 +16,11 @@ import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from arrays import kinds
 from tensig import Shaped
 from tensig.check.verify import Report, Signature, verify
 
 pytest_plugins = ["pytester"]
-
-
-def kinds(report: Report) -> list[str]:
-    return [f.kind for f in report]
 
 
 # -- the blog's bugs, NumPy and torch -------------------------------------------------------------

@@ -17,13 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from arrays import kinds
 from tensig.check.verify import Report, Signature, verify
 
 CORPUS = pathlib.Path(__file__).parent / "verify_corpus"
-
-
-def kinds(report: Report, severity: str | None = None) -> list[str]:
-    return [f.kind for f in report if severity is None or f.severity == severity]
 
 
 def errors(report: Report) -> list[str]:

@@ -8,13 +8,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from arrays import clean, kinds
 from tensig import Bool, Float, Int
-from tensig.check.verify import Report, verify
-
-
-def kinds(report: Report) -> list[str]:
-    return [f.kind for f in report]
-
+from tensig.check.verify import verify
 
 # -- torch semantics from the annotations ----------------------------------------------------
 
@@ -422,7 +418,7 @@ def test_a_depthwise_convolution_takes_its_groups_from_a_size():
         return F.conv1d(x, w, padding=1, groups=w.shape[1])  # one group: 1 input channel
 
     r = verify(depthwise)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(one_group)
     assert [f.code for f in r] == ["TS102"] and "weight 1 x groups 1" in str(r), str(r)
 
@@ -442,7 +438,7 @@ def test_gather_gives_the_index_shape_without_relying_on_its_floors():
 
     for fn in (keep_quarter, picked):
         r = verify(fn)
-        assert r.ok and not r.findings and not r.notes, str(r)
+        assert clean(r), str(r)
     for sig in ("B, A; B: int => B", "B, A; B+1, 1: int => B+1, 1"):  # a rank short, a row over
         r = verify(lambda q, a: q.gather(1, a), sig)
         assert "op-shape" in kinds(r) and not r.notes, str(r)
@@ -459,7 +455,7 @@ def test_torch_cdist_by_hand_batched():
         return torch.cdist(a, b) + torch.cdist(a[0], b[0], p=1)
 
     r = verify(chamfer)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda e: torch.cdist(e, e.T), "N, D => N, D")
     assert kinds(r) == ["contraction"] and not r.notes, str(r)
 
@@ -473,7 +469,7 @@ def test_kl_div_is_a_same_shape_loss():
                         reduction="batchmean", log_target=False) * 16
 
     r = verify(distill)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda s, t: F.kl_div(s.log_softmax(1), t.softmax(1).T, reduction="batchmean"),
                "B, C; B, C =>")
     assert "broadcast" in kinds(r) and not r.notes, str(r)
@@ -489,7 +485,7 @@ def test_view_as_complex_and_back():
         return torch.view_as_real(xc * rot).flatten(3)
 
     r = verify(rotate)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda x: torch.view_as_complex(x), "B, 3 => B")
     assert kinds(r) == ["op-shape"] and "size 2" in str(r), str(r)
 
@@ -521,7 +517,7 @@ def test_unbind_along_a_symbolic_axis():
 
     for fn in (rnn, vit_qkv):
         r = verify(fn)
-        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+        assert clean(r), f"{fn.__name__}: {r}"
     r = verify(lambda x: torch.stack(x.unbind(0), 1), "T, D => T, D")
     assert kinds(r) == ["return-shape"] and "[D, T]" in str(r), str(r)
 
@@ -535,7 +531,7 @@ def test_conv_transpose_by_hand():
         return F.conv_transpose2d(x, w, stride=2)
 
     r = verify(up)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda z, w: F.conv_transpose2d(z[:, None, None, :], w), "B, 100; 100, 64, 4, 4 =>")
     assert kinds(r) == ["contraction"] and "input channels 1" in str(r), str(r)
     r = verify(lambda x, w: F.conv_transpose1d(x, w, None, 2, 1, 1, 2, 2), "B, 6, L; 6, 4, 3 =>")
@@ -554,7 +550,7 @@ def test_baddbmm_adds_its_input_into_the_product():
         return torch.baddbmm(alibi, q, k, beta=1.0, alpha=0.5) + torch.addmm(b, q[0], k[0])
 
     r = verify(scores)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda a, q, k: torch.baddbmm(a, q, k.transpose(1, 2)),
                "N, 1, S; N, T, D; N, D, S =>")
     assert kinds(r)[0] == "contraction" and not r.notes, str(r)
@@ -566,9 +562,9 @@ def test_cosine_similarity_broadcasts_and_reduces():
     """SimSiam's ``F.cosine_similarity(p, z.T)``: torch's rejection stopped the trace (a note);
     a broadcast error now; ``dim`` is reduced."""
     r = verify(lambda p, z: F.cosine_similarity(p, z, dim=-1), "N, D; N, D => N")
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda p, z: F.cosine_similarity(p[:, None], z[None], dim=2), "N, D; M, D => N, M")
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda p, z: F.cosine_similarity(p, z.T, dim=-1).mean(), "N, D; N, D =>")
     assert set(kinds(r)) == {"broadcast"} and not r.notes, str(r)
 
@@ -585,7 +581,7 @@ def test_one_mask_selects_as_many_elements_everywhere():
         return F.cross_entropy(logits[m], labels[m]) + rows[:, 0].float() @ picked.float()
 
     r = verify(mlm)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
 
     def two_masks(logits: Float[torch.Tensor, "B, T, V"], labels: Int[torch.Tensor, "B, T"]
                   ) -> Float[torch.Tensor, ""]:
@@ -606,7 +602,7 @@ def test_pad_by_hand_with_pads_computed_from_sizes():
         return F.pad(x, (0, 0, 1, 2, 1, 1))
 
     r = verify(padded)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda x: F.pad(x, (1, 2, 3)), "B, C => B, C")
     assert kinds(r) == ["op-shape"] and not r.notes, str(r)
 
@@ -630,7 +626,7 @@ def test_a_transformer_layer_takes_a_symbolic_padding_mask():
     """torch's Transformer layers read a mask's dtype through F._none_or_dtype, which refuses
     anything but a tensor: a padding mask stopped the trace with a RuntimeError."""
     r = verify(PaddedEncoderLayer)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(PaddedEncoderLayer(transposed=True))
     assert "op-shape" in kinds(r) and "key_padd" in str(r), str(r)  # torch's "key_padded_mask"
 
@@ -647,7 +643,7 @@ def test_istft_and_the_parts_of_a_complex_spectrogram():
         return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
 
     r = verify(enhance)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     for center in (True, False):
         r = verify(lambda s, c=center: torch.istft(s, 64, 16, window=torch.ones(64), center=c),
                    "B, 33, F => B, L")
@@ -671,9 +667,9 @@ def test_a_like_creation_takes_its_dtype():
         return out / cnt.clamp(min=1)[:, None]
 
     r = verify(scatter_mean)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda i, x: np.full_like(i, 0.5, np.float64) @ x, "E: int; E, D => D")
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
 
 
 def test_a_rejection_names_the_operands_composite_sizes():

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import Tensor
 
+from arrays import clean, real_tensors
 from tensig import Float
 from tensig.check.verify import Signature, verify
 from verify_corpus.probe_einops_2026 import CASES, Case
@@ -23,25 +24,11 @@ def _assignments(case: Case, sig: Signature) -> tuple[dict[str, int], ...]:
             {s: n for s, n in zip(sig.symbols, (3, 5, 2, 4, 7, 1), strict=False)})
 
 
-_GEN = torch.Generator().manual_seed(0)  # the same arrays on every run
-
-
-def _tensor(shape: list[int], kind: str) -> torch.Tensor:
-    if kind == "b":
-        return torch.rand(shape, generator=_GEN) > 0.3
-    if kind == "i":
-        return torch.zeros(shape, dtype=torch.long)
-    return torch.randn(shape, generator=_GEN)
-
-
 def _run_concretely(case: Case, sig: Signature) -> None:
     for at in _assignments(case, sig):
         assert set(sig.symbols) <= set(at), (case.name, sig.symbols, at)
-        kinds = sig.kinds or ("f",) * len(sig.args)
-        args = [_tensor([d.evaluate(at) for d in dims], k) for dims, k in zip(sig.args, kinds,
-                                                                             strict=True)]
         with torch.no_grad():
-            out = case.good(*args)
+            out = case.good(*real_tensors(sig, at))
         outs = out if isinstance(out, tuple) else (out,)
         assert sig.results is not None and len(outs) == len(sig.results), case.name
         for o, dims in zip(outs, sig.results, strict=True):
@@ -56,7 +43,7 @@ def test_the_corpus_is_large_enough():
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_correct_one_verifies_and_runs_at_its_declared_shape(case: Case):
     r = verify(case.good)
-    assert r.ok and not r.findings and not r.notes, f"{case.name}: {r}"
+    assert clean(r), f"{case.name}: {r}"
     _run_concretely(case, r.signature)
 
 
@@ -76,7 +63,7 @@ def test_an_exact_quotient_of_sizes_is_a_size():
 
     r = verify(lambda t, f: rearrange(t, "b (h w) c -> b c h w", h=f.shape[2]),
                "B, H*W, C; B, C, H, W => B, C, H, W")
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda t, f: rearrange(t, "b (h w) c -> b c h w", h=f.shape[3]),
                "B, H*W, C; B, C, H, W => B, C, H, W")  # the width given as the height
     assert [f.code for f in r.findings] == ["TS103"] and "[B, C, W, H]" in str(r), str(r)

@@ -17,17 +17,9 @@ import pytest
 from jax import vmap
 from jax.nn import one_hot, softmax
 
+from arrays import clean, holds_for_corpus, kinds
 from tensig import Float, Int, Key
 from tensig.check.verify import verify
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- number parameters when the trace falls back to JAX's own symbolic shapes -------------------
 
@@ -203,11 +195,7 @@ def test_collectives_over_a_vmapped_axis_keep_shapes():
 def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
     from verify_corpus.probe_jax_more import CASES
 
-    assert len(CASES) >= 20
-    for name, good, bad, code in CASES:
-        r, rb = verify(good), verify(bad)
-        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
-        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+    holds_for_corpus(CASES, 20)
 
 
 # -- a count in the call larger than every witness size -----------------------------------------

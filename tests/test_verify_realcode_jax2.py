@@ -15,19 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from arrays import clean, holds_for_corpus, kinds
 from tensig import Bool, Float, Int
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- the corpus ---------------------------------------------------------------------------------
 
@@ -38,12 +30,7 @@ def _cases():
 
 
 def test_corpus_correct_ones_verify_and_each_bug_gives_its_code():
-    cases = _cases()
-    assert len(cases) >= 35
-    for name, good, bad, code in cases:
-        r, rb = verify(good), verify(bad)
-        assert clean(r), f"{name}: {r}"
-        assert code in [f.code for f in rb] and not rb.notes, f"{name}: {rb}"
+    holds_for_corpus(_cases(), 35)
 
 
 def _arguments(fn, env: dict[str, int], seed: int) -> list:

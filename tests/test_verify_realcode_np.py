@@ -14,18 +14,10 @@ from scipy.ndimage import uniform_filter1d
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 
+from arrays import clean, holds_for_corpus, kinds
 from tensig import Float, Int
 from tensig.check.verify import verify
 from verify_corpus.probe_np_more import gae, gram_schmidt, im2col, im2col_bug
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- NumPy's own conversions and in-place ufunc methods ------------------------------------------
 
@@ -420,11 +412,7 @@ def test_triangle_counts_against_numpy_at_every_offset():
 def test_probe_corpus_correct_ones_verify_and_each_bug_gives_its_code():
     from verify_corpus.probe_np_more import CASES
 
-    assert len(CASES) >= 12
-    for name, good, bad, code in CASES:
-        r, rb = verify(good), verify(bad)
-        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
-        assert code in [f.code for f in rb], f"{name}: {rb}"
+    holds_for_corpus(CASES, 12)
 
 
 def test_size_attribute_and_one_fresh_size_per_sampled_value():

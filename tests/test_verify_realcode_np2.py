@@ -16,17 +16,9 @@ import scipy.signal
 from numpy.lib.stride_tricks import as_strided
 from scipy.spatial.distance import pdist, squareform
 
+from arrays import clean, holds_for_corpus, kinds
 from tensig import Float, Int
 from tensig.check.verify import verify
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
-
 
 # -- the corpus ----------------------------------------------------------------------------------
 
@@ -34,11 +26,7 @@ def clean(report) -> bool:
 def test_probe_2026_correct_ones_verify_and_each_bug_gives_its_code():
     from verify_corpus.probe_np_2026 import CASES
 
-    assert len(CASES) >= 40
-    for name, good, bad, code in CASES:
-        r, rb = verify(good), verify(bad)
-        assert clean(r), f"{name}: {r}"
-        assert code in [f.code for f in rb], f"{name}: {rb}"
+    holds_for_corpus(CASES, 40)
 
 
 def test_probe_2026_size_conditions_the_code_relies_on_are_its_only_warning():

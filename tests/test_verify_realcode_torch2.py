@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from arrays import clean, real_tensors
 from tensig.check.verify import verify
 from verify_corpus.probe_torch_2026 import ASSUMES, CASES, STOPS
 
@@ -23,7 +24,7 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
         assert [f.kind for f in r] == ["assumption"] and ASSUMES[name] in str(r) and \
             not r.notes, f"{name}: {r}"
     else:
-        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert clean(r), f"{name}: {r}"
     rb = verify(bad)
     stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
     assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
@@ -33,23 +34,13 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
 
 def _run(fn, sizes: dict[str, int]):
     """The oracle for the corpus itself: torch runs the correct code on real tensors at
-    distinct concrete sizes (ids, labels and offsets 0, random masks, values in (0, 1)); the
+    distinct concrete sizes (:func:`arrays.real_tensors`); the
     shapes it returns and the signature's at those sizes."""
     import inspect
 
-    import torch
-
-    g = torch.Generator().manual_seed(0)  # the same arrays on every run
-
-    def real(shape: list[int], kind: str):
-        return torch.zeros(shape, dtype=torch.long) if "i" in kind else \
-            torch.rand(shape, generator=g) > 0.5 if "b" in kind else \
-            torch.rand(shape, generator=g) * 0.9 + 0.05
-
     f = fn() if inspect.isclass(fn) else fn
     sig = verify(fn).signature
-    args = [real([d.evaluate(sizes) for d in dims], kind)
-            for dims, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True)]
+    args = real_tensors(sig, sizes)
     rest = list(inspect.signature(getattr(f, "forward", f)).parameters.values())[len(args):]
     sized = {p.name: sizes[p.name] for p in rest if p.default is inspect.Parameter.empty}
     out = f(*args, **sized)

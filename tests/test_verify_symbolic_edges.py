@@ -14,19 +14,12 @@ import pytest
 import torch
 from numpy.random import RandomState, default_rng
 
+from arrays import clean, kinds
 from tensig import Float, Int
 from tensig.check.verify import _witnesses, verify
 from tensig.core.dims import Dim
 
 N, T = Dim.symbol("N"), Dim.symbol("T")
-
-
-def kinds(report):
-    return [f.kind for f in report]
-
-
-def clean(report) -> bool:
-    return report.ok and not report.findings and not report.notes
 
 
 # -- cleanrl's GAE, as its PyTorch PPO writes it ---------------------------------------------
@@ -788,7 +781,7 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
 
     for fn in (repeat_kv, batch_of_windows):
         r = verify(fn)
-        assert r.ok and not r.findings and not r.notes, str(r)
+        assert clean(r), str(r)
     r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
     assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
 
@@ -815,7 +808,7 @@ def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
 
     for fn in (rnn, rows, pairs):
         r = verify(fn)
-        assert r.ok and not r.findings and not r.notes, f"{fn.__name__}: {r}"
+        assert clean(r), f"{fn.__name__}: {r}"
 
     def twice(x: Float[np.ndarray, "T, D"]) -> Float[np.ndarray, "T, D"]:
         out = []
@@ -833,7 +826,7 @@ def test_a_slice_up_to_a_loop_step_plus_one_is_in_range():
     def steps(x: Float[torch.Tensor, "B, T, D"]) -> Float[torch.Tensor, "B, T, D"]:
         return torch.cat([x[:, t:t + 1] * 2 for t in range(x.shape[1])], dim=1)
     r = verify(steps)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
 
 
 def test_a_size_padded_to_a_multiple_divides_without_a_requirement():
@@ -847,7 +840,7 @@ def test_a_size_padded_to_a_multiple_divides_without_a_requirement():
         return x.view(b, (h + pad) // 7, 7, c).reshape(-1, 7, c)
 
     r = verify(windows)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     r = verify(lambda x: x.view((x.shape[0] + x.shape[0] % 7) // 7, 7), "H => n, 7")
     assert "requires H + H % 7 divisible by 7" in str(r), str(r)
 

@@ -12,12 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from arrays import clean, kinds, real_tensors
 from tensig.check import tracer as S
 from tensig.check.verify import Report, Signature, verify
-
-
-def kinds(report: Report) -> list[str]:
-    return [f.kind for f in report]
 
 
 def with_kinds(text: str, kinds: str) -> Signature:
@@ -411,16 +408,6 @@ def _corpus():
     return torch_models
 
 
-def _real_inputs(sig: Signature, sizes: dict[str, int]):
-    """Real tensors for a signature at concrete sizes (ids and masks small and in range)."""
-    out = []
-    for dims, kind in zip(sig.args, sig.kinds or ("f",) * len(sig.args), strict=True):
-        shape = [d.evaluate(sizes) for d in dims]
-        out.append(torch.randint(0, 2, shape) if kind == "i" else
-                   torch.zeros(shape, dtype=torch.bool) if kind == "b" else torch.randn(shape))
-    return out
-
-
 def _sizes(sig: Signature, override: dict[str, int] | None = None) -> dict[str, int]:
     sizes = {name: 4 * (i + 2) for i, name in enumerate(sig.symbols)}
     return {**sizes, **(override or {})}
@@ -481,9 +468,8 @@ def test_corpus_correct_code_runs_and_matches_its_signature():
     for case in corpus.CASES:
         sig = corpus.signature(case)
         sizes = _sizes(sig)
-        torch.manual_seed(0)
         with torch.no_grad():
-            out = case.good(*_real_inputs(sig, sizes))
+            out = case.good(*real_tensors(sig, sizes))
         if sig.results is None:
             continue
         declared = sig.results[0]
@@ -505,7 +491,7 @@ def test_corpus_silent_bugs_run_without_error_where_sizes_collide():
         sig = corpus.signature(case)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            case.bad(*_real_inputs(sig, _sizes(sig, case.collide)))
+            case.bad(*real_tensors(sig, _sizes(sig, case.collide)))
 
 
 # -- number parameters: a sampler's float schedule, a size passed as an int -------------------
@@ -609,7 +595,7 @@ def test_a_float_of_sizes_compared_inside_a_library_is_not_the_users_assumption(
     user did not write, which had become two assumptions such as ``not (-2.55 > 0.0)`` at the
     user's line.  Only the user's own comparisons of such a number are assumptions."""
     r = verify(_init_scaled)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
 
 
 def test_torch_repeat_method_is_a_tile():
@@ -634,4 +620,4 @@ def test_a_numpy_integer_size_after_a_symbolic_one_is_a_size_not_a_dtype():
     import numpy as np
 
     r = verify(lambda x: torch.zeros(x.shape[0], np.int64(3)) + x, "T 3 => T 3")
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)

@@ -19,6 +19,7 @@ from typing import Any
 
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.sym_functions import leaf_dims, sym_leaves
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named", "relied",
@@ -35,28 +36,16 @@ Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an a
 
 def symbols(x: Any) -> list[str]:
     """The symbols of every symbolic array, size and range in ``x`` (nested), sorted."""
-    if isinstance(x, S.SymArray):
-        return sorted({n for d in x.dims for n in d.symbols})
-    if isinstance(x, sym_sizes.SymSize):
-        return sorted(x.dim.symbols)
-    if isinstance(x, sym_sizes.SymRange):
-        return sorted(x.start.symbols | x.stop.symbols)
-    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
-    return sorted({n for v in items for n in symbols(v)})
+    return sorted({n for leaf in sym_leaves(x) for d in leaf_dims(leaf) for n in d.symbols})
 
 
 def relied(x: Any) -> None:
     """Report the floor divisions (``T // 2``) in the sizes of ``x`` (nested) as requirements: a
     fit runs at sizes that step by their divisors, where they are exact, so what it finds
     (``T`` for ``np.repeat(x[:T // 2], 2)``) holds only there."""
-    if isinstance(x, S.SymArray | sym_sizes.SymSize | sym_sizes.SymRange):
-        dims = x.dims if isinstance(x, S.SymArray) else (x.dim,) if \
-            isinstance(x, sym_sizes.SymSize) else (x.start, x.stop)
-        for d in dims:
+    for leaf in sym_leaves(x):
+        for d in leaf_dims(leaf):
             tracing.tracer().rely(d)
-        return
-    for v in x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ():
-        relied(v)
 
 
 def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
@@ -90,11 +79,8 @@ def size_guard(args: Any, env: dict[str, int]) -> None:
 
 def _elements(x: Any, env: dict[str, int]) -> int:
     """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
-    if isinstance(x, S.SymArray):
-        return math.prod(d.evaluate(env) for d in x.dims)
-    if isinstance(x, list | tuple):
-        return sum(_elements(v, env) for v in x)
-    return sum(_elements(v, env) for v in x.values()) if isinstance(x, dict) else 0
+    return sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(x)
+               if isinstance(a, S.SymArray))
 
 
 def sample_points(names: list[str], base: dict[str, int], unit: int = 1,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
@@ -134,6 +134,11 @@ def nonzero(a: Any) -> tuple[SymArray, ...]:
     return tuple(SymArray((n,), "i") for _ in range(_sym(a).ndim))
 
 
+def argwhere(a: Any) -> SymArray:
+    """:func:`nonzero`'s indices as rows, one per element found: ``[count, ndim]``."""
+    return SymArray((tracer().count_of(a), _sym(a).ndim), "i")
+
+
 def where(cond: Any, *args: Any) -> Any:
     """``where(cond, a, b)``; ``where(cond)`` alone is :func:`nonzero`."""
     if not args:
@@ -156,27 +161,29 @@ def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
     return out
 
 
+def per_axis(nd: int, *params: Any) -> list[list[Any]]:
+    """Each convolution parameter as one value per spatial axis: torch takes one for all."""
+    return [list(v) if isinstance(v, tuple | list) else [v] * nd for v in params]
+
+
+def conv_size(n: Dim, k: Dim, stride: int, padding: int, dilation: int) -> Dim:
+    """A convolution's output size along an axis of ``n`` (``conv``, ``F.unfold``'s blocks):
+    torch's floor, so no divisibility is needed."""
+    return (n + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
 def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
          dilation: Any = 1, groups: Any = 1) -> SymArray:
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
-    def per(v: Any) -> list[Any]:
-        return list(v) if isinstance(v, tuple | list) else [v] * nd
-    st, pd, dl = per(stride), per(padding), per(dilation)
+    st, pd, dl = per_axis(nd, stride, padding, dilation)
     groups = as_dim(groups)  # a depthwise conv's groups=x.shape[1]: a size
     if a.dims[-nd - 1] != w.dims[1] * groups:
         tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
                                        f"weight {w.dims[1]} x groups {groups}")
-    spatial = []
-    for i in range(nd):
-        n, k = a.dims[-nd + i], w.dims[2 + i]
-        if pd[i] == "same":
-            spatial.append(n)
-            continue
-        p = 0 if pd[i] == "valid" else int(pd[i])
-        span = (k - 1) * int(dl[i]) + 1
-        num = n + 2 * p - span
-        spatial.append(num // int(st[i]) + 1)  # torch's floor: no divisibility needed
+    spatial = [a.dims[-nd + i] if pd[i] == "same" else conv_size(
+        a.dims[-nd + i], w.dims[2 + i], int(st[i]), 0 if pd[i] == "valid" else int(pd[i]),
+        int(dl[i])) for i in range(nd)]
     _conv_bias(bias, w.dims[0])
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
@@ -194,8 +201,8 @@ def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddi
     """By hand: torch's meta kernel lets any input channels through (its CPU kernel refuses)."""
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
-    st, pd, op, dl = ([int(u) for u in v] if isinstance(v, tuple | list) else [int(v)] * nd
-                      for v in (stride, padding, output_padding, dilation))
+    st, pd, op, dl = ([int(u) for u in v]
+                      for v in per_axis(nd, stride, padding, output_padding, dilation))
     if differ(a.dims[-nd - 1], w.dims[0]):
         tracer().report("contraction", f"transposed convolution: input channels "
                                        f"{a.dims[-nd - 1]} vs weight {shape_text(w)}'s "
@@ -424,14 +431,26 @@ CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                                                           dtype="int"))
 
 
-def has_sym(x: Any) -> bool:
-    """Whether ``x`` holds a symbolic array, size or range (in tuples, lists, dict values):
-    then a patched library function traces it symbolically, else runs as it is."""
+def sym_leaves(x: Any) -> Iterator[SymArray | SymSize | SymRange]:
+    """The symbolic arrays, sizes and ranges in ``x`` (nested in tuples, lists, dict values):
+    one walk for every question about a call's arguments."""
     if isinstance(x, SymArray | SymSize | SymRange):
-        return True
-    if isinstance(x, list | tuple):
-        return any(has_sym(v) for v in x)
-    return isinstance(x, dict) and any(has_sym(v) for v in x.values())
+        yield x
+        return
+    for v in x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ():
+        yield from sym_leaves(v)
+
+
+def leaf_dims(leaf: SymArray | SymSize | SymRange) -> tuple[Dim, ...]:
+    """A symbolic leaf's sizes: an array's axes, a size, a range's bounds."""
+    return leaf.dims if isinstance(leaf, SymArray) else (leaf.dim,) if \
+        isinstance(leaf, SymSize) else (leaf.start, leaf.stop)
+
+
+def has_sym(x: Any) -> bool:
+    """Whether ``x`` holds a symbolic array, size or range: then a patched library function
+    traces it symbolically, else runs as it is."""
+    return next(sym_leaves(x), None) is not None
 
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
+from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, residue_search, tracer
 from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
@@ -538,7 +538,7 @@ def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
     return p // k
 
 
-@functools.lru_cache(maxsize=4096)  # up to 4096 evaluations: a loop's reshapes ask again
+@functools.lru_cache(maxsize=4096)  # a search of up to RESIDUE_CAP: a loop's reshapes ask again
 def _divisible_over_a_period(p: Dim, k: int) -> bool:
     """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
     (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one
@@ -553,10 +553,8 @@ def _divisible_over_a_period(p: Dim, k: int) -> bool:
                     period = math.lcm(period, atom.divisor)
                     todo.append(atom.numerator)
     names = sorted(p.symbols)
-    if not names or period ** len(names) > 4096:
-        return False
-    return all(p.evaluate(dict(zip(names, v, strict=True))) % k == 0
-               for v in itertools.product(range(1, period + 1), repeat=len(names)))
+    return bool(names) and period ** len(names) <= RESIDUE_CAP and residue_search(
+        dict.fromkeys(names, 1), names, period, lambda e: p.evaluate(e) % k != 0) is None
 
 
 def _check_index(size: Dim, k: Any) -> None:

@@ -284,7 +284,7 @@ NUMPY_EXTRA: dict[str, Callable[..., Any]] = {
     "column_stack": _column_stack,
     **{f"atleast_{rank}d": lambda *xs, _r=rank: _at_least(xs[0], _r) if len(xs) == 1 else
        tuple(_at_least(x, _r) for x in xs) for rank in (1, 2, 3)},
-    "argwhere": lambda a: S.SymArray((tracer().count_of(a), S._sym(a).ndim), "i"),
+    "argwhere": sym_functions.argwhere,
     "unique": _unique,
     "linalg.solve": _solve,
     **{f"linalg.{w}": _of_square(w, "bnn") for w in ("inv", "cholesky", "matrix_power")},
@@ -510,13 +510,16 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     bases = _bases(t, args, kwargs, allocates)
     if allocates:
         size_fit.size_guard((args, kwargs), bases[0][0])
-    try:
-        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
-    except tracing.Unsupported:
-        if make_data is None:
-            raise
-        make = make_data  # zeros refused as data (polyfit's SVD of a zero matrix): the values
-        sample, base, error = first_run(run, [b for b, _ in bases], lambda e: shape_error(name, e))
+    fills = [] if make_data is None else [make_data]
+    while True:
+        try:
+            sample, base, error = first_run(run, [b for b, _ in bases],
+                                            lambda e: shape_error(name, e))
+            break
+        except tracing.Unsupported:
+            if not fills:
+                raise
+            make = fills.pop()  # zeros refused as data (polyfit's SVD of a zero matrix)
     said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
     if base is None:
         kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"

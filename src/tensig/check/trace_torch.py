@@ -468,9 +468,7 @@ def _max_or_min(name: str) -> Callable[..., Any]:
 
 
 def _nonzero(x: Any, *, as_tuple: bool = False, **kw: Any) -> Any:
-    a = S._sym(x)
-    return sym_functions.nonzero(a) if as_tuple else S.SymArray(
-        (tracer().count_of(x), sym_sizes.as_dim(a.ndim)), "i")
+    return (sym_functions.nonzero if as_tuple else sym_functions.argwhere)(x)
 
 
 def _masked_select(x: Any, mask: Any, **kw: Any) -> S.SymArray:
@@ -637,9 +635,8 @@ def im2col(x: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride
            ) -> S.SymArray:
     """``F.unfold``: ``[N, C*kh*kw, L]``, ``L`` the product of the blocks along each axis."""
     a = S._sym(x)
-    k, d, p, s = ((v, v) if isinstance(v, int) else tuple(v)
-                  for v in (kernel_size, dilation, padding, stride))
-    blocks = [(a.dims[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    k, d, p, s = sym_functions.per_axis(2, kernel_size, dilation, padding, stride)
+    blocks = [sym_functions.conv_size(a.dims[-2 + i], k[i], s[i], p[i], d[i]) for i in range(2)]
     return S.SymArray((*a.dims[:-3], a.dims[-3] * (k[0] * k[1]), blocks[0] * blocks[1]), a.kind)
 
 
@@ -650,7 +647,7 @@ HAND: dict[str, Callable[..., Any]] = {
     **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy", "index_copy_")},
     "ctc_loss": ctc_loss,
     "nonzero": _nonzero,
-    "argwhere": lambda x: _nonzero(x),
+    "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,
     "bincount": partial(sym_functions.bincount, who="torch", weights_kind="op-shape"),
     "repeat_interleave": _repeat_interleave,

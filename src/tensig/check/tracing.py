@@ -26,8 +26,23 @@ from tensig.check import findings
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["MAX_STEPS", "PLUGINS", "Finding", "Namespace", "TraceLimit", "Tracer", "Unsupported",
-           "failure_line", "patched", "plugin", "referenced", "tracer"]
+__all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
+           "Unsupported", "failure_line", "patched", "plugin", "referenced", "residue_search",
+           "tracer"]
+
+
+RESIDUE_CAP = 4096  # assignments one residue search tries at most
+
+
+def residue_search(base: dict[str, int], names: list[str], period: int,
+                   fits: Callable[[dict[str, int]], bool]) -> dict[str, int] | None:
+    """The first of ``base`` shifted by residues (each of ``names`` by one in
+    ``range(period)``) that ``fits``, trying at most :data:`RESIDUE_CAP`: sizes modulo a
+    period decide a division, and a search over them is one place that bounds its cost."""
+    shifts = itertools.islice(itertools.product(range(period), repeat=len(names)), RESIDUE_CAP)
+    shifted = ({**base, **{n: base[n] + r for n, r in zip(names, rs, strict=True)}}
+               for rs in shifts)
+    return next((e for e in shifted if fits(e)), None)
 
 
 @dataclass(frozen=True)
@@ -187,15 +202,9 @@ class Tracer:
         lcm, names = self.unit(), {*self.witness}
         exact = [(p, k) for p, k in divisions if p.symbols <= names]
         divided = sorted({n for p, _ in exact for n in p.symbols})
-        envs = []
-        for bump in (0, 1):
-            base = {n: (w + bump) * lcm for n, w in self.witness.items()}
-            shifts = itertools.islice(itertools.product(range(lcm), repeat=len(divided)), 4096)
-            shifted = ({**base, **{n: base[n] + r for n, r in zip(divided, rs, strict=True)}}
-                       for rs in shifts)
-            envs.append(next((e for e in shifted if all(p.evaluate(e) % k == 0 for p, k in exact)),
-                             base))
-        return envs
+        bases = [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
+        return [residue_search(base, divided, lcm, lambda e: all(
+            p.evaluate(e) % k == 0 for p, k in exact)) or base for base in bases]
 
     def where(self) -> Where:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
