@@ -1232,7 +1232,7 @@ CASES = [
     ("scan ring attention blocks", ring_attention_scan, ring_attention_scan_bug, "TS102"),
     ("decode step against a cache", decode_step_cache, decode_step_cache_bug, "TS101"),
     ("fori_loop greedy decode .at[:, i]", greedy_decode, greedy_decode_bug, "TS101"),
-    ("fori_loop trajectory buffer", trajectory_buffer, trajectory_buffer_bug, "TS102"),
+    ("fori_loop trajectory buffer", trajectory_buffer, trajectory_buffer_bug, "TS108"),
     ("fft long convolution", fft_long_conv, fft_long_conv_bug, "TS101"),
     ("hyena fft filter", hyena_filter, hyena_filter_bug, "TS101"),
     ("complex rotary embedding", rope_complex, rope_complex_bug, "TS101"),
