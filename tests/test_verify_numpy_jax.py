@@ -346,6 +346,21 @@ def test_a_fitted_op_s_refusal_is_labelled_by_what_the_library_says(fn, sig, kin
     assert "at every size" in r.findings[0].message, str(r)
 
 
+def test_a_fitted_constant_size_is_run_below_the_literal_it_came_from():
+    """``np.diag`` of ``[B, 3]`` is ``[min(B, 3)]``, and ``top_k(x, 3)`` needs 3 elements: the
+    fit, at witnesses above 3, read ``[3]`` and ``[B, 3]`` for every size.  Run at 2, the
+    result (or the refusal) differs: verified only where ``3 <= B`` (``3 <= T``)."""
+    r = verify(lambda x: np.diag(x), "B, 3 => 3")
+    assert kinds(r) == ["assumption"] and "assumes 3 <= B" in str(r), str(r)
+    assert np.diag(np.zeros((2, 3))).shape == (2,)  # the oracle: NumPy at B = 2
+    jax = pytest.importorskip("jax")
+    r = verify(lambda x: jax.lax.top_k(x, 3)[0], "B, T => B, 3")
+    assert kinds(r) == ["assumption"] and "assumes 3 <= T" in str(r), str(r)
+    assert verify(lambda x: np.diag(x), "3, 3 => 3").ok  # no symbol: nothing below
+    r = verify(lambda x: np.vander(x, 3), "B => B, 3")  # fitted, and [B, 3] at every B
+    assert r.ok and not r.findings, str(r)
+
+
 def _array_functions() -> list[tuple[str, Any]]:
     out = []
     for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):

@@ -24,8 +24,9 @@ from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "cached", "concrete", "failure_kind", "fit_key", "fit_size", "fit_sizes",
-           "leaves", "named", "relied", "sample_points", "short", "size_guard", "symbols"]
+__all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
+           "fit_key", "fit_size", "fit_sizes", "leaves", "named", "relied", "sample_points",
+           "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -328,6 +329,50 @@ def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> Shapes:
     """Each result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
     return [tuple(x.shape) if isinstance(x, arrays) else (x,) if isinstance(x, int)
             and not isinstance(x, bool) else None for x in leaves(result)]
+
+
+def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+                   kwargs: dict[str, Any], base: dict[str, int],
+                   fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...],
+                   unit: int = 1) -> list[tracing.Finding]:
+    """A literal size the op was given (``topk(x, 5)``'s 5, ``np.diag`` of ``[B, 3]``) and
+    returns as a constant size may count elements of some axis, and the fit, at the witnesses
+    and above, never sees that axis shorter: each symbol is run once at that size less 1 (at
+    the witness's residue mod ``unit``), and where the library refuses it, or its result
+    differs from the fit (``np.diag``'s ``min(B, 3)``), the op needs it ('assumes 5 <= V'),
+    not verified for all sizes."""
+    sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
+    given = [*leaves(args), *leaves(list(kwargs.values()))]
+    arrays = [a for a in given if isinstance(a, S.SymArray)]
+    literals = {v for v in given if type(v) is int} | {d.constant for a in arrays for d in a.dims}
+    ks = sorted({k for k in literals if k is not None and k > 1 and k in sizes}, reverse=True)
+    found = []
+    for s in symbols((args, kwargs)) if ks else ():
+        for k in ks:
+            env = {**base, s: k - 1}
+            if k > base[s] or (k - 1 - base[s]) % unit or \
+                    any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
+                continue  # an input of no valid shape there: no evidence
+            try:
+                got, why = shaped(env), "'s result sizes differ from the fit at"
+            except errors as e:
+                got, why = None, f" refuses {s} = {k - 1} ({short(e)})"
+            except Exception:  # no meta kernel there, say: no evidence either
+                break
+            if got is None or differs(fits, got, env):
+                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name}" + (
+                    why if got is None else f"{why} {s} = {k - 1}")))
+                break
+    return found
+
+
+def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:
+    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there
+    (another number or rank of results differs)."""
+    if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
+        return True
+    return any(d is not None and d.evaluate(env) != n for f, g in zip(fits, got, strict=True)
+               if f and g for d, n in zip(f, g, strict=True))
 
 
 # -- One cache of fits for every library: a fit is a function of what its runs read ---------

@@ -481,6 +481,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                 fits = _boxed(fits, size_fit.shapes(sample, arrays), shaped(base, make_data))
         if base is starts[0] and len(bases) > 1:
             found.extend(_ordered(name, fits, lambda: shaped(starts[1]), *bases[1]))
+        if error is None:  # else the sizes it needs are the assumption above
+            found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
+                                                 (ValueError, IndexError, TypeError), unit))
         return size_fit.template(sample, iter(fits), leaf), tuple(found)
 
     key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
@@ -508,10 +511,9 @@ def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[],
     ``N - K + 1``), or a call refused in it (``np.insert(y, len(x), v)``): an assumption."""
     why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
     try:  # the witnesses' fill: an error is the sizes'
-        if all(not isinstance(d, Dim) or d.evaluate(env) == n for f, got in zip(
-                fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
+        if not size_fit.differs(fits, other(), env):
             return []
-    except Exception as e:  # refused in that order, or results of another number or rank
+    except Exception as e:  # refused in that order
         why = f" refuses them in the other order ({type(e).__name__}: {e})"
     return [tracing.Finding("assumption", f"assumes "
                             f"{' <= '.join(reversed(swapped.split(' <= ')))}: {name}{why}")]

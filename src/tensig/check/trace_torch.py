@@ -25,7 +25,6 @@ from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
 from tensig.check.tracing import tracer
-from tensig.core.dims import Dim
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -278,7 +277,9 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         first=size_fit.shapes(sample, torch.Tensor),
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    messages += _below_the_base(run, name, args, kwargs, base, fitted)
+    messages += size_fit.below_literals(
+        lambda env: size_fit.shapes(run(env)[0], torch.Tensor), name, args, kwargs, base, fitted,
+        _SHAPE_ERRORS)
 
     def leaf(head: Any) -> tuple[Any, ...]:
         if isinstance(head, torch.Tensor):
@@ -297,34 +298,6 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
     return size_fit.template(sample, iter(fitted), leaf), tuple(messages)
-
-
-def _below_the_base(run: Callable[[dict[str, int]], Any], name: str, args: tuple[Any, ...],
-                    kwargs: dict[str, Any], base: dict[str, int],
-                    fitted: list[list[Dim | None] | None]) -> list[tracing.Finding]:
-    """A constant the op was given and returns as a size (``topk(x, 5)``'s 5) counts elements
-    of some axis, and the fit, at sizes from 40 up, never sees that axis shorter: each symbol
-    is run once at that constant less 1, and where torch refuses it the op needs it ('assumes
-    5 <= V'), not verified for all sizes."""
-    sizes = {d.constant for dims in fitted if dims for d in dims if d is not None}
-    given = [*size_fit.leaves(args), *size_fit.leaves(list(kwargs.values()))]
-    ks = sorted({v for v in given if type(v) is int and v > 1 and v in sizes}, reverse=True)
-    arrays = [a for a in given if isinstance(a, S.SymArray)]
-    found = []
-    for s in size_fit.symbols((args, kwargs)) if ks else ():
-        for k in ks:
-            env = {**base, s: k - 1}
-            if k > base[s] or any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
-                continue  # an input of no valid shape there: no evidence
-            try:
-                run(env)
-            except _SHAPE_ERRORS as e:
-                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name} refuses "
-                                                           f"{s} = {k - 1} ({size_fit.short(e)})"))
-                break
-            except Exception:  # no meta kernel there, say: no evidence either
-                break
-    return found
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
