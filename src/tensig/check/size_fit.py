@@ -25,8 +25,8 @@ from tensig.check import tracer as S
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
-           "fit_key", "fit_size", "fit_sizes", "leaves", "named", "relied", "sample_points",
-           "short", "size_guard", "symbols"]
+           "fit_key", "fit_size", "fit_sizes", "leaves", "named", "ordered", "relied",
+           "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -364,6 +364,23 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
                     why if got is None else f"{why} {s} = {k - 1}")))
                 break
     return found
+
+
+def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] | None],
+            env: dict[str, int], condition: str,
+            errors: tuple[type[BaseException], ...] = (Exception,)) -> list[tracing.Finding]:
+    """A fit that fails with the operands' sizes in the other order (``env``: a 'valid'
+    convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
+    (``np.insert(y, len(x), v)``, one of ``errors``): it holds under ``condition``."""
+    why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
+    try:
+        if not differs(fits, other(), env):
+            return []
+    except errors as e:  # refused in that order
+        why = f" refuses them in the other order ({type(e).__name__}: {e})"
+    except Exception:  # no meta kernel there, say: no evidence
+        return []
+    return [tracing.Finding("assumption", f"assumes {condition}: {name}{why}")]
 
 
 def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:

@@ -479,8 +479,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         if make_data is not None:
             with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
                 fits = _boxed(fits, size_fit.shapes(sample, arrays), shaped(base, make_data))
-        if base is starts[0] and len(bases) > 1:
-            found.extend(_ordered(name, fits, lambda: shaped(starts[1]), *bases[1]))
+        if base is starts[0] and len(bases) > 1:  # the witnesses' order: bases[1] swaps it
+            found.extend(size_fit.ordered(lambda: shaped(starts[1]), name, fits, starts[1],
+                                          " <= ".join(reversed(bases[1][1].split(" <= ")))))
         if error is None:  # else the sizes it needs are the assumption above
             found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
                                                  (ValueError, IndexError, TypeError), unit))
@@ -503,20 +504,6 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct, op=func)
-
-
-def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
-             env: dict[str, int], swapped: str) -> list[tracing.Finding]:
-    """A fit that fails with the operands' sizes in the other order (a 'valid' convolution's
-    ``N - K + 1``), or a call refused in it (``np.insert(y, len(x), v)``): an assumption."""
-    why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
-    try:  # the witnesses' fill: an error is the sizes'
-        if not size_fit.differs(fits, other(), env):
-            return []
-    except Exception as e:  # refused in that order
-        why = f" refuses them in the other order ({type(e).__name__}: {e})"
-    return [tracing.Finding("assumption", f"assumes "
-                            f"{' <= '.join(reversed(swapped.split(' <= ')))}: {name}{why}")]
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],

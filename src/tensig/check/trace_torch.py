@@ -277,9 +277,13 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         first=size_fit.shapes(sample, torch.Tensor),
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    messages += size_fit.below_literals(
-        lambda env: size_fit.shapes(run(env)[0], torch.Tensor), name, args, kwargs, base, fitted,
-        _SHAPE_ERRORS)
+    def shaped(env: dict[str, int]) -> size_fit.Shapes:
+        return size_fit.shapes(run(env)[0], torch.Tensor)
+    if len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
+        swapped = dict(zip(names, reversed([base[n] for n in names]), strict=True))
+        messages += size_fit.ordered(partial(shaped, swapped), name, fitted, swapped,
+                                     " <= ".join(names), _SHAPE_ERRORS)
+    messages += size_fit.below_literals(shaped, name, args, kwargs, base, fitted, _SHAPE_ERRORS)
 
     def leaf(head: Any) -> tuple[Any, ...]:
         if isinstance(head, torch.Tensor):
