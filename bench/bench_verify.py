@@ -13,8 +13,12 @@ time and verdict on the same modules, correct and buggy, measured in the same ru
 ratio is to anchors measured in the same run: one call of the function on data at the example
 sizes (every symbol a distinct size), and ``torch.export`` where it ran.
 
+The fit cache (:func:`fit_cache`): verify over the NumPy and JAX probes of 2026 with no cache
+of fitted ops, with it emptied per verify, and kept, interleaved; with the concrete runs each
+makes.
+
 Run: ``.venv/bin/python bench/bench_verify.py`` (``--no-export`` skips torch.export,
-``--export-all`` exports every corpus module: minutes).
+``--export-all`` exports every corpus module: minutes; ``--fit-cache``: that part alone).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -236,7 +241,73 @@ def numpy_jax_corpus() -> None:
     _print_call_ratios(rows)
 
 
+class _Forgetful(dict):
+    """A fit cache that keeps nothing: every fitted call runs the library again."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+def _verify_all(fns, fits) -> None:
+    """verify each of ``fns``, the fit cache before each ``fits()`` (a new one) or ``fits``."""
+    from tensig.check import size_fit
+
+    for fn in fns:
+        size_fit._FITS = fits() if callable(fits) else fits
+        verify(fn)
+
+
+def _runs_of(fns, fits) -> int:
+    """How many concrete runs of a library :func:`_verify_all` makes (each run converts its
+    arguments and its keywords: two top-level calls of ``size_fit.concrete``)."""
+    from tensig.check import size_fit
+
+    real, depth, calls = size_fit.concrete, [0], [0]
+
+    def counted(x, env, leaf):
+        calls[0] += depth[0] == 0
+        depth[0] += 1
+        try:
+            return real(x, env, leaf)
+        finally:
+            depth[0] -= 1
+    size_fit.concrete = counted
+    try:
+        _verify_all(fns, fits)
+    finally:
+        size_fit.concrete = real
+    return calls[0] // 2
+
+
+def fit_cache() -> None:
+    """verify over the NumPy and JAX probes of 2026 with no fit cache (as NumPy's and JAX's
+    fits were), with the one cache emptied before each verify (reuse within one function:
+    loops), and with it kept (verify run again: pytest, an editor), interleaved, CPU time."""
+    from tensig.check import size_fit
+    from timing import interleaved
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    kept = size_fit._FITS
+    configs = {"no cache": _Forgetful, "cache, emptied per verify": dict, "cache, kept": kept}
+    print("\nfit cache: verify of every function of a corpus, median CPU ms of interleaved runs "
+          "(ratio to no cache), and the concrete library runs made")
+    for corpus_name in ("probe_np_2026", "probe_jax_2026"):
+        module = __import__(f"verify_corpus.{corpus_name}", fromlist=["CASES"])
+        fns = [fn for case in module.CASES for fn in case[1:3]]
+        times = interleaved(*(partial(_verify_all, fns, f) for f in configs.values()), repeat=7,
+                            clock=time.process_time)
+        runs = [_runs_of(fns, f) for f in configs.values()]
+        size_fit._FITS = kept
+        print(f"  {corpus_name} ({len(fns)} functions)")
+        for label, t, n in zip(configs, times, runs, strict=True):
+            print(f"    {label:28s} {t * 1e3:8.1f} ms  {t / times[0]:5.2f}x   {n:5d} runs")
+
+
 if __name__ == "__main__":
+    if "--fit-cache" in sys.argv:
+        fit_cache()
+        sys.exit()
     main()
     corpus()
     numpy_jax_corpus()
+    fit_cache()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tensig.check import size_fit
+from tensig.check.tracer import SymArray
 from tensig.check.verify import verify
 from tensig.core.dims import Dim
 
@@ -26,14 +27,20 @@ def _pairs(a):
 
 
 _WINDOWS = {"window": (3, 2), "window6": (5, 6)}  # (length, stride)
+RUNS: list[tuple] = []  # each concrete run of an op below: its operand's shape, and whether zeros
+
+
+def _ran(a):
+    RUNS.append((tuple(a.shape), isinstance(a, np.ndarray) and not a.any()))
 
 
 def _numpy(kind):
     from tensig.check.trace_numpy import fitted_numpy
 
-    fn = (lambda a: _window(a, *_WINDOWS[kind])) if kind in _WINDOWS else _pairs
-    fn.__name__ = kind
-    return lambda x: fitted_numpy(fn, (x,), {}), lambda n: fn(np.zeros((2, n))).shape[-1]
+    def fn(a):
+        _ran(a)
+        return _window(a, *_WINDOWS[kind]) if kind in _WINDOWS else _pairs(a)
+    return lambda x: fitted_numpy(fn, (x,), {}, kind), lambda n: fn(np.zeros((2, n))).shape[-1]
 
 
 def _torch(kind):
@@ -43,6 +50,7 @@ def _torch(kind):
     from tensig.check.trace_torch import fallback
 
     def fn(x):
+        _ran(x)
         if kind in _WINDOWS:
             k, s = _WINDOWS[kind]
             return F.avg_pool1d(x, k, stride=s)
@@ -57,6 +65,7 @@ def _jax(kind):
     from tensig.check.trace_jax import fitted_jax
 
     def fn(a):
+        _ran(a)
         if kind in _WINDOWS:
             k, s = _WINDOWS[kind]
             return a[..., : a.shape[-1] - k + 1 : s]  # each window's first element
@@ -77,6 +86,46 @@ def test_every_library_fits_the_same_size_expression(library, kind, expected):
     assert str(length) == expected
     for n in (5, 6, 9, 10, 31, 64, 71):  # odd and even, none of them a sample point
         assert length.evaluate({"L": n, "B": 2}) == real(n)
+
+
+@pytest.mark.parametrize("library", [_numpy, _torch, _jax])
+def test_a_fit_runs_each_size_once_and_each_call_shape_once(library, monkeypatch):
+    """NumPy's and JAX's fits were not cached (torch's were), and every fit ran its first
+    witnesses twice (once to find sizes the library accepts, once more as the fit's first
+    point).  One cache for the three now: a second call of the same shapes, in the same
+    verify or the next, runs nothing."""
+    monkeypatch.setattr(size_fit, "_FITS", {})  # cold, whatever ran before
+    traced, _ = library("pairs")
+    sig = "B, 1, L =>" if library is _torch else "B, L =>"
+    RUNS.clear()
+    assert verify(traced, sig).complete
+    once = list(RUNS)
+    assert once and len(set(once)) == len(once), once  # no size (and fill) run twice
+    RUNS.clear()
+    assert verify(traced, sig).complete and RUNS == []
+    monkeypatch.setattr(size_fit, "_FITS", {})
+    RUNS.clear()
+    r = verify(lambda x: (traced(x), traced(x + 1)), sig)
+    assert r.complete and not list(r) and once == RUNS, str(r)
+
+
+def test_a_fit_key_holds_what_the_runs_read_and_refuses_what_it_cannot():
+    """The cache is sound only if two calls with one key run alike: values are keyed (a
+    NumPy array's contents, -0.0 apart from 0.0, True apart from 1), and a function or an
+    object (which may act differently each call) makes no key."""
+    x = SymArray((Dim.symbol("N"),))
+    key = size_fit.fit_key(np.repeat, (x, np.array([1, 2])), {}, ("N", 8))
+    assert key is not None and hash(key) == hash(
+        size_fit.fit_key(np.repeat, (x, np.array([1, 2])), {}, ("N", 8)))
+    for other in [(np.repeat, (x, np.array([1, 3])), {}, ("N", 8)),
+                  (np.repeat, (x, np.array([1, 2])), {}, ("N", 10)),
+                  (np.tile, (x, np.array([1, 2])), {}, ("N", 8)),
+                  (np.repeat, (SymArray((Dim.symbol("M"),)), np.array([1, 2])), {}, ("N", 8))]:
+        assert size_fit.fit_key(*other) != key
+    assert size_fit.fit_key(np.full, (x, 0.0), {}) != size_fit.fit_key(np.full, (x, -0.0), {})
+    assert size_fit.fit_key(np.full, (x, 1), {}) != size_fit.fit_key(np.full, (x, True), {})
+    assert size_fit.fit_key(np.apply_along_axis, (np.sum, 0, x), {}) is None
+    assert size_fit.fit_key(np.repeat, (x,), {"repeats": object()}) is None
 
 
 def test_sample_points_keep_divisibility_and_order():

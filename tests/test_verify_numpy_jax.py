@@ -320,6 +320,44 @@ def test_fitted_operation_reports_shape_failures():
     assert "N" in r.findings[0].message and "M" in r.findings[0].message
 
 
+@pytest.mark.parametrize("fn, sig, kind", [
+    (lambda a, b: np.histogram(a, bins=3, weights=b)[0], "N, M; K =>", "op-shape"),
+    (lambda a, b: np.cross(a, b), "N, 5; N, 5 =>", "op-shape"),
+    (lambda a: np.diag(a), "N, M, K =>", "op-shape"),
+    (lambda a, b: np.broadcast_arrays(a, b)[0], "N, M; K =>", "broadcast"),
+    ("diag", "N, M, K =>", "op-shape"),
+    ("dynamic_update_slice", "B, S, H; B, H =>", "op-shape"),
+    ("take_along_axis", "N, M; K, L: int =>", "broadcast")])
+def test_a_fitted_op_s_refusal_is_labelled_by_what_the_library_says(fn, sig, kind):
+    """NumPy's and JAX's fitted refusals were "contraction" unless the message said
+    "broadcast" (a histogram's weights, a cross product of 5-vectors, a slice update of
+    another rank), torch's always "op-shape": one rule for the three now, a broadcast where
+    the library says so, else the op's refusal; ``np.diag`` of a 3-d array stopped the trace."""
+    if isinstance(fn, str):
+        jax = pytest.importorskip("jax")
+        fn = {"diag": lambda a: jax.numpy.diag(a),
+              "dynamic_update_slice": lambda a, u: jax.lax.dynamic_update_slice(a, u, (0, 0, 0)),
+              "take_along_axis": lambda a, i: jax.numpy.take_along_axis(a, i, axis=1)}[fn]
+    r = verify(fn, sig)
+    assert kinds(r, "error")[:1] == [kind] and not r.notes, str(r)
+    assert "at every size" in r.findings[0].message, str(r)
+
+
+def test_a_fitted_constant_size_is_run_below_the_literal_it_came_from():
+    """``np.diag`` of ``[B, 3]`` is ``[min(B, 3)]``, and ``top_k(x, 3)`` needs 3 elements: the
+    fit, at witnesses above 3, read ``[3]`` and ``[B, 3]`` for every size.  Run at 2, the
+    result (or the refusal) differs: verified only where ``3 <= B`` (``3 <= T``)."""
+    r = verify(lambda x: np.diag(x), "B, 3 => 3")
+    assert kinds(r) == ["assumption"] and "assumes 3 <= B" in str(r), str(r)
+    assert np.diag(np.zeros((2, 3))).shape == (2,)  # the oracle: NumPy at B = 2
+    jax = pytest.importorskip("jax")
+    r = verify(lambda x: jax.lax.top_k(x, 3)[0], "B, T => B, 3")
+    assert kinds(r) == ["assumption"] and "assumes 3 <= T" in str(r), str(r)
+    assert verify(lambda x: np.diag(x), "3, 3 => 3").ok  # no symbol: nothing below
+    r = verify(lambda x: np.vander(x, 3), "B => B, 3")  # fitted, and [B, 3] at every B
+    assert r.ok and not r.findings, str(r)
+
+
 def _array_functions() -> list[tuple[str, Any]]:
     out = []
     for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):

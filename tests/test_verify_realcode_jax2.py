@@ -33,6 +33,19 @@ def test_corpus_correct_ones_verify_and_each_bug_gives_its_code():
     holds_for_corpus(_cases(), 35)
 
 
+def test_corpus_size_conditions_the_code_relies_on_are_its_only_warning():
+    """Correct code that holds only where one size bounds another (the 5 best of V): that
+    condition is its one finding, a warning (it verified clean: the fit never ran V < 5); the
+    twin's bug is still found."""
+    from verify_corpus.probe_jax_2026 import ASSUMING
+
+    for name, good, bad, code, condition in ASSUMING:
+        r, rb = verify(good), verify(bad)
+        assert not r.notes and [f.kind for f in r] == ["assumption"], f"{name}: {r}"
+        assert r.findings[0].message.startswith(f"assumes {condition}:"), f"{name}: {r}"
+        assert code in [f.code for f in rb], f"{name}: {rb}"
+
+
 def _arguments(fn, env: dict[str, int], seed: int) -> list:
     """Real arguments for ``fn`` at the sizes ``env``: random arrays of the annotated shapes
     (integer arrays as valid indices into any axis: zeros), a PRNG key for a parameter named

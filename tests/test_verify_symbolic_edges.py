@@ -1003,6 +1003,18 @@ def test_a_fitted_op_s_constant_size_is_compared_with_the_sizes_below_the_fit():
     assert r.ok and not r.findings, str(r)
 
 
+def test_a_fitted_torch_op_is_also_run_with_the_sizes_in_the_other_order():
+    """torch's fit ran only at sizes ordered as the symbols are (``B`` 40, ``T`` 46): the
+    diagonal of ``[B, T]``, ``min(B, T)``, was ``B`` for every size.  Run once with the sizes
+    the other way round, as NumPy's and JAX's fits are, the difference is the assumption."""
+    assert torch.diagonal(torch.zeros(5, 3)).shape == (3,)  # the oracle: min, not B
+    for fn in (torch.diagonal, torch.diag):
+        r = verify(lambda x, fn=fn: fn(x), "B, T => B")
+        assert kinds(r) == ["assumption"] and "assumes B <= T" in str(r), str(r)
+    r = verify(lambda x: torch.diagonal(x), "B, B => B")  # one symbol: no other order
+    assert r.ok and not r.findings, str(r)
+
+
 def test_a_slice_ahead_of_a_loop_step_left_early_is_assumed():
     """``x[:, t:t + 3]`` at a loop's first steps is in range because its last steps check it;
     a loop left before them (``break`` at ``t == 2``) never checks it, and torch clamps the

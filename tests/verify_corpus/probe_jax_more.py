@@ -431,7 +431,7 @@ CASES = [
     ("segment_sum gnn", gnn_layer, gnn_layer_bug, "TS103"),
     ("vae reparameterize rng", reparameterize, reparameterize_bug, "TS101"),
     ("causal conv1d pad", causal_conv1d, causal_conv1d_bug, "TS103"),
-    ("kv cache dynamic_update_slice", kv_cache_update, kv_cache_update_bug, "TS102"),
+    ("kv cache dynamic_update_slice", kv_cache_update, kv_cache_update_bug, "TS108"),
     ("lax.dot_general dense", dense_general, dense_general_bug, "TS102"),
     ("fori_loop power iteration", fori_power_iter, fori_power_iter_bug, "TS101"),
     ("argmax accuracy", one_hot_argmax_acc, one_hot_argmax_acc_bug, "TS101"),

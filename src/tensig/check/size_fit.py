@@ -10,6 +10,7 @@ divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of on
 
 from __future__ import annotations
 
+import enum
 import itertools
 import math
 import operator
@@ -17,12 +18,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.sym_functions import leaf_dims, sym_leaves
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "concrete", "fit_size", "fit_sizes", "leaves", "named", "relied",
+__all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
+           "fit_key", "fit_size", "fit_sizes", "leaves", "named", "ordered", "relied",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -147,21 +151,22 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
 def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str,
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
-              note: Callable[[str], None] | None = None) -> list[list[Dim | None] | None]:
+              note: Callable[[str], None] | None = None,
+              first: Shapes | None = None) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``.
 
     ``evaluate(env)`` returns each result's shape at one size assignment (an int result is a
-    1-tuple); ``base`` is one it accepts.  A run past the base that raises one of ``errors``
-    leaves the fit to the runs before it; that and an axis that fits nothing (``None``) are
-    told to ``note``.
+    1-tuple); ``base`` is one it accepts, and ``first`` its shapes where the caller has run it
+    already (not run again).  A run past the base that raises one of ``errors`` leaves the fit
+    to the runs before it; that and an axis that fits nothing (``None``) are told to ``note``.
     """
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
     tell = note or (lambda message: None)
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
-    runs: list[Shapes] = []
-    for env in envs:
+    runs: list[Shapes] = [] if first is None else [first]
+    for env in envs[len(runs):]:
         try:
             runs.append(evaluate(env))
         except errors as e:
@@ -219,3 +224,216 @@ def named(message: str, env: dict[str, int], dims: Iterable[Dim] = ()) -> str:
     names = {str(v): str(d) for d in dims if d.constant is None and (v := d.evaluate(env)) >= 11}
     names.update({str(v): k for k, v in env.items() if v >= 11})
     return re.sub(r"\b\d+\b", lambda m: names.get(m.group(0), m.group(0)), message)
+
+
+#: the finding a fitted op's refusal (or JAX's, under its symbolic shapes) is, by words of the
+#: library's message, first match; any other refusal is "op-shape".  An einsum says "reduction
+#: dimension", a stack "all input arrays", a gufunc (``vecdot``, ``solve``) "core dimension",
+#: torch's elementwise ops "non-singleton dimension"; "conv_general", not "conv": "Attempting to
+#: convert array of shape ..." is no convolution
+_FAILURE_KINDS = (("broadcast", "broadcast"), ("non-singleton dimension", "broadcast"),
+                  ("reshape", "reshape"), ("concatenat", "concat"),
+                  ("all input arrays must have the same shape", "concat"),
+                  ("dot_general", "contraction"), ("contract", "contraction"),
+                  ("reduction dimension", "contraction"), ("conv_general", "contraction"),
+                  ("core dimension", "contraction"), ("not aligned", "contraction"))
+
+
+def failure_kind(message: str) -> str:
+    """The finding kind of a library's refusal of an op's operand shapes (one rule for NumPy,
+    torch and JAX): a broadcast, reshape, concatenation or contraction where its message says
+    so, else "op-shape" (an op refusing these shapes, :data:`_FAILURE_KINDS`)."""
+    text = message.lower()
+    return next((kind for word, kind in _FAILURE_KINDS if word in text), "op-shape")
+
+
+# -- A fit's runs and its result -------------------------------------------------------------
+
+
+def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
+              classify: Callable[[BaseException], BaseException]
+              ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
+    """``run`` at each base until the library accepts one: (its result, that base, the shape
+    error of an earlier base), or (None, None, the first error) when it accepts none.
+    ``classify`` (:func:`shape_error` bound to the op's name) returns a shape error and raises
+    to stop the trace on any other."""
+    error: BaseException | None = None
+    for base in bases:
+        try:
+            return run(base), base, error
+        except Exception as e:
+            shaped = classify(e)
+            error = error or shaped
+    return None, None, error
+
+
+def template(sample: Any, fits: Iterator[list[Dim | None] | None],
+             leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
+    """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
+    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
+    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
+    returned as it is)."""
+    if isinstance(sample, tuple | list):
+        return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
+    fit, tag = next(fits), leaf(sample)
+    if tag[0] == "array":
+        return ("array", tuple(int(n) if d is None else d for d, n in
+                               zip(fit or (), sample.shape, strict=False)), tag[1])
+    if tag[0] == "size":
+        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
+    return tag
+
+
+def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] | None = None
+          ) -> Any:
+    """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
+    per sample value: ``tril_indices_from``'s two index arrays have one length), and
+    ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached)."""
+    fresh = {} if fresh is None else fresh
+
+    def dim(d: Dim | int) -> Dim:
+        return d if isinstance(d, Dim) else fresh.setdefault(d, tracing.tracer().new_dim("n"))
+
+    tag = template[0]
+    if tag == "array":
+        return S.SymArray([dim(d) for d in template[1]], template[2])
+    if tag == "size":
+        d = dim(template[1])
+        return sym_sizes.SymSize(d) if d.constant is None else d.constant
+    if tag != "seq":
+        return (inputs or [])[template[1]] if tag == "input" else template[1]
+    kind, items = template[1], [build(p, fresh, inputs) for p in template[2]]
+    if hasattr(kind, "_fields"):  # a named tuple
+        return kind(*items)
+    try:
+        return kind(items)  # a tuple, a list, or torch.return_types.* (one sequence)
+    except TypeError:
+        return tuple(items)
+
+
+def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> Shapes:
+    """Each result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
+    return [tuple(x.shape) if isinstance(x, arrays) else (x,) if isinstance(x, int)
+            and not isinstance(x, bool) else None for x in leaves(result)]
+
+
+def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+                   kwargs: dict[str, Any], base: dict[str, int],
+                   fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...],
+                   unit: int = 1) -> list[tracing.Finding]:
+    """A literal size the op was given (``topk(x, 5)``'s 5, ``np.diag`` of ``[B, 3]``) and
+    returns as a constant size may count elements of some axis, and the fit, at the witnesses
+    and above, never sees that axis shorter: each symbol is run once at that size less 1 (at
+    the witness's residue mod ``unit``), and where the library refuses it, or its result
+    differs from the fit (``np.diag``'s ``min(B, 3)``), the op needs it ('assumes 5 <= V'),
+    not verified for all sizes."""
+    sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
+    given = [*leaves(args), *leaves(list(kwargs.values()))]
+    arrays = [a for a in given if isinstance(a, S.SymArray)]
+    literals = {v for v in given if type(v) is int} | {d.constant for a in arrays for d in a.dims}
+    ks = sorted({k for k in literals if k is not None and k > 1 and k in sizes}, reverse=True)
+    found = []
+    for s in symbols((args, kwargs)) if ks else ():
+        for k in ks:
+            env = {**base, s: k - 1}
+            if k > base[s] or (k - 1 - base[s]) % unit or \
+                    any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
+                continue  # an input of no valid shape there: no evidence
+            try:
+                got, why = shaped(env), "'s result sizes differ from the fit at"
+            except errors as e:
+                got, why = None, f" refuses {s} = {k - 1} ({short(e)})"
+            except Exception:  # no meta kernel there, say: no evidence either
+                break
+            if got is None or differs(fits, got, env):
+                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name}" + (
+                    why if got is None else f"{why} {s} = {k - 1}")))
+                break
+    return found
+
+
+def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] | None],
+            env: dict[str, int], condition: str,
+            errors: tuple[type[BaseException], ...] = (Exception,)) -> list[tracing.Finding]:
+    """A fit that fails with the operands' sizes in the other order (``env``: a 'valid'
+    convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
+    (``np.insert(y, len(x), v)``, one of ``errors``): it holds under ``condition``."""
+    why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
+    try:
+        if not differs(fits, other(), env):
+            return []
+    except errors as e:  # refused in that order
+        why = f" refuses them in the other order ({type(e).__name__}: {e})"
+    except Exception:  # no meta kernel there, say: no evidence
+        return []
+    return [tracing.Finding("assumption", f"assumes {condition}: {name}{why}")]
+
+
+def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:
+    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there
+    (another number or rank of results differs)."""
+    if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
+        return True
+    return any(d is not None and d.evaluate(env) != n for f, g in zip(fits, got, strict=True)
+               if f and g for d, n in zip(f, g, strict=True))
+
+
+# -- One cache of fits for every library: a fit is a function of what its runs read ---------
+
+Fit = tuple[Any, tuple[tracing.Finding, ...]]  # a result template, the findings of the fit
+_FITS: dict[Any, Fit] = {}
+FITS_SIZE = 4096
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, type, enum.Enum, np.dtype,
+          np.generic)
+_VALUES = 4096  # a NumPy array argument of at most this many elements is keyed by its bytes
+
+
+def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
+            plain: tuple[type, ...] = (), shaped: tuple[type[Any], ...] = ()) -> Any:
+    """A fit's cache key: the op, each argument as the runs read it, and ``at`` (the sizes the
+    runs start from: the witnesses, or none where they are fixed).  A symbolic array is its
+    dims and kind, a size its expression, a value of a ``plain`` type (an int, a dtype) itself,
+    a small NumPy array its values, one of ``shaped`` (torch's, run as meta tensors) its shape
+    and dtype.  None (not cached) for anything else: a function or an object may act
+    differently at each call while looking the same."""
+    def describe(v: Any) -> Any:
+        if isinstance(v, S.SymArray):
+            return "A", v.dims, v.kind
+        if isinstance(v, sym_sizes.SymSize):
+            return "S", v.dim
+        if isinstance(v, sym_sizes.SymRange):
+            return "R", v.start, v.stop, v.step
+        if isinstance(v, shaped):
+            return "T", tuple(v.shape), v.dtype
+        if type(v) is np.ndarray and v.size <= _VALUES and v.dtype.kind in "biufcSU":
+            return "N", v.shape, v.dtype.str, v.tobytes()
+        if isinstance(v, list | tuple):
+            return type(v), tuple(describe(x) for x in v)
+        if isinstance(v, dict):
+            return dict, tuple((k, describe(x)) for k, x in v.items())
+        if isinstance(v, _PLAIN + plain):  # repr: -0.0 == 0.0, but a sign may be read
+            return type(v), repr(v) if isinstance(v, float | complex | np.inexact) else v
+        raise TypeError
+    try:
+        key = (op, describe(args), describe(kwargs), at)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def cached(key: Any, fit: Callable[[], Fit]) -> Any:
+    """The template ``fit()`` makes (kept under ``key``; None: not kept), and its findings
+    reported at this call as at the first: a fit runs the library only once per key.  A fit
+    that raises (a data error, an op not modelled) is not kept."""
+    hit = None if key is None else _FITS.get(key)
+    if hit is None:
+        hit = fit()
+        if key is not None:
+            if len(_FITS) >= FITS_SIZE:
+                _FITS.clear()
+            _FITS[key] = hit
+    t = tracing.tracer()
+    for f in hit[1]:
+        t.report(f.kind, f.message)
+    return hit[0]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import findings, sym_functions, tracing
+from tensig.check import findings, size_fit, sym_functions, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import as_dim
@@ -229,7 +229,8 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
         finally:
             tracing._TRACER.reset(token)
 
-    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False)
+    return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False,
+                  op=original)
 
 
 # -- Hand models: jax.nn, lax's strict binary operations, jax.random, .at[] --------------------
@@ -547,13 +548,6 @@ CONTROL: dict[str, Callable[..., Any]] = {
 #: JAX's symbolic sizes cannot decide what the code assumes, so it is a note
 _JAX_SHAPE_WORDS = ("incompatible shapes", "broadcast", "dot_general requires", "shape",
                     "dimension")
-#: the finding each of JAX's shape errors is, by words of its message (first match); an
-#: einsum says "reduction dimensions", a stack "all input arrays"; "conv_general", not "conv":
-#: "Attempting to convert array of shape ..." is no convolution
-_JAX_KINDS = (("broadcast", "broadcast"), ("reshape", "reshape"), ("concatenat", "concat"),
-              ("all input arrays must have the same shape", "concat"),
-              ("dot_general", "contraction"), ("contract", "contraction"),
-              ("reduction dimension", "contraction"), ("conv_general", "contraction"))
 
 
 def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
@@ -567,8 +561,9 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
     (for the function's ``int`` size parameters).
 
     Returns (findings, notes, result shapes).  An exception is a shape finding only when it is
-    one (JAX's broadcasting, contraction and symbolic-dimension errors); anything else stops
-    with a note, as in the symbolic trace.
+    one (JAX's broadcasting, contraction and symbolic-dimension errors: of the kind
+    :func:`tensig.check.size_fit.failure_kind` says); anything else stops with a note, as in
+    the symbolic trace.
     """
     import jax
     from jax import export
@@ -589,8 +584,7 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
         text = f"{type(e).__name__}: {e}".split("\n")[0]
         if any(w in text.lower() for w in _JAX_SHAPE_WORDS) and not any(
                 w in text.lower() for w in ("not a valid jax type", "inconclusive")):
-            kind = next((k for w, k in _JAX_KINDS if w in text.lower()), "op-shape")
-            return [tracing.Finding(kind, text, file, line)], [], None
+            return [tracing.Finding(size_fit.failure_kind(text), text, file, line)], [], None
         where = f" at {file}:{line}" if file else ""  # none: JAX's own call failed
         return [], [f"under JAX's symbolic shapes, verification stopped{where}: {text}"], None
     items = jax.tree_util.tree_leaves(out)

@@ -19,7 +19,7 @@ import functools
 import inspect
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FunctionType, ModuleType
 from typing import Any
 
@@ -359,7 +359,7 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 # -- The general mechanism: fit result sizes from witness evaluations --------------------------
 
 
-def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
+def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: bool = True
            ) -> list[tuple[dict[str, int], str]]:
     """The witnesses (scaled so that every division the code assumed is exact), then the same
     values in the reverse order among the call's symbols: an operation valid only for
@@ -368,8 +368,7 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
     with the assumption an operation that runs only there makes.  A base too large to build
     (or to fit the sizes around), where the library ``allocates``, is left out: a call
     refused at every base that remains is a shape error, not a note."""
-    base = t.assumption_envs()[0]
-    names = sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__)
+    names = sorted(base, key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]
     if len(names) > 1:
@@ -386,13 +385,14 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
     kept = out[:1]
     for env, assumes in out[1:]:
         with contextlib.suppress(tracing.Unsupported):  # too large to build (or fit): not tried
-            for point in size_fit.sample_points(names, env, t.unit()):
+            for point in size_fit.sample_points(names, env, unit):
                 size_fit.size_guard((args, kwargs), point)
             kept.append((env, assumes))
     return kept
 
 
-_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length")
+_SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length", "ndim",
+                "1-d", "2-d", "1d", "2d")  # np.diag: "Input must be 1- or 2-d."
 
 
 def shape_error(name: str, e: BaseException,
@@ -408,76 +408,13 @@ def shape_error(name: str, e: BaseException,
     raise tracing.Unsupported(f"{name} ({type(e).__name__}: {size_fit.short(e)})") from None
 
 
-def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
-              classify: Callable[[BaseException], BaseException]
-              ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
-    """``run`` at each base until the library accepts one: (its result, that base, the shape
-    error of an earlier base), or (None, None, the first error) when it accepts none.
-    ``classify`` (:func:`shape_error` bound to the op's name) returns a shape error and raises
-    to stop the trace on any other."""
-    error: BaseException | None = None
-    for base in bases:
-        try:
-            return run(base), base, error
-        except Exception as e:
-            shaped = classify(e)
-            error = error or shaped
-    return None, None, error
-
-
-def template(sample: Any, fits: Iterator[list[Dim | None] | None],
-             leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
-    """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
-    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
-    returned as it is)."""
-    if isinstance(sample, tuple | list):
-        return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
-    fit, tag = next(fits), leaf(sample)
-    if tag[0] == "array":
-        return ("array", tuple(int(n) if d is None else d for d, n in
-                               zip(fit or (), sample.shape, strict=False)), tag[1])
-    if tag[0] == "size":
-        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
-    return tag
-
-
-def build(template: Any, fresh: dict[int, Dim] | None = None) -> Any:
-    """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
-    per sample value: ``tril_indices_from``'s two index arrays have one length)."""
-    fresh = {} if fresh is None else fresh
-
-    def dim(d: Dim | int) -> Dim:
-        return d if isinstance(d, Dim) else fresh.setdefault(d, tracer().new_dim("n"))
-
-    tag = template[0]
-    if tag == "array":
-        return S.SymArray([dim(d) for d in template[1]], template[2])
-    if tag == "size":
-        d = dim(template[1])
-        return sym_sizes.SymSize(d) if d.constant is None else d.constant
-    if tag != "seq":
-        return template[1]
-    kind, items = template[1], [build(p, fresh) for p in template[2]]
-    if hasattr(kind, "_fields"):  # a named tuple
-        return kind(*items)
-    try:
-        return kind(items)  # a tuple, a list, or torch.return_types.* (one sequence)
-    except TypeError:
-        return tuple(items)
-
-
-def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> size_fit.Shapes:
-    """Each result leaf's sizes for the fit: an array's shape, an int (a size) as a 1-tuple."""
-    return [tuple(x.shape) if isinstance(x, arrays) else (x,) if isinstance(x, int)
-            and not isinstance(x, bool) else None for x in size_fit.leaves(result)]
-
-
 def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None,
-           allocates: bool = True) -> Any:
-    """Trace a library function by fitting (see :func:`tensig.check.size_fit.fit_sizes`).
+           allocates: bool = True, *, op: Any) -> Any:
+    """Trace a library function ``op`` by fitting (see :func:`tensig.check.size_fit.fit_sizes`),
+    once per :func:`tensig.check.size_fit.fit_key` (with the witnesses of the call's symbols:
+    the runs start there).
 
     ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
     concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
@@ -490,6 +427,10 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     with a note.
     """
     t = tracer()
+    size_fit.relied((args, kwargs))  # first: the divisions it requires scale the witnesses
+    witness, unit = t.assumption_envs()[0], t.unit()
+    at = {n: witness[n] for n in size_fit.symbols((args, kwargs))}
+    found: list[tracing.Finding] = []
 
     def run(env: dict[str, int], fill: Callable[..., Any] | None = None) -> Any:
         if allocates:
@@ -501,44 +442,53 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             return (fill or make)(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
+    def shaped(env: dict[str, int], fill: Callable[..., Any] | None = None) -> size_fit.Shapes:
+        return size_fit.shapes(run(env, fill), arrays)
+
     def leaf(x: Any) -> tuple[Any, ...]:
         if isinstance(x, arrays):
             return "array", S.kind_of(x.dtype) or "f"
         return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
 
-    size_fit.relied((args, kwargs))
-    bases = _bases(t, args, kwargs, allocates)
-    if allocates:
-        size_fit.size_guard((args, kwargs), bases[0][0])
-    fills = [] if make_data is None else [make_data]
-    while True:
+    def fit() -> size_fit.Fit:
+        nonlocal make
+        bases = _bases(at, unit, args, kwargs, allocates)
+        if allocates:
+            size_fit.size_guard((args, kwargs), bases[0][0])
+        starts, refused = [b for b, _ in bases], functools.partial(shape_error, name)
         try:
-            sample, base, error = first_run(run, [b for b, _ in bases],
-                                            lambda e: shape_error(name, e))
-            break
+            sample, base, error = size_fit.first_run(run, starts, refused)
         except tracing.Unsupported:
-            if not fills:
+            if make_data is None:
                 raise
-            make = fills.pop()  # zeros refused as data (polyfit's SVD of a zero matrix)
-    said = "" if error is None else size_fit.named(str(error), bases[0][0])  # in the symbols
-    if base is None:
-        kind = "broadcast" if "broadcast" in str(error).lower() else "contraction"
-        t.report(kind, f"{name} fails on these shapes at every size: {said}")
-        first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
-        return S.SymArray(first.dims if first is not None else (), "f")
-    if error is not None:  # it runs only where the sizes are ordered the other way, or larger
-        assumes = next(a for b, a in bases if b is base)
-        t.report("assumption", f"{name} fails at some sizes ({said}); assumes {assumes}")
-    fits = size_fit.fit_sizes(
-        lambda env: shapes(run(env), arrays), (args, kwargs), name, base, t.unit(),
-        errors=(ValueError, IndexError, TypeError),
-        note=lambda message: t.report("assumption", message))
-    if make_data is not None:
-        with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
-            fits = _boxed(fits, shapes(sample, arrays), shapes(run(base, make_data), arrays))
-    if len(bases) > 1 and base is bases[0][0]:
-        _ordered(name, fits, lambda: shapes(run(bases[1][0]), arrays), *bases[1])
-    return build(template(sample, iter(fits), leaf))
+            make = make_data  # zeros refused as data (polyfit's SVD of a zero matrix)
+            sample, base, error = size_fit.first_run(run, starts, refused)
+        said = "" if error is None else size_fit.named(str(error), starts[0])  # in the symbols
+        if base is None:
+            first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
+            return ("array", first.dims if first is not None else (), "f"), (tracing.Finding(
+                size_fit.failure_kind(said), f"{name} fails on these shapes at every size: "
+                                             f"{said}"),)
+        if error is not None:  # it runs only where the sizes are ordered the other way, or larger
+            found.append(tracing.Finding("assumption", f"{name} fails at some sizes ({said}); "
+                                         f"assumes {next(a for b, a in bases if b is base)}"))
+        fits = size_fit.fit_sizes(
+            shaped, (args, kwargs), name, base, unit, errors=(ValueError, IndexError, TypeError),
+            first=size_fit.shapes(sample, arrays),
+            note=lambda message: found.append(tracing.Finding("assumption", message)))
+        if make_data is not None:
+            with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
+                fits = _boxed(fits, size_fit.shapes(sample, arrays), shaped(base, make_data))
+        if base is starts[0] and len(bases) > 1:  # the witnesses' order: bases[1] swaps it
+            found.extend(size_fit.ordered(lambda: shaped(starts[1]), name, fits, starts[1],
+                                          " <= ".join(reversed(bases[1][1].split(" <= ")))))
+        if error is None:  # else the sizes it needs are the assumption above
+            found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
+                                                 (ValueError, IndexError, TypeError), unit))
+        return size_fit.template(sample, iter(fits), leaf), tuple(found)
+
+    key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
+    return size_fit.build(size_fit.cached(key, fit))
 
 
 def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> Any:
@@ -553,22 +503,7 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
         return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
-                  (np.ndarray, np.generic), distinct)
-
-
-def _ordered(name: str, fits: list[list[Dim | None] | None], other: Callable[[], Any],
-             env: dict[str, int], swapped: str) -> None:
-    """A fit that fails with the operands' sizes in the other order (a 'valid' convolution's
-    ``N - K + 1``), or a call refused in it (``np.insert(y, len(x), v)``): an assumption."""
-    why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
-    try:  # the witnesses' fill: an error is the sizes'
-        if all(not isinstance(d, Dim) or d.evaluate(env) == n for f, got in zip(
-                fits, other(), strict=True) if f and got for d, n in zip(f, got, strict=True)):
-            return
-    except Exception as e:  # refused in that order, or results of another number or rank
-        why = f" refuses them in the other order ({type(e).__name__}: {e})"
-    tracer().report("assumption", f"assumes {' <= '.join(reversed(swapped.split(' <= ')))}: "
-                    f"{name}{why}")
+                  (np.ndarray, np.generic), distinct, op=func)
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],

@@ -25,7 +25,6 @@ from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
 from tensig.check.tracing import tracer
-from tensig.core.dims import Dim
 
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
@@ -152,10 +151,6 @@ _SIZED = ("expand", "repeat", "view", "reshape", "narrow", "new_zeros", "new_one
 
 # -- The general mechanism: torch's shape functions on meta tensors, fitted in the symbols -----
 
-_CACHE: dict[Any, Any] = {}
-_CACHE_SIZE = 4096
-
-
 class Rejected(Exception):
     """torch refused an op's operands at every size (reported as a finding): tracing stops,
     since no result shape can be trusted past that point."""
@@ -175,25 +170,15 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run a torch op not modelled by hand on meta tensors and fit its result shapes."""
-    name = _name(func)
-    key = _cache_key(func, args, kwargs)
-    hit = _CACHE.get(key)  # None is never stored
-    if hit is None:
-        _warm_meta()
-        hit = _fit(func, name, args, kwargs)
-        if key is not None and not hit[2]:
-            if len(_CACHE) >= _CACHE_SIZE:
-                _CACHE.clear()
-            _CACHE[key] = hit
-    template, messages, _ = hit
+    """Run a torch op not modelled by hand on meta tensors and fit its result shapes (once per
+    :func:`tensig.check.size_fit.fit_key`: the runs start at fixed sizes)."""
     size_fit.relied((args, kwargs))
-    t = tracer()
-    for f in messages:  # found while fitting, once per shape signature: reported per call
-        t.report(f.kind, f.message)
+    key = size_fit.fit_key(func, args, kwargs, plain=(torch.dtype, torch.device),
+                           shaped=(torch.Tensor,))  # run as meta tensors: values unread
+    template = size_fit.cached(key, partial(_fit, func, _name(func), args, kwargs))
     if template is None:
         raise Rejected("torch rejected the operands (reported above)")
-    return trace_numpy.build(template)
+    return size_fit.build(template, inputs=list(size_fit.leaves(args)))
 
 
 @cache  # once it has succeeded
@@ -226,31 +211,10 @@ def _name(func: Any) -> str:
     return f"{module}.{qual}"
 
 
-def _cache_key(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-    """The fit's cache key (None: arguments that cannot be one)."""
-    def describe(v: Any) -> Any:
-        if isinstance(v, S.SymArray):
-            return ("A", v.dims, v.kind)
-        if isinstance(v, sym_sizes.SymSize):
-            return ("S", v.dim)
-        if isinstance(v, torch.Tensor):
-            return ("R", tuple(v.shape), v.dtype)
-        if isinstance(v, tuple | list):
-            return (type(v).__name__, tuple(describe(x) for x in v))
-        if v is None or isinstance(v, int | float | str | bool | torch.dtype | torch.device):
-            return (type(v).__name__, v)
-        raise TypeError
-    try:
-        key = (func, describe(args), tuple(sorted((k, describe(v)) for k, v in kwargs.items())))
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
 def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> Any:
     """``func`` on meta tensors at ``env`` (real tensors moved there too), and which result
-    tensors are the arguments' own (by id: an in-place op returns its input)."""
+    tensors are the arguments' own (by id, to their place among the arguments' leaves: an
+    in-place op returns its input)."""
     memo: dict[int, Any] = {}
 
     def meta(v: Any) -> Any:
@@ -266,7 +230,7 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
     margs, mkw = size_fit.concrete(args, env, meta), size_fit.concrete(kwargs, env, meta)
     if "device" in mkw:
         mkw["device"] = "meta"
-    inputs = {id(m): orig for orig in size_fit.leaves(args)
+    inputs = {id(m): i for i, orig in enumerate(size_fit.leaves(args))
               for m in [memo.get(id(orig))] if m is not None}
     with torch.no_grad():
         result = func(*margs, **mkw)
@@ -278,9 +242,8 @@ _SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", 
                 "channel", "rank", "dim", "out of range", "divisible")
 
 
-def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-         ) -> tuple[Any, list[tracing.Finding], bool]:
-    """(result template, findings to report, whether a size fell back to a fresh one).
+def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> size_fit.Fit:
+    """(result template, findings to report).
 
     The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
     pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
@@ -289,11 +252,12 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     window or hop (``stft``'s 160) must change across the runs, or it would be fitted as the
     constant it is near the base (a fresh size, never a wrong one).  The sizes are
     fitted by :func:`tensig.check.size_fit.fit_sizes`."""
+    _warm_meta()
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
     bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2, 128)]
     run = partial(_run, func, args, kwargs)
-    result, base, error = trace_numpy.first_run(run, bases, lambda e: _shape_error(name, e))
+    result, base, error = size_fit.first_run(run, bases, lambda e: _shape_error(name, e))
     if base is None:
         assert error is not None
         shapes = ", ".join(shape_text(a) if isinstance(a, S.SymArray) else str(list(a.shape))
@@ -301,64 +265,43 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
                            if isinstance(a, S.SymArray | torch.Tensor))
         named = size_fit.named(size_fit.short(error), bases[0], [
             d for a in size_fit.leaves(args) if isinstance(a, S.SymArray) for d in a.dims])
-        return None, [tracing.Finding("op-shape", f"{name} rejects operands of shapes {shapes}: "
-                                                  f"{named}")], False
+        return None, (tracing.Finding(size_fit.failure_kind(named),
+                                      f"{name} rejects operands of shapes {shapes}: {named}"),)
     if error is not None:
         messages.append(tracing.Finding("assumption", f"{name} needs sizes divisible by 24 or "
                                                       f"larger ({size_fit.short(error)}): assumed"))
     sample, inputs = result
     fitted = size_fit.fit_sizes(
-        lambda env: trace_numpy.shapes(run(env)[0], torch.Tensor),
+        lambda env: size_fit.shapes(run(env)[0], torch.Tensor),
         (args, kwargs), name, base, 1 if base is bases[0] else 2,
         step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
+        first=size_fit.shapes(sample, torch.Tensor),
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    messages += _below_the_base(run, name, args, kwargs, base, fitted)
+    def shaped(env: dict[str, int]) -> size_fit.Shapes:
+        return size_fit.shapes(run(env)[0], torch.Tensor)
+    if len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
+        swapped = dict(zip(names, reversed([base[n] for n in names]), strict=True))
+        messages += size_fit.ordered(partial(shaped, swapped), name, fitted, swapped,
+                                     " <= ".join(names), _SHAPE_ERRORS)
+    messages += size_fit.below_literals(shaped, name, args, kwargs, base, fitted, _SHAPE_ERRORS)
 
     def leaf(head: Any) -> tuple[Any, ...]:
         if isinstance(head, torch.Tensor):
-            orig = inputs.get(id(head))
-            if orig is None:
+            i = inputs.get(id(head))
+            if i is None:
                 return "array", S.kind_of(head) or "f"
+            orig = list(size_fit.leaves(args))[i]
             if isinstance(orig, S.SymArray) and \
                     list(head.shape) != [d.evaluate(base) for d in orig.dims]:
                 raise tracing.Unsupported(f"{name} (an in-place change of shape)")
-            return "input", orig
+            return "input", i
         if isinstance(head, int) and not isinstance(head, bool):
             return ("size",)
         if isinstance(head, bool | str | float) or head is None:
             return "value", head
         raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
-    fresh = any(d is None for dims in fitted if dims is not None for d in dims)
-    return trace_numpy.template(sample, iter(fitted), leaf), messages, fresh
-
-
-def _below_the_base(run: Callable[[dict[str, int]], Any], name: str, args: tuple[Any, ...],
-                    kwargs: dict[str, Any], base: dict[str, int],
-                    fitted: list[list[Dim | None] | None]) -> list[tracing.Finding]:
-    """A constant the op was given and returns as a size (``topk(x, 5)``'s 5) counts elements
-    of some axis, and the fit, at sizes from 40 up, never sees that axis shorter: each symbol
-    is run once at that constant less 1, and where torch refuses it the op needs it ('assumes
-    5 <= V'), not verified for all sizes."""
-    sizes = {d.constant for dims in fitted if dims for d in dims if d is not None}
-    given = [*size_fit.leaves(args), *size_fit.leaves(list(kwargs.values()))]
-    ks = sorted({v for v in given if type(v) is int and v > 1 and v in sizes}, reverse=True)
-    arrays = [a for a in given if isinstance(a, S.SymArray)]
-    found = []
-    for s in size_fit.symbols((args, kwargs)) if ks else ():
-        for k in ks:
-            env = {**base, s: k - 1}
-            if k > base[s] or any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
-                continue  # an input of no valid shape there: no evidence
-            try:
-                run(env)
-            except _SHAPE_ERRORS as e:
-                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name} refuses "
-                                                           f"{s} = {k - 1} ({size_fit.short(e)})"))
-                break
-            except Exception:  # no meta kernel there, say: no evidence either
-                break
-    return found
+    return size_fit.template(sample, iter(fitted), leaf), tuple(messages)
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
