@@ -287,6 +287,22 @@ def test_an_equal_split_of_a_number_it_does_not_divide_is_an_error():
     assert report.errors[0].code == "TS107" and not report.warnings
 
 
+def test_a_reshape_or_split_of_an_odd_size_into_pairs_is_an_error():
+    """``[2*N + 1]`` into ``(-1, 2)`` or into 2 equal sections fails at every ``N``: verify
+    warned "requires 2*N + 1 divisible by 2", an assumption no size meets (only a number's
+    division, ``[1]`` into pairs, was an error)."""
+    def pairs(x):
+        return np.concatenate([x, x, x[:1]]).reshape(-1, 2)
+
+    def halves(x):
+        return np.split(np.concatenate([x, x, x[:1]]), 2)[0]
+
+    for f, code in ((pairs, "TS104"), (halves, "TS107")):
+        report = check(f, "N => N, 2" if f is pairs else "N => N")
+        assert [x.code for x in report] == [code], str(report)
+        assert all(run(f, "N => N", env) for env in envs(("N",)))  # no size runs
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim
+from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim, require_divisible
 from tensig.check.tracer import (
     CREATION_NUMPY,
     CREATION_TORCH,
@@ -307,12 +307,9 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
     a = _sym(x)
     ax = _axis(axis, a.ndim)
     if isinstance(indices_or_sections, int):
-        n, k = a.dims[ax].constant, indices_or_sections
-        if n is not None and n % k:  # an error at every size, not an assumption none meets
-            tracer().report("split", f"split of an axis of size {n} into {k} equal sections")
-            return tuple(SymArray((*a.dims[:ax], a.dims[ax] // k, *a.dims[ax + 1:]), a.kind)
-                         for _ in range(k))
-        return chunk(x, k, axis)
+        n, k = a.dims[ax], indices_or_sections
+        piece = require_divisible(n, k, error=("split", f"a split into {k} equal sections"))
+        return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind) for _ in range(k))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))

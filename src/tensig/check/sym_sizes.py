@@ -524,39 +524,46 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
 _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("5 < T")
 
 
-def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
+def require_divisible(p: Dim, k: int, floor: bool = False,
+                      error: tuple[str, str] | None = None) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless the canonical forms or one period show it exact.  With ``floor``
-    (``T // 2`` in the code) it is reported only where a check relies on it
-    (:meth:`Tracer.require`)."""
+    (reported once) unless one period shows it exact at every size.  Exact at no size (``2*N +
+    1`` by 2), it is no requirement: for an operation that fails there, ``error`` (the finding's
+    kind and the operation in words: a reshape's -1, group_norm's groups) is reported, not an
+    assumption no size meets.  With ``floor`` (``T // 2`` in the code) it is reported only
+    where a check relies on it (:meth:`Tracer.require`), and not at all where none is exact:
+    no check can rely on it."""
     if (p % k).constant != 0:
-        t = tracer()
-        if not _divisible_over_a_period(p, k):
+        t, residues = tracer(), _residues(p, k)
+        if residues == {0}:
+            if (p, k) not in t.exact:  # compared at any sizes, unreported
+                t.exact.append((p, k))
+        elif residues is not None and 0 not in residues and error is not None:
+            t.report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
+        elif residues is None or 0 in residues or not floor:  # torch.chunk's: a requirement
             t.require(p, k, floor)
-        elif (p, k) not in t.exact:  # exact at every size: compared at any sizes, unreported
-            t.exact.append((p, k))
     return p // k
 
 
 @functools.lru_cache(maxsize=4096)  # up to 4096 evaluations: a loop's reshapes ask again
-def _divisible_over_a_period(p: Dim, k: int) -> bool:
-    """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
-    (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one
-    period decides it.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
+def _residues(p: Dim, k: int) -> frozenset[int] | None:
+    """The values of ``p % k`` at all sizes, for ``p`` a polynomial in sizes and ``q % d`` of
+    such (no floor; else None): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each
+    size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
     period, todo = k, [p]
     while todo:
         for m in todo.pop().terms:
             for atom, _ in m:
                 if isinstance(atom, FloorDiv):
-                    return False
+                    return None
                 if isinstance(atom, Mod):
                     period = math.lcm(period, atom.divisor)
                     todo.append(atom.numerator)
     names = sorted(p.symbols)
-    if not names or period ** len(names) > 4096:
-        return False
-    return all(p.evaluate(dict(zip(names, v, strict=True))) % k == 0
-               for v in itertools.product(range(1, period + 1), repeat=len(names)))
+    if period ** len(names) > 4096:
+        return None
+    return frozenset(p.evaluate(dict(zip(names, v, strict=True))) % k
+                     for v in itertools.product(range(1, period + 1), repeat=len(names)))
 
 
 def _check_index(size: Dim, k: Any) -> None:

@@ -728,7 +728,8 @@ def matmul(a: Any, b: Any) -> SymArray:
 
 
 def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``split(size_or_sections, dim)``: equal pieces of a size, or given sizes."""
+    """torch's ``split(size_or_sections, dim)``: pieces of a size (the last one shorter where
+    they do not fill the axis), or given sizes."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
     n = a.dims[ax]
@@ -743,9 +744,8 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
         count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if size.constant is not None:
-            require_divisible(n, int(size.constant))
-        sizes = [size] * int(count.constant)
+        rest = (n - count * size).constant  # of a number: torch's last piece is shorter
+        sizes = [size] * int(count.constant) + ([ONE * rest] if rest else [])
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
 
 
