@@ -303,6 +303,23 @@ def test_a_reshape_or_split_of_an_odd_size_into_pairs_is_an_error():
         assert all(run(f, "N => N", env) for env in envs(("N",)))  # no size runs
 
 
+def test_sizes_equal_at_two_points_where_a_division_is_exact_still_differ():
+    """With ``T`` divisible by 2 assumed, ``B + 4`` and ``T`` (witnesses 11 and 13) were
+    compared at ``B, T = 22, 26`` and ``24, 28`` only, equal at both: verify said ``x`` padded
+    by 4 broadcasts against ``y`` (and their halves against each other) at every even ``T``."""
+    def padded(x, y):
+        y.reshape(-1, 2)
+        return np.concatenate([x, np.zeros(4)]) + y
+
+    def halves(x, y):
+        return np.concatenate([x, np.zeros(4)]).reshape(-1, 2).sum(1) + \
+            y.reshape(-1, 2).sum(1)
+
+    for f, result in ((padded, "T"), (halves, "T // 2")):
+        report = check(f, f"B; T => {result}")
+        assert report.errors[0].code == "TS101", str(report)
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 

@@ -533,15 +533,14 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
     assumption no size meets.  With ``floor`` (``T // 2`` in the code) it is reported only
     where a check relies on it (:meth:`Tracer.require`), and not at all where none is exact:
     no check can rely on it."""
-    if (p % k).constant != 0:
-        t, residues = tracer(), _residues(p, k)
-        if residues == {0}:
-            if (p, k) not in t.exact:  # compared at any sizes, unreported
-                t.exact.append((p, k))
-        elif residues is not None and 0 not in residues and error is not None:
-            t.report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
-        elif residues is None or 0 in residues or not floor:  # torch.chunk's: a requirement
-            t.require(p, k, floor)
+    if (p % k).constant == 0:
+        return p // k  # exact in canonical form
+    residues = _residues(p, k)  # None: not told
+    never = residues is not None and 0 not in residues
+    if never and error is not None:
+        tracer().report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
+    elif residues != {0} and not (never and floor):
+        tracer().require(p, k, floor)  # torch.chunk's at no size too, as it was
     return p // k
 
 

@@ -368,7 +368,7 @@ def _bases(t: tracing.Tracer, args: Any, kwargs: Any, allocates: bool = True
     with the assumption an operation that runs only there makes.  A base too large to build
     (or to fit the sizes around), where the library ``allocates``, is left out: a call
     refused at every base that remains is a shape error, not a note."""
-    base = t.assumption_envs()[0]
+    base = t.assumption_env()
     names = sorted(size_fit.symbols((args, kwargs)), key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]

@@ -750,21 +750,15 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
 
 
 def _pieces(n: Dim, size: Dim) -> Dim | None:
-    """``n / size`` when it is one constant wherever the recorded divisions are exact."""
+    """``n / size`` when it is one constant wherever the recorded divisions are exact: the
+    count at one such point, then shown at all (:meth:`Tracer.equal_under_assumptions`)."""
     t = tracer()
-    if not t.divisors:
+    env = t.assumption_env()
+    total, piece = n.evaluate(env), size.evaluate(env)
+    if piece <= 0 or total % piece:
         return None
-    counts = set()
-    for env in t.assumption_envs():
-        total, piece = n.evaluate(env), size.evaluate(env)
-        if piece <= 0 or total % piece:
-            return None
-        counts.add(total // piece)
-    if len(counts) != 1:
-        return None
-    count = Dim.const(counts.pop())
-    t.rely(n - count * size)  # equal pieces only where the divisions are exact
-    return count
+    count = Dim.const(total // piece)
+    return count if t.equal_under_assumptions(n, count * size) else None
 
 
 def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
