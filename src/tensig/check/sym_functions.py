@@ -90,10 +90,19 @@ def _ellipsis(n: int) -> str:
 
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
-    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``), or
+    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``): the
+    last loop of their count begun before the first of them was made (a literal ``range(8)``
+    before or after the loop over ``T - 3``, 8 steps at its witness, is another loop), or
     None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
-    steps = tracer().loops.get(len(arrays))
-    return steps if steps is not None and len(set(map(id, arrays))) == len(arrays) else None
+    if len(set(map(id, arrays))) != len(arrays):
+        return None
+    first = min((a.made_at for a in arrays if isinstance(a, SymArray)), default=None)
+    begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
+             when < first]
+    if first is None and len(set(begun)) > 1:
+        raise Unsupported(f"a list of {len(arrays)} numbers after loops of as many steps over "
+                          f"{' and '.join(str(d or 'a literal count') for d in set(begun))}")
+    return begun[-1] if begun else None
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

@@ -472,7 +472,7 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         out, t = _RANGE(*args), _TRACER.get()
         caller = sys._getframe(1).f_code.co_filename
         if t is not None and out.step == 1 and _LEN(out) >= 8 and findings.user_code(caller):
-            t.loops[_LEN(out)] = None  # the user's loop of a literal count: no size's
+            t.loop(_LEN(out), None)  # the user's loop of a literal count: no size's
         return out
 
 

@@ -176,6 +176,7 @@ class SymArray:
         t = _TRACER.get()
         if t is not None:
             t.made(self)
+        self.made_at = 0 if t is None else t.steps  # see Tracer.loop
 
     # -- describing ------------------------------------------------------------------------
     @property

@@ -93,7 +93,7 @@ class Tracer:
     _envs: dict[Any, dict[str, int]] = field(default_factory=dict, repr=False,
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
-    loops: dict[int, Dim | None] = field(default_factory=dict)  # steps -> a loop's size
+    loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -238,14 +238,20 @@ class Tracer:
 
     def counted(self, d: Dim) -> int:
         """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
-        remembered by its value, so a list of one item per step has ``d`` items when stacked.
-        A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3 coordinates has
-        as many (witnesses are primes from 11 for that); two sizes of one value, or a loop of a
-        literal count in the user's code, leave that value to no size."""
+        remembered by its value (:meth:`loop`), so a list of one item per step has ``d`` items
+        when stacked.  A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3
+        coordinates has as many (witnesses are primes from 11 for that)."""
         n = self.value(d)
         if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
-            self.loops[n] = d if self.loops.get(n, d) == d else None
+            self.loop(n, d)
         return n
+
+    def loop(self, n: int, d: Dim | None) -> None:
+        """A loop of ``n`` steps begins, over the size ``d`` or (None) a literal count in the
+        user's code: when, in arrays made so far, so that a list of ``n`` arrays is joined to
+        the count of the last loop of ``n`` steps begun before its first array was made
+        (:func:`~tensig.check.sym_functions._loop_steps`)."""
+        self.loops.setdefault(n, []).append((self.steps, d))
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
