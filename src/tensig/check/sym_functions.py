@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim, require_divisible
+from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim
 from tensig.check.tracer import (
     CREATION_NUMPY,
     CREATION_TORCH,
@@ -100,7 +100,7 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
              when < first]
     if first is None and len(set(begun)) > 1:
-        raise Unsupported(f"a list of {len(arrays)} numbers after loops of as many steps over "
+        raise Unsupported(f"a list of {len(arrays)} items after loops of as many steps over "
                           f"{' and '.join(str(d or 'a literal count') for d in set(begun))}")
     return begun[-1] if begun else None
 
@@ -316,9 +316,8 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
     a = _sym(x)
     ax = _axis(axis, a.ndim)
     if isinstance(indices_or_sections, int):
-        n, k = a.dims[ax], indices_or_sections
-        piece = require_divisible(n, k, error=("split", f"a split into {k} equal sections"))
-        return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind) for _ in range(k))
+        k = indices_or_sections
+        return chunk(x, k, axis, error=("split", f"a split into {k} equal sections"))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))

@@ -762,10 +762,13 @@ def _pieces(n: Dim, size: Dim) -> Dim | None:
     return count if t.equal_under_assumptions(n, count * size) else None
 
 
-def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here)."""
+def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
+          **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here), and
+    NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
+    :func:`~tensig.check.sym_sizes.require_divisible`)."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
-    piece = require_divisible(a.dims[ax], int(chunks))
+    piece = require_divisible(a.dims[ax], int(chunks), error=error)
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))
