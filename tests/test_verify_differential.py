@@ -300,6 +300,39 @@ def test_a_note_does_not_excuse_runs_that_fail():
         check(stopped, "B, T => 2, B*T // 2")
 
 
+def test_a_reshape_or_split_of_an_odd_size_into_pairs_is_an_error():
+    """``[2*N + 1]`` into ``(-1, 2)`` or into 2 equal sections fails at every ``N``: verify
+    warned "requires 2*N + 1 divisible by 2", an assumption no size meets (only a number's
+    division, ``[1]`` into pairs, was an error)."""
+    def pairs(x):
+        return np.concatenate([x, x, x[:1]]).reshape(-1, 2)
+
+    def halves(x):
+        return np.split(np.concatenate([x, x, x[:1]]), 2)[0]
+
+    for f, code in ((pairs, "TS104"), (halves, "TS107")):
+        report = check(f, "N => N, 2" if f is pairs else "N => N")
+        assert [x.code for x in report] == [code], str(report)
+        assert all(run(f, "N => N", env) for env in envs(("N",)))  # no size runs
+
+
+def test_sizes_equal_at_two_points_where_a_division_is_exact_still_differ():
+    """With ``T`` divisible by 2 assumed, ``B + 4`` and ``T`` (witnesses 11 and 13) were
+    compared at ``B, T = 22, 26`` and ``24, 28`` only, equal at both: verify said ``x`` padded
+    by 4 broadcasts against ``y`` (and their halves against each other) at every even ``T``."""
+    def padded(x, y):
+        y.reshape(-1, 2)
+        return np.concatenate([x, np.zeros(4)]) + y
+
+    def halves(x, y):
+        return np.concatenate([x, np.zeros(4)]).reshape(-1, 2).sum(1) + \
+            y.reshape(-1, 2).sum(1)
+
+    for f, result in ((padded, "T"), (halves, "T // 2")):
+        report = check(f, f"B; T => {result}")
+        assert report.errors[0].code == "TS101", str(report)
+
+
 # -- the program generator -----------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import scipy.linalg
 import scipy.signal
 from numpy.lib.stride_tricks import as_strided
@@ -321,6 +322,28 @@ def test_a_literal_count_of_items_is_no_loops_size():
     for f in (literal_range, repeated):
         r = verify(f)
         assert kinds(r) == ["return-shape"] and "[11, D]" in str(r), (f.__name__, str(r))
+
+
+def test_a_literal_range_leaves_a_loop_over_a_size_of_that_count_its_size():
+    """Rows of a loop over ``N - 3`` (8 steps at the witness 11) and a literal ``range(8)``,
+    before or after it: the literal count cancelled the loop's, so the stack of the rows was
+    ``[8, D]`` and their sum with 8 copies verified, though it fails at every ``N`` but 11."""
+    def copies_after(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "8, D"]:
+        rows = [X[i] for i in range(X.shape[0] - 3)]
+        copies = [X[0] * k for k in range(8)]
+        return np.stack(rows) + np.stack(copies)
+
+    def copies_before(X: Float[np.ndarray, "N, D"]) -> Float[np.ndarray, "8, D"]:
+        copies = [X[0] * k for k in range(8)]
+        rows = [X[i] for i in range(X.shape[0] - 3)]
+        return np.stack(rows) + np.stack(copies)
+
+    for f in (copies_after, copies_before):
+        assert f(np.ones((11, 4))).shape == (8, 4)
+        with pytest.raises(ValueError):  # N = 12: 9 rows
+            f(np.ones((12, 4)))
+        r = verify(f)
+        assert "broadcast" in kinds(r) and "N - 3" in str(r), (f.__name__, str(r))
 
 
 def test_a_library_s_own_literal_range_leaves_a_loop_s_count():

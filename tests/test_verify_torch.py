@@ -244,6 +244,35 @@ def test_sdpa_with_different_key_and_value_lengths_is_an_error():
     assert kinds(r) == ["contraction"] and "keys have length S but values S2" in str(r)
 
 
+def test_a_division_no_size_makes_exact_is_an_error():
+    """Groups of ``2*C + 1`` channels, ``3`` query heads over ``2`` key heads, ``2*D + 1``
+    features viewed as 2 heads: torch refuses each at every size; verify warned "requires
+    2*C + 1 divisible by 2", an assumption no size meets, as if the code held under it."""
+    def odd(x, dim):
+        return torch.cat([x, x, x.narrow(dim, 0, 1)], dim)
+
+    def heads(x):
+        B, T, _ = x.shape
+        return odd(x, 2).view(B, T, 2, -1)
+
+    cases = [(lambda x: F.group_norm(odd(x, 1), 2), "B, T, D => B, 2*T + 1, D",
+              lambda b, t, d: [(b, t, d)]),
+             (heads, "B, T, D => B, T, 2, D", lambda b, t, d: [(b, t, d)]),
+             (lambda q, k: F.scaled_dot_product_attention(q, k, k, enable_gqa=True),
+              "B, 3, T, D; B, 2, T, D => B, 3, T, D",
+              lambda b, t, d: [(b, 3, t, d), (b, 2, t, d)])]
+    for f, sig, shapes in cases:
+        r = verify(f, sig)
+        assert r.errors and not r.warnings, str(r)
+        for sizes in itertools.product((1, 2, 5), (1, 2, 3, 4), (2, 6)):
+            with pytest.raises(RuntimeError):  # no size runs
+                f(*(torch.zeros(s) for s in shapes(*sizes)))
+    # torch's split by a size leaves a shorter last piece: no division is required
+    assert torch.split(torch.zeros(3, 1), 2, dim=1)[0].shape == (3, 1)
+    r = verify(lambda x: torch.split(x[:, None], 2, dim=1)[0], "B => B, 1")
+    assert r.ok, str(r)
+
+
 def test_mha_catches_a_wrong_embedding_size():
     mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
     r = verify(lambda x: mha(x, x, x, need_weights=False)[0], "B, T, 6 => B, T, 6")

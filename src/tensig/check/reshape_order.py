@@ -20,6 +20,7 @@ from tensig.core.dims import Dim, FloorDiv
 
 __all__ = ["divide", "moved_factors"]
 
+_MINUS_1 = ("reshape", "a reshape's -1")  # what fails where its division is not exact
 _Flex = tuple[Fraction, tuple[int, ...]]  # a literal and the atoms (by index) it sits among
 
 
@@ -229,10 +230,11 @@ def _between(names: list[str], lo: int, hi: int) -> str:
 def divide(total: Dim, known: Dim) -> Dim:
     """``total / known`` for a ``-1`` in a reshape: cancel common factors, then divide.
 
-    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4.
+    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4; ``[S,
+    1]`` into ``[S, 3, -1]`` divides at no size, an error (:func:`require_divisible`).
     """
     if known.constant is not None:
-        return _exact(total, known.constant)
+        return require_divisible(total, known.constant, error=_MINUS_1)
     if len(known.terms) == 1 and len(total.terms) == 1:
         ((mk, ck),) = known.terms.items()
         ((mt, ct),) = total.terms.items()
@@ -242,24 +244,13 @@ def divide(total: Dim, known: Dim) -> Dim:
                 powers[atom] -= p
             rest = math.prod((Dim.atom(atom) ** p for atom, p in powers.items()),
                              start=Dim.const(ct))
-            return _exact(rest, ck)
+            return require_divisible(rest, ck, error=_MINUS_1)
     quotient = exact_quotient(total, known)
     if quotient is not None:
         return quotient
     content = math.gcd(*known.terms.values())  # 4*d*(T + 1): divide by d*(T + 1), then by 4
     if content > 1 and (quotient := exact_quotient(total * content, known)) is not None:
-        return _exact(quotient, content)
+        return require_divisible(quotient, content, error=_MINUS_1)
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
-
-
-def _exact(p: Dim, k: int) -> Dim:
-    """``p // k``, exact at the sizes where ``k`` divides ``p``: at none where ``p`` is a
-    number (``[S, 1]`` into ``[S, 3, -1]``), an error, not an assumption no size meets."""
-    if p.constant is not None and p.constant % k:
-        tracer().report("reshape", f"a reshape's -1 would be {p}/{k}: the target's other sizes "
-                                   "divide the source's elements at no size")
-        return p // k
-    return require_divisible(p, k)
-

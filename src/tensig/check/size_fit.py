@@ -92,7 +92,7 @@ def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
     """The base, one step per symbol (to solve), and two checks at other residues.
 
     Every offset is a multiple of ``unit`` (so divisions the code assumed exact at the base,
-    :meth:`~tensig.check.tracing.Tracer.assumption_envs`, stay exact), and the order the base
+    :meth:`~tensig.check.tracing.Tracer.assumption_env`, stay exact), and the order the base
     gives the symbols (``K <= L``: a window no longer than its input) holds at every point:
     the steps go to the largest symbol, then to the two largest..., and the check offsets grow
     with rank.

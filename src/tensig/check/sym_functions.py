@@ -90,10 +90,19 @@ def _ellipsis(n: int) -> str:
 
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
-    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``), or
+    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``): the
+    last loop of their count begun before the first of them was made (a literal ``range(8)``
+    before or after the loop over ``T - 3``, 8 steps at its witness, is another loop), or
     None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
-    steps = tracer().loops.get(len(arrays))
-    return steps if steps is not None and len(set(map(id, arrays))) == len(arrays) else None
+    if len(set(map(id, arrays))) != len(arrays):
+        return None
+    first = min((a.made_at for a in arrays if isinstance(a, SymArray)), default=None)
+    begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
+             when < first]
+    if first is None and len(set(begun)) > 1:
+        raise Unsupported(f"a list of {len(arrays)} items after loops of as many steps over "
+                          f"{' and '.join(str(d or 'a literal count') for d in set(begun))}")
+    return begun[-1] if begun else None
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
@@ -314,12 +323,8 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray,
     a = _sym(x)
     ax = _axis(axis, a.ndim)
     if isinstance(indices_or_sections, int):
-        n, k = a.dims[ax].constant, indices_or_sections
-        if n is not None and n % k:  # an error at every size, not an assumption none meets
-            tracer().report("split", f"split of an axis of size {n} into {k} equal sections")
-            return tuple(SymArray((*a.dims[:ax], a.dims[ax] // k, *a.dims[ax + 1:]), a.kind)
-                         for _ in range(k))
-        return chunk(x, k, axis)
+        k = indices_or_sections
+        return chunk(x, k, axis, error=("split", f"a split into {k} equal sections"))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, residue_search, tracer
+from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, tracer
 from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
@@ -472,7 +472,7 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
         out, t = _RANGE(*args), _TRACER.get()
         caller = sys._getframe(1).f_code.co_filename
         if t is not None and out.step == 1 and _LEN(out) >= 8 and findings.user_code(caller):
-            t.loops[_LEN(out)] = None  # the user's loop of a literal count: no size's
+            t.loop(_LEN(out), None)  # the user's loop of a literal count: no size's
         return out
 
 
@@ -524,37 +524,45 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
 _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("5 < T")
 
 
-def require_divisible(p: Dim, k: int, floor: bool = False) -> Dim:
+def require_divisible(p: Dim, k: int, floor: bool = False,
+                      error: tuple[str, str] | None = None) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless the canonical forms or one period show it exact.  With ``floor``
-    (``T // 2`` in the code) it is reported only where a check relies on it
-    (:meth:`Tracer.require`)."""
-    if (p % k).constant != 0:
-        t = tracer()
-        if not _divisible_over_a_period(p, k):
-            t.require(p, k, floor)
-        elif (p, k) not in t.exact:  # exact at every size: compared at any sizes, unreported
-            t.exact.append((p, k))
+    (reported once) unless one period shows it exact at every size.  Exact at no size (``2*N +
+    1`` by 2), it is no requirement: for an operation that fails there, ``error`` (the finding's
+    kind and the operation in words: a reshape's -1, group_norm's groups) is reported, not an
+    assumption no size meets.  With ``floor`` (``T // 2`` in the code) it is reported only
+    where a check relies on it (:meth:`Tracer.require`), and not at all where none is exact:
+    no check can rely on it."""
+    if (p % k).constant == 0:
+        return p // k  # exact in canonical form
+    residues = _residues(p, k)  # None: not told
+    never = residues is not None and 0 not in residues
+    if never and error is not None:
+        tracer().report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
+    elif residues != {0} and not (never and floor):
+        tracer().require(p, k, floor)  # torch.chunk's at no size too, as it was
     return p // k
 
 
-@functools.lru_cache(maxsize=4096)  # a search of up to RESIDUE_CAP: a loop's reshapes ask again
-def _divisible_over_a_period(p: Dim, k: int) -> bool:
-    """``p % k == 0`` at every size, for ``p`` a polynomial in sizes and ``q % d`` of such
-    (no floor): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each size, so one
-    period decides it.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
+@functools.lru_cache(maxsize=4096)  # up to RESIDUE_CAP evaluations: a loop's reshapes ask again
+def _residues(p: Dim, k: int) -> frozenset[int] | None:
+    """The values of ``p % k`` at all sizes, for ``p`` a polynomial in sizes and ``q % d`` of
+    such (no floor; else None): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each
+    size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
     period, todo = k, [p]
     while todo:
         for m in todo.pop().terms:
             for atom, _ in m:
                 if isinstance(atom, FloorDiv):
-                    return False
+                    return None
                 if isinstance(atom, Mod):
                     period = math.lcm(period, atom.divisor)
                     todo.append(atom.numerator)
     names = sorted(p.symbols)
-    return bool(names) and period ** len(names) <= RESIDUE_CAP and residue_search(
-        dict.fromkeys(names, 1), names, period, lambda e: p.evaluate(e) % k != 0) is None
+    if period ** len(names) > RESIDUE_CAP:
+        return None
+    return frozenset(p.evaluate(dict(zip(names, v, strict=True))) % k
+                     for v in itertools.product(range(1, period + 1), repeat=len(names)))
 
 
 def _check_index(size: Dim, k: Any) -> None:

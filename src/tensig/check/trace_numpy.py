@@ -428,7 +428,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     """
     t = tracer()
     size_fit.relied((args, kwargs))  # first: the divisions it requires scale the witnesses
-    witness, unit = t.assumption_envs()[0], t.unit()
+    witness, unit = t.assumption_env(), t.unit()
     at = {n: witness[n] for n in size_fit.symbols((args, kwargs))}
     found: list[tracing.Finding] = []
 

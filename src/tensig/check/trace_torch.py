@@ -358,7 +358,8 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
     a = S._sym(x)
     _channels("group_norm", a, (weight, bias))
     if a.ndim > 1:
-        sym_sizes.require_divisible(a.dims[1], int(num_groups))
+        sym_sizes.require_divisible(a.dims[1], int(num_groups), error=(
+            "op-shape", f"group_norm of {a.dims[1]} channels into {num_groups} groups"))
     return S.SymArray(a.dims, "f")
 
 
@@ -381,7 +382,8 @@ def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
     if enable_gqa and qa.ndim >= 3 and ka.ndim >= 3 and qa.dims[-3] != ka.dims[-3]:
         hq, hk = qa.dims[-3], ka.dims[-3]
         if hk.constant is not None and hk.constant > 0:
-            sym_sizes.require_divisible(hq, hk.constant)
+            sym_sizes.require_divisible(hq, hk.constant, error=(
+                "op-shape", f"attention of {hq} query heads over {hk} key heads"))
         ka = S.SymArray((*ka.dims[:-3], hq, *ka.dims[-2:]), ka.kind)
         va = S.SymArray((*va.dims[:-3], hq, *va.dims[-2:]), va.kind)
     batch, _ = broadcast([S.SymArray(qa.dims[:-2]), S.SymArray(ka.dims[:-2]),

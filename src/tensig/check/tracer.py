@@ -176,6 +176,7 @@ class SymArray:
         t = _TRACER.get()
         if t is not None:
             t.made(self)
+        self.made_at = 0 if t is None else t.steps  # see Tracer.loop
 
     # -- describing ------------------------------------------------------------------------
     @property
@@ -728,7 +729,8 @@ def matmul(a: Any, b: Any) -> SymArray:
 
 
 def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``split(size_or_sections, dim)``: equal pieces of a size, or given sizes."""
+    """torch's ``split(size_or_sections, dim)``: pieces of a size (the last one shorter where
+    they do not fill the axis), or given sizes."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
     n = a.dims[ax]
@@ -743,34 +745,30 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
         count = n // size if size.constant is not None else _pieces(n, size)
         if count is None or count.constant is None:
             raise Unsupported("split into a symbolic number of pieces")
-        if size.constant is not None:
-            require_divisible(n, int(size.constant))
-        sizes = [size] * int(count.constant)
+        rest = (n - count * size).constant  # of a number: torch's last piece is shorter
+        sizes = [size] * int(count.constant) + ([ONE * rest] if rest else [])
     return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
 
 
 def _pieces(n: Dim, size: Dim) -> Dim | None:
-    """``n / size`` when it is one constant wherever the recorded divisions are exact."""
+    """``n / size`` when it is one constant wherever the recorded divisions are exact: the
+    count at one such point, then shown at all (:meth:`Tracer.equal_under_assumptions`)."""
     t = tracer()
-    if not t.divisors:
+    env = t.assumption_env()
+    total, piece = n.evaluate(env), size.evaluate(env)
+    if piece <= 0 or total % piece:
         return None
-    counts = set()
-    for env in t.assumption_envs():
-        total, piece = n.evaluate(env), size.evaluate(env)
-        if piece <= 0 or total % piece:
-            return None
-        counts.add(total // piece)
-    if len(counts) != 1:
-        return None
-    count = Dim.const(counts.pop())
-    t.rely(n - count * size)  # equal pieces only where the divisions are exact
-    return count
+    count = Dim.const(total // piece)
+    return count if t.equal_under_assumptions(n, count * size) else None
 
 
-def chunk(x: Any, chunks: int, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here)."""
+def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
+          **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here), and
+    NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
+    :func:`~tensig.check.sym_sizes.require_divisible`)."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
-    piece = require_divisible(a.dims[ax], int(chunks))
+    piece = require_divisible(a.dims[ax], int(chunks), error=error)
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))

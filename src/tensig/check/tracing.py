@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import itertools
 import math
 import sys
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.check import findings
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
@@ -97,7 +98,6 @@ class Tracer:
     fresh: int = 0
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
-    exact: list[tuple[Dim, int]] = field(default_factory=list)  # shown exact at every size
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
@@ -105,56 +105,30 @@ class Tracer:
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
     min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
-    _envs: dict[Any, list[dict[str, int]]] = field(default_factory=dict, repr=False,
-                                                   compare=False)  # see assumption_envs
+    _envs: dict[Any, dict[str, int]] = field(default_factory=dict, repr=False,
+                                             compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
-    loops: dict[int, Dim | None] = field(default_factory=dict)  # steps -> a loop's size
+    loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
-        """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
-        exact.
+        """``a == b`` canonically, or at every size where the divisions assumed exact in
+        ``a - b`` are (:func:`_zero_where_exact`).
 
-        Two assignments where they are exact (:meth:`assumption_envs`) stand in for the
-        assumption (a heuristic).  Only ``a - b``'s own divisions: a ``T // 2`` elsewhere,
-        exact only at even ``T``, would leave no size for a ``(T - 1) // 2`` here.  Only the
-        code's (:meth:`rely` reports them): a division the signature declares is no assumption,
-        and ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``.
-        Divisions shown ``exact`` hold at any sizes: they leave the witnesses as they are,
-        where a padded ``H + (7 - H % 7) % 7`` keeps its pad, and add sizes along a line on
-        which each symbol moves at its own pace, over five periods of their divisors: the two
-        assignments alone move every symbol by one, where ``B + 8`` and ``T`` (witnesses 11
-        and 19) agree.  The line starts at the first assignment and steps by :meth:`unit`, so
-        the assumed divisions stay exact on it (``(T - 1) // 2`` at odd ``T``)."""
+        Only ``a - b``'s own divisions: a ``T // 2`` elsewhere, exact only at even ``T``, would
+        leave no size for a ``(T - 1) // 2`` here.  Only the code's (:meth:`rely` reports them):
+        a division the signature declares is no assumption, and ``-> [2 * ((T - 1) // 2)]``
+        for ``[T - 1]`` is wrong at every even ``T``."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
-        envs = self._compared_at(_divisions(a - b) & self._assumed())
-        try:
-            equal = bool(self.divisors or self.exact) and all(
-                a.evaluate(env) == b.evaluate(env) for env in envs)
-        except ValueError:
+        within = _divisions(a - b) & self._assumed()
+        if not _zero_where_exact(a - b, frozenset(within)):
             return False
-        if equal:
+        if within:
             self.rely(a - b)
-        return equal
-
-    def _compared_at(self, within: set[tuple[Dim, int]]) -> list[dict[str, int]]:
-        """:meth:`assumption_envs`, and with divisions shown exact the line of sizes
-        :meth:`equal_under_assumptions` describes; cached with them (every broadcast of two
-        different sizes asks, and the line holds up to ``5 * period`` assignments)."""
-        envs = self.assumption_envs(within)
-        if not self.exact:
-            return envs
-        key = ("line", tuple(sorted(within, key=str)), tuple(self.exact),
-               tuple(self.witness.items()), self.unit())
-        if key not in self._envs:  # any sizes keep them: each symbol at its own pace
-            unit, period = self.unit(), math.lcm(*(k for _, k in self.exact))
-            self._envs[key] = envs + [
-                {n: w + j * (i + 1) * unit for i, (n, w) in enumerate(envs[0].items())}
-                for j in range(2, 5 * period)]  # from envs[0]: its residues, steps of unit
-        return self._envs[key]
+        return True
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (a size's
@@ -185,26 +159,20 @@ class Tracer:
         """The divisions assumed exact, as they appear in a canonical size."""
         return {d for p, k in self.divisors for d in _divisions(p // k)}
 
-    def assumption_envs(self, within: Iterable[tuple[Dim, int]] | None = None
-                        ) -> list[dict[str, int]]:
-        """Two size assignments where every assumed division (or every one ``within``) is
-        exact: multiples of the divisors, each divided symbol then shifted by the residue that
-        makes ``(T - 1) // 2`` exact too (the first of at most 4096 shifts that fits all, else
-        none).  Cached: a broadcast of two different sizes asks at every operation, and a
-        search that finds no shift costs tens of milliseconds."""
-        divisions = self.divisors if within is None else sorted(within, key=str)
-        key = (tuple(divisions), tuple(self.witness.items()), self.unit())
+    def assumption_env(self) -> dict[str, int]:
+        """Sizes where every assumed division is exact: the witnesses times the divisors'
+        least common multiple, each divided symbol then shifted by the residue that makes
+        ``(T - 1) // 2`` exact too (the first shift :func:`residue_search` finds, else none).
+        Cached: a search that finds no shift costs tens of milliseconds."""
+        key = (tuple(self.divisors), tuple(self.witness.items()))
         if key not in self._envs:
-            self._envs[key] = self._shifted(divisions)
-        return [dict(env) for env in self._envs[key]]
-
-    def _shifted(self, divisions: list[tuple[Dim, int]]) -> list[dict[str, int]]:
-        lcm, names = self.unit(), {*self.witness}
-        exact = [(p, k) for p, k in divisions if p.symbols <= names]
-        divided = sorted({n for p, _ in exact for n in p.symbols})
-        bases = [{n: (w + bump) * lcm for n, w in self.witness.items()} for bump in (0, 1)]
-        return [residue_search(base, divided, lcm, lambda e: all(
-            p.evaluate(e) % k == 0 for p, k in exact)) or base for base in bases]
+            lcm, names = self.unit(), {*self.witness}
+            exact = [(p, k) for p, k in self.divisors if p.symbols <= names]
+            divided = sorted({n for p, _ in exact for n in p.symbols})
+            base = {n: w * lcm for n, w in self.witness.items()}
+            self._envs[key] = residue_search(base, divided, lcm, lambda e: all(
+                p.evaluate(e) % k == 0 for p, k in exact)) or base
+        return dict(self._envs[key])
 
     def where(self) -> Where:
         """The innermost frame in the user's code: a finding raised while NumPy, torch or JAX
@@ -282,14 +250,20 @@ class Tracer:
 
     def counted(self, d: Dim) -> int:
         """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
-        remembered by its value, so a list of one item per step has ``d`` items when stacked.
-        A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3 coordinates has
-        as many (witnesses are primes from 11 for that); two sizes of one value, or a loop of a
-        literal count in the user's code, leave that value to no size."""
+        remembered by its value (:meth:`loop`), so a list of one item per step has ``d`` items
+        when stacked.  A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3
+        coordinates has as many (witnesses are primes from 11 for that)."""
         n = self.value(d)
         if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
-            self.loops[n] = d if self.loops.get(n, d) == d else None
+            self.loop(n, d)
         return n
+
+    def loop(self, n: int, d: Dim | None) -> None:
+        """A loop of ``n`` steps begins, over the size ``d`` or (None) a literal count in the
+        user's code: when, in arrays made so far, so that a list of ``n`` arrays is joined to
+        the count of the last loop of ``n`` steps begun before its first array was made
+        (:func:`~tensig.check.sym_functions._loop_steps`)."""
+        self.loops.setdefault(n, []).append((self.steps, d))
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
@@ -313,6 +287,56 @@ def _divisions(d: Dim) -> set[tuple[Dim, int]]:
             if not isinstance(atom, str):
                 out |= {(atom.numerator, atom.divisor), *_divisions(atom.numerator)}
     return out
+
+
+@functools.lru_cache(maxsize=4096)  # every broadcast of two different sizes asks
+def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
+    """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False where
+    too many points would tell).  Sizes that agree modulo :func:`_period` keep every remainder
+    in ``d``, so on each such class (where ``within`` is exact) ``d`` is a polynomial of the
+    sizes, of :func:`_degree` in each: one that is 0 on a grid of its degree plus one values of
+    each size is 0.  Two points where the divisions are exact were no proof: with ``T``
+    divisible by 2 assumed, ``B + 4`` and ``T`` agreed at both (witnesses 11 and 13, doubled)."""
+    if not _divisions(d):
+        return False  # a polynomial, canonically not 0
+    period, names = _period(d), sorted(d.symbols)
+    inside = sorted({n for p, _ in _divisions(d) for n in p.symbols})
+    grid = [range(1, _degree(d, n) + 2) for n in names]
+    if period ** len(inside) * math.prod(map(len, grid)) > 20_000:
+        return False
+    for residues in itertools.product(range(period), repeat=len(inside)):
+        shift = dict(zip(inside, residues, strict=True))
+
+        def at(m: tuple[int, ...], shift: dict[str, int] = shift) -> dict[str, int]:
+            return {n: shift[n] + period * v if n in shift else v
+                    for n, v in zip(names, m, strict=True)}
+
+        if any(p.evaluate(at((1,) * len(names))) % k for p, k in within):
+            continue  # sizes where an assumed division is not exact
+        if any(d.evaluate(at(m)) for m in itertools.product(*grid)):
+            return False
+    return True
+
+
+def _period(d: Dim) -> int:
+    """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
+    division's divisor times its numerator's :func:`_grain`."""
+    return math.lcm(1, *(n for m in d.terms for a, _ in m if not isinstance(a, str)
+                         for n in (a.divisor * _grain(a.numerator), _period(a.numerator))))
+
+
+def _grain(q: Dim) -> int:
+    """What a quotient in ``q`` multiplies the sizes' modulus by: ``T // 2 + 1`` steps by 1
+    where ``T`` steps by 2, so ``(T // 2 + 1) // 3`` keeps its remainder modulo 6, not 3; a
+    remainder (``H % 7``) is constant there and adds nothing."""
+    return math.lcm(1, *(a.divisor * _grain(a.numerator) for m in q.terms for a, _ in m
+                         if isinstance(a, FloorDiv)))
+
+
+def _degree(d: Dim, name: str) -> int:
+    """``d``'s degree in the size ``name``, a quotient's as its numerator's, a remainder's 0."""
+    return max((sum(p * (a == name if isinstance(a, str) else 0 if isinstance(a, Mod) else
+                         _degree(a.numerator, name)) for a, p in m) for m in d.terms), default=0)
 
 
 def tracer() -> Tracer:

@@ -552,7 +552,7 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
         report.notes += [n for n in notes if "inconclusive" in n.lower()]
         return
     if not findings:  # JAX's symbolic shapes skip checks (a reshape's element count): refused
-        base = tracer.assumption_envs()[0]  # at the witnesses and where small divisors divide
+        base = tracer.assumption_env()  # at the witnesses and where small divisors divide
         refused = fallback(base)[0]
         if refused and fallback({n: v * _DIVISIBLE for n, v in base.items()})[0]:
             findings = [dataclasses.replace(f, message=named(f.message, base))
