@@ -100,10 +100,9 @@ def alibi_bias_bug(scores: Float[torch.Tensor, "B H T T"], slopes: Float[torch.T
     return (scores + bias).masked_fill(causal, float("-inf"))
 
 
-# Not in CASES: verify calls the deliberate skew ``view(b, h, k + 1, q)`` of ``[b, h, q, k + 1]``
-# a reorder (TS202, "only reorders the dimensions"); it does mix elements, on purpose.
 def rel_shift(x: Float[torch.Tensor, "B H Q K"]) -> Float[torch.Tensor, "B H Q K"]:
-    """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one."""
+    """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one.  The
+    skewed view mixes elements on purpose, and is only ever viewed back."""
     b, h, q, k = x.size()
     zero_pad = x.new_zeros(b, h, q, 1)
     padded = torch.cat([zero_pad, x], dim=-1).view(b, h, k + 1, q)
@@ -2008,6 +2007,7 @@ CASES = [
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
     ("gqa repeat_kv expand+reshape", repeat_kv, repeat_kv_bug, "TS102"),
     ("alibi bias", alibi_bias, alibi_bias_bug, "TS101"),
+    ("transformer-xl rel_shift", rel_shift, rel_shift_bug, "TS104"),
     ("kv cache append", kv_cache_append, kv_cache_append_bug, "TS106"),
     ("rmsnorm + swiglu block", RMSNormSwiGLU, RMSNormSwiGLUBug, "TS101"),
     ("moe top-2 routing", moe_route, moe_route_bug, "TS101"),

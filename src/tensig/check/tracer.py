@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.reshape_order import divide, moved_factors
+from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint
 from tensig.check.sym_sizes import (
     _LEN,
     _RANGE,
@@ -167,6 +167,7 @@ class SymArray:
     """
 
     __array_priority__ = 1000
+    skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
                  loose: frozenset[int] = frozenset()):
@@ -282,12 +283,19 @@ class SymArray:
 
     # -- methods shared by numpy and torch ---------------------------------------------------
     def __getitem__(self, key: Any) -> SymArray:
-        return getitem(self, key)
+        out = getitem(self, key)
+        out.skew = carry_skew(self, key)
+        return out
 
     def reshape(self, *shape: Any, **kw: Any) -> SymArray:
         return reshape(self, _varargs(shape, kw.get("shape")))
 
     view = reshape
+
+    def view_as(self, o: Any) -> SymArray:
+        return reshape(self, _sym(o).dims)
+
+    reshape_as = view_as
 
     def transpose(self, *axes: Any) -> SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
@@ -654,14 +662,9 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
         tracer().report("reshape", f"reshape of {shape_text(a)} ({total} elements) into "
                                    f"[{', '.join(map(str, target))}] ({known} elements)")
         return SymArray([d for d in target if d is not None], a.kind)
-    dims = [d for d in target if d is not None]
-    moved = moved_factors(a.dims, dims)
-    if moved is not None:
-        tracer().report("reorder", f"reshape of {shape_text(a)} into "
-                                   f"[{', '.join(map(str, dims))}] {moved}: a reshape keeps "
-                                   "elements in order, so this mixes them; use a "
-                                   "transpose/permute if moving axes was meant")
-    return SymArray(dims, a.kind)
+    out = SymArray([d for d in target if d is not None], a.kind)
+    out.skew = order_lint(a, out)
+    return out
 
 
 def getitem(x: SymArray, key: Any) -> SymArray:
