@@ -1803,6 +1803,23 @@ def spectral_gate_bug(x: Float[torch.Tensor, "B 256*N"], gain: Float[torch.Tenso
     return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
 
 
+def stft_power(wav: Float[torch.Tensor, "B 64*N"]) -> Float[torch.Tensor, "B 65 N+1"]:
+    """A power spectrogram as code written for both STFT conventions does it: a complex
+    result viewed as (real, imaginary) pairs, their squares summed."""
+    spec = torch.stft(wav, n_fft=128, hop_length=64, window=torch.hann_window(128),
+                      return_complex=True)
+    if spec.is_complex():
+        spec = torch.view_as_real(spec)
+    return spec.pow(2).sum(-1)
+
+
+def stft_power_bug(wav: Float[torch.Tensor, "B 64*N"]) -> Float[torch.Tensor, "B 65 N+1"]:
+    spec = torch.stft(wav, n_fft=128, hop_length=64, window=torch.hann_window(128),
+                      return_complex=True)
+    spec = torch.view_as_real(spec.abs())  # BUG: the magnitude is real, torch refuses it
+    return spec.pow(2).sum(-1)
+
+
 def scatter_mean(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "E"],
                  x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
     """torch_scatter's mean by hand: scatter_add_ of the messages and of float ones."""
@@ -2097,6 +2114,7 @@ CASES = [
     ("resnet-d avg-pool shortcut", resnet_d_down, resnet_d_down_bug, "TS101"),
     ("transformer layer causal + padding", CausalEncoder, CausalEncoderBug, "TS108"),
     ("stft gain istft", spectral_gate, spectral_gate_bug, "TS101"),
+    ("stft power via view_as_real", stft_power, stft_power_bug, "TS108"),
     ("scatter mean", scatter_mean, scatter_mean_bug, "TS101"),
     ("edge mlp", edge_mlp, edge_mlp_bug, "TS102"),
     ("roberta position ids", roberta_positions, roberta_positions_bug, "TS103"),

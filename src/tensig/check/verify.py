@@ -66,7 +66,7 @@ class Signature:
     results: tuple[tuple[Dim, ...], ...] | None
     symbols: tuple[str, ...]
     text: str = ""
-    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("f", "i", "b")
+    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("c", "f", "i", "b")
     optional: tuple[bool, ...] = ()
     absent: frozenset[int] = frozenset()
     #: each array's parameter position (None: the first ``len(args)`` parameters), and the
