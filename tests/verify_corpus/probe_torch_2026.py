@@ -17,6 +17,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from einops import rearrange
 
 from tensig import Bool, Float, Int
 
@@ -2126,6 +2127,38 @@ CASES = [
     ("clip text pooling", clip_text_pool, clip_text_pool_bug, "TS103"),
     ("unet res block", UNetResBlock, UNetResBlockBug, "TS101"),
 ]
+
+# ViT / DALL-E patch grids read off a token count, ``h = w = int(math.sqrt(n))``: verified
+# with the count a new size's square, an assumption stated once (tests: SQUARES)
+
+
+def tokens_to_map(x: Float[torch.Tensor, "B 1+N C"]) -> Float[torch.Tensor, "B C H W"]:
+    """ViT features as a map for a dense head: the class token dropped, the grid's side the
+    root of the patch count."""
+    b, n, c = x.shape
+    h = w = int(math.sqrt(n - 1))
+    return x[:, 1:].reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+def tokens_to_map_bug(x: Float[torch.Tensor, "B 1+N C"]) -> Float[torch.Tensor, "B C H W"]:
+    b, n, c = x.shape
+    h = w = int(math.sqrt(n))  # BUG: the class token counted
+    return x[:, 1:].reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+def image_tokens_grid(x: Float[torch.Tensor, "B N D"]) -> Float[torch.Tensor, "B D H W"]:
+    """DALL-E's image tokens back to a grid with einops, the side from the token count."""
+    h = int(math.sqrt(x.shape[1]))
+    return rearrange(x, "b (h w) d -> b d h w", h=h, w=h)
+
+
+def image_tokens_grid_bug(x: Float[torch.Tensor, "B N D"]) -> Float[torch.Tensor, "B D H W"]:
+    h = int(math.sqrt(x.shape[-1]))  # BUG: the side from the channels
+    return rearrange(x, "b (h w) d -> b d h w", h=h, w=h)
+
+
+SQUARES = [("vit tokens to map", tokens_to_map, tokens_to_map_bug, "TS104"),
+           ("dall-e token grid", image_tokens_grid, image_tokens_grid_bug, "TS104")]
 
 STOPS = {"transformer layer causal + padding"}
 # correct code that needs a size at least its top-k's k: the one warning each verifies with
