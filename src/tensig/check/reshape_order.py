@@ -3,8 +3,9 @@
 A reshape reinterprets the row-major order; code that reshapes ``[B, T, H*d]`` into
 ``[B, H, T, d]`` meant a transpose.  :func:`moved_factors` decides it over symbolic sizes (the
 order of symbolic factors, then a small flow problem per prime for the literal ones) and says
-what moved; :func:`divide` solves ``total / known`` for a ``-1`` with the divisibility it
-requires.  Both read only dimensions, never arrays.
+what moved; :func:`order_lint` reports it, judging a reshape of a reorder's result, with
+nothing run between, from the first one's source (:class:`Skew`); :func:`divide` solves
+``total / known`` for a ``-1`` with the divisibility it requires.
 """
 
 from __future__ import annotations
