@@ -10,7 +10,7 @@ import pytest
 
 from arrays import clean, real_tensors
 from tensig.check.verify import verify
-from verify_corpus.probe_torch_2026 import ASSUMES, CASES, STOPS
+from verify_corpus.probe_torch_2026 import ASSUMES, CASES, SQUARES, STOPS
 
 
 def test_the_corpus_is_large():
@@ -53,3 +53,19 @@ def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
     names = "ABCDEFGHIKLMNPQRSTVWZ"
     got, declared = _run(good, {n: 8 + 4 * i for i, n in enumerate(names)})
     assert got == declared, name
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), SQUARES, ids=[c[0] for c in SQUARES])
+def test_a_grid_side_from_a_square_root_verifies_under_that_assumption(name, good, bad, code):
+    """``int(math.sqrt(n))`` of a token count: verified with the count a new size's square
+    (one stated assumption), the traced result torch's at such a count; the bug still fails."""
+    import torch
+
+    r = verify(good)
+    assert [f.kind for f in r] == ["assumption"] and "is a square" in str(r) and not r.notes
+    assert code in [f.code for f in verify(bad)], name
+    sizes = {"B": 2, "C": 12, "D": 12, "N_root": 7}
+    shape = [d.evaluate(sizes) for d in r.signature.args[0]]
+    assert shape[1] in (49, 50)  # the count is a square, 7 * 7 (and a class token)
+    got = good(torch.rand(shape, generator=torch.Generator().manual_seed(0))).shape
+    assert tuple(got) == tuple(d.evaluate(sizes) for d in r.result[0]), name

@@ -650,3 +650,37 @@ def test_a_numpy_integer_size_after_a_symbolic_one_is_a_size_not_a_dtype():
 
     r = verify(lambda x: torch.zeros(x.shape[0], np.int64(3)) + x, "T 3 => T 3")
     assert clean(r), str(r)
+
+
+def test_complex_values_have_their_own_kind():
+    """A complex tensor times a real one stays complex, its ``.real``/``.abs()`` are real, and
+    torch.view_as_real takes only a complex one (torch's own rule, checked against torch)."""
+    def spectrum(z, g):
+        return torch.view_as_real(z * g / 2)
+
+    def parts(z):
+        return torch.view_as_real(z.real)
+
+    def magnitude(z):
+        return torch.view_as_real(z.abs())
+
+    z, g = torch.zeros(3, 4, dtype=torch.complex64), torch.ones(4)
+    assert spectrum(z, g).shape == (3, 4, 2)
+    for bad in (parts, magnitude):
+        with pytest.raises(RuntimeError, match="complex"):
+            bad(z)
+    assert kinds(verify(spectrum, "B F: complex; F => B F 2")) == []
+    assert kinds(verify(parts, "B F: complex => B F 2")) == ["op-shape"]
+    assert kinds(verify(magnitude, "B F: complex => B F 2")) == ["op-shape"]
+    assert kinds(verify(spectrum, "B F; F => B F 2")) == ["op-shape"]  # a real z
+
+
+def test_a_size_turned_into_an_int_is_that_size_again():
+    """``int(T)`` is T's witness; used as a size it is read back as T, not the number (the
+    reshape was a false TS104 at every size but the witness)."""
+    def view(x):
+        b, t, c = x.shape
+        return x.view(b, int(t), c)
+
+    assert view(torch.zeros(2, 3, 4)).shape == (2, 3, 4)
+    assert verify(view, "B T C => B T C").ok and not verify(view, "B T C => B T C").findings

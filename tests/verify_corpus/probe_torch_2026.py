@@ -17,6 +17,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from einops import rearrange
 
 from tensig import Bool, Float, Int
 
@@ -100,10 +101,9 @@ def alibi_bias_bug(scores: Float[torch.Tensor, "B H T T"], slopes: Float[torch.T
     return (scores + bias).masked_fill(causal, float("-inf"))
 
 
-# Not in CASES: verify calls the deliberate skew ``view(b, h, k + 1, q)`` of ``[b, h, q, k + 1]``
-# a reorder (TS202, "only reorders the dimensions"); it does mix elements, on purpose.
 def rel_shift(x: Float[torch.Tensor, "B H Q K"]) -> Float[torch.Tensor, "B H Q K"]:
-    """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one."""
+    """Transformer-XL's relative shift: pad a zero column, view it as K+1 rows, drop one.  The
+    skewed view mixes elements on purpose, and is only ever viewed back."""
     b, h, q, k = x.size()
     zero_pad = x.new_zeros(b, h, q, 1)
     padded = torch.cat([zero_pad, x], dim=-1).view(b, h, k + 1, q)
@@ -1804,6 +1804,23 @@ def spectral_gate_bug(x: Float[torch.Tensor, "B 256*N"], gain: Float[torch.Tenso
     return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
 
 
+def stft_power(wav: Float[torch.Tensor, "B 64*N"]) -> Float[torch.Tensor, "B 65 N+1"]:
+    """A power spectrogram as code written for both STFT conventions does it: a complex
+    result viewed as (real, imaginary) pairs, their squares summed."""
+    spec = torch.stft(wav, n_fft=128, hop_length=64, window=torch.hann_window(128),
+                      return_complex=True)
+    if spec.is_complex():
+        spec = torch.view_as_real(spec)
+    return spec.pow(2).sum(-1)
+
+
+def stft_power_bug(wav: Float[torch.Tensor, "B 64*N"]) -> Float[torch.Tensor, "B 65 N+1"]:
+    spec = torch.stft(wav, n_fft=128, hop_length=64, window=torch.hann_window(128),
+                      return_complex=True)
+    spec = torch.view_as_real(spec.abs())  # BUG: the magnitude is real, torch refuses it
+    return spec.pow(2).sum(-1)
+
+
 def scatter_mean(src: Float[torch.Tensor, "E D"], index: Int[torch.Tensor, "E"],
                  x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N D"]:
     """torch_scatter's mean by hand: scatter_add_ of the messages and of float ones."""
@@ -2008,6 +2025,7 @@ CASES = [
     ("rope rotate_half from position ids", rope_half, rope_half_bug, "TS101"),
     ("gqa repeat_kv expand+reshape", repeat_kv, repeat_kv_bug, "TS102"),
     ("alibi bias", alibi_bias, alibi_bias_bug, "TS101"),
+    ("transformer-xl rel_shift", rel_shift, rel_shift_bug, "TS104"),
     ("kv cache append", kv_cache_append, kv_cache_append_bug, "TS106"),
     ("rmsnorm + swiglu block", RMSNormSwiGLU, RMSNormSwiGLUBug, "TS101"),
     ("moe top-2 routing", moe_route, moe_route_bug, "TS101"),
@@ -2097,6 +2115,7 @@ CASES = [
     ("resnet-d avg-pool shortcut", resnet_d_down, resnet_d_down_bug, "TS101"),
     ("transformer layer causal + padding", CausalEncoder, CausalEncoderBug, "TS108"),
     ("stft gain istft", spectral_gate, spectral_gate_bug, "TS101"),
+    ("stft power via view_as_real", stft_power, stft_power_bug, "TS108"),
     ("scatter mean", scatter_mean, scatter_mean_bug, "TS101"),
     ("edge mlp", edge_mlp, edge_mlp_bug, "TS102"),
     ("roberta position ids", roberta_positions, roberta_positions_bug, "TS103"),
@@ -2108,6 +2127,38 @@ CASES = [
     ("clip text pooling", clip_text_pool, clip_text_pool_bug, "TS103"),
     ("unet res block", UNetResBlock, UNetResBlockBug, "TS101"),
 ]
+
+# ViT / DALL-E patch grids read off a token count, ``h = w = int(math.sqrt(n))``: verified
+# with the count a new size's square, an assumption stated once (tests: SQUARES)
+
+
+def tokens_to_map(x: Float[torch.Tensor, "B 1+N C"]) -> Float[torch.Tensor, "B C H W"]:
+    """ViT features as a map for a dense head: the class token dropped, the grid's side the
+    root of the patch count."""
+    b, n, c = x.shape
+    h = w = int(math.sqrt(n - 1))
+    return x[:, 1:].reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+def tokens_to_map_bug(x: Float[torch.Tensor, "B 1+N C"]) -> Float[torch.Tensor, "B C H W"]:
+    b, n, c = x.shape
+    h = w = int(math.sqrt(n))  # BUG: the class token counted
+    return x[:, 1:].reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+def image_tokens_grid(x: Float[torch.Tensor, "B N D"]) -> Float[torch.Tensor, "B D H W"]:
+    """DALL-E's image tokens back to a grid with einops, the side from the token count."""
+    h = int(math.sqrt(x.shape[1]))
+    return rearrange(x, "b (h w) d -> b d h w", h=h, w=h)
+
+
+def image_tokens_grid_bug(x: Float[torch.Tensor, "B N D"]) -> Float[torch.Tensor, "B D H W"]:
+    h = int(math.sqrt(x.shape[-1]))  # BUG: the side from the channels
+    return rearrange(x, "b (h w) d -> b d h w", h=h, w=h)
+
+
+SQUARES = [("vit tokens to map", tokens_to_map, tokens_to_map_bug, "TS104"),
+           ("dall-e token grid", image_tokens_grid, image_tokens_grid_bug, "TS104")]
 
 STOPS = {"transformer layer causal + padding"}
 # correct code that needs a size at least its top-k's k: the one warning each verifies with

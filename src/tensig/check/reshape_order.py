@@ -3,8 +3,9 @@
 A reshape reinterprets the row-major order; code that reshapes ``[B, T, H*d]`` into
 ``[B, H, T, d]`` meant a transpose.  :func:`moved_factors` decides it over symbolic sizes (the
 order of symbolic factors, then a small flow problem per prime for the literal ones) and says
-what moved; :func:`divide` solves ``total / known`` for a ``-1`` with the divisibility it
-requires.  Both read only dimensions, never arrays.
+what moved; :func:`order_lint` reports it, judging a reshape of a reorder's result, with
+nothing run between, from the first one's source (:class:`Skew`); :func:`divide` solves
+``total / known`` for a ``-1`` with the divisibility it requires.
 """
 
 from __future__ import annotations
@@ -12,13 +13,63 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from tensig.check.sym_sizes import ONE, exact_quotient, require_divisible
-from tensig.check.tracing import tracer
+from tensig.check.tracing import Finding, tracer
 from tensig.core.dims import Dim, FloorDiv
 
-__all__ = ["divide", "moved_factors"]
+__all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint"]
+
+
+@dataclass(frozen=True)
+class Skew:
+    """A reshape that moved factors, as its result carries it: the factorization it left, its
+    finding, the first axis it mixed, and the trace's count of arrays when the result was made
+    (so that "nothing ran since" is one comparison)."""
+
+    source: tuple[Dim, ...]
+    finding: Finding
+    lead: int
+    step: int
+
+
+def order_lint(a: Any, out: Any) -> Skew | None:
+    """Report (TS202) a reshape of ``a`` into ``out`` (just made) that moves factors, judged
+    from the last factorization whose axes the code used.  When ``a`` is a reorder's result
+    (or a range of its first mixed axis: a range of each block of the buffer) and nothing else
+    ran since, the two reshapes are one reinterpretation of the buffer: the first's finding is
+    withdrawn and the pair judged as one.  Transformer-XL's relative shift views ``[Q, K + 1]``
+    as ``[K + 1, Q]`` only to drop its first row and view the rest back; a reorder whose mixed
+    axes are used (a mean, a matmul) keeps its finding."""
+    t, src = tracer(), a.dims
+    if a.skew is not None and a.skew.step == t.steps - 1:
+        if a.skew.finding in t.findings:
+            t.findings.remove(a.skew.finding)
+        src = a.skew.source
+    moved = moved_factors(src, out.dims)
+    if moved is None:
+        return None
+    finding = t.report("reorder", f"reshape of [{', '.join(map(str, src))}] into "
+                                  f"[{', '.join(map(str, out.dims))}] {moved}: a reshape keeps "
+                                  "elements in order, so this mixes them; use a "
+                                  "transpose/permute if moving axes was meant")
+    lead = next((i for i, (p, q) in enumerate(zip(src, out.dims, strict=False)) if p != q), 0)
+    return Skew(tuple(src), finding, lead, t.steps)
+
+
+def carry_skew(a: Any, key: Any) -> Skew | None:
+    """The skew ``a[key]`` (just made) keeps: ``a``'s, when the key takes a range (step 1) of
+    ``a``'s first mixed axis or axes before it and whole later axes, and nothing else ran."""
+    t, skew = tracer(), a.skew
+    keys = key if isinstance(key, tuple) else (key,)
+    if skew is None or skew.step != t.steps - 1 or len(keys) > a.ndim or not all(
+            isinstance(k, slice) and k.step in (None, 1) and
+            (i <= skew.lead or k == slice(None)) for i, k in enumerate(keys)):
+        return None
+    return replace(skew, step=t.steps)
 
 _MINUS_1 = ("reshape", "a reshape's -1")  # what fails where its division is not exact
 _Flex = tuple[Fraction, tuple[int, ...]]  # a literal and the atoms (by index) it sits among

@@ -151,7 +151,7 @@ def fit_size(names: list[str], envs: list[dict[str, int]], values: list[int],
 def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str,
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
-              note: Callable[[str], None] | None = None,
+              note: Callable[[str], Any] | None = None,
               first: Shapes | None = None) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``.
 

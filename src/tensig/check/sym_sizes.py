@@ -28,8 +28,8 @@ from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, trac
 from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most", "require_divisible",
-           "sym_max", "sym_min", "sym_range", "triangle"]
+__all__ = ["ONE", "Square", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most",
+           "require_divisible", "sym_max", "sym_min", "sym_range", "sym_sqrt", "triangle"]
 
 ONE = Dim.const(1)
 
@@ -43,7 +43,8 @@ def as_dim(x: Any) -> Dim:
         raise TypeError("a size cannot be a bool")
     if isinstance(x, Drawn):  # a random number in size arithmetic (H - i): no known size
         return tracer().new_dim("draw")
-    return Dim.const(int(x))
+    t = _TRACER.get()  # a size turned into an int (int(T), int(math.sqrt(S*S))): that size
+    return t.leaks[int(x)] if t is not None and int(x) in t.leaks else Dim.const(int(x))
 
 
 def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
@@ -73,14 +74,18 @@ class SymFloat(float):
     ``math.ceil``, ``round``) it is a fresh size, unrelated to the others, or, for a size over
     a positive ``int`` (``exact``: ``(N, 32)``), that quotient (``math.ceil(N / 32)`` is
     ``(N + 31) // 32``).  ``int()`` must give a plain ``int``, so it stops the trace: either
-    way no size is a constant read off the witness (``int(N * 0.1)`` was 1 at every ``N``)."""
+    way no size is a constant read off the witness (``int(N * 0.1)`` was 1 at every ``N``).
+    ``math.sqrt`` of a size ``n`` keeps it (``root``): rounded, it is the size whose square
+    ``n`` is, where ``n`` is one at every size, else :class:`Square` asks for a trace again."""
 
-    __slots__ = ("exact",)
+    __slots__ = ("exact", "root")
     exact: tuple[Dim, int] | None
+    root: Dim | None
 
-    def __new__(cls, value: float, exact: tuple[Dim, int] | None = None) -> SymFloat:
+    def __new__(cls, value: float, exact: tuple[Dim, int] | None = None,
+                root: Dim | None = None) -> SymFloat:
         out = super().__new__(cls, value)
-        out.exact = exact
+        out.exact, out.root = exact, root
         return out
 
     __add__ = __radd__ = _real(operator.add)
@@ -115,6 +120,8 @@ class SymFloat(float):
     __hash__ = float.__hash__
 
     def _rounded(self, up: int) -> SymSize:
+        if self.root is not None:
+            return SymSize(self._root())
         if self.exact is None:
             return SymSize(tracer().new_dim("n"))
         p, k = self.exact  # floor((p + up) / k), a floor division that needs no exactness
@@ -129,12 +136,47 @@ class SymFloat(float):
     __trunc__ = __floor__  # sizes are positive
 
     def __round__(self, ndigits: Any = None) -> Any:  # half to even: not a quotient
-        return SymSize(tracer().new_dim("n")) if ndigits is None else \
-            round(float(self), ndigits)
+        return self._rounded(0) if self.root is not None and ndigits is None else \
+            SymSize(tracer().new_dim("n")) if ndigits is None else round(float(self), ndigits)
+
+    def _root(self) -> Dim:
+        """The size whose square ``root`` is at every size (``S**2``: ``S``), else
+        :class:`Square` (verify traces again with ``root`` a new size's square)."""
+        d = self.root
+        assert d is not None
+        if d.constant is not None:
+            return Dim.const(math.isqrt(max(d.constant, 0)))
+        ((monomial, c),) = d.terms.items() if len(d.terms) == 1 else (((), 0),)
+        if c <= 0 or math.isqrt(c) ** 2 != c or any(p % 2 for _, p in monomial):
+            raise Square(d, tracer().where())
+        return math.prod((Dim.atom(a) ** (p // 2) for a, p in monomial),
+                         start=Dim.const(math.isqrt(c)))
 
     def __int__(self) -> int:
+        if self.root is not None:  # the root's witness, read back as the root (as_dim)
+            return tracer().leak(self._root())
         raise Unsupported(f"int() of a size times a float ({self!r} at the witness; write "
                           "N // 10, or math.floor or round(), a fresh size to verify)")
+
+
+class Square(BaseException):
+    """``int(math.sqrt(n))`` of a size ``n`` that is no square at every size (ViT's patch grid,
+    ``h = w = int(math.sqrt(N))``): verify traces again with ``n`` a new size's square, an
+    assumption it states (a ``BaseException``: user code's ``except Exception`` must not
+    take it)."""
+
+    def __init__(self, dim: Dim, where: Any):
+        super().__init__(f"int() of the square root of {dim}")
+        self.dim, self.where = dim, where
+
+
+def sym_sqrt(x: Any) -> Any:
+    """``math.sqrt`` while verifying: of a size, its witness's root, remembering the size (a
+    :class:`SymFloat`'s ``root``), so that ``int()`` of it is a size."""
+    return SymFloat(_SQRT(float(x)), root=x.dim) if isinstance(x, SymSize) else _SQRT(x)
+
+
+_SQRT = math.sqrt
 
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
@@ -175,6 +217,14 @@ def exact_quotient(total: Dim, known: Dim) -> Dim | None:
                          start=Dim.const(coeff))
         quotient, rest = quotient + term, rest - term * known
     return None
+
+
+def _read_back(o: Any) -> Any:
+    """An ``int`` that is a size turned into a number (:func:`as_dim`) as that size (einops
+    divides ``(h w)`` by ``h=int(math.sqrt(N))``), any other operand as it is."""
+    if type(o) is int and (d := as_dim(o)).constant is None:
+        return SymSize(d)
+    return o
 
 
 class SymSize:
@@ -233,6 +283,7 @@ class SymSize:
         return q
 
     def __floordiv__(self, o: Any) -> Any:
+        o = _read_back(o)
         if (q := self._exact(o)) is not None:
             return SymSize(q)
         o = _divisor(self, "//", o)
@@ -248,6 +299,7 @@ class SymSize:
         return SymFloat(float(o) / float(self))
 
     def __mod__(self, o: Any) -> Any:
+        o = _read_back(o)
         if self._exact(o) is not None:
             return SymSize(ONE * 0)  # H*W % W, as the // beside it divides
         o = _divisor(self, "%", o)

@@ -52,7 +52,6 @@ _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
     **dict.fromkeys(("grad", "grad_fn"), lambda a: None),
     "layout": lambda a: torch.strided,
     "data": lambda a: a,
-    **dict.fromkeys(("real", "imag"), lambda a: S.SymArray(a.dims, "f")),  # complex: float kind
     "itemsize": lambda a: dtype_of(a).itemsize,
 }
 
@@ -60,7 +59,7 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "type": _type,
     "element_size": lambda a: dtype_of(a).itemsize,
     "is_floating_point": lambda a: a.kind == "f",
-    "is_complex": lambda a: False,
+    "is_complex": lambda a: a.kind == "c",
     "get_device": lambda a: -1,
     "requires_grad_": lambda a, *r, **k: a,
     "retain_grad": lambda a: None,
@@ -493,14 +492,22 @@ def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
 
 
 def _view_as_complex(x: Any) -> S.SymArray:
-    """``torch.view_as_complex``: the last axis, of size 2, as one number.  Complex values are
-    of float kind here (:func:`~tensig.check.tracer.kind_of`), so a fitted ``view_as_real``
-    met a float tensor and stopped (LLaMA's rotary embedding): both are by hand."""
+    """``torch.view_as_complex``: the last axis, of size 2, as one number."""
     a = S._sym(x)
     if not a.ndim or differ(a.dims[-1], sym_sizes.as_dim(2)):
         tracer().report("op-shape", f"torch.view_as_complex of {shape_text(a)}: the last "
                                     "axis holds (real, imaginary) pairs, size 2")
-    return S.SymArray(a.dims[:-1], "f")
+    return S.SymArray(a.dims[:-1], "c")
+
+
+def _view_as_real(x: Any) -> S.SymArray:
+    """``torch.view_as_real``: each complex number as a (real, imaginary) pair; torch refuses
+    a real tensor (one already viewed as real, or a magnitude)."""
+    a = S._sym(x)
+    if a.kind != "c":
+        tracer().report("op-shape", f"torch.view_as_real of a real tensor {shape_text(a)}: "
+                                    "torch takes complex tensors only")
+    return S.SymArray((*a.dims, sym_sizes.as_dim(2)), "f")
 
 
 def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
@@ -603,7 +610,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "pad": _pad,
     "istft": _istft,
     "view_as_complex": _view_as_complex,
-    "view_as_real": lambda x: S.SymArray((*S._sym(x).dims, sym_sizes.as_dim(2)), "f"),
+    "view_as_real": _view_as_real,
     "unique": _unique,
     "unique_consecutive": lambda x, return_inverse=False, return_counts=False, dim=None:
         _unique(x, True, return_inverse, return_counts, dim),

@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.reshape_order import divide, moved_factors
+from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint
 from tensig.check.sym_sizes import (
     _LEN,
     _RANGE,
@@ -63,7 +63,7 @@ TORCH: dict[str, Callable[..., Any]] = {}
 CREATION_NUMPY: dict[str, Callable[..., Any]] = {}
 CREATION_TORCH: dict[str, Callable[..., Any]] = {}
 #: Each element kind's dtype, by the name NumPy, torch and JAX all give it.
-DTYPES = {"f": "float32", "i": "int64", "b": "bool"}
+DTYPES = {"c": "complex64", "f": "float32", "i": "int64", "b": "bool"}
 
 
 def sym_len(x: Any) -> Any:
@@ -99,16 +99,27 @@ def reduction(kind: str | None = None, nonempty: bool = False) -> Callable[..., 
 
 def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray]:
     """An elementwise function or method (``np.exp``, ``F.relu``, ``x.float()``): the operand's
-    shape with the element kind ``kind`` (None: its own).  With ``axis``, the ``dim``/``axis``
-    argument (``softmax(x, dim)``) must name an axis of the operand."""
+    shape with the element kind ``kind`` (:func:`result_kind`).  With ``axis``, the
+    ``dim``/``axis`` argument (``softmax(x, dim)``) must name an axis of the operand."""
     def model(x: Any, *args: Any, **kw: Any) -> SymArray:
         a = _sym(x)
         if axis:  # checked to be in range
             _axes(kw.get("dim", kw.get("axis", args[0] if args else None)), a.ndim)
             _mask(a, kw)
-        return SymArray(a.dims, kind or a.kind, a.loose)
+        return SymArray(a.dims, result_kind(kind, {a.kind}), a.loose)
 
     return model
+
+
+def result_kind(kind: str | None, kinds: set[str]) -> str:
+    """An elementwise result's element kind: ``kind`` where the operation fixes it, else the
+    widest operand's (complex, float, int, bool).  A complex operand keeps a float operation
+    complex (``z / 2``, ``np.exp(z)``); ``"r"`` (``abs``) is a complex's real kind, else the
+    operand's own."""
+    widest = next((k for k in "cfib" if k in kinds), "b")
+    if kind == "r":
+        return "f" if widest == "c" else widest
+    return "c" if kind == "f" and widest == "c" else kind or widest
 
 
 def _mask(a: Any, kw: dict[str, Any]) -> Any:
@@ -150,6 +161,7 @@ RESULT_KIND: dict[str, str] = {
     **dict.fromkeys(("true_divide", "divide", "div", "float_power", "exp", "log", "sqrt", "rsqrt",
                      "tanh", "sin", "cos", "exp2", "log2", "log10", "log1p", "expm1", "reciprocal",
                      "arctan", "power", "erf", "erf_inv", "logistic", "cbrt", "sigmoid"), "f"),
+    **dict.fromkeys(("abs", "absolute", "angle"), "r"),  # a complex's: real
 }
 
 
@@ -160,13 +172,15 @@ _NUMPY_METHODS = frozenset(("cumsum", "cumprod", "argsort", "argpartition", "sea
 class SymArray:
     """An array with a symbolic shape and no data.
 
-    ``dims`` are canonical dimensions; ``kind`` is the dtype kind (``"f"``, ``"i"``, ``"b"``);
+    ``dims`` are canonical dimensions; ``kind`` is the dtype kind (``"c"``, ``"f"``, ``"i"``,
+    ``"b"``);
     ``loose`` marks size-1 axes that came from the outside (a signature's ``1``): stretching
     them is *implicit*, while a size-1 axis the code made itself (``None``, ``unsqueeze``,
     ``keepdims``) is an explicit request to broadcast.
     """
 
     __array_priority__ = 1000
+    skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
                  loose: frozenset[int] = frozenset()):
@@ -266,7 +280,8 @@ class SymArray:
     __truediv__, __rtruediv__ = binary("f"), binary("f", reverse=True)
     __lt__ = __le__ = __gt__ = __ge__ = binary("b")
     __eq__ = __ne__ = binary("b")  # type: ignore[assignment]
-    __invert__ = __neg__ = __pos__ = __abs__ = _same
+    __invert__ = __neg__ = __pos__ = _same
+    __abs__ = _magnitude = unary("r")
 
     __hash__ = object.__hash__
 
@@ -283,12 +298,19 @@ class SymArray:
 
     # -- methods shared by numpy and torch ---------------------------------------------------
     def __getitem__(self, key: Any) -> SymArray:
-        return getitem(self, key)
+        out = getitem(self, key)
+        out.skew = carry_skew(self, key)
+        return out
 
     def reshape(self, *shape: Any, **kw: Any) -> SymArray:
         return reshape(self, _varargs(shape, kw.get("shape")))
 
     view = reshape
+
+    def view_as(self, o: Any) -> SymArray:
+        return reshape(self, _sym(o).dims)
+
+    reshape_as = view_as
 
     def transpose(self, *axes: Any) -> SymArray:
         if len(axes) == 2 and all(isinstance(a, int) for a in axes) and \
@@ -318,8 +340,8 @@ class SymArray:
 
     @property
     def real(self) -> SymArray:
-        """A complex array's parts (``np.fft.rfft(x).real``): its shape."""
-        return SymArray(self.dims, self.kind)
+        """A complex array's parts (``np.fft.rfft(x).real``): its shape, of real kind."""
+        return SymArray(self.dims, result_kind("r", {self.kind}))
 
     imag = real
 
@@ -373,12 +395,16 @@ class SymArray:
 
     max, min = _extreme("max"), _extreme("min")
 
-    abs = round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
+    abs = _magnitude
+    round = copy = cpu = cuda = numpy = _same  # torch's other methods: __getattr__
 
     def clip(self, *bounds: Any, **kw: Any) -> SymArray:
         return clip(self, *bounds, **kw)
 
-    float = double = half = bfloat16 = unary("f")
+    def float(self, *args: Any, **kw: Any) -> SymArray:  # a cast: a complex's real part
+        return SymArray(self.dims, "f", self.loose)
+
+    double = half = bfloat16 = float
     int = long = unary("i")
     bool = unary("b")
 
@@ -490,14 +516,14 @@ def _axes(axis: Any, ndim: int) -> set[int]:
     return {_axis(i, ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
 
 
-_KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "f"),
+_KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "c"),
                ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i"))
 
 
 def kind_of(dtype: Any) -> str | None:
-    """The element kind (``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype class, dtype
-    name or array (``torch.int64``, ``np.float32``, ``"long"``, a tensor); None when it names
-    none."""
+    """The element kind (``"c"``, ``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype
+    class, dtype name or array (``torch.int64``, ``np.float32``, ``"long"``, a tensor); None
+    when it names none."""
     if isinstance(dtype, SymArray):
         return dtype.kind
     if not isinstance(dtype, type) and hasattr(dtype, "shape") and hasattr(dtype, "dtype"):
@@ -515,8 +541,8 @@ def _sym(x: Any) -> SymArray:
     if isinstance(x, SymSize):  # a size in arithmetic with arrays: an integer scalar
         return SymArray((), "i")
     if isinstance(x, int | float | bool | complex) or x is None:
-        kind = "b" if isinstance(x, bool) else ("i" if isinstance(x, int) else "f")
-        return SymArray((), kind)
+        return SymArray((), "b" if isinstance(x, bool) else "i" if isinstance(x, int) else
+                        "c" if isinstance(x, complex) else "f")
     shape = getattr(x, "shape", None)
     if shape is None:
         if isinstance(x, list | tuple | _RANGE):
@@ -541,10 +567,8 @@ def elementwise(operands: list[Any], kind: str | None = None, what: str = "an el
                 "operation") -> SymArray:
     arrays = [_sym(x) for x in operands]
     dims, loose = broadcast(arrays, what)
-    if kind is None:
-        kinds = {a.kind for a in arrays if a.dims or isinstance(a, SymArray)}
-        kind = "f" if "f" in kinds else ("i" if "i" in kinds else "b")
-    return SymArray(dims, kind, loose)
+    kinds = {a.kind for a in arrays if a.dims or isinstance(a, SymArray)}
+    return SymArray(dims, result_kind(kind, kinds), loose)
 
 
 def into(target: SymArray, x: Any, what: str) -> None:
@@ -655,14 +679,9 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
         tracer().report("reshape", f"reshape of {shape_text(a)} ({total} elements) into "
                                    f"[{', '.join(map(str, target))}] ({known} elements)")
         return SymArray([d for d in target if d is not None], a.kind)
-    dims = [d for d in target if d is not None]
-    moved = moved_factors(a.dims, dims)
-    if moved is not None:
-        tracer().report("reorder", f"reshape of {shape_text(a)} into "
-                                   f"[{', '.join(map(str, dims))}] {moved}: a reshape keeps "
-                                   "elements in order, so this mixes them; use a "
-                                   "transpose/permute if moving axes was meant")
-    return SymArray(dims, a.kind)
+    out = SymArray([d for d in target if d is not None], a.kind)
+    out.skew = order_lint(a, out)
+    return out
 
 
 def getitem(x: SymArray, key: Any) -> SymArray:

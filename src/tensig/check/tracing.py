@@ -184,14 +184,15 @@ class Tracer:
             f = f.f_back
         return None, None
 
-    def report(self, kind: str, message: str, where: Where | None = None) -> None:
+    def report(self, kind: str, message: str, where: Where | None = None) -> Finding:
         """Record a finding of a registered ``kind``, with the severity the registry gives it
         (:mod:`tensig.check.findings`: declared once, there), at the user's line running now
-        or at ``where``."""
+        or at ``where``; the finding, for one that a later step may withdraw."""
         file, line = where or self.where()
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)
+        return finding
 
     def made(self, array: Any) -> None:
         """Count a new symbolic array (past ``max_steps`` the trace stops: a loop that runs at

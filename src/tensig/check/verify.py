@@ -66,7 +66,7 @@ class Signature:
     results: tuple[tuple[Dim, ...], ...] | None
     symbols: tuple[str, ...]
     text: str = ""
-    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("f", "i", "b")
+    kinds: tuple[str, ...] | None = None  # the arguments' dtype kinds ("c", "f", "i", "b")
     optional: tuple[bool, ...] = ()
     absent: frozenset[int] = frozenset()
     #: each array's parameter position (None: the first ``len(args)`` parameters), and the
@@ -250,6 +250,7 @@ def _creation_patched() -> Iterator[None]:
     import builtins
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range),
+               (math, "sqrt", sym_sizes.sym_sqrt),
                (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min)]
     buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
@@ -399,6 +400,12 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
             _verify_traced(fn, sig, report, torch_style)
     except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
+    except sym_sizes.Square as e:
+        squared = _verify_square(fn, sig, e, torch_style, ignore, timeout)
+        if squared is None:
+            report.notes.append(f"verification stopped: {e} (no size of it solved to a "
+                                "square) is not modelled")
+        report = squared or report
     finally:
         _ONE_AT_A_TIME.release()
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
@@ -408,6 +415,34 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
 
 
 _ONE_AT_A_TIME = threading.RLock()  # the patches a trace installs are process-wide
+
+
+def _verify_square(fn: Callable[..., Any], sig: Signature, square: sym_sizes.Square,
+                   torch_style: bool | None, ignore: Iterable[str], timeout: float | None
+                   ) -> Report | None:
+    """``int(math.sqrt(n))`` of a size ``n`` no square at every size: verified again with a
+    symbol of ``n`` solved so that ``n`` is a new size's square (ViT's ``N`` as
+    ``N_root**2``), under that stated assumption; None (a note) where no symbol solves."""
+    d = square.dim
+    for name in sorted(set(d.symbols) & set(sig.symbols)):
+        root = Dim.symbol(f"{name}_root")
+        with contextlib.suppress(ValueError):
+            value, conditions = (d - root ** 2).solve_for(name)
+            if conditions:
+                continue
+            sub = {name: value}
+            squared = dataclasses.replace(
+                sig, args=tuple(tuple(x.subs(sub) for x in a) for a in sig.args),
+                results=sig.results and tuple(tuple(x.subs(sub) for x in r) for r in sig.results),
+                symbols=tuple(str(root) if s == name else s for s in sig.symbols))
+            report = verify(fn, squared, torch_style=torch_style, ignore=ignore, timeout=timeout)
+            report.findings.insert(0, tracing.Finding(
+                "assumption", f"assumes {d} is a square, {root}**2 (int(math.sqrt({d})) "
+                              "rounds down where it is not)" +
+                              ("" if d == Dim.symbol(name) else f"; {name} = {value}"),
+                *square.where))
+            return report
+    return None
 
 
 class Unbuilt(TensigError, TypeError):

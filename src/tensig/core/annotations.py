@@ -479,17 +479,18 @@ def known_family(name: str) -> str | None:
 
 
 def family_kind(family: str | None) -> str:
-    """The symbolic kind (``"f"``, ``"i"``, ``"b"``) of a dtype family, for ``tensig.verify``.
+    """The symbolic kind (``"c"``, ``"f"``, ``"i"``, ``"b"``) of a dtype family, for
+    ``tensig.verify``.
 
-    >>> family_kind("int"), family_kind("{int32,uint8}"), family_kind(None)
-    ('i', 'i', 'f')
+    >>> family_kind("int"), family_kind("{int32,uint8}"), family_kind("complex"), family_kind(None)
+    ('i', 'i', 'c', 'f')
     """
     if family is None:
         return "f"
     test = _family_test(family)
     kinds = {dtype_kind(n) for n in _KNOWN_DTYPES if test(n)}
-    if kinds == {"bool"}:
-        return "b"
+    if kinds in ({"bool"}, {"complex"}):
+        return kinds.pop()[0]
     return "i" if kinds == {"int"} or family == "key" else "f"
 
 
