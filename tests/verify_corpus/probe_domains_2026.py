@@ -686,6 +686,25 @@ def ctc_loss_torch_bug(h: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "
     return F.ctc_loss(lp, targets + 1, in_lens, tgt_lens, zero_infinity=True)
 
 
+def ctc_module(logits: Float[torch.Tensor, "T B C"], targets: Int[torch.Tensor, "B L"]
+               ) -> Float[torch.Tensor, ""]:
+    """nn.CTCLoss as PyTorch's documentation calls it: lengths built with torch.full and
+    torch.randint, every size passed by keyword."""
+    ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+    in_lens = torch.full(size=(logits.shape[1],), fill_value=logits.shape[0], dtype=torch.long)
+    tgt_lens = torch.randint(low=1, high=targets.shape[1], size=(logits.shape[1],))
+    return ctc(logits.log_softmax(2), targets, in_lens, tgt_lens)
+
+
+def ctc_module_bug(logits: Float[torch.Tensor, "T B C"], targets: Int[torch.Tensor, "B L"]
+                   ) -> Float[torch.Tensor, ""]:
+    ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+    in_lens = torch.full(size=(logits.shape[0],), fill_value=logits.shape[0],  # BUG: T of them
+                         dtype=torch.long)
+    tgt_lens = torch.randint(low=1, high=targets.shape[1], size=(logits.shape[1],))
+    return ctc(logits.log_softmax(2), targets, in_lens, tgt_lens)
+
+
 # -- NeRF rendering (JAX) -----------------------------------------------------------------------
 
 
@@ -1028,6 +1047,7 @@ CASES = [
     ("jax dilated causal conv", causal_conv_jax, causal_conv_jax_bug, "TS103"),
     ("ctc alpha table", ctc_alpha, ctc_alpha_bug, "TS101"),
     ("ctc loss time-major", ctc_loss_torch, ctc_loss_torch_bug, "TS108"),
+    ("ctc loss module, sizes by keyword", ctc_module, ctc_module_bug, "TS108"),
     ("nerf render jax", nerf_render, nerf_render_bug, "TS101"),
     ("nerf raw2outputs", nerf_render_np, nerf_render_np_bug, "TS101"),
     ("label smoothing", smooth_ce, smooth_ce_bug, "TS101"),

@@ -417,7 +417,7 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
 CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
-                      full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
+                      full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
                       randint=lambda *args, **kw: created(kw["size"] if "size" in kw else args[-1],
