@@ -19,7 +19,7 @@ import torch
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
-from verify_corpus.probe_domains_2026 import ASSUMES, CASES, STOPS
+from verify_corpus.probe_domains_2026 import ASSUMES, CASES, STOPS, greedy_nms
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
@@ -40,6 +40,15 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
     stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
     assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
         f"{name}: {rb}"
+
+
+def test_a_loop_until_the_data_says_stop_is_stopped_with_a_note():
+    """``while order.size > 0`` over data-dependent counts: each is a fresh size whose witness
+    no step shrinks, so the loop ran on until the step budget, minutes later.  Now a line that
+    decides conditions on such sizes too often stops the trace (the timeout is a guard)."""
+    r = verify(greedy_nms, timeout=30)
+    assert not r.findings and len(r.notes) == 1 and "until the data says stop" in r.notes[0], \
+        str(r)
 
 
 def _library(fn) -> type:

@@ -114,6 +114,27 @@ def box_decode_bug(deltas: Float[torch.Tensor, "N 4"], anchors: Float[torch.Tens
     return torch.stack([pcx - pw / 2, pcy - ph / 2, pcx + pw / 2, pcy + ph / 2], dim=0)  # BUG
 
 
+# Not in CASES: py-faster-rcnn's greedy NMS loops until the data leaves no box (``while
+# order.size > 0``); no size shrinks the witness of a data-dependent count, so verify stops it
+# with a note (tests/test_verify_realcode_domains.py) where it once ran on without end.
+def greedy_nms(dets: Float[np.ndarray, "N, 5"], thresh: float = 0.5) -> Int[np.ndarray, "K"]:
+    """py-faster-rcnn's py_cpu_nms: the best remaining box kept, those overlapping it more
+    than the threshold dropped, until none remain."""
+    x1, y1, x2, y2, scores = dets[:, 0], dets[:, 1], dets[:, 2], dets[:, 3], dets[:, 4]
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order = scores.argsort()[::-1]
+    keep = []
+    while order.size > 0:
+        i = order[0]
+        keep.append(i)
+        w = np.maximum(0.0, np.minimum(x2[i], x2[order[1:]]) - np.maximum(x1[i], x1[order[1:]]))
+        h = np.maximum(0.0, np.minimum(y2[i], y2[order[1:]]) - np.maximum(y1[i], y1[order[1:]]))
+        inter = w * h
+        ovr = inter / (areas[i] + areas[order[1:]] - inter)
+        order = order[np.where(ovr <= thresh)[0] + 1]
+    return np.array(keep)
+
+
 # -- beam search (torch, JAX) -------------------------------------------------------------------
 
 

@@ -279,6 +279,7 @@ class SymSize:
         if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
             return NotImplemented
         a, b = self.dim, as_dim(other)
+        tracer().decided(a, b)
         try:
             return fn(a, b)
         except InconclusiveError:

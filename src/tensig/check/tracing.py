@@ -62,6 +62,7 @@ class Finding:
 
 Where = tuple[str | None, int | None]  # a finding's file and line
 MAX_STEPS = 1_000_000  # symbolic arrays one trace may make (a bound on a loop's work)
+MAX_DATA_DECISIONS = 1000  # conditions on data-dependent sizes one line may decide
 
 
 class TraceLimit(BaseException):
@@ -80,6 +81,8 @@ class Tracer:
     witness: dict[str, int]
     findings: list[Finding] = field(default_factory=list)
     fresh: int = 0
+    data_sizes: set[str] = field(default_factory=set)  # new_dim's names
+    data_decisions: dict[Where, int] = field(default_factory=dict)  # see decided
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
     exact: list[tuple[Dim, int]] = field(default_factory=list)  # shown exact at every size
@@ -243,10 +246,24 @@ class Tracer:
                                   f"by it); assumes {d} is within the concrete array's bounds")
         return d
 
+    def decided(self, *dims: Dim) -> None:
+        """Count a size condition decided on ``dims``: past :data:`MAX_DATA_DECISIONS` at one
+        line on data-dependent sizes (:meth:`new_dim`'s, which no witness shrinks) the trace
+        stops, as a loop that runs until the data says stop (``while order.size > 0`` of a
+        greedy NMS) would never end."""
+        if any(d.symbols & self.data_sizes for d in dims):
+            where = self.where()
+            self.data_decisions[where] = count = self.data_decisions.get(where, 0) + 1
+            if count > MAX_DATA_DECISIONS:
+                raise TraceLimit(f"a condition on data-dependent sizes was decided {count - 1} "
+                                 f"times at line {where[1]}: a loop that runs until the data "
+                                 "says stop (while x.size > 0) is not followed")
+
     def new_dim(self, hint: str) -> Dim:
         """A fresh existential dimension (a data-dependent size, like a Remora box)."""
         self.fresh += 1
         name = f"{hint}{self.fresh}"
+        self.data_sizes.add(name)
         self.witness[name] = 3
         return Dim.symbol(name)
 
