@@ -404,6 +404,20 @@ def gp_log_marginal_bug(X: Float[np.ndarray, "N, D"], Y: Float[np.ndarray, "N, P
     return -0.5 * np.sum(A ** 2, axis=1) - np.log(np.diag(L)).sum() - 0.5 * N * np.log(2 * np.pi)
 
 
+def mvn_log_prob(mu: Float[torch.Tensor, "B D"], L: Float[torch.Tensor, "D D"],
+                 x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B"]:
+    """A Gaussian's log density through torch.distributions (as GPyTorch-style code scores
+    samples): one Cholesky factor shared by the batch of means, whose batch shape
+    MultivariateNormal finds with torch.broadcast_shapes."""
+    return torch.distributions.MultivariateNormal(mu, scale_tril=torch.tril(L)).log_prob(x)
+
+
+def mvn_log_prob_bug(mu: Float[torch.Tensor, "B D"], L: Float[torch.Tensor, "D D"],
+                     x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B"]:
+    return torch.distributions.MultivariateNormal(mu.T, scale_tril=torch.tril(L)  # BUG: [D, B]
+                                                  ).log_prob(x)
+
+
 # -- hidden Markov models (NumPy, JAX) ----------------------------------------------------------
 
 
@@ -1056,6 +1070,7 @@ CASES = [
     ("glow coupling", glow_coupling, glow_coupling_bug, "TS103"),
     ("gp predict", gp_predict, gp_predict_bug, "TS102"),
     ("gp log marginal", gp_log_marginal, gp_log_marginal_bug, "TS103"),
+    ("mvn log_prob, broadcast_shapes", mvn_log_prob, mvn_log_prob_bug, "TS101"),
     ("hmm forward", hmm_forward, hmm_forward_bug, "TS101"),
     ("viterbi", viterbi, viterbi_bug, "TS101"),
     ("hmm forward scan", hmm_forward_scan, hmm_forward_scan_bug, "TS101"),

@@ -287,6 +287,14 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray(dims, kind_of(dtype) or "f")
 
 
+def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
+    """NumPy's and torch's ``broadcast_shapes`` of symbolic shapes (torch.distributions' batch
+    shapes): the shape their arrays broadcast to, by the one broadcasting rule, so no size is
+    a witness read as a number (``[B, D]`` expanded to ``[11, D]``)."""
+    dims, _ = broadcast([created(s) for s in shapes], "broadcast_shapes")
+    return SymArray(dims, "f").shape
+
+
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -417,6 +425,7 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
 CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
+                      broadcast_shapes=broadcast_shapes,
                       full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
