@@ -584,6 +584,24 @@ def stft_frames_bug(x: Float[np.ndarray, "16*F+48"]) -> Float[np.ndarray, "F, 33
     return np.abs(np.fft.rfft(frames, axis=0)) ** 2  # BUG: the transform over the frames
 
 
+def stft_centered(x: Float[np.ndarray, "L"]) -> Float[np.ndarray, "129, L//64+1"]:
+    """librosa's centred STFT by a loop: reflect-padded by n_fft // 2, one frame per hop,
+    stacked as columns."""
+    n_fft, hop = 256, 64
+    y = np.pad(x, n_fft // 2, mode="reflect")
+    n = 1 + (len(y) - n_fft) // hop
+    frames = np.stack([y[i * hop: i * hop + n_fft] for i in range(n)], axis=1)
+    return np.abs(np.fft.rfft(frames * np.hanning(n_fft)[:, None], axis=0))
+
+
+def stft_centered_bug(x: Float[np.ndarray, "L"]) -> Float[np.ndarray, "129, L//64+1"]:
+    n_fft, hop = 256, 64
+    y = np.pad(x, n_fft // 2, mode="reflect")
+    n = 1 + (len(y) - n_fft) // hop
+    frames = np.stack([y[i * hop: i * hop + n_fft] for i in range(n)], axis=1)
+    return np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=0))  # BUG: window on the frames
+
+
 def _mel_filters(n_mels: int, n_fft: int, sr: float) -> np.ndarray:
     """Triangular filters between mel-spaced edges on the rfft bins: [n_mels, n_fft//2+1]."""
     bins = np.linspace(0, sr / 2, n_fft // 2 + 1)
@@ -1077,6 +1095,7 @@ CASES = [
     ("sinkhorn", sinkhorn, sinkhorn_bug, "TS102"),
     ("log-domain sinkhorn", sinkhorn_log, sinkhorn_log_bug, "TS101"),
     ("stft frames", stft_frames, stft_frames_bug, "TS103"),
+    ("centred stft by a loop", stft_centered, stft_centered_bug, "TS101"),
     ("log mel", log_mel, log_mel_bug, "TS102"),
     ("jax mel front end", mel_frontend_jax, mel_frontend_jax_bug, "TS102"),
     ("tcn temporal block", tcn_block, tcn_block_bug, "TS101"),

@@ -92,8 +92,10 @@ def _ellipsis(n: int) -> str:
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``), or
     None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
+    if len(set(map(id, arrays))) != len(arrays):
+        return None
     steps = tracer().loops.get(len(arrays))
-    return steps if steps is not None and len(set(map(id, arrays))) == len(arrays) else None
+    return steps if steps is not None else tracer().loop_of(list(arrays))
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

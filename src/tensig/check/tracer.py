@@ -176,6 +176,7 @@ class SymArray:
         t = _TRACER.get()
         if t is not None:
             t.made(self)
+        self.born = t.steps if t is not None else 0  # which loop step made it (Tracer.windows)
 
     # -- describing ------------------------------------------------------------------------
     @property

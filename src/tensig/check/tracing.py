@@ -97,6 +97,7 @@ class Tracer:
                                                    compare=False)  # see assumption_envs
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: dict[int, Dim | None] = field(default_factory=dict)  # steps -> a loop's size
+    windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at sizes where the assumed divisions in ``a - b`` are
@@ -293,11 +294,23 @@ class Tracer:
         remembered by its value, so a list of one item per step has ``d`` items when stacked.
         A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3 coordinates has
         as many (witnesses are primes from 11 for that); two sizes of one value, or a loop of a
-        literal count in the user's code, leave that value to no size."""
+        literal count in the user's code, leave that value to no size (a list made one array
+        per step of a loop over a range is its loop's, whatever its count: :meth:`loop_of`)."""
         n = self.value(d)
         if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
             self.loops[n] = d if self.loops.get(n, d) == d else None
         return n
+
+    def loop_of(self, arrays: list[Any]) -> Dim | None:
+        """The size of a finished loop over ``range(d)`` that made ``arrays``, the k-th array
+        at its k-th step (``windows``: the step count where each loop step began, and where
+        the loop ended): evidence where ``counted``'s value is too small to be any."""
+        for d, marks in self.windows:
+            if len(marks) == len(arrays) + 1 and all(
+                    marks[k] < getattr(a, "born", -1) <= marks[k + 1]
+                    for k, a in enumerate(arrays)):
+                return d
+        return None
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
