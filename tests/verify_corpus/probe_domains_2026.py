@@ -283,6 +283,36 @@ def knn_group_bug(xyz: Float[torch.Tensor, "B N 3"], new_xyz: Float[torch.Tensor
     return torch.cat([rel, feats[batch, idx]], dim=-1)
 
 
+def ball_query_torch(xyz: Float[torch.Tensor, "B N 3"], new_xyz: Float[torch.Tensor, "B S 3"]
+                     ) -> Int[torch.Tensor, "B S 8"]:
+    """PointNet++'s query_ball_point in torch: ids past the radius set to N by a mask, sorted,
+    the first 8, the misses filled with each group's first id through a second mask."""
+    B, N, _ = xyz.shape
+    S = new_xyz.shape[1]
+    group_idx = torch.arange(N).view(1, 1, N).repeat([B, S, 1])
+    sq = torch.cdist(new_xyz, xyz) ** 2
+    group_idx[sq > 0.2 ** 2] = N
+    group_idx = group_idx.sort(dim=-1)[0][:, :, :8]
+    group_first = group_idx[:, :, 0].view(B, S, 1).repeat([1, 1, 8])
+    mask = group_idx == N
+    group_idx[mask] = group_first[mask]
+    return group_idx
+
+
+def ball_query_torch_bug(xyz: Float[torch.Tensor, "B N 3"], new_xyz: Float[torch.Tensor, "B S 3"]
+                         ) -> Int[torch.Tensor, "B S 8"]:
+    B, N, _ = xyz.shape
+    S = new_xyz.shape[1]
+    group_idx = torch.arange(N).view(1, 1, N).repeat([B, S, 1])
+    sq = torch.cdist(new_xyz, xyz) ** 2
+    group_idx[sq > 0.2 ** 2] = N
+    group_idx = group_idx.sort(dim=-1)[0][:, :, :8]
+    group_first = group_idx[:, :, 0].repeat([1, 1, 8])  # BUG: [1, B, 8*S], no group axis
+    mask = group_idx == N
+    group_idx[mask] = group_first[mask]
+    return group_idx
+
+
 def ball_query_np(xyz: Float[np.ndarray, "N, 3"], centers: Float[np.ndarray, "S, 3"],
                   radius: float = 0.2) -> Int[np.ndarray, "S, 8"]:
     """PointNet++ ball query in NumPy: point ids, those outside the radius set to N, sorted,
@@ -681,6 +711,28 @@ def causal_conv_jax_bug(x: Float[jax.Array, "B, T, C"], w: Float[jax.Array, "3, 
                                     rhs_dilation=(d,), dimension_numbers=("NWC", "WIO", "NWC"))
 
 
+def tcn_stack_jax(x: Float[jax.Array, "B, T, C"], ws: Float[jax.Array, "4, 2, C, C"]
+                  ) -> Float[jax.Array, "B, T, C"]:
+    """WaveNet/TCN dilations 1, 2, 4, 8 in a Python loop: each causal conv left-pads by its
+    dilation (kernel 2), residual added."""
+    for i in range(4):
+        d = 2 ** i
+        y = lax.conv_general_dilated(x, ws[i], (1,), [(d, 0)], rhs_dilation=(d,),
+                                     dimension_numbers=("NWC", "WIO", "NWC"))
+        x = x + jax.nn.relu(y)
+    return x
+
+
+def tcn_stack_jax_bug(x: Float[jax.Array, "B, T, C"], ws: Float[jax.Array, "4, 2, C, C"]
+                      ) -> Float[jax.Array, "B, T, C"]:
+    for i in range(4):
+        d = 2 ** i
+        y = lax.conv_general_dilated(x, ws[i], (1,), [(1, 0)], rhs_dilation=(d,),  # BUG: pad 1
+                                     dimension_numbers=("NWC", "WIO", "NWC"))
+        x = x + jax.nn.relu(y)
+    return x
+
+
 # -- CTC alignment tables (NumPy) ---------------------------------------------------------------
 
 
@@ -720,6 +772,45 @@ def ctc_alpha_bug(log_probs: Float[np.ndarray, "T, V"], labels: Int[np.ndarray, 
         two = np.where(skip, np.concatenate([[-np.inf], prev[:-2]]), -np.inf)  # BUG: one short
         alpha[t] = np.logaddexp(np.logaddexp(prev, one), two) + lp[t]
     return alpha
+
+
+def ctc_alpha_scan(logits: Float[jax.Array, "B, T, V"], lab: Int[jax.Array, "B, L"]
+                   ) -> Float[jax.Array, "B, T, 2*L+1"]:
+    """The CTC forward table in JAX for a batch: blanks interleaved by .at[].set, the label
+    log-probs by take_along_axis, lax.scan over time with the one- and two-back shifts as
+    pads (the two-back term kept for every state here, as blank-free label sets allow)."""
+    B, L = lab.shape
+    S = 2 * L + 1
+    ext = jnp.zeros((B, S), jnp.int32).at[:, 1::2].set(lab)
+    idx = jnp.broadcast_to(ext[:, None, :], (B, logits.shape[1], S))
+    lp = jnp.take_along_axis(jax.nn.log_softmax(logits), idx, axis=2)
+
+    def step(alpha, lpt):
+        one = jnp.pad(alpha, ((0, 0), (1, 0)), constant_values=-jnp.inf)[:, :-1]
+        two = jnp.pad(alpha, ((0, 0), (2, 0)), constant_values=-jnp.inf)[:, :-2]
+        a = jnp.logaddexp(jnp.logaddexp(alpha, one), two) + lpt
+        return a, a
+    a0 = jnp.full((B, S), -jnp.inf).at[:, :2].set(lp[:, 0, :2])
+    _, alphas = lax.scan(step, a0, jnp.swapaxes(lp[:, 1:], 0, 1))
+    return jnp.concatenate([a0[:, None], jnp.swapaxes(alphas, 0, 1)], axis=1)
+
+
+def ctc_alpha_scan_bug(logits: Float[jax.Array, "B, T, V"], lab: Int[jax.Array, "B, L"]
+                       ) -> Float[jax.Array, "B, T, 2*L+1"]:
+    B, L = lab.shape
+    S = 2 * L + 1
+    ext = jnp.zeros((B, S), jnp.int32).at[:, 1::2].set(lab)
+    idx = jnp.broadcast_to(ext[:, None, :], (B, logits.shape[1], S))
+    lp = jnp.take_along_axis(jax.nn.log_softmax(logits), idx, axis=2)
+
+    def step(alpha, lpt):
+        one = jnp.pad(alpha, ((0, 0), (1, 0)), constant_values=-jnp.inf)[:, :-1]
+        two = jnp.pad(alpha, ((0, 0), (1, 0)), constant_values=-jnp.inf)[:, :-2]  # BUG: pad 1
+        a = jnp.logaddexp(jnp.logaddexp(alpha, one), two) + lpt
+        return a, a
+    a0 = jnp.full((B, S), -jnp.inf).at[:, :2].set(lp[:, 0, :2])
+    _, alphas = lax.scan(step, a0, jnp.swapaxes(lp[:, 1:], 0, 1))
+    return jnp.concatenate([a0[:, None], jnp.swapaxes(alphas, 0, 1)], axis=1)
 
 
 def ctc_loss_torch(h: Float[torch.Tensor, "B T D"], w: Float[torch.Tensor, "V D"],
@@ -1083,6 +1174,7 @@ CASES = [
     ("stn affine_grid crop", stn_crop, stn_crop_bug, "TS108"),
     ("pointnet++ fps", farthest_point_sample, farthest_point_sample_bug, "TS101"),
     ("pointnet++ knn group", knn_group, knn_group_bug, "TS101"),
+    ("pointnet++ ball query torch", ball_query_torch, ball_query_torch_bug, "TS105"),
     ("pointnet++ ball query", ball_query_np, ball_query_np_bug, "TS101"),
     ("realnvp coupling", realnvp_coupling, realnvp_coupling_bug, "TS103"),
     ("glow coupling", glow_coupling, glow_coupling_bug, "TS103"),
@@ -1100,7 +1192,9 @@ CASES = [
     ("jax mel front end", mel_frontend_jax, mel_frontend_jax_bug, "TS102"),
     ("tcn temporal block", tcn_block, tcn_block_bug, "TS101"),
     ("jax dilated causal conv", causal_conv_jax, causal_conv_jax_bug, "TS103"),
+    ("jax tcn dilation stack", tcn_stack_jax, tcn_stack_jax_bug, "TS101"),
     ("ctc alpha table", ctc_alpha, ctc_alpha_bug, "TS101"),
+    ("jax ctc table by scan", ctc_alpha_scan, ctc_alpha_scan_bug, "TS101"),
     ("ctc loss time-major", ctc_loss_torch, ctc_loss_torch_bug, "TS108"),
     ("ctc loss module, sizes by keyword", ctc_module, ctc_module_bug, "TS108"),
     ("nerf render jax", nerf_render, nerf_render_bug, "TS101"),
@@ -1120,4 +1214,5 @@ CASES = [
 # the bugs torch rejects: the trace stops there, with the note saying so
 STOPS = {"raft flow warp", "stn affine_grid crop"}
 # correct code that needs a size at least its k nearest / its group size: the one warning
-ASSUMES = {"pointnet++ knn group": "assumes 4 <= N", "pointnet++ ball query": "assumes 8 <= N"}
+ASSUMES = {"pointnet++ knn group": "assumes 4 <= N", "pointnet++ ball query": "assumes 8 <= N",
+           "pointnet++ ball query torch": "assumes 8 <= N"}
