@@ -96,6 +96,9 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
+    ran = tracer().loop_of(list(arrays))  # one per step of a loop over range(d): d
+    if ran is not None:
+        return ran
     first = min((a.made_at for a in arrays if isinstance(a, SymArray)), default=None)
     begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
              when < first]
@@ -303,6 +306,14 @@ def created(*shape: Any, **kw: Any) -> SymArray:
     return SymArray(dims, kind_of(dtype) or "f")
 
 
+def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
+    """NumPy's and torch's ``broadcast_shapes`` of symbolic shapes (torch.distributions' batch
+    shapes): the shape their arrays broadcast to, by the one broadcasting rule, so no size is
+    a witness read as a number (``[B, D]`` expanded to ``[11, D]``)."""
+    dims, _ = broadcast([created(s) for s in shapes], "broadcast_shapes")
+    return SymArray(dims, "f").shape
+
+
 def _arange(*args: Any, **kw: Any) -> SymArray:
     nums = [as_dim(a) for a in args if not isinstance(a, float)]
     if len(nums) == 1:
@@ -429,7 +440,8 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
 CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
-                      full=lambda shape, fill_value, *args, **kw: created(shape, **kw))
+                      broadcast_shapes=broadcast_shapes,
+                      full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
 CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
                       randint=lambda *args, **kw: created(kw["size"] if "size" in kw else args[-1],

@@ -331,6 +331,7 @@ class SymSize:
         if not isinstance(other, SymSize | int | Dim) or isinstance(other, bool):
             return NotImplemented
         a, b = self.dim, as_dim(other)
+        tracer().decided(a, b)
         try:
             return fn(a, b)
         except InconclusiveError:
@@ -423,11 +424,15 @@ class SymRange:
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
+        marks = []  # the trace's step count as each loop step begins, then at the end
         try:
             for i in values:
                 step = self._index(i, ahead)
                 ended = ended or not isinstance(step, _LoopInt)
+                marks.append(tracer().steps)
                 yield step
+            if self.step == 1:  # run to its end: one item per step is d items
+                tracer().windows.append((self.stop - self.start, [*marks, tracer().steps]))
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
             if t is not None and not ended:

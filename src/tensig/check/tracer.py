@@ -190,7 +190,7 @@ class SymArray:
         t = _TRACER.get()
         if t is not None:
             t.made(self)
-        self.made_at = 0 if t is None else t.steps  # see Tracer.loop
+        self.made_at = 0 if t is None else t.steps  # see Tracer.loop and Tracer.loop_of
 
     # -- describing ------------------------------------------------------------------------
     @property

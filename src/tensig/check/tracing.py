@@ -78,6 +78,7 @@ class Finding:
 
 Where = tuple[str | None, int | None]  # a finding's file and line
 MAX_STEPS = 1_000_000  # symbolic arrays one trace may make (a bound on a loop's work)
+MAX_DATA_DECISIONS = 1000  # conditions on data-dependent sizes one line may decide
 
 
 class TraceLimit(BaseException):
@@ -96,6 +97,8 @@ class Tracer:
     witness: dict[str, int]
     findings: list[Finding] = field(default_factory=list)
     fresh: int = 0
+    data_sizes: set[str] = field(default_factory=set)  # new_dim's names
+    data_decisions: dict[Where, int] = field(default_factory=dict)  # see decided
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
@@ -109,6 +112,7 @@ class Tracer:
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
+    windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -221,10 +225,24 @@ class Tracer:
                                   f"by it); assumes {d} is within the concrete array's bounds")
         return d
 
+    def decided(self, *dims: Dim) -> None:
+        """Count a size condition decided on ``dims``: past :data:`MAX_DATA_DECISIONS` at one
+        line on data-dependent sizes (:meth:`new_dim`'s, which no witness shrinks) the trace
+        stops, as a loop that runs until the data says stop (``while order.size > 0`` of a
+        greedy NMS) would never end."""
+        if any(d.symbols & self.data_sizes for d in dims):
+            where = self.where()
+            self.data_decisions[where] = count = self.data_decisions.get(where, 0) + 1
+            if count > MAX_DATA_DECISIONS:
+                raise TraceLimit(f"a condition on data-dependent sizes was decided {count - 1} "
+                                 f"times at line {where[1]}: a loop that runs until the data "
+                                 "says stop (while x.size > 0) is not followed")
+
     def new_dim(self, hint: str) -> Dim:
         """A fresh existential dimension (a data-dependent size, like a Remora box)."""
         self.fresh += 1
         name = f"{hint}{self.fresh}"
+        self.data_sizes.add(name)
         self.witness[name] = 3
         return Dim.symbol(name)
 
@@ -253,7 +271,8 @@ class Tracer:
         """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
         remembered by its value (:meth:`loop`), so a list of one item per step has ``d`` items
         when stacked.  A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3
-        coordinates has as many (witnesses are primes from 11 for that)."""
+        coordinates has as many (witnesses are primes from 11 for that); a list made one array
+        per step of a loop over a range is its loop's whatever its count (:meth:`loop_of`)."""
         n = self.value(d)
         if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
             self.loop(n, d)
@@ -265,6 +284,17 @@ class Tracer:
         the count of the last loop of ``n`` steps begun before its first array was made
         (:func:`~tensig.check.sym_functions._loop_steps`)."""
         self.loops.setdefault(n, []).append((self.steps, d))
+
+    def loop_of(self, arrays: list[Any]) -> Dim | None:
+        """The size of a finished loop over ``range(d)`` that made ``arrays``, the k-th array
+        at its k-th step (``windows``: the step count where each loop step began, and where
+        the loop ended): evidence where ``counted``'s value is too small to be any."""
+        for d, marks in self.windows:
+            if len(marks) == len(arrays) + 1 and all(
+                    marks[k] < getattr(a, "made_at", -1) <= marks[k + 1]
+                    for k, a in enumerate(arrays)):
+                return d
+        return None
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete

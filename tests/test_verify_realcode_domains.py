@@ -1,0 +1,93 @@
+"""verify on code from domains the other corpora touch little (tests/verify_corpus/
+probe_domains_2026.py): detection box ops and NMS, beam search, grid_sample warps, PointNet++
+sampling and grouping, normalizing flows, Gaussian processes, HMMs, Sinkhorn, STFT and mel
+front ends, TCNs, CTC, NeRF rendering, focal and smoothed losses, mixup, DQN targets and graph
+attention, in NumPy, PyTorch and JAX.  Each pair is a correct function and a twin with one
+planted bug; an oracle runs each correct one on real arrays of its own library."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from tensig.check.testing import shape_for, sizes
+from tensig.check.verify import verify
+from tensig.core.annotations import signature_of
+from verify_corpus.probe_domains_2026 import ASSUMES, CASES, STOPS, greedy_nms
+
+
+def test_the_corpus_is_large_and_mixes_the_three_libraries():
+    libraries = [_library(good) for _, good, _, _ in CASES]
+    assert len(CASES) >= 35
+    assert all(libraries.count(lib) >= 10 for lib in (np.ndarray, torch.Tensor, jax.Array))
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+    r = verify(good)
+    if name in ASSUMES:  # a size the code needs at least (its k, its group size), nothing else
+        assert [f.kind for f in r] == ["assumption"] and ASSUMES[name] in str(r) and \
+            not r.notes, f"{name}: {r}"
+    else:
+        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+    rb = verify(bad)
+    stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
+    assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
+        f"{name}: {rb}"
+
+
+def test_a_loop_until_the_data_says_stop_is_stopped_with_a_note():
+    """``while order.size > 0`` over data-dependent counts: each is a fresh size whose witness
+    no step shrinks, so the loop ran on until the step budget, minutes later.  Now a line that
+    decides conditions on such sizes too often stops the trace (the timeout is a guard)."""
+    r = verify(greedy_nms, timeout=30)
+    assert not r.findings and len(r.notes) == 1 and "until the data says stop" in r.notes[0], \
+        str(r)
+
+
+def _library(fn) -> type:
+    """The array type of ``fn``'s first annotated parameter (the one library it is written
+    in)."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    return next(typing.get_args(h)[0] for n, h in hints.items()
+                if n != "return" and typing.get_origin(h) is typing.Annotated)
+
+
+def _arguments(fn, env: dict[str, int], seed: int) -> list:
+    """Real arguments at the sizes ``env`` in ``fn``'s library: integer arrays zeros (a valid
+    index into any axis), floats in (0.5, 1.5), a PRNG key for ``key``, defaults otherwise."""
+    rng = np.random.default_rng(seed)
+    lib = _library(fn)
+    wrap = {np.ndarray: np.asarray, torch.Tensor: torch.as_tensor, jax.Array: jnp.asarray}[lib]
+    markers = {p.name: p.marker for p in signature_of(fn).parameters}
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name in markers:
+            shape = shape_for(markers[p.name].shape, env)
+            integer = markers[p.name].dtype in ("Int", "int")
+            out.append(wrap(np.zeros(shape, np.int64) if integer else
+                            rng.uniform(0.5, 1.5, shape).astype(np.float32)))
+        elif p.name == "key":
+            out.append(jax.random.PRNGKey(seed))
+        else:
+            out.append(p.default)
+    return out
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+    """The oracle: the correct code run by its own library at two sets of distinct sizes
+    returns the shapes its annotation declares (so the corpus is correct code)."""
+    result = signature_of(good).result
+    markers = result if isinstance(result, tuple) else (result,)
+    for start, seed in ((8, 0), (13, 1)):
+        env = sizes(good, start=start)
+        out = good(*_arguments(good, env, seed))
+        got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
+        assert got == tuple(shape_for(m.shape, env) for m in markers), (name, env)
