@@ -26,6 +26,11 @@ class Kernels:
     """The generic kernels of :class:`tensig.backends.base.Backend`, by the adapter's
     namespace and primitives."""
 
+    #: the most attention scores one block holds on this adapter (at most
+    #: :data:`ATTENTION_CELLS`): an adapter running the math pass by pass on a CPU keeps a
+    #: block within its cache
+    score_cells = ATTENTION_CELLS
+
     if TYPE_CHECKING:
         @property
         def namespace(self) -> Any: ...
@@ -91,7 +96,8 @@ class Kernels:
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
         m = None if mask is None else _heads(xp, mask)
-        step = max(1, ATTENTION_CELLS // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        cells = min(ATTENTION_CELLS, self.score_cells)
+        step = max(1, cells // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
         for a in range(0, nq, step):
             rows = slice(a, min(a + step, nq))
             keys = slice(0, min(rows.stop, nk) if causal else nk)
