@@ -384,3 +384,19 @@ def test_torch_max_pooling_keeps_no_array_alive_for_its_backward():
     del x
     gc.collect()
     assert alive() is None
+
+
+def test_numpy_row_sums_as_a_product_with_ones_and_their_fallbacks():
+    """The NumPy adapter's ``row_sum`` (layer norm's and attention's row sums, computed as a
+    product with a column of ones over trailing axes of a C-ordered float array) gives
+    NumPy's ``sum`` with the axes kept, and falls back to it for leading axes, a transposed
+    view and integers."""
+    ours = NumpyBackend()
+    x = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
+    x[0, 0, 0] = np.inf
+    cases = [(x, (-1,)), (x, (1, 2)), (x, (0,)), (x.transpose(2, 1, 0), (-1,)),
+             (np.arange(60).reshape(3, 4, 5), (2,))]
+    for a, axes in cases:
+        got, want = ours.row_sum(a, axes), np.sum(a, axis=axes, keepdims=True)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -302,6 +302,18 @@ def test_numpy_blocked_gemm_matches_einsum(monkeypatch):
     assert _NumpyGemm.plan(np, "ii,ij->j") is None  # diagonals stay with einsum
 
 
+def test_numpy_gemm_leaves_the_result_in_its_order():
+    """A weight applied to activations (``ab,cdb->cda``: the weight's rows last in the result)
+    is computed with the operands exchanged, so the result is C-ordered, not a transposed
+    view that every later pass reads against its grain."""
+    from tensig.backends import _NumpyGemm
+
+    w, x = rng.standard_normal((6, 5)), rng.standard_normal((3, 4, 5))
+    got = _NumpyGemm.plan(np, "ab,cdb->cda")(w, x)
+    close(got, np.einsum("ab,cdb->cda", w, x), tol=1e-10)
+    assert got.flags.c_contiguous
+
+
 @st.composite
 def two_operand_subscripts(draw):
     """Einsum subscripts of two operands without repeated labels: batch, free, contracted

@@ -25,6 +25,14 @@ def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[st
     return batch, m, n, k
 
 
+def swaps(a: str, b: str, out: str) -> bool:
+    """Whether ``einsum(a,b->out)`` is best computed as ``einsum(b,a->out)``: the product
+    then comes out in the result's order (no permuted view, which every later pass over the
+    result would read against its grain)."""
+    batch, m, n, _ = gemm_groups(a, b, out)
+    return "".join(batch + n + m) == out and "".join(batch + m + n) != out
+
+
 @dataclass(frozen=True)
 class Gemm:
     """``einsum(a,b->out)`` at fixed shapes as one (batched) matrix product ``x @ y``: the
@@ -63,7 +71,7 @@ def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], promote: Promote | 
             for c, n in zip(s, shape, strict=True)}
     pre, a, b = _presummed(subs[0], subs[1], out, promote)
     batch, m, n, k = gemm_groups(a, b, out)
-    swap = "".join(batch + n + m) == out and "".join(batch + m + n) != out
+    swap = swaps(a, b, out)
     if swap:  # compute the transposed product: the result then needs no permutation
         a, b, m, n = b, a, n, m
     if not m and not n and not a == b == "".join(batch + k):

@@ -477,23 +477,29 @@ class Backend(Kernels):
         xp = self.namespace
         return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
 
+    def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """The sum over ``axes`` (kept): the row sums of layer norm and attention, which an
+        adapter may compute faster than its library's general reduction."""
+        return self.namespace.sum(x, axis=axes, keepdims=True)
+
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
         normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
         (axes kept) that its gradient :meth:`normalize_backward` reads."""
         xp = self.namespace
-        mean = xp.mean(x, axis=axes, keepdims=True)
+        n = math.prod(int(x.shape[a]) for a in axes)
+        mean = self.into("divide", self.row_sum(x, axes), n)
         c = x - mean
-        rstd = 1.0 / xp.sqrt(xp.mean(c * c, axis=axes, keepdims=True) + eps)
+        rstd = 1.0 / xp.sqrt(self.row_sum(c * c, axes) / n + eps)
         return self.into("multiply", c, rstd), mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
         """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
         ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
-        xp, into = self.namespace, self.into
-        d = into("subtract", y * xp.mean(g * y, axis=axes, keepdims=True), g)  # in place
-        d = into("add", d, xp.mean(g, axis=axes, keepdims=True))
+        into, n = self.into, math.prod(int(x.shape[a]) for a in axes)
+        d = into("subtract", y * (self.row_sum(g * y, axes) / n), g)  # in place
+        d = into("add", d, self.row_sum(g, axes) / n)
         return into("multiply", d, -rstd)
 
     def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float

@@ -26,6 +26,11 @@ class Kernels:
     """The generic kernels of :class:`tensig.backends.base.Backend`, by the adapter's
     namespace and primitives."""
 
+    #: the most attention scores one block holds on this adapter (at most
+    #: :data:`ATTENTION_CELLS`): an adapter running the math pass by pass on a CPU keeps a
+    #: block within its cache
+    score_cells = ATTENTION_CELLS
+
     if TYPE_CHECKING:
         @property
         def namespace(self) -> Any: ...
@@ -35,6 +40,7 @@ class Kernels:
         def transpose(self, x: Any, perm: Sequence[int]) -> Any: ...
         def arange(self, n: int, like: Any = None) -> Any: ...
         def log_softmax(self, x: Any, axis: int) -> Any: ...
+        def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any: ...
 
     # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
@@ -56,7 +62,7 @@ class Kernels:
             top = xp.amax(s, axis=-1, keepdims=True)
             top = xp.where(top == -math.inf, 0.0, top)  # no key seen: every exp is 0
             p = into("exp", into("subtract", s, top))
-            total = xp.sum(p, axis=-1, keepdims=True)
+            total = self.row_sum(p, (-1,))
             total = xp.where(total == 0, 1.0, total)
             outs.append(into("divide", p @ vh[..., keys, :], total))
             lses.append(into("add", into("log", total), top))
@@ -69,7 +75,7 @@ class Kernels:
         are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
         xp, into = self.namespace, self.into
         qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
-        dot = _heads(xp, xp.sum(g * out, axis=-1, keepdims=True))
+        dot = _heads(xp, self.row_sum(g * out, (-1,)))
         lh = _heads(xp, lse[..., None])
         dqs, dk, dv, n = [], None, None, k.shape[-3]
         for rows, s, keys in self._score_blocks(q, k, mask, causal, scale):
@@ -91,7 +97,8 @@ class Kernels:
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
         m = None if mask is None else _heads(xp, mask)
-        step = max(1, ATTENTION_CELLS // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        cells = min(ATTENTION_CELLS, self.score_cells)
+        step = max(1, cells // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
         for a in range(0, nq, step):
             rows = slice(a, min(a + step, nq))
             keys = slice(0, min(rows.stop, nk) if causal else nk)
