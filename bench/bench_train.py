@@ -23,8 +23,10 @@ import os
 
 # OpenBLAS's threads spin after each call and starve torch's OpenMP threads when the two
 # libraries alternate in one process on a 2-core machine (tensig's torch CNN step measured
-# 2.3 or 6.2 ms depending on it, run to run).  The models' matrices are small: one BLAS
-# thread costs the NumPy backend nothing here.  Set before NumPy loads OpenBLAS.
+# 2.3 or 6.2 ms depending on it, run to run).  One BLAS thread costs the NumPy backend little
+# on the small models but its second core on the GPT's products (wall clock, torch keeps two
+# threads): `--cpu-time --threads 1` compares both libraries on one thread.  Set before NumPy
+# loads OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import copy
