@@ -85,6 +85,19 @@ def test_a_size_decided_often_in_loops_that_end_is_followed():
         assert lloyd_kmeans(rng.normal(size=(n, d)), rng.normal(size=(k, d)), 3).shape == (k, d)
 
 
+def weighted_halves(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
+    """Wrong at T >= 14: zip stops at the 6 weights, so T // 2 rows are stacked only below."""
+    w = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    return np.stack([x[i] * a for a, i in zip(w, range(x.shape[0] // 2), strict=False)])
+
+
+@pytest.mark.xfail(strict=True, reason="known hole: a loop over range(d) run to its end inside "
+                   "zip with a longer concrete list reads as d steps (Tracer.loop_of, counted)")
+def test_a_loop_cut_short_by_zip_is_not_read_as_its_range():
+    assert weighted_halves(np.ones((20, 2))).shape == (6, 2)  # the oracle: 6 rows, not 10
+    assert not verify(weighted_halves).ok
+
+
 def _library(fn) -> type:
     """The array type of ``fn``'s first annotated parameter (the one library it is written
     in)."""
