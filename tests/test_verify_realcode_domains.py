@@ -16,10 +16,17 @@ import numpy as np
 import pytest
 import torch
 
+from tensig import Float
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
-from verify_corpus.probe_domains_2026 import ASSUMES, CASES, STOPS, greedy_nms
+from verify_corpus.probe_domains_2026 import (
+    ASSUMES,
+    CASES,
+    STOPS,
+    greedy_nms,
+    greedy_nms_until_break,
+)
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
@@ -46,9 +53,49 @@ def test_a_loop_until_the_data_says_stop_is_stopped_with_a_note():
     """``while order.size > 0`` over data-dependent counts: each is a fresh size whose witness
     no step shrinks, so the loop ran on until the step budget, minutes later.  Now a line that
     decides conditions on such sizes too often stops the trace (the timeout is a guard)."""
-    r = verify(greedy_nms, timeout=30)
-    assert not r.findings and len(r.notes) == 1 and "until the data says stop" in r.notes[0], \
-        str(r)
+    for fn in (greedy_nms, greedy_nms_until_break):
+        r = verify(fn, timeout=30)
+        assert not r.findings and len(r.notes) == 1 and "until the data says stop" in r.notes[0], \
+            str(r)
+
+
+
+def lloyd_kmeans(X: Float[np.ndarray, "N D"], C: Float[np.ndarray, "K D"], n_iter: int = 100
+                 ) -> Float[np.ndarray, "K D"]:
+    """Lloyd's k-means, an empty cluster keeping its centre: a data-dependent size decided
+    K * n_iter times at one line, inside loops that end whatever the data."""
+    for _ in range(n_iter):
+        labels = ((X[:, None, :] - C[None, :, :]) ** 2).sum(-1).argmin(1)
+        new = []
+        for k in range(C.shape[0]):
+            members = X[labels == k]
+            new.append(members.mean(0) if members.shape[0] > 0 else C[k])
+        C = np.stack(new)
+    return C
+
+
+def test_a_size_decided_often_in_loops_that_end_is_followed():
+    """Only a ``while`` loop runs until the data says stop: a finite loop that decides a
+    data-dependent size more than the cap times at one line (1100 here) is still verified,
+    and the code runs at two sizes to the shape it declares."""
+    r = verify(lloyd_kmeans)
+    assert r.ok and not r.findings and not r.notes, str(r)
+    rng = np.random.default_rng(0)
+    for n, d, k in ((20, 3, 4), (31, 2, 7)):
+        assert lloyd_kmeans(rng.normal(size=(n, d)), rng.normal(size=(k, d)), 3).shape == (k, d)
+
+
+def weighted_halves(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
+    """Wrong at T >= 14: zip stops at the 6 weights, so T // 2 rows are stacked only below."""
+    w = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    return np.stack([x[i] * a for a, i in zip(w, range(x.shape[0] // 2), strict=False)])
+
+
+@pytest.mark.xfail(strict=True, reason="known hole: a loop over range(d) run to its end inside "
+                   "zip with a longer concrete list reads as d steps (Tracer.loop_of, counted)")
+def test_a_loop_cut_short_by_zip_is_not_read_as_its_range():
+    assert weighted_halves(np.ones((20, 2))).shape == (6, 2)  # the oracle: 6 rows, not 10
+    assert not verify(weighted_halves).ok
 
 
 def _library(fn) -> type:

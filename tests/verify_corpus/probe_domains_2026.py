@@ -135,6 +135,20 @@ def greedy_nms(dets: Float[np.ndarray, "N, 5"], thresh: float = 0.5) -> Int[np.n
     return np.array(keep)
 
 
+def greedy_nms_until_break(dets: Float[np.ndarray, "N, 5"], thresh: float = 0.5
+                           ) -> Int[np.ndarray, "K"]:
+    """greedy_nms as ``while True`` left by a ``break`` (its size decided in the loop's body)."""
+    order = dets[:, 4].argsort()[::-1]
+    keep = []
+    while True:
+        if order.size == 0:
+            break
+        keep.append(order[0])
+        ovr = np.minimum(dets[order[0], 2], dets[order[1:], 2]) - dets[order[1:], 0]
+        order = order[np.where(ovr <= thresh)[0] + 1]
+    return np.array(keep)
+
+
 # -- beam search (torch, JAX) -------------------------------------------------------------------
 
 

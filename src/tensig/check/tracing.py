@@ -13,10 +13,12 @@ has imported torch.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
 import functools
 import itertools
+import linecache
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -227,11 +229,14 @@ class Tracer:
 
     def decided(self, *dims: Dim) -> None:
         """Count a size condition decided on ``dims``: past :data:`MAX_DATA_DECISIONS` at one
-        line on data-dependent sizes (:meth:`new_dim`'s, which no witness shrinks) the trace
-        stops, as a loop that runs until the data says stop (``while order.size > 0`` of a
-        greedy NMS) would never end."""
+        line of a ``while`` loop on data-dependent sizes (:meth:`new_dim`'s, which no witness
+        shrinks) the trace stops, as a loop that runs until the data says stop (``while
+        order.size > 0`` of a greedy NMS) would never end; a ``for`` loop ends whatever the data
+        (k-means' per-cluster check, decided K times an iteration)."""
         if any(d.symbols & self.data_sizes for d in dims):
             where = self.where()
+            if where[1] not in _in_while_loops(where[0] or ""):
+                return
             self.data_decisions[where] = count = self.data_decisions.get(where, 0) + 1
             if count > MAX_DATA_DECISIONS:
                 raise TraceLimit(f"a condition on data-dependent sizes was decided {count - 1} "
@@ -368,6 +373,18 @@ def _degree(d: Dim, name: str) -> int:
     """``d``'s degree in the size ``name``, a quotient's as its numerator's, a remainder's 0."""
     return max((sum(p * (a == name if isinstance(a, str) else 0 if isinstance(a, Mod) else
                          _degree(a.numerator, name)) for a, p in m) for m in d.terms), default=0)
+
+
+@functools.cache
+def _in_while_loops(file: str) -> frozenset[int]:
+    """The lines of ``file`` inside a ``while`` loop, which ends only when its data says so
+    (:meth:`Tracer.decided`): a ``for`` loop ends with its iterable."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(line for node in ast.walk(tree) if isinstance(node, ast.While)
+                     for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))
 
 
 def tracer() -> Tracer:
