@@ -10,6 +10,7 @@ divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of on
 
 from __future__ import annotations
 
+import copy
 import enum
 import itertools
 import math
@@ -302,7 +303,8 @@ def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] 
           ) -> Any:
     """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
     per sample value: ``tril_indices_from``'s two index arrays have one length), and
-    ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached)."""
+    ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached), and
+    a value a copy (``find_peaks``' dict: user code may write into it)."""
     fresh = {} if fresh is None else fresh
 
     def dim(d: Dim | int) -> Dim:
@@ -315,7 +317,7 @@ def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] 
         d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     if tag != "seq":
-        return (inputs or [])[template[1]] if tag == "input" else template[1]
+        return (inputs or [])[template[1]] if tag == "input" else copy.deepcopy(template[1])
     kind, items = template[1], [build(p, fresh, inputs) for p in template[2]]
     if hasattr(kind, "_fields"):  # a named tuple
         return kind(*items)
