@@ -635,3 +635,19 @@ def test_a_numpy_integer_size_after_a_symbolic_one_is_a_size_not_a_dtype():
 
     r = verify(lambda x: torch.zeros(x.shape[0], np.int64(3)) + x, "T 3 => T 3")
     assert r.ok and not r.findings and not r.notes, str(r)
+
+
+def test_a_cached_in_place_op_returns_its_own_tensor_whatever_the_first_call_aliased():
+    """An in-place op returns the tensor it changed, found by its place among the arguments:
+    the first call's ``x.addcmul_(x, x)`` had ``x`` at three places, the last kept, so the
+    cached ``x.addcmul_(y, y)`` returned ``y`` (torch returns ``x``)."""
+    a, b = torch.zeros(2, 3), torch.ones(2, 3)
+    assert a.addcmul_(b, b) is a  # the oracle
+    seen = []
+
+    def f(x, y):
+        x.addcmul_(x, x)
+        seen.append(x.addcmul_(y, y) is x)
+        return x
+
+    assert verify(f, "B, T; B, T =>").ok and seen == [True], seen
