@@ -202,3 +202,25 @@ def test_a_message_names_composite_sizes_but_keeps_small_numbers():
     torch's message (an axis, a count) read 'T - 39'."""
     text = size_fit.named("size 1 vs 2080 at 40", {"T": 40, "B": 52}, [Dim("T - 39"), Dim("B*T")])
     assert text == "size 1 vs B*T at T", text
+
+
+def test_a_cached_fit_s_value_result_is_each_call_s_own():
+    """A fitted op's result may hold a value that is no array or size (``find_peaks``' dict of
+    properties): a cached fit returned the one object the first call made, so what user
+    code wrote into it at one call was there at the next."""
+    from tensig.check.trace_numpy import fitted_numpy
+
+    def peaks(a):
+        return a[:1], {"widths": a.shape[0]}
+
+    seen = []
+
+    def fn(x):
+        for i in range(2):
+            _, props = fitted_numpy(peaks, (x,), {}, "peaks")
+            seen.append(dict(props))
+            props["mine"] = i
+        return x
+
+    assert verify(fn, "N =>").complete
+    assert seen and all("mine" not in p for p in seen), seen

@@ -531,3 +531,17 @@ def test_corpus_verifies_clean_and_catches_every_injected_bug():
     assert not crashes, crashes
     assert not false_alarms, "\n".join(false_alarms)
     assert verified == n and caught == n
+
+
+def test_a_literal_size_is_run_below_even_where_another_symbol_s_division_sets_the_step():
+    """``np.diag`` of ``[V, 4]`` is ``[min(V, 4)]``; a division assumed of another symbol made
+    the step 2, and the run just below the literal (``V = 3``, of the other residue) was
+    skipped: only ``N divisible by 2`` was said, and the code fails at ``N = 6, V = 3``."""
+    def f(x, z):
+        x.reshape(-1, 2)
+        return np.diag(z) + np.ones(4)
+
+    with pytest.raises(ValueError, match="broadcast"):  # the oracle
+        f(np.zeros(6), np.zeros((3, 4)))
+    r = verify(f, "N; V, 4 =>")
+    assert "assumes 4 <= V" in str(r), str(r)

@@ -684,3 +684,19 @@ def test_a_size_turned_into_an_int_is_that_size_again():
 
     assert view(torch.zeros(2, 3, 4)).shape == (2, 3, 4)
     assert verify(view, "B T C => B T C").ok and not verify(view, "B T C => B T C").findings
+
+
+def test_a_cached_in_place_op_returns_its_own_tensor_whatever_the_first_call_aliased():
+    """An in-place op returns the tensor it changed, found by its place among the arguments:
+    the first call's ``x.addcmul_(x, x)`` had ``x`` at three places, the last kept, so the
+    cached ``x.addcmul_(y, y)`` returned ``y`` (torch returns ``x``)."""
+    a, b = torch.zeros(2, 3), torch.ones(2, 3)
+    assert a.addcmul_(b, b) is a  # the oracle
+    seen = []
+
+    def f(x, y):
+        x.addcmul_(x, x)
+        seen.append(x.addcmul_(y, y) is x)
+        return x
+
+    assert verify(f, "B, T; B, T =>").ok and seen == [True], seen

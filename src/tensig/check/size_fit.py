@@ -10,6 +10,7 @@ divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of on
 
 from __future__ import annotations
 
+import copy
 import enum
 import itertools
 import math
@@ -288,7 +289,8 @@ def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] 
           ) -> Any:
     """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
     per sample value: ``tril_indices_from``'s two index arrays have one length), and
-    ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached)."""
+    ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached), and
+    a value a copy (``find_peaks``' dict: user code may write into it)."""
     fresh = {} if fresh is None else fresh
 
     def dim(d: Dim | int) -> Dim:
@@ -301,7 +303,7 @@ def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] 
         d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
     if tag != "seq":
-        return (inputs or [])[template[1]] if tag == "input" else template[1]
+        return (inputs or [])[template[1]] if tag == "input" else copy.deepcopy(template[1])
     kind, items = template[1], [build(p, fresh, inputs) for p in template[2]]
     if hasattr(kind, "_fields"):  # a named tuple
         return kind(*items)
@@ -323,10 +325,10 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
                    unit: int = 1) -> list[tracing.Finding]:
     """A literal size the op was given (``topk(x, 5)``'s 5, ``np.diag`` of ``[B, 3]``) and
     returns as a constant size may count elements of some axis, and the fit, at the witnesses
-    and above, never sees that axis shorter: each symbol is run once at that size less 1 (at
-    the witness's residue mod ``unit``), and where the library refuses it, or its result
-    differs from the fit (``np.diag``'s ``min(B, 3)``), the op needs it ('assumes 5 <= V'),
-    not verified for all sizes."""
+    and above, never sees that axis shorter: each symbol is run once just below that size (at
+    the witness's residue mod ``unit``, whatever symbol a division was assumed of), and where
+    the library refuses it, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
+    the op needs it ('assumes 5 <= V'), not verified for all sizes."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
@@ -335,19 +337,19 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
     found = []
     for s in symbols((args, kwargs)) if ks else ():
         for k in ks:
-            env = {**base, s: k - 1}
-            if k > base[s] or (k - 1 - base[s]) % unit or \
-                    any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
+            below = k - 1 - (k - 1 - base[s]) % unit
+            env = {**base, s: below}
+            if k > base[s] or below < 0 or any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
                 continue  # an input of no valid shape there: no evidence
             try:
                 got, why = shaped(env), "'s result sizes differ from the fit at"
             except errors as e:
-                got, why = None, f" refuses {s} = {k - 1} ({short(e)})"
+                got, why = None, f" refuses {s} = {below} ({short(e)})"
             except Exception:  # no meta kernel there, say: no evidence either
                 break
             if got is None or differs(fits, got, env):
                 found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name}" + (
-                    why if got is None else f"{why} {s} = {k - 1}")))
+                    why if got is None else f"{why} {s} = {below}")))
                 break
     return found
 

@@ -229,8 +229,10 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
     margs, mkw = size_fit.concrete(args, env, meta), size_fit.concrete(kwargs, env, meta)
     if "device" in mkw:
         mkw["device"] = "meta"
-    inputs = {id(m): i for i, orig in enumerate(size_fit.leaves(args))
-              for m in [memo.get(id(orig))] if m is not None}
+    inputs: dict[int, int] = {}  # the first place of one passed at several: ``self``'s
+    for i, orig in enumerate(size_fit.leaves(args)):
+        if (m := memo.get(id(orig))) is not None:
+            inputs.setdefault(id(m), i)
     with torch.no_grad():
         result = func(*margs, **mkw)
     return result, inputs
