@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from arrays import clean, kinds
 from tensig import Bool, Float, Int
-from tensig.check.verify import verify
+from tensig.check.verify import Signature, verify
 
 # -- torch semantics from the annotations ----------------------------------------------------
 
@@ -210,6 +210,20 @@ def test_im2col_unfold():
     assert r.ok and not r.findings, str(r)
     r = verify(lambda x: F.unfold(x, (3, 5), padding=1), "B C H W => B C*15 H*(W - 2)")
     assert r.ok and not r.findings, str(r)
+
+
+def test_unfold_takes_a_kernel_size_read_from_a_shape():
+    """``F.unfold(x, x.shape[-1])``: a kernel size that is a size stays a size (it was a
+    witness number, 19, and the right signature a false error)."""
+    for fn, sig, at in ((lambda x: F.unfold(x, x.shape[-1]), "B C H W => B C*W*W H-W+1",
+                         {"B": 2, "C": 3, "H": 7, "W": 4}),
+                        (lambda x: F.unfold(x, (x.shape[-2], 1)), "B C H W => B C*H W",
+                         {"B": 2, "C": 3, "H": 5, "W": 6})):
+        s = Signature.parse(sig)
+        shape = [d.evaluate(at) for d in s.args[0]]
+        assert list(fn(torch.zeros(shape)).shape) == [d.evaluate(at) for d in s.results[0]]
+        r = verify(fn, sig)
+        assert clean(r), str(r)
 
 
 # -- torch.distributions (PPO's policies) ----------------------------------------------------

@@ -166,7 +166,8 @@ def per_axis(nd: int, *params: Any) -> list[list[Any]]:
     return [list(v) if isinstance(v, tuple | list) else [v] * nd for v in params]
 
 
-def conv_size(n: Dim, k: Dim, stride: int, padding: int, dilation: int) -> Dim:
+def conv_size(n: Dim, k: Dim, stride: Dim | int, padding: Dim | int, dilation: Dim | int
+              ) -> Dim:
     """A convolution's output size along an axis of ``n`` (``conv``, ``F.unfold``'s blocks):
     torch's floor, so no divisibility is needed."""
     return (n + 2 * padding - dilation * (k - 1) - 1) // stride + 1
