@@ -183,8 +183,8 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
                                        f"weight {w.dims[1]} x groups {groups}")
     spatial = [a.dims[-nd + i] if pd[i] == "same" else conv_size(
-        a.dims[-nd + i], w.dims[2 + i], int(st[i]), 0 if pd[i] == "valid" else int(pd[i]),
-        int(dl[i])) for i in range(nd)]
+        a.dims[-nd + i], w.dims[2 + i], as_dim(st[i]), as_dim(0 if pd[i] == "valid" else pd[i]),
+        as_dim(dl[i])) for i in range(nd)]  # a size stays one: padding=w.shape[-1] // 2
     _conv_bias(bias, w.dims[0])
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
@@ -202,7 +202,7 @@ def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddi
     """By hand: torch's meta kernel lets any input channels through (its CPU kernel refuses)."""
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
-    st, pd, op, dl = ([int(u) for u in v]
+    st, pd, op, dl = ([as_dim(u) for u in v]
                       for v in per_axis(nd, stride, padding, output_padding, dilation))
     if differ(a.dims[-nd - 1], w.dims[0]):
         tracer().report("contraction", f"transposed convolution: input channels "
