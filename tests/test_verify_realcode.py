@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from arrays import clean, kinds
 from tensig import Bool, Float, Int
-from tensig.check.verify import verify
+from tensig.check.verify import Signature, verify
 
 # -- torch semantics from the annotations ----------------------------------------------------
 
@@ -210,6 +210,35 @@ def test_im2col_unfold():
     assert r.ok and not r.findings, str(r)
     r = verify(lambda x: F.unfold(x, (3, 5), padding=1), "B C H W => B C*15 H*(W - 2)")
     assert r.ok and not r.findings, str(r)
+
+
+def test_a_convolution_padded_by_a_size_of_its_weight():
+    """``padding=w.shape[-1] // 2`` is a size (it was the witness number, 11, so the right
+    signature was a false error); torch at an odd and an even ``K`` is the oracle."""
+    def conv(x, w):
+        return F.conv1d(x, w, padding=w.shape[-1] // 2)
+
+    sig = "B C L; O C K => B O L+2*(K//2)-K+1"
+    for at in ({"B": 2, "C": 3, "L": 9, "O": 4, "K": 3}, {"B": 1, "C": 2, "L": 7, "O": 3, "K": 4}):
+        s = Signature.parse(sig)
+        x, w = (torch.zeros([d.evaluate(at) for d in dims]) for dims in s.args)
+        assert list(conv(x, w).shape) == [d.evaluate(at) for d in s.results[0]]
+    r = verify(conv, sig)
+    assert clean(r), str(r)
+
+
+def test_unfold_takes_a_kernel_size_read_from_a_shape():
+    """``F.unfold(x, x.shape[-1])``: a kernel size that is a size stays a size (it was a
+    witness number, 19, and the right signature a false error)."""
+    for fn, sig, at in ((lambda x: F.unfold(x, x.shape[-1]), "B C H W => B C*W*W H-W+1",
+                         {"B": 2, "C": 3, "H": 7, "W": 4}),
+                        (lambda x: F.unfold(x, (x.shape[-2], 1)), "B C H W => B C*H W",
+                         {"B": 2, "C": 3, "H": 5, "W": 6})):
+        s = Signature.parse(sig)
+        shape = [d.evaluate(at) for d in s.args[0]]
+        assert list(fn(torch.zeros(shape)).shape) == [d.evaluate(at) for d in s.results[0]]
+        r = verify(fn, sig)
+        assert clean(r), str(r)
 
 
 # -- torch.distributions (PPO's policies) ----------------------------------------------------

@@ -178,7 +178,8 @@ def per_axis(nd: int, *params: Any) -> list[list[Any]]:
     return [list(v) if isinstance(v, tuple | list) else [v] * nd for v in params]
 
 
-def conv_size(n: Dim, k: Dim, stride: int, padding: int, dilation: int) -> Dim:
+def conv_size(n: Dim, k: Dim, stride: Dim | int, padding: Dim | int, dilation: Dim | int
+              ) -> Dim:
     """A convolution's output size along an axis of ``n`` (``conv``, ``F.unfold``'s blocks):
     torch's floor, so no divisibility is needed."""
     return (n + 2 * padding - dilation * (k - 1) - 1) // stride + 1
@@ -194,8 +195,8 @@ def conv(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 
         tracer().report("contraction", f"convolution: input channels {a.dims[-nd - 1]} vs "
                                        f"weight {w.dims[1]} x groups {groups}")
     spatial = [a.dims[-nd + i] if pd[i] == "same" else conv_size(
-        a.dims[-nd + i], w.dims[2 + i], int(st[i]), 0 if pd[i] == "valid" else int(pd[i]),
-        int(dl[i])) for i in range(nd)]
+        a.dims[-nd + i], w.dims[2 + i], as_dim(st[i]), as_dim(0 if pd[i] == "valid" else pd[i]),
+        as_dim(dl[i])) for i in range(nd)]  # a size stays one: padding=w.shape[-1] // 2
     _conv_bias(bias, w.dims[0])
     return SymArray((*a.dims[:-nd - 1], w.dims[0], *tuple(spatial)), "f")
 
@@ -213,7 +214,7 @@ def conv_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddi
     """By hand: torch's meta kernel lets any input channels through (its CPU kernel refuses)."""
     a, w = _sym(x), _sym(weight)
     nd = w.ndim - 2
-    st, pd, op, dl = ([int(u) for u in v]
+    st, pd, op, dl = ([as_dim(u) for u in v]
                       for v in per_axis(nd, stride, padding, output_padding, dilation))
     if differ(a.dims[-nd - 1], w.dims[0]):
         tracer().report("contraction", f"transposed convolution: input channels "

@@ -589,7 +589,8 @@ def im2col(x: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride
            ) -> S.SymArray:
     """``F.unfold``: ``[N, C*kh*kw, L]``, ``L`` the product of the blocks along each axis."""
     a = S._sym(x)
-    k, d, p, s = sym_functions.per_axis(2, kernel_size, dilation, padding, stride)
+    k, d, p, s = ([sym_sizes.as_dim(u) for u in v]  # a size stays one: x.shape[-1]
+                  for v in sym_functions.per_axis(2, kernel_size, dilation, padding, stride))
     blocks = [sym_functions.conv_size(a.dims[-2 + i], k[i], s[i], p[i], d[i]) for i in range(2)]
     return S.SymArray((*a.dims[:-3], a.dims[-3] * (k[0] * k[1]), blocks[0] * blocks[1]), a.kind)
 
