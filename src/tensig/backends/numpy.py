@@ -111,11 +111,18 @@ class NumpyBackend(Backend):
         2048 rows of 64, the product 14 us)."""
         np, nd = self.np, getattr(x, "ndim", 0)
         if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or not x.flags.c_contiguous \
-                or tuple(a % nd for a in axes) != tuple(range(nd - len(axes), nd)):
+                or tuple(a + nd * (a < 0) for a in axes) != tuple(range(nd - len(axes), nd)):
             return super().row_sum(x, axes)
-        n = math.prod(x.shape[nd - len(axes):])
-        keep = x.shape[:nd - len(axes)] + (1,) * len(axes)
-        return np.matmul(x.reshape(-1, n), _ones(n, x.dtype)).reshape(keep)
+        lead, n = x.shape[:nd - len(axes)], math.prod(x.shape[nd - len(axes):])
+        return np.matmul(x.reshape(math.prod(lead), n), _ones(n, x.dtype)).reshape(
+            lead + (1,) * len(axes))
+
+    def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """:meth:`row_sum` divided in place, in float32 and float64 (NumPy's mean sums
+        float16 in float32)."""
+        if not isinstance(x, self.np.ndarray) or x.dtype.char not in "fdg":
+            return super().row_mean(x, axes)
+        return self.into("divide", self.row_sum(x, axes), math.prod(x.shape[a] for a in axes))
 
     def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
                             shift: Any, axes: tuple[int, ...], eps: float, dx: bool
