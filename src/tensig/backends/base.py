@@ -57,8 +57,8 @@ def _cache(fn: Callable[_P, _R]) -> _Cached[_P, _R]:
     return functools.cache(fn)
 
 
-#: GELU's (tanh form) ``sqrt(2/pi)``
-GELU_C = math.sqrt(2.0 / math.pi)
+#: GELU's (tanh form) ``sqrt(2/pi)`` and the cubic's coefficient
+GELU_C, GELU_K = math.sqrt(2.0 / math.pi), 0.044715
 
 
 class Backend(Kernels):
@@ -445,14 +445,14 @@ class Backend(Kernels):
         gradient another, not the dozen pointwise steps (each a stored array) of the formula
         written with tensors."""
         xp = self.namespace
-        return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + 0.044715 * v * v * v)))
+        return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + GELU_K * v * v * v)))
 
     def gelu_backward(self, a: Any, g: Any) -> Any:
         """``g`` times the derivative of :meth:`gelu` at ``a``."""
         xp = self.namespace
-        th = xp.tanh(GELU_C * (a + 0.044715 * a * a * a))
+        th = xp.tanh(GELU_C * (a + GELU_K * a * a * a))
         return g * (0.5 * (1.0 + th)
-                    + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * 0.044715 * a * a))
+                    + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * GELU_K * a * a))
 
     def softmax(self, x: Any, axis: int) -> Any:
         """``exp(x - max) / sum exp(x - max)`` along ``axis`` (one primitive: the library's

@@ -9,14 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax, swaps
-from tensig.backends.base import GELU_C, Backend, register
+from tensig.backends.base import GELU_C, GELU_K, Backend, register
 
 __all__ = ["NumpyBackend"]
 
 #: comparisons by name in NumPy's namespace
 _UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
-#: the cubic's coefficient in GELU's tanh form (:meth:`tensig.backends.Backend.gelu`)
-_GELU_K = 0.044715
 
 
 @register
@@ -62,7 +60,7 @@ class NumpyBackend(Backend):
         s = self._exp_minus_2z(a)
         np.reciprocal(s, out=s)
         a2 = a * a
-        a2 *= 6 * GELU_C * _GELU_K     # a2 becomes p
+        a2 *= 6 * GELU_C * GELU_K     # a2 becomes p
         a2 += 2 * GELU_C
         a2 *= a
         d = np.subtract(1.0, s, dtype=a.dtype)
@@ -77,7 +75,7 @@ class NumpyBackend(Backend):
         ``inf`` without NumPy's overflow warning (its sigmoid: 0)."""
         np = self.np
         e = v * v
-        e *= -2 * GELU_C * _GELU_K
+        e *= -2 * GELU_C * GELU_K
         e -= 2 * GELU_C
         e *= v
         with np.errstate(over="ignore"):
