@@ -427,3 +427,18 @@ def test_layer_norm_statistics_of_float16_rows_past_its_range(name, axes):
     np.testing.assert_allclose(mean, mean64, rtol=2 * eps)
     np.testing.assert_allclose(rstd, rstd64, rtol=8 * eps)
     np.testing.assert_allclose(y, (x64 - mean64) * rstd64, atol=16 * eps)
+
+
+def test_numpy_gelu_and_its_gradient_of_a_0d_array():
+    """The NumPy adapter's in-place GELU on a 0-d array (a graph's scalar tensor), whose
+    products NumPy returns as scalars that no pass can write into: torch's tanh-form values."""
+    torch = pytest.importorskip("torch")
+    ours = NumpyBackend()
+    for v in (-3.0, 0.5, 2.0):
+        x = np.array(v, np.float32)
+        t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        want = torch.nn.functional.gelu(t, approximate="tanh")
+        want.backward()
+        np.testing.assert_allclose(ours.gelu(x), want.item(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(ours.gelu_backward(x, np.array(0.5, np.float32)),
+                                   0.5 * t.grad.item(), rtol=1e-5, atol=1e-7)

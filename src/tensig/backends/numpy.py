@@ -43,9 +43,10 @@ class NumpyBackend(Backend):
     def gelu(self, v: Any) -> Any:
         """As ``v sigmoid(2 z)``, ``z = C (v + k v^3)`` (``(1 + tanh z) / 2`` is
         ``sigmoid(2 z)``), in place on one new array: NumPy's float32 ``exp`` takes 60% of the
-        time of its ``tanh`` (the GPT demo's 2048x256: 0.9 ms against 1.5 ms)."""
+        time of its ``tanh`` (the GPT demo's 2048x256: 0.9 ms against 1.5 ms).  Not on 0-d
+        arrays: their products are scalars, which no pass can write into."""
         np = self.np
-        if not isinstance(v, np.ndarray) or v.dtype.kind != "f":
+        if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or not v.ndim:
             return super().gelu(v)
         e = self._exp_minus_2z(v)
         return np.divide(v, e, out=e)
@@ -53,7 +54,7 @@ class NumpyBackend(Backend):
     def gelu_backward(self, a: Any, g: Any) -> Any:
         np = self.np
         if not (isinstance(a, np.ndarray) and isinstance(g, np.ndarray)) or \
-                a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype:
+                a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype or not a.ndim:
             return super().gelu_backward(a, g)
         # d/da a s(2z) = s (1 + (1 - s) p), s = sigmoid(2z), p = 2 a z' = 2C a (1 + 3k a^2):
         # 15 arithmetic passes and one exp
