@@ -390,13 +390,55 @@ def test_numpy_row_sums_as_a_product_with_ones_and_their_fallbacks():
     """The NumPy adapter's ``row_sum`` (layer norm's and attention's row sums, computed as a
     product with a column of ones over trailing axes of a C-ordered float array) gives
     NumPy's ``sum`` with the axes kept, and falls back to it for leading axes, a transposed
-    view and integers."""
+    view and integers; rows of no cells sum to 0, an axis past the last is refused."""
     ours = NumpyBackend()
     x = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
     x[0, 0, 0] = np.inf
     cases = [(x, (-1,)), (x, (1, 2)), (x, (0,)), (x.transpose(2, 1, 0), (-1,)),
-             (np.arange(60).reshape(3, 4, 5), (2,))]
+             (np.arange(60).reshape(3, 4, 5), (2,)), (x[:, :, :0].copy(), (-1,)),
+             (x[:, :0].copy(), (1, 2))]
     for a, axes in cases:
         got, want = ours.row_sum(a, axes), np.sum(a, axis=axes, keepdims=True)
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(np.exceptions.AxisError):
+        ours.row_sum(x, (5,))
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("axes", [(1,), (0,)])
+def test_layer_norm_statistics_of_float16_rows_past_its_range(name, axes):
+    """Layer norm's mean and variance of float16 rows whose sum passes float16's largest
+    number (65504: 1024 values near 100, spread 10) are means, as each library's mean takes
+    them (its sum of float16 rounds back to float16, inf here): finite, and within a few
+    units of float16's rounding of float64's statistics (torch's own kernel along the last
+    axis, the generic formula along the first)."""
+    if name != "numpy":
+        pytest.importorskip(name)
+    ours = backends.backend_named(name)
+    x = (np.random.default_rng(5).standard_normal((16, 1024)) * 10 + 100).astype(np.float16)
+    x = x if axes == (1,) else x.T.copy()
+    y, mean, rstd = (ours.to_numpy(a).astype(np.float64)
+                     for a in ours.normalize(ours.asarray(x), axes, 1e-5))
+    x64 = x.astype(np.float64)
+    mean64 = x64.mean(axis=axes, keepdims=True)
+    rstd64 = 1 / np.sqrt(x64.var(axis=axes, keepdims=True) + 1e-5)
+    eps = float(np.finfo(np.float16).eps)
+    np.testing.assert_allclose(mean, mean64, rtol=2 * eps)
+    np.testing.assert_allclose(rstd, rstd64, rtol=8 * eps)
+    np.testing.assert_allclose(y, (x64 - mean64) * rstd64, atol=16 * eps)
+
+
+def test_numpy_gelu_and_its_gradient_of_a_0d_array():
+    """The NumPy adapter's in-place GELU on a 0-d array (a graph's scalar tensor), whose
+    products NumPy returns as scalars that no pass can write into: torch's tanh-form values."""
+    torch = pytest.importorskip("torch")
+    ours = NumpyBackend()
+    for v in (-3.0, 0.5, 2.0):
+        x = np.array(v, np.float32)
+        t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        want = torch.nn.functional.gelu(t, approximate="tanh")
+        want.backward()
+        np.testing.assert_allclose(ours.gelu(x), want.item(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(ours.gelu_backward(x, np.array(0.5, np.float32)),
+                                   0.5 * t.grad.item(), rtol=1e-5, atol=1e-7)

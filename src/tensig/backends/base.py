@@ -57,8 +57,8 @@ def _cache(fn: Callable[_P, _R]) -> _Cached[_P, _R]:
     return functools.cache(fn)
 
 
-#: GELU's (tanh form) ``sqrt(2/pi)``
-GELU_C = math.sqrt(2.0 / math.pi)
+#: GELU's (tanh form) ``sqrt(2/pi)`` and the cubic's coefficient
+GELU_C, GELU_K = math.sqrt(2.0 / math.pi), 0.044715
 
 
 class Backend(Kernels):
@@ -445,14 +445,14 @@ class Backend(Kernels):
         gradient another, not the dozen pointwise steps (each a stored array) of the formula
         written with tensors."""
         xp = self.namespace
-        return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + 0.044715 * v * v * v)))
+        return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + GELU_K * v * v * v)))
 
     def gelu_backward(self, a: Any, g: Any) -> Any:
         """``g`` times the derivative of :meth:`gelu` at ``a``."""
         xp = self.namespace
-        th = xp.tanh(GELU_C * (a + 0.044715 * a * a * a))
+        th = xp.tanh(GELU_C * (a + GELU_K * a * a * a))
         return g * (0.5 * (1.0 + th)
-                    + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * 0.044715 * a * a))
+                    + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * GELU_K * a * a))
 
     def softmax(self, x: Any, axis: int) -> Any:
         """``exp(x - max) / sum exp(x - max)`` along ``axis`` (one primitive: the library's
@@ -478,28 +478,32 @@ class Backend(Kernels):
         return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
 
     def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The sum over ``axes`` (kept): the row sums of layer norm and attention, which an
-        adapter may compute faster than its library's general reduction."""
+        """The sum over ``axes`` (kept): attention's row sums, which an adapter may compute
+        faster than its library's general reduction."""
         return self.namespace.sum(x, axis=axes, keepdims=True)
+
+    def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """The mean over ``axes`` (kept): layer norm's statistics, as :meth:`row_sum`.  A
+        mean, not a sum divided afterwards: libraries sum float16 in float32 but round a sum
+        back to float16, which overflows from 65504 (1024 values of 64)."""
+        return self.namespace.mean(x, axis=axes, keepdims=True)
 
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
         normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
         (axes kept) that its gradient :meth:`normalize_backward` reads."""
-        xp = self.namespace
-        n = math.prod(int(x.shape[a]) for a in axes)
-        mean = self.into("divide", self.row_sum(x, axes), n)
+        mean = self.row_mean(x, axes)
         c = x - mean
-        rstd = 1.0 / xp.sqrt(self.row_sum(c * c, axes) / n + eps)
+        rstd = 1.0 / self.namespace.sqrt(self.row_mean(c * c, axes) + eps)
         return self.into("multiply", c, rstd), mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
         """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
         ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
-        into, n = self.into, math.prod(int(x.shape[a]) for a in axes)
-        d = into("subtract", y * (self.row_sum(g * y, axes) / n), g)  # in place
-        d = into("add", d, self.row_sum(g, axes) / n)
+        into = self.into
+        d = into("subtract", y * self.row_mean(g * y, axes), g)  # in place
+        d = into("add", d, self.row_mean(g, axes))
         return into("multiply", d, -rstd)
 
     def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float

@@ -9,14 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax, swaps
-from tensig.backends.base import GELU_C, Backend, register
+from tensig.backends.base import GELU_C, GELU_K, Backend, register
 
 __all__ = ["NumpyBackend"]
 
 #: comparisons by name in NumPy's namespace
 _UFUNC_NAMES = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal"}
-#: the cubic's coefficient in GELU's tanh form (:meth:`tensig.backends.Backend.gelu`)
-_GELU_K = 0.044715
 
 
 @register
@@ -45,9 +43,10 @@ class NumpyBackend(Backend):
     def gelu(self, v: Any) -> Any:
         """As ``v sigmoid(2 z)``, ``z = C (v + k v^3)`` (``(1 + tanh z) / 2`` is
         ``sigmoid(2 z)``), in place on one new array: NumPy's float32 ``exp`` takes 60% of the
-        time of its ``tanh`` (the GPT demo's 2048x256: 0.9 ms against 1.5 ms)."""
+        time of its ``tanh`` (the GPT demo's 2048x256: 0.9 ms against 1.5 ms).  Not on 0-d
+        arrays: their products are scalars, which no pass can write into."""
         np = self.np
-        if not isinstance(v, np.ndarray) or v.dtype.kind != "f":
+        if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or not v.ndim:
             return super().gelu(v)
         e = self._exp_minus_2z(v)
         return np.divide(v, e, out=e)
@@ -55,14 +54,14 @@ class NumpyBackend(Backend):
     def gelu_backward(self, a: Any, g: Any) -> Any:
         np = self.np
         if not (isinstance(a, np.ndarray) and isinstance(g, np.ndarray)) or \
-                a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype:
+                a.dtype.kind != "f" or a.shape != g.shape or a.dtype != g.dtype or not a.ndim:
             return super().gelu_backward(a, g)
         # d/da a s(2z) = s (1 + (1 - s) p), s = sigmoid(2z), p = 2 a z' = 2C a (1 + 3k a^2):
         # 15 arithmetic passes and one exp
         s = self._exp_minus_2z(a)
         np.reciprocal(s, out=s)
         a2 = a * a
-        a2 *= 6 * GELU_C * _GELU_K     # a2 becomes p
+        a2 *= 6 * GELU_C * GELU_K     # a2 becomes p
         a2 += 2 * GELU_C
         a2 *= a
         d = np.subtract(1.0, s, dtype=a.dtype)
@@ -77,7 +76,7 @@ class NumpyBackend(Backend):
         ``inf`` without NumPy's overflow warning (its sigmoid: 0)."""
         np = self.np
         e = v * v
-        e *= -2 * GELU_C * _GELU_K
+        e *= -2 * GELU_C * GELU_K
         e -= 2 * GELU_C
         e *= v
         with np.errstate(over="ignore"):
@@ -111,11 +110,18 @@ class NumpyBackend(Backend):
         2048 rows of 64, the product 14 us)."""
         np, nd = self.np, getattr(x, "ndim", 0)
         if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or not x.flags.c_contiguous \
-                or tuple(a % nd for a in axes) != tuple(range(nd - len(axes), nd)):
+                or tuple(a + nd * (a < 0) for a in axes) != tuple(range(nd - len(axes), nd)):
             return super().row_sum(x, axes)
-        n = math.prod(x.shape[nd - len(axes):])
-        keep = x.shape[:nd - len(axes)] + (1,) * len(axes)
-        return np.matmul(x.reshape(-1, n), _ones(n, x.dtype)).reshape(keep)
+        lead, n = x.shape[:nd - len(axes)], math.prod(x.shape[nd - len(axes):])
+        return np.matmul(x.reshape(math.prod(lead), n), _ones(n, x.dtype)).reshape(
+            lead + (1,) * len(axes))
+
+    def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
+        """:meth:`row_sum` divided in place, in float32 and float64 (NumPy's mean sums
+        float16 in float32)."""
+        if not isinstance(x, self.np.ndarray) or x.dtype.char not in "fdg":
+            return super().row_mean(x, axes)
+        return self.into("divide", self.row_sum(x, axes), math.prod(x.shape[a] for a in axes))
 
     def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
                             shift: Any, axes: tuple[int, ...], eps: float, dx: bool

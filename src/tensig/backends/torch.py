@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensig.backends._plans import gemm, matmul_plan, small_amax
-from tensig.backends.base import GELU_C, Backend, neutral_max, register, to_numpy
+from tensig.backends.base import GELU_C, GELU_K, Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
 
@@ -477,7 +477,7 @@ class TorchBackend(Backend):
         if v.device.type != "cpu" or not v.dtype.is_floating_point or v.requires_grad:
             return self.torch.nn.functional.gelu(v, approximate="tanh")
         t = v * v
-        t.mul_(2 * GELU_C * 0.044715).add_(2 * GELU_C).mul_(v).sigmoid_()
+        t.mul_(2 * GELU_C * GELU_K).add_(2 * GELU_C).mul_(v).sigmoid_()
         return t.mul_(v)
 
     def gelu_backward(self, a: Any, g: Any) -> Any:
