@@ -93,16 +93,23 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``): the
     last loop of their count begun before the first of them was made (a literal ``range(8)``
     before or after the loop over ``T - 3``, 8 steps at its witness, is another loop), or
-    None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
+    None: a list as long as no loop over a size, or one item repeated (``[x] * 11``).  A loop
+    of their count begun again while they were made is an inner one (its first run came
+    after the rows' loop began): where its size is not the other's, which made them is
+    unknown."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
-    first = min((a.made_at for a in arrays if isinstance(a, SymArray)), default=None)
-    begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
-             when < first]
-    if first is None and len(set(begun)) > 1:
+    made = [a.made_at for a in arrays if isinstance(a, SymArray)]
+    loops = tracer().loops.get(len(arrays), [])
+    if made:
+        inner = {d for when, d in loops if min(made) <= when < max(made)}
+        sizes = inner | {*[d for when, d in loops if when < min(made) and d not in inner][-1:]}
+    else:  # no array's time: every loop of their count
+        sizes = {d for _, d in loops}
+    if len(sizes) > 1:
         raise Unsupported(f"a list of {len(arrays)} items after loops of as many steps over "
-                          f"{' and '.join(str(d or 'a literal count') for d in set(begun))}")
-    return begun[-1] if begun else None
+                          f"{' and '.join(str(d or 'a literal count') for d in sizes)}")
+    return next(iter(sizes), None)
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
