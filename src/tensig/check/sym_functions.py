@@ -91,19 +91,23 @@ def _ellipsis(n: int) -> str:
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``): the
-    last loop of their count begun before the first of them was made (a literal ``range(8)``
-    before or after the loop over ``T - 3``, 8 steps at its witness, is another loop), or
-    None: a list as long as no loop over a size, or one item repeated (``[x] * 11``).  A loop
-    of their count begun again while they were made is an inner one (its first run came
-    after the rows' loop began): where its size is not the other's, which made them is
-    unknown."""
+    last loop of their count still running when the first of them was made (a literal
+    ``range(8)`` before or after the loop over ``T - 3``, 8 steps at its witness, is another
+    loop), or None: a list as long as no loop over a size, or one item repeated (``[x] *
+    11``).  A loop of their count begun again while they were made is an inner one; with
+    none running (rows of indices a loop listed), any begun before.  Where those differ in
+    size, which made them is unknown."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
     made = [a.made_at for a in arrays if isinstance(a, SymArray)]
-    loops = tracer().loops.get(len(arrays), [])
+    n, t = len(arrays), tracer()
+    loops = t.loops.get(n, [])
     if made:
-        inner = {d for when, d in loops if min(made) <= when < max(made)}
-        sizes = inner | {*[d for when, d in loops if when < min(made) and d not in inner][-1:]}
+        first = min(made)
+        inner = {d for when, d in loops if first <= when < max(made)}
+        begun = [(i, d) for i, (when, d) in enumerate(loops) if when < first and d not in inner]
+        running = [d for i, d in begun if t.ends.get((n, i), first) >= first]
+        sizes = inner | (set(running[-1:]) if running else {d for _, d in begun})
     else:  # no array's time: every loop of their count
         sizes = {d for _, d in loops}
     if len(sizes) > 1:

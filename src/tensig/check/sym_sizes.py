@@ -378,6 +378,8 @@ class SymRange:
                 yield step
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
+            if t is not None and self.step == 1:
+                t.loop_ended(t.value(self.stop - self.start), self.stop - self.start)
             if t is not None and not ended:
                 for (file, line), text in reversed(ahead):  # a line's last step: its largest
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)

@@ -94,6 +94,7 @@ class Tracer:
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
+    ends: dict[tuple[int, int], int] = field(default_factory=dict)  # see loop_ended
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -252,6 +253,14 @@ class Tracer:
         the count of the last loop of ``n`` steps begun before its first array was made
         (:func:`~tensig.check.sym_functions._loop_steps`)."""
         self.loops.setdefault(n, []).append((self.steps, d))
+
+    def loop_ended(self, n: int, d: Dim) -> None:
+        """The innermost loop of ``n`` steps over ``d`` not yet ended ends: a list whose first
+        array came later was not made one per step of it."""
+        for i in reversed(range(len(self.loops.get(n, ())))):
+            if self.loops[n][i][1] == d and (n, i) not in self.ends:
+                self.ends[(n, i)] = self.steps
+                return
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
