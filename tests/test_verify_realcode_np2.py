@@ -374,7 +374,22 @@ def test_an_inner_loop_of_the_same_count_is_not_the_rows_loop():
     assert nested(np.ones((11, 4)), np.ones((17, 4))).shape == (8, 4)
     with pytest.raises(ValueError):  # N = 12: 9 rows against 8
         nested(np.ones((12, 4)), np.ones((17, 4)))
-    assert not verify(nested).ok
+    r = verify(nested)
+    assert not r.ok and "N - 3" in str(r) and "M - 9" in str(r), str(r)  # which made them
+
+    def pairs(X: Float[np.ndarray, "N D"], Y: Float[np.ndarray, "M D"]
+              ) -> Float[np.ndarray, "N-3 D"]:  # an inner loop of the rows' own size
+        for _ in range(Y.shape[0] - 9):
+            pass
+        rows = []
+        for i in range(X.shape[0] - 3):
+            acc = X[i] * 0
+            for j in range(X.shape[0] - 3):
+                acc = acc + X[j]
+            rows.append(acc)
+        return np.stack(rows) + X[3:]
+
+    assert verify(pairs).ok, str(verify(pairs))
 
 
 def test_a_loop_that_ended_before_the_rows_is_not_their_loop():

@@ -107,12 +107,13 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
         inner = {d for when, d in loops if first <= when < max(made)}
         begun = [(i, d) for i, (when, d) in enumerate(loops) if when < first and d not in inner]
         running = [d for i, d in begun if t.ends.get((n, i), first) >= first]
-        sizes = inner | (set(running[-1:]) if running else {d for _, d in begun})
+        sizes = inner | (set(running[-1:]) if running or inner else {d for _, d in begun})
     else:  # no array's time: every loop of their count
         sizes = {d for _, d in loops}
     if len(sizes) > 1:
-        raise Unsupported(f"a list of {len(arrays)} items after loops of as many steps over "
-                          f"{' and '.join(str(d or 'a literal count') for d in sizes)}")
+        named = ("a literal count" if d is None else str(d) for d in sizes)
+        raise Unsupported(f"a list of {n} items after loops of as many steps over "
+                          f"{' and '.join(named)}")
     return next(iter(sizes), None)
 
 
