@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, Unsupported, plugin, tracer
-from tensig.core.dims import Dim, FloorDiv, Mod
+from tensig.check.tracing import _TRACER, Unsupported, grain, plugin, tracer
+from tensig.check.tracing import period as tracing_period
+from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most", "require_divisible",
@@ -548,19 +549,11 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
 
 @functools.lru_cache(maxsize=4096)  # up to 4096 evaluations: a loop's reshapes ask again
 def _residues(p: Dim, k: int) -> frozenset[int] | None:
-    """The values of ``p % k`` at all sizes, for ``p`` a polynomial in sizes and ``q % d`` of
-    such (no floor; else None): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each
-    size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
-    period, todo = k, [p]
-    while todo:
-        for m in todo.pop().terms:
-            for atom, _ in m:
-                if isinstance(atom, FloorDiv):
-                    return None
-                if isinstance(atom, Mod):
-                    period = math.lcm(period, atom.divisor)
-                    todo.append(atom.numerator)
-    names = sorted(p.symbols)
+    """The values of ``p % k`` at all sizes (None: more than 4096 points would tell): it
+    repeats with the period that keeps the remainder ``p % k`` (:func:`tracing.period`) in
+    each size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple
+    of 7, ``2*(T // 2) + 1`` of 2 at no size."""
+    period, names = math.lcm(k * grain(p), tracing_period(p)), sorted(p.symbols)
     if period ** len(names) > 4096:
         return None
     return frozenset(p.evaluate(dict(zip(names, v, strict=True))) % k
