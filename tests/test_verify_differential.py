@@ -316,6 +316,18 @@ def test_a_reshape_or_split_of_an_odd_size_into_pairs_is_an_error():
         assert all(run(f, "N => N", env) for env in envs(("N",)))  # no size runs
 
 
+def test_an_odd_size_made_of_a_floor_into_pairs_is_an_error():
+    """``[2*(N // 2) + 1]`` (the even part of ``x`` and one more) into ``(-1, 2)`` fails at
+    every ``N``: a floor in the size left its remainders untold (an assumption no size meets),
+    though they repeat with a period as a remainder's do."""
+    def pairs(x):
+        return np.concatenate([x[:2 * (len(x) // 2)], x[:1]]).reshape(-1, 2)
+
+    report = check(pairs, "N => N, 2")
+    assert "TS104" in [x.code for x in report] and not report.warnings, str(report)
+    assert all(run(pairs, "N => N", env) for env in envs(("N",)))  # no size runs
+
+
 def test_sizes_equal_at_two_points_where_a_division_is_exact_still_differ():
     """With ``T`` divisible by 2 assumed, ``B + 4`` and ``T`` (witnesses 11 and 13) were
     compared at ``B, T = 22, 26`` and ``24, 28`` only, equal at both: verify said ``x`` padded

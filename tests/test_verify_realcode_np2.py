@@ -346,6 +346,64 @@ def test_a_literal_range_leaves_a_loop_over_a_size_of_that_count_its_size():
         assert "broadcast" in kinds(r) and "N - 3" in str(r), (f.__name__, str(r))
 
 
+def test_an_inner_loop_of_the_same_count_is_not_the_rows_loop():
+    """Rows of a loop over ``N - 3`` with an inner loop over ``M - 9`` (8 steps each at the
+    witnesses 11 and 17): the inner loop, the last begun before the first row, was taken for
+    the rows' count, and their sum with ``M - 9`` rows verified, though it fails wherever
+    ``N - 3 != M - 9``."""
+    def nested(X: Float[np.ndarray, "N D"], Y: Float[np.ndarray, "M D"]
+               ) -> Float[np.ndarray, "M-9 D"]:
+        rows = []
+        for i in range(X.shape[0] - 3):
+            for _ in range(Y.shape[0] - 9):
+                pass
+            rows.append(X[i] * 2)
+        return np.stack(rows) + Y[9:]
+
+    assert nested(np.ones((11, 4)), np.ones((17, 4))).shape == (8, 4)
+    with pytest.raises(ValueError):  # N = 12: 9 rows against 8
+        nested(np.ones((12, 4)), np.ones((17, 4)))
+    r = verify(nested)
+    assert not r.ok and "N - 3" in str(r) and "M - 9" in str(r), str(r)  # which made them
+
+    def pairs(X: Float[np.ndarray, "N D"], Y: Float[np.ndarray, "M D"]
+              ) -> Float[np.ndarray, "N-3 D"]:  # an inner loop of the rows' own size
+        for _ in range(Y.shape[0] - 9):
+            pass
+        rows = []
+        for i in range(X.shape[0] - 3):
+            acc = X[i] * 0
+            for j in range(X.shape[0] - 3):
+                acc = acc + X[j]
+            rows.append(acc)
+        return np.stack(rows) + X[3:]
+
+    assert verify(pairs).ok, str(verify(pairs))
+
+
+def test_a_loop_that_ended_before_the_rows_is_not_their_loop():
+    """Indices listed by a loop over ``N - 3``, then a loop over ``M - 9`` (8 steps each at
+    the witnesses 11 and 17), then the rows: the last loop begun was taken for the rows'
+    count, and their sum with ``M - 9`` rows verified, though it fails wherever ``N - 3 !=
+    M - 9``.  With one loop of that count, its indices' rows still join to it."""
+    def later(X: Float[np.ndarray, "N D"], Y: Float[np.ndarray, "M D"]
+              ) -> Float[np.ndarray, "M-9 D"]:
+        idx = [i for i in range(X.shape[0] - 3)]
+        for _ in range(Y.shape[0] - 9):
+            pass
+        return np.stack([X[i] * 2 for i in idx]) + Y[9:]
+
+    def alone(X: Float[np.ndarray, "N D"]) -> Float[np.ndarray, "N-3 D"]:
+        idx = [i for i in range(X.shape[0] - 3)]
+        return np.stack([X[i] * 2 for i in idx]) + X[3:]
+
+    assert later(np.ones((11, 4)), np.ones((17, 4))).shape == (8, 4)
+    with pytest.raises(ValueError):  # N = 12: 9 rows against 8
+        later(np.ones((12, 4)), np.ones((17, 4)))
+    assert not verify(later).ok
+    assert verify(alone).ok, str(verify(alone))
+
+
 def test_a_library_s_own_literal_range_leaves_a_loop_s_count():
     """``range`` is patched in builtins, so a library's own loop of 11 steps (the stdlib's
     ``sample(..., 11)``) came there too: only the user's literal range cancels a loop's

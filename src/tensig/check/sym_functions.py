@@ -90,22 +90,35 @@ def _ellipsis(n: int) -> str:
 
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
-    """The size of a loop that made ``arrays``, one item per step (``Tracer.counted``): the
-    last loop of their count begun before the first of them was made (a literal ``range(8)``
-    before or after the loop over ``T - 3``, 8 steps at its witness, is another loop), or
-    None: a list as long as no loop over a size, or one item repeated (``[x] * 11``)."""
+    """The size of a loop that made ``arrays``, one item per step: a loop over ``range(d)``
+    whose k-th step made the k-th (:meth:`~tensig.check.tracing.Tracer.loop_of`), else
+    (``Tracer.counted``) the last loop of their count still running when the first of them
+    was made (a literal ``range(8)`` before or after the loop over ``T - 3``, 8 steps at its
+    witness, is another loop), or None: a list as long as no loop over a size, or one item
+    repeated (``[x] * 11``).  A loop of their count begun again while they were made is an
+    inner one; with none running (rows of indices a loop listed), any begun before.  Where
+    those differ in size, which made them is unknown."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
     ran = tracer().loop_of(list(arrays))  # one per step of a loop over range(d): d
     if ran is not None:
         return ran
-    first = min((a.made_at for a in arrays if isinstance(a, SymArray)), default=None)
-    begun = [d for when, d in tracer().loops.get(len(arrays), ()) if first is None or
-             when < first]
-    if first is None and len(set(begun)) > 1:
-        raise Unsupported(f"a list of {len(arrays)} items after loops of as many steps over "
-                          f"{' and '.join(str(d or 'a literal count') for d in set(begun))}")
-    return begun[-1] if begun else None
+    made = [a.made_at for a in arrays if isinstance(a, SymArray)]
+    n, t = len(arrays), tracer()
+    loops = t.loops.get(n, [])
+    if made:
+        first = min(made)
+        inner = {d for when, d in loops if first <= when < max(made)}
+        begun = [(i, d) for i, (when, d) in enumerate(loops) if when < first and d not in inner]
+        running = [d for i, d in begun if t.ends.get((n, i), first) >= first]
+        sizes = inner | (set(running[-1:]) if running or inner else {d for _, d in begun})
+    else:  # no array's time: every loop of their count
+        sizes = {d for _, d in loops}
+    if len(sizes) > 1:
+        named = ("a literal count" if d is None else str(d) for d in sizes)
+        raise Unsupported(f"a list of {n} items after loops of as many steps over "
+                          f"{' and '.join(named)}")
+    return next(iter(sizes), None)
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

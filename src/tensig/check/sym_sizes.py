@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, tracer
-from tensig.core.dims import Dim, FloorDiv, Mod
+from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, grain, plugin, tracer
+from tensig.check.tracing import period as tracing_period
+from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Square", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most",
@@ -435,6 +436,8 @@ class SymRange:
                 tracer().windows.append((self.stop - self.start, [*marks, tracer().steps]))
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
+            if t is not None and self.step == 1:
+                t.loop_ended(t.value(self.stop - self.start), self.stop - self.start)
             if t is not None and not ended:
                 for (file, line), text in reversed(ahead):  # a line's last step: its largest
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
@@ -603,19 +606,11 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
 
 @functools.lru_cache(maxsize=4096)  # up to RESIDUE_CAP evaluations: a loop's reshapes ask again
 def _residues(p: Dim, k: int) -> frozenset[int] | None:
-    """The values of ``p % k`` at all sizes, for ``p`` a polynomial in sizes and ``q % d`` of
-    such (no floor; else None): modulo ``k`` it repeats with period ``lcm(k, d, ...)`` in each
-    size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7."""
-    period, todo = k, [p]
-    while todo:
-        for m in todo.pop().terms:
-            for atom, _ in m:
-                if isinstance(atom, FloorDiv):
-                    return None
-                if isinstance(atom, Mod):
-                    period = math.lcm(period, atom.divisor)
-                    todo.append(atom.numerator)
-    names = sorted(p.symbols)
+    """The values of ``p % k`` at all sizes (None: more than :data:`RESIDUE_CAP` points would
+    tell): it repeats with the period that keeps the remainder ``p % k`` (:func:`tracing.period`) in
+    each size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple
+    of 7, ``2*(T // 2) + 1`` of 2 at no size."""
+    period, names = math.lcm(k * grain(p), tracing_period(p)), sorted(p.symbols)
     if period ** len(names) > RESIDUE_CAP:
         return None
     return frozenset(p.evaluate(dict(zip(names, v, strict=True))) % k

@@ -481,13 +481,15 @@ class _Size(SymSize):
 def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
-    rows = tracer().rows
+    t = tracer()
+    rows = t.rows
     try:
-        for i in _RANGE(tracer().counted(n)):
+        for i in _RANGE(t.counted(n)):
             rows[n] = i
             yield getitem(x, _LoopInt(i, n))
     finally:
         rows.pop(n, None)
+        t.loop_ended(t.value(n), n)
 
 
 def _keep(kw: dict[str, Any]) -> bool:

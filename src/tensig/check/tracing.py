@@ -115,6 +115,7 @@ class Tracer:
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
     windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
+    ends: dict[tuple[int, int], int] = field(default_factory=dict)  # see loop_ended
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -300,6 +301,13 @@ class Tracer:
                     for k, a in enumerate(arrays)):
                 return d
         return None
+    def loop_ended(self, n: int, d: Dim) -> None:
+        """The innermost loop of ``n`` steps over ``d`` not yet ended ends: a list whose first
+        array came later was not made one per step of it."""
+        for i in reversed(range(len(self.loops.get(n, ())))):
+            if self.loops[n][i][1] == d and (n, i) not in self.ends:
+                self.ends[(n, i)] = self.steps
+                return
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
@@ -328,23 +336,23 @@ def _divisions(d: Dim) -> set[tuple[Dim, int]]:
 @functools.lru_cache(maxsize=4096)  # every broadcast of two different sizes asks
 def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
     """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False where
-    too many points would tell).  Sizes that agree modulo :func:`_period` keep every remainder
+    too many points would tell).  Sizes that agree modulo :func:`period` keep every remainder
     in ``d``, so on each such class (where ``within`` is exact) ``d`` is a polynomial of the
     sizes, of :func:`_degree` in each: one that is 0 on a grid of its degree plus one values of
     each size is 0.  Two points where the divisions are exact were no proof: with ``T``
     divisible by 2 assumed, ``B + 4`` and ``T`` agreed at both (witnesses 11 and 13, doubled)."""
     if not _divisions(d):
         return False  # a polynomial, canonically not 0
-    period, names = _period(d), sorted(d.symbols)
+    step, names = period(d), sorted(d.symbols)
     inside = sorted({n for p, _ in _divisions(d) for n in p.symbols})
     grid = [range(1, _degree(d, n) + 2) for n in names]
-    if period ** len(inside) * math.prod(map(len, grid)) > 20_000:
+    if step ** len(inside) * math.prod(map(len, grid)) > 20_000:
         return False
-    for residues in itertools.product(range(period), repeat=len(inside)):
+    for residues in itertools.product(range(step), repeat=len(inside)):
         shift = dict(zip(inside, residues, strict=True))
 
         def at(m: tuple[int, ...], shift: dict[str, int] = shift) -> dict[str, int]:
-            return {n: shift[n] + period * v if n in shift else v
+            return {n: shift[n] + step * v if n in shift else v
                     for n, v in zip(names, m, strict=True)}
 
         if any(p.evaluate(at((1,) * len(names))) % k for p, k in within):
@@ -354,18 +362,18 @@ def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
     return True
 
 
-def _period(d: Dim) -> int:
+def period(d: Dim) -> int:
     """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
-    division's divisor times its numerator's :func:`_grain`."""
+    division's divisor times its numerator's :func:`grain`."""
     return math.lcm(1, *(n for m in d.terms for a, _ in m if not isinstance(a, str)
-                         for n in (a.divisor * _grain(a.numerator), _period(a.numerator))))
+                         for n in (a.divisor * grain(a.numerator), period(a.numerator))))
 
 
-def _grain(q: Dim) -> int:
+def grain(q: Dim) -> int:
     """What a quotient in ``q`` multiplies the sizes' modulus by: ``T // 2 + 1`` steps by 1
     where ``T`` steps by 2, so ``(T // 2 + 1) // 3`` keeps its remainder modulo 6, not 3; a
     remainder (``H % 7``) is constant there and adds nothing."""
-    return math.lcm(1, *(a.divisor * _grain(a.numerator) for m in q.terms for a, _ in m
+    return math.lcm(1, *(a.divisor * grain(a.numerator) for m in q.terms for a, _ in m
                          if isinstance(a, FloorDiv)))
 
 
