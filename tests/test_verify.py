@@ -976,3 +976,19 @@ def test_waiting_for_another_threads_trace_is_bounded_by_the_timeout():
     assert not waited and not r.ok and r.result is None, str(r)
     assert "another thread's trace ran all of 0.2 s" in r.notes[0], r.notes
     assert reports[0].ok and verify(lambda x: x + 1, "B => B", timeout=30).ok  # lock released
+
+
+def test_a_literal_equal_to_a_leaked_witness_is_no_silent_size():
+    """A number that equals the witness of a size turned into an int may be a literal of the
+    code (here 11, T's witness): read back as T it would verify a reshape that fails at T = 12,
+    so the reading is a stated assumption, never a silent one."""
+    def regroup(x):
+        int(x.shape[0])  # T turned into a number: its witness
+        return x.reshape(11, -1)
+
+    regroup(np.zeros((11, 3)))
+    with pytest.raises(ValueError):
+        regroup(np.zeros((12, 3)))
+    r = verify(regroup, "T D => T D")
+    assert not r.ok and "assumption" in kinds(r), str(r)
+

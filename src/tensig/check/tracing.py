@@ -233,15 +233,15 @@ class Tracer:
             self.largest = array
 
     def read_leak(self, size: int) -> Dim | int:
-        """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]``
-        on a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an
-        assumption (see :meth:`leak`)."""
+        """A number that is a symbol's witness came from that symbol (``pe[:T]`` on a concrete
+        table, ``x.view(b, int(t), c)``): read it as the symbol, under an assumption (see
+        :meth:`leak`), since a literal of the code may equal the witness."""
         d = self.leaks.get(size)
         if d is None:
             return size
-        self.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} "
-                                  "was turned into a number (a concrete buffer sliced or built "
-                                  f"by it); assumes {d} is within the concrete array's bounds")
+        self.report("assumption", f"the number {size} (a size or a concrete array's axis) is "
+                                  f"read as {d}: {d} was turned into a number ({d}'s witness "
+                                  f"is {size}); assumes it is {d}, not a constant {size}")
         return d
 
     def new_dim(self, hint: str) -> Dim:
