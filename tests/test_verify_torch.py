@@ -671,3 +671,24 @@ def test_a_size_turned_into_an_int_is_that_size_again():
     assert view(torch.zeros(2, 3, 4)).shape == (2, 3, 4)
     r = verify(view, "B T C => B T C")
     assert kinds(r) == ["assumption"] and "read as T" in str(r) and not r.notes, str(r)
+
+
+def test_a_reorder_written_in_place_keeps_its_finding_when_viewed_back():
+    """``y += z`` and ``y.add_(z)`` use a reorder's mixed axes (z is laid out as
+    ``[B, H, T, E]``, y is not), though they make no array: each reshape is judged alone."""
+    def added(x, z):
+        B, T, H, E = x.shape
+        y = x.reshape(B, H, T, E)
+        y += z
+        return y.reshape(B, T, H * E)
+
+    def added_(x, z):
+        B, T, H, E = x.shape
+        y = x.reshape(B, H, T, E)
+        y.add_(z)
+        return y.reshape(B, T, H * E)
+
+    x, z = torch.zeros(2, 3, 5, 7), torch.arange(2 * 5 * 3 * 7.0).reshape(2, 5, 3, 7)
+    assert not torch.equal(added(x, z), z.permute(0, 2, 1, 3).reshape(2, 3, 35))
+    for fn in (added, added_):
+        assert kinds(verify(fn, "B T H E; B H T E =>")) == ["reorder"] * 2, fn.__name__

@@ -263,7 +263,10 @@ class Tracer:
         """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a boolean
         array written to may be a mask or a view of one (``m[:][0] = True``), so every mask's
         count is another from here; numbers written to (``a[0] = 1.0``) have another count of
-        nonzero elements (``np.nonzero(a)``)."""
+        nonzero elements (``np.nonzero(a)``); a reorder written to has its mixed axes used, so
+        a view back is no longer one with it (``reshape_order.Skew``)."""
+        if getattr(array, "skew", None) is not None:
+            array.skew = None
         if getattr(array, "kind", None) == "b":
             self.masks.clear()
         else:
