@@ -1011,3 +1011,16 @@ def test_a_range_of_a_reorder_viewed_on_keeps_the_reorder():
     assert not np.array_equal(_reorder_sliced_kept(x), x.transpose(0, 2, 1, 3)[:, 1:])
     for fn in (_reorder_sliced_kept, _reorder_sliced_regrouped):
         assert kinds(verify(fn, "B, T, H, E =>")) == ["reorder"], fn.__name__
+
+
+def test_a_finding_left_out_in_the_square_retrace_is_listed_as_suppressed():
+    """verify traces ``int(math.sqrt(N))`` again with N a square: a finding ``ignore`` leaves
+    out there is still listed as suppressed (the outer call's own filtering emptied it)."""
+    import math
+
+    def grid(x):
+        h = int(math.sqrt(x.shape[0]))
+        return x.reshape(h, h, x.shape[1]) + np.zeros((5,))
+
+    r = verify(grid, "N D =>", ignore=["TS101"])
+    assert "is a square" in str(r) and [f.code for f in r.suppressed] == ["TS101"], str(r)
