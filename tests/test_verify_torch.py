@@ -692,3 +692,18 @@ def test_a_reorder_written_in_place_keeps_its_finding_when_viewed_back():
     assert not torch.equal(added(x, z), z.permute(0, 2, 1, 3).reshape(2, 3, 35))
     for fn in (added, added_):
         assert kinds(verify(fn, "B T H E; B H T E =>")) == ["reorder"] * 2, fn.__name__
+
+
+def test_a_complex_mean_or_einsum_stays_complex():
+    """A mean and an einsum of complex tensors are complex (torch's), so view_as_real takes
+    them: a float kind there was a false error."""
+    def mean(z):
+        return torch.view_as_real(z.mean(0))
+
+    def contract(z, w):
+        return torch.view_as_real(torch.einsum("bf,fg->bg", z, w.to(z.dtype)))
+
+    z = torch.zeros(3, 4, dtype=torch.complex64)
+    assert mean(z).shape == (4, 2) and contract(z, torch.ones(4, 4)).shape == (3, 4, 2)
+    assert verify(mean, "B F: complex => F 2").ok
+    assert verify(contract, "B F: complex; F F => B F 2").ok
