@@ -707,3 +707,13 @@ def test_a_complex_mean_or_einsum_stays_complex():
     assert mean(z).shape == (4, 2) and contract(z, torch.ones(4, 4)).shape == (3, 4, 2)
     assert verify(mean, "B F: complex => F 2").ok
     assert verify(contract, "B F: complex; F F => B F 2").ok
+
+
+def test_a_complex_where_with_a_float_fill_stays_complex():
+    """torch.where(m, z, 0.0) of a complex z is complex: view_as_real takes it."""
+    def masked(z, m):
+        return torch.view_as_real(torch.where(m, z, 0.0))
+
+    z = torch.zeros(3, 4, dtype=torch.complex64)
+    assert masked(z, torch.ones(3, 4, dtype=torch.bool)).shape == (3, 4, 2)
+    assert verify(masked, "B F: complex; B F: bool => B F 2").ok

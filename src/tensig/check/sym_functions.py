@@ -142,8 +142,7 @@ def where(cond: Any, *args: Any) -> Any:
         return nonzero(cond)
     a, b = args
     out = elementwise([cond, a, b], None, "where")
-    kinds = {_sym(a).kind, _sym(b).kind}
-    return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
+    return SymArray(out.dims, result_kind(None, {_sym(a).kind, _sym(b).kind}), out.loose)
 
 
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:
