@@ -77,12 +77,13 @@ def _viewed_back(skew: Skew, dims: Sequence[Dim], out: Sequence[Dim]) -> list[tu
 
 def carry_skew(a: Any, key: Any) -> Skew | None:
     """The skew ``a[key]`` (just made) keeps: ``a``'s, when the key takes a range (step 1) of
-    ``a``'s first mixed axis or axes before it and whole later axes, and nothing else ran."""
+    ``a``'s first mixed axis and whole other axes, and nothing else ran (a range of an axis
+    before it, ``[1:]`` of the batch, is no part of the reinterpretation)."""
     t, skew = tracer(), a.skew
     keys = key if isinstance(key, tuple) else (key,)
     if skew is None or skew.step != t.steps - 1 or len(keys) > a.ndim or not all(
             isinstance(k, slice) and k.step in (None, 1) and
-            (i <= skew.lead or k == slice(None)) for i, k in enumerate(keys)):
+            (i == skew.lead or k == slice(None)) for i, k in enumerate(keys)):
         return None
     return replace(skew, step=t.steps)
 
