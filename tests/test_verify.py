@@ -973,3 +973,56 @@ def test_waiting_for_another_threads_trace_is_bounded_by_the_timeout():
     assert not waited and not r.ok and r.result is None, str(r)
     assert "another thread's trace ran all of 0.2 s" in r.notes[0], r.notes
     assert reports[0].ok and verify(lambda x: x + 1, "B => B", timeout=30).ok  # lock released
+
+
+def test_a_literal_equal_to_a_leaked_witness_is_no_silent_size():
+    """A number that equals the witness of a size turned into an int may be a literal of the
+    code (here 11, T's witness): read back as T it would verify a reshape that fails at T = 12,
+    so the reading is a stated assumption, never a silent one."""
+    def regroup(x):
+        int(x.shape[0])  # T turned into a number: its witness
+        return x.reshape(11, -1)
+
+    regroup(np.zeros((11, 3)))
+    with pytest.raises(ValueError):
+        regroup(np.zeros((12, 3)))
+    r = verify(regroup, "T D => T D")
+    assert not r.ok and "assumption" in kinds(r), str(r)
+
+
+def _reorder_sliced_kept(x):  # a range of a reorder, viewed in the reorder's own axes: mixed
+    B, T, H, E = x.shape
+    return x.reshape(B, H, T, E)[:, 1:].reshape(B, H - 1, T, E)
+
+
+def _reorder_sliced_regrouped(x):
+    B, T, H, E = x.shape
+    return x.reshape(B, H, T, E)[:, 1:].reshape(B * (H - 1), T, E)
+
+
+def _reorder_batch_range(x):  # a range of an axis before the mixed ones: no view back
+    B, T, H, E = x.shape
+    return x.reshape(B, H, T, E)[1:].reshape(B - 1, H, T, E)
+
+
+def test_a_range_of_a_reorder_viewed_on_keeps_the_reorder():
+    """A range of a reorder's first mixed axis, reshaped in the reorder's order, is judged
+    with the range grown back to the whole axis: still a reorder (the pair's sizes differ, so
+    judging the two as one would claim nothing and withdraw the first finding)."""
+    x = np.arange(2 * 3 * 5 * 7).reshape(2, 3, 5, 7)
+    assert not np.array_equal(_reorder_sliced_kept(x), x.transpose(0, 2, 1, 3)[:, 1:])
+    for fn in (_reorder_sliced_kept, _reorder_sliced_regrouped, _reorder_batch_range):
+        assert kinds(verify(fn, "B, T, H, E =>")) == ["reorder"], fn.__name__
+
+
+def test_a_finding_left_out_in_the_square_retrace_is_listed_as_suppressed():
+    """verify traces ``int(math.sqrt(N))`` again with N a square: a finding ``ignore`` leaves
+    out there is still listed as suppressed (the outer call's own filtering emptied it)."""
+    import math
+
+    def grid(x):
+        h = int(math.sqrt(x.shape[0]))
+        return x.reshape(h, h, x.shape[1]) + np.zeros((5,))
+
+    r = verify(grid, "N D =>", ignore=["TS101"])
+    assert "is a square" in str(r) and [f.code for f in r.suppressed] == ["TS101"], str(r)

@@ -58,11 +58,12 @@ def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
 @pytest.mark.parametrize(("name", "good", "bad", "code"), SQUARES, ids=[c[0] for c in SQUARES])
 def test_a_grid_side_from_a_square_root_verifies_under_that_assumption(name, good, bad, code):
     """``int(math.sqrt(n))`` of a token count: verified with the count a new size's square
-    (one stated assumption), the traced result torch's at such a count; the bug still fails."""
+    (stated assumptions), the traced result torch's at such a count; the bug still fails."""
     import torch
 
     r = verify(good)
-    assert [f.kind for f in r] == ["assumption"] and "is a square" in str(r) and not r.notes
+    assert {f.kind for f in r} == {"assumption"} and "is a square" in str(r) and not r.notes
+    assert "read as N_root" in str(r), str(r)  # the side's number, a stated reading
     assert code in [f.code for f in verify(bad)], name
     sizes = {"B": 2, "C": 12, "D": 12, "N_root": 7}
     shape = [d.evaluate(sizes) for d in r.signature.args[0]]

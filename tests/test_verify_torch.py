@@ -677,13 +677,61 @@ def test_complex_values_have_their_own_kind():
 
 def test_a_size_turned_into_an_int_is_that_size_again():
     """``int(T)`` is T's witness; used as a size it is read back as T, not the number (the
-    reshape was a false TS104 at every size but the witness)."""
+    reshape was a false TS104 at every size but the witness), under a stated assumption (a
+    literal of the code may equal the witness)."""
     def view(x):
         b, t, c = x.shape
         return x.view(b, int(t), c)
 
     assert view(torch.zeros(2, 3, 4)).shape == (2, 3, 4)
-    assert verify(view, "B T C => B T C").ok and not verify(view, "B T C => B T C").findings
+    r = verify(view, "B T C => B T C")
+    assert kinds(r) == ["assumption"] and "read as T" in str(r) and not r.notes, str(r)
+
+
+def test_a_reorder_written_in_place_keeps_its_finding_when_viewed_back():
+    """``y += z`` and ``y.add_(z)`` use a reorder's mixed axes (z is laid out as
+    ``[B, H, T, E]``, y is not), though they make no array: each reshape is judged alone."""
+    def added(x, z):
+        B, T, H, E = x.shape
+        y = x.reshape(B, H, T, E)
+        y += z
+        return y.reshape(B, T, H * E)
+
+    def added_(x, z):
+        B, T, H, E = x.shape
+        y = x.reshape(B, H, T, E)
+        y.add_(z)
+        return y.reshape(B, T, H * E)
+
+    x, z = torch.zeros(2, 3, 5, 7), torch.arange(2 * 5 * 3 * 7.0).reshape(2, 5, 3, 7)
+    assert not torch.equal(added(x, z), z.permute(0, 2, 1, 3).reshape(2, 3, 35))
+    for fn in (added, added_):
+        assert kinds(verify(fn, "B T H E; B H T E =>")) == ["reorder"] * 2, fn.__name__
+
+
+def test_a_complex_mean_or_einsum_stays_complex():
+    """A mean and an einsum of complex tensors are complex (torch's), so view_as_real takes
+    them: a float kind there was a false error."""
+    def mean(z):
+        return torch.view_as_real(z.mean(0))
+
+    def contract(z, w):
+        return torch.view_as_real(torch.einsum("bf,fg->bg", z, w.to(z.dtype)))
+
+    z = torch.zeros(3, 4, dtype=torch.complex64)
+    assert mean(z).shape == (4, 2) and contract(z, torch.ones(4, 4)).shape == (3, 4, 2)
+    assert verify(mean, "B F: complex => F 2").ok
+    assert verify(contract, "B F: complex; F F => B F 2").ok
+
+
+def test_a_complex_where_with_a_float_fill_stays_complex():
+    """torch.where(m, z, 0.0) of a complex z is complex: view_as_real takes it."""
+    def masked(z, m):
+        return torch.view_as_real(torch.where(m, z, 0.0))
+
+    z = torch.zeros(3, 4, dtype=torch.complex64)
+    assert masked(z, torch.ones(3, 4, dtype=torch.bool)).shape == (3, 4, 2)
+    assert verify(masked, "B F: complex; B F: bool => B F 2").ok
 
 
 def test_a_cached_in_place_op_returns_its_own_tensor_whatever_the_first_call_aliased():

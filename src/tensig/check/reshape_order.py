@@ -34,6 +34,7 @@ class Skew:
     finding: Finding
     lead: int
     step: int
+    full: Dim  # the first mixed axis, before a range of it
 
 
 def order_lint(a: Any, out: Any) -> Skew | None:
@@ -44,12 +45,14 @@ def order_lint(a: Any, out: Any) -> Skew | None:
     withdrawn and the pair judged as one.  Transformer-XL's relative shift views ``[Q, K + 1]``
     as ``[K + 1, Q]`` only to drop its first row and view the rest back; a reorder whose mixed
     axes are used (a mean, a matmul) keeps its finding."""
-    t, src = tracer(), a.dims
-    if a.skew is not None and a.skew.step == t.steps - 1:
-        if a.skew.finding in t.findings:
-            t.findings.remove(a.skew.finding)
-        src = a.skew.source
-    moved = moved_factors(src, out.dims)
+    t, src, dst, skew = tracer(), a.dims, out.dims, a.skew
+    backs = _viewed_back(skew, a.dims, dst) if skew and skew.step == t.steps - 1 else []
+    if skew and backs:
+        if skew.finding in t.findings:
+            t.findings.remove(skew.finding)
+        src = skew.source
+        dst = next((d for d in backs if moved_factors(src, d) is None), backs[0])
+    moved = moved_factors(src, dst)
     if moved is None:
         return None
     finding = t.report("reorder", f"reshape of [{', '.join(map(str, src))}] into "
@@ -57,17 +60,30 @@ def order_lint(a: Any, out: Any) -> Skew | None:
                                   "elements in order, so this mixes them; use a "
                                   "transpose/permute if moving axes was meant")
     lead = next((i for i, (p, q) in enumerate(zip(src, out.dims, strict=False)) if p != q), 0)
-    return Skew(tuple(src), finding, lead, t.steps)
+    return Skew(tuple(src), finding, lead, t.steps, out.dims[lead] if out.ndim else ONE)
+
+
+def _viewed_back(skew: Skew, dims: Sequence[Dim], out: Sequence[Dim]) -> list[tuple[Dim, ...]]:
+    """``out`` with the range of the first mixed axis grown back to the whole axis, once for
+    each axis of ``out`` the range's size divides (rel_shift's ``K`` of ``K + 1``): the pair
+    judged as one reshape of the first's source (so ``[:, 1:].reshape(B, H - 1, T, E)`` of a
+    reorder into ``[B, H, T, E]`` still mixes); where none divides, each is judged alone."""
+    part = dims[skew.lead]
+    if part == skew.full:
+        return [tuple(out)]
+    quotients = [(j, exact_quotient(d, part)) for j, d in enumerate(out)]
+    return [(*out[:j], q * skew.full, *out[j + 1:]) for j, q in quotients if q is not None]
 
 
 def carry_skew(a: Any, key: Any) -> Skew | None:
     """The skew ``a[key]`` (just made) keeps: ``a``'s, when the key takes a range (step 1) of
-    ``a``'s first mixed axis or axes before it and whole later axes, and nothing else ran."""
+    ``a``'s first mixed axis and whole other axes, and nothing else ran (a range of an axis
+    before it, ``[1:]`` of the batch, is no part of the reinterpretation)."""
     t, skew = tracer(), a.skew
     keys = key if isinstance(key, tuple) else (key,)
     if skew is None or skew.step != t.steps - 1 or len(keys) > a.ndim or not all(
             isinstance(k, slice) and k.step in (None, 1) and
-            (i <= skew.lead or k == slice(None)) for i, k in enumerate(keys)):
+            (i == skew.lead or k == slice(None)) for i, k in enumerate(keys)):
         return None
     return replace(skew, step=t.steps)
 

@@ -35,6 +35,7 @@ from tensig.check.tracer import (
     permute,
     reduce_,
     reduction,
+    result_kind,
     split,
     squeeze,
     swapaxes,
@@ -81,7 +82,8 @@ def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
         if c not in joined:  # NumPy's ValueError; an operand of the wrong rank is told
             tracer().report("contraction", f"einsum output index {c!r} is in no operand "
                                            f"({subscripts!r})")
-    return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out], "f")
+    return SymArray([sizes[c] if c in sizes else tracer().new_dim("e") for c in out],
+                    result_kind("f", {_sym(a).kind for a in operands}))
 
 
 def _ellipsis(n: int) -> str:
@@ -170,8 +172,7 @@ def where(cond: Any, *args: Any) -> Any:
         return nonzero(cond)
     a, b = args
     out = elementwise([cond, a, b], None, "where")
-    kinds = {_sym(a).kind, _sym(b).kind}
-    return SymArray(out.dims, "f" if "f" in kinds else out.kind, out.loose)
+    return SymArray(out.dims, result_kind(None, {_sym(a).kind, _sym(b).kind}), out.loose)
 
 
 def linear(x: Any, weight: Any, bias: Any = None) -> SymArray:

@@ -44,8 +44,9 @@ def as_dim(x: Any) -> Dim:
         raise TypeError("a size cannot be a bool")
     if isinstance(x, Drawn):  # a random number in size arithmetic (H - i): no known size
         return tracer().new_dim("draw")
-    t = _TRACER.get()  # a size turned into an int (int(T), int(math.sqrt(S*S))): that size
-    return t.leaks[int(x)] if t is not None and int(x) in t.leaks else Dim.const(int(x))
+    t = _TRACER.get()  # a size turned into an int (int(T), int(math.sqrt(S*S))): that size,
+    read = t.read_leak(int(x)) if t is not None else int(x)  # an assumption (a literal 11?)
+    return read if isinstance(read, Dim) else Dim.const(read)
 
 
 def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:

@@ -603,7 +603,7 @@ def reduce_(x: Any, axis: Any, keepdims: bool = False, kind: str | None = None) 
         dims = [ONE if i in axes else d for i, d in enumerate(a.dims)]
     else:
         dims = [d for i, d in enumerate(a.dims) if i not in axes]
-    return SymArray(dims, kind or a.kind)
+    return SymArray(dims, result_kind(kind, {a.kind}))
 
 
 def permute(x: Any, axes: Sequence[int] | None = None) -> SymArray:

@@ -217,15 +217,15 @@ class Tracer:
             self.largest = array
 
     def read_leak(self, size: int) -> Dim | int:
-        """A concrete axis whose size is a symbol's witness came from that symbol (``pe[:T]``
-        on a concrete table, ``np.zeros(int(T))``): read it as the symbol, under an
-        assumption (see :meth:`leak`)."""
+        """A number that is a symbol's witness came from that symbol (``pe[:T]`` on a concrete
+        table, ``x.view(b, int(t), c)``): read it as the symbol, under an assumption (see
+        :meth:`leak`), since a literal of the code may equal the witness."""
         d = self.leaks.get(size)
         if d is None:
             return size
-        self.report("assumption", f"a concrete array's axis of size {size} is read as {d}: {d} "
-                                  "was turned into a number (a concrete buffer sliced or built "
-                                  f"by it); assumes {d} is within the concrete array's bounds")
+        self.report("assumption", f"the number {size} (a size or a concrete array's axis) is "
+                                  f"read as {d}: {d} was turned into a number ({d}'s witness "
+                                  f"is {size}); assumes it is {d}, not a constant {size}")
         return d
 
     def decided(self, *dims: Dim) -> None:
@@ -264,7 +264,10 @@ class Tracer:
         """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a boolean
         array written to may be a mask or a view of one (``m[:][0] = True``), so every mask's
         count is another from here; numbers written to (``a[0] = 1.0``) have another count of
-        nonzero elements (``np.nonzero(a)``)."""
+        nonzero elements (``np.nonzero(a)``); a reorder written to has its mixed axes used, so
+        a view back is no longer one with it (``reshape_order.Skew``)."""
+        if getattr(array, "skew", None) is not None:
+            array.skew = None
         if getattr(array, "kind", None) == "b":
             self.masks.clear()
         else:

@@ -409,7 +409,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
     finally:
         _ONE_AT_A_TIME.release()
     kept = [f for f in report.findings if not findings.suppressed(f.code, f.file, f.line, skip)]
-    report.suppressed = [f for f in report.findings if f not in kept]
+    report.suppressed += [f for f in report.findings if f not in kept]  # a retrace's too
     report.findings = kept
     return report
 
