@@ -41,26 +41,27 @@ def order_lint(a: Any, out: Any) -> Skew | None:
     """Report (TS202) a reshape of ``a`` into ``out`` (just made) that moves factors, judged
     from the last factorization whose axes the code used.  When ``a`` is a reorder's result
     (or a range of its first mixed axis: a range of each block of the buffer) and nothing else
-    ran since, the two reshapes are one reinterpretation of the buffer: the first's finding is
-    withdrawn and the pair judged as one.  Transformer-XL's relative shift views ``[Q, K + 1]``
-    as ``[K + 1, Q]`` only to drop its first row and view the rest back; a reorder whose mixed
-    axes are used (a mean, a matmul) keeps its finding."""
-    t, src, dst, skew = tracer(), a.dims, out.dims, a.skew
-    backs = _viewed_back(skew, a.dims, dst) if skew and skew.step == t.steps - 1 else []
-    if skew and backs:
+    ran since, the two reshapes are one reinterpretation of the buffer: where the pair keeps
+    the order, the first's finding is withdrawn.  Transformer-XL's relative shift views
+    ``[Q, K + 1]`` as ``[K + 1, Q]`` only to drop its first row and view the rest back; a
+    reorder whose mixed axes are used (a mean, a matmul), or that no view puts back, keeps its
+    finding, which names the reshape that moved the factors."""
+    t, skew = tracer(), a.skew
+    backs = _viewed_back(skew, a.dims, out.dims) if skew and skew.step == t.steps - 1 else []
+    if skew and any(moved_factors(skew.source, d) is None for d in backs):
         if skew.finding in t.findings:
             t.findings.remove(skew.finding)
-        src = skew.source
-        dst = next((d for d in backs if moved_factors(src, d) is None), backs[0])
-    moved = moved_factors(src, dst)
+        return None
+    moved = moved_factors(a.dims, out.dims)
     if moved is None:
         return None
-    finding = t.report("reorder", f"reshape of [{', '.join(map(str, src))}] into "
+    finding = t.report("reorder", f"reshape of [{', '.join(map(str, a.dims))}] into "
                                   f"[{', '.join(map(str, out.dims))}] {moved}: a reshape keeps "
                                   "elements in order, so this mixes them; use a "
                                   "transpose/permute if moving axes was meant")
-    lead = next((i for i, (p, q) in enumerate(zip(src, out.dims, strict=False)) if p != q), 0)
-    return Skew(tuple(src), finding, lead, t.steps, out.dims[lead] if out.ndim else ONE)
+    lead = next((i for i, (p, q) in enumerate(zip(a.dims, out.dims, strict=False)) if p != q),
+                0)
+    return Skew(tuple(a.dims), finding, lead, t.steps, out.dims[lead] if out.ndim else ONE)
 
 
 def _viewed_back(skew: Skew, dims: Sequence[Dim], out: Sequence[Dim]) -> list[tuple[Dim, ...]]:
