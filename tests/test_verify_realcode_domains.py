@@ -135,6 +135,18 @@ def test_a_strict_zip_of_lengths_equal_only_at_the_witness_assumes_them_equal():
     assert _assumed(halves_strict) == ["assumes T // 2 == 5"]
 
 
+def enumerated_steps(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
+    """``weighted_steps`` with the range inside ``enumerate``: zip cannot see its length."""
+    w = [float(k) for k in range(1, 13)]
+    steps = enumerate(range(x.shape[0]))
+    return np.stack([x[i] * a for a, (_, i) in zip(w, steps, strict=False)])
+
+
+def test_a_range_hidden_in_a_zip_argument_is_not_read_as_its_loop():
+    assert enumerated_steps(np.ones((20, 2))).shape == (12, 2)  # the oracle: 12 rows, not 20
+    assert [f.kind for f in verify(enumerated_steps)] == ["return-shape"]  # its 11 rows
+
+
 def pairs_of_rows(x: Float[np.ndarray, "T D"], w: Float[np.ndarray, "T D"]
                   ) -> Float[np.ndarray, "T//2 D"]:
     """zip of a range shorter at every size with rows, then of those T // 2 rows with rows

@@ -15,7 +15,6 @@ from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_sizes import (
-    _LEN,
     ONE,
     SymRange,
     SymSize,
@@ -120,6 +119,7 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
 
 
 _ZIP = zip  # the builtin, which verification patches with sym_zip
+_LONG = (SymRange, SymArray)  # of a symbolic length
 
 
 def sym_zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
@@ -127,11 +127,13 @@ def sym_zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
     weights and ``range(T // 2)`` runs ``T // 2`` steps only where ``T // 2 <= 6``.  Where an
     argument's length is symbolic (a range, an array's rows), the shortest is decided on
     canonical forms, else taken at the witness and assumed (a warning); the loop counts as one
-    of that length (``counted_loop``), never as a range it may stop short.  ``strict=True``
-    raises where the lengths differ: equal at the witness, they are assumed equal."""
-    if _TRACER.get() is None or not any(isinstance(x, SymRange | SymArray) for x in iterables):
+    of that length (``counted_loop``), never as a range it may stop short, nor as one inside an
+    iterator (``enumerate(range(T))``), whose length it cannot tell.  ``strict=True`` raises
+    where the lengths differ: equal at the witness, they are assumed equal."""
+    if _TRACER.get() is None or all(hasattr(x, "__len__") and not isinstance(x, _LONG)
+                                    for x in iterables):  # every zip() while verify runs
         return _ZIP(*iterables, strict=strict)
-    args = [x.loop(count=False) if isinstance(x, SymRange) else x for x in iterables]
+    args = [_quietly(x) for x in iterables]
     sizes = [d for d in map(_length, iterables) if d is not None]
     if len(sizes) < len(args):  # an iterator's length is not known, nor the loop's
         return _ZIP(*args, strict=strict)
@@ -146,6 +148,21 @@ def sym_zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
     return zipped if n.constant is not None else counted_loop(n, zipped)
 
 
+def _quietly(x: Any) -> Iterator[Any]:
+    """``x``'s items, no loop that gives them counted (``Tracer.quiet``): a range, also one
+    inside ``enumerate`` or ``reversed``, that zip may stop short is not the loop's count."""
+    t, it = tracer(), iter(x)
+    while True:
+        t.quiet += 1
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            t.quiet -= 1
+        yield item
+
+
 def _length(x: Any) -> Dim | None:
     """How many items iterating ``x`` gives: a range's or an array's size, a list's count or,
     of one array per step of a loop over a size, that size; None where not known."""
@@ -158,7 +175,7 @@ def _length(x: Any) -> Dim | None:
         if steps is not None:
             return steps
     try:
-        return as_dim(_LEN(x))
+        return as_dim(len(x))
     except TypeError:  # an iterator, a generator
         return None
 

@@ -414,17 +414,16 @@ class SymRange:
         return SymSize(self.stop - (hi - i))
 
     def __iter__(self) -> Any:
-        return self.loop()
+        return self._loop(False)
 
     def __reversed__(self) -> Any:
-        return self.loop(backward=True)
+        return self._loop(True)
 
-    def loop(self, backward: bool = False, count: bool = True) -> Iterator[Any]:
-        """The loop's steps, counted as a loop of its size (:func:`counted_loop`) unless
-        ``count`` is False: ``zip`` counts its own loop, which may stop this one short."""
+    def _loop(self, backward: bool) -> Iterator[Any]:
+        """Its steps, counted as they begin (:func:`counted_loop`): not if zip pulls them."""
         values = self._concrete(count=False)
         steps = self._steps(reversed(values) if backward else values)
-        return counted_loop(self.stop - self.start, steps) if count and self.step == 1 else steps
+        return counted_loop(self.stop - self.start, steps) if self.step == 1 else steps
 
     def _steps(self, values: Any) -> Any:
         """The loop's steps; ``x[t + 1]`` at a first-half step is taken as in range because the
@@ -470,15 +469,12 @@ def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
     (:meth:`Tracer.counted`) and, run to its end, a window of the trace's step count where
     each step began (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``."""
     tracer().counted(d)
-    return _windowed(d, steps)
-
-
-def _windowed(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
     marks = []
     for step in steps:
         marks.append(tracer().steps)
         yield step
-    tracer().windows.append((d, [*marks, tracer().steps]))
+    if not tracer().quiet:  # see sym_zip
+        tracer().windows.append((d, [*marks, tracer().steps]))
 
 
 class _LoopInt(int):

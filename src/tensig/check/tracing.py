@@ -115,6 +115,7 @@ class Tracer:
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
     windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
+    quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (counted)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -279,7 +280,7 @@ class Tracer:
         coordinates has as many (witnesses are primes from 11 for that); a list made one array
         per step of a loop over a range is its loop's whatever its count (:meth:`loop_of`)."""
         n = self.value(d)
-        if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
+        if d.constant is None and n >= 8 and not self.quiet:  # T - 1, T - 3 at T = 11 pass
             self.loop(n, d)
         return n
 
