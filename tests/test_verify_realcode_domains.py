@@ -91,11 +91,73 @@ def weighted_halves(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
     return np.stack([x[i] * a for a, i in zip(w, range(x.shape[0] // 2), strict=False)])
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: a loop over range(d) run to its end inside "
-                   "zip with a longer concrete list reads as d steps (Tracer.loop_of, counted)")
 def test_a_loop_cut_short_by_zip_is_not_read_as_its_range():
     assert weighted_halves(np.ones((20, 2))).shape == (6, 2)  # the oracle: 6 rows, not 10
-    assert not verify(weighted_halves).ok
+    assert _assumed(weighted_halves) == ["assumes T // 2 <= 6"]
+
+
+def weighted_steps(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
+    """Wrong at T > 12: zip stops at the 12 weights (a count >= 8, read as a loop over T)."""
+    w = [float(k) for k in range(1, 13)]
+    return np.stack([x[i] * a for a, i in zip(w, range(x.shape[0]), strict=False)])
+
+
+def halves_weighted(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
+    """``weighted_halves`` with the range first: the list is cut short where T // 2 > 6."""
+    w = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    return np.stack([x[i] * a for i, a in zip(range(x.shape[0] // 2), w, strict=False)])
+
+
+def halves_strict(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
+    """Raises ValueError where T // 2 != 5: strict zip of unequal lengths."""
+    w = [1.0, 2.0, 3.0, 4.0, 5.0]
+    return np.stack([x[i] * a for i, a in zip(range(x.shape[0] // 2), w, strict=True)])
+
+
+def _assumed(fn) -> list[str]:
+    """What ``verify`` reports on ``fn``: assumptions only, each without its reason."""
+    report = verify(fn)
+    assert report.result is not None and not report.errors and not report.notes
+    return [f.message.split(":")[0] for f in report]
+
+
+def test_a_zip_that_stops_a_long_range_short_assumes_the_range_is_shorter():
+    assert weighted_steps(np.ones((20, 2))).shape == (12, 2)  # the oracle: 12 rows, not 20
+    assert _assumed(weighted_steps) == ["assumes T <= 12"]
+    assert weighted_halves(np.ones((10, 2))).shape == (5, 2)  # the assumption's side holds
+    assert halves_weighted(np.ones((20, 2))).shape == (6, 2)
+    assert _assumed(halves_weighted) == ["assumes T // 2 <= 6"]
+
+
+def test_a_strict_zip_of_lengths_equal_only_at_the_witness_assumes_them_equal():
+    with pytest.raises(ValueError, match="shorter"):  # the oracle: T // 2 = 6 against 5
+        halves_strict(np.ones((12, 2)))
+    assert _assumed(halves_strict) == ["assumes T // 2 == 5"]
+
+
+def enumerated_steps(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
+    """``weighted_steps`` with the range inside ``enumerate``: zip cannot see its length."""
+    w = [float(k) for k in range(1, 13)]
+    steps = enumerate(range(x.shape[0]))
+    return np.stack([x[i] * a for a, (_, i) in zip(w, steps, strict=False)])
+
+
+def test_a_range_hidden_in_a_zip_argument_is_not_read_as_its_loop():
+    assert enumerated_steps(np.ones((20, 2))).shape == (12, 2)  # the oracle: 12 rows, not 20
+    assert [f.kind for f in verify(enumerated_steps)] == ["return-shape"]  # its 11 rows
+
+
+def pairs_of_rows(x: Float[np.ndarray, "T D"], w: Float[np.ndarray, "T D"]
+                  ) -> Float[np.ndarray, "T//2 D"]:
+    """zip of a range shorter at every size with rows, then of those T // 2 rows with rows
+    again: the shorter runs to its end, and its count is the loop's."""
+    firsts = [x[i] * r for i, r in zip(range(x.shape[0] // 2), w, strict=False)]
+    return np.stack([a + r for r, a in zip(x, firsts, strict=False)])
+
+
+def test_a_zip_whose_shortest_is_known_at_every_size_counts_its_loop():
+    assert pairs_of_rows(np.ones((20, 2)), np.ones((20, 2))).shape == (10, 2)  # the oracle
+    assert verify(pairs_of_rows).ok
 
 
 def _library(fn) -> type:

@@ -9,11 +9,21 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.sym_sizes import ONE, SymRange, SymSize, as_dim
+from tensig.check.sym_sizes import (
+    ONE,
+    SymRange,
+    SymSize,
+    _assume,
+    _eq,
+    _holds,
+    as_dim,
+    counted_loop,
+)
 from tensig.check.tracer import (
     CREATION_NUMPY,
     CREATION_TORCH,
@@ -121,6 +131,68 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
         raise Unsupported(f"a list of {n} items after loops of as many steps over "
                           f"{' and '.join(named)}")
     return next(iter(sizes), None)
+
+
+_ZIP = zip  # the builtin, which verification patches with sym_zip
+_LONG = (SymRange, SymArray)  # of a symbolic length
+
+
+def sym_zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
+    """``zip()`` during verification: it stops at its shortest argument, so a loop over six
+    weights and ``range(T // 2)`` runs ``T // 2`` steps only where ``T // 2 <= 6``.  Where an
+    argument's length is symbolic (a range, an array's rows), the shortest is decided on
+    canonical forms, else taken at the witness and assumed (a warning); the loop counts as one
+    of that length (``counted_loop``), never as a range it may stop short, nor as one inside an
+    iterator (``enumerate(range(T))``), whose length it cannot tell.  ``strict=True`` raises
+    where the lengths differ: equal at the witness, they are assumed equal."""
+    if _TRACER.get() is None or all(hasattr(x, "__len__") and not isinstance(x, _LONG)
+                                    for x in iterables):  # every zip() while verify runs
+        return _ZIP(*iterables, strict=strict)
+    args = [_quietly(x) for x in iterables]
+    sizes = [d for d in map(_length, iterables) if d is not None]
+    if len(sizes) < len(args):  # an iterator's length is not known, nor the loop's
+        return _ZIP(*args, strict=strict)
+    t = tracer()
+    n = min(sizes, key=t.value)
+    same, word = (_eq, "==") if strict else (operator.le, "<=")
+    for d in sizes:
+        if not _holds(same, n, d) and (not strict or t.value(d) == t.value(n)):
+            _assume(f"{n} {word} {d}", True, "zip(strict=True) raises ValueError where the "
+                    "lengths differ" if strict else "zip() stops at its shortest argument")
+    zipped = _ZIP(*args, strict=strict)
+    return zipped if n.constant is not None else counted_loop(n, zipped)
+
+
+def _quietly(x: Any) -> Iterator[Any]:
+    """``x``'s items, no loop that gives them counted (``Tracer.quiet``): a range, also one
+    inside ``enumerate`` or ``reversed``, that zip may stop short is not the loop's count."""
+    t, it = tracer(), iter(x)
+    while True:
+        t.quiet += 1
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            t.quiet -= 1
+        yield item
+
+
+def _length(x: Any) -> Dim | None:
+    """How many items iterating ``x`` gives: a range's or an array's size, a list's count or,
+    of one array per step of a loop over a size, that size; None where not known."""
+    if isinstance(x, SymRange):
+        return x.stop - x.start if x.step == 1 else None
+    if isinstance(x, SymArray):
+        return x.dims[0] if x.dims else None
+    if isinstance(x, list | tuple) and x and all(isinstance(a, SymArray) for a in x):
+        steps = _loop_steps(x)
+        if steps is not None:
+            return steps
+    try:
+        return as_dim(len(x))
+    except TypeError:  # an iterator, a generator
+        return None
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:

@@ -18,7 +18,7 @@ import math
 import operator
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -398,9 +398,9 @@ class SymRange:
         start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
         self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
 
-    def _concrete(self) -> range:
+    def _concrete(self, count: bool = True) -> range:
         t = tracer()
-        if self.step == 1:
+        if self.step == 1 and count:
             t.counted(self.stop - self.start)  # a list of one item per step: n items
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
@@ -416,29 +416,29 @@ class SymRange:
         return SymSize(self.stop - (hi - i))
 
     def __iter__(self) -> Any:
-        return self._steps(self._concrete())
+        return self._loop(False)
 
     def __reversed__(self) -> Any:
-        return self._steps(reversed(self._concrete()))
+        return self._loop(True)
+
+    def _loop(self, backward: bool) -> Iterator[Any]:
+        """Its steps, counted as they begin (:func:`counted_loop`): not if zip pulls them."""
+        values = self._concrete(count=False)
+        steps = self._steps(reversed(values) if backward else values)
+        return counted_loop(self.stop - self.start, steps) if self.step == 1 else steps
 
     def _steps(self, values: Any) -> Any:
         """The loop's steps; ``x[t + 1]`` at a first-half step is taken as in range because the
         last steps check it: a loop left before them (``break``) assumes it after all."""
         ahead: list[Any] = []
         ended = False
-        marks = []  # the trace's step count as each loop step begins, then at the end
         try:
             for i in values:
                 step = self._index(i, ahead)
                 ended = ended or not isinstance(step, _LoopInt)
-                marks.append(tracer().steps)
                 yield step
-            if self.step == 1:  # run to its end: one item per step is d items
-                tracer().windows.append((self.stop - self.start, [*marks, tracer().steps]))
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
-            if t is not None and self.step == 1:
-                t.loop_ended(t.value(self.stop - self.start), self.stop - self.start)
             if t is not None and not ended:
                 for (file, line), text in reversed(ahead):  # a line's last step: its largest
                     if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
@@ -464,6 +464,24 @@ class SymRange:
 
 
 _LEN, _RANGE = len, range
+
+
+def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
+    """A loop of ``d`` steps (``range(T)``, ``zip`` over sizes): counted as it begins
+    (:meth:`Tracer.counted`) and, run to its end, a window of the trace's step count where
+    each step began (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``.
+    Its end, however it comes, is :meth:`Tracer.loop_ended`."""
+    t = tracer()
+    t.counted(d)
+    marks = []
+    try:
+        for step in steps:
+            marks.append(t.steps)
+            yield step
+        if not t.quiet:  # see sym_zip
+            t.windows.append((d, [*marks, t.steps]))
+    finally:
+        t.loop_ended(t.value(d), d)
 
 
 class _LoopInt(int):

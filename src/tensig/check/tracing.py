@@ -116,6 +116,7 @@ class Tracer:
     loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
     windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
     ends: dict[tuple[int, int], int] = field(default_factory=dict)  # see loop_ended
+    quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (counted)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -283,7 +284,7 @@ class Tracer:
         coordinates has as many (witnesses are primes from 11 for that); a list made one array
         per step of a loop over a range is its loop's whatever its count (:meth:`loop_of`)."""
         n = self.value(d)
-        if d.constant is None and n >= 8:  # T - 1, T - 3 at T = 11 pass
+        if d.constant is None and n >= 8 and not self.quiet:  # T - 1, T - 3 at T = 11 pass
             self.loop(n, d)
         return n
 
@@ -306,7 +307,10 @@ class Tracer:
         return None
     def loop_ended(self, n: int, d: Dim) -> None:
         """The innermost loop of ``n`` steps over ``d`` not yet ended ends: a list whose first
-        array came later was not made one per step of it."""
+        array came later was not made one per step of it.  Not while zip pulls its arguments
+        (``quiet``): a loop it may stop short was not counted either."""
+        if self.quiet:
+            return
         for i in reversed(range(len(self.loops.get(n, ())))):
             if self.loops[n][i][1] == d and (n, i) not in self.ends:
                 self.ends[(n, i)] = self.steps

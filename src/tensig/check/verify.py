@@ -240,7 +240,7 @@ class Report:
 @contextlib.contextmanager
 def _creation_patched() -> Iterator[None]:
     """Creation functions (``np.zeros(B, T)``, ``torch.ones(T, T)``) take symbolic sizes, and
-    ``len(x)``, ``range(T)``, ``max(1, T)`` keep them symbolic.
+    ``len(x)``, ``range(T)``, ``zip``, ``max(1, T)`` keep them symbolic.
 
     Compiled (Cython) modules see NumPy as it is before patching: their ``np.empty(size)``
     (``rng.normal(size=x.shape)`` of a generator passed in) must stay a real array, as
@@ -251,7 +251,8 @@ def _creation_patched() -> Iterator[None]:
 
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range),
                (math, "sqrt", sym_sizes.sym_sqrt),
-               (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min)]
+               (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min),
+               (builtins, "zip", sym_functions.sym_zip)]
     buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
         from tensig.check import trace_torch as symbolic_torch
