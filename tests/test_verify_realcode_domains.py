@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from arrays import clean
 from tensig import Float
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
@@ -42,7 +43,7 @@ def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
         assert [f.kind for f in r] == ["assumption"] and ASSUMES[name] in str(r) and \
             not r.notes, f"{name}: {r}"
     else:
-        assert r.ok and not r.findings and not r.notes, f"{name}: {r}"
+        assert clean(r), f"{name}: {r}"
     rb = verify(bad)
     stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
     assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
@@ -79,7 +80,7 @@ def test_a_size_decided_often_in_loops_that_end_is_followed():
     data-dependent size more than the cap times at one line (1100 here) is still verified,
     and the code runs at two sizes to the shape it declares."""
     r = verify(lloyd_kmeans)
-    assert r.ok and not r.findings and not r.notes, str(r)
+    assert clean(r), str(r)
     rng = np.random.default_rng(0)
     for n, d, k in ((20, 3, 4), (31, 2, 7)):
         assert lloyd_kmeans(rng.normal(size=(n, d)), rng.normal(size=(k, d)), 3).shape == (k, d)
