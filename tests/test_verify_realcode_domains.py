@@ -201,3 +201,17 @@ def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
         out = good(*_arguments(good, env, seed))
         got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
         assert got == tuple(shape_for(m.shape, env) for m in markers), (name, env)
+
+
+def test_zip_and_range_stay_types_while_verify_patches_them():
+    """``zip`` and ``range`` are patched during a trace; code (or a library) that asks
+    ``isinstance(z, zip)`` still gets its answer, where a plain function raised TypeError."""
+    def pairs(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
+        z, r = zip([1], [2], strict=True), range(3)
+        assert isinstance(z, zip) and isinstance(r, range) and not isinstance(r, zip)
+        assert not isinstance(x, zip) and issubclass(type(z), zip)
+        return np.stack([row * i for row, i in zip(x, range(x.shape[0]), strict=True)])
+
+    assert pairs(np.ones((4, 2))).shape == (4, 2)
+    r = verify(pairs)
+    assert clean(r), str(r)

@@ -16,6 +16,7 @@ from typing import Any
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_sizes import (
     ONE,
+    StandIn,
     SymRange,
     SymSize,
     _assume,
@@ -137,7 +138,16 @@ _ZIP = zip  # the builtin, which verification patches with sym_zip
 _LONG = (SymRange, SymArray)  # of a symbolic length
 
 
-def sym_zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
+class sym_zip(metaclass=StandIn):  # lower case: it stands in for the builtin
+    """``zip()`` during verification (:func:`_zip`); ``isinstance(z, zip)`` still holds."""
+
+    kinds = (_ZIP,)
+
+    def __new__(cls, *iterables: Any, strict: bool = False) -> Any:
+        return _zip(*iterables, strict=strict)
+
+
+def _zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
     """``zip()`` during verification: it stops at its shortest argument, so a loop over six
     weights and ``range(T // 2)`` runs ``T // 2`` steps only where ``T // 2 <= 6``.  Where an
     argument's length is symbolic (a range, an array's rows), the shortest is decided on

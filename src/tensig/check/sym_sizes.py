@@ -29,7 +29,7 @@ from tensig.check.tracing import period as tracing_period
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["ONE", "Square", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most",
+__all__ = ["ONE", "Square", "StandIn", "SymFloat", "SymRange", "SymSize", "as_dim", "at_most",
            "require_divisible", "sym_max", "sym_min", "sym_range", "sym_sqrt", "triangle"]
 
 ONE = Dim.const(1)
@@ -527,17 +527,20 @@ def _near_end(end: Dim, k: Any) -> bool:
     return offset is not None and -offset <= k.slack
 
 
-class _RangeType(type):
-    """``isinstance(r, range)`` stays true while ``range`` is patched (library code asks)."""
+class StandIn(type):
+    """The type of a patched builtin (``range``, ``zip``): ``isinstance(r, range)`` stays true
+    while it is patched (library code asks), for the types in the class's ``kinds``."""
+
+    kinds: tuple[type, ...]
 
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _RANGE | SymRange | _LoopRange)
+        return isinstance(obj, cls.kinds)
 
     def __subclasscheck__(cls, sub: Any) -> bool:
-        return issubclass(sub, _RANGE | SymRange | _LoopRange)
+        return issubclass(sub, cls.kinds)
 
 
-class sym_range(metaclass=_RangeType):  # lower case: it stands in for the builtin
+class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
     """``range()`` during verification: a symbolic bound gives a :class:`SymRange`; a loop
     index as the bound (``for i in range(j)`` inside ``for j in range(K)``) gives indices
     below the outer loop's bound."""
@@ -557,6 +560,9 @@ class sym_range(metaclass=_RangeType):  # lower case: it stands in for the built
 
 class _LoopRange(list[Any]):
     """``range(j)`` of a loop index ``j``: its indices, each below ``j``'s bound."""
+
+
+sym_range.kinds = (_RANGE, SymRange, _LoopRange)
 
 
 def _eq(a: Any, b: Any) -> bool:
