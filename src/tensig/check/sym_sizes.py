@@ -476,10 +476,9 @@ def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
         for step in steps:
             marks.append(t.steps)
             yield step
-    except BaseException:  # left early (break, an error): no list was made one per step
-        t.end(loop)
-        raise
-    t.end(loop, marks)
+        loop.marks = [*marks, t.steps]  # not if left early (break, an error)
+    finally:
+        loop.end = t.steps
 
 
 class _LoopInt(int):

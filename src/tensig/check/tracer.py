@@ -484,12 +484,12 @@ def _rows(x: SymArray, n: Dim) -> Any:
     t = tracer()
     rows, loop = t.rows, t.begin(n)
     try:
-        for i in _RANGE(t.value(n)):
+        for i in _RANGE(loop.n):
             rows[n] = i
             yield getitem(x, _LoopInt(i, n))
     finally:
         rows.pop(n, None)
-        t.end(loop)
+        loop.end = t.steps
 
 
 def _keep(kw: dict[str, Any]) -> bool:

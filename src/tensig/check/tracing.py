@@ -96,7 +96,7 @@ class Unsupported(Exception):
 class Loop:
     """A loop of the trace: ``n`` steps at the witness over the size ``d`` or (None) a literal
     count, begun and ended when so many symbolic arrays had been made (``Tracer.steps``);
-    ``marks``, where each step began and then its end, kept for a loop run to its end."""
+    ``marks``, where each step began and then its end, for a loop run to its end."""
 
     n: int
     d: Dim | None
@@ -288,22 +288,16 @@ class Tracer:
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
 
-    def begin(self, d: Dim | None, n: int = 0) -> Loop | None:
+    def begin(self, d: Dim | None, n: int = 0) -> Loop:
         """A loop begins (``range(T)``, ``zip`` over sizes, an axis's rows; ``len(range(T))``
         and ``unbind`` count as one never ended), of ``d`` steps or (None) a literal count ``n``
         in the user's code, so a list of one item per step joins to its count
-        (:func:`~tensig.check.sym_functions._loop_steps`).  None while zip pulls its
-        arguments (``quiet``): a loop it may stop short is not the loop's count."""
-        if self.quiet:
-            return None
-        self.loops.append(loop := Loop(n if d is None else self.value(d), d, self.steps))
+        (:func:`~tensig.check.sym_functions._loop_steps`).  Kept only if zip is not pulling
+        its arguments (``quiet``): a loop it may stop short is not the loop's count."""
+        loop = Loop(n if d is None else self.value(d), d, self.steps)
+        if not self.quiet:
+            self.loops.append(loop)
         return loop
-
-    def end(self, loop: Loop | None, marks: list[int] | None = None) -> None:
-        """``loop`` ends: a list whose first array came later was not made one per step of it;
-        ``marks``, where each step began, if it ran to its end (:meth:`loop_of`)."""
-        if loop is not None:
-            loop.end, loop.marks = self.steps, None if marks is None else [*marks, self.steps]
 
     def loop_of(self, arrays: list[Any]) -> Dim | None:
         """The size of a loop run to its end that made ``arrays``, the k-th array at its k-th
