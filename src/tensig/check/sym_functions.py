@@ -104,29 +104,30 @@ def _ellipsis(n: int) -> str:
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     """The size of a loop that made ``arrays``, one item per step: a loop over ``range(d)``
-    whose k-th step made the k-th (:meth:`~tensig.check.tracing.Tracer.loop_of`), else
-    (``Tracer.counted``) the last loop of their count still running when the first of them
-    was made (a literal ``range(8)`` before or after the loop over ``T - 3``, 8 steps at its
-    witness, is another loop), or None: a list as long as no loop over a size, or one item
-    repeated (``[x] * 11``).  A loop of their count begun again while they were made is an
-    inner one; with none running (rows of indices a loop listed), any begun before.  Where
-    those differ in size, which made them is unknown."""
+    whose k-th step made the k-th (:meth:`~tensig.check.tracing.Tracer.loop_of`), else the
+    last loop of their count (8 or more steps over a size or a literal count) still running
+    when the first of them was made (a literal ``range(8)`` before or after the loop over
+    ``T - 3``, 8 steps at its witness, is another loop), or None: a list as long as no loop
+    over a size, or one item repeated (``[x] * 11``).  A loop of their count begun again
+    while they were made is an inner one; with none running (rows of indices a loop listed),
+    any begun before.  Where those differ in size, which made them is unknown."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
     ran = tracer().loop_of(list(arrays))  # one per step of a loop over range(d): d
     if ran is not None:
         return ran
     made = [a.made_at for a in arrays if isinstance(a, SymArray)]
-    n, t = len(arrays), tracer()
-    loops = t.loops.get(n, [])
+    n = len(arrays)  # T - 1, T - 3 at T = 11 pass; a mask's 3 or T // 2's 5 is no evidence
+    loops = [lp for lp in tracer().loops
+             if lp.n == n >= 8 and (lp.d is None or lp.d.constant is None)]
     if made:
         first = min(made)
-        inner = {d for when, d in loops if first <= when < max(made)}
-        begun = [(i, d) for i, (when, d) in enumerate(loops) if when < first and d not in inner]
-        running = [d for i, d in begun if t.ends.get((n, i), first) >= first]
-        sizes = inner | (set(running[-1:]) if running or inner else {d for _, d in begun})
+        inner = {lp.d for lp in loops if first <= lp.begin < max(made)}
+        begun = [lp for lp in loops if lp.begin < first and lp.d not in inner]
+        running = [lp.d for lp in begun if lp.end is None or lp.end >= first]
+        sizes = inner | (set(running[-1:]) if running or inner else {lp.d for lp in begun})
     else:  # no array's time: every loop of their count
-        sizes = {d for _, d in loops}
+        sizes = {lp.d for lp in loops}
     if len(sizes) > 1:
         named = ("a literal count" if d is None else str(d) for d in sizes)
         raise Unsupported(f"a list of {n} items after loops of as many steps over "

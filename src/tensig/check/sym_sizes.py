@@ -401,7 +401,7 @@ class SymRange:
     def _concrete(self, count: bool = True) -> range:
         t = tracer()
         if self.step == 1 and count:
-            t.counted(self.stop - self.start)  # a list of one item per step: n items
+            t.begin(self.stop - self.start)  # a list of one item per step: n items
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
     def _index(self, i: int, ahead: list[Any] | None = None) -> Any:
@@ -467,21 +467,18 @@ _LEN, _RANGE = len, range
 
 
 def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
-    """A loop of ``d`` steps (``range(T)``, ``zip`` over sizes): counted as it begins
-    (:meth:`Tracer.counted`) and, run to its end, a window of the trace's step count where
-    each step began (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``.
-    Its end, however it comes, is :meth:`Tracer.loop_ended`."""
+    """A loop of ``d`` steps (``range(T)``, ``zip`` over sizes), begun and ended on the tracer
+    (:meth:`Tracer.begin`) with, run to its end, the trace's step count where each step began
+    (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``."""
     t = tracer()
-    t.counted(d)
-    marks = []
+    loop, marks = t.begin(d), []
     try:
         for step in steps:
             marks.append(t.steps)
             yield step
-        if not t.quiet:  # see sym_zip
-            t.windows.append((d, [*marks, t.steps]))
+        loop.marks = [*marks, t.steps]  # not if left early (break, an error)
     finally:
-        t.loop_ended(t.value(d), d)
+        loop.end = t.steps
 
 
 class _LoopInt(int):
@@ -554,7 +551,7 @@ class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
         out, t = _RANGE(*args), _TRACER.get()
         caller = sys._getframe(1).f_code.co_filename
         if t is not None and out.step == 1 and _LEN(out) >= 8 and findings.user_code(caller):
-            t.loop(_LEN(out), None)  # the user's loop of a literal count: no size's
+            t.begin(None, _LEN(out))  # the user's loop of a literal count: no size's
         return out
 
 

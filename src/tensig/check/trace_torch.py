@@ -518,7 +518,7 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     a = S._sym(x)
     axis = S._axis(dim, a.ndim)
     n = a.dims[axis]
-    tracer().counted(n)
+    tracer().begin(n)
     dims = (*a.dims[:axis], *a.dims[axis + 1:])
     return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
 

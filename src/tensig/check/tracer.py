@@ -190,7 +190,7 @@ class SymArray:
         t = _TRACER.get()
         if t is not None:
             t.made(self)
-        self.made_at = 0 if t is None else t.steps  # see Tracer.loop and Tracer.loop_of
+        self.made_at = 0 if t is None else t.steps  # see Tracer.begin and Tracer.loop_of
 
     # -- describing ------------------------------------------------------------------------
     @property
@@ -482,14 +482,14 @@ def _rows(x: SymArray, n: Dim) -> Any:
     """``x``'s rows; the tracer knows the current row's index, so the count of an
     ``enumerate`` over them indexes an axis of size ``n`` safely."""
     t = tracer()
-    rows = t.rows
+    rows, loop = t.rows, t.begin(n)
     try:
-        for i in _RANGE(t.counted(n)):
+        for i in _RANGE(loop.n):
             rows[n] = i
             yield getitem(x, _LoopInt(i, n))
     finally:
         rows.pop(n, None)
-        t.loop_ended(t.value(n), n)
+        loop.end = t.steps
 
 
 def _keep(kw: dict[str, Any]) -> bool:

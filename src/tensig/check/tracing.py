@@ -93,6 +93,19 @@ class Unsupported(Exception):
 
 
 @dataclass
+class Loop:
+    """A loop of the trace: ``n`` steps at the witness over the size ``d`` or (None) a literal
+    count, begun and ended when so many symbolic arrays had been made (``Tracer.steps``);
+    ``marks``, where each step began and then its end, for a loop run to its end."""
+
+    n: int
+    d: Dim | None
+    begin: int
+    end: int | None = None
+    marks: list[int] | None = None
+
+
+@dataclass
 class Tracer:
     """Collects findings while a function runs on symbolic arrays."""
 
@@ -113,10 +126,8 @@ class Tracer:
     _envs: dict[Any, dict[str, int]] = field(default_factory=dict, repr=False,
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
-    loops: dict[int, list[tuple[int, Dim | None]]] = field(default_factory=dict)  # see loop
-    windows: list[tuple[Dim, list[int]]] = field(default_factory=list)  # see loop_of
-    ends: dict[tuple[int, int], int] = field(default_factory=dict)  # see loop_ended
-    quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (counted)
+    loops: list[Loop] = field(default_factory=list)  # see begin
+    quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (begin)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -277,44 +288,27 @@ class Tracer:
     def value(self, d: Dim) -> int:
         return d.evaluate(self.witness)
 
-    def counted(self, d: Dim) -> int:
-        """A loop's number of steps (``range(T)``, ``range(1, T)``, the rows of an axis),
-        remembered by its value (:meth:`loop`), so a list of one item per step has ``d`` items
-        when stacked.  A small count (a mask's 3, ``T // 2``'s 5) is no evidence: a list of 3
-        coordinates has as many (witnesses are primes from 11 for that); a list made one array
-        per step of a loop over a range is its loop's whatever its count (:meth:`loop_of`)."""
-        n = self.value(d)
-        if d.constant is None and n >= 8 and not self.quiet:  # T - 1, T - 3 at T = 11 pass
-            self.loop(n, d)
-        return n
-
-    def loop(self, n: int, d: Dim | None) -> None:
-        """A loop of ``n`` steps begins, over the size ``d`` or (None) a literal count in the
-        user's code: when, in arrays made so far, so that a list of ``n`` arrays is joined to
-        the count of the last loop of ``n`` steps begun before its first array was made
-        (:func:`~tensig.check.sym_functions._loop_steps`)."""
-        self.loops.setdefault(n, []).append((self.steps, d))
+    def begin(self, d: Dim | None, n: int = 0) -> Loop:
+        """A loop begins (``range(T)``, ``zip`` over sizes, an axis's rows; ``len(range(T))``
+        and ``unbind`` count as one never ended), of ``d`` steps or (None) a literal count ``n``
+        in the user's code, so a list of one item per step joins to its count
+        (:func:`~tensig.check.sym_functions._loop_steps`).  Kept only if zip is not pulling
+        its arguments (``quiet``): a loop it may stop short is not the loop's count."""
+        loop = Loop(n if d is None else self.value(d), d, self.steps)
+        if not self.quiet:
+            self.loops.append(loop)
+        return loop
 
     def loop_of(self, arrays: list[Any]) -> Dim | None:
-        """The size of a finished loop over ``range(d)`` that made ``arrays``, the k-th array
-        at its k-th step (``windows``: the step count where each loop step began, and where
-        the loop ended): evidence where ``counted``'s value is too small to be any."""
-        for d, marks in self.windows:
+        """The size of a loop run to its end that made ``arrays``, the k-th array at its k-th
+        step (innermost first): evidence where its count is too small to be any."""
+        for loop in reversed(self.loops):
+            marks = loop.marks or []
             if len(marks) == len(arrays) + 1 and all(
                     marks[k] < getattr(a, "made_at", -1) <= marks[k + 1]
                     for k, a in enumerate(arrays)):
-                return d
+                return loop.d
         return None
-    def loop_ended(self, n: int, d: Dim) -> None:
-        """The innermost loop of ``n`` steps over ``d`` not yet ended ends: a list whose first
-        array came later was not made one per step of it.  Not while zip pulls its arguments
-        (``quiet``): a loop it may stop short was not counted either."""
-        if self.quiet:
-            return
-        for i in reversed(range(len(self.loops.get(n, ())))):
-            if self.loops[n][i][1] == d and (n, i) not in self.ends:
-                self.ends[(n, i)] = self.steps
-                return
 
     def leak(self, d: Dim) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
