@@ -671,8 +671,8 @@ def test_istft_and_the_parts_of_a_complex_spectrogram():
         spec = torch.polar(spec.abs() * gain, spec.angle()) + torch.complex(spec.real, spec.imag)
         return torch.istft(spec, 512, 256, window=w, length=x.shape[-1])
 
-    r = verify(enhance)
-    assert clean(r), str(r)
+    r = verify(enhance)  # torch's reflect padding refuses N = 1: a warning
+    assert kinds(r) == ["assumption"] and "257 <= 256*N" in str(r), str(r)
     for center in (True, False):
         r = verify(lambda s, c=center: torch.istft(s, 64, 16, window=torch.ones(64), center=c),
                    "B, 33, F => B, L")

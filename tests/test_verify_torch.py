@@ -748,3 +748,44 @@ def test_a_cached_in_place_op_returns_its_own_tensor_whatever_the_first_call_ali
         return x
 
     assert verify(f, "B, T; B, T =>").ok and seen == [True], seen
+
+
+@pytest.mark.parametrize(("n_fft", "hop", "center", "batch", "complex_"), [
+    (512, 128, True, True, True), (64, None, True, False, True),
+    (63, 10, False, True, False), (64, None, False, False, True)])
+def test_stft_frames_against_torch(n_fft, hop, center, batch, complex_):
+    """torch.stft was fitted, and a fit finds no floor by a hop above 8: ``L // 128 + 1``
+    frames were a fresh size.  Shapes against torch's at odd and even lengths."""
+    sig = "B, L => B, F, T" if batch else "L => F, T"
+    if not complex_:
+        sig += ", 2"
+    r = verify(lambda x: torch.stft(x, n_fft, hop, window=torch.hann_window(n_fft),
+                                    center=center, return_complex=complex_), sig)
+    for length in (301, 640, 1001):
+        env = {"B": 3, "L": length}
+        real = torch.stft(torch.ones((3, length) if batch else (length,)), n_fft, hop,
+                          window=torch.hann_window(n_fft), center=center,
+                          return_complex=complex_)
+        assert [d.evaluate(env) for d in r.result[0]] == list(real.shape), (length, r.result)
+        assert real.is_complex() == complex_
+
+
+def test_stft_signature_and_window_length_checked():
+    """A log-spectrogram's ``L // 128 + 1`` frames hold; one frame short is TS103, and a
+    window of other than win_length samples is torch's error (the method spelling too)."""
+    def spec(x):
+        return torch.stft(x, n_fft=512, hop_length=128, window=torch.hann_window(512),
+                          center=True, return_complex=True).abs()
+    r = verify(spec, "B, L => B, 257, L//128+1")
+    assert "TS103" not in str(r) and r.result[0][-1].evaluate({"B": 2, "L": 1001}) == \
+        spec(torch.ones(2, 1001)).shape[-1], str(r)
+    assert "TS103" in str(verify(spec, "B, L => B, 257, L//128")), "one frame short"
+    with pytest.raises(RuntimeError, match="win_length"):
+        torch.ones(1000).stft(400, window=torch.hann_window(300), return_complex=True)
+    r = verify(lambda x: x.stft(400, window=torch.hann_window(300), return_complex=True),
+               "L => 201, T")
+    assert "op-shape" in kinds(r) and "win_length=400" in str(r), str(r)
+    with pytest.raises(RuntimeError, match="return_complex"):
+        torch.stft(torch.ones(1000), 400)
+    r = verify(lambda x: torch.stft(x, 400), "L => 201, T")
+    assert "op-shape" in kinds(r) and "requires return_complex" in str(r), str(r)

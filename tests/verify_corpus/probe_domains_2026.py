@@ -687,6 +687,22 @@ def mel_frontend_jax_bug(frames: Float[jax.Array, "B, F, 400"], fb: Float[jax.Ar
     return jnp.transpose(mel, (0, 2, 1))
 
 
+def torch_log_mel(x: Float[torch.Tensor, "B, L"], fb: Float[torch.Tensor, "M, 257"]
+                  ) -> Float[torch.Tensor, "B, M, L//128+1"]:
+    """A torchaudio-style front end: torch.stft centred by zero padding (any length has a
+    frame), power, mel filterbank over the onesided bins, log."""
+    spec = torch.stft(x, n_fft=512, hop_length=128, window=torch.hann_window(512),
+                      center=True, pad_mode="constant", return_complex=True)
+    return torch.log(fb @ spec.abs() ** 2 + 1e-6)
+
+
+def torch_log_mel_bug(x: Float[torch.Tensor, "B, L"], fb: Float[torch.Tensor, "M, 257"]
+                      ) -> Float[torch.Tensor, "B, M, L//128"]:  # BUG: a centred stft's +1
+    spec = torch.stft(x, n_fft=512, hop_length=128, window=torch.hann_window(512),
+                      center=True, pad_mode="constant", return_complex=True)
+    return torch.log(fb @ spec.abs() ** 2 + 1e-6)
+
+
 # -- temporal convolutional networks (torch, JAX) ----------------------------------------------
 
 
@@ -1216,6 +1232,7 @@ CASES = [
     ("label smoothing", smooth_ce, smooth_ce_bug, "TS101"),
     ("sigmoid focal", sigmoid_focal, sigmoid_focal_bug, "TS101"),
     ("focal fancy index", focal_np, focal_np_bug, "TS103"),
+    ("torch stft frames", torch_log_mel, torch_log_mel_bug, "TS103"),
     ("mixup jax", mixup_jax, mixup_jax_bug, "TS101"),
     ("replay sample", replay_sample, replay_sample_bug, "TS101"),
     ("double dqn loss", dqn_td_loss, dqn_td_loss_bug, "TS101"),

@@ -547,6 +547,43 @@ def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymAr
     return S.SymArray(dims, a.kind)
 
 
+def _hop(what: str, n_fft: int, hop_length: Any, win_length: Any, window: Any) -> sym_sizes.Dim:
+    """The hop (``n_fft // 4`` by default) of ``stft`` and ``istft``, whose window torch
+    refuses unless it is 1-d of ``win_length`` (``n_fft`` by default) samples."""
+    w = sym_sizes.as_dim(win_length or n_fft)
+    if window is not None and (S._sym(window).ndim != 1
+                               or differ(S._sym(window).dims[0], w)):
+        tracer().report("op-shape", f"{what}: a window {shape_text(S._sym(window))} where "
+                                    f"torch expects one of win_length={w} samples")
+    return sym_sizes.as_dim(hop_length or n_fft // 4)
+
+
+def _stft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
+          window: Any = None, center: bool = True, pad_mode: str = "reflect",
+          normalized: bool = False, onesided: Any = None, return_complex: Any = None,
+          align_to_window: Any = None) -> S.SymArray:
+    """``torch.stft`` of ``[L]`` or ``[B, L]``: ``[..., n_fft // 2 + 1 (onesided) or n_fft,
+    1 + (L - n_fft) // hop]``, ``L`` padded by ``n_fft // 2`` each side when centred.  By
+    hand, since a fit finds no floor by a hop above 8 (``L // 128 + 1`` was a fresh size)."""
+    a = S._sym(x)
+    what = f"torch.stft of {shape_text(a)} with n_fft={n_fft}"
+    hop = _hop(what, n_fft, hop_length, win_length, window)
+    if a.ndim not in (1, 2):
+        tracer().report("op-shape", f"{what}: torch takes a 1-d or 2-d input")
+        return S.SymArray(a.dims, "c")
+    if return_complex is None and a.kind != "c":
+        tracer().report("op-shape", f"{what}: torch requires return_complex for a real input")
+    if center:
+        a = _pad(a, (n_fft // 2, n_fft // 2), pad_mode)
+    sym_sizes.at_most(sym_sizes.as_dim(n_fft), a.dims[-1], "op-shape", f"{what}: the "
+                      "signal is shorter than a frame", "a signal at least a frame long")
+    rows = n_fft // 2 + 1 if (a.kind != "c" if onesided is None else onesided) else n_fft
+    dims = (*a.dims[:-1], sym_sizes.as_dim(rows), (a.dims[-1] - n_fft) // hop + 1)
+    complex_ = return_complex is not False
+    return S.SymArray((*dims, *(() if complex_ else (sym_sizes.as_dim(2),))),
+                      "c" if complex_ else "f")
+
+
 def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
            window: Any = None, center: bool = True, normalized: bool = False,
            onesided: Any = None, length: Any = None, return_complex: bool = False
@@ -554,10 +591,10 @@ def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
     """``torch.istft`` of ``[..., n_fft // 2 + 1, frames]``: its meta kernel refuses the float
     kind complex values have here (see :func:`_view_as_complex`), a false error."""
     a = S._sym(x)
+    what = f"torch.istft of {shape_text(a)} with n_fft={n_fft}"
     if onesided is not False and differ(a.dims[-2], sym_sizes.as_dim(n_fft // 2 + 1)):
-        tracer().report("op-shape", f"torch.istft of {shape_text(a)} with n_fft={n_fft}: "
-                                    f"[..., {n_fft // 2 + 1}, frames] expected")
-    hop = hop_length or n_fft // 4
+        tracer().report("op-shape", f"{what}: [..., {n_fft // 2 + 1}, frames] expected")
+    hop = _hop(what, n_fft, hop_length, win_length, window)
     n = (a.dims[-1] - 1) * hop + n_fft - (n_fft // 2 * 2 if center else 0)
     return S.SymArray((*a.dims[:-2], n if length is None else sym_sizes.as_dim(length)), "f")
 
@@ -612,6 +649,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "unbind": _unbind,
     "pad": _pad,
     "istft": _istft,
+    "stft": _stft,
     "view_as_complex": _view_as_complex,
     "view_as_real": _view_as_real,
     "unique": _unique,
