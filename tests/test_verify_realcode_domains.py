@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from arrays import clean
+from arrays import clean, pair_holds
 from tensig import Float
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
@@ -38,16 +38,7 @@ def test_the_corpus_is_large_and_mixes_the_three_libraries():
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
-    r = verify(good)
-    if name in ASSUMES:  # a size the code needs at least (its k, its group size), nothing else
-        assert [f.kind for f in r] == ["assumption"] and ASSUMES[name] in str(r) and \
-            not r.notes, f"{name}: {r}"
-    else:
-        assert clean(r), f"{name}: {r}"
-    rb = verify(bad)
-    stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
-    assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
-        f"{name}: {rb}"
+    pair_holds(name, good, bad, code, ASSUMES, STOPS)
 
 
 def test_a_loop_until_the_data_says_stop_is_stopped_with_a_note():
@@ -214,4 +205,20 @@ def test_zip_and_range_stay_types_while_verify_patches_them():
 
     assert pairs(np.ones((4, 2))).shape == (4, 2)
     r = verify(pairs)
+    assert clean(r), str(r)
+
+
+def _weighted_by_a_count(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
+    n = int(x.shape[0])
+    total = 0.0
+    for a, b in zip(iter([1.0] * n), [2.0] * n, strict=True):
+        total += a * b
+    return x * total
+
+
+def test_a_list_zipped_is_counted_not_read_back_as_a_size():
+    """zip's length of a plain list is its count: read back as the size whose witness it
+    equals (``int(T)`` was taken), it was a warning no line of the code asked for."""
+    assert _weighted_by_a_count(np.ones((3, 2))).shape == (3, 2)
+    r = verify(_weighted_by_a_count)
     assert clean(r), str(r)

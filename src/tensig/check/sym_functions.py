@@ -201,9 +201,10 @@ def _length(x: Any) -> Dim | None:
         if steps is not None:
             return steps
     try:
-        return as_dim(len(x))
+        n = len(x)
     except TypeError:  # an iterator, a generator
         return None
+    return as_dim(n) if isinstance(n, SymSize) else Dim.const(n)  # a count, never read back
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
