@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from arrays import clean, real_tensors
+from arrays import pair_holds, real_tensors
 from tensig.check.verify import verify
 from verify_corpus.probe_torch_2026 import ASSUMES, CASES, SQUARES, STOPS
 
@@ -19,16 +19,7 @@ def test_the_corpus_is_large():
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
-    r = verify(good)
-    if name in ASSUMES:  # a requirement torch makes of the sizes, and nothing else
-        assert [f.kind for f in r] == ["assumption"] and ASSUMES[name] in str(r) and \
-            not r.notes, f"{name}: {r}"
-    else:
-        assert clean(r), f"{name}: {r}"
-    rb = verify(bad)
-    stopped = ["torch rejected the operands (reported above)" in n for n in rb.notes]
-    assert code in [f.code for f in rb] and stopped == ([True] if name in STOPS else []), \
-        f"{name}: {rb}"
+    pair_holds(name, good, bad, code, ASSUMES, STOPS)
 
 
 
