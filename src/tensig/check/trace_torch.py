@@ -588,8 +588,8 @@ def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
            window: Any = None, center: bool = True, normalized: bool = False,
            onesided: Any = None, length: Any = None, return_complex: bool = False
            ) -> S.SymArray:
-    """``torch.istft`` of ``[..., n_fft // 2 + 1, frames]``: its meta kernel refuses the float
-    kind complex values have here (see :func:`_view_as_complex`), a false error."""
+    """``torch.istft`` of ``[..., n_fft // 2 + 1, frames]``, by hand as :func:`_stft` is: one
+    hop and window rule for both (:func:`_hop`), and the frequency rows checked by name."""
     a = S._sym(x)
     what = f"torch.istft of {shape_text(a)} with n_fft={n_fft}"
     if onesided is not False and differ(a.dims[-2], sym_sizes.as_dim(n_fft // 2 + 1)):
