@@ -99,16 +99,8 @@ def test_blocks_of_query_rows_give_the_whole_answer(name, causal, monkeypatch):
     forward, backward, a = kernel(name)
     whole = forward(a(q), a(k), a(v), None, causal, 0.5)
     whole_grads = backward(a(g), a(q), a(k), a(v), *whole, None, causal, 0.5)
-    sizes = []
-    real = Backend._score_blocks
-
-    def spy(self, *args):
-        for rows, s, keys in real(self, *args):
-            sizes.append(math.prod(s.shape))
-            yield rows, s, keys
-
+    sizes = _block_sizes(monkeypatch)
     monkeypatch.setattr(backend_kernels, "ATTENTION_CELLS", 2 * 2 * 3 * 9)
-    monkeypatch.setattr(Backend, "_score_blocks", spy)
     parts = forward(a(q), a(k), a(v), None, causal, 0.5)
     grads = backward(a(g), a(q), a(k), a(v), *parts, None, causal, 0.5)
     assert len(sizes) == 2 * 5 and max(sizes) <= 2 * 2 * 3 * 9
@@ -125,15 +117,7 @@ def test_numpy_attention_in_cache_sized_blocks(monkeypatch):
     rng = np.random.default_rng(7)
     q, k, v, g = (rng.standard_normal((32, 64, 4, 16)).astype(np.float32) for _ in range(4))
     ours = backend_named("numpy")
-    sizes = []
-    real = Backend._score_blocks
-
-    def spy(self, *args):
-        for rows, s, keys in real(self, *args):
-            sizes.append(math.prod(s.shape))
-            yield rows, s, keys
-
-    monkeypatch.setattr(Backend, "_score_blocks", spy)
+    sizes = _block_sizes(monkeypatch)
     out, lse = ours.attention(q, k, v, None, True, 0.25)
     dq, dk, dv = ours.attention_backward(g, q, k, v, out, lse, None, True, 0.25)
     assert len(sizes) > 2 and max(sizes) <= type(ours).score_cells
@@ -143,6 +127,20 @@ def test_numpy_attention_in_cache_sized_blocks(monkeypatch):
     for got, want in zip((out, lse, dq, dk, dv), (ref, ref_lse, *(t.grad for t in ts)),
                          strict=True):
         close32(got, want.detach().numpy(), 64 * 16)
+
+
+def _block_sizes(monkeypatch) -> list[int]:
+    """The number of scores in each block the attention kernels compute from now on."""
+    sizes: list[int] = []
+    real = Backend._score_blocks
+
+    def spy(self, *args):
+        for rows, s, keys in real(self, *args):
+            sizes.append(math.prod(s.shape))
+            yield rows, s, keys
+
+    monkeypatch.setattr(Backend, "_score_blocks", spy)
+    return sizes
 
 
 # -- the graph operation ----------------------------------------------------------------------
