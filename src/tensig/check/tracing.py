@@ -35,6 +35,7 @@ __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "Trace
 
 
 RESIDUE_CAP = 4096  # assignments one residue search tries at most
+PROOF_CAP = 20_000  # evaluations one equality proof under assumed divisions makes at most
 
 
 def residue_search(base: dict[str, int], names: list[str], period: int,
@@ -337,17 +338,18 @@ def _divisions(d: Dim) -> set[tuple[Dim, int]]:
 @functools.lru_cache(maxsize=4096)  # every broadcast of two different sizes asks
 def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
     """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False where
-    too many points would tell).  Sizes that agree modulo :func:`period` keep every remainder
-    in ``d``, so on each such class (where ``within`` is exact) ``d`` is a polynomial of the
-    sizes, of :func:`_degree` in each: one that is 0 on a grid of its degree plus one values of
-    each size is 0.  Two points where the divisions are exact were no proof: with ``T``
-    divisible by 2 assumed, ``B + 4`` and ``T`` agreed at both (witnesses 11 and 13, doubled)."""
+    more than :data:`PROOF_CAP` points would tell).  Sizes that agree modulo :func:`period`
+    keep every remainder in ``d``, so on each such class (where ``within`` is exact) ``d`` is
+    a polynomial of the sizes, of :func:`_degree` in each: one that is 0 on a grid of its
+    degree plus one values of each size is 0.  Two points where the divisions are exact were
+    no proof: with ``T`` divisible by 2 assumed, ``B + 4`` and ``T`` agreed at both
+    (witnesses 11 and 13, doubled)."""
     if not _divisions(d):
         return False  # a polynomial, canonically not 0
     step, names = period(d), sorted(d.symbols)
     inside = sorted({n for p, _ in _divisions(d) for n in p.symbols})
     grid = [range(1, _degree(d, n) + 2) for n in names]
-    if step ** len(inside) * math.prod(map(len, grid)) > 20_000:
+    if step ** len(inside) * math.prod(map(len, grid)) > PROOF_CAP:
         return False
     for residues in itertools.product(range(step), repeat=len(inside)):
         shift = dict(zip(inside, residues, strict=True))
