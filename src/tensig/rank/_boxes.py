@@ -138,9 +138,7 @@ def _witness(sigma: Sigma, shape: tuple[int, ...]) -> dict[str, Dim | ShapeIndex
     return {name: found[name] for name in sigma.hidden if name in found}
 
 
-# --------------------------------------------------------------------------------------------
-# unbox
-# --------------------------------------------------------------------------------------------
+# -- unbox -----------------------------------------------------------------------------------------
 
 
 def _check_escape(box: Box, declared: ShapeIndex | None) -> None:
@@ -210,23 +208,18 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
     tensig.ShapeError: unbox: the declared result cell [l] mentions l, hidden in the box ...
     """
     declared = None if result is None else ShapeIndex(result)
-    check = _ResultCheck(declared)
-    if isinstance(boxes, Box):
-        _check_escape(boxes, declared)
-        out = body(boxes.value)
-        check(out, "the box")
-        return out
-    boxes = np.asarray(boxes, dtype=object)
-    frame = boxes.shape
-    outs = []
+    check, single = _ResultCheck(declared), isinstance(boxes, Box)
+    grid = _objects([boxes], ()) if single else np.asarray(boxes, dtype=object)
+    frame, outs = grid.shape, []
     for idx in np.ndindex(*frame):
-        box = boxes[idx]
+        box = grid[idx]
         if not isinstance(box, Box):
             raise TypeError(f"unbox: the item at {idx} is a {type(box).__name__}, not a Box")
         _check_escape(box, declared)
-        out = body(box.value)
-        check(out, f"the box at {idx}")
-        outs.append(out)
+        outs.append(body(box.value))
+        check(outs[-1], "the box" if single else f"the box at {idx}")
+    if single:
+        return outs[0]
     if not outs:
         return _no_calls("unbox: the array of boxes", frame, declared)
     if all(isinstance(o, Box) for o in outs):

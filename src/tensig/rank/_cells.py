@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import Backend
+from tensig.check.signature_error import _shape_text as _fmt
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import Box, _objects
@@ -26,11 +27,6 @@ from tensig.rank._types import Matcher, Sigma
 
 Rank = int | None
 Shape = tuple[int, ...]
-
-
-def _fmt(frame: Sequence[Any]) -> str:
-    items = ", ".join(str(x) for x in frame)
-    return f"({items},)" if len(frame) == 1 else f"({items})"
 
 
 def principal_frame(fname: str, frames: Sequence[Sequence[Any]], who: Sequence[str]) -> tuple:
@@ -115,9 +111,7 @@ def _split(lf: Any, shapes: Sequence[tuple[Any, ...]]
     return frames, cells, principal_frame(lf.name, frames, lf._who)
 
 
-# --------------------------------------------------------------------------------------------
-# the plan
-# --------------------------------------------------------------------------------------------
+# -- the plan --------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True, eq=False)
@@ -232,9 +226,7 @@ def _merge(plan: Plan, args: Sequence[Any], arrays: Sequence[Any]) -> Sequence[A
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# the paths: each takes the plan and the call's arguments
-# --------------------------------------------------------------------------------------------
+# -- the paths: each takes the plan and the call's arguments ---------------------------------------
 
 
 def _via_ufunc(plan: Plan, args: Sequence[Any]) -> Any:
@@ -376,9 +368,7 @@ def _empty(plan: Plan, args: Sequence[Any]) -> Any:
     return plan.backend.empty(plan.frame + declared.as_tuple(), dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# arrays of functions: one application per position
-# --------------------------------------------------------------------------------------------
+# -- arrays of functions: one application per position ---------------------------------------------
 
 
 def _per_function(shape: Shape, plan: Plan, args: Sequence[Any], who: str,

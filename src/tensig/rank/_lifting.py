@@ -36,9 +36,7 @@ __all__ = ["Lifted", "Overloaded", "apply", "as_lifted", "check", "lift", "princ
 ShapeLike = str | ShapeIndex | Sequence[Any]
 
 
-# --------------------------------------------------------------------------------------------
-# types of lifted user functions
-# --------------------------------------------------------------------------------------------
+# -- types of lifted user functions ----------------------------------------------------------------
 
 def _ranks_pattern(i: int, r: Rank) -> ShapeIndex:
     if r is None or r < 0:
@@ -88,9 +86,7 @@ def _fits(p: Arr, r: Rank) -> bool:
     return r is None or r < 0 or r >= n_dims  # a complementary rank is checked per call
 
 
-# --------------------------------------------------------------------------------------------
-# Lifted
-# --------------------------------------------------------------------------------------------
+# -- Lifted ----------------------------------------------------------------------------------------
 
 
 class Lifted:
@@ -299,9 +295,7 @@ class Overloaded:
     def __repr__(self) -> str:
         return f"<overloaded {self.name}: " + " | ".join(str(t) for t in self.type) + ">"
 
-# --------------------------------------------------------------------------------------------
-# lift, rerank, apply
-# --------------------------------------------------------------------------------------------
+# -- lift, rerank, apply ---------------------------------------------------------------------------
 
 
 def _fn_name(fn: Any) -> str:
@@ -482,9 +476,7 @@ def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
                          f"the function array ({lf.type.param_name(i)})", run)
 
 
-# --------------------------------------------------------------------------------------------
-# typeof / check
-# --------------------------------------------------------------------------------------------
+# -- typeof / check --------------------------------------------------------------------------------
 
 def typeof(x: Any, *args: Any) -> Any:
     """Remora's type of a function, a box or an array; of an application when ``args`` are given.

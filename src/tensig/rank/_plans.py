@@ -153,9 +153,7 @@ def _check_atoms(lf: Any, dtypes: Sequence[Any]) -> Any:
         raise TypeError(f"{lf.name}: no {lf.name} of {names} atoms ({e})") from None
 
 
-# --------------------------------------------------------------------------------------------
-# a call's type from shapes alone (typeof / check)
-# --------------------------------------------------------------------------------------------
+# -- a call's type from shapes alone (typeof / check) ----------------------------------------------
 
 
 def _shape_arg(lf: Any, i: int, x: Any) -> ShapeIndex:
@@ -190,8 +188,8 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
     cell_types = tuple(None if c is None else Arr(elems[i], c) for i, c in enumerate(cells))
     return Instance(lf.name, ShapeIndex(frame), frames, cell_types,
-                    _elem_result(lf, result, elems), MappingProxyType(m.public_dims()),
-                    MappingProxyType(m.public_shapes()), tuple(m.conditions),
+                    _elem_result(lf, result, elems), MappingProxyType(m.public(m.dims)),
+                    MappingProxyType(m.public(m.shapes)), tuple(m.conditions),
                     lf.type.names)
 
 

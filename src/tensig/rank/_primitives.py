@@ -60,9 +60,7 @@ def _typed(doc: str, *ftypes: FnType) -> str:
     return f"{summary}\n\n    Type{'s' * (len(ftypes) > 1)} {types}.\n\n{rest}"
 
 
-# --------------------------------------------------------------------------------------------
-# items of the major axis
-# --------------------------------------------------------------------------------------------
+# -- items of the major axis -----------------------------------------------------------------------
 
 _NONEMPTY = arr("t", "1 + d, ..s..")
 
@@ -244,9 +242,7 @@ transpose = _overload("transpose", [
 ], lambda args: 1 if len(args) == 2 else 0, _TRANSPOSE_DOC)
 
 
-# --------------------------------------------------------------------------------------------
-# reductions: reduce, fold, fold_right, scan
-# --------------------------------------------------------------------------------------------
+# -- reductions: reduce, fold, fold_right, scan ----------------------------------------------------
 
 
 def _elementwise(op: Any, *xs: Any) -> Any:
@@ -332,9 +328,7 @@ scan = _prim("scan", partial(_fold, scan=True), [_FOLD_OP, arr("u", "..r.."), ar
     """)
 
 
-# --------------------------------------------------------------------------------------------
-# iota and reshape
-# --------------------------------------------------------------------------------------------
+# -- iota and reshape ------------------------------------------------------------------------------
 
 
 def _naturals(name: str, v: Any) -> tuple[int, ...]:
@@ -465,12 +459,10 @@ filter = _prim("filter", _filter, [arr("Bool", "d"), arr("t", "d, ..s..")],
     """, batched=False, boxed=True)
 
 
-# --------------------------------------------------------------------------------------------
-# nub, nub_sieve, equal
-# --------------------------------------------------------------------------------------------
+# -- nub, nub_sieve, equal -------------------------------------------------------------------------
 
 
-def _sieve(x: Any) -> np.ndarray:
+def _nub_sieve(nf: int, x: Any) -> Any:
     """True at the first occurrence of each distinct item of the major axis (sort-based:
     ``O(d log d)`` comparisons of whole items)."""
     items = to_numpy(x).reshape(x.shape[0], math.prod(x.shape[1:]))
@@ -478,11 +470,7 @@ def _sieve(x: Any) -> np.ndarray:
     if items.shape[0]:
         _, first = np.unique(items, axis=0, return_index=True)
         sieve[first] = True
-    return sieve
-
-
-def _nub_sieve(nf: int, x: Any) -> Any:
-    return backend_among([x]).asarray(_sieve(x), like=x)
+    return backend_among([x]).asarray(sieve, like=x)
 
 
 def _nub(nf: int, x: Any) -> Any:
@@ -528,9 +516,7 @@ equal = _prim("equal", _equal, [arr("t", "..s.."), arr("u", "..r..")], arr("Bool
     """, batched=False)
 
 
-# --------------------------------------------------------------------------------------------
-# take and drop
-# --------------------------------------------------------------------------------------------
+# -- take and drop ---------------------------------------------------------------------------------
 
 
 def _count(name: str, n: Any) -> int:
@@ -551,8 +537,7 @@ def _span(name: str, n: int, m: int, keep: bool) -> slice:
 
 
 def _take(nf: int, n: Any, x: Any, keep: bool = True, name: str = "take") -> Any:
-    k = int(n) if hasattr(n, "shape") else _count(name, n)
-    return x[_at(nf, _span(name, k, x.shape[nf], keep))]
+    return x[_at(nf, _span(name, int(n), x.shape[nf], keep))]  # n: checked by its type
 
 
 def _is_static(args: Sequence[Any]) -> int:
@@ -595,9 +580,7 @@ take = _take_or_drop("take", True, _TAKE_DOC)
 drop = _take_or_drop("drop", False, _DROP_DOC)
 
 
-# --------------------------------------------------------------------------------------------
-# index, select, base, antibase
-# --------------------------------------------------------------------------------------------
+# -- index, select, base, antibase -----------------------------------------------------------------
 
 
 def _check_bounds(i: Any, bounds: tuple[int, ...]) -> None:

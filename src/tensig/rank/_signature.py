@@ -21,9 +21,8 @@ from tensig.core.shape_index import ShapeIndex, ShapeVar
 __all__ = ["parse_cells"]
 
 
-def _where(text: str, token: str, fallback: int = 0) -> int:
-    pos = text.find(token)
-    return pos if pos >= 0 else fallback
+def _where(text: str, token: str) -> int:
+    return max(text.find(token), 0)
 
 
 def _cell(text: str, shape: ShapeSpec, fresh: Iterator[str]) -> ShapeIndex:

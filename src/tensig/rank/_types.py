@@ -217,9 +217,7 @@ class Instance:
         return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------------------------
-# instantiation: match patterns against actual cell shapes on canonical forms
-# --------------------------------------------------------------------------------------------
+# -- instantiation: match patterns against actual cell shapes on canonical forms -------------------
 
 
 class Matcher:
@@ -274,10 +272,9 @@ class Matcher:
             name in names for names in self.expanded.values())
 
     def _dim_var(self, name: str) -> DimVar:
-        var = self.vars.get(name)
-        if var is None:
-            var = self.vars[name] = DimVar(name)
-        return var
+        if name not in self.vars:
+            self.vars[name] = DimVar(name)
+        return self.vars[name]
 
     def error(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str
               ) -> ShapeError:
@@ -410,7 +407,7 @@ class Matcher:
     def result(self) -> Arr | Sigma | None:
         r = self.type.result
         if self.type.derive is not None:
-            derived = self.type.derive(self.public_dims(), self.public_shapes())
+            derived = self.type.derive(self.public(self.dims), self.public(self.shapes))
             self.shapes.update({self._var(k): v for k, v in derived.items()})
         if isinstance(r, Arr):
             return Arr(r.elem, self.pattern(r.shape))
@@ -418,11 +415,9 @@ class Matcher:
             return Sigma(r.hidden, Arr(r.body.elem, self.pattern(r.body.shape, r.hidden)))
         return None
 
-    def public_dims(self) -> dict[str, Dim]:
-        return {self.inverse.get(k, k): v for k, v in self.dims.items()}
-
-    def public_shapes(self) -> dict[str, ShapeIndex]:
-        return {self.inverse.get(k, k): v for k, v in self.shapes.items()}
+    def public(self, bound: Mapping[str, Any]) -> dict[str, Any]:
+        """``bound`` (``dims`` or ``shapes``) under the type's own variable names."""
+        return {self.inverse.get(k, k): v for k, v in bound.items()}
 
 
 _GIVEN = Origin(note="a Remora type's instantiation")
