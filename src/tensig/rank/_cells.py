@@ -216,12 +216,12 @@ def _arrays(plan: Plan, args: Sequence[Any]) -> Sequence[Any]:
     return args if plan.lf._plain else [args[i] for i in plan.lf.arrays]
 
 
-def _merge(plan: Plan, args: Sequence[Any], arrays: Sequence[Any]) -> Sequence[Any]:
-    """``args`` with the array arguments replaced by ``arrays``."""
-    if plan.lf._plain:
+def _merge(lf: Any, args: Sequence[Any], arrays: Sequence[Any]) -> Sequence[Any]:
+    """``args`` with ``lf``'s array arguments replaced by ``arrays``."""
+    if lf._plain:
         return arrays
     out = list(args)
-    for k, i in enumerate(plan.lf.arrays):
+    for k, i in enumerate(lf.arrays):
         out[i] = arrays[k]
     return out
 
@@ -236,12 +236,13 @@ def _via_ufunc(plan: Plan, args: Sequence[Any]) -> Any:
 
 def _on_cells(plan: Plan, args: Sequence[Any]) -> Any:
     """An empty principal frame: the function on the cells themselves."""
-    return _finish(plan, plan.lf.fn(*_merge(plan, args, [_atom(a) for a in _arrays(plan, args)])))
+    lf = plan.lf
+    return _finish(plan, lf.fn(*_merge(lf, args, [_atom(a) for a in _arrays(plan, args)])))
 
 
 def _via_batched(plan: Plan, args: Sequence[Any]) -> Any:
     arrays = _reshaped(plan, _arrays(plan, args))
-    out = plan.lf.batched(len(plan.frame), *_merge(plan, args, arrays))
+    out = plan.lf.batched(len(plan.frame), *_merge(plan.lf, args, arrays))
     if out is NotImplemented:  # the batched form declined these arguments
         return _via_vmap(plan, args) if plan.vmap is not None else _via_loop(plan, args)
     return _finish(plan, out)
@@ -255,7 +256,7 @@ def _via_vmap(plan: Plan, args: Sequence[Any]) -> Any:
         fn = plan.lf.fn
 
         def cells_fn(*arrays: Any) -> Any:
-            return fn(*_merge(plan, args, arrays))
+            return fn(*_merge(plan.lf, args, arrays))
 
         g = cells_fn
         for _ in plan.frame:
@@ -275,7 +276,7 @@ def _cell_calls(plan: Plan, args: Sequence[Any]) -> list[Any]:
     positions = itertools.product(*map(range, frame))
     if plan.lf._plain:  # no merging
         return [fn(*[a[idx] if k == n else a[idx[:k]] for a, k in pairs]) for idx in positions]
-    return [fn(*_merge(plan, args, [a[idx[:k]] for a, k in pairs])) for idx in positions]
+    return [fn(*_merge(plan.lf, args, [a[idx[:k]] for a, k in pairs])) for idx in positions]
 
 
 def _shape(x: Any) -> Shape:
@@ -379,7 +380,7 @@ def _per_function(shape: Shape, plan: Plan, args: Sequence[Any], who: str,
     outs, arrays = [], _arrays(plan, args)
     for flat, pos in enumerate(np.ndindex(*shape)):
         sub = [a[pos[:len(fr)]] for a, fr in zip(arrays, plan.frames, strict=True)]
-        outs.append(run(flat, list(_merge(plan, args, sub))))
+        outs.append(run(flat, list(_merge(plan.lf, args, sub))))
     if all(isinstance(o, Box) for o in outs):
         return _objects(outs, shape)
     shapes = {_shape(o) for o in outs}

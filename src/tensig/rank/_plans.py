@@ -18,7 +18,7 @@ from tensig.backends import Backend, backend_among, dtype_name, is_array
 from tensig.core.annotations import dtype_kind
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import _elem_name
-from tensig.rank._cells import Plan, _is_object, _split, _who
+from tensig.rank._cells import Plan, _is_object, _merge, _split, _who
 from tensig.rank._types import (
     Arr,
     Fun,
@@ -113,11 +113,9 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
 
 
 def _instantiate(lf: Any, cells: Sequence[Sequence[Any]], args: Sequence[Any]
-                 ) -> tuple[list[ShapeIndex | None], Matcher]:
+                 ) -> tuple[Sequence[ShapeIndex | None], Matcher]:
     """Per parameter its cell (``None`` but for arrays), and the type instantiated there."""
-    at: list[ShapeIndex | None] = [None] * len(lf.type.params)
-    for k, i in enumerate(lf.arrays):
-        at[i] = ShapeIndex(cells[k])
+    at = _merge(lf, [None] * len(lf.type.params), [ShapeIndex(c) for c in cells])
     return at, instantiate(lf.type, lf.name, at, {i: args[i] for i in lf.statics})
 
 
@@ -177,8 +175,7 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
     real, cell_items, frame = _split(lf, shapes)
     cells, m = _instantiate(lf, cell_items, args)
-    own = dict(zip(lf.arrays, real, strict=True))
-    frames = tuple(ShapeIndex(own[i]) if i in own else None for i in range(n))
+    frames = tuple(_merge(lf, [None] * n, [ShapeIndex(f) for f in real]))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
         at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]

@@ -237,10 +237,10 @@ class Matcher:
         self.dim_vars = set(dims)
         self.dims: dict[str, Dim] = {}  # solved, in the order they were solved
         self.shapes: dict[str, ShapeIndex] = {}
-        self.rank_of = dict(ftype.rank_of)
         self.expanded: dict[str, list[str]] = {}
         self.rename = _renaming(dims + shapes, taken)
         self.inverse = {v: k for k, v in self.rename.items()}
+        self.rank_of = {self._var(s): self._var(d) for s, d in ftype.rank_of}  # renamed
         self.solver = Solver()
         self.vars: dict[str, DimVar] = {}
         self.relations: list[tuple[LinearRel, str, ShapeIndex, ShapeIndex]] = []
@@ -355,10 +355,9 @@ class Matcher:
     def _bind_shape(self, name: str, value: ShapeIndex, where: str, pattern: ShapeIndex,
                     actual: ShapeIndex) -> None:
         self.shapes[name] = value
-        dim_name = self.rank_of.get(self.inverse.get(name, name))
+        dim_name = self.rank_of.get(name)
         if dim_name is None:
             return
-        dim_name = self._var(dim_name)
         length = Dim.const(len(value.items))
         known = self._dim_var(dim_name).root().value
         if known is None:
@@ -371,8 +370,8 @@ class Matcher:
     def _expand_ranked(self, p: ShapeIndex) -> ShapeIndex:
         """Shape variables of known length (``len(..s..) == l``) become that many dimensions."""
         for sv in p.shape_vars:
-            dim_name = self.rank_of.get(self.inverse.get(sv.name, sv.name))
-            value = self.dims.get(self._var(dim_name)) if dim_name else None
+            dim_name = self.rank_of.get(sv.name)
+            value = self.dims.get(dim_name) if dim_name else None
             if value is None or value.constant is None:
                 continue
             fresh = [f"{sv.name}[{j}]" for j in range(value.constant)]
