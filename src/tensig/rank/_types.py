@@ -379,16 +379,15 @@ class Matcher:
             p = p.subs({}, {sv.name: [Dim.symbol(f) for f in fresh]})
         return p
 
-    def finish(self, deferred: list[tuple[str, ShapeIndex, ShapeIndex]]) -> None:
-        """Retry what waited for other arguments; whatever still cannot be matched fails."""
-        progress = True
-        while progress and deferred:
-            progress = False
-            for item in list(deferred):
-                if self.match(*item):
-                    deferred.remove(item)
-                    progress = True
-        for where, pattern, actual in deferred:
+    def finish(self, pending: list[tuple[str, ShapeIndex, ShapeIndex]]) -> None:
+        """Match ``(where, pattern, actual)`` cells in turn, retrying those that wait for other
+        arguments; whatever still cannot be matched fails."""
+        while pending:
+            left = [item for item in pending if not self.match(*item)]
+            if len(left) == len(pending):
+                break
+            pending = left
+        for where, pattern, actual in pending:
             raise self.error(where, pattern, actual, "its shape variables cannot be split")
         for rel, where, pattern, actual in self.relations:
             if not rel.done:
@@ -450,11 +449,7 @@ def instantiate(ftype: FnType, fname: str, cells: Sequence[ShapeIndex | None],
         static = ftype.params[i]
         assert isinstance(static, Static), f"argument {i} of {fname} is not an index argument"
         m.bind_static(static, value)
-    deferred: list[tuple[str, ShapeIndex, ShapeIndex]] = []
-    for i, (p, cell) in enumerate(zip(ftype.params, cells, strict=True)):
-        if isinstance(p, Arr) and cell is not None:
-            where = f"the cell of argument {i} ({ftype.param_name(i)})"
-            if not m.match(where, p.shape, cell):
-                deferred.append((where, p.shape, cell))
-    m.finish(deferred)
+    m.finish([(f"the cell of argument {i} ({ftype.param_name(i)})", p.shape, cell)
+              for i, (p, cell) in enumerate(zip(ftype.params, cells, strict=True))
+              if isinstance(p, Arr) and cell is not None])
     return m
