@@ -3,16 +3,9 @@
 A function expects arguments of some *cell* shape; applied to bigger arrays, each argument
 splits into a *frame* (its leading axes) and cells, the function runs on every cell and the
 results are assembled in the frame.  Frames agree by **prefix**, not by NumPy's suffix
-broadcasting: README.md's "Rank polymorphism" section states the rules, with examples.
-
-The pieces:
-
-- :func:`lift`, :func:`rerank`, :func:`apply` (arrays of functions) -- application;
-- :class:`Box`, :func:`unbox` -- dependent sums (arrays whose shape is hidden);
-- :func:`typeof`, :func:`check` -- types written with :mod:`tensig.core.dims` indices, instantiated
-  at actual or symbolic shapes (:class:`FnType`, :class:`Instance`, :class:`Arr`,
-  :class:`Sigma`);
-- the primitives (``head`` ... ``antibase``), each a lifted function with its Remora type.
+broadcasting: README.md's "Rank polymorphism" section states the rules, with examples.  Types
+(:func:`typeof`, :func:`check`) are written with :mod:`tensig.core.dims` indices and instantiate
+at actual or symbolic shapes.
 
 Cell ranks are naturals, ``None`` (the whole argument: an empty frame) or a complementary
 ``-k`` (all but the first ``k`` axes).  Reranking is Remora's eta-expansion: a reranked

@@ -236,7 +236,7 @@ _TRANSPOSE_DOC = """The axes in reverse order (APL's monadic transpose), or in a
 transpose = _overload("transpose", [
     _prim("transpose", _transpose, [arr("t", "..s..")], arr("t", "..r.."), ["x"],
           _TRANSPOSE_DOC, derive=_reversed_shape, note="..r.. is ..s.. reversed"),
-    _prim("transpose", _permute, [Static("p", "Shape", convert=tuple), arr("t", "..s..")],
+    _prim("transpose", _permute, [Static("p", "Shape"), arr("t", "..s..")],
           arr("t", "..r.."), ["perm", "x"], _TRANSPOSE_DOC, derive=_permuted_shape,
           note="..r.. is ..s.. permuted by ..p.."),
 ], lambda args: 1 if len(args) == 2 else 0, _TRANSPOSE_DOC)
@@ -373,7 +373,7 @@ iota_v = _prim("iota_v", partial(_iota, name="iota_v"), [arr("Int")],
     (array([0, 1, 2, 3]), 'Σ(d). [int64 d]')
     """, batched=False, boxed=True)
 
-iota_s = _prim("iota_s", partial(_iota, name="iota_s"), [Static("s", "Shape", convert=tuple)],
+iota_s = _prim("iota_s", partial(_iota, name="iota_s"), [Static("s", "Shape")],
                arr("Int", "..s.."), ["shape"],
                """Successive naturals at a static shape (an index argument): unboxed.
 
@@ -421,7 +421,7 @@ _RESHAPE_DOC = """A new array of the given shape, its atoms taken from ``x`` cyc
     """
 
 reshape = _overload("reshape", [
-    _prim("reshape", _reshape, [Static("r", "Shape", convert=tuple), arr("t", "..s..")],
+    _prim("reshape", _reshape, [Static("r", "Shape"), arr("t", "..s..")],
           arr("t", "..r.."), ["shape", "x"], _RESHAPE_DOC),
     _prim("reshape", _reshape, [arr("Int", "d"), arr("t", "..s..")],
           Sigma(("r",), arr("t", "..r..")), ["shape", "x"], _RESHAPE_DOC, batched=False,
