@@ -526,18 +526,14 @@ def _count(name: str, n: Any) -> int:
         raise TypeError(f"{name}: n must be an integer, not {type(n).__name__}") from None
 
 
-def _span(name: str, n: int, m: int, keep: bool) -> slice:
-    l_ = abs(n)
-    if l_ > m:
-        raise ShapeError(f"{name}: |n| = {l_} is more than the {m} items of the major axis",
-                         sizes=(l_, m))
-    if keep:
-        return slice(0, l_) if n >= 0 else slice(m - l_, m)
-    return slice(l_, m) if n >= 0 else slice(0, m - l_)
-
-
 def _take(nf: int, n: Any, x: Any, keep: bool = True, name: str = "take") -> Any:
-    return x[_at(nf, _span(name, int(n), x.shape[nf], keep))]  # n: checked by its type
+    k, m = int(n), x.shape[nf]  # n: checked by its type
+    if abs(k) > m:
+        raise ShapeError(f"{name}: |n| = {abs(k)} is more than the {m} items of the major axis",
+                         sizes=(abs(k), m))
+    if keep:
+        return x[_at(nf, slice(0, k) if k >= 0 else slice(m + k, m))]
+    return x[_at(nf, slice(k, m) if k >= 0 else slice(0, m + k))]
 
 
 def _is_static(args: Sequence[Any]) -> int:
