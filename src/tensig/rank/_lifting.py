@@ -463,10 +463,8 @@ def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
     if funcs.size == 0:
         raise ShapeError(f"{lf.name}: the array of functions for {_who(lf, i)} is empty, so the "
                          f"result's cells cannot be known")
-    probe = list(args)
-    probe[i] = funcs.flat[0]
-    first, probe_args = plan(lf, probe)
     flat = list(funcs.flat)
+    first, probe_args = plan(lf, [flat[0] if j == i else a for j, a in enumerate(args)])
 
     def run(k: int, sub: list[Any]) -> Any:
         sub[i] = flat[k]
