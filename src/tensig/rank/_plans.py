@@ -52,9 +52,7 @@ def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
     _check_arity(lf, args)
     backend = backend_among([args[i] for i in lf.arrays])
     like = next((args[i] for i in lf.arrays if backend.owns(args[i])), None)
-    converted = list(args)
-    for i in lf.arrays:
-        converted[i] = _coerce(backend, converted[i], like)
+    converted = _merge(lf, args, [_coerce(backend, args[i], like) for i in lf.arrays])
     try:
         key = signature(lf, converted)
         hit = lf._plans.get(key)
