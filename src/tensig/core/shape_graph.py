@@ -125,9 +125,7 @@ class ShapeGraph:
             raise ValueError("pointwise needs at least one operand")
         node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER))
         self._made[id(node)] = (".", operands)
-        for kind in MEMORY_ORDER:
-            self._broadcasts.append(_Broadcast(
-                self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind, node.name))
+        self._broadcasts += [_Broadcast(self, node, operands, kind) for kind in MEMORY_ORDER]
         return node
 
     def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
@@ -145,14 +143,9 @@ class ShapeGraph:
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
                                              "output": a.rows["output"]})
         self._made[id(node)] = ("@", (a, b) if c is None else (a, b, c))
-        self._broadcasts.append(_Broadcast(
-            self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch",
-            node.name))
+        self._broadcasts.append(_Broadcast(self, node, (a, b), "batch"))
         if c is not None:
-            for kind in MEMORY_ORDER:
-                self._broadcasts.append(_Broadcast(
-                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind,
-                    node.name))
+            self._broadcasts += [_Broadcast(self, node, (node, c), kind) for kind in MEMORY_ORDER]
         return node
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
@@ -406,10 +399,10 @@ class _Broadcast:
     """One row of a pointwise operation: waits for its non-parameter operands' rows, then
     broadcasts them; unknown parameter rows take the broadcast shape."""
 
-    def __init__(self, graph: ShapeGraph, result: SRow, operands: list[tuple[SRow, TensorNode]],
-                 kind: Kind, name: str = "pointwise"):
-        self.graph, self.result, self.operands, self.kind = graph, result, operands, kind
-        self.name = name
+    def __init__(self, graph: ShapeGraph, node: TensorNode, operands: tuple[TensorNode, ...],
+                 kind: Kind):
+        self.graph, self.result, self.kind, self.name = graph, node.rows[kind], kind, node.name
+        self.operands = [(t.rows[kind], t) for t in operands]
         self.done = False
 
     def close_empty(self) -> bool:
