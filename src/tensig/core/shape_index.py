@@ -217,7 +217,7 @@ class ShapeIndex(Frozen):
         out: list[ShapeItem] = []
         for x in self._items:
             if isinstance(x, Dim):
-                out.append(x.subs(dim_map) if dim_map else x)
+                out.append(x.subs(dim_map))
             elif shape_map is not None and x.name in shape_map:
                 _flatten((shape_map[x.name],), out)
             else:
