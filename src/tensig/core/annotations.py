@@ -1,11 +1,10 @@
 """Shape annotations: ``Shaped[ArrayType, "B T d"]``, their dtype families and signatures.
 
-An annotation is a shape read as a *type*: the sizes an array must have, named so that every
-argument of a function (and its return value) that mentions ``T`` must agree on it.
-:data:`Shaped`, :data:`Float`, :data:`Int`, :data:`Bool` (and the other dtype families) wrap
-the parsed text (:func:`parse_annotation`) into a ``typing.Annotated`` alias, so static and
-runtime type checkers still see the plain ``ArrayType``, while ``tensig.shaped`` and
-``tensig.verify`` read the marker.  jaxtyping's own annotations are read too.
+An annotation is a shape read as a *type*: every argument (and the return value) that mentions
+``T`` must agree on it.  :data:`Shaped`, :data:`Float`, :data:`Int`, :data:`Bool` (and the other
+dtype families) wrap the parsed text in ``typing.Annotated``, so type checkers still see the
+plain ``ArrayType`` while ``tensig.shaped`` and ``tensig.verify`` read the marker; jaxtyping's
+own annotations are read too.
 
 >>> import numpy as np
 >>> hint = Float[np.ndarray, "B T d"]
@@ -107,6 +106,8 @@ def _family_test(family: str) -> Callable[[str], bool]:
         names = frozenset(family[1:-1].split(","))
         return lambda name: name in names
     return lambda name: name == family
+
+
 _ACCEPT: dict[str, dict[Any, bool]] = {}
 """Per family, dtype -> accepted; filled by :func:`dtype_accepts`, read by generated checks."""
 
@@ -140,13 +141,10 @@ def _family_text(family: str) -> str:
 
 @dataclass(frozen=True)
 class ShapeSpecMarker:
-    """The ``typing.Annotated`` metadata that :data:`Shaped` and friends attach.
-
-    ``shape`` is the parsed annotation; ``dtype`` is ``None`` (any dtype) or a dtype family
-    (:data:`DtypeKind`); ``scalar`` is the Python type (``float``, ``int``, ``bool``,
-    ``complex``) whose plain values also fit (``Float[float, ""]``); ``pytree`` says every
-    array leaf of a dict/list/tuple is checked (``PyTree[Float[...]]``); ``family`` is the
-    name ``repr`` shows.
+    """The ``typing.Annotated`` metadata that :data:`Shaped` and friends attach: ``dtype`` is
+    ``None`` (any) or a :data:`DtypeKind`; ``scalar`` the Python type whose plain values also
+    fit (``Float[float, ""]``); ``pytree``: every array leaf is checked (``PyTree[...]``);
+    ``family``: the name ``repr`` shows.
 
     >>> ShapeSpecMarker(parse_annotation("B T"), "bool")
     Bool['B T']
@@ -183,20 +181,15 @@ _INSTANCE_CHECK: InstanceCheck | None = None
 
 
 def install_instance_check(check: InstanceCheck) -> None:
-    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])``: the shape checker's
-    (:func:`tensig.check.decorator.instance_check`), a later layer, installs itself here when
-    imported (``import tensig`` does)."""
+    """Install the check behind ``isinstance(x, Float[ArrayType, "B T"])`` (the later layer's
+    :func:`tensig.check.decorator.instance_check`, on ``import tensig``)."""
     global _INSTANCE_CHECK
     _INSTANCE_CHECK = check
 
 
 class _ShapedAlias(typing._AnnotatedAlias, _root=True):  # type: ignore[name-defined, call-arg]
-    """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types).
-
-    Inside a checked call (``@shaped``, or ``with shape_scope():``) the check uses and extends
-    that call's bindings; elsewhere it checks the one value alone.  Calling it raises: an
-    annotation is not a constructor.
-    """
+    """``Annotated[ArrayType, marker]`` that also answers ``isinstance`` (as jaxtyping's types),
+    within a checked call (``@shaped``, ``with shape_scope():``) against its bindings."""
 
     def __instancecheck__(self, obj: Any) -> bool:
         if _INSTANCE_CHECK is None:  # pragma: no cover - tensig/__init__ installs it
@@ -343,15 +336,12 @@ else:
     PyTree = _PyTree()
 
 
-
 _KINDS = (("bool", "bool"), ("float", "float"), ("int", "integer"), ("complex", "complex"))
 
 
 def dtype_kind(dtype: Any) -> str:
-    """Classify a numpy, torch or jax dtype: ``float``, ``int``, ``bool``, ``complex``, ``other``.
-
-    Read from the dtype's name (the families' own tests), so numpy, ml_dtypes (jax's bfloat16,
-    float8) and torch dtypes classify alike without importing torch or jax.
+    """Classify a numpy, torch or jax dtype: ``float``, ``int``, ``bool``, ``complex``, ``other``
+    (by its name, as the families do: no torch or jax import).
 
     >>> import numpy as np
     >>> dtype_kind(np.dtype("float16")), dtype_kind(np.dtype("uint8")), dtype_kind(np.bool_)
@@ -361,8 +351,7 @@ def dtype_kind(dtype: Any) -> str:
 
 
 def dtype_name(dtype: Any) -> str:
-    """A dtype's short name in messages (``float32``, ``bfloat16``, ``int64``..., not
-    ``torch.float32``), whichever library it comes from (numpy, ml_dtypes, jax, torch).
+    """A dtype's short name (``float32``, not ``torch.float32``), whatever its library.
 
     >>> import numpy as np
     >>> dtype_name(np.dtype(np.int8)), dtype_name(np.float32)
@@ -383,13 +372,9 @@ def dtype_name(dtype: Any) -> str:
 
 @dataclass(frozen=True)
 class ParameterSpec:
-    """One annotated parameter: its name, position, kind and marker.
-
-    ``position`` is the index in positional arguments (``None`` for keyword-only and ``**``
-    parameters); ``kind`` is the :class:`inspect.Parameter` kind; ``optional`` says ``None`` is
-    accepted (an ``Optional[...]`` annotation or a ``None`` default); ``default`` is the default
-    value or :data:`inspect.Parameter.empty`.
-    """
+    """One annotated parameter: ``position`` among positional arguments (``None`` for
+    keyword-only and ``**``), :class:`inspect.Parameter` ``kind``, ``optional`` (``None`` is
+    accepted: ``Optional[...]`` or a ``None`` default) and ``default``."""
 
     name: str
     position: int | None
@@ -402,9 +387,7 @@ class ParameterSpec:
 @dataclass(frozen=True)
 class FunctionSignature:
     """The shape annotations of a function: what ``@shaped`` checks and ``verify`` reasons about.
-
-    ``result`` is ``None`` (no shape annotation on the return), a marker, or a tuple with one
-    entry per element of a ``tuple[...]`` return annotation (``None`` for elements without one).
+    ``result`` is ``None``, a marker, or one per element of a ``tuple[...]`` return.
 
     >>> import numpy as np
     >>> def f(x: Float[np.ndarray, "B T d"], k: int) -> Float[np.ndarray, "B d"]: ...
@@ -451,9 +434,8 @@ def _marker_of(hint: Any) -> tuple[ShapeSpecMarker | None, bool]:
 
 
 def _jaxtyping_marker(hint: Any) -> ShapeSpecMarker | None:
-    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``): its class
-    carries the whole shape string and the dtype names it accepts.  jaxtyping is only looked at
-    when the program imported it."""
+    """The marker of a jaxtyping annotation (``jaxtyping.Float[Array, "b n"]``), whose class
+    carries the shape string and dtype names (looked at only when jaxtyping is imported)."""
     jaxtyping = sys.modules.get("jaxtyping")
     abstract = getattr(jaxtyping, "AbstractArray", None)
     if abstract is None or not isinstance(hint, type) or not issubclass(hint, abstract) \
@@ -510,11 +492,9 @@ def _result_of(hint: Any) -> tuple[ShapeSpecMarker | tuple[ShapeSpecMarker | Non
 
 def signature_of(fn: Callable[..., Any],
                  localns: dict[str, Any] | None = None) -> FunctionSignature:
-    """Read the shape annotations of ``fn`` (``Shaped``/``Float``/``Int``/``Bool`` hints).
-
-    ``localns`` resolves string annotations that name local variables of the scope ``fn`` was
-    defined in.  A name used as a size in one annotation and as a row variable in another
-    raises :class:`tensig.SpecSyntaxError`."""
+    """Read the shape annotations of ``fn``; ``localns`` resolves string annotations naming
+    locals of its defining scope.  A name that is a size in one annotation and a row variable
+    in another raises :class:`tensig.SpecSyntaxError`."""
     func = fn.func if isinstance(fn, functools.partial) else fn  # a partial: its function's
     try:                                                         # hints, its own parameters
         hints = typing.get_type_hints(func, localns=localns, include_extras=True)

@@ -1,11 +1,8 @@
-"""Deciding signs under "every size is a positive integer".
-
-A comparison of two dimensions is a sign question about their difference, answered from the
-bounds :func:`bounds` proves.  The procedure is sound, not complete: an answer is right for every
-positive assignment, ``None`` means "depends", and so does any case past the bounds on the work
-(:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`).  It reads a canonical form
-(:class:`~tensig.core.dim_form.Form`, caching the bounds on it) and never builds one, so it sits
-below :class:`~tensig.core.dims.Dim`.
+"""Deciding signs under "every size is a positive integer": a comparison is the sign of a
+difference, read from the bounds :func:`bounds` proves.  Sound, not complete: an answer holds
+for every positive assignment, ``None`` means "depends" (also past the work bounds
+:data:`_MAX_COMBINATIONS`, :data:`_MAX_EXPANSION`).  It reads a canonical form and never builds
+one, so it sits below :class:`~tensig.core.dims.Dim`.
 """
 
 from __future__ import annotations
@@ -115,12 +112,11 @@ def _combined(terms: Terms) -> tuple[int | None, int | None]:
 def bounds(p: Form) -> tuple[int | None, int | None]:
     """Proven ``(lower, upper)`` bounds of ``p`` over positive sizes; ``None`` where unknown.
 
-    Every size ``x`` becomes ``1 + y`` with ``y >= 0``; a ``Mod(r, k)`` atom becomes ``v`` or
-    ``k - 1 - v``; a ``FloorDiv(r, k)`` atom becomes ``lo(r)//k + v`` or ``hi(r)//k - v``
-    (``v >= 0`` throughout).  If every nonconstant coefficient of the expansion is ``>= 0``
-    (``<= 0``) and every monomial is nonnegative, the constant term is a lower (upper) bound.
-    Where ``p`` has quotients, the bounds of ``s*p`` with each quotient written through its
-    numerator (:func:`_without_quotients`) count too, divided by ``s``.
+    Each size ``x`` becomes ``1 + y``, a ``Mod(r, k)`` ``v`` or ``k - 1 - v``, a
+    ``FloorDiv(r, k)`` ``lo(r)//k + v`` or ``hi(r)//k - v`` (``y, v >= 0``); if every
+    nonconstant coefficient of the expansion is ``>= 0`` (``<= 0``) on nonnegative monomials,
+    the constant term is a lower (upper) bound.  With quotients, those of ``s*p`` written
+    through numerators (:func:`_without_quotients`) count too, divided by ``s``.
     """
     c = p._const
     if c is not None:

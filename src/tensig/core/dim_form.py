@@ -1,13 +1,10 @@
 """The canonical form of a symbolic dimension: atoms, monomials, terms, and what is read off them.
 
-A :class:`~tensig.core.dims.Dim` is kept as a sorted tuple of ``(monomial, coefficient)`` pairs
-with nonzero integer coefficients; a monomial is a sorted tuple of ``(atom, power)`` pairs
-(``power >= 1``) and the empty monomial is the constant term.  An atom is a size name (a
-``str``), a :class:`FloorDiv` or a :class:`Mod`.  This module holds those parts, the bounds on
-the work one expression may cause, and :class:`Form`, the read-only face of a canonical form
-(its names, degree, value and text), which ``Dim`` extends with the algebra that builds new
-forms.  Nothing here builds a form, so sign decisions (:mod:`tensig.core.dim_bounds`) and
-``Dim`` itself (:mod:`tensig.core.dims`) sit above it.
+A form is a sorted tuple of ``(monomial, coefficient)`` pairs with nonzero coefficients; a
+monomial is a sorted tuple of ``(atom, power)`` pairs (the empty one is the constant term); an
+atom is a size name (a ``str``), a :class:`FloorDiv` or a :class:`Mod`.  :class:`Form` is the
+read-only face of a form; nothing here builds one, so sign decisions
+(:mod:`tensig.core.dim_bounds`) and :class:`~tensig.core.dims.Dim` (the algebra) sit above it.
 """
 
 from __future__ import annotations
@@ -217,8 +214,7 @@ class _DivAtom(Frozen):
         return NotImplemented
 
     def __lt__(self, other: object) -> bool:
-        """Atoms sit inside tuples that Python sorts, so they compare with size names too
-        (which sort first); ``total_ordering`` derives the other comparisons."""
+        """Atoms sit in tuples that Python sorts, so they compare with size names (first) too."""
         if isinstance(other, str):
             return False
         if isinstance(other, _DivAtom):
@@ -239,10 +235,8 @@ class _DivAtom(Frozen):
 
 
 class FloorDiv(_DivAtom):
-    """The atom ``numerator // divisor`` that canonical division could not remove.
-
-    Only :class:`Dim`'s ``//`` creates canonical ones (numerator coefficients in
-    ``[0, divisor)``); build atoms directly only to inspect or test them.
+    """The atom ``numerator // divisor`` that canonical division could not remove (only
+    :class:`Dim`'s ``//`` makes canonical ones: numerator coefficients in ``[0, divisor)``).
 
     >>> from tensig import Dim, dim
     >>> atom = FloorDiv(Dim("T + 1"), 2)
@@ -283,8 +277,7 @@ def atom_sort_key(atom: Atom) -> tuple[Any, ...]:
 
 
 class Form(Frozen):
-    """The read-only face of a canonical form: its terms and what is read off them.  Its one
-    subclass, :class:`~tensig.core.dims.Dim`, adds the algebra that builds forms."""
+    """The read-only face of a canonical form; :class:`~tensig.core.dims.Dim` adds the algebra."""
 
     __slots__ = ("_bnd", "_const", "_hash", "_str", "_syms", "_terms")
     _terms: Terms

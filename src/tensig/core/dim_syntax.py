@@ -1,9 +1,7 @@
-"""The grammar of a dimension expression: ``T + 1``, ``2*h``, ``(T - 3) // 2 + 1``, ``B T+1``.
-
-Tokens follow :mod:`tensig.core.lexical` (the notation's rules); the parser knows the grammar and
-its errors (a caret under the column, with a hint), not the algebra: it combines the values its
-:class:`Algebra` gives with their own operators, so :class:`~tensig.core.dims.Dim` sits above it
-and reads expressions through it.  :func:`split_items` cuts a list of expressions into items.
+"""The grammar of a dimension expression (``T + 1``, ``(T - 3) // 2 + 1``) with its errors,
+not its algebra: the parser combines the values its :class:`Algebra` gives with their own
+operators, so :class:`~tensig.core.dims.Dim` sits above it.  :func:`split_items` cuts a list of
+expressions (``B T+1``) into items.  Tokens follow :mod:`tensig.core.lexical`.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ _HINTS = {"/": "floor division is written //", ".": "sizes are integers",
 
 
 def _tokenize(text: str) -> list[_Token]:
-    """Tokens by the rules of :mod:`tensig.core.lexical` (plus ``$name``, the solver's fresh names);
-    a literal's token holds its canonical digits."""
+    """Tokens (plus ``$name``, the solver's fresh names); a literal's holds canonical digits."""
     tokens: list[_Token] = []
     pos, n = 0, len(text)
     while pos < n:
@@ -72,11 +69,8 @@ class Algebra(Protocol):
 
 class Parser:
     """Recursive descent over Python's precedence: ``+ -`` < ``* // %`` < unary ``-`` < ``**``.
-
-    Every recursion passes through :meth:`unary`, which bounds the depth (``MAX_NESTING``), and
-    every operation goes through :meth:`apply`, which turns an expression that grows past the
-    algebra's bounds (a ``ShapeError``) into a caret under the operator that did it.
-    """
+    Every recursion passes :meth:`unary` (depth bound ``MAX_NESTING``), every operation
+    :meth:`apply` (an expression past the algebra's bounds: a caret under its operator)."""
 
     __slots__ = ("algebra", "depth", "i", "text", "tokens")
 

@@ -1,10 +1,7 @@
-"""Sizes as Python code: a :class:`~tensig.core.dims.Dim` compiled to an ``int`` function.
-
-Checks that run on every call (the decorator's generated path, the solver's linear relations on
-concrete sizes) evaluate a polynomial compiled once to Python source, without a ``Dim`` per
-call, and solve ``size == d`` for one name that occurs linearly by one rule
-(:func:`linear_split`, :func:`solve_lines`; the symbolic case is
-:meth:`~tensig.core.dims.Dim.solve_for`).
+"""Sizes as Python code: a :class:`~tensig.core.dims.Dim` compiled once to an ``int`` function,
+for checks that run on every call (the decorator's generated path, the solver's relations on
+concrete sizes), and ``size == d`` solved for one linear name by one rule (:func:`linear_split`,
+:func:`solve_lines`; the symbolic case is :meth:`~tensig.core.dims.Dim.solve_for`).
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ def linear_split(d: Dim, name: str) -> tuple[Dim, Dim] | None:
 def solve_lines(size: str, factor: Dim, rest: Dim, fail: str,
                 name: Callable[[str], str] = lambda n: f"e[{n!r}]") -> list[str]:
     """Python lines leaving in ``q`` the whole number ``>= 0`` with ``factor*q + rest ==
-    size`` (``size`` is source; ``name`` as :func:`emit`'s), or running ``fail`` (a statement
-    that leaves) where there is none: a subtraction when the factor is 1, else one ``divmod``
-    (a symbolic factor evaluated first, into ``c``; zero fails)."""
+    size`` (source; ``name`` as :func:`emit`'s), else running ``fail`` (a statement that
+    leaves): one subtraction or one ``divmod`` (a symbolic factor into ``c``; zero fails)."""
     c = factor.constant
     if c == 1:
         return [f"q = {size} - {emit(rest, name)}", "if q < 0:", f"    {fail}"]

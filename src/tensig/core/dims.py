@@ -70,8 +70,6 @@ __all__ = ["Condition", "Dim", "FloorDiv", "Mod", "atom_sort_key", "dim", "dims"
 _new_object = object.__new__
 _setattr = object.__setattr__
 
-# Construction helpers: the hot path, without validation (inputs are already canonical).
-
 
 def _make(terms: Terms) -> Dim:
     """Wrap an already canonical (sorted, nonzero) terms tuple; also the unpickler."""
@@ -146,17 +144,15 @@ def _divmod(p: Dim, k: int) -> tuple[Dim, Dim]:
     if len(r) == 1 and r[0][1] == 1 and len(r[0][0]) == 1 and r[0][0][0][1] == 1:
         inner = r[0][0][0][0]
         if type(inner) is FloorDiv:  # (x // a) // k == x // (a*k)
-            return quotient + _divmod(inner.numerator, inner.divisor * k)[0], _atom_dim(
-                Mod(rest, k)
-            )
+            return (quotient + _divmod(inner.numerator, inner.divisor * k)[0],
+                    _atom_dim(Mod(rest, k)))
         if type(inner) is Mod and inner.divisor % k == 0:  # (x % (j*k)) % k == x % k
             return quotient + _atom_dim(FloorDiv(rest, k)), _divmod(inner.numerator, k)[1]
     return quotient + _atom_dim(FloorDiv(rest, k)), _atom_dim(Mod(rest, k))
 
 
 def _int_operand(x: object, symbolic: str, self: Dim) -> int | None:
-    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises
-    ``TypeError(symbolic.format(self, x))``."""
+    """``x`` as an ``int`` (``None``: not integer-like); a symbolic ``Dim`` raises ``TypeError``."""
     if isinstance(x, Dim):
         if x._const is None:
             raise TypeError(symbolic.format(self, x))
@@ -200,10 +196,6 @@ def parse_at(text: str, start: int, end: int) -> Dim:
 class Dim(Form):
     """A symbolic dimension: an immutable, hashable integer polynomial in canonical form.
 
-    Build one with :func:`dim`, :func:`dims`, :meth:`Dim.symbol`, :meth:`Dim.const`,
-    :meth:`Dim.parse` or ``Dim(value)``, then use ordinary arithmetic (comparisons as the
-    module docstring says).
-
     >>> B, T = Dim("B"), Dim("T")
     >>> B + T + 5 + B == (B + B) + 5 + T
     True
@@ -236,7 +228,7 @@ class Dim(Form):
         """
         if not isinstance(name, str):
             raise TypeError(f"a size name is a str, not {type(name).__name__}")
-        return _make(((((name, 1),), 1),))
+        return _atom_dim(name)
 
     @classmethod
     def atom(cls, atom: Atom) -> Dim:
@@ -265,11 +257,8 @@ class Dim(Form):
 
     @classmethod
     def parse(cls, text: str) -> Dim:
-        """Read a dimension expression: ints, names, ``+ - * // % **``, parentheses.
-
-        Precedence is Python's.  Divisors must be positive constants and exponents
-        nonnegative constants.  Bad text raises :class:`ValueError` (a
-        :class:`~tensig.SpecSyntaxError`) with a caret under the problem.
+        """Read a dimension expression: ints, names, ``+ - * // % **``, parentheses, with
+        Python's precedence; bad text raises :class:`~tensig.SpecSyntaxError` with a caret.
 
         >>> Dim.parse("2*(T - 1) // 2 + B**2")
         Dim('B**2 + T - 1')
@@ -287,10 +276,8 @@ class Dim(Form):
 
     # -- solving ------------------------------------------------------------------------------
     def coefficient(self, name: str) -> Dim:
-        """``c`` in ``self == c*name + rest`` with ``c`` and ``rest`` free of ``name``.
-
-        Raises :class:`ValueError` when ``name`` occurs nonlinearly (a power, or inside
-        ``//`` / ``%``), since then no such split exists.
+        """``c`` in ``self == c*name + rest`` with ``c`` and ``rest`` free of ``name``;
+        :class:`ValueError` when ``name`` occurs nonlinearly (a power, inside ``//`` or ``%``).
 
         >>> Dim("2*B*T + 3*T + B").coefficient("T"), Dim("B").coefficient("T")
         (Dim('2*B + 3'), Dim('0'))
@@ -322,16 +309,11 @@ class Dim(Form):
             return self  # fast: nothing to replace
         names = self.symbols
         values = {k: dim(v) for k, v in mapping.items() if k in names}
-        if not values:
-            return self
-        return _subs_terms(self._terms, values)
+        return _subs_terms(self._terms, values) if values else self
 
     def solve_for(self, name: str) -> tuple[Dim, tuple[Condition, ...]]:
-        """Solve ``self == 0`` for ``name``, which must occur linearly with a constant factor.
-
-        Returns ``(solution, conditions)``: the solution is exact when the division is exact
-        coefficient-wise; otherwise it is the floor quotient, valid only under the returned
-        divisibility condition.
+        """Solve ``self == 0`` for ``name`` (linear, with a constant factor): ``(solution,
+        conditions)``, the floor quotient and the divisibility it needs when it is not exact.
 
         >>> sol, conds = Dim("T - 2*(o - 1) - 1 - (3 - 1)*1").solve_for("o")
         >>> sol == Dim("(T - 3) // 2 + 1"), [str(c) for c in conds]
@@ -349,11 +331,8 @@ class Dim(Form):
         if c < 0:
             c, numerator = -c, -numerator
         quotient, remainder = _divmod(numerator, c)
-        if remainder._const == 0:
-            return quotient, ()
-        return quotient, (Condition.divisible(numerator, c),)
+        return quotient, () if remainder._const == 0 else (Condition.divisible(numerator, c),)
 
-    # -- conversions --------------------------------------------------------------------------
     def __bool__(self) -> bool:
         zero = zero_decide(self)
         if zero is None:
@@ -361,8 +340,7 @@ class Dim(Form):
                                     "sizes")
         return not zero
 
-    # -- comparison (``__hash__`` beside ``__eq__``, else Python would drop it) ---------------
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # beside ``__eq__``, else Python would drop it
         return self._hash
 
     def __eq__(self, other: object) -> bool:
@@ -380,7 +358,6 @@ class Dim(Form):
     __gt__ = functools.partialmethod(_compare, op=">")
     __ge__ = functools.partialmethod(_compare, op=">=")
 
-    # -- arithmetic ---------------------------------------------------------------------------
     def __add__(self, other: object) -> Dim:
         if isinstance(other, Dim):
             if other._const is not None:
@@ -521,7 +498,7 @@ def dim(x: str | int | Dim) -> Dim:
     if isinstance(x, Dim):
         return x
     if isinstance(x, str):
-        return _make(((((x, 1),), 1),)) if x.isidentifier() else _parse(x)
+        return _atom_dim(x) if x.isidentifier() else _parse(x)
     n = int_or_none(x)
     if n is None:
         raise TypeError(f"a dimension is a str, an int or a Dim, not {type(x).__name__}")
@@ -542,11 +519,9 @@ def dims(text: str) -> tuple[Dim, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """A fact that holds only for some sizes, such as ``(T + 1) % 2 == 0`` or ``T >= 3``.
-
-    A solver returns these next to answers that are valid only under them.  Conditions are
-    stored canonically (so equivalent ones are equal and hash alike): ``divisible`` keeps the
-    polynomial with coefficients reduced modulo ``k``; ``at_least`` and ``equal`` keep one
+    """A fact that holds only for some sizes (``(T + 1) % 2 == 0``, ``T >= 3``), returned by a
+    solver beside the answers that need it.  Stored canonically, so equivalent ones are equal:
+    ``divisible`` reduces coefficients modulo ``k``; ``at_least`` and ``equal`` keep one
     difference ``expr`` (``expr >= 0`` / ``expr == 0``).
 
     >>> c = Condition.divisible(Dim("T - 3"), 2)
@@ -607,7 +582,7 @@ class Condition:
         return cls("equal", dim(a) - dim(b))
 
     def holds(self, mapping: Mapping[str, int]) -> bool:
-        """Whether the condition is true for these concrete sizes.
+        """Whether the condition holds for these concrete sizes.
 
         >>> Condition.at_least(Dim("T"), 3).holds({"T": 2})
         False

@@ -1,10 +1,7 @@
-"""Errors that carry data, and the one formatter that renders them.
-
-Every layer raises these: the parser raises :class:`SpecSyntaxError`, the solver raises
-:class:`ShapeError`, symbolic comparisons that cannot be decided raise
-:class:`InconclusiveError`.  They keep the structured facts (spec, column, operand, sizes,
-origins) as attributes so that tools (the CLI's ``--json``, the checker's reports) can use them
-without parsing the message.
+"""Errors that carry data, and the one formatter that renders them: :class:`SpecSyntaxError`
+(the parser), :class:`ShapeError` (the solver), :class:`InconclusiveError` (undecidable
+symbolic comparisons).  Their facts are attributes, so tools (the CLI's ``--json``, the
+checker's reports) need not parse messages.
 """
 
 from __future__ import annotations
@@ -39,11 +36,8 @@ class TensigError(Exception):
 
 
 class SpecSyntaxError(TensigError, ValueError):
-    """A spec string does not follow the notation.
-
-    Attributes: ``spec`` (the text), ``column`` (0-based), ``end`` (end column of the offending
-    span), ``reason`` (one line) and ``hint`` (the fix, when it is knowable, else ``None``).
-    """
+    """A spec string does not follow the notation: ``spec``, ``column`` (0-based), ``end``
+    (of the offending span), ``reason`` (one line), ``hint`` (the fix, or ``None``)."""
 
     def __init__(
         self, spec: str, column: int, reason: str, hint: str | None = None, end: int | None = None
@@ -61,13 +55,9 @@ class SpecSyntaxError(TensigError, ValueError):
 
 @dataclass(eq=False, repr=False)
 class ShapeError(TensigError, ValueError):
-    """Shapes do not fit a spec, or cannot be inferred from it.
-
-    Attributes (any may be ``None`` when it does not apply): ``spec`` (text), ``span`` (column
-    range of the offending axis in ``spec``), ``operand`` (0-based operand index, or ``"result"``),
-    ``shape`` (that operand's shape as text), ``label`` (the axis label or row variable),
-    ``sizes`` (the conflicting sizes), ``origins`` (where each size came from), ``hint``.
-    """
+    """Shapes do not fit a spec, or cannot be inferred from it.  Facts (``None`` where they do
+    not apply): ``spec``, ``span`` (the axis's columns), ``operand`` (an index or ``"result"``),
+    ``shape`` (its text), ``label``, ``sizes`` (in conflict), ``origins`` (of each), ``hint``."""
 
     reason: str
     _: KW_ONLY

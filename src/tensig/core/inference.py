@@ -1,11 +1,6 @@
-"""Shape inference: ``infer(spec, *operands) -> Inferred``.
-
-The entry point and its cache: a spec and operand shapes become solver constraints
-(:mod:`tensig.core.spec_instance`), the solver runs, and the answer holds the sizes, the
-conditions and the *projections* the execution layer lowers.  Graph-wide inference, many specs
-on one solver, is :class:`ShapeGraph` (:mod:`tensig.core.shape_graph`, importable from here).
-
-Three logics are available (OCANNL's ``~logic``):
+"""Shape inference: ``infer(spec, *operands) -> Inferred``, cached: the answer holds the sizes,
+the conditions and the *projections* the execution layer lowers.  Graph-wide inference is
+:class:`ShapeGraph` (:mod:`tensig.core.shape_graph`).  The logics (OCANNL's ``~logic``):
 
 - an einsum spec: **equalities** -- labels unify exactly, a size-1 axis does not stretch, a
   shared row variable (including the implicit ``...`` of omitted rows) forces equal rows;
@@ -52,7 +47,6 @@ __all__ = ["AffineIndex", "AxisUse", "ConcatIndex", "FixedIndex", "Inferred", "I
            "register_operand_counts"]
 
 
-
 def infer(
     spec: str,
     *operands: Any,
@@ -65,14 +59,11 @@ def infer(
     """Infer the result shape of ``spec`` applied to ``operands``.
 
     Operands are :class:`Shape` objects, shape strings (``"2|3->4"``), tuples (output axes) or
-    arrays.  ``spec`` is an einsum spec, or one of the logics ``"."`` (pointwise broadcasting),
-    ``"@"`` (compose) and ``"T"`` (transpose).  ``params`` resolves stride/dilation identifiers,
-    ``use_padding`` decides plain ``+`` affine axes, ``op`` (one of ``einsum``, ``einsum1``,
-    ``outer_sum``, ``tropical``, ``einmax1``, ``concat``) also checks that operator's arity,
-    ``result`` gives a known result shape (for middle concatenation and replicated labels) and
-    ``sizes`` gives label sizes directly.
-
-    The answer is cached per (spec, shapes, options): a repeated call costs a dictionary lookup.
+    arrays; ``spec`` is an einsum spec or a logic (``"."``, ``"@"``, ``"T"``).  ``params``
+    resolves stride/dilation identifiers, ``use_padding`` decides plain ``+`` affine axes,
+    ``op`` (``einsum``, ``einsum1``, ``outer_sum``, ``tropical``, ``einmax1``, ``concat``)
+    checks that operator's arity, ``result`` gives the result shape (for middle concatenation
+    and replicated labels), ``sizes`` label sizes.  A repeated call is a dictionary lookup.
 
     >>> infer("b|i->o; o->p => b|i->p", "8|3->4", "4->5").shape
     Shape('8|3->5')

@@ -1,11 +1,8 @@
-"""The lexical rules every tensig text shares: names, integer literals, characters to refuse,
-and where the rows of a shape (``batch|input->output``) lie (:func:`row_spans`).
-
-Specs, annotations, shape strings and dimension expressions read names and numbers by these
-rules (the README's "The notation in five minutes" states them), so ``"αβ;βγ=>αγ"`` and
-``dim("α + 1")`` agree.  Names are not normalized (``é`` precomposed and ``e`` + a combining
-accent are different texts); a literal's bound (:data:`MAX_LITERAL`) is checked on its digit
-count before any conversion, so a 5,000-digit literal costs nothing and says what is wrong.
+"""The lexical rules every tensig text shares (the README's "The notation in five minutes"):
+names, integer literals, characters to refuse, and where the rows of ``batch|input->output``
+lie (:func:`row_spans`), so ``"αβ;βγ=>αγ"`` and ``dim("α + 1")`` agree.  Names are not
+normalized (precomposed ``é`` and ``e`` + a combining accent differ); a literal's bound
+(:data:`MAX_LITERAL`) is checked on its digit count first, so 5,000 digits cost nothing.
 
 >>> identifier_end("αβ, γ", 0), identifier_end("2o", 0)
 (2, 0)
@@ -91,9 +88,8 @@ def unexpected_character(c: str) -> tuple[str, str | None]:
 
 
 def row_spans(text: str, start: int, end: int, what: str) -> dict[Kind, Span]:
-    """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]``: the
-    output row always, the batch and input rows when their ``|`` and ``->`` are there.  Specs,
-    annotations and shape strings share it; ``what`` names the thing in errors ("a shape")."""
+    """Where the rows of one ``batch|input->output`` shape lie in ``text[start:end]`` (output
+    always, batch and input when written); ``what`` names the thing in errors ("a shape")."""
     pipes = [i for i in range(start, end) if text[i] == "|"]
     arrows = [i for i in range(start, end - 1) if text.startswith("->", i)]
     if len(pipes) > 1:

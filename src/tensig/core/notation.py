@@ -1,11 +1,7 @@
 """The notation's parser: einsum specs (``parse(text) -> Spec``) and, in its annotation mode,
-shape annotations in jaxtyping's syntax (``parse_annotation(text) -> AnnotationShape``, see
-:mod:`tensig.core.annotations`).  The values it produces are in :mod:`tensig.core.syntax`.
-
-The grammar and the mode rule (:func:`is_multichar`: *multichar* mode, axes separated by
-commas, or *single-char* mode, one axis per letter or digit) are the README's "The notation in
-five minutes"; whitespace never separates axes, and names and numbers follow
-:mod:`tensig.core.lexical` in both modes.
+jaxtyping-style annotations (``parse_annotation(text) -> AnnotationShape``), values of
+:mod:`tensig.core.syntax`.  The grammar and the mode rule (:func:`is_multichar`: axes separated
+by commas, or one per letter or digit) are the README's "The notation in five minutes".
 
 >>> spec = parse("ij;jk=>ik")
 >>> str(spec)
@@ -88,9 +84,7 @@ _WORD = re.compile(r"[^\s,]+|,")  # the words and commas of an annotation row
 
 @functools.lru_cache(maxsize=4096)
 def parse(text: str) -> Spec:
-    """Parse an einsum spec ``op1; op2; ... => result``.
-
-    Raises :class:`tensig.SpecSyntaxError` with the column, a caret and a hint.
+    """Parse an einsum spec ``op1; op2; ... => result`` (errors: :class:`tensig.SpecSyntaxError`).
 
     >>> parse("ii => i").operands[0].output.right
     (Label(name='i'), Label(name='i'))
@@ -120,10 +114,8 @@ def parse_shape_spec(text: str) -> ShapeSpec:
 
 @functools.lru_cache(maxsize=1024)
 def parse_annotation(text: str) -> AnnotationShape:
-    """Parse a shape annotation (the parser's annotation mode; cached).
-
-    jaxtyping's syntax with the notation's rows, row variables and size expressions (see
-    :mod:`tensig.core.annotations`); bad text raises :class:`tensig.SpecSyntaxError`.
+    """Parse a shape annotation (cached): jaxtyping's syntax with the notation's rows, row
+    variables and size expressions (:mod:`tensig.core.annotations`).
 
     >>> parse_annotation("B T d") == parse_annotation("B, T, d")
     True
@@ -148,12 +140,8 @@ def parse_annotation(text: str) -> AnnotationShape:
 
 
 class _Parser:
-    """One hand-written scanner for the notation's two modes; every error carries a column.
-
-    ``"spec"`` reads an einsum spec (:meth:`spec`), ``"annotation"`` one shape read as a type
-    (:meth:`annotation`).  Both share the rules of rows, row variables and name clashes (the
-    first methods below) and the lexical rules of :mod:`tensig.core.lexical`.
-    """
+    """One hand-written scanner for the notation's two modes (:meth:`spec`, :meth:`annotation`),
+    sharing the rules of rows, row variables and name clashes; every error carries a column."""
 
     def __init__(self, text: str, mode: Mode = "spec"):
         self.text = text
@@ -163,8 +151,6 @@ class _Parser:
     def fail(self, col: int, reason: str, hint: str | None = None,
              end: int | None = None) -> NoReturn:
         raise SpecSyntaxError(self.text, col, reason, hint, end)
-
-    # -- rules both modes share ----------------------------------------------------------------
 
     def one_row_variable(self, spans: list[Span]) -> None:
         """A row holds at most one row variable (``spans``: the row's row variables)."""
@@ -183,8 +169,6 @@ class _Parser:
                              else ("a size", f"*{name}"))
                 self.fail(s, f"{name!r} is used both as {size} and as the row variable {var}",
                           end=e, hint="rename one of them")
-
-    # -- top level ---------------------------------------------------------------------------
 
     def spec(self) -> Spec:
         text = self.text
@@ -230,8 +214,6 @@ class _Parser:
                            f"{fixed}")
         self.fail(len(text), "a spec needs '=>' before its result",
                   hint="write operands separated by ';', then '=>' and the result, e.g. ij;jk=>ik")
-
-    # -- shapes and rows ---------------------------------------------------------------------
 
     def shape(self, start: int, end: int) -> ShapeSpec:
         text = self.text
@@ -322,8 +304,6 @@ class _Parser:
         if not parts:
             self.fail(i, "an empty merged axis '()'", end=close + 1)
         return Merge(tuple(parts), (i, close + 1))
-
-    # -- tokens and axes ---------------------------------------------------------------------
 
     def tokens(self, start: int, end: int) -> list[tuple[str, str, int, int]]:
         """Tokens (kind, text, start, end) of a row; whitespace is dropped.  In single-char
@@ -469,16 +449,12 @@ class _Parser:
             return Label(over, span)
         return Affine(stride, over, offset=offset, span=span)
 
-    # -- whole-spec checks -------------------------------------------------------------------
-
     def check_names(self, shapes: tuple[ShapeSpec, ...]) -> None:
         """A name cannot be both a dimension label and a row variable."""
         rows = [row for shape in shapes for _, row in shape.rows()]
         self.check_clashes(
             (row.var.name for row in rows if row.var is not None and row.var.name is not None),
             ((axis_labels(a), a.span) for row in rows for a in row.axes))
-
-    # -- annotation mode -----------------------------------------------------------------------
 
     def annotation(self) -> AnnotationShape:
         """The whole text as one shape: rows of items and their spans."""
@@ -511,9 +487,8 @@ class _Parser:
             depth += (c in "({") - (c in ")}")
 
     def split(self, start: int, end: int) -> list[Span]:
-        """Item spans: commas and whitespace separate (not inside brackets), and words join
-        where an operator needs its operand.  An empty row is fine; one trailing comma after
-        an item is too."""
+        """Item spans: commas and whitespace separate (not inside brackets), words join where
+        an operator needs its operand; an empty row and one trailing comma are fine."""
         spans: list[Span] = []
         depth, piece, fresh = 0, start, True  # fresh: no word since the comma at ``piece - 1``
         for m in _WORD.finditer(self.text, start, end):

@@ -1,12 +1,10 @@
-"""Projections: how the loops of one operation index each axis of each tensor it relates.
+"""Projections (OCANNL's): how the loops of one operation index each axis of each tensor.
 
-An operation iterates over a *product space* (its :class:`Iter` axes); each axis of each
-tensor (operands, then the result, in memory order) is an :class:`AxisUse` with an
-:data:`Index`.  Inference produces them for einsum specs
-(:attr:`tensig.core.inference.Inferred.layout`), :func:`logic_layout` for the graph's logics
-over solved shapes, so every operation has projections of one form for the lowering (OCANNL's
-``projections``).  A gradient buffer has its tensor's shape, so backward code reuses the
-forward projections, as OCANNL's ``%cd`` does.
+An operation iterates over a *product space* (its :class:`Iter` axes); each axis of each tensor
+(operands, then the result, in memory order) is an :class:`AxisUse` with an :data:`Index`.
+Inference makes them for einsum specs (:attr:`tensig.core.inference.Inferred.layout`),
+:func:`logic_layout` for the graph's logics.  A gradient buffer has its tensor's shape, so
+backward code reuses the forward projections, as OCANNL's ``%cd`` does.
 """
 
 from __future__ import annotations

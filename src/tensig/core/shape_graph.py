@@ -61,21 +61,17 @@ class ShapeGraph:
         self.tensors: list[TensorNode] = []
         self._apps: list[SpecInstance] = []
         self._broadcasts: list[_Broadcast] = []
-        #: how each operation's result was made (by node id): a spec instance (its labels
-        #: are captured from it), its operands and patterns, or a logic and its operands --
-        #: what its projections are read from
+        #: per result node id: (spec instance, operands, patterns) or (logic, operands), what
+        #: its labels and projections are read from
         self._made: dict[int, tuple[Any, ...]] = {}
         self._projections: dict[int, Inferred] = {}  # answered since the last solve
-        #: size-1 axes written to broadcast (OCANNL's ``bcast_if_1``): a number's axis and a
-        #: placement an einsum keeps where it reduced (``=> ..., 0``); these stretch onto a
-        #: labelled axis, where a data array's 1 does not
+        #: size-1 axes written to broadcast (OCANNL's ``bcast_if_1``: a number's axis, a kept
+        #: placement ``=> ..., 0``): they stretch onto a labelled axis, a data array's 1 does not
         self._stretch: list[DimVar] = []
         self._placed: list[DimVar] = []
-        #: a parameter's given axes: no data, so no label of their own; each takes the label
-        #: of the axis it meets (``wo @ a + h`` with ``h`` labelled ``d``)
+        #: a parameter's given axes: no label of their own, each takes the one it meets
         self._sized: list[DimVar] = []
-        #: the parameter rows the last solve read as no axes without binding them (a later
-        #: use may still size them) until :meth:`commit` binds them
+        #: parameter rows the last solve read as no axes, unbound until :meth:`commit`
         self._open: dict[int, RowNode] = {}
 
     def tensor(self, name: str, shape: Any = None, *, param: bool = False) -> TensorNode:
@@ -129,9 +125,7 @@ class ShapeGraph:
             raise ValueError("pointwise needs at least one operand")
         node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER))
         self._made[id(node)] = (".", operands)
-        for kind in MEMORY_ORDER:
-            self._broadcasts.append(_Broadcast(
-                self, node.rows[kind], [(t.rows[kind], t) for t in operands], kind, node.name))
+        self._broadcasts += [_Broadcast(self, node, operands, kind) for kind in MEMORY_ORDER]
         return node
 
     def compose(self, a: TensorNode, b: TensorNode, c: TensorNode | None = None,
@@ -149,14 +143,9 @@ class ShapeGraph:
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
                                              "output": a.rows["output"]})
         self._made[id(node)] = ("@", (a, b) if c is None else (a, b, c))
-        self._broadcasts.append(_Broadcast(
-            self, node.rows["batch"], [(a.rows["batch"], a), (b.rows["batch"], b)], "batch",
-            node.name))
+        self._broadcasts.append(_Broadcast(self, node, (a, b), "batch"))
         if c is not None:
-            for kind in MEMORY_ORDER:
-                self._broadcasts.append(_Broadcast(
-                    self, node.rows[kind], [(node.rows[kind], node), (c.rows[kind], c)], kind,
-                    node.name))
+            self._broadcasts += [_Broadcast(self, node, (node, c), kind) for kind in MEMORY_ORDER]
         return node
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
@@ -193,10 +182,8 @@ class ShapeGraph:
         return id(node) in self._made
 
     def projections(self, node: TensorNode) -> Inferred:
-        """The projections of the operation that made ``node`` (after :meth:`solve`): its
-        operands' and its own axis uses (:attr:`Inferred.layout`), read from this solve --
-        a spec's labels, windows and concatenations as its instance solved them, a logic's
-        from the solved shapes.  Compiled code lowers these; nothing is inferred again."""
+        """The projections (:attr:`Inferred.layout`) of the operation that made ``node``, read
+        from the last :meth:`solve`: compiled code lowers these, nothing is inferred again."""
         done = self._projections.get(id(node))
         if done is not None:
             return done
@@ -216,8 +203,7 @@ class ShapeGraph:
     # -- constraints on captured labels (OCANNL's Shape.set_dim / set_equal / set_scale) ----
     def label(self, t: TensorNode, name: str) -> DimVar:
         """The size variable of label ``name`` in the spec that produced ``t`` (OCANNL's
-        ``capture_dims``); constrain it with :meth:`set_dim`, :meth:`set_equal`,
-        :meth:`set_scale`, read it after :meth:`solve` with :meth:`value`."""
+        ``capture_dims``), for :meth:`set_dim`, :meth:`set_equal`, :meth:`set_scale`."""
         inst = self._made.get(id(t), (None,))[0]
         if not isinstance(inst, SpecInstance):
             raise ValueError(f"{t.name!r} was not made by a spec: it has no labels to capture")
@@ -288,11 +274,10 @@ class ShapeGraph:
         for t in self.tensors:
             for k in MEMORY_ORDER:
                 r = S.resolve(t.rows[k])
-                # A parameter's row that only a spec's row variable reaches, and a stretched
-                # value's batch row (a parameter has none), have no further axes: OCANNL's
-                # closing rule (an omitted kind reads as "..." here, as no axes there).  A
-                # row no spec reaches (w @ x, w's output free) is OCANNL's "forgot to
-                # specify the hidden dimension(s)".
+                # OCANNL's closing rule: an open row (a parameter's only a spec reaches, a
+                # stretched value's batch row) has no further axes (an omitted kind is "..."
+                # here, no axes there); a parameter's row no spec reaches (w @ x, w's output
+                # free) is OCANNL's "forgot to specify the hidden dimension(s)".
                 if r.var is not None and r.var.closes and k != "batch":
                     if r.var not in spec_rows:
                         what = f"parameter {t.name!r}" if t.param else \
@@ -302,9 +287,7 @@ class ShapeGraph:
                             label=t.name,
                             hint=f"give the parameter its {k} axes explicitly ({k}=[...]), "
                                  "the way OCANNL's { w; o = [hid] } does")
-                    # a spec-reached row stays unbound: it reads as no axes now, and a use
-                    # added after this solve may still size it (reading a shape, or a
-                    # captured size, mid-build commits nothing)
+                    # unbound: no axes now, but a later use may still size it
                     self._open[id(r.var)] = r.var
                 elif r.var is not None:
                     S.bind_row(r.var, SRow(), Origin(note=f"closing {t.name!r}"))
@@ -414,13 +397,12 @@ class ShapeGraph:
 
 class _Broadcast:
     """One row of a pointwise operation: waits for its non-parameter operands' rows, then
-    broadcasts them; unknown parameter rows take the broadcast shape (they close to their use).
-    """
+    broadcasts them; unknown parameter rows take the broadcast shape."""
 
-    def __init__(self, graph: ShapeGraph, result: SRow, operands: list[tuple[SRow, TensorNode]],
-                 kind: Kind, name: str = "pointwise"):
-        self.graph, self.result, self.operands, self.kind = graph, result, operands, kind
-        self.name = name
+    def __init__(self, graph: ShapeGraph, node: TensorNode, operands: tuple[TensorNode, ...],
+                 kind: Kind):
+        self.graph, self.result, self.kind, self.name = graph, node.rows[kind], kind, node.name
+        self.operands = [(t.rows[kind], t) for t in operands]
         self.done = False
 
     def close_empty(self) -> bool:

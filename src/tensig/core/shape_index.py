@@ -76,10 +76,9 @@ def _shape_index(items: tuple[ShapeItem, ...]) -> ShapeIndex:
 
 
 class ShapeIndex(Frozen):
-    """Remora's shape index: a flat, immutable sequence of dimensions and shape variables.
-
-    Nested indices, tuples and lists are flattened on construction (Remora's canonical form
-    of ``++`` and ``shape``), so equality is item-wise equality of canonical dimensions.
+    """Remora's shape index: a flat, immutable sequence of dimensions and shape variables;
+    nested indices, tuples and lists flatten (Remora's canonical ``++``), so equality is
+    item-wise.
 
     >>> s = ShapeIndex([2, Dim("T + 1"), ShapeIndex([ShapeVar("s"), 3])])
     >>> s, s.rank, s + (4,)
@@ -124,7 +123,6 @@ class ShapeIndex(Frozen):
             items.append(ShapeVar(match.group(1)) if match else parse_at(text, s, e))
         return _shape_index(tuple(items))
 
-    # -- sequence protocol ------------------------------------------------------------------
     @property
     def items(self) -> tuple[Dim | ShapeVar, ...]:
         """The items in order (dimensions and shape variables)."""
@@ -187,8 +185,7 @@ class ShapeIndex(Frozen):
         return not self._nvars and all(isinstance(x, Dim) and x.is_constant for x in self._items)
 
     def as_tuple(self) -> tuple[int, ...]:
-        """The concrete shape as ints (:class:`TypeError` with shape variables,
-        :class:`~tensig.InconclusiveError` with symbolic dimensions).
+        """The concrete shape as ints (shape variables or symbolic sizes raise).
 
         >>> ShapeIndex([3, Dim("2*2")]).as_tuple()
         (3, 4)
@@ -220,7 +217,7 @@ class ShapeIndex(Frozen):
         out: list[ShapeItem] = []
         for x in self._items:
             if isinstance(x, Dim):
-                out.append(x.subs(dim_map) if dim_map else x)
+                out.append(x.subs(dim_map))
             elif shape_map is not None and x.name in shape_map:
                 _flatten((shape_map[x.name],), out)
             else:
@@ -228,9 +225,8 @@ class ShapeIndex(Frozen):
         return _shape_index(tuple(out))
 
     def prefix_minus(self, other: ShapeIndex | Iterable[Any]) -> ShapeIndex | None:
-        """Remora's partial prefix subtraction: ``a ∸ b = c`` iff ``b ++ c == a``.
-
-        Decided on canonical forms; ``None`` when ``b`` is not a prefix of ``a``.
+        """Remora's partial prefix subtraction: ``a ∸ b = c`` iff ``b ++ c == a`` (``None``
+        when ``b`` is not a prefix of ``a``).
 
         >>> ShapeIndex([3, 4, 5, 6]).prefix_minus(ShapeIndex([4])) is None
         True
@@ -240,7 +236,6 @@ class ShapeIndex(Frozen):
             return _shape_index(self._items[len(items):])
         return None
 
-    # -- operators ----------------------------------------------------------------------------
     def __add__(self, other: object) -> ShapeIndex:
         if isinstance(other, ShapeIndex | tuple | list):
             return _shape_index(self._items + ShapeIndex(other)._items)

@@ -1,10 +1,9 @@
 """Shapes with three rows: ``batch|input->output``.
 
-A :class:`Shape` holds, for each row, a tuple of sizes (``int`` or symbolic
-:class:`tensig.core.dims.Dim`), and each size may carry a *basis* label (``rgb=3``): a semantic tag
-that inference propagates and refuses to fuse with a different one.  A plain tuple, or a plain
-array's ``.shape``, means output axes only.  Memory order is batch, output, input (OCANNL's
-convention), which is what :attr:`Shape.dims` returns.
+Each row is a tuple of sizes (``int`` or :class:`~tensig.core.dims.Dim`), each with an optional
+*basis* label (``rgb=3``) that inference propagates and refuses to fuse with another.  A plain
+tuple or array shape is output axes only; memory order (:attr:`Shape.dims`) is batch, output,
+input (OCANNL's).
 
 >>> s = Shape.parse("2|3->rgb=4")
 >>> s.batch, s.input, s.output, str(s)
@@ -58,8 +57,7 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
 
 
 def _axis_at(text: str, start: int, end: int, where: str) -> tuple[Size, str | None]:
-    """One axis of a shape string, ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), with
-    errors pointing into the whole ``text``."""
+    """One axis ``text[start:end]`` (``3``, ``T + 1``, ``rgb=3``), errors placed in ``text``."""
     basis = None
     m = _BASIS.match(text, start, end)
     if m and m.group(1).isidentifier():
@@ -145,8 +143,7 @@ class Shape:
 
     @property
     def int_dims(self) -> tuple[int, ...]:
-        """``dims`` as Python ints, as an array of this (concrete) shape has them: the sizes
-        compiled code works with.  A symbolic size raises."""
+        """``dims`` as Python ints, as compiled code uses them (a symbolic size raises)."""
         return tuple(int(d) for d in self.dims)
 
     @property
@@ -163,12 +160,9 @@ class Shape:
 
     @classmethod
     def labelled(cls, dims: Iterable[Any], axes: str) -> Shape:
-        """An array's sizes ``dims`` (memory order) with its rows and axis names written in the
-        notation: ``"b, t | d"`` names two batch axes and one output axis, each name becoming
-        the axis's basis; ``_`` leaves an axis unnamed; an omitted row has no axes.
-
-        Names are checked as a spec's are (a syntax error has a caret), and the axes written
-        must be as many as the array has: a name is a claim about one axis, never a pattern.
+        """An array's sizes ``dims`` (memory order) with rows and axis names in the notation
+        (``"b, t | d"``: two batch axes and an output axis), each name its axis's basis (``_``:
+        none; an omitted row: no axes).  One name per axis: a claim, never a pattern.
 
         >>> Shape.labelled((16, 8, 64), "b, t | d")
         Shape('b=16,t=8|d=64')
@@ -205,11 +199,9 @@ class Shape:
     # -- text ------------------------------------------------------------------------------
     @classmethod
     def parse(cls, text: str) -> Shape:
-        """Read ``"2,3|4->5"``; omitted rows are empty; without commas, whitespace separates
-        axes unless an operator joins them (``"B T+1 d"`` has three axes).
-
-        Bad text raises :class:`~tensig.SpecSyntaxError` (a ``ValueError``) with a caret
-        under the offending item, and no item can cause unbounded work (see :mod:`tensig.dims`).
+        """Read ``"2,3|4->5"`` (omitted rows empty; without commas, whitespace separates axes
+        unless an operator joins them: ``"B T+1 d"`` has three); bad text raises
+        :class:`~tensig.SpecSyntaxError` with a caret.
 
         >>> Shape.parse("3->2").input, Shape.parse("()").rank
         ((3,), 0)
@@ -243,10 +235,8 @@ class Shape:
 
 
 def as_shape(x: Any, *, where: str = "operand") -> Shape:
-    """Coerce a ``Shape``, shape string, tuple/list of sizes or array to a :class:`Shape`.
-
-    Arrays and tuples have output axes only, unless the array carries tensig row information
-    (an object with a ``__tensig_shape__`` attribute, as ``tensig.rows`` results will have).
+    """Coerce a ``Shape``, shape string, tuple/list of sizes or array to a :class:`Shape`:
+    output axes only, unless the object has rows in a ``__tensig_shape__`` attribute.
 
     >>> as_shape((2, 3)), as_shape("4|5")
     (Shape('2,3'), Shape('4|5'))

@@ -1,18 +1,12 @@
 """The constraint solver shared by every layer.
 
-Unknowns are :class:`DimVar` (one axis size) and :class:`RowNode` (a row variable).  Axis sizes
-live in a union-find: axes that must be the same iteration axis end up in one class, which holds
-the size (``int`` or symbolic :class:`~tensig.core.dims.Dim`), the basis label and where the size
-came from.  Row variables follow the free-monoid rules of Remora's index language: matching an
-open row ``L ..v.. R`` binds ``v`` to the middle, and two open rows are completed through a fresh
-variable (equidivisibility).
-
-Relations that are not equalities (affine axes, concatenation sums, fixed-index lower bounds,
-polynomial sizes) are :class:`Constraint` objects woken when the sizes they watch become known.
-Facts that hold only for some symbolic sizes become :class:`~tensig.core.dims.Condition` values,
-reported rather than assumed; every size keeps an :class:`Origin` for the error messages.  No
-constraint is re-read unless it changed, so the cost is linear in the number of axes and
-constraints (``bench/bench_core.py`` measures this).
+Axis sizes (:class:`DimVar`) live in a union-find whose classes hold the size (``int`` or
+:class:`~tensig.core.dims.Dim`), the basis label and an :class:`Origin` for messages.  Row
+variables (:class:`RowNode`) follow Remora's free-monoid rules: ``L ..v.. R`` binds ``v`` to the
+middle, two open rows complete through a fresh variable (equidivisibility).  Other relations are
+:class:`Constraint` objects woken when a size they watch becomes known, so the cost is linear in
+axes and constraints (``bench/bench_core.py``); facts true only for some symbolic sizes become
+reported :class:`~tensig.core.dims.Condition` values, never assumptions.
 """
 
 from __future__ import annotations
@@ -37,8 +31,8 @@ _ids = itertools.count()
 
 @dataclass(frozen=True)
 class Origin:
-    """Where an axis, a size or a constraint comes from (for error messages): ``operand`` is an
-    operand index, ``"result"`` or ``None``; ``span`` the columns in ``spec`` of its axis."""
+    """Where an axis, a size or a constraint comes from, for messages (``operand``: an index,
+    ``"result"`` or ``None``; ``span``: the axis's columns in ``spec``)."""
 
     spec: str | None = None
     span: tuple[int, int] | None = None
@@ -280,17 +274,12 @@ class AtLeast(Constraint):
 class LinearRel(Constraint):
     """``target == expr``: a size that is a polynomial of other sizes (``2*m + 1``, ``h*w``).
 
-    ``names`` maps the symbols of ``expr`` that are unknowns here to their :class:`DimVar` (any
-    other symbol is a symbolic size).  With every name known the target is set or checked; with
-    the target and all names but one known, that one is solved for when it occurs linearly with
-    a factor that is then constant (``h*w`` with ``h`` known): the solution must be a whole
-    number ``>= 0`` (for symbolic sizes, a :class:`~tensig.core.dims.Condition`).  A name
-    inside a floor, a modulo or a power is only evaluated, never solved for.
-
-    ``report(kind, facts)`` words a failure in the caller's terms (default: the solver's
-    :class:`ShapeError`): ``"mismatch"`` (``value``, ``target``) or ``"no_solution"``
-    (``name``, ``value``: the would-be solution, ``target``).  Each propagation is one
-    substitution and at most one division: linear in the size of ``expr``.
+    ``names`` maps the symbols of ``expr`` that are unknowns to their :class:`DimVar`.  With
+    every name known the target is set or checked; with the target and all names but one
+    known, that one is solved for where it occurs linearly with a constant factor, as a whole
+    number ``>= 0`` (or under a :class:`~tensig.core.dims.Condition`).  ``report(kind, facts)``
+    words a failure in the caller's terms: ``"mismatch"`` (``value``, ``target``) or
+    ``"no_solution"`` (``name``, ``value``, ``target``); default: a :class:`ShapeError`.
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
@@ -399,11 +388,9 @@ class LinearRel(Constraint):
 
 
 class Solver:
-    """Collects equalities and relations, solves them incrementally.
-
-    ``strict_basis`` (of :meth:`union`, :meth:`unify_rows`): with ``False`` (einsum equality)
-    an unlabelled axis takes its partner's basis, with ``True`` (pointwise broadcasting) it
-    never fuses with a labelled one."""
+    """Collects equalities and relations, solves them incrementally.  ``strict_basis``
+    (:meth:`union`, :meth:`unify_rows`): ``False`` (einsum equality) gives an unlabelled axis
+    its partner's basis; ``True`` (pointwise broadcasting) never fuses it with a labelled one."""
 
     def __init__(self, spec: str | None = None):
         self.spec = spec
@@ -415,9 +402,8 @@ class Solver:
     def error(self, reason: str, origin: Origin | None, *, label: str | None = None,
               sizes: tuple[object, ...] = (), origins: tuple[str, ...] = (),
               hint: str | None = None) -> ShapeError:
-        """A :class:`ShapeError` placed where ``origin`` says, with its other fields named (so
-        mypy checks every caller's keywords; a typo would otherwise surface only when the error
-        path runs, as a ``TypeError``)."""
+        """A :class:`ShapeError` placed where ``origin`` says (fields named, so mypy checks
+        callers' keywords on error paths that tests rarely run)."""
         o = origin or Origin()
         return ShapeError(reason, spec=o.spec or self.spec, span=o.span, operand=o.operand,
                           shape=o.shape, label=label, sizes=sizes, origins=origins, hint=hint)

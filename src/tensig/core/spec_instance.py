@@ -1,8 +1,7 @@
-"""One einsum spec solved: :class:`SpecInstance` turns a spec's labels, row variables, windows,
-concatenations and merged axes into solver variables and constraints (local to the instance)
-and packages the solved instance as an :class:`Inferred`.  :func:`~tensig.core.inference.infer`
-solves one instance on a solver of its own, a :class:`~tensig.core.shape_graph.ShapeGraph` many
-on one.
+"""One einsum spec solved: :class:`SpecInstance` turns a spec's axes into solver variables and
+constraints (local to the instance) and packages the solved instance as an :class:`Inferred`;
+:func:`~tensig.core.inference.infer` solves one on its own solver, a
+:class:`~tensig.core.shape_graph.ShapeGraph` many on one.
 """
 
 from __future__ import annotations
@@ -211,10 +210,9 @@ class SpecInstance:
         return v
 
     def check_not_a_factor(self, a: Fixed, in_result: bool) -> None:
-        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4 (and ``b|h, 4 => b|(h, 4)``
-        as merging an axis of 4), but a written ``4`` is a fixed index (a placement into, or
-        a slice at, cell 4) and an integer factor an axis of its own that nothing else
-        names: refused rather than silently placed or sliced."""
+        """``b|(h, 4) => b|h, 4`` reads as keeping the factor 4, but a written ``4`` is a fixed
+        index (a placement or a slice) and an integer factor an axis nothing else names:
+        refused rather than silently placed or sliced (and ``b|h, 4 => b|(h, 4)`` alike)."""
         other = self.spec.operands if in_result else (self.spec.result,)
         merges = [m for sh in other for _, row in sh.rows() for m in row.axes
                   if isinstance(m, Merge) and a.index in m.parts]
@@ -363,10 +361,8 @@ class SpecInstance:
                                     "pass result=<the result shape>")
 
     def check_determined(self) -> None:
-        """Every label needs a size to iterate over, also one not in the result: what can
-        remain unsized is a label only a relation mentions, the kernel of a padded axis
-        (``o=+k``: the input is ``o`` long whatever ``k`` is) or the components of a
-        concatenation (``a^b``: only their sum is known)."""
+        """Every label needs a size to iterate over; one only a relation mentions may lack it
+        (a padded axis's kernel: ``o=+k`` is ``o`` long; ``a^b``: only the sum is known)."""
         missing = [name for name, v in self.labels.items() if v.root().value is None]
         if missing:
             raise self.undetermined(missing, "", None, "pass it as an operand")
@@ -410,10 +406,9 @@ class SpecInstance:
         iters: dict[tuple[str, Any], Iter] = {}
 
         def iter_of(v: DimVar, label: str | None) -> Iter:
-            """One iterator per label of this spec, and one per other axis variable (a row
-            variable's axes are the same variables wherever the row is used).  Keyed by the
-            spec's own names, not by solver roots: graph-wide, two labels can be unified by
-            other uses (a tensor against its own copy) and must still iterate apart."""
+            """One iterator per label of this spec and per other axis variable, keyed by the
+            spec's names, not solver roots: graph-wide, two labels unified by other uses (a
+            tensor against its own copy) still iterate apart."""
             key = ("label", label) if label is not None else ("var", id(v))
             return iters.get(key) or iters.setdefault(
                 key, Iter(len(iters), label or v.root().name, solved(v)))

@@ -1,17 +1,14 @@
-"""What the notation's parser (:mod:`tensig.core.notation`) produces: specs and annotations.
+"""What the notation's parser (:mod:`tensig.core.notation`) produces, in rows
+``batch|input->output`` (:data:`KINDS`) with source spans kept for carets (never compared):
 
-Two values share the notation's rows (``batch|input->output``, :data:`KINDS`) and its source
-spans (:data:`Span`, kept for error carets, never part of equality):
+- a :class:`Spec` (``parse("ij;jk=>ik")``): :class:`ShapeSpec` rows of axes (:class:`Label`,
+  :class:`Placeholder`, :class:`Fixed`, :class:`Affine`, :class:`Concat`, :class:`Merge`) and
+  at most one :class:`RowVar` each;
+- an :class:`AnnotationShape` (``parse_annotation("B T d")``): rows of items (a
+  :class:`~tensig.core.dims.Dim`, an ``int``, ``typing.Any``, a :class:`RowVariable`, a
+  :class:`Broadcastable` or a :class:`Deferred`).
 
-- a :class:`Spec` (``parse("ij;jk=>ik")``): operand and result :class:`ShapeSpec` s whose rows
-  hold axes -- :class:`Label`, :class:`Placeholder`, :class:`Fixed`, :class:`Affine`,
-  :class:`Concat`, :class:`Merge` -- and at most one :class:`RowVar`;
-- an :class:`AnnotationShape` (``parse_annotation("B T d")``): a shape read as a type, whose
-  rows hold items -- a :class:`~tensig.core.dims.Dim`, an ``int``, ``typing.Any`` (``_``), a
-  :class:`RowVariable`, a :class:`Broadcastable` or a :class:`Deferred`.
-
-All are frozen dataclasses with structural equality; ``str()`` prints a canonical text that
-parses back equal.  This module holds the values only; reading text is the parser's job.
+All are frozen dataclasses whose ``str()`` parses back equal.
 """
 
 from __future__ import annotations
@@ -82,12 +79,9 @@ Coef = int | str  # an integer, or an identifier resolved from ``params=``
 
 @dataclass(frozen=True)
 class Affine:
-    """An input axis indexed by ``stride*over + dilation*kernel`` (convolution, pooling).
-
-    ``kernel is None`` means the offset form ``stride*over + offset`` (``offset`` may be 0: a
-    pure stride).  ``padding`` is ``"padded"`` (``=+``), ``"valid"`` (``<+``), or ``None`` for a
-    plain ``+`` whose padding comes from the ``use_padding=`` argument.
-    """
+    """An input axis indexed by ``stride*over + dilation*kernel`` (convolution, pooling), or
+    ``stride*over + offset`` when ``kernel is None``.  ``padding``: ``"padded"`` (``=+``),
+    ``"valid"`` (``<+``), or ``None`` for a plain ``+`` (padding from ``use_padding=``)."""
 
     stride: Coef
     over: str
@@ -120,14 +114,10 @@ class Concat:
 
 @dataclass(frozen=True)
 class Merge:
-    """``(h, e)``: one axis holding the labels' axes merged, row-major (einops' ``(h e)``).
-
-    Its size is the product of the parts' sizes and cell ``(i, j)`` of the parts is cell
-    ``i*|e| + j`` of the axis, as ``reshape`` lays them out: ``b|(h, e) => b|h, e`` splits an
-    axis, ``b|h, e => b|(h, e)`` merges two.  Parts are label names (``str``) or sizes
-    (``int``, einops' anonymous ``(h 2)``: an axis of that size no other axis shares, so it is
-    reduced where only an operand has it and repeated where only the result does).
-    """
+    """``(h, e)``: one axis holding the parts' axes merged row-major, as ``reshape`` lays them
+    out (einops' ``(h e)``): ``b|(h, e) => b|h, e`` splits an axis, ``b|h, e => b|(h, e)``
+    merges two.  A part is a label or a size (einops' anonymous ``(h 2)``: an axis no other
+    shares, reduced where only an operand has it and repeated where only the result does)."""
 
     parts: tuple[str | int, ...]
     span: Span = field(default=(0, 0), compare=False, repr=False)
@@ -204,8 +194,7 @@ class ShapeSpec:
 
 @dataclass(frozen=True)
 class Spec:
-    """A parsed spec: operand shape specs and the result shape spec (equal whatever the mode,
-    whitespace and spans of the text)."""
+    """A parsed spec: operand and result shape specs (equal whatever the text's layout)."""
 
     operands: tuple[ShapeSpec, ...]
     result: ShapeSpec
@@ -273,12 +262,9 @@ def _needs_multichar(shapes: tuple[ShapeSpec, ...]) -> bool:
 
 @dataclass(frozen=True)
 class RowVariable:
-    """A row variable: any number of axes, the same axes wherever its :attr:`key` recurs.
-
-    ``name is None`` is the anonymous ``...`` (jaxtyping's ``...``/``*_``): it matches any
-    axes and binds nothing, so two ``...`` are unrelated.  A named ``*v`` (``..v..``) is one
-    variable in every row and every argument.  ``broadcast`` (``*#v``) lets the axes differ
-    where they broadcast: the binding is the broadcast of every occurrence.
+    """A row variable: any number of axes, the same wherever its :attr:`key` recurs.  ``None``
+    is jaxtyping's anonymous ``...``/``*_`` (binds nothing); ``broadcast`` (``*#v``) binds the
+    broadcast of every occurrence.
 
     >>> RowVariable(None, "batch").key, RowVariable("v", "output").key, str(RowVariable(None))
     ('...batch', 'v', '...')
@@ -364,7 +350,6 @@ class AnnotationShape:
         return getattr(self, kind)
 
     def rows(self) -> tuple[tuple[Kind, tuple[Item, ...]], ...]:
-        """``(kind, items)`` for the three rows, in written order (batch, input, output)."""
         return (("batch", self.batch), ("input", self.input), ("output", self.output))
 
     @property
@@ -374,7 +359,7 @@ class AnnotationShape:
 
     @property
     def item_spans(self) -> tuple[Span, ...]:
-        """The source span of each of :attr:`items` (same order)."""
+        """The source span of each of :attr:`items`."""
         b, i, o = self.spans
         return b + o + i
 
