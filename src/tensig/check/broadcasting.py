@@ -1,12 +1,9 @@
-"""NumPy's broadcasting rule over symbolic shapes, with the three checks it carries.
+"""NumPy's broadcasting rule over symbolic shapes, with the checks it needs.
 
-The rule itself (right-aligned, size 1 stretches) silently accepts what is usually a bug, so
-:func:`broadcast` also reports two different sizes that meet (``B`` against ``T``: the rule
-would need them equal), and an implicit two-sided broadcast, where each operand is stretched by
-the other into an outer product nobody asked for.  A size-1 axis that came from the outside
-(``loose``, a signature's ``1``) stretches implicitly; one the code made (``None``,
-``unsqueeze``, ``keepdims``) is an explicit request.  It reads only shapes (``dims``, ``ndim``,
-``loose``), so it sits below the arrays it serves.
+The rule silently accepts what is usually a bug, so :func:`broadcast` also reports two different
+sizes that meet (``B`` against ``T``) and an implicit two-sided broadcast, an outer product
+nobody asked for.  A size-1 axis from the outside (``loose``, a signature's ``1``) stretches
+implicitly; one the code made (``None``, ``unsqueeze``, ``keepdims``) is an explicit request.
 """
 
 from __future__ import annotations

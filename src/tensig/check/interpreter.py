@@ -54,8 +54,7 @@ class _Expr:
 
 class _DeferredExpr:
     """A :class:`~tensig.core.annotations.Deferred` size (jaxtyping's f-string axes): Python
-    of the bound sizes, ``min`` and ``max`` after ``{...}`` parts read the call's arguments;
-    evaluated once its names are bound, never solved for a name."""
+    of the bound sizes and the ``{...}`` arguments, evaluated once its names are bound."""
 
     __slots__ = ("code", "parts", "symbols", "text")
 
@@ -100,7 +99,7 @@ _BUILTINS = {"__builtins__": {}, "min": min, "max": max, "len": len}
 
 def _eval(code: str, text: str, names: dict[str, Any]) -> Any:
     """``code`` (of the deferred size ``text``) with only ``min``, ``max`` and ``len`` as
-    builtins (``{len(tokens)}``, as jaxtyping's f-string axes read it)."""
+    builtins, as jaxtyping's f-string axes read it."""
     try:
         return eval(_compiled(code), _BUILTINS, names)
     except Exception as e:
@@ -110,17 +109,14 @@ def _eval(code: str, text: str, names: dict[str, Any]) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def _compiled(text: str) -> Any:
-    """A deferred size's code, compiled once per text (compiling it costs more than running
-    it)."""
+    """A deferred size's code, compiled once (compiling costs more than running it)."""
     return compile(text, "<deferred size>", "eval")
 
 
 _BRACES = re.compile(r"\{([^{}]*)\}")
 
 
-# --------------------------------------------------------------------------------------------
-# matching one shape
-# --------------------------------------------------------------------------------------------
+# -- matching one shape ----------------------------------------------------------------------
 
 
 def _is_size(x: object) -> bool:
@@ -254,12 +250,8 @@ def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None
 
 class _Bindings:
     """One check's bindings: ``env`` (a name's size, a row variable's sizes), ``origins`` (where
-    each was bound: ``(label, axis, shape, via)``, for messages) and the expression items.
-
-    The items are one solver problem (built on the first one met): each ``2*h``/``T + 1`` is a
-    :class:`~tensig.core.solver.LinearRel` between its names and the axis's size.  Each run
-    gives the solver the sizes bound since, and writes back what it solved.
-    """
+    each was bound, for messages) and the expression items, one solver problem of
+    :class:`~tensig.core.solver.LinearRel` (built on the first item met)."""
 
     __slots__ = ("deferred", "env", "origins", "pending", "solver", "vars", "where")
     vars: dict[str, DimVar]
@@ -325,12 +317,10 @@ class _Bindings:
         self._compare_undecided()
 
     def _compare_undecided(self) -> None:
-        """Expressions no binding decides are skipped, but their uses must agree.  With the
+        """Expressions no binding decides are skipped, but their uses must agree: with the
         bound sizes put in, a use is ``a*P + c`` for a form ``P`` whose coefficients share no
-        factor (``h*w`` in ``h*w`` and ``2*h*w + 1``): ``P`` is one unknown that its first use
-        solves and the others must agree with; a solved ``P`` is put into the other uses (a
-        monomial into ``(h*w + 1) // 2``, ``h**2*w**2``; a sum ``h + w = 6`` as ``h = 6 - w``
-        into ``(h + w)**2``), round after round until none solves more."""
+        factor (``h*w`` in ``2*h*w + 1``), one unknown its first use solves; a solved ``P`` is
+        put into the other uses (:func:`_put`), round after round until none solves more."""
         env = self.env
         uses = [(expr, size, at, expr.dim.subs({n: env[n] for n in expr.symbols if n in env}))
                 for expr, size, at in self.pending if any(n not in env for n in expr.symbols)]
@@ -384,8 +374,8 @@ def _origin(label: str, axis: int, text: str) -> Origin:
 @functools.lru_cache(maxsize=1024)  # a step of a loop puts the same sizes in every call
 def _put(form: Dim, p: Dim, value: int) -> Dim:
     """``form`` where ``p == value``: a monomial ``p`` (its powers too) replaced by ``value``,
-    inside ``//`` and ``%`` as well; a sum solved for a name it holds once, linearly and with
-    a whole solution, which replaces that name (unchanged where it has none: ``h*w + h``)."""
+    inside ``//`` and ``%`` as well; a sum solved for a name it holds linearly with a whole
+    solution (``h + w = 6`` as ``h = 6 - w``), else unchanged."""
     if len(p.terms) > 1:
         for name in sorted(p.symbols):
             try:
@@ -443,9 +433,7 @@ def match_shape(shape: Sequence[int], annotation: str | AnnotationShape,
     return b.env
 
 
-# --------------------------------------------------------------------------------------------
-# checking one call
-# --------------------------------------------------------------------------------------------
+# -- checking one call -----------------------------------------------------------------------
 
 
 def _check_value(x: Any, label: str, program: _Program, marker: ShapeSpecMarker,
@@ -500,9 +488,8 @@ def _leaves(tree: Any, label: str) -> Iterator[tuple[str, Any]]:
 
 
 class _Checker:
-    """The interpreted check of one function.  The fast path hands a call it does not plainly
-    accept to :meth:`call` or :meth:`after`, which redo the check with every binding's origin
-    recorded, so errors name where each size came from."""
+    """The interpreted check of one function, to which the fast path hands a call it does not
+    plainly accept, so errors name where each size came from."""
 
     def __init__(self, fn: Callable[..., Any], sig: FunctionSignature, check_return: bool):
         self.fn = fn

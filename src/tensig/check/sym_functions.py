@@ -1,8 +1,6 @@
-"""The library functions symbolic arrays model by hand (contractions, concatenation, the
-neural-network layers and losses, creation), filling :mod:`tensig.check.tracer`'s tables by
-name.  The long tails are in :mod:`~tensig.check.trace_numpy` (which registers more) and
-``trace_torch``.
-"""
+"""The library functions symbolic arrays model by hand (contractions, concatenation, layers,
+losses, creation), filling :mod:`tensig.check.tracer`'s tables; the long tails are in
+:mod:`~tensig.check.trace_numpy` and ``trace_torch``."""
 
 from __future__ import annotations
 
@@ -103,14 +101,11 @@ def _ellipsis(n: int) -> str:
 
 
 def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
-    """The size of a loop that made ``arrays``, one item per step: a loop over ``range(d)``
-    whose k-th step made the k-th (:meth:`~tensig.check.tracing.Tracer.loop_of`), else the
-    last loop of their count (8 or more steps over a size or a literal count) still running
-    when the first of them was made (a literal ``range(8)`` before or after the loop over
-    ``T - 3``, 8 steps at its witness, is another loop), or None: a list as long as no loop
-    over a size, or one item repeated (``[x] * 11``).  A loop of their count begun again
-    while they were made is an inner one; with none running (rows of indices a loop listed),
-    any begun before.  Where those differ in size, which made them is unknown."""
+    """The size of a loop that made ``arrays``, one item per step: one whose k-th step made the
+    k-th (:meth:`~tensig.check.tracing.Tracer.loop_of`), else the last loop of their count (8
+    or more steps) running when the first was made, one begun while they were (an inner one),
+    or with none running any begun before; None for a list as long as no loop over a size, or
+    one item repeated (``[x] * 11``).  Where those differ in size, which made them is unknown."""
     if len(set(map(id, arrays))) != len(arrays):
         return None
     ran = tracer().loop_of(list(arrays))  # one per step of a loop over range(d): d
@@ -140,43 +135,35 @@ _LONG = (SymRange, SymArray)  # of a symbolic length
 
 
 class sym_zip(metaclass=StandIn):  # lower case: it stands in for the builtin
-    """``zip()`` during verification (:func:`_zip`); ``isinstance(z, zip)`` still holds."""
+    """``zip()`` during verification (``isinstance(z, zip)`` still holds): it stops at its
+    shortest argument (six weights with ``range(T // 2)``: ``T // 2 <= 6``), decided on
+    canonical forms, else at the witness and assumed; the loop counts as one of that length,
+    never as a range it may stop short.  ``strict=True`` lengths equal at the witness are
+    assumed equal."""
 
     kinds = (_ZIP,)
 
     def __new__(cls, *iterables: Any, strict: bool = False) -> Any:
-        return _zip(*iterables, strict=strict)
-
-
-def _zip(*iterables: Any, strict: bool = False) -> Iterator[tuple[Any, ...]]:
-    """``zip()`` during verification: it stops at its shortest argument, so a loop over six
-    weights and ``range(T // 2)`` runs ``T // 2`` steps only where ``T // 2 <= 6``.  Where an
-    argument's length is symbolic (a range, an array's rows), the shortest is decided on
-    canonical forms, else taken at the witness and assumed (a warning); the loop counts as one
-    of that length (``counted_loop``), never as a range it may stop short, nor as one inside an
-    iterator (``enumerate(range(T))``), whose length it cannot tell.  ``strict=True`` raises
-    where the lengths differ: equal at the witness, they are assumed equal."""
-    if _TRACER.get() is None or all(hasattr(x, "__len__") and not isinstance(x, _LONG)
-                                    for x in iterables):  # every zip() while verify runs
-        return _ZIP(*iterables, strict=strict)
-    args = [_quietly(x) for x in iterables]
-    sizes = [d for d in map(_length, iterables) if d is not None]
-    if len(sizes) < len(args):  # an iterator's length is not known, nor the loop's
-        return _ZIP(*args, strict=strict)
-    t = tracer()
-    n = min(sizes, key=t.value)
-    same, word = (_eq, "==") if strict else (operator.le, "<=")
-    for d in sizes:
-        if not _holds(same, n, d) and (not strict or t.value(d) == t.value(n)):
-            _assume(f"{n} {word} {d}", True, "zip(strict=True) raises ValueError where the "
-                    "lengths differ" if strict else "zip() stops at its shortest argument")
-    zipped = _ZIP(*args, strict=strict)
-    return zipped if n.constant is not None else counted_loop(n, zipped)
+        if _TRACER.get() is None or all(hasattr(x, "__len__") and not isinstance(x, _LONG)
+                                        for x in iterables):  # every zip() while verify runs
+            return _ZIP(*iterables, strict=strict)
+        args = [_quietly(x) for x in iterables]
+        sizes = [d for d in map(_length, iterables) if d is not None]
+        if len(sizes) < len(args):  # an iterator's length is not known, nor the loop's
+            return _ZIP(*args, strict=strict)
+        t = tracer()
+        n = min(sizes, key=t.value)
+        same, word = (_eq, "==") if strict else (operator.le, "<=")
+        for d in sizes:
+            if not _holds(same, n, d) and (not strict or t.value(d) == t.value(n)):
+                _assume(f"{n} {word} {d}", True, "zip(strict=True) raises ValueError where the "
+                        "lengths differ" if strict else "zip() stops at its shortest argument")
+        zipped = _ZIP(*args, strict=strict)
+        return zipped if n.constant is not None else counted_loop(n, zipped)
 
 
 def _quietly(x: Any) -> Iterator[Any]:
-    """``x``'s items, no loop that gives them counted (``Tracer.quiet``): a range, also one
-    inside ``enumerate`` or ``reversed``, that zip may stop short is not the loop's count."""
+    """``x``'s items, no loop that gives them counted (``Tracer.quiet``): zip may stop it."""
     t, it = tracer(), iter(x)
     while True:
         t.quiet += 1
@@ -190,8 +177,8 @@ def _quietly(x: Any) -> Iterator[Any]:
 
 
 def _length(x: Any) -> Dim | None:
-    """How many items iterating ``x`` gives: a range's or an array's size, a list's count or,
-    of one array per step of a loop over a size, that size; None where not known."""
+    """How many items iterating ``x`` gives (a list of one array per step of a loop over a
+    size: that size); None where not known."""
     if isinstance(x, SymRange):
         return x.stop - x.start if x.step == 1 else None
     if isinstance(x, SymArray):
@@ -213,7 +200,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, **kw: Any) -> SymArray:
 
 def _join(xs: list[SymArray], axis: int, steps: Dim | None) -> SymArray:
     """Concatenate; one array per step of a loop over ``T``, each ``k`` long, joins to ``T*k``
-    (``torch.cat(outs)``, ``np.stack([f(r) for r in X])``), not the witness's count."""
+    (``torch.cat(outs)``), not the witness's count."""
     ref = max(xs, key=lambda a: a.ndim)  # the axis of the highest rank: a lower one is reported
     ax = _axis(axis, ref.ndim)
     total = ONE * 0
@@ -380,9 +367,8 @@ def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
 
 def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, who: str = "np",
               weights_kind: str = "broadcast") -> SymArray:
-    """NumPy's and torch's ``bincount``: ``minlength`` bins where given (a size: the number of
-    classes, of graphs; the idiom's values lie below it), else a fresh count.  The input is
-    1-d, the weights one per value."""
+    """``bincount``: ``minlength`` bins where given (the idiom's values lie below it), else a
+    fresh count; a 1-d input, one weight per value."""
     a = _sym(x)
     w = a if weights is None else _sym(weights)
     weighted = "" if weights is None else f" weighted by {shape_text(w)}"
@@ -406,9 +392,8 @@ def created(*shape: Any, **kw: Any) -> SymArray:
 
 
 def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
-    """NumPy's and torch's ``broadcast_shapes`` of symbolic shapes (torch.distributions' batch
-    shapes): the shape their arrays broadcast to, by the one broadcasting rule, so no size is
-    a witness read as a number (``[B, D]`` expanded to ``[11, D]``)."""
+    """``broadcast_shapes`` of symbolic shapes by the one broadcasting rule, so no size is a
+    witness read as a number (``[B, D]`` expanded to ``[11, D]``)."""
     dims, _ = broadcast([created(s) for s in shapes], "broadcast_shapes")
     return SymArray(dims, "f").shape
 
@@ -446,23 +431,18 @@ _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None
 
 
 def _like(full: bool, shape_at: int = 3) -> Callable[..., SymArray]:
-    """``np.zeros_like(x, bool)``, ``np.full_like(x, v, dtype=int, shape=(n, 3))``: positional
-    as NumPy's ``(a, [fill_value,] dtype, order, subok, shape)`` (JAX's shape is at
-    ``shape_at`` 1); torch's take ``dtype=`` (``ones_like(ids, dtype=torch.float)`` had kept
-    the ids' int kind, and a meta op refused it)."""
+    """``np.zeros_like(x, bool)``: positional as NumPy's ``(a, [fill_value,] dtype, order,
+    subok, shape)`` (JAX's shape at ``shape_at`` 1), or ``dtype=`` (``ones_like(ids,
+    dtype=torch.float)`` had kept the ids' int kind)."""
     def like(x: Any, *args: Any, dtype: Any = None, shape: Any = None, **kw: Any) -> SymArray:
-        args = args[full:]
+        args, a = args[full:], _sym(x)
         dtype = args[0] if args else dtype
-        return _like_shape(_sym(x), dtype, args[shape_at] if len(args) > shape_at else shape)
+        shape = args[shape_at] if len(args) > shape_at else shape
+        kind = a.kind if dtype is None else kind_of(dtype) or a.kind
+        if shape is None:
+            return SymArray(a.dims, kind, a.loose)
+        return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind)
     return like
-
-
-def _like_shape(a: SymArray, dtype: Any, shape: Any) -> SymArray:
-    """``x``'s shape and kind unless given."""
-    kind = a.kind if dtype is None else kind_of(dtype) or a.kind
-    if shape is None:
-        return SymArray(a.dims, kind, a.loose)
-    return SymArray(shape if isinstance(shape, tuple | list) else (shape,), kind)
 
 
 #: NumPy's and torch's functions of one name and meaning.
@@ -548,8 +528,7 @@ CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
 
 
 def sym_leaves(x: Any) -> Iterator[SymArray | SymSize | SymRange]:
-    """The symbolic arrays, sizes and ranges in ``x`` (nested in tuples, lists, dict values):
-    one walk for every question about a call's arguments."""
+    """The symbolic arrays, sizes and ranges in ``x`` (nested in tuples, lists, dict values)."""
     if isinstance(x, SymArray | SymSize | SymRange):
         yield x
         return
@@ -564,15 +543,14 @@ def leaf_dims(leaf: SymArray | SymSize | SymRange) -> tuple[Dim, ...]:
 
 
 def has_sym(x: Any) -> bool:
-    """Whether ``x`` holds a symbolic array, size or range: then a patched library function
-    traces it symbolically, else runs as it is."""
+    """Whether ``x`` holds a symbolic leaf, so a patched library function traces it."""
     return next(sym_leaves(x), None) is not None
 
 
 def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
-    """Creation functions (and real tensors' sized methods, JAX functions jitted at import)
-    called with symbolic values run ``symbolic`` instead, which builds symbolic arrays."""
+    """``original`` that runs ``symbolic`` instead when called with symbolic values (creation
+    functions, real tensors' sized methods, JAX functions jitted at import)."""
     @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
         if _TRACER.get() is not None and has_sym((args, kw)):

@@ -1,13 +1,11 @@
 """Symbolic sizes: what ``x.shape[0]``, ``len(x)`` and ``range(T)`` give during verification.
 
-Sizes read from a symbolic shape are :class:`SymSize` objects: they do integer arithmetic
-symbolically and, where Python needs a real number (``math.sqrt``, ``range``), give a
-*witness* value chosen so that no two dimensions collide.  Sizes are at least 1, as in
-:mod:`tensig.core.dims` (``T == 0`` is False: an empty-input guard is never taken).  A
-comparison or truth value that the canonical forms cannot decide is taken on the witness and
-recorded as an assumption (a warning), as is an exact division the code relies on
-(``D // heads``).  Indexing and slicing a symbolic axis
-(:func:`_check_index`, :func:`_slice_len`) are size questions too, and live here.
+A :class:`SymSize` does integer arithmetic symbolically and, where Python needs a number
+(``math.sqrt``, ``range``), gives a *witness* chosen so that no two sizes collide.  Sizes are at
+least 1 (``T == 0`` is False: an empty-input guard is never taken).  A comparison the canonical
+forms cannot decide is taken on the witness and recorded as an assumption (a warning), as is an
+exact division the code relies on (``D // heads``).  Indexing and slicing a symbolic axis are
+size questions too, and live here.
 """
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ def as_dim(x: Any) -> Dim:
 
 
 def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
-    """A :class:`SymSize` operator: symbolic with sizes and ints; with a float, a
-    :class:`SymFloat` (symbols cannot hold one)."""
+    """A :class:`SymSize` operator: symbolic, but a :class:`SymFloat` with a float."""
     def op(self: SymSize, other: Any) -> Any:
         if isinstance(other, float):
             return SymFloat(fn(tracer().value(self.dim), other))
@@ -71,14 +68,12 @@ def _real(fn: Callable[[Any, Any], Any]) -> Any:  # Any: float's own are overloa
 
 
 class SymFloat(float):
-    """A number computed from a size and a float (``N * 0.1``, ``N / 4``): its value at the
-    witness, as float arithmetic needs.  Rounded back to an integer (``math.floor``,
-    ``math.ceil``, ``round``) it is a fresh size, unrelated to the others, or, for a size over
-    a positive ``int`` (``exact``: ``(N, 32)``), that quotient (``math.ceil(N / 32)`` is
-    ``(N + 31) // 32``).  ``int()`` must give a plain ``int``, so it stops the trace: either
-    way no size is a constant read off the witness (``int(N * 0.1)`` was 1 at every ``N``).
-    ``math.sqrt`` of a size ``n`` keeps it (``root``): rounded, it is the size whose square
-    ``n`` is, where ``n`` is one at every size, else :class:`Square` asks for a trace again."""
+    """A number computed from a size and a float (``N * 0.1``): its value at the witness.
+    Rounded (``math.floor``, ``round``) it is a fresh size, or for a size over a positive
+    ``int`` (``exact``) that quotient (``math.ceil(N / 32)`` is ``(N + 31) // 32``); ``int()``
+    stops the trace: no size is a constant read off the witness (``int(N * 0.1)`` was 1 at
+    every ``N``).  ``math.sqrt`` of a size keeps it (``root``): rounded, the size whose square
+    it is (:meth:`_root`)."""
 
     __slots__ = ("exact", "root")
     exact: tuple[Dim, int] | None
@@ -100,17 +95,15 @@ class SymFloat(float):
         return SymFloat(-float(self))
 
     def _cmp(self, other: Any, name: str, fn: Callable[[Any, Any], bool]) -> Any:
-        """``N * 0.1 > 5``: decided at the witness, so an assumption, as a size's branch is;
-        inside a library (``trunc_normal_(w, std=D ** -0.5)`` checks its bounds) a check the
-        user did not write, decided silently as before."""
+        """Decided at the witness, an assumption, except inside a library, which checks what
+        the user did not write (``trunc_normal_(w, std=D ** -0.5)``)."""
         if not isinstance(other, int | float | SymSize):
             return NotImplemented
         witness = fn(float(self), float(other))
-        if not findings.user_code(sys._getframe(1).f_code.co_filename):
-            return witness
-        _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a number "
-                "computed from sizes with a float (its value at the witness sizes), compared "
-                "there only")
+        if findings.user_code(sys._getframe(1).f_code.co_filename):
+            _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a "
+                    "number computed from sizes with a float (its value at the witness sizes), "
+                    "compared there only")
         return witness
 
     __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
@@ -162,10 +155,9 @@ class SymFloat(float):
 
 
 class Square(BaseException):
-    """``int(math.sqrt(n))`` of a size ``n`` that is no square at every size (ViT's patch grid,
-    ``h = w = int(math.sqrt(N))``): verify traces again with ``n`` a new size's square, an
-    assumption it states (a ``BaseException``: user code's ``except Exception`` must not
-    take it)."""
+    """``int(math.sqrt(n))`` of a size that is no square at every size (ViT's patch grid):
+    verify traces again with ``n`` a new size's square (a ``BaseException``: user code's
+    ``except Exception`` must not take it)."""
 
     def __init__(self, dim: Dim, where: Any):
         super().__init__(f"int() of the square root of {dim}")
@@ -173,8 +165,7 @@ class Square(BaseException):
 
 
 def sym_sqrt(x: Any) -> Any:
-    """``math.sqrt`` while verifying: of a size, its witness's root, remembering the size (a
-    :class:`SymFloat`'s ``root``), so that ``int()`` of it is a size."""
+    """``math.sqrt`` while verifying: of a size, a :class:`SymFloat` that remembers it."""
     return SymFloat(_SQRT(float(x)), root=x.dim) if isinstance(x, SymSize) else _SQRT(x)
 
 
@@ -182,11 +173,9 @@ _SQRT = math.sqrt
 
 
 def _divisor(size: SymSize, op: str, o: Any) -> Any:
-    """A divisor that is a size: its number where it is known (an axis declared ``64``); a
-    symbolic one (not an exact polynomial divisor) stops the trace.  A quotient of two sizes
-    is no polynomial the checks can compare, and the witnesses' quotient, a constant, was wrong
-    at every other size: the multi-head split ``x.view(B, T, H, D // H)`` failed as a reshape
-    into ``[B, T, H, 0]``."""
+    """A divisor that is a size: its number where known; a symbolic one stops the trace, as the
+    witnesses' quotient was wrong at every other size (``x.view(B, T, H, D // H)`` failed as a
+    reshape into ``[B, T, H, 0]``)."""
     if not isinstance(o, SymSize):
         return o
     if o.dim.constant is not None:
@@ -196,8 +185,8 @@ def _divisor(size: SymSize, op: str, o: Any) -> Any:
 
 
 def exact_quotient(total: Dim, known: Dim) -> Dim | None:
-    """``total / known`` when it divides exactly as polynomials (a strided window count
-    ``oh = (H - K) // 2 + 1`` is a sum: ``N*oh*ow*C / (N*oh*ow)``), else None."""
+    """``total / known`` where it divides exactly as polynomials (``N*oh*ow*C / (N*oh*ow)`` of
+    sums ``oh = (H - K) // 2 + 1``), else None."""
     atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
 
     def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
@@ -222,8 +211,8 @@ def exact_quotient(total: Dim, known: Dim) -> Dim | None:
 
 
 def _read_back(o: Any) -> Any:
-    """An ``int`` that is a size turned into a number (:func:`as_dim`) as that size (einops
-    divides ``(h w)`` by ``h=int(math.sqrt(N))``), any other operand as it is."""
+    """An ``int`` that is a size turned into a number as that size (einops divides ``(h w)``
+    by ``h=int(math.sqrt(N))``), any other operand as it is."""
     if type(o) is int and (d := as_dim(o)).constant is None:
         return SymSize(d)
     return o
@@ -272,10 +261,8 @@ class SymSize:
     __mul__ = __rmul__ = _arithmetic(operator.mul)
 
     def _exact(self, o: Any) -> Dim | None:
-        """``self / o`` where ``o`` is a symbolic size that divides it exactly as polynomials
-        (``H*W // W`` is ``H``, as einops infers ``w`` of ``(h w)`` given ``h``), else None.
-        Python raises ZeroDivisionError where ``o`` is 0 (``H - 1`` or ``H // 2`` at
-        ``H = 1``), so an ``o`` that can be 0 is assumed not to be (a warning)."""
+        """``self / o`` where a symbolic ``o`` divides it as polynomials (``H*W // W``), else
+        None; an ``o`` that can be 0 (``H - 1``) is assumed not to be (a warning)."""
         if not isinstance(o, SymSize) or o.dim.constant is not None:
             return None
         q = exact_quotient(self.dim, o.dim)
@@ -363,9 +350,8 @@ class SymSize:
 
 
 def _extreme(builtin: Callable[..., Any], op: Callable[[Any, Any], bool]) -> Callable[..., Any]:
-    """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness.
-    Python's compares strictly, so ``max(1, N)`` assumed ``N > 1``: a tie is right either way.
-    A long list (``max(losses)``) is left to Python's: a scan of it cost 5x the ``max``."""
+    """``max``/``min`` of sizes: decided on canonical forms, else assumed on the witness (a tie
+    is right either way).  A long list is left to Python's: a scan of it cost 5x the ``max``."""
     def pick(*args: Any, **kw: Any) -> Any:  # every max() while verify runs: checks cheap
         if kw or _TRACER.get() is None:  # other threads, key=, default=
             return builtin(*args, **kw)
@@ -389,8 +375,7 @@ sym_max, sym_min = _extreme(max, operator.ge), _extreme(min, operator.le)
 
 
 class SymRange:
-    """``range(T)`` with a symbolic bound: a loop runs over the witness; as an index it is
-    ``arange(T)``, so ``wpe[range(len(ids))]`` is ``[T, d]``."""
+    """``range(T)`` with a symbolic bound: a loop over the witness, an index like ``arange``."""
 
     __slots__ = ("start", "step", "stop")
 
@@ -405,8 +390,8 @@ class SymRange:
         return _RANGE(t.value(self.start), t.value(self.stop), self.step)
 
     def _index(self, i: int, ahead: list[Any] | None = None) -> Any:
-        """Loop indices in the first half are numbers; in the second half they count from the
-        symbolic end (``T - 1``, ``T - 2``), so ``t + 1 < T`` and ``x[t + 1]`` are decided."""
+        """A number in the loop's first half, else counted from the symbolic end (``T - 1``),
+        so ``t + 1 < T`` and ``x[t + 1]`` are decided."""
         t = tracer()
         lo, hi = t.value(self.start), t.value(self.stop)
         if self.step != 1 or i - lo <= hi - 1 - i:
@@ -415,21 +400,18 @@ class SymRange:
             return _LoopInt(i, self.stop, hi - 1 - i, ahead) if self.step == 1 else i
         return SymSize(self.stop - (hi - i))
 
-    def __iter__(self) -> Any:
-        return self._loop(False)
-
-    def __reversed__(self) -> Any:
-        return self._loop(True)
-
     def _loop(self, backward: bool) -> Iterator[Any]:
         """Its steps, counted as they begin (:func:`counted_loop`): not if zip pulls them."""
         values = self._concrete(count=False)
         steps = self._steps(reversed(values) if backward else values)
         return counted_loop(self.stop - self.start, steps) if self.step == 1 else steps
 
+    __iter__ = functools.partialmethod(_loop, False)
+    __reversed__ = functools.partialmethod(_loop, True)
+
     def _steps(self, values: Any) -> Any:
-        """The loop's steps; ``x[t + 1]`` at a first-half step is taken as in range because the
-        last steps check it: a loop left before them (``break``) assumes it after all."""
+        """The loop's steps; ``x[t + 1]`` at a first-half step is in range as the last steps
+        check, so a loop left before them (``break``) assumes it."""
         ahead: list[Any] = []
         ended = False
         try:
@@ -467,9 +449,8 @@ _LEN, _RANGE = len, range
 
 
 def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
-    """A loop of ``d`` steps (``range(T)``, ``zip`` over sizes), begun and ended on the tracer
-    (:meth:`Tracer.begin`) with, run to its end, the trace's step count where each step began
-    (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``."""
+    """A loop of ``d`` steps, begun and ended on the tracer with, run to its end, where each
+    step began (:meth:`Tracer.loop_of`): a list of one item per step joins to ``d``."""
     t = tracer()
     loop, marks = t.begin(d), []
     try:
@@ -482,12 +463,9 @@ def counted_loop(d: Dim, steps: Iterator[Any]) -> Iterator[Any]:
 
 
 class _LoopInt(int):
-    """A loop index over ``range(T)``: a number, that indexes an axis of size ``T`` safely.
-
-    A step of the loop's first half has ``slack``, the steps after it at the witness: it
-    stands for the steps away from the end (the last ones are traced counting from the
-    symbolic end), so ``t + 1`` still indexes safely and ``t == T - 1`` is decided by its
-    position, not assumed.  ``t - 1`` is below ``T`` too."""
+    """A loop index over ``range(T)``, that indexes an axis of size ``T`` safely.  A first-half
+    step has ``slack``, the steps after it at the witness, so ``t + 1`` still indexes safely and
+    ``t == T - 1`` is decided by its position (the last steps count from the symbolic end)."""
 
     bound: Dim
     slack: int | None
@@ -515,9 +493,8 @@ class _LoopInt(int):
 
 
 def _near_end(end: Dim, k: Any) -> bool:
-    """``k`` a first-half loop step and ``end`` its loop's bound less at most ``k``'s slack:
-    the witness decides ``t < T - 1`` as every long loop does.  An offset beyond the slack
-    (``t > T - 20``) is decided differently by a long loop: assumed."""
+    """``k`` a first-half loop step and ``end`` its bound less at most its slack: the witness
+    decides ``t < T - 1`` as every long loop does (``t > T - 20`` is assumed)."""
     if not isinstance(k, _LoopInt) or k.slack is None:
         return False
     offset = (end - k.bound).constant
@@ -525,8 +502,7 @@ def _near_end(end: Dim, k: Any) -> bool:
 
 
 class StandIn(type):
-    """The type of a patched builtin (``range``, ``zip``): ``isinstance(r, range)`` stays true
-    while it is patched (library code asks), for the types in the class's ``kinds``."""
+    """The type of a patched builtin: ``isinstance(r, range)`` stays true for its ``kinds``."""
 
     kinds: tuple[type, ...]
 
@@ -538,9 +514,8 @@ class StandIn(type):
 
 
 class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
-    """``range()`` during verification: a symbolic bound gives a :class:`SymRange`; a loop
-    index as the bound (``for i in range(j)`` inside ``for j in range(K)``) gives indices
-    below the outer loop's bound."""
+    """``range()`` during verification: a :class:`SymRange` of a symbolic bound; of a loop
+    index (``range(j)`` inside ``for j in range(K)``), indices below the outer bound."""
 
     def __new__(cls, *args: Any) -> Any:
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
@@ -563,8 +538,7 @@ sym_range.kinds = (_RANGE, SymRange, _LoopRange)
 
 
 def _eq(a: Any, b: Any) -> bool:
-    """``==`` decided on canonical forms where the sizes differ by a constant, or where one is
-    below the other for all sizes (sizes are positive: ``N == -1`` is False)."""
+    """``==`` decided where the sizes differ by a constant or one is below the other."""
     if isinstance(a, Dim) and (a - b).constant is None:
         if _holds(operator.lt, a, b) or _holds(operator.gt, a, b):
             return False
@@ -581,8 +555,7 @@ def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
 
 
 def _nonzero(d: Dim, why: str) -> bool:
-    """Whether ``d``, a divisor, is not 0: decided on canonical forms, else taken on the
-    witness and, where it is not 0 there, assumed (a warning saying ``why``)."""
+    """Whether ``d`` is not 0: decided on canonical forms, else on the witness, assumed."""
     if _holds(operator.ge, d, ONE) or _holds(operator.le, d, -ONE):
         return True
     w = tracer().value(d)
@@ -609,12 +582,10 @@ _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("
 def require_divisible(p: Dim, k: int, floor: bool = False,
                       error: tuple[str, str] | None = None) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
-    (reported once) unless one period shows it exact at every size.  Exact at no size (``2*N +
-    1`` by 2), it is no requirement: for an operation that fails there, ``error`` (the finding's
-    kind and the operation in words: a reshape's -1, group_norm's groups) is reported, not an
-    assumption no size meets.  With ``floor`` (``T // 2`` in the code) it is reported only
-    where a check relies on it (:meth:`Tracer.require`), and not at all where none is exact:
-    no check can rely on it."""
+    unless one period shows it exact at every size.  Exact at no size (``2*N + 1`` by 2), an
+    operation that fails there reports ``error`` (kind, the operation in words), not an
+    assumption no size meets.  With ``floor`` (``T // 2``) only where a check relies on it
+    (:meth:`Tracer.require`), and not at all where none is exact."""
     if (p % k).constant == 0:
         return p // k  # exact in canonical form
     residues = _residues(p, k)  # None: not told
@@ -628,10 +599,8 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
 
 @functools.lru_cache(maxsize=4096)  # up to RESIDUE_CAP evaluations: a loop's reshapes ask again
 def _residues(p: Dim, k: int) -> frozenset[int] | None:
-    """The values of ``p % k`` at all sizes (None: more than :data:`RESIDUE_CAP` points would
-    tell): it repeats with the period that keeps the remainder ``p % k`` (:func:`tracing.period`) in
-    each size, so one period tells them.  Swin's padded ``H + (7 - H % 7) % 7`` is a multiple
-    of 7, ``2*(T // 2) + 1`` of 2 at no size."""
+    """The values of ``p % k`` at all sizes, from one period (None past :data:`RESIDUE_CAP`
+    points): Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7 at every size."""
     period, names = math.lcm(k * grain(p), tracing_period(p)), sorted(p.symbols)
     if period ** len(names) > RESIDUE_CAP:
         return None
@@ -658,9 +627,8 @@ def _check_index(size: Dim, k: Any) -> None:
 
 
 class Drawn(int):
-    """One integer drawn below a symbolic bound (``i = rng.integers(0, H - k + 1)``): a number,
-    its least, that keeps its largest through ``+``/``-`` of ints, so ``x[i:i + k]`` is ``k``
-    long where the largest ``i + k`` fits; ``x[i:]`` and ``x[:i]`` have no known length."""
+    """An integer drawn below a symbolic bound (``rng.integers(0, H - k + 1)``): its least, that
+    keeps its largest through ``+``/``-``, so ``x[i:i + k]`` is ``k`` long where that fits."""
 
     largest: Dim
 
@@ -736,9 +704,8 @@ def _slice_len(size: Dim, s: slice) -> Dim:
 
 
 def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
-    """A slice bound negative at every size (``x[:-3]``, ``c[:-k]`` of ``k = len(w)``) counts
-    from the end of the axis.  A start further back than the axis is long clips to 0
-    (``x[-k:]`` is all ``T`` of them where ``k > T``): that ``k <= T`` is assumed."""
+    """A slice bound negative at every size (``c[:-k]``) counts from the end of the axis; a
+    start further back than the axis clips to 0 (``x[-k:]``): ``k <= T`` is assumed."""
     if not _holds(operator.lt, bound, ONE * 0):
         return bound
     if start and bound.constant is None:
@@ -752,8 +719,7 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
 
 
 def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
-    """Whether ``a <= b`` holds: decided on canonical forms (where it fails at every size, an
-    ``error`` finding of ``kind`` and ``False``), else assumed (a warning saying ``why``)."""
+    """Whether ``a <= b``: on canonical forms (failing, an ``error`` of ``kind``), else assumed."""
     try:
         if a <= b:
             return True
@@ -765,11 +731,9 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
 
 
 def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:
-    """How many elements of an ``n`` by ``m`` matrix lie on or above its diagonal ``k``
-    (``upper``; on or below it otherwise): the length of NumPy's and torch's
-    ``triu_indices``/``tril_indices``.  Of a square one it is a polynomial in ``n``, exact
-    from ``n = k - 1`` on (``-k`` below the diagonal): smaller, it is assumed (a warning) or,
-    for a known ``n``, counted.  Of another, or at a symbolic ``k``, a fresh size."""
+    """How many elements of an ``n`` by ``m`` matrix lie on or above (``upper``) or below its
+    diagonal ``k`` (``triu_indices``' length): of a square one a polynomial in ``n``, exact
+    from ``n = k - 1`` on (smaller: assumed, or counted for a known ``n``); else a fresh size."""
     d, offset = as_dim(n), as_dim(k).constant
     if offset is None or not (m is None or tracer().equal_under_assumptions(as_dim(m), d)):
         return tracer().new_dim("tri")

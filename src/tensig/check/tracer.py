@@ -1,17 +1,12 @@
 """Symbolic arrays: run array code once with sizes that are symbols, for all sizes at once.
 
-A :class:`SymArray` has a shape made of :class:`~tensig.core.dims.Dim` values and no data.  It
-answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``), torch's
-(``__torch_function__``) and the usual array methods, computing each result's symbolic shape
-and recording a :class:`Finding` whenever an operation needs two different dimensions to be
-equal, stretches both operands of a broadcast into an outer product, reshapes where a transpose
-was meant, or silently assumes a size condition.  Sizes read from ``.shape`` are
-:class:`SymSize` objects (:mod:`~tensig.check.sym_sizes`).
-
-Operations dispatch by name through the tables :data:`NUMPY` and :data:`TORCH`, which
-:mod:`~tensig.check.sym_functions` and the per-library models fill; anything else goes to the
-library's model (:data:`~tensig.check.tracing.PLUGINS`), which fits it or stops the trace with a
-note (the report is then incomplete, never silently wrong).
+A :class:`SymArray` has a shape of :class:`~tensig.core.dims.Dim` values and no data.  It answers
+NumPy's and torch's protocols and the usual array methods, computing each result's symbolic
+shape and recording a :class:`Finding` where an operation needs two different sizes equal,
+stretches both operands into an outer product, reshapes where a transpose was meant, or assumes
+a size condition.  Operations dispatch by name through :data:`NUMPY` and :data:`TORCH`; anything
+else goes to the library's model (:data:`~tensig.check.tracing.PLUGINS`), which fits it or stops
+the trace with a note (the report is then incomplete, never silently wrong).
 """
 
 from __future__ import annotations
@@ -80,11 +75,9 @@ def sym_len(x: Any) -> Any:
 
 
 def reduction(kind: str | None = None, nonempty: bool = False) -> Callable[..., SymArray]:
-    """``sum`` and friends as a function or a method: NumPy's ``axis``/``keepdims`` or torch's
-    ``dim``/``keepdim``; the element kind ``kind`` (None: the operand's).  A positional
-    argument past the axis is torch's ``keepdim`` only when it is a bool (NumPy's is a dtype).
-    With ``nonempty`` (``max``, ``argmax``: no identity) an axis that may be empty is assumed
-    not to be."""
+    """``sum`` and friends, NumPy's or torch's, of element kind ``kind`` (None: the operand's).
+    A positional argument past the axis is torch's ``keepdim`` only as a bool (NumPy's is a
+    dtype).  With ``nonempty`` (``max``: no identity) an axis that may be empty is assumed not."""
     def model(a: Any, axis: Any = None, *args: Any, **kw: Any) -> SymArray:
         keep = args[0] if args and isinstance(args[0], bool) else _keep(kw)
         axis = axis if axis is not None else kw.get("dim")
@@ -98,9 +91,8 @@ def reduction(kind: str | None = None, nonempty: bool = False) -> Callable[..., 
 
 
 def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray]:
-    """An elementwise function or method (``np.exp``, ``F.relu``, ``x.float()``): the operand's
-    shape with the element kind ``kind`` (:func:`result_kind`).  With ``axis``, the
-    ``dim``/``axis`` argument (``softmax(x, dim)``) must name an axis of the operand."""
+    """An elementwise function or method, of element kind ``kind`` (:func:`result_kind`); with
+    ``axis``, the ``dim``/``axis`` argument (``softmax(x, dim)``) must name an axis."""
     def model(x: Any, *args: Any, **kw: Any) -> SymArray:
         a = _sym(x)
         if axis:  # checked to be in range
@@ -112,10 +104,8 @@ def unary(kind: str | None = None, axis: bool = False) -> Callable[..., SymArray
 
 
 def result_kind(kind: str | None, kinds: set[str]) -> str:
-    """An elementwise result's element kind: ``kind`` where the operation fixes it, else the
-    widest operand's (complex, float, int, bool).  A complex operand keeps a float operation
-    complex (``z / 2``, ``np.exp(z)``); ``"r"`` (``abs``) is a complex's real kind, else the
-    operand's own."""
+    """``kind`` where the operation fixes it, else the widest operand's; a complex operand
+    keeps a float operation complex (``z / 2``); ``"r"`` (``abs``) is a complex's real kind."""
     widest = next((k for k in "cfib" if k in kinds), "b")
     if kind == "r":
         return "f" if widest == "c" else widest
@@ -123,11 +113,9 @@ def result_kind(kind: str | None, kinds: set[str]) -> str:
 
 
 def _mask(a: Any, kw: dict[str, Any]) -> Any:
-    """The operand of a reduction or softmax with its ``where=`` mask (``np.mean(x, where=m)``,
-    ``jax.nn.softmax(x, where=m)``), which must broadcast into it: a ``[B, T]`` mask of a
-    ``[B, T, D]`` operand needs ``m[..., None]``; or broadcast with logsumexp's ``b=``
-    weights, which JAX and SciPy broadcast both ways (``[K]`` log probabilities with ``[N, K]``
-    weights give ``N`` sums)."""
+    """The operand of a reduction or softmax, whose ``where=`` mask must broadcast into it (a
+    ``[B, T]`` mask of ``[B, T, D]`` needs ``m[..., None]``), broadcast with logsumexp's ``b=``
+    weights, which JAX and SciPy broadcast both ways."""
     if kw.get("where") is not None and not isinstance(kw["where"], bool):
         into(_sym(a), kw["where"], "the where= mask")
     if kw.get("b") is not None:
@@ -136,14 +124,12 @@ def _mask(a: Any, kw: dict[str, Any]) -> Any:
 
 
 def binary(kind: str | None = None, reverse: bool = False) -> Callable[..., SymArray]:
-    """A broadcasting binary function or operator method (``reverse``: the reflected
-    ``__r*__``), with the element kind ``kind`` (None: the operands')."""
+    """A broadcasting binary function or operator (``reverse``: reflected) of kind ``kind``."""
     return lambda a, b, *args, **kw: elementwise([b, a] if reverse else [a, b], kind)
 
 
 def _extreme(name: str) -> Callable[..., Any]:
-    """``max``/``min``: a reduction, or in torch code torch's (``max(dim)`` gives values and
-    indices, ``max(other)`` is elementwise)."""
+    """``max``/``min``: a reduction, or in torch code torch's (values and indices)."""
     def method(self: SymArray, *args: Any, **kw: Any) -> Any:
         if _TORCH_STYLE.get():
             return plugin("torch_attribute")(self, name)(*args, **kw)
@@ -170,14 +156,9 @@ _NUMPY_METHODS = frozenset(("cumsum", "cumprod", "argsort", "argpartition", "sea
 
 
 class SymArray:
-    """An array with a symbolic shape and no data.
-
-    ``dims`` are canonical dimensions; ``kind`` is the dtype kind (``"c"``, ``"f"``, ``"i"``,
-    ``"b"``);
-    ``loose`` marks size-1 axes that came from the outside (a signature's ``1``): stretching
-    them is *implicit*, while a size-1 axis the code made itself (``None``, ``unsqueeze``,
-    ``keepdims``) is an explicit request to broadcast.
-    """
+    """An array with a symbolic shape and no data: ``kind`` is the dtype kind (``"c"``,
+    ``"f"``, ``"i"``, ``"b"``), ``loose`` the size-1 axes from the outside (see
+    :mod:`~tensig.check.broadcasting`)."""
 
     __array_priority__ = 1000
     skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
@@ -203,8 +184,7 @@ class SymArray:
 
     @property
     def dtype(self) -> Any:
-        """The library's own dtype object: torch's in torch code, else NumPy's (JAX uses
-        NumPy's), so ``np.finfo(x.dtype)`` and ``F.linear(x, w.to(x.dtype))`` work."""
+        """torch's dtype in torch code, else NumPy's, so ``np.finfo(x.dtype)`` works."""
         if _TORCH_STYLE.get():
             return plugin("torch_dtype")(self)
         return np.dtype(DTYPES.get(self.kind, "float32"))
@@ -218,8 +198,7 @@ class SymArray:
         return tuple(SymSize(d) if d.constant is None else d.constant for d in out)
 
     def __getattr__(self, name: str) -> Any:
-        """torch tensor attributes and methods not defined here: in torch code, or one NumPy
-        arrays lack (``x.type()``)."""
+        """torch's attributes not defined here, in torch code or where NumPy has none."""
         if name in _NUMPY_METHODS and not _TORCH_STYLE.get():  # x.cumsum(0): np.cumsum(x, 0)
             return lambda *args, **kw: getattr(np, name)(self, *args, **kw)
         if name.startswith("_") or "torch" not in sys.modules or \
@@ -243,8 +222,7 @@ class SymArray:
         return tracer().leak(self.dims[0])
 
     def __iter__(self) -> Any:
-        """Rows along the first axis (``for row in X``, ``k, v = kv``): as many as its size,
-        or its witness."""
+        """Rows along the first axis (``for row in X``, ``k, v = kv``)."""
         if not self.dims:
             raise TypeError("iteration over a 0-d array")
         return _rows(self, self.dims[0])
@@ -254,8 +232,8 @@ class SymArray:
                           "assigning it into a concrete array)")
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """``out[t] = v``, ``x[:, 0] += v``: the value must broadcast into the target slice;
-        its leading 1s beyond the target's rank are dropped, as NumPy and torch do."""
+        """The value must broadcast into the target slice, its leading 1s beyond the target's
+        rank dropped, as NumPy and torch do."""
         target, v = getitem(self, key), _sym(value)
         tracer().written(self)
         while v.ndim > target.ndim and v.dims[0] == ONE:
@@ -362,11 +340,10 @@ class SymArray:
         return self.flatten()
 
     def expand(self, *sizes: Any) -> SymArray:
-        target = [as_dim(s) if not (isinstance(s, int) and s == -1) else None
-                  for s in _varargs(sizes)]
-        off = len(target) - self.ndim
-        dims = [self.dims[i - off] if t is None else t for i, t in enumerate(target)]
-        return broadcast_to(self, dims)
+        target = _varargs(sizes)
+        off = len(target) - self.ndim  # -1 keeps the size
+        return broadcast_to(self, [self.dims[i - off] if isinstance(s, int) and s == -1 else
+                                   as_dim(s) for i, s in enumerate(target)])
 
     def repeat(self, *reps: Any, **kw: Any) -> SymArray:
         """NumPy's (each element, along ``axis``) in code that names no torch; in code that names
@@ -479,8 +456,8 @@ class _Size(SymSize):
 
 
 def _rows(x: SymArray, n: Dim) -> Any:
-    """``x``'s rows; the tracer knows the current row's index, so the count of an
-    ``enumerate`` over them indexes an axis of size ``n`` safely."""
+    """``x``'s rows, the current one's index on the tracer: an ``enumerate``'s count over them
+    indexes an axis of size ``n`` safely."""
     t = tracer()
     rows, loop = t.rows, t.begin(n)
     try:
@@ -523,9 +500,8 @@ _KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("
 
 
 def kind_of(dtype: Any) -> str | None:
-    """The element kind (``"c"``, ``"f"``, ``"i"``, ``"b"``) of any library's dtype, dtype
-    class, dtype name or array (``torch.int64``, ``np.float32``, ``"long"``, a tensor); None
-    when it names none."""
+    """The element kind of any library's dtype, dtype class, dtype name or array
+    (``torch.int64``, ``np.float32``, ``"long"``, a tensor); None when it names none."""
     if isinstance(dtype, SymArray):
         return dtype.kind
     if not isinstance(dtype, type) and hasattr(dtype, "shape") and hasattr(dtype, "dtype"):
@@ -559,8 +535,7 @@ def _sym(x: Any) -> SymArray:
 
 
 def clip(a: Any, *bounds: Any, **kw: Any) -> SymArray:
-    """``clip(x, lo, hi)`` (``min=``/``max=``, NumPy's ``a_min``/``a_max``, torch's ``clamp``
-    keywords): array bounds broadcast with ``x`` as an elementwise operation's operands do."""
+    """``clip(x, lo, hi)`` by any library's keywords: bounds broadcast with ``x``."""
     given = [*bounds, *(kw.get(k) for k in ("min", "max", "a_min", "a_max"))]
     return elementwise([a, *(b for b in given if b is not None)], _sym(a).kind)
 
@@ -569,7 +544,7 @@ def elementwise(operands: list[Any], kind: str | None = None, what: str = "an el
                 "operation") -> SymArray:
     arrays = [_sym(x) for x in operands]
     dims, loose = broadcast(arrays, what)
-    kinds = {a.kind for a in arrays if a.dims or isinstance(a, SymArray)}
+    kinds = {a.kind for a in arrays}
     return SymArray(dims, result_kind(kind, kinds), loose)
 
 
@@ -655,16 +630,14 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
 def squeeze(x: Any, axis: Any = None) -> SymArray:
     a = _sym(x)
     axes = _axes(axis, a.ndim)
-    for d in a.dims if axis is None else ():  # a batch of 1 loses its axis too
-        if d.constant is None:
-            at_most(ONE + 1, d, "index", f"squeeze() of an axis of size {d}",
-                    f"squeeze() keeps an axis of size {d} only where it is not 1")
-    for i in () if axis is None else axes:
-        if a.dims[i].constant is None and _TORCH_STYLE.get() is not False:  # torch keeps it
-            at_most(ONE + 1, a.dims[i], "index", f"squeeze({i}) of an axis of size {a.dims[i]}",
-                    f"squeeze({i}) keeps an axis of size {a.dims[i]} only where it is not 1")
-        elif a.dims[i] != ONE and _TORCH_STYLE.get() is False:
-            tracer().report("op-shape", f"squeezes axis {i} of size {a.dims[i]} out of "
+    numpy = axis is not None and _TORCH_STYLE.get() is False  # torch keeps an axis not 1
+    for i in sorted(axes):  # with no axis, a batch of 1 loses its axis too
+        d, call = a.dims[i], "squeeze()" if axis is None else f"squeeze({i})"
+        if d.constant is None and not numpy:
+            at_most(ONE + 1, d, "index", f"{call} of an axis of size {d}",
+                    f"{call} keeps an axis of size {d} only where it is not 1")
+        elif d != ONE and numpy:
+            tracer().report("op-shape", f"squeezes axis {i} of size {d} out of "
                                         f"{shape_text(a)}: NumPy raises unless it is 1")
     return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
 

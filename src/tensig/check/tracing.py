@@ -1,14 +1,9 @@
 """The trace in progress: what verification found, its budget, and the library hooks.
 
-A :class:`Tracer` collects :class:`Finding` objects while a function runs on symbolic arrays
-(:mod:`tensig.check.tracer`); the current one lives in a context variable, so symbolic arrays
-made outside ``tensig.verify`` refuse to work instead of recording into nothing.  This module is
-the bottom of the verifier: sizes, arrays and the per-library models all report through it.
-
-The per-library models (:mod:`~tensig.check.trace_numpy`, ``trace_torch``, ``trace_jax``) plug
-their long tails into symbolic arrays through :data:`PLUGINS`, so the array core imports no
-library model (they import it): ``trace_torch`` imports torch, and is loaded only once the user
-has imported torch.
+The current :class:`Tracer` lives in a context variable, so symbolic arrays made outside
+``tensig.verify`` refuse to work instead of recording into nothing.  The per-library models plug
+into symbolic arrays through :data:`PLUGINS`, so the array core imports none of them
+(``trace_torch`` imports torch, and is loaded only once the user has).
 """
 
 from __future__ import annotations
@@ -51,12 +46,8 @@ def residue_search(base: dict[str, int], names: list[str], period: int,
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing verification found, at a source line of the verified code.
-
-    ``kind`` is a registered name in :mod:`tensig.check.findings` (``"broadcast"``, ``"reorder"``,
-    ...); an unregistered one raises ``KeyError`` at construction (a programming error).
-    ``code`` is the kind's stable code (``TS101``).
-    """
+    """One thing verification found, at a source line of the verified code; ``kind`` is a name
+    registered in :mod:`tensig.check.findings` (another raises ``KeyError``)."""
 
     kind: str
     message: str
@@ -132,12 +123,9 @@ class Tracer:
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
-        ``a - b`` are (:func:`_zero_where_exact`).
-
-        Only ``a - b``'s own divisions: a ``T // 2`` elsewhere, exact only at even ``T``, would
-        leave no size for a ``(T - 1) // 2`` here.  Only the code's (:meth:`rely` reports them):
-        a division the signature declares is no assumption, and ``-> [2 * ((T - 1) // 2)]``
-        for ``[T - 1]`` is wrong at every even ``T``."""
+        ``a - b`` are (:func:`_zero_where_exact`).  Only ``a - b``'s own: a ``T // 2`` elsewhere
+        would leave no size for a ``(T - 1) // 2`` here.  Only the code's (:meth:`rely` reports
+        them): ``-> [2 * ((T - 1) // 2)]`` for ``[T - 1]`` is wrong at every even ``T``."""
         if a == b:
             return True
         with contextlib.suppress(InconclusiveError):
@@ -151,9 +139,9 @@ class Tracer:
         return True
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
-        """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (a size's
-        ``//`` in the code) one reported only once a check relies on it (:meth:`rely`): a slice
-        up to ``T // 2`` is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
+        """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (the code's
+        ``//``) reported only once a check relies on it (:meth:`rely`): a slice up to ``T // 2``
+        is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
         if (p, k) not in self.divisors:
             self.divisors.append((p, k))
         if not floor:
@@ -180,9 +168,8 @@ class Tracer:
         return {d for p, k in self.divisors for d in _divisions(p // k)}
 
     def assumption_env(self) -> dict[str, int]:
-        """Sizes where every assumed division is exact: the witnesses times the divisors'
-        least common multiple, each divided symbol then shifted by the residue that makes
-        ``(T - 1) // 2`` exact too (the first shift :func:`residue_search` finds, else none).
+        """Sizes where every assumed division is exact: the witnesses times :meth:`unit`,
+        shifted by the residues that make ``(T - 1) // 2`` exact too (:func:`residue_search`).
         Cached: a search that finds no shift costs tens of milliseconds."""
         key = (tuple(self.divisors), tuple(self.witness.items()))
         if key not in self._envs:
@@ -205,9 +192,8 @@ class Tracer:
         return None, None
 
     def report(self, kind: str, message: str, where: Where | None = None) -> Finding:
-        """Record a finding of a registered ``kind``, with the severity the registry gives it
-        (:mod:`tensig.check.findings`: declared once, there), at the user's line running now
-        or at ``where``; the finding, for one that a later step may withdraw."""
+        """Record a finding of a registered ``kind`` at the user's line running now or at
+        ``where``; the finding, for one that a later step may withdraw."""
         file, line = where or self.where()
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
@@ -215,10 +201,9 @@ class Tracer:
         return finding
 
     def made(self, array: Any) -> None:
-        """Count a new symbolic array (past ``max_steps`` the trace stops: a loop that runs at
-        the witness sizes for too long is reported, never waited for) and keep the largest one
-        with a symbolic size, for pricing: element counts compared at large sizes, so the
-        degree decides."""
+        """Count a new symbolic array (past ``max_steps`` the trace stops: a long loop is
+        reported, never waited for) and keep the largest symbolic one for pricing, compared at
+        large sizes, so the degree decides."""
         self.steps += 1
         if self.steps > self.max_steps:
             raise TraceLimit(f"the trace passed {self.max_steps} symbolic operations")
@@ -243,10 +228,9 @@ class Tracer:
 
     def decided(self, *dims: Dim) -> None:
         """Count a size condition decided on ``dims``: past :data:`MAX_DATA_DECISIONS` at one
-        line of a ``while`` loop on data-dependent sizes (:meth:`new_dim`'s, which no witness
-        shrinks) the trace stops, as a loop that runs until the data says stop (``while
-        order.size > 0`` of a greedy NMS) would never end; a ``for`` loop ends whatever the data
-        (k-means' per-cluster check, decided K times an iteration)."""
+        line of a ``while`` loop on data-dependent sizes (which no witness shrinks) the trace
+        stops, as ``while order.size > 0`` of a greedy NMS would never end; a ``for`` loop ends
+        whatever the data (k-means' per-cluster check)."""
         if any(d.symbols & self.data_sizes for d in dims):
             where = self.where()
             if where[1] not in _in_while_loops(where[0] or ""):
@@ -266,19 +250,16 @@ class Tracer:
         return Dim.symbol(name)
 
     def count_of(self, mask: Any) -> Dim:
-        """How many elements a boolean mask selects (or ``nonzero`` finds in numbers): one
-        fresh size per array (kept, so its id stays its own), so ``V[m]`` and ``r[m]`` select
-        as many rows, until :meth:`written`."""
+        """How many elements a mask selects (or ``nonzero`` finds): one fresh size per array
+        (kept, so its id stays its own), so ``V[m]`` and ``r[m]`` agree, until :meth:`written`."""
         if id(mask) not in self.masks:
             self.masks[id(mask)] = mask, self.new_dim("nnz")
         return self.masks[id(mask)][1]
 
     def written(self, array: Any) -> None:
-        """``array`` changed in place (``m[:, 0] = False``, ``m.logical_and_(k)``): a boolean
-        array written to may be a mask or a view of one (``m[:][0] = True``), so every mask's
-        count is another from here; numbers written to (``a[0] = 1.0``) have another count of
-        nonzero elements (``np.nonzero(a)``); a reorder written to has its mixed axes used, so
-        a view back is no longer one with it (``reshape_order.Skew``)."""
+        """``array`` changed in place: a boolean one may be a view of any mask (``m[:][0] =
+        True``), so every mask's count is another from here; numbers get another count of
+        nonzeros; a reorder's view back is no longer one with it (``reshape_order.Skew``)."""
         if getattr(array, "skew", None) is not None:
             array.skew = None
         if getattr(array, "kind", None) == "b":
@@ -290,11 +271,9 @@ class Tracer:
         return d.evaluate(self.witness)
 
     def begin(self, d: Dim | None, n: int = 0) -> Loop:
-        """A loop begins (``range(T)``, ``zip`` over sizes, an axis's rows; ``len(range(T))``
-        and ``unbind`` count as one never ended), of ``d`` steps or (None) a literal count ``n``
-        in the user's code, so a list of one item per step joins to its count
-        (:func:`~tensig.check.sym_functions._loop_steps`).  Kept only if zip is not pulling
-        its arguments (``quiet``): a loop it may stop short is not the loop's count."""
+        """A loop of ``d`` steps or (None) a literal count ``n`` begins, so a list of one item
+        per step joins to its count (:func:`~tensig.check.sym_functions._loop_steps`); not kept
+        while zip pulls its arguments (``quiet``): it may stop them short."""
         loop = Loop(n if d is None else self.value(d), d, self.steps)
         if not self.quiet:
             self.loops.append(loop)
@@ -337,13 +316,10 @@ def _divisions(d: Dim) -> set[tuple[Dim, int]]:
 
 @functools.lru_cache(maxsize=4096)  # every broadcast of two different sizes asks
 def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
-    """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False where
-    more than :data:`PROOF_CAP` points would tell).  Sizes that agree modulo :func:`period`
-    keep every remainder in ``d``, so on each such class (where ``within`` is exact) ``d`` is
-    a polynomial of the sizes, of :func:`_degree` in each: one that is 0 on a grid of its
-    degree plus one values of each size is 0.  Two points where the divisions are exact were
-    no proof: with ``T`` divisible by 2 assumed, ``B + 4`` and ``T`` agreed at both
-    (witnesses 11 and 13, doubled)."""
+    """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False past
+    :data:`PROOF_CAP` points).  On each residue class modulo :func:`period` ``d`` is a
+    polynomial, 0 if it is on a grid of its :func:`_degree` plus one values per size.  Two
+    points were no proof: with ``T`` even assumed, ``B + 4`` and ``T`` agreed at both."""
     if not _divisions(d):
         return False  # a polynomial, canonically not 0
     step, names = period(d), sorted(d.symbols)
@@ -415,9 +391,8 @@ _MISSING = object()
 
 
 class Namespace:
-    """A function's globals as an object to patch (``tracing.patched`` sets attributes), or,
-    with ``owner``, some of an object's attributes (``tracing.patched`` reads them here and
-    sets them on the owner)."""
+    """A function's globals as an object for :func:`patched`, or, with ``owner``, attributes
+    read here and set on the owner."""
 
     __slots__ = ("__dict__", "_owner")
     _owner: Any
@@ -435,11 +410,9 @@ class Namespace:
 
 @contextlib.contextmanager
 def patched(replacements: Iterable[tuple[Any, str, Any]]) -> Iterator[None]:
-    """Attributes ``(owner, name, value)`` set while a trace runs (library functions that take
-    symbolic values); each owner's own value is put back after, or deleted where it had none
-    (a method it inherits).  Callers hold :func:`tensig.check.verify.verify`'s lock: two
-    threads' saves and restores interleaved left the patches (``builtins.len``, ``max``) in
-    place for good."""
+    """Attributes ``(owner, name, value)`` set while a trace runs, each owner's own put back
+    after (deleted where it had none).  Callers hold :func:`tensig.check.verify.verify`'s
+    lock: interleaved saves and restores left ``builtins.len`` patched for good."""
     saved: list[tuple[Any, str, Any]] = []
     try:
         for owner, name, value in replacements:
@@ -455,8 +428,7 @@ def patched(replacements: Iterable[tuple[Any, str, Any]]) -> Iterator[None]:
 
 
 def referenced(fn: Any) -> list[Any]:
-    """The values a function's code names (the globals it reads, its closure's cells): what
-    tells which library it uses."""
+    """The values a function's code names (globals, closure cells): which library it uses."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return []
@@ -470,8 +442,7 @@ def referenced(fn: Any) -> list[Any]:
 
 def failure_line(e: BaseException, keep: Callable[[str], bool] = findings.user_code
                  ) -> tuple[str | None, int | None]:
-    """The innermost line of a traceback in the user's code (not tensig's, not a library's), or
-    in the files ``keep`` accepts."""
+    """The innermost traceback line in the user's code (or in the files ``keep`` accepts)."""
     tb = e.__traceback__
     file, line = None, None
     while tb is not None:
@@ -482,16 +453,14 @@ def failure_line(e: BaseException, keep: Callable[[str], bool] = findings.user_c
     return file, line
 
 
-#: Library hooks of symbolic arrays, registered by the module that models the library when it
-#: is imported: ``numpy_fallback`` (a NumPy function not modelled by hand), ``torch_dispatch``
-#: (a torch function not in the table), ``torch_attribute``, ``torch_dtype``, ``jax_at``
-#: (``x.at[...]``), ``torch_function`` (symbolic arrays' own, for a size torch is given).
+#: Library hooks of symbolic arrays, registered by each library's model when imported:
+#: ``numpy_fallback``, ``torch_dispatch`` (functions not modelled by hand), ``torch_attribute``,
+#: ``torch_dtype``, ``jax_at`` (``x.at[...]``), ``torch_function`` (for a size torch is given).
 PLUGINS: dict[str, Callable[..., Any]] = {}
 
 
 def plugin(name: str) -> Callable[..., Any]:
-    """The hook ``name``; missing when its library's model was never loaded (the library was
-    first imported after verification began), which stops the trace with a note."""
+    """The hook ``name``; missing (its library was imported after verify began), a stop."""
     try:
         return PLUGINS[name]
     except KeyError:
