@@ -95,10 +95,9 @@ class _Problem:
         """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far, every
         evaluable expression different from every name, constant and other expression."""
         trial = {**chosen, name: candidate}
-        if candidate in self.taken or collisions(trial):
-            return False
-        if any(candidate == k * v or candidate in (v + k, v - k)
-               for k in self.constants for v in chosen.values()):
+        if candidate in self.taken or collisions(trial) or any(
+                candidate == k * v or candidate in (v + k, v - k)
+                for k in self.constants for v in chosen.values()):
             return False
         seen = set(trial.values()) | self.constants
         for e in self.exprs:

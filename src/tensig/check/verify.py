@@ -503,11 +503,12 @@ def _unsafe_to_stop(frame: Any) -> bool:
     or inside :func:`~tensig.check.tracing.patched` setting or putting back its patches.
 
     A stopped load leaves a half-initialised module in ``sys.modules`` (torch imports sympy on
-    first use), a stopped restore leaves patches (``builtins.len``, ``np.zeros``) in place for
-    good: either breaks every later function.  Not any importlib frame: a loaded package's
-    ``from package import name`` runs ``_handle_fromlist`` too, and a signal that arrives in C
-    work is handled at the next Python call, in a traced op often that one (the timer, always
-    deferred, then never stopped a loop)."""
+    first use), a stopped restore (a trace that ends as its time runs out) leaves patches
+    (``builtins.len``, ``np.zeros``) in place for good: either breaks every later function.
+    Not any importlib frame: a loaded package's ``from package import name`` runs
+    ``_handle_fromlist`` too, and a signal that arrives in C work is handled at the next Python
+    call, in a traced op often that one (the timer, always deferred, then never stopped a loop).
+    """
     while frame is not None:
         name, file = frame.f_code.co_name, frame.f_code.co_filename
         if (name == "_find_and_load" and file.startswith("<frozen importlib")) or \
