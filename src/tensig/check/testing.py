@@ -40,11 +40,6 @@ __all__ = ["arrays_for", "collisions", "shape_for", "sizes", "strategy"]
 Source = str | AnnotationShape | Callable[..., Any] | Iterable[Any]
 
 
-# --------------------------------------------------------------------------------------------
-# what must not collide
-# --------------------------------------------------------------------------------------------
-
-
 def _annotations(source: Source) -> list[AnnotationShape]:
     """Every annotation in ``source``: a string, an AnnotationShape, a function, or several."""
     if isinstance(source, AnnotationShape):
@@ -141,11 +136,6 @@ def collisions(values: Mapping[str, int]) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# sizes and strategy
-# --------------------------------------------------------------------------------------------
-
-
 _TRIES = 1 << 14
 """Candidates tried per name: a rule no size keeps (``B % 2`` is always below 2) is an error
 in about a second, not a search that never ends."""
@@ -225,11 +215,6 @@ def strategy(source: Source, *, max_size: int = 64) -> Any:
         return chosen
 
     return draw_sizes()
-
-
-# --------------------------------------------------------------------------------------------
-# shapes and arrays for a signature
-# --------------------------------------------------------------------------------------------
 
 
 def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],

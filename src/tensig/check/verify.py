@@ -50,11 +50,6 @@ __all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "Unbuilt", "modelled_operat
 DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
 
-# --------------------------------------------------------------------------------------------
-# Signatures
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Signature:
     """Argument shapes and the declared result shapes (``None``: nothing declared; several
@@ -157,11 +152,6 @@ def _witnesses(names: Sequence[str]) -> dict[str, int]:
     return dict(zip(names, primes, strict=False))
 
 
-# --------------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass
 class Report:
     """What verification found; ``ok`` when the contract holds for all sizes."""
@@ -230,11 +220,6 @@ class Report:
                                                         for r in self.result],
             "largest": None if self.largest is None else [str(d) for d in self.largest],
         }
-
-
-# --------------------------------------------------------------------------------------------
-# Running a function symbolically
-# --------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
