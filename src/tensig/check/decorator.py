@@ -64,10 +64,7 @@ __all__ = ["SignatureError", "compile_dim", "instance_check", "match_shape", "pr
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# --------------------------------------------------------------------------------------------
-# the bindings of the current call: isinstance, shape_scope, print_bindings
-# --------------------------------------------------------------------------------------------
-
+#: the bindings of the current call (isinstance, shape_scope, print_bindings)
 _SCOPE: contextvars.ContextVar[tuple[Any, dict[str, Any]] | None] = \
     contextvars.ContextVar("tensig_shape_scope", default=None)
 _EXTRA = threading.local()
@@ -169,11 +166,6 @@ def print_bindings() -> None:
     for name, value in env.items():
         shown = f"*{name}" if isinstance(value, tuple) else name
         print(f"{shown}={value}")
-
-
-# --------------------------------------------------------------------------------------------
-# the decorator
-# --------------------------------------------------------------------------------------------
 
 
 def _interpreted(checker: _Checker) -> Callable[..., Any]:

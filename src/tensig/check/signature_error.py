@@ -8,6 +8,7 @@ axis, the expected item, the size found and where the conflicting name was bound
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tensig.core.annotations import AnnotationShape, words_hint
@@ -16,6 +17,7 @@ from tensig.core.errors import ShapeError
 _ARGS = "{}"  # the binding that holds a call's arguments, for deferred ``{name}`` sizes
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class SignatureError(ShapeError):
     """A call does not fit its function's shape annotations (a :class:`tensig.ShapeError`).
 
@@ -26,16 +28,12 @@ class SignatureError(ShapeError):
     ``bound_by`` (where the conflicting name was bound first, or ``None``).
     """
 
-    def __init__(self, reason: str, *, function: str, argument: str, axis: int | None,
-                 expected: str, actual: object, bound_by: str | None = None,
-                 **facts: Any):
-        self.function = function
-        self.argument = argument
-        self.axis = axis
-        self.expected = expected
-        self.actual = actual
-        self.bound_by = bound_by
-        super().__init__(reason, **facts)
+    function: str
+    argument: str
+    axis: int | None
+    expected: str
+    actual: object
+    bound_by: str | None = None
 
 
 class _Mismatch(Exception):
@@ -81,9 +79,7 @@ def _origin_text(origin: tuple[Any, ...]) -> str:
 
 def _display(key: str) -> str:
     """How a row variable's binding key reads in a message: ``..v..``, ``... (batch row)``."""
-    if key.startswith("..."):
-        return f"... ({key[3:]} row)"
-    return f"..{key}.."
+    return f"... ({key[3:]} row)" if key.startswith("...") else f"..{key}.."
 
 
 def _swap_hint(size: Any, name: str, env: dict[str, Any],

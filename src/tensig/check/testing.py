@@ -40,11 +40,6 @@ __all__ = ["arrays_for", "collisions", "shape_for", "sizes", "strategy"]
 Source = str | AnnotationShape | Callable[..., Any] | Iterable[Any]
 
 
-# --------------------------------------------------------------------------------------------
-# what must not collide
-# --------------------------------------------------------------------------------------------
-
-
 def _annotations(source: Source) -> list[AnnotationShape]:
     """Every annotation in ``source``: a string, an AnnotationShape, a function, or several."""
     if isinstance(source, AnnotationShape):
@@ -95,10 +90,9 @@ class _Problem:
         """Whether ``name = candidate`` keeps every rule with the sizes ``chosen`` so far, every
         evaluable expression different from every name, constant and other expression."""
         trial = {**chosen, name: candidate}
-        if candidate in self.taken or collisions(trial):
-            return False
-        if any(candidate == k * v or candidate in (v + k, v - k)
-               for k in self.constants for v in chosen.values()):
+        if candidate in self.taken or collisions(trial) or any(
+                candidate == k * v or candidate in (v + k, v - k)
+                for k in self.constants for v in chosen.values()):
             return False
         seen = set(trial.values()) | self.constants
         for e in self.exprs:
@@ -140,11 +134,6 @@ def collisions(values: Mapping[str, int]) -> list[str]:
             elif v == x * y:
                 out.append(f"{name} == {a} * {b}")
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# sizes and strategy
-# --------------------------------------------------------------------------------------------
 
 
 _TRIES = 1 << 14
@@ -226,11 +215,6 @@ def strategy(source: Source, *, max_size: int = 64) -> Any:
         return chosen
 
     return draw_sizes()
-
-
-# --------------------------------------------------------------------------------------------
-# shapes and arrays for a signature
-# --------------------------------------------------------------------------------------------
 
 
 def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],

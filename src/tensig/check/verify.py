@@ -50,11 +50,6 @@ __all__ = ["DEFAULT_TIMEOUT", "Report", "Signature", "Unbuilt", "modelled_operat
 DEFAULT_TIMEOUT = 5.0  # seconds per function (``tensig verify --timeout``)
 
 
-# --------------------------------------------------------------------------------------------
-# Signatures
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Signature:
     """Argument shapes and the declared result shapes (``None``: nothing declared; several
@@ -157,11 +152,6 @@ def _witnesses(names: Sequence[str]) -> dict[str, int]:
     return dict(zip(names, primes, strict=False))
 
 
-# --------------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass
 class Report:
     """What verification found; ``ok`` when the contract holds for all sizes."""
@@ -230,11 +220,6 @@ class Report:
                                                         for r in self.result],
             "largest": None if self.largest is None else [str(d) for d in self.largest],
         }
-
-
-# --------------------------------------------------------------------------------------------
-# Running a function symbolically
-# --------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -484,9 +469,6 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: Any) -> None:
-        """Stop the trace, but never inside an import or a restore of patches: a module left
-        half-initialised in ``sys.modules`` (torch imports sympy on first use) or a patch left
-        in place would break every later function."""
         if _unsafe_to_stop(frame):
             signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import (restore) is complete
             return
@@ -505,13 +487,13 @@ def _unsafe_to_stop(frame: Any) -> bool:
     """Whether ``frame`` runs inside the loading of a module (importlib's ``_find_and_load``)
     or inside :func:`~tensig.check.tracing.patched` setting or putting back its patches.
 
-    Only a load can leave a half-initialised module behind, and a restore stopped halfway
-    leaves the rest of the patches (``builtins.len``, ``np.zeros``) in place for good (a trace
-    that ends as its time runs out, or the retry after an import, lands there).  Any importlib
-    frame is not the test: a ``from package import name`` of a loaded package runs importlib's
-    ``_handle_fromlist`` too, and a signal that arrives during C work is often handled at the
-    next Python call, which in a traced op can be that one every time (the timer, always
-    deferred, then never stopped a loop)."""
+    A stopped load leaves a half-initialised module in ``sys.modules`` (torch imports sympy on
+    first use), a stopped restore (a trace that ends as its time runs out) leaves patches
+    (``builtins.len``, ``np.zeros``) in place for good: either breaks every later function.
+    Not any importlib frame: a loaded package's ``from package import name`` runs
+    ``_handle_fromlist`` too, and a signal that arrives in C work is handled at the next Python
+    call, in a traced op often that one (the timer, always deferred, then never stopped a loop).
+    """
     while frame is not None:
         name, file = frame.f_code.co_name, frame.f_code.co_filename
         if (name == "_find_and_load" and file.startswith("<frozen importlib")) or \
@@ -600,11 +582,9 @@ def _jax_fallback(fn: Callable[..., Any], sig: Signature, kinds: tuple[str, ...]
 
 
 def _signature_from_annotations(fn: Callable[..., Any]) -> Signature | None:
-    """Build a signature from shape annotations (tensig's or jaxtyping's), when there are any.
-
-    Items map as in :meth:`Signature.parse`.  Optional arguments (``| None``, a ``None``
-    default) are marked, so :func:`verify` traces both branches.
-    """
+    """A signature from shape annotations (tensig's or jaxtyping's), when there are any; items
+    map as in :meth:`Signature.parse`, optional arguments (``| None``, a ``None`` default) are
+    marked, so :func:`verify` traces both branches."""
     forward = getattr(fn, "forward", None)
     if not inspect.isroutine(fn) and inspect.ismethod(forward):
         fn = forward  # a module (torch's nn.Module): its forward's annotations

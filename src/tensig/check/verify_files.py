@@ -22,11 +22,6 @@ from tensig.check.verify import (
 __all__ = ["annotated_functions", "verify_file", "verify_path"]
 
 
-# --------------------------------------------------------------------------------------------
-# Files and folders (the command line)
-# --------------------------------------------------------------------------------------------
-
-
 def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None = DEFAULT_TIMEOUT,
                 isolate: bool = False) -> list[Report]:
     """Verify the shape-annotated functions of a file, a folder, or ``FILE::FUNCTION``.
@@ -150,11 +145,6 @@ def _import_guarded(file: str, timeout: float | None) -> Any:
 def _line_in(e: BaseException, file: str) -> int | None:
     """The last line of ``file`` in a traceback."""
     return tracing.failure_line(e, lambda name: os.path.abspath(name) == os.path.abspath(file))[1]
-
-
-# --------------------------------------------------------------------------------------------
-# The worker interpreter of the command line
-# --------------------------------------------------------------------------------------------
 
 
 def _isolated(files: list[str], only: str | None, ignore: list[str],
