@@ -59,7 +59,8 @@ def _where(label: str) -> str:
     return f"argument {label!r}"
 
 
-def _shape_text(shape: Any) -> str:
+def shape_text(shape: Any) -> str:
+    """A shape written as Python writes a tuple, each size (an int or a dim) by ``str``."""
     items = [str(s) for s in shape]
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
@@ -114,7 +115,7 @@ def _needed_rank(ann: AnnotationShape, env: dict[str, Any],
     known = [k for k in dict.fromkeys(keys) if k in env]
     need = ann.min_rank + sum(len(env[k]) for k in keys if k in env)
     text = str(need) if len(known) == len(set(keys)) else f"at least {need}"
-    bound = "".join(f" with {_display(k)} = {_shape_text(env[k])} {_origin_text(origins[k])}"
+    bound = "".join(f" with {_display(k)} = {shape_text(env[k])} {_origin_text(origins[k])}"
                     for k in known)
     return text, bound
 
@@ -129,7 +130,7 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
     f = m.facts
     if m.kind == "rank":
         need, bound = _needed_rank(ann, env, origins)
-        return (f"{fname}(): {where} has {len(m.shape)} axes (shape {_shape_text(m.shape)}), "
+        return (f"{fname}(): {where} has {len(m.shape)} axes (shape {shape_text(m.shape)}), "
                 f"but its annotation {ann.text!r} has {need}{bound}", ann.text, tuple(m.shape),
                 None)
     if m.kind == "name":
@@ -156,11 +157,11 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
         bound_by = _origin_text(origins[key])
         assert m.axis is not None  # a row variable's mismatch is at its first axis
         return (f"{fname}(): {where} axes {m.axis}..{m.axis + len(segment) - 1} ({item}) have "
-                f"sizes {_shape_text(segment)}, but {_display(key)} = {_shape_text(f['bound'])} "
+                f"sizes {shape_text(segment)}, but {_display(key)} = {shape_text(f['bound'])} "
                 f"was {bound_by}", item, segment, bound_by)
     if m.kind == "ambiguous":
         names = " and ".join(_display(k) for k in f["names"])
-        return (f"{fname}(): {where} has shape {_shape_text(m.shape)}: cannot tell how many "
+        return (f"{fname}(): {where} has shape {shape_text(m.shape)}: cannot tell how many "
                 f"axes belong to {names}; bind all but one of them in an earlier argument",
                 ann.text, tuple(m.shape), None)
     if m.kind == "dtype":
@@ -191,14 +192,14 @@ def _error(fname: str, m: _Mismatch, env: dict[str, Any],
     reason, expected, actual, bound_by = _reason(fname, m, ann, env, origins)
     spans = ann.item_spans
     span = spans[m.index] if m.index is not None and m.index < len(spans) else (0, len(ann.text))
-    lines = [f"{where} has shape {_shape_text(m.shape)}"]
+    lines = [f"{where} has shape {shape_text(m.shape)}"]
     name: str | None = m.facts.get("name")
     if name is not None and m.kind in ("name", "rowvar") and origins[name][0] != "given":
         origin = origins[name]
         shown = _display(name) if m.kind == "rowvar" else name
-        value = _shape_text(env[name]) if isinstance(env[name], tuple) else env[name]
+        value = shape_text(env[name]) if isinstance(env[name], tuple) else env[name]
         lines.append(f"{shown} = {value}: {_origin_text(origin)} "
-                     f"(shape {_shape_text(origin[2])})")
+                     f"(shape {shape_text(origin[2])})")
     hint = words_hint(ann)
     if hint is None and m.kind in ("name", "expr", "solve") and m.axis is not None:
         item = "_" if m.index is None else str(ann.items[m.index])

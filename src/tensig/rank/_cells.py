@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import Backend
-from tensig.check.signature_error import _shape_text as _fmt
+from tensig.check.signature_error import shape_text as _fmt
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import Box, _objects
