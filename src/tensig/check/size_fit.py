@@ -78,26 +78,18 @@ def leaves(result: Any) -> Iterator[Any]:
 
 def size_guard(args: Any, env: dict[str, int]) -> None:
     """Refuse a run whose witness arrays would be too large to build."""
-    if _elements(args, env) > MAX_ELEMENTS:
+    if sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
+           if isinstance(a, S.SymArray)) > MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
-
-
-def _elements(x: Any, env: dict[str, int]) -> int:
-    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
-    return sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(x)
-               if isinstance(a, S.SymArray))
 
 
 def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
                   step: int = STEP) -> list[dict[str, int]]:
-    """The base, one step per symbol (to solve), and two checks at other residues.
-
-    Every offset is a multiple of ``unit`` (so divisions the code assumed exact at the base,
-    :meth:`~tensig.check.tracing.Tracer.assumption_env`, stay exact), and the order the base
-    gives the symbols (``K <= L``: a window no longer than its input) holds at every point:
-    the steps go to the largest symbol, then to the two largest..., and the check offsets grow
-    with rank.
-    """
+    """The base, one step per symbol (to solve), and two checks at other residues.  Offsets are
+    multiples of ``unit`` (divisions assumed exact at the base stay exact), and the base's
+    order of the symbols (``K <= L``: a window no longer than its input) holds at every point:
+    the steps go to the largest symbol, then the two largest..., the check offsets grow with
+    rank."""
     step *= unit
     ranked = sorted(names, key=base.__getitem__)
     points = [dict(base)]
@@ -242,8 +234,7 @@ _FAILURE_KINDS = (("broadcast", "broadcast"), ("non-singleton dimension", "broad
 
 def failure_kind(message: str) -> str:
     """The finding kind of a library's refusal of an op's operand shapes (one rule for NumPy,
-    torch and JAX): a broadcast, reshape, concatenation or contraction where its message says
-    so, else "op-shape" (an op refusing these shapes, :data:`_FAILURE_KINDS`)."""
+    torch and JAX), by the words of its message (:data:`_FAILURE_KINDS`)."""
     text = message.lower()
     return next((kind for word, kind in _FAILURE_KINDS if word in text), "op-shape")
 
@@ -323,12 +314,11 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
                    kwargs: dict[str, Any], base: dict[str, int],
                    fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...],
                    unit: int = 1) -> list[tracing.Finding]:
-    """A literal size the op was given (``topk(x, 5)``'s 5, ``np.diag`` of ``[B, 3]``) and
-    returns as a constant size may count elements of some axis, and the fit, at the witnesses
-    and above, never sees that axis shorter: each symbol is run once just below that size (at
-    the witness's residue mod ``unit``, whatever symbol a division was assumed of), and where
-    the library refuses it, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
-    the op needs it ('assumes 5 <= V'), not verified for all sizes."""
+    """A literal size the op was given and returns as a constant (``topk(x, 5)``'s 5,
+    ``np.diag`` of ``[B, 3]``) may count elements of an axis the fit never sees shorter: each
+    symbol is run once just below it (at the witness's residue mod ``unit``), and where the
+    library refuses that, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
+    the op assumes it ('assumes 5 <= V')."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
@@ -392,12 +382,11 @@ _VALUES = 4096  # a NumPy array argument of at most this many elements is keyed 
 
 def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
             plain: tuple[type, ...] = (), shaped: tuple[type[Any], ...] = ()) -> Any:
-    """A fit's cache key: the op, each argument as the runs read it, and ``at`` (the sizes the
-    runs start from: the witnesses, or none where they are fixed).  A symbolic array is its
-    dims and kind, a size its expression, a value of a ``plain`` type (an int, a dtype) itself,
-    a small NumPy array its values, one of ``shaped`` (torch's, run as meta tensors) its shape
-    and dtype.  None (not cached) for anything else: a function or an object may act
-    differently at each call while looking the same."""
+    """A fit's cache key: the op, each argument as the runs read it (a symbolic array its dims
+    and kind, a size its expression, a ``plain`` value itself, a small NumPy array its values,
+    one of ``shaped``, run as meta tensors, its shape and dtype), and ``at`` (the sizes the runs
+    start from).  None (not cached) for anything else: a function may act differently at each
+    call while looking the same."""
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
             return "A", v.dims, v.kind
