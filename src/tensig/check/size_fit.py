@@ -146,13 +146,11 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
               first: Shapes | None = None) -> list[list[Dim | None] | None]:
-    """Fit each result size of an operation as an expression in the symbols of ``args``.
-
-    ``evaluate(env)`` returns each result's shape at one size assignment (an int result is a
-    1-tuple); ``base`` is one it accepts, and ``first`` its shapes where the caller has run it
-    already (not run again).  A run past the base that raises one of ``errors`` leaves the fit
-    to the runs before it; that and an axis that fits nothing (``None``) are told to ``note``.
-    """
+    """Fit each result size of an operation as an expression in the symbols of ``args``:
+    ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
+    is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
+    ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
+    (``None``) are told to ``note``."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
@@ -233,8 +231,7 @@ _FAILURE_KINDS = (("broadcast", "broadcast"), ("non-singleton dimension", "broad
 
 
 def failure_kind(message: str) -> str:
-    """The finding kind of a library's refusal of an op's operand shapes (one rule for NumPy,
-    torch and JAX), by the words of its message (:data:`_FAILURE_KINDS`)."""
+    """The finding kind of a library's refusal of operand shapes, by its message's words."""
     text = message.lower()
     return next((kind for word, kind in _FAILURE_KINDS if word in text), "op-shape")
 
@@ -362,8 +359,7 @@ def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] 
 
 
 def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:
-    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there
-    (another number or rank of results differs)."""
+    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there."""
     if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
         return True
     return any(d is not None and d.evaluate(env) != n for f, g in zip(fits, got, strict=True)

@@ -44,13 +44,11 @@ def register() -> None:
         concat = staticmethod(sym_functions.concatenate)
         einsum = staticmethod(sym_functions.einsum)
         arange = staticmethod(sym_functions._arange)
+        tile = staticmethod(S.tile)
 
         def reduce(self, x: Any, operation: str, axes: Any) -> S.SymArray:
             kind = "f" if operation == "mean" else None
             return S.reduce_(x, tuple(axes), False, kind)
-
-        def tile(self, x: Any, repeats: Any) -> S.SymArray:
-            return S.tile(S._sym(x), repeats)
 
         def is_float_type(self, x: Any) -> bool:
             return S._sym(x).kind == "f"

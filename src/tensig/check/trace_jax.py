@@ -99,8 +99,7 @@ def _targets() -> list[tuple[Any, str, Any]]:
 
 
 def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
-    """Route JAX calls on symbolic values to the tracer (when JAX is imported), also where
-    ``fn`` and its helpers name them (:func:`_globals`)."""
+    """Route JAX calls on symbolic values to the tracer, also where ``fn`` names them."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
     targets = _targets()  # first: it records the originals _globals looks for
@@ -311,8 +310,7 @@ def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
 
 
 def _same_structure(before: Any, after: Any, what: str) -> Any:
-    """A loop's carry (or every branch of a cond) keeps its shapes, as JAX requires; returns
-    ``after``."""
+    """Check that a loop's carry (a cond's branches) keeps its shapes, as JAX requires."""
     import jax
 
     a, b = ([S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]

@@ -343,8 +343,7 @@ def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) 
 
 def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
           weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
-    """``batch_norm`` and ``instance_norm`` (``what``): per-channel statistics and parameters,
-    the input's shape."""
+    """``batch_norm`` and ``instance_norm``: per-channel parameters, the input's shape."""
     a = S._sym(x)
     _channels(what, a, (running_mean, running_var, weight, bias))
     return S.SymArray(a.dims, "f")
