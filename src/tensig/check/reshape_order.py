@@ -285,11 +285,8 @@ def _between(names: list[str], lo: int, hi: int) -> str:
 
 
 def divide(total: Dim, known: Dim) -> Dim:
-    """``total / known`` for a ``-1`` in a reshape: cancel common factors, then divide.
-
-    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4; ``[S,
-    1]`` into ``[S, 3, -1]`` divides at no size, an error (:func:`require_divisible`).
-    """
+    """``total / known`` for a ``-1`` in a reshape: ``B*T*d / (4*B*T)`` is ``d // 4``, requiring
+    ``d`` divisible by 4; ``[S, 1]`` into ``[S, 3, -1]`` divides at no size, an error."""
     if known.constant is not None:
         return require_divisible(total, known.constant, error=_MINUS_1)
     if len(known.terms) == 1 and len(total.terms) == 1:

@@ -242,10 +242,9 @@ def failure_kind(message: str) -> str:
 def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
               classify: Callable[[BaseException], BaseException]
               ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
-    """``run`` at each base until the library accepts one: (its result, that base, the shape
-    error of an earlier base), or (None, None, the first error) when it accepts none.
-    ``classify`` (:func:`shape_error` bound to the op's name) returns a shape error and raises
-    to stop the trace on any other."""
+    """``run`` at each base until the library accepts one: (its result, that base, an earlier
+    base's shape error), or (None, None, the first error); ``classify`` returns a shape error
+    and raises (the trace stops) on any other."""
     error: BaseException | None = None
     for base in bases:
         try:
@@ -260,8 +259,7 @@ def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
     parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
-    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
-    returned as it is)."""
+    value, an int: a fresh size), or what ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     fit, tag = next(fits), leaf(sample)

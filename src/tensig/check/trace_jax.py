@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -584,8 +585,6 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
 
 def _from_jax(x: Any) -> Dim:
     """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
-    import re
-
     text = str(x)
     for name, op in (("floordiv", "//"), ("mod", "%")):
         text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)

@@ -28,9 +28,6 @@ from tensig.check.tracing import tracer
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
 
-_CPU = torch.device("cpu")
-
-
 def dtype_of(a: S.SymArray) -> torch.dtype:
     return getattr(torch, S.DTYPES.get(a.kind, "float32"))
 
@@ -44,7 +41,7 @@ def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
 
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
-    "device": lambda a: _CPU,
+    "device": lambda a: torch.device("cpu"),
     **dict.fromkeys(("is_nested", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
                      "is_meta", "is_mkldnn"), lambda a: False),
     "is_leaf": lambda a: True,
