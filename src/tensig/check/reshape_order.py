@@ -40,7 +40,8 @@ def order_lint(a: Any, out: Any) -> Skew | None:
     ``a`` is a reorder's result (or a range of its first mixed axis) and nothing else ran
     since, the two reshapes are one reinterpretation of the buffer: where the pair keeps the
     order, the first's finding is withdrawn (Transformer-XL's relative shift views ``[Q, K +
-    1]`` as ``[K + 1, Q]`` only to drop its first row and view the rest back)."""
+    1]`` as ``[K + 1, Q]`` only to drop its first row and view the rest back); a reorder whose
+    mixed axes are used (a mean, a matmul) keeps it."""
     t, skew = tracer(), a.skew
     backs = _viewed_back(skew, a.dims, out.dims) if skew and skew.step == t.steps - 1 else []
     if skew and any(moved_factors(skew.source, d) is None for d in backs):

@@ -170,7 +170,8 @@ def _made_by(fn: Any) -> tuple[Any, ...]:
 @functools.cache
 def _remat() -> tuple[Any, ...]:
     """What :func:`_made_by` gives for JAX's own ``jax.checkpoint`` wrappers, built from the
-    original: another thread's verify may have it replaced (:func:`_jit`) when this first runs."""
+    original: another thread's verify may have it replaced (:func:`_jit`) when this first runs,
+    and what this gives is kept for good."""
     import jax
 
     checkpoint = getattr(jax.checkpoint, "__tensig_original__", jax.checkpoint)

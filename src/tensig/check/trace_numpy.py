@@ -361,10 +361,10 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: bool = True
            ) -> list[tuple[dict[str, int], str]]:
     """The bases a fit may start from, each with the assumption a run only there makes: the
-    witnesses, their values reversed among the symbols (an op valid only for ``K <= L``), then
-    one witness, then all, scaled past the call's largest count (``top_k(x, 50)``).  Where the
-    library ``allocates``, one too large to build is left out: a call refused at every base
-    left is a shape error, not a note."""
+    witnesses (every division the code assumed exact there), their values reversed among the
+    symbols (an op valid only for ``K <= L``), then one witness, then all, scaled past the
+    call's largest count (``top_k(x, 50)``).  Where the library ``allocates``, one too large to
+    build is left out: a call refused at every base left is a shape error, not a note."""
     names = sorted(base, key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]

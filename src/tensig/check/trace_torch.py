@@ -2,10 +2,10 @@
 
 Loaded by :mod:`tensig.check.verify` once torch is in use (the README's ``tensig.verify``
 section says what torch code gets).  Attributes are real torch objects (``x.device`` is
-``cpu``), so library code that inspects a tensor (``nn.MultiheadAttention``'s fast-path checks)
-runs unchanged.  A real tensor indexed by a symbolic key gives a symbolic array
-(:func:`buffers_symbolic`).  Every other op runs on meta tensors and is fitted
-(:func:`fallback`), cached per op and argument shapes.
+``cpu``, where module parameters live), so library code that inspects a tensor
+(``nn.MultiheadAttention``'s fast-path checks) runs unchanged.  A real tensor indexed by a
+symbolic key gives a symbolic array (:func:`buffers_symbolic`).  Every other op runs on meta
+tensors and is fitted (:func:`fallback`), cached per op and argument shapes.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     cached), else 48, 54..., else 1056, 1062... (``stft``'s 400-sample window); steps of 24
     show floors up to 8 (a stride-8 pool), from 1056 steps of 960: a floor by a long hop
     (``stft``'s 160) must change across the runs, or it is fitted as the constant it is near
-    the base."""
+    the base (a fresh size, never a wrong one)."""
     _warm_meta()
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
