@@ -1,11 +1,9 @@
 """Whether a reshape keeps elements in order, and what a ``-1`` in it stands for.
 
 A reshape reinterprets the row-major order; code that reshapes ``[B, T, H*d]`` into
-``[B, H, T, d]`` meant a transpose.  :func:`moved_factors` decides it over symbolic sizes (the
-order of symbolic factors, then a small flow problem per prime for the literal ones) and says
-what moved; :func:`order_lint` reports it, judging a reshape of a reorder's result, with
-nothing run between, from the first one's source (:class:`Skew`); :func:`divide` solves
-``total / known`` for a ``-1`` with the divisibility it requires.
+``[B, H, T, d]`` meant a transpose.  :func:`moved_factors` decides it over symbolic sizes and
+says what moved; :func:`order_lint` reports it (a reshape straight after a reorder judged with
+it, :class:`Skew`); :func:`divide` solves ``total / known`` for a ``-1``.
 """
 
 from __future__ import annotations
@@ -38,14 +36,12 @@ class Skew:
 
 
 def order_lint(a: Any, out: Any) -> Skew | None:
-    """Report (TS202) a reshape of ``a`` into ``out`` (just made) that moves factors, judged
-    from the last factorization whose axes the code used.  When ``a`` is a reorder's result
-    (or a range of its first mixed axis: a range of each block of the buffer) and nothing else
-    ran since, the two reshapes are one reinterpretation of the buffer: where the pair keeps
-    the order, the first's finding is withdrawn.  Transformer-XL's relative shift views
-    ``[Q, K + 1]`` as ``[K + 1, Q]`` only to drop its first row and view the rest back; a
-    reorder whose mixed axes are used (a mean, a matmul), or that no view puts back, keeps its
-    finding, which names the reshape that moved the factors."""
+    """Report (TS202) a reshape of ``a`` into ``out`` (just made) that moves factors.  When
+    ``a`` is a reorder's result (or a range of its first mixed axis) and nothing else ran
+    since, the two reshapes are one reinterpretation of the buffer: where the pair keeps the
+    order, the first's finding is withdrawn (Transformer-XL's relative shift views ``[Q, K +
+    1]`` as ``[K + 1, Q]`` only to drop its first row and view the rest back); a reorder whose
+    mixed axes are used (a mean, a matmul) keeps it."""
     t, skew = tracer(), a.skew
     backs = _viewed_back(skew, a.dims, out.dims) if skew and skew.step == t.steps - 1 else []
     if skew and any(moved_factors(skew.source, d) is None for d in backs):
@@ -66,9 +62,8 @@ def order_lint(a: Any, out: Any) -> Skew | None:
 
 def _viewed_back(skew: Skew, dims: Sequence[Dim], out: Sequence[Dim]) -> list[tuple[Dim, ...]]:
     """``out`` with the range of the first mixed axis grown back to the whole axis, once for
-    each axis of ``out`` the range's size divides (rel_shift's ``K`` of ``K + 1``): the pair
-    judged as one reshape of the first's source (so ``[:, 1:].reshape(B, H - 1, T, E)`` of a
-    reorder into ``[B, H, T, E]`` still mixes); where none divides, each is judged alone."""
+    each axis of ``out`` the range's size divides (rel_shift's ``K`` of ``K + 1``), so that
+    the pair is judged as one reshape of the first's source; where none divides, each alone."""
     part = dims[skew.lead]
     if part == skew.full:
         return [tuple(out)]
@@ -131,15 +126,12 @@ def _factors(d: Dim, sums: Sequence[Dim] = ()) -> tuple[list[Dim], list[_Flex]]:
 def moved_factors(src: Sequence[Dim], dst: Sequence[Dim]) -> str | None:
     """What a reshape moves, or ``None`` when it keeps elements in order.
 
-    A reshape reinterprets the row-major order, so the symbolic factors of the source's axes
-    must appear in the same order in the target's (within one axis their order is unknown,
-    so any order is allowed), and between two consecutive symbolic factors ("gaps") the
-    literal factors of source and target must multiply to the same number.  A literal that
-    shares its axis with symbolic factors may sit (split, even) in any gap among them, and the
-    factor ``k`` that ``X // k`` took from ``X`` lies before or after ``X``: whether the
-    literals can be placed so that every gap agrees is a small flow problem per prime.  When
-    the two sides do not have the same symbolic factors (an existential size) nothing is
-    claimed: this lint never guesses.  Cost: a few dozen nodes, once per reshape.
+    The symbolic factors of the source's axes must appear in the same order in the target's
+    (any order within one axis), and between two consecutive ones ("gaps") the literal factors
+    of both sides must multiply to the same number.  A literal sharing its axis with symbolic
+    factors may sit (split, even) in any gap among them, and the ``k`` that ``X // k`` took
+    lies before or after ``X``: whether every gap can agree is a small flow problem per prime.
+    When the sides have different symbolic factors (an existential size) nothing is claimed.
     """
     sums = [d for d in (*src, *dst) if d.constant is None and len(d.terms) > 1]
     fa, fb = [_factors(d, sums) for d in src], [_factors(d, sums) for d in dst]
@@ -227,11 +219,9 @@ def _prime_factors(n: int) -> dict[int, int]:
 
 
 def _balanced(items: list[tuple[int, int, int]], n_gaps: int) -> bool:
-    """Items ``(amount, lo, hi)`` each split among gaps ``lo..hi``: can every gap sum to 0?
-
-    Positive amounts flow from a source through the gaps they may use into the negative
-    amounts that may use the same gap; it balances when the maximum flow takes everything.
-    """
+    """Items ``(amount, lo, hi)`` each split among gaps ``lo..hi``: can every gap sum to 0?  It
+    can when a maximum flow of the positive amounts, through the gaps they may use, into the
+    negative ones that may use the same gap takes everything."""
     pos = [(a, lo, hi) for a, lo, hi in items if a > 0]
     neg = [(-a, lo, hi) for a, lo, hi in items if a < 0]
     total = sum(a for a, _, _ in pos)
@@ -296,11 +286,8 @@ def _between(names: list[str], lo: int, hi: int) -> str:
 
 
 def divide(total: Dim, known: Dim) -> Dim:
-    """``total / known`` for a ``-1`` in a reshape: cancel common factors, then divide.
-
-    ``B*T*d / (4*B*T)`` is ``d // 4`` with the requirement that ``d`` is divisible by 4; ``[S,
-    1]`` into ``[S, 3, -1]`` divides at no size, an error (:func:`require_divisible`).
-    """
+    """``total / known`` for a ``-1`` in a reshape: ``B*T*d / (4*B*T)`` is ``d // 4``, requiring
+    ``d`` divisible by 4; ``[S, 1]`` into ``[S, 3, -1]`` divides at no size, an error."""
     if known.constant is not None:
         return require_divisible(total, known.constant, error=_MINUS_1)
     if len(known.terms) == 1 and len(total.terms) == 1:

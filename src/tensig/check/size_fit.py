@@ -78,26 +78,18 @@ def leaves(result: Any) -> Iterator[Any]:
 
 def size_guard(args: Any, env: dict[str, int]) -> None:
     """Refuse a run whose witness arrays would be too large to build."""
-    if _elements(args, env) > MAX_ELEMENTS:
+    if sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
+           if isinstance(a, S.SymArray)) > MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
-
-
-def _elements(x: Any, env: dict[str, int]) -> int:
-    """How many elements the symbolic arrays in ``x`` hold at the assignment ``env``."""
-    return sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(x)
-               if isinstance(a, S.SymArray))
 
 
 def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
                   step: int = STEP) -> list[dict[str, int]]:
-    """The base, one step per symbol (to solve), and two checks at other residues.
-
-    Every offset is a multiple of ``unit`` (so divisions the code assumed exact at the base,
-    :meth:`~tensig.check.tracing.Tracer.assumption_env`, stay exact), and the order the base
-    gives the symbols (``K <= L``: a window no longer than its input) holds at every point:
-    the steps go to the largest symbol, then to the two largest..., and the check offsets grow
-    with rank.
-    """
+    """The base, one step per symbol (to solve), and two checks at other residues.  Offsets are
+    multiples of ``unit`` (divisions assumed exact at the base stay exact), and the base's
+    order of the symbols (``K <= L``: a window no longer than its input) holds at every point:
+    the steps go to the largest symbol, then the two largest..., the check offsets grow with
+    rank."""
     step *= unit
     ranked = sorted(names, key=base.__getitem__)
     points = [dict(base)]
@@ -154,13 +146,11 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
               first: Shapes | None = None) -> list[list[Dim | None] | None]:
-    """Fit each result size of an operation as an expression in the symbols of ``args``.
-
-    ``evaluate(env)`` returns each result's shape at one size assignment (an int result is a
-    1-tuple); ``base`` is one it accepts, and ``first`` its shapes where the caller has run it
-    already (not run again).  A run past the base that raises one of ``errors`` leaves the fit
-    to the runs before it; that and an axis that fits nothing (``None``) are told to ``note``.
-    """
+    """Fit each result size of an operation as an expression in the symbols of ``args``:
+    ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
+    is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
+    ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
+    (``None``) are told to ``note``."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
@@ -241,9 +231,7 @@ _FAILURE_KINDS = (("broadcast", "broadcast"), ("non-singleton dimension", "broad
 
 
 def failure_kind(message: str) -> str:
-    """The finding kind of a library's refusal of an op's operand shapes (one rule for NumPy,
-    torch and JAX): a broadcast, reshape, concatenation or contraction where its message says
-    so, else "op-shape" (an op refusing these shapes, :data:`_FAILURE_KINDS`)."""
+    """The finding kind of a library's refusal of operand shapes, by its message's words."""
     text = message.lower()
     return next((kind for word, kind in _FAILURE_KINDS if word in text), "op-shape")
 
@@ -254,10 +242,9 @@ def failure_kind(message: str) -> str:
 def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
               classify: Callable[[BaseException], BaseException]
               ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
-    """``run`` at each base until the library accepts one: (its result, that base, the shape
-    error of an earlier base), or (None, None, the first error) when it accepts none.
-    ``classify`` (:func:`shape_error` bound to the op's name) returns a shape error and raises
-    to stop the trace on any other."""
+    """``run`` at each base until the library accepts one: (its result, that base, an earlier
+    base's shape error), or (None, None, the first error); ``classify`` returns a shape error
+    and raises (the trace stops) on any other."""
     error: BaseException | None = None
     for base in bases:
         try:
@@ -272,8 +259,7 @@ def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
     parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
-    value, an int: a fresh size), or what ``leaf`` says of any other leaf (``("value", v)``:
-    returned as it is)."""
+    value, an int: a fresh size), or what ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     fit, tag = next(fits), leaf(sample)
@@ -323,12 +309,11 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
                    kwargs: dict[str, Any], base: dict[str, int],
                    fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...],
                    unit: int = 1) -> list[tracing.Finding]:
-    """A literal size the op was given (``topk(x, 5)``'s 5, ``np.diag`` of ``[B, 3]``) and
-    returns as a constant size may count elements of some axis, and the fit, at the witnesses
-    and above, never sees that axis shorter: each symbol is run once just below that size (at
-    the witness's residue mod ``unit``, whatever symbol a division was assumed of), and where
-    the library refuses it, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
-    the op needs it ('assumes 5 <= V'), not verified for all sizes."""
+    """A literal size the op was given and returns as a constant (``topk(x, 5)``'s 5,
+    ``np.diag`` of ``[B, 3]``) may count elements of an axis the fit never sees shorter: each
+    symbol is run once just below it (at the witness's residue mod ``unit``), and where the
+    library refuses that, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
+    the op assumes it ('assumes 5 <= V')."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
@@ -372,8 +357,7 @@ def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] 
 
 
 def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:
-    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there
-    (another number or rank of results differs)."""
+    """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there."""
     if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
         return True
     return any(d is not None and d.evaluate(env) != n for f, g in zip(fits, got, strict=True)
@@ -392,12 +376,11 @@ _VALUES = 4096  # a NumPy array argument of at most this many elements is keyed 
 
 def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
             plain: tuple[type, ...] = (), shaped: tuple[type[Any], ...] = ()) -> Any:
-    """A fit's cache key: the op, each argument as the runs read it, and ``at`` (the sizes the
-    runs start from: the witnesses, or none where they are fixed).  A symbolic array is its
-    dims and kind, a size its expression, a value of a ``plain`` type (an int, a dtype) itself,
-    a small NumPy array its values, one of ``shaped`` (torch's, run as meta tensors) its shape
-    and dtype.  None (not cached) for anything else: a function or an object may act
-    differently at each call while looking the same."""
+    """A fit's cache key: the op, each argument as the runs read it (a symbolic array its dims
+    and kind, a size its expression, a ``plain`` value itself, a small NumPy array its values,
+    one of ``shaped``, run as meta tensors, its shape and dtype), and ``at`` (the sizes the runs
+    start from).  None (not cached) for anything else: a function may act differently at each
+    call while looking the same."""
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
             return "A", v.dims, v.kind

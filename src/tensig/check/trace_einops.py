@@ -1,11 +1,10 @@
 """einops on symbolic arrays: einops finds its backend by the tensor's type, so give it one.
 
-:func:`register` defines (once, and only when einops is already imported) a subclass of
-einops' ``AbstractBackend`` whose ``framework_name`` is this package's symbolic module, so
-einops' own discovery (``AbstractBackend.__subclasses__`` filtered by ``sys.modules``) picks it
-for :class:`~tensig.check.tracer.SymArray`.  Every backend call maps to the symbolic operation of
-the same meaning, so ``rearrange``, ``reduce``, ``repeat``, ``einsum`` and einops' layers keep
-all of verify's checks (a ``(h d)`` split records ``d`` divisible by ``h``).
+:func:`register` defines (once einops is imported) a subclass of einops' ``AbstractBackend``
+whose ``framework_name`` is the symbolic module, so einops' own discovery picks it for
+:class:`~tensig.check.tracer.SymArray`.  Each backend call is the symbolic operation of the same
+meaning, so einops keeps all of verify's checks (a ``(h d)`` split records ``d`` divisible by
+``h``).
 """
 
 from __future__ import annotations
@@ -45,13 +44,11 @@ def register() -> None:
         concat = staticmethod(sym_functions.concatenate)
         einsum = staticmethod(sym_functions.einsum)
         arange = staticmethod(sym_functions._arange)
+        tile = staticmethod(S.tile)
 
         def reduce(self, x: Any, operation: str, axes: Any) -> S.SymArray:
             kind = "f" if operation == "mean" else None
             return S.reduce_(x, tuple(axes), False, kind)
-
-        def tile(self, x: Any, repeats: Any) -> S.SymArray:
-            return S.tile(S._sym(x), repeats)
 
         def is_float_type(self, x: Any) -> bool:
             return S._sym(x).kind == "f"
@@ -64,10 +61,9 @@ def register() -> None:
 
 def reported(e: BaseException, where: tracing.Where) -> bool:
     """Report an ``EinopsError`` raised on symbolic input as an ``op-shape`` finding at
-    ``where``: einops checks only sizes that are ints (a rank, an axis declared ``3``, the
-    pattern), so it rejects the operands at every size (the trace stopped with a note).  One
-    raised from another error is not einops' check: ``unpack`` wraps whatever its reshape
-    raised, a limit of the trace (``Unsupported``) too, which is a note, not an error."""
+    ``where``: einops checks only sizes that are ints (a rank, the pattern), so it rejects the
+    operands at every size.  One raised from another error is not einops' check (``unpack``
+    wraps whatever its reshape raised, a trace's ``Unsupported`` too): a note, not an error."""
     einops = sys.modules.get("einops")
     if einops is None or not isinstance(e, einops.EinopsError) or where[0] is None or \
             e.__cause__ is not None:

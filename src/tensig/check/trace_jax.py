@@ -1,17 +1,13 @@
 """JAX for :mod:`tensig.check.tracer`: JAX code runs on the same symbolic arrays as NumPy code.
 
-While verify runs, JAX's public callables are wrapped (:func:`patched`; which ones, and what JAX
-code gets, is in the README's ``tensig.verify`` section): a call that receives a symbolic value
-is traced, any other runs JAX unchanged.  A symbolic call is resolved in order: a hand model
-here (control flow, ``vmap``, ``.at[]``, ``jax.nn``); NumPy's twin of the same name
-(``jnp.tanh`` is ``np.tanh``: same shapes); otherwise the function is *fitted*:
-``jax.eval_shape`` runs it at witness sizes (JAX needs no data for shapes) and
-:func:`tensig.check.size_fit.fit_sizes` solves each result size.  A function jitted or
-checkpointed before verification, named as a global or held in a closure, is traced through
-its Python function (:func:`python_function`); other code JAX compiled before verification
-(held in a container, say) cannot see symbolic arrays: :func:`jax_shapes_fallback` re-runs it
-under JAX's own symbolic dimensions, which check broadcasts and contractions but find no outer
-product.
+While verify runs, JAX's public callables are wrapped (:func:`patched`; the README's
+``tensig.verify`` section says which): a call on a symbolic value is traced by a hand model
+here (control flow, ``vmap``, ``.at[]``, ``jax.nn``), else by NumPy's twin of the same name
+(``jnp.tanh`` is ``np.tanh``), else fitted from ``jax.eval_shape`` at witness sizes.  A
+function jitted or checkpointed before verification is traced through its Python function
+(:func:`python_function`); other code JAX compiled before (held in a container, say) is re-run
+under JAX's symbolic dimensions (:func:`jax_shapes_fallback`): its broadcasts and contractions
+are checked, but no outer product is found.
 
 >>> import jax.numpy as jnp
 >>> from tensig.check.verify import verify
@@ -28,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -103,9 +100,7 @@ def _targets() -> list[tuple[Any, str, Any]]:
 
 
 def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
-    """Route JAX calls on symbolic values to the symbolic tracer (only when JAX is imported),
-    also where ``fn`` (and the helpers it calls) imported them by name, and the functions they
-    call that were jitted or checkpointed before to their Python functions."""
+    """Route JAX calls on symbolic values to the tracer, also where ``fn`` names them."""
     if "jax" not in sys.modules:
         return contextlib.nullcontext()
     targets = _targets()  # first: it records the originals _globals looks for
@@ -115,8 +110,8 @@ def patched(fn: Any = None) -> contextlib.AbstractContextManager[None]:
 def _globals(fn: Any, limit: int = 200) -> list[tuple[Any, str, Any]]:
     """(owner, name, wrapper) for each JAX function that ``fn``'s code, or a plain function it
     calls, names as a global or holds in its closure: one imported by name (``softmax``), or
-    one jitted or checkpointed before verification (JAX compiles it: it cannot take symbolic
-    arrays, but its Python function can), or one with custom derivatives."""
+    one jitted, checkpointed or with custom derivatives before verification (compiled, it
+    cannot take symbolic arrays: its Python function can)."""
     out: list[tuple[Any, str, Any]] = []
     seen: set[int] = set()
     todo = [fn]
@@ -174,9 +169,9 @@ def _made_by(fn: Any) -> tuple[Any, ...]:
 
 @functools.cache
 def _remat() -> tuple[Any, ...]:
-    """What :func:`_made_by` gives for JAX's own ``jax.checkpoint`` wrappers.  Built from the
-    original: another thread's verify may have ``jax.checkpoint`` replaced (:func:`_jit`)
-    when this first runs, and a value built from the replacement would be kept for good."""
+    """What :func:`_made_by` gives for JAX's own ``jax.checkpoint`` wrappers, built from the
+    original: another thread's verify may have it replaced (:func:`_jit`) when this first runs,
+    and what this gives is kept for good."""
     import jax
 
     checkpoint = getattr(jax.checkpoint, "__tensig_original__", jax.checkpoint)
@@ -317,8 +312,7 @@ def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
 
 
 def _same_structure(before: Any, after: Any, what: str) -> Any:
-    """A loop's carry (or every branch of a cond) keeps its shapes, as JAX requires; returns
-    ``after``."""
+    """Check that a loop's carry (a cond's branches) keeps its shapes, as JAX requires."""
     import jax
 
     a, b = ([S._sym(leaf).dims for leaf in jax.tree_util.tree_leaves(tree)]
@@ -555,16 +549,11 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
                         symbols: tuple[str, ...] = (), at: dict[str, int] | None = None
                         ) -> tuple[list[tracing.Finding], list[str],
                                    tuple[tuple[Dim, ...], ...] | None]:
-    """Run ``run(arrays, size)`` under ``jax.eval_shape`` with JAX's symbolic dimensions, or
-    the sizes ``at`` (JAX's symbolic shapes skip checks: a reshape's element count):
-    ``arrays`` stand for ``args``, ``size`` makes a :class:`Dim` over ``symbols`` a JAX size
-    (for the function's ``int`` size parameters).
-
-    Returns (findings, notes, result shapes).  An exception is a shape finding only when it is
-    one (JAX's broadcasting, contraction and symbolic-dimension errors: of the kind
-    :func:`tensig.check.size_fit.failure_kind` says); anything else stops with a note, as in
-    the symbolic trace.
-    """
+    """(findings, notes, result shapes) of ``run(arrays, size)`` under ``jax.eval_shape`` with
+    JAX's symbolic dimensions, or the sizes ``at`` (JAX's symbolic shapes skip checks: a
+    reshape's element count): ``arrays`` stand for ``args``, ``size`` makes a :class:`Dim` over
+    ``symbols`` a JAX size (for ``int`` size parameters).  An exception is a shape finding only
+    when JAX's message says so (:func:`tensig.check.size_fit.failure_kind`), else a note."""
     import jax
     from jax import export
 
@@ -597,8 +586,6 @@ def jax_shapes_fallback(run: Callable[[list[Any], Callable[[Dim], Any]], Any],
 
 def _from_jax(x: Any) -> Dim:
     """A JAX symbolic size (``floordiv(T, 2) + 1``) as a :class:`Dim`."""
-    import re
-
     text = str(x)
     for name, op in (("floordiv", "//"), ("mod", "%")):
         text = re.sub(rf"{name}\(([^(),]+), ([^(),]+)\)", rf"((\1) {op} (\2))", text)

@@ -1,10 +1,9 @@
 """NumPy's long tail for :mod:`tensig.check.tracer`: hand models and a fitted general mechanism.
 
-The README's ``tensig.verify`` section says what is modelled.  By hand: what fitting cannot
-give (a concatenation finding, sizes shared by several results such as ``svd``'s ``min(m,
-n)``, square matrices and right-hand sides that match).  Every other ``__array_function__``
-function is fitted (:func:`fitted`, with :mod:`tensig.check.size_fit`, shared with torch and
-JAX); a size that changes with the data is a fresh size, never a wrong answer.
+By hand (listed in the README's ``tensig.verify`` section): what fitting cannot give (a
+concatenation finding, sizes shared by results such as ``svd``'s ``min(m, n)``, square matrices
+and matching right-hand sides).  Every other ``__array_function__`` function is fitted
+(:func:`fitted`); a size that changes with the data is a fresh size, never a wrong answer.
 
 >>> import numpy as np
 >>> from tensig.check.verify import verify
@@ -361,13 +360,11 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 
 def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: bool = True
            ) -> list[tuple[dict[str, int], str]]:
-    """The witnesses (scaled so that every division the code assumed is exact), then the same
-    values in the reverse order among the call's symbols: an operation valid only for
-    ``K <= L`` (a window no longer than its input) runs in one; then, past the largest count
-    in the call (``top_k(x, 50)``, 16 samples), one witness, then all, times a factor.  Each
-    with the assumption an operation that runs only there makes.  A base too large to build
-    (or to fit the sizes around), where the library ``allocates``, is left out: a call
-    refused at every base that remains is a shape error, not a note."""
+    """The bases a fit may start from, each with the assumption a run only there makes: the
+    witnesses (every division the code assumed exact there), their values reversed among the
+    symbols (an op valid only for ``K <= L``), then one witness, then all, scaled past the
+    call's largest count (``top_k(x, 50)``).  Where the library ``allocates``, one too large to
+    build is left out: a call refused at every base left is a shape error, not a note."""
     names = sorted(base, key=base.__getitem__)
     flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]
@@ -412,19 +409,15 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None,
            allocates: bool = True, *, op: Any) -> Any:
-    """Trace a library function ``op`` by fitting (see :func:`tensig.check.size_fit.fit_sizes`),
-    once per :func:`tensig.check.size_fit.fit_key` (with the witnesses of the call's symbols:
-    the runs start there).
+    """Trace a library function ``op`` by fitting (:func:`tensig.check.size_fit.fit_sizes`), once
+    per :func:`tensig.check.size_fit.fit_key` with the call's witnesses (the runs start there).
 
-    ``call(args, kwargs)`` runs it on concrete arguments, ``make(shape, kind)`` builds one
-    concrete array (zeros, or a JAX shape-only stand-in); result leaves of the types
-    ``arrays`` are arrays, an int is a size.
-    ``make_data`` is a second fill, of distinct values: a size that differs between the two
-    fills depends on the data and is a fresh size, and the fill of every run where the library
-    refuses zeros as data (a singular matrix).  Where the library ``allocates`` the arrays
-    (not JAX's shape-only stand-ins), a run too large to build is refused.  A failure at the
-    witness sizes is a shape finding when the library's message says so, else the trace stops
-    with a note.
+    ``call(args, kwargs)`` runs it on arrays ``make(shape, kind)`` builds (zeros, or JAX's
+    shape-only stand-ins); result leaves of the types ``arrays`` are arrays, an int a size.
+    ``make_data`` fills distinct values: a size that differs between the fills depends on the
+    data (a fresh size), and it is the fill where the library refuses zeros (a singular
+    matrix).  Where the library ``allocates``, a run too large to build is refused.  A failure
+    at the witnesses is a shape finding when the library's message says so, else a note.
     """
     t = tracer()
     size_fit.relied((args, kwargs))  # first: the divisions it requires scale the witnesses
@@ -492,8 +485,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
 
 
 def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> Any:
-    """A NumPy (or SciPy) function not modelled by hand: run on zero arrays at witness sizes
-    and fit."""
+    """A NumPy (or SciPy) function not modelled by hand: fitted from runs on zero arrays."""
     def zeros(shape: tuple[int, ...], kind: str) -> Any:
         return np.zeros(shape, S.DTYPES[kind])
 
@@ -597,8 +589,7 @@ SCIPY: dict[str, Callable[..., Any]] = {
     "spatial.distance.pdist": _pdist,
     "spatial.distance.squareform": _squareform,
 }
-"""SciPy functions by hand (``module.name`` below ``scipy``); its other functions in the
-modules :func:`library_targets` patches are fitted as NumPy's are."""
+"""SciPy functions by hand (``module.name`` below ``scipy``); others are fitted as NumPy's."""
 
 
 def _scipy_wrapper(name: str, original: Any) -> Any:
@@ -611,8 +602,8 @@ def _scipy_wrapper(name: str, original: Any) -> Any:
 def _scipy_wrappers(module_names: tuple[str, ...]
                     ) -> tuple[list[tuple[Any, str, Any]], dict[int, Any]]:
     """The patches ``(module, name, wrapper)`` of the public functions of SciPy's imported
-    array modules (not its ufuncs, which reach ``__array_ufunc__``), and the wrappers by their
-    original's id (for names imported from SciPy into a function's globals), made once."""
+    modules (its ufuncs reach ``__array_ufunc__``), and the wrappers by their original's id
+    (for names imported into a function's globals)."""
     patches, by_id = [], {}
     for module_name in module_names:
         module = sys.modules[module_name]

@@ -1,12 +1,10 @@
 """NumPy's random generators under :func:`~tensig.check.verify.verify`: samples of symbolic sizes.
 
-``np.random``'s functions (``randn(*X.shape)``, ``choice(len(X), k)``) and a generator's methods
-(``rng.permutation(N)``, ``rng.normal(size=(B, D))``) return symbolic arrays while a trace
-runs.  NumPy's ``Generator`` and ``RandomState`` are compiled classes that cannot be patched,
-so a trace swaps each generator it can reach (``default_rng``, ``np.random``'s own, a module's
-``rng = default_rng(0)``, a default argument) for a subclass whose methods are these models
-(:func:`samplers`), drawing from the same bits.  Sampling without replacement is checked
-against its population (``k <= n``).
+``np.random``'s functions (``randn(*X.shape)``) and a generator's methods (``rng.permutation(N)``)
+return symbolic arrays while a trace runs.  NumPy's generators are compiled classes that cannot
+be patched, so a trace swaps each one it can reach for a subclass whose methods are these
+models, drawing from the same bits (:func:`samplers`).  Sampling without replacement is
+checked against its population (``k <= n``).
 
 >>> import numpy as np
 >>> from tensig.check.verify import verify
@@ -124,11 +122,10 @@ def sampler_of(value: Any) -> Any:
 
 def samplers(fn: Any) -> list[tuple[Any, str, Any]]:
     """The patches that make NumPy's random generators take symbolic sizes: ``default_rng``,
-    ``RandomState`` (also where imported by name), ``np.random``'s own generator (what
-    ``check_random_state(None)`` returns), the generators ``fn``'s module made (``rng =
-    default_rng(0)``) and those its defaults hold (``def init(X, rng=default_rng(0))``).
-    NumPy's own classes only: a subclass's methods are the project's.  The globals' types and
-    ids are read in C (a loop over a module's 300 names took 200 us per verify call)."""
+    ``RandomState`` (also where imported by name), ``np.random``'s own generator, and those
+    ``fn``'s module made (``rng = default_rng(0)``) or its defaults hold; NumPy's own classes
+    only (a subclass's methods are the project's).  The globals' types and ids are read in C
+    (a loop over a module's 300 names took 200 us per verify call)."""
     bits, mtrand = _bits(), np.random.mtrand
     out: list[tuple[Any, str, Any]] = [
         (np.random, "default_rng", _default_rng_of(np.random.default_rng)),

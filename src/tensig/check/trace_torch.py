@@ -1,12 +1,11 @@
 """torch's side of symbolic arrays: tensor attributes, concrete buffers, and every other op.
 
-Loaded by :mod:`tensig.check.verify` once torch is in use; what torch code gets is in the
-README's ``tensig.verify`` section.  Attributes are real torch objects (``x.device`` is ``cpu``,
-where module parameters live), so library code that inspects a tensor before computing
-(``nn.MultiheadAttention``'s fast-path checks) runs unchanged.  While a function is verified,
-``torch.Tensor.__getitem__`` hands a key holding a symbolic size or array to the symbolic
-indexer (:func:`buffers_symbolic`).  Every other op runs on meta tensors and is fitted
-(:func:`fallback`), cached per op and argument shapes, so a module verified twice pays once.
+Loaded by :mod:`tensig.check.verify` once torch is in use (the README's ``tensig.verify``
+section says what torch code gets).  Attributes are real torch objects (``x.device`` is
+``cpu``, where module parameters live), so library code that inspects a tensor
+(``nn.MultiheadAttention``'s fast-path checks) runs unchanged.  A real tensor indexed by a
+symbolic key gives a symbolic array (:func:`buffers_symbolic`).  Every other op runs on meta
+tensors and is fitted (:func:`fallback`), cached per op and argument shapes.
 """
 
 from __future__ import annotations
@@ -29,9 +28,6 @@ from tensig.check.tracing import tracer
 __all__ = ["HAND", "Rejected", "attribute", "buffers_symbolic", "dtype_of", "fallback",
            "looks_like_torch"]
 
-_CPU = torch.device("cpu")
-
-
 def dtype_of(a: S.SymArray) -> torch.dtype:
     return getattr(torch, S.DTYPES.get(a.kind, "float32"))
 
@@ -45,7 +41,7 @@ def _type(a: S.SymArray, dtype: Any = None, *args: Any, **kw: Any) -> Any:
 
 
 _PLAIN: dict[str, Callable[[S.SymArray], Any]] = {
-    "device": lambda a: _CPU,
+    "device": lambda a: torch.device("cpu"),
     **dict.fromkeys(("is_nested", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
                      "is_meta", "is_mkldnn"), lambda a: False),
     "is_leaf": lambda a: True,
@@ -244,15 +240,12 @@ _SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "match", "expected", 
 
 
 def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> size_fit.Fit:
-    """(result template, findings to report).
-
-    The runs start from sizes 40, 46, 52... (meta tensors cost nothing, and sizes this large
-    pass most windows and kernels; fixed, so the fit can be cached), else from 48, 54...,
-    else from 1056, 1062... (``stft``'s 400-sample window), with even offsets; steps of 24
-    show floors up to 8 (a stride-8 pool).  From 1056 the steps are 960: a floor by a long
-    window or hop (``stft``'s 160) must change across the runs, or it would be fitted as the
-    constant it is near the base (a fresh size, never a wrong one).  The sizes are
-    fitted by :func:`tensig.check.size_fit.fit_sizes`."""
+    """(result template, findings to report).  The runs start from sizes 40, 46, 52... (meta
+    tensors cost nothing, and these pass most windows and kernels; fixed, so the fit can be
+    cached), else 48, 54..., else 1056, 1062... (``stft``'s 400-sample window); steps of 24
+    show floors up to 8 (a stride-8 pool), from 1056 steps of 960: a floor by a long hop
+    (``stft``'s 160) must change across the runs, or it is fitted as the constant it is near
+    the base (a fresh size, never a wrong one)."""
     _warm_meta()
     names = size_fit.symbols((args, kwargs))
     messages: list[tracing.Finding] = []
@@ -272,14 +265,14 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         messages.append(tracing.Finding("assumption", f"{name} needs sizes divisible by 24 or "
                                                       f"larger ({size_fit.short(error)}): assumed"))
     sample, inputs = result
+
+    def shaped(env: dict[str, int]) -> size_fit.Shapes:
+        return size_fit.shapes(run(env)[0], torch.Tensor)
     fitted = size_fit.fit_sizes(
-        lambda env: size_fit.shapes(run(env)[0], torch.Tensor),
-        (args, kwargs), name, base, 1 if base is bases[0] else 2,
+        shaped, (args, kwargs), name, base, 1 if base is bases[0] else 2,
         step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
         first=size_fit.shapes(sample, torch.Tensor),
         note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    def shaped(env: dict[str, int]) -> size_fit.Shapes:
-        return size_fit.shapes(run(env)[0], torch.Tensor)
     if len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
         swapped = dict(zip(names, reversed([base[n] for n in names]), strict=True))
         messages += size_fit.ordered(partial(shaped, swapped), name, fitted, swapped,
@@ -347,8 +340,7 @@ def _channels(what: str, a: S.SymArray, params: tuple[Any, ...], axis: int = 1) 
 
 def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
           weight: Any = None, bias: Any = None, *args: Any, **kw: Any) -> S.SymArray:
-    """``batch_norm`` and ``instance_norm`` (``what``): per-channel statistics and parameters,
-    the input's shape."""
+    """``batch_norm`` and ``instance_norm``: per-channel parameters, the input's shape."""
     a = S._sym(x)
     _channels(what, a, (running_mean, running_var, weight, bias))
     return S.SymArray(a.dims, "f")
@@ -366,11 +358,9 @@ def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
 
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> S.SymArray:
-    """``F.scaled_dot_product_attention``, including what torch's kernels let through.
-
-    Keys and values of different lengths are accepted silently by torch's CPU kernel; here
-    they are an error.  With ``enable_gqa`` the key/value heads must divide the query heads.
-    """
+    """``F.scaled_dot_product_attention``: keys and values of different lengths, which torch's
+    CPU kernel accepts silently, are an error; with ``enable_gqa`` the key/value heads must
+    divide the query heads."""
     qa, ka, va = S._sym(q), S._sym(k), S._sym(v)
     t = tracer()
     if differ(ka.dims[-2], va.dims[-2]):
