@@ -160,8 +160,7 @@ class Backend(Kernels):
 
     @property
     def trace_errors(self) -> tuple[type[BaseException], ...]:
-        """The errors of a traced function reading values (a staged routine then runs step by
-        step)."""
+        """The errors of a traced function reading values (then run step by step)."""
         return ()
 
     # -- primitives -----------------------------------------------------------------------------
@@ -189,8 +188,7 @@ class Backend(Kernels):
         return self.xp.max(x, axis=axes) if axes else x
 
     def empty_max(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The max over ``axes`` when one has size 0: the dtype's neutral element (as a window
-        of only padding gets)."""
+        """The max over ``axes`` when one has size 0: the dtype's neutral element."""
         return self.full([n for i, n in enumerate(x.shape) if i not in axes],
                          neutral_max(x.dtype), like=x)
 
@@ -284,8 +282,8 @@ class Backend(Kernels):
         return self.xp
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
-        """``x`` (the caller's) with ``v`` added at ``x[index]``: in place where arrays are
-        mutable, else a new array (the caller keeps what is returned)."""
+        """``x`` (the caller's) plus ``v`` at ``x[index]``, in place where mutable (use the
+        returned array)."""
         x[index] += v
         return x
 
@@ -298,7 +296,7 @@ class Backend(Kernels):
         return found
 
     def flip(self, x: Any, axis: int) -> Any:
-        return self.xp.flip(x, axis)
+        return self.xp.flip(x, (axis,))  # a tuple: torch takes no int
 
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
         return self.xp.concatenate(list(xs), axis=axis)
@@ -338,8 +336,7 @@ class Backend(Kernels):
         return np.dtype(dtype) if isinstance(dtype, str) else dtype
 
     def cast(self, x: Any, dtype: Any) -> Any:
-        """``x`` in ``dtype`` (this library's or a name): the eager ``dtype=`` and the IR's
-        casts."""
+        """``x`` in ``dtype`` (this library's or a name): the one cast of ``dtype=`` and the IR."""
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:

@@ -38,8 +38,7 @@ class JaxBackend(Backend):
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
              pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
-        """``lax.conv_general_dilated`` (XLA chooses the memory layout: ``channels_last``
-        changes nothing)."""
+        """``lax.conv_general_dilated`` (XLA picks the layout: ``channels_last`` is moot)."""
         return self.jax.lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
                                                  rhs_dilation=tuple(dilations))
 

@@ -81,8 +81,7 @@ class Kernels:
 
     def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
                       ) -> Iterator[tuple[slice, Any, slice]]:
-        """Per block of query rows: the rows, their masked scores ``(..., H, rows, keys)`` and
-        the keys they see."""
+        """Per block of query rows: the rows, their masked scores and the keys they see."""
         xp = self.namespace
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
@@ -102,8 +101,7 @@ class Kernels:
             yield rows, s, keys
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
-        """NumPy's elementwise ``name`` of ``a`` and ``others``, written into ``a`` (the
-        caller's) where arrays are mutable."""
+        """NumPy's elementwise ``name`` of ``a`` and ``others``, into ``a`` where mutable."""
         return getattr(self.namespace, name)(a, *others)
 
     # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)

@@ -152,8 +152,7 @@ class TorchBackend(Backend):
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
              pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
-        """``x`` (N, C, *spatial), ``w`` (O, C, *kernel); ``channels_last``: the result's
-        memory (2-D and 3-D)."""
+        """``x`` (N, C, *spatial), ``w`` (O, C, *kernel); ``channels_last``: the result's layout."""
         F = self.torch.nn.functional
         fn = (F.conv1d, F.conv2d, F.conv3d)[len(strides) - 1]
         x, padding = self._padded(x, pads)
@@ -379,9 +378,6 @@ class TorchBackend(Backend):
     def to_numpy(self, x: Any) -> Any:
         return x.detach().cpu().numpy()
 
-    def flip(self, x: Any, axis: int) -> Any:
-        return self.torch.flip(x, (axis,))
-
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
         return self.torch.cat([self.asarray(x) for x in xs], dim=axis)  # it promotes dtypes
 
@@ -508,8 +504,7 @@ class TorchBackend(Backend):
         return gx, gs.reshape(scale.shape), gb.reshape(shift.shape)
 
     def _rows(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...]) -> list[int] | None:
-        """The normalised shape when torch's layer-norm kernels take these arrays (trailing
-        axes, one floating dtype and device), else None."""
+        """The normalised shape where torch's layer-norm kernels take these arrays, else None."""
         if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())) or \
                 not x.dtype.is_floating_point or any(
                     t is not None and (t.dtype != x.dtype or t.device != x.device)
@@ -519,8 +514,7 @@ class TorchBackend(Backend):
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
-        """torch's fused CPU flash attention on ``(N, H, T, E)`` views; elsewhere the base
-        class's blocked math."""
+        """torch's fused CPU flash attention on views; elsewhere the base class's blocked math."""
         kernels = self._attention_kernels(q, v, mask)
         if kernels is None:
             return super().attention(q, k, v, mask, causal, scale)
