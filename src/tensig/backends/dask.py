@@ -49,22 +49,21 @@ class DaskBackend(Backend):
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         if 0 in x.shape or x.shape[axis] < size:  # no cells, or no window (an empty axis padded)
-            return self._no_cells(x, lambda np_: np_.windows(np_.xp.empty(x.shape, x.dtype),
-                                                             axis, size, step))
+            return self._no_cells("windows", x, axis, size, step)
         return super().windows(x, axis, size, step)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         if 0 in x.shape:
-            return self._no_cells(x, lambda np_: np_.pad(np_.xp.empty(x.shape, x.dtype),
-                                                         widths, value))
+            return self._no_cells("pad", x, widths, value)
         return super().pad(x, widths, value)
 
-    def _no_cells(self, x: Any, fn: Any) -> Any:
-        """``fn(numpy_backend)`` on an empty array of ``x``'s shape, as a Dask array: Dask's
-        windows and pad fail on an axis of size 0, NumPy's do not."""
+    def _no_cells(self, method: str, x: Any, *args: Any) -> Any:
+        """The NumPy adapter's ``method`` on an empty array of ``x``'s shape, as a Dask array:
+        Dask's windows and pad fail on an axis of size 0, NumPy's do not."""
         import numpy as np
 
-        return self.da.from_array(fn(backend_for(np.ndarray)), chunks=-1)
+        empty = np.empty(x.shape, x.dtype)
+        return self.da.from_array(getattr(backend_for(np.ndarray), method)(empty, *args), chunks=-1)
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
     @property
