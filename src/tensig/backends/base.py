@@ -47,13 +47,14 @@ class Backend(Kernels):
 
     Each is written once over NumPy's API on the namespace ``xp`` (NumPy, JAX and Dask share
     it, overriding what differs; torch overrides them all).  ``name``: the library's name;
-    ``modules``: the top-level modules whose arrays the adapter takes (the library's first).
-    """
+    ``modules``: the top-level modules whose arrays the adapter takes (the library's first)."""
 
     name = "abstract"
     modules: tuple[str, ...] = ()
     #: the library's namespace (``numpy``, ``torch``, ``jax.numpy``, ``dask.array``)
     xp: Any
+    #: the name of the library's array type in ``xp``
+    array_name = "ndarray"
     #: arrays are task graphs computed later (Dask): per-cell loops cannot read them
     lazy = False
     #: the arrays are ``numpy.ndarray``s: fast paths may call NumPy's ufunc methods on them
@@ -132,7 +133,7 @@ class Backend(Kernels):
     @property
     def array_type(self) -> type:
         """The library's array type (what a graph of this backend stores)."""
-        raise NotImplementedError
+        return getattr(self.xp, self.array_name)
 
     def device(self, name: str | None) -> Any:
         """The device ``name`` names, checked; ``None`` for the default (here: the host)."""

@@ -15,6 +15,7 @@ __all__ = ["DaskBackend"]
 class DaskBackend(Backend):
     name = "dask"
     modules = ("dask",)
+    array_name = "Array"
     lazy = True
     compiles = True
 
@@ -66,10 +67,6 @@ class DaskBackend(Backend):
         return self.da.from_array(getattr(backend_for(np.ndarray), method)(empty, *args), chunks=-1)
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
-    @property
-    def array_type(self) -> type:
-        return self.da.Array
-
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if device is not None:
             raise ValueError(f"device={device!r}: Dask places chunks by its scheduler")

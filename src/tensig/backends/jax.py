@@ -57,10 +57,6 @@ class JaxBackend(Backend):
         return out.at[mask].set(values)  # JAX arrays are immutable
 
     # -- compiled routines: JAX arrays are immutable, so every store builds a new array -------
-    @property
-    def array_type(self) -> type:
-        return self.jax.Array
-
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if self.owns(x):
             x = self.jnp.asarray(x)

@@ -32,10 +32,6 @@ class NumpyBackend(Backend):
 
         self.np = self.xp = numpy
 
-    @property
-    def array_type(self) -> type:
-        return self.np.ndarray
-
     def ufunc(self, op: Any) -> Any:
         return op
 
@@ -214,8 +210,7 @@ class _NumpyGemm:
 
     ``tensordot`` copies a strided window view whole, in the written order of its axes.  Here
     the contracted axes are ordered by the view's strides (contiguous reads) and the copy goes
-    in blocks of the first free axis, each multiplied while in cache, into the output.
-    """
+    in blocks of the first free axis, each multiplied while in cache, into the output."""
 
     BLOCK_BYTES = 1 << 21
 

@@ -18,6 +18,7 @@ __all__ = ["TorchBackend"]
 class TorchBackend(Backend):
     name = "torch"
     modules = ("torch",)
+    array_name = "Tensor"
     compiles = True
     permute_method = "permute"
     fused_axpy = True
@@ -40,10 +41,6 @@ class TorchBackend(Backend):
 
     def device_of(self, x: Any) -> str | None:
         return str(x.device)
-
-    @property
-    def array_type(self) -> type:
-        return self.torch.Tensor
 
     def device(self, name: str | None) -> Any:
         t = self.torch

@@ -32,19 +32,8 @@ from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
 from tensig.execution.lowering import Letters, Plan, split_merges
 
-__all__ = [
-    "RowArray",
-    "concat",
-    "einmax1",
-    "einsum",
-    "einsum1",
-    "einsum_path",
-    "numpy_subscripts",
-    "outer_sum",
-    "register_tensor_type",
-    "rows",
-    "tropical",
-]
+__all__ = ["RowArray", "concat", "einmax1", "einsum", "einsum1", "einsum_path", "numpy_subscripts",
+           "outer_sum", "register_tensor_type", "rows", "tropical"]
 
 
 class RowArray:
@@ -65,8 +54,7 @@ class RowArray:
         if shape.int_dims != dims:
             raise ValueError(f"array of shape {dims} does not have the sizes of {shape} "
                              f"(memory order batch, output, input: {shape.dims})")
-        self.array = array
-        self.rows = shape
+        self.array, self.rows = array, shape
 
     @property
     def __tensig_shape__(self) -> Shape:
@@ -132,8 +120,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
     """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.
 
     The hot path of every eager call: one pass over the operands, one dict lookup.  Keyed by
-    each operand's adapter, not its type: the types one adapter takes share plans.
-    """
+    each operand's adapter, not its type: the types one adapter takes share plans."""
     if xs and type(xs[0]) in _HANDLERS:
         options = {"params": params, "use_padding": use_padding, "capture": capture,
                    "sizes": sizes}

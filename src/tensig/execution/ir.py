@@ -286,8 +286,7 @@ def select(xp: Any, keep: Any, a: Any, b: Any) -> Any:
 
     ``where`` with a data-dependent mask runs at branch-misprediction speed on CPUs (~6 ns an
     element, 20x a multiply), so ``b == 0`` multiplies ``a`` by the mask instead: exact for a
-    finite ``a`` (checked), but for the sign of a masked-off zero (different only as a divisor).
-    """
+    finite ``a`` (checked), but for the sign of a masked-off zero (different only as a divisor)."""
     if isinstance(b, int | float) and b == 0 and hasattr(a, "shape") and _finite(xp, a):
         return a * keep
     return xp.where(keep != 0, a, b)
@@ -653,8 +652,7 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
 class Operator:
     """An einsum-family operator (OCANNL's): ``t =:accum combine(operands)`` under a spec's
     projections.  The one declaration the eager function and its docstring, the graph
-    operation, the lowering and inference's operand-count check derive from.
-    """
+    operation, the lowering and inference's operand-count check derive from."""
 
     name: str
     ocannl: str  # OCANNL's syntax for it

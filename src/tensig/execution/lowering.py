@@ -71,8 +71,7 @@ class Pointwise:
     with the product space, and the value is summed over the reduced axes.  ``pad``: what a
     window reads beyond its operand's edge (NaN for a ``first_max`` gate: a padded cell never
     equals the maximum).  ``widen``: whether operands may be copied along broadcast axes
-    (:func:`_widening`; not under ``first_max``, which reads the reduced axes from them).
-    """
+    (:func:`_widening`; not under ``first_max``, which reads the reduced axes from them)."""
 
     evaluate: Callable[[list[Any]], Any]
     pad: float = 0.0
@@ -96,8 +95,7 @@ def _iters_of(ix: Any) -> list[Iter]:
 def collapse_concats(inferred: Inferred) -> Inferred:
     """Concatenations that are one axis in disguise, made one iterator: when every use of
     ``a`` and ``b`` is the same ``a^b``, nothing tells the parts apart.  Otherwise each such
-    axis doubles the phases (11 axes: 29 s of planning).
-    """
+    axis doubles the phases (11 axes: 29 s of planning)."""
     seq_of: dict[int, tuple[int, ...]] = {}
     size_of: dict[tuple[int, ...], int] = {}  # a concatenation's ids -> the axis's size
     mixed: set[int] = set()
@@ -423,8 +421,7 @@ def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] |
     Broadcasting along an axis just outside a short block of inner axes (a pooling gate's max)
     cuts torch's loops into short rows, ~1 ns an element against 0.3 (a 32x8x8x16 comparison:
     35 us, 9 us after a 4 us copy).  So copy along such axes, innermost first, while rows are
-    shorter than ``rows`` and the copy at most half the product space.
-    """
+    shorter than ``rows`` and the copy at most half the product space."""
     total = math.prod(full)
     if math.prod(shape) <= 1 or total < 4096:
         return None

@@ -30,8 +30,7 @@ def pool_kernel(layout: Layout, backend: Backend
     activation is kept alive by it), or ``None`` where the kernel does not apply.
 
     A tropical operation with a window of only zeros is max pooling (``max(x + 0)``); the
-    zero test runs on the small window each call.
-    """
+    zero test runs on the small window each call."""
     pool = backend.max_pool
     if pool is None or (geo := _geometry(layout, backend, pooling=True)) is None:
         return None
@@ -75,8 +74,7 @@ def pool_gradient(layout: Layout, backend: Backend
 
     A window whose maximum is NaN follows torch's: its gradient goes to a NaN cell, where the
     gate gives it to none (the loss is NaN then, as a rule); masking such windows would cost
-    two passes in every training step.
-    """
+    two passes in every training step."""
     back = backend.max_pool_backward
     if back is None or (geo := _geometry(layout, backend, pooling=True)) is None or geo.xi != 0:
         return None
@@ -160,8 +158,7 @@ def _geometry(layout: Layout, backend: Backend, pooling: bool = False) -> _Geome
     Applies when the input has 1-3 affine axes whose kernels are plain axes of the kernel,
     every other axis is a batch axis (input and result), an input channel (both operands,
     reduced) or an output channel (kernel and result), and the result is plain.  A pooling
-    has batch axes only.
-    """
+    has batch axes only."""
     if len(layout) != 3 or not all(isinstance(u.index, Iter) for u in layout[2]):
         return None
     res_ids = _ids(layout[2])

@@ -252,8 +252,7 @@ class Padded:
 
     ``Padded(data, mask, side)`` checks that every mask row is one contiguous run of real
     positions at ``side`` (``None``: :meth:`infer_side`), else a :class:`PaddingError` names
-    the first row that is not.  An empty row has no last item (:meth:`last` raises).
-    """
+    the first row that is not.  An empty row has no last item (:meth:`last` raises)."""
 
     __slots__ = ("_data", "_lengths", "_mask", "_ops", "_side", "_sizes")
 
@@ -422,8 +421,7 @@ class Padded:
 
         ``dtype``: the data's when floating, else the default float.  ``finite=True``: the
         dtype's lowest finite value instead, so a row with no real key softmaxes to a uniform
-        row instead of NaN.
-        """
+        row instead of NaN."""
         ops = self._ops
         if dtype is None:
             dtype = self.data.dtype if ops.is_float(self.data.dtype) else ops.default_float()
