@@ -14,8 +14,7 @@ from typing import Any
 
 
 def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
-    """The labels of ``a,b->out`` as a batched matrix product's groups (batch, rows, columns in
-    the result's order; contracted in ``a``'s)."""
+    """The labels of ``a,b->out`` as a batched matrix product's: batch, rows, columns, summed."""
     batch = [c for c in out if c in a and c in b]
     m = [c for c in out if c in a and c not in b]
     n = [c for c in out if c in b and c not in a]
@@ -256,8 +255,7 @@ def small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any]
 @functools.lru_cache(maxsize=256)
 def _amax_cells(shape: tuple[int, ...], axes: tuple[int, ...]
                 ) -> tuple[tuple[Any, ...], ...] | None:
-    """The index of each cell :func:`small_amax` reads, once per shape; ``None``: too many
-    cells, or too few elements for slices to pay."""
+    """The index of each cell :func:`small_amax` reads (None: too many, or too few elements)."""
     sizes = [shape[a] for a in axes]
     if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
             math.prod(shape) < 4 * math.prod(sizes):

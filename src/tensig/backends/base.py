@@ -67,8 +67,7 @@ class Backend(Kernels):
     fused_axpy = False
     #: arrays can live on devices other than the host (a graph's ``device=``)
     has_devices = False
-    #: a compiled routine runs as one traced function compiled by :meth:`fused`
-    #: (:mod:`tensig.model.staging`): the library compiles whole programs
+    #: a routine runs as one traced function compiled by :meth:`fused` (whole programs)
     stages = False
 
     # -- the library's own kernels (signatures: the torch adapter's), ``None`` where it has
@@ -439,8 +438,7 @@ class Backend(Kernels):
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
-        """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
-        ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
+        """The gradient of :meth:`normalize` (value ``y``): ``rstd (g - mean(g) - y mean(g y))``."""
         into = self.into
         d = into("subtract", y * self.row_mean(g * y, axes), g)  # in place
         d = into("add", d, self.row_mean(g, axes))
@@ -686,8 +684,7 @@ def backend_of_namespace(xp: Any) -> Backend:
 
 @_cache
 def _owner(kind: type) -> Backend:
-    """The adapter of an array's or a dtype's type, NumPy's where none claims it (JAX and
-    Dask dtypes follow NumPy's rules)."""
+    """The adapter of an array's or a dtype's type; NumPy's where none claims it (JAX, Dask)."""
     return _instance(_adapter_class(kind) or _BY_MODULE["numpy"])
 
 

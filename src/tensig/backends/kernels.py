@@ -22,8 +22,7 @@ ATTENTION_CELLS = 1 << 21
 class Kernels:
     """The generic kernels of :class:`tensig.backends.base.Backend`."""
 
-    #: the most attention scores one block holds on this adapter (at most
-    #: :data:`ATTENTION_CELLS`): a CPU adapter keeps a block within its cache
+    #: the most attention scores one block holds here (a CPU adapter's block fits its cache)
     score_cells = ATTENTION_CELLS
 
     if TYPE_CHECKING:
@@ -133,8 +132,7 @@ class Kernels:
     def batch_norm_channels(self, x: Any, kept: tuple[int, ...], mean: Any, var: Any,
                             scale: Any, shift: Any, training: bool, momentum: float,
                             eps: float) -> tuple[Any, ...]:
-        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels, the
-        per-channel arrays' shape), ``x`` read as :func:`_channel_columns`' matrix."""
+        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels)."""
         rows, back = _channel_columns(self, x, kept)
         mean, var, scale, shift = _shaped(kept, (-1,), mean, var, scale, shift)
         y, *stats = self.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)

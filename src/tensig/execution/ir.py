@@ -628,8 +628,7 @@ def _cast(xp: Any, v: Any, dtype: str) -> Any:
 
 UNARY.update({f"to_{dtype}": functools.partial(_cast, dtype=dtype) for dtype in CASTS})
 
-#: operations that only the einsum lowering executes (their operands are not combined
-#: cell by cell): concatenation takes its operands one phase at a time.
+#: operations only the einsum lowering runs (concatenation: its operands one phase at a time)
 STRUCTURAL = {"concat"}
 
 #: accumulation operator -> (binary primitive, neutral element, reduction name)
@@ -678,8 +677,7 @@ class Operator:
         return "\n\n".join([head, example, *([inspect.cleandoc(body)] if body else [])]) + "\n"
 
 
-#: The einsum-family operators by name (see :class:`Operator`; the README's checklist says
-#: what else adding one takes).
+#: the einsum-family operators by name (the README's checklist says what adding one takes)
 OPERATORS: dict[str, Operator] = {o.name: o for o in (
     Operator("einsum", "+*", "mul", "+", (2, None), "Multiply, add-reduce",
              ">>> einsum(\"ij;jk=>ik\", np.ones((2, 3)), np.ones((3, 4))).shape\n(2, 4)"),

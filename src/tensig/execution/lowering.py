@@ -3,8 +3,7 @@
 A :class:`Plan` is built once per (operation, spec, shapes, options, backend): a short list
 of vectorised backend calls, no Python loop over elements:
 
-1. **operand views** (:mod:`tensig.execution.views`): slices, and sliding windows for affine
-   axes;
+1. **operand views** (:mod:`tensig.execution.views`): slices, and windows for affine axes;
 2. **the core**: one contraction for the add-reducing operations, ``amax`` for the
    max-reducing ones, and for the add-combining ones (``outer_sum``, ``tropical``) a reduction
    of each operand before they meet, so the product space is materialised only over the axes
@@ -523,8 +522,7 @@ def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
 def _placement(backend: Backend, covered: set[Key],
                res_axes: list[tuple[Key | None, int, tuple[int, int]]], neutral: float
                ) -> Callable[[Any], Any] | None:
-    """From the core (the covered result keys, in order) to the full result, or ``None``
-    when the core is the result (see the module's step 3)."""
+    """From the core (covered result keys, in order) to the full result; ``None``: it is."""
     seen: dict[Key, int] = {}  # key -> its first result axis
     # one axis per result axis: the core's reshaped to size 1 where it has none (a fixed
     # index, a key repeated or not covered), then broadcast over the keys' first occurrences
