@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+import numpy as np
+
 from tensig.backends.kernels import Kernels
 from tensig.core.annotations import dtype_name
 
@@ -43,11 +45,10 @@ GELU_C, GELU_K = math.sqrt(2.0 / math.pi), 0.044715
 
 
 class Backend(Kernels):
-    """The primitives the lowering uses; one subclass adapts one array library.
-
-    Each is written once over NumPy's API on the namespace ``xp`` (NumPy, JAX and Dask share
-    it, overriding what differs; torch overrides them all).  ``name``: the library's name;
-    ``modules``: the top-level modules whose arrays the adapter takes (the library's first)."""
+    """The primitives the lowering uses; one subclass adapts one array library.  Each is written
+    once over NumPy's API on the namespace ``xp`` (NumPy, JAX and Dask share it, overriding what
+    differs; torch overrides them all).  ``name``: the library's name; ``modules``: the top-level
+    modules whose arrays the adapter takes (the library's first)."""
 
     name = "abstract"
     modules: tuple[str, ...] = ()
@@ -101,8 +102,6 @@ class Backend(Kernels):
     def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
         """``dtype``'s lowest (``lowest``) or highest value, infinities for floats, by NumPy's
         dtype rules: the neutral elements of max and min (:func:`neutral_max`)."""
-        import numpy as np
-
         dt = np.dtype(dtype)
         if dt == np.bool_:
             return not lowest
@@ -113,8 +112,6 @@ class Backend(Kernels):
 
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
-        import numpy as np
-
         return bool(np.issubdtype(np.dtype(dtype), np.integer))
 
     def no_autograd(self) -> Callable[[], Any] | None:
@@ -214,9 +211,7 @@ class Backend(Kernels):
 
     def eye_mask(self, n: int, like: Any) -> Any:
         """An ``n x n`` boolean identity mask on ``like``'s device."""
-        import numpy
-
-        return numpy.eye(n, dtype=bool)
+        return np.eye(n, dtype=bool)
 
     def where(self, mask: Any, a: Any, b: Any) -> Any:
         return self.xp.where(mask, a, b)
@@ -259,8 +254,6 @@ class Backend(Kernels):
 
     def to_numpy(self, x: Any) -> Any:
         """This library's array as a NumPy array in host memory (:func:`to_numpy`)."""
-        import numpy as np
-
         return np.asarray(x)
 
     def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
@@ -331,8 +324,6 @@ class Backend(Kernels):
 
     def as_dtype(self, dtype: Any) -> Any:
         """A dtype given by name (``"float32"``) as this library's dtype."""
-        import numpy as np
-
         return np.dtype(dtype) if isinstance(dtype, str) else dtype
 
     def cast(self, x: Any, dtype: Any) -> Any:
@@ -340,13 +331,9 @@ class Backend(Kernels):
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:
-        import numpy as np
-
         return bool(dtype == np.bool_)
 
     def is_float(self, dtype: Any) -> bool:
-        import numpy as np
-
         xp = self.xp if hasattr(self.xp, "issubdtype") else np  # dask.array has none
         return bool(xp.issubdtype(dtype, xp.floating))
 
@@ -523,8 +510,6 @@ def all_zero(x: Any) -> bool:
         return int(count()) == 0
     if _owner(type(x)).traced(x):
         return False  # unknown until the compiled function runs: take the general path
-    import numpy as np
-
     return int(np.count_nonzero(x)) == 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tensig.backends._plans import matmul_plan, tensordot_plan
 from tensig.backends.base import Backend, backend_for, check_ids, register, to_numpy
 
@@ -61,8 +63,6 @@ class DaskBackend(Backend):
     def _no_cells(self, method: str, x: Any, *args: Any) -> Any:
         """The NumPy adapter's ``method`` on an empty array of ``x``'s shape, as a Dask array:
         Dask's windows and pad fail on an axis of size 0, NumPy's do not."""
-        import numpy as np
-
         empty = np.empty(x.shape, x.dtype)
         return self.da.from_array(getattr(backend_for(np.ndarray), method)(empty, *args), chunks=-1)
 

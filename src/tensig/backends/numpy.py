@@ -207,10 +207,9 @@ def _ones(n: int, dtype: Any) -> Any:
 
 class _NumpyGemm:
     """A two-operand contraction as one batched GEMM, blocked when an operand is a big view.
-
-    ``tensordot`` copies a strided window view whole, in the written order of its axes.  Here
-    the contracted axes are ordered by the view's strides (contiguous reads) and the copy goes
-    in blocks of the first free axis, each multiplied while in cache, into the output."""
+    ``tensordot`` copies a strided window view whole, in the written order of its axes.  Here the
+    contracted axes are ordered by the view's strides (contiguous reads) and the copy goes in blocks
+    of the first free axis, each multiplied while in cache, into the output."""
 
     BLOCK_BYTES = 1 << 21
 

@@ -117,10 +117,9 @@ def register_tensor_type(cls: type, handler: Callable[..., Any]) -> None:
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
-    """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.
-
-    The hot path of every eager call: one pass over the operands, one dict lookup.  Keyed by
-    each operand's adapter, not its type: the types one adapter takes share plans."""
+    """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.  The hot path
+    of every eager call: one pass over the operands, one dict lookup.  Keyed by each operand's
+    adapter, not its type: the types one adapter takes share plans."""
     if xs and type(xs[0]) in _HANDLERS:
         options = {"params": params, "use_padding": use_padding, "capture": capture,
                    "sizes": sizes}

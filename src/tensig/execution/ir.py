@@ -282,11 +282,10 @@ def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
 
 
 def select(xp: Any, keep: Any, a: Any, b: Any) -> Any:
-    """``where(keep, a, b)`` for a boolean (or 0/1) ``keep``.
-
-    ``where`` with a data-dependent mask runs at branch-misprediction speed on CPUs (~6 ns an
-    element, 20x a multiply), so ``b == 0`` multiplies ``a`` by the mask instead: exact for a
-    finite ``a`` (checked), but for the sign of a masked-off zero (different only as a divisor)."""
+    """``where(keep, a, b)`` for a boolean (or 0/1) ``keep``.  ``where`` with a data-dependent mask
+    runs at branch-misprediction speed on CPUs (~6 ns an element, 20x a multiply), so ``b == 0``
+    multiplies ``a`` by the mask instead: exact for a finite ``a`` (checked), but for the sign of a
+    masked-off zero (different only as a divisor)."""
     if isinstance(b, int | float) and b == 0 and hasattr(a, "shape") and _finite(xp, a):
         return a * keep
     return xp.where(keep != 0, a, b)

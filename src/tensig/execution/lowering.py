@@ -66,11 +66,11 @@ class Plan:
 @dataclass(frozen=True)
 class Pointwise:
     """Any expression of the operands as what an operation combines them by (a max-pooling
-    gradient's gate): ``evaluate`` (``views -> value``) runs on the operands' views lined up
-    with the product space, and the value is summed over the reduced axes.  ``pad``: what a
-    window reads beyond its operand's edge (NaN for a ``first_max`` gate: a padded cell never
-    equals the maximum).  ``widen``: whether operands may be copied along broadcast axes
-    (:func:`_widening`; not under ``first_max``, which reads the reduced axes from them)."""
+    gradient's gate): ``evaluate`` (``views -> value``) runs on the operands' views lined up with
+    the product space, and the value is summed over the reduced axes.  ``pad``: what a window reads
+    beyond its operand's edge (NaN for a ``first_max`` gate: a padded cell never equals the
+    maximum).  ``widen``: whether operands may be copied along broadcast axes (:func:`_widening`;
+    not under ``first_max``, which reads the reduced axes from them)."""
 
     evaluate: Callable[[list[Any]], Any]
     pad: float = 0.0
@@ -415,12 +415,11 @@ def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
 
 def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
     """The shape to materialise an operand (``shape``, broadcast to ``full``) at before an
-    elementwise expression on torch's CPU kernels, or None.
-
-    Broadcasting along an axis just outside a short block of inner axes (a pooling gate's max)
-    cuts torch's loops into short rows, ~1 ns an element against 0.3 (a 32x8x8x16 comparison:
-    35 us, 9 us after a 4 us copy).  So copy along such axes, innermost first, while rows are
-    shorter than ``rows`` and the copy at most half the product space."""
+    elementwise expression on torch's CPU kernels, or None.  Broadcasting along an axis just outside
+    a short block of inner axes (a pooling gate's max) cuts torch's loops into short rows, ~1 ns an
+    element against 0.3 (a 32x8x8x16 comparison: 35 us, 9 us after a 4 us copy).  So copy along such
+    axes, innermost first, while rows are shorter than ``rows`` and the copy at most half the
+    product space."""
     total = math.prod(full)
     if math.prod(shape) <= 1 or total < 4096:
         return None

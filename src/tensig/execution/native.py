@@ -26,11 +26,10 @@ Layout = tuple[tuple[AxisUse, ...], ...]
 def pool_kernel(layout: Layout, backend: Backend
                 ) -> Callable[[Sequence[Any]], tuple[Any, Any] | None] | None:
     """Max pooling by the backend's own kernel: ``arrays -> (result, kept)`` (``kept``: what
-    :func:`pool_gradient` may reuse for this input, holding it only weakly so that no
-    activation is kept alive by it), or ``None`` where the kernel does not apply.
-
-    A tropical operation with a window of only zeros is max pooling (``max(x + 0)``); the
-    zero test runs on the small window each call."""
+    :func:`pool_gradient` may reuse for this input, holding it only weakly so that no activation is
+    kept alive by it), or ``None`` where the kernel does not apply.  A tropical operation with a
+    window of only zeros is max pooling (``max(x + 0)``); the zero test runs on the small window
+    each call."""
     pool = backend.max_pool
     if pool is None or (geo := _geometry(layout, backend, pooling=True)) is None:
         return None
@@ -67,14 +66,12 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
 
 def pool_gradient(layout: Layout, backend: Backend
                   ) -> Callable[[Any, Any, Any], Any | None] | None:
-    """The input's gradient of max pooling by the backend's own backward, each window's to
-    its first maximum as the graph's gate gives it: ``(result gradient, input, kept) ->
-    gradient`` (``kept``: :func:`pool_kernel`'s, reused where it is this input's), ``None``
-    from it where the kernel declines; ``None`` when there is no kernel or no pooling.
-
-    A window whose maximum is NaN follows torch's: its gradient goes to a NaN cell, where the
-    gate gives it to none (the loss is NaN then, as a rule); masking such windows would cost
-    two passes in every training step."""
+    """The input's gradient of max pooling by the backend's own backward, each window's to its first
+    maximum as the graph's gate gives it: ``(result gradient, input, kept) -> gradient`` (``kept``:
+    :func:`pool_kernel`'s, reused where it is this input's), ``None`` from it where the kernel
+    declines; ``None`` when there is no kernel or no pooling.  A window whose maximum is NaN follows
+    torch's: its gradient goes to a NaN cell, where the gate gives it to none (the loss is NaN then,
+    as a rule); masking such windows would cost two passes in every training step."""
     back = backend.max_pool_backward
     if back is None or (geo := _geometry(layout, backend, pooling=True)) is None or geo.xi != 0:
         return None
@@ -154,11 +151,9 @@ def conv_pair(layout: Layout, backend: Backend
 
 def _geometry(layout: Layout, backend: Backend, pooling: bool = False) -> _Geometry | None:
     """How a spec maps onto the backend's convolution (``pooling``: max pooling), or ``None``.
-
-    Applies when the input has 1-3 affine axes whose kernels are plain axes of the kernel,
-    every other axis is a batch axis (input and result), an input channel (both operands,
-    reduced) or an output channel (kernel and result), and the result is plain.  A pooling
-    has batch axes only."""
+    Applies when the input has 1-3 affine axes whose kernels are plain axes of the kernel, every
+    other axis is a batch axis (input and result), an input channel (both operands, reduced) or an
+    output channel (kernel and result), and the result is plain.  A pooling has batch axes only."""
     if len(layout) != 3 or not all(isinstance(u.index, Iter) for u in layout[2]):
         return None
     res_ids = _ids(layout[2])

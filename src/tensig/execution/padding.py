@@ -247,12 +247,11 @@ def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int 
 
 # -- the batch -----------------------------------------------------------------------------------
 class Padded:
-    """A batch of padded sequences: ``data`` ``[B, T, ...]``, ``mask`` ``[B, T]`` bool (True
-    where real), ``lengths`` ``[B]`` and ``side`` (``"right"``: real positions first).
-
-    ``Padded(data, mask, side)`` checks that every mask row is one contiguous run of real
-    positions at ``side`` (``None``: :meth:`infer_side`), else a :class:`PaddingError` names
-    the first row that is not.  An empty row has no last item (:meth:`last` raises)."""
+    """A batch of padded sequences: ``data`` ``[B, T, ...]``, ``mask`` ``[B, T]`` bool (True where
+    real), ``lengths`` ``[B]`` and ``side`` (``"right"``: real positions first).  ``Padded(data,
+    mask, side)`` checks that every mask row is one contiguous run of real positions at ``side``
+    (``None``: :meth:`infer_side`), else a :class:`PaddingError` names the first row that is not.
+    An empty row has no last item (:meth:`last` raises)."""
 
     __slots__ = ("_data", "_lengths", "_mask", "_ops", "_side", "_sizes")
 
@@ -417,11 +416,10 @@ class Padded:
 
     def additive_key_mask(self, dtype: Any = None, causal: bool = False,
                           finite: bool = False) -> Any:
-        """:meth:`key_mask` as 0 (attend) and -inf, to add to scores before a softmax.
-
-        ``dtype``: the data's when floating, else the default float.  ``finite=True``: the
-        dtype's lowest finite value instead, so a row with no real key softmaxes to a uniform
-        row instead of NaN."""
+        """:meth:`key_mask` as 0 (attend) and -inf, to add to scores before a softmax.  ``dtype``:
+        the data's when floating, else the default float.  ``finite=True``: the dtype's lowest
+        finite value instead, so a row with no real key softmaxes to a uniform row instead of
+        NaN."""
         ops = self._ops
         if dtype is None:
             dtype = self.data.dtype if ops.is_float(self.data.dtype) else ops.default_float()

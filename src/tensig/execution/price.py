@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tensig.core.shapes import as_shape
 
 __all__ = ["itemsize", "price"]
@@ -51,8 +53,6 @@ def itemsize(dtype: Any) -> int:
         if name.startswith("float8"):
             return 1
         dtype = name
-    import numpy as np
-
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError:  # (a dtype object with an ``itemsize`` was answered above)
