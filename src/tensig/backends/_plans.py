@@ -1,8 +1,7 @@
-"""Contraction plans shared by the adapters: an einsum at fixed shapes as one (batched)
-matrix product, a sum and a transpose, worked out once per shape signature; and small max
-reductions as chains of elementwise maximums.  Library-neutral: each adapter passes its
-library's ``matmul`` / ``maximum``, and its dtype promotion (``promote``: the backend's
-``result_dtype``) where a plan sums in the operands' dtype, as ``numpy.einsum`` does."""
+"""Contraction plans shared by the adapters: an einsum at fixed shapes as one (batched) matrix
+product, a sum and a transpose, worked out once per shapes; small max reductions as chains of
+maximums.  Each adapter passes its library's ``matmul`` / ``maximum`` and, to sum in the
+operands' dtype as ``numpy.einsum`` does, its ``result_dtype`` (``promote``)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ from typing import Any
 
 
 def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[str], list[str]]:
-    """The labels of ``a,b->out`` (every label of an operand kept or contracted) as a batched
-    matrix product's groups: batch and rows of ``a`` / columns of ``b`` in the result's order,
-    contracted in ``a``'s."""
+    """The labels of ``a,b->out`` as a batched matrix product's: batch, rows, columns, summed."""
     batch = [c for c in out if c in a and c in b]
     m = [c for c in out if c in a and c not in b]
     n = [c for c in out if c in b and c not in a]
@@ -26,21 +23,18 @@ def gemm_groups(a: str, b: str, out: str) -> tuple[list[str], list[str], list[st
 
 
 def swaps(a: str, b: str, out: str) -> bool:
-    """Whether ``einsum(a,b->out)`` is best computed as ``einsum(b,a->out)``: the product
-    then comes out in the result's order (no permuted view, which every later pass over the
-    result would read against its grain)."""
+    """Whether ``einsum(a,b->out)`` is best computed as ``einsum(b,a->out)``: the product then
+    comes out in the result's order (no permuted view for later passes to read)."""
     batch, m, n, _ = gemm_groups(a, b, out)
     return "".join(batch + n + m) == out and "".join(batch + m + n) != out
 
 
 @dataclass(frozen=True)
 class Gemm:
-    """``einsum(a,b->out)`` at fixed shapes as one (batched) matrix product ``x @ y``: the
-    labels of one operand only summed first (``pre``), the operands exchanged when that
-    leaves the product in the result's order (``swap``), each made a (batch, rows, cols)
-    matrix (``x``, ``y``: see :func:`_as_matrix`; ``None``: it is one), the product reshaped
-    to ``shape`` and permuted by ``perm`` (``None``: no need).  The label groups are those of
-    the exchanged operands."""
+    """``einsum(a,b->out)`` at fixed shapes as one (batched) ``x @ y``: one operand's own
+    labels summed first (``pre``), the operands exchanged (``swap``: :func:`swaps`), each made
+    a matrix (``x``, ``y``: :func:`_as_matrix`), the product reshaped to ``shape`` and
+    permuted by ``perm`` (``None``: no need).  The groups are the exchanged operands'."""
 
     pre: Callable[[Any, Any], tuple[Any, Any]] | None
     swap: bool
@@ -59,10 +53,8 @@ Promote = Callable[[Sequence[Any]], Any]
 
 def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], promote: Promote | None = None
          ) -> Gemm | None:
-    """The matrix product that computes a two-operand ``einsum(subscripts)``, worked out
-    once; ``None`` when a label repeats within an operand (a diagonal), or when every label
-    is in both operands and the batch ones are not leading (:func:`_product_sum` does
-    those)."""
+    """The matrix product computing a two-operand ``einsum(subscripts)``; ``None`` for a
+    diagonal, or every label in both operands with batch ones not leading (:func:`_product_sum`)."""
     ins, out = subscripts.split("->")
     subs = ins.split(",")
     if len(subs) != 2 or any(len(set(s)) != len(s) for s in subs):
@@ -90,10 +82,9 @@ def gemm(subscripts: str, shapes: Sequence[tuple[int, ...]], promote: Promote | 
 def _as_matrix(labels: str, lead: list[str], rows: list[str], cols: list[str],
                size: dict[str, int]) -> tuple[Callable[[Any], Any] | None, bool]:
     """An operand on ``labels`` as (``lead``, ``rows``, ``cols``) matrices, and whether that
-    copies: ``None`` when it is one already; a reshape when its labels come in that order,
-    or a reshape and a swap of the last two axes when rows and columns come swapped (views
-    of a contiguous array: matrix products take a transposed matrix as it is); else a
-    permutation and a reshape, which copies (the axes interleave)."""
+    copies: ``None`` when it is one; a reshape (and a swap of the last two axes, which matmul
+    takes as it is) when its labels come in order (or rows and columns swapped); else a
+    permutation and a reshape, which copies."""
     bs, r, c = (math.prod(size[x] for x in g) for g in (lead, rows, cols))
     shape = (bs, r, c) if lead else (r, c)
     perm = [labels.index(x) for x in lead + rows + cols]
@@ -110,15 +101,9 @@ def _as_matrix(labels: str, lead: list[str], rows: list[str], cols: list[str],
 def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
                  shapes: Sequence[tuple[int, ...]], promote: Promote | None = None
                  ) -> Callable[..., Any] | None:
-    """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (:func:`gemm`;
-    for one operand, a sum and a transpose), every permutation and size worked out here,
-    once.
-
-    Library einsums re-parse the subscripts and re-plan on every call (~20 us in torch and in
-    NumPy's C loop for small problems); the plan costs a few view calls.  ``None`` when a
-    label repeats within an operand (a diagonal): the library's einsum does those.
-    ``promote``: sum in the operands' dtype (promoted by it), not the library's wider one.
-    """
+    """``einsum(subscripts)`` at fixed shapes as reshapes around one ``matmul`` (one operand:
+    a sum and a transpose), planned once: library einsums re-plan every call (~20 us for
+    small problems).  ``None`` for a diagonal.  ``promote``: sum in the operands' dtype."""
     ins, out = subscripts.split("->")
     subs = ins.split(",")
     if any(len(set(s)) != len(s) for s in subs) or len(subs) > 2:
@@ -148,10 +133,8 @@ def matmul_plan(matmul: Callable[[Any, Any], Any], subscripts: str,
 
 def _product_sum(a: str, b: str, out: str, promote: Promote | None
                  ) -> Callable[[Any, Any], Any]:
-    """``einsum(a,b->out)`` with every label in both operands (batched dot products) as an
-    elementwise product and a sum.  As a matmul, batch axes that are not the leading ones
-    (a per-channel sum of ``b, h, w, c`` products: 16 dot products of 2048) are copied out of
-    the way first: 250-420 us in torch on CPU against 27 us for the product and the sum."""
+    """``einsum(a,b->out)`` with every label in both operands as a product and a sum: a matmul
+    would copy non-leading batch axes away first (250-420 us in torch against 27)."""
     pre, a, b = _presummed(a, b, out, promote)
     perm = [b.index(c) for c in a]
     moves = perm != sorted(perm)
@@ -167,10 +150,8 @@ def _product_sum(a: str, b: str, out: str, promote: Promote | None
 
 def tensordot_plan(tensordot: Callable[..., Any], subscripts: str, promote: Promote
                    ) -> Callable[[Any, Any], Any] | None:
-    """``einsum(a,b->out)`` as one ``tensordot`` and a transpose, labels of one operand only
-    summed first (in the operands' dtype, by ``promote``); ``None`` when a label repeats
-    within an operand or is batched (in both operands and the result), which ``tensordot``
-    cannot express."""
+    """``einsum(a,b->out)`` as one ``tensordot`` and a transpose, one operand's own labels
+    summed first; ``None`` for a diagonal or a batched label (``tensordot`` has neither)."""
     ins, out = subscripts.split("->")
     a, b = ins.split(",")
     if len(set(a)) != len(a) or len(set(b)) != len(b) or any(c in b and c in out for c in a):
@@ -193,9 +174,8 @@ def tensordot_plan(tensordot: Callable[..., Any], subscripts: str, promote: Prom
 
 def _presummed(a: str, b: str, out: str, promote: Promote | None
                ) -> tuple[Callable[[Any, Any], tuple[Any, Any]] | None, str, str]:
-    """The labels of one operand only that the result drops, summed away first: ``(x, y) ->
-    (x, y)`` (``None``: there are none) and the two operands' labels that are left; with
-    ``promote``, summed in the operands' promoted dtype."""
+    """One operand's own labels that the result drops, summed first: ``(x, y) -> (x, y)``
+    (``None``: none) and the labels left; with ``promote``, in the promoted dtype."""
     keep_dtype = promote is not None
     pre_a, pre_b = (reduce_plan(s, "".join(c for c in s if c in out or c in other), keep_dtype)
                     for s, other in ((a, b), (b, a)))
@@ -221,9 +201,8 @@ def moves(perm: list[int], before: Sequence[int], after: Sequence[int],
           move: Callable[[Any, list[int]], Any] = _permute, permute_first: bool = True
           ) -> Callable[[Any], Any]:
     """``x -> move(x, perm).reshape(after)`` (``permute_first``) or ``x ->
-    move(x.reshape(after), perm)``, where ``before`` are the sizes the reshape starts from
-    (``move``: a backend's transpose), without the steps that change nothing -- each is a
-    call of its own on every run.  The one builder of permute-and-reshape plans."""
+    move(x.reshape(after), perm)`` (``before``: the sizes reshaped), without the steps that
+    change nothing (each a call per run).  The one builder of permute-and-reshape plans."""
     permutes, reshapes, shape = perm != sorted(perm), list(before) != list(after), tuple(after)
     if permutes and reshapes:
         if permute_first:
@@ -238,10 +217,8 @@ def moves(perm: list[int], before: Sequence[int], after: Sequence[int],
 
 def reduce_plan(sub: str, out: str, keep_dtype: bool = False) -> Callable[..., Any] | None:
     """``einsum(sub->out)`` without repeated labels: a sum, then a transpose (None: nothing).
-
-    ``keep_dtype``: sum in the operand's dtype (or the ``dtype`` the plan is called with), as
-    ``numpy.einsum`` does (an int8 sum wraps around, a bool sum is a logical or), where
-    ``ndarray.sum`` would widen to int64."""
+    ``keep_dtype``: sum in the operand's (or the given) dtype as ``numpy.einsum`` does, where
+    ``ndarray.sum`` widens to int64."""
     axes = tuple(i for i, c in enumerate(sub) if c not in out)
     kept = [c for c in sub if c in out]
     perm = [kept.index(c) for c in out]
@@ -263,12 +240,9 @@ SMALL_REDUCTION = 8
 
 
 def small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any]) -> Any:
-    """``amax`` over a few cells (a pooling window) as ``maximum`` of slices, or ``None``.
-
-    Library reductions over tiny axes run a generic loop per output cell (193 us for a 2x2
-    pool of 8K cells in torch on CPU, against 50 us for three ``maximum`` calls).  NaN
-    propagates either way.
-    """
+    """``amax`` over a few cells (a pooling window) as ``maximum`` of slices, or ``None``:
+    library reductions over tiny axes loop per output cell (193 us for a 2x2 pool of 8K cells
+    in torch, three ``maximum`` calls 50 us).  NaN propagates either way."""
     cells = _amax_cells(tuple(x.shape), tuple(axes))
     if cells is None:
         return None
@@ -281,9 +255,7 @@ def small_amax(x: Any, axes: tuple[int, ...], maximum: Callable[[Any, Any], Any]
 @functools.lru_cache(maxsize=256)
 def _amax_cells(shape: tuple[int, ...], axes: tuple[int, ...]
                 ) -> tuple[tuple[Any, ...], ...] | None:
-    """The index of each cell :func:`small_amax` takes the maximum of, worked out once per
-    shape (a training step reduces the same pooling windows every call); ``None``: too many
-    cells, or too few elements for slices to pay."""
+    """The index of each cell :func:`small_amax` reads (None: too many, or too few elements)."""
     sizes = [shape[a] for a in axes]
     if not axes or math.prod(sizes) > SMALL_REDUCTION or 0 in sizes or \
             math.prod(shape) < 4 * math.prod(sizes):

@@ -1,11 +1,9 @@
 """The backend adapter's interface and the registry that picks one by the arrays' type.
 
 Everything tensig knows about one array library lives in its adapter (the README's "How to
-add a backend" lists what one holds); the other layers ask an adapter, none asks which library
-is in use.  An adapter is chosen as einops chooses one: by the array's type, walking its MRO
-for a class whose top-level module an adapter claims (or a class registered with
-:func:`register`), so a library is never imported on tensig's initiative: an array's type only
-exists once the user imported its library.
+add a backend"); no other layer asks which library is in use.  An adapter is chosen as einops
+chooses one, by the first class in the array's MRO whose top-level module an adapter claims (or
+that :func:`register` names), so tensig never imports a library itself.
 """
 
 from __future__ import annotations
@@ -17,28 +15,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+import numpy as np
+
 from tensig.backends.kernels import Kernels
 from tensig.core.annotations import dtype_name
 
-__all__ = [
-    "Backend",
-    "all_zero",
-    "backend_among",
-    "backend_for",
-    "backend_named",
-    "backend_of",
-    "backend_of_namespace",
-    "dtype_name",
-    "graph_backends",
-    "is_array",
-    "is_integer",
-    "library_of",
-    "neutral_max",
-    "neutral_min",
-    "register",
-    "to_numpy",
-    "unregister",
-]
+__all__ = ["Backend", "all_zero", "backend_among", "backend_for", "backend_named", "backend_of",
+           "backend_of_namespace", "dtype_name", "graph_backends", "is_array", "is_integer",
+           "library_of", "neutral_max", "neutral_min", "register", "to_numpy", "unregister"]
 
 
 _P = ParamSpec("_P")
@@ -51,9 +35,8 @@ class _Cached(Protocol[_P, _R]):
 
 
 def _cache(fn: Callable[_P, _R]) -> _Cached[_P, _R]:
-    """``functools.cache`` that keeps ``fn``'s signature for the type checker (typeshed's
-    wrapper takes any ``Hashable``, and mypy does not count a class object as one: every
-    ``backend_for(type(x))`` would be an error); the same wrapper at run time."""
+    """``functools.cache`` keeping ``fn``'s signature for mypy, which does not count a class
+    as the ``Hashable`` typeshed's wrapper takes (``backend_for(type(x))``)."""
     return functools.cache(fn)
 
 
@@ -62,24 +45,20 @@ GELU_C, GELU_K = math.sqrt(2.0 / math.pi), 0.044715
 
 
 class Backend(Kernels):
-    """The primitives the lowering uses; one subclass adapts one array library.
-
-    Each is written once over NumPy's API on the namespace ``xp``, which the NumPy, JAX and
-    Dask adapters share (each overrides what its library does differently); the torch adapter
-    overrides them all.  ``name`` is the library's name in messages and in :func:`library_of`;
-    ``modules`` the top-level modules whose array types the adapter takes (the first is the
-    library's own).
-    """
+    """The primitives the lowering uses; one subclass adapts one array library.  Each is written
+    once over NumPy's API on the namespace ``xp`` (NumPy, JAX and Dask share it, overriding what
+    differs; torch overrides them all).  ``name``: the library's name; ``modules``: the top-level
+    modules whose arrays the adapter takes (the library's first)."""
 
     name = "abstract"
     modules: tuple[str, ...] = ()
     #: the library's namespace (``numpy``, ``torch``, ``jax.numpy``, ``dask.array``)
     xp: Any
-    #: arrays are task graphs computed later (Dask): per-cell loops (the rank layer's
-    #: lifting, padded batches' checks) cannot read them
+    #: the name of the library's array type in ``xp``
+    array_name = "ndarray"
+    #: arrays are task graphs computed later (Dask): per-cell loops cannot read them
     lazy = False
-    #: the arrays are ``numpy.ndarray``s: NumPy's own functions and ufunc methods
-    #: (``reduce``, ``accumulate``) take and give them, so fast paths may call those
+    #: the arrays are ``numpy.ndarray``s: fast paths may call NumPy's ufunc methods on them
     numpy_native = False
     #: compiled routines (tensig.model.compile) run on the arrays
     compiles = False
@@ -89,8 +68,7 @@ class Backend(Kernels):
     fused_axpy = False
     #: arrays can live on devices other than the host (a graph's ``device=``)
     has_devices = False
-    #: a compiled routine runs as one traced function of the store's arrays, compiled by
-    #: :meth:`fused` (:mod:`tensig.model.staging`): the library compiles whole programs
+    #: a routine runs as one traced function compiled by :meth:`fused` (whole programs)
     stages = False
 
     # -- the library's own kernels (signatures: the torch adapter's), ``None`` where it has
@@ -99,28 +77,22 @@ class Backend(Kernels):
     conv_backward: Callable[..., Any] | None = None
     #: both gradients of a convolution by one call (:func:`tensig.execution.native.conv_pair`)
     conv_gradients: Callable[..., Any] | None = None
-    #: ``(x, w, bias) -> x @ w + bias`` for a 2-D ``x`` and ``w``, the bias added in the
-    #: product's accumulation (:func:`tensig.model.compile._bias_fold`)
+    #: ``(x, w, bias) -> x @ w + bias``, 2-D, the bias added in the product's accumulation
     matmul_bias: Callable[..., Any] | None = None
     #: ``(subscripts, shapes) -> ((old, x, y) -> old + einsum(subscripts, x, y))`` with the
-    #: sum in one product's accumulation, or None for a contraction it cannot do so (the
-    #: generated step of a contraction added into a gradient: :mod:`tensig.model.codegen`)
+    #: sum in the product's accumulation, or None (:mod:`tensig.model.codegen`)
     summed_contraction: Callable[..., Any] | None = None
-    #: ``(x, kernel, strides, dilations, pads) -> max pooling of x``, or a pair ``(max
-    #: pooling of x, saved)``: ``saved`` (any object, None: nothing) is handed to this
-    #: pooling's own ``max_pool_backward`` with the same ``x`` in a compiled routine
-    #: (:func:`tensig.execution.native.pool_kernel`)
+    #: ``(x, kernel, strides, dilations, pads) -> y`` or ``(y, saved)``, ``saved`` handed to
+    #: ``max_pool_backward`` with the same ``x`` (:func:`tensig.execution.native.pool_kernel`)
     max_pool: Callable[..., Any] | None = None
-    #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient``, each window's to
-    #: its first maximum, or None for a padding it does not take (``pool_gradient``);
-    #: ``saved`` is None where nothing was saved for this ``x``
+    #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient`` (each window's to
+    #: its first maximum), or None for a padding it does not take
     max_pool_backward: Callable[..., Any] | None = None
     #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
     widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
-        """Whether :attr:`conv`, :attr:`conv_backward` and the max pooling take these
-        operands (else the generic path runs): floating operands of one dtype."""
+        """Whether the conv and pooling kernels take these operands: floating, one dtype."""
         return bool(x.dtype == w.dtype) and self.is_float(x.dtype)
 
     def __repr__(self) -> str:
@@ -128,11 +100,8 @@ class Backend(Kernels):
 
     # -- library facts --------------------------------------------------------------------------
     def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
-        """``dtype``'s lowest (``lowest``) or highest value, infinities for floats (NumPy's
-        dtype rules; torch overrides): the neutral elements of max and min
-        (:func:`neutral_max`, :func:`neutral_min`)."""
-        import numpy as np
-
+        """``dtype``'s lowest (``lowest``) or highest value, infinities for floats, by NumPy's
+        dtype rules: the neutral elements of max and min (:func:`neutral_max`)."""
         dt = np.dtype(dtype)
         if dt == np.bool_:
             return not lowest
@@ -143,18 +112,14 @@ class Backend(Kernels):
 
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
-        import numpy as np
-
         return bool(np.issubdtype(np.dtype(dtype), np.integer))
 
     def no_autograd(self) -> Callable[[], Any] | None:
-        """A context-manager factory that turns the library's autograd bookkeeping off
-        (tensig differentiates by its own code), or ``None`` when there is none."""
+        """A context-manager factory turning the library's autograd off, or ``None``."""
         return None
 
     def scalar_operand(self, value: int | float) -> Any:
-        """A Python number as the operand the library's functions take fastest, made once
-        by generated code (torch: a 0-d tensor; elsewhere the number itself)."""
+        """A Python number as the operand the library takes fastest (made once by codegen)."""
         return value
 
     def device_of(self, x: Any) -> str | None:
@@ -164,11 +129,10 @@ class Backend(Kernels):
     @property
     def array_type(self) -> type:
         """The library's array type (what a graph of this backend stores)."""
-        raise NotImplementedError
+        return getattr(self.xp, self.array_name)
 
     def device(self, name: str | None) -> Any:
-        """The device ``name`` names, checked; ``None`` for the default.  Here the host
-        only: ``"cpu"`` or nothing."""
+        """The device ``name`` names, checked; ``None`` for the default (here: the host)."""
         if name not in (None, "cpu"):
             with_devices = [c.name for c in _adapters() if c.has_devices]
             raise ValueError(f"device={name!r} needs a backend with devices "
@@ -177,27 +141,23 @@ class Backend(Kernels):
         return None
 
     def on_host(self, x: Any) -> bool:
-        """Whether reading ``x``'s values now is cheap (it is in host memory): checks that
-        read values skip arrays on an accelerator, where reading would wait for it."""
+        """Whether reading ``x``'s values is cheap (host memory, not an accelerator's)."""
         return True
 
     def traced(self, x: Any) -> bool:
-        """Whether ``x`` stands for an array while a function is traced (its values unknown
-        until the compiled function runs): fast paths that read values skip it, and nothing
-        made from it is cached."""
+        """Whether ``x`` is a tracer (values unknown until the compiled function runs): fast
+        paths that read values skip it, and nothing made from it is cached."""
         return False
 
     def host_call(self, fn: Callable[..., Any], shape: tuple[int, ...], dtype: str,
                   *args: Any) -> Any:
-        """``fn(*args)`` computed on the host in NumPy (``args`` as NumPy arrays; the result
-        of ``shape`` and ``dtype``), as this library's array: inside a traced function, a
-        call made each time the compiled function runs."""
+        """``fn(*args)`` computed in NumPy on the host (result of ``shape`` and ``dtype``), as
+        this library's array; in a traced function, called each time it runs."""
         return self.asarray(fn(*(to_numpy(a) for a in args)), like=args[0] if args else None)
 
     @property
     def trace_errors(self) -> tuple[type[BaseException], ...]:
-        """The errors by which the library says a traced function read values: a staged
-        routine (:attr:`stages`) then runs step by step."""
+        """The errors of a traced function reading values (then run step by step)."""
         return ()
 
     # -- primitives -----------------------------------------------------------------------------
@@ -205,19 +165,14 @@ class Backend(Kernels):
         return self.xp.einsum(subscripts, *xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
-        """A callable computing ``einsum(subscripts, *xs)`` at the backend's best speed.
-
-        Planned once per shape signature (the caller caches it); BLAS-backed when it pays.
-        """
+        """``einsum(subscripts, *xs)`` at the backend's best speed, planned once per shapes."""
         return functools.partial(self.einsum, subscripts)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         return self.xp.pad(x, list(widths), mode="constant", constant_values=value)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
-        """Sliding windows along ``axis`` (stride ``step``); the window axis is appended last:
-        the library's ``sliding_window_view`` (NumPy's, and Dask's at the same place in its
-        namespace)."""
+        """Sliding windows along ``axis`` (stride ``step``), the window axis appended last."""
         w = self.xp.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
         return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
@@ -230,8 +185,7 @@ class Backend(Kernels):
         return self.xp.max(x, axis=axes) if axes else x
 
     def empty_max(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The max over ``axes`` when one of them has size 0: the dtype's neutral element,
-        as a window reaching only padding gets (libraries refuse a max of no cells)."""
+        """The max over ``axes`` when one has size 0: the dtype's neutral element."""
         return self.full([n for i, n in enumerate(x.shape) if i not in axes],
                          neutral_max(x.dtype), like=x)
 
@@ -245,8 +199,7 @@ class Backend(Kernels):
         return self.xp.broadcast_to(x, tuple(shape))
 
     def fused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` (a function of arrays made of this backend's calls) compiled as one kernel
-        where the library compiles (``jax.jit``); elsewhere ``fn`` itself."""
+        """``fn`` compiled as one kernel where the library compiles (``jax.jit``), else ``fn``."""
         return fn
 
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
@@ -258,9 +211,7 @@ class Backend(Kernels):
 
     def eye_mask(self, n: int, like: Any) -> Any:
         """An ``n x n`` boolean identity mask on ``like``'s device."""
-        import numpy
-
-        return numpy.eye(n, dtype=bool)
+        return np.eye(n, dtype=bool)
 
     def where(self, mask: Any, a: Any, b: Any) -> Any:
         return self.xp.where(mask, a, b)
@@ -280,11 +231,10 @@ class Backend(Kernels):
 
     def fused_update(self, rule: str, hyper: dict[str, Any],
                      shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
-        """An optimizer update (``rule``: ``"adam"``, ``"sgd"``, with the hyperparameters of
-        :mod:`tensig.model.train`'s functions) as one library kernel for parameters of
-        ``shapes``: ``fn(params, grads, state, step, lr) -> (params, state)`` (``state``: one
-        list per role, ``step`` counted from 1), new arrays, or None where the kernel does
-        not take these arrays.  None (the default): no kernel, the update runs as IR code."""
+        """An optimizer update (``rule``: ``"adam"``, ``"sgd"``; :mod:`tensig.model.train`'s
+        hyperparameters) as one library kernel: ``fn(params, grads, state, step, lr) ->
+        (params, state)`` (``state``: one list per role, ``step`` from 1; None where it
+        declines the arrays), or None: the update runs as IR code."""
         return None
 
     # -- the rank layer -------------------------------------------------------------------------
@@ -293,10 +243,8 @@ class Backend(Kernels):
         return library_of(type(x)) == self.name
 
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
-        """``x`` (an array of this or any known library, a list, a number) as an array of
-        this library, on ``device`` (from :meth:`device`) or else on ``like``'s device; no
-        copy where none is needed.  Another library's array comes through
-        :func:`to_numpy`."""
+        """``x`` (any known library's array, a list, a number) as this library's, on
+        ``device`` or else ``like``'s; no copy where none is needed."""
         self.device(device)  # the host only: anything else is refused
         if self.owns(x):
             return self.xp.asarray(x)
@@ -306,15 +254,13 @@ class Backend(Kernels):
 
     def to_numpy(self, x: Any) -> Any:
         """This library's array as a NumPy array in host memory (:func:`to_numpy`)."""
-        import numpy as np
-
         return np.asarray(x)
 
     def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
         return self.xp.stack(list(xs), axis=axis)
 
     def stack_cells(self, cells: list[Any], frame: tuple[int, ...], cell: tuple[int, ...]) -> Any:
-        """One array of shape ``frame + cell`` from cells listed in row-major frame order."""
+        """One ``frame + cell`` array from cells in row-major frame order."""
         like = next((c for c in cells if self.owns(c)), None)
         return self.reshape(self.stack([self.asarray(c, like) for c in cells]), frame + cell)
 
@@ -325,20 +271,17 @@ class Backend(Kernels):
     # -- compiled routines: the arrays a graph's store holds ----------------------------------
     @property
     def namespace(self) -> Any:
-        """The library's array functions (numpy, torch, jax.numpy, dask.array): what the IR's
-        primitives (:mod:`tensig.execution.ir`) are written over."""
+        """The library's array functions, which the IR's primitives are written over."""
         return self.xp
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
-        """``x`` with ``v`` added at ``x[index]`` (slices and integers), for an ``x`` the
-        caller owns: written in place where arrays are mutable (NumPy, torch); an immutable
-        library returns a new array (the caller keeps what is returned)."""
+        """``x`` (the caller's) plus ``v`` at ``x[index]``, in place where mutable (use the
+        returned array)."""
         x[index] += v
         return x
 
     def ufunc(self, op: Any) -> Any:
-        """This library's version of a NumPy ufunc, found by name in its namespace ``xp``
-        (``np.add`` -> ``torch.add``)."""
+        """This library's version of a NumPy ufunc, by name (``np.add`` -> ``torch.add``)."""
         found = getattr(self.xp, op.__name__, None)
         if found is None:
             raise TypeError(f"{self.name} has no function named {op.__name__!r} to stand in for "
@@ -346,7 +289,7 @@ class Backend(Kernels):
         return found
 
     def flip(self, x: Any, axis: int) -> Any:
-        return self.xp.flip(x, axis)
+        return self.xp.flip(x, (axis,))  # a tuple: torch takes no int
 
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
         return self.xp.concatenate(list(xs), axis=axis)
@@ -369,10 +312,9 @@ class Backend(Kernels):
         return self.xp.result_type(*xs) if xs else self.xp.float64
 
     def _in_result_dtype(self, out: Any, xs: Sequence[Any]) -> Any:
-        """``out`` in the operands' result dtype, as ``numpy.einsum`` gives it (an int8 sum
-        wraps, a bool sum is a logical or), where the library summed wider (torch, Dask: int64).
-        Casting back is exact: integer sums wrap modulo 2^bits either way, and a count is
-        nonzero exactly when the logical or is true."""
+        """``out`` in the operands' result dtype, as ``numpy.einsum`` gives it, where the
+        library summed wider (torch, Dask: int64).  Exact: integer sums wrap modulo 2^bits
+        either way, and a count is nonzero exactly when the logical or is true."""
         dtype = self.result_dtype(xs)
         return out if out.dtype == dtype else self.astype(out, dtype)
 
@@ -382,23 +324,16 @@ class Backend(Kernels):
 
     def as_dtype(self, dtype: Any) -> Any:
         """A dtype given by name (``"float32"``) as this library's dtype."""
-        import numpy as np
-
         return np.dtype(dtype) if isinstance(dtype, str) else dtype
 
     def cast(self, x: Any, dtype: Any) -> Any:
-        """``x`` in ``dtype``, a dtype of this library or a name: the one cast of the eager
-        API's ``dtype=`` and the IR's ``to_float32`` / ``to_float64`` primitives."""
+        """``x`` in ``dtype`` (this library's or a name): the one cast of ``dtype=`` and the IR."""
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:
-        import numpy as np
-
         return bool(dtype == np.bool_)
 
     def is_float(self, dtype: Any) -> bool:
-        import numpy as np
-
         xp = self.xp if hasattr(self.xp, "issubdtype") else np  # dask.array has none
         return bool(xp.issubdtype(dtype, xp.floating))
 
@@ -410,15 +345,14 @@ class Backend(Kernels):
         return float(self.xp.finfo(dtype).min)
 
     def max_along(self, x: Any, axis: int) -> Any:
-        """The library's max over one axis, one call whatever the sizes (:meth:`amax` may
-        unroll a small window, which reads sizes that are symbolic under ``verify``)."""
+        """The max over one axis by one call (:meth:`amax` may unroll a small window, reading
+        sizes that are symbolic under ``verify``)."""
         return self.xp.max(x, axis=axis)
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],
                  value: Any) -> Any:
-        """The rows in one ``[B, T, *trailing]`` array full of ``value``, each row's items at
-        its cells of ``mask`` (NumPy; ``on`` is the same mask in the library): one
-        concatenation and one masked write, whatever the number of rows."""
+        """The rows in one ``[B, T, *trailing]`` array of ``value`` at ``mask``'s cells (``on``:
+        the mask in the library): one concatenation and one masked write."""
         flat = self.concat(seqs, 0)
         out = self.xp.full((*mask.shape, *trailing), value, dtype=flat.dtype)
         return self.masked_set(out, mask, flat)
@@ -430,9 +364,8 @@ class Backend(Kernels):
 
     # -- the IR's primitives (tensig.execution.ir) -----------------------------------------------
     def relu(self, v: Any) -> Any:
-        """``v`` where ``v >= 0``, else 0, NaN passing; ``relu(-0.0)`` is ``-0.0``, as torch's
-        kernel gives (``maximum`` returns its second operand when the two are equal, so the
-        zero goes first)."""
+        """``max(0, v)``, NaN passing; ``relu(-0.0)`` is ``-0.0`` as in torch (``maximum``
+        returns its second operand on a tie)."""
         return self.xp.maximum(0, v)
 
     def relu_backward(self, a: Any, g: Any) -> Any:
@@ -440,10 +373,8 @@ class Backend(Kernels):
         return None
 
     def gelu(self, v: Any) -> Any:
-        """GELU, tanh form: ``v/2 (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))`` (torch's
-        ``gelu(approximate="tanh")``): one primitive, so a model's GELU is one step and its
-        gradient another, not the dozen pointwise steps (each a stored array) of the formula
-        written with tensors."""
+        """GELU, tanh form (torch's ``approximate="tanh"``): one primitive, not a dozen
+        pointwise steps each storing an array."""
         xp = self.namespace
         return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + GELU_K * v * v * v)))
 
@@ -455,8 +386,7 @@ class Backend(Kernels):
                     + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * GELU_K * a * a))
 
     def softmax(self, x: Any, axis: int) -> Any:
-        """``exp(x - max) / sum exp(x - max)`` along ``axis`` (one primitive: the library's
-        kernel where it has one, with its backward :meth:`softmax_backward`)."""
+        """``exp(x - max) / sum exp(x - max)`` along ``axis``."""
         xp = self.namespace
         e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
         return e / xp.sum(e, axis=axis, keepdims=True)
@@ -466,8 +396,7 @@ class Backend(Kernels):
         return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
 
     def log_softmax(self, x: Any, axis: int) -> Any:
-        """``x - log sum exp(x)`` along ``axis``, the maximum subtracted first (the library's
-        kernel where it has one, with its backward :meth:`log_softmax_backward`)."""
+        """``x - log sum exp(x)`` along ``axis``, the maximum subtracted first."""
         xp = self.namespace
         z = x - xp.max(x, axis=axis, keepdims=True)
         return self.into("subtract", z, xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True)))
@@ -478,20 +407,17 @@ class Backend(Kernels):
         return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
 
     def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The sum over ``axes`` (kept): attention's row sums, which an adapter may compute
-        faster than its library's general reduction."""
+        """The sum over ``axes`` (kept): attention's row sums, which an adapter may speed up."""
         return self.namespace.sum(x, axis=axes, keepdims=True)
 
     def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The mean over ``axes`` (kept): layer norm's statistics, as :meth:`row_sum`.  A
-        mean, not a sum divided afterwards: libraries sum float16 in float32 but round a sum
-        back to float16, which overflows from 65504 (1024 values of 64)."""
+        """The mean over ``axes`` (kept), not a sum divided: a float16 sum rounds back to
+        float16, which overflows from 65504."""
         return self.namespace.mean(x, axis=axes, keepdims=True)
 
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
-        """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the biased variance), layer
-        normalisation without its scale and shift, with the mean and ``1/sqrt(var + eps)``
-        (axes kept) that its gradient :meth:`normalize_backward` reads."""
+        """Layer norm without scale and shift over ``axes`` (biased variance), with the mean
+        and ``1/sqrt(var + eps)`` (axes kept) its gradient reads."""
         mean = self.row_mean(x, axes)
         c = x - mean
         rstd = 1.0 / self.namespace.sqrt(self.row_mean(c * c, axes) + eps)
@@ -499,8 +425,7 @@ class Backend(Kernels):
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
                            axes: tuple[int, ...], eps: float) -> Any:
-        """The gradient of :meth:`normalize` at ``x`` (value ``y``, statistics ``mean`` and
-        ``rstd``): ``rstd (g - mean(g) - y mean(g y))``."""
+        """The gradient of :meth:`normalize` (value ``y``): ``rstd (g - mean(g) - y mean(g y))``."""
         into = self.into
         d = into("subtract", y * self.row_mean(g * y, axes), g)  # in place
         d = into("add", d, self.row_mean(g, axes))
@@ -508,9 +433,8 @@ class Backend(Kernels):
 
     def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
                    ) -> tuple[Any, ...]:
-        """:meth:`normalize` times ``scale`` plus ``shift`` (one cell per cell of ``axes``,
-        consecutive axes): the record ``(value, mean, rstd, normalised)`` that
-        :meth:`layer_norm_backward` reads (the normalised value kept, not recomputed)."""
+        """:meth:`normalize` times ``scale`` plus ``shift`` (shaped as ``axes``, consecutive):
+        the record ``(value, mean, rstd, normalised)`` its backward reads."""
         y, mean, rstd = self.normalize(x, axes, eps)
         view = [int(n) if i in axes else 1 for i, n in enumerate(x.shape)]
         out = self.into("add", y * scale.reshape(view), shift.reshape(view))
@@ -520,8 +444,7 @@ class Backend(Kernels):
                             shift: Any, axes: tuple[int, ...], eps: float, dx: bool
                             ) -> tuple[Any, Any, Any]:
         """The gradients of :meth:`layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
-        ``shift``, from its record ``saved`` (an adapter's kernel may keep only the
-        statistics: the normalised value is then recomputed)."""
+        ``shift`` from its record (without the normalised value: recomputed)."""
         xp = self.namespace
         mean, rstd = saved[1], saved[2]
         y = saved[3] if len(saved) > 3 else (x - mean) * rstd
@@ -534,9 +457,8 @@ class Backend(Kernels):
         return gx, dscale.reshape(scale.shape), dshift.reshape(shift.shape)
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
-        """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) of ``x`` and ``y`` written
-        straight into a new array of ``shape`` in ``like``'s float dtype (1.0 / 0.0), or
-        ``None`` when the library cannot (then a boolean mask does)."""
+        """The comparison ``op`` (``lt``, ``le``, ``eq``, ``ne``) written into a new ``shape``
+        array of ``like``'s float dtype (1.0 / 0.0), or ``None`` (a boolean mask then)."""
         return None
 
     def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
@@ -544,11 +466,9 @@ class Backend(Kernels):
         return table[ids]
 
     def add_rows(self, n: int, ids: Any, rows: Any, checked: bool = False) -> Any:
-        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add).
-        An id outside 0..n-1 is the same IndexError on every adapter (NumPy's indexing would
-        wrap a negative one, JAX's scatter drop it, torch raise its own error), checked here
-        where the ids are on the host unless ``checked`` (a gather checked them already;
-        :meth:`_add_rows`, which adapters override, may check the others lazily)."""
+        """``n`` zero rows with each of ``rows`` added into row ``ids`` (repeated ids add).  An
+        id outside 0..n-1 is one IndexError on every adapter (NumPy would wrap it, JAX drop
+        it), checked here on the host unless ``checked`` (a gather did)."""
         if not checked and not self.traced(ids) and self.on_host(ids):
             check_ids(ids, n, "add_rows")
         return self._add_rows(n, ids, rows)
@@ -581,28 +501,21 @@ def check_ids(ids: Any, n: int, what: str, ignore: int | None = None) -> Any:
 
 
 def all_zero(x: Any) -> bool:
-    """Whether every element of ``x`` is zero (NaN is not), tested afresh on every call.
-
-    For small arrays tested per call (a pooling window).  There is no cache: a torch
-    tensor's version counter misses writes through ``torch.from_numpy`` memory or ``.data``,
-    and a read-only NumPy view can have a writable base, so a remembered answer could be
-    stale.  ``count_nonzero`` is one C call (2-6 us on a 2x2 window, a ~0-8% difference on
-    the digits CNN's training step, within the bench's noise).
-    """
+    """Whether every element of ``x`` (a small pooling window) is zero, tested afresh each call:
+    a cache could be stale (torch's version counter misses writes through ``from_numpy``
+    memory or ``.data``; a read-only NumPy view can have a writable base), and
+    ``count_nonzero`` is one C call (2-6 us on a 2x2 window)."""
     count = getattr(x, "count_nonzero", None)  # torch
     if count is not None:
         return int(count()) == 0
     if _owner(type(x)).traced(x):
         return False  # unknown until the compiled function runs: take the general path
-    import numpy as np
-
     return int(np.count_nonzero(x)) == 0
 
 
 def to_numpy(x: Any) -> Any:
-    """``x``'s values as a NumPy array in host memory, whichever library holds them (the one
-    copy to the host: a torch tensor detached and copied off its device, a Dask array
-    computed); anything else through ``numpy.asarray``."""
+    """``x``'s values as a NumPy array in host memory, whichever library holds them (a Dask
+    array computed); anything else through ``numpy.asarray``."""
     return _owner(type(x)).to_numpy(x)
 
 
@@ -614,9 +527,8 @@ _BY_TYPE: dict[type, type[Backend]] = {}
 
 
 def register(adapter: type[Backend], array_type: type | None = None) -> type[Backend]:
-    """Make ``adapter`` the backend of the array types of its ``modules`` (or of
-    ``array_type`` and its subclasses, which wins over a module claim: a NumPy subclass can
-    have an adapter of its own).  Usable as a class decorator.  Clears the lookup caches."""
+    """Make ``adapter`` the backend of its ``modules``' array types (or of ``array_type`` and
+    its subclasses, which wins over a module claim).  A class decorator too."""
     if array_type is not None:
         _BY_TYPE[array_type] = adapter
     else:
@@ -653,9 +565,8 @@ def _adapter_class(array_type: type) -> type[Backend] | None:
 
 @_cache
 def library_of(array_type: type) -> str:
-    """The array library a type comes from, by the first class in its MRO that an adapter
-    claims (``jaxlib`` is ``jax``); the top-level module's name when none does.  A subclass
-    is its base's library, so ``np.memmap`` and a user's ``ndarray`` subclass are ``'numpy'``.
+    """The array library of a type, by the first class in its MRO an adapter claims (``jaxlib``
+    is ``jax``, a subclass its base's); else the top-level module's name.
 
     >>> import numpy as np
     >>> library_of(np.ndarray), library_of(np.memmap)
@@ -675,8 +586,7 @@ _REFUSED = {
 
 @_cache
 def backend_for(array_type: type) -> Backend:
-    """The backend of an array type: one instance per adapter (importing its library then),
-    shared by the type's subclasses."""
+    """The backend of an array type: one instance per adapter."""
     for cls in array_type.__mro__:
         why = _REFUSED.get((cls.__module__, cls.__qualname__))
         if why is not None:
@@ -709,9 +619,8 @@ def backend_of(xs: Sequence[Any]) -> Backend:
 
 
 def backend_among(xs: Sequence[Any]) -> Backend:
-    """The adapter of the first array among ``xs`` whose library is not NumPy (scalars, lists
-    and NumPy arrays go with any library: the rank layer converts them), NumPy's when none
-    is; lazy libraries count as none.
+    """The adapter of the first eager non-NumPy array among ``xs`` (scalars, lists and NumPy
+    arrays go with any library), else NumPy's.
 
     >>> import numpy as np
     >>> backend_among([np.zeros(2), 3.0])
@@ -742,8 +651,7 @@ def _adapters() -> list[type[Backend]]:
 
 
 def backend_named(name: str) -> Backend | None:
-    """The adapter called ``name`` (``"numpy"``, ``"torch"``, ...), importing its library:
-    for a user who names the library (``new_graph("torch")``); ``None`` when none is."""
+    """The adapter called ``name`` (``new_graph("torch")``), or ``None``."""
     found = next((c for c in _adapters() if c.name == name), None)
     return _instance(found) if found is not None else None
 
@@ -755,24 +663,20 @@ def graph_backends() -> list[str]:
 
 @_cache
 def backend_of_namespace(xp: Any) -> Backend:
-    """The adapter of an array namespace (``numpy``, ``torch``, ``jax.numpy``): for code
-    handed the namespace rather than arrays (the IR's primitives)."""
+    """The adapter of an array namespace (``numpy``, ``torch``, ``jax.numpy``)."""
     return _instance(_BY_MODULE[xp.__name__.partition(".")[0]])
 
 
 @_cache
 def _owner(kind: type) -> Backend:
-    """The adapter of an array's or a dtype's type, NumPy's where none claims it (a torch
-    dtype is torch's; every other dtype is read with NumPy's rules, which JAX and Dask share)."""
+    """The adapter of an array's or a dtype's type; NumPy's where none claims it (JAX, Dask)."""
     return _instance(_adapter_class(kind) or _BY_MODULE["numpy"])
 
 
 @_cache
 def neutral_max(dtype: Any) -> float | int | bool:
-    """The neutral element of max for ``dtype`` (NumPy, JAX and Dask dtypes, or a torch
-    dtype): ``-inf`` for floats, the dtype's minimum for integers, ``False`` for bool.  The one
-    definition every padding for a max reads (lowering, max pooling, compiled routines);
-    each adapter's :meth:`Backend.extreme` knows its library's dtypes.
+    """The neutral element of max for ``dtype`` (any library's): ``-inf`` for floats, an
+    integer dtype's minimum, ``False``; the one definition every padding for a max reads.
 
     >>> import numpy as np
     >>> neutral_max(np.dtype(np.int8)), neutral_max(np.dtype(bool)), neutral_max(np.float32)

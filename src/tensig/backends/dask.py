@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tensig.backends._plans import matmul_plan, tensordot_plan
 from tensig.backends.base import Backend, backend_for, check_ids, register, to_numpy
 
@@ -15,6 +17,7 @@ __all__ = ["DaskBackend"]
 class DaskBackend(Backend):
     name = "dask"
     modules = ("dask",)
+    array_name = "Array"
     lazy = True
     compiles = True
 
@@ -24,9 +27,8 @@ class DaskBackend(Backend):
         self.da = self.xp = da
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        # dask contracts block by block: a repeated index (a diagonal) needs its axes chunked
-        # alike, and every occurrence of an index across operands too (as its first one is;
-        # ``rechunk`` returns an array already chunked so as it is).
+        # dask contracts block by block: every occurrence of an index needs the chunks of
+        # its first (``rechunk`` returns an array already chunked so as it is)
         subs = subscripts.split("->")[0].split(",")
         chunks: dict[str, tuple[int, ...]] = {}
         for sub, x in zip(subs, xs, strict=True):
@@ -37,11 +39,8 @@ class DaskBackend(Backend):
         return self._in_result_dtype(self.da.einsum(subscripts, *aligned), xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
-        """Two operands as one ``da.tensordot`` (``da.matmul`` when an axis is batched), with
-        transposes around it: per block a BLAS call, where ``da.einsum`` runs NumPy's einsum
-        loop on every block (9x slower on a 4000x3000 @ 3000x2000 float32 product).  The
-        result stays lazy, in the operands' result dtype as :meth:`einsum`'s; diagonals, one
-        operand and three or more take :meth:`einsum`."""
+        """Two operands as one ``da.tensordot`` (``da.matmul`` when batched): a BLAS call per
+        block, where ``da.einsum`` loops (9x slower on a 4000x3000 @ 3000x2000 product)."""
         if len(shapes) != 2 or not all(n > 0 for shape in shapes for n in shape):
             return super().contraction(subscripts, shapes)  # nan: unknown; 0: dask's reshape
             # of an empty array fails (a reduce of no sizes) where its einsum does not
@@ -53,49 +52,38 @@ class DaskBackend(Backend):
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
         if 0 in x.shape or x.shape[axis] < size:  # no cells, or no window (an empty axis padded)
-            return self._no_cells(x, lambda np_: np_.windows(np_.xp.empty(x.shape, x.dtype),
-                                                             axis, size, step))
+            return self._no_cells("windows", x, axis, size, step)
         return super().windows(x, axis, size, step)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         if 0 in x.shape:
-            return self._no_cells(x, lambda np_: np_.pad(np_.xp.empty(x.shape, x.dtype),
-                                                         widths, value))
+            return self._no_cells("pad", x, widths, value)
         return super().pad(x, widths, value)
 
-    def _no_cells(self, x: Any, fn: Any) -> Any:
-        """``fn(numpy_backend)`` on an empty copy of ``x``'s shape, as a Dask array: Dask's
-        overlap (windows) and pad fail on an axis of size 0 ("overlapping depth 1 is larger
-        than your array 0", a ZeroDivisionError), where NumPy's do not."""
-        import numpy as np
-
-        return self.da.from_array(fn(backend_for(np.ndarray)), chunks=-1)
+    def _no_cells(self, method: str, x: Any, *args: Any) -> Any:
+        """The NumPy adapter's ``method`` on an empty array of ``x``'s shape, as a Dask array:
+        Dask's windows and pad fail on an axis of size 0, NumPy's do not."""
+        empty = np.empty(x.shape, x.dtype)
+        return self.da.from_array(getattr(backend_for(np.ndarray), method)(empty, *args), chunks=-1)
 
     # -- compiled routines: lazy arrays; a store's assignments build the task graph ----------
-    @property
-    def array_type(self) -> type:
-        return self.da.Array
-
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if device is not None:
             raise ValueError(f"device={device!r}: Dask places chunks by its scheduler")
         return x if self.owns(x) else self.da.from_array(to_numpy(x))
 
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
-        # dask's item assignment records a new task on the same Python object, so the sum is
-        # built first (``x[index] += v`` reads and writes one block of the graph)
+        # dask's item assignment records a task on the same object: the sum is built first
         x = x.copy()
         x[index] = x[index] + v
         return x
 
     def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
-        """Dask indexes by a lazy integer array of one axis only (two, ``b, t`` ids, fail
-        an assertion inside it), so the ids are gathered flat and the rows laid out after."""
+        """By flat ids: Dask indexes by a lazy integer array of one axis only."""
         return table[self.da.asarray(ids).reshape(-1)].reshape(shape)
 
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
-        """Without a scatter kernel, a one-hot product: exact, as each sum has one term per
-        id; the ids checked when the graph runs (the one-hot would drop one out of range)."""
+        """A one-hot product (no scatter kernel; exact), the ids checked when the graph runs."""
         ids = self.da.asarray(ids).reshape(-1).map_blocks(check_ids, n, "add_rows")
         hot = ids[:, None] == self.da.arange(n)[None, :]
         return self.einsum("iv,in->vn", hot.astype(rows.dtype), rows)

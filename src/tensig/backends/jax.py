@@ -26,9 +26,8 @@ class JaxBackend(Backend):
         self.jnp = self.xp = jnp
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        """``jnp.einsum`` on operands promoted first (as ``numpy.einsum`` does): it hands
-        integer and float16 operands as they are to ``dot_general``, which refuses them
-        (``preferred_element_type`` narrower than the original type)."""
+        """``jnp.einsum`` on operands promoted first (as ``numpy.einsum``): ``dot_general``
+        refuses mixed integer and float16 operands."""
         if len({x.dtype for x in xs}) > 1:
             dtype = self.result_dtype(xs)
             xs = tuple(x.astype(dtype) for x in xs)
@@ -39,14 +38,12 @@ class JaxBackend(Backend):
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
              pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
-        """``lax.conv_general_dilated``: ``x`` is (N, C, *spatial), ``w`` is (O, C, *kernel),
-        as the torch adapter's :meth:`TorchBackend.conv` (XLA chooses the memory layout, so
-        ``channels_last`` changes nothing); uneven padding is native."""
+        """``lax.conv_general_dilated`` (XLA picks the layout: ``channels_last`` is moot)."""
         return self.jax.lax.conv_general_dilated(x, w, tuple(strides), [tuple(p) for p in pads],
                                                  rhs_dilation=tuple(dilations))
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
-        # A gather: JAX has no strided views; XLA fuses the gather into the consumer.
+        # a gather (JAX has no strided views), which XLA fuses into the consumer
         n = (x.shape[axis] - size) // step + 1
         jnp = self.jnp
         idx = jnp.arange(n)[:, None] * step + jnp.arange(size)[None, :]
@@ -60,10 +57,6 @@ class JaxBackend(Backend):
         return out.at[mask].set(values)  # JAX arrays are immutable
 
     # -- compiled routines: JAX arrays are immutable, so every store builds a new array -------
-    @property
-    def array_type(self) -> type:
-        return self.jax.Array
-
     def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any:
         if self.owns(x):
             x = self.jnp.asarray(x)
@@ -80,14 +73,11 @@ class JaxBackend(Backend):
         return self.jax.device_put(x, device)
 
     def device(self, name: str | None) -> Any:
-        """A platform and an index (``"gpu"``, ``"cpu:0"``), resolved by :meth:`asarray`;
-        ``None``: JAX's default device."""
+        """A platform and an index (``"cpu:0"``), resolved by :meth:`asarray`."""
         return name
 
     def device_of(self, x: Any) -> str | None:
-        """``x``'s device as :meth:`device` names it (``"cpu:1"``: the platform and the
-        device's place in ``jax.devices(platform)``); ``None`` for an array spread over
-        several devices (then JAX's default)."""
+        """``x``'s device as :meth:`device` names it; ``None`` for one spread over several."""
         devices = x.devices()
         if len(devices) != 1:
             return None

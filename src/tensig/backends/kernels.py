@@ -1,10 +1,7 @@
-"""The model layer's fused kernels in their generic form: attention, cross-entropy, batch norm
-written on a library's namespace (NumPy's names), which every adapter inherits and an adapter
-with its own kernels overrides (the torch adapter: flash attention, ``native_batch_norm``).
-
-Each is one primitive of the IR (:data:`tensig.execution.ir.WHOLE`) with its gradient
-another; the blocks that use them are :func:`tensig.model.blocks.multi_head_attention` and
-:func:`tensig.model.blocks.batch_norm`.
+"""The model layer's fused kernels in their generic form (attention, cross-entropy, batch
+norm) on a library's namespace, which every adapter inherits and an adapter with its own
+kernels overrides.  Each is one primitive of the IR (:data:`tensig.execution.ir.WHOLE`), its
+gradient another.
 """
 
 from __future__ import annotations
@@ -23,12 +20,9 @@ ATTENTION_CELLS = 1 << 21
 
 
 class Kernels:
-    """The generic kernels of :class:`tensig.backends.base.Backend`, by the adapter's
-    namespace and primitives."""
+    """The generic kernels of :class:`tensig.backends.base.Backend`."""
 
-    #: the most attention scores one block holds on this adapter (at most
-    #: :data:`ATTENTION_CELLS`): an adapter running the math pass by pass on a CPU keeps a
-    #: block within its cache
+    #: the most attention scores one block holds here (a CPU adapter's block fits its cache)
     score_cells = ATTENTION_CELLS
 
     if TYPE_CHECKING:
@@ -45,16 +39,12 @@ class Kernels:
     # -- attention: one primitive and its gradient (tensig.model.blocks.multi_head_attention) --
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
-        """``softmax(q k^T scale + mask) v`` per head, and each query row's log-sum-exp of its
-        scores (from which :meth:`attention_backward` recomputes the probabilities), in
-        tensig's layout: ``q`` is ``(..., Tq, H, E)``, ``k`` ``(..., Tk, H, E)``, ``v``
-        ``(..., Tk, H, F)``; the results ``(..., Tq, H, F)`` and ``(..., Tq, H)``.  ``mask``
-        (None or added to the scores) broadcasts onto ``(..., Tq, H, Tk)``; ``causal``: query
-        ``i`` sees the keys ``j <= i``.  A query that sees no key gives 0, as torch's kernels.
-
-        By blocks of query rows (:data:`ATTENTION_CELLS` scores at most, whatever the
-        lengths; a causal block reads only the keys it sees): the score tensor is never held
-        whole, nor stored for the backward."""
+        """``softmax(q k^T scale + mask) v`` per head, and each query row's log-sum-exp (from
+        which the backward recomputes the probabilities): ``q`` ``(..., Tq, H, E)``, ``k``
+        ``(..., Tk, H, E)``, ``v`` ``(..., Tk, H, F)``; results ``(..., Tq, H, F)`` and
+        ``(..., Tq, H)``.  ``mask`` (None or added) broadcasts onto ``(..., Tq, H, Tk)``;
+        ``causal``: query ``i`` sees keys ``j <= i``; a query seeing no key gives 0 (torch's).
+        By blocks of query rows: the scores are never held whole, nor stored."""
         xp, into = self.namespace, self.into
         outs, lses = [], []
         vh = _heads(xp, v)
@@ -70,9 +60,8 @@ class Kernels:
 
     def attention_backward(self, g: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                            mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
-        """The gradients for ``q``, ``k`` and ``v`` of :meth:`attention` (its results ``out``
-        and ``lse``; ``g`` the gradient of ``out``), by the same blocks: the probabilities
-        are recomputed from ``lse``, ``ds = p (g v^T - sum(g out))``."""
+        """The gradients of :meth:`attention` (results ``out``, ``lse``) by the same blocks,
+        the probabilities recomputed from ``lse``: ``ds = p (g v^T - sum(g out))``."""
         xp, into = self.namespace, self.into
         qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
         dot = _heads(xp, self.row_sum(g * out, (-1,)))
@@ -91,8 +80,7 @@ class Kernels:
 
     def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
                       ) -> Iterator[tuple[slice, Any, slice]]:
-        """Per block of query rows: the rows, their scores ``(..., H, rows, keys)`` (mask and
-        causal hiding added) and the keys they see."""
+        """Per block of query rows: the rows, their masked scores and the keys they see."""
         xp = self.namespace
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
@@ -112,16 +100,13 @@ class Kernels:
             yield rows, s, keys
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
-        """The elementwise function ``name`` (NumPy's name) of ``a`` and ``others``, written
-        into ``a`` (an array the caller made) where the library's arrays are mutable."""
+        """NumPy's elementwise ``name`` of ``a`` and ``others``, into ``a`` where mutable."""
         return getattr(self.namespace, name)(a, *others)
 
     # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)
     def cross_entropy(self, logits: Any, ids: Any, ignore: int) -> tuple[Any, Any, Any]:
-        """The mean cross-entropy of ``logits`` (classes on the last axis) against integer
-        ``ids`` (``logits.shape[:-1]``, already checked), over the ids that are not
-        ``ignore`` (none: NaN, as torch gives): the record ``(loss, log-probabilities,
-        number of counted ids)`` that :meth:`cross_entropy_backward` reads."""
+        """The mean cross-entropy of ``logits`` against checked ``ids`` that are not ``ignore``
+        (none: NaN, as torch): the record ``(loss, log-probabilities, count)``."""
         xp = self.namespace
         logp = self.log_softmax(logits, len(logits.shape) - 1)
         hot, valid = one_hot_rows(self, ids, logits.shape[-1], ignore, logp.dtype)
@@ -132,8 +117,7 @@ class Kernels:
 
     def cross_entropy_backward(self, g: Any, logp: Any, ids: Any, count: Any, ignore: int
                                ) -> Any:
-        """The gradient of :meth:`cross_entropy` for the logits from the loss's gradient
-        ``g``: ``(softmax - one-hot) g / count`` on the counted rows, 0 on the others."""
+        """The logits' gradient: ``(softmax - one-hot) g / count`` on counted rows, else 0."""
         hot, valid = one_hot_rows(self, ids, logp.shape[-1], ignore, logp.dtype)
         scale = g.reshape(()) / (count + (count == 0))  # no counted row: no gradient (torch's)
         return (self.namespace.exp(logp) - hot) * (valid[..., None] * scale)
@@ -148,9 +132,7 @@ class Kernels:
     def batch_norm_channels(self, x: Any, kept: tuple[int, ...], mean: Any, var: Any,
                             scale: Any, shift: Any, training: bool, momentum: float,
                             eps: float) -> tuple[Any, ...]:
-        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels, in the
-        per-channel arrays' order; ``mean``, ``var``, ``scale``, ``shift`` and the results
-        have their shape): ``x`` read as the matrix :func:`_channel_columns` makes."""
+        """:meth:`batch_norm` of ``x`` per cell of its ``kept`` axes (the channels)."""
         rows, back = _channel_columns(self, x, kept)
         mean, var, scale, shift = _shaped(kept, (-1,), mean, var, scale, shift)
         y, *stats = self.batch_norm(rows, mean, var, scale, shift, training, momentum, eps)
@@ -172,12 +154,11 @@ class Kernels:
 
     def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
                    momentum: float, eps: float) -> tuple[Any, ...]:
-        """Batch normalisation of the matrix ``x`` per column (a channel), with per-column
-        ``scale`` and ``shift`` (``None``: 1 and 0): ``(y, mean used, 1/sqrt(var used + eps),
-        running mean, running variance)``.  In ``training`` the batch's statistics are used
-        and the running ones (``None``: not tracked) move toward them by ``momentum`` (the
-        variance unbiased, as torch does), as new arrays; out of it the running ones are used
-        and kept.  Its gradient is :meth:`batch_norm_backward`."""
+        """Batch normalisation of the matrix ``x`` per column, ``scale`` and ``shift`` None or
+        per column: ``(y, mean used, 1/sqrt(var used + eps), running mean, running var)``.
+        In ``training`` the batch's statistics are used and the running ones (None: not
+        tracked) move toward them by ``momentum`` (the variance unbiased, as torch), as new
+        arrays; out of it the running ones are used and kept."""
         xp = self.namespace
         if training:
             n = x.shape[0]
@@ -198,10 +179,9 @@ class Kernels:
     def batch_norm_backward(self, g: Any, x: Any, mean: Any, var: Any, scale: Any,
                             saved_mean: Any, saved_rstd: Any, training: bool, eps: float,
                             wanted: tuple[bool, bool]) -> tuple[Any, ...]:
-        """The gradient of :meth:`batch_norm` (``saved_*``: the statistics it used) from the
-        result's gradient ``g``: ``(dx, dscale, dshift)``, each ``None`` unless ``wanted``
-        (input, affine).  In training ``dx = k (g - mean(g) - xhat mean(g xhat))`` (the
-        statistics depend on ``x``), out of it ``k g``, ``k = scale / sqrt(var + eps)``."""
+        """The gradient of :meth:`batch_norm` (``saved_*``: its statistics): ``(dx, dscale,
+        dshift)``, None unless ``wanted`` (input, affine).  In training ``dx = k (g - mean(g) -
+        xhat mean(g xhat))``, else ``k g``, ``k = scale / sqrt(var + eps)``."""
         xp = self.namespace
         xhat = (x - saved_mean) * saved_rstd
         gs, gq = xp.sum(g, axis=0), xp.sum(g * xhat, axis=0)
@@ -215,10 +195,8 @@ class Kernels:
 
 def _channel_columns(backend: Kernels, x: Any, kept: tuple[int, ...]
                      ) -> tuple[Any, Callable[[Any], Any]]:
-    """``x`` as a matrix with one column per cell of its ``kept`` axes (in that order) and
-    one row per cell of the others, and the function that puts a matrix like it back in
-    ``x``'s layout: a view when the kept axes are the trailing ones in order (batch norm's
-    channels last), else a transposed copy."""
+    """``x`` as a matrix, a column per cell of its ``kept`` axes, and the function putting such
+    a matrix back in ``x``'s layout: a view when the kept axes trail in order, else a copy."""
     shape, nd = tuple(x.shape), len(x.shape)
     cols = math.prod(shape[i] for i in kept)
     if kept == tuple(range(nd - len(kept), nd)):
@@ -231,8 +209,8 @@ def _channel_columns(backend: Kernels, x: Any, kept: tuple[int, ...]
 
 
 def _shaped(kept: tuple[int, ...], shape: tuple[int, ...], *per_channel: Any) -> list[Any]:
-    """Per-channel arrays (``None`` passing) reshaped to ``shape`` (a vector's or the ``kept``
-    axes'); as they are for one channel axis (a reshape is a call on torch)."""
+    """Per-channel arrays (``None`` passing) reshaped to ``shape``; as they are for one
+    channel axis (a reshape is a call on torch)."""
     if len(kept) == 1:
         return list(per_channel)
     return [None if v is None else v.reshape(shape) for v in per_channel]
@@ -240,9 +218,8 @@ def _shaped(kept: tuple[int, ...], shape: tuple[int, ...], *per_channel: Any) ->
 
 def one_hot_rows(backend: Kernels, ids: Any, n: int, ignore: int, dtype: Any
                  ) -> tuple[Any, Any]:
-    """One-hot rows of ``ids`` over ``n`` classes in ``dtype`` (a row of zeros where the id is
-    ``ignore``, even one inside ``0..n-1``), and the counted ids as 1/0 in ``dtype``: the one
-    one-hot of the IR's ``one_hot`` and of the cross-entropy kernels."""
+    """One-hot rows of ``ids`` over ``n`` classes in ``dtype`` (zeros where the id is
+    ``ignore``), and the counted ids as 1/0: the IR's and cross-entropy's one one-hot."""
     valid = ids != ignore
     hot = (ids[..., None] == backend.arange(n, like=ids)) & valid[..., None]
     return backend.astype(hot, dtype), backend.astype(valid, dtype)

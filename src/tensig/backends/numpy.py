@@ -23,9 +23,8 @@ class NumpyBackend(Backend):
     modules = ("numpy",)
     numpy_native = True
     compiles = True
-    #: 1 MiB of float32 scores: the GPT demo's causal attention (32x4 heads of 64x64) in
-    #: blocks of 32 query rows took 2.3 + 3.2 ms forward + backward, in one block 2.6 + 4.9
-    #: (8x4 heads of 256x256: 5.4 + 8.4 ms against 20.5 + 54.5)
+    #: 1 MiB of float32 scores: the GPT demo's attention (8x4 heads of 256x256) took 5.4 +
+    #: 8.4 ms forward + backward, in one block 20.5 + 54.5
     score_cells = 1 << 18
 
     def __init__(self) -> None:
@@ -33,18 +32,12 @@ class NumpyBackend(Backend):
 
         self.np = self.xp = numpy
 
-    @property
-    def array_type(self) -> type:
-        return self.np.ndarray
-
     def ufunc(self, op: Any) -> Any:
         return op
 
     def gelu(self, v: Any) -> Any:
-        """As ``v sigmoid(2 z)``, ``z = C (v + k v^3)`` (``(1 + tanh z) / 2`` is
-        ``sigmoid(2 z)``), in place on one new array: NumPy's float32 ``exp`` takes 60% of the
-        time of its ``tanh`` (the GPT demo's 2048x256: 0.9 ms against 1.5 ms).  Not on 0-d
-        arrays: their products are scalars, which no pass can write into."""
+        """As ``v sigmoid(2z)`` in place on one new array: NumPy's float32 ``exp`` takes 60% of
+        its ``tanh``'s time.  Not on 0-d arrays (their products are scalars)."""
         np = self.np
         if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or not v.ndim:
             return super().gelu(v)
@@ -72,8 +65,7 @@ class NumpyBackend(Backend):
         return d
 
     def _exp_minus_2z(self, v: Any) -> Any:
-        """``1 + exp(-2z)`` of :meth:`gelu` on a new array, for negative ``v`` far from 0
-        ``inf`` without NumPy's overflow warning (its sigmoid: 0)."""
+        """``1 + exp(-2z)`` of :meth:`gelu` on a new array (``inf`` without a warning)."""
         np = self.np
         e = v * v
         e *= -2 * GELU_C * GELU_K
@@ -105,9 +97,8 @@ class NumpyBackend(Backend):
         return d
 
     def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """Over trailing axes of a float array laid out in C order, as a product with a
-        column of ones: NumPy's ``add.reduce`` loops per row (62 us for the GPT demo's
-        2048 rows of 64, the product 14 us)."""
+        """Over trailing axes of a C-ordered float array as a product with ones: NumPy's
+        ``add.reduce`` loops per row (62 us for 2048 rows of 64, the product 14 us)."""
         np, nd = self.np, getattr(x, "ndim", 0)
         if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or not x.flags.c_contiguous \
                 or tuple(a + nd * (a < 0) for a in axes) != tuple(range(nd - len(axes), nd)):
@@ -117,8 +108,7 @@ class NumpyBackend(Backend):
             lead + (1,) * len(axes))
 
     def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """:meth:`row_sum` divided in place, in float32 and float64 (NumPy's mean sums
-        float16 in float32)."""
+        """:meth:`row_sum` divided in place (float16: NumPy's mean, which sums in float32)."""
         if not isinstance(x, self.np.ndarray) or x.dtype.char not in "fdg":
             return super().row_mean(x, axes)
         return self.into("divide", self.row_sum(x, axes), math.prod(x.shape[a] for a in axes))
@@ -126,11 +116,8 @@ class NumpyBackend(Backend):
     def layer_norm_backward(self, g: Any, x: Any, saved: tuple[Any, ...], scale: Any,
                             shift: Any, axes: tuple[int, ...], eps: float, dx: bool
                             ) -> tuple[Any, Any, Any]:
-        """The generic gradient on ``g`` copied into ``x``'s C order first when it is laid
-        out otherwise (a GEMM's gradient arrives transposed: its row reductions then stride
-        across memory, and every product with the saved C-ordered arrays too): the copy
-        costs less than the strided passes (the GPT demo's 32x64x64: 2.1 ms a call, 1.2 ms
-        with the copy)."""
+        """The generic gradient on ``g`` copied into C order first (a GEMM's gradient arrives
+        transposed): the copy costs less than strided passes (2.1 ms a call, 1.2 with it)."""
         np = self.np
         if isinstance(g, np.ndarray) and isinstance(x, np.ndarray) and \
                 x.flags.c_contiguous and not g.flags.c_contiguous:
@@ -138,10 +125,8 @@ class NumpyBackend(Backend):
         return super().layer_norm_backward(g, x, saved, scale, shift, axes, eps, dx)
 
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:
-        """By a stable sort of the ids and one ``add.reduceat`` per run of equal ids (each
-        row summed in the order ``add.at`` adds it): ``add.at`` goes element by element
-        (the GPT demo's embedding gradients, 2048 ids into 38 and 64 rows of 64: 2-4x
-        faster)."""
+        """By a stable sort and ``add.reduceat`` per run of equal ids (in ``add.at``'s order):
+        2-4x faster than ``add.at``, which goes element by element."""
         np = self.np
         if not (isinstance(ids, np.ndarray) and isinstance(rows, np.ndarray)) or \
                 ids.ndim != 1 or rows.ndim != 2 or len(ids) != len(rows) or not len(ids):
@@ -172,8 +157,7 @@ class NumpyBackend(Backend):
         return small if small is not None else super().amax(x, axes)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
-        """A constant pad as one fill and one copy: ``numpy.pad`` took 34-56 us a call on a
-        small CNN's 32x4x4x16 activation (its argument handling is Python), this 9-14 us."""
+        """One fill and one copy: ``numpy.pad`` took 34-56 us on a 32x4x4x16 array, this 9-14."""
         x = self.np.asarray(x)
         out = self.np.full([n + lo + hi for n, (lo, hi) in zip(x.shape, widths, strict=True)],
                            value, dtype=x.dtype)
@@ -196,11 +180,8 @@ class NumpyBackend(Backend):
         return opt_einsum.contract_expression(subscripts, *shapes)
 
     def windows(self, x: Any, axis: int, size: int, step: int) -> Any:
-        """The windows of ``sliding_window_view(x, size, axis)`` at every ``step``-th position,
-        built directly from the strides: the library function normalises and checks its
-        arguments in Python (19-22 us a call on a 32x6x6x16 array, eight calls in a small
-        CNN's training step), this 10-11 us, a step taking no second view.  Read-only, as
-        that view is."""
+        """``sliding_window_view``'s windows at every ``step``-th position from the strides
+        (read-only, as it is): it checks arguments in Python (19-22 us a call, this 10-11)."""
         from numpy.lib.stride_tricks import as_strided
 
         x = self.np.asarray(x)
@@ -226,13 +207,9 @@ def _ones(n: int, dtype: Any) -> Any:
 
 class _NumpyGemm:
     """A two-operand contraction as one batched GEMM, blocked when an operand is a big view.
-
-    ``tensordot`` copies a strided window view (convolution) into a matrix in the order the
-    axes are written, which can read memory against its grain, and copies it whole.  Here the
-    contracted axes are ordered by the view's strides (so the copy reads contiguous runs) and
-    the copy is done in blocks of the first free axis, each block multiplied while it is still
-    in cache and written straight into the output.
-    """
+    ``tensordot`` copies a strided window view whole, in the written order of its axes.  Here the
+    contracted axes are ordered by the view's strides (contiguous reads) and the copy goes in blocks
+    of the first free axis, each multiplied while in cache, into the output."""
 
     BLOCK_BYTES = 1 << 21
 
@@ -265,8 +242,7 @@ class _NumpyGemm:
         return run(x, y)
 
     def _layout(self, x: Any, y: Any) -> Callable[[Any, Any], Any]:
-        """The call on operands like ``x`` and ``y``, its permutations, shapes and blocks
-        worked out once per shapes, strides and dtypes (a training step repeats them)."""
+        """The call on operands like ``x`` and ``y``, worked out once per layout."""
         np, a, b = self.np, self.a, self.b
         # contracted axes in the order of x's memory: the copy then reads contiguous runs
         k = sorted(self.k, key=lambda c: -abs(x.strides[a.index(c)]))

@@ -18,6 +18,7 @@ __all__ = ["TorchBackend"]
 class TorchBackend(Backend):
     name = "torch"
     modules = ("torch",)
+    array_name = "Tensor"
     compiles = True
     permute_method = "permute"
     fused_axpy = True
@@ -32,19 +33,14 @@ class TorchBackend(Backend):
         return self.torch.inference_mode
 
     def scalar_operand(self, value: int | float) -> Any:
-        """A 0-d tensor, made once: torch wraps a Python number in a new tensor on every call
-        (~2 us, as much as the operation on a small array); a 0-d tensor promotes as the
-        number does (it never widens a dimensioned operand's dtype)."""
+        """A 0-d tensor: torch wraps a number in a new tensor every call (~2 us); a 0-d
+        tensor promotes as the number does."""
         t = self.torch
         return t.tensor(value, dtype=t.get_default_dtype() if isinstance(value, float)
                         else t.int64)
 
     def device_of(self, x: Any) -> str | None:
         return str(x.device)
-
-    @property
-    def array_type(self) -> type:
-        return self.torch.Tensor
 
     def device(self, name: str | None) -> Any:
         t = self.torch
@@ -68,9 +64,8 @@ class TorchBackend(Backend):
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
 
     def einsum(self, subscripts: str, *xs: Any) -> Any:
-        """``torch.einsum`` in the operands' promoted dtype, as ``numpy.einsum``: a sum of one
-        int8 operand comes back int8 (torch's widens to int64; the cast back wraps as the
-        int8 sum would), operands of mixed dtypes are promoted first (see _promoted)."""
+        """``torch.einsum`` in the operands' promoted dtype, as ``numpy.einsum`` (torch sums
+        int8 in int64; mixed dtypes: :meth:`_promoted`)."""
         t = self.torch
         try:
             out = t.einsum(subscripts, *xs)
@@ -80,10 +75,9 @@ class TorchBackend(Backend):
         return self._in_result_dtype(out, xs)
 
     def contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
-        # torch.einsum spends ~25 us in Python per call; a planned matmul costs ~3 us
+        # torch.einsum spends ~25 us in Python per call, a planned matmul ~3 us; sums in the
+        # operands' dtype (torch's ``sum`` widens int8); a diagonal is :meth:`einsum`
         einsum = functools.partial(self.torch.einsum, subscripts)
-        # sums in the operands' dtype, as torch.einsum's (an int8 ``sum`` widens to int64);
-        # what no matmul plans (a diagonal) is :meth:`einsum`, in the operands' dtype too
         plan = matmul_plan(self.torch.matmul, subscripts, shapes, self.result_dtype) or \
             functools.partial(self.einsum, subscripts)
 
@@ -100,10 +94,9 @@ class TorchBackend(Backend):
 
     def summed_contraction(self, subscripts: str, shapes: Sequence[tuple[int, ...]]
                            ) -> Callable[..., Any] | None:
-        """``(old, x, y) -> old + einsum(subscripts, x, y)`` by one ``addmm`` (the product
-        accumulates onto ``old``: no pass of its own for the sum, as autograd's gradient of
-        a fused projection), when the contraction is one 2-D matrix product of views whose
-        result has the layout of the output; else None.  Other dtypes take the plain sum."""
+        """``(old, x, y) -> old + einsum(subscripts, x, y)`` by one ``addmm`` (no pass of its
+        own for the sum), when the contraction is one 2-D matrix product of views in the
+        output's layout; else None.  Other dtypes take the plain sum."""
         g = gemm(subscripts, shapes)
         if g is None or g.pre is not None or g.perm is not None or g.copies or \
                 g.groups[0] or not g.groups[3]:
@@ -125,10 +118,9 @@ class TorchBackend(Backend):
 
     def _promoted(self, plan: Callable[..., Any], einsum: Callable[..., Any],
                   xs: Sequence[Any]) -> Any:
-        """A contraction that matmul refused: operands of mixed dtypes (int8 with float32)
-        in torch's promoted dtype, as ``torch.einsum`` does for products that reduce nothing
-        (its contractions refuse them); bool operands as NumPy's logical or of ands (torch
-        has no bool matmul).  Anything still refused raises torch's own error."""
+        """A contraction matmul refused: mixed dtypes in torch's promoted dtype (as
+        ``torch.einsum`` does for products that reduce nothing); bool operands as NumPy's or
+        of ands (torch has no bool matmul).  Else torch's own error."""
         t, dtype = self.torch, self.result_dtype(xs)
         if dtype == t.bool:
             return plan(*[x.to(t.float32) for x in xs]) > 0  # exact: sums of 0s and 1s
@@ -157,8 +149,7 @@ class TorchBackend(Backend):
 
     def conv(self, x: Any, w: Any, strides: Sequence[int], dilations: Sequence[int],
              pads: Sequence[tuple[int, int]], channels_last: bool = False) -> Any:
-        """torch's own convolution: ``x`` is (N, C, *spatial), ``w`` is (O, C, *kernel);
-        ``channels_last``: the result in channels-last memory (2-D and 3-D)."""
+        """``x`` (N, C, *spatial), ``w`` (O, C, *kernel); ``channels_last``: the result's layout."""
         F = self.torch.nn.functional
         fn = (F.conv1d, F.conv2d, F.conv3d)[len(strides) - 1]
         x, padding = self._padded(x, pads)
@@ -170,9 +161,8 @@ class TorchBackend(Backend):
     def conv_backward(self, g: Any, other: Any, shape: Sequence[int], of_input: bool,
                       strides: Sequence[int], dilations: Sequence[int],
                       pads: Sequence[tuple[int, int]]) -> Any:
-        """The gradient of :meth:`conv` for the input (``other`` is the kernel) or for the
-        kernel (``other`` is the input), from the result's gradient ``g``; ``shape`` is the
-        missing operand's, whose values the gradient does not need."""
+        """The gradient of :meth:`conv` for the input (``other``: the kernel) or the kernel
+        from ``g``; ``shape``: the missing operand's, whose values are not needed."""
         fmt = self._format(len(shape))
         if of_input:  # the template has the shape of the input as the kernel reads it
             x_shape = list(shape)
@@ -189,17 +179,15 @@ class TorchBackend(Backend):
     def conv_gradients(self, g: Any, x: Any, w: Any, strides: Sequence[int],
                        dilations: Sequence[int], pads: Sequence[tuple[int, int]]
                        ) -> tuple[Any, Any]:
-        """Both gradients of :meth:`conv` (input's, kernel's) by one backward call, as torch's
-        autograd takes them: one call costs less than two of :meth:`conv_backward`."""
+        """Both gradients of :meth:`conv` by one backward call (cheaper than two), as autograd."""
         return self._conv_grads(g, self._padded(x, pads)[0], w, list(x.shape), (True, True),
                                 strides, dilations, pads)
 
     def _conv_grads(self, g: Any, x: Any, w: Any, x_shape: list[int], mask: tuple[bool, bool],
                     strides: Sequence[int], dilations: Sequence[int],
                     pads: Sequence[tuple[int, int]]) -> tuple[Any, Any]:
-        """``convolution_backward`` for the gradients ``mask`` asks (``x`` already padded
-        where the pads are uneven, cut back to ``x_shape`` after), each in the memory layout
-        the forward gives (channels-last for 2-D and 3-D)."""
+        """``convolution_backward`` for the gradients ``mask`` asks (``x`` padded where the
+        pads are uneven, cut back to ``x_shape``), in the forward's memory layout."""
         nd, even = len(strides), _even(pads)
         gx, gw, _ = self.torch.ops.aten.convolution_backward(
             g, x, w, None, list(strides), even or [0] * nd, list(dilations), False, [0] * nd, 1,
@@ -219,8 +207,8 @@ class TorchBackend(Backend):
 
     def _padded(self, x: Any, pads: Sequence[tuple[int, int]], value: float = 0,
                 uneven: bool = False) -> tuple[Any, list[int]]:
-        """``x`` and the padding torch's kernels then take: ``pads`` themselves where even
-        (torch pads symmetrically) unless ``uneven``, else none after padding ``x`` by hand."""
+        """``x`` and the padding torch's kernels then take: ``pads`` where even (torch pads
+        symmetrically) unless ``uneven``, else none after padding ``x`` by hand."""
         even = None if uneven else _even(pads)
         if even is not None:
             return x, even
@@ -233,11 +221,9 @@ class TorchBackend(Backend):
     def max_pool(self, x: Any, kernel: Sequence[int], strides: Sequence[int],
                  dilations: Sequence[int], pads: Sequence[tuple[int, int]]
                  ) -> tuple[Any, Any]:
-        """torch's max pooling of ``x`` (N, C, *spatial); padding reads -inf (the neutral
-        element of max), uneven padding done by hand first.  With the result, what
-        :meth:`max_pool_backward` reuses: the maxima's places (as torch's autograd keeps
-        them, at no extra cost) and ``x``'s version, or None where the padding was done by
-        hand."""
+        """torch's max pooling of ``x`` (N, C, *spatial), uneven padding done by hand; with the
+        maxima's places and ``x``'s version for :meth:`max_pool_backward` (None where padded
+        by hand)."""
         wide = any(2 * lo > k for (lo, _), k in zip(pads, kernel, strict=True))  # torch refuses
         padded, padding = self._padded(x, pads, neutral_max(x.dtype), uneven=wide)
         y, where = self._pooling(len(kernel))(padded, list(kernel), list(strides), padding,
@@ -247,11 +233,9 @@ class TorchBackend(Backend):
     def max_pool_backward(self, g: Any, x: Any, saved: Any, kernel: Sequence[int],
                           strides: Sequence[int], dilations: Sequence[int],
                           pads: Sequence[tuple[int, int]]) -> Any | None:
-        """The gradient of :meth:`max_pool` for ``x`` from the result's gradient ``g``, by
-        torch's kernel (each window's to its first maximum), at the places ``saved`` by the
-        pooling of this ``x`` (found again where nothing was saved or ``x`` was written in
-        place since; an inference tensor has no version to tell, and a compiled routine
-        writes none of its values in place between a pooling and its gradient); ``None``
+        """The gradient of :meth:`max_pool` for ``x`` by torch's kernel, at the places
+        ``saved`` (found again where none were or ``x`` was written since; an inference
+        tensor has no version, and a routine writes none in place between the two); ``None``
         for a padding torch does not take."""
         pad = _even(pads)
         if pad is None or any(2 * p > k for p, k in zip(pad, kernel, strict=True)):
@@ -273,8 +257,7 @@ class TorchBackend(Backend):
         return (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
-        """torch's conv takes floating operands of one dtype on one device, with cells (an
-        empty axis, padded, is shorter than the kernel: the generic path's no windows)."""
+        """Floating operands of one dtype on one device, with cells (torch refuses no windows)."""
         return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device and \
             x.numel() > 0
 
@@ -293,14 +276,12 @@ class TorchBackend(Backend):
         return x.permute(*perm)
 
     def flatten(self, xs: Sequence[Any]) -> Any:
-        # one call for the views and the copy (what DistributedDataParallel's buckets use; a
-        # private function, so the public way stays as the fallback)
+        # one call (DistributedDataParallel's; private, so the public way is the fallback)
         fn = getattr(self.torch._C._nn, "flatten_dense_tensors", None)
         return fn(list(xs)) if fn is not None else self.torch.cat([x.reshape(-1) for x in xs])
 
     def splitter(self, shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[Any]]:
-        # one call makes every view (2.5x faster than slicing in Python); the templates only
-        # lend their sizes, so they live on the meta device and hold no memory
+        # one call makes every view (2.5x faster); templates on the meta device hold no memory
         unflatten = getattr(self.torch._C._nn, "unflatten_dense_tensors", None)
         if unflatten is None:
             return super().splitter(shapes)
@@ -309,15 +290,11 @@ class TorchBackend(Backend):
 
     def fused_update(self, rule: str, hyper: dict[str, Any],
                      shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | None:
-        """torch's fused optimizer kernels (``torch._fused_adam_``, ``_fused_adamw_``,
-        ``_fused_sgd_``: one pass over the elements, where tensig's code takes ten) on copies
-        of the parameters and state, which the kernels change in place and which are the new
-        arrays: each its own allocation, as a loaded array is, not a view into one flat copy
-        starting wherever the sizes before it end (a BLAS may pick its kernel, so its
-        rounding, by alignment: a resumed run could round otherwise).  They run
-        ``torch.optim``'s arithmetic (Adam's first moment by ``lerp``: equal to tensig's up
-        to rounding).  Declines (None) arrays of mixed or non-float dtypes; a kernel this
-        torch lacks for the device declines for good."""
+        """torch's fused optimizer kernels (one pass, where tensig's code takes ten) on copies
+        of the parameters and state, each its own allocation as a loaded array is (a BLAS
+        may round by alignment, so a view into one flat copy could resume otherwise).  Their
+        arithmetic is ``torch.optim``'s (equal to tensig's up to rounding).  Declines mixed
+        or non-float dtypes; a kernel missing for the device declines for good."""
         t = self.torch
         name = {"sgd": "_fused_sgd_", "adam": "_fused_adamw_" if hyper.get("decoupled")
                 else "_fused_adam_"}.get(rule)
@@ -361,10 +338,8 @@ class TorchBackend(Backend):
         return update
 
     def widen(self, x: Any, shape: Sequence[int]) -> Any:
-        """``x`` broadcast to ``shape`` as a contiguous copy on the CPU (see
-        :func:`tensig.execution.lowering._widening`), elsewhere as it is: by ``cat`` along each
-        widened axis, 3x faster than ``expand().contiguous()`` (4 us against 12 for a
-        32x4x4x16 pooled map doubled)."""
+        """``x`` broadcast to ``shape`` as a contiguous copy on the CPU, elsewhere as it is:
+        ``cat`` per widened axis, 3x faster than ``expand().contiguous()``."""
         if not x.is_cpu:
             return x
         have = tuple(x.shape)  # read once: each ``x.shape`` is a new object (a step calls this)
@@ -386,8 +361,7 @@ class TorchBackend(Backend):
         return self.torch.eye(n, dtype=self.torch.bool, device=like.device)
 
     def where(self, mask: Any, a: Any, b: Any) -> Any:
-        """``torch.where``; NumPy operands (the rank layer's) become tensors first, Python
-        scalars stay scalars (torch then keeps the tensor operand's dtype)."""
+        """``torch.where``; NumPy operands become tensors, scalars stay (keeping the dtype)."""
         a, b = (v if isinstance(v, int | float) else self.asarray(v) for v in (a, b))
         return self.torch.where(self.asarray(mask), a, b)
 
@@ -401,9 +375,6 @@ class TorchBackend(Backend):
     def to_numpy(self, x: Any) -> Any:
         return x.detach().cpu().numpy()
 
-    def flip(self, x: Any, axis: int) -> Any:
-        return self.torch.flip(x, (axis,))
-
     def concat(self, xs: Sequence[Any], axis: int) -> Any:
         return self.torch.cat([self.asarray(x) for x in xs], dim=axis)  # it promotes dtypes
 
@@ -414,7 +385,7 @@ class TorchBackend(Backend):
         return self.torch.arange(n, device=getattr(like, "device", None))
 
     def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
-        """A new tensor of ``value`` in torch's dtype for it, on ``like``'s device."""
+        """A new tensor of ``value`` in its own dtype, on ``like``'s device."""
         return self.torch.full(tuple(shape), value, device=getattr(like, "device", None))
 
     def result_dtype(self, xs: Sequence[Any]) -> Any:
@@ -448,8 +419,7 @@ class TorchBackend(Backend):
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],
                  value: Any) -> Any:
-        """``masked_scatter_`` of the concatenated rows: 1.5x faster than ``pad_sequence``
-        (which copies row by row) on 10,000 rows (bench/bench_padding.py)."""
+        """``masked_scatter_``: 1.5x faster than ``pad_sequence`` on 10,000 rows."""
         flat = self.torch.cat(list(seqs))
         out = self.torch.full((*mask.shape, *trailing), value, dtype=flat.dtype,
                               device=flat.device)
@@ -468,10 +438,8 @@ class TorchBackend(Backend):
         return self.torch.ops.aten.threshold_backward(g, a, 0)  # it broadcasts
 
     def gelu(self, v: Any) -> Any:
-        """On the CPU ``v sigmoid(2 sqrt(2/pi) (v + 0.044715 v^3))``, the same function
-        (``(1 + tanh(z)) / 2`` is ``sigmoid(2z)``) in five in-place passes over one new
-        tensor: torch's tanh kernel is slow on the CPU (2.4 ms for the GPT's 2048x256
-        activation, one thread; the sigmoid form 1.6 ms, equal within float32 rounding)."""
+        """On the CPU as ``v sigmoid(2z)`` (``(1 + tanh z) / 2`` is ``sigmoid(2z)``) in place:
+        torch's CPU tanh is slow (2.4 ms for the GPT's 2048x256, this 1.6 ms)."""
         if not hasattr(v, "shape"):
             return super().gelu(v)
         if v.device.type != "cpu" or not v.dtype.is_floating_point or v.requires_grad:
@@ -513,8 +481,7 @@ class TorchBackend(Backend):
 
     def layer_norm(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...], eps: float
                    ) -> tuple[Any, ...]:
-        """``native_layer_norm`` with its weight and bias: the affine step inside the kernel
-        (torch's ``nn.LayerNorm``), not two more passes and their gradients."""
+        """``native_layer_norm`` with its weight and bias: the affine step in the kernel."""
         rows = self._rows(x, scale, shift, axes)
         if rows is None:
             return super().layer_norm(x, scale, shift, axes, eps)
@@ -534,8 +501,7 @@ class TorchBackend(Backend):
         return gx, gs.reshape(scale.shape), gb.reshape(shift.shape)
 
     def _rows(self, x: Any, scale: Any, shift: Any, axes: tuple[int, ...]) -> list[int] | None:
-        """The normalised shape when torch's layer-norm kernels take these arrays: trailing
-        axes, one floating dtype and device for all three (``None``: no scale, no shift)."""
+        """The normalised shape where torch's layer-norm kernels take these arrays, else None."""
         if not axes or axes != tuple(range(x.dim() - len(axes), x.dim())) or \
                 not x.dtype.is_floating_point or any(
                     t is not None and (t.dtype != x.dtype or t.device != x.device)
@@ -545,9 +511,7 @@ class TorchBackend(Backend):
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float
                   ) -> tuple[Any, Any]:
-        """torch's fused CPU kernel (flash attention: the scores are never stored), on
-        ``(N, H, T, E)`` views of tensig's ``(..., T, H, E)`` arrays; elsewhere (CUDA, a torch
-        without it, value heads of another size) the blocked math of the base class."""
+        """torch's fused CPU flash attention on views; elsewhere the base class's blocked math."""
         kernels = self._attention_kernels(q, v, mask)
         if kernels is None:
             return super().attention(q, k, v, mask, causal, scale)
@@ -572,10 +536,8 @@ class TorchBackend(Backend):
         return getattr(self.torch, name)(a, *others, out=a)
 
     def cross_entropy(self, logits: Any, ids: Any, ignore: int) -> tuple[Any, Any, Any]:
-        """``log_softmax`` and ``nll_loss``, the kernels ``F.cross_entropy`` runs: the record
-        keeps the log-probabilities as rows and the kernel's count of ids (its total
-        weight).  On the CPU only (elsewhere the generic kernel): an id out of range there is
-        checked by :mod:`tensig.execution.ir`, on an accelerator it would stop the device."""
+        """``log_softmax`` and ``nll_loss`` as ``F.cross_entropy`` runs them, on the CPU only
+        (an id out of range would stop an accelerator)."""
         if logits.device.type != "cpu" or not logits.dtype.is_floating_point:
             return super().cross_entropy(logits, ids, ignore)
         logp = self.torch.log_softmax(logits.reshape(-1, logits.shape[-1]), 1)
@@ -594,8 +556,7 @@ class TorchBackend(Backend):
         return self.torch._log_softmax_backward_data(d, logp, 1, logp.dtype)
 
     def _attention_kernels(self, q: Any, v: Any, mask: Any) -> tuple[Any, Any] | None:
-        """torch's CPU flash-attention forward and backward when they take these arrays,
-        else None."""
+        """torch's CPU flash-attention kernels when they take these arrays, else None."""
         if q.device.type != "cpu" or q.dtype not in (self.torch.float32, self.torch.float64) \
                 or v.shape[-1] != q.shape[-1] or (mask is not None and mask.dtype != q.dtype):
             return None
@@ -605,9 +566,8 @@ class TorchBackend(Backend):
 
     def batch_norm(self, x: Any, mean: Any, var: Any, scale: Any, shift: Any, training: bool,
                    momentum: float, eps: float) -> tuple[Any, ...]:
-        """torch's kernel, one call: its functional form gives the moved running statistics
-        as new tensors (a routine never writes into an array it did not make: a refused step
-        puts the old ones back; 10 us faster than two copies and the in-place kernel)."""
+        """torch's kernel; the functional form gives the moved running statistics as new
+        tensors (a routine never writes into an array it did not make)."""
         aten = self.torch.ops.aten
         if not training:
             y = aten.native_batch_norm(x, scale, shift, mean, var, False, momentum, eps)[0]
@@ -626,8 +586,7 @@ class TorchBackend(Backend):
             [wanted[0], wanted[1], wanted[1]]))
 
     def float_mask(self, op: str, x: Any, y: Any, shape: tuple[int, ...], like: Any) -> Any:
-        """On the CPU only (elsewhere a boolean mask is as fast).  torch's comparisons are
-        ``lt``, ``le``, ``eq``, ``ne`` themselves (its ``equal`` compares whole tensors)."""
+        """On the CPU only (elsewhere a boolean mask is as fast)."""
         if not (like.dtype.is_floating_point and like.device.type == "cpu"):
             return None
         out = self.torch.empty(shape, dtype=like.dtype)
@@ -644,9 +603,7 @@ class TorchBackend(Backend):
 
 @functools.lru_cache(maxsize=64)
 def _template(shape: tuple[int, ...], dtype: Any, device: Any, fmt: Any) -> Any:
-    """An array standing for an operand whose values a gradient does not read (only its shape
-    and layout), made once per shape, dtype, device and layout; each holds memory, so the cache
-    is bounded."""
+    """An operand whose values a gradient does not read, made once (bounded: each holds memory)."""
     import torch
 
     return torch.empty(shape, dtype=dtype, device=device, memory_format=fmt)
@@ -663,15 +620,12 @@ def _even(pads: Sequence[tuple[int, int]]) -> list[int] | None:
 
 
 def _heads4(x: Any) -> Any:
-    """tensig's ``(..., T, H, E)`` as the ``(N, H, T, E)`` torch's attention kernels take:
-    leading axes merged (a view of a contiguous array), heads before positions (a view)."""
+    """tensig's ``(..., T, H, E)`` as the ``(N, H, T, E)`` torch's kernels take (views)."""
     return x.reshape((-1, *x.shape[-3:])).transpose(1, 2)
 
 
 def _mask4(mask: Any, q: Any) -> Any:
-    """An additive mask broadcasting onto ``(..., Tq, H, Tk)`` as one broadcasting onto the
-    kernels' ``(N, H, Tq, Tk)``: no copy unless it varies along some but not all of the
-    leading axes."""
+    """A mask broadcasting onto ``(..., Tq, H, Tk)`` as one onto ``(N, H, Tq, Tk)``."""
     if mask is None:
         return None
     m = mask.transpose(-3, -2)

@@ -1,16 +1,11 @@
 """Lowering one assignment: ``result accum= combine(operands)`` under its projections.
 
-An assignment's projections (:attr:`tensig.core.inference.Inferred.layout`: the operands'
-axis uses, then the result's) may put windows and concatenations on either side.  Read-side
-views are :func:`tensig.execution.lowering.build_plan`'s; this module adds the written side:
-a result axis written through a window (``x`` of ``oh<+kh`` receiving a convolution's
-gradient) is one more view -- the value is computed over (output position, kernel position)
-pairs, then scatter-added into the strided positions, overlapping windows adding up (a loop
-over kernel positions only, vectorised over everything else).
-
-So a convolution's gradients are the operation's own projections read backwards (OCANNL's
-way): the kernel's gradient is an einsum whose operands keep their windows, the input's a
-write through them (or the backend's own convolution backward: :func:`_conv_backward`).
+Read-side views are :func:`tensig.execution.lowering.build_plan`'s; this module adds the
+written side: a result axis written through a window (``x`` of ``oh<+kh`` receiving a
+convolution's gradient) is computed over (output position, kernel position) pairs, then
+scatter-added into the strided positions (a loop over kernel positions only).  So a
+convolution's gradients are its own projections read backwards (OCANNL's way), or the
+backend's own convolution backward (:func:`_conv_backward`).
 """
 
 from __future__ import annotations
@@ -35,12 +30,9 @@ __all__ = ["lower_assignment"]
 
 def lower_assignment(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                      anchor: int | None = None) -> Plan:
-    """The plan of one operation under ``inferred``'s projections, windows on the written
-    side included: what eager calls and compiled routines run (``plan.run(arrays)``, the
-    whole result).  ``op`` is an einsum-family operator, or any expression of the operands
-    (:class:`~tensig.execution.lowering.Pointwise`: a gradient's gate).  :class:`ShapeError`
-    (a ``ValueError``) when a window is written beside a fixed index or a concatenation, or
-    by a max reduction.  ``anchor``: as :func:`~tensig.execution.lowering.build_plan`'s."""
+    """The plan of one operation under ``inferred``'s projections, windows on the written side
+    included: what eager calls and compiled routines run.  ``op``: an einsum-family operator
+    or a :class:`~tensig.execution.lowering.Pointwise`; ``anchor``: as ``build_plan``'s."""
     split = split_merges(inferred)
     if split is not None:  # merged axes: reshapes around the plan of their factors
         inner = lower_assignment(split.inferred, op, backend, anchor).run
@@ -108,10 +100,9 @@ def _or(fast: Callable[[Sequence[Any]], Any | None], slow: Callable[[Sequence[An
 
 def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Pointwise,
                    backend: Backend) -> Callable[[Sequence[Any]], Any | None] | None:
-    """The assignment as a convolution's gradient by the backend's own convolution backward:
-    two operands multiplied and summed, where the result and one operand are a convolution's
-    input and kernel and the other operand its output (in some roles).  ``arrays -> value``,
-    ``None`` from the callable for arrays the backend's convolution does not take."""
+    """The assignment as a convolution's gradient by the backend's own backward, where the
+    result and one operand are a convolution's input and kernel and the other its output:
+    ``arrays -> value``, ``None`` from it for arrays the backend does not take."""
     if op.combine != "mul" or op.accum != "+" or len(layout) != 3:
         return None
     result = layout[2]
@@ -133,10 +124,8 @@ def _conv_backward(layout: tuple[tuple[AxisUse, ...], ...], op: Operator | Point
 
 def _scatter_pairs(uses: tuple[AxisUse, ...], dims: list[int], p_ndim: int
                    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    """For each kernel position of a written side ``uses``: the strided slice of the windowed
-    axes it writes, and the matching slice of the value -- computed once.  The value has one
-    axis per written axis and one per window's kernel, right after its own axis
-    (``lower_assignment``'s expansion)."""
+    """For each kernel position of a written side ``uses``: the strided slice it writes, and
+    the value's matching slice (a window's kernel axis right after its own)."""
     specs, pos = [], 0  # (axis, output and kernel positions in the value, window geometry)
     for axis, u in enumerate(uses):
         ix = u.index

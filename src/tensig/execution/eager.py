@@ -1,11 +1,9 @@
 """The eager API: the notation runs on NumPy (default), PyTorch, JAX and Dask arrays.
 
-One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS`, spec first,
-then the arrays; the table declares what each computes, and each function's docstring is made
-from its entry.  Shapes are inferred and checked by the core (:func:`tensig.infer`) before any
-computation; the call is lowered once per (spec, shapes, options, backend adapter) into backend
-calls -- as one assignment under the solve's projections
-(:func:`~tensig.execution.assignment.lower_assignment`, the lowering compiled routines use) --
+One function per einsum-family operator of :data:`tensig.execution.ir.OPERATORS` (spec
+first, then the arrays; its docstring made from its entry).  Shapes are inferred and checked
+before any computation; the call is lowered once per (spec, shapes, options, adapter) as one
+assignment (:func:`~tensig.execution.assignment.lower_assignment`, as compiled routines are)
 and cached, so a repeated call costs a dictionary lookup plus the backend's own work.
 
 >>> import numpy as np
@@ -34,19 +32,8 @@ from tensig.execution.assignment import lower_assignment
 from tensig.execution.ir import OPERATORS
 from tensig.execution.lowering import Letters, Plan, split_merges
 
-__all__ = [
-    "RowArray",
-    "concat",
-    "einmax1",
-    "einsum",
-    "einsum1",
-    "einsum_path",
-    "numpy_subscripts",
-    "outer_sum",
-    "register_tensor_type",
-    "rows",
-    "tropical",
-]
+__all__ = ["RowArray", "concat", "einmax1", "einsum", "einsum1", "einsum_path", "numpy_subscripts",
+           "outer_sum", "register_tensor_type", "rows", "tropical"]
 
 
 class RowArray:
@@ -67,8 +54,7 @@ class RowArray:
         if shape.int_dims != dims:
             raise ValueError(f"array of shape {dims} does not have the sizes of {shape} "
                              f"(memory order batch, output, input: {shape.dims})")
-        self.array = array
-        self.rows = shape
+        self.array, self.rows = array, shape
 
     @property
     def __tensig_shape__(self) -> Shape:
@@ -117,33 +103,23 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 _PLANS: dict[tuple[Any, ...], Plan] = {}
 _PLANS_MAX = 4096
 
-#: Tensor types of later layers that answer the eager functions themselves
-#: (:func:`register_tensor_type`): this module imports none of them, and the hot path pays one
-#: dict lookup by type.
+#: tensor types of later layers that answer the eager functions (:func:`register_tensor_type`)
 _HANDLERS: dict[type, Callable[..., Any]] = {}
 
 
 def register_tensor_type(cls: type, handler: Callable[..., Any]) -> None:
-    """Route every eager call whose first operand is a ``cls`` to
-    ``handler(op, spec, xs, options)``: ``op`` the eager function's name, ``options`` the
-    keywords given (``params``, ``use_padding``, ``capture``, ``sizes``) that are not None.
-    The model layer registers its lazy tensors, so ``tensig.einsum(spec, x, w)`` on graph
-    tensors builds a graph node.
-    """
+    """Route every eager call whose first operand is a ``cls`` to ``handler(op, spec, xs,
+    options)`` (``options``: the keywords given that are not None): the model layer's lazy
+    tensors build a graph node."""
     _HANDLERS[cls] = handler
 
 
 def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | None,
           use_padding: bool | None, capture: Sequence[str] | None,
           sizes: Mapping[str, int] | None = None) -> Any:
-    """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.
-    Graph tensors (:class:`tensig.model.graph.Tensor`) build a graph node instead.
-
-    This is the hot path of every eager call: one pass over the operands, one dict lookup.
-    A plan is keyed by the adapter each operand resolves to (:func:`backend_for`, cached by
-    type), not by its type: the types one adapter takes (a subclass, a JAX tracer) share
-    plans, and registering another adapter for a type makes new ones.
-    """
+    """Look the plan up by (op, spec, shapes, adapters, options); build it on a miss.  The hot path
+    of every eager call: one pass over the operands, one dict lookup.  Keyed by each operand's
+    adapter, not its type: the types one adapter takes share plans."""
     if xs and type(xs[0]) in _HANDLERS:
         options = {"params": params, "use_padding": use_padding, "capture": capture,
                    "sizes": sizes}
@@ -194,10 +170,9 @@ _SUBSCRIPTS = re.compile(r"[A-Za-z ]*(?:,[A-Za-z ]*)*(?:->[A-Za-z ]*)?|[A-Za-z]*
 def numpy_subscripts(spec: str) -> str | None:
     """A NumPy subscripts string as a tensig spec, or None when ``spec`` is not one.
 
-    Taken only where tensig's own notation has no meaning (no ``=>``): ``"ij,jk->ik"``
-    (NumPy's explicit mode), and NumPy's implicit mode ``"ij,jk"`` or ``"ij;jk"``, whose
-    result is the labels that occur once, sorted (``ik``).  Commas here separate operands,
-    as in NumPy, not axes: a spec with ``=>`` is tensig's notation, unchanged.
+    Only without ``=>`` (tensig's notation): NumPy's explicit ``"ij,jk->ik"`` and implicit
+    ``"ij,jk"`` or ``"ij;jk"`` modes (the result: the labels occurring once, sorted); commas
+    separate operands, as in NumPy.
 
     >>> numpy_subscripts("ij,jk"), numpy_subscripts("ba,ca->bc"), numpy_subscripts("i;j=>ij")
     ('ij;jk=>ik', 'ba;ca=>bc', None)
@@ -213,9 +188,8 @@ def numpy_subscripts(spec: str) -> str | None:
 
 
 def _array_like(x: Any) -> Any:
-    """Nested lists and Python numbers become NumPy arrays, as ``numpy.einsum`` reads them
-    (``einsum("i;i=>", [1, 2], [3, 4])``); tuples stay refused, since a tuple is a shape
-    everywhere else in tensig."""
+    """Nested lists and numbers as NumPy arrays, as ``numpy.einsum`` reads them; tuples stay
+    refused (a tuple is a shape everywhere else in tensig)."""
     if isinstance(x, list | int | float | complex):
         return np.asarray(x)
     return x
@@ -238,10 +212,8 @@ def _plan(op: str, spec: str, xs: Sequence[Any], arrays: list[Any],
 
 
 def _zero_d(plan: Plan, backend: Any) -> Plan:
-    """A plan whose 0-d result is an array: NumPy's reductions to no axes give scalars
-    (``numpy.float64``), which neither carry on as arrays nor match what a compiled routine
-    stores.  (Only NumPy's: the other libraries' reductions give 0-d arrays, so their plans,
-    ``direct`` fast path included, stay as they are.)"""
+    """A plan whose 0-d result is an array: NumPy's reductions to no axes give scalars, which
+    do not match what a compiled routine stores (other libraries give 0-d arrays)."""
     run, direct = plan.run, plan.direct
     return replace(plan, run=lambda arrays: backend.asarray(run(arrays)),
                    direct=None if direct is None else
@@ -249,8 +221,7 @@ def _zero_d(plan: Plan, backend: Any) -> Plan:
 
 
 def _documented(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The docstring of the eager function of an operator: from its entry in
-    :data:`~tensig.execution.ir.OPERATORS`, with what the function's own docstring adds."""
+    """The eager function's docstring from its operator's entry, plus its own."""
     fn.__doc__ = OPERATORS[fn.__name__].docstring(fn.__doc__)
     return fn
 
@@ -315,14 +286,12 @@ def _numpy_keywords(spec: str, xs: Sequence[Any], out: Any, dtype: Any, optimize
 
 def einsum_path(spec: str, *xs: Any, sizes: Mapping[str, int] | None = None
                 ) -> tuple[list[Any], str]:
-    """The contraction order for an einsum of three or more operands, as opt_einsum (or,
-    without it, ``numpy.einsum_path``) chooses it for these shapes: ``(path, report)``.
+    """The contraction order for an einsum of three or more operands, as opt_einsum (or
+    ``numpy.einsum_path``) chooses it for these shapes (arrays or tuples): ``(path, report)``.
 
-    Reads shapes only (operands may be arrays or shape tuples).  Merged axes (``(h, e)``)
-    are split first, as the einsum runs them (a reshape around one contraction): the path
-    and report are the reshaped operation's, and the report's first line says so.  Other
-    axes must be plain labels (convolution, fixed and concatenated axes are not lowered to
-    one contraction).  ``sizes`` gives what no operand determines, as in :func:`einsum`.
+    Merged axes are split first, as the einsum runs them (the report's first line says so);
+    other axes must be plain labels (windows, fixed and concatenated axes are not one
+    contraction).  ``sizes``: as in :func:`einsum`.
 
     >>> import numpy as np
     >>> path, _ = einsum_path("ij;jk;kl=>il", (2, 30), (30, 40), (40, 5))

@@ -1,17 +1,14 @@
 """The assignment IR (OCANNL's ``%cd`` layer): ``lhs accum= op(rhs1, rhs2, ...)``.
 
 An :class:`Assign` (``lhs accum= expr``, OCANNL's ``:`` as ``init``) carries its
-:class:`Projections`: how the loops index each buffer (the axis uses of
-:mod:`tensig.core.projections`).  Buffers (:class:`Buf`) are a tensor's value or gradient
-(``t.val`` / ``t.grad``), a gradient indexed as its tensor.  A graph operation's code carries
-the projections the graph's solve produced for it (``t.projections``), forward and backward.
+:class:`Projections`: how the loops index each buffer (:mod:`tensig.core.projections`).
+Buffers (:class:`Buf`) are a tensor's value or gradient, a gradient indexed as its tensor.
 
-The builder (:meth:`Code.assign`) is the README's "The model layer" IR item: a logic
-(``"."`` pointwise, ``"@"`` compose, ``"T"`` transpose, or an einsum spec) relates the
-left-hand side to the expression's buffers, in order.  The primitives and their exact
-semantics (the doc's interpretation functions) live in :data:`UNARY`, :data:`BINARY` and
-:data:`TERNARY`, written once over array namespaces; NaN propagates through ``relu`` and passes
-``relu_gate`` (as in PyTorch): a diverged value should stay visible, not be silently clipped.
+The builder (:meth:`Code.assign`) relates the left-hand side to the expression's buffers by a
+logic (``"."`` pointwise, ``"@"`` compose, ``"T"`` transpose, or an einsum spec).  The
+primitives' exact semantics live in :data:`UNARY`, :data:`BINARY`, :data:`TERNARY` and
+:data:`WHOLE`, written once over array namespaces; NaN propagates through ``relu`` and passes
+``relu_gate`` (as in PyTorch): a diverged value should stay visible.
 """
 
 from __future__ import annotations
@@ -43,25 +40,9 @@ from tensig.core.inference import (
 )
 from tensig.core.projections import AxisUse
 
-__all__ = [
-    "ACCUMULATORS",
-    "BINARY",
-    "COMPARISONS",
-    "OPERATORS",
-    "RECORDS",
-    "TERNARY",
-    "UNARY",
-    "WHOLE",
-    "Assign",
-    "Buf",
-    "Code",
-    "Expr",
-    "Operator",
-    "Projections",
-    "buffers_of",
-    "ops_of",
-    "prim",
-]
+__all__ = ["ACCUMULATORS", "BINARY", "COMPARISONS", "OPERATORS", "RECORDS", "TERNARY", "UNARY",
+           "WHOLE", "Assign", "Buf", "Code", "Expr", "Operator", "Projections", "buffers_of",
+           "ops_of", "prim"]
 
 
 def _binary(op: str) -> Callable[[Buf, Any], Expr]:
@@ -157,12 +138,9 @@ def buffers_of(e: Any) -> list[Buf]:
 
 
 class Projections:
-    """The projections of one operation over its tensors (``args``, then ``result``).
-
-    ``solve() -> Inferred`` gives them (a graph tensor's: read from the graph's solve);
-    without it they follow from ``logic`` and the tensors' shapes.  Resolved when compiled,
-    once per set of shapes; each tensor's axis uses by tensor id (:meth:`uses`).
-    """
+    """The projections of one operation over its tensors (``args``, then ``result``): from
+    ``solve() -> Inferred`` (a graph's), else from ``logic`` and the shapes; resolved once per
+    set of shapes."""
 
     __slots__ = ("_cached", "_solve", "args", "logic", "result")
 
@@ -240,9 +218,8 @@ class Code:
 
     def assign(self, lhs: Buf, expr: Expr | Buf | float, *, accum: str | None = None,
                init: bool = False, logic: str | Projections = ".") -> Code:
-        """Append ``lhs accum= expr`` under ``logic``: a logic string relates ``lhs`` to the
-        expression's buffers in order; :class:`Projections` (an operation's) are used as
-        they are."""
+        """Append ``lhs accum= expr`` under ``logic`` (relating ``lhs`` to the expression's
+        buffers in order), or an operation's :class:`Projections` as they are."""
         if not isinstance(expr, Expr):
             expr = Expr("id", (expr,))
         proj = logic if isinstance(logic, Projections) else Projections(
@@ -264,17 +241,10 @@ class Code:
         return "\n".join(map(repr, self.items)) or "(no code)"
 
 
-# --------------------------------------------------------------------------------------------
-# Primitive semantics, over an array namespace ``xp`` (numpy, torch, jax.numpy)
-# --------------------------------------------------------------------------------------------
-
-
+# -- primitive semantics, over an array namespace ``xp`` (numpy, torch, jax.numpy) -------------
 def _integer_power(xp: Any, base: Any, exponent: float) -> Any:
-    """Integral powers by squaring, then a reciprocal for negative exponents.
-
-    Exponent zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and of
-    infinity (both follow from multiplication).
-    """
+    """Integral powers by squaring, then a reciprocal for negative exponents: exponent zero
+    gives 1 even for zero or NaN bases; odd powers keep the sign of zero and infinity."""
     magnitude, b = int(abs(exponent)), base
     result = xp.ones_like(base) if hasattr(xp, "ones_like") else base * 0 + 1
     while magnitude:
@@ -293,8 +263,7 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
 
 
 def _relu(xp: Any, v: Any) -> Any:
-    """:meth:`~tensig.backends.base.Backend.relu` (NaN propagates, ``relu(-0.0)`` is
-    ``-0.0``), on a number too."""
+    """The backend's ``relu`` (NaN propagates, ``relu(-0.0)`` is ``-0.0``), on a number too."""
     if not hasattr(v, "shape"):
         return v if v != v or v >= 0 else 0.0
     return backend_of_namespace(xp).relu(v)
@@ -313,23 +282,18 @@ def _relu_gate(xp: Any, a: Any, g: Any) -> Any:
 
 
 def select(xp: Any, keep: Any, a: Any, b: Any) -> Any:
-    """``where(keep, a, b)`` for a boolean (or 0/1) ``keep``.
-
-    ``where`` with a data-dependent mask runs at branch-misprediction speed on CPUs (~6 ns an
-    element on this project's machines, 20x a multiply), so ``b == 0`` multiplies ``a`` by the
-    mask instead -- exact when ``a`` is finite (0 * inf is NaN), which a check makes sure of,
-    except that the sign of a masked-off zero is unspecified (-0.0 under a negative ``a``
-    here, +0.0 from torch's ReLU backward): equal to 0, different only as a divisor.
-    """
+    """``where(keep, a, b)`` for a boolean (or 0/1) ``keep``.  ``where`` with a data-dependent mask
+    runs at branch-misprediction speed on CPUs (~6 ns an element, 20x a multiply), so ``b == 0``
+    multiplies ``a`` by the mask instead: exact for a finite ``a`` (checked), but for the sign of a
+    masked-off zero (different only as a divisor)."""
     if isinstance(b, int | float) and b == 0 and hasattr(a, "shape") and _finite(xp, a):
         return a * keep
     return xp.where(keep != 0, a, b)
 
 
 def _finite(xp: Any, a: Any) -> bool:
-    """Whether every element of ``a`` is finite, cheaply: an infinity or NaN makes the sum
-    non-finite (an overflowing sum only costs the exact slow path).  Never on an accelerator,
-    where reading the answer would wait for the device (and ``where`` is fast there)."""
+    """Whether every element of ``a`` is finite, by its sum (an overflow only costs the slow
+    path).  Never on an accelerator, where reading would wait (and ``where`` is fast)."""
     if not backend_of_namespace(xp).on_host(a):
         return False
     return math.isfinite(float(a.sum()))
@@ -344,17 +308,15 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
 
 @functools.lru_cache(maxsize=1024)
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcast of two shapes, remembered: a compiled step meets the same few shapes
-    every call (``numpy.broadcast_shapes`` makes two arrays to answer: 4.5 us a call for two
-    6-axis shapes, torch's own ``broadcast_shapes`` 38 us, a remembered answer 0.4 us)."""
+    """NumPy's broadcast of two shapes, remembered: a compiled step meets the same shapes every
+    call (``numpy.broadcast_shapes``: 4.5 us, torch's 38 us, remembered 0.4 us)."""
     return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
 
 
 def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
-    """``where(op(x, y), a, b)`` with the comparison's mask used directly (no 1.0 / 0.0
-    numbers and back).  On the CPU the comparison writes a mask of ``a``'s float dtype, which
-    then takes the product in place: on torch's kernels 4x faster than a boolean mask, on
-    NumPy's a quarter faster than multiplying by booleans (no second array either)."""
+    """``where(op(x, y), a, b)`` with the comparison's mask used directly.  On the CPU it is
+    written in ``a``'s float dtype, which takes the product in place: on torch 4x faster than
+    a boolean mask, on NumPy a quarter faster."""
     mask = None
     if hasattr(a, "shape") and hasattr(x, "shape") and hasattr(y, "shape"):
         shape = _broadcast(x.shape, y.shape)
@@ -368,11 +330,10 @@ def select_where(xp: Any, op: str, x: Any, y: Any, a: Any, b: Any) -> Any:
 
 
 def first_max(xp: Any, v: Any, m: Any) -> Any:
-    """1 where ``v`` equals ``m`` at the first such cell (row-major) of each block of cells
-    that ``m`` is broadcast over, else 0: the gradient gate of a max reduction, ``v`` the
-    reduced values (in the product space) and ``m`` their maximum.  A tie's gradient goes to
-    its first maximum only, as torch's and JAX's max pooling route it (so the gradient sums
-    to the result's, where gating every tied cell would multiply it)."""
+    """1 where ``v`` equals ``m`` at the first such cell (row-major) of each block that ``m``
+    is broadcast over, else 0: a max reduction's gradient gate.  A tie's gradient goes to its
+    first maximum only, as torch's and JAX's max pooling route it (gating every tied cell
+    would multiply it)."""
     return _f(xp, first_mask(xp, v, m), v, m)
 
 
@@ -387,9 +348,8 @@ def first_mask(xp: Any, v: Any, m: Any) -> Any:
     axes = tuple(k for k, (n, o) in enumerate(zip(shape, own, strict=True)) if o == 1 < n)
     if not axes:
         return hit
-    # the cells of a block ranked first to last, highest first: a hit's rank is the block's
-    # highest at its first hit only (slices and maxima, never a reduction loop over a tiny
-    # axis per block, nor a copy to put the block's axes last; small integers: half the time)
+    # a block's cells ranked highest first: a hit's rank is the block's highest at its first
+    # hit only (by maxima, not a loop over a tiny axis nor a copy; small integers: half the time)
     backend = backend_of_namespace(xp)
     block = [n if k in axes else 1 for k, n in enumerate(shape)]
     cells = math.prod(block)
@@ -402,10 +362,8 @@ def first_mask(xp: Any, v: Any, m: Any) -> Any:
 
 
 def _f(xp: Any, x: Any, *operands: Any) -> Any:
-    """Booleans as the number type of the computation (1 / 0 in the first array operand's
-    dtype: NumPy's ``bool * 1.0`` is float64, which would leak into a float32 graph and make
-    it compute otherwise than on torch; integers stay integers, as the graph marks them).
-    A cast, not a product with a 0-d one: no array made per call."""
+    """Booleans as 1 / 0 in the first non-bool operand's dtype (NumPy's ``bool * 1.0`` is
+    float64, which would leak into a float32 graph), by a cast: no array made per call."""
     for o in operands:
         dtype = getattr(o, "dtype", None)
         if dtype is not None and not str(dtype).endswith("bool"):  # booleans become numbers
@@ -464,8 +422,7 @@ TERNARY: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
 
 @dataclass(frozen=True)
 class Out:
-    """What a :data:`WHOLE` primitive knows of its result: the left-hand side's shape, and
-    whether the store runs in training mode (dropout draws only then)."""
+    """What a :data:`WHOLE` primitive knows of its result: its shape, the training mode."""
 
     shape: tuple[int, ...]
     training: bool = True
@@ -479,8 +436,8 @@ _DEFERRED: contextvars.ContextVar[list[tuple[Any, Any, str]] | None] = contextva
 
 @contextlib.contextmanager
 def deferred_checks() -> Iterator[list[tuple[Any, Any, str]]]:
-    """Collect the checks that steps traced inside the block defer (see :func:`_check_ids`):
-    the traced function returns their flags, and its caller raises for a failed one."""
+    """Collect the checks traced steps defer (:func:`_check_ids`): the traced function returns
+    their flags, and its caller raises for a failed one."""
     checks: list[tuple[Any, Any, str]] = []
     token = _DEFERRED.set(checks)
     try:
@@ -490,11 +447,10 @@ def deferred_checks() -> Iterator[list[tuple[Any, Any, str]]]:
 
 
 def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> Any:
-    """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
-    (NumPy reads ``-1`` as the last row).  On the CPU only: reading an accelerator's answer
-    would wait for it (torch checks its own gathers there).  Traced ids are checked when the
-    compiled function runs (:func:`deferred_checks`), a lazy library's when it computes
-    (the ids returned, to be used in their place: Dask would wrap or drop a bad id)."""
+    """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around.
+    On the host only (reading would wait for an accelerator); traced ids are checked when the
+    function runs (:func:`deferred_checks`), a lazy library's when it computes (the ids
+    returned, to be used in their place)."""
     backend = backend_of_namespace(xp)
     if backend.lazy:
         return ids.map_blocks(check_ids, n, what, ignore)
@@ -517,10 +473,8 @@ def _take(xp: Any, out: Out, table: Any, ids: Any) -> Any:
 
 
 def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
-    """The gradient of :func:`_take`: an array of zeros with each row of ``g`` added
-    into row ``ids`` of it (repeated ids add up).  The ids are the gather's, which checked
-    them in the same routine (a gradient runs after its forward), so ``add_rows`` does not
-    check them again (``checked=True``): once per step, not twice."""
+    """The gradient of :func:`_take`: zeros with each row of ``g`` added into row ``ids``.
+    The gather checked the ids in the same routine, so ``add_rows`` does not again."""
     shape = out.shape
     rows = g.reshape(-1, math.prod(shape[1:]))
     added = backend_of_namespace(xp).add_rows(shape[0], ids.reshape(-1), rows, checked=True)
@@ -528,9 +482,8 @@ def _put_add(xp: Any, out: Out, ids: Any, g: Any) -> Any:
 
 
 def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
-    """Cell ``i`` of ``x``'s leading axis (OCANNL's ``x @| i``, ``i`` a 0-d integer array): a
-    view where the index is on the host (no copy, as OCANNL's slice aliases its parent), a
-    gather where reading it would wait for an accelerator."""
+    """Cell ``i`` (a 0-d integer array) of ``x``'s leading axis (OCANNL's ``x @| i``): a view
+    where the index is on the host (as OCANNL's slice aliases), else a gather."""
     backend = backend_of_namespace(xp)
     if not backend.on_host(i):
         i = _check_ids(xp, i, x.shape[0], "batch slice (@|)")  # traced: checked when it runs
@@ -542,8 +495,7 @@ def _slice_at(xp: Any, out: Out, x: Any, i: Any) -> Any:
 
 
 def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
-    """1 where the last axis's position is the id, else 0 (all 0 where the id is
-    ``ignore``), of ``like``'s float dtype."""
+    """One-hot rows (all 0 where the id is ``ignore``) in ``like``'s float dtype."""
     n = out.shape[-1]
     ids = _check_ids(xp, ids, n, "one_hot", ignore)
     return one_hot_rows(backend_of_namespace(xp), ids, n, ignore, like.dtype)[0]
@@ -551,9 +503,8 @@ def _one_hot(xp: Any, out: Out, ids: Any, like: Any, ignore: int) -> Any:
 
 def _keep_mask(xp: Any, out: Out, like: Any, counter: Any, p: float, seed: int,
                key: int) -> Any:
-    """Dropout's mask, ``0`` or ``1 / (1 - p)`` per cell: drawn from a Philox generator keyed by
-    ``(seed, key)`` at the counter's value, so each step draws afresh and a run is repeatable
-    (the same on both backends).  All ``1`` out of training."""
+    """Dropout's mask, ``0`` or ``1 / (1 - p)`` per cell, from a Philox generator keyed by
+    ``(seed, key)`` at the counter's value: fresh each step, repeatable on every backend."""
     shape = out.shape
     backend = backend_of_namespace(xp)
     draw = functools.partial(_philox_keep, shape, p, seed, key)
@@ -579,8 +530,7 @@ def _kernel(name: str) -> Callable[..., Any]:
 
 
 def _normalize(xp: Any, out: Out, x: Any, start: int, n: int, eps: float) -> Any:
-    """Layer normalisation (no scale, no shift) over axes ``start .. start + n - 1``: a record
-    of the value, the mean and ``1/sqrt(var + eps)`` (the backward reads the two)."""
+    """Layer normalisation (no affine step) over ``n`` axes from ``start``: a record."""
     return backend_of_namespace(xp).normalize(x, tuple(range(start, start + n)), eps)
 
 
@@ -594,8 +544,7 @@ def _normalize_grad(xp: Any, out: Out, x: Any, saved: Any, g: Any, start: int, n
 
 def _attention(xp: Any, out: Out, q: Any, k: Any, v: Any, mask: Any, view: Any, causal: bool,
                scale: float) -> tuple[Any, Any]:
-    """Scaled dot-product attention and each query row's log-sum-exp: a record, read by
-    ``part`` (``mask``, when not None, is viewed as ``view``)."""
+    """Attention and each query row's log-sum-exp: a record (``mask`` viewed as ``view``)."""
     m = None if mask is None else mask.reshape(view)
     return backend_of_namespace(xp).attention(q, k, v, m, causal, scale)
 
@@ -608,8 +557,7 @@ def _attention_grad(xp: Any, out: Out, g: Any, q: Any, k: Any, v: Any, saved: An
 
 
 def _cross_entropy(xp: Any, out: Out, logits: Any, ids: Any, ignore: int) -> tuple[Any, ...]:
-    """The mean cross-entropy of ``logits`` against class ``ids`` (checked: ``ignore`` or in
-    range): a record of the loss (one cell), the log-probabilities and the count of ids."""
+    """The mean cross-entropy against checked class ``ids``: a record (loss, log-probs, count)."""
     ids = _check_ids(xp, ids, logits.shape[-1], "cross_entropy", ignore)
     loss, *saved = backend_of_namespace(xp).cross_entropy(logits, ids, ignore)
     return (loss.reshape(1), *saved)
@@ -624,8 +572,7 @@ def _cross_entropy_grad(xp: Any, out: Out, g: Any, ids: Any, saved: Any, ignore:
 
 def _batch_norm(xp: Any, out: Out, x: Any, mean: Any, var: Any, scale: Any, shift: Any,
                 kept: tuple[int, ...], momentum: float, eps: float) -> tuple[Any, ...]:
-    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): a record
-    (:meth:`~tensig.backends.base.Backend.batch_norm_channels`)."""
+    """Batch normalisation of ``x`` per cell of its ``kept`` axes (the channels): a record."""
     return backend_of_namespace(xp).batch_norm_channels(
         x, kept, mean, var, scale, shift, out.training or mean is None, momentum, eps)
 
@@ -639,10 +586,8 @@ def _batch_norm_grad(xp: Any, out: Out, g: Any, x: Any, mean: Any, var: Any, sca
         eps, wanted)
 
 
-#: primitives on whole arrays, each one step of its own (:mod:`tensig.model.compile`):
-#: ``fn(xp, out, *operands)`` with ``out`` an :class:`Out`.  Their derivatives are declared
-#: with the operations that use them (:func:`tensig.model.graph.embedding`: ``take``'s is
-#: ``put_add``, as is :func:`tensig.model.graph.batch_slice`'s ``slice_at``'s).
+#: primitives on whole arrays, each one step of its own: ``fn(xp, out, *operands)`` with
+#: ``out`` an :class:`Out`; their derivatives are declared with the operations using them
 WHOLE: dict[str, Callable[..., Any]] = {
     "take": _take,
     "put_add": _put_add,
@@ -667,9 +612,8 @@ WHOLE: dict[str, Callable[..., Any]] = {
     "part": lambda xp, out, record, i: record[i],
 }
 
-#: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays computed by one
-#: kernel (a value and its statistics, or several gradients): kept in a buffer of its own,
-#: whose arrays ``part(record, i)`` reads
+#: the :data:`WHOLE` primitives whose value is a record, a tuple of arrays by one kernel, kept
+#: in a buffer of its own whose arrays ``part(record, i)`` reads
 RECORDS = {"normalize", "layer_norm", "layer_norm_grad", "attention", "attention_grad",
            "batch_norm", "batch_norm_grad", "cross_entropy"}
 
@@ -683,8 +627,7 @@ def _cast(xp: Any, v: Any, dtype: str) -> Any:
 
 UNARY.update({f"to_{dtype}": functools.partial(_cast, dtype=dtype) for dtype in CASTS})
 
-#: operations that only the einsum lowering executes (their operands are not combined
-#: cell by cell): concatenation takes its operands one phase at a time.
+#: operations only the einsum lowering runs (concatenation: its operands one phase at a time)
 STRUCTURAL = {"concat"}
 
 #: accumulation operator -> (binary primitive, neutral element, reduction name)
@@ -702,21 +645,12 @@ ACCUMULATORS: dict[str, tuple[str, float, str]] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# The einsum-family operators, declared once
-# --------------------------------------------------------------------------------------------
-
-
+# -- the einsum-family operators, declared once ------------------------------------------------
 @dataclass(frozen=True)
 class Operator:
-    """An einsum-family operator (OCANNL's): ``t =:accum combine(operands)`` under the
-    projections of a spec.
-
-    This table is the one declaration: the eager function of the same name and its docstring
-    (:mod:`tensig.execution.eager`), the graph operation with its forward and backward code
-    (:mod:`tensig.model.graph`), the lowering (which reads ``combine`` and ``accum``) and
-    inference's operand-count check (``infer(..., op=name)``) all derive from it.
-    """
+    """An einsum-family operator (OCANNL's): ``t =:accum combine(operands)`` under a spec's
+    projections.  The one declaration the eager function and its docstring, the graph
+    operation, the lowering and inference's operand-count check derive from."""
 
     name: str
     ocannl: str  # OCANNL's syntax for it
@@ -734,8 +668,7 @@ class Operator:
         return ACCUMULATORS[self.accum][1]
 
     def docstring(self, body: str | None = None) -> str:
-        """The eager function's docstring: what it computes, the example, then ``body``
-        (what is particular to the function)."""
+        """The eager function's docstring: what it computes, the example, then ``body``."""
         head = textwrap.fill(f"{self.doc} (OCANNL ``{self.ocannl}``): "
                              f"{count_text(*self.operands)} operand(s); cells no operand "
                              f"reaches hold {self.neutral:g}.", 92)
@@ -743,8 +676,7 @@ class Operator:
         return "\n\n".join([head, example, *([inspect.cleandoc(body)] if body else [])]) + "\n"
 
 
-#: The einsum-family operators by name (see :class:`Operator`; the README's checklist says
-#: what else adding one takes).
+#: the einsum-family operators by name (the README's checklist says what adding one takes)
 OPERATORS: dict[str, Operator] = {o.name: o for o in (
     Operator("einsum", "+*", "mul", "+", (2, None), "Multiply, add-reduce",
              ">>> einsum(\"ij;jk=>ik\", np.ones((2, 3)), np.ones((3, 4))).shape\n(2, 4)"),

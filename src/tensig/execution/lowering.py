@@ -1,27 +1,19 @@
 """Lowering: solved projections (:attr:`tensig.Inferred.layout`) to backend calls.
 
-A :class:`Plan` is built once per (operation, spec, shapes, options, backend) and is a short
-list of vectorised backend calls -- no Python loop over elements:
+A :class:`Plan` is built once per (operation, spec, shapes, options, backend): a short list
+of vectorised backend calls, no Python loop over elements:
 
-1. **operand views** (:mod:`tensig.execution.views`): fixed indices and concatenation
-   components slice, affine axes become sliding windows whose window axis is the kernel
-   iterator;
-2. **the core**: one contraction (``einsum``; opt_einsum/BLAS when the problem is big) for the
-   add-reducing operations, ``amax`` for the max-reducing ones, and for the add-combining
-   operations (``outer_sum``, ``tropical``) a reduction of each operand before they meet, so
-   the product space is materialised only over the axes both share -- or, where the
-   projections are a convolution's or max pooling's, the backend's own kernel
-   (:mod:`tensig.execution.native`);
-3. **placement**: labels only in the result are broadcast (replicated), repeated result labels
-   are written on the diagonal, fixed result indices and concatenation components are padded
-   into place with the neutral element.
+1. **operand views** (:mod:`tensig.execution.views`): slices, and windows for affine axes;
+2. **the core**: one contraction for the add-reducing operations, ``amax`` for the
+   max-reducing ones, and for the add-combining ones (``outer_sum``, ``tropical``) a reduction
+   of each operand before they meet, so the product space is materialised only over the axes
+   both share -- or the backend's own convolution or pooling (:mod:`tensig.execution.native`);
+3. **placement**: result-only labels broadcast, repeated ones written on the diagonal, fixed
+   indices and concatenation components padded into place with the neutral element.
 
-A merged axis (``(h, e)``, :class:`~tensig.core.projections.MergeIndex`) is a reshape around
-all of this (:func:`split_merges`): an operand's is split before (a view), the result's merged
-after, and the plan in between sees one axis per factor.
-
+A merged axis (``(h, e)``) is a reshape around all of this (:func:`split_merges`).
 Concatenation is a sum type: each *phase* picks one component of every concatenated axis; a
-tensor takes part in the phases whose components it uses.  Phases are enumerated at plan time.
+tensor takes part in the phases whose components it uses.
 """
 
 from __future__ import annotations
@@ -74,15 +66,11 @@ class Plan:
 @dataclass(frozen=True)
 class Pointwise:
     """Any expression of the operands as what an operation combines them by (a max-pooling
-    gradient's gate, ``where(first_max(x + w, y), g, 0)``): the operands' views are lined up
-    with the product space, ``evaluate`` (``views -> value``, the operands in order) runs on
-    them and the value is summed over the reduced axes.  ``pad`` is what a window reads beyond its
-    operand's edge: the forward operation's neutral element (-inf under a max; NaN for a
-    ``first_max`` gate, so a padded cell never equals the maximum, not even -inf; each
-    dtype's own, see :func:`~tensig.execution.views.fill`).
-    ``widen``: whether operands may be copied along broadcast axes (see :func:`_widening`);
-    not under :func:`~tensig.execution.ir.first_max`, which reads the reduced axes from them.
-    """
+    gradient's gate): ``evaluate`` (``views -> value``) runs on the operands' views lined up with
+    the product space, and the value is summed over the reduced axes.  ``pad``: what a window reads
+    beyond its operand's edge (NaN for a ``first_max`` gate: a padded cell never equals the
+    maximum).  ``widen``: whether operands may be copied along broadcast axes (:func:`_widening`;
+    not under ``first_max``, which reads the reduced axes from them)."""
 
     evaluate: Callable[[list[Any]], Any]
     pad: float = 0.0
@@ -93,11 +81,7 @@ class Pointwise:
     neutral: ClassVar[float] = 0.0
 
 
-# --------------------------------------------------------------------------------------------
-# Phases of concatenation
-# --------------------------------------------------------------------------------------------
-
-
+# -- phases of concatenation -------------------------------------------------------------------
 def _iters_of(ix: Any) -> list[Iter]:
     """The iterators a non-concatenated index reads."""
     if isinstance(ix, Iter):
@@ -108,13 +92,9 @@ def _iters_of(ix: Any) -> list[Iter]:
 
 
 def collapse_concats(inferred: Inferred) -> Inferred:
-    """Concatenations that are one axis in disguise, made one iterator.
-
-    When every use of labels ``a`` and ``b`` is the same concatenation ``a^b`` (``a^b, c^d =>
-    a^b, c^d``, or a sum over ``a^b``), nothing tells the two parts apart: the axis is one
-    iterator of size ``|a| + |b|``.  Without this, each such axis doubles the phases, so ``n``
-    of them cost ``2^n`` slices and pads, planned through ``4^n`` choices (11 axes: 29 s).
-    """
+    """Concatenations that are one axis in disguise, made one iterator: when every use of
+    ``a`` and ``b`` is the same ``a^b``, nothing tells the parts apart.  Otherwise each such
+    axis doubles the phases (11 axes: 29 s of planning)."""
     seq_of: dict[int, tuple[int, ...]] = {}
     size_of: dict[tuple[int, ...], int] = {}  # a concatenation's ids -> the axis's size
     mixed: set[int] = set()
@@ -156,10 +136,8 @@ def collapse_concats(inferred: Inferred) -> Inferred:
 def _phases(layout: tuple[tuple[AxisUse, ...], ...], anchor: int | None = None
             ) -> list[tuple[dict[tuple[int, int], int], list[int]]]:
     """Consistent choices of one active component per concatenated axis in which the result,
-    operand ``anchor`` if given and at least one operand take part (no label they read
-    outside a concatenation is inactive), each with the operands that do, by a depth-first
-    search that drops a partial choice as soon as it cannot lead to one: the work is per
-    phase that counts, not per combination of components."""
+    operand ``anchor`` if given and some operand take part, each with the operands that do,
+    by a depth-first search pruning dead partial choices."""
     axes = [(t, p) for t, uses in enumerate(layout) for p, u in enumerate(uses)
             if isinstance(u.index, ConcatIndex)]
     comps = {ax: components(layout[ax[0]], *ax) for ax in axes}
@@ -197,16 +175,11 @@ def _phases(layout: tuple[tuple[AxisUse, ...], ...], anchor: int | None = None
     return phases
 
 
-# --------------------------------------------------------------------------------------------
-# Building a plan
-# --------------------------------------------------------------------------------------------
-
-
+# -- building a plan ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Split:
-    """An answer with its merged axes split (:func:`split_merges`): ``inferred`` has one axis
-    use per factor; ``shapes`` is, per operand and then the result, the split shape (``None``
-    for a tensor without merged axes) and ``merged`` the result's own shape."""
+    """An answer with its merged axes split: ``shapes`` per operand and then the result (``None``
+    without merged axes), ``merged`` the result's own shape."""
 
     inferred: Inferred
     shapes: tuple[tuple[int, ...] | None, ...]
@@ -214,12 +187,8 @@ class Split:
 
 
 def split_merges(inferred: Inferred) -> Split | None:
-    """The answer with every merged axis split into its factors, or ``None`` when it has none.
-
-    Splitting is a reshape (row-major, as the merge is defined), so the operation runs on the
-    operands reshaped (views) and its result is reshaped back: no gather, no copy beyond what
-    the operation itself needs.
-    """
+    """The answer with every merged axis split into its factors, or ``None`` when it has none:
+    a row-major reshape, so operands become views and the result is reshaped back."""
     def merged(uses: tuple[AxisUse, ...]) -> bool:
         return any(isinstance(u.index, MergeIndex) for u in uses)
 
@@ -240,12 +209,10 @@ def split_merges(inferred: Inferred) -> Split | None:
 
 def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                anchor: int | None = None) -> Plan:
-    """Compile ``inferred`` (an einsum-family operation, or any expression of its operands:
-    :class:`Pointwise`; its merged axes split: see :func:`split_merges`) for ``backend``;
-    :func:`~tensig.execution.assignment.lower_assignment` is the entry point.  ``anchor``:
-    the operand that is the operation's own result where the result written is another
-    tensor of it (a gradient, ``x.grad =+ concat(t.grad, y)``): only the operation's own
-    phases, those ``anchor`` takes part in, run."""
+    """Compile ``inferred`` (merged axes split) for ``backend``; the entry point is
+    :func:`~tensig.execution.assignment.lower_assignment`.  ``anchor``: the operand that is
+    the operation's own result when another tensor is written (a gradient, ``x.grad =+
+    concat(t.grad, y)``): only the phases it takes part in run."""
     check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
@@ -282,16 +249,13 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
 
 
 def spec_text(inferred: Inferred) -> str:
-    """What a lowering error names as the operation's spec: its text, or the logic it was
-    inferred under (``compose``, ...)."""
+    """What a lowering error names as the spec: its text, or the logic (``compose``, ...)."""
     return inferred.spec.text if inferred.spec is not None else inferred.logic
 
 
 def check_windows(inferred: Inferred) -> None:
-    """Refuse a window of no cells (a size-0 kernel axis): every output position would be a
-    sum (or a max) over nothing, and the output axis would have more positions than the
-    input has cells (``o<+k`` with 4 inputs and an empty kernel: 5), which no backend
-    computes alike (zeros, -inf or a raw error).  Checked here, per plan, on every backend."""
+    """Refuse a window of no cells (a size-0 kernel axis): every output would reduce nothing,
+    over more positions than the input has cells, which no two backends compute alike."""
     for t, uses in enumerate(inferred.layout[:-1]):
         for p, u in enumerate(uses):
             ix = u.index
@@ -308,9 +272,8 @@ def check_windows(inferred: Inferred) -> None:
 
 
 class Letters(dict[Hashable, str]):
-    """Einsum letters for keys (iterator keys, axis labels), given out in order of first use:
-    the one source of einsum subscripts, with the 52-letter limit as a clear error naming
-    ``spec`` (:func:`build_plan` names it for those made without)."""
+    """Einsum letters for keys, in order of first use: the one source of einsum subscripts,
+    with the 52-letter limit as a clear error naming ``spec``."""
 
     def __init__(self, spec: str | None = None) -> None:
         super().__init__()
@@ -326,8 +289,7 @@ class Letters(dict[Hashable, str]):
 
 def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
                 phase: dict[tuple[int, int], int], members: list[int]) -> Callable[..., Any]:
-    """One phase: operand views (windows for affine axes), one core computation, placement
-    into the full result."""
+    """One phase: operand views, one core computation, placement into the full result."""
     layout = inferred.layout
     views = [operand_view(layout[t], t, phase, backend) for t in members]
     res_axes = _result_axes(layout[-1], len(layout) - 1, phase)
@@ -336,8 +298,7 @@ def _phase_step(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
     core = _core(op, backend, [v[1] for v in views], [v[2] for v in views], res_keys)
     place = _placement(backend, covered, res_axes, op.neutral)  # None: nothing to do
     reads = [(t, v[0]) for t, v in zip(members, views, strict=True)]  # None: as it is
-    # windows of a Pointwise expression read the forward operation's neutral element; one
-    # operand's padding meets no other's, so only two or more need max's integer mask
+    # one operand's padding meets no other's: only two or more need max's integer mask
     pad = op.pad if isinstance(op, Pointwise) else op.neutral
     masked = getattr(core, "masked", None) if len(members) > 1 else None
 
@@ -375,15 +336,10 @@ def _result_axes(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int],
     return axes
 
 
-# --------------------------------------------------------------------------------------------
-# The core computation of a phase
-# --------------------------------------------------------------------------------------------
-
-
+# -- the core computation of a phase -----------------------------------------------------------
 def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
           sizes: list[list[int]], res_keys: list[Key]) -> Callable[[list[Any]], Any]:
-    """Combine the operand views into an array over the result keys they cover (in result
-    order); result keys no operand covers are replicated later."""
+    """Combine the operand views into an array over the result keys they cover (in order)."""
     letters = Letters()
     subs = ["".join(letters[k] for k in ks) for ks in keys]
     out = "".join(letters[k] for k in res_keys if k in letters)
@@ -415,11 +371,9 @@ def _unique(s: str) -> str:
 def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: list[str],
                out: str, by_letter: dict[str, int], widen: bool
                ) -> Callable[[list[Any]], Any]:
-    """A :class:`Pointwise` expression: each operand (its diagonals taken) lined up with the
-    product space -- the result's axes, then the reduced ones, so summing the trailing axes
-    leaves the result's layout; without ``widen`` (a first_max gate) the operands' axes in
-    order, the sum transposed to the result's -- and widened where the backend asks (see
-    :func:`_widening`); evaluated, then summed."""
+    """A :class:`Pointwise` expression: each operand (diagonals taken) lined up with the
+    product space (the result's axes, then the reduced ones; without ``widen``, the operands'
+    in order), widened where the backend asks, evaluated, then summed."""
     order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
     if not widen:  # first_max ranks a block's cells in this order: the operands', the same
         order = _unique("".join(subs) + out)  # for each operand's gradient, not the result's
@@ -441,9 +395,8 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
 
 def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
               widens: bool) -> Callable[[Any], Any] | None:
-    """``x -> x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (see
-    :func:`_evaluated`; where ``widens``), composed once; ``None`` when that changes
-    nothing."""
+    """``x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (where
+    ``widens``), composed once; ``None`` when that changes nothing."""
     mine, widen = _unique(sub), backend.widen if widens else None
     diag = f"{sub}->{mine}" if mine != sub else None
     align = _aligner(backend, mine, order, by_letter)
@@ -462,16 +415,11 @@ def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
 
 def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
     """The shape to materialise an operand (``shape``, broadcast to ``full``) at before an
-    elementwise expression on torch's CPU kernels, or None to leave it as it is.
-
-    An operand broadcast along an axis just outside a short block of inner axes (the pooling
-    gate's ``max`` over a 2x2 window: broadcast over the window, 16 channels inside) cuts
-    torch's elementwise loops into rows of that block's length, at about 1 ns an element
-    against 0.3 for long rows (a 32x8x8x16 comparison: 35 us, 9 us once the max is copied
-    along the inner window axis, which takes 4 us).  So copy the operand along such axes,
-    innermost first, while the rows are shorter than ``rows`` and the copy stays at most half
-    the size of the product space.
-    """
+    elementwise expression on torch's CPU kernels, or None.  Broadcasting along an axis just outside
+    a short block of inner axes (a pooling gate's max) cuts torch's loops into short rows, ~1 ns an
+    element against 0.3 (a 32x8x8x16 comparison: 35 us, 9 us after a 4 us copy).  So copy along such
+    axes, innermost first, while rows are shorter than ``rows`` and the copy at most half the
+    product space."""
     total = math.prod(full)
     if math.prod(shape) <= 1 or total < 4096:
         return None
@@ -489,8 +437,7 @@ def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] |
 
 def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
              ) -> Callable[[Any], Any]:
-    """``x -> x`` (axes ``sub``, unique; sizes ``by_letter``) transposed and expanded to
-    broadcast over ``order``; the permutation and the shape are worked out once, here."""
+    """``x`` (unique axes ``sub``) transposed and expanded to broadcast over ``order``."""
     if sub and order.endswith(sub):  # the trailing axes, in order: broadcasting lines it up
         return lambda x: x
     perm = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
@@ -499,8 +446,8 @@ def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
 
 
 def _times(y: Any, count: int) -> Any:
-    """``y * count`` as ``count`` additions in ``y``'s dtype: a narrow integer wraps around
-    (NumPy 2 and JAX refuse a Python int the dtype cannot hold)."""
+    """``y * count`` wrapping as additions in a narrow integer dtype would (NumPy 2 and JAX
+    refuse a Python int the dtype cannot hold)."""
     try:
         return y * count
     except OverflowError:
@@ -534,8 +481,7 @@ def _sum_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
 
 def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[str, int]
                  ) -> Callable[[list[Any]], Any]:
-    """max_R (a + b), or max_R a: reduce each operand over the reduced axes only it has,
-    then meet."""
+    """max_R (a + b), or max_R a: each operand reduced over its own reduced axes, then met."""
     all_subs = [_unique(s) for s in subs]
     shared_reduced = "".join(
         c for c in dict.fromkeys("".join(all_subs))
@@ -560,10 +506,8 @@ def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
         return backend.amax(total, final_axes) if final_axes else total
 
     def masked(xs: list[Any], valid: list[Any]) -> Any:
-        """``core`` for integer operands.  Their padding (the dtype's minimum) is a number:
-        ``min + (-1)`` wraps around to the largest value and would win the max.  ``valid``
-        holds each view of ones (padding: the minimum again), so a cell is real where every
-        operand's reads 1; the sum elsewhere is replaced by the neutral element."""
+        """``core`` for integer operands, whose padding (the minimum) plus -1 wraps to the
+        maximum: ``valid`` (views of ones) says where every operand reads a real cell."""
         total = functools.reduce(operator.add, met(xs))
         ok = functools.reduce(operator.and_, (v == 1 for v in met(valid)))
         lo = backend.full((), neutral_max(total.dtype), total)
@@ -573,20 +517,11 @@ def _max_of_sums(backend: Backend, subs: list[str], out: str, by_letter: dict[st
     return core
 
 
-# --------------------------------------------------------------------------------------------
-# Placement into the result
-# --------------------------------------------------------------------------------------------
-
-
+# -- placement into the result -----------------------------------------------------------------
 def _placement(backend: Backend, covered: set[Key],
                res_axes: list[tuple[Key | None, int, tuple[int, int]]], neutral: float
                ) -> Callable[[Any], Any] | None:
-    """From the core (axes: the covered result keys, in result order) to the full result;
-    ``None`` when the core is the result.
-
-    Replicates keys no operand covers, writes repeated keys on the diagonal, and pads fixed
-    placements and concatenation components into place with the neutral element.
-    """
+    """From the core (covered result keys, in order) to the full result; ``None``: it is."""
     seen: dict[Key, int] = {}  # key -> its first result axis
     # one axis per result axis: the core's reshaped to size 1 where it has none (a fixed
     # index, a key repeated or not covered), then broadcast over the keys' first occurrences

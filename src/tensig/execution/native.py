@@ -1,11 +1,9 @@
 """The backend's own convolution and pooling kernels, recognised from projections alone.
 
-A two-operand operation whose projections are a convolution's (an input with 1-3 windowed
-axes, a kernel, batch and channel axes) runs by the backend's convolution (torch's
-``conv1/2/3d``, JAX's ``conv_general_dilated``) and its gradients by the backend's
-convolution backward; a tropical operation over a window of zeros is max pooling.  Each
-recogniser gives ``None`` when the spec is not of its kind, and each kernel falls back to the
-generic lowering for arrays it does not take (integer dtypes).
+A two-operand operation whose projections are a convolution's runs by the backend's
+convolution and its gradients by its convolution backward; a tropical operation over a window
+of zeros is max pooling.  Each recogniser gives ``None`` when the spec is not of its kind, and
+each kernel falls back to the generic lowering for arrays it does not take (integer dtypes).
 """
 
 from __future__ import annotations
@@ -27,20 +25,13 @@ Layout = tuple[tuple[AxisUse, ...], ...]
 
 def pool_kernel(layout: Layout, backend: Backend
                 ) -> Callable[[Sequence[Any]], tuple[Any, Any] | None] | None:
-    """Max pooling by the backend's own kernel (``torch.nn.functional.max_pool1/2/3d``):
-    ``arrays -> (result, kept)``, ``kept`` what :func:`pool_gradient` may reuse for this
-    input (or ``None``); ``None`` from it where the kernel does not apply.
-
-    A tropical operation whose second operand is a window holding only zeros is max pooling:
-    ``max over the window of (x + 0)`` is ``max of x``.  Applies to a convolution's geometry
-    with no channel axes (the window's kernels are all the other operand's axes); the zero
-    test runs on the (small) window each call, and any other window (or a dtype the kernel
-    does not take) gives ``None``.  ``kept`` holds the input only weakly: whoever keeps it
-    (a compiled routine's store, per operation) must not keep an activation alive by it.
-    """
+    """Max pooling by the backend's own kernel: ``arrays -> (result, kept)`` (``kept``: what
+    :func:`pool_gradient` may reuse for this input, holding it only weakly so that no activation is
+    kept alive by it), or ``None`` where the kernel does not apply.  A tropical operation with a
+    window of only zeros is max pooling (``max(x + 0)``); the zero test runs on the small window
+    each call."""
     pool = backend.max_pool
-    geo = None if pool is None else _geometry(layout, backend, pooling=True)
-    if pool is None or geo is None:
+    if pool is None or (geo := _geometry(layout, backend, pooling=True)) is None:
         return None
     xi, accepts = geo.xi, backend.conv_accepts
 
@@ -61,8 +52,7 @@ def pool_kernel(layout: Layout, backend: Backend
 
 def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
               ) -> Callable[..., Any] | None:
-    """Max pooling by :func:`pool_kernel` (what it keeps dropped: an eager call has no
-    gradient), ``generic`` where that does not apply; ``None`` where it never does."""
+    """Max pooling by :func:`pool_kernel`, else ``generic``; ``None`` where it never applies."""
     kernel = pool_kernel(layout, backend)
     if kernel is None:
         return None
@@ -76,22 +66,14 @@ def pool_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
 
 def pool_gradient(layout: Layout, backend: Backend
                   ) -> Callable[[Any, Any, Any], Any | None] | None:
-    """The input's gradient of max pooling (``layout``: the input's, the window's and the
-    result's axis uses) by the backend's own backward, each window's gradient to its first
-    maximum as the graph's gate gives it: ``(result gradient, input, kept) -> gradient``,
-    ``kept`` what :func:`pool_kernel` gave with the result (reused where it belongs to this
-    input, else the maxima are found again), ``None`` from it for operands or a padding the
-    kernel does not take; ``None`` when the backend has no such kernel or the spec is not a
-    pooling's.
-
-    A window whose maximum is NaN follows torch's ``max_pool2d``: its gradient goes to a NaN
-    cell, where the gate's ``first_max`` (no cell equals NaN) gives it to none; the input's
-    gradient differs only at its NaN cells (the loss is NaN then, as a rule).  Masking those
-    windows would cost two array passes in every training step (2% of the digits CNN's).
-    """
+    """The input's gradient of max pooling by the backend's own backward, each window's to its first
+    maximum as the graph's gate gives it: ``(result gradient, input, kept) -> gradient`` (``kept``:
+    :func:`pool_kernel`'s, reused where it is this input's), ``None`` from it where the kernel
+    declines; ``None`` when there is no kernel or no pooling.  A window whose maximum is NaN follows
+    torch's: its gradient goes to a NaN cell, where the gate gives it to none (the loss is NaN then,
+    as a rule); masking such windows would cost two passes in every training step."""
     back = backend.max_pool_backward
-    geo = None if back is None else _geometry(layout, backend, pooling=True)
-    if back is None or geo is None or geo.xi != 0:
+    if back is None or (geo := _geometry(layout, backend, pooling=True)) is None or geo.xi != 0:
         return None
     g_in, (x_out, _) = geo.gradient_moves()
     accepts = backend.conv_accepts
@@ -109,11 +91,9 @@ def pool_gradient(layout: Layout, backend: Backend
 
 def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
               ) -> Callable[..., Any] | None:
-    """A convolution lowered to the backend's own conv (``torch.nn.functional.conv1/2/3d``),
-    when :func:`_geometry` finds one; other dtypes (integers) take ``generic``."""
+    """A convolution by the backend's own (:func:`_geometry`), else ``generic`` (integers)."""
     conv = backend.conv
-    geo = None if conv is None else _geometry(layout, backend)
-    if conv is None or geo is None:
+    if conv is None or (geo := _geometry(layout, backend)) is None:
         return None
     xi, accepts = geo.xi, backend.conv_accepts
 
@@ -121,8 +101,7 @@ def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
         return geo.y_out(conv(geo.x_in(x), geo.w_in(w), geo.strides, geo.dilations, geo.pads,
                               channels_last=geo.channels_last))
 
-    # JAX: the permutes, reshapes and the conv compiled as one kernel (XLA then folds the
-    # permutes into the conv's layout instead of copying the operands in eager steps)
+    # JAX: one compiled kernel, XLA folding the permutes into the conv's layout
     fast = backend.fused(forward)
 
     def step(arrays: Any) -> Any:
@@ -135,12 +114,10 @@ def conv_step(layout: Layout, backend: Backend, generic: Callable[..., Any]
 
 def conv_gradient(layout: Layout, backend: Backend, wrt: int
                   ) -> Callable[[Any, Any], Any] | None:
-    """The gradient of a two-operand convolution (projections ``layout``) with respect to
-    operand ``wrt`` by the backend's own convolution backward: ``(result gradient, other
-    operand) -> gradient``; ``None`` when the backend has none or does not run the spec."""
+    """The gradient for operand ``wrt`` of a convolution by the backend's own backward:
+    ``(result gradient, other operand) -> gradient``; ``None`` where it does not apply."""
     backward = backend.conv_backward
-    geo = None if backward is None else _geometry(layout, backend)
-    if backward is None or geo is None:
+    if backward is None or (geo := _geometry(layout, backend)) is None:
         return None
     of_input = wrt == geo.xi
     g_in, (x_out, w_out) = geo.gradient_moves()
@@ -156,12 +133,10 @@ def conv_gradient(layout: Layout, backend: Backend, wrt: int
 
 def conv_pair(layout: Layout, backend: Backend
               ) -> Callable[[Any, Any, Any], tuple[Any, Any]] | None:
-    """Both operands' gradients of a two-operand convolution by one call of the backend's
-    convolution backward (torch's autograd does the same): ``(result gradient, operand 0,
-    operand 1) -> (gradient 0, gradient 1)``; ``None`` where the backend has no such call."""
+    """Both operands' gradients of a convolution by one backend call, as torch's autograd:
+    ``(result gradient, operand 0, operand 1) -> (gradient 0, gradient 1)``, or ``None``."""
     both = backend.conv_gradients
-    geo = None if both is None else _geometry(layout, backend)
-    if both is None or geo is None:
+    if both is None or (geo := _geometry(layout, backend)) is None:
         return None
     g_in, (x_out, w_out) = geo.gradient_moves()
     xi = geo.xi
@@ -175,15 +150,10 @@ def conv_pair(layout: Layout, backend: Backend
 
 
 def _geometry(layout: Layout, backend: Backend, pooling: bool = False) -> _Geometry | None:
-    """How a spec maps onto the backend's convolution (or, ``pooling``, its max pooling), or
-    ``None``.
-
-    Applies when one operand (the input) has 1-3 affine axes whose kernels are plain axes of
-    the other operand (the kernel), every other axis is a batch axis (input and result), an
-    input channel (both operands, reduced) or an output channel (kernel and result), and the
-    result is plain.  A pooling has batch axes only.  Anything else takes the generic
-    windows-then-contraction path.
-    """
+    """How a spec maps onto the backend's convolution (``pooling``: max pooling), or ``None``.
+    Applies when the input has 1-3 affine axes whose kernels are plain axes of the kernel, every
+    other axis is a batch axis (input and result), an input channel (both operands, reduced) or an
+    output channel (kernel and result), and the result is plain.  A pooling has batch axes only."""
     if len(layout) != 3 or not all(isinstance(u.index, Iter) for u in layout[2]):
         return None
     res_ids = _ids(layout[2])
@@ -251,8 +221,7 @@ class _Geometry:
         self.strides = [a.stride for a in idx]
         self.dilations = [a.dilation for a in idx]
         self.pads = [window_pads(a, int(x_uses[pos(x_uses, a.over.id)].size))[1] for a in idx]
-        # a result with its channels last (NHWC) is asked for in channels-last memory, so the
-        # permuted view handed on is contiguous (elementwise ops on it run 5x faster)
+        # NHWC results in channels-last memory: the permuted view is contiguous (5x faster)
         self.channels_last = len(batch) == 1 and len(outs) == 1 and self.y_perm == \
             [0, *range(2, 2 + len(overs)), 1]
         self.x_in = moves(self.x_perm, self.x_sizes, self.x_shape, self.move)
@@ -260,8 +229,7 @@ class _Geometry:
         self.y_out = moves(self.y_perm, self.y_conv_shape, self.y_shape, self.move, False)
 
     def gradient_moves(self) -> tuple[Callable[[Any], Any], tuple[Callable[[Any], Any], ...]]:
-        """The result gradient into the backend's layout, and the input's and the kernel's
-        gradients back into the spec's."""
+        """The result gradient into the backend's layout, and the two gradients back."""
         g_in = moves(_inverse(self.y_perm), self.y_shape, self.y_conv_shape, self.move)
         return g_in, tuple(moves(_inverse(perm), shape, sizes, self.move, False)
                            for shape, sizes, perm in ((self.x_shape, self.x_sizes, self.x_perm),
@@ -273,7 +241,7 @@ def _inverse(perm: list[int]) -> list[int]:
 
 
 def _ids(uses: tuple[AxisUse, ...]) -> list[int]:
-    """The iterator ids of the plain axes of ``uses`` (of every axis, where all are plain)."""
+    """The iterator ids of the plain axes of ``uses``."""
     return [u.index.id for u in uses if isinstance(u.index, Iter)]
 
 

@@ -8,9 +8,8 @@
 >>> p.last_index(), pad([np.arange(5), np.arange(3), np.arange(1)], side="left").last_index()
 (array([4, 2, 0]), array([4, 4, 4]))
 
-NumPy, PyTorch and JAX arrays alike; the library is found from the arrays' type
-(:func:`tensig.backends.library_of`) and only ever imported once an array of it shows up.
-Every check reads sizes and the mask before any new array is built.
+NumPy, PyTorch and JAX arrays alike (the library found from the arrays' type).  Every check
+reads sizes and the mask before any new array is built.
 """
 
 from __future__ import annotations
@@ -35,11 +34,8 @@ Side = Literal["left", "right"]
 
 
 class PaddingError(ShapeError):
-    """A padded batch whose mask, lengths or side disagree, or sequences that cannot be padded.
-
-    Beyond :class:`tensig.ShapeError`'s facts: ``row`` (the offending row, or ``None``) and
-    ``side`` (the declared side, or ``None``).
-    """
+    """A padded batch whose mask, lengths or side disagree, or sequences that cannot be padded;
+    beyond :class:`tensig.ShapeError`'s facts, the offending ``row`` and the declared ``side``."""
 
     def __init__(self, reason: str, *, row: int | None = None, side: str | None = None,
                  **facts: Any):
@@ -52,8 +48,7 @@ class PaddingError(ShapeError):
 
 
 def _ops_for(array_type: type) -> Backend:
-    """The adapter of an array type's library (imported only now), which padded batches
-    need to hold values (not a lazy library's task graph)."""
+    """The adapter of an array type's library, which must hold values (not be lazy)."""
     backend = backend_for(array_type)  # raises a TypeError naming the supported libraries
     if backend.lazy:
         raise TypeError(f"padded batches support NumPy, PyTorch and JAX arrays, not "
@@ -64,9 +59,8 @@ def _ops_for(array_type: type) -> Backend:
 
 # -- checks on plain Python values: they run before any array is built -------------------------
 def _check_value(value: Any, dtype: Any) -> None:
-    """Refuse a padding ``value`` that ``dtype`` does not hold (300 or -1 in uint8, NaN or
-    1e10 in int8, 1e40 in float32): the cast would wrap, saturate or fail in the library.
-    A dtype NumPy does not know (bfloat16 without ml_dtypes) is not checked."""
+    """Refuse a padding ``value`` that ``dtype`` does not hold (-1 in uint8, 1e40 in float32):
+    the cast would wrap, saturate or fail.  A dtype NumPy does not know is not checked."""
     try:
         name = dtype_name(dtype)
         kind = np.dtype(name).kind
@@ -74,7 +68,10 @@ def _check_value(value: Any, dtype: Any) -> None:
         return
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d array, a tensor
         value = value.item()
-    number = _as_float(value)
+    try:  # None: no real number, or one too large for a float (``10**400``)
+        number = None if isinstance(value, str | bytes) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
     if kind in "iu":
         info = np.iinfo(name)
         name += f" ({info.min}..{info.max})"
@@ -93,17 +90,6 @@ def _check_value(value: Any, dtype: Any) -> None:
         raise PaddingError(f"value={value!r:.60} does not fit the rows' dtype {name}: the "
                            "padding cells would not hold it",
                            hint="pass a value of that dtype's range")
-
-
-def _as_float(value: Any) -> float | None:
-    """``value`` as a float (a Fraction, a Decimal, a NumPy scalar); ``None`` where it is no
-    real number or too large for one (``10**400``)."""
-    if isinstance(value, str | bytes):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _check_side(side: Any) -> Side:
@@ -139,10 +125,9 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
         length: int | None = None, multiple_of: int | None = None) -> Padded:
     """Pad sequences of different lengths into one :class:`Padded` batch ``[B, T, ...]``.
 
-    ``sequences``: arrays of one library (NumPy, torch or JAX), each ``[length, ...]`` with the
-    same trailing shape and dtype, or Python lists (token lists, or lists of equal-length rows),
-    which become NumPy arrays.  ``T`` is the longest length, or ``length`` when given (at least
-    the longest), rounded up to a multiple of ``multiple_of``.  Padding cells hold ``value``.
+    ``sequences``: arrays of one library, each ``[length, ...]`` of one trailing shape and
+    dtype, or Python lists (which become NumPy arrays).  ``T`` is the longest length, or
+    ``length`` (at least that), rounded up to a multiple of ``multiple_of``.
 
     >>> p = pad([[1, 2, 3], [4]], side="left", value=-1)
     >>> p.data
@@ -174,9 +159,8 @@ def pad(sequences: Iterable[Any], side: Side = "right", value: Any = 0,
 
 
 def _array_sizes(seqs: list[Any]) -> tuple[list[int], tuple[int, ...]]:
-    """The rows' lengths and their one trailing shape: a few set comprehensions when the rows
-    agree (10,000 torch rows: a few ms), else row by row (types of one library may differ),
-    the first row that disagrees named."""
+    """The rows' lengths and trailing shape: a few set comprehensions when the rows agree,
+    else row by row, naming the first that disagrees."""
     shapes = [s.shape for s in seqs] if len({type(s) for s in seqs}) == 1 else None
     if shapes is not None and len(shapes[0]) >= 1 and len({s.dtype for s in seqs}) == 1 and \
             len({(len(s), tuple(s[1:])) for s in shapes}) == 1:  # one rank, one trailing shape
@@ -208,8 +192,8 @@ def _check_row(i: int, s: Any, lib: str, first: tuple[int, ...], first_row: Any)
 
 
 def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]:
-    """Python sequences as one NumPy array of their items (rows in order), their lengths and
-    the items' shape; a row that is not a list, or ragged items, named."""
+    """Python sequences as one NumPy array of their items, their lengths and the items' shape;
+    a row that is not a list, or ragged items, named."""
     for i, s in enumerate(seqs):
         if is_array(s) or not isinstance(s, (list, tuple, range)):
             row0 = "" if i == 0 else f", row 0 a {type(seqs[0]).__name__}"
@@ -242,8 +226,7 @@ def _list_sizes(seqs: list[Any]) -> tuple[list[Any], list[int], tuple[int, ...]]
 
 def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int | None,
                    step: int) -> int:
-    """``T``; a batch no array can address (``step`` bytes per position) is refused here, not
-    by the library's allocator in its own words."""
+    """``T``; a batch no array can address (``step`` bytes a position) is refused here."""
     longest = max(lengths)
     T = longest
     if length is not None:
@@ -264,16 +247,11 @@ def _padded_length(lengths: Sequence[int], length: int | None, multiple_of: int 
 
 # -- the batch -----------------------------------------------------------------------------------
 class Padded:
-    """A batch of padded sequences: ``data`` ``[B, T, ...]``, ``mask`` ``[B, T]`` bool (True
-    where real), ``lengths`` ``[B]`` and ``side`` (``"right"``: real positions first, then
-    padding; ``"left"``: padding first).
-
-    ``Padded(data, mask, side)`` checks that every mask row is one contiguous run of real
-    positions at ``side`` and raises :class:`PaddingError` naming the first row that is not;
-    ``side=None`` reads the side from the mask (:meth:`infer_side`).  An empty row (length 0)
-    has no last item: :meth:`last` and :meth:`last_index` raise; the reductions say what
-    they give it.
-    """
+    """A batch of padded sequences: ``data`` ``[B, T, ...]``, ``mask`` ``[B, T]`` bool (True where
+    real), ``lengths`` ``[B]`` and ``side`` (``"right"``: real positions first).  ``Padded(data,
+    mask, side)`` checks that every mask row is one contiguous run of real positions at ``side``
+    (``None``: :meth:`infer_side`), else a :class:`PaddingError` names the first row that is not.
+    An empty row has no last item (:meth:`last` raises)."""
 
     __slots__ = ("_data", "_lengths", "_mask", "_ops", "_side", "_sizes")
 
@@ -290,8 +268,7 @@ class Padded:
     @classmethod
     def _trusted(cls, data: Any, mask: Any, lengths: Any, side: Side,
                  sizes: tuple[int, ...] | None, ops: Backend | None = None) -> Padded:
-        """A batch whose mask was built from ``sizes`` here (``None``: symbolic, under
-        ``tensig.verify``): nothing to check."""
+        """A batch whose mask was built here from ``sizes`` (``None``: symbolic): unchecked."""
         self = cls.__new__(cls)
         self._data, self._mask, self._lengths, self._side = data, mask, lengths, side
         self._sizes, self._ops = sizes, ops or _ops_for(type(data))
@@ -321,11 +298,8 @@ class Padded:
 
     @staticmethod
     def infer_side(mask: Any) -> Side:
-        """The side a ``[B, T]`` boolean mask is padded on.
-
-        Refuses a row that is not one contiguous run of real positions at either side, a batch
-        that mixes right- and left-padded rows, and an ambiguous batch (every row full or
-        empty: the mask does not show a side).
+        """The side a ``[B, T]`` boolean mask is padded on; refuses a row padded on neither
+        side, mixed sides, and a mask that shows no side (every row full or empty).
 
         >>> import numpy as np
         >>> Padded.infer_side(np.array([[True, True], [False, True]]))
@@ -372,8 +346,7 @@ class Padded:
                 f"library={self._ops.name!r})")
 
     def price(self, dtype: Any = None) -> PaddedPrice:
-        """The batch's bytes (data, mask, lengths) and those of its data spent on padding; with
-        ``dtype``, as if the data were stored in it.  ``tensig.price(batch)`` calls this."""
+        """The batch's bytes and those spent on padding (with ``dtype``: as if stored in it)."""
         per_cell = math.prod(self.shape[2:]) * itemsize(self.data.dtype if dtype is None
                                                          else dtype)
         cells = len(self.sizes) * self.shape[1]
@@ -383,8 +356,7 @@ class Padded:
 
     # -- reading through the mask -----------------------------------------------------------------
     def last_index(self) -> Any:
-        """``[B]``: the index of each row's last real item, from the mask (never ``T - 1``
-        unless that is where it is): ``length - 1`` right-padded, ``T - 1`` left-padded."""
+        """``[B]``: each row's last real index: ``length - 1`` right-padded, ``T - 1`` left."""
         self._need_items("last_index()")
         if self.side == "left":
             return self.lengths * 0 + (self.data.shape[1] - 1)
@@ -431,28 +403,23 @@ class Padded:
 
     # -- attention masks ---------------------------------------------------------------------------
     def key_mask(self, causal: bool = False) -> Any:
-        """``[B, 1, T]`` bool, True where a key is real: broadcasts over the query axis of
-        ``[B, T, T]`` scores.  (``mask[:, :, None]``, ``[B, T, 1]``, would mask queries.)
-        ``causal=True``: ``[B, T, T]``, also False where the key comes after the query."""
+        """``[B, 1, T]`` bool, True where a key is real, broadcasting over the query axis of
+        ``[B, T, T]`` scores; ``causal=True``: ``[B, T, T]``, False for keys after the query."""
         keys = self.mask[:, None, :]
         if not causal:
             return keys
         return keys & self._ops.asarray(np.tri(self.data.shape[1], dtype=bool), self.data)
 
     def causal_key_mask(self) -> Any:
-        """``[B, T, T]`` bool: query ``i`` may attend to key ``j`` when ``j`` is real and
-        ``j <= i``."""
+        """``[B, T, T]`` bool: query ``i`` may attend to key ``j <= i`` where ``j`` is real."""
         return self.key_mask(causal=True)
 
     def additive_key_mask(self, dtype: Any = None, causal: bool = False,
                           finite: bool = False) -> Any:
-        """:meth:`key_mask` as 0 (attend) and -inf (do not), to add to scores before a softmax.
-
-        ``dtype``: the data's when floating, else the library's default float.
-        ``finite=True`` uses the dtype's lowest finite value instead of -inf, so that a row
-        with no real key (an empty row; a padding query under ``causal``) softmaxes to a
-        uniform row instead of NaN.
-        """
+        """:meth:`key_mask` as 0 (attend) and -inf, to add to scores before a softmax.  ``dtype``:
+        the data's when floating, else the default float.  ``finite=True``: the dtype's lowest
+        finite value instead, so a row with no real key softmaxes to a uniform row instead of
+        NaN."""
         ops = self._ops
         if dtype is None:
             dtype = self.data.dtype if ops.is_float(self.data.dtype) else ops.default_float()
@@ -472,8 +439,7 @@ class Padded:
             return self
         _check_value(value, self.data.dtype)
         ops, T = self._ops, self.data.shape[1]
-        # the real items, in row order, into the new cells; both masks NumPy (concrete under
-        # jax.jit, where a boolean index must be: self.mask is a tracer there)
+        # both masks NumPy: concrete under jax.jit, where a boolean index must be
         old, mask = _row_mask(self.sizes, T, self.side), _row_mask(self.sizes, T, side)
         data = ops.masked_set(ops.full(self.shape, value, self.data), mask, self.data[old])
         return Padded._trusted(data, ops.asarray(mask, self.data), self.lengths, side,
@@ -489,8 +455,7 @@ class Padded:
 
 @dataclass(frozen=True)
 class PaddedPrice:
-    """The bytes of a padded batch: ``total`` is data, mask and lengths together; ``padding``
-    the part of ``data`` that holds padding."""
+    """The bytes of a padded batch; ``padding``: the part of ``data`` that holds padding."""
 
     data: int
     mask: int
@@ -532,8 +497,7 @@ def _check_mask(data: Any, mask: Any) -> None:
 
 
 def _bad_rows(mask: Any, side: Side) -> np.ndarray:
-    """A NumPy bool ``[B]``: the rows that are not one run of real positions at ``side`` (a
-    right-padded row never goes from padding to real; a left-padded row never back)."""
+    """A NumPy bool ``[B]``: the rows that are not one run of real positions at ``side``."""
     before, after = mask[:, :-1], mask[:, 1:]
     wrong = (~before & after) if side == "right" else (before & ~after)
     return np.asarray(to_numpy(wrong.any(axis=1)), dtype=bool)
@@ -564,11 +528,8 @@ def _check_rows(mask: Any, side: Side) -> Side:
 # -- annotations: Padded[Float[ArrayType, "B T d"]] ------------------------------------------------
 @dataclass(frozen=True, repr=False)
 class PaddedMarker(ShapeSpecMarker):
-    """The marker of ``Padded[Float[ArrayType, "B T d"]]``: the value must be a :class:`Padded`
-    (``wrapper``) whose data has that shape and dtype.  Its mask ``[B, T]`` and lengths ``[B]``
-    agree with the data by construction (they are read-only), so checking the data checks the
-    three together.  ``tensig.verify`` passes a batch of symbolic arrays
-    (:func:`symbolic_batch`), whose mask is ``[B, T]`` bool.
+    """The marker of ``Padded[Float[ArrayType, "B T d"]]``: a :class:`Padded` whose data has
+    that shape and dtype (its read-only mask and lengths agree by construction).
 
     >>> import numpy as np
     >>> from tensig import Float
@@ -583,10 +544,8 @@ class PaddedMarker(ShapeSpecMarker):
 
 
 def symbolic_batch(data: Any) -> Padded:
-    """The padded batch ``tensig.verify`` passes for a ``Padded[...]`` parameter: ``data`` (a
-    symbolic ``[B, T, ...]`` array), a ``[B, T]`` bool mask and ``[B]`` lengths of the same
-    symbolic sizes.  Methods that need the lengths' values (``to_side``, ``unpad``) stop the
-    trace with a note."""
+    """The padded batch ``tensig.verify`` passes for a ``Padded[...]`` parameter: symbolic
+    ``data``, mask and lengths (``to_side`` and ``unpad``, which read lengths, stop the trace)."""
     mask = type(data)(data.dims[:2], "b")
     return Padded._trusted(data, mask, type(data)(data.dims[:1], "i"), "right", None,
                            _ops_for(np.ndarray))

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tensig.core.shapes import as_shape
 
 __all__ = ["itemsize", "price"]
@@ -51,8 +53,6 @@ def itemsize(dtype: Any) -> int:
         if name.startswith("float8"):
             return 1
         dtype = name
-    import numpy as np
-
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError:  # (a dtype object with an ``itemsize`` was answered above)
@@ -62,11 +62,9 @@ def itemsize(dtype: Any) -> int:
 def price(shape: Any, dtype: Any = None) -> Any:
     """Bytes of a tensor of ``shape`` with ``dtype``: an ``int``, or a ``Dim`` when symbolic.
 
-    ``shape`` is a :class:`tensig.Shape`, a tuple of sizes (ints, ``Dim``s or names), a shape
-    string (``"B, T, d"``) or an array.  ``dtype`` is a numpy/torch/jax dtype, a scalar type or
-    a name (see :func:`itemsize`); ``None`` means the array's own dtype, else float32.
-    A :class:`tensig.Padded` batch gets a :class:`tensig.execution.padding.PaddedPrice`, which also
-    reports the bytes spent on padding.
+    ``shape``: a :class:`tensig.Shape`, a tuple of sizes, a shape string or an array;
+    ``dtype`` as :func:`itemsize` takes it (``None``: the array's own, else float32).  A
+    :class:`tensig.Padded` batch gets a ``PaddedPrice``, with the bytes spent on padding.
 
     >>> import numpy as np
     >>> price(np.zeros((3, 4), np.float16)), price([8, 1024], "float32")

@@ -1,13 +1,7 @@
-"""Operand views: an operand's axis uses (:attr:`tensig.Inferred.layout`) turned into an
-array whose axes are iterators, by a few backend calls fixed at plan time.
-
-A fixed index slices (``x[..., 2, ...]``), a concatenation component slices its range, an
-affine axis pads with the accumulator's neutral element (padded or offset forms) and becomes
-sliding windows (:meth:`~tensig.backends.base.Backend.windows`) whose window axis is the kernel
-iterator; windows that tile their axis are a reshape.
-The lowering (:mod:`tensig.execution.lowering`) reads every operand through these, and the
-written side of an assignment (:mod:`tensig.execution.assignment`) scatters through the same
-window geometry (:func:`window_pads`).
+"""Operand views: an operand's axis uses turned into an array whose axes are iterators, by a
+few backend calls fixed at plan time.  A fixed index or a concatenation component slices; an
+affine axis pads with the neutral element and becomes sliding windows whose window axis is the
+kernel iterator (a reshape where windows tile their axis).
 """
 
 from __future__ import annotations
@@ -22,8 +16,7 @@ __all__ = ["Key", "active_part", "components", "fill", "operand_view", "tiled_vi
            "window_pads"]
 
 
-# Iterator keys: an Iter id (int), or ("part", tensor, position, j) for an integer component
-# of a concatenated axis, which is private to that axis.
+# an Iter id, or ("part", tensor, position, j) for an integer component of a concatenated axis
 Key = int | tuple[str, int, int, int]
 
 
@@ -44,10 +37,8 @@ def active_part(uses: tuple[AxisUse, ...], t: int, pos: int, phase: dict[tuple[i
 
 
 def fill(neutral: float, x: Any) -> float | int | bool:
-    """The value that pads ``x`` for an operation whose neutral element is ``neutral``: 0, or
-    the neutral element of max for ``x``'s own dtype (an int8 operand of a float operation
-    pads with -128, its float result with -inf).  NaN pads a float ``x`` with NaN (a max
-    gate's windows: equal to no maximum), an integer one with its minimum."""
+    """The value padding ``x`` for an operation of neutral element ``neutral``: 0, or max's for
+    ``x``'s own dtype (an int8 operand pads with -128); NaN pads a float ``x`` with NaN."""
     if neutral == 0:
         return neutral
     low = neutral_max(x.dtype)
@@ -57,12 +48,8 @@ def fill(neutral: float, x: Any) -> float | int | bool:
 def operand_view(uses: tuple[AxisUse, ...], t: int, phase: dict[tuple[int, int], int],
                   backend: Backend) -> tuple[Callable[[Any, float], Any] | None, list[Key],
                                              list[int]]:
-    """How to turn operand ``t`` into an array whose axes are iterators.
-
-    Returns the view function (``(array, padding value) -> view``; ``None``: the operand as it
-    is), the iterator key of each axis of the view, and their sizes.  Merged axes are split
-    before (see :func:`~tensig.execution.lowering.split_merges`).
-    """
+    """How to view operand ``t``: ``(array, padding value) -> view`` (``None``: as it is),
+    and the view's iterator keys and sizes (merged axes split before)."""
     tiled = tiled_view(uses)
     if tiled is not None:
         return tiled
@@ -138,13 +125,9 @@ def window_pads(ix: AffineIndex, size: int) -> tuple[int, tuple[int, int]]:
 
 def tiled_view(uses: tuple[AxisUse, ...]) -> tuple[Callable[[Any, float], Any], list[Key],
                                                       list[int]] | None:
-    """An operand whose windowed axes are all tiled (non-overlapping pooling: back to back,
-    nothing padded, nothing left over) viewed by a reshape: each windowed axis becomes
-    (output position, kernel position) in place.
-
-    Unlike a window view this stays contiguous, so the elementwise work on it runs at full
-    speed (5x a strided window view in torch).  ``None`` when some axis is not of that kind.
-    """
+    """An operand whose windowed axes are all tiled (back to back, nothing padded or left over)
+    viewed by a reshape, which stays contiguous (5x a strided window view in torch); ``None``
+    when some axis is not of that kind."""
     keys: list[Key] = []
     shape: list[int] = []
     if not any(isinstance(u.index, AffineIndex) for u in uses):
