@@ -3,7 +3,7 @@
 A training step runs dozens of small assignments, each array call a few microseconds; closures
 nested per primitive, alignment and accumulation cost as much again.  So every decision is taken at
 compile time and written out as straight-line Python (read, align, the expression inlined, reduce,
-transpose, store): running a step is only its array calls. :func:`assignment_step` writes the step
+transpose, store): running a step is only its array calls.  :func:`assignment_step` writes the step
 of an assignment whose axes are iterators and fixed indices; :func:`expression_function` the
 expression alone (for :class:`~tensig.execution.lowering.Pointwise`).
 """

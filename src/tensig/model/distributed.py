@@ -1,7 +1,5 @@
-"""Data-parallel training on ``torch.distributed`` (the README's "Data-parallel training"):
-one process per replica, gradients averaged.  PyTorch moves the bytes (``torchrun``, gloo or
-NCCL); tensig adds which rows each replica takes, what goes over the wire, and the checks that
-keep the replicas identical.
+"""Data-parallel training on ``torch.distributed`` (the README's "Data-parallel training"): one
+process per replica, gradients averaged.  PyTorch moves the bytes (``torchrun``, gloo or NCCL).
 
 A step: forward and backward on each replica's rows (the ``r``-th slice of each global batch,
 as ``DistributedSampler`` splits); the gradients, in buckets in the order backward finishes

@@ -1,15 +1,14 @@
 """Training with the model layer: optimizers written in the assignment IR, and a loop (the
 README's "Training" section).
 
-:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return
-:class:`~tensig.execution.ir.Code` compiled with the gradient routine; optimizer state are
-tensors of the graph.  :class:`Trainer` slices the datasets into batches.
+:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return :class:`~tensig.execution.ir.Code`
+compiled with the gradient routine; optimizer state are tensors of the graph.
 
-A step is atomic: the gradients first (the parameters untouched), then the loss is checked
-(``on_nonfinite``), then the update runs with Ctrl-C held back, the step count advancing last.
-A step refused or interrupted before its update puts back the buffers its forward pass moved.
-Parameters, buffers, optimizer state and ``step_count`` therefore always agree, and a
-checkpoint saved after an interrupt resumes without repeating or skipping a step.
+A :class:`Trainer` step is atomic: the gradients first, then the loss is checked
+(``on_nonfinite``), then the update with Ctrl-C held back, the step count advancing last; a step
+refused or interrupted before its update puts back the buffers its forward pass moved.  So
+parameters, buffers, optimizer state and ``step_count`` always agree, and a checkpoint saved
+after an interrupt resumes without repeating or skipping a step.
 """
 
 from __future__ import annotations
