@@ -192,8 +192,7 @@ def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Back
 
 def _align(src: _Source, x: str, labels: Labels, product: list[str],
            dims: list[int]) -> tuple[str, int]:
-    """Source lining ``x`` (sizes ``dims``) up with the product space (fixed positions,
-    diagonals, order), and the result's rank."""
+    """Source lining ``x`` (sizes ``dims``) up with the product space, and the result's rank."""
     if not labels and product:  # 0-d: torch's give way in promotion (float16 * 0-d float32 is
         # float16); a size-1 array promotes as NumPy and the eager API do
         return f"{x}.reshape({(1,) * len(product)!r})", len(product)
@@ -364,8 +363,7 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], arg_labels: list[Labels
 
 def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
                   device: Any = None) -> Any:
-    """A number as an array of ``shape``: a floating operand's dtype, else float32; on the
-    operand's device, else the store's."""
+    """A number as an array of ``shape``: a floating operand's dtype and device, or float32."""
     dtype = getattr(like, "dtype", None)
     floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
                                       getattr(dtype, "kind", "") == "f")

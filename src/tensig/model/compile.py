@@ -109,8 +109,7 @@ class Routine:
 
 
 def compile_code(code: Code, array_type: type) -> Routine:
-    """Compile ``code`` for arrays of ``array_type`` (numpy.ndarray, torch.Tensor, jax.Array,
-    dask.array.Array)."""
+    """Compile ``code`` for arrays of ``array_type`` (a backend's array type)."""
     backend = backend_for(array_type)
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
@@ -189,8 +188,7 @@ def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
 
 def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
                transposed: bool, step_a: Step, step_b: Step, backend: Backend) -> Step:
-    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's) by one call; the product's
-    array (``product``) is not made, an older one dropped."""
+    """``s = x @ w (.T) + bias`` by one call; the product's array is not made (an old dropped)."""
     fn = backend.matmul_bias
     assert fn is not None  # compile_code asked
     shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
@@ -331,8 +329,7 @@ def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
 
 
 def fold_zero_init(code: Code) -> Code:
-    """``g =: 0`` followed (before any read of ``g``) by ``g =+ v`` is ``g =:+ v`` (``=-``
-    likewise): one pass instead of two."""
+    """``g =: 0`` then (before any read of ``g``) ``g =+ v`` is ``g =:+ v``: one pass, not two."""
     zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
     drop: set[int] = set()
     out: list[Assign] = []
@@ -352,8 +349,7 @@ def fold_zero_init(code: Code) -> Code:
 
 
 def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
-    """One label per axis (an iterator's name, or a fixed index); ``None`` for a window or a
-    concatenation (the lowering runs those)."""
+    """One label per axis (an iterator's name, or a fixed index); ``None`` for a window."""
     out: list[str | int] = []
     for u in uses:
         ix = u.index
@@ -480,8 +476,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
 
 
 def _pooled(result: Any) -> tuple[int, str]:
-    """Where in ``store.saved`` a kernel's max pooling of ``result`` leaves what its gradient
-    step may reuse (torch: the maxima's places)."""
+    """Where in ``store.saved`` a kernel's max pooling of ``result`` leaves its maxima's places."""
     return (result.id, "pooled")
 
 
@@ -595,8 +590,7 @@ def _whole_step(a: Assign, xp: Any) -> Step:
 
 
 def _alias_assign(a: Assign) -> Step | None:
-    """``y =: id(x)`` pointwise between equal shapes stores ``x``'s array as ``y``'s, no copy:
-    safe, as compiled steps never write into an array they did not just create."""
+    """``y =: id(x)`` between equal shapes as an alias, no copy (steps never write into arrays)."""
     e = a.expr
     if a.accum is not None or a.logic != "." or e.op != "id" or not isinstance(e.args[0], Buf) \
             or tuple(e.args[0].tensor.shape.dims) != tuple(a.lhs.tensor.shape.dims):

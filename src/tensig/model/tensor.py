@@ -56,14 +56,12 @@ class Graph:
             self._solved = len(self.tensors)
 
     def array(self, value: Any, device: Any = None) -> Any:
-        """``value`` as the backend's array (dtype kept) on ``device`` (the graph's by default):
-        how every array enters the store."""
+        """``value`` as the backend's array on ``device``: how every array enters the store."""
         return self.adapter.asarray(value, device=self.device if device is None else device)
 
     @property
     def training(self) -> bool:
-        """Training mode (the default; dropout draws masks, batch norm uses batch statistics);
-        routines read it when they run."""
+        """Training mode (the default: dropout's masks, batch statistics), read as routines run."""
         return self.store.training
 
     def train(self, mode: bool = True) -> Graph:
@@ -540,8 +538,7 @@ TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+"
 
 
 def cast(x: Tensor, dtype: str = "float32") -> Tensor:
-    """``x``'s values as ``dtype`` ("float32" or "float64"): how integer data enters float
-    arithmetic.  The gradient passes through unchanged."""
+    """``x``'s values as ``dtype`` (the gradient unchanged): how integer data enters float math."""
     if dtype not in CASTS:
         raise ValueError(f"cast: dtype is one of {', '.join(CASTS)}, not {dtype!r}")
     op = OpDef(f"cast_{dtype}", ".", _fwd(f"to_{dtype}"), _grads(lambda t, a: (t.grad, "+")),
@@ -598,8 +595,7 @@ def constant(value: Any, *, name: str = "const") -> Tensor:
 
 
 def _valued(kind: str, name: str, shape: Shape, value: Any, g: Graph | None = None) -> Tensor:
-    """A tensor of ``kind`` and ``shape`` in ``g`` (the current graph by default) whose value is
-    ``value`` (a callable gives it) when a model initialises."""
+    """A tensor of ``kind`` and ``shape`` valued ``value`` (or its call) at initialisation."""
     g = g or current_graph()
     t = Tensor(kind, g.shapes.tensor(name, shape), g, [name])
     t.value_init = value
