@@ -53,8 +53,8 @@ class Place:
 
     def start(self, m: Built, xs: np.ndarray, targets: np.ndarray, lr: float,
               distributed: bool) -> Trainer:
-        """``m``'s trainer (:meth:`Built.trainer`), after printing the parameter shapes and
-        the bill; then the replicas and the build time."""
+        """``m``'s trainer, after printing the parameter shapes and the bill; then the replicas
+        and the build time."""
         if self.root:
             print_bill(m.loss.graph, m.params)
         trainer = m.trainer(xs, targets, lr, distributed)
@@ -66,10 +66,8 @@ class Place:
 
 
 def place(distributed: bool, device: str | None = None) -> Place:
-    """This process's :class:`Place` in a demo run.  ``distributed``: one replica of a
-    ``torchrun`` data-parallel run (its rank from ``RANK``; ``device="cuda"`` becomes this
-    process's own GPU, ``cuda:LOCAL_RANK``).  Any demo's ``main`` starts with it and passes
-    ``distributed`` on to its :class:`~tensig.model.train.Trainer`."""
+    """This process's :class:`Place` in a demo run; ``distributed``: one replica of a
+    ``torchrun`` run (rank ``RANK``; ``device="cuda"`` becomes ``cuda:LOCAL_RANK``)."""
     if not distributed:
         return Place(0, device)
     if device == "cuda":
@@ -81,10 +79,8 @@ def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
              build: Callable[[np.ndarray, np.ndarray], Built], *, classes: int, batch: int,
              lr: float, epochs: int, backend: str, what: str, target: float,
              device: str | None = None, distributed: bool = False) -> float:
-    """Build a demo's model in a fresh graph on its training data, print the parameter
-    shapes and the bill, train, and report held-out accuracy (``device``: torch's, e.g.
-    ``"cuda"``).  ``distributed``: one replica of a data-parallel run started by torchrun
-    (each process takes ``batch`` rows of every global batch; only rank 0 prints)."""
+    """Build a demo's model in a fresh graph, print the parameter shapes and the bill, train,
+    and report held-out accuracy; ``distributed``: one replica of a torchrun run."""
     train_x, train_y, test_x, test_y = data()
     onehot = np.eye(classes, dtype=np.float32)[train_y]
     here = place(distributed, device)
@@ -105,9 +101,8 @@ def run_demo(data: Callable[[], tuple[np.ndarray, ...]],
 def command_line(main: Callable[..., float], argv: list[str] | None = None, *,
                  count: str = "epochs", small: Any = None) -> float:
     """A demo's command line: ``--epochs N`` (``count``: the GPT's ``--steps N``) ``--backend
-    numpy|torch|jax --device cuda --distributed`` (the last under ``python -m
-    torch.distributed.run --nproc_per_node 2 -m tensig.demos.digits --distributed``), and
-    ``--small`` where the demo has a smaller config ``small`` (``make demo``'s)."""
+    numpy|torch|jax --device cuda --distributed`` (under ``python -m torch.distributed.run``),
+    and ``--small`` where the demo has a smaller config ``small``."""
     import argparse
 
     demo = sys.modules[main.__module__]  # the demo's module, also when run as __main__

@@ -49,8 +49,8 @@ SMALL = Config(T=32, H=2, E=16, layers=1, batch=16)
 
 
 def compose(seed: int = 0, tales: int = 1200) -> str:
-    """The corpus: one short tale a line, from a small grammar.  Names recur within a tale,
-    so predicting them needs attention back along the line."""
+    """The corpus: one short tale a line, from a small grammar; names recur within a tale, so
+    predicting them needs attention back along the line."""
     names, animals, adjectives, things, places, feelings = (words.split() for words in (
         "Mia Tom Lena Sam Ben Ada Noor Ivo Kit Rosa",
         "fox cat dog owl frog duck bear mouse hen goat",
@@ -111,8 +111,8 @@ def corpus(T: int, text: str | None = None) -> Corpus:
 
 
 def build(xs: np.ndarray, ys: np.ndarray, vocab: int, cfg: Config = CONFIG) -> Built:
-    """The GPT in the current graph for batches of ``cfg.batch`` windows of ids ``xs`` and
-    target ids ``ys`` (``b, t |``); its loss is the mean next-character cross-entropy."""
+    """The GPT in the current graph for batches of windows of ids ``xs`` and target ids ``ys``
+    (``b, t |``); its loss is the mean next-character cross-entropy."""
     b, t, d = cfg.batch, cfg.T, cfg.D
     x = G.leaf("x", xs[:b], batch=2)                                    # b, t |
     y = G.leaf("y", ys[:b], batch=2)                                    # b, t |
@@ -156,10 +156,9 @@ def evaluate(model: G.Model, m: Built, xs: np.ndarray, ys: np.ndarray, batch: in
 
 def sample(model: G.Model, m: Built, c: Corpus, prompts: list[str], *, length: int,
            temperature: float = 0.8, seed: int = 0) -> list[str]:
-    """Continue each prompt to ``length`` characters (at most the context), one character
-    per forward run: causal attention makes position ``i``'s logits depend only on positions
-    up to ``i``, so the filler after it does not matter.  Draws from the softmax of the
-    logits over ``temperature``; every drawn id is in the vocabulary."""
+    """Continue each prompt to ``length`` characters (at most the context), one per forward run
+    (causal attention: the filler after position ``i`` does not matter), drawn from the
+    softmax of the logits over ``temperature``."""
     batch, T = m.x.shape.int_dims
     length = min(length, T)
     rng = np.random.default_rng(seed)

@@ -1,11 +1,9 @@
 """Neural-network blocks written in the notation (OCANNL's ``nn_blocks``; the README's
 "Blocks" section lists them).
 
-Each block is a few graph operations (:mod:`tensig.graph`): reductions are einsum specs
-(:data:`LAST`, :data:`ROW`, ... name what a block reduces), the broadcasting back is
-pointwise, gradients come from the operations' own backward code.  Sizes a block needs
-(``1/D`` in a mean, ``1/sqrt(E)`` in attention) are read from the solved shapes when the model
-is initialised, never written in: :func:`captured`.
+Each block is a few graph operations: reductions are einsum specs (:data:`LAST`, :data:`ROW`,
+... name what a block reduces), gradients the operations' own backward code.  Sizes a block needs
+(``1/D`` in a mean) are read from the solved shapes at initialisation, never written in.
 
 >>> import numpy as np
 >>> from tensig import graph as G
@@ -36,26 +34,9 @@ from tensig.model.graph import OpDef, Tensor
 from tensig.model.tensor import _integer_result, _valued
 
 __all__ = [
-    "ALL",
-    "CHANNEL",
-    "LAST",
-    "ROW",
-    "batch_norm",
-    "captured",
-    "causal_mask",
-    "cross_entropy",
-    "dropout",
-    "gelu",
-    "layer_norm",
-    "log_softmax",
-    "mean",
-    "merge_heads",
-    "multi_head_attention",
-    "rms_norm",
-    "rotary",
-    "silu",
-    "softmax",
-    "split_heads",
+    "ALL", "CHANNEL", "LAST", "ROW", "batch_norm", "captured", "causal_mask", "cross_entropy",
+    "dropout", "gelu", "layer_norm", "log_softmax", "mean", "merge_heads", "multi_head_attention",
+    "rms_norm", "rotary", "silu", "softmax", "split_heads",
 ]
 
 #: reduce the last output axis, keeping it as one cell, so the pointwise step back lines it up
@@ -71,30 +52,28 @@ CHANNEL = "..b..|..s.., c => |c"
 
 
 def captured(fn: Callable[[], float], *, name: str = "captured") -> Tensor:
-    """A number (a constant with no axes: it broadcasts into anything without adding one)
-    whose value ``fn()`` is computed when a model is initialised, after shapes are solved:
-    how a block uses a size (``1/D``) that inference decides."""
+    """A number (a constant with no axes: it broadcasts into anything) whose value ``fn()`` is
+    computed at initialisation, after the solve: how a block uses a size inference decides."""
     return _valued("const", name, Shape(), lambda: np.array(fn(), np.float32))
 
 
 def mean(x: Tensor, spec: str = ROW) -> Tensor:
-    """The mean over what ``spec`` reduces: its sum times ``1/D``, ``D`` the number of cells
-    summed into each result cell (from the solved shapes)."""
+    """The mean over what ``spec`` reduces: its sum times ``1/D``, ``D`` the cells summed into
+    each result cell."""
     total = G.einsum1(spec, x)
     return total * captured(lambda: int(total.shape.numel()) / int(x.shape.numel()), name="1/D")
 
 
 def _shifted(x: Tensor, spec: str) -> Tensor:
-    """``x`` minus its maximum over ``spec``, the maximum detached (OCANNL's softmax: the
-    shift cancels in the value, so no gradient flows through it)."""
+    """``x`` minus its detached maximum over ``spec`` (OCANNL's softmax: the shift cancels in
+    the value, so no gradient flows through it)."""
     return x - G.stop_gradient(G.einmax1(spec, x))
 
 
 def softmax(x: Tensor, spec: str = LAST) -> Tensor:
-    """``exp(x) / sum exp(x)`` over what ``spec`` reduces (the last output axis by default),
-    computed on ``x`` minus its detached maximum.  Over the last output axis it is one
-    primitive (the library's kernel) and its gradient ``y (g - sum(g y))`` another: far
-    fewer full-size passes than the primitives any other ``spec`` is built from."""
+    """``exp(x) / sum exp(x)`` over what ``spec`` reduces, on ``x`` minus its detached maximum.
+    Over the last output axis (the default) one primitive and its gradient ``y (g - sum(g y))``
+    another: far fewer full-size passes than any other ``spec``'s."""
     if spec == LAST:
         return G.apply(_SOFTMAX_LAST, x)
     e = _shifted(x, spec).exp()
@@ -102,8 +81,8 @@ def softmax(x: Tensor, spec: str = LAST) -> Tensor:
 
 
 def _output_axes(t: Tensor, what: str, doing: str = "reduce") -> tuple[int, int]:
-    """Where ``t``'s output row starts in memory (memory order: batch, output, input) and how
-    many axes it has: a row-wise primitive's axes.  No output axis is a :class:`ShapeError`."""
+    """Where ``t``'s output row starts in memory and how many axes it has (a row-wise
+    primitive's axes); none is a :class:`ShapeError`."""
     s = t.shape
     if not s.output:
         raise ShapeError(f"{what}: {t.name} has no output axis to {doing} (shape {s})")
@@ -131,8 +110,8 @@ def _add_parts(code: Code, record: Tensor, into: tuple[Tensor, ...]) -> Code:
 
 
 def _row_op(name: str) -> OpDef:
-    """The primitive ``name`` over the last output axis, its gradient ``name_grad`` of the
-    value and the incoming gradient (softmax, log-softmax)."""
+    """Primitive ``name`` over the last output axis, its gradient ``name_grad`` of the value and
+    the incoming gradient (softmax, log-softmax)."""
 
     def last(a: Tensor) -> int:  # the memory axis of a's last output axis: start + count - 1
         return sum(_output_axes(a, name)) - 1
@@ -151,9 +130,8 @@ _SOFTMAX_LAST, _LOG_SOFTMAX_LAST = _row_op("softmax"), _row_op("log_softmax")
 
 
 def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
-    """``x - log sum exp(x)`` over what ``spec`` reduces, with the detached maximum
-    subtracted first.  Over the last output axis one primitive and its gradient
-    ``g - exp(y) sum(g)`` another, as :func:`softmax`."""
+    """``x - log sum exp(x)`` over what ``spec`` reduces, the detached maximum subtracted first;
+    over the last output axis one primitive and its gradient another, as :func:`softmax`."""
     if spec == LAST:
         return G.apply(_LOG_SOFTMAX_LAST, x)
     z = _shifted(x, spec)
@@ -161,16 +139,10 @@ def log_softmax(x: Tensor, spec: str = LAST) -> Tensor:
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, *, ignore_index: int = -100) -> Tensor:
-    """The mean cross-entropy of ``logits`` (``b | n``: classes on the last output axis)
-    against ``targets``, as ``torch.nn.functional.cross_entropy`` computes it.
-
-    Integer ``targets`` (``b |``) are class ids: the mean is over the rows whose id is not
-    ``ignore_index`` (no such row: NaN, as torch gives).  Float ``targets`` (``b | n``) are
-    probabilities: the mean is over all rows.
-
-    With class ids it is one primitive, forward and backward (torch's ``log_softmax`` with
-    ``nll_loss`` and their backward kernels, as ``F.cross_entropy``).
-    """
+    """The mean cross-entropy of ``logits`` (``b | n``) against ``targets``, as
+    ``torch.nn.functional.cross_entropy``: integer ``targets`` (``b |``) are class ids, averaged
+    over the rows whose id is not ``ignore_index`` (none: NaN, as torch), one primitive forward
+    and backward; float ``targets`` (``b | n``) are probabilities, averaged over all rows."""
     if targets.integer:
         return G.apply(_cross_entropy_ids(logits, int(ignore_index)), logits, targets)
     logp = log_softmax(logits)
@@ -185,8 +157,7 @@ _CROSS_ENTROPY = "..b..|->..o.., n; ..b..|->..o.. => |->0"
 
 def _cross_entropy_ids(logits: Tensor, ignore: int) -> OpDef:
     """Cross-entropy against class ids as one operation: the loss with the log-probabilities
-    and the count of ids (a record, :data:`tensig.execution.ir.RECORDS`), the logits'
-    gradient from them."""
+    and the count of ids (a record), the logits' gradient from them."""
     saved = _record(logits.graph, "cross_entropy.saved")
 
     def forward(t: Tensor, z: Tensor, ids: Tensor) -> Code:
@@ -200,28 +171,27 @@ def _cross_entropy_ids(logits: Tensor, ignore: int) -> OpDef:
                  integers=True)
 
 
-def _affine(y: Tensor, name: str, shift: bool) -> Tensor:
-    """``y * scale (+ shift)`` with learned ``scale`` (ones) and ``shift`` (zeros) whose
-    shapes come from their use (the normalised axes)."""
+def _scale_shift(name: str, shift: bool = True) -> list[Tensor]:
+    """A learned ``scale`` (ones) and ``shift`` (zeros) in scope ``name``, sized by their use."""
     with G.scope(name):
-        y = y * G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
-        if shift:
-            y = y + G.param("shift", init=lambda shape, rng: np.zeros(shape, np.float32))
-    return y
+        return [G.param(w, init=lambda shape, rng, v=v: np.full(shape, v, np.float32))
+                for w, v in (("scale", 1.0), ("shift", 0.0))[:1 + shift]]
+
+
+def _affine(y: Tensor, name: str, shift: bool) -> Tensor:
+    """``y * scale (+ shift)``, learned (:func:`_scale_shift`)."""
+    learned = _scale_shift(name, shift)
+    y = y * learned[0]
+    return y + learned[1] if shift else y
 
 
 def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "layer_norm",
                affine: bool = True) -> Tensor:
     """``(x - mean) / sqrt(var + eps)`` over what ``spec`` reduces (the whole output row by
-    default: a row variable), then a learned scale and shift (``affine``), as
-    ``torch.nn.LayerNorm`` (the biased variance).  Over the output row with ``affine`` it is
-    one operation of ``x``, ``scale`` and ``shift`` (the kernel applies them: torch's
-    ``native_layer_norm`` with its weight and bias, forward and backward)."""
+    default), then a learned scale and shift (``affine``), as ``torch.nn.LayerNorm``.  Over the
+    output row it is one operation (torch's ``native_layer_norm``, forward and backward)."""
     if spec == ROW and affine:
-        with G.scope(name):
-            scale = G.param("scale", init=lambda shape, rng: np.ones(shape, np.float32))
-            shift = G.param("shift", init=lambda shape, rng: np.zeros(shape, np.float32))
-        return G.apply(_affine_normalizer(x, float(eps), name), x, scale, shift, name=name)
+        return G.apply(_affine_normalizer(x, float(eps), name), x, *_scale_shift(name), name=name)
     if spec == ROW:
         y = G.apply(_normalizer(x, float(eps)), x)
     else:
@@ -231,9 +201,8 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
 
 
 def _normalizer(x: Tensor, eps: float) -> OpDef:
-    """Layer normalisation over the output row as one primitive and its gradient another
-    (torch's kernels on the torch backend), the forward's statistics kept for the backward
-    in a record."""
+    """Layer normalisation over the output row as one primitive and its gradient another, the
+    forward's statistics kept for the backward in a record."""
     saved = _record(x.graph, "normalize.saved")
 
     def axes(a: Tensor) -> tuple[int, int]:
@@ -250,9 +219,8 @@ def _normalizer(x: Tensor, eps: float) -> OpDef:
 
 
 def _affine_normalizer(x: Tensor, eps: float, name: str) -> OpDef:
-    """:func:`_normalizer` with the learned scale and shift as operands of the one primitive
-    (``scale`` and ``shift`` are sized by this pointwise use: the normalised axes): the
-    value, then the three gradients, each one kernel call (records, read by ``part``)."""
+    """:func:`_normalizer` with the learned scale and shift (sized by this pointwise use) as
+    operands: the value, then the three gradients, each one kernel call (records)."""
     saved, grads = (_record(x.graph, f"{name}.{w}") for w in ("saved", "grads"))
 
     def axes(a: Tensor) -> tuple[int, ...]:
@@ -281,9 +249,8 @@ def rms_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-6, name: str = "rms_
 
 def _buffer(g: G.Graph, node: Any, name: str, fill: float,
             dtype: type[np.floating[Any]] = np.float32, kind: str = "buffer") -> Tensor:
-    """A buffer: state of the model that is not learned (running statistics, dropout's
-    counter), kept from run to run and saved by checkpoints with the parameters; or
-    (``kind="param"``) a parameter on a node of the block's own, filled with ``fill``."""
+    """A buffer (unlearned state kept from run to run and checkpointed: running statistics,
+    dropout's counter), or a parameter (``kind="param"``) on a given node, filled with ``fill``."""
     t = Tensor(kind, node, g, [name], differentiable=kind == "param")
     t.init = lambda shape: np.full(shape, fill, dtype)
     return t
@@ -292,25 +259,17 @@ def _buffer(g: G.Graph, node: Any, name: str, fill: float,
 def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: float = 1e-5,
                name: str = "batch_norm", affine: bool = True,
                track_running_stats: bool = True) -> Tensor:
-    """``(x - mean) / sqrt(var + eps) * scale + shift`` with the mean and the biased variance
-    per channel, over what ``spec`` reduces (by default :data:`CHANNEL`: the last output axis
-    is the channel, the batch row and the other output axes are reduced), as torch's
-    ``BatchNorm1d/2d/3d`` compute it (channels last here: ``b | h, w, c``).  ``spec`` keeps
-    some of ``x``'s axes (the channels, in any order) and reduces the others.
+    """``(x - mean) / sqrt(var + eps) * scale + shift`` with per-channel mean and biased
+    variance over what ``spec`` reduces (:data:`CHANNEL`: channels last, ``b | h, w, c``), as
+    torch's ``BatchNorm1d/2d/3d``; ``spec`` keeps the channels (any order), reduces the rest.
 
-    In training mode (the graph's default, :meth:`tensig.graph.Graph.train`) the statistics
-    are the batch's, and each run moves the running mean and running variance (buffers
-    ``name.running_mean``, zeros, and ``name.running_var``, ones; the variance unbiased, by
-    ``N / (N - 1)``) toward them by ``momentum``, as torch does; out of it
-    (:meth:`~tensig.graph.Graph.eval`) the running statistics normalise and stay as they are.
-    ``track_running_stats=False`` always uses the batch's.  ``scale`` (ones) and ``shift``
-    (zeros) are learned per channel (``affine``).  The running statistics are buffers:
-    checkpoints of a model or a trainer save and restore them with the parameters.
-
-    One operation, forward and backward each one call of the backend's kernel (torch's own
-    ``native_batch_norm`` and its backward; a few whole-array passes elsewhere).  At least
-    two values per channel are needed in training, as torch requires: a model with fewer
-    is refused when its code is built.
+    In training mode the statistics are the batch's, and each run moves the buffers
+    ``name.running_mean`` (zeros) and ``name.running_var`` (ones; unbiased by ``N / (N - 1)``)
+    toward them by ``momentum``, as torch does; in eval mode the running statistics normalise
+    and stay.  ``track_running_stats=False`` always uses the batch's; ``affine`` learns
+    ``scale`` and ``shift`` per channel.  One kernel call forward and one backward (torch's
+    ``native_batch_norm``); training needs two values per channel, as torch's, checked when the
+    code is built.
     """
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"batch_norm: momentum is a number in [0, 1], not {momentum!r}")
@@ -328,8 +287,8 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
         pack, grads = (_record(g, w) for w in ("pack", "grad_pack"))  # several results
 
     def kept(a: Tensor) -> tuple[int, ...]:
-        """``a``'s memory axes that are channels, in the channels' memory order; and the
-        check that training statistics have two values or more per channel."""
+        """``a``'s channel axes in the channels' memory order, after checking two values or more
+        per channel."""
         if int(a.shape.numel()) // int(saved[0].shape.numel()) < 2:
             raise ValueError(f"batch_norm {name!r}: one value per channel; training "
                              "statistics need at least two (a larger batch)")
@@ -359,8 +318,8 @@ def batch_norm(x: Tensor, spec: str = CHANNEL, *, momentum: float = 0.1, eps: fl
 
 
 def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int, ...]:
-    """The memory axes of ``x`` that ``spec`` keeps in ``channel`` (one cell per channel),
-    in ``channel``'s memory order: what batch normalisation's kernel reads as columns."""
+    """The memory axes of ``x`` that ``spec`` keeps in ``channel``, in ``channel``'s memory
+    order: what batch normalisation's kernel reads as columns."""
     proj = Projections(spec, channel, (x,))
     reads, keeps = proj.uses(x), proj.uses(channel)
     at = {u.index.id: i for i, u in enumerate(reads) if isinstance(u.index, Iter)}
@@ -373,9 +332,8 @@ def _channel_axes(spec: str, x: Tensor, channel: Tensor, name: str) -> tuple[int
 
 
 def gelu(x: Tensor) -> Tensor:
-    """GELU, tanh form: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (torch's
-    ``gelu(approximate="tanh")``; the exact form needs ``erf``, which is no primitive).  One
-    primitive with its own derivative (``x.gelu()``), not a dozen stored steps."""
+    """GELU, tanh form (torch's ``gelu(approximate="tanh")``; the exact one needs ``erf``, no
+    primitive): one primitive with its own derivative (``x.gelu()``), not a dozen steps."""
     return G.apply(G.UNARY_OPS["gelu"], x)
 
 
@@ -386,11 +344,10 @@ def silu(x: Tensor) -> Tensor:
 
 
 def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Tensor:
-    """Zero each cell with probability ``p`` and scale the rest by ``1/(1-p)``; a fresh mask
-    every run, drawn by a counter-based generator (Philox keyed by ``(seed, name)``, at a
-    counter the routine advances), so a run is repeatable from its seed, and the same on
-    NumPy and torch.  Out of training mode (``graph.eval()``) the input passes unchanged.
-    The counter is a buffer of the graph (``graph.memory()`` lists it; checkpoints save it)."""
+    """Zero each cell with probability ``p``, scale the rest by ``1/(1-p)``: a fresh mask each
+    run from Philox keyed by ``(seed, name)`` at a counter (a buffer, checkpointed) the routine
+    advances, so runs repeat from the seed, the same on NumPy and torch.  In eval mode the
+    input passes unchanged."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p is a probability in [0, 1), not {p!r}")
     _integer_result("dropout", (x,), floats=True)  # apply's check, before any buffer
@@ -417,8 +374,7 @@ def dropout(x: Tensor, p: float, *, seed: int = 0, name: str = "dropout") -> Ten
 
 def _sized_constant(x: Tensor, spec: str, name: str,
                     value: Callable[[tuple[int, ...]], np.ndarray]) -> Tensor:
-    """A constant whose shape is ``spec`` applied to ``x``'s (inferred with the graph) and
-    whose value ``value(shape)`` is computed from that solved shape at initialisation."""
+    """A constant shaped as ``spec`` applied to ``x``, valued ``value(shape)`` at initialisation."""
     g = x.graph
     t = Tensor("const", g.shapes.apply(spec, x.node, name=name), g, [name])
     t.value_init = lambda: value(t.shape.int_dims).astype(np.float32)
@@ -426,10 +382,9 @@ def _sized_constant(x: Tensor, spec: str, name: str,
 
 
 def rotary(x: Tensor, *, base: float = 10000.0) -> Tensor:
-    """Rotary position embedding of ``x`` (``..., t | h, e``, as attention's ``q`` and ``k``):
-    each head's ``e`` cells are ``E/2`` pairs ``(j, j + E/2)``, pair ``j`` rotated by the angle
-    ``t * base^(-2j/E)`` at position ``t`` (the half-split form of GPT-NeoX and Llama).  The
-    angle tables and the half swap are sized from the solved shapes."""
+    """Rotary position embedding of ``x`` (``..., t | h, e``): pair ``(j, j + E/2)`` of each
+    head rotated by ``t * base^(-2j/E)`` at position ``t`` (GPT-NeoX's and Llama's half-split
+    form), the tables sized from the solved shapes."""
 
     def angles(shape: tuple[int, ...]) -> np.ndarray:
         nt, ne = shape
@@ -454,20 +409,16 @@ def rotary(x: Tensor, *, base: float = 10000.0) -> Tensor:
 
 
 def causal_mask(scores: Tensor) -> Tensor:
-    """``-inf`` where a key position comes after the query position, else ``0``: a ``q | k``
-    constant sized from ``scores``'s solved shape (``..., q | h, k``) when the model is
-    initialised (a mask for attention written out; :func:`multi_head_attention` hides the
-    same keys with ``mask="causal"`` without one)."""
+    """``-inf`` where a key comes after the query, else ``0``: a ``q | k`` constant sized from
+    ``scores`` (``..., q | h, k``); ``multi_head_attention(mask="causal")`` needs none."""
     return _sized_constant(scores, "..., q | h, k => q | k", "causal",
                            lambda shape: np.triu(np.full(shape, -np.inf), 1))
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
-    """``x``'s last output axis cut into ``heads`` heads (``..., t | d`` to ``..., t | h, e``,
-    ``e = d / heads``, as torch's ``x.view(b, t, h, e)``): a ``d -> d`` projection made into
-    the queries, keys or values of :func:`multi_head_attention`.  The notation's
-    ``...|(h, e) => ...|h, e`` with the number of heads set on the captured ``h`` (one graph
-    operation: a view, its gradient merged back); a ``d`` that ``heads`` does not divide is a
+    """``x``'s last output axis cut into ``heads`` heads (``..., t | d`` to ``..., t | h, e``, as
+    torch's ``x.view(b, t, h, e)``): attention's queries, keys or values from a projection.
+    One view, ``...|(h, e) => ...|h, e`` with ``h`` set; a ``heads`` not dividing ``d`` is a
     :class:`ShapeError`."""
     if isinstance(heads, bool) or not isinstance(heads, int | np.integer) or heads < 1:
         raise ValueError(f"split_heads: heads is a positive number, not {heads!r}")
@@ -477,17 +428,14 @@ def split_heads(x: Tensor, heads: int) -> Tensor:
 
 
 def merge_heads(x: Tensor) -> Tensor:
-    """The heads merged back (``..., t | h, e`` to ``..., t | d``, ``d = h e``, as torch's
-    ``a.transpose(1, 2).reshape(b, t, d)``): attention's result ready for the ``d -> d``
-    output projection.  Undoes :func:`split_heads` up to the label: a merged axis has none,
-    so a labelled ``d`` (``axes="b, t | d"``) comes back unlabelled and will not add to the
-    labelled one; project it through a ``d -> d`` parameter first, as the GPT demo does."""
+    """The heads merged back (``..., t | h, e`` to ``..., t | d``, as torch's
+    ``a.transpose(1, 2).reshape(b, t, d)``).  A merged axis has no label, so a labelled ``d``
+    comes back unlabelled: project it through a ``d -> d`` parameter, as the GPT demo does."""
     return G.einsum1("...|h, e => ...|(h, e)", x)
 
 
-#: attention's operands: queries and keys share the head size ``e``, values have theirs
-#: (``f``); positions are the batch row's last axis (``q`` for queries, ``k`` for keys),
-#: heads and head sizes the whole output row, no input axes
+#: attention's operands: queries and keys share the head size ``e``, values have ``f``;
+#: positions the batch row's last axis, heads and head sizes the output row
 _ATTENTION = "..., q | -> h, e; ..., k | -> h, e; ..., k | -> h, f"
 #: the scores, which a mask (any rows) broadcasts onto
 _SCORES = "..., q | -> h, e; ..., k | -> h, e => ..., q | -> h, k"
@@ -496,19 +444,12 @@ _SCORES = "..., q | -> h, e; ..., k | -> h, e => ..., q | -> h, k"
 def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -> Tensor:
     """``softmax(q k^T / sqrt(E) + mask) v`` per head, as one primitive.
 
-    ``q``, ``k``, ``v`` are ``..., t | h, e`` (``v``'s head size may differ): positions the
-    last batch axis, heads and head dimensions the output row (:func:`split_heads` of a
-    ``d -> d`` projection makes one; :func:`merge_heads` joins the result's heads back for
-    the output projection).  ``mask``: None, ``"causal"`` (query ``i`` sees the keys ``j <=
-    i``), or a tensor added to the ``..., q | h, k`` scores, onto which it broadcasts
-    (``-inf`` hides a key: a padded batch's ``b, 1 | k``, say, its size-1 axis stretching over
-    the queries; it gets no gradient).  A query that sees no key gives 0, as
-    torch's kernels do.  The result is ``..., q | h, e``; ``E`` comes from the solved
-    shapes.
-
-    The library's fused kernel where it has one (torch on the CPU: flash attention), else
-    blocks of query rows (:meth:`tensig.backends.Backend.attention`): the ``q, k`` scores
-    are never stored, the backward recomputes them from each row's log-sum-exp.
+    ``q``, ``k``, ``v`` are ``..., t | h, e`` (``v``'s head size may differ; :func:`split_heads`
+    makes them).  ``mask``: None, ``"causal"`` (query ``i`` sees keys ``j <= i``), or a tensor
+    broadcast onto the ``..., q | h, k`` scores (``-inf`` hides a key; no gradient).  A query
+    that sees no key gives 0, as torch's kernels do.  The library's fused kernel where it has
+    one, else blocks of query rows (:meth:`tensig.backends.Backend.attention`): the scores are
+    never stored, the backward recomputes them from each row's log-sum-exp.
     """
     causal = isinstance(mask, str)
     if causal and mask != "causal":
@@ -526,10 +467,8 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None) -
 
 
 def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
-    """Attention as one operation: its forward one kernel (a record of the result and each
-    query row's log-sum-exp, :data:`tensig.execution.ir.RECORDS`), its backward another
-    (the three gradients at once).  The scale ``1/sqrt(E)`` is read from the solved shapes
-    when the code is built."""
+    """Attention as one operation: forward one kernel (a record of the result and each query
+    row's log-sum-exp), backward another (the three gradients at once)."""
     saved, grads = (_record(q.graph, f"attention.{w}") for w in ("saved", "grads"))
 
     def options(t: Tensor, q: Tensor, m: tuple[Tensor, ...]) -> tuple[Any, ...]:
@@ -550,9 +489,8 @@ def _attention(q: Tensor, causal: bool, masked: bool) -> OpDef:
 
 
 def _mask_view(mask: Tensor, t: Tensor) -> tuple[int, ...]:
-    """The shape that lays ``mask``'s array out as the scores ``..., q | h, k`` (memory
-    order ``(..., Tq, H, Tk)``) with size-1 axes where it broadcasts: each of its rows
-    right-aligned on the scores', as a pointwise operation aligns them."""
+    """The shape laying ``mask``'s array out as the scores ``(..., Tq, H, Tk)``, size-1 where it
+    broadcasts: each row right-aligned on the scores', as a pointwise operation aligns them."""
     batch, out = (tuple(int(d) for d in row) for row in (mask.shape.batch, mask.shape.output))
     if len(batch) > len(t.shape.batch) or len(out) > 2 or mask.shape.input:
         raise ShapeError(f"multi_head_attention: the mask {mask.name} ({mask.shape}) does not "

@@ -19,13 +19,9 @@ from tensig.model.tensor import Arithmetic, Graph, Tensor, _valued, current_grap
 
 
 class Captured(Arithmetic):
-    """The size of a label (or of a row variable: the product of its axes) in a graph's
-    solve: OCANNL's ``capture_dims`` variable reference.
-
-    ``value`` solves the graph and reads it; :func:`dim` (or arithmetic with tensors: ``x /
-    d``) puts it into the model as a number; the ``set_*`` methods constrain it (OCANNL's
-    ``Shape.set_dim``...).  A row variable's size is read after the solve, so its constraints
-    are checked there: they cannot size a tensor.
+    """The size of a label (or of a row variable: its axes' product) in a graph's solve: OCANNL's
+    ``capture_dims`` reference.  :func:`dim` (or ``x / d``) puts it into the model; the ``set_*``
+    methods constrain it (a row variable's only checked after the solve: they cannot size a tensor).
     """
 
     __slots__ = ("graph", "name", "node", "var")
@@ -86,8 +82,8 @@ class Captured(Arithmetic):
 
     def _check(self, want: Callable[[], int | None], what: str,
                settle: Captured | None = None) -> None:
-        """A row variable's constraint, checked after the graph's solve: a free ``settle``
-        variable takes the row's size, anything else must equal it."""
+        """A row variable's constraint, checked after the solve: a free ``settle`` variable
+        takes the row's size, anything else must equal it."""
         def check() -> None:
             size = self._size()
             assert size is not None  # a row variable's size is known once the graph solved
@@ -110,16 +106,14 @@ class Captured(Arithmetic):
 
 
 def variable(name: str) -> Captured:
-    """A free size variable of the current graph (OCANNL's ``Shape.get_variable_ref``): tie it
-    to captured labels with :meth:`Captured.set_equal`, size it with :meth:`Captured.set_dim`."""
+    """A free size variable of the current graph (OCANNL's ``Shape.get_variable_ref``)."""
     g = current_graph()
     return Captured(g, name, None, g.shapes.variable(name))
 
 
 def dim(c: Captured) -> Tensor:
     """A captured size as a number in the model (OCANNL's ``dim`` / ``embed_dim``): a float32
-    constant with no axes (it broadcasts into anything), its value taken from the solved
-    shapes when a model is initialised.
+    constant with no axes, valued from the solved shapes at initialisation.
 
     >>> from tensig.model import graph as G
     >>> x = G.leaf("x", np.ones((2, 5), np.float32), batch=1)
@@ -132,8 +126,8 @@ def dim(c: Captured) -> Tensor:
 
 
 def _capture(t: Tensor, names: Sequence[str] | None) -> Any:
-    """``t``, or ``(t, {name: Captured})`` for ``capture=names`` (as the eager functions
-    return ``(array, sizes)``).  Unknown names fail here, not at the solve."""
+    """``t``, or ``(t, {name: Captured})`` for ``capture=names`` (as the eager functions return
+    ``(array, sizes)``); unknown names fail here, not at the solve."""
     if names is None:
         return t
     if isinstance(names, str):

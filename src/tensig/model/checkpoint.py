@@ -1,19 +1,16 @@
 """Checkpoints of the model layer: parameters and buffers (running statistics, dropout's
 counter) in safetensors files; the README's "Training" section lists what is checked.
 
-Why safetensors: a JSON header plus raw little-endian buffers, so loading runs no code (unlike
-pickle) and any safetensors reader opens the file.  Tensors are keyed by parameter name, and
-the header records each one's three-row shape (``tensig.shape.layer1.w = "784->128"``),
-because memory order alone cannot tell ``3->2`` (a matrix) from ``2,3``.  Arrays travel as
-NumPy arrays, so one file loads into a graph of any backend.
+Why safetensors: a JSON header plus raw buffers, so loading runs no code (unlike pickle) and any
+safetensors reader opens the file.  Tensors are keyed by parameter name; the header records
+each one's three-row shape (``tensig.shape.layer1.w = "784->128"``), as memory order cannot
+tell ``3->2`` from ``2,3``.  Arrays travel as NumPy arrays: a file loads into any backend.
 
-Why CRC-32 for each tensor's bytes (``tensig.crc32.layer1.w``): it detects every single-bit
-flip and every burst of up to 32 bits, and was the fastest hash of the standard library on a
-100 MB array (0.8 GB/s against 0.4 for SHA-256 and 0.2 for BLAKE2b); it guards against
-damage, not malice.  A tensor without one loads unchecked, and the format version stays
-``"1"`` because older readers ignore the new entries.  Nothing in a header is trusted: shape
-texts must match the canonical form :func:`save` writes before they are parsed, so a crafted
-``9**9**9`` or deep nesting is refused as damage at once.
+Why CRC-32 per tensor (``tensig.crc32.layer1.w``): it detects every single-bit flip and burst
+of up to 32 bits, and was the standard library's fastest hash on 100 MB (0.8 GB/s against 0.4
+for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A tensor without one
+loads unchecked (the format stays ``"1"``: older readers ignore the entries).  Shape texts must
+match :func:`save`'s canonical form before they are parsed, so a crafted ``9**9**9`` is refused.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -88,8 +85,8 @@ _NUMPY_DTYPES = {
 
 
 class CheckpointError(TensigError, ValueError):
-    """A checkpoint file cannot be loaded into these parameters (nothing was loaded).
-    ``path`` and ``problems`` (one line each, naming its parameter) spare tools the parsing."""
+    """A checkpoint file cannot be loaded into these parameters (nothing was loaded); ``path``
+    and ``problems`` (one line each) spare tools the parsing."""
 
     def __init__(self, path: str, problems: Iterable[str]):
         self.path = path
@@ -105,9 +102,8 @@ class CheckpointError(TensigError, ValueError):
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What :func:`load` did: parameters written, parameters the file lacked and file entries
-    that matched no parameter (both empty after a strict load), and the file's own metadata
-    (what ``save(..., metadata=)`` stored; a foreign file's whole metadata)."""
+    """What :func:`load` did: parameters written, parameters the file lacked, file entries that
+    matched none (both empty after a strict load), and the user metadata ``save`` stored."""
 
     loaded: tuple[str, ...]
     missing: tuple[str, ...] = ()
@@ -126,19 +122,13 @@ def _safetensors() -> Any:
     return safetensors
 
 
-# --------------------------------------------------------------------------------------------
-# Which parameters
-# --------------------------------------------------------------------------------------------
-
-
-#: what a checkpoint holds of a model: its parameters and its buffers (running statistics,
-#: dropout's counter: state that is not learned but that the model's results depend on)
+#: what a checkpoint holds of a model: its parameters and buffers (unlearned state it uses)
 _SAVED = ("param", "buffer")
 
 
 def _parameters(source: Any) -> tuple[list[Any], bool]:
-    """The parameters and buffers of a Model, Graph, Tensor, Tensors or Trainer (with its
-    optimizer's state), and whether they were named one by one (then each must be saveable)."""
+    """The parameters and buffers of a Model, Graph, Tensor(s) or Trainer (with its optimizer's
+    state), and whether they were named one by one (then each must be saveable)."""
     if isinstance(source, Trainer):
         params, _ = _parameters(source.model)
         return params + source.opt.state, False
@@ -168,9 +158,8 @@ def _kind(t: Any) -> str:
 
 
 def _check_names(params: list[Any], saving: bool = False) -> None:
-    """A checkpoint keys tensors by name, so two parameters with one name cannot be told
-    apart; and (``saving``) a tensor named ``__metadata__`` would replace the header's
-    metadata entry and make the file unreadable to every safetensors reader."""
+    """Names key a checkpoint, so two parameters may not share one; and (``saving``) a tensor
+    named ``__metadata__`` would replace the header's metadata and break every reader."""
     names: set[str] = set()
     for t in params:
         if t.name in names:
@@ -198,11 +187,6 @@ def _concrete_shape(t: Any) -> Shape:
     return shape
 
 
-# --------------------------------------------------------------------------------------------
-# Saving
-# --------------------------------------------------------------------------------------------
-
-
 def _to_numpy(name: str, value: Any) -> np.ndarray:
     try:
         return np.ascontiguousarray(to_numpy(value))
@@ -213,17 +197,12 @@ def _to_numpy(name: str, value: Any) -> np.ndarray:
 
 def save(params_or_model: Any, path: str | os.PathLike[str], *,
          metadata: Mapping[str, str] | None = None) -> Path:
-    """Write the parameters' values to a safetensors file at ``path``, atomically; returns
-    the path.
-
-    ``params_or_model``: a :class:`tensig.graph.Model` (its parameters and buffers, so a loaded
-    model evaluates and draws dropout masks as the saved one), a :class:`tensig.train.Trainer`
-    (also its optimizer's state and step count: training resumes exactly), a
-    :class:`tensig.graph.Graph` (every parameter and buffer with a value) or tensors (each
-    with a value).  ``metadata``: your own string pairs; keys beginning ``tensig.`` are
-    reserved.  Everything about the data is checked before the file system is touched.  Of a
-    data-parallel trainer's identical replicas, rank 0 writes and every rank returns once the
-    file is complete.
+    """Write the parameters' values to a safetensors file at ``path``, atomically; returns the
+    path.  ``params_or_model``: a :class:`tensig.graph.Model` (parameters and buffers), a
+    :class:`tensig.train.Trainer` (also optimizer state, step count and data order: training
+    resumes exactly), a :class:`tensig.graph.Graph` (what has a value) or tensors.
+    ``metadata``: string pairs, ``tensig.`` keys reserved.  All is checked before the file
+    system is touched; of a data-parallel trainer, rank 0 writes, every rank waits for it.
     """
     st = _safetensors()
     params, explicit = _parameters(params_or_model)
@@ -311,11 +290,6 @@ def _write_atomic(target: Path, data: bytes) -> None:
             os.close(fd)
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
-
 def _numpy_dtype(value: Any) -> np.dtype | None:
     """The NumPy dtype of a stored NumPy array or torch tensor (None: NumPy has none)."""
     try:
@@ -326,30 +300,21 @@ def _numpy_dtype(value: Any) -> np.dtype | None:
 
 def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = True
          ) -> LoadReport:
-    """Load parameter values from a safetensors file keyed by parameter name (as
-    :func:`save` writes), after checking that every one fits.
-
-    ``params_or_model`` is what :func:`save` takes; a :class:`tensig.graph.Graph` may be
-    loaded before a ``Model`` is built on it, which then keeps the loaded values.  Checks,
-    all before anything is written:
+    """Load parameter values from a safetensors file keyed by parameter name, after checking
+    that every one fits.  ``params_or_model`` is what :func:`save` takes (a Graph may be loaded
+    before a ``Model`` is built on it).  Checks, all before anything is written:
 
     - names: ``strict=True`` wants every parameter in the file and nothing else; with
-      ``strict=False`` the rest is reported in the :class:`LoadReport` (a trainer then loads
-      a file without optimizer state).
-    - shapes: as three-row shapes where the file records them (``3->2`` never loads into
-      ``2,3``; labels compared where both name an axis), else by memory order.  A mismatch
-      is an error in both modes: a different architecture, not a subset.
-    - dtypes must cast safely: float16 loads into float32, float64 is refused rather than
-      silently losing precision.
+      ``strict=False`` the rest is reported in the :class:`LoadReport`.
+    - shapes: three-row shapes where recorded (``3->2`` never loads into ``2,3``; labels
+      compared where both name an axis), else memory order; a mismatch fails in both modes.
+    - dtypes must cast safely (float16 into float32; float64 into float32 is refused).
     - data: the recorded CRC-32s; the step count: at most 19 ASCII digits.
 
-    A :class:`~tensig.model.train.Trainer` also takes the saved run's data order (shuffle
-    seed and flag; a warning names both where its own differ), so it goes on with the batch
-    the saved one would have taken next.
-
-    A failed check, a directory, or a file that is not what :func:`save` writes raises
-    :class:`CheckpointError` and changes nothing; a missing file ``FileNotFoundError``.
-    Loaded values are copies, on the device of the values they replace.
+    A :class:`~tensig.model.train.Trainer` also takes the saved data order (warning where its
+    own differs).  A failed check or a file that is not what :func:`save` writes raises
+    :class:`CheckpointError` and changes nothing; a missing file ``FileNotFoundError``.  Loaded
+    values are copies, on the device of the values they replace.
     """
     st = _safetensors()
     params, _ = _parameters(params_or_model)
@@ -458,9 +423,8 @@ def _order_text(trainer: Trainer) -> str:
 
 
 def _adopt_order(trainer: Trainer, text: str, seed: int | None) -> None:
-    """Give a loaded trainer the saved run's data order: the step count says where in an
-    epoch to go on, and only the saved order makes that the batch the saved run took next.
-    A trainer built with another order warns, naming both."""
+    """Give a loaded trainer the saved run's data order, so its step count points at the batch
+    the saved run took next; another order warns, naming both."""
     mine = _order_text(trainer)
     if text == mine:
         return
@@ -476,8 +440,8 @@ def _adopt_order(trainer: Trainer, text: str, seed: int | None) -> None:
 
 
 def _count(header: Mapping[str, str], key: str, what: str, problems: list[str]) -> int | None:
-    """The whole number the header holds at ``key`` (None where it holds none, or
-    ``unshuffled`` for the seed); text that is not one is a problem naming ``what``."""
+    """The whole number the header holds at ``key`` (None: none, or an ``unshuffled`` seed);
+    other text is a problem naming ``what``."""
     text = header.get(key)
     if text is None or (key == _SEED_KEY and text == "unshuffled"):
         return None
@@ -492,16 +456,16 @@ def _count(header: Mapping[str, str], key: str, what: str, problems: list[str]) 
 
 
 def _initial_dtype(t: Any) -> np.dtype:
-    """The dtype a tensor without a value will get: its initialiser's for a buffer (dropout's
-    counter is float64), else float32."""
+    """The dtype a tensor without a value will get: a buffer's initialiser's (dropout's counter
+    is float64), else float32."""
     if t.kind == "buffer" and t.init is not None:
         return np.asarray(t.init(t.shape.int_dims)).dtype
     return np.dtype(np.float32)
 
 
 def _open(st: Any, shown: str) -> Any:
-    """``safe_open`` on a regular file only: a directory gives safetensors' bare "No such
-    device", a FIFO or a device would block or stream forever."""
+    """``safe_open`` on a regular file only (a directory gives a bare "No such device", a FIFO
+    would block)."""
     try:
         mode = os.stat(shown).st_mode
         if stat.S_ISDIR(mode):
@@ -519,16 +483,15 @@ def _open(st: Any, shown: str) -> Any:
 
 
 def _fits(saved: Shape, model: Shape) -> bool:
-    """The same rows and sizes, and the same label wherever both name an axis (a label only
-    one model's data gave is no conflict; ``rgb=3`` against ``xyz=3`` is)."""
+    """The same rows and sizes, and the same label wherever both name an axis."""
     return all(saved.row(k) == model.row(k) for k in KINDS) and all(
         a is None or b is None or a == b
         for k in KINDS for a, b in zip(saved.row_bases(k), model.row_bases(k), strict=True))
 
 
 def _header_shape(text: str | None) -> Shape | None:
-    """The shape a header records; None when absent or not the canonical text :func:`save`
-    writes (matched linearly before the dims parser, which evaluates arithmetic, sees it)."""
+    """The shape a header records; None when absent or not :func:`save`'s canonical text
+    (matched linearly before the dims parser, which evaluates arithmetic, sees it)."""
     if text is None or len(text) > _MAX_SHAPE_TEXT or not _SHAPE_TEXT.fullmatch(text):
         return None
     try:
@@ -538,11 +501,9 @@ def _header_shape(text: str | None) -> Shape | None:
 
 
 def _aligned_copy(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``raw`` copied into a new ``dtype`` array starting on a 64-byte boundary, where torch's
-    CPU allocator starts every array.  A torch graph keeps the NumPy memory it is given, so a
-    loaded parameter lies as aligned as the array it stands for did in the run that saved it
-    (a BLAS may pick its kernel by alignment: see
-    :meth:`tensig.backends.torch.TorchBackend.fused_update`)."""
+    """``raw`` copied into a ``dtype`` array on a 64-byte boundary, as torch's CPU allocator
+    aligns: a torch graph keeps the NumPy memory given, and a BLAS may pick its kernel by
+    alignment (:meth:`tensig.backends.torch.TorchBackend.fused_update`)."""
     size = raw.size * dtype.itemsize
     memory = np.empty(size + _ALIGN, np.uint8)
     start = -memory.ctypes.data % _ALIGN
@@ -552,8 +513,7 @@ def _aligned_copy(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _for_graph(t: Any, array: np.ndarray) -> Any:
-    """The array as the parameter's graph stores it, on the old value's device (else the
-    graph's)."""
+    """The array as the parameter's graph stores it, on the old value's device or the graph's."""
     store = t.graph.store
     old = store.read(t.val) if store.has(t.val) else None
     return t.graph.array(array, device=getattr(old, "device", None))

@@ -1,15 +1,11 @@
 """Python source for compiled assignments: one generated function per assignment.
 
-A routine runs dozens of small assignments per training step, and each array call takes a few
-microseconds; closures nested per primitive, per operand alignment and per accumulation step
-cost as much again.  Here every decision is taken once, at compile time, and written out as
-straight-line Python -- read the operands, align them, the expression with its operators
-inlined, reduce, transpose, store -- so running a step is only its array calls.
-
-:func:`assignment_step` writes the step of a generic assignment (any expression under
-projections whose axes are iterators and fixed indices); :func:`expression_function` is the
-expression alone, which the lowering of an assignment with windows evaluates
-(:class:`~tensig.execution.lowering.Pointwise`).
+A training step runs dozens of small assignments, each array call a few microseconds; closures
+nested per primitive, alignment and accumulation cost as much again.  So every decision is taken at
+compile time and written out as straight-line Python (read, align, the expression inlined, reduce,
+transpose, store): running a step is only its array calls.  :func:`assignment_step` writes the step
+of an assignment whose axes are iterators and fixed indices; :func:`expression_function` the
+expression alone (for :class:`~tensig.execution.lowering.Pointwise`).
 """
 
 from __future__ import annotations
@@ -62,9 +58,8 @@ class _Source:
         return repr(value)
 
     def operand(self, value: float) -> str:
-        """A number as an operand of an arithmetic operator: the adapter's
-        :meth:`~tensig.backends.Backend.scalar_operand`, made once (a 0-d tensor on torch,
-        which would otherwise wrap the number afresh on every call)."""
+        """A number as an arithmetic operand: the adapter's ``scalar_operand``, made once (torch
+        would otherwise wrap the number into a 0-d tensor on every call)."""
         if isinstance(value, int | float) and not isinstance(value, bool):
             made = self.backend.scalar_operand(value)
             if made is not value:
@@ -108,8 +103,7 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
         return _expression(src, e.args[1] if _fold(cond) != 0 else e.args[2], names)
     if e.op == "where" and isinstance(cond, Expr) and \
             (cond.op in ir.COMPARISONS or cond.op == "first_max"):
-        # a comparison's (a max reduction's gate's) mask selects directly (no 1.0/0.0 numbers
-        # and back)
+        # a comparison's (a max gate's) mask selects directly (no 1.0/0.0 numbers and back)
         x, y, a, b = (_expression(src, c, names) for c in (*cond.args, *e.args[1:]))
         if cond.op == "first_max":
             mask = f"{src.bind(ir.first_mask, 'first_mask')}(xp, {x}, {y})"
@@ -131,19 +125,16 @@ def _expression(src: _Source, e: Any, names: dict[tuple[int, str], str]) -> str:
 def _scaled(e: Any) -> tuple[float, Any] | None:
     """``mul(number, x)`` (either order) as ``(number, x)``."""
     if isinstance(e, Expr) and e.op == "mul" and len(e.args) == 2:
-        a, b = e.args
-        if not _reads_buffers(a) and _reads_buffers(b):
-            return _fold(a), b
-        if not _reads_buffers(b) and _reads_buffers(a):
-            return _fold(b), a
+        for c, x in (e.args, e.args[::-1]):
+            if not _reads_buffers(c) and _reads_buffers(x):
+                return _fold(c), x
     return None
 
 
 def _fused(src: _Source, e: Expr, names: dict[tuple[int, str], str]) -> str | None:
-    """torch's fused kernels for a sum with a scaled term: ``x + c * y`` is one ``add`` (its
-    ``alpha``) and ``x + c * (p * q)`` one ``addcmul`` -- an optimizer's moment updates in two
-    kernels instead of three or four.  Rounding may differ from the separate operations in
-    the last bit; integer operands take the plain operators."""
+    """torch's fused kernels: ``x + c * y`` is one ``add`` (``alpha``), ``x + c * (p * q)`` one
+    ``addcmul`` (an optimizer's moments in two kernels, not four; the last bit may differ);
+    integer operands take the plain operators."""
     if e.op != "add" or len(e.args) != 2:
         return None
     for first, second in (e.args, e.args[::-1]):
@@ -183,8 +174,7 @@ def _reads_buffers(e: Any) -> bool:
 
 
 def _fold(e: Any) -> float:
-    """A subexpression of numbers only, evaluated once (NumPy, double precision): its value
-    then enters the array expression as a Python number does."""
+    """A subexpression of numbers only, evaluated once in double precision."""
     if not isinstance(e, Expr):
         return e
     fn = _definition(e.op)
@@ -202,11 +192,9 @@ def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Back
 
 def _align(src: _Source, x: str, labels: Labels, product: list[str],
            dims: list[int]) -> tuple[str, int]:
-    """Source that indexes fixed positions, takes diagonals and lines ``x`` (of sizes
-    ``dims``) up with the product space; and the rank of the result."""
-    if not labels and product:  # a 0-d operand: torch's give way to any dimensioned one in
-        # type promotion (float16 times a 0-d float32 is float16); a size-1 array promotes as
-        # NumPy and the eager API do
+    """Source lining ``x`` (sizes ``dims``) up with the product space, and the result's rank."""
+    if not labels and product:  # 0-d: torch's give way in promotion (float16 * 0-d float32 is
+        # float16); a size-1 array promotes as NumPy and the eager API do
         return f"{x}.reshape({(1,) * len(product)!r})", len(product)
     # already lined up with the product space's trailing axes (a size-1 axis at a fixed
     # index 0, standing where a product axis it lacks is, broadcasts)
@@ -284,9 +272,8 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
 
 def _diagonal(labels: list[str], sizes: dict[str, int]
               ) -> Callable[[Backend, Any, Any], Any]:
-    """``v`` (on the distinct ``labels``, in order of first appearance) placed on the diagonal
-    of an array on ``labels``, ``fill`` (the accumulator's neutral element) elsewhere: one
-    einsum with an identity matrix per repeated label (``a, ab -> ab`` for ``i => ii``)."""
+    """``v`` (on the distinct ``labels``) placed on the diagonal of an array on ``labels``,
+    ``fill`` elsewhere: one einsum with an identity per repeated label (``a, ab -> ab``)."""
     letters = Letters()
     out = "".join(letters[i] for i in range(len(labels)))
     first: dict[str, str] = {}
@@ -310,10 +297,9 @@ def _diagonal(labels: list[str], sizes: dict[str, int]
 def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int, str]],
                  arg_labels: list[Labels], lhs_order: list[str], sizes: dict[str, int],
                  backend: Backend, onto: bool) -> bool | None:
-    """A sum of products (or a bare sum) is one planned contraction: ``v = plan(x0, x1)``;
-    ``onto`` (an accumulation into the left-hand side's array): the backend's
-    :attr:`~tensig.backends.Backend.summed_contraction` adds it there when one exists (then
-    True).  None: not a contraction."""
+    """A sum of products (or a bare sum) as one planned contraction ``v = plan(x0, x1)``; with
+    ``onto`` the backend's ``summed_contraction`` adds it into the array there (then True).
+    None: not a contraction."""
     e = a.expr
     bare_product = e.op == "mul" and len(e.args) == 2 and all(isinstance(x, Buf) for x in e.args)
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
@@ -377,8 +363,7 @@ def _pointwise(src: _Source, a: Assign, bufs: list[Buf], arg_labels: list[Labels
 
 def _number_array(xp: Any, v: float, shape: tuple[int, ...], like: Any,
                   device: Any = None) -> Any:
-    """A number as an array of ``shape``: the dtype of a floating operand, else float32; on
-    the operand's device, else the store's (a gradient zeroed before anything is read)."""
+    """A number as an array of ``shape``: a floating operand's dtype and device, or float32."""
     dtype = getattr(like, "dtype", None)
     floating = dtype is not None and (getattr(dtype, "is_floating_point", False) or
                                       getattr(dtype, "kind", "") == "f")
@@ -406,12 +391,9 @@ def _neutral(src: _Source, accum: str | None) -> str:
 
 def _store(src: _Source, a: Assign, lhs_labels: Labels, sizes: dict[str, int],
            summed: bool = False) -> None:
-    """Combine ``v`` with the left-hand side: initialise, place at fixed indices, accumulate.
-
-    ``=:`` stores; an initialising accumulation starts from the neutral element (``0 - v``,
-    ``1 / v``); an accumulation into a buffer nothing wrote yet starts from it too.
-    ``summed``: ``v`` already holds the sum with the array ``old`` when there is one.
-    """
+    """Combine ``v`` with the left-hand side: place at fixed indices, accumulate (from the
+    neutral element when initialising or nothing is there yet: ``0 - v``, ``1 / v``).
+    ``summed``: ``v`` already holds the sum with ``old`` when there is one."""
     accum, key, shape = a.accum, a.lhs.key, a.lhs.tensor.shape.int_dims
     first = _neutral(src, accum)
     if any(isinstance(x, int) for x in lhs_labels):  # the value fills the fixed positions

@@ -1,12 +1,11 @@
 """Compiling assignment code into straight-line backend calls.
 
-:func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: each
-assignment carries its projections (the graph's solve made them); an assignment whose axes are
-all iterators or fixed indices becomes one generated function of array calls
-(:mod:`tensig.model.codegen`), one with convolution windows or concatenations is lowered
-(:func:`_lowered_step`), and repeated pointwise blocks run once over their concatenation
-(:mod:`tensig.model.fusion`).  The passes here drop dead stores and zero contributions and
-fold zero initialisations first.  Running a routine does no shape work.
+:func:`compile_code` turns a :class:`~tensig.execution.ir.Code` into a :class:`Routine`: an
+assignment whose axes are all iterators or fixed indices becomes one generated function
+(:mod:`tensig.model.codegen`), one with windows or concatenations is lowered
+(:func:`_lowered_step`), repeated pointwise blocks run once over their concatenation
+(:mod:`tensig.model.fusion`), after passes that drop dead stores and zero contributions and
+fold zero initialisations.  Running a routine does no shape work.
 """
 
 from __future__ import annotations
@@ -47,16 +46,15 @@ __all__ = ["Routine", "Store", "compile_code"]
 
 
 class Store:
-    """The arrays of a graph: each tensor's value and gradient, by tensor id; ``device``
-    (torch only, None for NumPy) is where arrays made from numbers alone go."""
+    """The arrays of a graph by (tensor id, field); ``device``: where arrays made from numbers
+    alone go (None for NumPy)."""
 
     def __init__(self, device: Any = None) -> None:
         self.arrays: dict[tuple[int, str], Any] = {}
-        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima), by
-        #: the operation's result: beside the arrays, which hold arrays only
+        #: what a kernel keeps for its own gradient step (torch's max-pooling maxima)
         self.saved: dict[tuple[int, str], Any] = {}
         self.device = device
-        #: training mode (dropout draws its masks); :meth:`tensig.graph.Graph.eval` clears it
+        #: training mode; :meth:`tensig.graph.Graph.eval` clears it
         self.training = True
 
     def read(self, buf: Buf) -> Any:
@@ -82,20 +80,16 @@ class Routine:
     """A compiled sequence of assignments: ``run(store)`` only calls array functions.
 
     On torch the steps run under ``torch.inference_mode()``: tensig differentiates by its own
-    backward code, so torch's autograd bookkeeping is pure overhead (6-14% of a training
-    step).  The arrays a routine makes are then inference tensors; ``.clone()`` one before
-    handing it to ``torch.autograd``.
-
-    On a backend that compiles whole programs (JAX) ``staged`` runs the steps as one
-    compiled function (:mod:`tensig.model.staging`).
+    code, so autograd's bookkeeping is pure overhead (6-14% of a training step); ``.clone()`` a
+    routine's array before handing it to ``torch.autograd``.  On JAX ``staged`` runs the steps
+    as one compiled function (:mod:`tensig.model.staging`).
     """
 
     def __init__(self, steps: list[Step], code: Code,
                  mode: Callable[[], Any] | None = None, staged: Staged | None = None,
                  items: list[Assign | Run] | None = None):
         self.steps, self.code, self.mode, self.staged = steps, code, mode, staged
-        #: what each step runs, one to one with ``steps`` (an assignment, or a fused run of
-        #: repeated blocks); ``None`` when the steps were put together by hand
+        #: what each step runs (an assignment or a fused run); ``None`` for steps put by hand
         self.items = items
 
     def run(self, store: Store) -> None:
@@ -115,8 +109,7 @@ class Routine:
 
 
 def compile_code(code: Code, array_type: type) -> Routine:
-    """Compile ``code`` for arrays of ``array_type`` (any type eager ops take: numpy.ndarray,
-    torch.Tensor, jax.Array, dask.array.Array)."""
+    """Compile ``code`` for arrays of ``array_type`` (a backend's array type)."""
     backend = backend_for(array_type)
     xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
@@ -151,13 +144,11 @@ def _skip(store: Store) -> None:
 
 def _bias_fold(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: Backend,
                reads: Counter[tuple[int, str]]) -> tuple[Step, Step] | None:
-    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis, or shaped as ``t``:
-    a residual), where nothing else reads ``t``, as one matrix product with ``b`` added in its
-    accumulation (:attr:`Backend.matmul_bias`, torch's ``addmm`` as ``nn.Linear``): one pass
-    and one array fewer.  ``x``'s trailing axes are contracted in ``w``'s order; ``t`` keeps
-    ``x``'s others and adds ``w``'s other, first or last.  The product's step becomes
-    :func:`_skip`; the sum's step drops any earlier array of ``t`` (never a stale value) and
-    falls back to both original steps for arrays the kernel does not take."""
+    """``t =:+ w * x ~'@'`` then ``s =: t + b`` (``b`` along the last axis, or shaped as ``t``),
+    nothing else reading ``t``, as one product with ``b`` added in its accumulation (torch's
+    ``addmm``, as ``nn.Linear``): one pass and one array fewer.  ``x``'s trailing axes are
+    contracted in ``w``'s order.  The product's step becomes :func:`_skip`; the sum's drops any
+    older ``t`` and falls back to both steps for arrays the kernel does not take."""
     e, f = a.expr, b.expr
     if reads[a.lhs.key] != 1 or e.op != "mul" or a.accum != "+" or not a.init or \
             b.accum is not None or \
@@ -197,9 +188,7 @@ def _iter_ids(uses: tuple[AxisUse, ...]) -> list[int]:
 
 def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
                transposed: bool, step_a: Step, step_b: Step, backend: Backend) -> Step:
-    """``s = x @ w (.T) + bias`` (``keys``: x's, w's, the bias's, a vector or an array of
-    ``s``'s shape) by one call; the product's own array (key ``product``) is not made, and
-    an older one is dropped."""
+    """``s = x @ w (.T) + bias`` by one call; the product's array is not made (an old dropped)."""
     fn = backend.matmul_bias
     assert fn is not None  # compile_code asked
     shape, key = tuple(b.lhs.tensor.shape.int_dims), b.lhs.key
@@ -223,11 +212,10 @@ def _bias_step(b: Assign, keys: list[tuple[int, str]], product: tuple[int, str],
 
 def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: Backend
                      ) -> tuple[Step, Step] | None:
-    """``x.grad =+ y.grad * w`` and ``w.grad =+ x * y.grad`` (either order, operands in any
-    order) under one convolution ``y = x * w``'s projections as one backend call
-    (:func:`~tensig.execution.native.conv_pair`): the first step computes both and keeps the
-    second's value for the next step, which falls back to its own step when nothing is kept
-    (arrays the kernel does not take, a step run alone)."""
+    """``x.grad =+ y.grad * w`` and ``w.grad =+ x * y.grad`` (any order) under one convolution's
+    projections as one backend call (:func:`~tensig.execution.native.conv_pair`): the first step
+    computes both and keeps the second's value for the next, which falls back to its own step
+    when nothing is kept."""
     proj = a.proj
     if b.proj is not proj or len(proj.args) != 2 or a.lhs.key == b.lhs.key:
         return None
@@ -270,8 +258,7 @@ def _conv_pair_steps(a: Assign, b: Assign, step_a: Step, step_b: Step, backend: 
 
 
 def _put(store: Store, a: Assign, v: Any) -> None:
-    """Store ``v`` as ``a``'s left-hand side, or add it (an accumulating assignment that
-    does not initialise, onto what is there)."""
+    """Store ``v`` as ``a``'s left-hand side, or add it (a non-initialising accumulation)."""
     add = a.accum is not None and not a.init and store.has(a.lhs)
     store.write(a.lhs, store.read(a.lhs) + v if add else v)
 
@@ -290,15 +277,10 @@ def _fused_step(run: Run, backend: Backend, xp: Any) -> Step:
 
 
 def drop_dead_stores(code: Code) -> Code:
-    """Drop an assignment whose buffer is overwritten whole before anything reads it.
-
-    ``g =: 0`` followed by ``g =: 1`` (the loss seed after zeroing every gradient) costs an
-    array fill for nothing.  Only pointwise overwrites count (``=:`` or an initialising
-    accumulation under ``"."``): they cover every cell.  The routine's final state is unchanged.
-    """
+    """Drop an assignment whose buffer is overwritten whole (pointwise ``=:`` or an initialising
+    accumulation) before anything reads it: ``g =: 0`` then the loss seed ``g =: 1``."""
     items = list(code)
-    # walking backwards (linear: a forward scan per assignment is quadratic in a deep
-    # model's code): for each buffer, what the next assignment touching it does to it
+    # walking backwards (linear, not quadratic): what the next assignment does to each buffer
     following: dict[tuple[int, str], str] = {}
     dead = set()
     for i, a in reversed(list(enumerate(items))):
@@ -312,15 +294,10 @@ def drop_dead_stores(code: Code) -> Code:
 
 
 def drop_zero_contributions(code: Code) -> Code:
-    """Drop ``g =+ v`` (or ``=-``) when ``v`` is zero whatever the data: ``v`` reads only
-    buffers last set to 0 through operations that keep a zero a zero (``where``, the gates,
-    ``id``, negation, sums of zeros).
-
-    A gradient that nothing ever accumulates into (the row maximum in a softmax sits behind
-    ``stop_gradient``) is zeroed and then gated back into its operand's gradient: a full
-    pass over the data for nothing.  Products are not zero-preserving (0 * inf is NaN), so
-    they keep their assignments.
-    """
+    """Drop ``g =+ v`` (or ``=-``) when ``v`` reads only buffers last set to 0 through
+    zero-preserving operations (``where``, the gates, ``id``, negation, sums): a softmax's
+    detached maximum's gradient, zeroed then gated back, is a full pass for nothing.  Products
+    keep their assignments (0 * inf is NaN)."""
     zero: set[tuple[int, str]] = set()
     out = []
     for a in code:
@@ -352,12 +329,7 @@ def _always_zero(e: Any, zero: set[tuple[int, str]]) -> bool:
 
 
 def fold_zero_init(code: Code) -> Code:
-    """``g =: 0`` followed (before any read of ``g``) by ``g =+ v`` is ``g =:+ v`` (and
-    ``g =- v`` is ``g =:- v``).
-
-    Zeroing every gradient and then adding the first contribution costs two passes; the
-    first contribution can initialise instead.  Semantics are unchanged.
-    """
+    """``g =: 0`` then (before any read of ``g``) ``g =+ v`` is ``g =:+ v``: one pass, not two."""
     zeroed: dict[tuple[int, str], int] = {}  # buffer -> index of its zeroing assignment
     drop: set[int] = set()
     out: list[Assign] = []
@@ -377,8 +349,7 @@ def fold_zero_init(code: Code) -> Code:
 
 
 def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
-    """One label per axis (an iterator's name, or a fixed index), or ``None`` when an axis is
-    a window or a concatenation (the lowering's views run those)."""
+    """One label per axis (an iterator's name, or a fixed index); ``None`` for a window."""
     out: list[str | int] = []
     for u in uses:
         ix = u.index
@@ -392,9 +363,8 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
 
 
 def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
-    """The step of ``a``; of integer data (a graph tensor's ``integer``), one that refuses a
-    value the library's promotion made a float (NumPy: uint64 ids beside a negative number
-    or int64 ids), as integers never enter float arithmetic silently."""
+    """The step of ``a``; of integer data, one that refuses a value the library's promotion made
+    a float (NumPy: uint64 ids beside int64 ids), as integers never become floats silently."""
     step = _assign_step(a, backend, xp)
     if not getattr(a.lhs.tensor, "integer", False) or a.lhs.field != "value":
         return step
@@ -445,21 +415,16 @@ _FAMILY: dict[tuple[str, str | None], Operator] = {(o.combine, o.accum): o
 
 
 def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
-    """An assignment under projections with windows or concatenations, lowered as one
-    operation under them (:func:`~tensig.execution.assignment.lower_assignment`) and stored
-    or added: an einsum-family expression of buffers (``g =+ t.grad * w``, ``c =:+ concat(a,
-    b)``: forward code, a concatenation's or a convolution's gradients alike) with its
-    operator, any other (the max-pooling gradient's gate) as a :class:`Pointwise` expression
-    summed over the product space.  ``None`` for what neither takes (a window written by a
-    max, beside a fixed index, ...).
+    """An assignment with windows or concatenations, lowered as one operation under its
+    projections (:func:`~tensig.execution.assignment.lower_assignment`): an einsum-family
+    expression of buffers with its operator (forward code, a concatenation's or convolution's
+    gradients), any other (the max-pooling gate) as a :class:`Pointwise` expression summed over
+    the product space.  ``None`` for what neither takes (a window written by a max, ...).
 
-    The pooling gate ``where(first_max(x + w, y), g, 0)`` adds a window ``w`` that holds
-    zeros in max pooling: when every such small buffer holds zeros, the plan of the
-    expression without them runs instead (the window's operand is not read; the backend's
-    own pooling backward where it has one), picked per call.  A max pooling by the backend's
-    kernel (:func:`~tensig.execution.native.pool_kernel`) leaves what that backward reuses
-    in ``store.saved`` under :func:`_pooled` of its result: its own gradient step reads it there,
-    so each pooling (of each graph) has its own."""
+    The pooling gate ``where(first_max(x + w, y), g, 0)`` reads a window ``w`` of zeros: when
+    every such small buffer holds zeros (checked per call) the expression without them runs,
+    by the backend's own pooling backward where it has one, which reuses what the pooling's
+    kernel (:func:`~tensig.execution.native.pool_kernel`) left in ``store.saved``."""
     e = a.expr
     family = _FAMILY.get((e.op, a.accum))
     pool = native = None
@@ -511,17 +476,15 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
 
 
 def _pooled(result: Any) -> tuple[int, str]:
-    """Where a max pooling by the backend's kernel leaves, in the store, what its gradient
-    step may reuse (torch: the maxima's places) for the pooling of result ``result``."""
+    """Where in ``store.saved`` a kernel's max pooling of ``result`` leaves its maxima's places."""
     return (result.id, "pooled")
 
 
 def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backend: Backend
                    ) -> Callable[[Sequence[Any], Store], Any | None] | None:
-    """The max-pooling gate of a window of zeros, ``x.grad =+ where(first_max(x, y), y.grad,
-    0)`` (``e``, the window dropped), as the backend's own pooling backward (``kept``'s
-    arrays and the store, where the pooling left what it reuses -> the gradient, or ``None``
-    where the kernel does not take them); ``None`` when ``e`` is no such gate."""
+    """The max-pooling gate ``e`` = ``where(first_max(x, y), y.grad, 0)`` (the zero window
+    dropped) as the backend's pooling backward, ``(kept's arrays, store) -> gradient or None``;
+    ``None`` when ``e`` is no such gate."""
     if e.op != "where" or e.args[2] != 0 or len(windows) != 1 or \
             not isinstance(cond := e.args[0], Expr) or cond.op != "first_max":
         return None
@@ -539,10 +502,8 @@ def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backe
 
 def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
     """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
-    the neutral element of the operation the projections are (-inf under a max); a
-    ``first_max`` gate's read NaN (floats), which equals no maximum, so a window of -inf
-    only gives its gradient to its first real cell, not to its padding (as torch's max
-    pooling and the backend's kernel, :func:`_pool_backward`, do)."""
+    the operation's neutral element (-inf under a max); a ``first_max`` gate's NaN, which equals
+    no maximum, so padding gets no gradient (as torch's max pooling does)."""
     bufs = buffers_of(e)
     name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
     family = OPERATORS.get(name) if isinstance(name, str) else None
@@ -553,9 +514,8 @@ def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise
 
 
 def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
-    """``e`` with every ``add(x, w)`` (or ``add(w, x)``) whose ``w`` is one of the buffers
-    ``keys`` replaced by ``x``: the expression for when those buffers hold zeros.  (The sign
-    of a zero may differ: ``-0.0 + 0.0`` is ``+0.0``; equal to 0 in every comparison.)"""
+    """``e`` with every ``add(x, w)`` (either order), ``w`` among ``keys``, replaced by ``x``: the
+    expression for those buffers holding zeros (a zero's sign may differ: ``-0.0 + 0.0``)."""
     if not isinstance(e, Expr):
         return e
     args = tuple(_drop_added(x, keys) for x in e.args)
@@ -568,11 +528,9 @@ def _drop_added(e: Any, keys: set[tuple[int, str]]) -> Any:
 
 def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Backend
              ) -> Callable[[Any], Any]:
-    """``arrays -> value`` of the assignment's projections read as one operation from the
-    buffers ``args`` to its left-hand side (tensors of the operation in any roles): the same
-    iterators, so a gradient is lowered under the forward operation's own projections, in
-    the forward's phases of concatenation: those its result (a gradient's ``t.grad``) takes
-    part in."""
+    """``arrays -> value`` of the assignment's projections read as one operation from ``args``
+    to its left-hand side: a gradient lowered under the forward's own iterators and phases of
+    concatenation."""
     proj, operands = a.proj, [x.tensor for x in args]
     anchor = next((i for i, t in enumerate(operands) if t is proj.result), None)
     uses = proj.uses(a.lhs.tensor)
@@ -583,12 +541,10 @@ def _lowered(a: Assign, args: list[Buf], op: Operator | Pointwise, backend: Back
 
 
 def _whole_step(a: Assign, xp: Any) -> Step:
-    """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, scatter-adds,
-    one-hot, dropout masks): its value, stored (``=:``, initialising ``=:+``) or added (``=+``).
-    A primitive declared in :data:`tensig.execution.ir.RECORDS` gives a record of results (a
-    tuple), kept whole; ``part`` stores one of them, by a step of its own without the generic
-    operand reads and ``_put`` (0.5 us against 1.8): a batch norm stores eight parts a
-    training step."""
+    """A primitive on whole arrays (:data:`tensig.execution.ir.WHOLE`: gathers, one-hot, dropout
+    masks), stored or added.  A :data:`~tensig.execution.ir.RECORDS` primitive's tuple is kept
+    whole; ``part`` stores one item by a step of its own, without the generic reads and
+    ``_put`` (0.5 us against 1.8; a batch norm stores eight parts a step)."""
     if a.accum not in (None, "+"):
         raise ShapeError(f"{a!r}: {a.expr.op} stores (=:) or adds (=+), nothing else")
     fn, args, key = WHOLE[a.expr.op], a.expr.args, a.lhs.key
@@ -634,10 +590,7 @@ def _whole_step(a: Assign, xp: Any) -> Step:
 
 
 def _alias_assign(a: Assign) -> Step | None:
-    """``y =: id(x)`` pointwise between equal shapes stores ``x``'s array as ``y``'s: no copy.
-
-    Safe because compiled steps never write into an array they did not just create.
-    """
+    """``y =: id(x)`` between equal shapes as an alias, no copy (steps never write into arrays)."""
     e = a.expr
     if a.accum is not None or a.logic != "." or e.op != "id" or not isinstance(e.args[0], Buf) \
             or tuple(e.args[0].tensor.shape.dims) != tuple(a.lhs.tensor.shape.dims):

@@ -1,16 +1,12 @@
-"""Data-parallel training on ``torch.distributed`` (the README's "Data-parallel training"):
-one process per replica, gradients averaged.  PyTorch's engine moves the bytes (``torchrun``,
-gloo or NCCL); tensig adds which rows each replica takes, which arrays go over the wire, and
-the checks that keep the replicas identical.
+"""Data-parallel training on ``torch.distributed`` (the README's "Data-parallel training"): one
+process per replica, gradients averaged.  PyTorch moves the bytes (``torchrun``, gloo or NCCL).
 
-A step: forward and backward on each replica's own rows; the gradients, in buckets in the
-order backward finishes them (:func:`buckets`), one flat buffer per dtype, are summed by an
-all-reduce started as soon as the bucket's last gradient is written (it travels while backward
-goes on), and divided by the world size.  The update then runs on identical inputs
-everywhere, so no parameter is ever sent.  The loss rides in the first buffer, so every
-replica takes the same decision about a non-finite one.  Replica ``r`` takes the ``r``-th
-slice of each global batch (:meth:`tensig.train.Trainer.rows_of`), as ``DistributedSampler``
-splits; NumPy arrays take part through zero-copy torch views.
+A step: forward and backward on each replica's rows (the ``r``-th slice of each global batch,
+as ``DistributedSampler`` splits); the gradients, in buckets in the order backward finishes
+them (:func:`buckets`), one flat buffer per dtype, are all-reduced as soon as a bucket is
+complete (overlapping backward) and divided by the world size.  The update then runs on
+identical inputs everywhere, so no parameter is sent; the loss rides in the first buffer, so
+every replica decides alike about a non-finite one.  NumPy arrays travel as torch views.
 """
 
 from __future__ import annotations
@@ -59,10 +55,9 @@ class Replicas:
     """This process's rank, the world size, and the collectives a data-parallel trainer needs.
 
     Joins the default process group, starting it from ``torchrun``'s environment if needed
-    (gloo, or NCCL for a CUDA ``device``).  ``timeout`` (seconds) bounds the wait for a replica
-    that stopped answering (one that died closes its connections, seen at once).
-    ``bucket_mb``: a bucket of gradients closes once it holds that much, as DDP's
-    ``bucket_cap_mb``: smaller buckets overlap more of backward, each costs an all-reduce.
+    (gloo, or NCCL for a CUDA ``device``).  ``timeout`` (seconds) bounds the wait for a silent
+    replica.  ``bucket_mb``: a bucket of gradients closes at that size, as DDP's
+    ``bucket_cap_mb`` (smaller ones overlap more of backward, each costs an all-reduce).
     """
 
     def __init__(self, *, device: Any = None, timeout: float = 60.0, bucket_mb: float = 25.0):
@@ -90,8 +85,7 @@ class Replicas:
         return self.rank == 0
 
     def check_same(self, described: Sequence[tuple[str, tuple[int, ...], str]]) -> None:
-        """Refuse to start unless every replica has the same parameters (name, shape, dtype),
-        naming the first difference with both shapes."""
+        """Refuse to start unless every replica has the same parameters (name, shape, dtype)."""
         everyone: list[Any] = [None] * self.world
         self.dist.all_gather_object(everyone, list(described))
         root = everyone[0]
@@ -108,8 +102,8 @@ class Replicas:
                                f"{len(root)}; every process must build the same model")
 
     def start(self, arrays: Sequence[Any], loss: float | None = None) -> _Sent:
-        """Start summing ``arrays`` (one bucket; and ``loss``) over the replicas: one flat
-        buffer and one all-reduce per dtype, nothing waited for (see :meth:`finish`)."""
+        """Start summing ``arrays`` (one bucket; and ``loss``) over the replicas: one flat buffer
+        and all-reduce per dtype, not waited for (:meth:`finish`)."""
         groups: dict[Any, list[int]] = {}
         for i, a in enumerate(arrays):
             groups.setdefault(a.dtype, []).append(i)
@@ -117,14 +111,20 @@ class Replicas:
         for n, idxs in enumerate(list(groups.values()) or [[]]):  # the loss alone: no arrays
             flat, wire = _flat([arrays[i] for i in idxs], loss if n == 0 else None)
             buffers.append(([tuple(arrays[i].shape) for i in idxs], idxs, flat, wire))
-            works.append(self._start(wire))
+            self.bytes_sent += wire.numel() * wire.element_size()
+            works.append(self.dist.all_reduce(wire, async_op=True))
         return _Sent(len(arrays), buffers, works, loss is not None)
 
     def finish(self, sent: Sequence[_Sent], step: int) -> tuple[list[Any], float]:
-        """Wait for everything ``sent`` started (a failed replica: :class:`ReplicaError`
-        naming ``step``); the averaged arrays of every :meth:`start` in order (views of the
-        buffers) and the mean loss (NaN when none was sent)."""
-        self._wait([w for s in sent for w in s.works], step)
+        """Wait for everything ``sent`` (a failed replica: :class:`ReplicaError` naming ``step``);
+        the averaged arrays in order (views of the buffers) and the mean loss (NaN: none)."""
+        try:
+            for work in [w for s in sent for w in s.works]:
+                work.wait()
+        except RuntimeError as e:
+            raise ReplicaError(f"replica {self.rank} of {self.world}: the gradient all-reduce "
+                               f"of step {step} failed ({str(e).splitlines()[0]}); another "
+                               f"replica has probably stopped") from e
         out: list[Any] = []
         mean_loss = math.nan
         for s in sent:
@@ -139,10 +139,6 @@ class Replicas:
             out += mine
         return out, mean_loss
 
-    def _start(self, wire: Any) -> Any:
-        self.bytes_sent += wire.numel() * wire.element_size()
-        return self.dist.all_reduce(wire, async_op=True)
-
     def _splitter(self, flat: Any, shapes: Sequence[tuple[int, ...]]) -> Split:
         """``flat -> views`` of arrays of ``shapes`` (the backend's, cached per bucket)."""
         backend = backend_among([flat])
@@ -151,15 +147,6 @@ class Replicas:
         if split is None:
             split = self._splitters[key] = backend.splitter(shapes)
         return split
-
-    def _wait(self, works: list[Any], step: int) -> None:
-        try:
-            for w in works:
-                w.wait()
-        except RuntimeError as e:
-            raise ReplicaError(f"replica {self.rank} of {self.world}: the gradient all-reduce "
-                               f"of step {step} failed ({str(e).splitlines()[0]}); another "
-                               f"replica has probably stopped") from e
 
     def barrier(self) -> None:
         self.dist.barrier()
@@ -171,9 +158,9 @@ class Replicas:
 
 
 def buckets(ready: Sequence[int], sizes: Sequence[int], limit: int) -> list[tuple[int, list[int]]]:
-    """Gradients grouped into all-reduce buckets, as ``(step, gradient indices)`` in the
-    order to start them: ``ready[i]`` is the step after which gradient ``i`` is final,
-    ``sizes[i]`` its bytes; a bucket closes once it holds ``limit`` bytes (DDP's rule)."""
+    """Gradients grouped into all-reduce buckets, ``(step, gradient indices)`` in start order:
+    ``ready[i]`` is the step after which gradient ``i`` is final, ``sizes[i]`` its bytes; a
+    bucket closes once it holds ``limit`` bytes (DDP's rule)."""
     out: list[tuple[int, list[int]]] = []
     current: list[int] = []
     held = 0
@@ -200,8 +187,8 @@ class _Sent:
 
 
 def _flat(arrays: Sequence[Any], loss: float | None) -> tuple[Any, Any]:
-    """One contiguous buffer holding ``arrays`` (and the loss after them), and the torch
-    tensor that goes over the wire (the buffer itself on torch; a zero-copy view on NumPy)."""
+    """One contiguous buffer holding ``arrays`` (and the loss after them), and the torch tensor
+    that goes over the wire (the buffer itself, or a zero-copy view of NumPy's)."""
     import torch
 
     extra = [] if loss is None else [loss]

@@ -1,17 +1,13 @@
 """The model layer (OCANNL's ``%op``): lazy tensors whose shapes are inferred graph-wide.
 
-A :class:`Tensor` is a node: a leaf (data you feed), a parameter (learned; shape inferred
-from its uses), a constant, a buffer (state kept from run to run without learning it: batch
-norm's running statistics, dropout's counter), or an operation on other tensors.  Building a
-model only records nodes and shape constraints; shapes are solved for the whole graph at once,
-before any memory is allocated.
-
-Every operation is an :class:`OpDef`: its shape logic, forward code and backward code in the
-assignment IR (:mod:`tensig.execution.ir`); a user-defined one works like a built-in (OCANNL's
-``%%extend_dsls``).  Routines compile once (:mod:`tensig.model.compile`), then run with no shape
-work.  This module holds the einsum-family and indexing operations, parameters and literals,
-and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
-:mod:`tensig.model.captures` too.
+A :class:`Tensor` is a leaf (data you feed), a parameter (shape inferred from its uses), a
+constant, a buffer (unlearned state: running statistics, dropout's counter) or an operation.
+Building a model records nodes and shape constraints; shapes are solved graph-wide before any
+memory is allocated.  Every operation is an :class:`OpDef` (shape logic, forward and backward
+code in :mod:`tensig.execution.ir`), a user-defined one like a built-in (OCANNL's
+``%%extend_dsls``).  This module holds the einsum-family and indexing operations, parameters and
+literals, and is the public face (``G.*``) of :mod:`tensig.model.tensor` and
+:mod:`tensig.model.captures`.
 
 >>> import numpy as np
 >>> x = leaf("x", np.ones((4, 3), np.float32), batch=1)     # 4 | 3
@@ -73,9 +69,8 @@ __all__ = [
 
 
 def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
-    """Pointwise choice (a non-zero condition picks ``a``).  Under an einsum ``spec``
-    (OCANNL's ``where ~spec``) the choice is made in each cell of the product space, then
-    add-reduced."""
+    """Pointwise choice (a non-zero condition picks ``a``).  Under an einsum ``spec`` (OCANNL's
+    ``where ~spec``) the choice is made in each cell of the product space, then add-reduced."""
     op = OpDef("where", spec or ".", _fwd("where", None if spec is None else "+"), _grads(
         None, lambda t, c, x, y: (_e("where", c.val, t.grad, 0.0), "+"),
         lambda t, c, x, y: (_e("where", c.val, 0.0, t.grad), "+")),
@@ -88,17 +83,15 @@ def _product(vals: list[Any]) -> Any:
 
 
 def _combine(op: Operator, spec: str, n: int) -> str:
-    """How ``n`` operands combine: a concatenation without ``^`` concatenates nothing (a
-    one-element block), so it is einsum1's copy of one operand, einsum's product of several
-    (all take part in its one phase, as in the eager ``concat``)."""
+    """How ``n`` operands combine: a concatenation without ``^`` (a one-element block) is a copy
+    of one operand, a product of several (all in its one phase, as the eager ``concat``)."""
     if op.combine == "concat" and "^" not in spec:
         return "id" if n == 1 else "mul"
     return op.combine
 
 
 def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
-    """The operator's ``combine`` of the operands' values (:func:`_combine`): a chain of
-    binary products for einsum's ``mul``."""
+    """The operator's ``combine`` of the operands' values; ``mul``: a chain of binary products."""
     combine = _combine(op, spec, len(vals))
     if combine == "mul":
         return _product(vals)
@@ -106,11 +99,9 @@ def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
 
 
 def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
-    """The backward code of an operator application, from its ``combine`` and ``accum``: under
-    add-reduction the result's gradient times the derivative of ``combine``; max-reduction
-    gates it in the product space (a pair of result cell and reduced position gets it where
-    its value is the first to achieve the max: torch's and JAX's max-pooling rule for ties),
-    which stays exact when windows overlap."""
+    """The backward code of an operator application: under add-reduction the result's gradient times
+    the derivative of ``combine``; max-reduction gates it in the product space to the first position
+    achieving the max (torch's and JAX's rule for ties; exact when windows overlap)."""
     if op.accum == "max":
         def gate(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val for a in args]
@@ -223,31 +214,26 @@ def stop_gradient(x: Tensor) -> Tensor:
     return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
 
 
-def maximum(a: Any, b: Any) -> Tensor:
-    """Pointwise maximum (OCANNL's ``@^``; also ``a.max(b)``); the gradient goes to the larger
-    operand, to the first on ties."""
-    return apply(BINARY_OPS["max"], a, b)
+def _pointwise(public: str, name: str, doc: str) -> Callable[[Any, Any], Tensor]:
+    """The graph function ``public`` of ``BINARY_OPS[name]`` (``G.maximum`` ...)."""
+    def operation(a: Any, b: Any) -> Tensor:
+        return apply(BINARY_OPS[name], a, b)
+
+    operation.__name__ = operation.__qualname__ = public
+    operation.__doc__ = doc
+    return operation
 
 
-def minimum(a: Any, b: Any) -> Tensor:
-    """Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``)."""
-    return apply(BINARY_OPS["min"], a, b)
-
-
-def mod(a: Any, b: Any) -> Tensor:
-    """Pointwise remainder with the sign of ``a`` (C's and OCANNL's ``mod``, ``fmod``: NumPy's
-    and Python's ``%`` take the sign of ``b``); also ``a % b`` and ``a.mod(b)``."""
-    return apply(BINARY_OPS["mod"], a, b)
-
-
-def logical_and(a: Any, b: Any) -> Tensor:
-    """1 where both operands are non-zero, else 0, in their dtype (also ``a & b``)."""
-    return apply(BINARY_OPS["and"], a, b)
-
-
-def logical_or(a: Any, b: Any) -> Tensor:
-    """1 where either operand is non-zero, else 0, in their dtype (also ``a | b``)."""
-    return apply(BINARY_OPS["or"], a, b)
+maximum = _pointwise("maximum", "max", "Pointwise maximum (OCANNL's ``@^``; also "
+                     "``a.max(b)``); the gradient goes to the larger operand, the first on ties.")
+minimum = _pointwise("minimum", "min", "Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``).")
+mod = _pointwise("mod", "mod", "Pointwise remainder with the sign of ``a`` (C's and OCANNL's "
+                 "``mod``, ``fmod``: NumPy's and Python's ``%`` take the sign of ``b``); also "
+                 "``a % b`` and ``a.mod(b)``.")
+logical_and = _pointwise("logical_and", "and", "1 where both operands are non-zero, else 0, in "
+                         "their dtype (also ``a & b``).")
+logical_or = _pointwise("logical_or", "or", "1 where either operand is non-zero, else 0, in "
+                        "their dtype (also ``a | b``).")
 
 
 #: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row
@@ -257,15 +243,11 @@ _EMBEDDING = "..d..->v; ..b..|-> => ..b..|->..d.."
 
 def embedding(table: Tensor, ids: Tensor) -> Tensor:
     """Rows of ``table`` picked by integer ``ids``: ``embedding(table, ids)[b, t | d]`` is
-    ``table[ids[b, t]]``.
+    ``table[ids[b, t]]`` (``table.T @ one_hot(ids, V)`` without the one-hots).
 
-    ``table`` is ``d -> V`` (output row: the ``V`` entries, one axis; input row: an entry's
-    axes), laid out as PyTorch's ``(V, d)`` embedding weight, so the same table read as
-    ``table @ h`` gives ``V`` logits (weight tying).  ``ids`` is integer data whose axes are
-    all batch axes (``b, t |``); the result is ``b, t | d``: what ``table.T @ one_hot(ids, V)``
-    computes, without the one-hots.  The gradient adds each position's gradient into its
-    id's row (a scatter-add; repeated ids add up).  An id outside ``0..V-1`` is an
-    ``IndexError``.
+    ``table`` is ``d -> V``, laid out as PyTorch's ``(V, d)`` embedding weight, so ``table @ h``
+    gives ``V`` logits (weight tying); ``ids`` has batch axes only.  The gradient is a
+    scatter-add (repeated ids add up); an id outside ``0..V-1`` is an ``IndexError``.
     """
     if not isinstance(ids, Tensor) or not ids.integer:
         raise TypeError(f"embedding: ids must be integer data (a leaf of integer ids), not "
@@ -282,11 +264,9 @@ def _gather(name: str, spec: str, primitive: str) -> OpDef:
 
 
 def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor:
-    """``ids`` (integer data, ``b | o``) as one-hot rows ``b | o, n`` of float32: 1 at each
-    id's position.  ``n`` is the number of classes, or a tensor ``b | o, n`` whose last output
-    axis gives it from the solved shapes (logits, say).  An id equal to ``ignore_index`` gives
-    a row of zeros; any other id outside ``0..n-1`` is an ``IndexError``.  Not
-    differentiable."""
+    """``ids`` (integer data, ``b | o``) as float32 one-hot rows ``b | o, n``.  ``n``: the number
+    of classes, or a tensor ``b | o, n`` (logits) whose solved last axis gives it.  An id equal
+    to ``ignore_index`` gives zeros, any other outside ``0..n-1`` an ``IndexError``."""
     if not isinstance(ids, Tensor) or not ids.integer:
         raise TypeError("one_hot: ids must be integer data (a leaf of integer ids)")
     if isinstance(n, Tensor):
@@ -302,8 +282,6 @@ def one_hot(ids: Tensor, n: int | Tensor, *, ignore_index: int = -100) -> Tensor
     return apply(OpDef("one_hot", spec, forward, None, op="einsum", integers=True), ids, like)
 
 
-# -- OCANNL's batch slicing (@|) and dimension captures ----------------------------------------
-
 #: the leftmost batch axis ``n`` of the first operand, at the position a scalar gives
 _BATCH_SLICE = "n, ..b..|..i..->..o..; |-> => ..b..|..i..->..o.."
 
@@ -317,9 +295,8 @@ class Index(Tensor):
 
 
 def index(name: str, *, range: int | None = None, value: int = 0) -> Index:
-    """A batch index for :func:`batch_slice`, holding ``value`` until a model sets another
-    (``model.set(i, k)``).  ``range``: the number of cells of the axes it slices (a slice of a
-    tensor whose leftmost batch axis has another size is a :class:`ShapeError`)."""
+    """A batch index for :func:`batch_slice`, ``value`` until ``model.set(i, k)``.  ``range``:
+    the size of the axes it slices (another size is a :class:`ShapeError`)."""
     if range is not None and (isinstance(range, bool) or not isinstance(range, int)
                               or range < 1):
         raise ValueError(f"index {name!r}: range is a positive int, not {range!r}")
@@ -331,11 +308,9 @@ def index(name: str, *, range: int | None = None, value: int = 0) -> Index:
 
 
 def batch_slice(x: Tensor, i: Tensor) -> Tensor:
-    """``x`` at cell ``i`` of its leftmost batch axis (OCANNL's ``x @| i``): ``x``'s shape
-    without that axis.  ``i`` is a scalar integer leaf (:func:`index`) set before each run,
-    so one compiled routine walks the batches of a dataset held whole.  On the host the slice
-    is a view of ``x`` (OCANNL aliases it too); its gradient adds into cell ``i`` of ``x``'s
-    gradient.  An ``i`` outside the axis is an ``IndexError`` when the routine runs.
+    """``x`` at cell ``i`` of its leftmost batch axis (OCANNL's ``x @| i``), that axis dropped.
+    ``i`` (:func:`index`) is set before each run, so one routine walks a dataset held whole.
+    The slice is a view (OCANNL aliases it too); an ``i`` outside the axis is an ``IndexError``.
 
     >>> data = leaf("data", np.arange(12.).reshape(3, 2, 2), batch=2)   # 3, 2 | 2
     >>> i = index("i", range=3)
@@ -365,9 +340,6 @@ def batch_slice(x: Tensor, i: Tensor) -> Tensor:
     return t
 
 
-# -- parameters and literals (leaves and constants: model/tensor.py) --------------------------
-
-
 class batch(list):
     """A batch axis in an :func:`ndarray` literal (OCANNL's ``[| ... |]``)."""
 
@@ -387,9 +359,7 @@ _LEVELS = ((batch, "batch"), (list, "output"), (tuple, "input"))
 
 def ndarray(literal: Any, *, name: str = "ndarray") -> Tensor:
     """A constant from a nested literal: a ``list`` is an output axis, a ``tuple`` an input
-    axis, a :class:`batch` a batch axis; :class:`axis` attaches a basis label.
-
-    Axes nest in memory order: batch outermost, then output, then input.
+    axis, a :class:`batch` a batch axis (nested in that order); :class:`axis` adds a label.
 
     >>> ndarray([(1, 2, 3), (4, 5, 6)]).shape      # converts 3-vectors to 2-vectors
     Shape('3->2')
@@ -461,13 +431,10 @@ def range_of_shape(*sizes: int, name: str = "range_of_shape") -> Tensor:
 def param(name: str, *, output: Sequence[int] | None = None,
           input: Sequence[int] | None = None,
           init: str | Callable[..., Any] = "uniform", seed: int = 0) -> Tensor:
-    """A learned tensor: no batch axes, sizes inferred from its uses unless given.
-
-    ``init``: ``"uniform"`` (centered uniform in [-0.25, 0.25), OCANNL's default),
-    ``"kaiming"`` / ``"xavier"`` (normal, fan from the inferred input size), or a callable
-    ``(shape, rng) -> array``.  Random numbers come from a counter-based generator keyed by
-    ``(seed, name)``, so they do not depend on creation order.
-    """
+    """A learned tensor: no batch axes, sizes inferred from its uses unless given.  ``init``:
+    ``"uniform"`` (in [-0.25, 0.25), OCANNL's default), ``"kaiming"`` / ``"xavier"`` (normal,
+    fans from the inferred shape) or ``(shape, rng) -> array``; the generator is keyed by
+    ``(seed, name)``, so values do not depend on creation order."""
     g = current_graph()
     t = Tensor("param", g.shapes.parameter(name, output=output, input=input), g, [name],
                differentiable=True)

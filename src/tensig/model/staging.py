@@ -1,14 +1,12 @@
 """A compiled routine as one traced function, where the backend compiles (JAX: ``jax.jit``;
 the README's "Training" section says what it does and measures).
 
-Run step by step, a routine on JAX arrays pays JAX's dispatch for every array call (about
-25 ms per step of the two-moons MLP).  :class:`Staged` traces the steps once instead, into one
-function from the arrays the routine reads to those it writes, compiled by the backend
-(:meth:`tensig.backends.base.Backend.fused`).  It is functional: what the routine wrote comes
-back as a dictionary, so the caller decides what to keep (a trainer drops the update of a
-non-finite loss).  Value checks (integer ids in range) are made after the call, before
-anything is written; a step that reads values otherwise cannot be traced, and the routine
-then runs step by step.
+Step by step, JAX's dispatch costs about 25 ms a step of the two-moons MLP.  :class:`Staged`
+traces the steps once into one function from the arrays read to those written, compiled by
+the backend (:meth:`tensig.backends.base.Backend.fused`).  What it wrote comes back as a
+dictionary, so the caller decides what to keep (a trainer drops a non-finite loss's update).
+Value checks (ids in range) are made after the call, before anything is written; a step that
+otherwise reads values cannot be traced, and the routine runs step by step.
 """
 
 from __future__ import annotations
@@ -26,10 +24,8 @@ Key = tuple[int, str]
 
 
 def inputs_of(code: Code) -> list[Key]:
-    """The buffers ``code`` may read before writing them whole: the staged function's inputs.
-    An initialising accumulation writes every cell, as does a store under ``"."`` or of a
-    whole-array primitive (:data:`~tensig.execution.ir.WHOLE`); any other write may keep or
-    add to the old value, so its buffer is an input too."""
+    """The buffers ``code`` may read before writing them whole (an initialising accumulation, a
+    store under ``"."`` or of a :data:`~tensig.execution.ir.WHOLE` primitive): the inputs."""
     written: set[Key] = set()
     out: dict[Key, None] = {}
     for a in code:
@@ -45,10 +41,8 @@ def inputs_of(code: Code) -> list[Key]:
 
 
 class Staged:
-    """``steps`` (one per assignment of ``code``) as one compiled function of the store's
-    arrays.  :meth:`outputs` computes what they write without touching the store;
-    ``traces`` counts the traces (a second call with arrays of the same shapes and dtypes
-    does not trace again)."""
+    """``steps`` (one per assignment of ``code``) as one compiled function of the store's arrays;
+    ``traces`` counts the traces (arrays of the same shapes and dtypes trace once)."""
 
     def __init__(self, steps: Sequence[Callable[[Any], None]], code: Code, backend: Backend):
         self.steps, self.items, self.backend = list(steps), list(code), backend
@@ -63,10 +57,9 @@ class Staged:
     def outputs(self, store: Any, given: Mapping[Key, Any] | None = None,
                 feeds: Mapping[Key, Any] | None = None, rows: Any = None
                 ) -> dict[Key, Any] | None:
-        """The arrays the routine writes (by buffer key), or ``None`` when it cannot be traced.
-        ``given``: arrays stored before the steps run, in place of the store's; ``feeds``:
-        whole datasets, of which rows ``rows`` are stored (gathered in the compiled function).
-        Both come back among the outputs as the library's arrays."""
+        """The arrays the routine writes by key, the store untouched (``None``: untraceable).
+        ``given``: arrays in place of the store's; ``feeds``: datasets whose rows ``rows`` are
+        gathered in the compiled function.  Both come back among the outputs."""
         if self.refused is not None:
             return None
         given, feeds = given or {}, feeds or {}
@@ -97,8 +90,8 @@ class Staged:
         return True
 
     def _function(self, store: Any, training: bool) -> Callable[..., Any]:
-        """The traced body: the steps on a scratch store; returns what they wrote and the
-        flags of the checks they deferred (:func:`~tensig.execution.ir.deferred_checks`)."""
+        """The traced body: the steps on a scratch store; returns what they wrote and the flags
+        of the checks they deferred."""
         make, device = type(store), store.device
 
         def body(inputs: dict[Key, Any], given: dict[Key, Any], feeds: dict[Key, Any],

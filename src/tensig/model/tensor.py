@@ -43,11 +43,11 @@ class Graph:
         self.store = Store(self.device)
         self._solved = 0
         self._shapes: dict[int, Shape] = {}  # solved shapes by tensor id, until the next solve
-        #: what is checked after each solve (constraints on captured row variables)
+        #: checked after each solve (constraints on captured row variables)
         self.checks: list[Callable[[], None]] = []
 
     def solve(self) -> None:
-        """Solve all shapes recorded so far (idempotent; new tensors re-solve)."""
+        """Solve all shapes recorded so far (new tensors re-solve)."""
         if self._solved != len(self.tensors):
             self._shapes.clear()  # new tensors can refine old shapes (a parameter's, say)
             self.shapes.solve()
@@ -56,14 +56,12 @@ class Graph:
             self._solved = len(self.tensors)
 
     def array(self, value: Any, device: Any = None) -> Any:
-        """``value`` as an array of the graph's backend (its dtype kept), on ``device`` (the
-        graph's by default): how every array enters the store."""
+        """``value`` as the backend's array on ``device``: how every array enters the store."""
         return self.adapter.asarray(value, device=self.device if device is None else device)
 
     @property
     def training(self) -> bool:
-        """Training mode (the default): dropout draws a fresh mask each step; out of it
-        (:meth:`eval`) it passes its input through.  Routines read the mode when they run."""
+        """Training mode (the default: dropout's masks, batch statistics), read as routines run."""
         return self.store.training
 
     def train(self, mode: bool = True) -> Graph:
@@ -72,7 +70,7 @@ class Graph:
         return self
 
     def eval(self) -> Graph:
-        """Switch training mode off (dropout off); :meth:`train` switches it back."""
+        """Switch training mode off; :meth:`train` switches it back."""
         return self.train(False)
 
     @property
@@ -81,8 +79,8 @@ class Graph:
 
     def memory(self, dtype: Any = "float32", sizes: dict[str, int] | None = None
                ) -> list[tuple[str, Shape, int]]:
-        """Every tensor's name, shape and bytes at ``dtype`` (gradients counted separately),
-        before anything is allocated; ``sizes`` substitutes symbolic dimensions."""
+        """Every tensor's (and gradient's) name, shape and bytes at ``dtype``, before anything is
+        allocated; ``sizes`` substitutes symbolic dimensions."""
         self.solve()
         size = itemsize(dtype)
         out = []
@@ -110,13 +108,9 @@ def current_graph() -> Graph:
 
 @contextlib.contextmanager
 def new_graph(backend: str = "numpy", device: str | None = None) -> Iterator[Graph]:
-    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``).
-
-    ``backend`` is ``"numpy"``, ``"torch"``, ``"jax"`` or ``"dask"``: the library of every
-    array of the graph (parameters, fed data, optimizer state and what the routines compute).
-    With torch, ``device`` (``"cuda"``, ``"cuda:1"``, ...; the CPU by default) is where they
-    live; with JAX, a platform (``"gpu"``, ``"cpu:0"``; JAX's default device by default).
-    """
+    """Build tensors in a fresh graph (``with tensig.graph.new_graph() as g: ...``) whose every
+    array is ``backend``'s (``"numpy"``, ``"torch"``, ``"jax"`` or ``"dask"``), on ``device``:
+    torch's (``"cuda:1"``; the CPU by default) or a JAX platform (``"gpu"``; JAX's default)."""
     g = Graph(backend, device)
     token = _GRAPH.set(g)
     try:
@@ -137,27 +131,25 @@ def scope(name: str) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class OpDef:
-    """An operation: shape ``logic`` (``"."``, ``"@"``, ``"T"`` or an einsum spec, whose eager
-    operator ``op`` names), ``forward(t, *args) -> Code`` computing ``t.val`` and ``backward``
-    adding into the arguments' gradients (``None``: not differentiable)."""
+    """An operation: shape ``logic`` (``"."``, ``"@"``, ``"T"`` or an einsum spec of eager
+    operator ``op``), ``forward(t, *args) -> Code`` computing ``t.val`` and ``backward`` adding
+    into the arguments' gradients (``None``: not differentiable)."""
 
     name: str
     logic: str
     forward: Callable[..., Code]
     backward: Callable[..., Code] | None = None
     op: str | None = None
-    #: whether integer tensors may be operands (a gather's ids, a cast); other operations
-    #: refuse them, so integer data never turns into floats unnoticed
+    #: integer operands taken as such (a gather's ids, a cast): others refuse integer data, so
+    #: it never turns into floats unnoticed
     integers: bool = False
-    #: whether the value is a float even of integer operands (``exp``, a division, a norm):
-    #: then integer operands are refused too, not only integers mixed with floats
+    #: a float value even of integer operands (``exp``, a division): integer operands refused
     floats: bool = False
 
 
 class _Id(int):
-    """A tensor's number (the key of its arrays in a store) that, called, is the identity
-    operation: ``t.id()`` is OCANNL's ``id`` like ``t.relu()`` is ``relu``, which the number's
-    attribute would otherwise shadow."""
+    """A tensor's number (its arrays' key in a store) that, called, is the identity operation:
+    ``t.id()`` is OCANNL's ``id`` as ``t.relu()`` is ``relu``, which ``t.id`` would shadow."""
 
     tensor: Tensor
 
@@ -176,8 +168,7 @@ def _binary(name: str, reflected: bool = False) -> Callable[[Any, Any], Tensor]:
 
 
 class Arithmetic:
-    """``+ - * /`` (and reflected) of a tensor, or of a captured size
-    (:class:`~tensig.model.captures.Captured`) as its ``tensor()``."""
+    """``+ - * /`` (and reflected) of a tensor, or of a captured size as its ``tensor()``."""
 
     __slots__ = ()
     __add__ = _binary("add")
@@ -202,12 +193,11 @@ class Tensor(Arithmetic):
         self.id = _Id(next(_ids))
         self.id.tensor = self
         self.kind, self.node, self.graph = kind, node, graph
-        # ``base``: scope and own name; ``label`` adds the names of the operands' labels
-        # (OCANNL enriches a result's label from its arguments): relu(w @ x) -> relu.w.x
+        # ``base``: scope and own name; ``label`` adds the operands' names or, of an operation,
+        # what it was built from (OCANNL enriches a label so): relu(w @ x) -> relu.w.x
         self.base: tuple[str, ...] = (*_SCOPE.get(), *label)
         extra: list[str] = []
         for a in args:
-            # a leaf or parameter contributes its name, an operation what it was built from
             names = a.base[-1:] if a.kind != "op" else a.label[len(a.base):]
             extra += [n for n in names if n not in extra and n not in self.base]
         self.label: tuple[str, ...] = (*self.base, *extra)
@@ -236,8 +226,7 @@ class Tensor(Arithmetic):
 
     @property
     def projections(self) -> Projections:
-        """How the loops of the operation computing this tensor index it and each argument
-        (and their gradients), as the graph's solve produced them."""
+        """How the loops of the operation computing this tensor index it and each argument."""
         p = self._projections
         if p is None:
             if self.op is None:
@@ -265,7 +254,7 @@ class Tensor(Arithmetic):
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.kind})"
 
-    # -- operators: BINARY_OPS (the arithmetic ones: Arithmetic) and the structural ones ------
+    # operators: BINARY_OPS (the arithmetic ones: Arithmetic) and the structural ones
     __lt__ = _binary("lt")
     __gt__ = _binary("lt", reflected=True)
     __le__ = _binary("le")
@@ -304,7 +293,6 @@ class Tensor(Arithmetic):
             return lambda o: apply(BINARY_OPS[name], self, o)
         raise AttributeError(name)
 
-    # -- routines ----------------------------------------------------------------------------
     def forward_code(self) -> Code:
         """Code computing this tensor from its leaves and parameters."""
         code = Code()
@@ -354,11 +342,9 @@ def _topo(root: Tensor) -> list[Tensor]:
 
 
 def _as_tensor(x: Any, g: Graph, integer: bool = False) -> Tensor:
-    """``x`` as an operand; a number becomes a constant that broadcasts onto any axis
-    (labelled or not), float32, except a Python int next to ``integer`` data: that is
-    integer data too, so ``ids % 3`` stays integer as NumPy's does.  Of a small dtype that
-    holds it, so the ids' dtype wins as NumPy's Python int leaves it (int32 ids + 1: int32;
-    an int64 constant made uint64 ids + 1 a float64)."""
+    """``x`` as an operand: a number a float32 constant that broadcasts onto any axis; a Python
+    int beside ``integer`` data integer data too (``ids % 3``, as in NumPy), of the smallest
+    dtype holding it so the ids' dtype wins (an int64 constant made uint64 ids + 1 a float64)."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, int | float):
@@ -376,11 +362,8 @@ def _as_tensor(x: Any, g: Graph, integer: bool = False) -> Tensor:
 
 
 def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
-    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint.
-
-    Applied to arrays instead of tensors, the operation runs eagerly and returns an array: a
-    user-defined :class:`OpDef` works like a built-in in both worlds.
-    """
+    """Build the node of ``opdef`` applied to ``operands`` and record its shape constraint; on
+    arrays, run it eagerly and return an array (a user-defined :class:`OpDef` as a built-in)."""
     if operands and not any(isinstance(o, Tensor) for o in operands) and \
             any(hasattr(o, "shape") for o in operands):
         return _eager(opdef, operands)
@@ -397,31 +380,28 @@ def apply(opdef: OpDef, *operands: Any, name: str | None = None) -> Any:
                          "which has no value (NumPy gives 0 and a warning, torch an error); "
                          f"divide by a nonzero number, or cast first ({args[0].name}"
                          ".cast('float32') % 0 is NaN)")
-    nodes = [a.node for a in args]
-    label = [name or opdef.name]
-    shapes = g.shapes
+    nodes, label, shapes = [a.node for a in args], name or opdef.name, g.shapes
     if opdef.logic == ".":
-        node = shapes.pointwise(*nodes, name=label[0])
+        node = shapes.pointwise(*nodes, name=label)
     elif opdef.logic == "@" and len(nodes) in (2, 3):  # binary, or ternary as in fma
-        node = shapes.compose(nodes[0], nodes[1], nodes[2] if nodes[2:] else None, name=label[0])
+        node = shapes.compose(nodes[0], nodes[1], nodes[2] if nodes[2:] else None, name=label)
     elif opdef.logic == "T" and len(nodes) == 1:
-        node = shapes.transpose(nodes[0], name=label[0])
+        node = shapes.transpose(nodes[0], name=label)
     elif opdef.logic in ("@", "T"):
         raise TypeError(f"{opdef.name}: logic {opdef.logic!r} takes "
                         f"{'2 or 3' if opdef.logic == '@' else '1'} operand(s), got {len(args)}")
     else:
-        node = shapes.apply(opdef.logic, *nodes, name=label[0], op=opdef.op)
+        node = shapes.apply(opdef.logic, *nodes, name=label, op=opdef.op)
     diff = opdef.backward is not None and any(a.differentiable for a in args)
-    t = Tensor("op", node, g, label, opdef, args, diff and not integer)
+    t = Tensor("op", node, g, [label], opdef, args, diff and not integer)
     t.integer = integer  # integer arithmetic stays integer
     return t
 
 
 def _integer_result(name: str, args: Sequence[Tensor], *, integers: bool = False,
                     floats: bool = False) -> bool:
-    """Whether operation ``name`` of ``args`` is integer arithmetic (integers in, an integer
-    out); integers among floats, or in an operation that computes floats (``floats``), are a
-    ``TypeError`` unless the operation takes integers as such (``integers``: a gather's ids)."""
+    """Whether operation ``name`` of ``args`` is integer arithmetic; integers among floats, or in
+    one that computes floats, are a ``TypeError`` unless it takes integers as such."""
     integer = not integers and bool(args) and all(a.integer for a in args)
     ints = [a for a in args if a.integer]
     if ints and not integers and (floats or not integer):  # integers among floats
@@ -435,9 +415,9 @@ def _integer_result(name: str, args: Sequence[Tensor], *, integers: bool = False
 
 
 def _distinct(args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    """A tensor used twice in one spec (``q`` as query and key) plays two roles whose axes
-    have different labels; its second use becomes an identity node (an alias of the same
-    array, no copy), so each operand has a buffer of its own and its gradient both parts."""
+    """A tensor used twice in one spec (``q`` as query and key) plays two roles with different
+    axis labels: its second use becomes an identity node (an alias, no copy), so each operand
+    has a buffer of its own and its gradient both parts."""
     ids = [a.id for a in args]
     return tuple(apply(UNARY_OPS["id"], a) if a.id in ids[:i] else a for i, a in enumerate(args))
 
@@ -451,8 +431,8 @@ def _leaf_of(name: str, o: Any) -> Any:
 
 
 def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
-    """Run one operation on arrays through a throwaway graph of their own library, device and
-    dtypes (same shape rules, same code): the array ``tensig.einsum`` and its siblings give."""
+    """Run one operation on arrays through a throwaway graph of their library, device and dtypes
+    (same shape rules, same code): what ``tensig.einsum`` and its siblings give."""
     arrays = [getattr(o, "array", o) for o in operands if hasattr(o, "shape")]
     adapter = backend_for(type(arrays[0]))
     with new_graph(adapter.name, adapter.device_of(arrays[0])):
@@ -461,9 +441,6 @@ def _eager(opdef: OpDef, operands: Sequence[Any]) -> Any:
     if any(getattr(o, "rows", None) is not None for o in operands):
         return RowArray(value, out.shape)
     return value
-
-
-# -- forward and backward code of the built-in operations --------------------------------------
 
 
 def _fwd(op: str, accum: str | None = None) -> Callable[..., Code]:
@@ -490,16 +467,13 @@ def _grads(*rules: Callable[..., Any] | None) -> Callable[..., Code]:
 
 
 LN2 = math.log(2.0)
-
-
-#: the pointwise operations whose value is a float even of integer operands
+#: pointwise operations whose value is a float even of integer operands
 _FLOAT_VALUED = frozenset({"div", "exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "recip",
                            "recip_sqrt", "tanh", "gelu"})
 
 
 def _op(name: str, *rules: Callable[..., Any] | None) -> OpDef:
-    """The pointwise operation ``name`` with one derivative rule per operand (none: not
-    differentiable)."""
+    """Pointwise ``name`` with one derivative rule per operand (none: not differentiable)."""
     return OpDef(name, ".", _fwd(name), _grads(*rules) if rules else None,
                  floats=name in _FLOAT_VALUED)
 
@@ -552,7 +526,7 @@ def _pow_op(p: float) -> OpDef:
             return _e("mul", _e("mul", 2.0, a.val), t.grad), "+"
         return _e("mul", _e("mul", p, _e("pow", a.val, p - 1.0)), t.grad), "+"
 
-    # a whole power >= 0 of integers is an integer (int64 on both backends); others are floats
+    # a whole power >= 0 of integers is an integer (int64 on both backends)
     return OpDef(f"pow{p:g}", ".", forward, _grads(rule), floats=p < 0 or not p.is_integer())
 
 
@@ -564,8 +538,7 @@ TRANSPOSE = OpDef("transpose", "T", _fwd("id"), _grads(lambda t, a: (t.grad, "+"
 
 
 def cast(x: Tensor, dtype: str = "float32") -> Tensor:
-    """``x``'s values as ``dtype`` ("float32" or "float64"; also ``x.cast(dtype)``): how
-    integer data enters float arithmetic.  The gradient passes through unchanged."""
+    """``x``'s values as ``dtype`` (the gradient unchanged): how integer data enters float math."""
     if dtype not in CASTS:
         raise ValueError(f"cast: dtype is one of {', '.join(CASTS)}, not {dtype!r}")
     op = OpDef(f"cast_{dtype}", ".", _fwd(f"to_{dtype}"), _grads(lambda t, a: (t.grad, "+")),
@@ -576,15 +549,13 @@ def cast(x: Tensor, dtype: str = "float32") -> Tensor:
 def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 0,
          axes: str | None = None) -> Tensor:
     """A data tensor (not differentiable): the first ``batch`` axes are batch axes, the last
-    ``input`` axes input axes.  Feed new data of the same shape with :meth:`Model.set`.
+    ``input`` axes input axes; :meth:`Model.set` feeds new data of the same shape.
 
-    ``axes="b, t | d"`` instead names the axes, rows written as in the notation (``_`` for an
-    unnamed one): each name is the axis's basis, which inference carries through every
-    operation and which never fuses with another name, so broadcasting that would align ``b``
-    with ``t`` (equal sizes or not) is a :class:`~tensig.ShapeError` naming both.  Sequence
-    positions go on the batch row (``"b, t | d"``), as every block expects; a name on the
-    output row is a feature, and ``@`` refuses to contract a named axis together with others.
-    ``batch=["b", "t"]`` names the batch axes only (the other axes stay unnamed).
+    ``axes="b, t | d"`` instead names the axes as the notation writes rows (``_``: unnamed):
+    inference carries each name and never fuses it with another, so broadcasting ``b`` onto
+    ``t`` is a :class:`~tensig.ShapeError` naming both.  Sequence positions go on the batch row,
+    as every block expects; ``@`` refuses to contract a named axis with others.
+    ``batch=["b", "t"]`` names the batch axes only.
     """
     dims = tuple(int(d) for d in value.shape)
     if axes is not None and (not isinstance(batch, int) or batch or input):
@@ -602,8 +573,7 @@ def leaf(name: str, value: Any, *, batch: int | Sequence[str] = 0, input: int = 
 
 
 def _batch_names(name: str, names: Sequence[str], ndim: int, input: int) -> str:
-    """``batch=["b", "t"]`` written as ``axes=`` (``"b, t | _"``): named batch axes and the
-    other rows unnamed, so the names act as ``axes=``'s do (one checker, one error)."""
+    """``batch=["b", "t"]`` written as ``axes=`` (``"b, t | _"``): one checker, one error."""
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
         raise TypeError(f"leaf {name!r}: batch= is a number of axes or a list of axis names, "
                         f"not {names!r}")
@@ -625,15 +595,11 @@ def constant(value: Any, *, name: str = "const") -> Tensor:
 
 
 def _valued(kind: str, name: str, shape: Shape, value: Any, g: Graph | None = None) -> Tensor:
-    """A tensor of ``kind`` (``"leaf"``, ``"const"``) and ``shape`` in ``g`` (by default the
-    current graph) whose value is ``value`` (a callable gives it) when a model initialises."""
+    """A tensor of ``kind`` and ``shape`` valued ``value`` (or its call) at initialisation."""
     g = g or current_graph()
     t = Tensor(kind, g.shapes.tensor(name, shape), g, [name])
     t.value_init = value
     return t
-
-
-# -- running ---------------------------------------------------------------------------------
 
 
 class Model:
@@ -664,7 +630,7 @@ class Model:
                 self.set(t, t.value_init)
 
     def set(self, t: Tensor, value: Any) -> None:
-        """Feed ``value`` (same shape and kind as declared; a callable gives it when called)."""
+        """Feed ``value`` (of the declared shape and kind; a callable gives it)."""
         if callable(value):
             value = value()
         if isinstance(value, int) and t.integer:  # an index's position

@@ -1,18 +1,14 @@
 """Training with the model layer: optimizers written in the assignment IR, and a loop (the
 README's "Training" section).
 
-:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return
-:class:`~tensig.execution.ir.Code`, compiled with the gradient routine, so a training step is
-one run of straight-line backend calls; optimizer state are tensors of the graph, so
-``graph.memory()`` lists them.  :class:`Trainer` slices the datasets into batches.
+:func:`sgd` (OCANNL's ``sgd_one``) and :func:`adam` return :class:`~tensig.execution.ir.Code`
+compiled with the gradient routine; optimizer state are tensors of the graph.
 
-A step is atomic: the gradients are computed first (the parameters untouched), the loss is
-checked (a NaN or an infinity stops training before it reaches the parameters, see
-``on_nonfinite``), and the update runs with Ctrl-C held back, the step count advancing as its
-last act.  A step refused or interrupted before its update puts back the buffers its forward
-pass moved (running statistics, dropout's counter).  Parameters, buffers, optimizer state and
-``step_count`` therefore always agree, and a checkpoint saved after an interrupt resumes
-without repeating or skipping a step.
+A :class:`Trainer` step is atomic: the gradients first, then the loss is checked
+(``on_nonfinite``), then the update with Ctrl-C held back, the step count advancing last; a step
+refused or interrupted before its update puts back the buffers its forward pass moved.  So
+parameters, buffers, optimizer state and ``step_count`` always agree, and a checkpoint saved
+after an interrupt resumes without repeating or skipping a step.
 """
 
 from __future__ import annotations
@@ -39,9 +35,8 @@ from tensig.model.fusion import Run
 from tensig.model.staging import Staged
 from tensig.model.tensor import Model, Tensor, _is_integer, _valued
 
-# The signal module's C functions: its Python wrappers convert every handler to and from an
-# enum (through a caught exception), 15-30 us a call against 1.6 us on a loaded machine,
-# twice a training step.
+# The signal module's C functions: its wrappers convert handlers to and from an enum through a
+# caught exception, 15-30 us a call against 1.6 us, twice a training step.
 try:
     _sig: Any = importlib.import_module("_signal")
 except ImportError:  # pragma: no cover - not CPython
@@ -61,30 +56,24 @@ def _scalar(like: Tensor, name: str, value: float) -> Tensor:
 
 
 class Optimizer:
-    """Update code plus the per-step scalars it reads (learning rate, bias corrections) and
-    the state tensors it keeps (momentum, moments: what a checkpoint of a trainer saves).
-
-    ``rule``: the same update named for an adapter that runs it as one library kernel
-    (:meth:`tensig.backends.base.Backend.fused_update`): the rule's name, its
-    hyperparameters, the learning rate by step, and the state tensors by role (each a list
-    parallel to ``params``)."""
+    """Update code, the per-step scalars it reads (learning rate, bias corrections) and the state
+    tensors it keeps (what a trainer's checkpoint saves).  ``rule``: the update for an adapter's
+    one-kernel form (:meth:`tensig.backends.base.Backend.fused_update`): name, hyperparameters,
+    learning rate by step, state tensors by role (each parallel to ``params``)."""
 
     def __init__(self, params: Sequence[Tensor], code: Code,
                  scalars: Mapping[str, Tensor], per_step: Callable[[int], Mapping[str, float]],
                  state: Sequence[Tensor] = (),
                  rule: tuple[str, dict[str, Any], Callable[[int], float],
                              list[list[Tensor]]] | None = None):
-        self.params, self.code, self.scalars, self.per_step = list(params), code, scalars, \
-            per_step
-        self.state, self.rule = list(state), rule
+        self.params, self.code, self.scalars = list(params), code, scalars
+        self.per_step, self.state, self.rule = per_step, list(state), rule
         self._bufs = {name: t.val for name, t in scalars.items()}
         self._written: dict[str, tuple[float, Any]] = {}  # name -> (value, its array)
 
     def fused_step(self, adapter: Any) -> Callable[[Any, int], bool] | None:
-        """``run(store, step) -> bool``: the update by the adapter's kernel for this rule,
-        False (nothing written) where the kernel declines these arrays; None where the
-        adapter has no such kernel.  The kernel returns new arrays: the old ones stay the
-        old values, as with every routine."""
+        """``run(store, step) -> bool``: the update by the adapter's kernel (new arrays, as every
+        routine makes), False where it declines these arrays; None without such a kernel."""
         if self.rule is None:
             return None
         name, hyper, rate, roles = self.rule
@@ -112,15 +101,13 @@ class Optimizer:
         return run
 
     def arrays(self, step: int) -> dict[tuple[int, str], np.ndarray]:
-        """This step's scalars as NumPy arrays by buffer key (a compiled step's inputs: see
-        :meth:`tensig.model.staging.Staged.outputs`)."""
+        """This step's scalars as NumPy arrays by buffer key (a staged step's inputs)."""
         return {self._bufs[name].key: np.array([value], np.float32)
                 for name, value in self.per_step(step).items()}
 
     def set_step(self, model: Model, step: int) -> None:
-        """Write this step's scalars; one whose store still holds the array written last for
-        the same value is left as it is (a constant rate, AdamW's decay: each write makes a
-        one-element array, on the device under torch)."""
+        """Write this step's scalars, except one still holding the array last written for the
+        same value (a constant rate: each write makes an array, on the device under torch)."""
         store = model.graph.store
         for name, value in self.per_step(step).items():
             buf, last = self._bufs[name], self._written.get(name)
@@ -143,7 +130,7 @@ def sgd(params: Iterable[Tensor], lr: float, *, momentum: float = 0.0,
             else:        sgd_delta =: sgd_momentum
         p =- learning_rate * sgd_delta
 
-    ``schedule(step) -> lr`` changes the learning rate per step (a scalar leaf of the graph).
+    ``schedule(step) -> lr`` changes the learning rate per step (a scalar leaf).
     """
     params = list(params)
     if not params:
@@ -222,12 +209,9 @@ def adam(params: Iterable[Tensor], lr: float = 1e-3, *, betas: tuple[float, floa
 
 
 class NonFiniteLossError(TensigError, FloatingPointError):
-    """A training step's loss is NaN or infinite; its update was not applied.
-
-    Attributes: ``loss``, ``step`` (the trainer's step count: the parameters are those after
-    ``step`` updates), ``rows`` (the dataset rows of the batch), and ``epoch`` and ``batch``
-    (0-based, when the step ran inside :meth:`Trainer.fit` or :meth:`Trainer.epoch`).
-    """
+    """A training step's loss is NaN or infinite; its update was not applied.  Attributes:
+    ``loss``, ``step`` (the parameters are those after ``step`` updates), ``rows`` (the batch's
+    dataset rows), ``epoch`` and ``batch`` (0-based, inside :meth:`Trainer.fit` / ``epoch``)."""
 
     def __init__(self, loss: float, step: int, rows: np.ndarray):
         self.loss, self.step, self.rows = loss, step, np.asarray(rows)
@@ -249,14 +233,10 @@ class NonFiniteLossError(TensigError, FloatingPointError):
 
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """Hold SIGINT (Ctrl-C) for the duration of a ``with`` block, then deliver it: a
-    ``KeyboardInterrupt`` could otherwise land between any two bytecodes of an update.
-
-    Inside the block a handler only records the signal; on exit the previous handler comes
-    back and a recorded signal is raised again, so it runs once the block is complete.  Off
-    the main thread, or where Python does not own the handler (``getsignal`` gives None: it
-    could not be put back), nothing can interrupt the block and nothing is installed.
-    """
+    """Hold SIGINT (Ctrl-C) for a ``with`` block, then deliver it: a ``KeyboardInterrupt`` could
+    otherwise land between any two bytecodes of an update.  Off the main thread, or where Python
+    does not own the handler (``getsignal`` gives None), nothing interrupts and nothing is
+    installed."""
     main = threading.current_thread() is threading.main_thread()
     previous = _sig.getsignal(signal.SIGINT) if main else None
     if previous is None:
@@ -278,17 +258,13 @@ _NONFINITE = ("raise", "warn", "ignore")
 class Trainer:
     """Compiled training: one routine runs forward, gradients and the optimizer update.
 
-    ``data`` maps each data leaf to the full dataset array; a leaf's declared batch size is
-    the batch size, and batches are sliced along the first axis (the last partial batch is
-    dropped, the order reshuffled every epoch when ``shuffle``).
+    ``data`` maps each data leaf to the full dataset array; a leaf's batch size is the batch
+    size (the last partial batch dropped, the order reshuffled every epoch when ``shuffle``).
 
-    ``on_nonfinite``: what a step does when its loss is NaN or infinite, checked after the
-    gradients and before the update touches anything.  ``"raise"`` (the default) raises
-    :class:`NonFiniteLossError` naming the step, the epoch and batch and the dataset rows,
-    with the parameters and optimizer state of the last finite step kept; ``"warn"`` warns
-    (a ``RuntimeWarning`` with the same text) and skips that batch's update, so training goes
-    on without it; ``"ignore"`` applies the update anyway (NaN then spreads to the
-    parameters).  The check reads the one loss number each step already reports.
+    ``on_nonfinite``: what a step with a NaN or infinite loss does, before the update touches
+    anything: ``"raise"`` :class:`NonFiniteLossError` (naming step, epoch, batch and rows; the
+    last finite step's state kept), ``"warn"`` (a ``RuntimeWarning``) and skip the batch's
+    update, or ``"ignore"`` it (NaN then spreads to the parameters).
     """
 
     def __init__(self, loss: Tensor, optimizer: Optimizer, data: Mapping[Tensor, Any],
@@ -307,15 +283,12 @@ class Trainer:
         self.loss, self.opt = loss, optimizer
         t0 = time.perf_counter()
         self.model = Model(loss)
-        array_type = self.model.graph.array_type
-        # Two routines so the loss can be checked before the update: the gradients (the
-        # parameters untouched) and the update, whose last step advances the step count, so
-        # the count moves exactly when the parameters do.
-        gradients = loss.grad_update_code()
-        grads, update = (compile_code(c, array_type) for c in (gradients, optimizer.code))
+        # Two routines so the loss is checked before the update, whose last step advances the
+        # step count: the count moves exactly when the parameters do.
+        grads, update = (compile_code(c, self.model.graph.array_type)
+                         for c in (loss.grad_update_code(), optimizer.code))
         steps, code = grads.steps + update.steps, Code([*grads.code, *update.code])
-        # where the backend compiles whole programs (JAX), a step is one compiled function
-        # of both (see _staged_step); the update's writes are dropped with a refused step
+        # on JAX a step is one compiled function of both (see _staged_step)
         staged = None if grads.staged is None else Staged(steps, code, grads.staged.backend)
         self._update_writes = {a.lhs.key for a in update.code}
         #: both, as one routine (to inspect, or to run a step by hand)
@@ -336,8 +309,7 @@ class Trainer:
                 self.model.set(t, t.value_init)
             elif t.kind == "state":
                 g.store.write(t.val, g.array(np.zeros(t.shape.int_dims, np.float32)))
-        #: buffers the forward pass moves (running statistics, dropout's counter): put back
-        #: when a step is refused, so a refused batch leaves no trace
+        #: buffers the forward pass moves: put back when a step is refused
         self._buffers = [t.val.key for t in self.model.tensors if t.kind == "buffer"]
         self.build_seconds = time.perf_counter() - t0
         self.data = dict(data)
@@ -351,8 +323,7 @@ class Trainer:
         self.batch: int = next(b for b in batch if b is not None)
         if self.batch > self.n:
             raise ValueError(f"batch size {self.batch} exceeds the dataset ({self.n} rows)")
-        # each dataset becomes the backend's array once, checked against its leaf once; a
-        # step then only slices rows into the store
+        # each dataset becomes the backend's array once, checked once: a step only slices
         self._feeds = []
         for t, arr in self.data.items():
             want = t.shape.int_dims
@@ -367,8 +338,7 @@ class Trainer:
         self._datasets = dict(self._feeds)
         self.seed, self.shuffle = seed, shuffle
         self._order: tuple[tuple[int, int, bool], np.ndarray] | None = None
-        self.step_count = 0
-        self.skipped = 0
+        self.step_count = self.skipped = 0
         self.history: list[float] = []
         self.replicas = self._join(distributed)
         world = self.replicas.world if self.replicas is not None else 1
@@ -380,8 +350,8 @@ class Trainer:
         self.steps_per_epoch = self.n // self.global_batch
 
     def _join(self, distributed: bool | Replicas) -> Replicas | None:
-        """The process group (``distributed=True``: joined from torchrun's environment), after
-        checking that every replica built the same parameters."""
+        """The process group (``True``: from torchrun's environment), after checking that every
+        replica built the same parameters."""
         if distributed is False:
             return None
         replicas = distributed if isinstance(distributed, Replicas) else Replicas(
@@ -393,9 +363,8 @@ class Trainer:
         return replicas
 
     def _plan_buckets(self, replicas: Replicas) -> dict[int, list[list[Any]]]:
-        """After which step of the gradient routine each bucket of gradients goes out: the
-        step that writes the last of them (and not before the loss, which rides in the first
-        bucket): the routine's items (what each step runs) say which buffers each step writes."""
+        """After which step of the gradient routine each bucket of gradients goes out: the one
+        writing the last of them, not before the loss (which rides in the first bucket)."""
         items, store = self._gradients.items or [], self.model.graph.store
         end = len(self._gradients.steps) - 1
         last: dict[Any, int] = {}
@@ -412,9 +381,7 @@ class Trainer:
         return launch
 
     def step(self, rows: np.ndarray) -> float:
-        """One update on the dataset rows ``rows`` (as many as the batch size); returns its
-        loss.  Atomic: an interrupt arrives before the update or after the whole step (see
-        the module's docstring); a non-finite loss is handled by ``on_nonfinite``."""
+        """One atomic update on the dataset rows ``rows`` (a batch); returns its loss."""
         if len(rows) != self.batch:
             raise ValueError(f"a step takes {self.batch} rows (the batch size), got {len(rows)}")
         store = self.model.graph.store
@@ -442,9 +409,8 @@ class Trainer:
             return self._finish(loss, rows, kept, lambda: self._update.run(store))
 
     def _batch(self, rows: np.ndarray) -> list[tuple[Any, Any]]:
-        """Each dataset's rows ``rows`` by buffer key: views of one slice where the rows run
-        consecutively (as without shuffling; no copy: routines never write into an array),
-        else gathered."""
+        """Each dataset's rows ``rows`` by buffer key: a view where they run consecutively (no
+        copy: routines never write into an array), else gathered."""
         rows = np.asarray(rows)
         n, first = len(rows), int(rows[0])
         # integers only: float or boolean rows go to the gather, which refuses them as before
@@ -455,8 +421,8 @@ class Trainer:
         return [(key, arr[index]) for key, arr in self._feeds]
 
     def _staged_step(self, written: dict[Any, Any], rows: np.ndarray) -> float:
-        """Keep what one compiled step wrote (``written``, by buffer key): all of it, or,
-        when its loss is refused, the gradients' part without the buffers it moved."""
+        """Keep what one compiled step wrote: all of it, or, its loss refused, the gradients'
+        part without the buffers it moved."""
         arrays = self.model.graph.store.arrays
         key = self.loss.val.key
         value = written[key] if key in written else arrays[key]
@@ -474,9 +440,8 @@ class Trainer:
         return float(self.loss.numpy().reshape(-1)[0])
 
     def _averaged_gradients(self, store: Any, replicas: Replicas) -> float:
-        """The gradient routine with each bucket's all-reduce started as soon as its last
-        gradient is written (overlapping the rest of backward), then the replicas' mean
-        gradients in the store; returns the global mean loss."""
+        """The gradient routine, each bucket's all-reduce started once its last gradient is
+        written, then the mean gradients stored; returns the global mean loss."""
         arrays, launch = store.arrays, self._launch
         sent: list[Any] = []
         keys: list[Any] = []
@@ -495,9 +460,8 @@ class Trainer:
 
     def _finish(self, loss: float, rows: np.ndarray, kept: Iterable[tuple[Any, Any]],
                 update: Callable[[], None]) -> float:
-        """A step's end: ``update()`` with Ctrl-C held back; or, the loss refused by
-        ``on_nonfinite``, the arrays ``kept`` (key, array) stored back and an error raised or a
-        warning that the batch's update is skipped.  Returns the loss."""
+        """A step's end: ``update()`` with Ctrl-C held back; or, the loss refused, the arrays
+        ``kept`` stored back and an error raised or a warning given.  Returns the loss."""
         if math.isfinite(loss) or self.on_nonfinite == "ignore":
             self._loss_now = loss
             with _interrupts_held():
@@ -514,22 +478,21 @@ class Trainer:
         return loss
 
     def _apply_update(self, store: Any) -> None:
-        """The optimizer's update: the adapter's one-kernel form where it takes these arrays,
-        else the compiled code, this step's scalars written first."""
+        """The optimizer's update: the adapter's one-kernel form where it takes these arrays, else
+        the compiled code after this step's scalars."""
         if self._fused is None or not self._fused(store, self.step_count):
             self.opt.set_step(self.model, self.step_count)
             for run in self._update_steps:
                 run(store)
 
     def _count_step(self, store: Any) -> None:
-        """The update routine's last step: the count and the history move with the
-        parameters."""
+        """The update routine's last step: the count and history move with the parameters."""
         self.step_count += 1
         self.history.append(self._loss_now)
 
     def order(self, epoch: int) -> np.ndarray:
-        """The dataset rows in epoch ``epoch``'s order: a function of the seed and the epoch
-        only, so a resumed run (on any number of replicas) sees the same batches."""
+        """The rows in epoch ``epoch``'s order, a function of the seed and the epoch only, so a
+        resumed run (on any number of replicas) sees the same batches."""
         key, cached = (epoch, self.seed, self.shuffle), self._order
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -539,8 +502,7 @@ class Trainer:
         return rows
 
     def rows_of(self, step: int) -> np.ndarray:
-        """This replica's dataset rows at step ``step``: its slice of that step's global
-        batch."""
+        """This replica's rows at step ``step``: its slice of that step's global batch."""
         epoch, k = divmod(step, self.steps_per_epoch)
         rank = self.replicas.rank if self.replicas is not None else 0
         i = self.global_batch * k + self.batch * rank
@@ -548,16 +510,13 @@ class Trainer:
 
     @property
     def position(self) -> int:
-        """Batches consumed: the steps taken plus the batches skipped for a non-finite loss
-        (``on_nonfinite="warn"``).  A checkpoint keeps both, so a trainer loaded after
-        skipped batches continues with the batch the saved one would have taken next."""
+        """Batches consumed: steps taken plus batches skipped for a non-finite loss (a checkpoint
+        keeps both)."""
         return self.step_count + self.skipped
 
     def epoch(self) -> float:
-        """The rest of the current epoch (all of it on a fresh trainer or after a whole
-        number of epochs): the position comes from the step count, so a trainer loaded from
-        a checkpoint mid-epoch continues with the batch it would have taken next.  Returns
-        the mean loss of the batches run."""
+        """The rest of the current epoch (from :attr:`position`, so a trainer loaded mid-epoch
+        goes on with its next batch); returns the mean loss of the batches run."""
         epoch, start = divmod(self.position, self.steps_per_epoch)
         losses = []
         for batch in range(start, self.steps_per_epoch):
@@ -569,9 +528,7 @@ class Trainer:
         return float(np.mean(losses))
 
     def fit(self, epochs: int, *, progress: bool = False) -> list[float]:
-        """Train for ``epochs`` epochs; returns the mean loss of each epoch.  Stops at the
-        first non-finite loss with :class:`NonFiniteLossError` (``on_nonfinite="raise"``),
-        the parameters those of the last finite step."""
+        """Train for ``epochs`` epochs; returns the mean loss of each."""
         means = []
         shown = progress and (self.replicas is None or self.replicas.is_root)
         bar = _progress(epochs, "epoch") if shown else None
@@ -588,8 +545,8 @@ class Trainer:
         return means
 
     def save_plot(self, path: str) -> None:
-        """The loss curve as a PNG (needs matplotlib); only rank 0 writes it when training
-        data-parallel (the losses are the global means, the same on every replica)."""
+        """The loss curve as a PNG (needs matplotlib); only rank 0 writes it (the losses are
+        global means)."""
         if self.replicas is not None and not self.replicas.is_root:
             return
         import matplotlib
