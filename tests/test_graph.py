@@ -1268,3 +1268,18 @@ def test_max_pooling_of_infinite_and_nan_windows(backend, spec, window, stride, 
         want[np.isnan(xs)] = 0
     np.testing.assert_array_equal(grad, want)
     assert len(calls) == (backend == "torch")
+
+
+def test_pointwise_functions_keep_their_parameter_names_for_the_type_checker(tmp_path):
+    """``G.maximum`` and its siblings are made by one factory; mypy still sees ``(a, b)``, so a
+    call by keyword type-checks as it runs."""
+    api = pytest.importorskip("mypy.api")
+    snippet = tmp_path / "calls.py"
+    snippet.write_text("from tensig.model import graph as G\n"
+                       "def f(x: G.Tensor, y: G.Tensor) -> list[G.Tensor]:\n"
+                       "    return [g(a=x, b=y) for g in (G.maximum, G.minimum, G.mod,\n"
+                       "                                  G.logical_and, G.logical_or)]\n")
+    out, err, status = api.run([str(snippet), G.__file__, "--follow-imports=skip",  # fast
+                                "--ignore-missing-imports", "--python-version=3.11",
+                                "--config-file=", f"--cache-dir={tmp_path / 'cache'}"])
+    assert status == 0, out + err

@@ -24,7 +24,7 @@ import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -214,7 +214,11 @@ def stop_gradient(x: Tensor) -> Tensor:
     return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
 
 
-def _pointwise(public: str, name: str, doc: str) -> Callable[[Any, Any], Tensor]:
+class _Binary(Protocol):  # not Callable[[Any, Any], Tensor]: mypy keeps the names a and b
+    def __call__(self, a: Any, b: Any) -> Tensor: ...
+
+
+def _pointwise(public: str, name: str, doc: str) -> _Binary:
     """The graph function ``public`` of ``BINARY_OPS[name]`` (``G.maximum`` ...)."""
     def operation(a: Any, b: Any) -> Tensor:
         return apply(BINARY_OPS[name], a, b)
