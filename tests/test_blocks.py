@@ -257,6 +257,14 @@ def test_rms_norm_over_the_output_row(backend):
                x, "b, d => b | d", "rms_norm")
 
 
+def test_rms_norm_scale_and_shift_operations_carry_its_name():
+    """The learned product and sum are made inside the norm's scope, in use order."""
+    with G.new_graph() as g:
+        B.rms_norm(G.leaf("x", np.ones((2, 3), np.float32), batch=1), shift=True)
+    assert [t.name for t in g.tensors][-4:] == ["rms_norm.scale", "rms_norm.mul",
+                                                "rms_norm.shift", "rms_norm.add"]
+
+
 def test_a_mean_divides_by_the_solved_size_not_a_written_one():
     """``w``'s output size is decided by a use that comes after the mean is built."""
     with G.new_graph():

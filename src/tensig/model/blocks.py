@@ -171,18 +171,16 @@ def _cross_entropy_ids(logits: Tensor, ignore: int) -> OpDef:
                  integers=True)
 
 
-def _scale_shift(name: str, shift: bool = True) -> list[Tensor]:
-    """A learned ``scale`` (ones) and ``shift`` (zeros) in scope ``name``, sized by their use."""
-    with G.scope(name):
-        return [G.param(w, init=lambda shape, rng, v=v: np.full(shape, v, np.float32))
-                for w, v in (("scale", 1.0), ("shift", 0.0))[:1 + shift]]
+def _learned(name: str, fill: float) -> Tensor:
+    """A learned tensor of ``fill`` (a scale's ones, a shift's zeros), sized by its use."""
+    return G.param(name, init=lambda shape, rng: np.full(shape, fill, np.float32))
 
 
 def _affine(y: Tensor, name: str, shift: bool) -> Tensor:
-    """``y * scale (+ shift)``, learned (:func:`_scale_shift`)."""
-    learned = _scale_shift(name, shift)
-    y = y * learned[0]
-    return y + learned[1] if shift else y
+    """``y * scale (+ shift)``, learned, the operations too in scope ``name``."""
+    with G.scope(name):
+        y = y * _learned("scale", 1.0)
+        return y + _learned("shift", 0.0) if shift else y
 
 
 def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "layer_norm",
@@ -191,7 +189,9 @@ def layer_norm(x: Tensor, spec: str = ROW, *, eps: float = 1e-5, name: str = "la
     default), then a learned scale and shift (``affine``), as ``torch.nn.LayerNorm``.  Over the
     output row it is one operation (torch's ``native_layer_norm``, forward and backward)."""
     if spec == ROW and affine:
-        return G.apply(_affine_normalizer(x, float(eps), name), x, *_scale_shift(name), name=name)
+        with G.scope(name):
+            learned = _learned("scale", 1.0), _learned("shift", 0.0)
+        return G.apply(_affine_normalizer(x, float(eps), name), x, *learned, name=name)
     if spec == ROW:
         y = G.apply(_normalizer(x, float(eps)), x)
     else:
