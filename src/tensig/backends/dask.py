@@ -79,7 +79,8 @@ class DaskBackend(Backend):
         return x
 
     def take_rows(self, table: Any, ids: Any, shape: tuple[int, ...]) -> Any:
-        """By flat ids: Dask indexes by a lazy integer array of one axis only."""
+        """By flat ids: Dask indexes by a lazy integer array of one axis only (2-d ids fail an
+        assertion inside it)."""
         return table[self.da.asarray(ids).reshape(-1)].reshape(shape)
 
     def _add_rows(self, n: int, ids: Any, rows: Any) -> Any:

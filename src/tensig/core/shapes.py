@@ -201,7 +201,8 @@ class Shape:
     def parse(cls, text: str) -> Shape:
         """Read ``"2,3|4->5"`` (omitted rows empty; without commas, whitespace separates axes
         unless an operator joins them: ``"B T+1 d"`` has three); bad text raises
-        :class:`~tensig.SpecSyntaxError` with a caret.
+        :class:`~tensig.SpecSyntaxError` with a caret; no item can cause unbounded work (the bounds
+        of :mod:`tensig.core.dim_form`).
 
         >>> Shape.parse("3->2").input, Shape.parse("()").rank
         ((3,), 0)

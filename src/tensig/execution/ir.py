@@ -447,10 +447,11 @@ def deferred_checks() -> Iterator[list[tuple[Any, Any, str]]]:
 
 
 def _check_ids(xp: Any, ids: Any, n: int, what: str, ignore: int | None = None) -> Any:
-    """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around.
-    On the host only (reading would wait for an accelerator); traced ids are checked when the
-    function runs (:func:`deferred_checks`), a lazy library's when it computes (the ids
-    returned, to be used in their place)."""
+    """Integer ids index an axis of ``n`` cells: any other id is an error, not a wrap-around
+    (NumPy reads ``-1`` as the last row).  On the host only (reading would wait for an
+    accelerator); traced ids are checked when the function runs (:func:`deferred_checks`), a
+    lazy library's when it computes (the ids returned, to be used in their place: Dask would
+    wrap or drop a bad id)."""
     backend = backend_of_namespace(xp)
     if backend.lazy:
         return ids.map_blocks(check_ids, n, what, ignore)

@@ -404,7 +404,8 @@ class Padded:
     # -- attention masks ---------------------------------------------------------------------------
     def key_mask(self, causal: bool = False) -> Any:
         """``[B, 1, T]`` bool, True where a key is real, broadcasting over the query axis of
-        ``[B, T, T]`` scores; ``causal=True``: ``[B, T, T]``, False for keys after the query."""
+        ``[B, T, T]`` scores (``mask[:, :, None]`` would mask queries); ``causal=True``:
+        ``[B, T, T]``, False for keys after the query."""
         keys = self.mask[:, None, :]
         if not causal:
             return keys
