@@ -168,20 +168,17 @@ class SymFloat(float):
                          start=Dim.const(math.isqrt(c)))
 
     def __int__(self) -> int:
-        """The root's witness, read back as the root (as_dim); else :meth:`__trunc__`'s, read
-        back too (:meth:`Tracer.leak`), an assumption: a branch on it is taken there only."""
+        """:meth:`__trunc__`'s number at the witness, read back as it (:meth:`Tracer.leak`; a
+        root's as the root): an assumption, as a branch on it is taken there only."""
         if self.root is not None:
             return tracer().leak(self._root())
-        d = self.__trunc__().dim
-        if d.constant is not None:
+        if (d := self.__trunc__().dim).constant is not None:
             return d.constant
         n = tracer().leak(d, read=True)
         if n > 0 > int(float(self)):  # a fresh size, for a negative number
-            raise Unsupported(f"int() of a negative size times a float ({self!r} at the "
-                              "witness; write -(N // 10))")
-        _assume(f"int({float(self)!r}) is {tracer().leaks[n]}", True, "int() of a size times a "
-                "float, its number at the witness sizes read back as that size (a branch on it "
-                "is taken there only)")
+            raise Unsupported(f"int() of a negative size times a float ({self!r})")
+        _assume(f"int({float(self)!r}) is {tracer().leaks[n]}", True, "its number at the "
+                "witness sizes, read back as that size (a branch on it is taken there only)")
         return n
 
 
