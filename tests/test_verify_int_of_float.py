@@ -124,11 +124,17 @@ def seven_tenths(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L*7//10 
     return x[:, :int(x.shape[1] * 0.7)]  # wrong at L = 90: int(62.99999999999999)
 
 
+def kept_tenth(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//10 D"]:
+    return x[:, :int(x.shape[1] * (1 - 0.9))]  # MAE at 0.9, wrong at L = 10: 0.09999999999999998
+
+
 def test_int_of_a_decimal_ratio_is_a_fresh_size_not_its_quotient():
     """0.7 and 0.9 are no dyadics: their doubles are not 7/10 and 9/10, and int() of 90 * 0.7
-    is 62, not 63 = 90*7 // 10; verify claims neither equal to the annotation's quotient."""
+    is 62, not 63 = 90*7 // 10; verify claims none equal to the annotation's quotient.  (0.9's
+    double is above 9/10, so nine_tenths holds at every L to 10**6: a conservative error.)"""
     assert seven_tenths(np.ones((1, 90, 1))).shape[1] == 62 != 90 * 7 // 10
-    for fn in (nine_tenths, seven_tenths):
+    assert kept_tenth(np.ones((1, 10, 1))).shape[1] == 0 != 10 // 10
+    for fn in (nine_tenths, seven_tenths, kept_tenth):
         r = verify(fn)
         assert not r.ok and not r.notes and "return-shape" in _kinds(r), str(r)
 
