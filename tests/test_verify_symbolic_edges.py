@@ -573,8 +573,8 @@ def test_a_default_generator_before_an_array_parameter_samples_symbolically():
 def test_a_float_fraction_of_a_size_is_never_a_witness_constant():
     """``int(N * 0.1)`` was ``1`` (the witness's tenth): a ``[1, D]`` validation set at every
     ``N``.  Rounded with ``math.floor``/``round`` it is a fresh size (``math.ceil(N / 32)``, a
-    size over an int, is ``(N + 31) // 32``); ``int()`` must return a plain int, so there the
-    trace stops with a note saying how to write it."""
+    size over an int, is ``(N + 31) // 32``); ``int()`` must return a plain int: a fresh
+    size's number, read back as it (negated too) under stated assumptions."""
     import math
 
     def split(X: Float[np.ndarray, "N, D"]) -> tuple[Float[np.ndarray, "V, D"],
@@ -600,7 +600,9 @@ def test_a_float_fraction_of_a_size_is_never_a_witness_constant():
         return X[-n_val:]
 
     r = verify(split_int)
-    assert r.result is None and "int() of a size times a float" in r.notes[0], str(r)
+    (val, _), = r.result
+    assert val.constant is None and not {"N", "D"} & val.symbols and not r.errors, str(r)
+    assert r.findings[0].message.startswith(f"assumes int(1.1) is {val}:"), str(r)
 
 
 def test_a_float_fraction_of_a_size_compared_is_an_assumption():

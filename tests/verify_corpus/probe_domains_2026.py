@@ -1017,7 +1017,7 @@ def mixup_jax_bug(key: jax.Array, x: Float[jax.Array, "B, H, W, C"], y: Int[jax.
 
 
 # Not in CASES: the box side ``int(H * np.sqrt(1 - lam))``, as CutMix's reference code writes
-# it, stops the trace (int() of a size times a float is not modelled).
+# it, is a fresh size whose number at the witness is read back, under stated assumptions.
 def cutmix_np(x: Float[np.ndarray, "B, C, H, W"], t: Float[np.ndarray, "B, K"], seed: int = 0
               ) -> tuple[Float[np.ndarray, "B, C, H, W"], Float[np.ndarray, "B, K"]]:
     """CutMix: a box of area (1 - lam) pasted from a shuffled batch, lam corrected by the

@@ -51,7 +51,8 @@ def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
     """A :class:`SymSize` operator: symbolic, but a :class:`SymFloat` with a float."""
     def op(self: SymSize, other: Any) -> Any:
         if isinstance(other, float):
-            return SymFloat(fn(tracer().value(self.dim), other))
+            return SymFloat(fn(tracer().value(self.dim), other),
+                            _dyadic(self.dim, other) if fn is operator.mul else None)
         if isinstance(other, SymSize | int | Dim) and not isinstance(other, bool):
             return SymSize(fn(self.dim, as_dim(other)))
         return NotImplemented
@@ -67,13 +68,24 @@ def _real(fn: Callable[[Any, Any], Any]) -> Any:  # Any: float's own are overloa
     return op
 
 
+def _dyadic(p: Dim, f: float, over: bool = False) -> tuple[Dim, int] | None:
+    """``p * f`` (``p / f`` with ``over``) as a quotient where ``f``, a number, not one of
+    sizes, is a small dyadic (0.75 is 3/4): below 2**37 the double product is exact and a
+    division is off by less than a quotient's step, so its floor is the quotient's; not 0.7:
+    ``int(10 * 0.7)`` is 7, the floor of 10 times the double's exact value 6."""
+    a, b = f.as_integer_ratio() if math.isfinite(f) else (0, 0)
+    if isinstance(f, SymFloat) or not (0 < abs(a) <= 2 ** 16 and b <= 2 ** 16):
+        return None
+    return (p * b * (1 if a > 0 else -1), abs(a)) if over else (p * a, b)
+
+
 class SymFloat(float):
     """A number computed from a size and a float (``N * 0.1``): its value at the witness.
-    Rounded (``math.floor``, ``round``) it is a fresh size, or for a size over a positive
-    ``int`` (``exact``) that quotient (``math.ceil(N / 32)`` is ``(N + 31) // 32``); ``int()``
-    stops the trace: no size is a constant read off the witness (``int(N * 0.1)`` was 1 at
-    every ``N``).  ``math.sqrt`` of a size keeps it (``root``): rounded, the size whose square
-    it is (:meth:`_root`)."""
+    Rounded (``math.floor``, ``round``, ``int()``) it is a fresh size, or for a size over a
+    positive ``int`` or times a small dyadic (``exact``) that quotient (``math.ceil(N / 32)`` is
+    ``(N + 31) // 32``, ``int(N * 0.75)`` is ``3*N // 4``): no size is a constant read off the
+    witness (``int(N * 0.1)`` was 1 at every ``N``).  ``math.sqrt`` of a size keeps it
+    (``root``): rounded, the size whose square it is (:meth:`_root`)."""
 
     __slots__ = ("exact", "root")
     exact: tuple[Dim, int] | None
@@ -128,7 +140,15 @@ class SymFloat(float):
     def __ceil__(self) -> Any:
         return self._rounded(0 if self.exact is None else self.exact[1] - 1)
 
-    __trunc__ = __floor__  # sizes are positive
+    def __trunc__(self) -> Any:
+        """Toward 0: a floor where ``exact``'s size is at least 0, minus its negation's where at
+        most 0 (``int(L * -0.5)`` is ``-(L // 2)``, not ``(-L) // 2``), else a fresh size."""
+        p, k = self.exact or (ONE, 1)
+        if _holds(operator.ge, p, ONE * 0):
+            return self._rounded(0)
+        if _holds(operator.le, p, ONE * 0):
+            return -SymFloat(-float(self), (-p, k))._rounded(0)
+        return SymSize(tracer().new_dim("n"))
 
     def __round__(self, ndigits: Any = None) -> Any:  # half to even: not a quotient
         return self._rounded(0) if self.root is not None and ndigits is None else \
@@ -148,10 +168,18 @@ class SymFloat(float):
                          start=Dim.const(math.isqrt(c)))
 
     def __int__(self) -> int:
-        if self.root is not None:  # the root's witness, read back as the root (as_dim)
+        """:meth:`__trunc__`'s number at the witness, read back as it (:meth:`Tracer.leak`; a
+        root's as the root): an assumption, as a branch on it is taken there only."""
+        if self.root is not None:
             return tracer().leak(self._root())
-        raise Unsupported(f"int() of a size times a float ({self!r} at the witness; write "
-                          "N // 10, or math.floor or round(), a fresh size to verify)")
+        if (d := self.__trunc__().dim).constant is not None:
+            return d.constant
+        n = tracer().leak(d, read=True)
+        if n > 0 > int(float(self)):  # a fresh size, for a negative number
+            raise Unsupported(f"int() of a negative size times a float ({self!r})")
+        _assume(f"int({float(self)!r}) is {tracer().leaks[n]}", True, "its number at the "
+                "witness sizes, read back as that size (a branch on it is taken there only)")
+        return n
 
 
 class Square(BaseException):
@@ -281,7 +309,8 @@ class SymSize:
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
 
     def __truediv__(self, o: Any) -> float:
-        exact = (self.dim, o) if type(o) is int and o > 0 else None
+        exact = (self.dim, o) if type(o) is int and o > 0 else \
+            _dyadic(self.dim, o, over=True) if isinstance(o, float) else None
         return SymFloat(float(self) / float(o), exact)
 
     def __rtruediv__(self, o: Any) -> float:

@@ -217,8 +217,9 @@ class Tracer:
     def read_leak(self, size: int) -> Dim | int:
         """A number that is a symbol's witness came from that symbol (``pe[:T]`` on a concrete
         table, ``x.view(b, int(t), c)``): read it as the symbol, under an assumption (see
-        :meth:`leak`), since a literal of the code may equal the witness."""
-        d = self.leaks.get(size)
+        :meth:`leak`), since a literal of the code may equal the witness; its negation as
+        the size's (``x[-int(N * 0.1):]``)."""
+        d = self.leaks.get(size, -self.leaks[-size] if -size in self.leaks else None)
         if d is None:
             return size
         self.report("assumption", f"the number {size} (a size or a concrete array's axis) is "
@@ -241,12 +242,12 @@ class Tracer:
                                  f"times at line {where[1]}: a loop that runs until the data "
                                  "says stop (while x.size > 0) is not followed")
 
-    def new_dim(self, hint: str) -> Dim:
+    def new_dim(self, hint: str, witness: int = 3) -> Dim:
         """A fresh existential dimension (a data-dependent size, like a Remora box)."""
         self.fresh += 1
         name = f"{hint}{self.fresh}"
         self.data_sizes.add(name)
-        self.witness[name] = 3
+        self.witness[name] = witness
         return Dim.symbol(name)
 
     def count_of(self, mask: Any) -> Dim:
@@ -290,12 +291,21 @@ class Tracer:
                 return loop.d
         return None
 
-    def leak(self, d: Dim) -> int:
+    def leak(self, d: Dim, read: bool = False) -> int:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
         array): its witness is remembered, so a concrete axis of exactly that size can be read
-        back as the symbol (witnesses are distinct primes, so the reading is unambiguous)."""
+        back as the symbol (witnesses are distinct primes, so the reading is unambiguous).
+        With ``read`` (``int(L * 0.75)``) any size is, as a fresh size of a number no size has
+        where it is a fresh one (each is 3) or its number is -1, 0, 1 or taken."""
         w = self.value(d)
-        if len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols))) and w >= 11:
+        plain = len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
+        ambiguous = d.symbols <= self.data_sizes if plain else w >= 11 and w in \
+            self.witness.values()  # a fresh size's 3, or a signature symbol's prime
+        if read and (ambiguous or abs(w) < 2 or self.leaks.get(w, d) != d):
+            taken = {*self.leaks, *self.witness.values()}
+            w = next(n for n in itertools.count(11) if n not in taken)
+            d = self.new_dim("n", w)
+        if read or (plain and w >= 11):
             self.leaks[w] = d
         return w
 
