@@ -27,7 +27,7 @@ from tensig.check.sym_functions import leaf_dims, sym_leaves
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
-           "fit_key", "fit_size", "fit_sizes", "leaves", "named", "ordered", "relied",
+           "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves", "named", "ordered",
            "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
@@ -35,6 +35,7 @@ STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 
 MAX_SYMBOLS = 8  # each symbol costs one more run
 MAX_DIVISOR = 8
 MAX_ELEMENTS = 2_000_000  # per run of a library that allocates: witnesses are small
+MAX_RESIDUES = 7  # runs of floors_hold: T // 8's residues, or T // 2's and L // 4's together
 
 Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an array)
 
@@ -42,15 +43,6 @@ Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an a
 def symbols(x: Any) -> list[str]:
     """The symbols of every symbolic array, size and range in ``x`` (nested), sorted."""
     return sorted({n for leaf in sym_leaves(x) for d in leaf_dims(leaf) for n in d.symbols})
-
-
-def relied(x: Any) -> None:
-    """Report the floor divisions (``T // 2``) in the sizes of ``x`` (nested) as requirements: a
-    fit runs at sizes that step by their divisors, where they are exact, so what it finds
-    (``T`` for ``np.repeat(x[:T // 2], 2)``) holds only there."""
-    for leaf in sym_leaves(x):
-        for d in leaf_dims(leaf):
-            tracing.tracer().rely(d)
 
 
 def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
@@ -356,6 +348,30 @@ def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] 
     return [tracing.Finding("assumption", f"assumes {condition}: {name}{why}")]
 
 
+def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: dict[str, int],
+                fits: list[list[Dim | None] | None]) -> bool:
+    """Whether the fitted sizes hold where the floor divisions in the sizes of ``args`` are
+    inexact: a fit steps by their divisors, so ``T`` for ``np.repeat(x[:T // 2], 2)`` held only
+    at even ``T``.  One run off ``base`` per joint residue of the divided symbols (at most
+    :data:`MAX_RESIDUES`), and one per symbol's residue below its divisor (where a required
+    exact ``T // 3`` was at least 1, now 0: ``np.diff`` of none is none, not -1); any that
+    raises or differs, or past that: not shown."""
+    moduli: dict[str, int] = {}
+    for d in (d for leaf in sym_leaves(args) for d in leaf_dims(leaf)):
+        for p, k in tracing._divisions(d):
+            moduli.update({s: math.lcm(moduli.get(s, 1), k) for s in p.symbols})
+    if math.prod(moduli.values()) - 1 > MAX_RESIDUES:
+        return False
+    shifts = [dict(zip(moduli, rs, strict=True))
+              for rs in itertools.product(*map(range, moduli.values()))]
+    envs = [{s: n + shift.get(s, 0) for s, n in base.items()} for shift in shifts[1:]]
+    envs += [{**base, s: r} for s, k in moduli.items() for r in range(1, k)]
+    try:
+        return not any(differs(fits, evaluate(env), env) for env in envs)
+    except Exception:  # refused off the divisors (or too large to build)
+        return False
+
+
 def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int]) -> bool:
     """Whether a run's result shapes ``got`` at ``env`` differ from the fitted sizes there."""
     if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
@@ -366,7 +382,8 @@ def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int
 
 # -- One cache of fits for every library: a fit is a function of what its runs read ---------
 
-Fit = tuple[Any, tuple[tracing.Finding, ...]]  # a result template, the findings of the fit
+Fit = tuple[Any, tuple[tracing.Finding, ...], bool]  # a result template, the findings of the
+# fit, and whether it holds off the divisors in its arguments' sizes (floors_hold)
 _FITS: dict[Any, Fit] = {}
 FITS_SIZE = 4096
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type, enum.Enum, np.dtype,
@@ -407,10 +424,12 @@ def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
     return key
 
 
-def cached(key: Any, fit: Callable[[], Fit]) -> Any:
+def cached(key: Any, fit: Callable[[], Fit], args: Any) -> Any:
     """The template ``fit()`` makes (kept under ``key``; None: not kept), and its findings
-    reported at this call as at the first: a fit runs the library only once per key.  A fit
-    that raises (a data error, an op not modelled) is not kept."""
+    reported at this call as at the first: a fit runs the library only once per key.  Where it
+    is not shown to hold off the divisors (:func:`floors_hold`), the floor divisions in the
+    sizes of ``args`` are requirements too.  A fit that raises (a data error, an op not
+    modelled) is not kept."""
     hit = None if key is None else _FITS.get(key)
     if hit is None:
         hit = fit()
@@ -419,6 +438,8 @@ def cached(key: Any, fit: Callable[[], Fit]) -> Any:
                 _FITS.clear()
             _FITS[key] = hit
     t = tracing.tracer()
+    for d in () if hit[2] else (d for leaf in sym_leaves(args) for d in leaf_dims(leaf)):
+        t.rely(d)
     for f in hit[1]:
         t.report(f.kind, f.message)
     return hit[0]

@@ -172,14 +172,20 @@ class SymFloat(float):
         root's as the root): an assumption, as a branch on it is taken there only."""
         if self.root is not None:
             return tracer().leak(self._root())
-        if (d := self.__trunc__().dim).constant is not None:
-            return d.constant
-        n = tracer().leak(d, read=True)
-        if n > 0 > int(float(self)):  # a fresh size, for a negative number
-            raise Unsupported(f"int() of a negative size times a float ({self!r})")
-        _assume(f"int({float(self)!r}) is {tracer().leaks[n]}", True, "its number at the "
-                "witness sizes, read back as that size (a branch on it is taken there only)")
-        return n
+        return _read(self.__trunc__().dim, float(self))
+
+
+def _read(d: Dim, number: float) -> int:
+    """``int()`` of size ``d`` (``number`` at the witness): that number, read back as ``d``
+    (:meth:`Tracer.leak`), an assumption, as a branch on it is taken there only."""
+    if d.constant is not None:
+        return d.constant
+    n = tracer().leak(d, read=True)
+    if n > 0 > number:  # a fresh size, for a negative number
+        raise Unsupported(f"int() of a negative size ({d}, {number!r} at the witness)")
+    _assume(f"int({number!r}) is {tracer().leaks[n]}", True, "its number at the witness "
+            "sizes, read back as that size (a branch on it is taken there only)")
+    return n
 
 
 class Square(BaseException):
@@ -259,7 +265,12 @@ class SymSize:
     def __index__(self) -> int:
         return tracer().leak(self.dim)
 
-    __int__ = __index__
+    def __int__(self) -> int:
+        """``int(T)`` as :meth:`__index__`; ``int(T // 2)`` as a :class:`SymFloat`'s (its
+        number read back as ``T // 2``): not a constant of the witness."""
+        d = self.dim
+        plain = d.constant is not None or d == Dim.symbol(min(d.symbols))
+        return self.__index__() if plain else _read(d, tracer().value(d))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""

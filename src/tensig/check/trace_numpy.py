@@ -420,7 +420,6 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     at the witnesses is a shape finding when the library's message says so, else a note.
     """
     t = tracer()
-    size_fit.relied((args, kwargs))  # first: the divisions it requires scale the witnesses
     witness, unit = t.assumption_env(), t.unit()
     at = {n: witness[n] for n in size_fit.symbols((args, kwargs))}
     found: list[tracing.Finding] = []
@@ -461,7 +460,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
             return ("array", first.dims if first is not None else (), "f"), (tracing.Finding(
                 size_fit.failure_kind(said), f"{name} fails on these shapes at every size: "
-                                             f"{said}"),)
+                                             f"{said}"),), False
         if error is not None:  # it runs only where the sizes are ordered the other way, or larger
             found.append(tracing.Finding("assumption", f"{name} fails at some sizes ({said}); "
                                          f"assumes {next(a for b, a in bases if b is base)}"))
@@ -478,10 +477,11 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         if error is None:  # else the sizes it needs are the assumption above
             found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
                                                  (ValueError, IndexError, TypeError), unit))
-        return size_fit.template(sample, iter(fits), leaf), tuple(found)
+        return size_fit.template(sample, iter(fits), leaf), tuple(found), \
+            size_fit.floors_hold(shaped, (args, kwargs), base, fits)
 
     key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
-    return size_fit.build(size_fit.cached(key, fit))
+    return size_fit.build(size_fit.cached(key, fit, (args, kwargs)))
 
 
 def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> Any:

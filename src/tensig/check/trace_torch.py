@@ -167,10 +167,10 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def fallback(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a torch op not modelled by hand on meta tensors and fit its result shapes (once per
     :func:`tensig.check.size_fit.fit_key`: the runs start at fixed sizes)."""
-    size_fit.relied((args, kwargs))
     key = size_fit.fit_key(func, args, kwargs, plain=(torch.dtype, torch.device),
                            shaped=(torch.Tensor,))  # run as meta tensors: values unread
-    template = size_fit.cached(key, partial(_fit, func, _name(func), args, kwargs))
+    template = size_fit.cached(key, partial(_fit, func, _name(func), args, kwargs),
+                               (args, kwargs))
     if template is None:
         raise Rejected("torch rejected the operands (reported above)")
     return size_fit.build(template, inputs=list(size_fit.leaves(args)))
@@ -260,7 +260,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         named = size_fit.named(size_fit.short(error), bases[0], [
             d for a in size_fit.leaves(args) if isinstance(a, S.SymArray) for d in a.dims])
         return None, (tracing.Finding(size_fit.failure_kind(named),
-                                      f"{name} rejects operands of shapes {shapes}: {named}"),)
+                                      f"{name} rejects operands of shapes {shapes}: {named}"),
+                      ), False
     if error is not None:
         messages.append(tracing.Finding("assumption", f"{name} needs sizes divisible by 24 or "
                                                       f"larger ({size_fit.short(error)}): assumed"))
@@ -295,7 +296,8 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             return "value", head
         raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
 
-    return size_fit.template(sample, iter(fitted), leaf), tuple(messages)
+    return size_fit.template(sample, iter(fitted), leaf), tuple(messages), \
+        size_fit.floors_hold(shaped, (args, kwargs), base, fitted)
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
