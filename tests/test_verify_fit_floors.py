@@ -31,7 +31,7 @@ def keep_quarter_np(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 
 
 def mae_np(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 D"]:
     """MAE's masking: the first quarter of a random order, each id repeated along D."""
-    _, L, D = x.shape
+    N, L, D = x.shape
     ids = np.argsort(np.random.rand(N, L), axis=1)[:, :L // 4]
     return np.take_along_axis(x, ids[:, :, None].repeat(D, axis=2), axis=1)
 

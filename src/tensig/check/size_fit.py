@@ -350,21 +350,18 @@ def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] 
 
 def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: dict[str, int],
                 fits: list[list[Dim | None] | None]) -> bool:
-    """Whether the fitted sizes hold where the floor divisions in the sizes of ``args`` are
-    inexact: a fit steps by their divisors, so ``T`` for ``np.repeat(x[:T // 2], 2)`` held only
-    at even ``T``.  One run off ``base`` per joint residue of the divided symbols (at most
-    :data:`MAX_RESIDUES`), and one per symbol's residue below its divisor (where a required
-    exact ``T // 3`` was at least 1, now 0: ``np.diff`` of none is none, not -1); any that
-    raises or differs, or past that: not shown."""
+    """Whether the fit holds where the floors in the sizes of ``args`` are inexact (it steps by
+    their divisors: ``T`` for ``np.repeat(x[:T // 2], 2)`` held at even ``T`` only): a run off
+    ``base`` at each joint residue of the divided symbols (at most :data:`MAX_RESIDUES`), and
+    at each below a divisor (``T // 3`` is 0: ``np.diff`` gives 0, not -1), none raising."""
     moduli: dict[str, int] = {}
     for d in (d for leaf in sym_leaves(args) for d in leaf_dims(leaf)):
         for p, k in tracing._divisions(d):
             moduli.update({s: math.lcm(moduli.get(s, 1), k) for s in p.symbols})
     if math.prod(moduli.values()) - 1 > MAX_RESIDUES:
         return False
-    shifts = [dict(zip(moduli, rs, strict=True))
-              for rs in itertools.product(*map(range, moduli.values()))]
-    envs = [{s: n + shift.get(s, 0) for s, n in base.items()} for shift in shifts[1:]]
+    envs = [{**base, **{s: base[s] + r for s, r in zip(moduli, rs, strict=True)}}
+            for rs in itertools.product(*map(range, moduli.values()))][1:]
     envs += [{**base, s: r} for s, k in moduli.items() for r in range(1, k)]
     try:
         return not any(differs(fits, evaluate(env), env) for env in envs)
@@ -382,8 +379,7 @@ def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int
 
 # -- One cache of fits for every library: a fit is a function of what its runs read ---------
 
-Fit = tuple[Any, tuple[tracing.Finding, ...], bool]  # a result template, the findings of the
-# fit, and whether it holds off the divisors in its arguments' sizes (floors_hold)
+Fit = tuple[Any, tuple[tracing.Finding, ...], bool]  # a result template, findings, floors_hold
 _FITS: dict[Any, Fit] = {}
 FITS_SIZE = 4096
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type, enum.Enum, np.dtype,
@@ -426,10 +422,9 @@ def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
 
 def cached(key: Any, fit: Callable[[], Fit], args: Any) -> Any:
     """The template ``fit()`` makes (kept under ``key``; None: not kept), and its findings
-    reported at this call as at the first: a fit runs the library only once per key.  Where it
-    is not shown to hold off the divisors (:func:`floors_hold`), the floor divisions in the
-    sizes of ``args`` are requirements too.  A fit that raises (a data error, an op not
-    modelled) is not kept."""
+    reported at this call as at the first, the floors in the sizes of ``args`` too unless it
+    holds off them (:func:`floors_hold`): a fit runs the library only once per key.  A fit
+    that raises (a data error, an op not modelled) is not kept."""
     hit = None if key is None else _FITS.get(key)
     if hit is None:
         hit = fit()

@@ -266,11 +266,9 @@ class SymSize:
         return tracer().leak(self.dim)
 
     def __int__(self) -> int:
-        """``int(T)`` as :meth:`__index__`; ``int(T // 2)`` as a :class:`SymFloat`'s (its
-        number read back as ``T // 2``): not a constant of the witness."""
+        """``int(T)`` as :meth:`__index__`, ``int(T // 2)`` as a :class:`SymFloat`'s: read back."""
         d = self.dim
-        plain = d.constant is not None or d == Dim.symbol(min(d.symbols))
-        return self.__index__() if plain else _read(d, tracer().value(d))
+        return self.__index__() if d.symbols == {str(d)} else _read(d, tracer().value(d))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
