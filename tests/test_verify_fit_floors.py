@@ -96,3 +96,20 @@ def test_int_of_a_compound_size_is_that_size_and_its_buggy_twin_is_found():
     assert not r.errors and all(f.kind == "assumption" for f in r), str(r)
     assert any(f.message.startswith("assumes int(") for f in r), str(r)
     assert [f.kind for f in verify(half_declared_third)].count("return-shape") == 1
+
+
+def last_half(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T//2"]:
+    return x[int(-(x.shape[0] // 2)):]
+
+
+def last_half_declared_more(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T + T//2"]:
+    return x[-(x.shape[0] // 2):]  # BUG: the last half, declared longer
+
+
+def test_a_slice_from_a_size_negative_at_the_witness_counts_from_the_end():
+    for t in range(1, 25):  # the oracle: T // 2 where -(T // 2) < 0 (T >= 2), all of T = 1
+        assert last_half(np.ones(t)).shape == ((t // 2,) if t >= 2 else (1,))
+        assert (last_half_declared_more(np.ones(t)).shape == (t + t // 2,)) == (t == 1)
+    r = verify(last_half)
+    assert not r.errors and "assumes -(T // 2) < 0" in str(r), str(r)
+    assert [f.kind for f in verify(last_half_declared_more)].count("return-shape") == 1

@@ -266,9 +266,12 @@ class SymSize:
         return tracer().leak(self.dim)
 
     def __int__(self) -> int:
-        """``int(T)`` as :meth:`__index__`, ``int(T // 2)`` as a :class:`SymFloat`'s: read back."""
-        d = self.dim
-        return self.__index__() if d.symbols == {str(d)} else _read(d, tracer().value(d))
+        """``int(T)`` as :meth:`__index__`, the user's ``int(T // 2)`` as a :class:`SymFloat`'s:
+        read back (a library's, tensig's, as :meth:`__index__`: ``np.sqrt(N - 1)``)."""
+        d, caller = self.dim, sys._getframe(1).f_code.co_filename
+        if d.symbols == {str(d)} or not findings.user_code(caller):
+            return self.__index__()
+        return _read(d, tracer().value(d))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """``np.sqrt(d)``, ``np.log(T)``: NumPy math on a size gives a witness number."""
@@ -745,7 +748,10 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     """A slice bound negative at every size (``c[:-k]``) counts from the end of the axis; a
     start further back than the axis clips to 0 (``x[-k:]``): ``k <= T`` is assumed."""
     if not _holds(operator.lt, bound, ONE * 0):
-        return bound
+        if tracer().value(bound) >= 0:
+            return bound
+        _assume(f"{bound} < 0", True, "a slice bound negative at the witness sizes, counted "
+                "from the end of the axis there")
     if start and bound.constant is None:
         try:
             if not -bound <= size:
