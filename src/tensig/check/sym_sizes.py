@@ -181,7 +181,7 @@ def _read(d: Dim, number: float) -> int:
     if d.constant is not None:
         return d.constant
     n = tracer().leak(d, read=True)
-    if n > 0 > number:  # a fresh size, for a negative number
+    if n > 0 > int(number):  # a fresh size, for a negative number
         raise Unsupported(f"int() of a negative size ({d}, {number!r} at the witness)")
     _assume(f"int({number!r}) is {tracer().leaks[n]}", True, "its number at the witness "
             "sizes, read back as that size (a branch on it is taken there only)")
