@@ -187,3 +187,32 @@ def test_cutmix_box_is_traced_to_its_end_without_a_false_error():
         assert cutmix(np.ones((2, 3, h, w))).shape == (2, 3, h, w)
     r = verify(cutmix)
     assert _verified_assuming_int(r), str(r)
+
+
+def count_declared_quarter(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 D"]:
+    int(x.shape[1] * 0.25)  # 3 at the witness L, as is any data-dependent count
+    return x[:, :int(np.flatnonzero(x[0, :, 0] > 0).shape[0])]  # BUG: the positives' count
+
+
+def literal_declared_quarter(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 D"]:
+    keep = int(x.shape[1] * 0.25)
+    return x[:, :3] if keep else x  # BUG: 3, not keep
+
+
+def kept_rgb(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 3"]:
+    keep = int(x.shape[1] * 0.25)
+    return np.zeros((x.shape[0], keep, 3))
+
+
+def test_int_of_a_compound_size_is_a_number_no_literal_or_count_has():
+    """L // 4 is 3 at the witness L = 13: a literal 3 (an RGB axis) or a fresh size's number
+    (a mask's count) read back as L // 4 verified wrong code and flagged right code."""
+    x = np.ones((2, 40, 3))
+    x[0, 5:, 0] = 0
+    assert count_declared_quarter(x).shape[1] == 5 != 40 // 4
+    assert literal_declared_quarter(x).shape[1] == 3 != 40 // 4
+    for n_tokens in range(1, 41):
+        assert kept_rgb(np.ones((2, n_tokens, 1))).shape == (2, n_tokens // 4, 3)
+    for fn in (count_declared_quarter, literal_declared_quarter):
+        assert "return-shape" in _kinds(r := verify(fn)), str(r)
+    assert _verified_assuming_int(r := verify(kept_rgb)), str(r)

@@ -168,23 +168,23 @@ class SymFloat(float):
                          start=Dim.const(math.isqrt(c)))
 
     def __int__(self) -> int:
-        """:meth:`__trunc__`'s number at the witness, read back as it (:meth:`Tracer.leak`; a
-        root's as the root): an assumption, as a branch on it is taken there only."""
+        """:meth:`__trunc__`'s size as a number read back as it (:meth:`Tracer.leak`; a root's
+        as the root): an assumption, as a branch on it is taken at that number only."""
         if self.root is not None:
             return tracer().leak(self._root())
         return _read(self.__trunc__().dim, float(self))
 
 
 def _read(d: Dim, number: float) -> int:
-    """``int()`` of size ``d`` (``number`` at the witness): that number, read back as ``d``
-    (:meth:`Tracer.leak`), an assumption, as a branch on it is taken there only."""
+    """``int()`` of size ``d`` (``number`` at the witness): a number that stands for ``d``, read
+    back as it (:meth:`Tracer.leak`), an assumption, as a branch on it is taken there only."""
     if d.constant is not None:
         return d.constant
     n = tracer().leak(d, read=True)
     if n > 0 > int(number):  # a fresh size, for a negative number
         raise Unsupported(f"int() of a negative size ({d}, {number!r} at the witness)")
-    _assume(f"int({number!r}) is {tracer().leaks[n]}", True, "its number at the witness "
-            "sizes, read back as that size (a branch on it is taken there only)")
+    _assume(f"int({number!r}) is {tracer().leaks[n]}", True, "a number that stands "
+            "for that size, read back as it (a branch on it is taken at that number only)")
     return n
 
 

@@ -295,19 +295,26 @@ class Tracer:
         """A signature symbol turned into a Python int (``int(T)``, ``pe[:T]`` on a concrete
         array): its witness is remembered, so a concrete axis of exactly that size can be read
         back as the symbol (witnesses are distinct primes, so the reading is unambiguous).
-        With ``read`` (``int(L * 0.75)``) any size is, as a fresh size of a number no size has
-        where it is a fresh one (each is 3) or its number is -1, 0, 1 or taken."""
+        With ``read`` (``int(L * 0.75)``) any size is, a compound one as a prime no size has
+        (``L // 4`` is 3 at the witness: an RGB axis, a mask's count), a fresh one as a fresh
+        size of such a prime (each fresh size is 3)."""
         w = self.value(d)
         plain = len(d.symbols) == 1 and d == Dim.symbol(next(iter(d.symbols)))
-        ambiguous = d.symbols <= self.data_sizes if plain else w >= 11 and w in \
-            self.witness.values()  # a fresh size's 3, or a signature symbol's prime
-        if read and (ambiguous or abs(w) < 2 or self.leaks.get(w, d) != d):
-            taken = {*self.leaks, *self.witness.values()}
-            w = next(n for n in itertools.count(11) if n not in taken)
-            d = self.new_dim("n", w)
+        if read and (not plain or d.symbols <= self.data_sizes):
+            taken = {abs(n) for n in self.leaks} | {*self.witness.values()}
+            prime = next(n for n in primes() if n not in taken)
+            if plain:
+                w, d = prime, self.new_dim("n", prime)
+            else:
+                w = next((n for n, e in self.leaks.items() if e == d), -prime if w < 0 else prime)
         if read or (plain and w >= 11):
             self.leaks[w] = d
         return w
+
+
+def primes() -> Iterator[int]:
+    """Primes from 11 up: numbers that stand for sizes, which code rarely writes as literals."""
+    return (n for n in itertools.count(11) if all(n % k for k in range(2, math.isqrt(n) + 1)))
 
 
 _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_tracer",

@@ -148,8 +148,7 @@ def _witnesses(names: Sequence[str]) -> dict[str, int]:
     """Distinct primes from 11 up: none 1, none the sum or product of two others (no accidental
     fits), and none a size code writes as a literal (8, 10, 16, 64), so a concrete axis of a
     witness size can be read back as its symbol."""
-    primes = (n for n in itertools.count(11) if all(n % d for d in range(2, math.isqrt(n) + 1)))
-    return dict(zip(names, primes, strict=False))
+    return dict(zip(names, tracing.primes(), strict=False))
 
 
 @dataclass
