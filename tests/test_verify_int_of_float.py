@@ -216,3 +216,25 @@ def test_int_of_a_compound_size_is_a_number_no_literal_or_count_has():
     for fn in (count_declared_quarter, literal_declared_quarter):
         assert "return-shape" in _kinds(r := verify(fn)), str(r)
     assert _verified_assuming_int(r := verify(kept_rgb)), str(r)
+
+
+def half_steps(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "2*T"]:
+    return np.arange(0, x.shape[0], 0.5)
+
+
+def half_steps_declared_t(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+    return np.arange(0, x.shape[0], 0.5)  # BUG: 2*T steps
+
+
+def even_steps_declared_t(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+    return np.arange(0, x.shape[0], step=2)  # BUG: (T + 1) // 2 steps
+
+
+def test_arange_counts_a_float_step_and_a_step_by_keyword():
+    """``np.arange(0, T, 0.5)`` was ``[T]`` (the float step dropped), ``step=2`` too."""
+    for t in range(1, 41):
+        assert half_steps(np.ones(t)).shape == (2 * t,)
+        assert even_steps_declared_t(np.ones(t)).shape == ((t + 1) // 2,)
+    assert verify(half_steps).ok, str(verify(half_steps))
+    for fn in (half_steps_declared_t, even_steps_declared_t):
+        assert "return-shape" in _kinds(r := verify(fn)), str(r)

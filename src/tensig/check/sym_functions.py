@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import numbers
 import operator
 from collections.abc import Callable, Iterator, Sequence
@@ -399,13 +400,19 @@ def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
 
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
-    nums = [as_dim(a) for a in args if not isinstance(a, float)]
-    if len(nums) == 1:
-        return SymArray([nums[0]], "i")
-    k = nums[2].constant if len(nums) > 2 else 1  # the step
-    if len(nums) >= 2 and k is not None and k > 0:
-        return SymArray([(nums[1] - nums[0] + k - 1) // k], "i")
-    raise Unsupported("arange with a symbolic or negative step")
+    """``arange([start,] stop[, step])``, bounds by keyword too: ``ceil((stop - start) / step)``
+    steps, a float step's quotient where it is exact (``0.5``: ``2*T``), else a fresh size."""
+    names = ("start", "stop", "step") if len(args) > 1 or "stop" in kw else ("stop", "step")
+    given = {**dict(zip(names, args, strict=False)), **{k: v for k, v in kw.items() if k in names}}
+    start, stop, step = given.get("start", 0), given["stop"], given.get("step", 1)
+    k = step if isinstance(step, float) else as_dim(step).constant
+    if isinstance(start, float) or isinstance(stop, float) or k is None or not k > 0:
+        raise Unsupported("arange with a float bound or a symbolic or negative step")
+    span = as_dim(stop) - as_dim(start)
+    if isinstance(k, int):
+        return SymArray([(span + k - 1) // k], "i")
+    n = math.ceil((SymSize(span) if span.constant is None else span.constant) / k)  # NumPy's
+    return SymArray([n.dim if isinstance(n, SymSize) else Dim.const(n)], "f")
 
 
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> SymArray:
