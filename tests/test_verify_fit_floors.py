@@ -113,3 +113,15 @@ def test_a_slice_from_a_size_negative_at_the_witness_counts_from_the_end():
     r = verify(last_half)
     assert not r.errors and "assumes -(T // 2) < 0" in str(r), str(r)
     assert [f.kind for f in verify(last_half_declared_more)].count("return-shape") == 1
+
+
+def kept_heads(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N 2 L//4 D//2"]:
+    """A quarter of the tokens split into 2 heads: D must be even, L need not be a multiple."""
+    N, L, D = x.shape
+    return x[:, :L // 4].reshape(N, L // 4, 2, D // 2).transpose(0, 2, 1, 3)
+
+
+def test_a_reshape_requires_only_the_floors_its_element_count_needs():
+    for n_tokens in range(1, 25):
+        assert kept_heads(np.ones((2, n_tokens, 6))).shape == (2, 2, n_tokens // 4, 3)
+    assert _requires(verify(kept_heads), "D divisible by 2"), str(verify(kept_heads))

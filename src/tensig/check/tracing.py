@@ -134,8 +134,10 @@ class Tracer:
         within = _divisions(a - b) & self._assumed()
         if not _zero_where_exact(a - b, frozenset(within)):
             return False
-        if within:
-            self.rely(a - b)
+        for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
+            if _zero_where_exact(a - b, frozenset(within - {d})):  # [N, L // 4, D] at any L
+                within = within - {d}
+        self.rely(a - b, within)
         return True
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
@@ -149,10 +151,11 @@ class Tracer:
         elif (p, k, where := self.where()) not in self.floors:  # reported at the ``//``'s line
             self.floors.append((p, k, where))
 
-    def rely(self, d: Dim) -> None:
+    def rely(self, d: Dim, used: set[tuple[Dim, int]] | None = None) -> None:
         """Report the floor divisions that ``d`` (a size that vanishes only where divisions are
-        exact) holds as requirements, each at the line that divided."""
-        used = _divisions(d)
+        exact) holds, or those of them ``used``, as requirements, each at the line that
+        divided."""
+        used = _divisions(d) if used is None else used
         for p, k, where in list(self.floors):
             if _divisions(p // k) & used:
                 self.floors.remove((p, k, where))
