@@ -238,3 +238,26 @@ def test_arange_counts_a_float_step_and_a_step_by_keyword():
     assert verify(half_steps).ok, str(verify(half_steps))
     for fn in (half_steps_declared_t, even_steps_declared_t):
         assert "return-shape" in _kinds(r := verify(fn)), str(r)
+
+
+def conv_length(x: Float[np.ndarray, "B L"]) -> Float[np.ndarray, "B (L-3)//2+1"]:
+    """torch's Conv1d output length, as its docs write it (padding 0, dilation 1, kernel 3,
+    stride 2): a floor of a quotient plus 1."""
+    n = math.floor((x.shape[1] + 2 * 0 - 1 * (3 - 1) - 1) / 2 + 1)
+    return np.zeros((x.shape[0], n))
+
+
+def conv_length_declared_half(x: Float[np.ndarray, "B L"]) -> Float[np.ndarray, "B L//2"]:
+    return np.zeros((x.shape[0], math.floor((x.shape[1] - 3) / 2 + 1)))  # BUG: not L // 2
+
+
+def test_a_floor_of_a_quotient_plus_an_int_is_the_quotient_plus_it():
+    conv = torch.nn.Conv1d(1, 1, 3, stride=2)
+    for n in range(3, 41):
+        assert conv(torch.ones(1, 1, n)).shape[-1] == conv_length(np.ones((1, n))).shape[1]
+    for n in range(1, 41):
+        assert conv_length(np.ones((2, n))).shape == (2, (n - 3) // 2 + 1)
+    assert conv_length_declared_half(np.ones((1, 6))).shape[1] == 2 != 6 // 2
+    assert verify(conv_length).ok, str(verify(conv_length))
+    r = verify(conv_length_declared_half)  # (L - 1) // 2 is L // 2 only at odd L
+    assert not r.ok and "requires L - 1 divisible by 2" in str(r), str(r)

@@ -60,10 +60,15 @@ def _arithmetic(fn: Callable[[Any, Any], Any]) -> Callable[[SymSize, Any], Any]:
     return op
 
 
-def _real(fn: Callable[[Any, Any], Any]) -> Any:  # Any: float's own are overloaded
+def _real(fn: Callable[[Any, Any], Any], shift: Callable[[Dim, int], Dim] | None = None
+          ) -> Any:  # Any: float's own are overloaded
+    """A :class:`SymFloat` operator; one that adds an int keeps ``exact``, ``shift``-ed by it
+    times the divisor (torch's docs' ``floor((L - 3) / 2 + 1)`` is ``(L - 1) // 2``)."""
     def op(self: SymFloat, other: Any) -> Any:
         out = fn(float(self), other)
-        return SymFloat(out) if type(out) is float else out
+        exact = self.exact and shift and type(other) is int and \
+            (shift(self.exact[0], other * self.exact[1]), self.exact[1])
+        return SymFloat(out, exact or None) if type(out) is float else out
 
     return op
 
@@ -97,8 +102,9 @@ class SymFloat(float):
         out.exact, out.root = exact, root
         return out
 
-    __add__ = __radd__ = _real(operator.add)
-    __sub__, __rsub__ = _real(operator.sub), _real(lambda a, b: b - a)
+    __add__ = __radd__ = _real(operator.add, operator.add)
+    __sub__ = _real(operator.sub, operator.sub)
+    __rsub__ = _real(lambda a, b: b - a, lambda p, c: c - p)
     __mul__ = __rmul__ = _real(operator.mul)
     __truediv__, __rtruediv__ = _real(operator.truediv), _real(lambda a, b: b / a)
     __pow__, __rpow__ = _real(operator.pow), _real(lambda a, b: b ** a)
