@@ -476,7 +476,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                                           " <= ".join(reversed(bases[1][1].split(" <= ")))))
         if error is None:  # else the sizes it needs are the assumption above
             found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
-                                                 (ValueError, IndexError, TypeError), unit))
+                                                 (ValueError, IndexError, TypeError)))
         return size_fit.template(sample, iter(fits), leaf), tuple(found), \
             size_fit.floors_hold(shaped, (args, kwargs), base, fits)
 
