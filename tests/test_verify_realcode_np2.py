@@ -38,7 +38,7 @@ def test_probe_2026_size_conditions_the_code_relies_on_are_its_only_warning():
 
     for name, good, bad, code, condition in ASSUMING:
         r, rb = verify(good), verify(bad)
-        assert not r.notes and kinds(r) == ["assumption"], f"{name}: {r}"
+        assert not r.notes and set(kinds(r)) == {"assumption"}, f"{name}: {r}"
         assert r.findings[0].message.startswith(f"assumes {condition}:"), f"{name}: {r}"
         assert code in [f.code for f in rb], f"{name}: {rb}"
 
@@ -78,8 +78,10 @@ def test_convolve_length_of_each_mode():
     r = verify(lambda x, w: np.convolve(x, w, mode="valid"), "N; K => N - K + 1")
     assert kinds(r) == ["assumption"] and "assumes K <= N" in str(r), str(r)
     assert clean(verify(lambda x, w: np.convolve(x, w), "N; K => N + K - 1"))
-    assert clean(verify(lambda x: np.convolve(x[:-2], x, "valid"), "N => 3"))
-    assert clean(verify(lambda x: np.correlate(x, x[2:], "same"), "N => N"))
+    r = verify(lambda x: np.convolve(x[:-2], x, "valid"), "N => 3")
+    assert [f.message.split(":")[0] for f in r] == ["assumes 1 <= N - 2"], str(r)  # N = 2: empty
+    r = verify(lambda x: np.correlate(x, x[2:], "same"), "N => N")
+    assert [f.message.split(":")[0] for f in r] == ["assumes 1 <= N - 2"], str(r)
     r = verify(lambda x, w: np.convolve(x, w, "same"), "N; K => N - K + 1")
     assert "return-shape" in kinds(r), str(r)
 

@@ -226,7 +226,9 @@ LAYERS = [
 @pytest.mark.parametrize("layer, sig", LAYERS)
 def test_layers_trace_clean(layer, sig):
     r = verify(layer, sig)
-    assert r.ok, str(r)
+    pool = isinstance(layer, torch.nn.MaxPool2d)  # of 2: it refuses H = 1 or W = 1
+    assert r.ok or (pool and [f.message.split(":")[0] for f in r] == [
+        "assumes 2 <= H", "assumes 2 <= W"]), str(r)
 
 
 def test_embedding_with_integer_ids():

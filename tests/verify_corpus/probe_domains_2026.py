@@ -1246,4 +1246,5 @@ CASES = [
 STOPS = {"raft flow warp", "stn affine_grid crop"}
 # correct code that needs a size at least its k nearest / its group size: the one warning
 ASSUMES = {"pointnet++ knn group": "assumes 4 <= N", "pointnet++ ball query": "assumes 8 <= N",
-           "pointnet++ ball query torch": "assumes 8 <= N"}
+           "pointnet++ ball query torch": "assumes 8 <= N",
+           "flax beam search step": "assumes 2 <= V"}  # top_k of 2K of K*V

@@ -1222,9 +1222,10 @@ def one_hot_targets_bug(y: Int[np.ndarray, "N"], W: Float[np.ndarray, "D, C"],
 
 ASSUMING = [  # correct where one size bounds another: that condition, a warning, is the finding
     ("spectral embedding eigh", spectral_embedding, spectral_embedding_bug, "TS101", "K <= N"),
-    ("knn argpartition", knn_regress, knn_regress_bug, "TS103", "5 <= N"),
+    ("knn argpartition", knn_regress, knn_regress_bug, "TS103", "6 <= N"),  # kth 5: 6 of N
     ("moving average convolve", moving_average, moving_average_bug, "TS103", "K <= N"),
     ("classical mds", classical_mds, classical_mds_bug, "TS101", "2 <= N"),
+    ("lucas-kanade lstsq", lucas_kanade, lucas_kanade_bug, "TS102", "2 <= H"),  # and 2 <= W
 ]
 
 CASES = [
@@ -1258,7 +1259,6 @@ CASES = [
     ("rts smoother", rts_smoother, rts_smoother_bug, "TS101"),
     ("histogram equalisation", equalize_hist, equalize_hist_bug, "TS108"),
     ("resize by np.interp", resize_bilinear, resize_bilinear_bug, "TS108"),
-    ("lucas-kanade lstsq", lucas_kanade, lucas_kanade_bug, "TS102"),
     ("max pool by reshape", maxpool2x2, maxpool2x2_bug, "TS103"),
     ("gbm paths cumprod", gbm_paths, gbm_paths_bug, "TS106"),
     ("asian option control variate", asian_call_cv, asian_call_cv_bug, "TS106"),

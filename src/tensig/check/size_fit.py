@@ -299,35 +299,42 @@ def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> Shapes:
 
 def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
                    kwargs: dict[str, Any], base: dict[str, int],
-                   fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...],
-                   unit: int = 1) -> list[tracing.Finding]:
-    """A literal size the op was given and returns as a constant (``topk(x, 5)``'s 5,
-    ``np.diag`` of ``[B, 3]``) may count elements of an axis the fit never sees shorter: each
-    symbol is run once just below it (at the witness's residue mod ``unit``), and where the
-    library refuses that, or its result differs from the fit (``np.diag``'s ``min(B, 3)``),
-    the op assumes it ('assumes 5 <= V')."""
+                   fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...]
+                   ) -> list[tracing.Finding]:
+    """The fit's runs never see a symbol below its base: each is lowered to the least size its
+    inputs take (1, or where a ``T - 3`` axis is empty), the others kept, and where the library
+    refuses that, or its result differs from the fit below a literal size it was given and
+    returns (``np.diag`` of ``[B, 3]``: ``min(B, 3)``), a bisection finds the least size it
+    holds from, assumed ('assumes 4 <= T': a pool of window 4)."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
     literals = {v for v in given if type(v) is int} | {d.constant for a in arrays for d in a.dims}
-    ks = sorted({k for k in literals if k is not None and k > 1 and k in sizes}, reverse=True)
+    top = max((k for k in literals & sizes if k is not None), default=0)
     found = []
-    for s in symbols((args, kwargs)) if ks else ():
-        for k in ks:
-            below = k - 1 - (k - 1 - base[s]) % unit
-            env = {**base, s: below}
-            if k > base[s] or below < 0 or any(d.evaluate(env) < 0 for a in arrays for d in a.dims):
-                continue  # an input of no valid shape there: no evidence
-            try:
-                got, why = shaped(env), "'s result sizes differ from the fit at"
-            except errors as e:
-                got, why = None, f" refuses {s} = {below} ({short(e)})"
-            except Exception:  # no meta kernel there, say: no evidence either
-                break
-            if got is None or differs(fits, got, env):
-                found.append(tracing.Finding("assumption", f"assumes {k} <= {s}: {name}" + (
-                    why if got is None else f"{why} {s} = {below}")))
-                break
+
+    def fails(env: dict[str, int], s: str) -> str | None:  # why, or None: it holds at env
+        try:
+            got = shaped(env)
+        except errors as e:
+            return f" refuses {s} = {env[s]} ({short(e)})"
+        bad = env[s] < top and differs(fits, got, env)
+        return f"'s result sizes differ from the fit at {s} = {env[s]}" if bad else None
+    for s in symbols((args, kwargs)):
+        low = next((v for v in range(1, base[s]) if all(
+            d.evaluate({**base, s: v}) >= 0 for a in arrays for d in a.dims)), base[s])
+        try:
+            why, high = fails({**base, s: low}, s), base[s]
+            while why is not None and high - low > 1:  # fails at low, holds at high
+                mid = (low + high) // 2
+                if (w := fails({**base, s: mid}, s)) is None:
+                    high = mid
+                else:
+                    low, why = mid, w
+        except Exception:  # no meta kernel there, too large to build: no evidence
+            continue
+        if why is not None and all(high < base[o] for o in base if o != s):  # else ordered()
+            found.append(tracing.Finding("assumption", f"assumes {high} <= {s}: {name}{why}"))
     return found
 
 

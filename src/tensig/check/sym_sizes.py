@@ -752,12 +752,19 @@ def _slice_len(size: Dim, s: slice) -> Dim:
 
 def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     """A slice bound negative at every size (``c[:-k]``) counts from the end of the axis; a
-    start further back than the axis clips to 0 (``x[-k:]``): ``k <= T`` is assumed."""
+    start further back than the axis clips to 0 (``x[-k:]``): ``k <= T`` is assumed.  A sign
+    known only at the witness is assumed (``x[T // 2 - 3:]``: ``T // 2 - 3 >= 0``)."""
+    t = tracer()
     if not _holds(operator.lt, bound, ONE * 0):
-        if tracer().value(bound) >= 0:
+        at_least, said = t.value(bound) >= 0, f"assumes {bound} >= 0:"
+        if at_least and (_holds(operator.ge, bound, ONE * 0) or t.loops or bound.symbols &
+                         t.data_sizes or any(f.message.startswith(said) for f in t.findings)):
+            return bound  # a loop's step, a data size, an assumed sign: no more to say
+        _assume(f"{bound} {'>=' if at_least else '<'} 0", True, f"a slice bound "
+                f"{'non-' * at_least}negative at the witness sizes only, counted from the "
+                f"{'start' if at_least else 'end'} of the axis there")
+        if at_least:
             return bound
-        _assume(f"{bound} < 0", True, "a slice bound negative at the witness sizes, counted "
-                "from the end of the axis there")
     if start and bound.constant is None:
         try:
             if not -bound <= size:

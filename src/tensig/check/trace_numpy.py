@@ -196,6 +196,9 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
     one (NumPy swaps a shorter first operand).  Fitted, the witnesses' order chose the side
     silently (``K - N + 1`` for a window of ``K`` on ``N``); undecided, it is assumed."""
     n, k = (S._sym(x).dims[0] for x in (a, v))
+    for d in sorted((n, k), key=tracer().value):  # the shorter first: T // 3 before T // 2
+        sym_sizes.at_most(sym_sizes.ONE, d, "op-shape", f"a convolution of an empty operand "
+                          f"({d})", "NumPy refuses a convolution of an empty operand")
     if mode == "full":
         return S.SymArray((n + k - 1,), "f")
     try:
@@ -476,7 +479,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                                           " <= ".join(reversed(bases[1][1].split(" <= ")))))
         if error is None:  # else the sizes it needs are the assumption above
             found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
-                                                 (ValueError, IndexError, TypeError), unit))
+                                                 (ValueError, IndexError, TypeError)))
         return size_fit.template(sample, iter(fits), leaf), tuple(found), \
             size_fit.floors_hold(shaped, (args, kwargs), base, fits)
 
