@@ -1,0 +1,122 @@
+"""verify on code from more domains the other corpora touch little (tests/verify_corpus/
+probe_domains_2026b.py): diffusion schedules and samplers, U-Net time embeddings, wav2vec2's
+extractor, DLRM, GNN aggregation, PPO and GAE, Swin windows, MoE routing, Perceiver latents,
+selective scans, RWKV, segmentation losses, cost volumes, k-means++, PCA, Kalman steps and JAX
+RNNs, in NumPy, PyTorch and JAX.  Each pair is a correct function and a twin with one planted
+bug; an oracle runs each correct one on real arrays of its own library.  The pairs in
+``KNOWN_GAPS`` are what verify does not yet hold: the test says they still fail, so the list
+stays honest when one is fixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arrays import clean, kinds, pair_holds
+from tensig import Float
+from tensig.check.testing import shape_for, sizes
+from tensig.check.verify import verify
+from tensig.core.annotations import signature_of
+from test_verify_realcode_domains import _arguments, _library
+from verify_corpus.probe_domains_2026b import ASSUMES, CASES, KNOWN_GAPS, STOPS
+
+HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
+GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
+
+
+def test_the_corpus_is_large_and_mixes_the_three_libraries():
+    import jax
+    import torch
+
+    libraries = [_library(good) for _, good, _, _ in CASES]
+    assert len(CASES) >= 30
+    assert all(libraries.count(lib) >= 8 for lib in (np.ndarray, torch.Tensor, jax.Array))
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), HELD, ids=[c[0] for c in HELD])
+def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+    pair_holds(name, good, bad, code, ASSUMES, STOPS)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), GAPS or [("none", None, None, "")],
+                         ids=[c[0] for c in GAPS] or ["none"])
+def test_a_known_gap_is_still_a_gap(name, good, bad, code):
+    """Fails once verify holds the pair: then move it out of KNOWN_GAPS."""
+    if good is None:
+        return
+    with pytest.raises(AssertionError):
+        pair_holds(name, good, bad, code, ASSUMES, STOPS)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+    """The oracle: the correct code run by its own library at two sets of distinct sizes
+    returns the shapes its annotation declares (so the corpus is correct code)."""
+    result = signature_of(good).result
+    markers = result if isinstance(result, tuple) else (result,)
+    for start, seed in ((8, 0), (13, 1)):
+        env = sizes(good, start=start)
+        out = good(*_arguments(good, env, seed))
+        got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
+        assert got == tuple(shape_for(m.shape, env) for m in markers), (name, env)
+
+
+# -- defects the corpus found, each fixed in src/tensig/check -----------------------------------
+
+
+def _weighted_pick(X: Float[np.ndarray, "N D"], w: Float[np.ndarray, "D"]
+                   ) -> Float[np.ndarray, "D"]:
+    """Draws a row with probabilities of the wrong length (one per column)."""
+    return X[np.random.default_rng(0).choice(X.shape[0], p=w / w.sum())]
+
+
+def _legacy_weighted_pick(X: Float[np.ndarray, "N D"], w: Float[np.ndarray, "D"]
+                          ) -> Float[np.ndarray, "D"]:
+    return X[np.random.choice(len(X), p=w / w.sum())]
+
+
+def test_choice_checks_its_probabilities_against_the_population():
+    """NumPy raises "a and p must have same size" where N != D: verify said verified."""
+    with pytest.raises(ValueError, match="same size"):
+        _weighted_pick(np.ones((5, 3)), np.ones(3))
+    assert _weighted_pick(np.ones((3, 3)), np.ones(3)).shape == (3,)  # N == D: it runs
+    for f in (_weighted_pick, _legacy_weighted_pick):
+        r = verify(f)
+        assert kinds(r) == ["op-shape"] and "p" in str(r), str(r)
+    assert clean(verify(lambda X: X[np.random.choice(len(X), p=X[:, 0])], "N D => D"))
+
+
+def _first_step_apart(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "D"]:
+    h = np.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        h = h + (x[i - 1] if i > 0 else x[i])
+    return h
+
+
+def _last_step_apart(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "D"]:
+    h = np.zeros(x.shape[1])
+    for i in reversed(range(x.shape[0])):
+        h = h + (x[i] if i != 0 else np.ones(x.shape[1]))
+    return h
+
+
+def _far_step_apart(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "D"]:
+    """Wrong where T > 100: the branch past step 100 returns a wrong shape."""
+    h = np.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        h = h + (x[i] if i <= 100 else x[i, :1].repeat(2))
+    return h
+
+
+def test_a_loop_step_against_a_step_the_loop_numbers_is_decided():
+    """``if i > 0`` in a loop over ``range(T)`` (DDPM's ``noise if i > 0``): the steps counted
+    from the end (``T - 5``) were compared with 0 and the branch assumed ``T - 5 > 0``, though
+    the loop's numbered first steps trace the other side.  A constant past the numbered steps
+    (100) still leaves a side untraced."""
+    for f in (_first_step_apart, _last_step_apart):
+        assert f(np.ones((1, 3))).shape == (3,) and f(np.ones((9, 3))).shape == (3,)
+        r = verify(f)
+        assert clean(r), str(r)
+    with pytest.raises(ValueError):
+        _far_step_apart(np.ones((102, 3)))
+    assert kinds(verify(_far_step_apart)) == ["assumption"]
