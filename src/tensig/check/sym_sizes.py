@@ -325,7 +325,7 @@ class SymSize:
             return fn(a, b)
         except InconclusiveError:
             witness = fn(tracer().value(a), tracer().value(b))
-            if _near_end(a, other):
+            if _near_end(a, other) or _numbered(self, other):
                 return witness  # a first-half loop step against the loop's end (see _LoopInt)
             _assume(f"{a} {name} {b}", witness)
             return witness
@@ -398,7 +398,8 @@ class SymRange:
             if self.start.constant is None:
                 return SymSize(self.start + (i - lo))
             return _LoopInt(i, self.stop, hi - 1 - i, ahead) if self.step == 1 else i
-        return SymSize(self.stop - (hi - i))
+        return _LateStep(self.stop - (hi - i), None if self.start.constant is None else
+                         lo + (hi - 1 - lo) // 2)
 
     def _loop(self, backward: bool) -> Iterator[Any]:
         """Its steps, counted as they begin (:func:`counted_loop`): not if zip pulls them."""
@@ -499,6 +500,24 @@ def _near_end(end: Dim, k: Any) -> bool:
         return False
     offset = (end - k.bound).constant
     return offset is not None and -offset <= k.slack
+
+
+class _LateStep(SymSize):
+    """A loop step counted from the end (``T - 5``), that knows the loop's last numbered step."""
+
+    __slots__ = ("numbered",)
+
+    def __init__(self, dim: Dim, numbered: int | None):
+        super().__init__(dim)
+        self.numbered = numbered
+
+
+def _numbered(k: SymSize, c: Any) -> bool:
+    """``k`` a late loop step and ``c`` at most the last numbered step: the witness decides
+    ``t > 0`` as every long loop does, since at a size where ``k`` is at most the last numbered
+    step it runs as that numbered step ran, and above it as ``k`` ran."""
+    last = getattr(k, "numbered", None)
+    return last is not None and type(c) is int and c <= last
 
 
 class StandIn(type):
