@@ -9,8 +9,11 @@ stays honest when one is fixed."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
 from arrays import clean, kinds, pair_holds
 from tensig import Float
@@ -25,9 +28,6 @@ GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
-    import jax
-    import torch
-
     libraries = [_library(good) for _, good, _, _ in CASES]
     assert len(CASES) >= 30
     assert all(libraries.count(lib) >= 8 for lib in (np.ndarray, torch.Tensor, jax.Array))
@@ -120,3 +120,28 @@ def test_a_loop_step_against_a_step_the_loop_numbers_is_decided():
     with pytest.raises(ValueError):
         _far_step_apart(np.ones((102, 3)))
     assert kinds(verify(_far_step_apart)) == ["assumption"]
+
+
+def _vector_tril_np(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T"]:
+    return np.triu(x)  # NumPy: a vector's mask broadcast, [T, T]
+
+
+def test_tril_of_a_vector_is_a_square_in_numpy_and_refused_by_torch_and_jax():
+    """Mamba2's segsum with ``torch.tril(torch.ones(T))`` (one size too few): torch and JAX
+    raise on fewer than 2 dimensions, NumPy makes a [T, T] square; all three were verified
+    as if tril kept the vector's shape."""
+
+    def vector_tril(x: Float[torch.Tensor, "T"]) -> Float[torch.Tensor, "T"]:
+        return torch.tril(x) + x.triu()
+
+    def vector_tril_jax(x: Float[jax.Array, "T"]) -> Float[jax.Array, "T"]:
+        return jnp.tril(x)
+
+    assert np.triu(np.ones(3)).shape == (3, 3)
+    for f, real in ((vector_tril, torch.ones(3)), (vector_tril_jax, jnp.ones(3))):
+        with pytest.raises(Exception, match="at least 2"):
+            f(real)
+        r = verify(f)
+        assert "op-shape" in kinds(r) and "at least 2 dimensions" in str(r), str(r)
+    assert kinds(verify(_vector_tril_np)) == ["return-shape"]
+    assert clean(verify(lambda m: torch.tril(m) + np.triu(m.numpy()).sum(), "B N N => B N N"))

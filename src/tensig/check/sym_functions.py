@@ -456,10 +456,26 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "matmul": matmul,
     **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(False)),
     "full_like": _like(True),
-    **dict.fromkeys(("tril", "triu"), unary()),
 }
+
+
+def triangle_part(square: bool) -> Callable[..., SymArray]:
+    """``tril``/``triu`` keep a matrix's (or a stack's) shape; of a vector, NumPy's mask
+    broadcasts it to a square (``square``), torch and JAX raise."""
+    def model(x: Any, *args: Any, **kw: Any) -> SymArray:
+        a = _sym(x)
+        if a.ndim == 1 and square:
+            return SymArray((a.dims[0], a.dims[0]), a.kind)
+        if a.ndim < 2:
+            tracer().report("op-shape", f"tril/triu of {shape_text(a)}: the library raises "
+                            "(it needs at least 2 dimensions)")
+        return SymArray(a.dims, a.kind, a.loose)
+    return model
+
+
 NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
-              for name, kind in _REDUCTIONS.items()}, **_SHARED)
+              for name, kind in _REDUCTIONS.items()}, **_SHARED,
+             tril=triangle_part(True), triu=triangle_part(True))
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,
@@ -484,6 +500,7 @@ NUMPY.update({
 
 TORCH.update(_SHARED)
 TORCH.update({
+    **dict.fromkeys(("tril", "triu"), triangle_part(False)),
     **dict.fromkeys(("bmm", "mm"), matmul),
     "einsum": lambda eq, *ops: einsum(eq, *_varargs(ops)),  # operands, or one list of them
     "cat": concatenate,
