@@ -145,3 +145,19 @@ def test_tril_of_a_vector_is_a_square_in_numpy_and_refused_by_torch_and_jax():
         assert "op-shape" in kinds(r) and "at least 2 dimensions" in str(r), str(r)
     assert kinds(verify(_vector_tril_np)) == ["return-shape"]
     assert clean(verify(lambda m: torch.tril(m) + np.triu(m.numpy()).sum(), "B N N => B N N"))
+
+
+def _quarters(x: Float[np.ndarray, "B D"]) -> Float[np.ndarray, "4 D"]:
+    """CleanRL's minibatch loop: ``range(0, 4 * mb, mb)`` with ``mb = B // 4``."""
+    mb = x.shape[0] // 4
+    return np.stack([x[s:s + mb].sum(0) for s in range(0, 4 * mb, mb)])
+
+
+def test_a_range_whose_step_is_a_size_assumes_the_step_is_not_zero():
+    """range() raises ValueError on a step of 0 (here at B < 4): the sizes its loop read were
+    assumed (``B // 4 + 2 <= B``, which holds at B = 3), but not the step's own."""
+    with pytest.raises(ValueError, match="must not be zero"):
+        _quarters(np.ones((3, 2)))
+    assert _quarters(np.ones((9, 2))).shape == (4, 2)
+    r = verify(_quarters)
+    assert "assumes B // 4 >= 1" in str(r) and set(kinds(r)) == {"assumption"}, str(r)

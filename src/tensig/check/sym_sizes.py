@@ -381,6 +381,8 @@ class SymRange:
 
     def __init__(self, *args: Any):
         start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
+        if isinstance(step, SymSize):  # range(0, B, B // 4): its loop runs at the witness's
+            _nonzero(step.dim, "range() raises ValueError where its step is 0")
         self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
 
     def _concrete(self, count: bool = True) -> range:
