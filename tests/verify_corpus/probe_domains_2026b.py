@@ -1373,16 +1373,13 @@ CASES = [
 # the bugs torch rejects: the trace stops there, with the note saying so
 STOPS = {"scatter_reduce mean"}
 # correct code that needs a size at least some constant: the one warning (top_k of 2 and two
-# principal components need two of each)
+# principal components need two of each; range's step B // 4 must not be 0)
 ASSUMES = {"jax top-2 moe": "assumes 2 <= E", "pca by svd": "assumes 2 <= ",
            "pca scores u*s": "assumes 2 <= ", "pca by covariance eigh": "assumes 3 <= D",
-           "gumbel top-k": "assumes 3 <= V"}
+           "gumbel top-k": "assumes 3 <= V", "cleanrl minibatches": "assumes B // 4 >= 1"}
 # pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
 KNOWN_GAPS = {
     "ddim leading timesteps": "T // S, a floor division by a size, stops the trace (not "
     "modelled): the correct one is not verified and the bug (a step count of ceil(T / (T // "
     "S))) is not found",
-    "cleanrl minibatches": "range(0, 4 * mb, mb) with mb = B // 4 loops over the witness's "
-    "numbers: besides the honest 'assumes B // 4 >= 1' (range's step 0), a slice start of the "
-    "witness gives a second assumption in its numbers (B // 4 + 2 <= B)",
 }

@@ -381,8 +381,6 @@ class SymRange:
 
     def __init__(self, *args: Any):
         start, stop, step = (0, args[0], 1) if _LEN(args) == 1 else (*args[:2], *args[2:], 1)[:3]
-        if isinstance(step, SymSize):  # range(0, B, B // 4): its loop runs at the witness's
-            _nonzero(step.dim, "range() raises ValueError where its step is 0")
         self.start, self.stop, self.step = as_dim(start), as_dim(stop), int(step)
 
     def _concrete(self, count: bool = True) -> range:
@@ -540,7 +538,8 @@ class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
 
     def __new__(cls, *args: Any) -> Any:
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
-            return SymRange(*args)
+            return _sized_steps(*args) if _LEN(args) == 3 and isinstance(args[2], SymSize) \
+                else SymRange(*args)
         stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
         if _TRACER.get() is not None and isinstance(stop, _LoopInt):
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
@@ -553,6 +552,16 @@ class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
 
 class _LoopRange(list[Any]):
     """``range(j)`` of a loop index ``j``: its indices, each below ``j``'s bound."""
+
+
+def _sized_steps(start: Any, stop: Any, step: SymSize) -> Any:
+    """``range(0, 4 * mb, mb)``: a step that is a size must not be 0; where it divides the span
+    into one count at every size, each step is a size (``2 * mb``), else the witness's."""
+    _nonzero(step.dim, "range() raises ValueError where its step is 0")
+    count = exact_quotient(as_dim(stop) - as_dim(start), step.dim)
+    if count is None or count.constant is None:
+        return SymRange(start, stop, step)
+    return _LoopRange(SymSize(as_dim(start) + step.dim * k) for k in _RANGE(count.constant))
 
 
 sym_range.kinds = (_RANGE, SymRange, _LoopRange)
