@@ -163,3 +163,38 @@ def test_a_range_whose_step_is_a_size_assumes_the_step_is_not_zero():
     assert _quarters(np.ones((9, 2))).shape == (4, 2)
     r = verify(_quarters)
     assert [f.message.split(":")[0] for f in r] == ["assumes B // 4 >= 1"], str(r)
+
+
+def _heads_bmm(a: Float[torch.Tensor, "B H N D"], b: Float[torch.Tensor, "B H D M"]
+               ) -> Float[torch.Tensor, "B H N M"]:
+    return torch.bmm(a, b)  # bmm takes 3-D tensors only
+
+
+def _tokens_mm(a: Float[torch.Tensor, "B N D"], b: Float[torch.Tensor, "D M"]
+               ) -> Float[torch.Tensor, "B N M"]:
+    return a.mm(b)  # mm takes matrices only
+
+
+def _batched_dot(a: Float[np.ndarray, "B N D"], b: Float[np.ndarray, "B D M"]
+                 ) -> Float[np.ndarray, "B N M"]:
+    return np.dot(a, b)  # every pair of a's and b's rows: [B, N, B, M]
+
+
+def test_bmm_mm_and_dot_are_not_matmul():
+    """torch.bmm and mm refuse other ranks and np.dot pairs N-D operands' other axes (no
+    batch broadcast): all three were modelled as matmul and verified."""
+    a, b = torch.ones(2, 3, 4, 5), torch.ones(2, 3, 5, 6)
+    for f, args in ((_heads_bmm, (a, b)), (_tokens_mm, (a[0], b[0, 0]))):
+        with pytest.raises(RuntimeError):
+            f(*args)
+        r = verify(f)
+        assert "op-shape" in kinds(r) and "-D tensors only" in str(r), str(r)
+    assert _batched_dot(np.ones((2, 3, 4)), np.ones((2, 4, 5))).shape == (2, 3, 2, 5)
+    assert kinds(verify(_batched_dot)) == ["return-shape"] and "[B, N, B, M]" in str(
+        verify(_batched_dot))
+    assert kinds(verify(lambda x, y: np.dot(x, y.transpose(0, 2, 1)), "B N D; B D M => B N B D"
+                        )) == ["contraction"]  # D against M
+    spec = "B H N D; B H D M => B H N M"
+    assert clean(verify(lambda x, y: torch.bmm(x.flatten(0, 1), y.flatten(0, 1)).view(
+        x.shape[0], x.shape[1], x.shape[2], -1), spec))
+    assert clean(verify(lambda x, w: np.dot(x, w) + np.dot(x[0, 0], w), "B N D; D M => B N M"))

@@ -459,6 +459,30 @@ _SHARED: dict[str, Callable[..., Any]] = {
 }
 
 
+def _matrices(rank: int) -> Callable[..., SymArray]:
+    """torch's ``mm`` (``rank`` 2) and ``bmm`` (3): a matmul of operands of that rank only."""
+    def model(a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
+        for x in (_sym(a), _sym(b)):
+            if x.ndim != rank:
+                tracer().report("op-shape", f"{'bmm' if rank == 3 else 'mm'} of "
+                                f"{shape_text(x)}: it takes {rank}-D tensors only")
+        return matmul(a, b)
+    return model
+
+
+def dot(a: Any, b: Any, out: Any = None) -> SymArray:
+    """``np.dot``: ``a``'s last axis with ``b``'s second to last, every pair of the other
+    axes (``[B, N, D]`` by ``[B, D, M]`` is ``[B, N, B, M]``: no batch broadcast); a scalar
+    multiplies; of a ``b`` up to 2-D, matmul's."""
+    x, y = _sym(a), _sym(b)
+    if x.ndim == 0 or y.ndim == 0:
+        return elementwise([x, y])
+    if y.ndim <= 2:
+        return matmul(x, y)
+    pairs = matmul(x, SymArray(y.dims[-2:], y.kind))
+    return SymArray((*pairs.dims[:-1], *y.dims[:-2], pairs.dims[-1]), pairs.kind)
+
+
 def triangle_part(square: bool) -> Callable[..., SymArray]:
     """``tril``/``triu`` keep a matrix's (or a stack's) shape; of a vector, NumPy's mask
     broadcasts it to a square (``square``), torch and JAX raise."""
@@ -482,7 +506,7 @@ NUMPY.update({
     "moveaxis": moveaxis,
     "expand_dims": expand_dims,
     "squeeze": squeeze,
-    "dot": matmul,
+    "dot": dot,
     "einsum": einsum,
     "nonzero": nonzero,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
@@ -501,7 +525,8 @@ NUMPY.update({
 TORCH.update(_SHARED)
 TORCH.update({
     **dict.fromkeys(("tril", "triu"), triangle_part(False)),
-    **dict.fromkeys(("bmm", "mm"), matmul),
+    "mm": _matrices(2),
+    "bmm": _matrices(3),
     "einsum": lambda eq, *ops: einsum(eq, *_varargs(ops)),  # operands, or one list of them
     "cat": concatenate,
     "linear": linear,
