@@ -198,3 +198,16 @@ def test_bmm_mm_and_dot_are_not_matmul():
     assert clean(verify(lambda x, y: torch.bmm(x.flatten(0, 1), y.flatten(0, 1)).view(
         x.shape[0], x.shape[1], x.shape[2], -1), spec))
     assert clean(verify(lambda x, w: np.dot(x, w) + np.dot(x[0, 0], w), "B N D; D M => B N M"))
+
+
+def _sample_four(p: Float[torch.Tensor, "B V"]) -> Float[torch.Tensor, "B 4"]:
+    return torch.multinomial(p, 4).float() + p.multinomial(4).float()
+
+
+def test_multinomial_without_replacement_needs_as_many_categories():
+    """torch's meta kernel samples 4 of 3 without complaint, its CPU kernel raises: the fit on
+    meta tensors verified it.  With replacement any count is fine."""
+    with pytest.raises(RuntimeError, match="without replacement"):
+        _sample_four(torch.rand(2, 3))
+    assert [f.message.split(":")[0] for f in verify(_sample_four)] == ["assumes 4 <= V"]
+    assert clean(verify(lambda p: torch.multinomial(p, 9, replacement=True), "B V => B 9"))
