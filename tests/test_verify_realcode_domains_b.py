@@ -211,3 +211,22 @@ def test_multinomial_without_replacement_needs_as_many_categories():
         _sample_four(torch.rand(2, 3))
     assert [f.message.split(":")[0] for f in verify(_sample_four)] == ["assumes 4 <= V"]
     assert clean(verify(lambda p: torch.multinomial(p, 9, replacement=True), "B V => B 9"))
+
+
+def _five_smallest(x: Float[np.ndarray, "B V"]) -> Float[np.ndarray, "B 5"]:
+    """sklearn-style k nearest by argpartition at kth = 5: NumPy raises unless 5 < V."""
+    idx = np.argpartition(x, 5, axis=-1)[:, :5]
+    return np.take_along_axis(x, idx, axis=-1) + np.partition(x, -5)[:, -5:]
+
+
+def test_partition_needs_its_kth_on_the_axis():
+    """The slice [:, :5] assumed 5 <= V, where NumPy's kth = 5 needs 6: wrong at V = 5."""
+    with pytest.raises(ValueError, match="out of bounds"):
+        _five_smallest(np.ones((2, 5)))
+    assert _five_smallest(np.ones((2, 6))).shape == (2, 5)
+    r = verify(_five_smallest)  # and 5 <= V, of the last five (implied)
+    assert [f.message.split(":")[0] for f in r] == ["assumes 6 <= V", "assumes 5 <= V"], str(r)
+    r = verify(lambda x: x.argpartition(5)[:, :5], "B V => B 5")
+    assert [f.message.split(":")[0] for f in r][:1] == ["assumes 6 <= V"], str(r)
+    assert clean(verify(lambda x: np.argpartition(x, [0, 1]), "B V => B V")) is False  # V >= 2
+    assert clean(verify(lambda x: np.argpartition(x, 0, axis=None)[:3], "B V => 3")) is False

@@ -1222,7 +1222,7 @@ def one_hot_targets_bug(y: Int[np.ndarray, "N"], W: Float[np.ndarray, "D, C"],
 
 ASSUMING = [  # correct where one size bounds another: that condition, a warning, is the finding
     ("spectral embedding eigh", spectral_embedding, spectral_embedding_bug, "TS101", "K <= N"),
-    ("knn argpartition", knn_regress, knn_regress_bug, "TS103", "5 <= N"),
+    ("knn argpartition", knn_regress, knn_regress_bug, "TS103", "6 <= N"),  # kth = 5 < N
     ("moving average convolve", moving_average, moving_average_bug, "TS103", "K <= N"),
     ("classical mds", classical_mds, classical_mds_bug, "TS101", "2 <= N"),
 ]

@@ -21,6 +21,7 @@ from tensig.check.sym_sizes import (
     _eq,
     _holds,
     as_dim,
+    at_most,
     counted_loop,
 )
 from tensig.check.tracer import (
@@ -483,6 +484,21 @@ def dot(a: Any, b: Any, out: Any = None) -> SymArray:
     return SymArray((*pairs.dims[:-1], *y.dims[:-2], pairs.dims[-1]), pairs.kind)
 
 
+def partition(arg: bool) -> Callable[..., SymArray]:
+    """``np.partition``/``argpartition``: the input's shape (flat for ``axis=None``); NumPy
+    raises unless each ``kth`` lies on the axis (``kth = 5`` needs 6 elements, ``-5`` five)."""
+    def model(a: Any, kth: Any, axis: Any = -1, *args: Any, **kw: Any) -> SymArray:
+        x = _sym(a) if axis is not None else _sym(a).ravel()
+        n = x.dims[_axis(0 if axis is None else axis, x.ndim)]
+        for k in kth if isinstance(kth, list | tuple) else [kth]:
+            d = as_dim(k)
+            need = -d if d.constant is not None and d.constant < 0 else d + 1
+            at_most(need, n, "index", f"partition at kth = {d} of an axis of size {n}: NumPy "
+                    "raises", f"kth = {d} on an axis of size {n}")
+        return SymArray(x.dims, "i" if arg else x.kind)
+    return model
+
+
 def triangle_part(square: bool) -> Callable[..., SymArray]:
     """``tril``/``triu`` keep a matrix's (or a stack's) shape; of a vector, NumPy's mask
     broadcasts it to a square (``square``), torch and JAX raise."""
@@ -507,6 +523,8 @@ NUMPY.update({
     "expand_dims": expand_dims,
     "squeeze": squeeze,
     "dot": dot,
+    "partition": partition(False),
+    "argpartition": partition(True),
     "einsum": einsum,
     "nonzero": nonzero,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
