@@ -1303,6 +1303,34 @@ def gumbel_topk_bug(logits: Float[jax.Array, "B V"], key: jax.Array) -> Int[jax.
     return lax.top_k(logits + jax.random.gumbel(key, logits.shape[:1]), 3)[1]  # BUG: [B]
 
 
+def merge_heads(x: Float[torch.Tensor, "B H T D"], Wo: Float[torch.Tensor, "H*D E"]
+                ) -> Float[torch.Tensor, "B T E"]:
+    """Attention heads merged back: a transpose, made contiguous, viewed as [B, T, H*D]."""
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).contiguous().view(B, T, H * D) @ Wo
+
+
+def merge_heads_bug(x: Float[torch.Tensor, "B H T D"], Wo: Float[torch.Tensor, "H*D E"]
+                    ) -> Float[torch.Tensor, "B T E"]:
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).view(B, T, H * D) @ Wo  # BUG: view of a transposed tensor
+
+
+def swin_partition_view(x: Float[torch.Tensor, "B 7*M 7*N C"]
+                        ) -> Float[torch.Tensor, "B*M*N 7 7 C"]:
+    """Swin's window_partition as written upstream: permute, contiguous, view."""
+    B, H, W, C = x.shape
+    x = x.view(B, H // 7, 7, W // 7, 7, C)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, 7, 7, C)
+
+
+def swin_partition_view_bug(x: Float[torch.Tensor, "B 7*M 7*N C"]
+                            ) -> Float[torch.Tensor, "B*M*N 7 7 C"]:
+    B, H, W, C = x.shape
+    x = x.view(B, H // 7, 7, W // 7, 7, C)
+    return x.permute(0, 1, 3, 2, 4, 5).view(-1, 7, 7, C)  # BUG: torch raises, not contiguous
+
+
 CASES = [
     ("ddpm q_sample extract", q_sample, q_sample_bug, "TS101"),
     ("ddpm ancestral loop", ddpm_sample, ddpm_sample_bug, "TS101"),
@@ -1368,6 +1396,8 @@ CASES = [
     ("s5 associative scan", s5_associative, s5_associative_bug, "TS103"),
     ("s4 convolution kernel", s4_conv_kernel, s4_conv_kernel_bug, "TS103"),
     ("gumbel top-k", gumbel_topk, gumbel_topk_bug, "TS101"),
+    ("merge heads by view", merge_heads, merge_heads_bug, "TS108"),
+    ("swin partition by view", swin_partition_view, swin_partition_view_bug, "TS108"),
 ]
 
 # the bugs torch rejects: the trace stops there, with the note saying so
@@ -1382,4 +1412,8 @@ KNOWN_GAPS = {
     "ddim leading timesteps": "T // S, a floor division by a size, stops the trace (not "
     "modelled): the correct one is not verified and the bug (a step count of ceil(T / (T // "
     "S))) is not found",
+    "merge heads by view": "strides are not modelled: torch's view of a transposed tensor "
+    "raises (use reshape or contiguous) and was verified",
+    "swin partition by view": "strides are not modelled: view after permute raises in torch "
+    "and was verified",
 }
