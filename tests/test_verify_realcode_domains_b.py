@@ -230,3 +230,18 @@ def test_partition_needs_its_kth_on_the_axis():
     assert [f.message.split(":")[0] for f in r][:1] == ["assumes 6 <= V"], str(r)
     assert clean(verify(lambda x: np.argpartition(x, [0, 1]), "B V => B V")) is False  # V >= 2
     assert clean(verify(lambda x: np.argpartition(x, 0, axis=None)[:3], "B V => 3")) is False
+
+
+def _squeezed_back(x: Float[jax.Array, "B N D"]) -> Float[jax.Array, "B N D"]:
+    return jnp.squeeze(x, axis=1).reshape(x.shape)
+
+
+def test_jax_code_reads_numpy_semantics():
+    """JAX's arrays follow NumPy's: ``jnp.squeeze(x, axis=1)`` raises unless the axis is 1.
+    Code naming only jax was read as torch's (a squeeze that keeps the axis), verified with
+    'assumes 2 <= N', where JAX raises at every N >= 2."""
+    with pytest.raises(ValueError):
+        _squeezed_back(jnp.ones((2, 3, 4)))
+    assert _squeezed_back(jnp.ones((2, 1, 4))).shape == (2, 1, 4)
+    r = verify(_squeezed_back)
+    assert "op-shape" in kinds(r) and "raises unless it is 1" in str(r), str(r)
