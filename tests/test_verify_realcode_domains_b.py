@@ -245,3 +245,25 @@ def test_jax_code_reads_numpy_semantics():
     assert _squeezed_back(jnp.ones((2, 1, 4))).shape == (2, 1, 4)
     r = verify(_squeezed_back)
     assert "op-shape" in kinds(r) and "raises unless it is 1" in str(r), str(r)
+
+
+def test_a_view_of_a_permuted_tensor_follows_its_strides():
+    """``x.transpose(1, 2).view(B, T, H * D)`` raises in torch (merged axes not contiguous):
+    verify modelled no strides and verified it.  A split of one axis, or a view after
+    ``contiguous()``, is fine, as in torch."""
+    def merged(x):
+        return x.transpose(1, 2).view(x.shape[0], x.shape[2], -1)
+
+    def split(x):
+        return x.transpose(1, 2).view(x.shape[0], x.shape[2], x.shape[1], 2, -1)
+
+    x = torch.ones(2, 3, 5, 8)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        merged(x)
+    assert split(x).shape == (2, 5, 3, 2, 4)
+    assert x.transpose(1, 2).contiguous().view(2, 5, -1).shape == (2, 5, 24)
+    r = verify(merged, "B H T D => B T H*D", torch_style=True)
+    assert kinds(r) == ["op-shape"] and "torch raises" in str(r), str(r)
+    assert clean(verify(split, "B H T 2*D => B T H 2 D", torch_style=True))
+    assert clean(verify(lambda x: x.transpose(1, 2).contiguous().view(
+        x.shape[0], x.shape[2], -1), "B H T D => B T H*D", torch_style=True))

@@ -1412,8 +1412,4 @@ KNOWN_GAPS = {
     "ddim leading timesteps": "T // S, a floor division by a size, stops the trace (not "
     "modelled): the correct one is not verified and the bug (a step count of ceil(T / (T // "
     "S))) is not found",
-    "merge heads by view": "strides are not modelled: torch's view of a transposed tensor "
-    "raises (use reshape or contiguous) and was verified",
-    "swin partition by view": "strides are not modelled: view after permute raises in torch "
-    "and was verified",
 }
