@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from arrays import clean, kinds, pair_holds
-from tensig import Float
+from tensig import Float, Int
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
@@ -267,3 +267,17 @@ def test_a_view_of_a_permuted_tensor_follows_its_strides():
     assert clean(verify(split, "B H T 2*D => B T H 2 D", torch_style=True))
     assert clean(verify(lambda x: x.transpose(1, 2).contiguous().view(
         x.shape[0], x.shape[2], -1), "B H T D => B T H*D", torch_style=True))
+
+
+def _bag_sums(table: Float[np.ndarray, "V D"], idx: Int[np.ndarray, "N"],
+              offsets: Int[np.ndarray, "B"]) -> Float[np.ndarray, "B D"]:
+    """An embedding bag in NumPy: the rows' sums from each offset to the next."""
+    return np.add.reduceat(table[idx], offsets, axis=0)
+
+
+def test_reduceat_gives_one_reduction_per_start():
+    """``np.add.reduceat`` stopped the trace as not modelled."""
+    assert _bag_sums(np.ones((7, 3)), np.zeros(5, np.int64), np.array([0, 2])).shape == (2, 3)
+    assert clean(verify(_bag_sums)), str(verify(_bag_sums))
+    r = verify(lambda x, s: np.maximum.reduceat(x, s, axis=1), "N D; K => N D")
+    assert kinds(r) == ["return-shape"] and "[N, K]" in str(r), str(r)

@@ -417,6 +417,10 @@ class SymArray:
             return elementwise(list(inputs), kind)
         if method == "reduce":
             return reduce_(inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
+        if method == "reduceat":  # np.add.reduceat(x, starts, axis): one per start
+            a = _sym(inputs[0])
+            ax = _axis(kwargs.get("axis", 0), a.ndim)
+            return SymArray(a.dims[:ax] + _sym(inputs[1]).dims + a.dims[ax + 1:], kind or a.kind)
         if method == "accumulate":
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
         if method == "at":  # np.add.at(a, idx, b): in place, b must fit a[idx]
