@@ -1331,6 +1331,17 @@ def swin_partition_view_bug(x: Float[torch.Tensor, "B 7*M 7*N C"]
     return x.permute(0, 1, 3, 2, 4, 5).view(-1, 7, 7, C)  # BUG: torch raises, not contiguous
 
 
+def bags_reduceat(table: Float[np.ndarray, "V D"], idx: Int[np.ndarray, "N"],
+                  offsets: Int[np.ndarray, "B"]) -> Float[np.ndarray, "B D"]:
+    """A sum embedding bag in NumPy: ufunc.reduceat from each offset to the next."""
+    return np.add.reduceat(table[idx], offsets, axis=0)
+
+
+def bags_reduceat_bug(table: Float[np.ndarray, "V D"], idx: Int[np.ndarray, "N"],
+                      offsets: Int[np.ndarray, "B"]) -> Float[np.ndarray, "B D"]:
+    return np.add.reduceat(table[idx], offsets, axis=1)  # BUG: over the features
+
+
 CASES = [
     ("ddpm q_sample extract", q_sample, q_sample_bug, "TS101"),
     ("ddpm ancestral loop", ddpm_sample, ddpm_sample_bug, "TS101"),
@@ -1398,6 +1409,7 @@ CASES = [
     ("gumbel top-k", gumbel_topk, gumbel_topk_bug, "TS101"),
     ("merge heads by view", merge_heads, merge_heads_bug, "TS108"),
     ("swin partition by view", swin_partition_view, swin_partition_view_bug, "TS108"),
+    ("numpy reduceat bags", bags_reduceat, bags_reduceat_bug, "TS103"),
 ]
 
 # the bugs torch rejects: the trace stops there, with the note saying so
