@@ -255,10 +255,10 @@ def test_an_index_array_before_an_ellipsis_is_traced():
 
 def test_unsupported_operation_is_a_note_not_a_silent_pass():
     def f(x):
-        return np.add.reduceat(x, [0, 2], axis=1)
+        return np.divmod(x, 3)  # a ufunc of two outputs
 
     r = verify(f, "B T =>")
-    assert not r.ok and not r.complete and "reduceat" in r.notes[0]
+    assert not r.ok and not r.complete and "divmod" in r.notes[0]
 
 
 def test_the_numpy_long_tail_is_a_hook_and_a_missing_hook_is_a_note(monkeypatch):

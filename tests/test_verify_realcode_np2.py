@@ -278,11 +278,15 @@ def test_a_fit_that_holds_in_one_order_of_the_sizes_says_so():
 
 def test_a_call_refused_in_the_other_order_of_the_sizes_says_so():
     """``np.insert(y, len(x), v)`` and ``np.partition(y, len(x))`` run at ``N = 11 < K = 13``
-    and raise where ``N > K``: the other order was never tried, so both were verified."""
-    for body, out in (("np.insert(y, len(x), 0.0)", "K + 1"), ("np.partition(y, len(x))", "K")):
+    and raise where ``N > K`` (partition where ``N >= K``: its kth must lie on the axis): the
+    other order was never tried, so both were verified."""
+    with pytest.raises(ValueError, match="out of bounds"):
+        np.partition(np.ones(3), 3)
+    for body, out, why in (("np.insert(y, len(x), 0.0)", "K + 1", "assumes N <= K: numpy.insert "
+                            "refuses them in the other order"),
+                           ("np.partition(y, len(x))", "K", "assumes N + 1 <= K: kth = N")):
         r = verify(eval(f"lambda x, y: {body}"), f"N; K => {out}")
-        assert kinds(r) == ["assumption"] and "assumes N <= K" in str(r) and \
-            "refuses them in the other order" in str(r), (body, str(r))
+        assert kinds(r) == ["assumption"] and why in str(r), (body, str(r))
     assert clean(verify(lambda x, y: np.insert(y, 0, x), "N; K => N + K"))
 
 

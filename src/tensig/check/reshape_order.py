@@ -19,7 +19,7 @@ from tensig.check.sym_sizes import ONE, exact_quotient, require_divisible
 from tensig.check.tracing import Finding, tracer
 from tensig.core.dims import Dim, FloorDiv
 
-__all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint"]
+__all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint", "viewable"]
 
 
 @dataclass(frozen=True)
@@ -309,3 +309,20 @@ def divide(total: Dim, known: Dim) -> Dim:
     t = tracer()
     t.report("assumption", f"requires {total} divisible by {known}")
     return t.new_dim("n")
+
+
+def viewable(dims: list[int], strides: tuple[int, ...], new: list[int]) -> bool:
+    """ATen's ``computeStride``: whether sizes ``dims`` of ``strides`` view as ``new`` without
+    a copy (each run of axes merged or split must be contiguous in memory)."""
+    view_d, base, t_numel, v_numel = len(new) - 1, strides[-1] if strides else 1, 1, 1
+    for d in range(len(dims) - 1, -1, -1):
+        t_numel *= dims[d]
+        if d == 0 or (dims[d - 1] != 1 and strides[d - 1] != t_numel * base):
+            while view_d >= 0 and (v_numel < t_numel or new[view_d] == 1):
+                v_numel *= new[view_d]
+                view_d -= 1
+            if v_numel != t_numel:
+                return False
+            if d > 0:
+                base, t_numel, v_numel = strides[d - 1], 1, 1
+    return view_d == -1

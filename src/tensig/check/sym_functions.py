@@ -22,6 +22,7 @@ from tensig.check.sym_sizes import (
     _eq,
     _holds,
     as_dim,
+    at_most,
     counted_loop,
 )
 from tensig.check.tracer import (
@@ -463,17 +464,74 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "matmul": matmul,
     **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(False)),
     "full_like": _like(True),
-    **dict.fromkeys(("tril", "triu"), unary()),
 }
+
+
+def _matrices(rank: int) -> Callable[..., SymArray]:
+    """torch's ``mm`` (``rank`` 2) and ``bmm`` (3): a matmul of operands of that rank only."""
+    def model(a: Any, b: Any, *args: Any, **kw: Any) -> SymArray:
+        for x in (_sym(a), _sym(b)):
+            if x.ndim != rank:
+                tracer().report("op-shape", f"{'bmm' if rank == 3 else 'mm'} of "
+                                f"{shape_text(x)}: it takes {rank}-D tensors only")
+        return matmul(a, b)
+    return model
+
+
+def dot(a: Any, b: Any, out: Any = None) -> SymArray:
+    """``np.dot``: ``a``'s last axis with ``b``'s second to last, every pair of the other
+    axes (``[B, N, D]`` by ``[B, D, M]`` is ``[B, N, B, M]``: no batch broadcast); a scalar
+    multiplies; of a ``b`` up to 2-D, matmul's."""
+    x, y = _sym(a), _sym(b)
+    if x.ndim == 0 or y.ndim == 0:
+        return elementwise([x, y])
+    if y.ndim <= 2:
+        return matmul(x, y)
+    pairs = matmul(x, SymArray(y.dims[-2:], y.kind))
+    return SymArray((*pairs.dims[:-1], *y.dims[:-2], pairs.dims[-1]), pairs.kind)
+
+
+def partition(arg: bool) -> Callable[..., SymArray]:
+    """``np.partition``/``argpartition``: the input's shape (flat for ``axis=None``); NumPy
+    raises unless each ``kth`` lies on the axis (``kth = 5`` needs 6 elements, ``-5`` five)."""
+    def model(a: Any, kth: Any, axis: Any = -1, *args: Any, **kw: Any) -> SymArray:
+        x = _sym(a) if axis is not None else _sym(a).ravel()
+        n = x.dims[_axis(0 if axis is None else axis, x.ndim)]
+        for k in kth if isinstance(kth, list | tuple) else [kth]:
+            d = as_dim(k)
+            need = -d if d.constant is not None and d.constant < 0 else d + 1
+            at_most(need, n, "index", f"partition at kth = {d} of an axis of size {n}: NumPy "
+                    "raises", f"kth = {d} on an axis of size {n}")
+        return SymArray(x.dims, "i" if arg else x.kind)
+    return model
+
+
+def triangle_part(square: bool) -> Callable[..., SymArray]:
+    """``tril``/``triu`` keep a matrix's (or a stack's) shape; of a vector, NumPy's mask
+    broadcasts it to a square (``square``), torch and JAX raise."""
+    def model(x: Any, *args: Any, **kw: Any) -> SymArray:
+        a = _sym(x)
+        if a.ndim == 1 and square:
+            return SymArray((a.dims[0], a.dims[0]), a.kind)
+        if a.ndim < 2:
+            tracer().report("op-shape", f"tril/triu of {shape_text(a)}: the library raises "
+                            "(it needs at least 2 dimensions)")
+        return SymArray(a.dims, a.kind, a.loose)
+    return model
+
+
 NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
-              for name, kind in _REDUCTIONS.items()}, **_SHARED)
+              for name, kind in _REDUCTIONS.items()}, **_SHARED,
+             tril=triangle_part(True), triu=triangle_part(True))
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
     "swapaxes": swapaxes,
     "moveaxis": moveaxis,
     "expand_dims": expand_dims,
     "squeeze": squeeze,
-    "dot": matmul,
+    "dot": dot,
+    "partition": partition(False),
+    "argpartition": partition(True),
     "einsum": einsum,
     "nonzero": nonzero,
     "broadcast_to": lambda a, shape: broadcast_to(a, shape),
@@ -491,7 +549,9 @@ NUMPY.update({
 
 TORCH.update(_SHARED)
 TORCH.update({
-    **dict.fromkeys(("bmm", "mm"), matmul),
+    **dict.fromkeys(("tril", "triu"), triangle_part(False)),
+    "mm": _matrices(2),
+    "bmm": _matrices(3),
     "einsum": lambda eq, *ops: einsum(eq, *_varargs(ops)),  # operands, or one list of them
     "cat": concatenate,
     "linear": linear,

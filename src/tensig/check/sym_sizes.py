@@ -372,7 +372,7 @@ class SymSize:
             return fn(a, b)
         except InconclusiveError:
             witness = fn(tracer().value(a), tracer().value(b))
-            if _near_end(a, other):
+            if _near_end(a, other) or _numbered(self, other):
                 return witness  # a first-half loop step against the loop's end (see _LoopInt)
             _assume(f"{a} {name} {b}", witness)
             return witness
@@ -445,7 +445,8 @@ class SymRange:
             if self.start.constant is None:
                 return SymSize(self.start + (i - lo))
             return _LoopInt(i, self.stop, hi - 1 - i, ahead) if self.step == 1 else i
-        return SymSize(self.stop - (hi - i))
+        return _LateStep(self.stop - (hi - i), None if self.start.constant is None else
+                         lo + (hi - 1 - lo) // 2)
 
     def _loop(self, backward: bool) -> Iterator[Any]:
         """Its steps, counted as they begin (:func:`counted_loop`): not if zip pulls them."""
@@ -548,6 +549,24 @@ def _near_end(end: Dim, k: Any) -> bool:
     return offset is not None and -offset <= k.slack
 
 
+class _LateStep(SymSize):
+    """A loop step counted from the end (``T - 5``), that knows the loop's last numbered step."""
+
+    __slots__ = ("numbered",)
+
+    def __init__(self, dim: Dim, numbered: int | None):
+        super().__init__(dim)
+        self.numbered = numbered
+
+
+def _numbered(k: SymSize, c: Any) -> bool:
+    """``k`` a late loop step and ``c`` at most the last numbered step: the witness decides
+    ``t > 0`` as every long loop does, since at a size where ``k`` is at most the last numbered
+    step it runs as that numbered step ran, and above it as ``k`` ran."""
+    last = getattr(k, "numbered", None)
+    return last is not None and type(c) is int and c <= last
+
+
 class StandIn(type):
     """The type of a patched builtin: ``isinstance(r, range)`` stays true for its ``kinds``."""
 
@@ -566,7 +585,8 @@ class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
 
     def __new__(cls, *args: Any) -> Any:
         if _TRACER.get() is not None and any(isinstance(a, SymSize) for a in args):
-            return SymRange(*args)
+            return _sized_steps(*args) if _LEN(args) == 3 and isinstance(args[2], SymSize) \
+                else SymRange(*args)
         stop = args[0] if _LEN(args) == 1 else args[1] if _LEN(args) == 2 else None
         if _TRACER.get() is not None and isinstance(stop, _LoopInt):
             return _LoopRange(_LoopInt(i, stop.bound) if i >= 0 else i for i in _RANGE(*args))
@@ -579,6 +599,16 @@ class sym_range(metaclass=StandIn):  # lower case: it stands in for the builtin
 
 class _LoopRange(list[Any]):
     """``range(j)`` of a loop index ``j``: its indices, each below ``j``'s bound."""
+
+
+def _sized_steps(start: Any, stop: Any, step: SymSize) -> Any:
+    """``range(0, 4 * mb, mb)``: a step that is a size must not be 0; where it divides the span
+    into one count at every size, each step is a size (``2 * mb``), else the witness's."""
+    _nonzero(step.dim, "range() raises ValueError where its step is 0")
+    count = exact_quotient(as_dim(stop) - as_dim(start), step.dim)
+    if count is None or count.constant is None:
+        return SymRange(start, stop, step)
+    return _LoopRange(SymSize(as_dim(start) + step.dim * k) for k in _RANGE(count.constant))
 
 
 sym_range.kinds = (_RANGE, SymRange, _LoopRange)

@@ -292,6 +292,7 @@ TABLE: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("numpy.zeros_like", "numpy.ones_like", "numpy.empty_like"),
                     sym_functions._like(False, 1)),  # (a, dtype, shape), NumPy's with order
     "numpy.full_like": sym_functions._like(True, 1),
+    **dict.fromkeys(("numpy.tril", "numpy.triu"), sym_functions.triangle_part(False)),
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),

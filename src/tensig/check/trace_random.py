@@ -23,7 +23,7 @@ import numpy as np
 
 from tensig.check import sym_functions, sym_sizes, tracing
 from tensig.check import tracer as S
-from tensig.check.broadcasting import shape_text
+from tensig.check.broadcasting import differ, shape_text
 from tensig.check.tracing import tracer
 
 __all__ = ["CREATION_RANDOM", "sampler_of", "samplers", "sized"]
@@ -52,14 +52,18 @@ def _drawn(low: Any, high: Any) -> Any:
 def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis: int = 0,
             *args: Any, **kw: Any) -> S.SymArray:
     """A ``Generator``'s ``choice(n, k)``: ``k`` indices (``n`` 0-d too); ``choice(X, k)``:
-    ``k`` of ``X``'s rows (along ``axis``); without ``replace``, at most ``n`` of them."""
+    ``k`` of ``X``'s rows (along ``axis``); without ``replace``, at most ``n`` of them; ``p``
+    one probability per member (NumPy raises otherwise)."""
     sample = sized(size, "i")
     counted = isinstance(a, int | sym_sizes.SymSize)
     x = None if counted or S._sym(a).ndim == 0 else S._sym(a)
     ax = 0 if x is None else S._axis(axis, x.ndim)
-    if not replace and (counted or x is not None):  # a 0-d array's value is data
-        n, k = sym_sizes.as_dim(a) if x is None else x.dims[ax], \
-            math.prod(sample.dims, start=sym_sizes.ONE)
+    n = sym_sizes.as_dim(a) if counted else None if x is None else x.dims[ax]
+    if n is not None and p is not None and (S._sym(p).ndim != 1 or differ(S._sym(p).dims[0], n)):
+        tracer().report("op-shape", f"choice from {n} with p {shape_text(S._sym(p))}: NumPy "
+                        "raises (p must be 1-dimensional, one probability per member)")
+    if not replace and n is not None:  # a 0-d array's value is data
+        k = math.prod(sample.dims, start=sym_sizes.ONE)
         sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement: "
                           "NumPy raises (a larger sample than the population); take at most "
                           f"{n}, or pass replace=True", f"a sample of {k} from {n} without "
@@ -74,7 +78,7 @@ def _legacy_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None
         tracer().report("op-shape", f"np.random.choice: a must be 1-dimensional, got "
                         f"{shape_text(S._sym(a))}; to pick rows, index with choice(len(X), k) "
                         "or use np.random.default_rng().choice(X, k)")
-    return _choice(a, size, replace)
+    return _choice(a, size, replace, p)
 
 
 CREATION_RANDOM: dict[str, Callable[..., Any]] = {

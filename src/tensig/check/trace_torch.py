@@ -624,12 +624,25 @@ def im2col(x: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride
     return S.SymArray((*a.dims[:-3], a.dims[-3] * (k[0] * k[1]), blocks[0] * blocks[1]), a.kind)
 
 
+def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: Any
+                 ) -> S.SymArray:
+    """``num_samples`` ids per row; without replacement at most the categories (its meta
+    kernel lets more through, its CPU kernel refuses)."""
+    a, k = S._sym(probs), sym_sizes.as_dim(num_samples)
+    if not replacement:
+        sym_sizes.at_most(k, a.dims[-1], "op-shape", f"multinomial of {k} from {a.dims[-1]} "
+                          "without replacement: torch raises", f"a sample of {k} from "
+                          f"{a.dims[-1]} without replacement")
+    return S.SymArray((*a.dims[:-1], k), "i")
+
+
 # torch functions whose name a tensor method shares with another meaning (x.unfold)
 _BY_FUNCTION: dict[Any, Callable[..., Any]] = {torch.nn.functional.unfold: im2col}
 
 HAND: dict[str, Callable[..., Any]] = {
     **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy", "index_copy_")},
     "ctc_loss": ctc_loss,
+    "multinomial": _multinomial,
     "nonzero": _nonzero,
     "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,

@@ -19,7 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
-from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint
+from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint, viewable
 from tensig.check.sym_sizes import (
     _LEN,
     _RANGE,
@@ -162,6 +162,7 @@ class SymArray:
 
     __array_priority__ = 1000
     skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
+    moved: tuple[int, ...] | None = None  # a permute's strides at the witness (see view)
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
                  loose: frozenset[int] = frozenset()):
@@ -283,7 +284,17 @@ class SymArray:
     def reshape(self, *shape: Any, **kw: Any) -> SymArray:
         return reshape(self, _varargs(shape, kw.get("shape")))
 
-    view = reshape
+    def view(self, *shape: Any, **kw: Any) -> SymArray:
+        """torch's view: of a permuted tensor only where its strides allow it (torch raises,
+        reshape copies), decided at the witness, whose sizes are all more than 1."""
+        out = self.reshape(*shape, **kw)
+        value = tracer().value
+        if self.moved is not None and _TORCH_STYLE.get() and not viewable(
+                [value(d) for d in self.dims], self.moved, [value(d) for d in out.dims]):
+            tracer().report("op-shape", f"view of a permuted {shape_text(self)} as "
+                            f"{shape_text(out)}: torch raises (its strides do not allow it); "
+                            "use reshape, or contiguous() first")
+        return out
 
     def view_as(self, o: Any) -> SymArray:
         return reshape(self, _sym(o).dims)
@@ -406,6 +417,10 @@ class SymArray:
             return elementwise(list(inputs), kind)
         if method == "reduce":
             return reduce_(inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
+        if method == "reduceat":  # np.add.reduceat(x, starts, axis): one per start
+            a = _sym(inputs[0])
+            ax = _axis(kwargs.get("axis", 0), a.ndim)
+            return SymArray(a.dims[:ax] + _sym(inputs[1]).dims + a.dims[ax + 1:], kind or a.kind)
         if method == "accumulate":
             return SymArray(_sym(inputs[0]).dims, _sym(inputs[0]).kind)
         if method == "at":  # np.add.at(a, idx, b): in place, b must fit a[idx]
@@ -588,7 +603,13 @@ def permute(x: Any, axes: Sequence[int] | None = None) -> SymArray:
     if sorted(p) != list(range(a.ndim)):
         given = p if axes is None else axes  # an array of axes has no truth value
         raise ValueError(f"{list(given)} is not a permutation of the axes of {shape_text(a)}")
-    return SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
+    out = SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
+    if a.ndim:  # its strides at the witness, for a view of it (SymArray.view)
+        value = tracer().value
+        strides = a.moved or tuple(math.prod(value(d) for d in a.dims[i + 1:])
+                                   for i in range(a.ndim))
+        out.moved = tuple(strides[i] for i in p)
+    return out
 
 
 def swapaxes(x: Any, i: int, j: int) -> SymArray:

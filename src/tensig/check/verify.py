@@ -300,9 +300,9 @@ def _uses_torch(fn: Callable[..., Any]) -> bool:
 
 
 def _style(fn: Callable[..., Any]) -> bool | None:
-    """Torch's semantics, NumPy's, or None where the function names neither library (a body
-    of array methods alone: ``x.transpose(0, 1)`` is then read as torch's)."""
-    return True if _uses_torch(fn) else False if "numpy" in _libraries(fn) else None
+    """Torch's semantics, NumPy's (JAX's arrays follow them), or None where the function names
+    none of them (a body of array methods alone: ``x.transpose(0, 1)`` is then torch's)."""
+    return True if _uses_torch(fn) else False if {"numpy", "jax"} & _libraries(fn) else None
 
 
 def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
