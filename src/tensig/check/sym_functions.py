@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.sym_indexing import at_most
 from tensig.check.sym_sizes import (
     ONE,
     StandIn,
@@ -22,7 +23,6 @@ from tensig.check.sym_sizes import (
     _eq,
     _holds,
     as_dim,
-    at_most,
     counted_loop,
 )
 from tensig.check.tracer import (

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import size_fit, sym_functions, sym_sizes, trace_random, tracing
+from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace_random, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.tracing import tracer
@@ -197,14 +197,15 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> S.SymArray:
     silently (``K - N + 1`` for a window of ``K`` on ``N``); undecided, it is assumed."""
     n, k = (S._sym(x).dims[0] for x in (a, v))
     for d in sorted((n, k), key=tracer().value):  # the shorter first: T // 3 before T // 2
-        sym_sizes.at_most(sym_sizes.ONE, d, "op-shape", f"a convolution of an empty operand "
+        sym_indexing.at_most(sym_sizes.ONE, d, "op-shape", f"a convolution of an empty operand "
                           f"({d})", "NumPy refuses a convolution of an empty operand")
     if mode == "full":
         return S.SymArray((n + k - 1,), "f")
     try:
         longer, shorter = (n, k) if k <= n else (k, n)
     except InconclusiveError:
-        sym_sizes.at_most(k, n, "op-shape", "", "a convolution's kernel no longer than its signal")
+        sym_indexing.at_most(k, n, "op-shape", "",
+                             "a convolution's kernel no longer than its signal")
         longer, shorter = n, k
     return S.SymArray((longer if mode == "same" else longer - shorter + 1,), "f")
 
@@ -225,7 +226,7 @@ def _kron(a: Any, b: Any) -> S.SymArray:
 def _triangle(upper: bool) -> Callable[..., tuple[S.SymArray, S.SymArray]]:
     """``triu_indices(n, k, m)``/``tril_indices``: two index arrays of the triangle's count."""
     def model(n: Any, k: int = 0, m: Any = None) -> tuple[S.SymArray, S.SymArray]:
-        count = sym_sizes.triangle(n, k, upper, m)
+        count = sym_indexing.triangle(n, k, upper, m)
         return S.SymArray((count,), "i"), S.SymArray((count,), "i")
     return model
 
@@ -556,7 +557,7 @@ def _scipy_eigh(a: Any, b: Any = None, *args: Any, eigvals_only: bool = False,
 
 def _pdist(x: Any, *args: Any, **kw: Any) -> S.SymArray:
     """One distance per pair of rows: ``N * (N - 1) / 2``."""
-    return S.SymArray((sym_sizes.triangle(S._sym(x).dims[0], 1),), "f")
+    return S.SymArray((sym_indexing.triangle(S._sym(x).dims[0], 1),), "f")
 
 
 def _squareform(x: Any, *args: Any, **kw: Any) -> S.SymArray:
@@ -567,7 +568,7 @@ def _squareform(x: Any, *args: Any, **kw: Any) -> S.SymArray:
         return _pdist(a)
     d = a.dims[0]
     n = next((Dim.symbol(s) for s in sorted(d.symbols)
-              if d == sym_sizes.triangle(Dim.symbol(s), 1)), None)
+              if d == sym_indexing.triangle(Dim.symbol(s), 1)), None)
     return S.SymArray((n, n) if n is not None else (tracer().new_dim("n"),) * 2, "f")
 
 

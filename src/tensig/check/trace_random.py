@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import sym_functions, sym_sizes, tracing
+from tensig.check import sym_functions, sym_indexing, sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import differ, shape_text
 from tensig.check.tracing import tracer
@@ -44,7 +44,7 @@ def _drawn(low: Any, high: Any) -> Any:
     if type(low) is not int:
         return sym_sizes.SymSize(tracer().new_dim("draw"))
     high = sym_sizes.as_dim(high)
-    sym_sizes.at_most(sym_sizes.ONE * (low + 1), high, "op-shape", f"integers({low}, {high}): "
+    sym_indexing.at_most(sym_sizes.ONE * (low + 1), high, "op-shape", f"integers({low}, {high}): "
                       "NumPy raises (low >= high)", f"a draw from [{low}, {high}), not empty")
     return sym_sizes.Drawn(low, high - 1)
 
@@ -64,7 +64,7 @@ def _choice(a: Any, size: Any = None, replace: bool = True, p: Any = None, axis:
                         "raises (p must be 1-dimensional, one probability per member)")
     if not replace and n is not None:  # a 0-d array's value is data
         k = math.prod(sample.dims, start=sym_sizes.ONE)
-        sym_sizes.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement: "
+        sym_indexing.at_most(k, n, "op-shape", f"choice of {k} from {n} without replacement: "
                           "NumPy raises (a larger sample than the population); take at most "
                           f"{n}, or pass replace=True", f"a sample of {k} from {n} without "
                           "replacement")

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from tensig.check import size_fit, sym_functions, sym_sizes, trace_numpy, tracing
+from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace_numpy, tracing
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
@@ -480,7 +480,7 @@ def _gather(x: Any, dim: int, index: Any, **kw: Any) -> S.SymArray:
         return S.SymArray(i.dims, a.kind)
     for k, (n, m) in enumerate(zip(i.dims, a.dims, strict=True)):
         if k != axis:
-            sym_sizes.at_most(n, m, "op-shape", f"{what}: larger on dim {k}",
+            sym_indexing.at_most(n, m, "op-shape", f"{what}: larger on dim {k}",
                               "an index no larger than the input off its dim")
     return S.SymArray(i.dims, a.kind)
 
@@ -534,7 +534,7 @@ def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymAr
             needs += pair
         what = f"F.pad(mode={mode!r}) by ({pair[0]}, {pair[1]}) on an axis of size {n}"
         for least in needs:
-            sym_sizes.at_most(least, n, "op-shape", what, what)
+            sym_indexing.at_most(least, n, "op-shape", what, what)
         dims[-1 - i] = n + pair[0] + pair[1]
     return S.SymArray(dims, a.kind)
 
@@ -567,7 +567,7 @@ def _stft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
         tracer().report("op-shape", f"{what}: torch requires return_complex for a real input")
     if center:
         a = _pad(a, (n_fft // 2, n_fft // 2), pad_mode)
-    sym_sizes.at_most(sym_sizes.as_dim(n_fft), a.dims[-1], "op-shape", f"{what}: the "
+    sym_indexing.at_most(sym_sizes.as_dim(n_fft), a.dims[-1], "op-shape", f"{what}: the "
                       "signal is shorter than a frame", "a signal at least a frame long")
     rows = n_fft // 2 + 1 if (a.kind != "c" if onesided is None else onesided) else n_fft
     dims = (*a.dims[:-1], sym_sizes.as_dim(rows), (a.dims[-1] - n_fft) // hop + 1)
@@ -594,7 +594,7 @@ def _istft(x: Any, n_fft: int, hop_length: Any = None, win_length: Any = None,
 def _triangle(lower: bool) -> Callable[..., S.SymArray]:
     """``tril_indices``/``triu_indices(row, col, offset)``: ``[2, count]``."""
     return lambda row, col, offset=0, **kw: S.SymArray(
-        (sym_sizes.as_dim(2), sym_sizes.triangle(row, offset, not lower, col)), "i")
+        (sym_sizes.as_dim(2), sym_indexing.triangle(row, offset, not lower, col)), "i")
 
 
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
@@ -630,7 +630,7 @@ def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: 
     kernel lets more through, its CPU kernel refuses)."""
     a, k = S._sym(probs), sym_sizes.as_dim(num_samples)
     if not replacement:
-        sym_sizes.at_most(k, a.dims[-1], "op-shape", f"multinomial of {k} from {a.dims[-1]} "
+        sym_indexing.at_most(k, a.dims[-1], "op-shape", f"multinomial of {k} from {a.dims[-1]} "
                           "without replacement: torch raises", f"a sample of {k} from "
                           f"{a.dims[-1]} without replacement")
     return S.SymArray((*a.dims[:-1], k), "i")

@@ -20,17 +20,15 @@ import numpy as np
 
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint, viewable
+from tensig.check.sym_indexing import at_most, check_index, slice_len
 from tensig.check.sym_sizes import (
     _LEN,
     _RANGE,
     ONE,
     SymRange,
     SymSize,
-    _check_index,
     _LoopInt,
-    _slice_len,
     as_dim,
-    at_most,
     require_divisible,
 )
 from tensig.check.tracing import (
@@ -715,12 +713,12 @@ def getitem(x: SymArray, key: Any) -> SymArray:
                     (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size):
                 top, low = int(np.max(k)), int(np.min(k))  # x[:, [0, 1]]: in range
                 for v in {top if top >= 0 else low, low if low < 0 else top}:
-                    _check_index(x.dims[axis], v)
+                    check_index(x.dims[axis], v)
             advanced.append(_sym(k))
         elif isinstance(k, slice):
-            dims.append(_slice_len(x.dims[axis], k))
+            dims.append(slice_len(x.dims[axis], k))
         else:
-            _check_index(x.dims[axis], k)
+            check_index(x.dims[axis], k)
         axis += 1
     if advanced:
         adv_dims, _ = broadcast(advanced, "advanced indexing")
