@@ -51,14 +51,14 @@ def holds_for_corpus(cases, least: int) -> None:
 def pair_holds(name: str, good, bad, code: str, assumes: dict[str, str] | None = None,
                stops: Iterable[str] = ()) -> None:
     """One corpus pair: the correct function verified clean (or, named in ``assumes``, with
-    one warning that states that requirement of the sizes and nothing else), the twin's bug
+    warnings only, one of them stating that requirement of the sizes), the twin's bug
     found under its code with no note (a trace that stops catches nothing), or, named in
     ``stops``, with the one note that torch rejected the operands."""
     from tensig.check.verify import verify
 
     r = verify(good)
     if name in (assumes or {}):
-        assert [f.kind for f in r] == ["assumption"] and assumes[name] in str(r) and \
+        assert {f.kind for f in r} == {"assumption"} and assumes[name] in str(r) and \
             not r.notes, f"{name}: {r}"
     else:
         assert clean(r), f"{name}: {r}"

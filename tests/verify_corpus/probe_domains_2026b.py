@@ -1418,7 +1418,9 @@ STOPS = {"scatter_reduce mean"}
 # principal components need two of each; range's step B // 4 must not be 0)
 ASSUMES = {"jax top-2 moe": "assumes 2 <= E", "pca by svd": "assumes 2 <= ",
            "pca scores u*s": "assumes 2 <= ", "pca by covariance eigh": "assumes 3 <= D",
-           "gumbel top-k": "assumes 3 <= V", "cleanrl minibatches": "assumes B // 4 >= 1"}
+           "gumbel top-k": "assumes 3 <= V", "cleanrl minibatches": "assumes B // 4 >= 1",
+           # two 2x2 poolings: torch refuses H or W below 4 (the first pooling's 2 is said too)
+           "raft correlation pyramid": "assumes 4 <= H"}
 # pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
 KNOWN_GAPS = {
     "ddim leading timesteps": "T // S, a floor division by a size, stops the trace (not "
