@@ -17,10 +17,8 @@ import torch
 
 from arrays import clean, kinds, pair_holds
 from tensig import Float, Int
-from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
-from tensig.core.annotations import signature_of
-from test_verify_realcode_domains import _arguments, _library
+from test_verify_realcode_domains import _library, returns_declared
 from verify_corpus.probe_domains_2026b import ASSUMES, CASES, KNOWN_GAPS, STOPS
 
 HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
@@ -50,15 +48,7 @@ def test_a_known_gap_is_still_a_gap(name, good, bad, code):
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
-    """The oracle: the correct code run by its own library at two sets of distinct sizes
-    returns the shapes its annotation declares (so the corpus is correct code)."""
-    result = signature_of(good).result
-    markers = result if isinstance(result, tuple) else (result,)
-    for start, seed in ((8, 0), (13, 1)):
-        env = sizes(good, start=start)
-        out = good(*_arguments(good, env, seed))
-        got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
-        assert got == tuple(shape_for(m.shape, env) for m in markers), (name, env)
+    returns_declared(name, good)
 
 
 # -- defects the corpus found, each fixed in src/tensig/check -----------------------------------
