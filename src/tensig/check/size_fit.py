@@ -23,7 +23,7 @@ import numpy as np
 
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
-from tensig.check.sym_functions import leaf_dims, sym_leaves
+from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
@@ -42,7 +42,7 @@ Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an a
 
 def symbols(x: Any) -> list[str]:
     """The symbols of every symbolic array, size and range in ``x`` (nested), sorted."""
-    return sorted({n for leaf in sym_leaves(x) for d in leaf_dims(leaf) for n in d.symbols})
+    return sorted({n for d in sym_dims(x) for n in d.symbols})
 
 
 def concrete(x: Any, env: dict[str, int], leaf: Callable[[Any], Any]) -> Any:
@@ -362,7 +362,7 @@ def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: d
     ``base`` at each joint residue of the divided symbols (at most :data:`MAX_RESIDUES`), and
     at each below a divisor (``T // 3`` is 0: ``np.diff`` gives 0, not -1), none raising."""
     moduli: dict[str, int] = {}
-    for d in (d for leaf in sym_leaves(args) for d in leaf_dims(leaf)):
+    for d in sym_dims(args):
         for p, k in tracing._divisions(d):
             moduli.update({s: math.lcm(moduli.get(s, 1), k) for s in p.symbols})
     if math.prod(moduli.values()) - 1 > MAX_RESIDUES:
@@ -440,7 +440,7 @@ def cached(key: Any, fit: Callable[[], Fit], args: Any) -> Any:
                 _FITS.clear()
             _FITS[key] = hit
     t = tracing.tracer()
-    for d in () if hit[2] else (d for leaf in sym_leaves(args) for d in leaf_dims(leaf)):
+    for d in () if hit[2] else sym_dims(args):
         t.rely(d)
     for f in hit[1]:
         t.report(f.kind, f.message)

@@ -603,10 +603,11 @@ def sym_leaves(x: Any) -> Iterator[SymArray | SymSize | SymRange]:
         yield from sym_leaves(v)
 
 
-def leaf_dims(leaf: SymArray | SymSize | SymRange) -> tuple[Dim, ...]:
-    """A symbolic leaf's sizes: an array's axes, a size, a range's bounds."""
-    return leaf.dims if isinstance(leaf, SymArray) else (leaf.dim,) if \
-        isinstance(leaf, SymSize) else (leaf.start, leaf.stop)
+def sym_dims(x: Any) -> Iterator[Dim]:
+    """The sizes of the symbolic leaves in ``x``: arrays' axes, sizes, ranges' bounds."""
+    for leaf in sym_leaves(x):
+        yield from leaf.dims if isinstance(leaf, SymArray) else (leaf.dim,) if \
+            isinstance(leaf, SymSize) else (leaf.start, leaf.stop)
 
 
 def has_sym(x: Any) -> bool:
