@@ -27,6 +27,8 @@ __all__ = ["at_most", "check_index", "slice_len", "triangle"]
 
 
 def check_index(size: Dim, k: Any) -> None:
+    """Report index ``k`` out of range for an axis of ``size`` (a loop's step below its bound
+    and a draw's largest value are in range by construction); undecided, assumed in range."""
     if isinstance(k, _LoopInt) and _holds(operator.le, k.bound, size):
         if k.past and k.ahead is not None:
             k.ahead.append((tracer().where(), f"{int(k)} < {size}"))
@@ -54,6 +56,8 @@ def _drawn_len(size: Dim, s: slice) -> Dim:
 
 
 def slice_len(size: Dim, s: slice) -> Dim:
+    """The length of slice ``s`` of an axis of ``size``: symbolic where the bounds are, else a
+    fresh size (a strided slice from a bound, a random start)."""
     if isinstance(s.start, Drawn) or isinstance(s.stop, Drawn):
         return _drawn_len(size, s)
     step = 1 if s.step is None else int(s.step)
