@@ -31,9 +31,14 @@ from verify_corpus.probe_domains_2026 import (
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
-    libraries = [_library(good) for _, good, _, _ in CASES]
-    assert len(CASES) >= 35
-    assert all(libraries.count(lib) >= 10 for lib in (np.ndarray, torch.Tensor, jax.Array))
+    mixes_libraries(CASES, 35, 10)
+
+
+def mixes_libraries(cases, least: int, each: int) -> None:
+    """At least ``least`` pairs, at least ``each`` of them in each of the three libraries."""
+    libraries = [_library(good) for _, good, _, _ in cases]
+    assert len(cases) >= least
+    assert all(libraries.count(lib) >= each for lib in (np.ndarray, torch.Tensor, jax.Array))
 
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
