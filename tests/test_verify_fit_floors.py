@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from arrays import kinds
 from tensig import Float
 from tensig.check import size_fit, trace_torch
 from tensig.check.verify import verify
@@ -95,7 +96,7 @@ def test_int_of_a_compound_size_is_that_size_and_its_buggy_twin_is_found():
     r = verify(half)
     assert not r.errors and all(f.kind == "assumption" for f in r), str(r)
     assert any(f.message.startswith("assumes int(") for f in r), str(r)
-    assert [f.kind for f in verify(half_declared_third)].count("return-shape") == 1
+    assert kinds(verify(half_declared_third)).count("return-shape") == 1
 
 
 def last_half(x: Float[np.ndarray, "T"]) -> Float[np.ndarray, "T//2"]:
@@ -112,7 +113,7 @@ def test_a_slice_from_a_size_negative_at_the_witness_counts_from_the_end():
         assert (last_half_declared_more(np.ones(t)).shape == (t + t // 2,)) == (t == 1)
     r = verify(last_half)
     assert not r.errors and "assumes -(T // 2) < 0" in str(r), str(r)
-    assert [f.kind for f in verify(last_half_declared_more)].count("return-shape") == 1
+    assert kinds(verify(last_half_declared_more)).count("return-shape") == 1
 
 
 def kept_heads(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N 2 L//4 D//2"]:

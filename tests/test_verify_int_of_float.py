@@ -11,6 +11,7 @@ import math
 import numpy as np
 import torch
 
+from arrays import kinds
 from tensig import Float
 from tensig.check.verify import verify
 
@@ -20,10 +21,6 @@ def _verified_assuming_int(report) -> bool:
     return not report.errors and not report.notes and \
         all(f.kind == "assumption" for f in report) and \
         any(f.message.startswith("assumes int(") for f in report)
-
-
-def _kinds(report) -> list[str]:
-    return [f.kind for f in report]
 
 
 def mae_numpy(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L//4 D"]:
@@ -47,7 +44,7 @@ def test_mae_masking_in_numpy_is_the_floor_quarter_and_its_twin_is_found():
     assert mae_numpy_bug(np.ones((2, 13, 3))).shape != (2, 13 // 2, 3)
     r = verify(mae_numpy)
     assert _verified_assuming_int(r) and "L // 4" in str(r), str(r)
-    assert _kinds(verify(mae_numpy_bug)).count("return-shape") == 1
+    assert kinds(verify(mae_numpy_bug)).count("return-shape") == 1
 
 
 def mae_torch(x: Float[torch.Tensor, "N L D"], mask_ratio: float = 0.75
@@ -78,7 +75,7 @@ def test_mae_masking_in_torch_is_the_floor_quarter_and_its_twin_is_found():
         assert kept.shape == (2, n_tokens // 4, 3) and mask.shape == (2, n_tokens)
     r = verify(mae_torch)
     assert _verified_assuming_int(r), str(r)
-    assert "return-shape" in _kinds(verify(mae_torch_bug))
+    assert "return-shape" in kinds(verify(mae_torch_bug))
 
 
 def halves(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2 D"]:
@@ -113,7 +110,7 @@ def test_int_of_a_size_over_two_and_floor_and_ceil_of_a_dyadic_ratio_are_quotien
         assert verify(fn).ok, str(verify(fn))
     assert rounded_three_quarters(np.ones((2, 1))).shape == (2, 1)  # round(1.5) = 2, not 1
     r = verify(rounded_three_quarters)  # round() stays a fresh size: half to even is no floor
-    assert not r.notes and "return-shape" in _kinds(r), str(r)
+    assert not r.notes and "return-shape" in kinds(r), str(r)
 
 
 def nine_tenths(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L*9//10 D"]:
@@ -136,7 +133,7 @@ def test_int_of_a_decimal_ratio_is_a_fresh_size_not_its_quotient():
     assert kept_tenth(np.ones((1, 10, 1))).shape[1] == 0 != 10 // 10
     for fn in (nine_tenths, seven_tenths, kept_tenth):
         r = verify(fn)
-        assert not r.ok and not r.notes and "return-shape" in _kinds(r), str(r)
+        assert not r.ok and not r.notes and "return-shape" in kinds(r), str(r)
 
 
 def first_half_up(x: Float[np.ndarray, "N L D"]) -> Float[np.ndarray, "N L-L//2 D"]:
@@ -214,7 +211,7 @@ def test_int_of_a_compound_size_is_a_number_no_literal_or_count_has():
     for n_tokens in range(1, 41):
         assert kept_rgb(np.ones((2, n_tokens, 1))).shape == (2, n_tokens // 4, 3)
     for fn in (count_declared_quarter, literal_declared_quarter):
-        assert "return-shape" in _kinds(r := verify(fn)), str(r)
+        assert "return-shape" in kinds(r := verify(fn)), str(r)
     assert _verified_assuming_int(r := verify(kept_rgb)), str(r)
 
 
@@ -237,7 +234,7 @@ def test_arange_counts_a_float_step_and_a_step_by_keyword():
         assert even_steps_declared_t(np.ones(t)).shape == ((t + 1) // 2,)
     assert verify(half_steps).ok, str(verify(half_steps))
     for fn in (half_steps_declared_t, even_steps_declared_t):
-        assert "return-shape" in _kinds(r := verify(fn)), str(r)
+        assert "return-shape" in kinds(r := verify(fn)), str(r)
 
 
 def conv_length(x: Float[np.ndarray, "B L"]) -> Float[np.ndarray, "B (L-3)//2+1"]:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from arrays import clean, pair_holds
+from arrays import clean, kinds, pair_holds
 from tensig import Float
 from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
@@ -31,9 +31,14 @@ from verify_corpus.probe_domains_2026 import (
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
-    libraries = [_library(good) for _, good, _, _ in CASES]
-    assert len(CASES) >= 35
-    assert all(libraries.count(lib) >= 10 for lib in (np.ndarray, torch.Tensor, jax.Array))
+    mixes_libraries(CASES, 35, 10)
+
+
+def mixes_libraries(cases, least: int, each: int) -> None:
+    """At least ``least`` pairs, at least ``each`` of them in each of the three libraries."""
+    libraries = [_library(good) for _, good, _, _ in cases]
+    assert len(cases) >= least
+    assert all(libraries.count(lib) >= each for lib in (np.ndarray, torch.Tensor, jax.Array))
 
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
@@ -136,7 +141,7 @@ def enumerated_steps(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T D"]:
 
 def test_a_range_hidden_in_a_zip_argument_is_not_read_as_its_loop():
     assert enumerated_steps(np.ones((20, 2))).shape == (12, 2)  # the oracle: 12 rows, not 20
-    assert [f.kind for f in verify(enumerated_steps)] == ["return-shape"]  # its 11 rows
+    assert kinds(verify(enumerated_steps)) == ["return-shape"]  # its 11 rows
 
 
 def pairs_of_rows(x: Float[np.ndarray, "T D"], w: Float[np.ndarray, "T D"]
