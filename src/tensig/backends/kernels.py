@@ -15,7 +15,8 @@ import numpy as np
 
 __all__ = ["ATTENTION_CELLS", "Kernels", "one_hot_rows"]
 
-#: the most attention scores one block of query rows holds (:meth:`Kernels.attention`)
+#: the most attention scores one block of query rows holds unless an adapter sets its own
+#: (:attr:`Kernels.score_cells`, :meth:`Kernels.attention`)
 ATTENTION_CELLS = 1 << 21
 
 
