@@ -14,7 +14,6 @@ import torch
 from arrays import close32, host
 from tensig import ShapeError
 from tensig.backends import backend_named
-from tensig.backends import kernels as backend_kernels
 from tensig.backends.base import Backend
 from tensig.model import blocks as B
 from tensig.model import graph as G
@@ -100,7 +99,8 @@ def test_blocks_of_query_rows_give_the_whole_answer(name, causal, monkeypatch):
     whole = forward(a(q), a(k), a(v), None, causal, 0.5)
     whole_grads = backward(a(g), a(q), a(k), a(v), *whole, None, causal, 0.5)
     sizes = _block_sizes(monkeypatch)
-    monkeypatch.setattr(backend_kernels, "ATTENTION_CELLS", 2 * 2 * 3 * 9)
+    adapter = type(backend_named("torch" if name == "torch-math" else name))
+    monkeypatch.setattr(adapter, "score_cells", 2 * 2 * 3 * 9)
     parts = forward(a(q), a(k), a(v), None, causal, 0.5)
     grads = backward(a(g), a(q), a(k), a(v), *parts, None, causal, 0.5)
     assert len(sizes) == 2 * 5 and max(sizes) <= 2 * 2 * 3 * 9

@@ -15,7 +15,8 @@ import numpy as np
 
 __all__ = ["ATTENTION_CELLS", "Kernels", "one_hot_rows"]
 
-#: the most attention scores one block of query rows holds (:meth:`Kernels.attention`)
+#: the most attention scores one block of query rows holds unless an adapter sets its own
+#: (:attr:`Kernels.score_cells`, :meth:`Kernels.attention`)
 ATTENTION_CELLS = 1 << 21
 
 
@@ -85,8 +86,7 @@ class Kernels:
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
         m = None if mask is None else _heads(xp, mask)
-        cells = min(ATTENTION_CELLS, self.score_cells)
-        step = max(1, cells // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
+        step = max(1, self.score_cells // max(1, math.prod(q.shape[:-3]) * q.shape[-2] * nk))
         for a in range(0, nq, step):
             rows = slice(a, min(a + step, nq))
             keys = slice(0, min(rows.stop, nk) if causal else nk)
