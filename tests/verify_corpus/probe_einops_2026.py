@@ -330,7 +330,7 @@ class ResnetBlock(nn.Module):
 
 class ResnetBlockBug(ResnetBlock):
     def to_map(self, t: Tensor) -> Tensor:
-        return rearrange(t, "b c -> b 1 1 c")  # BUG: channels last
+        return rearrange(t, "b c -> b c 1")  # BUG: one spatial axis short
 
 
 class Downsample(nn.Module):

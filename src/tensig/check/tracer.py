@@ -777,11 +777,15 @@ def _pieces(n: Dim, size: Dim) -> Dim | None:
 
 def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
           **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``chunk(n, dim)``: ``n`` equal pieces (the axis must divide evenly here), and
-    NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (a symbolic axis must divide evenly here;
+    a literal one is split as torch does, in pieces of ``ceil(size / n)``: fewer where they
+    run out), and NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
     :func:`~tensig.check.sym_sizes.require_divisible`)."""
     a = _sym(x)
     ax = _axis(kw.get("axis", dim), a.ndim)
+    size = a.dims[ax].constant
+    if error is None and size:  # torch's 4 in 3 chunks: [2, 2]; 1 in 2: [1]
+        return split(a, -(-size // int(chunks)), ax)
     piece = require_divisible(a.dims[ax], int(chunks), error=error)
     return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
                  for _ in range(int(chunks)))
