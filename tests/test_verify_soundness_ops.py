@@ -5,11 +5,13 @@ a concrete run of the same function at several sizes, the smallest among them.""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+import pytest
 import torch
 import torch.nn.functional as F
 
 from arrays import clean, kinds
-from tensig import Float
+from tensig import Bool, Float
 from tensig.check.verify import verify
 
 
@@ -90,3 +92,74 @@ def test_chunk_of_a_symbolic_axis_assumes_what_excludes_size_one():
     assert _fails(glu_halves, (2, 1)) and _fails(glu_halves, (2, 5))
     assert not _fails(glu_halves, (2, 4))
     assert _messages(verify(glu_halves), "assumption") == ["requires T divisible by 2"]
+
+
+# -- in-place writes into an expanded tensor -------------------------------------------------
+
+
+def relative_bias(scores: Float[torch.Tensor, "B H T T"], bias: Float[torch.Tensor, "H T T"]
+                  ) -> Float[torch.Tensor, "B H T T"]:
+    """A positional bias broadcast over the batch by ``expand``, then written in place: torch
+    refuses where the batch is larger than 1 (its rows share one memory)."""
+    b = bias[None].expand(scores.shape[0], -1, -1, -1)
+    b += scores
+    return b
+
+
+def test_in_place_add_into_an_expanded_batch_is_assumed_single():
+    assert not _fails(relative_bias, (1, 2, 3, 3), (2, 3, 3))
+    assert _fails(relative_bias, (2, 2, 3, 3), (2, 3, 3))
+    r = verify(relative_bias)
+    assert [m.split(":")[0] for m in _messages(r, "assumption")] == ["assumes B == 1"], str(r)
+
+
+def tiled_offsets(x: Float[torch.Tensor, "1 T"]) -> Float[torch.Tensor, "4 T"]:
+    return x.expand(4, -1).add_(1.0)
+
+
+def test_in_place_add_into_a_literal_expansion_is_an_error():
+    assert all(_fails(tiled_offsets, (1, t)) for t in (1, 2, 5))
+    r = verify(tiled_offsets)
+    assert kinds(r) == ["op-shape"] and "add_" in r.findings[0].message, str(r)
+
+
+def test_expand_as_and_broadcast_to_share_memory_too():
+    def via_expand_as(x: Float[torch.Tensor, "1 T"], y: Float[torch.Tensor, "B T"]
+                      ) -> Float[torch.Tensor, "B T"]:
+        return x.expand_as(y).mul_(y)
+
+    def via_broadcast_to(x: Float[torch.Tensor, "T"], y: Float[torch.Tensor, "B T"]
+                         ) -> Float[torch.Tensor, "B T"]:
+        return torch.broadcast_to(x, y.shape).sigmoid_()
+
+    for fn, first in ((via_expand_as, (1, 3)), (via_broadcast_to, (3,))):
+        assert not _fails(fn, first, (1, 3)) and _fails(fn, first, (2, 3))
+        assert kinds(verify(fn)) == ["assumption"], fn.__name__
+
+
+@pytest.mark.filterwarnings("ignore:Use of masked_fill_ on expanded tensors")
+def test_copies_and_overlap_tolerant_writes_of_an_expansion_pass():
+    """``clone``/``contiguous`` copy; ``masked_fill_`` and ``zero_`` accept shared memory."""
+    def copied(x: Float[torch.Tensor, "1 T"], y: Float[torch.Tensor, "B T"]
+               ) -> Float[torch.Tensor, "B T"]:
+        return x.expand(y.shape[0], -1).clone().add_(y) + x.expand_as(y).contiguous().mul_(y)
+
+    def filled(x: Float[torch.Tensor, "1 T"], m: Bool[torch.Tensor, "B T"]
+               ) -> Float[torch.Tensor, "B T"]:
+        return x.expand(m.shape[0], -1).masked_fill_(m, 0.0) + x.expand_as(m).zero_()
+
+    assert not _fails(copied, (1, 3), (2, 3))
+    assert not _fails(filled, (1, 3), torch.ones(2, 3, dtype=torch.bool))
+    assert clean(verify(copied)) and clean(verify(filled))
+
+
+def test_jax_in_place_operators_rebind_a_broadcast():
+    """JAX's ``+=`` makes a new array: a broadcast one may be added to."""
+    def pos_bias(x: Float[jnp.ndarray, "T"], y: Float[jnp.ndarray, "B T"]
+                 ) -> Float[jnp.ndarray, "B T"]:
+        b = jnp.broadcast_to(x, y.shape)
+        b += y
+        return b
+
+    assert pos_bias(jnp.zeros(3), jnp.ones((2, 3))).shape == (2, 3)
+    assert clean(verify(pos_bias))

@@ -4,6 +4,7 @@ The rule silently accepts what is usually a bug, so :func:`broadcast` also repor
 sizes that meet (``B`` against ``T``) and an implicit two-sided broadcast, an outer product
 nobody asked for.  A size-1 axis from the outside (``loose``, a signature's ``1``) stretches
 implicitly; one the code made (``None``, ``unsqueeze``, ``keepdims``) is an explicit request.
+A view broadcast so (``expand``) shares memory between elements: torch refuses most writes to it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tensig.check.sym_sizes import ONE
-from tensig.check.tracing import tracer
+from tensig.check.tracing import _TORCH_STYLE, tracer
 from tensig.core.dims import Dim
+from tensig.core.errors import InconclusiveError
 
-__all__ = ["broadcast", "differ", "shape_text"]
+__all__ = ["broadcast", "differ", "shape_text", "write_shared"]
 
 
 class Shaped(Protocol):
@@ -74,3 +76,27 @@ def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], fro
 
 def shape_text(a: Shaped) -> str:
     return "[" + ", ".join(map(str, a.dims)) + "]"
+
+
+# torch's in-place methods that accept a written tensor whose elements share memory (run)
+_SHARED_OK = frozenset(("fill_", "zero_", "masked_fill_", "index_fill_", "index_put_", "tril_",
+                        "triu_", "fill_diagonal_", "requires_grad_", "squeeze_", "unsqueeze_",
+                        "t_", "transpose_", "swapaxes_", "resize_", "set_", "as_strided_",
+                        "share_memory_", "map_", "apply_", "detach_"))
+
+
+def write_shared(x: Shaped, op: str) -> None:
+    """torch refuses most writes in place into a view whose elements share memory (a size-1
+    axis expanded): an error where that size is above 1 at every size, else the assumption
+    that it is 1 (``clone()`` copies).  Not in NumPy or JAX code: JAX's ``+=`` rebinds."""
+    if op in _SHARED_OK or _TORCH_STYLE.get() is False:
+        return
+    for d in getattr(x, "shared", ()):
+        what = (f"{op} writes into {shape_text(x)}, broadcast from size 1 to {d}: its "
+                f"elements share memory, which torch refuses")
+        try:
+            if d > ONE:
+                tracer().report("op-shape", f"{what} (clone() it first)")
+        except InconclusiveError:
+            tracer().report("assumption", f"assumes {d} == 1: {what} where {d} > 1 (clone() "
+                                          f"it first)")

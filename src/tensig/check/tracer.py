@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.broadcasting import broadcast, differ, shape_text, write_shared
 from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint, viewable
 from tensig.check.sym_indexing import at_most, check_index, slice_len
 from tensig.check.sym_sizes import (
@@ -161,6 +161,7 @@ class SymArray:
     __array_priority__ = 1000
     skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
     moved: tuple[int, ...] | None = None  # a permute's strides at the witness (see view)
+    shared: tuple[Dim, ...] = ()  # the sizes broadcast_to gave size-1 axes (one memory each)
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
                  loose: frozenset[int] = frozenset()):
@@ -205,6 +206,7 @@ class SymArray:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         if name.endswith("_"):  # torch's in-place methods (``m.logical_and_(k)``)
             tracer().written(self)
+            write_shared(self, name)
         return plugin("torch_attribute")(self, name)
 
     @property
@@ -242,6 +244,7 @@ class SymArray:
     def _inplace(self, o: Any) -> SymArray:
         into(self, o, "an in-place operation")
         tracer().written(self)
+        write_shared(self, "an in-place operator")
         return self
 
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
@@ -445,6 +448,7 @@ class SymArray:
         name = getattr(func, "__name__", str(func))
         if name.endswith("_") and not name.endswith("__") and args:  # torch's in place
             tracer().written(args[0])
+            write_shared(args[0], name)
         impl = TORCH.get(name)
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
@@ -578,7 +582,11 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
             tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} "
                                          f"(broadcast_to {shape_text(a)} -> "
                                          f"[{', '.join(map(str, target))}])")
-    return SymArray(target, a.kind)
+    out = SymArray(target, a.kind)
+    out.shared = tuple(d for i, d in enumerate(target) if d != ONE and
+                       (i < off or a.dims[i - off] == ONE))  # a stride of 0: one element
+    return out
+
 
 
 # -- Operations --------------------------------------------------------------------------------
