@@ -6,9 +6,11 @@ a concrete run of the same function at several sizes, the smallest among them.""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from numpy.lib.stride_tricks import sliding_window_view
 
 from arrays import clean, kinds
 from tensig import Bool, Float
@@ -163,3 +165,26 @@ def test_jax_in_place_operators_rebind_a_broadcast():
 
     assert pos_bias(jnp.zeros(3), jnp.ones((2, 3))).shape == (2, 3)
     assert clean(verify(pos_bias))
+
+
+# -- sliding_window_view: a window no longer than its axis -----------------------------------
+
+
+def frames(wave: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B _ 400"]:
+    """Speech framing: 25 ms windows every 10 ms at 16 kHz."""
+    return sliding_window_view(wave, 400, axis=-1)[:, ::160]
+
+
+def test_sliding_window_assumes_the_window_fits():
+    """NumPy raises below 400 samples; it passed silently."""
+    assert _fails(frames, np.zeros((2, 399))) and not _fails(frames, np.zeros((2, 400)))
+    r = verify(frames)
+    assert [m.split(":")[0] for m in _messages(r, "assumption")] == ["assumes 400 <= T"], str(r)
+
+
+def test_sliding_window_longer_than_its_axis_at_every_size_is_an_error():
+    def too_long(x: Float[np.ndarray, "B T"]) -> Float[np.ndarray, "B _ _"]:
+        return sliding_window_view(x, x.shape[1] + 1, axis=1)
+
+    assert all(_fails(too_long, np.zeros((2, t))) for t in (1, 2, 7))
+    assert kinds(verify(too_long)) == ["op-shape"]

@@ -169,7 +169,7 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> tuple[S.SymArray, ...]:
 def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
                          ) -> S.SymArray:
     """Each window axis shortened by the window less one, the windows' axes appended (a
-    window no longer than its axis, as for a convolution)."""
+    window no longer than its axis, else assumed so, as for a convolution)."""
     a = S._sym(x)
     shape = window_shape if isinstance(window_shape, tuple | list) else (window_shape,)
     windows = [sym_sizes.as_dim(w) for w in shape]
@@ -183,10 +183,10 @@ def _sliding_window_view(x: Any, window_shape: Any, axis: Any = None, **kw: Any
     dims = list(a.dims)
     for ax, w in zip(axes, windows, strict=True):
         ax = S._axis(ax, a.ndim)
-        with contextlib.suppress(InconclusiveError):  # undecided: a window fits its axis
-            if w > dims[ax]:
-                tracer().report("op-shape", f"sliding_window_view: a window of {w} on axis "
-                                            f"{ax} of {shape_text(a)} is longer than the axis")
+        sym_indexing.at_most(w, dims[ax], "op-shape", f"sliding_window_view: a window of {w} "
+                             f"on axis {ax} of {shape_text(a)} is longer than the axis",
+                             f"sliding_window_view's window of {w} on axis {ax} of "
+                             f"{shape_text(a)}, which NumPy refuses where the axis is shorter")
         dims[ax] = dims[ax] - w + 1
     return S.SymArray((*dims, *windows), a.kind)
 
