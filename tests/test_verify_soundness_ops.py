@@ -96,6 +96,19 @@ def test_chunk_of_a_symbolic_axis_assumes_what_excludes_size_one():
     assert _messages(verify(glu_halves), "assumption") == ["requires T divisible by 2"]
 
 
+def odd_halves(x: Float[torch.Tensor, "B 2*T+1"]) -> Float[torch.Tensor, "B T"]:
+    a, b = x.chunk(2, -1)
+    return a * b
+
+
+def test_chunk_of_an_axis_odd_at_every_size_stops_the_trace():
+    """torch's halves of ``2*T + 1`` are ``T + 1`` and ``T``: it passed with 'requires 2*T + 1
+    divisible by 2', an assumption no size meets (at ``T = 1`` the 1 broadcasts)."""
+    assert all(_fails(odd_halves, (2, 2 * t + 1)) for t in (2, 3, 5))
+    r = verify(odd_halves)
+    assert not r.ok and any("unequal pieces" in n for n in r.notes), str(r)
+
+
 # -- in-place writes into an expanded tensor -------------------------------------------------
 
 

@@ -669,8 +669,10 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
     never = residues is not None and 0 not in residues
     if never and error is not None:
         tracer().report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
-    elif residues != {0} and not (never and floor):
-        tracer().require(p, k, floor)  # torch.chunk's at no size too, as it was
+    elif never and not floor:  # torch.chunk's, whose pieces are then unequal at every size
+        raise Unsupported(f"torch.chunk of {p} into {k} unequal pieces")
+    elif residues != {0} and not never:
+        tracer().require(p, k, floor)
     return p // k
 
 
