@@ -71,6 +71,6 @@ def convolve_parts(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2+T//3-
 
 def test_a_convolution_of_an_operand_empty_at_small_sizes_assumes_it_is_not():
     for t in range(1, 24):  # the oracle: NumPy refuses an empty operand, T // 3 = 0 at T < 3
-        assert _refuses(convolve_parts, np.ones, (t, 2)) == (t < 3) == (t // 3 < 1)
+        assert _refuses(convolve_parts, np.ones, (t, 2)) == (t // 3 < 1), t
     r = verify(convolve_parts)  # the shorter operand non-empty: the longer is too
     assert not r.errors and _heads(r) == ["assumes 1 <= T // 3"], str(r)
