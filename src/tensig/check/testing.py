@@ -67,13 +67,6 @@ class _Problem:
         self.constants = frozenset(c for a in annotations for c in a.constants if c > 1)
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
 
-    def choose(self, name: str, chosen: Mapping[str, int], candidates: Iterable[int]) -> int:
-        """The first candidate ``name`` may take (or :meth:`unsatisfiable`'s error)."""
-        found = next((c for c in candidates if self.acceptable(c, chosen, name)), None)
-        if found is None:
-            raise self.unsatisfiable(name, chosen)
-        return found
-
     def unsatisfiable(self, name: str, chosen: Mapping[str, int]) -> ValueError:
         """The error for a name no candidate fits: the rules and the expressions it is in."""
         exprs = [str(e) for e in self.exprs if name in e.symbols]
@@ -182,7 +175,11 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
     problem = _Problem(source, avoid)
     chosen: dict[str, int] = {}
     for name in problem.names:
-        chosen[name] = problem.choose(name, chosen, _candidates(seed, start))
+        found = next((c for c in _candidates(seed, start) if problem.acceptable(c, chosen, name)),
+                     None)
+        if found is None:
+            raise problem.unsatisfiable(name, chosen)
+        chosen[name] = found
     return chosen
 
 
