@@ -7,6 +7,7 @@ import inspect
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from tensig.check import findings, tracing
@@ -31,8 +32,6 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
     still verified.  ``isolate`` (the command line's choice) runs them in a worker interpreter:
     a file that kills or hangs it in C code is then a note too, and the worker is restarted.
     """
-    from pathlib import Path
-
     skip = sorted(findings.resolve(ignore))
     target, _, only = path.partition("::")
     root = Path(target)
@@ -159,7 +158,6 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
     import json
     import subprocess
     import tempfile
-    from pathlib import Path
 
     patience = max(60.0, 3 * (timeout or 0))
     src = str(Path(__file__).resolve().parents[2])  # the folder that holds tensig/
