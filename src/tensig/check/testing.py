@@ -23,6 +23,8 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
 from tensig.core.annotations import (
     AnnotationShape,
     FunctionSignature,
@@ -248,8 +250,6 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
 
 def _dtype(xp: Any, family: str | None) -> Any:
     """``xp``'s dtype of a family: float32, int32 and bool first, else the first that fits."""
-    import numpy as np
-
     name = next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
                                   "int64", "int8", "int16", "uint16", "uint32", "uint64",
                                   "float16", "complex128")
@@ -276,8 +276,7 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
     >>> {k: (v.shape, v.dtype.name) for k, v in arrays_for(pool, sizes(pool)).items()}
     {'x': ((2, 5, 8), 'float32'), 'mask': ((2, 5), 'bool')}
     """
-    if xp is None:
-        import numpy as xp
+    xp = np if xp is None else xp
     sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
     return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
                              dtype=_dtype(xp, p.marker.dtype))
