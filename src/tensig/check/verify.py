@@ -236,20 +236,18 @@ def _creation_patched() -> Iterator[None]:
                (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min),
                (builtins, "zip", sym_functions.sym_zip)]
     buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    tables = [(np, S.CREATION_NUMPY),  # NumPy imports numpy.random on first use
+              (importlib.import_module("numpy.random"), CREATION_RANDOM)]
     if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
         from tensig.check import trace_torch as symbolic_torch
         buffers = symbolic_torch.buffers_symbolic()
-    importlib.import_module("numpy.random")  # NumPy imports it on first use
+        tables.append((sys.modules["torch"], S.CREATION_TORCH))
     real = types.ModuleType("numpy", np.__doc__)
     vars(real).update(vars(np))
     users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
     targets += [(module, name, real) for module, name in users]
-    for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
-                               ("torch", S.CREATION_TORCH)):
-        module = sys.modules.get(module_name)
-        if module is not None:
-            targets += [(module, name, _creation_wrapper(getattr(module, name), fn))
-                        for name, fn in table.items()]
+    targets += [(module, name, _creation_wrapper(getattr(module, name), fn))
+                for module, table in tables for name, fn in table.items()]
     trace_einops.register()
     with tracing.patched(targets), buffers:
         yield
