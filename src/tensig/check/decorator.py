@@ -183,8 +183,7 @@ def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
         raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
     # nothing to check is a no-op, as jaxtyping's, that still opens a scope for isinstance
-    checker = _Checker(fn, sig, check_return)
-    wrapper = functools.wraps(fn)(_generate(checker, compiled))
+    wrapper = functools.wraps(fn)(_generate(_Checker(fn, sig, check_return), compiled))
     wrapper.__dict__["__tensig_signature__"] = sig
     return wrapper
 

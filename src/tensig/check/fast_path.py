@@ -2,9 +2,7 @@
 
 Read ``.shape``, compare its length, unpack the sizes, bind names to local variables, evaluate
 ``T + 1`` as ``v1 + 1``, solve ``2*h`` with one ``divmod``: no ``Dim`` and no dict per call.
-It only accepts or defers: anything not plainly right goes to the interpreter
-(:class:`tensig.check.interpreter._Checker`), which decides and explains; a differential test
-checks that both accept the same calls.
+It only accepts or defers to the interpreter (:mod:`tensig.check.decorator` says how).
 """
 
 from __future__ import annotations
