@@ -19,7 +19,6 @@ import itertools
 import math
 import os
 import re
-import signal
 import sys
 import threading
 import types
@@ -447,6 +446,8 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     command line's watchdog's business.  Without a timer (another thread, someone else's) the
     trace's step limit still bounds the work.
     """
+    import signal  # here, not at the top: it costs every ``import tensig`` a millisecond
+
     if seconds is None or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread() or \
             signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's timer (pytest-timeout)
