@@ -20,8 +20,7 @@ from tensig.core.errors import InconclusiveError, ShapeError
 __all__ = [
     "MAX_BITS", "MAX_EXPONENT", "MAX_POWER", "MAX_TERMS", "Atom", "FloorDiv", "Form", "Frozen",
     "Mod", "Monomial", "Terms", "add_terms", "atom_sort_key", "check_bits", "eval_terms",
-    "format_terms",
-    "int_or_none", "mod_upper_bound", "mul_terms", "print_key", "too_large",
+    "format_terms", "int_or_none", "mod_upper_bound", "mul_terms", "print_key", "too_large",
 ]
 
 Atom: TypeAlias = "str | FloorDiv | Mod"

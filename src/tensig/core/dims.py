@@ -197,16 +197,11 @@ def _binary(with_const: Callable[[Dim, int], Dim], with_terms: Callable[[Terms, 
     return method
 
 
-def _division(part: int | None) -> Callable[[Dim, object], Any]:
-    """``//`` (``part=0``), ``%`` (``1``) or ``divmod`` (``None``) by a positive constant."""
-    def method(self: Dim, other: object) -> Any:
-        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
-        if k is None:
-            return NotImplemented
-        if k <= 0:
-            raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
-        both = _divmod(self, k)
-        return both if part is None else both[part]
+def _division(part: int) -> Callable[[Dim, object], Dim]:
+    """``//`` (``part=0``) or ``%`` (``1``): that part of ``divmod``."""
+    def method(self: Dim, other: object) -> Dim:
+        both = self.__divmod__(other)
+        return both if both is NotImplemented else both[part]
 
     return method
 
@@ -348,8 +343,7 @@ class Dim(Form):
                 return values[atom] if atom in values else _atom_dim(atom)
             return _atom_dim(atom) if atom.numerator.symbols.isdisjoint(values) else None
 
-        result: Dim = eval_terms(self._terms, size)
-        return result
+        return eval_terms(self._terms, size)
 
     def solve_for(self, name: str) -> tuple[Dim, tuple[Condition, ...]]:
         """Solve ``self == 0`` for ``name`` (linear, with a constant factor): ``(solution,
@@ -451,7 +445,15 @@ class Dim(Form):
 
     __rpow__ = _reflected(operator.pow)
 
-    __floordiv__, __mod__, __divmod__ = _division(0), _division(1), _division(None)
+    def __divmod__(self, other: object) -> tuple[Dim, Dim]:
+        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
+        if k is None:
+            return NotImplemented
+        if k <= 0:
+            raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
+        return _divmod(self, k)
+
+    __floordiv__, __mod__ = _division(0), _division(1)
     __rfloordiv__ = _reflected(operator.floordiv)
     __rmod__ = _reflected(operator.mod)
 
