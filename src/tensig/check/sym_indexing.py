@@ -93,9 +93,9 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     known only at the witness is assumed (``x[T // 2 - 3:]``: ``T // 2 - 3 >= 0``)."""
     t = tracer()
     if not _holds(operator.lt, bound, ONE * 0):
-        at_least, said = t.value(bound) >= 0, f"assumes {bound} >= 0:"
+        at_least = t.value(bound) >= 0
         if at_least and (_holds(operator.ge, bound, ONE * 0) or t.loops or bound.symbols &
-                         t.data_sizes or any(f.message.startswith(said) for f in t.findings)):
+                         t.data_sizes or f"assumes {bound} >= 0:" in t.assumed):
             return bound  # a loop's step, a data size, an assumed sign: no more to say
         _assume(f"{bound} {'>=' if at_least else '<'} 0", True, f"a slice bound "
                 f"{'non-' * at_least}negative at the witness sizes only, counted from the "

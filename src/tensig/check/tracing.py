@@ -120,6 +120,8 @@ class Tracer:
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: list[Loop] = field(default_factory=list)  # see begin
     quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (begin)
+    #: each assumption's message up to its first colon ("assumes T - 3 >= 0:"), see report
+    assumed: set[str] = field(default_factory=set)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -201,6 +203,8 @@ class Tracer:
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)
+            if kind == "assumption":  # a look-up per slice bound (sym_indexing._from_end)
+                self.assumed.add(message[:message.find(":") + 1])
         return finding
 
     def made(self, array: Any) -> None:
