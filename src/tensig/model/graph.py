@@ -79,10 +79,6 @@ def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
     return apply(op, cond, a, b)
 
 
-def _product(vals: list[Any]) -> Any:
-    return functools.reduce(lambda out, v: _e("mul", out, v), vals)
-
-
 def _combine(op: Operator, spec: str, n: int) -> str:
     """How ``n`` operands combine: a concatenation without ``^`` (a one-element block) is a copy
     of one operand, a product of several (all in its one phase, as the eager ``concat``)."""
@@ -95,7 +91,7 @@ def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
     """The operator's ``combine`` of the operands' values; ``mul``: a chain of binary products."""
     combine = _combine(op, spec, len(vals))
     if combine == "mul":
-        return _product(vals)
+        return functools.reduce(lambda out, v: _e("mul", out, v), vals)
     return Expr(combine, tuple(vals))
 
 
@@ -120,10 +116,8 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
         # rule, phase by phase (the lowering runs the phases)
         def grad(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val if j != i else t.grad for j, a in enumerate(args)]
-            if combine == "mul":
-                return _product(vals), "+"
-            if combine == "concat":
-                return Expr("concat", tuple(vals)), "+"
+            if combine in ("mul", "concat"):
+                return _combined(op, spec, vals), "+"
             g: Any = t.grad  # a sum's: 1 at every cell of the others' own axes, so summed over them
             for j, a in enumerate(args):
                 if j != i:  # where(y, g, g) is g, over y's axes too (NaN-safe, unlike 0*y + g)
