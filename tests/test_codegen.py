@@ -111,3 +111,16 @@ def test_integer_arrays_stay_integers(backend):
         got = model.graph.store.read(out.val)
     assert str(got.dtype).endswith("int64")
     np.testing.assert_array_equal(np.asarray(got), (np.arange(6).reshape(2, 3) % 4) * 2 + 1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_pointwise_copy_stores_the_same_array(backend):
+    """``y =: id(x)`` between equal shapes (an optimizer's ``sgd_delta =: p.grad``) stores
+    ``x``'s own array, no copy: steps never write into arrays."""
+    with G.new_graph(backend) as g:
+        x = G.leaf("x", np.arange(6, dtype=np.float32).reshape(2, 3), batch=1)
+        y = G.leaf("y", np.zeros((2, 3), np.float32), batch=1)
+        model = G.Model(x + y)
+        store = model.graph.store
+        compile_code(Code().assign(y.val, Expr("id", (x.val,))), g.array_type).run(store)
+        assert store.read(y.val) is store.read(x.val)
