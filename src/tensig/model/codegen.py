@@ -32,7 +32,8 @@ __all__ = ["Labels", "assignment_step", "expression_function"]
 #: diagonal) or a fixed index
 Labels = tuple[str | int, ...]
 
-#: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`)
+#: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`);
+#: ``id`` is its operand: ``y =: id(x)`` stores x's array, safe as steps never write into arrays
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "neg": "(-{})", "id": "{}"}
 _serial = itertools.count()
