@@ -186,13 +186,9 @@ class Backend(Kernels):
         # and Dask's of an array with an empty kept axis computes a wrong shape ((2, 5, 4, 0)
         # over the first two axes: (2, 0)); the neutral element, or an empty result, is exact
         if axes and 0 in x.shape:
-            return self.empty_max(x, axes)
+            return self.full([n for i, n in enumerate(x.shape) if i not in axes],
+                             neutral_max(x.dtype), like=x)
         return self.max_along(x, axes) if axes else x
-
-    def empty_max(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The max over ``axes`` when one has size 0: the dtype's neutral element."""
-        return self.full([n for i, n in enumerate(x.shape) if i not in axes],
-                         neutral_max(x.dtype), like=x)
 
     def transpose(self, x: Any, perm: Sequence[int]) -> Any:
         return x.transpose(*perm)
