@@ -184,8 +184,9 @@ class Backend(Kernels):
             return small
         # no cells: NumPy, torch and JAX refuse a max over an empty axis (Dask once computed),
         # and Dask's of an array with an empty kept axis computes a wrong shape ((2, 5, 4, 0)
-        # over the first two axes: (2, 0)); the neutral element, or an empty result, is exact
-        if axes and 0 in x.shape:
+        # over the first two axes: (2, 0)); the neutral element, or an empty result, is exact.
+        # An eager library reduces an empty kept axis itself: torch's autograd graph keeps it
+        if 0 in [x.shape[a] for a in axes] or (axes and self.lazy and 0 in x.shape):
             return self.full([n for i, n in enumerate(x.shape) if i not in axes],
                              neutral_max(x.dtype), like=x)
         return self.max_along(x, axes) if axes else x
