@@ -338,7 +338,10 @@ class Backend(Kernels):
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:
-        return bool(np.dtype(dtype) == np.bool_)
+        try:
+            return bool(np.dtype(dtype) == np.bool_)
+        except TypeError:  # a dtype NumPy does not know (JAX's PRNG keys): not bool
+            return False
 
     def is_float(self, dtype: Any) -> bool:
         xp = self.xp if hasattr(self.xp, "issubdtype") else np  # dask.array has none
