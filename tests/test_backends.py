@@ -455,3 +455,12 @@ def test_numpy_gelu_and_its_gradient_of_a_0d_array():
         np.testing.assert_allclose(ours.gelu(x), want.item(), rtol=0, atol=tol)
         np.testing.assert_allclose(ours.gelu_backward(x, np.array(0.5, np.float32)),
                                    0.5 * t.grad.item(), rtol=0, atol=tol)
+
+
+def test_torch_max_over_full_axes_of_an_empty_batch_keeps_its_autograd_graph():
+    """A max over non-empty axes of a tensor with an empty kept axis is torch's own amax, in
+    its autograd graph (a zero-size gradient), not a detached fill of the neutral element."""
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(0, 4, requires_grad=True)
+    tensig.einmax1("ij => i", x).sum().backward()
+    assert x.grad is not None and x.grad.shape == (0, 4)
