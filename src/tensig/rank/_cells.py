@@ -88,15 +88,13 @@ def _who(lf: Any, i: int) -> str:
 
 def _cell_rank(lf: Any, k: int, shape: tuple[Any, ...]) -> int:
     r = lf.ranks[k]
-    if r is None or r < 0:
-        return _concrete_rank(r, len(shape))
-    if r > len(shape):
+    if r is not None and r > len(shape):
         i = lf.arrays[k]
         raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
                          f"{len(shape)}, less than its cell rank {r}", operand=i,
                          shape=_fmt(shape), sizes=(len(shape), r),
                          hint=f"pass an array with at least {r} axes, or rerank {lf.name}")
-    return r
+    return _concrete_rank(r, len(shape))
 
 
 def _split(lf: Any, shapes: Sequence[tuple[Any, ...]]

@@ -28,13 +28,10 @@ from tensig.rank._cells import (
 )
 from tensig.rank._plans import _typeof_call, plan, signature
 from tensig.rank._signature import parse_cells
-from tensig.rank._types import Arr, FnType, Fun, Instance, Static
+from tensig.rank._types import Arr, FnType, Fun, Instance, ShapeLike, Static
 
 __all__ = ["Lifted", "Overloaded", "apply", "as_lifted", "check", "lift", "principal_frame",
            "rerank", "typeof"]
-
-ShapeLike = str | ShapeIndex | Sequence[Any]
-
 
 # -- types of lifted user functions ----------------------------------------------------------------
 
@@ -200,8 +197,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     ``inner`` on the arguments broadcast to the outer principal frame, not a loop over cells.
     """
     params = list(inner.type.params)
-    for k, (i, p) in enumerate(zip(inner.arrays, inner.cell_types, strict=True)):
-        r, n = inner.ranks[k], new[k]
+    for i, p, r, n in zip(inner.arrays, inner.cell_types, inner.ranks, new, strict=True):
         params[i] = Arr(p.elem, _ranks_pattern(i, n))
         if n is None or n < 0 or (r is not None and r < 0):
             continue  # known only per call
@@ -411,7 +407,7 @@ def rerank(f: Any, *ranks: Rank, **named: Rank) -> Lifted | Overloaded:
 
 
 def _function_array(fs: Any) -> np.ndarray:
-    if isinstance(fs, np.ndarray) and fs.dtype == object:
+    if _is_object(fs):
         return fs
     if callable(fs):
         return _objects([fs], ())
@@ -452,8 +448,7 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
 
 
 def _is_function_array(x: Any) -> bool:
-    return (isinstance(x, np.ndarray) and x.dtype == object and x.ndim > 0
-            and all(callable(f) for f in x.flat))
+    return _is_object(x) and x.ndim > 0 and all(callable(f) for f in x.flat)
 
 
 def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:

@@ -176,8 +176,7 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     frames = tuple(_merge(lf, [None] * n, [ShapeIndex(f) for f in real]))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
-        at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]
-        result = lf.inner.typeof(*at).result
+        result = lf.inner.typeof(*_merge(lf, args, [cells[i] for i in lf.arrays])).result
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}
     if lf.ufunc is not None:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])

@@ -37,7 +37,10 @@ class Arr:
         return f"[{self.elem} {inner}]" if inner else f"[{self.elem}]"
 
 
-def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
+ShapeLike = str | ShapeIndex | Sequence[Any]  # what ShapeIndex() reads
+
+
+def arr(elem: str, shape: ShapeLike = "") -> Arr:
     return Arr(elem, ShapeIndex(shape))
 
 
@@ -272,9 +275,7 @@ class Matcher:
             name in names for names in self.expanded.values())
 
     def _dim_var(self, name: str) -> DimVar:
-        if name not in self.vars:
-            self.vars[name] = DimVar(name)
-        return self.vars[name]
+        return self.vars.get(name) or self.vars.setdefault(name, DimVar(name))
 
     def error(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str
               ) -> ShapeError:
