@@ -146,10 +146,9 @@ def _check_escape(box: Box, declared: ShapeIndex | None) -> None:
         return
     escaping = sorted(set(index_names(declared)) & set(box.type.hidden))
     if escaping:
-        shown = ", ".join(escaping)
         raise ShapeError(
-            f"unbox: the declared result cell {declared} mentions {shown}, hidden in the box "
-            f"{box.type}: a hidden size must not escape its box",
+            f"unbox: the declared result cell {declared} mentions {', '.join(escaping)}, hidden "
+            f"in the box {box.type}: a hidden size must not escape its box",
             sizes=(str(declared), str(box.type)),
             hint="return a Box from the body (rank.Box(value)) to keep the size hidden, or "
                  "declare a result that does not depend on it")
@@ -226,8 +225,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
         return _objects(outs, frame)
     if any(isinstance(o, Box) for o in outs):
         raise TypeError("unbox: the body returned boxes for some items and arrays for others")
-    cell = tuple(np.shape(outs[0]))
-    return backend_among(outs).stack_cells(outs, frame, cell)
+    return backend_among(outs).stack_cells(outs, frame, tuple(np.shape(outs[0])))
 
 
 def _no_calls(what: str, frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:

@@ -251,10 +251,8 @@ def _via_vmap(plan: Plan, args: Sequence[Any]) -> Any:
     cannot be vmapped (data-dependent Python control flow, non-array results)."""
     g = plan.vmapped
     if g is None:  # non-array arguments: the cell function holds this call's
-        fn = plan.lf.fn
-
         def cells_fn(*arrays: Any) -> Any:
-            return fn(*_merge(plan.lf, args, arrays))
+            return plan.lf.fn(*_merge(plan.lf, args, arrays))
 
         g = cells_fn
         for _ in plan.frame:
