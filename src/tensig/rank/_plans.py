@@ -100,11 +100,8 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
                ) -> tuple[Matcher | None, ShapeIndex | None, Sigma | None]:
     """The type instantiated at the cells: the declared result cell (or the box type), and the
     matcher when the cell is symbolic (the returned cell is then matched against it)."""
-    if lf._trivial:
-        result = lf.type.result
-        return None, (result.shape if isinstance(result, Arr) else None), None
-    m = _instantiate(lf, cells, args)[1]
-    result = m.result()
+    m = None if lf._trivial else _instantiate(lf, cells, args)[1]  # trivial: nothing to solve
+    result = lf.type.result if m is None else m.result()
     if isinstance(result, Arr):
         return (None if result.shape.is_concrete else m), result.shape, None
     return None, None, result
