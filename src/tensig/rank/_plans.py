@@ -19,14 +19,7 @@ from tensig.core.annotations import dtype_kind
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import _elem_name
 from tensig.rank._cells import Plan, _is_object, _merge, _split, _who
-from tensig.rank._types import (
-    Arr,
-    Fun,
-    Instance,
-    Matcher,
-    Sigma,
-    instantiate,
-)
+from tensig.rank._types import Arr, Fun, Instance, Matcher, Sigma, instantiate
 
 _CACHE_SIZE = 256  # plans per lifted function; the cache starts over when full
 
