@@ -507,11 +507,7 @@ def typeof(x: Any, *args: Any) -> Any:
 
 
 def _lifted_or_none(x: Any) -> Lifted | Overloaded | None:
-    if isinstance(x, Lifted | Overloaded):
-        return x
-    if isinstance(x, np.ufunc):
-        return lift(x)
-    return None
+    return as_lifted(x) if isinstance(x, Lifted | Overloaded | np.ufunc) else None
 
 
 def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:

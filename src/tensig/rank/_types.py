@@ -18,7 +18,7 @@ from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.core.shapes import normalize_size
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
-__all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static"]  # tensig.rank's
+__all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static"]  # public as tensig.rank.*
 
 
 @dataclass(frozen=True)
