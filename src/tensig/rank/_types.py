@@ -215,9 +215,7 @@ class Instance:
         lines.append(f"  result cell {self.result_cell or '[?]'}, result {self.result or '[?]'}")
         if self.dims or self.shapes:
             lines.append(f"  with {_fmt_bindings(self.dims, self.shapes)}")
-        for c in self.conditions:
-            lines.append(f"  provided {c}")
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  provided {c}" for c in self.conditions])
 
 
 # -- instantiation: match patterns against actual cell shapes on canonical forms -------------------
