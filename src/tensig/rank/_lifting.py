@@ -1,7 +1,5 @@
-"""Lifting: Remora's function application on real arrays (:class:`Lifted`, reranking,
-overloaded primitives, ``lift``, ``apply`` on arrays of functions, ``typeof``, ``check``).  A
-call is checked once per argument signature (:mod:`tensig.rank._plans`) and runs the fastest
-path that fits (:mod:`tensig.rank._cells`).
+"""Lifting: Remora's function application on real arrays.  A call is checked once per argument
+signature (:mod:`tensig.rank._plans`), then runs the fastest path that fits (:mod:`_cells`).
 """
 
 from __future__ import annotations
