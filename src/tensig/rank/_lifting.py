@@ -93,7 +93,7 @@ class Lifted:
     """
 
     def __init__(self, fn: Callable[..., Any], ftype: FnType, ranks: Sequence[Rank] | None = None,
-                 *, ufunc: np.ufunc | None = None,
+                 *, ufunc: np.ufunc | None = None, inner: Lifted | None = None,
                  batched: Callable[..., Any] | None = None, boxed: bool = False,
                  dtype: Any = None, retypable: bool = False, doc: str | None = None):
         self.fn = fn
@@ -117,7 +117,7 @@ class Lifted:
         self._plain = len(self.arrays) == len(ftype.params)  # array parameters only
         self._plans: dict[Any, Plan] = {}  # per argument signature: see _plans
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
-        self.inner: Lifted | None = None  # set by rerank's eta-expansion
+        self.inner = inner  # the function an eta-expansion (a reranking) calls
         self._funs = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Fun))
         if doc is not None:
             self.__doc__ = doc
@@ -149,13 +149,11 @@ class Lifted:
         if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)) or any(
                 r is not None and r < 0 for r in self.ranks):
             return _eta_expand(self, new)
-        ftype = self.type
         misfit = next(((i, p, r) for i, p, r in zip(self.arrays, self.cell_types, new,
                                                     strict=True) if not _fits(p, r)), None)
-        if misfit is not None:
-            if not self.retypable:
-                raise _rank_error(self, *misfit)
-            ftype = _ranks_type(ftype.name, new, None)
+        if misfit is not None and not self.retypable:
+            raise _rank_error(self, *misfit)
+        ftype = self.type if misfit is None else _ranks_type(self.name, new, None)  # retyped
         return Lifted(self.fn, ftype, new, ufunc=self.ufunc, batched=self.batched,
                       boxed=self.boxed, dtype=self.dtype, retypable=self.retypable)
 
@@ -221,9 +219,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
                 for k, r in zip(whole, ranks, strict=True)})
         return f(*args)
 
-    out = Lifted(inner, ftype, new, batched=batched, dtype=inner.dtype)
-    out.inner = inner
-    return out
+    return Lifted(inner, ftype, new, inner=inner, batched=batched, dtype=inner.dtype)
 
 
 class Overloads(tuple):
