@@ -299,9 +299,6 @@ class Matcher:
 
     def _relate(self, p: Dim, target: DimVar, where: str, pattern: ShapeIndex,
                 actual: ShapeIndex) -> None:
-        names = {s: self._dim_var(s) for s in p.symbols if self._is_dim_var(s)}
-        rel = LinearRel(target, p, names, _GIVEN)
-
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             q = rel.pending()[0]
             if kind == "no_solution":
@@ -311,7 +308,8 @@ class Matcher:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
             return self.error(where, pattern, actual, why)
 
-        rel.report = report
+        names = {s: self._dim_var(s) for s in p.symbols if self._is_dim_var(s)}
+        rel = LinearRel(target, p, names, _GIVEN, report)
         self.relations.append((rel, where, pattern, actual))
         self.solver.add(rel)
 
