@@ -158,12 +158,10 @@ def _elem_of(x: Any, p: Arr) -> str:
 
 def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     """``lf``'s type instantiated at these arguments (arrays, or shapes), without running."""
-    n = len(lf.type.params)
     _check_arity(lf, args)
-    shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
-    real, cell_items, frame = _split(lf, shapes)
+    real, cell_items, frame = _split(lf, [_shape_arg(lf, i, args[i]).items for i in lf.arrays])
     cells, m = _instantiate(lf, cell_items, args)
-    frames = tuple(_merge(lf, [None] * n, [ShapeIndex(f) for f in real]))
+    frames = tuple(_merge(lf, [None] * len(lf.type.params), [ShapeIndex(f) for f in real]))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
         result = lf.inner.typeof(*_merge(lf, args, [cells[i] for i in lf.arrays])).result

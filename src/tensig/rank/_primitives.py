@@ -346,8 +346,7 @@ def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
 
 
 def _iota_w(nf: int, w: Any) -> Any:
-    cell = tuple(w.shape[nf:])
-    return backend_among([w]).broadcast_to(_iota_array(cell, w), tuple(w.shape))
+    return backend_among([w]).broadcast_to(_iota_array(tuple(w.shape[nf:]), w), tuple(w.shape))
 
 
 iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")), ["shape"],

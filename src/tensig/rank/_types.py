@@ -341,8 +341,7 @@ class Matcher:
             sizes = sizes[:k] + sizes[tail:]
         for item, size in zip(p.dims, sizes, strict=True):
             if any(self._is_dim_var(s) for s in item.symbols):
-                target = DimVar(None, normalize_size(size))
-                self._relate(item, target, where, pattern, actual)
+                self._relate(item, DimVar(None, normalize_size(size)), where, pattern, actual)
             elif item != size:  # no unknown: nothing to solve, the sizes must be equal
                 raise self.error(where, pattern, actual,
                                  f"the index equality {item} == {dim(size)} does not hold")
