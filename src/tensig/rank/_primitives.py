@@ -664,8 +664,7 @@ _BASE_DOC = """The number that mixed-radix ``digits`` denote (APL's decode).
 
 
 def _one_radix(args: Sequence[Any]) -> int:
-    bases = args[0] if args else None
-    shape = getattr(bases, "shape", None)
+    shape = getattr(args[0] if args else None, "shape", None)  # of the bases
     return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
 
 
