@@ -11,6 +11,7 @@ from __future__ import annotations
 import doctest
 import functools
 import itertools
+import os
 import re
 import weakref
 from pathlib import Path
@@ -980,3 +981,21 @@ def test_a_star_import_gives_the_type_checker_the_public_classes_and_functions(t
                            "--ignore-missing-imports", "--python-version=3.11",
                            "--config-file=", f"--cache-dir={tmp_path / 'cache'}"])
     assert len(names) == 17 and str(snippet) not in out + err, out + err
+
+
+def test_bindings_in_messages_come_in_the_same_order_under_every_hash_seed():
+    """``m + n`` binds both names: the message's "with m = 3, n = 4" must not follow set order."""
+    import subprocess
+    import sys
+    code = ("from tensig.core.shape_index import ShapeIndex\n"
+            "from tensig.rank._types import FnType, arr, instantiate\n"
+            "ft = FnType('f', (arr('t', 'm + n'), arr('t', 'm'), arr('t', 'k')),\n"
+            "            arr('t', 'n, m'))\n"
+            "try:\n"
+            "    instantiate(ft, 'f', [ShapeIndex([7]), ShapeIndex([3]), ShapeIndex([2, 2])], {})\n"
+            "except Exception as e:\n"
+            "    print(e)\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in range(6)}
+    assert len(outs) == 1 and "with m = 3, n = 4" in outs.pop(), outs

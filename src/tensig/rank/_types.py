@@ -308,7 +308,7 @@ class Matcher:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
             return self.error(where, pattern, actual, why)
 
-        names = {s: self._dim_var(s) for s in p.symbols if self._is_dim_var(s)}
+        names = {s: self._dim_var(s) for s in sorted(p.symbols) if self._is_dim_var(s)}
         rel = LinearRel(target, p, names, _GIVEN, report)
         self.relations.append((rel, where, pattern, actual))
         self.solver.add(rel)
