@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arrays import expr_of
+from tensig import ShapeError
 from tensig.execution.ir import ACCUMULATORS, BINARY, TERNARY, UNARY, Code, Expr
 from tensig.model import graph as G
 from tensig.model.compile import compile_code
@@ -111,3 +112,28 @@ def test_integer_arrays_stay_integers(backend):
         got = model.graph.store.read(out.val)
     assert str(got.dtype).endswith("int64")
     np.testing.assert_array_equal(np.asarray(got), (np.arange(6).reshape(2, 3) % 4) * 2 + 1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_pointwise_copy_stores_the_same_array(backend):
+    """``y =: id(x)`` between equal shapes (an optimizer's ``sgd_delta =: p.grad``) stores
+    ``x``'s own array, no copy: steps never write into arrays."""
+    with G.new_graph(backend) as g:
+        x = G.leaf("x", np.arange(6, dtype=np.float32).reshape(2, 3), batch=1)
+        y = G.leaf("y", np.zeros((2, 3), np.float32), batch=1)
+        model = G.Model(x + y)
+        store = model.graph.store
+        compile_code(Code().assign(y.val, Expr("id", (x.val,))), g.array_type).run(store)
+        assert store.read(y.val) is store.read(x.val)
+
+
+@pytest.mark.parametrize("op", ["id", "neg"])
+def test_a_pointwise_copy_checks_rows_as_any_pointwise_expression(op):
+    """``y =: id(x)`` where ``x``'s batch axis is ``y``'s output axis (the same memory shape) is
+    refused as ``y =: neg(x)`` is; main's alias step copied it without reading the rows."""
+    with G.new_graph("numpy") as g:
+        x = G.leaf("x", np.ones((2, 3), np.float32), batch=1)
+        y = G.leaf("y", np.zeros((2, 3), np.float32))
+        g.store.write(x.val, g.array(np.ones((2, 3), np.float32)))
+        with pytest.raises(ShapeError, match="reduces over"):
+            compile_code(Code().assign(y.val, Expr(op, (x.val,))), g.array_type).run(g.store)

@@ -1271,8 +1271,8 @@ def test_max_pooling_of_infinite_and_nan_windows(backend, spec, window, stride, 
 
 
 def test_pointwise_functions_keep_their_parameter_names_for_the_type_checker(tmp_path):
-    """``G.maximum`` and its siblings are made by one factory; mypy still sees ``(a, b)``, so a
-    call by keyword type-checks as it runs."""
+    """``G.maximum`` and its siblings share one body (``tensor.binary``); mypy sees ``(a, b)``,
+    so a call by keyword type-checks as it runs."""
     api = pytest.importorskip("mypy.api")
     snippet = tmp_path / "calls.py"
     snippet.write_text("from tensig.model import graph as G\n"

@@ -441,3 +441,11 @@ def test_is_float_on_every_adapter():
         b = backend_named(name)
         floating, integer = b.as_dtype("float32"), b.as_dtype("int64")
         assert b.is_float(floating) and not b.is_float(integer), name
+
+
+def test_a_mask_of_jax_prng_keys_is_refused_as_not_bool():
+    """A dtype NumPy cannot interpret (JAX's PRNG keys) gets the mask check's PaddingError."""
+    jax = pytest.importorskip("jax")
+    keys = jax.random.split(jax.random.key(0), 4).reshape(2, 2)
+    with pytest.raises(PaddingError, match="the mask must be bool, not key<fry>"):
+        Padded.infer_side(keys)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import doctest
 import functools
 import itertools
+import os
 import re
 import weakref
 from pathlib import Path
@@ -958,3 +959,43 @@ def test_folds_hold_only_the_running_result(fold):
     args = (op, x) if fold == "reduce" else (op, np.zeros(2), x)
     np.testing.assert_array_equal(getattr(rank, fold)(*args), x.sum(0))
     assert len(made) == (5 if fold == "reduce" else 6)
+
+
+# --------------------------------------------------------------------------------------------
+# the package's public names, at run time and for a type checker
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_star_import_gives_the_type_checker_the_public_classes_and_functions(tmp_path):
+    """mypy reads only the literal names of a package's ``__all__``: one joined from its
+    modules' ``__all__`` (``[*_types.__all__, ...]``) gave ``from tensig.rank import *`` none."""
+    from tensig.rank import _boxes, _lifting, _primitives, _types
+    modules = (_types, _boxes, _lifting, _primitives)
+    assert sorted(rank.__all__) == sorted(n for m in modules for n in m.__all__)
+    api = pytest.importorskip("mypy.api")
+    names = [n for n in rank.__all__ if n not in _primitives.__all__]
+    snippet = tmp_path / "star.py"
+    snippet.write_text(f"from tensig.rank import *\n\nprint({', '.join(names)})\n")
+    files = sorted(str(p) for p in Path(rank.__file__).parent.glob("*.py"))
+    out, err, _ = api.run([str(snippet), *files, "--follow-imports=skip",  # fast
+                           "--ignore-missing-imports", "--python-version=3.11",
+                           "--config-file=", f"--cache-dir={tmp_path / 'cache'}"])
+    assert len(names) == 17 and str(snippet) not in out + err, out + err
+
+
+def test_bindings_in_messages_come_in_the_same_order_under_every_hash_seed():
+    """``m + n`` binds both names: the message's "with m = 3, n = 4" must not follow set order."""
+    import subprocess
+    import sys
+    code = ("from tensig.core.shape_index import ShapeIndex\n"
+            "from tensig.rank._types import FnType, arr, instantiate\n"
+            "ft = FnType('f', (arr('t', 'm + n'), arr('t', 'm'), arr('t', 'k')),\n"
+            "            arr('t', 'n, m'))\n"
+            "try:\n"
+            "    instantiate(ft, 'f', [ShapeIndex([7]), ShapeIndex([3]), ShapeIndex([2, 2])], {})\n"
+            "except Exception as e:\n"
+            "    print(e)\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in range(6)}
+    assert len(outs) == 1 and "with m = 3, n = 4" in outs.pop(), outs

@@ -10,14 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from arrays import kinds
+from arrays import clean, kinds
 from tensig import Float
 from tensig.check import size_fit, trace_torch
 from tensig.check.verify import verify
-
-
-def _clean(report) -> bool:
-    return not list(report)
 
 
 def _requires(report, text: str) -> bool:
@@ -56,7 +52,7 @@ def test_a_quarter_repeated_by_a_fitted_op_verifies_in_numpy_torch_and_jax(monke
     monkeypatch.setattr(trace_torch, "fallback", lambda func, *a, f=trace_torch.fallback:
                         fitted.append(func) or f(func, *a))
     for f in (keep_quarter_np, mae_np, keep_quarter_torch, keep_quarter_jax):
-        assert _clean(verify(f)), (f.__name__, str(verify(f)))
+        assert clean(verify(f)), (f.__name__, str(verify(f)))
     assert fitted == [torch.repeat_interleave]  # torch's through the fitted fallback
 
 

@@ -9,7 +9,10 @@ import scipy.signal
 import torch
 
 from tensig import Float
+from tensig.check import tracing
+from tensig.check.sym_indexing import _from_end
 from tensig.check.verify import verify
+from tensig.core.dims import Dim
 
 
 def _heads(report) -> list[str]:
@@ -65,12 +68,32 @@ def test_a_slice_start_negative_at_small_sizes_is_assumed_non_negative():
     assert not r.errors and _heads(r) == ["assumes T // 2 - 3 >= 0"], str(r)
 
 
+class _Unscannable(list):
+    """A findings list that refuses a scan: a look-up by the assumption must not need one."""
+
+    def __iter__(self):
+        raise AssertionError("the findings were scanned")
+
+
+def test_a_slice_bound_assumed_non_negative_is_looked_up_without_scanning_findings():
+    t = tracing.Tracer({"T": 11})
+    token = tracing._TRACER.set(t)
+    try:
+        bound = Dim.symbol("T") // 2 - 3  # 2 at the witness, -3 at T = 1
+        assert _from_end(Dim.symbol("T"), bound) == bound
+        assert _heads(t.findings) == ["assumes T // 2 - 3 >= 0"]
+        t.findings = _Unscannable(t.findings)  # each later bound: no scan, no second finding
+        assert _from_end(Dim.symbol("T"), bound) == bound and len(t.findings) == 1
+    finally:
+        tracing._TRACER.reset(token)
+
+
 def convolve_parts(x: Float[np.ndarray, "T D"]) -> Float[np.ndarray, "T//2+T//3-1 1"]:
     return np.convolve(x[:x.shape[0] // 2, 0], x[:x.shape[0] // 3, 0])[:, None]
 
 
 def test_a_convolution_of_an_operand_empty_at_small_sizes_assumes_it_is_not():
     for t in range(1, 24):  # the oracle: NumPy refuses an empty operand, T // 3 = 0 at T < 3
-        assert _refuses(convolve_parts, np.ones, (t, 2)) == (t < 3) == (t // 3 < 1)
+        assert _refuses(convolve_parts, np.ones, (t, 2)) == (t // 3 < 1), t
     r = verify(convolve_parts)  # the shorter operand non-empty: the longer is too
     assert not r.errors and _heads(r) == ["assumes 1 <= T // 3"], str(r)

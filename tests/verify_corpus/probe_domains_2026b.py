@@ -1360,7 +1360,7 @@ CASES = [
     ("scatter_reduce mean", scatter_mean_torch, scatter_mean_torch_bug, "TS108"),
     ("jraph segment attention", gnn_segment_jax, gnn_segment_jax_bug, "TS101"),
     ("ppo clipped loss", ppo_loss, ppo_loss_bug, "TS201"),
-    ("cleanrl gae", gae_envs, gae_envs_bug, "TS101"),
+    ("cleanrl gae, vectorised envs", gae_envs, gae_envs_bug, "TS101"),
     ("purejaxrl gae scan", gae_scan_jax, gae_scan_jax_bug, "TS101"),
     ("swin window roundtrip", swin_roundtrip, swin_roundtrip_bug, "TS103"),
     ("swin relative bias", swin_rel_bias, swin_rel_bias_bug, "TS101"),

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
+from tensig.backends._plans import small_amax
 from tensig.backends.kernels import Kernels
 from tensig.core.annotations import dtype_name
 
@@ -70,6 +71,8 @@ class Backend(Kernels):
     has_devices = False
     #: a routine runs as one traced function compiled by :meth:`fused` (whole programs)
     stages = False
+    #: :meth:`amax` over a few cells as a chain of maximums (:func:`small_amax`)
+    unrolls_max = False
 
     # -- the library's own kernels (signatures: the torch adapter's), ``None`` where it has
     # none: the lowering then takes its generic path.  Each is usable without the others.
@@ -100,15 +103,14 @@ class Backend(Kernels):
 
     # -- library facts --------------------------------------------------------------------------
     def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
-        """``dtype``'s lowest (``lowest``) or highest value, infinities for floats, by NumPy's
-        dtype rules: the neutral elements of max and min (:func:`neutral_max`)."""
-        dt = np.dtype(dtype)
-        if dt == np.bool_:
+        """``dtype``'s lowest (``lowest``) or highest value, infinities for floats, by the
+        library's dtype rules: the neutral elements of max and min (:func:`neutral_max`)."""
+        if self.is_bool(dtype):
             return not lowest
-        if np.issubdtype(dt, np.integer):
-            info = np.iinfo(dt)
-            return int(info.min if lowest else info.max)
-        return -math.inf if lowest else math.inf
+        if not self.is_integer(dtype):
+            return -math.inf if lowest else math.inf
+        info = getattr(self.xp, "iinfo", np.iinfo)(dtype)  # dask.array has none
+        return int(info.min if lowest else info.max)
 
     def is_integer(self, dtype: Any) -> bool:
         """Whether ``dtype`` is an integer type (bool is not)."""
@@ -177,17 +179,17 @@ class Backend(Kernels):
         return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        # no cells: NumPy and JAX refuse a max over an empty axis (Dask once computed), and
-        # Dask's of an array with an empty kept axis computes a wrong shape ((2, 5, 4, 0) over
-        # the first two axes: (2, 0)); the neutral element, or an empty result, is exact
-        if axes and 0 in x.shape:
-            return self.empty_max(x, axes)
-        return self.xp.max(x, axis=axes) if axes else x
-
-    def empty_max(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """The max over ``axes`` when one has size 0: the dtype's neutral element."""
-        return self.full([n for i, n in enumerate(x.shape) if i not in axes],
-                         neutral_max(x.dtype), like=x)
+        small = small_amax(x, axes, self.xp.maximum) if self.unrolls_max else None
+        if small is not None:
+            return small
+        # no cells: NumPy, torch and JAX refuse a max over an empty axis (Dask once computed),
+        # and Dask's of an array with an empty kept axis computes a wrong shape ((2, 5, 4, 0)
+        # over the first two axes: (2, 0)); the neutral element, or an empty result, is exact.
+        # An eager library reduces an empty kept axis itself: torch's autograd graph keeps it
+        if 0 in [x.shape[a] for a in axes] or (axes and self.lazy and 0 in x.shape):
+            return self.full([n for i, n in enumerate(x.shape) if i not in axes],
+                             neutral_max(x.dtype), like=x)
+        return self.max_along(x, axes) if axes else x
 
     def transpose(self, x: Any, perm: Sequence[int]) -> Any:
         return x.transpose(*perm)
@@ -202,12 +204,16 @@ class Backend(Kernels):
         """``fn`` compiled as one kernel where the library compiles (``jax.jit``), else ``fn``."""
         return fn
 
+    def placed(self, like: Any) -> dict[str, Any]:
+        """The keywords making a new array on ``like``'s device (none here: the host only)."""
+        return {}
+
     def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        return self.xp.full(tuple(shape), value, dtype=like.dtype)
+        return self.xp.full(tuple(shape), value, dtype=like.dtype, **self.placed(like))
 
     def eye(self, n: int, like: Any) -> Any:
         """An ``n x n`` identity in ``like``'s dtype, on its device."""
-        return self.xp.eye(n, dtype=like.dtype)
+        return self.xp.eye(n, dtype=like.dtype, **self.placed(like))
 
     def eye_mask(self, n: int, like: Any) -> Any:
         """An ``n x n`` boolean identity mask on ``like``'s device."""
@@ -266,7 +272,7 @@ class Backend(Kernels):
 
     def vmap(self) -> Any:
         """The library's ``vmap`` (``torch.vmap``, ``jax.vmap``), or ``None``."""
-        return None
+        return getattr(self.xp, "vmap", None)
 
     # -- compiled routines: the arrays a graph's store holds ----------------------------------
     @property
@@ -299,14 +305,15 @@ class Backend(Kernels):
 
     def arange(self, n: int, like: Any = None) -> Any:
         """``0 .. n-1`` on ``like``'s device."""
-        return self.xp.arange(n)
+        return self.xp.arange(n, **self.placed(like))
 
     def empty(self, shape: Sequence[int], dtype: Any) -> Any:
         return self.xp.zeros(tuple(shape), dtype=dtype)
 
     def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
-        """A new array of ``value`` in the value's own dtype (:meth:`full` takes ``like``'s)."""
-        return self.xp.full(tuple(shape), value)
+        """A new array of ``value`` in the value's own dtype (:meth:`full` takes ``like``'s),
+        on ``like``'s device."""
+        return self.xp.full(tuple(shape), value, **self.placed(like))
 
     def result_dtype(self, xs: Sequence[Any]) -> Any:
         return self.xp.result_type(*xs) if xs else self.xp.float64
@@ -331,7 +338,10 @@ class Backend(Kernels):
         return self.astype(x, self.as_dtype(dtype))
 
     def is_bool(self, dtype: Any) -> bool:
-        return bool(dtype == np.bool_)
+        try:
+            return bool(np.dtype(dtype) == np.bool_)
+        except TypeError:  # a dtype NumPy does not know (JAX's PRNG keys): not bool
+            return False
 
     def is_float(self, dtype: Any) -> bool:
         xp = self.xp if hasattr(self.xp, "issubdtype") else np  # dask.array has none
@@ -344,9 +354,9 @@ class Backend(Kernels):
         """The lowest finite value of a floating dtype."""
         return float(self.xp.finfo(dtype).min)
 
-    def max_along(self, x: Any, axis: int) -> Any:
-        """The max over one axis by one call (:meth:`amax` may unroll a small window, reading
-        sizes that are symbolic under ``verify``)."""
+    def max_along(self, x: Any, axis: int | tuple[int, ...]) -> Any:
+        """The max over an axis or axes by one call (:meth:`amax` may unroll a small window,
+        reading sizes that are symbolic under ``verify``)."""
         return self.xp.max(x, axis=axis)
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._plans import flops, gemm_groups, matmul_plan, small_amax, swaps
+from tensig.backends._plans import flops, gemm_groups, matmul_plan, swaps
 from tensig.backends.base import GELU_C, GELU_K, Backend, register
 
 __all__ = ["NumpyBackend"]
@@ -23,6 +23,7 @@ class NumpyBackend(Backend):
     modules = ("numpy",)
     numpy_native = True
     compiles = True
+    unrolls_max = True
     #: 1 MiB of float32 scores: the GPT demo's attention (8x4 heads of 256x256) took 5.4 +
     #: 8.4 ms forward + backward, in one block 20.5 + 54.5
     score_cells = 1 << 18
@@ -151,10 +152,6 @@ class NumpyBackend(Backend):
         if not cell:  # scalars: one conversion
             return self.np.asarray(cells).reshape(frame)
         return super().stack_cells(cells, frame, cell)
-
-    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        small = small_amax(x, axes, self.np.maximum)
-        return small if small is not None else super().amax(x, axes)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any:
         """One fill and one copy: ``numpy.pad`` took 34-56 us on a 32x4x4x16 array, this 9-14."""

@@ -4,11 +4,10 @@ backward, planned matmuls instead of ``torch.einsum``'s ~25 us of Python per cal
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensig.backends._plans import gemm, matmul_plan, small_amax
+from tensig.backends._plans import gemm, matmul_plan
 from tensig.backends.base import GELU_C, GELU_K, Backend, neutral_max, register, to_numpy
 
 __all__ = ["TorchBackend"]
@@ -23,6 +22,7 @@ class TorchBackend(Backend):
     permute_method = "permute"
     fused_axpy = True
     has_devices = True
+    unrolls_max = True
 
     def __init__(self) -> None:
         import torch
@@ -42,6 +42,9 @@ class TorchBackend(Backend):
     def device_of(self, x: Any) -> str | None:
         return str(x.device)
 
+    def placed(self, like: Any) -> dict[str, Any]:
+        return {"device": getattr(like, "device", None)}
+
     def device(self, name: str | None) -> Any:
         t = self.torch
         device = t.device(name if name is not None else "cpu")
@@ -50,15 +53,6 @@ class TorchBackend(Backend):
                              f"(torch {t.__version__}, built for CUDA "
                              f"{t.version.cuda or 'none'}); use device='cpu'")
         return device
-
-    def extreme(self, dtype: Any, lowest: bool) -> float | int | bool:
-        t = self.torch
-        if dtype == t.bool:
-            return not lowest
-        if dtype.is_floating_point or dtype.is_complex:
-            return -math.inf if lowest else math.inf
-        info = t.iinfo(dtype)
-        return int(info.min if lowest else info.max)
 
     def is_integer(self, dtype: Any) -> bool:
         return not (dtype.is_floating_point or dtype.is_complex) and dtype != self.torch.bool
@@ -261,17 +255,6 @@ class TorchBackend(Backend):
         return x.dtype == w.dtype and x.dtype.is_floating_point and x.device == w.device and \
             x.numel() > 0
 
-    def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        small = small_amax(x, axes, self.torch.maximum)
-        if small is not None:
-            return small
-        try:
-            return self.torch.amax(x, dim=axes) if axes else x
-        except (IndexError, RuntimeError):  # torch's max of no cells
-            if all(x.shape[a] for a in axes):
-                raise
-            return self.empty_max(x, axes)
-
     def transpose(self, x: Any, perm: Sequence[int]) -> Any:
         return x.permute(*perm)
 
@@ -351,12 +334,6 @@ class TorchBackend(Backend):
                 x = self.torch.cat([x] * shape[axis], axis)
         return x
 
-    def full(self, shape: Sequence[int], value: float, like: Any) -> Any:
-        return self.torch.full(tuple(shape), value, dtype=like.dtype, device=like.device)
-
-    def eye(self, n: int, like: Any) -> Any:
-        return self.torch.eye(n, dtype=like.dtype, device=like.device)
-
     def eye_mask(self, n: int, like: Any) -> Any:
         return self.torch.eye(n, dtype=self.torch.bool, device=like.device)
 
@@ -381,22 +358,12 @@ class TorchBackend(Backend):
     def take_along(self, x: Any, index: Any, axis: int) -> Any:
         return self.torch.take_along_dim(x, index, dim=axis)
 
-    def arange(self, n: int, like: Any = None) -> Any:
-        return self.torch.arange(n, device=getattr(like, "device", None))
-
-    def fill(self, shape: Sequence[int], value: Any, like: Any = None) -> Any:
-        """A new tensor of ``value`` in its own dtype, on ``like``'s device."""
-        return self.torch.full(tuple(shape), value, device=getattr(like, "device", None))
-
     def result_dtype(self, xs: Sequence[Any]) -> Any:
         if not xs:
             return self.torch.get_default_dtype()
         t = self.torch
         return functools.reduce(t.promote_types, [x.dtype if isinstance(x, t.Tensor)
                                                   else self.asarray(x).dtype for x in xs])
-
-    def vmap(self) -> Any:
-        return self.torch.vmap
 
     # -- padded batches (tensig.execution.padding) ----------------------------------------------
     def astype(self, x: Any, dtype: Any) -> Any:
@@ -414,7 +381,7 @@ class TorchBackend(Backend):
     def default_float(self) -> Any:
         return self.torch.get_default_dtype()
 
-    def max_along(self, x: Any, axis: int) -> Any:
+    def max_along(self, x: Any, axis: int | tuple[int, ...]) -> Any:
         return self.torch.amax(x, dim=axis)
 
     def pad_rows(self, seqs: Sequence[Any], mask: Any, on: Any, trailing: tuple[int, ...],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tensig.check.sym_sizes import ONE
 from tensig.check.tracing import _TORCH_STYLE, tracer
@@ -68,14 +68,15 @@ def broadcast(arrays: Sequence[Shaped], what: str) -> tuple[tuple[Dim, ...], fro
             tracer().report(
                 "outer-product",
                 f"implicit two-sided broadcast: {shape_text(arrays[i])} and "
-                f"{shape_text(arrays[k])} become [{', '.join(map(str, out))}], an outer "
+                f"{shape_text(arrays[k])} become {shape_text(out)}, an outer "
                 "product (expand one side explicitly with None/unsqueeze if that is meant)")
             break
     return tuple(out), frozenset(loose_out)
 
 
-def shape_text(a: Shaped) -> str:
-    return "[" + ", ".join(map(str, a.dims)) + "]"
+def shape_text(a: Shaped | Sequence[Any]) -> str:
+    """An array's shape, or sizes', as findings print them: ``[B, T]``."""
+    return f"[{', '.join(map(str, a if isinstance(a, Sequence) else a.dims))}]"
 
 
 # torch's in-place methods that accept a written tensor whose elements share memory (run)

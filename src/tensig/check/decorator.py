@@ -168,22 +168,6 @@ def print_bindings() -> None:
         print(f"{shown}={value}")
 
 
-def _interpreted(checker: _Checker) -> Callable[..., Any]:
-    """The wrapper that runs the interpreter on every call, skipped while torch.compile
-    (dynamo) is tracing.  Dynamo is not imported by ``import torch``; until something imports
-    it nothing can be tracing, and the membership test saves the call (a tenth of the
-    decorator's cost on torch)."""
-    call, fn, modules = checker.call, checker.fn, sys.modules
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        torch = modules.get("torch")
-        if torch is not None and "torch._dynamo" in modules and torch.compiler.is_compiling():
-            return fn(*args, **kwargs)
-        return call(args, kwargs)
-
-    return wrapper
-
-
 def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
           compiled: bool = True) -> Any:
     if isinstance(fn, classmethod | staticmethod):  # @shaped above @classmethod
@@ -199,9 +183,7 @@ def _wrap(fn: Any, check_return: bool, localns: dict[str, Any] | None = None,
         raise TypeError(f"@shaped decorates a function, not {fn!r}")
     sig = signature_of(fn, localns)
     # nothing to check is a no-op, as jaxtyping's, that still opens a scope for isinstance
-    checker = _Checker(fn, sig, check_return)
-    wrapper = (_generate(checker) if compiled else None) or _interpreted(checker)
-    wrapper = functools.wraps(fn)(wrapper)
+    wrapper = functools.wraps(fn)(_generate(_Checker(fn, sig, check_return), compiled))
     wrapper.__dict__["__tensig_signature__"] = sig
     return wrapper
 

@@ -2,9 +2,7 @@
 
 Read ``.shape``, compare its length, unpack the sizes, bind names to local variables, evaluate
 ``T + 1`` as ``v1 + 1``, solve ``2*h`` with one ``divmod``: no ``Dim`` and no dict per call.
-It only accepts or defers: anything not plainly right goes to the interpreter
-(:class:`tensig.check.interpreter._Checker`), which decides and explains; a differential test
-checks that both accept the same calls.
+It only accepts or defers to the interpreter (:mod:`tensig.check.decorator` says how).
 """
 
 from __future__ import annotations
@@ -48,6 +46,8 @@ class _Generator:
         self.lines: list[str] = []
         self.locals: dict[str, str] = {}
         self.families: dict[str, str] = {}  # dtype family -> the local of its accept cache
+        self.defaults: list[Any] = []  # the arguments' defaults, ``_D`` in the generated code
+        self.names: tuple[tuple[str, str], ...] = ()  # the bindings of the arguments' checks
 
     def local(self, key: str) -> str:
         """The local variable holding the binding ``key`` (a size name or a row variable)."""
@@ -133,36 +133,20 @@ class _Generator:
         self.emit(depth, "else:", f"    {fail}")
 
 
-def _generate(checker: _Checker) -> Callable[..., Any] | None:
-    """The fast wrapper of one function, or ``None`` when it needs the interpreter throughout."""
-    if checker.variadic:
-        return None
+def _generate(checker: _Checker, compiled: bool = True) -> Callable[..., Any]:
+    """The wrapper of one function: its straight-line check, or one that runs the interpreter
+    on every call (``compiled=False``, or a check it cannot write)."""
     g = _Generator()
-    fail = "return _slow(args, kwargs)"
-    defaults = []
-    if checker.single:
-        g.emit(2, "n = len(args)")
-    for name, position, default, program, marker, optional in checker.single:
-        defaults.append(default)
-        g.emit(2, f"x = args[{position}] if n > {position} else "
-                  f"kwargs.get({name!r}, _D[{len(defaults) - 1}])", "if x is not _EMPTY:")
-        if not g.value(3, program, marker, optional, fail):
-            return None
-    g.emit(2, "result = fn(*args, **kwargs)")
-    names = tuple(g.locals.items())
-    fail = "return _slow_result(args, kwargs, result)"
-    if checker.length is not None:
-        g.emit(2, f"if not isinstance(result, tuple) or len(result) != {checker.length}:",
-               f"    {fail}")
-    for i, _, program, marker, optional in checker.results:
-        g.emit(2, "x = result" if i is None else f"x = result[{i}]")
-        if not g.value(2, program, marker, optional, fail):
-            return None
-    g.emit(2, "return result")
+    fast = compiled and _checks(g, checker)
+    if not fast:
+        g = _Generator()
+        g.emit(2, "return _slow(args, kwargs)")
     header = ["def make(fn, _slow, _slow_result, _modules, _ACC, _U, _EMPTY, _D):",
               *(f"    {v} = _ACC.setdefault({k!r}, {{}})" for k, v in g.families.items()),
               "    def wrapper(*args, **kwargs):"]
-    if checker.single or checker.results or checker.length is not None:  # else: no checks
+    # skipped while torch.compile (dynamo) traces; until something imports dynamo nothing can
+    # be tracing, and the membership test saves the call (a tenth of the cost on torch)
+    if not fast or checker.single or checker.results or checker.length is not None:
         header += ["        t = _modules.get('torch')",
                    "        if t is not None and 'torch._dynamo' in _modules and "
                    "t.compiler.is_compiling():",
@@ -173,8 +157,36 @@ def _generate(checker: _Checker) -> Callable[..., Any] | None:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<tensig.shaped {checker.sig.name}>", "exec"), namespace)
     wrapper = namespace["make"](checker.fn, checker.call, checker.after, sys.modules,
-                                _ACCEPT, _UNBOUND, _EMPTY, tuple(defaults))
-    _FAST_FRAMES[wrapper.__code__] = names
-    wrapper.__tensig_source__ = source
+                                _ACCEPT, _UNBOUND, _EMPTY, tuple(g.defaults))
+    if fast:
+        _FAST_FRAMES[wrapper.__code__] = g.names
+        wrapper.__tensig_source__ = source
     return wrapper
 
+
+def _checks(g: _Generator, checker: _Checker) -> bool:
+    """Emit the checks of the arguments, the call and the checks of its result; ``False`` where
+    the function needs the interpreter throughout."""
+    if checker.variadic:
+        return False
+    fail = "return _slow(args, kwargs)"
+    if checker.single:
+        g.emit(2, "n = len(args)")
+    for name, position, default, program, marker, optional in checker.single:
+        g.defaults.append(default)
+        g.emit(2, f"x = args[{position}] if n > {position} else "
+                  f"kwargs.get({name!r}, _D[{len(g.defaults) - 1}])", "if x is not _EMPTY:")
+        if not g.value(3, program, marker, optional, fail):
+            return False
+    g.emit(2, "result = fn(*args, **kwargs)")
+    g.names = tuple(g.locals.items())
+    fail = "return _slow_result(args, kwargs, result)"
+    if checker.length is not None:
+        g.emit(2, f"if not isinstance(result, tuple) or len(result) != {checker.length}:",
+               f"    {fail}")
+    for i, _, program, marker, optional in checker.results:
+        g.emit(2, "x = result" if i is None else f"x = result[{i}]")
+        if not g.value(2, program, marker, optional, fail):
+            return False
+    g.emit(2, "return result")
+    return True

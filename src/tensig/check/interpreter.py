@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from tensig.check.signature_error import _ARGS, _error, _Mismatch
 from tensig.core.annotations import (
     _PYTHON_DTYPES,
@@ -227,7 +229,10 @@ def _check_row(key: str, segment: tuple[Any, ...], b: _Bindings, label: str, pro
             env["#" + key] = True
     elif bound != segment and all(_is_size(s) for s in segment):
         loose = env.get("#" + key, False)
-        joined = _broadcast(bound, segment) if broadcast or loose else None
+        try:  # NumPy's broadcast of both, where either broadcasts
+            joined = np.broadcast_shapes(bound, segment) if broadcast or loose else None
+        except ValueError:
+            joined = None
         if joined is None or (not broadcast and joined != segment) \
                 or (not loose and joined != bound):
             raise _Mismatch("rowvar", label, program.shape, shape, axis, index, name=key,
@@ -236,16 +241,6 @@ def _check_row(key: str, segment: tuple[Any, ...], b: _Bindings, label: str, pro
             env[key] = joined
             if not broadcast:
                 del env["#" + key]
-
-
-def _broadcast(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """NumPy's broadcast of two shapes, or ``None``."""
-    import numpy as np
-
-    try:
-        return np.broadcast_shapes(a, b)
-    except ValueError:
-        return None
 
 
 class _Bindings:

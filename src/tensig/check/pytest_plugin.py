@@ -48,10 +48,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     tests = {Path(str(item.path)).resolve() for item in items}
     files: dict[Path, pytest.File] = {}
     for path, fn in project_functions(Path(str(config.rootpath)), tests):
-        parent = files.get(path)
-        if parent is None:
-            parent = files[path] = _Source.from_parent(session, path=path)
-        items.append(TensigItem.from_parent(parent, name=f"tensig[{fn.__qualname__}]", fn=fn))
+        if path not in files:
+            files[path] = _Source.from_parent(session, path=path)
+        items.append(TensigItem.from_parent(files[path], name=f"tensig[{fn.__qualname__}]", fn=fn))
 
 
 def project_functions(rootdir: Path, tests: set[Path]) -> Iterator[tuple[Path, Any]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from tensig.check.broadcasting import shape_text
 from tensig.check.sym_sizes import ONE, exact_quotient, require_divisible
 from tensig.check.tracing import Finding, tracer
 from tensig.core.dims import Dim, FloorDiv
@@ -51,10 +52,9 @@ def order_lint(a: Any, out: Any) -> Skew | None:
     moved = moved_factors(a.dims, out.dims)
     if moved is None:
         return None
-    finding = t.report("reorder", f"reshape of [{', '.join(map(str, a.dims))}] into "
-                                  f"[{', '.join(map(str, out.dims))}] {moved}: a reshape keeps "
-                                  "elements in order, so this mixes them; use a "
-                                  "transpose/permute if moving axes was meant")
+    finding = t.report("reorder", f"reshape of {shape_text(a)} into {shape_text(out)} {moved}: "
+                       "a reshape keeps elements in order, so this mixes them; use a "
+                       "transpose/permute if moving axes was meant")
     lead = next((i for i, (p, q) in enumerate(zip(a.dims, out.dims, strict=False)) if p != q),
                 0)
     return Skew(tuple(a.dims), finding, lead, t.steps, out.dims[lead] if out.ndim else ONE)
@@ -185,8 +185,7 @@ def _literal_runs(literals: list[tuple[int, int, int, Fraction]], names: list[st
         cuts = sorted({math.prod(run[:k]) for run in runs for k in range(1, len(run))})
         if any(b % a for a, b in itertools.pairwise(cuts)):
             return _detail(src, dst, f"reorders the sizes {_between(names, g, g)}: "
-                                     f"[{', '.join(map(str, runs[0]))}] into "
-                                     f"[{', '.join(map(str, runs[1]))}]")
+                                     f"{shape_text(runs[0])} into {shape_text(runs[1])}")
     return None
 
 

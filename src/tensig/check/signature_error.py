@@ -164,10 +164,9 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
         return (f"{fname}(): {where} has shape {shape_text(m.shape)}: cannot tell how many "
                 f"axes belong to {names}; bind all but one of them in an earlier argument",
                 ann.text, tuple(m.shape), None)
-    if m.kind == "dtype":
-        return (f"{fname}(): {where} has dtype {f['dtype']}, but its annotation "
-                f"{f['marker']!r} needs {f['marker'].need}", f["marker"].dtype, f["dtype"], None)
-    raise AssertionError(m.kind)
+    assert m.kind == "dtype", m.kind
+    return (f"{fname}(): {where} has dtype {f['dtype']}, but its annotation "
+            f"{f['marker']!r} needs {f['marker'].need}", f["marker"].dtype, f["dtype"], None)
 
 
 _NOT_AN_ARRAY = {  # mismatches that are no shape's: a TypeError

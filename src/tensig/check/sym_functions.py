@@ -341,9 +341,8 @@ def cross_entropy(input: Any, target: Any, *args: Any, reduction: str = "mean",
     else:
         batch = a.dims[:1] + a.dims[2:]
         if t.dims != batch:
-            tracer().report("contraction", f"cross_entropy: targets {shape_text(t)} for "
-                                           f"logits {shape_text(a)} (expected "
-                                           f"[{', '.join(map(str, batch))}])")
+            tracer().report("contraction", f"cross_entropy: targets {shape_text(t)} for logits "
+                            f"{shape_text(a)} (expected {shape_text(batch)})")
     return SymArray(() if reduction != "none" else batch, "f")
 
 
@@ -353,18 +352,16 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
     ns = tuple(as_dim(d) for d in (normalized_shape if isinstance(normalized_shape, tuple | list)
                                    else (normalized_shape,)))
     if a.dims[len(a.dims) - len(ns):] != ns:
-        tracer().report("contraction", f"layer_norm over [{', '.join(map(str, ns))}] of "
-                                       f"{shape_text(a)}")
+        tracer().report("contraction", f"layer_norm over {shape_text(ns)} of {shape_text(a)}")
     for p in (weight, bias):
         if p is not None and _sym(p).dims != ns:
             tracer().report("broadcast", f"layer_norm parameter {shape_text(_sym(p))} for "
-                                         f"normalized shape [{', '.join(map(str, ns))}]")
+                                         f"normalized shape {shape_text(ns)}")
     return SymArray(a.dims, "f")
 
 
 def embedding(idx: Any, weight: Any, *args: Any, **kw: Any) -> SymArray:
-    i, w = _sym(idx), _sym(weight)
-    return SymArray(i.dims + w.dims[1:], "f")
+    return SymArray(_sym(idx).dims + _sym(weight).dims[1:], "f")
 
 
 def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, who: str = "np",

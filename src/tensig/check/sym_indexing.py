@@ -36,14 +36,9 @@ def check_index(size: Dim, k: Any) -> None:
     if type(k) is int and tracer().rows.get(size) == k:
         return  # the count of a loop over the rows of an axis of this size (enumerate)
     d = k.largest if isinstance(k, Drawn) else as_dim(k)
-    try:
-        ok = (d < size) if d.constant is None or d.constant >= 0 else (-d <= size)
-    except InconclusiveError:  # once per line: a loop over range(T) repeats it
-        _assume(f"{d} < {size}" if d.constant is None or d.constant >= 0 else
-                f"{-d} <= {size}", True)
-        return
-    if not ok:
-        tracer().report("index", f"index {d} is out of range for an axis of size {size}")
+    back = d.constant is not None and d.constant < 0  # x[-k]: k <= size
+    at_most(-d if back else d, size, "index", f"index {d} is out of range for an axis of size "
+            f"{size}", None, strict=not back)  # assumed once per line: a loop repeats it
 
 
 def _drawn_len(size: Dim, s: slice) -> Dim:
@@ -93,9 +88,9 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     known only at the witness is assumed (``x[T // 2 - 3:]``: ``T // 2 - 3 >= 0``)."""
     t = tracer()
     if not _holds(operator.lt, bound, ONE * 0):
-        at_least, said = t.value(bound) >= 0, f"assumes {bound} >= 0:"
+        at_least = t.value(bound) >= 0
         if at_least and (_holds(operator.ge, bound, ONE * 0) or t.loops or bound.symbols &
-                         t.data_sizes or any(f.message.startswith(said) for f in t.findings)):
+                         t.data_sizes or f"assumes {bound} >= 0:" in t.assumed):
             return bound  # a loop's step, a data size, an assumed sign: no more to say
         _assume(f"{bound} {'>=' if at_least else '<'} 0", True, f"a slice bound "
                 f"{'non-' * at_least}negative at the witness sizes only, counted from the "
@@ -112,13 +107,15 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     return size + bound
 
 
-def at_most(a: Dim, b: Dim, kind: str, error: str, why: str) -> bool:
-    """Whether ``a <= b``: on canonical forms (failing, an ``error`` of ``kind``), else assumed."""
+def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool = False
+            ) -> bool:
+    """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
+    ``kind``), else assumed."""
     try:
-        if a <= b:
+        if a < b if strict else a <= b:
             return True
     except InconclusiveError:
-        _assume(f"{a} <= {b}", True, why)
+        _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
         return True
     tracer().report(kind, error)
     return False

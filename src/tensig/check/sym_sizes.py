@@ -174,8 +174,7 @@ class SymFloat(float):
                          start=Dim.const(math.isqrt(c)))
 
     def __int__(self) -> int:
-        """:meth:`__trunc__`'s size as a number read back as it (:meth:`Tracer.leak`; a root's
-        as the root): an assumption, as a branch on it is taken at that number only."""
+        """:meth:`__trunc__`'s size, or a root's root, as a number read back (:func:`_read`)."""
         if self.root is not None:
             return tracer().leak(self._root())
         return _read(self.__trunc__().dim, float(self))

@@ -23,6 +23,8 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
 from tensig.core.annotations import (
     AnnotationShape,
     FunctionSignature,
@@ -66,13 +68,6 @@ class _Problem:
                                          if isinstance(item, Dim) and not _is_name(item)))
         self.constants = frozenset(c for a in annotations for c in a.constants if c > 1)
         self.taken = frozenset({0, 1} | set(avoid) | self.constants)
-
-    def choose(self, name: str, chosen: Mapping[str, int], candidates: Iterable[int]) -> int:
-        """The first candidate ``name`` may take (or :meth:`unsatisfiable`'s error)."""
-        found = next((c for c in candidates if self.acceptable(c, chosen, name)), None)
-        if found is None:
-            raise self.unsatisfiable(name, chosen)
-        return found
 
     def unsatisfiable(self, name: str, chosen: Mapping[str, int]) -> ValueError:
         """The error for a name no candidate fits: the rules and the expressions it is in."""
@@ -182,7 +177,11 @@ def sizes(source: Source, seed: int | None = None, *, start: int = 2,
     problem = _Problem(source, avoid)
     chosen: dict[str, int] = {}
     for name in problem.names:
-        chosen[name] = problem.choose(name, chosen, _candidates(seed, start))
+        found = next((c for c in _candidates(seed, start) if problem.acceptable(c, chosen, name)),
+                     None)
+        if found is None:
+            raise problem.unsatisfiable(name, chosen)
+        chosen[name] = found
     return chosen
 
 
@@ -251,8 +250,6 @@ def shape_for(annotation: str | AnnotationShape, sizes: Mapping[str, int],
 
 def _dtype(xp: Any, family: str | None) -> Any:
     """``xp``'s dtype of a family: float32, int32 and bool first, else the first that fits."""
-    import numpy as np
-
     name = next(name for name in ("float32", "int32", "bool", "uint8", "complex64", "float64",
                                   "int64", "int8", "int16", "uint16", "uint32", "uint64",
                                   "float16", "complex128")
@@ -279,8 +276,7 @@ def arrays_for(fn: Callable[..., Any], sizes: Mapping[str, int], xp: Any = None,
     >>> {k: (v.shape, v.dtype.name) for k, v in arrays_for(pool, sizes(pool)).items()}
     {'x': ((2, 5, 8), 'float32'), 'mask': ((2, 5), 'bool')}
     """
-    if xp is None:
-        import numpy as xp
+    xp = np if xp is None else xp
     sig = getattr(fn, "__tensig_signature__", None) or signature_of(fn)
     return {p.name: xp.zeros(shape_for(p.marker.shape, sizes, rows),
                              dtype=_dtype(xp, p.marker.dtype))

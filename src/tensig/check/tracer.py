@@ -250,7 +250,7 @@ class SymArray:
     __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __ipow__ = _inplace
 
     def __repr__(self) -> str:
-        return f"SymArray[{', '.join(map(str, self.dims))}]"
+        return f"SymArray{shape_text(self)}"
 
     # -- elementwise -----------------------------------------------------------------------
     _same = unary()
@@ -561,8 +561,7 @@ def elementwise(operands: list[Any], kind: str | None = None, what: str = "an el
                 "operation") -> SymArray:
     arrays = [_sym(x) for x in operands]
     dims, loose = broadcast(arrays, what)
-    kinds = {a.kind for a in arrays}
-    return SymArray(dims, result_kind(kind, kinds), loose)
+    return SymArray(dims, result_kind(kind, {a.kind for a in arrays}), loose)
 
 
 def into(target: SymArray, x: Any, what: str) -> None:
@@ -579,14 +578,12 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
     off = len(target) - a.ndim
     for i, d in enumerate(a.dims):
         if d != ONE and d != target[i + off]:
-            tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} "
-                                         f"(broadcast_to {shape_text(a)} -> "
-                                         f"[{', '.join(map(str, target))}])")
+            tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} (broadcast_to "
+                            f"{shape_text(a)} -> {shape_text(target)})")
     out = SymArray(target, a.kind)
     out.shared = tuple(d for i, d in enumerate(target) if d != ONE and
                        (i < off or a.dims[i - off] == ONE))  # a stride of 0: one element
     return out
-
 
 
 # -- Operations --------------------------------------------------------------------------------
@@ -679,7 +676,7 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
         target[target.index(None)] = divide(total, known)
     elif not tracer().equal_under_assumptions(known, total):
         tracer().report("reshape", f"reshape of {shape_text(a)} ({total} elements) into "
-                                   f"[{', '.join(map(str, target))}] ({known} elements)")
+                                   f"{shape_text(target)} ({known} elements)")
         return SymArray([d for d in target if d is not None], a.kind)
     out = SymArray([d for d in target if d is not None], a.kind)
     out.skew = order_lint(a, out)
@@ -759,7 +756,7 @@ def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymAr
         sizes = [as_dim(v) for v in size_or_sections]
         total = sum(sizes, ONE * 0)
         if not tracer().equal_under_assumptions(total, n):
-            tracer().report("split", f"split into [{', '.join(map(str, sizes))}] "
+            tracer().report("split", f"split into {shape_text(sizes)} "
                                      f"({total} in all) of an axis of size {n}")
     else:
         size = as_dim(size_or_sections)

@@ -57,9 +57,8 @@ class Finding:
     severity: str = ""
 
     def __post_init__(self) -> None:
-        rule = findings.rule(self.kind)
-        if not self.severity:
-            object.__setattr__(self, "severity", rule.severity)
+        rule = findings.rule(self.kind)  # an unregistered kind raises, severity given or not
+        object.__setattr__(self, "severity", self.severity or rule.severity)
 
     @property
     def code(self) -> str:
@@ -120,6 +119,8 @@ class Tracer:
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: list[Loop] = field(default_factory=list)  # see begin
     quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (begin)
+    #: each assumption's message up to its first colon ("assumes T - 3 >= 0:"), see report
+    assumed: set[str] = field(default_factory=set)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -131,7 +132,8 @@ class Tracer:
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
-        within = _divisions(a - b) & self._assumed()
+        assumed = {d for p, k in self.divisors for d in _divisions(p // k)}  # as in a - b
+        within = _divisions(a - b) & assumed
         if not _zero_where_exact(a - b, frozenset(within)):
             return False
         for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
@@ -166,10 +168,6 @@ class Tracer:
         that keeps every division exact (or inexact) as it was."""
         return math.lcm(1, *(k for _, k in self.divisors))
 
-    def _assumed(self) -> set[tuple[Dim, int]]:
-        """The divisions assumed exact, as they appear in a canonical size."""
-        return {d for p, k in self.divisors for d in _divisions(p // k)}
-
     def assumption_env(self) -> dict[str, int]:
         """Sizes where every assumed division is exact: the witnesses times :meth:`unit`,
         shifted by the residues that make ``(T - 1) // 2`` exact too (:func:`residue_search`).
@@ -201,6 +199,8 @@ class Tracer:
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)
+            if kind == "assumption":  # a look-up per slice bound (sym_indexing._from_end)
+                self.assumed.add(message[:message.find(":") + 1])
         return finding
 
     def made(self, array: Any) -> None:
@@ -364,8 +364,7 @@ def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
 def period(d: Dim) -> int:
     """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
     division's divisor times its numerator's :func:`grain`."""
-    return math.lcm(1, *(n for m in d.terms for a, _ in m if not isinstance(a, str)
-                         for n in (a.divisor * grain(a.numerator), period(a.numerator))))
+    return math.lcm(1, *(k * grain(p) for p, k in _divisions(d)))
 
 
 def grain(q: Dim) -> int:

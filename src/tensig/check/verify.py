@@ -9,6 +9,7 @@ with their stable codes (:mod:`tensig.check.findings`).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -129,10 +130,8 @@ def _signature(args: Sequence[Any], results: Sequence[Any] | None, text: str,
         for item in map(_plain, () if shape is None else shape.items):
             if isinstance(item, RowVariable):
                 d = Dim.symbol(item.name if item.name is not None else f"rows_{next(fresh)}")
-            elif isinstance(item, Dim):
-                d = item
-            elif isinstance(item, int):
-                d = Dim.const(item)
+            elif isinstance(item, Dim | int):
+                d = Dim(item)
             else:  # typing.Any or Deferred: a size of its own
                 assert item is Any or isinstance(item, Deferred)
                 d = Dim.symbol(f"_{next(fresh)}")
@@ -231,30 +230,23 @@ def _creation_patched() -> Iterator[None]:
     their C code then writes into it (a symbolic one was a segfault).  The sizes become
     witnesses, read back as the signature's symbols (``Tracer.leak``).
     """
-    import builtins
-
     targets = [(builtins, "len", S.sym_len), (builtins, "range", sym_sizes.sym_range),
                (math, "sqrt", sym_sizes.sym_sqrt),
                (builtins, "max", sym_sizes.sym_max), (builtins, "min", sym_sizes.sym_min),
                (builtins, "zip", sym_functions.sym_zip)]
     buffers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    tables = [(np, S.CREATION_NUMPY),  # NumPy imports numpy.random on first use
+              (importlib.import_module("numpy.random"), CREATION_RANDOM)]
     if "torch" in sys.modules:  # its module also adds torch's creation functions to the table
         from tensig.check import trace_torch as symbolic_torch
         buffers = symbolic_torch.buffers_symbolic()
-    if "numpy" in sys.modules:  # NumPy imports numpy.random on first use
-        import numpy
-
-        importlib.import_module("numpy.random")
-        real = types.ModuleType("numpy", numpy.__doc__)
-        vars(real).update(vars(numpy))
-        users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
-        targets += [(module, name, real) for module, name in users]
-    for module_name, table in (("numpy", S.CREATION_NUMPY), ("numpy.random", CREATION_RANDOM),
-                               ("torch", S.CREATION_TORCH)):
-        module = sys.modules.get(module_name)
-        if module is not None:
-            targets += [(module, name, _creation_wrapper(getattr(module, name), fn))
-                        for name, fn in table.items()]
+        tables.append((sys.modules["torch"], S.CREATION_TORCH))
+    real = types.ModuleType("numpy", np.__doc__)
+    vars(real).update(vars(np))
+    users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
+    targets += [(module, name, real) for module, name in users]
+    targets += [(module, name, _creation_wrapper(getattr(module, name), fn))
+                for module, table in tables for name, fn in table.items()]
     trace_einops.register()
     with tracing.patched(targets), buffers:
         yield
@@ -269,12 +261,10 @@ _creation_wrapper = functools.lru_cache(maxsize=256)(sym_functions.creation_wrap
 def _compiled_numpy_users(count: int, last: str) -> list[tuple[Any, str]]:
     """The compiled modules' globals that hold NumPy, scanned again only when a module was
     imported since (``count`` and ``last`` of ``sys.modules``): a scan takes 0.7 ms."""
-    import numpy
-
     return [(module, name) for module in list(sys.modules.values())
             if type(module) is types.ModuleType
             and str(vars(module).get("__file__")).endswith((".so", ".pyd"))
-            for name in ("np", "numpy") if vars(module).get(name) is numpy]
+            for name in ("np", "numpy") if vars(module).get(name) is np]
 
 
 def _libraries(fn: Callable[..., Any]) -> set[str]:
@@ -437,11 +427,8 @@ class Unbuilt(TensigError, TypeError):
 
 def _instance(cls: type) -> Any:
     """An instance of a module class for verifying its ``forward``, built without arguments."""
-    try:
-        needed = [p.name for p in inspect.signature(cls).parameters.values()
-                  if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    except (TypeError, ValueError):
-        needed = []
+    positional, _, keywords = _positional(cls)
+    needed = [p.name for p in positional if p.default is p.empty] + keywords
     if needed:
         raise Unbuilt(f"not verified: {cls.__name__}() needs {', '.join(needed)}; call "
                       f"tensig.verify({cls.__name__}(...)) in a test, or give them defaults")
@@ -459,7 +446,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     command line's watchdog's business.  Without a timer (another thread, someone else's) the
     trace's step limit still bounds the work.
     """
-    import signal
+    import signal  # here, not at the top: it costs every ``import tensig`` a millisecond
 
     if seconds is None or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread() or \

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import pickle
 import sys
+import tempfile
+import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from tensig.check import findings, tracing
@@ -31,8 +36,6 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
     still verified.  ``isolate`` (the command line's choice) runs them in a worker interpreter:
     a file that kills or hangs it in C code is then a note too, and the worker is restarted.
     """
-    from pathlib import Path
-
     skip = sorted(findings.resolve(ignore))
     target, _, only = path.partition("::")
     root = Path(target)
@@ -156,10 +159,7 @@ def _isolated(files: list[str], only: str | None, ignore: list[str],
     stops halfway, for ``max(60, 3 * timeout)`` s (a hang inside C code, which ``SIGALRM``
     cannot interrupt).
     """
-    import json
     import subprocess
-    import tempfile
-    from pathlib import Path
 
     patience = max(60.0, 3 * (timeout or 0))
     src = str(Path(__file__).resolve().parents[2])  # the folder that holds tensig/
@@ -207,9 +207,7 @@ def _frames(stream: Any, patience: float) -> Iterator[Any]:
     """The worker's messages (length-prefixed pickles, :func:`_send`) until it closes its end,
     one cut short included; ``TimeoutError`` when the start of a message, or all the rest of
     it, takes more than ``patience`` s (a worker stalled halfway through a large one too)."""
-    import pickle
     import select
-    import time
 
     fd = stream.fileno()
 
@@ -238,8 +236,6 @@ def _frames(stream: Any, patience: float) -> Iterator[Any]:
 
 def _send(channel: Any, message: Any) -> None:
     """One message to :func:`_frames`: its pickle's length (8 bytes) then the pickle."""
-    import pickle
-
     body = pickle.dumps(message)
     channel.write(len(body).to_bytes(8, "big") + body)
     channel.flush()
@@ -248,8 +244,6 @@ def _send(channel: Any, message: Any) -> None:
 def _worker() -> None:
     """The worker's main: verify the files named in ``argv[1]``, one message per event on a
     copy of the original stdout (the user code's own prints go nowhere)."""
-    import json
-
     job = json.loads(sys.argv[1])
     channel = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -19,8 +19,8 @@ from tensig.core.errors import InconclusiveError, ShapeError
 
 __all__ = [
     "MAX_BITS", "MAX_EXPONENT", "MAX_POWER", "MAX_TERMS", "Atom", "FloorDiv", "Form", "Frozen",
-    "Mod", "Monomial", "Terms", "add_terms", "atom_sort_key", "check_bits", "format_terms",
-    "int_or_none", "mod_upper_bound", "mul_terms", "print_key", "too_large",
+    "Mod", "Monomial", "Terms", "add_terms", "atom_sort_key", "check_bits", "eval_terms",
+    "format_terms", "int_or_none", "mod_upper_bound", "mul_terms", "print_key", "too_large",
 ]
 
 Atom: TypeAlias = "str | FloorDiv | Mod"
@@ -90,7 +90,7 @@ def _mono_mul(a: Monomial, b: Monomial) -> Monomial:
     return tuple(sorted(d.items()))
 
 
-def add_terms(a: Terms, b: Terms, sign: int) -> dict[Monomial, int]:
+def add_terms(a: Terms, b: Terms, sign: int = 1) -> dict[Monomial, int]:
     """``a + b`` (``sign=1``) or ``a - b`` (``sign=-1``), merged by monomial (zeros kept)."""
     d = dict(a)
     get = d.get
@@ -127,16 +127,18 @@ def mod_upper_bound(terms: Terms) -> int | None:
     return total
 
 
-def _eval_terms(terms: Terms, env: dict[str, int]) -> int:
-    total = 0
+def eval_terms(terms: Terms, size: Callable[[Atom], Any]) -> Any:
+    """The value of a form, ``size`` giving each atom's (``None``: its ``//`` or ``%`` taken of
+    its numerator's value): int sizes give an int (:meth:`Form.evaluate`), ``Dim`` ones a
+    ``Dim`` whose quotients are simplified again (:meth:`~tensig.core.dims.Dim.subs`)."""
+    total: Any = 0
     for m, c in terms:
-        value = c
+        value: Any = c
         for atom, p in m:
-            if isinstance(atom, str):
-                x = env[atom]
-            else:
-                x = _eval_terms(atom.numerator._terms, env)
-                x = x // atom.divisor if type(atom) is FloorDiv else x % atom.divisor
+            x = size(atom)
+            if x is None and not isinstance(atom, str):  # a name always has a size
+                q, r = divmod(eval_terms(atom.numerator._terms, size), atom.divisor)
+                x = q if type(atom) is FloorDiv else r
             value *= x if p == 1 else x**p
         total += value
     return total
@@ -384,8 +386,8 @@ class Form(Frozen):
         missing = sorted(n for n in names if n not in mapping)
         if missing:
             raise ValueError(f"cannot evaluate {self}: no size given for {', '.join(missing)}")
-        env = {n: operator.index(mapping[n]) for n in names}
-        return _eval_terms(self._terms, env)
+        env: dict[Atom, int] = {n: operator.index(mapping[n]) for n in names}
+        return eval_terms(self._terms, env.get)  # only names are keys: every other atom divides
 
     def __int__(self) -> int:
         c = self._const

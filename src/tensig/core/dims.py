@@ -56,6 +56,7 @@ from tensig.core.dim_form import (
     add_terms,
     atom_sort_key,
     check_bits,
+    eval_terms,
     int_or_none,
     mod_upper_bound,
     mul_terms,
@@ -178,6 +179,31 @@ def _compare(a: Dim, other: object, op: str) -> bool:
     if decided is None:
         raise InconclusiveError(f"cannot decide {a} {op} {b}: it depends on the sizes")
     return decided
+
+
+def _binary(with_const: Callable[[Dim, int], Dim], with_terms: Callable[[Terms, Terms], Any]
+            ) -> Callable[[Dim, object], Dim]:
+    """``+`` or ``*`` (either side): a constant operand takes the cheap ``with_const`` path."""
+    def method(self: Dim, other: object) -> Dim:
+        if isinstance(other, Dim):
+            if other._const is not None:
+                return with_const(self, other._const)
+            if self._const is not None:
+                return with_const(other, self._const)
+            return _from_dict(with_terms(self._terms, other._terms))
+        n = int_or_none(other)
+        return NotImplemented if n is None else with_const(self, n)
+
+    return method
+
+
+def _division(part: int) -> Callable[[Dim, object], Dim]:
+    """``//`` (``part=0``) or ``%`` (``1``): that part of ``divmod``."""
+    def method(self: Dim, other: object) -> Dim:
+        both = self.__divmod__(other)
+        return both if both is NotImplemented else both[part]
+
+    return method
 
 
 @functools.lru_cache(maxsize=4096)
@@ -309,7 +335,15 @@ class Dim(Form):
             return self  # fast: nothing to replace
         names = self.symbols
         values = {k: dim(v) for k, v in mapping.items() if k in names}
-        return _subs_terms(self._terms, values) if values else self
+        if not values:
+            return self
+
+        def size(atom: Atom) -> Dim | None:  # None: a quotient to take again, of its new numerator
+            if isinstance(atom, str):
+                return values[atom] if atom in values else _atom_dim(atom)
+            return _atom_dim(atom) if atom.numerator.symbols.isdisjoint(values) else None
+
+        return eval_terms(self._terms, size)
 
     def solve_for(self, name: str) -> tuple[Dim, tuple[Condition, ...]]:
         """Solve ``self == 0`` for ``name`` (linear, with a constant factor): ``(solution,
@@ -358,17 +392,7 @@ class Dim(Form):
     __gt__ = functools.partialmethod(_compare, op=">")
     __ge__ = functools.partialmethod(_compare, op=">=")
 
-    def __add__(self, other: object) -> Dim:
-        if isinstance(other, Dim):
-            if other._const is not None:
-                return _add_const(self, other._const)
-            if self._const is not None:
-                return _add_const(other, self._const)
-            return _from_dict(add_terms(self._terms, other._terms, 1))
-        n = int_or_none(other)
-        return NotImplemented if n is None else _add_const(self, n)
-
-    __radd__ = __add__
+    __add__ = __radd__ = _binary(_add_const, add_terms)
 
     def __sub__(self, other: object) -> Dim:
         if isinstance(other, Dim) and other._const is None:
@@ -377,18 +401,7 @@ class Dim(Form):
         return NotImplemented if n is None else _add_const(self, -n)
 
     __rsub__ = _reflected(operator.sub)
-
-    def __mul__(self, other: object) -> Dim:
-        if isinstance(other, Dim):
-            if other._const is not None:
-                return _scale(self, other._const)
-            if self._const is not None:
-                return _scale(other, self._const)
-            return _from_dict(mul_terms(self._terms, other._terms))
-        n = int_or_none(other)
-        return NotImplemented if n is None else _scale(self, n)
-
-    __rmul__ = __mul__
+    __mul__ = __rmul__ = _binary(_scale, mul_terms)
 
     def __neg__(self) -> Dim:
         return _scale(self, -1)
@@ -432,24 +445,15 @@ class Dim(Form):
 
     __rpow__ = _reflected(operator.pow)
 
-    def _divisor(self, other: object) -> int | None:
-        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
-        if k is not None and k <= 0:
-            raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
-        return k
-
-    def __floordiv__(self, other: object) -> Dim:
-        k = self._divisor(other)
-        return NotImplemented if k is None else _divmod(self, k)[0]
-
-    def __mod__(self, other: object) -> Dim:
-        k = self._divisor(other)
-        return NotImplemented if k is None else _divmod(self, k)[1]
-
     def __divmod__(self, other: object) -> tuple[Dim, Dim]:
-        k = self._divisor(other)
-        return NotImplemented if k is None else _divmod(self, k)
+        k = _int_operand(other, "cannot divide {0} by {1}: the divisor must be a constant", self)
+        if k is None:
+            return NotImplemented
+        if k <= 0:
+            raise ValueError(f"cannot divide {self} by {k}: the divisor must be positive")
+        return _divmod(self, k)
 
+    __floordiv__, __mod__ = _division(0), _division(1)
     __rfloordiv__ = _reflected(operator.floordiv)
     __rmod__ = _reflected(operator.mod)
 
@@ -470,23 +474,6 @@ _set_const = vars(Form)["_const"].__set__
 _set_hash = vars(Form)["_hash"].__set__
 _CONSTS: dict[int, Dim] = {n: _make((((), n),) if n else ()) for n in range(-8, 65)}
 _ZERO, _ONE = _CONSTS[0], _CONSTS[1]
-
-
-def _subs_terms(terms: Terms, values: dict[str, Dim]) -> Dim:
-    total = _ZERO
-    for m, c in terms:
-        term = _const(c)
-        for atom, p in m:
-            if isinstance(atom, str):
-                factor = values[atom] if atom in values else _atom_dim(atom)
-            elif atom.numerator.symbols.isdisjoint(values):
-                factor = _atom_dim(atom)
-            else:
-                q, r = _divmod(_subs_terms(atom.numerator._terms, values), atom.divisor)
-                factor = q if type(atom) is FloorDiv else r
-            term = term * (factor if p == 1 else factor**p)
-        total = total + term
-    return total
 
 
 def dim(x: str | int | Dim) -> Dim:

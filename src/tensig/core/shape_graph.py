@@ -123,8 +123,7 @@ class ShapeGraph:
         result, row by row; only a claim-free size-1 axis stretches."""
         if not operands:
             raise ValueError("pointwise needs at least one operand")
-        node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER))
-        self._made[id(node)] = (".", operands)
+        node = self._new(name or "pointwise", dict.fromkeys(MEMORY_ORDER), made=(".", operands))
         self._broadcasts += [_Broadcast(self, node, operands, kind) for kind in MEMORY_ORDER]
         return node
 
@@ -141,8 +140,8 @@ class ShapeGraph:
                                    describe=(f"{a.name!r}'s input row",
                                              f"{b.name!r}'s output row"))
         node = self._new(name or "compose", {"batch": None, "input": b.rows["input"],
-                                             "output": a.rows["output"]})
-        self._made[id(node)] = ("@", (a, b) if c is None else (a, b, c))
+                                             "output": a.rows["output"]},
+                         made=("@", (a, b) if c is None else (a, b, c)))
         self._broadcasts.append(_Broadcast(self, node, (a, b), "batch"))
         if c is not None:
             self._broadcasts += [_Broadcast(self, node, (node, c), kind) for kind in MEMORY_ORDER]
@@ -150,19 +149,19 @@ class ShapeGraph:
 
     def transpose(self, a: TensorNode, name: str | None = None) -> TensorNode:
         """Swap the input and output rows (OCANNL ``~logic:"T"``)."""
-        node = self._new(name or "transpose", {"batch": a.rows["batch"],
-                                               "input": a.rows["output"],
-                                               "output": a.rows["input"]})
-        self._made[id(node)] = ("T", (a,))
-        return node
+        return self._new(name or "transpose", {"batch": a.rows["batch"], "input": a.rows["output"],
+                                               "output": a.rows["input"]}, made=("T", (a,)))
 
-    def _new(self, name: str, rows: Mapping[Kind, SRow | None], param: bool = False
-             ) -> TensorNode:
-        """A tensor of ``rows``, a ``None`` row unknown (a parameter's closes to its uses)."""
+    def _new(self, name: str, rows: Mapping[Kind, SRow | None], param: bool = False,
+             made: tuple[Any, ...] | None = None) -> TensorNode:
+        """A tensor of ``rows``, a ``None`` row unknown (a parameter's closes to its uses);
+        ``made``: the operation that made it (see ``_made``)."""
         full = {k: r if r is not None else SRow((), RowNode(f"{name}.{k}", closes=param), ())
                 for k, r in rows.items()}
         node = TensorNode(name, full, param)
         self.tensors.append(node)
+        if made is not None:
+            self._made[id(node)] = made
         return node
 
     def apply(self, spec: str, *operands: TensorNode, name: str | None = None,
@@ -173,9 +172,8 @@ class ShapeGraph:
         patterns = inst.instantiate([t.rows for t in operands],
                                     [f"tensor {t.name!r}" for t in operands])
         self._apps.append(inst)
-        node = self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1])
-        self._made[id(node)] = (inst, tuple(operands), patterns)
-        return node
+        return self._new(name or f"{spec!r}#{len(self._apps)}", patterns[-1],
+                         made=(inst, tuple(operands), patterns))
 
     def made(self, node: TensorNode) -> bool:
         """Whether an operation of this graph made ``node`` (so it has projections)."""

@@ -44,11 +44,9 @@ def normalize_size(x: Any, *, where: str = "size") -> Size:
         raise TypeError(f"{where}: a size cannot be a bool")
     if isinstance(x, str):
         x = Dim.parse(x)
-    if isinstance(x, Dim):
-        if x.constant is None:
-            return x
-        x = x.constant
-    value = int_or_none(x)
+    if isinstance(x, Dim) and x.constant is None:
+        return x
+    value = int_or_none(x)  # a constant Dim too, through its __index__
     if value is None:
         raise TypeError(f"{where}: a size is an int or a tensig Dim, not {type(x).__name__}")
     if value < 0:

@@ -242,24 +242,20 @@ class Code:
 
 
 # -- primitive semantics, over an array namespace ``xp`` (numpy, torch, jax.numpy) -------------
-def _integer_power(xp: Any, base: Any, exponent: float) -> Any:
-    """Integral powers by squaring, then a reciprocal for negative exponents: exponent zero
-    gives 1 even for zero or NaN bases; odd powers keep the sign of zero and infinity."""
-    magnitude, b = int(abs(exponent)), base
-    result = xp.ones_like(base) if hasattr(xp, "ones_like") else base * 0 + 1
+def _pow(xp: Any, a: Any, b: Any) -> Any:
+    """``a ** b``; an integral ``b`` by squaring, then a reciprocal for a negative one: exponent
+    zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and infinity."""
+    if not (isinstance(b, int | float) and float(b).is_integer() and abs(b) != float("inf")):
+        return a ** b
+    magnitude, base = int(abs(b)), a
+    result = xp.ones_like(a) if hasattr(xp, "ones_like") else a * 0 + 1
     while magnitude:
         if magnitude % 2:
-            result = result * b
+            result = result * base
         magnitude //= 2
         if magnitude:
-            b = b * b
-    return 1 / result if exponent < 0 else result
-
-
-def _pow(xp: Any, a: Any, b: Any) -> Any:
-    if isinstance(b, int | float) and float(b).is_integer() and abs(b) != float("inf"):
-        return _integer_power(xp, a, float(b))
-    return a ** b
+            base = base * base
+    return 1 / result if b < 0 else result
 
 
 def _relu(xp: Any, v: Any) -> Any:

@@ -132,10 +132,8 @@ def _parameters(source: Any) -> tuple[list[Any], bool]:
     if isinstance(source, Trainer):
         params, _ = _parameters(source.model)
         return params + source.opt.state, False
-    if isinstance(source, Model):  # creation order (as in the code), not evaluation order
+    if isinstance(source, Model | Graph):  # creation order (as in the code), not evaluation's
         return sorted((t for t in source.tensors if t.kind in _SAVED), key=lambda t: t.id), False
-    if isinstance(source, Graph):
-        return [t for t in source.tensors if t.kind in _SAVED], False
     items = [source] if isinstance(source, Tensor) else source
     try:
         items = list(items)

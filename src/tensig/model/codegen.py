@@ -32,7 +32,8 @@ __all__ = ["Labels", "assignment_step", "expression_function"]
 #: diagonal) or a fixed index
 Labels = tuple[str | int, ...]
 
-#: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`)
+#: primitives written as Python operators (their definitions in :mod:`tensig.execution.ir`);
+#: ``id`` is its operand: ``y =: id(x)`` stores x's array, safe as steps never write into arrays
 _INLINE = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "neg": "(-{})", "id": "{}"}
 _serial = itertools.count()
@@ -41,9 +42,9 @@ _serial = itertools.count()
 class _Source:
     """Lines of one generated function and the objects its names refer to."""
 
-    def __init__(self, backend: Backend, xp: Any):
+    def __init__(self, backend: Backend):
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"xp": xp, "backend": backend}
+        self.env: dict[str, Any] = {"xp": backend.namespace, "backend": backend}
         self.backend = backend
 
     def bind(self, value: Any, prefix: str = "c") -> str:
@@ -182,10 +183,10 @@ def _fold(e: Any) -> float:
         return float(fn(np, *(np.float64(_fold(a)) for a in e.args)))
 
 
-def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend, xp: Any
+def expression_function(e: Any, slots: dict[tuple[int, str], int], backend: Backend
                         ) -> Callable[[list[Any]], Any]:
     """``args -> value`` of an expression whose buffers are ``args[slots[key]]``."""
-    src = _Source(backend, xp)
+    src = _Source(backend)
     src.emit(f"return {_expression(src, e, {k: f'args[{i}]' for k, i in slots.items()})}")
     return src.function("args", "expression")
 
@@ -223,7 +224,7 @@ def _align(src: _Source, x: str, labels: Labels, product: list[str],
 
 
 def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: list[Labels],
-                    backend: Backend, xp: Any) -> Callable[[Any], None]:
+                    backend: Backend) -> Callable[[Any], None]:
     """The generated ``step(store)`` of a generic assignment."""
     tensors = [a.lhs.tensor, *(b.tensor for b in bufs)]
     # each iterator's size, in the product space's order: the lhs's labels, then the others
@@ -245,7 +246,7 @@ def assignment_step(a: Assign, bufs: list[Buf], lhs_labels: Labels, arg_labels: 
                              "not supported")
         diagonal = _diagonal(lhs_order, sizes)
         lhs_order = list(dict.fromkeys(lhs_order))
-    src = _Source(backend, xp)
+    src = _Source(backend)
     keys = [b.key for b in bufs]
     src.emit("A = store.arrays")
     if keys:

@@ -111,13 +111,12 @@ class Routine:
 def compile_code(code: Code, array_type: type) -> Routine:
     """Compile ``code`` for arrays of ``array_type`` (a backend's array type)."""
     backend = backend_for(array_type)
-    xp = backend.namespace
     code = drop_dead_stores(drop_zero_contributions(fold_zero_init(code)))
     mode = backend.no_autograd()
     # staged as one compiled function, the library fuses, not fusion.py
     items: list[Assign | Run] = list(code) if backend.stages else fuse_repeats(code)
-    steps = [_compile_assign(item, backend, xp) if isinstance(item, Assign)
-             else _fused_step(item, backend, xp) for item in items]
+    steps = [_compile_assign(item, backend) if isinstance(item, Assign)
+             else _fused_step(item, backend) for item in items]
     if backend.stages:
         return Routine(steps, code, mode, Staged(steps, code, backend), items)
     if backend.conv_gradients is not None:
@@ -263,17 +262,17 @@ def _put(store: Store, a: Assign, v: Any) -> None:
     store.write(a.lhs, store.read(a.lhs) + v if add else v)
 
 
-def _fused_step(run: Run, backend: Backend, xp: Any) -> Step:
+def _fused_step(run: Run, backend: Backend) -> Step:
     """One step for a run of repeated pointwise blocks (see :mod:`tensig.model.fusion`)."""
     singles: list[Step] = []
 
     def one_by_one(store: Store) -> None:
         if not singles:  # compiled when first needed: most runs never fall back
-            singles.extend(_compile_assign(a, backend, xp) for a in run.assigns)
+            singles.extend(_compile_assign(a, backend) for a in run.assigns)
         for step in singles:
             step(store)
 
-    return FusedBlocks(run, backend, xp, one_by_one)
+    return FusedBlocks(run, backend, one_by_one)
 
 
 def drop_dead_stores(code: Code) -> Code:
@@ -362,10 +361,10 @@ def _labels(uses: tuple[AxisUse, ...]) -> Labels | None:
     return tuple(out)
 
 
-def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
+def _compile_assign(a: Assign, backend: Backend) -> Step:
     """The step of ``a``; of integer data, one that refuses a value the library's promotion made
     a float (NumPy: uint64 ids beside int64 ids), as integers never become floats silently."""
-    step = _assign_step(a, backend, xp)
+    step = _assign_step(a, backend)
     if not getattr(a.lhs.tensor, "integer", False) or a.lhs.field != "value":
         return step
     key = a.lhs.key
@@ -381,16 +380,13 @@ def _compile_assign(a: Assign, backend: Backend, xp: Any) -> Step:
     return integer
 
 
-def _assign_step(a: Assign, backend: Backend, xp: Any) -> Step:
+def _assign_step(a: Assign, backend: Backend) -> Step:
     if a.expr.op in WHOLE:
-        return _whole_step(a, xp)
+        return _whole_step(a, backend.namespace)
     if any(op in WHOLE for op in ops_of(a.expr)):
         raise ShapeError(f"{a!r}: a whole-array primitive ({', '.join(sorted(WHOLE))}) is an "
                          "assignment's whole right-hand side, not part of an expression")
     bufs = buffers_of(a.expr)
-    alias = _alias_assign(a)
-    if alias is not None:
-        return alias
     try:  # the axis uses of the left-hand side and of each buffer
         lhs_labels = _labels(a.proj.uses(a.lhs.tensor))
         arg_uses = [a.proj.uses(b.tensor) for b in bufs]
@@ -398,7 +394,7 @@ def _assign_step(a: Assign, backend: Backend, xp: Any) -> Step:
         raise ShapeError(f"{a!r}: a buffer is not part of the operation {a.logic!r}") from e
     arg_labels = [lb for u in arg_uses if (lb := _labels(u)) is not None]
     if lhs_labels is None or len(arg_labels) != len(arg_uses):
-        windowed = _lowered_step(a, backend, xp)
+        windowed = _lowered_step(a, backend)
         if windowed is None:
             raise ShapeError(
                 f"{a!r}: its spec has affine or concatenated axes, which run only as an "
@@ -406,7 +402,7 @@ def _assign_step(a: Assign, backend: Backend, xp: Any) -> Step:
                 "concat, initialising), or under the operation's projections as gradient code "
                 "accumulating with + (or storing)")
         return windowed
-    return assignment_step(a, bufs, lhs_labels, arg_labels, backend, xp)
+    return assignment_step(a, bufs, lhs_labels, arg_labels, backend)
 
 
 #: (combine, accumulation) of an assignment -> the einsum-family operator it is
@@ -414,7 +410,7 @@ _FAMILY: dict[tuple[str, str | None], Operator] = {(o.combine, o.accum): o
                                                    for o in OPERATORS.values()}
 
 
-def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
+def _lowered_step(a: Assign, backend: Backend) -> Step | None:
     """An assignment with windows or concatenations, lowered as one operation under its
     projections (:func:`~tensig.execution.assignment.lower_assignment`): an einsum-family
     expression of buffers with its operator (forward code, a concatenation's or convolution's
@@ -436,7 +432,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
             pool = pool_kernel(tuple(a.proj.uses(t) for t in (*(b.tensor for b in args),
                                                                 a.lhs.tensor)), backend)
     elif a.accum in ("+", None) and buffers_of(e):
-        op, args = _pointwise(a, e, backend, xp)
+        op, args = _pointwise(a, e, backend)
     else:
         return None
     keys = [b.key for b in args]
@@ -446,7 +442,7 @@ def _lowered_step(a: Assign, backend: Backend, xp: Any) -> Step | None:
         run = _lowered(a, args, op, backend)
         fast = None
         if dropped != e:
-            fewer, kept = _pointwise(a, dropped, backend, xp)
+            fewer, kept = _pointwise(a, dropped, backend)
             picks = [keys.index(b.key) for b in kept]
             zero = [i for i, k in enumerate(keys) if k in small and i not in picks]
             fast = _lowered(a, kept, fewer, backend)
@@ -500,14 +496,14 @@ def _pool_backward(a: Assign, e: Any, kept: list[Buf], windows: list[Buf], backe
     return lambda arrays, store: grad(arrays[gi], arrays[xi], store.saved.get(saved_at))
 
 
-def _pointwise(a: Assign, e: Expr, backend: Backend, xp: Any) -> tuple[Pointwise, list[Buf]]:
+def _pointwise(a: Assign, e: Expr, backend: Backend) -> tuple[Pointwise, list[Buf]]:
     """``e`` as a :class:`Pointwise` operator of its buffers (and those buffers): windows read
     the operation's neutral element (-inf under a max); a ``first_max`` gate's NaN, which equals
     no maximum, so padding gets no gradient (as torch's max pooling does)."""
     bufs = buffers_of(e)
     name = getattr(getattr(a.proj.result, "op", None), "op", None)  # a graph tensor's OpDef
     family = OPERATORS.get(name) if isinstance(name, str) else None
-    evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend, xp)
+    evaluate = expression_function(e, {b.key: i for i, b in enumerate(bufs)}, backend)
     gate = "first_max" in ops_of(e)
     pad = family.neutral if family is not None else 0.0
     return Pointwise(evaluate, math.nan if gate and pad == -math.inf else pad, not gate), bufs
@@ -588,16 +584,3 @@ def _whole_step(a: Assign, xp: Any) -> Step:
 
     return step
 
-
-def _alias_assign(a: Assign) -> Step | None:
-    """``y =: id(x)`` between equal shapes as an alias, no copy (steps never write into arrays)."""
-    e = a.expr
-    if a.accum is not None or a.logic != "." or e.op != "id" or not isinstance(e.args[0], Buf) \
-            or tuple(e.args[0].tensor.shape.dims) != tuple(a.lhs.tensor.shape.dims):
-        return None
-    src, dst = e.args[0], a.lhs.key
-
-    def step(store: Store) -> None:
-        store.arrays[dst] = store.read(src)
-
-    return step

@@ -130,12 +130,12 @@ class FusedBlocks:
     ``fallback`` (one by one) takes over for a missing array or a dtype, device or shape the
     code does not say."""
 
-    def __init__(self, run: Run, backend: Any, xp: Any, fallback: Callable[[Any], None]):
+    def __init__(self, run: Run, backend: Any, fallback: Callable[[Any], None]):
         blocks = run.blocks
         bufs = _local_keys(blocks[0])
         keyed = [list(_local_keys(b)) for b in blocks]
         varying = [k != b for k, b in zip(keyed[1], keyed[0], strict=True)]
-        self.backend, self.xp, self.fallback = backend, xp, fallback
+        self.backend, self.xp, self.fallback = backend, backend.namespace, fallback
         self.slots = len(keyed[0])
         slot_of = {k: i for i, k in enumerate(keyed[0])}
         self.keys = [[k[s] for k in keyed] for s in range(self.slots)]
@@ -152,8 +152,7 @@ class FusedBlocks:
                 reads.append(lhs)
             loads += [s for s in reads if s not in written and s not in loads]
             combine = BINARY[ACCUMULATORS[a.accum][0]] if a.accum is not None else None
-            self.program.append((lhs, expression_function(a.expr, slot_of, backend, xp),
-                                 combine))
+            self.program.append((lhs, expression_function(a.expr, slot_of, backend), combine))
             written.add(lhs)
         self.concat = [s for s in loads if varying[s]]
         # one-element buffers, flattened to broadcast against the flat arrays

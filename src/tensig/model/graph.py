@@ -24,7 +24,7 @@ import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from tensig.model.tensor import (
     _op,
     _valued,
     apply,
+    binary,
     cast,
     constant,
     current_graph,
@@ -78,10 +79,6 @@ def where(cond: Any, a: Any, b: Any, *, spec: str | None = None) -> Tensor:
     return apply(op, cond, a, b)
 
 
-def _product(vals: list[Any]) -> Any:
-    return functools.reduce(lambda out, v: _e("mul", out, v), vals)
-
-
 def _combine(op: Operator, spec: str, n: int) -> str:
     """How ``n`` operands combine: a concatenation without ``^`` (a one-element block) is a copy
     of one operand, a product of several (all in its one phase, as the eager ``concat``)."""
@@ -94,7 +91,7 @@ def _combined(op: Operator, spec: str, vals: list[Any]) -> Expr:
     """The operator's ``combine`` of the operands' values; ``mul``: a chain of binary products."""
     combine = _combine(op, spec, len(vals))
     if combine == "mul":
-        return _product(vals)
+        return functools.reduce(lambda out, v: _e("mul", out, v), vals)
     return Expr(combine, tuple(vals))
 
 
@@ -119,10 +116,8 @@ def _spec_backward(op: Operator, spec: str, n: int) -> Callable[..., Code]:
         # rule, phase by phase (the lowering runs the phases)
         def grad(t: Tensor, *args: Tensor) -> tuple[Any, str]:
             vals = [a.val if j != i else t.grad for j, a in enumerate(args)]
-            if combine == "mul":
-                return _product(vals), "+"
-            if combine == "concat":
-                return Expr("concat", tuple(vals)), "+"
+            if combine in ("mul", "concat"):
+                return _combined(op, spec, vals), "+"
             g: Any = t.grad  # a sum's: 1 at every cell of the others' own axes, so summed over them
             for j, a in enumerate(args):
                 if j != i:  # where(y, g, g) is g, over y's axes too (NaN-safe, unlike 0*y + g)
@@ -214,30 +209,31 @@ def stop_gradient(x: Tensor) -> Tensor:
     return apply(OpDef("stop_gradient", ".", _fwd("id")), x)
 
 
-class _Binary(Protocol):  # not Callable[[Any, Any], Tensor]: mypy keeps the names a and b
-    def __call__(self, a: Any, b: Any) -> Tensor: ...
+def maximum(a: Any, b: Any) -> Tensor:
+    """Pointwise maximum (OCANNL's ``@^``; also ``a.max(b)``); the gradient goes to the larger
+    operand, the first on ties."""
+    return binary("max", a, b)
 
 
-def _pointwise(public: str, name: str, doc: str) -> _Binary:
-    """The graph function ``public`` of ``BINARY_OPS[name]`` (``G.maximum`` ...)."""
-    def operation(a: Any, b: Any) -> Tensor:
-        return apply(BINARY_OPS[name], a, b)
-
-    operation.__name__ = operation.__qualname__ = public
-    operation.__doc__ = doc
-    return operation
+def minimum(a: Any, b: Any) -> Tensor:
+    """Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``)."""
+    return binary("min", a, b)
 
 
-maximum = _pointwise("maximum", "max", "Pointwise maximum (OCANNL's ``@^``; also "
-                     "``a.max(b)``); the gradient goes to the larger operand, the first on ties.")
-minimum = _pointwise("minimum", "min", "Pointwise minimum (OCANNL's ``@-``; also ``a.min(b)``).")
-mod = _pointwise("mod", "mod", "Pointwise remainder with the sign of ``a`` (C's and OCANNL's "
-                 "``mod``, ``fmod``: NumPy's and Python's ``%`` take the sign of ``b``); also "
-                 "``a % b`` and ``a.mod(b)``.")
-logical_and = _pointwise("logical_and", "and", "1 where both operands are non-zero, else 0, in "
-                         "their dtype (also ``a & b``).")
-logical_or = _pointwise("logical_or", "or", "1 where either operand is non-zero, else 0, in "
-                        "their dtype (also ``a | b``).")
+def mod(a: Any, b: Any) -> Tensor:
+    """Pointwise remainder with the sign of ``a`` (C's and OCANNL's ``mod``, ``fmod``: NumPy's
+    and Python's ``%`` take the sign of ``b``); also ``a % b`` and ``a.mod(b)``."""
+    return binary("mod", a, b)
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    """1 where both operands are non-zero, else 0, in their dtype (also ``a & b``)."""
+    return binary("and", a, b)
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    """1 where either operand is non-zero, else 0, in their dtype (also ``a | b``)."""
+    return binary("or", a, b)
 
 
 #: ``ids`` (batch axes only) gather the rows of a table ``d -> V``: the result's output row

@@ -157,12 +157,18 @@ class _Id(int):
         return apply(UNARY_OPS["id"], self.tensor)
 
 
+def binary(name: str, a: Any, b: Any) -> Tensor:
+    """``BINARY_OPS[name]`` of ``a`` and ``b``: what ``a + b``, ``a.max(b)`` and ``G.maximum``
+    (:mod:`tensig.model.graph`) all build."""
+    return apply(BINARY_OPS[name], a, b)
+
+
 def _binary(name: str, reflected: bool = False) -> Callable[[Any, Any], Tensor]:
     """An operator method for ``BINARY_OPS[name]`` (``reflected``: ``self`` is the right
     operand, as in ``__radd__`` or ``a > b`` read as ``b < a``)."""
     def method(self: Any, o: Any) -> Tensor:
         x = self if isinstance(self, Tensor) else self.tensor()  # a captured size: dim() of it
-        return apply(BINARY_OPS[name], o, x) if reflected else apply(BINARY_OPS[name], x, o)
+        return binary(name, o, x) if reflected else binary(name, x, o)
 
     return method
 
@@ -290,7 +296,7 @@ class Tensor(Arithmetic):
         if name in UNARY_OPS:
             return lambda: apply(UNARY_OPS[name], self)
         if name in BINARY_OPS:  # t.max(u), t.min(u), t.mod(u), ...
-            return lambda o: apply(BINARY_OPS[name], self, o)
+            return lambda o: binary(name, self, o)
         raise AttributeError(name)
 
     def forward_code(self) -> Code:

@@ -13,38 +13,14 @@ function still lifts at its own ranks inside each new cell.
 """
 
 from tensig.rank import _primitives
-from tensig.rank._boxes import Box, unbox
-from tensig.rank._lifting import (
-    Lifted,
-    Overloaded,
-    apply,
-    as_lifted,
-    check,
-    lift,
-    principal_frame,
-    rerank,
-    typeof,
-)
-from tensig.rank._primitives import *  # noqa: F403 (the primitives, listed in their __all__)
-from tensig.rank._types import Arr, FnType, Fun, Instance, Sigma, Static
+from tensig.rank._boxes import *  # noqa: F403 (each module lists its public names in __all__)
+from tensig.rank._lifting import *  # noqa: F403
+from tensig.rank._primitives import *  # noqa: F403
+from tensig.rank._types import *  # noqa: F403
 
-__all__ = [
-    "Arr",
-    "Box",
-    "FnType",
-    "Fun",
-    "Instance",
-    "Lifted",
-    "Overloaded",
-    "Sigma",
-    "Static",
-    "apply",
-    "as_lifted",
-    "check",
-    "lift",
-    "principal_frame",
-    "rerank",
-    "typeof",
-    "unbox",
-    *_primitives.__all__,
-]
+# ruff: noqa: F405 (the names below come from the star imports)
+# written out, not joined from the modules' __all__: a type checker reads only literal names
+# here, and gives a client's ``from tensig.rank import *`` no others
+__all__ = ["Arr", "Box", "FnType", "Fun", "Instance", "Lifted", "Overloaded", "Sigma", "Static",
+           "apply", "as_lifted", "check", "lift", "principal_frame", "rerank", "typeof", "unbox",
+           *_primitives.__all__]

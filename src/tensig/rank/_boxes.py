@@ -17,12 +17,12 @@ from tensig.backends import backend_among, dtype_name, is_array
 from tensig.core.dims import Dim
 from tensig.core.errors import ShapeError
 from tensig.core.shape_index import ShapeIndex
-from tensig.rank._types import Arr, FnType, Sigma, arr, index_names, instantiate
+from tensig.rank._types import Arr, FnType, ShapeLike, Sigma, arr, index_names, instantiate
 
 __all__ = ["Box", "unbox"]
 
 
-def _sigma_of(shape: str | ShapeIndex | Sequence[Any] | None,
+def _sigma_of(shape: ShapeLike | None,
               hidden: str | Sequence[str] | None) -> Sigma:
     body = arr("t", "..s.." if shape is None else shape)
     if hidden is None or shape is None:  # the default body hides all (as it always did)
@@ -63,7 +63,7 @@ class Box:
     __slots__ = ("_sigma", "value", "witness")
     __hash__ = None  # type: ignore[assignment]  # a box holds a mutable array
 
-    def __init__(self, value: Any, shape: str | ShapeIndex | Sequence[Any] | None = None,
+    def __init__(self, value: Any, shape: ShapeLike | None = None,
                  hidden: str | Sequence[str] | None = None, *,
                  witness: Mapping[str, Any] | None = None, _sigma: Sigma | None = None):
         self.value = value if is_array(value) else np.asarray(value)
@@ -146,10 +146,9 @@ def _check_escape(box: Box, declared: ShapeIndex | None) -> None:
         return
     escaping = sorted(set(index_names(declared)) & set(box.type.hidden))
     if escaping:
-        shown = ", ".join(escaping)
         raise ShapeError(
-            f"unbox: the declared result cell {declared} mentions {shown}, hidden in the box "
-            f"{box.type}: a hidden size must not escape its box",
+            f"unbox: the declared result cell {declared} mentions {', '.join(escaping)}, hidden "
+            f"in the box {box.type}: a hidden size must not escape its box",
             sizes=(str(declared), str(box.type)),
             hint="return a Box from the body (rank.Box(value)) to keep the size hidden, or "
                  "declare a result that does not depend on it")
@@ -189,7 +188,7 @@ class _ResultCheck:
 
 
 def unbox(boxes: Box | Any, body: Callable[[Any], Any],
-          result: str | ShapeIndex | Sequence[Any] | None = None) -> Any:
+          result: ShapeLike | None = None) -> Any:
     """Map ``body`` over the values of a box or an array of boxes: Remora's ``unbox``.
 
     ``result`` declares the result cell (``()``, ``"n"``): it must not mention a size hidden in
@@ -226,8 +225,7 @@ def unbox(boxes: Box | Any, body: Callable[[Any], Any],
         return _objects(outs, frame)
     if any(isinstance(o, Box) for o in outs):
         raise TypeError("unbox: the body returned boxes for some items and arrays for others")
-    cell = tuple(np.shape(outs[0]))
-    return backend_among(outs).stack_cells(outs, frame, cell)
+    return backend_among(outs).stack_cells(outs, frame, tuple(np.shape(outs[0])))
 
 
 def _no_calls(what: str, frame: tuple[int, ...], declared: ShapeIndex | None) -> np.ndarray:

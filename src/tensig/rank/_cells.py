@@ -88,15 +88,13 @@ def _who(lf: Any, i: int) -> str:
 
 def _cell_rank(lf: Any, k: int, shape: tuple[Any, ...]) -> int:
     r = lf.ranks[k]
-    if r is None or r < 0:
-        return _concrete_rank(r, len(shape))
-    if r > len(shape):
+    if r is not None and r > len(shape):
         i = lf.arrays[k]
         raise ShapeError(f"{lf.name}: {_who(lf, i)} has shape {_fmt(shape)}, of rank "
                          f"{len(shape)}, less than its cell rank {r}", operand=i,
                          shape=_fmt(shape), sizes=(len(shape), r),
                          hint=f"pass an array with at least {r} axes, or rerank {lf.name}")
-    return r
+    return _concrete_rank(r, len(shape))
 
 
 def _split(lf: Any, shapes: Sequence[tuple[Any, ...]]
@@ -253,10 +251,8 @@ def _via_vmap(plan: Plan, args: Sequence[Any]) -> Any:
     cannot be vmapped (data-dependent Python control flow, non-array results)."""
     g = plan.vmapped
     if g is None:  # non-array arguments: the cell function holds this call's
-        fn = plan.lf.fn
-
         def cells_fn(*arrays: Any) -> Any:
-            return fn(*_merge(plan.lf, args, arrays))
+            return plan.lf.fn(*_merge(plan.lf, args, arrays))
 
         g = cells_fn
         for _ in plan.frame:

@@ -1,7 +1,5 @@
-"""Lifting: Remora's function application on real arrays (:class:`Lifted`, reranking,
-overloaded primitives, ``lift``, ``apply`` on arrays of functions, ``typeof``, ``check``).  A
-call is checked once per argument signature (:mod:`tensig.rank._plans`) and runs the fastest
-path that fits (:mod:`tensig.rank._cells`).
+"""Lifting: Remora's function application on real arrays.  A call is checked once per argument
+signature (:mod:`tensig.rank._plans`), then runs the fastest path that fits (:mod:`_cells`).
 """
 
 from __future__ import annotations
@@ -28,13 +26,10 @@ from tensig.rank._cells import (
 )
 from tensig.rank._plans import _typeof_call, plan, signature
 from tensig.rank._signature import parse_cells
-from tensig.rank._types import Arr, FnType, Fun, Instance, Static
+from tensig.rank._types import Arr, FnType, Fun, Instance, ShapeLike, Static
 
 __all__ = ["Lifted", "Overloaded", "apply", "as_lifted", "check", "lift", "principal_frame",
            "rerank", "typeof"]
-
-ShapeLike = str | ShapeIndex | Sequence[Any]
-
 
 # -- types of lifted user functions ----------------------------------------------------------------
 
@@ -98,7 +93,7 @@ class Lifted:
     """
 
     def __init__(self, fn: Callable[..., Any], ftype: FnType, ranks: Sequence[Rank] | None = None,
-                 *, ufunc: np.ufunc | None = None,
+                 *, ufunc: np.ufunc | None = None, inner: Lifted | None = None,
                  batched: Callable[..., Any] | None = None, boxed: bool = False,
                  dtype: Any = None, retypable: bool = False, doc: str | None = None):
         self.fn = fn
@@ -122,7 +117,7 @@ class Lifted:
         self._plain = len(self.arrays) == len(ftype.params)  # array parameters only
         self._plans: dict[Any, Plan] = {}  # per argument signature: see _plans
         self._who = tuple(_who(self, i) for i in self.arrays)  # for frame errors, per call
-        self.inner: Lifted | None = None  # set by rerank's eta-expansion
+        self.inner = inner  # the function an eta-expansion (a reranking) calls
         self._funs = tuple(i for i, p in enumerate(ftype.params) if isinstance(p, Fun))
         if doc is not None:
             self.__doc__ = doc
@@ -154,13 +149,11 @@ class Lifted:
         if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)) or any(
                 r is not None and r < 0 for r in self.ranks):
             return _eta_expand(self, new)
-        ftype = self.type
         misfit = next(((i, p, r) for i, p, r in zip(self.arrays, self.cell_types, new,
                                                     strict=True) if not _fits(p, r)), None)
-        if misfit is not None:
-            if not self.retypable:
-                raise _rank_error(self, *misfit)
-            ftype = _ranks_type(ftype.name, new, None)
+        if misfit is not None and not self.retypable:
+            raise _rank_error(self, *misfit)
+        ftype = self.type if misfit is None else _ranks_type(self.name, new, None)  # retyped
         return Lifted(self.fn, ftype, new, ufunc=self.ufunc, batched=self.batched,
                       boxed=self.boxed, dtype=self.dtype, retypable=self.retypable)
 
@@ -200,8 +193,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
     ``inner`` on the arguments broadcast to the outer principal frame, not a loop over cells.
     """
     params = list(inner.type.params)
-    for k, (i, p) in enumerate(zip(inner.arrays, inner.cell_types, strict=True)):
-        r, n = inner.ranks[k], new[k]
+    for i, p, r, n in zip(inner.arrays, inner.cell_types, inner.ranks, new, strict=True):
         params[i] = Arr(p.elem, _ranks_pattern(i, n))
         if n is None or n < 0 or (r is not None and r < 0):
             continue  # known only per call
@@ -227,9 +219,7 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
                 for k, r in zip(whole, ranks, strict=True)})
         return f(*args)
 
-    out = Lifted(inner, ftype, new, batched=batched, dtype=inner.dtype)
-    out.inner = inner
-    return out
+    return Lifted(inner, ftype, new, inner=inner, batched=batched, dtype=inner.dtype)
 
 
 class Overloads(tuple):
@@ -411,7 +401,7 @@ def rerank(f: Any, *ranks: Rank, **named: Rank) -> Lifted | Overloaded:
 
 
 def _function_array(fs: Any) -> np.ndarray:
-    if isinstance(fs, np.ndarray) and fs.dtype == object:
+    if _is_object(fs):
         return fs
     if callable(fs):
         return _objects([fs], ())
@@ -452,8 +442,7 @@ def apply(fs: Any, *args: Any, ranks: Sequence[Rank] | None = None, cells: str |
 
 
 def _is_function_array(x: Any) -> bool:
-    return (isinstance(x, np.ndarray) and x.dtype == object and x.ndim > 0
-            and all(callable(f) for f in x.flat))
+    return _is_object(x) and x.ndim > 0 and all(callable(f) for f in x.flat)
 
 
 def _over_functions(lf: Lifted, args: Sequence[Any], i: int) -> Any:
@@ -512,11 +501,7 @@ def typeof(x: Any, *args: Any) -> Any:
 
 
 def _lifted_or_none(x: Any) -> Lifted | Overloaded | None:
-    if isinstance(x, Lifted | Overloaded):
-        return x
-    if isinstance(x, np.ufunc):
-        return lift(x)
-    return None
+    return as_lifted(x) if isinstance(x, Lifted | Overloaded | np.ufunc) else None
 
 
 def check(f: Any, *args: Any, result: ShapeLike | None = None) -> Instance:

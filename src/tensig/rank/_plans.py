@@ -19,14 +19,7 @@ from tensig.core.annotations import dtype_kind
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import _elem_name
 from tensig.rank._cells import Plan, _is_object, _merge, _split, _who
-from tensig.rank._types import (
-    Arr,
-    Fun,
-    Instance,
-    Matcher,
-    Sigma,
-    instantiate,
-)
+from tensig.rank._types import Arr, Fun, Instance, Matcher, Sigma, instantiate
 
 _CACHE_SIZE = 256  # plans per lifted function; the cache starts over when full
 
@@ -100,11 +93,8 @@ def _typecheck(lf: Any, cells: Sequence[tuple[int, ...]], args: Sequence[Any]
                ) -> tuple[Matcher | None, ShapeIndex | None, Sigma | None]:
     """The type instantiated at the cells: the declared result cell (or the box type), and the
     matcher when the cell is symbolic (the returned cell is then matched against it)."""
-    if lf._trivial:
-        result = lf.type.result
-        return None, (result.shape if isinstance(result, Arr) else None), None
-    m = _instantiate(lf, cells, args)[1]
-    result = m.result()
+    m = None if lf._trivial else _instantiate(lf, cells, args)[1]  # trivial: nothing to solve
+    result = lf.type.result if m is None else m.result()
     if isinstance(result, Arr):
         return (None if result.shape.is_concrete else m), result.shape, None
     return None, None, result
@@ -168,16 +158,13 @@ def _elem_of(x: Any, p: Arr) -> str:
 
 def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     """``lf``'s type instantiated at these arguments (arrays, or shapes), without running."""
-    n = len(lf.type.params)
     _check_arity(lf, args)
-    shapes = [_shape_arg(lf, i, args[i]).items for i in lf.arrays]
-    real, cell_items, frame = _split(lf, shapes)
+    real, cell_items, frame = _split(lf, [_shape_arg(lf, i, args[i]).items for i in lf.arrays])
     cells, m = _instantiate(lf, cell_items, args)
-    frames = tuple(_merge(lf, [None] * n, [ShapeIndex(f) for f in real]))
+    frames = tuple(_merge(lf, [None] * len(lf.type.params), [ShapeIndex(f) for f in real]))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
-        at = [cells[i] if i in lf.arrays else args[i] for i in range(n)]
-        result = lf.inner.typeof(*at).result
+        result = lf.inner.typeof(*_merge(lf, args, [cells[i] for i in lf.arrays])).result
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}
     if lf.ufunc is not None:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])

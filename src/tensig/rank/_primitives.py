@@ -124,8 +124,7 @@ def _rotate(nf: int, x: Any, n: Any) -> Any:
     if nf == 0:
         k = operator.index(int(n)) % m
         return xp.concat([x[k:], x[:k]], 0)
-    ar = xp.arange(m, like=x)
-    idx = (xp.reshape(n, (*tuple(n.shape), 1)) + ar) % m
+    idx = (xp.reshape(n, (*tuple(n.shape), 1)) + xp.arange(m, like=x)) % m
     idx = xp.reshape(idx, tuple(idx.shape) + (1,) * (x.ndim - nf - 1))
     return xp.take_along(x, xp.broadcast_to(idx, tuple(x.shape)), nf)
 
@@ -200,8 +199,8 @@ itemize = _prim("itemize", _itemize, [arr("t", "..s..")], arr("t", "1, ..s.."), 
 
 
 def _transpose(nf: int, x: Any) -> Any:
-    axes = list(range(nf)) + list(range(x.ndim - 1, nf - 1, -1))
-    return backend_among([x]).transpose(x, axes)
+    # the cell's axes reversed, here and not by _permute: its int() per axis cost 1 µs a call
+    return backend_among([x]).transpose(x, [*range(nf), *range(x.ndim - 1, nf - 1, -1)])
 
 
 def _reversed_shape(dims: Any, shapes: Any) -> dict[str, Any]:
@@ -348,8 +347,7 @@ def _iota(nf: int, shape: Any, name: str = "iota") -> Any:
 
 
 def _iota_w(nf: int, w: Any) -> Any:
-    cell = tuple(w.shape[nf:])
-    return backend_among([w]).broadcast_to(_iota_array(cell, w), tuple(w.shape))
+    return backend_among([w]).broadcast_to(_iota_array(tuple(w.shape[nf:]), w), tuple(w.shape))
 
 
 iota = _prim("iota", _iota, [arr("Int", "d")], Sigma(("s",), arr("Int", "..s..")), ["shape"],
@@ -616,8 +614,7 @@ index = _prim("index", _index, [arr("t", "..s.., ..r.."), arr("Int", "l")], arr(
 
 def _select(nf: int, cond: Any, a: Any, b: Any) -> Any:
     xp = backend_among([cond, a, b])
-    extra = max(a.ndim, b.ndim) - nf
-    c = xp.reshape(cond, tuple(cond.shape) + (1,) * extra)
+    c = xp.reshape(cond, tuple(cond.shape) + (1,) * (max(a.ndim, b.ndim) - nf))
     return xp.where(c, a, b)
 
 
@@ -633,9 +630,7 @@ select = _prim("select", _select, [arr("Bool"), arr("t", "..s.."), arr("t", "..s
 
 
 def _base(nf: int, bases: Any, digits: Any) -> Any:
-    xp = backend_among([bases, digits])
-    frame = tuple(digits.shape[:-1])
-    acc = xp.fill(frame, 0, like=digits)
+    acc = backend_among([bases, digits]).fill(tuple(digits.shape[:-1]), 0, like=digits)
     one = bases.shape[-1] == 1  # a single radix serves every digit (APL's 2 ⊥ 1 0 1)
     for k in range(digits.shape[-1]):
         acc = acc * bases[..., 0 if one else k] + digits[..., k]
@@ -670,8 +665,7 @@ _BASE_DOC = """The number that mixed-radix ``digits`` denote (APL's decode).
 
 
 def _one_radix(args: Sequence[Any]) -> int:
-    bases = args[0] if args else None
-    shape = getattr(bases, "shape", None)
+    shape = getattr(args[0] if args else None, "shape", None)  # of the bases
     return 1 if shape is not None and len(shape) and shape[-1] == 1 else 0
 
 

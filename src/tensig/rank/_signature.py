@@ -69,5 +69,4 @@ def parse_cells(text: str) -> tuple[tuple[ShapeIndex, ...], ShapeIndex]:
     """
     spec = parse(text)
     fresh = (f"_{k}" for k in itertools.count())
-    operands = tuple(_cell(text, s, fresh) for s in spec.operands)
-    return operands, _cell(text, spec.result, fresh)
+    return tuple(_cell(text, s, fresh) for s in spec.operands), _cell(text, spec.result, fresh)

@@ -18,7 +18,7 @@ from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.core.shapes import normalize_size
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
-__all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static", "arr", "instantiate"]
+__all__ = ["Arr", "FnType", "Fun", "Instance", "Sigma", "Static"]  # public as tensig.rank.*
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,10 @@ class Arr:
         return f"[{self.elem} {inner}]" if inner else f"[{self.elem}]"
 
 
-def arr(elem: str, shape: str | ShapeIndex | Sequence[Any] = "") -> Arr:
+ShapeLike = str | ShapeIndex | Sequence[Any]  # what ShapeIndex() reads
+
+
+def arr(elem: str, shape: ShapeLike = "") -> Arr:
     return Arr(elem, ShapeIndex(shape))
 
 
@@ -212,9 +215,7 @@ class Instance:
         lines.append(f"  result cell {self.result_cell or '[?]'}, result {self.result or '[?]'}")
         if self.dims or self.shapes:
             lines.append(f"  with {_fmt_bindings(self.dims, self.shapes)}")
-        for c in self.conditions:
-            lines.append(f"  provided {c}")
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  provided {c}" for c in self.conditions])
 
 
 # -- instantiation: match patterns against actual cell shapes on canonical forms -------------------
@@ -272,9 +273,7 @@ class Matcher:
             name in names for names in self.expanded.values())
 
     def _dim_var(self, name: str) -> DimVar:
-        if name not in self.vars:
-            self.vars[name] = DimVar(name)
-        return self.vars[name]
+        return self.vars.get(name) or self.vars.setdefault(name, DimVar(name))
 
     def error(self, where: str, pattern: ShapeIndex, actual: ShapeIndex, why: str
               ) -> ShapeError:
@@ -300,9 +299,6 @@ class Matcher:
 
     def _relate(self, p: Dim, target: DimVar, where: str, pattern: ShapeIndex,
                 actual: ShapeIndex) -> None:
-        names = {s: self._dim_var(s) for s in p.symbols if self._is_dim_var(s)}
-        rel = LinearRel(target, p, names, _GIVEN)
-
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             q = rel.pending()[0]
             if kind == "no_solution":
@@ -312,7 +308,8 @@ class Matcher:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
             return self.error(where, pattern, actual, why)
 
-        rel.report = report
+        names = {s: self._dim_var(s) for s in sorted(p.symbols) if self._is_dim_var(s)}
+        rel = LinearRel(target, p, names, _GIVEN, report)
         self.relations.append((rel, where, pattern, actual))
         self.solver.add(rel)
 
@@ -344,8 +341,7 @@ class Matcher:
             sizes = sizes[:k] + sizes[tail:]
         for item, size in zip(p.dims, sizes, strict=True):
             if any(self._is_dim_var(s) for s in item.symbols):
-                target = DimVar(None, normalize_size(size))
-                self._relate(item, target, where, pattern, actual)
+                self._relate(item, DimVar(None, normalize_size(size)), where, pattern, actual)
             elif item != size:  # no unknown: nothing to solve, the sizes must be equal
                 raise self.error(where, pattern, actual,
                                  f"the index equality {item} == {dim(size)} does not hold")
