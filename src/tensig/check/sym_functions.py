@@ -418,13 +418,19 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> Sym
     return SymArray([n, m if m is not None else n], kind_of(dtype) or "f")
 
 
-def np_split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple[SymArray, ...]:
-    """numpy's ``split``: a number of equal sections, or split indices."""
+def np_split(x: Any, indices_or_sections: Any, axis: int = 0, equal: bool = True
+             ) -> tuple[SymArray, ...]:
+    """numpy's ``split``: a number of equal sections, or split indices; ``array_split``
+    (not ``equal``) cuts ``n`` in ``k`` at ``i*(n//k) + min(i, n%k)`` (section ``i`` is
+    ``(n + k - 1 - i) // k``), so its sections need no divisibility."""
     a = _sym(x)
     ax = _axis(axis, a.ndim)
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
-        return chunk(x, k, axis, error=("split", f"a split into {k} equal sections"))
+        if equal:
+            return chunk(x, k, axis, error=("split", f"a split into {k} equal sections"))
+        indices_or_sections = itertools.accumulate((a.dims[ax] + k - 1 - i) // k
+                                                   for i in range(k - 1))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
     return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
                  for lo, hi in itertools.pairwise(cuts))
@@ -541,7 +547,8 @@ NUMPY.update({
     "size": lambda a: _sym(a).numel(),
     **dict.fromkeys(("linalg.norm", "norm"), lambda a, ord=None, axis=None, keepdims=False:
                     reduce_(a, axis, keepdims, "f")),
-    **dict.fromkeys(("split", "array_split"), np_split),
+    "split": np_split,
+    "array_split": functools.partial(np_split, equal=False),
 })
 
 TORCH.update(_SHARED)
