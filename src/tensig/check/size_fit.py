@@ -363,7 +363,7 @@ def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: d
     at each below a divisor (``T // 3`` is 0: ``np.diff`` gives 0, not -1), none raising."""
     moduli: dict[str, int] = {}
     for d in sym_dims(args):
-        for p, k in tracing._divisions(d):
+        for p, k in tracing.divisions(d):
             moduli.update({s: math.lcm(moduli.get(s, 1), k) for s in p.symbols})
     if math.prod(moduli.values()) - 1 > MAX_RESIDUES:
         return False
