@@ -239,3 +239,32 @@ def test_a_cached_fit_s_value_result_is_each_call_s_own():
 
     assert verify(fn, "N =>").complete
     assert seen and all("mine" not in p for p in seen), seen
+
+
+def test_a_fit_from_a_larger_base_still_finds_the_least_size_the_op_takes():
+    """``np.delete(x, 50)`` fails at the witnesses and runs from a base scaled past 50, whose
+    assumption ('N >= 50') is one short: NumPy skipped the bisection below the base after a
+    failed first base (torch did not), so the least size was never found.  Oracle: NumPy.  The
+    size found explains the failure at the witnesses: it is said once."""
+    with pytest.raises(IndexError):
+        np.delete(np.zeros(50), 50)
+    assert np.delete(np.zeros(51), 50).shape == (50,)
+    r = verify(lambda x: np.delete(x, 50), "N =>")
+    assert str(r.result[0][0]) == "N - 1"
+    assert [f.message.split(":")[0] for f in r] == ["assumes 51 <= N"], str(r)
+
+
+def test_a_failure_found_below_the_base_survives_a_later_run_that_fails_otherwise():
+    """The bisection below the base ran until a midpoint raised an error that is not the
+    library's (no meta kernel there), then dropped the refusal it had already seen at 1: the
+    fit was trusted below the base with no assumption said.  The size that held stays assumed."""
+    def shaped(env):
+        if env["N"] < 8:
+            raise ValueError("a window of 8 is longer than the input")
+        if env["N"] < 30:
+            raise NotImplementedError("no kernel at this size")
+        return [(env["N"] - 7,)]
+
+    x = _sym("N")
+    found = size_fit.below_literals(shaped, (x,), {}, {"N": 40}, [[Dim("N - 7")]], (ValueError,))
+    assert [(s, k) for s, k, _ in found] == [("N", 40)], found

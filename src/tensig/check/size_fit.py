@@ -10,6 +10,7 @@ divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of on
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import itertools
@@ -17,7 +18,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,9 +27,9 @@ from tensig.check import tracer as S
 from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
-           "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves", "named", "ordered",
-           "sample_points", "short", "size_guard", "symbols"]
+__all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
+           "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves",
+           "named", "ordered", "sample_points", "short", "size_guard", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -231,6 +232,74 @@ def failure_kind(message: str) -> str:
 # -- A fit's runs and its result -------------------------------------------------------------
 
 
+class Base(NamedTuple):
+    """Sizes a fit may start from, the assumption a run only there makes, and the ``unit`` and
+    ``step`` of its sample points (:func:`sample_points`)."""
+    env: dict[str, int]
+    assumes: str
+    unit: int = 1
+    step: int = STEP
+
+
+def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any], Shapes],
+        args: Any, kwargs: dict[str, Any], bases: list[Base], *,
+        classify: Callable[[BaseException], BaseException],
+        errors: tuple[type[BaseException], ...], rejected: Callable[[BaseException], Fit],
+        template_of: Callable[[Any, list[list[Dim | None] | None], dict[str, int]], Any],
+        data: Callable[[dict[str, int]], Any] | None = None) -> Fit:
+    """The one fit of every library's op: ``run(env)`` runs it (the result's shapes by
+    ``shaped``) from the first of ``bases`` it accepts (:func:`first_run`; refused at every
+    one: ``rejected``), its sizes are fitted (:func:`fit_sizes`), then tried with the operands'
+    sizes in the other order (:func:`ordered`), below the base (:func:`below_literals`) and off
+    the divisors of their floors (:func:`floors_hold`); ``template_of(sample, fits, base)``
+    makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
+    (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
+    data (a fresh size, a Remora box)."""
+    starts = [b.env for b in bases]
+    try:
+        sample, env, error = first_run(run, starts, classify)
+    except tracing.Unsupported:
+        if data is None:
+            raise
+        run, data = data, None
+        sample, env, error = first_run(run, starts, classify)
+    if env is None:
+        assert error is not None
+        return rejected(error)
+    base, found = next(b for b in bases if b.env is env), list[tracing.Finding]()
+
+    def shapes_at(at: dict[str, int]) -> Shapes:
+        return shaped(run(at))
+    fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
+                     errors=errors, first=shaped(sample),
+                     note=lambda message: found.append(tracing.Finding("assumption", message)))
+    if data is not None:
+        with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
+            fits = _boxed(fits, shaped(sample), shaped(data(env)))
+    names = sorted(env, key=env.__getitem__)
+    if error is None and len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
+        swapped = dict(zip(names, reversed([env[n] for n in names]), strict=True))
+        found += ordered(lambda: shapes_at(swapped), name, fits, swapped, " <= ".join(names),
+                         errors)
+    least = below_literals(shapes_at, args, kwargs, env, fits, errors)
+    found += [tracing.Finding("assumption", f"assumes {k} <= {s}: {name}{why}")
+              for s, k, why in least]
+    if error is not None and not any(starts[0][s] < k for s, k, _ in least):  # else explained
+        found.insert(0, tracing.Finding("assumption", f"{name} fails at some sizes ("
+                                        f"{named(short(error), starts[0])}); assumes "
+                                        f"{base.assumes}"))
+    return template_of(sample, fits, env), tuple(found), \
+        floors_hold(shapes_at, (args, kwargs), env, fits)
+
+
+def _boxed(fits: list[list[Dim | None] | None], zero_shapes: Shapes, data_shapes: Shapes
+           ) -> list[list[Dim | None] | None]:
+    """Sizes that change with the data (not with the sizes) are fresh (None): a Remora box."""
+    return [dims if dims is None or z is None or d is None or z == d else
+            [None if i >= len(d) or z[i] != d[i] else dim for i, dim in enumerate(dims)]
+            for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True)]
+
+
 def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
               classify: Callable[[BaseException], BaseException]
               ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
@@ -254,12 +323,12 @@ def template(sample: Any, fits: Iterator[list[Dim | None] | None],
     value, an int: a fresh size), or what ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
-    fit, tag = next(fits), leaf(sample)
+    sizes, tag = next(fits), leaf(sample)
     if tag[0] == "array":
         return ("array", tuple(int(n) if d is None else d for d, n in
-                               zip(fit or (), sample.shape, strict=False)), tag[1])
+                               zip(sizes or (), sample.shape, strict=False)), tag[1])
     if tag[0] == "size":
-        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
+        return ("size", int(sample) if not sizes or sizes[0] is None else sizes[0])
     return tag
 
 
@@ -297,15 +366,18 @@ def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> Shapes:
             and not isinstance(x, bool) else None for x in leaves(result)]
 
 
-def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
                    kwargs: dict[str, Any], base: dict[str, int],
                    fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...]
-                   ) -> list[tracing.Finding]:
+                   ) -> list[tuple[str, int, str]]:
     """The fit's runs never see a symbol below its base: each is lowered to the least size its
     inputs take (1, or where a ``T - 3`` axis is empty), the others kept, and where the library
     refuses that, or its result differs from the fit below a literal size it was given and
     returns (``np.diag`` of ``[B, 3]``: ``min(B, 3)``), a bisection finds the least size it
-    holds from, assumed ('assumes 4 <= T': a pool of window 4)."""
+    holds from: (symbol, that size, why), to assume ('assumes 4 <= T': a pool of window 4).
+    The bisection assumes that every size above one the library accepts is accepted too (a
+    window, a kth: lower bounds); a run that fails otherwise (no meta kernel there, too large
+    to build) ends it, keeping the failure found below and the size that held."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
@@ -323,18 +395,17 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: 
     for s in symbols((args, kwargs)):
         low = next((v for v in range(1, base[s]) if all(
             d.evaluate({**base, s: v}) >= 0 for a in arrays for d in a.dims)), base[s])
-        try:
-            why, high = fails({**base, s: low}, s), base[s]
+        why, high = None, base[s]
+        with contextlib.suppress(Exception):  # no evidence past a run that fails otherwise
+            why = fails({**base, s: low}, s)
             while why is not None and high - low > 1:  # fails at low, holds at high
                 mid = (low + high) // 2
                 if (w := fails({**base, s: mid}, s)) is None:
                     high = mid
                 else:
                     low, why = mid, w
-        except Exception:  # no meta kernel there, too large to build: no evidence
-            continue
         if why is not None and all(high < base[o] for o in base if o != s):  # else ordered()
-            found.append(tracing.Finding("assumption", f"assumes {high} <= {s}: {name}{why}"))
+            found.append((s, high, why))
     return found
 
 
