@@ -268,3 +268,13 @@ def test_a_failure_found_below_the_base_survives_a_later_run_that_fails_otherwis
     x = _sym("N")
     found = size_fit.below_literals(shaped, (x,), {}, {"N": 40}, [[Dim("N - 7")]], (ValueError,))
     assert [(s, k) for s, k, _ in found] == [("N", 40)], found
+
+
+def test_the_order_of_sizes_is_tried_only_from_the_first_base():
+    """``torch.topk(x, 50)`` of ``[B, N]`` fails at the first base (N = 46) and runs from a
+    larger one (B = 48, N = 54), where swapping B and N makes N 48 < 50: torch's fit said
+    'assumes B <= N', which torch disproves.  Only a fit from the first base asks the order."""
+    torch = pytest.importorskip("torch")
+    assert torch.topk(torch.zeros(60, 55), 50).values.shape == (60, 50)  # B > N: accepted
+    r = verify(lambda x: torch.topk(x, 50), "B, N =>")
+    assert r.result[0] == (Dim("B"), Dim("50")) and "B <= N" not in str(r), str(r)
