@@ -319,16 +319,18 @@ def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
 def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
-    value, an int: a fresh size), or what ``leaf`` says of any other leaf."""
+    parts)``, ``("size", dim)`` of an int (an unfitted size is its sample value, an int: a
+    fresh size), ``("array", dims, kind)`` where ``leaf`` says ``("array", kind)``, or what
+    ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
-    sizes, tag = next(fits), leaf(sample)
+    sizes = next(fits)
+    if isinstance(sample, int) and not isinstance(sample, bool):
+        return ("size", int(sample) if not sizes or sizes[0] is None else sizes[0])
+    tag = leaf(sample)
     if tag[0] == "array":
         return ("array", tuple(int(n) if d is None else d for d, n in
                                zip(sizes or (), sample.shape, strict=False)), tag[1])
-    if tag[0] == "size":
-        return ("size", int(sample) if not sizes or sizes[0] is None else sizes[0])
     return tag
 
 

@@ -390,12 +390,12 @@ def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: b
     return [size_fit.Base(env, assumes, unit) for env, assumes in kept]
 
 
+_ERRORS = (ValueError, IndexError, TypeError)  # NumPy's refusals of shapes (and data's)
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length", "ndim",
                 "1-d", "2-d", "1d", "2d")  # np.diag: "Input must be 1- or 2-d."
 
 
-def shape_error(name: str, e: BaseException,
-                errors: tuple[type[BaseException], ...] = (ValueError, IndexError, TypeError),
+def shape_error(name: str, e: BaseException, errors: tuple[type[BaseException], ...] = _ERRORS,
                 words: tuple[str, ...] = _SHAPE_WORDS) -> BaseException:
     """``e`` when the library refused the shapes (one of ``errors``, saying one of ``words``);
     any other failure (a data error such as ``LinAlgError``, an argument refused) stops the
@@ -411,7 +411,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None,
            allocates: bool = True, *, op: Any) -> Any:
-    """Trace a library function ``op`` by fitting (:func:`tensig.check.size_fit.fit_sizes`), once
+    """Trace a library function ``op`` by fitting (:func:`tensig.check.size_fit.fit`), once
     per :func:`tensig.check.size_fit.fit_key` with the call's witnesses (the runs start there).
 
     ``call(args, kwargs)`` runs it on arrays ``make(shape, kind)`` builds (zeros, or JAX's
@@ -424,7 +424,6 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     t = tracer()
     witness, unit = t.assumption_env(), t.unit()
     at = {n: witness[n] for n in size_fit.symbols((args, kwargs))}
-    errors = (ValueError, IndexError, TypeError)
 
     def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
         if allocates:
@@ -437,28 +436,26 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
     def leaf(x: Any) -> tuple[Any, ...]:
-        if isinstance(x, arrays):
-            return "array", S.kind_of(x.dtype) or "f"
-        return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
+        return ("array", S.kind_of(x.dtype) or "f") if isinstance(x, arrays) else ("value", x)
 
     def rejected(error: BaseException) -> size_fit.Fit:
-        said = size_fit.named(str(error), bases[0].env)  # in the symbols
+        said = size_fit.named(str(error), at)  # in the symbols
         first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
         return ("array", first.dims if first is not None else (), "f"), (tracing.Finding(
             size_fit.failure_kind(said), f"{name} fails on these shapes at every size: "
                                          f"{said}"),), False
 
     def fit() -> size_fit.Fit:
+        bases = _bases(at, unit, args, kwargs, allocates)
         if allocates:
-            size_fit.size_guard((args, kwargs), bases[0].env)
+            size_fit.size_guard((args, kwargs), at)
         return size_fit.fit(
             name, run, functools.partial(size_fit.shapes, arrays=arrays), args, kwargs, bases,
-            classify=functools.partial(shape_error, name, errors=errors), errors=errors,
+            classify=functools.partial(shape_error, name), errors=_ERRORS,
             rejected=rejected, template_of=lambda sample, fits, base: size_fit.template(
                 sample, iter(fits), leaf),
             data=None if make_data is None else functools.partial(run, fill=make_data))
 
-    bases = _bases(at, unit, args, kwargs, allocates)
     key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
     return size_fit.build(size_fit.cached(key, fit, (args, kwargs)))
 

@@ -275,8 +275,6 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
                         list(head.shape) != [d.evaluate(base) for d in orig.dims]:
                     raise tracing.Unsupported(f"{name} (an in-place change of shape)")
                 return "input", i
-            if isinstance(head, int) and not isinstance(head, bool):
-                return ("size",)
             if isinstance(head, bool | str | float) or head is None:
                 return "value", head
             raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
