@@ -336,12 +336,11 @@ def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
 
 def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
                *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    _channels("group_norm", a, (weight, bias))
-    if a.ndim > 1:
-        sym_sizes.require_divisible(a.dims[1], int(num_groups), error=(
-            "op-shape", f"group_norm of {a.dims[1]} channels into {num_groups} groups"))
-    return S.SymArray(a.dims, "f")
+    out = _norm("group_norm", x, weight=weight, bias=bias)
+    if out.ndim > 1:
+        sym_sizes.require_divisible(out.dims[1], int(num_groups), error=(
+            "op-shape", f"group_norm of {out.dims[1]} channels into {num_groups} groups"))
+    return out
 
 
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
