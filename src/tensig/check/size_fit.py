@@ -255,18 +255,17 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
     (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
     data (a fresh size, a Remora box)."""
-    starts = [b.env for b in bases]
     try:
-        sample, env, error = first_run(run, starts, classify)
+        sample, base, error = first_run(run, bases, classify)
     except tracing.Unsupported:
         if data is None:
             raise
         run, data = data, None
-        sample, env, error = first_run(run, starts, classify)
-    if env is None:
+        sample, base, error = first_run(run, bases, classify)
+    if base is None:
         assert error is not None
         return rejected(error)
-    base, found = next(b for b in bases if b.env is env), list[tracing.Finding]()
+    env, found = base.env, list[tracing.Finding]()
 
     def shapes_at(at: dict[str, int]) -> Shapes:
         return shaped(run(at))
@@ -276,17 +275,14 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, shaped(sample), shaped(data(env)))
-    names = sorted(env, key=env.__getitem__)
-    if error is None and len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
-        swapped = dict(zip(names, reversed([env[n] for n in names]), strict=True))
-        found += ordered(lambda: shapes_at(swapped), name, fits, swapped, " <= ".join(names),
-                         errors)
+    if error is None:  # else the base's own assumption (the other order, larger sizes) holds
+        found += ordered(shapes_at, name, fits, env, errors)
     least = below_literals(shapes_at, args, kwargs, env, fits, errors)
     found += [tracing.Finding("assumption", f"assumes {k} <= {s}: {name}{why}")
               for s, k, why in least]
-    if error is not None and not any(starts[0][s] < k for s, k, _ in least):  # else explained
+    if error is not None and not any(bases[0].env[s] < k for s, k, _ in least):  # explained
         found.insert(0, tracing.Finding("assumption", f"{name} fails at some sizes ("
-                                        f"{named(short(error), starts[0])}); assumes "
+                                        f"{named(short(error), bases[0].env)}); assumes "
                                         f"{base.assumes}"))
     return template_of(sample, fits, env), tuple(found), \
         floors_hold(shapes_at, (args, kwargs), env, fits)
@@ -300,16 +296,16 @@ def _boxed(fits: list[list[Dim | None] | None], zero_shapes: Shapes, data_shapes
             for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True)]
 
 
-def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
+def first_run(run: Callable[[dict[str, int]], Any], bases: list[Base],
               classify: Callable[[BaseException], BaseException]
-              ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
+              ) -> tuple[Any, Base | None, BaseException | None]:
     """``run`` at each base until the library accepts one: (its result, that base, an earlier
     base's shape error), or (None, None, the first error); ``classify`` returns a shape error
     and raises (the trace stops) on any other."""
     error: BaseException | None = None
     for base in bases:
         try:
-            return run(base), base, error
+            return run(base.env), base, error
         except Exception as e:
             shaped = classify(e)
             error = error or shaped
@@ -411,21 +407,23 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
     return found
 
 
-def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] | None],
-            env: dict[str, int], condition: str,
-            errors: tuple[type[BaseException], ...] = (Exception,)) -> list[tracing.Finding]:
-    """A fit that fails with the operands' sizes in the other order (``env``: a 'valid'
+def ordered(shaped: Callable[[dict[str, int]], Shapes], name: str,
+            fits: list[list[Dim | None] | None], env: dict[str, int],
+            errors: tuple[type[BaseException], ...]) -> list[tracing.Finding]:
+    """A fit from ``env`` that fails with the sizes there in the other order (a 'valid'
     convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
-    (``np.insert(y, len(x), v)``, one of ``errors``): it holds under ``condition``."""
+    (``np.insert(y, len(x), v)``, one of ``errors``): it holds with them ordered as at ``env``."""
+    names = sorted(env, key=env.__getitem__)
+    swapped = dict(zip(names, reversed([env[n] for n in names]), strict=True))
     why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
     try:
-        if not differs(fits, other(), env):
+        if len(names) < 2 or not differs(fits, shaped(swapped), swapped):
             return []
     except errors as e:  # refused in that order
         why = f" refuses them in the other order ({type(e).__name__}: {e})"
     except Exception:  # no meta kernel there, say: no evidence
         return []
-    return [tracing.Finding("assumption", f"assumes {condition}: {name}{why}")]
+    return [tracing.Finding("assumption", f"assumes {' <= '.join(names)}: {name}{why}")]
 
 
 def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: dict[str, int],
