@@ -278,3 +278,21 @@ def test_the_order_of_sizes_is_tried_only_from_the_first_base():
     assert torch.topk(torch.zeros(60, 55), 50).values.shape == (60, 50)  # B > N: accepted
     r = verify(lambda x: torch.topk(x, 50), "B, N =>")
     assert r.result[0] == (Dim("B"), Dim("50")) and "B <= N" not in str(r), str(r)
+
+
+@pytest.mark.parametrize("index", [100, 150])  # 150: refused at the witnesses B = 11, N = 13
+def test_least_sizes_found_one_symbol_at_a_time_hold_together(index):
+    """``np.delete(x, index)`` of ``[B, N]`` deletes from the flattened array: it needs
+    ``B*N > index``.  Each symbol lowered alone, the others at the base, held from 8 (B) and 10
+    (N), or from 12 (B, the base scaled to B = 154) and 1 (N): said as 'assumes 8 <= B' and
+    'assumes 10 <= N', or as 'assumes 12 <= B' alone (dropping the note that the op fails at
+    some sizes), where NumPy refuses B = 8, N = 10 and B = 12, N = 1.  Oracle: NumPy at the
+    least sizes the assumptions admit together."""
+    r = verify(lambda x: np.delete(x, index), "B, N =>")
+    bounds = {"B": 1, "N": 1}
+    for f in r:
+        m = re.match(r"assumes (\d+) <= (\w+):", f.message)
+        assert m, str(r)  # every finding a least size
+        bounds[m[2]] = max(bounds[m[2]], int(m[1]))
+    got = np.delete(np.zeros((bounds["B"], bounds["N"])), index)  # raises where they do not hold
+    assert got.shape == (r.result[0][0].evaluate(bounds),), str(r)

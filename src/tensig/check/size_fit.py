@@ -375,35 +375,52 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
     holds from: (symbol, that size, why), to assume ('assumes 4 <= T': a pool of window 4).
     The bisection assumes that every size above one the library accepts is accepted too (a
     window, a kth: lower bounds); a run that fails otherwise (no meta kernel there, too large
-    to build) ends it, keeping the failure found below and the size that held."""
+    to build) ends it, keeping the failure found below and the size that held.  Each symbol
+    is lowered alone, so the least sizes are run once more together: where that fails
+    (``np.delete(x, 150)`` of ``[B, N]`` holds at B = 12 and at N = 1, not at both), the sizes
+    lowered are assumed only from the base."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
     literals = {v for v in given if type(v) is int} | {d.constant for a in arrays for d in a.dims}
     top = max((k for k in literals & sizes if k is not None), default=0)
-    found = []
+    found, corner = [], dict(base)  # corner: each symbol at the least size it held from
 
-    def fails(env: dict[str, int], s: str) -> str | None:  # why, or None: it holds at env
+    def fails(env: dict[str, int], lowered: list[str]) -> str | None:  # why, or None: it holds
+        at = ", ".join(f"{s} = {env[s]}" for s in lowered)
         try:
             got = shaped(env)
         except errors as e:
-            return f" refuses {s} = {env[s]} ({short(e)})"
-        bad = env[s] < top and differs(fits, got, env)
-        return f"'s result sizes differ from the fit at {s} = {env[s]}" if bad else None
+            return f" refuses {at} ({short(e)})"
+        bad = any(env[s] < top for s in lowered) and differs(fits, got, env)
+        return f"'s result sizes differ from the fit at {at}" if bad else None
     for s in symbols((args, kwargs)):
         low = next((v for v in range(1, base[s]) if all(
             d.evaluate({**base, s: v}) >= 0 for a in arrays for d in a.dims)), base[s])
-        why, high = None, base[s]
+        why: str | None = ""  # "": no evidence
+        high = base[s]
         with contextlib.suppress(Exception):  # no evidence past a run that fails otherwise
-            why = fails({**base, s: low}, s)
+            why = fails({**base, s: low}, [s])
             while why is not None and high - low > 1:  # fails at low, holds at high
                 mid = (low + high) // 2
-                if (w := fails({**base, s: mid}, s)) is None:
+                if (w := fails({**base, s: mid}, [s])) is None:
                     high = mid
                 else:
                     low, why = mid, w
-        if why is not None and all(high < base[o] for o in base if o != s):  # else ordered()
+        if why is None:
+            corner[s] = low
+        elif why and all(high < base[o] for o in base if o != s):  # else ordered()
             found.append((s, high, why))
+            corner[s] = high
+    lowered = [s for s in corner if corner[s] != base[s]]
+    if found and len(lowered) > 1:  # each held with the others at the base: together too?
+        try:
+            why = fails(corner, lowered)
+        except Exception as e:  # no evidence that they hold together
+            why = f" fails at {', '.join(f'{s} = {corner[s]}' for s in lowered)} (" \
+                  f"{type(e).__name__})"
+        if why is not None:  # B*N > 150: only the base's sizes are known to hold together
+            return [(s, base[s], why) for s in lowered]
     return found
 
 
