@@ -296,3 +296,16 @@ def test_least_sizes_found_one_symbol_at_a_time_hold_together(index):
         bounds[m[2]] = max(bounds[m[2]], int(m[1]))
     got = np.delete(np.zeros((bounds["B"], bounds["N"])), index)  # raises where they do not hold
     assert got.shape == (r.result[0][0].evaluate(bounds),), str(r)
+
+
+def test_a_least_size_above_another_symbol_s_is_kept_where_it_holds_with_them_larger():
+    """``torch.topk(x, 50)`` of ``[B, N]`` runs from B = 48, N = 54, and refuses N below 50: a
+    bound not under B = 48, which may be their order (B <= N) and was dropped, leaving only
+    'fails at some sizes'.  With B larger than 50 it still holds from N = 50: not their order.
+    Oracle: torch at B = 100 (above N) and at N = 49."""
+    torch = pytest.importorskip("torch")
+    assert torch.topk(torch.zeros(100, 50), 50).values.shape == (100, 50)
+    with pytest.raises(RuntimeError):
+        torch.topk(torch.zeros(1, 49), 50)
+    r = verify(lambda x: torch.topk(x, 50), "B, N =>")
+    assert [f.message.split(":")[0] for f in r] == ["assumes 50 <= N"], str(r)

@@ -394,6 +394,12 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
             return f" refuses {at} ({short(e)})"
         bad = any(env[s] < top for s in lowered) and differs(fits, got, env)
         return f"'s result sizes differ from the fit at {at}" if bad else None
+
+    def unordered(s: str, k: int) -> bool:  # k <= s holds with the others above k: no order
+        scaled = {o: v * (k // min(base.values()) + 2) for o, v in base.items()}  # units kept
+        with contextlib.suppress(Exception):
+            return fails({**scaled, s: k}, [s]) is None
+        return False
     for s in symbols((args, kwargs)):
         low = next((v for v in range(1, base[s]) if all(
             d.evaluate({**base, s: v}) >= 0 for a in arrays for d in a.dims)), base[s])
@@ -409,7 +415,9 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
                     low, why = mid, w
         if why is None:
             corner[s] = low
-        elif why and all(high < base[o] for o in base if o != s):  # else ordered()
+        # a bound not under the others' sizes may be their order (ordered() says it) unless
+        # it holds with them larger: topk(x, 50) of [B, N] from B = 48 needs 50 <= N
+        elif why and (all(high < base[o] for o in base if o != s) or unordered(s, high)):
             found.append((s, high, why))
             corner[s] = high
     lowered = [s for s in corner if corner[s] != base[s]]
