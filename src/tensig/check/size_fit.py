@@ -29,7 +29,7 @@ from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
            "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves",
-           "named", "ordered", "sample_points", "short", "size_guard", "symbols"]
+           "named", "ordered", "sample_points", "short", "size_guard", "swapped", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -432,17 +432,23 @@ def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
     return found
 
 
+def swapped(env: dict[str, int]) -> dict[str, int]:
+    """``env``'s sizes in the other order among its symbols (the largest's to the smallest):
+    where an op valid only for ``K <= L`` fails, or a fit of ``min(B, T)`` is told apart."""
+    names = sorted(env, key=env.__getitem__)
+    return {**env, **dict(zip(names, reversed([env[n] for n in names]), strict=True))}
+
+
 def ordered(shaped: Callable[[dict[str, int]], Shapes], name: str,
             fits: list[list[Dim | None] | None], env: dict[str, int],
             errors: tuple[type[BaseException], ...]) -> list[tracing.Finding]:
     """A fit from ``env`` that fails with the sizes there in the other order (a 'valid'
     convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
     (``np.insert(y, len(x), v)``, one of ``errors``): it holds with them ordered as at ``env``."""
-    names = sorted(env, key=env.__getitem__)
-    swapped = dict(zip(names, reversed([env[n] for n in names]), strict=True))
+    names, other = sorted(env, key=env.__getitem__), swapped(env)
     why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
     try:
-        if len(names) < 2 or not differs(fits, shaped(swapped), swapped):
+        if len(names) < 2 or not differs(fits, shaped(other), other):
             return []
     except errors as e:  # refused in that order
         why = f" refuses them in the other order ({type(e).__name__}: {e})"

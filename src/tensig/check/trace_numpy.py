@@ -370,10 +370,9 @@ def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: b
     call's largest count (``top_k(x, 50)``).  Where the library ``allocates``, one too large to
     build is left out: a call refused at every base left is a shape error, not a note."""
     names = sorted(base, key=base.__getitem__)
-    flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]
     if len(names) > 1:
-        out.append((flipped, " <= ".join(reversed(names))))
+        out.append((size_fit.swapped(base), " <= ".join(reversed(names))))
     count = max((x for x in size_fit.leaves((args, list(kwargs.values())))
                  if type(x) is int), default=0)
     if names and count >= base[names[0]]:
