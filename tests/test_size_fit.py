@@ -309,3 +309,14 @@ def test_a_least_size_above_another_symbol_s_is_kept_where_it_holds_with_them_la
         torch.topk(torch.zeros(1, 49), 50)
     r = verify(lambda x: torch.topk(x, 50), "B, N =>")
     assert [f.message.split(":")[0] for f in r] == ["assumes 50 <= N"], str(r)
+
+
+def test_a_size_constant_near_the_base_is_checked_at_larger_sizes():
+    """``avg_pool1d(x, 50)`` gives 1 at every size the fit ran (T = 52 to 79): fitted as the
+    constant 1, verify accepted ``B, C, T => B, C, 1``, which torch refuses at T = 100.  A run
+    at sizes past twice the count shows the size is no constant: a fresh size.  Oracle: torch."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool1d
+    assert pool(torch.zeros(2, 3, 100), 50).shape == (2, 3, 2)
+    r = verify(lambda x: pool(x, 50), "B, C, T => B, C, 1")
+    assert r.errors and str(r.result[0][2]) != "1", str(r)

@@ -275,6 +275,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, shaped(sample), shaped(data(env)))
+    fits = _far(shapes_at, name, args, kwargs, env, fits, found)
     if error is None:  # else the base's own assumption (the other order, larger sizes) holds
         found += ordered(shapes_at, name, fits, env, errors)
     least = below_literals(shapes_at, args, kwargs, env, fits, errors)
@@ -286,6 +287,32 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
                                         f"{base.assumes}"))
     return template_of(sample, fits, env), tuple(found), \
         floors_hold(shapes_at, (args, kwargs), env, fits)
+
+
+def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+         kwargs: dict[str, Any], env: dict[str, int], fits: list[list[Dim | None] | None],
+         found: list[tracing.Finding]) -> list[list[Dim | None] | None]:
+    """The fit's runs are near the base, where a floor by a longer count is constant
+    (``avg_pool1d(x, 50)`` gives 1 from T = 50 to 99): one more run with every size scaled
+    past twice the largest count, a size that differs there fresh (None), said in ``found``."""
+    count = max((x for x in [*leaves(args), *leaves(list(kwargs.values()))] if type(x) is int),
+                default=0)
+    k = 2 * count // min(env.values(), default=1) + 2
+    far = {s: v * k for s, v in env.items()}
+    try:
+        got = shaped(far)
+    except Exception:  # refused there, or too large to build: no evidence
+        return fits
+    if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
+        raise tracing.Unsupported(f"{name} (its result rank depends on the sizes)")
+    out = [f if f is None or g is None else [
+        None if d is not None and d.evaluate(far) != n else d for d, n in zip(f, g, strict=True)]
+        for f, g in zip(fits, got, strict=True)]
+    found += [tracing.Finding("assumption", f"{name}: a result size fitted as {d} is {n} at "
+                              f"sizes {k} times as large; traced as a fresh size")
+              for f, g in zip(fits, got, strict=True) if f and g
+              for d, n in zip(f, g, strict=True) if d is not None and d.evaluate(far) != n]
+    return out
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: Shapes, data_shapes: Shapes
