@@ -239,3 +239,84 @@ def test_a_cached_fit_s_value_result_is_each_call_s_own():
 
     assert verify(fn, "N =>").complete
     assert seen and all("mine" not in p for p in seen), seen
+
+
+def test_a_fit_from_a_larger_base_still_finds_the_least_size_the_op_takes():
+    """``np.delete(x, 50)`` fails at the witnesses and runs from a base scaled past 50, whose
+    assumption ('N >= 50') is one short: NumPy skipped the bisection below the base after a
+    failed first base (torch did not), so the least size was never found.  Oracle: NumPy.  The
+    size found explains the failure at the witnesses: it is said once."""
+    with pytest.raises(IndexError):
+        np.delete(np.zeros(50), 50)
+    assert np.delete(np.zeros(51), 50).shape == (50,)
+    r = verify(lambda x: np.delete(x, 50), "N =>")
+    assert str(r.result[0][0]) == "N - 1"
+    assert [f.message.split(":")[0] for f in r] == ["assumes 51 <= N"], str(r)
+
+
+def test_a_failure_found_below_the_base_survives_a_later_run_that_fails_otherwise():
+    """The bisection below the base ran until a midpoint raised an error that is not the
+    library's (no meta kernel there), then dropped the refusal it had already seen at 1: the
+    fit was trusted below the base with no assumption said.  The size that held stays assumed."""
+    def shaped(env):
+        if env["N"] < 8:
+            raise ValueError("a window of 8 is longer than the input")
+        if env["N"] < 30:
+            raise NotImplementedError("no kernel at this size")
+        return [(env["N"] - 7,)]
+
+    x = _sym("N")
+    found = size_fit.below_literals(shaped, (x,), {}, {"N": 40}, [[Dim("N - 7")]], (ValueError,))
+    assert [(s, k) for s, k, _ in found] == [("N", 40)], found
+
+
+def test_the_order_of_sizes_is_tried_only_from_the_first_base():
+    """``torch.topk(x, 50)`` of ``[B, N]`` fails at the first base (N = 46) and runs from a
+    larger one (B = 48, N = 54), where swapping B and N makes N 48 < 50: torch's fit said
+    'assumes B <= N', which torch disproves.  Only a fit from the first base asks the order."""
+    torch = pytest.importorskip("torch")
+    assert torch.topk(torch.zeros(60, 55), 50).values.shape == (60, 50)  # B > N: accepted
+    r = verify(lambda x: torch.topk(x, 50), "B, N =>")
+    assert r.result[0] == (Dim("B"), Dim("50")) and "B <= N" not in str(r), str(r)
+
+
+@pytest.mark.parametrize("index", [100, 150])  # 150: refused at the witnesses B = 11, N = 13
+def test_least_sizes_found_one_symbol_at_a_time_hold_together(index):
+    """``np.delete(x, index)`` of ``[B, N]`` deletes from the flattened array: it needs
+    ``B*N > index``.  Each symbol lowered alone, the others at the base, held from 8 (B) and 10
+    (N), or from 12 (B, the base scaled to B = 154) and 1 (N): said as 'assumes 8 <= B' and
+    'assumes 10 <= N', or as 'assumes 12 <= B' alone (dropping the note that the op fails at
+    some sizes), where NumPy refuses B = 8, N = 10 and B = 12, N = 1.  Oracle: NumPy at the
+    least sizes the assumptions admit together."""
+    r = verify(lambda x: np.delete(x, index), "B, N =>")
+    bounds = {"B": 1, "N": 1}
+    for f in r:
+        m = re.match(r"assumes (\d+) <= (\w+):", f.message)
+        assert m, str(r)  # every finding a least size
+        bounds[m[2]] = max(bounds[m[2]], int(m[1]))
+    got = np.delete(np.zeros((bounds["B"], bounds["N"])), index)  # raises where they do not hold
+    assert got.shape == (r.result[0][0].evaluate(bounds),), str(r)
+
+
+def test_a_least_size_above_another_symbol_s_is_kept_where_it_holds_with_them_larger():
+    """``torch.topk(x, 50)`` of ``[B, N]`` runs from B = 48, N = 54, and refuses N below 50: a
+    bound not under B = 48, which may be their order (B <= N) and was dropped, leaving only
+    'fails at some sizes'.  With B larger than 50 it still holds from N = 50: not their order.
+    Oracle: torch at B = 100 (above N) and at N = 49."""
+    torch = pytest.importorskip("torch")
+    assert torch.topk(torch.zeros(100, 50), 50).values.shape == (100, 50)
+    with pytest.raises(RuntimeError):
+        torch.topk(torch.zeros(1, 49), 50)
+    r = verify(lambda x: torch.topk(x, 50), "B, N =>")
+    assert [f.message.split(":")[0] for f in r] == ["assumes 50 <= N"], str(r)
+
+
+def test_a_size_constant_near_the_base_is_checked_at_larger_sizes():
+    """``avg_pool1d(x, 50)`` gives 1 at every size the fit ran (T = 52 to 79): fitted as the
+    constant 1, verify accepted ``B, C, T => B, C, 1``, which torch refuses at T = 100.  A run
+    at sizes past twice the count shows the size is no constant: a fresh size.  Oracle: torch."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool1d
+    assert pool(torch.zeros(2, 3, 100), 50).shape == (2, 3, 2)
+    r = verify(lambda x: pool(x, 50), "B, C, T => B, C, 1")
+    assert r.errors and str(r.result[0][2]) != "1", str(r)

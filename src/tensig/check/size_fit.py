@@ -10,6 +10,7 @@ divisors up to :data:`MAX_DIVISOR`, and :func:`size_guard` on the elements of on
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import itertools
@@ -17,7 +18,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,9 +27,9 @@ from tensig.check import tracer as S
 from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core.dims import Dim
 
-__all__ = ["MAX_SYMBOLS", "below_literals", "cached", "concrete", "differs", "failure_kind",
-           "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves", "named", "ordered",
-           "sample_points", "short", "size_guard", "symbols"]
+__all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
+           "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves",
+           "named", "ordered", "sample_points", "short", "size_guard", "swapped", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -231,16 +232,107 @@ def failure_kind(message: str) -> str:
 # -- A fit's runs and its result -------------------------------------------------------------
 
 
-def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
+class Base(NamedTuple):
+    """Sizes a fit may start from, the assumption a run only there makes, and the ``unit`` and
+    ``step`` of its sample points (:func:`sample_points`)."""
+    env: dict[str, int]
+    assumes: str
+    unit: int = 1
+    step: int = STEP
+
+
+def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any], Shapes],
+        args: Any, kwargs: dict[str, Any], bases: list[Base], *,
+        classify: Callable[[BaseException], BaseException],
+        errors: tuple[type[BaseException], ...], rejected: Callable[[BaseException], Fit],
+        template_of: Callable[[Any, list[list[Dim | None] | None], dict[str, int]], Any],
+        data: Callable[[dict[str, int]], Any] | None = None) -> Fit:
+    """The one fit of every library's op: ``run(env)`` runs it (the result's shapes by
+    ``shaped``) from the first of ``bases`` it accepts (:func:`first_run`; refused at every
+    one: ``rejected``), its sizes are fitted (:func:`fit_sizes`), then tried with the operands'
+    sizes in the other order (:func:`ordered`), below the base (:func:`below_literals`) and off
+    the divisors of their floors (:func:`floors_hold`); ``template_of(sample, fits, base)``
+    makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
+    (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
+    data (a fresh size, a Remora box)."""
+    try:
+        sample, base, error = first_run(run, bases, classify)
+    except tracing.Unsupported:
+        if data is None:
+            raise
+        run, data = data, None
+        sample, base, error = first_run(run, bases, classify)
+    if base is None:
+        assert error is not None
+        return rejected(error)
+    env, found = base.env, list[tracing.Finding]()
+
+    def shapes_at(at: dict[str, int]) -> Shapes:
+        return shaped(run(at))
+    fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
+                     errors=errors, first=shaped(sample),
+                     note=lambda message: found.append(tracing.Finding("assumption", message)))
+    if data is not None:
+        with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
+            fits = _boxed(fits, shaped(sample), shaped(data(env)))
+    fits = _far(shapes_at, name, args, kwargs, env, fits, found)
+    if error is None:  # else the base's own assumption (the other order, larger sizes) holds
+        found += ordered(shapes_at, name, fits, env, errors)
+    least = below_literals(shapes_at, args, kwargs, env, fits, errors)
+    found += [tracing.Finding("assumption", f"assumes {k} <= {s}: {name}{why}")
+              for s, k, why in least]
+    if error is not None and not any(bases[0].env[s] < k for s, k, _ in least):  # explained
+        found.insert(0, tracing.Finding("assumption", f"{name} fails at some sizes ("
+                                        f"{named(short(error), bases[0].env)}); assumes "
+                                        f"{base.assumes}"))
+    return template_of(sample, fits, env), tuple(found), \
+        floors_hold(shapes_at, (args, kwargs), env, fits)
+
+
+def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+         kwargs: dict[str, Any], env: dict[str, int], fits: list[list[Dim | None] | None],
+         found: list[tracing.Finding]) -> list[list[Dim | None] | None]:
+    """The fit's runs are near the base, where a floor by a longer count is constant
+    (``avg_pool1d(x, 50)`` gives 1 from T = 50 to 99): one more run with every size scaled
+    past twice the largest count, a size that differs there fresh (None), said in ``found``."""
+    count = max((x for x in [*leaves(args), *leaves(list(kwargs.values()))] if type(x) is int),
+                default=0)
+    k = 2 * count // min(env.values(), default=1) + 2
+    far = {s: v * k for s, v in env.items()}
+    try:
+        got = shaped(far)
+    except Exception:  # refused there, or too large to build: no evidence
+        return fits
+    if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
+        raise tracing.Unsupported(f"{name} (its result rank depends on the sizes)")
+    out = [f if f is None or g is None else [
+        None if d is not None and d.evaluate(far) != n else d for d, n in zip(f, g, strict=True)]
+        for f, g in zip(fits, got, strict=True)]
+    found += [tracing.Finding("assumption", f"{name}: a result size fitted as {d} is {n} at "
+                              f"sizes {k} times as large; traced as a fresh size")
+              for f, g in zip(fits, got, strict=True) if f and g
+              for d, n in zip(f, g, strict=True) if d is not None and d.evaluate(far) != n]
+    return out
+
+
+def _boxed(fits: list[list[Dim | None] | None], zero_shapes: Shapes, data_shapes: Shapes
+           ) -> list[list[Dim | None] | None]:
+    """Sizes that change with the data (not with the sizes) are fresh (None): a Remora box."""
+    return [dims if dims is None or z is None or d is None or z == d else
+            [None if i >= len(d) or z[i] != d[i] else dim for i, dim in enumerate(dims)]
+            for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True)]
+
+
+def first_run(run: Callable[[dict[str, int]], Any], bases: list[Base],
               classify: Callable[[BaseException], BaseException]
-              ) -> tuple[Any, dict[str, int] | None, BaseException | None]:
+              ) -> tuple[Any, Base | None, BaseException | None]:
     """``run`` at each base until the library accepts one: (its result, that base, an earlier
     base's shape error), or (None, None, the first error); ``classify`` returns a shape error
     and raises (the trace stops) on any other."""
     error: BaseException | None = None
     for base in bases:
         try:
-            return run(base), base, error
+            return run(base.env), base, error
         except Exception as e:
             shaped = classify(e)
             error = error or shaped
@@ -250,16 +342,18 @@ def first_run(run: Callable[[dict[str, int]], Any], bases: list[dict[str, int]],
 def template(sample: Any, fits: Iterator[list[Dim | None] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("array", dims, kind)``, ``("size", dim)`` (an unfitted size is its sample
-    value, an int: a fresh size), or what ``leaf`` says of any other leaf."""
+    parts)``, ``("size", dim)`` of an int (an unfitted size is its sample value, an int: a
+    fresh size), ``("array", dims, kind)`` where ``leaf`` says ``("array", kind)``, or what
+    ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
-    fit, tag = next(fits), leaf(sample)
+    sizes = next(fits)
+    if isinstance(sample, int) and not isinstance(sample, bool):
+        return ("size", int(sample) if not sizes or sizes[0] is None else sizes[0])
+    tag = leaf(sample)
     if tag[0] == "array":
         return ("array", tuple(int(n) if d is None else d for d, n in
-                               zip(fit or (), sample.shape, strict=False)), tag[1])
-    if tag[0] == "size":
-        return ("size", int(sample) if not fit or fit[0] is None else fit[0])
+                               zip(sizes or (), sample.shape, strict=False)), tag[1])
     return tag
 
 
@@ -297,62 +391,97 @@ def shapes(result: Any, arrays: type[Any] | tuple[type[Any], ...]) -> Shapes:
             and not isinstance(x, bool) else None for x in leaves(result)]
 
 
-def below_literals(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
+def below_literals(shaped: Callable[[dict[str, int]], Shapes], args: Any,
                    kwargs: dict[str, Any], base: dict[str, int],
                    fits: list[list[Dim | None] | None], errors: tuple[type[BaseException], ...]
-                   ) -> list[tracing.Finding]:
+                   ) -> list[tuple[str, int, str]]:
     """The fit's runs never see a symbol below its base: each is lowered to the least size its
     inputs take (1, or where a ``T - 3`` axis is empty), the others kept, and where the library
     refuses that, or its result differs from the fit below a literal size it was given and
     returns (``np.diag`` of ``[B, 3]``: ``min(B, 3)``), a bisection finds the least size it
-    holds from, assumed ('assumes 4 <= T': a pool of window 4)."""
+    holds from: (symbol, that size, why), to assume ('assumes 4 <= T': a pool of window 4).
+    The bisection assumes that every size above one the library accepts is accepted too (a
+    window, a kth: lower bounds); a run that fails otherwise (no meta kernel there, too large
+    to build) ends it, keeping the failure found below and the size that held.  Each symbol
+    is lowered alone, so the least sizes are run once more together: where that fails
+    (``np.delete(x, 150)`` of ``[B, N]`` holds at B = 12 and at N = 1, not at both), the sizes
+    lowered are assumed only from the base."""
     sizes = {d.constant for dims in fits if dims for d in dims if d is not None}
     given = [*leaves(args), *leaves(list(kwargs.values()))]
     arrays = [a for a in given if isinstance(a, S.SymArray)]
     literals = {v for v in given if type(v) is int} | {d.constant for a in arrays for d in a.dims}
     top = max((k for k in literals & sizes if k is not None), default=0)
-    found = []
+    found, corner = [], dict(base)  # corner: each symbol at the least size it held from
 
-    def fails(env: dict[str, int], s: str) -> str | None:  # why, or None: it holds at env
+    def fails(env: dict[str, int], lowered: list[str]) -> str | None:  # why, or None: it holds
+        at = ", ".join(f"{s} = {env[s]}" for s in lowered)
         try:
             got = shaped(env)
         except errors as e:
-            return f" refuses {s} = {env[s]} ({short(e)})"
-        bad = env[s] < top and differs(fits, got, env)
-        return f"'s result sizes differ from the fit at {s} = {env[s]}" if bad else None
+            return f" refuses {at} ({short(e)})"
+        bad = any(env[s] < top for s in lowered) and differs(fits, got, env)
+        return f"'s result sizes differ from the fit at {at}" if bad else None
+
+    def unordered(s: str, k: int) -> bool:  # k <= s holds with the others above k: no order
+        scaled = {o: v * (k // min(base.values()) + 2) for o, v in base.items()}  # units kept
+        with contextlib.suppress(Exception):
+            return fails({**scaled, s: k}, [s]) is None
+        return False
     for s in symbols((args, kwargs)):
         low = next((v for v in range(1, base[s]) if all(
             d.evaluate({**base, s: v}) >= 0 for a in arrays for d in a.dims)), base[s])
-        try:
-            why, high = fails({**base, s: low}, s), base[s]
+        why: str | None = ""  # "": no evidence
+        high = base[s]
+        with contextlib.suppress(Exception):  # no evidence past a run that fails otherwise
+            why = fails({**base, s: low}, [s])
             while why is not None and high - low > 1:  # fails at low, holds at high
                 mid = (low + high) // 2
-                if (w := fails({**base, s: mid}, s)) is None:
+                if (w := fails({**base, s: mid}, [s])) is None:
                     high = mid
                 else:
                     low, why = mid, w
-        except Exception:  # no meta kernel there, too large to build: no evidence
-            continue
-        if why is not None and all(high < base[o] for o in base if o != s):  # else ordered()
-            found.append(tracing.Finding("assumption", f"assumes {high} <= {s}: {name}{why}"))
+        if why is None:
+            corner[s] = low
+        # a bound not under the others' sizes may be their order (ordered() says it) unless
+        # it holds with them larger: topk(x, 50) of [B, N] from B = 48 needs 50 <= N
+        elif why and (all(high < base[o] for o in base if o != s) or unordered(s, high)):
+            found.append((s, high, why))
+            corner[s] = high
+    lowered = [s for s in corner if corner[s] != base[s]]
+    if found and len(lowered) > 1:  # each held with the others at the base: together too?
+        try:
+            why = fails(corner, lowered)
+        except Exception as e:  # no evidence that they hold together
+            why = f" fails at {', '.join(f'{s} = {corner[s]}' for s in lowered)} (" \
+                  f"{type(e).__name__})"
+        if why is not None:  # B*N > 150: only the base's sizes are known to hold together
+            return [(s, base[s], why) for s in lowered]
     return found
 
 
-def ordered(other: Callable[[], Shapes], name: str, fits: list[list[Dim | None] | None],
-            env: dict[str, int], condition: str,
-            errors: tuple[type[BaseException], ...] = (Exception,)) -> list[tracing.Finding]:
-    """A fit that fails with the operands' sizes in the other order (``env``: a 'valid'
+def swapped(env: dict[str, int]) -> dict[str, int]:
+    """``env``'s sizes in the other order among its symbols (the largest's to the smallest):
+    where an op valid only for ``K <= L`` fails, or a fit of ``min(B, T)`` is told apart."""
+    names = sorted(env, key=env.__getitem__)
+    return {**env, **dict(zip(names, reversed([env[n] for n in names]), strict=True))}
+
+
+def ordered(shaped: Callable[[dict[str, int]], Shapes], name: str,
+            fits: list[list[Dim | None] | None], env: dict[str, int],
+            errors: tuple[type[BaseException], ...]) -> list[tracing.Finding]:
+    """A fit from ``env`` that fails with the sizes there in the other order (a 'valid'
     convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
-    (``np.insert(y, len(x), v)``, one of ``errors``): it holds under ``condition``."""
+    (``np.insert(y, len(x), v)``, one of ``errors``): it holds with them ordered as at ``env``."""
+    names, other = sorted(env, key=env.__getitem__), swapped(env)
     why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
     try:
-        if not differs(fits, other(), env):
+        if len(names) < 2 or not differs(fits, shaped(other), other):
             return []
     except errors as e:  # refused in that order
         why = f" refuses them in the other order ({type(e).__name__}: {e})"
     except Exception:  # no meta kernel there, say: no evidence
         return []
-    return [tracing.Finding("assumption", f"assumes {condition}: {name}{why}")]
+    return [tracing.Finding("assumption", f"assumes {' <= '.join(names)}: {name}{why}")]
 
 
 def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: dict[str, int],
@@ -363,7 +492,7 @@ def floors_hold(evaluate: Callable[[dict[str, int]], Shapes], args: Any, base: d
     at each below a divisor (``T // 3`` is 0: ``np.diff`` gives 0, not -1), none raising."""
     moduli: dict[str, int] = {}
     for d in sym_dims(args):
-        for p, k in tracing._divisions(d):
+        for p, k in tracing.divisions(d):
             moduli.update({s: math.lcm(moduli.get(s, 1), k) for s in p.symbols})
     if math.prod(moduli.values()) - 1 > MAX_RESIDUES:
         return False

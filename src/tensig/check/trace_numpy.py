@@ -363,17 +363,16 @@ CREATION_EXTRA: dict[str, Callable[..., Any]] = {
 
 
 def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: bool = True
-           ) -> list[tuple[dict[str, int], str]]:
+           ) -> list[size_fit.Base]:
     """The bases a fit may start from, each with the assumption a run only there makes: the
     witnesses (every division the code assumed exact there), their values reversed among the
     symbols (an op valid only for ``K <= L``), then one witness, then all, scaled past the
     call's largest count (``top_k(x, 50)``).  Where the library ``allocates``, one too large to
     build is left out: a call refused at every base left is a shape error, not a note."""
     names = sorted(base, key=base.__getitem__)
-    flipped = {**base, **{n: base[m] for n, m in zip(names, reversed(names), strict=True)}}
     out = [(base, "")]
     if len(names) > 1:
-        out.append((flipped, " <= ".join(reversed(names))))
+        out.append((size_fit.swapped(base), " <= ".join(reversed(names))))
     count = max((x for x in size_fit.leaves((args, list(kwargs.values())))
                  if type(x) is int), default=0)
     if names and count >= base[names[0]]:
@@ -381,23 +380,21 @@ def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: b
         out += [({**base, n: base[n] * factor}, f"{n} >= {count}") for n in names]
         out.append(({**base, **{n: base[n] * factor for n in names}},
                     f"sizes of at least {count}"))
-    if not allocates:
-        return out
     kept = out[:1]
     for env, assumes in out[1:]:
         with contextlib.suppress(tracing.Unsupported):  # too large to build (or fit): not tried
-            for point in size_fit.sample_points(names, env, unit):
+            for point in size_fit.sample_points(names, env, unit) if allocates else ():
                 size_fit.size_guard((args, kwargs), point)
             kept.append((env, assumes))
-    return kept
+    return [size_fit.Base(env, assumes, unit) for env, assumes in kept]
 
 
+_ERRORS = (ValueError, IndexError, TypeError)  # NumPy's refusals of shapes (and data's)
 _SHAPE_WORDS = ("shape", "broadcast", "dimension", "align", "size", "axis", "length", "ndim",
                 "1-d", "2-d", "1d", "2d")  # np.diag: "Input must be 1- or 2-d."
 
 
-def shape_error(name: str, e: BaseException,
-                errors: tuple[type[BaseException], ...] = (ValueError, IndexError, TypeError),
+def shape_error(name: str, e: BaseException, errors: tuple[type[BaseException], ...] = _ERRORS,
                 words: tuple[str, ...] = _SHAPE_WORDS) -> BaseException:
     """``e`` when the library refused the shapes (one of ``errors``, saying one of ``words``);
     any other failure (a data error such as ``LinAlgError``, an argument refused) stops the
@@ -413,7 +410,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
            make: Callable[[tuple[int, ...], str], Any], arrays: type[Any] | tuple[type[Any], ...],
            make_data: Callable[[tuple[int, ...], str], Any] | None = None,
            allocates: bool = True, *, op: Any) -> Any:
-    """Trace a library function ``op`` by fitting (:func:`tensig.check.size_fit.fit_sizes`), once
+    """Trace a library function ``op`` by fitting (:func:`tensig.check.size_fit.fit`), once
     per :func:`tensig.check.size_fit.fit_key` with the call's witnesses (the runs start there).
 
     ``call(args, kwargs)`` runs it on arrays ``make(shape, kind)`` builds (zeros, or JAX's
@@ -426,63 +423,37 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
     t = tracer()
     witness, unit = t.assumption_env(), t.unit()
     at = {n: witness[n] for n in size_fit.symbols((args, kwargs))}
-    found: list[tracing.Finding] = []
 
-    def run(env: dict[str, int], fill: Callable[..., Any] | None = None) -> Any:
+    def run(env: dict[str, int], fill: Callable[..., Any] = make) -> Any:
         if allocates:
             size_fit.size_guard((args, kwargs), env)
 
         def array(v: Any) -> Any:
             if not isinstance(v, S.SymArray):
                 return v
-            return (fill or make)(tuple(d.evaluate(env) for d in v.dims), v.kind)
+            return fill(tuple(d.evaluate(env) for d in v.dims), v.kind)
         return call(size_fit.concrete(args, env, array), size_fit.concrete(kwargs, env, array))
 
-    def shaped(env: dict[str, int], fill: Callable[..., Any] | None = None) -> size_fit.Shapes:
-        return size_fit.shapes(run(env, fill), arrays)
-
     def leaf(x: Any) -> tuple[Any, ...]:
-        if isinstance(x, arrays):
-            return "array", S.kind_of(x.dtype) or "f"
-        return ("size",) if isinstance(x, int) and not isinstance(x, bool) else ("value", x)
+        return ("array", S.kind_of(x.dtype) or "f") if isinstance(x, arrays) else ("value", x)
+
+    def rejected(error: BaseException) -> size_fit.Fit:
+        said = size_fit.named(str(error), at)  # in the symbols
+        first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
+        return ("array", first.dims if first is not None else (), "f"), (tracing.Finding(
+            size_fit.failure_kind(said), f"{name} fails on these shapes at every size: "
+                                         f"{said}"),), False
 
     def fit() -> size_fit.Fit:
-        nonlocal make
         bases = _bases(at, unit, args, kwargs, allocates)
         if allocates:
-            size_fit.size_guard((args, kwargs), bases[0][0])
-        starts, refused = [b for b, _ in bases], functools.partial(shape_error, name)
-        try:
-            sample, base, error = size_fit.first_run(run, starts, refused)
-        except tracing.Unsupported:
-            if make_data is None:
-                raise
-            make = make_data  # zeros refused as data (polyfit's SVD of a zero matrix)
-            sample, base, error = size_fit.first_run(run, starts, refused)
-        said = "" if error is None else size_fit.named(str(error), starts[0])  # in the symbols
-        if base is None:
-            first = next((a for a in size_fit.leaves(args) if isinstance(a, S.SymArray)), None)
-            return ("array", first.dims if first is not None else (), "f"), (tracing.Finding(
-                size_fit.failure_kind(said), f"{name} fails on these shapes at every size: "
-                                             f"{said}"),), False
-        if error is not None:  # it runs only where the sizes are ordered the other way, or larger
-            found.append(tracing.Finding("assumption", f"{name} fails at some sizes ({said}); "
-                                         f"assumes {next(a for b, a in bases if b is base)}"))
-        fits = size_fit.fit_sizes(
-            shaped, (args, kwargs), name, base, unit, errors=(ValueError, IndexError, TypeError),
-            first=size_fit.shapes(sample, arrays),
-            note=lambda message: found.append(tracing.Finding("assumption", message)))
-        if make_data is not None:
-            with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
-                fits = _boxed(fits, size_fit.shapes(sample, arrays), shaped(base, make_data))
-        if base is starts[0] and len(bases) > 1:  # the witnesses' order: bases[1] swaps it
-            found.extend(size_fit.ordered(lambda: shaped(starts[1]), name, fits, starts[1],
-                                          " <= ".join(reversed(bases[1][1].split(" <= ")))))
-        if error is None:  # else the sizes it needs are the assumption above
-            found.extend(size_fit.below_literals(shaped, name, args, kwargs, base, fits,
-                                                 (ValueError, IndexError, TypeError)))
-        return size_fit.template(sample, iter(fits), leaf), tuple(found), \
-            size_fit.floors_hold(shaped, (args, kwargs), base, fits)
+            size_fit.size_guard((args, kwargs), at)
+        return size_fit.fit(
+            name, run, functools.partial(size_fit.shapes, arrays=arrays), args, kwargs, bases,
+            classify=functools.partial(shape_error, name), errors=_ERRORS,
+            rejected=rejected, template_of=lambda sample, fits, base: size_fit.template(
+                sample, iter(fits), leaf),
+            data=None if make_data is None else functools.partial(run, fill=make_data))
 
     key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
     return size_fit.build(size_fit.cached(key, fit, (args, kwargs)))
@@ -500,14 +471,6 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct, op=func)
-
-
-def _boxed(fits: list[list[Dim | None] | None], zero_shapes: list[Any],
-           data_shapes: list[Any]) -> list[list[Dim | None] | None]:
-    """Sizes that change with the data (not with the sizes) are fresh (None): a Remora box."""
-    return [dims if dims is None or z is None or d is None or z == d else
-            [None if i >= len(d) or z[i] != d[i] else dim for i, dim in enumerate(dims)]
-            for dims, z, d in zip(fits, zero_shapes, data_shapes, strict=True)]
 
 
 def _sequence_of_rows(name: str, model: Callable[..., Any]) -> Callable[..., Any]:

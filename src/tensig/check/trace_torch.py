@@ -248,56 +248,42 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     the base (a fresh size, never a wrong one)."""
     _warm_meta()
     names = size_fit.symbols((args, kwargs))
-    messages: list[tracing.Finding] = []
-    bases = [{n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)} for unit in (1, 2, 128)]
-    run = partial(_run, func, args, kwargs)
-    result, base, error = size_fit.first_run(run, bases, lambda e: _shape_error(name, e))
-    if base is None:
-        assert error is not None
+    bases = [size_fit.Base({n: 32 + 8 * unit + 6 * i for i, n in enumerate(names)},
+                           "sizes divisible by 24 or larger", min(unit, 2), step)
+             for unit, step in ((1, 24), (2, 24), (128, 960))]
+
+    def rejected(error: BaseException) -> size_fit.Fit:
         shapes = ", ".join(shape_text(a) if isinstance(a, S.SymArray) else str(list(a.shape))
                            for a in size_fit.leaves(args)
                            if isinstance(a, S.SymArray | torch.Tensor))
-        named = size_fit.named(size_fit.short(error), bases[0], [
+        named = size_fit.named(size_fit.short(error), bases[0].env, [
             d for a in size_fit.leaves(args) if isinstance(a, S.SymArray) for d in a.dims])
         return None, (tracing.Finding(size_fit.failure_kind(named),
                                       f"{name} rejects operands of shapes {shapes}: {named}"),
                       ), False
-    if error is not None:
-        messages.append(tracing.Finding("assumption", f"{name} needs sizes divisible by 24 or "
-                                                      f"larger ({size_fit.short(error)}): assumed"))
-    sample, inputs = result
 
-    def shaped(env: dict[str, int]) -> size_fit.Shapes:
-        return size_fit.shapes(run(env)[0], torch.Tensor)
-    fitted = size_fit.fit_sizes(
-        shaped, (args, kwargs), name, base, 1 if base is bases[0] else 2,
-        step=960 if base is bases[-1] else 24, errors=_SHAPE_ERRORS,
-        first=size_fit.shapes(sample, torch.Tensor),
-        note=lambda message: messages.append(tracing.Finding("assumption", message)))
-    if len(names) > 1:  # the sizes in the other order: a diagonal's min(B, T)
-        swapped = dict(zip(names, reversed([base[n] for n in names]), strict=True))
-        messages += size_fit.ordered(partial(shaped, swapped), name, fitted, swapped,
-                                     " <= ".join(names), _SHAPE_ERRORS)
-    messages += size_fit.below_literals(shaped, name, args, kwargs, base, fitted, _SHAPE_ERRORS)
+    def template_of(sample: Any, fits: list[list[Any] | None], base: dict[str, int]) -> Any:
+        result, inputs = sample
 
-    def leaf(head: Any) -> tuple[Any, ...]:
-        if isinstance(head, torch.Tensor):
-            i = inputs.get(id(head))
-            if i is None:
-                return "array", S.kind_of(head) or "f"
-            orig = list(size_fit.leaves(args))[i]
-            if isinstance(orig, S.SymArray) and \
-                    list(head.shape) != [d.evaluate(base) for d in orig.dims]:
-                raise tracing.Unsupported(f"{name} (an in-place change of shape)")
-            return "input", i
-        if isinstance(head, int) and not isinstance(head, bool):
-            return ("size",)
-        if isinstance(head, bool | str | float) or head is None:
-            return "value", head
-        raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
+        def leaf(head: Any) -> tuple[Any, ...]:
+            if isinstance(head, torch.Tensor):
+                i = inputs.get(id(head))
+                if i is None:
+                    return "array", S.kind_of(head) or "f"
+                orig = list(size_fit.leaves(args))[i]
+                if isinstance(orig, S.SymArray) and \
+                        list(head.shape) != [d.evaluate(base) for d in orig.dims]:
+                    raise tracing.Unsupported(f"{name} (an in-place change of shape)")
+                return "input", i
+            if isinstance(head, bool | str | float) or head is None:
+                return "value", head
+            raise tracing.Unsupported(f"{name} returning {type(head).__name__}")
+        return size_fit.template(result, iter(fits), leaf)
 
-    return size_fit.template(sample, iter(fitted), leaf), tuple(messages), \
-        size_fit.floors_hold(shaped, (args, kwargs), base, fitted)
+    return size_fit.fit(name, partial(_run, func, args, kwargs),
+                        lambda result: size_fit.shapes(result[0], torch.Tensor), args, kwargs,
+                        bases, classify=partial(_shape_error, name), errors=_SHAPE_ERRORS,
+                        rejected=rejected, template_of=template_of)
 
 
 def _shape_error(name: str, e: BaseException) -> BaseException:
@@ -350,12 +336,11 @@ def _norm(what: str, x: Any, running_mean: Any = None, running_var: Any = None,
 
 def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None,
                *args: Any, **kw: Any) -> S.SymArray:
-    a = S._sym(x)
-    _channels("group_norm", a, (weight, bias))
-    if a.ndim > 1:
-        sym_sizes.require_divisible(a.dims[1], int(num_groups), error=(
-            "op-shape", f"group_norm of {a.dims[1]} channels into {num_groups} groups"))
-    return S.SymArray(a.dims, "f")
+    out = _norm("group_norm", x, weight=weight, bias=bias)
+    if out.ndim > 1:
+        sym_sizes.require_divisible(out.dims[1], int(num_groups), error=(
+            "op-shape", f"group_norm of {out.dims[1]} channels into {num_groups} groups"))
+    return out
 
 
 def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,

@@ -25,8 +25,8 @@ from tensig.core.dims import Dim, FloorDiv, Mod
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
-           "Unsupported", "failure_line", "patched", "plugin", "referenced", "residue_search",
-           "tracer"]
+           "Unsupported", "divisions", "failure_line", "patched", "plugin", "referenced",
+           "residue_search", "tracer"]
 
 
 RESIDUE_CAP = 4096  # assignments one residue search tries at most
@@ -132,8 +132,8 @@ class Tracer:
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
-        assumed = {d for p, k in self.divisors for d in _divisions(p // k)}  # as in a - b
-        within = _divisions(a - b) & assumed
+        assumed = {d for p, k in self.divisors for d in divisions(p // k)}  # as in a - b
+        within = divisions(a - b) & assumed
         if not _zero_where_exact(a - b, frozenset(within)):
             return False
         for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
@@ -157,9 +157,9 @@ class Tracer:
         """Report the floor divisions that ``d`` (a size that vanishes only where divisions are
         exact) holds, or those of them ``used``, as requirements, each at the line that
         divided."""
-        used = _divisions(d) if used is None else used
+        used = divisions(d) if used is None else used
         for p, k, where in list(self.floors):
-            if _divisions(p // k) & used:
+            if divisions(p // k) & used:
                 self.floors.remove((p, k, where))
                 self.report("assumption", f"requires {p} divisible by {k}", where)
 
@@ -324,13 +324,13 @@ _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_
                                                                        default=None)
 
 
-def _divisions(d: Dim) -> set[tuple[Dim, int]]:
+def divisions(d: Dim) -> set[tuple[Dim, int]]:
     """The ``(numerator, divisor)`` of every ``//`` and ``%`` in ``d``, nested ones too."""
     out: set[tuple[Dim, int]] = set()
     for m in d.terms:
         for atom, _ in m:
             if not isinstance(atom, str):
-                out |= {(atom.numerator, atom.divisor), *_divisions(atom.numerator)}
+                out |= {(atom.numerator, atom.divisor), *divisions(atom.numerator)}
     return out
 
 
@@ -340,10 +340,10 @@ def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
     :data:`PROOF_CAP` points).  On each residue class modulo :func:`period` ``d`` is a
     polynomial, 0 if it is on a grid of its :func:`_degree` plus one values per size.  Two
     points were no proof: with ``T`` even assumed, ``B + 4`` and ``T`` agreed at both."""
-    if not _divisions(d):
+    if not divisions(d):
         return False  # a polynomial, canonically not 0
     step, names = period(d), sorted(d.symbols)
-    inside = sorted({n for p, _ in _divisions(d) for n in p.symbols})
+    inside = sorted({n for p, _ in divisions(d) for n in p.symbols})
     grid = [range(1, _degree(d, n) + 2) for n in names]
     if step ** len(inside) * math.prod(map(len, grid)) > PROOF_CAP:
         return False
@@ -364,7 +364,7 @@ def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
 def period(d: Dim) -> int:
     """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
     division's divisor times its numerator's :func:`grain`."""
-    return math.lcm(1, *(k * grain(p) for p, k in _divisions(d)))
+    return math.lcm(1, *(k * grain(p) for p, k in divisions(d)))
 
 
 def grain(q: Dim) -> int:
