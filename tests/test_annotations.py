@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import typing
 from typing import Annotated, Any
 
@@ -130,6 +133,17 @@ def test_row_variable_keys():
     assert RowVariable(None, "batch").key == "...batch"
     assert RowVariable(None, "batch").key != RowVariable(None, "output").key
     assert str(RowVariable(None)) == "..." and str(RowVariable("v")) == "..v.."
+
+
+def test_a_deferred_size_s_repr_is_the_same_under_every_hash_seed():
+    """``repr`` of an annotation with ``min(a, b, c)`` (pytest's assertion output, a debugger)
+    must not show the names it reads as a frozenset, in ``PYTHONHASHSEED``'s order."""
+    code = ("from tensig.core.notation import parse_annotation\n"
+            "print(repr(parse_annotation('B, min(a, b, c)')))\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in range(3)}
+    assert len(outs) == 1 and "Deferred(text='min(a, b, c)')" in outs.pop(), outs
 
 
 def test_equality_ignores_text_and_spans_and_the_parse_is_cached():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -158,6 +159,20 @@ def test_verify_exit_codes_follow_severity(capsys, tmp_path):
     data = json.loads(out)
     assert status == 1 and data[0]["findings"][0]["code"] == "TS202"
     assert data[1]["suppressed"] == [{"code": "TS202", "file": str(errs), "line": 11}]
+
+
+def test_verify_output_is_the_same_under_every_hash_seed(tmp_path):
+    """A note quotes the user's exception, and a class's repr names its module: the module
+    verify imports a file as must be named alike in every run, not by the seeded ``hash()``."""
+    f = tmp_path / "boxes.py"
+    f.write_text("import numpy as np\nfrom tensig import Float\n\n\nclass Box:\n    pass\n\n\n"
+                 "def f(x: Float[np.ndarray, 'B T']) -> Float[np.ndarray, 'B T']:\n"
+                 "    raise ValueError(repr(Box))\n")
+    outs = {subprocess.run([sys.executable, "-m", "tensig", "verify", str(f), "--in-process"],
+                           text=True, capture_output=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in range(2)}
+    assert len(outs) == 1 and "ValueError: <class '_tensig_verify_" in outs.pop(), outs
 
 
 def test_verify_usage_errors(capsys, tmp_path):

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import collections.abc
 import linecache
+import os
+import subprocess
+import sys
 import typing
 
 import numpy as np
@@ -947,6 +950,26 @@ def test_a_literal_list_is_no_loop_s_steps():
     assert w["S"] - 6 == w["T"], w
     r = verify(two)
     assert "return-shape" in kinds(r), str(r)
+
+
+def test_loops_of_a_list_s_count_are_named_in_the_same_order_under_every_hash_seed():
+    """A list of 11 items after loops over ``range(T)`` (11 at the witness) and ``range(11)``
+    stops verification naming both loops' sizes: in one order, not the set's, which follows
+    ``PYTHONHASHSEED`` (seeds 0 and 1 gave the two orders)."""
+    code = ("import numpy as np\n"
+            "from tensig.check.verify import verify\n"
+            "def f(x):\n"
+            "    items = [x[0]]\n"
+            "    for _ in range(x.shape[0]):\n"
+            "        pass\n"
+            "    for _ in range(11):\n"
+            "        pass\n"
+            "    return np.stack(items + [x[k] for k in range(1, 11)])\n"
+            "print(verify(f, 'T, D => T, D').notes)\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+            for seed in range(4)}
+    assert len(outs) == 1 and "steps over T and a literal count" in outs.pop(), outs
 
 
 def test_a_division_by_a_size_that_can_be_0_is_the_quotient_where_it_is_not():

@@ -126,7 +126,7 @@ def _loop_steps(arrays: Sequence[Any]) -> Dim | None:
     else:  # no array's time: every loop of their count
         sizes = {lp.d for lp in loops}
     if len(sizes) > 1:
-        named = ("a literal count" if d is None else str(d) for d in sizes)
+        named = sorted("a literal count" if d is None else str(d) for d in sizes)  # not set order
         raise Unsupported(f"a list of {n} items after loops of as many steps over "
                           f"{' and '.join(named)}")
     return next(iter(sizes), None)

@@ -10,6 +10,7 @@ import pickle
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def _import_guarded(file: str, timeout: float | None) -> Any:
     """
     import importlib.util
 
-    name = f"_tensig_verify_{abs(hash(os.path.abspath(file)))}"
+    name = f"_tensig_verify_{zlib.crc32(os.path.abspath(file).encode())}"  # not hash(): seeded
     spec = importlib.util.spec_from_file_location(name, file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

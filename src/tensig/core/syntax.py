@@ -300,10 +300,10 @@ class Broadcastable:
 class Deferred:
     """A size known only per call, as jaxtyping's f-string axes: ``{n}``/``{self.size}`` (the
     call's arguments) or an expression Dim cannot hold (``min(a, b)``); ``symbols`` are the
-    size names it reads outside braces."""
+    size names it reads outside braces (not in the repr: a set's order follows the hash seed)."""
 
     text: str
-    symbols: frozenset[str] = field(default=frozenset(), compare=False)
+    symbols: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.text
