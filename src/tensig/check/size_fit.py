@@ -28,8 +28,9 @@ from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
-           "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold", "leaves",
-           "named", "ordered", "sample_points", "short", "size_guard", "swapped", "symbols"]
+           "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold",
+           "largest_count", "leaves", "named", "ordered", "sample_points", "short", "size_guard",
+           "swapped", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
 # floors show as exact slopes; small, since a library that allocates pays for every point
@@ -295,9 +296,7 @@ def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
     """The fit's runs are near the base, where a floor by a longer count is constant
     (``avg_pool1d(x, 50)`` gives 1 from T = 50 to 99): one more run with every size scaled
     past twice the largest count, a size that differs there fresh (None), said in ``found``."""
-    count = max((x for x in [*leaves(args), *leaves(list(kwargs.values()))] if type(x) is int),
-                default=0)
-    k = 2 * count // min(env.values(), default=1) + 2
+    k = 2 * largest_count(args, kwargs) // min(env.values(), default=1) + 2
     far = {s: v * k for s, v in env.items()}
     try:
         got = shaped(far)
@@ -305,14 +304,20 @@ def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
         return fits
     if [f is None or len(f) for f in fits] != [g is None or len(g) for g in got]:
         raise tracing.Unsupported(f"{name} (its result rank depends on the sizes)")
-    out = [f if f is None or g is None else [
-        None if d is not None and d.evaluate(far) != n else d for d, n in zip(f, g, strict=True)]
-        for f, g in zip(fits, got, strict=True)]
-    found += [tracing.Finding("assumption", f"{name}: a result size fitted as {d} is {n} at "
-                              f"sizes {k} times as large; traced as a fresh size")
-              for f, g in zip(fits, got, strict=True) if f and g
-              for d, n in zip(f, g, strict=True) if d is not None and d.evaluate(far) != n]
-    return out
+
+    def kept(d: Dim | None, n: int) -> Dim | None:
+        if d is None or d.evaluate(far) == n:
+            return d
+        found.append(tracing.Finding("assumption", f"{name}: a result size fitted as {d} is "
+                                     f"{n} at sizes {k} times as large; traced as a fresh size"))
+        return None
+    return [f if f is None or g is None else [kept(d, n) for d, n in zip(f, g, strict=True)]
+            for f, g in zip(fits, got, strict=True)]
+
+
+def largest_count(args: Any, kwargs: dict[str, Any]) -> int:
+    """The call's largest int argument (``top_k(x, 50)``'s 50; 0: none): a fit scales past it."""
+    return max((x for x in leaves((args, list(kwargs.values()))) if type(x) is int), default=0)
 
 
 def _boxed(fits: list[list[Dim | None] | None], zero_shapes: Shapes, data_shapes: Shapes

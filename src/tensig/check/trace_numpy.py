@@ -373,8 +373,7 @@ def _bases(base: dict[str, int], unit: int, args: Any, kwargs: Any, allocates: b
     out = [(base, "")]
     if len(names) > 1:
         out.append((size_fit.swapped(base), " <= ".join(reversed(names))))
-    count = max((x for x in size_fit.leaves((args, list(kwargs.values())))
-                 if type(x) is int), default=0)
+    count = size_fit.largest_count(args, kwargs)
     if names and count >= base[names[0]]:
         factor = count // base[names[0]] + 1
         out += [({**base, n: base[n] * factor}, f"{n} >= {count}") for n in names]
