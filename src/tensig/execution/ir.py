@@ -245,7 +245,7 @@ class Code:
 def _pow(xp: Any, a: Any, b: Any) -> Any:
     """``a ** b``; an integral ``b`` by squaring, then a reciprocal for a negative one: exponent
     zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and infinity."""
-    if not (isinstance(b, int | float) and float(b).is_integer() and abs(b) != float("inf")):
+    if not (isinstance(b, int | float) and float(b).is_integer()):  # not inf, nor NaN
         return a ** b
     magnitude, base = int(abs(b)), a
     result = xp.ones_like(a) if hasattr(xp, "ones_like") else a * 0 + 1
