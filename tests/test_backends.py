@@ -464,3 +464,20 @@ def test_torch_max_over_full_axes_of_an_empty_batch_keeps_its_autograd_graph():
     x = torch.zeros(0, 4, requires_grad=True)
     tensig.einmax1("ij => i", x).sum().backward()
     assert x.grad is not None and x.grad.shape == (0, 4)
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+def test_numpy_and_torch_take_a_pooling_window_s_max_as_a_chain_of_maximums(name, monkeypatch):
+    """Their reductions over a 2x2 window loop per output cell (193 us against 50 for torch,
+    :func:`small_amax`), so their adapters set ``unrolls_max``: ``amax`` takes the chain."""
+    import tensig.backends.base as base
+
+    pytest.importorskip(name)
+    calls: list[tuple[int, ...]] = []
+    real = base.small_amax
+    monkeypatch.setattr(base, "small_amax",
+                        lambda x, axes, f: calls.append(axes) or real(x, axes, f))
+    a = np.arange(64.0).reshape(4, 4, 2, 2)
+    got = backends.backend_named(name).amax(to_backend(name, a), (2, 3))
+    np.testing.assert_array_equal(to_numpy(name, got), a.max(axis=(2, 3)))
+    assert calls == [(2, 3)]

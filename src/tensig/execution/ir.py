@@ -245,10 +245,10 @@ class Code:
 def _pow(xp: Any, a: Any, b: Any) -> Any:
     """``a ** b``; an integral ``b`` by squaring, then a reciprocal for a negative one: exponent
     zero gives 1 even for zero or NaN bases; odd powers keep the sign of zero and infinity."""
-    if not (isinstance(b, int | float) and float(b).is_integer() and abs(b) != float("inf")):
+    if not (isinstance(b, int | float) and float(b).is_integer()):  # not inf, nor NaN
         return a ** b
     magnitude, base = int(abs(b)), a
-    result = xp.ones_like(a) if hasattr(xp, "ones_like") else a * 0 + 1
+    result = xp.ones_like(a)  # not a * 0 + 1: NaN and infinite bases too give 1 at exponent 0
     while magnitude:
         if magnitude % 2:
             result = result * base
