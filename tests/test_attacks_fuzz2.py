@@ -537,6 +537,28 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
             g(x, y)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, error", [
+    ("T**2", "_", (5, 1), r"no whole T >= 0 gives T\*\*2 = 5"),
+    ("(T + 1)**2", "_", (0, 1), r"no whole T >= 0 gives T\*\*2 \+ 2\*T \+ 1 = 0"),
+    ("T**2", "T**3", (4, 9), r"'y' axis 0 .* has size 9, but T\*\*3 = 8 with T = 2"),
+    ("T**2", "T**3", (4, 8), None), ("T**3 + T", "T + 1", (10, 3), None),
+])
+def test_a_power_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
+    """``T**2`` of size 5 was accepted (no whole T gives it), and ``T**2`` of size 4 beside
+    ``T**3`` of size 9 too: a use nonlinear in its one unknown was skipped as undecided."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if error is None:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=error):
+            g(x, y)
+
+
 # -- Dask with axes of size 0 ----------------------------------------------------------------------
 
 

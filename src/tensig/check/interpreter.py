@@ -309,7 +309,30 @@ class _Bindings:
         """Settle everything the bindings so far determine; what they do not is skipped."""
         self.run()
         self._evaluate_deferred()
+        self._solve_growing()
         self._compare_undecided()
+
+    def _solve_growing(self) -> None:
+        """A use of one unbound name whose form only grows with it (``T**2``, ``(T + 1)**3``)
+        has at most one whole solution, which the linear solver leaves alone: it is bound (so
+        the other uses are checked against it), or its absence is a mismatch, not a pass."""
+        env, grown = self.env, True
+        while grown:
+            grown = False
+            for expr, size, at in self.pending:
+                free = [n for n in expr.symbols if n not in env]
+                if len(free) != 1:
+                    continue
+                form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
+                root = _growing_root(form, free[0], int(size))
+                if root is None:
+                    raise _Mismatch("solve", *at, expr=expr, name=free[0])
+                if root >= 0:
+                    label, _, shape, axis, _ = at
+                    env[free[0]], grown = root, True
+                    self.origins[free[0]] = (label, axis, shape, (expr.text, size))
+        for place in self.pending:
+            self._evaluated(place)
 
     def _compare_undecided(self) -> None:
         """Expressions no binding decides are skipped, but their uses must agree: with the
@@ -358,6 +381,27 @@ class _Bindings:
 
 
 _BOUND = Origin(note="bound by an earlier item")
+
+
+def _growing_root(form: Dim, name: str, size: int) -> int | None:
+    """The whole ``t >= 0`` where ``form`` (a polynomial in ``name`` alone) is ``size``:
+    ``None`` where there is none, ``-1`` where ``form`` is not one whose coefficients are all
+    nonnegative (then it may not grow, and is left to the other checks).  It grows by at
+    least 1 per step of ``t``, so the solution lies in ``[0, size - constant]``: bisection."""
+    powers = {}
+    for m, c in form.terms.items():
+        if m and (len(m) != 1 or m[0][0] != name or c < 0):
+            return -1
+        powers[m[0][1] if m else 0] = c
+
+    def value(t: int) -> int:
+        return sum(c * t**k for k, c in powers.items())
+
+    lo, hi = 0, max(0, size - powers.get(0, 0))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if value(mid) < size else (lo, mid)
+    return lo if value(lo) == size else None
 
 
 @functools.lru_cache(maxsize=4096)
