@@ -542,9 +542,12 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     ("T**2", "_", (5, 1), r"no whole T >= 0 gives T\*\*2 = 5"),
     ("(T + 1)**2", "_", (0, 1), r"no whole T >= 0 gives T\*\*2 \+ 2\*T \+ 1 = 0"),
     ("T**2", "T**3", (4, 9), r"'y' axis 0 .* has size 9, but T\*\*3 = 8 with T = 2"),
+    ("T // 2 + 1", "_", (0, 1), r"no whole T >= 0 gives T // 2 \+ 1 = 0"),
+    ("T // 2", "T", (3, 8), r"'x' axis 0 .* has size 3, but T // 2 = 4 with T = 8"),
     ("T**2", "T**3", (4, 8), None), ("T**3 + T", "T + 1", (10, 3), None),
+    ("T // 2", "T", (3, 7), None), ("(T - 5) // 2 * T", "_", (0, 1), None),
 ])
-def test_a_power_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
+def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
     """``T**2`` of size 5 was accepted (no whole T gives it), and ``T**2`` of size 4 beside
     ``T**3`` of size 9 too: a use nonlinear in its one unknown was skipped as undecided."""
     def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):

@@ -313,9 +313,9 @@ class _Bindings:
         self._compare_undecided()
 
     def _solve_growing(self) -> None:
-        """A use of one unbound name whose form only grows with it (``T**2``, ``(T + 1)**3``)
-        has at most one whole solution, which the linear solver leaves alone: it is bound (so
-        the other uses are checked against it), or its absence is a mismatch, not a pass."""
+        """A use of one unbound name whose form never decreases with it (``T**2``, ``T//2 + 1``)
+        is left alone by the linear solver; a search settles it: a single whole solution is
+        bound (so the other uses are checked against it), none is a mismatch, not a pass."""
         env, grown = self.env, True
         while grown:
             grown = False
@@ -324,13 +324,16 @@ class _Bindings:
                 if len(free) != 1:
                     continue
                 form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
-                root = _growing_root(form, free[0], int(size))
+                if not form.symbols or not _grows(form, False):
+                    continue
+                name = free[0]
+                root = _growing_root(expr, env, name, int(size))
                 if root is None:
-                    raise _Mismatch("solve", *at, expr=expr, name=free[0])
+                    raise _Mismatch("solve", *at, expr=expr, name=name)
                 if root >= 0:
                     label, _, shape, axis, _ = at
-                    env[free[0]], grown = root, True
-                    self.origins[free[0]] = (label, axis, shape, (expr.text, size))
+                    env[name], grown = root, True
+                    self.origins[name] = (label, axis, shape, (expr.text, size))
         for place in self.pending:
             self._evaluated(place)
 
@@ -383,25 +386,35 @@ class _Bindings:
 _BOUND = Origin(note="bound by an earlier item")
 
 
-def _growing_root(form: Dim, name: str, size: int) -> int | None:
-    """The whole ``t >= 0`` where ``form`` (a polynomial in ``name`` alone) is ``size``:
-    ``None`` where there is none, ``-1`` where ``form`` is not one whose coefficients are all
-    nonnegative (then it may not grow, and is left to the other checks).  It grows by at
-    least 1 per step of ``t``, so the solution lies in ``[0, size - constant]``: bisection."""
-    powers = {}
-    for m, c in form.terms.items():
-        if m and (len(m) != 1 or m[0][0] != name or c < 0):
-            return -1
-        powers[m[0][1] if m else 0] = c
+def _grows(form: Dim, nonnegative: bool) -> bool:
+    """Whether ``form`` (of one unbound name) never decreases as the name grows from 0: no
+    negative coefficient, no ``%``, ``//`` of such forms; inside products and quotients its
+    constant is nonnegative too (``nonnegative``), so no factor changes sign."""
+    return all((not m or c >= 0) and (c >= 0 or not nonnegative)
+               and all(isinstance(atom, str) or (not isinstance(atom, Mod)
+                                                 and _grows(atom.numerator, True))
+                       for atom, _ in m)
+               for m, c in form.terms.items())
 
+
+def _growing_root(expr: _Expr, env: dict[str, Any], name: str, size: int) -> int | None:
+    """The least whole ``t >= 0`` where ``expr``, nondecreasing in ``name``, reaches ``size``
+    (a search doubling its bound, then bisection): ``t`` where it is ``size`` there and only
+    there, ``-1`` where more than one ``t`` gives ``size`` (nothing to bind), ``None`` where
+    none."""
     def value(t: int) -> int:
-        return sum(c * t**k for k, c in powers.items())
+        return int(expr.evaluate({**env, name: t}))
 
-    lo, hi = 0, max(0, size - powers.get(0, 0))
+    hi = 1
+    while value(hi) < size and hi < 2**64:
+        hi *= 2
+    lo = 0
     while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (mid + 1, hi) if value(mid) < size else (lo, mid)
-    return lo if value(lo) == size else None
+    if value(lo) != size:
+        return None
+    return lo if value(lo + 1) != size else -1
 
 
 @functools.lru_cache(maxsize=4096)
