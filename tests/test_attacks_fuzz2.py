@@ -32,6 +32,7 @@ from tensig.testing import collisions, sizes, strategy
 
 import tensig as ts
 from arrays import random_einsum, tolerance
+from limits import run_limited
 from tensig import Shaped
 from tensig.check.decorator import SignatureError
 from tensig.check.verify_files import verify_path
@@ -394,6 +395,21 @@ def test_a_call_verify_cannot_make_is_a_note_naming_the_function():
     (note_,) = ts.verify(f).notes
     assert "None" not in note_ and "calling f()" in note_ and "'k'" in note_
 
+
+
+def test_a_fitted_result_growing_faster_than_its_inputs_is_not_built_at_large_witnesses():
+    """``np.outer`` of a half-sliced (B, T, d) array was fitted from runs whose results grow
+    as the square of the inputs: 275 million cells at the second run, 1.1 billion at the
+    third (17 GB: a MemoryError note under a limit, the machine's memory without one)."""
+    out = run_limited("""
+        import numpy as np, tensig as ts
+        def f(x):
+            x = x[:-1]
+            return np.outer(x[x.shape[0] // 2:], x[x.shape[0] // 2:])
+        print(ts.verify(f, "B T d => B T d").notes)
+    """, timeout=120, memory_mb=3000)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    assert "a result too large" in out.stdout and "MemoryError" not in out.stdout, out.stdout
 
 # -- deferred sizes read argument values, never run them ------------------------------------------
 

@@ -68,11 +68,23 @@ def leaves(result: Any) -> Iterator[Any]:
         yield result
 
 
-def size_guard(args: Any, env: dict[str, int]) -> None:
-    """Refuse a run whose witness arrays would be too large to build."""
-    if sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
-           if isinstance(a, S.SymArray)) > MAX_ELEMENTS:
+def _elements(args: Any, env: dict[str, int]) -> int:
+    return sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
+               if isinstance(a, S.SymArray))
+
+
+def size_guard(args: Any, env: dict[str, int], first: tuple[dict[str, int], Shapes] | None = None
+               ) -> None:
+    """Refuse a run whose witness arrays would be too large to build, or (given the ``first``
+    run's sizes and result shapes) whose result would: it grows with the inputs as it did to
+    the first run's (``np.outer`` of ``n`` cells: ``n**2``; of 66700, 17 GB)."""
+    n = _elements(args, env)
+    if n > MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
+    n0 = 0 if first is None else _elements(args, first[0])
+    out = 0 if first is None else sum(math.prod(s) for s in first[1] if s is not None)
+    if 1 < n0 < out and n ** (math.log(out) / math.log(n0)) > 64 * MAX_ELEMENTS:
+        raise tracing.Unsupported("evaluating at witness sizes (a result too large)")
 
 
 def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
@@ -137,12 +149,14 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
-              first: Shapes | None = None) -> list[list[Dim | None] | None]:
+              first: Shapes | None = None, allocates: bool = False
+              ) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``:
     ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
     is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
     ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
-    (``None``) are told to ``note``."""
+    (``None``) are told to ``note``.  ``allocates``: the runs build real arrays, so none
+    whose result would be too large is made (:func:`size_guard`)."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
@@ -150,6 +164,8 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
     runs: list[Shapes] = [] if first is None else [first]
     for env in envs[len(runs):]:
+        if allocates and runs:
+            size_guard(args, env, (envs[0], runs[0]))
         try:
             runs.append(evaluate(env))
         except errors as e:

@@ -470,7 +470,7 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
                                          f"assumes {next(a for b, a in bases if b is base)}"))
         fits = size_fit.fit_sizes(
             shaped, (args, kwargs), name, base, unit, errors=(ValueError, IndexError, TypeError),
-            first=size_fit.shapes(sample, arrays),
+            first=size_fit.shapes(sample, arrays), allocates=allocates,
             note=lambda message: found.append(tracing.Finding("assumption", message)))
         if make_data is not None:
             with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
