@@ -562,10 +562,15 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     ("T // 2", "T", (3, 8), r"'x' axis 0 .* has size 3, but T // 2 = 4 with T = 8"),
     ("T**2", "T**3", (4, 8), None), ("T**3 + T", "T + 1", (10, 3), None),
     ("T // 2", "T", (3, 7), None), ("(T - 5) // 2 * T", "_", (0, 1), None),
+    ("b % 2", "_", (4, 1), r"no whole b >= 0 gives b % 2 = 4"),
+    ("T + b % 2", "T", (5, 2), r"no whole b >= 0 gives T \+ b % 2 = 5, T = 2"),
+    ("T**2 % 5", "_", (2, 1), r"no whole T >= 0 gives T\*\*2 % 5 = 2"),
+    ("T**2 % 5", "_", (4, 1), None), ("T + b % 2", "T", (3, 2), None),
 ])
 def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
-    """``T**2`` of size 5 was accepted (no whole T gives it), and ``T**2`` of size 4 beside
-    ``T**3`` of size 9 too: a use nonlinear in its one unknown was skipped as undecided."""
+    """``T**2`` of size 5 was accepted (no whole T gives it), ``T**2`` of size 4 beside
+    ``T**3`` of size 9 too, and ``b % 2`` of size 4: a use nonlinear in its one unknown was
+    skipped as undecided."""
     def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
         return x
 

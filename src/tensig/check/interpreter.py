@@ -314,8 +314,9 @@ class _Bindings:
 
     def _solve_growing(self) -> None:
         """A use of one unbound name whose form never decreases with it (``T**2``, ``T//2 + 1``)
-        is left alone by the linear solver; a search settles it: a single whole solution is
-        bound (so the other uses are checked against it), none is a mismatch, not a pass."""
+        or repeats (``b % 2``) is left alone by the linear solver; a search settles it: a single
+        whole solution is bound (so the other uses are checked against it), none is a mismatch,
+        not a pass."""
         env, grown = self.env, True
         while grown:
             grown = False
@@ -324,10 +325,14 @@ class _Bindings:
                 if len(free) != 1:
                     continue
                 form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
-                if not form.symbols or not _grows(form, False):
+                name, period = free[0], _period(form)
+                if period is not None:  # periodic: a solution or none in the first period
+                    root = -1 if any(expr.evaluate({**env, name: t}) == size
+                                     for t in range(period)) else None
+                elif form.symbols and _grows(form, False):
+                    root = _growing_root(expr, env, name, int(size))
+                else:
                     continue
-                name = free[0]
-                root = _growing_root(expr, env, name, int(size))
                 if root is None:
                     raise _Mismatch("solve", *at, expr=expr, name=name)
                 if root >= 0:
@@ -395,6 +400,17 @@ def _grows(form: Dim, nonnegative: bool) -> bool:
                                                  and _grows(atom.numerator, True))
                        for atom, _ in m)
                for m, c in form.terms.items())
+
+
+def _period(form: Dim) -> int | None:
+    """The period of a form whose name occurs only in ``%`` of polynomials (``b % 2``,
+    ``(T + 3) % 4 + 1``), which a size then never exceeds; ``None`` for any other form."""
+    mods = [atom for m in form.terms for atom, _ in m]
+    if not mods or not all(isinstance(a, Mod) and all(isinstance(b, str) for n in a.numerator.terms
+                                                       for b, _ in n) for a in mods):
+        return None
+    period = math.lcm(*(a.divisor for a in mods))
+    return period if period <= 4096 else None
 
 
 def _growing_root(expr: _Expr, env: dict[str, Any], name: str, size: int) -> int | None:
