@@ -405,9 +405,10 @@ def _grows(form: Dim, nonnegative: bool) -> bool:
 def _period(form: Dim) -> int | None:
     """The period of a form whose name occurs only in ``%`` of polynomials (``b % 2``,
     ``(T + 3) % 4 + 1``), which a size then never exceeds; ``None`` for any other form."""
-    mods = [atom for m in form.terms for atom, _ in m]
-    if not mods or not all(isinstance(a, Mod) and all(isinstance(b, str) for n in a.numerator.terms
-                                                       for b, _ in n) for a in mods):
+    atoms = [atom for m in form.terms for atom, _ in m]
+    mods = [a for a in atoms if isinstance(a, Mod)
+            and all(isinstance(b, str) for n in a.numerator.terms for b, _ in n)]
+    if not mods or len(mods) < len(atoms):
         return None
     period = math.lcm(*(a.divisor for a in mods))
     return period if period <= 4096 else None
