@@ -566,11 +566,15 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     ("T + b % 2", "T", (5, 2), r"no whole b >= 0 gives T \+ b % 2 = 5, T = 2"),
     ("T**2 % 5", "_", (2, 1), r"no whole T >= 0 gives T\*\*2 % 5 = 2"),
     ("T**2 % 5", "_", (4, 1), None), ("T + b % 2", "T", (3, 2), None),
+    ("T // 2", "T // 3", (3, 3), r"T // 2 has size 3 at argument 'x' axis 0, so T // 3 = 2"),
+    ("T // 2", "T // 3", (3, 2), None), ("T // 2", "T // 7", (3, 1), None),
+    ("T // 4", "T // 2", (1, 0), r"T // 4 has size 1 at argument 'x' axis 0, so T // 2 = 2..3"),
 ])
 def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
     """``T**2`` of size 5 was accepted (no whole T gives it), ``T**2`` of size 4 beside
     ``T**3`` of size 9 too, and ``b % 2`` of size 4: a use nonlinear in its one unknown was
-    skipped as undecided."""
+    skipped as undecided; ``T // 2`` of size 3 (T 6 or 7) beside ``T // 3`` of size 3 (T 9 to
+    11) too, where each use alone has several solutions."""
     def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
         return x
 

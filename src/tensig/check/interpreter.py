@@ -314,33 +314,52 @@ class _Bindings:
 
     def _solve_growing(self) -> None:
         """A use of one unbound name whose form never decreases with it (``T**2``, ``T//2 + 1``)
-        or repeats (``b % 2``) is left alone by the linear solver; a search settles it: a single
-        whole solution is bound (so the other uses are checked against it), none is a mismatch,
-        not a pass."""
+        or repeats (``b % 2``) is left alone by the linear solver; a search settles it: the
+        whole solutions of a growing use are a run of ``t`` (``T // 2 = 3``: 6 and 7), those of
+        every use of the name are intersected, a single one is bound (so the other uses are
+        checked against it), none is a mismatch, not a pass."""
         env, grown = self.env, True
         while grown:
             grown = False
-            for expr, size, at in self.pending:
+            runs: dict[str, tuple[range, tuple[Any, ...]]] = {}  # name -> its solutions, the use
+            for place in self.pending:
+                expr, size, at = place
                 free = [n for n in expr.symbols if n not in env]
                 if len(free) != 1:
                     continue
                 form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
                 name, period = free[0], _period(form)
                 if period is not None:  # periodic: a solution or none in the first period
-                    root = -1 if any(expr.evaluate({**env, name: t}) == size
-                                     for t in range(period)) else None
-                elif form.symbols and _grows(form, False):
-                    root = _growing_root(expr, env, name, int(size))
-                else:
+                    if not any(expr.evaluate({**env, name: t}) == size for t in range(period)):
+                        raise _Mismatch("solve", *at, expr=expr, name=name)
                     continue
-                if root is None:
-                    raise _Mismatch("solve", *at, expr=expr, name=name)
-                if root >= 0:
-                    label, _, shape, axis, _ = at
-                    env[name], grown = root, True
+                if not form.symbols or not _grows(form, False):
+                    continue
+                found = _growing_roots(expr, env, name, int(size))
+                runs[name] = self._narrow(runs.get(name), found, place, name)
+                found, (expr, size, (label, _, shape, axis, _)) = runs[name]
+                if len(found) == 1:
+                    env[name], grown = found[0], True
                     self.origins[name] = (label, axis, shape, (expr.text, size))
         for place in self.pending:
             self._evaluated(place)
+
+    def _narrow(self, before: tuple[range, tuple[Any, ...]] | None, found: range,
+                place: tuple[Any, ...], name: str) -> tuple[range, tuple[Any, ...]]:
+        """``found``, the solutions of the use at ``place``, cut by those of the name's uses
+        before (``before``: they and the use that last cut them): none left is a mismatch."""
+        expr, _, at = place
+        if not found:
+            raise _Mismatch("solve", *at, expr=expr, name=name)
+        if before is None:
+            return found, place
+        run, by = before
+        both = range(max(found.start, run.start), min(found.stop, run.stop))
+        if not both:
+            low, high = (expr.evaluate({**self.env, name: t}) for t in (run[0], run[-1]))
+            raise _Mismatch("apart", *at, expr=expr, other=by[0], where=by[2],
+                            value=low if low == high else f"{low}..{high}")
+        return (run, by) if both == run else (both, place)
 
     def _compare_undecided(self) -> None:
         """Expressions no binding decides are skipped, but their uses must agree: with the
@@ -414,24 +433,24 @@ def _period(form: Dim) -> int | None:
     return period if period <= 4096 else None
 
 
-def _growing_root(expr: _Expr, env: dict[str, Any], name: str, size: int) -> int | None:
-    """The least whole ``t >= 0`` where ``expr``, nondecreasing in ``name``, reaches ``size``
-    (a search doubling its bound, then bisection): ``t`` where it is ``size`` there and only
-    there, ``-1`` where more than one ``t`` gives ``size`` (nothing to bind), ``None`` where
-    none."""
+def _growing_roots(expr: _Expr, env: dict[str, Any], name: str, size: int) -> range:
+    """The whole ``t >= 0`` where ``expr``, nondecreasing in ``name``, is ``size``: from the
+    least ``t`` reaching ``size`` to the least passing it (each a search doubling its bound,
+    then bisection); empty where none."""
     def value(t: int) -> int:
         return int(expr.evaluate({**env, name: t}))
 
-    hi = 1
-    while value(hi) < size and hi < 2**64:
-        hi *= 2
-    lo = 0
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if value(mid) < size else (lo, mid)
-    if value(lo) != size:
-        return None
-    return lo if value(lo + 1) != size else -1
+    def least(target: int, lo: int) -> int:
+        hi = max(lo, 1)
+        while value(hi) < target and hi < 2**64:
+            hi *= 2
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if value(mid) < target else (lo, mid)
+        return lo
+
+    start = least(size, 0)
+    return range(start, least(size + 1, start))
 
 
 @functools.lru_cache(maxsize=4096)
