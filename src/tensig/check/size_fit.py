@@ -16,7 +16,7 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,17 +73,22 @@ def _elements(args: Any, env: dict[str, int]) -> int:
                if isinstance(a, S.SymArray))
 
 
-def size_guard(args: Any, env: dict[str, int], first: tuple[dict[str, int], Shapes] | None = None
-               ) -> None:
-    """Refuse a run whose witness arrays would be too large to build, or (given the ``first``
-    run's sizes and result shapes) whose result would: it grows with the inputs as it did to
-    the first run's (``np.outer`` of ``n`` cells: ``n**2``; of 66700, 17 GB)."""
+def size_guard(args: Any, env: dict[str, int],
+               seen: Sequence[tuple[dict[str, int], Shapes]] = ()) -> None:
+    """Refuse a run whose witness arrays would be too large to build, or (given the runs
+    ``seen``: their sizes and result shapes) whose result would: it grows with the inputs as a
+    power, the steepest between two runs seen (``np.outer`` of ``n`` cells: ``n**2``; of
+    66700, 17 GB), or from one cell to the one run seen."""
     n = _elements(args, env)
     if n > MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
-    n0 = 0 if first is None else _elements(args, first[0])
-    out = 0 if first is None else sum(math.prod(s) for s in first[1] if s is not None)
-    if 1 < n0 < out and n ** (math.log(out) / math.log(n0)) > 64 * MAX_ELEMENTS:
+    points = [(_elements(args, e), sum(math.prod(s) for s in shapes if s is not None))
+              for e, shapes in seen]
+    steps = list(itertools.pairwise([(1, 1), *points] if len(points) == 1 else points))
+    powers = [math.log(o1 / o0) / math.log(n1 / n0) for (n0, o0), (n1, o1) in steps
+              if n0 < n1 and 0 < o0 < o1]
+    last, out = points[-1] if points else (0, 0)
+    if powers and last < out and out * (n / last) ** max(powers) > 64 * MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (a result too large)")
 
 
@@ -165,7 +170,7 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     runs: list[Shapes] = [] if first is None else [first]
     for env in envs[len(runs):]:
         if allocates and runs:
-            size_guard(args, env, (envs[0], runs[0]))
+            size_guard(args, env, list(zip(envs, runs, strict=False)))
         try:
             runs.append(evaluate(env))
         except errors as e:
