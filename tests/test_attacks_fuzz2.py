@@ -565,7 +565,8 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
 @pytest.mark.parametrize("a, b, sizes, error", [
     ("T**2", "_", (5, 1), r"no whole T >= 0 gives T\*\*2 = 5"),
     ("(T + 1)**2", "_", (0, 1), r"no whole T >= 0 gives T\*\*2 \+ 2\*T \+ 1 = 0"),
-    ("T**2", "T**3", (4, 9), r"'y' axis 0 .* has size 9, but T\*\*3 = 8 with T = 2"),
+    ("T**2", "T**3", (4, 9), r"'y' axis 0 .* size 9, but T\*\*2 has size 4 at argument 'x' axis 0, "
+                             r"so T\*\*3 = 8"),
     ("T // 2 + 1", "_", (0, 1), r"no whole T >= 0 gives T // 2 \+ 1 = 0"),
     ("T // 2", "T", (3, 8), r"'x' axis 0 .* has size 3, but T // 2 = 4 with T = 8"),
     ("T**2", "T**3", (4, 8), None), ("T**3 + T", "T + 1", (10, 3), None),
@@ -577,6 +578,8 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     ("T // 2", "T // 3", (3, 3), r"T // 2 has size 3 at argument 'x' axis 0, so T // 3 = 2"),
     ("T // 2", "T // 3", (3, 2), None), ("T // 2", "T // 7", (3, 1), None),
     ("T // 4", "T // 2", (1, 0), r"T // 4 has size 1 at argument 'x' axis 0, so T // 2 = 2..3"),
+    ("T // 2", "T % 4", (3, 0), r"T // 2 has size 3 at argument 'x' axis 0, so T % 4 = 2..3"),
+    ("T // 2", "T % 4", (3, 3), None), ("T // 2", "T % 2", (3, 0), None),
 ])
 def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
     """``T**2`` of size 5 was accepted (no whole T gives it), ``T**2`` of size 4 beside

@@ -321,45 +321,71 @@ class _Bindings:
         env, grown = self.env, True
         while grown:
             grown = False
-            runs: dict[str, tuple[range, tuple[Any, ...]]] = {}  # name -> its solutions, the use
+            runs: dict[str, tuple[range, tuple[Any, ...] | None]] = {}  # solutions, the use
+            periodic: dict[str, list[tuple[Any, ...]]] = {}  # name -> its uses in ``%`` only
             for place in self.pending:
-                expr, size, at = place
+                expr, size, _ = place
                 free = [n for n in expr.symbols if n not in env]
                 if len(free) != 1:
                     continue
                 form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
                 name, period = free[0], _period(form)
-                if period is not None:  # periodic: a solution or none in the first period
-                    if not any(expr.evaluate({**env, name: t}) == size for t in range(period)):
-                        raise _Mismatch("solve", *at, expr=expr, name=name)
-                    continue
-                if not form.symbols or not _grows(form, False):
-                    continue
-                found = _growing_roots(expr, env, name, int(size))
-                runs[name] = self._narrow(runs.get(name), found, place, name)
-                found, (expr, size, (label, _, shape, axis, _)) = runs[name]
-                if len(found) == 1:
+                if period is not None:
+                    periodic.setdefault(name, []).append((*place, period))
+                elif form.symbols and _grows(form, False):
+                    found = _growing_roots(expr, env, name, int(size))
+                    runs[name] = self._narrow(runs.get(name), found, place, name)
+            for name, uses in periodic.items():
+                runs[name] = self._cut(runs.get(name, (range(sys.maxsize), None)), uses, name)
+            for name, (found, use) in runs.items():
+                if len(found) == 1 and use is not None:
+                    expr, size, (label, _, shape, axis, _) = use
                     env[name], grown = found[0], True
                     self.origins[name] = (label, axis, shape, (expr.text, size))
         for place in self.pending:
             self._evaluated(place)
 
-    def _narrow(self, before: tuple[range, tuple[Any, ...]] | None, found: range,
-                place: tuple[Any, ...], name: str) -> tuple[range, tuple[Any, ...]]:
+    def _narrow(self, before: tuple[range, Any] | None, found: range, place: tuple[Any, ...],
+                name: str) -> tuple[range, tuple[Any, ...]]:
         """``found``, the solutions of the use at ``place``, cut by those of the name's uses
         before (``before``: they and the use that last cut them): none left is a mismatch."""
         expr, _, at = place
-        if not found:
-            raise _Mismatch("solve", *at, expr=expr, name=name)
         if before is None:
+            if not found:
+                raise _Mismatch("solve", *at, expr=expr, name=name)
             return found, place
         run, by = before
         both = range(max(found.start, run.start), min(found.stop, run.stop))
         if not both:
-            low, high = (expr.evaluate({**self.env, name: t}) for t in (run[0], run[-1]))
-            raise _Mismatch("apart", *at, expr=expr, other=by[0], where=by[2],
-                            value=low if low == high else f"{low}..{high}")
+            raise self._apart(place, by, name, (run[0], run[-1]))
         return (run, by) if both == run else (both, place)
+
+    def _cut(self, before: tuple[range, Any], uses: list[tuple[Any, ...]], name: str
+             ) -> tuple[range, Any]:
+        """The solutions ``before`` (a run, and the use that cut it) that every periodic use
+        (``b % 2``) holds at too, tried over one period of them all: none is a mismatch, one
+        where the run is no longer than the period is bound."""
+        run, by = before
+        cycle = math.lcm(*(period for *_, period in uses))
+        ts: Sequence[int] = run[:cycle]
+        for expr, size, at, _ in uses:
+            hits = [t for t in ts if expr.evaluate({**self.env, name: t}) == size]
+            if not hits:
+                if by is None:
+                    raise _Mismatch("solve", *at, expr=expr, name=name)
+                raise self._apart((expr, size, at), by, name, ts)
+            ts, by = hits, by or (expr, size, at)
+        return (range(ts[0], ts[0] + 1), uses[0][:3]) if len(run) <= cycle and len(ts) == 1 \
+            else before
+
+    def _apart(self, place: tuple[Any, ...], by: tuple[Any, ...], name: str,
+               ts: Sequence[int]) -> _Mismatch:
+        """The use at ``place`` holds at none of ``ts``, where the use ``by`` holds."""
+        expr, _, at = place
+        values = [expr.evaluate({**self.env, name: t}) for t in ts]
+        low, high = min(values), max(values)
+        return _Mismatch("apart", *at, expr=expr, other=by[0], where=by[2],
+                         value=low if low == high else f"{low}..{high}")
 
     def _compare_undecided(self) -> None:
         """Expressions no binding decides are skipped, but their uses must agree: with the
@@ -441,9 +467,9 @@ def _growing_roots(expr: _Expr, env: dict[str, Any], name: str, size: int) -> ra
         return int(expr.evaluate({**env, name: t}))
 
     def least(target: int, lo: int) -> int:
-        hi = max(lo, 1)
+        hi = lo + 1
         while value(hi) < target and hi < 2**64:
-            hi *= 2
+            hi += hi - lo
         while lo < hi:
             mid = (lo + hi) // 2
             lo, hi = (mid + 1, hi) if value(mid) < target else (lo, mid)
