@@ -598,6 +598,37 @@ def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, er
             g(x, y)
 
 
+NONLINEAR = ["T**2", "T//2", "T//3 + 1", "(T+1)//2", "T*(T//2)", "T % 4", "T % 2", "T**2 % 5",
+             "T//2 + T//3", "2*T + 1", "(T % 3) + 2", "T**2 // 3", "T//4"]
+
+
+@fuzz(150)
+@given(st.randoms(use_true_random=False))
+def test_fuzz_shaped_nonlinear_uses_of_one_name_against_brute_force(rnd):
+    """Three uses of ``T`` that grow with it or repeat: ``@shaped`` accepts exactly when some
+    ``T`` gives every size (Python's arithmetic on the text, tried up to 3000, past where any
+    size here is reached); the solutions of each use alone were checked, not their common one."""
+    texts = [rnd.choice(NONLINEAR) for _ in range(3)]
+    forms = [eval(f"lambda T: {t}") for t in texts]  # the oracle: the text as Python
+    t = rnd.randint(0, 12)
+    shapes = [max(0, form(t) + rnd.choice([0, 0, 1, -1])) for form in forms]
+    want = any(all(form(u) == s for form, s in zip(forms, shapes, strict=True))
+               for u in range(3000))
+    note(f"{texts} of sizes {shapes}: fits {want}")
+
+    def f(x: Shaped[np.ndarray, texts[0]], y: Shaped[np.ndarray, texts[1]],
+          z: Shaped[np.ndarray, texts[2]]):
+        return x
+
+    for compiled in (True, False):
+        try:
+            ts.shaped(compiled=compiled)(f)(*(np.zeros(s) for s in shapes))
+            got = True
+        except SignatureError:
+            got = False
+        assert got == want, f"compiled={compiled}"
+
+
 # -- Dask with axes of size 0 ----------------------------------------------------------------------
 
 
