@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from tensig.testing import collisions, sizes, strategy
 
 import tensig as ts
-from arrays import random_einsum, tolerance
+from arrays import clean, random_einsum, tolerance
+from limits import run_limited
 from tensig import Shaped
 from tensig.check.decorator import SignatureError
 from tensig.check.verify_files import verify_path
@@ -395,6 +396,29 @@ def test_a_call_verify_cannot_make_is_a_note_naming_the_function():
     assert "None" not in note_ and "calling f()" in note_ and "'k'" in note_
 
 
+
+def test_a_fitted_result_growing_faster_than_its_inputs_is_not_built_at_large_witnesses():
+    """``np.outer`` of a half-sliced (B, T, d) array was fitted from runs whose results grow
+    as the square of the inputs: 275 million cells at the second run, 1.1 billion at the
+    third (17 GB: a MemoryError note under a limit, the machine's memory without one)."""
+    out = run_limited("""
+        import numpy as np, tensig as ts
+        def f(x):
+            x = x[:-1]
+            return np.outer(x[x.shape[0] // 2:], x[x.shape[0] // 2:])
+        print(ts.verify(f, "B T d => B T d").notes)
+    """, timeout=120, memory_mb=3000)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    assert "a result too large" in out.stdout and "MemoryError" not in out.stdout, out.stdout
+
+
+def test_a_fitted_result_a_constant_times_its_inputs_is_still_verified():
+    """``np.outer`` of a flattened (B, T, d) array with 2000 fixed cells grows linearly: the
+    guard's power law through one run (2431 cells to 4.9 million: ``n**1.98``) stopped it
+    at witnesses where its result is 67 million cells, under the limit."""
+    report = ts.verify(lambda x: np.outer(x.ravel(), np.ones(2000)), "B T d => (B*T*d) 2000")
+    assert clean(report), report
+
 # -- deferred sizes read argument values, never run them ------------------------------------------
 
 
@@ -535,6 +559,74 @@ def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits
     else:
         with pytest.raises(SignatureError, match=r"at argument 'x' axis 0, so"):
             g(x, y)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, error", [
+    ("T**2", "_", (5, 1), r"no whole T >= 0 gives T\*\*2 = 5"),
+    ("(T + 1)**2", "_", (0, 1), r"no whole T >= 0 gives T\*\*2 \+ 2\*T \+ 1 = 0"),
+    ("T**2", "T**3", (4, 9), r"'y' axis 0 .* size 9, but T\*\*2 has size 4 at argument 'x' axis 0, "
+                             r"so T\*\*3 = 8"),
+    ("T // 2 + 1", "_", (0, 1), r"no whole T >= 0 gives T // 2 \+ 1 = 0"),
+    ("T // 2", "T", (3, 8), r"'x' axis 0 .* has size 3, but T // 2 = 4 with T = 8"),
+    ("T**2", "T**3", (4, 8), None), ("T**3 + T", "T + 1", (10, 3), None),
+    ("T // 2", "T", (3, 7), None), ("(T - 5) // 2 * T", "_", (0, 1), None),
+    ("b % 2", "_", (4, 1), r"no whole b >= 0 gives b % 2 = 4"),
+    ("T + b % 2", "T", (5, 2), r"no whole b >= 0 gives T \+ b % 2 = 5, T = 2"),
+    ("T**2 % 5", "_", (2, 1), r"no whole T >= 0 gives T\*\*2 % 5 = 2"),
+    ("T**2 % 5", "_", (4, 1), None), ("T + b % 2", "T", (3, 2), None),
+    ("T // 2", "T // 3", (3, 3), r"T // 2 has size 3 at argument 'x' axis 0, so T // 3 = 2"),
+    ("T // 2", "T // 3", (3, 2), None), ("T // 2", "T // 7", (3, 1), None),
+    ("T // 4", "T // 2", (1, 0), r"T // 4 has size 1 at argument 'x' axis 0, so T // 2 = 2..3"),
+    ("T // 2", "T % 4", (3, 0), r"T // 2 has size 3 at argument 'x' axis 0, so T % 4 = 2..3"),
+    ("T // 2", "T % 4", (3, 3), None), ("T // 2", "T % 2", (3, 0), None),
+])
+def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, error):
+    """``T**2`` of size 5 was accepted (no whole T gives it), ``T**2`` of size 4 beside
+    ``T**3`` of size 9 too, and ``b % 2`` of size 4: a use nonlinear in its one unknown was
+    skipped as undecided; ``T // 2`` of size 3 (T 6 or 7) beside ``T // 3`` of size 3 (T 9 to
+    11) too, where each use alone has several solutions."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    g = ts.shaped(compiled=compiled)(f)
+    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    if error is None:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=error):
+            g(x, y)
+
+
+NONLINEAR = ["T**2", "T//2", "T//3 + 1", "(T+1)//2", "T*(T//2)", "T % 4", "T % 2", "T**2 % 5",
+             "T//2 + T//3", "2*T + 1", "(T % 3) + 2", "T**2 // 3", "T//4"]
+
+
+@fuzz(150)
+@given(st.randoms(use_true_random=False))
+def test_fuzz_shaped_nonlinear_uses_of_one_name_against_brute_force(rnd):
+    """Three uses of ``T`` that grow with it or repeat: ``@shaped`` accepts exactly when some
+    ``T`` gives every size (Python's arithmetic on the text, tried up to 3000, past where any
+    size here is reached); the solutions of each use alone were checked, not their common one."""
+    texts = [rnd.choice(NONLINEAR) for _ in range(3)]
+    forms = [eval(f"lambda T: {t}") for t in texts]  # the oracle: the text as Python
+    t = rnd.randint(0, 12)
+    shapes = [max(0, form(t) + rnd.choice([0, 0, 1, -1])) for form in forms]
+    want = any(all(form(u) == s for form, s in zip(forms, shapes, strict=True))
+               for u in range(3000))
+    note(f"{texts} of sizes {shapes}: fits {want}")
+
+    def f(x: Shaped[np.ndarray, texts[0]], y: Shaped[np.ndarray, texts[1]],
+          z: Shaped[np.ndarray, texts[2]]):
+        return x
+
+    for compiled in (True, False):
+        try:
+            ts.shaped(compiled=compiled)(f)(*(np.zeros(s) for s in shapes))
+            got = True
+        except SignatureError:
+            got = False
+        assert got == want, f"compiled={compiled}"
 
 
 # -- Dask with axes of size 0 ----------------------------------------------------------------------

@@ -309,7 +309,83 @@ class _Bindings:
         """Settle everything the bindings so far determine; what they do not is skipped."""
         self.run()
         self._evaluate_deferred()
+        self._solve_growing()
         self._compare_undecided()
+
+    def _solve_growing(self) -> None:
+        """A use of one unbound name whose form never decreases with it (``T**2``, ``T//2 + 1``)
+        or repeats (``b % 2``) is left alone by the linear solver; a search settles it: the
+        whole solutions of a growing use are a run of ``t`` (``T // 2 = 3``: 6 and 7), those of
+        every use of the name are intersected, a single one is bound (so the other uses are
+        checked against it), none is a mismatch, not a pass."""
+        env, grown = self.env, True
+        while grown:
+            grown = False
+            runs: dict[str, tuple[range, tuple[Any, ...] | None]] = {}  # solutions, the use
+            periodic: dict[str, list[tuple[Any, ...]]] = {}  # name -> its uses in ``%`` only
+            for place in self.pending:
+                expr, size, _ = place
+                free = [n for n in expr.symbols if n not in env]
+                if len(free) != 1:
+                    continue
+                form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
+                name, period = free[0], _period(form)
+                if period is not None:
+                    periodic.setdefault(name, []).append((*place, period))
+                elif form.symbols and _grows(form, False):
+                    found = _growing_roots(expr, env, name, int(size))
+                    runs[name] = self._narrow(runs.get(name), found, place, name)
+            for name, uses in periodic.items():
+                runs[name] = self._cut(runs.get(name, (range(sys.maxsize), None)), uses, name)
+            for name, (found, use) in runs.items():
+                if len(found) == 1 and use is not None:
+                    expr, size, (label, _, shape, axis, _) = use
+                    env[name], grown = found[0], True
+                    self.origins[name] = (label, axis, shape, (expr.text, size))
+        for place in self.pending:
+            self._evaluated(place)
+
+    def _narrow(self, before: tuple[range, Any] | None, found: range, place: tuple[Any, ...],
+                name: str) -> tuple[range, tuple[Any, ...]]:
+        """``found``, the solutions of the use at ``place``, cut by those of the name's uses
+        before (``before``: they and the use that last cut them): none left is a mismatch."""
+        expr, _, at = place
+        if before is None:
+            if not found:
+                raise _Mismatch("solve", *at, expr=expr, name=name)
+            return found, place
+        run, by = before
+        both = range(max(found.start, run.start), min(found.stop, run.stop))
+        if not both:
+            raise self._apart(place, by, name, (run[0], run[-1]))
+        return (run, by) if both == run else (both, place)
+
+    def _cut(self, before: tuple[range, Any], uses: list[tuple[Any, ...]], name: str
+             ) -> tuple[range, Any]:
+        """The solutions ``before`` (a run, and the use that cut it) that every periodic use
+        (``b % 2``) holds at too, tried over one period of them all: none is a mismatch, one
+        where the run is no longer than the period is bound."""
+        run, by = before
+        cycle = math.lcm(*(period for *_, period in uses))
+        ts: Sequence[int] = run[:cycle]
+        for expr, size, at, _ in uses:
+            hits = [t for t in ts if expr.evaluate({**self.env, name: t}) == size]
+            if not hits:
+                if by is None:
+                    raise _Mismatch("solve", *at, expr=expr, name=name)
+                raise self._apart((expr, size, at), by, name, ts)
+            ts, by = hits, by or (expr, size, at)
+        return (range(ts[0], ts[0] + 1), uses[0][:3]) if len(run) <= cycle and len(ts) == 1 \
+            else before
+
+    def _apart(self, place: tuple[Any, ...], by: tuple[Any, ...], name: str,
+               ts: Sequence[int]) -> _Mismatch:
+        """The use at ``place`` holds at none of ``ts``, where the use ``by`` holds."""
+        expr, _, at = place
+        values = [expr.evaluate({**self.env, name: t}) for t in ts]
+        low, high = min(values), max(values)
+        return _Mismatch("apart", *at, expr=expr, other=by[0], where=by[2],
+                         value=low if low == high else f"{low}..{high}")
 
     def _compare_undecided(self) -> None:
         """Expressions no binding decides are skipped, but their uses must agree: with the
@@ -358,6 +434,49 @@ class _Bindings:
 
 
 _BOUND = Origin(note="bound by an earlier item")
+
+
+def _grows(form: Dim, nonnegative: bool) -> bool:
+    """Whether ``form`` (of one unbound name) never decreases as the name grows from 0: no
+    negative coefficient, no ``%``, ``//`` of such forms; inside products and quotients its
+    constant is nonnegative too (``nonnegative``), so no factor changes sign."""
+    return all((not m or c >= 0) and (c >= 0 or not nonnegative)
+               and all(isinstance(atom, str) or (not isinstance(atom, Mod)
+                                                 and _grows(atom.numerator, True))
+                       for atom, _ in m)
+               for m, c in form.terms.items())
+
+
+def _period(form: Dim) -> int | None:
+    """The period of a form whose name occurs only in ``%`` of polynomials (``b % 2``,
+    ``(T + 3) % 4 + 1``), which a size then never exceeds; ``None`` for any other form."""
+    atoms = [atom for m in form.terms for atom, _ in m]
+    mods = [a for a in atoms if isinstance(a, Mod)
+            and all(isinstance(b, str) for n in a.numerator.terms for b, _ in n)]
+    if not mods or len(mods) < len(atoms):
+        return None
+    period = math.lcm(*(a.divisor for a in mods))
+    return period if period <= 4096 else None
+
+
+def _growing_roots(expr: _Expr, env: dict[str, Any], name: str, size: int) -> range:
+    """The whole ``t >= 0`` where ``expr``, nondecreasing in ``name``, is ``size``: from the
+    least ``t`` reaching ``size`` to the least passing it (each a search doubling its bound,
+    then bisection); empty where none."""
+    def value(t: int) -> int:
+        return int(expr.evaluate({**env, name: t}))
+
+    def least(target: int, lo: int) -> int:
+        hi = lo + 1
+        while value(hi) < target and hi < 2**64:
+            hi += hi - lo
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if value(mid) < target else (lo, mid)
+        return lo
+
+    start = least(size, 0)
+    return range(start, least(size + 1, start))
 
 
 @functools.lru_cache(maxsize=4096)

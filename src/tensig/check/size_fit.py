@@ -17,7 +17,7 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -70,11 +70,28 @@ def leaves(result: Any) -> Iterator[Any]:
         yield result
 
 
-def size_guard(args: Any, env: dict[str, int]) -> None:
-    """Refuse a run whose witness arrays would be too large to build."""
-    if sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
-           if isinstance(a, S.SymArray)) > MAX_ELEMENTS:
+def _elements(args: Any, env: dict[str, int]) -> int:
+    return sum(math.prod(d.evaluate(env) for d in a.dims) for a in sym_leaves(args)
+               if isinstance(a, S.SymArray))
+
+
+def size_guard(args: Any, env: dict[str, int],
+               seen: Sequence[tuple[dict[str, int], Shapes]] = ()) -> None:
+    """Refuse a run whose witness arrays would be too large to build, or (given the runs
+    ``seen``: their sizes and result shapes) whose result would: it grows with the inputs as a
+    power, the steepest between two runs seen (``np.outer`` of ``n`` cells: ``n**2``; of
+    66700, 17 GB), or from one cell to the one run seen."""
+    n = _elements(args, env)
+    if n > MAX_ELEMENTS:
         raise tracing.Unsupported("evaluating at witness sizes (too large)")
+    points = [(_elements(args, e), sum(math.prod(s) for s in shapes if s is not None))
+              for e, shapes in seen]
+    steps = list(itertools.pairwise([(1, 1), *points] if len(points) == 1 else points))
+    powers = [math.log(o1 / o0) / math.log(n1 / n0) for (n0, o0), (n1, o1) in steps
+              if n0 < n1 and 0 < o0 < o1]
+    last, out = points[-1] if points else (0, 0)
+    if powers and last < out and out * (n / last) ** max(powers) > 64 * MAX_ELEMENTS:
+        raise tracing.Unsupported("evaluating at witness sizes (a result too large)")
 
 
 def sample_points(names: list[str], base: dict[str, int], unit: int = 1,
@@ -139,12 +156,14 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
-              first: Shapes | None = None) -> list[list[Dim | None] | None]:
+              first: Shapes | None = None, allocates: bool = False
+              ) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``:
     ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
     is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
     ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
-    (``None``) are told to ``note``."""
+    (``None``) are told to ``note``.  ``allocates``: the runs build real arrays, so none
+    whose result would be too large is made (:func:`size_guard`)."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
@@ -152,6 +171,8 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
     runs: list[Shapes] = [] if first is None else [first]
     for env in envs[len(runs):]:
+        if allocates and runs:
+            size_guard(args, env, list(zip(envs, runs, strict=False)))
         try:
             runs.append(evaluate(env))
         except errors as e:
@@ -247,7 +268,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         classify: Callable[[BaseException], BaseException],
         errors: tuple[type[BaseException], ...], rejected: Callable[[BaseException], Fit],
         template_of: Callable[[Any, list[list[Dim | None] | None], dict[str, int]], Any],
-        data: Callable[[dict[str, int]], Any] | None = None) -> Fit:
+        data: Callable[[dict[str, int]], Any] | None = None, allocates: bool = False) -> Fit:
     """The one fit of every library's op: ``run(env)`` runs it (the result's shapes by
     ``shaped``) from the first of ``bases`` it accepts (:func:`first_run`; refused at every
     one: ``rejected``), its sizes are fitted (:func:`fit_sizes`), then tried with the operands'
@@ -255,7 +276,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     the divisors of their floors (:func:`floors_hold`); ``template_of(sample, fits, base)``
     makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
     (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
-    data (a fresh size, a Remora box)."""
+    data (a fresh size, a Remora box).  ``allocates``: as :func:`fit_sizes`."""
     try:
         sample, base, error = first_run(run, bases, classify)
     except tracing.Unsupported:
@@ -271,7 +292,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     def shapes_at(at: dict[str, int]) -> Shapes:
         return shaped(run(at))
     fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
-                     errors=errors, first=shaped(sample),
+                     errors=errors, first=shaped(sample), allocates=allocates,
                      note=lambda message: found.append(tracing.Finding("assumption", message)))
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)

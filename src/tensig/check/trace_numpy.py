@@ -452,7 +452,9 @@ def fitted(name: str, args: Any, kwargs: Any, call: Callable[[Any, Any], Any],
             classify=functools.partial(shape_error, name), errors=_ERRORS,
             rejected=rejected, template_of=lambda sample, fits, base: size_fit.template(
                 sample, iter(fits), leaf),
-            data=None if make_data is None else functools.partial(run, fill=make_data))
+            data=None if make_data is None else functools.partial(run, fill=make_data),
+            allocates=allocates)
+
 
     key = size_fit.fit_key((name, op), args, kwargs, (tuple(at.items()), unit))
     return size_fit.build(size_fit.cached(key, fit, (args, kwargs)))
