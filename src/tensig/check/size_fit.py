@@ -287,16 +287,16 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     if base is None:
         assert error is not None
         return rejected(error)
-    env, found = base.env, list[tracing.Finding]()
+    env, found, first = base.env, list[tracing.Finding](), shaped(sample)
 
     def shapes_at(at: dict[str, int]) -> Shapes:
         return shaped(run(at))
     fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
-                     errors=errors, first=shaped(sample), allocates=allocates,
+                     errors=errors, first=first, allocates=allocates,
                      note=lambda message: found.append(tracing.Finding("assumption", message)))
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
-            fits = _boxed(fits, shaped(sample), shaped(data(env)))
+            fits = _boxed(fits, first, shaped(data(env)))
     fits = _far(shapes_at, name, args, kwargs, env, fits, found)
     if error is None:  # else the base's own assumption (the other order, larger sizes) holds
         found += ordered(shapes_at, name, fits, env, errors)
