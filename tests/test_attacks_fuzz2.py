@@ -540,6 +540,14 @@ def test_a_first_row_that_is_no_sequence_is_named_once():
 # -- expressions no size decides -------------------------------------------------------------------
 
 
+def _two_uses(compiled, a, b, sizes):
+    """``f(x: a, y: b)`` checked by ``@shaped``, with zero vectors of ``sizes``."""
+    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
+        return x
+
+    return ts.shaped(compiled=compiled)(f), np.zeros(sizes[0]), np.zeros(sizes[1])
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("a, b, sizes, fits", [
     ("h*w", "h*w", (6, 5), False), ("h*w", "w*h", (6, 6), True), ("h + w", "h + w", (6, 5), False),
@@ -549,11 +557,7 @@ def test_a_first_row_that_is_no_sequence_is_named_once():
 def test_one_expression_no_size_decides_has_one_size(compiled, a, b, sizes, fits):
     """``h*w`` of size 6 in one argument and 5 in another was accepted: an expression with
     two unknown names is skipped, and so was the contradiction between its two uses."""
-    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
-        return x
-
-    g = ts.shaped(compiled=compiled)(f)
-    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    g, x, y = _two_uses(compiled, a, b, sizes)
     if fits:
         assert g(x, y) is x
     else:
@@ -586,11 +590,7 @@ def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, er
     ``T**3`` of size 9 too, and ``b % 2`` of size 4: a use nonlinear in its one unknown was
     skipped as undecided; ``T // 2`` of size 3 (T 6 or 7) beside ``T // 3`` of size 3 (T 9 to
     11) too, where each use alone has several solutions."""
-    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
-        return x
-
-    g = ts.shaped(compiled=compiled)(f)
-    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    g, x, y = _two_uses(compiled, a, b, sizes)
     if error is None:
         assert g(x, y) is x
     else:
@@ -724,11 +724,7 @@ def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
 def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b, sizes, value):
     """``h*w`` of size 6 and ``2*h*w`` of size 10 were accepted: only uses that differ by a
     constant were compared, not by a factor or through a power or ``//`` of the product."""
-    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
-        return x
-
-    g = ts.shaped(compiled=compiled)(f)
-    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    g, x, y = _two_uses(compiled, a, b, sizes)
     if value is None:
         assert g(x, y) is x
     else:
@@ -749,11 +745,7 @@ def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b,
 def test_uses_of_one_undecided_sum_agree(compiled, a, b, sizes, value):
     """``h + w`` of size 6 and ``(h + w)**2`` of size 35 were accepted: a solved sum was put
     into no other use (only a product was), so no size of ``h + w`` compared the two."""
-    def f(x: Shaped[np.ndarray, a], y: Shaped[np.ndarray, b]):
-        return x
-
-    g = ts.shaped(compiled=compiled)(f)
-    x, y = np.zeros(sizes[0]), np.zeros(sizes[1])
+    g, x, y = _two_uses(compiled, a, b, sizes)
     if value is None:
         assert g(x, y) is x
     else:
