@@ -12,7 +12,6 @@ Cell ranks are naturals, ``None`` (the whole argument: an empty frame) or a comp
 function still lifts at its own ranks inside each new cell.
 """
 
-from tensig.rank import _primitives
 from tensig.rank._boxes import *  # noqa: F403 (each module lists its public names in __all__)
 from tensig.rank._lifting import *  # noqa: F403
 from tensig.rank._primitives import *  # noqa: F403
@@ -22,5 +21,8 @@ from tensig.rank._types import *  # noqa: F403
 # written out, not joined from the modules' __all__: a type checker reads only literal names
 # here, and gives a client's ``from tensig.rank import *`` no others
 __all__ = ["Arr", "Box", "FnType", "Fun", "Instance", "Lifted", "Overloaded", "Sigma", "Static",
-           "apply", "as_lifted", "check", "lift", "principal_frame", "rerank", "typeof", "unbox",
-           *_primitives.__all__]
+           "antibase", "append", "apply", "as_lifted", "base", "behead", "check", "curtail", "drop",
+           "equal", "filter", "fold", "fold_right", "head", "index", "iota", "iota_s", "iota_v",
+           "iota_w", "itemize", "length", "lift", "nub", "nub_sieve", "principal_frame", "ravel",
+           "reduce", "rerank", "reshape", "reverse", "rotate", "scan", "select", "shape_of", "tail",
+           "take", "transpose", "typeof", "unbox"]
