@@ -320,3 +320,54 @@ def test_a_size_constant_near_the_base_is_checked_at_larger_sizes():
     assert pool(torch.zeros(2, 3, 100), 50).shape == (2, 3, 2)
     r = verify(lambda x: pool(x, 50), "B, C, T => B, C, 1")
     assert r.errors and str(r.result[0][2]) != "1", str(r)
+
+
+def test_fresh_sizes_equal_only_at_the_sample_stay_distinct():
+    """``avg_pool2d(x, (50, 60))`` gives H // 50 and W // 60, both 1 near the fit's base: each
+    was keyed by its sample value, so one fresh size, and adding the result to its transpose
+    verified though torch refuses it where they differ.  Oracle: torch at H = 150, W = 120."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool2d
+    y = pool(torch.zeros(2, 3, 150, 120), (50, 60))
+    with pytest.raises(RuntimeError):
+        y + y.transpose(2, 3)
+
+    def f(x):
+        y = pool(x, (50, 60))
+        return y + y.transpose(2, 3)
+    r = verify(f, "B, C, H, W")
+    assert any(f.code == "TS101" for f in r.errors), str(r)
+    h, w = verify(lambda x: pool(x, (50, 60)), "B, C, H, W").result[0][2:]
+    assert h != w
+
+
+def test_fresh_sizes_equal_at_every_run_stay_one():
+    """``avg_pool2d(x, 50)`` of a square ``[B, C, H, H]`` gives H // 50 on both axes at every
+    run: one fresh size, so adding the result to its transpose raises no false alarm.
+    Oracle: torch at H = 130."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool2d
+    y = pool(torch.zeros(2, 3, 130, 130), 50)
+    assert (y + y.transpose(2, 3)).shape == (2, 3, 2, 2)
+
+    def f(x):
+        y = pool(x, 50)
+        return y + y.transpose(2, 3)
+    r = verify(f, "B, C, H, H")
+    assert not r.errors, str(r)
+    h, w = verify(lambda x: pool(x, 50), "B, C, H, H").result[0][2:]
+    assert h == w and h.constant is None
+
+
+def test_a_window_bound_is_not_reported_as_an_order():
+    """``avg_pool1d(x, 50)`` run with B, C, T swapped puts T below 50: the refusal was said as
+    'assumes B <= C <= T', which it does not need; the swapped run keeps T at its least size
+    50, so only 'assumes 50 <= T' is said.  Oracle: torch at B > C > T = 50, and T = 49."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool1d
+    assert pool(torch.zeros(100, 70, 50), 50).shape == (100, 70, 1)
+    with pytest.raises(RuntimeError):
+        pool(torch.zeros(1, 1, 49), 50)
+    r = verify(lambda x: pool(x, 50), "B, C, T")
+    said = [f.message.split(":")[0] for f in r if f.message.startswith("assumes")]
+    assert said == ["assumes 50 <= T"], str(r)

@@ -267,7 +267,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         args: Any, kwargs: dict[str, Any], bases: list[Base], *,
         classify: Callable[[BaseException], BaseException],
         errors: tuple[type[BaseException], ...], rejected: Callable[[BaseException], Fit],
-        template_of: Callable[[Any, list[list[Dim | None] | None], dict[str, int]], Any],
+        template_of: Callable[[Any, list[list[Any] | None], dict[str, int]], Any],
         data: Callable[[dict[str, int]], Any] | None = None, allocates: bool = False) -> Fit:
     """The one fit of every library's op: ``run(env)`` runs it (the result's shapes by
     ``shaped``) from the first of ``bases`` it accepts (:func:`first_run`; refused at every
@@ -288,9 +288,11 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         assert error is not None
         return rejected(error)
     env, found, first = base.env, list[tracing.Finding](), shaped(sample)
+    seen = [first]  # every run's shapes: the evidence that two fresh sizes are one
 
     def shapes_at(at: dict[str, int]) -> Shapes:
-        return shaped(run(at))
+        seen.append(shaped(run(at)))
+        return seen[-1]
     fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
                      errors=errors, first=first, allocates=allocates,
                      note=lambda message: found.append(tracing.Finding("assumption", message)))
@@ -298,17 +300,31 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
             fits = _boxed(fits, first, shaped(data(env)))
     fits = _far(shapes_at, name, args, kwargs, env, fits, found)
-    if error is None:  # else the base's own assumption (the other order, larger sizes) holds
-        found += ordered(shapes_at, name, fits, env, errors)
     least = below_literals(shapes_at, args, kwargs, env, fits, errors)
+    if error is None:  # else the base's own assumption (the other order, larger sizes) holds
+        found += ordered(shapes_at, name, fits, env, errors, {s: k for s, k, _ in least})
     found += [tracing.Finding("assumption", f"assumes {k} <= {s}: {name}{why}")
               for s, k, why in least]
     if error is not None and not any(bases[0].env[s] < k for s, k, _ in least):  # explained
         found.insert(0, tracing.Finding("assumption", f"{name} fails at some sizes ("
                                         f"{named(short(error), bases[0].env)}); assumes "
                                         f"{base.assumes}"))
-    return template_of(sample, fits, env), tuple(found), \
-        floors_hold(shapes_at, (args, kwargs), env, fits)
+    held = floors_hold(shapes_at, (args, kwargs), env, fits)
+    return template_of(sample, fresh_keys(fits, seen), env), tuple(found), held
+
+
+def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
+               ) -> list[list[Dim | tuple[int | None, ...]] | None]:
+    """``fits`` with each unfitted size keyed by its values at every run in ``seen`` (the
+    first the sample's): :func:`build` makes one fresh size per key, so two sizes are one only
+    where every run gave them one value (``tril_indices_from``'s two index arrays), not where
+    the sample happened to (``avg_pool2d(x, (50, 60))``'s H // 50 and W // 60 are both 1)."""
+    def at(shapes: Shapes, j: int, i: int) -> int | None:
+        shape = shapes[j] if j < len(shapes) else None
+        return shape[i] if shape is not None and i < len(shape) else None
+    return [None if dims is None else
+            [tuple(at(g, j, i) for g in seen) if d is None else d for i, d in enumerate(dims)]
+            for j, dims in enumerate(fits)]
 
 
 def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
@@ -365,12 +381,12 @@ def first_run(run: Callable[[dict[str, int]], Any], bases: list[Base],
     return None, None, error
 
 
-def template(sample: Any, fits: Iterator[list[Dim | None] | None],
+def template(sample: Any, fits: Iterator[list[Any] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
-    parts)``, ``("size", dim)`` of an int (an unfitted size is its sample value, an int: a
-    fresh size), ``("array", dims, kind)`` where ``leaf`` says ``("array", kind)``, or what
-    ``leaf`` says of any other leaf."""
+    parts)``, ``("size", dim)`` of an int (an unfitted size is its key from
+    :func:`fresh_keys`, or its sample value: a fresh size), ``("array", dims, kind)`` where
+    ``leaf`` says ``("array", kind)``, or what ``leaf`` says of any other leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     sizes = next(fits)
@@ -383,15 +399,15 @@ def template(sample: Any, fits: Iterator[list[Dim | None] | None],
     return tag
 
 
-def build(template: Any, fresh: dict[int, Dim] | None = None, inputs: list[Any] | None = None
+def build(template: Any, fresh: dict[Any, Dim] | None = None, inputs: list[Any] | None = None
           ) -> Any:
     """The symbolic result a :func:`template` describes, each unfitted size a fresh one (one
-    per sample value: ``tril_indices_from``'s two index arrays have one length), and
+    per key: ``tril_indices_from``'s two index arrays have one length), and
     ``("input", i)`` this call's ``inputs[i]`` (an in-place op's result: a fit is cached), and
     a value a copy (``find_peaks``' dict: user code may write into it)."""
     fresh = {} if fresh is None else fresh
 
-    def dim(d: Dim | int) -> Dim:
+    def dim(d: Any) -> Dim:
         return d if isinstance(d, Dim) else fresh.setdefault(d, tracing.tracer().new_dim("n"))
 
     tag = template[0]
@@ -494,11 +510,15 @@ def swapped(env: dict[str, int]) -> dict[str, int]:
 
 def ordered(shaped: Callable[[dict[str, int]], Shapes], name: str,
             fits: list[list[Dim | None] | None], env: dict[str, int],
-            errors: tuple[type[BaseException], ...]) -> list[tracing.Finding]:
+            errors: tuple[type[BaseException], ...], least: dict[str, int] | None = None
+            ) -> list[tracing.Finding]:
     """A fit from ``env`` that fails with the sizes there in the other order (a 'valid'
     convolution's ``N - K + 1``, ``diag``'s ``min(B, T)``), or a call refused in it
-    (``np.insert(y, len(x), v)``, one of ``errors``): it holds with them ordered as at ``env``."""
+    (``np.insert(y, len(x), v)``, one of ``errors``): it holds with them ordered as at ``env``.
+    Each size in ``least`` stays at its least size there (:func:`below_literals`):
+    ``avg_pool1d(x, 50)`` refuses T = 40 for its window, not for the order of B, C, T."""
     names, other = sorted(env, key=env.__getitem__), swapped(env)
+    other.update({s: max(other[s], k) for s, k in (least or {}).items()})
     why = "'s result sizes depend on the order of its operands' sizes (traced in this one)"
     try:
         if len(names) < 2 or not differs(fits, shaped(other), other):
