@@ -645,7 +645,8 @@ def _positive(d: Dim, facts: frozenset[Dim]) -> bool:
     """Whether ``d`` is at least 1 canonically or as a known-positive size times such a
     product (``N*(H - K + 1)`` where ``H - K + 1`` is known positive)."""
     return _holds(operator.ge, d, ONE) or any(
-        (q := exact_quotient(d, f)) is not None and _positive(q, facts - {f}) for f in facts)
+        (q := exact_quotient(d, f)) is not None and _positive(q, facts - {f})
+        for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:
