@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from tensig.check.broadcasting import shape_text
-from tensig.check.sym_sizes import ONE, exact_quotient, require_divisible
+from tensig.check.sym_sizes import ONE, exact_quotient, nonzero_size, require_divisible
 from tensig.check.tracing import Finding, tracer
 from tensig.core.dims import Dim, FloorDiv
 
@@ -286,7 +286,13 @@ def _between(names: list[str], lo: int, hi: int) -> str:
 
 def divide(total: Dim, known: Dim) -> Dim:
     """``total / known`` for a ``-1`` in a reshape: ``B*T*d / (4*B*T)`` is ``d // 4``, requiring
-    ``d`` divisible by 4; ``[S, 1]`` into ``[S, 3, -1]`` divides at no size, an error."""
+    ``d`` divisible by 4; ``[S, 1]`` into ``[S, 3, -1]`` divides at no size, an error.  The
+    libraries refuse a ``-1`` among sizes whose product is 0, even of 0 elements (any size
+    fits it): ``known`` is assumed not 0 (``[B - 1, -1]``), or an error where it is."""
+    if not nonzero_size(known, "a reshape's -1 raises where the other sizes' product is 0"):
+        tracer().report("reshape", f"a reshape's -1 among sizes of product {known}: no "
+                                   "library infers it")
+        return ONE * 0
     if known.constant is not None:
         return require_divisible(total, known.constant, error=_MINUS_1)
     if len(known.terms) == 1 and len(total.terms) == 1:

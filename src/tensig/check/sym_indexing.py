@@ -60,7 +60,10 @@ def slice_len(size: Dim, s: slice) -> Dim:
         return (size - step - 1) // -step
     first = None if s.start is None else as_dim(s.start).constant  # None: not known
     if step > 1 and (first or 0) >= 0:
-        return (slice_len(size, slice(s.start, s.stop)) + step - 1) // step
+        whole = slice_len(size, slice(s.start, s.stop))
+        if whole in tracer().positive:  # a window count [::2]: still one at least
+            tracer().positive.add((whole + step - 1) // step)
+        return (whole + step - 1) // step
     if step != 1 or (first is not None and first < 0):
         if first is not None and step == 1 and s.stop is None:  # x[-k:]: k of a longer axis
             at_most(Dim.const(-first), size, "index", f"slice of the last {-first} on an axis "
@@ -111,12 +114,14 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool
             ) -> bool:
     """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
     ``kind``), else assumed."""
+    tracer().positive.add(b - a + (0 if strict else 1))  # true below, or assumed
     try:
         if a < b if strict else a <= b:
             return True
     except InconclusiveError:
         _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
         return True
+    tracer().positive.discard(b - a + (0 if strict else 1))
     tracer().report(kind, error)
     return False
 

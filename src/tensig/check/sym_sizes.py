@@ -311,8 +311,8 @@ class SymSize:
         if not isinstance(o, SymSize) or o.dim.constant is not None:
             return None
         q = exact_quotient(self.dim, o.dim)
-        if q is None or not _nonzero(o.dim, f"a division by {o.dim}, which raises "
-                                            "ZeroDivisionError where it is 0"):
+        if q is None or not nonzero_size(o.dim, f"a division by {o.dim}, which raises "
+                                                "ZeroDivisionError where it is 0"):
             return None
         return q
 
@@ -603,7 +603,7 @@ class _LoopRange(list[Any]):
 def _sized_steps(start: Any, stop: Any, step: SymSize) -> Any:
     """``range(0, 4 * mb, mb)``: a step that is a size must not be 0; where it divides the span
     into one count at every size, each step is a size (``2 * mb``), else the witness's."""
-    _nonzero(step.dim, "range() raises ValueError where its step is 0")
+    nonzero_size(step.dim, "range() raises ValueError where its step is 0")
     count = exact_quotient(as_dim(stop) - as_dim(start), step.dim)
     if count is None or count.constant is None:
         return SymRange(start, stop, step)
@@ -630,14 +630,23 @@ def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
         return False
 
 
-def _nonzero(d: Dim, why: str) -> bool:
-    """Whether ``d`` is not 0: decided on canonical forms, else on the witness, assumed."""
-    if _holds(operator.ge, d, ONE) or _holds(operator.le, d, -ONE):
+def nonzero_size(d: Dim, why: str) -> bool:
+    """Whether ``d`` is not 0: decided on canonical forms or as a product of sizes known
+    positive (:attr:`Tracer.positive`), else on the witness, assumed."""
+    if _positive(d, frozenset(tracer().positive)) or _holds(operator.le, d, -ONE):
         return True
     w = tracer().value(d)
     if w:
         _assume(f"{d} >= 1" if w > 0 else f"{d} <= -1", True, why)
     return w != 0
+
+
+def _positive(d: Dim, facts: frozenset[Dim]) -> bool:
+    """Whether ``d`` is at least 1 canonically or as a known-positive size times such a
+    product (``N*(H - K + 1)`` where ``H - K + 1`` is known positive)."""
+    return _holds(operator.ge, d, ONE) or any(
+        (q := exact_quotient(d, f)) is not None and _positive(q, facts - {f})
+        for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:

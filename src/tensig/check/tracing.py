@@ -121,6 +121,9 @@ class Tracer:
     quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (begin)
     #: each assumption's message up to its first colon ("assumes T - 3 >= 0:"), see report
     assumed: set[str] = field(default_factory=set)
+    #: sizes at least 1 wherever the assumptions hold (``H - K + 1`` after ``K <= H``), see
+    #: sym_sizes.nonzero_size: a product of them is no size that can be 0
+    positive: set[Dim] = field(default_factory=set)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
