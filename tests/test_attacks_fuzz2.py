@@ -412,6 +412,22 @@ def test_a_fitted_result_growing_faster_than_its_inputs_is_not_built_at_large_wi
     assert "a result too large" in out.stdout and "MemoryError" not in out.stdout, out.stdout
 
 
+def test_a_fitted_op_tiling_by_a_float_array_stops_with_a_note():
+    """``np.tile(a, b)`` by a (T,) float array: zeros were refused as counts, so the fit ran
+    the distinct fill (1 .. T) as reps, T! * B cells (20 GB: the machine's memory).  The
+    fill's floats are below 1 now: refused as counts too, a note."""
+    out = run_limited("""
+        import numpy as np, tensig as ts
+        print(ts.verify(lambda a, b: np.tile(a, b), "B; T =>").notes)
+        print(ts.verify(lambda a: np.tile(a, 3), "B => 3*B").notes)
+        print(ts.verify(lambda a, b: np.repeat(a, b.shape[0]), "B; T => B*T").notes)
+    """, timeout=120, memory_mb=3000)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert "numpy.tile (TypeError" in lines[0] and "MemoryError" not in out.stdout, out.stdout
+    assert lines[1:] == ["[]", "[]"], out.stdout
+
+
 def test_a_fitted_result_a_constant_times_its_inputs_is_still_verified():
     """``np.outer`` of a flattened (B, T, d) array with 2000 fixed cells grows linearly: the
     guard's power law through one run (2431 cells to 4.9 million: ``n**1.98``) stopped it

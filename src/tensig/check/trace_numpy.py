@@ -466,9 +466,12 @@ def fitted_numpy(func: Any, args: Any, kwargs: Any, name: str | None = None) -> 
         return np.zeros(shape, S.DTYPES[kind])
 
     def distinct(shape: tuple[int, ...], kind: str) -> Any:
+        """Distinct nonzero values; floats below 1, so a float read as a count (``np.tile``'s
+        reps) is refused, not a result of T! cells."""
         if kind == "b":
             return np.ones(shape, np.bool_)
-        return (np.arange(math.prod(shape)).reshape(shape) + 1).astype(S.DTYPES[kind])
+        ramp = np.arange(math.prod(shape)).reshape(shape) + 1
+        return (ramp if kind == "i" else ramp / (ramp.size + 1)).astype(S.DTYPES[kind])
 
     return fitted(name or f"numpy.{func.__name__}", args, kwargs, lambda a, k: func(*a, **k), zeros,
                   (np.ndarray, np.generic), distinct, op=func)
