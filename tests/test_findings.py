@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from limits import run_limited
 from tensig.check import findings, tracing
 from tensig.check import tracer as S
 from tensig.check.verify import verify
@@ -272,6 +273,29 @@ def test_the_timeout_is_not_swallowed_by_except_exception():
 
     r = verify(stubborn, "B T => B T", timeout=0.2)
     assert r.notes and "did not finish within 0.2 s" in r.notes[0]
+
+
+def test_a_timeout_lost_once_fires_again():
+    """The timer was one-shot: a stop raised where Python only prints it (a finalizer, a
+    weakref callback: "Exception ignored in ...") left the trace running for good, a CI hang
+    once memory grew.  Here the first stop is swallowed by hand; the next one must end it."""
+    out = run_limited("""
+        import tensig as ts
+
+        def swallows_once(x):
+            lost = 0
+            while True:
+                try:
+                    sum(range(1000))
+                except BaseException:  # stands for a finalizer that ignores the first stop
+                    if lost:
+                        raise
+                    lost += 1
+
+        print(ts.verify(swallows_once, "B T => B T", timeout=0.2).notes)
+    """, timeout=60)
+    assert not out.timed_out and out.returncode == 0, out.stderr[-2000:]
+    assert "did not finish within 0.2 s" in out.stdout, out.stdout
 
 
 # -- the pytest plugin -------------------------------------------------------------------------

@@ -454,17 +454,24 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
 
+    stopped = False
+
     def expire(signum: int, frame: Any) -> None:
-        if _unsafe_to_stop(frame):
-            signal.setitimer(signal.ITIMER_REAL, 0.05)  # once the import (restore) is complete
+        if stopped:
             return
-        raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s (--timeout)")
+        # again in 50 ms: once the import (restore) is complete, or should this stop be lost
+        # (raised in a finalizer or a weakref callback, where Python only prints it)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        if not _unsafe_to_stop(frame):
+            raise tracing.TraceLimit(f"the function did not finish within {seconds:g} s "
+                                     "(--timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
+        stopped = True
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
