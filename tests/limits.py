@@ -39,7 +39,10 @@ def run_limited(code: str, *, timeout: float = 30.0, memory_mb: int = 4096) -> O
     # is unsafe in a test process where JAX or torch have started threads.
     limit = memory_mb * 2**20
     prologue = f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    # one BLAS/OpenMP thread: a many-core machine's per-thread buffers would count against the
+    # address-space limit (an import failing there, not the attack)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     try:
         done = subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(code)],
                               env=env, capture_output=True, text=True, timeout=timeout)
