@@ -29,7 +29,7 @@ from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
            "failure_kind", "fit", "fit_key", "fit_size", "fit_sizes", "floors_hold",
-           "largest_count", "leaves", "named", "ordered", "sample_points", "short", "size_guard",
+           "largest_count", "leaves", "named", "sample_points", "short", "size_guard",
            "swapped", "symbols"]
 
 STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 4 and 6, so
