@@ -53,7 +53,8 @@ class Backend(Kernels):
 
     name = "abstract"
     modules: tuple[str, ...] = ()
-    #: the library's namespace (``numpy``, ``torch``, ``jax.numpy``, ``dask.array``)
+    #: the library's namespace (``numpy``, ``torch``, ``jax.numpy``, ``dask.array``), which the
+    #: primitives and the IR's generated code are written over
     xp: Any
     #: the name of the library's array type in ``xp``
     array_name = "ndarray"
@@ -182,11 +183,10 @@ class Backend(Kernels):
         small = small_amax(x, axes, self.xp.maximum) if self.unrolls_max else None
         if small is not None:
             return small
-        # no cells: NumPy, torch and JAX refuse a max over an empty axis (Dask once computed),
-        # and Dask's of an array with an empty kept axis computes a wrong shape ((2, 5, 4, 0)
-        # over the first two axes: (2, 0)); the neutral element, or an empty result, is exact.
-        # An eager library reduces an empty kept axis itself: torch's autograd graph keeps it
-        if 0 in [x.shape[a] for a in axes] or (axes and self.lazy and 0 in x.shape):
+        # no cells: NumPy, torch and JAX refuse a max over an empty axis (Dask once computed);
+        # the neutral element is exact.  An empty kept axis each library reduces itself
+        # (torch's autograd graph keeps it), Dask's on NumPy (DaskBackend.amax)
+        if 0 in [x.shape[a] for a in axes]:
             return self.full([n for i, n in enumerate(x.shape) if i not in axes],
                              neutral_max(x.dtype), like=x)
         return self.max_along(x, axes) if axes else x
@@ -217,7 +217,7 @@ class Backend(Kernels):
 
     def eye_mask(self, n: int, like: Any) -> Any:
         """An ``n x n`` boolean identity mask on ``like``'s device."""
-        return np.eye(n, dtype=bool)
+        return self.xp.eye(n, dtype=bool, **self.placed(like))
 
     def where(self, mask: Any, a: Any, b: Any) -> Any:
         return self.xp.where(mask, a, b)
@@ -275,11 +275,6 @@ class Backend(Kernels):
         return getattr(self.xp, "vmap", None)
 
     # -- compiled routines: the arrays a graph's store holds ----------------------------------
-    @property
-    def namespace(self) -> Any:
-        """The library's array functions, which the IR's primitives are written over."""
-        return self.xp
-
     def scatter_add(self, x: Any, index: tuple[Any, ...], v: Any) -> Any:
         """``x`` (the caller's) plus ``v`` at ``x[index]``, in place where mutable (use the
         returned array)."""
@@ -385,52 +380,52 @@ class Backend(Kernels):
     def gelu(self, v: Any) -> Any:
         """GELU, tanh form (torch's ``approximate="tanh"``): one primitive, not a dozen
         pointwise steps each storing an array."""
-        xp = self.namespace
+        xp = self.xp
         return 0.5 * v * (1.0 + xp.tanh(GELU_C * (v + GELU_K * v * v * v)))
 
     def gelu_backward(self, a: Any, g: Any) -> Any:
         """``g`` times the derivative of :meth:`gelu` at ``a``."""
-        xp = self.namespace
+        xp = self.xp
         th = xp.tanh(GELU_C * (a + GELU_K * a * a * a))
         return g * (0.5 * (1.0 + th)
                     + 0.5 * GELU_C * a * (1.0 - th * th) * (1.0 + 3 * GELU_K * a * a))
 
     def softmax(self, x: Any, axis: int) -> Any:
         """``exp(x - max) / sum exp(x - max)`` along ``axis``."""
-        xp = self.namespace
+        xp = self.xp
         e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
         return e / xp.sum(e, axis=axis, keepdims=True)
 
     def softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         """The gradient of :meth:`softmax` at its value ``y``: ``y (g - sum(g y))``."""
-        return y * (g - self.namespace.sum(g * y, axis=axis, keepdims=True))
+        return y * (g - self.xp.sum(g * y, axis=axis, keepdims=True))
 
     def log_softmax(self, x: Any, axis: int) -> Any:
         """``x - log sum exp(x)`` along ``axis``, the maximum subtracted first."""
-        xp = self.namespace
+        xp = self.xp
         z = x - xp.max(x, axis=axis, keepdims=True)
         return self.into("subtract", z, xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True)))
 
     def log_softmax_backward(self, y: Any, g: Any, axis: int) -> Any:
         """The gradient of :meth:`log_softmax` at its value ``y``: ``g - exp(y) sum(g)``."""
-        xp = self.namespace
+        xp = self.xp
         return g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)
 
     def row_sum(self, x: Any, axes: tuple[int, ...]) -> Any:
         """The sum over ``axes`` (kept): attention's row sums, which an adapter may speed up."""
-        return self.namespace.sum(x, axis=axes, keepdims=True)
+        return self.xp.sum(x, axis=axes, keepdims=True)
 
     def row_mean(self, x: Any, axes: tuple[int, ...]) -> Any:
         """The mean over ``axes`` (kept), not a sum divided: a float16 sum rounds back to
         float16, which overflows from 65504."""
-        return self.namespace.mean(x, axis=axes, keepdims=True)
+        return self.xp.mean(x, axis=axes, keepdims=True)
 
     def normalize(self, x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
         """Layer norm without scale and shift over ``axes`` (biased variance), with the mean
         and ``1/sqrt(var + eps)`` (axes kept) its gradient reads."""
         mean = self.row_mean(x, axes)
         c = x - mean
-        rstd = 1.0 / self.namespace.sqrt(self.row_mean(c * c, axes) + eps)
+        rstd = 1.0 / self.xp.sqrt(self.row_mean(c * c, axes) + eps)
         return self.into("multiply", c, rstd), mean, rstd
 
     def normalize_backward(self, x: Any, y: Any, mean: Any, rstd: Any, g: Any,
@@ -455,7 +450,7 @@ class Backend(Kernels):
                             ) -> tuple[Any, Any, Any]:
         """The gradients of :meth:`layer_norm` for ``x`` (None unless ``dx``), ``scale`` and
         ``shift`` from its record (without the normalised value: recomputed)."""
-        xp = self.namespace
+        xp = self.xp
         mean, rstd = saved[1], saved[2]
         y = saved[3] if len(saved) > 3 else (x - mean) * rstd
         others = tuple(i for i in range(len(x.shape)) if i not in axes)

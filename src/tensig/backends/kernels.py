@@ -27,8 +27,7 @@ class Kernels:
     score_cells = ATTENTION_CELLS
 
     if TYPE_CHECKING:
-        @property
-        def namespace(self) -> Any: ...
+        xp: Any
         def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float) -> Any: ...
         def asarray(self, x: Any, like: Any = None, device: Any = None) -> Any: ...
         def astype(self, x: Any, dtype: Any) -> Any: ...
@@ -46,7 +45,7 @@ class Kernels:
         ``(..., Tq, H)``.  ``mask`` (None or added) broadcasts onto ``(..., Tq, H, Tk)``;
         ``causal``: query ``i`` sees keys ``j <= i``; a query seeing no key gives 0 (torch's).
         By blocks of query rows: the scores are never held whole, nor stored."""
-        xp, into = self.namespace, self.into
+        xp, into = self.xp, self.into
         outs, lses = [], []
         vh = _heads(xp, v)
         for _, s, keys in self._score_blocks(q, k, mask, causal, scale):
@@ -63,7 +62,7 @@ class Kernels:
                            mask: Any, causal: bool, scale: float) -> tuple[Any, Any, Any]:
         """The gradients of :meth:`attention` (results ``out``, ``lse``) by the same blocks,
         the probabilities recomputed from ``lse``: ``ds = p (g v^T - sum(g out))``."""
-        xp, into = self.namespace, self.into
+        xp, into = self.xp, self.into
         qh, kh, vh, gh = (_heads(xp, x) for x in (q, k, v, g))
         dot = _heads(xp, self.row_sum(g * out, (-1,)))
         lh = _heads(xp, lse[..., None])
@@ -82,7 +81,7 @@ class Kernels:
     def _score_blocks(self, q: Any, k: Any, mask: Any, causal: bool, scale: float
                       ) -> Iterator[tuple[slice, Any, slice]]:
         """Per block of query rows: the rows, their masked scores and the keys they see."""
-        xp = self.namespace
+        xp = self.xp
         nq, nk = q.shape[-3], k.shape[-3]
         qh, kt = _heads(xp, q), xp.swapaxes(_heads(xp, k), -1, -2)
         m = None if mask is None else _heads(xp, mask)
@@ -101,13 +100,13 @@ class Kernels:
 
     def into(self, name: str, a: Any, *others: Any) -> Any:
         """NumPy's elementwise ``name`` of ``a`` and ``others``, into ``a`` where mutable."""
-        return getattr(self.namespace, name)(a, *others)
+        return getattr(self.xp, name)(a, *others)
 
     # -- cross-entropy against class ids: one primitive and its gradient (blocks.cross_entropy)
     def cross_entropy(self, logits: Any, ids: Any, ignore: int) -> tuple[Any, Any, Any]:
         """The mean cross-entropy of ``logits`` against checked ``ids`` that are not ``ignore``
         (none: NaN, as torch): the record ``(loss, log-probabilities, count)``."""
-        xp = self.namespace
+        xp = self.xp
         logp = self.log_softmax(logits, len(logits.shape) - 1)
         hot, valid = one_hot_rows(self, ids, logits.shape[-1], ignore, logp.dtype)
         count = xp.sum(valid)
@@ -120,7 +119,7 @@ class Kernels:
         """The logits' gradient: ``(softmax - one-hot) g / count`` on counted rows, else 0."""
         hot, valid = one_hot_rows(self, ids, logp.shape[-1], ignore, logp.dtype)
         scale = g.reshape(()) / (count + (count == 0))  # no counted row: no gradient (torch's)
-        return (self.namespace.exp(logp) - hot) * (valid[..., None] * scale)
+        return (self.xp.exp(logp) - hot) * (valid[..., None] * scale)
 
     def _add_keys(self, acc: Any, part: Any, n: int) -> Any:
         """``acc + part``, ``part`` covering the first of ``n`` keys (axis -2)."""
@@ -159,7 +158,7 @@ class Kernels:
         In ``training`` the batch's statistics are used and the running ones (None: not
         tracked) move toward them by ``momentum`` (the variance unbiased, as torch), as new
         arrays; out of it the running ones are used and kept."""
-        xp = self.namespace
+        xp = self.xp
         if training:
             n = x.shape[0]
             used = xp.mean(x, axis=0)
@@ -182,7 +181,7 @@ class Kernels:
         """The gradient of :meth:`batch_norm` (``saved_*``: its statistics): ``(dx, dscale,
         dshift)``, None unless ``wanted`` (input, affine).  In training ``dx = k (g - mean(g) -
         xhat mean(g xhat))``, else ``k g``, ``k = scale / sqrt(var + eps)``."""
-        xp = self.namespace
+        xp = self.xp
         xhat = (x - saved_mean) * saved_rstd
         gs, gq = xp.sum(g, axis=0), xp.sum(g * xhat, axis=0)
         dx = None

@@ -334,9 +334,6 @@ class TorchBackend(Backend):
                 x = self.torch.cat([x] * shape[axis], axis)
         return x
 
-    def eye_mask(self, n: int, like: Any) -> Any:
-        return self.torch.eye(n, dtype=self.torch.bool, device=like.device)
-
     def where(self, mask: Any, a: Any, b: Any) -> Any:
         """``torch.where``; NumPy operands become tensors, scalars stay (keeping the dtype)."""
         a, b = (v if isinstance(v, int | float) else self.asarray(v) for v in (a, b))

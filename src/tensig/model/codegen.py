@@ -44,7 +44,7 @@ class _Source:
 
     def __init__(self, backend: Backend):
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"xp": backend.namespace, "backend": backend}
+        self.env: dict[str, Any] = {"xp": backend.xp, "backend": backend}
         self.backend = backend
 
     def bind(self, value: Any, prefix: str = "c") -> str:

@@ -382,7 +382,7 @@ def _compile_assign(a: Assign, backend: Backend) -> Step:
 
 def _assign_step(a: Assign, backend: Backend) -> Step:
     if a.expr.op in WHOLE:
-        return _whole_step(a, backend.namespace)
+        return _whole_step(a, backend.xp)
     if any(op in WHOLE for op in ops_of(a.expr)):
         raise ShapeError(f"{a!r}: a whole-array primitive ({', '.join(sorted(WHOLE))}) is an "
                          "assignment's whole right-hand side, not part of an expression")

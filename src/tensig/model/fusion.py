@@ -135,7 +135,7 @@ class FusedBlocks:
         bufs = _local_keys(blocks[0])
         keyed = [list(_local_keys(b)) for b in blocks]
         varying = [k != b for k, b in zip(keyed[1], keyed[0], strict=True)]
-        self.backend, self.xp, self.fallback = backend, backend.namespace, fallback
+        self.backend, self.xp, self.fallback = backend, backend.xp, fallback
         self.slots = len(keyed[0])
         slot_of = {k: i for i, k in enumerate(keyed[0])}
         self.keys = [[k[s] for k in keyed] for s in range(self.slots)]
