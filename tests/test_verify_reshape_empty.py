@@ -90,3 +90,21 @@ def test_products_of_sizes_at_least_1_stay_silent():
     r = verify(windows)
     assert [f.message.split(":")[0] for f in r.findings] == ["assumes K <= H", "assumes K <= W"], \
         str(r)
+
+
+def square_windows(x: Float[np.ndarray, "N C H H"], w: Float[np.ndarray, "F C K K"]):
+    """im2col of square images: both window counts are ``H - K + 1``, one fact used twice."""
+    k = w.shape[-1]
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    n, _, oh, ow = win.shape[:4]
+    return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
+
+
+def test_a_square_of_a_window_count_known_at_least_1_stays_silent():
+    """``N*(H - K + 1)**2`` after ``K <= H``: a known-positive size may divide a product twice;
+    it was assumed again, as a polynomial, once its one use was spent."""
+    x = np.zeros((2, 3, 5, 5))
+    assert all(square_windows(x, np.zeros((2, 3, k, k))).shape[1] == 3 * k * k
+               for k in (1, 2, 3, 4, 5))
+    r = verify(square_windows)
+    assert [f.message.split(":")[0] for f in r.findings] == ["assumes K <= H"], str(r)

@@ -62,7 +62,7 @@ def slice_len(size: Dim, s: slice) -> Dim:
     if step > 1 and (first or 0) >= 0:
         whole = slice_len(size, slice(s.start, s.stop))
         if whole in tracer().positive:  # a window count [::2]: still one at least
-            tracer().positive.add((whole + step - 1) // step)
+            tracer().at_least_one((whole + step - 1) // step)
         return (whole + step - 1) // step
     if step != 1 or (first is not None and first < 0):
         if first is not None and step == 1 and s.stop is None:  # x[-k:]: k of a longer axis
@@ -93,7 +93,7 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     if not _holds(operator.lt, bound, ONE * 0):
         at_least = t.value(bound) >= 0
         if at_least and (_holds(operator.ge, bound, ONE * 0) or t.loops or bound.symbols &
-                         t.data_sizes or f"assumes {bound} >= 0:" in t.assumed):
+                         t.data_sizes or t.assumes(f"assumes {bound} >= 0")):
             return bound  # a loop's step, a data size, an assumed sign: no more to say
         _assume(f"{bound} {'>=' if at_least else '<'} 0", True, f"a slice bound "
                 f"{'non-' * at_least}negative at the witness sizes only, counted from the "
@@ -114,16 +114,16 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool
             ) -> bool:
     """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
     ``kind``), else assumed."""
-    tracer().positive.add(b - a + (0 if strict else 1))  # true below, or assumed
     try:
-        if a < b if strict else a <= b:
-            return True
+        held = a < b if strict else a <= b
     except InconclusiveError:
         _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
-        return True
-    tracer().positive.discard(b - a + (0 if strict else 1))
-    tracer().report(kind, error)
-    return False
+        held = True
+    if held:
+        tracer().at_least_one(b - a + (0 if strict else 1))  # true, or assumed
+    else:
+        tracer().report(kind, error)
+    return held
 
 
 def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:

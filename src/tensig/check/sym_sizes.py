@@ -469,12 +469,11 @@ class SymRange:
         finally:
             t = _TRACER.get()  # None: the collector closed it after its trace
             if t is not None and not ended:
-                for (file, line), text in reversed(ahead):  # a line's last step: its largest
-                    if not any(f.kind == "assumption" and (f.file, f.line) == (file, line)
-                               for f in t.findings):
+                for where, text in reversed(ahead):  # a line's last step: its largest
+                    if where not in t.assumed:
                         t.report("assumption", f"assumes {text}: an index ahead of a loop "
                                  "step, checked at the loop's last steps, which did not run",
-                                 (file, line))
+                                 where)
 
     def __len__(self) -> int:
         return _LEN(self._concrete())
@@ -633,7 +632,7 @@ def _holds(fn: Callable[[Dim, Dim], bool], a: Dim, b: Dim) -> bool:
 def nonzero_size(d: Dim, why: str) -> bool:
     """Whether ``d`` is not 0: decided on canonical forms or as a product of sizes known
     positive (:attr:`Tracer.positive`), else on the witness, assumed."""
-    if _positive(d, frozenset(tracer().positive)) or _holds(operator.le, d, -ONE):
+    if _positive(d, tracer().positive) or _holds(operator.le, d, -ONE):
         return True
     w = tracer().value(d)
     if w:
@@ -641,12 +640,20 @@ def nonzero_size(d: Dim, why: str) -> bool:
     return w != 0
 
 
-def _positive(d: Dim, facts: frozenset[Dim]) -> bool:
-    """Whether ``d`` is at least 1 canonically or as a known-positive size times such a
-    product (``N*(H - K + 1)`` where ``H - K + 1`` is known positive)."""
-    return _holds(operator.ge, d, ONE) or any(
-        (q := exact_quotient(d, f)) is not None and _positive(q, facts - {f})
-        for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
+def _positive(d: Dim, facts: set[Dim]) -> bool:
+    """Whether ``d`` is at least 1 canonically or as a product of sizes known positive and
+    such a size (``N*(H - K + 1)**2`` where ``H - K + 1`` is known positive): a search over
+    its quotients by the ``facts`` (only ``d``'s own sizes'), each quotient once."""
+    todo, seen = [d], {d}
+    while todo:
+        q = todo.pop()
+        if _holds(operator.ge, q, ONE):
+            return True
+        more = {r for f in facts if f.symbols <= q.symbols
+                and (r := exact_quotient(q, f)) is not None} - seen
+        seen |= more
+        todo += more
+    return False
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:
@@ -654,9 +661,7 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
-    where, key = t.where(), _NUMBER.sub("#", f"assumes {cond}")
-    if any(f.kind == "assumption" and (f.file, f.line) == where and
-           _NUMBER.sub("#", f.message.split(":")[0]) == key for f in t.findings):
+    if t.assumes(f"assumes {cond}", t.where(), lambda c: _NUMBER.sub("#", c)):
         return  # once per line and condition: a loop over a witness repeats it, a step apart
     t.report("assumption", f"assumes {cond}: {why}")
 
@@ -668,8 +673,9 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
                       error: tuple[str, str] | None = None) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
     unless one period shows it exact at every size.  Exact at no size (``2*N + 1`` by 2), an
-    operation that fails there reports ``error`` (kind, the operation in words), not an
-    assumption no size meets.  With ``floor`` (``T // 2``) only where a check relies on it
+    operation that fails there reports ``error`` (kind, the operation in words); one that
+    does not (torch's ``chunk``: unequal pieces) stops the trace: not an assumption no size
+    meets.  With ``floor`` (``T // 2``) only where a check relies on it
     (:meth:`Tracer.require`), and not at all where none is exact."""
     if (p % k).constant == 0:
         return p // k  # exact in canonical form
@@ -677,8 +683,8 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
     never = residues is not None and 0 not in residues
     if never and error is not None:
         tracer().report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
-    elif never and not floor:  # torch.chunk's, whose pieces are then unequal at every size
-        raise Unsupported(f"torch.chunk of {p} into {k} unequal pieces")
+    elif never and not floor:
+        raise Unsupported(f"{p} into {k} equal pieces: unequal pieces at every size")
     elif residues != {0} and not never:
         tracer().require(p, k, floor)
     return p // k

@@ -107,6 +107,9 @@ class Tracer:
     data_decisions: dict[Where, int] = field(default_factory=dict)  # see decided
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
+    #: the divisions of their quotients, nested ones too (see require): kept, not rebuilt, as
+    #: equal_under_assumptions asks at every broadcast of two sizes
+    exact: set[tuple[Dim, int]] = field(default_factory=set)
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
@@ -119,11 +122,17 @@ class Tracer:
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
     loops: list[Loop] = field(default_factory=list)  # see begin
     quiet: int = 0  # zip is pulling its arguments' items: no loop they run counts (begin)
-    #: each assumption's message up to its first colon ("assumes T - 3 >= 0:"), see report
-    assumed: set[str] = field(default_factory=set)
+    #: each line's assumptions, by message up to the first colon ("assumes T - 3 >= 0")
+    assumed: dict[Where, set[str]] = field(default_factory=dict)
     #: sizes at least 1 wherever the assumptions hold (``H - K + 1`` after ``K <= H``), see
     #: sym_sizes.nonzero_size: a product of them is no size that can be 0
     positive: set[Dim] = field(default_factory=set)
+
+    def at_least_one(self, d: Dim) -> None:
+        """Record ``d`` in :attr:`positive`, a symbolic one only: a constant's sign is known,
+        and a loop's indices on a literal axis would add one each."""
+        if d.constant is None:
+            self.positive.add(d)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -135,8 +144,7 @@ class Tracer:
         with contextlib.suppress(InconclusiveError):
             if not a - b:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
-        assumed = {d for p, k in self.divisors for d in divisions(p // k)}  # as in a - b
-        within = divisions(a - b) & assumed
+        within = divisions(a - b) & self.exact
         if not _zero_where_exact(a - b, frozenset(within)):
             return False
         for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
@@ -151,6 +159,7 @@ class Tracer:
         is valid at every ``T``, a reshape to ``[2, T // 2]`` is not."""
         if (p, k) not in self.divisors:
             self.divisors.append((p, k))
+            self.exact |= divisions(p // k)
         if not floor:
             self.report("assumption", f"requires {p} divisible by {k}")
         elif (p, k, where := self.where()) not in self.floors:  # reported at the ``//``'s line
@@ -202,9 +211,17 @@ class Tracer:
         finding = Finding(kind, message, file, line)
         if finding not in self.findings:
             self.findings.append(finding)
-            if kind == "assumption":  # a look-up per slice bound (sym_indexing._from_end)
-                self.assumed.add(message[:message.find(":") + 1])
+            if kind == "assumption":
+                self.assumed.setdefault((file, line), set()).add(message.split(":")[0])
         return finding
+
+    def assumes(self, condition: str, where: Where | None = None,
+                key: Callable[[str], str] = str) -> bool:
+        """Whether an assumption ``condition`` ("assumes T - 3 >= 0") was reported at ``where``
+        (None: at any line), the conditions compared by ``key``: the one record that
+        :meth:`report` keeps, asked before reporting one again."""
+        lines = self.assumed.values() if where is None else [self.assumed.get(where, set())]
+        return any(key(c) == key(condition) for conditions in lines for c in conditions)
 
     def made(self, array: Any) -> None:
         """Count a new symbolic array (past ``max_steps`` the trace stops: a long loop is
