@@ -10,6 +10,7 @@ from typing import Any
 
 from tensig.backends._plans import flops, gemm_groups, matmul_plan, swaps
 from tensig.backends.base import GELU_C, GELU_K, Backend, register
+from tensig.core import kept
 
 __all__ = ["NumpyBackend"]
 
@@ -233,9 +234,7 @@ class _NumpyGemm:
         key = (x.shape, x.strides, x.dtype, y.shape, y.dtype)
         run = self._layouts.get(key)
         if run is None:
-            if len(self._layouts) >= 64:
-                self._layouts.clear()
-            run = self._layouts[key] = self._layout(x, y)
+            run = kept(self._layouts, key, self._layout(x, y), 64)
         return run(x, y)
 
     def _layout(self, x: Any, y: Any) -> Callable[[Any, Any], Any]:

@@ -25,6 +25,7 @@ import numpy as np
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
 from tensig.check.sym_functions import sym_dims, sym_leaves
+from tensig.core import kept
 from tensig.core.dims import Dim
 
 __all__ = ["MAX_SYMBOLS", "Base", "below_literals", "cached", "concrete", "differs",
@@ -611,9 +612,7 @@ def cached(key: Any, fit: Callable[[], Fit], args: Any) -> Any:
     if hit is None:
         hit = fit()
         if key is not None:
-            if len(_FITS) >= FITS_SIZE:
-                _FITS.clear()
-            _FITS[key] = hit
+            kept(_FITS, key, hit, FITS_SIZE)
     t = tracing.tracer()
     for d in () if hit[2] else sym_dims(args):
         t.rely(d)

@@ -62,7 +62,7 @@ def slice_len(size: Dim, s: slice) -> Dim:
     if step > 1 and (first or 0) >= 0:
         whole = slice_len(size, slice(s.start, s.stop))
         if whole in tracer().positive:  # a window count [::2]: still one at least
-            tracer().at_least_one((whole + step - 1) // step)
+            tracer().positive.add((whole + step - 1) // step)
         return (whole + step - 1) // step
     if step != 1 or (first is not None and first < 0):
         if first is not None and step == 1 and s.stop is None:  # x[-k:]: k of a longer axis
@@ -120,7 +120,7 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool
         _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
         held = True
     if held:
-        tracer().at_least_one(b - a + (0 if strict else 1))  # true, or assumed
+        tracer().positive.add(b - a + (0 if strict else 1))  # true, or assumed
     else:
         tracer().report(kind, error)
     return held

@@ -649,10 +649,9 @@ def _positive(d: Dim, facts: set[Dim]) -> bool:
         q = todo.pop()
         if _holds(operator.ge, q, ONE):
             return True
-        more = {r for f in facts if f.symbols <= q.symbols
-                and (r := exact_quotient(q, f)) is not None} - seen
-        seen |= more
-        todo += more
+        todo += {r for f in facts if f.constant is None and f.symbols <= q.symbols
+                 and (r := exact_quotient(q, f)) is not None} - seen
+        seen.update(todo)
     return False
 
 

@@ -28,6 +28,7 @@ from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.tracing import tracer
+from tensig.core import kept
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
@@ -677,9 +678,7 @@ def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
                if (module := issubclass(type(v), ModuleType)) or type(v) is FunctionType)
     by_id = _scipy_wrappers(names)[1]
     found = uses, tuple(n for n, v in zip(key[1], values, strict=True) if id(v) in by_id)
-    if len(_SCANNED) >= 256:  # bounded: one entry per module (an exec'd namespace each)
-        _SCANNED.clear()
-    _SCANNED[id(namespace)] = key, found
+    kept(_SCANNED, id(namespace), (key, found), 256)  # one per module (an exec'd namespace)
     return found
 
 

@@ -107,8 +107,7 @@ class Tracer:
     data_decisions: dict[Where, int] = field(default_factory=dict)  # see decided
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
-    #: the divisions of their quotients, nested ones too (see require): kept, not rebuilt, as
-    #: equal_under_assumptions asks at every broadcast of two sizes
+    #: their quotients' divisions, nested too, kept for equal_under_assumptions (each broadcast)
     exact: set[tuple[Dim, int]] = field(default_factory=set)
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
@@ -127,12 +126,6 @@ class Tracer:
     #: sizes at least 1 wherever the assumptions hold (``H - K + 1`` after ``K <= H``), see
     #: sym_sizes.nonzero_size: a product of them is no size that can be 0
     positive: set[Dim] = field(default_factory=set)
-
-    def at_least_one(self, d: Dim) -> None:
-        """Record ``d`` in :attr:`positive`, a symbolic one only: a constant's sign is known,
-        and a loop's indices on a literal axis would add one each."""
-        if d.constant is None:
-            self.positive.add(d)
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -217,9 +210,8 @@ class Tracer:
 
     def assumes(self, condition: str, where: Where | None = None,
                 key: Callable[[str], str] = str) -> bool:
-        """Whether an assumption ``condition`` ("assumes T - 3 >= 0") was reported at ``where``
-        (None: at any line), the conditions compared by ``key``: the one record that
-        :meth:`report` keeps, asked before reporting one again."""
+        """Whether :meth:`report` recorded an assumption ``condition`` ("assumes T - 3 >= 0")
+        at ``where`` (None: at any line), the conditions compared by ``key``."""
         lines = self.assumed.values() if where is None else [self.assumed.get(where, set())]
         return any(key(c) == key(condition) for conditions in lines for c in conditions)
 

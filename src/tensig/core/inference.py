@@ -28,6 +28,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from tensig.core import kept
 from tensig.core.notation import parse
 from tensig.core.projections import AffineIndex, AxisUse, ConcatIndex, FixedIndex, Iter, MergeIndex
 from tensig.core.shape_graph import ShapeGraph, TensorNode, infer_logic, logic_projections
@@ -93,9 +94,7 @@ def infer(
         raise TypeError(f"use_padding must be True, False or None, not {use_padding!r}")
     answer = _infer_cached(spec, shapes, op, key_params, use_padding, res, key_sizes)
     if key is not None:
-        if len(_FAST) >= _FAST_MAX:
-            _FAST.clear()
-        _FAST[key] = answer
+        kept(_FAST, key, answer, _FAST_MAX)
     return answer
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import backend_for, backend_of
+from tensig.core import kept
 from tensig.core.errors import ShapeError
 from tensig.core.inference import Iter, infer
 from tensig.core.shapes import Shape
@@ -153,9 +154,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
             raise TypeError(f"{op}() needs at least one array after the spec")
         plan = _plan(op, spec, xs, arrays, params, use_padding, sizes)
         if key is not None:
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.clear()
-            _PLANS[key] = plan
+            kept(_PLANS, key, plan, _PLANS_MAX)
     out = plan.run(arrays)
     if wrapped or plan.has_rows:
         out = RowArray(out, plan.shape)

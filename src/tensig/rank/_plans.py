@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tensig.backends import Backend, backend_among, dtype_name, is_array
+from tensig.core import kept
 from tensig.core.annotations import dtype_kind
 from tensig.core.shape_index import ShapeIndex
 from tensig.rank._boxes import _elem_name
@@ -54,9 +55,7 @@ def plan(lf: Any, args: Sequence[Any]) -> tuple[Plan, Sequence[Any]]:
     if hit is None:
         hit = _prepare(lf, converted, backend)
         if key is not None and hit.matcher is None:  # a symbolic result cell: matched per call
-            if len(lf._plans) >= _CACHE_SIZE:
-                lf._plans.clear()
-            lf._plans[key] = hit
+            kept(lf._plans, key, hit, _CACHE_SIZE)
     return hit, converted
 
 
