@@ -61,15 +61,13 @@ class DaskBackend(Backend):
         return super().pad(x, widths, value)
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        if axes and 0 in x.shape:  # no cells
+        if axes and 0 in x.shape:  # Dask's (2, 5, 4, 0) over (0, 1) computes (2, 0), not (4, 0)
             return self._no_cells("amax", x, axes)
         return super().amax(x, axes)
 
     def _no_cells(self, method: str, x: Any, *args: Any) -> Any:
         """The NumPy adapter's ``method`` on an empty array of ``x``'s shape, as a Dask array:
-        Dask's windows and pad fail on an axis of size 0, NumPy's do not, and its max of an
-        array with an empty kept axis computes a wrong shape ((2, 5, 4, 0) over the first two
-        axes: (2, 0))."""
+        Dask's windows, pad and max go wrong on an axis of size 0, NumPy's do not."""
         empty = np.empty(x.shape, x.dtype)
         return self.da.from_array(getattr(backend_for(np.ndarray), method)(empty, *args), chunks=-1)
 

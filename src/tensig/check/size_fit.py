@@ -564,7 +564,6 @@ def differs(fits: list[list[Dim | None] | None], got: Shapes, env: dict[str, int
 
 Fit = tuple[Any, tuple[tracing.Finding, ...], bool]  # a result template, findings, floors_hold
 _FITS: dict[Any, Fit] = {}
-FITS_SIZE = 4096
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type, enum.Enum, np.dtype,
           np.generic)
 _VALUES = 4096  # a NumPy array argument of at most this many elements is keyed by its bytes
@@ -612,7 +611,7 @@ def cached(key: Any, fit: Callable[[], Fit], args: Any) -> Any:
     if hit is None:
         hit = fit()
         if key is not None:
-            kept(_FITS, key, hit, FITS_SIZE)
+            kept(_FITS, key, hit, 4096)
     t = tracing.tracer()
     for d in () if hit[2] else sym_dims(args):
         t.rely(d)

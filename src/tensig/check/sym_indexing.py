@@ -93,7 +93,8 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
     if not _holds(operator.lt, bound, ONE * 0):
         at_least = t.value(bound) >= 0
         if at_least and (_holds(operator.ge, bound, ONE * 0) or t.loops or bound.symbols &
-                         t.data_sizes or t.assumes(f"assumes {bound} >= 0")):
+                         t.data_sizes or any(f"assumes {bound} >= 0" in line
+                                             for line in t.assumed.values())):
             return bound  # a loop's step, a data size, an assumed sign: no more to say
         _assume(f"{bound} {'>=' if at_least else '<'} 0", True, f"a slice bound "
                 f"{'non-' * at_least}negative at the witness sizes only, counted from the "
@@ -114,16 +115,16 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool
             ) -> bool:
     """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
     ``kind``), else assumed."""
+    tracer().positive.add(b - a + (0 if strict else 1))  # true below, or assumed
     try:
-        held = a < b if strict else a <= b
+        if a < b if strict else a <= b:
+            return True
     except InconclusiveError:
         _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
-        held = True
-    if held:
-        tracer().positive.add(b - a + (0 if strict else 1))  # true, or assumed
-    else:
-        tracer().report(kind, error)
-    return held
+        return True
+    tracer().positive.discard(b - a + (0 if strict else 1))
+    tracer().report(kind, error)
+    return False
 
 
 def triangle(n: Any, k: int = 0, upper: bool = True, m: Any = None) -> Dim:

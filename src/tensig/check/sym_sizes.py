@@ -641,18 +641,11 @@ def nonzero_size(d: Dim, why: str) -> bool:
 
 
 def _positive(d: Dim, facts: set[Dim]) -> bool:
-    """Whether ``d`` is at least 1 canonically or as a product of sizes known positive and
-    such a size (``N*(H - K + 1)**2`` where ``H - K + 1`` is known positive): a search over
-    its quotients by the ``facts`` (only ``d``'s own sizes'), each quotient once."""
-    todo, seen = [d], {d}
-    while todo:
-        q = todo.pop()
-        if _holds(operator.ge, q, ONE):
-            return True
-        todo += {r for f in facts if f.constant is None and f.symbols <= q.symbols
-                 and (r := exact_quotient(q, f)) is not None} - seen
-        seen.update(todo)
-    return False
+    """Whether ``d`` is at least 1 canonically or as a known-positive size times such a
+    product (``N*(H - K + 1)**2`` where ``H - K + 1`` is: a fact may divide twice)."""
+    return _holds(operator.ge, d, ONE) or any(  # each quotient of lower degree: it ends
+        (q := exact_quotient(d, f)) is not None and _positive(q, facts)
+        for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:
@@ -660,7 +653,8 @@ def _assume(text: str, witness: bool, why: str | None = None) -> None:
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
-    if t.assumes(f"assumes {cond}", t.where(), lambda c: _NUMBER.sub("#", c)):
+    key = _NUMBER.sub("#", f"assumes {cond}")
+    if any(_NUMBER.sub("#", c) == key for c in t.assumed.get(t.where(), ())):
         return  # once per line and condition: a loop over a witness repeats it, a step apart
     t.report("assumption", f"assumes {cond}: {why}")
 
@@ -672,10 +666,9 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
                       error: tuple[str, str] | None = None) -> Dim:
     """``p // k``, a division the code relies on being exact (``D // heads``): a requirement
     unless one period shows it exact at every size.  Exact at no size (``2*N + 1`` by 2), an
-    operation that fails there reports ``error`` (kind, the operation in words); one that
-    does not (torch's ``chunk``: unequal pieces) stops the trace: not an assumption no size
-    meets.  With ``floor`` (``T // 2``) only where a check relies on it
-    (:meth:`Tracer.require`), and not at all where none is exact."""
+    operation that fails there reports ``error`` (kind, the operation in words), else (torch's
+    ``chunk``) the trace stops: no assumption no size meets.  With ``floor`` (``T // 2``) only
+    where a check relies on it (:meth:`Tracer.require`), and not at all where none is exact."""
     if (p % k).constant == 0:
         return p // k  # exact in canonical form
     residues = _residues(p, k)  # None: not told

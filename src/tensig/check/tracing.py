@@ -107,8 +107,7 @@ class Tracer:
     data_decisions: dict[Where, int] = field(default_factory=dict)  # see decided
     largest: Any = None  # the largest intermediate (a SymArray), for pricing
     divisors: list[tuple[Dim, int]] = field(default_factory=list)  # assumed exact divisions
-    #: their quotients' divisions, nested too, kept for equal_under_assumptions (each broadcast)
-    exact: set[tuple[Dim, int]] = field(default_factory=set)
+    exact: set[tuple[Dim, int]] = field(default_factory=set)  # their quotients' divisions
     floors: list[tuple[Dim, int, Where]] = field(default_factory=list)  # not yet relied on
     leaks: dict[int, Dim] = field(default_factory=dict)  # witness -> symbol turned into an int
     steps: int = 0  # symbolic arrays made so far (see made)
@@ -207,13 +206,6 @@ class Tracer:
             if kind == "assumption":
                 self.assumed.setdefault((file, line), set()).add(message.split(":")[0])
         return finding
-
-    def assumes(self, condition: str, where: Where | None = None,
-                key: Callable[[str], str] = str) -> bool:
-        """Whether :meth:`report` recorded an assumption ``condition`` ("assumes T - 3 >= 0")
-        at ``where`` (None: at any line), the conditions compared by ``key``."""
-        lines = self.assumed.values() if where is None else [self.assumed.get(where, set())]
-        return any(key(c) == key(condition) for conditions in lines for c in conditions)
 
     def made(self, array: Any) -> None:
         """Count a new symbolic array (past ``max_steps`` the trace stops: a long loop is

@@ -94,13 +94,12 @@ def infer(
         raise TypeError(f"use_padding must be True, False or None, not {use_padding!r}")
     answer = _infer_cached(spec, shapes, op, key_params, use_padding, res, key_sizes)
     if key is not None:
-        kept(_FAST, key, answer, _FAST_MAX)
+        kept(_FAST, key, answer, 8192)
     return answer
 
 
 # The fast path: raw operand keys (shape tuples, strings) straight to the answer.
 _FAST: dict[tuple[Any, ...], Inferred] = {}
-_FAST_MAX = 8192
 
 
 def _raw_key(x: Any) -> Any:

@@ -102,7 +102,6 @@ def rows(x: Any, batch: int = 0, input: int = 0) -> RowArray:
 
 
 _PLANS: dict[tuple[Any, ...], Plan] = {}
-_PLANS_MAX = 4096
 
 #: tensor types of later layers that answer the eager functions (:func:`register_tensor_type`)
 _HANDLERS: dict[type, Callable[..., Any]] = {}
@@ -154,7 +153,7 @@ def _call(op: str, spec: str, xs: Sequence[Any], params: Mapping[str, int] | Non
             raise TypeError(f"{op}() needs at least one array after the spec")
         plan = _plan(op, spec, xs, arrays, params, use_padding, sizes)
         if key is not None:
-            kept(_PLANS, key, plan, _PLANS_MAX)
+            kept(_PLANS, key, plan, 4096)
     out = plan.run(arrays)
     if wrapped or plan.has_rows:
         out = RowArray(out, plan.shape)
