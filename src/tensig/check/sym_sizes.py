@@ -676,7 +676,7 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
     if never and error is not None:
         tracer().report(error[0], f"{error[1]} needs {p} divisible by {k}, which no size is")
     elif never and not floor:
-        raise Unsupported(f"{p} into {k} equal pieces: unequal pieces at every size")
+        raise Unsupported(f"a split of {p} into {k} unequal pieces")
     elif residues != {0} and not never:
         tracer().require(p, k, floor)
     return p // k
