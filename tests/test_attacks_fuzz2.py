@@ -660,6 +660,25 @@ def test_dask_max_keeping_an_empty_axis_computes_the_inferred_shape():
 
 
 @needs["dask"]
+def test_dask_max_over_an_empty_axis_stays_a_graph():
+    """The neutral elements of a max over an empty axis are a Dask ``full``, computed later:
+    the host NumPy fill of the whole result (32 MiB here) was made at the call."""
+    import tracemalloc
+
+    import dask.array as da
+
+    x = da.from_array(np.zeros((1 << 22, 0)), chunks=-1)  # one chunk: a graph of one task
+    tracemalloc.start()
+    try:
+        got = ts.einmax1("i, j => i", x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 22, f"{peak >> 20} MiB allocated at the call"
+    assert got[:3].compute().tolist() == [-np.inf] * 3
+
+
+@needs["dask"]
 @pytest.mark.parametrize("spec, shape, kw", [
     ("i, o<+k => i, o", (0, 5), {"sizes": {"k": 2}}),            # windows: dask's overlap
     ("i, o+k => i, o", (0, 5), {"sizes": {"k": 3}, "use_padding": True}),  # dask's pad

@@ -61,7 +61,9 @@ class DaskBackend(Backend):
         return super().pad(x, widths, value)
 
     def amax(self, x: Any, axes: tuple[int, ...]) -> Any:
-        if axes and 0 in x.shape:  # Dask's (2, 5, 4, 0) over (0, 1) computes (2, 0), not (4, 0)
+        # Dask's (2, 5, 4, 0) over (0, 1) computes (2, 0), not (4, 0): an empty kept axis, so
+        # NumPy's empty result; an empty reduced axis alone: the base's lazy fill of the rest
+        if axes and 0 in [n for i, n in enumerate(x.shape) if i not in axes]:
             return self._no_cells("amax", x, axes)
         return super().amax(x, axes)
 
