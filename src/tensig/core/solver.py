@@ -16,7 +16,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from tensig.core.dimcode import compile_dim, compile_solve, linear_split
 from tensig.core.dims import Condition, Dim
@@ -278,8 +278,10 @@ class LinearRel(Constraint):
     every name known the target is set or checked; with the target and all names but one
     known, that one is solved for where it occurs linearly with a constant factor, as a whole
     number ``>= 0`` (or under a :class:`~tensig.core.dims.Condition`).  ``report(kind, facts)``
-    words a failure in the caller's terms: ``"mismatch"`` (``value``, ``target``) or
-    ``"no_solution"`` (``name``, ``value``, ``target``); default: a :class:`ShapeError`.
+    words a failure in the caller's terms: ``"mismatch"`` (``value``, ``target``),
+    ``"no_solution"`` (``name``, ``value``: ``None`` where no one value was tried, ``target``)
+    or, from :func:`~tensig.core.search.settle`, ``"apart"`` (``value``, ``target``, ``other``:
+    the relation of the same names it cannot agree with); default: a :class:`ShapeError`.
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
@@ -306,7 +308,7 @@ class LinearRel(Constraint):
         if self.bare is not None:
             vt, vn = _val(self.target), _val(self.bare)
             if vn is not None and vt is not None and vn != vt:
-                self._fail(solver, "mismatch", value=vn, target=vt)
+                self.fail(solver, "mismatch", value=vn, target=vt)
             if vn is None and vt is not None:
                 solver.set_value(self.bare, vt, self.origin, "linear")
             elif vt is None and vn is not None:
@@ -323,10 +325,10 @@ class LinearRel(Constraint):
             value = _simplify(e)
             if vt is None:
                 if isinstance(value, int) and value < 0:
-                    self._fail(solver, "mismatch", value=value, target=None)
+                    self.fail(solver, "mismatch", value=value, target=None)
                 solver.set_value(self.target, value, self.origin, "linear")
             elif vt != value:
-                self._fail(solver, "mismatch", value=value, target=vt)
+                self.fail(solver, "mismatch", value=value, target=vt)
             self.done = True
             return
         if vt is None or len(free) > 1:
@@ -339,7 +341,7 @@ class LinearRel(Constraint):
         checks = (Condition.at_least(solution, 0), *conditions)
         decided = [c.decide() for c in checks]
         if False in decided:
-            self._fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
+            self.fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
         for c, d in zip(checks, decided, strict=True):
             if d is None:  # decided once above: recorded, as add_condition would
                 solver.conditions.setdefault(c, self.origin)
@@ -373,13 +375,23 @@ class LinearRel(Constraint):
         self.done = True
         return True
 
-    def _fail(self, solver: Solver, kind: str, **facts: Any) -> None:
+    def value(self, sizes: Mapping[str, int]) -> int:
+        """``expr`` at ``int`` sizes of all its names (compiled once per expression)."""
+        return _int_plan(self.expr)[0](sizes)
+
+    def fail(self, solver: Solver, kind: str, **facts: Any) -> NoReturn:
+        """Raise the failure ``kind`` with ``facts``, worded by ``report`` when given."""
         if self.report is not None:
             raise self.report(kind, facts)
         target = facts["target"]
         if kind == "no_solution":
-            reason = (f"no whole {facts['name']} >= 0 gives {self.expr} = {target} "
-                      f"({facts['name']} would be {facts['value']})")
+            would = "" if facts["value"] is None else \
+                f" ({facts['name']} would be {facts['value']})"
+            reason = f"no whole {facts['name']} >= 0 gives {self.expr} = {target}{would}"
+        elif kind == "apart":
+            other = facts["other"]
+            reason = (f"{self.expr} = {facts['value']} where {other.expr} = "
+                      f"{_val(other.target)}, but the size is {target}")
         elif target is None:
             reason = f"{self.expr} = {facts['value']} is negative, not a size"
         else:
