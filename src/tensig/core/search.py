@@ -29,22 +29,18 @@ _LISTED = 4096  # the most solutions a mismatch evaluates a use at (a period is 
 
 
 class _Use(NamedTuple):
-    """A pending relation on concrete sizes: its size, and its form with the known sizes put
-    in (``known``)."""
+    """A pending relation on concrete sizes: its size, its form with the known sizes put in
+    (``known``), and an unknown of it (the one, where it has one)."""
 
     rel: LinearRel
     size: int
     form: Dim
     known: dict[str, int]
-
-    @property
-    def name(self) -> str:
-        """The unknown of a use of one unknown."""
-        return next(iter(self.form.symbols))
+    name: str
 
     def at(self, t: int) -> int:
         """The use's value where its one unknown is ``t``."""
-        return self.rel.value({**self.known, self.name: t})
+        return self.rel.evaluate({**self.known, self.name: t})
 
 
 _Run = tuple[Sequence[int], _Use | None]  # a name's solutions so far, and the use that cut them
@@ -54,10 +50,11 @@ def settle(solver: Solver) -> None:
     """After :meth:`Solver.run`: bind each name of one-unknown uses that the search decides,
     propagate, again until nothing more is bound; then compare the undecided uses."""
     rels = [c for c in solver.constraints if isinstance(c, LinearRel) and not c.done]
-    while rels and _bind_one_name(solver, _uses(rels)):
+    uses = _uses(rels)
+    while uses and _bind_one_name(solver, uses):
         solver.run()
-    if rels:
-        _compare_undecided(solver, _uses(rels))
+        uses = _uses(rels)
+    _compare_undecided(solver, uses)
 
 
 def _uses(rels: list[LinearRel]) -> list[_Use]:
@@ -66,14 +63,14 @@ def _uses(rels: list[LinearRel]) -> list[_Use]:
     out = []
     for rel in rels:
         size = rel.target.root().value
-        values = {n: v.root().value for n, v in rel.names.items()}
-        ints = {n: v for n, v in values.items() if isinstance(v, int)}
-        if rel.done or not isinstance(size, int) or \
-                len(ints) < sum(v is not None for v in values.values()):
+        if rel.done or not isinstance(size, int):
             continue
-        form = rel.expr.subs(ints)
-        if form.symbols and all(s in rel.names for s in form.symbols):
-            out.append(_Use(rel, size, form, ints))
+        known = rel.known()
+        ints = {n: v for n, v in known.items() if isinstance(v, int)}
+        if len(ints) == len(known):
+            form = rel.expr.subs(ints)
+            if form.symbols and form.symbols <= rel.names.keys():
+                out.append(_Use(rel, size, form, ints, next(iter(form.symbols))))
     return out
 
 

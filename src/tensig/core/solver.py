@@ -289,20 +289,21 @@ class LinearRel(Constraint):
         self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
         # ``n == size`` (a bare name) is an equality: no substitution or division needed
-        bare = _int_plan(expr)[2]
+        self.evaluate, _, bare = _int_plan(expr)  # evaluate: ``expr`` at ``int`` sizes
         self.bare = names[bare] if bare is not None and len(names) == 1 else None
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
 
-    def _known(self) -> dict[str, Size]:
+    def known(self) -> dict[str, Size]:
+        """The sizes of the names known so far."""
         return {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
 
     def pending(self) -> tuple[Dim, Size | str]:
         """The relation with what is known substituted: ``(expr, target)``, ``"?"`` for a
         target not yet known (for messages)."""
         vt = _val(self.target)
-        return self.expr.subs(self._known()), (vt if vt is not None else "?")
+        return self.expr.subs(self.known()), (vt if vt is not None else "?")
 
     def propagate(self, solver: Solver) -> None:
         if self.bare is not None:
@@ -315,7 +316,7 @@ class LinearRel(Constraint):
                 solver.set_value(self.target, vn, self.origin, "linear")
             self.done = vn is not None or vt is not None
             return
-        known = self._known()
+        known = self.known()
         if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
             return
         e = self.expr.subs(known) if known else self.expr
@@ -355,7 +356,7 @@ class LinearRel(Constraint):
         ints = {n: v for n, v in known.items() if isinstance(v, int)}
         if not (vt is None or isinstance(vt, int)) or len(ints) < len(known):
             return False
-        evaluate, solvers, _ = _int_plan(self.expr)
+        evaluate, solvers = self.evaluate, _int_plan(self.expr)[1]
         unknown = [n for n in self.names if n not in known]
         if not unknown:
             value = evaluate(ints)
@@ -375,10 +376,6 @@ class LinearRel(Constraint):
         self.done = True
         return True
 
-    def value(self, sizes: Mapping[str, int]) -> int:
-        """``expr`` at ``int`` sizes of all its names (compiled once per expression)."""
-        return _int_plan(self.expr)[0](sizes)
-
     def fail(self, solver: Solver, kind: str, **facts: Any) -> NoReturn:
         """Raise the failure ``kind`` with ``facts``, worded by ``report`` when given."""
         if self.report is not None:
@@ -388,10 +385,6 @@ class LinearRel(Constraint):
             would = "" if facts["value"] is None else \
                 f" ({facts['name']} would be {facts['value']})"
             reason = f"no whole {facts['name']} >= 0 gives {self.expr} = {target}{would}"
-        elif kind == "apart":
-            other = facts["other"]
-            reason = (f"{self.expr} = {facts['value']} where {other.expr} = "
-                      f"{_val(other.target)}, but the size is {target}")
         elif target is None:
             reason = f"{self.expr} = {facts['value']} is negative, not a size"
         else:
