@@ -221,6 +221,7 @@ def test_an_expression_of_known_names_is_evaluated():
     ("(T-3)*(T-3)", "T*T - 4*T", (1, 5), r"so T\*\*2 - 4\*T = -4 or 0\n"),
     ("T**3 - 6*T**2 + 9*T", "T // 2", (4, 0), None),  # T = 1 or 4 by the cubic, 0 or 1 by T//2
     ("T**3 - 6*T**2 + 9*T", "_", (3, 1), r"no whole T >= 0 gives T\*\*3 - 6\*T\*\*2 \+ 9\*T = 3"),
+    ("T**3 - 8*T**2 + 19*T", "T % 2", (12, 0), None),  # T = 1, 3 or 4; even: the third root
 ])
 def test_a_polynomial_use_that_goes_down_and_up_is_solved(compiled, a, b, sizes, error):
     """``T*T - 2*T`` of size 4 was accepted, as was any size: a use of one unknown that goes

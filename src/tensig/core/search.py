@@ -122,11 +122,12 @@ def _narrow(solver: Solver, before: _Run | None, found: Sequence[int], use: _Use
 
 def _cut(solver: Solver, before: _Run, uses: list[tuple[_Use, int]]) -> _Run:
     """The solutions ``before`` (a run, and the use that cut it) that every periodic use
-    (``b % 2``) holds at too, tried over one period of them all: none is a mismatch, one
-    where the run is no longer than the period is bound."""
+    (``b % 2``) holds at too, tried over one period of them all (all of a polynomial's few
+    roots, which need not span one): none is a mismatch, one where all were tried is bound."""
     run, by = before
     cycle = math.lcm(*(period for _, period in uses))
-    ts: Sequence[int] = run[:cycle]
+    whole = len(run) <= cycle or not isinstance(run, range)
+    ts: Sequence[int] = run if whole else run[:cycle]
     for use, _ in uses:
         hits = [t for t in ts if use.at(t) == use.size]
         if not hits:
@@ -134,8 +135,7 @@ def _cut(solver: Solver, before: _Run, uses: list[tuple[_Use, int]]) -> _Run:
                 use.rel.fail(solver, "no_solution", name=use.name, value=None, target=use.size)
             _apart(solver, use, by, ts)
         ts, by = hits, by or use
-    return (range(ts[0], ts[0] + 1), uses[0][0]) if len(run) <= cycle and len(ts) == 1 \
-        else before
+    return (ts, uses[0][0]) if whole and len(ts) == 1 else before
 
 
 def _apart(solver: Solver, use: _Use, by: _Use, ts: Sequence[int]) -> NoReturn:
