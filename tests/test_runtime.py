@@ -263,6 +263,24 @@ def test_a_mismatch_names_the_values_a_use_takes_not_a_looser_range():
     f(z(1), z(4))  # T = 5
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_deferred_size_is_checked_before_the_search_and_after_it(compiled):
+    """A deferred size whose names propagation binds is checked before the search, as an
+    item of those names is (the first argument that fails is named, not a later ``T*T``); one
+    of a name only the search binds (``T*T`` of size 9) is checked after it (was skipped)."""
+    @shaped(compiled=compiled)
+    def f(y: Float[np.ndarray, "min(B, 3)"], x: Float[np.ndarray, "B"],
+          w: Float[np.ndarray, "T*T"]): ...
+
+    @shaped(compiled=compiled)
+    def g(v: Float[np.ndarray, "min(T, 2)"], w: Float[np.ndarray, "T*T"]): ...
+
+    f(z(3), z(5), z(9))
+    assert error_of(f, z(2), z(5), z(8)).argument == "y"
+    g(z(2), z(9))
+    assert "min(T, 2) = 2 with T = 3" in str(error_of(g, z(3), z(9)))
+
+
 def test_an_expression_whose_names_are_never_determined_is_not_checked():
     @shaped
     def area(x: Float[np.ndarray, "h*w"]): ...

@@ -311,9 +311,11 @@ class _Bindings:
 
     def resolve(self) -> None:
         """Settle everything the bindings so far determine (the solver's search too: ``T**2``,
-        ``b % 2``, uses that must agree); what they do not is skipped."""
-        self.run(settle=True)
-        self._evaluate_deferred()
+        ``b % 2``, uses that must agree); what they do not is skipped.  Deferred sizes are
+        checked before the search (a failing one is named before a later ``T*T``) and after."""
+        for settle in (False, True):
+            self.run(settle)
+            self._evaluate_deferred()
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]
