@@ -615,15 +615,17 @@ def test_a_nonlinear_use_of_one_unbound_name_is_solved(compiled, a, b, sizes, er
 
 
 NONLINEAR = ["T**2", "T//2", "T//3 + 1", "(T+1)//2", "T*(T//2)", "T % 4", "T % 2", "T**2 % 5",
-             "T//2 + T//3", "2*T + 1", "(T % 3) + 2", "T**2 // 3", "T//4"]
+             "T//2 + T//3", "2*T + 1", "(T % 3) + 2", "T**2 // 3", "T//4", "T*T - 2*T",
+             "(T - 3)*(T - 3)", "T**3 - 6*T**2 + 9*T"]
 
 
 @fuzz(150)
 @given(st.randoms(use_true_random=False))
 def test_fuzz_shaped_nonlinear_uses_of_one_name_against_brute_force(rnd):
-    """Three uses of ``T`` that grow with it or repeat: ``@shaped`` accepts exactly when some
-    ``T`` gives every size (Python's arithmetic on the text, tried up to 3000, past where any
-    size here is reached); the solutions of each use alone were checked, not their common one."""
+    """Three uses of ``T`` that grow with it, repeat or go down and up: ``@shaped`` accepts
+    exactly when some ``T`` gives every size (Python's arithmetic on the text, tried up to 3000,
+    past where any size here is reached); the solutions of each use alone were checked, not
+    their common one, and a use that goes down and up not at all."""
     texts = [rnd.choice(NONLINEAR) for _ in range(3)]
     forms = [eval(f"lambda T: {t}") for t in texts]  # the oracle: the text as Python
     t = rnd.randint(0, 12)

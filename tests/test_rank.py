@@ -936,6 +936,38 @@ def test_a_symbolic_cell_gives_the_conditions_it_needs():
         instantiate(ft, "halve", [ShapeIndex([5, 3])], {})
 
 
+@pytest.mark.parametrize("pattern, sizes, solved", [
+    ("n*n", [9], 3), ("n*n", [2, 9], 3), ("n*n - 2*n", [8], 4), ("n*n - 2*n", [2, 3], 3),
+    ("n**3 + n", [30], 3), ("n % 3, n // 2", [2, 2], 5),
+])
+def test_an_index_equality_nonlinear_in_one_unknown_is_solved(pattern, sizes, solved):
+    """``[t n*n]`` at a cell of 9 was refused ("cannot solve the index equality n**2 == 9"):
+    the solver's search (``tensig.core.search``) was the decorator's only; the oracle is the
+    function run on the concrete cells, its result cell ``n`` long."""
+    from tensig.rank._types import FnType, arr
+    ft = FnType("f", (arr("t", pattern),), arr("t", "n"))
+    frame = sizes[:-pattern.count(",") - 1]
+    f = rank.Lifted(lambda a: np.arange(solved), ft)
+    assert f(np.zeros(sizes)).shape == (*frame, solved)
+    wrong = rank.Lifted(lambda a: np.arange(solved + 1), ft)
+    with pytest.raises(tensig.ShapeError, match=rf"declared result cell is \[{solved}\]"):
+        wrong(np.zeros(sizes))
+
+
+@pytest.mark.parametrize("pattern, sizes, why", [
+    ("n*n", (8,), r"n\*\*2 == 8 has no solution in the naturals$"),
+    ("n*n - 2*n", (5,), r"n\*\*2 - 2\*n == 5 has no solution in the naturals$"),
+    ("n*n; n*n*n", (4, 9), r"the index equality n\*\*3 == 9 fails where n\*\*2 == 4 holds "
+                           r"\(n\*\*3 is 8 there\)"),
+    ("n // 2 + 1", (3,), r"cannot solve the index equality n // 2 \+ 1 == 3"),  # n = 4 or 5
+])
+def test_an_index_equality_nonlinear_in_one_unknown_fails_by_name(pattern, sizes, why):
+    from tensig.rank._types import FnType, arr, instantiate
+    ft = FnType("f", tuple(arr("t", p) for p in pattern.split("; ")), arr("t", "n"))
+    with pytest.raises(tensig.ShapeError, match=why):
+        instantiate(ft, "f", [ShapeIndex([s]) for s in sizes], {})
+
+
 def test_reduce_and_folds_take_python_objects_as_items():
     # an object array's items are Python ints (no shape): the folds combine them as they are
     x, step = np.array([1, 2, 3], dtype=object), (lambda a, b: a * 10 + b)

@@ -209,6 +209,78 @@ def test_an_expression_of_known_names_is_evaluated():
         in str(e)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("a, b, sizes, error", [
+    ("T*T - 2*T", "_", (3, 1), None),  # T = 3 (the other root, -1, is no size)
+    ("T*T - 2*T", "T", (3, 3), None), ("T*T - 2*T", "T", (3, 4), r"T\*\*2 - 2\*T = 8 with T = 4"),
+    ("T*T - 2*T", "_", (4, 1), r"has size 4, but no whole T >= 0 gives T\*\*2 - 2\*T = 4"),
+    ("(T-3)*(T-3)", "_", (1, 1), None),  # T = 2 or 4: nothing tells them apart, not checked
+    ("(T-3)*(T-3)", "T % 3", (1, 1), None), ("(T-3)*(T-3)", "T // 2", (1, 1), None),
+    ("(T-3)*(T-3)", "T % 2", (1, 1), r"has size 1 at argument 'x' axis 0, so T % 2 = 0\n"),
+    ("(T-3)*(T-3)", "T // 2", (1, 3), r"has size 1 at argument 'x' axis 0, so T // 2 = 1..2\n"),
+    ("(T-3)*(T-3)", "T*T - 4*T", (1, 5), r"so T\*\*2 - 4\*T = -4 or 0\n"),
+    ("T**3 - 6*T**2 + 9*T", "T // 2", (4, 0), None),  # T = 1 or 4 by the cubic, 0 or 1 by T//2
+    ("T**3 - 6*T**2 + 9*T", "_", (3, 1), r"no whole T >= 0 gives T\*\*3 - 6\*T\*\*2 \+ 9\*T = 3"),
+    ("T**3 - 8*T**2 + 19*T", "T % 2", (12, 0), None),  # T = 1, 3 or 4; even: the third root
+])
+def test_a_polynomial_use_that_goes_down_and_up_is_solved(compiled, a, b, sizes, error):
+    """``T*T - 2*T`` of size 4 was accepted, as was any size: a use of one unknown that goes
+    down and then up was left unchecked; its whole roots (at most its degree) are found exactly,
+    one binds ``T``, several are cut by the name's other uses."""
+    def f(x: Float[np.ndarray, a], y: Float[np.ndarray, b]) -> Float[np.ndarray, a]:
+        return x
+
+    g = shaped(compiled=compiled)(f)
+    assert hasattr(g, "__tensig_source__") == compiled  # the fast path is still generated
+    x, y = z(sizes[0]), z(sizes[1])
+    if error is None:
+        assert g(x, y) is x
+    else:
+        with pytest.raises(SignatureError, match=error):
+            g(x, y)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_root_of_a_polynomial_use_binds_its_name(compiled):
+    """``T*T - 2*T`` of size 3 has one whole root, 3: it binds ``T``, so the result is checked
+    (the use was skipped, and ``T`` bound by whatever the result had)."""
+    def f(x: Float[np.ndarray, "T*T - 2*T"], n: int) -> Float[np.ndarray, "T"]:
+        return z(n)
+
+    g = shaped(compiled=compiled)(f)
+    assert g(z(3), 3).shape == (3,)
+    assert "T = 3 was bound by argument 'x' axis 0 (from T**2 - 2*T = 3)" in str(
+        error_of(g, z(3), 4))
+
+
+def test_a_mismatch_names_the_values_a_use_takes_not_a_looser_range():
+    """``T // 3`` of size 1 (T 3, 4 or 5) beside ``2*(T % 3)`` of size 3 said ``= 0..4``: the
+    least and greatest of the values, though 1 and 3 are not among them."""
+    @shaped
+    def f(x: Float[np.ndarray, "T // 3"], y: Float[np.ndarray, "2*(T % 3)"]): ...
+
+    assert "so 2*(T % 3) = 0, 2 or 4\n" in str(error_of(f, z(1), z(3)))
+    f(z(1), z(4))  # T = 5
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_deferred_size_is_checked_before_the_search_and_after_it(compiled):
+    """A deferred size whose names propagation binds is checked before the search, as an
+    item of those names is (the first argument that fails is named, not a later ``T*T``); one
+    of a name only the search binds (``T*T`` of size 9) is checked after it (was skipped)."""
+    @shaped(compiled=compiled)
+    def f(y: Float[np.ndarray, "min(B, 3)"], x: Float[np.ndarray, "B"],
+          w: Float[np.ndarray, "T*T"]): ...
+
+    @shaped(compiled=compiled)
+    def g(v: Float[np.ndarray, "min(T, 2)"], w: Float[np.ndarray, "T*T"]): ...
+
+    f(z(3), z(5), z(9))
+    assert error_of(f, z(2), z(5), z(8)).argument == "y"
+    g(z(2), z(9))
+    assert "min(T, 2) = 2 with T = 3" in str(error_of(g, z(3), z(9)))
+
+
 def test_an_expression_whose_names_are_never_determined_is_not_checked():
     @shaped
     def area(x: Float[np.ndarray, "h*w"]): ...
@@ -221,15 +293,15 @@ def test_undecided_uses_are_compared_without_rebuilding_their_forms_each_call():
     every call; the sizes put into their forms come from a cache when a call repeats the
     last one's sizes (a training loop), as the forms once were kept per annotation (the
     comparison took the call from 31 to 105 us, 64 with the cache)."""
-    from tensig.check import interpreter
+    from tensig.core import search
 
     @shaped
     def f(a: Float[np.ndarray, "h*w"], b: Float[np.ndarray, "2*h*w + 1"]): ...
 
     f(z(6), z(13))
-    before = interpreter._put.cache_info()
+    before = search._put.cache_info()
     f(z(6), z(13))
-    after = interpreter._put.cache_info()
+    after = search._put.cache_info()
     assert after.hits > before.hits and after.misses == before.misses
     with pytest.raises(SignatureError, match="2\\*h\\*w \\+ 1 = 13"):
         f(z(6), z(12))

@@ -288,3 +288,27 @@ def test_concrete_sizes_decide_as_the_symbolic_path_does(text, size, data):
                      for v in names.values())
 
     assert outcome(int) == outcome(Dim.const)
+
+
+@pytest.mark.parametrize("text, size, solved, error", [
+    ("T**2", 9, 3, None), ("T*T - 2*T", 8, 4, None), ("T // 2 + 1", 4, None, None),
+    ("T**2", 8, None, r"no whole T >= 0 gives T\*\*2 = 8$"),
+    ("T % 3", 4, None, r"no whole T >= 0 gives T % 3 = 4$"),
+])
+def test_settle_searches_a_relation_nonlinear_in_its_one_unknown(text, size, solved, error):
+    """Propagation leaves ``T**2 == 9`` waiting (no linear factor to divide by); the search
+    binds its one whole root (``T // 2 + 1 == 4``: T 6 or 7, left unknown), and without a
+    ``report`` its failure is the solver's own ShapeError."""
+    from tensig.core.dims import Dim
+    from tensig.core.search import settle
+    S, t = Solver(), dv(name="T")
+    linear(S, dv(size), text, T=t)
+    assert t.root().value is None
+    if error is not None:
+        with pytest.raises(ShapeError, match=error):
+            settle(S)
+        return
+    settle(S)
+    assert t.root().value == solved
+    if solved is not None:  # the oracle: the size the text gives at the root
+        assert Dim(text).subs({"T": solved}).constant == size

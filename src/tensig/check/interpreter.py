@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import numbers
 import operator
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from tensig.check.signature_error import _ARGS, _error, _Mismatch
+from tensig.core import search
 from tensig.core.annotations import (
     _PYTHON_DTYPES,
     AnnotationShape,
@@ -33,7 +32,7 @@ from tensig.core.annotations import (
     parse_annotation,
 )
 from tensig.core.dimcode import compile_dim
-from tensig.core.dims import Dim, Mod
+from tensig.core.dims import Dim
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
 
 _NAME, _FIXED, _EXPR, _VAR, _ANON = 0, 1, 2, 3, 4
@@ -248,7 +247,7 @@ class _Bindings:
     each was bound, for messages) and the expression items, one solver problem of
     :class:`~tensig.core.solver.LinearRel` (built on the first item met)."""
 
-    __slots__ = ("deferred", "env", "origins", "pending", "solver", "vars", "where")
+    __slots__ = ("deferred", "env", "origins", "solver", "vars", "where")
     vars: dict[str, DimVar]
     where: dict[int, tuple[Any, ...]]  # id(relation origin) -> the item's place
 
@@ -257,7 +256,6 @@ class _Bindings:
         self.origins: dict[str, tuple[Any, ...]] = dict.fromkeys(self.env, _GIVEN)
         self.solver: Solver | None = None  # nothing built until an expression item is met
         self.deferred: list[tuple[Any, ...]] = []
-        self.pending: list[tuple[Any, ...]] = []  # the places given to the solver
 
     def add(self, expr: _Expr | _DeferredExpr, size: Any, at: tuple[Any, ...]) -> None:
         """Relate an expression item to the size it has in this call (``at``: the item's place,
@@ -278,18 +276,22 @@ class _Bindings:
         label, _, _, axis, _ = at
         origin = _origin(label, axis, expr.text)
         self.where[id(origin)] = place
-        self.pending.append(place)
 
         def report(kind: str, facts: dict[str, Any]) -> Exception:
             if kind == "no_solution":
                 return _Mismatch("solve", *at, expr=expr, name=facts["name"])
+            if kind == "apart":
+                other, _, where = self.where[id(facts["other"].origin)]
+                return _Mismatch("apart", *at, expr=expr, value=facts["value"], other=other,
+                                 where=where)
             return _Mismatch("expr", *at, expr=expr, value=facts["value"])
 
         solver.add(LinearRel(DimVar(None, int(size)), expr.dim, names, origin, report))
         self.run()
 
-    def run(self) -> None:
-        """Propagate the sizes bound so far; bind in ``env`` what the solver solved."""
+    def run(self, settle: bool = False) -> None:
+        """Propagate the sizes bound so far (then ``settle``); bind in ``env`` what the solver
+        solved."""
         solver, env = self.solver, self.env
         if solver is None:
             return
@@ -298,6 +300,8 @@ class _Bindings:
                 solver.set_value(var, int(env[name]), _BOUND)
         try:
             solver.run()
+            if settle:
+                search.settle(solver)
         finally:  # also before a mismatch, whose message names the sizes solved
             for name, var in self.vars.items():
                 if var.value is not None and name not in env:
@@ -306,117 +310,12 @@ class _Bindings:
                     self.origins[name] = (label, axis, shape, (expr.text, size))
 
     def resolve(self) -> None:
-        """Settle everything the bindings so far determine; what they do not is skipped."""
-        self.run()
-        self._evaluate_deferred()
-        self._solve_growing()
-        self._compare_undecided()
-
-    def _solve_growing(self) -> None:
-        """A use of one unbound name whose form never decreases with it (``T**2``, ``T//2 + 1``)
-        or repeats (``b % 2``) is left alone by the linear solver; a search settles it: the
-        whole solutions of a growing use are a run of ``t`` (``T // 2 = 3``: 6 and 7), those of
-        every use of the name are intersected, a single one is bound (so the other uses are
-        checked against it), none is a mismatch, not a pass."""
-        env, grown = self.env, True
-        while grown:
-            grown = False
-            runs: dict[str, tuple[range, tuple[Any, ...] | None]] = {}  # solutions, the use
-            periodic: dict[str, list[tuple[Any, ...]]] = {}  # name -> its uses in ``%`` only
-            for place in self.pending:
-                expr, size, _ = place
-                free = [n for n in expr.symbols if n not in env]
-                if len(free) != 1:
-                    continue
-                form = expr.dim.subs({n: env[n] for n in expr.symbols if n in env})
-                name, period = free[0], _period(form)
-                if period is not None:
-                    periodic.setdefault(name, []).append((*place, period))
-                elif form.symbols and _grows(form, False):
-                    found = _growing_roots(expr, env, name, int(size))
-                    runs[name] = self._narrow(runs.get(name), found, place, name)
-            for name, uses in periodic.items():
-                runs[name] = self._cut(runs.get(name, (range(sys.maxsize), None)), uses, name)
-            for name, (found, use) in runs.items():
-                if len(found) == 1 and use is not None:
-                    expr, size, (label, _, shape, axis, _) = use
-                    env[name], grown = found[0], True
-                    self.origins[name] = (label, axis, shape, (expr.text, size))
-        for place in self.pending:
-            self._evaluated(place)
-
-    def _narrow(self, before: tuple[range, Any] | None, found: range, place: tuple[Any, ...],
-                name: str) -> tuple[range, tuple[Any, ...]]:
-        """``found``, the solutions of the use at ``place``, cut by those of the name's uses
-        before (``before``: they and the use that last cut them): none left is a mismatch."""
-        expr, _, at = place
-        if before is None:
-            if not found:
-                raise _Mismatch("solve", *at, expr=expr, name=name)
-            return found, place
-        run, by = before
-        both = range(max(found.start, run.start), min(found.stop, run.stop))
-        if not both:
-            raise self._apart(place, by, name, (run[0], run[-1]))
-        return (run, by) if both == run else (both, place)
-
-    def _cut(self, before: tuple[range, Any], uses: list[tuple[Any, ...]], name: str
-             ) -> tuple[range, Any]:
-        """The solutions ``before`` (a run, and the use that cut it) that every periodic use
-        (``b % 2``) holds at too, tried over one period of them all: none is a mismatch, one
-        where the run is no longer than the period is bound."""
-        run, by = before
-        cycle = math.lcm(*(period for *_, period in uses))
-        ts: Sequence[int] = run[:cycle]
-        for expr, size, at, _ in uses:
-            hits = [t for t in ts if expr.evaluate({**self.env, name: t}) == size]
-            if not hits:
-                if by is None:
-                    raise _Mismatch("solve", *at, expr=expr, name=name)
-                raise self._apart((expr, size, at), by, name, ts)
-            ts, by = hits, by or (expr, size, at)
-        return (range(ts[0], ts[0] + 1), uses[0][:3]) if len(run) <= cycle and len(ts) == 1 \
-            else before
-
-    def _apart(self, place: tuple[Any, ...], by: tuple[Any, ...], name: str,
-               ts: Sequence[int]) -> _Mismatch:
-        """The use at ``place`` holds at none of ``ts``, where the use ``by`` holds."""
-        expr, _, at = place
-        values = [expr.evaluate({**self.env, name: t}) for t in ts]
-        low, high = min(values), max(values)
-        return _Mismatch("apart", *at, expr=expr, other=by[0], where=by[2],
-                         value=low if low == high else f"{low}..{high}")
-
-    def _compare_undecided(self) -> None:
-        """Expressions no binding decides are skipped, but their uses must agree: with the
-        bound sizes put in, a use is ``a*P + c`` for a form ``P`` whose coefficients share no
-        factor (``h*w`` in ``2*h*w + 1``), one unknown its first use solves; a solved ``P`` is
-        put into the other uses (:func:`_put`), round after round until none solves more."""
-        env = self.env
-        uses = [(expr, size, at, expr.dim.subs({n: env[n] for n in expr.symbols if n in env}))
-                for expr, size, at in self.pending if any(n not in env for n in expr.symbols)]
-        known: dict[Dim, tuple[Fraction, tuple[Any, ...]]] = {}  # P -> its value, its use
-        grown = True
-        while grown:
-            grown = False
-            for expr, size, at, form in uses:
-                by = None  # the use whose P was put in
-                for p, (value, use) in known.items():
-                    if value.denominator == 1:
-                        put = _put(form, p, int(value))
-                        by, form = (use if put != form else by), put
-                value = form.constant
-                if value is None:
-                    const = form.terms.get((), 0)
-                    first, *rest = (v for m, v in form.terms.items() if m)
-                    a = math.gcd(first, *rest) * (1 if first > 0 else -1)
-                    p = (form - const) * (1 if a > 0 else -1) // abs(a)  # Dim divides by a > 0
-                    if p not in known:
-                        known[p], grown = (Fraction(size - const, a), (expr, size, at)), True
-                    value, by = known[p][0] * a + const, known[p][1]
-                if by is not None and value != size:
-                    raise _Mismatch("apart", *at, expr=expr, value=value, other=by[0],
-                                    where=by[2])
+        """Settle everything the bindings so far determine (the solver's search too: ``T**2``,
+        ``b % 2``, uses that must agree); what they do not is skipped.  Deferred sizes are
+        checked before the search (a failing one is named before a later ``T*T``) and after."""
+        for settle in (False, True):
+            self.run(settle)
+            self._evaluate_deferred()
 
     def _evaluate_deferred(self) -> None:
         self.deferred = [place for place in self.deferred if not self._evaluated(place)]
@@ -436,85 +335,10 @@ class _Bindings:
 _BOUND = Origin(note="bound by an earlier item")
 
 
-def _grows(form: Dim, nonnegative: bool) -> bool:
-    """Whether ``form`` (of one unbound name) never decreases as the name grows from 0: no
-    negative coefficient, no ``%``, ``//`` of such forms; inside products and quotients its
-    constant is nonnegative too (``nonnegative``), so no factor changes sign."""
-    return all((not m or c >= 0) and (c >= 0 or not nonnegative)
-               and all(isinstance(atom, str) or (not isinstance(atom, Mod)
-                                                 and _grows(atom.numerator, True))
-                       for atom, _ in m)
-               for m, c in form.terms.items())
-
-
-def _period(form: Dim) -> int | None:
-    """The period of a form whose name occurs only in ``%`` of polynomials (``b % 2``,
-    ``(T + 3) % 4 + 1``), which a size then never exceeds; ``None`` for any other form."""
-    atoms = [atom for m in form.terms for atom, _ in m]
-    mods = [a for a in atoms if isinstance(a, Mod)
-            and all(isinstance(b, str) for n in a.numerator.terms for b, _ in n)]
-    if not mods or len(mods) < len(atoms):
-        return None
-    period = math.lcm(*(a.divisor for a in mods))
-    return period if period <= 4096 else None
-
-
-def _growing_roots(expr: _Expr, env: dict[str, Any], name: str, size: int) -> range:
-    """The whole ``t >= 0`` where ``expr``, nondecreasing in ``name``, is ``size``: from the
-    least ``t`` reaching ``size`` to the least passing it (each a search doubling its bound,
-    then bisection); empty where none."""
-    def value(t: int) -> int:
-        return int(expr.evaluate({**env, name: t}))
-
-    def least(target: int, lo: int) -> int:
-        hi = lo + 1
-        while value(hi) < target and hi < 2**64:
-            hi += hi - lo
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if value(mid) < target else (lo, mid)
-        return lo
-
-    start = least(size, 0)
-    return range(start, least(size + 1, start))
-
-
 @functools.lru_cache(maxsize=4096)
 def _origin(label: str, axis: int, text: str) -> Origin:
     """One :class:`Origin` per place (building a frozen dataclass per call costs microseconds)."""
     return Origin(operand=label, position=axis, note=text)
-
-
-@functools.lru_cache(maxsize=1024)  # a step of a loop puts the same sizes in every call
-def _put(form: Dim, p: Dim, value: int) -> Dim:
-    """``form`` where ``p == value``: a monomial ``p`` (its powers too) replaced by ``value``,
-    inside ``//`` and ``%`` as well; a sum solved for a name it holds linearly with a whole
-    solution (``h + w = 6`` as ``h = 6 - w``), else unchanged."""
-    if len(p.terms) > 1:
-        for name in sorted(p.symbols):
-            try:
-                solution, conditions = (p - value).solve_for(name)
-            except ValueError:  # the name in a product, a power, ``//`` or ``%``
-                continue
-            if not conditions:
-                return form.subs({name: solution})
-        return form
-    ((monomial, _),) = p.terms.items()
-    out = Dim(0)
-    for m, c in form.terms.items():
-        powers = dict(m)
-        k = min(powers.get(atom, 0) // n for atom, n in monomial)
-        term = Dim(c * value**k)
-        for atom, n in m:
-            n -= k * dict(monomial).get(atom, 0)
-            if isinstance(atom, str):
-                term *= Dim.symbol(atom) ** n
-            elif n:
-                inner = _put(atom.numerator, p, value)
-                term *= (inner % atom.divisor if isinstance(atom, Mod)
-                         else inner // atom.divisor) ** n
-        out += term
-    return out
 
 
 _program = functools.lru_cache(maxsize=1024)(_Program)

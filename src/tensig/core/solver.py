@@ -16,7 +16,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from tensig.core.dimcode import compile_dim, compile_solve, linear_split
 from tensig.core.dims import Condition, Dim
@@ -278,8 +278,10 @@ class LinearRel(Constraint):
     every name known the target is set or checked; with the target and all names but one
     known, that one is solved for where it occurs linearly with a constant factor, as a whole
     number ``>= 0`` (or under a :class:`~tensig.core.dims.Condition`).  ``report(kind, facts)``
-    words a failure in the caller's terms: ``"mismatch"`` (``value``, ``target``) or
-    ``"no_solution"`` (``name``, ``value``, ``target``); default: a :class:`ShapeError`.
+    words a failure in the caller's terms: ``"mismatch"`` (``value``, ``target``),
+    ``"no_solution"`` (``name``, ``value``: ``None`` where no one value was tried, ``target``)
+    or, from :func:`~tensig.core.search.settle`, ``"apart"`` (``value``, ``target``, ``other``:
+    the relation of the same names it cannot agree with); default: a :class:`ShapeError`.
     """
 
     def __init__(self, target: DimVar, expr: Dim, names: Mapping[str, DimVar], origin: Origin,
@@ -287,33 +289,34 @@ class LinearRel(Constraint):
         self.target, self.expr, self.names = target, expr, names
         self.origin, self.report = origin, report
         # ``n == size`` (a bare name) is an equality: no substitution or division needed
-        bare = _int_plan(expr)[2]
+        self.evaluate, _, bare = _int_plan(expr)  # evaluate: ``expr`` at ``int`` sizes
         self.bare = names[bare] if bare is not None and len(names) == 1 else None
 
     def watched(self) -> tuple[DimVar, ...]:
         return (self.target, *self.names.values())
 
-    def _known(self) -> dict[str, Size]:
+    def known(self) -> dict[str, Size]:
+        """The sizes of the names known so far."""
         return {n: v for n, v in ((n, _val(x)) for n, x in self.names.items()) if v is not None}
 
     def pending(self) -> tuple[Dim, Size | str]:
         """The relation with what is known substituted: ``(expr, target)``, ``"?"`` for a
         target not yet known (for messages)."""
         vt = _val(self.target)
-        return self.expr.subs(self._known()), (vt if vt is not None else "?")
+        return self.expr.subs(self.known()), (vt if vt is not None else "?")
 
     def propagate(self, solver: Solver) -> None:
         if self.bare is not None:
             vt, vn = _val(self.target), _val(self.bare)
             if vn is not None and vt is not None and vn != vt:
-                self._fail(solver, "mismatch", value=vn, target=vt)
+                self.fail(solver, "mismatch", value=vn, target=vt)
             if vn is None and vt is not None:
                 solver.set_value(self.bare, vt, self.origin, "linear")
             elif vt is None and vn is not None:
                 solver.set_value(self.target, vn, self.origin, "linear")
             self.done = vn is not None or vt is not None
             return
-        known = self._known()
+        known = self.known()
         if len(self.names) - len(known) <= 1 and self._concrete(solver, known):
             return
         e = self.expr.subs(known) if known else self.expr
@@ -323,10 +326,10 @@ class LinearRel(Constraint):
             value = _simplify(e)
             if vt is None:
                 if isinstance(value, int) and value < 0:
-                    self._fail(solver, "mismatch", value=value, target=None)
+                    self.fail(solver, "mismatch", value=value, target=None)
                 solver.set_value(self.target, value, self.origin, "linear")
             elif vt != value:
-                self._fail(solver, "mismatch", value=value, target=vt)
+                self.fail(solver, "mismatch", value=value, target=vt)
             self.done = True
             return
         if vt is None or len(free) > 1:
@@ -339,7 +342,7 @@ class LinearRel(Constraint):
         checks = (Condition.at_least(solution, 0), *conditions)
         decided = [c.decide() for c in checks]
         if False in decided:
-            self._fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
+            self.fail(solver, "no_solution", name=name, value=_simplify(solution), target=vt)
         for c, d in zip(checks, decided, strict=True):
             if d is None:  # decided once above: recorded, as add_condition would
                 solver.conditions.setdefault(c, self.origin)
@@ -353,7 +356,7 @@ class LinearRel(Constraint):
         ints = {n: v for n, v in known.items() if isinstance(v, int)}
         if not (vt is None or isinstance(vt, int)) or len(ints) < len(known):
             return False
-        evaluate, solvers, _ = _int_plan(self.expr)
+        evaluate, solvers = self.evaluate, _int_plan(self.expr)[1]
         unknown = [n for n in self.names if n not in known]
         if not unknown:
             value = evaluate(ints)
@@ -373,13 +376,15 @@ class LinearRel(Constraint):
         self.done = True
         return True
 
-    def _fail(self, solver: Solver, kind: str, **facts: Any) -> None:
+    def fail(self, solver: Solver, kind: str, **facts: Any) -> NoReturn:
+        """Raise the failure ``kind`` with ``facts``, worded by ``report`` when given."""
         if self.report is not None:
             raise self.report(kind, facts)
         target = facts["target"]
         if kind == "no_solution":
-            reason = (f"no whole {facts['name']} >= 0 gives {self.expr} = {target} "
-                      f"({facts['name']} would be {facts['value']})")
+            would = "" if facts["value"] is None else \
+                f" ({facts['name']} would be {facts['value']})"
+            reason = f"no whole {facts['name']} >= 0 gives {self.expr} = {target}{would}"
         elif target is None:
             reason = f"{self.expr} = {facts['value']} is negative, not a size"
         else:

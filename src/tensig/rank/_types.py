@@ -14,6 +14,7 @@ from typing import Any
 
 from tensig.core.dims import Condition, Dim, dim
 from tensig.core.errors import ShapeError
+from tensig.core.search import settle
 from tensig.core.shape_index import ShapeIndex, ShapeVar
 from tensig.core.shapes import normalize_size
 from tensig.core.solver import DimVar, LinearRel, Origin, Solver
@@ -300,10 +301,15 @@ class Matcher:
     def _relate(self, p: Dim, target: DimVar, where: str, pattern: ShapeIndex,
                 actual: ShapeIndex) -> None:
         def report(kind: str, facts: dict[str, Any]) -> Exception:
-            q = rel.pending()[0]
+            q, target = rel.pending()[0], facts["target"]
             if kind == "no_solution":
-                why = (f"the index equality {q} == {facts['target']} has no solution in the "
-                       f"naturals ({facts['name']} would be {facts['value']})")
+                why = f"the index equality {q} == {target} has no solution in the naturals" + (
+                    "" if facts["value"] is None else f" ({facts['name']} would be "
+                                                      f"{facts['value']})")
+            elif kind == "apart":
+                p, c = facts["other"].pending()
+                why = (f"the index equality {q} == {target} fails where {p} == {c} holds "
+                       f"({q} is {facts['value']} there)")
             else:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
             return self.error(where, pattern, actual, why)
@@ -385,6 +391,8 @@ class Matcher:
             pending = left
         for where, pattern, actual in pending:
             raise self.error(where, pattern, actual, "its shape variables cannot be split")
+        settle(self.solver)  # equalities nonlinear in one unknown (``n*n``, ``n // 2 + 1``)
+        self._run()
         for rel, where, pattern, actual in self.relations:
             if not rel.done:
                 p, c = rel.pending()
