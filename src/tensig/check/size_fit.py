@@ -24,6 +24,7 @@ import numpy as np
 
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import shared, strides_of
 from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core.dims import Dim
 
@@ -385,8 +386,10 @@ def template(sample: Any, fits: Iterator[list[Any] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
     parts)``, ``("size", dim)`` of an int (an unfitted size is its key from
-    :func:`fresh_keys`, or its sample value: a fresh size), ``("array", dims, kind)`` where
-    ``leaf`` says ``("array", kind)``, or what ``leaf`` says of any other leaf."""
+    :func:`fresh_keys`, or its sample value: a fresh size), ``("array", dims, kind, shared)``
+    where ``leaf`` says ``("array", kind)`` or ``("array", kind, shared)`` (the axes whose
+    elements share memory: a view of an expanded input), or what ``leaf`` says of any other
+    leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     sizes = next(fits)
@@ -395,7 +398,7 @@ def template(sample: Any, fits: Iterator[list[Any] | None],
     tag = leaf(sample)
     if tag[0] == "array":
         return ("array", tuple(int(n) if d is None else d for d, n in
-                               zip(sizes or (), sample.shape, strict=False)), tag[1])
+                               zip(sizes or (), sample.shape, strict=False)), *tag[1:])
     return tag
 
 
@@ -412,7 +415,10 @@ def build(template: Any, fresh: dict[Any, Dim] | None = None, inputs: list[Any] 
 
     tag = template[0]
     if tag == "array":
-        return S.SymArray([dim(d) for d in template[1]], template[2])
+        out = S.SymArray([dim(d) for d in template[1]], template[2])
+        if any(template[3:]):  # a stride of 0 on each shared axis
+            out.moved = tuple(0 if i in template[3] else s for i, s in enumerate(strides_of(out)))
+        return out
     if tag == "size":
         d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
@@ -578,7 +584,7 @@ def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
     call while looking the same."""
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
-            return "A", v.dims, v.kind
+            return "A", v.dims, v.kind, tuple(shared(v))
         if isinstance(v, sym_sizes.SymSize):
             return "S", v.dim
         if isinstance(v, sym_sizes.SymRange):

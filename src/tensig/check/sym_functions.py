@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.broadcasting import broadcast, carry_strides, differ, shape_text
 from tensig.check.sym_indexing import at_most
 from tensig.check.sym_sizes import (
     ONE,
@@ -24,6 +24,7 @@ from tensig.check.sym_sizes import (
     _holds,
     as_dim,
     counted_loop,
+    require_divisible,
 )
 from tensig.check.tracer import (
     CREATION_NUMPY,
@@ -35,7 +36,6 @@ from tensig.check.tracer import (
     _sym,
     _varargs,
     broadcast_to,
-    chunk,
     clip,
     elementwise,
     expand_dims,
@@ -47,7 +47,6 @@ from tensig.check.tracer import (
     reduce_,
     reduction,
     result_kind,
-    split,
     squeeze,
     swapaxes,
     unary,
@@ -418,6 +417,55 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> Sym
     return SymArray([n, m if m is not None else n], kind_of(dtype) or "f")
 
 
+def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``split(size_or_sections, dim)``: pieces of a size (the last one shorter where
+    they do not fill the axis), or given sizes."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    n = a.dims[ax]
+    if isinstance(size_or_sections, list | tuple):
+        sizes = [as_dim(v) for v in size_or_sections]
+        total = sum(sizes, ONE * 0)
+        if not tracer().equal_under_assumptions(total, n):
+            tracer().report("split", f"split into {shape_text(sizes)} "
+                                     f"({total} in all) of an axis of size {n}")
+    else:
+        size = as_dim(size_or_sections)
+        count = n // size if size.constant is not None else _pieces(n, size)
+        if count is None or count.constant is None:
+            raise Unsupported("split into a symbolic number of pieces")
+        rest = (n - count * size).constant  # of a number: torch's last piece is shorter
+        sizes = [size] * int(count.constant) + ([ONE * rest] if rest else [])
+    return tuple(_piece(a, ax, v) for v in sizes)
+
+
+def _pieces(n: Dim, size: Dim) -> Dim | None:
+    """``n / size`` when it is one constant wherever the recorded divisions are exact: the
+    count at one such point, then shown at all (:meth:`Tracer.equal_under_assumptions`)."""
+    t = tracer()
+    env = t.assumption_env()
+    total, piece = n.evaluate(env), size.evaluate(env)
+    if piece <= 0 or total % piece:
+        return None
+    count = Dim.const(total // piece)
+    return count if t.equal_under_assumptions(n, count * size) else None
+
+
+def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
+          **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (a symbolic axis must divide evenly here;
+    a literal one is split as torch does, in pieces of ``ceil(size / n)``: fewer where they
+    run out), and NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
+    :func:`~tensig.check.sym_sizes.require_divisible`)."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    size = a.dims[ax].constant
+    if error is None and size:  # torch's 4 in 3 chunks: [2, 2]; 1 in 2: [1]
+        return split(a, -(-size // int(chunks)), ax)
+    piece = require_divisible(a.dims[ax], int(chunks), error=error)
+    return tuple(_piece(a, ax, piece) for _ in range(int(chunks)))
+
+
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0, equal: bool = True
              ) -> tuple[SymArray, ...]:
     """numpy's ``split``: a number of equal sections, or split indices; ``array_split``
@@ -432,8 +480,14 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0, equal: bool = True
         indices_or_sections = itertools.accumulate((a.dims[ax] + k - 1 - i) // k
                                                    for i in range(k - 1))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
-    return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
-                 for lo, hi in itertools.pairwise(cuts))
+    return tuple(_piece(a, ax, hi - lo) for lo, hi in itertools.pairwise(cuts))
+
+
+def _piece(a: SymArray, ax: int, n: Dim) -> SymArray:
+    """A piece of ``a``, ``n`` long on axis ``ax`` (of a split, a chunk): a view of it."""
+    out = SymArray((*a.dims[:ax], n, *a.dims[ax + 1:]), a.kind)
+    carry_strides(a, out, [(i, 1) for i in range(a.ndim)])
+    return out
 
 
 _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None, "amin": None,
