@@ -371,3 +371,23 @@ def test_a_window_bound_is_not_reported_as_an_order():
     r = verify(lambda x: pool(x, 50), "B, C, T")
     said = [f.message.split(":")[0] for f in r if f.message.startswith("assumes")]
     assert said == ["assumes 50 <= T"], str(r)
+
+
+def test_no_run_of_a_fit_builds_a_result_past_the_growth_guard(monkeypatch):
+    """``np.vander(x, 300)`` is ``[N, 300]``: its fit's far run scales N past twice 300 (x55
+    from N = 11), whose result the growth guard, applied to the fit's first runs only, let
+    through: with the guard's bound at 128 000 cells, a run of 184 800.  (At ``vander(x,
+    30000)`` the far run built 14 GB.)  Every run is now guarded; the fit is still made."""
+    monkeypatch.setattr(size_fit, "MAX_ELEMENTS", 2000)  # results up to 64 * 2000 cells
+    monkeypatch.setattr(size_fit, "_FITS", {})
+    built: list[int] = []
+    original = size_fit.shapes
+
+    def shapes(result, arrays):
+        out = original(result, arrays)
+        built.extend(int(np.prod(s)) for s in out if s is not None)
+        return out
+    monkeypatch.setattr(size_fit, "shapes", shapes)
+    r = verify(lambda x: np.vander(x, 300), "N => N, 300")
+    assert built and max(built) <= 64 * 2000, built
+    assert r.ok and not r.findings, str(r)

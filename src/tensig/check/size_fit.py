@@ -157,14 +157,12 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
-              first: Shapes | None = None, allocates: bool = False
-              ) -> list[list[Dim | None] | None]:
+              first: Shapes | None = None) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``:
     ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
     is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
     ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
-    (``None``) are told to ``note``.  ``allocates``: the runs build real arrays, so none
-    whose result would be too large is made (:func:`size_guard`)."""
+    (``None``) are told to ``note``."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
@@ -172,8 +170,6 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
     runs: list[Shapes] = [] if first is None else [first]
     for env in envs[len(runs):]:
-        if allocates and runs:
-            size_guard(args, env, list(zip(envs, runs, strict=False)))
         try:
             runs.append(evaluate(env))
         except errors as e:
@@ -277,7 +273,9 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     the divisors of their floors (:func:`floors_hold`); ``template_of(sample, fits, base)``
     makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
     (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
-    data (a fresh size, a Remora box).  ``allocates``: as :func:`fit_sizes`."""
+    data (a fresh size, a Remora box).  ``allocates``: the runs build real arrays, so none
+    whose result would be too large is made (:func:`size_guard` on every run after the first,
+    given those before it)."""
     try:
         sample, base, error = first_run(run, bases, classify)
     except tracing.Unsupported:
@@ -289,13 +287,15 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         assert error is not None
         return rejected(error)
     env, found, first = base.env, list[tracing.Finding](), shaped(sample)
-    seen = [first]  # every run's shapes: the evidence that two fresh sizes are one
+    seen = [(env, first)]  # every run: the evidence that two fresh sizes are one
 
     def shapes_at(at: dict[str, int]) -> Shapes:
-        seen.append(shaped(run(at)))
-        return seen[-1]
+        if allocates:
+            size_guard((args, kwargs), at, seen)
+        seen.append((at, shaped(run(at))))
+        return seen[-1][1]
     fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
-                     errors=errors, first=first, allocates=allocates,
+                     errors=errors, first=first,
                      note=lambda message: found.append(tracing.Finding("assumption", message)))
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
@@ -311,7 +311,7 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
                                         f"{named(short(error), bases[0].env)}); assumes "
                                         f"{base.assumes}"))
     held = floors_hold(shapes_at, (args, kwargs), env, fits)
-    return template_of(sample, fresh_keys(fits, seen), env), tuple(found), held
+    return template_of(sample, fresh_keys(fits, [s for _, s in seen]), env), tuple(found), held
 
 
 def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
