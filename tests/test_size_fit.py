@@ -359,6 +359,24 @@ def test_fresh_sizes_equal_at_every_run_stay_one():
     assert h == w and h.constant is None
 
 
+def test_fresh_sizes_equal_at_every_run_but_not_everywhere_stay_distinct():
+    """``avg_pool2d(x, 10, padding=(0, 1))`` of a square ``[B, C, H, H]`` gives H // 10 and
+    (H + 2) // 10 (no fit: a divisor above 8), equal at every size the fit ran (H = 52, 76,
+    57, 104, ...), so one fresh size, and adding the result to its transpose verified though
+    torch refuses it at H = 48 (4 against 5).  Oracle: torch at H = 48 and H = 52."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool2d
+
+    def f(x):
+        y = pool(x, 10, padding=(0, 1))
+        return y + y.transpose(2, 3)
+    assert f(torch.zeros(1, 1, 52, 52)).shape == (1, 1, 5, 5)
+    with pytest.raises(RuntimeError):
+        f(torch.zeros(1, 1, 48, 48))
+    r = verify(f, "B, C, H, H")
+    assert any(f.code == "TS101" for f in r.errors), str(r)
+
+
 def test_a_window_bound_is_not_reported_as_an_order():
     """``avg_pool1d(x, 50)`` run with B, C, T swapped puts T below 50: the refusal was said as
     'assumes B <= C <= T', which it does not need; the swapped run keeps T at its least size

@@ -38,6 +38,7 @@ STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 
 MAX_SYMBOLS = 8  # each symbol costs one more run
 MAX_DIVISOR = 8
 MAX_ELEMENTS = 2_000_000  # per run of a library that allocates: witnesses are small
+SPAN = 16  # runs along each symbol that tell two fresh sizes apart (_told_apart), at least
 MAX_RESIDUES = 7  # runs of floors_hold: T // 8's residues, or T // 2's and L // 4's together
 
 Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an array)
@@ -311,7 +312,8 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
                                         f"{named(short(error), bases[0].env)}); assumes "
                                         f"{base.assumes}"))
     held = floors_hold(shapes_at, (args, kwargs), env, fits)
-    return template_of(sample, fresh_keys(fits, [s for _, s in seen]), env), tuple(found), held
+    keys = _told_apart(shapes_at, (args, kwargs), base, fits, seen)
+    return template_of(sample, keys, env), tuple(found), held
 
 
 def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
@@ -326,6 +328,29 @@ def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
     return [None if dims is None else
             [tuple(at(g, j, i) for g in seen) if d is None else d for i, d in enumerate(dims)]
             for j, dims in enumerate(fits)]
+
+
+def _told_apart(shaped: Callable[[dict[str, int]], Shapes], args: Any, base: Base,
+                fits: list[list[Dim | None] | None], seen: list[tuple[dict[str, int], Shapes]]
+                ) -> list[list[Dim | tuple[int | None, ...]] | None]:
+    """:func:`fresh_keys` of ``fits``, two fresh sizes equal at every run ``seen`` (H // 10
+    and (H + 2) // 10 at H = 52, 76, 57, 104) told apart first by runs one unit apart from the
+    base along each symbol, :data:`SPAN` runs or one per the call's largest count: a floor by
+    a count up to that differs there (H = 58) if anywhere."""
+    def keys() -> list[list[Dim | tuple[int | None, ...]] | None]:
+        return fresh_keys(fits, [shapes for _, shapes in seen])
+
+    def merged() -> bool:
+        fresh = [k for dims in keys() if dims for k in dims if isinstance(k, tuple)]
+        return len(fresh) != len(set(fresh))
+    span = max(SPAN, min(largest_count(*args), 4 * SPAN))
+    for s in symbols(args) if merged() else ():
+        with contextlib.suppress(Exception):  # refused, or too large: no more evidence
+            for r in range(1, span + 1):
+                shaped({**base.env, s: base.env[s] + r * base.unit})
+        if not merged():
+            break
+    return keys()
 
 
 def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
