@@ -50,7 +50,9 @@ SHARED = {  # a write into each fails where B > 1
     "chunk": lambda b, x: _e(b, x).chunk(2, 1)[0].add_(1.0),
     "unbind": lambda b, x: _e(b, x).unbind(1)[0].add_(1.0),
     "in-place op": lambda b, x: _e(b, x).t().add_(1.0).mul_(2.0),
-    "setitem": lambda b, x: _e(b, x).t().__iadd__(1.0),
+    "iadd": lambda b, x: _e(b, x).t().__iadd__(1.0),
+    "setitem column": lambda b, x: _e(b, x).__setitem__((slice(None), 0), 1.0),
+    "setitem all": lambda b, x: _e(b, x).__setitem__(slice(None), x),
 }
 
 COPIED = {  # each ends the sharing (or never had it): a write holds at every size
@@ -63,6 +65,7 @@ COPIED = {  # each ends the sharing (or never had it): a write holds at every si
     "reshape merge": lambda b, x: _e(b, x).reshape(-1).add_(1.0),
     "diagonal of the other": lambda b, x: _e(b, x)[:, :1].diagonal().add_(1.0),
     "select the axis": lambda b, x: _e(b, x).select(0, 0).add_(1.0),
+    "setitem row": lambda b, x: _e(b, x).__setitem__(0, 1.0),
 }
 
 

@@ -241,9 +241,11 @@ class SymArray:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """The value must broadcast into the target slice, its leading 1s beyond the target's
-        rank dropped, as NumPy and torch do."""
+        rank dropped, as NumPy and torch do; in torch not into a view whose elements share
+        memory (``write_shared``)."""
         target, v = getitem(self, key), _sym(value)
         tracer().written(self)
+        write_shared(target, "an assignment")
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
