@@ -749,16 +749,30 @@ def split_by_a_declared_width(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.
     return x.view(B, T, H, D // H).transpose(1, 2)
 
 
-def test_a_division_by_a_symbolic_size_stops_with_a_note():
+def _heads_and_back(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "H, K"]
+                    ) -> Float[torch.Tensor, "B, T, D"]:
+    B, T, D = x.shape
+    return x.view(B, T, w.shape[0], D // w.shape[0]).transpose(1, 2).reshape(B, T, D)
+
+
+def test_a_division_by_a_symbolic_size_is_exact_where_a_check_relies_on_it():
     """``D // H`` with ``H`` a size of another argument was the witnesses' quotient, a constant
-    (0 at D=8, H=12): the multi-head split failed as a reshape into ``[B, T, H, 0]``, and the
-    return check after it, false errors on correct code.  It is no polynomial the checks can
-    compare: the trace stops with a note that says how to verify it."""
+    (0 at D=8, H=12): the multi-head split failed as a reshape into ``[B, T, H, 0]``; then it
+    stopped the trace with a note.  It is a size of its own (sym_sizes.quotient), ``H`` times
+    it ``D`` where H divides D: the view requires that (a warning), and the heads' width meets
+    ``K``, which the signature leaves free (torch raises where K != D // H)."""
+    x = torch.ones(2, 3, 8)
+    assert _heads_and_back(x, torch.ones(4, 1)).shape == (2, 3, 8)
+    with pytest.raises(RuntimeError):
+        _heads_and_back(torch.ones(2, 3, 7), torch.ones(2, 1))  # 2 does not divide 7
+    assert split_heads(x, torch.ones(2, 4, 3, 2)).shape == (2, 4, 3, 2)
+    with pytest.raises(RuntimeError):
+        split_heads(x, torch.ones(2, 4, 3, 3))  # K = 3, D // H = 2
+    r = verify(_heads_and_back)
+    assert r.complete and [f.message for f in r] == ["requires D divisible by H"], str(r)
     r = verify(split_heads)
-    assert not r.findings, str(r)
-    assert len(r.notes) == 1 and "D // H (a division by a size; verify with H a number" in \
-        r.notes[0], str(r)
-    assert (split_heads(torch.ones(2, 3, 8), torch.ones(2, 4, 3, 2)).shape == (2, 4, 3, 2))
+    assert r.complete and "requires D divisible by H" in str(r) and "TS101" in \
+        [f.code for f in r], str(r)
 
 
 def test_a_division_by_a_declared_size_is_its_number():
@@ -771,8 +785,9 @@ def test_a_division_by_a_declared_size_is_its_number():
 
 def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
     """``4*G // G`` (Mistral's ``n_rep``) and ``B*H*W // (H*W)`` (Swin's batch back from its
-    windows) divide as polynomials: the quotient, no note; a size that is no factor still
-    stops with the note."""
+    windows) divide as polynomials: the quotient, no note; a size that is no factor is a size
+    of its own, required to divide where the view needs it (7 rows of width 1, at B = 2 and
+    H = 3, are no 2 rows)."""
     def repeat_kv(k: Float[torch.Tensor, "B, G, T, D"], q: Float[torch.Tensor, "B, 4*G, T, D"]
                   ) -> Float[torch.Tensor, "B, 4*G, T, D"]:
         b, g, t, d = k.shape
@@ -788,7 +803,7 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
         r = verify(fn)
         assert clean(r), str(r)
     r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
-    assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
+    assert r.complete and kinds(r) == ["assumption"] * 2 and "divisible by" in str(r), str(r)
 
 
 def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
@@ -1128,3 +1143,36 @@ def test_a_boolean_mask_matches_the_axes_it_indexes():
     for fn in (lone, numpy_lone):
         r = verify(fn)
         assert kinds(r) == ["index"] and "must match" in str(r), f"{fn.__name__}: {r}"
+
+
+# -- a floor division by a size (DDIM's "leading" spacing: T // S) ----------------------------
+
+
+def _steps_of(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> Float[np.ndarray, "S"]:
+    return np.arange(y.shape[0]) * (x.shape[0] // y.shape[0])
+
+
+def _stride_range(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    return np.arange(0, x.shape[0], x.shape[0] // y.shape[0])
+
+
+def _one_quotient(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]
+                  ) -> Float[np.ndarray, "T"]:
+    T, S = x.shape[0], y.shape[0]
+    pairs = np.zeros((T // S, 2)) + np.ones((T // S, 2))
+    return np.zeros(T % S + T // S * S) + x + pairs.sum()
+
+
+def test_a_floor_division_by_a_size_is_a_size_that_may_be_zero():
+    """``T // S`` stopped the trace.  It is a size, one per numerator and divisor (two
+    computations of it broadcast; ``T % S + T // S * S`` is ``T``), not taken to be at least
+    1: ``arange(0, T, T // S)`` raises where T < S, said as an assumption.  Oracle: NumPy."""
+    assert _steps_of(np.ones(7), np.ones(2)).shape == (2,)
+    assert _one_quotient(np.ones(7), np.ones(2)).shape == (7,)
+    assert _stride_range(np.ones(7), np.ones(2)).shape == (3,)
+    with pytest.raises(ZeroDivisionError):
+        _stride_range(np.ones(2), np.ones(7))
+    assert clean(verify(_steps_of)), str(verify(_steps_of))
+    assert clean(verify(_one_quotient)), str(verify(_one_quotient))
+    r = verify(_stride_range)
+    assert kinds(r) == ["assumption"] and "arange" in str(r) and not r.notes, str(r)

@@ -398,10 +398,16 @@ def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
     """``arange([start,] stop[, step])``, bounds by keyword too: ``ceil((stop - start) / step)``
-    steps, a float step's quotient where it is exact (``0.5``: ``2*T``), else a fresh size."""
+    steps, a float step's quotient where it is exact (``0.5``: ``2*T``), else a fresh size; a
+    step that is a size (``T // S``) at least 1 (NumPy raises on 0), assumed where not known."""
     names = ("start", "stop", "step") if len(args) > 1 or "stop" in kw else ("stop", "step")
     given = {**dict(zip(names, args, strict=False)), **{k: v for k, v in kw.items() if k in names}}
     start, stop, step = given.get("start", 0), given["stop"], given.get("step", 1)
+    if isinstance(step, SymSize) and step.dim.constant is None and not isinstance(start, float) \
+            and not isinstance(stop, float):
+        at_most(ONE, step.dim, "op-shape", f"arange with a step of {step.dim}, never positive",
+                f"arange's step {step.dim} at least 1 (it raises on a step of 0)")
+        return SymArray([(SymSize(as_dim(stop) - as_dim(start) + step.dim - 1) // step).dim], "i")
     k = step if isinstance(step, float) else as_dim(step).constant
     if isinstance(start, float) or isinstance(stop, float) or k is None or not k > 0:
         raise Unsupported("arange with a float bound or a symbolic or negative step")

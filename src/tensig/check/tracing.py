@@ -113,7 +113,8 @@ class Tracer:
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
-    min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
+    # one fresh size per function of sizes: an undecided min(m, n), ("//", n, d)
+    min_dims: dict[tuple[Any, ...], Dim] = field(default_factory=dict)
     _envs: dict[Any, dict[str, int]] = field(default_factory=dict, repr=False,
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
@@ -138,12 +139,25 @@ class Tracer:
         assumed = {d for p, k in self.divisors for d in divisions(p // k)}  # as in a - b
         within = divisions(a - b) & assumed
         if not _zero_where_exact(a - b, frozenset(within)):
-            return False
+            return self._exact_by_size(a - b)
         for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
             if _zero_where_exact(a - b, frozenset(within - {d})):  # [N, L // 4, D] at any L
                 within = within - {d}
         self.rely(a - b, within)
         return True
+
+    def _exact_by_size(self, diff: Dim) -> bool:
+        """``diff`` a multiple of one remainder ``n % d`` by a size (``B*T*D - B*T*H*(D //
+        H)``, sym_sizes.quotient): zero where ``d`` divides ``n``, a requirement (a warning)
+        said once it is relied on, as a floor's (:meth:`rely`)."""
+        from tensig.check.sym_sizes import exact_quotient  # it imports this module
+
+        for key, q in self.min_dims.items():
+            if isinstance(key[0], str) and q.symbols & diff.symbols and \
+                    exact_quotient(diff, key[1] - key[2] * q) is not None:  # key: //, n, d
+                self.report("assumption", f"requires {key[1]} divisible by {key[2]}")
+                return True
+        return False
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (the code's
