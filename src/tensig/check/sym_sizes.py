@@ -24,7 +24,7 @@ import numpy as np
 from tensig.check import findings
 from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, grain, plugin, tracer
 from tensig.check.tracing import period as tracing_period
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, exact_quotient
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",
@@ -238,32 +238,6 @@ def _symbolic(o: Any) -> bool:
 def _divisor(o: Any) -> Any:
     """A divisor that is a size known as a number: that number."""
     return o.dim.constant if isinstance(o, SymSize) else o
-
-
-def exact_quotient(total: Dim, known: Dim) -> Dim | None:
-    """``total / known`` where it divides exactly as polynomials (``N*oh*ow*C / (N*oh*ow)`` of
-    sums ``oh = (H - K) // 2 + 1``), else None."""
-    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
-
-    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
-        powers = dict(m)
-        exps = tuple(powers.get(a, 0) for a in atoms)
-        return sum(exps), exps
-
-    lead = max(known.terms, key=order)
-    quotient, rest = Dim.const(0), total
-    for _ in range(4 * len(total.terms) + 4):
-        if rest.constant == 0:
-            return quotient
-        top = max(rest.terms, key=order)
-        powers = dict(top)
-        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
-        if remainder or any(powers.get(a, 0) < p for a, p in lead):
-            return None
-        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
-                         start=Dim.const(coeff))
-        quotient, rest = quotient + term, rest - term * known
-    return None
 
 
 def _read_back(o: Any) -> Any:

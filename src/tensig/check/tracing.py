@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.check import findings
-from tensig.core.dims import Dim, FloorDiv, Mod
+from tensig.core.dims import Dim, FloorDiv, Mod, exact_quotient
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
@@ -150,8 +150,6 @@ class Tracer:
         """``diff`` a multiple of one remainder ``n % d`` by a size (``B*T*D - B*T*H*(D //
         H)``, sym_sizes.quotient): zero where ``d`` divides ``n``, a requirement (a warning)
         said once it is relied on, as a floor's (:meth:`rely`)."""
-        from tensig.check.sym_sizes import exact_quotient  # it imports this module
-
         for key, q in self.min_dims.items():
             if isinstance(key[0], str) and q.symbols & diff.symbols and \
                     exact_quotient(diff, key[1] - key[2] * q) is not None:  # key: //, n, d
