@@ -359,20 +359,23 @@ def test_fresh_sizes_equal_at_every_run_stay_one():
     assert h == w and h.constant is None
 
 
-def test_fresh_sizes_equal_at_every_run_but_not_everywhere_stay_distinct():
+@pytest.mark.parametrize("k", [10, 200])
+def test_fresh_sizes_equal_at_every_run_but_not_everywhere_stay_distinct(k):
     """``avg_pool2d(x, 10, padding=(0, 1))`` of a square ``[B, C, H, H]`` gives H // 10 and
     (H + 2) // 10 (no fit: a divisor above 8), equal at every size the fit ran (H = 52, 76,
     57, 104, ...), so one fresh size, and adding the result to its transpose verified though
-    torch refuses it at H = 48 (4 against 5).  Oracle: torch at H = 48 and H = 52."""
+    torch refuses it at H = 48 (4 against 5).  With a window of 200 the sizes differ only at
+    H = 198, 199 modulo 200, past the 64 runs one unit apart (H = 1070 .. 1196 by 2).
+    Oracle: torch at H = 5*k - 2 and 5*k + 2."""
     torch = pytest.importorskip("torch")
     pool = torch.nn.functional.avg_pool2d
 
     def f(x):
-        y = pool(x, 10, padding=(0, 1))
+        y = pool(x, k, padding=(0, 1))
         return y + y.transpose(2, 3)
-    assert f(torch.zeros(1, 1, 52, 52)).shape == (1, 1, 5, 5)
+    assert f(torch.zeros(1, 1, 5 * k + 2, 5 * k + 2)).shape == (1, 1, 5, 5)
     with pytest.raises(RuntimeError):
-        f(torch.zeros(1, 1, 48, 48))
+        f(torch.zeros(1, 1, 5 * k - 2, 5 * k - 2))
     r = verify(f, "B, C, H, H")
     assert any(f.code == "TS101" for f in r.errors), str(r)
 

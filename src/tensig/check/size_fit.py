@@ -335,22 +335,33 @@ def _told_apart(shaped: Callable[[dict[str, int]], Shapes], args: Any, base: Bas
                 ) -> list[list[Dim | tuple[int | None, ...]] | None]:
     """:func:`fresh_keys` of ``fits``, two fresh sizes equal at every run ``seen`` (H // 10
     and (H + 2) // 10 at H = 52, 76, 57, 104) told apart first by runs one unit apart from the
-    base along each symbol, :data:`SPAN` runs or one per the call's largest count: a floor by
-    a count up to that differs there (H = 58) if anywhere."""
+    base along each symbol (:func:`_apart`): a floor by a count differs there (H = 58) if
+    anywhere, a change of that floor within :data:`SPAN` units of one."""
     def keys() -> list[list[Dim | tuple[int | None, ...]] | None]:
         return fresh_keys(fits, [shapes for _, shapes in seen])
 
     def merged() -> bool:
         fresh = [k for dims in keys() if dims for k in dims if isinstance(k, tuple)]
         return len(fresh) != len(set(fresh))
-    span = max(SPAN, min(largest_count(*args), 4 * SPAN))
     for s in symbols(args) if merged() else ():
         with contextlib.suppress(Exception):  # refused, or too large: no more evidence
-            for r in range(1, span + 1):
+            for r in _apart(base.env[s], base.unit, largest_count(*args)):
                 shaped({**base.env, s: base.env[s] + r * base.unit})
         if not merged():
             break
     return keys()
+
+
+def _apart(start: int, unit: int, count: int) -> list[int]:
+    """Steps (of ``unit``) from ``start`` that :func:`_told_apart` runs: one per residue of a
+    count up to ``4 * SPAN`` (at least :data:`SPAN`); past it, SPAN, then SPAN either side of
+    the count's next multiple, where a floor by it changes (``avg_pool2d(x, 200, padding=(0,
+    1))``: H // 200 and (H + 2) // 200 differ only at H = 198, 199 modulo 200)."""
+    if count <= 4 * SPAN:
+        return list(range(1, max(SPAN, count) + 1))
+    at = (start + (SPAN + 1) * unit + count - 1) // count * count  # past the first SPAN
+    middle = (at - start) // unit
+    return [*range(1, SPAN + 1), *range(middle - SPAN, middle + SPAN + 1)]
 
 
 def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
