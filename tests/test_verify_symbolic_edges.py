@@ -775,6 +775,26 @@ def test_a_division_by_a_symbolic_size_is_exact_where_a_check_relies_on_it():
         [f.code for f in r], str(r)
 
 
+def _heads_of_a_bias(x: Float[np.ndarray, "B, T, D"], bias: Float[np.ndarray, "H, T, T"]
+                     ) -> Float[np.ndarray, "B, T, D"]:
+    B, T, D = x.shape
+    H = bias.shape[0]
+    q = x.reshape(B, T, H, D // H).transpose(0, 2, 1, 3)
+    s = q @ q.transpose(0, 1, 3, 2) + bias
+    return (s @ q).transpose(0, 2, 1, 3).reshape(B, T, D)
+
+
+def test_a_division_by_a_symbolic_size_is_required_once():
+    """Attention heads of a size read from a per-head bias: the split and the merge back, on
+    two lines, both rely on H dividing D; the requirement is said once, as ``D // 4``'s is.
+    Oracle: NumPy at D = 8, H = 4 (runs) and D = 7, H = 2 (raises)."""
+    assert _heads_of_a_bias(np.ones((2, 3, 8)), np.ones((4, 3, 3))).shape == (2, 3, 8)
+    with pytest.raises(ValueError):
+        _heads_of_a_bias(np.ones((2, 3, 7)), np.ones((2, 3, 3)))
+    r = verify(_heads_of_a_bias)
+    assert r.complete and [f.message for f in r] == ["requires D divisible by H"], str(r)
+
+
 def test_a_division_by_a_declared_size_is_its_number():
     """A divisor read from an axis declared as a number (``4``) divides as that number: the
     usual floor-division rules, no note."""

@@ -149,11 +149,13 @@ class Tracer:
     def _exact_by_size(self, diff: Dim) -> bool:
         """``diff`` a multiple of one remainder ``n % d`` by a size (``B*T*D - B*T*H*(D //
         H)``, sym_sizes.quotient): zero where ``d`` divides ``n``, a requirement (a warning)
-        said once it is relied on, as a floor's (:meth:`rely`)."""
+        said once, where it is first relied on, as a floor's (:meth:`rely`)."""
         for key, q in self.min_dims.items():
             if isinstance(key[0], str) and q.symbols & diff.symbols and \
                     exact_quotient(diff, key[1] - key[2] * q) is not None:  # key: //, n, d
-                self.report("assumption", f"requires {key[1]} divisible by {key[2]}")
+                said = f"requires {key[1]} divisible by {key[2]}"
+                if all(f.message != said for f in self.findings):
+                    self.report("assumption", said)
                 return True
         return False
 
