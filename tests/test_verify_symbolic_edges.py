@@ -1196,3 +1196,29 @@ def test_a_floor_division_by_a_size_is_a_size_that_may_be_zero():
     assert clean(verify(_one_quotient)), str(verify(_one_quotient))
     r = verify(_stride_range)
     assert kinds(r) == ["assumption"] and "arange" in str(r) and not r.notes, str(r)
+
+
+def _ceil_pieces(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    n = -(-T // S)  # pieces of S, the last padded
+    return np.concatenate([x, np.zeros(n * S - T)]).reshape(n, S) + y
+
+
+def _ceil_rows(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    return np.zeros(-(-T // S)) + x  # BUG: ceil(T / S) rows against T
+
+
+def test_a_floor_division_of_a_negative_size_is_minus_a_ceiling():
+    """``-(-T // S)`` (the ceiling idiom) divides ``-T``, never at least 0: it was taken as a
+    size under the assumption ``-T >= 0``, which no size meets (every finding after it
+    vacuous).  It is ``-((T + S - 1) // S)``, the ceiling's own size.  Oracle: NumPy at every
+    T, S up to 12 (the correct one runs; the buggy one raises at T = 3, S = 2)."""
+    for T in range(1, 13):
+        for S in range(1, 13):
+            assert _ceil_pieces(np.ones(T), np.ones(S)).shape == (-(-T // S), S)
+    with pytest.raises(ValueError):
+        _ceil_rows(np.ones(3), np.ones(2))
+    assert clean(verify(_ceil_pieces)), str(verify(_ceil_pieces))
+    r = verify(_ceil_rows)
+    assert kinds(r) == ["broadcast"] and "-T" not in str(r), str(r)

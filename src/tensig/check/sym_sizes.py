@@ -217,8 +217,11 @@ def quotient(n: Dim, d: Dim) -> Dim:
     fresh size ``q`` less one, so that it may be 0 (where T < S: nothing decides it at least
     1), one per ``n`` and ``d`` in a trace, ``n // d`` at the witness.  ``n`` is assumed at
     least 0 and ``d`` at least 1 where that is not known (the witness's quotient then taken
-    in that range)."""
+    in that range); a known negative ``n`` is minus a ceiling (``-T // S``: ``-((T + S - 1) //
+    S)``), never a size."""
     t = tracer()
+    if _positive(-n, frozenset(t.positive)):
+        return -quotient(d - 1 - n, d)
     for x, least in ((n, 0), (d, 1)):
         if not _positive(x + 1 - least, frozenset(t.positive)):  # known, or assumed before
             _assume(f"{x} >= {least}", True, f"({n}) // ({d}) taken as a size")
