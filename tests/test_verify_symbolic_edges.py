@@ -1222,3 +1222,22 @@ def test_a_floor_division_of_a_negative_size_is_minus_a_ceiling():
     assert clean(verify(_ceil_pieces)), str(verify(_ceil_pieces))
     r = verify(_ceil_rows)
     assert kinds(r) == ["broadcast"] and "-T" not in str(r), str(r)
+
+
+def _padded_to_pieces(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    n = (T + S - 1) // S
+    return np.pad(x, (0, n * S - T)).reshape(n, S) + y
+
+
+def test_a_fitted_op_of_a_quotient_of_sizes_is_not_fitted_apart_from_them():
+    """``np.pad`` by ``n * S - T``, ``n = ceil(T / S)``: the fit varied the quotient's fresh
+    size apart from T and S, so the pad went negative at its runs (NumPy refuses), its result
+    was a fresh size and the reshape into ``[n, S]`` an error, on code correct at every size.
+    A fit cannot vary a quotient of sizes apart from them: the trace stops with a note, as
+    before the quotient was modelled.  Oracle: NumPy at every T, S up to 12."""
+    for T in range(1, 13):
+        for S in range(1, 13):
+            assert _padded_to_pieces(np.ones(T), np.ones(S)).shape == (-(-T // S), S)
+    r = verify(_padded_to_pieces)
+    assert not r.errors and not r.complete and "numpy.pad" in r.notes[0], str(r)

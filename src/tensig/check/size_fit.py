@@ -163,10 +163,15 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
     ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
     is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
     ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
-    (``None``) are told to ``note``."""
+    (``None``) are told to ``note``.  A quotient of sizes (``ceil(T / S)``) is no symbol its
+    runs may vary apart from them (``np.pad(x, (0, n*S - T))`` went negative): not fitted."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
+    t = tracing._TRACER.get()  # none: a fit outside a trace (tests)
+    for (n, d), q in (t.quotients() if t and order else {}).items():
+        if q.symbols & set(order):
+            raise tracing.Unsupported(f"{what} of a size divided by a size, ({n}) // ({d})")
     tell = note or (lambda message: None)
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
     runs: list[Shapes] = [] if first is None else [first]

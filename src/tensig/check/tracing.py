@@ -150,14 +150,18 @@ class Tracer:
         """``diff`` a multiple of one remainder ``n % d`` by a size (``B*T*D - B*T*H*(D //
         H)``, sym_sizes.quotient): zero where ``d`` divides ``n``, a requirement (a warning)
         said once, where it is first relied on, as a floor's (:meth:`rely`)."""
-        for key, q in self.min_dims.items():
-            if isinstance(key[0], str) and q.symbols & diff.symbols and \
-                    exact_quotient(diff, key[1] - key[2] * q) is not None:  # key: //, n, d
-                said = f"requires {key[1]} divisible by {key[2]}"
+        for (n, d), q in self.quotients().items():
+            if q.symbols & diff.symbols and exact_quotient(diff, n - d * q) is not None:
+                said = f"requires {n} divisible by {d}"
                 if all(f.message != said for f in self.findings):
                     self.report("assumption", said)
                 return True
         return False
+
+    def quotients(self) -> dict[tuple[Dim, Dim], Dim]:
+        """The floor divisions by a symbolic size made so far (sym_sizes.quotient): ``(n, d)``
+        to ``n // d``, a fresh size that only ``n`` and ``d`` decide."""
+        return {(k[1], k[2]): q for k, q in self.min_dims.items() if isinstance(k[0], str)}
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (the code's
