@@ -359,6 +359,27 @@ def test_fresh_sizes_equal_at_every_run_stay_one():
     assert h == w and h.constant is None
 
 
+@pytest.mark.parametrize("k", [10, 200])
+def test_fresh_sizes_equal_at_every_run_but_not_everywhere_stay_distinct(k):
+    """``avg_pool2d(x, 10, padding=(0, 1))`` of a square ``[B, C, H, H]`` gives H // 10 and
+    (H + 2) // 10 (no fit: a divisor above 8), equal at every size the fit ran (H = 52, 76,
+    57, 104, ...), so one fresh size, and adding the result to its transpose verified though
+    torch refuses it at H = 48 (4 against 5).  With a window of 200 the sizes differ only at
+    H = 198, 199 modulo 200, past the 64 runs one unit apart (H = 1070 .. 1196 by 2).
+    Oracle: torch at H = 5*k - 2 and 5*k + 2."""
+    torch = pytest.importorskip("torch")
+    pool = torch.nn.functional.avg_pool2d
+
+    def f(x):
+        y = pool(x, k, padding=(0, 1))
+        return y + y.transpose(2, 3)
+    assert f(torch.zeros(1, 1, 5 * k + 2, 5 * k + 2)).shape == (1, 1, 5, 5)
+    with pytest.raises(RuntimeError):
+        f(torch.zeros(1, 1, 5 * k - 2, 5 * k - 2))
+    r = verify(f, "B, C, H, H")
+    assert any(f.code == "TS101" for f in r.errors), str(r)
+
+
 def test_a_window_bound_is_not_reported_as_an_order():
     """``avg_pool1d(x, 50)`` run with B, C, T swapped puts T below 50: the refusal was said as
     'assumes B <= C <= T', which it does not need; the swapped run keeps T at its least size
@@ -371,3 +392,23 @@ def test_a_window_bound_is_not_reported_as_an_order():
     r = verify(lambda x: pool(x, 50), "B, C, T")
     said = [f.message.split(":")[0] for f in r if f.message.startswith("assumes")]
     assert said == ["assumes 50 <= T"], str(r)
+
+
+def test_no_run_of_a_fit_builds_a_result_past_the_growth_guard(monkeypatch):
+    """``np.vander(x, 300)`` is ``[N, 300]``: its fit's far run scales N past twice 300 (x55
+    from N = 11), whose result the growth guard, applied to the fit's first runs only, let
+    through: with the guard's bound at 128 000 cells, a run of 184 800.  (At ``vander(x,
+    30000)`` the far run built 14 GB.)  Every run is now guarded; the fit is still made."""
+    monkeypatch.setattr(size_fit, "MAX_ELEMENTS", 2000)  # results up to 64 * 2000 cells
+    monkeypatch.setattr(size_fit, "_FITS", {})
+    built: list[int] = []
+    original = size_fit.shapes
+
+    def shapes(result, arrays):
+        out = original(result, arrays)
+        built.extend(int(np.prod(s)) for s in out if s is not None)
+        return out
+    monkeypatch.setattr(size_fit, "shapes", shapes)
+    r = verify(lambda x: np.vander(x, 300), "N => N, 300")
+    assert built and max(built) <= 64 * 2000, built
+    assert r.ok and not r.findings, str(r)

@@ -749,16 +749,50 @@ def split_by_a_declared_width(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.
     return x.view(B, T, H, D // H).transpose(1, 2)
 
 
-def test_a_division_by_a_symbolic_size_stops_with_a_note():
+def _heads_and_back(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "H, K"]
+                    ) -> Float[torch.Tensor, "B, T, D"]:
+    B, T, D = x.shape
+    return x.view(B, T, w.shape[0], D // w.shape[0]).transpose(1, 2).reshape(B, T, D)
+
+
+def test_a_division_by_a_symbolic_size_is_exact_where_a_check_relies_on_it():
     """``D // H`` with ``H`` a size of another argument was the witnesses' quotient, a constant
-    (0 at D=8, H=12): the multi-head split failed as a reshape into ``[B, T, H, 0]``, and the
-    return check after it, false errors on correct code.  It is no polynomial the checks can
-    compare: the trace stops with a note that says how to verify it."""
+    (0 at D=8, H=12): the multi-head split failed as a reshape into ``[B, T, H, 0]``; then it
+    stopped the trace with a note.  It is a size of its own (sym_sizes.quotient), ``H`` times
+    it ``D`` where H divides D: the view requires that (a warning), and the heads' width meets
+    ``K``, which the signature leaves free (torch raises where K != D // H)."""
+    x = torch.ones(2, 3, 8)
+    assert _heads_and_back(x, torch.ones(4, 1)).shape == (2, 3, 8)
+    with pytest.raises(RuntimeError):
+        _heads_and_back(torch.ones(2, 3, 7), torch.ones(2, 1))  # 2 does not divide 7
+    assert split_heads(x, torch.ones(2, 4, 3, 2)).shape == (2, 4, 3, 2)
+    with pytest.raises(RuntimeError):
+        split_heads(x, torch.ones(2, 4, 3, 3))  # K = 3, D // H = 2
+    r = verify(_heads_and_back)
+    assert r.complete and [f.message for f in r] == ["requires D divisible by H"], str(r)
     r = verify(split_heads)
-    assert not r.findings, str(r)
-    assert len(r.notes) == 1 and "D // H (a division by a size; verify with H a number" in \
-        r.notes[0], str(r)
-    assert (split_heads(torch.ones(2, 3, 8), torch.ones(2, 4, 3, 2)).shape == (2, 4, 3, 2))
+    assert r.complete and "requires D divisible by H" in str(r) and "TS101" in \
+        [f.code for f in r], str(r)
+
+
+def _heads_of_a_bias(x: Float[np.ndarray, "B, T, D"], bias: Float[np.ndarray, "H, T, T"]
+                     ) -> Float[np.ndarray, "B, T, D"]:
+    B, T, D = x.shape
+    H = bias.shape[0]
+    q = x.reshape(B, T, H, D // H).transpose(0, 2, 1, 3)
+    s = q @ q.transpose(0, 1, 3, 2) + bias
+    return (s @ q).transpose(0, 2, 1, 3).reshape(B, T, D)
+
+
+def test_a_division_by_a_symbolic_size_is_required_once():
+    """Attention heads of a size read from a per-head bias: the split and the merge back, on
+    two lines, both rely on H dividing D; the requirement is said once, as ``D // 4``'s is.
+    Oracle: NumPy at D = 8, H = 4 (runs) and D = 7, H = 2 (raises)."""
+    assert _heads_of_a_bias(np.ones((2, 3, 8)), np.ones((4, 3, 3))).shape == (2, 3, 8)
+    with pytest.raises(ValueError):
+        _heads_of_a_bias(np.ones((2, 3, 7)), np.ones((2, 3, 3)))
+    r = verify(_heads_of_a_bias)
+    assert r.complete and [f.message for f in r] == ["requires D divisible by H"], str(r)
 
 
 def test_a_division_by_a_declared_size_is_its_number():
@@ -771,8 +805,9 @@ def test_a_division_by_a_declared_size_is_its_number():
 
 def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
     """``4*G // G`` (Mistral's ``n_rep``) and ``B*H*W // (H*W)`` (Swin's batch back from its
-    windows) divide as polynomials: the quotient, no note; a size that is no factor still
-    stops with the note."""
+    windows) divide as polynomials: the quotient, no note; a size that is no factor is a size
+    of its own, required to divide where the view needs it (7 rows of width 1, at B = 2 and
+    H = 3, are no 2 rows)."""
     def repeat_kv(k: Float[torch.Tensor, "B, G, T, D"], q: Float[torch.Tensor, "B, 4*G, T, D"]
                   ) -> Float[torch.Tensor, "B, 4*G, T, D"]:
         b, g, t, d = k.shape
@@ -788,7 +823,7 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
         r = verify(fn)
         assert clean(r), str(r)
     r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
-    assert len(r.notes) == 1 and "a division by a size" in r.notes[0], str(r)
+    assert r.complete and kinds(r) == ["assumption"] * 2 and "divisible by" in str(r), str(r)
 
 
 def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
@@ -1128,3 +1163,81 @@ def test_a_boolean_mask_matches_the_axes_it_indexes():
     for fn in (lone, numpy_lone):
         r = verify(fn)
         assert kinds(r) == ["index"] and "must match" in str(r), f"{fn.__name__}: {r}"
+
+
+# -- a floor division by a size (DDIM's "leading" spacing: T // S) ----------------------------
+
+
+def _steps_of(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> Float[np.ndarray, "S"]:
+    return np.arange(y.shape[0]) * (x.shape[0] // y.shape[0])
+
+
+def _stride_range(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    return np.arange(0, x.shape[0], x.shape[0] // y.shape[0])
+
+
+def _one_quotient(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]
+                  ) -> Float[np.ndarray, "T"]:
+    T, S = x.shape[0], y.shape[0]
+    pairs = np.zeros((T // S, 2)) + np.ones((T // S, 2))
+    return np.zeros(T % S + T // S * S) + x + pairs.sum()
+
+
+def test_a_floor_division_by_a_size_is_a_size_that_may_be_zero():
+    """``T // S`` stopped the trace.  It is a size, one per numerator and divisor (two
+    computations of it broadcast; ``T % S + T // S * S`` is ``T``), not taken to be at least
+    1: ``arange(0, T, T // S)`` raises where T < S, said as an assumption.  Oracle: NumPy."""
+    assert _steps_of(np.ones(7), np.ones(2)).shape == (2,)
+    assert _one_quotient(np.ones(7), np.ones(2)).shape == (7,)
+    assert _stride_range(np.ones(7), np.ones(2)).shape == (3,)
+    with pytest.raises(ZeroDivisionError):
+        _stride_range(np.ones(2), np.ones(7))
+    assert clean(verify(_steps_of)), str(verify(_steps_of))
+    assert clean(verify(_one_quotient)), str(verify(_one_quotient))
+    r = verify(_stride_range)
+    assert kinds(r) == ["assumption"] and "arange" in str(r) and not r.notes, str(r)
+
+
+def _ceil_pieces(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    n = -(-T // S)  # pieces of S, the last padded
+    return np.concatenate([x, np.zeros(n * S - T)]).reshape(n, S) + y
+
+
+def _ceil_rows(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    return np.zeros(-(-T // S)) + x  # BUG: ceil(T / S) rows against T
+
+
+def test_a_floor_division_of_a_negative_size_is_minus_a_ceiling():
+    """``-(-T // S)`` (the ceiling idiom) divides ``-T``, never at least 0: it was taken as a
+    size under the assumption ``-T >= 0``, which no size meets (every finding after it
+    vacuous).  It is ``-((T + S - 1) // S)``, the ceiling's own size.  Oracle: NumPy at every
+    T, S up to 12 (the correct one runs; the buggy one raises at T = 3, S = 2)."""
+    for T in range(1, 13):
+        for S in range(1, 13):
+            assert _ceil_pieces(np.ones(T), np.ones(S)).shape == (-(-T // S), S)
+    with pytest.raises(ValueError):
+        _ceil_rows(np.ones(3), np.ones(2))
+    assert clean(verify(_ceil_pieces)), str(verify(_ceil_pieces))
+    r = verify(_ceil_rows)
+    assert kinds(r) == ["broadcast"] and "-T" not in str(r), str(r)
+
+
+def _padded_to_pieces(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    n = (T + S - 1) // S
+    return np.pad(x, (0, n * S - T)).reshape(n, S) + y
+
+
+def test_a_fitted_op_of_a_quotient_of_sizes_is_not_fitted_apart_from_them():
+    """``np.pad`` by ``n * S - T``, ``n = ceil(T / S)``: the fit varied the quotient's fresh
+    size apart from T and S, so the pad went negative at its runs (NumPy refuses), its result
+    was a fresh size and the reshape into ``[n, S]`` an error, on code correct at every size.
+    A fit cannot vary a quotient of sizes apart from them: the trace stops with a note, as
+    before the quotient was modelled.  Oracle: NumPy at every T, S up to 12."""
+    for T in range(1, 13):
+        for S in range(1, 13):
+            assert _padded_to_pieces(np.ones(T), np.ones(S)).shape == (-(-T // S), S)
+    r = verify(_padded_to_pieces)
+    assert not r.errors and not r.complete and "numpy.pad" in r.notes[0], str(r)

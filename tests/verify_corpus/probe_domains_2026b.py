@@ -1422,8 +1422,4 @@ ASSUMES = {"jax top-2 moe": "assumes 2 <= E", "pca by svd": "assumes 2 <= ",
            # two 2x2 poolings: torch refuses H or W below 4 (the first pooling's 2 is said too)
            "raft correlation pyramid": "assumes 4 <= H"}
 # pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
-KNOWN_GAPS = {
-    "ddim leading timesteps": "T // S, a floor division by a size, stops the trace (not "
-    "modelled): the correct one is not verified and the bug (a step count of ceil(T / (T // "
-    "S))) is not found",
-}
+KNOWN_GAPS: dict[str, str] = {}

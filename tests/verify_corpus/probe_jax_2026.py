@@ -308,7 +308,8 @@ def value_and_grad_aux_bug(w: Float[jax.Array, "D"], X: Float[jax.Array, "N, D"]
         pred = x @ w
         return (pred - t) ** 2, pred
     (losses, _), grads = jax.vmap(jax.value_and_grad(loss, has_aux=True),
-                                  in_axes=(None, 0, 0), out_axes=1)(w, X, y)  # BUG: [D, N]
+                                  in_axes=(None, 0, 0), out_axes=1)(w, X, y)  # BUG: JAX
+    # raises (the scalar loss has no axis 1; the gradients would be [D, N])
     return losses, grads
 
 
@@ -1219,7 +1220,7 @@ CASES = [
     ("vmap(grad) dp-sgd clipping on a params dict", dp_sgd_grad, dp_sgd_grad_bug, "TS101"),
     ("vmap dict in_axes, out_axes=1", ensemble_heads, ensemble_heads_bug, "TS101"),
     ("nested vmap gram matrix", rbf_gram, rbf_gram_bug, "TS103"),
-    ("vmap value_and_grad has_aux", value_and_grad_aux, value_and_grad_aux_bug, "TS103"),
+    ("vmap value_and_grad has_aux", value_and_grad_aux, value_and_grad_aux_bug, "TS108"),
     ("tree_map adamw", adamw_step, adamw_step_bug, "TS103"),
     ("adafactor factored moments", adafactor_update, adafactor_update_bug, "TS101"),
     ("lion per-layer rates", lion_step, lion_step_bug, "TS101"),

@@ -10,6 +10,7 @@ A view broadcast so (``expand``) shares memory between elements: torch refuses m
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -18,7 +19,8 @@ from tensig.check.tracing import _TORCH_STYLE, tracer
 from tensig.core.dims import Dim
 from tensig.core.errors import InconclusiveError
 
-__all__ = ["broadcast", "differ", "shape_text", "write_shared"]
+__all__ = ["broadcast", "carry_strides", "differ", "shape_text", "shared", "strides_of",
+           "write_shared"]
 
 
 class Shaped(Protocol):
@@ -26,6 +28,7 @@ class Shaped(Protocol):
 
     dims: tuple[Dim, ...]
     loose: frozenset[int]
+    moved: tuple[int, ...] | None
 
     @property
     def ndim(self) -> int: ...
@@ -86,13 +89,35 @@ _SHARED_OK = frozenset(("fill_", "zero_", "masked_fill_", "index_fill_", "index_
                         "share_memory_", "map_", "apply_", "detach_"))
 
 
+def strides_of(a: Shaped) -> tuple[int, ...]:
+    """``a``'s strides at the witness, in elements: ``moved``, or C order's."""
+    if a.moved is not None:
+        return a.moved
+    value = tracer().value
+    return tuple(math.prod(value(d) for d in a.dims[i + 1:]) for i in range(a.ndim))
+
+
+def carry_strides(a: Shaped, out: Shaped, origin: Sequence[tuple[int, int] | None]) -> None:
+    """``out`` views ``a``'s memory: its axis ``j`` is ``a``'s axis ``origin[j][0]`` stepped
+    by ``origin[j][1]`` (a slice's step), or (None) a new one, of size 1 or expanded (stride
+    0).  Only strides that are not C order's are kept (``moved``): a permute's, an expand's."""
+    if a.moved is not None:
+        out.moved = tuple(0 if o is None else a.moved[o[0]] * o[1] for o in origin)
+
+
+def shared(x: Shaped) -> list[int]:
+    """The axes of ``x`` whose elements share one memory (stride 0: an expand's)."""
+    return [i for i, s in enumerate(getattr(x, "moved", None) or ()) if s == 0 and x.dims[i] != ONE]
+
+
 def write_shared(x: Shaped, op: str) -> None:
     """torch refuses most writes in place into a view whose elements share memory (a size-1
-    axis expanded): an error where that size is above 1 at every size, else the assumption
-    that it is 1 (``clone()`` copies).  Not in NumPy or JAX code: JAX's ``+=`` rebinds."""
+    axis expanded, and any view of it): an error where that size is above 1 at every size, else
+    the assumption that it is 1 (``clone()`` copies).  Not in NumPy or JAX code: JAX's ``+=``
+    rebinds."""
     if op in _SHARED_OK or _TORCH_STYLE.get() is False:
         return
-    for d in getattr(x, "shared", ()):
+    for d in (x.dims[i] for i in shared(x)):
         what = (f"{op} writes into {shape_text(x)}, broadcast from size 1 to {d}: its "
                 f"elements share memory, which torch refuses")
         try:

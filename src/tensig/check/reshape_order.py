@@ -20,7 +20,7 @@ from tensig.check.sym_sizes import ONE, exact_quotient, nonzero_size, require_di
 from tensig.check.tracing import Finding, tracer
 from tensig.core.dims import Dim, FloorDiv
 
-__all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint", "viewable"]
+__all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint", "view_strides"]
 
 
 @dataclass(frozen=True)
@@ -316,18 +316,22 @@ def divide(total: Dim, known: Dim) -> Dim:
     return t.new_dim("n")
 
 
-def viewable(dims: list[int], strides: tuple[int, ...], new: list[int]) -> bool:
-    """ATen's ``computeStride``: whether sizes ``dims`` of ``strides`` view as ``new`` without
-    a copy (each run of axes merged or split must be contiguous in memory)."""
+def view_strides(dims: list[int], strides: tuple[int, ...], new: list[int]
+                 ) -> tuple[int, ...] | None:
+    """ATen's ``computeStride``: the strides sizes ``dims`` of ``strides`` have viewed as
+    ``new`` without a copy, or None where they cannot be (each run of axes merged or split
+    must be contiguous in memory)."""
     view_d, base, t_numel, v_numel = len(new) - 1, strides[-1] if strides else 1, 1, 1
+    out = [0] * len(new)
     for d in range(len(dims) - 1, -1, -1):
         t_numel *= dims[d]
         if d == 0 or (dims[d - 1] != 1 and strides[d - 1] != t_numel * base):
             while view_d >= 0 and (v_numel < t_numel or new[view_d] == 1):
+                out[view_d] = v_numel * base
                 v_numel *= new[view_d]
                 view_d -= 1
             if v_numel != t_numel:
-                return False
+                return None
             if d > 0:
                 base, t_numel, v_numel = strides[d - 1], 1, 1
-    return view_d == -1
+    return tuple(out) if view_d == -1 else None

@@ -24,6 +24,7 @@ import numpy as np
 
 from tensig.check import sym_sizes, tracing
 from tensig.check import tracer as S
+from tensig.check.broadcasting import shared, strides_of
 from tensig.check.sym_functions import sym_dims, sym_leaves
 from tensig.core import kept
 from tensig.core.dims import Dim
@@ -38,6 +39,7 @@ STEP = 12  # one step per symbol (times the unit): a multiple of divisors 2, 3, 
 MAX_SYMBOLS = 8  # each symbol costs one more run
 MAX_DIVISOR = 8
 MAX_ELEMENTS = 2_000_000  # per run of a library that allocates: witnesses are small
+SPAN = 16  # runs along each symbol that tell two fresh sizes apart (_told_apart), at least
 MAX_RESIDUES = 7  # runs of floors_hold: T // 8's residues, or T // 2's and L // 4's together
 
 Shapes = list[tuple[int, ...] | None]  # one run's result shapes (None: not an array)
@@ -157,23 +159,24 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
               base: dict[str, int], unit: int = 1, *, step: int = STEP,
               errors: tuple[type[BaseException], ...] = (),
               note: Callable[[str], Any] | None = None,
-              first: Shapes | None = None, allocates: bool = False
-              ) -> list[list[Dim | None] | None]:
+              first: Shapes | None = None) -> list[list[Dim | None] | None]:
     """Fit each result size of an operation as an expression in the symbols of ``args``:
     ``evaluate(env)`` gives each result's shape at one assignment (an int a 1-tuple), ``base``
     is one it accepts, ``first`` its shapes there if run already.  A run that raises one of
     ``errors`` leaves the fit to the runs before it; that and an axis that fits nothing
-    (``None``) are told to ``note``.  ``allocates``: the runs build real arrays, so none
-    whose result would be too large is made (:func:`size_guard`)."""
+    (``None``) are told to ``note``.  A quotient of sizes (``ceil(T / S)``) is no symbol its
+    runs may vary apart from them (``np.pad(x, (0, n*S - T))`` went negative): not fitted."""
     order = symbols(args)
     if len(order) > MAX_SYMBOLS:
         raise tracing.Unsupported(f"{what} with more than {MAX_SYMBOLS} symbolic sizes")
+    t = tracing._TRACER.get()  # none: a fit outside a trace (tests)
+    for (n, d), q in (t.quotients() if t and order else {}).items():
+        if q.symbols & set(order):
+            raise tracing.Unsupported(f"{what} of a size divided by a size, ({n}) // ({d})")
     tell = note or (lambda message: None)
     envs = sample_points(order, base, unit, step) if order else [dict(base)]
     runs: list[Shapes] = [] if first is None else [first]
     for env in envs[len(runs):]:
-        if allocates and runs:
-            size_guard(args, env, list(zip(envs, runs, strict=False)))
         try:
             runs.append(evaluate(env))
         except errors as e:
@@ -277,7 +280,9 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
     the divisors of their floors (:func:`floors_hold`); ``template_of(sample, fits, base)``
     makes the result.  ``data`` runs it on distinct values: where zeros are refused as data
     (polyfit's SVD of a zero matrix), and a size that differs from the zeros' depends on the
-    data (a fresh size, a Remora box).  ``allocates``: as :func:`fit_sizes`."""
+    data (a fresh size, a Remora box).  ``allocates``: the runs build real arrays, so none
+    whose result would be too large is made (:func:`size_guard` on every run after the first,
+    given those before it)."""
     try:
         sample, base, error = first_run(run, bases, classify)
     except tracing.Unsupported:
@@ -289,13 +294,15 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
         assert error is not None
         return rejected(error)
     env, found, first = base.env, list[tracing.Finding](), shaped(sample)
-    seen = [first]  # every run's shapes: the evidence that two fresh sizes are one
+    seen = [(env, first)]  # every run: the evidence that two fresh sizes are one
 
     def shapes_at(at: dict[str, int]) -> Shapes:
-        seen.append(shaped(run(at)))
-        return seen[-1]
+        if allocates:
+            size_guard((args, kwargs), at, seen)
+        seen.append((at, shaped(run(at))))
+        return seen[-1][1]
     fits = fit_sizes(shapes_at, (args, kwargs), name, env, base.unit, step=base.step,
-                     errors=errors, first=first, allocates=allocates,
+                     errors=errors, first=first,
                      note=lambda message: found.append(tracing.Finding("assumption", message)))
     if data is not None:
         with contextlib.suppress(Exception):  # a fill it refuses (indices out of range)
@@ -311,7 +318,8 @@ def fit(name: str, run: Callable[[dict[str, int]], Any], shaped: Callable[[Any],
                                         f"{named(short(error), bases[0].env)}); assumes "
                                         f"{base.assumes}"))
     held = floors_hold(shapes_at, (args, kwargs), env, fits)
-    return template_of(sample, fresh_keys(fits, seen), env), tuple(found), held
+    keys = _told_apart(shapes_at, (args, kwargs), base, fits, seen)
+    return template_of(sample, keys, env), tuple(found), held
 
 
 def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
@@ -326,6 +334,40 @@ def fresh_keys(fits: list[list[Dim | None] | None], seen: list[Shapes]
     return [None if dims is None else
             [tuple(at(g, j, i) for g in seen) if d is None else d for i, d in enumerate(dims)]
             for j, dims in enumerate(fits)]
+
+
+def _told_apart(shaped: Callable[[dict[str, int]], Shapes], args: Any, base: Base,
+                fits: list[list[Dim | None] | None], seen: list[tuple[dict[str, int], Shapes]]
+                ) -> list[list[Dim | tuple[int | None, ...]] | None]:
+    """:func:`fresh_keys` of ``fits``, two fresh sizes equal at every run ``seen`` (H // 10
+    and (H + 2) // 10 at H = 52, 76, 57, 104) told apart first by runs one unit apart from the
+    base along each symbol (:func:`_apart`): a floor by a count differs there (H = 58) if
+    anywhere, a change of that floor within :data:`SPAN` units of one."""
+    def keys() -> list[list[Dim | tuple[int | None, ...]] | None]:
+        return fresh_keys(fits, [shapes for _, shapes in seen])
+
+    def merged() -> bool:
+        fresh = [k for dims in keys() if dims for k in dims if isinstance(k, tuple)]
+        return len(fresh) != len(set(fresh))
+    for s in symbols(args) if merged() else ():
+        with contextlib.suppress(Exception):  # refused, or too large: no more evidence
+            for r in _apart(base.env[s], base.unit, largest_count(*args)):
+                shaped({**base.env, s: base.env[s] + r * base.unit})
+        if not merged():
+            break
+    return keys()
+
+
+def _apart(start: int, unit: int, count: int) -> list[int]:
+    """Steps (of ``unit``) from ``start`` that :func:`_told_apart` runs: one per residue of a
+    count up to ``4 * SPAN`` (at least :data:`SPAN`); past it, SPAN, then SPAN either side of
+    the count's next multiple, where a floor by it changes (``avg_pool2d(x, 200, padding=(0,
+    1))``: H // 200 and (H + 2) // 200 differ only at H = 198, 199 modulo 200)."""
+    if count <= 4 * SPAN:
+        return list(range(1, max(SPAN, count) + 1))
+    at = (start + (SPAN + 1) * unit + count - 1) // count * count  # past the first SPAN
+    middle = (at - start) // unit
+    return [*range(1, SPAN + 1), *range(middle - SPAN, middle + SPAN + 1)]
 
 
 def _far(shaped: Callable[[dict[str, int]], Shapes], name: str, args: Any,
@@ -386,8 +428,10 @@ def template(sample: Any, fits: Iterator[list[Any] | None],
              leaf: Callable[[Any], tuple[Any, ...]]) -> Any:
     """A fitted result as data, built afresh per call by :func:`build`: ``("seq", type,
     parts)``, ``("size", dim)`` of an int (an unfitted size is its key from
-    :func:`fresh_keys`, or its sample value: a fresh size), ``("array", dims, kind)`` where
-    ``leaf`` says ``("array", kind)``, or what ``leaf`` says of any other leaf."""
+    :func:`fresh_keys`, or its sample value: a fresh size), ``("array", dims, kind, shared)``
+    where ``leaf`` says ``("array", kind)`` or ``("array", kind, shared)`` (the axes whose
+    elements share memory: a view of an expanded input), or what ``leaf`` says of any other
+    leaf."""
     if isinstance(sample, tuple | list):
         return ("seq", type(sample), tuple(template(x, fits, leaf) for x in sample))
     sizes = next(fits)
@@ -396,7 +440,7 @@ def template(sample: Any, fits: Iterator[list[Any] | None],
     tag = leaf(sample)
     if tag[0] == "array":
         return ("array", tuple(int(n) if d is None else d for d, n in
-                               zip(sizes or (), sample.shape, strict=False)), tag[1])
+                               zip(sizes or (), sample.shape, strict=False)), *tag[1:])
     return tag
 
 
@@ -413,7 +457,10 @@ def build(template: Any, fresh: dict[Any, Dim] | None = None, inputs: list[Any] 
 
     tag = template[0]
     if tag == "array":
-        return S.SymArray([dim(d) for d in template[1]], template[2])
+        out = S.SymArray([dim(d) for d in template[1]], template[2])
+        if any(template[3:]):  # a stride of 0 on each shared axis
+            out.moved = tuple(0 if i in template[3] else s for i, s in enumerate(strides_of(out)))
+        return out
     if tag == "size":
         d = dim(template[1])
         return sym_sizes.SymSize(d) if d.constant is None else d.constant
@@ -578,7 +625,7 @@ def fit_key(op: Any, args: Any, kwargs: dict[str, Any], at: Any = None,
     call while looking the same."""
     def describe(v: Any) -> Any:
         if isinstance(v, S.SymArray):
-            return "A", v.dims, v.kind
+            return "A", v.dims, v.kind, tuple(shared(v))
         if isinstance(v, sym_sizes.SymSize):
             return "S", v.dim
         if isinstance(v, sym_sizes.SymRange):

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.broadcasting import broadcast, carry_strides, differ, shape_text
 from tensig.check.sym_indexing import at_most
 from tensig.check.sym_sizes import (
     ONE,
@@ -24,6 +24,7 @@ from tensig.check.sym_sizes import (
     _holds,
     as_dim,
     counted_loop,
+    require_divisible,
 )
 from tensig.check.tracer import (
     CREATION_NUMPY,
@@ -35,7 +36,6 @@ from tensig.check.tracer import (
     _sym,
     _varargs,
     broadcast_to,
-    chunk,
     clip,
     elementwise,
     expand_dims,
@@ -47,7 +47,6 @@ from tensig.check.tracer import (
     reduce_,
     reduction,
     result_kind,
-    split,
     squeeze,
     swapaxes,
     unary,
@@ -399,10 +398,16 @@ def broadcast_shapes(*shapes: Any) -> tuple[Any, ...]:
 
 def _arange(*args: Any, **kw: Any) -> SymArray:
     """``arange([start,] stop[, step])``, bounds by keyword too: ``ceil((stop - start) / step)``
-    steps, a float step's quotient where it is exact (``0.5``: ``2*T``), else a fresh size."""
+    steps, a float step's quotient where it is exact (``0.5``: ``2*T``), else a fresh size; a
+    step that is a size (``T // S``) at least 1 (NumPy raises on 0), assumed where not known."""
     names = ("start", "stop", "step") if len(args) > 1 or "stop" in kw else ("stop", "step")
     given = {**dict(zip(names, args, strict=False)), **{k: v for k, v in kw.items() if k in names}}
     start, stop, step = given.get("start", 0), given["stop"], given.get("step", 1)
+    if isinstance(step, SymSize) and step.dim.constant is None and not isinstance(start, float) \
+            and not isinstance(stop, float):
+        at_most(ONE, step.dim, "op-shape", f"arange with a step of {step.dim}, never positive",
+                f"arange's step {step.dim} at least 1 (it raises on a step of 0)")
+        return SymArray([(SymSize(as_dim(stop) - as_dim(start) + step.dim - 1) // step).dim], "i")
     k = step if isinstance(step, float) else as_dim(step).constant
     if isinstance(start, float) or isinstance(stop, float) or k is None or not k > 0:
         raise Unsupported("arange with a float bound or a symbolic or negative step")
@@ -416,6 +421,55 @@ def _arange(*args: Any, **kw: Any) -> SymArray:
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = float, **kw: Any) -> SymArray:
     """``eye`` and NumPy's ``tri`` (the same signature): ``[n, m]``, ``m`` by default ``n``."""
     return SymArray([n, m if m is not None else n], kind_of(dtype) or "f")
+
+
+def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``split(size_or_sections, dim)``: pieces of a size (the last one shorter where
+    they do not fill the axis), or given sizes."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    n = a.dims[ax]
+    if isinstance(size_or_sections, list | tuple):
+        sizes = [as_dim(v) for v in size_or_sections]
+        total = sum(sizes, ONE * 0)
+        if not tracer().equal_under_assumptions(total, n):
+            tracer().report("split", f"split into {shape_text(sizes)} "
+                                     f"({total} in all) of an axis of size {n}")
+    else:
+        size = as_dim(size_or_sections)
+        count = n // size if size.constant is not None else _pieces(n, size)
+        if count is None or count.constant is None:
+            raise Unsupported("split into a symbolic number of pieces")
+        rest = (n - count * size).constant  # of a number: torch's last piece is shorter
+        sizes = [size] * int(count.constant) + ([ONE * rest] if rest else [])
+    return tuple(_piece(a, ax, v) for v in sizes)
+
+
+def _pieces(n: Dim, size: Dim) -> Dim | None:
+    """``n / size`` when it is one constant wherever the recorded divisions are exact: the
+    count at one such point, then shown at all (:meth:`Tracer.equal_under_assumptions`)."""
+    t = tracer()
+    env = t.assumption_env()
+    total, piece = n.evaluate(env), size.evaluate(env)
+    if piece <= 0 or total % piece:
+        return None
+    count = Dim.const(total // piece)
+    return count if t.equal_under_assumptions(n, count * size) else None
+
+
+def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
+          **kw: Any) -> tuple[SymArray, ...]:
+    """torch's ``chunk(n, dim)``: ``n`` equal pieces (a symbolic axis must divide evenly here;
+    a literal one is split as torch does, in pieces of ``ceil(size / n)``: fewer where they
+    run out), and NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
+    :func:`~tensig.check.sym_sizes.require_divisible`)."""
+    a = _sym(x)
+    ax = _axis(kw.get("axis", dim), a.ndim)
+    size = a.dims[ax].constant
+    if error is None and size:  # torch's 4 in 3 chunks: [2, 2]; 1 in 2: [1]
+        return split(a, -(-size // int(chunks)), ax)
+    piece = require_divisible(a.dims[ax], int(chunks), error=error)
+    return tuple(_piece(a, ax, piece) for _ in range(int(chunks)))
 
 
 def np_split(x: Any, indices_or_sections: Any, axis: int = 0, equal: bool = True
@@ -432,8 +486,14 @@ def np_split(x: Any, indices_or_sections: Any, axis: int = 0, equal: bool = True
         indices_or_sections = itertools.accumulate((a.dims[ax] + k - 1 - i) // k
                                                    for i in range(k - 1))
     cuts = [ONE * 0, *[as_dim(i) for i in indices_or_sections], a.dims[ax]]
-    return tuple(SymArray((*a.dims[:ax], hi - lo, *a.dims[ax + 1:]), a.kind)
-                 for lo, hi in itertools.pairwise(cuts))
+    return tuple(_piece(a, ax, hi - lo) for lo, hi in itertools.pairwise(cuts))
+
+
+def _piece(a: SymArray, ax: int, n: Dim) -> SymArray:
+    """A piece of ``a``, ``n`` long on axis ``ax`` (of a split, a chunk): a view of it."""
+    out = SymArray((*a.dims[:ax], n, *a.dims[ax + 1:]), a.kind)
+    carry_strides(a, out, [(i, 1) for i in range(a.ndim)])
+    return out
 
 
 _REDUCTIONS = {"sum": None, "prod": None, "max": None, "min": None, "amax": None, "amin": None,

@@ -24,7 +24,7 @@ import numpy as np
 from tensig.check import findings
 from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, grain, plugin, tracer
 from tensig.check.tracing import period as tracing_period
-from tensig.core.dims import Dim
+from tensig.core.dims import Dim, exact_quotient
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",
@@ -211,42 +211,36 @@ def sym_sqrt(x: Any) -> Any:
 _SQRT = math.sqrt
 
 
-def _divisor(size: SymSize, op: str, o: Any) -> Any:
-    """A divisor that is a size: its number where known; a symbolic one stops the trace, as the
-    witnesses' quotient was wrong at every other size (``x.view(B, T, H, D // H)`` failed as a
-    reshape into ``[B, T, H, 0]``)."""
-    if not isinstance(o, SymSize):
-        return o
-    if o.dim.constant is not None:
-        return o.dim.constant
-    raise Unsupported(f"{size.dim} {op} {o.dim} (a division by a size; verify with {o.dim} a "
-                      "number: a literal in the annotation, or bound by functools.partial)")
+def quotient(n: Dim, d: Dim) -> Dim:
+    """``n // d`` of a symbolic size ``d`` (DDIM's ``T // S``), which no floor of the algebra
+    is (its divisors are numbers; the witnesses' quotient was wrong at every other size): a
+    fresh size ``q`` less one, so that it may be 0 (where T < S: nothing decides it at least
+    1), one per ``n`` and ``d`` in a trace, ``n // d`` at the witness.  ``n`` is assumed at
+    least 0 and ``d`` at least 1 where that is not known (the witness's quotient then taken
+    in that range); a known negative ``n`` is minus a ceiling (``-T // S``: ``-((T + S - 1) //
+    S)``), never a size."""
+    t = tracer()
+    if _positive(-n, frozenset(t.positive)):
+        return -quotient(d - 1 - n, d)
+    for x, least in ((n, 0), (d, 1)):
+        if not _positive(x + 1 - least, frozenset(t.positive)):  # known, or assumed before
+            _assume(f"{x} >= {least}", True, f"({n}) // ({d}) taken as a size")
+            t.positive.add(x + 1 - least)
+    if ("//", n, d) not in t.min_dims:  # the witness's quotient, in the range assumed
+        at = max(t.value(n), 0) // max(t.value(d), 1)
+        named = f"{n}_over_{d}_" if f"{n}{d}".isidentifier() else "q"  # T_over_S_1 - 1
+        t.min_dims[("//", n, d)] = t.new_dim(named, at + 1) - 1
+    return t.min_dims[("//", n, d)]
 
 
-def exact_quotient(total: Dim, known: Dim) -> Dim | None:
-    """``total / known`` where it divides exactly as polynomials (``N*oh*ow*C / (N*oh*ow)`` of
-    sums ``oh = (H - K) // 2 + 1``), else None."""
-    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
+def _symbolic(o: Any) -> bool:
+    """A divisor that is a size not known as a number (``S``, not ``D // H`` bound to 4)."""
+    return isinstance(o, SymSize) and o.dim.constant is None
 
-    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
-        powers = dict(m)
-        exps = tuple(powers.get(a, 0) for a in atoms)
-        return sum(exps), exps
 
-    lead = max(known.terms, key=order)
-    quotient, rest = Dim.const(0), total
-    for _ in range(4 * len(total.terms) + 4):
-        if rest.constant == 0:
-            return quotient
-        top = max(rest.terms, key=order)
-        powers = dict(top)
-        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
-        if remainder or any(powers.get(a, 0) < p for a, p in lead):
-            return None
-        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
-                         start=Dim.const(coeff))
-        quotient, rest = quotient + term, rest - term * known
-    return None
+def _divisor(o: Any) -> Any:
+    """A divisor that is a size known as a number: that number."""
+    return o.dim.constant if isinstance(o, SymSize) else o
 
 
 def _read_back(o: Any) -> Any:
@@ -320,7 +314,9 @@ class SymSize:
         o = _read_back(o)
         if (q := self._exact(o)) is not None:
             return SymSize(q)
-        o = _divisor(self, "//", o)
+        if _symbolic(o):
+            return SymSize(quotient(self.dim, o.dim))
+        o = _divisor(o)
         if isinstance(o, int) and o > 0:
             return SymSize(require_divisible(self.dim, o, floor=True))
         return SymFloat(float(self) // o) if isinstance(o, float) else int(self) // int(o)
@@ -337,7 +333,9 @@ class SymSize:
         o = _read_back(o)
         if self._exact(o) is not None:
             return SymSize(ONE * 0)  # H*W % W, as the // beside it divides
-        o = _divisor(self, "%", o)
+        if _symbolic(o):
+            return SymSize(self.dim - o.dim * quotient(self.dim, o.dim))
+        o = _divisor(o)
         if isinstance(o, int) and o > 0:
             return SymSize(self.dim % o)
         return int(self) % int(o)

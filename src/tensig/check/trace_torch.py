@@ -21,7 +21,7 @@ import torch
 
 from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace_numpy, tracing
 from tensig.check import tracer as S
-from tensig.check.broadcasting import broadcast, differ, shape_text
+from tensig.check.broadcasting import broadcast, carry_strides, differ, shape_text, shared
 from tensig.check.sym_functions import created
 from tensig.check.tracing import tracer
 
@@ -209,8 +209,11 @@ def _name(func: Any) -> str:
 def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> Any:
     """``func`` on meta tensors at ``env`` (real tensors moved there too), and which result
     tensors are the arguments' own (by id, to their place among the arguments' leaves: an
-    in-place op returns its input)."""
+    in-place op returns its input).  A tensor whose elements share memory is expanded there
+    too, so a view of it shares (:func:`_leaf`), but for an in-place op: its refusal is
+    reported as such (:func:`~tensig.check.broadcasting.write_shared`)."""
     memo: dict[int, Any] = {}
+    expand = not getattr(func, "__name__", "").endswith("_")
 
     def meta(v: Any) -> Any:
         if isinstance(v, torch.device):
@@ -219,8 +222,8 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
             return v
         got = memo.get(id(v))
         if got is None:
-            got = memo[id(v)] = v.to("meta") if isinstance(v, torch.Tensor) else torch.empty(
-                [d.evaluate(env) for d in v.dims], dtype=dtype_of(v), device="meta")
+            got = memo[id(v)] = v.to("meta") if isinstance(v, torch.Tensor) else \
+                _meta(v, env, expand)
         return got
     margs, mkw = size_fit.concrete(args, env, meta), size_fit.concrete(kwargs, env, meta)
     if "device" in mkw:
@@ -232,6 +235,14 @@ def _run(func: Any, args: Any, kwargs: dict[str, Any], env: dict[str, int]) -> A
     with torch.no_grad():
         result = func(*margs, **mkw)
     return result, inputs
+
+
+def _meta(a: S.SymArray, env: dict[str, int], expand: bool) -> torch.Tensor:
+    """A meta tensor of ``a``'s sizes at ``env``, its shared axes expanded from size 1."""
+    sizes, axes = [d.evaluate(env) for d in a.dims], shared(a) if expand else []
+    one = torch.empty([1 if i in axes else n for i, n in enumerate(sizes)], dtype=dtype_of(a),
+                      device="meta")
+    return one.expand(sizes) if axes else one
 
 
 _SHAPE_ERRORS = (RuntimeError, ValueError, IndexError, TypeError, AssertionError)
@@ -268,8 +279,10 @@ def _fit(func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         def leaf(head: Any) -> tuple[Any, ...]:
             if isinstance(head, torch.Tensor):
                 i = inputs.get(id(head))
-                if i is None:
-                    return "array", S.kind_of(head) or "f"
+                if i is None:  # its shared axes: a view of an expanded input's
+                    return "array", S.kind_of(head) or "f", tuple(
+                        j for j, (n, st) in enumerate(zip(head.shape, head.stride(), strict=True))
+                        if st == 0 and n != 1)
                 orig = list(size_fit.leaves(args))[i]
                 if isinstance(orig, S.SymArray) and \
                         list(head.shape) != [d.evaluate(base) for d in orig.dims]:
@@ -496,8 +509,15 @@ def _unbind(x: Any, dim: int = 0) -> tuple[S.SymArray, ...]:
     axis = S._axis(dim, a.ndim)
     n = a.dims[axis]
     tracer().begin(n)
-    dims = (*a.dims[:axis], *a.dims[axis + 1:])
-    return tuple(S.SymArray(dims, a.kind) for _ in range(tracer().value(n)))
+    return tuple(_row(a, axis) for _ in range(tracer().value(n)))
+
+
+def _row(a: S.SymArray, axis: int) -> S.SymArray:
+    """One step of ``a`` along ``axis`` (of ``unbind``): a view of it."""
+    origin = [(i, 1) for i in range(a.ndim) if i != axis]
+    out = S.SymArray([a.dims[i] for i, _ in origin], a.kind)
+    carry_strides(a, out, origin)
+    return out
 
 
 def _pad(x: Any, pad: Any, mode: str = "constant", value: Any = None) -> S.SymArray:

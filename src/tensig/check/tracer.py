@@ -18,8 +18,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from tensig.check.broadcasting import broadcast, differ, shape_text, write_shared
-from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint, viewable
+from tensig.check.broadcasting import (
+    broadcast,
+    carry_strides,
+    differ,
+    shape_text,
+    strides_of,
+    write_shared,
+)
+from tensig.check.reshape_order import Skew, carry_skew, divide, order_lint, view_strides
 from tensig.check.sym_indexing import at_most, check_index, slice_len
 from tensig.check.sym_sizes import (
     _LEN,
@@ -29,7 +36,6 @@ from tensig.check.sym_sizes import (
     SymSize,
     _LoopInt,
     as_dim,
-    require_divisible,
 )
 from tensig.check.tracing import (
     _TORCH_STYLE,
@@ -160,8 +166,9 @@ class SymArray:
 
     __array_priority__ = 1000
     skew: Skew | None = None  # the reorder that made it (reshape_order.Skew)
-    moved: tuple[int, ...] | None = None  # a permute's strides at the witness (see view)
-    shared: tuple[Dim, ...] = ()  # the sizes broadcast_to gave size-1 axes (one memory each)
+    # strides at the witness where not C order's: a permute's, an expand's (0: an axis whose
+    # elements share one memory), carried through views (broadcasting.carry_strides)
+    moved: tuple[int, ...] | None = None
 
     def __init__(self, dims: Iterable[Dim | int], kind: str = "f",
                  loose: frozenset[int] = frozenset()):
@@ -234,9 +241,11 @@ class SymArray:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """The value must broadcast into the target slice, its leading 1s beyond the target's
-        rank dropped, as NumPy and torch do."""
+        rank dropped, as NumPy and torch do; in torch not into a view whose elements share
+        memory (``write_shared``)."""
         target, v = getitem(self, key), _sym(value)
         tracer().written(self)
+        write_shared(target, "an assignment")
         while v.ndim > target.ndim and v.dims[0] == ONE:
             v = SymArray(v.dims[1:], v.kind)
         into(target, v, "an assignment")
@@ -286,13 +295,11 @@ class SymArray:
         return reshape(self, _varargs(shape, kw.get("shape")))
 
     def view(self, *shape: Any, **kw: Any) -> SymArray:
-        """torch's view: of a permuted tensor only where its strides allow it (torch raises,
-        reshape copies), decided at the witness, whose sizes are all more than 1."""
+        """torch's view: of a permuted or expanded tensor only where its strides allow it
+        (torch raises, reshape copies), decided at the witness, whose sizes are all above 1."""
         out = self.reshape(*shape, **kw)
-        value = tracer().value
-        if self.moved is not None and _TORCH_STYLE.get() and not viewable(
-                [value(d) for d in self.dims], self.moved, [value(d) for d in out.dims]):
-            tracer().report("op-shape", f"view of a permuted {shape_text(self)} as "
+        if self.moved is not None and out.moved is None and _TORCH_STYLE.get():
+            tracer().report("op-shape", f"view of a permuted or expanded {shape_text(self)} as "
                             f"{shape_text(out)}: torch raises (its strides do not allow it); "
                             "use reshape, or contiguous() first")
         return out
@@ -580,9 +587,9 @@ def broadcast_to(x: Any, dims: Sequence[Any]) -> SymArray:
         if d != ONE and d != target[i + off]:
             tracer().report("broadcast", f"broadcasts {d} against {target[i + off]} (broadcast_to "
                             f"{shape_text(a)} -> {shape_text(target)})")
-    out = SymArray(target, a.kind)
-    out.shared = tuple(d for i, d in enumerate(target) if d != ONE and
-                       (i < off or a.dims[i - off] == ONE))  # a stride of 0: one element
+    out, strides = SymArray(target, a.kind), strides_of(a)
+    out.moved = tuple(0 if i < off or a.dims[i - off] == ONE else strides[i - off]
+                      for i in range(len(target)))  # a stride of 0: one element
     return out
 
 
@@ -608,10 +615,7 @@ def permute(x: Any, axes: Sequence[int] | None = None) -> SymArray:
         raise ValueError(f"{list(given)} is not a permutation of the axes of {shape_text(a)}")
     out = SymArray([a.dims[i] for i in p], a.kind, frozenset(p.index(i) for i in a.loose))
     if a.ndim:  # its strides at the witness, for a view of it (SymArray.view)
-        value = tracer().value
-        strides = a.moved or tuple(math.prod(value(d) for d in a.dims[i + 1:])
-                                   for i in range(a.ndim))
-        out.moved = tuple(strides[i] for i in p)
+        out.moved = tuple(strides_of(a)[i] for i in p)
     return out
 
 
@@ -641,14 +645,13 @@ def expand_dims(x: Any, axis: int, size: Any = ONE) -> SymArray:
     """A new axis at ``axis`` (counted from the end when negative), of size 1 or ``size``;
     NumPy's tuple of axes counts them in the result."""
     a = _sym(x)
-    if isinstance(axis, tuple | list):
-        n, rest = a.ndim + len(axis), iter(a.dims)
-        ones = {_axis(ax, n) for ax in axis}
-        return SymArray([ONE if i in ones else next(rest) for i in range(n)], a.kind)
-    ax = int(axis)
-    dims = list(a.dims)
-    dims.insert(ax + a.ndim + 1 if ax < 0 else ax, as_dim(size))
-    return SymArray(dims, a.kind)
+    n = a.ndim + (len(axis) if isinstance(axis, tuple | list) else 1)
+    new = {_axis(ax, n) for ax in (axis if isinstance(axis, tuple | list) else (axis,))}
+    rest = iter(range(a.ndim))
+    origin = [None if i in new else (next(rest), 1) for i in range(n)]
+    out = SymArray([as_dim(size) if o is None else a.dims[o[0]] for o in origin], a.kind)
+    carry_strides(a, out, origin)
+    return out
 
 
 def squeeze(x: Any, axis: Any = None) -> SymArray:
@@ -663,7 +666,10 @@ def squeeze(x: Any, axis: Any = None) -> SymArray:
         elif d != ONE and numpy:
             tracer().report("op-shape", f"squeezes axis {i} of size {d} out of "
                                         f"{shape_text(a)}: NumPy raises unless it is 1")
-    return SymArray([d for i, d in enumerate(a.dims) if not (i in axes and d == ONE)], a.kind)
+    kept = [(i, 1) for i, d in enumerate(a.dims) if not (i in axes and d == ONE)]
+    out = SymArray([a.dims[i] for i, _ in kept], a.kind)
+    carry_strides(a, out, kept)
+    return out
 
 
 def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
@@ -680,6 +686,10 @@ def reshape(x: Any, shape: Sequence[Any]) -> SymArray:
         return SymArray([d for d in target if d is not None], a.kind)
     out = SymArray([d for d in target if d is not None], a.kind)
     out.skew = order_lint(a, out)
+    if a.moved is not None and a.ndim:  # a view where the strides allow it, else a copy
+        value = tracer().value
+        out.moved = view_strides([value(d) for d in a.dims], a.moved,
+                                 [value(d) for d in out.dims])
     return out
 
 
@@ -699,9 +709,11 @@ def getitem(x: SymArray, key: Any) -> SymArray:
     axis = 0
     advanced: list[SymArray] = []
     adv_pos = None
+    origin: list[tuple[int, int] | None] = []  # of a basic index: a view (carry_strides)
     for k in key:
         if k is None:
             dims.append(ONE)
+            origin.append(None)
             continue
         if isinstance(k, SymArray) and k.kind == "b":  # a boolean mask: a data-dependent size
             covered = x.dims[axis:axis + k.ndim]  # matched exactly: a mask does not broadcast
@@ -722,6 +734,7 @@ def getitem(x: SymArray, key: Any) -> SymArray:
             advanced.append(_sym(k))
         elif isinstance(k, slice):
             dims.append(slice_len(x.dims[axis], k))
+            origin.append((axis, int(k.step) if isinstance(k.step, int | np.integer) else 1))
         else:
             check_index(x.dims[axis], k)
         axis += 1
@@ -729,7 +742,10 @@ def getitem(x: SymArray, key: Any) -> SymArray:
         adv_dims, _ = broadcast(advanced, "advanced indexing")
         assert adv_pos is not None
         dims[adv_pos:adv_pos] = list(adv_dims)
-    return SymArray(dims, x.kind)
+    out = SymArray(dims, x.kind)
+    if adv_pos is None:  # basic indexing: a view (advanced indexing copies)
+        carry_strides(x, out, origin)
+    return out
 
 
 def matmul(a: Any, b: Any) -> SymArray:
@@ -744,53 +760,3 @@ def matmul(a: Any, b: Any) -> SymArray:
     batch, _ = broadcast([SymArray(xd[:-2]), SymArray(yd[:-2])], "matmul's batch axes")
     out = list(batch) + ([xd[-2]] if x.ndim > 1 else []) + ([yd[-1]] if y.ndim > 1 else [])
     return SymArray(out, "f" if "f" in (x.kind, y.kind) else x.kind)
-
-
-def split(x: Any, size_or_sections: Any, dim: int = 0, **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``split(size_or_sections, dim)``: pieces of a size (the last one shorter where
-    they do not fill the axis), or given sizes."""
-    a = _sym(x)
-    ax = _axis(kw.get("axis", dim), a.ndim)
-    n = a.dims[ax]
-    if isinstance(size_or_sections, list | tuple):
-        sizes = [as_dim(v) for v in size_or_sections]
-        total = sum(sizes, ONE * 0)
-        if not tracer().equal_under_assumptions(total, n):
-            tracer().report("split", f"split into {shape_text(sizes)} "
-                                     f"({total} in all) of an axis of size {n}")
-    else:
-        size = as_dim(size_or_sections)
-        count = n // size if size.constant is not None else _pieces(n, size)
-        if count is None or count.constant is None:
-            raise Unsupported("split into a symbolic number of pieces")
-        rest = (n - count * size).constant  # of a number: torch's last piece is shorter
-        sizes = [size] * int(count.constant) + ([ONE * rest] if rest else [])
-    return tuple(SymArray((*a.dims[:ax], v, *a.dims[ax + 1:]), a.kind) for v in sizes)
-
-
-def _pieces(n: Dim, size: Dim) -> Dim | None:
-    """``n / size`` when it is one constant wherever the recorded divisions are exact: the
-    count at one such point, then shown at all (:meth:`Tracer.equal_under_assumptions`)."""
-    t = tracer()
-    env = t.assumption_env()
-    total, piece = n.evaluate(env), size.evaluate(env)
-    if piece <= 0 or total % piece:
-        return None
-    count = Dim.const(total // piece)
-    return count if t.equal_under_assumptions(n, count * size) else None
-
-
-def chunk(x: Any, chunks: int, dim: int = 0, error: tuple[str, str] | None = None,
-          **kw: Any) -> tuple[SymArray, ...]:
-    """torch's ``chunk(n, dim)``: ``n`` equal pieces (a symbolic axis must divide evenly here;
-    a literal one is split as torch does, in pieces of ``ceil(size / n)``: fewer where they
-    run out), and NumPy's ``split`` into ``n``, which fails where it does not (``error``: see
-    :func:`~tensig.check.sym_sizes.require_divisible`)."""
-    a = _sym(x)
-    ax = _axis(kw.get("axis", dim), a.ndim)
-    size = a.dims[ax].constant
-    if error is None and size:  # torch's 4 in 3 chunks: [2, 2]; 1 in 2: [1]
-        return split(a, -(-size // int(chunks)), ax)
-    piece = require_divisible(a.dims[ax], int(chunks), error=error)
-    return tuple(SymArray((*a.dims[:ax], piece, *a.dims[ax + 1:]), a.kind)
-                 for _ in range(int(chunks)))

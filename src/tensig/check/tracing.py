@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.check import findings
-from tensig.core.dims import Dim, FloorDiv, Mod
+from tensig.core.dims import Dim, FloorDiv, Mod, exact_quotient
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
@@ -114,7 +114,8 @@ class Tracer:
     max_steps: int = field(default_factory=lambda: MAX_STEPS)
     used_jax: bool = False  # a JAX function saw symbolic values (verify's JAX fallback)
     rows: dict[Dim, int] = field(default_factory=dict)  # axis size -> row a loop is at
-    min_dims: dict[tuple[Dim, Dim], Dim] = field(default_factory=dict)  # undecided min(m, n)
+    # one fresh size per function of sizes: an undecided min(m, n), ("//", n, d)
+    min_dims: dict[tuple[Any, ...], Dim] = field(default_factory=dict)
     _envs: dict[Any, dict[str, int]] = field(default_factory=dict, repr=False,
                                              compare=False)  # see assumption_env
     masks: dict[int, tuple[Any, Dim]] = field(default_factory=dict)  # id -> (mask, its count)
@@ -138,12 +139,29 @@ class Tracer:
                 return True  # zero at every size, not canonically: 2*(T // 2) + T % 2 == T
         within = divisions(a - b) & self.exact
         if not _zero_where_exact(a - b, frozenset(within)):
-            return False
+            return self._exact_by_size(a - b)
         for d in sorted(within, key=str):  # only those it needs: [N, L // 4, 2, D // 2] is
             if _zero_where_exact(a - b, frozenset(within - {d})):  # [N, L // 4, D] at any L
                 within = within - {d}
         self.rely(a - b, within)
         return True
+
+    def _exact_by_size(self, diff: Dim) -> bool:
+        """``diff`` a multiple of one remainder ``n % d`` by a size (``B*T*D - B*T*H*(D //
+        H)``, sym_sizes.quotient): zero where ``d`` divides ``n``, a requirement (a warning)
+        said once, where it is first relied on, as a floor's (:meth:`rely`)."""
+        for (n, d), q in self.quotients().items():
+            if q.symbols & diff.symbols and exact_quotient(diff, n - d * q) is not None:
+                said = f"requires {n} divisible by {d}"
+                if all(f.message != said for f in self.findings):
+                    self.report("assumption", said)
+                return True
+        return False
+
+    def quotients(self) -> dict[tuple[Dim, Dim], Dim]:
+        """The floor divisions by a symbolic size made so far (sym_sizes.quotient): ``(n, d)``
+        to ``n // d``, a fresh size that only ``n`` and ``d`` decide."""
+        return {(k[1], k[2]): q for k, q in self.min_dims.items() if isinstance(k[0], str)}
 
     def require(self, p: Dim, k: int, floor: bool = False) -> None:
         """Record ``p // k`` as exact: a requirement (a warning), or with ``floor`` (the code's

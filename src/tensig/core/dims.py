@@ -38,6 +38,7 @@ tensig.InconclusiveError: cannot decide B < T: it depends on the sizes
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -622,3 +623,29 @@ class Condition:
 
     def __repr__(self) -> str:
         return f"Condition.{self.kind}({self.expr!r}, {self.modulus})"  # at_least/equal: 0
+
+
+def exact_quotient(total: Dim, known: Dim) -> Dim | None:
+    """``total / known`` where it divides exactly as polynomials (``N*oh*ow*C / (N*oh*ow)`` of
+    sums ``oh = (H - K) // 2 + 1``), else None."""
+    atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
+
+    def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
+        powers = dict(m)
+        exps = tuple(powers.get(a, 0) for a in atoms)
+        return sum(exps), exps
+
+    lead = max(known.terms, key=order)
+    quotient, rest = Dim.const(0), total
+    for _ in range(4 * len(total.terms) + 4):
+        if rest.constant == 0:
+            return quotient
+        top = max(rest.terms, key=order)
+        powers = dict(top)
+        coeff, remainder = divmod(rest.terms[top], known.terms[lead])
+        if remainder or any(powers.get(a, 0) < p for a, p in lead):
+            return None
+        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
+                         start=Dim.const(coeff))
+        quotient, rest = quotient + term, rest - term * known
+    return None
