@@ -1,0 +1,104 @@
+"""verify on idioms the other corpora use least (tests/verify_corpus/probe_2026c.py): RoIAlign,
+YOLO anchors, RoPE by position ids, speculative decoding, DeepSets, LightGCN's sparse products,
+two towers, TD3, F.fold, bucketize, torch.diff; S4D, sklearn-style scalers, tensordot, K-FAC,
+np.roll stencils, put_along_axis, Gaussian conditioning, np.cross; VQ-VAE, Flax attention, AGC
+over pytrees, GQA, SchNet under vmap, RK4 under fori_loop, SigLIP and dynamic_slice crops, in
+NumPy, PyTorch and JAX.  Each pair is a correct function and a twin with one planted bug; the
+oracles run each correct one, and each bug, on real arrays of its own library."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from arrays import clean, kinds, pair_holds
+from tensig import Float
+from tensig.check.testing import shape_for, sizes
+from tensig.check.verify import verify
+from tensig.core.annotations import signature_of
+from test_verify_realcode_domains import _arguments, mixes_libraries, returns_declared
+from verify_corpus.probe_2026c import ASSUMES, CASES, KNOWN_GAPS, STOPS, tensor_regression_bug
+
+HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
+GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
+
+
+def test_the_corpus_mixes_the_three_libraries():
+    mixes_libraries(CASES, 24, 8)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), HELD, ids=[c[0] for c in HELD])
+def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+    pair_holds(name, good, bad, code, ASSUMES, STOPS)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), GAPS or [("none", None, None, "")],
+                         ids=[c[0] for c in GAPS] or ["none"])
+def test_a_known_gap_is_still_a_gap(name, good, bad, code):
+    """Fails once verify holds the pair: then move it out of KNOWN_GAPS."""
+    if good is None:
+        pytest.skip("no known gaps")
+    with pytest.raises(AssertionError):
+        pair_holds(name, good, bad, code, ASSUMES, STOPS)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+    returns_declared(name, good)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
+def test_each_bug_fails_when_run(name, good, bad, code):
+    """The oracle that each planted bug is one: run by its own library at distinct sizes, it
+    raises or returns a shape its annotation does not declare."""
+    env = sizes(bad, start=8)
+    try:
+        out = bad(*_arguments(bad, env, 0))
+    except (ValueError, TypeError, RuntimeError, IndexError):  # the library's shape error
+        return
+    result = signature_of(bad).result
+    markers = result if isinstance(result, tuple) else (result,)
+    got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
+    assert got != tuple(shape_for(m.shape, env) for m in markers), (name, env)
+
+
+# -- defects the corpus found, each fixed in src/tensig/check -----------------------------------
+
+
+def _kv_per_query_head(k: Float[np.ndarray, "B S G D"], q: Float[np.ndarray, "B T G*R D"]
+                       ) -> Float[np.ndarray, "B S G*R D"]:
+    return np.repeat(k, q.shape[2] // k.shape[2], axis=2)
+
+
+def test_a_count_that_is_a_size_repeats_to_a_product_of_sizes():
+    """GQA's ``repeat(k, H // G, axis=2)``: the fitted result G * R is a product of an axis and
+    the count, which the fit did not try; it was a fresh size with a warning, and the
+    attention after it stopped the trace."""
+    assert _kv_per_query_head(np.ones((2, 3, 5, 4)), np.ones((2, 7, 15, 4))).shape == (2, 3, 15, 4)
+    r = verify(_kv_per_query_head)
+    assert clean(r), str(r)
+    r = verify(lambda x, n: np.tile(x, n.shape[0]), "B D; N => B N*D")
+    assert clean(r), str(r)
+    r = verify(lambda x, n: np.repeat(x, n.shape[0], axis=0), "B D; N => B N")
+    assert kinds(r) == ["return-shape"] and "[B*N, D]" in str(r), str(r)
+
+
+def test_tensordot_pairs_its_axes_as_a_contraction():
+    """``np.tensordot`` over the wrong pairing of axes was fitted: 'fails at every size:
+    shape-mismatch for sum', and the trace went on with its first operand's shape, two more
+    findings that were no bugs.  Now the pairs are a contraction named by their sizes, in
+    NumPy, torch (``dims=``) and JAX, the count form (``axes=2``) too."""
+    with pytest.raises(ValueError, match="shape-mismatch"):
+        tensor_regression_bug(np.ones((2, 3, 4)), np.ones((3, 4, 5)), np.ones(5))
+    r = verify(tensor_regression_bug)
+    assert set(kinds(r)) == {"contraction"} and "R with C" in str(r), str(r)
+    spec = "N R C; R C K => N K"
+    assert clean(verify(lambda x, w: torch.tensordot(x, w, dims=2), spec))
+    assert clean(verify(lambda x, w: jnp.tensordot(x, w, axes=([1, 2], [0, 1])), spec))
+    assert clean(verify(lambda x, w: np.tensordot(x, w, 2), spec))
+    r = verify(lambda x, w: torch.tensordot(x, w, dims=([2], [0])), "N R C; R C K => N R C K")
+    assert kinds(r) == ["contraction"] and "C with R" in str(r), str(r)
+    r = verify(lambda x, w: np.tensordot(x, w, axes=([1, 2], [0])), spec)
+    assert "op-shape" in kinds(r), str(r)
