@@ -8,10 +8,12 @@ oracles run each correct one, and each bug, on real arrays of its own library.""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from jax import lax
 
 from arrays import clean, kinds, pair_holds
 from tensig import Float
@@ -19,7 +21,14 @@ from tensig.check.testing import shape_for, sizes
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
 from test_verify_realcode_domains import _arguments, mixes_libraries, returns_declared
-from verify_corpus.probe_2026c import ASSUMES, CASES, KNOWN_GAPS, STOPS, tensor_regression_bug
+from verify_corpus.probe_2026c import (
+    ASSUMES,
+    CASES,
+    KNOWN_GAPS,
+    STOPS,
+    random_crops,
+    tensor_regression_bug,
+)
 
 HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
 GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
@@ -102,3 +111,22 @@ def test_tensordot_pairs_its_axes_as_a_contraction():
     assert kinds(r) == ["contraction"] and "C with R" in str(r), str(r)
     r = verify(lambda x, w: np.tensordot(x, w, axes=([1, 2], [0])), spec)
     assert "op-shape" in kinds(r), str(r)
+
+
+def _shuffled_windows(x: Float[jax.Array, "B T D"], key: jax.Array) -> Float[jax.Array, "B 4 D"]:
+    def row(r, k):
+        k1, k2 = jax.random.split(k)
+        start = jax.random.randint(jax.random.fold_in(k1, 7), (), 0, r.shape[0] - 4 + 1)
+        w = lax.dynamic_slice(r, (start, 0), (4, r.shape[1]))
+        return w[jax.random.permutation(k2, 4)]
+    return jax.vmap(row)(x, jax.random.split(key, x.shape[0]))
+
+
+def test_keys_split_by_a_size_stay_keys_under_vmap():
+    """One key per row (``vmap(f)(x, split(key, B))``), each split again inside: split was
+    fitted as an int32 array, and JAX refused its rows as keys; the trace stopped (under JAX's
+    own symbolic shapes, ``min`` and the crop's corner bound are inconclusive)."""
+    assert _shuffled_windows(jnp.ones((3, 5, 2)), jax.random.PRNGKey(0)).shape == (3, 4, 2)
+    for f in (_shuffled_windows, random_crops):
+        r = verify(f)
+        assert set(kinds(r)) == {"assumption"} and "assumes " in str(r) and not r.notes, str(r)

@@ -663,7 +663,7 @@ CASES = [
     ("schnet rbf filter", schnet_filter, schnet_filter_bug, "TS101"),
     ("rk4 neural ode", ode_rk4, ode_rk4_bug, "TS101"),
     ("siglip sigmoid loss", siglip_loss, siglip_loss_bug, "TS101"),
-    ("dynamic_slice crops", random_crops, random_crops_bug, "TS108"),
+    ("dynamic_slice crops", random_crops, random_crops_bug, "TS101"),
 ]
 # torch refused the buggy operands itself (verify's note says so)
 STOPS = {"fold overlap-add"}
@@ -671,7 +671,4 @@ STOPS = {"fold overlap-add"}
 ASSUMES: dict[str, str] = {"top-k sparsify": "assumes 4 <= D",
                            "dynamic_slice crops": "assumes 8 <= X"}
 # pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
-KNOWN_GAPS = {
-    "dynamic_slice crops": "keys split by a size, then mapped by vmap, reach jax.random.split "
-    "as int32 arrays (not modelled): the trace stops with a note",
-}
+KNOWN_GAPS: dict[str, str] = {}

@@ -216,6 +216,8 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
             for i, x in zip(at, arrays, strict=True):
                 filled[i] = x
             inner_a, inner_k = jax.tree_util.tree_unflatten(tree, filled)
+            if name.startswith("jax.random.") and inner_a:
+                inner_a = (_key_data(inner_a[0]), *inner_a[1:])
             return original(*inner_a, **inner_k)
 
         token = tracing._TRACER.set(None)  # JAX's own calls inside run JAX, not the wrappers
@@ -226,6 +228,18 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 
     return fitted(name, args, kw, call, make, jax.ShapeDtypeStruct, allocates=False,
                   op=original)
+
+
+def _key_data(x: Any) -> Any:
+    """A key made in the trace (``split(key, B)``'s rows under vmap) is an integer array
+    ``[..., 2]``, int32 as a stand-in: jax.random's functions take it as the uint32 key data
+    it is."""
+    import jax
+    import jax.numpy as jnp
+
+    if getattr(x, "dtype", None) == jnp.int32 and x.shape[-1:] == (2,):
+        return jax.lax.bitcast_convert_type(x, jnp.uint32)
+    return x
 
 
 # -- Hand models: jax.nn, lax's strict binary operations, jax.random, .at[] --------------------
