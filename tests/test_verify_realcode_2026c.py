@@ -130,3 +130,14 @@ def test_keys_split_by_a_size_stay_keys_under_vmap():
     for f in (_shuffled_windows, random_crops):
         r = verify(f)
         assert set(kinds(r)) == {"assumption"} and "assumes " in str(r) and not r.notes, str(r)
+
+
+def test_a_size_fits_a_product_of_two_operands_sizes():
+    """``torch.kron`` (K-FAC's Fisher block) and ``torch.cartesian_prod`` (a grid of pairs) give
+    products of sizes from different operands, which the fit did not try: fresh sizes, a
+    warning and a false return-shape error."""
+    assert torch.kron(torch.ones(2, 3), torch.ones(5, 7)).shape == (10, 21)
+    assert clean(verify(lambda a, b: torch.kron(a, b), "N M; P Q => N*P M*Q"))
+    assert clean(verify(lambda a, b: torch.cartesian_prod(a, b), "N; M => N*M 2"))
+    r = verify(lambda a, b: torch.kron(a, b.T), "N M; P Q => N*P M*Q")
+    assert kinds(r) == ["return-shape"] and "[N*Q, M*P]" in str(r), str(r)
