@@ -141,3 +141,20 @@ def test_a_size_fits_a_product_of_two_operands_sizes():
     assert clean(verify(lambda a, b: torch.cartesian_prod(a, b), "N; M => N*M 2"))
     r = verify(lambda a, b: torch.kron(a, b.T), "N M; P Q => N*P M*Q")
     assert kinds(r) == ["return-shape"] and "[N*Q, M*P]" in str(r), str(r)
+
+
+def _pair_products(x: Float[torch.Tensor, "N D"]) -> Float[torch.Tensor, "N*(N-1)//2 D"]:
+    """A factorization machine's pairwise interactions, the pairs by torch.combinations."""
+    i = torch.combinations(torch.arange(x.shape[0]))
+    return x[i[:, 0]] * x[i[:, 1]]
+
+
+def test_combinations_counts_the_subsets():
+    """torch.combinations has no meta kernel: the trace stopped with a note."""
+    assert _pair_products(torch.ones(5, 3)).shape == (10, 3)
+    assert clean(verify(_pair_products)), str(verify(_pair_products))
+    spec = "N => N*(N+1)*(N+2)//6 3"
+    assert torch.combinations(torch.arange(4), 3, with_replacement=True).shape == (20, 3)
+    assert clean(verify(lambda v: torch.combinations(v, 3, with_replacement=True), spec))
+    r = verify(lambda m: torch.combinations(m), "N D => N*(N-1)//2 2")
+    assert kinds(r) == ["op-shape"] and "1-D" in str(r), str(r)

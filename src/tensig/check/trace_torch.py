@@ -621,6 +621,18 @@ def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: 
     return S.SymArray((*a.dims[:-1], k), "i")
 
 
+def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymArray:
+    """``torch.combinations``: a vector's ``r``-element subsets (``n (n - 1) / 2`` pairs, 0 where
+    ``n < r``), with replacement its multisets; it has no meta kernel to fit."""
+    a = S._sym(x)
+    if a.ndim != 1:
+        tracer().report("op-shape", f"torch.combinations of {shape_text(a)}: it takes 1-D "
+                                    "tensors only")
+    top = a.dims[0] + (r - 1 if with_replacement else 0) if a.ndim else sym_sizes.ONE
+    return S.SymArray((math.prod((top - i for i in range(r)), start=sym_sizes.ONE)
+                       // math.factorial(r), r), a.kind)
+
+
 # torch functions whose name a tensor method shares with another meaning (x.unfold)
 _BY_FUNCTION: dict[Any, Callable[..., Any]] = {torch.nn.functional.unfold: im2col}
 
@@ -628,6 +640,7 @@ HAND: dict[str, Callable[..., Any]] = {
     **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy", "index_copy_")},
     "ctc_loss": ctc_loss,
     "multinomial": _multinomial,
+    "combinations": _combinations,
     "nonzero": _nonzero,
     "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,
