@@ -158,3 +158,33 @@ def test_combinations_counts_the_subsets():
     assert clean(verify(lambda v: torch.combinations(v, 3, with_replacement=True), spec))
     r = verify(lambda m: torch.combinations(m), "N D => N*(N-1)//2 2")
     assert kinds(r) == ["op-shape"] and "1-D" in str(r), str(r)
+
+
+def _per_row(x: Float[torch.Tensor, "B D"], w: Float[torch.Tensor, "D E"]
+             ) -> Float[torch.Tensor, "B E"]:
+    return torch.vmap(lambda r: torch.tanh(r @ w))(x)
+
+
+def _ensemble(x: Float[torch.Tensor, "B D"], ws: Float[torch.Tensor, "M D E"]
+              ) -> Float[torch.Tensor, "B M E"]:
+    """An ensemble of M linear heads by torch.func.vmap over the stacked weights."""
+    return torch.func.vmap(lambda w, v: v @ w, in_dims=(0, None), out_dims=1)(ws, x)
+
+
+def _ensemble_bug(x: Float[torch.Tensor, "B D"], ws: Float[torch.Tensor, "M D E"]
+                  ) -> Float[torch.Tensor, "B M E"]:
+    return torch.func.vmap(lambda w, v: v @ w, in_dims=(0, 0), out_dims=1)(ws, x)  # maps x too
+
+
+def test_torch_vmap_is_traced_as_jax_vmap_is():
+    """torch.vmap (torch.func.vmap) refused symbolic tensors: the trace stopped with a note.
+    Its ``in_dims``/``out_dims`` are JAX's ``in_axes``/``out_axes``; one model serves both."""
+    assert _per_row(torch.ones(3, 2), torch.ones(2, 5)).shape == (3, 5)
+    assert _ensemble(torch.ones(3, 2), torch.ones(4, 2, 5)).shape == (3, 4, 5)
+    with pytest.raises(ValueError):
+        _ensemble_bug(torch.ones(3, 2), torch.ones(4, 2, 5))
+    for f in (_per_row, _ensemble):
+        r = verify(f)
+        assert clean(r), str(r)
+    r = verify(_ensemble_bug)
+    assert "broadcast" in kinds(r) and "M and B" in str(r), str(r)

@@ -321,9 +321,12 @@ TABLE: dict[str, Callable[..., Any]] = {
 
 
 def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
-    import jax
-
-    return jax.tree_util.tree_map(fn, *trees, is_leaf=lambda x: x is None)
+    """JAX's tree_map, or torch's where JAX is not installed (``torch.vmap``'s model)."""
+    try:
+        from jax.tree_util import tree_map
+    except ImportError:
+        from torch.utils._pytree import tree_map
+    return tree_map(fn, *trees, is_leaf=lambda x: x is None)
 
 
 def _same_structure(before: Any, after: Any, what: str) -> Any:
@@ -373,7 +376,9 @@ def _one_size(sizes: list[Dim], what: str) -> None:
         tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
 
 
-def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+    """vmap on symbolic values (JAX's, and torch's with ``in_dims``/``out_dims``): ``fun`` on
+    the arguments without their mapped axes, the axis put back into its results."""
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
         raise ValueError(f"vmap: in_axes {in_axes} for {len(args)} arguments")
@@ -393,7 +398,7 @@ def _vmap(original: Any) -> Any:
         def batched(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
                 tracer().used_jax = True
-                return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
+                return sym_vmap(fun, in_axes, out_axes, args, kwargs)
             return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
@@ -542,7 +547,7 @@ CONTROL: dict[str, Callable[..., Any]] = {
         [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
     "lax.switch": lambda index, branches, *operands, **kw: _branches(
         [b(*operands) for b in branches], "switch's branches"),
-    "lax.map": lambda f, xs, **kw: _sym_vmap(f, 0, 0, (xs,), {}),
+    "lax.map": lambda f, xs, **kw: sym_vmap(f, 0, 0, (xs,), {}),
     # collectives over a mapped axis (vmap's axis_name): each example keeps its shape; control,
     # as lax.psum(1, "batch") (the axis size) holds no symbolic value
     **{f"lax.{n}": lambda x, *args, **kw: _tree_map(S.unary(), x) for n in (

@@ -14,12 +14,20 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable
-from functools import cache, lru_cache, partial
+from functools import cache, lru_cache, partial, wraps
 from typing import Any
 
 import torch
 
-from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace_numpy, tracing
+from tensig.check import (
+    size_fit,
+    sym_functions,
+    sym_indexing,
+    sym_sizes,
+    trace_jax,
+    trace_numpy,
+    tracing,
+)
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, differ, shape_text
 from tensig.check.sym_functions import created
@@ -631,6 +639,27 @@ def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymAr
     top = a.dims[0] + (r - 1 if with_replacement else 0) if a.ndim else sym_sizes.ONE
     return S.SymArray((math.prod((top - i for i in range(r)), start=sym_sizes.ONE)
                        // math.factorial(r), r), a.kind)
+
+
+@cache
+def _vmap(original: Any) -> Any:
+    """``torch.vmap`` while verify runs: on symbolic tensors JAX's model (the same meaning of
+    ``in_dims`` and ``out_dims``), else torch's own."""
+    def vmap(func: Any, in_dims: Any = 0, out_dims: Any = 0, *a: Any, **kw: Any) -> Any:
+        def batched(*args: Any, **kwargs: Any) -> Any:
+            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
+                return trace_jax.sym_vmap(func, in_dims, out_dims, args, kwargs)
+            return original(func, in_dims, out_dims, *a, **kw)(*args, **kwargs)
+        return batched
+    return wraps(original)(vmap)  # __wrapped__: the original, for a later patch
+
+
+def vmap_targets() -> list[tuple[Any, str, Any]]:
+    """(module, name, wrapper) patching ``torch.vmap`` and ``torch.func.vmap`` (one function)."""
+    import torch.func
+
+    model = _vmap(getattr(torch.func.vmap, "__wrapped__", torch.func.vmap))
+    return [(torch, "vmap", model), (torch.func, "vmap", model)]
 
 
 # torch functions whose name a tensor method shares with another meaning (x.unfold)
