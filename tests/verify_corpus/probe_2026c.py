@@ -3,6 +3,7 @@ the style of public implementations: RoIAlign's bilinear box sampling, Hugging F
 sliced by position ids, speculative decoding's acceptance test, DeepSets pooling under a length
 mask, LightGCN propagation with ``torch.sparse.mm``, two-tower retrieval with in-batch negatives
 and a logQ correction, TD3's smoothed twin-Q target, YOLO's anchor assignment by shape IoU,
+a factorization machine's pairs by ``torch.combinations``, a Q ensemble by ``torch.func.vmap``,
 overlap-add with ``F.fold``, bucketized feature embeddings, motion features by ``torch.diff``;
 S4D's discretised convolution kernel, sklearn-style standardisation with one-hot columns,
 tensor regression by ``np.tensordot``, K-FAC's preconditioned gradient, Gray-Scott's periodic
@@ -238,6 +239,36 @@ def td3_target_bug(s2: Float[torch.Tensor, "B S"], r: Float[torch.Tensor, "B"],
     sa = torch.cat([s2, a2], dim=1)
     q = torch.min(sa @ wq1, sa @ wq2)
     return r + gamma * (1 - done[:, None]) * q  # BUG: [B] against [B, 1], a [B, B] outer
+
+
+def fm_pairs(emb: Float[torch.Tensor, "B Q E"], w: Float[torch.Tensor, "Q*(Q-1)//2"]
+             ) -> Float[torch.Tensor, "B"]:
+    """A field-weighted factorization machine: every pair of field embeddings by
+    torch.combinations, their dot products weighted per pair."""
+    i, j = torch.combinations(torch.arange(emb.shape[1])).unbind(1)
+    return ((emb[:, i] * emb[:, j]).sum(-1) * w).sum(-1)
+
+
+def fm_pairs_bug(emb: Float[torch.Tensor, "B Q E"], w: Float[torch.Tensor, "Q*(Q-1)//2"]
+                 ) -> Float[torch.Tensor, "B"]:
+    i, j = torch.combinations(torch.arange(emb.shape[1])).unbind(1)
+    return ((emb[:, i] * emb[:, j]).sum(1) * w).sum(-1)  # BUG: sums the pairs, not E
+
+
+def ensemble_q(s: Float[torch.Tensor, "B S"], w1: Float[torch.Tensor, "M S H"],
+               w2: Float[torch.Tensor, "M H"]) -> Float[torch.Tensor, "M B"]:
+    """An ensemble of M Q-heads (REDQ / EDAC) evaluated by torch.func.vmap over the stacked
+    weights, the states shared."""
+    def head(a, b, x):
+        return torch.relu(x @ a) @ b
+    return torch.func.vmap(head, in_dims=(0, 0, None))(w1, w2, s)
+
+
+def ensemble_q_bug(s: Float[torch.Tensor, "B S"], w1: Float[torch.Tensor, "M S H"],
+                   w2: Float[torch.Tensor, "M H"]) -> Float[torch.Tensor, "M B"]:
+    def head(a, b, x):
+        return torch.relu(x @ a) @ b
+    return torch.func.vmap(head, in_dims=(0, None, None))(w1, w2, s)  # BUG: all heads' b
 
 
 # -- signals and features: overlap-add, buckets, motion -----------------------------------------
@@ -644,6 +675,8 @@ CASES = [
     ("lightgcn sparse mm", lightgcn, lightgcn_bug, "TS103"),
     ("two tower logq", two_tower_loss, two_tower_loss_bug, "TS101"),
     ("td3 twin target", td3_target, td3_target_bug, "TS103"),
+    ("fm combinations", fm_pairs, fm_pairs_bug, "TS101"),
+    ("vmap q ensemble", ensemble_q, ensemble_q_bug, "TS102"),
     ("fold overlap-add", overlap_add, overlap_add_bug, "TS108"),
     ("bucketized embedding", bucket_embed, bucket_embed_bug, "TS103"),
     ("motion diff features", motion_features, motion_features_bug, "TS106"),
