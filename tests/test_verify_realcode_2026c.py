@@ -188,3 +188,31 @@ def test_torch_vmap_is_traced_as_jax_vmap_is():
         assert clean(r), str(r)
     r = verify(_ensemble_bug)
     assert "broadcast" in kinds(r) and "M and B" in str(r), str(r)
+
+
+def _per_sample_grads(w: Float[torch.Tensor, "D E"], x: Float[torch.Tensor, "B D"],
+                      y: Float[torch.Tensor, "B E"]) -> Float[torch.Tensor, "B D E"]:
+    """Opacus-style per-sample gradients: torch.func.grad of one example's loss, vmapped."""
+    def loss(w, xi, yi):
+        return ((xi @ w - yi) ** 2).sum()
+    return torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(w, x, y)
+
+
+def test_torch_func_grad_and_jacobians_are_traced_as_jax_s():
+    """torch.func.grad, jacrev, jacfwd and hessian refused symbolic tensors; they take JAX's
+    models, and the code stays torch code (a squeeze keeps torch's meaning)."""
+    w, x, y = torch.ones(2, 3), torch.ones(4, 2), torch.ones(4, 3)
+    assert _per_sample_grads(w, x, y).shape == (4, 2, 3)
+    assert clean(verify(_per_sample_grads)), str(verify(_per_sample_grads))
+    spec = "N D => N N D"
+    assert torch.func.jacrev(lambda v: torch.tanh(v).sum(1))(torch.ones(2, 3)).shape == (2, 2, 3)
+    assert clean(verify(lambda v: torch.func.jacrev(lambda u: torch.tanh(u).sum(1))(v), spec))
+    assert clean(verify(lambda v: torch.func.jacfwd(lambda u: torch.tanh(u).sum(1))(v), spec))
+    assert clean(verify(lambda v: torch.func.hessian(lambda u: (u ** 3).sum())(v),
+                        "D => D D"))
+    with pytest.raises(RuntimeError):
+        torch.func.grad(lambda u: u ** 2)(torch.ones(3))
+    r = verify(lambda v: torch.func.grad(lambda u: u ** 2)(v), "D => D")
+    assert kinds(r) == ["return-shape"] and "non-scalar" in str(r), str(r)
+    r = verify(lambda v: torch.func.grad(lambda u: u.squeeze(0).sum())(v), "N D => N D")
+    assert kinds(r) == ["assumption"], str(r)  # torch's squeeze(0): N == 1 or not

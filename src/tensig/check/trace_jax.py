@@ -424,14 +424,17 @@ def _jit(original: Any) -> Any:
 def _transform(original: Any, model: Callable[..., Any]) -> Any:
     """A JAX transformation ``original(fun, argnums, has_aux, ...)`` (``grad``, ``jacrev``...)
     whose result runs JAX's own on concrete values and, on symbolic ones, ``fun`` itself, then
-    ``model(out, argnums, has_aux, args)`` for the transformed result."""
+    ``model(out, argnums, has_aux, args)`` for the transformed result; torch.func's ``grad``,
+    ``jacrev``, ``jacfwd`` and ``hessian`` take the same arguments and give the same shapes."""
+    jax_own = original.__module__.partition(".")[0] == "jax"
+
     def transform(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any,
                   **kw: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
                 return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
-            tracer().used_jax = True
+            tracer().used_jax |= jax_own  # torch.func's are torch code
             return model(fun(*args, **kwargs), argnums, has_aux, args)
         return run
     return transform

@@ -641,7 +641,6 @@ def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymAr
                        // math.factorial(r), r), a.kind)
 
 
-@cache
 def _vmap(original: Any) -> Any:
     """``torch.vmap`` while verify runs: on symbolic tensors JAX's model (the same meaning of
     ``in_dims`` and ``out_dims``), else torch's own."""
@@ -651,15 +650,29 @@ def _vmap(original: Any) -> Any:
                 return trace_jax.sym_vmap(func, in_dims, out_dims, args, kwargs)
             return original(func, in_dims, out_dims, *a, **kw)(*args, **kwargs)
         return batched
-    return wraps(original)(vmap)  # __wrapped__: the original, for a later patch
+    return vmap
 
 
-def vmap_targets() -> list[tuple[Any, str, Any]]:
-    """(module, name, wrapper) patching ``torch.vmap`` and ``torch.func.vmap`` (one function)."""
+def func_targets() -> list[tuple[Any, str, Any]]:
+    """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
+    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin."""
     import torch.func
 
-    model = _vmap(getattr(torch.func.vmap, "__wrapped__", torch.func.vmap))
-    return [(torch, "vmap", model), (torch.func, "vmap", model)]
+    def model(make: Callable[[Any], Any], name: str) -> Any:
+        f = getattr(torch.func, name)  # another thread's verify may have patched it
+        return _func_model(make, getattr(f, "__wrapped__", f))
+
+    vmap = model(_vmap, "vmap")
+    return [(torch, "vmap", vmap), (torch.func, "vmap", vmap),
+            (torch.func, "grad", model(trace_jax._grad, "grad")),
+            *[(torch.func, n, model(trace_jax._jacobian, n)) for n in ("jacrev", "jacfwd",
+                                                                        "hessian")]]
+
+
+@cache
+def _func_model(make: Callable[[Any], Any], original: Any) -> Any:
+    """One wrapper per torch.func transformation, kept; ``__wrapped__`` is the original."""
+    return wraps(original)(make(original))
 
 
 # torch functions whose name a tensor method shares with another meaning (x.unfold)

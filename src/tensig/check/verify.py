@@ -241,7 +241,7 @@ def _creation_patched() -> Iterator[None]:
         from tensig.check import trace_torch as symbolic_torch
         buffers = symbolic_torch.buffers_symbolic()
         tables.append((sys.modules["torch"], S.CREATION_TORCH))
-        targets += symbolic_torch.vmap_targets()
+        targets += symbolic_torch.func_targets()
     real = types.ModuleType("numpy", np.__doc__)
     vars(real).update(vars(np))
     users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
