@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from jax import lax
+from torch.func import grad, vmap
 
 from arrays import clean, kinds, pair_holds
 from tensig import Float
@@ -216,3 +217,19 @@ def test_torch_func_grad_and_jacobians_are_traced_as_jax_s():
     assert kinds(r) == ["return-shape"] and "non-scalar" in str(r), str(r)
     r = verify(lambda v: torch.func.grad(lambda u: u.squeeze(0).sum())(v), "N D => N D")
     assert kinds(r) == ["assumption"], str(r)  # torch's squeeze(0): N == 1 or not
+
+
+def _ensemble_by_name(x: Float[torch.Tensor, "B D"], ws: Float[torch.Tensor, "M D E"]
+                      ) -> Float[torch.Tensor, "M B E"]:
+    """functorch's style: ``from torch.func import vmap, grad`` names them in the globals."""
+    return vmap(lambda w: x @ w)(ws) + vmap(grad(lambda w: (x @ w).sum()))(ws)[:, :1, :1]
+
+
+def test_torch_func_names_imported_by_name_are_traced():
+    """The module's own names for torch.func's functions were left as torch's: the trace
+    stopped."""
+    assert _ensemble_by_name(torch.ones(3, 2), torch.ones(4, 2, 5)).shape == (4, 3, 5)
+    r = verify(_ensemble_by_name)
+    assert clean(r), str(r)
+    assert vmap is torch.func.vmap is torch.vmap and grad is torch.func.grad  # put back
+    assert not hasattr(vmap, "__wrapped__")

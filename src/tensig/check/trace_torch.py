@@ -653,20 +653,27 @@ def _vmap(original: Any) -> Any:
     return vmap
 
 
-def func_targets() -> list[tuple[Any, str, Any]]:
+def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
-    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin."""
+    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin; also where ``fn``'s
+    globals name them (``from torch.func import vmap``)."""
     import torch.func
 
-    def model(make: Callable[[Any], Any], name: str) -> Any:
-        f = getattr(torch.func, name)  # another thread's verify may have patched it
-        return _func_model(make, getattr(f, "__wrapped__", f))
-
-    vmap = model(_vmap, "vmap")
-    return [(torch, "vmap", vmap), (torch.func, "vmap", vmap),
-            (torch.func, "grad", model(trace_jax._grad, "grad")),
-            *[(torch.func, n, model(trace_jax._jacobian, n)) for n in ("jacrev", "jacfwd",
-                                                                        "hessian")]]
+    makers = {"vmap": _vmap, "grad": trace_jax._grad, **dict.fromkeys(
+        ("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
+    models = {}  # by the id of the original and of the wrapper (another thread's patch)
+    out: list[tuple[Any, str, Any]] = []
+    for name, make in makers.items():
+        f = getattr(torch.func, name)
+        f = getattr(f, "__wrapped__", f)
+        models[id(f)] = models[id(_func_model(make, f))] = _func_model(make, f)
+        out.append((torch.func, name, models[id(f)]))
+    out.append((torch, "vmap", out[0][2]))
+    namespace = getattr(fn, "__globals__", None)
+    if isinstance(namespace, dict):
+        out += [(tracing.Namespace(namespace), n, models[id(v)]) for n, v in namespace.items()
+                if id(v) in models]
+    return out
 
 
 @cache

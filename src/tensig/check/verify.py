@@ -241,7 +241,6 @@ def _creation_patched() -> Iterator[None]:
         from tensig.check import trace_torch as symbolic_torch
         buffers = symbolic_torch.buffers_symbolic()
         tables.append((sys.modules["torch"], S.CREATION_TORCH))
-        targets += symbolic_torch.func_targets()
     real = types.ModuleType("numpy", np.__doc__)
     vars(real).update(vars(np))
     users = _compiled_numpy_users(len(sys.modules), next(reversed(sys.modules)))
@@ -251,6 +250,14 @@ def _creation_patched() -> Iterator[None]:
     trace_einops.register()
     with tracing.patched(targets), buffers:
         yield
+
+
+def _torch_targets(fn: Any) -> list[tuple[Any, str, Any]]:
+    """torch.func's transformations, where torch is loaded (:func:`trace_torch.func_targets`)."""
+    if "torch" not in sys.modules:
+        return []
+    from tensig.check import trace_torch as symbolic_torch
+    return symbolic_torch.func_targets(fn)
 
 
 #: one wrapper per library function and model, kept: ~30 made afresh per call took 25 us
@@ -514,7 +521,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         args = _call(fn, sig, args)
         out = None
         with _creation_patched(), trace_jax.patched(fn), \
-                tracing.patched(library_targets(fn)):
+                tracing.patched(library_targets(fn) + _torch_targets(fn)):
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
