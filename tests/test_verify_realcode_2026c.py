@@ -133,6 +133,20 @@ def test_keys_split_by_a_size_stay_keys_under_vmap():
         assert set(kinds(r)) == {"assumption"} and "assumes " in str(r) and not r.notes, str(r)
 
 
+def _int32_key(x: Float[jax.Array, "B T"]) -> Float[jax.Array, "B T"]:
+    return x[:, jax.random.permutation(np.array([0, 1], np.int32), x.shape[1])]
+
+
+def test_a_real_int32_array_is_no_key():
+    """Only a symbolic array's stand-in has lost its dtype (kind ``i`` holds a key's uint32): a
+    real int32 array given as a key keeps its own, and JAX refuses it at every size; it was
+    bitcast to a key, and verified."""
+    with pytest.raises(TypeError, match="uint32"):
+        _int32_key(jnp.ones((2, 3)))
+    r = verify(_int32_key)
+    assert not clean(r) and "uint32" in str(r), str(r)
+
+
 def test_a_size_fits_a_product_of_two_operands_sizes():
     """``torch.kron`` (K-FAC's Fisher block) and ``torch.cartesian_prod`` (a grid of pairs) give
     products of sizes from different operands, which the fit did not try: fresh sizes, a

@@ -208,6 +208,8 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 
     def call(a: Any, k: Any) -> Any:
         """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
+        if name.startswith("jax.random.") and a:
+            a = (_key_data(a[0]), *a[1:])
         leaves, tree = jax.tree_util.tree_flatten((a, k))
         at = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
 
@@ -216,8 +218,6 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
             for i, x in zip(at, arrays, strict=True):
                 filled[i] = x
             inner_a, inner_k = jax.tree_util.tree_unflatten(tree, filled)
-            if name.startswith("jax.random.") and inner_a:
-                inner_a = (_key_data(inner_a[0]), *inner_a[1:])
             return original(*inner_a, **inner_k)
 
         token = tracing._TRACER.set(None)  # JAX's own calls inside run JAX, not the wrappers
@@ -231,14 +231,14 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
 
 
 def _key_data(x: Any) -> Any:
-    """A key made in the trace (``split(key, B)``'s rows under vmap) is an integer array
-    ``[..., 2]``, int32 as a stand-in: jax.random's functions take it as the uint32 key data
-    it is."""
+    """A symbolic array's stand-in has its kind only, and kind ``i`` holds a key's uint32 (a
+    key made in the trace: ``split(key, B)``'s rows under vmap): an int32 one ``[..., 2]`` as
+    jax.random's key is uint32 key data.  A real array keeps its dtype (JAX refuses int32)."""
     import jax
     import jax.numpy as jnp
 
-    if getattr(x, "dtype", None) == jnp.int32 and x.shape[-1:] == (2,):
-        return jax.lax.bitcast_convert_type(x, jnp.uint32)
+    if isinstance(x, jax.ShapeDtypeStruct) and x.dtype == jnp.int32 and x.shape[-1:] == (2,):
+        return jax.ShapeDtypeStruct(x.shape, jnp.uint32)
     return x
 
 
