@@ -205,6 +205,29 @@ def test_torch_vmap_is_traced_as_jax_vmap_is():
     assert "broadcast" in kinds(r) and "M and B" in str(r), str(r)
 
 
+def test_torch_vmap_and_func_take_torch_s_arguments_only():
+    """torch's names and forms, not JAX's: ``in_axes=``, a list of ``in_dims``, ``has_aux``
+    given to ``hessian`` raise in torch at every size; the models ignored or took them, and
+    verified the code (or blamed the wrong axes).  And torch's own ran with JAX's positional
+    ``has_aux``, which ``jacrev`` refused: a stopped trace."""
+    x, w = torch.ones(3, 2), torch.ones(2, 5)
+    spec = "B D; D E => B E"
+    wrong = [lambda a, b: torch.vmap(lambda r, m: r @ m, in_axes=(0, None))(a, b),
+             lambda a, b: torch.vmap(lambda r, m: r @ m, in_dims=[0, None])(a, b),
+             lambda a, b: torch.vmap(lambda r, m: r @ m, (0, None), 0, "sometimes")(a, b),
+             lambda a, b: torch.func.hessian(lambda u: ((u @ b) ** 2).sum(), has_aux=False)(a)]
+    for f in wrong:
+        with pytest.raises((TypeError, ValueError, RuntimeError)):
+            f(x, w)
+        r = verify(f, spec)
+        assert not clean(r), str(r)
+    ok = lambda a, b: torch.vmap(lambda r, m: r @ m, (0, None), chunk_size=2)(a, b)  # noqa: E731
+    assert ok(x, w).shape == (3, 5) and clean(verify(ok, spec))
+    # on real tensors torch's own runs, given what it takes (not JAX's has_aux positionally)
+    ok = lambda a, b: a @ b + torch.func.jacrev(torch.tanh)(torch.ones(3)).sum()  # noqa: E731
+    assert ok(x, w).shape == (3, 5) and clean(verify(ok, spec)), str(verify(ok, spec))
+
+
 def _per_sample_grads(w: Float[torch.Tensor, "D E"], x: Float[torch.Tensor, "B D"],
                       y: Float[torch.Tensor, "B E"]) -> Float[torch.Tensor, "B D E"]:
     """Opacus-style per-sample gradients: torch.func.grad of one example's loss, vmapped."""

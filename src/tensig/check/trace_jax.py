@@ -393,15 +393,38 @@ def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> A
 
 
 def _vmap(original: Any) -> Any:
-    def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, *a: Any, **kw: Any) -> Any:
+    """``jax.vmap``, and ``torch.vmap`` (``in_dims``, ``out_dims``: JAX's meaning), taking
+    its own arguments (:func:`_given`); torch's refuses a list of ``in_dims`` and randomness
+    other than its three."""
+    def vmap(fun: Any, *a: Any, **kw: Any) -> Any:
+        given = _given(original, fun, a, kw)
+        in_axes = given.get("in_axes", given.get("in_dims", 0))
+        out_axes = given.get("out_axes", given.get("out_dims", 0))
+        randomness = given.get("randomness", "error")
+        if ("in_dims" in given and isinstance(in_axes, list)) or \
+                randomness not in ("error", "different", "same"):
+            raise ValueError(f"torch.vmap takes in_dims as an int or a tuple, randomness "
+                             f"'error', 'different' or 'same': {in_axes}, {randomness}")
+
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
-                tracer().used_jax = True
+                tracer().used_jax |= _jax_own(original)  # torch.vmap's is torch code
                 return sym_vmap(fun, in_axes, out_axes, args, kwargs)
-            return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
+            return original(fun, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
+
+
+def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
+    """A transformation's arguments by name, bound as ``original`` takes them: one it does not
+    take raises the TypeError it would (torch's ``in_axes=``, ``hessian``'s ``has_aux``)."""
+    return inspect.signature(original).bind(fun, *a, **kw).arguments
+
+
+def _jax_own(original: Any) -> bool:
+    """JAX's transformation, not torch.func's (whose code stays torch code)."""
+    return str(getattr(original, "__module__", "")).partition(".")[0] == "jax"
 
 
 def _jit(original: Any) -> Any:
@@ -425,16 +448,16 @@ def _transform(original: Any, model: Callable[..., Any]) -> Any:
     """A JAX transformation ``original(fun, argnums, has_aux, ...)`` (``grad``, ``jacrev``...)
     whose result runs JAX's own on concrete values and, on symbolic ones, ``fun`` itself, then
     ``model(out, argnums, has_aux, args)`` for the transformed result; torch.func's ``grad``,
-    ``jacrev``, ``jacfwd`` and ``hessian`` take the same arguments and give the same shapes."""
-    jax_own = original.__module__.partition(".")[0] == "jax"
+    ``jacrev``, ``jacfwd`` and ``hessian`` give the same shapes (each takes its own arguments)."""
+    def transform(fun: Any, *a: Any, **kw: Any) -> Any:
+        given = _given(original, fun, a, kw)
+        argnums, has_aux = given.get("argnums", 0), given.get("has_aux", False)
 
-    def transform(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any,
-                  **kw: Any) -> Any:
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
-                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
-            tracer().used_jax |= jax_own  # torch.func's are torch code
+                return original(fun, *a, **kw)(*args, **kwargs)
+            tracer().used_jax |= _jax_own(original)  # torch.func's are torch code
             return model(fun(*args, **kwargs), argnums, has_aux, args)
         return run
     return transform

@@ -641,25 +641,13 @@ def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymAr
                        // math.factorial(r), r), a.kind)
 
 
-def _vmap(original: Any) -> Any:
-    """``torch.vmap`` while verify runs: on symbolic tensors JAX's model (the same meaning of
-    ``in_dims`` and ``out_dims``), else torch's own."""
-    def vmap(func: Any, in_dims: Any = 0, out_dims: Any = 0, *a: Any, **kw: Any) -> Any:
-        def batched(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
-                return trace_jax.sym_vmap(func, in_dims, out_dims, args, kwargs)
-            return original(func, in_dims, out_dims, *a, **kw)(*args, **kwargs)
-        return batched
-    return vmap
-
-
 def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
     torch.func's ``grad`` and Jacobians, each by JAX's model of its twin; also where ``fn``'s
     globals name them (``from torch.func import vmap``)."""
     import torch.func
 
-    makers = {"vmap": _vmap, "grad": trace_jax._grad, **dict.fromkeys(
+    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad, **dict.fromkeys(
         ("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
     models = {}  # by the id of the original and of the wrapper (another thread's patch)
     out: list[tuple[Any, str, Any]] = []
