@@ -91,6 +91,9 @@ def test_a_count_that_is_a_size_repeats_to_a_product_of_sizes():
     assert clean(r), str(r)
     r = verify(lambda x, n: np.tile(x, n.shape[0]), "B D; N => B N*D")
     assert clean(r), str(r)
+    assert np.repeat(np.ones((2, 3)), repeats=5, axis=1).shape == (2, 15)
+    r = verify(lambda x, n: np.repeat(x, repeats=n.shape[0], axis=1), "B D; N => B D*N")
+    assert clean(r), str(r)  # the count by keyword: it was a fresh size, a false return-shape
     r = verify(lambda x, n: np.repeat(x, n.shape[0], axis=0), "B D; N => B N")
     assert kinds(r) == ["return-shape"] and "[B*N, D]" in str(r), str(r)
 
