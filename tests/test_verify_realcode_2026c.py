@@ -115,6 +115,10 @@ def test_tensordot_pairs_its_axes_as_a_contraction():
     assert kinds(r) == ["contraction"] and "C with R" in str(r), str(r)
     r = verify(lambda x, w: np.tensordot(x, w, axes=([1, 2], [0])), spec)
     assert "op-shape" in kinds(r), str(r)
+    with pytest.raises(ValueError, match="duplicate"):  # an axis twice: at every size
+        np.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 0], [1, 1]))
+    r = verify(lambda a, b: np.tensordot(a, b, ([0, 0], [1, 1])), "N M; M N => M M")
+    assert kinds(r) == ["op-shape"] and "twice" in str(r), str(r)
 
 
 def _shuffled_windows(x: Float[jax.Array, "B T D"], key: jax.Array) -> Float[jax.Array, "B 4 D"]:

@@ -471,6 +471,9 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, dims: Any = None, **kw: Any) -> 
     if len(ia) != len(ib):
         tracer().report("op-shape", f"tensordot pairs {len(ia)} axes of {shape_text(x)} with "
                                     f"{len(ib)} of {shape_text(y)}")
+    if len(set(ia)) < len(ia) or len(set(ib)) < len(ib):
+        tracer().report("op-shape", f"tensordot contracts an axis twice: {ia} of "
+                                    f"{shape_text(x)}, {ib} of {shape_text(y)}")
     for i, j in zip(ia, ib, strict=False):
         if differ(x.dims[i], y.dims[j]):
             tracer().report("contraction", f"tensordot contracts {x.dims[i]} with {y.dims[j]} "
