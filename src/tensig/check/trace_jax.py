@@ -419,7 +419,11 @@ def _vmap(original: Any) -> Any:
 def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
     """A transformation's arguments by name, bound as ``original`` takes them: one it does not
     take raises the TypeError it would (torch's ``in_axes=``, ``hessian``'s ``has_aux``)."""
-    return inspect.signature(original).bind(fun, *a, **kw).arguments
+    return _signature(original).bind(fun, *a, **kw).arguments
+
+
+#: a transformation's signature, kept: ~100 us each, and code makes a vmap per call or loop
+_signature = functools.lru_cache(maxsize=64)(inspect.signature)
 
 
 def _jax_own(original: Any) -> bool:
