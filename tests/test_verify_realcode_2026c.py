@@ -154,6 +154,34 @@ def test_a_real_int32_array_is_no_key():
     assert not clean(r) and "uint32" in str(r), str(r)
 
 
+def _noise(x: Float[jax.Array, "B T"], key: jax.Array) -> Float[jax.Array, "B T"]:
+    return jax.vmap(lambda r, k: r + jax.random.normal(k, r.shape))(
+        x, jax.random.split(key, x.shape[0]))
+
+
+def _noise_bug(x: Float[jax.Array, "B T"], key: jax.Array) -> Float[jax.Array, "B T"]:
+    return x + jax.random.normal(jax.random.split(key, x.shape[0]), x.shape)  # no vmap
+
+
+def test_a_sampler_takes_one_key():
+    """A batch of keys given to a sampler modelled by hand (normal, bernoulli...) without
+    vmap: JAX refuses it at every size, and the model, which read the shape only, verified
+    it (raw keys ``[B, 2]`` and typed keys ``[B]`` alike)."""
+    x, key = jnp.ones((3, 5)), jax.random.PRNGKey(0)
+    assert _noise(x, key).shape == (3, 5)
+    with pytest.raises(ValueError, match="single key"):
+        _noise_bug(x, key)
+    assert clean(verify(_noise)), str(verify(_noise))
+    r = verify(_noise_bug)
+    assert kinds(r) == ["op-shape"] and "one key" in str(r), str(r)
+    typed = lambda x: jax.random.bernoulli(jax.random.split(  # noqa: E731
+        jax.random.key(0), x.shape[0]), 0.5, x.shape)
+    with pytest.raises(ValueError, match="single key"):
+        typed(x)
+    r = verify(typed, "B T => B T")
+    assert kinds(r) == ["op-shape"] and "one key" in str(r), str(r)
+
+
 def test_a_size_fits_a_product_of_two_operands_sizes():
     """``torch.kron`` (K-FAC's Fisher block) and ``torch.cartesian_prod`` (a grid of pairs) give
     products of sizes from different operands, which the fit did not try: fresh sizes, a

@@ -259,7 +259,21 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
         return sized(shape, kind or S.kind_of(kw.get("dtype", "float")) or "f")
-    return model
+    return _one_key(model)
+
+
+def _one_key(model: Callable[..., S.SymArray]) -> Callable[..., S.SymArray]:
+    """A sampler's ``model(key, ...)`` given one key: a raw key's two words ``[2]`` (an integer
+    kind) or a typed key ``[]``; a batch of keys (``split(key, B)`` without vmap) JAX refuses
+    at every size."""
+    def run(key: Any, *args: Any, **kw: Any) -> S.SymArray:
+        k = S._sym(key) if isinstance(key, S.SymArray) else S.SymArray(np.shape(key))
+        one = (Dim.const(2),) if S.kind_of(key) == "i" else ()
+        if k.dims != one:
+            tracer().report("op-shape", f"jax.random's samplers take one key, not "
+                                        f"{shape_text(k)} (a batch of keys needs jax.vmap)")
+        return model(key, *args, **kw)
+    return run
 
 
 class AtIndexer:
@@ -310,10 +324,10 @@ TABLE: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),
-    "random.bernoulli": lambda key, p=0.5, shape=None: S.SymArray(
-        S._sym(p).dims if shape is None else shape, "b"),
-    "random.categorical": lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
-        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i"),
+    "random.bernoulli": _one_key(lambda key, p=0.5, shape=None: S.SymArray(
+        S._sym(p).dims if shape is None else shape, "b")),
+    "random.categorical": _one_key(lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
+        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i")),
 }
 
 
