@@ -154,6 +154,20 @@ def test_a_real_int32_array_is_no_key():
     assert not clean(r) and "uint32" in str(r), str(r)
 
 
+def _typed_shuffle(x: Float[jax.Array, "B T"]) -> Float[jax.Array, "B T"]:
+    keys = jax.random.split(jax.random.key(0), x.shape[0])  # typed keys: shape [B]
+    return jax.vmap(lambda r, k: r[jax.random.permutation(k, r.shape[0])])(x, keys)
+
+
+def test_typed_keys_stay_keys_under_vmap():
+    """A typed key (``jax.random.key``) has no integer kind: split's result was a float array,
+    its rows float stand-ins JAX refused ('fails at every size'), a false error and a false
+    return shape."""
+    assert _typed_shuffle(jnp.ones((3, 5))).shape == (3, 5)
+    r = verify(_typed_shuffle)
+    assert clean(r), str(r)
+
+
 def _noise(x: Float[jax.Array, "B T"], key: jax.Array) -> Float[jax.Array, "B T"]:
     return jax.vmap(lambda r, k: r + jax.random.normal(k, r.shape))(
         x, jax.random.split(key, x.shape[0]))

@@ -204,7 +204,9 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     import jax
 
     def make(shape: tuple[int, ...], kind: str) -> Any:
-        return jax.ShapeDtypeStruct(shape, _DTYPES[kind])
+        """A stand-in of the kind's dtype; kind ``k`` a typed key (``jax.random.key``'s)."""
+        return jax.ShapeDtypeStruct(shape, jax.random.key(0).dtype if kind == "k" else
+                                    _DTYPES[kind])
 
     def call(a: Any, k: Any) -> Any:
         """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
