@@ -187,9 +187,16 @@ def fit_sizes(evaluate: Callable[[dict[str, int]], Shapes], args: Any, what: str
             break
     envs = envs[:len(runs)]
     columns = _columns(runs, what)
-    # non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings)
-    products = [p for x in leaves(args) if isinstance(x, S.SymArray)
-                for i in range(x.ndim) for p in itertools.accumulate(x.dims[i:], operator.mul)]
+    # non-affine sizes worth trying: each argument's runs of trailing sizes (flattenings),
+    # those times a size passed as a count (``np.repeat(k, H // G, axis=2)``: G * R; keyword
+    # ones too), and two arguments' sizes multiplied (``torch.kron``, ``cartesian_prod``)
+    arrays = [x.dims for x in sym_leaves(args) if isinstance(x, S.SymArray)]
+    products = [p for dims in arrays for i in range(len(dims))
+                for p in itertools.accumulate(dims[i:], operator.mul)]
+    counts = [x.dim for x in sym_leaves(args) if isinstance(x, sym_sizes.SymSize)]
+    products += [p * c for c in counts for p in products] + \
+        [a * b for x, y in itertools.combinations(arrays, 2) for a in x for b in y]
+    products = list(dict.fromkeys(products))  # many operands share sizes: each tried once
     fits = [fit_size(order, envs, values, products) for values in columns]
     residues: dict[str, int] = {}
     for f in fits:

@@ -517,6 +517,32 @@ def _like(full: bool, shape_at: int = 3) -> Callable[..., SymArray]:
 
 
 #: NumPy's and torch's functions of one name and meaning.
+def tensordot(a: Any, b: Any, axes: Any = 2, *, dims: Any = None, **kw: Any) -> SymArray:
+    """``np.tensordot``/``torch.tensordot(dims=)``: each of ``a``'s listed axes contracted with
+    ``b``'s in order (a count ``n``: ``a``'s last ``n`` with ``b``'s first ``n``), the rest of
+    ``a``'s axes then the rest of ``b``'s."""
+    x, y = _sym(a), _sym(b)
+    axes = axes if dims is None else dims
+    if isinstance(axes, int):
+        pairs = [list(range(x.ndim - axes, x.ndim)), list(range(axes))]
+    else:
+        pairs = [[v] if isinstance(v, int) else list(v) for v in axes]
+    ia, ib = ([_axis(i, t.ndim) for i in p] for p, t in zip(pairs, (x, y), strict=True))
+    if len(ia) != len(ib):
+        tracer().report("op-shape", f"tensordot pairs {len(ia)} axes of {shape_text(x)} with "
+                                    f"{len(ib)} of {shape_text(y)}")
+    if len(set(ia)) < len(ia) or len(set(ib)) < len(ib):
+        tracer().report("op-shape", f"tensordot contracts an axis twice: {ia} of "
+                                    f"{shape_text(x)}, {ib} of {shape_text(y)}")
+    for i, j in zip(ia, ib, strict=False):
+        if differ(x.dims[i], y.dims[j]):
+            tracer().report("contraction", f"tensordot contracts {x.dims[i]} with {y.dims[j]} "
+                                           f"(shapes {shape_text(x)} and {shape_text(y)})")
+    rest = [d for i, d in enumerate(x.dims) if i not in ia] + \
+        [d for j, d in enumerate(y.dims) if j not in ib]
+    return SymArray(rest, result_kind("f", {x.kind, y.kind}))
+
+
 _SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
         shape if shape is not None else newshape),
@@ -525,6 +551,7 @@ _SHARED: dict[str, Callable[..., Any]] = {
     "stack": stack,
     "where": where,
     "matmul": matmul,
+    "tensordot": tensordot,
     **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), _like(False)),
     "full_like": _like(True),
 }

@@ -204,10 +204,14 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
     import jax
 
     def make(shape: tuple[int, ...], kind: str) -> Any:
-        return jax.ShapeDtypeStruct(shape, _DTYPES[kind])
+        """A stand-in of the kind's dtype; kind ``k`` a typed key (``jax.random.key``'s)."""
+        return jax.ShapeDtypeStruct(shape, jax.random.key(0).dtype if kind == "k" else
+                                    _DTYPES[kind])
 
     def call(a: Any, k: Any) -> Any:
         """``eval_shape`` of the call with the stand-ins as its arguments, the rest static."""
+        if name.startswith("jax.random.") and a:
+            a = (_key_data(a[0]), *a[1:])
         leaves, tree = jax.tree_util.tree_flatten((a, k))
         at = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
 
@@ -228,6 +232,18 @@ def fitted_jax(original: Any, args: Any, kw: Any, name: str) -> Any:
                   op=original)
 
 
+def _key_data(x: Any) -> Any:
+    """A symbolic array's stand-in has its kind only, and kind ``i`` holds a key's uint32 (a
+    key made in the trace: ``split(key, B)``'s rows under vmap): an int32 one ``[..., 2]`` as
+    jax.random's key is uint32 key data.  A real array keeps its dtype (JAX refuses int32)."""
+    import jax
+    import jax.numpy as jnp
+
+    if isinstance(x, jax.ShapeDtypeStruct) and x.dtype == jnp.int32 and x.shape[-1:] == (2,):
+        return jax.ShapeDtypeStruct(x.shape, jnp.uint32)
+    return x
+
+
 # -- Hand models: jax.nn, lax's strict binary operations, jax.random, .at[] --------------------
 
 
@@ -245,7 +261,21 @@ def _random(shape_at: int, kind: str | None = None) -> Callable[..., S.SymArray]
     def model(key: Any, *args: Any, **kw: Any) -> S.SymArray:
         shape = kw.get("shape", args[shape_at - 1] if len(args) >= shape_at else ())
         return sized(shape, kind or S.kind_of(kw.get("dtype", "float")) or "f")
-    return model
+    return _one_key(model)
+
+
+def _one_key(model: Callable[..., S.SymArray]) -> Callable[..., S.SymArray]:
+    """A sampler's ``model(key, ...)`` given one key: a raw key's two words ``[2]`` (an integer
+    kind) or a typed key ``[]``; a batch of keys (``split(key, B)`` without vmap) JAX refuses
+    at every size."""
+    def run(key: Any, *args: Any, **kw: Any) -> S.SymArray:
+        k = S._sym(key) if isinstance(key, S.SymArray) else S.SymArray(np.shape(key))
+        one = (Dim.const(2),) if S.kind_of(key) == "i" else ()
+        if k.dims != one:
+            tracer().report("op-shape", f"jax.random's samplers take one key, not "
+                                        f"{shape_text(k)} (a batch of keys needs jax.vmap)")
+        return model(key, *args, **kw)
+    return run
 
 
 class AtIndexer:
@@ -296,10 +326,10 @@ TABLE: dict[str, Callable[..., Any]] = {
     **dict.fromkeys(("random.normal", "random.uniform", "random.gumbel"), _random(1)),
     "random.truncated_normal": _random(3),
     "random.randint": _random(1, "i"),
-    "random.bernoulli": lambda key, p=0.5, shape=None: S.SymArray(
-        S._sym(p).dims if shape is None else shape, "b"),
-    "random.categorical": lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
-        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i"),
+    "random.bernoulli": _one_key(lambda key, p=0.5, shape=None: S.SymArray(
+        S._sym(p).dims if shape is None else shape, "b")),
+    "random.categorical": _one_key(lambda key, logits, axis=-1, shape=None, **kw: S.reduce_(
+        logits, axis, False, "i") if shape is None else S.SymArray(shape, "i")),
 }
 
 
@@ -307,9 +337,12 @@ TABLE: dict[str, Callable[..., Any]] = {
 
 
 def _tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
-    import jax
-
-    return jax.tree_util.tree_map(fn, *trees, is_leaf=lambda x: x is None)
+    """JAX's tree_map, or torch's where JAX is not installed (``torch.vmap``'s model)."""
+    try:
+        from jax.tree_util import tree_map
+    except ImportError:
+        from torch.utils._pytree import tree_map
+    return tree_map(fn, *trees, is_leaf=lambda x: x is None)
 
 
 def _same_structure(before: Any, after: Any, what: str) -> Any:
@@ -359,7 +392,9 @@ def _one_size(sizes: list[Dim], what: str) -> None:
         tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
 
 
-def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+    """vmap on symbolic values (JAX's, and torch's with ``in_dims``/``out_dims``): ``fun`` on
+    the arguments without their mapped axes, the axis put back into its results."""
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
         raise ValueError(f"vmap: in_axes {in_axes} for {len(args)} arguments")
@@ -374,15 +409,42 @@ def _sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> 
 
 
 def _vmap(original: Any) -> Any:
-    def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, *a: Any, **kw: Any) -> Any:
+    """``jax.vmap``, and ``torch.vmap`` (``in_dims``, ``out_dims``: JAX's meaning), taking
+    its own arguments (:func:`_given`); torch's refuses a list of ``in_dims`` and randomness
+    other than its three."""
+    def vmap(fun: Any, *a: Any, **kw: Any) -> Any:
+        given = _given(original, fun, a, kw)
+        in_axes = given.get("in_axes", given.get("in_dims", 0))
+        out_axes = given.get("out_axes", given.get("out_dims", 0))
+        randomness = given.get("randomness", "error")
+        if ("in_dims" in given and isinstance(in_axes, list)) or \
+                randomness not in ("error", "different", "same"):
+            raise ValueError(f"torch.vmap takes in_dims as an int or a tuple, randomness "
+                             f"'error', 'different' or 'same': {in_axes}, {randomness}")
+
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
-                tracer().used_jax = True
-                return _sym_vmap(fun, in_axes, out_axes, args, kwargs)
-            return original(fun, in_axes, out_axes, *a, **kw)(*args, **kwargs)
+                tracer().used_jax |= _jax_own(original)  # torch.vmap's is torch code
+                return sym_vmap(fun, in_axes, out_axes, args, kwargs)
+            return original(fun, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
+
+
+def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
+    """A transformation's arguments by name, bound as ``original`` takes them: one it does not
+    take raises the TypeError it would (torch's ``in_axes=``, ``hessian``'s ``has_aux``)."""
+    return _signature(original).bind(fun, *a, **kw).arguments
+
+
+#: a transformation's signature, kept: ~100 us each, and code makes a vmap per call or loop
+_signature = functools.lru_cache(maxsize=64)(inspect.signature)
+
+
+def _jax_own(original: Any) -> bool:
+    """JAX's transformation, not torch.func's (whose code stays torch code)."""
+    return str(getattr(original, "__module__", "")).partition(".")[0] == "jax"
 
 
 def _jit(original: Any) -> Any:
@@ -405,14 +467,17 @@ def _jit(original: Any) -> Any:
 def _transform(original: Any, model: Callable[..., Any]) -> Any:
     """A JAX transformation ``original(fun, argnums, has_aux, ...)`` (``grad``, ``jacrev``...)
     whose result runs JAX's own on concrete values and, on symbolic ones, ``fun`` itself, then
-    ``model(out, argnums, has_aux, args)`` for the transformed result."""
-    def transform(fun: Any, argnums: Any = 0, has_aux: bool = False, *a: Any,
-                  **kw: Any) -> Any:
+    ``model(out, argnums, has_aux, args)`` for the transformed result; torch.func's ``grad``,
+    ``jacrev``, ``jacfwd`` and ``hessian`` give the same shapes (each takes its own arguments)."""
+    def transform(fun: Any, *a: Any, **kw: Any) -> Any:
+        given = _given(original, fun, a, kw)
+        argnums, has_aux = given.get("argnums", 0), given.get("has_aux", False)
+
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
-                return original(fun, argnums, has_aux, *a, **kw)(*args, **kwargs)
-            tracer().used_jax = True
+                return original(fun, *a, **kw)(*args, **kwargs)
+            tracer().used_jax |= _jax_own(original)  # torch.func's are torch code
             return model(fun(*args, **kwargs), argnums, has_aux, args)
         return run
     return transform
@@ -528,7 +593,7 @@ CONTROL: dict[str, Callable[..., Any]] = {
         [true_fun(*operands), false_fun(*operands)], "cond's two branches"),
     "lax.switch": lambda index, branches, *operands, **kw: _branches(
         [b(*operands) for b in branches], "switch's branches"),
-    "lax.map": lambda f, xs, **kw: _sym_vmap(f, 0, 0, (xs,), {}),
+    "lax.map": lambda f, xs, **kw: sym_vmap(f, 0, 0, (xs,), {}),
     # collectives over a mapped axis (vmap's axis_name): each example keeps its shape; control,
     # as lax.psum(1, "batch") (the axis size) holds no symbolic value
     **{f"lax.{n}": lambda x, *args, **kw: _tree_map(S.unary(), x) for n in (

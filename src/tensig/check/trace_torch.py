@@ -14,12 +14,20 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable
-from functools import cache, lru_cache, partial
+from functools import cache, lru_cache, partial, wraps
 from typing import Any
 
 import torch
 
-from tensig.check import size_fit, sym_functions, sym_indexing, sym_sizes, trace_numpy, tracing
+from tensig.check import (
+    size_fit,
+    sym_functions,
+    sym_indexing,
+    sym_sizes,
+    trace_jax,
+    trace_numpy,
+    tracing,
+)
 from tensig.check import tracer as S
 from tensig.check.broadcasting import broadcast, carry_strides, differ, shape_text, shared
 from tensig.check.sym_functions import created
@@ -641,6 +649,47 @@ def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: 
     return S.SymArray((*a.dims[:-1], k), "i")
 
 
+def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymArray:
+    """``torch.combinations``: a vector's ``r``-element subsets (``n (n - 1) / 2`` pairs, 0 where
+    ``n < r``), with replacement its multisets; it has no meta kernel to fit."""
+    a = S._sym(x)
+    if a.ndim != 1:
+        tracer().report("op-shape", f"torch.combinations of {shape_text(a)}: it takes 1-D "
+                                    "tensors only")
+    top = a.dims[0] + (r - 1 if with_replacement else 0) if a.ndim else sym_sizes.ONE
+    return S.SymArray((math.prod((top - i for i in range(r)), start=sym_sizes.ONE)
+                       // math.factorial(r), r), a.kind)
+
+
+def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
+    """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
+    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin; also where ``fn``'s
+    globals name them (``from torch.func import vmap``)."""
+    import torch.func
+
+    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad, **dict.fromkeys(
+        ("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
+    models = {}  # by the id of the original and of the wrapper (another thread's patch)
+    out: list[tuple[Any, str, Any]] = []
+    for name, make in makers.items():
+        f = getattr(torch.func, name)
+        f = getattr(f, "__wrapped__", f)
+        models[id(f)] = models[id(_func_model(make, f))] = _func_model(make, f)
+        out.append((torch.func, name, models[id(f)]))
+    out.append((torch, "vmap", out[0][2]))
+    namespace = getattr(fn, "__globals__", None)
+    if isinstance(namespace, dict):
+        out += [(tracing.Namespace(namespace), n, models[id(v)]) for n, v in namespace.items()
+                if id(v) in models]
+    return out
+
+
+@cache
+def _func_model(make: Callable[[Any], Any], original: Any) -> Any:
+    """One wrapper per torch.func transformation, kept; ``__wrapped__`` is the original."""
+    return wraps(original)(make(original))
+
+
 # torch functions whose name a tensor method shares with another meaning (x.unfold)
 _BY_FUNCTION: dict[Any, Callable[..., Any]] = {torch.nn.functional.unfold: im2col}
 
@@ -648,6 +697,7 @@ HAND: dict[str, Callable[..., Any]] = {
     **{n: _index_add(n) for n in ("index_add", "index_add_", "index_copy", "index_copy_")},
     "ctc_loss": ctc_loss,
     "multinomial": _multinomial,
+    "combinations": _combinations,
     "nonzero": _nonzero,
     "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,

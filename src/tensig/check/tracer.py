@@ -519,8 +519,9 @@ def _axes(axis: Any, ndim: int) -> set[int]:
     return {_axis(i, ndim) for i in (axis if isinstance(axis, tuple | list) else (axis,))}
 
 
-_KIND_WORDS = (("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"), ("complex", "c"),
-               ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i"))
+#: kind ``k``: a JAX typed key (``key<fry>``), whose stand-ins are keys (trace_jax)
+_KIND_WORDS = (("key<", "k"), ("bool", "b"), ("float", "f"), ("half", "f"), ("double", "f"),
+               ("complex", "c"), ("int", "i"), ("long", "i"), ("short", "i"), ("byte", "i"))
 
 
 def kind_of(dtype: Any) -> str | None:

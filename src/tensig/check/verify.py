@@ -252,6 +252,14 @@ def _creation_patched() -> Iterator[None]:
         yield
 
 
+def _torch_targets(fn: Any) -> list[tuple[Any, str, Any]]:
+    """torch.func's transformations, where torch is loaded (:func:`trace_torch.func_targets`)."""
+    if "torch" not in sys.modules:
+        return []
+    from tensig.check import trace_torch as symbolic_torch
+    return symbolic_torch.func_targets(fn)
+
+
 #: one wrapper per library function and model, kept: ~30 made afresh per call took 25 us
 #: (bounded: a test's mock of np.zeros is a new original)
 _creation_wrapper = functools.lru_cache(maxsize=256)(sym_functions.creation_wrapper)
@@ -513,7 +521,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         args = _call(fn, sig, args)
         out = None
         with _creation_patched(), trace_jax.patched(fn), \
-                tracing.patched(library_targets(fn)):
+                tracing.patched(library_targets(fn) + _torch_targets(fn)):
             try:
                 out = fn(*args)
             except tracing.Unsupported as e:
