@@ -44,8 +44,7 @@ from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
-__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "spec_text",
-           "split_merges"]
+__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "spec_text", "split_merges"]
 
 
 @dataclass
@@ -213,7 +212,6 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
     :func:`~tensig.execution.assignment.lower_assignment`.  ``anchor``: the operand that is
     the operation's own result when another tensor is written (a gradient, ``x.grad =+
     concat(t.grad, y)``): only the phases it takes part in run."""
-    check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     steps = []
@@ -251,24 +249,6 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
 def spec_text(inferred: Inferred) -> str:
     """What a lowering error names as the spec: its text, or the logic (``compose``, ...)."""
     return inferred.spec.text if inferred.spec is not None else inferred.logic
-
-
-def check_windows(inferred: Inferred) -> None:
-    """Refuse a window of no cells (a size-0 kernel axis): every output would reduce nothing,
-    over more positions than the input has cells, which no two backends compute alike."""
-    for t, uses in enumerate(inferred.layout[:-1]):
-        for p, u in enumerate(uses):
-            ix = u.index
-            if isinstance(ix, AffineIndex) and ix.kernel is not None and \
-                    int(ix.kernel.size) == 0:
-                k, o = ix.kernel.name or "kernel", ix.over.name or "output"
-                raise ShapeError(
-                    f"the window axis {k!r} has size 0: operand {t}'s axis {p} ({o} over {k}, "
-                    f"{int(u.size)} cells) would have {int(ix.over.size)} windows of no cells",
-                    spec=spec_text(inferred),
-                    operand=t, label=k, sizes=(0, int(u.size)),
-                    hint=f"a convolution or pooling window needs at least one cell: give "
-                         f"{k!r} a size of 1 or more")
 
 
 class Letters(dict[Hashable, str]):
