@@ -433,6 +433,24 @@ class TestRerank:
         with pytest.raises(tensig.ShapeError, match="less than its cell rank 1"):
             rows(np.array(1), m)
 
+    @pytest.mark.parametrize("frame", [0, 2])
+    def test_complementary_ranks_check_the_cells_as_typeof_does(self, frame):
+        """``rerank(index, -1, -1)`` makes ``i``'s cells scalars, which ``index`` (``[Int l]``)
+        cannot take, whatever the frame: Remora types the cells, even when there are none.
+        An empty frame returned ``[]``, a frame of 2 blamed ``x`` (``l = 2``), typeof refused."""
+        f = rank.rerank(rank.index, -1, -1)
+        x, i = np.zeros((frame, 3)), np.zeros(frame, int)
+        with pytest.raises(tensig.ShapeError) as want:
+            rank.typeof(f, x, i)
+        with pytest.raises(tensig.ShapeError) as got:
+            f(x, i)
+        assert str(got.value) == str(want.value) and "less than its cell rank 1" in str(want.value)
+        # cells of the right ranks run as a loop over the frame (an empty one never calls index)
+        x, i = np.arange(frame * 3.0).reshape(frame, 3), np.arange(frame).reshape(frame, 1)
+        got = f(x, i)
+        assert got.shape == rank.typeof(f, x, i).result.shape.as_tuple() == (frame,)
+        np.testing.assert_array_equal(got, [x[k][i[k, 0]] for k in range(frame)])
+
     def test_bad_ranks(self):
         with pytest.raises(TypeError, match="cell rank is an int"):
             rank.rerank(rank.head, 1.5)
