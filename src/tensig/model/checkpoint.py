@@ -8,9 +8,11 @@ tell ``3->2`` from ``2,3``.  Arrays travel as NumPy arrays: a file loads into an
 
 Why CRC-32 per tensor (``tensig.crc32.layer1.w``): it detects every single-bit flip and burst
 of up to 32 bits, and was the standard library's fastest hash on 100 MB (0.8 GB/s against 0.4
-for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A tensor without one
-loads unchecked (the format stays ``"1"``: older readers ignore the entries).  Shape texts must
-match :func:`save`'s canonical form before they are parsed, so a crafted ``9**9**9`` is refused.
+for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A file without them
+loads unchecked (the format stays ``"1"``: older readers ignore the entries); in one with
+them, a tensor without one is damage (a flipped bit in its key would leave it unchecked).
+Shape texts must match :func:`save`'s canonical form before they are parsed, so a crafted
+``9**9**9`` is refused.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -323,6 +325,7 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         header = dict(f.metadata() or {})
         keys = list(f.keys())
         version = header.get(_FORMAT_KEY)
+        checked = version is not None and any(k.startswith(_CRC_PREFIX) for k in header)
         if version is not None and version != FORMAT_VERSION:
             raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
                                           f"reads format {FORMAT_VERSION!r}"])
@@ -376,9 +379,12 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                 "in the file (casting would lose precision)")
             else:
                 crc = header.get(_CRC_PREFIX + key) if version is not None else None
-                if crc is not None and not _CRC_TEXT.fullmatch(crc):
-                    problems.append(f"{_kind(t)}: the checksum recorded in the header "
-                                    f"({crc!r}) is not 8 hex digits: the file is damaged")
+                bad = (f"the checksum recorded in the header ({crc!r}) is not 8 hex digits"
+                       if crc is not None and not _CRC_TEXT.fullmatch(crc) else
+                       "no checksum is recorded for it, though the file records them"
+                       if crc is None and checked else None)  # (a key's name was damaged)
+                if bad is not None:
+                    problems.append(f"{_kind(t)}: {bad}: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
         step, skipped, seed = (_count(header, key, what, problems) if version is not None
