@@ -127,6 +127,22 @@ def test_a_tensor_missing_its_checksum_beside_others_is_damage(tmp_path):
     assert_unchanged(g2, before)
 
 
+def test_tensig_entries_without_the_format_key_are_damage(tmp_path):
+    """Found by fuzzing: a flipped bit in "tensig.format" made the file foreign, so nothing in
+    it was checked and a flip in the data loaded a wrong value."""
+    _, m1, _ = build()
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    meta, tensors = contents(path)
+    meta["tensmg.format"] = meta.pop("tensig.format")
+    tensors["layer1.w"][0, 0] += 1
+    path.write_bytes(safetensors.numpy.save(tensors, metadata=meta))
+    g2, m2, _ = build(seed=3)
+    before = snapshot(g2)
+    with pytest.raises(CheckpointError, match=r"tensig entries .* but no 'tensig.format'"):
+        load(m2, path)
+    assert_unchanged(g2, before)
+
+
 def test_a_damaged_checksum_text_is_damage(tmp_path):
     _, m1, _ = build()
     path = save(m1, tmp_path / "ckpt.safetensors")

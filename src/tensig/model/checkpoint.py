@@ -325,7 +325,11 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         header = dict(f.metadata() or {})
         keys = list(f.keys())
         version = header.get(_FORMAT_KEY)
-        checked = version is not None and any(k.startswith(_CRC_PREFIX) for k in header)
+        checked = any(k.startswith(_CRC_PREFIX) for k in header)
+        ours = sorted(k for k in header if k.startswith(_RESERVED_PREFIX))
+        if version is None and ours:  # a damaged format key would leave everything unchecked
+            raise CheckpointError(shown, [f"the header has tensig entries (such as {ours[0]!r}) "
+                                          f"but no {_FORMAT_KEY!r}: the file is damaged"])
         if version is not None and version != FORMAT_VERSION:
             raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
                                           f"reads format {FORMAT_VERSION!r}"])
