@@ -90,6 +90,30 @@ def _iters_of(ix: Any) -> list[Iter]:
     return []
 
 
+def _reduces_nothing(layout: tuple[tuple[AxisUse, ...], ...], members: list[int]) -> bool:
+    """Whether a phase reduces over an axis of no cells: its product space is empty, so it
+    gives the neutral element (computed, an operand's inf or NaN met another's sum over that
+    axis, 0 or -inf, and made NaN)."""
+    kept = {it.id for u in layout[-1] for it in _iters_of(u.index) + _parts(u.index)}
+    return any(int(it.size) == 0 and it.id not in kept
+               for t in members for u in layout[t] for it in _iters_of(u.index))
+
+
+def _neutral(step: Callable[..., Any], op: Operator | Pointwise, backend: Backend
+             ) -> Callable[..., Any]:
+    """``step``'s result (its dtype, shape and device) filled with the neutral element."""
+    def run(arrays: Sequence[Any]) -> Any:
+        out = step(arrays)
+        return backend.full(tuple(out.shape), fill(op.neutral, out), out)
+
+    return run
+
+
+def _parts(ix: Any) -> list[Iter]:
+    return [p for p in ix.parts if isinstance(p, Iter)] if isinstance(
+        ix, ConcatIndex | MergeIndex) else []
+
+
 def collapse_concats(inferred: Inferred) -> Inferred:
     """Concatenations that are one axis in disguise, made one iterator: when every use of
     ``a`` and ``b`` is the same ``a^b``, nothing tells the parts apart.  Otherwise each such
@@ -228,7 +252,7 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
             raise dataclasses.replace(e, spec=e.spec or spec_text(inferred)) from None
         if native is not None and not phase and len(members) == 2:
             step = native(layout, backend, step) or step
-        steps.append(step)
+        steps.append(_neutral(step, op, backend) if _reduces_nothing(layout, members) else step)
     full_shape = tuple(int(u.size) for u in layout[-1])
     meet = operator.add if op.accum == "+" else backend.maximum
 
