@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from limits import run_limited
+from tensig.cli import main
 
 FILES = {
     "wrong_axis.py": '''
@@ -164,6 +165,16 @@ def test_usage_errors_exit_2(tmp_path, args, message):
     folder = _folder(tmp_path, "good.py")
     status, _, err = _verify(str(folder), *args)
     assert status == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ["", "::", "::f", " ::f"])
+def test_an_empty_path_is_a_usage_error(tmp_path, monkeypatch, capsys, path):
+    """Found by fuzzing the CLI: ``tensig verify ::`` verified every file under the current
+    folder (an empty path is ``.``), importing them all."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.py").write_text(textwrap.dedent(FILES["good.py"]))
+    assert main(["verify", path, "--in-process"]) == 2
+    assert "an empty path" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("then, expected", [
