@@ -143,6 +143,25 @@ def test_tensig_entries_without_the_format_key_are_damage(tmp_path):
     assert_unchanged(g2, before)
 
 
+def test_a_tensig_key_save_never_writes_is_damage(tmp_path):
+    """Found by fuzzing: flipped bits in every checksum's key ("tensig.crc22.layer1.w") left
+    the file with none, so a flip in the data loaded a wrong value."""
+    _, m1, _ = build()
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    meta, tensors = contents(path)
+    for k in [k for k in meta if k.startswith("tensig.crc32.")]:
+        meta[k.replace("crc32", "crc22")] = meta.pop(k)
+    tensors["layer1.w"][0, 0] += 1
+    path.write_bytes(safetensors.numpy.save(tensors, metadata=meta))
+    g2, m2, _ = build(seed=3)
+    before = snapshot(g2)
+    with pytest.raises(CheckpointError, match=r"'tensig.crc22.layer1.b', which tensig does "
+                                              r"not write") as info:
+        load(m2, path)
+    assert len(info.value.problems) == 4  # one per stray key
+    assert_unchanged(g2, before)
+
+
 def test_a_damaged_checksum_text_is_damage(tmp_path):
     _, m1, _ = build()
     path = save(m1, tmp_path / "ckpt.safetensors")

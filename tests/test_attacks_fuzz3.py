@@ -317,7 +317,12 @@ def test_fuzz_checkpoint_load_of_damaged_files(rnd):
         path = Path(d) / "m.safetensors"
         save(m, path)
         saved = [np.array(g.store.read(t.val)) for t in params]
-        path.write_bytes(_damaged(path.read_bytes(), rnd))
+        raw = path.read_bytes()
+        damaged = _damaged(raw, rnd)
+        path.write_bytes(damaged)
+        note(f"{len(raw)} -> {len(damaged)} bytes, changed at "
+             f"{[k for k, (a, b) in enumerate(zip(raw, damaged, strict=False)) if a != b]}: "
+             f"{raw!r}")
         for t, v in zip(params, saved, strict=True):  # a load restores them or keeps these
             g.store.write(t.val, v + 1)
         with guard("load"):

@@ -325,14 +325,8 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         header = dict(f.metadata() or {})
         keys = list(f.keys())
         version = header.get(_FORMAT_KEY)
+        _check_header(shown, header, keys, version)
         checked = any(k.startswith(_CRC_PREFIX) for k in header)
-        ours = sorted(k for k in header if k.startswith(_RESERVED_PREFIX))
-        if version is None and ours:  # a damaged format key would leave everything unchecked
-            raise CheckpointError(shown, [f"the header has tensig entries (such as {ours[0]!r}) "
-                                          f"but no {_FORMAT_KEY!r}: the file is damaged"])
-        if version is not None and version != FORMAT_VERSION:
-            raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
-                                          f"reads format {FORMAT_VERSION!r}"])
         problems: list[str] = []
         matched: list[tuple[Any, str, str | None]] = []  # (parameter, target dtype, checksum)
         present = set(keys)
@@ -423,6 +417,26 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)
     return LoadReport(tuple(t.name for t, _ in staged), missing, unexpected, user)
+
+
+def _check_header(shown: str, header: Mapping[str, str], tensors: Iterable[str],
+                  version: str | None) -> None:
+    """tensig's own header keys, first: a damaged one would leave what it guards unchecked (a
+    flipped bit in ``tensig.format`` makes the file foreign, in ``tensig.crc32.w`` leaves ``w``
+    without its checksum)."""
+    ours = sorted(k for k in header if k.startswith(_RESERVED_PREFIX))
+    if version is None and ours:
+        raise CheckpointError(shown, [f"the header has tensig entries (such as {ours[0]!r}) "
+                                      f"but no {_FORMAT_KEY!r}: the file is damaged"])
+    if version is not None and version != FORMAT_VERSION:
+        raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
+                                      f"reads format {FORMAT_VERSION!r}"])
+    known = {_FORMAT_KEY, _STEP_KEY, _SKIPPED_KEY, _SEED_KEY} | {
+        prefix + name for prefix in (_SHAPE_PREFIX, _CRC_PREFIX) for name in tensors}
+    stray = [k for k in ours if k not in known]
+    if stray:
+        raise CheckpointError(shown, [f"the header has {k!r}, which tensig does not write for "
+                                      "this file's tensors: the file is damaged" for k in stray])
 
 
 def _order_text(trainer: Trainer) -> str:
