@@ -143,7 +143,8 @@ def _chain(rnd, make, sizes):
 @given(st.randoms(use_true_random=False))
 def test_fuzz_compiled_graph_chains_as_numpy(rnd):
     """A chain of random operations on leaves, compiled by ``G.Model``: NumPy's value
-    (``einsum``; broadcast sums and maxima, with the neutral element over empty axes)."""
+    (``einsum``; broadcast sums and maxima, with the neutral element over empty axes) where
+    it is a number or an infinity."""
     with G.new_graph():
         made = {}
         t, values, run = _chain(rnd, lambda name, shape: made.setdefault(
@@ -153,7 +154,9 @@ def test_fuzz_compiled_graph_chains_as_numpy(rnd):
             m.set(made[f"x{k}"], v)
         with guard("graph"):
             got = m.run()
-    np.testing.assert_allclose(np.asarray(got), run(*values), rtol=1e-6, atol=1e-6)
+    want = run(*values)
+    known = ~np.isnan(want)  # NaN (inf - inf) depends on the order of the sums: any value
+    np.testing.assert_allclose(np.asarray(got)[known], want[known], rtol=1e-6, atol=1e-6)
 
 
 @fuzz(30)
