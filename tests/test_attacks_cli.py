@@ -144,6 +144,33 @@ def test_a_top_level_sys_exit_is_a_note(tmp_path):
     assert status == 1 and "1 function(s) verified: 1 error(s), 0 warning(s), 1 note(s)" in out
 
 
+def test_verifying_tensigs_own_files_leaves_its_tables_alone(tmp_path):
+    """Verifying a folder runs each file afresh, tensig's own too: sym_functions.py run again
+    copied NumPy's creation table (np.average by then) into torch's, and every torch file
+    verified after it crashed (torch has no attribute 'average')."""
+    pytest.importorskip("torch")
+    from tensig.check import sym_functions, tracer, tracing
+    from tensig.check.verify_files import verify_path
+    tables = [tracer.NUMPY, tracer.TORCH, tracer.CREATION_NUMPY, tracer.CREATION_TORCH,
+              tracing.PLUGINS]
+    saved = [dict(t) for t in tables]  # the run again swaps in its own (equal) functions
+    try:
+        verify_path(sym_functions.__file__)
+        assert set(tracer.CREATION_TORCH) == set(saved[3])
+        (tmp_path / "t.py").write_text(textwrap.dedent("""\
+            import torch
+            from tensig import Float
+            def f(x: Float[torch.Tensor, "B, T"]) -> Float[torch.Tensor, "B, T"]:
+                return x + torch.zeros(x.shape[0], x.shape[1])
+            """))
+        [report] = verify_path(str(tmp_path / "t.py"))
+        assert (report.function, report.findings, report.notes) == ("f", [], [])
+    finally:
+        for table, old in zip(tables, saved, strict=True):
+            table.clear()
+            table.update(old)
+
+
 def test_a_file_that_kills_the_interpreter_is_a_note(tmp_path):
     """``os._exit`` at import ends the worker; it is restarted for the files after it."""
     folder = _folder(tmp_path, "a_dies.py", "wrong_axis.py", "good.py")

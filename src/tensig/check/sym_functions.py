@@ -589,10 +589,14 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
-CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
-                      broadcast_shapes=broadcast_shapes,
-                      full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
-CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
+# both libraries' by name; a copy of CREATION_NUMPY would take what trace_numpy adds to it when
+# this file runs again (verifying a folder that holds it): np.average, looked up in torch
+_CREATION_SHARED: dict[str, Callable[..., Any]] = dict(
+    zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
+    broadcast_shapes=broadcast_shapes,
+    full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
+CREATION_NUMPY.update(_CREATION_SHARED)
+CREATION_TORCH.update(_CREATION_SHARED, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
                       randint=lambda *args, **kw: created(kw["size"] if "size" in kw else args[-1],
                                                           dtype="int"))
