@@ -9,7 +9,7 @@ tell ``3->2`` from ``2,3``.  Arrays travel as NumPy arrays: a file loads into an
 Why CRC-32 per tensor (``tensig.crc32.layer1.w``): it detects every single-bit flip and burst
 of up to 32 bits, and was the standard library's fastest hash on 100 MB (0.8 GB/s against 0.4
 for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A file without them
-loads unchecked (the format stays ``"1"``: older readers ignore the entries); in one with
+loads unchecked (the format stayed ``"1"``: earlier readers ignore the entries); in one with
 them, a tensor without one is damage (a flipped bit in its key would leave it unchecked).
 Shape texts must match :func:`save`'s canonical form before they are parsed, so a crafted
 ``9**9**9`` is refused.
@@ -56,7 +56,8 @@ from tensig.model.train import Trainer
 
 __all__ = ["FORMAT_VERSION", "CheckpointError", "LoadReport", "load", "save"]
 
-#: The version of the tensig metadata written into a checkpoint's header.
+#: The version of the tensig metadata written into a checkpoint's header: raised with any new
+#: ``tensig.`` key, as load refuses keys it does not know (a damaged key would hide a check).
 FORMAT_VERSION = "1"
 
 _FORMAT_KEY = "tensig.format"
@@ -435,8 +436,9 @@ def _check_header(shown: str, header: Mapping[str, str], tensors: Iterable[str],
         prefix + name for prefix in (_SHAPE_PREFIX, _CRC_PREFIX) for name in tensors}
     stray = [k for k in ours if k not in known]
     if stray:
-        raise CheckpointError(shown, [f"the header has {k!r}, which tensig does not write for "
-                                      "this file's tensors: the file is damaged" for k in stray])
+        raise CheckpointError(shown, [f"the header has {k!r}, which this tensig does not write "
+                                      "for this file's tensors: the file is damaged (or from a "
+                                      "newer tensig)" for k in stray])
 
 
 def _order_text(trainer: Trainer) -> str:
