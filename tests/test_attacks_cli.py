@@ -7,6 +7,7 @@ session."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import textwrap
 
@@ -147,16 +148,21 @@ def test_a_top_level_sys_exit_is_a_note(tmp_path):
 def test_verifying_tensigs_own_files_leaves_its_tables_alone(tmp_path):
     """Verifying a folder runs each file afresh, tensig's own too: sym_functions.py run again
     copied NumPy's creation table (np.average by then) into torch's, and every torch file
-    verified after it crashed (torch has no attribute 'average')."""
+    verified after it crashed (torch has no attribute 'average'); trace_numpy.py run again
+    wrapped its wrapper of np.concatenate once more (without end, run after run)."""
     pytest.importorskip("torch")
-    from tensig.check import sym_functions, tracer, tracing
+    from tensig.check import sym_functions, trace_numpy, trace_torch, tracer, tracing
     from tensig.check.verify_files import verify_path
     tables = [tracer.NUMPY, tracer.TORCH, tracer.CREATION_NUMPY, tracer.CREATION_TORCH,
               tracing.PLUGINS]
+    assert trace_torch.HAND  # imported: its entries are in the tables saved
     saved = [dict(t) for t in tables]  # the run again swaps in its own (equal) functions
     try:
         verify_path(sym_functions.__file__)
         assert set(tracer.CREATION_TORCH) == set(saved[3])
+        verify_path(trace_numpy.__file__)
+        model = inspect.getclosurevars(tracer.NUMPY["concatenate"]).nonlocals["model"]
+        assert model is sym_functions.concatenate  # the model, not a wrapper of it
         (tmp_path / "t.py").write_text(textwrap.dedent("""\
             import torch
             from tensig import Float

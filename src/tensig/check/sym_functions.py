@@ -55,8 +55,8 @@ from tensig.check.tracer import (
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
-__all__ = ["bincount", "concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear",
-           "nonzero", "stack", "where"]
+__all__ = ["SHARED", "bincount", "concatenate", "conv", "cross_entropy", "einsum", "layer_norm",
+           "linear", "nonzero", "stack", "where"]
 
 
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
@@ -457,7 +457,7 @@ def _like(full: bool, shape_at: int = 3) -> Callable[..., SymArray]:
 
 
 #: NumPy's and torch's functions of one name and meaning.
-_SHARED: dict[str, Callable[..., Any]] = {
+SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
         shape if shape is not None else newshape),
     "concatenate": concatenate,
@@ -524,7 +524,7 @@ def triangle_part(square: bool) -> Callable[..., SymArray]:
 
 
 NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
-              for name, kind in _REDUCTIONS.items()}, **_SHARED,
+              for name, kind in _REDUCTIONS.items()}, **SHARED,
              tril=triangle_part(True), triu=triangle_part(True))
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
@@ -551,7 +551,7 @@ NUMPY.update({
     "array_split": functools.partial(np_split, equal=False),
 })
 
-TORCH.update(_SHARED)
+TORCH.update(SHARED)
 TORCH.update({
     **dict.fromkeys(("tril", "triu"), triangle_part(False)),
     "mm": _matrices(2),
